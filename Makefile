@@ -1,0 +1,43 @@
+# The two commands of the README: `make demo` and `make test`. Both set up what they need.
+PYTHON ?= python3
+VENV   ?= .venv
+BIN    := $(VENV)/bin
+APT_PACKAGES := prometheus prometheus-pushgateway postgresql
+
+.PHONY: demo test venv system-deps bench lint clean
+
+venv: $(VENV)/.installed
+
+$(VENV)/.installed: pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(BIN)/python -m pip install --quiet -e ".[test]"
+	touch $@
+
+# Debian packages for the real services the embedded cluster and the tests run.
+system-deps:
+	@missing=""; \
+	command -v prometheus >/dev/null 2>&1 || missing="$$missing prometheus"; \
+	command -v promtool >/dev/null 2>&1 || missing="$$missing prometheus"; \
+	command -v prometheus-pushgateway >/dev/null 2>&1 || missing="$$missing prometheus-pushgateway"; \
+	ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || missing="$$missing postgresql"; \
+	if [ -n "$$missing" ]; then \
+	  if [ "$$(id -u)" = 0 ]; then \
+	    echo "installing Debian packages:$$missing"; \
+	    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $(APT_PACKAGES) >/dev/null; \
+	  else \
+	    echo "missing Debian packages:$$missing — run: sudo apt-get install $(APT_PACKAGES)" >&2; exit 1; \
+	  fi; \
+	fi
+
+demo: venv system-deps
+	$(BIN)/gpuaas demo
+
+test: venv system-deps
+	PREFECT_SERVER_ANALYTICS_ENABLED=false $(BIN)/python -m pytest
+
+bench: venv system-deps
+	@for b in bench/bench_*.py; do echo "== $$b"; $(BIN)/python $$b || exit 1; done
+
+clean:
+	rm -rf $(VENV) .pytest_cache build *.egg-info

@@ -1,0 +1,1 @@
+"""Prefect flows: thin orchestration over ``tasks``. One module per flow."""

@@ -1,0 +1,11 @@
+"""gpuaas: reclaim idle GPUs, rebalance Kueue quotas, report cost per verified outcome.
+
+The library never imports Prefect: ``flows/`` and ``tasks/`` wrap it. Dependencies point one
+way: deployments -> flows -> tasks -> gpuaas.
+"""
+
+from gpuaas.errors import *  # noqa: F403
+from gpuaas.policy import Policy, load_policy
+from gpuaas.settings import GpuaasSettings, load_settings
+
+__version__ = "0.1.0"

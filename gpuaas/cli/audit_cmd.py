@@ -1,0 +1,68 @@
+"""``gpuaas audit``: what gpuaas decided and did, for people after an incident."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+from typing import Annotated
+
+import typer
+
+from gpuaas.cli._common import OutputFormat, fail, print_json, print_table, settings_or_exit
+from gpuaas.store import AuditEntry, open_store
+
+app = typer.Typer(help="Read the append-only audit log.", no_args_is_help=True)
+
+_UNITS = {"s": "seconds", "m": "minutes", "h": "hours", "d": "days", "w": "weeks"}
+
+
+def parse_since(value: str, now: datetime | None = None) -> datetime:
+    """``90m``, ``2h``, ``7d`` (relative) or an ISO-8601 time (UTC when no offset is given)."""
+    now = now or datetime.now(UTC)
+    text = value.strip()
+    if len(text) >= 2 and text[-1] in _UNITS and text[:-1].replace(".", "", 1).isdigit():
+        return now - timedelta(**{_UNITS[text[-1]]: float(text[:-1])})
+    try:
+        parsed = datetime.fromisoformat(text.replace("Z", "+00:00"))
+    except ValueError as exc:
+        raise ValueError(f"--since: expected a duration like 2h or 7d, or an ISO time, got {value!r}") from exc
+    return parsed.replace(tzinfo=UTC) if parsed.tzinfo is None else parsed
+
+
+def entry_to_dict(entry: AuditEntry) -> dict[str, object]:
+    data = entry.model_dump(mode="json")
+    data["object"] = entry.object_ref
+    return data
+
+
+@app.command("list")
+def list_(
+    since: Annotated[str | None, typer.Option(help="Only rows newer than this: 2h, 7d, or an ISO time.")] = None,
+    flow: Annotated[str | None, typer.Option(help="Only rows written by this flow (reclaim, rebalance, ...).")] = None,
+    object: Annotated[
+        str | None, typer.Option("--object", help="NAME, NAMESPACE/NAME or KIND/NAMESPACE/NAME.")
+    ] = None,
+    limit: Annotated[int, typer.Option(min=1, help="At most this many rows (newest kept).")] = 200,
+    format: Annotated[OutputFormat, typer.Option("--format")] = OutputFormat.table,
+) -> None:
+    """List audit entries, oldest first."""
+    try:
+        since_at = parse_since(since) if since else None
+    except ValueError as exc:
+        raise fail(str(exc), code=2) from exc
+    store = open_store(settings_or_exit())
+    try:
+        rows = store.audit(since=since_at, flow=flow, obj=object, limit=None)[-limit:]
+    finally:
+        store.close()
+    if format is OutputFormat.json:
+        print_json({"entries": [entry_to_dict(r) for r in rows]})
+        return
+    print_table(
+        f"audit log: {len(rows)} entr{'y' if len(rows) == 1 else 'ies'}",
+        ["id", "when (UTC)", "flow", "action", "object", "mode", "outcome", "reason"],
+        [
+            [r.id, r.created_at.strftime("%Y-%m-%d %H:%M:%S"), r.flow, r.action, r.object_ref, r.mode, r.outcome,
+             (r.reason[:80] + "…") if len(r.reason) > 80 else r.reason]
+            for r in rows
+        ],
+    )

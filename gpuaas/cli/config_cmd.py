@@ -1,0 +1,35 @@
+"""``gpuaas config``: validate a policy file before it reaches a scheduled run."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from gpuaas.cli._common import OutputFormat, console, fail, print_json
+from gpuaas.errors import ConfigError
+from gpuaas.policy import load_policy
+
+app = typer.Typer(help="Check configuration and policy files.", no_args_is_help=True)
+
+
+@app.command("check")
+def check(
+    file: Annotated[Path, typer.Argument(help="Policy YAML file to validate.")],
+    format: Annotated[OutputFormat, typer.Option("--format", help="Output format.")] = OutputFormat.table,
+) -> None:
+    """Validate a policy file; exit 1 naming the file and field when it is wrong."""
+    try:
+        policy = load_policy(file)
+    except ConfigError as exc:
+        raise fail(str(exc)) from exc
+    if format is OutputFormat.json:
+        print_json({"file": str(file), "valid": True, "policy": policy.model_dump(mode="json")})
+        return
+    console.print(
+        f"[green]ok[/]: {file} — reclaim {policy.reclaim.mode.value} (cap {policy.reclaim.max_actions_per_run}), "
+        f"rebalance {policy.rebalance.mode.value}, {len(policy.tenants)} tenants, "
+        f"{len(policy.services)} services",
+        highlight=False,
+    )

@@ -1,0 +1,201 @@
+"""A real Prometheus on loopback, with history backfilled through ``promtool``.
+
+The embedded cluster, the tests and the benchmarks all query a real Prometheus so that
+the PromQL gpuaas sends is checked by the real engine, not by a stand-in. History is
+written as OpenMetrics text and turned into TSDB blocks with
+``promtool tsdb create-blocks-from openmetrics`` before the server starts; live samples
+arrive by scraping (honouring the exporter's timestamps).
+"""
+
+from __future__ import annotations
+
+import shutil
+import socket
+import subprocess
+import tempfile
+import time
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+from types import TracebackType
+
+import httpx
+import yaml
+
+from gpuaas.errors import GpuaasError
+
+__all__ = ["PrometheusServer", "free_port", "require_binary", "to_openmetrics"]
+
+
+def free_port() -> int:
+    """A TCP port on 127.0.0.1 that nothing listens on right now."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def require_binary(name: str) -> str:
+    """Path of an executable, or an error that says how to install it."""
+    path = shutil.which(name) or (f"/usr/bin/{name}" if Path(f"/usr/bin/{name}").exists() else None)
+    if path is None:
+        raise GpuaasError(
+            f"'{name}' is not installed; on Debian: apt-get install prometheus prometheus-pushgateway"
+        )
+    return path
+
+
+def _escape(value: str) -> str:
+    return value.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
+
+
+def to_openmetrics(
+    samples: Iterable[tuple[str, dict[str, str], float, float]],
+    types: dict[str, str] | None = None,
+) -> str:
+    """OpenMetrics text from ``(metric, labels, value, unix_seconds)`` tuples, ending in ``# EOF``.
+
+    Samples of one metric must be contiguous in the output (an OpenMetrics rule promtool
+    enforces), so they are grouped here whatever order they arrive in.
+    """
+    by_metric: dict[str, list[str]] = {}
+    for name, labels, value, ts in samples:
+        label_text = ",".join(f'{k}="{_escape(str(v))}"' for k, v in sorted(labels.items()))
+        by_metric.setdefault(name, []).append(f"{name}{{{label_text}}} {value!r} {ts:.3f}")
+    lines: list[str] = []
+    for name, rows in by_metric.items():
+        kind = (types or {}).get(name)
+        if kind:
+            lines.append(f"# TYPE {name} {kind}")
+        lines.extend(rows)
+    lines.append("# EOF")
+    return "\n".join(lines) + "\n"
+
+
+class PrometheusServer:
+    """One Prometheus process with its own TSDB directory, started and stopped by us."""
+
+    def __init__(
+        self,
+        data_dir: Path,
+        *,
+        port: int | None = None,
+        scrape_targets: Sequence[str] = (),
+        scrape_interval: str = "15s",
+        retention: str = "60d",
+    ) -> None:
+        self.data_dir = Path(data_dir)
+        self.port = port or free_port()
+        self.scrape_targets = list(scrape_targets)
+        self.scrape_interval = scrape_interval
+        self.retention = retention
+        self._proc: subprocess.Popen[bytes] | None = None
+        self._log_path = self.data_dir / "prometheus.log"
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    @property
+    def tsdb_dir(self) -> Path:
+        return self.data_dir / "tsdb"
+
+    def backfill(self, openmetrics: str | Path) -> None:
+        """Turn OpenMetrics text (or a file of it) into TSDB blocks; call before ``start``."""
+        promtool = require_binary("promtool")
+        self.tsdb_dir.mkdir(parents=True, exist_ok=True)
+        if isinstance(openmetrics, Path):
+            source = openmetrics
+            cleanup = None
+        else:
+            handle = tempfile.NamedTemporaryFile("w", suffix=".om", dir=self.data_dir, delete=False)
+            with handle:
+                handle.write(openmetrics)
+            source = cleanup = Path(handle.name)
+        try:
+            result = subprocess.run(
+                [promtool, "tsdb", "create-blocks-from", "openmetrics", str(source), str(self.tsdb_dir)],
+                capture_output=True,
+                text=True,
+                check=False,
+            )
+        finally:
+            if cleanup is not None:
+                cleanup.unlink(missing_ok=True)
+        if result.returncode != 0:
+            tail = (result.stderr or result.stdout).strip()[-800:]
+            raise GpuaasError(f"promtool could not backfill {source}: {tail}")
+
+    def _write_config(self) -> Path:
+        config: dict[str, object] = {"global": {"scrape_interval": self.scrape_interval}}
+        if self.scrape_targets:
+            config["scrape_configs"] = [
+                {
+                    "job_name": "gpuaas-embedded",
+                    "honor_labels": True,
+                    "honor_timestamps": True,
+                    "static_configs": [{"targets": self.scrape_targets}],
+                }
+            ]
+        path = self.data_dir / "prometheus.yml"
+        path.write_text(yaml.safe_dump(config), encoding="utf-8")
+        return path
+
+    def start(self, timeout: float = 60) -> None:
+        """Start the server and wait until ``/-/ready`` answers."""
+        binary = require_binary("prometheus")
+        self.data_dir.mkdir(parents=True, exist_ok=True)
+        self.tsdb_dir.mkdir(parents=True, exist_ok=True)
+        config = self._write_config()
+        log = self._log_path.open("ab")
+        self._proc = subprocess.Popen(
+            [
+                binary,
+                f"--config.file={config}",
+                f"--storage.tsdb.path={self.tsdb_dir}",
+                f"--storage.tsdb.retention.time={self.retention}",
+                f"--web.listen-address=127.0.0.1:{self.port}",
+                "--web.enable-remote-write-receiver",
+                "--web.enable-lifecycle",
+            ],
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+        log.close()
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self._proc.poll() is not None:
+                raise GpuaasError(f"prometheus exited with {self._proc.returncode}: {self._log_tail()}")
+            try:
+                if httpx.get(f"{self.url}/-/ready", timeout=1).status_code == 200:
+                    return
+            except httpx.HTTPError:
+                pass
+            time.sleep(0.2)
+        self.stop()
+        raise GpuaasError(f"prometheus did not become ready within {timeout:.0f}s: {self._log_tail()}")
+
+    def _log_tail(self) -> str:
+        try:
+            return self._log_path.read_text(errors="replace")[-800:]
+        except OSError:
+            return "(no log)"
+
+    def stop(self) -> None:
+        proc, self._proc = self._proc, None
+        if proc is None or proc.poll() is not None:
+            return
+        proc.terminate()
+        try:
+            proc.wait(timeout=15)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(timeout=5)
+
+    def __enter__(self) -> PrometheusServer:
+        self.start()
+        return self
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.stop()

@@ -1,0 +1,166 @@
+"""The one exception hierarchy of gpuaas.
+
+Callers catch by meaning, not by library: foreign exceptions (``ApiException``, ``httpx``
+errors, ``pydantic.ValidationError``) are translated where they enter, keeping the cause.
+Whether a task retries is decided by the type alone: ``TransientError`` is worth another
+attempt, ``PermanentError`` is not.
+
+* GpuaasError
+  x ConfigError            a settings value or policy file is wrong (names file and field)
+  x StoreError             the audit/snapshot database refused or is out of date
+  x SourceError            a data source could not be read (names source and URL)
+    + SourceUnavailable    (transient) timeout, refused connection, 5xx, 429
+    + MalformedResponse    (permanent) the answer did not have the documented shape
+    + StaleData            (permanent) the answer is older than the policy allows
+  x KubeAPIError           the Kubernetes API answered with an error status
+    + Conflict             409: the object changed since it was read
+    + NotFound             404
+    + Forbidden            403: RBAC does not allow the verb
+    + Invalid              422: the schema rejected the object
+  x PolicyError            a policy cannot decide on this snapshot
+  x ActionRefused          a safety rule stopped a write
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+__all__ = [
+    "ActionRefused",
+    "ConfigError",
+    "Conflict",
+    "Forbidden",
+    "GpuaasError",
+    "Invalid",
+    "KubeAPIError",
+    "MalformedResponse",
+    "NotFound",
+    "PermanentError",
+    "PolicyError",
+    "SourceError",
+    "SourceUnavailable",
+    "StaleData",
+    "StoreError",
+    "TransientError",
+    "kube_error_for_status",
+]
+
+
+class GpuaasError(Exception):
+    """Root of every error gpuaas raises on purpose."""
+
+
+class TransientError(GpuaasError):
+    """Marker: the same call may succeed later, so retries are worth it."""
+
+
+class PermanentError(GpuaasError):
+    """Marker: retrying cannot help; fix the input or the environment."""
+
+
+class ConfigError(PermanentError):
+    """A configuration value is wrong. ``str()`` reads ``FILE: FIELD.PATH: what was expected``."""
+
+    def __init__(self, message: str, *, file: Path | str | None = None, field: str | None = None) -> None:
+        self.file = str(file) if file is not None else None
+        self.field = field
+        prefix = ": ".join(p for p in (self.file, field) if p)
+        super().__init__(f"{prefix}: {message}" if prefix else message)
+
+
+class StoreError(PermanentError):
+    """The database could not be opened, migrated or written."""
+
+
+class SourceError(GpuaasError):
+    """A data source failed. Carries the source name and the URL (never credentials)."""
+
+    def __init__(self, message: str, *, source: str, url: str | None = None) -> None:
+        self.source = source
+        self.url = url
+        where = f"{source} ({url})" if url else source
+        super().__init__(f"{where}: {message}")
+
+
+class SourceUnavailable(SourceError, TransientError):
+    """Timeout, refused connection, 5xx or 429."""
+
+    def __init__(
+        self, message: str, *, source: str, url: str | None = None, retry_after: float | None = None
+    ) -> None:
+        super().__init__(message, source=source, url=url)
+        self.retry_after = retry_after
+
+
+class MalformedResponse(SourceError, PermanentError):
+    """The source answered, but not in the documented shape."""
+
+
+class StaleData(SourceError, PermanentError):
+    """The data is older than the policy accepts; acting on it would be unsafe."""
+
+
+class KubeAPIError(GpuaasError):
+    """The Kubernetes API answered with an error status."""
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        status: int,
+        reason: str = "",
+        kind: str | None = None,
+        namespace: str | None = None,
+        name: str | None = None,
+    ) -> None:
+        self.status = status
+        self.reason = reason
+        self.kind = kind
+        self.namespace = namespace
+        self.name = name
+        obj = "/".join(p for p in (namespace, name) if p)
+        target = f"{kind} {obj}".strip() if (kind or obj) else "request"
+        super().__init__(f"{target}: {status} {reason}: {message}".replace(":  :", ":"))
+
+
+class Conflict(KubeAPIError, PermanentError):
+    """409: the object changed since it was read; re-read and decide again, never force."""
+
+
+class NotFound(KubeAPIError, PermanentError):
+    """404: the object (or the API) does not exist."""
+
+
+class Forbidden(KubeAPIError, PermanentError):
+    """403: the service account's RBAC does not allow this verb."""
+
+
+class Invalid(KubeAPIError, PermanentError):
+    """422: the API server's schema rejected the object."""
+
+
+class _KubeUnavailable(KubeAPIError, TransientError):
+    """5xx or 429 from the API server."""
+
+
+class PolicyError(PermanentError):
+    """A policy cannot decide on this snapshot (e.g. a tenant names an unknown queue)."""
+
+
+class ActionRefused(PermanentError):
+    """A safety rule (dry-run, staleness, cap, opt-out) stopped a write."""
+
+
+def kube_error_for_status(status: int) -> type[KubeAPIError]:
+    """The error class for an API status; the one place that mapping lives."""
+    if status == 409:
+        return Conflict
+    if status == 404:
+        return NotFound
+    if status in (401, 403):
+        return Forbidden
+    if status == 422:
+        return Invalid
+    if status == 429 or status >= 500:
+        return _KubeUnavailable
+    return KubeAPIError

@@ -1,0 +1,204 @@
+"""The policy file: what gpuaas may do, to whom, and how carefully.
+
+A policy is a YAML document validated by pydantic models with ``extra="forbid"``, so a typo
+is an error instead of a silently ignored key. ``load_policy`` turns every validation
+problem into one ``ConfigError`` whose text names the file, the field path and what was
+expected, e.g. ``policy.yaml: tenants[2].reclaim.window_minutes: Input should be greater
+than 0``. The complete commented example lives in ``examples/policy.yaml``.
+"""
+
+from __future__ import annotations
+
+from enum import Enum
+from pathlib import Path
+from typing import Annotated, Any
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+from gpuaas.errors import ConfigError
+
+__all__ = [
+    "CollectPolicy",
+    "FreeGoal",
+    "Mode",
+    "Policy",
+    "ReclaimPolicy",
+    "ReclaimRule",
+    "RebalancePolicy",
+    "ServiceOutcome",
+    "Tenant",
+    "format_validation_error",
+    "load_policy",
+]
+
+WORKLOAD_KINDS = ("RayCluster", "Workload", "InferenceService", "Notebook", "Deployment", "StatefulSet")
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class Mode(str, Enum):
+    """Dry-run decides and audits but writes nothing to the cluster; apply writes."""
+
+    dry_run = "dry-run"
+    apply = "apply"
+
+
+class FreeGoal(str, Enum):
+    """What a reclaim gives back: only the GPUs (the team keeps its reservation), or the quota too."""
+
+    compute = "compute"
+    quota = "quota"
+
+
+Minutes = Annotated[float, Field(gt=0)]
+Fraction = Annotated[float, Field(ge=0, le=1)]
+Gpus = Annotated[int, Field(ge=0)]
+
+
+class CollectPolicy(_Model):
+    windows_minutes: list[Minutes] = Field(default=[30.0], min_length=1)
+    retention_days: Annotated[float, Field(gt=0)] = 14
+    max_staleness_seconds: Annotated[float, Field(gt=0)] = 600
+    """Telemetry older than this is stale: no action may be based on it."""
+
+
+class ReclaimRule(_Model):
+    """Idle rule for one workload kind or tenant; unset fields inherit from the defaults."""
+
+    window_minutes: Minutes | None = None
+    activity_threshold: Fraction | None = None
+    """GPU activity (0-1, DCGM_FI_PROF_GR_ENGINE_ACTIVE scale) at or below which a GPU counts as idle."""
+    grace_minutes: Annotated[float, Field(ge=0)] | None = None
+    free: FreeGoal | None = None
+    enabled: bool | None = None
+
+
+class ReclaimPolicy(_Model):
+    mode: Mode = Mode.dry_run
+    max_actions_per_run: Annotated[int, Field(ge=0)] = 10
+    window_minutes: Minutes = 30
+    activity_threshold: Fraction = 0.05
+    grace_minutes: Annotated[float, Field(ge=0)] = 30
+    free: FreeGoal = FreeGoal.compute
+    kinds: dict[str, ReclaimRule] = Field(default_factory=dict)
+    exclude_namespaces: list[str] = Field(default_factory=list)
+    exclude_queues: list[str] = Field(default_factory=list)
+
+    @model_validator(mode="after")
+    def _known_kinds(self) -> ReclaimPolicy:
+        for kind in self.kinds:
+            if kind not in WORKLOAD_KINDS:
+                raise ValueError(f"unknown workload kind {kind!r} in kinds; expected one of {', '.join(WORKLOAD_KINDS)}")
+        return self
+
+
+class Tenant(_Model):
+    name: Annotated[str, Field(min_length=1)]
+    namespaces: list[str] = Field(default_factory=list)
+    cluster_queues: list[str] = Field(default_factory=list)
+    guaranteed_gpus: Gpus = 0
+    """Nominal GPU quota that rebalance never takes away."""
+    weight: Annotated[float, Field(gt=0)] = 1.0
+    reclaim: ReclaimRule = ReclaimRule()
+
+
+class RebalancePolicy(_Model):
+    mode: Mode = Mode.dry_run
+    max_step_gpus: Gpus = 8
+    """Most GPUs of nominal quota any one queue gains or loses in one run."""
+    max_total_moved_gpus: Gpus = 32
+    hysteresis_gpus: Gpus = 1
+    usage_lookback_days: Annotated[float, Field(gt=0)] = 7
+    usage_percentile: Annotated[float, Field(gt=0, le=100)] = 90
+
+
+class ServiceOutcome(_Model):
+    """How one serving endpoint's requests count as verified outcomes."""
+
+    name: Annotated[str, Field(min_length=1)]
+    namespace: str
+    model_name: str | None = None
+    latency_slo_seconds: Annotated[float, Field(gt=0)]
+    good_finished_reasons: list[str] = Field(default_factory=lambda: ["stop", "length"])
+
+
+class Policy(_Model):
+    version: int = 1
+    collect: CollectPolicy = CollectPolicy()
+    reclaim: ReclaimPolicy = ReclaimPolicy()
+    rebalance: RebalancePolicy = RebalancePolicy()
+    tenants: list[Tenant] = Field(default_factory=list)
+    services: list[ServiceOutcome] = Field(default_factory=list)
+
+    @model_validator(mode="after")
+    def _unique_tenants(self) -> Policy:
+        seen: set[str] = set()
+        for tenant in self.tenants:
+            if tenant.name in seen:
+                raise ValueError(f"tenant {tenant.name!r} is defined twice")
+            seen.add(tenant.name)
+        return self
+
+    def tenant_for(self, namespace: str | None, queue: str | None = None) -> Tenant | None:
+        """The tenant owning a namespace or ClusterQueue, if the policy names one."""
+        for tenant in self.tenants:
+            if (namespace and namespace in tenant.namespaces) or (queue and queue in tenant.cluster_queues):
+                return tenant
+        return None
+
+
+def _loc(loc: tuple[int | str, ...]) -> str:
+    out = ""
+    for part in loc:
+        if isinstance(part, int):
+            out += f"[{part}]"
+        else:
+            out += f".{part}" if out else str(part)
+    return out
+
+
+def format_validation_error(exc: ValidationError, file: Path | str) -> ConfigError:
+    """One ConfigError listing every problem as ``file: field.path: message``."""
+    lines = []
+    first_field = None
+    for err in exc.errors():
+        field = _loc(tuple(err["loc"])) or "(top level)"
+        first_field = first_field or field
+        msg = err["msg"]
+        if err["type"] == "extra_forbidden":
+            msg = "unknown field (check the spelling; see examples/policy.yaml)"
+        lines.append(f"{file}: {field}: {msg}")
+    error = ConfigError("\n".join(lines))
+    error.file, error.field = str(file), first_field
+    return error
+
+
+def parse_policy(data: Any, file: Path | str = "<policy>") -> Policy:
+    if data is None:
+        data = {}
+    if not isinstance(data, dict):
+        raise ConfigError(f"expected a mapping at the top level, got {type(data).__name__}", file=file)
+    try:
+        return Policy.model_validate(data)
+    except ValidationError as exc:
+        raise format_validation_error(exc, file) from exc
+
+
+def load_policy(path: Path | str) -> Policy:
+    """Read and validate a policy file; every failure is a ConfigError naming the file."""
+    path = Path(path)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise ConfigError(f"cannot read policy file: {exc.strerror or exc}", file=path) from exc
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f"line {mark.line + 1}, column {mark.column + 1}: " if mark else ""
+        problem = getattr(exc, "problem", None) or str(exc)
+        raise ConfigError(f"{where}invalid YAML: {problem}", file=path) from exc
+    return parse_policy(data, path)

@@ -1,0 +1,110 @@
+"""The one configuration object: ``GpuaasSettings``.
+
+Values come from ``GPUAAS_*`` environment variables (``__`` nests), then defaults; the
+policy YAML named by ``GPUAAS_POLICY_FILE`` is validated into ``settings.policy``. Anything
+that says *where* (endpoints, files, database) is a setting; anything that says *what may be
+done* is policy, so that the policy file can be reviewed like code.
+"""
+
+from __future__ import annotations
+
+import os
+from functools import cached_property
+from pathlib import Path
+from typing import Annotated
+
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+from gpuaas.errors import ConfigError
+from gpuaas.policy import Policy, load_policy
+
+__all__ = ["GpuaasSettings", "MetricNames", "default_data_dir", "load_settings"]
+
+
+def default_data_dir() -> Path:
+    """Per-user data directory: ``$XDG_DATA_HOME/gpuaas`` or ``~/.local/share/gpuaas``."""
+    base = os.environ.get("XDG_DATA_HOME") or str(Path.home() / ".local" / "share")
+    return Path(base) / "gpuaas"
+
+
+class MetricNames(BaseModel):
+    """Metric and label names; the defaults match a standard GPU Operator + Kueue + vLLM install."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    gpu_activity: str = "DCGM_FI_PROF_GR_ENGINE_ACTIVE"
+    gpu_util_fallback: str = "DCGM_FI_DEV_GPU_UTIL"
+    fb_used: str = "DCGM_FI_DEV_FB_USED"
+    power: str = "DCGM_FI_DEV_POWER_USAGE"
+    temperature: str = "DCGM_FI_DEV_GPU_TEMP"
+    xid_errors: str = "DCGM_FI_DEV_XID_ERRORS"
+    vllm_request_success: str = "vllm:request_success_total"
+    vllm_e2e_latency: str = "vllm:e2e_request_latency_seconds"
+    pod_labels: list[str] = Field(default=["pod", "exported_pod"])
+    namespace_labels: list[str] = Field(default=["namespace", "exported_namespace"])
+    hostname_labels: list[str] = Field(default=["Hostname", "hostname"])
+
+
+class GpuaasSettings(BaseSettings):
+    model_config = SettingsConfigDict(
+        env_prefix="GPUAAS_", env_nested_delimiter="__", extra="forbid", frozen=True
+    )
+
+    data_dir: Path = Field(default_factory=default_data_dir)
+    database_url: SecretStr | None = None
+    """SQLAlchemy URL; unset means SQLite at ``DATA_DIR/gpuaas.db``. PostgreSQL for a shared deployment."""
+    policy_file: Path | None = None
+
+    kubeconfig: Path | None = None
+    kube_context: str | None = None
+    in_cluster: bool = False
+    kube_page_size: Annotated[int, Field(gt=0, le=10000)] = 500
+
+    prometheus_url: str | None = None
+    prometheus_token: SecretStr | None = None
+    opencost_url: str | None = None
+    pushgateway_url: str | None = None
+    metrics: MetricNames = MetricNames()
+
+    request_timeout_seconds: Annotated[float, Field(gt=0)] = 30
+    retries: Annotated[int, Field(ge=0)] = 3
+    retry_backoff_seconds: Annotated[float, Field(ge=0)] = 2
+
+    @property
+    def sqlite_path(self) -> Path:
+        return self.data_dir / "gpuaas.db"
+
+    @property
+    def reports_dir(self) -> Path:
+        return self.data_dir / "reports"
+
+    @property
+    def cluster_dir(self) -> Path:
+        """Where the embedded cluster keeps its kubeconfig, Prometheus TSDB and state."""
+        return self.data_dir / "cluster"
+
+    @property
+    def database_url_value(self) -> str:
+        if self.database_url is not None:
+            return self.database_url.get_secret_value()
+        return f"sqlite:///{self.sqlite_path}"
+
+    @cached_property
+    def policy(self) -> Policy:
+        """The validated policy; defaults (dry-run everywhere) when no file is configured."""
+        return load_policy(self.policy_file) if self.policy_file else Policy()
+
+
+def load_settings(**overrides: object) -> GpuaasSettings:
+    """Settings from the environment, with errors that name the variable; the policy is read eagerly."""
+    try:
+        settings = GpuaasSettings(**overrides)  # type: ignore[arg-type]
+    except ValidationError as exc:
+        problems = []
+        for err in exc.errors():
+            var = "GPUAAS_" + "__".join(str(p).upper() for p in err["loc"])
+            problems.append(f"{var}: {err['msg']}")
+        raise ConfigError("; ".join(problems), file="environment") from exc
+    _ = settings.policy
+    return settings

@@ -1,0 +1,105 @@
+"""Tables: the audit log, stored snapshots, and run locks.
+
+The audit log is the record an operator reads after an incident ("what did gpuaas do
+between 02:00 and 03:00, and why"), so each row carries the object, the decision, the
+evidence and the state before and after. Rows are never changed: a later step (an apply
+completing a plan, an undo) is a new row that ``refers_to`` the earlier one. The database
+enforces this with triggers (see the first migration), not only the code.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from enum import Enum
+from typing import Any
+
+from sqlalchemy import JSON, Column, DateTime, Dialect
+from sqlalchemy.types import TypeDecorator
+from sqlmodel import Field, SQLModel
+
+__all__ = ["AuditEntry", "Outcome", "RunLock", "SnapshotRecord", "UTCDateTime", "utc_now"]
+
+
+def utc_now() -> datetime:
+    return datetime.now(UTC)
+
+
+class Outcome(str, Enum):
+    planned = "planned"
+    applied = "applied"
+    skipped = "skipped"
+    failed = "failed"
+    deferred = "deferred"
+    restored = "restored"
+
+
+class UTCDateTime(TypeDecorator[datetime]):
+    """Timezone-aware UTC on the way in and out; SQLite would otherwise hand back naive values."""
+
+    impl = DateTime(timezone=True)
+    cache_ok = True
+
+    def process_bind_param(self, value: datetime | None, dialect: Dialect) -> datetime | None:
+        if value is None:
+            return None
+        return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
+
+    def process_result_value(self, value: datetime | None, dialect: Dialect) -> datetime | None:
+        if value is None:
+            return None
+        return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
+
+
+def _utc_column(index: bool = False) -> Any:
+    return Field(default_factory=utc_now, sa_column=Column(UTCDateTime(), nullable=False, index=index))
+
+
+class AuditEntry(SQLModel, table=True):
+    __tablename__ = "audit_log"
+
+    id: int | None = Field(default=None, primary_key=True)
+    created_at: datetime = _utc_column(index=True)
+    flow: str = Field(index=True, max_length=64)
+    """Which flow (or ``cli``) wrote the row: collect, reclaim, rebalance, undo, ..."""
+    flow_run_id: str | None = Field(default=None, max_length=64)
+    action: str = Field(max_length=64)
+    """What was decided: reclaim, restore, quota-change, ..."""
+    kind: str = Field(max_length=64)
+    namespace: str | None = Field(default=None, max_length=253, index=True)
+    name: str = Field(max_length=253, index=True)
+    uid: str | None = Field(default=None, max_length=64)
+    mode: str = Field(max_length=16)
+    outcome: str = Field(max_length=16)
+    reason: str = Field(default="", max_length=2000)
+    evidence: dict[str, Any] = Field(default_factory=dict, sa_column=Column(JSON, nullable=False))
+    before: dict[str, Any] | None = Field(default=None, sa_column=Column(JSON, nullable=True))
+    after: dict[str, Any] | None = Field(default=None, sa_column=Column(JSON, nullable=True))
+    idempotency_key: str | None = Field(default=None, max_length=200, index=True)
+    """Same key, same decision: lets a re-run of the same window act once."""
+    refers_to: int | None = Field(default=None, index=True)
+    """An earlier row this one completes (apply after plan) or reverses (restore)."""
+
+    @property
+    def object_ref(self) -> str:
+        where = f"{self.namespace}/{self.name}" if self.namespace else self.name
+        return f"{self.kind} {where}"
+
+
+class SnapshotRecord(SQLModel, table=True):
+    __tablename__ = "snapshots"
+
+    id: int | None = Field(default=None, primary_key=True)
+    collected_at: datetime = _utc_column(index=True)
+    summary: dict[str, Any] = Field(default_factory=dict, sa_column=Column(JSON, nullable=False))
+    payload: dict[str, Any] = Field(default_factory=dict, sa_column=Column(JSON, nullable=False))
+
+
+class RunLock(SQLModel, table=True):
+    """Mutual exclusion between flows that write to the cluster (reclaim vs rebalance)."""
+
+    __tablename__ = "run_locks"
+
+    name: str = Field(primary_key=True, max_length=64)
+    holder: str = Field(max_length=200)
+    acquired_at: datetime = _utc_column()
+    expires_at: datetime = Field(sa_column=Column(UTCDateTime(), nullable=False))

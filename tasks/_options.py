@@ -1,0 +1,37 @@
+"""Task options shared by every I/O task: which errors are retried, and how.
+
+The error type decides: a ``TransientError`` (timeout, refused connection, 5xx, 429) is
+worth another attempt with exponential backoff and jitter; a ``PermanentError`` (malformed
+answer, 404, conflict, bad config) fails at once, because retrying it only delays the
+operator's view of the real problem.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from prefect.tasks import exponential_backoff
+
+from gpuaas.errors import TransientError
+
+__all__ = ["IO_TASK_OPTIONS", "retry_transient_only"]
+
+
+def retry_transient_only(task: Any, task_run: Any, state: Any) -> bool:
+    """Prefect ``retry_condition_fn``: True only when the task raised a TransientError."""
+    try:
+        state.result()
+    except TransientError:
+        return True
+    except Exception:  # noqa: BLE001 - any other failure is permanent by definition
+        return False
+    return False
+
+
+IO_TASK_OPTIONS: dict[str, Any] = {
+    "retries": 3,
+    "retry_delay_seconds": exponential_backoff(backoff_factor=2),
+    "retry_jitter_factor": 0.5,
+    "retry_condition_fn": retry_transient_only,
+    "timeout_seconds": 120,
+}

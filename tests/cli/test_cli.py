@@ -1,0 +1,100 @@
+"""The CLI in-process: exit codes, stdout for data, stderr for errors."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from gpuaas.cli.app import app
+from gpuaas.cli.audit_cmd import parse_since
+from gpuaas.settings import load_settings
+from gpuaas.store import AuditEntry, open_store
+
+EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "policy.yaml"
+runner = CliRunner()
+
+
+def test_help_lists_the_commands() -> None:
+    result = runner.invoke(app, ["--help"])
+    assert result.exit_code == 0
+    for command in ("config", "db", "audit"):
+        assert command in result.output
+
+
+def test_config_check_accepts_the_example() -> None:
+    result = runner.invoke(app, ["config", "check", str(EXAMPLE), "--format", "json"])
+    assert result.exit_code == 0, result.output
+    data = json.loads(result.stdout)
+    assert data["valid"] is True and data["policy"]["reclaim"]["mode"] == "dry-run"
+
+
+def test_config_check_rejects_a_broken_file_with_file_and_field(tmp_path: Path) -> None:
+    bad = tmp_path / "policy.yaml"
+    bad.write_text("tenants:\n  - name: a\n    guaranteed_gpus: -2\n")
+    result = runner.invoke(app, ["config", "check", str(bad)])
+    assert result.exit_code == 1
+    assert "tenants[0].guaranteed_gpus" in result.stderr and str(bad) in result.stderr
+    assert result.stdout == ""
+
+
+def test_console_script_exits_nonzero_on_bad_environment(tmp_path: Path) -> None:
+    """The installed entry point, as a real process: a broken policy file in the settings."""
+    bad = tmp_path / "p.yaml"
+    bad.write_text("reclaim: {max_actions_per_run: -1}\n")
+    env = {"GPUAAS_DATA_DIR": str(tmp_path), "GPUAAS_POLICY_FILE": str(bad), "PATH": "/usr/bin:/bin"}
+    proc = subprocess.run(
+        [sys.executable, "-m", "gpuaas.cli.app", "audit", "list"], env=env, capture_output=True, text=True
+    )
+    assert proc.returncode == 1
+    assert "reclaim.max_actions_per_run" in proc.stderr and "p.yaml" in proc.stderr
+
+
+def test_db_upgrade_creates_then_reports_up_to_date() -> None:
+    first = runner.invoke(app, ["db", "upgrade"])
+    assert first.exit_code == 0 and "(empty) -> 0002" in first.stdout
+    again = runner.invoke(app, ["db", "upgrade"])
+    assert again.exit_code == 0 and "already at schema 0002" in again.stdout
+
+
+def test_audit_list_filters_and_formats() -> None:
+    store = open_store(load_settings())
+    now = datetime.now(UTC)
+    store.append(AuditEntry(created_at=now - timedelta(hours=5), flow="reclaim", action="reclaim",
+                            kind="Notebook", namespace="team-a", name="nb-1", mode="apply", outcome="applied"))
+    store.append(AuditEntry(created_at=now - timedelta(minutes=10), flow="rebalance", action="quota-change",
+                            kind="ClusterQueue", name="team-a-cq", mode="dry-run", outcome="planned"))
+    store.close()
+
+    everything = json.loads(runner.invoke(app, ["audit", "list", "--format", "json"]).stdout)["entries"]
+    assert [e["name"] for e in everything] == ["nb-1", "team-a-cq"]
+    recent = json.loads(runner.invoke(app, ["audit", "list", "--since", "1h", "--format", "json"]).stdout)
+    assert [e["name"] for e in recent["entries"]] == ["team-a-cq"]
+    by_flow = json.loads(runner.invoke(app, ["audit", "list", "--flow", "reclaim", "--format", "json"]).stdout)
+    assert [e["object"] for e in by_flow["entries"]] == ["Notebook team-a/nb-1"]
+    by_obj = runner.invoke(app, ["audit", "list", "--object", "team-a/nb-1"], env={"COLUMNS": "200"})
+    assert by_obj.exit_code == 0 and "nb-1" in by_obj.stdout and "team-a-cq" not in by_obj.stdout
+
+
+def test_audit_list_bad_since_is_a_usage_error() -> None:
+    result = runner.invoke(app, ["audit", "list", "--since", "yesterday-ish"])
+    assert result.exit_code == 2 and "--since" in result.stderr
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [("90m", timedelta(minutes=90)), ("2h", timedelta(hours=2)), ("7d", timedelta(days=7))],
+    ids=["minutes", "hours", "days"],
+)
+def test_parse_since_relative(text: str, expected: timedelta) -> None:
+    now = datetime(2026, 11, 29, 12, tzinfo=UTC)
+    assert parse_since(text, now) == now - expected
+
+
+def test_parse_since_iso_defaults_to_utc() -> None:
+    assert parse_since("2026-11-29T02:00:00") == datetime(2026, 11, 29, 2, tzinfo=UTC)

@@ -1,0 +1,82 @@
+"""Shared fixtures: real PostgreSQL, real Prometheus, real Pushgateway, Prefect's harness.
+
+Each server starts once per test session, on a free loopback port. A missing binary fails
+the test loudly: CI installs them (``make test``), and a skipped test would hide that.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+
+from gpuaas.cluster.prometheus import PrometheusServer
+
+from tests.services import postgres_server, pushgateway_server
+
+SHARED = Path(__file__).resolve().parents[1].parent / "shared"
+
+
+@pytest.fixture(scope="session")
+def shared_dir() -> Path:
+    """``../shared``: the upstream fixtures, read in place (never copied into the product)."""
+    if not (SHARED / "fixtures").is_dir():
+        pytest.fail(f"the shared fixtures are missing: expected {SHARED / 'fixtures'}")
+    return SHARED
+
+
+@pytest.fixture(autouse=True)
+def _isolated_env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """No test reads the developer's own data directory or GPUAAS_* variables."""
+    for key in list(os.environ):
+        if key.startswith("GPUAAS_") and key != "GPUAAS_TEST_POSTGRES_URL":
+            monkeypatch.delenv(key)
+    monkeypatch.setenv("GPUAAS_DATA_DIR", str(tmp_path / "gpuaas-data"))
+
+
+@pytest.fixture(scope="session")
+def postgres_url() -> Iterator[str]:
+    """A real PostgreSQL server (started here, or GPUAAS_TEST_POSTGRES_URL)."""
+    with postgres_server() as url:
+        yield url
+
+
+@pytest.fixture(scope="session")
+def pushgateway_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    with pushgateway_server(tmp_path_factory.mktemp("pushgateway")) as url:
+        yield url
+
+
+@pytest.fixture()
+def prometheus_with_history(tmp_path: Path) -> Iterator[Callable[[str], PrometheusServer]]:
+    """Start a real Prometheus whose TSDB is backfilled from OpenMetrics text first.
+
+    Usage: ``prom = prometheus_with_history(openmetrics_text)``; the server stops after the test.
+    """
+    started: list[PrometheusServer] = []
+
+    def start(openmetrics: str) -> PrometheusServer:
+        server = PrometheusServer(tmp_path / f"prometheus-{len(started)}")
+        server.backfill(openmetrics)
+        server.start()
+        started.append(server)
+        return server
+
+    yield start
+    for server in started:
+        server.stop()
+
+
+@pytest.fixture(scope="session")
+def prefect_harness(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
+    """One Prefect test server for the whole session (it costs ~10 s to start)."""
+    os.environ.setdefault("PREFECT_HOME", str(tmp_path_factory.mktemp("prefect-home")))
+    os.environ["PREFECT_SERVER_ANALYTICS_ENABLED"] = "false"
+    from prefect.settings import PREFECT_FLOWS_HEARTBEAT_FREQUENCY, temporary_settings
+    from prefect.testing.utilities import prefect_test_harness
+
+    with prefect_test_harness(server_startup_timeout=180):
+        with temporary_settings(updates={PREFECT_FLOWS_HEARTBEAT_FREQUENCY: None}):
+            yield

@@ -1,0 +1,113 @@
+"""Real services the tests start: PostgreSQL and the Prometheus Pushgateway.
+
+They are real servers on loopback, never stand-ins: the store tests must see PostgreSQL's
+own behaviour (transactional DDL, triggers, types), and the collect flow pushes to the real
+Pushgateway. In CI a missing binary is an error, not a skip.
+"""
+
+from __future__ import annotations
+
+import glob
+import os
+import pwd
+import shutil
+import subprocess
+import tempfile
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import httpx
+
+from gpuaas.cluster.prometheus import free_port, require_binary
+
+__all__ = ["postgres_server", "pushgateway_server"]
+
+
+def _pg_bin(name: str) -> str:
+    candidates = sorted(glob.glob(f"/usr/lib/postgresql/*/bin/{name}"), reverse=True)
+    found = candidates[0] if candidates else shutil.which(name)
+    if not found:
+        raise RuntimeError(f"PostgreSQL's {name} is not installed (Debian: apt-get install postgresql)")
+    return found
+
+
+def _as_postgres_user(cmd: list[str]) -> list[str]:
+    """PostgreSQL refuses to run as root; as root we drop to the 'postgres' account."""
+    if os.geteuid() != 0:
+        return cmd
+    return ["runuser", "-u", "postgres", "--", *cmd]
+
+
+@contextmanager
+def postgres_server() -> Iterator[str]:
+    """A throwaway PostgreSQL cluster on a free loopback port; yields a SQLAlchemy URL.
+
+    ``GPUAAS_TEST_POSTGRES_URL`` points the tests at a server that is already running instead.
+    """
+    existing = os.environ.get("GPUAAS_TEST_POSTGRES_URL")
+    if existing:
+        yield existing
+        return
+    # pytest's temp dirs are private to root; the postgres account needs its own.
+    base = Path(tempfile.mkdtemp(prefix="gpuaas-pg-"))
+    data, sock = base / "pgdata", base / "pgsock"
+    sock.mkdir(parents=True, exist_ok=True)
+    if os.geteuid() == 0:
+        pg = pwd.getpwnam("postgres")
+        for path in (base, sock):
+            os.chown(path, pg.pw_uid, pg.pw_gid)
+    port = free_port()
+    subprocess.run(
+        _as_postgres_user([_pg_bin("initdb"), "-D", str(data), "-A", "trust", "-U", "postgres", "--no-sync"]),
+        check=True, capture_output=True,
+    )
+    log = base / "postgres.log"
+    subprocess.run(
+        _as_postgres_user([
+            _pg_bin("pg_ctl"), "-D", str(data), "-l", str(log), "-w", "-t", "60",
+            "-o", f"-p {port} -k {sock} -c listen_addresses=127.0.0.1 -c fsync=off", "start",
+        ]),
+        check=True, capture_output=True,
+    )
+    try:
+        subprocess.run(
+            _as_postgres_user([_pg_bin("createdb"), "-h", "127.0.0.1", "-p", str(port), "-U", "postgres", "gpuaas"]),
+            check=True, capture_output=True,
+        )
+        yield f"postgresql+psycopg2://postgres@127.0.0.1:{port}/gpuaas"
+    finally:
+        subprocess.run(
+            _as_postgres_user([_pg_bin("pg_ctl"), "-D", str(data), "-m", "immediate", "-w", "stop"]),
+            check=False, capture_output=True,
+        )
+        shutil.rmtree(base, ignore_errors=True)
+
+
+@contextmanager
+def pushgateway_server(base: Path) -> Iterator[str]:
+    """Debian's prometheus-pushgateway on a free loopback port; yields its URL."""
+    binary = require_binary("prometheus-pushgateway")
+    port = free_port()
+    log = (base / "pushgateway.log").open("wb")
+    proc = subprocess.Popen(
+        [binary, f"--web.listen-address=127.0.0.1:{port}"], stdout=log, stderr=subprocess.STDOUT
+    )
+    url = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 30
+        while True:
+            try:
+                if httpx.get(f"{url}/-/ready", timeout=1).status_code == 200:
+                    break
+            except httpx.HTTPError:
+                pass
+            if proc.poll() is not None or time.monotonic() > deadline:
+                raise RuntimeError(f"pushgateway did not start; see {base / 'pushgateway.log'}")
+            time.sleep(0.1)
+        yield url
+    finally:
+        proc.terminate()
+        proc.wait(timeout=10)
+        log.close()

@@ -1,0 +1,139 @@
+"""The store on SQLite and on a real PostgreSQL: migrations, append-only audit, snapshots, locks."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import pytest
+from sqlalchemy import text
+from sqlalchemy.exc import DBAPIError, IntegrityError
+
+from gpuaas.store import AuditEntry, Store
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def db_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
+    if request.param == "sqlite":
+        yield f"sqlite:///{tmp_path}/gpuaas.db"
+        return
+    base_url: str = request.getfixturevalue("postgres_url")
+    # A fresh schema per test keeps tests independent on one server.
+    from sqlalchemy import create_engine
+
+    schema = f"t_{abs(hash(request.node.nodeid)) % 10**10}"
+    admin = create_engine(base_url)
+    with admin.begin() as conn:
+        conn.execute(text(f"DROP SCHEMA IF EXISTS {schema} CASCADE"))
+        conn.execute(text(f"CREATE SCHEMA {schema}"))
+    admin.dispose()
+    yield f"{base_url}?options=-csearch_path%3D{schema}"
+
+
+def _entry(**overrides: object) -> AuditEntry:
+    fields: dict[str, object] = dict(
+        flow="reclaim", action="reclaim", kind="RayCluster", namespace="team-a", name="train-7",
+        mode="dry-run", outcome="planned", reason="idle 45m", evidence={"activity": [0.01, 0.0]},
+        before={"spec": {"suspend": False}},
+    )
+    fields.update(overrides)
+    return AuditEntry(**fields)  # type: ignore[arg-type]
+
+
+def test_fresh_database_is_created_and_migrated(db_url: str) -> None:
+    store = Store(db_url)
+    assert store.current_revision() == store.head_revision() == "0002"
+    assert store.audit() == []
+    store.close()
+
+
+def test_old_database_upgrades_in_place_keeping_rows(db_url: str) -> None:
+    old = Store(db_url, migrate=False)
+    old.upgrade("0001")
+    assert old.current_revision() == "0001"
+    with old.engine.begin() as conn:
+        conn.execute(
+            text(
+                "INSERT INTO audit_log (created_at, flow, action, kind, name, mode, outcome, reason, evidence) "
+                "VALUES (:t, 'reclaim', 'reclaim', 'Notebook', 'nb', 'apply', 'applied', 'idle', '{}')"
+            ),
+            {"t": datetime(2026, 11, 1, tzinfo=UTC)},
+        )
+    old.close()
+
+    store = Store(db_url)  # opening migrates
+    assert store.current_revision() == "0002"
+    [row] = store.audit()
+    assert (row.kind, row.name, row.outcome) == ("Notebook", "nb", "applied")
+    assert row.created_at == datetime(2026, 11, 1, tzinfo=UTC)
+    assert store.acquire_lock("cluster-writes", "reclaim/1", timedelta(minutes=5))
+    store.close()
+
+
+def test_audit_round_trip_and_filters(db_url: str) -> None:
+    store = Store(db_url)
+    t0 = datetime(2026, 11, 29, 2, 0, tzinfo=UTC)
+    a = store.append(_entry(created_at=t0))
+    b = store.append(_entry(created_at=t0 + timedelta(minutes=30), flow="rebalance", kind="ClusterQueue",
+                            namespace=None, name="team-a-cq", action="quota-change"))
+    c = store.append(_entry(created_at=t0 + timedelta(hours=2), name="other", refers_to=a.id))
+    assert [e.id for e in store.audit()] == [a.id, b.id, c.id]
+    assert [e.id for e in store.audit(since=t0 + timedelta(minutes=1))] == [b.id, c.id]
+    assert [e.id for e in store.audit(since=t0, until=t0 + timedelta(hours=1))] == [a.id, b.id]
+    assert [e.id for e in store.audit(flow="rebalance")] == [b.id]
+    assert [e.id for e in store.audit(obj="team-a/train-7")] == [a.id]
+    assert [e.id for e in store.audit(obj="ClusterQueue//team-a-cq")] == [b.id]
+    assert [e.id for e in store.audit(refers_to=[a.id or 0])] == [c.id]
+    got = store.get_audit(a.id or 0)
+    assert got is not None
+    assert got.evidence == {"activity": [0.01, 0.0]} and got.before == {"spec": {"suspend": False}}
+    assert got.created_at == t0
+    store.close()
+
+
+@pytest.mark.parametrize("statement", ["UPDATE audit_log SET outcome = 'applied'", "DELETE FROM audit_log"])
+def test_audit_log_is_append_only_in_the_database(db_url: str, statement: str) -> None:
+    store = Store(db_url)
+    store.append(_entry())
+    with pytest.raises((IntegrityError, DBAPIError), match="append-only"):
+        with store.engine.begin() as conn:
+            conn.execute(text(statement))
+    assert [e.outcome for e in store.audit()] == ["planned"]
+    store.close()
+
+
+def test_store_has_no_update_or_delete_path_for_audit() -> None:
+    public = {name for name in dir(Store) if not name.startswith("_")}
+    assert not {n for n in public if ("audit" in n or n == "append") and any(v in n for v in ("update", "delete"))}
+    assert "append" in public
+
+
+def test_snapshots_saved_and_pruned_by_age(db_url: str) -> None:
+    store = Store(db_url)
+    now = datetime(2026, 11, 29, 12, 0, tzinfo=UTC)
+    store.save_snapshot(now - timedelta(days=20), {"workloads": 1}, {"x": 1})
+    store.save_snapshot(now - timedelta(days=1), {"workloads": 2}, {"x": 2})
+    assert store.prune_snapshots(timedelta(days=14), now=now) == 1
+    latest = store.latest_snapshot()
+    assert latest is not None and latest.summary == {"workloads": 2}
+    store.close()
+
+
+def test_run_lock_excludes_a_second_holder_until_expiry(db_url: str) -> None:
+    store = Store(db_url)
+    now = datetime(2026, 11, 29, 2, 0, tzinfo=UTC)
+    assert store.acquire_lock("cluster-writes", "reclaim/run-1", timedelta(minutes=10), now=now)
+    assert not store.acquire_lock("cluster-writes", "rebalance/run-9", timedelta(minutes=10), now=now)
+    later = now + timedelta(minutes=11)
+    assert store.acquire_lock("cluster-writes", "rebalance/run-9", timedelta(minutes=10), now=later)
+    store.release_lock("cluster-writes", "rebalance/run-9")
+    assert store.acquire_lock("cluster-writes", "reclaim/run-2", timedelta(minutes=10), now=later)
+    store.close()
+
+
+def test_unreachable_database_is_a_store_error(tmp_path: Path) -> None:
+    from gpuaas.errors import StoreError
+
+    with pytest.raises(StoreError, match=r"postgres:\*\*\*@127.0.0.1:1/x"):
+        Store("postgresql+psycopg2://postgres:secret@127.0.0.1:1/x")

@@ -1,0 +1,198 @@
+"""Frozen records for what the sources read: Kueue objects, their owners, GPUs, source health.
+
+Records are plain frozen dataclasses, not pydantic models: they are built by the thousand
+on every collect, and the policies only read them. Quantities are already parsed into
+floats (GPUs as counts), times are timezone-aware UTC ``datetime`` values, and fields whose
+name changed between Kueue API versions carry the v1beta2 meaning whatever version was read.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime
+from enum import Enum
+
+__all__ = [
+    "ClusterQueue",
+    "Cohort",
+    "GpuSample",
+    "LocalQueue",
+    "Owner",
+    "PodGpus",
+    "QuotaEntry",
+    "ResourceFlavor",
+    "SourceStatus",
+    "Workload",
+    "WorkloadState",
+]
+
+
+class WorkloadState(str, Enum):
+    """Kueue's ``workload.Status()`` order: finished, admitted, quota-reserved, pending."""
+
+    finished = "finished"
+    admitted = "admitted"
+    quota_reserved = "quota-reserved"
+    pending = "pending"
+
+
+@dataclass(frozen=True)
+class Workload:
+    """One Kueue Workload, with its GPU ask summed over pod sets (count x per-pod GPUs)."""
+
+    kind: str
+    namespace: str
+    name: str
+    uid: str
+    queue: str | None
+    cluster_queue: str | None
+    priority: int
+    priority_class: str | None
+    state: WorkloadState
+    active: bool
+    gpus: float
+    flavor: str | None
+    created_at: datetime | None
+    admitted_at: datetime | None
+    owner_kind: str | None
+    owner_name: str | None
+    annotations: tuple[tuple[str, str], ...] = ()
+    """Only the ``gpuaas.io/*`` annotations of interest (reclaim, deadline, expected-runtime)."""
+
+    def annotation(self, key: str) -> str | None:
+        return dict(self.annotations).get(key)
+
+    def age_seconds(self, now: datetime) -> float | None:
+        return (now - self.created_at).total_seconds() if self.created_at else None
+
+
+@dataclass(frozen=True)
+class QuotaEntry:
+    """One flavor/resource cell of a ClusterQueue or Cohort: spec limits and status figures."""
+
+    flavor: str
+    resource: str
+    nominal: float
+    borrowing_limit: float | None = None
+    lending_limit: float | None = None
+    reserved: float = 0.0
+    usage: float = 0.0
+    borrowed: float = 0.0
+
+
+@dataclass(frozen=True)
+class ClusterQueue:
+    name: str
+    cohort: str | None
+    quotas: tuple[QuotaEntry, ...]
+    pending_workloads: int = 0
+    reserving_workloads: int = 0
+    admitted_workloads: int = 0
+
+
+@dataclass(frozen=True)
+class LocalQueue:
+    namespace: str
+    name: str
+    cluster_queue: str
+    pending_workloads: int = 0
+    reserving_workloads: int = 0
+    admitted_workloads: int = 0
+    usage: tuple[QuotaEntry, ...] = ()
+    """``status.flavorsUsage`` (v1beta1 ``flavorUsage``): only ``usage`` is meaningful here."""
+
+
+@dataclass(frozen=True)
+class Cohort:
+    name: str
+    parent: str | None
+    quotas: tuple[QuotaEntry, ...] = ()
+
+
+@dataclass(frozen=True)
+class ResourceFlavor:
+    name: str
+    node_labels: tuple[tuple[str, str], ...] = ()
+
+
+@dataclass(frozen=True)
+class Owner:
+    """An object that owns GPU pods and can be stopped: RayCluster, InferenceService, ..."""
+
+    kind: str
+    namespace: str
+    name: str
+    uid: str
+    resource_version: str
+    gpus: float
+    """GPUs the object asks for at its current replica count."""
+    replicas: int | None
+    stopped: bool
+    """``spec.suspend``, the stop annotations, or zero replicas, depending on the kind."""
+    annotations: tuple[tuple[str, str], ...] = ()
+    controller_kind: str | None = None
+    controller_name: str | None = None
+
+
+@dataclass(frozen=True)
+class PodGpus:
+    """A running pod that requests GPUs, with its owner chain resolved up to the root object."""
+
+    namespace: str
+    pod: str
+    node: str | None
+    gpus: float
+    owner_kind: str | None
+    owner_name: str | None
+    root_kind: str | None
+    root_name: str | None
+
+
+@dataclass(frozen=True)
+class GpuSample:
+    """One GPU as sampled locally through NVML (units: percent, bytes, watts, Celsius)."""
+
+    index: int
+    uuid: str
+    model: str
+    utilization_percent: float | None
+    memory_used_bytes: float | None
+    memory_total_bytes: float | None
+    power_watts: float | None
+    temperature_c: float | None
+    process_pids: tuple[int, ...] = ()
+    host: str | None = None
+
+
+@dataclass(frozen=True)
+class SourceStatus:
+    """Whether a source answered this cycle, how long it took and how old its newest data is."""
+
+    name: str
+    ok: bool
+    latency_s: float = 0.0
+    staleness_s: float | None = None
+    error: str | None = None
+    details: tuple[tuple[str, str], ...] = field(default=())
+
+    def as_dict(self) -> dict[str, object]:
+        return {
+            "name": self.name,
+            "ok": self.ok,
+            "latency_s": self.latency_s,
+            "staleness_s": self.staleness_s,
+            "error": self.error,
+            "details": [list(d) for d in self.details],
+        }
+
+    @classmethod
+    def from_dict(cls, data: dict[str, object]) -> SourceStatus:
+        details = tuple((str(k), str(v)) for k, v in data.get("details") or [])  # type: ignore[attr-defined]
+        return cls(
+            name=str(data["name"]),
+            ok=bool(data["ok"]),
+            latency_s=float(data.get("latency_s") or 0.0),  # type: ignore[arg-type]
+            staleness_s=None if data.get("staleness_s") is None else float(data["staleness_s"]),  # type: ignore[arg-type]
+            error=None if data.get("error") is None else str(data["error"]),
+            details=details,
+        )

@@ -1,0 +1,114 @@
+"""The one place gpuaas talks to the Kubernetes API for reading: client setup, paginated
+lists, and translation of the client's exceptions into ``gpuaas.errors``.
+
+Lists ask for raw JSON (``_preload_content=False``) so that custom resources and core
+objects are parsed by the same dict-based code, and every request is counted so a test
+can hold the cycle to "a constant plus one request per page".
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from typing import Any
+
+import urllib3
+from kubernetes import client, config
+from kubernetes.client.exceptions import ApiException
+from kubernetes.config.config_exception import ConfigException
+
+from gpuaas.errors import ConfigError, KubeAPIError, MalformedResponse, SourceUnavailable, kube_error_for_status
+from gpuaas.settings import GpuaasSettings
+
+__all__ = ["KubeLister", "make_api_client"]
+
+SOURCE = "kube"
+
+
+def make_api_client(settings: GpuaasSettings) -> client.ApiClient:
+    """An ``ApiClient`` from the kubeconfig (file and context from settings) or the pod's service account."""
+    cfg = client.Configuration()
+    try:
+        if settings.in_cluster:
+            config.load_incluster_config(client_configuration=cfg)
+        else:
+            config.load_kube_config(
+                config_file=str(settings.kubeconfig) if settings.kubeconfig else None,
+                context=settings.kube_context,
+                client_configuration=cfg,
+                persist_config=False,
+            )
+    except (ConfigException, OSError, TypeError, ValueError) as exc:
+        raise ConfigError(f"cannot load Kubernetes credentials: {exc}", field="kubeconfig") from exc
+    cfg.retries = 0  # retries belong to the calling task, which knows the error type
+    return client.ApiClient(cfg)
+
+
+def _api_error(exc: ApiException, what: str) -> KubeAPIError:
+    status = int(exc.status or 0)
+    message = ""
+    try:
+        body = json.loads(exc.body or "{}")
+        if isinstance(body, dict) and body.get("kind") == "Status":
+            message = str(body.get("message", ""))[:256]
+    except ValueError:
+        pass
+    cls = kube_error_for_status(status)
+    return cls(message or f"listing {what} failed", status=status, reason=str(exc.reason or ""), kind=what)
+
+
+class KubeLister:
+    """Paginated lists through one ``ApiClient``, counting the requests it sends."""
+
+    def __init__(self, api_client: client.ApiClient, settings: GpuaasSettings) -> None:
+        self.custom = client.CustomObjectsApi(api_client)
+        self.core = client.CoreV1Api(api_client)
+        self.apps = client.AppsV1Api(api_client)
+        self.page_size = settings.kube_page_size
+        self.timeout = settings.request_timeout_seconds
+        self.url = str(api_client.configuration.host)
+        self.requests = 0
+
+    def _pages(self, call: Callable[..., Any], what: str, **kwargs: Any) -> list[dict[str, Any]]:
+        items: list[dict[str, Any]] = []
+        token: str | None = None
+        while True:
+            self.requests += 1
+            try:
+                resp = call(
+                    limit=self.page_size, _continue=token, _preload_content=False,
+                    _request_timeout=self.timeout, **kwargs,
+                )
+                if resp.status >= 400:
+                    raise ApiException(http_resp=resp)
+                body = json.loads(resp.data)
+            except ApiException as exc:
+                raise _api_error(exc, what) from exc
+            except (urllib3.exceptions.HTTPError, OSError) as exc:
+                raise SourceUnavailable(f"listing {what}: {exc}", source=SOURCE, url=self.url) from exc
+            except ValueError as exc:
+                raise MalformedResponse(f"listing {what}: body is not JSON", source=SOURCE, url=self.url) from exc
+            if not isinstance(body, dict) or not isinstance(body.get("items"), list):
+                raise MalformedResponse(f"listing {what}: missing field 'items'", source=SOURCE, url=self.url)
+            items.extend(body["items"])
+            token = (body.get("metadata") or {}).get("continue") or None
+            if not token:
+                return items
+
+    def custom_objects(self, group: str, version: str, plural: str) -> list[dict[str, Any]]:
+        """Every object of a custom resource, across namespaces."""
+        return self._pages(
+            self.custom.list_cluster_custom_object, f"{plural}.{group}/{version}",
+            group=group, version=version, plural=plural,
+        )
+
+    def deployments(self) -> list[dict[str, Any]]:
+        return self._pages(self.apps.list_deployment_for_all_namespaces, "deployments.apps/v1")
+
+    def stateful_sets(self) -> list[dict[str, Any]]:
+        return self._pages(self.apps.list_stateful_set_for_all_namespaces, "statefulsets.apps/v1")
+
+    def running_pods(self) -> list[dict[str, Any]]:
+        return self._pages(
+            self.core.list_pod_for_all_namespaces, "pods/v1", field_selector="status.phase=Running"
+        )

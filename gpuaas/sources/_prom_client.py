@@ -1,0 +1,78 @@
+"""A counted, error-mapped PromQL instant-query client over ``prometheus_api_client``.
+
+Every query is evaluated at an explicit ``time`` so a snapshot is reproducible, retries are
+left to the calling task (they depend on the error type), and the library's exceptions are
+translated into ``gpuaas.errors`` here, once.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from datetime import datetime
+from typing import Any
+
+import requests
+from prometheus_api_client import PrometheusApiClientException, PrometheusConnect
+from urllib3.util.retry import Retry
+
+from gpuaas.errors import ConfigError, MalformedResponse, SourceError, SourceUnavailable
+from gpuaas.settings import GpuaasSettings
+
+__all__ = ["PromClient", "sample_value"]
+
+_STATUS = re.compile(r"HTTP Status Code (\d+)")
+
+
+def sample_value(result: dict[str, Any]) -> float:
+    """The float of an instant-vector element (``"NaN"``/``"+Inf"`` included)."""
+    return float(result["value"][1])
+
+
+class PromClient:
+    """Instant queries against one Prometheus; ``queries`` counts what was sent."""
+
+    def __init__(self, settings: GpuaasSettings, source: str = "prometheus") -> None:
+        if not settings.prometheus_url:
+            raise ConfigError("not configured", field="prometheus_url")
+        headers = None
+        if settings.prometheus_token is not None:
+            headers = {"Authorization": f"Bearer {settings.prometheus_token.get_secret_value()}"}
+        self.url = settings.prometheus_url.rstrip("/")
+        self.source = source
+        self.queries = 0
+        self._prom = PrometheusConnect(
+            url=self.url,
+            headers=headers,
+            retry=Retry(total=0, raise_on_status=False),
+            timeout=settings.request_timeout_seconds,  # type: ignore[arg-type]
+            method="POST",
+        )
+
+    def close(self) -> None:
+        self._prom.close()
+
+    def query(self, expr: str, at: datetime) -> list[dict[str, Any]]:
+        """The result vector of ``expr`` evaluated at ``at``."""
+        self.queries += 1
+        try:
+            result = self._prom.custom_query(expr, params={"time": f"{at.timestamp():.3f}"})
+        except requests.exceptions.JSONDecodeError as exc:
+            raise MalformedResponse("query answer is not JSON", source=self.source, url=self.url) from exc
+        except (KeyError, TypeError) as exc:
+            raise MalformedResponse(f"query answer lacks field {exc}", source=self.source, url=self.url) from exc
+        except requests.exceptions.RequestException as exc:
+            raise SourceUnavailable(f"{type(exc).__name__}: {exc}"[:300], source=self.source, url=self.url) from exc
+        except PrometheusApiClientException as exc:
+            match = _STATUS.search(str(exc))
+            status = int(match.group(1)) if match else 0
+            text = f"HTTP {status or '?'} from /api/v1/query"
+            if status == 429 or status >= 500:
+                raise SourceUnavailable(text, source=self.source, url=self.url) from exc
+            raise SourceError(text, source=self.source, url=self.url) from exc
+        if not isinstance(result, list):
+            raise MalformedResponse("field 'data.result' is not a list", source=self.source, url=self.url)
+        for row in result:
+            if not isinstance(row, dict) or "metric" not in row or "value" not in row:
+                raise MalformedResponse("result element lacks 'metric'/'value'", source=self.source, url=self.url)
+        return [r for r in result if not math.isnan(sample_value(r))]

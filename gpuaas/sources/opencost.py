@@ -1,0 +1,151 @@
+"""OpenCost source: GPU cost per namespace/controller/pod over a window.
+
+The allocation API (``/allocation?aggregate=namespace,controller,pod&accumulate=true``) is
+read with ``httpx``. Both response generations are accepted: the older flat GPU fields
+(``gpuCount``, ``gpuHours``, ``gpuCost``, top-level ``gpuUsageAverage``) and the newer nested
+``gpuAllocation``. Without an OpenCost URL the same figures are computed in PromQL from
+OpenCost's own metrics (``container_gpu_allocation`` x ``node_gpu_hourly_cost``).
+Note: OpenCost's GPU cost is requested GPUs x hours x price, whatever the utilisation.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import httpx
+import pandas as pd
+
+from gpuaas.errors import ConfigError, MalformedResponse, SourceError, SourceUnavailable
+from gpuaas.settings import GpuaasSettings
+from gpuaas.sources._prom_client import PromClient, sample_value
+from gpuaas.sources._promql import duration, tag, union
+
+__all__ = ["COST_COLUMNS", "parse_allocation", "read_opencost", "read_opencost_metrics"]
+
+SOURCE = "opencost"
+COST_COLUMNS = [
+    "name", "namespace", "controller_kind", "controller", "pod", "node", "window_start", "window_end",
+    "minutes", "gpu_count", "gpu_hours", "gpu_cost", "cpu_cost", "ram_cost", "total_cost",
+    "total_efficiency", "gpu_usage_average", "gpu_request_average", "gpu_model",
+]
+
+
+def _num(value: Any) -> float:
+    return float("nan") if value is None else float(value)
+
+
+def _row(name: str, alloc: Mapping[str, Any]) -> dict[str, Any]:
+    props = alloc.get("properties") or {}
+    window = alloc.get("window") or {}
+    nested = alloc.get("gpuAllocation") or {}
+    return {
+        "name": name,
+        "namespace": props.get("namespace", ""),
+        "controller_kind": props.get("controllerKind", ""),
+        "controller": props.get("controller", ""),
+        "pod": props.get("pod", ""),
+        "node": props.get("node", ""),
+        "window_start": window.get("start", alloc.get("start")),
+        "window_end": window.get("end", alloc.get("end")),
+        "minutes": _num(alloc.get("minutes")),
+        "gpu_count": _num(alloc.get("gpuCount")),
+        "gpu_hours": _num(alloc.get("gpuHours")),
+        "gpu_cost": _num(alloc.get("gpuCost")),
+        "cpu_cost": _num(alloc.get("cpuCost")),
+        "ram_cost": _num(alloc.get("ramCost")),
+        "total_cost": _num(alloc.get("totalCost")),
+        "total_efficiency": _num(alloc.get("totalEfficiency")),
+        "gpu_usage_average": _num(nested.get("gpuUsageAverage", alloc.get("gpuUsageAverage"))),
+        "gpu_request_average": _num(nested.get("gpuRequestAverage", alloc.get("gpuRequestAverage"))),
+        "gpu_model": nested.get("gpuModel") or "",
+    }
+
+
+def parse_allocation(payload: Any, *, url: str | None = None) -> pd.DataFrame:
+    """One row per allocation in every step set of an ``/allocation`` answer (``COST_COLUMNS``)."""
+    if not isinstance(payload, Mapping):
+        raise MalformedResponse("answer is not a JSON object", source=SOURCE, url=url)
+    data = payload.get("data")
+    if not isinstance(data, list):
+        raise MalformedResponse("missing field 'data' (expected a list of allocation sets)", source=SOURCE, url=url)
+    rows = []
+    for i, step in enumerate(data):
+        if step is None:
+            continue
+        if not isinstance(step, Mapping):
+            raise MalformedResponse(f"field 'data[{i}]' is not an object", source=SOURCE, url=url)
+        for name, alloc in step.items():
+            if not isinstance(alloc, Mapping):
+                raise MalformedResponse(f"field 'data[{i}].{name}' is not an object", source=SOURCE, url=url)
+            try:
+                rows.append(_row(str(name), alloc))
+            except (TypeError, ValueError) as exc:
+                raise MalformedResponse(f"field 'data[{i}].{name}': {exc}", source=SOURCE, url=url) from exc
+    return pd.DataFrame(rows, columns=COST_COLUMNS)
+
+
+def _rfc3339(t: datetime) -> str:
+    return t.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def read_opencost(settings: GpuaasSettings, now: datetime, window_minutes: float) -> pd.DataFrame:
+    """Allocation over ``[now - window, now]``; falls back to OpenCost metrics in Prometheus."""
+    if not settings.opencost_url:
+        return read_opencost_metrics(settings, now, window_minutes)
+    url = settings.opencost_url.rstrip("/") + "/allocation"
+    params = {
+        "window": f"{_rfc3339(now - timedelta(minutes=window_minutes))},{_rfc3339(now)}",
+        "aggregate": "namespace,controller,pod",
+        "accumulate": "true",
+    }
+    try:
+        resp = httpx.get(url, params=params, timeout=settings.request_timeout_seconds)
+    except httpx.TransportError as exc:
+        raise SourceUnavailable(f"{type(exc).__name__}: {exc}"[:300], source=SOURCE, url=url) from exc
+    if resp.status_code == 429 or resp.status_code >= 500:
+        retry_after = resp.headers.get("Retry-After")
+        raise SourceUnavailable(
+            f"HTTP {resp.status_code}", source=SOURCE, url=url,
+            retry_after=float(retry_after) if retry_after and retry_after.isdigit() else None,
+        )
+    if resp.status_code >= 400:
+        raise SourceError(f"HTTP {resp.status_code}", source=SOURCE, url=url)
+    try:
+        payload = resp.json()
+    except ValueError as exc:
+        raise MalformedResponse("answer is not JSON", source=SOURCE, url=url) from exc
+    return parse_allocation(payload, url=url)
+
+
+def read_opencost_metrics(settings: GpuaasSettings, now: datetime, window_minutes: float) -> pd.DataFrame:
+    """GPU count and cost per pod from ``container_gpu_allocation`` and ``node_gpu_hourly_cost``, in one query."""
+    if not settings.prometheus_url:
+        raise ConfigError("neither opencost_url nor prometheus_url is configured", field="opencost_url")
+    w = duration(window_minutes * 60)
+    alloc = f"avg_over_time(container_gpu_allocation[{w}])"
+    price = f"max by (node) (avg_over_time(node_gpu_hourly_cost[{w}]))"
+    expr = union([
+        tag(f"sum by (namespace, pod, node) ({alloc})", "gpuaas_stat", "gpu_count"),
+        tag(f"sum by (namespace, pod, node) ({alloc} * on (node) group_left () {price})", "gpuaas_stat", "cost_per_hour"),
+    ])
+    prom = PromClient(settings, source=SOURCE)
+    try:
+        results = prom.query(expr, now)
+    finally:
+        prom.close()
+    hours = window_minutes / 60
+    rows: dict[tuple[str, str, str], dict[str, Any]] = {}
+    for r in results:
+        labels = r["metric"]
+        key = (labels.get("namespace", ""), labels.get("pod", ""), labels.get("node", ""))
+        row = rows.setdefault(key, {"name": "/".join(key[:2]), "namespace": key[0], "pod": key[1], "node": key[2]})
+        row[labels.get("gpuaas_stat", "")] = sample_value(r)
+    frame = pd.DataFrame(list(rows.values()), columns=["name", "namespace", "pod", "node", "gpu_count", "cost_per_hour"])
+    frame["gpu_hours"] = frame["gpu_count"] * hours
+    frame["gpu_cost"] = frame["cost_per_hour"] * hours
+    frame["minutes"] = float(window_minutes)
+    frame["window_start"] = _rfc3339(now - timedelta(minutes=window_minutes))
+    frame["window_end"] = _rfc3339(now)
+    return frame.reindex(columns=COST_COLUMNS)

@@ -1,0 +1,183 @@
+"""Prometheus source: GPU activity per GPU and window, device health, Kueue gauges, vLLM traffic.
+
+A fixed number of instant queries per cycle, ``2 * len(windows) + 3``, whatever the
+fleet size (see ``_promql``): one activity query and one vLLM query per window, then one
+each for device stats, Kueue gauges and staleness. Each query is evaluated at the
+snapshot's ``now``.
+
+Coverage is observed samples over expected samples (window / sample interval, capped at 1),
+so a GPU whose series has gaps in the window is visibly partial: missing data is never
+read as idle.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+import pandas as pd
+
+from gpuaas.settings import GpuaasSettings
+from gpuaas.sources import _promql as q
+from gpuaas.sources._prom_client import PromClient, sample_value
+
+__all__ = [
+    "DEFAULT_SAMPLE_INTERVAL_S",
+    "GPU_COLUMNS",
+    "PrometheusReading",
+    "fraction_under",
+    "pod_activity",
+    "queries_per_cycle",
+    "read_prometheus",
+]
+
+DEFAULT_SAMPLE_INTERVAL_S = 15.0
+"""dcgm-exporter's Helm ServiceMonitor scrapes every 15 s; a slower scrape under-reports coverage
+(safe: unknown, never idle), a faster one is capped at 1."""
+
+_KEY_RENAME = {
+    "gpuaas_host": "host", "gpu": "gpu", "modelName": "model", "GPU_I_ID": "gpu_instance",
+    "gpuaas_namespace": "namespace", "gpuaas_pod": "pod", "gpuaas_container": "container",
+}
+KEYS = ["host", "gpu", "uuid", "model", "gpu_instance", "namespace", "pod", "container"]
+STATS = ["activity_avg", "activity_max", "coverage"]
+DEVICE_STATS = ["fb_used_mib", "power_w", "temperature_c", "xid"]
+GPU_COLUMNS = [*KEYS, "window_minutes", *STATS, "signal", *DEVICE_STATS]
+
+
+@dataclass(frozen=True)
+class PrometheusReading:
+    """What Prometheus said this cycle; every frame is long/tidy and may be empty."""
+
+    gpus: pd.DataFrame
+    """One row per GPU (per pod on a shared GPU) and window: ``GPU_COLUMNS``."""
+    kueue: pd.DataFrame
+    """``cluster_queue, flavor, resource, stat (pending_workloads|usage|nominal), value``."""
+    serving: pd.DataFrame
+    """``namespace, pod, model_name, window_minutes, stat (requests|latency_bucket), finished_reason, le, value``."""
+    staleness: dict[str, float] = field(default_factory=dict)
+    queries: int = 0
+
+
+def queries_per_cycle(windows: Sequence[float]) -> int:
+    return 2 * len(windows) + 3
+
+
+def _gpu_rows(results: list[dict[str, Any]], extra: dict[str, Any]) -> list[dict[str, Any]]:
+    rows = []
+    for r in results:
+        labels = r["metric"]
+        row = {new: labels.get(old, "") for old, new in _KEY_RENAME.items()}
+        row["uuid"] = labels.get("UUID") or labels.get("uuid", "")
+        row.update(extra, stat=labels.get("gpuaas_stat", ""), signal=labels.get("gpuaas_signal", ""))
+        row["value"] = sample_value(r)
+        rows.append(row)
+    return rows
+
+
+def _wide(rows: list[dict[str, Any]], index: list[str], stats: list[str]) -> pd.DataFrame:
+    if not rows:
+        return pd.DataFrame(columns=[*index, *stats])
+    frame = pd.DataFrame(rows)
+    wide = frame.pivot_table(index=index, columns="stat", values="value", aggfunc="max").reset_index()
+    wide.columns.name = None
+    for stat in stats:
+        if stat not in wide:
+            wide[stat] = float("nan")
+    return wide[[*index, *stats]]
+
+
+def _gpu_frame(activity: list[dict[str, Any]], devices: list[dict[str, Any]]) -> pd.DataFrame:
+    wide = _wide(activity, [*KEYS, "window_minutes"], STATS)
+    if activity:
+        signal = pd.DataFrame(activity).groupby(KEYS, as_index=False)["signal"].first()
+        wide = wide.merge(signal, on=KEYS, how="left")
+    else:
+        wide["signal"] = pd.Series(dtype=object)
+    dev = _wide(devices, KEYS, DEVICE_STATS)
+    merged = wide.merge(dev, on=KEYS, how="outer") if len(dev) else wide.assign(**{s: float("nan") for s in DEVICE_STATS})
+    return merged.reindex(columns=GPU_COLUMNS).reset_index(drop=True)
+
+
+def _label_frame(results: list[dict[str, Any]], columns: list[str], extra: dict[str, Any]) -> list[dict[str, Any]]:
+    rows = []
+    for r in results:
+        labels = r["metric"]
+        row = {c: labels.get(c, "") for c in columns}
+        row.update({k: labels.get(f"gpuaas_{k}", "") for k in ("namespace", "pod")})
+        row.update(extra, stat=labels.get("gpuaas_stat", ""), value=sample_value(r))
+        rows.append(row)
+    return rows
+
+
+def read_prometheus(
+    settings: GpuaasSettings,
+    now: datetime,
+    windows_minutes: Sequence[float],
+    *,
+    sample_interval_s: float = DEFAULT_SAMPLE_INTERVAL_S,
+) -> PrometheusReading:
+    """Run the cycle's queries at ``now``; raises ``SourceError`` subclasses on failure."""
+    m = settings.metrics
+    prom = PromClient(settings)
+    try:
+        activity: list[dict[str, Any]] = []
+        serving: list[dict[str, Any]] = []
+        for minutes in windows_minutes:
+            extra = {"window_minutes": float(minutes)}
+            activity += _gpu_rows(prom.query(q.gpu_activity_query(m, minutes * 60, sample_interval_s), now), extra)
+            serving += _label_frame(
+                prom.query(q.vllm_query(m, minutes * 60), now), ["model_name", "finished_reason", "le"], extra
+            )
+        devices = _gpu_rows(prom.query(q.device_query(m, max(windows_minutes) * 60), now), {})
+        kueue = _label_frame(prom.query(q.kueue_query(), now), ["cluster_queue", "flavor", "resource"], {})
+        staleness = {
+            r["metric"].get("gpuaas_source", ""): sample_value(r) for r in prom.query(q.staleness_query(m), now)
+        }
+    finally:
+        prom.close()
+    serving_cols = ["namespace", "pod", "model_name", "window_minutes", "stat", "finished_reason", "le", "value"]
+    kueue_cols = ["cluster_queue", "flavor", "resource", "stat", "value"]
+    return PrometheusReading(
+        gpus=_gpu_frame(activity, devices),
+        kueue=pd.DataFrame(kueue, columns=kueue_cols),
+        serving=pd.DataFrame(serving, columns=serving_cols),
+        staleness=staleness,
+        queries=prom.queries,
+    )
+
+
+def pod_activity(gpus: pd.DataFrame) -> pd.DataFrame:
+    """Per pod and window across its GPUs: mean of averages, max of maxima, worst coverage."""
+    mapped = gpus[(gpus["pod"].fillna("") != "") & gpus["window_minutes"].notna()]
+    return (
+        mapped.groupby(["namespace", "pod", "window_minutes"], as_index=False)
+        .agg(
+            activity_avg=("activity_avg", "mean"),
+            activity_max=("activity_max", "max"),
+            coverage=("coverage", "min"),
+            gpus_observed=("uuid", "nunique"),
+        )
+    )
+
+
+def fraction_under(serving: pd.DataFrame, threshold_s: float) -> pd.DataFrame:
+    """Share of requests per pod/model/window whose e2e latency is within ``threshold_s``.
+
+    Uses the largest histogram bucket bound at or below the threshold, so the share is never
+    overstated when the SLO falls between bucket bounds.
+    """
+    hist = serving[serving["stat"] == "latency_bucket"].copy()
+    keys = ["namespace", "pod", "model_name", "window_minutes"]
+    if hist.empty:
+        return pd.DataFrame(columns=[*keys, "requests", "within_slo", "fraction"])
+    hist["bound"] = hist["le"].astype(float)
+    total = hist[hist["bound"] == float("inf")].groupby(keys)["value"].sum().rename("requests")
+    under = hist[hist["bound"] <= threshold_s]
+    best = under[under["bound"] == under.groupby(keys)["bound"].transform("max")]
+    within = best.groupby(keys)["value"].sum().rename("within_slo")
+    out = pd.concat([total, within], axis=1).fillna({"within_slo": 0.0}).reset_index()
+    out["fraction"] = out["within_slo"] / out["requests"].where(out["requests"] > 0)
+    return out

@@ -30,6 +30,8 @@ app.add_typer(_db.app, name="db")
 from gpuaas.cli import audit_cmd as _audit  # noqa: E402
 
 app.add_typer(_audit.app, name="audit")
+from gpuaas.cli import cluster_cmd as _cluster  # noqa: E402
+app.add_typer(_cluster.app, name="cluster")
 from gpuaas.cli import replay_cmd as _replay  # noqa: E402
 app.add_typer(_replay.app, name="replay")
 

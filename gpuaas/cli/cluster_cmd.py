@@ -1,0 +1,137 @@
+"""``gpuaas cluster up|down``: run the embedded GPU cluster in the foreground, or stop it.
+
+``up`` prints the kubeconfig path and the Prometheus and OpenCost URLs and, with
+``--env-file``, writes them as ``GPUAAS_*`` lines so any gpuaas command run with that
+environment targets the embedded cluster. It stops on Ctrl-C, SIGTERM or ``gpuaas cluster
+down`` (which signals the pid in ``cluster.pid``), and stops every process it started.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import threading
+import time
+from pathlib import Path
+from types import FrameType
+from typing import Annotated
+
+import typer
+
+from gpuaas.cli._common import console, err_console, fail, settings_or_exit
+from gpuaas.errors import GpuaasError
+
+__all__ = ["app"]
+
+app = typer.Typer(help="Run the embedded GPU cluster (API server, Kueue, Prometheus, OpenCost).",
+                  no_args_is_help=True)
+
+PID_FILE = "cluster.pid"
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def _read_pid(path: Path) -> int | None:
+    try:
+        return int(path.read_text().strip())
+    except (OSError, ValueError):
+        return None
+
+
+@app.command()
+def up(
+    scenario: Annotated[Path | None, typer.Option("--scenario", help="Scenario YAML (default: built-in demo).")] = None,
+    kubeconfig: Annotated[Path | None, typer.Option(help="Where to write the kubeconfig.")] = None,
+    port: Annotated[int, typer.Option(help="API server port (0: any free port).")] = 0,
+    env_file: Annotated[Path | None, typer.Option(help="Write GPUAAS_* KEY=value lines here.")] = None,
+    speed: Annotated[float, typer.Option(min=0.001, help="Sim seconds per wall second.")] = 1.0,
+    seed: Annotated[int, typer.Option(help="Seed: same seed, same cluster.")] = 0,
+    history: Annotated[str, typer.Option(help="History to backfill, e.g. 6h, 30m.")] = "6h",
+    trace: Annotated[Path | None, typer.Option(help="Build the scenario from a public trace CSV.")] = None,
+    trace_format: Annotated[str, typer.Option(help="philly | itp")] = "philly",
+    compress: Annotated[float, typer.Option(min=1.0, help="Time compression of the trace.")] = 60.0,
+) -> None:
+    """Start the embedded cluster and stay in the foreground until stopped."""
+    from gpuaas.cluster.runner import EmbeddedCluster
+    from gpuaas.cluster.scenario import default_scenario, load_scenario, parse_duration
+    from gpuaas.cluster.traces import scenario_from_trace
+
+    settings = settings_or_exit()
+    cluster_dir = settings.cluster_dir
+    cluster_dir.mkdir(parents=True, exist_ok=True)
+    pid_path = cluster_dir / PID_FILE
+    other = _read_pid(pid_path)
+    if other is not None and other != os.getpid() and _alive(other):
+        raise fail(f"an embedded cluster is already running (pid {other}); stop it with 'gpuaas cluster down'")
+    try:
+        window = parse_duration(history)
+        if trace is not None:
+            chosen = scenario_from_trace(trace, trace_format, compress=compress)
+        else:
+            chosen = load_scenario(scenario) if scenario else default_scenario()
+    except (GpuaasError, ValueError) as exc:
+        raise fail(str(exc)) from exc
+    run_dir = cluster_dir / "run"
+    shutil.rmtree(run_dir, ignore_errors=True)
+    stop = threading.Event()
+
+    def _on_signal(signum: int, frame: FrameType | None) -> None:
+        stop.set()
+
+    signal.signal(signal.SIGTERM, _on_signal)
+    signal.signal(signal.SIGINT, _on_signal)
+    pid_path.write_text(str(os.getpid()))
+    cluster = EmbeddedCluster(chosen, run_dir, seed=seed, history=window, speed=speed, api_port=port,
+                              kubeconfig=kubeconfig or cluster_dir / "kubeconfig")
+    try:
+        with err_console.status("starting the embedded cluster...") as status:
+            cluster._progress = lambda message: status.update(message)
+            cluster.start()
+        console.print(f"kubeconfig:     {cluster.kubeconfig}", highlight=False)
+        console.print(f"Prometheus URL: {cluster.prometheus_url}", highlight=False)
+        console.print(f"OpenCost URL:   {cluster.opencost_url}", highlight=False)
+        if env_file is not None:
+            env_file.parent.mkdir(parents=True, exist_ok=True)
+            tmp = env_file.with_name(env_file.name + ".tmp")
+            tmp.write_text(f"GPUAAS_KUBECONFIG={cluster.kubeconfig}\nGPUAAS_PROMETHEUS_URL={cluster.prometheus_url}\n"
+                           f"GPUAAS_OPENCOST_URL={cluster.opencost_url}\n")
+            tmp.replace(env_file)  # appears complete or not at all
+            console.print(f"environment:    {env_file}", highlight=False)
+        err_console.print(f"scenario {chosen.name!r}, seed {seed}; Ctrl-C or 'gpuaas cluster down' to stop")
+        cluster.wait(stop)
+    except GpuaasError as exc:
+        raise fail(str(exc)) from exc
+    finally:
+        cluster.stop()
+        if _read_pid(pid_path) == os.getpid():
+            pid_path.unlink(missing_ok=True)
+    err_console.print("embedded cluster stopped")
+
+
+@app.command()
+def down(timeout: Annotated[float, typer.Option(help="Seconds to wait for it to stop.")] = 30.0) -> None:
+    """Stop the embedded cluster started by 'gpuaas cluster up'."""
+    settings = settings_or_exit()
+    pid_path = settings.cluster_dir / PID_FILE
+    pid = _read_pid(pid_path)
+    if pid is None or not _alive(pid):
+        pid_path.unlink(missing_ok=True)
+        console.print("no embedded cluster is running")
+        return
+    os.kill(pid, signal.SIGTERM)
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if not _alive(pid):
+            console.print(f"stopped (pid {pid})")
+            return
+        time.sleep(0.2)
+    raise fail(f"pid {pid} did not stop within {timeout:.0f}s")

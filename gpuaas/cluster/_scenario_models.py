@@ -1,0 +1,285 @@
+"""The scenario file's schema: pydantic models, strict (``extra="forbid"``).
+
+A scenario says what the embedded cluster contains (node pools, flavors, tenants with their
+queues and quotas) and what happens in it (workloads, when they arrive, how busy their GPUs
+are, what traffic a service gets). Times are offsets from the scenario's start, written as
+seconds or ``"90s"``, ``"30m"``, ``"6h"``, ``"2d"``, so the same file works whatever day it runs.
+"""
+
+from __future__ import annotations
+
+import re
+from datetime import timedelta
+from enum import Enum
+from typing import Annotated, Literal
+
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, model_validator
+
+__all__ = [
+    "ConstantProfile",
+    "DiurnalProfile",
+    "Duration",
+    "Flavor",
+    "IdleAfterProfile",
+    "NodePool",
+    "Profile",
+    "Quota",
+    "Scenario",
+    "Serving",
+    "TelemetryOptions",
+    "Tenant",
+    "TraceProfile",
+    "WorkloadKind",
+    "WorkloadSpec",
+    "parse_duration",
+]
+
+_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
+_DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([smhd]?)\s*$")
+
+
+def parse_duration(value: object) -> timedelta:
+    """``90``, ``"90s"``, ``"30m"``, ``"1.5h"``, ``"2d"`` or a timedelta, as a timedelta."""
+    if isinstance(value, timedelta):
+        return value
+    if isinstance(value, bool):
+        raise ValueError("a duration is a number of seconds or a string like '30m'")
+    if isinstance(value, int | float):
+        if value < 0:
+            raise ValueError("a duration cannot be negative")
+        return timedelta(seconds=float(value))
+    if isinstance(value, str):
+        match = _DURATION.match(value)
+        if match:
+            return timedelta(seconds=float(match.group(1)) * _UNITS[match.group(2) or "s"])
+    raise ValueError(f"not a duration: {value!r} (use seconds or e.g. '90s', '30m', '6h', '2d')")
+
+
+Duration = Annotated[timedelta, BeforeValidator(parse_duration)]
+Fraction = Annotated[float, Field(ge=0.0, le=1.0)]
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+# --- utilisation and traffic profiles ------------------------------------------------------
+class ConstantProfile(_Strict):
+    """The same level the whole time (``value`` is 0-1 for utilisation, req/s for traffic)."""
+
+    profile: Literal["constant"] = "constant"
+    value: Annotated[float, Field(ge=0)]
+
+
+class IdleAfterProfile(_Strict):
+    """Busy at ``busy`` for ``after`` since the workload started, then ``idle``: the forgotten job."""
+
+    profile: Literal["idle-after"]
+    busy: Annotated[float, Field(ge=0)]
+    idle: Annotated[float, Field(ge=0)] = 0.0
+    after: Duration
+
+
+class DiurnalProfile(_Strict):
+    """A day-long sine: ``mean`` +/- ``amplitude``, highest at ``peak_hour`` (UTC)."""
+
+    profile: Literal["diurnal"]
+    mean: Annotated[float, Field(ge=0)]
+    amplitude: Annotated[float, Field(ge=0)]
+    peak_hour: Annotated[float, Field(ge=0, lt=24)] = 14.0
+
+
+class TraceProfile(_Strict):
+    """Piecewise-constant levels: ``points`` are ``[offset since start, level]`` pairs, repeating
+    every ``period`` when given (e.g. a duty-cycle trace)."""
+
+    profile: Literal["trace"]
+    points: Annotated[list[tuple[Duration, Annotated[float, Field(ge=0)]]], Field(min_length=1)]
+    period: Duration | None = None
+
+
+Profile = Annotated[
+    ConstantProfile | IdleAfterProfile | DiurnalProfile | TraceProfile, Field(discriminator="profile")
+]
+
+
+class Serving(_Strict):
+    """Traffic for an inference service: vLLM series are generated from it."""
+
+    model_name: str
+    requests_per_second: Profile
+    latency_seconds: Annotated[float, Field(gt=0)] = 0.8
+    """Median end-to-end latency; requests are log-normally distributed around it."""
+    latency_sigma: Annotated[float, Field(gt=0)] = 0.5
+    slo_seconds: Annotated[float, Field(gt=0)] | None = None
+    """Written as the annotation ``gpuaas.io/latency-slo-seconds`` on the service."""
+    error_ratio: Fraction = 0.0
+    max_running: Annotated[int, Field(gt=0)] = 256
+    """Concurrency at which the KV cache is full (``vllm:kv_cache_usage_perc`` = 1)."""
+
+
+# --- fleet ---------------------------------------------------------------------------------
+class Flavor(_Strict):
+    name: str
+    node_labels: dict[str, str] | None = None
+    """Default: ``nvidia.com/gpu.product`` of the pools of this flavor (as GPU feature discovery labels)."""
+
+
+class NodePool(_Strict):
+    name: str
+    count: Annotated[int, Field(gt=0)]
+    gpus_per_node: Annotated[int, Field(gt=0, le=16)] = 8
+    gpu_model: str = "NVIDIA H100 80GB HBM3"
+    """As dcgm-exporter's ``modelName`` label shows it."""
+    flavor: str
+    gpu_hourly_price: Annotated[float, Field(ge=0)]
+    """Price of one GPU for one hour, as OpenCost's ``node_gpu_hourly_cost``."""
+    cpu_cores: Annotated[int, Field(gt=0)] = 96
+    memory_gib: Annotated[int, Field(gt=0)] = 1024
+    cpu_hourly_price: Annotated[float, Field(ge=0)] = 0.0
+    ram_gib_hourly_price: Annotated[float, Field(ge=0)] = 0.0
+    fb_total_mib: Annotated[int, Field(gt=0)] = 81559
+    instance_type: str = "p5.48xlarge"
+    region: str = "us-east-1"
+
+
+class Quota(_Strict):
+    flavor: str
+    gpus: Annotated[int, Field(ge=0)]
+    borrowing_limit: Annotated[int, Field(ge=0)] | None = None
+    lending_limit: Annotated[int, Field(ge=0)] | None = None
+
+    @model_validator(mode="after")
+    def _lending_within_nominal(self) -> Quota:
+        if self.lending_limit is not None and self.lending_limit > self.gpus:
+            raise ValueError(f"lending_limit {self.lending_limit} exceeds the nominal {self.gpus} GPUs")
+        return self
+
+
+class Tenant(_Strict):
+    name: str
+    namespace: str | None = None
+    """Default: the tenant's name."""
+    cluster_queue: str | None = None
+    """Default: ``<name>-cq``."""
+    local_queue: str | None = None
+    """Default: ``<name>-queue``."""
+    cohort: str | None = None
+    quotas: Annotated[list[Quota], Field(min_length=1)]
+
+    @property
+    def ns(self) -> str:
+        return self.namespace or self.name
+
+    @property
+    def cq(self) -> str:
+        return self.cluster_queue or f"{self.name}-cq"
+
+    @property
+    def lq(self) -> str:
+        return self.local_queue or f"{self.name}-queue"
+
+
+class WorkloadKind(str, Enum):
+    RAY_CLUSTER = "RayCluster"
+    WORKLOAD = "Workload"
+    INFERENCE_SERVICE = "InferenceService"
+    NOTEBOOK = "Notebook"
+    DEPLOYMENT = "Deployment"
+    STATEFUL_SET = "StatefulSet"
+
+
+class WorkloadSpec(_Strict):
+    name: str
+    kind: WorkloadKind
+    tenant: str
+    gpus_per_pod: Annotated[int, Field(ge=1, le=16)] = 1
+    pods: Annotated[int, Field(ge=1)] = 1
+    priority: int = 0
+    submit_at: Duration = timedelta(0)
+    duration: Duration | None = None
+    """None: runs until stopped (services, notebooks, Ray clusters)."""
+    utilisation: Profile = ConstantProfile(value=0.6)
+    noise: Annotated[float, Field(ge=0, le=0.5)] = 0.02
+    """Half-width of the uniform, zero-mean jitter added to each GPU sample."""
+    deadline: Duration | None = None
+    """Offset from the scenario start; written as ``gpuaas.io/deadline`` (RFC3339)."""
+    expected_runtime: Duration | None = None
+    """Written as ``gpuaas.io/expected-runtime`` (seconds)."""
+    serving: Serving | None = None
+    annotations: dict[str, str] = Field(default_factory=dict)
+    labels: dict[str, str] = Field(default_factory=dict)
+    drop_telemetry: bool = False
+    """No dcgm or vLLM series at all for this workload's GPUs: data is missing, not zero."""
+    copies: Annotated[int, Field(ge=1)] = 1
+    """Submit ``copies`` identical workloads named ``<name>-<i>``, ``every`` apart."""
+    every: Duration = timedelta(0)
+    cpu_per_pod: Annotated[float, Field(gt=0)] = 4.0
+    memory_gib_per_pod: Annotated[float, Field(gt=0)] = 32.0
+    fb_used_fraction: Fraction = 0.6
+    """Share of the framebuffer the process holds (a loaded model stays resident when idle)."""
+
+    def instance_names(self) -> list[str]:
+        return [self.name] if self.copies == 1 else [f"{self.name}-{i}" for i in range(self.copies)]
+
+
+class TelemetryOptions(_Strict):
+    """Which label spelling the emulated exporters and scrape config produce."""
+
+    hostname_label: Literal["Hostname", "hostname"] = "Hostname"
+    """dcgm-exporter renamed ``Hostname`` to ``hostname`` in 2026; both exist in the field."""
+    pod_label_prefix: Literal["", "exported_"] = ""
+    """``exported_`` reproduces a ServiceMonitor with ``honorLabels: false``."""
+    driver_version: str = "580.105.08"
+    step: Duration = timedelta(seconds=60)
+    """Spacing of backfilled history samples."""
+
+
+class Scenario(_Strict):
+    name: str = "scenario"
+    cluster: str = "embedded"
+    """OpenCost's ``properties.cluster``."""
+    telemetry: TelemetryOptions = TelemetryOptions()
+    flavors: Annotated[list[Flavor], Field(min_length=1)]
+    pools: Annotated[list[NodePool], Field(min_length=1)]
+    tenants: Annotated[list[Tenant], Field(min_length=1)]
+    workloads: list[WorkloadSpec] = Field(default_factory=list)
+
+    @model_validator(mode="after")
+    def _references(self) -> Scenario:
+        flavors = _unique("flavors", [f.name for f in self.flavors])
+        _unique("pools", [p.name for p in self.pools])
+        tenants = _unique("tenants", [t.name for t in self.tenants])
+        _unique("workloads", [n for w in self.workloads for n in w.instance_names()])
+        for i, pool in enumerate(self.pools):
+            if pool.flavor not in flavors:
+                raise ValueError(f"pools[{i}].flavor: unknown flavor {pool.flavor!r} (known: {sorted(flavors)})")
+        for i, tenant in enumerate(self.tenants):
+            for j, quota in enumerate(tenant.quotas):
+                if quota.flavor not in flavors:
+                    raise ValueError(f"tenants[{i}].quotas[{j}].flavor: unknown flavor {quota.flavor!r}")
+                if tenant.cohort is None and (quota.borrowing_limit is not None or quota.lending_limit is not None):
+                    raise ValueError(f"tenants[{i}].quotas[{j}]: borrowing/lending limits need a cohort")
+        for i, wl in enumerate(self.workloads):
+            if wl.tenant not in tenants:
+                raise ValueError(f"workloads[{i}].tenant: unknown tenant {wl.tenant!r} (known: {sorted(tenants)})")
+            if wl.serving is not None and wl.kind not in (
+                WorkloadKind.INFERENCE_SERVICE, WorkloadKind.DEPLOYMENT, WorkloadKind.STATEFUL_SET
+            ):
+                raise ValueError(f"workloads[{i}].serving: a {wl.kind.value} does not serve traffic")
+        return self
+
+    def tenant(self, name: str) -> Tenant:
+        return next(t for t in self.tenants if t.name == name)
+
+    def pool_models(self, flavor: str) -> set[str]:
+        return {p.gpu_model for p in self.pools if p.flavor == flavor}
+
+
+def _unique(what: str, names: list[str]) -> set[str]:
+    seen: set[str] = set()
+    for name in names:
+        if name in seen:
+            raise ValueError(f"{what}: duplicate name {name!r}")
+        seen.add(name)
+    return seen

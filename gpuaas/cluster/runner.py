@@ -1,0 +1,202 @@
+"""``EmbeddedCluster``: the API server, Kueue, a real Prometheus and OpenCost, started together.
+
+Start-up order: the fleet is installed and ``history`` is replayed at full speed on a paused
+clock (60 s steps), streaming the samples to an OpenMetrics file that ``promtool`` turns into
+TSDB blocks; then the servers start and the clock runs.
+
+Live samples reach Prometheus by **scraping** a loopback ``/metrics`` endpoint that serves the
+simulation's latest step with explicit timestamps (sim time), under ``honor_timestamps``.
+Scraping was chosen over remote write because it needs nothing but the text format (remote
+write needs protobuf + snappy), it is how dcgm-exporter, Kueue, vLLM and OpenCost are
+collected in production, and a target that stops answering shows up in Prometheus as ``up == 0``.
+Live timestamps are always after the backfilled history: Prometheus refuses samples older
+than its newest block.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from types import TracebackType
+from typing import Any
+
+from gpuaas.cluster.apiserver import ApiServer, ObjectStore
+from gpuaas.cluster.clock import Clock, SimClock
+from gpuaas.cluster.kueue import KueueController
+from gpuaas.cluster.opencost import OpenCostServer
+from gpuaas.cluster.prometheus import PrometheusServer
+from gpuaas.cluster.scenario import Scenario
+from gpuaas.cluster.simulation import Simulation
+from gpuaas.cluster.telemetry import Sample, format_exposition, write_openmetrics
+
+__all__ = ["EmbeddedCluster", "MetricsEndpoint"]
+
+
+class _MetricsHandler(BaseHTTPRequestHandler):
+    server: _MetricsHTTP
+
+    def do_GET(self) -> None:  # noqa: N802 - the http.server API
+        if self.path.split("?")[0] != "/metrics":
+            self.send_error(404)
+            return
+        with self.server.lock:
+            body = format_exposition(self.server.samples()).encode()
+        self.send_response(200)
+        self.send_header("Content-Type", "text/plain; version=0.0.4; charset=utf-8")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002
+        return
+
+
+class _MetricsHTTP(ThreadingHTTPServer):
+    daemon_threads = True
+    lock: threading.Lock
+    samples: Any
+
+
+class MetricsEndpoint:
+    """A loopback ``/metrics`` serving the simulation's latest samples, for Prometheus to scrape."""
+
+    def __init__(self, sim: Simulation, lock: threading.Lock) -> None:
+        self._httpd = _MetricsHTTP(("127.0.0.1", 0), _MetricsHandler)
+        self._httpd.lock = lock
+        self._httpd.samples = lambda: sim.current
+        self._thread = threading.Thread(target=self._httpd.serve_forever, name="metrics", daemon=True)
+
+    @property
+    def target(self) -> str:
+        return f"127.0.0.1:{self._httpd.server_address[1]}"
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._httpd.shutdown()
+        self._httpd.server_close()
+
+
+class EmbeddedCluster:
+    """Everything on loopback; a context manager that stops what it started, in reverse order."""
+
+    def __init__(self, scenario: Scenario, data_dir: Path, *, seed: int = 0,
+                 history: timedelta = timedelta(hours=6), clock: Clock | None = None, speed: float = 1.0,
+                 api_port: int = 0, opencost_port: int = 0, prometheus_port: int | None = None,
+                 kubeconfig: Path | None = None, live_interval: float = 2.0,
+                 progress: Any = None) -> None:
+        self.scenario = scenario
+        self.data_dir = Path(data_dir)
+        self.seed = seed
+        self.history = history
+        self.step = scenario.telemetry.step
+        self._owns_clock = clock is None
+        self.clock: Clock = clock or SimClock(datetime.now(UTC) - history, speed, paused=True)
+        self.lock = threading.Lock()
+        self.store = ObjectStore(self.clock.now)
+        self.kueue = KueueController(self.store, self.clock.now)
+        self.sim = Simulation(scenario, self.store, self.kueue, self.clock, seed)
+        self.api = ApiServer(self.store, port=api_port, visibility=self.kueue.pending_workloads)
+        self.opencost = OpenCostServer(self.sim.ledger, self.clock.now, self.lock, port=opencost_port)
+        self.metrics = MetricsEndpoint(self.sim, self.lock)
+        self.prometheus = PrometheusServer(self.data_dir / "prometheus", port=prometheus_port,
+                                           scrape_targets=[self.metrics.target], scrape_interval="5s")
+        self.kubeconfig = Path(kubeconfig) if kubeconfig else self.data_dir / "kubeconfig"
+        self._live_interval = live_interval
+        self._progress = progress or (lambda message: None)
+        self._stop = threading.Event()
+        self._loop: threading.Thread | None = None
+        self._started: list[Any] = []
+
+    @property
+    def prometheus_url(self) -> str:
+        return self.prometheus.url
+
+    @property
+    def opencost_url(self) -> str:
+        return self.opencost.url
+
+    @property
+    def api_url(self) -> str:
+        return self.api.url
+
+    # --- history -------------------------------------------------------------------------
+    def _history_steps(self) -> Iterator[list[Sample]]:
+        with self.lock:
+            yield list(self.sim.tick())
+        steps = int(self.history / self.step)
+        for i in range(steps):
+            with self.lock:
+                yield list(self.sim.step(self.step))
+            if i % 30 == 29:
+                self._progress(f"replaying history: {(i + 1) * self.step} of {self.history}")
+
+    def _backfill(self) -> None:
+        self.kueue.attach()
+        path = self.data_dir / "history.om"
+        count = write_openmetrics(self._history_steps(), path)
+        self._progress(f"backfilling {count:,} samples into Prometheus")
+        try:
+            self.prometheus.backfill(path)
+        finally:
+            path.unlink(missing_ok=True)
+
+    # --- lifecycle -----------------------------------------------------------------------
+    def start(self) -> EmbeddedCluster:
+        self.data_dir.mkdir(parents=True, exist_ok=True)
+        try:
+            self._backfill()
+            for name, part in (("API server", self.api), ("OpenCost", self.opencost), ("metrics", self.metrics),
+                               ("Prometheus", self.prometheus)):
+                self._progress(f"starting {name}")
+                part.start()
+                self._started.append(part)
+            self.api.write_kubeconfig(self.kubeconfig)
+            if isinstance(self.clock, SimClock):
+                self.clock.resume()
+            self._loop = threading.Thread(target=self._run_live, name="simulation", daemon=True)
+            self._loop.start()
+        except BaseException:
+            self.stop()
+            raise
+        return self
+
+    def _run_live(self) -> None:
+        """Keep the simulation up to the clock; a ManualClock only moves when a test moves it."""
+        while not self._stop.wait(self._live_interval):
+            if self.clock.now() - self.sim.last >= timedelta(seconds=1):
+                with self.lock:
+                    self.sim.tick()
+
+    def advance(self, dt: timedelta) -> list[Sample]:
+        """Move a manual clock and the simulation by ``dt`` (tests)."""
+        with self.lock:
+            return self.sim.step(dt)
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._loop is not None:
+            self._loop.join(timeout=10)
+        while self._started:
+            part = self._started.pop()
+            try:
+                part.stop()
+            except Exception:  # noqa: BLE001 - keep stopping the rest
+                pass
+
+    def wait(self, stop: threading.Event) -> None:
+        """Block until ``stop`` is set (the CLI's foreground loop)."""
+        while not stop.wait(0.5):
+            time.sleep(0)
+
+    def __enter__(self) -> EmbeddedCluster:
+        return self.start()
+
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
+                 tb: TracebackType | None) -> None:
+        self.stop()

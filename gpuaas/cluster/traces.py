@@ -1,0 +1,143 @@
+"""Scenarios from public GPU-cluster traces, compressed in time.
+
+* ``philly``: the per-job table derived from Microsoft Philly (columns ``timestamp, duration,
+  num_gpus, gpu_time, cluster``); each virtual cluster (``cluster``) becomes a tenant.
+* ``itp``: Microsoft ITP jobs with ElasticFlow's deadlines (``job_id, submission_time,
+  num_iteration, model_name, deadline, batch_size, num_gpu, duration``, times in seconds);
+  the file is one tenant, and each job carries ``gpuaas.io/deadline`` and
+  ``gpuaas.io/expected-runtime``.
+
+Times are divided by ``compress`` so hours of trace replay in minutes. Each tenant's quota is
+its mean GPU demand over the replayed span (rounded up to whole nodes), so queues form where
+the trace had bursts; the node pool is the sum of the quotas. Jobs become RayClusters (one
+pod per 8 GPUs) so that they run pods and produce telemetry. The file is read from wherever
+the user points; nothing from a trace is shipped with gpuaas.
+"""
+
+from __future__ import annotations
+
+import csv
+import math
+from collections import defaultdict
+from dataclasses import dataclass
+from datetime import datetime
+from pathlib import Path
+
+from gpuaas.cluster.scenario import Scenario, parse_scenario
+from gpuaas.errors import ConfigError
+
+__all__ = ["TraceJob", "read_itp", "read_philly", "scenario_from_jobs", "scenario_from_trace"]
+
+_GPUS_PER_NODE = 8
+
+
+@dataclass(frozen=True)
+class TraceJob:
+    tenant: str
+    submit: float  # seconds since the trace's first job
+    duration: float
+    gpus: int
+    deadline: float | None = None
+
+
+def _rows(path: Path, required: set[str]) -> list[dict[str, str]]:
+    try:
+        with path.open(newline="", encoding="utf-8") as handle:
+            reader = csv.DictReader(handle)
+            missing = required - {c.strip() for c in reader.fieldnames or []}
+            if missing:
+                raise ConfigError(f"missing columns {sorted(missing)}", file=path)
+            return [{k.strip(): (v or "").strip() for k, v in row.items() if k} for row in reader]
+    except OSError as exc:
+        raise ConfigError(f"cannot read trace: {exc.strerror}", file=path) from exc
+
+
+def _num(row: dict[str, str], column: str, path: Path, line: int) -> float:
+    try:
+        return float(row[column])
+    except ValueError as exc:
+        raise ConfigError(f"not a number: {row[column]!r}", file=path, field=f"line {line}.{column}") from exc
+
+
+def read_philly(path: Path, max_jobs: int | None = None) -> list[TraceJob]:
+    rows = _rows(path, {"timestamp", "duration", "num_gpus", "cluster"})
+    parsed = []
+    for i, row in enumerate(rows, start=2):
+        try:
+            ts = datetime.fromisoformat(row["timestamp"]).timestamp()
+        except ValueError as exc:
+            raise ConfigError(f"bad timestamp {row['timestamp']!r}", file=path, field=f"line {i}.timestamp") from exc
+        parsed.append((ts, row["cluster"], _num(row, "duration", path, i), int(_num(row, "num_gpus", path, i))))
+    parsed.sort()
+    parsed = parsed[:max_jobs] if max_jobs else parsed
+    t0 = parsed[0][0] if parsed else 0.0
+    return [TraceJob(vc, ts - t0, dur, gpus) for ts, vc, dur, gpus in parsed]
+
+
+def read_itp(path: Path, max_jobs: int | None = None) -> list[TraceJob]:
+    rows = _rows(path, {"submission_time", "deadline", "num_gpu", "duration"})
+    parsed = sorted(
+        (_num(r, "submission_time", path, i), _num(r, "deadline", path, i), _num(r, "duration", path, i),
+         int(_num(r, "num_gpu", path, i)))
+        for i, r in enumerate(rows, start=2)
+    )
+    parsed = parsed[:max_jobs] if max_jobs else parsed
+    t0 = parsed[0][0] if parsed else 0.0
+    return [TraceJob(path.stem, s - t0, dur, gpus, dl - t0) for s, dl, dur, gpus in parsed]
+
+
+def _slug(text: str) -> str:
+    return "".join(c if c.isalnum() else "-" for c in text.lower()).strip("-") or "x"
+
+
+def scenario_from_jobs(jobs: list[TraceJob], name: str, compress: float, seed_util: float = 0.7) -> Scenario:
+    """A scenario replaying ``jobs`` ``compress`` times faster."""
+    if not jobs:
+        raise ConfigError("the trace has no jobs", file=name)
+    span = max(max(j.submit + j.duration for j in jobs) / compress, 3600.0)
+    demand: dict[str, float] = defaultdict(float)
+    for job in jobs:
+        demand[job.tenant] += job.gpus * job.duration / compress
+    tenants, total = [], 0
+    for tenant in sorted(demand):
+        biggest = max(j.gpus for j in jobs if j.tenant == tenant)
+        gpus = max(math.ceil(demand[tenant] / span), min(biggest, 64))
+        gpus = math.ceil(gpus / _GPUS_PER_NODE) * _GPUS_PER_NODE
+        total += gpus
+        tenants.append({"name": f"vc-{_slug(tenant)}", "cohort": "trace",
+                        "quotas": [{"flavor": "gpu", "gpus": gpus}]})
+    workloads = []
+    for i, job in enumerate(jobs):
+        pods = max(1, math.ceil(job.gpus / _GPUS_PER_NODE))
+        spec = {
+            "name": f"job-{i:05d}", "kind": "RayCluster", "tenant": f"vc-{_slug(job.tenant)}",
+            "pods": pods, "gpus_per_pod": min(job.gpus, _GPUS_PER_NODE) if job.gpus else 1,
+            "submit_at": round(job.submit / compress, 3), "duration": max(60.0, round(job.duration / compress, 3)),
+            "utilisation": {"profile": "constant", "value": seed_util},
+        }
+        if job.deadline is not None:
+            spec["deadline"] = round(job.deadline / compress, 3)
+            spec["expected_runtime"] = spec["duration"]
+        workloads.append(spec)
+    data = {
+        "name": name,
+        "flavors": [{"name": "gpu"}],
+        "pools": [{"name": "gpu", "count": max(1, total // _GPUS_PER_NODE), "gpus_per_node": _GPUS_PER_NODE,
+                   "flavor": "gpu", "gpu_hourly_price": 2.5}],
+        "tenants": tenants,
+        "workloads": workloads,
+    }
+    return parse_scenario(data, name)
+
+
+def scenario_from_trace(path: Path | str, trace_format: str, *, compress: float = 60.0,
+                        max_jobs: int | None = 2000) -> Scenario:
+    """Read ``path`` as a ``philly`` or ``itp`` trace and build its scenario."""
+    path = Path(path)
+    if trace_format == "philly":
+        jobs = read_philly(path, max_jobs)
+    elif trace_format == "itp":
+        jobs = read_itp(path, max_jobs)
+    else:
+        raise ConfigError(f"unknown trace format {trace_format!r} (philly | itp)", field="trace_format")
+    return scenario_from_jobs(jobs, f"trace-{path.stem}", compress)

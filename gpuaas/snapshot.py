@@ -1,0 +1,234 @@
+"""Collect every source into one ``Snapshot``, and the pure joins that build its views.
+
+``collect_snapshot`` calls each source, times it and records its health; one failing
+source degrades the snapshot (its status says why), only all failing is an error.
+``build_snapshot`` is the pure part: records and frames in, joined views out, vectorised
+with merge/groupby. A workload whose GPUs are not all observed for the whole of every
+window gets ``telemetry="unknown"``: missing data is never evidence of idleness.
+
+Views (columns):
+- workloads: WORKLOAD_COLUMNS, then per window W minutes ``activity_avg_Wm``,
+  ``activity_max_Wm``, ``coverage_Wm``, ``requests_Wm`` (NaN = no serving metrics), and
+  ``telemetry`` (complete | unknown | n/a for workloads that hold no GPUs).
+- queues: QUEUE_COLUMNS. quotas: one row per ClusterQueue flavor/resource cell.
+- gpus: ``gpuaas.sources.prometheus.GPU_COLUMNS`` (+ NVML samples, ``signal="nvml"``).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import asdict
+from datetime import UTC, datetime
+from typing import Any, TypeVar
+
+import pandas as pd
+
+from gpuaas.errors import ConfigError, SourceUnavailable
+from gpuaas.models import GpuSample, Snapshot, SourceStatus, WorkloadState
+from gpuaas.policy import Policy
+from gpuaas.settings import GpuaasSettings
+from gpuaas.sources.kube import DEFAULT_GPU_RESOURCES, KubeState, read_kube
+from gpuaas.sources.nvml import sample_nvml
+from gpuaas.sources.opencost import read_opencost
+from gpuaas.sources.prometheus import GPU_COLUMNS, PrometheusReading, pod_activity, read_prometheus
+
+__all__ = ["COMPLETE_COVERAGE", "QUEUE_COLUMNS", "WORKLOAD_COLUMNS", "build_snapshot", "collect_snapshot"]
+
+COMPLETE_COVERAGE = 0.95
+"""Share of expected samples a GPU must have in a window for its telemetry to count as complete."""
+WORKLOAD_COLUMNS = [
+    "kind", "namespace", "name", "uid", "tenant", "queue", "cluster_queue", "cohort", "priority",
+    "priority_class", "state", "active", "gpus", "flavor", "created_at", "admitted_at", "age_seconds",
+    "owner_kind", "owner_name", "reclaim", "deadline", "expected_runtime", "pods", "gpus_observed",
+]
+QUEUE_COLUMNS = [
+    "name", "cohort", "tenant", "nominal_gpus", "borrowing_limit_gpus", "lending_limit_gpus",
+    "reserved_gpus", "admitted_gpus", "borrowed_gpus", "pending_workloads", "pending_gpus",
+    "oldest_pending_seconds", "admitted_workloads",
+]
+_ANNOTATION_COLUMNS = {"gpuaas.io/reclaim": "reclaim", "gpuaas.io/deadline": "deadline",
+                       "gpuaas.io/expected-runtime": "expected_runtime"}
+_HOLDING = (WorkloadState.admitted.value, WorkloadState.quota_reserved.value)
+T = TypeVar("T")
+
+
+def _tenants(policy: Policy, namespaces: pd.Series, queues: pd.Series) -> pd.Series:
+    by_ns = {ns: t.name for t in reversed(policy.tenants) for ns in t.namespaces}
+    by_cq = {cq: t.name for t in reversed(policy.tenants) for cq in t.cluster_queues}
+    return namespaces.map(by_ns).fillna(queues.map(by_cq))
+
+
+def _workload_frame(kube: KubeState, policy: Policy, now: datetime) -> pd.DataFrame:
+    rows = []
+    for wl in kube.workloads:
+        row = asdict(wl)
+        row["state"] = wl.state.value
+        annotations = dict(row.pop("annotations"))
+        row.update({col: annotations.get(key) for key, col in _ANNOTATION_COLUMNS.items()})
+        rows.append(row)
+    frame = pd.DataFrame(rows, columns=[c for c in WORKLOAD_COLUMNS if c not in ("tenant", "cohort", "age_seconds",
+                                                                               "pods", "gpus_observed")])
+    frame["created_at"] = pd.to_datetime(frame["created_at"], utc=True)
+    frame["admitted_at"] = pd.to_datetime(frame["admitted_at"], utc=True)
+    frame["age_seconds"] = (pd.Timestamp(now) - frame["created_at"]).dt.total_seconds()
+    cohorts = {cq.name: cq.cohort for cq in kube.cluster_queues}
+    frame["cohort"] = frame["cluster_queue"].map(cohorts)
+    frame["tenant"] = _tenants(policy, frame["namespace"], frame["cluster_queue"])
+    return frame
+
+
+def _workload_pods(kube: KubeState) -> pd.DataFrame:
+    """(namespace, kind, name) -> pod, through the direct owner and the root owner of each pod."""
+    pods = pd.DataFrame([asdict(p) for p in kube.pods],
+                        columns=["namespace", "pod", "node", "gpus", "owner_kind", "owner_name", "root_kind", "root_name"])
+    direct = pods.rename(columns={"owner_kind": "kind", "owner_name": "name"})
+    root = pods.rename(columns={"root_kind": "kind", "root_name": "name"})
+    itself = pods.assign(kind="Pod", name=pods["pod"])
+    cols = ["namespace", "kind", "name", "pod"]
+    return pd.concat([direct[cols], root[cols], itself[cols]]).dropna().drop_duplicates()
+
+
+def _telemetry(frame: pd.DataFrame, kube: KubeState, prom: PrometheusReading | None,
+               windows: Sequence[float]) -> pd.DataFrame:
+    links = _workload_pods(kube).rename(columns={"kind": "owner_kind", "name": "owner_name"})
+    wl_pods = frame[["uid", "namespace", "owner_kind", "owner_name"]].merge(
+        links, on=["namespace", "owner_kind", "owner_name"])
+    frame = frame.merge(wl_pods.groupby("uid").size().rename("pods").reset_index(), on="uid", how="left")
+    frame["pods"] = frame["pods"].fillna(0).astype(int)
+    observed = pd.Series(0, index=frame.index, dtype=float)
+    complete = pd.Series(prom is not None, index=frame.index)
+    for minutes in windows:
+        suffix = f"_{minutes:g}m"
+        stats = pd.DataFrame(columns=["uid", "activity_avg", "activity_max", "coverage", "gpus_observed"])
+        requests = pd.DataFrame(columns=["uid", "requests"])
+        if prom is not None:
+            acts = pod_activity(prom.gpus)
+            acts = acts[acts["window_minutes"] == float(minutes)]
+            stats = wl_pods.merge(acts, on=["namespace", "pod"]).groupby("uid", as_index=False).agg(
+                activity_avg=("activity_avg", "mean"), activity_max=("activity_max", "max"),
+                coverage=("coverage", "min"), gpus_observed=("gpus_observed", "sum"))
+            served = prom.serving[(prom.serving["stat"] == "requests")
+                                  & (prom.serving["window_minutes"] == float(minutes))]
+            requests = wl_pods.merge(served, on=["namespace", "pod"]).groupby("uid", as_index=False).agg(
+                requests=("value", "sum"))
+        merged = frame[["uid"]].merge(stats, on="uid", how="left").merge(requests, on="uid", how="left")
+        for col in ("activity_avg", "activity_max", "coverage", "requests"):
+            frame[col + suffix] = merged[col].astype(float).to_numpy()
+        seen = merged["gpus_observed"].astype(float).fillna(0).to_numpy()
+        observed = observed.where(observed > 0, pd.Series(seen, index=frame.index))
+        complete &= (merged["coverage"].astype(float).fillna(0).to_numpy() >= COMPLETE_COVERAGE) & (
+            seen >= frame["gpus"].to_numpy())
+    frame["gpus_observed"] = observed
+    holding = frame["state"].isin(_HOLDING) & (frame["gpus"] > 0)
+    frame["telemetry"] = "n/a"
+    frame.loc[holding, "telemetry"] = complete[holding].map({True: "complete", False: "unknown"})
+    return frame
+
+
+def _quota_frame(kube: KubeState) -> pd.DataFrame:
+    rows = [{"cluster_queue": cq.name, "cohort": cq.cohort, **asdict(q)} for cq in kube.cluster_queues for q in cq.quotas]
+    cols = ["cluster_queue", "cohort", "flavor", "resource", "nominal", "borrowing_limit", "lending_limit",
+            "reserved", "usage", "borrowed"]
+    return pd.DataFrame(rows, columns=cols)
+
+
+def _queue_frame(kube: KubeState, workloads: pd.DataFrame, quotas: pd.DataFrame, policy: Policy,
+                 gpu_resources: Sequence[str]) -> pd.DataFrame:
+    gpu = quotas[quotas["resource"].isin(list(gpu_resources))]
+    cells = gpu.groupby("cluster_queue").agg(
+        nominal_gpus=("nominal", "sum"), borrowing_limit_gpus=("borrowing_limit", lambda s: s.sum(min_count=1)),
+        lending_limit_gpus=("lending_limit", lambda s: s.sum(min_count=1)), reserved_gpus=("reserved", "sum"),
+        admitted_gpus=("usage", "sum"), borrowed_gpus=("borrowed", "sum"))
+    pending = workloads[workloads["state"] == WorkloadState.pending.value]
+    backlog = pending.groupby("cluster_queue").agg(
+        pending_workloads=("uid", "size"), pending_gpus=("gpus", "sum"), oldest_pending_seconds=("age_seconds", "max"))
+    admitted = workloads[workloads["state"] == WorkloadState.admitted.value].groupby("cluster_queue").size()
+    base = pd.DataFrame({"name": [cq.name for cq in kube.cluster_queues],
+                         "cohort": [cq.cohort for cq in kube.cluster_queues]})
+    frame = base.join(cells, on="name").join(backlog, on="name").join(admitted.rename("admitted_workloads"), on="name")
+    for col in ("nominal_gpus", "reserved_gpus", "admitted_gpus", "borrowed_gpus", "pending_gpus"):
+        frame[col] = frame[col].fillna(0.0)
+    for col in ("pending_workloads", "admitted_workloads"):
+        frame[col] = frame[col].fillna(0).astype(int)
+    frame["tenant"] = _tenants(policy, pd.Series([None] * len(frame), dtype=object), frame["name"])
+    return frame.reindex(columns=QUEUE_COLUMNS)
+
+
+def _gpu_frame(prom: PrometheusReading | None, nvml: Sequence[GpuSample]) -> pd.DataFrame:
+    frames = [prom.gpus] if prom is not None and not prom.gpus.empty else []
+    if nvml:
+        local = pd.DataFrame([asdict(g) for g in nvml])
+        frames.append(pd.DataFrame({
+            "host": local["host"], "gpu": local["index"].astype(str), "uuid": local["uuid"], "model": local["model"],
+            "activity_avg": local["utilization_percent"] / 100, "signal": "nvml", "fb_used_mib":
+            local["memory_used_bytes"] / 2**20, "power_w": local["power_watts"], "temperature_c": local["temperature_c"],
+        }))
+    return pd.concat(frames, ignore_index=True).reindex(columns=GPU_COLUMNS) if frames else pd.DataFrame(
+        columns=GPU_COLUMNS)
+
+
+def build_snapshot(
+    now: datetime,
+    windows: Sequence[float],
+    sources: dict[str, SourceStatus],
+    *,
+    kube: KubeState | None,
+    prom: PrometheusReading | None,
+    costs: pd.DataFrame | None = None,
+    nvml: Sequence[GpuSample] = (),
+    policy: Policy | None = None,
+    gpu_resources: Sequence[str] = DEFAULT_GPU_RESOURCES,
+) -> Snapshot:
+    """Join what the sources returned (any may be None) into the snapshot's views. Pure."""
+    policy = policy or Policy()
+    kube = kube or KubeState(None, (), (), (), (), (), (), (), (), 0)
+    workloads = _telemetry(_workload_frame(kube, policy, now), kube, prom, windows)
+    quotas = _quota_frame(kube)
+    owners = pd.DataFrame([{**asdict(o), "annotations": dict(o.annotations)} for o in kube.owners])
+    return Snapshot(
+        collected_at=now,
+        windows_minutes=tuple(float(w) for w in windows),
+        sources=dict(sources),
+        workloads=workloads,
+        queues=_queue_frame(kube, workloads, quotas, policy, gpu_resources),
+        quotas=quotas,
+        gpus=_gpu_frame(prom, nvml),
+        owners=owners.drop(columns=["annotations"]) if not owners.empty else owners,
+        costs=costs if costs is not None else pd.DataFrame(),
+        serving=prom.serving if prom is not None else pd.DataFrame(),
+    )
+
+
+def _timed(name: str, fn: Callable[[], T], staleness: Callable[[T], float | None]) -> tuple[T | None, SourceStatus]:
+    started = time.monotonic()
+    try:
+        value = fn()
+    except ConfigError as exc:
+        return None, SourceStatus(name, ok=False, latency_s=time.monotonic() - started, error=str(exc))
+    except Exception as exc:  # noqa: BLE001 - one source failing must only degrade the snapshot
+        return None, SourceStatus(name, ok=False, latency_s=time.monotonic() - started,
+                                  error=f"{type(exc).__name__}: {exc}"[:500])
+    return value, SourceStatus(name, ok=True, latency_s=time.monotonic() - started, staleness_s=staleness(value))
+
+
+def collect_snapshot(settings: GpuaasSettings, now: datetime | None = None) -> Snapshot:
+    """Read every source at ``now`` (default: the current time) and join them.
+
+    Never raises for one failing source: its ``SourceStatus`` records the failure. Raises
+    ``SourceUnavailable`` only when no source answered.
+    """
+    now = now or datetime.now(UTC)
+    policy = settings.policy
+    windows = list(policy.collect.windows_minutes)
+    kube, kube_status = _timed("kube", lambda: read_kube(settings), lambda _: 0.0)
+    prom, prom_status = _timed(
+        "prometheus", lambda: read_prometheus(settings, now, windows),
+        lambda r: max(r.staleness.values()) if r.staleness else None)
+    costs, cost_status = _timed("opencost", lambda: read_opencost(settings, now, max(windows)), lambda _: None)
+    nvml, nvml_status = sample_nvml()
+    sources = {s.name: s for s in (kube_status, prom_status, cost_status, nvml_status)}
+    if not any(s.ok for s in sources.values()):
+        detail = "; ".join(f"{s.name}: {s.error}" for s in sources.values())
+        raise SourceUnavailable(f"every source failed: {detail}", source="snapshot")
+    return build_snapshot(now, windows, sources, kube=kube, prom=prom, costs=costs, nvml=nvml, policy=policy)

@@ -1,0 +1,78 @@
+"""OpenCost: the real allocation captures (flat GPU fields), the nested ``gpuAllocation`` shape,
+malformed answers naming the field, and the PromQL fallback over OpenCost's own metrics."""
+
+from __future__ import annotations
+
+import copy
+import json
+from collections.abc import Callable
+
+import pytest
+
+from gpuaas.cluster.prometheus import PrometheusServer
+from gpuaas.errors import MalformedResponse
+from gpuaas.settings import GpuaasSettings
+from gpuaas.sources.opencost import COST_COLUMNS, parse_allocation, read_opencost
+from tests.sources.helpers import NOW, Sample, fixture_path, parse_exposition, series
+
+
+def _fixture(name: str) -> dict:  # type: ignore[type-arg]
+    return json.loads(fixture_path("telemetry", "opencost", name).read_text())
+
+
+def test_flat_shape_namespace_capture() -> None:
+    frame = parse_allocation(_fixture("allocation-compute.aggregate-namespace.swagger-example.json"))
+    assert list(frame.columns) == COST_COLUMNS
+    assert frame["name"].tolist() == ["kube-system", "opencost", "prometheus"]
+    row = frame.set_index("name").loc["opencost"]
+    assert row["controller"] == "opencost" and row["controller_kind"] == "deployment"
+    assert row["pod"] == "opencost-75dc7dcc49-xdx5t"
+    assert row["gpu_count"] == 0 and row["gpu_cost"] == 0
+    assert frame.set_index("name").loc["kube-system", "total_cost"] == pytest.approx(0.425469)
+
+
+def test_flat_shape_label_capture_keeps_unallocated() -> None:
+    frame = parse_allocation(_fixture("allocation-compute.aggregate-label-app.swagger-example.json"))
+    assert set(frame["name"]) == {"__unallocated__", "app=opencost", "app=prometheus"}
+
+
+def test_nested_gpu_allocation_shape() -> None:
+    """Newer OpenCost hides the top-level GPU averages and nests them in ``gpuAllocation``."""
+    doc = _fixture("allocation-compute.aggregate-namespace.swagger-example.json")
+    alloc = copy.deepcopy(doc["data"][0]["opencost"])
+    alloc.update(gpuCount=2.0, gpuHours=96.0, gpuCost=288.0,
+                 gpuAllocation={"gpuDevice": "nvidia0", "gpuModel": "NVIDIA H100 80GB HBM3", "gpuUUID": "GPU-1",
+                                "isGPUShared": False, "gpuUsageAverage": 0.12, "gpuRequestAverage": 2.0})
+    row = parse_allocation({"code": 200, "data": [{"opencost": alloc}]}).iloc[0]
+    assert (row["gpu_count"], row["gpu_hours"], row["gpu_cost"]) == (2.0, 96.0, 288.0)
+    assert row["gpu_usage_average"] == 0.12 and row["gpu_model"] == "NVIDIA H100 80GB HBM3"
+
+
+@pytest.mark.parametrize(
+    ("payload", "field"),
+    [({"code": 200}, "'data'"), ([1, 2], "JSON object"), ({"data": [{"ns": 3}]}, r"'data\[0\]\.ns'")],
+    ids=["missing-data", "not-object", "bad-allocation"],
+)
+def test_malformed_names_the_field(payload: object, field: str) -> None:
+    with pytest.raises(MalformedResponse, match=field):
+        parse_allocation(payload)
+
+
+def test_fallback_to_opencost_metrics_in_prometheus(
+    prometheus_factory: Callable[[list[Sample]], PrometheusServer],
+) -> None:
+    capture = parse_exposition(fixture_path("telemetry", "opencost", "opencost-metrics.scraper-test-data.prom"))
+
+    def priced(name: str, labels: dict[str, str], value: float, _i: int) -> float:
+        if name == "node_gpu_hourly_cost":
+            return 3.0 if labels["node"] == "node1" else 2.0
+        if name == "container_gpu_allocation":
+            return 2.0 if labels["pod"] == "pod1" else 1.0
+        return value
+
+    server = prometheus_factory(series(capture, minutes=70, value=priced))
+    frame = read_opencost(GpuaasSettings(prometheus_url=server.url), NOW, 60).set_index("pod")
+    assert frame.loc["pod1", "namespace"] == "namespace1"
+    assert frame.loc["pod1", "gpu_hours"] == pytest.approx(2.0)
+    assert frame.loc["pod1", "gpu_cost"] == pytest.approx(6.0)
+    assert frame.loc["pod2", "gpu_cost"] == pytest.approx(2.0)

@@ -1,0 +1,175 @@
+"""The embedded cluster end to end, through the clients production code uses.
+
+A hand-checked scenario (8 GPUs at $3/GPU-hour, 2 h of history, ManualClock, seed 11):
+
+* ``busy``  RayCluster, team-a, 1 pod x 2 GPUs at utilisation 0.6 -> admitted, 2 x 2 h x $3 = $12
+* ``nb``    Notebook, team-b, 1 GPU at 0.0                     -> admitted, 1 x 2 h x $3 = $6
+* ``dark``  StatefulSet, team-b, 1 GPU, telemetry dropped      -> admitted, $6, no dcgm series
+* ``big``   RayCluster, team-b, 2 pods x 3 GPUs                -> 6 GPUs > the 4 left: pending
+
+Checked through the official ``kubernetes`` client (kubeconfig), ``PrometheusConnect`` (a real
+Prometheus with backfilled history), plain ``httpx`` against OpenCost, and the real CLI as a
+subprocess. Prometheus is required: missing binaries fail these tests, they do not skip.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import httpx
+import pytest
+from kubernetes import client, config
+from prometheus_api_client import PrometheusConnect
+
+from gpuaas.cluster.clock import ManualClock
+from gpuaas.cluster.runner import EmbeddedCluster
+from gpuaas.cluster.scenario import parse_scenario
+
+pytestmark = [pytest.mark.integration]
+
+SCENARIO = {
+    "name": "hand-checked",
+    "flavors": [{"name": "h100"}],
+    "pools": [{"name": "h100", "count": 2, "gpus_per_node": 4, "flavor": "h100", "gpu_hourly_price": 3.0}],
+    "tenants": [
+        {"name": "team-a", "cohort": "c", "quotas": [{"flavor": "h100", "gpus": 4}]},
+        {"name": "team-b", "cohort": "c", "quotas": [{"flavor": "h100", "gpus": 4}]},
+    ],
+    "workloads": [
+        {"name": "busy", "kind": "RayCluster", "tenant": "team-a", "gpus_per_pod": 2,
+         "utilisation": {"profile": "constant", "value": 0.6}},
+        {"name": "nb", "kind": "Notebook", "tenant": "team-b", "utilisation": {"profile": "constant", "value": 0.0}},
+        {"name": "dark", "kind": "StatefulSet", "tenant": "team-b", "drop_telemetry": True},
+        {"name": "big", "kind": "RayCluster", "tenant": "team-b", "pods": 2, "gpus_per_pod": 3, "submit_at": "10m"},
+    ],
+}
+HISTORY = timedelta(hours=2)
+
+
+def test_prometheus_is_installed() -> None:
+    for binary in ("prometheus", "promtool"):
+        assert shutil.which(binary) or Path(f"/usr/bin/{binary}").exists(), (
+            f"{binary} is required (apt-get install prometheus); these tests must not be skipped")
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[EmbeddedCluster]:
+    start = datetime.now(UTC).replace(second=0, microsecond=0) - HISTORY
+    with EmbeddedCluster(parse_scenario(SCENARIO), tmp_path_factory.mktemp("embedded"), seed=11,
+                         history=HISTORY, clock=ManualClock(start)) as running:
+        yield running
+
+
+def _conditions(obj: dict) -> dict[str, str]:  # type: ignore[type-arg]
+    return {c["type"]: c["status"] for c in (obj.get("status") or {}).get("conditions", [])}
+
+
+def test_objects_and_admission_through_the_official_client(cluster: EmbeddedCluster) -> None:
+    api = config.new_client_from_config(config_file=str(cluster.kubeconfig))
+    custom = client.CustomObjectsApi(api)
+    ray = custom.get_namespaced_custom_object("ray.io", "v1", "team-a", "rayclusters", "busy")
+    assert ray["spec"]["workerGroupSpecs"][0]["replicas"] == 1
+    workloads = custom.list_cluster_custom_object("kueue.x-k8s.io", "v1beta2", "workloads")["items"]
+    by_owner = {w["metadata"]["ownerReferences"][0]["name"]: w for w in workloads}
+    assert set(by_owner) == {"busy", "nb", "dark", "big"}
+    for name in ("busy", "nb", "dark"):
+        assert _conditions(by_owner[name]).get("Admitted") == "True", name
+    assert _conditions(by_owner["big"]).get("QuotaReserved") != "True"
+    nodes = client.CoreV1Api(api).list_node().items
+    assert len(nodes) == 2 and nodes[0].status.allocatable["nvidia.com/gpu"] == "4"
+
+
+def test_utilisation_in_prometheus_equals_the_scenario(cluster: EmbeddedCluster) -> None:
+    """avg over 30 one-minute samples of uniform jitter (half-width 0.02): std ~0.002, tolerance 0.01 (~5 sigma)."""
+    prom = PrometheusConnect(url=cluster.prometheus_url, disable_ssl=True)
+    at = cluster.clock.now()
+    pod = next(a.pod for a in cluster.kueue.gpu_assignments() if a.owner_name == "busy")
+    result = prom.custom_query(f'avg_over_time(DCGM_FI_PROF_GR_ENGINE_ACTIVE{{pod="{pod}"}}[30m])',
+                               params={"time": at.timestamp()})
+    assert len(result) == 2  # one series per GPU of the pod
+    for series in result:
+        assert abs(float(series["value"][1]) - 0.6) < 0.01
+        assert series["metric"]["namespace"] == "team-a" and series["metric"]["Hostname"].startswith("h100-node-")
+    nb = prom.custom_query('max_over_time(DCGM_FI_PROF_GR_ENGINE_ACTIVE{namespace="team-b"}[2h])',
+                           params={"time": at.timestamp()})
+    assert [s["metric"]["pod"] for s in nb] and all(float(s["value"][1]) == 0.0 for s in nb)
+    dark_pod = next(a.pod for a in cluster.kueue.gpu_assignments() if a.owner_name == "dark")
+    assert prom.custom_query(f'DCGM_FI_PROF_GR_ENGINE_ACTIVE{{pod="{dark_pod}"}}',
+                             params={"time": at.timestamp()}) == []
+    usage = prom.custom_query('kueue_cluster_queue_resource_usage{cluster_queue="team-b-cq"}',
+                              params={"time": at.timestamp()})
+    assert float(usage[0]["value"][1]) == 2.0
+
+
+def test_opencost_totals_equal_price_times_gpu_hours(cluster: EmbeddedCluster) -> None:
+    body = httpx.get(f"{cluster.opencost_url}/allocation", params={"window": "2h", "aggregate": "namespace"}).json()
+    assert body["code"] == 200
+    sets = body["data"]
+    assert sets[0]["team-a"]["gpuHours"] == 4.0 and sets[0]["team-a"]["totalCost"] == 12.0
+    assert sets[0]["team-b"]["gpuHours"] == 4.0 and sets[0]["team-b"]["totalCost"] == 12.0
+    by_pod = httpx.get(f"{cluster.opencost_url}/allocation/compute",
+                       params={"window": "2h", "aggregate": "controller"}).json()["data"][0]
+    gpu = by_pod["raycluster:busy"]["gpuAllocation"]
+    assert gpu["gpuRequestAverage"] == 2.0 and abs(gpu["gpuUsageAverage"] - 0.6) < 1e-6
+    assert by_pod["statefulset:nb"]["gpuAllocation"]["gpuUsageAverage"] == 0.0
+
+
+def _children(pid: int) -> list[tuple[int, str]]:
+    out = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                stat = (entry / "stat").read_text()
+            except OSError:
+                continue
+            comm = stat[stat.index("(") + 1: stat.rindex(")")]
+            if int(stat[stat.rindex(")") + 2:].split()[1]) == pid:
+                out.append((int(entry.name), comm))
+    return out
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    stat = Path(f"/proc/{pid}/stat")
+    return stat.exists() and stat.read_text().split(") ")[1][0] != "Z"
+
+
+def test_cli_up_env_file_and_sigterm(tmp_path: Path) -> None:
+    env_file = tmp_path / "cluster.env"
+    env = {**os.environ, "GPUAAS_DATA_DIR": str(tmp_path / "data")}
+    gpuaas = Path(sys.executable).with_name("gpuaas")
+    proc = subprocess.Popen([str(gpuaas), "cluster", "up", "--env-file", str(env_file), "--seed", "1",
+                             "--history", "30m"], env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    try:
+        deadline = time.monotonic() + 90
+        while not env_file.exists():
+            assert proc.poll() is None, proc.stdout.read().decode() if proc.stdout else ""
+            assert time.monotonic() < deadline, "no env file within 90 s"
+            time.sleep(0.2)
+        values = dict(line.split("=", 1) for line in env_file.read_text().splitlines())
+        assert set(values) == {"GPUAAS_KUBECONFIG", "GPUAAS_PROMETHEUS_URL", "GPUAAS_OPENCOST_URL"}
+        api = config.new_client_from_config(config_file=values["GPUAAS_KUBECONFIG"])
+        names = {ns.metadata.name for ns in client.CoreV1Api(api).list_namespace().items}
+        assert {"vision", "nlp", "platform"} <= names
+        assert httpx.get(f"{values['GPUAAS_PROMETHEUS_URL']}/-/ready").status_code == 200
+        prom_children = [pid for pid, comm in _children(proc.pid) if comm == "prometheus"]
+        assert len(prom_children) == 1
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(timeout=30) == 0
+        time.sleep(0.2)
+        assert not _alive(prom_children[0]), "the Prometheus child outlived 'cluster up'"
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()

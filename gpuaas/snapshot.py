@@ -56,7 +56,7 @@ T = TypeVar("T")
 def _tenants(policy: Policy, namespaces: pd.Series, queues: pd.Series) -> pd.Series:
     by_ns = {ns: t.name for t in reversed(policy.tenants) for ns in t.namespaces}
     by_cq = {cq: t.name for t in reversed(policy.tenants) for cq in t.cluster_queues}
-    return namespaces.map(by_ns).fillna(queues.map(by_cq))
+    return namespaces.map(by_ns).astype(object).combine_first(queues.map(by_cq).astype(object))
 
 
 def _workload_frame(kube: KubeState, policy: Policy, now: datetime) -> pd.DataFrame:
@@ -144,8 +144,8 @@ def _queue_frame(kube: KubeState, workloads: pd.DataFrame, quotas: pd.DataFrame,
     backlog = pending.groupby("cluster_queue").agg(
         pending_workloads=("uid", "size"), pending_gpus=("gpus", "sum"), oldest_pending_seconds=("age_seconds", "max"))
     admitted = workloads[workloads["state"] == WorkloadState.admitted.value].groupby("cluster_queue").size()
-    base = pd.DataFrame({"name": [cq.name for cq in kube.cluster_queues],
-                         "cohort": [cq.cohort for cq in kube.cluster_queues]})
+    base = pd.DataFrame({"name": pd.Series([cq.name for cq in kube.cluster_queues], dtype=object),
+                         "cohort": pd.Series([cq.cohort for cq in kube.cluster_queues], dtype=object)})
     frame = base.join(cells, on="name").join(backlog, on="name").join(admitted.rename("admitted_workloads"), on="name")
     for col in ("nominal_gpus", "reserved_gpus", "admitted_gpus", "borrowed_gpus", "pending_gpus"):
         frame[col] = frame[col].fillna(0.0)

@@ -104,6 +104,7 @@ def test_failing_opencost_degrades_the_snapshot(fleet: dict[str, object], silent
     finally:
         if server is not None:
             server.shutdown()
+            server.server_close()
     status = snap.sources["opencost"]
     assert not status.ok and snap.degraded
     expected = {"timeout": "ReadTimeout", "http-500": "HTTP 500", "malformed-json": "not JSON"}[failure]
@@ -117,6 +118,7 @@ def test_malformed_prometheus_marks_telemetry_unknown(fleet: dict[str, object]) 
         snap = collect_snapshot(GpuaasSettings(kubeconfig=fleet["kubeconfig"], prometheus_url=url), NOW)  # type: ignore[arg-type]
     finally:
         server.shutdown()
+        server.server_close()
     assert "lacks field" in (snap.sources["prometheus"].error or "")
     wl = snap.workloads.set_index("name")
     assert wl.loc["wl-vllm", "telemetry"] == "unknown"  # no telemetry is never idle

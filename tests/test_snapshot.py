@@ -1,0 +1,94 @@
+"""The pure snapshot joins: workload telemetry (complete vs unknown), queue backlog, tenants,
+the summary shape and the JSON round trip. Records are built directly; no I/O."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+
+import pandas as pd
+import pytest
+
+from gpuaas.models import ClusterQueue, PodGpus, QuotaEntry, Snapshot, SourceStatus, Workload, WorkloadState
+from gpuaas.policy import Policy, Tenant
+from gpuaas.snapshot import build_snapshot
+from gpuaas.sources.kube import KubeState
+from gpuaas.sources.prometheus import GPU_COLUMNS, PrometheusReading
+
+NOW = datetime(2026, 3, 10, 12, 0, tzinfo=UTC)
+
+
+def _wl(name: str, state: WorkloadState, gpus: float, age_min: float, owner: str | None = None) -> Workload:
+    return Workload("RayCluster" if owner else "Workload", "team-a", name, f"uid-{name}", "lq-a", "cq-a", 0, None,
+                    state, True, gpus, "h100", NOW - timedelta(minutes=age_min), None,
+                    "RayCluster" if owner else None, owner, (("gpuaas.io/reclaim", "never"),))
+
+
+def _gpu(pod: str, gpu: str, coverage: float, activity: float) -> dict[str, object]:
+    row: dict[str, object] = dict.fromkeys(GPU_COLUMNS, "")
+    row.update(host="n1", gpu=gpu, uuid=f"GPU-{pod}-{gpu}", namespace="team-a", pod=pod, window_minutes=30.0,
+               activity_avg=activity, activity_max=activity, coverage=coverage, signal="x",
+               fb_used_mib=1.0, power_w=1.0, temperature_c=1.0, xid=float("nan"))
+    return row
+
+
+@pytest.fixture
+def snapshot() -> Snapshot:
+    kube = KubeState(
+        "v1beta2",
+        (ClusterQueue("cq-a", "all", (QuotaEntry("h100", "nvidia.com/gpu", 8, usage=6),
+                                      QuotaEntry("h100", "cpu", 64, usage=10))),),
+        (),
+        (_wl("busy", WorkloadState.admitted, 2, 90, "rc-busy"), _wl("gappy", WorkloadState.admitted, 2, 90, "rc-gap"),
+         _wl("half-seen", WorkloadState.admitted, 2, 90, "rc-half"), _wl("wait-1", WorkloadState.pending, 4, 30),
+         _wl("wait-2", WorkloadState.pending, 1, 50), _wl("done", WorkloadState.finished, 8, 500)),
+        (), (), (),
+        tuple(PodGpus("team-a", f"{rc}-0", "n1", 2, "RayCluster", rc, "RayCluster", rc)
+              for rc in ("rc-busy", "rc-gap", "rc-half")),
+        (), 0,
+    )
+    gpus = pd.DataFrame([_gpu("rc-busy-0", "0", 1.0, 0.5), _gpu("rc-busy-0", "1", 0.97, 0.7),
+                         _gpu("rc-gap-0", "2", 0.5, 0.0), _gpu("rc-gap-0", "3", 1.0, 0.0),
+                         _gpu("rc-half-0", "4", 1.0, 0.0)])
+    serving = pd.DataFrame(columns=["namespace", "pod", "model_name", "window_minutes", "stat", "finished_reason",
+                                    "le", "value"])
+    prom = PrometheusReading(gpus=gpus, kueue=pd.DataFrame(), serving=serving)
+    policy = Policy(tenants=[Tenant(name="research", namespaces=["team-a"])])
+    sources = {"kube": SourceStatus("kube", True, 0.1, 0.0), "prometheus": SourceStatus("prometheus", True, 0.2, 12.0)}
+    return build_snapshot(NOW, [30], sources, kube=kube, prom=prom, policy=policy)
+
+
+def test_workload_view(snapshot: Snapshot) -> None:
+    wl = snapshot.workloads.set_index("name")
+    assert wl.loc["busy", "telemetry"] == "complete"
+    assert wl.loc["busy", "activity_avg_30m"] == pytest.approx(0.6)
+    assert wl.loc["busy", "activity_max_30m"] == pytest.approx(0.7)
+    assert wl.loc["gappy", "telemetry"] == "unknown"  # one GPU covers half the window
+    assert wl.loc["half-seen", "telemetry"] == "unknown"  # asks for 2 GPUs, 1 observed
+    assert wl.loc["wait-1", "telemetry"] == "n/a" and wl.loc["done", "telemetry"] == "n/a"
+    assert pd.isna(wl.loc["busy", "requests_30m"])  # no serving metrics: unknown, not zero
+    assert set(wl["tenant"]) == {"research"} and set(wl["cohort"]) == {"all"}
+    assert wl.loc["busy", "reclaim"] == "never" and wl.loc["wait-2", "age_seconds"] == 3000
+
+
+def test_summary(snapshot: Snapshot) -> None:
+    assert snapshot.summary() == {
+        "queues": [{"name": "cq-a", "cohort": "all", "pending_workloads": 2, "pending_gpus": 5.0,
+                    "oldest_pending_seconds": 3000.0, "admitted_gpus": 6.0, "nominal_gpus": 8.0}],
+        "sources": {"kube": {"ok": True, "latency_s": 0.1, "staleness_s": 0.0},
+                    "prometheus": {"ok": True, "latency_s": 0.2, "staleness_s": 12.0}},
+        "workloads": 6,
+        "unknown_telemetry": 2,
+    }
+
+
+def test_json_round_trip(snapshot: Snapshot) -> None:
+    back = Snapshot.from_json(snapshot.to_json())
+    assert back.collected_at == snapshot.collected_at and back.windows_minutes == (30.0,)
+    assert back.summary() == snapshot.summary()
+    assert back.workloads["created_at"].tolist() == snapshot.workloads["created_at"].tolist()
+    assert back.sources["prometheus"] == snapshot.sources["prometheus"]
+
+
+def test_empty_sources_build() -> None:
+    snap = build_snapshot(NOW, [30], {"kube": SourceStatus("kube", False, error="down")}, kube=None, prom=None)
+    assert snap.degraded and snap.summary()["workloads"] == 0 and snap.summary()["queues"] == []

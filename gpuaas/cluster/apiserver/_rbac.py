@@ -1,0 +1,52 @@
+"""``RBACRules``: a ClusterRole's rules, checked the way the API server's authorizer does.
+
+gpuaas ships an RBAC role for its service account; giving the emulator the same rules lets
+tests prove the flows never need a verb the role does not grant.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+from ._errors import ApiError
+
+__all__ = ["RBACRules"]
+
+
+class RBACRules:
+    """Rules like ``{"apiGroups": ["kueue.x-k8s.io"], "resources": ["workloads/status"], "verbs": ["patch"]}``."""
+
+    def __init__(self, rules: Iterable[Mapping[str, Sequence[str]]], user: str = "gpuaas") -> None:
+        self.rules = [
+            (frozenset(r.get("apiGroups", ())), frozenset(r.get("resources", ())), frozenset(r.get("verbs", ())))
+            for r in rules
+        ]
+        self.user = user
+
+    def allows(self, verb: str, group: str, resource: str) -> bool:
+        """``resource`` may carry a subresource: ``workloads/status``."""
+        return any(
+            ("*" in groups or group in groups)
+            and ("*" in resources or resource in resources)
+            and ("*" in verbs or verb in verbs)
+            for groups, resources, verbs in self.rules
+        )
+
+    def check(self, verb: str, group: str, plural: str, subresource: str | None, namespace: str | None,
+              name: str | None) -> None:
+        """Raise the real server's 403 when the rules do not grant ``verb``."""
+        resource = f"{plural}/{subresource}" if subresource else plural
+        if self.allows(verb, group, resource):
+            return
+        qualified = f"{plural}.{group}" if group else plural
+        subject = f'{qualified} "{name}"' if name else qualified
+        scope = f'in the namespace "{namespace}"' if namespace else "at the cluster scope"
+        message = (
+            f'{subject} is forbidden: User "{self.user}" cannot {verb} resource "{resource}" '
+            f'in API group "{group}" {scope}'
+        )
+        details: dict[str, Any] = {"group": group, "kind": plural}
+        if name:
+            details["name"] = name
+        raise ApiError(403, "Forbidden", message, details)

@@ -16,7 +16,6 @@ than its newest block.
 from __future__ import annotations
 
 import threading
-import time
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -192,7 +191,7 @@ class EmbeddedCluster:
     def wait(self, stop: threading.Event) -> None:
         """Block until ``stop`` is set (the CLI's foreground loop)."""
         while not stop.wait(0.5):
-            time.sleep(0)
+            pass
 
     def __enter__(self) -> EmbeddedCluster:
         return self.start()

@@ -11,7 +11,7 @@ from __future__ import annotations
 import os
 from functools import cached_property
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError
 from pydantic_settings import BaseSettings, SettingsConfigDict
@@ -44,6 +44,8 @@ class MetricNames(BaseModel):
     pod_labels: list[str] = Field(default=["pod", "exported_pod"])
     namespace_labels: list[str] = Field(default=["namespace", "exported_namespace"])
     hostname_labels: list[str] = Field(default=["Hostname", "hostname"])
+    sample_interval_seconds: Annotated[float, Field(gt=0)] = 15
+    """How often GPU series are scraped; coverage of a window = samples seen / samples expected."""
 
 
 class GpuaasSettings(BaseSettings):
@@ -66,6 +68,9 @@ class GpuaasSettings(BaseSettings):
     opencost_url: str | None = None
     pushgateway_url: str | None = None
     metrics: MetricNames = MetricNames()
+
+    nvml: Literal["auto", "on", "off"] = "auto"
+    """Sample this host's GPUs with NVML: ``auto`` where a driver is present (its absence is no fault)."""
 
     request_timeout_seconds: Annotated[float, Field(gt=0)] = 30
     retries: Annotated[int, Field(ge=0)] = 3

@@ -17,15 +17,16 @@ Views (columns):
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Sequence
-from dataclasses import asdict
+from collections.abc import Sequence
+from dataclasses import asdict, replace
 from datetime import UTC, datetime
-from typing import Any, TypeVar
+from typing import Any
 
 import pandas as pd
 
 from gpuaas.errors import ConfigError, SourceUnavailable
 from gpuaas.models import GpuSample, Snapshot, SourceStatus, WorkloadState
+from gpuaas.policies.idle import COMPLETE_COVERAGE
 from gpuaas.policy import Policy
 from gpuaas.settings import GpuaasSettings
 from gpuaas.sources.kube import DEFAULT_GPU_RESOURCES, KubeState, read_kube
@@ -33,10 +34,11 @@ from gpuaas.sources.nvml import sample_nvml
 from gpuaas.sources.opencost import read_opencost
 from gpuaas.sources.prometheus import GPU_COLUMNS, PrometheusReading, pod_activity, read_prometheus
 
-__all__ = ["COMPLETE_COVERAGE", "QUEUE_COLUMNS", "WORKLOAD_COLUMNS", "build_snapshot", "collect_snapshot"]
+__all__ = [
+    "COMPLETE_COVERAGE", "QUEUE_COLUMNS", "SOURCES", "WORKLOAD_COLUMNS", "assemble_snapshot", "build_snapshot",
+    "collect_snapshot", "failed_source", "read_source", "snapshot_windows",
+]
 
-COMPLETE_COVERAGE = 0.95
-"""Share of expected samples a GPU must have in a window for its telemetry to count as complete."""
 WORKLOAD_COLUMNS = [
     "kind", "namespace", "name", "uid", "tenant", "queue", "cluster_queue", "cohort", "priority",
     "priority_class", "state", "active", "gpus", "flavor", "created_at", "admitted_at", "age_seconds",
@@ -50,7 +52,6 @@ QUEUE_COLUMNS = [
 _ANNOTATION_COLUMNS = {"gpuaas.io/reclaim": "reclaim", "gpuaas.io/deadline": "deadline",
                        "gpuaas.io/expected-runtime": "expected_runtime"}
 _HOLDING = (WorkloadState.admitted.value, WorkloadState.quota_reserved.value)
-T = TypeVar("T")
 
 
 def _tenants(policy: Policy, namespaces: pd.Series, queues: pd.Series) -> pd.Series:
@@ -168,6 +169,16 @@ def _gpu_frame(prom: PrometheusReading | None, nvml: Sequence[GpuSample]) -> pd.
         columns=GPU_COLUMNS)
 
 
+def _inherit_owner_opt_out(workloads: pd.DataFrame, owners: pd.DataFrame) -> pd.DataFrame:
+    """Teams annotate the object they own (the RayCluster, the Notebook), not Kueue's Workload."""
+    keyed = owners.rename(columns={"kind": "owner_kind", "name": "owner_name", "reclaim": "owner_reclaim"})
+    keyed = keyed[["namespace", "owner_kind", "owner_name", "owner_reclaim"]].drop_duplicates(
+        ["namespace", "owner_kind", "owner_name"])
+    merged = workloads.merge(keyed, on=["namespace", "owner_kind", "owner_name"], how="left")
+    merged["reclaim"] = merged["reclaim"].astype(object).combine_first(merged["owner_reclaim"].astype(object))
+    return merged.drop(columns=["owner_reclaim"])
+
+
 def build_snapshot(
     now: datetime,
     windows: Sequence[float],
@@ -186,6 +197,9 @@ def build_snapshot(
     workloads = _telemetry(_workload_frame(kube, policy, now), kube, prom, windows)
     quotas = _quota_frame(kube)
     owners = pd.DataFrame([{**asdict(o), "annotations": dict(o.annotations)} for o in kube.owners])
+    if not owners.empty:
+        owners["reclaim"] = owners["annotations"].map(lambda a: a.get("gpuaas.io/reclaim"))
+        workloads = _inherit_owner_opt_out(workloads, owners)
     return Snapshot(
         collected_at=now,
         windows_minutes=tuple(float(w) for w in windows),
@@ -200,35 +214,81 @@ def build_snapshot(
     )
 
 
-def _timed(name: str, fn: Callable[[], T], staleness: Callable[[T], float | None]) -> tuple[T | None, SourceStatus]:
+SOURCES = ("kube", "prometheus", "opencost")
+"""The remote sources, each read by ``read_source``; NVML is local and sampled separately."""
+
+
+def _staleness(name: str, value: Any) -> float | None:
+    if name == "prometheus" and value.staleness:
+        return float(max(value.staleness.values()))
+    return 0.0 if name == "kube" else None
+
+
+def read_source(name: str, settings: GpuaasSettings, now: datetime, windows: Sequence[float]) -> tuple[Any, SourceStatus]:
+    """Read one remote source; raises on failure so that the caller decides about retries."""
     started = time.monotonic()
-    try:
-        value = fn()
-    except ConfigError as exc:
-        return None, SourceStatus(name, ok=False, latency_s=time.monotonic() - started, error=str(exc))
-    except Exception as exc:  # noqa: BLE001 - one source failing must only degrade the snapshot
-        return None, SourceStatus(name, ok=False, latency_s=time.monotonic() - started,
-                                  error=f"{type(exc).__name__}: {exc}"[:500])
-    return value, SourceStatus(name, ok=True, latency_s=time.monotonic() - started, staleness_s=staleness(value))
+    if name == "kube":
+        value: Any = read_kube(settings)
+    elif name == "prometheus":
+        value = read_prometheus(settings, now, windows)
+    elif name == "opencost":
+        value = read_opencost(settings, now, max(windows))
+    else:
+        raise ValueError(f"unknown source {name!r}; expected one of {', '.join(SOURCES)}")
+    return value, SourceStatus(name, ok=True, latency_s=time.monotonic() - started, staleness_s=_staleness(name, value))
 
 
-def collect_snapshot(settings: GpuaasSettings, now: datetime | None = None) -> Snapshot:
-    """Read every source at ``now`` (default: the current time) and join them.
+def failed_source(name: str, exc: BaseException, latency_s: float = 0.0) -> SourceStatus:
+    """The status of a source that failed (after its retries): the error, never a traceback."""
+    text = str(exc) if isinstance(exc, ConfigError) else f"{type(exc).__name__}: {exc}"
+    return SourceStatus(name, ok=False, latency_s=latency_s, error=text[:500])
 
-    Never raises for one failing source: its ``SourceStatus`` records the failure. Raises
-    ``SourceUnavailable`` only when no source answered.
+
+def assemble_snapshot(
+    settings: GpuaasSettings,
+    now: datetime,
+    windows: Sequence[float],
+    readings: dict[str, tuple[Any, SourceStatus]],
+) -> Snapshot:
+    """Join the readings of every source (value None where one failed) and sample NVML.
+
+    Raises ``SourceUnavailable`` only when no source answered at all.
     """
-    now = now or datetime.now(UTC)
-    policy = settings.policy
-    windows = list(policy.collect.windows_minutes)
-    kube, kube_status = _timed("kube", lambda: read_kube(settings), lambda _: 0.0)
-    prom, prom_status = _timed(
-        "prometheus", lambda: read_prometheus(settings, now, windows),
-        lambda r: max(r.staleness.values()) if r.staleness else None)
-    costs, cost_status = _timed("opencost", lambda: read_opencost(settings, now, max(windows)), lambda _: None)
-    nvml, nvml_status = sample_nvml()
-    sources = {s.name: s for s in (kube_status, prom_status, cost_status, nvml_status)}
+    sources = {name: status for name, (_, status) in readings.items()}
+    nvml: tuple[GpuSample, ...] = ()
+    if settings.nvml != "off":
+        nvml, nvml_status = sample_nvml()
+        sources[nvml_status.name] = replace(nvml_status, required=settings.nvml == "on")
     if not any(s.ok for s in sources.values()):
         detail = "; ".join(f"{s.name}: {s.error}" for s in sources.values())
         raise SourceUnavailable(f"every source failed: {detail}", source="snapshot")
-    return build_snapshot(now, windows, sources, kube=kube, prom=prom, costs=costs, nvml=nvml, policy=policy)
+    value = {name: reading for name, (reading, _) in readings.items()}
+    return build_snapshot(now, windows, sources, kube=value.get("kube"), prom=value.get("prometheus"),
+                          costs=value.get("opencost"), nvml=nvml, policy=settings.policy)
+
+
+def snapshot_windows(settings: GpuaasSettings) -> list[float]:
+    """Collect windows plus every reclaim window, so the reclaim policy always finds its evidence."""
+    policy = settings.policy
+    windows = {float(w) for w in policy.collect.windows_minutes} | {float(policy.reclaim.window_minutes)}
+    windows |= {float(r.window_minutes) for r in policy.reclaim.kinds.values() if r.window_minutes}
+    windows |= {float(t.reclaim.window_minutes) for t in policy.tenants if t.reclaim.window_minutes}
+    return sorted(windows)
+
+
+def collect_snapshot(settings: GpuaasSettings, now: datetime | None = None) -> Snapshot:
+    """Read every source once at ``now`` (default: the current time) and join them, without retries.
+
+    The ``collect`` flow does the same through Prefect tasks with retries; this is the plain
+    version for a REPL. One failing source degrades the snapshot; only all failing raises.
+    """
+    now = now or datetime.now(UTC)
+    windows = snapshot_windows(settings)
+    readings: dict[str, tuple[Any, SourceStatus]] = {}
+    for name in SOURCES:
+        started = time.monotonic()
+        try:
+            readings[name] = read_source(name, settings, now, windows)
+        except Exception as exc:  # noqa: BLE001 - one source failing must only degrade the snapshot
+            readings[name] = (None, failed_source(name, exc, time.monotonic() - started))
+    return assemble_snapshot(settings, now, windows, readings)

@@ -30,6 +30,12 @@ app.add_typer(_db.app, name="db")
 from gpuaas.cli import audit_cmd as _audit  # noqa: E402
 
 app.add_typer(_audit.app, name="audit")
+from gpuaas.cli import collect_cmd as _collect  # noqa: E402
+
+app.command("collect")(_collect.collect)
+from gpuaas.cli import demo_cmd as _demo  # noqa: E402
+
+app.command("demo")(_demo.demo)
 from gpuaas.cli import cluster_cmd as _cluster  # noqa: E402
 app.add_typer(_cluster.app, name="cluster")
 from gpuaas.cli import replay_cmd as _replay  # noqa: E402

@@ -102,8 +102,7 @@ def up(
         if env_file is not None:
             env_file.parent.mkdir(parents=True, exist_ok=True)
             tmp = env_file.with_name(env_file.name + ".tmp")
-            tmp.write_text(f"GPUAAS_KUBECONFIG={cluster.kubeconfig}\nGPUAAS_PROMETHEUS_URL={cluster.prometheus_url}\n"
-                           f"GPUAAS_OPENCOST_URL={cluster.opencost_url}\n")
+            tmp.write_text("".join(f"{key}={value}\n" for key, value in cluster.settings_env().items()))
             tmp.replace(env_file)  # appears complete or not at all
             console.print(f"environment:    {env_file}", highlight=False)
         err_console.print(f"scenario {chosen.name!r}, seed {seed}; Ctrl-C or 'gpuaas cluster down' to stop")

@@ -124,6 +124,15 @@ class EmbeddedCluster:
     def api_url(self) -> str:
         return self.api.url
 
+    def settings_env(self) -> dict[str, str]:
+        """The ``GPUAAS_*`` settings that point gpuaas at this cluster (for ``--env-file`` and tests)."""
+        return {
+            "GPUAAS_KUBECONFIG": str(self.kubeconfig),
+            "GPUAAS_PROMETHEUS_URL": self.prometheus_url,
+            "GPUAAS_OPENCOST_URL": self.opencost_url,
+            "GPUAAS_METRICS__SAMPLE_INTERVAL_SECONDS": f"{self.step.total_seconds():g}",
+        }
+
     # --- history -------------------------------------------------------------------------
     def _history_steps(self) -> Iterator[list[Sample]]:
         with self.lock:

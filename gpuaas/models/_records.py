@@ -174,6 +174,8 @@ class SourceStatus:
     staleness_s: float | None = None
     error: str | None = None
     details: tuple[tuple[str, str], ...] = field(default=())
+    required: bool = True
+    """False for a source that is only used where present (NVML in auto mode): its absence degrades nothing."""
 
     def as_dict(self) -> dict[str, object]:
         return {
@@ -183,6 +185,7 @@ class SourceStatus:
             "staleness_s": self.staleness_s,
             "error": self.error,
             "details": [list(d) for d in self.details],
+            "required": self.required,
         }
 
     @classmethod
@@ -195,4 +198,5 @@ class SourceStatus:
             staleness_s=None if data.get("staleness_s") is None else float(data["staleness_s"]),  # type: ignore[arg-type]
             error=None if data.get("error") is None else str(data["error"]),
             details=details,
+            required=bool(data.get("required", True)),
         )

@@ -46,8 +46,8 @@ class Snapshot:
 
     @property
     def degraded(self) -> bool:
-        """True when any source failed this cycle."""
-        return not all(s.ok for s in self.sources.values())
+        """True when any required source failed this cycle."""
+        return any(s.required and not s.ok for s in self.sources.values())
 
     def summary(self) -> dict[str, Any]:
         """Counts for logs, CLI and artifacts; GPU figures summed over GPU resources and flavors."""

@@ -24,7 +24,6 @@ from gpuaas.sources import _promql as q
 from gpuaas.sources._prom_client import PromClient, sample_value
 
 __all__ = [
-    "DEFAULT_SAMPLE_INTERVAL_S",
     "GPU_COLUMNS",
     "PrometheusReading",
     "fraction_under",
@@ -33,9 +32,6 @@ __all__ = [
     "read_prometheus",
 ]
 
-DEFAULT_SAMPLE_INTERVAL_S = 15.0
-"""dcgm-exporter's Helm ServiceMonitor scrapes every 15 s; a slower scrape under-reports coverage
-(safe: unknown, never idle), a faster one is capped at 1."""
 
 _KEY_RENAME = {
     "gpuaas_host": "host", "gpu": "gpu", "modelName": "model", "GPU_I_ID": "gpu_instance",
@@ -117,10 +113,11 @@ def read_prometheus(
     now: datetime,
     windows_minutes: Sequence[float],
     *,
-    sample_interval_s: float = DEFAULT_SAMPLE_INTERVAL_S,
+    sample_interval_s: float | None = None,
 ) -> PrometheusReading:
     """Run the cycle's queries at ``now``; raises ``SourceError`` subclasses on failure."""
     m = settings.metrics
+    sample_interval_s = sample_interval_s or m.sample_interval_seconds
     prom = PromClient(settings)
     try:
         activity: list[dict[str, Any]] = []

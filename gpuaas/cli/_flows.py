@@ -1,0 +1,32 @@
+"""Running a Prefect flow from the command line.
+
+The CLI is an entry point like a deployment: it may start the same flow the scheduler runs,
+so that "run it now" and "what ran at 02:00" are the same code. Prefect is imported only
+here, lazily, so commands that don't run flows stay fast and the library stays Prefect-free.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+from gpuaas.cli._common import err_console, fail
+from gpuaas.errors import GpuaasError
+
+__all__ = ["run_flow"]
+
+# Before Prefect is first imported (it reads its settings once): quiet, and no phoning home.
+os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
+os.environ.setdefault("PREFECT_LOGGING_LEVEL", "WARNING")
+
+
+def run_flow(flow: Any, what: str, **parameters: Any) -> Any:
+    """Run ``flow`` in this process with a spinner on stderr; a failed run exits 1 with its error."""
+    with err_console.status(f"{what}…"):
+        state = flow(**parameters, return_state=True)
+    if not state.is_completed():
+        error = state.result(raise_on_failure=False)
+        if isinstance(error, GpuaasError):
+            raise fail(str(error))
+        raise fail(f"flow run {state.name.lower()}: {error}")
+    return state.result()

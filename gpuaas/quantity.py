@@ -1,0 +1,68 @@
+"""Kubernetes resource quantities ("8", "500m", "16Gi", "1e3"): one parser for the whole project.
+
+Quota arithmetic must be exact (a ClusterQueue with ``nominalQuota: 9`` cpu must admit nine
+``1000m`` pods, not eight because of float rounding), so the primary form is an ``int`` of
+*milli-units*, rounded up as Kubernetes rounds. Readers that only need a number (GPU counts,
+reports) take the float.
+"""
+
+from __future__ import annotations
+
+import re
+from decimal import Decimal, InvalidOperation
+from typing import Any
+
+__all__ = ["GPU", "format_quantity", "parse_quantity", "parse_quantity_milli"]
+
+GPU = "nvidia.com/gpu"
+
+_SUFFIXES: dict[str, Decimal] = {
+    "n": Decimal("1e-9"), "u": Decimal("1e-6"), "m": Decimal("1e-3"), "": Decimal(1),
+    "k": Decimal(10**3), "M": Decimal(10**6), "G": Decimal(10**9), "T": Decimal(10**12),
+    "P": Decimal(10**15), "E": Decimal(10**18),
+    "Ki": Decimal(2**10), "Mi": Decimal(2**20), "Gi": Decimal(2**30), "Ti": Decimal(2**40),
+    "Pi": Decimal(2**50), "Ei": Decimal(2**60),
+}
+_PATTERN = re.compile(r"^([+-]?(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]+)?)(Ki|Mi|Gi|Ti|Pi|Ei|n|u|m|k|M|G|T|P|E)?$")
+_BINARY = [("Ei", 1024**6), ("Pi", 1024**5), ("Ti", 1024**4), ("Gi", 1024**3), ("Mi", 1024**2), ("Ki", 1024)]
+
+
+def _decimal(value: Any) -> Decimal:
+    if isinstance(value, bool):
+        raise ValueError(f"not a quantity: {value!r}")
+    if isinstance(value, int):
+        return Decimal(value)
+    if isinstance(value, float):
+        value = repr(value)
+    text = str(value).strip()
+    match = _PATTERN.match(text)
+    if not match:
+        raise ValueError(f"not a quantity: {text!r}")
+    try:
+        return Decimal(match.group(1)) * _SUFFIXES[match.group(2) or ""]
+    except InvalidOperation as exc:
+        raise ValueError(f"not a quantity: {text!r}") from exc
+
+
+def parse_quantity_milli(value: Any) -> int:
+    """``value`` in milli-units, rounded up like Kubernetes: ``"500m"`` -> 500, ``"2"`` -> 2000."""
+    number = _decimal(value) * 1000
+    whole = int(number)
+    return whole + 1 if number > whole else whole
+
+
+def parse_quantity(value: Any) -> float:
+    """The plain numeric value: ``"16Gi"`` -> 17179869184.0, ``"500m"`` -> 0.5."""
+    return float(_decimal(value))
+
+
+def format_quantity(resource: str, milli: int) -> str:
+    """The canonical text of a milli-unit amount: whole numbers plain, memory in binary units."""
+    if milli % 1000:
+        return f"{milli}m"
+    whole = milli // 1000
+    if resource == "memory" or resource.endswith("storage"):
+        for suffix, size in _BINARY:
+            if whole and whole % size == 0:
+                return f"{whole // size}{suffix}"
+    return str(whole)

@@ -1,0 +1,95 @@
+"""Rows and markdown for the collect flow's artifacts and the ``gpuaas collect`` table. Pure."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pandas as pd
+
+from gpuaas.models import Snapshot
+from gpuaas.pushgateway import MetricFamily
+
+__all__ = ["backlog_rows", "collect_metrics", "quality_rows", "summary_markdown"]
+
+
+def _fmt_age(seconds: float | None) -> str:
+    if seconds is None or pd.isna(seconds):
+        return "-"
+    minutes = int(seconds // 60)
+    return f"{minutes // 60}h{minutes % 60:02d}m" if minutes >= 60 else f"{minutes}m"
+
+
+def backlog_rows(summary: dict[str, Any]) -> list[dict[str, Any]]:
+    """One row per ClusterQueue, the longest-waiting backlog first."""
+    rows = [
+        {
+            "queue": q["name"],
+            "cohort": q["cohort"] or "-",
+            "pending workloads": q["pending_workloads"],
+            "pending GPUs": q["pending_gpus"],
+            "oldest pending": _fmt_age(q["oldest_pending_seconds"]),
+            "admitted GPUs": q["admitted_gpus"],
+            "nominal GPUs": q["nominal_gpus"],
+        }
+        for q in summary["queues"]
+    ]
+    return sorted(rows, key=lambda r: (-r["pending GPUs"], r["queue"]))
+
+
+def quality_rows(snapshot: Snapshot) -> list[dict[str, Any]]:
+    rows = []
+    for name, status in sorted(snapshot.sources.items()):
+        rows.append({
+            "source": name,
+            "ok": "yes" if status.ok else "NO",
+            "latency s": round(status.latency_s, 3),
+            "staleness s": "-" if status.staleness_s is None else round(status.staleness_s, 1),
+            "error": (status.error or "")[:200],
+        })
+    return rows
+
+
+def summary_markdown(summary: dict[str, Any], idle_candidates: int, degraded: bool) -> str:
+    pending = sum(q["pending_gpus"] for q in summary["queues"])
+    admitted = sum(q["admitted_gpus"] for q in summary["queues"])
+    lines = [
+        "# gpuaas collect",
+        "",
+        f"- **{summary['workloads']}** workloads, **{admitted:g}** GPUs admitted, **{pending:g}** GPUs waiting",
+        f"- **{idle_candidates}** idle candidates (decided by the reclaim flow, not here)",
+        f"- **{summary['unknown_telemetry']}** workloads with incomplete telemetry (never treated as idle)",
+    ]
+    if degraded:
+        failed = [n for n, s in summary["sources"].items() if not s["ok"]]
+        lines.append(f"- :warning: degraded snapshot: {', '.join(failed)} did not answer")
+    return "\n".join(lines) + "\n"
+
+
+def collect_metrics(snapshot: Snapshot, summary: dict[str, Any], idle_candidates: int) -> list[MetricFamily]:
+    """What the collect flow pushes: backlog per queue, idle candidates, data quality."""
+    backlog = MetricFamily("gpuaas_backlog_gpus", "GPUs requested by pending workloads", ("cluster_queue", "cohort"))
+    pending = MetricFamily("gpuaas_pending_workloads", "Pending workloads", ("cluster_queue", "cohort"))
+    oldest = MetricFamily("gpuaas_oldest_pending_seconds", "Age of the oldest pending workload",
+                          ("cluster_queue", "cohort"))
+    for q in summary["queues"]:
+        labels = (q["name"], q["cohort"] or "")
+        backlog.add(q["pending_gpus"], *labels)
+        pending.add(q["pending_workloads"], *labels)
+        oldest.add(q["oldest_pending_seconds"] or 0.0, *labels)
+    up = MetricFamily("gpuaas_source_up", "1 when the source answered this cycle", ("source",))
+    latency = MetricFamily("gpuaas_source_latency_seconds", "Time the source took to answer", ("source",))
+    stale = MetricFamily("gpuaas_source_staleness_seconds", "Age of the newest data from the source", ("source",))
+    for name, status in snapshot.sources.items():
+        up.add(1.0 if status.ok else 0.0, name)
+        latency.add(status.latency_s, name)
+        if status.staleness_s is not None:
+            stale.add(status.staleness_s, name)
+    return [
+        backlog, pending, oldest, up, latency, stale,
+        MetricFamily("gpuaas_idle_candidates", "Workloads whose GPUs were idle for the whole reclaim window")
+        .add(idle_candidates),
+        MetricFamily("gpuaas_unknown_telemetry_workloads", "GPU workloads with incomplete telemetry")
+        .add(summary["unknown_telemetry"]),
+        MetricFamily("gpuaas_collect_timestamp_seconds", "When the snapshot was collected")
+        .add(snapshot.collected_at.timestamp()),
+    ]

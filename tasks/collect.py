@@ -1,0 +1,68 @@
+"""Tasks of the collect flow: one per source (retried when transient), store, publish."""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+from typing import Any
+
+from prefect import task
+from prefect.artifacts import create_markdown_artifact, create_table_artifact
+from prefect.cache_policies import NO_CACHE
+
+from gpuaas.models import Snapshot, SourceStatus
+from gpuaas.policies.idle import find_idle
+from gpuaas.pushgateway import push_metrics
+from gpuaas.settings import GpuaasSettings
+from gpuaas.snapshot import read_source
+from gpuaas.store import open_store
+from reports.collect import backlog_rows, collect_metrics, quality_rows, summary_markdown
+from tasks._options import IO_TASK_OPTIONS
+
+__all__ = ["count_idle_candidates", "publish_artifacts", "push_summary", "read_one_source", "store_snapshot"]
+
+
+@task(name="read-source", task_run_name="read-{name}", cache_policy=NO_CACHE, **IO_TASK_OPTIONS)
+def read_one_source(
+    name: str, settings: GpuaasSettings, now: datetime, windows: list[float]
+) -> tuple[Any, SourceStatus]:
+    return read_source(name, settings, now, windows)
+
+
+@task(name="store-snapshot", cache_policy=NO_CACHE, retries=2, retry_delay_seconds=2)
+def store_snapshot(settings: GpuaasSettings, snapshot: Snapshot, summary: dict[str, Any]) -> int:
+    """Persist the snapshot and prune the ones past retention; returns the snapshot id."""
+    store = open_store(settings)
+    try:
+        record = store.save_snapshot(snapshot.collected_at, summary, {"snapshot": snapshot.to_json()})
+        store.prune_snapshots(timedelta(days=settings.policy.collect.retention_days), now=snapshot.collected_at)
+        return int(record.id or 0)
+    finally:
+        store.close()
+
+
+@task(name="count-idle-candidates", cache_policy=NO_CACHE)
+def count_idle_candidates(settings: GpuaasSettings, snapshot: Snapshot) -> int:
+    idle = find_idle(snapshot.workloads, settings.policy, snapshot.collected_at)
+    return int((idle["verdict"] == "idle").sum())
+
+
+@task(name="publish-artifacts", cache_policy=NO_CACHE)
+def publish_artifacts(snapshot: Snapshot, summary: dict[str, Any], idle_candidates: int) -> None:
+    create_table_artifact(
+        key="gpuaas-collect-backlog", table=backlog_rows(summary),
+        description="Kueue backlog per ClusterQueue (GPUs summed over flavors)",
+    )
+    create_table_artifact(
+        key="gpuaas-collect-data-quality", table=quality_rows(snapshot),
+        description="Per source: answered, latency, staleness",
+    )
+    create_markdown_artifact(
+        key="gpuaas-collect-summary", markdown=summary_markdown(summary, idle_candidates, snapshot.degraded)
+    )
+
+
+@task(name="push-metrics", cache_policy=NO_CACHE, **IO_TASK_OPTIONS)
+def push_summary(settings: GpuaasSettings, snapshot: Snapshot, summary: dict[str, Any], idle_candidates: int) -> int:
+    assert settings.pushgateway_url
+    return push_metrics(settings.pushgateway_url, "gpuaas_collect", collect_metrics(snapshot, summary, idle_candidates),
+                        timeout=settings.request_timeout_seconds)

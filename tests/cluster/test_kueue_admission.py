@@ -6,7 +6,7 @@ Cases (every expectation is computed by hand in the case's comment):
 * priority then FIFO order, and BestEffortFIFO (a big head does not block smaller workloads);
 * finish frees quota and admits the next; spec.active=false evicts, true requeues;
 * lowering nominalQuota below usage evicts nothing and shows borrowed;
-* cpu/memory accounting and flavor fallback; quantities;
+* cpu/memory accounting and flavor fallback; pod requests (limits, init containers);
 * visibility positions, limit and offset; the same results with attach() (incremental passes).
 """
 
@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 
 from gpuaas.cluster.apiserver import ApiError, ObjectStore
-from gpuaas.cluster.kueue import KueueController, format_quantity, parse_quantity
+from gpuaas.cluster.kueue import KueueController
 from gpuaas.cluster.kueue import testing as t
 
 GPU = "nvidia.com/gpu"
@@ -307,14 +307,18 @@ def test_missing_local_queue_is_inadmissible(store: ObjectStore, clock: t.FakeCl
     assert (found["reason"], found["message"]) == ("Inadmissible", "LocalQueue no-such-queue doesn't exist")
 
 
-@pytest.mark.parametrize(("text", "milli", "resource", "back"), [
-    pytest.param("500m", 500, "cpu", "500m", id="millicores"),
-    pytest.param("2", 2000, "cpu", "2", id="cores"),
-    pytest.param(4, 4000, GPU, "4", id="int-gpus"),
-    pytest.param("16Gi", 16 * 1024**3 * 1000, "memory", "16Gi", id="gibibytes"),
-    pytest.param("2G", 2 * 10**9 * 1000, "memory", "2G", id="decimal-gigabytes"),
-    pytest.param("1.5", 1500, "cpu", "1500m", id="fraction"),
-])
-def test_quantities(text: Any, milli: int, resource: str, back: str) -> None:
-    assert parse_quantity(text) == milli
-    assert format_quantity(resource, milli) == back
+def test_pod_requests_default_to_limits_and_init_containers_count_by_max(
+    store: ObjectStore, clock: t.FakeClock
+) -> None:
+    """Per pod: containers 1 + 500m cpu, but the init container's 4 cpu is larger; GPUs from limits."""
+    store.create(t.resource_flavor("h100"))
+    store.create(t.cluster_queue("cq", {"h100": {"cpu": 16, GPU: 8}}))
+    store.create(t.local_queue("ns", "q", "cq"))
+    obj = t.workload("ns", "w", "q", 2, count=2, cpu="1")
+    pod = obj["spec"]["podSets"][0]["template"]["spec"]
+    pod["containers"].append({"name": "sidecar", "resources": {"requests": {"cpu": "500m"}}})
+    pod["initContainers"] = [{"name": "init", "resources": {"limits": {"cpu": "4"}}}]
+    store.create(obj)
+    KueueController(store, clock).reconcile()
+    assignment = status_of(store, "Workload", "ns", "w")["admission"]["podSetAssignments"][0]
+    assert assignment["resourceUsage"] == {"cpu": "8", GPU: "4"}

@@ -7,10 +7,10 @@ sharing, admission checks, StrictFIFO, hierarchical cohorts, topology-aware sche
 admission, elastic scale-up slices, and gated Pending pods before admission.
 """
 
+from ...quantity import GPU
 from ._controller import KueueController
 from ._model import GpuAssignment, ReconcileResult, WorkloadState
 from ._placement import GPU_INDICES_ANNOTATION
-from ._quantity import GPU, format_quantity, parse_quantity
 
 __all__ = [
     "GPU",
@@ -19,6 +19,4 @@ __all__ = [
     "KueueController",
     "ReconcileResult",
     "WorkloadState",
-    "format_quantity",
-    "parse_quantity",
 ]

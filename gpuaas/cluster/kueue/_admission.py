@@ -24,8 +24,8 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from ...quantity import format_quantity
 from ._model import WorkloadRecord
-from ._quantity import format_quantity
 from ._quota import QuotaBook, Usage
 
 __all__ = ["Assignment", "assign_flavors", "schedule"]
@@ -80,7 +80,7 @@ def schedule(
     book: QuotaBook,
     queues: dict[str, list[WorkloadRecord]],
     admit: Callable[[str, WorkloadRecord, Assignment], None],
-    reject: Callable[[WorkloadRecord, str], None],
+    reject: Callable[[str, WorkloadRecord, str], None],
 ) -> None:
     """Admit what fits from ``queues`` (ClusterQueue -> pending records, already ordered)."""
     position = {cq: 0 for cq in queues}
@@ -94,7 +94,7 @@ def schedule(
                 record = entries[position[cq]]
                 result = assign_flavors(book, cq, record)
                 if isinstance(result, str):
-                    reject(record, result)
+                    reject(cq, record, result)
                     position[cq] += 1
                     continue
                 heads.append((book.would_borrow(cq, result[1]), record.order_key(), cq, record))

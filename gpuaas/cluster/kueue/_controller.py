@@ -41,6 +41,12 @@ _WATCHED = frozenset((*_CLUSTER_KINDS, "Workload", "Node", "Pod", *JOB_KINDS))
 
 DirtyKey = tuple[str, str, str]
 
+PENDING_STATUS_DEPTH = 20
+"""Only the first 20 inadmissible Workloads of a ClusterQueue (in queue order) get their
+``QuotaReserved=False`` reason written in a pass. Kueue writes it for every Workload it tries, but
+writing 40,000 conditions on a full queue costs more than the whole pass; Workloads further back
+keep their last condition, or none (which still reads as pending), until they move up."""
+
 
 class KueueController:
     """Emulates Kueue's controllers against an ``ObjectStore``; see the module docstring."""
@@ -53,6 +59,7 @@ class KueueController:
         self._dirty_lock = threading.Lock()
         self._attached = False
         self._synced = False
+        self._writer: int | None = None  # the thread running a pass, while it runs
         self._lq_to_cq: dict[tuple[str, str], str] = {}
         self._inactive_cqs: dict[str, str] = {}  # name -> why
         self._written: dict[tuple[str, str, str], dict[str, Any]] = {}  # last status written per queue
@@ -66,7 +73,13 @@ class KueueController:
                 self._attached = True
 
     def _on_event(self, event_type: str, obj: dict[str, Any]) -> None:
+        """Remember what a client changed. The store calls back in the writing thread, so events
+        raised while this controller itself writes (inside a pass) are its own and are skipped."""
+        if threading.get_ident() == self._writer:
+            return
         kind = obj.get("kind", "")
+        if kind == "Pod" and event_type != "DELETED":
+            return
         if kind in _WATCHED:
             meta = obj.get("metadata") or {}
             with self._dirty_lock:
@@ -76,20 +89,27 @@ class KueueController:
     def reconcile(self) -> ReconcileResult:
         """One scheduling pass (phases in the module docstring)."""
         with self._lock:
-            engine = self._engine
-            engine.result = result = ReconcileResult()
-            full = not (self._attached and self._synced)
-            with self._dirty_lock:
-                dirty, self._dirty = self._dirty, set()
-            self._read_cluster(full or any(k[0] == "Node" for k in dirty))
-            resync_jobs = self._sync_workloads(full, dirty)
-            self._sync_jobs(full, dirty | resync_jobs)
-            self._forget_deleted_pods(dirty)
-            self._schedule()
-            engine.retry_unplaced()
-            result.pending = self._write_queue_statuses()
-            self._synced = True
-            return result
+            self._writer = threading.get_ident()
+            try:
+                return self._pass()
+            finally:
+                self._writer = None
+
+    def _pass(self) -> ReconcileResult:
+        engine = self._engine
+        engine.result = result = ReconcileResult()
+        full = not (self._attached and self._synced)
+        with self._dirty_lock:
+            dirty, self._dirty = self._dirty, set()
+        self._read_cluster(full or any(k[0] == "Node" for k in dirty))
+        resync_jobs = self._sync_workloads(full, dirty)
+        self._sync_jobs(full, dirty | resync_jobs)
+        self._forget_deleted_pods(dirty)
+        self._schedule()
+        engine.retry_unplaced()
+        result.pending = self._write_queue_statuses()
+        self._synced = True
+        return result
 
     def _read_cluster(self, nodes: bool) -> None:
         engine, store = self._engine, self._store
@@ -183,7 +203,14 @@ class KueueController:
             if cq in self._inactive_cqs:
                 for record in records:
                     engine.mark_pending(record, "Inadmissible", f"ClusterQueue {cq} is inactive")
-        schedule(engine.book, runnable, engine.admit, lambda r, m: engine.mark_pending(r, "Pending", m))
+        failures: dict[str, int] = {}
+
+        def reject(cq: str, record: WorkloadRecord, message: str) -> None:
+            failures[cq] = failures.get(cq, 0) + 1
+            if failures[cq] <= PENDING_STATUS_DEPTH:
+                engine.mark_pending(record, "Pending", message)
+
+        schedule(engine.book, runnable, engine.admit, reject)
 
     # --- queue status --------------------------------------------------------------------------
     def _write_queue_statuses(self) -> int:
@@ -249,13 +276,17 @@ class KueueController:
     def finish(self, namespace: str, name: str, succeeded: bool = True, message: str = "") -> None:
         """The job of Workload ``namespace/name`` ended: Finished=True, quota freed, pods removed."""
         with self._lock:
-            record = self._engine.records.get((namespace, name))
-            if record is None:
-                ingest_workload(self._engine, self._store.get("Workload", namespace, name))  # 404 propagates
-                record = self._engine.records[(namespace, name)]
-            if record.state is not WorkloadState.FINISHED:
-                self._engine.finish(record, succeeded, message)
-                self._write_queue_statuses()
+            self._writer = threading.get_ident()
+            try:
+                record = self._engine.records.get((namespace, name))
+                if record is None:
+                    ingest_workload(self._engine, self._store.get("Workload", namespace, name))  # 404 propagates
+                    record = self._engine.records[(namespace, name)]
+                if record.state is not WorkloadState.FINISHED:
+                    self._engine.finish(record, succeeded, message)
+                    self._write_queue_statuses()
+            finally:
+                self._writer = None
 
     def pending_workloads(self, kind: str, namespace: str | None, name: str, limit: int = 1000,
                           offset: int = 0) -> dict[str, Any]:

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ._model import PodSetInfo
-from ._quantity import pod_requests
+from ._requests import pod_requests
 
 __all__ = [
     "ELASTIC_ANNOTATION",

@@ -18,17 +18,18 @@ finish              Finished=True(Succeeded|Failed)
 from __future__ import annotations
 
 import hashlib
+import re
 from collections.abc import Callable
 from dataclasses import replace
 from datetime import UTC, datetime
 from typing import Any
 
+from ...quantity import GPU, format_quantity
 from ..apiserver import ApiError, ObjectStore
 from ._admission import Assignment
 from ._jobs import JobView, owner_reference, pod_labels, suspend_patch
 from ._model import PodSetInfo, ReconcileResult, WorkloadRecord, WorkloadState
 from ._placement import GPU_INDICES_ANNOTATION, NodeBook, PlacedPod
-from ._quantity import GPU, format_quantity
 from ._quota import QuotaBook, Usage
 from ._status import rfc3339, state_conditions
 
@@ -74,16 +75,18 @@ class Engine:
     # --- store helpers -----------------------------------------------------------------------
     def _write(self, record: WorkloadRecord, changes: list[tuple[str, bool, str, str]],
                **status: Any) -> None:
-        """Apply condition changes (and other status fields; None deletes) to the stored Workload."""
+        """Apply condition changes (and other status fields; None deletes) to the stored Workload.
+
+        The conditions come from the record's copy (refreshed whenever the Workload is read), so a
+        transition costs one store write, not a read and a write.
+        """
+        record.conditions = state_conditions(record.conditions, changes, self.now())
         try:
-            current = self.store.get("Workload", record.namespace, record.name)
+            self.store.patch("Workload", record.namespace, record.name,
+                             {"status": {"conditions": record.conditions, **status}}, subresource="status")
         except ApiError as exc:
-            if exc.status == 404:
-                return
-            raise
-        conditions = (current.get("status") or {}).get("conditions") or []
-        patch = {"status": {"conditions": state_conditions(conditions, changes, self.now()), **status}}
-        self.store.patch("Workload", record.namespace, record.name, patch, subresource="status")
+            if exc.status != 404:
+                raise
 
     def _delete(self, kind: str, namespace: str, name: str) -> None:
         try:
@@ -153,13 +156,9 @@ class Engine:
             self.set_job_suspended(view, False)
             self.start_pods(record)
 
-    def _clear_evicted(self, record: WorkloadRecord) -> list[tuple[str, bool, str, str]]:
-        try:
-            current = self.store.get("Workload", record.namespace, record.name)
-        except ApiError:
-            return []
-        evicted = any(c.get("type") == "Evicted" and c.get("status") == "True"
-                      for c in (current.get("status") or {}).get("conditions") or [])
+    @staticmethod
+    def _clear_evicted(record: WorkloadRecord) -> list[tuple[str, bool, str, str]]:
+        evicted = any(c.get("type") == "Evicted" and c.get("status") == "True" for c in record.conditions)
         return [("Evicted", False, "QuotaReserved", "Quota reserved again")] if evicted else []
 
     def release(self, record: WorkloadRecord) -> None:
@@ -223,8 +222,12 @@ class Engine:
             self._delete("Pod", record.namespace, entry[2])
 
     def mark_pending(self, record: WorkloadRecord, reason: str, message: str) -> None:
-        """QuotaReserved=False with why; written only when the message changes."""
-        if record.pending_message == message:
+        """QuotaReserved=False with why; written only when the reason, not just a number in it, changes.
+
+        ("..., 2 more needed" becoming "..., 3 more needed" is not worth rewriting every queued
+        Workload each time some quota moves.)
+        """
+        if _message_key(record.pending_message) == _message_key(message):
             return
         record.pending_message = message
         self._write(record, [("QuotaReserved", False, reason, message)])
@@ -301,6 +304,10 @@ class Engine:
             self.store.patch("Pod", pod.namespace, pod.name, {"spec": {"nodeName": pod.node},
                                                                 "metadata": {"annotations": obj["metadata"]["annotations"]}})
             self.store.patch("Pod", pod.namespace, pod.name, {"status": obj["status"]}, subresource="status")
+
+
+def _message_key(message: str) -> str:
+    return re.sub(r", \S+ more needed", "", message)
 
 
 def _pod_name(view: JobView, record: WorkloadRecord, podset: str, index: int) -> str:

@@ -53,6 +53,7 @@ class WorkloadRecord:
     usage: Usage = field(default_factory=dict)
     owner: dict[str, Any] | None = None  # controller ownerReference
     pending_message: str = ""
+    conditions: list[dict[str, Any]] = field(default_factory=list)  # as last read or written
     pods: list[tuple[str, int, str]] = field(default_factory=list)  # (pod set, index, pod name) created for it
     seq: int = 0  # tie-breaker within one queueing second: the order the controller first saw it
 

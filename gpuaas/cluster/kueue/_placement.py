@@ -14,7 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from ._quantity import GPU, parse_quantity
+from ...quantity import GPU, parse_quantity_milli
 
 __all__ = ["GPU_INDICES_ANNOTATION", "NodeBook", "PlacedPod"]
 
@@ -64,7 +64,7 @@ class NodeBook:
         for obj in nodes:
             meta = obj.get("metadata") or {}
             allocatable = (obj.get("status") or {}).get("allocatable") or {}
-            capacity = parse_quantity(allocatable.get(GPU, 0)) // 1000
+            capacity = parse_quantity_milli(allocatable.get(GPU, 0)) // 1000
             old = self._nodes.get(meta["name"])
             fresh[meta["name"]] = _Node(meta["name"], dict(meta.get("labels") or {}), capacity,
                                         old.used if old else set())

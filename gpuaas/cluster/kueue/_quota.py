@@ -23,7 +23,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from ._quantity import format_quantity, parse_quantity
+from ...quantity import format_quantity, parse_quantity_milli
 
 __all__ = ["ClusterQueueQuota", "FlavorResource", "QuotaBook", "ResourceQuota", "Usage"]
 
@@ -72,7 +72,7 @@ class ClusterQueueQuota:
             for flavor in flavors:
                 for res in flavor.get("resources") or []:
                     quotas[(flavor["name"], res["name"])] = ResourceQuota(
-                        nominal=parse_quantity(res.get("nominalQuota", 0)),
+                        nominal=parse_quantity_milli(res.get("nominalQuota", 0)),
                         borrowing_limit=_optional(res.get("borrowingLimit")),
                         lending_limit=_optional(res.get("lendingLimit")),
                     )
@@ -87,7 +87,7 @@ class ClusterQueueQuota:
 
 
 def _optional(value: Any) -> int | None:
-    return None if value is None else parse_quantity(value)
+    return None if value is None else parse_quantity_milli(value)
 
 
 class QuotaBook:

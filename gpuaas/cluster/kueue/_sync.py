@@ -13,7 +13,7 @@ from typing import Any
 from ._jobs import JobView, job_view, owner_reference
 from ._lifecycle import Engine, usage_of
 from ._model import PodSetInfo, WorkloadRecord, WorkloadState
-from ._quantity import pod_requests
+from ._requests import pod_requests
 from ._status import condition
 
 __all__ = ["forget_workload", "ingest_workload", "parse_time", "record_from_object", "sync_job"]
@@ -58,7 +58,7 @@ def record_from_object(engine: Engine, obj: dict[str, Any]) -> WorkloadRecord:
         namespace=meta["namespace"], name=meta["name"], uid=meta.get("uid", ""),
         queue_name=spec.get("queueName", ""), priority=engine_priority(engine, spec), created=created,
         queued_at=queued_at, podsets=_podsets(spec), active=spec.get("active", True) is not False,
-        owner=owner, seq=engine.next_seq(),
+        owner=owner, seq=engine.next_seq(), conditions=list(conditions),
     )
     reserved = condition(conditions, "QuotaReserved") or {}
     admission = status.get("admission") or {}
@@ -98,9 +98,10 @@ def ingest_workload(engine: Engine, obj: dict[str, Any]) -> None:
             engine.book.add(record.cluster_queue, record.usage)
         engine.adopt(record)
         return
+    record.conditions = list((obj.get("status") or {}).get("conditions") or [])
     if record.state is WorkloadState.FINISHED:
         return
-    if _is_true((obj.get("status") or {}).get("conditions") or [], "Finished"):
+    if _is_true(record.conditions, "Finished"):
         engine.release(record)  # a client finished it
         record.state = WorkloadState.FINISHED
         return

@@ -10,8 +10,8 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+from ...quantity import GPU
 from ._jobs import ELASTIC_ANNOTATION, PRIORITY_LABEL, QUEUE_LABEL
-from ._quantity import GPU
 
 __all__ = [
     "FakeClock",

@@ -322,3 +322,83 @@ def test_pod_requests_default_to_limits_and_init_containers_count_by_max(
     KueueController(store, clock).reconcile()
     assignment = status_of(store, "Workload", "ns", "w")["admission"]["podSetAssignments"][0]
     assert assignment["resourceUsage"] == {"cpu": "8", GPU: "4"}
+
+
+def test_client_deleting_a_job_workload_gets_it_recreated(store: ObjectStore, clock: t.FakeClock) -> None:
+    _single(store)
+    kueue = KueueController(store, clock)
+    kueue.attach()
+    store.create(t.notebook("ns", "nb", "q", 2))
+    kueue.reconcile()
+    old = kueue.workload_for("Notebook", "ns", "nb")
+    assert old is not None
+    store.delete("Workload", "ns", old["metadata"]["name"])
+    result = kueue.reconcile()
+    new = kueue.workload_for("Notebook", "ns", "nb")
+    assert new is not None and new["metadata"]["uid"] != old["metadata"]["uid"]
+    assert result.admitted == [f"ns/{new['metadata']['name']}"]
+    assert cq_gpu(store, "cq")["h100"] == ("2", "0")  # the old reservation was given back, not doubled
+
+
+def test_cluster_queue_with_missing_flavor_is_inactive(store: ObjectStore, clock: t.FakeClock) -> None:
+    store.create(t.cluster_queue("cq", {"ghost": {GPU: 8}}))
+    store.create(t.local_queue("ns", "q", "cq"))
+    store.create(t.workload("ns", "w", "q", 1))
+    KueueController(store, clock).reconcile()
+    active = status_of(store, "ClusterQueue", None, "cq")["conditions"][0]
+    assert (active["status"], active["reason"]) == ("False", "FlavorNotFound")
+    assert cond(store, "ns", "w", "QuotaReserved")["reason"] == "Inadmissible"
+
+
+@pytest.mark.slow
+def test_scale_invariants_200_queues_5000_workloads_2000_nodes(store: ObjectStore, clock: t.FakeClock) -> None:
+    """Status equals the admitted set everywhere, and no cohort hands out more than it has."""
+    store.create(t.resource_flavor("h100", gpu="h100"))
+    for i in range(200):
+        limits = (16, 8 if i % 3 == 0 else None, 4 if i % 5 == 0 else None)
+        store.create(t.cluster_queue(f"cq{i}", {"h100": {GPU: limits}}, cohort=f"co{i % 20}"))
+        store.create(t.local_queue(f"ns{i}", "q", f"cq{i}"))
+    for i in range(2000):
+        store.create(t.node(f"n{i:04d}", 8, gpu="h100"))
+    sizes = [1, 2, 4, 8, 3]
+    for j in range(5000):
+        store.create(t.workload(f"ns{(j * 7) % 200}", f"w{j}", "q", sizes[j % 5], priority=j % 3))
+    kueue = KueueController(store, clock)
+    kueue.attach()
+    kueue.reconcile()
+    for j in range(0, 5000, 50):
+        if reserved(store, f"ns{(j * 7) % 200}", f"w{j}"):
+            kueue.finish(f"ns{(j * 7) % 200}", f"w{j}")
+    kueue.reconcile()
+
+    by_cq: dict[str, int] = {}
+    counts: dict[str, list[int]] = {}
+    for w in store.list("Workload"):
+        status = w.get("status") or {}
+        conditions = {c["type"]: c["status"] for c in status.get("conditions") or []}
+        cq = f"cq{w['metadata']['namespace'][2:]}"
+        if conditions.get("Finished") == "True":
+            continue
+        if conditions.get("QuotaReserved") == "True":
+            by_cq[cq] = by_cq.get(cq, 0) + int(status["admission"]["podSetAssignments"][0]["resourceUsage"][GPU])
+            counts.setdefault(cq, [0, 0])[1] += 1
+        else:
+            counts.setdefault(cq, [0, 0])[0] += 1
+    cohort_use: dict[str, int] = {}
+    drawn: dict[str, int] = {}
+    pool: dict[str, int] = {}
+    for i in range(200):
+        status = status_of(store, "ClusterQueue", None, f"cq{i}")
+        total, borrowed = cq_gpu(store, f"cq{i}")["h100"]
+        assert int(total) == by_cq.get(f"cq{i}", 0)
+        assert int(borrowed) == max(0, int(total) - 16)
+        if i % 3 == 0:
+            assert int(total) <= 16 + 8  # borrowingLimit
+        assert [status["pendingWorkloads"], status["reservingWorkloads"]] == counts.get(f"cq{i}", [0, 0])
+        cohort_use[f"co{i % 20}"] = cohort_use.get(f"co{i % 20}", 0) + int(total)
+        # What a member draws from the pool is its use above its guaranteed part (16 - lendingLimit 4).
+        guaranteed = 12 if i % 5 == 0 else 0
+        drawn[f"co{i % 20}"] = drawn.get(f"co{i % 20}", 0) + max(0, int(total) - guaranteed)
+        pool[f"co{i % 20}"] = pool.get(f"co{i % 20}", 0) + 16 - guaranteed
+    assert all(use <= 10 * 16 for use in cohort_use.values())
+    assert all(drawn[co] <= pool[co] for co in pool)

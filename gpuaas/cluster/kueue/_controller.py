@@ -296,11 +296,11 @@ class KueueController:
             if lower in ("clusterqueue", "clusterqueues"):
                 cq, local = name, None
                 if cq not in self._engine.book.queues:
-                    raise ApiError(404, "NotFound", f'clusterqueues.kueue.x-k8s.io "{name}" not found')
+                    raise ApiError.not_found("clusterqueues.kueue.x-k8s.io", name, group="kueue.x-k8s.io", kind="clusterqueues")
             elif lower in ("localqueue", "localqueues"):
                 local = (namespace or "", name)
                 if local not in self._lq_to_cq:
-                    raise ApiError(404, "NotFound", f'localqueues.kueue.x-k8s.io "{name}" not found')
+                    raise ApiError.not_found("localqueues.kueue.x-k8s.io", name, group="kueue.x-k8s.io", kind="localqueues")
                 cq = self._lq_to_cq[local]
             else:
                 raise ValueError(f"pending workloads are served for ClusterQueue or LocalQueue, not {kind!r}")

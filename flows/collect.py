@@ -16,6 +16,7 @@ from prefect import flow, get_run_logger
 from gpuaas.models import SourceStatus
 from gpuaas.settings import load_settings
 from gpuaas.snapshot import SOURCES, assemble_snapshot, failed_source, snapshot_windows
+from tasks._options import retry_options
 from tasks.collect import count_idle_candidates, publish_artifacts, push_summary, read_one_source, store_snapshot
 
 
@@ -31,7 +32,8 @@ def collect(at: datetime | None = None) -> dict[str, Any]:
     windows = snapshot_windows(settings)
 
     started = time.monotonic()
-    futures = {name: read_one_source.submit(name, settings, now, windows) for name in SOURCES}
+    reader = read_one_source.with_options(**retry_options(settings))
+    futures = {name: reader.submit(name, settings, now, windows) for name in SOURCES}
     readings: dict[str, tuple[Any, SourceStatus]] = {}
     for name, future in futures.items():
         future.wait()

@@ -13,8 +13,9 @@ from typing import Any
 from prefect.tasks import exponential_backoff
 
 from gpuaas.errors import TransientError
+from gpuaas.settings import GpuaasSettings
 
-__all__ = ["IO_TASK_OPTIONS", "retry_transient_only"]
+__all__ = ["IO_TASK_OPTIONS", "retry_options", "retry_transient_only"]
 
 
 def retry_transient_only(task: Any, task_run: Any, state: Any) -> bool:
@@ -35,3 +36,12 @@ IO_TASK_OPTIONS: dict[str, Any] = {
     "retry_condition_fn": retry_transient_only,
     "timeout_seconds": 120,
 }
+
+
+def retry_options(settings: GpuaasSettings) -> dict[str, Any]:
+    """Per-run overrides from the settings (``GPUAAS_RETRIES``, ``GPUAAS_RETRY_BACKOFF_SECONDS``)."""
+    return {
+        "retries": settings.retries,
+        "retry_delay_seconds": exponential_backoff(backoff_factor=settings.retry_backoff_seconds)
+        if settings.retry_backoff_seconds > 0 else 0,
+    }

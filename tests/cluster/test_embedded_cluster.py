@@ -14,6 +14,7 @@ subprocess. Prometheus is required: missing binaries fail these tests, they do n
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import signal
@@ -158,7 +159,15 @@ def test_cli_up_env_file_and_sigterm(tmp_path: Path) -> None:
             assert time.monotonic() < deadline, "no env file within 90 s"
             time.sleep(0.2)
         values = dict(line.split("=", 1) for line in env_file.read_text().splitlines())
-        assert set(values) == {"GPUAAS_KUBECONFIG", "GPUAAS_PROMETHEUS_URL", "GPUAAS_OPENCOST_URL"}
+        assert set(values) == {"GPUAAS_KUBECONFIG", "GPUAAS_PROMETHEUS_URL", "GPUAAS_OPENCOST_URL",
+                               "GPUAAS_METRICS__SAMPLE_INTERVAL_SECONDS"}
+        # Any gpuaas command run with these settings targets the embedded cluster.
+        collected = subprocess.run([str(gpuaas), "collect", "--format", "json"], env={**env, **values},
+                                   capture_output=True, text=True, timeout=240)
+        assert collected.returncode == 0, collected.stderr[-2000:]
+        summary = json.loads(collected.stdout)
+        assert {n for n, s in summary["sources"].items() if s["ok"]} == {"kube", "prometheus", "opencost"}
+        assert summary["workloads"] > 0 and any(q["name"] == "vision-cq" for q in summary["queues"])
         api = config.new_client_from_config(config_file=values["GPUAAS_KUBECONFIG"])
         names = {ns.metadata.name for ns in client.CoreV1Api(api).list_namespace().items}
         assert {"vision", "nlp", "platform"} <= names

@@ -1,0 +1,31 @@
+"""prefect.yaml stays deployable: schema, entrypoints that load, parameters that match, valid schedules."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import yaml
+from prefect.cli.deploy._models import PrefectYamlModel
+from prefect.client.schemas.schedules import CronSchedule
+from prefect.flows import load_flow_from_entrypoint
+
+ROOT = Path(__file__).resolve().parents[1]
+DOC = yaml.safe_load((ROOT / "prefect.yaml").read_text())
+DEPLOYMENTS = PrefectYamlModel.model_validate(DOC).deployments
+
+
+@pytest.mark.parametrize("deployment", DEPLOYMENTS, ids=[d.name for d in DEPLOYMENTS])
+def test_deployment_entrypoint_loads_and_parameters_match(deployment: object, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(ROOT)
+    flow = load_flow_from_entrypoint(deployment.entrypoint, use_placeholder_flow=False)  # type: ignore[attr-defined]
+    flow.validate_parameters(deployment.parameters or {})  # type: ignore[attr-defined]
+    assert deployment.schedules, f"{deployment.name} has no schedule"  # type: ignore[attr-defined]
+    for schedule in deployment.schedules:  # type: ignore[attr-defined]
+        if getattr(schedule, "cron", None):
+            CronSchedule(cron=schedule.cron, timezone=schedule.timezone or "UTC")
+
+
+def test_collect_runs_every_five_minutes() -> None:
+    collect = next(d for d in DEPLOYMENTS if d.name == "collect")
+    assert [s.interval.total_seconds() for s in collect.schedules] == [300]  # type: ignore[union-attr]

@@ -5,7 +5,9 @@ way: deployments -> flows -> tasks -> gpuaas.
 """
 
 from gpuaas.errors import *  # noqa: F403
+from gpuaas.errors import __all__ as _errors_all
 from gpuaas.policy import Policy, load_policy
 from gpuaas.settings import GpuaasSettings, load_settings
 
+__all__ = [*_errors_all, "GpuaasSettings", "Policy", "load_policy", "load_settings"]
 __version__ = "0.1.0"

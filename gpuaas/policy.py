@@ -13,9 +13,9 @@ from enum import Enum
 from pathlib import Path
 from typing import Annotated, Any
 
-import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
+from gpuaas._yaml import read_yaml
 from gpuaas.errors import ConfigError
 
 __all__ = [
@@ -189,16 +189,4 @@ def parse_policy(data: Any, file: Path | str = "<policy>") -> Policy:
 
 def load_policy(path: Path | str) -> Policy:
     """Read and validate a policy file; every failure is a ConfigError naming the file."""
-    path = Path(path)
-    try:
-        text = path.read_text(encoding="utf-8")
-    except OSError as exc:
-        raise ConfigError(f"cannot read policy file: {exc.strerror or exc}", file=path) from exc
-    try:
-        data = yaml.safe_load(text)
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f"line {mark.line + 1}, column {mark.column + 1}: " if mark else ""
-        problem = getattr(exc, "problem", None) or str(exc)
-        raise ConfigError(f"{where}invalid YAML: {problem}", file=path) from exc
-    return parse_policy(data, path)
+    return parse_policy(read_yaml(path, "policy file"), path)

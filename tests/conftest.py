@@ -7,13 +7,12 @@ the test loudly: CI installs them (``make test``), and a skipped test would hide
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 
 import pytest
 
-from gpuaas.cluster.prometheus import PrometheusServer
-
+from gpuaas.cluster.prometheus import PrometheusServer, to_openmetrics
 from tests.services import postgres_server, pushgateway_server
 
 SHARED = Path(__file__).resolve().parents[1].parent / "shared"
@@ -49,17 +48,20 @@ def pushgateway_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
         yield url
 
 
-@pytest.fixture()
-def prometheus_with_history(tmp_path: Path) -> Iterator[Callable[[str], PrometheusServer]]:
-    """Start a real Prometheus whose TSDB is backfilled from OpenMetrics text first.
+@pytest.fixture(scope="session")
+def prometheus_factory(
+    tmp_path_factory: pytest.TempPathFactory,
+) -> Iterator[Callable[[str | Sequence[tuple[str, dict[str, str], float, float]]], PrometheusServer]]:
+    """Start a real Prometheus whose TSDB is first backfilled with ``promtool``.
 
-    Usage: ``prom = prometheus_with_history(openmetrics_text)``; the server stops after the test.
+    Takes OpenMetrics text or ``(metric, labels, value, unix_seconds)`` samples; every server
+    started in the session is stopped at its end.
     """
     started: list[PrometheusServer] = []
 
-    def start(openmetrics: str) -> PrometheusServer:
-        server = PrometheusServer(tmp_path / f"prometheus-{len(started)}")
-        server.backfill(openmetrics)
+    def start(history: str | Sequence[tuple[str, dict[str, str], float, float]]) -> PrometheusServer:
+        server = PrometheusServer(tmp_path_factory.mktemp(f"prometheus-{len(started)}"))
+        server.backfill(history if isinstance(history, str) else to_openmetrics(history))
         server.start()
         started.append(server)
         return server

@@ -29,11 +29,11 @@ def _capture_as_history(text: str, now: float, minutes: int) -> tuple[str, dict[
 
 
 def test_backfilled_dcgm_capture_is_queryable(
-    shared_dir: Path, prometheus_with_history: Callable[[str], PrometheusServer]
+    shared_dir: Path, prometheus_factory: Callable[[str], PrometheusServer]
 ) -> None:
     now = time.time()
     history, util = _capture_as_history((shared_dir / CAPTURE).read_text(), now, minutes=90)
-    prom = prometheus_with_history(history)
+    prom = prometheus_factory(history)
     client = PrometheusConnect(url=prom.url, disable_ssl=True)
 
     result = client.custom_query(

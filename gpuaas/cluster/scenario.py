@@ -17,6 +17,7 @@ from typing import Any
 import yaml
 from pydantic import ValidationError
 
+from gpuaas._yaml import read_yaml
 from gpuaas.cluster._scenario_models import *  # noqa: F403
 from gpuaas.cluster._scenario_models import Scenario, Tenant, WorkloadSpec
 from gpuaas.cluster._scenario_models import __all__ as _models_all
@@ -65,16 +66,7 @@ def parse_scenario(data: Any, source: str = "<scenario>") -> Scenario:
 
 def load_scenario(path: Path | str) -> Scenario:
     """Read and validate a scenario file."""
-    path = Path(path)
-    try:
-        text = path.read_text(encoding="utf-8")
-    except OSError as exc:
-        raise ConfigError(f"cannot read scenario: {exc.strerror}", file=path) from exc
-    try:
-        data = yaml.safe_load(text)
-    except yaml.YAMLError as exc:
-        raise ConfigError(f"not valid YAML: {exc}", file=path) from exc
-    return parse_scenario(data, str(path))
+    return parse_scenario(read_yaml(path, "scenario"), str(path))
 
 
 def default_scenario() -> Scenario:

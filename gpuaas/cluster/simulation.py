@@ -21,10 +21,16 @@ from gpuaas.cluster._scenario_objects import GPU, node_names
 from gpuaas.cluster._telemetry_kueue import quantity
 from gpuaas.cluster.clock import Clock
 from gpuaas.cluster.opencost import opencost_samples
-from gpuaas.cluster.scenario import Instance, NodePool, Scenario, WorkloadKind, fleet_objects, instances, \
-    workload_objects
-from gpuaas.cluster.telemetry import HeldGpu, Sample, ServingCounters, TelemetryGenerator, container_name, \
-    kueue_samples
+from gpuaas.cluster.scenario import (
+    Instance,
+    NodePool,
+    Scenario,
+    WorkloadKind,
+    fleet_objects,
+    instances,
+    workload_objects,
+)
+from gpuaas.cluster.telemetry import HeldGpu, Sample, ServingCounters, TelemetryGenerator, container_name, kueue_samples
 
 __all__ = ["KueueLike", "Simulation", "StoreLike"]
 

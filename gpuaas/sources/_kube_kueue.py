@@ -21,7 +21,7 @@ from gpuaas.models import (
     Workload,
     WorkloadState,
 )
-from gpuaas.sources._quantity import parse_quantity
+from gpuaas.quantity import parse_quantity
 
 __all__ = [
     "ANNOTATIONS_OF_INTEREST",

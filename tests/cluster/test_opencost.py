@@ -125,7 +125,7 @@ def test_metrics_labels_match_the_scraper_data(shared_dir: Path) -> None:
     text = (shared_dir / "fixtures/telemetry/opencost/opencost-metrics.scraper-test-data.prom").read_text()
 
     def real(metric: str) -> set[str]:
-        line = next(l for l in text.splitlines() if l.startswith(metric + "{"))
+        line = next(row for row in text.splitlines() if row.startswith(metric + "{"))
         return set(re.findall(r'(\w+)="', line))
 
     s = parse_scenario({"flavors": [{"name": "h"}], "pools": [{"name": "h", "count": 1, "flavor": "h",

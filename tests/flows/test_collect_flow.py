@@ -14,46 +14,25 @@ waiting for 6,600 s.
 from __future__ import annotations
 
 from collections.abc import Iterator
-from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import httpx
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from gpuaas.cluster.clock import ManualClock
 from gpuaas.cluster.runner import EmbeddedCluster
-from gpuaas.cluster.scenario import parse_scenario
 from gpuaas.models import Snapshot
 from gpuaas.settings import load_settings
 from gpuaas.store import open_store
+from tests.scenarios import embedded
 
 pytestmark = [pytest.mark.integration, pytest.mark.flow]
 
-SCENARIO = {
-    "name": "collect-hand-checked",
-    "flavors": [{"name": "h100"}],
-    "pools": [{"name": "h100", "count": 2, "gpus_per_node": 4, "flavor": "h100", "gpu_hourly_price": 3.0}],
-    "tenants": [
-        {"name": "team-a", "cohort": "c", "quotas": [{"flavor": "h100", "gpus": 4}]},
-        {"name": "team-b", "cohort": "c", "quotas": [{"flavor": "h100", "gpus": 4}]},
-    ],
-    "workloads": [
-        {"name": "busy", "kind": "RayCluster", "tenant": "team-a", "gpus_per_pod": 2,
-         "utilisation": {"profile": "constant", "value": 0.6}},
-        {"name": "nb", "kind": "Notebook", "tenant": "team-b", "utilisation": {"profile": "constant", "value": 0.0}},
-        {"name": "dark", "kind": "StatefulSet", "tenant": "team-b", "drop_telemetry": True},
-        {"name": "big", "kind": "RayCluster", "tenant": "team-b", "pods": 2, "gpus_per_pod": 3, "submit_at": "10m"},
-    ],
-}
-HISTORY = timedelta(hours=2)
 
 
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[EmbeddedCluster]:
-    start = datetime.now(UTC).replace(second=0, microsecond=0) - HISTORY
-    with EmbeddedCluster(parse_scenario(SCENARIO), tmp_path_factory.mktemp("collect"), seed=3,
-                         history=HISTORY, clock=ManualClock(start)) as running:
+    with embedded(tmp_path_factory.mktemp("collect"), seed=3) as running:
         yield running
 
 

@@ -20,7 +20,7 @@ import pandas as pd
 
 from gpuaas.policy import FreeGoal, Policy, ReclaimRule
 
-__all__ = ["COMPLETE_COVERAGE", "IDLE_COLUMNS", "EffectiveRule", "find_idle", "resolve_rule"]
+__all__ = ["COMPLETE_COVERAGE", "IDLE_COLUMNS", "EffectiveRule", "find_idle", "gpu_evidence", "resolve_rule"]
 
 COMPLETE_COVERAGE = 0.95
 """Share of expected samples a GPU must have in a window for its telemetry to count as complete."""
@@ -30,7 +30,7 @@ SERVING_KINDS = frozenset({"InferenceService"})
 IDLE_COLUMNS = [
     "kind", "namespace", "name", "uid", "tenant", "queue", "cluster_queue", "gpus", "owner_kind", "owner_name",
     "verdict", "reason", "window_minutes", "threshold", "grace_minutes", "free", "activity_max", "activity_avg",
-    "coverage", "requests", "held_seconds",
+    "coverage", "requests", "held_seconds", "gpus_observed", "idle_seconds",
 ]
 
 
@@ -121,4 +121,47 @@ def find_idle(workloads: pd.DataFrame, policy: Policy, now: datetime) -> pd.Data
     ]
     held["verdict"] = np.select(conditions, verdicts, default="idle")
     held["reason"] = np.select(conditions, reasons, default="every GPU at or below the threshold for the whole window")
+    held["gpus_observed"] = observed
+    held["idle_seconds"] = _idle_seconds(held, observed)
     return held.reindex(columns=IDLE_COLUMNS).reset_index(drop=True)
+
+
+def _windows_of(frame: pd.DataFrame) -> list[float]:
+    return sorted({float(c.removeprefix("activity_max_").removesuffix("m")) for c in frame.columns
+                   if c.startswith("activity_max_") and c.endswith("m")})
+
+
+def _idle_seconds(held: pd.DataFrame, observed: pd.Series | float) -> pd.Series:
+    """How long an idle workload has been idle, as far as the evidence shows: the longest
+    collected window (at least its rule's) that is quiet with complete telemetry. It ranks
+    reclaims by waste (GPUs x idle time); NaN for every verdict but ``idle``."""
+    seconds = held["window_minutes"].astype(float) * 60
+    for minutes in _windows_of(held):
+        quiet = (_column(held, f"activity_max_{minutes:g}m") <= held["threshold"]) & (
+            _column(held, f"coverage_{minutes:g}m").fillna(0) >= COMPLETE_COVERAGE) & (observed >= held["gpus"])
+        longer = quiet & (minutes * 60 > seconds) & (minutes <= held["held_seconds"] / 60)
+        seconds = seconds.where(~longer, minutes * 60)
+    return seconds.where(held["verdict"] == "idle")
+
+
+def gpu_evidence(gpus: pd.DataFrame, namespace: str, pod_prefix: str, window_minutes: float) -> list[dict[str, object]]:
+    """Per-GPU activity over the window for the pods named ``<pod_prefix>-...`` in ``namespace``.
+
+    Evidence for people reading the audit log, not an input of the verdict (that uses the
+    snapshot's per-workload maximum, which bounds every GPU): pods are matched by name here
+    because the snapshot does not keep the pod-to-owner links.
+    """
+    if gpus.empty or "pod" not in gpus:
+        return []
+    rows = gpus[(gpus["namespace"] == namespace) & gpus["pod"].astype(str).str.startswith(f"{pod_prefix}-")
+                & (gpus["window_minutes"].astype(float) == float(window_minutes))]
+    out: list[dict[str, object]] = []
+    for row in rows.sort_values(["pod", "gpu"]).itertuples(index=False):
+        out.append({"pod": row.pod, "host": row.host, "gpu": str(row.gpu), "uuid": row.uuid,
+                    "activity_max": _num(row.activity_max), "activity_avg": _num(row.activity_avg),
+                    "coverage": _num(row.coverage)})
+    return out
+
+
+def _num(value: object) -> float | None:
+    return None if value is None or pd.isna(value) else round(float(value), 4)  # type: ignore[arg-type]

@@ -1,0 +1,201 @@
+"""How each kind is stopped and restored: merge patches built from the live object.
+
+A stop changes a few fields; the plan records each field's prior value (``None``: absent),
+so the restore patch puts exactly those values back (a merge-patch ``null`` removes a field
+that was absent) and touches nothing else. Both patches carry ``metadata.resourceVersion``
+(the API server answers 409 when the object changed) and set or remove the
+``gpuaas.io/reclaimed`` annotation in the same write, so an object stopped by gpuaas always
+says which audit row holds its prior state.
+
+What each stop frees (the report says which happened):
+
+=====================  ==============================================  =======
+RayCluster             ``spec.suspend: true``                          quota
+RayCluster, elastic    workers ``replicas``/``minReplicas`` 0 when the  compute
+(annotation)           goal is ``compute``: the Workload shrinks in
+                       place and keeps its reservation
+Workload               ``spec.active: false``                          quota
+InferenceService       ``serving.kserve.io/stop: "true"`` (default);   quota
+                       ``minReplicas: 0`` when the goal is ``compute``  compute
+                       and the autoscaler reaches zero (Knative, KEDA)
+Notebook               ``kubeflow-resource-stopped: <RFC3339>``        quota
+Deployment/StatefulSet ``replicas: 0``                                 quota
+=====================  ==============================================  =======
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+__all__ = [
+    "KIND_RESOURCES",
+    "RECLAIMED_ANNOTATION",
+    "StopPlan",
+    "reclaimed_by",
+    "restore_patch",
+    "stop_patch",
+    "stop_plan",
+    "stopped_reason",
+]
+
+RECLAIMED_ANNOTATION = "gpuaas.io/reclaimed"
+ELASTIC_ANNOTATION = "kueue.x-k8s.io/elastic-job"
+KSERVE_STOP = "serving.kserve.io/stop"
+NOTEBOOK_STOP = "kubeflow-resource-stopped"
+
+KIND_RESOURCES: dict[str, tuple[str, str, str]] = {
+    "RayCluster": ("ray.io", "v1", "rayclusters"),
+    "InferenceService": ("serving.kserve.io", "v1beta1", "inferenceservices"),
+    "Notebook": ("kubeflow.org", "v1", "notebooks"),
+    "Deployment": ("apps", "v1", "deployments"),
+    "StatefulSet": ("apps", "v1", "statefulsets"),
+    "Workload": ("kueue.x-k8s.io", "v1beta2", "workloads"),
+}
+"""(group, version, plural) of every kind gpuaas may patch."""
+
+Path = tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class StopPlan:
+    method: str
+    frees: str
+    """``compute`` (the reservation stays) or ``quota`` (returned to the queue and its cohort)."""
+    fields: tuple[tuple[Path, Any, Any], ...]
+    """(path, before, after) of each scalar field the stop changes."""
+    workers: tuple[tuple[str, int | None, int | None], ...] = ()
+    """Elastic RayCluster: (groupName, replicas before, minReplicas before); after is 0/0."""
+
+    def before(self) -> dict[str, Any]:
+        """The prior state, as recorded in the audit row and the annotation."""
+        out: dict[str, Any] = {"method": self.method,
+                               "fields": [[list(path), before] for path, before, _ in self.fields]}
+        if self.workers:
+            out["workers"] = [{"groupName": g, "replicas": r, "minReplicas": m} for g, r, m in self.workers]
+        return out
+
+
+def _get(obj: dict[str, Any], path: Path) -> Any:
+    node: Any = obj
+    for part in path:
+        if not isinstance(node, dict) or part not in node:
+            return None
+        node = node[part]
+    return node
+
+
+def _set(patch: dict[str, Any], path: Path, value: Any) -> None:
+    node = patch
+    for part in path[:-1]:
+        node = node.setdefault(part, {})
+    node[path[-1]] = value
+
+
+def _annotations(obj: dict[str, Any]) -> dict[str, str]:
+    return dict((obj.get("metadata") or {}).get("annotations") or {})
+
+
+def reclaimed_by(obj: dict[str, Any]) -> dict[str, Any] | None:
+    """The parsed ``gpuaas.io/reclaimed`` annotation, or None when absent or unreadable."""
+    raw = _annotations(obj).get(RECLAIMED_ANNOTATION)
+    if not raw:
+        return None
+    try:
+        value = json.loads(raw)
+    except ValueError:
+        return None
+    return value if isinstance(value, dict) else None
+
+
+def stopped_reason(kind: str, obj: dict[str, Any]) -> str | None:
+    """Why the live object counts as already stopped, or None when it runs."""
+    mark = reclaimed_by(obj)
+    if mark is not None:
+        return f"already reclaimed by gpuaas (audit #{mark.get('audit_id')})"
+    spec, annotations = obj.get("spec") or {}, _annotations(obj)
+    if kind == "RayCluster" and spec.get("suspend"):
+        return "already suspended"
+    if kind == "Workload" and spec.get("active") is False:
+        return "already deactivated (spec.active: false)"
+    if kind == "InferenceService" and str(annotations.get(KSERVE_STOP, "")).lower() == "true":
+        return f"already stopped ({KSERVE_STOP})"
+    if kind == "Notebook" and NOTEBOOK_STOP in annotations:
+        return f"already stopped ({NOTEBOOK_STOP})"
+    if kind in ("Deployment", "StatefulSet") and spec.get("replicas") == 0:
+        return "already at 0 replicas"
+    return None
+
+
+def _isvc_reaches_zero(annotations: dict[str, str]) -> bool:
+    mode = annotations.get("serving.kserve.io/deploymentMode", "Standard")
+    autoscaler = annotations.get("serving.kserve.io/autoscalerClass", "hpa")
+    return mode in ("Knative", "Serverless") or autoscaler == "keda"
+
+
+def stop_plan(kind: str, obj: dict[str, Any], free: str, now: datetime) -> StopPlan:
+    """The stop for this kind and goal, read from the live object."""
+    annotations = _annotations(obj)
+
+    def field(path: Path, after: Any) -> tuple[Path, Any, Any]:
+        return (path, _get(obj, path), after)
+
+    if kind == "RayCluster":
+        elastic = str(annotations.get(ELASTIC_ANNOTATION, "")).lower() == "true"
+        if elastic and free == "compute":
+            groups = (obj.get("spec") or {}).get("workerGroupSpecs") or []
+            workers = tuple((str(g.get("groupName")), g.get("replicas"), g.get("minReplicas")) for g in groups)
+            return StopPlan("workers-to-zero", "compute", (), workers)
+        return StopPlan("suspend", "quota", (field(("spec", "suspend"), True),))
+    if kind == "Workload":
+        return StopPlan("deactivate", "quota", (field(("spec", "active"), False),))
+    if kind == "InferenceService":
+        if free == "compute" and _isvc_reaches_zero(annotations):
+            return StopPlan("min-replicas-zero", "compute", (field(("spec", "predictor", "minReplicas"), 0),))
+        return StopPlan("stop-annotation", "quota", (field(("metadata", "annotations", KSERVE_STOP), "true"),))
+    if kind == "Notebook":
+        stamp = now.strftime("%Y-%m-%dT%H:%M:%SZ")
+        return StopPlan("stop-annotation", "quota", (field(("metadata", "annotations", NOTEBOOK_STOP), stamp),))
+    if kind in ("Deployment", "StatefulSet"):
+        return StopPlan("replicas-to-zero", "quota", (field(("spec", "replicas"), 0),))
+    raise ValueError(f"gpuaas does not know how to stop a {kind}")
+
+
+def _workers_patch(obj: dict[str, Any], values: dict[str, tuple[Any, Any]]) -> list[dict[str, Any]]:
+    """The live worker list with only replicas/minReplicas changed (a merge patch replaces lists)."""
+    groups = copy.deepcopy((obj.get("spec") or {}).get("workerGroupSpecs") or [])
+    for group in groups:
+        name = str(group.get("groupName"))
+        if name in values:
+            for key, value in zip(("replicas", "minReplicas"), values[name]):
+                if value is None:
+                    group.pop(key, None)
+                else:
+                    group[key] = value
+    return groups
+
+
+def stop_patch(plan: StopPlan, obj: dict[str, Any], audit_id: int) -> dict[str, Any]:
+    """The stop as one merge patch: fields, the reclaimed annotation, the resourceVersion read."""
+    patch: dict[str, Any] = {"metadata": {"resourceVersion": obj["metadata"]["resourceVersion"], "annotations": {
+        RECLAIMED_ANNOTATION: json.dumps({"audit_id": audit_id, "before": plan.before()}, sort_keys=True)}}}
+    for path, _, after in plan.fields:
+        _set(patch, path, after)
+    if plan.workers:
+        _set(patch, ("spec", "workerGroupSpecs"), _workers_patch(obj, {g: (0, 0) for g, _, _ in plan.workers}))
+    return patch
+
+
+def restore_patch(before: dict[str, Any], obj: dict[str, Any]) -> dict[str, Any]:
+    """Put the recorded prior values back on the current object and remove the annotation."""
+    patch: dict[str, Any] = {"metadata": {"resourceVersion": obj["metadata"]["resourceVersion"],
+                                          "annotations": {RECLAIMED_ANNOTATION: None}}}
+    for path, value in before.get("fields") or []:
+        _set(patch, tuple(path), value)
+    workers = {str(w["groupName"]): (w.get("replicas"), w.get("minReplicas")) for w in before.get("workers") or []}
+    if workers:
+        _set(patch, ("spec", "workerGroupSpecs"), _workers_patch(obj, workers))
+    return patch

@@ -1,0 +1,170 @@
+"""Carry out reclaim decisions: audit the intent, then patch, then audit the result.
+
+Order per planned decision: GET the live object (a 404 is "object deleted"); skip it if its
+resourceVersion differs from the snapshot's owner record or it is already stopped; build the
+stop from the live object; append the *intent* row (outcome ``planned``, the prior state in
+``before``); in apply mode, one merge patch with the resourceVersion read sets the stop fields
+and the ``gpuaas.io/reclaimed`` annotation (``{"audit_id": <intent id>, "before": ...}``);
+append the completion row (``applied``, ``skipped`` or ``failed``, ``refers_to`` the intent,
+same idempotency key). Dry-run stops after the intent row: GETs only, no writes.
+
+A 409 means someone changed the object between the GET and the PATCH: it is re-read and
+decided again, and since it no longer is the object the evidence was about, the decision is
+"skipped, decided again next run" — never a forced write.
+
+A run that dies between the intent and its completion leaves a dangling intent.
+``recover_interrupted`` (run first, under the same lock) closes each one by looking at the
+object: annotated with that audit id means the patch landed (``applied``), otherwise nothing
+was changed (``failed``); either way the object is acted on at most once.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Any
+
+from gpuaas.actions._kube_writer import KubeWriter
+from gpuaas.actions._patches import reclaimed_by, stop_patch, stop_plan, stopped_reason
+from gpuaas.errors import Conflict, GpuaasError, NotFound
+from gpuaas.policies.reclaim import Decision
+from gpuaas.policy import Mode
+from gpuaas.store import AuditEntry, Store
+
+__all__ = ["FLOW", "ActionResult", "already_decided", "execute_decisions", "recover_interrupted"]
+
+FLOW = "reclaim"
+RECOVERY_LOOKBACK = timedelta(days=7)
+
+
+@dataclass(frozen=True)
+class ActionResult:
+    """What became of one decision; ``audit_id`` is the row to pass to ``undo``."""
+
+    decision: Decision
+    result: str
+    reason: str
+    audit_id: int | None
+    method: str | None = None
+    frees: str | None = None
+
+
+class _Audit:
+    def __init__(self, store: Store, flow_run_id: str | None) -> None:
+        self.store, self.flow_run_id = store, flow_run_id
+
+    def row(self, d: Decision, outcome: str, reason: str, *, refers_to: int | None = None,
+            before: dict[str, Any] | None = None, after: dict[str, Any] | None = None) -> AuditEntry:
+        return self.store.append(AuditEntry(
+            flow=FLOW, flow_run_id=self.flow_run_id, action="reclaim", kind=d.kind, namespace=d.namespace,
+            name=d.name, uid=d.uid, mode=d.mode, outcome=outcome, reason=reason[:2000], evidence=d.evidence,
+            before=before, after=after, idempotency_key=d.idempotency_key, refers_to=refers_to,
+        ))
+
+
+def already_decided(store: Store, keys: Iterable[str]) -> dict[str, int]:
+    """Keys whose latest audit row is ``planned`` or ``applied``, mapped to their first row's id."""
+    decided = {}
+    for key in keys:
+        rows = store.audit(idempotency_key=key, limit=None)
+        if rows and rows[-1].outcome in ("planned", "applied"):
+            decided[key] = int(rows[0].id or 0)
+    return decided
+
+
+def _changed(d: Decision, obj: dict[str, Any]) -> str | None:
+    rv = obj["metadata"].get("resourceVersion")
+    if d.resource_version and rv != d.resource_version:
+        return f"changed since the snapshot (resourceVersion {d.resource_version} -> {rv}): decided again next run"
+    return stopped_reason(d.kind, obj)
+
+
+def _act(d: Decision, audit: _Audit, writer: KubeWriter, mode: Mode, now: datetime) -> ActionResult:
+    try:
+        obj = writer.get(d.kind, d.namespace, d.name)
+    except NotFound:
+        return ActionResult(d, "skipped", "object deleted", audit.row(d, "skipped", "object deleted").id)
+    why = _changed(d, obj)
+    if why:
+        return ActionResult(d, "skipped", why, audit.row(d, "skipped", why).id)
+    plan = stop_plan(d.kind, obj, d.free, now)
+    after = {"method": plan.method, "frees": plan.frees}
+    intent = audit.row(d, "planned", d.reason, before=plan.before(), after=after)
+    result = ActionResult(d, "planned", d.reason, intent.id, plan.method, plan.frees)
+    if mode is not Mode.apply:
+        return result
+    try:
+        patched = writer.patch(d.kind, d.namespace, d.name, stop_patch(plan, obj, int(intent.id or 0)))
+    except Conflict:
+        why = _redecide_after_conflict(d, writer)
+        audit.row(d, "skipped", why, refers_to=intent.id)
+        return ActionResult(d, "skipped", why, intent.id, plan.method, plan.frees)
+    except NotFound:
+        audit.row(d, "skipped", "object deleted", refers_to=intent.id)
+        return ActionResult(d, "skipped", "object deleted", intent.id, plan.method, plan.frees)
+    except GpuaasError as exc:
+        audit.row(d, "failed", str(exc), refers_to=intent.id)
+        return ActionResult(d, "failed", str(exc)[:500], intent.id, plan.method, plan.frees)
+    done = {**after, "resourceVersion": patched["metadata"].get("resourceVersion")}
+    reason = f"{plan.method}: frees {'compute, the reservation is kept' if plan.frees == 'compute' else 'quota'}"
+    audit.row(d, "applied", reason, refers_to=intent.id, before=plan.before(), after=done)
+    return ActionResult(d, "applied", reason, intent.id, plan.method, plan.frees)
+
+
+def _redecide_after_conflict(d: Decision, writer: KubeWriter) -> str:
+    """409: re-read and decide again on what is there now; a changed object is never overwritten."""
+    try:
+        obj = writer.get(d.kind, d.namespace, d.name)
+    except NotFound:
+        return "409 Conflict, then the object was deleted"
+    rv = obj["metadata"].get("resourceVersion")
+    now_stopped = stopped_reason(d.kind, obj)
+    state = f"now {now_stopped}" if now_stopped else "still running"
+    return (f"409 Conflict: changed by someone else while acting; re-read resourceVersion {rv} ({state}): "
+            "not overwritten, decided again next run")
+
+
+def execute_decisions(decisions: Sequence[Decision], store: Store, writer: KubeWriter, *, mode: Mode,
+                      flow_run_id: str | None, now: datetime) -> list[ActionResult]:
+    """Audit every decision; act on the planned ones (write only in apply mode)."""
+    audit = _Audit(store, flow_run_id)
+    results = []
+    for d in decisions:
+        if d.outcome != "planned":
+            results.append(ActionResult(d, d.outcome, d.reason, audit.row(d, d.outcome, d.reason).id))
+        else:
+            results.append(_act(d, audit, writer, mode, now))
+    return results
+
+
+def recover_interrupted(store: Store, writer: KubeWriter, *, flow_run_id: str | None,
+                        now: datetime) -> list[AuditEntry]:
+    """Close every apply intent that has no completion row; returns the rows appended."""
+    rows = store.audit(flow=FLOW, since=now - RECOVERY_LOOKBACK, limit=None)
+    completed = {r.refers_to for r in rows if r.refers_to is not None}
+    appended = []
+    for intent in rows:
+        if intent.action != "reclaim" or intent.outcome != "planned" or intent.mode != Mode.apply.value:
+            continue
+        if intent.id in completed:
+            continue
+        try:
+            obj = writer.get(intent.kind, intent.namespace or "", intent.name)
+            mark = reclaimed_by(obj)
+        except NotFound:
+            obj, mark = None, None
+        if mark is not None and mark.get("audit_id") == intent.id:
+            outcome = "applied"
+            reason = "recovered: the patch had reached the object before the run was interrupted"
+        else:
+            outcome = "failed"
+            reason = ("recovered: the run was interrupted before the patch; the object was not changed"
+                      if obj is not None else "recovered: the run was interrupted and the object is gone")
+        appended.append(store.append(AuditEntry(
+            flow=FLOW, flow_run_id=flow_run_id, action="reclaim", kind=intent.kind, namespace=intent.namespace,
+            name=intent.name, uid=intent.uid, mode=intent.mode, outcome=outcome, reason=reason,
+            evidence=intent.evidence, before=intent.before, after=intent.after,
+            idempotency_key=intent.idempotency_key, refers_to=intent.id,
+        )))
+    return appended

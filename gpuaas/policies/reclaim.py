@@ -1,0 +1,185 @@
+"""Reclaim decisions: which idle workloads to stop this run, in which order, and which not.
+
+Pure: a snapshot, its idle verdicts (``find_idle``), the policy, the mode and what the audit
+log already holds go in; decisions come out. Nothing here reads or writes the cluster.
+
+* A decision names the object to stop: the Kueue Workload's owner when gpuaas knows how to
+  stop that kind (RayCluster, InferenceService, Notebook, Deployment, StatefulSet), else the
+  Workload itself (``spec.active: false``). A Deployment has one Workload per pod: the owner
+  is idle only if every one of its Workloads is.
+* Never on missing parts: a snapshot whose Kubernetes or Prometheus source failed, or whose
+  telemetry is older than ``collect.max_staleness_seconds``, yields only skipped decisions; an
+  owner absent from the snapshot or already stopped is skipped.
+* Idempotent: a decision's key is (mode, object, uid, window end). A key the audit log already
+  holds as planned (dry-run) or applied is skipped ("already decided"), so re-running the same
+  window acts once.
+* The cap: at most ``max_actions_per_run`` planned; the most wasteful first (GPUs x idle time),
+  the rest deferred with their rank.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from datetime import datetime
+from typing import Any
+
+import pandas as pd
+
+from gpuaas.models import Snapshot
+from gpuaas.policy import Mode, Policy
+
+__all__ = [
+    "STOPPABLE_KINDS",
+    "Decision",
+    "finalize_decisions",
+    "plan_reclaim",
+    "reclaim_key",
+    "snapshot_problem",
+]
+
+STOPPABLE_KINDS = frozenset({"RayCluster", "InferenceService", "Notebook", "Deployment", "StatefulSet"})
+"""Owner kinds gpuaas stops itself; a Workload owned by anything else is deactivated instead."""
+
+
+@dataclass(frozen=True)
+class Decision:
+    """One idle target and what the policy says about it (``outcome`` planned | skipped | deferred)."""
+
+    kind: str
+    namespace: str
+    name: str
+    uid: str | None
+    tenant: str | None
+    gpus: float
+    idle_seconds: float
+    free: str
+    """The goal the policy asked for: ``compute`` or ``quota`` (the action reports what it freed)."""
+    outcome: str
+    reason: str
+    resource_version: str | None
+    """The owner's resourceVersion in the snapshot (None for a Workload target: Kueue rewrites its status)."""
+    idempotency_key: str
+    mode: str
+    evidence: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def waste(self) -> float:
+        """GPU-seconds held idle so far: the cap's ranking."""
+        return self.gpus * self.idle_seconds
+
+    @property
+    def ref(self) -> str:
+        return f"{self.kind} {self.namespace}/{self.name}"
+
+
+def reclaim_key(mode: str, kind: str, namespace: str, name: str, uid: str | None, window_end: datetime) -> str:
+    """Same mode, object and window: same decision."""
+    return f"reclaim/{mode}/{kind}/{namespace}/{name}/{uid or '-'}/{window_end.strftime('%Y-%m-%dT%H:%M:%SZ')}"
+
+
+def snapshot_problem(snapshot: Snapshot, max_staleness_seconds: float) -> str | None:
+    """Why this snapshot must not be acted on, or None when it may."""
+    for name in ("kube", "prometheus"):
+        status = snapshot.sources.get(name)
+        if status is None or not status.ok:
+            return f"{name} did not answer for this snapshot: no action on missing data"
+    staleness = snapshot.sources["prometheus"].staleness_s
+    if staleness is not None and staleness > max_staleness_seconds:
+        return f"telemetry is {staleness:.0f}s old (limit {max_staleness_seconds:.0f}s): no action on stale data"
+    return None
+
+
+def _none(value: Any) -> Any:
+    return None if value is None or (isinstance(value, float) and pd.isna(value)) else value
+
+
+def _owners(snapshot: Snapshot) -> dict[tuple[str, str, str], dict[str, Any]]:
+    if snapshot.owners.empty:
+        return {}
+    return {(str(r["kind"]), str(r["namespace"]), str(r["name"])): r
+            for r in snapshot.owners.to_dict(orient="records")}
+
+
+def _evidence(rows: pd.DataFrame) -> dict[str, Any]:
+    first = rows.iloc[0]
+    return {
+        "window_minutes": float(first["window_minutes"]),
+        "threshold": float(first["threshold"]),
+        "activity_max": _none(float(rows["activity_max"].max())),
+        "activity_avg": _none(float(rows["activity_avg"].mean())),
+        "coverage": _none(float(rows["coverage"].min())),
+        "requests": _none(float(rows["requests"].sum(min_count=1))),
+        "gpus_requested": float(rows["gpus"].sum()),
+        "gpus_observed": float(rows["gpus_observed"].sum()),
+        "held_seconds": float(rows["held_seconds"].min()),
+        "workloads": [str(n) for n in rows["name"]],
+    }
+
+
+def plan_reclaim(snapshot: Snapshot, idle: pd.DataFrame, policy: Policy, mode: Mode) -> list[Decision]:
+    """One decision per target with at least one idle Workload: planned, or skipped and why.
+
+    ``idle`` is ``find_idle(snapshot.workloads, policy, snapshot.collected_at)``. Call
+    ``finalize_decisions`` next for the idempotency check and the cap.
+    """
+    if idle.empty:
+        return []
+    problem = snapshot_problem(snapshot, policy.collect.max_staleness_seconds)
+    owners = _owners(snapshot)
+    frame = idle.copy()
+    stoppable = frame["owner_kind"].isin(STOPPABLE_KINDS) & frame["owner_name"].notna()
+    frame["target_kind"] = frame["owner_kind"].where(stoppable, "Workload")
+    frame["target_name"] = frame["owner_name"].where(stoppable, frame["name"])
+    decisions = []
+    for (kind, namespace, name), rows in frame.groupby(["target_kind", "namespace", "target_name"], sort=True):
+        idle_rows = rows[rows["verdict"] == "idle"]
+        if idle_rows.empty:
+            continue
+        owner = owners.get((str(kind), str(namespace), str(name))) if kind != "Workload" else None
+        uid = str(owner["uid"]) if owner is not None else (str(rows["uid"].iloc[0]) if kind == "Workload" else None)
+        outcome, reason = "planned", str(idle_rows["reason"].iloc[0])
+        if problem:
+            outcome, reason = "skipped", problem
+        elif len(idle_rows) < len(rows):
+            busy = rows[rows["verdict"] != "idle"].iloc[0]
+            outcome, reason = "skipped", f"not every Workload of it is idle ({busy['name']}: {busy['reason']})"
+        elif kind != "Workload" and owner is None:
+            outcome, reason = "skipped", "owner not in the snapshot: no action on missing data"
+        elif owner is not None and bool(owner.get("stopped")):
+            outcome, reason = "skipped", "already stopped"
+        decisions.append(Decision(
+            kind=str(kind), namespace=str(namespace), name=str(name), uid=uid,
+            tenant=_none(rows["tenant"].iloc[0]), gpus=float(rows["gpus"].sum()),
+            idle_seconds=float(idle_rows["idle_seconds"].min()), free=str(rows["free"].iloc[0]),
+            outcome=outcome, reason=reason,
+            resource_version=str(owner["resource_version"]) if owner is not None else None,
+            idempotency_key=reclaim_key(mode.value, str(kind), str(namespace), str(name), uid, snapshot.collected_at),
+            mode=mode.value, evidence=_evidence(rows),
+        ))
+    return decisions
+
+
+def finalize_decisions(decisions: Sequence[Decision], decided: Mapping[str, int], cap: int) -> list[Decision]:
+    """Skip what the audit log already decided for this window, then apply the cap by waste.
+
+    ``decided`` maps idempotency keys to the audit id of the decision that counts.
+    Returned most wasteful first.
+    """
+    out: list[Decision] = []
+    for d in decisions:
+        if d.outcome == "planned" and d.idempotency_key in decided:
+            d = replace(d, outcome="skipped",
+                        reason=f"already decided for this window (audit #{decided[d.idempotency_key]})")
+        out.append(d)
+    ranked = sorted(out, key=lambda d: (-d.waste, d.namespace, d.kind, d.name))
+    planned = 0
+    final = []
+    for d in ranked:
+        if d.outcome == "planned":
+            planned += 1
+            if planned > cap:
+                d = replace(d, outcome="deferred",
+                            reason=f"over the cap of {cap} actions per run (rank {planned} by GPUs x idle time)")
+        final.append(d)
+    return final

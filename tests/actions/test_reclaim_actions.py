@@ -1,0 +1,273 @@
+"""Reclaim and undo against the embedded cluster, through the official client (real HTTP).
+
+Covers: every kind stopped and restored exactly, with Kueue releasing the quota (suspend,
+active=false, stop annotations, replicas 0) or keeping the reservation (elastic RayCluster
+workers to 0); dry-run sends no write; the same window twice acts once; an object changed
+since the snapshot is skipped; a 409 between GET and PATCH re-reads and re-decides, never
+overwrites; a crash between the audit intent and the patch (before or after the patch
+reached the API) is completed or reported by the next run, never acted on twice; undo twice
+is a no-op. One cluster for the module; each test acts on its own objects or undoes.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from gpuaas.actions import KubeWriter, RECLAIMED_ANNOTATION, already_decided, execute_decisions, recover_interrupted
+from gpuaas.actions import undo_reclaims
+from gpuaas.cluster.runner import EmbeddedCluster
+from gpuaas.policies.idle import find_idle
+from gpuaas.policies.reclaim import Decision, finalize_decisions, plan_reclaim, reclaim_key
+from gpuaas.policy import Mode
+from gpuaas.settings import GpuaasSettings, load_settings
+from gpuaas.snapshot import collect_snapshot
+from gpuaas.store import Store, open_store
+from tests.actions.reclaim_scenario import IDLE_TARGETS, NEVER, reclaim_cluster, write_policy, writes
+
+pytestmark = [pytest.mark.integration]
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[EmbeddedCluster]:
+    with reclaim_cluster(tmp_path_factory.mktemp("reclaim-actions")) as running:
+        yield running
+
+
+@pytest.fixture()
+def settings(cluster: EmbeddedCluster, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> GpuaasSettings:
+    for key, value in cluster.settings_env().items():
+        monkeypatch.setenv(key, value)
+    monkeypatch.setenv("GPUAAS_NVML", "off")
+    monkeypatch.setenv("GPUAAS_POLICY_FILE", str(write_policy(tmp_path / "policy.yaml", max_actions_per_run=20)))
+    return load_settings()
+
+
+@pytest.fixture()
+def store(settings: GpuaasSettings) -> Iterator[Store]:
+    opened = open_store(settings)
+    yield opened
+    opened.close()
+
+
+def decide(settings: GpuaasSettings, cluster: EmbeddedCluster, store: Store, mode: Mode,
+           only: set[tuple[str, str]] | None = None) -> list[Decision]:
+    snapshot = collect_snapshot(settings, cluster.clock.now())
+    idle = find_idle(snapshot.workloads, settings.policy, snapshot.collected_at)
+    decisions = [d for d in plan_reclaim(snapshot, idle, settings.policy, mode)
+                 if only is None or (d.kind, d.name) in only]
+    decided = already_decided(store, [d.idempotency_key for d in decisions])
+    return finalize_decisions(decisions, decided, settings.policy.reclaim.max_actions_per_run)
+
+
+def run(settings: GpuaasSettings, cluster: EmbeddedCluster, store: Store, decisions: list[Decision],
+        mode: Mode = Mode.apply) -> list[Any]:
+    with KubeWriter(settings) as writer:
+        return execute_decisions(decisions, store, writer, mode=mode, flow_run_id="test", now=cluster.clock.now())
+
+
+def undo(settings: GpuaasSettings, store: Store, ids: list[int]) -> list[Any]:
+    with KubeWriter(settings) as writer:
+        return undo_reclaims(store, writer, ids, flow_run_id="test")
+
+
+def obj(cluster: EmbeddedCluster, kind: str, name: str, namespace: str = "team-a") -> dict[str, Any]:
+    return cluster.store.get(kind, namespace, name)
+
+
+def conditions(wl: dict[str, Any]) -> dict[str, str]:
+    return {c["type"]: c["status"] for c in (wl.get("status") or {}).get("conditions", [])}
+
+
+def workloads_of(cluster: EmbeddedCluster, kind: str, name: str) -> list[dict[str, Any]]:
+    cluster.kueue.reconcile()
+    if kind == "Workload":
+        return [obj(cluster, "Workload", name)]
+    return cluster.kueue.workloads_for(kind, "team-a", name)
+
+
+def reserved(cluster: EmbeddedCluster, kind: str, name: str) -> list[bool]:
+    return [conditions(w).get("QuotaReserved") == "True" for w in workloads_of(cluster, kind, name)]
+
+
+# --- dry-run ------------------------------------------------------------------------------------
+def test_dry_run_audits_every_idle_target_and_writes_nothing(settings: GpuaasSettings, cluster: EmbeddedCluster,
+                                                              store: Store) -> None:
+    before = writes(cluster)
+    results = run(settings, cluster, store, decide(settings, cluster, store, Mode.dry_run), Mode.dry_run)
+    assert writes(cluster) == before
+    assert {(r.decision.kind, r.decision.name) for r in results} == IDLE_TARGETS
+    assert not NEVER & {r.decision.name for r in results}
+    assert {r.result for r in results} == {"planned"}
+    rows = store.audit(flow="reclaim")
+    assert len(rows) == len(IDLE_TARGETS) and all(r.mode == "dry-run" and r.before for r in rows)
+    ray = next(r for r in results if r.decision.name == "ray")
+    assert (ray.method, ray.frees) == ("suspend", "quota")
+    assert ray.decision.evidence["window_minutes"] == 30 and ray.decision.evidence["activity_max"] == 0.0
+    # Undo of a dry-run decision changes nothing.
+    assert undo(settings, store, [int(ray.audit_id)])[0].result == "no-op"
+    assert writes(cluster) == before
+
+
+# --- every kind, stopped and restored -----------------------------------------------------------
+KINDS = [
+    # kind, name, stop check, quota kept after the stop
+    ("RayCluster", "ray", lambda o: o["spec"]["suspend"] is True, False),
+    ("RayCluster", "eray", lambda o: o["spec"]["workerGroupSpecs"][0]["replicas"] == 0, True),
+    ("InferenceService", "isvc", lambda o: o["metadata"]["annotations"]["serving.kserve.io/stop"] == "true", False),
+    ("Notebook", "nb", lambda o: "kubeflow-resource-stopped" in o["metadata"]["annotations"], False),
+    ("Deployment", "dep", lambda o: o["spec"]["replicas"] == 0, False),
+    ("StatefulSet", "sts", lambda o: o["spec"]["replicas"] == 0, False),
+    ("Workload", "wl", lambda o: o["spec"]["active"] is False, False),
+]
+
+
+def _manual_workload_decision(cluster: EmbeddedCluster) -> Decision:
+    """A bare Workload runs no pods, so it never has telemetry and is never found idle: act on it by hand."""
+    wl = obj(cluster, "Workload", "wl")
+    return Decision(kind="Workload", namespace="team-a", name="wl", uid=wl["metadata"]["uid"], tenant="team-a",
+                    gpus=1, idle_seconds=1800, free="quota", outcome="planned", reason="test", resource_version=None,
+                    idempotency_key=reclaim_key("apply", "Workload", "team-a", "wl", "x", cluster.clock.now()),
+                    mode="apply")
+
+
+@pytest.mark.parametrize(("kind", "name", "stopped", "keeps_quota"), KINDS, ids=[k[1] for k in KINDS])
+def test_each_kind_is_reclaimed_and_undone_exactly(settings: GpuaasSettings, cluster: EmbeddedCluster, store: Store,
+                                                   kind: str, name: str, stopped: Any, keeps_quota: bool) -> None:
+    original = obj(cluster, kind, name)
+    assert all(reserved(cluster, kind, name))
+    if kind == "Workload":
+        decisions = [_manual_workload_decision(cluster)]
+    else:
+        decisions = decide(settings, cluster, store, Mode.apply, only={(kind, name)})
+    [result] = run(settings, cluster, store, decisions)
+    assert result.result == "applied", result.reason
+    after = obj(cluster, kind, name)
+    assert stopped(after)
+    mark = json.loads(after["metadata"]["annotations"][RECLAIMED_ANNOTATION])
+    assert mark["audit_id"] == result.audit_id
+    assert result.frees == ("compute" if keeps_quota else "quota")
+    held = reserved(cluster, kind, name)
+    if keeps_quota:  # elastic: the Workload shrank in place and keeps its reservation
+        assert held == [True]
+        assert [p["count"] for p in workloads_of(cluster, kind, name)[0]["spec"]["podSets"]] == [1, 0]
+    else:
+        assert not any(held), f"{kind} {name} still holds quota"
+
+    [restored] = undo(settings, store, [int(result.audit_id)])
+    assert restored.result == "restored", restored.message
+    back = obj(cluster, kind, name)
+    assert RECLAIMED_ANNOTATION not in (back["metadata"].get("annotations") or {})
+    assert back["spec"] == original["spec"]
+    assert (back["metadata"].get("annotations") or {}) == (original["metadata"].get("annotations") or {})
+    assert reserved(cluster, kind, name) and all(reserved(cluster, kind, name))
+    rows = store.audit(refers_to=[int(result.audit_id)])
+    assert [(r.action, r.outcome) for r in rows] == [("reclaim", "applied"), ("restore", "restored")]
+    # Undo again: a no-op with a message, no write.
+    count = writes(cluster)
+    again = undo(settings, store, [int(result.audit_id)])[0]
+    assert again.result == "no-op" and "already restored" in again.message and writes(cluster) == count
+
+
+# --- idempotency, concurrency, crashes ------------------------------------------------------------
+def test_the_same_window_twice_acts_once(settings: GpuaasSettings, cluster: EmbeddedCluster, store: Store) -> None:
+    decisions = decide(settings, cluster, store, Mode.apply, only={("Notebook", "nb-b")})
+    [first] = run(settings, cluster, store, decisions)
+    assert first.result == "applied"
+    count = writes(cluster)
+    # The same snapshot's decisions again (the object looks idle and running in it): the audit key stops it.
+    decided = already_decided(store, [d.idempotency_key for d in decisions])
+    [second] = run(settings, cluster, store, finalize_decisions(decisions, decided, 10))
+    assert second.result == "skipped" and f"audit #{first.audit_id}" in second.reason
+    assert writes(cluster) == count
+    undo(settings, store, [int(first.audit_id)])
+
+
+def test_an_object_changed_since_the_snapshot_is_skipped(settings: GpuaasSettings, cluster: EmbeddedCluster,
+                                                         store: Store) -> None:
+    decisions = decide(settings, cluster, store, Mode.apply, only={("StatefulSet", "sts-b")})
+    cluster.store.patch("StatefulSet", "team-a", "sts-b", {"metadata": {"labels": {"edited": "by-someone"}}})
+    [result] = run(settings, cluster, store, decisions)
+    assert result.result == "skipped" and "changed since the snapshot" in result.reason
+    assert obj(cluster, "StatefulSet", "sts-b")["spec"]["replicas"] == 1
+
+
+def test_a_409_rereads_and_redecides_never_overwrites(settings: GpuaasSettings, cluster: EmbeddedCluster,
+                                                      store: Store, monkeypatch: pytest.MonkeyPatch) -> None:
+    decisions = decide(settings, cluster, store, Mode.apply, only={("InferenceService", "isvc-b")})
+    real_patch = KubeWriter.patch
+    reads: list[str] = []
+    real_get = KubeWriter.get
+
+    def racing_patch(self: KubeWriter, kind: str, namespace: str, name: str, body: dict[str, Any]) -> Any:
+        # Someone else writes between our GET and our PATCH.
+        cluster.store.patch(kind, namespace, name, {"metadata": {"labels": {"raced": "yes"}}})
+        return real_patch(self, kind, namespace, name, body)
+
+    def counting_get(self: KubeWriter, kind: str, namespace: str, name: str) -> Any:
+        reads.append(name)
+        return real_get(self, kind, namespace, name)
+
+    monkeypatch.setattr(KubeWriter, "patch", racing_patch)
+    monkeypatch.setattr(KubeWriter, "get", counting_get)
+    [result] = run(settings, cluster, store, decisions)
+    assert result.result == "skipped" and "409 Conflict" in result.reason and "not overwritten" in result.reason
+    assert reads == ["isvc-b", "isvc-b"]  # read, then re-read after the conflict
+    live = obj(cluster, "InferenceService", "isvc-b")
+    assert live["metadata"]["labels"]["raced"] == "yes"
+    assert "serving.kserve.io/stop" not in live["metadata"].get("annotations", {})
+    assert RECLAIMED_ANNOTATION not in live["metadata"].get("annotations", {})
+    assert [r.outcome for r in store.audit(flow="reclaim")] == ["planned", "skipped"]
+
+
+def test_a_crash_before_the_patch_is_reported_and_the_next_run_acts_once(
+        settings: GpuaasSettings, cluster: EmbeddedCluster, store: Store, monkeypatch: pytest.MonkeyPatch) -> None:
+    decisions = decide(settings, cluster, store, Mode.apply, only={("Deployment", "dep-b")})
+
+    def crash(*_: Any, **__: Any) -> Any:
+        raise RuntimeError("worker killed")
+
+    with monkeypatch.context() as m:
+        m.setattr(KubeWriter, "patch", crash)
+        with pytest.raises(RuntimeError):
+            run(settings, cluster, store, decisions)
+    [intent] = store.audit(flow="reclaim")
+    assert intent.outcome == "planned" and intent.mode == "apply"
+    assert obj(cluster, "Deployment", "dep-b")["spec"]["replicas"] == 1
+    with KubeWriter(settings) as writer:
+        [closed] = recover_interrupted(store, writer, flow_run_id="next", now=cluster.clock.now())
+    assert (closed.outcome, closed.refers_to) == ("failed", intent.id) and "not changed" in closed.reason
+    [result] = run(settings, cluster, store, decide(settings, cluster, store, Mode.apply, only={("Deployment", "dep-b")}))
+    assert result.result == "applied"
+    applied = [r for r in store.audit(flow="reclaim") if r.outcome == "applied"]
+    assert len(applied) == 1
+    undo(settings, store, [int(result.audit_id)])
+
+
+def test_a_crash_after_the_patch_is_completed_by_the_next_run_never_doubled(
+        settings: GpuaasSettings, cluster: EmbeddedCluster, store: Store, monkeypatch: pytest.MonkeyPatch) -> None:
+    decisions = decide(settings, cluster, store, Mode.apply, only={("RayCluster", "ray-b")})
+    real_patch = KubeWriter.patch
+
+    def patch_then_crash(self: KubeWriter, *args: Any) -> Any:
+        real_patch(self, *args)
+        raise RuntimeError("worker killed after the write")
+
+    with monkeypatch.context() as m:
+        m.setattr(KubeWriter, "patch", patch_then_crash)
+        with pytest.raises(RuntimeError):
+            run(settings, cluster, store, decisions)
+    [intent] = store.audit(flow="reclaim")
+    with KubeWriter(settings) as writer:
+        [closed] = recover_interrupted(store, writer, flow_run_id="next", now=cluster.clock.now())
+    assert (closed.outcome, closed.refers_to) == ("applied", intent.id)
+    count = writes(cluster)
+    again = run(settings, cluster, store, decide(settings, cluster, store, Mode.apply, only={("RayCluster", "ray-b")}))
+    assert [r.result for r in again] == ["skipped"] and writes(cluster) == count
+    [restored] = undo(settings, store, [int(intent.id or 0)])
+    assert restored.result == "restored"
+    assert obj(cluster, "RayCluster", "ray-b")["spec"].get("suspend") in (None, False)

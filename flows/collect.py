@@ -1,6 +1,6 @@
 """The collect flow (every 5 minutes): one consistent snapshot of the fleet, with data quality.
 
-Extract (one task per source, in parallel, each retried on transient errors), join (pure),
+Extract (one task per source, each retried on transient errors and bounded by a timeout), join (pure),
 load (store, artifacts, Pushgateway). One failing source degrades the snapshot; all
 failing fails the run.
 """
@@ -33,18 +33,18 @@ def collect(at: datetime | None = None) -> dict[str, Any]:
 
     started = time.monotonic()
     reader = read_one_source.with_options(**retry_options(settings))
-    futures = {name: reader.submit(name, settings, now, windows) for name in SOURCES}
     readings: dict[str, tuple[Any, SourceStatus]] = {}
-    for name, future in futures.items():
-        future.wait()
-        state = future.state
+    for name in SOURCES:
+        # In the flow's own thread, so that the task timeout can interrupt a hung source.
+        state = reader(name, settings, now, windows, return_state=True)
         if state.is_completed():
-            readings[name] = future.result()
-        else:
-            error = state.result(raise_on_failure=False)
-            readings[name] = (None, failed_source(name, error if isinstance(error, BaseException) else RuntimeError(
-                state.message or state.name)))
-            logger.warning("source %s failed after retries: %s", name, readings[name][1].error)
+            readings[name] = state.result()
+            continue
+        error = state.result(raise_on_failure=False)
+        if not isinstance(error, BaseException):
+            error = RuntimeError(state.message or state.name)
+        readings[name] = (None, failed_source(name, error))
+        logger.warning("source %s failed after retries: %s", name, readings[name][1].error)
     snapshot = assemble_snapshot(settings, now, windows, readings)
     logger.info("collect: %d sources read in %.2fs", len(readings), time.monotonic() - started)
 

@@ -161,3 +161,37 @@ def test_cli_up_env_file_and_sigterm(tmp_path: Path) -> None:
         if proc.poll() is None:
             proc.kill()
             proc.wait()
+
+
+def _pending(api: client.ApiClient, cluster_queue: str) -> dict:  # type: ignore[type-arg]
+    """GET the visibility subresource the way any generic call through the official client goes."""
+    request = api.param_serialize(
+        method="GET", resource_path="/apis/visibility.kueue.x-k8s.io/v1beta2/clusterqueues/{name}/pendingworkloads",
+        path_params={"name": cluster_queue}, header_params={"Accept": "application/json"},
+        auth_settings=["BearerToken"],
+    )
+    response = api.call_api(*request)
+    response.read()
+    assert response.status == 200
+    return json.loads(response.data)  # type: ignore[no-any-return]
+
+
+def test_visibility_api_lists_the_pending_workload(cluster: EmbeddedCluster) -> None:
+    """Kueue's visibility API through the official client: ``big`` waits in team-b-cq."""
+    api = config.new_client_from_config(config_file=str(cluster.kubeconfig))
+    summary = _pending(api, "team-b-cq")
+    assert summary["kind"] == "PendingWorkloadsSummary"
+    [item] = summary["items"]
+    assert item["metadata"]["ownerReferences"][0]["name"] == "big"
+    assert item["positionInClusterQueue"] == 0 and item["localQueueName"] == "team-b-queue"
+    assert _pending(api, "team-a-cq")["items"] == []
+
+
+def test_kubectl_works_with_the_kubeconfig(cluster: EmbeddedCluster) -> None:
+    kubectl = shutil.which("kubectl")
+    if kubectl is None:
+        pytest.skip("kubectl is not installed (the issue asks for it only where installed)")
+    out = subprocess.run([kubectl, "--kubeconfig", str(cluster.kubeconfig), "get", "clusterqueues", "-o", "name"],
+                         capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    assert set(out.stdout.split()) == {"clusterqueue.kueue.x-k8s.io/team-a-cq", "clusterqueue.kueue.x-k8s.io/team-b-cq"}

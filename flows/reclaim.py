@@ -1,0 +1,93 @@
+"""The reclaim flow (every 15 minutes): stop GPU workloads that hold GPUs and do nothing.
+
+Collect (the collect flow as a subflow: a fresh snapshot at ``at``, stored, then loaded by
+id), decide (pure: idle verdicts, targets, the cap), act (under the store lock
+``cluster-writes``, only in apply mode; dry-run audits decisions and writes nothing to the
+cluster), publish (artifacts, the idle signal on the Pushgateway). ``undo=[audit ids]``
+restores earlier reclaims instead and does nothing else.
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+from dataclasses import asdict
+from datetime import UTC, datetime
+from typing import Any
+
+from prefect import flow, get_run_logger
+
+from flows.collect import collect
+from gpuaas.policy import Mode
+from gpuaas.settings import load_settings
+from reports.reclaim import decision_dicts
+from tasks.reclaim import (
+    acquire_writes_lock,
+    act,
+    decide,
+    find_idle_workloads,
+    load_snapshot,
+    publish_reclaim_artifacts,
+    push_idle_metrics,
+    release_writes_lock,
+    undo_actions,
+)
+
+
+@flow(name="reclaim", log_prints=False)
+def reclaim(apply: bool = False, at: datetime | None = None, undo: list[int] | None = None) -> dict[str, Any]:
+    """Reclaim idle GPUs once; returns ``{"mode", "snapshot_id", "decisions": [...]}``.
+
+    ``apply`` is the operator's explicit choice for this run and overrides the policy's
+    dry-run; the cap and every other rule still hold. ``at`` evaluates the telemetry at that
+    instant (the same window twice acts once).
+    """
+    logger = get_run_logger()
+    settings = load_settings()
+    holder = f"reclaim-{uuid.uuid4()}"
+    if undo:
+        acquire_writes_lock(settings, holder)
+        try:
+            results = undo_actions(settings, list(undo))
+        finally:
+            release_writes_lock(settings, holder)
+        for r in results:
+            logger.info("undo #%s: %s %s", r.audit_id, r.result, r.message)
+        return {"undo": [asdict(r) for r in results]}
+
+    mode = Mode.apply if apply or settings.policy.reclaim.mode is Mode.apply else Mode.dry_run
+    now = at or datetime.now(UTC)
+    started = time.monotonic()
+    snapshot_id = collect(at=now)["snapshot_id"]
+    snapshot = load_snapshot(settings, snapshot_id)
+    logger.info("collect: snapshot %s in %.2fs", snapshot_id, time.monotonic() - started)
+
+    started = time.monotonic()
+    idle = find_idle_workloads(settings, snapshot)
+    decisions = decide(settings, snapshot, idle, mode)
+    logger.info("decide: %d GPU workloads, %d idle targets in %.2fs", len(idle), len(decisions),
+                time.monotonic() - started)
+
+    started = time.monotonic()
+    if mode is Mode.apply:
+        acquire_writes_lock(settings, holder)
+        try:
+            results = act(settings, decisions, mode, now)
+        finally:
+            release_writes_lock(settings, holder)
+    else:
+        results = act(settings, decisions, mode, now)
+    counts: dict[str, int] = {}
+    for r in results:
+        counts[r.result] = counts.get(r.result, 0) + 1
+    logger.info("act (%s): %s in %.2fs", mode.value, counts or "nothing to do", time.monotonic() - started)
+
+    cap = settings.policy.reclaim.max_actions_per_run
+    publish_reclaim_artifacts(results, snapshot, mode, cap)
+    if settings.pushgateway_url:
+        push_idle_metrics(settings, idle)
+    return {"mode": mode.value, "snapshot_id": snapshot_id, "decisions": decision_dicts(results)}
+
+
+if __name__ == "__main__":
+    reclaim()

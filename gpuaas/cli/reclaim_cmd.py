@@ -1,0 +1,50 @@
+"""``gpuaas reclaim`` and ``gpuaas undo``: run the reclaim flow once, now, and print its decisions."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+import typer
+
+from gpuaas.cli._common import OutputFormat, console, fail, print_json, print_table, settings_or_exit
+from gpuaas.cli._flows import run_flow
+
+_COLUMNS = ["audit_id", "kind", "namespace", "name", "tenant", "gpus", "idle_seconds", "action", "frees", "mode",
+            "result", "reason"]
+
+
+def reclaim(
+    apply: Annotated[bool, typer.Option("--apply", help="Write to the cluster this run (overrides a dry-run policy; "
+                                        "the cap and every other rule still hold).")] = False,
+    format: Annotated[OutputFormat, typer.Option("--format", help="Output format.")] = OutputFormat.table,
+) -> None:
+    """Find idle GPU workloads and stop them (dry-run unless --apply or the policy says apply)."""
+    settings_or_exit()
+    from flows.reclaim import reclaim as reclaim_flow
+
+    result: dict[str, Any] = run_flow(reclaim_flow, "reclaiming idle GPUs", apply=apply)
+    if format is OutputFormat.json:
+        print_json({"decisions": result["decisions"]})
+        return
+    rows = result["decisions"]
+    print_table(f"Reclaim decisions ({result['mode']})", _COLUMNS, [[r[c] for c in _COLUMNS] for r in rows])
+    console.print(f"snapshot {result['snapshot_id']}: {len(rows)} idle targets", highlight=False)
+
+
+def undo(
+    audit_ids: Annotated[list[int], typer.Argument(help="Audit ids of reclaims to restore.")],
+    format: Annotated[OutputFormat, typer.Option("--format", help="Output format.")] = OutputFormat.table,
+) -> None:
+    """Restore the prior state recorded by earlier reclaims (a no-op for ones already restored)."""
+    settings_or_exit()
+    from flows.reclaim import reclaim as reclaim_flow
+
+    result: dict[str, Any] = run_flow(reclaim_flow, "restoring", undo=audit_ids)
+    rows = result["undo"]
+    if format is OutputFormat.json:
+        print_json({"undo": rows})
+    else:
+        cols = ["audit_id", "kind", "namespace", "name", "result", "message", "restore_audit_id"]
+        print_table("Undo", cols, [[r[c] for c in cols] for r in rows])
+    if any(r["result"] == "failed" for r in rows):
+        raise fail("some restores failed (see above)")

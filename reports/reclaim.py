@@ -1,0 +1,121 @@
+"""Rows, markdown and metrics for the reclaim flow's artifacts, the CLI and the Pushgateway. Pure."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import pandas as pd
+
+from gpuaas.actions import ActionResult
+from gpuaas.models import Snapshot
+from gpuaas.pushgateway import MetricFamily
+
+__all__ = ["ASSUMED_GPU_HOURLY_PRICE", "decision_dicts", "decision_rows", "gpu_price", "idle_metrics",
+           "summary_markdown"]
+
+ASSUMED_GPU_HOURLY_PRICE = 3.0
+"""$ per GPU-hour used only when OpenCost has no figure for the fleet at all (the report says so)."""
+
+
+def _fmt_duration(seconds: float) -> str:
+    if seconds is None or pd.isna(seconds):
+        return "-"
+    minutes = int(seconds // 60)
+    return f"{minutes // 60}h{minutes % 60:02d}m" if minutes >= 60 else f"{minutes}m"
+
+
+def decision_dicts(results: Sequence[ActionResult]) -> list[dict[str, Any]]:
+    """The machine form (``gpuaas reclaim --format json``)."""
+    return [{
+        "audit_id": r.audit_id, "kind": r.decision.kind, "namespace": r.decision.namespace, "name": r.decision.name,
+        "tenant": r.decision.tenant, "gpus": r.decision.gpus, "idle_seconds": r.decision.idle_seconds,
+        "action": r.method or "-", "frees": r.frees or "-", "mode": r.decision.mode, "result": r.result,
+        "reason": r.reason,
+    } for r in results]
+
+
+def _evidence_text(evidence: dict[str, Any]) -> str:
+    act = evidence.get("activity_max")
+    req = evidence.get("requests")
+    parts = [f"max activity {act:.3f}" if act is not None else "max activity -",
+             f"<= {evidence.get('threshold')}", f"over {evidence.get('window_minutes'):g}m",
+             f"coverage {evidence.get('coverage') or 0:.0%}",
+             f"{evidence.get('gpus_observed', 0):g}/{evidence.get('gpus_requested', 0):g} GPUs seen"]
+    if req is not None:
+        parts.append(f"{req:g} requests")
+    return ", ".join(parts)
+
+
+def decision_rows(results: Sequence[ActionResult]) -> list[dict[str, Any]]:
+    """The people form: the table artifact and ``--format table``."""
+    return [{
+        "audit id": r.audit_id, "workload": r.decision.ref, "tenant": r.decision.tenant or "-",
+        "GPUs": r.decision.gpus, "idle for": _fmt_duration(r.decision.idle_seconds),
+        "evidence": _evidence_text(r.decision.evidence),
+        "action": f"{r.method} (frees {r.frees})" if r.method else "-", "result": r.result, "reason": r.reason,
+    } for r in results]
+
+
+def gpu_price(snapshot: Snapshot, kind: str, namespace: str, name: str) -> tuple[float, str]:
+    """$ per GPU-hour for this object and where the figure comes from."""
+    costs = snapshot.costs
+    if not costs.empty and {"gpu_cost", "gpu_hours"} <= set(costs.columns):
+        rows = costs[(costs["namespace"] == namespace) & (costs["controller"] == name)
+                     & (costs["controller_kind"].astype(str).str.lower() == kind.lower())]
+        for scope, frame in (("OpenCost, this workload", rows), ("OpenCost, fleet average", costs)):
+            hours = float(frame["gpu_hours"].sum())
+            if hours > 0:
+                return float(frame["gpu_cost"].sum()) / hours, scope
+    return ASSUMED_GPU_HOURLY_PRICE, f"assumed ${ASSUMED_GPU_HOURLY_PRICE:g}/GPU-hour (no OpenCost data)"
+
+
+def summary_markdown(results: Sequence[ActionResult], snapshot: Snapshot, mode: str, cap: int) -> str:
+    acted = [r for r in results if r.result in ("applied", "planned")]
+    gpus = sum(r.decision.gpus for r in acted)
+    idle_hours = sum(r.decision.gpus * r.decision.idle_seconds / 3600 for r in acted)
+    cost, sources = 0.0, set()
+    for r in acted:
+        price, source = gpu_price(snapshot, r.decision.kind, r.decision.namespace, r.decision.name)
+        cost += price * r.decision.gpus
+        sources.add(source)
+    verb = "freed" if mode == "apply" else "would be freed (dry-run: nothing was changed)"
+    counts = pd.Series([r.result for r in results], dtype=object).value_counts().to_dict()
+    quota = sum(r.decision.gpus for r in acted if r.frees == "quota")
+    lines = [
+        f"# gpuaas reclaim ({mode})", "",
+        f"- **{gpus:g}** GPUs {verb}: **{quota:g}** with their quota returned to the queue, "
+        f"**{gpus - quota:g}** compute only (the reservation is kept)",
+        f"- **{idle_hours:.1f}** GPU-hours had already been held idle by them",
+        f"- **${cost:,.2f} per hour** {verb}; price: {', '.join(sorted(sources)) or '-'}",
+        f"- results: {', '.join(f'{k} {v}' for k, v in sorted(counts.items())) or 'no idle workloads'}"
+        f" (cap {cap} actions per run)",
+    ]
+    if snapshot.degraded:
+        lines.append("- :warning: degraded snapshot: no action was taken on its missing parts")
+    return "\n".join(lines) + "\n"
+
+
+def idle_metrics(idle: pd.DataFrame) -> list[MetricFamily]:
+    """Per GPU-holding object (the Workload's owner, named as ``kubectl`` names it): idle 1/0 and
+    idle seconds, for Grafana and a KEDA ScaledObject."""
+    labels = ("namespace", "kind", "name", "tenant")
+    flag = MetricFamily("gpuaas_workload_idle", "1 when every GPU of the workload was idle for the whole window",
+                        labels)
+    seconds = MetricFamily("gpuaas_workload_idle_seconds", "How long the workload has been idle (0 when not idle)",
+                           labels)
+    if idle.empty:
+        return [flag, seconds]
+    frame = idle.assign(
+        target=idle["owner_name"].where(idle["owner_name"].notna(), idle["name"]),
+        is_idle=(idle["verdict"] == "idle").astype(float),
+        idle_s=idle["idle_seconds"].where(idle["verdict"] == "idle", 0.0).astype(float),
+        tenant=idle["tenant"].astype(object).where(idle["tenant"].notna(), ""))
+    # One series per object gpuaas would stop (a Deployment has one Workload per pod): idle only if all are.
+    grouped = frame.groupby(["namespace", "kind", "target", "tenant"], sort=True).agg(
+        is_idle=("is_idle", "min"), idle_s=("idle_s", "min"))
+    for (namespace, kind, name, tenant), row in grouped.iterrows():
+        values = (str(namespace), str(kind), str(name), str(tenant))
+        flag.add(float(row["is_idle"]), *values)
+        seconds.add(float(row["idle_s"]) if row["is_idle"] else 0.0, *values)
+    return [flag, seconds]

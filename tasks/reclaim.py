@@ -1,0 +1,122 @@
+"""Tasks of the reclaim flow: load the snapshot, decide (pure), lock, act, publish."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from datetime import datetime, timedelta
+
+import pandas as pd
+from prefect import runtime, task
+from prefect.artifacts import create_markdown_artifact, create_table_artifact
+from prefect.cache_policies import NO_CACHE
+
+from gpuaas.actions import ActionResult, KubeWriter, already_decided, execute_decisions, recover_interrupted
+from gpuaas.actions import UndoResult, undo_reclaims
+from gpuaas.errors import ActionRefused
+from gpuaas.models import Snapshot
+from gpuaas.policies.idle import find_idle, gpu_evidence
+from gpuaas.policies.reclaim import Decision, finalize_decisions, plan_reclaim
+from gpuaas.policy import Mode
+from gpuaas.pushgateway import push_metrics
+from gpuaas.settings import GpuaasSettings
+from gpuaas.store import SnapshotRecord, open_store
+from reports.reclaim import decision_rows, idle_metrics, summary_markdown
+from tasks._options import IO_TASK_OPTIONS
+
+__all__ = ["LOCK", "acquire_writes_lock", "act", "decide", "find_idle_workloads", "load_snapshot",
+           "publish_reclaim_artifacts", "push_idle_metrics", "release_writes_lock", "undo_actions"]
+
+LOCK = "cluster-writes"
+LOCK_TTL = timedelta(minutes=15)
+
+
+def _run_id() -> str | None:
+    return str(runtime.flow_run.id) if runtime.flow_run.id else None
+
+
+@task(name="load-snapshot", cache_policy=NO_CACHE, retries=2, retry_delay_seconds=2)
+def load_snapshot(settings: GpuaasSettings, snapshot_id: int) -> Snapshot:
+    store = open_store(settings)
+    try:
+        with store.session() as session:
+            record = session.get(SnapshotRecord, snapshot_id)
+        if record is None:
+            raise ActionRefused(f"snapshot {snapshot_id} is not in the store")
+        return Snapshot.from_json(record.payload["snapshot"])
+    finally:
+        store.close()
+
+
+@task(name="find-idle", cache_policy=NO_CACHE)
+def find_idle_workloads(settings: GpuaasSettings, snapshot: Snapshot) -> pd.DataFrame:
+    return find_idle(snapshot.workloads, settings.policy, snapshot.collected_at)
+
+
+@task(name="decide", cache_policy=NO_CACHE)
+def decide(settings: GpuaasSettings, snapshot: Snapshot, idle: pd.DataFrame, mode: Mode) -> list[Decision]:
+    """Pure decisions plus per-GPU evidence; the audit log's answer comes in ``act``."""
+    out = []
+    for d in plan_reclaim(snapshot, idle, settings.policy, mode):
+        per_gpu = gpu_evidence(snapshot.gpus, d.namespace, d.name, d.evidence["window_minutes"])
+        out.append(replace(d, evidence={**d.evidence, "gpus": per_gpu}))
+    return out
+
+
+@task(name="acquire-lock", cache_policy=NO_CACHE)
+def acquire_writes_lock(settings: GpuaasSettings, holder: str) -> None:
+    store = open_store(settings)
+    try:
+        if not store.acquire_lock(LOCK, holder, LOCK_TTL):
+            raise ActionRefused(f"another flow holds the {LOCK!r} lock: no writes this run")
+    finally:
+        store.close()
+
+
+@task(name="release-lock", cache_policy=NO_CACHE)
+def release_writes_lock(settings: GpuaasSettings, holder: str) -> None:
+    store = open_store(settings)
+    try:
+        store.release_lock(LOCK, holder)
+    finally:
+        store.close()
+
+
+@task(name="act", cache_policy=NO_CACHE, timeout_seconds=600)
+def act(settings: GpuaasSettings, decisions: list[Decision], mode: Mode, now: datetime) -> list[ActionResult]:
+    """Recover interrupted actions (apply), skip what was decided, cap, then audit and act. Not retried:
+    a retry of a half-done action is exactly what the audit log and the recovery step guard against."""
+    store = open_store(settings)
+    try:
+        with KubeWriter(settings) as writer:
+            if mode is Mode.apply:
+                recover_interrupted(store, writer, flow_run_id=_run_id(), now=now)
+            decided = already_decided(store, [d.idempotency_key for d in decisions if d.outcome == "planned"])
+            final = finalize_decisions(decisions, decided, settings.policy.reclaim.max_actions_per_run)
+            return execute_decisions(final, store, writer, mode=mode, flow_run_id=_run_id(), now=now)
+    finally:
+        store.close()
+
+
+@task(name="undo", cache_policy=NO_CACHE, timeout_seconds=600)
+def undo_actions(settings: GpuaasSettings, audit_ids: list[int]) -> list[UndoResult]:
+    store = open_store(settings)
+    try:
+        with KubeWriter(settings) as writer:
+            return undo_reclaims(store, writer, audit_ids, flow_run_id=_run_id())
+    finally:
+        store.close()
+
+
+@task(name="publish-artifacts", cache_policy=NO_CACHE)
+def publish_reclaim_artifacts(results: list[ActionResult], snapshot: Snapshot, mode: Mode, cap: int) -> None:
+    create_table_artifact(key="gpuaas-reclaim-decisions", table=decision_rows(results) or [{"workload": "-"}],
+                          description=f"Reclaim decisions ({mode.value}), most wasteful first")
+    create_markdown_artifact(key="gpuaas-reclaim-summary",
+                             markdown=summary_markdown(results, snapshot, mode.value, cap))
+
+
+@task(name="push-idle-metrics", cache_policy=NO_CACHE, **IO_TASK_OPTIONS)
+def push_idle_metrics(settings: GpuaasSettings, idle: pd.DataFrame) -> int:
+    assert settings.pushgateway_url
+    return push_metrics(settings.pushgateway_url, "gpuaas_reclaim", idle_metrics(idle),
+                        timeout=settings.request_timeout_seconds)

@@ -1,0 +1,61 @@
+"""``gpuaas reclaim`` and ``gpuaas undo`` in-process (CliRunner) against the embedded cluster."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from gpuaas.cli.app import app
+from gpuaas.cluster.runner import EmbeddedCluster
+from tests.actions.reclaim_scenario import IDLE_TARGETS, reclaim_cluster, write_policy, writes
+
+pytestmark = [pytest.mark.integration, pytest.mark.flow]
+FIELDS = {"audit_id", "kind", "namespace", "name", "tenant", "gpus", "idle_seconds", "action", "mode", "result",
+          "reason"}
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[EmbeddedCluster]:
+    with reclaim_cluster(tmp_path_factory.mktemp("reclaim-cli")) as running:
+        yield running
+
+
+@pytest.fixture()
+def pointed_at(cluster: EmbeddedCluster, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> EmbeddedCluster:
+    for key, value in cluster.settings_env().items():
+        monkeypatch.setenv(key, value)
+    monkeypatch.setenv("GPUAAS_NVML", "off")
+    monkeypatch.setenv("GPUAAS_POLICY_FILE", str(write_policy(tmp_path / "policy.yaml", max_actions_per_run=1)))
+    return cluster
+
+
+def test_reclaim_json_then_apply_then_undo(pointed_at: EmbeddedCluster, prefect_harness: None) -> None:
+    runner = CliRunner()
+    before = writes(pointed_at)
+    dry = runner.invoke(app, ["reclaim", "--format", "json"])
+    assert dry.exit_code == 0, dry.output
+    decisions = json.loads(dry.stdout)["decisions"]
+    assert {(d["kind"], d["name"]) for d in decisions} == IDLE_TARGETS
+    assert all(FIELDS <= set(d) for d in decisions) and writes(pointed_at) == before
+
+    applied = runner.invoke(app, ["reclaim", "--apply", "--format", "json"])
+    assert applied.exit_code == 0, applied.output
+    [done] = [d for d in json.loads(applied.stdout)["decisions"] if d["result"] == "applied"]
+    assert done["mode"] == "apply" and done["gpus"] == 2
+
+    undone = runner.invoke(app, ["undo", str(done["audit_id"]), "--format", "json"])
+    assert undone.exit_code == 0, undone.output
+    assert json.loads(undone.stdout)["undo"][0]["result"] == "restored"
+
+
+def test_reclaim_fails_with_a_clear_message(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                            prefect_harness: None) -> None:
+    monkeypatch.setenv("GPUAAS_KUBECONFIG", str(tmp_path / "missing-kubeconfig"))
+    monkeypatch.setenv("GPUAAS_NVML", "off")
+    result = CliRunner().invoke(app, ["undo", "1"])
+    assert result.exit_code == 1
+    assert "error:" in result.output and "kubeconfig" in result.output.lower()

@@ -1,0 +1,111 @@
+"""The reclaim flow end to end: embedded cluster, real Prometheus and Pushgateway, Prefect harness.
+
+Scenario: ``tests/actions/reclaim_scenario.py`` (11 idle targets, 5 that must never be
+reclaimed). Covers: dry-run writes nothing and publishes the artifacts and the idle metric;
+apply with a cap of 2 stops the 2 most wasteful (2-GPU) targets and defers the rest; the
+same window again acts on no object twice; ``undo=[ids]`` restores, and again is a no-op.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from gpuaas.cluster.runner import EmbeddedCluster
+from gpuaas.settings import load_settings
+from gpuaas.store import open_store
+from tests.actions.reclaim_scenario import IDLE_TARGETS, NEVER, reclaim_cluster, write_policy, writes
+
+pytestmark = [pytest.mark.integration, pytest.mark.flow]
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[EmbeddedCluster]:
+    with reclaim_cluster(tmp_path_factory.mktemp("reclaim-flow")) as running:
+        yield running
+
+
+@pytest.fixture(scope="module")
+def data_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """One store for the module: the runs below build on each other's audit rows."""
+    return tmp_path_factory.mktemp("reclaim-flow-data")
+
+
+@pytest.fixture()
+def pointed_at(cluster: EmbeddedCluster, data_dir: Path, pushgateway_url: str,
+               monkeypatch: pytest.MonkeyPatch) -> EmbeddedCluster:
+    for key, value in cluster.settings_env().items():
+        monkeypatch.setenv(key, value)
+    monkeypatch.setenv("GPUAAS_DATA_DIR", str(data_dir))
+    monkeypatch.setenv("GPUAAS_NVML", "off")
+    monkeypatch.setenv("GPUAAS_PUSHGATEWAY_URL", pushgateway_url)
+    monkeypatch.setenv("GPUAAS_POLICY_FILE", str(write_policy(data_dir / "policy.yaml", max_actions_per_run=2)))
+    return cluster
+
+
+def _run(**params: Any) -> dict[str, Any]:
+    from flows.reclaim import reclaim
+
+    state = reclaim(**params, return_state=True)
+    assert state.is_completed(), state.message
+    return state.result()  # type: ignore[no-any-return]
+
+
+def _at(cluster: EmbeddedCluster) -> datetime:
+    return cluster.clock.now()
+
+
+def test_dry_run_decides_publishes_and_writes_nothing(pointed_at: EmbeddedCluster, prefect_harness: None,
+                                                      pushgateway_url: str) -> None:
+    before = writes(pointed_at)
+    result = _run(at=_at(pointed_at))
+    assert writes(pointed_at) == before
+    assert result["mode"] == "dry-run"
+    got = {(d["kind"], d["name"]): d for d in result["decisions"]}
+    assert set(got) == IDLE_TARGETS and not NEVER & {n for _, n in got}
+    assert sorted(d["result"] for d in result["decisions"]).count("planned") == 2  # the cap holds in dry-run too
+    assert {d["name"] for d in result["decisions"] if d["result"] == "planned"} == {"ray", "dep"}
+
+    from prefect.client.orchestration import get_client
+    from prefect.client.schemas.filters import ArtifactFilter, ArtifactFilterKey
+
+    with get_client(sync_client=True) as client:
+        for key in ("gpuaas-reclaim-decisions", "gpuaas-reclaim-summary"):
+            assert client.read_artifacts(artifact_filter=ArtifactFilter(key=ArtifactFilterKey(any_=[key]))), key
+    metrics = httpx.get(f"{pushgateway_url}/metrics").text
+    idle_ray = [line for line in metrics.splitlines() if line.startswith("gpuaas_workload_idle{") and 'name="ray"' in line]
+    assert idle_ray and idle_ray[0].endswith(" 1")
+    assert 'job="gpuaas_reclaim"' in metrics
+
+
+def test_apply_is_capped_by_waste_and_the_same_window_acts_once(pointed_at: EmbeddedCluster,
+                                                                 prefect_harness: None) -> None:
+    at = _at(pointed_at)
+    first = _run(apply=True, at=at)
+    applied = {d["name"] for d in first["decisions"] if d["result"] == "applied"}
+    assert applied == {"ray", "dep"}  # 2 GPUs x 30 min each: the most wasteful
+    deferred = [d for d in first["decisions"] if d["result"] == "deferred"]
+    assert len(deferred) == len(IDLE_TARGETS) - 2 and all("over the cap of 2" in d["reason"] for d in deferred)
+    assert pointed_at.store.get("RayCluster", "team-a", "ray")["spec"]["suspend"] is True
+    assert pointed_at.store.get("Deployment", "team-a", "dep")["spec"]["replicas"] == 0
+
+    second = _run(apply=True, at=at)
+    again = {d["name"]: d for d in second["decisions"]}
+    for name in ("ray", "dep"):  # still admitted in the snapshot (Kueue has not reconciled): stopped by the key
+        assert again[name]["result"] == "skipped", again[name]
+    store = open_store(load_settings())
+    try:
+        rows = [r for r in store.audit(flow="reclaim", limit=None) if r.outcome == "applied"]
+    finally:
+        store.close()
+    names = [r.name for r in rows]
+    assert len(names) == len(set(names)) == 4  # two per run, never the same object twice
+
+    undone = _run(undo=[first["decisions"][0]["audit_id"]])["undo"]
+    assert undone[0]["result"] == "restored"
+    assert _run(undo=[first["decisions"][0]["audit_id"]])["undo"][0]["result"] == "no-op"

@@ -19,6 +19,8 @@ from gpuaas.cli._common import console, err_console, fail, print_table, settings
 from gpuaas.cli._flows import run_flow
 from gpuaas.errors import GpuaasError
 
+DEMO_POLICY = Path(__file__).resolve().parents[1] / "cluster" / "scenarios" / "default-policy.yaml"
+
 
 def _idle_rows(snapshot_id: int) -> list[list[Any]]:
     from gpuaas.models import Snapshot
@@ -38,7 +40,7 @@ def _idle_rows(snapshot_id: int) -> list[list[Any]]:
     order = {"idle": 0, "unknown": 1, "excluded": 2, "busy": 3}
     decisions = decisions.sort_values(["verdict", "gpus"], key=lambda s: s.map(order) if s.name == "verdict" else -s)
     return [
-        [r.kind, f"{r.namespace}/{r.name}", r.tenant if isinstance(r.tenant, str) else "-", f"{r.gpus:g}",
+        [r.kind, f"{r.namespace}/{r.owner_name if isinstance(r.owner_name, str) else r.name}", r.tenant if isinstance(r.tenant, str) else "-", f"{r.gpus:g}",
          "-" if r.activity_max != r.activity_max else f"{r.activity_max:.2f}", r.verdict, r.reason]
         for r in decisions.itertuples()
     ]
@@ -46,13 +48,15 @@ def _idle_rows(snapshot_id: int) -> list[list[Any]]:
 
 def demo(
     scenario: Annotated[Path | None, typer.Option(help="Scenario YAML (default: the built-in one).")] = None,
-    history: Annotated[str, typer.Option(help="History to backfill into Prometheus.")] = "3h",
+    history: Annotated[str, typer.Option(help="History to backfill into Prometheus.")] = "6h",
     seed: Annotated[int, typer.Option(help="Same seed, same cluster.")] = 0,
 ) -> None:
     """Start the embedded cluster, run collect (and every built flow) on it, show the results."""
     from gpuaas.cluster.runner import EmbeddedCluster
     from gpuaas.cluster.scenario import default_scenario, load_scenario, parse_duration
 
+    if not os.environ.get("GPUAAS_POLICY_FILE"):
+        os.environ["GPUAAS_POLICY_FILE"] = str(DEMO_POLICY)
     settings = settings_or_exit()
     try:
         chosen = load_scenario(scenario) if scenario else default_scenario()

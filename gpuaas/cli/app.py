@@ -40,6 +40,10 @@ from gpuaas.cli import cluster_cmd as _cluster  # noqa: E402
 app.add_typer(_cluster.app, name="cluster")
 from gpuaas.cli import replay_cmd as _replay  # noqa: E402
 app.add_typer(_replay.app, name="replay")
+from gpuaas.cli import reclaim_cmd as _reclaim  # noqa: E402
+
+app.command("reclaim")(_reclaim.reclaim)
+app.command("undo")(_reclaim.undo)
 
 
 def main() -> None:

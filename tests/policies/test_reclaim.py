@@ -1,0 +1,82 @@
+"""``plan_reclaim`` / ``finalize_decisions``: targets, safety skips, idempotency and the cap. Pure."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import Any
+
+import pandas as pd
+
+from gpuaas.models import Snapshot, SourceStatus
+from gpuaas.policies.idle import find_idle
+from gpuaas.policies.reclaim import finalize_decisions, plan_reclaim
+from gpuaas.policy import Mode, Policy
+from tests.policies.test_idle import NOW, workload
+
+OK = {"kube": SourceStatus("kube", ok=True, staleness_s=0.0), "prometheus": SourceStatus("prometheus", ok=True,
+                                                                                          staleness_s=30.0)}
+
+
+def owner(name: str, kind: str = "RayCluster", **over: Any) -> dict[str, Any]:
+    return {"kind": kind, "namespace": "team-a", "name": name, "uid": f"o-{name}", "resource_version": "7",
+            "gpus": 2.0, "replicas": 1, "stopped": False, **over}
+
+
+def snapshot(rows: list[dict[str, Any]], owners: list[dict[str, Any]], sources: dict[str, SourceStatus] = OK
+             ) -> Snapshot:
+    return Snapshot(collected_at=NOW, windows_minutes=(30.0, 60.0), sources=sources,
+                    workloads=pd.DataFrame(rows), owners=pd.DataFrame(owners))
+
+
+def plan(snap: Snapshot, mode: Mode = Mode.dry_run, policy: Policy | None = None) -> list[Any]:
+    policy = policy or Policy()
+    return plan_reclaim(snap, find_idle(snap.workloads, policy, NOW), policy, mode)
+
+
+def test_owner_is_the_target_and_a_workload_without_a_stoppable_owner_is_deactivated() -> None:
+    snap = snapshot([workload("ray"), workload("job", kind="Workload", owner_kind="Job", owner_name="job")],
+                    [owner("ray")])
+    got = {(d.kind, d.name): d for d in plan(snap)}
+    assert set(got) == {("RayCluster", "ray"), ("Workload", "job")}
+    assert got[("RayCluster", "ray")].resource_version == "7" and got[("Workload", "job")].resource_version is None
+    assert all(d.outcome == "planned" for d in got.values())
+
+
+def test_a_deployment_is_idle_only_when_every_pod_workload_is() -> None:
+    rows = [workload("pod-0", kind="Deployment", owner_kind="Deployment", owner_name="dep", gpus=1.0),
+            workload("pod-1", kind="Deployment", owner_kind="Deployment", owner_name="dep", gpus=1.0,
+                     activity_max_30m=0.9)]
+    [d] = plan(snapshot(rows, [owner("dep", kind="Deployment")]))
+    assert d.outcome == "skipped" and "not every Workload" in d.reason and d.gpus == 2.0
+
+
+def test_never_on_missing_or_stale_parts() -> None:
+    rows, owners = [workload("ray")], [owner("ray")]
+    down = {**OK, "prometheus": SourceStatus("prometheus", ok=False, error="timeout")}
+    assert "did not answer" in plan(snapshot(rows, owners, down))[0].reason
+    stale = {**OK, "prometheus": SourceStatus("prometheus", ok=True, staleness_s=3600.0)}
+    [d] = plan(snapshot(rows, owners, stale))
+    assert d.outcome == "skipped" and "stale" in d.reason
+    assert "owner not in the snapshot" in plan(snapshot(rows, []))[0].reason
+    assert plan(snapshot(rows, [owner("ray", stopped=True)]))[0].reason == "already stopped"
+
+
+def test_the_cap_keeps_the_most_wasteful_and_defers_the_rest() -> None:
+    rows = [workload("small", gpus=1.0, gpus_observed=1.0), workload("big", gpus=8.0, gpus_observed=8.0),
+            workload("mid", gpus=2.0)]
+    decisions = plan(snapshot(rows, [owner("small"), owner("big"), owner("mid")]))
+    final = finalize_decisions(decisions, {}, cap=2)
+    assert [(d.name, d.outcome) for d in final] == [("big", "planned"), ("mid", "planned"), ("small", "deferred")]
+    assert "over the cap of 2" in final[2].reason
+
+
+def test_a_key_already_decided_is_skipped_and_does_not_use_the_cap() -> None:
+    decisions = plan(snapshot([workload("a"), workload("b")], [owner("a"), owner("b")]), Mode.apply)
+    first = next(d for d in decisions if d.name == "a")
+    final = finalize_decisions(decisions, {first.idempotency_key: 41}, cap=1)
+    got = {d.name: d for d in final}
+    assert got["a"].outcome == "skipped" and "audit #41" in got["a"].reason
+    assert got["b"].outcome == "planned"
+    assert "/apply/" in first.idempotency_key
+    later = plan(replace(snapshot([workload("a")], [owner("a")]), collected_at=NOW + pd.Timedelta(minutes=15)))
+    assert later[0].idempotency_key != first.idempotency_key  # a new window is a new decision

@@ -29,7 +29,7 @@ from gpuaas.cluster.telemetry import TelemetryGenerator
 RSS_LIMIT_GIB = 2.0
 
 
-def fleet(nodes: int, queues: int, workloads: int) -> Scenario:
+def fleet(nodes: int, queues: int, workloads: int, kind: str = "Workload") -> Scenario:
     """``queues`` tenants in 10 cohorts over two flavors; each tenant submits ``workloads/queues`` jobs."""
     half = nodes // 2
     per_queue_gpus = (nodes * 8) // queues
@@ -37,7 +37,7 @@ def fleet(nodes: int, queues: int, workloads: int) -> Scenario:
                 "quotas": [{"flavor": "h100" if i % 2 == 0 else "a100", "gpus": per_queue_gpus}]}
                for i in range(queues)]
     per = workloads // queues
-    specs = [{"name": f"job-t{i:03d}", "kind": "Workload", "tenant": f"t{i:03d}", "gpus_per_pod": 1 + i % 4,
+    specs = [{"name": f"job-t{i:03d}", "kind": kind, "tenant": f"t{i:03d}", "gpus_per_pod": 1 + i % 4,
               "pods": 1 + i % 2, "copies": per, "every": "1s"} for i in range(queues)]
     return parse_scenario({
         "name": "bench",

@@ -39,5 +39,10 @@ test: venv system-deps
 bench: venv system-deps
 	@for b in bench/bench_*.py; do echo "== $$b"; $(BIN)/python $$b || exit 1; done
 
+lint: venv
+	$(BIN)/python -m pip install --quiet -e ".[test,dev]"
+	$(BIN)/ruff check gpuaas flows tasks reports tests bench
+	$(BIN)/mypy gpuaas flows tasks reports
+
 clean:
 	rm -rf $(VENV) .pytest_cache build *.egg-info

@@ -13,6 +13,7 @@ import shutil
 from pathlib import Path
 from typing import Annotated, Any
 
+import pandas as pd
 import typer
 
 from gpuaas.cli._common import console, err_console, fail, print_table, settings_or_exit
@@ -39,11 +40,13 @@ def _idle_rows(snapshot_id: int) -> list[list[Any]]:
     decisions = find_idle(snapshot.workloads, settings.policy, snapshot.collected_at)
     order = {"idle": 0, "unknown": 1, "excluded": 2, "busy": 3}
     decisions = decisions.sort_values(["verdict", "gpus"], key=lambda s: s.map(order) if s.name == "verdict" else -s)
-    return [
-        [r.kind, f"{r.namespace}/{r.owner_name if isinstance(r.owner_name, str) else r.name}", r.tenant if isinstance(r.tenant, str) else "-", f"{r.gpus:g}",
-         "-" if r.activity_max != r.activity_max else f"{r.activity_max:.2f}", r.verdict, r.reason]
-        for r in decisions.itertuples()
-    ]
+    rows = []
+    for r in decisions.itertuples():
+        owner = r.owner_name if isinstance(r.owner_name, str) else r.name
+        tenant = r.tenant if isinstance(r.tenant, str) else "-"
+        activity = "-" if pd.isna(r.activity_max) else f"{float(r.activity_max):.2f}"
+        rows.append([r.kind, f"{r.namespace}/{owner}", tenant, f"{float(r.gpus):g}", activity, r.verdict, r.reason])
+    return rows
 
 
 def demo(

@@ -89,8 +89,10 @@ def _agg_part(prop: str, acc_props: dict[str, Any]) -> str:
         value = (acc_props.get(f"{kind}s") or {}).get(name)
         return f"{name}={value}" if value else "__unallocated__"
     if prop == "controller":
-        kind, name = acc_props.get("controllerKind"), acc_props.get("controller")
-        return f"{kind}:{name}" if kind and name else (name or "__unallocated__")
+        controller_kind, controller = acc_props.get("controllerKind"), acc_props.get("controller")
+        if controller_kind and controller:
+            return f"{controller_kind}:{controller}"
+        return str(controller or "__unallocated__")
     if prop not in _PLAIN:
         raise WindowError(f"invalid aggregation property {prop!r}")
     return str(acc_props.get(prop) or "__unallocated__")
@@ -102,7 +104,10 @@ def _round(value: float) -> float:
 
 def _render(name: str, acc: Accumulator, window: tuple[datetime, datetime]) -> dict[str, Any]:
     hours = max(acc.end - acc.start, 0.0) / 3600.0
-    per_hour = (lambda v: v / hours) if hours > 0 else (lambda v: 0.0)
+
+    def per_hour(value: float) -> float:
+        return value / hours if hours > 0 else 0.0
+
     gpu_request = per_hour(acc.gpu_hours)
     usage = acc.gpu_usage_hours / acc.usage_known_gpu_hours if acc.usage_known_gpu_hours else 0.0
     cpu_cores = per_hour(acc.cpu_core_hours)
@@ -111,7 +116,10 @@ def _render(name: str, acc: Accumulator, window: tuple[datetime, datetime]) -> d
     cpu_ram = acc.cpu_cost + acc.ram_cost
     total = acc.cpu_cost + acc.ram_cost + acc.gpu_cost
     single = acc.members == 1 and len(acc.uuids) == 1
-    iso = lambda ts: datetime.fromtimestamp(ts, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")  # noqa: E731
+
+    def iso(ts: float) -> str:
+        return datetime.fromtimestamp(ts, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
     out: dict[str, Any] = {
         "name": name,
         "properties": acc.properties or {},

@@ -45,7 +45,7 @@ class PromClient:
             url=self.url,
             headers=headers,
             retry=Retry(total=0, raise_on_status=False),
-            timeout=settings.request_timeout_seconds,  # type: ignore[arg-type]
+            timeout=settings.request_timeout_seconds,
             method="POST",
         )
 

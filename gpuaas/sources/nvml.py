@@ -53,9 +53,10 @@ def sample_nvml(nvml: ModuleType | Any | None = None) -> tuple[tuple[GpuSample, 
     started = time.monotonic()
     if nvml is None:
         try:
-            import pynvml as nvml  # noqa: PLC0415 - optional at runtime, imported only when sampled
+            import pynvml  # noqa: PLC0415 - optional at runtime, imported only when sampled
         except ImportError as exc:
             return (), SourceStatus(SOURCE, ok=False, error=f"NVML not available: {exc}")
+        nvml = pynvml
     try:
         nvml.nvmlInit()
     except nvml.NVMLError as exc:

@@ -55,7 +55,7 @@ def _column(df: pd.DataFrame, path: Path, names: Sequence[str]) -> str:
 
 
 def _numbers(df: pd.DataFrame, path: Path, column: str) -> np.ndarray:
-    values = pd.to_numeric(df[column].str.strip(), errors="coerce").to_numpy(dtype=float)
+    values: np.ndarray = pd.to_numeric(df[column].str.strip(), errors="coerce").to_numpy(dtype=float)
     bad = np.flatnonzero(~np.isfinite(values))
     if len(bad):
         row = int(bad[0])

@@ -165,11 +165,9 @@ class Store:
         """Delete snapshots collected before ``now - older_than``; returns how many."""
         cutoff = _as_utc(now or utc_now()) - older_than
         with self.session() as session:
-            result = session.exec(  # type: ignore[call-overload]
-                delete(SnapshotRecord).where(col(SnapshotRecord.collected_at) < cutoff)
-            )
+            result = session.execute(delete(SnapshotRecord).where(col(SnapshotRecord.collected_at) < cutoff))
             session.commit()
-            return int(result.rowcount or 0)
+            return int(getattr(result, "rowcount", 0) or 0)
 
     # -- run locks ------------------------------------------------------------------------
 
@@ -177,9 +175,7 @@ class Store:
         """Take the named lock unless someone else holds an unexpired one."""
         now = _as_utc(now or utc_now())
         with self.session() as session:
-            session.exec(  # type: ignore[call-overload]
-                delete(RunLock).where(RunLock.name == name, col(RunLock.expires_at) < now)
-            )
+            session.execute(delete(RunLock).where(col(RunLock.name) == name, col(RunLock.expires_at) < now))
             session.add(RunLock(name=name, holder=holder, acquired_at=now, expires_at=now + ttl))
             try:
                 session.commit()
@@ -191,24 +187,22 @@ class Store:
 
     def release_lock(self, name: str, holder: str) -> None:
         with self.session() as session:
-            session.exec(  # type: ignore[call-overload]
-                delete(RunLock).where(RunLock.name == name, RunLock.holder == holder)
-            )
+            session.execute(delete(RunLock).where(col(RunLock.name) == name, col(RunLock.holder) == holder))
             session.commit()
 
 
 def _object_filter(obj: str) -> list[Any]:
     parts = obj.split("/")
+    name = col(AuditEntry.name)
     if len(parts) == 1:
-        return [AuditEntry.name == parts[0]]
+        return [name == parts[0]]
+    namespace = col(AuditEntry.namespace)
     if len(parts) == 2:
-        return [AuditEntry.namespace == parts[0], AuditEntry.name == parts[1]]
-    kind, namespace, name = parts[0], parts[1], "/".join(parts[2:])
-    return [
-        AuditEntry.kind == kind,
-        or_(AuditEntry.namespace == namespace, col(AuditEntry.namespace).is_(None) if not namespace else False),
-        AuditEntry.name == name,
-    ]
+        return [namespace == parts[0], name == parts[1]]
+    kind, ns = parts[0], parts[1]
+    # ``Kind//name``: a cluster-scoped object (no namespace).
+    same_ns = namespace == ns if ns else or_(namespace.is_(None), namespace == "")
+    return [col(AuditEntry.kind) == kind, same_ns, name == "/".join(parts[2:])]
 
 
 def _sqlite_pragmas(dbapi_connection: Any, _record: Any) -> None:

@@ -6,11 +6,19 @@ stdout (Rich tables for people, ``--format json`` for machines); errors to stder
 
 from __future__ import annotations
 
-import sys
-
 import typer
 
-from gpuaas.cli._common import err_console, handle_errors
+from gpuaas.cli import (
+    audit_cmd,
+    cluster_cmd,
+    collect_cmd,
+    config_cmd,
+    db_cmd,
+    demo_cmd,
+    reclaim_cmd,
+    replay_cmd,
+)
+from gpuaas.cli._common import handle_errors
 
 app = typer.Typer(
     name="gpuaas",
@@ -20,30 +28,15 @@ app = typer.Typer(
     add_completion=False,
 )
 
-# Sub-command groups register themselves on import; one line each.
-from gpuaas.cli import config_cmd as _config  # noqa: E402
-
-app.add_typer(_config.app, name="config")
-from gpuaas.cli import db_cmd as _db  # noqa: E402
-
-app.add_typer(_db.app, name="db")
-from gpuaas.cli import audit_cmd as _audit  # noqa: E402
-
-app.add_typer(_audit.app, name="audit")
-from gpuaas.cli import collect_cmd as _collect  # noqa: E402
-
-app.command("collect")(_collect.collect)
-from gpuaas.cli import demo_cmd as _demo  # noqa: E402
-
-app.command("demo")(_demo.demo)
-from gpuaas.cli import cluster_cmd as _cluster  # noqa: E402
-app.add_typer(_cluster.app, name="cluster")
-from gpuaas.cli import replay_cmd as _replay  # noqa: E402
-app.add_typer(_replay.app, name="replay")
-from gpuaas.cli import reclaim_cmd as _reclaim  # noqa: E402
-
-app.command("reclaim")(_reclaim.reclaim)
-app.command("undo")(_reclaim.undo)
+app.command("demo")(demo_cmd.demo)
+app.command("collect")(collect_cmd.collect)
+app.command("reclaim")(reclaim_cmd.reclaim)
+app.command("undo")(reclaim_cmd.undo)
+app.add_typer(cluster_cmd.app, name="cluster")
+app.add_typer(audit_cmd.app, name="audit")
+app.add_typer(config_cmd.app, name="config")
+app.add_typer(db_cmd.app, name="db")
+app.add_typer(replay_cmd.app, name="replay")
 
 
 def main() -> None:
@@ -53,4 +46,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":  # pragma: no cover
-    sys.exit(main())
+    main()

@@ -48,12 +48,12 @@ def reclaim(apply: bool = False, at: datetime | None = None, undo: list[int] | N
     if undo:
         acquire_writes_lock(settings, holder)
         try:
-            results = undo_actions(settings, list(undo))
+            restores = undo_actions(settings, list(undo))
         finally:
             release_writes_lock(settings, holder)
-        for r in results:
+        for r in restores:
             logger.info("undo #%s: %s %s", r.audit_id, r.result, r.message)
-        return {"undo": [asdict(r) for r in results]}
+        return {"undo": [asdict(r) for r in restores]}
 
     mode = Mode.apply if apply or settings.policy.reclaim.mode is Mode.apply else Mode.dry_run
     now = at or datetime.now(UTC)
@@ -78,8 +78,8 @@ def reclaim(apply: bool = False, at: datetime | None = None, undo: list[int] | N
     else:
         results = act(settings, decisions, mode, now)
     counts: dict[str, int] = {}
-    for r in results:
-        counts[r.result] = counts.get(r.result, 0) + 1
+    for result in results:
+        counts[result.result] = counts.get(result.result, 0) + 1
     logger.info("act (%s): %s in %.2fs", mode.value, counts or "nothing to do", time.monotonic() - started)
 
     cap = settings.policy.reclaim.max_actions_per_run

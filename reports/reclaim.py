@@ -114,8 +114,9 @@ def idle_metrics(idle: pd.DataFrame) -> list[MetricFamily]:
     # One series per object gpuaas would stop (a Deployment has one Workload per pod): idle only if all are.
     grouped = frame.groupby(["namespace", "kind", "target", "tenant"], sort=True).agg(
         is_idle=("is_idle", "min"), idle_s=("idle_s", "min"))
-    for (namespace, kind, name, tenant), row in grouped.iterrows():
-        values = (str(namespace), str(kind), str(name), str(tenant))
-        flag.add(float(row["is_idle"]), *values)
-        seconds.add(float(row["idle_s"]) if row["is_idle"] else 0.0, *values)
+    row: Any
+    for row in grouped.reset_index().itertuples(index=False):
+        values = (str(row.namespace), str(row.kind), str(row.target), str(row.tenant))
+        flag.add(float(row.is_idle), *values)
+        seconds.add(float(row.idle_s) if row.is_idle else 0.0, *values)
     return [flag, seconds]

@@ -51,32 +51,35 @@ def _undo_one(store: Store, writer: KubeWriter, audit_id: int, flow_run_id: str 
     if isinstance(found, str):
         return UndoResult(audit_id, "no-op", found)
     row = found
-    ref = {"kind": row.kind, "namespace": row.namespace, "name": row.name}
+
+    def out(result: str, message: str, restore_audit_id: int | None = None) -> UndoResult:
+        return UndoResult(audit_id, result, message, row.kind, row.namespace, row.name, restore_audit_id)
+
     later = store.audit(refers_to=[int(row.id or 0)], limit=None)
     restored = [r for r in later if r.action == "restore" and r.outcome == "restored"]
     if restored:
-        return UndoResult(audit_id, "no-op", f"already restored by audit #{restored[0].id}", **ref)
+        return out("no-op", f"already restored by audit #{restored[0].id}")
     if row.mode != "apply":
-        return UndoResult(audit_id, "no-op", "a dry-run decision: nothing was changed", **ref)
+        return out("no-op", "a dry-run decision: nothing was changed")
     if any(r.outcome in ("skipped", "failed") for r in later) and not any(r.outcome == "applied" for r in later):
-        return UndoResult(audit_id, "no-op", "the reclaim never reached the object: nothing to restore", **ref)
+        return out("no-op", "the reclaim never reached the object: nothing to restore")
     for attempt in (1, 2):
         try:
             obj = writer.get(row.kind, row.namespace or "", row.name)
         except NotFound:
-            return UndoResult(audit_id, "skipped", "object deleted", **ref)
+            return out("skipped", "object deleted")
         mark = reclaimed_by(obj)
         if mark is None or mark.get("audit_id") != row.id:
-            return UndoResult(audit_id, "skipped", f"the object no longer carries the gpuaas.io/reclaimed annotation of "
-                              f"audit #{row.id}: changed by someone else, not overwritten", **ref)
+            return out("skipped", f"the object no longer carries the gpuaas.io/reclaimed annotation of "
+                              f"audit #{row.id}: changed by someone else, not overwritten")
         try:
             patched = writer.patch(row.kind, row.namespace or "", row.name, restore_patch(row.before or {}, obj))
             break
         except Conflict:
             if attempt == 2:
-                return UndoResult(audit_id, "failed", "409 Conflict twice: the object keeps changing; try again", **ref)
+                return out("failed", "409 Conflict twice: the object keeps changing; try again")
         except GpuaasError as exc:
-            return UndoResult(audit_id, "failed", str(exc)[:500], **ref)
+            return out("failed", str(exc)[:500])
     entry = store.append(AuditEntry(
         flow=FLOW, flow_run_id=flow_run_id, action="restore", kind=row.kind, namespace=row.namespace, name=row.name,
         uid=row.uid, mode="apply", outcome="restored", reason=f"undo of audit #{row.id}", evidence={},
@@ -84,7 +87,7 @@ def _undo_one(store: Store, writer: KubeWriter, audit_id: int, flow_run_id: str 
         idempotency_key=f"restore/{row.id}", refers_to=row.id,
     ))
     message = f"restored (resourceVersion {patched['metadata'].get('resourceVersion')})"
-    return UndoResult(audit_id, "restored", message, restore_audit_id=entry.id, **ref)
+    return out("restored", message, restore_audit_id=entry.id)
 
 
 def undo_reclaims(store: Store, writer: KubeWriter, audit_ids: Iterable[int], *,

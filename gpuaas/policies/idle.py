@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -163,5 +164,5 @@ def gpu_evidence(gpus: pd.DataFrame, namespace: str, pod_prefix: str, window_min
     return out
 
 
-def _num(value: object) -> float | None:
-    return None if value is None or pd.isna(value) else round(float(value), 4)  # type: ignore[arg-type]
+def _num(value: Any) -> float | None:
+    return None if value is None or pd.isna(value) else round(float(value), 4)

@@ -97,8 +97,8 @@ def _none(value: Any) -> Any:
 def _owners(snapshot: Snapshot) -> dict[tuple[str, str, str], dict[str, Any]]:
     if snapshot.owners.empty:
         return {}
-    return {(str(r["kind"]), str(r["namespace"]), str(r["name"])): r
-            for r in snapshot.owners.to_dict(orient="records")}
+    records: list[dict[str, Any]] = snapshot.owners.to_dict(orient="records")  # type: ignore[assignment]
+    return {(str(r["kind"]), str(r["namespace"]), str(r["name"])): r for r in records}
 
 
 def _evidence(rows: pd.DataFrame) -> dict[str, Any]:

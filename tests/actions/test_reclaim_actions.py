@@ -18,8 +18,14 @@ from typing import Any
 
 import pytest
 
-from gpuaas.actions import KubeWriter, RECLAIMED_ANNOTATION, already_decided, execute_decisions, recover_interrupted
-from gpuaas.actions import undo_reclaims
+from gpuaas.actions import (
+    RECLAIMED_ANNOTATION,
+    KubeWriter,
+    already_decided,
+    execute_decisions,
+    recover_interrupted,
+    undo_reclaims,
+)
 from gpuaas.cluster.runner import EmbeddedCluster
 from gpuaas.policies.idle import find_idle
 from gpuaas.policies.reclaim import Decision, finalize_decisions, plan_reclaim, reclaim_key

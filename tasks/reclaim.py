@@ -10,8 +10,15 @@ from prefect import runtime, task
 from prefect.artifacts import create_markdown_artifact, create_table_artifact
 from prefect.cache_policies import NO_CACHE
 
-from gpuaas.actions import ActionResult, KubeWriter, already_decided, execute_decisions, recover_interrupted
-from gpuaas.actions import UndoResult, undo_reclaims
+from gpuaas.actions import (
+    ActionResult,
+    KubeWriter,
+    UndoResult,
+    already_decided,
+    execute_decisions,
+    recover_interrupted,
+    undo_reclaims,
+)
 from gpuaas.errors import ActionRefused
 from gpuaas.models import Snapshot
 from gpuaas.policies.idle import find_idle, gpu_evidence

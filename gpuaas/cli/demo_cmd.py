@@ -23,21 +23,26 @@ from gpuaas.errors import GpuaasError
 DEMO_POLICY = Path(__file__).resolve().parents[1] / "cluster" / "scenarios" / "default-policy.yaml"
 
 
-def _idle_rows(snapshot_id: int) -> list[list[Any]]:
+def _stored_snapshot(snapshot_id: int) -> tuple[dict[str, Any], Any]:
+    """The summary and the snapshot the reclaim flow's collect step stored."""
     from gpuaas.models import Snapshot
-    from gpuaas.policies.idle import find_idle
-    from gpuaas.store import open_store
+    from gpuaas.store import SnapshotRecord, open_store
 
-    settings = settings_or_exit()
-    store = open_store(settings)
+    store = open_store(settings_or_exit())
     try:
-        record = store.latest_snapshot()
+        with store.session() as session:
+            record = session.get(SnapshotRecord, snapshot_id)
     finally:
         store.close()
-    if record is None or record.id != snapshot_id:
-        return []
-    snapshot = Snapshot.from_json(record.payload["snapshot"])
-    decisions = find_idle(snapshot.workloads, settings.policy, snapshot.collected_at)
+    if record is None:
+        raise fail(f"snapshot {snapshot_id} is not in the store")
+    return record.summary, Snapshot.from_json(record.payload["snapshot"])
+
+
+def _idle_rows(snapshot: Any) -> list[list[Any]]:
+    from gpuaas.policies.idle import find_idle
+
+    decisions = find_idle(snapshot.workloads, settings_or_exit().policy, snapshot.collected_at)
     order = {"idle": 0, "unknown": 1, "excluded": 2, "busy": 3}
     decisions = decisions.sort_values(["verdict", "gpus"], key=lambda s: s.map(order) if s.name == "verdict" else -s)
     rows = []
@@ -54,7 +59,7 @@ def demo(
     history: Annotated[str, typer.Option(help="History to backfill into Prometheus.")] = "6h",
     seed: Annotated[int, typer.Option(help="Same seed, same cluster.")] = 0,
 ) -> None:
-    """Start the embedded cluster, run collect (and every built flow) on it, show the results."""
+    """Start the embedded cluster, run the reclaim flow (with collect) in dry-run on it, show the results."""
     from gpuaas.cluster.runner import EmbeddedCluster
     from gpuaas.cluster.scenario import default_scenario, load_scenario, parse_duration
 
@@ -79,9 +84,10 @@ def demo(
             highlight=False,
         )
         os.environ.update(cluster.settings_env())
-        from flows.collect import collect as collect_flow
+        from flows.reclaim import reclaim as reclaim_flow
 
-        summary = run_flow(collect_flow, "collect: reading Kueue, Prometheus and OpenCost")
+        result = run_flow(reclaim_flow, "reclaim (dry-run): collecting a snapshot and deciding")
+        summary, snapshot = _stored_snapshot(result["snapshot_id"])
         from reports.collect import backlog_rows
 
         rows = backlog_rows(summary)
@@ -92,14 +98,22 @@ def demo(
               "-" if s["staleness_s"] is None else f"{s['staleness_s']:.0f}"] for n, s in summary["sources"].items()],
         )
         print_table(
-            "GPU workloads: idle detection (dry-run: nothing was changed)",
+            "GPU workloads: idle detection",
             ["kind", "workload", "tenant", "GPUs", "max activity", "verdict", "why"],
-            _idle_rows(summary["snapshot_id"]),
+            _idle_rows(snapshot),
         )
+        decisions = result["decisions"]
+        print_table(
+            "Reclaim decisions (dry-run: nothing was changed; `gpuaas reclaim --apply` acts)",
+            ["audit id", "kind", "workload", "tenant", "GPUs", "action", "result", "reason"],
+            [[d["audit_id"], d["kind"], f"{d['namespace']}/{d['name']}", d["tenant"] or "-", f"{d['gpus']:g}",
+              f"{d['action']} (frees {d['frees']})", d["result"], d["reason"]] for d in decisions],
+        )
+        planned = [d for d in decisions if d["result"] == "planned"]
         console.print(
-            f"snapshot {summary['snapshot_id']} stored in {settings.database_url_value.split('///')[-1]}; "
-            f"{summary['idle_candidates']} idle candidates, {summary['unknown_telemetry']} workloads with "
-            "incomplete telemetry (never treated as idle).",
+            f"{len(planned)} workloads holding {sum(d['gpus'] for d in planned):g} GPUs would be stopped; "
+            f"{summary['unknown_telemetry']} workloads have incomplete telemetry and are never treated as idle. "
+            f"Audit log: gpuaas audit list (database {settings.database_url_value.split('///')[-1]}).",
             highlight=False,
         )
     finally:

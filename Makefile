@@ -11,7 +11,7 @@ venv: $(VENV)/.installed
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet -e ".[test]"
+	$(BIN)/python -m pip install --quiet -e ".[test,dev]"
 	touch $@
 
 # Debian packages for the real services the embedded cluster and the tests run.
@@ -33,14 +33,13 @@ system-deps:
 demo: venv system-deps
 	$(BIN)/gpuaas demo
 
-test: venv system-deps
+test: venv system-deps lint
 	PREFECT_SERVER_ANALYTICS_ENABLED=false $(BIN)/python -m pytest
 
 bench: venv system-deps
 	@for b in bench/bench_*.py; do echo "== $$b"; $(BIN)/python $$b || exit 1; done
 
 lint: venv
-	$(BIN)/python -m pip install --quiet -e ".[test,dev]"
 	$(BIN)/ruff check gpuaas flows tasks reports tests bench
 	$(BIN)/mypy gpuaas flows tasks reports
 

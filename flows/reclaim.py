@@ -15,6 +15,7 @@ from dataclasses import asdict
 from datetime import UTC, datetime
 from typing import Any
 
+import pandas as pd
 from prefect import flow, get_run_logger
 
 from flows.collect import collect
@@ -63,7 +64,7 @@ def reclaim(apply: bool = False, at: datetime | None = None, undo: list[int] | N
     logger.info("collect: snapshot %s in %.2fs", snapshot_id, time.monotonic() - started)
 
     started = time.monotonic()
-    idle = find_idle_workloads(settings, snapshot)
+    idle: pd.DataFrame = find_idle_workloads(settings, snapshot)
     decisions = decide(settings, snapshot, idle, mode)
     logger.info("decide: %d GPU workloads, %d idle targets in %.2fs", len(idle), len(decisions),
                 time.monotonic() - started)

@@ -37,7 +37,7 @@ class KubeWriter:
 
     def close(self) -> None:
         if self._own:
-            self._api.close()  # type: ignore[no-untyped-call]
+            self._api.close()
 
     def __enter__(self) -> KubeWriter:
         return self

@@ -97,7 +97,7 @@ def _none(value: Any) -> Any:
 def _owners(snapshot: Snapshot) -> dict[tuple[str, str, str], dict[str, Any]]:
     if snapshot.owners.empty:
         return {}
-    records: list[dict[str, Any]] = snapshot.owners.to_dict(orient="records")  # type: ignore[assignment]
+    records: list[dict[str, Any]] = snapshot.owners.to_dict(orient="records")
     return {(str(r["kind"]), str(r["namespace"]), str(r["name"])): r for r in records}
 
 

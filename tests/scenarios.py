@@ -14,11 +14,13 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from gpuaas.cluster.clock import ManualClock
 from gpuaas.cluster.runner import EmbeddedCluster
 from gpuaas.cluster.scenario import parse_scenario
 
-__all__ = ["HAND_CHECKED", "HISTORY", "embedded"]
+__all__ = ["HAND_CHECKED", "HISTORY", "embedded", "point_at"]
 
 HAND_CHECKED: dict[str, Any] = {
     "name": "hand-checked",
@@ -44,3 +46,12 @@ def embedded(data_dir: Path, scenario: dict[str, Any] = HAND_CHECKED, *, seed: i
     """An embedded cluster on a ManualClock whose history ends at the current minute."""
     start = datetime.now(UTC).replace(second=0, microsecond=0) - history
     return EmbeddedCluster(parse_scenario(scenario), data_dir, seed=seed, history=history, clock=ManualClock(start))
+
+
+def point_at(cluster: EmbeddedCluster, monkeypatch: pytest.MonkeyPatch, **settings: str | Path) -> EmbeddedCluster:
+    """Point gpuaas's settings at ``cluster`` (NVML off), plus ``GPUAAS_<NAME>`` overrides, for one test."""
+    env = {**cluster.settings_env(), "GPUAAS_NVML": "off"}
+    env.update({f"GPUAAS_{name.upper()}": str(value) for name, value in settings.items()})
+    for key, value in env.items():
+        monkeypatch.setenv(key, value)
+    return cluster

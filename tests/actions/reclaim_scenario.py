@@ -23,16 +23,13 @@ young          Notebook (team-g) 1     inside the 2 h grace period: excluded
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from contextlib import contextmanager
-from datetime import UTC, datetime, timedelta
+from datetime import timedelta
 from pathlib import Path
 
 import yaml
 
-from gpuaas.cluster.clock import ManualClock
 from gpuaas.cluster.runner import EmbeddedCluster
-from gpuaas.cluster.scenario import parse_scenario
+from tests.scenarios import embedded
 
 HISTORY = timedelta(minutes=90)
 IDLE = {"profile": "constant", "value": 0.0}
@@ -83,12 +80,8 @@ def write_policy(path: Path, **reclaim: object) -> Path:
     return path
 
 
-@contextmanager
-def reclaim_cluster(data_dir: Path) -> Iterator[EmbeddedCluster]:
-    start = datetime.now(UTC).replace(second=0, microsecond=0) - HISTORY
-    with EmbeddedCluster(parse_scenario(SCENARIO), data_dir, seed=5, history=HISTORY,
-                         clock=ManualClock(start)) as cluster:
-        yield cluster
+def reclaim_cluster(data_dir: Path) -> EmbeddedCluster:
+    return embedded(data_dir, SCENARIO, seed=5, history=HISTORY)
 
 
 WRITE_VERBS = ("PATCH", "PUT", "POST", "DELETE")

@@ -34,6 +34,7 @@ from gpuaas.settings import GpuaasSettings, load_settings
 from gpuaas.snapshot import collect_snapshot
 from gpuaas.store import Store, open_store
 from tests.actions.reclaim_scenario import IDLE_TARGETS, NEVER, reclaim_cluster, write_policy, writes
+from tests.scenarios import point_at
 
 pytestmark = [pytest.mark.integration]
 
@@ -46,10 +47,7 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[EmbeddedCluste
 
 @pytest.fixture()
 def settings(cluster: EmbeddedCluster, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> GpuaasSettings:
-    for key, value in cluster.settings_env().items():
-        monkeypatch.setenv(key, value)
-    monkeypatch.setenv("GPUAAS_NVML", "off")
-    monkeypatch.setenv("GPUAAS_POLICY_FILE", str(write_policy(tmp_path / "policy.yaml", max_actions_per_run=20)))
+    point_at(cluster, monkeypatch, policy_file=write_policy(tmp_path / "policy.yaml", max_actions_per_run=20))
     return load_settings()
 
 

@@ -12,6 +12,7 @@ from typer.testing import CliRunner
 from gpuaas.cli.app import app
 from gpuaas.cluster.runner import EmbeddedCluster
 from tests.actions.reclaim_scenario import IDLE_TARGETS, reclaim_cluster, write_policy, writes
+from tests.scenarios import point_at
 
 pytestmark = [pytest.mark.integration, pytest.mark.flow]
 FIELDS = {"audit_id", "kind", "namespace", "name", "tenant", "gpus", "idle_seconds", "action", "mode", "result",
@@ -26,11 +27,7 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[EmbeddedCluste
 
 @pytest.fixture()
 def pointed_at(cluster: EmbeddedCluster, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> EmbeddedCluster:
-    for key, value in cluster.settings_env().items():
-        monkeypatch.setenv(key, value)
-    monkeypatch.setenv("GPUAAS_NVML", "off")
-    monkeypatch.setenv("GPUAAS_POLICY_FILE", str(write_policy(tmp_path / "policy.yaml", max_actions_per_run=1)))
-    return cluster
+    return point_at(cluster, monkeypatch, policy_file=write_policy(tmp_path / "policy.yaml", max_actions_per_run=1))
 
 
 def test_reclaim_json_then_apply_then_undo(pointed_at: EmbeddedCluster, prefect_harness: None) -> None:

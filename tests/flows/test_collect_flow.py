@@ -24,7 +24,7 @@ from gpuaas.cluster.runner import EmbeddedCluster
 from gpuaas.models import Snapshot
 from gpuaas.settings import load_settings
 from gpuaas.store import open_store
-from tests.scenarios import embedded
+from tests.scenarios import embedded, point_at
 
 pytestmark = [pytest.mark.integration, pytest.mark.flow]
 
@@ -38,10 +38,7 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[EmbeddedCluste
 
 @pytest.fixture()
 def pointed_at(cluster: EmbeddedCluster, pushgateway_url: str, monkeypatch: pytest.MonkeyPatch) -> EmbeddedCluster:
-    for key, value in cluster.settings_env().items():
-        monkeypatch.setenv(key, value)
-    monkeypatch.setenv("GPUAAS_PUSHGATEWAY_URL", pushgateway_url)
-    return cluster
+    return point_at(cluster, monkeypatch, pushgateway_url=pushgateway_url, nvml="auto")
 
 
 def test_collect_flow_backlog_usage_activity_exact(pointed_at: EmbeddedCluster, prefect_harness: None) -> None:

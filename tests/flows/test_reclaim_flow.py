@@ -20,6 +20,7 @@ from gpuaas.cluster.runner import EmbeddedCluster
 from gpuaas.settings import load_settings
 from gpuaas.store import open_store
 from tests.actions.reclaim_scenario import IDLE_TARGETS, NEVER, reclaim_cluster, write_policy, writes
+from tests.scenarios import point_at
 
 pytestmark = [pytest.mark.integration, pytest.mark.flow]
 
@@ -39,13 +40,8 @@ def data_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
 @pytest.fixture()
 def pointed_at(cluster: EmbeddedCluster, data_dir: Path, pushgateway_url: str,
                monkeypatch: pytest.MonkeyPatch) -> EmbeddedCluster:
-    for key, value in cluster.settings_env().items():
-        monkeypatch.setenv(key, value)
-    monkeypatch.setenv("GPUAAS_DATA_DIR", str(data_dir))
-    monkeypatch.setenv("GPUAAS_NVML", "off")
-    monkeypatch.setenv("GPUAAS_PUSHGATEWAY_URL", pushgateway_url)
-    monkeypatch.setenv("GPUAAS_POLICY_FILE", str(write_policy(data_dir / "policy.yaml", max_actions_per_run=2)))
-    return cluster
+    return point_at(cluster, monkeypatch, data_dir=data_dir, pushgateway_url=pushgateway_url,
+                    policy_file=write_policy(data_dir / "policy.yaml", max_actions_per_run=2))
 
 
 def _run(**params: Any) -> dict[str, Any]:

@@ -31,13 +31,18 @@ PID_FILE = "cluster.pid"
 
 
 def _alive(pid: int) -> bool:
+    """Running (a zombie waiting for its parent to reap it has stopped)."""
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
         return False
     except PermissionError:
         return True
-    return True
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except (OSError, IndexError):
+        return True
+    return state not in ("Z", "X")
 
 
 def _read_pid(path: Path) -> int | None:
@@ -129,7 +134,8 @@ def down(timeout: Annotated[float, typer.Option(help="Seconds to wait for it to 
     os.kill(pid, signal.SIGTERM)
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        if not _alive(pid):
+        # 'up' removes its pid file once everything it started has stopped.
+        if not _alive(pid) or _read_pid(pid_path) != pid:
             console.print(f"stopped (pid {pid})")
             return
         time.sleep(0.2)

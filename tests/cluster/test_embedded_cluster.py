@@ -195,3 +195,31 @@ def test_kubectl_works_with_the_kubeconfig(cluster: EmbeddedCluster) -> None:
                          capture_output=True, text=True, timeout=60)
     assert out.returncode == 0, out.stderr
     assert set(out.stdout.split()) == {"clusterqueue.kueue.x-k8s.io/team-a-cq", "clusterqueue.kueue.x-k8s.io/team-b-cq"}
+
+
+def test_cli_down_stops_a_running_cluster_and_its_prometheus(tmp_path: Path) -> None:
+    env = {**os.environ, "GPUAAS_DATA_DIR": str(tmp_path / "data")}
+    gpuaas = Path(sys.executable).with_name("gpuaas")
+    kubeconfig = tmp_path / "kc.yaml"
+    proc = subprocess.Popen([str(gpuaas), "cluster", "up", "--kubeconfig", str(kubeconfig), "--history", "10m"],
+                            env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 90
+        while not kubeconfig.exists():
+            assert proc.poll() is None and time.monotonic() < deadline, "cluster up did not write the kubeconfig"
+            time.sleep(0.2)
+        prometheus = [pid for pid, comm in _children(proc.pid) if comm == "prometheus"]
+        second = subprocess.run([str(gpuaas), "cluster", "up", "--history", "10m"], env=env, capture_output=True,
+                                text=True, timeout=60)
+        assert second.returncode == 1 and "already running" in second.stderr
+        down = subprocess.run([str(gpuaas), "cluster", "down"], env=env, capture_output=True, text=True, timeout=60)
+        assert down.returncode == 0, down.stderr
+        assert proc.wait(timeout=30) == 0
+        time.sleep(0.2)
+        assert prometheus and not any(_alive(pid) for pid in prometheus)
+        again = subprocess.run([str(gpuaas), "cluster", "down"], env=env, capture_output=True, text=True, timeout=60)
+        assert again.returncode == 0 and "no embedded cluster is running" in again.stdout
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()

@@ -15,7 +15,7 @@ app = typer.Typer(help="Read the append-only audit log.", no_args_is_help=True)
 _UNITS = {"s": "seconds", "m": "minutes", "h": "hours", "d": "days", "w": "weeks"}
 
 
-def parse_since(value: str, now: datetime | None = None) -> datetime:
+def parse_since(value: str, now: datetime | None = None, option: str = "--since") -> datetime:
     """``90m``, ``2h``, ``7d`` (relative) or an ISO-8601 time (UTC when no offset is given)."""
     now = now or datetime.now(UTC)
     text = value.strip()
@@ -24,19 +24,25 @@ def parse_since(value: str, now: datetime | None = None) -> datetime:
     try:
         parsed = datetime.fromisoformat(text.replace("Z", "+00:00"))
     except ValueError as exc:
-        raise ValueError(f"--since: expected a duration like 2h or 7d, or an ISO time, got {value!r}") from exc
+        raise ValueError(f"{option}: expected a duration like 2h or 7d, or an ISO time, got {value!r}") from exc
     return parsed.replace(tzinfo=UTC) if parsed.tzinfo is None else parsed
 
 
+_FIELDS = ("id", "created_at", "flow", "flow_run_id", "action", "kind", "namespace", "name", "uid", "object",
+           "mode", "outcome", "reason", "evidence", "before", "after", "idempotency_key", "refers_to")
+
+
 def entry_to_dict(entry: AuditEntry) -> dict[str, object]:
+    """One row as JSON, keys in a stable, readable order."""
     data = entry.model_dump(mode="json")
     data["object"] = entry.object_ref
-    return data
+    return {key: data.get(key) for key in _FIELDS}
 
 
 @app.command("list")
 def list_(
     since: Annotated[str | None, typer.Option(help="Only rows newer than this: 2h, 7d, or an ISO time.")] = None,
+    until: Annotated[str | None, typer.Option(help="Only rows older than this (same forms as --since).")] = None,
     flow: Annotated[str | None, typer.Option(help="Only rows written by this flow (reclaim, rebalance, ...).")] = None,
     object: Annotated[
         str | None, typer.Option("--object", help="NAME, NAMESPACE/NAME or KIND/NAMESPACE/NAME.")
@@ -44,14 +50,15 @@ def list_(
     limit: Annotated[int, typer.Option(min=1, help="At most this many rows (newest kept).")] = 200,
     format: Annotated[OutputFormat, typer.Option("--format")] = OutputFormat.table,
 ) -> None:
-    """List audit entries, oldest first."""
+    """List audit entries, oldest first (an incident window: --since 2026-11-29T02:00 --until 2026-11-29T03:00)."""
     try:
         since_at = parse_since(since) if since else None
+        until_at = parse_since(until, option="--until") if until else None
     except ValueError as exc:
         raise fail(str(exc), code=2) from exc
     store = open_store(settings_or_exit())
     try:
-        rows = store.audit(since=since_at, flow=flow, obj=object, limit=None)[-limit:]
+        rows = store.audit(since=since_at, until=until_at, flow=flow, obj=object, limit=None)[-limit:]
     finally:
         store.close()
     if format is OutputFormat.json:

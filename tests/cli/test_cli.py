@@ -77,6 +77,9 @@ def test_audit_list_filters_and_formats() -> None:
     assert [e["name"] for e in recent["entries"]] == ["team-a-cq"]
     by_flow = json.loads(runner.invoke(app, ["audit", "list", "--flow", "reclaim", "--format", "json"]).stdout)
     assert [e["object"] for e in by_flow["entries"]] == ["Notebook team-a/nb-1"]
+    window = json.loads(runner.invoke(app, ["audit", "list", "--since", "6h", "--until", "1h", "--format", "json"]).stdout)
+    assert [e["name"] for e in window["entries"]] == ["nb-1"]
+    assert list(window["entries"][0])[:4] == ["id", "created_at", "flow", "flow_run_id"]
     by_obj = runner.invoke(app, ["audit", "list", "--object", "team-a/nb-1"], env={"COLUMNS": "200"})
     assert by_obj.exit_code == 0 and "nb-1" in by_obj.stdout and "team-a-cq" not in by_obj.stdout
 

@@ -22,7 +22,7 @@ import httpx
 
 from gpuaas.cluster.prometheus import free_port, require_binary
 
-__all__ = ["postgres_server", "pushgateway_server"]
+__all__ = ["fresh_schema_url", "postgres_server", "pushgateway_server"]
 
 
 def _pg_bin(name: str) -> str:
@@ -83,6 +83,18 @@ def postgres_server() -> Iterator[str]:
             check=False, capture_output=True,
         )
         shutil.rmtree(base, ignore_errors=True)
+
+
+def fresh_schema_url(base_url: str, name: str) -> str:
+    """A URL whose connections use a new, empty schema ``name``: independent tests on one server."""
+    from sqlalchemy import create_engine, text
+
+    admin = create_engine(base_url)
+    with admin.begin() as conn:
+        conn.execute(text(f'DROP SCHEMA IF EXISTS "{name}" CASCADE'))
+        conn.execute(text(f'CREATE SCHEMA "{name}"'))
+    admin.dispose()
+    return f"{base_url}?options=-csearch_path%3D{name}"
 
 
 @contextmanager

@@ -15,6 +15,7 @@ from gpuaas.cli.app import app
 from gpuaas.cli.audit_cmd import parse_since
 from gpuaas.settings import load_settings
 from gpuaas.store import AuditEntry, open_store
+from tests.services import fresh_schema_url
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "policy.yaml"
 runner = CliRunner()
@@ -101,3 +102,17 @@ def test_parse_since_relative(text: str, expected: timedelta) -> None:
 
 def test_parse_since_iso_defaults_to_utc() -> None:
     assert parse_since("2026-11-29T02:00:00") == datetime(2026, 11, 29, 2, tzinfo=UTC)
+
+
+def test_db_upgrade_and_audit_on_postgresql(postgres_url: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The same commands against a real PostgreSQL: only the URL differs (the password is never printed)."""
+    url = fresh_schema_url(postgres_url, "cli_test")
+    monkeypatch.setenv("GPUAAS_DATABASE_URL", url)
+    first = runner.invoke(app, ["db", "upgrade"])
+    assert first.exit_code == 0 and "(empty) -> 0002" in first.stdout and first.stdout.startswith("postgresql")
+    store = open_store(load_settings())
+    store.append(AuditEntry(flow="reclaim", action="reclaim", kind="Notebook", namespace="a", name="nb",
+                            mode="dry-run", outcome="planned"))
+    store.close()
+    listed = json.loads(runner.invoke(app, ["audit", "list", "--format", "json"]).stdout)["entries"]
+    assert [(e["object"], e["outcome"]) for e in listed] == [("Notebook a/nb", "planned")]

@@ -11,6 +11,7 @@ from sqlalchemy import text
 from sqlalchemy.exc import DBAPIError, IntegrityError
 
 from gpuaas.store import AuditEntry, Store
+from tests.services import fresh_schema_url
 
 
 @pytest.fixture(params=["sqlite", "postgresql"])
@@ -19,16 +20,7 @@ def db_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
         yield f"sqlite:///{tmp_path}/gpuaas.db"
         return
     base_url: str = request.getfixturevalue("postgres_url")
-    # A fresh schema per test keeps tests independent on one server.
-    from sqlalchemy import create_engine
-
-    schema = f"t_{abs(hash(request.node.nodeid)) % 10**10}"
-    admin = create_engine(base_url)
-    with admin.begin() as conn:
-        conn.execute(text(f"DROP SCHEMA IF EXISTS {schema} CASCADE"))
-        conn.execute(text(f"CREATE SCHEMA {schema}"))
-    admin.dispose()
-    yield f"{base_url}?options=-csearch_path%3D{schema}"
+    yield fresh_schema_url(base_url, f"t_{abs(hash(request.node.nodeid)) % 10**10}")
 
 
 def _entry(**overrides: object) -> AuditEntry:

@@ -65,7 +65,7 @@ def reclaim(apply: bool = False, at: datetime | None = None, undo: list[int] | N
 
     started = time.monotonic()
     idle: pd.DataFrame = find_idle_workloads(settings, snapshot)
-    decisions = decide(settings, snapshot, idle, mode)
+    decisions = decide(settings, snapshot, idle, mode, datetime.now(UTC))
     logger.info("decide: %d GPU workloads, %d idle targets in %.2fs", len(idle), len(decisions),
                 time.monotonic() - started)
 

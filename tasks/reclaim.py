@@ -16,6 +16,7 @@ from gpuaas.actions import (
     UndoResult,
     already_decided,
     execute_decisions,
+    recently_restored,
     recover_interrupted,
     undo_reclaims,
 )
@@ -60,10 +61,11 @@ def find_idle_workloads(settings: GpuaasSettings, snapshot: Snapshot) -> pd.Data
 
 
 @task(name="decide", cache_policy=NO_CACHE)
-def decide(settings: GpuaasSettings, snapshot: Snapshot, idle: pd.DataFrame, mode: Mode) -> list[Decision]:
+def decide(settings: GpuaasSettings, snapshot: Snapshot, idle: pd.DataFrame, mode: Mode,
+           wall_clock: datetime) -> list[Decision]:
     """Pure decisions plus per-GPU evidence; the audit log's answer comes in ``act``."""
     out = []
-    for d in plan_reclaim(snapshot, idle, settings.policy, mode):
+    for d in plan_reclaim(snapshot, idle, settings.policy, mode, wall_clock):
         per_gpu = gpu_evidence(snapshot.gpus, d.namespace, d.name, d.evidence["window_minutes"])
         out.append(replace(d, evidence={**d.evidence, "gpus": per_gpu}))
     return out
@@ -90,7 +92,7 @@ def release_writes_lock(settings: GpuaasSettings, holder: str) -> None:
 
 @task(name="act", cache_policy=NO_CACHE, timeout_seconds=600)
 def act(settings: GpuaasSettings, decisions: list[Decision], mode: Mode, now: datetime) -> list[ActionResult]:
-    """Recover interrupted actions (apply), skip what was decided, cap, then audit and act. Not retried:
+    """Recover interrupted actions (apply), skip what was decided or just restored, cap, then audit and act. Not retried:
     a retry of a half-done action is exactly what the audit log and the recovery step guard against."""
     store = open_store(settings)
     try:
@@ -98,7 +100,10 @@ def act(settings: GpuaasSettings, decisions: list[Decision], mode: Mode, now: da
             if mode is Mode.apply:
                 recover_interrupted(store, writer, flow_run_id=_run_id(), now=now)
             decided = already_decided(store, [d.idempotency_key for d in decisions if d.outcome == "planned"])
-            final = finalize_decisions(decisions, decided, settings.policy.reclaim.max_actions_per_run)
+            longest = max((float(d.evidence.get("window_minutes") or 0) for d in decisions), default=0.0)
+            restored = recently_restored(store, now - timedelta(minutes=longest))
+            final = finalize_decisions(decisions, decided, settings.policy.reclaim.max_actions_per_run,
+                                       restored, now)
             return execute_decisions(final, store, writer, mode=mode, flow_run_id=_run_id(), now=now)
     finally:
         store.close()

@@ -2,11 +2,17 @@
 
 from gpuaas.actions._kube_writer import KubeWriter
 from gpuaas.actions._patches import RECLAIMED_ANNOTATION, StopPlan, reclaimed_by, restore_patch, stop_patch, stop_plan
-from gpuaas.actions.reclaim import ActionResult, already_decided, execute_decisions, recover_interrupted
+from gpuaas.actions.reclaim import (
+    ActionResult,
+    already_decided,
+    execute_decisions,
+    recently_restored,
+    recover_interrupted,
+)
 from gpuaas.actions.undo import UndoResult, undo_reclaims
 
 __all__ = [
     "RECLAIMED_ANNOTATION", "ActionResult", "KubeWriter", "StopPlan", "UndoResult", "already_decided",
-    "execute_decisions", "reclaimed_by", "recover_interrupted", "restore_patch", "stop_patch", "stop_plan",
+    "execute_decisions", "recently_restored", "reclaimed_by", "recover_interrupted", "restore_patch", "stop_patch", "stop_plan",
     "undo_reclaims",
 ]

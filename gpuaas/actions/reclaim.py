@@ -32,7 +32,7 @@ from gpuaas.policies.reclaim import Decision
 from gpuaas.policy import Mode
 from gpuaas.store import AuditEntry, Store
 
-__all__ = ["FLOW", "ActionResult", "already_decided", "execute_decisions", "recover_interrupted"]
+__all__ = ["FLOW", "ActionResult", "already_decided", "execute_decisions", "recently_restored", "recover_interrupted"]
 
 FLOW = "reclaim"
 RECOVERY_LOOKBACK = timedelta(days=7)
@@ -71,6 +71,19 @@ def already_decided(store: Store, keys: Iterable[str]) -> dict[str, int]:
         if rows and rows[-1].outcome in ("planned", "applied"):
             decided[key] = int(rows[0].id or 0)
     return decided
+
+
+def recently_restored(store: Store, since: datetime) -> dict[tuple[str, str, str], tuple[int, datetime]]:
+    """(kind, namespace, name) -> (audit id, time) of the latest restore since ``since``.
+
+    ``finalize_decisions`` skips these: a window that reaches back before the restore saw the
+    object stopped by gpuaas itself, which is no evidence that its team left it idle.
+    """
+    out: dict[tuple[str, str, str], tuple[int, datetime]] = {}
+    for row in store.audit(flow=FLOW, since=since, limit=None):
+        if row.action == "restore" and row.outcome == "restored":
+            out[(row.kind, row.namespace or "", row.name)] = (int(row.id or 0), row.created_at)
+    return out
 
 
 def _changed(d: Decision, obj: dict[str, Any]) -> str | None:

@@ -9,7 +9,13 @@ log already holds go in; decisions come out. Nothing here reads or writes the cl
   is idle only if every one of its Workloads is.
 * Never on missing parts: a snapshot whose Kubernetes or Prometheus source failed, or whose
   telemetry is older than ``collect.max_staleness_seconds``, yields only skipped decisions; an
-  owner absent from the snapshot or already stopped is skipped.
+  owner absent from the snapshot or already stopped is skipped. In apply mode the same limit
+  holds between the snapshot's instant and the wall clock: a run evaluated at a past ``at``
+  reads live objects but old telemetry, and a notebook busy since then looks idle.
+* Opt-outs hold on the owner too: ``gpuaas.io/reclaim: "never"`` on the RayCluster, Notebook,
+  ... skips it even when its Workload carries another value (the team annotates what it owns).
+* Not right after an undo: an object gpuaas restored less than one window ago is skipped,
+  because that window's evidence includes the time it was down because of gpuaas.
 * Idempotent: a decision's key is (mode, object, uid, window end). A key the audit log already
   holds as planned (dry-run) or applied is skipped ("already decided"), so re-running the same
   window acts once.
@@ -78,8 +84,18 @@ def reclaim_key(mode: str, kind: str, namespace: str, name: str, uid: str | None
     return f"reclaim/{mode}/{kind}/{namespace}/{name}/{uid or '-'}/{window_end.strftime('%Y-%m-%dT%H:%M:%SZ')}"
 
 
-def snapshot_problem(snapshot: Snapshot, max_staleness_seconds: float) -> str | None:
-    """Why this snapshot must not be acted on, or None when it may."""
+def snapshot_problem(snapshot: Snapshot, max_staleness_seconds: float,
+                     wall_clock: datetime | None = None) -> str | None:
+    """Why this snapshot must not be acted on, or None when it may.
+
+    ``wall_clock`` (apply mode): the instant the writes would happen; a snapshot evaluated
+    more than ``max_staleness_seconds`` before it describes the past, not the live objects.
+    """
+    if wall_clock is not None:
+        age = (wall_clock - snapshot.collected_at).total_seconds()
+        if age > max_staleness_seconds:
+            return (f"the snapshot is evaluated {age:.0f}s before now (limit {max_staleness_seconds:.0f}s): "
+                    "no writes on past evidence")
     for name in ("kube", "prometheus"):
         status = snapshot.sources.get(name)
         if status is None or not status.ok:
@@ -117,15 +133,19 @@ def _evidence(rows: pd.DataFrame) -> dict[str, Any]:
     }
 
 
-def plan_reclaim(snapshot: Snapshot, idle: pd.DataFrame, policy: Policy, mode: Mode) -> list[Decision]:
+def plan_reclaim(snapshot: Snapshot, idle: pd.DataFrame, policy: Policy, mode: Mode,
+                 wall_clock: datetime | None = None) -> list[Decision]:
     """One decision per target with at least one idle Workload: planned, or skipped and why.
 
-    ``idle`` is ``find_idle(snapshot.workloads, policy, snapshot.collected_at)``. Call
-    ``finalize_decisions`` next for the idempotency check and the cap.
+    ``idle`` is ``find_idle(snapshot.workloads, policy, snapshot.collected_at)``;
+    ``wall_clock`` is the real time of the run (checked in apply mode only: a dry-run of a
+    past window is a harmless what-if). Call ``finalize_decisions`` next for the
+    idempotency check, recent restores and the cap.
     """
     if idle.empty:
         return []
-    problem = snapshot_problem(snapshot, policy.collect.max_staleness_seconds)
+    problem = snapshot_problem(snapshot, policy.collect.max_staleness_seconds,
+                               wall_clock if mode is Mode.apply else None)
     owners = _owners(snapshot)
     frame = idle.copy()
     stoppable = frame["owner_kind"].isin(STOPPABLE_KINDS) & frame["owner_name"].notna()
@@ -146,6 +166,8 @@ def plan_reclaim(snapshot: Snapshot, idle: pd.DataFrame, policy: Policy, mode: M
             outcome, reason = "skipped", f"not every Workload of it is idle ({busy['name']}: {busy['reason']})"
         elif kind != "Workload" and owner is None:
             outcome, reason = "skipped", "owner not in the snapshot: no action on missing data"
+        elif owner is not None and str(_none(owner.get("reclaim")) or "").strip().lower() == "never":
+            outcome, reason = "skipped", f'opted out on the {kind} (gpuaas.io/reclaim: "never")'
         elif owner is not None and bool(owner.get("stopped")):
             outcome, reason = "skipped", "already stopped"
         decisions.append(Decision(
@@ -160,17 +182,27 @@ def plan_reclaim(snapshot: Snapshot, idle: pd.DataFrame, policy: Policy, mode: M
     return decisions
 
 
-def finalize_decisions(decisions: Sequence[Decision], decided: Mapping[str, int], cap: int) -> list[Decision]:
-    """Skip what the audit log already decided for this window, then apply the cap by waste.
+def finalize_decisions(decisions: Sequence[Decision], decided: Mapping[str, int], cap: int,
+                       restored: Mapping[tuple[str, str, str], tuple[int, datetime]] | None = None,
+                       now: datetime | None = None) -> list[Decision]:
+    """Skip what the audit log already decided for this window or restored inside it, then cap by waste.
 
-    ``decided`` maps idempotency keys to the audit id of the decision that counts.
-    Returned most wasteful first.
+    ``decided`` maps idempotency keys to the audit id of the decision that counts;
+    ``restored`` maps (kind, namespace, name) to the latest restore's audit id and time
+    (``now`` is the window's end). Returned most wasteful first.
     """
     out: list[Decision] = []
     for d in decisions:
         if d.outcome == "planned" and d.idempotency_key in decided:
             d = replace(d, outcome="skipped",
                         reason=f"already decided for this window (audit #{decided[d.idempotency_key]})")
+        last = (restored or {}).get((d.kind, d.namespace, d.name))
+        if d.outcome == "planned" and last is not None and now is not None:
+            window = float(d.evidence.get("window_minutes") or 0) * 60
+            if (now - last[1]).total_seconds() < window:
+                d = replace(d, outcome="skipped", reason=(
+                    f"restored by undo (audit #{last[0]}) less than one window ago: its evidence covers "
+                    "the time gpuaas had stopped it"))
         out.append(d)
     ranked = sorted(out, key=lambda d: (-d.waste, d.namespace, d.kind, d.name))
     planned = 0

@@ -8,8 +8,9 @@ same window again acts on no object twice; ``undo=[ids]`` restores, and again is
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
-from datetime import datetime
+from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -71,11 +72,20 @@ def test_dry_run_decides_publishes_and_writes_nothing(pointed_at: EmbeddedCluste
     from prefect.client.schemas.filters import ArtifactFilter, ArtifactFilterKey
 
     with get_client(sync_client=True) as client:
-        for key in ("gpuaas-reclaim-decisions", "gpuaas-reclaim-summary"):
-            assert client.read_artifacts(artifact_filter=ArtifactFilter(key=ArtifactFilterKey(any_=[key]))), key
+        found = {key: client.read_artifacts(artifact_filter=ArtifactFilter(key=ArtifactFilterKey(any_=[key])))
+                 for key in ("gpuaas-reclaim-decisions", "gpuaas-reclaim-summary")}
+    table = found["gpuaas-reclaim-decisions"][-1].data
+    rows = json.loads(table) if isinstance(table, str) else table
+    assert {"workload", "tenant", "GPUs", "idle for", "evidence", "action", "result"} <= set(rows[0])
+    assert {r["workload"] for r in rows} == {f"{k} team-a/{n}" for k, n in IDLE_TARGETS}
+    summary = str(found["gpuaas-reclaim-summary"][-1].data)
+    assert "would be freed" in summary and "GPU-hours" in summary and "$" in summary and "per hour" in summary
     metrics = httpx.get(f"{pushgateway_url}/metrics").text
     idle_ray = [line for line in metrics.splitlines() if line.startswith("gpuaas_workload_idle{") and 'name="ray"' in line]
     assert idle_ray and idle_ray[0].endswith(" 1")
+    for never in ("chat", "dark"):  # serving with traffic, telemetry dropped: published, and never idle
+        lines = [x for x in metrics.splitlines() if x.startswith("gpuaas_workload_idle{") and f'name="{never}"' in x]
+        assert lines and lines[0].endswith(" 0"), never
     assert 'job="gpuaas_reclaim"' in metrics
 
 
@@ -102,6 +112,48 @@ def test_apply_is_capped_by_waste_and_the_same_window_acts_once(pointed_at: Embe
     names = [r.name for r in rows]
     assert len(names) == len(set(names)) == 4  # two per run, never the same object twice
 
+    # A later run over another window (different ``at``, so different idempotency keys): the live
+    # objects are stopped, so nothing is acted on twice.
+    third = _run(apply=True, at=at - timedelta(minutes=1))
+    by_name = {d["name"]: d for d in third["decisions"]}
+    for name in ("ray", "dep"):
+        assert by_name.get(name, {"result": "skipped"})["result"] == "skipped", by_name.get(name)
+    store = open_store(load_settings())
+    try:
+        names = [r.name for r in store.audit(flow="reclaim", limit=None) if r.outcome == "applied"]
+    finally:
+        store.close()
+    assert len(names) == len(set(names)) == 6
+
     undone = _run(undo=[first["decisions"][0]["audit_id"]])["undo"]
     assert undone[0]["result"] == "restored"
     assert _run(undo=[first["decisions"][0]["audit_id"]])["undo"][0]["result"] == "no-op"
+
+
+def test_the_writes_lock_is_released_when_a_run_fails(pointed_at: EmbeddedCluster, prefect_harness: None,
+                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    from gpuaas.actions import KubeWriter
+    from tasks.reclaim import LOCK
+
+    store = open_store(load_settings())
+    try:
+        # Someone else holds the lock: an apply run refuses, and leaves their lock alone.
+        assert store.acquire_lock(LOCK, "rebalance-run", timedelta(minutes=5))
+        from flows.reclaim import reclaim
+
+        held = reclaim(apply=True, at=_at(pointed_at), return_state=True)
+        assert held.is_failed() and "cluster-writes" in str(held.message) + str(held.result(raise_on_failure=False))
+        assert not store.acquire_lock(LOCK, "probe", timedelta(minutes=5))
+        store.release_lock(LOCK, "rebalance-run")
+
+        # The run crashes while acting: the lock is released all the same.
+        def broken(*_: Any, **__: Any) -> Any:
+            raise RuntimeError("API server went away")
+
+        monkeypatch.setattr(KubeWriter, "get", broken)
+        failed = reclaim(apply=True, at=_at(pointed_at), return_state=True)
+        assert failed.is_failed()
+        assert store.acquire_lock(LOCK, "probe", timedelta(minutes=5))
+        store.release_lock(LOCK, "probe")
+    finally:
+        store.close()

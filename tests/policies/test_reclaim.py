@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import replace
+from datetime import timedelta
 from typing import Any
 
 import pandas as pd
@@ -80,3 +81,33 @@ def test_a_key_already_decided_is_skipped_and_does_not_use_the_cap() -> None:
     assert "/apply/" in first.idempotency_key
     later = plan(replace(snapshot([workload("a")], [owner("a")]), collected_at=NOW + pd.Timedelta(minutes=15)))
     assert later[0].idempotency_key != first.idempotency_key  # a new window is a new decision
+
+
+def test_an_opt_out_on_the_owner_wins_over_the_workloads_annotation() -> None:
+    # The Workload says something else; the team annotated the RayCluster it owns.
+    [d] = plan(snapshot([workload("ray", reclaim="allow")], [owner("ray", reclaim="never")]))
+    assert d.outcome == "skipped" and "opted out on the RayCluster" in d.reason
+    [d] = plan(snapshot([workload("ray")], [owner("ray", reclaim=None)]))
+    assert d.outcome == "planned"
+
+
+def test_apply_on_a_past_window_writes_nothing_but_a_dry_run_may_look() -> None:
+    snap = snapshot([workload("ray")], [owner("ray")])
+    policy = Policy()
+    idle = find_idle(snap.workloads, policy, NOW)
+    late = NOW + timedelta(seconds=policy.collect.max_staleness_seconds + 1)
+    [d] = plan_reclaim(snap, idle, policy, Mode.apply, late)
+    assert d.outcome == "skipped" and "no writes on past evidence" in d.reason
+    [d] = plan_reclaim(snap, idle, policy, Mode.dry_run, late)
+    assert d.outcome == "planned"
+    [d] = plan_reclaim(snap, idle, policy, Mode.apply, NOW + timedelta(seconds=60))
+    assert d.outcome == "planned"
+
+
+def test_an_object_restored_inside_its_window_is_not_reclaimed_again() -> None:
+    [d] = plan(snapshot([workload("ray")], [owner("ray")]), Mode.apply)
+    key = ("RayCluster", "team-a", "ray")
+    recent = finalize_decisions([d], {}, cap=5, restored={key: (9, NOW - pd.Timedelta(minutes=29))}, now=NOW)
+    assert recent[0].outcome == "skipped" and "audit #9" in recent[0].reason
+    older = finalize_decisions([d], {}, cap=5, restored={key: (9, NOW - pd.Timedelta(minutes=31))}, now=NOW)
+    assert older[0].outcome == "planned"

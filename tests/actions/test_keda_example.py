@@ -1,0 +1,95 @@
+"""The KEDA example in ``deployments/keda``: a valid ScaledObject, driven by the series gpuaas pushes.
+
+Checked against KEDA's own ``scaledobject-prometheus`` example (the fixture), against the
+metric names and labels ``reports.reclaim.idle_metrics`` publishes, and by evaluating its
+query on a real Prometheus in each case that matters: idle -> 0 (scale to zero), busy -> 1,
+gpuaas silent while the Deployment runs -> 1 (never scaled down on a missing signal), at
+zero with pending work -> 1, at zero without -> 0.
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pandas as pd
+import pytest
+import yaml
+
+from gpuaas.cluster.prometheus import PrometheusServer
+from reports.reclaim import idle_metrics
+
+ROOT = Path(__file__).resolve().parents[2]
+EXAMPLE = ROOT / "deployments" / "keda" / "scaledobject-idle.yaml"
+KEDA_DOC = ROOT / ".." / "shared" / "fixtures" / "telemetry" / "keda" / "scaledobject-prometheus.keda-docs-2.21.yaml"
+
+
+def _load(path: Path) -> dict[str, Any]:
+    if not path.is_file():
+        pytest.fail(f"missing: {path}")
+    data: dict[str, Any] = yaml.safe_load(path.read_text())
+    return data
+
+
+def test_the_scaled_object_has_kedas_shape() -> None:
+    ours, theirs = _load(EXAMPLE), _load(KEDA_DOC)
+    assert (ours["apiVersion"], ours["kind"]) == (theirs["apiVersion"], theirs["kind"])
+    spec = ours["spec"]
+    assert spec["scaleTargetRef"]["name"] and spec["scaleTargetRef"]["kind"] in ("Deployment", "StatefulSet")
+    assert spec["minReplicaCount"] == 0 < spec["maxReplicaCount"]
+    [trigger] = spec["triggers"]
+    [doc_trigger] = theirs["spec"]["triggers"]
+    assert trigger["type"] == doc_trigger["type"] == "prometheus"
+    assert set(doc_trigger["metadata"]) <= set(trigger["metadata"])
+    # KEDA trigger metadata is a map of strings.
+    assert all(isinstance(v, str) for v in trigger["metadata"].values())
+    assert trigger["metadata"]["ignoreNullValues"] == "false"
+
+
+def test_the_query_selects_what_gpuaas_pushes() -> None:
+    query = _load(EXAMPLE)["spec"]["triggers"][0]["metadata"]["query"]
+    families = {f.name: f for f in idle_metrics(pd.DataFrame())}
+    [(name, selector)] = re.findall(r"(gpuaas_\w+)\{([^}]*)\}", query)
+    assert name in families
+    assert {k for k, _ in re.findall(r'(\w+)="([^"]*)"', selector)} <= set(families[name].labels)
+
+
+CASES = [
+    # (idle series or None, Deployment replicas or None, pending workloads, expected trigger value)
+    (1.0, 1.0, 0.0, 0.0),
+    (0.0, 1.0, 0.0, 1.0),
+    (None, 1.0, 0.0, 1.0),
+    (None, 0.0, 2.0, 1.0),
+    (None, 0.0, 0.0, 0.0),
+]
+
+
+@pytest.mark.integration
+def test_the_query_on_a_real_prometheus(prometheus_factory: Callable[[Any], PrometheusServer]) -> None:
+    query = _load(EXAMPLE)["spec"]["triggers"][0]["metadata"]["query"]
+    at = float(int(time.time()) // 60 * 60 - 600)
+    samples: list[tuple[str, dict[str, str], float, float]] = []
+    for i, (idle, replicas, pending, _) in enumerate(CASES):
+        ns = f"case-{i}"
+        for dt in (-120.0, -60.0, 0.0):
+            if idle is not None:
+                samples.append(("gpuaas_workload_idle", {"namespace": ns, "kind": "Deployment", "name": "llm",
+                                                         "tenant": "t"}, idle, at + dt))
+            if replicas is not None:
+                samples.append(("kube_deployment_spec_replicas", {"namespace": ns, "deployment": "llm"}, replicas,
+                                at + dt))
+            samples.append(("kueue_local_queue_pending_workloads", {"namespace": ns, "local_queue": "q",
+                                                                    "status": "active"}, pending, at + dt))
+    samples.sort(key=lambda s: (s[0], sorted(s[1].items()), s[3]))
+    server = prometheus_factory(samples)
+    for i, (*_, expected) in enumerate(CASES):
+        resp = httpx.get(f"{server.url}/api/v1/query",
+                         params={"query": query.replace('namespace="team-a"', f'namespace="case-{i}"'), "time": at})
+        resp.raise_for_status()
+        result = resp.json()["data"]["result"]
+        assert len(result) == 1, (i, result)
+        assert float(result[0]["value"][1]) == expected, i

@@ -2,8 +2,10 @@
 
 ``up`` prints the kubeconfig path and the Prometheus and OpenCost URLs and, with
 ``--env-file``, writes them as ``GPUAAS_*`` lines so any gpuaas command run with that
-environment targets the embedded cluster. It stops on Ctrl-C, SIGTERM or ``gpuaas cluster
-down`` (which signals the pid in ``cluster.pid``), and stops every process it started.
+environment targets the embedded cluster. It stops on Ctrl-C, SIGTERM, SIGHUP (the terminal
+closed) or ``gpuaas cluster down`` (which signals the pid in ``cluster.pid``), also while it is
+still starting, and stops every process it started: Prometheus runs in its own session so that
+a Ctrl-C reaches only ``up``, which then stops it in order.
 """
 
 from __future__ import annotations
@@ -58,7 +60,10 @@ def up(
     kubeconfig: Annotated[Path | None, typer.Option(help="Where to write the kubeconfig.")] = None,
     port: Annotated[int, typer.Option(help="API server port (0: any free port).")] = 0,
     env_file: Annotated[Path | None, typer.Option(help="Write GPUAAS_* KEY=value lines here.")] = None,
-    speed: Annotated[float, typer.Option(min=0.001, help="Sim seconds per wall second.")] = 1.0,
+    speed: Annotated[float, typer.Option(min=0.001, help=(
+        "Sim seconds per wall second. Live samples are stamped on the wall clock, so flows querying "
+        "Prometheus at 'now' see the newest state (rates are per wall second, i.e. x speed); object "
+        "timestamps and OpenCost windows stay in sim time, ahead of the wall clock when speed > 1."))] = 1.0,
     seed: Annotated[int, typer.Option(help="Seed: same seed, same cluster.")] = 0,
     history: Annotated[str, typer.Option(help="History to backfill, e.g. 6h, 30m.")] = "6h",
     trace: Annotated[Path | None, typer.Option(help="Build the scenario from a public trace CSV.")] = None,
@@ -66,7 +71,7 @@ def up(
     compress: Annotated[float, typer.Option(min=1.0, help="Time compression of the trace.")] = 60.0,
 ) -> None:
     """Start the embedded cluster and stay in the foreground until stopped."""
-    from gpuaas.cluster.runner import EmbeddedCluster
+    from gpuaas.cluster.runner import EmbeddedCluster, StartCancelled
     from gpuaas.cluster.scenario import default_scenario, load_scenario, parse_duration
     from gpuaas.cluster.traces import scenario_from_trace
 
@@ -88,15 +93,17 @@ def up(
     run_dir = cluster_dir / "run"
     shutil.rmtree(run_dir, ignore_errors=True)
     stop = threading.Event()
-
-    def _on_signal(signum: int, frame: FrameType | None) -> None:
-        stop.set()
-
-    signal.signal(signal.SIGTERM, _on_signal)
-    signal.signal(signal.SIGINT, _on_signal)
-    pid_path.write_text(str(os.getpid()))
     cluster = EmbeddedCluster(chosen, run_dir, seed=seed, history=window, speed=speed, api_port=port,
                               kubeconfig=kubeconfig or cluster_dir / "kubeconfig")
+
+    def _on_signal(signum: int, frame: FrameType | None) -> None:
+        # Only set flags here: start() and wait() notice them and everything is stopped in order.
+        stop.set()
+        cluster.cancel()
+
+    for signum in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+        signal.signal(signum, _on_signal)
+    pid_path.write_text(str(os.getpid()))
     try:
         with err_console.status("starting the embedded cluster...") as status:
             cluster._progress = lambda message: status.update(message)
@@ -112,6 +119,8 @@ def up(
             console.print(f"environment:    {env_file}", highlight=False)
         err_console.print(f"scenario {chosen.name!r}, seed {seed}; Ctrl-C or 'gpuaas cluster down' to stop")
         cluster.wait(stop)
+    except StartCancelled:
+        pass
     except GpuaasError as exc:
         raise fail(str(exc)) from exc
     finally:

@@ -161,17 +161,25 @@ class PrometheusServer:
             start_new_session=True,
         )
         log.close()
+        try:
+            self._wait_ready(self._proc, timeout)
+        except BaseException:
+            # Whatever interrupts the wait (a timeout, Ctrl-C), the child must not outlive us:
+            # it runs in its own session, so no terminal signal reaches it.
+            self.stop()
+            raise
+
+    def _wait_ready(self, proc: subprocess.Popen[bytes], timeout: float) -> None:
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
-            if self._proc.poll() is not None:
-                raise GpuaasError(f"prometheus exited with {self._proc.returncode}: {self._log_tail()}")
+            if proc.poll() is not None:
+                raise GpuaasError(f"prometheus exited with {proc.returncode}: {self._log_tail()}")
             try:
                 if httpx.get(f"{self.url}/-/ready", timeout=1).status_code == 200:
                     return
             except httpx.HTTPError:
                 pass
             time.sleep(0.2)
-        self.stop()
         raise GpuaasError(f"prometheus did not become ready within {timeout:.0f}s: {self._log_tail()}")
 
     def _log_tail(self) -> str:

@@ -9,13 +9,25 @@ simulation's latest step with explicit timestamps (sim time), under ``honor_time
 Scraping was chosen over remote write because it needs nothing but the text format (remote
 write needs protobuf + snappy), it is how dcgm-exporter, Kueue, vLLM and OpenCost are
 collected in production, and a target that stops answering shows up in Prometheus as ``up == 0``.
-Live timestamps are always after the backfilled history: Prometheus refuses samples older
-than its newest block.
+
+**Which clock stamps live samples.** Under a ``SimClock`` (``gpuaas cluster up``) each live
+step is stamped with the *wall-clock* instant it was computed, not its sim time. With
+``--speed`` > 1 sim time runs ahead of the wall clock (and behind it with ``--speed`` < 1), and
+flows query Prometheus at wall-clock ``now``: sim-stamped samples would lie in the future and a
+``[15m]`` window would miss them. Wall stamps keep the newest state at ``now``; a simulated
+hour then fits in 60/speed wall minutes of series, so counters' ``rate()`` is per wall second
+(``speed`` times the simulated rate). The history is backfilled in sim time, which equals wall
+time up to the start of the live clock, and live stamps are always after it: Prometheus refuses
+samples older than its newest block. Object timestamps (``creationTimestamp``, Kueue
+conditions) and OpenCost windows stay in sim time, so with ``--speed`` > 1 they run ahead of
+the wall clock. Under a ``ManualClock`` (tests) samples keep their sim time, so a stepped run
+is deterministic.
 """
 
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -32,7 +44,7 @@ from gpuaas.cluster.scenario import Scenario
 from gpuaas.cluster.simulation import Simulation
 from gpuaas.cluster.telemetry import Sample, format_exposition, write_openmetrics
 
-__all__ = ["EmbeddedCluster", "MetricsEndpoint"]
+__all__ = ["EmbeddedCluster", "MetricsEndpoint", "StartCancelled"]
 
 
 class _MetricsHandler(BaseHTTPRequestHandler):
@@ -66,8 +78,16 @@ class MetricsEndpoint:
     def __init__(self, sim: Simulation, lock: threading.Lock) -> None:
         self._httpd = _MetricsHTTP(("127.0.0.1", 0), _MetricsHandler)
         self._httpd.lock = lock
-        self._httpd.samples = lambda: sim.current
+        self._httpd.samples = self.samples
+        self._sim = sim
+        self.wall_stamp: float | None = None
         self._thread = threading.Thread(target=self._httpd.serve_forever, name="metrics", daemon=True)
+
+    def samples(self) -> list[Sample]:
+        """The latest step, stamped ``wall_stamp`` once the live loop sets it (see the module doc)."""
+        if self.wall_stamp is None:
+            return self._sim.current
+        return [(name, labels, value, self.wall_stamp) for name, labels, value, _ in self._sim.current]
 
     @property
     def target(self) -> str:
@@ -77,8 +97,13 @@ class MetricsEndpoint:
         self._thread.start()
 
     def stop(self) -> None:
-        self._httpd.shutdown()
+        if self._thread.is_alive():  # shutdown() of a server that never served would wait forever
+            self._httpd.shutdown()
         self._httpd.server_close()
+
+
+class StartCancelled(Exception):  # noqa: N818 - it is not an error: the operator asked for it
+    """``cancel()`` was called while the cluster was starting; what had started is stopped."""
 
 
 class EmbeddedCluster:
@@ -139,6 +164,7 @@ class EmbeddedCluster:
             yield list(self.sim.tick())
         steps = int(self.history / self.step)
         for i in range(steps):
+            self._check_cancelled()
             with self.lock:
                 yield list(self.sim.step(self.step))
             if i % 30 == 29:
@@ -161,6 +187,7 @@ class EmbeddedCluster:
             self._backfill()
             for name, part in (("API server", self.api), ("OpenCost", self.opencost), ("metrics", self.metrics),
                                ("Prometheus", self.prometheus)):
+                self._check_cancelled()
                 self._progress(f"starting {name}")
                 part.start()
                 self._started.append(part)
@@ -174,12 +201,23 @@ class EmbeddedCluster:
             raise
         return self
 
+    def cancel(self) -> None:
+        """Ask a ``start()`` in progress to give up (signal-handler safe); ``stop()`` still follows."""
+        self._stop.set()
+
+    def _check_cancelled(self) -> None:
+        if self._stop.is_set():
+            raise StartCancelled("the embedded cluster was stopped while starting")
+
     def _run_live(self) -> None:
         """Keep the simulation up to the clock; a ManualClock only moves when a test moves it."""
+        wall_stamps = isinstance(self.clock, SimClock)
         while not self._stop.wait(self._live_interval):
-            if self.clock.now() - self.sim.last >= timedelta(seconds=1):
-                with self.lock:
+            with self.lock:
+                if self.clock.now() - self.sim.last >= timedelta(seconds=1):
                     self.sim.tick()
+                if wall_stamps:  # the state holds until the next step: it is current now
+                    self.metrics.wall_stamp = time.time()
 
     def advance(self, dt: timedelta) -> list[Sample]:
         """Move a manual clock and the simulation by ``dt`` (tests)."""

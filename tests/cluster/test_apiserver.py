@@ -114,15 +114,17 @@ def test_paging_returns_every_object_exactly_once_even_with_writes_between_pages
     for i in range(1037):
         cluster.store.create(workload(f"wl-{i:05d}", namespace=f"ns-{i % 7}"))
     seen: list[str] = []
-    token, pages, first_remaining = None, 0, None
+    token, pages, first_remaining, versions = None, 0, None, set()
     while True:
         page = cluster.custom.list_cluster_custom_object(KUEUE, V2, "workloads", limit=100, _continue=token)
         pages += 1
+        versions.add(page["metadata"]["resourceVersion"])
         seen += [f"{i['metadata']['namespace']}/{i['metadata']['name']}" for i in page["items"]]
         first_remaining = first_remaining if first_remaining is not None else page["metadata"]["remainingItemCount"]
         token = page["metadata"].get("continue")
         if pages == 3:  # writes mid-list must not make stable objects repeat or vanish
             cluster.store.create(workload("aaa-new", namespace="ns-0"))
+            cluster.store.create(workload("zzz-new", namespace="ns-6"))  # after the cursor, after the snapshot
             cluster.store.delete("Workload", "ns-6", "wl-01035")
         if not token:
             break
@@ -130,6 +132,8 @@ def test_paging_returns_every_object_exactly_once_even_with_writes_between_pages
     assert len(seen) == len(set(seen)), "a page repeated an object"
     assert stable <= set(seen)
     assert pages == 11 and first_remaining == 937
+    # As on the real server, the whole list is at the first page's resourceVersion.
+    assert len(versions) == 1 and "ns-6/zzz-new" not in seen
     assert cluster.server.requests[f"GET /apis/{KUEUE}/{V2}/workloads"] == pages
 
 

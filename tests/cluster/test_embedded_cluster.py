@@ -29,10 +29,13 @@ import pytest
 from kubernetes import client, config
 from prometheus_api_client import PrometheusConnect
 
+from gpuaas.cluster.prometheus import free_port
 from gpuaas.cluster.runner import EmbeddedCluster
 from tests.scenarios import embedded
 
 pytestmark = [pytest.mark.integration]
+
+EXAMPLE_SCENARIO = Path(__file__).resolve().parents[2] / "examples" / "scenario.yaml"
 
 
 
@@ -223,3 +226,64 @@ def test_cli_down_stops_a_running_cluster_and_its_prometheus(tmp_path: Path) -> 
         if proc.poll() is None:
             proc.kill()
             proc.wait()
+
+
+def _procs_mentioning(text: str) -> list[int]:
+    """Live processes whose command line mentions ``text`` (a test's own temporary directory)."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit() and int(entry.name) != os.getpid():
+            try:
+                if text in (entry / "cmdline").read_bytes().decode(errors="replace") and _alive(int(entry.name)):
+                    found.append(int(entry.name))
+            except OSError:
+                continue
+    return found
+
+
+def test_cli_up_ctrl_c_while_starting_and_while_running_leaves_no_process(tmp_path: Path) -> None:
+    """SIGINT (what Ctrl-C sends) stops 'up' in both phases; nothing it started survives it."""
+    env = {**os.environ, "GPUAAS_DATA_DIR": str(tmp_path / "data")}
+    gpuaas = str(Path(sys.executable).with_name("gpuaas"))
+    kubeconfig = tmp_path / "kc.yaml"
+    # While starting: 6 h of the default fleet take several seconds to replay and backfill.
+    starting = subprocess.Popen([gpuaas, "cluster", "up", "--kubeconfig", str(kubeconfig)], env=env,
+                                stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    try:
+        pid_file = tmp_path / "data" / "cluster" / "cluster.pid"
+        deadline = time.monotonic() + 30
+        while not pid_file.exists():  # written once 'up' handles signals, before it starts anything
+            assert starting.poll() is None and time.monotonic() < deadline, "cluster up wrote no pid file"
+            time.sleep(0.05)
+        time.sleep(1.0)
+        assert starting.poll() is None and not kubeconfig.exists()
+        starting.send_signal(signal.SIGINT)
+        assert starting.wait(timeout=20) == 0, starting.stderr.read().decode() if starting.stderr else ""
+        assert not kubeconfig.exists() and _procs_mentioning(str(tmp_path)) == []
+    finally:
+        if starting.poll() is None:
+            starting.kill()
+            starting.wait()
+    # While running, on the port and scenario file given on the command line.
+    port = free_port()
+    running = subprocess.Popen([gpuaas, "cluster", "up", "--kubeconfig", str(kubeconfig), "--port", str(port),
+                                "--scenario", str(EXAMPLE_SCENARIO), "--history", "10m"], env=env,
+                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 90
+        while not kubeconfig.exists():
+            assert running.poll() is None and time.monotonic() < deadline, "cluster up did not write the kubeconfig"
+            time.sleep(0.2)
+        api = config.new_client_from_config(config_file=str(kubeconfig))
+        assert api.configuration.host == f"http://127.0.0.1:{port}"
+        assert client.CoreV1Api(api).list_node().items
+        assert any(comm == "prometheus" for _, comm in _children(running.pid))
+        running.send_signal(signal.SIGINT)
+        assert running.wait(timeout=30) == 0
+        time.sleep(0.2)
+        assert _procs_mentioning(str(tmp_path)) == []
+        assert not (tmp_path / "data" / "cluster" / "cluster.pid").exists()
+    finally:
+        if running.poll() is None:
+            running.kill()
+            running.wait()

@@ -56,15 +56,17 @@ class _Target:
     template: str
 
 
-def _encode_continue(key: tuple[str, str]) -> str:
-    return base64.urlsafe_b64encode(json.dumps({"v": 1, "k": list(key)}).encode()).decode()
+def _encode_continue(key: tuple[str, str], resource_version: str) -> str:
+    """Where to resume and the list's resourceVersion (the real token carries both too)."""
+    data = {"v": 1, "rv": int(resource_version), "k": list(key)}
+    return base64.urlsafe_b64encode(json.dumps(data).encode()).decode()
 
 
-def _decode_continue(token: str) -> tuple[str, str]:
+def _decode_continue(token: str) -> tuple[tuple[str, str], int]:
     try:
         data = json.loads(base64.urlsafe_b64decode(token.encode()))
         namespace, name = data["k"]
-        return (str(namespace), str(name))
+        return (str(namespace), str(name)), int(data["rv"])
     except (ValueError, KeyError, TypeError, binascii.Error) as exc:
         raise ApiError.bad_request("continue key is not valid: incorrect encoded start resourceVersion") from exc
 
@@ -260,12 +262,12 @@ class ApiServer:
         if not raw_limit.isdigit():
             raise ApiError.bad_request(f"invalid limit: {raw_limit!r}")
         limit = int(raw_limit) or None
-        after = _decode_continue(query["continue"]) if query.get("continue") else None
+        after, snapshot = _decode_continue(query["continue"]) if query.get("continue") else (None, None)
         page = self.store.page(t.res.kind, t.namespace, query.get("labelSelector"), query.get("fieldSelector"),
-                               limit, after)
+                               limit, after, snapshot)
         metadata: dict[str, Any] = {"resourceVersion": page.resource_version}
         if page.next_key is not None:
-            metadata["continue"] = _encode_continue(page.next_key)
+            metadata["continue"] = _encode_continue(page.next_key, page.resource_version)
             if page.remaining is not None:
                 metadata["remainingItemCount"] = page.remaining
         body = {

@@ -7,7 +7,10 @@ Why it looks like this:
   therefore hold references without copying, while public readers get deep copies.
 * **Sorted keys per kind.** ``(namespace, name)`` keys are kept sorted so a paginated list
   resumes with one bisect, and a page never repeats or skips an object that lived through
-  the whole list.
+  the whole list. As on the real server, a continued list belongs to the first page's
+  ``resourceVersion``: later pages report it and leave out objects created after it. Unlike
+  etcd there is no MVCC history: a continued page shows an object as it is now, and one
+  deleted meanwhile is gone (the real server would show the snapshot).
 * **One lock, events after it.** Writes hold one ``RLock``; subscribers are called after the
   lock is released, in the writing thread, so a subscriber may write again (its own events
   follow) without blocking HTTP readers.
@@ -49,6 +52,7 @@ def utc_now() -> datetime:
 class _Table:
     objects: dict[Key, dict[str, Any]] = field(default_factory=dict)
     keys: list[Key] = field(default_factory=list)
+    created: dict[Key, int] = field(default_factory=dict)  # the resourceVersion that created each key
 
 
 @dataclass(frozen=True)
@@ -104,8 +108,13 @@ class ObjectStore:
         return copy.deepcopy(page.items)
 
     def page(self, kind: str, namespace: str | None = None, label_selector: str | None = None,
-             field_selector: str | None = None, limit: int | None = None, after: Key | None = None) -> Page:
-        """Up to ``limit`` matching objects after key ``after``; the items are the stored dicts."""
+             field_selector: str | None = None, limit: int | None = None, after: Key | None = None,
+             snapshot: int | None = None) -> Page:
+        """Up to ``limit`` matching objects after key ``after``; the items are the stored dicts.
+
+        ``snapshot`` (a continued list) is the first page's resourceVersion: objects created
+        after it are left out and the page reports it.
+        """
         res = _resource(kind)
         labels = parse_label_selector(label_selector)
         fields = parse_field_selector(field_selector, res.kind)
@@ -120,15 +129,18 @@ class ObjectStore:
                 start = max(start, bisect.bisect_right(keys, after))
             items: list[dict[str, Any]] = []
             next_key: Key | None = None
+            if snapshot is not None:
+                created = table.created
+                preds = [*preds, lambda obj: created[_key_of(obj)] <= snapshot]
             for obj in _matching(table, keys, start, stop, preds):
                 if limit is not None and len(items) >= limit:
                     next_key = _key_of(items[-1])
                     break
                 items.append(obj)
             remaining = None
-            if next_key is not None and not preds:
+            if next_key is not None and labels is None and fields is None:
                 remaining = stop - bisect.bisect_right(keys, next_key, start, stop)
-            return Page(items, str(self._rv), next_key, remaining)
+            return Page(items, str(self._rv if snapshot is None else snapshot), next_key, remaining)
 
     def _stored(self, res: Resource, namespace: str | None, name: str) -> dict[str, Any]:
         obj = self._tables[res.kind].objects.get(((namespace or "") if res.namespaced else "", name))
@@ -164,6 +176,7 @@ class ObjectStore:
             meta.update(uid=str(uuid.uuid4()), resourceVersion=str(self._rv), generation=1,
                         creationTimestamp=self._timestamp())
             table.objects[key] = new
+            table.created[key] = self._rv
             bisect.insort(table.keys, key)
             result = copy.deepcopy(new)
         self._emit([("ADDED", new)])
@@ -273,6 +286,7 @@ class ObjectStore:
         key = _key_of(obj)
         table = self._tables[res.kind]
         del table.objects[key]
+        del table.created[key]
         del table.keys[bisect.bisect_left(table.keys, key)]
         self._rv += 1
 

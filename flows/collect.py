@@ -1,8 +1,8 @@
 """The collect flow (every 5 minutes): one consistent snapshot of the fleet, with data quality.
 
 Extract (one task per source, each retried on transient errors and bounded by a timeout), join (pure),
-load (store, artifacts, Pushgateway). One failing source degrades the snapshot; all
-failing fails the run.
+load (store and prune, artifacts, Pushgateway). One failing source degrades the snapshot; all
+failing fails the run. A failed push is logged and reported as ``pushed_samples=None``.
 """
 
 from __future__ import annotations
@@ -36,6 +36,7 @@ def collect(at: datetime | None = None) -> dict[str, Any]:
     readings: dict[str, tuple[Any, SourceStatus]] = {}
     for name in SOURCES:
         # In the flow's own thread, so that the task timeout can interrupt a hung source.
+        began = time.monotonic()
         state = reader(name, settings, now, windows, return_state=True)
         if state.is_completed():
             readings[name] = state.result()
@@ -43,7 +44,7 @@ def collect(at: datetime | None = None) -> dict[str, Any]:
         error = state.result(raise_on_failure=False)
         if not isinstance(error, BaseException):
             error = RuntimeError(state.message or state.name)
-        readings[name] = (None, failed_source(name, error))
+        readings[name] = (None, failed_source(name, error, time.monotonic() - began))  # retries included
         logger.warning("source %s failed after retries: %s", name, readings[name][1].error)
     snapshot = assemble_snapshot(settings, now, windows, readings)
     logger.info("collect: %d sources read in %.2fs", len(readings), time.monotonic() - started)
@@ -53,9 +54,21 @@ def collect(at: datetime | None = None) -> dict[str, Any]:
     summary["snapshot_id"] = store_snapshot(settings, snapshot, summary)
     summary["idle_candidates"] = idle
     summary["degraded"] = snapshot.degraded
+    summary["required_sources"] = [n for n, s in snapshot.sources.items() if s.required]
+    summary["source_errors"] = {n: s.error for n, s in snapshot.sources.items() if s.error}
     publish_artifacts(snapshot, summary, idle)
+    summary["pushed_samples"] = None
     if settings.pushgateway_url:
-        push_summary(settings, snapshot, summary, idle)
+        # The snapshot is already stored and the Pushgateway keeps the previous figures: a push
+        # that still fails after its retries is a warning, not a reason to fail (or, as the
+        # reclaim flow's subflow, to block) the run.
+        pushed = push_summary.with_options(**retry_options(settings))(settings, snapshot, summary, idle,
+                                                                      return_state=True)
+        if pushed.is_completed():
+            summary["pushed_samples"] = pushed.result()
+        else:
+            logger.warning("summary metrics not pushed to the Pushgateway: %s",
+                           pushed.result(raise_on_failure=False))
     logger.info(
         "snapshot %s: %d workloads, %d unknown telemetry, %d idle candidates%s",
         summary["snapshot_id"], summary["workloads"], summary["unknown_telemetry"], idle,

@@ -141,7 +141,11 @@ def _queue_frame(kube: KubeState, workloads: pd.DataFrame, quotas: pd.DataFrame,
         nominal_gpus=("nominal", "sum"), borrowing_limit_gpus=("borrowing_limit", lambda s: s.sum(min_count=1)),
         lending_limit_gpus=("lending_limit", lambda s: s.sum(min_count=1)), reserved_gpus=("reserved", "sum"),
         admitted_gpus=("usage", "sum"), borrowed_gpus=("borrowed", "sum"))
-    pending = workloads[workloads["state"] == WorkloadState.pending.value]
+    # Kueue's Status() calls a deactivated Workload (spec.active=false) pending, but its queue
+    # manager drops it from the queue: it is not backlog, and counting it would report every
+    # Workload the reclaim flow deactivated as demand.
+    queued = (workloads["state"] == WorkloadState.pending.value) & workloads["active"].astype(bool)
+    pending = workloads[queued]
     backlog = pending.groupby("cluster_queue").agg(
         pending_workloads=("uid", "size"), pending_gpus=("gpus", "sum"), oldest_pending_seconds=("age_seconds", "max"))
     admitted = workloads[workloads["state"] == WorkloadState.admitted.value].groupby("cluster_queue").size()

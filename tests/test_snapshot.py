@@ -3,6 +3,7 @@ the summary shape and the JSON round trip. Records are built directly; no I/O.""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 
 import pandas as pd
@@ -92,3 +93,17 @@ def test_json_round_trip(snapshot: Snapshot) -> None:
 def test_empty_sources_build() -> None:
     snap = build_snapshot(NOW, [30], {"kube": SourceStatus("kube", False, error="down")}, kube=None, prom=None)
     assert snap.degraded and snap.summary()["workloads"] == 0 and snap.summary()["queues"] == []
+
+
+def test_deactivated_workload_is_pending_but_not_backlog() -> None:
+    """Kueue's Status() says pending for ``spec.active=false``, but its queue manager drops the
+    Workload from the queue: the backlog (and ``pending_workloads``) must not count it, or every
+    Workload the reclaim flow deactivated would show up as unmet demand."""
+    waiting = _wl("waiting", WorkloadState.pending, 4, 30)
+    stopped = replace(_wl("stopped", WorkloadState.pending, 8, 120), active=False)
+    kube = KubeState("v1beta2", (ClusterQueue("cq-a", None, (QuotaEntry("h100", "nvidia.com/gpu", 8),)),), (),
+                     (waiting, stopped), (), (), (), (), (), 0)
+    snap = build_snapshot(NOW, [30], {"kube": SourceStatus("kube", True)}, kube=kube, prom=None)
+    assert snap.workloads.set_index("name")["state"].to_dict() == {"waiting": "pending", "stopped": "pending"}
+    (queue,) = snap.summary()["queues"]
+    assert (queue["pending_workloads"], queue["pending_gpus"], queue["oldest_pending_seconds"]) == (1, 4.0, 1800.0)

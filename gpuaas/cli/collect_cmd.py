@@ -1,13 +1,57 @@
-"""``gpuaas collect``: run the collect flow once, now, and print its summary."""
+"""``gpuaas collect``: run the collect flow once, now, and print its summary.
+
+The table is built here rather than with the generic ``print_table`` because its numbers
+must line up (right-aligned, ``6`` not ``6.0``) and the queue names must never be cut: an
+operator reads this after an incident, often in an 80-column terminal.
+"""
 
 from __future__ import annotations
 
 from typing import Annotated, Any
 
 import typer
+from rich.table import Table
 
-from gpuaas.cli._common import OutputFormat, console, print_json, print_table, settings_or_exit
+from gpuaas.cli._common import OutputFormat, console, print_json, settings_or_exit
 from gpuaas.cli._flows import run_flow
+
+SUMMARY_KEYS = ("queues", "sources", "workloads", "unknown_telemetry")
+
+
+def _number(value: Any) -> str:
+    return "-" if value is None else f"{value:g}"
+
+
+def _backlog_table(summary: dict[str, Any]) -> Table:
+    from reports.collect import backlog_rows
+
+    table = Table(title="Kueue backlog per ClusterQueue", title_justify="left",
+                  caption="GPUs summed over GPU resources and flavors", caption_justify="left")
+    table.add_column("queue", no_wrap=True)
+    table.add_column("cohort", no_wrap=True)
+    for header in ("pending", "pending GPUs", "oldest pending", "admitted GPUs", "nominal GPUs"):
+        table.add_column(header, justify="right")
+    for row in backlog_rows(summary):
+        table.add_row(row["queue"], row["cohort"], str(row["pending workloads"]), _number(row["pending GPUs"]),
+                      row["oldest pending"], _number(row["admitted GPUs"]), _number(row["nominal GPUs"]))
+    return table
+
+
+def _quality_table(summary: dict[str, Any]) -> Table:
+    errors: dict[str, str] = summary.get("source_errors") or {}
+    required = set(summary.get("required_sources") or summary["sources"])
+    table = Table(title="Data quality per source", title_justify="left")
+    table.add_column("source", no_wrap=True)
+    table.add_column("answered")
+    table.add_column("latency s", justify="right")
+    table.add_column("staleness s", justify="right")
+    table.add_column("why not", overflow="fold")
+    for name, status in summary["sources"].items():
+        staleness = status["staleness_s"]
+        answered = "yes" if status["ok"] else "[bold red]no[/]" if name in required else "no (optional)"
+        table.add_row(name, answered, f"{status['latency_s']:.2f}", "-" if staleness is None else f"{staleness:.0f}",
+                      "" if status["ok"] else errors.get(name, ""))
+    return table
 
 
 def collect(
@@ -19,22 +63,15 @@ def collect(
 
     summary: dict[str, Any] = run_flow(collect_flow, "collecting a snapshot")
     if format is OutputFormat.json:
-        print_json({k: summary[k] for k in ("queues", "sources", "workloads", "unknown_telemetry")}
+        print_json({k: summary[k] for k in SUMMARY_KEYS}
                    | {"snapshot_id": summary["snapshot_id"], "idle_candidates": summary["idle_candidates"]})
         return
-    from reports.collect import backlog_rows
-
-    rows = backlog_rows(summary)
-    print_table("Kueue backlog per ClusterQueue", list(rows[0]) if rows else ["queue"],
-                [list(r.values()) for r in rows])
-    print_table(
-        "Data quality",
-        ["source", "ok", "latency s", "staleness s"],
-        [[n, "yes" if s["ok"] else "NO", f"{s['latency_s']:.3f}",
-          "-" if s["staleness_s"] is None else f"{s['staleness_s']:.0f}"] for n, s in summary["sources"].items()],
-    )
-    console.print(
-        f"snapshot {summary['snapshot_id']}: {summary['workloads']} workloads, "
-        f"{summary['unknown_telemetry']} with incomplete telemetry, {summary['idle_candidates']} idle candidates",
-        highlight=False,
-    )
+    console.print(_backlog_table(summary))
+    console.print(_quality_table(summary))
+    line = (f"snapshot {summary['snapshot_id']}: {summary['workloads']} workloads, "
+            f"{summary['unknown_telemetry']} with incomplete telemetry (never counted as idle), "
+            f"{summary['idle_candidates']} idle candidates")
+    console.print(line, highlight=False)
+    if summary.get("degraded"):
+        console.print("[yellow]degraded snapshot:[/] a required source did not answer; see 'why not' above",
+                      highlight=False)

@@ -13,7 +13,11 @@ waiting for 6,600 s.
 
 from __future__ import annotations
 
+import threading
+import time
 from collections.abc import Iterator
+from datetime import timedelta
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import httpx
@@ -23,12 +27,11 @@ from prometheus_client.parser import text_string_to_metric_families
 from gpuaas.cluster.runner import EmbeddedCluster
 from gpuaas.models import Snapshot
 from gpuaas.settings import load_settings
-from gpuaas.store import open_store
+from gpuaas.store import SnapshotRecord, open_store
 from tests.scenarios import embedded, point_at
+from tests.sources.helpers import fixture_path
 
 pytestmark = [pytest.mark.integration, pytest.mark.flow]
-
-
 
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[EmbeddedCluster]:
@@ -75,7 +78,7 @@ def test_collect_pushes_summary_metrics(pointed_at: EmbeddedCluster, pushgateway
                                        prefect_harness: None) -> None:
     from flows.collect import collect
 
-    collect(at=pointed_at.clock.now())
+    summary = collect(at=pointed_at.clock.now())
     text = httpx.get(f"{pushgateway_url}/metrics", timeout=5).text
     samples = {(s.name, tuple(sorted((k, v) for k, v in s.labels.items() if k not in ("instance",)))): s.value
                for fam in text_string_to_metric_families(text) for s in fam.samples
@@ -86,6 +89,7 @@ def test_collect_pushes_summary_metrics(pointed_at: EmbeddedCluster, pushgateway
     assert samples[("gpuaas_idle_candidates", (job,))] == 1.0
     assert samples[("gpuaas_source_up", (job, ("source", "prometheus")))] == 1.0
     assert samples[("gpuaas_unknown_telemetry_workloads", (job,))] == 1.0
+    assert summary["pushed_samples"] == sum(1 for _, labels in samples if job in labels)
 
 
 def test_collect_publishes_artifacts(pointed_at: EmbeddedCluster, prefect_harness: None) -> None:
@@ -123,3 +127,151 @@ def test_collect_degrades_when_prometheus_is_down_and_fails_when_all_are(
     monkeypatch.setenv("GPUAAS_OPENCOST_URL", "http://127.0.0.1:9")
     state = collect(at=pointed_at.clock.now(), return_state=True)
     assert state.is_failed() and "every source failed" in str(state.result(raise_on_failure=False))
+
+
+class _Scripted:
+    """A loopback OpenCost that gives one scripted answer per request (the last one repeats),
+    and records when each request arrived."""
+
+    def __init__(self, answers: list[tuple[int, bytes]]) -> None:
+        self.answers, self.arrivals = answers, []  # type: list[tuple[int, bytes]], list[float]
+        scripted = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_GET(self) -> None:  # noqa: N802 - http.server's name
+                scripted.arrivals.append(time.monotonic())
+                status, body = scripted.answers[min(len(scripted.arrivals), len(scripted.answers)) - 1]
+                self.send_response(status)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+            def log_message(self, *args: object) -> None:
+                pass
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    def close(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+
+ALLOCATION = fixture_path("telemetry", "opencost", "allocation-compute.aggregate-namespace.swagger-example.json")
+UNAVAILABLE = (503, b'{"code":503}')
+
+
+@pytest.mark.parametrize(
+    ("answers", "requests", "ok", "error"),
+    [
+        ([UNAVAILABLE, UNAVAILABLE, (200, ALLOCATION.read_bytes())], 3, True, None),
+        ([UNAVAILABLE], 3, False, "HTTP 503"),  # 1 + GPUAAS_RETRIES attempts, then degraded
+        ([(400, b'{"code":400}')], 1, False, "HTTP 400"),  # permanent: never retried
+        ([(200, b"{not json")], 1, False, "not JSON"),  # malformed: retrying cannot fix it
+    ],
+    ids=["transient-then-ok", "transient-exhausted", "permanent-400", "malformed"],
+)
+def test_only_transient_errors_are_retried_with_backoff(
+    pointed_at: EmbeddedCluster, monkeypatch: pytest.MonkeyPatch, prefect_harness: None,
+    answers: list[tuple[int, bytes]], requests: int, ok: bool, error: str | None,
+) -> None:
+    from flows.collect import collect
+
+    opencost = _Scripted(answers)
+    monkeypatch.setenv("GPUAAS_OPENCOST_URL", opencost.url)
+    monkeypatch.setenv("GPUAAS_RETRIES", "2")
+    monkeypatch.setenv("GPUAAS_RETRY_BACKOFF_SECONDS", "0.4")
+    try:
+        summary = collect(at=pointed_at.clock.now())
+    finally:
+        opencost.close()
+    assert len(opencost.arrivals) == requests
+    assert summary["sources"]["opencost"]["ok"] is ok and summary["degraded"] is not ok
+    if error:
+        store = open_store(load_settings())
+        record = store.latest_snapshot()
+        store.close()
+        assert record is not None
+        assert error in (Snapshot.from_json(record.payload["snapshot"]).sources["opencost"].error or "")
+    if requests == 3:
+        # Delays of 0.4 s then 0.8 s with jitter factor 0.5 (Prefect draws within x0.63..x1.5).
+        first, second = (b - a for a, b in zip(opencost.arrivals, opencost.arrivals[1:], strict=False))
+        assert first >= 0.25 and second >= 0.5
+
+
+def test_collect_prunes_snapshots_past_retention(pointed_at: EmbeddedCluster, monkeypatch: pytest.MonkeyPatch,
+                                                prefect_harness: None, tmp_path: Path) -> None:
+    from sqlmodel import select
+
+    from flows.collect import collect
+
+    policy = tmp_path / "policy.yaml"
+    policy.write_text("collect:\n  windows_minutes: [30]\n  retention_days: 2\n")
+    monkeypatch.setenv("GPUAAS_POLICY_FILE", str(policy))
+    at = pointed_at.clock.now()
+    store = open_store(load_settings())
+    for age in (timedelta(days=3), timedelta(days=1)):
+        store.save_snapshot(at - age, {"seeded": True}, {})
+    store.close()
+
+    summary = collect(at=at)
+
+    store = open_store(load_settings())
+    with store.session() as session:
+        kept = sorted(r.collected_at for r in session.exec(select(SnapshotRecord)))
+    store.close()
+    assert kept == [at - timedelta(days=1), at]  # the 3-day-old one is gone, the 1-day-old one stays
+    assert summary["snapshot_id"]
+
+
+def test_unreachable_pushgateway_is_a_warning_not_a_failure(
+    pointed_at: EmbeddedCluster, monkeypatch: pytest.MonkeyPatch, prefect_harness: None,
+) -> None:
+    from flows.collect import collect
+
+    monkeypatch.setenv("GPUAAS_PUSHGATEWAY_URL", "http://127.0.0.1:9")
+    monkeypatch.setenv("GPUAAS_RETRIES", "0")
+    state = collect(at=pointed_at.clock.now(), return_state=True)
+    assert state.is_completed()
+    summary = state.result()
+    assert summary["pushed_samples"] is None and summary["snapshot_id"]
+
+
+def test_cli_collect_json_and_table(pointed_at: EmbeddedCluster, prefect_harness: None) -> None:
+    """``gpuaas collect`` runs the same flow now (not at the cluster's clock: the figures that
+    depend on the wall clock are bounded, the rest are exact) and prints the documented shape."""
+    import json
+
+    from typer.testing import CliRunner
+
+    from gpuaas.cli.app import app
+
+    runner = CliRunner()
+    result = runner.invoke(app, ["collect", "--format", "json"])
+    assert result.exit_code == 0, result.output
+    doc = json.loads(result.stdout)
+    assert set(doc) == {"queues", "sources", "workloads", "unknown_telemetry", "snapshot_id", "idle_candidates"}
+    queues = {q["name"]: q for q in doc["queues"]}
+    assert set(queues["team-b-cq"]) == {"name", "cohort", "pending_workloads", "pending_gpus",
+                                        "oldest_pending_seconds", "admitted_gpus", "nominal_gpus"}
+    assert queues["team-b-cq"]["oldest_pending_seconds"] >= 6600
+    assert {k: v for k, v in queues["team-b-cq"].items() if k != "oldest_pending_seconds"} == {
+        "name": "team-b-cq", "cohort": "c", "pending_workloads": 1, "pending_gpus": 6.0, "admitted_gpus": 2.0,
+        "nominal_gpus": 4.0}
+    assert {n: set(s) for n, s in doc["sources"].items()} == {
+        n: {"ok", "latency_s", "staleness_s"} for n in ("kube", "prometheus", "opencost", "nvml")}
+    assert doc["workloads"] == 4
+
+    table = runner.invoke(app, ["collect", "--format", "table"])
+    assert table.exit_code == 0, table.output
+    lines = table.stdout.splitlines()
+    [team_b] = [line for line in lines if "team-b-cq" in line]
+    cells = [c.strip() for c in team_b.split("│")[1:-1]]
+    assert cells[:4] == ["team-b-cq", "c", "1", "6"] and cells[5:] == ["2", "4"]  # 6, not 6.0; names never cut
+    assert cells[4].startswith("1h5")  # 110 minutes and a little more: the wall clock moved on
+    quality = {c[0]: c[1:] for c in ([x.strip() for x in line.split("│")[1:-1]] for line in lines) if len(c) == 5}
+    assert quality["prometheus"][0] == "yes" and quality["nvml"][0] == "no (optional)"
+    assert quality["nvml"][3].startswith("NVML not available")
+    assert f"snapshot {doc['snapshot_id'] + 1}: 4 workloads" in table.stdout

@@ -141,3 +141,28 @@ def test_vllm_capture_requests_latency_and_kueue_gauges(prometheus_factory: Fact
     assert kq.loc["nominal", "value"] == 8
     assert set(reading.staleness) == {"kueue", "vllm"}
     assert isinstance(reading.gpus, pd.DataFrame) and reading.gpus.empty
+
+
+def test_gpu_util_fallback_is_scaled_and_chosen_per_gpu(prometheus_factory: Factory) -> None:
+    """GPU_UTIL (0-100) stands in, scaled to 0-1, only on GPUs that lack GR_ENGINE_ACTIVE (0-1):
+    on a mixed fleet (a MIG or older node next to a profiling-capable one) each GPU keeps its
+    own best signal, and a GPU that has both never reads the coarse one."""
+    capture = parse_exposition(fixture_path(*H100))
+    util = [(n, labels, v) for n, labels, v in capture if n == "DCGM_FI_DEV_GPU_UTIL"]
+    prof = [("DCGM_FI_PROF_GR_ENGINE_ACTIVE", labels, 0.0) for _n, labels, _v in util if labels["gpu"] == "1"]
+
+    def level(name: str, labels: dict[str, str], value: float, i: int) -> float:
+        if name == "DCGM_FI_PROF_GR_ENGINE_ACTIVE":
+            return 0.8
+        return {"0": 45.0, "1": 10.0}.get(labels["gpu"], value)  # GPU 1's coarse 10 % must be ignored
+
+    reading = _read(prometheus_factory(series(capture + prof, minutes=40, value=level)), [30])
+    gpus = reading.gpus[reading.gpus["window_minutes"] == 30.0].set_index("gpu")
+    assert len(gpus) == 8
+    assert gpus.loc["0", "signal"] == "DCGM_FI_DEV_GPU_UTIL"
+    assert gpus.loc["0", ["activity_avg", "activity_max", "coverage"]].tolist() == pytest.approx([0.45, 0.45, 1.0])
+    assert gpus.loc["1", "signal"] == "DCGM_FI_PROF_GR_ENGINE_ACTIVE"
+    assert gpus.loc["1", ["activity_avg", "activity_max", "coverage"]].tolist() == pytest.approx([0.8, 0.8, 1.0])
+    assert set(gpus.drop(index=["0", "1"])["activity_avg"]) == {0.0}
+    pods = pod_activity(reading.gpus)
+    assert pods[["pod", "activity_avg"]].values.tolist() == [[VLLM_POD, pytest.approx(0.45)]]

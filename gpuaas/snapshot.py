@@ -174,12 +174,17 @@ def _gpu_frame(prom: PrometheusReading | None, nvml: Sequence[GpuSample]) -> pd.
 
 
 def _inherit_owner_opt_out(workloads: pd.DataFrame, owners: pd.DataFrame) -> pd.DataFrame:
-    """Teams annotate the object they own (the RayCluster, the Notebook), not Kueue's Workload."""
+    """Teams annotate the object they own (the RayCluster, the Notebook), not Kueue's Workload.
+
+    An opt-out on either object wins: ``"never"`` is never overridden by the other's value.
+    """
     keyed = owners.rename(columns={"kind": "owner_kind", "name": "owner_name", "reclaim": "owner_reclaim"})
     keyed = keyed[["namespace", "owner_kind", "owner_name", "owner_reclaim"]].drop_duplicates(
         ["namespace", "owner_kind", "owner_name"])
     merged = workloads.merge(keyed, on=["namespace", "owner_kind", "owner_name"], how="left")
-    merged["reclaim"] = merged["reclaim"].astype(object).combine_first(merged["owner_reclaim"].astype(object))
+    own, owner = merged["reclaim"].astype(object), merged["owner_reclaim"].astype(object)
+    never = own.astype(str).str.lower().eq("never") | owner.astype(str).str.lower().eq("never")
+    merged["reclaim"] = own.combine_first(owner).where(~never, "never")
     return merged.drop(columns=["owner_reclaim"])
 
 

@@ -69,8 +69,13 @@ def up(
     trace: Annotated[Path | None, typer.Option(help="Build the scenario from a public trace CSV.")] = None,
     trace_format: Annotated[str, typer.Option(help="philly | itp")] = "philly",
     compress: Annotated[float, typer.Option(min=1.0, help="Time compression of the trace.")] = 60.0,
+    rbac: Annotated[Path | None, typer.Option(help=(
+        "Enforce the rules of an RBAC manifest (e.g. deployments/kubernetes/rbac.yaml): requests the "
+        "--role(s) do not grant get 403, as from a real API server."))] = None,
+    role: Annotated[list[str] | None, typer.Option(help="ClusterRole of --rbac to enforce; repeatable.")] = None,
 ) -> None:
     """Start the embedded cluster and stay in the foreground until stopped."""
+    from gpuaas.cluster.apiserver import RBACRules
     from gpuaas.cluster.runner import EmbeddedCluster, StartCancelled
     from gpuaas.cluster.scenario import default_scenario, load_scenario, parse_duration
     from gpuaas.cluster.traces import scenario_from_trace
@@ -82,7 +87,10 @@ def up(
     other = _read_pid(pid_path)
     if other is not None and other != os.getpid() and _alive(other):
         raise fail(f"an embedded cluster is already running (pid {other}); stop it with 'gpuaas cluster down'")
+    if rbac is not None and not role:
+        raise fail("--rbac needs at least one --role (a ClusterRole name in the manifest)", code=2)
     try:
+        rules = RBACRules.from_manifest(rbac, role or []) if rbac is not None else None
         window = parse_duration(history)
         if trace is not None:
             chosen = scenario_from_trace(trace, trace_format, compress=compress)
@@ -93,7 +101,7 @@ def up(
     run_dir = cluster_dir / "run"
     shutil.rmtree(run_dir, ignore_errors=True)
     stop = threading.Event()
-    cluster = EmbeddedCluster(chosen, run_dir, seed=seed, history=window, speed=speed, api_port=port,
+    cluster = EmbeddedCluster(chosen, run_dir, seed=seed, history=window, speed=speed, api_port=port, rbac=rules,
                               kubeconfig=kubeconfig or cluster_dir / "kubeconfig")
 
     def _on_signal(signum: int, frame: FrameType | None) -> None:

@@ -35,7 +35,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any
 
-from gpuaas.cluster.apiserver import ApiServer, ObjectStore
+from gpuaas.cluster.apiserver import ApiServer, ObjectStore, RBACRules
 from gpuaas.cluster.clock import Clock, SimClock
 from gpuaas.cluster.kueue import KueueController
 from gpuaas.cluster.opencost import OpenCostServer
@@ -112,7 +112,7 @@ class EmbeddedCluster:
     def __init__(self, scenario: Scenario, data_dir: Path, *, seed: int = 0,
                  history: timedelta = timedelta(hours=6), clock: Clock | None = None, speed: float = 1.0,
                  api_port: int = 0, opencost_port: int = 0, prometheus_port: int | None = None,
-                 kubeconfig: Path | None = None, live_interval: float = 2.0,
+                 kubeconfig: Path | None = None, live_interval: float = 2.0, rbac: RBACRules | None = None,
                  progress: Any = None) -> None:
         self.scenario = scenario
         self.data_dir = Path(data_dir)
@@ -125,7 +125,7 @@ class EmbeddedCluster:
         self.store = ObjectStore(self.clock.now)
         self.kueue = KueueController(self.store, self.clock.now)
         self.sim = Simulation(scenario, self.store, self.kueue, self.clock, seed)
-        self.api = ApiServer(self.store, port=api_port, visibility=self.kueue.pending_workloads)
+        self.api = ApiServer(self.store, port=api_port, rbac=rbac, visibility=self.kueue.pending_workloads)
         self.opencost = OpenCostServer(self.sim.ledger, self.clock.now, self.lock, port=opencost_port)
         self.metrics = MetricsEndpoint(self.sim, self.lock)
         self.prometheus = PrometheusServer(self.data_dir / "prometheus", port=prometheus_port,

@@ -204,13 +204,23 @@ def test_cli_down_stops_a_running_cluster_and_its_prometheus(tmp_path: Path) -> 
     env = {**os.environ, "GPUAAS_DATA_DIR": str(tmp_path / "data")}
     gpuaas = Path(sys.executable).with_name("gpuaas")
     kubeconfig = tmp_path / "kc.yaml"
-    proc = subprocess.Popen([str(gpuaas), "cluster", "up", "--kubeconfig", str(kubeconfig), "--history", "10m"],
+    rbac = Path(__file__).resolve().parents[2] / "deployments" / "kubernetes" / "rbac.yaml"
+    proc = subprocess.Popen([str(gpuaas), "cluster", "up", "--kubeconfig", str(kubeconfig), "--history", "10m",
+                             "--rbac", str(rbac), "--role", "gpuaas-reader"],
                             env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
         deadline = time.monotonic() + 90
         while not kubeconfig.exists():
             assert proc.poll() is None and time.monotonic() < deadline, "cluster up did not write the kubeconfig"
             time.sleep(0.2)
+        # --rbac: the shipped read-only role lists but may not patch.
+        custom = client.CustomObjectsApi(config.new_client_from_config(config_file=str(kubeconfig)))
+        queues = custom.list_cluster_custom_object("kueue.x-k8s.io", "v1beta2", "clusterqueues")["items"]
+        assert queues
+        with pytest.raises(client.ApiException) as refused:
+            custom.patch_cluster_custom_object("kueue.x-k8s.io", "v1beta2", "clusterqueues",
+                                               queues[0]["metadata"]["name"], {"metadata": {"labels": {"x": "y"}}})
+        assert refused.value.status == 403 and "cannot patch" in json.loads(refused.value.body)["message"]
         prometheus = [pid for pid, comm in _children(proc.pid) if comm == "prometheus"]
         second = subprocess.run([str(gpuaas), "cluster", "up", "--history", "10m"], env=env, capture_output=True,
                                 text=True, timeout=60)

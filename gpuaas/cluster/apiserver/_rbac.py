@@ -7,7 +7,12 @@ tests prove the flows never need a verb the role does not grant.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
+from pathlib import Path
 from typing import Any
+
+import yaml
+
+from gpuaas.errors import ConfigError
 
 from ._errors import ApiError
 
@@ -23,6 +28,21 @@ class RBACRules:
             for r in rules
         ]
         self.user = user
+
+    @classmethod
+    def from_manifest(cls, path: Path | str, roles: Sequence[str], user: str = "gpuaas") -> RBACRules:
+        """The union of the named ClusterRoles/Roles in a multi-document RBAC manifest."""
+        path = Path(path)
+        try:
+            documents = [d for d in yaml.safe_load_all(path.read_text(encoding="utf-8")) if isinstance(d, dict)]
+        except (OSError, yaml.YAMLError) as exc:
+            raise ConfigError(f"cannot read RBAC manifest: {exc}", file=path) from exc
+        found = {d.get("metadata", {}).get("name"): d for d in documents if d.get("kind") in ("ClusterRole", "Role")}
+        missing = [r for r in roles if r not in found]
+        if missing:
+            known = ", ".join(sorted(str(n) for n in found)) or "none"
+            raise ConfigError(f"no ClusterRole or Role named {', '.join(missing)} (found: {known})", file=path)
+        return cls([rule for role in roles for rule in found[role].get("rules") or []], user=user)
 
     def allows(self, verb: str, group: str, resource: str) -> bool:
         """``resource`` may carry a subresource: ``workloads/status``."""

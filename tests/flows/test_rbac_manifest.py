@@ -1,0 +1,70 @@
+"""The RBAC manifest we ship is the one the flows need: enforced by the embedded API server.
+
+``deployments/kubernetes/rbac.yaml`` grants a read-only role and a separate reclaimer role.
+With only ``gpuaas-reader``, collect reads everything and a reclaim ``--apply`` is refused by
+the API (403) for every object and recorded as failed — nothing is written. With the
+reclaimer role added, the same decisions apply. A role that grants too little, or a flow that
+starts needing a new verb, fails here instead of in a customer's cluster.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from datetime import UTC, datetime
+from pathlib import Path
+
+import pytest
+
+from gpuaas.cluster.apiserver import RBACRules
+from gpuaas.cluster.runner import EmbeddedCluster
+from gpuaas.errors import ConfigError
+from gpuaas.settings import load_settings
+from gpuaas.snapshot import collect_snapshot
+from tests.actions.reclaim_scenario import IDLE_TARGETS, reclaim_cluster, write_policy, writes
+from tests.scenarios import point_at
+
+pytestmark = [pytest.mark.integration, pytest.mark.flow]
+
+MANIFEST = Path(__file__).resolve().parents[2] / "deployments" / "kubernetes" / "rbac.yaml"
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[EmbeddedCluster]:
+    with reclaim_cluster(tmp_path_factory.mktemp("rbac")) as running:
+        yield running
+
+
+@pytest.fixture()
+def pointed_at(cluster: EmbeddedCluster, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> EmbeddedCluster:
+    return point_at(cluster, monkeypatch, policy_file=write_policy(tmp_path / "policy.yaml", max_actions_per_run=3))
+
+
+def test_reader_role_is_enough_to_collect(pointed_at: EmbeddedCluster) -> None:
+    pointed_at.api.rbac = RBACRules.from_manifest(MANIFEST, ["gpuaas-reader"])
+    snapshot = collect_snapshot(load_settings(), pointed_at.clock.now())
+    assert snapshot.sources["kube"].ok, snapshot.sources["kube"].error
+    assert {("RayCluster", "ray"), ("Notebook", "nb")} <= {(k, n) for k, n in zip(snapshot.owners["kind"],
+                                                                                 snapshot.owners["name"])}
+
+
+def test_apply_needs_the_reclaimer_role(pointed_at: EmbeddedCluster, prefect_harness: None) -> None:
+    from flows.reclaim import reclaim
+
+    pointed_at.api.rbac = RBACRules.from_manifest(MANIFEST, ["gpuaas-reader"])
+    before = writes(pointed_at)
+    refused = reclaim(apply=True, at=datetime.now(UTC))["decisions"]
+    attempted = [d for d in refused if d["result"] not in ("deferred",)]
+    assert attempted and all(d["result"] == "failed" and "forbidden" in d["reason"].lower() for d in attempted)
+    assert writes(pointed_at) == before + len(attempted)  # one PATCH each, refused by the API
+    for d in attempted:
+        obj = pointed_at.store.get(d["kind"], d["namespace"], d["name"])
+        assert "gpuaas.io/reclaimed" not in (obj["metadata"].get("annotations") or {}), d
+
+    pointed_at.api.rbac = RBACRules.from_manifest(MANIFEST, ["gpuaas-reader", "gpuaas-reclaimer"])
+    applied = [d for d in reclaim(apply=True, at=datetime.now(UTC))["decisions"] if d["result"] == "applied"]
+    assert len(applied) == 3 and {(d["kind"], d["name"]) for d in applied} <= IDLE_TARGETS
+
+
+def test_unknown_role_is_a_config_error_naming_the_file() -> None:
+    with pytest.raises(ConfigError, match=r"rbac\.yaml: no ClusterRole or Role named gpuaas-admin"):
+        RBACRules.from_manifest(MANIFEST, ["gpuaas-admin"])

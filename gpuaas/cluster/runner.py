@@ -119,7 +119,6 @@ class EmbeddedCluster:
         self.seed = seed
         self.history = history
         self.step = scenario.telemetry.step
-        self._owns_clock = clock is None
         self.clock: Clock = clock or SimClock(datetime.now(UTC) - history, speed, paused=True)
         self.lock = threading.Lock()
         self.store = ObjectStore(self.clock.now)

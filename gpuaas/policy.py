@@ -86,12 +86,16 @@ class ReclaimPolicy(_Model):
     kinds: dict[str, ReclaimRule] = Field(default_factory=dict)
     exclude_namespaces: list[str] = Field(default_factory=list)
     exclude_queues: list[str] = Field(default_factory=list)
+    serving_kinds: list[str] = Field(default_factory=lambda: ["InferenceService"])
+    """Kinds that serve requests: idle only with a *known* zero request count (missing metrics = unknown)."""
 
     @model_validator(mode="after")
     def _known_kinds(self) -> ReclaimPolicy:
-        for kind in self.kinds:
-            if kind not in WORKLOAD_KINDS:
-                raise ValueError(f"unknown workload kind {kind!r} in kinds; expected one of {', '.join(WORKLOAD_KINDS)}")
+        for where, kinds in (("kinds", list(self.kinds)), ("serving_kinds", self.serving_kinds)):
+            for kind in kinds:
+                if kind not in WORKLOAD_KINDS:
+                    raise ValueError(
+                        f"unknown workload kind {kind!r} in {where}; expected one of {', '.join(WORKLOAD_KINDS)}")
         return self
 
 

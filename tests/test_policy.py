@@ -35,14 +35,16 @@ def test_defaults_are_dry_run_everywhere() -> None:
          r"policy\.yaml: tenants\[1\]\.guaranteed_gpus: Input should be greater than or equal to 0"),
         ("reclaim:\n  mode: yolo\n", r"policy\.yaml: reclaim\.mode: Input should be 'dry-run' or 'apply'"),
         ("reclaim:\n  idle_minutes: 5\n", r"policy\.yaml: reclaim\.idle_minutes: unknown field"),
-        ("reclaim:\n  kinds:\n    Pod: {}\n", r"policy\.yaml: reclaim: .*unknown workload kind 'Pod'"),
+        ("reclaim:\n  kinds:\n    Pod: {}\n", r"policy\.yaml: reclaim: .*unknown workload kind 'Pod' in kinds"),
+        ("reclaim:\n  serving_kinds: [Pod]\n", r"policy\.yaml: reclaim: .*unknown workload kind 'Pod' in serving_kinds"),
         ("tenants:\n  - name: a\n  - name: a\n", r"policy\.yaml: \(top level\): .*tenant 'a' is defined twice"),
         ("reclaim: [1, 2\n", r"policy\.yaml: line 2, column 1: invalid YAML"),
         ("- just\n- a list\n", r"policy\.yaml: expected a mapping at the top level, got list"),
         ("reclaim:\n  tenants[2]: 1\n  activity_threshold: 1.5\n",
          r"reclaim\.activity_threshold: Input should be less than or equal to 1"),
     ],
-    ids=["negative-window", "negative-quota", "bad-enum", "typo", "unknown-kind", "duplicate-tenant",
+    ids=["negative-window", "negative-quota", "bad-enum", "typo", "unknown-kind", "unknown-serving-kind",
+         "duplicate-tenant",
          "broken-yaml", "not-a-mapping", "fraction-range"],
 )
 def test_broken_policy_names_file_and_field(tmp_path: Path, yaml_text: str, expected: str) -> None:

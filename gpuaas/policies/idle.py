@@ -25,8 +25,6 @@ __all__ = ["COMPLETE_COVERAGE", "IDLE_COLUMNS", "EffectiveRule", "find_idle", "g
 
 COMPLETE_COVERAGE = 0.95
 """Share of expected samples a GPU must have in a window for its telemetry to count as complete."""
-SERVING_KINDS = frozenset({"InferenceService"})
-"""Kinds whose idleness also needs a *known* zero request count (a missing count is unknown)."""
 
 IDLE_COLUMNS = [
     "kind", "namespace", "name", "uid", "tenant", "queue", "cluster_queue", "gpus", "owner_kind", "owner_name",
@@ -94,7 +92,7 @@ def find_idle(workloads: pd.DataFrame, policy: Policy, now: datetime) -> pd.Data
 
     observed = held["gpus_observed"].astype(float).fillna(0) if "gpus_observed" in held else 0.0
     complete = (held["coverage"].fillna(0) >= COMPLETE_COVERAGE) & (observed >= held["gpus"])
-    serving = held["kind"].isin(SERVING_KINDS)
+    serving = held["kind"].isin(policy.reclaim.serving_kinds)
     requests_known_zero = held["requests"].fillna(-1) == 0
     has_requests = held["requests"].fillna(0) > 0
     quiet = held["activity_max"] <= held["threshold"]

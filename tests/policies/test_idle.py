@@ -58,6 +58,15 @@ def test_verdicts(over: dict[str, Any], expected: str, reason: str) -> None:
     assert row["verdict"] == expected and reason in row["reason"]
 
 
+def test_serving_kinds_need_a_known_zero_request_count() -> None:
+    """A vLLM Deployment is a serving endpoint once the policy says so: no request metrics, no verdict."""
+    assert verdict(kind="Deployment")["verdict"] == "idle"  # by default judged on GPU activity alone
+    serving = parse_policy({"reclaim": {"serving_kinds": ["InferenceService", "Deployment"]}})
+    row = verdict(serving, kind="Deployment")
+    assert row["verdict"] == "unknown" and "no request metrics" in row["reason"]
+    assert verdict(serving, kind="Deployment", requests_30m=0.0)["verdict"] == "idle"
+
+
 def test_excluded_namespace_and_queue() -> None:
     assert verdict(Policy.model_validate({"reclaim": {"exclude_namespaces": ["team-a"]}}))["verdict"] == "excluded"
     assert verdict(Policy.model_validate({"reclaim": {"exclude_queues": ["team-a-cq"]}}))["verdict"] == "excluded"

@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from gpuaas.cluster.prometheus import PrometheusServer, to_openmetrics
+from gpuaas.cluster.runner import EmbeddedCluster
 from tests.services import postgres_server, pushgateway_server
 
 SHARED = Path(__file__).resolve().parents[1].parent / "shared"
@@ -69,6 +70,15 @@ def prometheus_factory(
     yield start
     for server in started:
         server.stop()
+
+
+@pytest.fixture(scope="module")
+def reclaim_fleet(tmp_path_factory: pytest.TempPathFactory) -> Iterator[EmbeddedCluster]:
+    """The reclaim scenario (``tests/actions/reclaim_scenario.py``), one cluster per test module."""
+    from tests.actions.reclaim_scenario import reclaim_cluster
+
+    with reclaim_cluster(tmp_path_factory.mktemp("reclaim")) as running:
+        yield running
 
 
 @pytest.fixture(scope="session")

@@ -33,16 +33,15 @@ from gpuaas.policy import Mode
 from gpuaas.settings import GpuaasSettings, load_settings
 from gpuaas.snapshot import collect_snapshot
 from gpuaas.store import Store, open_store
-from tests.actions.reclaim_scenario import IDLE_TARGETS, NEVER, reclaim_cluster, write_policy, writes
+from tests.actions.reclaim_scenario import IDLE_TARGETS, NEVER, write_policy, writes
 from tests.scenarios import point_at
 
 pytestmark = [pytest.mark.integration]
 
 
 @pytest.fixture(scope="module")
-def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[EmbeddedCluster]:
-    with reclaim_cluster(tmp_path_factory.mktemp("reclaim-actions")) as running:
-        yield running
+def cluster(reclaim_fleet: EmbeddedCluster) -> EmbeddedCluster:
+    return reclaim_fleet
 
 
 @pytest.fixture()

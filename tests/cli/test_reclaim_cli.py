@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -11,7 +10,7 @@ from typer.testing import CliRunner
 
 from gpuaas.cli.app import app
 from gpuaas.cluster.runner import EmbeddedCluster
-from tests.actions.reclaim_scenario import IDLE_TARGETS, reclaim_cluster, write_policy, writes
+from tests.actions.reclaim_scenario import IDLE_TARGETS, write_policy, writes
 from tests.scenarios import point_at
 
 pytestmark = [pytest.mark.integration, pytest.mark.flow]
@@ -20,9 +19,8 @@ FIELDS = {"audit_id", "kind", "namespace", "name", "tenant", "gpus", "idle_secon
 
 
 @pytest.fixture(scope="module")
-def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[EmbeddedCluster]:
-    with reclaim_cluster(tmp_path_factory.mktemp("reclaim-cli")) as running:
-        yield running
+def cluster(reclaim_fleet: EmbeddedCluster) -> EmbeddedCluster:
+    return reclaim_fleet
 
 
 @pytest.fixture()

@@ -9,7 +9,6 @@ starts needing a new verb, fails here instead of in a customer's cluster.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -20,7 +19,7 @@ from gpuaas.cluster.runner import EmbeddedCluster
 from gpuaas.errors import ConfigError
 from gpuaas.settings import load_settings
 from gpuaas.snapshot import collect_snapshot
-from tests.actions.reclaim_scenario import IDLE_TARGETS, reclaim_cluster, write_policy, writes
+from tests.actions.reclaim_scenario import IDLE_TARGETS, write_policy, writes
 from tests.scenarios import point_at
 
 pytestmark = [pytest.mark.integration, pytest.mark.flow]
@@ -29,9 +28,8 @@ MANIFEST = Path(__file__).resolve().parents[2] / "deployments" / "kubernetes" / 
 
 
 @pytest.fixture(scope="module")
-def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[EmbeddedCluster]:
-    with reclaim_cluster(tmp_path_factory.mktemp("rbac")) as running:
-        yield running
+def cluster(reclaim_fleet: EmbeddedCluster) -> EmbeddedCluster:
+    return reclaim_fleet
 
 
 @pytest.fixture()

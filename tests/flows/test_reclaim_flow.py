@@ -9,7 +9,6 @@ same window again acts on no object twice; ``undo=[ids]`` restores, and again is
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -20,16 +19,15 @@ import pytest
 from gpuaas.cluster.runner import EmbeddedCluster
 from gpuaas.settings import load_settings
 from gpuaas.store import open_store
-from tests.actions.reclaim_scenario import IDLE_TARGETS, NEVER, reclaim_cluster, write_policy, writes
+from tests.actions.reclaim_scenario import IDLE_TARGETS, NEVER, write_policy, writes
 from tests.scenarios import point_at
 
 pytestmark = [pytest.mark.integration, pytest.mark.flow]
 
 
 @pytest.fixture(scope="module")
-def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[EmbeddedCluster]:
-    with reclaim_cluster(tmp_path_factory.mktemp("reclaim-flow")) as running:
-        yield running
+def cluster(reclaim_fleet: EmbeddedCluster) -> EmbeddedCluster:
+    return reclaim_fleet
 
 
 @pytest.fixture(scope="module")
@@ -74,11 +72,12 @@ def test_dry_run_decides_publishes_and_writes_nothing(pointed_at: EmbeddedCluste
     with get_client(sync_client=True) as client:
         found = {key: client.read_artifacts(artifact_filter=ArtifactFilter(key=ArtifactFilterKey(any_=[key])))
                  for key in ("gpuaas-reclaim-decisions", "gpuaas-reclaim-summary")}
-    table = found["gpuaas-reclaim-decisions"][-1].data
+    latest = {key: max(artifacts, key=lambda a: a.created) for key, artifacts in found.items()}
+    table = latest["gpuaas-reclaim-decisions"].data
     rows = json.loads(table) if isinstance(table, str) else table
     assert {"workload", "tenant", "GPUs", "idle for", "evidence", "action", "result"} <= set(rows[0])
     assert {r["workload"] for r in rows} == {f"{k} team-a/{n}" for k, n in IDLE_TARGETS}
-    summary = str(found["gpuaas-reclaim-summary"][-1].data)
+    summary = str(latest["gpuaas-reclaim-summary"].data)
     assert "would be freed" in summary and "GPU-hours" in summary and "$" in summary and "per hour" in summary
     metrics = httpx.get(f"{pushgateway_url}/metrics").text
     idle_ray = [line for line in metrics.splitlines() if line.startswith("gpuaas_workload_idle{") and 'name="ray"' in line]

@@ -29,3 +29,28 @@ def test_deployment_entrypoint_loads_and_parameters_match(deployment: object, mo
 def test_collect_runs_every_five_minutes() -> None:
     collect = next(d for d in DEPLOYMENTS if d.name == "collect")
     assert [s.interval.total_seconds() for s in collect.schedules] == [300]  # type: ignore[union-attr]
+
+
+@pytest.mark.flow
+@pytest.mark.slow
+def test_prefect_deploy_all_registers_the_schedules(prefect_harness: None, tmp_path: Path) -> None:
+    """`prefect --no-prompt deploy --all` against a real Prefect server, as the README says to run it."""
+    import os
+    import subprocess
+    import sys
+
+    from prefect.client.orchestration import get_client
+    from prefect.settings import PREFECT_API_URL
+
+    prefect = str(Path(sys.executable).with_name("prefect"))
+    env = {**os.environ, "PREFECT_API_URL": str(PREFECT_API_URL.value()), "PREFECT_HOME": str(tmp_path)}
+    for command in ([prefect, "work-pool", "create", "gpuaas", "--type", "process"],
+                    [prefect, "--no-prompt", "deploy", "--all"]):
+        done = subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True, timeout=180)
+        assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
+    with get_client(sync_client=True) as client:
+        deployed = {d.name: d for d in client.read_deployments()}
+        assert {"collect", "reclaim"} <= set(deployed)
+        intervals = {name: [s.schedule.interval.total_seconds() for s in deployed[name].schedules]  # type: ignore[union-attr]
+                     for name in ("collect", "reclaim")}
+    assert intervals == {"collect": [300.0], "reclaim": [900.0]}

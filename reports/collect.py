@@ -4,19 +4,11 @@ from __future__ import annotations
 
 from typing import Any
 
-import pandas as pd
-
 from gpuaas.models import Snapshot
 from gpuaas.pushgateway import MetricFamily
+from reports._format import duration
 
 __all__ = ["backlog_rows", "collect_metrics", "quality_rows", "summary_markdown"]
-
-
-def _fmt_age(seconds: float | None) -> str:
-    if seconds is None or pd.isna(seconds):
-        return "-"
-    minutes = int(seconds // 60)
-    return f"{minutes // 60}h{minutes % 60:02d}m" if minutes >= 60 else f"{minutes}m"
 
 
 def backlog_rows(summary: dict[str, Any]) -> list[dict[str, Any]]:
@@ -27,7 +19,7 @@ def backlog_rows(summary: dict[str, Any]) -> list[dict[str, Any]]:
             "cohort": q["cohort"] or "-",
             "pending workloads": q["pending_workloads"],
             "pending GPUs": q["pending_gpus"],
-            "oldest pending": _fmt_age(q["oldest_pending_seconds"]),
+            "oldest pending": duration(q["oldest_pending_seconds"]),
             "admitted GPUs": q["admitted_gpus"],
             "nominal GPUs": q["nominal_gpus"],
         }

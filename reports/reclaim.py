@@ -10,19 +10,13 @@ import pandas as pd
 from gpuaas.actions import ActionResult
 from gpuaas.models import Snapshot
 from gpuaas.pushgateway import MetricFamily
+from reports._format import duration
 
 __all__ = ["ASSUMED_GPU_HOURLY_PRICE", "decision_dicts", "decision_rows", "gpu_price", "idle_metrics",
            "summary_markdown"]
 
 ASSUMED_GPU_HOURLY_PRICE = 3.0
 """$ per GPU-hour used only when OpenCost has no figure for the fleet at all (the report says so)."""
-
-
-def _fmt_duration(seconds: float) -> str:
-    if seconds is None or pd.isna(seconds):
-        return "-"
-    minutes = int(seconds // 60)
-    return f"{minutes // 60}h{minutes % 60:02d}m" if minutes >= 60 else f"{minutes}m"
 
 
 def decision_dicts(results: Sequence[ActionResult]) -> list[dict[str, Any]]:
@@ -51,7 +45,7 @@ def decision_rows(results: Sequence[ActionResult]) -> list[dict[str, Any]]:
     """The people form: the table artifact and ``--format table``."""
     return [{
         "audit id": r.audit_id, "workload": r.decision.ref, "tenant": r.decision.tenant or "-",
-        "GPUs": r.decision.gpus, "idle for": _fmt_duration(r.decision.idle_seconds),
+        "GPUs": r.decision.gpus, "idle for": duration(r.decision.idle_seconds),
         "evidence": _evidence_text(r.decision.evidence),
         "action": f"{r.method} (frees {r.frees})" if r.method else "-", "result": r.result, "reason": r.reason,
     } for r in results]

@@ -15,9 +15,10 @@ from gpuaas.errors import GpuaasError
 
 __all__ = ["run_flow"]
 
-# Before Prefect is first imported (it reads its settings once): quiet, and no phoning home.
+# Before Prefect is first imported (it reads its settings once): no phoning home, and no run logs or
+# tracebacks on the terminal (set PREFECT_LOGGING_LEVEL=INFO to see them); errors are printed once, cleanly.
 os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
-os.environ.setdefault("PREFECT_LOGGING_LEVEL", "WARNING")
+os.environ.setdefault("PREFECT_LOGGING_LEVEL", "CRITICAL")  # the CLI prints the outcome itself
 
 
 def run_flow(flow: Any, what: str, **parameters: Any) -> Any:

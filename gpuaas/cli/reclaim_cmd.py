@@ -9,8 +9,14 @@ import typer
 from gpuaas.cli._common import OutputFormat, console, fail, print_json, print_table, settings_or_exit
 from gpuaas.cli._flows import run_flow
 
-_COLUMNS = ["audit_id", "kind", "namespace", "name", "tenant", "gpus", "idle_seconds", "action", "frees", "mode",
-            "result", "reason"]
+_COLUMNS = ["audit id", "workload", "tenant", "GPUs", "idle for", "action", "frees", "result", "reason"]
+
+
+def _row(d: dict[str, Any]) -> list[Any]:
+    from reports._format import duration, gpus
+
+    return [d["audit_id"] or "-", f"{d['kind']} {d['namespace']}/{d['name']}", d["tenant"] or "-", gpus(d["gpus"]),
+            duration(d["idle_seconds"]), d["action"], d["frees"], d["result"], d["reason"]]
 
 
 def reclaim(
@@ -27,7 +33,7 @@ def reclaim(
         print_json({"decisions": result["decisions"]})
         return
     rows = result["decisions"]
-    print_table(f"Reclaim decisions ({result['mode']})", _COLUMNS, [[r[c] for c in _COLUMNS] for r in rows])
+    print_table(f"Reclaim decisions ({result['mode']})", _COLUMNS, [_row(r) for r in rows])
     console.print(f"snapshot {result['snapshot_id']}: {len(rows)} idle targets", highlight=False)
 
 

@@ -116,3 +116,15 @@ def test_db_upgrade_and_audit_on_postgresql(postgres_url: str, monkeypatch: pyte
     store.close()
     listed = json.loads(runner.invoke(app, ["audit", "list", "--format", "json"]).stdout)["entries"]
     assert [(e["object"], e["outcome"]) for e in listed] == [("Notebook a/nb", "planned")]
+
+
+@pytest.mark.slow
+def test_a_failed_flow_is_one_clear_error_line(tmp_path: Path) -> None:
+    """``gpuaas collect`` with nothing reachable: exit 1, the reason once on stderr, no traceback."""
+    env = {"GPUAAS_DATA_DIR": str(tmp_path), "GPUAAS_KUBECONFIG": str(tmp_path / "missing"), "GPUAAS_NVML": "off",
+           "PATH": "/usr/bin:/bin", "HOME": str(tmp_path), "PREFECT_HOME": str(tmp_path / "prefect")}
+    proc = subprocess.run([sys.executable, "-m", "gpuaas.cli.app", "collect"], env=env, capture_output=True,
+                          text=True, timeout=240)
+    assert proc.returncode == 1
+    assert proc.stderr.count("every source failed") == 1 and "Traceback" not in proc.stderr
+    assert proc.stdout == ""

@@ -99,13 +99,13 @@ def _telemetry(frame: pd.DataFrame, kube: KubeState, prom: PrometheusReading | N
     frame["pods"] = frame["pods"].fillna(0).astype(int)
     observed = pd.Series(0, index=frame.index, dtype=float)
     complete = pd.Series(prom is not None, index=frame.index)
+    activity = pod_activity(prom.gpus) if prom is not None else pd.DataFrame()
     for minutes in windows:
         suffix = f"_{minutes:g}m"
         stats = pd.DataFrame(columns=["uid", "activity_avg", "activity_max", "coverage", "gpus_observed"])
         requests = pd.DataFrame(columns=["uid", "requests"])
         if prom is not None:
-            acts = pod_activity(prom.gpus)
-            acts = acts[acts["window_minutes"] == float(minutes)]
+            acts = activity[activity["window_minutes"] == float(minutes)]
             stats = wl_pods.merge(acts, on=["namespace", "pod"]).groupby("uid", as_index=False).agg(
                 activity_avg=("activity_avg", "mean"), activity_max=("activity_max", "max"),
                 coverage=("coverage", "min"), gpus_observed=("gpus_observed", "sum"))

@@ -18,11 +18,8 @@ from gpuaas.cli._flows import run_flow
 SUMMARY_KEYS = ("queues", "sources", "workloads", "unknown_telemetry")
 
 
-def _number(value: Any) -> str:
-    return "-" if value is None else f"{value:g}"
-
-
 def _backlog_table(summary: dict[str, Any]) -> Table:
+    from reports._format import gpus
     from reports.collect import backlog_rows
 
     table = Table(title="Kueue backlog per ClusterQueue", title_justify="left",
@@ -32,8 +29,8 @@ def _backlog_table(summary: dict[str, Any]) -> Table:
     for header in ("pending", "pending GPUs", "oldest pending", "admitted GPUs", "nominal GPUs"):
         table.add_column(header, justify="right")
     for row in backlog_rows(summary):
-        table.add_row(row["queue"], row["cohort"], str(row["pending workloads"]), _number(row["pending GPUs"]),
-                      row["oldest pending"], _number(row["admitted GPUs"]), _number(row["nominal GPUs"]))
+        table.add_row(row["queue"], row["cohort"], str(row["pending workloads"]), gpus(row["pending GPUs"]),
+                      row["oldest pending"], gpus(row["admitted GPUs"]), gpus(row["nominal GPUs"]))
     return table
 
 

@@ -27,7 +27,7 @@ from gpuaas.policies.reclaim import Decision, finalize_decisions, plan_reclaim
 from gpuaas.policy import Mode
 from gpuaas.pushgateway import push_metrics
 from gpuaas.settings import GpuaasSettings
-from gpuaas.store import SnapshotRecord, open_store
+from gpuaas.store import open_store
 from reports.reclaim import decision_rows, idle_metrics, summary_markdown
 from tasks._options import IO_TASK_OPTIONS
 
@@ -46,8 +46,7 @@ def _run_id() -> str | None:
 def load_snapshot(settings: GpuaasSettings, snapshot_id: int) -> Snapshot:
     store = open_store(settings)
     try:
-        with store.session() as session:
-            record = session.get(SnapshotRecord, snapshot_id)
+        record = store.get_snapshot(snapshot_id)
         if record is None:
             raise ActionRefused(f"snapshot {snapshot_id} is not in the store")
         return Snapshot.from_json(record.payload["snapshot"])

@@ -26,12 +26,11 @@ DEMO_POLICY = Path(__file__).resolve().parents[1] / "cluster" / "scenarios" / "d
 def _stored_snapshot(snapshot_id: int) -> tuple[dict[str, Any], Any]:
     """The summary and the snapshot the reclaim flow's collect step stored."""
     from gpuaas.models import Snapshot
-    from gpuaas.store import SnapshotRecord, open_store
+    from gpuaas.store import open_store
 
     store = open_store(settings_or_exit())
     try:
-        with store.session() as session:
-            record = session.get(SnapshotRecord, snapshot_id)
+        record = store.get_snapshot(snapshot_id)
     finally:
         store.close()
     if record is None:

@@ -156,6 +156,10 @@ class Store:
             session.refresh(record)
         return record
 
+    def get_snapshot(self, snapshot_id: int) -> SnapshotRecord | None:
+        with self.session() as session:
+            return session.get(SnapshotRecord, snapshot_id)
+
     def latest_snapshot(self) -> SnapshotRecord | None:
         query = select(SnapshotRecord).order_by(col(SnapshotRecord.collected_at).desc()).limit(1)
         with self.session() as session:

@@ -19,16 +19,18 @@ import typer
 from gpuaas.cli._common import console, err_console, fail, print_table, settings_or_exit
 from gpuaas.cli._flows import run_flow
 from gpuaas.errors import GpuaasError
+from gpuaas.policy import Policy
+from gpuaas.settings import GpuaasSettings
 
 DEMO_POLICY = Path(__file__).resolve().parents[1] / "cluster" / "scenarios" / "default-policy.yaml"
 
 
-def _stored_snapshot(snapshot_id: int) -> tuple[dict[str, Any], Any]:
+def _stored_snapshot(settings: GpuaasSettings, snapshot_id: int) -> tuple[dict[str, Any], Any]:
     """The summary and the snapshot the reclaim flow's collect step stored."""
     from gpuaas.models import Snapshot
     from gpuaas.store import open_store
 
-    store = open_store(settings_or_exit())
+    store = open_store(settings)
     try:
         record = store.get_snapshot(snapshot_id)
     finally:
@@ -38,10 +40,10 @@ def _stored_snapshot(snapshot_id: int) -> tuple[dict[str, Any], Any]:
     return record.summary, Snapshot.from_json(record.payload["snapshot"])
 
 
-def _idle_rows(snapshot: Any) -> list[list[Any]]:
+def _idle_rows(snapshot: Any, policy: Policy) -> list[list[Any]]:
     from gpuaas.policies.idle import find_idle
 
-    decisions = find_idle(snapshot.workloads, settings_or_exit().policy, snapshot.collected_at)
+    decisions = find_idle(snapshot.workloads, policy, snapshot.collected_at)
     order = {"idle": 0, "unknown": 1, "excluded": 2, "busy": 3}
     decisions = decisions.sort_values(["verdict", "gpus"], key=lambda s: s.map(order) if s.name == "verdict" else -s)
     rows = []
@@ -86,7 +88,7 @@ def demo(
         from flows.reclaim import reclaim as reclaim_flow
 
         result = run_flow(reclaim_flow, "reclaim (dry-run): collecting a snapshot and deciding")
-        summary, snapshot = _stored_snapshot(result["snapshot_id"])
+        summary, snapshot = _stored_snapshot(settings, result["snapshot_id"])
         from reports.collect import backlog_rows
 
         rows = backlog_rows(summary)
@@ -99,7 +101,7 @@ def demo(
         print_table(
             "GPU workloads: idle detection",
             ["kind", "workload", "tenant", "GPUs", "max activity", "verdict", "why"],
-            _idle_rows(snapshot),
+            _idle_rows(snapshot, settings.policy),
         )
         decisions = result["decisions"]
         print_table(

@@ -1,7 +1,8 @@
 """gpuaas: reclaim idle GPUs, rebalance Kueue quotas, report cost per verified outcome.
 
 The library never imports Prefect: ``flows/`` and ``tasks/`` wrap it. Dependencies point one
-way: deployments -> flows -> tasks -> gpuaas.
+way: deployments -> flows -> tasks -> gpuaas. The one exception is the CLI's flow-running
+commands, which import ``flows`` and ``reports`` lazily, inside the command (``gpuaas.cli._flows``).
 """
 
 from gpuaas.errors import *  # noqa: F403

@@ -1,1 +1,1 @@
-"""Report builders: pure functions from snapshots and decisions to rows, markdown and HTML."""
+"""Report builders: pure functions from snapshots and decisions to rows, markdown and Pushgateway metrics."""

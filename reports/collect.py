@@ -1,4 +1,4 @@
-"""Rows and markdown for the collect flow's artifacts and the ``gpuaas collect`` table. Pure."""
+"""Rows, markdown and metrics for the collect flow's artifacts, the ``gpuaas collect`` table and the Pushgateway. Pure."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The ``gpuaas`` command line: the same library calls the flows make, for people at a terminal.
+"""The ``gpuaas`` command line: the flows the scheduler runs, started now, for people at a terminal.
 
 Exit codes: 0 ok, 1 failed (a gpuaas error, printed on stderr), 2 usage. Data goes to
 stdout (Rich tables for people, ``--format json`` for machines); errors to stderr.

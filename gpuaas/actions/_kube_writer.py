@@ -26,14 +26,13 @@ _MERGE_PATCH = "application/merge-patch+json"
 
 
 class KubeWriter:
-    """GET and merge-PATCH of the kinds in ``KIND_RESOURCES``; counts the writes it sends."""
+    """GET and merge-PATCH of the kinds in ``KIND_RESOURCES``."""
 
     def __init__(self, settings: GpuaasSettings, api_client: client.ApiClient | None = None) -> None:
         self._own = api_client is None
         self._api = api_client or make_api_client(settings)
         self._custom = client.CustomObjectsApi(self._api)
         self._timeout = settings.request_timeout_seconds
-        self.writes = 0
 
     def close(self) -> None:
         if self._own:
@@ -68,6 +67,5 @@ class KubeWriter:
         if not (body.get("metadata") or {}).get("resourceVersion"):
             raise KubeAPIError("refusing a patch without a resourceVersion precondition", status=0,
                                kind=kind, namespace=namespace, name=name)
-        self.writes += 1
         return self._call("patching", kind, namespace, name, self._custom.patch_namespaced_custom_object,
                           body=body, _content_type=_MERGE_PATCH)

@@ -33,7 +33,7 @@ from typing import Any
 import pandas as pd
 
 from gpuaas.models import Snapshot
-from gpuaas.policy import Mode, Policy
+from gpuaas.policy import WORKLOAD_KINDS, Mode, Policy
 
 __all__ = [
     "STOPPABLE_KINDS",
@@ -44,7 +44,7 @@ __all__ = [
     "snapshot_problem",
 ]
 
-STOPPABLE_KINDS = frozenset({"RayCluster", "InferenceService", "Notebook", "Deployment", "StatefulSet"})
+STOPPABLE_KINDS = frozenset(WORKLOAD_KINDS) - {"Workload"}
 """Owner kinds gpuaas stops itself; a Workload owned by anything else is deactivated instead."""
 
 

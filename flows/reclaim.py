@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import time
 import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager, nullcontext
 from dataclasses import asdict
 from datetime import UTC, datetime
 from typing import Any
@@ -20,7 +22,7 @@ from prefect import flow, get_run_logger
 
 from flows.collect import collect
 from gpuaas.policy import Mode
-from gpuaas.settings import load_settings
+from gpuaas.settings import GpuaasSettings, load_settings
 from reports.reclaim import decision_dicts
 from tasks.reclaim import (
     acquire_writes_lock,
@@ -35,6 +37,16 @@ from tasks.reclaim import (
 )
 
 
+@contextmanager
+def _writes_lock(settings: GpuaasSettings, holder: str) -> Iterator[None]:
+    """Hold ``cluster-writes`` for the block (rebalance takes the same lock), released whatever happens."""
+    acquire_writes_lock(settings, holder)
+    try:
+        yield
+    finally:
+        release_writes_lock(settings, holder)
+
+
 @flow(name="reclaim", log_prints=False)
 def reclaim(apply: bool = False, at: datetime | None = None, undo: list[int] | None = None) -> dict[str, Any]:
     """Reclaim idle GPUs once; returns ``{"mode", "snapshot_id", "decisions": [...]}``.
@@ -47,11 +59,8 @@ def reclaim(apply: bool = False, at: datetime | None = None, undo: list[int] | N
     settings = load_settings()
     holder = f"reclaim-{uuid.uuid4()}"
     if undo:
-        acquire_writes_lock(settings, holder)
-        try:
+        with _writes_lock(settings, holder):
             restores = undo_actions(settings, list(undo))
-        finally:
-            release_writes_lock(settings, holder)
         for r in restores:
             logger.info("undo #%s: %s %s", r.audit_id, r.result, r.message)
         return {"undo": [asdict(r) for r in restores]}
@@ -70,13 +79,7 @@ def reclaim(apply: bool = False, at: datetime | None = None, undo: list[int] | N
                 time.monotonic() - started)
 
     started = time.monotonic()
-    if mode is Mode.apply:
-        acquire_writes_lock(settings, holder)
-        try:
-            results = act(settings, decisions, mode, now)
-        finally:
-            release_writes_lock(settings, holder)
-    else:
+    with _writes_lock(settings, holder) if mode is Mode.apply else nullcontext():
         results = act(settings, decisions, mode, now)
     counts: dict[str, int] = {}
     for result in results:

@@ -15,6 +15,7 @@ from gpuaas.cli import (
     config_cmd,
     db_cmd,
     demo_cmd,
+    plan_cmd,
     reclaim_cmd,
     replay_cmd,
 )
@@ -37,6 +38,7 @@ app.add_typer(audit_cmd.app, name="audit")
 app.add_typer(config_cmd.app, name="config")
 app.add_typer(db_cmd.app, name="db")
 app.add_typer(replay_cmd.app, name="replay")
+app.add_typer(plan_cmd.app, name="plan")
 
 
 def main() -> None:

@@ -1,0 +1,18 @@
+"""``gpuaas plan``: the planners on a file or on the live cluster, without writing anything.
+
+Why a group: a planner should be tried on a hand-written problem before its flow is trusted
+with the cluster. Each planner's command lives in its own module and is registered here.
+"""
+
+from __future__ import annotations
+
+import typer
+
+__all__ = ["app"]
+
+app = typer.Typer(help="Plan deadlines and quotas (reads only; never writes).", no_args_is_help=True)
+
+
+@app.callback()
+def _group() -> None:
+    """Plan deadlines and quotas (a group, so that each planner keeps its own name)."""

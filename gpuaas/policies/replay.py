@@ -58,6 +58,7 @@ __all__ = [
     "observed_seconds",
     "qps_samples_while_down",
     "replay_runs",
+    "replay_table",
     "replay_windows",
 ]
 
@@ -214,7 +215,26 @@ def replay_windows(
     max_gap_s: float = MAX_GAP_S,
 ) -> ReplayResult:
     """Replay ``policy`` on ``util``; the bound always uses ``window_min`` (the base window)."""
-    runs = idle_runs(util, threshold, max_gap_s)
+    return replay_table(
+        idle_runs(util, threshold, max_gap_s), policy, name=name, pods=int(util["pod"].nunique()),
+        observed_s=observed_seconds(util, max_gap_s), qps=qps, window_min=window_min, threshold=threshold,
+        max_gap_s=max_gap_s,
+    )
+
+
+def replay_table(
+    runs: pd.DataFrame,
+    policy: WindowPolicy,
+    *,
+    name: str,
+    pods: int,
+    observed_s: float,
+    qps: pd.DataFrame | None = None,
+    window_min: float = 30.0,
+    threshold: float = 5.0,
+    max_gap_s: float = MAX_GAP_S,
+) -> ReplayResult:
+    """Replay ``policy`` on an idle-run table already built (e.g. streamed from Prometheus)."""
     out = replay_runs(runs, policy(runs), max_gap_s)
     base = window_min * 60.0
     bound = float(np.maximum(0.0, runs["length"].to_numpy(dtype=float) - base).sum()) if len(runs) else 0.0
@@ -222,8 +242,8 @@ def replay_windows(
         policy=name,
         window_min=float(window_min),
         threshold_pct=float(threshold),
-        pods=int(util["pod"].nunique()),
-        observed_gpu_hours=observed_seconds(util, max_gap_s) / 3600.0,
+        pods=pods,
+        observed_gpu_hours=observed_s / 3600.0,
         idle_runs=len(runs),
         reclaims=int(out["reclaim_at"].notna().sum()),
         reclaimed_gpu_hours=float(out["reclaimed"].sum()) / 3600.0,

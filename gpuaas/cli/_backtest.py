@@ -40,7 +40,7 @@ def fleet_history(settings: GpuaasSettings, start: datetime, end: datetime, *, n
     links = workload_pods(kube)
     _progress(f"{len(links)} GPU pods linked to {links['workload'].nunique()} workloads; "
               f"reading {start:%Y-%m-%d %H:%M} .. {end:%Y-%m-%d %H:%M} UTC at 1-minute steps")
-    reading = read_activity_history(settings, start, end, links=links, threshold_pct=threshold_pct,
+    reading = read_activity_history(settings, start, end, links=links, thresholds_pct=[threshold_pct],
                                     namespaces=namespaces, chunk_s=chunk_hours * 3600.0, progress=_progress)
     _progress(f"{reading.queries} range queries, {reading.stream.samples:,} workload samples, "
               f"{reading.stream.pods} workloads")

@@ -65,6 +65,10 @@ class RunStream:
         self._open = runs[still_open].reset_index(drop=True)
         self._last = combined[~combined["pod"].duplicated(keep="last")].reset_index(drop=True)
 
+    def last_samples(self) -> pd.DataFrame:
+        """Each pod's newest sample (``pod, t, value``): is it idle now, and how fresh?"""
+        return self._last.copy()
+
     def runs(self) -> pd.DataFrame:
         """Every run so far, open ones (``ended_by="end"``) included, in pod then time order."""
         frames = [f for f in [*self._closed, self._open] if len(f)]

@@ -42,11 +42,18 @@ __all__ = ["HistoryReading", "activity_history_query", "history_chunks", "read_a
 class HistoryReading:
     """What the history pull produced: the idle runs and how they were obtained."""
 
-    stream: RunStream
+    streams: dict[float, RunStream]
+    """One per idle threshold (percent) asked for: every stream reads the same chunks."""
     start: datetime
     end: datetime
     queries: int
     series: int
+
+    @property
+    def stream(self) -> RunStream:
+        """The only stream, when one threshold was asked for."""
+        (only,) = self.streams.values()
+        return only
 
 
 def activity_history_query(m: MetricNames, step_s: float) -> str:
@@ -111,20 +118,21 @@ def read_activity_history(
     end: datetime,
     *,
     links: pd.DataFrame,
-    threshold_pct: float,
+    thresholds_pct: Sequence[float],
     key: str = "workload",
     namespaces: Sequence[str] = (),
     step_s: float = 60.0,
     chunk_s: float = 6 * 3600.0,
     progress: Callable[[str], None] | None = None,
 ) -> HistoryReading:
-    """Pull ``[start, end]`` chunk by chunk into idle runs per workload (``links``: ``workload_pods``).
+    """Pull ``[start, end]`` chunk by chunk into idle runs per workload (``links``: ``workload_pods``),
+    one run stream per threshold.
 
     ``key`` is the ``links`` column that names a workload (``workload`` or ``uid``).
     Raises ``SourceError`` subclasses as the instant queries do.
     """
     expr = activity_history_query(settings.metrics, step_s)
-    stream = RunStream(threshold_pct, max(MAX_GAP_S, 2 * step_s))
+    streams = {float(t): RunStream(float(t), max(MAX_GAP_S, 2 * step_s)) for t in thresholds_pct}
     chunks = history_chunks(start, end, step_s, chunk_s)
     prom = PromClient(settings)
     series = 0
@@ -132,11 +140,14 @@ def read_activity_history(
         for i, (a, b) in enumerate(chunks, 1):
             result = prom.query_range(expr, a, b, step_s)
             series = max(series, len(result))
-            stream.add(_per_workload(_chunk_frame(result, namespaces), links, key))
+            frame = _per_workload(_chunk_frame(result, namespaces), links, key)
+            del result
+            for stream in streams.values():
+                stream.add(frame)
             if progress is not None:
                 progress(f"history chunk {i}/{len(chunks)} ({a:%Y-%m-%d %H:%M} .. {b:%H:%M}): "
-                         f"{len(result)} series, {stream.samples:,} samples so far")
+                         f"{series} series, {len(frame):,} workload samples")
     finally:
         prom.close()
-    return HistoryReading(stream, start, end, prom.queries, series)
+    return HistoryReading(streams, start, end, prom.queries, series)
 

@@ -137,8 +137,9 @@ def _window_evidence(rows: pd.DataFrame) -> dict[str, Any]:
     out: dict[str, Any] = {"window_minutes": float(rows["window_minutes"].max())}
     if "strategy" in rows and str(rows["strategy"].iloc[0]) == "adaptive":
         longest = rows.loc[rows["window_minutes"].idxmax()]
-        out.update(strategy="adaptive", base_window_minutes=_none(longest.get("base_window_minutes")),
-                   window_reason=_none(longest.get("window_reason")))
+        base, why = _none(longest.get("base_window_minutes")), _none(longest.get("window_reason"))
+        out.update(strategy="adaptive", base_window_minutes=None if base is None else float(base),
+                   window_reason=None if why is None else str(why))
     return out
 
 

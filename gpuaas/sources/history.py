@@ -48,6 +48,7 @@ class HistoryReading:
     end: datetime
     queries: int
     series: int
+    """Most pod series one chunk returned (free GPUs and other namespaces left out)."""
 
     @property
     def stream(self) -> RunStream:
@@ -58,7 +59,9 @@ class HistoryReading:
 
 def activity_history_query(m: MetricNames, step_s: float) -> str:
     """Per pod: the max over its GPUs of each GPU's activity maximum over the step (0-1)."""
-    expr = q.normalise(q._activity("max_over_time", m, q.duration(step_s)), m)  # noqa: SLF001 - same query family
+    # A window one second shorter than the step: Prometheus 2 closes range selectors on both ends,
+    # and a full-step window would also take the previous step's sample.
+    expr = q.normalise(q._activity("max_over_time", m, q.duration(max(step_s - 1, 1))), m)  # noqa: SLF001
     return f"max by (gpuaas_namespace, gpuaas_pod) ({expr})"
 
 
@@ -139,8 +142,9 @@ def read_activity_history(
     try:
         for i, (a, b) in enumerate(chunks, 1):
             result = prom.query_range(expr, a, b, step_s)
-            series = max(series, len(result))
-            frame = _per_workload(_chunk_frame(result, namespaces), links, key)
+            samples = _chunk_frame(result, namespaces)
+            series = max(series, int(samples[["namespace", "pod"]].drop_duplicates().shape[0]))
+            frame = _per_workload(samples, links, key)
             del result
             for stream in streams.values():
                 stream.add(frame)

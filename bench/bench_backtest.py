@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import json
 import os
-import resource
+import re
 import subprocess
 import sys
 import tempfile
@@ -43,15 +43,26 @@ def _profiles(count: int) -> list[TraceProfile]:
     return out
 
 
+# The command in its own process, reporting its own peak RSS at exit (RUSAGE_CHILDREN would also
+# count promtool's backfill, which this process ran before).
+_WRAP = ("import atexit, resource, sys; atexit.register(lambda: sys.stderr.write("
+         "f'\\nmaxrss_kib={resource.getrusage(resource.RUSAGE_SELF).ru_maxrss}\\n')); "
+         "sys.argv = ['gpuaas', *sys.argv[1:]]; from gpuaas.cli.app import main; main()")
+
+
 def _run(args: list[str], env: dict[str, str]) -> tuple[float, float, dict[str, object]]:
-    before = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
     started = time.perf_counter()
-    done = subprocess.run(args, env=env, capture_output=True, text=True, check=False)
+    done = subprocess.run([sys.executable, "-c", _WRAP, *args], env=env, capture_output=True, text=True,
+                          check=False)
     elapsed = time.perf_counter() - started
     if done.returncode != 0:
-        raise SystemExit(f"{' '.join(args)} failed:\n{done.stderr[-2000:]}")
-    peak = max(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss, before) / 2**10
+        raise SystemExit(f"gpuaas {' '.join(args)} failed:\n{done.stderr[-2000:]}")
+    peak = float(done.stderr.rsplit("maxrss_kib=", 1)[1].split()[0]) / 2**10
     sys.stderr.write(done.stderr[-600:])
+    found = re.search(r"(\d+) range queries.*?\(Kubernetes ([\d.]+)s, history ([\d.]+)s\)", done.stderr, re.S)
+    if found:
+        print(f"  {found.group(1)} range queries; Kubernetes read {found.group(2)} s, history pull "
+              f"{found.group(3)} s")
     return elapsed, peak, json.loads(done.stdout)
 
 
@@ -71,9 +82,8 @@ def main(hours: float) -> int:
               f"{time.perf_counter() - t0:.0f} s")
         env = {**os.environ, **cluster.settings_env(), "GPUAAS_NVML": "off",
                "GPUAAS_DATA_DIR": str(data / "gpuaas")}
-        cli = [str(Path(sys.executable).with_name("gpuaas"))]
         since = start.strftime("%Y-%m-%dT%H:%M:%S")
-        common = [*cli, "replay", "reclaim", "--from-prometheus", "--since", since, "--chunk-hours", "1",
+        common = ["replay", "reclaim", "--from-prometheus", "--since", since, "--chunk-hours", "1",
                   "--format", "json"]
         secs, rss, replay = _run([*common, "--adaptive"], env)
         print(f"replay (fixed + adaptive): {secs:.1f} s, peak RSS {rss:.0f} MiB, "
@@ -84,7 +94,6 @@ def main(hours: float) -> int:
         secs, rss, front = _run([*common, "--frontier", "--plot", str(data / "frontier.png")], env)
         print(f"frontier (9 windows + 7 budgets): {secs:.1f} s, peak RSS {rss:.0f} MiB, "
               f"{len(front['frontier'])} rows")  # type: ignore[arg-type]
-    print(f"range queries: {int(hours)} (one per 1-hour chunk) per command")
     return 0
 
 

@@ -7,6 +7,7 @@ operator runs before switching reclaim to apply.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Sequence
 from datetime import datetime
 from pathlib import Path
@@ -36,14 +37,16 @@ def fleet_history(settings: GpuaasSettings, start: datetime, end: datetime, *, n
     """The fleet's idle runs per workload over ``[start, end]``, from Prometheus (progress on stderr)."""
     if end <= start:
         raise ConfigError(f"--since must be in the past (got {start:%Y-%m-%dT%H:%M:%SZ})", field="--since")
-    kube = read_kube(settings)
-    links = workload_pods(kube)
+    started = time.monotonic()
+    links = workload_pods(read_kube(settings))
+    kube_s = time.monotonic() - started
     _progress(f"{len(links)} GPU pods linked to {links['workload'].nunique()} workloads; "
               f"reading {start:%Y-%m-%d %H:%M} .. {end:%Y-%m-%d %H:%M} UTC at 1-minute steps")
     reading = read_activity_history(settings, start, end, links=links, thresholds_pct=[threshold_pct],
                                     namespaces=namespaces, chunk_s=chunk_hours * 3600.0, progress=_progress)
     _progress(f"{reading.queries} range queries, {reading.stream.samples:,} workload samples, "
-              f"{reading.stream.pods} workloads")
+              f"{reading.stream.pods} workloads (Kubernetes {kube_s:.1f}s, history "
+              f"{time.monotonic() - started - kube_s:.1f}s)")
     return reading.stream
 
 

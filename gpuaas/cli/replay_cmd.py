@@ -149,6 +149,8 @@ def reclaim(
     base_s = window * 60.0
     if frontier:
         split = span[0] + (span[1] - span[0]) * calibrate if calibrate > 0 else None
+        err_console.print(f"frontier: {len(runs):,} idle runs, 9 windows and 7 budgets (each budget replays "
+                          "144 variants on the calibration part)", markup=False, highlight=False)
         rows = frontier_rows(runs, split_t=split, base_s=base_s)
         how = "all hours" if split is None else f"chosen on the first {calibrate:.0%} of the hours, scored on the rest"
         title = f"Reclaim frontier, idle <= {threshold:g} % ({how})"

@@ -138,12 +138,16 @@ def window_policy(policy: Policy, runs: pd.DataFrame, window_minutes: float, *, 
 
 
 def live_states(streams: dict[float, RunStream], policy: Policy, now_s: float, days: float) -> pd.DataFrame:
-    """``adaptive_state`` for every adaptive rule, from the run streams of its threshold."""
+    """``adaptive_state`` for every adaptive rule, from the run streams of its threshold.
+
+    ``days`` is the history asked for; a budget counts wake-ups over the part of it that
+    holds data (a fresh Prometheus has less)."""
     frames = []
     for threshold, window in adaptive_rules(policy):
         stream = streams[percent(threshold)]
         runs = stream.runs()
-        rule, chosen = window_policy(policy, runs, window, workloads=stream.pods, days=days)
+        seen_days = (now_s - float(runs["start"].min())) / 86400.0 if len(runs) else days
+        rule, chosen = window_policy(policy, runs, window, workloads=stream.pods, days=min(days, seen_days))
         why = [f"{w}; {chosen}" for w in rule.why(runs)]
         state = adaptive_state(runs, stream.last_samples(), now_s, rule, why, threshold=percent(threshold),
                                max_gap_s=stream.max_gap_s)

@@ -19,7 +19,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from gpuaas.errors import ConfigError
-from gpuaas.policies.adaptive_live import adaptive_rules, adaptive_state
+from gpuaas.policies.adaptive_live import adaptive_rules, adaptive_state, live_states
 from gpuaas.policies.adaptive_window import AdaptiveWindow
 from gpuaas.policies.cold_start import choose_for_budget
 from gpuaas.policies.frontier import FIXED_WINDOWS_MIN, frontier, ratio_at_equal_wakeups
@@ -146,3 +146,16 @@ def test_policy_strategy_per_kind_and_tenant_and_budget_validation() -> None:
         parse_policy({"reclaim": {"adaptive": {"cold_start_budget": {}}}}, "p.yaml")
     with pytest.raises(ConfigError, match=r"reclaim.strategy: Input should be 'fixed' or 'adaptive'"):
         parse_policy({"reclaim": {"strategy": "clever"}})
+
+
+def test_live_states_choose_within_the_budget_on_their_history() -> None:
+    points = [(0, 50.0), *((m, 0.0) for m in range(1, 71)), (71, 90.0), *((m, 0.0) for m in range(72, 100))]
+    stream = RunStream(5.0)
+    stream.add(_pod(points, "uid-1"))
+    budget = {"reclaim": {"strategy": "adaptive", "adaptive": {"cold_start_budget": {"wakeups_per_workload_per_day": 50}}}}
+    states = live_states({5.0: stream}, parse_policy(budget), 99 * MIN, days=1.0)
+    row = states.iloc[0]
+    assert row["key"] == "uid-1" and row["threshold"] == 0.05 and row["base_window_minutes"] == 30.0
+    assert "chosen on the history" in row["why"] and row["state"] == "idle"
+    builtin = live_states({5.0: stream}, parse_policy({"reclaim": {"strategy": "adaptive"}}), 99 * MIN, days=1.0)
+    assert builtin.iloc[0]["window_seconds"] == 600.0 and "built-in adaptive rule" in builtin.iloc[0]["why"]

@@ -29,7 +29,7 @@ FRONTIER_COLUMNS = ("policy", "parameter", "reclaimed_gpu_hours", "wakeups")
 
 
 def _progress(message: str) -> None:
-    err_console.print(message, markup=False, highlight=False)
+    err_console.print(message, markup=False, highlight=False, soft_wrap=True)
 
 
 def fleet_history(settings: GpuaasSettings, start: datetime, end: datetime, *, namespaces: Sequence[str],

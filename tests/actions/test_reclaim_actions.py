@@ -12,8 +12,6 @@ is a no-op. One cluster for the module; each test acts on its own objects or und
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -22,79 +20,26 @@ from gpuaas.actions import (
     RECLAIMED_ANNOTATION,
     KubeWriter,
     already_decided,
-    execute_decisions,
     recover_interrupted,
-    undo_reclaims,
 )
 from gpuaas.cluster.runner import EmbeddedCluster
-from gpuaas.policies.idle import find_idle
-from gpuaas.policies.reclaim import Decision, finalize_decisions, plan_reclaim, reclaim_key
+from gpuaas.policies.reclaim import Decision, finalize_decisions, reclaim_key
 from gpuaas.policy import Mode
-from gpuaas.settings import GpuaasSettings, load_settings
-from gpuaas.snapshot import collect_snapshot
-from gpuaas.store import Store, open_store
-from tests.actions.reclaim_scenario import IDLE_TARGETS, NEVER, write_policy, writes
-from tests.scenarios import point_at
+from gpuaas.settings import GpuaasSettings
+from gpuaas.store import Store
+from tests.actions.reclaim_scenario import (
+    IDLE_TARGETS,
+    NEVER,
+    decide,
+    obj,
+    reserved,
+    run,
+    undo,
+    workloads_of,
+    writes,
+)
 
 pytestmark = [pytest.mark.integration]
-
-
-@pytest.fixture(scope="module")
-def cluster(reclaim_fleet: EmbeddedCluster) -> EmbeddedCluster:
-    return reclaim_fleet
-
-
-@pytest.fixture()
-def settings(cluster: EmbeddedCluster, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> GpuaasSettings:
-    point_at(cluster, monkeypatch, policy_file=write_policy(tmp_path / "policy.yaml", max_actions_per_run=20))
-    return load_settings()
-
-
-@pytest.fixture()
-def store(settings: GpuaasSettings) -> Iterator[Store]:
-    opened = open_store(settings)
-    yield opened
-    opened.close()
-
-
-def decide(settings: GpuaasSettings, cluster: EmbeddedCluster, store: Store, mode: Mode,
-           only: set[tuple[str, str]] | None = None) -> list[Decision]:
-    snapshot = collect_snapshot(settings, cluster.clock.now())
-    idle = find_idle(snapshot.workloads, settings.policy, snapshot.collected_at)
-    decisions = [d for d in plan_reclaim(snapshot, idle, settings.policy, mode)
-                 if only is None or (d.kind, d.name) in only]
-    decided = already_decided(store, [d.idempotency_key for d in decisions])
-    return finalize_decisions(decisions, decided, settings.policy.reclaim.max_actions_per_run)
-
-
-def run(settings: GpuaasSettings, cluster: EmbeddedCluster, store: Store, decisions: list[Decision],
-        mode: Mode = Mode.apply) -> list[Any]:
-    with KubeWriter(settings) as writer:
-        return execute_decisions(decisions, store, writer, mode=mode, flow_run_id="test", now=cluster.clock.now())
-
-
-def undo(settings: GpuaasSettings, store: Store, ids: list[int]) -> list[Any]:
-    with KubeWriter(settings) as writer:
-        return undo_reclaims(store, writer, ids, flow_run_id="test")
-
-
-def obj(cluster: EmbeddedCluster, kind: str, name: str, namespace: str = "team-a") -> dict[str, Any]:
-    return cluster.store.get(kind, namespace, name)
-
-
-def conditions(wl: dict[str, Any]) -> dict[str, str]:
-    return {c["type"]: c["status"] for c in (wl.get("status") or {}).get("conditions", [])}
-
-
-def workloads_of(cluster: EmbeddedCluster, kind: str, name: str) -> list[dict[str, Any]]:
-    cluster.kueue.reconcile()
-    if kind == "Workload":
-        return [obj(cluster, "Workload", name)]
-    return cluster.kueue.workloads_for(kind, "team-a", name)
-
-
-def reserved(cluster: EmbeddedCluster, kind: str, name: str) -> list[bool]:
-    return [conditions(w).get("QuotaReserved") == "True" for w in workloads_of(cluster, kind, name)]
 
 
 # --- dry-run ------------------------------------------------------------------------------------

@@ -39,8 +39,7 @@ class LossyProxy:
         self._refuse_after_drop = 0
         self.refusing = 0
         self.dropped: list[str] = []
-        self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), _handler(self))
-        self._httpd.daemon_threads = True
+        self._httpd = _ResettingServer(("127.0.0.1", 0), _handler(self))
         self._thread = threading.Thread(target=self._httpd.serve_forever, kwargs={"poll_interval": 0.02},
                                         name="lossy-proxy", daemon=True)
 
@@ -85,9 +84,22 @@ class LossyProxy:
         self._httpd.server_close()
 
 
-def _reset(sock: socket.socket) -> None:
-    """Close with RST instead of FIN: the client sees 'connection reset by peer'."""
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+class _ResettingServer(ThreadingHTTPServer):
+    """Closes the connections a handler marked with RST (no FIN first): 'connection reset by peer'."""
+
+    daemon_threads = True
+
+    def __init__(self, *args: Any) -> None:
+        super().__init__(*args)
+        self.resets: set[int] = set()
+
+    def shutdown_request(self, request: Any) -> None:
+        if request.fileno() in self.resets:
+            self.resets.discard(request.fileno())
+            request.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+            self.close_request(request)
+        else:
+            super().shutdown_request(request)
 
 
 def _handler(proxy: LossyProxy) -> type[BaseHTTPRequestHandler]:
@@ -99,8 +111,7 @@ def _handler(proxy: LossyProxy) -> type[BaseHTTPRequestHandler]:
             body = self.rfile.read(length) if length else b""
             verdict = proxy._verdict(self.command, self.path)
             if verdict == "refuse":
-                _reset(self.connection)
-                self.close_connection = True
+                self._reset()
                 return
             headers = {k: v for k, v in self.headers.items() if k.lower() not in _HOP_BY_HOP}
             upstream = http.client.HTTPConnection(*proxy.upstream, timeout=10)
@@ -111,8 +122,7 @@ def _handler(proxy: LossyProxy) -> type[BaseHTTPRequestHandler]:
             finally:
                 upstream.close()
             if verdict == "drop":  # the server has applied the request; its answer never arrives
-                _reset(self.connection)
-                self.close_connection = True
+                self._reset()
                 return
             self.send_response(response.status)
             for key, value in response.getheaders():
@@ -121,6 +131,10 @@ def _handler(proxy: LossyProxy) -> type[BaseHTTPRequestHandler]:
             self.send_header("Content-Length", str(len(data)))
             self.end_headers()
             self.wfile.write(data)
+
+        def _reset(self) -> None:
+            self.server.resets.add(self.connection.fileno())  # type: ignore[attr-defined]
+            self.close_connection = True
 
         do_GET = do_POST = do_PUT = do_PATCH = do_DELETE = _relay
 

@@ -138,3 +138,18 @@ def workloads_of(cluster: EmbeddedCluster, kind: str, name: str) -> list[dict[st
 
 def reserved(cluster: EmbeddedCluster, kind: str, name: str) -> list[bool]:
     return [conditions(w).get("QuotaReserved") == "True" for w in workloads_of(cluster, kind, name)]
+
+
+def workload_decision(settings: GpuaasSettings, cluster: EmbeddedCluster, name: str) -> Decision:
+    """The real planner's decision for the bare Workload ``name``, taken as idle.
+
+    A bare Workload runs no pods, so it never has telemetry and is never found idle; its
+    verdict is set by hand and everything else (target, uid, resourceVersion, API version)
+    comes from the snapshot through ``plan_reclaim``.
+    """
+    snapshot = collect_snapshot(settings, cluster.clock.now())
+    idle = find_idle(snapshot.workloads, settings.policy, snapshot.collected_at)
+    mine = idle["name"] == name
+    idle.loc[mine, "verdict"] = "idle"
+    idle.loc[mine, "idle_seconds"] = 1800.0
+    return next(d for d in plan_reclaim(snapshot, idle, settings.policy, Mode.apply) if d.name == name)

@@ -29,7 +29,7 @@ from typing import Any
 
 import yaml
 
-from gpuaas.actions import KubeWriter, already_decided, execute_decisions, undo_reclaims
+from gpuaas.actions import KubeWriter, already_decided, execute_decisions, undo_entries
 from gpuaas.cluster.runner import EmbeddedCluster
 from gpuaas.policies.idle import find_idle
 from gpuaas.policies.reclaim import Decision, finalize_decisions, plan_reclaim
@@ -118,7 +118,7 @@ def run(settings: GpuaasSettings, cluster: EmbeddedCluster, store: Store, decisi
 
 def undo(settings: GpuaasSettings, store: Store, ids: list[int]) -> list[Any]:
     with KubeWriter(settings) as writer:
-        return undo_reclaims(store, writer, ids, flow_run_id="test")
+        return undo_entries(store, writer, ids, flow_run_id="test")
 
 
 def obj(cluster: EmbeddedCluster, kind: str, name: str, namespace: str = "team-a") -> dict[str, Any]:

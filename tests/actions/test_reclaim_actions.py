@@ -23,7 +23,7 @@ from gpuaas.actions import (
     recover_interrupted,
 )
 from gpuaas.cluster.runner import EmbeddedCluster
-from gpuaas.policies.reclaim import Decision, finalize_decisions, reclaim_key
+from gpuaas.policies.reclaim import finalize_decisions
 from gpuaas.policy import Mode
 from gpuaas.settings import GpuaasSettings
 from gpuaas.store import Store
@@ -35,6 +35,7 @@ from tests.actions.reclaim_scenario import (
     reserved,
     run,
     undo,
+    workload_decision,
     workloads_of,
     writes,
 )
@@ -74,22 +75,13 @@ KINDS = [
 ]
 
 
-def _manual_workload_decision(cluster: EmbeddedCluster) -> Decision:
-    """A bare Workload runs no pods, so it never has telemetry and is never found idle: act on it by hand."""
-    wl = obj(cluster, "Workload", "wl")
-    return Decision(kind="Workload", namespace="team-a", name="wl", uid=wl["metadata"]["uid"], tenant="team-a",
-                    gpus=1, idle_seconds=1800, free="quota", outcome="planned", reason="test", resource_version=None,
-                    idempotency_key=reclaim_key("apply", "Workload", "team-a", "wl", "x", cluster.clock.now()),
-                    mode="apply")
-
-
 @pytest.mark.parametrize(("kind", "name", "stopped", "keeps_quota"), KINDS, ids=[k[1] for k in KINDS])
 def test_each_kind_is_reclaimed_and_undone_exactly(settings: GpuaasSettings, cluster: EmbeddedCluster, store: Store,
                                                    kind: str, name: str, stopped: Any, keeps_quota: bool) -> None:
     original = obj(cluster, kind, name)
     assert all(reserved(cluster, kind, name))
-    if kind == "Workload":
-        decisions = [_manual_workload_decision(cluster)]
+    if kind == "Workload":  # no pods, so never found idle: taken as idle, planned by the real planner
+        decisions = [workload_decision(settings, cluster, name)]
     else:
         decisions = decide(settings, cluster, store, Mode.apply, only={(kind, name)})
     [result] = run(settings, cluster, store, decisions)
@@ -114,7 +106,9 @@ def test_each_kind_is_reclaimed_and_undone_exactly(settings: GpuaasSettings, clu
     assert (back["metadata"].get("annotations") or {}) == (original["metadata"].get("annotations") or {})
     assert reserved(cluster, kind, name) and all(reserved(cluster, kind, name))
     rows = store.audit(refers_to=[int(result.audit_id)])
-    assert [(r.action, r.outcome) for r in rows] == [("reclaim", "applied"), ("restore", "restored")]
+    assert [(r.action, r.outcome) for r in rows] == [("reclaim", "applied"), ("restore", "planned")]
+    [done] = store.audit(refers_to=[int(rows[1].id or 0)])
+    assert (done.action, done.outcome, done.id) == ("restore", "restored", restored.restore_audit_id)
     # Undo again: a no-op with a message, no write.
     count = writes(cluster)
     again = undo(settings, store, [int(result.audit_id)])[0]
@@ -151,14 +145,15 @@ def test_a_409_rereads_and_redecides_never_overwrites(settings: GpuaasSettings, 
     reads: list[str] = []
     real_get = KubeWriter.get
 
-    def racing_patch(self: KubeWriter, kind: str, namespace: str, name: str, body: dict[str, Any]) -> Any:
+    def racing_patch(self: KubeWriter, kind: str, namespace: str, name: str, body: dict[str, Any],
+                     **kwargs: Any) -> Any:
         # Someone else writes between our GET and our PATCH.
         cluster.store.patch(kind, namespace, name, {"metadata": {"labels": {"raced": "yes"}}})
-        return real_patch(self, kind, namespace, name, body)
+        return real_patch(self, kind, namespace, name, body, **kwargs)
 
-    def counting_get(self: KubeWriter, kind: str, namespace: str, name: str) -> Any:
+    def counting_get(self: KubeWriter, kind: str, namespace: str, name: str, **kwargs: Any) -> Any:
         reads.append(name)
-        return real_get(self, kind, namespace, name)
+        return real_get(self, kind, namespace, name, **kwargs)
 
     monkeypatch.setattr(KubeWriter, "patch", racing_patch)
     monkeypatch.setattr(KubeWriter, "get", counting_get)
@@ -201,8 +196,8 @@ def test_a_crash_after_the_patch_is_completed_by_the_next_run_never_doubled(
     decisions = decide(settings, cluster, store, Mode.apply, only={("RayCluster", "ray-b")})
     real_patch = KubeWriter.patch
 
-    def patch_then_crash(self: KubeWriter, *args: Any) -> Any:
-        real_patch(self, *args)
+    def patch_then_crash(self: KubeWriter, *args: Any, **kwargs: Any) -> Any:
+        real_patch(self, *args, **kwargs)
         raise RuntimeError("worker killed after the write")
 
     with monkeypatch.context() as m:

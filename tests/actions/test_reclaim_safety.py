@@ -200,6 +200,7 @@ def test_a_workload_deleted_and_recreated_with_the_same_name_is_never_touched(
     assert (decision.uid, decision.resource_version) == (seen["metadata"]["uid"], seen["metadata"]["resourceVersion"])
 
     # The same object, edited since the snapshot: a new resourceVersion, decided again next run.
+    cluster.kueue.reconcile()  # Kueue admits the new Workload
     decision = workload_decision(settings, cluster, "wl")
     cluster.store.patch("Workload", "team-a", "wl", {"metadata": {"labels": {"edited": "by-someone"}}})
     [result] = run(settings, cluster, store, [decision])

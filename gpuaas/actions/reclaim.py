@@ -33,7 +33,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from gpuaas.actions._kube_writer import KubeWriter
-from gpuaas.actions._patches import reclaimed_by, stop_patch, stop_plan, stopped_reason
+from gpuaas.actions._patches import StopPlan, reclaimed_by, stop_patch, stop_plan, stopped_reason
 from gpuaas.errors import Conflict, GpuaasError, NotFound
 from gpuaas.policies.reclaim import Decision
 from gpuaas.policy import Mode
@@ -138,13 +138,13 @@ def _act(d: Decision, audit: _Audit, writer: KubeWriter, mode: Mode, now: dateti
     if d.api_version:
         after["api_version"] = d.api_version
     intent = audit.row(d, "planned", d.reason, before=plan.before(), after=after)
-    intent_id = int(intent.id or 0)
     result = ActionResult(d, "planned", d.reason, intent.id, plan.method, plan.frees)
     if mode is not Mode.apply:
         return result
     reason = f"{plan.method}: frees {_frees(plan.frees)}"
     try:
-        patched = writer.patch(d.kind, d.namespace, d.name, stop_patch(plan, obj, intent_id), version=d.api_version)
+        patched = writer.patch(d.kind, d.namespace, d.name, stop_patch(plan, obj, int(intent.id or 0)),
+                               version=d.api_version)
     except Conflict:
         why = _redecide_after_conflict(d, writer)
         audit.row(d, "skipped", why, refers_to=intent.id)
@@ -152,21 +152,26 @@ def _act(d: Decision, audit: _Audit, writer: KubeWriter, mode: Mode, now: dateti
     except NotFound:
         audit.row(d, "skipped", "object deleted", refers_to=intent.id)
         return ActionResult(d, "skipped", "object deleted", intent.id, plan.method, plan.frees)
-    except GpuaasError as exc:  # no answer, or a 5xx: the write may have landed all the same
-        lost = str(exc)[:300]
-        settled = read_back_stop(writer, d.kind, d.namespace, d.name, intent_id, d.api_version)
-        if settled is None:
-            why = (f"the PATCH got no usable answer ({lost}) and the read-back failed: the intent stays open, "
-                   "the next run settles it from the object")
-            return ActionResult(d, "unknown", why, intent.id, plan.method, plan.frees)
-        outcome, seen = settled
-        why = f"{reason} (the response was lost: {lost}; read back: {seen})" if outcome == "applied" else (
-            f"{lost} (read back: {seen})")
-        audit.row(d, outcome, why, refers_to=intent.id, before=plan.before(), after=after)
-        return ActionResult(d, outcome, why[:500], intent.id, plan.method, plan.frees)
+    except GpuaasError as exc:  # a lost answer or a 5xx can hide a write that landed: read the object back
+        return _settle(d, audit, writer, intent, plan, after, reason, str(exc)[:300])
     done = {**after, "resourceVersion": patched["metadata"].get("resourceVersion")}
     audit.row(d, "applied", reason, refers_to=intent.id, before=plan.before(), after=done)
     return ActionResult(d, "applied", reason, intent.id, plan.method, plan.frees)
+
+
+def _settle(d: Decision, audit: _Audit, writer: KubeWriter, intent: AuditEntry, plan: StopPlan,
+            after: dict[str, Any], reason: str, error: str) -> ActionResult:
+    """The PATCH raised without a definite answer: the object says whether the stop landed."""
+    settled = read_back_stop(writer, d.kind, d.namespace, d.name, int(intent.id or 0), d.api_version)
+    if settled is None:
+        why = (f"the PATCH got no usable answer ({error}) and the read-back failed: the intent stays open, "
+               "the next run settles it from the object")
+        return ActionResult(d, "unknown", why, intent.id, plan.method, plan.frees)
+    outcome, seen = settled
+    why = (f"{reason} (the response was lost: {error}; read back: {seen})" if outcome == "applied"
+           else f"{error} (read back: {seen})")
+    audit.row(d, outcome, why, refers_to=intent.id, before=plan.before(), after=after)
+    return ActionResult(d, outcome, why[:500], intent.id, plan.method, plan.frees)
 
 
 def _redecide_after_conflict(d: Decision, writer: KubeWriter) -> str:

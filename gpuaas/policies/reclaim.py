@@ -16,6 +16,9 @@ log already holds go in; decisions come out. Nothing here reads or writes the cl
   ... skips it even when its Workload carries another value (the team annotates what it owns).
 * Not right after an undo: an object gpuaas restored less than one window ago is skipped,
   because that window's evidence includes the time it was down because of gpuaas.
+* A decision carries what the snapshot read of its target: uid and resourceVersion (a Workload
+  target too), and a Workload's negotiated API version; the action refuses a write to an
+  object whose uid or resourceVersion differs.
 * Idempotent: a decision's key is (mode, object, uid, window end). A key the audit log already
   holds as planned (dry-run) or applied is skipped ("already decided"), so re-running the same
   window acts once.

@@ -19,5 +19,5 @@ class Undone(NamedTuple):
     """The row that completes the undo (restored, skipped, failed), when one was written."""
 
 
-Undoer = Callable[[Store, KubeWriter, AuditEntry, "str | None"], Undone]
+Undoer = Callable[[Store, KubeWriter, AuditEntry, str | None], Undone]
 """(store, writer, the intent row of the action to reverse, flow run id) -> what happened."""

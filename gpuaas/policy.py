@@ -96,7 +96,7 @@ class AdaptivePolicy(_Model):
 
     history_hours: Annotated[float, Field(gt=0, le=24 * 31)] = 24
     """How far back each cycle reads the per-workload activity (1-minute steps)."""
-    chunk_hours: Annotated[float, Field(gt=0)] = 6
+    chunk_hours: Annotated[float, Field(gt=0)] = 2
     """Time span of one range query: bounds the memory of one answer."""
     cold_start_budget: ColdStartBudget | None = None
     """None: the built-in rule (10 min after long spells, else 40 min, for a 30-min base)."""

@@ -118,8 +118,9 @@ def reclaim(
         list[str] | None, typer.Option("--namespace", help="--from-prometheus: only these namespaces (repeat).")
     ] = None,
     chunk_hours: Annotated[
-        float, typer.Option("--chunk-hours", min=0.1, help="--from-prometheus: hours per range query.")
-    ] = 6.0,
+        float, typer.Option("--chunk-hours", min=0.1, help="--from-prometheus: hours per range query "
+                            "(memory grows with GPUs x chunk).")
+    ] = 1.0,
     reclaims: Annotated[
         bool, typer.Option("--reclaims", help="JSON: list every reclaim (workload, minute, window, why).")
     ] = False,

@@ -125,7 +125,7 @@ def read_activity_history(
     key: str = "workload",
     namespaces: Sequence[str] = (),
     step_s: float = 60.0,
-    chunk_s: float = 6 * 3600.0,
+    chunk_s: float = 3600.0,
     progress: Callable[[str], None] | None = None,
 ) -> HistoryReading:
     """Pull ``[start, end]`` chunk by chunk into idle runs per workload (``links``: ``workload_pods``),

@@ -67,7 +67,7 @@ def main(trace: Path, plot: Path) -> int:
     best = 0.0
     for member in family():
         out = replay_runs(runs, member(runs))
-        w, h = int(out["wakeup"].to_numpy()[scored].sum()), float(out["reclaimed"].to_numpy()[scored].sum()) / 3600
+        w, h = int(out["wakeup"].to_numpy()[scored].sum()), float(out["reclaimed_gpu_s"].to_numpy()[scored].sum()) / 3600
         if wk[0] <= w <= wk[-1]:
             best = max(best, h / float(np.interp(w, wk, hours)))
     print(f"oracle: the best member of the family, chosen on the scored half itself: {best:.2f}x")

@@ -92,8 +92,8 @@ def _workload_pods(kube: KubeState) -> pd.DataFrame:
 
 
 def workload_pods(kube: KubeState) -> pd.DataFrame:
-    """``namespace, pod, uid, workload`` for every running GPU pod of a Kueue Workload, linked as
-    the snapshot links telemetry (``workload`` names the object reclaim stops: ``Kind ns/name``)."""
+    """``namespace, pod, uid, workload, gpus`` for every running GPU pod of a Kueue Workload, linked
+    as the snapshot links telemetry (``workload`` names the object reclaim stops: ``Kind ns/name``)."""
     frame = pd.DataFrame([asdict(w) for w in kube.workloads],
                          columns=["kind", "namespace", "name", "uid", "owner_kind", "owner_name"])
     links = _workload_pods(kube).rename(columns={"kind": "owner_kind", "name": "owner_name"})
@@ -101,7 +101,10 @@ def workload_pods(kube: KubeState) -> pd.DataFrame:
     kind = out["owner_kind"].fillna("Workload")
     name = out["owner_name"].fillna(out["name"])
     out["workload"] = kind + " " + out["namespace"] + "/" + name
-    return out[["namespace", "pod", "uid", "workload"]].drop_duplicates().reset_index(drop=True)
+    gpus = {(p.namespace, p.pod): float(p.gpus) for p in kube.pods}
+    out["gpus"] = [gpus.get(key, 1.0) for key in zip(out["namespace"], out["pod"], strict=True)]
+    return out[["namespace", "pod", "uid", "workload", "gpus"]].drop_duplicates(
+        ["namespace", "pod", "uid"]).reset_index(drop=True)
 
 
 def _telemetry(frame: pd.DataFrame, kube: KubeState, prom: PrometheusReading | None,

@@ -17,7 +17,6 @@ import pandas as pd
 from gpuaas.cli._common import OutputFormat, err_console, print_json, print_table
 from gpuaas.errors import ConfigError
 from gpuaas.policies.frontier import FrontierRow, ratio_at_equal_wakeups
-from gpuaas.policies.run_stream import RunStream
 from gpuaas.settings import GpuaasSettings
 from gpuaas.snapshot import workload_pods
 from gpuaas.sources.history import read_activity_history
@@ -33,8 +32,11 @@ def _progress(message: str) -> None:
 
 
 def fleet_history(settings: GpuaasSettings, start: datetime, end: datetime, *, namespaces: Sequence[str],
-                  threshold_pct: float, chunk_hours: float) -> RunStream:
-    """The fleet's idle runs per workload over ``[start, end]``, from Prometheus (progress on stderr)."""
+                  threshold_pct: float, chunk_hours: float) -> tuple[pd.DataFrame, int, float]:
+    """The fleet's idle runs per workload over ``[start, end]`` from Prometheus (progress on stderr):
+    the run table with each workload's ``gpus``, the number of workloads and the observed GPU-seconds.
+
+    A pod gpuaas cannot link to a Workload (gone, or not Kueue's) counts as one GPU."""
     if end <= start:
         raise ConfigError(f"--since must be in the past (got {start:%Y-%m-%dT%H:%M:%SZ})", field="--since")
     started = time.monotonic()
@@ -44,10 +46,14 @@ def fleet_history(settings: GpuaasSettings, start: datetime, end: datetime, *, n
               f"reading {start:%Y-%m-%d %H:%M} .. {end:%Y-%m-%d %H:%M} UTC at 1-minute steps")
     reading = read_activity_history(settings, start, end, links=links, thresholds_pct=[threshold_pct],
                                     namespaces=namespaces, chunk_s=chunk_hours * 3600.0, progress=_progress)
-    _progress(f"{reading.queries} range queries, {reading.stream.samples:,} workload samples, "
-              f"{reading.stream.pods} workloads (Kubernetes {kube_s:.1f}s, history "
+    stream = reading.stream
+    _progress(f"{reading.queries} range queries, {stream.samples:,} workload samples, "
+              f"{stream.pods} workloads (Kubernetes {kube_s:.1f}s, history "
               f"{time.monotonic() - started - kube_s:.1f}s)")
-    return reading.stream
+    weights = links.drop_duplicates(["namespace", "pod"]).groupby("workload")["gpus"].sum()
+    runs = stream.runs()
+    runs["gpus"] = runs["pod"].map(weights).fillna(1.0).to_numpy(dtype=float)
+    return runs, stream.pods, stream.observed_weighted_s(weights)
 
 
 def print_frontier(rows: Sequence[FrontierRow], fmt: OutputFormat, title: str) -> None:

@@ -135,9 +135,8 @@ def reclaim(
             settings = settings_or_exit()
             end = datetime.now(UTC)
             start = parse_since(since, end)
-            stream = fleet_history(settings, start, end, namespaces=namespace or (), threshold_pct=threshold,
-                                   chunk_hours=chunk_hours)
-            runs, pods, observed_s = stream.runs(), stream.pods, stream.observed_s
+            runs, pods, observed_s = fleet_history(settings, start, end, namespaces=namespace or (),
+                                                   threshold_pct=threshold, chunk_hours=chunk_hours)
             span = (start.timestamp(), end.timestamp())
         else:
             util = load_utilization(utilization or [], unit=unit.value)

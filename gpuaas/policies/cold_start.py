@@ -76,7 +76,7 @@ def choose_for_budget(runs: pd.DataFrame, *, workloads: int, days: float,
     scored = []
     for member in family(base_s):
         out = replay_runs(runs, member(runs)) if len(runs) else None
-        hours = float(out["reclaimed"].sum()) / 3600.0 if out is not None else 0.0
+        hours = float(out["reclaimed_gpu_s"].sum()) / 3600.0 if out is not None else 0.0
         wakeups = int(out["wakeup"].sum()) if out is not None else 0
         scored.append((member, hours, wakeups))
     if cold_start_gpu_minutes is not None:

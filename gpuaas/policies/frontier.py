@@ -45,7 +45,7 @@ class FrontierRow:
 
 def _score(runs: pd.DataFrame, windows: np.ndarray, scored: np.ndarray) -> tuple[float, int]:
     out = replay_runs(runs, windows)
-    return float(out["reclaimed"].to_numpy()[scored].sum()) / 3600.0, int(out["wakeup"].to_numpy()[scored].sum())
+    return float(out["reclaimed_gpu_s"].to_numpy()[scored].sum()) / 3600.0, int(out["wakeup"].to_numpy()[scored].sum())
 
 
 def frontier(runs: pd.DataFrame, *, split_t: float | None = None, windows_min: Sequence[float] = FIXED_WINDOWS_MIN,

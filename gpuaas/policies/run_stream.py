@@ -19,7 +19,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from gpuaas.policies.replay import MAX_GAP_S, idle_runs, observed_seconds
+from gpuaas.policies.replay import MAX_GAP_S, idle_runs
 
 __all__ = ["RunStream"]
 
@@ -30,12 +30,22 @@ class RunStream:
     def __init__(self, threshold: float, max_gap_s: float = MAX_GAP_S) -> None:
         self.threshold = threshold
         self.max_gap_s = max_gap_s
-        self.observed_s = 0.0
         self.samples = 0
+        self._observed = pd.Series(dtype=float)
         self._closed: list[pd.DataFrame] = []
         self._last = pd.DataFrame({"pod": pd.Series(dtype=object), "t": pd.Series(dtype=float),
                                    "value": pd.Series(dtype=float)})
         self._open = idle_runs(self._last, threshold)  # at most one open run per pod
+
+    @property
+    def observed_s(self) -> float:
+        """Covered seconds over every pod (rule 2 of the replay)."""
+        return float(self._observed.sum())
+
+    def observed_weighted_s(self, weights: pd.Series) -> float:
+        """Covered seconds, each pod's times its weight (``weights`` by pod, 1 where absent)."""
+        w = weights.reindex(self._observed.index).fillna(1.0)
+        return float((self._observed * w).sum())
 
     @property
     def pods(self) -> int:
@@ -50,7 +60,11 @@ class RunStream:
         combined = pd.concat([self._last, chunk], ignore_index=True).sort_values(
             ["pod", "t"], kind="mergesort", ignore_index=True)
         # The carried samples were each pod's last: their coverage is counted only now.
-        self.observed_s += observed_seconds(combined, self.max_gap_s)
+        t = combined["t"].to_numpy(dtype=float)
+        pod = combined["pod"].to_numpy()
+        gap = np.where(pod[1:] == pod[:-1], t[1:] - t[:-1], np.inf)
+        covered = pd.Series(np.where(gap <= self.max_gap_s, gap, 0.0)).groupby(pod[:-1]).sum()
+        self._observed = self._observed.add(covered, fill_value=0.0)
         runs = idle_runs(combined, self.threshold, self.max_gap_s)
         if len(self._open):
             carried = self._open.set_index("pod")["start"]

@@ -6,7 +6,7 @@ flow (``strategy: adaptive``) reclaims at the same minute as ``gpuaas replay rec
 --adaptive`` on the same series as a CSV, with the window and why in the evidence, and not
 one minute earlier; ``--from-prometheus`` gives the same replay and frontier as the CSV;
 the history is read in a number of range queries set by the time span, with one series per
-pod (aggregated in PromQL), however many GPUs.
+pod (aggregated in PromQL), however many GPUs; a workload's GPU-hours count its GPUs.
 """
 
 from __future__ import annotations
@@ -151,6 +151,10 @@ def test_backtest_from_prometheus_agrees_with_the_csv(pointed: EmbeddedCluster, 
     assert (tmp_path / "f.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     adaptive = _json([*live, "--adaptive", "--format", "json"])
     assert adaptive["pods"] == 1 and adaptive["reclaims"] >= 2  # team-b's RayCluster is filtered out
+    # team-b's RayCluster alone: busy all along, its 2 GPUs observed for the whole history.
+    busy = _json([*live[:6], "team-b", "--format", "json"])
+    assert busy["pods"] == 1 and busy["idle_runs"] == 0
+    assert busy["observed_gpu_hours"] == pytest.approx(2 * (len(recorded) - 1) / 60)
 
 
 def test_history_queries_are_fixed_per_span_and_one_series_per_pod(pointed: EmbeddedCluster) -> None:

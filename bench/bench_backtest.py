@@ -87,7 +87,7 @@ def main(hours: float) -> int:
                   "--format", "json"]
         secs, rss, replay = _run([*common, "--adaptive"], env)
         print(f"replay (fixed + adaptive): {secs:.1f} s, peak RSS {rss:.0f} MiB, "
-              f"{replay['pods']} workloads, {replay['observed_gpu_hours']:.0f} observed workload-hours, "
+              f"{replay['pods']} workloads, {replay['observed_gpu_hours']:.0f} observed GPU-hours, "
               f"{replay['idle_runs']} idle runs; adaptive {replay['reclaimed_gpu_hours']:.1f} GPU-h / "
               f"{replay['wakeups']} wake-ups, fixed 30 min "
               f"{replay['fixed']['reclaimed_gpu_hours']:.1f} / {replay['fixed']['wakeups']}")  # type: ignore[index]

@@ -1,0 +1,64 @@
+"""The nightly rebalance inside a replay: demand from the replay's own history, then the planner.
+
+Demand per queue, written down: every simulated hour the replay samples each queue's GPUs in
+use plus its pending GPUs (what it would have used had nothing waited); a night's demand is the
+90th percentile of the last ``history_days`` of samples. The guarantee is the largest job the
+queue has submitted so far (capped at its quota), so a queue can always run what it has asked
+for before. ``recent_change`` is the queue's net quota change over the last
+``no_reversal_days`` nights. The planner is :func:`gpuaas.policies.quotas.plan_quotas`, unchanged.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from gpuaas.errors import GpuaasError
+from gpuaas.policies.quotas import QueueDemand, QuotaLimits, plan_quotas
+
+__all__ = ["FLAVOR", "DEFAULT_LIMITS", "History", "NightResult", "plan_night"]
+
+FLAVOR = "gpu"
+DEFAULT_LIMITS = QuotaLimits(max_step_gpus=64, max_step_percent=25.0, max_total_moved_gpus=256, hysteresis_gpus=8)
+"""Per night: at most 64 GPUs or 25 % of a queue's quota, 256 GPUs in all, no move under a node."""
+
+
+@dataclass
+class History:
+    """One queue's hourly demand samples and recent quota changes."""
+
+    samples: deque[float] = field(default_factory=deque)  # GPUs in use + pending, one per hour
+    changes: deque[int] = field(default_factory=deque)  # net change per night
+    largest_job: int = 0
+
+
+@dataclass(frozen=True)
+class NightResult:
+    quotas: dict[str, int]
+    moved_gpus: int
+    failed: str | None = None  # why no plan was applied
+
+
+def plan_night(quotas: dict[str, int], history: dict[str, History], limits: QuotaLimits,
+               history_hours: int, no_reversal_nights: int) -> NightResult:
+    """New quotas for every queue (the same total), or the old ones and why not."""
+    queues = []
+    for name in sorted(quotas):
+        h = history[name]
+        window = list(h.samples)[-history_hours:]
+        demand = float(np.percentile(window, 90)) if window else float(quotas[name])
+        queues.append(QueueDemand(
+            name=name, nominal={FLAVOR: quotas[name]}, demand={FLAVOR: demand},
+            guaranteed={FLAVOR: min(h.largest_job, quotas[name])},
+            recent_change={FLAVOR: sum(list(h.changes)[-no_reversal_nights:])},
+        ))
+    try:
+        plan = plan_quotas(queues, limits)
+    except GpuaasError as exc:
+        return NightResult(dict(quotas), 0, str(exc))
+    new = dict(quotas)
+    for change in plan.changes:
+        new[change.queue] = change.after
+    return NightResult(new, plan.moved_gpus)

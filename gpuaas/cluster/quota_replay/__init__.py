@@ -21,17 +21,20 @@ import csv
 import math
 from collections import Counter
 from collections.abc import Callable, Sequence
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
 from gpuaas._yaml import read_yaml
 from gpuaas.errors import ConfigError
+from gpuaas.policies.quotas import QuotaLimits
 
 from ..traces import TraceJob, read_itp, read_philly
 from ._engine import Configuration, QuotaReplay
+from ._nightly import DEFAULT_LIMITS
 from ._report import summarise
 
-__all__ = ["CONFIGURATIONS", "load_jobs", "load_quotas", "replay_rebalance"]
+__all__ = ["CONFIGURATIONS", "DEFAULT_LIMITS", "load_jobs", "load_quotas", "replay_rebalance"]
 
 CONFIGURATIONS = (
     Configuration("static_isolated", cohort=False, rebalance=False),
@@ -89,14 +92,15 @@ def load_quotas(jobs: list[TraceJob], trace_format: str, traces: Sequence[Path],
                                   field=f"line {line}") from exc
         return out
     span = max(j.submit + j.duration for j in jobs) - min(j.submit for j in jobs)
-    demand: Counter[str] = Counter()
+    demand: dict[str, float] = {}
     for job in jobs:
-        demand[job.tenant] += job.gpus * job.duration
+        demand[job.tenant] = demand.get(job.tenant, 0.0) + job.gpus * job.duration
     return {tenant: max(1, math.ceil(gpu_s / max(span, 1.0))) for tenant, gpu_s in sorted(demand.items())}
 
 
 def replay_rebalance(traces: Sequence[Path], trace_format: str, *, quotas_file: Path | None = None,
                      days: float | None = None, configurations: Sequence[Configuration] = CONFIGURATIONS,
+                     limits: QuotaLimits = DEFAULT_LIMITS,
                      progress: Callable[[str], None] | None = None) -> dict[str, Any]:
     """Replay the trace under every configuration; the JSON the command prints."""
     jobs = load_jobs(traces, trace_format, days)
@@ -109,13 +113,13 @@ def replay_rebalance(traces: Sequence[Path], trace_format: str, *, quotas_file: 
         raise ConfigError("no job fits its tenant's quota", field="--quotas")
     results: dict[str, Any] = {}
     for config in configurations:
-        results[config.name] = summarise(QuotaReplay(kept, quotas, config, progress=progress).run())
+        results[config.name] = summarise(QuotaReplay(kept, quotas, config, limits=limits, progress=progress).run())
     span_days = (max(j.submit for j in kept) - min(j.submit for j in kept)) / DAY
     meta = {
         "trace": [str(p) for p in traces], "trace_format": trace_format, "jobs": len(kept),
         "excluded_jobs": sum(excluded.values()), "excluded_by_tenant": dict(sorted(excluded.items())),
         "submission_span_days": round(span_days, 2), "total_gpus": sum(quotas.values()),
-        "quotas": dict(sorted(quotas.items())),
+        "quotas": dict(sorted(quotas.items())), "limits": asdict(limits),
         "gpu_hours": round(sum(j.gpus * j.duration for j in kept) / 3600, 1),
     }
     return {"meta": meta, "configurations": results}

@@ -13,6 +13,7 @@ its full duration again when admitted again; its queueing delay is the sum of al
 from __future__ import annotations
 
 import heapq
+import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
@@ -88,7 +89,7 @@ class QuotaReplay:
         self.progress = progress
         self.book = QuotaBook()
         self.pending = {q: PendingQueue() for q in quotas}
-        self.history = {q: History() for q in quotas}
+        self.history = {q: History(floor=math.ceil(gpus / 2)) for q, gpus in quotas.items()}
         self.index = AdmittedIndex()
         self.now = 0.0
         self.allocated_gpu_s = 0.0
@@ -169,8 +170,11 @@ class QuotaReplay:
         cq = record.cluster_queue or ""
         self.book.add(cq, record.usage, -1)
         self.index.remove(record, cq)
-        self.allocated_gpu_s += record.gpus * (self.now - (record.started or self.now))
+        self.allocated_gpu_s += record.gpus * self._ran(record)
         record.cluster_queue, record.usage = None, {}
+
+    def _ran(self, record: JobRecord) -> float:
+        return 0.0 if record.started is None else self.now - record.started
 
     def _schedule(self) -> None:
         queues = {cq: self.pending[cq].walk(self._bound(cq)) for cq in self.pending if self.pending[cq].count}
@@ -215,7 +219,7 @@ class QuotaReplay:
     def _evict(self, target: Target, preemptor: WorkloadRecord, cq: str) -> None:
         record = target.record
         assert isinstance(record, JobRecord)
-        self.lost_gpu_h += record.gpus * (self.now - (record.started or self.now)) / HOUR
+        self.lost_gpu_h += record.gpus * self._ran(record) / HOUR
         self.preemptions += 1
         self._release(record)
         record.state, record.admitted_at, record.started = WorkloadState.PENDING, None, None

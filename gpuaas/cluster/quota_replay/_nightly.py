@@ -2,14 +2,18 @@
 
 Demand per queue, written down: every simulated hour the replay samples each queue's GPUs in
 use plus its pending GPUs (what it would have used had nothing waited); a night's demand is the
-90th percentile of the last ``history_days`` of samples. The guarantee is the largest job the
-queue has submitted so far (capped at its quota), so a queue can always run what it has asked
-for before. ``recent_change`` is the queue's net quota change over the last
+90th percentile of the last ``history_days`` of samples. The guarantee is half of the queue's
+static quota, or the largest job it has submitted so far when that is bigger (at most one step
+above its quota, so the plan stays feasible): a queue is never shrunk below a job it has asked
+for, and is grown back to one that arrives after a shrink. Without the half, a queue idle on the
+first nights shrinks to where the relative step (``max_step_percent`` of almost nothing) can never
+grow it again, and its jobs wait forever. ``recent_change`` is the queue's net quota change over the last
 ``no_reversal_days`` nights. The planner is :func:`gpuaas.policies.quotas.plan_quotas`, unchanged.
 """
 
 from __future__ import annotations
 
+import math
 from collections import deque
 from dataclasses import dataclass, field
 
@@ -21,8 +25,8 @@ from gpuaas.policies.quotas import QueueDemand, QuotaLimits, plan_quotas
 __all__ = ["FLAVOR", "DEFAULT_LIMITS", "History", "NightResult", "plan_night"]
 
 FLAVOR = "gpu"
-DEFAULT_LIMITS = QuotaLimits(max_step_gpus=64, max_step_percent=25.0, max_total_moved_gpus=256, hysteresis_gpus=8)
-"""Per night: at most 64 GPUs or 25 % of a queue's quota, 256 GPUs in all, no move under a node."""
+DEFAULT_LIMITS = QuotaLimits(max_step_gpus=64, max_step_percent=50.0, max_total_moved_gpus=256, hysteresis_gpus=1)
+"""Per night: at most 64 GPUs or half of a queue's quota, 256 GPUs in all (the command's defaults)."""
 
 
 @dataclass
@@ -32,6 +36,7 @@ class History:
     samples: deque[float] = field(default_factory=deque)  # GPUs in use + pending, one per hour
     changes: deque[int] = field(default_factory=deque)  # net change per night
     largest_job: int = 0
+    floor: int = 0  # half the static quota: the least a rebalance leaves the queue
 
 
 @dataclass(frozen=True)
@@ -39,6 +44,10 @@ class NightResult:
     quotas: dict[str, int]
     moved_gpus: int
     failed: str | None = None  # why no plan was applied
+
+
+def _step(quota: int, limits: QuotaLimits) -> int:
+    return min(limits.max_step_gpus, math.floor(quota * limits.max_step_percent / 100))
 
 
 def plan_night(quotas: dict[str, int], history: dict[str, History], limits: QuotaLimits,
@@ -51,7 +60,7 @@ def plan_night(quotas: dict[str, int], history: dict[str, History], limits: Quot
         demand = float(np.percentile(window, 90)) if window else float(quotas[name])
         queues.append(QueueDemand(
             name=name, nominal={FLAVOR: quotas[name]}, demand={FLAVOR: demand},
-            guaranteed={FLAVOR: min(h.largest_job, quotas[name])},
+            guaranteed={FLAVOR: min(max(h.largest_job, h.floor), quotas[name] + _step(quotas[name], limits))},
             recent_change={FLAVOR: sum(list(h.changes)[-no_reversal_nights:])},
         ))
     try:

@@ -52,12 +52,15 @@ def rebalance(
     = DEFAULT_LIMITS.max_total_moved_gpus,
     hysteresis_gpus: Annotated[int, typer.Option(min=0, help="Planner: no change smaller than this.")]
     = DEFAULT_LIMITS.hysteresis_gpus,
+    demand_percentile: Annotated[float, typer.Option(
+        min=0.0, max=100.0, help="Demand = this percentile of a week of hourly (in use + pending) GPUs.")] = 100.0,
     format: Annotated[OutputFormat, typer.Option("--format", help="Output format.")] = OutputFormat.table,
 ) -> None:
     """Replay a trace under static_isolated, static_cohort, rebalanced_isolated and rebalanced_cohort."""
     try:
         limits = QuotaLimits(max_step_gpus, max_step_percent, max_total_moved_gpus, hysteresis_gpus)
         result = replay_rebalance(trace, trace_format.value, quotas_file=quotas, days=days, limits=limits,
+                                  demand_percentile=demand_percentile,
                                   progress=lambda line: err_console.print(line, markup=False, highlight=False))
     except ConfigError as exc:
         raise fail(str(exc)) from exc

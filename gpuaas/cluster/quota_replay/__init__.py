@@ -100,7 +100,7 @@ def load_quotas(jobs: list[TraceJob], trace_format: str, traces: Sequence[Path],
 
 def replay_rebalance(traces: Sequence[Path], trace_format: str, *, quotas_file: Path | None = None,
                      days: float | None = None, configurations: Sequence[Configuration] = CONFIGURATIONS,
-                     limits: QuotaLimits = DEFAULT_LIMITS,
+                     limits: QuotaLimits = DEFAULT_LIMITS, demand_percentile: float = 100.0,
                      progress: Callable[[str], None] | None = None) -> dict[str, Any]:
     """Replay the trace under every configuration; the JSON the command prints."""
     jobs = load_jobs(traces, trace_format, days)
@@ -113,13 +113,15 @@ def replay_rebalance(traces: Sequence[Path], trace_format: str, *, quotas_file: 
         raise ConfigError("no job fits its tenant's quota", field="--quotas")
     results: dict[str, Any] = {}
     for config in configurations:
-        results[config.name] = summarise(QuotaReplay(kept, quotas, config, limits=limits, progress=progress).run())
+        results[config.name] = summarise(QuotaReplay(kept, quotas, config, limits=limits, progress=progress,
+                                                      demand_percentile=demand_percentile).run())
     span_days = (max(j.submit for j in kept) - min(j.submit for j in kept)) / DAY
     meta = {
         "trace": [str(p) for p in traces], "trace_format": trace_format, "jobs": len(kept),
         "excluded_jobs": sum(excluded.values()), "excluded_by_tenant": dict(sorted(excluded.items())),
         "submission_span_days": round(span_days, 2), "total_gpus": sum(quotas.values()),
         "quotas": dict(sorted(quotas.items())), "limits": asdict(limits),
+        "demand_percentile": demand_percentile,
         "gpu_hours": round(sum(j.gpus * j.duration for j in kept) / 3600, 1),
     }
     return {"meta": meta, "configurations": results}

@@ -79,13 +79,14 @@ class QuotaReplay:
     """Replays ``jobs`` with ``quotas`` (tenant -> GPUs) under one configuration."""
 
     def __init__(self, jobs: list[TraceJob], quotas: dict[str, int], config: Configuration, *,
-                 history_days: int = 7, no_reversal_days: int = 3,
+                 history_days: int = 7, no_reversal_days: int = 3, demand_percentile: float = 100.0,
                  limits: QuotaLimits | None = None, progress: Callable[[str], None] | None = None) -> None:
         self.config = config
         self.quotas = dict(quotas)
         self.limits = limits or DEFAULT_LIMITS
         self.history_hours = int(history_days * 24)
         self.no_reversal_nights = no_reversal_days
+        self.demand_percentile = demand_percentile
         self.progress = progress
         self.book = QuotaBook()
         self.pending = {q: PendingQueue() for q in quotas}
@@ -237,7 +238,8 @@ class QuotaReplay:
                 h.samples.popleft()
 
     def _night(self) -> None:
-        result = plan_night(self.quotas, self.history, self.limits, self.history_hours, self.no_reversal_nights)
+        result = plan_night(self.quotas, self.history, self.limits, self.history_hours, self.no_reversal_nights,
+                            self.demand_percentile)
         if result.failed:
             self._failed.append(f"day {int(self.now // DAY)}: {result.failed}")
         for name, gpus in result.quotas.items():

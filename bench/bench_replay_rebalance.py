@@ -2,9 +2,10 @@
 
 Run: ``python bench/bench_replay_rebalance.py [TRACE_DIR] [--demand-percentile P ...]``
 (default: ``../shared/fixtures/traces`` next to the repository; percentiles default to 100).
-Three replays, each timed: Philly (82,229 jobs, 109 days) at the Helios VC sizes (2,816 GPUs);
-the same jobs at half those quotas (1,408 GPUs), where the cohort has to reclaim; and the five
-ITP clusters, one tenant each at its mean demand, for deadline satisfaction.
+Four replays, each timed: Philly (82,229 jobs, 109 days) at the Helios VC sizes (2,816 GPUs);
+the same jobs at half and a quarter of those quotas (1,408 and 704 GPUs: every job still fits
+its tenant), where the cohort has to reclaim; and the five ITP clusters, one tenant each at its
+mean demand, for deadline satisfaction.
 """
 
 from __future__ import annotations
@@ -53,13 +54,14 @@ def main() -> None:
     for pct in args.demand_percentile or [100.0]:
         timed(f"Philly, Helios VC quotas, demand p{pct:g}", traces=[philly], trace_format="philly",
               demand_percentile=pct)
-        with tempfile.TemporaryDirectory() as tmp:
-            with (args.traces / "philly" / "philly_vc_nodes_helios.csv").open(newline="") as handle:
-                half = {row["vc"]: int(row["node num"]) * 4 for row in csv.DictReader(handle)}
-            quotas = Path(tmp) / "half.yaml"
-            quotas.write_text("".join(f"'{vc}': {gpus}\n" for vc, gpus in half.items()), encoding="utf-8")
-            timed(f"Philly, half the Helios VC quotas, demand p{pct:g}", traces=[philly], trace_format="philly",
-                  quotas_file=quotas, demand_percentile=pct)
+        for share, label in ((2, "half"), (1, "a quarter of")):
+            with tempfile.TemporaryDirectory() as tmp:
+                with (args.traces / "philly" / "philly_vc_nodes_helios.csv").open(newline="") as handle:
+                    scaled = {row["vc"]: int(row["node num"]) * 8 * share // 4 for row in csv.DictReader(handle)}
+                quotas = Path(tmp) / "scaled.yaml"
+                quotas.write_text("".join(f"'{vc}': {gpus}\n" for vc, gpus in scaled.items()), encoding="utf-8")
+                timed(f"Philly, {label} the Helios VC quotas, demand p{pct:g}", traces=[philly],
+                      trace_format="philly", quotas_file=quotas, demand_percentile=pct)
         timed(f"ITP, five clusters at their mean demand, demand p{pct:g}", traces=itp, trace_format="itp",
               demand_percentile=pct)
 

@@ -68,13 +68,14 @@ def _assign(book: QuotaBook, cq_name: str, record: WorkloadRecord,
             picked: str | None = None
             short: set[FlavorResource] = set()
             for flavor in flavor_names:
-                missing = {(flavor, r) for r, n in needs.items()
-                           if book.available(cq_name, (flavor, r)) - usage.get((flavor, r), 0) < n}
-                if not missing:
+                if all(book.available(cq_name, (flavor, r)) - usage.get((flavor, r), 0) >= n for r, n in needs.items()):
                     picked, short = flavor, set()
                     break
-                if preempt and picked is None and all(
-                        usage.get(fr, 0) + needs[fr[1]] <= cq.nominal(fr) for fr in missing):
+                if not preempt or picked is not None:
+                    continue
+                missing = {(flavor, r) for r, n in needs.items()
+                           if book.available(cq_name, (flavor, r)) - usage.get((flavor, r), 0) < n}
+                if all(usage.get(fr, 0) + needs[fr[1]] <= cq.nominal(fr) for fr in missing):
                     picked, short = flavor, missing
             if picked is None:
                 return _no_fit(book, cq_name, podset.name, flavor_names, needs, usage)

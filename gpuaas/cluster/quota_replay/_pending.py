@@ -34,10 +34,14 @@ class PendingQueue:
         self.count += 1
 
     def pop_head(self, record: WorkloadRecord, gpus: int) -> None:
-        """Remove ``record``, which must be the head of its bucket (the scheduler only sees heads)."""
+        """Remove ``record``: its bucket's head, unless a job preempted in this pass has since been
+        requeued in front of it (then it is found and taken out of the middle)."""
         bucket = self._buckets[gpus]
-        _, head = heapq.heappop(bucket)
-        assert head is record, "admitted a record that was not its bucket's head"
+        if bucket[0][1] is record:
+            heapq.heappop(bucket)
+        else:
+            bucket[:] = [entry for entry in bucket if entry[1] is not record]
+            heapq.heapify(bucket)
         if not bucket:
             del self._buckets[gpus]
         self.gpus -= gpus

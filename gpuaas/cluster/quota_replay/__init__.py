@@ -12,7 +12,9 @@ Four configurations on the same jobs and the same total GPUs:
 Quotas: Philly tenants (the ``cluster`` column) get ``nodes x 8`` GPUs from the Helios VC table;
 ITP files are one tenant each with their mean GPU demand; ``--quotas`` overrides either. Jobs
 that could never run in ``static_isolated`` (a tenant without quota, a job bigger than its
-tenant's quota) are left out of all four and counted in ``meta.excluded_jobs``.
+tenant's quota) are left out of all four and counted in ``meta.excluded_jobs``. Each ITP file
+starts at its own first submission (``read_itp`` makes times relative per file). The night comes
+every 24 simulated hours after the first submission (the traces carry no time zone).
 """
 
 from __future__ import annotations

@@ -20,6 +20,7 @@ import typer
 from gpuaas.cli._backtest import fleet_history, plot_frontier, print_frontier
 from gpuaas.cli._common import OutputFormat, err_console, fail, print_json, print_table, settings_or_exit
 from gpuaas.cli.audit_cmd import parse_since
+from gpuaas.cli.replay_rebalance_cmd import rebalance
 from gpuaas.errors import ConfigError, GpuaasError
 from gpuaas.policies.adaptive_window import AdaptiveWindow
 from gpuaas.policies.cold_start import choose_for_budget
@@ -183,3 +184,6 @@ def reclaim(
         print_json(data)
         return
     print_table(f"Reclaim replay, idle <= {threshold:g} %", _COLUMNS, [_row(r) for r in results])
+
+
+app.command("rebalance")(rebalance)

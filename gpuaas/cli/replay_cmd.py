@@ -135,7 +135,10 @@ def reclaim(
         if from_prometheus:
             settings = settings_or_exit()
             end = datetime.now(UTC)
-            start = parse_since(since, end)
+            try:
+                start = parse_since(since, end)
+            except OverflowError as exc:
+                raise ConfigError(f"{since!r} reaches before year 1", field="--since") from exc
             runs, pods, observed_s = fleet_history(settings, start, end, namespaces=namespace or (),
                                                    threshold_pct=threshold, chunk_hours=chunk_hours)
             span = (start.timestamp(), end.timestamp())

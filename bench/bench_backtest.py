@@ -59,10 +59,10 @@ def _run(args: list[str], env: dict[str, str]) -> tuple[float, float, dict[str, 
         raise SystemExit(f"gpuaas {' '.join(args)} failed:\n{done.stderr[-2000:]}")
     peak = float(done.stderr.rsplit("maxrss_kib=", 1)[1].split()[0]) / 2**10
     sys.stderr.write(done.stderr[-600:])
-    found = re.search(r"(\d+) range queries.*?\(Kubernetes ([\d.]+)s, history ([\d.]+)s\)", done.stderr, re.S)
-    if found:
-        print(f"  {found.group(1)} range queries; Kubernetes read {found.group(2)} s, history pull "
-              f"{found.group(3)} s")
+    kube = re.search(r"Kubernetes read in ([\d.]+)s", done.stderr)
+    pulled = re.search(r"(\d+) range queries in ([\d.]+)s", done.stderr)
+    if kube and pulled:
+        print(f"  {pulled.group(1)} range queries in {pulled.group(2)} s; Kubernetes read {kube.group(1)} s")
     return elapsed, peak, json.loads(done.stdout)
 
 

@@ -15,9 +15,7 @@ from prefect.cache_policies import NO_CACHE
 
 from gpuaas.policies.adaptive_live import adaptive_rules, live_states, percent
 from gpuaas.settings import GpuaasSettings
-from gpuaas.snapshot import workload_pods
-from gpuaas.sources.history import read_activity_history
-from gpuaas.sources.kube import read_kube
+from gpuaas.sources.history import read_fleet_history
 from tasks._options import IO_TASK_OPTIONS
 
 __all__ = ["adaptive_history"]
@@ -28,10 +26,9 @@ def adaptive_history(settings: GpuaasSettings, now: datetime) -> pd.DataFrame:
     """Per Workload uid and adaptive rule: its current idle spell, the window for it and why."""
     policy = settings.policy
     config = policy.reclaim.adaptive
-    links = workload_pods(read_kube(settings))
     start = now - timedelta(hours=config.history_hours)
     thresholds = sorted({percent(t) for t, _ in adaptive_rules(policy)})
-    reading = read_activity_history(settings, start, now, links=links, key="uid", thresholds_pct=thresholds,
+    reading, _ = read_fleet_history(settings, start, now, key="uid", thresholds_pct=thresholds,
                                     chunk_s=config.chunk_hours * 3600.0)
     get_run_logger().info("adaptive history: %d range queries, %d series, %d Workloads over %gh",
                           reading.queries, reading.series, max(s.pods for s in reading.streams.values()),

@@ -7,7 +7,6 @@ operator runs before switching reclaim to apply.
 
 from __future__ import annotations
 
-import time
 from collections.abc import Sequence
 from datetime import datetime
 from pathlib import Path
@@ -18,9 +17,7 @@ from gpuaas.cli._common import OutputFormat, err_console, print_json, print_tabl
 from gpuaas.errors import ConfigError
 from gpuaas.policies.frontier import FrontierRow, ratio_at_equal_wakeups
 from gpuaas.settings import GpuaasSettings
-from gpuaas.snapshot import workload_pods
-from gpuaas.sources.history import read_activity_history
-from gpuaas.sources.kube import read_kube
+from gpuaas.sources.history import read_fleet_history
 
 __all__ = ["FRONTIER_COLUMNS", "fleet_history", "plot_frontier", "print_frontier"]
 
@@ -39,17 +36,11 @@ def fleet_history(settings: GpuaasSettings, start: datetime, end: datetime, *, n
     A pod gpuaas cannot link to a Workload (gone, or not Kueue's) counts as one GPU."""
     if end <= start:
         raise ConfigError(f"--since must be in the past (got {start:%Y-%m-%dT%H:%M:%SZ})", field="--since")
-    started = time.monotonic()
-    links = workload_pods(read_kube(settings))
-    kube_s = time.monotonic() - started
-    _progress(f"{len(links)} GPU pods linked to {links['workload'].nunique()} workloads; "
-              f"reading {start:%Y-%m-%d %H:%M} .. {end:%Y-%m-%d %H:%M} UTC at 1-minute steps")
-    reading = read_activity_history(settings, start, end, links=links, thresholds_pct=[threshold_pct],
-                                    namespaces=namespaces, chunk_s=chunk_hours * 3600.0, progress=_progress)
+    reading, links = read_fleet_history(settings, start, end, thresholds_pct=[threshold_pct],
+                                        namespaces=namespaces, chunk_s=chunk_hours * 3600.0, progress=_progress)
     stream = reading.stream
-    _progress(f"{reading.queries} range queries, {stream.samples:,} workload samples, "
-              f"{stream.pods} workloads (Kubernetes {kube_s:.1f}s, history "
-              f"{time.monotonic() - started - kube_s:.1f}s)")
+    _progress(f"{reading.queries} range queries in {reading.seconds:.1f}s: {stream.samples:,} workload samples, "
+              f"{stream.pods} workloads")
     weights = links.drop_duplicates(["namespace", "pod"]).groupby("workload")["gpus"].sum()
     runs = stream.runs()
     runs["gpus"] = runs["pod"].map(weights).fillna(1.0).to_numpy(dtype=float)

@@ -23,6 +23,7 @@ Values are percent (0-100), the unit of the trace replay, so one replay serves b
 from __future__ import annotations
 
 import math
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
@@ -32,10 +33,13 @@ import pandas as pd
 from gpuaas.policies.replay import MAX_GAP_S
 from gpuaas.policies.run_stream import RunStream
 from gpuaas.settings import GpuaasSettings, MetricNames
+from gpuaas.snapshot import workload_pods
 from gpuaas.sources import _promql as q
 from gpuaas.sources._prom_client import PromClient
+from gpuaas.sources.kube import read_kube
 
-__all__ = ["HistoryReading", "activity_history_query", "history_chunks", "read_activity_history"]
+__all__ = ["HistoryReading", "activity_history_query", "history_chunks", "read_activity_history",
+           "read_fleet_history"]
 
 
 @dataclass
@@ -49,6 +53,8 @@ class HistoryReading:
     queries: int
     series: int
     """Most pod series one chunk returned (free GPUs and other namespaces left out)."""
+    seconds: float = 0.0
+    """How long the range queries and their reduction took."""
 
     @property
     def stream(self) -> RunStream:
@@ -139,6 +145,7 @@ def read_activity_history(
     chunks = history_chunks(start, end, step_s, chunk_s)
     prom = PromClient(settings)
     series = 0
+    started = time.monotonic()
     try:
         for i, (a, b) in enumerate(chunks, 1):
             result = prom.query_range(expr, a, b, step_s)
@@ -153,5 +160,27 @@ def read_activity_history(
                          f"{series} series, {len(frame):,} workload samples")
     finally:
         prom.close()
-    return HistoryReading(streams, start, end, prom.queries, series)
+    return HistoryReading(streams, start, end, prom.queries, series, time.monotonic() - started)
 
+
+def read_fleet_history(
+    settings: GpuaasSettings,
+    start: datetime,
+    end: datetime,
+    *,
+    thresholds_pct: Sequence[float],
+    key: str = "workload",
+    namespaces: Sequence[str] = (),
+    chunk_s: float = 3600.0,
+    progress: Callable[[str], None] | None = None,
+) -> tuple[HistoryReading, pd.DataFrame]:
+    """The Kubernetes links (``workload_pods``, read now) and the history pulled through them."""
+    started = time.monotonic()
+    links = workload_pods(read_kube(settings))
+    if progress is not None:
+        progress(f"Kubernetes read in {time.monotonic() - started:.1f}s: {len(links)} GPU pods linked to "
+                 f"{links['workload'].nunique()} workloads; reading "
+                 f"{start:%Y-%m-%d %H:%M} .. {end:%Y-%m-%d %H:%M} UTC at 1-minute steps")
+    reading = read_activity_history(settings, start, end, links=links, thresholds_pct=thresholds_pct, key=key,
+                                    namespaces=namespaces, chunk_s=chunk_s, progress=progress)
+    return reading, links

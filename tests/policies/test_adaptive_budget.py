@@ -19,7 +19,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from gpuaas.errors import ConfigError
-from gpuaas.policies.adaptive_live import adaptive_rules, adaptive_state, live_states
+from gpuaas.policies.adaptive_live import adaptive_rules, adaptive_state, apply_adaptive, live_states
 from gpuaas.policies.adaptive_window import AdaptiveWindow
 from gpuaas.policies.cold_start import choose_for_budget
 from gpuaas.policies.frontier import FIXED_WINDOWS_MIN, frontier, ratio_at_equal_wakeups
@@ -159,3 +159,27 @@ def test_live_states_choose_within_the_budget_on_their_history() -> None:
     assert "chosen on the history" in row["why"] and row["state"] == "idle"
     builtin = live_states({5.0: stream}, parse_policy({"reclaim": {"strategy": "adaptive"}}), 99 * MIN, days=1.0)
     assert builtin.iloc[0]["window_seconds"] == 600.0 and "built-in adaptive rule" in builtin.iloc[0]["why"]
+
+
+def test_apply_adaptive_never_idles_without_current_history() -> None:
+    idle = pd.DataFrame({
+        "uid": ["a", "b", "c", "d", "e"], "strategy": ["adaptive"] * 4 + ["fixed"],
+        "activity_decides": [True, True, True, False, True],
+        "verdict": ["idle", "busy", "idle", "excluded", "idle"],
+        "reason": ["quiet", "GPU activity above the threshold", "quiet", "inside the grace period", "quiet"],
+        "window_minutes": [30.0] * 5, "threshold": [0.05] * 5, "idle_seconds": [1800.0] * 5,
+    })
+    states = pd.DataFrame({"key": ["b", "c", "d"], "state": ["idle", "stale", "idle"],
+                           "idle_since": [0.0, np.nan, 0.0], "idle_seconds": [700.0, np.nan, 900.0],
+                           "window_seconds": [600.0, np.nan, 600.0], "due": [True, False, True],
+                           "why": ["long idle spells seen", None, "long idle spells seen"],
+                           "threshold": [0.05] * 3, "base_window_minutes": [30.0] * 3})
+    out = apply_adaptive(idle, states).set_index("uid")
+    assert out.loc["a", "verdict"] == "unknown" and "no activity history" in out.loc["a", "reason"]
+    assert out.loc["b", "verdict"] == "idle" and out.loc["b", "window_minutes"] == 10.0  # busy over 30 m, idle 11 m
+    assert out.loc["b", "idle_seconds"] == 700.0 and out.loc["b", "base_window_minutes"] == 30.0
+    assert out.loc["c", "verdict"] == "unknown" and "stale" in out.loc["c", "reason"]
+    assert out.loc["d", "verdict"] == "excluded"  # the grace period still holds
+    assert out.loc["e", "verdict"] == "idle" and out.loc["e", "window_minutes"] == 30.0  # fixed: untouched
+    failed = apply_adaptive(idle, None).set_index("uid")  # the history pull failed
+    assert set(failed.loc[["a", "b", "c"], "verdict"]) == {"unknown"}

@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
+from gpuaas.policies.deadline_pools import PoolPlan
 from gpuaas.policies.deadlines import DeadlinePlan, ScheduledJob
+from gpuaas.pushgateway import MetricFamily
 
-__all__ = ["plan_dict", "plan_rows"]
+__all__ = ["deadline_metrics", "plan_dict", "plan_rows", "pool_dicts"]
 
 
 def _num(value: float | None) -> float | int | None:
@@ -48,3 +51,30 @@ def plan_rows(plan: DeadlinePlan) -> list[list[Any]]:
     """One row per scheduled job, in start order: name, resource, GPUs, start, end, deadline, status."""
     return [[s.name, s.resource, s.gpus, _num(s.start), _num(s.end), "-" if s.deadline is None else _num(s.deadline),
              _status(s, plan)] for s in plan.schedule]
+
+
+def pool_dicts(pools: Sequence[PoolPlan]) -> list[dict[str, Any]]:
+    """``gpuaas plan deadlines --from-cluster --format json``: the same answer per pool, seconds from now."""
+    return [{"cohort": p.problem.cohort, "flavor": p.problem.flavor, "capacity_gpus": p.problem.capacity,
+             **plan_dict(p.plan), "missed": list(p.missed), "notes": list(p.problem.notes)} for p in pools]
+
+
+def deadline_metrics(pools: Sequence[PoolPlan]) -> list[MetricFamily]:
+    """The scale-up signal: extra GPUs that make every holdable deadline hold, per cohort and flavor.
+
+    ``gpuaas_deadline_capacity_gpus`` is the capacity the plan used, so that a node-pool scaler can
+    ask for capacity + extra without knowing the quotas (``deployments/keda/scaledobject-deadlines.yaml``).
+    """
+    labels = ("cohort", "flavor")
+    extra = MetricFamily("gpuaas_extra_gpus_needed", "Fewest extra GPUs that make every holdable deadline hold",
+                         labels)
+    risk = MetricFamily("gpuaas_deadlines_at_risk", "Deadlines that do not hold on current GPUs (incl. missed)",
+                        labels)
+    cap = MetricFamily("gpuaas_deadline_capacity_gpus", "GPUs the deadline plan had (nominal quota of the pool)",
+                       labels)
+    for p in pools:
+        key = (p.problem.cohort, p.problem.flavor)
+        extra.add(p.plan.extra_gpus.get(p.problem.flavor, 0), *key)
+        risk.add(p.at_risk_count, *key)
+        cap.add(p.problem.capacity, *key)
+    return [extra, risk, cap]

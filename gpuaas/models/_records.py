@@ -58,6 +58,8 @@ class Workload:
     owner_name: str | None
     annotations: tuple[tuple[str, str], ...] = ()
     """Only the ``gpuaas.io/*`` annotations of interest (reclaim, deadline, expected-runtime)."""
+    max_exec_time: str | None = None
+    """``spec.maximumExecutionTimeSeconds`` (or the job's ``kueue.x-k8s.io/max-exec-time-seconds`` label), raw."""
 
     def annotation(self, key: str) -> str | None:
         return dict(self.annotations).get(key)

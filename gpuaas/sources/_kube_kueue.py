@@ -134,7 +134,16 @@ def parse_workload(obj: Obj, gpu_resources: Iterable[str]) -> Workload:
         owner_kind=owner_kind,
         owner_name=owner_name,
         annotations=tuple((k, str(annotations[k])) for k in ANNOTATIONS_OF_INTEREST if k in annotations),
+        max_exec_time=_max_exec_time(spec, meta),
     )
+
+
+def _max_exec_time(spec: Obj, meta: Obj) -> str | None:
+    """Kueue copies the job's label into the spec field; a Workload created by hand may carry either."""
+    value = spec.get("maximumExecutionTimeSeconds")
+    if value is None:
+        value = (meta.get("labels") or {}).get("kueue.x-k8s.io/max-exec-time-seconds")
+    return None if value is None else str(value)
 
 
 def _status_cells(entries: Iterable[Obj] | None) -> dict[tuple[str, str], tuple[float, float]]:

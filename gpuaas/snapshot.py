@@ -45,11 +45,7 @@ WORKLOAD_COLUMNS = [
     "kind", "namespace", "name", "uid", "tenant", "queue", "cluster_queue", "cohort", "priority",
     "priority_class", "state", "active", "gpus", "flavor", "created_at", "admitted_at", "age_seconds",
     "owner_kind", "owner_name", "reclaim", "deadline", "expected_runtime", "pods", "gpus_observed",
-<<<<<<< HEAD
-    "max_exec_time", "deadline_at", "runtime_seconds", "runtime_source",
-=======
-    "resource_version", "api_version",
->>>>>>> reclaim-safety
+    "max_exec_time", "deadline_at", "runtime_seconds", "runtime_source", "resource_version", "api_version",
 ]
 QUEUE_COLUMNS = [
     "name", "cohort", "tenant", "nominal_gpus", "borrowing_limit_gpus", "lending_limit_gpus",

@@ -105,6 +105,8 @@ class Tenant(_Model):
     cluster_queues: list[str] = Field(default_factory=list)
     guaranteed_gpus: Gpus = 0
     """Nominal GPU quota that rebalance never takes away."""
+    guaranteed_gpus_per_flavor: dict[str, Gpus] = Field(default_factory=dict)
+    """The same per ResourceFlavor; where given it replaces ``guaranteed_gpus`` for that flavor."""
     weight: Annotated[float, Field(gt=0)] = 1.0
     reclaim: ReclaimRule = ReclaimRule()
 
@@ -116,7 +118,20 @@ class RebalancePolicy(_Model):
     max_total_moved_gpus: Gpus = 32
     hysteresis_gpus: Gpus = 1
     usage_lookback_days: Annotated[float, Field(gt=0)] = 7
+    """The history window demand is computed over."""
     usage_percentile: Annotated[float, Field(gt=0, le=100)] = 90
+    max_step_percent: Annotated[float, Field(ge=0)] = 50
+    """... and no more than this share of its current quota."""
+    no_reversal_days: Annotated[float, Field(ge=0)] = 7
+    """A queue does not move against its own net change of this many days."""
+    pending_wait_minutes: Annotated[float, Field(ge=0)] = 30
+    """Pending GPUs count as demand now once the oldest has waited this long (else only their median)."""
+    min_history_days: Annotated[float, Field(ge=0)] = 1
+    """Less history than this: planned from what there is, said so, and at most one step moved in all."""
+    manage_limits: bool = False
+    """Move lendingLimit with nominalQuota and borrowingLimit against it (see README, Rebalance)."""
+    cohorts: list[str] = Field(default_factory=list)
+    """Cohorts to rebalance; empty means every cohort."""
 
 
 class ServiceOutcome(_Model):

@@ -158,7 +158,8 @@ def cohort_demands(snapshot: Snapshot, history: pd.DataFrame, policy: Policy, *,
                 need = float(deadline_gpus.get(cell, 0))
                 demand[flavor] = round(max(held + mine, need), 3)
                 pct = f"p{rb.usage_percentile:g}"
-                words = [f"{pct} use {use:g}" if use is not None else f"use now {reserved[cell]:g} (no history)"]
+                words = [f"{pct} use {use:g} of {nominal[cell]}" if use is not None
+                         else f"use now {reserved[cell]:g} of {nominal[cell]} (no history)"]
                 borrowed = stats.get((queue, flavor, "borrowed_p"), 0.0)
                 if res is not None and res != use:
                     words.append(f"{pct} reserved {res:g}")
@@ -168,7 +169,7 @@ def cohort_demands(snapshot: Snapshot, history: pd.DataFrame, policy: Policy, *,
                     words.append(f"{pending_now:g} GPUs pending, oldest waited {_hours(waited)}")
                 if need:
                     words.append(f"deadlines need {need:g}")
-                evidence[flavor] = ", ".join(words) + f" of {nominal[cell]}"
+                evidence[flavor] = ", ".join(words)
             queues.append(QueueDemand(
                 name=queue, nominal={f: nominal[(queue, f)] for f in flavors}, demand=demand,
                 guaranteed={f: guaranteed[(queue, f)] for f in flavors if (queue, f) in guaranteed},

@@ -240,3 +240,24 @@ def test_manage_limits_moves_lending_and_borrowing_by_the_rule(store: Store, wri
     c = writer.get_cluster_scoped(KIND, "team-c-cq")["spec"]["resourceGroups"][0]["flavors"][0]["resources"][0]
     assert (c["nominalQuota"], c["lendingLimit"]) == (4, 2)  # the part never lent, 8 - 6 = 2, stays
     assert (b["nominalQuota"], b["borrowingLimit"]) == (8, 0)  # 2 - 4 (against the quota), clamped at 0
+
+
+def test_demand_comes_from_kueues_per_queue_history_in_one_query(settings: GpuaasSettings) -> None:
+    from gpuaas.policies.quota_demand import cohort_demands
+    from gpuaas.snapshot import collect_snapshot
+    from gpuaas.sources.queue_history import read_queue_history
+
+    snapshot = collect_snapshot(settings)
+    history = read_queue_history(settings, snapshot.collected_at, window_s=7 * 86400, percentile=90,
+                                 gpu_resources=GPU)
+    stat = {(r.cluster_queue, r.stat): r.value for r in history.itertuples()}
+    assert stat[("team-b-cq", "usage_p")] == 4 and stat[("team-a-cq", "usage_p")] == 2
+    assert stat[("team-b-cq", "pending_median")] == 8  # b-big waited the whole 90 minutes
+    assert 80 * 60 <= stat[("team-a-cq", "history_seconds")] <= 95 * 60
+    [cohort] = cohort_demands(snapshot, history, settings.policy)
+    demand = {q.name: q.demand["h100"] for q in cohort.queues}
+    assert demand == {"team-a-cq": 2.0, "team-b-cq": 12.0, "team-c-cq": 0.0}
+    assert cohort.little_history and cohort.limits.max_total_moved_gpus == settings.policy.rebalance.max_step_gpus
+    assert "of history" in cohort.notes[0]
+    evidence = next(q.evidence["h100"] for q in cohort.queues if q.name == "team-b-cq")
+    assert evidence.startswith("p90 use 4 of 4, 8 GPUs pending, oldest waited 1.")

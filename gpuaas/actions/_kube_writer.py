@@ -3,7 +3,9 @@
 Every kind gpuaas stops lives in a named API group, so one ``CustomObjectsApi`` path serves
 them all (``/apis/<group>/<version>/namespaces/<ns>/<plural>/<name>``). Errors are mapped by
 the same function the readers use: a 409 is ``Conflict`` (re-read, decide again, never
-force), a 404 ``NotFound`` (the object was deleted), a 5xx/429 transient.
+force), a 404 ``NotFound`` (the object was deleted), a 5xx/429 or no answer transient, an
+answer that is not JSON ``MalformedResponse``. After a write, those last two are no answer
+at all: the write may have landed, and the caller reads the object back (``INDEFINITE``).
 
 Kueue objects are written at the API version the reader negotiated: a caller passes the
 snapshot's (``version=``); without one (undo, recovery) the writer asks discovery once which
@@ -20,14 +22,16 @@ from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
 from gpuaas.actions._patches import KIND_RESOURCES
-from gpuaas.errors import KubeAPIError, NotFound, SourceUnavailable
+from gpuaas.errors import KubeAPIError, MalformedResponse, NotFound, SourceUnavailable, TransientError
 from gpuaas.settings import GpuaasSettings
 from gpuaas.sources._kube_client import _api_error, make_api_client
 from gpuaas.sources.kube import KUEUE_GROUP, KUEUE_VERSIONS
 
-__all__ = ["KubeWriter"]
+__all__ = ["INDEFINITE", "KubeWriter"]
 
 _MERGE_PATCH = "application/merge-patch+json"
+INDEFINITE = (TransientError, MalformedResponse)
+"""Errors of a write that say nothing about whether it was applied."""
 
 
 class KubeWriter:
@@ -90,6 +94,8 @@ class KubeWriter:
                               kind=kind, namespace=namespace, name=name) from exc
         except (urllib3.exceptions.HTTPError, OSError) as exc:
             raise SourceUnavailable(f"{what} {kind} {namespace}/{name}: {exc}", source="kube") from exc
+        except ValueError as exc:
+            raise MalformedResponse(f"{what} {kind} {namespace}/{name}: the answer is not JSON", source="kube") from exc
 
     def get(self, kind: str, namespace: str, name: str, *, version: str | None = None) -> dict[str, Any]:
         """The live object; raises ``NotFound`` when it is gone."""

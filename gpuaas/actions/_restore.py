@@ -26,7 +26,7 @@ from __future__ import annotations
 from datetime import datetime, timedelta
 from typing import Any
 
-from gpuaas.actions._kube_writer import KubeWriter
+from gpuaas.actions._kube_writer import INDEFINITE, KubeWriter
 from gpuaas.actions._patches import differences, left_by_stop, live_values, reclaimed_by, restore_patch
 from gpuaas.actions._undoing import Undone
 from gpuaas.actions.reclaim import FLOW, RECOVERY_LOOKBACK
@@ -162,12 +162,14 @@ def restore_reclaim(store: Store, writer: KubeWriter, reclaim: AuditEntry, flow_
             continue
         except NotFound:
             return finish("skipped", "object deleted")
-        except GpuaasError as exc:  # no answer, or a 5xx: the restore may have landed all the same
+        except INDEFINITE as exc:  # no answer, or a 5xx: the restore may have landed all the same
             settled = _read_back(writer, reclaim)
             if settled is None:
                 return Undone("unknown", f"the PATCH got no usable answer ({str(exc)[:300]}) and the read-back "
                                          "failed: the next undo or reclaim run settles it from the object")
             outcome, why = settled
             return finish(outcome, f"the response was lost ({str(exc)[:300]}); read back: {why}")
+        except GpuaasError as exc:
+            return finish("failed", str(exc)[:500])
         return finish("restored", f"restored (resourceVersion {patched['metadata'].get('resourceVersion')})")
     return finish("failed", "409 Conflict twice: the object keeps changing; try again")

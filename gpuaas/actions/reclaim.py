@@ -15,7 +15,7 @@ A 409 means someone changed the object between the GET and the PATCH: it is re-r
 decided again, and since it no longer is the object the evidence was about, the decision is
 "skipped, decided again next run" — never a forced write.
 
-A PATCH whose answer is lost (timeout, connection reset, a 5xx) may have landed: the object
+A PATCH whose answer is lost (timeout, connection reset, a 5xx, a body that is not JSON) may have landed: the object
 is read back, and its annotation says which (this audit id: ``applied``; absent: ``failed``).
 When the read-back fails too, no completion is written (the result is ``unknown``): a
 "failed" row for an object that is in fact stopped would hide it from undo.
@@ -32,7 +32,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
-from gpuaas.actions._kube_writer import KubeWriter
+from gpuaas.actions._kube_writer import INDEFINITE, KubeWriter
 from gpuaas.actions._patches import StopPlan, reclaimed_by, stop_patch, stop_plan, stopped_reason
 from gpuaas.errors import Conflict, GpuaasError, NotFound
 from gpuaas.policies.reclaim import Decision
@@ -152,8 +152,11 @@ def _act(d: Decision, audit: _Audit, writer: KubeWriter, mode: Mode, now: dateti
     except NotFound:
         audit.row(d, "skipped", "object deleted", refers_to=intent.id)
         return ActionResult(d, "skipped", "object deleted", intent.id, plan.method, plan.frees)
-    except GpuaasError as exc:  # a lost answer or a 5xx can hide a write that landed: read the object back
+    except INDEFINITE as exc:  # a lost answer or a 5xx can hide a write that landed: read the object back
         return _settle(d, audit, writer, intent, plan, after, reason, str(exc)[:300])
+    except GpuaasError as exc:
+        audit.row(d, "failed", str(exc), refers_to=intent.id)
+        return ActionResult(d, "failed", str(exc)[:500], intent.id, plan.method, plan.frees)
     done = {**after, "resourceVersion": patched["metadata"].get("resourceVersion")}
     audit.row(d, "applied", reason, refers_to=intent.id, before=plan.before(), after=done)
     return ActionResult(d, "applied", reason, intent.id, plan.method, plan.frees)

@@ -128,8 +128,11 @@ def _workload_versions(snapshot: Snapshot) -> dict[str, tuple[str | None, str | 
     if frame.empty or "resource_version" not in frame:
         return {}
     api = frame["api_version"] if "api_version" in frame else pd.Series(None, index=frame.index)
-    return {str(uid): (_none(rv) or None, _none(version) or None)
-            for uid, rv, version in zip(frame["uid"], frame["resource_version"], api)}
+    def text(value: Any) -> str | None:
+        value = _none(value)
+        return None if value is None or value == "" else str(value)
+
+    return {str(uid): (text(rv), text(version)) for uid, rv, version in zip(frame["uid"], frame["resource_version"], api)}
 
 
 def _evidence(rows: pd.DataFrame) -> dict[str, Any]:

@@ -232,6 +232,9 @@ def undo_quota_plan(store: Store, writer: KubeWriter, intent: AuditEntry, flow_r
         return Undone("no-op", "the plan was not applied (or was rolled back): nothing to restore")
     gpu = _gpu_resources_of(intent)
     ctx = _Ctx(store, writer, int(intent.id or 0), intent.name, flow_run_id, gpu, False)
+    # An undo cut off by a crash restored some queues already: those are done, not "changed since".
+    resumed = {(r.name, f) for r in later if r.action == CHANGE_ACTION and r.outcome == "restored"
+               and r.reason.startswith("undo") for f in (r.before or {})}
     back: Moves = {}
     for queue, flavors in (intent.after or {}).items():
         try:
@@ -240,7 +243,7 @@ def undo_quota_plan(store: Store, writer: KubeWriter, intent: AuditEntry, flow_r
             return Undone("skipped", f"{queue}: ClusterQueue deleted; nothing restored")
         for f, to in flavors.items():
             frm = (intent.before or {}).get(queue, {}).get(f)
-            if frm == to:
+            if frm == to or ((queue, f) in resumed and live.get(f) == frm):
                 continue
             if live.get(f) != to:
                 return Undone("skipped", f"{queue}: {f} quota is {live.get(f)}, not the plan's {to}: someone "

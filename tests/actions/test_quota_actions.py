@@ -261,3 +261,14 @@ def test_demand_comes_from_kueues_per_queue_history_in_one_query(settings: Gpuaa
     assert "of history" in cohort.notes[0]
     evidence = next(q.evidence["h100"] for q in cohort.queues if q.name == "team-b-cq")
     assert evidence.startswith("p90 use 4 of 4, 8 GPUs pending, oldest waited 1.")
+
+
+def test_an_undo_cut_off_by_a_crash_is_finished_by_the_next_undo(settings: GpuaasSettings, store: Store,
+                                                                 writer: KubeWriter) -> None:
+    result = apply(store, writer, the_plan(DEMAND))
+    with CrashingWriter(settings, after_patches=1) as crashing, pytest.raises(Crash):
+        undo_entries(store, crashing, [result.plan_id])
+    assert live(writer) == {"team-a-cq": 12, "team-b-cq": 4, "team-c-cq": 4}  # team-b's decrease landed first
+    [undone] = undo_entries(store, writer, [result.plan_id])
+    assert undone.result == "restored", undone.message
+    assert live(writer) == NOMINAL

@@ -35,7 +35,8 @@ __all__ = [
     "workload_state",
 ]
 
-ANNOTATIONS_OF_INTEREST = ("gpuaas.io/reclaim", "gpuaas.io/deadline", "gpuaas.io/expected-runtime")
+ANNOTATIONS_OF_INTEREST = ("gpuaas.io/reclaim", "gpuaas.io/deadline", "gpuaas.io/expected-runtime",
+                           "gpuaas.io/deadline-hold")
 JOB_KINDS = ("RayCluster", "InferenceService", "Notebook", "Deployment", "StatefulSet")
 
 Obj = Mapping[str, Any]

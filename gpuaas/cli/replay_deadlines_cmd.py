@@ -42,9 +42,9 @@ def deadlines(
         planned = replay_deadlines(jobs, gpus, planned=True)
     except GpuaasError as exc:
         raise fail(str(exc)) from exc
-    data = {"gpus": gpus, "fifo": fifo.to_dict(), "planned": planned.to_dict()}
+    runs = {"fifo": fifo.to_dict(), "planned": planned.to_dict()}
     if format is OutputFormat.json:
-        print_json(data)
+        print_json({"gpus": gpus, **runs})
         return
-    rows = [[run, *(data[run][c] for c in _COLUMNS[1:])] for run in ("fifo", "planned")]
+    rows = [[run, *(runs[run][c] for c in _COLUMNS[1:])] for run in runs]
     print_table(f"Deadline replay of {trace.name} on {gpus} GPUs (Kueue model, simulated time)", _COLUMNS, rows)

@@ -22,12 +22,13 @@ from datetime import datetime
 from typing import Any
 
 from gpuaas.actions._kube_writer import KubeWriter
+from gpuaas.actions._undoing import Undone
 from gpuaas.errors import Conflict, GpuaasError, NotFound
 from gpuaas.policies.deadline_nudges import HOLD_ANNOTATION, Nudge, parse_hold, release_is_due
 from gpuaas.policy import Mode
 from gpuaas.store import AuditEntry, Store
 
-__all__ = ["FLOW", "NudgeResult", "apply_nudges", "release_due", "undo_holds"]
+__all__ = ["FLOW", "NudgeResult", "apply_nudges", "release_due", "undo_hold", "undo_holds"]
 
 FLOW = "deadlines"
 KIND = "Workload"
@@ -159,6 +160,22 @@ def release_due(workloads: Iterable[dict[str, Any]], store: Store, writer: KubeW
     return [_release(n, store, writer, flow_run_id) for n in due]
 
 
+def undo_hold(store: Store, writer: KubeWriter, row: AuditEntry, flow_run_id: str | None) -> Undone:
+    """The ``Undoer`` of a hold (``gpuaas undo ID``): release it, if it is still that hold."""
+    if row.mode != Mode.apply.value:
+        return Undone("no-op", "a dry-run decision: nothing was changed")
+    n = Nudge("release", row.namespace or "", row.name, f"undo of audit #{row.id}", evidence={"undo": row.id})
+    try:
+        obj = writer.get(KIND, n.namespace, n.name)
+    except NotFound:
+        return Undone("skipped", "object deleted")
+    hold = parse_hold((obj["metadata"].get("annotations") or {}).get(HOLD_ANNOTATION))
+    if not hold or hold.get("audit_id") != row.id:
+        return Undone("no-op", f"not held by audit #{row.id} any more: nothing to undo")
+    done = _release(n, store, writer, flow_run_id)
+    return Undone("restored" if done.result == "released" else done.result, done.reason, done.audit_id)
+
+
 def undo_holds(store: Store, writer: KubeWriter, audit_ids: Iterable[int], *,
                flow_run_id: str | None = None) -> list[NudgeResult]:
     """Release the holds named by their audit ids (the intent row or its completion row)."""
@@ -171,15 +188,8 @@ def undo_holds(store: Store, writer: KubeWriter, audit_ids: Iterable[int], *,
             n = Nudge("release", "", "", f"audit #{audit_id} is not a deadline hold")
             out.append(NudgeResult(n, "no-op", n.reason, None))
             continue
-        n = Nudge("release", row.namespace or "", row.name, f"undo of audit #{row.id}", evidence={"undo": row.id})
-        try:
-            obj = writer.get(KIND, n.namespace, n.name)
-        except NotFound:
-            out.append(NudgeResult(n, "skipped", "object deleted", None))
-            continue
-        hold = parse_hold((obj["metadata"].get("annotations") or {}).get(HOLD_ANNOTATION))
-        if not hold or hold.get("audit_id") != row.id:
-            out.append(NudgeResult(n, "no-op", f"not held by audit #{row.id} any more: nothing to undo", None))
-            continue
-        out.append(_release(n, store, writer, flow_run_id))
+        done = undo_hold(store, writer, row, flow_run_id)
+        n = Nudge("release", row.namespace or "", row.name, done.message)
+        out.append(NudgeResult(n, "released" if done.result == "restored" else done.result, done.message,
+                               done.audit_id))
     return out

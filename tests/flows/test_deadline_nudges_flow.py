@@ -103,8 +103,13 @@ def test_apply_holds_one_with_its_plan_and_undo_releases_it(pointed_at: Embedded
     assert not [n for n in again["nudges"] if n["action"] == "release"]
     assert len(_held(pointed_at)) == 2
 
-    undone = _run(undo=[applied["audit_id"]])["undo"]
-    assert [u["result"] for u in undone] == ["released"]
+    from typer.testing import CliRunner
+
+    from gpuaas.cli.app import app
+
+    cli = CliRunner().invoke(app, ["undo", str(applied["audit_id"]), "--format", "json"])  # the one undo command
+    assert cli.exit_code == 0, cli.output
+    assert [u["result"] for u in json.loads(cli.stdout)["undo"]] == ["restored"]
     obj = pointed_at.store.get("Workload", "forecast", name)
     assert obj["spec"]["active"] is True and HOLD_ANNOTATION not in (obj["metadata"].get("annotations") or {})
     assert _run(undo=[applied["audit_id"]])["undo"][0]["result"] == "no-op"  # undo twice: nothing more

@@ -12,8 +12,9 @@ valid until new work arrives) and releases each held Workload at its planned sta
 
 1. deadlines that can still hold (``now + duration <= deadline``) in EDF order, each at its earliest
    fit next to the running jobs (``gpuaas.policies._deadline_profile``);
-2. a deadline that would still miss is moved to best effort (it can no longer be met here), and
-   step 1 repeats without it, so every remaining deadline holds on these GPUs;
+2. when the next one would miss, the accepted job with the most GPU-seconds (or this one, if it is
+   the biggest) moves to best effort and the placement is tried again (Moore-Hodgson's rule, which
+   maximises the deadlines met on one machine), so every remaining deadline holds on these GPUs;
 3. best-effort work (moved, hopeless, without deadline) fills the gaps in submission order: never
    dropped, only run behind the deadlines that can hold.
 
@@ -73,28 +74,33 @@ class _Planner:
         profile_base = [(max(0.0, end - now), self.jobs[i].gpus) for i, end in running.items()]
         due = sorted((i for i in pending if self._can_hold(i, now)), key=lambda i: (self._deadline(i), i))
         best_effort = [i for i in pending if not self._can_hold(i, now)]
-        while True:
-            profile = self._profile(profile_base)
-            starts: dict[int, float] = {}
-            late = []
-            for i in due:
+        profile = self._profile(profile_base)
+        starts: dict[int, float] = {}
+        for i in due:
+            # Moore-Hodgson, for jobs of several GPUs: when the next deadline would miss, drop the
+            # accepted job (or this one) with the most GPU-seconds to best effort, and try again.
+            while True:
                 job = self.jobs[i]
                 start = profile.earliest_fit(job.gpus, job.duration, self.gpus)
-                if now + start + job.duration > self._deadline(i) + EPS:
-                    late.append(i)
-                    continue
-                profile.add(start, job.duration, job.gpus)
-                starts[i] = start
-            if not late:
-                break
-            # Place what holds without the late ones, then try again: removing one can move another.
-            due = [i for i in due if i not in set(late)]
-            best_effort += late
+                if now + start + job.duration <= self._deadline(i) + EPS:
+                    profile.add(start, job.duration, job.gpus)
+                    starts[i] = start
+                    break
+                biggest = max(starts, key=lambda k: (self.jobs[k].gpus * self.jobs[k].duration, k), default=None)
+                if biggest is None or self._work(biggest) <= self._work(i):
+                    best_effort.append(i)
+                    break
+                drop = self.jobs[biggest]
+                profile.add(starts.pop(biggest), drop.duration, -drop.gpus)
+                best_effort.append(biggest)
         for i in sorted(best_effort):
             job = self.jobs[i]
             starts[i] = profile.earliest_fit(job.gpus, job.duration, self.gpus)
             profile.add(starts[i], job.duration, job.gpus)
         return {i: now + s for i, s in starts.items()}
+
+    def _work(self, i: int) -> float:
+        return self.jobs[i].gpus * self.jobs[i].duration
 
     def _profile(self, base: list[tuple[float, int]]) -> Profile:
         profile = Profile()

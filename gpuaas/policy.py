@@ -20,6 +20,7 @@ from gpuaas.errors import ConfigError
 
 __all__ = [
     "CollectPolicy",
+    "DeadlinesPolicy",
     "FreeGoal",
     "Mode",
     "Policy",
@@ -134,6 +135,16 @@ class RebalancePolicy(_Model):
     """Cohorts to rebalance; empty means every cohort."""
 
 
+class DeadlinesPolicy(_Model):
+    """How far gpuaas may nudge Kueue toward the deadline plan (``gpuaas.policies.deadline_nudges``)."""
+
+    mode: Mode = Mode.dry_run
+    max_holds_per_run: Annotated[int, Field(ge=0)] = 10
+    """New holds per run; releases are never capped (a release must never wait)."""
+    release_margin_minutes: Minutes = 30
+    """A held Workload is released this long before its planned start: at least two runs of the flow."""
+
+
 class ServiceOutcome(_Model):
     """How one serving endpoint's requests count as verified outcomes."""
 
@@ -149,6 +160,7 @@ class Policy(_Model):
     collect: CollectPolicy = CollectPolicy()
     reclaim: ReclaimPolicy = ReclaimPolicy()
     rebalance: RebalancePolicy = RebalancePolicy()
+    deadlines: DeadlinesPolicy = DeadlinesPolicy()
     tenants: list[Tenant] = Field(default_factory=list)
     services: list[ServiceOutcome] = Field(default_factory=list)
 

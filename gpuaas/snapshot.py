@@ -45,7 +45,8 @@ WORKLOAD_COLUMNS = [
     "kind", "namespace", "name", "uid", "tenant", "queue", "cluster_queue", "cohort", "priority",
     "priority_class", "state", "active", "gpus", "flavor", "created_at", "admitted_at", "age_seconds",
     "owner_kind", "owner_name", "reclaim", "deadline", "expected_runtime", "pods", "gpus_observed",
-    "max_exec_time", "deadline_at", "runtime_seconds", "runtime_source", "resource_version", "api_version",
+    "resource_version", "api_version",
+    "max_exec_time", "deadline_at", "runtime_seconds", "runtime_source", "deadline_hold",
 ]
 QUEUE_COLUMNS = [
     "name", "cohort", "tenant", "nominal_gpus", "borrowing_limit_gpus", "lending_limit_gpus",
@@ -53,7 +54,7 @@ QUEUE_COLUMNS = [
     "oldest_pending_seconds", "admitted_workloads",
 ]
 _ANNOTATION_COLUMNS = {"gpuaas.io/reclaim": "reclaim", "gpuaas.io/deadline": "deadline",
-                       "gpuaas.io/expected-runtime": "expected_runtime"}
+                       "gpuaas.io/expected-runtime": "expected_runtime", "gpuaas.io/deadline-hold": "deadline_hold"}
 _HOLDING = (WorkloadState.admitted.value, WorkloadState.quota_reserved.value)
 
 

@@ -59,7 +59,7 @@ def _from_cluster(format: OutputFormat) -> None:
     settings_or_exit()
     from flows.deadlines import deadlines as deadlines_flow
 
-    result = run_flow(deadlines_flow, "collecting a snapshot and planning deadlines")
+    result = run_flow(deadlines_flow, "collecting a snapshot and planning deadlines", nudge=False)
     if format is OutputFormat.json:
         print_json(result)
         return

@@ -97,3 +97,8 @@ def reclaim(
         print_json(data)
         return
     print_table(f"Reclaim replay, idle <= {threshold:g} %", _COLUMNS, [_row(r) for r in results])
+
+
+from gpuaas.cli import replay_deadlines_cmd  # noqa: E402  (each replay registers itself in one line)
+
+app.command("deadlines")(replay_deadlines_cmd.deadlines)

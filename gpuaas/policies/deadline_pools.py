@@ -11,7 +11,8 @@ Which workloads, and how they enter (times in seconds from the snapshot's ``coll
   GPUs past every deadline of the pool (said in a note: never a silent guess).
 - pending and active, with a deadline and a run time: pending on the first GPU flavor of their
   ClusterQueue (the one Kueue tries first). With a run time and no deadline: best-effort work.
-  Deactivated workloads (``spec.active: false``) are not queued and are left out.
+  Deactivated workloads (``spec.active: false``) are not queued and are left out, except those
+  gpuaas itself holds for the plan (``gpuaas.io/deadline-hold``): they are still pending work.
 - a pending job larger than its pool can never be admitted there: it is ``missed``, with a note.
 
 Pure: the snapshot in, the plans out.
@@ -78,6 +79,12 @@ def _capacities(snapshot: Snapshot, gpu_resources: Sequence[str]) -> tuple[dict[
     return caps, first
 
 
+def _held(wl: object) -> bool:
+    """Deactivated by gpuaas's own deadline hold: still queued work as far as the plan goes."""
+    value = getattr(wl, "deadline_hold", None)
+    return isinstance(value, str) and bool(value)
+
+
 def _seconds_until(now: pd.Timestamp, value: object) -> float | None:
     if value is None or pd.isna(value):
         return None
@@ -98,7 +105,7 @@ def deadline_problems(snapshot: Snapshot, gpu_resources: Sequence[str] = ("nvidi
         holding = wl.state in _HOLDING
         if holding:
             flavor = str(wl.flavor).split(",")[0] if isinstance(wl.flavor, str) and wl.flavor else None
-        elif wl.state == WorkloadState.pending.value and bool(wl.active):
+        elif wl.state == WorkloadState.pending.value and (bool(wl.active) or _held(wl)):
             flavor = first_flavor.get(str(wl.cluster_queue))
         else:
             continue

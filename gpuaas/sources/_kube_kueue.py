@@ -35,7 +35,8 @@ __all__ = [
     "workload_state",
 ]
 
-ANNOTATIONS_OF_INTEREST = ("gpuaas.io/reclaim", "gpuaas.io/deadline", "gpuaas.io/expected-runtime")
+ANNOTATIONS_OF_INTEREST = ("gpuaas.io/reclaim", "gpuaas.io/deadline", "gpuaas.io/expected-runtime",
+                           "gpuaas.io/deadline-hold")
 JOB_KINDS = ("RayCluster", "InferenceService", "Notebook", "Deployment", "StatefulSet")
 
 Obj = Mapping[str, Any]
@@ -134,9 +135,9 @@ def parse_workload(obj: Obj, gpu_resources: Iterable[str]) -> Workload:
         owner_kind=owner_kind,
         owner_name=owner_name,
         annotations=tuple((k, str(annotations[k])) for k in ANNOTATIONS_OF_INTEREST if k in annotations),
-        max_exec_time=_max_exec_time(spec, meta),
         resource_version=str(meta.get("resourceVersion", "")),
         api_version=str(obj.get("apiVersion", "")),
+        max_exec_time=_max_exec_time(spec, meta),
     )
 
 

@@ -152,8 +152,8 @@ def cohort_demands(snapshot: Snapshot, history: pd.DataFrame, policy: Policy, *,
                 cell = (queue, flavor)
                 use = stats.get((queue, flavor, "usage_p"))
                 res = stats.get((queue, flavor, "reservation_p"))
-                held = max(v for v in (use, res, None if use is not None or res is not None else reserved[cell])
-                           if v is not None)
+                seen_held = [v for v in (use, res) if v is not None]
+                held = max(seen_held) if seen_held else reserved[cell]  # no history: what it holds now
                 mine = pending if i == 0 else 0.0
                 need = float(deadline_gpus.get(cell, 0))
                 demand[flavor] = round(max(held + mine, need), 3)

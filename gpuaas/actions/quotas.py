@@ -133,10 +133,10 @@ def _plan_moves(plan: QuotaPlan) -> Moves:
     return out
 
 
-def _landed(moves: Moves, steps_done: Sequence[str], ordered: Sequence[tuple[str, dict[str, tuple[int, int]]]]
-            ) -> Moves:
+def _landed(moves: Moves, steps_done: int) -> Moves:
+    """The reverse of the first ``steps_done`` steps of ``moves`` in patch order (what to roll back)."""
     back: Moves = {}
-    for (queue, step), _ in zip(ordered, steps_done):
+    for queue, step in _ordered(moves)[:steps_done]:
         for f, (a, b) in step.items():
             back.setdefault(queue, {})[f] = (b, a)
     return back
@@ -146,9 +146,11 @@ def apply_quota_plan(store: Store, writer: KubeWriter, cohort: str, plan: QuotaP
                      degraded: str | None, flow_run_id: str | None, evidence: Mapping[str, Any],
                      gpu_resources: Sequence[str], manage_limits: bool = False) -> QuotaApplyResult:
     """Record the plan under one id; in apply mode (and only on a complete snapshot) carry it out."""
-    before = {q: {c.flavor: c.before for c in plan.changes if c.queue == q} for q in dict.fromkeys(
-        c.queue for c in plan.changes)}
-    after = {q: {c.flavor: c.after for c in plan.changes if c.queue == q} for q in before}
+    before: dict[str, dict[str, int]] = {}
+    after: dict[str, dict[str, int]] = {}
+    for c in plan.changes:
+        before.setdefault(c.queue, {})[c.flavor] = c.before
+        after.setdefault(c.queue, {})[c.flavor] = c.after
     ctx = _Ctx(store, writer, 0, cohort, flow_run_id, gpu_resources, manage_limits)
     intent = _row(ctx, PLAN_ACTION, "Cohort", cohort, "planned",
                   f"{plan.moved_gpus} GPUs moved, weighted shortfall {plan.weighted_shortfall_before:g} -> "
@@ -179,7 +181,7 @@ def apply_quota_plan(store: Store, writer: KubeWriter, cohort: str, plan: QuotaP
     done, stopped = _move(ctx, moves, "apply")
     if stopped is None:
         return close("applied", f"{len(done)} patches, decreases first", done)
-    rolled, problem = _move(ctx, _landed(moves, done, _ordered(moves)), "rollback")
+    rolled, problem = _move(ctx, _landed(moves, len(done)), "rollback")
     message = f"stopped after {len(done)} patches: {stopped}; rolled back {len(rolled)}"
     return close("failed", message + (f"; rollback stopped: {problem}" if problem else ""), done)
 

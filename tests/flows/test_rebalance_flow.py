@@ -4,7 +4,8 @@ Scenario: ``tests/actions/rebalance_scenario.py`` (team-b's 8 GPUs wait for 90 m
 and team-c hold spare quota). Covers: dry-run plans, publishes both artifacts and the metrics and
 writes nothing; ``gpuaas rebalance --apply`` patches the queues under one plan id that ``gpuaas undo``
 restores; with only 90 minutes of history the plan says so and moves at most one step; a held
-``cluster-writes`` lock (reclaim writing) stops an apply run before it writes.
+``cluster-writes`` lock (reclaim writing) stops an apply run before it writes; after a crash mid-apply
+the next run rolls it back, finds its own plan stale (changed since the plan) and plans again.
 """
 
 from __future__ import annotations
@@ -107,4 +108,42 @@ def test_apply_waits_for_no_one_while_reclaim_holds_the_writes_lock(pointed_at: 
         assert quotas(pointed_at) == NOMINAL
     finally:
         store.release_lock("cluster-writes", "reclaim-elsewhere")
+        store.close()
+
+
+def test_a_crashed_apply_is_rolled_back_and_the_plan_made_again(pointed_at: EmbeddedCluster,
+                                                                  prefect_harness: None) -> None:
+    """A run crashed after its first patch; the next run's snapshot sees that half-applied state, its
+    recovery rolls it back, so its own plan no longer matches the queues: it plans again and applies."""
+    from flows.rebalance import rebalance
+    from gpuaas.actions.quotas import apply_quota_plan
+    from gpuaas.policies.quotas import QueueDemand, QuotaLimits, plan_quotas
+    from gpuaas.policy import Mode
+    from tests.actions.test_quota_actions import Crash, CrashingWriter
+
+    settings = load_settings()
+    store = open_store(settings)
+    try:
+        crashed = plan_quotas([QueueDemand(q, {"h100": NOMINAL[q]}, {"h100": d}) for q, d in
+                               (("team-a-cq", 12.0), ("team-b-cq", 8.0), ("team-c-cq", 4.0))],
+                              QuotaLimits(8, 100, 32, 1))
+        with CrashingWriter(settings, after_patches=1) as crashing, pytest.raises(Crash):
+            apply_quota_plan(store, crashing, "c", crashed, mode=Mode.apply, degraded=None, flow_run_id=None,
+                             evidence={}, gpu_resources=["nvidia.com/gpu"])
+        assert quotas(pointed_at)["team-c-cq"] == 4  # the decrease landed, the increase did not
+
+        state = rebalance(apply=True, return_state=True)
+        assert state.is_completed(), state.message
+        [c] = state.result()["cohorts"]
+        assert c["result"] == "applied", c["message"]
+        rows = store.audit(flow="rebalance", limit=None)
+        closed = [r for r in rows if r.action == "quota-plan" and r.outcome == "failed"]
+        assert closed and "rolled back 1 of 1" in closed[0].reason
+        assert any(r.action == "quota-plan" and r.outcome == "changed" for r in rows)
+        now = quotas(pointed_at)
+        assert now["team-b-cq"] == 8 and sum(now.values()) == sum(NOMINAL.values())
+        undone = runner.invoke(app, ["undo", str(c["plan_id"]), "--format", "json"])
+        assert undone.exit_code == 0, undone.output
+        assert quotas(pointed_at) == NOMINAL
+    finally:
         store.close()

@@ -25,6 +25,7 @@ from gpuaas.policies.adaptive_live import adaptive_rules
 from gpuaas.policy import Mode
 from gpuaas.settings import GpuaasSettings, load_settings
 from reports.reclaim import decision_dicts
+from tasks._options import retry_options
 from tasks.adaptive import adaptive_history
 from tasks.reclaim import (
     acquire_writes_lock,
@@ -99,7 +100,11 @@ def reclaim(apply: bool = False, at: datetime | None = None, undo: list[int] | N
     cap = settings.policy.reclaim.max_actions_per_run
     publish_reclaim_artifacts(results, snapshot, mode, cap)
     if settings.pushgateway_url:
-        push_idle_metrics(settings, idle)
+        # After acting, a Pushgateway that is down must not turn a done run into a failed one
+        # (the operator would rerun it): the stale series expire on their own (DESIGN.md §5).
+        pushed = push_idle_metrics.with_options(**retry_options(settings))(settings, idle, return_state=True)
+        if not pushed.is_completed():
+            logger.warning("idle metrics not pushed to the Pushgateway: %s", pushed.result(raise_on_failure=False))
     return {"mode": mode.value, "snapshot_id": snapshot_id, "decisions": decision_dicts(results)}
 
 

@@ -10,7 +10,6 @@ restores earlier reclaims instead and does nothing else.
 from __future__ import annotations
 
 import time
-import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager, nullcontext
 from dataclasses import asdict
@@ -21,6 +20,7 @@ import pandas as pd
 from prefect import flow, get_run_logger
 
 from flows.collect import collect
+from gpuaas.actions._lock_owner import new_holder
 from gpuaas.policies.adaptive_live import adaptive_rules
 from gpuaas.policy import Mode
 from gpuaas.settings import GpuaasSettings, load_settings
@@ -60,7 +60,7 @@ def reclaim(apply: bool = False, at: datetime | None = None, undo: list[int] | N
     """
     logger = get_run_logger()
     settings = load_settings()
-    holder = f"reclaim-{uuid.uuid4()}"
+    holder = new_holder("reclaim")
     if undo:
         with _writes_lock(settings, holder):
             restores = undo_actions(settings, list(undo))

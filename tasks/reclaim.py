@@ -6,7 +6,7 @@ from dataclasses import replace
 from datetime import datetime, timedelta
 
 import pandas as pd
-from prefect import runtime, task
+from prefect import get_run_logger, runtime, task
 from prefect.artifacts import create_markdown_artifact, create_table_artifact
 from prefect.cache_policies import NO_CACHE
 
@@ -20,6 +20,7 @@ from gpuaas.actions import (
     recover_interrupted,
     undo_entries,
 )
+from gpuaas.actions._lock_owner import holder_is_dead
 from gpuaas.errors import ActionRefused
 from gpuaas.models import Snapshot
 from gpuaas.policies.adaptive_live import apply_adaptive
@@ -28,7 +29,7 @@ from gpuaas.policies.reclaim import Decision, finalize_decisions, plan_reclaim
 from gpuaas.policy import Mode
 from gpuaas.pushgateway import push_metrics
 from gpuaas.settings import GpuaasSettings
-from gpuaas.store import open_store
+from gpuaas.store import Store, open_store
 from reports.reclaim import decision_rows, idle_metrics, summary_markdown
 from tasks._options import IO_TASK_OPTIONS
 
@@ -79,9 +80,17 @@ def acquire_writes_lock(settings: GpuaasSettings, holder: str) -> None:
     store = open_store(settings)
     try:
         if not store.acquire_lock(LOCK, holder, LOCK_TTL):
-            raise ActionRefused(f"another flow holds the {LOCK!r} lock: no writes this run")
+            held = store.lock_holder(LOCK)
+            if held is None or not holder_is_dead(held) or not _take_over(store, held, holder):
+                raise ActionRefused(f"another flow holds the {LOCK!r} lock: no writes this run")
     finally:
         store.close()
+
+
+def _take_over(store: Store, dead: str, holder: str) -> bool:
+    get_run_logger().warning("the %r lock was held by %s, a process that is gone: taking it over", LOCK, dead)
+    store.release_lock(LOCK, dead)
+    return store.acquire_lock(LOCK, holder, LOCK_TTL)
 
 
 @task(name="release-lock", cache_policy=NO_CACHE)

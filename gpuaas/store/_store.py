@@ -189,6 +189,12 @@ class Store:
                 return held is not None and held.holder == holder
         return True
 
+    def lock_holder(self, name: str) -> str | None:
+        """The holder of the named lock, expired or not (``None`` when free)."""
+        with self.session() as session:
+            held = session.get(RunLock, name)
+            return held.holder if held is not None else None
+
     def release_lock(self, name: str, holder: str) -> None:
         with self.session() as session:
             session.execute(delete(RunLock).where(col(RunLock.name) == name, col(RunLock.holder) == holder))

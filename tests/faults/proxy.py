@@ -29,7 +29,7 @@ import yaml
 __all__ = ["FAULTS", "Fault", "FaultProxy", "fault_proxy"]
 
 _HOP_BY_HOP = {"connection", "keep-alive", "proxy-connection", "transfer-encoding", "te", "trailer", "upgrade"}
-FAULTS = ("500", "timeout", "reset", "slow", "429", "409", "truncated", "malformed", "prom_error", "prom_warnings",
+FAULTS = ("hold", "500", "timeout", "reset", "slow", "429", "409", "truncated", "malformed", "prom_error", "prom_warnings",
           "down")
 
 
@@ -43,6 +43,8 @@ class Fault:
     path: str | None = None
     hang_s: float = 3.0
     retry_after: int = 1
+    forward: bool = False
+    """``hold``: forward the request before holding (the write lands, its answer never comes)."""
 
     def matches(self, method: str, path: str) -> bool:
         return (self.method is None or self.method == method) and (self.path is None or self.path in path)
@@ -66,6 +68,8 @@ class FaultProxy:
         self.faults: list[Fault] = []
         self.hits: list[Hit] = []
         self.relayed: list[Hit] = []
+        self.held = threading.Event()  # a ``hold`` fault has the request (and, if forwarded, the write is done)
+        self.release = threading.Event()
         self._httpd = _ResettingServer(("127.0.0.1", 0), _handler(self))
         self._thread = threading.Thread(target=self._httpd.serve_forever, kwargs={"poll_interval": 0.02},
                                         name="fault-proxy", daemon=True)
@@ -86,6 +90,8 @@ class FaultProxy:
             self.faults.clear()
             self.hits.clear()
             self.relayed.clear()
+            self.held.clear()
+            self.release.clear()
 
     def _take(self, method: str, path: str) -> Fault | None:
         with self.lock:
@@ -164,6 +170,13 @@ def _handler(proxy: FaultProxy) -> type[BaseHTTPRequestHandler]:
             body = self.rfile.read(length) if length else b""
             fault = proxy._take(self.command, self.path)
             kind = fault.kind if fault else "relay"
+            if kind == "hold" and fault is not None:  # the caller kills the client meanwhile
+                if fault.forward:
+                    self._forward(body)
+                proxy.held.set()
+                proxy.release.wait(timeout=30)
+                self._reset()
+                return
             if kind in ("reset", "down"):
                 self._reset()
                 return
@@ -188,6 +201,18 @@ def _handler(proxy: FaultProxy) -> type[BaseHTTPRequestHandler]:
                 return
             if kind == "slow":
                 time.sleep(fault.hang_s if fault else 0)
+            status, out, data = self._forward(body)
+            if kind == "malformed":
+                self._answer(200, data[: len(data) // 2] + b"<html>", out)
+            elif kind == "truncated":  # promises the whole body, sends half, then closes
+                self._answer(status, data[: len(data) // 2], out, length=len(data))
+                self.close_connection = True
+            elif kind == "prom_warnings" and status == 200:
+                self._answer(200, _prom_partial(data), out)
+            else:
+                self._answer(status, data, out)
+
+        def _forward(self, body: bytes) -> tuple[int, dict[str, str], bytes]:
             # Identity encoding from the upstream, so that a damaged body is damaged JSON, not damaged gzip.
             headers = {k: v for k, v in self.headers.items() if k.lower() not in _HOP_BY_HOP | {"accept-encoding"}}
             upstream = http.client.HTTPConnection(*proxy.upstream, timeout=30)
@@ -198,15 +223,7 @@ def _handler(proxy: FaultProxy) -> type[BaseHTTPRequestHandler]:
             finally:
                 upstream.close()
             out = {k: v for k, v in response.getheaders() if k.lower() not in _HOP_BY_HOP | {"content-length"}}
-            if kind == "malformed":
-                self._answer(200, data[: len(data) // 2] + b"<html>", out)
-            elif kind == "truncated":  # promises the whole body, sends half, then closes
-                self._answer(response.status, data[: len(data) // 2], out, length=len(data))
-                self.close_connection = True
-            elif kind == "prom_warnings" and response.status == 200:
-                self._answer(200, _prom_partial(data), out)
-            else:
-                self._answer(response.status, data, out)
+            return response.status, out, data
 
         do_GET = do_POST = do_PUT = do_PATCH = do_DELETE = _relay
 

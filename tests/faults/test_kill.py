@@ -1,0 +1,106 @@
+"""The flow process SIGKILLed at each step of a reclaim apply and of an undo (issue 14, point 2).
+
+The API proxy holds the PATCH of the write: either before it reaches the server (killed after the
+intent row, before the write) or after the server applied it (killed with the answer in flight). The
+process is killed there with SIGKILL, and the next run of the same window must finish the job: the
+workload is stopped (or restored) exactly once, one write reached the API, and every write has its
+audit row.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from gpuaas.cluster.runner import EmbeddedCluster
+from gpuaas.settings import load_settings
+from gpuaas.store import Store
+from tests.faults.proxy import FaultProxy
+
+pytestmark = [pytest.mark.integration, pytest.mark.flow]
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _killed_at_patch(proxy: FaultProxy, args: list[str], *, forward: bool) -> None:
+    """Run the flow in a child process; SIGKILL it while the proxy holds its first PATCH."""
+    from prefect.settings import PREFECT_API_URL
+
+    proxy.arm("hold", 1, method="PATCH", forward=forward)
+    env = {**os.environ, "PREFECT_API_URL": str(PREFECT_API_URL.value()), "PYTHONPATH": str(ROOT),
+           "PREFECT_LOGGING_LEVEL": "WARNING"}
+    child = subprocess.Popen([sys.executable, "-m", "tests.faults.flow_process", *args], cwd=ROOT, env=env,
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    try:
+        assert proxy.held.wait(timeout=90), f"the flow never wrote: {child.communicate(timeout=5)}"
+        child.send_signal(signal.SIGKILL)
+        assert child.wait(timeout=10) == -signal.SIGKILL
+    finally:
+        if child.poll() is None:
+            child.kill()
+            child.wait()
+        proxy.release.set()
+    proxy.clear()
+
+
+def _patches(proxy: FaultProxy, name: str, held: bool) -> int:
+    """PATCHes of ``name`` that reached the API server (a forwarded hold counts)."""
+    return sum(1 for h in proxy.relayed if h.method == "PATCH" and name in h.path) + int(held)
+
+
+def _rows(name: str) -> list[Any]:
+    store = Store(load_settings().database_url_value)
+    try:
+        return [r for r in store.audit(obj=name) if r.mode == "apply"]
+    finally:
+        store.close()
+
+
+@pytest.fixture()
+def one_at_a_time(reclaim_fleet: EmbeddedCluster, through_proxies: dict[str, FaultProxy], tmp_path: Path,
+                  monkeypatch: pytest.MonkeyPatch, prefect_harness: None) -> dict[str, FaultProxy]:
+    from tests.actions.reclaim_scenario import write_policy
+
+    monkeypatch.setenv("GPUAAS_POLICY_FILE", str(write_policy(tmp_path / "policy.yaml", max_actions_per_run=1)))
+    monkeypatch.delenv("GPUAAS_PUSHGATEWAY_URL")
+    return through_proxies
+
+
+def _suspended(cluster: EmbeddedCluster, kind: str, name: str) -> bool:
+    spec = cluster.store.get(kind, "team-a", name)["spec"]
+    return bool(spec.get("suspend")) or spec.get("replicas") == 0 or "kubeflow-resource-stopped" in str(
+        cluster.store.get(kind, "team-a", name)["metadata"].get("annotations", {}))
+
+
+@pytest.mark.parametrize("forward", [False, True], ids=["before-the-write", "after-the-write"])
+def test_a_reclaim_killed_at_its_write_is_finished_once_by_the_next_run(
+        forward: bool, reclaim_fleet: EmbeddedCluster, one_at_a_time: dict[str, FaultProxy]) -> None:
+    kube = one_at_a_time["kube"]
+    at = reclaim_fleet.clock.now().isoformat()
+    _killed_at_patch(kube, ["reclaim", at], forward=forward)
+    [intent] = [r for r in _all_rows() if r.outcome not in ("skipped", "deferred")]
+    kind, name = intent.kind, intent.name
+    assert _suspended(reclaim_fleet, kind, name) is forward
+
+    from datetime import datetime
+
+    from flows.reclaim import reclaim
+
+    reclaim(apply=True, at=datetime.fromisoformat(at))
+    assert _suspended(reclaim_fleet, kind, name), "the next run did not finish the reclaim"
+    assert _patches(kube, name, held=forward) == 1, "the workload was written twice"
+    rows = _rows(name)
+    assert rows and all(r.outcome != "pending" for r in rows[-1:]), [(r.id, r.outcome, r.reason) for r in rows]
+
+
+def _all_rows() -> list[Any]:
+    store = Store(load_settings().database_url_value)
+    try:
+        return [r for r in store.audit() if r.mode == "apply"]
+    finally:
+        store.close()

@@ -72,9 +72,11 @@ def one_at_a_time(reclaim_fleet: EmbeddedCluster, through_proxies: dict[str, Fau
 
 
 def _suspended(cluster: EmbeddedCluster, kind: str, name: str) -> bool:
-    spec = cluster.store.get(kind, "team-a", name)["spec"]
-    return bool(spec.get("suspend")) or spec.get("replicas") == 0 or "kubeflow-resource-stopped" in str(
-        cluster.store.get(kind, "team-a", name)["metadata"].get("annotations", {}))
+    """Stopped the way each kind is stopped (suspend, replicas 0, the Notebook's or KServe's annotation)."""
+    obj = cluster.store.get(kind, "team-a", name)
+    spec, notes = obj["spec"], obj["metadata"].get("annotations") or {}
+    return (bool(spec.get("suspend")) or spec.get("replicas") == 0 or "kubeflow-resource-stopped" in notes
+            or notes.get("serving.kserve.io/stop") == "true")
 
 
 @pytest.mark.parametrize("forward", [False, True], ids=["before-the-write", "after-the-write"])
@@ -104,3 +106,52 @@ def _all_rows() -> list[Any]:
         return [r for r in store.audit() if r.mode == "apply"]
     finally:
         store.close()
+
+
+def _applied_reclaims() -> list[Any]:
+    return [r for r in _all_rows() if r.action == "reclaim" and r.outcome == "applied"]
+
+
+@pytest.mark.parametrize("forward", [False, True], ids=["before-the-write", "after-the-write"])
+def test_an_undo_killed_at_its_write_is_finished_once_by_the_next_undo(
+        forward: bool, reclaim_fleet: EmbeddedCluster, one_at_a_time: dict[str, FaultProxy]) -> None:
+    from datetime import datetime
+
+    from flows.reclaim import reclaim
+
+    kube = one_at_a_time["kube"]
+    reclaim(apply=True, at=datetime.fromisoformat(reclaim_fleet.clock.now().isoformat()))
+    [done] = _applied_reclaims()
+    assert _suspended(reclaim_fleet, done.kind, done.name)
+    kube.clear()
+    _killed_at_patch(kube, ["undo", str(done.id)], forward=forward)
+    assert _suspended(reclaim_fleet, done.kind, done.name) is not forward
+    [restore] = reclaim(undo=[done.id])["undo"]
+    # Killed after the write: the read-back finds it done ("already restored by" the killed run's intent row).
+    assert restore["result"] == ("no-op" if forward else "restored"), restore
+    assert not _suspended(reclaim_fleet, done.kind, done.name), "the next undo did not restore"
+    assert _patches(kube, done.name, held=forward) == 1, "the restore was written twice"
+
+
+def test_a_409_storm_on_patches_writes_nothing_and_the_next_run_acts_once(
+        reclaim_fleet: EmbeddedCluster, one_at_a_time: dict[str, FaultProxy]) -> None:
+    from datetime import datetime
+
+    from flows.reclaim import reclaim
+
+    kube = one_at_a_time["kube"]
+    at = datetime.fromisoformat(reclaim_fleet.clock.now().isoformat())
+    kube.arm("409", 99, method="PATCH")
+    result = reclaim(apply=True, at=at)["decisions"]
+    # The writer re-reads after a 409 and never forces: the target is skipped, audited, left running.
+    stormed = [d for d in result if "409 Conflict" in d["reason"]]
+    assert len(stormed) == 1 and stormed[0]["audit_id"], [(d["name"], d["result"], d["reason"]) for d in result]
+    assert not any(d["result"] == "applied" for d in result)
+    assert kube.hits and not any(h.method == "PATCH" for h in kube.relayed)
+    [target] = stormed
+    assert not _suspended(reclaim_fleet, target["kind"], target["name"])
+    kube.clear()
+    [again] = [d for d in reclaim(apply=True, at=at)["decisions"] if d["name"] == target["name"]]
+    assert again["result"] == "applied", again
+    assert _suspended(reclaim_fleet, target["kind"], target["name"])
+    assert _patches(kube, target["name"], held=False) == 1

@@ -100,3 +100,39 @@ def test_a_fault_is_absorbed_or_acted_on_by_nothing(
     again = _planned(after)
     assert not again & _planned(faulted), "a target decided twice"
     assert again | _planned(faulted) == clean, "the run after the fault did not converge"
+
+
+@pytest.mark.parametrize("held_s", [1.0, 7.0], ids=["short-lock", "lock-past-the-busy-timeout"])
+def test_a_locked_sqlite_database_loses_no_snapshot_and_acts_on_none(
+        held_s: float, reclaim_fleet: EmbeddedCluster, through_proxies: dict[str, FaultProxy], clean: set[Any]) -> None:
+    """Another connection holds SQLite's exclusive lock while the run stores its snapshot."""
+    import sqlite3
+    import threading
+
+    from gpuaas.settings import load_settings
+    from gpuaas.store import Store
+
+    settings = load_settings()
+    Store(settings.database_url_value).close()  # migrated, so the lock is the only obstacle
+    holder = sqlite3.connect(settings.sqlite_path, timeout=1, check_same_thread=False)
+    holder.execute("BEGIN EXCLUSIVE")
+    threading.Timer(held_s, holder.rollback).start()
+    before = writes(reclaim_fleet)
+    try:
+        faulted: dict[str, Any] | None = _reclaim(reclaim_fleet)
+    except Exception as exc:  # noqa: BLE001 - the outcome under test: a clean failure
+        assert "locked" in str(exc), exc
+        faulted = None
+    finally:
+        threading.Event().wait(held_s)  # the timer has released it
+        holder.close()
+    assert writes(reclaim_fleet) == before
+    first = _planned(faulted) if faulted else set()
+    assert first in (set(), clean)
+    again = _planned(_reclaim(reclaim_fleet))
+    assert not again & first and again | first == clean
+    store = Store(settings.database_url_value)
+    try:
+        assert store.latest_snapshot() is not None
+    finally:
+        store.close()

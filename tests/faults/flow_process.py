@@ -1,4 +1,4 @@
-"""``python -m tests.faults.flow_process reclaim ISO | undo ID...``: one flow run in its own process.
+"""``python -m tests.faults.flow_process reclaim|dry|collect ISO | undo ID...``: one flow run in its own process.
 
 The kill tests SIGKILL this process at a chosen step; it prints the flow's result as JSON when it
 is allowed to finish.
@@ -12,10 +12,13 @@ from datetime import datetime
 
 
 def main(argv: list[str]) -> None:
+    from flows.collect import collect
     from flows.reclaim import reclaim
 
-    if argv[0] == "reclaim":
-        result = reclaim(apply=True, at=datetime.fromisoformat(argv[1]))
+    if argv[0] == "collect":
+        result = collect(at=datetime.fromisoformat(argv[1]))
+    elif argv[0] in ("reclaim", "dry"):
+        result = reclaim(apply=argv[0] == "reclaim", at=datetime.fromisoformat(argv[1]))
     else:
         result = reclaim(undo=[int(a) for a in argv[1:]])
     print(json.dumps(result, default=str))

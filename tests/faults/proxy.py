@@ -56,6 +56,9 @@ class Hit:
     method: str
     path: str
     at: float = field(default_factory=time.monotonic)
+    body: bytes = b""
+    size: int = 0
+    """Bytes of the answer relayed (the bench counts what a cycle receives)."""
 
 
 class FaultProxy:
@@ -68,6 +71,7 @@ class FaultProxy:
         self.faults: list[Fault] = []
         self.hits: list[Hit] = []
         self.relayed: list[Hit] = []
+        self._local = threading.local()  # the handler thread's own Hit, to record the answer's size
         self.held = threading.Event()  # a ``hold`` fault has the request (and, if forwarded, the write is done)
         self.release = threading.Event()
         self._httpd = _ResettingServer(("127.0.0.1", 0), _handler(self))
@@ -93,14 +97,15 @@ class FaultProxy:
             self.held.clear()
             self.release.clear()
 
-    def _take(self, method: str, path: str) -> Fault | None:
+    def _take(self, method: str, path: str, body: bytes = b"") -> Fault | None:
         with self.lock:
             for fault in self.faults:
                 if fault.times > 0 and fault.matches(method, path):
                     fault.times -= 1
                     self.hits.append(Hit(fault.kind, method, path))
                     return fault
-            self.relayed.append(Hit("relay", method, path))
+            self.relayed.append(Hit("relay", method, path, body=body))
+            self._local.hit = self.relayed[-1]
             return None
 
     def kubeconfig(self, original: Path, path: Path) -> Path:
@@ -168,7 +173,7 @@ def _handler(proxy: FaultProxy) -> type[BaseHTTPRequestHandler]:
         def _relay(self) -> None:
             length = int(self.headers.get("Content-Length") or 0)
             body = self.rfile.read(length) if length else b""
-            fault = proxy._take(self.command, self.path)
+            fault = proxy._take(self.command, self.path, body)
             kind = fault.kind if fault else "relay"
             if kind == "hold" and fault is not None:  # the caller kills the client meanwhile
                 if fault.forward:
@@ -210,6 +215,8 @@ def _handler(proxy: FaultProxy) -> type[BaseHTTPRequestHandler]:
             elif kind == "prom_warnings" and status == 200:
                 self._answer(200, _prom_partial(data), out)
             else:
+                if fault is None:
+                    proxy._local.hit.size = len(data)
                 self._answer(status, data, out)
 
         def _forward(self, body: bytes) -> tuple[int, dict[str, str], bytes]:

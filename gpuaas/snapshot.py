@@ -27,6 +27,7 @@ import pandas as pd
 from gpuaas.errors import ConfigError, SourceUnavailable
 from gpuaas.models import GpuSample, Snapshot, SourceStatus, WorkloadState
 from gpuaas.policies.idle import COMPLETE_COVERAGE
+from gpuaas.policies.opt_out import OPT_OUT_ANNOTATION, OPT_OUT_VALUE, opted_out, opted_out_chain
 from gpuaas.policy import Policy
 from gpuaas.settings import GpuaasSettings
 from gpuaas.sources.kube import DEFAULT_GPU_RESOURCES, KubeState, read_kube
@@ -174,18 +175,34 @@ def _gpu_frame(prom: PrometheusReading | None, nvml: Sequence[GpuSample]) -> pd.
 
 
 def _inherit_owner_opt_out(workloads: pd.DataFrame, owners: pd.DataFrame) -> pd.DataFrame:
-    """Teams annotate the object they own (the RayCluster, the Notebook), not Kueue's Workload.
+    """Teams annotate the object they own (the RayCluster, the Notebook, the InferenceService over
+    its Deployment), not Kueue's Workload.
 
-    An opt-out on either object wins: ``"never"`` is never overridden by the other's value.
+    An opt-out on either object wins: ``"never"`` (however spelled, see ``gpuaas.policies.opt_out``)
+    is never overridden by the other's value. ``owners`` comes from ``_resolve_owner_opt_out``, so an
+    opt-out on a controller above the owner counts as the owner's.
     """
     keyed = owners.rename(columns={"kind": "owner_kind", "name": "owner_name", "reclaim": "owner_reclaim"})
     keyed = keyed[["namespace", "owner_kind", "owner_name", "owner_reclaim"]].drop_duplicates(
         ["namespace", "owner_kind", "owner_name"])
     merged = workloads.merge(keyed, on=["namespace", "owner_kind", "owner_name"], how="left")
     own, owner = merged["reclaim"].astype(object), merged["owner_reclaim"].astype(object)
-    never = own.astype(str).str.lower().eq("never") | owner.astype(str).str.lower().eq("never")
-    merged["reclaim"] = own.combine_first(owner).where(~never, "never")
+    never = opted_out(own) | opted_out(owner)
+    merged["reclaim"] = own.combine_first(owner).where(~never, OPT_OUT_VALUE)
     return merged.drop(columns=["owner_reclaim"])
+
+
+def _text(value: Any) -> str | None:
+    return value if isinstance(value, str) else None
+
+
+def _resolve_owner_opt_out(owners: pd.DataFrame) -> pd.DataFrame:
+    """Each owner's ``reclaim`` reads ``never`` when it or a controller above it opts out (the decisions check it)."""
+    keys = [(str(r.namespace), str(r.kind), str(r.name)) for r in owners.itertuples(index=False)]
+    chain = {key: (r.reclaim, _text(r.controller_kind), _text(r.controller_name))
+             for key, r in zip(keys, owners.itertuples(index=False))}
+    never = pd.Series([opted_out_chain(key, chain) for key in keys], index=owners.index, dtype=bool)
+    return owners.assign(reclaim=owners["reclaim"].astype(object).where(~never, OPT_OUT_VALUE))
 
 
 def build_snapshot(
@@ -207,7 +224,8 @@ def build_snapshot(
     quotas = _quota_frame(kube)
     owners = pd.DataFrame([{**asdict(o), "annotations": dict(o.annotations)} for o in kube.owners])
     if not owners.empty:
-        owners["reclaim"] = owners["annotations"].map(lambda a: a.get("gpuaas.io/reclaim"))
+        owners["reclaim"] = owners["annotations"].map(lambda a: a.get(OPT_OUT_ANNOTATION))
+        owners = _resolve_owner_opt_out(owners)
         workloads = _inherit_owner_opt_out(workloads, owners)
     return Snapshot(
         collected_at=now,

@@ -55,9 +55,7 @@ def fail(message: str, code: int = EXIT_FAILED) -> typer.Exit:
     return typer.Exit(code=code)
 
 
-BAD_INPUT_ERRORS: tuple[type[Exception], ...] = (
-    OSError, ValueError, ArithmeticError, LookupError, TypeError, RecursionError, MemoryError,
-)
+BAD_INPUT_ERRORS = (OSError, ValueError, ArithmeticError, LookupError, TypeError, RecursionError, MemoryError)
 """What bad input (a path, a file's bytes, a number) surfaces as when no command mapped it first."""
 
 

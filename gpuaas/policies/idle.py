@@ -19,6 +19,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from gpuaas.policies.opt_out import opted_out as opted_out_values
 from gpuaas.policy import FreeGoal, Policy, ReclaimRule
 
 __all__ = ["COMPLETE_COVERAGE", "IDLE_COLUMNS", "EffectiveRule", "find_idle", "gpu_evidence", "resolve_rule"]
@@ -96,7 +97,7 @@ def find_idle(workloads: pd.DataFrame, policy: Policy, now: datetime) -> pd.Data
     requests_known_zero = held["requests"].fillna(-1) == 0
     has_requests = held["requests"].fillna(0) > 0
     quiet = held["activity_max"] <= held["threshold"]
-    opted_out = held.get("reclaim", pd.Series(None, index=held.index)).astype(str).str.lower().eq("never")
+    opted_out = opted_out_values(held.get("reclaim", pd.Series(None, index=held.index)))
     excluded_ns = held["namespace"].isin(policy.reclaim.exclude_namespaces)
     excluded_q = held["queue"].isin(policy.reclaim.exclude_queues) | held["cluster_queue"].isin(
         policy.reclaim.exclude_queues)

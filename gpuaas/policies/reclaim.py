@@ -33,6 +33,7 @@ from typing import Any
 import pandas as pd
 
 from gpuaas.models import Snapshot
+from gpuaas.policies.opt_out import is_opted_out
 from gpuaas.policy import WORKLOAD_KINDS, Mode, Policy
 
 __all__ = [
@@ -166,7 +167,7 @@ def plan_reclaim(snapshot: Snapshot, idle: pd.DataFrame, policy: Policy, mode: M
             outcome, reason = "skipped", f"not every Workload of it is idle ({busy['name']}: {busy['reason']})"
         elif kind != "Workload" and owner is None:
             outcome, reason = "skipped", "owner not in the snapshot: no action on missing data"
-        elif owner is not None and str(_none(owner.get("reclaim")) or "").strip().lower() == "never":
+        elif owner is not None and is_opted_out(owner.get("reclaim")):
             outcome, reason = "skipped", f'opted out on the {kind} (gpuaas.io/reclaim: "never")'
         elif owner is not None and bool(owner.get("stopped")):
             outcome, reason = "skipped", "already stopped"

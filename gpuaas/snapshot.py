@@ -4,12 +4,15 @@
 source degrades the snapshot (its status says why), only all failing is an error.
 ``build_snapshot`` is the pure part: records and frames in, joined views out, vectorised
 with merge/groupby. A workload whose GPUs are not all observed for the whole of every
-window gets ``telemetry="unknown"``: missing data is never evidence of idleness.
+window (sample-count floor and longest gap, ``gpuaas.policies.coverage``) gets
+``telemetry="unknown"``: missing or stale data is never evidence of idleness.
 
 Views (columns):
 - workloads: WORKLOAD_COLUMNS, then per window W minutes ``activity_avg_Wm``,
-  ``activity_max_Wm``, ``coverage_Wm``, ``requests_Wm`` (NaN = no serving metrics), and
-  ``telemetry`` (complete | unknown | n/a for workloads that hold no GPUs).
+  ``activity_max_Wm``, ``coverage_Wm``, ``gap_Wm`` (longest stretch without a sample, s),
+  ``complete_Wm`` (the rule of ``gpuaas.policies.coverage``), ``requests_Wm`` (NaN = no serving
+  metrics); ``telemetry_age_s`` (the oldest newest-sample of its GPUs) and ``telemetry``
+  (complete | unknown | n/a for workloads that hold no GPUs).
 - queues: QUEUE_COLUMNS. quotas: one row per ClusterQueue flavor/resource cell.
 - gpus: ``gpuaas.sources.prometheus.GPU_COLUMNS`` (+ NVML samples, ``signal="nvml"``).
 """
@@ -22,10 +25,12 @@ from dataclasses import asdict, replace
 from datetime import UTC, datetime
 from typing import Any
 
+import numpy as np
 import pandas as pd
 
 from gpuaas.errors import ConfigError, SourceUnavailable
 from gpuaas.models import GpuSample, Snapshot, SourceStatus, WorkloadState
+from gpuaas.policies.coverage import telemetry_complete
 from gpuaas.policies.idle import COMPLETE_COVERAGE
 from gpuaas.policies.opt_out import OPT_OUT_ANNOTATION, OPT_OUT_VALUE, opted_out, opted_out_chain
 from gpuaas.policy import Policy
@@ -99,17 +104,20 @@ def _telemetry(frame: pd.DataFrame, kube: KubeState, prom: PrometheusReading | N
     frame = frame.merge(wl_pods.groupby("uid").size().rename("pods").reset_index(), on="uid", how="left")
     frame["pods"] = frame["pods"].fillna(0).astype(int)
     observed = pd.Series(0, index=frame.index, dtype=float)
+    age = pd.Series(float("nan"), index=frame.index)
     complete = pd.Series(prom is not None, index=frame.index)
     activity = pod_activity(prom.gpus) if prom is not None else pd.DataFrame()
     for minutes in windows:
         suffix = f"_{minutes:g}m"
-        stats = pd.DataFrame(columns=["uid", "activity_avg", "activity_max", "coverage", "gpus_observed"])
+        stats = pd.DataFrame(columns=["uid", "activity_avg", "activity_max", "coverage", "longest_gap_s", "age_s",
+                                      "gpus_observed"])
         requests = pd.DataFrame(columns=["uid", "requests"])
         if prom is not None:
             acts = activity[activity["window_minutes"] == float(minutes)]
             stats = wl_pods.merge(acts, on=["namespace", "pod"]).groupby("uid", as_index=False).agg(
                 activity_avg=("activity_avg", "mean"), activity_max=("activity_max", "max"),
-                coverage=("coverage", "min"), gpus_observed=("gpus_observed", "sum"))
+                coverage=("coverage", "min"), longest_gap_s=("longest_gap_s", "max"), age_s=("age_s", "max"),
+                gpus_observed=("gpus_observed", "sum"))
             served = prom.serving[(prom.serving["stat"] == "requests")
                                   & (prom.serving["window_minutes"] == float(minutes))]
             requests = wl_pods.merge(served, on=["namespace", "pod"]).groupby("uid", as_index=False).agg(
@@ -117,11 +125,19 @@ def _telemetry(frame: pd.DataFrame, kube: KubeState, prom: PrometheusReading | N
         merged = frame[["uid"]].merge(stats, on="uid", how="left").merge(requests, on="uid", how="left")
         for col in ("activity_avg", "activity_max", "coverage", "requests"):
             frame[col + suffix] = merged[col].astype(float).to_numpy()
+        # Infinite (a GPU without the figure) is stored as missing: the JSON snapshot has no infinity.
+        frame["gap" + suffix] = merged["longest_gap_s"].astype(float).replace(np.inf, np.nan).to_numpy()
+        ages = merged["age_s"].astype(float).replace(np.inf, np.nan).to_numpy()
+        age = age.where(age.notna(), pd.Series(ages, index=frame.index))
         seen = merged["gpus_observed"].astype(float).fillna(0).to_numpy()
         observed = observed.where(observed > 0, pd.Series(seen, index=frame.index))
-        complete &= (merged["coverage"].astype(float).fillna(0).to_numpy() >= COMPLETE_COVERAGE) & (
+        interval = prom.sample_interval_s if prom is not None else 1.0
+        window_complete = telemetry_complete(merged["coverage"], merged["longest_gap_s"], interval).to_numpy() & (
             seen >= frame["gpus"].to_numpy())
+        frame["complete" + suffix] = window_complete
+        complete &= window_complete
     frame["gpus_observed"] = observed
+    frame["telemetry_age_s"] = age
     holding = frame["state"].isin(_HOLDING) & (frame["gpus"] > 0)
     frame["telemetry"] = "n/a"
     frame.loc[holding, "telemetry"] = complete[holding].map({True: "complete", False: "unknown"})

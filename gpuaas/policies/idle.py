@@ -2,7 +2,8 @@
 
 A workload is idle only on positive evidence: every GPU it holds at or below the activity
 threshold for the whole window (``activity_max`` is the maximum over its GPUs and the window),
-telemetry complete for that window (coverage and every requested GPU seen), no serving
+telemetry complete for that window (the snapshot's sample-count floor and longest-gap rule,
+``gpuaas.policies.coverage``, which stale telemetry fails, and every requested GPU seen), no serving
 requests in the window, older than the grace period, and not opted out. Anything less is
 ``unknown`` or ``busy`` — missing data is never evidence of idleness.
 
@@ -19,13 +20,15 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from gpuaas.policies.coverage import incomplete_detail
 from gpuaas.policies.opt_out import opted_out as opted_out_values
 from gpuaas.policy import FreeGoal, Policy, ReclaimRule
 
 __all__ = ["COMPLETE_COVERAGE", "IDLE_COLUMNS", "EffectiveRule", "find_idle", "gpu_evidence", "resolve_rule"]
 
 COMPLETE_COVERAGE = 0.95
-"""Share of expected samples a GPU must have in a window for its telemetry to count as complete."""
+"""Fallback only, for frames without the snapshot's ``complete_Wm`` columns (no gap evidence): the share of
+expected samples a GPU must have. Snapshots carry the gap-based rule of ``gpuaas.policies.coverage``."""
 
 IDLE_COLUMNS = [
     "kind", "namespace", "name", "uid", "tenant", "queue", "cluster_queue", "gpus", "owner_kind", "owner_name",
@@ -92,7 +95,11 @@ def find_idle(workloads: pd.DataFrame, policy: Policy, now: datetime) -> pd.Data
     held["held_seconds"] = (pd.Timestamp(now) - started).dt.total_seconds()
 
     observed = held["gpus_observed"].astype(float).fillna(0) if "gpus_observed" in held else 0.0
-    complete = (held["coverage"].fillna(0) >= COMPLETE_COVERAGE) & (observed >= held["gpus"])
+    held["complete"] = False
+    for minutes in held["window_minutes"].unique():
+        rows = held["window_minutes"] == minutes
+        held.loc[rows, "complete"] = _complete(held, minutes)[rows]
+    complete = held["complete"].astype(bool) & (observed >= held["gpus"])
     serving = held["kind"].isin(policy.reclaim.serving_kinds)
     requests_known_zero = held["requests"].fillna(-1) == 0
     has_requests = held["requests"].fillna(0) > 0
@@ -121,9 +128,32 @@ def find_idle(workloads: pd.DataFrame, policy: Policy, now: datetime) -> pd.Data
     ]
     held["verdict"] = np.select(conditions, verdicts, default="idle")
     held["reason"] = np.select(conditions, reasons, default="every GPU at or below the threshold for the whole window")
+    blind = held["reason"] == reasons[5]
+    held.loc[blind, "reason"] = [_incomplete_reason(held, i, observed) for i in held.index[blind]]
     held["gpus_observed"] = observed
     held["idle_seconds"] = _idle_seconds(held, observed)
     return held.reindex(columns=IDLE_COLUMNS).reset_index(drop=True)
+
+
+def _complete(held: pd.DataFrame, minutes: float) -> pd.Series:
+    """The snapshot's verdict on the window's telemetry (count floor and longest gap), else the count alone."""
+    column = f"complete_{minutes:g}m"
+    if column in held:
+        return held[column].astype(object).fillna(False).astype(bool)
+    return _column(held, f"coverage_{minutes:g}m").fillna(0) >= COMPLETE_COVERAGE
+
+
+def _incomplete_reason(held: pd.DataFrame, i: Any, observed: pd.Series | float) -> str:
+    row = held.loc[i]
+    gap = row.get(f"gap_{row['window_minutes']:g}m")
+    seen = float(observed[i]) if isinstance(observed, pd.Series) else float(observed)
+    detail = incomplete_detail(_finite(row["coverage"]), _finite(gap), _finite(row.get("telemetry_age_s")), seen,
+                               float(row["gpus"]))
+    return f"telemetry incomplete for the window ({detail})"
+
+
+def _finite(value: Any) -> float | None:
+    return None if value is None or pd.isna(value) or not np.isfinite(float(value)) else float(value)
 
 
 def _windows_of(frame: pd.DataFrame) -> list[float]:
@@ -137,8 +167,8 @@ def _idle_seconds(held: pd.DataFrame, observed: pd.Series | float) -> pd.Series:
     reclaims by waste (GPUs x idle time); NaN for every verdict but ``idle``."""
     seconds = held["window_minutes"].astype(float) * 60
     for minutes in _windows_of(held):
-        quiet = (_column(held, f"activity_max_{minutes:g}m") <= held["threshold"]) & (
-            _column(held, f"coverage_{minutes:g}m").fillna(0) >= COMPLETE_COVERAGE) & (observed >= held["gpus"])
+        quiet = (_column(held, f"activity_max_{minutes:g}m") <= held["threshold"]) & _complete(held, minutes) & (
+            observed >= held["gpus"])
         longer = quiet & (minutes * 60 > seconds) & (minutes <= held["held_seconds"] / 60)
         seconds = seconds.where(~longer, minutes * 60)
     return seconds.where(held["verdict"] == "idle")

@@ -14,7 +14,7 @@ itself (``honorLabels: true`` on an unallocated GPU) gets no pod.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from gpuaas.settings import MetricNames
 
@@ -24,6 +24,7 @@ __all__ = [
     "duration",
     "gpu_activity_query",
     "kueue_query",
+    "last_sample_time",
     "staleness_query",
     "tag",
     "union",
@@ -77,19 +78,46 @@ def _by(keys: Sequence[str]) -> str:
     return ", ".join(keys)
 
 
-def _activity(fn: str, m: MetricNames, window: str, percent: bool = True) -> str:
-    """``fn`` of the preferred activity metric, else of GPU_UTIL (scaled from percent), per GPU series."""
-    util = f"{fn}({m.gpu_util_fallback}[{window}])" + (" / 100" if percent else "")
+def _per_signal(make: Callable[[str, bool], str], m: MetricNames) -> str:
+    """``make(metric, is_percent)`` of the preferred activity metric, else of GPU_UTIL, per GPU series."""
     return (
-        f"{tag(f'{fn}({m.gpu_activity}[{window}])', 'gpuaas_signal', m.gpu_activity)}"
-        f" or ignoring(gpuaas_signal) {tag(util, 'gpuaas_signal', m.gpu_util_fallback)}"
+        f"{tag(make(m.gpu_activity, False), 'gpuaas_signal', m.gpu_activity)}"
+        f" or ignoring(gpuaas_signal) {tag(make(m.gpu_util_fallback, True), 'gpuaas_signal', m.gpu_util_fallback)}"
     )
 
 
+def _activity(fn: str, m: MetricNames, window: str, percent: bool = True) -> str:
+    """``fn`` of the preferred activity metric, else of GPU_UTIL (scaled from percent), per GPU series."""
+    return _per_signal(lambda metric, pct: f"{fn}({metric}[{window}])" + (" / 100" if pct and percent else ""), m)
+
+
+def last_sample_time(metric: str, window: str, step: str) -> str:
+    """Unix time of the newest sample of each series of ``metric`` within the window.
+
+    ``timestamp()`` returns a sample's own time only when its argument is a plain selector
+    (given ``A or B`` it returns the evaluation time, so an age computed from it is always 0).
+    The instant selector finds a sample only within Prometheus's lookback (5 minutes); older
+    ones are found by the subquery, whose steps each see the newest sample before them.
+    """
+    return f"(timestamp({metric}) or max_over_time(timestamp({metric})[{window}:{step}]))"
+
+
 def gpu_activity_query(m: MetricNames, window_s: float, sample_interval_s: float) -> str:
-    """Per GPU over one window: activity avg and max (0-1) and coverage (observed/expected samples)."""
-    w = duration(window_s)
+    """Per GPU over one window: activity avg and max (0-1), coverage (observed/expected samples) and the gaps.
+
+    ``gap_inside``: the longest gap between two samples, as an upper bound: a subquery at steps of
+    one sample interval sees at most ``gap - step`` since the previous sample, so one step is added
+    back (the true gap is at most one interval shorter, never longer; gaps beyond Prometheus's
+    5-minute lookback read as about 5 minutes, still far over any limit). ``gap_start``: seconds
+    from the window's start to the first sample seen (negative when one precedes it). The gap to
+    ``now`` is the GPU's age (``device_query``). All aggregated in PromQL: still one query per window.
+    """
+    w, step = duration(window_s), duration(sample_interval_s)
     expected = max(window_s / sample_interval_s, 1.0)
+    inside = _per_signal(
+        lambda metric, _pct: f"max_over_time((time() - timestamp({metric}))[{w}:{step}]) + {sample_interval_s:g}", m)
+    start = _per_signal(
+        lambda metric, _pct: f"min_over_time(timestamp({metric})[{w}:{step}]) - time() + {window_s:g}", m)
     parts = [
         tag(f"({_activity('avg_over_time', m, w)})", "gpuaas_stat", "activity_avg"),
         tag(f"({_activity('max_over_time', m, w)})", "gpuaas_stat", "activity_max"),
@@ -97,17 +125,24 @@ def gpu_activity_query(m: MetricNames, window_s: float, sample_interval_s: float
             f"clamp_max(({_activity('count_over_time', m, w, percent=False)}) / {expected:g}, 1)",
             "gpuaas_stat", "coverage",
         ),
+        tag(f"({inside})", "gpuaas_stat", "gap_inside"),
+        tag(f"({start})", "gpuaas_stat", "gap_start"),
     ]
     return f"max by ({_by(GPU_KEYS)}, gpuaas_stat, gpuaas_signal) ({normalise(union(parts), m)})"
 
 
-def device_query(m: MetricNames, xid_window_s: float) -> str:
-    """Per GPU, latest framebuffer used (MiB), power (W), temperature (C); last XID in the window."""
+def device_query(m: MetricNames, xid_window_s: float, sample_interval_s: float | None = None) -> str:
+    """Per GPU, latest framebuffer used (MiB), power (W), temperature (C); last XID in the window; and
+    ``age_s``, the seconds since the GPU's newest activity sample (within the window), per series."""
+    window = duration(xid_window_s)
+    step = duration(sample_interval_s or m.sample_interval_seconds)
+    age = _per_signal(lambda metric, _pct: f"time() - {last_sample_time(metric, window, step)}", m)
     parts = [
         tag(m.fb_used, "gpuaas_stat", "fb_used_mib"),
         tag(m.power, "gpuaas_stat", "power_w"),
         tag(m.temperature, "gpuaas_stat", "temperature_c"),
-        tag(f"max_over_time({m.xid_errors}[{duration(xid_window_s)}])", "gpuaas_stat", "xid"),
+        tag(f"max_over_time({m.xid_errors}[{window}])", "gpuaas_stat", "xid"),
+        tag(f"({age})", "gpuaas_stat", "age_s"),
     ]
     return f"max by ({_by(GPU_KEYS)}, gpuaas_stat) ({normalise(union(parts), m)})"
 
@@ -138,10 +173,18 @@ def vllm_query(m: MetricNames, window_s: float) -> str:
     ])
 
 
-def staleness_query(m: MetricNames) -> str:
-    """Seconds since the newest sample, per sub-source (dcgm, kueue, vllm); absent when none."""
+def staleness_query(m: MetricNames, window_s: float | None = None, sample_interval_s: float | None = None) -> str:
+    """Seconds since the newest sample, per sub-source (dcgm, kueue, vllm); absent when none.
+
+    For dcgm the newest of the per-series sample times (``last_sample_time``), so a fleet whose
+    newest GPU sample is 4 minutes old reads 240, not 0.
+    """
+    window = duration(window_s or 1800)
+    step = duration(sample_interval_s or m.sample_interval_seconds)
+    newest = (f"max({last_sample_time(m.gpu_activity, window, step)}"
+              f" or {last_sample_time(m.gpu_util_fallback, window, step)})")
     return union([
-        tag(f"time() - max(timestamp({m.gpu_activity} or {m.gpu_util_fallback}))", "gpuaas_source", "dcgm"),
+        tag(f"time() - {newest}", "gpuaas_source", "dcgm"),
         tag(f"time() - max(timestamp({KUEUE_PENDING}))", "gpuaas_source", "kueue"),
         tag(f"time() - max(timestamp({m.vllm_request_success}))", "gpuaas_source", "vllm"),
     ])

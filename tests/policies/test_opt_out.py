@@ -49,8 +49,8 @@ def _fleet(on_workload: str | None = None, on_owner: str | None = None,
     for gpu in ("0", "1"):
         row: dict[str, object] = dict.fromkeys(GPU_COLUMNS, "")
         row.update(host="n1", gpu=gpu, uuid=f"GPU-{gpu}", namespace="team-a", pod="llm-abc-0", window_minutes=30.0,
-                   activity_avg=0.0, activity_max=0.0, coverage=1.0, signal="x", fb_used_mib=1.0, power_w=1.0,
-                   temperature_c=1.0, xid=float("nan"))
+                   activity_avg=0.0, activity_max=0.0, coverage=1.0, signal="x", longest_gap_s=15.0, age_s=15.0,
+                   fb_used_mib=1.0, power_w=1.0, temperature_c=1.0, xid=float("nan"))
         rows.append(row)
     prom = PrometheusReading(gpus=pd.DataFrame(rows), kueue=pd.DataFrame(), serving=pd.DataFrame(
         columns=["namespace", "pod", "model_name", "window_minutes", "stat", "finished_reason", "le", "value"]))

@@ -19,6 +19,7 @@ from gpuaas._yaml import read_yaml
 from gpuaas.errors import ConfigError
 
 __all__ = [
+    "Actuator",
     "CollectPolicy",
     "FreeGoal",
     "Mode",
@@ -53,6 +54,18 @@ class FreeGoal(str, Enum):
     quota = "quota"
 
 
+class Actuator(str, Enum):
+    """Who stops an idle workload: gpuaas itself (its patches), or KEDA scaling on gpuaas's idle signal.
+
+    ``keda``: a ScaledObject (``deployments/keda/``) scales the workload; gpuaas publishes its idle
+    signal in every mode (dry-run included: KEDA acts on it) and never stops it itself. ``gpuaas``:
+    the signal is published only in apply mode, so that a dry-run changes nothing anywhere.
+    """
+
+    gpuaas = "gpuaas"
+    keda = "keda"
+
+
 Minutes = Annotated[float, Field(gt=0)]
 Fraction = Annotated[float, Field(ge=0, le=1)]
 Gpus = Annotated[int, Field(ge=0)]
@@ -74,6 +87,7 @@ class ReclaimRule(_Model):
     grace_minutes: Annotated[float, Field(ge=0)] | None = None
     free: FreeGoal | None = None
     enabled: bool | None = None
+    actuator: Actuator | None = None
 
 
 class ReclaimPolicy(_Model):
@@ -83,6 +97,7 @@ class ReclaimPolicy(_Model):
     activity_threshold: Fraction = 0.05
     grace_minutes: Annotated[float, Field(ge=0)] = 30
     free: FreeGoal = FreeGoal.compute
+    actuator: Actuator = Actuator.gpuaas
     kinds: dict[str, ReclaimRule] = Field(default_factory=dict)
     exclude_namespaces: list[str] = Field(default_factory=list)
     exclude_queues: list[str] = Field(default_factory=list)

@@ -94,7 +94,7 @@ def _run_reclaim(monkeypatch: pytest.MonkeyPatch, **env: str) -> Any:
 
 @pytest.fixture(scope="module")
 def small_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[EmbeddedCluster]:
-    with embedded(tmp_path_factory.mktemp("signal-cluster"), history=timedelta(minutes=40)) as running:
+    with embedded(tmp_path_factory.mktemp("signal-cluster"), history=timedelta(minutes=10)) as running:
         yield running
 
 

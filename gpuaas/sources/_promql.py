@@ -25,6 +25,7 @@ __all__ = [
     "gpu_activity_query",
     "kueue_query",
     "last_sample_time",
+    "newest_sample",
     "staleness_query",
     "tag",
     "union",
@@ -91,15 +92,33 @@ def _activity(fn: str, m: MetricNames, window: str, percent: bool = True) -> str
     return _per_signal(lambda metric, pct: f"{fn}({metric}[{window}])" + (" / 100" if pct and percent else ""), m)
 
 
-def last_sample_time(metric: str, window: str, step: str) -> str:
-    """Unix time of the newest sample of each series of ``metric`` within the window.
+def newest_sample(metric: str, m: MetricNames) -> str:
+    """Per GPU (``GPU_KEYS``), the Unix time of its newest sample of ``metric`` within the lookback.
 
-    ``timestamp()`` returns a sample's own time only when its argument is a plain selector
-    (given ``A or B`` it returns the evaluation time, so an age computed from it is always 0).
-    The instant selector finds a sample only within Prometheus's lookback (5 minutes); older
-    ones are found by the subquery, whose steps each see the newest sample before them.
+    ``timestamp()`` returns a sample's own time only when its argument is a plain selector (given
+    ``A or B`` it returns the evaluation time, so an age computed from it is always 0). The maximum
+    is taken per GPU across its series, so that a GPU with several series (history without the
+    scrape's ``job``/``instance`` labels next to the live ones, an HA pair) counts every sample.
     """
-    return f"(timestamp({metric}) or max_over_time(timestamp({metric})[{window}:{step}]))"
+    return f"max by ({_by(GPU_KEYS)}) ({normalise(f'timestamp({metric})', m)})"
+
+
+def last_sample_time(metric: str, m: MetricNames, window: str, step: str) -> str:
+    """Per GPU, the time of its newest sample within the window: the instant selector finds one only
+    within Prometheus's 5-minute lookback, older ones are found by a subquery (each step sees the
+    newest sample before it)."""
+    newest = newest_sample(metric, m)
+    return f"({newest} or max_over_time(({newest})[{window}:{step}]))"
+
+
+def _gaps(m: MetricNames, window_s: float, sample_interval_s: float) -> str:
+    """``gap_inside`` and ``gap_start`` per GPU (see ``gpu_activity_query``)."""
+    w, step = duration(window_s), duration(sample_interval_s)
+    inside = _per_signal(lambda metric, _pct: (
+        f"max_over_time((time() - {newest_sample(metric, m)})[{w}:{step}]) + {sample_interval_s:g}"), m)
+    start = _per_signal(lambda metric, _pct: (
+        f"min_over_time(({newest_sample(metric, m)})[{w}:{step}]) - time() + {window_s:g}"), m)
+    return union([tag(f"({inside})", "gpuaas_stat", "gap_inside"), tag(f"({start})", "gpuaas_stat", "gap_start")])
 
 
 def gpu_activity_query(m: MetricNames, window_s: float, sample_interval_s: float) -> str:
@@ -112,39 +131,35 @@ def gpu_activity_query(m: MetricNames, window_s: float, sample_interval_s: float
     from the window's start to the first sample seen (negative when one precedes it). The gap to
     ``now`` is the GPU's age (``device_query``). All aggregated in PromQL: still one query per window.
     """
-    w, step = duration(window_s), duration(sample_interval_s)
+    w = duration(window_s)
     expected = max(window_s / sample_interval_s, 1.0)
-    inside = _per_signal(
-        lambda metric, _pct: f"max_over_time((time() - timestamp({metric}))[{w}:{step}]) + {sample_interval_s:g}", m)
-    start = _per_signal(
-        lambda metric, _pct: f"min_over_time(timestamp({metric})[{w}:{step}]) - time() + {window_s:g}", m)
     parts = [
         tag(f"({_activity('avg_over_time', m, w)})", "gpuaas_stat", "activity_avg"),
         tag(f"({_activity('max_over_time', m, w)})", "gpuaas_stat", "activity_max"),
-        tag(
-            f"clamp_max(({_activity('count_over_time', m, w, percent=False)}) / {expected:g}, 1)",
-            "gpuaas_stat", "coverage",
-        ),
-        tag(f"({inside})", "gpuaas_stat", "gap_inside"),
-        tag(f"({start})", "gpuaas_stat", "gap_start"),
     ]
-    return f"max by ({_by(GPU_KEYS)}, gpuaas_stat, gpuaas_signal) ({normalise(union(parts), m)})"
+    by = f"{_by(GPU_KEYS)}, gpuaas_stat, gpuaas_signal"
+    # Samples of all of a GPU's series count (history and live series with different labels); an HA
+    # pair may double-count, which the cap hides and the gap rule, computed on their union, does not.
+    counted = f"sum by ({by}) ({normalise(tag(_activity('count_over_time', m, w, percent=False), 'gpuaas_stat', 'coverage'), m)})"
+    coverage = f"clamp_max({counted} / {expected:g}, 1)"
+    return (f"max by ({by}) ({normalise(union(parts), m)}) or {coverage}"
+            f" or ({_gaps(m, window_s, sample_interval_s)})")
 
 
 def device_query(m: MetricNames, xid_window_s: float, sample_interval_s: float | None = None) -> str:
     """Per GPU, latest framebuffer used (MiB), power (W), temperature (C); last XID in the window; and
-    ``age_s``, the seconds since the GPU's newest activity sample (within the window), per series."""
+    ``age_s``, the seconds since the GPU's newest activity sample (within the window)."""
     window = duration(xid_window_s)
     step = duration(sample_interval_s or m.sample_interval_seconds)
-    age = _per_signal(lambda metric, _pct: f"time() - {last_sample_time(metric, window, step)}", m)
+    age = _per_signal(lambda metric, _pct: f"time() - {last_sample_time(metric, m, window, step)}", m)
     parts = [
         tag(m.fb_used, "gpuaas_stat", "fb_used_mib"),
         tag(m.power, "gpuaas_stat", "power_w"),
         tag(m.temperature, "gpuaas_stat", "temperature_c"),
         tag(f"max_over_time({m.xid_errors}[{window}])", "gpuaas_stat", "xid"),
-        tag(f"({age})", "gpuaas_stat", "age_s"),
     ]
-    return f"max by ({_by(GPU_KEYS)}, gpuaas_stat) ({normalise(union(parts), m)})"
+    newest = f"max by ({_by(GPU_KEYS)}, gpuaas_stat) ({tag(f'({age})', 'gpuaas_stat', 'age_s')})"
+    return f"max by ({_by(GPU_KEYS)}, gpuaas_stat) ({normalise(union(parts), m)}) or {newest}"
 
 
 def kueue_query() -> str:
@@ -181,8 +196,8 @@ def staleness_query(m: MetricNames, window_s: float | None = None, sample_interv
     """
     window = duration(window_s or 1800)
     step = duration(sample_interval_s or m.sample_interval_seconds)
-    newest = (f"max({last_sample_time(m.gpu_activity, window, step)}"
-              f" or {last_sample_time(m.gpu_util_fallback, window, step)})")
+    newest = (f"max({last_sample_time(m.gpu_activity, m, window, step)}"
+              f" or {last_sample_time(m.gpu_util_fallback, m, window, step)})")
     return union([
         tag(f"time() - {newest}", "gpuaas_source", "dcgm"),
         tag(f"time() - max(timestamp({KUEUE_PENDING}))", "gpuaas_source", "kueue"),

@@ -104,7 +104,8 @@ def test_stale_gpu_telemetry_makes_the_workload_unknown_never_idle(freshness: Pr
 def busy_scrape(prometheus_factory: Factory) -> PrometheusReading:
     """1-minute samples. ``missed``: 2 isolated scrapes lost (28 of 30 in the window). ``hole``: 5 minutes
     lost in the middle (25 of 30). ``late-start``: the series only begins 4 minutes into the window.
-    ``jitter``: every sample up to 40 s late, two missed."""
+    ``jitter``: every sample up to 40 s late, two missed. ``handover``: history and live series of one GPU
+    (different labels) back to back; ``handover-hole``: 5 minutes between them."""
     every = {"interval_s": 60.0, "newest_age_s": 0.0}
     samples: list[Sample] = []
     samples += _samples(ACTIVE, _gpu("missed", "0"), 0.0, **every, drop=lambda a: a in (600.0, 1320.0))
@@ -113,8 +114,22 @@ def busy_scrape(prometheus_factory: Factory) -> PrometheusReading:
     jittered = _samples(ACTIVE, _gpu("jitter", "3"), 0.0, **every, drop=lambda a: a in (300.0, 1500.0))
     samples += [(n, labels, v, ts + 40.0 if int(ts) % 120 == 0 and ts < NOW.timestamp() - 60 else ts)
                 for n, labels, v, ts in jittered]
+    # One GPU, two series: backfilled history without the scrape's labels, then live ones with them.
+    scraped = {"job": "dcgm-exporter", "instance": "10.0.0.7:9400"}
+    for pod, live_from in (("handover", 600.0), ("handover-hole", 300.0)):
+        samples += _samples(ACTIVE, _gpu(pod, "4"), 0.0, interval_s=60.0, newest_age_s=660.0)
+        samples += _samples(ACTIVE, {**_gpu(pod, "4"), **scraped}, 0.0, interval_s=60.0, newest_age_s=0.0,
+                            span_s=live_from)
     server = prometheus_factory(samples)
     return read_prometheus(_settings(server, 60), NOW, [30])
+
+
+def test_a_gpu_whose_series_change_labels_counts_all_its_samples(busy_scrape: PrometheusReading) -> None:
+    gpus = busy_scrape.gpus.set_index("pod")
+    assert gpus.loc["handover", "longest_gap_s"] <= 120.0
+    assert gpus.loc["handover-hole", "longest_gap_s"] >= 360.0
+    verdicts = _verdicts(busy_scrape, ["handover", "handover-hole"])
+    assert {p: v[0] for p, v in verdicts.items()} == {"handover": "idle", "handover-hole": "unknown"}
 
 
 def test_isolated_missed_scrapes_do_not_blind_the_fleet(busy_scrape: PrometheusReading) -> None:

@@ -24,7 +24,10 @@ os.environ.setdefault("PREFECT_LOGGING_LEVEL", "CRITICAL")  # the CLI prints the
 def run_flow(flow: Any, what: str, **parameters: Any) -> Any:
     """Run ``flow`` in this process with a spinner on stderr; a failed run exits 1 with its error."""
     with err_console.status(f"{what}…"):
-        state = flow(**parameters, return_state=True)
+        try:
+            state = flow(**parameters, return_state=True)
+        except RuntimeError as exc:  # Prefect's own start-up (its ephemeral API server timed out, ...)
+            raise fail(f"the flow could not start: Prefect: {' '.join(str(exc).split())[:300]}") from exc
     if not state.is_completed():
         error = state.result(raise_on_failure=False)
         if isinstance(error, GpuaasError):

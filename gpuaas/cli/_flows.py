@@ -19,6 +19,8 @@ __all__ = ["run_flow"]
 # tracebacks on the terminal (set PREFECT_LOGGING_LEVEL=INFO to see them); errors are printed once, cleanly.
 os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
 os.environ.setdefault("PREFECT_LOGGING_LEVEL", "CRITICAL")  # the CLI prints the outcome itself
+# Prefect's default (20 s) for its ephemeral API server is too short on a loaded small host.
+os.environ.setdefault("PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS", "120")
 
 
 def run_flow(flow: Any, what: str, **parameters: Any) -> Any:

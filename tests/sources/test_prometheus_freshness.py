@@ -6,7 +6,7 @@ stamps its result with the evaluation time), and a stale GPU makes its workload 
 never idle, through the snapshot and the idle policy. The source's staleness is the age of
 its newest sample (60 s), not 0.
 
-Coverage (1-minute samples, a 30-minute window): isolated missed scrapes (28 of 30 samples)
+Coverage (1-minute samples, a 30-minute window): isolated missed scrapes (28 of 30 samples, 0.933)
 keep the telemetry complete; a real 5-minute hole in the middle of the window, or a series
 that only starts 4 minutes into it, make it incomplete although most samples are there.
 The number of queries stays fixed.
@@ -102,13 +102,13 @@ def test_stale_gpu_telemetry_makes_the_workload_unknown_never_idle(freshness: Pr
 
 @pytest.fixture(scope="module")
 def busy_scrape(prometheus_factory: Factory) -> PrometheusReading:
-    """1-minute samples. ``missed``: 2 isolated scrapes lost (28 of 30 in the window). ``hole``: 5 minutes
+    """1-minute samples. ``missed``: 3 isolated scrapes lost (28 of the 30 expected in the window). ``hole``: 5 minutes
     lost in the middle (25 of 30). ``late-start``: the series only begins 4 minutes into the window.
     ``jitter``: every sample up to 40 s late, two missed. ``handover``: history and live series of one GPU
     (different labels) back to back; ``handover-hole``: 5 minutes between them."""
     every = {"interval_s": 60.0, "newest_age_s": 0.0}
     samples: list[Sample] = []
-    samples += _samples(ACTIVE, _gpu("missed", "0"), 0.0, **every, drop=lambda a: a in (600.0, 1320.0))
+    samples += _samples(ACTIVE, _gpu("missed", "0"), 0.0, **every, drop=lambda a: a in (600.0, 1020.0, 1320.0))
     samples += _samples(ACTIVE, _gpu("hole", "1"), 0.0, **every, drop=lambda a: 840.0 <= a <= 1080.0)
     samples += _samples(ACTIVE, _gpu("late-start", "2"), 0.0, **every, span_s=26 * 60)
     jittered = _samples(ACTIVE, _gpu("jitter", "3"), 0.0, **every, drop=lambda a: a in (300.0, 1500.0))
@@ -133,11 +133,11 @@ def test_a_gpu_whose_series_change_labels_counts_all_its_samples(busy_scrape: Pr
 
 
 def test_isolated_missed_scrapes_do_not_blind_the_fleet(busy_scrape: PrometheusReading) -> None:
-    gpus = busy_scrape.gpus.set_index("pod")
-    assert gpus.loc["missed", "coverage"] == pytest.approx(28 / 30, abs=0.04)
-    assert gpus.loc["missed", "longest_gap_s"] == pytest.approx(120.0, abs=60.0)
     verdicts = _verdicts(busy_scrape, ["missed", "jitter"])
-    assert verdicts == {"missed": ("idle", verdicts["missed"][1]), "jitter": ("idle", verdicts["jitter"][1])}
+    assert {p: v[0] for p, v in verdicts.items()} == {"missed": "idle", "jitter": "idle"}, verdicts
+    gpus = busy_scrape.gpus.set_index("pod")
+    assert gpus.loc["missed", "coverage"] == pytest.approx(28 / 30)  # the 0.933 a 0.95 rule called blind
+    assert gpus.loc["missed", "longest_gap_s"] == pytest.approx(120.0)
 
 
 def test_a_real_gap_in_the_window_still_blinds(busy_scrape: PrometheusReading) -> None:

@@ -92,15 +92,20 @@ def _activity(fn: str, m: MetricNames, window: str, percent: bool = True) -> str
     return _per_signal(lambda metric, pct: f"{fn}({metric}[{window}])" + (" / 100" if pct and percent else ""), m)
 
 
+SCRAPE_LABELS = ("job", "instance")
+"""Labels the scrape adds: a GPU's backfilled history lacks them, its live series has them."""
+
+
 def newest_sample(metric: str, m: MetricNames) -> str:
-    """Per GPU (``GPU_KEYS``), the Unix time of its newest sample of ``metric`` within the lookback.
+    """Per series (less the scrape's own labels), the Unix time of its newest sample within the lookback.
 
     ``timestamp()`` returns a sample's own time only when its argument is a plain selector (given
     ``A or B`` it returns the evaluation time, so an age computed from it is always 0). The maximum
-    is taken per GPU across its series, so that a GPU with several series (history without the
-    scrape's ``job``/``instance`` labels next to the live ones, an HA pair) counts every sample.
+    across the scrape labels joins a GPU's history and live series, so that every sample counts;
+    the labels are normalised once, outside the subqueries that call this at every step (it is
+    the expensive part of the cycle's queries).
     """
-    return f"max by ({_by(GPU_KEYS)}) ({normalise(f'timestamp({metric})', m)})"
+    return f"max without ({_by(SCRAPE_LABELS)}) (timestamp({metric}))"
 
 
 def last_sample_time(metric: str, m: MetricNames, window: str, step: str) -> str:
@@ -118,7 +123,10 @@ def _gaps(m: MetricNames, window_s: float, sample_interval_s: float) -> str:
         f"max_over_time((time() - {newest_sample(metric, m)})[{w}:{step}]) + {sample_interval_s:g}"), m)
     start = _per_signal(lambda metric, _pct: (
         f"min_over_time(({newest_sample(metric, m)})[{w}:{step}]) - time() + {window_s:g}"), m)
-    return union([tag(f"({inside})", "gpuaas_stat", "gap_inside"), tag(f"({start})", "gpuaas_stat", "gap_start")])
+    gaps = union([tag(f"({inside})", "gpuaas_stat", "gap_inside"), tag(f"({start})", "gpuaas_stat", "gap_start")])
+    # Series that still differ after normalising (both pod labels set, ...) are one GPU: the smaller gap
+    # is an upper bound of the GPU's (more samples can only shorten a gap).
+    return f"min by ({_by(GPU_KEYS)}, gpuaas_stat, gpuaas_signal) ({normalise(gaps, m)})"
 
 
 def gpu_activity_query(m: MetricNames, window_s: float, sample_interval_s: float) -> str:
@@ -158,7 +166,7 @@ def device_query(m: MetricNames, xid_window_s: float, sample_interval_s: float |
         tag(m.temperature, "gpuaas_stat", "temperature_c"),
         tag(f"max_over_time({m.xid_errors}[{window}])", "gpuaas_stat", "xid"),
     ]
-    newest = f"max by ({_by(GPU_KEYS)}, gpuaas_stat) ({tag(f'({age})', 'gpuaas_stat', 'age_s')})"
+    newest = f"min by ({_by(GPU_KEYS)}, gpuaas_stat) ({normalise(tag(f'({age})', 'gpuaas_stat', 'age_s'), m)})"
     return f"max by ({_by(GPU_KEYS)}, gpuaas_stat) ({normalise(union(parts), m)}) or {newest}"
 
 

@@ -196,18 +196,14 @@ def vllm_query(m: MetricNames, window_s: float) -> str:
     ])
 
 
-def staleness_query(m: MetricNames, window_s: float | None = None, sample_interval_s: float | None = None) -> str:
-    """Seconds since the newest sample, per sub-source (dcgm, kueue, vllm); absent when none.
+def staleness_query(m: MetricNames) -> str:
+    """Seconds since the newest sample, per sub-source (kueue, vllm); absent when none.
 
-    For dcgm the newest of the per-series sample times (``last_sample_time``), so a fleet whose
-    newest GPU sample is 4 minutes old reads 240, not 0.
+    The GPU telemetry's staleness is the smallest of the per-GPU ages that ``device_query`` already
+    returns (``read_prometheus``): ``time() - max(timestamp(A or B))`` answered 0 whatever the age,
+    because ``timestamp()`` of anything but a plain selector is the evaluation time.
     """
-    window = duration(window_s or 1800)
-    step = duration(sample_interval_s or m.sample_interval_seconds)
-    newest = (f"max({last_sample_time(m.gpu_activity, m, window, step)}"
-              f" or {last_sample_time(m.gpu_util_fallback, m, window, step)})")
     return union([
-        tag(f"time() - {newest}", "gpuaas_source", "dcgm"),
         tag(f"time() - max(timestamp({KUEUE_PENDING}))", "gpuaas_source", "kueue"),
         tag(f"time() - max(timestamp({m.vllm_request_success}))", "gpuaas_source", "vllm"),
     ])

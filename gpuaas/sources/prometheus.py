@@ -148,15 +148,18 @@ def read_prometheus(
         devices = _gpu_rows(prom.query(q.device_query(m, longest_s, sample_interval_s), now), {})
         kueue = _label_frame(prom.query(q.kueue_query(), now), ["cluster_queue", "flavor", "resource"], {})
         staleness = {
-            r["metric"].get("gpuaas_source", ""): sample_value(r)
-            for r in prom.query(q.staleness_query(m, longest_s, sample_interval_s), now)
+            r["metric"].get("gpuaas_source", ""): sample_value(r) for r in prom.query(q.staleness_query(m), now)
         }
     finally:
         prom.close()
+    gpus = _gpu_frame(activity, devices)
+    ages = gpus["age_s"].astype(float)
+    if ages.notna().any():
+        staleness["dcgm"] = float(ages.min())  # the newest GPU sample: the per-GPU ages, already fetched
     serving_cols = ["namespace", "pod", "model_name", "window_minutes", "stat", "finished_reason", "le", "value"]
     kueue_cols = ["cluster_queue", "flavor", "resource", "stat", "value"]
     return PrometheusReading(
-        gpus=_gpu_frame(activity, devices),
+        gpus=gpus,
         sample_interval_s=sample_interval_s,
         kueue=pd.DataFrame(kueue, columns=kueue_cols),
         serving=pd.DataFrame(serving, columns=serving_cols),

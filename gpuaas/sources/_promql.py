@@ -108,36 +108,49 @@ def newest_sample(metric: str, m: MetricNames) -> str:
     return f"max without ({_by(SCRAPE_LABELS)}) (timestamp({metric}))"
 
 
-def last_sample_time(metric: str, m: MetricNames, window: str, step: str) -> str:
-    """Per GPU, the time of its newest sample within the window: the instant selector finds one only
-    within Prometheus's 5-minute lookback, older ones are found by a subquery (each step sees the
-    newest sample before it)."""
-    newest = newest_sample(metric, m)
-    return f"({newest} or max_over_time(({newest})[{window}:{step}]))"
+AGE_STEP_S = 240
+"""Step of the subquery that finds samples older than the 5-minute lookback: any step under 300 s
+sees every such sample (each stays visible for 5 minutes), so the newest one is found exactly."""
 
 
-def _gaps(m: MetricNames, window_s: float, sample_interval_s: float) -> str:
-    """``gap_inside`` and ``gap_start`` per GPU (see ``gpu_activity_query``)."""
+def last_sample_time(metric: str, window: str) -> str:
+    """Per series, the time of its newest sample within the window: the instant selector finds one
+    only within Prometheus's 5-minute lookback, older ones are found by a coarse subquery. A GPU's
+    several series (history and live ones) are joined by the caller's ``min by`` on the age."""
+    return f"(timestamp({metric}) or max_over_time(timestamp({metric})[{window}:{AGE_STEP_S}s]))"
+
+
+def _gaps(m: MetricNames, window_s: float, sample_interval_s: float, at: float) -> str:
+    """``gap`` per GPU (see ``gpu_activity_query``): one subquery per metric.
+
+    At each step the time since the newest sample; where a series has none within the lookback
+    (before its first sample in the window, or in a hole longer than 5 minutes) the time since
+    the window's start instead, for series that have samples in the window (``@`` the evaluation
+    time). The maximum over the steps, plus one step, bounds the longest gap from above.
+    """
     w, step = duration(window_s), duration(sample_interval_s)
-    inside = _per_signal(lambda metric, _pct: (
-        f"max_over_time((time() - {newest_sample(metric, m)})[{w}:{step}]) + {sample_interval_s:g}"), m)
-    start = _per_signal(lambda metric, _pct: (
-        f"min_over_time(({newest_sample(metric, m)})[{w}:{step}]) - time() + {window_s:g}"), m)
-    gaps = union([tag(f"({inside})", "gpuaas_stat", "gap_inside"), tag(f"({start})", "gpuaas_stat", "gap_start")])
+
+    def gap(metric: str, _pct: bool) -> str:
+        newest = newest_sample(metric, m)
+        present = f"max without ({_by(SCRAPE_LABELS)}) (count_over_time({metric}[{w}] @ {at:.3f}))"
+        since_start = f"{present} * 0 + time() - {at - window_s:.3f}"
+        return f"max_over_time(((time() - {newest}) or ({since_start}))[{w}:{step}]) + {sample_interval_s:g}"
+
+    gaps = tag(f"({_per_signal(gap, m)})", "gpuaas_stat", "gap")
     # Series that still differ after normalising (both pod labels set, ...) are one GPU: the smaller gap
     # is an upper bound of the GPU's (more samples can only shorten a gap).
     return f"min by ({_by(GPU_KEYS)}, gpuaas_stat, gpuaas_signal) ({normalise(gaps, m)})"
 
 
-def gpu_activity_query(m: MetricNames, window_s: float, sample_interval_s: float) -> str:
-    """Per GPU over one window: activity avg and max (0-1), coverage (observed/expected samples) and the gaps.
+def gpu_activity_query(m: MetricNames, window_s: float, sample_interval_s: float, at: float) -> str:
+    """Per GPU over the window ending at ``at`` (Unix s): activity avg and max (0-1), coverage
+    (observed/expected samples) and ``gap``, the longest stretch without a sample.
 
-    ``gap_inside``: the longest gap between two samples, as an upper bound: a subquery at steps of
-    one sample interval sees at most ``gap - step`` since the previous sample, so one step is added
-    back (the true gap is at most one interval shorter, never longer; gaps beyond Prometheus's
-    5-minute lookback read as about 5 minutes, still far over any limit). ``gap_start``: seconds
-    from the window's start to the first sample seen (negative when one precedes it). The gap to
-    ``now`` is the GPU's age (``device_query``). All aggregated in PromQL: still one query per window.
+    ``gap`` is an upper bound: a subquery at steps of one sample interval sees at most ``gap - step``
+    since the previous sample, so one step is added back (the true gap is at most one interval
+    shorter, never longer). Before a series' first sample in the window it counts from the window's
+    start; holes longer than Prometheus's 5-minute lookback count from it too (far over any limit).
+    The gap to ``at`` is the GPU's age (``device_query``). All aggregated in PromQL: one query per window.
     """
     w = duration(window_s)
     expected = max(window_s / sample_interval_s, 1.0)
@@ -151,15 +164,14 @@ def gpu_activity_query(m: MetricNames, window_s: float, sample_interval_s: float
     counted = f"sum by ({by}) ({normalise(tag(_activity('count_over_time', m, w, percent=False), 'gpuaas_stat', 'coverage'), m)})"
     coverage = f"clamp_max({counted} / {expected:g}, 1)"
     return (f"max by ({by}) ({normalise(union(parts), m)}) or {coverage}"
-            f" or ({_gaps(m, window_s, sample_interval_s)})")
+            f" or ({_gaps(m, window_s, sample_interval_s, at)})")
 
 
-def device_query(m: MetricNames, xid_window_s: float, sample_interval_s: float | None = None) -> str:
+def device_query(m: MetricNames, xid_window_s: float) -> str:
     """Per GPU, latest framebuffer used (MiB), power (W), temperature (C); last XID in the window; and
     ``age_s``, the seconds since the GPU's newest activity sample (within the window)."""
     window = duration(xid_window_s)
-    step = duration(sample_interval_s or m.sample_interval_seconds)
-    age = _per_signal(lambda metric, _pct: f"time() - {last_sample_time(metric, m, window, step)}", m)
+    age = _per_signal(lambda metric, _pct: f"time() - {last_sample_time(metric, window)}", m)
     parts = [
         tag(m.fb_used, "gpuaas_stat", "fb_used_mib"),
         tag(m.power, "gpuaas_stat", "power_w"),

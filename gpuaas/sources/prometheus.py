@@ -40,7 +40,7 @@ _KEY_RENAME = {
     "gpuaas_namespace": "namespace", "gpuaas_pod": "pod", "gpuaas_container": "container",
 }
 KEYS = ["host", "gpu", "uuid", "model", "gpu_instance", "namespace", "pod", "container"]
-STATS = ["activity_avg", "activity_max", "coverage", "gap_inside", "gap_start"]
+STATS = ["activity_avg", "activity_max", "coverage", "gap"]
 DEVICE_STATS = ["fb_used_mib", "power_w", "temperature_c", "xid", "age_s"]
 GPU_COLUMNS = [*KEYS, "window_minutes", "activity_avg", "activity_max", "coverage", "longest_gap_s", "signal",
                *DEVICE_STATS]
@@ -104,12 +104,11 @@ def _gpu_frame(activity: list[dict[str, Any]], devices: list[dict[str, Any]]) ->
 
 
 def longest_gap(gpus: pd.DataFrame) -> pd.Series:
-    """Per GPU and window: the longest of the gap inside, the gap before the first sample and the age.
+    """Per GPU and window: the longer of the gap inside the window (from its start) and the age.
 
-    NaN where no part was measured (no series in the window): unknown, never "no gap".
+    NaN where neither was measured (no series in the window): unknown, never "no gap".
     """
-    parts = pd.concat([gpus["gap_inside"].astype(float), gpus["gap_start"].astype(float).clip(lower=0),
-                       gpus["age_s"].astype(float).clip(lower=0)], axis=1)
+    parts = pd.concat([gpus["gap"].astype(float), gpus["age_s"].astype(float).clip(lower=0)], axis=1)
     return parts.max(axis=1, skipna=True).where(parts.notna().any(axis=1))
 
 
@@ -140,12 +139,13 @@ def read_prometheus(
         serving: list[dict[str, Any]] = []
         for minutes in windows_minutes:
             extra = {"window_minutes": float(minutes)}
-            activity += _gpu_rows(prom.query(q.gpu_activity_query(m, minutes * 60, sample_interval_s), now), extra)
+            query = q.gpu_activity_query(m, minutes * 60, sample_interval_s, now.timestamp())
+            activity += _gpu_rows(prom.query(query, now), extra)
             serving += _label_frame(
                 prom.query(q.vllm_query(m, minutes * 60), now), ["model_name", "finished_reason", "le"], extra
             )
         longest_s = max(windows_minutes) * 60
-        devices = _gpu_rows(prom.query(q.device_query(m, longest_s, sample_interval_s), now), {})
+        devices = _gpu_rows(prom.query(q.device_query(m, longest_s), now), {})
         kueue = _label_frame(prom.query(q.kueue_query(), now), ["cluster_queue", "flavor", "resource"], {})
         staleness = {
             r["metric"].get("gpuaas_source", ""): sample_value(r) for r in prom.query(q.staleness_query(m), now)

@@ -12,10 +12,9 @@ Why both: a loaded Prometheus misses or delays a scrape now and then (28 of 30 s
 30-minute window); each such gap is one or two intervals, which Prometheus's own lookback
 papers over and which cannot hide a busy spell of any length. A real hole (an exporter down for
 five minutes, a series that starts late, a sample four minutes old) is a long gap even when the
-count still reaches 80 %, and a GPU could have been busy in it. The count floor catches what the
-gap measure cannot resolve (gaps longer than the 5-minute lookback read as about 5 minutes,
-still over any limit). Gaps are measured in PromQL (``gpuaas.sources._promql``) as upper
-bounds, so the rule never reads a hole as smaller than it was.
+count still reaches 80 %, and a GPU could have been busy in it. The count floor is the second
+line of defence (it needs no subquery). Gaps are measured in PromQL (``gpuaas.sources._promql``)
+as upper bounds, so the rule never reads a hole as smaller than it was.
 
 A run whose snapshot leaves most GPU workloads without complete telemetry is **degraded**: it
 judged almost nothing, and its summary says so first instead of "no idle workloads".

@@ -22,7 +22,7 @@ import pandas as pd
 
 from gpuaas.policies.coverage import incomplete_detail
 from gpuaas.policies.opt_out import opted_out as opted_out_values
-from gpuaas.policy import Actuator, FreeGoal, Policy, ReclaimRule
+from gpuaas.policy import Actuator, FreeGoal, Policy, ReclaimRule, ReclaimStrategy
 
 __all__ = ["COMPLETE_COVERAGE", "IDLE_COLUMNS", "EffectiveRule", "find_idle", "gpu_evidence", "resolve_rule"]
 
@@ -33,7 +33,8 @@ expected samples a GPU must have. Snapshots carry the gap-based rule of ``gpuaas
 IDLE_COLUMNS = [
     "kind", "namespace", "name", "uid", "tenant", "queue", "cluster_queue", "gpus", "owner_kind", "owner_name",
     "verdict", "reason", "window_minutes", "threshold", "grace_minutes", "free", "activity_max", "activity_avg",
-    "coverage", "requests", "held_seconds", "gpus_observed", "idle_seconds", "actuator",
+    "coverage", "requests", "held_seconds", "gpus_observed", "idle_seconds",
+    "strategy", "activity_decides", "actuator",
 ]
 
 
@@ -44,6 +45,7 @@ class EffectiveRule:
     activity_threshold: float
     grace_minutes: float
     free: FreeGoal
+    strategy: ReclaimStrategy = ReclaimStrategy.fixed
     actuator: Actuator = Actuator.gpuaas
 
 
@@ -57,7 +59,8 @@ def resolve_rule(policy: Policy, kind: str | None, tenant: str | None) -> Effect
         if t.name == tenant:
             layers.append(t.reclaim)
     values = {"enabled": True, "window_minutes": base.window_minutes, "activity_threshold": base.activity_threshold,
-              "grace_minutes": base.grace_minutes, "free": base.free, "actuator": base.actuator}
+              "grace_minutes": base.grace_minutes, "free": base.free, "strategy": base.strategy,
+              "actuator": base.actuator}
     for layer in layers:
         for key in values:
             value = getattr(layer, key)
@@ -84,6 +87,7 @@ def find_idle(workloads: pd.DataFrame, policy: Policy, now: datetime) -> pd.Data
     held["threshold"] = [r.activity_threshold for r in rules]
     held["grace_minutes"] = [r.grace_minutes for r in rules]
     held["free"] = [r.free.value for r in rules]
+    held["strategy"] = [r.strategy.value for r in rules]
     held["actuator"] = [r.actuator.value for r in rules]
     enabled = np.array([r.enabled for r in rules])
 
@@ -128,6 +132,8 @@ def find_idle(workloads: pd.DataFrame, policy: Policy, now: datetime) -> pd.Data
         "no request metrics for a serving workload",
         "GPU activity above the threshold",
     ]
+    # Rows that only GPU activity decides: the adaptive strategy re-decides these from history.
+    held["activity_decides"] = ~np.logical_or.reduce([np.asarray(c, dtype=bool) for c in conditions[:-1]])
     held["verdict"] = np.select(conditions, verdicts, default="idle")
     held["reason"] = np.select(conditions, reasons, default="every GPU at or below the threshold for the whole window")
     blind = held["reason"] == reasons[5]

@@ -10,6 +10,7 @@ import typer
 
 from gpuaas.cli import (
     audit_cmd,
+    capacity_cmd,
     cluster_cmd,
     collect_cmd,
     config_cmd,
@@ -39,6 +40,7 @@ app.add_typer(config_cmd.app, name="config")
 app.add_typer(db_cmd.app, name="db")
 app.add_typer(replay_cmd.app, name="replay")
 app.add_typer(plan_cmd.app, name="plan")
+app.command("capacity")(capacity_cmd.capacity)
 
 
 def main() -> None:

@@ -13,6 +13,8 @@ from prefect.flows import load_flow_from_entrypoint
 ROOT = Path(__file__).resolve().parents[1]
 DOC = yaml.safe_load((ROOT / "prefect.yaml").read_text())
 DEPLOYMENTS = PrefectYamlModel.model_validate(DOC).deployments
+ON_DEMAND = {"load_test"}
+"""Deployments that must never run on a schedule (a load test drives an endpoint to its limit)."""
 
 
 @pytest.mark.parametrize("deployment", DEPLOYMENTS, ids=[d.name for d in DEPLOYMENTS])
@@ -20,6 +22,9 @@ def test_deployment_entrypoint_loads_and_parameters_match(deployment: object, mo
     monkeypatch.chdir(ROOT)
     flow = load_flow_from_entrypoint(deployment.entrypoint, use_placeholder_flow=False)  # type: ignore[attr-defined]
     flow.validate_parameters(deployment.parameters or {})  # type: ignore[attr-defined]
+    if deployment.name in ON_DEMAND:  # type: ignore[attr-defined]
+        assert not deployment.schedules, f"{deployment.name} must be on demand only"  # type: ignore[attr-defined]
+        return
     assert deployment.schedules, f"{deployment.name} has no schedule"  # type: ignore[attr-defined]
     for schedule in deployment.schedules:  # type: ignore[attr-defined]
         if getattr(schedule, "cron", None):

@@ -16,6 +16,7 @@ from gpuaas.cli import (
     config_cmd,
     db_cmd,
     demo_cmd,
+    loadtest_cmd,
     plan_cmd,
     reclaim_cmd,
     replay_cmd,
@@ -41,6 +42,7 @@ app.add_typer(db_cmd.app, name="db")
 app.add_typer(replay_cmd.app, name="replay")
 app.add_typer(plan_cmd.app, name="plan")
 app.command("capacity")(capacity_cmd.capacity)
+app.command("loadtest")(loadtest_cmd.loadtest)
 
 
 def main() -> None:

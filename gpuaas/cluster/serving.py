@@ -195,6 +195,10 @@ class _HTTP(ThreadingHTTPServer):
     request_queue_size = 1024  # Poisson bursts must not overflow the accept backlog
     endpoint: ServingEndpoint
 
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        """A client that hangs up (the end of a load test) is no error worth a traceback."""
+        return
+
 
 class _Handler(BaseHTTPRequestHandler):
     server: _HTTP

@@ -22,9 +22,9 @@ from typing import Any
 
 import httpx
 
-from gpuaas.loadtest._config import LoadTestConfig
+from gpuaas.loadtest._config import LoadTestConfig, base_url
 
-__all__ = ["RequestResult", "client_for", "run_step"]
+__all__ = ["RequestResult", "client_for", "run_step", "warm_up"]
 
 _WORDS = ("alpha", "bravo", "charlie", "delta", "echo", "foxtrot", "golf", "hotel")
 
@@ -151,6 +151,15 @@ async def _run(client: httpx.AsyncClient, config: LoadTestConfig, step: int, rat
             task.cancel()
         await asyncio.gather(*pending, return_exceptions=True)
     return results
+
+
+async def warm_up(client: httpx.AsyncClient, config: LoadTestConfig) -> None:
+    """``GET /v1/models`` once before the first step (not counted): the first connection and the
+    client's own first-use costs must not show up as lateness, or as latency, of step one."""
+    try:
+        await client.get(base_url(config.url) + "/v1/models")
+    except httpx.HTTPError:
+        pass  # the steps will record whatever is wrong, request by request
 
 
 def client_for(config: LoadTestConfig) -> httpx.AsyncClient:

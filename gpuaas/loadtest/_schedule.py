@@ -5,7 +5,7 @@ time whatever the earlier ones are doing; a closed loop (send the next when one 
 slows down with the server and so measures the client, not the capacity.
 
 A step is a Poisson process of rate ``r`` on ``[0, T)`` *conditioned on its count*
-``n = round(r * T)``: given ``n``, Poisson arrival times are ``n`` sorted independent uniform
+``n = round(r * T)`` (at least one): given ``n``, Poisson arrival times are ``n`` sorted independent uniform
 draws on the window. The gaps stay exponential in shape (coefficient of variation near 1),
 but a short step is not also a lucky or unlucky one in how many requests it offers, which in
 a 3-second step would swing the offered rate by +-10 % and blur the knee. With a request cap
@@ -25,7 +25,7 @@ def poisson_schedule(rate_rps: float, *, duration_s: float, max_requests: int, s
     """Send offsets (seconds from the step's start), increasing, below the window; at most ``max_requests``."""
     if rate_rps <= 0 or duration_s <= 0 or max_requests <= 0:
         return []
-    n = min(max_requests, int(round(rate_rps * duration_s)))
+    n = min(max_requests, max(1, int(round(rate_rps * duration_s))))  # a step offers at least one request
     window = duration_s if n < max_requests else min(duration_s, n / rate_rps)
     rng = np.random.default_rng([seed, step])
     return [float(t) for t in np.sort(rng.uniform(0.0, window, size=n))]

@@ -20,7 +20,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from gpuaas.loadtest._client import RequestResult, client_for, run_step
+from gpuaas.loadtest._client import RequestResult, client_for, run_step, warm_up
 from gpuaas.loadtest._config import LoadTestConfig
 from gpuaas.loadtest._schedule import poisson_schedule
 from gpuaas.policies.capacity import sustainable_capacity
@@ -109,6 +109,7 @@ async def _sweep(config: LoadTestConfig, progress: Callable[[dict[str, Any]], No
     run = SweepRun(config)
     failing = 0
     async with client_for(config) as client:
+        await warm_up(client, config)
         for step, rate in enumerate(config.rates):
             schedule = poisson_schedule(rate, duration_s=config.step_seconds,
                                         max_requests=config.max_requests_per_step, seed=config.seed, step=step)

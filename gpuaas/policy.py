@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from enum import Enum
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
@@ -26,6 +26,7 @@ __all__ = [
     "ReclaimPolicy",
     "ReclaimRule",
     "RebalancePolicy",
+    "ServiceCapacity",
     "ServiceOutcome",
     "Tenant",
     "format_validation_error",
@@ -119,6 +120,15 @@ class RebalancePolicy(_Model):
     usage_percentile: Annotated[float, Field(gt=0, le=100)] = 90
 
 
+class ServiceCapacity(_Model):
+    """Where a service's sustainable rate comes from when no load test of it is in the store."""
+
+    sweep: Path
+    """A load-test sweep CSV (``gpuaas capacity`` format); relative paths start at the policy file."""
+    slo_quantile: Literal["p50", "p95", "p99"] = "p95"
+    min_quality: Fraction | None = None
+
+
 class ServiceOutcome(_Model):
     """How one serving endpoint's requests count as verified outcomes."""
 
@@ -127,6 +137,7 @@ class ServiceOutcome(_Model):
     model_name: str | None = None
     latency_slo_seconds: Annotated[float, Field(gt=0)]
     good_finished_reasons: list[str] = Field(default_factory=lambda: ["stop", "length"])
+    capacity: ServiceCapacity | None = None
 
 
 class Policy(_Model):

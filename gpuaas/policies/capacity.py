@@ -33,6 +33,7 @@ __all__ = [
     "StepVerdict",
     "latency_column",
     "parse_quantile",
+    "replicas_needed",
     "sustainable_capacity",
     "validate_sweep",
 ]
@@ -162,6 +163,13 @@ def _ceil(value: float) -> int:
     return max(0, math.ceil(value - _EPS))
 
 
+def replicas_needed(forecast_rps: float, per_replica_rps: float) -> int:
+    """``ceil(forecast / per-replica rate)``: what a forecast needs at a measured per-replica rate."""
+    if not per_replica_rps > 0:
+        raise ValueError(f"per-replica rate must be > 0, got {per_replica_rps}")
+    return _ceil(forecast_rps / per_replica_rps)
+
+
 def sustainable_capacity(df: pd.DataFrame, *, slo_quantile: str, slo_seconds: float,
                          min_quality: float | None = None, forecast_rps: float | None = None,
                          source: str = "sweep") -> CapacityResult:
@@ -209,11 +217,11 @@ def sustainable_capacity(df: pd.DataFrame, *, slo_quantile: str, slo_seconds: fl
     rate = float(best["rate_rps"])
     per_replica = rate / best["replicas"]
     per_gpu = rate / best["gpus"]
-    replicas_needed = gpus_needed = None
+    need_replicas = need_gpus = None
     if forecast_rps is not None:
-        replicas_needed = _ceil(forecast_rps / per_replica)
-        gpus_needed = _ceil(replicas_needed * best["gpus"] / best["replicas"])
+        need_replicas = replicas_needed(forecast_rps, per_replica)
+        need_gpus = _ceil(need_replicas * best["gpus"] / best["replicas"])
     reason = (f"holds up to {rate:g} rps (every measured rate)" if knee is None
               else f"holds up to {rate:g} rps; at {knee:g} rps {stop_reason}")
     return CapacityResult(met=True, sustainable_rate_rps=rate, per_replica_rps=per_replica, per_gpu_rps=per_gpu,
-                          replicas_needed=replicas_needed, gpus_needed=gpus_needed, reason=reason, **base)
+                          replicas_needed=need_replicas, gpus_needed=need_gpus, reason=reason, **base)

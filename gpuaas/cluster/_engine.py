@@ -48,12 +48,12 @@ class EngineModel(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    max_num_seqs: Annotated[int, Field(gt=0)] = 32
+    max_num_seqs: Annotated[int, Field(gt=0)] = 16
     """Sequences one replica runs at once (vLLM ``--max-num-seqs``)."""
-    max_num_waiting: Annotated[int, Field(ge=0)] = 64
+    max_num_waiting: Annotated[int, Field(ge=0)] = 32
     """Requests that may wait for a slot on one replica; one more gets 503."""
     prefill_seconds_per_token: Annotated[float, Field(ge=0)] = 0.0002
-    decode_seconds_per_token: Annotated[float, Field(gt=0)] = 0.02
+    decode_seconds_per_token: Annotated[float, Field(gt=0)] = 0.03
     """Time per output token with a batch of one."""
     decode_slowdown_per_seq: Annotated[float, Field(ge=0)] = 0.01
     """Relative slowdown of each token per additional running sequence."""

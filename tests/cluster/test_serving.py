@@ -3,8 +3,9 @@
 Cases: the model's formulas by hand; the offline replay (``simulate``) on hand-made arrivals
 (a queue, a 503, round robin over replicas); the HTTP endpoint's completions and chat answers,
 streamed and not, in the OpenAI shapes; 503 past the queue limit; the vLLM series on
-``/metrics`` against the real vLLM capture; and, in the embedded cluster, replicas taken from
-the service's pods, URLs in the settings env and the series scraped into its real Prometheus.
+``/metrics`` against the real vLLM capture. The endpoints inside the embedded cluster (replicas
+from the service's pods, URLs in the env, series in its Prometheus) are checked with the load
+tests in ``tests/loadtest/test_loadtest_embedded.py``.
 """
 
 from __future__ import annotations
@@ -14,7 +15,6 @@ import re
 import threading
 import time
 from collections.abc import Iterator
-from datetime import timedelta
 from pathlib import Path
 
 import httpx
@@ -22,8 +22,7 @@ import pytest
 
 from gpuaas.cluster._engine import EngineModel, model_capacity_rps, simulate
 from gpuaas.cluster.scenario import parse_scenario
-from gpuaas.cluster.serving import ServingEndpoint, endpoint_env_name
-from tests.scenarios import embedded
+from gpuaas.cluster.serving import ServingEndpoint
 
 MODEL = EngineModel(max_num_seqs=2, max_num_waiting=1, prefill_seconds_per_token=0.01,
                     decode_seconds_per_token=0.1, decode_slowdown_per_seq=0.5)
@@ -156,40 +155,3 @@ def test_queue_limit_gives_503_and_metrics_count_what_ran(endpoint: ServingEndpo
         ours = re.findall(rf'^{name}{{[^}}]*le="([^"]+)"', text, re.M)
         assert ours == real
     assert set(re.findall(r'finished_reason="(\w+)"', text)) == set(re.findall(r'finished_reason="(\w+)"', capture))
-
-
-SERVING_SCENARIO = {
-    "name": "serving",
-    "flavors": [{"name": "h100"}],
-    "pools": [{"name": "h100", "count": 1, "gpus_per_node": 4, "flavor": "h100", "gpu_hourly_price": 3.0}],
-    "tenants": [{"name": "team-a", "quotas": [{"flavor": "h100", "gpus": 4}]}],
-    "workloads": [
-        {"name": "chat", "kind": "InferenceService", "tenant": "team-a", "pods": 2,
-         "serving": {"model_name": "org/chat", "requests_per_second": {"profile": "constant", "value": 0}}},
-        {"name": "batch", "kind": "RayCluster", "tenant": "team-a", "gpus_per_pod": 1},
-    ],
-}
-
-
-@pytest.mark.integration
-def test_embedded_cluster_serves_each_inference_service_into_its_prometheus(tmp_path: Path) -> None:
-    with embedded(tmp_path, SERVING_SCENARIO, history=timedelta(minutes=5)) as cluster:
-        env = cluster.settings_env()
-        url = env[endpoint_env_name("team-a", "chat")]
-        assert endpoint_env_name("team-a", "chat") == "GPUAAS_ENDPOINT_TEAM_A_CHAT"
-        assert len([k for k in env if k.startswith("GPUAAS_ENDPOINT_")]) == 1  # the RayCluster serves nothing
-        pods = {r.pod for r in cluster.serving.endpoints[("team-a", "chat")].engine.replicas}
-        assert len(pods) == 2 and all(p.startswith("chat-predictor-") for p in pods)
-        for _ in range(4):
-            r = httpx.post(f"{url}/completions", json={"model": "org/chat", "prompt": "hi", "max_tokens": 2})
-            assert r.status_code == 200
-        query = 'sum by (pod) (vllm:request_success_total{model_name="org/chat",finished_reason="length"})'
-        deadline = time.monotonic() + 30
-        got: dict[str, float] = {}
-        while time.monotonic() < deadline:
-            result = httpx.get(f"{cluster.prometheus_url}/api/v1/query", params={"query": query}).json()
-            got = {s["metric"]["pod"]: float(s["value"][1]) for s in result["data"]["result"]}
-            if sum(got.values()) == 4:
-                break
-            time.sleep(0.5)
-        assert got == dict.fromkeys(pods, 2.0)  # round robin over the two replicas

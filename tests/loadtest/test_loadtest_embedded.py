@@ -54,7 +54,7 @@ SCENARIO: dict[str, Any] = {
          "serving": {"model_name": f"org/{name}", "requests_per_second": {"profile": "constant", "value": 0},
                      "engine": ENGINE.model_dump()}}
         for name, pods in (("one", 1), ("two", 2))
-    ],
+    ] + [{"name": "batch", "kind": "RayCluster", "tenant": "team-a", "gpus_per_pod": 1}],  # serves nothing
 }
 
 
@@ -124,6 +124,8 @@ def _check_against_the_model(result: dict[str, Any], replicas: int) -> float:
 
 def test_load_test_finds_the_models_capacity(cluster: EmbeddedCluster, prefect_harness: None,
                                              tmp_path: Path) -> None:
+    endpoints = sorted(k for k in cluster.settings_env() if k.startswith("GPUAAS_ENDPOINT_"))
+    assert endpoints == ["GPUAAS_ENDPOINT_TEAM_A_ONE", "GPUAAS_ENDPOINT_TEAM_A_TWO"]
     result = _load_test(cluster, "one", 1, tmp_path / "one")
     found = _check_against_the_model(result, 1)
     files = {k: Path(v) for k, v in result["files"].items()}
@@ -139,22 +141,29 @@ def test_load_test_finds_the_models_capacity(cluster: EmbeddedCluster, prefect_h
         store.close()
     assert row is not None and row.id == result["audit_id"]
     assert row.evidence["capacity"]["per_replica_rps"] == found
-    # and the requests it sent are in the cluster's Prometheus as vLLM series of the service's pod
-    successes = sum(s["successes"] for s in result["steps"])
-    query = 'sum(vllm:request_success_total{model_name="org/one",finished_reason="length",instance!=""})'
-    seen = 0.0
-    deadline = time.monotonic() + 20
-    while time.monotonic() < deadline:
-        data = httpx.get(f"{cluster.prometheus_url}/api/v1/query", params={"query": query}).json()["data"]["result"]
-        seen = float(data[0]["value"][1]) if data else 0.0
-        if seen >= successes:
-            break
-        time.sleep(0.5)
-    assert seen == successes
 
 
 def test_two_replicas_find_about_twice_the_rate(cluster: EmbeddedCluster, prefect_harness: None,
                                                 tmp_path: Path) -> None:
     one = _check_against_the_model(_load_test(cluster, "one", 1, tmp_path / "one"), 1)
-    two = _check_against_the_model(_load_test(cluster, "two", 2, tmp_path / "two"), 2)
+    result = _load_test(cluster, "two", 2, tmp_path / "two")
+    two = _check_against_the_model(result, 2)
     assert 1.7 <= two / one <= 2.3, (one, two)
+    # what the load tests sent is in the cluster's Prometheus, as vLLM series of the services' pods
+    # (``instance!=""``: the live endpoint's series, not the backfilled simulation's)
+    pods = sorted(r.pod for r in cluster.serving.endpoints[("team-a", "two")].engine.replicas)
+    want = {("org/one", cluster.serving.endpoints[("team-a", "one")].engine.replicas[0].pod):
+            float(sum(s["successes"] for s in _SWEEPS["one"]["steps"]))}
+    successes = sum(s["successes"] for s in result["steps"])
+    want.update({("org/two", pod): successes / 2 for pod in pods})  # round robin: half each
+    query = 'sum by (model_name, pod) (vllm:request_success_total{finished_reason="length",instance!=""})'
+    seen: dict[tuple[str, str], float] = {}
+    deadline = time.monotonic() + 20
+    while time.monotonic() < deadline:
+        data = httpx.get(f"{cluster.prometheus_url}/api/v1/query", params={"query": query}).json()["data"]["result"]
+        seen = {(d["metric"]["model_name"], d["metric"]["pod"]): float(d["value"][1]) for d in data}
+        if sum(seen.values()) >= sum(want.values()):
+            break
+        time.sleep(0.5)
+    assert len(pods) == 2 and seen.keys() == want.keys()
+    assert all(abs(seen[k] - v) <= 0.5 for k, v in want.items()), (seen, want)

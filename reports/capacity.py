@@ -50,8 +50,8 @@ def capacity_summary_rows(result: CapacityResult) -> list[dict[str, Any]]:
 def capacity_markdown(result: CapacityResult, title: str = "Sustainable capacity") -> str:
     lines = [f"## {title}", "", "| | value |", "|---|---|"]
     lines += [f"| {r['']} | {r['value']} |" for r in capacity_summary_rows(result)]
-    lines += ["", "| " + " | ".join(step_rows(result)[0]) + " |" if result.steps else ""]
-    if result.steps:
-        lines.append("|" + "---|" * len(step_rows(result)[0]))
-        lines += ["| " + " | ".join(str(v) for v in r.values()) + " |" for r in step_rows(result)]
+    steps = step_rows(result)
+    if steps:
+        lines += ["", "| " + " | ".join(steps[0]) + " |", "|" + "---|" * len(steps[0])]
+        lines += ["| " + " | ".join(str(v) for v in r.values()) + " |" for r in steps]
     return "\n".join(lines) + "\n"

@@ -141,6 +141,19 @@ def test_load_test_finds_the_models_capacity(cluster: EmbeddedCluster, prefect_h
         store.close()
     assert row is not None and row.id == result["audit_id"]
     assert row.evidence["capacity"]["per_replica_rps"] == found
+    # the flow's artifacts: the sweep table, and the capacity with the plot inlined
+    from prefect.client.orchestration import get_client
+    from prefect.client.schemas.filters import ArtifactFilter, ArtifactFilterKey
+
+    with get_client(sync_client=True) as client:
+        found_artifacts = {key: client.read_artifacts(artifact_filter=ArtifactFilter(key=ArtifactFilterKey(any_=[key])))
+                           for key in ("gpuaas-load-test", "gpuaas-load-test-sweep")}
+    latest = {key: max(a, key=lambda x: x.created) for key, a in found_artifacts.items()}
+    markdown = str(latest["gpuaas-load-test"].data)
+    assert "Sustainable capacity of org/one" in markdown and "data:image/png;base64,iVBOR" in markdown
+    table = latest["gpuaas-load-test-sweep"].data
+    rows = json.loads(table) if isinstance(table, str) else table
+    assert [r["rate_rps"] for r in rows] == [s["rate_rps"] for s in result["steps"]]
 
 
 def test_two_replicas_find_about_twice_the_rate(cluster: EmbeddedCluster, prefect_harness: None,

@@ -8,8 +8,9 @@ from __future__ import annotations
 
 import base64
 from pathlib import Path
+from typing import Any
 
-from prefect import runtime, task
+from prefect import get_run_logger, runtime, task
 from prefect.artifacts import create_markdown_artifact, create_table_artifact
 from prefect.cache_policies import NO_CACHE
 
@@ -24,7 +25,15 @@ __all__ = ["publish_load_test_artifacts", "record_run", "run_load_sweep", "write
 
 @task(name="load-sweep", cache_policy=NO_CACHE, retries=0)
 def run_load_sweep(config: LoadTestConfig) -> SweepRun:
-    return run_sweep(config)
+    logger = get_run_logger()
+
+    def progress(row: dict[str, Any]) -> None:
+        logger.info("%g rps: %d requests, p50/p95/p99 %.3f/%.3f/%.3f s, quality %.3f, lateness p99 %.1f ms%s",
+                    row["rate_rps"], row["requests"], row["latency_p50_s"], row["latency_p95_s"],
+                    row["latency_p99_s"], row["quality"], row["lateness_p99_s"] * 1000,
+                    " (client could not keep up)" if row["client_limited"] else "")
+
+    return run_sweep(config, progress)
 
 
 @task(name="write-load-test-files", cache_policy=NO_CACHE)

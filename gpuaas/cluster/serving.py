@@ -46,63 +46,20 @@ from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
-from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
+from prometheus_client import generate_latest
 
 from gpuaas.cluster._engine import EngineModel
 from gpuaas.cluster._scenario_models import Scenario, Serving, WorkloadKind
-from gpuaas.cluster._telemetry_serving import E2E_BUCKETS, FINISHED_REASONS
+from gpuaas.cluster._serving_metrics import TTFT_BUCKETS, ServingMetrics
 
 __all__ = ["ANSWER", "TTFT_BUCKETS", "ServingEndpoint", "ServingEndpoints", "endpoint_env_name"]
-
-TTFT_BUCKETS: tuple[float, ...] = (
-    0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5, 10.0, 20.0, 40.0,
-    80.0, 160.0, 640.0, 2560.0,
-)
-"""Bucket bounds of ``vllm:time_to_first_token_seconds`` as vLLM V1 exposes them."""
 
 ANSWER = ("Hello", " from", " the", " embedded", " cluster", ".")
 """The words every answer cycles through (a quality check can look for ``Hello``)."""
 
-_LABELS = ("engine", "model_name", "namespace", "pod")
-
-
 def endpoint_env_name(namespace: str, name: str) -> str:
     """``GPUAAS_ENDPOINT_<NAMESPACE>_<NAME>``, upper case, other characters as ``_``."""
     return "GPUAAS_ENDPOINT_" + re.sub(r"[^A-Z0-9]", "_", f"{namespace}_{name}".upper())
-
-
-class _Metrics:
-    """The vLLM series of one endpoint, one label set per pod."""
-
-    def __init__(self, model_name: str, namespace: str) -> None:
-        self.registry = CollectorRegistry(auto_describe=True)
-        self.model_name = model_name
-        self.namespace = namespace
-        r = self.registry
-        self.running = Gauge("vllm:num_requests_running", "Number of requests in model execution batches.",
-                             _LABELS, registry=r)
-        self.waiting = Gauge("vllm:num_requests_waiting", "Number of requests waiting to be processed.",
-                             _LABELS, registry=r)
-        self.success = Counter("vllm:request_success", "Count of successfully processed requests.",
-                               (*_LABELS, "finished_reason"), registry=r)
-        self.prompt_tokens = Counter("vllm:prompt_tokens", "Number of prefill tokens processed.", _LABELS, registry=r)
-        self.generation_tokens = Counter("vllm:generation_tokens", "Number of generation tokens processed.",
-                                         _LABELS, registry=r)
-        self.e2e = Histogram("vllm:e2e_request_latency_seconds", "Histogram of e2e request latency in seconds.",
-                             _LABELS, buckets=E2E_BUCKETS, registry=r)
-        self.ttft = Histogram("vllm:time_to_first_token_seconds", "Histogram of time to first token in seconds.",
-                              _LABELS, buckets=TTFT_BUCKETS, registry=r)
-
-    def labels(self, pod: str) -> dict[str, str]:
-        return {"engine": "0", "model_name": self.model_name, "namespace": self.namespace, "pod": pod}
-
-    def add_pod(self, pod: str) -> None:
-        """Every series exists from the start (as vLLM's do), so ``rate()`` sees the first request."""
-        lab = self.labels(pod)
-        for metric in (self.running, self.waiting, self.prompt_tokens, self.generation_tokens, self.e2e, self.ttft):
-            metric.labels(**lab)
-        for reason in FINISHED_REASONS:
-            self.success.labels(**lab, finished_reason=reason)
 
 
 @dataclass
@@ -119,7 +76,7 @@ class _Refused(Exception):  # noqa: N818 - a 503 answer, not an error of ours
 class _Engine:
     """Admission, slots and queues of one service's replicas; all state under one lock."""
 
-    def __init__(self, model: EngineModel, metrics: _Metrics) -> None:
+    def __init__(self, model: EngineModel, metrics: ServingMetrics) -> None:
         self.model = model
         self.metrics = metrics
         self.lock = threading.Lock()
@@ -305,7 +262,7 @@ class ServingEndpoint:
         self.name = name
         self.serving = serving
         self.model_name = serving.model_name
-        self.metrics = _Metrics(serving.model_name, namespace)
+        self.metrics = ServingMetrics(serving.model_name, namespace)
         self.engine = _Engine(serving.engine, self.metrics)
         self._httpd = _HTTP(("127.0.0.1", 0), _Handler)
         self._httpd.endpoint = self

@@ -68,7 +68,11 @@ _SWEEPS: dict[str, dict[str, Any]] = {}
 
 
 def _load_test(cluster: EmbeddedCluster, name: str, replicas: int, out: Path) -> dict[str, Any]:
-    """Run (once per module) ``gpuaas loadtest`` in a subprocess against one service."""
+    """Run (once per module) ``gpuaas loadtest`` in a subprocess against one service.
+
+    A run whose client could not keep its schedule measured the machine, not the endpoint (on a
+    shared 2-core host under heavy load this happens), and says so; only then is it run once more.
+    """
     if name in _SWEEPS:
         return _SWEEPS[name]
     from prefect.settings import PREFECT_API_URL
@@ -78,15 +82,20 @@ def _load_test(cluster: EmbeddedCluster, name: str, replicas: int, out: Path) ->
     url = cluster.settings_env()[endpoint_env_name("team-a", name)]
     gpuaas = Path(sys.executable).with_name("gpuaas")
     env = {**os.environ, "PREFECT_API_URL": str(PREFECT_API_URL.value())}
-    proc = subprocess.run(
-        [str(gpuaas), "loadtest", "--url", url, "--model", f"org/{name}", "--rates", rates,
-         "--prompt-tokens", str(PROMPT), "--output-tokens", str(OUTPUT), "--step-seconds", "2.5",
-         "--max-requests-per-step", "200", "--request-timeout", "5", "--slo-quantile", "p50",
-         "--slo-seconds", str(SLO), "--replicas", str(replicas), "--gpus", str(replicas),
-         "--max-lateness", "0.25", "--service", f"team-a/{name}", "--out", str(out), "--format", "json"],
-        env=env, capture_output=True, text=True, timeout=120)
+    for attempt in range(2):
+        proc = subprocess.run(
+            [str(gpuaas), "loadtest", "--url", url, "--model", f"org/{name}", "--rates", rates,
+             "--prompt-tokens", str(PROMPT), "--output-tokens", str(OUTPUT), "--step-seconds", "2.5",
+             "--max-requests-per-step", "200", "--request-timeout", "5", "--slo-quantile", "p50",
+             "--slo-seconds", str(SLO), "--replicas", str(replicas), "--gpus", str(replicas),
+             "--max-lateness", "0.25", "--service", f"team-a/{name}", "--out", str(out / str(attempt)),
+             "--format", "json"],
+            env=env, capture_output=True, text=True, timeout=120)
+        result: dict[str, Any] = json.loads(proc.stdout) if proc.stdout.strip() else {}
+        limited = [r for r in result.get("client_limited_rates", []) if r <= saturation]
+        if not limited or attempt == 1:
+            break
     assert proc.returncode == 0, proc.stderr[-3000:]
-    result: dict[str, Any] = json.loads(proc.stdout)
     _SWEEPS[name] = result
     return result
 

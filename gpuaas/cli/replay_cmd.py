@@ -101,3 +101,7 @@ def reclaim(
 
 
 app.command("rebalance")(rebalance)
+
+from gpuaas.cli import replay_deadlines_cmd  # noqa: E402  (each replay registers itself in one line)
+
+app.command("deadlines")(replay_deadlines_cmd.deadlines)

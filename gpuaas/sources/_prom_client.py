@@ -54,9 +54,18 @@ class PromClient:
 
     def query(self, expr: str, at: datetime) -> list[dict[str, Any]]:
         """The result vector of ``expr`` evaluated at ``at``."""
+        return self._ask(lambda: self._prom.custom_query(expr, params={"time": f"{at.timestamp():.3f}"}), "value")
+
+    def query_range(self, expr: str, start: datetime, end: datetime, step_s: float) -> list[dict[str, Any]]:
+        """The result matrix of ``expr`` at ``start, start + step, ... end`` (``values`` per series)."""
+        return self._ask(lambda: self._prom.custom_query_range(
+            expr, start_time=start, end_time=end, step=f"{step_s:g}s"), "values")
+
+    def _ask(self, call: Any, key: str) -> list[dict[str, Any]]:
+        """One request, its errors mapped once; NaN samples (no data) dropped."""
         self.queries += 1
         try:
-            result = self._prom.custom_query(expr, params={"time": f"{at.timestamp():.3f}"})
+            result = call()
         except requests.exceptions.JSONDecodeError as exc:
             raise MalformedResponse("query answer is not JSON", source=self.source, url=self.url) from exc
         except (KeyError, TypeError) as exc:
@@ -73,6 +82,8 @@ class PromClient:
         if not isinstance(result, list):
             raise MalformedResponse("field 'data.result' is not a list", source=self.source, url=self.url)
         for row in result:
-            if not isinstance(row, dict) or "metric" not in row or "value" not in row:
-                raise MalformedResponse("result element lacks 'metric'/'value'", source=self.source, url=self.url)
+            if not isinstance(row, dict) or "metric" not in row or key not in row:
+                raise MalformedResponse(f"result element lacks 'metric'/'{key}'", source=self.source, url=self.url)
+        if key == "values":
+            return [{**r, "values": [v for v in r["values"] if not math.isnan(float(v[1]))]} for r in result]
         return [r for r in result if not math.isnan(sample_value(r))]

@@ -93,10 +93,11 @@ def cost_per_outcome(cost: float | None, outcomes: float | None) -> float | None
 
 
 def _num(value: Any) -> float | None:
+    """Six significant digits (a cost per outcome can be $0.0002); None for unknown."""
     if value is None:
         return None
     value = float(value)
-    return None if math.isnan(value) else round(value, 4)
+    return None if math.isnan(value) else float(f"{value:.6g}")
 
 
 def _owner(policy: Policy, services: list[ServiceOutcome], namespace: str, name: str) -> str | None:

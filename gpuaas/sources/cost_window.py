@@ -35,6 +35,8 @@ __all__ = ["DEADLINE_ANNOTATION", "allocation_rows", "finished_jobs", "read_cost
 
 DEADLINE_ANNOTATION = "gpuaas.io/deadline"
 DAY_S = 86400.0
+_DEADLINE_OWNERS = (("RayCluster", "ray.io", "v1", "rayclusters"),)
+"""Batch job kinds whose deadline annotation is read when their Workload has none."""
 
 
 def report_periods(window_s: float) -> tuple[int, float]:
@@ -107,8 +109,14 @@ def _opencost_metric_rows(results: list[dict[str, Any]], start: datetime, period
     return pd.DataFrame(list(cells.values()), columns=COST_COLS)
 
 
-def finished_jobs(objs: Sequence[dict[str, Any]]) -> list[FinishedJob]:
-    """Kueue Workloads with ``Finished=True``: when, why, and the deadline annotation."""
+def finished_jobs(objs: Sequence[dict[str, Any]], owner_deadlines: dict[tuple[str, str, str], str] | None = None
+                  ) -> list[FinishedJob]:
+    """Kueue Workloads with ``Finished=True``: when, why, and the deadline annotation.
+
+    The deadline is read from the Workload, else from its owner (``owner_deadlines``, keyed by
+    namespace, kind, name): teams annotate the job they submit, and Kueue does not copy job
+    annotations onto the Workload it creates.
+    """
     out = []
     for obj in objs:
         meta = obj.get("metadata") or {}
@@ -119,8 +127,10 @@ def finished_jobs(objs: Sequence[dict[str, Any]]) -> list[FinishedJob]:
             continue
         refs = meta.get("ownerReferences") or []
         owner = next((r for r in refs if r.get("controller")), refs[0] if refs else {})
+        text = (meta.get("annotations") or {}).get(DEADLINE_ANNOTATION) or (owner_deadlines or {}).get(
+            (str(meta.get("namespace", "")), str(owner.get("kind") or ""), str(owner.get("name") or "")))
         try:
-            deadline = parse_time((meta.get("annotations") or {}).get(DEADLINE_ANNOTATION))
+            deadline = parse_time(text)
         except ValueError:
             deadline = None  # an unreadable deadline is no deadline: the job is judged on success alone
         out.append(FinishedJob(
@@ -139,11 +149,22 @@ def _read_jobs(settings: GpuaasSettings) -> tuple[list[FinishedJob] | None, int,
         return None, 0, f"Kubernetes API: {exc}"
     lister = KubeLister(api, settings)
     try:
-        for version in KUEUE_VERSIONS:
+        deadlines: dict[tuple[str, str, str], str] = {}
+        for kind, group, version, plural in _DEADLINE_OWNERS:
             try:
-                return finished_jobs(lister.custom_objects(KUEUE_GROUP, version, "workloads")), lister.requests, None
+                for obj in lister.custom_objects(group, version, plural):
+                    meta = obj.get("metadata") or {}
+                    if DEADLINE_ANNOTATION in (meta.get("annotations") or {}):
+                        deadlines[(str(meta.get("namespace", "")), kind, str(meta.get("name", "")))] = str(
+                            meta["annotations"][DEADLINE_ANNOTATION])
             except NotFound:
                 continue
+        for version in KUEUE_VERSIONS:
+            try:
+                objs = lister.custom_objects(KUEUE_GROUP, version, "workloads")
+            except NotFound:
+                continue
+            return finished_jobs(objs, deadlines), lister.requests, None
         return [], lister.requests, None
     except GpuaasError as exc:
         return None, lister.requests, f"Kubernetes API: {exc}"
@@ -212,6 +233,8 @@ def _latency_for_services(serving: pd.DataFrame, settings: GpuaasSettings) -> pd
     if serving.empty:
         return serving.drop(columns=["hist"])
     hist = serving["stat"] == "latency_bucket"
-    keep = ~hist | [h == wanted.get((ns, mdl), wanted.get((ns, ""), default))
-                    for ns, mdl, h in zip(serving["namespace"], serving["model_name"], serving["hist"])]
+    judged = pd.Series([h == wanted.get((ns, mdl), wanted.get((ns, ""), default))
+                        for ns, mdl, h in zip(serving["namespace"], serving["model_name"], serving["hist"])],
+                       index=serving.index, dtype=bool)
+    keep = ~hist | judged
     return serving[keep].drop(columns=["hist"]).reset_index(drop=True)

@@ -64,13 +64,13 @@ def test_funnel_outcomes_and_cost_per_outcome() -> None:
     a, b = report.tenants
     assert a == {"tenant": "a", "allocated_gpu_hours": 19.0, "busy_gpu_hours": 8.0, "productive_gpu_hours": 5.76,
                  "unknown_gpu_hours": 4.0, "idle_gpu_hours": 7.0, "cost": 76.0, "waste_cost": 28.0,
-                 "verified_outcomes": 72.0, "cost_per_outcome": round(76 / 72, 4)}
+                 "verified_outcomes": 72.0, "cost_per_outcome": float(f"{76 / 72:.6g}")}
     assert (b["allocated_gpu_hours"], b["productive_gpu_hours"], b["cost"], b["verified_outcomes"],
             b["cost_per_outcome"]) == (5.0, 2.0, 15.0, 1.0, 15.0)
     chat, etl, quiet = report.services
     assert (chat["requests"], chat["good_requests"], chat["verified_outcomes"]) == (100.0, 90.0, 72.0)
     assert (chat["slo_fraction"], chat["slo_error_bound"], chat["cost"]) == (0.8, 0.0, 40.0)
-    assert chat["cost_per_outcome"] == round(40 / 72, 4)
+    assert chat["cost_per_outcome"] == float(f"{40 / 72:.6g}")
     assert (etl["requests"], etl["verified_outcomes"], etl["cost"], etl["cost_per_outcome"]) == (2.0, 1.0, 15.0, 15.0)
     assert quiet["verified_outcomes"] is None and quiet["cost_per_outcome"] is None
     assert report.wasters[0]["workload"] == "nb" and report.wasters[0]["waste_cost"] == 20.0

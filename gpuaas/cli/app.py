@@ -13,6 +13,7 @@ from gpuaas.cli import (
     cluster_cmd,
     collect_cmd,
     config_cmd,
+    cost_report_cmd,
     db_cmd,
     demo_cmd,
     plan_cmd,
@@ -39,6 +40,7 @@ app.add_typer(config_cmd.app, name="config")
 app.add_typer(db_cmd.app, name="db")
 app.add_typer(replay_cmd.app, name="replay")
 app.add_typer(plan_cmd.app, name="plan")
+app.command("cost-report")(cost_report_cmd.cost_report)
 
 
 def main() -> None:

@@ -119,9 +119,10 @@ def _pods(inputs: CostInputs, policy: Policy) -> pd.DataFrame:
         pods = gpu.merge(costs, on=["namespace", "pod"], how="outer")
     else:
         pods = gpu.assign(controller="", allocated_h=float("nan"), cost=float("nan"))
-    pods = pods[pods["pod"].fillna("") != ""].reset_index(drop=True)
+    pods = pods[pods["namespace"].fillna("") != ""].reset_index(drop=True)  # "": a free GPU, held by nobody
+    pods["pod"] = pods["pod"].fillna("").astype(str)
     pods["controller"] = pods["controller"].fillna("").astype(str)
-    pods["workload"] = [c or p for c, p in zip(pods["controller"], pods["pod"])]
+    pods["workload"] = [c or p or "(namespace)" for c, p in zip(pods["controller"], pods["pod"])]
     pods["tenant"] = [_tenant(policy, ns) for ns in pods["namespace"]]
     pods["service"] = [_owner(policy, policy.services, ns, w) or _owner(policy, policy.services, ns, p)
                        for ns, w, p in zip(pods["namespace"], pods["workload"], pods["pod"])]

@@ -6,9 +6,10 @@ period, whatever the fleet size or the number of days: four queries per window (
 serving, Kueue, and OpenCost's metrics when its API is not used), never one per workload, per
 service or per day.
 
-* GPU hours per pod: ``count_over_time`` of the activity series x the sample interval
-  (observed), and a subquery summing ``activity > bool threshold`` at the sample interval
-  (busy). Inner ranges are a millisecond short of the step so a sample is counted once, and a
+* GPU hours per pod: subqueries at the sample interval counting the steps where the activity
+  series has a sample (observed) and where it is above the threshold (busy), x the interval:
+  counting steps rather than raw samples keeps the figure right when a live scrape is denser
+  than the backfilled history. Inner ranges are a millisecond short of the step so a sample is counted once, and a
   series that ended is not carried on for Prometheus' 5-minute lookback.
 * Serving per namespace and model: ``increase`` of ``request_success_total`` by reason, of the
   latency histogram's buckets by ``le``, and, per quality metric, the requests finished while
@@ -56,11 +57,13 @@ def _esc(value: str) -> str:
 
 def gpu_hours_query(m: MetricNames, threshold: float, period_s: float, interval_s: float) -> str:
     """Per pod and period: GPU-hours with telemetry (``observed_h``) and above ``threshold`` (``busy_h``)."""
-    p, iv, step = _under(period_s), _under(interval_s), duration(interval_s)
-    observed = f"count_over_time({m.gpu_activity}[{p}]) or count_over_time({m.gpu_util_fallback}[{p}])"
+    iv, step = _under(interval_s), duration(interval_s)
+    sub = f"[{_under(period_s)}:{step}]"
+    seen = f"max_over_time({m.gpu_activity}[{iv}]) or max_over_time({m.gpu_util_fallback}[{iv}])"
+    observed = f"count_over_time(({seen}){sub})"
     busy_inner = (f"(max_over_time({m.gpu_activity}[{iv}]) > bool {threshold:g})"
                   f" or (max_over_time({m.gpu_util_fallback}[{iv}]) / 100 > bool {threshold:g})")
-    busy = f"sum_over_time(({busy_inner})[{duration(period_s)}:{step}])"
+    busy = f"sum_over_time(({busy_inner}){sub})"
     by = "gpuaas_namespace, gpuaas_pod"
     return union([
         tag(_per_hour(f"sum by ({by}) ({normalise(observed, m)})", interval_s), "gpuaas_stat", "observed_h"),
@@ -101,7 +104,7 @@ def serving_window_query(m: MetricNames, services: Sequence[ServiceOutcome], per
         quality = f"min by ({_WHO}) ({normalise(f'min_over_time({metric}[{q}])', m)})"
         held = f"({quality}) >= on ({_WHO}) ({_thresholds(services, metric)})"
         gated = f"{normalise(f'increase({m.vllm_request_success}[{q}])', m)} and on ({_WHO}) ({held})"
-        expr = f"sum by ({_WHO}, finished_reason) (sum_over_time(({gated})[{p}:{q}]))"
+        expr = f"sum by ({_WHO}, finished_reason) (sum_over_time(({gated})[{_under(period_s)}:{q}]))"
         parts.append(tag(expr, "gpuaas_stat", f"quality_ok:{metric}"))
     return union(parts)
 
@@ -110,7 +113,7 @@ def kueue_hours_query(gpu_resources: Sequence[str], period_s: float, interval_s:
     """Per ClusterQueue and period: GPU quota in use x hours (Kueue's own usage gauge)."""
     res = "|".join(_esc(r) for r in gpu_resources)
     inner = f'max_over_time({KUEUE_USAGE}{{resource=~"{res}"}}[{_under(interval_s)}])'
-    expr = f"sum by (cluster_queue) (sum_over_time({inner}[{duration(period_s)}:{duration(interval_s)}]))"
+    expr = f"sum by (cluster_queue) (sum_over_time({inner}[{_under(period_s)}:{duration(interval_s)}]))"
     return _per_hour(expr, interval_s)
 
 
@@ -118,7 +121,7 @@ def opencost_hours_query(period_s: float, interval_s: float) -> str:
     """Per pod and period, from OpenCost's metrics: GPU-hours allocated and their cost."""
     alloc = f"max_over_time(container_gpu_allocation[{_under(interval_s)}])"
     price = "max by (node) (node_gpu_hourly_cost)"
-    sub = f"[{duration(period_s)}:{duration(interval_s)}]"
+    sub = f"[{_under(period_s)}:{duration(interval_s)}]"
     return union([
         tag(_per_hour(f"sum by (namespace, pod) (sum_over_time({alloc}{sub}))", interval_s), "gpuaas_stat", "gpu_hours"),
         tag(_per_hour(f"sum by (namespace, pod) (sum_over_time(({alloc} * on (node) group_left () {price}){sub}))",

@@ -30,13 +30,30 @@ from gpuaas.sources._prom_client import PromClient
 from gpuaas.sources.kube import DEFAULT_GPU_RESOURCES, KUEUE_GROUP, KUEUE_VERSIONS
 from gpuaas.sources.opencost import fetch_allocation
 
-__all__ = ["DEADLINE_ANNOTATION", "allocation_rows", "finished_jobs", "read_cost_inputs", "report_periods",
-           "serving_rows"]
+__all__ = ["DEADLINE_ANNOTATION", "allocation_rows", "finished_jobs", "gpu_rows", "parse_window", "read_cost_inputs",
+           "report_periods", "serving_rows"]
 
 DEADLINE_ANNOTATION = "gpuaas.io/deadline"
 DAY_S = 86400.0
 _DEADLINE_OWNERS = (("RayCluster", "ray.io", "v1", "rayclusters"),)
 """Batch job kinds whose deadline annotation is read when their Workload has none."""
+
+
+_UNITS = {"s": 1.0, "m": 60.0, "h": 3600.0, "d": DAY_S, "w": 7 * DAY_S}
+
+
+def parse_window(text: str) -> float:
+    """``6h``, ``7d``, ``2w`` or plain seconds, as seconds; a ConfigError names the option otherwise."""
+    value = str(text).strip()
+    unit = _UNITS.get(value[-1:], None) if value else None
+    number = value[:-1] if unit else value
+    try:
+        seconds = float(number) * (unit or 1.0)
+    except ValueError:
+        raise ConfigError(f"expected a window like 6h or 7d, got {text!r}", field="window") from None
+    if seconds <= 0:
+        raise ConfigError(f"the window must be positive, got {text!r}", field="window")
+    return seconds
 
 
 def report_periods(window_s: float) -> tuple[int, float]:
@@ -86,9 +103,14 @@ def serving_rows(results: list[dict[str, Any]], start: datetime, period_s: float
 
 
 def allocation_rows(frame: pd.DataFrame, start: datetime, period_s: float, days: int) -> pd.DataFrame:
-    """``parse_allocation`` rows (one per set and allocation) as ``COST_COLS``; idle/unallocated dropped."""
+    """``parse_allocation`` rows (one per set and allocation) as ``COST_COLS``.
+
+    OpenCost's ``__idle__`` (capacity nobody requested) and ``__unallocated__`` are dropped: the
+    funnel starts at what workloads hold. A row without a pod (coarser aggregation) is kept as
+    namespace cost, so the tenant still pays for it.
+    """
     keep = frame[~frame["name"].astype(str).str.contains("__idle__|__unallocated__", regex=True)
-                 & (frame["pod"].fillna("") != "")]
+                 & (frame["namespace"].fillna("") != "")]
     ends = pd.to_datetime(keep["window_end"], utc=True)
     out = pd.DataFrame({
         "namespace": keep["namespace"], "controller_kind": keep["controller_kind"], "controller": keep["controller"],

@@ -41,7 +41,7 @@ POLICY = parse_policy({
 def _inputs(costs: bool = True, kueue: pd.DataFrame | None = None, jobs: bool = True) -> CostInputs:
     gpu = pd.DataFrame([("a", "chat-predictor-0", 0, 10.0, 8.0), ("a", "nb-0", 0, 5.0, 0.0),
                         ("b", "etl-daily-head", 0, 2.0, 2.0), ("b", "etl-late-head", 0, 3.0, 3.0),
-                        ("a", "", 0, 7.0, 0.0)],  # a free GPU: no pod, in nobody's funnel
+                        ("", "", 0, 7.0, 0.0)],  # a free GPU: no pod, no namespace, in nobody's funnel
                        columns=GPU_COLS)
     cost = pd.DataFrame([("a", "deployment", "chat-predictor", "chat-predictor-0", 0, 10.0, 40.0),
                          ("a", "statefulset", "nb", "nb-0", 0, 5.0, 20.0),

@@ -19,6 +19,7 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402 - the backend must be chosen first
 from matplotlib.figure import Figure  # noqa: E402
+from matplotlib.ticker import MaxNLocator  # noqa: E402
 
 from gpuaas.policies.cost import CostReport  # noqa: E402
 from reports.cost_report import change_rows, funnel_rows, money, service_rows, waster_rows  # noqa: E402
@@ -106,7 +107,7 @@ def _cost_per_outcome_plot(report: CostReport) -> str:
     else:
         ax.text(0.5, 0.5, "no service had both a known cost and a verified outcome", ha="center",
                 transform=ax.transAxes)
-    ax.xaxis.get_major_locator().set_params(integer=True)
+    ax.xaxis.set_major_locator(MaxNLocator(integer=True))
     ax.set_xlabel("day of the window (1 = oldest)")
     ax.set_ylabel("cost per verified outcome ($)")
     ax.set_title("Cost per verified outcome per service")

@@ -200,17 +200,29 @@ def _as_counter_history(path: Path, start: float, end: float) -> list[tuple[str,
     return out
 
 
-@pytest.mark.parametrize(("capture", "model", "requests", "fraction"), [
-    ("vllm-metrics.qwen2.5-0.5b-instruct.kops-conformance.prom", "Qwen/Qwen2.5-0.5B-Instruct", 0.0, None),
-    ("vllm-metrics.datadog-fixture.txt", "facebook/opt-125m", 1.0, 1.0),
+VLLM_CAPTURES = {"Qwen/Qwen2.5-0.5B-Instruct": "vllm-metrics.qwen2.5-0.5b-instruct.kops-conformance.prom",
+                 "facebook/opt-125m": "vllm-metrics.datadog-fixture.txt"}
+
+
+@pytest.fixture(scope="module")
+def vllm_prometheus(prometheus_factory: Callable[[Any], PrometheusServer]) -> PrometheusServer:
+    """Both captures in one Prometheus (their models differ), as two scrapes an hour apart."""
+    start, end = (NOW - timedelta(hours=1)).timestamp(), NOW.timestamp()
+    return prometheus_factory([s for name in VLLM_CAPTURES.values()
+                               for s in _as_counter_history(fixture_path("telemetry", "vllm", name), start, end)])
+
+
+@pytest.mark.parametrize(("model", "requests", "fraction"), [
+    ("Qwen/Qwen2.5-0.5B-Instruct", 0.0, None),
+    ("facebook/opt-125m", 1.0, 1.0),
 ], ids=["vllm-v1-idle", "vllm-legacy-names"])
-def test_real_vllm_captures(capture: str, model: str, requests: float, fraction: float | None,
-                            prometheus_factory: Callable[[Any], PrometheusServer]) -> None:
+def test_real_vllm_captures(model: str, requests: float, fraction: float | None,
+                            vllm_prometheus: PrometheusServer) -> None:
     """The captures carry no namespace (vLLM adds none): rows get namespace "" and still match a service
-    by model. opt-125m: 1 request, finished "length", under 1 s -> within a 2 s SLO."""
+    by model. Qwen (V1 names, ``engine`` label, five reasons) was idle: 0 requests, SLO share unknown,
+    not 0. opt-125m (legacy names): 1 request, finished "length", under 1 s -> within a 2 s SLO."""
     start, end = NOW - timedelta(hours=1), NOW
-    prom = prometheus_factory(_as_counter_history(fixture_path("telemetry", "vllm", capture), start.timestamp(),
-                                                  end.timestamp()))
+    prom = vllm_prometheus
     settings = load_settings(prometheus_url=prom.url, nvml="off", policy_file=None)
     from gpuaas.policy import parse_policy
     from gpuaas.sources import _promql_cost as q
@@ -222,7 +234,7 @@ def test_real_vllm_captures(capture: str, model: str, requests: float, fraction:
     rows = serving_rows(client.query_range(q.serving_window_query(settings.metrics, policy.services, 3600),
                                            end, end, 3600), start, 3600, 1)
     client.close()
-    assert set(rows["namespace"]) == {""} and set(rows["model_name"]) == {model}
+    assert set(rows["namespace"]) == {""} and set(rows["model_name"]) == set(VLLM_CAPTURES)
     inputs = CostInputs(start, end, 1, pd_empty_gpu(), None, rows.drop(columns=["hist"]), [])
     svc = build_cost_report(inputs, policy).services[0]
     assert svc["requests"] == pytest.approx(requests) and svc["slo_fraction"] == fraction

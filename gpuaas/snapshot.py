@@ -43,6 +43,7 @@ WORKLOAD_COLUMNS = [
     "kind", "namespace", "name", "uid", "tenant", "queue", "cluster_queue", "cohort", "priority",
     "priority_class", "state", "active", "gpus", "flavor", "created_at", "admitted_at", "age_seconds",
     "owner_kind", "owner_name", "reclaim", "deadline", "expected_runtime", "pods", "gpus_observed",
+    "resource_version", "api_version",
 ]
 QUEUE_COLUMNS = [
     "name", "cohort", "tenant", "nominal_gpus", "borrowing_limit_gpus", "lending_limit_gpus",

@@ -18,7 +18,7 @@ from gpuaas.actions import (
     execute_decisions,
     recently_restored,
     recover_interrupted,
-    undo_reclaims,
+    undo_entries,
 )
 from gpuaas.errors import ActionRefused
 from gpuaas.models import Snapshot
@@ -113,7 +113,7 @@ def undo_actions(settings: GpuaasSettings, audit_ids: list[int]) -> list[UndoRes
     store = open_store(settings)
     try:
         with KubeWriter(settings) as writer:
-            return undo_reclaims(store, writer, audit_ids, flow_run_id=_run_id())
+            return undo_entries(store, writer, audit_ids, flow_run_id=_run_id())
     finally:
         store.close()
 

@@ -42,10 +42,11 @@ HISTORY = timedelta(hours=2)
 
 
 def embedded(data_dir: Path, scenario: dict[str, Any] = HAND_CHECKED, *, seed: int = 11,
-             history: timedelta = HISTORY) -> EmbeddedCluster:
-    """An embedded cluster on a ManualClock whose history ends at the current minute."""
+             history: timedelta = HISTORY, **options: Any) -> EmbeddedCluster:
+    """An embedded cluster on a ManualClock whose history ends at the current minute (``options``: more of its arguments)."""
     start = datetime.now(UTC).replace(second=0, microsecond=0) - history
-    return EmbeddedCluster(parse_scenario(scenario), data_dir, seed=seed, history=history, clock=ManualClock(start))
+    return EmbeddedCluster(parse_scenario(scenario), data_dir, seed=seed, history=history, clock=ManualClock(start),
+                           **options)
 
 
 def point_at(cluster: EmbeddedCluster, monkeypatch: pytest.MonkeyPatch, **settings: str | Path) -> EmbeddedCluster:

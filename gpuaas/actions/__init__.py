@@ -2,17 +2,17 @@
 
 from gpuaas.actions._kube_writer import KubeWriter
 from gpuaas.actions._patches import RECLAIMED_ANNOTATION, StopPlan, reclaimed_by, restore_patch, stop_patch, stop_plan
+from gpuaas.actions._recovery import recover_interrupted
 from gpuaas.actions.reclaim import (
     ActionResult,
     already_decided,
     execute_decisions,
     recently_restored,
-    recover_interrupted,
 )
-from gpuaas.actions.undo import UndoResult, undo_reclaims
+from gpuaas.actions.undo import UNDOERS, UndoResult, undo_entries
 
 __all__ = [
-    "RECLAIMED_ANNOTATION", "ActionResult", "KubeWriter", "StopPlan", "UndoResult", "already_decided",
-    "execute_decisions", "recently_restored", "reclaimed_by", "recover_interrupted", "restore_patch", "stop_patch", "stop_plan",
-    "undo_reclaims",
+    "RECLAIMED_ANNOTATION", "UNDOERS", "ActionResult", "KubeWriter", "StopPlan", "UndoResult", "already_decided",
+    "execute_decisions", "reclaimed_by", "recently_restored", "recover_interrupted", "restore_patch", "stop_patch",
+    "stop_plan", "undo_entries",
 ]

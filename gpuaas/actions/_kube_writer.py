@@ -3,7 +3,13 @@
 Every kind gpuaas stops lives in a named API group, so one ``CustomObjectsApi`` path serves
 them all (``/apis/<group>/<version>/namespaces/<ns>/<plural>/<name>``). Errors are mapped by
 the same function the readers use: a 409 is ``Conflict`` (re-read, decide again, never
-force), a 404 ``NotFound`` (the object was deleted), a 5xx/429 transient.
+force), a 404 ``NotFound`` (the object was deleted), a 5xx/429 or no answer transient, an
+answer that is not JSON ``MalformedResponse``. After a write, those last two are no answer
+at all: the write may have landed, and the caller reads the object back (``INDEFINITE``).
+
+Kueue objects are written at the API version the reader negotiated: a caller passes the
+snapshot's (``version=``); without one (undo, recovery) the writer asks discovery once which
+of ``v1beta2``/``v1beta1`` the cluster serves, in the reader's order of preference.
 """
 
 from __future__ import annotations
@@ -16,13 +22,16 @@ from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
 from gpuaas.actions._patches import KIND_RESOURCES
-from gpuaas.errors import KubeAPIError, SourceUnavailable
+from gpuaas.errors import KubeAPIError, MalformedResponse, NotFound, SourceUnavailable, TransientError
 from gpuaas.settings import GpuaasSettings
 from gpuaas.sources._kube_client import _api_error, make_api_client
+from gpuaas.sources.kube import KUEUE_GROUP, KUEUE_VERSIONS
 
-__all__ = ["KubeWriter"]
+__all__ = ["INDEFINITE", "KubeWriter"]
 
 _MERGE_PATCH = "application/merge-patch+json"
+INDEFINITE = (TransientError, MalformedResponse)
+"""Errors of a write that say nothing about whether it was applied."""
 
 
 class KubeWriter:
@@ -33,6 +42,7 @@ class KubeWriter:
         self._api = api_client or make_api_client(settings)
         self._custom = client.CustomObjectsApi(self._api)
         self._timeout = settings.request_timeout_seconds
+        self._kueue_version: str | None = None
 
     def close(self) -> None:
         if self._own:
@@ -44,9 +54,36 @@ class KubeWriter:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
-    def _call(self, what: str, kind: str, namespace: str, name: str, fn: Any, **kwargs: Any) -> dict[str, Any]:
-        group, version, plural = KIND_RESOURCES[kind]
+    def _served_kueue_version(self) -> str:
+        """The first of ``KUEUE_VERSIONS`` that discovery lists (asked once per writer)."""
+        if self._kueue_version is None:
+            for version in KUEUE_VERSIONS:
+                try:
+                    self._custom.get_api_resources(KUEUE_GROUP, version, _preload_content=False,
+                                                   _request_timeout=self._timeout)
+                except ApiException as exc:
+                    if exc.status == 404:
+                        continue
+                    raise _api_error(exc, f"discovery of {KUEUE_GROUP}/{version}") from exc
+                except (urllib3.exceptions.HTTPError, OSError) as exc:
+                    raise SourceUnavailable(f"discovery of {KUEUE_GROUP}: {exc}", source="kube") from exc
+                self._kueue_version = version
+                break
+            else:
+                raise NotFound(f"the cluster serves none of {KUEUE_GROUP}/{', '.join(KUEUE_VERSIONS)}",
+                               status=404, reason="NotFound", kind=KUEUE_GROUP)
+        return self._kueue_version
+
+    def _call(self, what: str, kind: str, namespace: str, name: str, fn: Any, version: str | None,
+              **kwargs: Any) -> dict[str, Any]:
+        group, default_version, plural = KIND_RESOURCES[kind]
         try:
+            if version:
+                version = version.rpartition("/")[2]  # "kueue.x-k8s.io/v1beta1" or "v1beta1"
+            elif group == KUEUE_GROUP:
+                version = self._served_kueue_version()
+            else:
+                version = default_version
             resp = fn(group, version, namespace, plural, name, _preload_content=False,
                       _request_timeout=self._timeout, **kwargs)
             return dict(json.loads(resp.data))
@@ -57,15 +94,18 @@ class KubeWriter:
                               kind=kind, namespace=namespace, name=name) from exc
         except (urllib3.exceptions.HTTPError, OSError) as exc:
             raise SourceUnavailable(f"{what} {kind} {namespace}/{name}: {exc}", source="kube") from exc
+        except ValueError as exc:
+            raise MalformedResponse(f"{what} {kind} {namespace}/{name}: the answer is not JSON", source="kube") from exc
 
-    def get(self, kind: str, namespace: str, name: str) -> dict[str, Any]:
+    def get(self, kind: str, namespace: str, name: str, *, version: str | None = None) -> dict[str, Any]:
         """The live object; raises ``NotFound`` when it is gone."""
-        return self._call("reading", kind, namespace, name, self._custom.get_namespaced_custom_object)
+        return self._call("reading", kind, namespace, name, self._custom.get_namespaced_custom_object, version)
 
-    def patch(self, kind: str, namespace: str, name: str, body: dict[str, Any]) -> dict[str, Any]:
+    def patch(self, kind: str, namespace: str, name: str, body: dict[str, Any], *,
+              version: str | None = None) -> dict[str, Any]:
         """A merge patch; ``body`` should carry ``metadata.resourceVersion`` (409 when it changed)."""
         if not (body.get("metadata") or {}).get("resourceVersion"):
             raise KubeAPIError("refusing a patch without a resourceVersion precondition", status=0,
                                kind=kind, namespace=namespace, name=name)
-        return self._call("patching", kind, namespace, name, self._custom.patch_namespaced_custom_object,
+        return self._call("patching", kind, namespace, name, self._custom.patch_namespaced_custom_object, version,
                           body=body, _content_type=_MERGE_PATCH)

@@ -35,6 +35,9 @@ __all__ = [
     "KIND_RESOURCES",
     "RECLAIMED_ANNOTATION",
     "StopPlan",
+    "differences",
+    "left_by_stop",
+    "live_values",
     "reclaimed_by",
     "restore_patch",
     "stop_patch",
@@ -76,6 +79,14 @@ class StopPlan:
                                "fields": [[list(path), before] for path, before, _ in self.fields]}
         if self.workers:
             out["workers"] = [{"groupName": g, "replicas": r, "minReplicas": m} for g, r, m in self.workers]
+        return out
+
+    def after(self) -> dict[str, Any]:
+        """What the stop leaves, in ``before()``'s shape: undo compares the live object with it."""
+        out: dict[str, Any] = {"method": self.method,
+                               "fields": [[list(path), after] for path, _, after in self.fields]}
+        if self.workers:
+            out["workers"] = [{"groupName": g, "replicas": 0, "minReplicas": 0} for g, _, _ in self.workers]
         return out
 
 
@@ -187,6 +198,68 @@ def stop_patch(plan: StopPlan, obj: dict[str, Any], audit_id: int) -> dict[str, 
     if plan.workers:
         _set(patch, ("spec", "workerGroupSpecs"), _workers_patch(obj, {g: (0, 0) for g, _, _ in plan.workers}))
     return patch
+
+
+def _shown(value: Any) -> str:
+    return "absent" if value is None else json.dumps(value)
+
+
+def differences(expected: dict[str, Any], obj: dict[str, Any], source: str = "expected") -> list[str]:
+    """Where the live object differs from ``expected`` (a ``before()``/``after()`` record):
+    ``"spec.replicas is 5 (<source> 0)"``, one entry per field or worker-group value."""
+    out = []
+    for path, value in expected.get("fields") or []:
+        current = _get(obj, tuple(path))
+        if current != value:
+            out.append(f"{'.'.join(path)} is {_shown(current)} ({source} {_shown(value)})")
+    groups = {str(g.get("groupName")): g for g in (obj.get("spec") or {}).get("workerGroupSpecs") or []}
+    for worker in expected.get("workers") or []:
+        name = str(worker["groupName"])
+        group = groups.get(name)
+        if group is None:
+            out.append(f"spec.workerGroupSpecs[{name}] is absent")
+            continue
+        for key in ("replicas", "minReplicas"):
+            if group.get(key) != worker.get(key):
+                out.append(f"spec.workerGroupSpecs[{name}].{key} is {_shown(group.get(key))} "
+                           f"({source} {_shown(worker.get(key))})")
+    return out
+
+
+_STOP_VALUES: dict[str, Any] = {"suspend": True, "deactivate": False, "replicas-to-zero": 0, "min-replicas-zero": 0}
+
+
+def left_by_stop(intent_after: dict[str, Any] | None, before: dict[str, Any]) -> dict[str, Any]:
+    """What a stop left on the object, in ``StopPlan.after()``'s shape.
+
+    Recorded in the intent row's ``after``; for a row written before gpuaas recorded it, it
+    is derived from the method (a notebook's stop stamp is not known then: that one field
+    is not compared).
+    """
+    if intent_after and ("fields" in intent_after or "workers" in intent_after):
+        return intent_after
+    method = before.get("method")
+    fields = []
+    for path, _ in before.get("fields") or []:
+        if method in _STOP_VALUES:
+            fields.append([path, _STOP_VALUES[method]])
+        elif method == "stop-annotation" and path[-1] == KSERVE_STOP:
+            fields.append([path, "true"])
+    workers = [{"groupName": w["groupName"], "replicas": 0, "minReplicas": 0} for w in before.get("workers") or []]
+    return {"method": method, "fields": fields, "workers": workers}
+
+
+def live_values(record: dict[str, Any], obj: dict[str, Any]) -> dict[str, Any]:
+    """The live object's values at the fields and worker groups of ``record``, in its shape:
+    the state a restore is about to overwrite, for its audit row."""
+    out: dict[str, Any] = {"method": record.get("method"),
+                           "fields": [[list(path), _get(obj, tuple(path))] for path, _ in record.get("fields") or []]}
+    if record.get("workers"):
+        groups = {str(g.get("groupName")): g for g in (obj.get("spec") or {}).get("workerGroupSpecs") or []}
+        out["workers"] = [{"groupName": w["groupName"], "replicas": groups.get(str(w["groupName"]), {}).get("replicas"),
+                           "minReplicas": groups.get(str(w["groupName"]), {}).get("minReplicas")}
+                          for w in record["workers"]]
+    return out
 
 
 def restore_patch(before: dict[str, Any], obj: dict[str, Any]) -> dict[str, Any]:

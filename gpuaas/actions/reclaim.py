@@ -1,21 +1,28 @@
 """Carry out reclaim decisions: audit the intent, then patch, then audit the result.
 
-Order per planned decision: GET the live object (a 404 is "object deleted"); skip it if its
-resourceVersion differs from the snapshot's owner record or it is already stopped; build the
-stop from the live object; append the *intent* row (outcome ``planned``, the prior state in
-``before``); in apply mode, one merge patch with the resourceVersion read sets the stop fields
-and the ``gpuaas.io/reclaimed`` annotation (``{"audit_id": <intent id>, "before": ...}``);
-append the completion row (``applied``, ``skipped`` or ``failed``, ``refers_to`` the intent,
-same idempotency key). Dry-run stops after the intent row: GETs only, no writes.
+Order per planned decision: GET the live object (a 404 is "object deleted"); skip it unless
+its uid and resourceVersion are the ones the snapshot saw (a Workload deleted and recreated
+under the same name, or edited since, is never touched) or when it is already stopped;
+build the stop from the live object; append the *intent* row (outcome ``planned``, the prior
+state in ``before``, what the stop leaves in ``after``); in apply mode, one merge patch with
+the resourceVersion read sets the stop fields and the ``gpuaas.io/reclaimed`` annotation
+(``{"audit_id": <intent id>, "before": ...}``); append the completion row (``applied``,
+``skipped`` or ``failed``, ``refers_to`` the intent, same idempotency key). Dry-run stops
+after the intent row: GETs only, no writes. Kueue objects are read and written at the API
+version the snapshot's reader negotiated.
 
 A 409 means someone changed the object between the GET and the PATCH: it is re-read and
 decided again, and since it no longer is the object the evidence was about, the decision is
 "skipped, decided again next run" — never a forced write.
 
+A PATCH whose answer is lost (timeout, connection reset, a 5xx, a body that is not JSON) may have landed: the object
+is read back, and its annotation says which (this audit id: ``applied``; absent: ``failed``).
+When the read-back fails too, no completion is written (the result is ``unknown``): a
+"failed" row for an object that is in fact stopped would hide it from undo.
+
 A run that dies between the intent and its completion leaves a dangling intent.
-``recover_interrupted`` (run first, under the same lock) closes each one by looking at the
-object: annotated with that audit id means the patch landed (``applied``), otherwise nothing
-was changed (``failed``); either way the object is acted on at most once.
+``recover_interrupted`` (``gpuaas.actions._recovery``, run first, under the same lock) closes
+each one the same way, by looking at the object; either way the object is acted on at most once.
 """
 
 from __future__ import annotations
@@ -25,14 +32,14 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
-from gpuaas.actions._kube_writer import KubeWriter
-from gpuaas.actions._patches import reclaimed_by, stop_patch, stop_plan, stopped_reason
+from gpuaas.actions._kube_writer import INDEFINITE, KubeWriter
+from gpuaas.actions._patches import StopPlan, reclaimed_by, stop_patch, stop_plan, stopped_reason
 from gpuaas.errors import Conflict, GpuaasError, NotFound
 from gpuaas.policies.reclaim import Decision
 from gpuaas.policy import Mode
 from gpuaas.store import AuditEntry, Store
 
-__all__ = ["FLOW", "ActionResult", "already_decided", "execute_decisions", "recently_restored", "recover_interrupted"]
+__all__ = ["FLOW", "ActionResult", "already_decided", "execute_decisions", "read_back_stop", "recently_restored"]
 
 FLOW = "reclaim"
 RECOVERY_LOOKBACK = timedelta(days=7)
@@ -87,28 +94,57 @@ def recently_restored(store: Store, since: datetime) -> dict[tuple[str, str, str
 
 
 def _changed(d: Decision, obj: dict[str, Any]) -> str | None:
-    rv = obj["metadata"].get("resourceVersion")
-    if d.resource_version and rv != d.resource_version:
+    meta = obj["metadata"]
+    uid, rv = meta.get("uid"), meta.get("resourceVersion")
+    if not d.uid or not d.resource_version:
+        return "the snapshot holds no uid and resourceVersion for it: no write on unknown state"
+    if uid != d.uid:
+        return (f"a different object now has this name (uid {d.uid} in the snapshot, {uid} now): "
+                "deleted and recreated, never touched")
+    if rv != d.resource_version:
         return f"changed since the snapshot (resourceVersion {d.resource_version} -> {rv}): decided again next run"
     return stopped_reason(d.kind, obj)
 
 
+def read_back_stop(writer: KubeWriter, kind: str, namespace: str, name: str, audit_id: int,
+                   version: str | None = None) -> tuple[str, str] | None:
+    """Did the stop of intent ``audit_id`` land? (outcome, why) from the object, or None when it cannot be read."""
+    try:
+        obj = writer.get(kind, namespace, name, version=version)
+    except NotFound:
+        return "failed", "the object is gone"
+    except GpuaasError:
+        return None
+    mark = reclaimed_by(obj)
+    if mark is not None and mark.get("audit_id") == audit_id:
+        return "applied", f"the object carries the gpuaas.io/reclaimed annotation of audit #{audit_id}"
+    return "failed", "the object does not carry its gpuaas.io/reclaimed annotation: not changed"
+
+
+def _frees(plan_frees: str) -> str:
+    return "compute, the reservation is kept" if plan_frees == "compute" else "quota"
+
+
 def _act(d: Decision, audit: _Audit, writer: KubeWriter, mode: Mode, now: datetime) -> ActionResult:
     try:
-        obj = writer.get(d.kind, d.namespace, d.name)
+        obj = writer.get(d.kind, d.namespace, d.name, version=d.api_version)
     except NotFound:
         return ActionResult(d, "skipped", "object deleted", audit.row(d, "skipped", "object deleted").id)
     why = _changed(d, obj)
     if why:
         return ActionResult(d, "skipped", why, audit.row(d, "skipped", why).id)
     plan = stop_plan(d.kind, obj, d.free, now)
-    after = {"method": plan.method, "frees": plan.frees}
+    after: dict[str, Any] = {**plan.after(), "frees": plan.frees}
+    if d.api_version:
+        after["api_version"] = d.api_version
     intent = audit.row(d, "planned", d.reason, before=plan.before(), after=after)
     result = ActionResult(d, "planned", d.reason, intent.id, plan.method, plan.frees)
     if mode is not Mode.apply:
         return result
+    reason = f"{plan.method}: frees {_frees(plan.frees)}"
     try:
-        patched = writer.patch(d.kind, d.namespace, d.name, stop_patch(plan, obj, int(intent.id or 0)))
+        patched = writer.patch(d.kind, d.namespace, d.name, stop_patch(plan, obj, int(intent.id or 0)),
+                               version=d.api_version)
     except Conflict:
         why = _redecide_after_conflict(d, writer)
         audit.row(d, "skipped", why, refers_to=intent.id)
@@ -116,19 +152,35 @@ def _act(d: Decision, audit: _Audit, writer: KubeWriter, mode: Mode, now: dateti
     except NotFound:
         audit.row(d, "skipped", "object deleted", refers_to=intent.id)
         return ActionResult(d, "skipped", "object deleted", intent.id, plan.method, plan.frees)
+    except INDEFINITE as exc:  # a lost answer or a 5xx can hide a write that landed: read the object back
+        return _settle(d, audit, writer, intent, plan, after, reason, str(exc)[:300])
     except GpuaasError as exc:
         audit.row(d, "failed", str(exc), refers_to=intent.id)
         return ActionResult(d, "failed", str(exc)[:500], intent.id, plan.method, plan.frees)
     done = {**after, "resourceVersion": patched["metadata"].get("resourceVersion")}
-    reason = f"{plan.method}: frees {'compute, the reservation is kept' if plan.frees == 'compute' else 'quota'}"
     audit.row(d, "applied", reason, refers_to=intent.id, before=plan.before(), after=done)
     return ActionResult(d, "applied", reason, intent.id, plan.method, plan.frees)
+
+
+def _settle(d: Decision, audit: _Audit, writer: KubeWriter, intent: AuditEntry, plan: StopPlan,
+            after: dict[str, Any], reason: str, error: str) -> ActionResult:
+    """The PATCH raised without a definite answer: the object says whether the stop landed."""
+    settled = read_back_stop(writer, d.kind, d.namespace, d.name, int(intent.id or 0), d.api_version)
+    if settled is None:
+        why = (f"the PATCH got no usable answer ({error}) and the read-back failed: the intent stays open, "
+               "the next run settles it from the object")
+        return ActionResult(d, "unknown", why, intent.id, plan.method, plan.frees)
+    outcome, seen = settled
+    why = (f"{reason} (the response was lost: {error}; read back: {seen})" if outcome == "applied"
+           else f"{error} (read back: {seen})")
+    audit.row(d, outcome, why, refers_to=intent.id, before=plan.before(), after=after)
+    return ActionResult(d, outcome, why[:500], intent.id, plan.method, plan.frees)
 
 
 def _redecide_after_conflict(d: Decision, writer: KubeWriter) -> str:
     """409: re-read and decide again on what is there now; a changed object is never overwritten."""
     try:
-        obj = writer.get(d.kind, d.namespace, d.name)
+        obj = writer.get(d.kind, d.namespace, d.name, version=d.api_version)
     except NotFound:
         return "409 Conflict, then the object was deleted"
     rv = obj["metadata"].get("resourceVersion")
@@ -149,35 +201,3 @@ def execute_decisions(decisions: Sequence[Decision], store: Store, writer: KubeW
         else:
             results.append(_act(d, audit, writer, mode, now))
     return results
-
-
-def recover_interrupted(store: Store, writer: KubeWriter, *, flow_run_id: str | None,
-                        now: datetime) -> list[AuditEntry]:
-    """Close every apply intent that has no completion row; returns the rows appended."""
-    rows = store.audit(flow=FLOW, since=now - RECOVERY_LOOKBACK, limit=None)
-    completed = {r.refers_to for r in rows if r.refers_to is not None}
-    appended = []
-    for intent in rows:
-        if intent.action != "reclaim" or intent.outcome != "planned" or intent.mode != Mode.apply.value:
-            continue
-        if intent.id in completed:
-            continue
-        try:
-            obj = writer.get(intent.kind, intent.namespace or "", intent.name)
-            mark = reclaimed_by(obj)
-        except NotFound:
-            obj, mark = None, None
-        if mark is not None and mark.get("audit_id") == intent.id:
-            outcome = "applied"
-            reason = "recovered: the patch had reached the object before the run was interrupted"
-        else:
-            outcome = "failed"
-            reason = ("recovered: the run was interrupted before the patch; the object was not changed"
-                      if obj is not None else "recovered: the run was interrupted and the object is gone")
-        appended.append(store.append(AuditEntry(
-            flow=FLOW, flow_run_id=flow_run_id, action="reclaim", kind=intent.kind, namespace=intent.namespace,
-            name=intent.name, uid=intent.uid, mode=intent.mode, outcome=outcome, reason=reason,
-            evidence=intent.evidence, before=intent.before, after=intent.after,
-            idempotency_key=intent.idempotency_key, refers_to=intent.id,
-        )))
-    return appended

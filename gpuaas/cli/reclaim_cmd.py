@@ -52,5 +52,5 @@ def undo(
     else:
         cols = ["audit_id", "kind", "namespace", "name", "result", "message", "restore_audit_id"]
         print_table("Undo", cols, [[r[c] for c in cols] for r in rows])
-    if any(r["result"] == "failed" for r in rows):
+    if any(r["result"] in ("failed", "unknown") for r in rows):
         raise fail("some restores failed (see above)")

@@ -58,6 +58,10 @@ class Workload:
     owner_name: str | None
     annotations: tuple[tuple[str, str], ...] = ()
     """Only the ``gpuaas.io/*`` annotations of interest (reclaim, deadline, expected-runtime)."""
+    resource_version: str = ""
+    """As read: a write on a Workload target is refused when it changed (or the uid did)."""
+    api_version: str = ""
+    """``kueue.x-k8s.io/v1beta2`` or ``/v1beta1``: the version the reader negotiated, used by writes too."""
 
     def annotation(self, key: str) -> str | None:
         return dict(self.annotations).get(key)

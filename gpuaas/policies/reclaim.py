@@ -16,6 +16,9 @@ log already holds go in; decisions come out. Nothing here reads or writes the cl
   ... skips it even when its Workload carries another value (the team annotates what it owns).
 * Not right after an undo: an object gpuaas restored less than one window ago is skipped,
   because that window's evidence includes the time it was down because of gpuaas.
+* A decision carries what the snapshot read of its target: uid and resourceVersion (a Workload
+  target too), and a Workload's negotiated API version; the action refuses a write to an
+  object whose uid or resourceVersion differs.
 * Idempotent: a decision's key is (mode, object, uid, window end). A key the audit log already
   holds as planned (dry-run) or applied is skipped ("already decided"), so re-running the same
   window acts once.
@@ -64,10 +67,12 @@ class Decision:
     outcome: str
     reason: str
     resource_version: str | None
-    """The owner's resourceVersion in the snapshot (None for a Workload target: Kueue rewrites its status)."""
+    """The target's resourceVersion in the snapshot: the write is refused when it (or the uid) changed."""
     idempotency_key: str
     mode: str
     evidence: dict[str, Any] = field(default_factory=dict)
+    api_version: str | None = None
+    """A Workload target's API version as the reader negotiated it (None: the writer's default for the kind)."""
 
     @property
     def waste(self) -> float:
@@ -117,6 +122,19 @@ def _owners(snapshot: Snapshot) -> dict[tuple[str, str, str], dict[str, Any]]:
     return {(str(r["kind"]), str(r["namespace"]), str(r["name"])): r for r in records}
 
 
+def _workload_versions(snapshot: Snapshot) -> dict[str, tuple[str | None, str | None]]:
+    """uid -> (resourceVersion, apiVersion) of each Workload as the snapshot read it."""
+    frame = snapshot.workloads
+    if frame.empty or "resource_version" not in frame:
+        return {}
+    api = frame["api_version"] if "api_version" in frame else pd.Series(None, index=frame.index)
+    def text(value: Any) -> str | None:
+        value = _none(value)
+        return None if value is None or value == "" else str(value)
+
+    return {str(uid): (text(rv), text(version)) for uid, rv, version in zip(frame["uid"], frame["resource_version"], api)}
+
+
 def _evidence(rows: pd.DataFrame) -> dict[str, Any]:
     first = rows.iloc[0]
     return {
@@ -147,6 +165,7 @@ def plan_reclaim(snapshot: Snapshot, idle: pd.DataFrame, policy: Policy, mode: M
     problem = snapshot_problem(snapshot, policy.collect.max_staleness_seconds,
                                wall_clock if mode is Mode.apply else None)
     owners = _owners(snapshot)
+    versions = _workload_versions(snapshot)
     frame = idle.copy()
     stoppable = frame["owner_kind"].isin(STOPPABLE_KINDS) & frame["owner_name"].notna()
     frame["target_kind"] = frame["owner_kind"].where(stoppable, "Workload")
@@ -158,6 +177,8 @@ def plan_reclaim(snapshot: Snapshot, idle: pd.DataFrame, policy: Policy, mode: M
             continue
         owner = owners.get((str(kind), str(namespace), str(name))) if kind != "Workload" else None
         uid = str(owner["uid"]) if owner is not None else (str(rows["uid"].iloc[0]) if kind == "Workload" else None)
+        rv, api_version = (str(owner["resource_version"]), None) if owner is not None else versions.get(
+            uid or "", (None, None))
         outcome, reason = "planned", str(idle_rows["reason"].iloc[0])
         if problem:
             outcome, reason = "skipped", problem
@@ -175,9 +196,9 @@ def plan_reclaim(snapshot: Snapshot, idle: pd.DataFrame, policy: Policy, mode: M
             tenant=_none(rows["tenant"].iloc[0]), gpus=float(rows["gpus"].sum()),
             idle_seconds=float(idle_rows["idle_seconds"].min()), free=str(rows["free"].iloc[0]),
             outcome=outcome, reason=reason,
-            resource_version=str(owner["resource_version"]) if owner is not None else None,
+            resource_version=rv,
             idempotency_key=reclaim_key(mode.value, str(kind), str(namespace), str(name), uid, snapshot.collected_at),
-            mode=mode.value, evidence=_evidence(rows),
+            mode=mode.value, evidence=_evidence(rows), api_version=api_version,
         ))
     return decisions
 

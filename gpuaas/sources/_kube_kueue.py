@@ -134,6 +134,8 @@ def parse_workload(obj: Obj, gpu_resources: Iterable[str]) -> Workload:
         owner_kind=owner_kind,
         owner_name=owner_name,
         annotations=tuple((k, str(annotations[k])) for k in ANNOTATIONS_OF_INTEREST if k in annotations),
+        resource_version=str(meta.get("resourceVersion", "")),
+        api_version=str(obj.get("apiVersion", "")),
     )
 
 

@@ -25,10 +25,18 @@ from __future__ import annotations
 
 from datetime import timedelta
 from pathlib import Path
+from typing import Any
 
 import yaml
 
+from gpuaas.actions import KubeWriter, already_decided, execute_decisions, undo_entries
 from gpuaas.cluster.runner import EmbeddedCluster
+from gpuaas.policies.idle import find_idle
+from gpuaas.policies.reclaim import Decision, finalize_decisions, plan_reclaim
+from gpuaas.policy import Mode
+from gpuaas.settings import GpuaasSettings
+from gpuaas.snapshot import collect_snapshot
+from gpuaas.store import Store
 from tests.scenarios import embedded
 
 HISTORY = timedelta(minutes=90)
@@ -90,3 +98,58 @@ WRITE_VERBS = ("PATCH", "PUT", "POST", "DELETE")
 def writes(cluster: EmbeddedCluster) -> int:
     """Requests that could have changed something, as counted by the API server."""
     return sum(n for key, n in cluster.api.requests.items() if key.split(" ", 1)[0] in WRITE_VERBS)
+
+
+def decide(settings: GpuaasSettings, cluster: EmbeddedCluster, store: Store, mode: Mode,
+           only: set[tuple[str, str]] | None = None) -> list[Decision]:
+    snapshot = collect_snapshot(settings, cluster.clock.now())
+    idle = find_idle(snapshot.workloads, settings.policy, snapshot.collected_at)
+    decisions = [d for d in plan_reclaim(snapshot, idle, settings.policy, mode)
+                 if only is None or (d.kind, d.name) in only]
+    decided = already_decided(store, [d.idempotency_key for d in decisions])
+    return finalize_decisions(decisions, decided, settings.policy.reclaim.max_actions_per_run)
+
+
+def run(settings: GpuaasSettings, cluster: EmbeddedCluster, store: Store, decisions: list[Decision],
+        mode: Mode = Mode.apply) -> list[Any]:
+    with KubeWriter(settings) as writer:
+        return execute_decisions(decisions, store, writer, mode=mode, flow_run_id="test", now=cluster.clock.now())
+
+
+def undo(settings: GpuaasSettings, store: Store, ids: list[int]) -> list[Any]:
+    with KubeWriter(settings) as writer:
+        return undo_entries(store, writer, ids, flow_run_id="test")
+
+
+def obj(cluster: EmbeddedCluster, kind: str, name: str, namespace: str = "team-a") -> dict[str, Any]:
+    return cluster.store.get(kind, namespace, name)
+
+
+def conditions(wl: dict[str, Any]) -> dict[str, str]:
+    return {c["type"]: c["status"] for c in (wl.get("status") or {}).get("conditions", [])}
+
+
+def workloads_of(cluster: EmbeddedCluster, kind: str, name: str) -> list[dict[str, Any]]:
+    cluster.kueue.reconcile()
+    if kind == "Workload":
+        return [obj(cluster, "Workload", name)]
+    return cluster.kueue.workloads_for(kind, "team-a", name)
+
+
+def reserved(cluster: EmbeddedCluster, kind: str, name: str) -> list[bool]:
+    return [conditions(w).get("QuotaReserved") == "True" for w in workloads_of(cluster, kind, name)]
+
+
+def workload_decision(settings: GpuaasSettings, cluster: EmbeddedCluster, name: str) -> Decision:
+    """The real planner's decision for the bare Workload ``name``, taken as idle.
+
+    A bare Workload runs no pods, so it never has telemetry and is never found idle; its
+    verdict is set by hand and everything else (target, uid, resourceVersion, API version)
+    comes from the snapshot through ``plan_reclaim``.
+    """
+    snapshot = collect_snapshot(settings, cluster.clock.now())
+    idle = find_idle(snapshot.workloads, settings.policy, snapshot.collected_at)
+    mine = idle["name"] == name
+    idle.loc[mine, "verdict"] = "idle"
+    idle.loc[mine, "idle_seconds"] = 1800.0
+    return next(d for d in plan_reclaim(snapshot, idle, settings.policy, Mode.apply) if d.name == name)

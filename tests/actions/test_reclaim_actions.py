@@ -12,8 +12,6 @@ is a no-op. One cluster for the module; each test acts on its own objects or und
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -22,79 +20,27 @@ from gpuaas.actions import (
     RECLAIMED_ANNOTATION,
     KubeWriter,
     already_decided,
-    execute_decisions,
     recover_interrupted,
-    undo_reclaims,
 )
 from gpuaas.cluster.runner import EmbeddedCluster
-from gpuaas.policies.idle import find_idle
-from gpuaas.policies.reclaim import Decision, finalize_decisions, plan_reclaim, reclaim_key
+from gpuaas.policies.reclaim import finalize_decisions
 from gpuaas.policy import Mode
-from gpuaas.settings import GpuaasSettings, load_settings
-from gpuaas.snapshot import collect_snapshot
-from gpuaas.store import Store, open_store
-from tests.actions.reclaim_scenario import IDLE_TARGETS, NEVER, write_policy, writes
-from tests.scenarios import point_at
+from gpuaas.settings import GpuaasSettings
+from gpuaas.store import Store
+from tests.actions.reclaim_scenario import (
+    IDLE_TARGETS,
+    NEVER,
+    decide,
+    obj,
+    reserved,
+    run,
+    undo,
+    workload_decision,
+    workloads_of,
+    writes,
+)
 
 pytestmark = [pytest.mark.integration]
-
-
-@pytest.fixture(scope="module")
-def cluster(reclaim_fleet: EmbeddedCluster) -> EmbeddedCluster:
-    return reclaim_fleet
-
-
-@pytest.fixture()
-def settings(cluster: EmbeddedCluster, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> GpuaasSettings:
-    point_at(cluster, monkeypatch, policy_file=write_policy(tmp_path / "policy.yaml", max_actions_per_run=20))
-    return load_settings()
-
-
-@pytest.fixture()
-def store(settings: GpuaasSettings) -> Iterator[Store]:
-    opened = open_store(settings)
-    yield opened
-    opened.close()
-
-
-def decide(settings: GpuaasSettings, cluster: EmbeddedCluster, store: Store, mode: Mode,
-           only: set[tuple[str, str]] | None = None) -> list[Decision]:
-    snapshot = collect_snapshot(settings, cluster.clock.now())
-    idle = find_idle(snapshot.workloads, settings.policy, snapshot.collected_at)
-    decisions = [d for d in plan_reclaim(snapshot, idle, settings.policy, mode)
-                 if only is None or (d.kind, d.name) in only]
-    decided = already_decided(store, [d.idempotency_key for d in decisions])
-    return finalize_decisions(decisions, decided, settings.policy.reclaim.max_actions_per_run)
-
-
-def run(settings: GpuaasSettings, cluster: EmbeddedCluster, store: Store, decisions: list[Decision],
-        mode: Mode = Mode.apply) -> list[Any]:
-    with KubeWriter(settings) as writer:
-        return execute_decisions(decisions, store, writer, mode=mode, flow_run_id="test", now=cluster.clock.now())
-
-
-def undo(settings: GpuaasSettings, store: Store, ids: list[int]) -> list[Any]:
-    with KubeWriter(settings) as writer:
-        return undo_reclaims(store, writer, ids, flow_run_id="test")
-
-
-def obj(cluster: EmbeddedCluster, kind: str, name: str, namespace: str = "team-a") -> dict[str, Any]:
-    return cluster.store.get(kind, namespace, name)
-
-
-def conditions(wl: dict[str, Any]) -> dict[str, str]:
-    return {c["type"]: c["status"] for c in (wl.get("status") or {}).get("conditions", [])}
-
-
-def workloads_of(cluster: EmbeddedCluster, kind: str, name: str) -> list[dict[str, Any]]:
-    cluster.kueue.reconcile()
-    if kind == "Workload":
-        return [obj(cluster, "Workload", name)]
-    return cluster.kueue.workloads_for(kind, "team-a", name)
-
-
-def reserved(cluster: EmbeddedCluster, kind: str, name: str) -> list[bool]:
-    return [conditions(w).get("QuotaReserved") == "True" for w in workloads_of(cluster, kind, name)]
 
 
 # --- dry-run ------------------------------------------------------------------------------------
@@ -129,22 +75,13 @@ KINDS = [
 ]
 
 
-def _manual_workload_decision(cluster: EmbeddedCluster) -> Decision:
-    """A bare Workload runs no pods, so it never has telemetry and is never found idle: act on it by hand."""
-    wl = obj(cluster, "Workload", "wl")
-    return Decision(kind="Workload", namespace="team-a", name="wl", uid=wl["metadata"]["uid"], tenant="team-a",
-                    gpus=1, idle_seconds=1800, free="quota", outcome="planned", reason="test", resource_version=None,
-                    idempotency_key=reclaim_key("apply", "Workload", "team-a", "wl", "x", cluster.clock.now()),
-                    mode="apply")
-
-
 @pytest.mark.parametrize(("kind", "name", "stopped", "keeps_quota"), KINDS, ids=[k[1] for k in KINDS])
 def test_each_kind_is_reclaimed_and_undone_exactly(settings: GpuaasSettings, cluster: EmbeddedCluster, store: Store,
                                                    kind: str, name: str, stopped: Any, keeps_quota: bool) -> None:
     original = obj(cluster, kind, name)
     assert all(reserved(cluster, kind, name))
-    if kind == "Workload":
-        decisions = [_manual_workload_decision(cluster)]
+    if kind == "Workload":  # no pods, so never found idle: taken as idle, planned by the real planner
+        decisions = [workload_decision(settings, cluster, name)]
     else:
         decisions = decide(settings, cluster, store, Mode.apply, only={(kind, name)})
     [result] = run(settings, cluster, store, decisions)
@@ -169,7 +106,9 @@ def test_each_kind_is_reclaimed_and_undone_exactly(settings: GpuaasSettings, clu
     assert (back["metadata"].get("annotations") or {}) == (original["metadata"].get("annotations") or {})
     assert reserved(cluster, kind, name) and all(reserved(cluster, kind, name))
     rows = store.audit(refers_to=[int(result.audit_id)])
-    assert [(r.action, r.outcome) for r in rows] == [("reclaim", "applied"), ("restore", "restored")]
+    assert [(r.action, r.outcome) for r in rows] == [("reclaim", "applied"), ("restore", "planned")]
+    [done] = store.audit(refers_to=[int(rows[1].id or 0)])
+    assert (done.action, done.outcome, done.id) == ("restore", "restored", restored.restore_audit_id)
     # Undo again: a no-op with a message, no write.
     count = writes(cluster)
     again = undo(settings, store, [int(result.audit_id)])[0]
@@ -206,14 +145,15 @@ def test_a_409_rereads_and_redecides_never_overwrites(settings: GpuaasSettings, 
     reads: list[str] = []
     real_get = KubeWriter.get
 
-    def racing_patch(self: KubeWriter, kind: str, namespace: str, name: str, body: dict[str, Any]) -> Any:
+    def racing_patch(self: KubeWriter, kind: str, namespace: str, name: str, body: dict[str, Any],
+                     **kwargs: Any) -> Any:
         # Someone else writes between our GET and our PATCH.
         cluster.store.patch(kind, namespace, name, {"metadata": {"labels": {"raced": "yes"}}})
-        return real_patch(self, kind, namespace, name, body)
+        return real_patch(self, kind, namespace, name, body, **kwargs)
 
-    def counting_get(self: KubeWriter, kind: str, namespace: str, name: str) -> Any:
+    def counting_get(self: KubeWriter, kind: str, namespace: str, name: str, **kwargs: Any) -> Any:
         reads.append(name)
-        return real_get(self, kind, namespace, name)
+        return real_get(self, kind, namespace, name, **kwargs)
 
     monkeypatch.setattr(KubeWriter, "patch", racing_patch)
     monkeypatch.setattr(KubeWriter, "get", counting_get)
@@ -256,8 +196,8 @@ def test_a_crash_after_the_patch_is_completed_by_the_next_run_never_doubled(
     decisions = decide(settings, cluster, store, Mode.apply, only={("RayCluster", "ray-b")})
     real_patch = KubeWriter.patch
 
-    def patch_then_crash(self: KubeWriter, *args: Any) -> Any:
-        real_patch(self, *args)
+    def patch_then_crash(self: KubeWriter, *args: Any, **kwargs: Any) -> Any:
+        real_patch(self, *args, **kwargs)
         raise RuntimeError("worker killed after the write")
 
     with monkeypatch.context() as m:

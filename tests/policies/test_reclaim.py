@@ -35,11 +35,15 @@ def plan(snap: Snapshot, mode: Mode = Mode.dry_run, policy: Policy | None = None
 
 
 def test_owner_is_the_target_and_a_workload_without_a_stoppable_owner_is_deactivated() -> None:
-    snap = snapshot([workload("ray"), workload("job", kind="Workload", owner_kind="Job", owner_name="job")],
+    snap = snapshot([workload("ray"), workload("job", kind="Workload", owner_kind="Job", owner_name="job",
+                                               resource_version="42", api_version="kueue.x-k8s.io/v1beta1")],
                     [owner("ray")])
     got = {(d.kind, d.name): d for d in plan(snap)}
     assert set(got) == {("RayCluster", "ray"), ("Workload", "job")}
-    assert got[("RayCluster", "ray")].resource_version == "7" and got[("Workload", "job")].resource_version is None
+    ray, job = got[("RayCluster", "ray")], got[("Workload", "job")]
+    assert (ray.uid, ray.resource_version, ray.api_version) == ("o-ray", "7", None)
+    # A Workload target carries what the snapshot read: its uid, resourceVersion and negotiated API version.
+    assert (job.uid, job.resource_version, job.api_version) == ("u-job", "42", "kueue.x-k8s.io/v1beta1")
     assert all(d.outcome == "planned" for d in got.values())
 
 

@@ -6,6 +6,7 @@ derived from the resource registry so a newly registered kind is discoverable at
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from typing import Any
 
 from ._resources import RESOURCES
@@ -36,10 +37,13 @@ def api_versions(server_address: str) -> dict[str, Any]:
     }
 
 
-def api_group_list() -> dict[str, Any]:
+def api_group_list(disabled: Collection[str] = ()) -> dict[str, Any]:
+    """``/apis``; a group version in ``disabled`` (``kueue.x-k8s.io/v1beta2``) is left out."""
     groups = []
     for name, versions in _groups().items():
-        entries = [{"groupVersion": f"{name}/{v}", "version": v} for v in versions]
+        entries = [{"groupVersion": f"{name}/{v}", "version": v} for v in versions if f"{name}/{v}" not in disabled]
+        if not entries:
+            continue
         groups.append({"name": name, "versions": entries, "preferredVersion": entries[0]})
     return {"kind": "APIGroupList", "apiVersion": "v1", "groups": groups}
 

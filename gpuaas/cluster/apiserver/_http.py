@@ -4,6 +4,10 @@ The point is that production code cannot tell it from a real API server: it is r
 the official ``kubernetes`` client through a kubeconfig, answers errors as ``kind: Status``
 bodies, and counts every request by path template so tests can assert how many calls a
 flow made (``server.requests["GET /apis/kueue.x-k8s.io/v1beta2/workloads"]``).
+
+``disabled_versions`` (``{"kueue.x-k8s.io/v1beta2"}``) unserves group versions the way an
+older cluster does not serve them: 404 on every path under them, absent from discovery. A
+test of a Kueue that serves only ``v1beta1`` uses it.
 """
 
 from __future__ import annotations
@@ -15,7 +19,7 @@ import json
 import logging
 import socket
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -93,10 +97,11 @@ class ApiServer:
     """Serve ``store`` over HTTP on ``host:port`` (0 = any free port) in a background thread."""
 
     def __init__(self, store: ObjectStore, host: str = "127.0.0.1", port: int = 0, rbac: RBACRules | None = None,
-                 visibility: Visibility | None = None) -> None:
+                 visibility: Visibility | None = None, disabled_versions: Collection[str] = ()) -> None:
         self.store = store
         self.rbac = rbac
         self.visibility = visibility
+        self.disabled_versions = frozenset(disabled_versions)
         self.requests: collections.Counter[str] = collections.Counter()
         self._count_lock = threading.Lock()
         self._httpd = ThreadingHTTPServer((host, port), _make_handler(self))
@@ -173,7 +178,10 @@ class ApiServer:
             if seg == ["api"]:
                 return 200, _discovery.api_versions(self.url.partition("//")[2])
             if seg == ["apis"]:
-                return 200, _discovery.api_group_list()
+                return 200, _discovery.api_group_list(self.disabled_versions)
+            raise _not_found()
+        if f"{group}/{version}" in self.disabled_versions:
+            self.count(f"{method} {prefix}")
             raise _not_found()
         if not rest:
             self.count(f"{method} {prefix}")

@@ -1,0 +1,175 @@
+"""Undo of one reclaim: put back exactly the prior state recorded in its intent row.
+
+Audited like the reclaim itself: an *intent* row (``action="restore"``, ``planned``,
+``refers_to`` the reclaim's intent, ``before`` the live values it is about to overwrite,
+``after`` the prior state it puts back), then the write, then a completion row
+(``restored``, ``skipped`` or ``failed``, ``refers_to`` the restore intent, the same
+idempotency key ``restore/<reclaim id>``).
+
+It never overwrites a later change. The restore re-reads the object and refuses unless it
+is the same object (uid), still carries the ``gpuaas.io/reclaimed`` annotation of that
+reclaim, and every field it would restore (replicas, suspend, active, stop annotations,
+worker counts) still holds what the reclaim left: a team that scaled back up to 5 by hand
+keeps its 5, and the skip names the field and its value. The write itself carries the
+object's *current* resourceVersion (gpuaas is putting back its own change, not deciding on
+stale evidence); a 409 is re-read and checked again once.
+
+A restore whose answer is lost, or that a crash cut off between its intent and its
+completion, is settled from the object: the annotation of the reclaim still there means the
+restore did not land (``failed``); gone, with the recorded prior state in place, means it
+did (``restored``). ``settle_restore`` does that for the next undo of the same reclaim and,
+through ``recover_restores``, for the next reclaim run.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+from typing import Any
+
+from gpuaas.actions._kube_writer import INDEFINITE, KubeWriter
+from gpuaas.actions._patches import differences, left_by_stop, live_values, reclaimed_by, restore_patch
+from gpuaas.actions._undoing import Undone
+from gpuaas.actions.reclaim import FLOW, RECOVERY_LOOKBACK
+from gpuaas.errors import Conflict, GpuaasError, NotFound
+from gpuaas.store import AuditEntry, Store
+
+__all__ = ["recover_restores", "restore_key", "restore_reclaim", "settle_restore"]
+
+
+def restore_key(reclaim_id: int) -> str:
+    return f"restore/{reclaim_id}"
+
+
+def _append(store: Store, reclaim: AuditEntry, outcome: str, reason: str, flow_run_id: str | None, *,
+            refers_to: int | None, before: dict[str, Any] | None = None,
+            after: dict[str, Any] | None = None) -> AuditEntry:
+    return store.append(AuditEntry(
+        flow=FLOW, flow_run_id=flow_run_id, action="restore", kind=reclaim.kind, namespace=reclaim.namespace,
+        name=reclaim.name, uid=reclaim.uid, mode="apply", outcome=outcome, reason=reason[:2000], evidence={},
+        before=before, after=after, idempotency_key=restore_key(int(reclaim.id or 0)), refers_to=refers_to,
+    ))
+
+
+def _read_back(writer: KubeWriter, reclaim: AuditEntry) -> tuple[str, str] | None:
+    """Did a restore of ``reclaim`` land? (outcome, why) from the object; None when it cannot be read."""
+    try:
+        obj = writer.get(reclaim.kind, reclaim.namespace or "", reclaim.name)
+    except NotFound:
+        return "failed", "the object is gone"
+    except GpuaasError:
+        return None
+    mark = reclaimed_by(obj)
+    if mark is not None and mark.get("audit_id") == reclaim.id:
+        return "failed", f"the object still carries the annotation of audit #{reclaim.id}: the restore did not land"
+    changed = differences(reclaim.before or {}, obj, "the restore sets")
+    if changed:
+        return "skipped", (f"the annotation of audit #{reclaim.id} is gone but {'; '.join(changed)}: "
+                           "changed by someone else, not restored again")
+    return "restored", "the object holds the recorded prior state"
+
+
+def settle_restore(store: Store, writer: KubeWriter, reclaim: AuditEntry,
+                   flow_run_id: str | None) -> list[AuditEntry]:
+    """Complete the restore intents of ``reclaim`` that have no completion row (a crash, a lost answer)."""
+    rows = store.audit(idempotency_key=restore_key(int(reclaim.id or 0)), limit=None)
+    completed = {r.refers_to for r in rows}
+    appended = []
+    for intent in rows:
+        if intent.outcome != "planned" or intent.id in completed:
+            continue
+        settled = _read_back(writer, reclaim)
+        if settled is None:
+            continue  # still unreadable: the next undo or run tries again
+        outcome, why = settled
+        reason = (f"recovered: interrupted before the restore reached the object; {why}" if outcome == "failed"
+                  else f"recovered: the restore had reached the object before the interruption; {why}"
+                  if outcome == "restored" else f"recovered: {why}")
+        appended.append(_append(store, reclaim, outcome, reason, flow_run_id, refers_to=intent.id,
+                                before=intent.before, after=intent.after))
+    return appended
+
+
+def recover_restores(store: Store, writer: KubeWriter, *, flow_run_id: str | None,
+                     now: datetime, lookback: timedelta = RECOVERY_LOOKBACK) -> list[AuditEntry]:
+    """Settle every dangling restore intent of the lookback window (the reclaim run's recovery step)."""
+    rows = store.audit(flow=FLOW, since=now - lookback, limit=None)
+    completed = {r.refers_to for r in rows if r.refers_to is not None}
+    reclaims = {r.refers_to for r in rows
+                if r.action == "restore" and r.outcome == "planned" and r.id not in completed}
+    appended: list[AuditEntry] = []
+    for reclaim_id in sorted(i for i in reclaims if i is not None):
+        reclaim = store.get_audit(reclaim_id)
+        if reclaim is not None:
+            appended.extend(settle_restore(store, writer, reclaim, flow_run_id))
+    return appended
+
+
+def _refusal(reclaim: AuditEntry, obj: dict[str, Any], completions: list[AuditEntry]) -> tuple[str, str] | None:
+    """Why this object must not be restored now: (result, message), or None when it may."""
+    uid = obj["metadata"].get("uid")
+    if reclaim.uid and uid != reclaim.uid:
+        return "skipped", (f"a different object now has this name (uid {reclaim.uid} when reclaimed, {uid} now): "
+                           "not touched")
+    mark = reclaimed_by(obj)
+    if mark is None or mark.get("audit_id") != reclaim.id:
+        if any(r.outcome in ("skipped", "failed") for r in completions) and not any(
+                r.outcome == "applied" for r in completions):
+            return "no-op", "the reclaim never reached the object: nothing to restore"
+        return "skipped", (f"the object no longer carries the gpuaas.io/reclaimed annotation of audit #{reclaim.id}: "
+                           "changed by someone else, not overwritten")
+    changed = differences(left_by_stop(reclaim.after, reclaim.before or {}), obj, "the reclaim left")
+    if changed:
+        return "skipped", f"{'; '.join(changed)}: changed after the reclaim, not overwritten"
+    return None
+
+
+def restore_reclaim(store: Store, writer: KubeWriter, reclaim: AuditEntry, flow_run_id: str | None) -> Undone:
+    """Undo one reclaim (its intent row); see the module docstring for the order and the refusals."""
+    reclaim_id = int(reclaim.id or 0)
+    settle_restore(store, writer, reclaim, flow_run_id)
+    rows = store.audit(idempotency_key=restore_key(reclaim_id), limit=None)
+    done = [r for r in rows if r.outcome == "restored"]
+    if done:
+        return Undone("no-op", f"already restored by audit #{done[0].id}")
+    if reclaim.mode != "apply":
+        return Undone("no-op", "a dry-run decision: nothing was changed")
+    completions = [r for r in store.audit(refers_to=[reclaim_id], limit=None) if r.action == "reclaim"]
+    intent: AuditEntry | None = None
+
+    def finish(outcome: str, message: str) -> Undone:
+        """The completion row: of the intent once there is one, else a bare refusal of the undo."""
+        row = _append(store, reclaim, outcome, message, flow_run_id,
+                      refers_to=intent.id if intent is not None else reclaim_id,
+                      before=intent.before if intent is not None else None, after=reclaim.before)
+        return Undone(outcome, message, row.id)
+
+    for _attempt in (1, 2):  # a 409 is re-read and checked again once
+        try:
+            obj = writer.get(reclaim.kind, reclaim.namespace or "", reclaim.name)
+        except NotFound:
+            return finish("skipped", "object deleted")
+        refused = _refusal(reclaim, obj, completions)
+        if refused is not None:
+            return Undone(*refused) if refused[0] == "no-op" else finish(*refused)
+        if intent is None:
+            state = {**live_values(reclaim.before or {}, obj), "resourceVersion": obj["metadata"].get("resourceVersion")}
+            intent = _append(store, reclaim, "planned", f"undo of audit #{reclaim_id}", flow_run_id,
+                             refers_to=reclaim_id, before=state, after=reclaim.before)
+        try:
+            patched = writer.patch(reclaim.kind, reclaim.namespace or "", reclaim.name,
+                                   restore_patch(reclaim.before or {}, obj))
+        except Conflict:
+            continue
+        except NotFound:
+            return finish("skipped", "object deleted")
+        except INDEFINITE as exc:  # no answer, or a 5xx: the restore may have landed all the same
+            settled = _read_back(writer, reclaim)
+            if settled is None:
+                return Undone("unknown", f"the PATCH got no usable answer ({str(exc)[:300]}) and the read-back "
+                                         "failed: the next undo or reclaim run settles it from the object")
+            outcome, why = settled
+            return finish(outcome, f"the response was lost ({str(exc)[:300]}); read back: {why}")
+        except GpuaasError as exc:
+            return finish("failed", str(exc)[:500])
+        return finish("restored", f"restored (resourceVersion {patched['metadata'].get('resourceVersion')})")
+    return finish("failed", "409 Conflict twice: the object keeps changing; try again")

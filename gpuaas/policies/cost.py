@@ -100,7 +100,7 @@ def _num(value: Any) -> float | None:
     return None if math.isnan(value) else float(f"{value:.6g}")
 
 
-def _owner(policy: Policy, services: list[ServiceOutcome], namespace: str, name: str) -> str | None:
+def _owner(services: list[ServiceOutcome], namespace: str, name: str) -> str | None:
     matches = [s.name for s in services if s.namespace == namespace and (name == s.name or name.startswith(s.name + "-"))]
     return max(matches, key=len) if matches else None
 
@@ -124,7 +124,7 @@ def _pods(inputs: CostInputs, policy: Policy) -> pd.DataFrame:
     pods["controller"] = pods["controller"].fillna("").astype(str)
     pods["workload"] = [c or p or "(namespace)" for c, p in zip(pods["controller"], pods["pod"])]
     pods["tenant"] = [_tenant(policy, ns) for ns in pods["namespace"]]
-    pods["service"] = [_owner(policy, policy.services, ns, w) or _owner(policy, policy.services, ns, p)
+    pods["service"] = [_owner(policy.services, ns, w) or _owner(policy.services, ns, p)
                        for ns, w, p in zip(pods["namespace"], pods["workload"], pods["pod"])]
     return pods
 

@@ -18,11 +18,13 @@ import tempfile
 import time
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 from gpuaas.cluster.prometheus import PrometheusServer, require_binary
 from gpuaas.cluster.telemetry import E2E_BUCKETS
 from gpuaas.policies.cost import build_cost_report
 from gpuaas.settings import MetricNames, load_settings
+from gpuaas.sources._prom_client import PromClient
 from gpuaas.sources.cost_window import read_cost_inputs
 
 GPUS, DAYS, STEP_S, SERVICES = (int(a) for a in (sys.argv[1:] + ["16000", "30", "3600", "200"][len(sys.argv[1:]):]))
@@ -113,6 +115,17 @@ def main() -> None:
                 for s in range(SERVICES)))
             settings = load_settings(prometheus_url=prom.url, policy_file=policy, nvml="off",
                                      metrics=MetricNames(sample_interval_seconds=STEP_S), request_timeout_seconds=600)
+            timings: list[float] = []
+            ask = PromClient._ask
+
+            def timed(self: PromClient, call: Any, key: str) -> list[dict[str, Any]]:
+                began = time.monotonic()
+                try:
+                    return ask(self, call, key)
+                finally:
+                    timings.append(time.monotonic() - began)
+
+            PromClient._ask = timed  # type: ignore[method-assign]
             t3 = time.monotonic()
             inputs = read_cost_inputs(settings, END, DAYS * 86400)
             t4 = time.monotonic()
@@ -126,6 +139,7 @@ def main() -> None:
     print(f"cost report over {DAYS} days: {inputs.queries} queries (PromQL; OpenCost via its metrics, no Kubernetes "
           f"API) in {t4 - t3:.1f}s; report built in {t5 - t4:.1f}s; {len(report.tenants)} tenants, "
           f"{len(report.services)} services, {len(report.daily)} service-days")
+    print("per query (GPU hours, serving, Kueue, OpenCost metrics): " + ", ".join(f"{t:.1f}s" for t in timings))
     print(f"peak RSS of this process: {resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20:.2f} GiB")
 
 

@@ -29,7 +29,7 @@ from gpuaas.sources.cost_window import allocation_rows, read_cost_inputs, servin
 from gpuaas.sources.opencost import parse_allocation
 from tests.cost_fleet import COST_HISTORY, cost_cluster, cost_settings
 from tests.scenarios import HAND_CHECKED
-from tests.sources.helpers import NOW, fixture_path, parse_exposition
+from tests.sources.helpers import NOW, fixture_path, parse_exposition, series
 
 pytestmark = pytest.mark.integration
 PRICE = 2.5
@@ -206,10 +206,26 @@ VLLM_CAPTURES = {"Qwen/Qwen2.5-0.5B-Instruct": "vllm-metrics.qwen2.5-0.5b-instru
 
 @pytest.fixture(scope="module")
 def vllm_prometheus(prometheus_factory: Callable[[Any], PrometheusServer]) -> PrometheusServer:
-    """Both captures in one Prometheus (their models differ), as two scrapes an hour apart."""
+    """Both vLLM captures (their models differ) as two scrapes an hour apart, and OpenCost's metrics
+    capture scraped every minute of that hour, in one Prometheus."""
     start, end = (NOW - timedelta(hours=1)).timestamp(), NOW.timestamp()
-    return prometheus_factory([s for name in VLLM_CAPTURES.values()
-                               for s in _as_counter_history(fixture_path("telemetry", "vllm", name), start, end)])
+    vllm = [s for name in VLLM_CAPTURES.values()
+            for s in _as_counter_history(fixture_path("telemetry", "vllm", name), start, end)]
+    opencost = series(parse_exposition(fixture_path("telemetry", "opencost", "opencost-metrics.scraper-test-data.prom")),
+                      end=NOW, minutes=60, step_s=60)
+    return prometheus_factory(vllm + opencost)
+
+
+def test_real_opencost_metrics_capture(vllm_prometheus: PrometheusServer) -> None:
+    """No allocation API: the cost comes from OpenCost's own metrics. The capture's two pods hold 0 GPUs on
+    nodes priced $0 per GPU-hour: rows for both, 0 GPU-hours, $0 — known, not unknown."""
+    settings = load_settings(prometheus_url=vllm_prometheus.url, nvml="off",
+                             metrics=MetricNames(sample_interval_seconds=60))
+    inputs = read_cost_inputs(settings, NOW, 3600)
+    assert inputs.costs is not None
+    assert sorted(zip(inputs.costs["namespace"], inputs.costs["pod"])) == [("namespace1", "pod1"),
+                                                                            ("namespace1", "pod2")]
+    assert inputs.costs["gpu_hours"].sum() == 0 and inputs.costs["cost"].sum() == 0
 
 
 @pytest.mark.parametrize(("model", "requests", "fraction"), [

@@ -20,6 +20,7 @@ from gpuaas.errors import ConfigError
 
 __all__ = [
     "CollectPolicy",
+    "DeadlinesPolicy",
     "FreeGoal",
     "Mode",
     "Policy",
@@ -106,6 +107,8 @@ class Tenant(_Model):
     cluster_queues: list[str] = Field(default_factory=list)
     guaranteed_gpus: Gpus = 0
     """Nominal GPU quota that rebalance never takes away."""
+    guaranteed_gpus_per_flavor: dict[str, Gpus] = Field(default_factory=dict)
+    """The same per ResourceFlavor; where given it replaces ``guaranteed_gpus`` for that flavor."""
     weight: Annotated[float, Field(gt=0)] = 1.0
     reclaim: ReclaimRule = ReclaimRule()
 
@@ -117,7 +120,30 @@ class RebalancePolicy(_Model):
     max_total_moved_gpus: Gpus = 32
     hysteresis_gpus: Gpus = 1
     usage_lookback_days: Annotated[float, Field(gt=0)] = 7
+    """The history window demand is computed over."""
     usage_percentile: Annotated[float, Field(gt=0, le=100)] = 90
+    max_step_percent: Annotated[float, Field(ge=0)] = 50
+    """... and no more than this share of its current quota."""
+    no_reversal_days: Annotated[float, Field(ge=0)] = 7
+    """A queue does not move against its own net change of this many days."""
+    pending_wait_minutes: Annotated[float, Field(ge=0)] = 30
+    """Pending GPUs count as demand now once the oldest has waited this long (else only their median)."""
+    min_history_days: Annotated[float, Field(ge=0)] = 1
+    """Less history than this: planned from what there is, said so, and at most one step moved in all."""
+    manage_limits: bool = False
+    """Move lendingLimit with nominalQuota and borrowingLimit against it (see README, Rebalance)."""
+    cohorts: list[str] = Field(default_factory=list)
+    """Cohorts to rebalance; empty means every cohort."""
+
+
+class DeadlinesPolicy(_Model):
+    """How far gpuaas may nudge Kueue toward the deadline plan (``gpuaas.policies.deadline_nudges``)."""
+
+    mode: Mode = Mode.dry_run
+    max_holds_per_run: Annotated[int, Field(ge=0)] = 10
+    """New holds per run; releases are never capped (a release must never wait)."""
+    release_margin_minutes: Minutes = 30
+    """A held Workload is released this long before its planned start: at least two runs of the flow."""
 
 
 MetricName = Annotated[str, Field(pattern=r"^[a-zA-Z_:][a-zA-Z0-9_:]*$")]
@@ -172,6 +198,7 @@ class Policy(_Model):
     collect: CollectPolicy = CollectPolicy()
     reclaim: ReclaimPolicy = ReclaimPolicy()
     rebalance: RebalancePolicy = RebalancePolicy()
+    deadlines: DeadlinesPolicy = DeadlinesPolicy()
     tenants: list[Tenant] = Field(default_factory=list)
     services: list[ServiceOutcome] = Field(default_factory=list)
 

@@ -119,16 +119,16 @@ def main() -> None:
             settings = load_settings(prometheus_url=prom.url, policy_file=policy, nvml="off",
                                      metrics=MetricNames(sample_interval_seconds=STEP_S), request_timeout_seconds=600)
             timings: list[float] = []
-            ask = PromClient._ask
+            call = PromClient._call
 
-            def timed(self: PromClient, call: Any, key: str) -> list[dict[str, Any]]:
+            def timed(self: PromClient, fetch: Any, path: str) -> list[Any]:
                 began = time.monotonic()
                 try:
-                    return ask(self, call, key)
+                    return call(self, fetch, path)
                 finally:
                     timings.append(time.monotonic() - began)
 
-            PromClient._ask = timed  # type: ignore[method-assign]
+            PromClient._call = timed  # type: ignore[method-assign]
             t3 = time.monotonic()
             inputs = read_cost_inputs(settings, END, DAYS * 86400)
             t4 = time.monotonic()

@@ -78,7 +78,8 @@ def _points(results: list[dict[str, Any]], start: datetime, period_s: float, day
     out = []
     for r in results:
         for ts, value in r["values"]:
-            out.append((r["metric"], _day(float(ts), start, period_s, days), float(value)))
+            if not math.isnan(float(value)):  # NaN: no data at that point, not a number to add
+                out.append((r["metric"], _day(float(ts), start, period_s, days), float(value)))
     return out
 
 

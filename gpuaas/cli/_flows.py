@@ -19,7 +19,8 @@ __all__ = ["run_flow"]
 # tracebacks on the terminal (set PREFECT_LOGGING_LEVEL=INFO to see them); errors are printed once, cleanly.
 os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
 os.environ.setdefault("PREFECT_LOGGING_LEVEL", "CRITICAL")  # the CLI prints the outcome itself
-# Prefect's default (20 s) for its ephemeral API server is too short on a loaded small host.
+# Without PREFECT_API_URL the CLI starts Prefect's ephemeral server; its 20 s default is too short on a
+# busy 2-core host, where starting it was seen to take longer and the run failed before it began.
 os.environ.setdefault("PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS", "120")
 
 
@@ -28,8 +29,8 @@ def run_flow(flow: Any, what: str, **parameters: Any) -> Any:
     with err_console.status(f"{what}…"):
         try:
             state = flow(**parameters, return_state=True)
-        except RuntimeError as exc:  # Prefect's own start-up (its ephemeral API server timed out, ...)
-            raise fail(f"the flow could not start: Prefect: {' '.join(str(exc).split())[:300]}") from exc
+        except RuntimeError as exc:  # Prefect's own start-up errors (no API server) come before any state
+            raise fail(f"Prefect could not start the run: {exc}") from exc
     if not state.is_completed():
         error = state.result(raise_on_failure=False)
         if isinstance(error, GpuaasError):

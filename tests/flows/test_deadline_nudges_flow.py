@@ -11,7 +11,6 @@ at ``release_at`` from the objects alone, with no snapshot and no plan.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -26,16 +25,14 @@ from gpuaas.policies.deadline_nudges import HOLD_ANNOTATION
 from gpuaas.settings import load_settings
 from gpuaas.store import open_store
 from tests.actions.reclaim_scenario import writes
-from tests.flows.deadline_scenario import deadline_cluster
 from tests.scenarios import point_at
 
 pytestmark = [pytest.mark.integration, pytest.mark.flow]
 
 
 @pytest.fixture(scope="module")
-def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[EmbeddedCluster]:
-    with deadline_cluster(tmp_path_factory.mktemp("nudges")) as running:
-        yield running
+def cluster(deadline_fleet: EmbeddedCluster) -> EmbeddedCluster:
+    return deadline_fleet  # one cluster for the plan and nudge tests: each leaves no hold behind
 
 
 @pytest.fixture(scope="module")

@@ -38,7 +38,7 @@ from gpuaas.sources.prometheus import GPU_COLUMNS, PrometheusReading, pod_activi
 
 __all__ = [
     "COMPLETE_COVERAGE", "QUEUE_COLUMNS", "SOURCES", "WORKLOAD_COLUMNS", "assemble_snapshot", "build_snapshot",
-    "collect_snapshot", "failed_source", "read_source", "snapshot_windows",
+    "collect_snapshot", "failed_source", "read_source", "snapshot_windows", "workload_pods",
 ]
 
 WORKLOAD_COLUMNS = [
@@ -92,6 +92,22 @@ def _workload_pods(kube: KubeState) -> pd.DataFrame:
     itself = pods.assign(kind="Pod", name=pods["pod"])
     cols = ["namespace", "kind", "name", "pod"]
     return pd.concat([direct[cols], root[cols], itself[cols]]).dropna().drop_duplicates()
+
+
+def workload_pods(kube: KubeState) -> pd.DataFrame:
+    """``namespace, pod, uid, workload, gpus`` for every running GPU pod of a Kueue Workload, linked
+    as the snapshot links telemetry (``workload`` names the object reclaim stops: ``Kind ns/name``)."""
+    frame = pd.DataFrame([asdict(w) for w in kube.workloads],
+                         columns=["kind", "namespace", "name", "uid", "owner_kind", "owner_name"])
+    links = _workload_pods(kube).rename(columns={"kind": "owner_kind", "name": "owner_name"})
+    out = frame.merge(links, on=["namespace", "owner_kind", "owner_name"])
+    kind = out["owner_kind"].fillna("Workload")
+    name = out["owner_name"].fillna(out["name"])
+    out["workload"] = kind + " " + out["namespace"] + "/" + name
+    gpus = {(p.namespace, p.pod): float(p.gpus) for p in kube.pods}
+    out["gpus"] = [gpus.get(key, 1.0) for key in zip(out["namespace"], out["pod"], strict=True)]
+    return out[["namespace", "pod", "uid", "workload", "gpus"]].drop_duplicates(
+        ["namespace", "pod", "uid"]).reset_index(drop=True)
 
 
 def _telemetry(frame: pd.DataFrame, kube: KubeState, prom: PrometheusReading | None,

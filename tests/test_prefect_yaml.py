@@ -54,3 +54,10 @@ def test_prefect_deploy_all_registers_the_schedules(prefect_harness: None, tmp_p
         intervals = {name: [s.schedule.interval.total_seconds() for s in deployed[name].schedules]  # type: ignore[union-attr]
                      for name in ("collect", "reclaim")}
     assert intervals == {"collect": [300.0], "reclaim": [900.0]}
+
+
+def test_rebalance_runs_nightly_at_two_in_a_stated_timezone() -> None:
+    rebalance = next(d for d in DEPLOYMENTS if d.name == "rebalance")
+    [schedule] = rebalance.schedules  # type: ignore[misc]
+    assert schedule.cron == "0 2 * * *" and schedule.timezone  # type: ignore[union-attr]
+    assert set(rebalance.parameters) == {"apply", "cohort", "history_days"}  # type: ignore[arg-type]

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from enum import Enum
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
@@ -30,6 +30,7 @@ __all__ = [
     "ReclaimRule",
     "ReclaimStrategy",
     "RebalancePolicy",
+    "ServiceCapacity",
     "ServiceOutcome",
     "Tenant",
     "format_validation_error",
@@ -185,6 +186,15 @@ class DeadlinesPolicy(_Model):
     """A held Workload is released this long before its planned start: at least two runs of the flow."""
 
 
+class ServiceCapacity(_Model):
+    """Where a service's sustainable rate comes from when no load test of it is in the store."""
+
+    sweep: Path
+    """A load-test sweep CSV (``gpuaas capacity`` format); relative paths start at the policy file."""
+    slo_quantile: Literal["p50", "p95", "p99"] = "p95"
+    min_quality: Fraction | None = None
+
+
 class ServiceOutcome(_Model):
     """How one serving endpoint's requests count as verified outcomes."""
 
@@ -193,6 +203,7 @@ class ServiceOutcome(_Model):
     model_name: str | None = None
     latency_slo_seconds: Annotated[float, Field(gt=0)]
     good_finished_reasons: list[str] = Field(default_factory=lambda: ["stop", "length"])
+    capacity: ServiceCapacity | None = None
 
 
 class Policy(_Model):

@@ -15,6 +15,8 @@ from typing import Annotated, Literal
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, model_validator
 
+from gpuaas.cluster._engine import EngineModel
+
 __all__ = [
     "ConstantProfile",
     "DiurnalProfile",
@@ -116,6 +118,8 @@ class Serving(_Strict):
     error_ratio: Fraction = 0.0
     max_running: Annotated[int, Field(gt=0)] = 256
     """Concurrency at which the KV cache is full (``vllm:kv_cache_usage_perc`` = 1)."""
+    engine: EngineModel = EngineModel()
+    """Latency model of the live OpenAI endpoint the embedded cluster serves (``gpuaas.cluster.serving``)."""
 
 
 # --- fleet ---------------------------------------------------------------------------------

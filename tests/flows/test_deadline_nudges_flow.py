@@ -94,6 +94,7 @@ def test_apply_holds_one_with_its_plan_and_undo_releases_it(pointed_at: Embedded
         assert intent.evidence["plan_exact"] and intent.evidence["plan_feasible"]
         assert intent.evidence["planned_start_s"] == pytest.approx(3000, abs=90)
         assert intent.evidence["latest_start_s"] >= intent.evidence["planned_start_s"]
+        assert len(intent.evidence["schedule"]) == 4  # the pool's plan: 2 running, 2 pending
     finally:
         store.close()
     again = _run(apply=True, at=now)  # the held one stays held; the other is the one new hold

@@ -33,6 +33,12 @@ def test_deployment_entrypoint_loads_and_parameters_match(deployment: object, mo
             CronSchedule(cron=schedule.cron, timezone=schedule.timezone or "UTC")
 
 
+def test_cost_report_runs_daily_over_one_day() -> None:
+    report = next(d for d in DEPLOYMENTS if d.name == "cost_report")
+    assert [s.cron for s in report.schedules] == ["15 0 * * *"]  # type: ignore[union-attr]
+    assert report.parameters == {"window": "1d"}
+
+
 def test_collect_runs_every_five_minutes() -> None:
     collect = next(d for d in DEPLOYMENTS if d.name == "collect")
     assert [s.interval.total_seconds() for s in collect.schedules] == [300]  # type: ignore[union-attr]
@@ -57,7 +63,7 @@ def test_prefect_deploy_all_registers_the_schedules(prefect_harness: None, tmp_p
         assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
     with get_client(sync_client=True) as client:
         deployed = {d.name: d for d in client.read_deployments()}
-        assert {"collect", "reclaim", "load_test"} <= set(deployed)
+        assert {"collect", "reclaim", "load_test", "cost_report"} <= set(deployed)
         assert deployed["load_test"].schedules == []  # on demand only
         intervals = {name: [s.schedule.interval.total_seconds() for s in deployed[name].schedules]  # type: ignore[union-attr]
                      for name in ("collect", "reclaim")}

@@ -14,6 +14,7 @@ from gpuaas.cli import (
     cluster_cmd,
     collect_cmd,
     config_cmd,
+    cost_report_cmd,
     db_cmd,
     demo_cmd,
     loadtest_cmd,
@@ -45,6 +46,7 @@ app.add_typer(replay_cmd.app, name="replay")
 app.add_typer(plan_cmd.app, name="plan")
 app.command("capacity")(capacity_cmd.capacity)
 app.command("loadtest")(loadtest_cmd.loadtest)
+app.command("cost-report")(cost_report_cmd.cost_report)
 
 
 def main() -> None:

@@ -120,6 +120,18 @@ class Serving(_Strict):
     """Concurrency at which the KV cache is full (``vllm:kv_cache_usage_perc`` = 1)."""
     engine: EngineModel = EngineModel()
     """Latency model of the live OpenAI endpoint the embedded cluster serves (``gpuaas.cluster.serving``)."""
+    abort_ratio: Fraction = 0.0
+    """Share of requests that end ``finished_reason="abort"`` (client gone, timeout): served, not an outcome."""
+    quality: Profile | None = None
+    """An evaluation score over time (e.g. ``{profile: trace, points: [[0, 0.9], [2h, 0.6]]}``), as a gauge."""
+    quality_metric: Annotated[str, Field(pattern=r"^[a-zA-Z_:][a-zA-Z0-9_:]*$")] = "gpuaas_eval_score"
+    """Name of the quality gauge, labelled like the vLLM series (``model_name``, ``namespace``, ``pod``)."""
+
+    @model_validator(mode="after")
+    def _ratios(self) -> Serving:
+        if self.abort_ratio + self.error_ratio > 1:
+            raise ValueError("abort_ratio + error_ratio exceed 1")
+        return self
 
 
 # --- fleet ---------------------------------------------------------------------------------

@@ -10,6 +10,7 @@ a Ctrl-C reaches only ``up``, which then stops it in order.
 
 from __future__ import annotations
 
+import errno
 import os
 import shutil
 import signal
@@ -101,8 +102,14 @@ def up(
     run_dir = cluster_dir / "run"
     shutil.rmtree(run_dir, ignore_errors=True)
     stop = threading.Event()
-    cluster = EmbeddedCluster(chosen, run_dir, seed=seed, history=window, speed=speed, api_port=port, rbac=rules,
-                              kubeconfig=kubeconfig or cluster_dir / "kubeconfig")
+    try:
+        cluster = EmbeddedCluster(chosen, run_dir, seed=seed, history=window, speed=speed, api_port=port,
+                                  rbac=rules, kubeconfig=kubeconfig or cluster_dir / "kubeconfig")
+    except OSError as exc:
+        if exc.errno not in (errno.EADDRINUSE, errno.EADDRNOTAVAIL, errno.EACCES):
+            raise
+        raise fail(f"--port {port}: cannot listen on 127.0.0.1:{port}: {exc.strerror} "
+                   "(choose another port, or 0 for any free one)") from exc
 
     def _on_signal(signum: int, frame: FrameType | None) -> None:
         # Only set flags here: start() and wait() notice them and everything is stopped in order.
@@ -119,6 +126,9 @@ def up(
         console.print(f"kubeconfig:     {cluster.kubeconfig}", highlight=False)
         console.print(f"Prometheus URL: {cluster.prometheus_url}", highlight=False)
         console.print(f"OpenCost URL:   {cluster.opencost_url}", highlight=False)
+        for (namespace, name), endpoint in cluster.serving.endpoints.items():
+            console.print(f"OpenAI endpoint {namespace}/{name} ({endpoint.model_name}): {endpoint.url}",
+                          highlight=False, soft_wrap=True)
         if env_file is not None:
             env_file.parent.mkdir(parents=True, exist_ok=True)
             tmp = env_file.with_name(env_file.name + ".tmp")

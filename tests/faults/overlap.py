@@ -50,7 +50,7 @@ def overlapping_runs(n: int, at: str, env: dict[str, str], database_url: str) ->
     wall = time.perf_counter() - started
     rss = [int(line.split()[1]) for _, err in outputs for line in err.splitlines() if line.startswith("RSS_KB")]
     errors = [line for _, err in outputs for line in err.splitlines()
-              if any(w in line for w in ("OperationalError", "IntegrityError", "database is locked", "Traceback"))]
+              if any(w in line for w in ("OperationalError", "IntegrityError", "database is locked", "DeadlockDetected"))]
     failures = [err[-1500:] for (_, err), c in zip(outputs, children, strict=True) if c.returncode != 0]
     if failures:
         print(f"{len(failures)} runs failed; the first: {failures[0]}", file=sys.stderr)

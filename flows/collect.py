@@ -24,7 +24,8 @@ from tasks.collect import count_idle_candidates, publish_artifacts, push_summary
 def collect(at: datetime | None = None) -> dict[str, Any]:
     """Collect, store and publish one snapshot; returns its summary (with ``snapshot_id``).
 
-    ``at`` evaluates every query at that instant instead of now (replaying an incident window).
+    Args:
+        at: Evaluate every query at this instant instead of now (empty: now), e.g. to look again at an incident window.
     """
     logger = get_run_logger()
     settings = load_settings()

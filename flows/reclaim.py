@@ -52,8 +52,12 @@ def reclaim(apply: bool = False, at: datetime | None = None, undo: list[int] | N
     """Reclaim idle GPUs once; returns ``{"mode", "snapshot_id", "decisions": [...]}``.
 
     ``apply`` is the operator's explicit choice for this run and overrides the policy's
-    dry-run; the cap and every other rule still hold. ``at`` evaluates the telemetry at that
-    instant (the same window twice acts once).
+    dry-run; the cap and every other rule still hold.
+
+    Args:
+        apply: Stop the idle workloads found (off: dry-run, only decide and audit). The policy's max_actions_per_run cap still holds.
+        at: Judge the telemetry window ending at this instant instead of now (empty: now); the same window twice acts once.
+        undo: Audit ids of earlier reclaims to restore instead of reclaiming (see `gpuaas audit list`); nothing else runs.
     """
     logger = get_run_logger()
     settings = load_settings()

@@ -142,7 +142,10 @@ def test_cli_up_env_file_and_sigterm(tmp_path: Path) -> None:
             time.sleep(0.2)
         values = dict(line.split("=", 1) for line in env_file.read_text().splitlines())
         assert set(values) == {"GPUAAS_KUBECONFIG", "GPUAAS_PROMETHEUS_URL", "GPUAAS_OPENCOST_URL",
-                               "GPUAAS_METRICS__SAMPLE_INTERVAL_SECONDS"}
+                               "GPUAAS_METRICS__SAMPLE_INTERVAL_SECONDS", "GPUAAS_DATA_DIR"}
+        # A data dir of its own: a trial never shares the database of the deployment on this host.
+        trial = Path(values["GPUAAS_DATA_DIR"])
+        assert trial != (tmp_path / "data").resolve() and not (trial / "gpuaas.db").exists()
         # Any gpuaas command run with these settings targets the embedded cluster.
         collected = subprocess.run([str(gpuaas), "collect", "--format", "json"], env={**env, **values},
                                    capture_output=True, text=True, timeout=240)
@@ -154,6 +157,7 @@ def test_cli_up_env_file_and_sigterm(tmp_path: Path) -> None:
         names = {ns.metadata.name for ns in client.CoreV1Api(api).list_namespace().items}
         assert {"vision", "nlp", "platform"} <= names
         assert httpx.get(f"{values['GPUAAS_PROMETHEUS_URL']}/-/ready").status_code == 200
+        assert (trial / "gpuaas.db").exists() and not (tmp_path / "data" / "gpuaas.db").exists()
         prom_children = [pid for pid, comm in _children(proc.pid) if comm == "prometheus"]
         assert len(prom_children) == 1
         proc.send_signal(signal.SIGTERM)

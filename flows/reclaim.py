@@ -1,18 +1,19 @@
 """The reclaim flow (every 15 minutes): stop GPU workloads that hold GPUs and do nothing.
 
 Collect (the collect flow as a subflow: a fresh snapshot at ``at``, stored, then loaded by
-id), decide (pure: idle verdicts, targets, the cap), act (under the store lock
-``cluster-writes``, only in apply mode; dry-run audits decisions and writes nothing to the
-cluster), publish (artifacts, the idle signal on the Pushgateway). ``undo=[audit ids]``
-restores earlier reclaims instead and does nothing else.
+id), decide (pure: idle verdicts, targets, the cap), act (under ``tasks.writes.cluster_writes``,
+the Prefect concurrency slot and store lock that rebalance and deadline nudges share, only in
+apply mode; dry-run audits decisions and writes nothing to the cluster), publish (artifacts, the
+idle signal on the Pushgateway). ``undo=[audit ids]`` restores earlier reclaims instead and does
+nothing else. A run that cannot get the writes within ``GPUAAS_WRITES_WAIT_SECONDS`` writes
+nothing and says so (``writes_busy``); the next scheduled run decides again.
 """
 
 from __future__ import annotations
 
 import time
 import uuid
-from collections.abc import Iterator
-from contextlib import contextmanager, nullcontext
+from contextlib import nullcontext
 from dataclasses import asdict
 from datetime import UTC, datetime
 from typing import Any
@@ -22,29 +23,18 @@ from prefect import flow, get_run_logger
 
 from flows.collect import collect
 from gpuaas.policy import Mode
-from gpuaas.settings import GpuaasSettings, load_settings
+from gpuaas.settings import load_settings
 from reports.reclaim import decision_dicts
 from tasks.reclaim import (
-    acquire_writes_lock,
     act,
     decide,
     find_idle_workloads,
     load_snapshot,
     publish_reclaim_artifacts,
     push_idle_metrics,
-    release_writes_lock,
     undo_actions,
 )
-
-
-@contextmanager
-def _writes_lock(settings: GpuaasSettings, holder: str) -> Iterator[None]:
-    """Hold ``cluster-writes`` for the block (rebalance takes the same lock), released whatever happens."""
-    acquire_writes_lock(settings, holder)
-    try:
-        yield
-    finally:
-        release_writes_lock(settings, holder)
+from tasks.writes import WritesBusy, cluster_writes
 
 
 @flow(name="reclaim", log_prints=False)
@@ -63,8 +53,12 @@ def reclaim(apply: bool = False, at: datetime | None = None, undo: list[int] | N
     settings = load_settings()
     holder = f"reclaim-{uuid.uuid4()}"
     if undo:
-        with _writes_lock(settings, holder):
-            restores = undo_actions(settings, list(undo))
+        try:
+            with cluster_writes(settings, holder):
+                restores = undo_actions(settings, list(undo))
+        except WritesBusy as busy:
+            logger.warning("undo: %s", busy)
+            return {"undo": [], "writes_busy": str(busy)}
         for r in restores:
             logger.info("undo #%s: %s %s", r.audit_id, r.result, r.message)
         return {"undo": [asdict(r) for r in restores]}
@@ -83,8 +77,13 @@ def reclaim(apply: bool = False, at: datetime | None = None, undo: list[int] | N
                 time.monotonic() - started)
 
     started = time.monotonic()
-    with _writes_lock(settings, holder) if mode is Mode.apply else nullcontext():
-        results = act(settings, decisions, mode, now)
+    try:
+        with cluster_writes(settings, holder) if mode is Mode.apply else nullcontext():
+            results = act(settings, decisions, mode, now)
+    except WritesBusy as busy:
+        logger.warning("act: %s", busy)
+        publish_reclaim_artifacts([], snapshot, mode, settings.policy.reclaim.max_actions_per_run, busy=str(busy))
+        return {"mode": mode.value, "snapshot_id": snapshot_id, "decisions": [], "writes_busy": str(busy)}
     counts: dict[str, int] = {}
     for result in results:
         counts[result.result] = counts.get(result.result, 0) + 1

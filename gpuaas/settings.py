@@ -75,6 +75,10 @@ class GpuaasSettings(BaseSettings):
     request_timeout_seconds: Annotated[float, Field(gt=0)] = 30
     retries: Annotated[int, Field(ge=0)] = 3
     retry_backoff_seconds: Annotated[float, Field(ge=0)] = 2
+    writes_wait_seconds: Annotated[float, Field(ge=0)] = 60
+    """How long a writing flow waits for another one's cluster writes before it gives up, writing nothing."""
+    writes_lease_seconds: Annotated[float, Field(gt=0)] = 900
+    """Lease of the cluster-writes locks: a killed holder's lock is taken over after this."""
 
     @property
     def sqlite_path(self) -> Path:

@@ -64,7 +64,11 @@ def gpu_price(snapshot: Snapshot, kind: str, namespace: str, name: str) -> tuple
     return ASSUMED_GPU_HOURLY_PRICE, f"assumed ${ASSUMED_GPU_HOURLY_PRICE:g}/GPU-hour (no OpenCost data)"
 
 
-def summary_markdown(results: Sequence[ActionResult], snapshot: Snapshot, mode: str, cap: int) -> str:
+def summary_markdown(results: Sequence[ActionResult], snapshot: Snapshot, mode: str, cap: int,
+                     busy: str | None = None) -> str:
+    """``busy``: why the run wrote nothing (another run held the cluster writes)."""
+    if busy:
+        return f"# gpuaas reclaim ({mode})\n\n{busy[0].upper()}{busy[1:]}; the next run decides again.\n"
     acted = [r for r in results if r.result in ("applied", "planned")]
     gpus = sum(r.decision.gpus for r in acted)
     idle_hours = sum(r.decision.gpus * r.decision.idle_seconds / 3600 for r in acted)

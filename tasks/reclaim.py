@@ -31,11 +31,8 @@ from gpuaas.store import open_store
 from reports.reclaim import decision_rows, idle_metrics, summary_markdown
 from tasks._options import IO_TASK_OPTIONS
 
-__all__ = ["LOCK", "acquire_writes_lock", "act", "decide", "find_idle_workloads", "load_snapshot",
-           "publish_reclaim_artifacts", "push_idle_metrics", "release_writes_lock", "undo_actions"]
-
-LOCK = "cluster-writes"
-LOCK_TTL = timedelta(minutes=15)
+__all__ = ["act", "decide", "find_idle_workloads", "load_snapshot", "publish_reclaim_artifacts", "push_idle_metrics",
+           "undo_actions"]
 
 
 def _run_id() -> str | None:
@@ -70,25 +67,6 @@ def decide(settings: GpuaasSettings, snapshot: Snapshot, idle: pd.DataFrame, mod
     return out
 
 
-@task(name="acquire-lock", cache_policy=NO_CACHE)
-def acquire_writes_lock(settings: GpuaasSettings, holder: str) -> None:
-    store = open_store(settings)
-    try:
-        if not store.acquire_lock(LOCK, holder, LOCK_TTL):
-            raise ActionRefused(f"another flow holds the {LOCK!r} lock: no writes this run")
-    finally:
-        store.close()
-
-
-@task(name="release-lock", cache_policy=NO_CACHE)
-def release_writes_lock(settings: GpuaasSettings, holder: str) -> None:
-    store = open_store(settings)
-    try:
-        store.release_lock(LOCK, holder)
-    finally:
-        store.close()
-
-
 @task(name="act", cache_policy=NO_CACHE, timeout_seconds=600)
 def act(settings: GpuaasSettings, decisions: list[Decision], mode: Mode, now: datetime) -> list[ActionResult]:
     """Recover interrupted actions (apply), skip what was decided or just restored, cap, then audit and act. Not retried:
@@ -119,11 +97,12 @@ def undo_actions(settings: GpuaasSettings, audit_ids: list[int]) -> list[UndoRes
 
 
 @task(name="publish-artifacts", cache_policy=NO_CACHE)
-def publish_reclaim_artifacts(results: list[ActionResult], snapshot: Snapshot, mode: Mode, cap: int) -> None:
+def publish_reclaim_artifacts(results: list[ActionResult], snapshot: Snapshot, mode: Mode, cap: int,
+                              busy: str | None = None) -> None:
     create_table_artifact(key="gpuaas-reclaim-decisions", table=decision_rows(results) or [{"workload": "-"}],
                           description=f"Reclaim decisions ({mode.value}), most wasteful first")
     create_markdown_artifact(key="gpuaas-reclaim-summary",
-                             markdown=summary_markdown(results, snapshot, mode.value, cap))
+                             markdown=summary_markdown(results, snapshot, mode.value, cap, busy=busy))
 
 
 @task(name="push-idle-metrics", cache_policy=NO_CACHE, **IO_TASK_OPTIONS)

@@ -189,6 +189,13 @@ class Store:
                 return held is not None and held.holder == holder
         return True
 
+    def lock_holder(self, name: str, now: datetime | None = None) -> str | None:
+        """Who holds the named lock unexpired (for the message of a run that has to give up)."""
+        now = _as_utc(now or utc_now())
+        with self.session() as session:
+            held = session.get(RunLock, name)
+            return held.holder if held is not None and _as_utc(held.expires_at) >= now else None
+
     def release_lock(self, name: str, holder: str) -> None:
         with self.session() as session:
             session.execute(delete(RunLock).where(col(RunLock.name) == name, col(RunLock.holder) == holder))

@@ -16,3 +16,8 @@ app = typer.Typer(help="Plan deadlines and quotas (reads only; never writes).", 
 @app.callback()
 def _group() -> None:
     """Plan deadlines and quotas (a group, so that each planner keeps its own name)."""
+
+
+from gpuaas.cli import plan_quotas_cmd  # noqa: E402  (registered after the group exists)
+
+app.command("quotas")(plan_quotas_cmd.quotas)

@@ -14,6 +14,7 @@ from typing import Annotated, Any
 import typer
 
 from gpuaas.cli._common import OutputFormat, fail, print_json, print_table
+from gpuaas.cli.replay_rebalance_cmd import rebalance
 from gpuaas.errors import ConfigError
 from gpuaas.policies.adaptive_window import AdaptiveWindow
 from gpuaas.policies.replay import ReplayResult, fixed_windows, replay_windows
@@ -97,3 +98,6 @@ def reclaim(
         print_json(data)
         return
     print_table(f"Reclaim replay, idle <= {threshold:g} %", _COLUMNS, [_row(r) for r in results])
+
+
+app.command("rebalance")(rebalance)

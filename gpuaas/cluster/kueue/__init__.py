@@ -11,8 +11,12 @@ Notebook and InferenceService stop annotations, StatefulSet/Deployment replicas)
 restart and elastic scale-down of RayClusters, pods bound to flavor nodes with GPU indices,
 ClusterQueue/LocalQueue status, and the visibility API.
 
-Not emulated: preemption (lowering quota evicts nothing, as in Kueue), fair sharing, admission
-checks, StrictFIFO, stop policies, namespace selectors, hierarchical cohorts, topology-aware
+Classic preemption (``spec.preemption``: ``withinClusterQueue``, ``reclaimWithinCohort``) with
+Kueue's candidate order and target minimisation; preempted Workloads get ``Evicted`` (reason
+``Preempted``) and ``Preempted``, are requeued, and the GPU-hours they lose are counted in
+``ReconcileResult.preempted_gpu_hours``. Lowering a quota evicts nothing by itself, as in Kueue.
+
+Not emulated: ``borrowWithinCohort``, fair sharing, admission checks, StrictFIFO, stop policies, namespace selectors, hierarchical cohorts, topology-aware
 scheduling, partial admission, elastic scale-up slices, and gated Pending pods before admission
 (pods exist only once admitted). Resources no resource group covers are not accounted. Client
 stops are reported as ``QuotaReserved=False`` reason ``OnHold`` and resumes as ``Requeued=True``

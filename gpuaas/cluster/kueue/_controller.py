@@ -7,7 +7,8 @@ A pass (``reconcile()``) has numbered phases, like Kueue's scheduler cycle:
 2. take in Workloads: all of them on the first pass or when not attached, otherwise only those
    a write touched since the last pass;
 3. sync jobs (RayCluster, Notebook, InferenceService, StatefulSet, Deployment) the same way;
-4. schedule: admit pending Workloads per ClusterQueue (see ``_admission``);
+4. schedule: admit pending Workloads per ClusterQueue, preempting where ``spec.preemption``
+   allows (see ``_admission`` and ``_preemption``);
 5. bind pods still Pending where GPUs have freed up;
 6. write ClusterQueue and LocalQueue status where it changed.
 
@@ -24,11 +25,12 @@ from datetime import datetime
 from typing import Any
 
 from ..apiserver import ApiError, ObjectStore
-from ._admission import schedule
+from ._admission import Preemption, schedule
 from ._jobs import JOB_KINDS
 from ._lifecycle import Engine
 from ._model import GpuAssignment, ReconcileResult, WorkloadRecord, WorkloadState
 from ._placement import PlacedPod
+from ._preemption import AdmittedIndex, Target, preemption_message
 from ._quota import ClusterQueueQuota, Usage
 from ._status import set_condition
 from ._sync import forget_workload, ingest_workload, sync_job
@@ -210,7 +212,27 @@ class KueueController:
             if failures[cq] <= PENDING_STATUS_DEPTH:
                 engine.mark_pending(record, "Pending", message)
 
-        schedule(engine.book, runnable, engine.admit, reject)
+        schedule(engine.book, runnable, engine.admit, reject, self._preemption())
+
+    def _preemption(self) -> Preemption | None:
+        """The preemption hook, when some ClusterQueue's ``spec.preemption`` allows any."""
+        engine = self._engine
+        if not any(cq.preemption.enabled for cq in engine.book.queues.values()):
+            return None
+        admitted = AdmittedIndex(r for r in engine.records.values() if r.state is WorkloadState.RESERVED)
+
+        def evict(target: Target, preemptor: WorkloadRecord, cq: str) -> None:
+            victim = target.record
+            message = preemption_message(preemptor, self._cq_path(cq), self._cq_path(victim.cluster_queue or ""),
+                                         target.reason)
+            engine.preempt(victim, target.reason, message)
+
+        return Preemption(engine.book, admitted, evict)
+
+    def _cq_path(self, cq: str) -> str:
+        """``/cohort/queue`` as Kueue's ``buildCQPath`` writes it (flat cohorts only)."""
+        quota = self._engine.book.queues.get(cq)
+        return f"/{quota.cohort}/{cq}" if quota is not None and quota.cohort else f"/{cq}"
 
     # --- queue status --------------------------------------------------------------------------
     def _write_queue_statuses(self) -> int:

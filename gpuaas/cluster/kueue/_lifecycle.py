@@ -11,6 +11,8 @@ hold                QuotaReserved=False(OnHold), Admitted=False; a client stoppe
 resume              QuotaReserved=False(Pending), Requeued=True; queued again (FIFO from now)
 deactivate          Evicted=True(Deactivated), QuotaReserved=False, Requeued=False(Deactivated)
 reactivate          Evicted=False, Requeued=True(Reactivated); queued again (FIFO from now)
+preempt             Evicted=True(Preempted), Preempted=True(reason), QuotaReserved=False,
+                    Requeued=True(Preempted); job suspended, queue position kept (creation time)
 finish              Finished=True(Succeeded|Failed)
 ==================  ==========================================================================
 """
@@ -134,6 +136,7 @@ class Engine:
         self.book.add(cq, usage)
         record.state, record.cluster_queue, record.flavors, record.usage = WorkloadState.RESERVED, cq, flavors, usage
         record.pending_message = ""
+        record.admitted_at = self.now()
         admission = {
             "clusterQueue": cq,
             "podSetAssignments": [
@@ -158,8 +161,34 @@ class Engine:
 
     @staticmethod
     def _clear_evicted(record: WorkloadRecord) -> list[tuple[str, bool, str, str]]:
-        evicted = any(c.get("type") == "Evicted" and c.get("status") == "True" for c in record.conditions)
-        return [("Evicted", False, "QuotaReserved", "Quota reserved again")] if evicted else []
+        """Kueue's ``resetActiveCondition`` on admission: Evicted and Preempted turn False."""
+        changes = []
+        for kind in ("Evicted", "Preempted"):
+            found = next((c for c in record.conditions if c.get("type") == kind and c.get("status") == "True"), None)
+            if found is not None:
+                changes.append((kind, False, "QuotaReserved", f"Previously: {found.get('message', '')}"))
+        return changes
+
+    def preempt(self, record: WorkloadRecord, reason: str, message: str) -> float:
+        """Evicted(Preempted) + Preempted(reason), quota released, requeued; returns the GPU-hours lost.
+
+        The lost work is what ran since the last admission: a trace job restarts from scratch.
+        The queue position is kept (Kueue orders a preempted Workload by its creation time).
+        """
+        since = record.admitted_at or self.now()
+        gpus = sum(amount for (_, resource), amount in record.usage.items() if resource == GPU) / 1000
+        lost = gpus * max(0.0, (self.now() - since).total_seconds()) / 3600
+        self.release(record)
+        record.state, record.admitted_at = WorkloadState.PENDING, None
+        self._write(record, [("Evicted", True, "Preempted", message), ("Preempted", True, reason, message)]
+                    + self._unreserve("Pending", message) + [("Requeued", True, "Preempted", message)],
+                    admission=None)
+        view = self._job_of(record)
+        if view is not None:
+            self.set_job_suspended(view, True)
+        self.result.preempted.append(f"{record.namespace}/{record.name}")
+        self.result.preempted_gpu_hours += lost
+        return lost
 
     def release(self, record: WorkloadRecord) -> None:
         if record.state is WorkloadState.RESERVED and record.cluster_queue:

@@ -56,6 +56,7 @@ class WorkloadRecord:
     conditions: list[dict[str, Any]] = field(default_factory=list)  # as last read or written
     pods: list[tuple[str, int, str]] = field(default_factory=list)  # (pod set, index, pod name) created for it
     seq: int = 0  # tie-breaker within one queueing second: the order the controller first saw it
+    admitted_at: datetime | None = None  # when quota was last reserved (the preemption order's key)
 
     @property
     def key(self) -> tuple[str, str]:
@@ -89,3 +90,5 @@ class ReconcileResult:
     pending: int = 0
     pods_created: int = 0
     pods_unplaced: int = 0
+    preempted: list[str] = field(default_factory=list)  # "ns/name" evicted to make room (Evicted: Preempted)
+    preempted_gpu_hours: float = 0.0  # GPU-hours the preempted Workloads had run since their admission

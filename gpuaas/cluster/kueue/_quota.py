@@ -25,7 +25,7 @@ from typing import Any
 
 from ...quantity import format_quantity, parse_quantity_milli
 
-__all__ = ["ClusterQueueQuota", "FlavorResource", "QuotaBook", "ResourceQuota", "Usage"]
+__all__ = ["ClusterQueueQuota", "FlavorResource", "PreemptionPolicy", "QuotaBook", "ResourceQuota", "Usage"]
 
 FlavorResource = tuple[str, str]
 """``(flavor, resource)``: the unit Kueue accounts quota in."""
@@ -51,6 +51,24 @@ class ResourceQuota:
         return self.nominal - self.guaranteed
 
 
+@dataclass(frozen=True)
+class PreemptionPolicy:
+    """``spec.preemption`` (defaults ``Never``): whom a pending Workload of this queue may preempt."""
+
+    within_cluster_queue: str = "Never"  # Never | LowerPriority | LowerOrNewerEqualPriority
+    reclaim_within_cohort: str = "Never"  # Never | LowerPriority | Any
+
+    @classmethod
+    def from_spec(cls, spec: dict[str, Any]) -> PreemptionPolicy:
+        preemption = spec.get("preemption") or {}
+        return cls(str(preemption.get("withinClusterQueue") or "Never"),
+                   str(preemption.get("reclaimWithinCohort") or "Never"))
+
+    @property
+    def enabled(self) -> bool:
+        return self.within_cluster_queue != "Never" or self.reclaim_within_cohort != "Never"
+
+
 @dataclass
 class ClusterQueueQuota:
     """A ClusterQueue's spec as the scheduler needs it, plus its live usage counters."""
@@ -60,6 +78,7 @@ class ClusterQueueQuota:
     groups: list[tuple[tuple[str, ...], tuple[str, ...]]]  # (coveredResources, flavor names in order)
     quotas: dict[FlavorResource, ResourceQuota]
     usage: Usage = field(default_factory=dict)  # quota reserved (QuotaReserved=True)
+    preemption: PreemptionPolicy = PreemptionPolicy()
 
     @classmethod
     def from_object(cls, obj: dict[str, Any]) -> ClusterQueueQuota:
@@ -76,7 +95,12 @@ class ClusterQueueQuota:
                         borrowing_limit=_optional(res.get("borrowingLimit")),
                         lending_limit=_optional(res.get("lendingLimit")),
                     )
-        return cls(obj["metadata"]["name"], spec.get("cohortName") or None, groups, quotas)
+        return cls(obj["metadata"]["name"], spec.get("cohortName") or None, groups, quotas,
+                   preemption=PreemptionPolicy.from_spec(spec))
+
+    def nominal(self, fr: FlavorResource) -> int:
+        quota = self.quotas.get(fr)
+        return quota.nominal if quota else 0
 
     def group_for(self, resource: str) -> int | None:
         """Index of the resource group covering ``resource``, or None (then it is not accounted)."""

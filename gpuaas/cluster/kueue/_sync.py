@@ -69,6 +69,7 @@ def record_from_object(engine: Engine, obj: dict[str, Any]) -> WorkloadRecord:
     elif reserved.get("status") == "True" and admission.get("clusterQueue"):
         by_name = {a.get("name"): dict(a.get("flavors") or {}) for a in admission.get("podSetAssignments") or []}
         record.state, record.cluster_queue = WorkloadState.RESERVED, admission["clusterQueue"]
+        record.admitted_at = parse_time(reserved.get("lastTransitionTime"), now)
         record.flavors = [by_name.get(p.name, {}) for p in record.podsets]
         record.usage = usage_of(record.podsets, record.flavors)
     elif reserved.get("reason") == "OnHold":

@@ -61,8 +61,10 @@ def _resource(name: str, quota: Any) -> dict[str, Any]:
     return entry
 
 
-def cluster_queue(name: str, flavors: dict[str, QuotaSpec], cohort: str | None = None) -> dict[str, Any]:
-    """One resource group covering the resources of the first flavor, flavors tried in dict order."""
+def cluster_queue(name: str, flavors: dict[str, QuotaSpec], cohort: str | None = None,
+                  preemption: dict[str, str] | None = None) -> dict[str, Any]:
+    """One resource group covering the resources of the first flavor, flavors tried in dict order;
+    ``preemption`` is ``spec.preemption`` as written (e.g. ``{"reclaimWithinCohort": "Any"}``)."""
     covered = list(next(iter(flavors.values())))
     spec: dict[str, Any] = {
         "namespaceSelector": {},
@@ -73,6 +75,8 @@ def cluster_queue(name: str, flavors: dict[str, QuotaSpec], cohort: str | None =
     }
     if cohort:
         spec["cohortName"] = cohort
+    if preemption:
+        spec["preemption"] = dict(preemption)
     return {"apiVersion": KUEUE, "kind": "ClusterQueue", "metadata": {"name": name}, "spec": spec}
 
 

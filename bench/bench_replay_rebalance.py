@@ -1,0 +1,70 @@
+"""Wall time and the four rows of ``gpuaas replay rebalance`` on the full Philly trace.
+
+Run: ``python bench/bench_replay_rebalance.py [TRACE_DIR] [--demand-percentile P ...]``
+(default: ``../shared/fixtures/traces`` next to the repository; percentiles default to 100).
+Four replays, each timed: Philly (82,229 jobs, 109 days) at the Helios VC sizes (2,816 GPUs);
+the same jobs at half and a quarter of those quotas (1,408 and 704 GPUs: every job still fits
+its tenant), where the cohort has to reclaim; and the five ITP clusters, one tenant each at its
+mean demand, for deadline satisfaction.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from gpuaas.cluster.quota_replay import replay_rebalance
+
+DEFAULT = Path(__file__).resolve().parents[1] / ".." / "shared" / "fixtures" / "traces"
+FIELDS = ("avg_queue_s", "p95_queue_s", "worst_tenant_p95_queue_s", "deadline_satisfaction", "gpu_allocation_ratio",
+          "jain_fairness", "preempted_gpu_hours")
+
+
+def show(title: str, result: dict[str, Any], seconds: float) -> None:
+    meta = result["meta"]
+    print(f"\n{title}: {meta['jobs']:,} jobs ({meta['excluded_jobs']} excluded), {meta['total_gpus']:,} GPUs, "
+          f"{meta['submission_span_days']} days of submissions; four configurations in {seconds:.1f} s")
+    print("| configuration | " + " | ".join(FIELDS) + " | GPUs moved/night |")
+    print("|---" * (len(FIELDS) + 2) + "|")
+    for name, row in result["configurations"].items():
+        moved = row["gpus_moved_per_night"]
+        per_night = f"{sum(moved) / len(moved):.1f}" if moved else "0"
+        cells = ["-" if row[f] is None else f"{row[f]:,}" for f in FIELDS]
+        print(f"| {name} | " + " | ".join(cells) + f" | {per_night} |")
+
+
+def timed(title: str, **kwargs: Any) -> None:
+    t0 = time.perf_counter()
+    result = replay_rebalance(progress=lambda line: print(line, file=sys.stderr), **kwargs)
+    show(title, result, time.perf_counter() - t0)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("traces", nargs="?", type=Path, default=DEFAULT)
+    parser.add_argument("--demand-percentile", type=float, action="append")
+    args = parser.parse_args()
+    philly = args.traces / "philly" / "philly_jobs_pollux.csv"
+    itp = sorted((args.traces / "microsoft-itp-elasticflow").glob("cluster*.csv"))
+    for pct in args.demand_percentile or [100.0]:
+        timed(f"Philly, Helios VC quotas, demand p{pct:g}", traces=[philly], trace_format="philly",
+              demand_percentile=pct)
+        for share, label in ((2, "half"), (1, "a quarter of")):
+            with tempfile.TemporaryDirectory() as tmp:
+                with (args.traces / "philly" / "philly_vc_nodes_helios.csv").open(newline="") as handle:
+                    scaled = {row["vc"]: int(row["node num"]) * 8 * share // 4 for row in csv.DictReader(handle)}
+                quotas = Path(tmp) / "scaled.yaml"
+                quotas.write_text("".join(f"'{vc}': {gpus}\n" for vc, gpus in scaled.items()), encoding="utf-8")
+                timed(f"Philly, {label} the Helios VC quotas, demand p{pct:g}", traces=[philly],
+                      trace_format="philly", quotas_file=quotas, demand_percentile=pct)
+        timed(f"ITP, five clusters at their mean demand, demand p{pct:g}", traces=itp, trace_format="itp",
+              demand_percentile=pct)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,73 @@
+"""``gpuaas replay rebalance``: static quotas, Kueue's borrowing, and nightly rebalancing on a trace.
+
+Why on the command line: whether moving nominal quota at night helps a given fleet is a question
+about its own job history, and it should be answered on that history before the rebalance flow
+is allowed to apply anything. Semantics: :mod:`gpuaas.cluster.quota_replay`.
+"""
+
+from __future__ import annotations
+
+from enum import Enum
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+
+from gpuaas.cli._common import OutputFormat, err_console, fail, print_json, print_table
+from gpuaas.cluster.quota_replay import DEFAULT_LIMITS, replay_rebalance
+from gpuaas.errors import ConfigError
+from gpuaas.policies.quotas import QuotaLimits
+
+__all__ = ["rebalance"]
+
+
+class TraceFormat(str, Enum):
+    philly = "philly"
+    itp = "itp"
+
+
+_HEADERS = ("configuration", "avg wait s", "p95 wait s", "worst tenant p95 s", "deadlines met", "allocated",
+            "Jain", "preempted GPU-h", "GPUs moved/night")
+_COLUMNS = ("configuration", "avg_queue_s", "p95_queue_s", "worst_tenant_p95_queue_s", "deadline_satisfaction",
+            "gpu_allocation_ratio", "jain_fairness", "preempted_gpu_hours", "gpus_moved_per_night")
+
+
+def _row(name: str, data: dict[str, Any]) -> list[Any]:
+    moved = data["gpus_moved_per_night"]
+    per_night = round(sum(moved) / len(moved), 1) if moved else 0
+    return [name, *(data[c] for c in _COLUMNS[1:-1]), per_night]
+
+
+def rebalance(
+    trace: Annotated[list[Path], typer.Option("--trace", help="Trace CSV; repeat for several (ITP: one tenant each).")],
+    trace_format: Annotated[TraceFormat, typer.Option("--trace-format", help="philly or itp.")],
+    quotas: Annotated[Path | None, typer.Option("--quotas", help="YAML mapping tenant -> nominal GPUs.")] = None,
+    days: Annotated[float | None, typer.Option("--days", min=0.0, help="Replay jobs submitted in the first N days.")]
+    = None,
+    max_step_gpus: Annotated[int, typer.Option(min=0, help="Planner: most GPUs one queue gains or loses a night.")]
+    = DEFAULT_LIMITS.max_step_gpus,
+    max_step_percent: Annotated[float, typer.Option(min=0.0, help="Planner: the same, in % of the queue's quota.")]
+    = DEFAULT_LIMITS.max_step_percent,
+    max_total_moved_gpus: Annotated[int, typer.Option(min=0, help="Planner: most GPUs moved a night in all.")]
+    = DEFAULT_LIMITS.max_total_moved_gpus,
+    hysteresis_gpus: Annotated[int, typer.Option(min=0, help="Planner: no change smaller than this.")]
+    = DEFAULT_LIMITS.hysteresis_gpus,
+    demand_percentile: Annotated[float, typer.Option(
+        min=0.0, max=100.0, help="Demand = this percentile of a week of hourly (in use + pending) GPUs.")] = 100.0,
+    format: Annotated[OutputFormat, typer.Option("--format", help="Output format.")] = OutputFormat.table,
+) -> None:
+    """Replay a trace under static_isolated, static_cohort, rebalanced_isolated and rebalanced_cohort."""
+    try:
+        limits = QuotaLimits(max_step_gpus, max_step_percent, max_total_moved_gpus, hysteresis_gpus)
+        result = replay_rebalance(trace, trace_format.value, quotas_file=quotas, days=days, limits=limits,
+                                  demand_percentile=demand_percentile,
+                                  progress=lambda line: err_console.print(line, markup=False, highlight=False))
+    except ConfigError as exc:
+        raise fail(str(exc)) from exc
+    if format is OutputFormat.json:
+        print_json(result)
+        return
+    meta = result["meta"]
+    title = (f"Rebalance replay: {meta['jobs']:,} jobs over {meta['submission_span_days']} days, "
+             f"{meta['total_gpus']:,} GPUs ({meta['excluded_jobs']} jobs excluded)")
+    print_table(title, _HEADERS, [_row(name, data) for name, data in result["configurations"].items()])

@@ -1,0 +1,129 @@
+"""``gpuaas replay rebalance``: does nightly quota rebalancing beat static quotas on a real trace?
+
+Four configurations on the same jobs and the same total GPUs:
+
+* ``static_isolated``: one ClusterQueue per tenant, no cohort (how Philly and Helios ran);
+* ``static_cohort``: the same quotas in one cohort, borrowing, ``reclaimWithinCohort: Any``
+  (Kueue's answer);
+* ``rebalanced_isolated`` / ``rebalanced_cohort``: each of those with a nightly
+  :func:`gpuaas.policies.quotas.plan_quotas` on demand from the replay's own history (see
+  ``_nightly``).
+
+Quotas: Philly tenants (the ``cluster`` column) get ``nodes x 8`` GPUs from the Helios VC table;
+ITP files are one tenant each with their mean GPU demand; ``--quotas`` overrides either. Jobs
+that could never run in ``static_isolated`` (a tenant without quota, a job bigger than its
+tenant's quota) are left out of all four and counted in ``meta.excluded_jobs``. Each ITP file
+starts at its own first submission (``read_itp`` makes times relative per file). The night comes
+every 24 simulated hours after the first submission (the traces carry no time zone).
+"""
+
+from __future__ import annotations
+
+import csv
+import math
+from collections import Counter
+from collections.abc import Callable, Sequence
+from dataclasses import asdict
+from pathlib import Path
+from typing import Any
+
+from gpuaas._yaml import read_yaml
+from gpuaas.errors import ConfigError
+from gpuaas.policies.quotas import QuotaLimits
+
+from ..traces import TraceJob, read_itp, read_philly
+from ._engine import Configuration, QuotaReplay
+from ._nightly import DEFAULT_LIMITS
+from ._report import summarise
+
+__all__ = ["CONFIGURATIONS", "DEFAULT_LIMITS", "load_jobs", "load_quotas", "replay_rebalance"]
+
+CONFIGURATIONS = (
+    Configuration("static_isolated", cohort=False, rebalance=False),
+    Configuration("static_cohort", cohort=True, rebalance=False),
+    Configuration("rebalanced_isolated", cohort=False, rebalance=True),
+    Configuration("rebalanced_cohort", cohort=True, rebalance=True),
+)
+GPUS_PER_NODE = 8
+DAY = 86400.0
+
+
+def load_jobs(paths: Sequence[Path], trace_format: str, days: float | None) -> list[TraceJob]:
+    if trace_format == "philly":
+        jobs = [job for path in paths for job in read_philly(path)]
+    elif trace_format == "itp":
+        jobs = [job for path in paths for job in read_itp(path)]
+    else:
+        raise ConfigError(f"unknown trace format {trace_format!r} (philly | itp)", field="--trace-format")
+    if days is not None:
+        jobs = [j for j in jobs if j.submit < days * DAY]
+    if not jobs:
+        raise ConfigError("no jobs in the replayed window", field="--trace")
+    return sorted(jobs, key=lambda j: (j.submit, j.tenant))
+
+
+def _philly_vc_file(trace: Path) -> Path:
+    return trace.parent / "philly_vc_nodes_helios.csv"
+
+
+def load_quotas(jobs: list[TraceJob], trace_format: str, traces: Sequence[Path], quotas: Path | None) -> dict[str, int]:
+    """Tenant -> nominal GPUs: the ``--quotas`` YAML mapping, else the trace format's rule."""
+    if quotas is not None:
+        data = read_yaml(quotas, "quotas")
+        if not isinstance(data, dict):
+            raise ConfigError("must be a mapping of tenant to GPUs", file=quotas)
+        out = {}
+        for tenant, gpus in data.items():
+            if not isinstance(gpus, int) or isinstance(gpus, bool) or gpus < 0:
+                raise ConfigError(f"must be a whole number of GPUs >= 0, got {gpus!r}", file=quotas, field=str(tenant))
+            out[str(tenant)] = gpus
+        return out
+    if trace_format == "philly":
+        path = _philly_vc_file(traces[0])
+        try:
+            with path.open(newline="", encoding="utf-8") as handle:
+                rows = list(csv.DictReader(handle))
+        except OSError as exc:
+            raise ConfigError(f"cannot read the VC sizes (pass --quotas): {exc.strerror}", file=path) from exc
+        out = {}
+        for line, row in enumerate(rows, start=2):
+            try:
+                out[row["vc"].strip()] = int(row["node num"]) * GPUS_PER_NODE
+            except (KeyError, ValueError) as exc:
+                raise ConfigError("expected columns vc, node num (a whole number)", file=path,
+                                  field=f"line {line}") from exc
+        return out
+    span = max(j.submit + j.duration for j in jobs) - min(j.submit for j in jobs)
+    demand: dict[str, float] = {}
+    for job in jobs:
+        demand[job.tenant] = demand.get(job.tenant, 0.0) + job.gpus * job.duration
+    return {tenant: max(1, math.ceil(gpu_s / max(span, 1.0))) for tenant, gpu_s in sorted(demand.items())}
+
+
+def replay_rebalance(traces: Sequence[Path], trace_format: str, *, quotas_file: Path | None = None,
+                     days: float | None = None, configurations: Sequence[Configuration] = CONFIGURATIONS,
+                     limits: QuotaLimits = DEFAULT_LIMITS, demand_percentile: float = 100.0,
+                     progress: Callable[[str], None] | None = None) -> dict[str, Any]:
+    """Replay the trace under every configuration; the JSON the command prints."""
+    jobs = load_jobs(traces, trace_format, days)
+    quotas = load_quotas(jobs, trace_format, traces, quotas_file)
+    kept = [j for j in jobs if quotas.get(j.tenant, 0) >= j.gpus > 0]
+    excluded = Counter(j.tenant for j in jobs if not quotas.get(j.tenant, 0) >= j.gpus > 0)
+    tenants = {j.tenant for j in kept}
+    quotas = {t: g for t, g in quotas.items() if t in tenants}
+    if not kept:
+        raise ConfigError("no job fits its tenant's quota", field="--quotas")
+    results: dict[str, Any] = {}
+    for config in configurations:
+        results[config.name] = summarise(QuotaReplay(kept, quotas, config, limits=limits, progress=progress,
+                                                      demand_percentile=demand_percentile).run())
+    span_days = (max(j.submit for j in kept) - min(j.submit for j in kept)) / DAY
+    meta = {
+        "trace": [str(p) for p in traces], "trace_format": trace_format, "jobs": len(kept),
+        "excluded_jobs": sum(excluded.values()), "excluded_by_tenant": dict(sorted(excluded.items())),
+        "submission_span_days": round(span_days, 2), "total_gpus": sum(quotas.values()),
+        "quotas": dict(sorted(quotas.items())), "limits": asdict(limits),
+        "demand_percentile": demand_percentile,
+        "gpu_hours": round(sum(j.gpus * j.duration for j in kept) / 3600, 1),
+    }
+    return {"meta": meta, "configurations": results}

@@ -1,0 +1,182 @@
+"""The quota planner's words: why each queue changed or didn't, and why an instance has no plan.
+
+Kept apart from the model so that the MILP reads as the constraints it states. Every sentence
+carries its numbers ("team-b a100: 8 -> 12 (+4 from team-a): demand 20, shortfall 12 -> 8;
+limited by the step of 4 (50% of 8)"), because an operator approving a nightly move has only
+these lines to go on.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Protocol
+
+__all__ = ["Cell", "explain_infeasible", "reasons_for"]
+
+
+class _Limits(Protocol):
+    @property
+    def max_step_gpus(self) -> int: ...
+    @property
+    def max_step_percent(self) -> float: ...
+    @property
+    def max_total_moved_gpus(self) -> int: ...
+    @property
+    def hysteresis_gpus(self) -> int: ...
+
+
+@dataclass(frozen=True)
+class Cell:
+    """One queue and flavor as the model sees it (steps already reduced by the no-reversal rule)."""
+
+    queue: str
+    flavor: str
+    before: int
+    demand: float
+    guaranteed: int
+    weight: float
+    recent: int
+    step: int
+    step_up: int
+    step_down: int
+    evidence: str = ""
+
+    @property
+    def floor(self) -> int:
+        return max(self.guaranteed, self.before - self.step_down)
+
+
+def _num(x: float) -> str:
+    return f"{x:.0f}" if abs(x - round(x)) < 1e-9 else f"{x:.1f}"
+
+
+def _step_words(c: Cell, limits: _Limits) -> str:
+    pct = f"{_num(limits.max_step_percent)}% of {c.before}"
+    if c.step < limits.max_step_gpus:
+        return f"the step of {c.step} ({pct})"
+    return f"the step of {c.step} (max_step_gpus)"
+
+
+def explain_infeasible(cells: Sequence[Cell], limits: _Limits, *, solved: bool) -> str:
+    """Why no plan exists, or "" when the cheap checks find nothing (``solved``: HiGHS said so)."""
+    for c in cells:
+        if c.guaranteed > c.before + c.step_up:
+            why = (f"it lost {-c.recent} GPUs recently and may not gain (no reversal)" if c.recent < 0
+                   else f"{_step_words(c, limits)} allows +{c.step_up} per run")
+            return (f"{c.queue} {c.flavor}: guaranteed {c.guaranteed} but nominal {c.before}, and {why}; "
+                    "nothing applied")
+    need = sum(max(0, c.guaranteed - c.before) for c in cells)
+    if need > limits.max_total_moved_gpus:
+        return (f"raising queues to their guarantees needs +{need} GPUs, above max_total_moved_gpus="
+                f"{limits.max_total_moved_gpus}; nothing applied")
+    flavors = sorted({c.flavor for c in cells})
+    for flavor in flavors:
+        members = [c for c in cells if c.flavor == flavor]
+        total = sum(c.before for c in members)
+        floor = sum(c.floor for c in members)
+        if floor > total:
+            raised = ", ".join(f"{c.queue} to {c.guaranteed}" for c in members if c.guaranteed > c.before)
+            return (f"{flavor}: raising {raised} needs {floor - total} GPUs more than the other queues can give "
+                    f"within their steps, guarantees and recent changes; nothing applied")
+    if solved:
+        return (f"with hysteresis_gpus={limits.hysteresis_gpus}, the moves the guarantees require cannot be made "
+                "as changes of at least that size within the steps; nothing applied")
+    return ""
+
+
+def reasons_for(cells: Sequence[Cell], after: Sequence[int], limits: _Limits) -> list[str]:
+    """One sentence per cell, in the cells' order."""
+    partners = _pair_moves(cells, after)
+    moved = sum(max(0, a - c.before) for c, a in zip(cells, after))
+    short = {c.flavor: True for c, a in zip(cells, after) if c.demand - a > 1e-9}
+    out: list[str] = []
+    for i, (c, a) in enumerate(zip(cells, after)):
+        head = f"{c.queue} {c.flavor}: "
+        evidence = f"{c.evidence}; " if c.evidence else ""
+        short_before = max(0.0, c.demand - c.before)
+        short_after = max(0.0, c.demand - a)
+        demand = f"demand {_num(c.demand)}"
+        if a > c.before:
+            text = (f"{c.before} -> {a} (+{a - c.before} from {partners[i]}): {evidence}{demand}, "
+                    f"shortfall {_num(short_before)} -> {_num(short_after)}")
+            if short_after > 0:
+                text += "; " + _why_not_more(c, a, moved, limits)
+        elif a < c.before:
+            text = (f"{c.before} -> {a} ({a - c.before} to {partners[i]}): {evidence}{demand}"
+                    f"{_owed(c)}, {_num(max(0.0, a - c.demand))} above demand after the move")
+            if short_after > 0:
+                text += f" (short {_num(short_after)}: a heavier-weighted queue needs it more)"
+        elif short_before > 0:
+            text = f"unchanged at {a}: {evidence}{demand}, short {_num(short_before)}; "
+            text += _why_not_more(c, a, moved, limits)
+        else:
+            text = f"unchanged at {a}: {evidence}{demand}{_owed(c)}"
+            surplus = a - c.demand
+            if surplus < 1:
+                text += ", fits"
+            elif c.recent > 0:
+                text += f", {_num(surplus)} above demand; gained {c.recent} recently, so gives none back (no reversal)"
+            elif short.get(c.flavor):
+                text += (f", {_num(surplus)} above demand, but no queue short of {c.flavor} may take it "
+                         "(steps, guarantees, recent changes, the plan's cap)")
+            else:
+                text += f", {_num(surplus)} above demand; no queue of the cohort is short of {c.flavor}"
+        out.append(head + text)
+    return out
+
+
+def _owed(c: Cell) -> str:
+    return f", guaranteed {c.guaranteed}" if c.guaranteed else ""
+
+
+def _why_not_more(c: Cell, a: int, moved: int, limits: _Limits) -> str:
+    if c.recent < 0 and c.step_up == 0:
+        return f"it lost {-c.recent} GPUs recently, so it gains none back (no reversal)"
+    if c.step_up == 0:
+        return f"{_step_words(c, limits)} allows no gain"
+    if a >= c.before + c.step_up:
+        return f"limited by {_step_words(c, limits)}"
+    if c.step_up < limits.hysteresis_gpus:
+        return f"{_step_words(c, limits)} is below hysteresis_gpus={limits.hysteresis_gpus}"
+    if moved >= limits.max_total_moved_gpus:
+        return f"limited by max_total_moved_gpus={limits.max_total_moved_gpus} for the whole plan"
+    return ("no other queue can give more (each is at its demand, guarantee, step, or recent gain"
+            + (f", or the change would be under hysteresis_gpus={limits.hysteresis_gpus}"
+               if limits.hysteresis_gpus >= 2 else "") + ")")
+
+
+def _pair_moves(cells: Sequence[Cell], after: Sequence[int]) -> list[str]:
+    """Who gave to whom, per flavor: the gains matched to the losses in order (for the words only)."""
+    names = ["" for _ in cells]
+    by_flavor: dict[str, list[int]] = {}
+    for i, c in enumerate(cells):
+        by_flavor.setdefault(c.flavor, []).append(i)
+    for members in by_flavor.values():
+        gains = [[i, after[i] - cells[i].before] for i in members if after[i] > cells[i].before]
+        losses = [[i, cells[i].before - after[i]] for i in members if after[i] < cells[i].before]
+        got: dict[int, list[str]] = {}
+        gave: dict[int, list[str]] = {}
+        gi = li = 0
+        while gi < len(gains) and li < len(losses):
+            amount = min(gains[gi][1], losses[li][1])
+            g, lo = gains[gi][0], losses[li][0]
+            got.setdefault(g, []).append(f"{cells[lo].queue} {amount}" if amount else cells[lo].queue)
+            gave.setdefault(lo, []).append(f"{cells[g].queue} {amount}")
+            gains[gi][1] -= amount
+            losses[li][1] -= amount
+            if gains[gi][1] == 0:
+                gi += 1
+            if losses[li][1] == 0:
+                li += 1
+        for i, parts in got.items():
+            names[i] = _join(parts)
+        for i, parts in gave.items():
+            names[i] = _join(parts)
+    return names
+
+
+def _join(parts: list[str]) -> str:
+    if len(parts) == 1:
+        return parts[0].rsplit(" ", 1)[0]
+    return ", ".join(parts)

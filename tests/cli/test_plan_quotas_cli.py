@@ -1,0 +1,55 @@
+"""``gpuaas plan quotas FILE`` in-process: the example file's plan, and bad files naming queue and field."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from gpuaas.cli.app import app
+
+EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "quota_problem.yaml"
+runner = CliRunner()
+
+
+def test_the_example_file_prints_every_queue_and_flavor_as_json() -> None:
+    result = runner.invoke(app, ["plan", "quotas", str(EXAMPLE), "--format", "json"])
+    assert result.exit_code == 0, result.output
+    data = json.loads(result.stdout)
+    assert set(data) == {"changes", "moved_gpus", "shortfall", "weighted_shortfall", "solve_seconds"}
+    assert [(c["queue"], c["flavor"], c["before"], c["after"]) for c in data["changes"]] == [
+        ("team-a", "a100", 16, 16), ("team-b", "a100", 8, 8)]
+    assert data["moved_gpus"] == 0 and data["shortfall"] == {"team-a": {"a100": 0.0}, "team-b": {"a100": 12.0}}
+    assert data["weighted_shortfall"] == 12.0 and "no reversal" in data["changes"][1]["reason"]
+
+
+def test_the_table_names_the_moves(tmp_path: Path) -> None:
+    problem = tmp_path / "p.yaml"
+    problem.write_text(EXAMPLE.read_text().replace(", recent_change: {a100: -2}", ""))
+    result = runner.invoke(app, ["plan", "quotas", str(problem)], env={"COLUMNS": "300"})
+    assert result.exit_code == 0, result.output
+    assert "4 GPUs moved, weighted shortfall 12 -> 8" in result.stdout and "+4 from team-a" in result.stdout
+
+
+@pytest.mark.parametrize(("text", "expected"), [
+    ("limits: {max_step_gpus: 8, max_step_percent: 50, max_total_moved_gpus: 32}\n"
+     "queues:\n  - {name: a, nominal: {a100: 4}}\n  - {name: b, nominal: {a100: 4}, weight: -1}\n",
+     "p.yaml: queues[1].weight (queue b): Input should be greater than 0"),
+    ("limits: {max_step_gpus: 8, max_step_percent: 50, max_total_moved_gpus: 32}\n"
+     "queues:\n  - {name: a, nominal: {a100: 4}, demand: {h100: 2}}\n",
+     "p.yaml: queues[0].demand.h100: queue 'a': no queue has nominal quota of flavor 'h100'"),
+    ("limits: {max_step_gpus: 8, max_step_percent: 50, max_total_moved_gpus: 32, hysteresis: 2}\nqueues: [{name: a, nominal: {a100: 1}}]\n",
+     "p.yaml: limits.hysteresis: unknown field"),
+    ("limits: {max_step_gpus: 8, max_step_percent: 50, max_total_moved_gpus: 32}\n"
+     "queues:\n  - {name: a, nominal: {a100: 2}, guaranteed: {a100: 3}}\n",
+     "p.yaml: queues[0].guaranteed.a100: guarantees (a 3) sum to 3 GPUs of a100, above the cohort's 2 (the sum of nominal quotas)"),
+], ids=["weight", "unknown-flavor", "typo", "guarantee"])
+def test_bad_input_is_one_line_naming_queue_and_field(tmp_path: Path, text: str, expected: str) -> None:
+    problem = tmp_path / "p.yaml"
+    problem.write_text(text)
+    result = runner.invoke(app, ["plan", "quotas", str(problem), "--format", "json"], env={"COLUMNS": "400"})
+    assert result.exit_code == 1 and result.stdout == ""
+    assert result.stderr.strip() == f"error: {problem.parent}/{expected}"
+    assert "Traceback" not in result.output

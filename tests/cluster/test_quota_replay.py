@@ -1,0 +1,101 @@
+"""``gpuaas replay rebalance`` on a short real slice: structure and invariants, not figures.
+
+The slice is 20 days of the ITP cluster10 and 195-job traces (258 real jobs) with a small quota
+file (8 and 16 GPUs), so queues form,
+the cohort borrows and preempts, and the planner moves quota. Invariants checked per
+configuration: every job runs to completion exactly once more than it was preempted; GPU time
+held equals the trace's GPU time plus the work lost to preemption; the quota total is conserved
+every night; static configurations move nothing; isolated ones never preempt. Also the command's
+JSON keys and a bad quota file's one-line error.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from gpuaas.cli.app import app
+from gpuaas.cluster.quota_replay import CONFIGURATIONS, DEFAULT_LIMITS, load_jobs, load_quotas
+from gpuaas.cluster.quota_replay._engine import QuotaReplay, ReplayRun
+
+KEYS = {"tenants", "avg_queue_s", "p95_queue_s", "worst_tenant_p95_queue_s", "deadline_satisfaction",
+        "gpu_allocation_ratio", "jain_fairness", "preempted_gpu_hours", "gpus_moved_per_night"}
+runner = CliRunner()
+
+
+@pytest.fixture(scope="module")
+def slice_runs(tmp_path_factory: pytest.TempPathFactory) -> tuple[list[Path], Path, dict[str, ReplayRun]]:
+    from tests.conftest import SHARED
+
+    itp = SHARED / "fixtures" / "traces" / "microsoft-itp-elasticflow"
+    traces = [itp / "cluster10.csv", itp / "195job.csv"]
+    quotas = tmp_path_factory.mktemp("quotas") / "quotas.yaml"
+    quotas.write_text("cluster10: 8\n195job: 16\n", encoding="utf-8")
+    table = load_quotas([], "itp", traces, quotas)
+    jobs = [j for j in load_jobs(traces, "itp", days=20) if j.gpus <= table[j.tenant]]
+    runs = {c.name: QuotaReplay(jobs, table, c).run() for c in CONFIGURATIONS}
+    return traces, quotas, runs
+
+
+def test_every_job_runs_to_completion_once_and_gpu_time_adds_up(
+        slice_runs: tuple[list[Path], Path, dict[str, ReplayRun]]) -> None:
+    _, _, runs = slice_runs
+    counts = {name: len(run.jobs) for name, run in runs.items()}
+    assert len(set(counts.values())) == 1 and min(counts.values()) > 100
+    for name, run in runs.items():
+        assert all(j.finished is not None for j in run.jobs), name
+        assert sum(j.runs for j in run.jobs) == len(run.jobs) + run.preemptions, name
+        assert all(j.queue_s >= 0 and j.finished is not None and j.finished >= j.submit + j.duration
+                   for j in run.jobs), name
+        trace_gpu_s = sum(j.gpus * j.duration for j in run.jobs)
+        assert run.allocated_gpu_s == pytest.approx(trace_gpu_s + run.preempted_gpu_hours * 3600), name
+
+
+def test_quota_is_conserved_and_only_what_should_move_moves(
+        slice_runs: tuple[list[Path], Path, dict[str, ReplayRun]]) -> None:
+    _, _, runs = slice_runs
+    for name, run in runs.items():
+        assert run.total_gpus == 24
+        assert all(total == 24 for total in run.quota_totals), name
+        if name.startswith("static"):
+            assert run.gpus_moved_per_night == [] and run.quota_totals == []
+        else:
+            assert len(run.gpus_moved_per_night) >= 20 and sum(run.gpus_moved_per_night) > 0, name
+            assert max(run.gpus_moved_per_night) <= DEFAULT_LIMITS.max_total_moved_gpus
+        if name.endswith("isolated"):
+            assert run.preemptions == 0 and run.preempted_gpu_hours == 0
+    assert runs["static_cohort"].preemptions > 0  # the slice does exercise reclaim
+
+
+def test_command_json_has_four_configurations_with_their_figures(
+        slice_runs: tuple[list[Path], Path, dict[str, ReplayRun]]) -> None:
+    traces, quotas, _ = slice_runs
+    args = ["replay", "rebalance", *[a for t in traces for a in ("--trace", str(t))], "--trace-format", "itp",
+            "--quotas", str(quotas), "--days", "20", "--format", "json"]
+    result = runner.invoke(app, args)
+    assert result.exit_code == 0, result.output
+    data = json.loads(result.stdout)
+    assert list(data["configurations"]) == [c.name for c in CONFIGURATIONS]
+    for name, figures in data["configurations"].items():
+        assert KEYS <= figures.keys(), name
+        assert sum(t["jobs"] for t in figures["tenants"].values()) == data["meta"]["jobs"]
+        assert 0 < figures["deadline_satisfaction"] <= 1  # ITP carries deadlines
+        assert 0 < figures["jain_fairness"] <= 1 and 0 < figures["gpu_allocation_ratio"] <= 1
+        assert figures["worst_tenant_p95_queue_s"] == max(t["p95_queue_s"] for t in figures["tenants"].values())
+    assert data["meta"]["total_gpus"] == 24
+
+
+def test_bad_quota_file_is_one_line_naming_file_and_tenant(tmp_path: Path,
+                                                           slice_runs: tuple[list[Path], Path, dict[str, ReplayRun]]
+                                                           ) -> None:
+    traces, _, _ = slice_runs
+    bad = tmp_path / "quotas.yaml"
+    bad.write_text("cluster10: lots\n", encoding="utf-8")
+    result = runner.invoke(app, ["replay", "rebalance", "--trace", str(traces[0]), "--trace-format", "itp",
+                                 "--quotas", str(bad), "--format", "json"])
+    assert result.exit_code == 1
+    assert result.stdout == "" or "Traceback" not in result.output
+    assert f"{bad}: cluster10: must be a whole number of GPUs" in result.output

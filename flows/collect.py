@@ -18,9 +18,10 @@ from gpuaas.settings import load_settings
 from gpuaas.snapshot import SOURCES, assemble_snapshot, failed_source, snapshot_windows
 from tasks._options import retry_options
 from tasks.collect import count_idle_candidates, publish_artifacts, push_summary, read_one_source, store_snapshot
+from tasks.notify import NOTIFY_HOOKS
 
 
-@flow(name="collect", log_prints=False)
+@flow(name="collect", log_prints=False, **NOTIFY_HOOKS)
 def collect(at: datetime | None = None) -> dict[str, Any]:
     """Collect, store and publish one snapshot; returns its summary (with ``snapshot_id``).
 

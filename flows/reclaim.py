@@ -25,6 +25,7 @@ from flows.collect import collect
 from gpuaas.policy import Mode
 from gpuaas.settings import load_settings
 from reports.reclaim import decision_dicts
+from tasks.notify import NOTIFY_HOOKS
 from tasks.reclaim import (
     act,
     decide,
@@ -37,7 +38,7 @@ from tasks.reclaim import (
 from tasks.writes import WritesBusy, cluster_writes
 
 
-@flow(name="reclaim", log_prints=False)
+@flow(name="reclaim", log_prints=False, **NOTIFY_HOOKS)
 def reclaim(apply: bool = False, at: datetime | None = None, undo: list[int] | None = None) -> dict[str, Any]:
     """Reclaim idle GPUs once; returns ``{"mode", "snapshot_id", "decisions": [...]}``.
 

@@ -24,6 +24,7 @@ from gpuaas.settings import load_settings
 from gpuaas.store import open_store
 from tasks.writes import CONCURRENCY_LIMIT, LOCK
 from tests.actions.reclaim_scenario import write_policy, writes
+from tests.flows.conftest import Received
 from tests.scenarios import point_at
 
 pytestmark = [pytest.mark.integration, pytest.mark.flow]
@@ -51,7 +52,7 @@ def _audit_runs() -> set[str | None]:
 
 
 def test_two_overlapping_runs_only_one_writes(pointed_at: EmbeddedCluster, prefect_harness: None,
-                                              monkeypatch: pytest.MonkeyPatch) -> None:
+                                              monkeypatch: pytest.MonkeyPatch, webhook: Received) -> None:
     import tasks.reclaim
     from flows.reclaim import reclaim
 
@@ -79,6 +80,11 @@ def test_two_overlapping_runs_only_one_writes(pointed_at: EmbeddedCluster, prefe
     busy = second.result()
     assert busy["decisions"] == [] and "no writes this run" in busy["writes_busy"]
     assert CONCURRENCY_LIMIT in busy["writes_busy"] and "waited 1 s" in busy["writes_busy"]
+    store = open_store(load_settings())
+    try:
+        assert store.get_snapshot(busy["snapshot_id"]) is not None  # its partial result is kept
+    finally:
+        store.close()
 
     assert first["state"].is_completed(), first["state"].message
     applied = [d for d in first["state"].result()["decisions"] if d["result"] == "applied"]
@@ -86,6 +92,10 @@ def test_two_overlapping_runs_only_one_writes(pointed_at: EmbeddedCluster, prefe
     assert writes(pointed_at) == before + 1  # one PATCH, from the first run only
     assert _audit_runs() == {str(first["state"].state_details.flow_run_id)}
     assert _active_slots() == 0  # both runs gave the Prefect slot back
+    # The run that wrote nothing completed degraded: the webhook says so (point 4).
+    assert [(b["body"]["flow"], b["body"]["status"], b["body"]["flow_run_id"]) for b in webhook] \
+        == [("reclaim", "degraded", str(second.state_details.flow_run_id))]
+    assert "no writes this run" in webhook[0]["body"]["what"]
 
 
 def _active_slots() -> int:

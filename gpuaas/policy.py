@@ -19,12 +19,16 @@ from gpuaas._yaml import read_yaml
 from gpuaas.errors import ConfigError
 
 __all__ = [
+    "AdaptivePolicy",
+    "ColdStartBudget",
     "CollectPolicy",
+    "DeadlinesPolicy",
     "FreeGoal",
     "Mode",
     "Policy",
     "ReclaimPolicy",
     "ReclaimRule",
+    "ReclaimStrategy",
     "RebalancePolicy",
     "ServiceOutcome",
     "Tenant",
@@ -65,6 +69,40 @@ class CollectPolicy(_Model):
     """Telemetry older than this is stale: no action may be based on it."""
 
 
+class ReclaimStrategy(str, Enum):
+    """``fixed``: the same window for every idle spell. ``adaptive``: a window per workload,
+    learned from its own idle history and chosen within the cold-start budget."""
+
+    fixed = "fixed"
+    adaptive = "adaptive"
+
+
+class ColdStartBudget(_Model):
+    """The trade-off between GPU-hours and cold starts, stated once (set exactly one field)."""
+
+    wakeups_per_workload_per_day: Annotated[float, Field(gt=0)] | None = None
+    """At most this many wake-ups per workload per day on the history (the calibration)."""
+    cold_start_gpu_minutes: Annotated[float, Field(ge=0)] | None = None
+    """What one cold start costs, in GPU-minutes of reclaimed time it must pay for."""
+
+    @model_validator(mode="after")
+    def _exactly_one(self) -> ColdStartBudget:
+        if (self.wakeups_per_workload_per_day is None) == (self.cold_start_gpu_minutes is None):
+            raise ValueError("set exactly one of wakeups_per_workload_per_day and cold_start_gpu_minutes")
+        return self
+
+
+class AdaptivePolicy(_Model):
+    """Where the adaptive strategy learns from: the fleet's GPU history in Prometheus."""
+
+    history_hours: Annotated[float, Field(gt=0, le=24 * 31)] = 24
+    """How far back each cycle reads the per-workload activity (1-minute steps)."""
+    chunk_hours: Annotated[float, Field(gt=0)] = 2
+    """Time span of one range query: bounds the memory of one answer."""
+    cold_start_budget: ColdStartBudget | None = None
+    """None: the built-in rule (10 min after long spells, else 40 min, for a 30-min base)."""
+
+
 class ReclaimRule(_Model):
     """Idle rule for one workload kind or tenant; unset fields inherit from the defaults."""
 
@@ -74,6 +112,7 @@ class ReclaimRule(_Model):
     grace_minutes: Annotated[float, Field(ge=0)] | None = None
     free: FreeGoal | None = None
     enabled: bool | None = None
+    strategy: ReclaimStrategy | None = None
 
 
 class ReclaimPolicy(_Model):
@@ -83,6 +122,8 @@ class ReclaimPolicy(_Model):
     activity_threshold: Fraction = 0.05
     grace_minutes: Annotated[float, Field(ge=0)] = 30
     free: FreeGoal = FreeGoal.compute
+    strategy: ReclaimStrategy = ReclaimStrategy.fixed
+    adaptive: AdaptivePolicy = AdaptivePolicy()
     kinds: dict[str, ReclaimRule] = Field(default_factory=dict)
     exclude_namespaces: list[str] = Field(default_factory=list)
     exclude_queues: list[str] = Field(default_factory=list)
@@ -105,6 +146,8 @@ class Tenant(_Model):
     cluster_queues: list[str] = Field(default_factory=list)
     guaranteed_gpus: Gpus = 0
     """Nominal GPU quota that rebalance never takes away."""
+    guaranteed_gpus_per_flavor: dict[str, Gpus] = Field(default_factory=dict)
+    """The same per ResourceFlavor; where given it replaces ``guaranteed_gpus`` for that flavor."""
     weight: Annotated[float, Field(gt=0)] = 1.0
     reclaim: ReclaimRule = ReclaimRule()
 
@@ -116,7 +159,30 @@ class RebalancePolicy(_Model):
     max_total_moved_gpus: Gpus = 32
     hysteresis_gpus: Gpus = 1
     usage_lookback_days: Annotated[float, Field(gt=0)] = 7
+    """The history window demand is computed over."""
     usage_percentile: Annotated[float, Field(gt=0, le=100)] = 90
+    max_step_percent: Annotated[float, Field(ge=0)] = 50
+    """... and no more than this share of its current quota."""
+    no_reversal_days: Annotated[float, Field(ge=0)] = 7
+    """A queue does not move against its own net change of this many days."""
+    pending_wait_minutes: Annotated[float, Field(ge=0)] = 30
+    """Pending GPUs count as demand now once the oldest has waited this long (else only their median)."""
+    min_history_days: Annotated[float, Field(ge=0)] = 1
+    """Less history than this: planned from what there is, said so, and at most one step moved in all."""
+    manage_limits: bool = False
+    """Move lendingLimit with nominalQuota and borrowingLimit against it (see README, Rebalance)."""
+    cohorts: list[str] = Field(default_factory=list)
+    """Cohorts to rebalance; empty means every cohort."""
+
+
+class DeadlinesPolicy(_Model):
+    """How far gpuaas may nudge Kueue toward the deadline plan (``gpuaas.policies.deadline_nudges``)."""
+
+    mode: Mode = Mode.dry_run
+    max_holds_per_run: Annotated[int, Field(ge=0)] = 10
+    """New holds per run; releases are never capped (a release must never wait)."""
+    release_margin_minutes: Minutes = 30
+    """A held Workload is released this long before its planned start: at least two runs of the flow."""
 
 
 class ServiceOutcome(_Model):
@@ -134,6 +200,7 @@ class Policy(_Model):
     collect: CollectPolicy = CollectPolicy()
     reclaim: ReclaimPolicy = ReclaimPolicy()
     rebalance: RebalancePolicy = RebalancePolicy()
+    deadlines: DeadlinesPolicy = DeadlinesPolicy()
     tenants: list[Tenant] = Field(default_factory=list)
     services: list[ServiceOutcome] = Field(default_factory=list)
 

@@ -29,7 +29,10 @@ def degraded_reason(result: Any) -> str | None:
     if not isinstance(result, dict):
         return None
     reasons = []
-    if result.get("degraded"):
+    degraded = result.get("degraded")
+    if isinstance(degraded, str) and degraded:
+        reasons.append(f"degraded (snapshot {result.get('snapshot_id')}): {degraded}")
+    elif degraded:
         failed = sorted(result.get("source_errors") or {})
         reasons.append(f"degraded snapshot {result.get('snapshot_id')}: {', '.join(failed) or 'a source'} failed")
     if result.get("writes_busy"):

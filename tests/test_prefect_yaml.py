@@ -94,3 +94,10 @@ def _worker_run_with_a_missing_directory_says_why_in_the_run_log(env: dict[str, 
     assert state is not None and state.type.value in ("CRASHED", "FAILED"), state
     why = [m for m in lines if "pull step failed" in m]
     assert why and "'/opt/gpuaas-missing' (from GPUAAS_PROJECT_DIR) does not exist" in why[0], lines
+
+
+def test_rebalance_runs_nightly_at_two_in_a_stated_timezone() -> None:
+    rebalance = next(d for d in DEPLOYMENTS if d.name == "rebalance")
+    [schedule] = rebalance.schedules  # type: ignore[misc]
+    assert schedule.cron == "0 2 * * *" and schedule.timezone  # type: ignore[union-attr]
+    assert set(rebalance.parameters) == {"apply", "cohort", "history_days"}  # type: ignore[arg-type]

@@ -16,6 +16,7 @@ from gpuaas.cli import (
     db_cmd,
     demo_cmd,
     plan_cmd,
+    rebalance_cmd,
     reclaim_cmd,
     replay_cmd,
 )
@@ -33,6 +34,7 @@ app.command("demo")(demo_cmd.demo)
 app.command("collect")(collect_cmd.collect)
 app.command("reclaim")(reclaim_cmd.reclaim)
 app.command("undo")(reclaim_cmd.undo)
+app.command("rebalance")(rebalance_cmd.rebalance)
 app.add_typer(cluster_cmd.app, name="cluster")
 app.add_typer(audit_cmd.app, name="audit")
 app.add_typer(config_cmd.app, name="config")

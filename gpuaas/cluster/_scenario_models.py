@@ -205,7 +205,7 @@ class WorkloadSpec(_Strict):
     deadline: Duration | None = None
     """Offset from the scenario start; written as ``gpuaas.io/deadline`` (RFC3339)."""
     expected_runtime: Duration | None = None
-    """Written as ``gpuaas.io/expected-runtime`` (seconds)."""
+    """Written as ``gpuaas.io/expected-runtime`` (``3600s``)."""
     serving: Serving | None = None
     annotations: dict[str, str] = Field(default_factory=dict)
     labels: dict[str, str] = Field(default_factory=dict)

@@ -57,7 +57,7 @@ def test_a_full_cycle_needs_every_shipped_rule_and_no_other(pointed_at: Embedded
                                                             prefect_harness: None) -> None:
     """collect, reclaim --apply and undo with the shipped roles enforced: no 403, and no rule that no call used.
 
-    The rebalancer role is left out until the rebalance flow is on this branch (its rule is then checked the same way).
+    The rebalancer role is not in this cycle: the reclaim fleet gives rebalance no quota to move (no ClusterQueue patch).
     """
     import yaml
 

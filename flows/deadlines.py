@@ -22,7 +22,6 @@ from prefect import flow, get_run_logger
 from flows.collect import collect
 from gpuaas.actions.deadline_holds import NudgeResult
 from gpuaas.policy import Mode
-from gpuaas.settings import load_settings
 from reports.deadlines import pool_dicts
 from tasks._options import retry_options
 from tasks.deadlines import (
@@ -36,6 +35,7 @@ from tasks.deadlines import (
 )
 from tasks.notify import NOTIFY_HOOKS
 from tasks.reclaim import load_snapshot
+from tasks.secrets import flow_settings
 from tasks.writes import cluster_writes as _writes_lock  # the Prefect slot + store lock reclaim takes too
 
 
@@ -50,7 +50,7 @@ def deadlines(apply: bool = False, at: datetime | None = None, nudge: bool = Tru
               undo: list[int] | None = None) -> dict[str, Any]:
     """Plan deadlines once; returns ``{"snapshot_id", "pools", "pushed_samples", "mode", "released", "nudges"}``."""
     logger = get_run_logger()
-    settings = load_settings()
+    settings = flow_settings()
     if undo:
         with _writes_lock(settings, f"deadlines-{uuid.uuid4()}"):
             return {"undo": _results(undo_deadline_holds(settings, list(undo)))}

@@ -22,7 +22,7 @@ from prefect import flow, get_run_logger
 from flows.collect import collect
 from gpuaas.models import Snapshot
 from gpuaas.policy import Mode
-from gpuaas.settings import GpuaasSettings, load_settings
+from gpuaas.settings import GpuaasSettings
 from gpuaas.sources.queue_history import HISTORY_COLUMNS
 from reports.rebalance import CohortOutcome, outcome_dicts
 from tasks._options import retry_options
@@ -37,6 +37,7 @@ from tasks.rebalance import (
     recent_changes,
 )
 from tasks.reclaim import load_snapshot
+from tasks.secrets import flow_settings
 from tasks.writes import cluster_writes as _writes_lock  # the Prefect slot + store lock reclaim takes too
 
 
@@ -78,7 +79,7 @@ def rebalance(apply: bool = False, cohort: str | None = None, history_days: floa
     policy's ``usage_lookback_days``.
     """
     logger = get_run_logger()
-    settings = load_settings()
+    settings = flow_settings()
     rb = settings.policy.rebalance
     mode = Mode.apply if apply or rb.mode is Mode.apply else Mode.dry_run
     window = history_days or rb.usage_lookback_days

@@ -24,7 +24,6 @@ from prefect import flow, get_run_logger
 from flows.collect import collect
 from gpuaas.policies.adaptive_live import adaptive_rules
 from gpuaas.policy import Mode
-from gpuaas.settings import load_settings
 from reports.reclaim import decision_dicts
 from tasks.adaptive import adaptive_history
 from tasks.notify import NOTIFY_HOOKS
@@ -37,6 +36,7 @@ from tasks.reclaim import (
     push_idle_metrics,
     undo_actions,
 )
+from tasks.secrets import flow_settings
 from tasks.writes import WritesBusy, cluster_writes
 
 
@@ -53,7 +53,7 @@ def reclaim(apply: bool = False, at: datetime | None = None, undo: list[int] | N
         undo: Audit ids of earlier reclaims to restore instead of reclaiming (see `gpuaas audit list`); nothing else runs.
     """
     logger = get_run_logger()
-    settings = load_settings()
+    settings = flow_settings()
     holder = f"reclaim-{uuid.uuid4()}"
     if undo:
         try:
@@ -98,7 +98,9 @@ def reclaim(apply: bool = False, at: datetime | None = None, undo: list[int] | N
     counts: dict[str, int] = {}
     for result in results:
         counts[result.result] = counts.get(result.result, 0) + 1
-    logger.info("act (%s): %s in %.2fs", mode.value, counts or "nothing to do", time.monotonic() - started)
+    logger.info("act (%s): %s in %.2fs", mode.value,
+                ", ".join(f"{n} {result}" for result, n in sorted(counts.items())) or "nothing to do",
+                time.monotonic() - started)
 
     cap = settings.policy.reclaim.max_actions_per_run
     publish_reclaim_artifacts(results, snapshot, mode, cap)

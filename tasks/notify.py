@@ -48,13 +48,9 @@ def _webhook_url() -> str | None:
     url = os.environ.get(WEBHOOK_ENV, "").strip()
     if url:
         return url
-    try:
-        from prefect.blocks.system import Secret
+    from tasks.secrets import secret_block
 
-        value = Secret.load(WEBHOOK_BLOCK, _sync=True).get()  # type: ignore[call-arg, union-attr]
-        return str(value).strip() or None
-    except Exception:  # noqa: BLE001 - no block (ValueError) or no API: no webhook configured
-        return None
+    return (secret_block(WEBHOOK_BLOCK) or "").strip() or None
 
 
 def _run_link(flow_run_id: Any) -> str | None:

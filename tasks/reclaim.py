@@ -103,8 +103,13 @@ def undo_actions(settings: GpuaasSettings, audit_ids: list[int]) -> list[UndoRes
 @task(name="publish-artifacts", cache_policy=NO_CACHE)
 def publish_reclaim_artifacts(results: list[ActionResult], snapshot: Snapshot, mode: Mode, cap: int,
                               busy: str | None = None) -> None:
-    create_table_artifact(key="gpuaas-reclaim-decisions", table=decision_rows(results) or [{"workload": "-"}],
-                          description=f"Reclaim decisions ({mode.value}), most wasteful first")
+    rows = decision_rows(results)
+    if rows:
+        create_table_artifact(key="gpuaas-reclaim-decisions", table=rows,
+                              description=f"Reclaim decisions ({mode.value}), most wasteful first")
+    else:  # not a one-row table of placeholders: say why there is nothing
+        create_markdown_artifact(key="gpuaas-reclaim-decisions", markdown=(busy or "No reclaim decisions this run.")
+                                 + "\n", description=f"Reclaim decisions ({mode.value})")
     create_markdown_artifact(key="gpuaas-reclaim-summary",
                              markdown=summary_markdown(results, snapshot, mode.value, cap, busy=busy))
 

@@ -1,5 +1,11 @@
-"""Only one flow writes to the cluster at a time (issue 13, point 3).
+"""Operating gpuaas: a cycle on PostgreSQL with planted secrets, and one writer at a time (issue 13, points 3, 6).
 
+One embedded cluster for the module. First, collect -> reclaim --apply -> undo with the store on
+the test suite's real PostgreSQL, the database password and the Prometheus token from Prefect
+Secret blocks and the webhook URL from the environment: none of the three appears in the flow
+runs' logs, the artifacts, the audit rows or the CLI's output.
+
+Then write concurrency:
 Two overlapping reclaim runs in apply mode against the embedded cluster (the first is held
 inside its write step): the second waits its bounded ``GPUAAS_WRITES_WAIT_SECONDS``, ends with a
 message naming the busy lock, and makes no write and no audit row; the first writes. A store lock
@@ -9,6 +15,7 @@ left by a process killed with SIGKILL blocks writers until its lease expires, th
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -41,6 +48,76 @@ def cluster(reclaim_fleet: EmbeddedCluster) -> EmbeddedCluster:
 def pointed_at(cluster: EmbeddedCluster, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> EmbeddedCluster:
     monkeypatch.setenv("GPUAAS_WRITES_WAIT_SECONDS", "1")
     return point_at(cluster, monkeypatch, policy_file=write_policy(tmp_path / "policy.yaml", max_actions_per_run=1))
+
+
+SECRETS = {"db": "db-pw-7f3a9c", "token": "prom-token-5d21e8", "hook": "hook-token-c0ffee"}
+
+
+def _own_database(postgres_url: str) -> str:
+    """A database of its own on the suite's server, so no other test's rows mix in."""
+    import uuid
+
+    from sqlalchemy import create_engine, text
+    from sqlalchemy.engine import make_url
+
+    name = f"gpuaas_ops_{uuid.uuid4().hex[:8]}"
+    engine = create_engine(postgres_url, isolation_level="AUTOCOMMIT")
+    with engine.connect() as connection:
+        connection.execute(text(f'CREATE DATABASE "{name}"'))
+    engine.dispose()
+    return make_url(postgres_url).set(database=name, password=None).render_as_string(hide_password=False)
+
+
+def test_a_cycle_on_postgresql_never_shows_a_secret(cluster: EmbeddedCluster, postgres_url: str, tmp_path: Path,
+                                                     prefect_harness: None, monkeypatch: pytest.MonkeyPatch) -> None:
+    from prefect.blocks.system import Secret
+    from prefect.client.orchestration import get_client
+    from prefect.client.schemas.filters import LogFilter, LogFilterFlowRunId
+
+    from flows.reclaim import reclaim
+    from tasks.secrets import SECRET_BLOCKS
+
+    url = _own_database(postgres_url)  # trust auth: the planted password is sent and accepted
+    point_at(cluster, monkeypatch, policy_file=write_policy(tmp_path / "policy.yaml", max_actions_per_run=1),
+             database_url=url)
+    monkeypatch.setenv("GPUAAS_NOTIFY_WEBHOOK_URL", f"http://127.0.0.1:9/hook?token={SECRETS['hook']}")
+    Secret(value=SECRETS["db"]).save(SECRET_BLOCKS["database_password"], overwrite=True)
+    Secret(value=SECRETS["token"]).save(SECRET_BLOCKS["prometheus_token"], overwrite=True)
+    try:
+        first = reclaim(apply=True, at=datetime.now(UTC), return_state=True)
+        assert first.is_completed(), first.message
+        applied = [d for d in first.result()["decisions"] if d["result"] == "applied"]
+        assert len(applied) == 1
+        undo = reclaim(undo=[applied[0]["audit_id"]], return_state=True)
+        assert undo.result()["undo"][0]["result"] == "restored"
+        settings = load_settings(database_password=SECRETS["db"])
+        assert settings.database_url_value.startswith("postgresql") and SECRETS["db"] in settings.database_url_value
+        store = open_store(settings)
+        try:
+            rows = [r.model_dump(mode="json") for r in store.audit(limit=None)]
+        finally:
+            store.close()
+        assert {r["outcome"] for r in rows} >= {"applied", "restored"}  # the cycle's rows are on PostgreSQL
+        cli = subprocess.run([str(Path(sys.executable).with_name("gpuaas")), "audit", "list", "--since", "1h",
+                              "--format", "json"], env={**os.environ, "GPUAAS_DATABASE_PASSWORD": SECRETS["db"],
+                                                        "PYTHONPATH": str(ROOT)},
+                             capture_output=True, text=True, timeout=120)
+        assert cli.returncode == 0 and str(applied[0]["audit_id"]) in cli.stdout, cli.stderr[-2000:]
+        run_ids = [first.state_details.flow_run_id, undo.state_details.flow_run_id]
+        with get_client(sync_client=True) as client:
+            runs = client.read_flow_runs()
+            logs = [log.message for log in client.read_logs(
+                log_filter=LogFilter(flow_run_id=LogFilterFlowRunId(any_=[r.id for r in runs])))]
+            artifacts = [str(a.data) + str(a.description) for a in client.read_artifacts()]
+            parameters = [str(r.parameters) for r in runs if r.id in run_ids]
+    finally:
+        with get_client(sync_client=True) as client:
+            for block in SECRET_BLOCKS.values():
+                client.delete_block_document(Secret.load(block)._block_document_id)  # type: ignore[arg-type]
+    assert logs and artifacts
+    seen = "\n".join([*logs, *artifacts, *parameters, json.dumps(rows), cli.stdout, cli.stderr])
+    for name, secret in SECRETS.items():
+        assert secret not in seen, f"the {name} secret leaked"
 
 
 def _audit_runs() -> set[str | None]:

@@ -102,9 +102,9 @@ def summary_markdown(results: Sequence[ActionResult], snapshot: Snapshot, mode: 
                if unknown and unknown == gpu_workloads else f"no idle GPU workloads among {gpu_workloads}")
         first = f"Nothing to reclaim: {why}."
     elif mode == "apply":
-        first = f"Stopped {len(acted)} idle workloads, freeing {gpus:g} GPUs (${cost:,.2f} per hour)."
+        first = f"{gpus:g} GPUs freed by stopping {len(acted)} idle workloads (${cost:,.2f} per hour)."
     else:
-        first = (f"Dry-run: would stop {len(acted)} idle workloads, freeing {gpus:g} GPUs "
+        first = (f"Dry-run: {gpus:g} GPUs would be freed by stopping {len(acted)} idle workloads "
                  f"(${cost:,.2f} per hour); nothing was changed.")
     lines = [first, "", title, ""]
     if acted:

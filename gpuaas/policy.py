@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from enum import Enum
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
@@ -26,10 +26,12 @@ __all__ = [
     "FreeGoal",
     "Mode",
     "Policy",
+    "QualityGate",
     "ReclaimPolicy",
     "ReclaimRule",
     "ReclaimStrategy",
     "RebalancePolicy",
+    "ServiceCapacity",
     "ServiceOutcome",
     "Tenant",
     "format_validation_error",
@@ -185,14 +187,61 @@ class DeadlinesPolicy(_Model):
     """A held Workload is released this long before its planned start: at least two runs of the flow."""
 
 
+class ServiceCapacity(_Model):
+    """Where a service's sustainable rate comes from when no load test of it is in the store."""
+
+    sweep: Path
+    """A load-test sweep CSV (``gpuaas capacity`` format); relative paths start at the policy file."""
+    slo_quantile: Literal["p50", "p95", "p99"] = "p95"
+    min_quality: Fraction | None = None
+
+
+MetricName = Annotated[str, Field(pattern=r"^[a-zA-Z_:][a-zA-Z0-9_:]*$")]
+BAD_FINISHED_REASONS = ("abort", "error")
+
+
+class QualityGate(_Model):
+    """A quality series (an evaluation score, a task success ratio) that must hold for requests to count."""
+
+    metric: MetricName
+    """Prometheus metric, labelled like the service's vLLM series (``namespace``, ``model_name``)."""
+    threshold: float
+    """Requests count only while the metric is at or above this value; while it is missing, none count."""
+
+
 class ServiceOutcome(_Model):
-    """How one serving endpoint's requests count as verified outcomes."""
+    """How one service's work counts as verified outcomes (cost per outcome, DESIGN 1.4).
+
+    ``serving``: requests that finished with a good reason, within the latency SLO, and while
+    ``quality`` (if set) held. ``batch``: Kueue Workloads in ``namespace`` whose owner's name
+    starts with ``name`` that finished with a success reason no later than their deadline.
+    """
 
     name: Annotated[str, Field(min_length=1)]
     namespace: str
+    kind: Literal["serving", "batch"] = "serving"
     model_name: str | None = None
-    latency_slo_seconds: Annotated[float, Field(gt=0)]
+    latency_slo_seconds: Annotated[float, Field(gt=0)] | None = None
     good_finished_reasons: list[str] = Field(default_factory=lambda: ["stop", "length"])
+    capacity: ServiceCapacity | None = None
+    latency_metric: MetricName | None = None
+    """Histogram base name; default the settings' ``vllm:e2e_request_latency_seconds``."""
+    quality: QualityGate | None = None
+    success_reasons: list[str] = Field(default_factory=lambda: ["Succeeded"])
+    """Kueue ``Finished`` condition reasons that mean success."""
+
+    @model_validator(mode="after")
+    def _kind_fields(self) -> ServiceOutcome:
+        if self.kind == "serving" and self.latency_slo_seconds is None:
+            raise ValueError("a serving service needs latency_slo_seconds")
+        if self.kind == "batch" and (self.latency_slo_seconds is not None or self.quality is not None):
+            raise ValueError("a batch service has no latency_slo_seconds or quality: its outcome is a job done in time")
+        if self.quality is not None and not self.model_name:
+            raise ValueError("a quality gate needs the service's model_name (its series are matched on it)")
+        bad = sorted(set(self.good_finished_reasons) & set(BAD_FINISHED_REASONS))
+        if bad:
+            raise ValueError(f"good_finished_reasons: {', '.join(bad)} never counts as a verified outcome")
+        return self
 
 
 class Policy(_Model):
@@ -211,6 +260,14 @@ class Policy(_Model):
             if tenant.name in seen:
                 raise ValueError(f"tenant {tenant.name!r} is defined twice")
             seen.add(tenant.name)
+        return self
+
+    @model_validator(mode="after")
+    def _unique_services(self) -> Policy:
+        names = [s.name for s in self.services]
+        twice = sorted({n for n in names if names.count(n) > 1})
+        if twice:
+            raise ValueError(f"service {twice[0]!r} is defined twice")
         return self
 
     def tenant_for(self, namespace: str | None, queue: str | None = None) -> Tenant | None:

@@ -4,8 +4,8 @@ Starts ``prefect server start`` on a free loopback port, creates the process wor
 ``prefect --no-prompt deploy --all`` from the checkout, starts a worker against an embedded cluster
 and runs, through the worker, every deployment of ``prefect.yaml`` in the cycle that exists here
 (collect, reclaim, rebalance, cost_report); checks through the Prefect API that each run Completed
-and made its artifacts. Everything it started is stopped, also on failure. (The headless-Chromium
-UI check is not built yet.)
+and made its artifacts; then headless Chromium opens each run's page and the reclaim decisions
+artifact (screenshots under the test's tmp dir). Everything it started is stopped, also on failure.
 """
 
 from __future__ import annotations
@@ -47,6 +47,20 @@ def _stop(proc: subprocess.Popen[bytes]) -> None:
         except subprocess.TimeoutExpired:
             os.killpg(proc.pid, signal.SIGKILL)
             proc.wait(10)
+
+
+def _chromium(url: str, screenshot: Path, tmp_path: Path) -> str:
+    """The page's DOM after headless Chromium rendered it (and a screenshot next to the test's output)."""
+    flags = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
+             "--disable-component-update", "--disable-sync", "--no-first-run", "--disable-quic",
+             "--window-size=1600,1000", "--virtual-time-budget=30000"]
+    for extra in ([f"--screenshot={screenshot}"], ["--dump-dom"]):
+        profile = tmp_path / f"chromium-{len(list(tmp_path.glob('chromium-*')))}"
+        done = subprocess.run(["chromium", *flags, f"--user-data-dir={profile}", *extra, url],
+                              capture_output=True, text=True, timeout=120)
+        assert done.returncode == 0, done.stderr[-2000:]
+    assert screenshot.exists()
+    return done.stdout
 
 
 @pytest.fixture()
@@ -99,6 +113,8 @@ def test_the_cycle_runs_through_a_worker_and_completes(prefect_env: dict[str, st
     worker = subprocess.Popen([prefect, "worker", "start", "--pool", "gpuaas"], cwd=tmp_path, env=worker_env,
                               stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
     deployed = [d["name"] for d in yaml.safe_load((ROOT / "prefect.yaml").read_text())["deployments"]]
+    runs: dict[str, str] = {}
+    decisions_id = ""
     try:
         with SyncPrefectClient(prefect_env["PREFECT_API_URL"]) as client:
             for name in [n for n in CYCLE if n in deployed]:
@@ -116,6 +132,16 @@ def test_the_cycle_runs_through_a_worker_and_completes(prefect_env: dict[str, st
                 assert artifacts, f"{name}: no artifacts"
                 first = str(artifacts[0].data).strip().splitlines()
                 assert first and first[0].strip(), f"{name}: an artifact with an empty first line"
+                runs[name] = str(run.id)
+                if name == "reclaim":
+                    decisions_id = next(str(a.id) for a in artifacts if a.key == "gpuaas-reclaim-decisions")
+        ui = prefect_env["PREFECT_API_URL"].removesuffix("/api")
+        for name, run_id in runs.items():  # the run page a person opens from the runs list
+            page = _chromium(f"{ui}/runs/flow-run/{run_id}", tmp_path / f"run-{name}.png", tmp_path)
+            assert "Completed" in page, f"{name}: the UI does not show the run as Completed"
+        decisions = _chromium(f"{ui}/artifacts/artifact/{decisions_id}", tmp_path / "reclaim-decisions.png", tmp_path)
+        # The hand-checked fleet's one idle workload, with its evidence, in the decisions table.
+        assert "Notebook team-b/nb" in decisions and "max activity 0.00" in decisions
     finally:
         _stop(worker)
         log.close()

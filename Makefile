@@ -2,7 +2,7 @@
 PYTHON ?= python3
 VENV   ?= .venv
 BIN    := $(VENV)/bin
-APT_PACKAGES := prometheus prometheus-pushgateway postgresql chromium chromium
+APT_PACKAGES := prometheus prometheus-pushgateway postgresql chromium
 
 .PHONY: demo test e2e venv system-deps bench lint clean
 
@@ -21,7 +21,6 @@ system-deps:
 	command -v promtool >/dev/null 2>&1 || missing="$$missing prometheus"; \
 	command -v prometheus-pushgateway >/dev/null 2>&1 || missing="$$missing prometheus-pushgateway"; \
 	ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || missing="$$missing postgresql"; \
-	command -v chromium >/dev/null 2>&1 || missing="$$missing chromium"; \
 	command -v chromium >/dev/null 2>&1 || missing="$$missing chromium"; \
 	if [ -n "$$missing" ]; then \
 	  if [ "$$(id -u)" = 0 ]; then \

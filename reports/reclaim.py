@@ -3,17 +3,19 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from datetime import datetime
 from typing import Any
 
 import pandas as pd
 
 from gpuaas.actions import ActionResult
 from gpuaas.models import Snapshot
+from gpuaas.policies.coverage import blind_run_line
 from gpuaas.pushgateway import MetricFamily
 from reports._format import duration
 
-__all__ = ["ASSUMED_GPU_HOURLY_PRICE", "decision_dicts", "decision_rows", "gpu_price", "idle_metrics",
-           "summary_markdown"]
+__all__ = ["ASSUMED_GPU_HOURLY_PRICE", "SUCCESS_METRIC", "blind_line", "decision_dicts", "decision_rows", "gpu_price",
+           "idle_metrics", "summary_line", "summary_markdown", "telemetry_counts"]
 
 ASSUMED_GPU_HOURLY_PRICE = 3.0
 """$ per GPU-hour used only when OpenCost has no figure for the fleet at all (the report says so)."""
@@ -79,6 +81,29 @@ def _price_sources(sources: list[str]) -> str:
     return "; ".join(parts)
 
 
+def telemetry_counts(snapshot: Snapshot) -> tuple[int, int]:
+    """GPU-holding workloads whose telemetry was incomplete, and all GPU-holding workloads."""
+    if "telemetry" not in snapshot.workloads:
+        return 0, 0
+    telemetry = snapshot.workloads["telemetry"]
+    return int((telemetry == "unknown").sum()), int(telemetry.isin(["complete", "unknown"]).sum())
+
+
+def blind_line(results: Sequence[ActionResult], snapshot: Snapshot) -> str | None:
+    """``telemetry incomplete for 19 of 19 GPU workloads — nothing judged idle`` on a degraded run, else None."""
+    unknown, total = telemetry_counts(snapshot)
+    return blind_run_line(unknown, total, len(results))
+
+
+def summary_line(results: Sequence[ActionResult], snapshot: Snapshot) -> str:
+    """One line for the CLI and logs: the blind-run warning first when there is one."""
+    blind = blind_line(results, snapshot)
+    if blind:
+        return blind
+    counts = pd.Series([r.result for r in results], dtype=object).value_counts().to_dict()
+    return f"{len(results)} idle targets: " + (", ".join(f"{k} {v}" for k, v in sorted(counts.items())) or "none")
+
+
 def summary_markdown(results: Sequence[ActionResult], snapshot: Snapshot, mode: str, cap: int,
                      busy: str | None = None) -> str:
     """First line: what the run did, or why it did nothing. ``busy``: another run held the cluster writes."""
@@ -95,12 +120,12 @@ def summary_markdown(results: Sequence[ActionResult], snapshot: Snapshot, mode: 
         sources.append(source)
     counts = pd.Series([r.result for r in results], dtype=object).value_counts().to_dict()
     quota = sum(r.decision.gpus for r in acted if r.frees == "quota")
-    gpu_workloads = len(snapshot.workloads)
-    unknown = int((snapshot.workloads["telemetry"] == "unknown").sum()) if "telemetry" in snapshot.workloads else 0
+    blind = blind_line(results, snapshot)
     if not results:
-        why = (f"telemetry incomplete for {unknown} of {gpu_workloads} GPU workloads — nothing judged idle"
-               if unknown and unknown == gpu_workloads else f"no idle GPU workloads among {gpu_workloads}")
-        first = f"Nothing to reclaim: {why}."
+        first = (f"Nothing to reclaim (degraded): {blind}." if blind
+                 else f"Nothing to reclaim: no idle GPU workloads among {telemetry_counts(snapshot)[1]}.")
+    elif blind:
+        first = f"Degraded run: {blind}."
     elif mode == "apply":
         first = f"{gpus:g} GPUs freed by stopping {len(acted)} idle workloads (${cost:,.2f} per hour)."
     else:
@@ -121,16 +146,29 @@ def summary_markdown(results: Sequence[ActionResult], snapshot: Snapshot, mode: 
     return "\n".join(lines) + "\n"
 
 
-def idle_metrics(idle: pd.DataFrame) -> list[MetricFamily]:
+SUCCESS_METRIC = "gpuaas_last_success_timestamp_seconds"
+
+
+def idle_metrics(idle: pd.DataFrame, *, mode: str = "dry-run", evidence_at: datetime | None = None) -> list[MetricFamily]:
     """Per GPU-holding object (the Workload's owner, named as ``kubectl`` names it): idle 1/0 and
-    idle seconds, for Grafana and a KEDA ScaledObject."""
+    idle seconds, for Grafana and a KEDA ScaledObject; and when the evidence was taken.
+
+    Only where the signal may act: objects whose rule says ``actuator: keda`` always, the others in
+    apply mode only (a dry-run must change nothing, and KEDA acts on whatever is published).
+    ``gpuaas_last_success_timestamp_seconds`` is the instant of the snapshot the verdicts come from:
+    consumers ignore verdicts older than they tolerate (the shipped ScaledObject: 30 minutes).
+    """
     labels = ("namespace", "kind", "name", "tenant")
     flag = MetricFamily("gpuaas_workload_idle", "1 when every GPU of the workload was idle for the whole window",
                         labels)
     seconds = MetricFamily("gpuaas_workload_idle_seconds", "How long the workload has been idle (0 when not idle)",
                            labels)
+    success = MetricFamily(SUCCESS_METRIC, "Unix time of the snapshot behind the idle verdicts of the last good run")
+    families = [flag, seconds] + ([success.add(evidence_at.timestamp())] if evidence_at is not None else [])
+    if not idle.empty and mode != "apply":
+        idle = idle[idle.get("actuator", pd.Series("gpuaas", index=idle.index)) == "keda"]
     if idle.empty:
-        return [flag, seconds]
+        return families
     frame = idle.assign(
         target=idle["owner_name"].where(idle["owner_name"].notna(), idle["name"]),
         is_idle=(idle["verdict"] == "idle").astype(float),
@@ -144,4 +182,4 @@ def idle_metrics(idle: pd.DataFrame) -> list[MetricFamily]:
         values = (str(row.namespace), str(row.kind), str(row.target), str(row.tenant))
         flag.add(float(row.is_idle), *values)
         seconds.add(float(row.idle_s) if row.is_idle else 0.0, *values)
-    return [flag, seconds]
+    return families

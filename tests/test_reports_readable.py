@@ -47,7 +47,7 @@ def test_first_line_says_what_the_run_did() -> None:
 def test_nothing_to_do_says_why() -> None:
     workloads = pd.DataFrame({"telemetry": ["unknown"] * 19})
     first = summary_markdown([], _snapshot(workloads), "dry-run", 5).splitlines()[0]
-    assert first == "Nothing to reclaim: telemetry incomplete for 19 of 19 GPU workloads — nothing judged idle."
+    assert first == "Nothing to reclaim (degraded): telemetry incomplete for 19 of 19 GPU workloads — nothing judged idle."
     busy = summary_markdown([], _snapshot(), "apply", 5, busy="no writes this run: x holds the lock (waited 60 s)")
     assert busy.splitlines()[0] == "No writes this run: x holds the lock (waited 60 s); the next run decides again."
 

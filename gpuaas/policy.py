@@ -27,6 +27,7 @@ __all__ = [
     "ReclaimRule",
     "RebalancePolicy",
     "ServiceOutcome",
+    "StorePolicy",
     "Tenant",
     "format_validation_error",
     "load_policy",
@@ -63,6 +64,17 @@ class CollectPolicy(_Model):
     retention_days: Annotated[float, Field(gt=0)] = 14
     max_staleness_seconds: Annotated[float, Field(gt=0)] = 600
     """Telemetry older than this is stale: no action may be based on it."""
+
+
+class StorePolicy(_Model):
+    """What the store keeps: aggregates every cycle for ``collect.retention_days``, full snapshots only a few.
+
+    A full snapshot has a row per Workload and GPU (tens of MB at 16,000 GPUs); later runs and
+    the incident review read the per-queue and per-tenant history and the audit rows instead.
+    """
+
+    keep_full_snapshots: Annotated[int, Field(ge=1)] = 12
+    """Newest full snapshots kept (12 = the last hour at the 5-minute collect)."""
 
 
 class ReclaimRule(_Model):
@@ -136,6 +148,7 @@ class Policy(_Model):
     rebalance: RebalancePolicy = RebalancePolicy()
     tenants: list[Tenant] = Field(default_factory=list)
     services: list[ServiceOutcome] = Field(default_factory=list)
+    store: StorePolicy = StorePolicy()
 
     @model_validator(mode="after")
     def _unique_tenants(self) -> Policy:

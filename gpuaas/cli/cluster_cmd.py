@@ -73,6 +73,9 @@ def up(
         "Enforce the rules of an RBAC manifest (e.g. deployments/kubernetes/rbac.yaml): requests the "
         "--role(s) do not grant get 403, as from a real API server."))] = None,
     role: Annotated[list[str] | None, typer.Option(help="ClusterRole of --rbac to enforce; repeatable.")] = None,
+    token: Annotated[str | None, typer.Option(envvar="GPUAAS_CLUSTER_TOKEN", show_default=False, help=(
+        "Require this bearer token on every API request (401 without it); the kubeconfig written carries "
+        "it. Prefer the GPUAAS_CLUSTER_TOKEN variable: a command line is visible to other users."))] = None,
 ) -> None:
     """Start the embedded cluster and stay in the foreground until stopped."""
     from gpuaas.cluster.apiserver import RBACRules
@@ -102,7 +105,7 @@ def up(
     shutil.rmtree(run_dir, ignore_errors=True)
     stop = threading.Event()
     cluster = EmbeddedCluster(chosen, run_dir, seed=seed, history=window, speed=speed, api_port=port, rbac=rules,
-                              kubeconfig=kubeconfig or cluster_dir / "kubeconfig")
+                              kubeconfig=kubeconfig or cluster_dir / "kubeconfig", token=token or None)
 
     def _on_signal(signum: int, frame: FrameType | None) -> None:
         # Only set flags here: start() and wait() notice them and everything is stopped in order.

@@ -16,7 +16,7 @@ import requests
 from prometheus_api_client import PrometheusApiClientException, PrometheusConnect
 from urllib3.util.retry import Retry
 
-from gpuaas.errors import ConfigError, MalformedResponse, SourceError, SourceUnavailable
+from gpuaas.errors import ConfigError, MalformedResponse, SourceError, SourceUnavailable, scrub_secrets
 from gpuaas.settings import GpuaasSettings
 
 __all__ = ["PromClient", "sample_value"]
@@ -62,7 +62,10 @@ class PromClient:
         except (KeyError, TypeError) as exc:
             raise MalformedResponse(f"query answer lacks field {exc}", source=self.source, url=self.url) from exc
         except requests.exceptions.RequestException as exc:
-            raise SourceUnavailable(f"{type(exc).__name__}: {exc}"[:300], source=self.source, url=self.url) from exc
+            # Not chained: requests quotes the whole URL (a ``?access_token=`` included) and a logged
+            # traceback would print it; the message keeps what failed, scrubbed.
+            text = scrub_secrets(f"{type(exc).__name__}: {exc}", self.url)[:300]  # scrub, then cut
+            raise SourceUnavailable(text, source=self.source, url=self.url) from None
         except PrometheusApiClientException as exc:
             match = _STATUS.search(str(exc))
             status = int(match.group(1)) if match else 0

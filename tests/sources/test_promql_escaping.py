@@ -10,8 +10,6 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
-
 import httpx
 import pytest
 from hypothesis import given
@@ -21,9 +19,8 @@ from gpuaas.cluster.prometheus import PrometheusServer
 from gpuaas.settings import GpuaasSettings
 from gpuaas.sources._promql import any_of, matcher, quote
 from gpuaas.sources.prometheus import read_prometheus
-from tests.sources.helpers import NOW, Sample, series
+from tests.sources.helpers import NOW, series
 
-Factory = Callable[[list[Sample]], PrometheusServer]
 HOSTILE = 'a"}) or vector(1) or ({x="'
 INJECTS = 'a"} or vector(1) or up{x="'
 TRICKY = [HOSTILE, INJECTS, "back\\slash", 'quo"te', "new\nline", "$1", "{}", "été ☃", "a|b", ".*"]

@@ -2,7 +2,7 @@
 PYTHON ?= python3
 VENV   ?= .venv
 BIN    := $(VENV)/bin
-APT_PACKAGES := prometheus prometheus-pushgateway postgresql
+APT_PACKAGES := prometheus prometheus-pushgateway postgresql chromium
 
 .PHONY: demo test venv system-deps bench lint clean
 
@@ -14,13 +14,14 @@ $(VENV)/.installed: pyproject.toml
 	$(BIN)/python -m pip install --quiet -e ".[test,dev]"
 	touch $@
 
-# Debian packages for the real services the embedded cluster and the tests run.
+# Debian packages for the real services the embedded cluster and the tests run (chromium: the HTML report test).
 system-deps:
 	@missing=""; \
 	command -v prometheus >/dev/null 2>&1 || missing="$$missing prometheus"; \
 	command -v promtool >/dev/null 2>&1 || missing="$$missing prometheus"; \
 	command -v prometheus-pushgateway >/dev/null 2>&1 || missing="$$missing prometheus-pushgateway"; \
 	ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || missing="$$missing postgresql"; \
+	command -v chromium >/dev/null 2>&1 || missing="$$missing chromium"; \
 	if [ -n "$$missing" ]; then \
 	  if [ "$$(id -u)" = 0 ]; then \
 	    echo "installing Debian packages:$$missing"; \

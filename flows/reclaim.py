@@ -21,9 +21,11 @@ import pandas as pd
 from prefect import flow, get_run_logger
 
 from flows.collect import collect
+from gpuaas.policies.adaptive_live import adaptive_rules
 from gpuaas.policy import Mode
 from gpuaas.settings import GpuaasSettings, load_settings
 from reports.reclaim import decision_dicts
+from tasks.adaptive import adaptive_history
 from tasks.reclaim import (
     acquire_writes_lock,
     act,
@@ -73,7 +75,15 @@ def reclaim(apply: bool = False, at: datetime | None = None, undo: list[int] | N
     logger.info("collect: snapshot %s in %.2fs", snapshot_id, time.monotonic() - started)
 
     started = time.monotonic()
-    idle: pd.DataFrame = find_idle_workloads(settings, snapshot)
+    adaptive = None
+    if adaptive_rules(settings.policy):
+        pulled = adaptive_history(settings, now, return_state=True)
+        if pulled.is_completed():
+            adaptive = pulled.result()
+        else:  # no history: the adaptive rows become unknown, never idle
+            logger.warning("adaptive history unavailable (%s): adaptive workloads are unknown this run",
+                           pulled.message)
+    idle: pd.DataFrame = find_idle_workloads(settings, snapshot, adaptive)
     decisions = decide(settings, snapshot, idle, mode, datetime.now(UTC))
     logger.info("decide: %d GPU workloads, %d idle targets in %.2fs", len(idle), len(decisions),
                 time.monotonic() - started)

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from enum import Enum
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
@@ -19,13 +19,19 @@ from gpuaas._yaml import read_yaml
 from gpuaas.errors import ConfigError
 
 __all__ = [
+    "AdaptivePolicy",
+    "ColdStartBudget",
     "CollectPolicy",
+    "DeadlinesPolicy",
     "FreeGoal",
     "Mode",
     "Policy",
+    "QualityGate",
     "ReclaimPolicy",
     "ReclaimRule",
+    "ReclaimStrategy",
     "RebalancePolicy",
+    "ServiceCapacity",
     "ServiceOutcome",
     "StorePolicy",
     "Tenant",
@@ -77,6 +83,40 @@ class StorePolicy(_Model):
     """Newest full snapshots kept (12 = the last hour at the 5-minute collect)."""
 
 
+class ReclaimStrategy(str, Enum):
+    """``fixed``: the same window for every idle spell. ``adaptive``: a window per workload,
+    learned from its own idle history and chosen within the cold-start budget."""
+
+    fixed = "fixed"
+    adaptive = "adaptive"
+
+
+class ColdStartBudget(_Model):
+    """The trade-off between GPU-hours and cold starts, stated once (set exactly one field)."""
+
+    wakeups_per_workload_per_day: Annotated[float, Field(gt=0)] | None = None
+    """At most this many wake-ups per workload per day on the history (the calibration)."""
+    cold_start_gpu_minutes: Annotated[float, Field(ge=0)] | None = None
+    """What one cold start costs, in GPU-minutes of reclaimed time it must pay for."""
+
+    @model_validator(mode="after")
+    def _exactly_one(self) -> ColdStartBudget:
+        if (self.wakeups_per_workload_per_day is None) == (self.cold_start_gpu_minutes is None):
+            raise ValueError("set exactly one of wakeups_per_workload_per_day and cold_start_gpu_minutes")
+        return self
+
+
+class AdaptivePolicy(_Model):
+    """Where the adaptive strategy learns from: the fleet's GPU history in Prometheus."""
+
+    history_hours: Annotated[float, Field(gt=0, le=24 * 31)] = 24
+    """How far back each cycle reads the per-workload activity (1-minute steps)."""
+    chunk_hours: Annotated[float, Field(gt=0)] = 2
+    """Time span of one range query: bounds the memory of one answer."""
+    cold_start_budget: ColdStartBudget | None = None
+    """None: the built-in rule (10 min after long spells, else 40 min, for a 30-min base)."""
+
+
 class ReclaimRule(_Model):
     """Idle rule for one workload kind or tenant; unset fields inherit from the defaults."""
 
@@ -86,6 +126,7 @@ class ReclaimRule(_Model):
     grace_minutes: Annotated[float, Field(ge=0)] | None = None
     free: FreeGoal | None = None
     enabled: bool | None = None
+    strategy: ReclaimStrategy | None = None
 
 
 class ReclaimPolicy(_Model):
@@ -95,6 +136,8 @@ class ReclaimPolicy(_Model):
     activity_threshold: Fraction = 0.05
     grace_minutes: Annotated[float, Field(ge=0)] = 30
     free: FreeGoal = FreeGoal.compute
+    strategy: ReclaimStrategy = ReclaimStrategy.fixed
+    adaptive: AdaptivePolicy = AdaptivePolicy()
     kinds: dict[str, ReclaimRule] = Field(default_factory=dict)
     exclude_namespaces: list[str] = Field(default_factory=list)
     exclude_queues: list[str] = Field(default_factory=list)
@@ -117,6 +160,8 @@ class Tenant(_Model):
     cluster_queues: list[str] = Field(default_factory=list)
     guaranteed_gpus: Gpus = 0
     """Nominal GPU quota that rebalance never takes away."""
+    guaranteed_gpus_per_flavor: dict[str, Gpus] = Field(default_factory=dict)
+    """The same per ResourceFlavor; where given it replaces ``guaranteed_gpus`` for that flavor."""
     weight: Annotated[float, Field(gt=0)] = 1.0
     reclaim: ReclaimRule = ReclaimRule()
 
@@ -128,17 +173,87 @@ class RebalancePolicy(_Model):
     max_total_moved_gpus: Gpus = 32
     hysteresis_gpus: Gpus = 1
     usage_lookback_days: Annotated[float, Field(gt=0)] = 7
+    """The history window demand is computed over."""
     usage_percentile: Annotated[float, Field(gt=0, le=100)] = 90
+    max_step_percent: Annotated[float, Field(ge=0)] = 50
+    """... and no more than this share of its current quota."""
+    no_reversal_days: Annotated[float, Field(ge=0)] = 7
+    """A queue does not move against its own net change of this many days."""
+    pending_wait_minutes: Annotated[float, Field(ge=0)] = 30
+    """Pending GPUs count as demand now once the oldest has waited this long (else only their median)."""
+    min_history_days: Annotated[float, Field(ge=0)] = 1
+    """Less history than this: planned from what there is, said so, and at most one step moved in all."""
+    manage_limits: bool = False
+    """Move lendingLimit with nominalQuota and borrowingLimit against it (see README, Rebalance)."""
+    cohorts: list[str] = Field(default_factory=list)
+    """Cohorts to rebalance; empty means every cohort."""
+
+
+class DeadlinesPolicy(_Model):
+    """How far gpuaas may nudge Kueue toward the deadline plan (``gpuaas.policies.deadline_nudges``)."""
+
+    mode: Mode = Mode.dry_run
+    max_holds_per_run: Annotated[int, Field(ge=0)] = 10
+    """New holds per run; releases are never capped (a release must never wait)."""
+    release_margin_minutes: Minutes = 30
+    """A held Workload is released this long before its planned start: at least two runs of the flow."""
+
+
+class ServiceCapacity(_Model):
+    """Where a service's sustainable rate comes from when no load test of it is in the store."""
+
+    sweep: Path
+    """A load-test sweep CSV (``gpuaas capacity`` format); relative paths start at the policy file."""
+    slo_quantile: Literal["p50", "p95", "p99"] = "p95"
+    min_quality: Fraction | None = None
+
+
+MetricName = Annotated[str, Field(pattern=r"^[a-zA-Z_:][a-zA-Z0-9_:]*$")]
+BAD_FINISHED_REASONS = ("abort", "error")
+
+
+class QualityGate(_Model):
+    """A quality series (an evaluation score, a task success ratio) that must hold for requests to count."""
+
+    metric: MetricName
+    """Prometheus metric, labelled like the service's vLLM series (``namespace``, ``model_name``)."""
+    threshold: float
+    """Requests count only while the metric is at or above this value; while it is missing, none count."""
 
 
 class ServiceOutcome(_Model):
-    """How one serving endpoint's requests count as verified outcomes."""
+    """How one service's work counts as verified outcomes (cost per outcome, DESIGN 1.4).
+
+    ``serving``: requests that finished with a good reason, within the latency SLO, and while
+    ``quality`` (if set) held. ``batch``: Kueue Workloads in ``namespace`` whose owner's name
+    starts with ``name`` that finished with a success reason no later than their deadline.
+    """
 
     name: Annotated[str, Field(min_length=1)]
     namespace: str
+    kind: Literal["serving", "batch"] = "serving"
     model_name: str | None = None
-    latency_slo_seconds: Annotated[float, Field(gt=0)]
+    latency_slo_seconds: Annotated[float, Field(gt=0)] | None = None
     good_finished_reasons: list[str] = Field(default_factory=lambda: ["stop", "length"])
+    capacity: ServiceCapacity | None = None
+    latency_metric: MetricName | None = None
+    """Histogram base name; default the settings' ``vllm:e2e_request_latency_seconds``."""
+    quality: QualityGate | None = None
+    success_reasons: list[str] = Field(default_factory=lambda: ["Succeeded"])
+    """Kueue ``Finished`` condition reasons that mean success."""
+
+    @model_validator(mode="after")
+    def _kind_fields(self) -> ServiceOutcome:
+        if self.kind == "serving" and self.latency_slo_seconds is None:
+            raise ValueError("a serving service needs latency_slo_seconds")
+        if self.kind == "batch" and (self.latency_slo_seconds is not None or self.quality is not None):
+            raise ValueError("a batch service has no latency_slo_seconds or quality: its outcome is a job done in time")
+        if self.quality is not None and not self.model_name:
+            raise ValueError("a quality gate needs the service's model_name (its series are matched on it)")
+        bad = sorted(set(self.good_finished_reasons) & set(BAD_FINISHED_REASONS))
+        if bad:
+            raise ValueError(f"good_finished_reasons: {', '.join(bad)} never counts as a verified outcome")
+        return self
 
 
 class Policy(_Model):
@@ -146,6 +261,7 @@ class Policy(_Model):
     collect: CollectPolicy = CollectPolicy()
     reclaim: ReclaimPolicy = ReclaimPolicy()
     rebalance: RebalancePolicy = RebalancePolicy()
+    deadlines: DeadlinesPolicy = DeadlinesPolicy()
     tenants: list[Tenant] = Field(default_factory=list)
     services: list[ServiceOutcome] = Field(default_factory=list)
     store: StorePolicy = StorePolicy()
@@ -157,6 +273,14 @@ class Policy(_Model):
             if tenant.name in seen:
                 raise ValueError(f"tenant {tenant.name!r} is defined twice")
             seen.add(tenant.name)
+        return self
+
+    @model_validator(mode="after")
+    def _unique_services(self) -> Policy:
+        names = [s.name for s in self.services]
+        twice = sorted({n for n in names if names.count(n) > 1})
+        if twice:
+            raise ValueError(f"service {twice[0]!r} is defined twice")
         return self
 
     def tenant_for(self, namespace: str | None, queue: str | None = None) -> Tenant | None:

@@ -29,6 +29,8 @@ from gpuaas.models import GpuSample, Snapshot, SourceStatus, WorkloadState
 from gpuaas.policies.idle import COMPLETE_COVERAGE
 from gpuaas.policy import Policy
 from gpuaas.settings import GpuaasSettings
+from gpuaas.snapshot_deadlines import DEADLINE_COLUMNS as _DEADLINE_COLUMNS
+from gpuaas.snapshot_deadlines import deadline_columns
 from gpuaas.sources.kube import DEFAULT_GPU_RESOURCES, KubeState, read_kube
 from gpuaas.sources.nvml import sample_nvml
 from gpuaas.sources.opencost import read_opencost
@@ -36,7 +38,7 @@ from gpuaas.sources.prometheus import GPU_COLUMNS, PrometheusReading, pod_activi
 
 __all__ = [
     "COMPLETE_COVERAGE", "QUEUE_COLUMNS", "SOURCES", "WORKLOAD_COLUMNS", "assemble_snapshot", "build_snapshot",
-    "collect_snapshot", "failed_source", "read_source", "snapshot_windows",
+    "collect_snapshot", "failed_source", "read_source", "snapshot_windows", "workload_pods",
 ]
 
 WORKLOAD_COLUMNS = [
@@ -44,6 +46,7 @@ WORKLOAD_COLUMNS = [
     "priority_class", "state", "active", "gpus", "flavor", "created_at", "admitted_at", "age_seconds",
     "owner_kind", "owner_name", "reclaim", "deadline", "expected_runtime", "pods", "gpus_observed",
     "resource_version", "api_version",
+    "max_exec_time", "deadline_at", "runtime_seconds", "runtime_source", "deadline_hold",
 ]
 QUEUE_COLUMNS = [
     "name", "cohort", "tenant", "nominal_gpus", "borrowing_limit_gpus", "lending_limit_gpus",
@@ -51,7 +54,7 @@ QUEUE_COLUMNS = [
     "oldest_pending_seconds", "admitted_workloads",
 ]
 _ANNOTATION_COLUMNS = {"gpuaas.io/reclaim": "reclaim", "gpuaas.io/deadline": "deadline",
-                       "gpuaas.io/expected-runtime": "expected_runtime"}
+                       "gpuaas.io/expected-runtime": "expected_runtime", "gpuaas.io/deadline-hold": "deadline_hold"}
 _HOLDING = (WorkloadState.admitted.value, WorkloadState.quota_reserved.value)
 
 
@@ -69,8 +72,8 @@ def _workload_frame(kube: KubeState, policy: Policy, now: datetime) -> pd.DataFr
         annotations = dict(row.pop("annotations"))
         row.update({col: annotations.get(key) for key, col in _ANNOTATION_COLUMNS.items()})
         rows.append(row)
-    frame = pd.DataFrame(rows, columns=[c for c in WORKLOAD_COLUMNS if c not in ("tenant", "cohort", "age_seconds",
-                                                                               "pods", "gpus_observed")])
+    frame = pd.DataFrame(rows, columns=[c for c in WORKLOAD_COLUMNS if c not in (
+        "tenant", "cohort", "age_seconds", "pods", "gpus_observed", *_DEADLINE_COLUMNS)])
     frame["created_at"] = pd.to_datetime(frame["created_at"], utc=True)
     frame["admitted_at"] = pd.to_datetime(frame["admitted_at"], utc=True)
     frame["age_seconds"] = (pd.Timestamp(now) - frame["created_at"]).dt.total_seconds()
@@ -89,6 +92,22 @@ def _workload_pods(kube: KubeState) -> pd.DataFrame:
     itself = pods.assign(kind="Pod", name=pods["pod"])
     cols = ["namespace", "kind", "name", "pod"]
     return pd.concat([direct[cols], root[cols], itself[cols]]).dropna().drop_duplicates()
+
+
+def workload_pods(kube: KubeState) -> pd.DataFrame:
+    """``namespace, pod, uid, workload, gpus`` for every running GPU pod of a Kueue Workload, linked
+    as the snapshot links telemetry (``workload`` names the object reclaim stops: ``Kind ns/name``)."""
+    frame = pd.DataFrame([asdict(w) for w in kube.workloads],
+                         columns=["kind", "namespace", "name", "uid", "owner_kind", "owner_name"])
+    links = _workload_pods(kube).rename(columns={"kind": "owner_kind", "name": "owner_name"})
+    out = frame.merge(links, on=["namespace", "owner_kind", "owner_name"])
+    kind = out["owner_kind"].fillna("Workload")
+    name = out["owner_name"].fillna(out["name"])
+    out["workload"] = kind + " " + out["namespace"] + "/" + name
+    gpus = {(p.namespace, p.pod): float(p.gpus) for p in kube.pods}
+    out["gpus"] = [gpus.get(key, 1.0) for key in zip(out["namespace"], out["pod"], strict=True)]
+    return out[["namespace", "pod", "uid", "workload", "gpus"]].drop_duplicates(
+        ["namespace", "pod", "uid"]).reset_index(drop=True)
 
 
 def _telemetry(frame: pd.DataFrame, kube: KubeState, prom: PrometheusReading | None,
@@ -210,6 +229,7 @@ def build_snapshot(
     if not owners.empty:
         owners["reclaim"] = owners["annotations"].map(lambda a: a.get("gpuaas.io/reclaim"))
         workloads = _inherit_owner_opt_out(workloads, owners)
+    workloads, data_quality = deadline_columns(workloads, owners)
     return Snapshot(
         collected_at=now,
         windows_minutes=tuple(float(w) for w in windows),
@@ -221,6 +241,7 @@ def build_snapshot(
         owners=owners.drop(columns=["annotations"]) if not owners.empty else owners,
         costs=costs if costs is not None else pd.DataFrame(),
         serving=prom.serving if prom is not None else pd.DataFrame(),
+        data_quality=data_quality,
     )
 
 

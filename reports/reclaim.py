@@ -25,7 +25,8 @@ def decision_dicts(results: Sequence[ActionResult]) -> list[dict[str, Any]]:
         "audit_id": r.audit_id, "kind": r.decision.kind, "namespace": r.decision.namespace, "name": r.decision.name,
         "tenant": r.decision.tenant, "gpus": r.decision.gpus, "idle_seconds": r.decision.idle_seconds,
         "action": r.method or "-", "frees": r.frees or "-", "mode": r.decision.mode, "result": r.result,
-        "reason": r.reason,
+        "reason": r.reason, "window_minutes": r.decision.evidence.get("window_minutes"),
+        "window_reason": r.decision.evidence.get("window_reason"),
     } for r in results]
 
 
@@ -38,6 +39,8 @@ def _evidence_text(evidence: dict[str, Any]) -> str:
              f"{evidence.get('gpus_observed', 0):g}/{evidence.get('gpus_requested', 0):g} GPUs seen"]
     if req is not None:
         parts.append(f"{req:g} requests")
+    if evidence.get("window_reason"):
+        parts.append(f"adaptive: {evidence['window_reason']}")
     return ", ".join(parts)
 
 

@@ -22,6 +22,7 @@ from gpuaas.actions import (
 )
 from gpuaas.errors import ActionRefused
 from gpuaas.models import Snapshot
+from gpuaas.policies.adaptive_live import apply_adaptive
 from gpuaas.policies.idle import find_idle, gpu_evidence
 from gpuaas.policies.reclaim import Decision, finalize_decisions, plan_reclaim
 from gpuaas.policy import Mode
@@ -55,8 +56,10 @@ def load_snapshot(settings: GpuaasSettings, snapshot_id: int) -> Snapshot:
 
 
 @task(name="find-idle", cache_policy=NO_CACHE)
-def find_idle_workloads(settings: GpuaasSettings, snapshot: Snapshot) -> pd.DataFrame:
-    return find_idle(snapshot.workloads, settings.policy, snapshot.collected_at)
+def find_idle_workloads(settings: GpuaasSettings, snapshot: Snapshot,
+                        adaptive: pd.DataFrame | None = None) -> pd.DataFrame:
+    """Idle verdicts; the rows of an adaptive rule are decided again from ``adaptive`` (their history)."""
+    return apply_adaptive(find_idle(snapshot.workloads, settings.policy, snapshot.collected_at), adaptive)
 
 
 @task(name="decide", cache_policy=NO_CACHE)
@@ -65,7 +68,8 @@ def decide(settings: GpuaasSettings, snapshot: Snapshot, idle: pd.DataFrame, mod
     """Pure decisions plus per-GPU evidence; the audit log's answer comes in ``act``."""
     out = []
     for d in plan_reclaim(snapshot, idle, settings.policy, mode, wall_clock):
-        per_gpu = gpu_evidence(snapshot.gpus, d.namespace, d.name, d.evidence["window_minutes"])
+        window = d.evidence.get("base_window_minutes") or d.evidence["window_minutes"]
+        per_gpu = gpu_evidence(snapshot.gpus, d.namespace, d.name, window)
         out.append(replace(d, evidence={**d.evidence, "gpus": per_gpu}))
     return out
 

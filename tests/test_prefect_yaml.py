@@ -13,17 +13,30 @@ from prefect.flows import load_flow_from_entrypoint
 ROOT = Path(__file__).resolve().parents[1]
 DOC = yaml.safe_load((ROOT / "prefect.yaml").read_text())
 DEPLOYMENTS = PrefectYamlModel.model_validate(DOC).deployments
+ON_DEMAND = {"load_test": {"url": "http://127.0.0.1:8000/v1", "model": "m", "rates": [1, 2]}}
+"""Deployments that must never run on a schedule (a load test drives an endpoint to its limit), with
+the parameters a person gives when starting one."""
 
 
 @pytest.mark.parametrize("deployment", DEPLOYMENTS, ids=[d.name for d in DEPLOYMENTS])
 def test_deployment_entrypoint_loads_and_parameters_match(deployment: object, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.chdir(ROOT)
     flow = load_flow_from_entrypoint(deployment.entrypoint, use_placeholder_flow=False)  # type: ignore[attr-defined]
-    flow.validate_parameters(deployment.parameters or {})  # type: ignore[attr-defined]
+    given = ON_DEMAND.get(deployment.name, {})  # type: ignore[attr-defined]
+    flow.validate_parameters({**given, **(deployment.parameters or {})})  # type: ignore[attr-defined]
+    if deployment.name in ON_DEMAND:  # type: ignore[attr-defined]
+        assert not deployment.schedules, f"{deployment.name} must be on demand only"  # type: ignore[attr-defined]
+        return
     assert deployment.schedules, f"{deployment.name} has no schedule"  # type: ignore[attr-defined]
     for schedule in deployment.schedules:  # type: ignore[attr-defined]
         if getattr(schedule, "cron", None):
             CronSchedule(cron=schedule.cron, timezone=schedule.timezone or "UTC")
+
+
+def test_cost_report_runs_daily_over_one_day() -> None:
+    report = next(d for d in DEPLOYMENTS if d.name == "cost_report")
+    assert [s.cron for s in report.schedules] == ["15 0 * * *"]  # type: ignore[union-attr]
+    assert report.parameters == {"window": "1d"}
 
 
 def test_collect_runs_every_five_minutes() -> None:
@@ -50,7 +63,15 @@ def test_prefect_deploy_all_registers_the_schedules(prefect_harness: None, tmp_p
         assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
     with get_client(sync_client=True) as client:
         deployed = {d.name: d for d in client.read_deployments()}
-        assert {"collect", "reclaim"} <= set(deployed)
+        assert {"collect", "reclaim", "load_test", "cost_report"} <= set(deployed)
+        assert deployed["load_test"].schedules == []  # on demand only
         intervals = {name: [s.schedule.interval.total_seconds() for s in deployed[name].schedules]  # type: ignore[union-attr]
                      for name in ("collect", "reclaim")}
     assert intervals == {"collect": [300.0], "reclaim": [900.0]}
+
+
+def test_rebalance_runs_nightly_at_two_in_a_stated_timezone() -> None:
+    rebalance = next(d for d in DEPLOYMENTS if d.name == "rebalance")
+    [schedule] = rebalance.schedules  # type: ignore[misc]
+    assert schedule.cron == "0 2 * * *" and schedule.timezone  # type: ignore[union-attr]
+    assert set(rebalance.parameters) == {"apply", "cohort", "history_days"}  # type: ignore[arg-type]

@@ -109,3 +109,20 @@ class KubeWriter:
                                kind=kind, namespace=namespace, name=name)
         return self._call("patching", kind, namespace, name, self._custom.patch_namespaced_custom_object, version,
                           body=body, _content_type=_MERGE_PATCH)
+
+    def get_cluster_scoped(self, kind: str, name: str, *, version: str | None = None) -> dict[str, Any]:
+        """A cluster-scoped object (a ClusterQueue); raises ``NotFound`` when it is gone."""
+        return self._call("reading", kind, "", name, _cluster(self._custom.get_cluster_custom_object), version)
+
+    def patch_cluster_scoped(self, kind: str, name: str, body: dict[str, Any], *,
+                             version: str | None = None) -> dict[str, Any]:
+        """A merge patch of a cluster-scoped object, with the same resourceVersion precondition."""
+        if not (body.get("metadata") or {}).get("resourceVersion"):
+            raise KubeAPIError("refusing a patch without a resourceVersion precondition", status=0, kind=kind, name=name)
+        return self._call("patching", kind, "", name, _cluster(self._custom.patch_cluster_custom_object), version,
+                          body=body, _content_type=_MERGE_PATCH)
+
+
+def _cluster(fn: Any) -> Any:
+    """Adapt a cluster-scoped client call to ``_call``'s (group, version, namespace, plural, name) order."""
+    return lambda group, version, _namespace, plural, name, **kwargs: fn(group, version, plural, name, **kwargs)

@@ -57,6 +57,7 @@ KIND_RESOURCES: dict[str, tuple[str, str, str]] = {
     "Deployment": ("apps", "v1", "deployments"),
     "StatefulSet": ("apps", "v1", "statefulsets"),
     "Workload": ("kueue.x-k8s.io", "v1beta2", "workloads"),
+    "ClusterQueue": ("kueue.x-k8s.io", "v1beta2", "clusterqueues"),
 }
 """(group, version, plural) of every kind gpuaas may patch."""
 

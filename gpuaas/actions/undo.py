@@ -16,11 +16,13 @@ from dataclasses import dataclass
 from gpuaas.actions._kube_writer import KubeWriter
 from gpuaas.actions._restore import restore_reclaim
 from gpuaas.actions._undoing import Undoer
+from gpuaas.actions.deadline_holds import undo_hold
+from gpuaas.actions.quotas import undo_quota_plan
 from gpuaas.store import AuditEntry, Store
 
 __all__ = ["UNDOERS", "UndoResult", "undo_entries"]
 
-UNDOERS: dict[str, Undoer] = {"reclaim": restore_reclaim}
+UNDOERS: dict[str, Undoer] = {"reclaim": restore_reclaim, "deadline-hold": undo_hold, "quota-plan": undo_quota_plan}
 """Audit ``action`` -> the function that reverses it."""
 
 

@@ -19,12 +19,18 @@ __all__ = ["run_flow"]
 # tracebacks on the terminal (set PREFECT_LOGGING_LEVEL=INFO to see them); errors are printed once, cleanly.
 os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
 os.environ.setdefault("PREFECT_LOGGING_LEVEL", "CRITICAL")  # the CLI prints the outcome itself
+# Without PREFECT_API_URL the CLI starts Prefect's ephemeral server; its 20 s default is too short on a
+# busy 2-core host, where starting it was seen to take longer and the run failed before it began.
+os.environ.setdefault("PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS", "120")
 
 
 def run_flow(flow: Any, what: str, **parameters: Any) -> Any:
     """Run ``flow`` in this process with a spinner on stderr; a failed run exits 1 with its error."""
     with err_console.status(f"{what}…"):
-        state = flow(**parameters, return_state=True)
+        try:
+            state = flow(**parameters, return_state=True)
+        except RuntimeError as exc:  # Prefect's own start-up errors (no API server) come before any state
+            raise fail(f"Prefect could not start the run: {exc}") from exc
     if not state.is_completed():
         error = state.result(raise_on_failure=False)
         if isinstance(error, GpuaasError):

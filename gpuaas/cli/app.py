@@ -10,12 +10,16 @@ import typer
 
 from gpuaas.cli import (
     audit_cmd,
+    capacity_cmd,
     cluster_cmd,
     collect_cmd,
     config_cmd,
+    cost_report_cmd,
     db_cmd,
     demo_cmd,
+    loadtest_cmd,
     plan_cmd,
+    rebalance_cmd,
     reclaim_cmd,
     replay_cmd,
 )
@@ -33,12 +37,16 @@ app.command("demo")(demo_cmd.demo)
 app.command("collect")(collect_cmd.collect)
 app.command("reclaim")(reclaim_cmd.reclaim)
 app.command("undo")(reclaim_cmd.undo)
+app.command("rebalance")(rebalance_cmd.rebalance)
 app.add_typer(cluster_cmd.app, name="cluster")
 app.add_typer(audit_cmd.app, name="audit")
 app.add_typer(config_cmd.app, name="config")
 app.add_typer(db_cmd.app, name="db")
 app.add_typer(replay_cmd.app, name="replay")
 app.add_typer(plan_cmd.app, name="plan")
+app.command("capacity")(capacity_cmd.capacity)
+app.command("loadtest")(loadtest_cmd.loadtest)
+app.command("cost-report")(cost_report_cmd.cost_report)
 
 
 def main() -> None:

@@ -122,6 +122,9 @@ def up(
         console.print(f"kubeconfig:     {cluster.kubeconfig}", highlight=False)
         console.print(f"Prometheus URL: {cluster.prometheus_url}", highlight=False)
         console.print(f"OpenCost URL:   {cluster.opencost_url}", highlight=False)
+        for (namespace, name), endpoint in cluster.serving.endpoints.items():
+            console.print(f"OpenAI endpoint {namespace}/{name} ({endpoint.model_name}): {endpoint.url}",
+                          highlight=False, soft_wrap=True)
         if env_file is not None:
             env_file.parent.mkdir(parents=True, exist_ok=True)
             tmp = env_file.with_name(env_file.name + ".tmp")

@@ -60,7 +60,7 @@ def demo(
     history: Annotated[str, typer.Option(help="History to backfill into Prometheus.")] = "6h",
     seed: Annotated[int, typer.Option(help="Same seed, same cluster.")] = 0,
 ) -> None:
-    """Start the embedded cluster, run the reclaim flow (with collect) in dry-run on it, show the results."""
+    """Start the embedded cluster, run reclaim (with collect) in dry-run and the cost report on it, show the results."""
     from gpuaas.cluster.runner import EmbeddedCluster
     from gpuaas.cluster.scenario import default_scenario, load_scenario, parse_duration
 
@@ -117,5 +117,17 @@ def demo(
             f"Audit log: gpuaas audit list (database {settings.database_url_value.split('///')[-1]}).",
             highlight=False,
         )
+        _cost_report(window)
     finally:
         cluster.stop()
+
+
+def _cost_report(window: Any) -> None:
+    """The last step of the cycle: cost per verified outcome over the backfilled history."""
+    from flows.cost_report import cost_report as cost_report_flow
+    from gpuaas.cli.cost_report_cmd import print_cost_tables
+
+    doc = run_flow(cost_report_flow, "cost report: funnel, verified outcomes, waste",
+                   window=f"{int(window.total_seconds())}s", compare=False)
+    print_cost_tables(doc)
+    console.print(f"HTML report (plots, open it in a browser): {doc['report']}", highlight=False, soft_wrap=True)

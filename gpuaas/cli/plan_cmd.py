@@ -18,6 +18,7 @@ def _group() -> None:
     """Plan deadlines and quotas (a group, so that each planner keeps its own name)."""
 
 
-from gpuaas.cli import plan_quotas_cmd  # noqa: E402  (registered after the group exists)
+from gpuaas.cli import deadlines_cmd, plan_quotas_cmd  # noqa: E402  (each planner registers itself in one line)
 
+app.command("deadlines")(deadlines_cmd.deadlines)
 app.command("quotas")(plan_quotas_cmd.quotas)

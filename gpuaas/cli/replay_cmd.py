@@ -2,22 +2,30 @@
 
 Why on the command line: choosing a reclaim window is a trade between GPU-hours and cold
 starts, and the trade should be read off real data before a policy file changes. The
-semantics are those of :mod:`gpuaas.policies.replay`.
+semantics are those of :mod:`gpuaas.policies.replay`. ``--frontier`` walks the trade-off
+(:mod:`gpuaas.policies.frontier`); ``--from-prometheus`` replays the fleet's own history
+(:mod:`gpuaas.sources.history`) with the same semantics.
 """
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
 from enum import Enum
 from pathlib import Path
 from typing import Annotated, Any
 
+import pandas as pd
 import typer
 
-from gpuaas.cli._common import OutputFormat, fail, print_json, print_table
+from gpuaas.cli._backtest import fleet_history, plot_frontier, print_frontier
+from gpuaas.cli._common import OutputFormat, err_console, fail, print_json, print_table, settings_or_exit
+from gpuaas.cli.audit_cmd import parse_since
 from gpuaas.cli.replay_rebalance_cmd import rebalance
-from gpuaas.errors import ConfigError
+from gpuaas.errors import ConfigError, GpuaasError
 from gpuaas.policies.adaptive_window import AdaptiveWindow
-from gpuaas.policies.replay import ReplayResult, fixed_windows, replay_windows
+from gpuaas.policies.cold_start import choose_for_budget
+from gpuaas.policies.frontier import frontier as frontier_rows
+from gpuaas.policies.replay import ReplayResult, fixed_windows, idle_runs, observed_seconds, replay_runs, replay_table
 from gpuaas.sources.traces import load_qps, load_utilization
 
 __all__ = ["app"]
@@ -55,12 +63,30 @@ def _row(result: ReplayResult) -> list[Any]:
     return [round(v, 2) if isinstance(v, float) else v for v in (data[c] for c in _COLUMNS)]
 
 
+def _reclaim_times(runs: pd.DataFrame, policy: AdaptiveWindow | None, window_s: float) -> list[dict[str, Any]]:
+    """When each reclaim happens (UTC ISO) and why: what the live flow is checked against."""
+    windows = policy(runs) if policy is not None else fixed_windows(window_s)(runs)
+    why = policy.why(runs) if policy is not None else [f"fixed {window_s / 60:g} min window"] * len(runs)
+    out = replay_runs(runs, windows)
+    rows = []
+    for (_, run), reason in zip(out.iterrows(), why, strict=True):
+        if pd.isna(run["reclaim_at"]):
+            continue
+        rows.append({"workload": run["pod"], "idle_since": _iso(run["start"]), "reclaim_at": _iso(run["reclaim_at"]),
+                     "window_min": float(run["window"]) / 60.0, "why": reason})
+    return rows
+
+
+def _iso(t: float) -> str:
+    return datetime.fromtimestamp(float(t), UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
 @app.command("reclaim")
 def reclaim(
     utilization: Annotated[
-        list[Path],
+        list[Path] | None,
         typer.Option("--utilization", help="Duty-cycle CSV; repeat for part files (concatenated)."),
-    ],
+    ] = None,
     qps: Annotated[Path | None, typer.Option("--qps", help="Request-rate CSV (optional).")] = None,
     window: Annotated[
         float, typer.Option("--window", min=0.0, help="Idle window in minutes (the base window).")
@@ -71,33 +97,100 @@ def reclaim(
     adaptive: Annotated[
         bool, typer.Option("--adaptive", help="Per-pod adaptive window instead of the fixed rule.")
     ] = False,
+    budget: Annotated[
+        float | None, typer.Option("--budget", min=0.0, help="Adaptive: wake-ups per workload per day, "
+                                   "the windows chosen on the same data (as the live flow does on its history).")
+    ] = None,
     unit: Annotated[DutyUnit, typer.Option("--unit", help="Duty-cycle unit in the CSV.")] = DutyUnit.auto,
+    frontier: Annotated[
+        bool, typer.Option("--frontier", help="GPU-hours vs wake-ups: fixed windows and adaptive budgets.")
+    ] = False,
+    plot: Annotated[Path, typer.Option("--plot", help="Where --frontier writes its PNG.")] = Path(
+        "reclaim-frontier.png"),
+    calibrate: Annotated[
+        float, typer.Option("--calibrate", min=0.0, max=0.9, help="--frontier: share of the hours that "
+                            "chooses the adaptive parameters; the rest scores every row (0: all of both).")
+    ] = 0.5,
+    from_prometheus: Annotated[
+        bool, typer.Option("--from-prometheus", help="Replay the fleet's own GPU history from Prometheus.")
+    ] = False,
+    since: Annotated[str, typer.Option("--since", help="--from-prometheus: how far back (7d, 12h, ISO).")] = "7d",
+    namespace: Annotated[
+        list[str] | None, typer.Option("--namespace", help="--from-prometheus: only these namespaces (repeat).")
+    ] = None,
+    chunk_hours: Annotated[
+        float, typer.Option("--chunk-hours", min=0.1, help="--from-prometheus: hours per range query "
+                            "(memory grows with GPUs x chunk).")
+    ] = 1.0,
+    reclaims: Annotated[
+        bool, typer.Option("--reclaims", help="JSON: list every reclaim (workload, minute, window, why).")
+    ] = False,
     format: Annotated[OutputFormat, typer.Option("--format", help="Output format.")] = OutputFormat.table,
 ) -> None:
     """Replay a reclaim policy causally; print GPU-hours reclaimed, wake-ups and the bound."""
     try:
-        util = load_utilization(utilization, unit=unit.value)
-        rates = load_qps(qps) if qps is not None else None
-    except ConfigError as exc:
+        if from_prometheus == bool(utilization):
+            raise ConfigError("give either --utilization CSV(s) or --from-prometheus", field="--utilization")
+        rates = None
+        if from_prometheus:
+            settings = settings_or_exit()
+            end = datetime.now(UTC)
+            try:
+                start = parse_since(since, end)
+            except OverflowError as exc:
+                raise ConfigError(f"{since!r} reaches before year 1", field="--since") from exc
+            runs, pods, observed_s = fleet_history(settings, start, end, namespaces=namespace or (),
+                                                   threshold_pct=threshold, chunk_hours=chunk_hours)
+            span = (start.timestamp(), end.timestamp())
+        else:
+            util = load_utilization(utilization or [], unit=unit.value)
+            rates = load_qps(qps) if qps is not None else None
+            runs, pods = idle_runs(util, threshold), int(util["pod"].nunique())
+            observed_s = observed_seconds(util)
+            span = (float(util["t"].min()), float(util["t"].max())) if len(util) else (0.0, 0.0)
+    except (GpuaasError, ValueError, OverflowError) as exc:
         raise fail(str(exc)) from exc
     base_s = window * 60.0
-    fixed = replay_windows(
-        util, fixed_windows(base_s), name="fixed", qps=rates, window_min=window, threshold=threshold
-    )
+    if frontier:
+        split = span[0] + (span[1] - span[0]) * calibrate if calibrate > 0 else None
+        err_console.print(f"frontier: {len(runs):,} idle runs, 9 windows and 7 budgets (each budget replays "
+                          "144 variants on the calibration part)", markup=False, highlight=False)
+        rows = frontier_rows(runs, split_t=split, base_s=base_s)
+        how = "all hours" if split is None else f"chosen on the first {calibrate:.0%} of the hours, scored on the rest"
+        title = f"Reclaim frontier, idle <= {threshold:g} % ({how})"
+        try:
+            plot_frontier(rows, plot, title)
+        except GpuaasError as exc:
+            raise fail(str(exc)) from exc
+        err_console.print(f"wrote {plot}", markup=False, highlight=False)
+        print_frontier(rows, format, title)
+        return
+    common: dict[str, Any] = {"pods": pods, "observed_s": observed_s, "qps": rates, "window_min": window,
+                              "threshold": threshold}
+    fixed = replay_table(runs, fixed_windows(base_s), name="fixed", **common)
     results = [fixed]
-    if adaptive:
+    policy = None
+    if adaptive or budget is not None:
         policy = AdaptiveWindow(base_s=base_s)
-        results.append(
-            replay_windows(util, policy, name="adaptive", qps=rates, window_min=window, threshold=threshold)
-        )
+        if budget is not None:
+            days = (span[1] - span[0]) / 86400.0
+            policy = choose_for_budget(runs, workloads=pods, days=days, wakeups_per_workload_per_day=budget,
+                                       base_s=base_s).policy
+        results.append(replay_table(runs, policy, name="adaptive", **common))
     chosen = results[-1]
     if format is OutputFormat.json:
         data = chosen.to_dict()
-        if adaptive:
+        if policy is not None:
             data["fixed"] = fixed.to_dict()
+        if reclaims:
+            data["reclaims"] = _reclaim_times(runs, policy, base_s)
         print_json(data)
         return
     print_table(f"Reclaim replay, idle <= {threshold:g} %", _COLUMNS, [_row(r) for r in results])
 
 
 app.command("rebalance")(rebalance)
+
+from gpuaas.cli import replay_deadlines_cmd  # noqa: E402  (each replay registers itself in one line)
+
+app.command("deadlines")(replay_deadlines_cmd.deadlines)

@@ -15,6 +15,8 @@ from typing import Annotated, Literal
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, model_validator
 
+from gpuaas.cluster._engine import EngineModel
+
 __all__ = [
     "ConstantProfile",
     "DiurnalProfile",
@@ -116,6 +118,20 @@ class Serving(_Strict):
     error_ratio: Fraction = 0.0
     max_running: Annotated[int, Field(gt=0)] = 256
     """Concurrency at which the KV cache is full (``vllm:kv_cache_usage_perc`` = 1)."""
+    engine: EngineModel = EngineModel()
+    """Latency model of the live OpenAI endpoint the embedded cluster serves (``gpuaas.cluster.serving``)."""
+    abort_ratio: Fraction = 0.0
+    """Share of requests that end ``finished_reason="abort"`` (client gone, timeout): served, not an outcome."""
+    quality: Profile | None = None
+    """An evaluation score over time (e.g. ``{profile: trace, points: [[0, 0.9], [2h, 0.6]]}``), as a gauge."""
+    quality_metric: Annotated[str, Field(pattern=r"^[a-zA-Z_:][a-zA-Z0-9_:]*$")] = "gpuaas_eval_score"
+    """Name of the quality gauge, labelled like the vLLM series (``model_name``, ``namespace``, ``pod``)."""
+
+    @model_validator(mode="after")
+    def _ratios(self) -> Serving:
+        if self.abort_ratio + self.error_ratio > 1:
+            raise ValueError("abort_ratio + error_ratio exceed 1")
+        return self
 
 
 # --- fleet ---------------------------------------------------------------------------------
@@ -205,7 +221,7 @@ class WorkloadSpec(_Strict):
     deadline: Duration | None = None
     """Offset from the scenario start; written as ``gpuaas.io/deadline`` (RFC3339)."""
     expected_runtime: Duration | None = None
-    """Written as ``gpuaas.io/expected-runtime`` (seconds)."""
+    """Written as ``gpuaas.io/expected-runtime`` (``3600s``)."""
     serving: Serving | None = None
     annotations: dict[str, str] = Field(default_factory=dict)
     labels: dict[str, str] = Field(default_factory=dict)

@@ -186,7 +186,8 @@ def _metadata(spec: WorkloadSpec, name: str, tenant: Tenant, epoch: datetime) ->
     if spec.deadline is not None:
         annotations[DEADLINE_ANNOTATION] = rfc3339(epoch + spec.deadline)
     if spec.expected_runtime is not None:
-        annotations[EXPECTED_RUNTIME_ANNOTATION] = str(int(spec.expected_runtime / timedelta(seconds=1)))
+        seconds = f"{spec.expected_runtime / timedelta(seconds=1):.3f}".rstrip("0").rstrip(".")
+        annotations[EXPECTED_RUNTIME_ANNOTATION] = f"{seconds}s"  # a unit: a bare number is ambiguous
     if spec.serving is not None and spec.serving.slo_seconds is not None:
         annotations[SLO_ANNOTATION] = f"{spec.serving.slo_seconds:g}"
     meta: dict[str, Any] = {"name": name, "namespace": tenant.ns, "labels": labels}

@@ -48,10 +48,14 @@ class ServingCounters:
     buckets: list[int] = field(default_factory=lambda: [0] * len(E2E_BUCKETS))
     latency_sum: float = 0.0
     rps: float = 0.0
+    quality: float | None = None
+    """The scenario's quality score at the last step (``Serving.quality``), None when it has none."""
 
     def advance(self, at: datetime, dt: timedelta, running_for: timedelta, pods: int) -> None:
         """Add the requests this pod served during ``(at - dt, at]``."""
         self.rps = level(self.serving.requests_per_second, at, running_for) / max(pods, 1)
+        if self.serving.quality is not None:
+            self.quality = level(self.serving.quality, at, running_for)
         expected = self.rps * dt.total_seconds() + self.carry
         n = int(expected)
         self.carry = expected - n
@@ -59,10 +63,12 @@ class ServingCounters:
             return
         s = self.serving
         errors = round(n * s.error_ratio)
-        length = round((n - errors) * _LENGTH_SHARE)
+        aborts = min(round(n * s.abort_ratio), n - errors)
+        length = round((n - errors - aborts) * _LENGTH_SHARE)
+        self.by_reason["abort"] += aborts
         self.by_reason["error"] += errors
         self.by_reason["length"] += length
-        self.by_reason["stop"] += n - errors - length
+        self.by_reason["stop"] += n - errors - aborts - length
         mu = math.log(s.latency_seconds)
         for i, bound in enumerate(E2E_BUCKETS):
             self.buckets[i] += round(n * _normal_cdf((math.log(bound) - mu) / s.latency_sigma))
@@ -87,4 +93,7 @@ class ServingCounters:
         out.append(("vllm:e2e_request_latency_seconds_bucket", {**base, "le": "+Inf"}, float(self.total), ts))
         out.append(("vllm:e2e_request_latency_seconds_sum", dict(base), round(self.latency_sum, 6), ts))
         out.append(("vllm:e2e_request_latency_seconds_count", dict(base), float(self.total), ts))
+        if self.quality is not None:
+            quality_labels = {k: v for k, v in base.items() if k != "engine"}
+            out.append((s.quality_metric, quality_labels, round(self.quality, 6), ts))
         return out

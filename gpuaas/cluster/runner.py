@@ -41,6 +41,7 @@ from gpuaas.cluster.kueue import KueueController
 from gpuaas.cluster.opencost import OpenCostServer
 from gpuaas.cluster.prometheus import PrometheusServer
 from gpuaas.cluster.scenario import Scenario
+from gpuaas.cluster.serving import ServingEndpoints
 from gpuaas.cluster.simulation import Simulation
 from gpuaas.cluster.telemetry import Sample, format_exposition, write_openmetrics
 
@@ -129,8 +130,10 @@ class EmbeddedCluster:
                              disabled_versions=disabled_api_versions, token=token)  # token: 401 without it
         self.opencost = OpenCostServer(self.sim.ledger, self.clock.now, self.lock, port=opencost_port)
         self.metrics = MetricsEndpoint(self.sim, self.lock)
+        self.serving = ServingEndpoints(scenario)  # OpenAI endpoints per InferenceService (gpuaas.cluster.serving)
         self.prometheus = PrometheusServer(self.data_dir / "prometheus", port=prometheus_port,
-                                           scrape_targets=[self.metrics.target], scrape_interval="5s")
+                                           scrape_targets=[self.metrics.target, *self.serving.targets],
+                                           scrape_interval="5s")
         self.kubeconfig = Path(kubeconfig) if kubeconfig else self.data_dir / "kubeconfig"
         self._live_interval = live_interval
         self._progress = progress or (lambda message: None)
@@ -157,6 +160,7 @@ class EmbeddedCluster:
             "GPUAAS_PROMETHEUS_URL": self.prometheus_url,
             "GPUAAS_OPENCOST_URL": self.opencost_url,
             "GPUAAS_METRICS__SAMPLE_INTERVAL_SECONDS": f"{self.step.total_seconds():g}",
+            **self.serving.env(),
         }
 
     # --- history -------------------------------------------------------------------------
@@ -186,8 +190,9 @@ class EmbeddedCluster:
         self.data_dir.mkdir(parents=True, exist_ok=True)
         try:
             self._backfill()
+            self.serving.sync(self.kueue.gpu_assignments())
             for name, part in (("API server", self.api), ("OpenCost", self.opencost), ("metrics", self.metrics),
-                               ("Prometheus", self.prometheus)):
+                               ("serving endpoints", self.serving), ("Prometheus", self.prometheus)):
                 self._check_cancelled()
                 self._progress(f"starting {name}")
                 part.start()
@@ -217,13 +222,16 @@ class EmbeddedCluster:
             with self.lock:
                 if self.clock.now() - self.sim.last >= timedelta(seconds=1):
                     self.sim.tick()
+                self.serving.sync(self.kueue.gpu_assignments())
                 if wall_stamps:  # the state holds until the next step: it is current now
                     self.metrics.wall_stamp = time.time()
 
     def advance(self, dt: timedelta) -> list[Sample]:
         """Move a manual clock and the simulation by ``dt`` (tests)."""
         with self.lock:
-            return self.sim.step(dt)
+            samples = self.sim.step(dt)
+            self.serving.sync(self.kueue.gpu_assignments())
+            return samples
 
     def stop(self) -> None:
         self._stop.set()

@@ -62,6 +62,8 @@ class Workload:
     """As read: a write on a Workload target is refused when it changed (or the uid did)."""
     api_version: str = ""
     """``kueue.x-k8s.io/v1beta2`` or ``/v1beta1``: the version the reader negotiated, used by writes too."""
+    max_exec_time: str | None = None
+    """``spec.maximumExecutionTimeSeconds`` (or the job's ``kueue.x-k8s.io/max-exec-time-seconds`` label), raw."""
 
     def annotation(self, key: str) -> str | None:
         return dict(self.annotations).get(key)

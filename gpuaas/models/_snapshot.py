@@ -21,7 +21,7 @@ from gpuaas.models._records import SourceStatus
 
 __all__ = ["FRAMES", "Snapshot"]
 
-FRAMES = ("workloads", "queues", "quotas", "gpus", "owners", "costs", "serving")
+FRAMES = ("workloads", "queues", "quotas", "gpus", "owners", "costs", "serving", "data_quality")
 SNAPSHOT_FORMAT = 1
 
 
@@ -43,6 +43,8 @@ class Snapshot:
     owners: pd.DataFrame = field(default_factory=_empty)
     costs: pd.DataFrame = field(default_factory=_empty)
     serving: pd.DataFrame = field(default_factory=_empty)
+    data_quality: pd.DataFrame = field(default_factory=_empty)
+    """Per-object problems with what the objects say (kind, namespace, name, field, value, problem)."""
 
     @property
     def degraded(self) -> bool:

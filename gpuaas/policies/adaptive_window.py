@@ -22,12 +22,13 @@ almost nothing: the duty cycle already reflects the traffic.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
 
-__all__ = ["AdaptiveWindow", "adaptive_windows"]
+__all__ = ["AdaptiveWindow", "adaptive_windows", "long_spells_seen"]
 
 
 @dataclass(frozen=True)
@@ -39,17 +40,45 @@ class AdaptiveWindow:
     short_factor: float = 1.0 / 3.0
     cautious_factor: float = 4.0 / 3.0
 
+    @property
+    def long_s(self) -> float:
+        return self.long_run_factor * self.base_s
+
+    @property
+    def short_s(self) -> float:
+        return self.short_factor * self.base_s
+
+    @property
+    def cautious_s(self) -> float:
+        return self.cautious_factor * self.base_s
+
     def __call__(self, runs: pd.DataFrame) -> np.ndarray:
         return adaptive_windows(runs, self)
+
+    def why(self, runs: pd.DataFrame) -> list[str]:
+        """Per run, the window and why, in the words the audit log carries."""
+        out = []
+        for seen in long_spells_seen(runs, self):
+            if seen:
+                out.append(f"long idle spells seen (>= {self.long_s / 60:g} min): {self.short_s / 60:g} min window")
+            elif math.isfinite(self.cautious_s):
+                out.append(f"no idle spell of {self.long_s / 60:g} min seen yet: {self.cautious_s / 60:g} min window")
+            else:
+                out.append(f"no idle spell of {self.long_s / 60:g} min seen yet: never")
+        return out
+
+
+def long_spells_seen(runs: pd.DataFrame, params: AdaptiveWindow) -> np.ndarray:
+    """Per run: did the same pod have a long run that ended before this one started?"""
+    if runs.empty:
+        return np.zeros(0, dtype=bool)
+    long_run = (runs["length"].to_numpy(dtype=float) >= params.long_s).astype(int)
+    per_pod = pd.Series(long_run, index=runs.index).groupby(runs["pod"].to_numpy(), sort=False)
+    return np.asarray((per_pod.cumsum() - long_run).to_numpy() > 0)  # long runs strictly before this one
 
 
 def adaptive_windows(runs: pd.DataFrame, params: AdaptiveWindow) -> np.ndarray:
     """One window (s) per run of :func:`gpuaas.policies.replay.idle_runs` (pod, time order)."""
     if runs.empty:
         return np.zeros(0)
-    long_run = (runs["length"].to_numpy(dtype=float) >= params.long_run_factor * params.base_s).astype(int)
-    per_pod = pd.Series(long_run, index=runs.index).groupby(runs["pod"].to_numpy(), sort=False)
-    seen_before = (per_pod.cumsum() - long_run).to_numpy()  # long runs strictly before this one
-    return np.where(
-        seen_before > 0, params.short_factor * params.base_s, params.cautious_factor * params.base_s
-    ).astype(float)
+    return np.where(long_spells_seen(runs, params), params.short_s, params.cautious_s).astype(float)

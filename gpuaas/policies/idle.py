@@ -19,7 +19,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from gpuaas.policy import FreeGoal, Policy, ReclaimRule
+from gpuaas.policy import FreeGoal, Policy, ReclaimRule, ReclaimStrategy
 
 __all__ = ["COMPLETE_COVERAGE", "IDLE_COLUMNS", "EffectiveRule", "find_idle", "gpu_evidence", "resolve_rule"]
 
@@ -30,6 +30,7 @@ IDLE_COLUMNS = [
     "kind", "namespace", "name", "uid", "tenant", "queue", "cluster_queue", "gpus", "owner_kind", "owner_name",
     "verdict", "reason", "window_minutes", "threshold", "grace_minutes", "free", "activity_max", "activity_avg",
     "coverage", "requests", "held_seconds", "gpus_observed", "idle_seconds",
+    "strategy", "activity_decides",
 ]
 
 
@@ -40,6 +41,7 @@ class EffectiveRule:
     activity_threshold: float
     grace_minutes: float
     free: FreeGoal
+    strategy: ReclaimStrategy = ReclaimStrategy.fixed
 
 
 def resolve_rule(policy: Policy, kind: str | None, tenant: str | None) -> EffectiveRule:
@@ -52,7 +54,7 @@ def resolve_rule(policy: Policy, kind: str | None, tenant: str | None) -> Effect
         if t.name == tenant:
             layers.append(t.reclaim)
     values = {"enabled": True, "window_minutes": base.window_minutes, "activity_threshold": base.activity_threshold,
-              "grace_minutes": base.grace_minutes, "free": base.free}
+              "grace_minutes": base.grace_minutes, "free": base.free, "strategy": base.strategy}
     for layer in layers:
         for key in values:
             value = getattr(layer, key)
@@ -79,6 +81,7 @@ def find_idle(workloads: pd.DataFrame, policy: Policy, now: datetime) -> pd.Data
     held["threshold"] = [r.activity_threshold for r in rules]
     held["grace_minutes"] = [r.grace_minutes for r in rules]
     held["free"] = [r.free.value for r in rules]
+    held["strategy"] = [r.strategy.value for r in rules]
     enabled = np.array([r.enabled for r in rules])
 
     # Pick each row's evidence from the column of its own window.
@@ -118,6 +121,8 @@ def find_idle(workloads: pd.DataFrame, policy: Policy, now: datetime) -> pd.Data
         "no request metrics for a serving workload",
         "GPU activity above the threshold",
     ]
+    # Rows that only GPU activity decides: the adaptive strategy re-decides these from history.
+    held["activity_decides"] = ~np.logical_or.reduce([np.asarray(c, dtype=bool) for c in conditions[:-1]])
     held["verdict"] = np.select(conditions, verdicts, default="idle")
     held["reason"] = np.select(conditions, reasons, default="every GPU at or below the threshold for the whole window")
     held["gpus_observed"] = observed

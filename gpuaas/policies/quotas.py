@@ -24,6 +24,8 @@ The model, per cell (queue ``i``, flavor ``f``) with ``b`` the current nominal q
   that flavor, one whose change is negative does not gain it;
 * shortfall ``s >= demand - n``, ``s >= 0``.
 
+The matrix form and the solver calls are in ``_quota_milp``.
+
 The objective is lexicographic and solved in two passes: first the smallest weighted shortfall
 ``sum weight * s``; then, with that value held (to a relative 1e-9), the fewest GPUs moved
 (``sum inc``). The second pass is what stops flapping: when demand is already met as well as it
@@ -38,11 +40,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-import numpy as np
-from scipy.optimize import Bounds, LinearConstraint, milp
-from scipy.sparse import coo_matrix
-
 from gpuaas.errors import ConfigError, PolicyError
+from gpuaas.policies._quota_milp import solve_lexicographic
 from gpuaas.policies._quota_reasons import Cell, explain_infeasible, reasons_for
 
 __all__ = [
@@ -56,8 +55,6 @@ __all__ = [
     "validate_quota_input",
 ]
 
-_OBJECTIVE_TOLERANCE = 1e-9
-_TIME_LIMIT_SECONDS = 120.0
 
 
 @dataclass(frozen=True)
@@ -203,7 +200,7 @@ def plan_quotas(queues: Sequence[QueueDemand], limits: QuotaLimits) -> QuotaPlan
     problem = explain_infeasible(cells, limits, solved=False)
     if problem:
         raise QuotaPlanInfeasible(problem)
-    after = _solve(cells, limits)
+    after = solve_lexicographic(cells, limits.hysteresis_gpus, limits.max_total_moved_gpus)
     if after is None:
         raise QuotaPlanInfeasible(explain_infeasible(cells, limits, solved=True))
     elapsed = time.perf_counter() - started
@@ -220,89 +217,6 @@ def plan_quotas(queues: Sequence[QueueDemand], limits: QuotaLimits) -> QuotaPlan
         solve_seconds=elapsed,
         weighted_shortfall_before=sum(c.weight * max(0.0, c.demand - c.before) for c in cells),
     )
-
-
-def _solve(cells: list[Cell], limits: QuotaLimits) -> list[int] | None:
-    """Two MILP passes; the new quota per cell, or None when HiGHS proves the model infeasible."""
-    k = len(cells)
-    binaries = limits.hysteresis_gpus >= 2
-    nvars = k * (6 if binaries else 4)
-    n_, inc_, dec_, s_ = 0, k, 2 * k, 3 * k
-    u_, v_ = 4 * k, 5 * k
-    before = np.array([c.before for c in cells], dtype=float)
-    demand = np.array([c.demand for c in cells], dtype=float)
-    weight = np.array([c.weight for c in cells], dtype=float)
-    up = np.array([c.step_up for c in cells], dtype=float)
-    down = np.array([c.step_down for c in cells], dtype=float)
-    guaranteed = np.array([c.guaranteed for c in cells], dtype=float)
-
-    lb = np.zeros(nvars)
-    ub = np.full(nvars, np.inf)
-    lb[n_:n_ + k] = np.maximum(guaranteed, before - down)
-    ub[n_:n_ + k] = before + up
-    ub[inc_:inc_ + k] = up
-    ub[dec_:dec_ + k] = down
-    integrality = np.zeros(nvars)
-    integrality[n_:n_ + k] = 1
-    if binaries:
-        ub[u_:u_ + k] = (up >= limits.hysteresis_gpus).astype(float)
-        ub[v_:v_ + k] = (down >= limits.hysteresis_gpus).astype(float)
-        integrality[u_:] = 1
-
-    rows: list[int] = []
-    cols: list[int] = []
-    vals: list[float] = []
-    lo: list[float] = []
-    hi: list[float] = []
-
-    def row(entries: list[tuple[int, float]], low: float, high: float) -> None:
-        r = len(lo)
-        for col, val in entries:
-            rows.append(r)
-            cols.append(col)
-            vals.append(val)
-        lo.append(low)
-        hi.append(high)
-
-    for i in range(k):
-        row([(n_ + i, 1.0), (inc_ + i, -1.0), (dec_ + i, 1.0)], before[i], before[i])
-        row([(s_ + i, 1.0), (n_ + i, 1.0)], demand[i], np.inf)
-        if binaries:
-            h = float(limits.hysteresis_gpus)
-            row([(inc_ + i, 1.0), (u_ + i, -up[i])], -np.inf, 0.0)
-            row([(inc_ + i, 1.0), (u_ + i, -h)], 0.0, np.inf)
-            row([(dec_ + i, 1.0), (v_ + i, -down[i])], -np.inf, 0.0)
-            row([(dec_ + i, 1.0), (v_ + i, -h)], 0.0, np.inf)
-            row([(u_ + i, 1.0), (v_ + i, 1.0)], -np.inf, 1.0)
-    by_flavor: dict[str, list[int]] = {}
-    for i, c in enumerate(cells):
-        by_flavor.setdefault(c.flavor, []).append(i)
-    for members in by_flavor.values():
-        total = float(sum(before[i] for i in members))
-        row([(n_ + i, 1.0) for i in members], total, total)
-    row([(inc_ + i, 1.0) for i in range(k)], -np.inf, float(limits.max_total_moved_gpus))
-
-    shortfall_cost = np.zeros(nvars)
-    shortfall_cost[s_:s_ + k] = weight
-    moved_cost = np.zeros(nvars)
-    moved_cost[inc_:inc_ + k] = 1.0
-    options = {"mip_rel_gap": 0.0, "time_limit": _TIME_LIMIT_SECONDS, "presolve": True}
-    bounds = Bounds(lb, ub)
-
-    def matrix() -> LinearConstraint:
-        a = coo_matrix((vals, (rows, cols)), shape=(len(lo), nvars)).tocsr()
-        return LinearConstraint(a, np.array(lo), np.array(hi))
-
-    first = milp(shortfall_cost, integrality=integrality, bounds=bounds, constraints=matrix(), options=options)
-    if first.status == 2:
-        return None
-    if first.x is None or first.status != 0:
-        raise PolicyError(f"the quota MILP did not solve: {first.message}")
-    best = float(first.fun)
-    row([(s_ + i, weight[i]) for i in range(k)], -np.inf, best + _OBJECTIVE_TOLERANCE * max(1.0, abs(best)))
-    second = milp(moved_cost, integrality=integrality, bounds=bounds, constraints=matrix(), options=options)
-    x = second.x if second.x is not None and second.status == 0 else first.x
-    return [int(round(v)) for v in x[n_:n_ + k]]
 
 
 def plan_to_dict(plan: QuotaPlan) -> dict[str, Any]:

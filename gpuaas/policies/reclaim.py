@@ -137,8 +137,7 @@ def _workload_versions(snapshot: Snapshot) -> dict[str, tuple[str | None, str | 
 
 def _evidence(rows: pd.DataFrame) -> dict[str, Any]:
     first = rows.iloc[0]
-    return {
-        "window_minutes": float(first["window_minutes"]),
+    return {**_window_evidence(rows),
         "threshold": float(first["threshold"]),
         "activity_max": _none(float(rows["activity_max"].max())),
         "activity_avg": _none(float(rows["activity_avg"].mean())),
@@ -149,6 +148,17 @@ def _evidence(rows: pd.DataFrame) -> dict[str, Any]:
         "held_seconds": float(rows["held_seconds"].min()),
         "workloads": [str(n) for n in rows["name"]],
     }
+
+
+def _window_evidence(rows: pd.DataFrame) -> dict[str, Any]:
+    """The window used (the longest of the target's Workloads) and, for the adaptive strategy, why."""
+    out: dict[str, Any] = {"window_minutes": float(rows["window_minutes"].max())}
+    if "strategy" in rows and str(rows["strategy"].iloc[0]) == "adaptive":
+        longest = rows.loc[rows["window_minutes"].idxmax()]
+        base, why = _none(longest.get("base_window_minutes")), _none(longest.get("window_reason"))
+        out.update(strategy="adaptive", base_window_minutes=None if base is None else float(base),
+                   window_reason=None if why is None else str(why))
+    return out
 
 
 def plan_reclaim(snapshot: Snapshot, idle: pd.DataFrame, policy: Policy, mode: Mode,

@@ -54,10 +54,12 @@ __all__ = [
     "ReplayResult",
     "WindowPolicy",
     "fixed_windows",
+    "gpu_weights",
     "idle_runs",
     "observed_seconds",
     "qps_samples_while_down",
     "replay_runs",
+    "replay_table",
     "replay_windows",
 ]
 
@@ -162,11 +164,18 @@ def fixed_windows(window_s: float) -> WindowPolicy:
     return policy
 
 
+def gpu_weights(runs: pd.DataFrame) -> np.ndarray:
+    """GPUs per run: the ``gpus`` column where the run table has one (fleet history), else 1 (a trace pod)."""
+    weights: np.ndarray = runs["gpus"].to_numpy(dtype=float) if "gpus" in runs else np.ones(len(runs))
+    return weights
+
+
 def replay_runs(runs: pd.DataFrame, windows: np.ndarray, max_gap_s: float = MAX_GAP_S) -> pd.DataFrame:
     """Per-run outcome of reclaiming at ``start + window`` (rules 4-7).
 
-    Adds ``window``, ``reclaim_at`` (NaN when not reclaimed), ``reclaimed`` (s), ``wakeup``
-    (bool), ``gap_resume`` (bool) and ``never_woke`` (bool) to a copy of ``runs``.
+    Adds ``window``, ``reclaim_at`` (NaN when not reclaimed), ``reclaimed`` (s),
+    ``reclaimed_gpu_s`` (``reclaimed`` x the run's ``gpus``), ``wakeup`` (bool),
+    ``gap_resume`` (bool) and ``never_woke`` (bool) to a copy of ``runs``.
     """
     w = np.asarray(windows, dtype=float)
     if w.shape != (len(runs),):
@@ -184,6 +193,7 @@ def replay_runs(runs: pd.DataFrame, windows: np.ndarray, max_gap_s: float = MAX_
     out["window"] = w
     out["reclaim_at"] = np.where(happens, start + w, np.nan)
     out["reclaimed"] = np.where(happens, np.maximum(0.0, length - w), 0.0)
+    out["reclaimed_gpu_s"] = out["reclaimed"].to_numpy() * gpu_weights(runs)
     gap_ended = by == "gap"
     out["wakeup"] = happens & (active | (gap_ended & runs["next_active"].to_numpy(dtype=bool)))
     out["gap_resume"] = happens & gap_ended & ~out["wakeup"].to_numpy()
@@ -214,19 +224,43 @@ def replay_windows(
     max_gap_s: float = MAX_GAP_S,
 ) -> ReplayResult:
     """Replay ``policy`` on ``util``; the bound always uses ``window_min`` (the base window)."""
-    runs = idle_runs(util, threshold, max_gap_s)
+    return replay_table(
+        idle_runs(util, threshold, max_gap_s), policy, name=name, pods=int(util["pod"].nunique()),
+        observed_s=observed_seconds(util, max_gap_s), qps=qps, window_min=window_min, threshold=threshold,
+        max_gap_s=max_gap_s,
+    )
+
+
+def replay_table(
+    runs: pd.DataFrame,
+    policy: WindowPolicy,
+    *,
+    name: str,
+    pods: int,
+    observed_s: float,
+    qps: pd.DataFrame | None = None,
+    window_min: float = 30.0,
+    threshold: float = 5.0,
+    max_gap_s: float = MAX_GAP_S,
+) -> ReplayResult:
+    """Replay ``policy`` on an idle-run table already built (e.g. streamed from Prometheus).
+
+    A ``gpus`` column weighs each run's reclaimed time (a workload's GPUs); ``observed_s``
+    is then in GPU-seconds too. Wake-ups count workloads, not GPUs.
+    """
     out = replay_runs(runs, policy(runs), max_gap_s)
     base = window_min * 60.0
-    bound = float(np.maximum(0.0, runs["length"].to_numpy(dtype=float) - base).sum()) if len(runs) else 0.0
+    over = np.maximum(0.0, runs["length"].to_numpy(dtype=float) - base) * gpu_weights(runs)
+    bound = float(over.sum()) if len(runs) else 0.0
     return ReplayResult(
         policy=name,
         window_min=float(window_min),
         threshold_pct=float(threshold),
-        pods=int(util["pod"].nunique()),
-        observed_gpu_hours=observed_seconds(util, max_gap_s) / 3600.0,
+        pods=pods,
+        observed_gpu_hours=observed_s / 3600.0,
         idle_runs=len(runs),
         reclaims=int(out["reclaim_at"].notna().sum()),
-        reclaimed_gpu_hours=float(out["reclaimed"].sum()) / 3600.0,
+        reclaimed_gpu_hours=float(out["reclaimed_gpu_s"].sum()) / 3600.0,
         wakeups=int(out["wakeup"].sum()),
         gap_resumes=int(out["gap_resume"].sum()),
         never_woke=int(out["never_woke"].sum()),

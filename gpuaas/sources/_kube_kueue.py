@@ -35,7 +35,8 @@ __all__ = [
     "workload_state",
 ]
 
-ANNOTATIONS_OF_INTEREST = ("gpuaas.io/reclaim", "gpuaas.io/deadline", "gpuaas.io/expected-runtime")
+ANNOTATIONS_OF_INTEREST = ("gpuaas.io/reclaim", "gpuaas.io/deadline", "gpuaas.io/expected-runtime",
+                           "gpuaas.io/deadline-hold")
 JOB_KINDS = ("RayCluster", "InferenceService", "Notebook", "Deployment", "StatefulSet")
 
 Obj = Mapping[str, Any]
@@ -136,7 +137,16 @@ def parse_workload(obj: Obj, gpu_resources: Iterable[str]) -> Workload:
         annotations=tuple((k, str(annotations[k])) for k in ANNOTATIONS_OF_INTEREST if k in annotations),
         resource_version=str(meta.get("resourceVersion", "")),
         api_version=str(obj.get("apiVersion", "")),
+        max_exec_time=_max_exec_time(spec, meta),
     )
+
+
+def _max_exec_time(spec: Obj, meta: Obj) -> str | None:
+    """Kueue copies the job's label into the spec field; a Workload created by hand may carry either."""
+    value = spec.get("maximumExecutionTimeSeconds")
+    if value is None:
+        value = (meta.get("labels") or {}).get("kueue.x-k8s.io/max-exec-time-seconds")
+    return None if value is None else str(value)
 
 
 def _status_cells(entries: Iterable[Obj] | None) -> dict[tuple[str, str], tuple[float, float]]:

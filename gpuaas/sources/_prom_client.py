@@ -30,7 +30,7 @@ def sample_value(result: dict[str, Any]) -> float:
 
 
 class PromClient:
-    """Instant queries against one Prometheus; ``queries`` counts what was sent."""
+    """Instant and range queries against one Prometheus; ``queries`` counts what was sent."""
 
     def __init__(self, settings: GpuaasSettings, source: str = "prometheus") -> None:
         if not settings.prometheus_url:
@@ -54,9 +54,26 @@ class PromClient:
 
     def query(self, expr: str, at: datetime) -> list[dict[str, Any]]:
         """The result vector of ``expr`` evaluated at ``at``."""
+        result = self._call(lambda: self._prom.custom_query(expr, params={"time": f"{at.timestamp():.3f}"}),
+                            "/api/v1/query")
+        for row in result:
+            if not isinstance(row, dict) or "metric" not in row or "value" not in row:
+                raise MalformedResponse("result element lacks 'metric'/'value'", source=self.source, url=self.url)
+        return [r for r in result if not math.isnan(sample_value(r))]
+
+    def query_range(self, expr: str, start: datetime, end: datetime, step_s: float) -> list[dict[str, Any]]:
+        """The range matrix of ``expr`` over ``[start, end]`` at ``step_s`` (each row ``metric``, ``values``)."""
+        result = self._call(lambda: self._prom.custom_query_range(expr, start, end, f"{step_s:g}s"),
+                            "/api/v1/query_range")
+        for row in result:
+            if not isinstance(row, dict) or "metric" not in row or not isinstance(row.get("values"), list):
+                raise MalformedResponse("result element lacks 'metric'/'values'", source=self.source, url=self.url)
+        return result
+
+    def _call(self, fetch: Any, path: str) -> list[Any]:
         self.queries += 1
         try:
-            result = self._prom.custom_query(expr, params={"time": f"{at.timestamp():.3f}"})
+            result = fetch()
         except requests.exceptions.JSONDecodeError as exc:
             raise MalformedResponse("query answer is not JSON", source=self.source, url=self.url) from exc
         except (KeyError, TypeError) as exc:
@@ -69,13 +86,10 @@ class PromClient:
         except PrometheusApiClientException as exc:
             match = _STATUS.search(str(exc))
             status = int(match.group(1)) if match else 0
-            text = f"HTTP {status or '?'} from /api/v1/query"
+            text = f"HTTP {status or '?'} from {path}"
             if status == 429 or status >= 500:
                 raise SourceUnavailable(text, source=self.source, url=self.url) from exc
             raise SourceError(text, source=self.source, url=self.url) from exc
         if not isinstance(result, list):
             raise MalformedResponse("field 'data.result' is not a list", source=self.source, url=self.url)
-        for row in result:
-            if not isinstance(row, dict) or "metric" not in row or "value" not in row:
-                raise MalformedResponse("result element lacks 'metric'/'value'", source=self.source, url=self.url)
-        return [r for r in result if not math.isnan(sample_value(r))]
+        return result

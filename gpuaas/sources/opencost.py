@@ -22,7 +22,7 @@ from gpuaas.settings import GpuaasSettings
 from gpuaas.sources._prom_client import PromClient, sample_value
 from gpuaas.sources._promql import duration, tag, union
 
-__all__ = ["COST_COLUMNS", "parse_allocation", "read_opencost", "read_opencost_metrics"]
+__all__ = ["COST_COLUMNS", "fetch_allocation", "parse_allocation", "read_opencost", "read_opencost_metrics"]
 
 SOURCE = "opencost"
 COST_COLUMNS = [
@@ -94,14 +94,20 @@ def read_opencost(settings: GpuaasSettings, now: datetime, window_minutes: float
     """Allocation over ``[now - window, now]``; falls back to OpenCost metrics in Prometheus."""
     if not settings.opencost_url:
         return read_opencost_metrics(settings, now, window_minutes)
-    url = settings.opencost_url.rstrip("/") + "/allocation"
     params = {
         "window": f"{_rfc3339(now - timedelta(minutes=window_minutes))},{_rfc3339(now)}",
         "aggregate": "namespace,controller,pod",
         "accumulate": "true",
     }
+    return fetch_allocation(settings, params)
+
+
+def fetch_allocation(settings: GpuaasSettings, params: Mapping[str, str]) -> pd.DataFrame:
+    """``GET /allocation`` with ``params``, parsed; errors mapped (5xx/429/transport: transient)."""
+    assert settings.opencost_url
+    url = settings.opencost_url.rstrip("/") + "/allocation"
     try:
-        resp = httpx.get(url, params=params, timeout=settings.request_timeout_seconds)
+        resp = httpx.get(url, params=dict(params), timeout=settings.request_timeout_seconds)
     except httpx.TransportError as exc:
         raise SourceUnavailable(f"{type(exc).__name__}: {exc}"[:300], source=SOURCE, url=url) from exc
     if resp.status_code == 429 or resp.status_code >= 500:

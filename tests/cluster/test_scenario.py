@@ -87,7 +87,7 @@ def test_objects_use_upstream_field_names() -> None:
     assert worker["template"]["spec"]["containers"][0]["resources"]["requests"]["nvidia.com/gpu"] == "2"
     report = by_name["report-0"]
     ann = workload_objects(report.spec, report.name, report.tenant, EPOCH)[0]["metadata"]["annotations"]
-    assert ann[DEADLINE_ANNOTATION] == "2026-11-01T03:00:00Z" and ann[EXPECTED_RUNTIME_ANNOTATION] == "3600"
+    assert ann[DEADLINE_ANNOTATION] == "2026-11-01T03:00:00Z" and ann[EXPECTED_RUNTIME_ANNOTATION] == "3600s"
     isvc = workload_objects(by_name["chat"].spec, "chat", by_name["chat"].tenant, EPOCH)[0]
     assert isvc["spec"]["predictor"]["model"]["resources"]["limits"]["nvidia.com/gpu"] == "1"
     cqs = [o for o in fleet_objects(s) if o["kind"] == "ClusterQueue"]

@@ -1,0 +1,101 @@
+"""Backtest benchmark: ``gpuaas replay reclaim --from-prometheus`` on a 2,000-GPU embedded fleet.
+
+The fleet is the collect benchmark's (250 nodes x 8 GPUs, 40 ClusterQueues, 1,000
+RayClusters of 1-4 GPUs), but every RayCluster's GPUs follow a pod of the public GenAI
+duty-cycle trace (40 trace pods, one per tenant, repeating), so the history has real idle
+spells. ``HOURS`` of history are backfilled into the real Prometheus; then the command
+runs as a subprocess, exactly as an operator runs it, once for the replay and once for
+the frontier, and the benchmark prints its wall time, the child's peak RSS and the
+number of range queries (one per ``--chunk-hours``).
+
+    .venv/bin/python bench/bench_backtest.py [HOURS]
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+import tempfile
+import time
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+from bench_cluster import fleet  # same folder
+
+from gpuaas.cluster._scenario_models import TraceProfile
+from gpuaas.cluster.clock import ManualClock
+from gpuaas.cluster.runner import EmbeddedCluster
+from gpuaas.sources.traces import load_utilization
+
+TRACE = Path(__file__).resolve().parents[1] / ".." / "shared" / "fixtures" / "traces" / "alibaba-genai-2026"
+
+
+def _profiles(count: int) -> list[TraceProfile]:
+    util = load_utilization([TRACE / "pod_gpu_duty_cycle_part1.csv"])
+    out = []
+    for pod in sorted(util["pod"].unique())[:count]:
+        values = util.loc[util["pod"] == pod, "value"].to_numpy() / 100.0
+        points = [(timedelta(minutes=k), float(v)) for k, v in enumerate(values)]
+        out.append(TraceProfile(profile="trace", points=points, period=timedelta(minutes=len(points))))
+    return out
+
+
+# The command in its own process, reporting its own peak RSS at exit (RUSAGE_CHILDREN would also
+# count promtool's backfill, which this process ran before).
+_WRAP = ("import atexit, resource, sys; atexit.register(lambda: sys.stderr.write("
+         "f'\\nmaxrss_kib={resource.getrusage(resource.RUSAGE_SELF).ru_maxrss}\\n')); "
+         "sys.argv = ['gpuaas', *sys.argv[1:]]; from gpuaas.cli.app import main; main()")
+
+
+def _run(args: list[str], env: dict[str, str]) -> tuple[float, float, dict[str, object]]:
+    started = time.perf_counter()
+    done = subprocess.run([sys.executable, "-c", _WRAP, *args], env=env, capture_output=True, text=True,
+                          check=False)
+    elapsed = time.perf_counter() - started
+    if done.returncode != 0:
+        raise SystemExit(f"gpuaas {' '.join(args)} failed:\n{done.stderr[-2000:]}")
+    peak = float(done.stderr.rsplit("maxrss_kib=", 1)[1].split()[0]) / 2**10
+    sys.stderr.write(done.stderr[-600:])
+    kube = re.search(r"Kubernetes read in ([\d.]+)s", done.stderr)
+    pulled = re.search(r"(\d+) range queries in ([\d.]+)s", done.stderr)
+    if kube and pulled:
+        print(f"  {pulled.group(1)} range queries in {pulled.group(2)} s; Kubernetes read {kube.group(1)} s")
+    return elapsed, peak, json.loads(done.stdout)
+
+
+def main(hours: float) -> int:
+    base = fleet(250, 40, 1000, kind="RayCluster")
+    profiles = _profiles(len(base.workloads))
+    scenario = base.model_copy(update={"workloads": [
+        w.model_copy(update={"utilisation": profiles[i % len(profiles)], "noise": 0.0})
+        for i, w in enumerate(base.workloads)]})
+    history = timedelta(hours=hours)
+    start = datetime.now(UTC).replace(second=0, microsecond=0) - history
+    data = Path(tempfile.mkdtemp(prefix="bench-backtest-"))
+    t0 = time.perf_counter()
+    with EmbeddedCluster(scenario, data, history=history, clock=ManualClock(start),
+                         progress=lambda m: sys.stderr.write(m + "\n")) as cluster:
+        print(f"fleet: 250 nodes, 2000 GPUs, 1000 RayClusters; {hours:g} h of history backfilled in "
+              f"{time.perf_counter() - t0:.0f} s")
+        env = {**os.environ, **cluster.settings_env(), "GPUAAS_NVML": "off",
+               "GPUAAS_DATA_DIR": str(data / "gpuaas")}
+        since = start.strftime("%Y-%m-%dT%H:%M:%S")
+        common = ["replay", "reclaim", "--from-prometheus", "--since", since, "--chunk-hours", "1",
+                  "--format", "json"]
+        secs, rss, replay = _run([*common, "--adaptive"], env)
+        print(f"replay (fixed + adaptive): {secs:.1f} s, peak RSS {rss:.0f} MiB, "
+              f"{replay['pods']} workloads, {replay['observed_gpu_hours']:.0f} observed GPU-hours, "
+              f"{replay['idle_runs']} idle runs; adaptive {replay['reclaimed_gpu_hours']:.1f} GPU-h / "
+              f"{replay['wakeups']} wake-ups, fixed 30 min "
+              f"{replay['fixed']['reclaimed_gpu_hours']:.1f} / {replay['fixed']['wakeups']}")  # type: ignore[index]
+        secs, rss, front = _run([*common, "--frontier", "--plot", str(data / "frontier.png")], env)
+        print(f"frontier (9 windows + 7 budgets): {secs:.1f} s, peak RSS {rss:.0f} MiB, "
+              f"{len(front['frontier'])} rows")  # type: ignore[arg-type]
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(float(sys.argv[1]) if len(sys.argv) > 1 else 3.0))

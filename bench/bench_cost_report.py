@@ -1,0 +1,150 @@
+"""Cost report at fleet scale: the number of queries stays fixed, and how long they take.
+
+Builds a synthetic fleet straight into a real Prometheus (promtool backfill): GPUS GPUs in pods of
+8 across TENANTS namespaces, DAYS days sampled every STEP seconds (dcgm activity, OpenCost's
+``container_gpu_allocation`` and node prices, Kueue usage), and SERVICES vLLM services (requests
+by reason, the e2e latency histogram). Then reads the report window with the production code
+(OpenCost through its Prometheus metrics, no Kubernetes API) and prints the query count and the
+time. ``python bench/bench_cost_report.py [GPUS] [DAYS] [STEP_S] [SERVICES]``; the default (2,000 GPUs,
+30 days, hourly samples, 50 services) is the largest month that fits the 2-core development machine:
+16,000 GPUs x 30 days (18 M samples) backfills in ~10 min there, then its GPU-hours query runs past
+Prometheus' 2-minute query timeout (the busy-hours subquery re-reads each sparse hourly chunk).
+"""
+
+from __future__ import annotations
+
+import random
+import resource
+import subprocess
+import sys
+import tempfile
+import time
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from gpuaas.cluster.prometheus import PrometheusServer, require_binary
+from gpuaas.cluster.telemetry import E2E_BUCKETS
+from gpuaas.policies.cost import build_cost_report
+from gpuaas.settings import MetricNames, load_settings
+from gpuaas.sources._prom_client import PromClient
+from gpuaas.sources.cost_window import read_cost_inputs
+
+GPUS, DAYS, STEP_S, SERVICES = (int(a) for a in (sys.argv[1:] + ["2000", "30", "3600", "50"][len(sys.argv[1:]):]))
+TENANTS = 50
+END = datetime(2026, 11, 30, tzinfo=UTC)
+
+
+def write_history(path: Path) -> int:
+    """OpenMetrics, one series at a time (each series' samples in time order, families contiguous)."""
+    start = END.timestamp() - DAYS * 86400
+    stamps = [start + i * STEP_S for i in range(1, DAYS * 86400 // STEP_S + 1)]
+    rng = random.Random(1)
+    lines = 0
+    pods = GPUS // 8
+    with path.open("w", encoding="utf-8") as out:
+        out.write("# TYPE DCGM_FI_PROF_GR_ENGINE_ACTIVE gauge\n")
+        for g in range(GPUS):
+            pod, ns = g // 8, f"team-{(g // 8) % TENANTS}"
+            labels = (f'{{UUID="GPU-{g:08d}",gpu="{g % 8}",Hostname="node-{pod}",namespace="{ns}",'
+                      f'pod="job-{pod}-0",container="main"}}')
+            busy = rng.random()
+            for ts in stamps:
+                out.write(f"DCGM_FI_PROF_GR_ENGINE_ACTIVE{labels} {busy if (ts // 3600) % 3 else 0.0} {ts:.0f}\n")
+            lines += len(stamps)
+        out.write("# TYPE container_gpu_allocation gauge\n")
+        for pod in range(pods):
+            labels = f'{{namespace="team-{pod % TENANTS}",pod="job-{pod}-0",container="main",node="node-{pod}"}}'
+            out.writelines(f"container_gpu_allocation{labels} 8 {ts:.0f}\n" for ts in stamps)
+            lines += len(stamps)
+        out.write("# TYPE node_gpu_hourly_cost gauge\n")
+        for pod in range(pods):
+            out.writelines(f'node_gpu_hourly_cost{{node="node-{pod}"}} 4 {ts:.0f}\n' for ts in stamps)
+            lines += len(stamps)
+        out.write("# TYPE kueue_cluster_queue_resource_usage gauge\n")
+        for t in range(TENANTS):
+            labels = f'{{cluster_queue="team-{t}-cq",flavor="h100",resource="nvidia.com/gpu"}}'
+            out.writelines(f"kueue_cluster_queue_resource_usage{labels} {8 * pods // TENANTS} {ts:.0f}\n"
+                           for ts in stamps)
+            lines += len(stamps)
+        lines += _vllm(out, stamps)
+        out.write("# EOF\n")
+    return lines
+
+
+def _vllm(out: object, stamps: list[float]) -> int:
+    write = out.write  # type: ignore[attr-defined]
+    lines = 0
+    write("# TYPE vllm:request_success counter\n")
+    for s in range(SERVICES):
+        base = f'engine="0",model_name="model-{s}",namespace="team-{s % TENANTS}"'
+        for reason, share in (("stop", 0.9), ("length", 0.03), ("abort", 0.05), ("error", 0.02), ("repetition", 0)):
+            for i, ts in enumerate(stamps):
+                write(f'vllm:request_success_total{{{base},finished_reason="{reason}"}} {i * 100 * share:.0f} {ts:.0f}\n')
+            lines += len(stamps)
+    write("# TYPE vllm:e2e_request_latency_seconds histogram\n")
+    for s in range(SERVICES):
+        base = f'engine="0",model_name="model-{s}",namespace="team-{s % TENANTS}"'
+        for le in [*(repr(b) for b in E2E_BUCKETS), "+Inf"]:
+            share = 1.0 if le == "+Inf" else min(1.0, float(le) / 4)
+            for i, ts in enumerate(stamps):
+                write(f'vllm:e2e_request_latency_seconds_bucket{{{base},le="{le}"}} {i * 100 * share:.0f} {ts:.0f}\n')
+            lines += len(stamps)
+    return lines
+
+
+def main() -> None:
+    with tempfile.TemporaryDirectory(prefix="bench-cost-") as tmp:
+        t0 = time.monotonic()
+        history = Path(tmp) / "history.om"
+        samples = write_history(history)
+        t1 = time.monotonic()
+        prom = PrometheusServer(Path(tmp) / "prom")
+        prom.tsdb_dir.mkdir(parents=True)
+        # 6-day blocks (10 % of the 60-day retention) rather than promtool's 2-hour default: a month
+        # of history in 5 blocks, as a compacted Prometheus would hold it
+        subprocess.run([require_binary("promtool"), "tsdb", "create-blocks-from", "openmetrics",
+                        "--max-block-duration=144h", str(history), str(prom.tsdb_dir)], check=True,
+                       capture_output=True)
+        history.unlink()
+        prom.start(timeout=300)
+        t2 = time.monotonic()
+        try:
+            policy = Path(tmp) / "policy.yaml"
+            policy.write_text("tenants:\n" + "".join(
+                f"  - {{name: team-{t}, namespaces: [team-{t}], cluster_queues: [team-{t}-cq]}}\n" for t in range(TENANTS))
+                + "services:\n" + "".join(
+                f"  - {{name: svc-{s}, namespace: team-{s % TENANTS}, model_name: model-{s}, latency_slo_seconds: 2.0}}\n"
+                for s in range(SERVICES)))
+            settings = load_settings(prometheus_url=prom.url, policy_file=policy, nvml="off",
+                                     metrics=MetricNames(sample_interval_seconds=STEP_S), request_timeout_seconds=600)
+            timings: list[float] = []
+            call = PromClient._call
+
+            def timed(self: PromClient, fetch: Any, path: str) -> list[Any]:
+                began = time.monotonic()
+                try:
+                    return call(self, fetch, path)
+                finally:
+                    timings.append(time.monotonic() - began)
+
+            PromClient._call = timed  # type: ignore[method-assign]
+            t3 = time.monotonic()
+            inputs = read_cost_inputs(settings, END, DAYS * 86400)
+            t4 = time.monotonic()
+            report = build_cost_report(inputs, settings.policy)
+            t5 = time.monotonic()
+        finally:
+            prom.stop()
+    print(f"fleet: {GPUS:,} GPUs in {GPUS // 8:,} pods, {TENANTS} tenants, {SERVICES} vLLM services; "
+          f"{DAYS} days sampled every {STEP_S}s ({samples:,} samples; built in {t1 - t0:.0f}s, backfilled in "
+          f"{t2 - t1:.0f}s)")
+    print(f"cost report over {DAYS} days: {inputs.queries} queries (PromQL; OpenCost via its metrics, no Kubernetes "
+          f"API) in {t4 - t3:.1f}s; report built in {t5 - t4:.1f}s; {len(report.tenants)} tenants, "
+          f"{len(report.services)} services, {len(report.daily)} service-days")
+    print("per query (GPU hours, serving, Kueue, OpenCost metrics): " + ", ".join(f"{t:.1f}s" for t in timings))
+    print(f"peak RSS of this process: {resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20:.2f} GiB")
+
+
+if __name__ == "__main__":
+    main()

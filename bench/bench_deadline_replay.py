@@ -1,0 +1,78 @@
+"""Deadline replay on every ITP trace file: Kueue's FIFO against the deadline plan, at the rule's N.
+
+The rule for N (GPUs of the one ClusterQueue), per file: the smallest multiple of 8, no smaller
+than the file's largest job, at which FIFO meets at least half of the deadlines that can be met
+(``deadline_satisfaction >= 0.5``), found by doubling then bisection on FIFO replays. Then both
+runs at that N; prints one row per file and the wall time of the final pair (the CLI's cost).
+
+Run: ``.venv/bin/python bench/bench_deadline_replay.py [DIR] [--files 195job.csv ...]``
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import time
+from pathlib import Path
+
+from gpuaas.cluster.deadline_replay import ReplayStats, replay_deadlines
+from gpuaas.cluster.traces import TraceJob, read_itp
+
+DEFAULT_DIR = Path(__file__).resolve().parents[1] / ".." / "shared" / "fixtures" / "traces" / "microsoft-itp-elasticflow"
+
+
+def choose_n(jobs: list[TraceJob], target: float = 0.5) -> tuple[int, dict[int, ReplayStats]]:
+    """The rule above; returns N and every FIFO replay it ran."""
+    seen: dict[int, ReplayStats] = {}
+
+    def fifo(n: int) -> float:
+        if n not in seen:
+            seen[n] = replay_deadlines(jobs, n, planned=False)
+        return seen[n].deadline_satisfaction
+
+    lo = 8 * math.ceil(max(j.gpus for j in jobs) / 8)
+    if fifo(lo) >= target:
+        return lo, seen
+    hi = lo * 2
+    while fifo(hi) < target:
+        lo, hi = hi, hi * 2
+    while hi - lo > 8:  # fifo(lo) < target <= fifo(hi)
+        mid = 8 * ((lo + hi) // 16)
+        if mid in (lo, hi):
+            break
+        if fifo(mid) >= target:
+            hi = mid
+        else:
+            lo = mid
+    return hi, seen
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("dir", nargs="?", type=Path, default=DEFAULT_DIR)
+    parser.add_argument("--files", nargs="*")
+    args = parser.parse_args()
+    files = [args.dir / f for f in args.files] if args.files else sorted(args.dir.glob("*.csv"))
+    print("| file | jobs | hopeless | N | FIFO met | planned met | ratio | FIFO satisfaction | planned satisfaction"
+          " | FIFO avg JCT h | planned avg JCT h | FIFO p95 queue h | planned p95 queue h | alloc FIFO/planned"
+          " | both runs s |", flush=True)
+    print("|" + "---|" * 15, flush=True)
+    for path in files:
+        jobs = read_itp(path)
+        n, seen = choose_n(jobs)
+        started = time.monotonic()
+        fifo = replay_deadlines(jobs, n, planned=False)
+        planned = replay_deadlines(jobs, n, planned=True)
+        wall = time.monotonic() - started
+        ratio = planned.met / fifo.met if fifo.met else float("inf")
+        print(f"| {path.name} | {fifo.jobs} | {fifo.hopeless} | {n} | {fifo.met} | {planned.met} | {ratio:.2f} "
+              f"| {fifo.deadline_satisfaction:.3f} | {planned.deadline_satisfaction:.3f} "
+              f"| {fifo.avg_jct_s / 3600:.1f} | {planned.avg_jct_s / 3600:.1f} "
+              f"| {fifo.p95_queue_s / 3600:.1f} | {planned.p95_queue_s / 3600:.1f} "
+              f"| {fifo.gpu_allocation_ratio:.2f}/{planned.gpu_allocation_ratio:.2f} | {wall:.0f} |", flush=True)
+        print(f"  (N search on {path.name}: " + ", ".join(f"{k}->{v.deadline_satisfaction:.3f}"
+                                                       for k, v in sorted(seen.items())) + ")", flush=True)
+
+
+if __name__ == "__main__":
+    main()

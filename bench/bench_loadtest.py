@@ -1,0 +1,64 @@
+"""The load generator against the embedded endpoint's default latency model: found vs computed.
+
+Run: ``python bench/bench_loadtest.py [STEP_SECONDS]`` (default 5). The endpoint (one and two
+replicas, the default ``EngineModel``: 16 sequences, 30 ms per token) runs in this process; the
+sweep runs in a child process, as ``gpuaas loadtest`` would, so the two do not share a GIL.
+Prints, per replica count: the model's saturation rate, the sustainable rate the sweep found
+(p95 <= 1 s, 128 prompt / 16 output tokens), the client's lateness p99 and the wall time.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import time
+
+from gpuaas.cluster._engine import EngineModel, model_capacity_rps
+from gpuaas.cluster._scenario_models import Serving
+from gpuaas.cluster.serving import ServingEndpoint
+
+PROMPT, OUTPUT, SLO = 128, 16, 1.0
+CHILD = """
+import json, sys
+from gpuaas.loadtest import LoadTestConfig, json_safe, run_sweep
+from gpuaas.policies.capacity import sustainable_capacity
+url, rates, step, replicas = sys.argv[1], sys.argv[2], float(sys.argv[3]), int(sys.argv[4])
+SLO, PROMPT, OUTPUT = float(sys.argv[5]), int(sys.argv[6]), int(sys.argv[7])
+config = LoadTestConfig(url=url, model="bench", rates=tuple(map(float, rates.split(","))), slo_quantile="p95",
+                        slo_seconds=SLO, prompt_tokens=PROMPT, output_tokens=OUTPUT, step_seconds=step,
+                        max_requests_per_step=5000, replicas=replicas, gpus=replicas)
+run = run_sweep(config)
+capacity = sustainable_capacity(run.sweep, slo_quantile="p95", slo_seconds=config.slo_seconds, min_quality=0.99)
+print(json.dumps(json_safe({"capacity": capacity.to_dict(), "lateness_p99_s": run.lateness_p99_s,
+                            "requests": len(run.requests), "limited": run.client_limited_rates})))
+"""
+
+
+def main(step: float) -> None:
+    model = EngineModel()
+    for replicas in (1, 2):
+        serving = Serving.model_validate({"model_name": "bench", "engine": model.model_dump(),
+                                          "requests_per_second": {"profile": "constant", "value": 0}})
+        endpoint = ServingEndpoint("bench", "bench", serving)
+        endpoint.engine.set_pods([f"bench-{i}" for i in range(replicas)])
+        endpoint.start()
+        try:
+            computed = model_capacity_rps(model, PROMPT, OUTPUT, SLO, replicas)
+            rates = ",".join(f"{computed * f:.1f}" for f in (0.6, 0.7, 0.8, 0.9, 1.0, 1.1, 1.2))
+            began = time.perf_counter()
+            child = subprocess.run([sys.executable, "-c", CHILD, endpoint.url, rates, str(step), str(replicas),
+                                    str(SLO), str(PROMPT), str(OUTPUT)],
+                                   capture_output=True, text=True, check=True)
+            wall = time.perf_counter() - began
+        finally:
+            endpoint.stop()
+        out = json.loads(child.stdout)
+        found = out["capacity"]["sustainable_rate_rps"]
+        print(f"{replicas} replica(s): model {computed:.1f} rps, found {found} rps "
+              f"({(found or 0) / computed - 1:+.0%}); {out['requests']} requests, lateness p99 "
+              f"{out['lateness_p99_s'] * 1000:.0f} ms, client-limited at {out['limited'] or 'none'}; {wall:.0f} s")
+
+
+if __name__ == "__main__":
+    main(float(sys.argv[1]) if len(sys.argv) > 1 else 5.0)

@@ -1,0 +1,59 @@
+"""The cost_report flow (daily, and on demand with a window): cost per verified outcome.
+
+Read (a fixed number of queries for the window, and as many again for the previous period of
+the same length, to show the change), build (pure), publish (artifacts, the HTML report in the
+reports directory, the Pushgateway). A failed push is a warning: the report is already written.
+"""
+
+from __future__ import annotations
+
+import time
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from prefect import flow, get_run_logger
+
+from gpuaas.settings import load_settings
+from gpuaas.sources.cost_window import parse_window
+from reports.cost_report import cost_report_json
+from tasks._options import retry_options
+from tasks.cost_report import build_report, publish_cost_artifacts, push_cost_metrics, read_window, write_html_report
+
+
+@flow(name="cost_report", log_prints=False)
+def cost_report(window: str = "1d", at: datetime | None = None, compare: bool = True,
+                html: bool = True) -> dict[str, Any]:
+    """Cost per verified outcome over ``window`` ending at ``at`` (default now); returns the JSON document."""
+    logger = get_run_logger()
+    settings = load_settings()
+    window_s = parse_window(window)
+    end = at or datetime.now(UTC)
+    reader = read_window.with_options(**retry_options(settings))
+
+    started = time.monotonic()
+    inputs = reader(settings, end, window_s)
+    previous_inputs = reader(settings, end - timedelta(seconds=window_s), window_s) if compare else None
+    logger.info("read: %d requests for the window%s in %.2fs", inputs.queries,
+                f" and {previous_inputs.queries} for the previous one" if previous_inputs else "",
+                time.monotonic() - started)
+
+    report = build_report(settings, inputs)
+    previous = build_report(settings, previous_inputs) if previous_inputs is not None else None
+    path = write_html_report(settings, report, previous) if html else None
+    publish_cost_artifacts(report, previous, path)
+    pushed = None
+    if settings.pushgateway_url:
+        state = push_cost_metrics.with_options(**retry_options(settings))(settings, report, return_state=True)
+        if state.is_completed():
+            pushed = state.result()
+        else:
+            logger.warning("cost metrics not pushed to the Pushgateway: %s", state.result(raise_on_failure=False))
+    logger.info("cost report %s – %s: %d tenants, %d services, %d notes; HTML %s", report.start, report.end,
+                len(report.tenants), len(report.services), len(report.notes), path or "not written")
+    doc = cost_report_json(report, path, previous)
+    doc["pushed_samples"] = pushed
+    return doc
+
+
+if __name__ == "__main__":
+    cost_report()

@@ -1,0 +1,94 @@
+"""The deadline plan (every 15 minutes): which deadlines hold, the extra GPUs for the rest, Kueue nudged.
+
+Release (first, from the API alone: every held Workload whose release time has come is released,
+whatever happens later in the run), collect (the collect flow as a subflow; a fresh snapshot,
+stored, then loaded by id), plan (pure, per cohort and flavor), nudge (holds where the plan is
+proven, under the store lock ``cluster-writes``; written only in apply mode), publish (an artifact
+and, on the Pushgateway, ``gpuaas_extra_gpus_needed`` and ``gpuaas_deadlines_at_risk`` — the
+signal to add GPU nodes on, instead of raw queue length). ``nudge=False`` plans only and writes
+nothing (``gpuaas plan deadlines --from-cluster``); ``undo=[audit ids]`` releases those holds.
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+from contextlib import nullcontext
+from datetime import UTC, datetime
+from typing import Any
+
+from prefect import flow, get_run_logger
+
+from flows.collect import collect
+from flows.reclaim import _writes_lock
+from gpuaas.actions.deadline_holds import NudgeResult
+from gpuaas.policy import Mode
+from gpuaas.settings import load_settings
+from reports.deadlines import pool_dicts
+from tasks._options import retry_options
+from tasks.deadlines import (
+    decide_nudges,
+    nudge_kueue,
+    plan_deadlines,
+    publish_deadline_artifacts,
+    push_deadline_metrics,
+    release_due_holds,
+    undo_deadline_holds,
+)
+from tasks.reclaim import load_snapshot
+
+
+def _results(results: list[NudgeResult]) -> list[dict[str, Any]]:
+    return [{"action": r.nudge.action, "workload": r.nudge.ref, "result": r.result, "reason": r.reason,
+             "audit_id": r.audit_id, "release_at": r.nudge.release_at.isoformat() if r.nudge.release_at else None}
+            for r in results]
+
+
+@flow(name="deadlines", log_prints=False)
+def deadlines(apply: bool = False, at: datetime | None = None, nudge: bool = True,
+              undo: list[int] | None = None) -> dict[str, Any]:
+    """Plan deadlines once; returns ``{"snapshot_id", "pools", "pushed_samples", "mode", "released", "nudges"}``."""
+    logger = get_run_logger()
+    settings = load_settings()
+    if undo:
+        with _writes_lock(settings, f"deadlines-{uuid.uuid4()}"):
+            return {"undo": _results(undo_deadline_holds(settings, list(undo)))}
+    mode = Mode.apply if apply or settings.policy.deadlines.mode is Mode.apply else Mode.dry_run
+    now = at or datetime.now(UTC)
+    released = release_due_holds(settings, now) if nudge else []
+    if released:
+        logger.info("release: %d held Workloads due", len(released))
+
+    started = time.monotonic()
+    snapshot_id = collect(at=now)["snapshot_id"]
+    snapshot = load_snapshot(settings, snapshot_id)
+    logger.info("collect: snapshot %s in %.2fs", snapshot_id, time.monotonic() - started)
+
+    started = time.monotonic()
+    pools = plan_deadlines(snapshot)
+    logger.info("plan: %d pools, %d extra GPUs needed, %d deadlines at risk in %.2fs", len(pools),
+                sum(p.plan.extra_gpus.get(p.problem.flavor, 0) for p in pools),
+                sum(p.at_risk_count for p in pools), time.monotonic() - started)
+    results: list[NudgeResult] = []
+    if nudge:
+        nudges = decide_nudges(settings, pools, snapshot, now)
+        with _writes_lock(settings, f"deadlines-{uuid.uuid4()}") if mode is Mode.apply else nullcontext():
+            results = nudge_kueue(settings, nudges, mode)
+        counts: dict[str, int] = {}
+        for r in results:
+            counts[f"{r.nudge.action} {r.result}"] = counts.get(f"{r.nudge.action} {r.result}", 0) + 1
+        logger.info("nudge (%s): %s", mode.value, counts or "nothing to do")
+    publish_deadline_artifacts(pools)
+    pushed = None
+    if settings.pushgateway_url:
+        state = push_deadline_metrics.with_options(**retry_options(settings))(settings, pools, return_state=True)
+        if state.is_completed():
+            pushed = state.result()
+        else:  # the plan is still the answer of this run; the Pushgateway keeps the previous figures
+            logger.warning("deadline metrics not pushed: %s", state.result(raise_on_failure=False))
+    return {"snapshot_id": snapshot_id, "pools": pool_dicts(pools), "pushed_samples": pushed, "mode": mode.value,
+            "released": _results(released), "nudges": _results(results)}
+
+
+if __name__ == "__main__":
+    deadlines()

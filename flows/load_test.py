@@ -1,0 +1,57 @@
+"""The load_test flow (on demand only, never scheduled): a sustainable-capacity sweep of one endpoint.
+
+Sweep (open-loop Poisson steps, bounded) -> capacity (the pure policy) -> files (CSV, plot)
+-> store (an audit row the cost report reads back) -> artifacts. A non-loopback URL is
+refused unless ``allow_remote``: loading production is a deliberate act.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from prefect import flow, get_run_logger
+
+from gpuaas.loadtest import LoadTestConfig, json_safe
+from gpuaas.settings import load_settings
+from tasks.capacity import compute_capacity
+from tasks.load_test import publish_load_test_artifacts, record_run, run_load_sweep, write_load_test_files
+
+
+@flow(name="load_test", log_prints=False)
+def load_test(url: str, model: str, rates: list[float], slo_quantile: str = "p95", slo_seconds: float = 2.0,
+              prompt_tokens: int = 128, output_tokens: int = 32, max_requests_per_step: int = 500,
+              step_seconds: float = 30.0, out: str | None = None, api: str = "completions",
+              min_quality: float = 0.99, expect_substring: str | None = None, replicas: int = 1, gpus: int = 1,
+              seed: int = 0, request_timeout_seconds: float = 60.0, max_lateness_seconds: float = 0.05,
+              allow_remote: bool = False, service: str | None = None) -> dict[str, Any]:
+    """Run the sweep and return the capacity, the files and the audit id."""
+    logger = get_run_logger()
+    settings = load_settings()
+    config = LoadTestConfig(
+        url=url, model=model, rates=tuple(float(r) for r in rates), slo_quantile=slo_quantile,
+        slo_seconds=slo_seconds, prompt_tokens=prompt_tokens, output_tokens=output_tokens,
+        max_requests_per_step=max_requests_per_step, step_seconds=step_seconds, api=api,  # type: ignore[arg-type]
+        min_quality=min_quality, expect_substring=expect_substring, replicas=replicas, gpus=gpus, seed=seed,
+        request_timeout_seconds=request_timeout_seconds, max_lateness_seconds=max_lateness_seconds,
+        allow_remote=allow_remote, service=service)
+    config.check_target()
+    out_dir = Path(out) if out else settings.reports_dir / "load-tests" / _stamp()
+    run = run_load_sweep(config)
+    logger.info("load test: %d steps, %d requests, lateness p99 %.1f ms%s", len(run.steps), len(run.requests),
+                run.lateness_p99_s * 1000, f"; {run.stopped}" if run.stopped else "")
+    capacity = compute_capacity(run.sweep, config.slo_quantile, config.slo_seconds, config.min_quality,
+                                source=f"load test of {url}")
+    files = write_load_test_files(run, capacity, out_dir)
+    audit_id = record_run(settings, run, capacity, files)
+    publish_load_test_artifacts(run, capacity, files)
+    logger.info("capacity: %s", capacity.reason)
+    result: dict[str, Any] = json_safe({"capacity": capacity.to_dict(), "steps": run.steps, "stopped": run.stopped,
+            "lateness_p99_s": run.lateness_p99_s, "client_limited_rates": run.client_limited_rates,
+            "requests": len(run.requests), "files": {k: str(v) for k, v in files.items()}, "audit_id": audit_id})
+    return result
+
+
+def _stamp() -> str:
+    return datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")

@@ -1,0 +1,116 @@
+"""The rebalance flow (nightly, and on demand): move nominal GPU quota inside each cohort toward demand.
+
+Collect (the collect flow as a subflow: a fresh snapshot, stored, loaded by id), plan the deadlines
+(their GPUs per queue are part of the demand), read the per-queue history (one Prometheus query),
+plan the quotas per cohort (pure, HiGHS), apply (apply mode only, under the store lock
+``cluster-writes`` that reclaim takes too: the two never write at the same time), publish
+(artifacts, Pushgateway). A plan whose queues changed since it was made is recomputed once from a
+fresh snapshot, never forced; a degraded snapshot or missing history is planned and never applied.
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+from contextlib import nullcontext
+from datetime import UTC, datetime
+from typing import Any
+
+import pandas as pd
+from prefect import flow, get_run_logger
+
+from flows.collect import collect
+from flows.reclaim import _writes_lock  # the one context manager for the cluster-writes lock
+from gpuaas.models import Snapshot
+from gpuaas.policy import Mode
+from gpuaas.settings import GpuaasSettings, load_settings
+from gpuaas.sources.queue_history import HISTORY_COLUMNS
+from reports.rebalance import CohortOutcome, outcome_dicts
+from tasks._options import retry_options
+from tasks.deadlines import plan_deadlines
+from tasks.rebalance import (
+    apply_plans,
+    plan_cohorts,
+    publish_rebalance_artifacts,
+    push_rebalance_metrics,
+    read_history,
+    recent_changes,
+)
+from tasks.reclaim import load_snapshot
+
+
+def _degraded(snapshot: Snapshot, history_error: str | None) -> str | None:
+    failed = [f"{n}: {s.error or 'failed'}" for n, s in snapshot.sources.items() if s.required and not s.ok]
+    if history_error:
+        failed.append(f"history: {history_error}")
+    return "; ".join(failed) or None
+
+
+def _plan(settings: GpuaasSettings, now: datetime, cohort: str | None, window_days: float
+          ) -> tuple[int, Snapshot, list[Any], list[CohortOutcome], str | None]:
+    logger = get_run_logger()
+    started = time.monotonic()
+    snapshot_id = collect(at=now)["snapshot_id"]
+    snapshot = load_snapshot(settings, snapshot_id)
+    pools = plan_deadlines(snapshot)
+    state = read_history.with_options(**retry_options(settings))(settings, now, window_days, return_state=True)
+    history_error = None
+    if state.is_completed():
+        history = state.result()
+    else:
+        history_error = str(state.result(raise_on_failure=False))[:300]
+        history = pd.DataFrame(columns=HISTORY_COLUMNS)
+        logger.warning("queue history not read: %s", history_error)
+    outcomes = plan_cohorts(settings, snapshot, history, pools, recent_changes(settings, now), cohort)
+    logger.info("plan: snapshot %s, %d cohorts, %d GPUs to move in %.2fs", snapshot_id, len(outcomes),
+                sum(o.plan.moved_gpus for o in outcomes if o.plan), time.monotonic() - started)
+    return snapshot_id, snapshot, pools, outcomes, _degraded(snapshot, history_error)
+
+
+@flow(name="rebalance", log_prints=False)
+def rebalance(apply: bool = False, cohort: str | None = None, history_days: float | None = None,
+              at: datetime | None = None) -> dict[str, Any]:
+    """Rebalance once; returns ``{"mode", "snapshot_id", "degraded", "cohorts": [...]}``.
+
+    ``apply`` is the operator's explicit choice for this run (overrides a dry-run policy; every
+    limit still holds); ``cohort`` limits the run to one cohort; ``history_days`` overrides the
+    policy's ``usage_lookback_days``.
+    """
+    logger = get_run_logger()
+    settings = load_settings()
+    rb = settings.policy.rebalance
+    mode = Mode.apply if apply or rb.mode is Mode.apply else Mode.dry_run
+    window = history_days or rb.usage_lookback_days
+    now = at or datetime.now(UTC)
+    holder = f"rebalance-{uuid.uuid4()}"
+
+    with _writes_lock(settings, holder) if mode is Mode.apply else nullcontext():
+        snapshot_id, snapshot, pools, outcomes, degraded = _plan(settings, now, cohort, window)
+        results = apply_plans(settings, outcomes, mode, degraded, snapshot_id, now)
+        changed = [o.cohort for o in results if o.result == "changed"]
+        if changed:  # someone edited a quota since the snapshot: plan again on a fresh one, once
+            logger.warning("quotas changed since the plan in %s: recomputing once", ", ".join(changed))
+            again = datetime.now(UTC) if at is None else now
+            for name in changed:
+                snapshot_id, snapshot, pools, outcomes, degraded = _plan(settings, again, name, window)
+                redone = apply_plans(settings, outcomes, mode, degraded, snapshot_id, again)
+                results = [o for o in results if o.cohort != name] + redone
+    counts: dict[str, int] = {}
+    for o in results:
+        counts[o.result] = counts.get(o.result, 0) + 1
+    logger.info("act (%s): %s", mode.value, counts or "no cohort")
+
+    publish_rebalance_artifacts(results, mode, pools, degraded)
+    pushed = None
+    if settings.pushgateway_url:
+        state = push_rebalance_metrics.with_options(**retry_options(settings))(settings, results, return_state=True)
+        if state.is_completed():
+            pushed = state.result()
+        else:
+            logger.warning("rebalance metrics not pushed: %s", state.result(raise_on_failure=False))
+    return {"mode": mode.value, "snapshot_id": snapshot_id, "degraded": degraded, "pushed_samples": pushed,
+            "cohorts": outcome_dicts(results)}
+
+
+if __name__ == "__main__":
+    rebalance()

@@ -1,0 +1,195 @@
+"""Carry out deadline nudges on Kueue Workloads: hold (``spec.active: false``) and release.
+
+Order per hold, as for reclaim: GET the live Workload; refuse when it is no longer a pending,
+active Workload without a hold (it was admitted, deactivated by someone, or changed); append the
+intent row (the prior ``spec.active`` in ``before``, the plan in ``evidence``); in apply mode one
+merge patch with the resourceVersion read sets ``spec.active: false`` and the
+``gpuaas.io/deadline-hold`` annotation (``{"audit_id", "release_at", "before"}``); append the
+completion row. A 409 is never overwritten: decided again next run.
+
+A release puts the recorded ``spec.active`` back and removes the annotation. Releases are gpuaas
+undoing its own change, so they run in dry-run too (a policy switched back to dry-run must not
+strand a held Workload), are never capped, and re-read once on a 409. ``release_due`` finds the
+held Workloads from the API alone — no snapshot, no plan — so it runs first in every flow run.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from gpuaas.actions._kube_writer import KubeWriter
+from gpuaas.actions._undoing import Undone
+from gpuaas.errors import Conflict, GpuaasError, NotFound
+from gpuaas.policies.deadline_nudges import HOLD_ANNOTATION, Nudge, parse_hold, release_is_due
+from gpuaas.policy import Mode
+from gpuaas.store import AuditEntry, Store
+
+__all__ = ["FLOW", "NudgeResult", "apply_nudges", "release_due", "undo_hold", "undo_holds"]
+
+FLOW = "deadlines"
+KIND = "Workload"
+
+
+@dataclass(frozen=True)
+class NudgeResult:
+    """What became of one nudge; ``audit_id`` (the hold's intent row) is what ``undo`` takes."""
+
+    nudge: Nudge
+    result: str
+    """planned | applied | released | deferred | skipped | failed"""
+    reason: str
+    audit_id: int | None
+
+
+def _row(store: Store, n: Nudge, outcome: str, reason: str, mode: Mode, flow_run_id: str | None, *,
+         refers_to: int | None = None, before: dict[str, Any] | None = None,
+         after: dict[str, Any] | None = None) -> AuditEntry:
+    return store.append(AuditEntry(
+        flow=FLOW, flow_run_id=flow_run_id, action=f"deadline-{n.action}", kind=KIND, namespace=n.namespace,
+        name=n.name, mode=mode.value, outcome=outcome, reason=reason[:2000], evidence=n.evidence, before=before,
+        after=after, idempotency_key=n.idempotency_key[:200], refers_to=refers_to,
+    ))
+
+
+def _conditions(obj: dict[str, Any]) -> dict[str, str]:
+    return {c.get("type", ""): c.get("status", "") for c in (obj.get("status") or {}).get("conditions") or []}
+
+
+def _not_holdable(obj: dict[str, Any]) -> str | None:
+    if parse_hold((obj["metadata"].get("annotations") or {}).get(HOLD_ANNOTATION)) is not None:
+        return "already held by gpuaas"
+    if (obj.get("spec") or {}).get("active") is False:
+        return "deactivated by someone else (spec.active: false): left alone"
+    conds = _conditions(obj)
+    for ctype in ("Finished", "Admitted", "QuotaReserved"):
+        if conds.get(ctype) == "True":
+            return f"no longer pending ({ctype}): decided again next run"
+    return None
+
+
+def _hold(n: Nudge, store: Store, writer: KubeWriter, mode: Mode, run: str | None) -> NudgeResult:
+    try:
+        obj = writer.get(KIND, n.namespace, n.name)
+    except NotFound:
+        return NudgeResult(n, "skipped", "object deleted", _row(store, n, "skipped", "object deleted", mode, run).id)
+    why = _not_holdable(obj)
+    if why:
+        return NudgeResult(n, "skipped", why, _row(store, n, "skipped", why, mode, run).id)
+    before = {"active": (obj.get("spec") or {}).get("active")}
+    after = {"active": False, "release_at": n.release_at.isoformat() if n.release_at else None}
+    intent = _row(store, n, "planned", n.reason, mode, run, before=before, after=after)
+    if mode is not Mode.apply:
+        return NudgeResult(n, "planned", n.reason, intent.id)
+    mark = {"audit_id": intent.id, "release_at": after["release_at"], "before": before}
+    patch = {"metadata": {"resourceVersion": obj["metadata"]["resourceVersion"],
+                          "annotations": {HOLD_ANNOTATION: json.dumps(mark, sort_keys=True)}},
+             "spec": {"active": False}}
+    try:
+        patched = writer.patch(KIND, n.namespace, n.name, patch)
+    except Conflict:
+        why = "409 Conflict: changed while acting; not overwritten, decided again next run"
+        _row(store, n, "skipped", why, mode, run, refers_to=intent.id)
+        return NudgeResult(n, "skipped", why, intent.id)
+    except GpuaasError as exc:
+        _row(store, n, "failed", str(exc), mode, run, refers_to=intent.id)
+        return NudgeResult(n, "failed", str(exc)[:500], intent.id)
+    done = {**after, "resourceVersion": patched["metadata"].get("resourceVersion")}
+    _row(store, n, "applied", n.reason, mode, run, refers_to=intent.id, before=before, after=done)
+    return NudgeResult(n, "applied", n.reason, intent.id)
+
+
+def _release(n: Nudge, store: Store, writer: KubeWriter, run: str | None) -> NudgeResult:
+    """Undo gpuaas's own hold: in any mode, re-reading once on a 409."""
+    for attempt in (1, 2):
+        try:
+            obj = writer.get(KIND, n.namespace, n.name)
+        except NotFound:
+            return NudgeResult(n, "skipped", "object deleted", None)
+        hold = parse_hold((obj["metadata"].get("annotations") or {}).get(HOLD_ANNOTATION))
+        if hold is None:
+            return NudgeResult(n, "skipped", "not held by gpuaas (no gpuaas.io/deadline-hold annotation)", None)
+        prior = (hold.get("before") or {}).get("active")
+        patch = {"metadata": {"resourceVersion": obj["metadata"]["resourceVersion"],
+                              "annotations": {HOLD_ANNOTATION: None}},
+                 "spec": {"active": True if prior is None else prior}}
+        try:
+            patched = writer.patch(KIND, n.namespace, n.name, patch)
+        except Conflict:
+            if attempt == 2:
+                return NudgeResult(n, "failed", "409 Conflict twice: released next run", None)
+            continue
+        except GpuaasError as exc:
+            return NudgeResult(n, "failed", str(exc)[:500], None)
+        hold_id = hold.get("audit_id") if isinstance(hold.get("audit_id"), int) else None
+        row = _row(store, n, "released", n.reason, Mode.apply, run, refers_to=hold_id,
+                   before={"active": False, "hold": hold},
+                   after={"active": patch["spec"]["active"],
+                          "resourceVersion": patched["metadata"].get("resourceVersion")})
+        return NudgeResult(n, "released", n.reason, row.id)
+    raise AssertionError("unreachable")  # pragma: no cover
+
+
+def apply_nudges(nudges: Sequence[Nudge], store: Store, writer: KubeWriter, *, mode: Mode,
+                 flow_run_id: str | None) -> list[NudgeResult]:
+    """Releases (any mode), then holds (written only in apply mode); deferred ones are audited."""
+    out = []
+    for n in nudges:
+        if n.outcome != "planned":
+            out.append(NudgeResult(n, n.outcome, n.reason, _row(store, n, n.outcome, n.reason, mode, flow_run_id).id))
+        elif n.action == "release":
+            out.append(_release(n, store, writer, flow_run_id))
+        else:
+            out.append(_hold(n, store, writer, mode, flow_run_id))
+    return out
+
+
+def release_due(workloads: Iterable[dict[str, Any]], store: Store, writer: KubeWriter, now: datetime, *,
+                flow_run_id: str | None) -> list[NudgeResult]:
+    """Release every held Workload whose ``release_at`` has come; needs no snapshot and no plan."""
+    due = []
+    for obj in workloads:
+        meta = obj.get("metadata") or {}
+        hold = parse_hold((meta.get("annotations") or {}).get(HOLD_ANNOTATION))
+        if hold is not None and release_is_due(hold, now):
+            due.append(Nudge("release", str(meta.get("namespace", "")), str(meta.get("name", "")),
+                             f"release time {hold.get('release_at', '(unreadable)')} has come", evidence={"hold": hold}))
+    return [_release(n, store, writer, flow_run_id) for n in due]
+
+
+def undo_hold(store: Store, writer: KubeWriter, row: AuditEntry, flow_run_id: str | None) -> Undone:
+    """The ``Undoer`` of a hold (``gpuaas undo ID``): release it, if it is still that hold."""
+    if row.mode != Mode.apply.value:
+        return Undone("no-op", "a dry-run decision: nothing was changed")
+    n = Nudge("release", row.namespace or "", row.name, f"undo of audit #{row.id}", evidence={"undo": row.id})
+    try:
+        obj = writer.get(KIND, n.namespace, n.name)
+    except NotFound:
+        return Undone("skipped", "object deleted")
+    hold = parse_hold((obj["metadata"].get("annotations") or {}).get(HOLD_ANNOTATION))
+    if not hold or hold.get("audit_id") != row.id:
+        return Undone("no-op", f"not held by audit #{row.id} any more: nothing to undo")
+    done = _release(n, store, writer, flow_run_id)
+    return Undone("restored" if done.result == "released" else done.result, done.reason, done.audit_id)
+
+
+def undo_holds(store: Store, writer: KubeWriter, audit_ids: Iterable[int], *,
+               flow_run_id: str | None = None) -> list[NudgeResult]:
+    """Release the holds named by their audit ids (the intent row or its completion row)."""
+    out = []
+    for audit_id in audit_ids:
+        row = store.get_audit(int(audit_id))
+        if row is not None and row.refers_to is not None and row.action == "deadline-hold":
+            row = store.get_audit(row.refers_to) or row
+        if row is None or row.action != "deadline-hold" or row.outcome != "planned":
+            n = Nudge("release", "", "", f"audit #{audit_id} is not a deadline hold")
+            out.append(NudgeResult(n, "no-op", n.reason, None))
+            continue
+        done = undo_hold(store, writer, row, flow_run_id)
+        n = Nudge("release", row.namespace or "", row.name, done.message)
+        out.append(NudgeResult(n, "released" if done.result == "restored" else done.result, done.message,
+                               done.audit_id))
+    return out

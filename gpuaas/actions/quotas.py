@@ -1,0 +1,277 @@
+"""Apply a quota plan to the ClusterQueues of a cohort, recover an interrupted one, undo one.
+
+One plan, one audit id: the *intent* row (``action="quota-plan"``, kind ``Cohort``, outcome
+``planned``) holds the whole plan (``before``/``after`` per queue and flavor, the reasons and
+demand evidence in ``evidence``); each patch is a ``quota-change`` row for its ClusterQueue
+(before/after, the resourceVersion written); a completion row (``quota-plan`` again,
+``applied`` | ``skipped`` | ``failed``, ``refers_to`` the intent) closes it. ``gpuaas undo
+PLAN_ID`` takes the intent's id.
+
+Safety, in order:
+
+* A plan from a degraded snapshot is recorded and never applied.
+* Before the first write every queue of the plan is re-read; a nominal quota that differs from
+  the plan's ``before`` (someone edited it, the cohort's total moved) ends the apply with outcome
+  ``changed``, and the caller recomputes the plan from fresh data. Nothing is forced.
+* Patches are ordered decreases first, then increases, so the cohort's total is never above its
+  capacity: between two patches it is at most the original (a decrease has landed, its matching
+  increase not yet), and equal once the plan is through. Kueue cannot be patched atomically
+  across objects; a briefly smaller cohort only delays admission, a larger one would over-admit.
+* Each patch carries the resourceVersion just read. A 409 is re-read once; if only the status
+  moved (Kueue writes it all the time) the patch is retried on the new version, if the quota
+  moved the apply stops and what had landed is rolled back (same order rule).
+* A run that dies mid-apply leaves an intent without completion: ``recover_quota_plans`` (the
+  next run, under the same lock) rolls back whatever landed, per flavor, from the object's
+  values (``after`` = landed, ``before`` = not, anything else = someone else's change, left
+  alone and named), then closes the intent. Rolling back rather than completing: the plan was
+  made on evidence that is now old; the same run plans again from a fresh snapshot.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from typing import Any
+
+from gpuaas.actions._kube_writer import KubeWriter
+from gpuaas.actions._quota_patches import gpu_nominal, quota_patch
+from gpuaas.actions._undoing import Undone
+from gpuaas.errors import Conflict, GpuaasError, NotFound
+from gpuaas.policies.quotas import QuotaPlan, plan_to_dict
+from gpuaas.policy import Mode
+from gpuaas.store import AuditEntry, Store
+
+__all__ = ["FLOW", "PLAN_ACTION", "QuotaApplyResult", "apply_quota_plan", "recent_quota_changes",
+           "recover_quota_plans", "undo_quota_plan"]
+
+FLOW = "rebalance"
+PLAN_ACTION = "quota-plan"
+CHANGE_ACTION = "quota-change"
+KIND = "ClusterQueue"
+RECOVERY_LOOKBACK = timedelta(days=7)
+Moves = dict[str, dict[str, tuple[int, int]]]
+"""queue -> flavor -> (from, to)."""
+
+
+@dataclass(frozen=True)
+class QuotaApplyResult:
+    plan_id: int
+    outcome: str
+    """planned (dry-run) | applied | skipped (degraded, nothing to do) | changed (recompute) | failed"""
+    message: str
+    patched: list[str] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class _Ctx:
+    store: Store
+    writer: KubeWriter
+    plan_id: int
+    cohort: str
+    flow_run_id: str | None
+    gpu_resources: Sequence[str]
+    manage_limits: bool
+
+
+def _ordered(moves: Moves) -> list[tuple[str, dict[str, tuple[int, int]]]]:
+    """Per queue its decreases as one step, its increases as another; every decrease first."""
+    down = [(q, {f: m for f, m in fl.items() if m[1] < m[0]}) for q, fl in sorted(moves.items())]
+    up = [(q, {f: m for f, m in fl.items() if m[1] > m[0]}) for q, fl in sorted(moves.items())]
+    return [(q, step) for q, step in down + up if step]
+
+
+def _row(ctx: _Ctx, action: str, kind: str, name: str, outcome: str, reason: str, *, mode: str = "apply",
+         before: dict[str, Any] | None = None, after: dict[str, Any] | None = None,
+         evidence: dict[str, Any] | None = None, key: str | None = None) -> AuditEntry:
+    return ctx.store.append(AuditEntry(
+        flow=FLOW, flow_run_id=ctx.flow_run_id, action=action, kind=kind, name=name, mode=mode, outcome=outcome,
+        reason=reason[:2000], evidence=evidence or {}, before=before, after=after, idempotency_key=key,
+        refers_to=ctx.plan_id or None))
+
+
+def _move(ctx: _Ctx, moves: Moves, why: str) -> tuple[list[str], str | None]:
+    """Patch in the safe order; (queues patched, or the reason it stopped). Each step audited."""
+    done: list[str] = []
+    for queue, step in _ordered(moves):
+        for attempt in (1, 2):
+            try:
+                obj = ctx.writer.get_cluster_scoped(KIND, queue)
+            except NotFound:
+                return done, f"{queue}: ClusterQueue deleted"
+            now = gpu_nominal(obj, ctx.gpu_resources)
+            moved = {f: now.get(f) for f, (frm, _) in step.items() if now.get(f) != frm}
+            if moved:
+                words = ", ".join(f"{f} is {v}, expected {step[f][0]}" for f, v in moved.items())
+                return done, f"{queue}: quota changed by someone else ({words}); not overwritten"
+            target = {f: to for f, (_, to) in step.items()}
+            try:
+                patched = ctx.writer.patch_cluster_scoped(KIND, queue, quota_patch(
+                    obj, target, ctx.plan_id, ctx.gpu_resources, manage_limits=ctx.manage_limits,
+                    restore=why != "apply"))
+            except Conflict:
+                if attempt == 2:
+                    return done, f"{queue}: 409 Conflict twice; not overwritten"
+                continue
+            except GpuaasError as exc:
+                return done, f"{queue}: {exc}"[:500]
+            rv = (patched.get("metadata") or {}).get("resourceVersion")
+            _row(ctx, CHANGE_ACTION, KIND, queue, "applied" if why == "apply" else "restored",
+                 f"{why}: " + ", ".join(f"{f} {a} -> {b}" for f, (a, b) in step.items()),
+                 before={f: a for f, (a, _) in step.items()},
+                 after={**{f: b for f, (_, b) in step.items()}, "resourceVersion": rv})
+            done.append(queue)
+            break
+    return done, None
+
+
+def _plan_moves(plan: QuotaPlan) -> Moves:
+    out: Moves = {}
+    for c in plan.changes:
+        if c.after != c.before:
+            out.setdefault(c.queue, {})[c.flavor] = (c.before, c.after)
+    return out
+
+
+def _landed(moves: Moves, steps_done: int) -> Moves:
+    """The reverse of the first ``steps_done`` steps of ``moves`` in patch order (what to roll back)."""
+    back: Moves = {}
+    for queue, step in _ordered(moves)[:steps_done]:
+        for f, (a, b) in step.items():
+            back.setdefault(queue, {})[f] = (b, a)
+    return back
+
+
+def apply_quota_plan(store: Store, writer: KubeWriter, cohort: str, plan: QuotaPlan, *, mode: Mode,
+                     degraded: str | None, flow_run_id: str | None, evidence: Mapping[str, Any],
+                     gpu_resources: Sequence[str], manage_limits: bool = False) -> QuotaApplyResult:
+    """Record the plan under one id; in apply mode (and only on a complete snapshot) carry it out."""
+    before: dict[str, dict[str, int]] = {}
+    after: dict[str, dict[str, int]] = {}
+    for c in plan.changes:
+        before.setdefault(c.queue, {})[c.flavor] = c.before
+        after.setdefault(c.queue, {})[c.flavor] = c.after
+    ctx = _Ctx(store, writer, 0, cohort, flow_run_id, gpu_resources, manage_limits)
+    intent = _row(ctx, PLAN_ACTION, "Cohort", cohort, "planned",
+                  f"{plan.moved_gpus} GPUs moved, weighted shortfall {plan.weighted_shortfall_before:g} -> "
+                  f"{plan.weighted_shortfall:g}", mode=mode.value, before=before, after=after,
+                  evidence={"plan": plan_to_dict(plan), "gpu_resources": list(gpu_resources), **evidence})
+    ctx = _Ctx(store, writer, int(intent.id or 0), cohort, flow_run_id, gpu_resources, manage_limits)
+
+    def close(outcome: str, message: str, patched: list[str] | None = None) -> QuotaApplyResult:
+        _row(ctx, PLAN_ACTION, "Cohort", cohort, outcome, message, mode=mode.value)
+        return QuotaApplyResult(ctx.plan_id, outcome, message, patched or [])
+
+    if mode is not Mode.apply:
+        return QuotaApplyResult(ctx.plan_id, "planned", "dry-run: nothing written")
+    if degraded:
+        return close("skipped", f"degraded snapshot ({degraded}): a plan from it is never applied")
+    moves = _plan_moves(plan)
+    if not moves:
+        return close("skipped", "nothing to move")
+    for queue, flavors in before.items():
+        try:
+            now = gpu_nominal(writer.get_cluster_scoped(KIND, queue), gpu_resources)
+        except NotFound:
+            return close("changed", f"{queue}: ClusterQueue deleted since the plan; recompute")
+        differ = {f: now.get(f) for f, b in flavors.items() if now.get(f) != b}
+        if differ:
+            words = ", ".join(f"{f} {flavors[f]} -> {v}" for f, v in differ.items())
+            return close("changed", f"{queue}: quota changed since the plan ({words}); recompute, never forced")
+    done, stopped = _move(ctx, moves, "apply")
+    if stopped is None:
+        return close("applied", f"{len(done)} patches, decreases first", done)
+    rolled, problem = _move(ctx, _landed(moves, len(done)), "rollback")
+    message = f"stopped after {len(done)} patches: {stopped}; rolled back {len(rolled)}"
+    return close("failed", message + (f"; rollback stopped: {problem}" if problem else ""), done)
+
+
+def recover_quota_plans(store: Store, writer: KubeWriter, *, flow_run_id: str | None, now: datetime,
+                        gpu_resources: Sequence[str], manage_limits: bool = False) -> list[AuditEntry]:
+    """Roll back every applied-mode plan a crash left open; returns the completion rows appended."""
+    rows = store.audit(flow=FLOW, since=now - RECOVERY_LOOKBACK, limit=None)
+    closed = {r.refers_to for r in rows if r.action == PLAN_ACTION and r.refers_to is not None}
+    out = []
+    for intent in rows:
+        if intent.action != PLAN_ACTION or intent.outcome != "planned" or intent.mode != Mode.apply.value:
+            continue
+        if intent.id in closed:
+            continue
+        ctx = _Ctx(store, writer, int(intent.id or 0), intent.name, flow_run_id, gpu_resources, manage_limits)
+        back: Moves = {}
+        foreign = []
+        for queue, flavors in (intent.after or {}).items():
+            try:
+                live = gpu_nominal(writer.get_cluster_scoped(KIND, queue), gpu_resources)
+            except NotFound:
+                foreign.append(f"{queue} deleted")
+                continue
+            for f, to in flavors.items():
+                frm = (intent.before or {}).get(queue, {}).get(f)
+                if frm == to or live.get(f) == frm:
+                    continue
+                if live.get(f) == to:
+                    back.setdefault(queue, {})[f] = (to, frm)
+                else:
+                    foreign.append(f"{queue} {f} is {live.get(f)} (plan {frm} -> {to}), left alone")
+        rolled, problem = _move(ctx, back, "rollback")
+        reason = (f"recovered: the run was interrupted mid-apply; rolled back {len(rolled)} of {len(back)} queues "
+                  "that had landed" + (f"; {'; '.join(foreign)}" if foreign else "")
+                  + (f"; rollback stopped: {problem}" if problem else ""))
+        out.append(_row(ctx, PLAN_ACTION, "Cohort", intent.name, "failed", reason))
+    return out
+
+
+def undo_quota_plan(store: Store, writer: KubeWriter, intent: AuditEntry, flow_run_id: str | None) -> Undone:
+    """The undoer of ``quota-plan``: restore every queue of the plan, or none (naming who changed)."""
+    later = store.audit(refers_to=[int(intent.id or 0)], limit=None)
+    if any(r.action == "restore" and r.outcome == "restored" for r in later):
+        return Undone("no-op", "already restored")
+    if intent.mode != Mode.apply.value:
+        return Undone("no-op", "a dry-run plan: nothing was changed")
+    closing = [r for r in later if r.action == PLAN_ACTION]
+    if not closing or closing[-1].outcome != "applied":
+        return Undone("no-op", "the plan was not applied (or was rolled back): nothing to restore")
+    gpu = _gpu_resources_of(intent)
+    ctx = _Ctx(store, writer, int(intent.id or 0), intent.name, flow_run_id, gpu, False)
+    # An undo cut off by a crash restored some queues already: those are done, not "changed since".
+    resumed = {(r.name, f) for r in later if r.action == CHANGE_ACTION and r.outcome == "restored"
+               and r.reason.startswith("undo") for f in (r.before or {})}
+    back: Moves = {}
+    for queue, flavors in (intent.after or {}).items():
+        try:
+            live = gpu_nominal(writer.get_cluster_scoped(KIND, queue), gpu)
+        except NotFound:
+            return Undone("skipped", f"{queue}: ClusterQueue deleted; nothing restored")
+        for f, to in flavors.items():
+            frm = (intent.before or {}).get(queue, {}).get(f)
+            if frm == to or ((queue, f) in resumed and live.get(f) == frm):
+                continue
+            if live.get(f) != to:
+                return Undone("skipped", f"{queue}: {f} quota is {live.get(f)}, not the plan's {to}: someone "
+                                         "changed a quota since; nothing restored")
+            back.setdefault(queue, {})[f] = (to, frm)
+    rolled, problem = _move(ctx, back, "undo")
+    if problem:
+        row = _row(ctx, "restore", "Cohort", intent.name, "failed", f"undo stopped after {len(rolled)}: {problem}")
+        return Undone("failed", row.reason, row.id)
+    row = _row(ctx, "restore", "Cohort", intent.name, "restored", f"undo of plan #{intent.id}: {len(rolled)} queues",
+               key=f"restore/{intent.id}")
+    return Undone("restored", f"restored {len(rolled)} ClusterQueues ({', '.join(rolled)})", row.id)
+
+
+def _gpu_resources_of(intent: AuditEntry) -> list[str]:
+    return list((intent.evidence or {}).get("gpu_resources") or ["nvidia.com/gpu"])
+
+
+def recent_quota_changes(store: Store, since: datetime) -> dict[tuple[str, str], int]:
+    """(queue, flavor) -> net quota change gpuaas made since ``since`` (applies, rollbacks and undos)."""
+    out: dict[tuple[str, str], int] = {}
+    for row in store.audit(flow=FLOW, since=since, limit=None):
+        if row.action != CHANGE_ACTION or row.outcome not in ("applied", "restored"):
+            continue
+        for f, b in (row.before or {}).items():
+            a = (row.after or {}).get(f)
+            if isinstance(a, int) and isinstance(b, int):
+                out[(row.name, f)] = out.get((row.name, f), 0) + a - b
+    return out

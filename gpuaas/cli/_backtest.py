@@ -1,0 +1,91 @@
+"""What ``gpuaas replay reclaim`` needs beyond the trace replay: the fleet's own history and the frontier.
+
+Why its own module: the replay command stays one screen, and these pieces (the history
+pull with progress on stderr, the frontier table and its plot) are the backtest an
+operator runs before switching reclaim to apply.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import datetime
+from pathlib import Path
+
+import pandas as pd
+
+from gpuaas.cli._common import OutputFormat, err_console, print_json, print_table
+from gpuaas.errors import ConfigError
+from gpuaas.policies.frontier import FrontierRow, ratio_at_equal_wakeups
+from gpuaas.settings import GpuaasSettings
+from gpuaas.sources.history import read_fleet_history
+
+__all__ = ["FRONTIER_COLUMNS", "fleet_history", "plot_frontier", "print_frontier"]
+
+FRONTIER_COLUMNS = ("policy", "parameter", "reclaimed_gpu_hours", "wakeups")
+
+
+def _progress(message: str) -> None:
+    err_console.print(message, markup=False, highlight=False, soft_wrap=True)
+
+
+def fleet_history(settings: GpuaasSettings, start: datetime, end: datetime, *, namespaces: Sequence[str],
+                  threshold_pct: float, chunk_hours: float) -> tuple[pd.DataFrame, int, float]:
+    """The fleet's idle runs per workload over ``[start, end]`` from Prometheus (progress on stderr):
+    the run table with each workload's ``gpus``, the number of workloads and the observed GPU-seconds.
+
+    A pod gpuaas cannot link to a Workload (gone, or not Kueue's) counts as one GPU."""
+    if end <= start:
+        raise ConfigError(f"--since must be in the past (got {start:%Y-%m-%dT%H:%M:%SZ})", field="--since")
+    reading, links = read_fleet_history(settings, start, end, thresholds_pct=[threshold_pct],
+                                        namespaces=namespaces, chunk_s=chunk_hours * 3600.0, progress=_progress)
+    stream = reading.stream
+    _progress(f"{reading.queries} range queries in {reading.seconds:.1f}s: {stream.samples:,} workload samples, "
+              f"{stream.pods} workloads")
+    weights = links.drop_duplicates(["namespace", "pod"]).groupby("workload")["gpus"].sum()
+    runs = stream.runs()
+    runs["gpus"] = runs["pod"].map(weights).fillna(1.0).to_numpy(dtype=float)
+    return runs, stream.pods, stream.observed_weighted_s(weights)
+
+
+def print_frontier(rows: Sequence[FrontierRow], fmt: OutputFormat, title: str) -> None:
+    if fmt is OutputFormat.json:
+        print_json({"frontier": [r.to_dict() for r in rows]})
+        return
+    ratios = {id(r): x for r, x in ratio_at_equal_wakeups(rows)}
+    table = []
+    for r in rows:
+        ratio = ratios.get(id(r))
+        table.append([r.policy, f"{r.parameter:g}", round(r.reclaimed_gpu_hours, 2), r.wakeups,
+                      "-" if ratio is None else f"{ratio:.2f}x"])
+    print_table(title, [*FRONTIER_COLUMNS, "vs fixed at equal wake-ups"], table)
+
+
+def plot_frontier(rows: Sequence[FrontierRow], path: Path, title: str) -> None:
+    """GPU-hours against wake-ups, one line per policy, as PNG (matplotlib's Agg backend: no display)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    frame = pd.DataFrame([r.to_dict() for r in rows])
+    fig, ax = plt.subplots(figsize=(7, 4.5))
+    for policy, marker in (("fixed", "o"), ("adaptive", "s")):
+        part = frame[frame["policy"] == policy].sort_values("wakeups")
+        if part.empty:
+            continue
+        ax.plot(part["wakeups"], part["reclaimed_gpu_hours"], marker=marker, label=policy)
+        unit = " min" if policy == "fixed" else "/d"
+        for _, row in part.iterrows():
+            ax.annotate(f"{row['parameter']:g}{unit}", (row["wakeups"], row["reclaimed_gpu_hours"]),
+                        textcoords="offset points", xytext=(4, 4), fontsize=7)
+    ax.set_xlabel("wake-ups (cold starts)")
+    ax.set_ylabel("reclaimed GPU-hours")
+    ax.set_title(title, fontsize=9)
+    ax.grid(alpha=0.3)
+    ax.legend()
+    try:
+        fig.savefig(path, format="png", dpi=110, bbox_inches="tight")
+    except OSError as exc:
+        raise ConfigError(f"cannot write the plot ({exc.strerror or exc})", file=path) from exc
+    finally:
+        plt.close(fig)

@@ -1,0 +1,64 @@
+"""``gpuaas cost-report``: run the cost_report flow once, now, over a window, and print it.
+
+``--format json`` is the flow's JSON document (unknown values ``null``, reasons in ``notes``);
+``table`` prints the funnel, cost per outcome and top wasters; ``html`` prints only where the
+self-contained HTML report was written (it is written in every format).
+"""
+
+from __future__ import annotations
+
+from enum import Enum
+from typing import Annotated, Any
+
+import typer
+
+from gpuaas.cli._common import console, fail, print_json, print_table, settings_or_exit
+from gpuaas.cli._flows import run_flow
+from gpuaas.errors import ConfigError
+
+
+class ReportFormat(str, Enum):
+    table = "table"
+    json = "json"
+    html = "html"
+
+
+def print_cost_tables(doc: dict[str, Any]) -> None:
+    """The funnel, cost per outcome and top wasters from the flow's JSON document, then its notes."""
+    from gpuaas.policies.cost import CostReport
+    from reports.cost_report import funnel_rows, service_rows, waster_rows
+
+    report = CostReport(window_s=doc["window_s"], start=doc["start"], end=doc["end"], tenants=doc["tenants"],
+                        services=doc["services"], cluster=doc["cluster"], wasters=doc["top_wasters"],
+                        daily=doc["daily"], batch=doc["batch_jobs"], notes=doc["notes"], queries=doc["queries"])
+    for title, rows in (("GPU-hour funnel per tenant", funnel_rows(report)),
+                        ("Cost per verified outcome by service", service_rows(report)),
+                        ("Top wasters (allocated but idle)", waster_rows(report))):
+        if rows:
+            print_table(title, list(rows[0]), [list(r.values()) for r in rows])
+    for note in doc["notes"]:
+        console.print(f"note: {note}", highlight=False, markup=False)
+
+
+def cost_report(
+    window: Annotated[str, typer.Option("--window", help="Report window: 6h, 1d, 7d, 30d.")] = "7d",
+    format: Annotated[ReportFormat, typer.Option("--format", help="Output format.")] = ReportFormat.table,
+    compare: Annotated[bool, typer.Option(help="Also read the previous period of the same length.")] = True,
+) -> None:
+    """Cost per verified outcome: the GPU-hour funnel, outcomes against SLO and quality, waste; writes the HTML report."""
+    settings_or_exit()
+    from gpuaas.sources.cost_window import parse_window, report_periods
+
+    try:
+        report_periods(parse_window(window))
+    except ConfigError as exc:
+        raise fail(f"--window: {exc}") from exc
+    from flows.cost_report import cost_report as cost_report_flow
+
+    doc: dict[str, Any] = run_flow(cost_report_flow, f"cost report over {window}", window=window, compare=compare)
+    if format is ReportFormat.json:
+        print_json(doc)
+        return
+    if format is ReportFormat.table:
+        print_cost_tables(doc)
+    console.print(f"HTML report: {doc['report']}", highlight=False, soft_wrap=True)

@@ -1,0 +1,99 @@
+"""``gpuaas loadtest``: run the load_test flow now against one OpenAI-compatible endpoint.
+
+The same flow a person would start from the Prefect UI (it is never scheduled). The arguments
+are checked before Prefect starts, so a typo or a non-loopback URL without ``--allow-remote``
+fails at once with exit 1. Exit 1 too when no measured rate meets the SLO (the table says why).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+
+from gpuaas.cli._common import OutputFormat, console, fail, print_json, print_table, settings_or_exit
+from gpuaas.errors import GpuaasError
+
+__all__ = ["loadtest"]
+
+
+def _fmt(value: Any) -> str:
+    if value is None:
+        return "-"
+    if isinstance(value, bool):
+        return "YES" if value else "no"
+    if isinstance(value, float):
+        return f"{value:.3g}"
+    return str(value)
+
+
+def loadtest(
+    url: Annotated[str, typer.Option("--url", help="OpenAI-compatible base URL (e.g. http://127.0.0.1:8000/v1).")],
+    model: Annotated[str, typer.Option("--model", help="Model name the endpoint serves.")],
+    rates: Annotated[str, typer.Option("--rates", help="Increasing request rates (per second), e.g. 1,2,4,8.")],
+    slo_seconds: Annotated[float, typer.Option("--slo-seconds", help="End-to-end latency target at the quantile.")],
+    out: Annotated[Path, typer.Option("--out", help="Directory for requests.csv, sweep.csv, latency.png.")],
+    slo_quantile: Annotated[str, typer.Option("--slo-quantile", help="p50 | p95 | p99")] = "p95",
+    prompt_tokens: Annotated[int, typer.Option("--prompt-tokens", help="Prompt length (words).")] = 128,
+    output_tokens: Annotated[int, typer.Option("--output-tokens", help="max_tokens of each request.")] = 32,
+    max_requests_per_step: Annotated[int, typer.Option("--max-requests-per-step", help="Cap per step.")] = 500,
+    step_seconds: Annotated[float, typer.Option("--step-seconds", help="Sending window of each step.")] = 30.0,
+    request_timeout: Annotated[float, typer.Option("--request-timeout", help="Seconds per request (bound).")] = 60.0,
+    api: Annotated[str, typer.Option("--api", help="completions | chat")] = "completions",
+    min_quality: Annotated[float, typer.Option("--min-quality", help="Share of good answers required.")] = 0.99,
+    expect_substring: Annotated[str | None, typer.Option("--expect", help="A good answer contains this.")] = None,
+    replicas: Annotated[int, typer.Option("--replicas", help="Replicas behind the URL.")] = 1,
+    gpus: Annotated[int, typer.Option("--gpus", help="GPUs behind the URL.")] = 1,
+    seed: Annotated[int, typer.Option("--seed", help="Seed of the arrival schedule.")] = 0,
+    max_lateness: Annotated[float, typer.Option("--max-lateness", help="p99 send lateness (s) above which a step "
+                                                "is flagged as client-limited.")] = 0.05,
+    service: Annotated[str | None, typer.Option("--service", help="namespace/name of the service (for the store).")
+                       ] = None,
+    allow_remote: Annotated[bool, typer.Option("--allow-remote", help="Allow a URL that is not loopback.")] = False,
+    format: Annotated[OutputFormat, typer.Option("--format", help="Output format.")] = OutputFormat.table,
+) -> None:
+    """Sweep request rates with open-loop Poisson arrivals; find the highest rate that meets the SLO."""
+    from gpuaas.loadtest import LoadTestConfig, parse_rates
+
+    settings_or_exit()
+    try:
+        parsed = parse_rates(rates)
+        config = LoadTestConfig(
+            url=url, model=model, rates=parsed, slo_quantile=slo_quantile, slo_seconds=slo_seconds,
+            prompt_tokens=prompt_tokens, output_tokens=output_tokens, max_requests_per_step=max_requests_per_step,
+            step_seconds=step_seconds, request_timeout_seconds=request_timeout, api=api,  # type: ignore[arg-type]
+            min_quality=min_quality, expect_substring=expect_substring, replicas=replicas, gpus=gpus, seed=seed,
+            max_lateness_seconds=max_lateness, allow_remote=allow_remote, service=service)
+        config.check_target()
+    except GpuaasError as exc:
+        raise fail(str(exc)) from exc
+    from flows.load_test import load_test as load_test_flow
+    from gpuaas.cli._flows import run_flow
+
+    worst = config.max_step_seconds * len(parsed)
+    result = run_flow(
+        load_test_flow, f"load test: {len(parsed)} rates x {step_seconds:g}s (at most {worst:.0f}s)",
+        url=url, model=model, rates=list(parsed), slo_quantile=config.slo_quantile, slo_seconds=slo_seconds,
+        prompt_tokens=prompt_tokens, output_tokens=output_tokens, max_requests_per_step=max_requests_per_step,
+        step_seconds=step_seconds, out=str(out), api=api, min_quality=min_quality, expect_substring=expect_substring,
+        replicas=replicas, gpus=gpus, seed=seed, request_timeout_seconds=request_timeout,
+        max_lateness_seconds=max_lateness, allow_remote=allow_remote, service=service)
+    capacity = result["capacity"]
+    if format is OutputFormat.json:
+        print_json(result)
+    else:
+        columns = ["rate_rps", "offered_rps", "achieved_rps", "latency_p50_s", "latency_p95_s", "latency_p99_s",
+                   "ttft_p95_s", "quality", "lateness_p99_s", "client_limited"]
+        print_table("Load test: one row per rate", columns, [[_fmt(s[c]) for c in columns] for s in result["steps"]])
+        rows = [["sustainable rate (rps)", _fmt(capacity["sustainable_rate_rps"])],
+                ["per replica / per GPU (rps)", f"{_fmt(capacity['per_replica_rps'])} / {_fmt(capacity['per_gpu_rps'])}"],
+                ["knee: first failing rate (rps)", _fmt(capacity["knee_rate_rps"])],
+                ["requests sent", str(result["requests"])],
+                ["lateness p99 (ms)", f"{result['lateness_p99_s'] * 1000:.1f}"],
+                ["why", capacity["reason"] + (f"; {result['stopped']}" if result["stopped"] else "")],
+                ["files", str(Path(result["files"]["sweep"]).parent)]]
+        print_table(f"Sustainable capacity ({capacity['slo_quantile']} <= {slo_seconds:g}s)", ["", "value"], rows)
+        console.print(f"audit id {result['audit_id']}", highlight=False)
+    if not capacity["met"]:
+        raise fail(f"{url}: {capacity['reason']}")

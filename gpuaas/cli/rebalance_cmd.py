@@ -1,0 +1,45 @@
+"""``gpuaas rebalance``: run the rebalance flow once, now, and print its quota plan per cohort."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+import typer
+
+from gpuaas.cli._common import OutputFormat, console, print_json, print_table, settings_or_exit
+from gpuaas.cli._flows import run_flow
+
+__all__ = ["rebalance"]
+
+_COLUMNS = ["cohort", "queue", "flavor", "before", "after", "change", "demand", "shortfall", "reason"]
+
+
+def rebalance(
+    apply: Annotated[bool, typer.Option("--apply", help="Patch the ClusterQueues this run (overrides a dry-run "
+                                        "policy; every limit still holds).")] = False,
+    cohort: Annotated[str | None, typer.Option("--cohort", help="Only this cohort.")] = None,
+    history_days: Annotated[float | None, typer.Option("--history-days", min=0.01,
+                                                       help="History window (default: the policy's).")] = None,
+    format: Annotated[OutputFormat, typer.Option("--format", help="Output format.")] = OutputFormat.table,
+) -> None:
+    """Plan nominal GPU quota moves inside each cohort (dry-run unless --apply or the policy says apply)."""
+    settings_or_exit()
+    from flows.rebalance import rebalance as rebalance_flow
+
+    result: dict[str, Any] = run_flow(rebalance_flow, "rebalancing quotas", apply=apply, cohort=cohort,
+                                      history_days=history_days)
+    if format is OutputFormat.json:
+        print_json(result)
+        return
+    rows = [[r["cohort"], r["queue"], r["flavor"], r["before"], r["after"], r["change"], f"{r['demand']:g}",
+             f"{r['shortfall before']:g} -> {r['shortfall after']:g}", r["reason"]]
+            for c in result["cohorts"] for r in c["changes"]]
+    print_table(f"Quota plan ({result['mode']})", _COLUMNS, rows)
+    for c in result["cohorts"]:
+        console.print(f"cohort {c['cohort']}: {c['result']}"
+                      + (f", plan #{c['plan_id']} (undo: gpuaas undo {c['plan_id']})" if c["plan_id"] else "")
+                      + f"; {c['moved_gpus']} GPUs moved" + (f"; {c['error']}" if c["error"] else ""), highlight=False)
+        for line in c["notes"] + c["flags"] + ([c["message"]] if c["message"] else []):
+            console.print(f"  {line}", highlight=False)
+    if result["degraded"]:
+        console.print(f"degraded snapshot ({result['degraded']}): nothing applied", highlight=False)

@@ -1,0 +1,50 @@
+"""``gpuaas replay deadlines``: Kueue's own order against the deadline plan, on a trace with deadlines.
+
+Why: "hold what can wait" should be measured before it is trusted — on the same GPUs, the same
+jobs, the same Kueue model, once as Kueue would run them and once with the plan's holds
+(:mod:`gpuaas.cluster.deadline_replay`).
+"""
+
+from __future__ import annotations
+
+from enum import Enum
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from gpuaas.cli._common import OutputFormat, fail, print_json, print_table
+from gpuaas.errors import GpuaasError
+
+__all__ = ["deadlines"]
+
+_COLUMNS = ("run", "jobs", "deadline_jobs", "met", "deadline_satisfaction", "hopeless", "avg_jct_s", "p95_queue_s",
+            "gpu_allocation_ratio")
+
+
+class TraceFormat(str, Enum):
+    itp = "itp"
+
+
+def deadlines(
+    trace: Annotated[Path, typer.Option("--trace", help="Trace CSV with deadlines (ElasticFlow's ITP columns).")],
+    gpus: Annotated[int, typer.Option("--gpus", min=1, help="GPUs of the one ClusterQueue both runs share.")],
+    trace_format: Annotated[TraceFormat, typer.Option("--trace-format", help="Trace layout.")] = TraceFormat.itp,
+    format: Annotated[OutputFormat, typer.Option("--format", help="Output format.")] = OutputFormat.table,
+) -> None:
+    """Replay the trace through Kueue twice (FIFO, then with the plan's holds); print deadlines met."""
+    from gpuaas.cluster.deadline_replay import replay_deadlines
+    from gpuaas.cluster.traces import read_itp
+
+    try:
+        jobs = read_itp(trace)
+        fifo = replay_deadlines(jobs, gpus, planned=False)
+        planned = replay_deadlines(jobs, gpus, planned=True)
+    except GpuaasError as exc:
+        raise fail(str(exc)) from exc
+    runs = {"fifo": fifo.to_dict(), "planned": planned.to_dict()}
+    if format is OutputFormat.json:
+        print_json({"gpus": gpus, **runs})
+        return
+    rows = [[run, *(runs[run][c] for c in _COLUMNS[1:])] for run in runs]
+    print_table(f"Deadline replay of {trace.name} on {gpus} GPUs (Kueue model, simulated time)", _COLUMNS, rows)

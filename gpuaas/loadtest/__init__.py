@@ -1,0 +1,38 @@
+"""Load tests of OpenAI-compatible endpoints: open-loop Poisson sweeps and what they leave behind.
+
+The library part of the ``load_test`` flow and ``gpuaas loadtest``: a validated config and the
+loopback rule (``_config``), the seeded schedule (``_schedule``, pure), the async httpx client
+(``_client``), the sweep and its rows (``_sweep``), files and plot (``_outputs``) and the
+record in the store (``_record``). The capacity itself is :mod:`gpuaas.policies.capacity`.
+"""
+
+from __future__ import annotations
+
+from gpuaas.loadtest._client import RequestResult, client_for, run_step
+from gpuaas.loadtest._config import LoadTestConfig, base_url, is_loopback, parse_rates
+from gpuaas.loadtest._outputs import json_safe, plot_sweep, summary, write_outputs
+from gpuaas.loadtest._record import latest_load_test, record_load_test
+from gpuaas.loadtest._schedule import poisson_schedule
+from gpuaas.loadtest._sweep import SWEEP_COLUMNS, SweepRun, run_sweep, step_passes, summarize_step
+
+__all__ = [
+    "SWEEP_COLUMNS",
+    "LoadTestConfig",
+    "RequestResult",
+    "SweepRun",
+    "base_url",
+    "client_for",
+    "is_loopback",
+    "json_safe",
+    "latest_load_test",
+    "parse_rates",
+    "plot_sweep",
+    "poisson_schedule",
+    "record_load_test",
+    "run_step",
+    "run_sweep",
+    "step_passes",
+    "summarize_step",
+    "summary",
+    "write_outputs",
+]

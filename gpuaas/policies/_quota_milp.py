@@ -1,0 +1,142 @@
+"""The quota planner's MILP: the model of ``gpuaas.policies.quotas`` in matrix form, and its two passes.
+
+Variables per cell (queue, flavor) with current quota ``b``: ``inc``, ``dec`` integers in
+``[0, step]`` (the new quota is ``b + inc - dec``), the shortfall ``s >= 0`` (continuous), and,
+only where hysteresis can bind (``hysteresis_gpus >= 2``), binaries ``u``/``v`` with
+``h*u <= inc <= step*u``, ``h*v <= dec <= step*v``, ``u + v <= 1``. A direction whose step is
+below the hysteresis is closed by its bound (no binary needed); guarantees at or below ``b`` are
+a bound on ``dec``; a guarantee above ``b`` is a row ``inc - dec >= g - b``.
+
+Why the LP check between the passes: pass 2 (fewest GPUs moved, with the shortfall held) has a
+whole-number objective, and its LP relaxation is cheap; when the relaxation's bound rounds up to
+the moves of pass 1's solution, that solution is already optimal for pass 2 and the MIP, which
+spends most of its time re-finding a feasible point scipy cannot hand it, is skipped. Otherwise
+the MIP runs. Either way the answer is the lexicographic optimum.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+from scipy.optimize import Bounds, LinearConstraint, milp
+from scipy.sparse import coo_matrix
+
+from gpuaas.errors import PolicyError
+from gpuaas.policies._quota_reasons import Cell
+
+__all__ = ["solve_lexicographic"]
+
+_SHORTFALL_GAP = 1e-9
+_MOVED_GAP = 1e-7
+"""GPUs moved is a whole number, so a relative gap below 1/moved proves the integer optimum; a gap of
+zero has HiGHS chase floating-point noise (399.999999 against 400) until its time limit."""
+_HOLD = 1e-9
+_TIME_LIMIT_SECONDS = 120.0
+
+
+class _Rows:
+    """A sparse constraint matrix built row by row."""
+
+    def __init__(self, nvars: int) -> None:
+        self.nvars = nvars
+        self.r: list[int] = []
+        self.c: list[int] = []
+        self.v: list[float] = []
+        self.lo: list[float] = []
+        self.hi: list[float] = []
+
+    def add(self, entries: Sequence[tuple[int, float]], low: float, high: float) -> None:
+        index = len(self.lo)
+        for col, val in entries:
+            self.r.append(index)
+            self.c.append(col)
+            self.v.append(val)
+        self.lo.append(low)
+        self.hi.append(high)
+
+    def constraint(self) -> LinearConstraint:
+        a = coo_matrix((self.v, (self.r, self.c)), shape=(len(self.lo), self.nvars)).tocsr()
+        return LinearConstraint(a, np.array(self.lo), np.array(self.hi))
+
+
+def solve_lexicographic(cells: Sequence[Cell], hysteresis: int, max_total_moved: int) -> list[int] | None:
+    """The new quota per cell, or None when HiGHS proves the model infeasible."""
+    k = len(cells)
+    binaries = hysteresis >= 2
+    inc_, dec_, s_, u_, v_ = 0, k, 2 * k, 3 * k, 4 * k
+    nvars = 5 * k if binaries else 3 * k
+    before = np.array([c.before for c in cells], dtype=float)
+    demand = np.array([c.demand for c in cells], dtype=float)
+    weight = np.array([c.weight for c in cells], dtype=float)
+    guaranteed = np.array([c.guaranteed for c in cells], dtype=float)
+    up = np.array([c.step_up for c in cells], dtype=float)
+    down = np.minimum(np.array([c.step_down for c in cells], dtype=float), np.maximum(0.0, before - guaranteed))
+    if binaries:
+        up = np.where(up >= hysteresis, up, 0.0)
+        down = np.where(down >= hysteresis, down, 0.0)
+
+    lb = np.zeros(nvars)
+    ub = np.zeros(nvars)
+    ub[inc_:inc_ + k] = up
+    ub[dec_:dec_ + k] = down
+    ub[s_:s_ + k] = np.maximum(0.0, demand - before + down)
+    integrality = np.zeros(nvars)
+    integrality[inc_:s_] = 1
+    if binaries:
+        ub[u_:u_ + k] = (up > 0).astype(float)
+        ub[v_:v_ + k] = (down > 0).astype(float)
+        integrality[u_:] = 1
+
+    rows = _Rows(nvars)
+    h = float(hysteresis)
+    for i in range(k):
+        if ub[s_ + i] > 0:
+            rows.add([(s_ + i, 1.0), (inc_ + i, 1.0), (dec_ + i, -1.0)], demand[i] - before[i], np.inf)
+        if guaranteed[i] > before[i]:
+            rows.add([(inc_ + i, 1.0), (dec_ + i, -1.0)], guaranteed[i] - before[i], np.inf)
+        if binaries:
+            if up[i] > 0:
+                rows.add([(inc_ + i, 1.0), (u_ + i, -up[i])], -np.inf, 0.0)
+                rows.add([(inc_ + i, 1.0), (u_ + i, -h)], 0.0, np.inf)
+            if down[i] > 0:
+                rows.add([(dec_ + i, 1.0), (v_ + i, -down[i])], -np.inf, 0.0)
+                rows.add([(dec_ + i, 1.0), (v_ + i, -h)], 0.0, np.inf)
+            if up[i] > 0 and down[i] > 0:
+                rows.add([(u_ + i, 1.0), (v_ + i, 1.0)], -np.inf, 1.0)
+    by_flavor: dict[str, list[int]] = {}
+    for i, c in enumerate(cells):
+        by_flavor.setdefault(c.flavor, []).append(i)
+    for members in by_flavor.values():
+        rows.add([(inc_ + i, 1.0) for i in members] + [(dec_ + i, -1.0) for i in members], 0.0, 0.0)
+    rows.add([(inc_ + i, 1.0) for i in range(k)], -np.inf, float(max_total_moved))
+
+    bounds = Bounds(lb, ub)
+    shortfall_cost = np.zeros(nvars)
+    shortfall_cost[s_:s_ + k] = weight
+    first = _milp(shortfall_cost, integrality, bounds, rows, _SHORTFALL_GAP)
+    if first.status == 2:
+        return None
+    x = first.x
+    best = float(np.dot(weight, x[s_:s_ + k]))
+    rows.add([(s_ + i, weight[i]) for i in range(k)], -np.inf, best + _HOLD * max(1.0, abs(best)))
+    moved_cost = np.zeros(nvars)
+    moved_cost[inc_:inc_ + k] = 1.0
+    moved = float(np.round(x[inc_:inc_ + k]).sum())
+    relaxed = milp(moved_cost, integrality=np.zeros(nvars), bounds=bounds, constraints=rows.constraint(),
+                   options={"time_limit": _TIME_LIMIT_SECONDS})
+    if not (relaxed.status == 0 and math.ceil(relaxed.fun - 1e-6) >= moved):
+        second = _milp(moved_cost, integrality, bounds, rows, _MOVED_GAP)
+        x = second.x
+    delta = np.round(x[inc_:inc_ + k]) - np.round(x[dec_:dec_ + k])
+    return [int(b + d) for b, d in zip(before, delta)]
+
+
+def _milp(cost: Any, integrality: Any, bounds: Bounds, rows: _Rows, gap: float) -> Any:
+    result = milp(cost, integrality=integrality, bounds=bounds, constraints=rows.constraint(),
+                  options={"mip_rel_gap": gap, "time_limit": _TIME_LIMIT_SECONDS, "presolve": True})
+    if result.status != 2 and (result.x is None or result.status != 0):
+        raise PolicyError(f"the quota MILP did not solve: {result.message}")
+    return result

@@ -1,0 +1,170 @@
+"""The deadline problem of a live cluster: one pool per cohort and GPU flavor, read off a snapshot.
+
+Why per cohort and flavor: GPUs are shared inside a Kueue cohort (what one ClusterQueue does not
+use, another borrows), never across cohorts, and a workload admitted on one flavor cannot use
+another's GPUs. So a pool's capacity is the cohort's nominal GPU quota of that flavor (a
+ClusterQueue without a cohort is a pool of its own), and the planner sees each pool alone.
+
+Which workloads, and how they enter (times in seconds from the snapshot's ``collected_at``):
+- admitted or quota-reserved: running on their flavor since ``admitted_at``; their run time is the
+  annotation or Kueue's maximum execution time; without either they are assumed to hold their
+  GPUs past every deadline of the pool (said in a note: never a silent guess).
+- pending and active, with a deadline and a run time: pending on the first GPU flavor of their
+  ClusterQueue (the one Kueue tries first). With a run time and no deadline: best-effort work.
+  Deactivated workloads (``spec.active: false``) are not queued and are left out, except those
+  gpuaas itself holds for the plan (``gpuaas.io/deadline-hold``): they are still pending work.
+- a pending job larger than its pool can never be admitted there: it is ``missed``, with a note.
+
+Pure: the snapshot in, the plans out.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+import pandas as pd
+
+from gpuaas.models import Snapshot, WorkloadState
+from gpuaas.policies.deadlines import DeadlineJob, DeadlinePlan, MilpLimits, plan_deadlines
+
+__all__ = ["PoolPlan", "PoolProblem", "deadline_problems", "plan_pools"]
+
+NO_COHORT = "-"
+_HOLDING = (WorkloadState.admitted.value, WorkloadState.quota_reserved.value)
+
+
+@dataclass(frozen=True)
+class PoolProblem:
+    """One cohort/flavor pool: its GPUs and the jobs on it, named ``namespace/name``."""
+
+    cohort: str
+    flavor: str
+    capacity: int
+    jobs: tuple[DeadlineJob, ...]
+    too_big: tuple[str, ...] = ()
+    notes: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class PoolPlan:
+    """A pool's problem and its plan; ``at_risk_count`` counts at-risk and missed deadlines."""
+
+    problem: PoolProblem
+    plan: DeadlinePlan
+    missed: tuple[str, ...] = field(default=())
+
+    @property
+    def at_risk_count(self) -> int:
+        return len(self.plan.at_risk) + len(self.missed)
+
+
+def _pool_key(cohort: object, cluster_queue: object) -> str:
+    return str(cohort) if isinstance(cohort, str) and cohort else f"{NO_COHORT}{cluster_queue}"
+
+
+def _capacities(snapshot: Snapshot, gpu_resources: Sequence[str]) -> tuple[dict[tuple[str, str], int], dict[str, str]]:
+    """GPUs per (pool, flavor), and each ClusterQueue's first GPU flavor."""
+    quotas = snapshot.quotas
+    caps: dict[tuple[str, str], int] = {}
+    first: dict[str, str] = {}
+    if quotas.empty:
+        return caps, first
+    gpu = quotas[quotas["resource"].isin(list(gpu_resources))]
+    for row in gpu.itertuples(index=False):
+        key = (_pool_key(row.cohort, row.cluster_queue), str(row.flavor))
+        caps[key] = caps.get(key, 0) + int(math.floor(float(row.nominal) + 1e-9))
+        first.setdefault(str(row.cluster_queue), str(row.flavor))
+    return caps, first
+
+
+def _held(wl: object) -> bool:
+    """Deactivated by gpuaas's own deadline hold: still queued work as far as the plan goes."""
+    value = getattr(wl, "deadline_hold", None)
+    return isinstance(value, str) and bool(value)
+
+
+def _seconds_until(now: pd.Timestamp, value: object) -> float | None:
+    if value is None or pd.isna(value):
+        return None
+    return float((pd.Timestamp(value) - now).total_seconds())
+
+
+def deadline_problems(snapshot: Snapshot, gpu_resources: Sequence[str] = ("nvidia.com/gpu",)) -> list[PoolProblem]:
+    """Every pool that has a deadline to plan, sorted by cohort and flavor."""
+    caps, first_flavor = _capacities(snapshot, gpu_resources)
+    wls = snapshot.workloads
+    if wls.empty or "deadline_at" not in wls:
+        return []
+    now = pd.Timestamp(snapshot.collected_at)
+    pools: dict[tuple[str, str], list[tuple[DeadlineJob | None, str, float | None]]] = {}
+    notes: dict[tuple[str, str], list[str]] = {}
+    for wl in wls[wls["gpus"] > 0].itertuples(index=False):
+        ref = f"{wl.namespace}/{wl.name}"
+        holding = wl.state in _HOLDING
+        if holding:
+            flavor = str(wl.flavor).split(",")[0] if isinstance(wl.flavor, str) and wl.flavor else None
+        elif wl.state == WorkloadState.pending.value and (bool(wl.active) or _held(wl)):
+            flavor = first_flavor.get(str(wl.cluster_queue))
+        else:
+            continue
+        if flavor is None:
+            continue
+        key = (_pool_key(wl.cohort, wl.cluster_queue), flavor)
+        if key not in caps:
+            continue
+        gpus = int(math.ceil(float(wl.gpus) - 1e-9))
+        if gpus != float(wl.gpus):
+            notes.setdefault(key, []).append(f"{ref} asks for {float(wl.gpus):g} GPUs; planned as {gpus}")
+        runtime = None if pd.isna(wl.runtime_seconds) else float(wl.runtime_seconds)
+        deadline = _seconds_until(now, wl.deadline_at)
+        if holding:
+            since = _seconds_until(now, wl.admitted_at)
+            ran = max(0.0, -since) if since is not None else 0.0
+            job = DeadlineJob(ref, gpus, runtime if runtime is not None else math.inf, deadline, flavor, ran)
+            pools.setdefault(key, []).append((job, ref, runtime))
+        elif runtime is not None:
+            pools.setdefault(key, []).append((DeadlineJob(ref, gpus, runtime, deadline, flavor), ref, runtime))
+    out = []
+    for key in sorted(pools):
+        entries = pools[key]
+        if not any(j is not None and j.deadline is not None and j.running_for is None for j, _, _ in entries):
+            continue  # no pending deadline in this pool: nothing to plan
+        out.append(_problem(key, caps[key], entries, notes.get(key, [])))
+    return out
+
+
+def _problem(key: tuple[str, str], cap: int, entries: list[tuple[DeadlineJob | None, str, float | None]],
+             notes: list[str]) -> PoolProblem:
+    horizon = max((j.deadline for j, _, _ in entries if j is not None and j.deadline is not None), default=0.0)
+    jobs: list[DeadlineJob] = []
+    too_big: list[str] = []
+    held = 0
+    for job, ref, runtime in entries:
+        assert job is not None
+        if job.running_for is not None:
+            if runtime is None:
+                notes.append(f"{ref} is running with no run time: assumed to hold its GPUs past every deadline")
+                job = DeadlineJob(ref, job.gpus, job.running_for + max(horizon, 0.0) + 1.0, job.deadline,
+                                  job.resource, job.running_for)
+            held += job.gpus
+            if held > cap:
+                notes.append(f"{ref}: running GPUs exceed the pool's {cap} nominal GPUs; not planned")
+                held -= job.gpus
+                continue
+        elif job.gpus > cap:
+            too_big.append(ref)
+            notes.append(f"{ref} asks for {job.gpus} GPUs, more than the pool's {cap}: it cannot be admitted here")
+            continue
+        jobs.append(job)
+    return PoolProblem(key[0], key[1], cap, tuple(jobs), tuple(too_big), tuple(notes))
+
+
+def plan_pools(problems: Sequence[PoolProblem], limits: MilpLimits | None = None) -> list[PoolPlan]:
+    """The plan of every pool; a job too big for its pool joins the plan's ``missed``."""
+    out = []
+    for problem in problems:
+        plan = plan_deadlines({problem.flavor: problem.capacity}, problem.jobs, limits=limits)
+        out.append(PoolPlan(problem, plan, missed=tuple(plan.missed) + problem.too_big))
+    return out

@@ -1,0 +1,65 @@
+"""The GPU-hour funnel: allocated -> busy -> productive, and what the idle part cost. Pure.
+
+Per pod, over a window:
+
+* **allocated**: GPU-hours the pod held (OpenCost's ``gpuHours``: requested GPUs x hours, the
+  figure it charges for). Without OpenCost, the hours DCGM saw the pod's GPUs, and for a tenant
+  at least what Kueue counted as used quota.
+* **observed**: GPU-hours with telemetry (dcgm samples x the sample interval). The rest of the
+  allocation is **unknown**: no telemetry is not evidence of idleness, so it is neither idle nor
+  busy, and its cost is not counted as waste.
+* **busy**: observed GPU-hours with activity above the policy's threshold.
+* **productive**: busy GPU-hours times the share of the workload's work that was a verified
+  outcome (for a service, verified requests / finished requests; for a batch job, 1 when it
+  finished successfully in time, else 0).
+* **waste** = idle GPU-hours (observed, not busy) x the pod's cost per allocated GPU-hour.
+
+Money is None (unknown) when the cost source did not answer: never 0.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+import pandas as pd
+
+__all__ = ["FUNNEL_COLUMNS", "POD_COLUMNS", "aggregate_funnel", "pod_funnel"]
+
+POD_COLUMNS = ["namespace", "pod", "workload", "tenant", "allocated_h", "observed_h", "busy_h", "cost", "share"]
+FUNNEL_COLUMNS = ["allocated_gpu_hours", "busy_gpu_hours", "productive_gpu_hours", "unknown_gpu_hours",
+                  "idle_gpu_hours", "cost", "waste_cost"]
+
+
+def pod_funnel(pods: pd.DataFrame, costs_known: bool) -> pd.DataFrame:
+    """Funnel columns per pod row (``POD_COLUMNS`` in); hours are clamped so each stage fits in the one before."""
+    out = pods.copy()
+    observed = out["observed_h"].astype(float).fillna(0.0)
+    allocated = out["allocated_h"].astype(float).fillna(0.0)
+    allocated = np.maximum(allocated, observed)  # a pod OpenCost missed still held what DCGM saw
+    busy = np.minimum(out["busy_h"].astype(float).fillna(0.0), observed)
+    out["allocated_gpu_hours"] = allocated
+    out["unknown_gpu_hours"] = allocated - observed
+    out["busy_gpu_hours"] = busy
+    out["idle_gpu_hours"] = observed - busy
+    out["productive_gpu_hours"] = busy * out["share"].astype(float).fillna(0.0).clip(0.0, 1.0)
+    if costs_known:
+        cost = out["cost"].astype(float).fillna(0.0)
+        price = cost / allocated.where(allocated > 0)
+        out["cost"] = cost
+        out["waste_cost"] = (out["idle_gpu_hours"] * price).fillna(0.0)
+    else:
+        out["cost"] = np.nan
+        out["waste_cost"] = np.nan
+    return out
+
+
+def aggregate_funnel(frame: pd.DataFrame, by: Sequence[str], costs_known: bool) -> pd.DataFrame:
+    """Sum the funnel per group; money stays NaN (unknown) when costs are unknown."""
+    sums = frame.groupby(list(by), as_index=False, dropna=False)[FUNNEL_COLUMNS].sum(min_count=1)
+    hours = [c for c in FUNNEL_COLUMNS if c.endswith("_hours")]
+    sums[hours] = sums[hours].fillna(0.0)
+    if not costs_known:
+        sums["cost"] = np.nan
+        sums["waste_cost"] = np.nan
+    return sums

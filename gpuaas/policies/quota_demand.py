@@ -1,0 +1,218 @@
+"""Demand per ClusterQueue and flavor: what the quota planner is asked to serve, with its evidence.
+
+Pure: the snapshot (current quotas, the backlog and how long it waited), the history frame
+(``gpuaas.sources.queue_history``: percentiles of Kueue's per-queue gauges over the window),
+the deadline plan's GPUs per queue, the audit log's recent net changes and the policy go in;
+``QueueDemand`` rows and the limits come out. Per cell (queue, flavor):
+
+    held     = max(p-th percentile of admitted GPUs, of quota-reserved GPUs)  (borrowed GPUs included)
+    pending  = max(median pending GPUs over the window,
+                   pending GPUs now, if the oldest has waited >= pending_wait_minutes)
+    demand   = max(held + pending, GPUs the deadline plan needs for this queue's deadlines)
+
+Pending work has no flavor until Kueue admits it; it is counted on the queue's first GPU flavor
+(the one Kueue tries first). A cell without history falls back to what the snapshot shows now.
+Guarantees come from the tenant owning the queue: ``guaranteed_gpus_per_flavor`` where given,
+else ``guaranteed_gpus`` spread over the tenant's cells in the cohort in proportion to their
+quota. With less than ``min_history_days`` of history the plan says so and moves at most one
+step (``max_step_gpus``) in all.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+
+import pandas as pd
+
+from gpuaas.models import Snapshot
+from gpuaas.policies.deadline_pools import PoolPlan
+from gpuaas.policies.quotas import QueueDemand, QuotaLimits
+from gpuaas.policy import Policy, RebalancePolicy
+
+__all__ = ["CohortDemand", "cohort_demands", "deadline_gpus_per_queue", "limits_of"]
+
+Cell = tuple[str, str]
+
+
+@dataclass(frozen=True)
+class CohortDemand:
+    """One cohort's planner input, and what the operator should know about it."""
+
+    cohort: str
+    queues: list[QueueDemand]
+    limits: QuotaLimits
+    history_seconds: float
+    little_history: bool
+    notes: list[str] = field(default_factory=list)
+    lowest_flavor_use: dict[Cell, float] = field(default_factory=dict)
+    """(queue, flavor) -> GPUs quota-reserved now: a new quota below it creates borrowing."""
+
+
+def limits_of(policy: RebalancePolicy) -> QuotaLimits:
+    return QuotaLimits(max_step_gpus=policy.max_step_gpus, max_step_percent=policy.max_step_percent,
+                       max_total_moved_gpus=policy.max_total_moved_gpus, hysteresis_gpus=policy.hysteresis_gpus)
+
+
+def _hours(seconds: float) -> str:
+    if seconds >= 3600:
+        return f"{seconds / 3600:.1f} h"
+    return f"{seconds / 60:.0f} min"
+
+
+def _stats(history: pd.DataFrame) -> tuple[dict[tuple[str, str, str], float], dict[str, float]]:
+    cells: dict[tuple[str, str, str], float] = {}
+    pending: dict[str, float] = {}
+    for row in history.itertuples(index=False):
+        if not isinstance(row.value, float | int) or math.isnan(float(row.value)):
+            continue
+        if row.stat == "pending_median":
+            pending[str(row.cluster_queue)] = float(row.value)
+        else:
+            cells[(str(row.cluster_queue), str(row.flavor), str(row.stat))] = float(row.value)
+    return cells, pending
+
+
+def _guarantees(policy: Policy, nominal: Mapping[Cell, int]) -> dict[Cell, int]:
+    out: dict[Cell, int] = {}
+    for tenant in policy.tenants:
+        mine = sorted(c for c in nominal if c[0] in tenant.cluster_queues)
+        if not mine:
+            continue
+        groups: dict[str | None, list[Cell]] = {}
+        for c in mine:
+            groups.setdefault(c[1] if c[1] in tenant.guaranteed_gpus_per_flavor else None, []).append(c)
+        for flavor, members in groups.items():
+            total = tenant.guaranteed_gpus_per_flavor[flavor] if flavor is not None else tenant.guaranteed_gpus
+            out.update(_spread(total, members, nominal))
+    return out
+
+
+def _spread(total: int, members: Sequence[Cell], nominal: Mapping[Cell, int]) -> dict[Cell, int]:
+    """``total`` over ``members`` in proportion to their quota (largest remainders), all to one if alone."""
+    if total <= 0:
+        return {}
+    weights = [max(nominal[c], 0) for c in members]
+    whole = sum(weights) or len(members)
+    shares = [total * (w if sum(weights) else 1) / whole for w in weights]
+    floors = [math.floor(s) for s in shares]
+    order = sorted(range(len(members)), key=lambda i: shares[i] - floors[i], reverse=True)
+    for i in order[: total - sum(floors)]:
+        floors[i] += 1
+    return {c: f for c, f in zip(members, floors) if f}
+
+
+def cohort_demands(snapshot: Snapshot, history: pd.DataFrame, policy: Policy, *,
+                   deadline_gpus: Mapping[Cell, int] | None = None,
+                   recent_change: Mapping[Cell, int] | None = None,
+                   gpu_resources: Sequence[str] = ("nvidia.com/gpu",),
+                   cohorts: Sequence[str] = ()) -> list[CohortDemand]:
+    """One ``CohortDemand`` per cohort (only ``cohorts`` when given), sorted by name."""
+    rb = policy.rebalance
+    deadline_gpus = deadline_gpus or {}
+    recent_change = recent_change or {}
+    stats, pending_hist = _stats(history)
+    quotas = snapshot.quotas
+    if quotas.empty:
+        return []
+    gpu = quotas[quotas["resource"].isin(list(gpu_resources)) & quotas["cohort"].notna() & (quotas["cohort"] != "")]
+    backlog = {str(r.name): r for r in snapshot.queues.itertuples(index=False)} if not snapshot.queues.empty else {}
+    wanted = set(cohorts or rb.cohorts)
+    out = []
+    for cohort, rows in sorted(gpu.groupby("cohort"), key=lambda kv: str(kv[0])):
+        if wanted and cohort not in wanted:
+            continue
+        nominal: dict[Cell, int] = {}
+        reserved: dict[Cell, float] = {}
+        order: dict[str, list[str]] = {}
+        for r in rows.itertuples(index=False):
+            cell = (str(r.cluster_queue), str(r.flavor))
+            nominal[cell] = nominal.get(cell, 0) + int(round(float(r.nominal)))
+            reserved[cell] = reserved.get(cell, 0.0) + float(r.reserved or 0.0)
+            flavors_of = order.setdefault(cell[0], [])
+            if cell[1] not in flavors_of:
+                flavors_of.append(cell[1])
+        guaranteed = _guarantees(policy, nominal)
+        seen = [stats.get((q, f, "history_seconds"), 0.0) for q, f in nominal]
+        history_s = max(seen, default=0.0)
+        queues = []
+        for queue, flavors in order.items():
+            tenant = policy.tenant_for(None, queue)
+            demand: dict[str, float] = {}
+            evidence: dict[str, str] = {}
+            b = backlog.get(queue)
+            pending_now = float(getattr(b, "pending_gpus", 0.0) or 0.0) if b is not None else 0.0
+            waited = float(getattr(b, "oldest_pending_seconds", 0.0) or 0.0) if b is not None else 0.0
+            if math.isnan(waited):
+                waited = 0.0
+            pending = max(pending_hist.get(queue, 0.0),
+                          pending_now if waited >= rb.pending_wait_minutes * 60 else 0.0)
+            for i, flavor in enumerate(flavors):
+                cell = (queue, flavor)
+                use = stats.get((queue, flavor, "usage_p"))
+                res = stats.get((queue, flavor, "reservation_p"))
+                seen_held = [v for v in (use, res) if v is not None]
+                held = max(seen_held) if seen_held else reserved[cell]  # no history: what it holds now
+                mine = pending if i == 0 else 0.0
+                need = float(deadline_gpus.get(cell, 0))
+                demand[flavor] = round(max(held + mine, need), 3)
+                pct = f"p{rb.usage_percentile:g}"
+                words = [f"{pct} use {use:g} of {nominal[cell]}" if use is not None
+                         else f"use now {reserved[cell]:g} of {nominal[cell]} (no history)"]
+                borrowed = stats.get((queue, flavor, "borrowed_p"), 0.0)
+                if res is not None and res != use:
+                    words.append(f"{pct} reserved {res:g}")
+                if borrowed > 0:
+                    words.append(f"{pct} borrowed {borrowed:g}")
+                if i == 0 and pending_now > 0:
+                    words.append(f"{pending_now:g} GPUs pending, oldest waited {_hours(waited)}")
+                if need:
+                    words.append(f"deadlines need {need:g}")
+                evidence[flavor] = ", ".join(words)
+            queues.append(QueueDemand(
+                name=queue, nominal={f: nominal[(queue, f)] for f in flavors}, demand=demand,
+                guaranteed={f: guaranteed[(queue, f)] for f in flavors if (queue, f) in guaranteed},
+                weight=tenant.weight if tenant else 1.0,
+                recent_change={f: recent_change[(queue, f)] for f in flavors if recent_change.get((queue, f))},
+                evidence=evidence,
+            ))
+        limits = limits_of(rb)
+        notes: list[str] = []
+        little = history_s < rb.min_history_days * 86400
+        if little:
+            limits = QuotaLimits(limits.max_step_gpus, limits.max_step_percent,
+                                 min(limits.max_total_moved_gpus, limits.max_step_gpus), limits.hysteresis_gpus)
+            notes.append(f"only {_hours(history_s)} of history (less than min_history_days="
+                         f"{rb.min_history_days:g}): planned from what there is, at most "
+                         f"{limits.max_total_moved_gpus} GPUs moved in all")
+        out.append(CohortDemand(str(cohort), queues, limits, history_s, little, notes, dict(reserved)))
+    return out
+
+
+def deadline_gpus_per_queue(pools: Sequence[PoolPlan], snapshot: Snapshot) -> dict[Cell, int]:
+    """(queue, flavor) -> the most GPUs the queue's deadline jobs hold at once in the deadline plan.
+
+    The plan's schedule (on capacity plus the extra GPUs it asks for) meets every deadline it
+    can; the peak of a queue's own deadline jobs in it is what that queue's quota must cover.
+    """
+    wls = snapshot.workloads
+    if wls.empty or not pools:
+        return {}
+    queue_of = {f"{r.namespace}/{r.name}": str(r.cluster_queue) for r in wls.itertuples(index=False)}
+    out: dict[Cell, int] = {}
+    for pool in pools:
+        events: dict[str, list[tuple[float, int]]] = {}
+        for job in pool.plan.schedule:
+            queue = queue_of.get(job.name)
+            if queue is None or job.deadline is None:
+                continue
+            events.setdefault(queue, []).extend([(job.start, job.gpus), (job.end, -job.gpus)])
+        for queue, points in events.items():
+            level = peak = 0
+            for _, change in sorted(points, key=lambda p: (p[0], p[1])):
+                level += change
+                peak = max(peak, level)
+            cell = (queue, pool.problem.flavor)
+            out[cell] = max(out.get(cell, 0), peak)
+    return out

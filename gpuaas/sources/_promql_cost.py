@@ -1,0 +1,129 @@
+"""PromQL for the cost report: a fixed set of range queries, aggregated in Prometheus.
+
+Each query is evaluated as a range query with one point per report period (a day, or the
+whole window when it is shorter), so the answer is one value per pod / service / queue and
+period, whatever the fleet size or the number of days: four queries per window (GPU hours,
+serving, Kueue, and OpenCost's metrics when its API is not used), never one per workload, per
+service or per day.
+
+* GPU hours per pod: subqueries at the sample interval counting the steps where the activity
+  series has a sample (observed) and where it is above the threshold (busy), x the interval:
+  counting steps rather than raw samples keeps the figure right when a live scrape is denser
+  than the backfilled history. Inner ranges are a millisecond short of the step so a sample is counted once, and a
+  series that ended is not carried on for Prometheus' 5-minute lookback.
+* Serving per namespace and model: ``increase`` of ``request_success_total`` by reason, of the
+  latency histogram's buckets by ``le``, and, per quality metric, the requests finished while
+  the metric's minimum over each quality step was at or above the service's threshold (the
+  thresholds travel inside the query as ``vector()`` literals, one per service).
+* Kueue: GPU quota in use x hours per ClusterQueue. OpenCost fallback: GPU-hours and GPU cost
+  per pod from ``container_gpu_allocation`` x ``node_gpu_hourly_cost``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from gpuaas.policy import ServiceOutcome
+from gpuaas.settings import MetricNames
+from gpuaas.sources._promql import KUEUE_USAGE, duration, normalise, tag, union
+
+__all__ = [
+    "QUALITY_STEP_S",
+    "gpu_hours_query",
+    "kueue_hours_query",
+    "opencost_hours_query",
+    "quality_metrics",
+    "serving_window_query",
+]
+
+QUALITY_STEP_S = 300.0
+"""Resolution at which a quality gate is applied: requests of a 5-minute step count only if the
+metric held its threshold for the whole step."""
+_WHO = "gpuaas_namespace, model_name"
+
+
+def _under(seconds: float) -> str:
+    """A range one millisecond shorter than ``seconds``: ``[t - r, t]`` is closed at both ends."""
+    return f"{max(int(round(seconds * 1000)) - 1, 1)}ms"
+
+
+def _per_hour(expr: str, step_s: float) -> str:
+    return f"({expr}) * {step_s / 3600:.10g}"
+
+
+def _esc(value: str) -> str:
+    return value.replace("\\", "\\\\").replace('"', '\\"')
+
+
+def gpu_hours_query(m: MetricNames, threshold: float, period_s: float, interval_s: float) -> str:
+    """Per pod and period: GPU-hours with telemetry (``observed_h``) and above ``threshold`` (``busy_h``)."""
+    iv, step = _under(interval_s), duration(interval_s)
+    sub = f"[{_under(period_s)}:{step}]"
+    seen = f"max_over_time({m.gpu_activity}[{iv}]) or max_over_time({m.gpu_util_fallback}[{iv}])"
+    observed = f"count_over_time(({seen}){sub})"
+    busy_inner = (f"(max_over_time({m.gpu_activity}[{iv}]) > bool {threshold:g})"
+                  f" or (max_over_time({m.gpu_util_fallback}[{iv}]) / 100 > bool {threshold:g})")
+    busy = f"sum_over_time(({busy_inner}){sub})"
+    by = "gpuaas_namespace, gpuaas_pod"
+    return union([
+        tag(_per_hour(f"sum by ({by}) ({normalise(observed, m)})", interval_s), "gpuaas_stat", "observed_h"),
+        tag(_per_hour(f"sum by ({by}) ({normalise(busy, m)})", interval_s), "gpuaas_stat", "busy_h"),
+    ])
+
+
+def quality_metrics(services: Sequence[ServiceOutcome]) -> list[str]:
+    """The distinct quality metrics the policy's services are gated on, in a stable order."""
+    return sorted({s.quality.metric for s in services if s.quality is not None})
+
+
+def _thresholds(services: Sequence[ServiceOutcome], metric: str) -> str:
+    parts = []
+    for s in services:
+        if s.quality is None or s.quality.metric != metric:
+            continue
+        for ns in (s.namespace, ""):  # "": an endpoint scraped without a namespace label
+            expr = f"vector({s.quality.threshold:g})"
+            expr = f'label_replace({expr}, "gpuaas_namespace", "{_esc(ns)}", "gpuaas_none", "")'
+            expr = f'label_replace({expr}, "model_name", "{_esc(s.model_name or "")}", "gpuaas_none", "")'
+            parts.append(expr)
+    return union(parts)
+
+
+def serving_window_query(m: MetricNames, services: Sequence[ServiceOutcome], period_s: float) -> str:
+    """Per namespace, model and period: requests by reason, latency buckets, requests while quality held."""
+    p = duration(period_s)
+    hists = sorted({s.latency_metric or m.vllm_e2e_latency for s in services if s.kind == "serving"}
+                   or {m.vllm_e2e_latency})
+    parts = [tag(f"sum by ({_WHO}, finished_reason) ({normalise(f'increase({m.vllm_request_success}[{p}])', m)})",
+                 "gpuaas_stat", "requests")]
+    for hist in hists:
+        bucket = f"sum by ({_WHO}, le) ({normalise(f'increase({hist}_bucket[{p}])', m)})"
+        parts.append(tag(tag(bucket, "gpuaas_stat", "latency_bucket"), "gpuaas_hist", hist))
+    q = duration(QUALITY_STEP_S)
+    for metric in quality_metrics(services):
+        quality = f"min by ({_WHO}) ({normalise(f'min_over_time({metric}[{q}])', m)})"
+        held = f"({quality}) >= on ({_WHO}) ({_thresholds(services, metric)})"
+        gated = f"{normalise(f'increase({m.vllm_request_success}[{q}])', m)} and on ({_WHO}) ({held})"
+        expr = f"sum by ({_WHO}, finished_reason) (sum_over_time(({gated})[{_under(period_s)}:{q}]))"
+        parts.append(tag(expr, "gpuaas_stat", f"quality_ok:{metric}"))
+    return union(parts)
+
+
+def kueue_hours_query(gpu_resources: Sequence[str], period_s: float, interval_s: float) -> str:
+    """Per ClusterQueue and period: GPU quota in use x hours (Kueue's own usage gauge)."""
+    res = "|".join(_esc(r) for r in gpu_resources)
+    inner = f'max_over_time({KUEUE_USAGE}{{resource=~"{res}"}}[{_under(interval_s)}])'
+    expr = f"sum by (cluster_queue) (sum_over_time({inner}[{_under(period_s)}:{duration(interval_s)}]))"
+    return _per_hour(expr, interval_s)
+
+
+def opencost_hours_query(period_s: float, interval_s: float) -> str:
+    """Per pod and period, from OpenCost's metrics: GPU-hours allocated and their cost."""
+    alloc = f"max_over_time(container_gpu_allocation[{_under(interval_s)}])"
+    price = "max by (node) (node_gpu_hourly_cost)"
+    sub = f"[{_under(period_s)}:{duration(interval_s)}]"
+    return union([
+        tag(_per_hour(f"sum by (namespace, pod) (sum_over_time({alloc}{sub}))", interval_s), "gpuaas_stat", "gpu_hours"),
+        tag(_per_hour(f"sum by (namespace, pod) (sum_over_time(({alloc} * on (node) group_left () {price}){sub}))",
+                      interval_s), "gpuaas_stat", "cost"),
+    ])

@@ -1,0 +1,263 @@
+"""Everything the cost report reads for one window, as ``CostInputs``: a fixed number of requests.
+
+Prometheus: three range queries (GPU hours, serving, Kueue) plus OpenCost's metrics when its
+allocation API is not configured or did not answer; OpenCost: one ``/allocation`` request
+with ``step`` = the report period; Kubernetes: one paginated list of Kueue Workloads. The
+count does not grow with the fleet, the number of services or the number of days.
+
+A cost source that does not answer leaves the money unknown (``costs=None``) with the reason
+in ``notes``; the GPU-hour funnel is still read. A Kubernetes API that does not answer leaves
+batch outcomes unknown. Prometheus is required: without telemetry there is no funnel.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import pandas as pd
+
+from gpuaas.errors import ConfigError, GpuaasError, NotFound
+from gpuaas.policies.cost import COST_COLS, GPU_COLS, SERVING_COLS, CostInputs
+from gpuaas.policies.outcomes import FinishedJob
+from gpuaas.settings import GpuaasSettings
+from gpuaas.sources import _promql_cost as q
+from gpuaas.sources._kube_client import KubeLister, make_api_client
+from gpuaas.sources._kube_kueue import parse_time
+from gpuaas.sources._prom_client import PromClient
+from gpuaas.sources.kube import DEFAULT_GPU_RESOURCES, KUEUE_GROUP, KUEUE_VERSIONS
+from gpuaas.sources.opencost import fetch_allocation
+
+__all__ = ["DEADLINE_ANNOTATION", "allocation_rows", "finished_jobs", "gpu_rows", "parse_window", "read_cost_inputs",
+           "report_periods", "serving_rows"]
+
+DEADLINE_ANNOTATION = "gpuaas.io/deadline"
+DAY_S = 86400.0
+_DEADLINE_OWNERS = (("RayCluster", "ray.io", "v1", "rayclusters"),)
+"""Batch job kinds whose deadline annotation is read when their Workload has none."""
+
+
+_UNITS = {"s": 1.0, "m": 60.0, "h": 3600.0, "d": DAY_S, "w": 7 * DAY_S}
+
+
+def parse_window(text: str) -> float:
+    """``6h``, ``7d``, ``2w`` or plain seconds, as seconds; a ConfigError names the option otherwise."""
+    value = str(text).strip()
+    unit = _UNITS.get(value[-1:], None) if value else None
+    number = value[:-1] if unit else value
+    try:
+        seconds = float(number) * (unit or 1.0)
+    except ValueError:
+        raise ConfigError(f"expected a window like 6h or 7d, got {text!r}", field="window") from None
+    if seconds <= 0:
+        raise ConfigError(f"the window must be positive, got {text!r}", field="window")
+    return seconds
+
+
+def report_periods(window_s: float) -> tuple[int, float]:
+    """(number of periods, period seconds): days, or one period for a window of a day or less."""
+    if window_s <= 0:
+        raise ConfigError(f"the window must be positive, got {window_s:g}s", field="window")
+    if window_s <= DAY_S:
+        return 1, window_s
+    days = window_s / DAY_S
+    if abs(days - round(days)) > 1e-9:
+        raise ConfigError(f"a window longer than a day must be whole days (got {window_s / 3600:g}h)", field="window")
+    return int(round(days)), DAY_S
+
+
+def _day(ts: float, start: datetime, period_s: float, days: int) -> int:
+    """The period a range-query point (or an OpenCost set ending at ``ts``) closes."""
+    return min(max(int(math.ceil((ts - start.timestamp()) / period_s - 1e-6)) - 1, 0), days - 1)
+
+
+def _points(results: list[dict[str, Any]], start: datetime, period_s: float, days: int) -> list[tuple[dict[str, str],
+                                                                                                        int, float]]:
+    out = []
+    for r in results:
+        for ts, value in r["values"]:
+            if not math.isnan(float(value)):  # NaN: no data at that point, not a number to add
+                out.append((r["metric"], _day(float(ts), start, period_s, days), float(value)))
+    return out
+
+
+def gpu_rows(results: list[dict[str, Any]], start: datetime, period_s: float, days: int) -> pd.DataFrame:
+    cells: dict[tuple[str, str, int], dict[str, Any]] = {}
+    for labels, day, value in _points(results, start, period_s, days):
+        key = (labels.get("gpuaas_namespace", ""), labels.get("gpuaas_pod", ""), day)
+        row = cells.setdefault(key, {"namespace": key[0], "pod": key[1], "day": day, "observed_h": 0.0, "busy_h": 0.0})
+        row[labels.get("gpuaas_stat", "")] = value
+    return pd.DataFrame(list(cells.values()), columns=GPU_COLS)
+
+
+def serving_rows(results: list[dict[str, Any]], start: datetime, period_s: float, days: int) -> pd.DataFrame:
+    """vLLM series in tidy rows; series without a namespace (a live endpoint) get ``namespace=""``."""
+    rows = []
+    for labels, day, value in _points(results, start, period_s, days):
+        stat = labels.get("gpuaas_stat", "")
+        rows.append({"namespace": labels.get("gpuaas_namespace", ""), "model_name": labels.get("model_name", ""),
+                     "day": day, "stat": stat, "finished_reason": labels.get("finished_reason", ""),
+                     "le": labels.get("le", ""), "value": value, "hist": labels.get("gpuaas_hist", "")})
+    return pd.DataFrame(rows, columns=[*SERVING_COLS, "hist"])
+
+
+def allocation_rows(frame: pd.DataFrame, start: datetime, period_s: float, days: int) -> pd.DataFrame:
+    """``parse_allocation`` rows (one per set and allocation) as ``COST_COLS``.
+
+    OpenCost's ``__idle__`` (capacity nobody requested) and ``__unallocated__`` are dropped: the
+    funnel starts at what workloads hold. A row without a pod (coarser aggregation) is kept as
+    namespace cost, so the tenant still pays for it.
+    """
+    keep = frame[~frame["name"].astype(str).str.contains("__idle__|__unallocated__", regex=True)
+                 & (frame["namespace"].fillna("") != "")]
+    ends = pd.to_datetime(keep["window_end"], utc=True)
+    out = pd.DataFrame({
+        "namespace": keep["namespace"], "controller_kind": keep["controller_kind"], "controller": keep["controller"],
+        "pod": keep["pod"], "day": [_day(t.timestamp(), start, period_s, days) for t in ends],
+        "gpu_hours": keep["gpu_hours"].astype(float).fillna(0.0),
+        "cost": keep["total_cost"].astype(float).fillna(keep["gpu_cost"].astype(float)).fillna(0.0),
+    })
+    return out.reindex(columns=COST_COLS).reset_index(drop=True)
+
+
+def _opencost_metric_rows(results: list[dict[str, Any]], start: datetime, period_s: float, days: int) -> pd.DataFrame:
+    cells: dict[tuple[str, str, int], dict[str, Any]] = {}
+    for labels, day, value in _points(results, start, period_s, days):
+        key = (labels.get("namespace", ""), labels.get("pod", ""), day)
+        row = cells.setdefault(key, {"namespace": key[0], "controller_kind": "", "controller": "", "pod": key[1],
+                                     "day": day, "gpu_hours": 0.0, "cost": 0.0})
+        row[labels.get("gpuaas_stat", "")] = value
+    return pd.DataFrame(list(cells.values()), columns=COST_COLS)
+
+
+def finished_jobs(objs: Sequence[dict[str, Any]], owner_deadlines: dict[tuple[str, str, str], str] | None = None
+                  ) -> list[FinishedJob]:
+    """Kueue Workloads with ``Finished=True``: when, why, and the deadline annotation.
+
+    The deadline is read from the Workload, else from its owner (``owner_deadlines``, keyed by
+    namespace, kind, name): teams annotate the job they submit, and Kueue does not copy job
+    annotations onto the Workload it creates.
+    """
+    out = []
+    for obj in objs:
+        meta = obj.get("metadata") or {}
+        cond = next((c for c in (obj.get("status") or {}).get("conditions") or []
+                     if c.get("type") == "Finished" and c.get("status") == "True"), None)
+        finished_at = parse_time(cond.get("lastTransitionTime")) if cond else None
+        if cond is None or finished_at is None:
+            continue
+        refs = meta.get("ownerReferences") or []
+        owner = next((r for r in refs if r.get("controller")), refs[0] if refs else {})
+        text = (meta.get("annotations") or {}).get(DEADLINE_ANNOTATION) or (owner_deadlines or {}).get(
+            (str(meta.get("namespace", "")), str(owner.get("kind") or ""), str(owner.get("name") or "")))
+        try:
+            deadline = parse_time(text)
+        except ValueError:
+            deadline = None  # an unreadable deadline is no deadline: the job is judged on success alone
+        out.append(FinishedJob(
+            namespace=str(meta.get("namespace", "")), workload=str(meta.get("name", "")), uid=str(meta.get("uid", "")),
+            owner_kind=str(owner.get("kind") or "Workload"), owner_name=str(owner.get("name") or meta.get("name", "")),
+            finished_at=finished_at, reason=str(cond.get("reason", "")), deadline=deadline))
+    return out
+
+
+def _read_jobs(settings: GpuaasSettings) -> tuple[list[FinishedJob] | None, int, str | None]:
+    if not (settings.kubeconfig or settings.in_cluster):
+        return None, 0, "Kubernetes API not configured (GPUAAS_KUBECONFIG or GPUAAS_IN_CLUSTER)"
+    try:
+        api = make_api_client(settings)
+    except GpuaasError as exc:
+        return None, 0, f"Kubernetes API: {exc}"
+    lister = KubeLister(api, settings)
+    try:
+        deadlines: dict[tuple[str, str, str], str] = {}
+        for kind, group, version, plural in _DEADLINE_OWNERS:
+            try:
+                for obj in lister.custom_objects(group, version, plural):
+                    meta = obj.get("metadata") or {}
+                    if DEADLINE_ANNOTATION in (meta.get("annotations") or {}):
+                        deadlines[(str(meta.get("namespace", "")), kind, str(meta.get("name", "")))] = str(
+                            meta["annotations"][DEADLINE_ANNOTATION])
+            except NotFound:
+                continue
+        for version in KUEUE_VERSIONS:
+            try:
+                objs = lister.custom_objects(KUEUE_GROUP, version, "workloads")
+            except NotFound:
+                continue
+            return finished_jobs(objs, deadlines), lister.requests, None
+        return [], lister.requests, None
+    except GpuaasError as exc:
+        return None, lister.requests, f"Kubernetes API: {exc}"
+    finally:
+        api.close()
+
+
+def _read_costs(settings: GpuaasSettings, prom: PromClient, start: datetime, end: datetime, period_s: float,
+                days: int, interval_s: float, notes: list[str]) -> tuple[pd.DataFrame | None, int]:
+    requests = 0
+    if settings.opencost_url:
+        rfc = "%Y-%m-%dT%H:%M:%SZ"
+        params = {"window": f"{start.astimezone(UTC).strftime(rfc)},{end.astimezone(UTC).strftime(rfc)}",
+                  "aggregate": "namespace,controller,pod", "step": f"{max(int(period_s // 60), 1)}m"}
+        requests += 1
+        try:
+            return allocation_rows(fetch_allocation(settings, params), start, period_s, days), requests
+        except GpuaasError as exc:
+            notes.append(f"OpenCost allocation API did not answer ({exc}); using OpenCost's Prometheus metrics")
+    results = prom.query_range(q.opencost_hours_query(period_s, interval_s), start + timedelta(seconds=period_s), end,
+                               period_s)
+    if not results:
+        why = "no OpenCost allocation API configured" if not settings.opencost_url else "OpenCost API failed"
+        notes.append(f"OpenCost unknown: {why} and no OpenCost metrics (container_gpu_allocation) in Prometheus")
+        return None, requests
+    return _opencost_metric_rows(results, start, period_s, days), requests
+
+
+def read_cost_inputs(settings: GpuaasSettings, end: datetime, window_s: float,
+                     gpu_resources: Sequence[str] = DEFAULT_GPU_RESOURCES) -> CostInputs:
+    """Read the window ``(end - window_s, end]``; raises ``SourceError`` when Prometheus fails."""
+    days, period_s = report_periods(window_s)
+    start = end - timedelta(seconds=window_s)
+    policy = settings.policy
+    interval_s = settings.metrics.sample_interval_seconds
+    notes: list[str] = []
+    first = start + timedelta(seconds=period_s)
+    prom = PromClient(settings)
+    try:
+        gpu = gpu_rows(prom.query_range(q.gpu_hours_query(settings.metrics, policy.reclaim.activity_threshold,
+                                                          period_s, interval_s), first, end, period_s),
+                       start, period_s, days)
+        serving = serving_rows(prom.query_range(q.serving_window_query(settings.metrics, policy.services, period_s),
+                                                first, end, period_s), start, period_s, days)
+        kueue = prom.query_range(q.kueue_hours_query(gpu_resources, period_s, interval_s), first, end, period_s)
+        costs, opencost_requests = _read_costs(settings, prom, start, end, period_s, days, interval_s, notes)
+    finally:
+        prom.close()
+    kueue_hours = pd.DataFrame([{"cluster_queue": labels.get("cluster_queue", ""), "allocated_h": value}
+                                for labels, _, value in _points(kueue, start, period_s, days)],
+                               columns=["cluster_queue", "allocated_h"])
+    jobs, kube_requests, why = _read_jobs(settings)
+    if why:
+        notes.append(why)
+    serving = _latency_for_services(serving, settings)
+    return CostInputs(start=start, end=end, days=days, gpu=gpu, costs=costs, serving=serving, jobs=jobs,
+                      kueue_hours=kueue_hours, notes=notes,
+                      queries=prom.queries + opencost_requests + kube_requests)
+
+
+def _latency_for_services(serving: pd.DataFrame, settings: GpuaasSettings) -> pd.DataFrame:
+    """Keep, per service, only the latency histogram it is judged on (the others' buckets are dropped)."""
+    default = settings.metrics.vllm_e2e_latency
+    wanted = {(s.namespace, s.model_name or ""): s.latency_metric or default
+              for s in settings.policy.services if s.kind == "serving"}
+    if serving.empty:
+        return serving.drop(columns=["hist"])
+    hist = serving["stat"] == "latency_bucket"
+    judged = pd.Series([h == wanted.get((ns, mdl), wanted.get((ns, ""), default))
+                        for ns, mdl, h in zip(serving["namespace"], serving["model_name"], serving["hist"])],
+                       index=serving.index, dtype=bool)
+    keep = ~hist | judged
+    return serving[keep].drop(columns=["hist"]).reset_index(drop=True)

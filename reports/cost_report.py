@@ -1,0 +1,179 @@
+"""Rows, markdown, JSON and Pushgateway metrics for the cost report. Pure.
+
+The flow's artifacts, ``gpuaas cost-report --format json|table`` and the HTML report all read
+these builders, so the three views cannot disagree. Unknown values stay None in JSON (with
+the reason in ``notes``) and show as ``unknown`` in tables; a cost with no verified outcome
+shows "no verified outcome", never infinity or zero.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from gpuaas.policies.cost import NO_OUTCOME, CostReport
+from gpuaas.pushgateway import MetricFamily
+
+__all__ = [
+    "STAGES",
+    "change_rows",
+    "cost_report_json",
+    "cost_report_metrics",
+    "funnel_rows",
+    "money",
+    "service_rows",
+    "summary_markdown",
+    "waster_rows",
+]
+
+STAGES = ("allocated", "busy", "productive", "unknown", "idle")
+
+
+def money(value: float | None, unknown: str = "unknown") -> str:
+    if value is None:
+        return unknown
+    return f"${value:,.4f}" if 0 < abs(value) < 1 else f"${value:,.2f}"
+
+
+def _hours(value: float | None) -> str:
+    return "unknown" if value is None else f"{value:,.1f}"
+
+
+def _per_outcome(row: dict[str, Any]) -> str:
+    if row["cost_per_outcome"] is not None:
+        return money(row["cost_per_outcome"])
+    if row["cost"] is None:
+        return "unknown"
+    return NO_OUTCOME if row["verified_outcomes"] is not None else "unknown"
+
+
+def _count(value: float | None) -> str:
+    return "unknown" if value is None else f"{value:,.0f}"
+
+
+def funnel_rows(report: CostReport) -> list[dict[str, Any]]:
+    """Funnel per tenant, then the cluster total."""
+    rows = [{**t} for t in report.tenants] + [{"tenant": "(cluster)", **report.cluster,
+                                                "cost_per_outcome": None}]
+    return [{
+        "tenant": r["tenant"],
+        "allocated GPU-h": _hours(r["allocated_gpu_hours"]),
+        "busy GPU-h": _hours(r["busy_gpu_hours"]),
+        "productive GPU-h": _hours(r["productive_gpu_hours"]),
+        "unknown GPU-h": _hours(r["unknown_gpu_hours"]),
+        "cost": money(r["cost"]),
+        "waste": money(r["waste_cost"]),
+        "verified outcomes": _count(r["verified_outcomes"]),
+        "cost per outcome": _per_outcome(r) if r["tenant"] != "(cluster)" else "",
+    } for r in rows]
+
+
+def service_rows(report: CostReport) -> list[dict[str, Any]]:
+    out = []
+    for s in report.services:
+        slo = "unknown" if s["slo_fraction"] is None else f"{100 * s['slo_fraction']:.1f}%"
+        if s["slo_error_bound"]:
+            slo += f" ±{100 * s['slo_error_bound']:.1f}%"
+        out.append({
+            "service": s["service"], "tenant": s["tenant"], "kind": s["kind"],
+            "requests" if s["kind"] == "serving" else "jobs": _count(s["requests"]),
+            "verified outcomes": _count(s["verified_outcomes"]),
+            "within SLO": slo if s["kind"] == "serving" else ("in time: " + slo),
+            "cost": money(s["cost"]), "cost per outcome": _per_outcome(s),
+        })
+    return [{("requests/jobs" if k in ("requests", "jobs") else k): v for k, v in r.items()} for r in out]
+
+
+def waster_rows(report: CostReport) -> list[dict[str, Any]]:
+    return [{"tenant": w["tenant"], "namespace": w["namespace"], "workload": w["workload"],
+             "idle GPU-h": _hours(w["idle_gpu_hours"]), "allocated GPU-h": _hours(w["allocated_gpu_hours"]),
+             "waste": money(w["waste_cost"])} for w in report.wasters]
+
+
+def _delta(now: float | None, before: float | None) -> str:
+    if now is None or before is None:
+        return "unknown"
+    if before == 0:
+        return "new" if now else "0"
+    return f"{100 * (now - before) / before:+.0f}%"
+
+
+def change_rows(report: CostReport, previous: CostReport | None) -> list[dict[str, Any]]:
+    """Per tenant: cost, waste and cost per outcome against the previous period of the same length."""
+    before = {t["tenant"]: t for t in previous.tenants} if previous else {}
+    rows = []
+    for t in report.tenants:
+        p = before.get(t["tenant"], {})
+        rows.append({"tenant": t["tenant"], "cost": money(t["cost"]), "previous cost": money(p.get("cost")),
+                     "cost change": _delta(t["cost"], p.get("cost")),
+                     "waste change": _delta(t["waste_cost"], p.get("waste_cost")),
+                     "cost per outcome change": _delta(t["cost_per_outcome"], p.get("cost_per_outcome"))})
+    return rows
+
+
+def summary_markdown(report: CostReport, previous: CostReport | None, html_path: str | None) -> str:
+    c = report.cluster
+    lines = [
+        f"# gpuaas cost report: {report.start:%Y-%m-%d %H:%M} – {report.end:%Y-%m-%d %H:%M} UTC",
+        "",
+        f"- GPU-hours: **{_hours(c['allocated_gpu_hours'])}** allocated → **{_hours(c['busy_gpu_hours'])}** busy → "
+        f"**{_hours(c['productive_gpu_hours'])}** productive; **{_hours(c['unknown_gpu_hours'])}** without telemetry "
+        "(unknown, not idle)",
+        f"- cost **{money(c['cost'])}**, of which waste (allocated but idle) **{money(c['waste_cost'])}**",
+        f"- **{_count(c['verified_outcomes'])}** verified outcomes",
+    ]
+    if previous is not None:
+        p = previous.cluster
+        lines.append(f"- previous {report.window_s / 3600:g} h: cost {money(p['cost'])} "
+                     f"({_delta(c['cost'], p['cost'])}), waste {money(p['waste_cost'])}")
+    if report.wasters:
+        w = report.wasters[0]
+        lines.append(f"- top waster: `{w['namespace']}/{w['workload']}` ({w['tenant']}), "
+                     f"{_hours(w['idle_gpu_hours'])} idle GPU-h, {money(w['waste_cost'])}")
+    if html_path:
+        lines.append(f"- HTML report with plots: `{html_path}`")
+    if report.notes:
+        lines += ["", "## Notes", ""] + [f"- {n}" for n in report.notes]
+    return "\n".join(lines) + "\n"
+
+
+def cost_report_json(report: CostReport, html_path: str | None, previous: CostReport | None = None
+                     ) -> dict[str, Any]:
+    """The ``--format json`` document: plain values, None where unknown (reasons in ``notes``)."""
+    doc: dict[str, Any] = {
+        "window_s": report.window_s,
+        "start": report.start.isoformat(), "end": report.end.isoformat(),
+        "tenants": report.tenants, "services": report.services, "cluster": report.cluster,
+        "top_wasters": report.wasters, "batch_jobs": report.batch, "daily": report.daily,
+        "notes": report.notes, "queries": report.queries, "report": html_path,
+    }
+    if previous is not None:
+        doc["previous"] = {"start": previous.start.isoformat(), "end": previous.end.isoformat(),
+                           "tenants": previous.tenants, "cluster": previous.cluster}
+    return doc
+
+
+def cost_report_metrics(report: CostReport) -> list[MetricFamily]:
+    """What the flow pushes; an unknown value is left out (absent), never pushed as 0."""
+    hours = MetricFamily("gpuaas_gpu_hours", "GPU-hours in the report window by funnel stage", ("stage", "tenant"))
+    cost = MetricFamily("gpuaas_cost", "OpenCost cost over the report window", ("tenant",))
+    waste = MetricFamily("gpuaas_waste_cost", "Cost of allocated but idle GPU-hours in the window", ("tenant",))
+    tenant_cpo = MetricFamily("gpuaas_tenant_cost_per_outcome", "Tenant cost per verified outcome", ("tenant",))
+    cpo = MetricFamily("gpuaas_cost_per_outcome", "Service cost per verified outcome", ("service", "tenant"))
+    outcomes = MetricFamily("gpuaas_verified_outcomes", "Verified outcomes in the window", ("service", "tenant"))
+    slo = MetricFamily("gpuaas_slo_fraction", "Share of requests within the latency SLO", ("service", "tenant"))
+    for t in report.tenants:
+        for stage in STAGES:
+            value = t.get(f"{stage}_gpu_hours")
+            if value is not None:
+                hours.add(value, stage, t["tenant"])
+        for family, key in ((cost, "cost"), (waste, "waste_cost"), (tenant_cpo, "cost_per_outcome")):
+            if t[key] is not None:
+                family.add(t[key], t["tenant"])
+    for s in report.services:
+        for family, key in ((cpo, "cost_per_outcome"), (outcomes, "verified_outcomes"), (slo, "slo_fraction")):
+            if s[key] is not None:
+                family.add(s[key], s["service"], s["tenant"])
+    stamp = MetricFamily("gpuaas_cost_report_timestamp_seconds", "End of the cost report window").add(
+        report.end.timestamp())
+    window = MetricFamily("gpuaas_cost_report_window_seconds", "Length of the cost report window").add(report.window_s)
+    return [hours, cost, waste, tenant_cpo, cpo, outcomes, slo, stamp, window]

@@ -1,0 +1,133 @@
+"""Rebalance report builders: rows per queue and flavor, the markdown summary, the Pushgateway metrics.
+
+Pure: a ``CohortOutcome`` per cohort (its demand, plan or planning error, and what applying
+did) goes in. The flow publishes these as artifacts, the CLI prints the same rows.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from gpuaas.policies.quota_demand import CohortDemand
+from gpuaas.policies.quotas import QuotaPlan
+from gpuaas.pushgateway import MetricFamily
+
+__all__ = ["CohortOutcome", "borrowing_flags", "change_rows", "outcome_dicts", "rebalance_markdown",
+           "rebalance_metrics"]
+
+
+@dataclass(frozen=True)
+class CohortOutcome:
+    cohort: str
+    demand: CohortDemand
+    plan: QuotaPlan | None
+    error: str | None = None
+    plan_id: int | None = None
+    result: str = "planned"
+    message: str = ""
+    flags: list[str] = field(default_factory=list)
+
+
+def borrowing_flags(demand: CohortDemand, plan: QuotaPlan) -> list[str]:
+    """A quota lowered below what the queue holds now: allowed (Kueue evicts nothing), but it borrows."""
+    out = []
+    for c in plan.changes:
+        held = demand.lowest_flavor_use.get((c.queue, c.flavor), 0.0)
+        if c.after < c.before and held > c.after:
+            out.append(f"{c.queue} {c.flavor}: new quota {c.after} is below the {held:g} GPUs it holds now; "
+                       f"Kueue evicts nothing, the queue now borrows {held - c.after:g} from the cohort "
+                       "(others may reclaim them by preemption)")
+    return out
+
+
+def change_rows(outcomes: Sequence[CohortOutcome]) -> list[dict[str, Any]]:
+    rows = []
+    for o in outcomes:
+        if o.plan is None:
+            continue
+        demand = {(q.name, f): d for q in o.demand.queues for f, d in q.demand.items()}
+        for c in o.plan.changes:
+            d = demand.get((c.queue, c.flavor), 0.0)
+            rows.append({"cohort": o.cohort, "queue": c.queue, "flavor": c.flavor, "before": c.before,
+                         "after": c.after, "change": f"{c.delta:+d}" if c.delta else "", "demand": round(d, 2),
+                         "shortfall before": round(max(0.0, d - c.before), 2),
+                         "shortfall after": round(max(0.0, d - c.after), 2), "reason": c.reason})
+    return rows
+
+
+def outcome_dicts(outcomes: Sequence[CohortOutcome]) -> list[dict[str, Any]]:
+    out = []
+    for o in outcomes:
+        out.append({
+            "cohort": o.cohort, "plan_id": o.plan_id, "result": o.result, "message": o.message, "error": o.error,
+            "history_hours": round(o.demand.history_seconds / 3600, 2), "little_history": o.demand.little_history,
+            "notes": o.demand.notes, "flags": o.flags,
+            "moved_gpus": o.plan.moved_gpus if o.plan else 0,
+            "weighted_shortfall_before": o.plan.weighted_shortfall_before if o.plan else None,
+            "weighted_shortfall": o.plan.weighted_shortfall if o.plan else None,
+            "solve_seconds": round(o.plan.solve_seconds, 4) if o.plan else None,
+            "changes": [r for r in change_rows([o])],
+        })
+    return out
+
+
+def rebalance_markdown(outcomes: Sequence[CohortOutcome], mode: str, deadline_extra: dict[str, dict[str, int]],
+                       degraded: str | None) -> str:
+    """``deadline_extra``: cohort -> flavor -> extra GPUs the deadline plan asks for."""
+    lines = [f"# gpuaas rebalance ({mode})", ""]
+    if degraded:
+        lines += [f":warning: degraded snapshot ({degraded}): plans are shown, none is applied", ""]
+    if not outcomes:
+        lines.append("No cohort with GPU quota to rebalance.")
+    for o in outcomes:
+        lines.append(f"## cohort {o.cohort}: {o.result}" + (f" (plan #{o.plan_id})" if o.plan_id else ""))
+        if o.error:
+            lines.append(f"- no plan: {o.error}")
+        if o.plan:
+            lines.append(f"- **{o.plan.moved_gpus}** GPUs moved; weighted shortfall "
+                         f"**{o.plan.weighted_shortfall_before:g} -> {o.plan.weighted_shortfall:g}** "
+                         f"(solved in {o.plan.solve_seconds:.2f} s)")
+        lines.append(f"- history: {o.demand.history_seconds / 3600:.1f} h")
+        lines += [f"- {note}" for note in o.demand.notes] + [f"- :warning: {flag}" for flag in o.flags]
+        extra = deadline_extra.get(o.cohort, {})
+        if extra:
+            lines.append("- deadline plan: " + ", ".join(f"{f} needs {n} extra GPUs" for f, n in sorted(extra.items()))
+                         + " to meet every deadline (quota moves cannot create GPUs)")
+        else:
+            lines.append("- deadline plan: every planned deadline holds on current GPUs")
+        if o.message:
+            lines.append(f"- {o.message}")
+        lines.append("")
+        lines.append("| queue | flavor | before | after | shortfall before -> after | reason |")
+        lines.append("|---|---|---|---|---|---|")
+        for r in change_rows([o]):
+            lines.append(f"| {r['queue']} | {r['flavor']} | {r['before']} | {r['after']} | "
+                         f"{r['shortfall before']:g} -> {r['shortfall after']:g} | {r['reason']} |")
+        lines.append("")
+    return "\n".join(lines) + "\n"
+
+
+def rebalance_metrics(outcomes: Sequence[CohortOutcome]) -> list[MetricFamily]:
+    cohort = ("cohort",)
+    cell = ("cohort", "cluster_queue", "flavor")
+    moved = MetricFamily("gpuaas_rebalance_moved_gpus", "GPUs of nominal quota the plan moves", cohort)
+    short = MetricFamily("gpuaas_rebalance_weighted_shortfall", "Weighted GPU shortfall after the plan", cohort)
+    before = MetricFamily("gpuaas_rebalance_weighted_shortfall_before", "Weighted GPU shortfall before it", cohort)
+    applied = MetricFamily("gpuaas_rebalance_applied", "1 when the plan was applied this run", cohort)
+    quota = MetricFamily("gpuaas_rebalance_planned_quota_gpus", "Nominal GPU quota after the plan", cell)
+    demand = MetricFamily("gpuaas_rebalance_demand_gpus", "GPU demand the plan served", cell)
+    for o in outcomes:
+        applied.add(1.0 if o.result == "applied" else 0.0, o.cohort)
+        if o.plan is None:
+            continue
+        moved.add(o.plan.moved_gpus, o.cohort)
+        short.add(o.plan.weighted_shortfall, o.cohort)
+        before.add(o.plan.weighted_shortfall_before, o.cohort)
+        for c in o.plan.changes:
+            quota.add(c.after, o.cohort, c.queue, c.flavor)
+        for q in o.demand.queues:
+            for f, d in q.demand.items():
+                demand.add(d, o.cohort, q.name, f)
+    return [moved, short, before, applied, quota, demand]

@@ -1,0 +1,36 @@
+"""The adaptive strategy's history task: the fleet's idle runs from Prometheus, once per cycle.
+
+A fixed number of range queries per cycle (``history_hours / chunk_hours``, whatever the
+fleet size), retried on transient errors like every source read. Runs only when a rule of
+the policy resolves to ``strategy: adaptive``; otherwise the flow does not call it.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+
+import pandas as pd
+from prefect import get_run_logger, task
+from prefect.cache_policies import NO_CACHE
+
+from gpuaas.policies.adaptive_live import adaptive_rules, live_states, percent
+from gpuaas.settings import GpuaasSettings
+from gpuaas.sources.history import read_fleet_history
+from tasks._options import IO_TASK_OPTIONS
+
+__all__ = ["adaptive_history"]
+
+
+@task(name="adaptive-history", cache_policy=NO_CACHE, **{**IO_TASK_OPTIONS, "timeout_seconds": 600})
+def adaptive_history(settings: GpuaasSettings, now: datetime) -> pd.DataFrame:
+    """Per Workload uid and adaptive rule: its current idle spell, the window for it and why."""
+    policy = settings.policy
+    config = policy.reclaim.adaptive
+    start = now - timedelta(hours=config.history_hours)
+    thresholds = sorted({percent(t) for t, _ in adaptive_rules(policy)})
+    reading, _ = read_fleet_history(settings, start, now, key="uid", thresholds_pct=thresholds,
+                                    chunk_s=config.chunk_hours * 3600.0)
+    get_run_logger().info("adaptive history: %d range queries, %d series, %d Workloads over %gh",
+                          reading.queries, reading.series, max(s.pods for s in reading.streams.values()),
+                          config.history_hours)
+    return live_states(reading.streams, policy, now.timestamp(), config.history_hours / 24.0)

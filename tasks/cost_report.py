@@ -1,0 +1,70 @@
+"""Tasks of the cost_report flow: read the window (retried when transient), build (pure), publish."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from pathlib import Path
+
+from prefect import task
+from prefect.artifacts import create_markdown_artifact, create_table_artifact
+from prefect.cache_policies import NO_CACHE
+
+from gpuaas.policies.cost import CostInputs, CostReport, build_cost_report
+from gpuaas.pushgateway import push_metrics
+from gpuaas.settings import GpuaasSettings
+from gpuaas.sources.cost_window import read_cost_inputs
+from reports.cost_report import (
+    change_rows,
+    cost_report_metrics,
+    funnel_rows,
+    service_rows,
+    summary_markdown,
+    waster_rows,
+)
+from reports.cost_report_html import render_html
+from tasks._options import IO_TASK_OPTIONS
+
+__all__ = ["build_report", "publish_cost_artifacts", "push_cost_metrics", "read_window", "write_html_report"]
+
+
+@task(name="read-cost-window", task_run_name="read-window-{window_s}s", cache_policy=NO_CACHE, **IO_TASK_OPTIONS)
+def read_window(settings: GpuaasSettings, end: datetime, window_s: float) -> CostInputs:
+    return read_cost_inputs(settings, end, window_s)
+
+
+@task(name="build-cost-report", cache_policy=NO_CACHE)
+def build_report(settings: GpuaasSettings, inputs: CostInputs) -> CostReport:
+    return build_cost_report(inputs, settings.policy)
+
+
+@task(name="write-html-report", cache_policy=NO_CACHE, retries=1)
+def write_html_report(settings: GpuaasSettings, report: CostReport, previous: CostReport | None) -> str:
+    """The self-contained page under ``reports_dir``; a new file per window end, written atomically."""
+    folder = Path(settings.reports_dir)
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / f"cost-report-{report.end:%Y%m%dT%H%M%SZ}-{int(report.window_s)}s.html"
+    tmp = path.with_suffix(".html.tmp")
+    tmp.write_text(render_html(report, previous), encoding="utf-8")
+    tmp.replace(path)
+    return str(path)
+
+
+@task(name="publish-cost-artifacts", cache_policy=NO_CACHE)
+def publish_cost_artifacts(report: CostReport, previous: CostReport | None, html_path: str | None) -> None:
+    create_table_artifact(key="gpuaas-cost-funnel", table=funnel_rows(report),
+                          description="GPU-hour funnel per tenant: allocated, busy, productive, unknown; cost and waste")
+    create_table_artifact(key="gpuaas-cost-per-outcome", table=service_rows(report),
+                          description="Verified outcomes and cost per outcome by service")
+    create_table_artifact(key="gpuaas-cost-top-wasters", table=waster_rows(report),
+                          description="Workloads with the most allocated-but-idle GPU cost")
+    if previous is not None:
+        create_table_artifact(key="gpuaas-cost-change", table=change_rows(report, previous),
+                              description="Against the previous period of the same length")
+    create_markdown_artifact(key="gpuaas-cost-summary", markdown=summary_markdown(report, previous, html_path))
+
+
+@task(name="push-cost-metrics", cache_policy=NO_CACHE, **IO_TASK_OPTIONS)
+def push_cost_metrics(settings: GpuaasSettings, report: CostReport) -> int:
+    assert settings.pushgateway_url
+    return push_metrics(settings.pushgateway_url, "gpuaas_cost_report", cost_report_metrics(report),
+                        timeout=settings.request_timeout_seconds)

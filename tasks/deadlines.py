@@ -1,0 +1,100 @@
+"""Tasks of the deadline plan: build and solve it per cohort and flavor, publish the signal, nudge Kueue.
+
+``plan_deadlines`` is the one the rebalance flow composes (its per-queue deadline demand) and the
+``deadlines`` flow runs alone; it reads the snapshot only and writes nothing. The nudge tasks hold
+and release Workloads (``gpuaas.actions.deadline_holds``).
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from prefect import task
+from prefect.artifacts import create_table_artifact
+from prefect.cache_policies import NO_CACHE
+
+from gpuaas.actions._kube_writer import KubeWriter
+from gpuaas.actions.deadline_holds import NudgeResult, apply_nudges, release_due, undo_holds
+from gpuaas.models import Snapshot
+from gpuaas.policies.deadline_nudges import Nudge, plan_nudges
+from gpuaas.policies.deadline_pools import PoolPlan, deadline_problems, plan_pools
+from gpuaas.policy import Mode
+from gpuaas.pushgateway import push_metrics
+from gpuaas.settings import GpuaasSettings
+from gpuaas.sources._kube_client import KubeLister, make_api_client
+from gpuaas.sources.kube import KUEUE_GROUP
+from gpuaas.store import open_store
+from reports.deadlines import deadline_metrics, pool_dicts
+from tasks._options import IO_TASK_OPTIONS
+
+__all__ = ["decide_nudges", "nudge_kueue", "plan_deadlines", "publish_deadline_artifacts", "push_deadline_metrics",
+           "release_due_holds", "undo_deadline_holds"]
+
+
+@task(name="plan-deadlines", cache_policy=NO_CACHE, timeout_seconds=300)
+def plan_deadlines(snapshot: Snapshot) -> list[PoolPlan]:
+    """Pure work in a task: bounded by the planner's own MILP limits, and by a timeout here."""
+    return plan_pools(deadline_problems(snapshot))
+
+
+@task(name="publish-deadline-artifacts", cache_policy=NO_CACHE)
+def publish_deadline_artifacts(pools: list[PoolPlan]) -> None:
+    rows = [{"cohort": p["cohort"], "flavor": p["flavor"], "GPUs": p["capacity_gpus"],
+             "extra GPUs": p["extra_gpus"].get(p["flavor"], 0), "at risk": ", ".join(p["at_risk"]) or "-",
+             "missed": ", ".join(p["missed"]) or "-", "exact": p["exact"]} for p in pool_dicts(pools)]
+    create_table_artifact(key="gpuaas-deadline-plan", table=rows or [{"cohort": "-"}],
+                          description="Deadline plan per cohort and flavor: extra GPUs that make every deadline hold")
+
+
+@task(name="push-deadline-metrics", cache_policy=NO_CACHE, **IO_TASK_OPTIONS)
+def push_deadline_metrics(settings: GpuaasSettings, pools: list[PoolPlan]) -> int:
+    assert settings.pushgateway_url
+    return push_metrics(settings.pushgateway_url, "gpuaas_deadlines", deadline_metrics(pools),
+                        timeout=settings.request_timeout_seconds)
+
+
+def _run_id() -> str | None:
+    from prefect import runtime
+
+    return str(runtime.flow_run.id) if runtime.flow_run.id else None
+
+
+@task(name="release-due-holds", cache_policy=NO_CACHE, **IO_TASK_OPTIONS)
+def release_due_holds(settings: GpuaasSettings, now: datetime) -> list[NudgeResult]:
+    """From the API alone (no snapshot, no plan): a run that fails later has already released."""
+    store = open_store(settings)
+    api = make_api_client(settings)
+    try:
+        workloads = KubeLister(api, settings).custom_objects(KUEUE_GROUP, "v1beta2", "workloads")
+        with KubeWriter(settings, api_client=api) as writer:
+            return release_due(workloads, store, writer, now, flow_run_id=_run_id())
+    finally:
+        api.close()
+        store.close()
+
+
+@task(name="decide-nudges", cache_policy=NO_CACHE)
+def decide_nudges(settings: GpuaasSettings, pools: list[PoolPlan], snapshot: Snapshot,
+                  now: datetime) -> list[Nudge]:
+    return plan_nudges(pools, snapshot.workloads, now, settings.policy.deadlines)
+
+
+@task(name="nudge-kueue", cache_policy=NO_CACHE, timeout_seconds=600)
+def nudge_kueue(settings: GpuaasSettings, nudges: list[Nudge], mode: Mode) -> list[NudgeResult]:
+    """Not retried: a half-done nudge is re-decided from the objects next run."""
+    store = open_store(settings)
+    try:
+        with KubeWriter(settings) as writer:
+            return apply_nudges(nudges, store, writer, mode=mode, flow_run_id=_run_id())
+    finally:
+        store.close()
+
+
+@task(name="undo-holds", cache_policy=NO_CACHE, timeout_seconds=600)
+def undo_deadline_holds(settings: GpuaasSettings, audit_ids: list[int]) -> list[NudgeResult]:
+    store = open_store(settings)
+    try:
+        with KubeWriter(settings) as writer:
+            return undo_holds(store, writer, audit_ids, flow_run_id=_run_id())
+    finally:
+        store.close()

@@ -1,0 +1,68 @@
+"""Tasks of the load_test flow: the sweep (never retried), files, the store record, artifacts.
+
+The sweep task has no retries on purpose: a load test that failed half-way must not start
+again by itself and load the endpoint a second time.
+"""
+
+from __future__ import annotations
+
+import base64
+from pathlib import Path
+from typing import Any
+
+from prefect import get_run_logger, runtime, task
+from prefect.artifacts import create_markdown_artifact, create_table_artifact
+from prefect.cache_policies import NO_CACHE
+
+from gpuaas.loadtest import LoadTestConfig, SweepRun, record_load_test, run_sweep, write_outputs
+from gpuaas.policies.capacity import CapacityResult
+from gpuaas.settings import GpuaasSettings
+from gpuaas.store import open_store
+from reports.capacity import capacity_markdown
+
+__all__ = ["publish_load_test_artifacts", "record_run", "run_load_sweep", "write_load_test_files"]
+
+
+@task(name="load-sweep", cache_policy=NO_CACHE, retries=0)
+def run_load_sweep(config: LoadTestConfig) -> SweepRun:
+    logger = get_run_logger()
+
+    def progress(row: dict[str, Any]) -> None:
+        logger.info("%g rps: %d requests, p50/p95/p99 %.3f/%.3f/%.3f s, quality %.3f, lateness p99 %.1f ms%s",
+                    row["rate_rps"], row["requests"], row["latency_p50_s"], row["latency_p95_s"],
+                    row["latency_p99_s"], row["quality"], row["lateness_p99_s"] * 1000,
+                    " (client could not keep up)" if row["client_limited"] else "")
+
+    return run_sweep(config, progress)
+
+
+@task(name="write-load-test-files", cache_policy=NO_CACHE)
+def write_load_test_files(run: SweepRun, capacity: CapacityResult, out_dir: Path) -> dict[str, Path]:
+    return write_outputs(run, capacity, out_dir)
+
+
+@task(name="record-load-test", cache_policy=NO_CACHE, retries=2, retry_delay_seconds=2)
+def record_run(settings: GpuaasSettings, run: SweepRun, capacity: CapacityResult, files: dict[str, Path]) -> int:
+    store = open_store(settings)
+    try:
+        flow_run_id = runtime.flow_run.id
+        return int(record_load_test(store, run, capacity, files, str(flow_run_id) if flow_run_id else None).id or 0)
+    finally:
+        store.close()
+
+
+@task(name="publish-load-test-artifacts", cache_policy=NO_CACHE)
+def publish_load_test_artifacts(run: SweepRun, capacity: CapacityResult, files: dict[str, Path]) -> None:
+    create_table_artifact(key="gpuaas-load-test-sweep", table=[
+        {k: (round(v, 4) if isinstance(v, float) else v) for k, v in row.items()} for row in run.steps],
+        description=f"Load test of {run.config.model} at {run.config.url}: one row per rate")
+    png = base64.b64encode(files["plot"].read_bytes()).decode()
+    notes = [f"Requests: {len(run.requests)}; lateness p99 {run.lateness_p99_s * 1000:.1f} ms."]
+    if run.client_limited_rates:
+        notes.append("Client could not keep up at " + ", ".join(f"{r:g}" for r in run.client_limited_rates)
+                     + " rps: those steps are not the server's capacity.")
+    if run.stopped:
+        notes.append(run.stopped + ".")
+    markdown = (capacity_markdown(capacity, f"Sustainable capacity of {run.config.model}") + "\n" + " ".join(notes)
+                + f"\n\n![latency against rate](data:image/png;base64,{png})\n\nFiles: {files['sweep'].parent}\n")
+    create_markdown_artifact(key="gpuaas-load-test", markdown=markdown)

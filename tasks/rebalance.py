@@ -1,0 +1,122 @@
+"""Tasks of the rebalance flow: read the history, plan per cohort (pure), apply under the lock, publish."""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+from typing import Any
+
+import pandas as pd
+from prefect import runtime, task
+from prefect.artifacts import create_markdown_artifact, create_table_artifact
+from prefect.cache_policies import NO_CACHE
+
+from gpuaas.actions import KubeWriter
+from gpuaas.actions.quotas import apply_quota_plan, recent_quota_changes, recover_quota_plans
+from gpuaas.errors import ConfigError, PolicyError
+from gpuaas.models import Snapshot
+from gpuaas.policies.deadline_pools import PoolPlan
+from gpuaas.policies.quota_demand import cohort_demands, deadline_gpus_per_queue
+from gpuaas.policies.quotas import plan_quotas
+from gpuaas.policy import Mode
+from gpuaas.pushgateway import push_metrics
+from gpuaas.settings import GpuaasSettings
+from gpuaas.sources.kube import DEFAULT_GPU_RESOURCES
+from gpuaas.sources.queue_history import read_queue_history
+from gpuaas.store import open_store
+from reports.rebalance import CohortOutcome, borrowing_flags, change_rows, rebalance_markdown, rebalance_metrics
+from tasks._options import IO_TASK_OPTIONS
+
+__all__ = ["apply_plans", "plan_cohorts", "publish_rebalance_artifacts", "push_rebalance_metrics", "read_history",
+           "recent_changes"]
+
+GPU_RESOURCES = list(DEFAULT_GPU_RESOURCES)
+
+
+def _run_id() -> str | None:
+    return str(runtime.flow_run.id) if runtime.flow_run.id else None
+
+
+@task(name="read-queue-history", cache_policy=NO_CACHE, **IO_TASK_OPTIONS)
+def read_history(settings: GpuaasSettings, now: datetime, window_days: float) -> pd.DataFrame:
+    """One Prometheus query over Kueue's per-queue series (its cost does not grow with Workloads)."""
+    return read_queue_history(settings, now, window_s=window_days * 86400,
+                              percentile=settings.policy.rebalance.usage_percentile, gpu_resources=GPU_RESOURCES)
+
+
+@task(name="recent-quota-changes", cache_policy=NO_CACHE)
+def recent_changes(settings: GpuaasSettings, now: datetime) -> dict[tuple[str, str], int]:
+    store = open_store(settings)
+    try:
+        return recent_quota_changes(store, now - timedelta(days=settings.policy.rebalance.no_reversal_days))
+    finally:
+        store.close()
+
+
+@task(name="plan-quotas", cache_policy=NO_CACHE, timeout_seconds=300)
+def plan_cohorts(settings: GpuaasSettings, snapshot: Snapshot, history: pd.DataFrame, pools: list[PoolPlan],
+                 recent: dict[tuple[str, str], int], cohort: str | None) -> list[CohortOutcome]:
+    """Demand, then the MILP, per cohort; a contradictory or infeasible cohort is explained, not raised."""
+    demands = cohort_demands(snapshot, history, settings.policy, deadline_gpus=deadline_gpus_per_queue(pools, snapshot),
+                             recent_change=recent, gpu_resources=GPU_RESOURCES, cohorts=[cohort] if cohort else ())
+    out = []
+    for d in demands:
+        try:
+            plan = plan_quotas(d.queues, d.limits)
+        except (ConfigError, PolicyError) as exc:
+            out.append(CohortOutcome(d.cohort, d, None, error=str(exc), result="no plan"))
+            continue
+        out.append(CohortOutcome(d.cohort, d, plan, flags=borrowing_flags(d, plan)))
+    return out
+
+
+@task(name="apply-quota-plans", cache_policy=NO_CACHE, timeout_seconds=600)
+def apply_plans(settings: GpuaasSettings, outcomes: list[CohortOutcome], mode: Mode, degraded: str | None,
+                snapshot_id: int, now: datetime) -> list[CohortOutcome]:
+    """Recover an interrupted plan (apply), then record every plan and, in apply mode, carry it out.
+
+    Not retried: a retry of a half-applied plan is exactly what the audit log and the recovery guard against.
+    """
+    store = open_store(settings)
+    rb = settings.policy.rebalance
+    try:
+        with KubeWriter(settings) as writer:
+            if mode is Mode.apply:
+                recover_quota_plans(store, writer, flow_run_id=_run_id(), now=now, gpu_resources=GPU_RESOURCES,
+                                    manage_limits=rb.manage_limits)
+            done = []
+            for o in outcomes:
+                if o.plan is None:
+                    done.append(o)
+                    continue
+                evidence: dict[str, Any] = {"snapshot_id": snapshot_id, "notes": o.demand.notes, "flags": o.flags,
+                                            "history_seconds": o.demand.history_seconds,
+                                            "limits": o.demand.limits.__dict__}
+                result = apply_quota_plan(store, writer, o.cohort, o.plan, mode=mode, degraded=degraded,
+                                          flow_run_id=_run_id(), evidence=evidence, gpu_resources=GPU_RESOURCES,
+                                          manage_limits=rb.manage_limits)
+                done.append(CohortOutcome(o.cohort, o.demand, o.plan, o.error, result.plan_id, result.outcome,
+                                          result.message, o.flags))
+            return done
+    finally:
+        store.close()
+
+
+@task(name="publish-rebalance-artifacts", cache_policy=NO_CACHE)
+def publish_rebalance_artifacts(outcomes: list[CohortOutcome], mode: Mode, pools: list[PoolPlan],
+                                degraded: str | None) -> None:
+    extra: dict[str, dict[str, int]] = {}
+    for p in pools:
+        n = p.plan.extra_gpus.get(p.problem.flavor, 0)
+        if n:
+            extra.setdefault(p.problem.cohort, {})[p.problem.flavor] = n
+    create_markdown_artifact(key="gpuaas-rebalance-summary", markdown=rebalance_markdown(outcomes, mode.value, extra,
+                                                                                          degraded))
+    create_table_artifact(key="gpuaas-rebalance-plan", table=change_rows(outcomes) or [{"queue": "-"}],
+                          description=f"Quota plan ({mode.value}): before -> after per queue and flavor, with reasons")
+
+
+@task(name="push-rebalance-metrics", cache_policy=NO_CACHE, **IO_TASK_OPTIONS)
+def push_rebalance_metrics(settings: GpuaasSettings, outcomes: list[CohortOutcome]) -> int:
+    assert settings.pushgateway_url
+    return push_metrics(settings.pushgateway_url, "gpuaas_rebalance", rebalance_metrics(outcomes),
+                        timeout=settings.request_timeout_seconds)

@@ -1,0 +1,69 @@
+"""``gpuaas capacity``: the answer as JSON and a table, exit 1 on a sweep that never holds or a bad file."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from typer.testing import CliRunner
+
+from gpuaas.cli.app import app
+
+SWEEP = """rate_rps,replicas,gpus,latency_p50_s,latency_p95_s,latency_p99_s,ttft_p95_s,quality
+1,2,4,0.40,0.60,0.70,0.05,1.0
+2,2,4,0.45,0.70,0.90,0.06,1.0
+4,2,4,0.60,0.95,1.40,0.08,0.995
+8,2,4,1.50,3.10,4.00,0.90,0.90
+16,2,4,0.50,0.80,0.90,0.10,1.0
+"""
+
+
+def _write(tmp_path: Path, text: str) -> Path:
+    path = tmp_path / "sweep.csv"
+    path.write_text(text)
+    return path
+
+
+def test_json_answer_with_forecast(tmp_path: Path) -> None:
+    result = CliRunner().invoke(app, ["capacity", str(_write(tmp_path, SWEEP)), "--slo-quantile", "p95",
+                                      "--slo-seconds", "1.0", "--min-quality", "0.99", "--forecast-rps", "9",
+                                      "--format", "json"])
+    assert result.exit_code == 0, result.output
+    data = json.loads(result.stdout)
+    # 16 rps passes again, but above the failing 8: the answer stays 4
+    assert data["sustainable_rate_rps"] == 4 and data["knee_rate_rps"] == 8
+    assert (data["per_replica_rps"], data["per_gpu_rps"]) == (2, 1)
+    assert (data["replicas_needed"], data["gpus_needed"]) == (5, 10)
+
+
+def test_table_and_p99(tmp_path: Path) -> None:
+    result = CliRunner().invoke(app, ["capacity", str(_write(tmp_path, SWEEP)), "--slo-quantile", "p99",
+                                      "--slo-seconds", "1.0"], env={"COLUMNS": "200"})
+    assert result.exit_code == 0, result.output
+    assert "Sustainable capacity" in result.stdout
+    line = next(x for x in result.stdout.splitlines() if "sustainable rate" in x)
+    assert "2" in line.split("│")[2]
+
+
+def test_never_meeting_the_slo_exits_1_and_says_so(tmp_path: Path) -> None:
+    result = CliRunner().invoke(app, ["capacity", str(_write(tmp_path, SWEEP)), "--slo-seconds", "0.5",
+                                      "--format", "json"])
+    assert result.exit_code == 1
+    assert json.loads(result.stdout)["met"] is False
+    assert "never meets the SLO" in result.stderr
+
+
+def test_malformed_sweep_is_one_line_naming_row_and_column(tmp_path: Path) -> None:
+    bad = SWEEP.replace("2,2,4,0.45,0.70", "2,2,0,0.45,0.70")
+    result = CliRunner().invoke(app, ["capacity", str(_write(tmp_path, bad)), "--slo-seconds", "1"])
+    assert result.exit_code == 1
+    assert result.stderr.strip().splitlines() == [f"error: {tmp_path / 'sweep.csv'}: row 2, column gpus: must be > 0, got 0"]
+    assert "Traceback" not in result.output
+
+
+def test_unknown_quantile_and_missing_file_exit_1(tmp_path: Path) -> None:
+    path = _write(tmp_path, SWEEP)
+    result = CliRunner().invoke(app, ["capacity", str(path), "--slo-quantile", "p90", "--slo-seconds", "1"])
+    assert result.exit_code == 1 and "unknown quantile 'p90'" in result.stderr
+    result = CliRunner().invoke(app, ["capacity", str(tmp_path / "nope.csv"), "--slo-seconds", "1"])
+    assert result.exit_code == 1 and "no such file" in result.stderr

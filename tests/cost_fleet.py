@@ -1,0 +1,39 @@
+"""The default scenario for the cost report tests, started on an hour boundary.
+
+The window is the whole history, ``[S, S + 2 h]`` with ``S`` on the hour, so the scenario's
+hourly quality cycle (``llm-eval``: score 0.92 for minutes 0-40 of each hour, 0.7 after) falls
+on the report's 5-minute quality steps exactly: steps ending at minutes 5..35 count, the five
+ending at 40..60 do not (each holds a sample below 0.8), i.e. 35 of every 60 minutes.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+from gpuaas.cluster.clock import ManualClock
+from gpuaas.cluster.runner import EmbeddedCluster
+from gpuaas.cluster.scenario import default_scenario
+from gpuaas.settings import GpuaasSettings, MetricNames, load_settings
+
+__all__ = ["COST_HISTORY", "COST_POLICY", "cost_cluster", "cost_settings"]
+
+COST_POLICY = Path(__file__).resolve().parents[1] / "gpuaas" / "cluster" / "scenarios" / "default-policy.yaml"
+COST_HISTORY = timedelta(hours=2)
+
+
+def cost_cluster(data_dir: Path) -> EmbeddedCluster:
+    end = datetime.now(UTC).replace(minute=0, second=0, microsecond=0)
+    return EmbeddedCluster(default_scenario(), data_dir, seed=5, history=COST_HISTORY,
+                           clock=ManualClock(end - COST_HISTORY))
+
+
+def cost_settings(cluster: EmbeddedCluster, **overrides: Any) -> GpuaasSettings:
+    values: dict[str, Any] = {
+        "kubeconfig": cluster.kubeconfig, "prometheus_url": cluster.prometheus_url,
+        "opencost_url": cluster.opencost_url, "policy_file": COST_POLICY, "nvml": "off",
+        "metrics": MetricNames(sample_interval_seconds=cluster.step.total_seconds()),
+    }
+    values.update(overrides)
+    return load_settings(**values)

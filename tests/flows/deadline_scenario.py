@@ -1,0 +1,43 @@
+"""The deadline test fleet: two cohorts of 4 H100 each, 4 RayClusters of 2 GPUs (1 h) in each.
+
+History 2 h; every job submitted 10 min before the end, so Kueue has admitted two per cohort
+(running for 10 min, 50 min left) and two are pending.
+
+- cohort ``fc`` (team ``forecast``): due 2 h after submission -> the pending two start when the
+  running two end (+50 min), end at +110 min <= +110 min: every deadline holds, 0 extra GPUs.
+- cohort ``rush`` (team ``rush``): due 90 min after submission (+80 min) -> the pending two must
+  start by +20 min, but the GPUs are busy until +50 min: 2 deadlines at risk; both must start now,
+  next to the running two: 4 extra GPUs (2 are not enough: the second would end at +110 min).
+"""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from pathlib import Path
+
+from gpuaas.cluster.runner import EmbeddedCluster
+from tests.scenarios import embedded
+
+HISTORY = timedelta(hours=2)
+
+
+def _jobs(name: str, tenant: str, deadline: str) -> dict[str, object]:
+    return {"name": name, "kind": "RayCluster", "tenant": tenant, "gpus_per_pod": 2, "copies": 4,
+            "submit_at": "110m", "duration": "1h", "expected_runtime": "1h", "deadline": deadline,
+            "utilisation": {"profile": "constant", "value": 0.8}}
+
+
+SCENARIO = {
+    "name": "deadlines",
+    "flavors": [{"name": "h100"}],
+    "pools": [{"name": "h100", "count": 2, "gpus_per_node": 8, "flavor": "h100", "gpu_hourly_price": 3.0}],
+    "tenants": [
+        {"name": "forecast", "cohort": "fc", "quotas": [{"flavor": "h100", "gpus": 4, "borrowing_limit": 0}]},
+        {"name": "rush", "cohort": "rush", "quotas": [{"flavor": "h100", "gpus": 4, "borrowing_limit": 0}]},
+    ],
+    "workloads": [_jobs("fc", "forecast", "230m"), _jobs("rush", "rush", "200m")],
+}
+
+
+def deadline_cluster(data_dir: Path) -> EmbeddedCluster:
+    return embedded(data_dir, SCENARIO, seed=3, history=HISTORY)

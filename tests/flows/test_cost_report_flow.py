@@ -1,0 +1,157 @@
+"""The cost_report flow on the embedded cluster: artifacts, the Pushgateway, the HTML report in a real
+browser, and ``gpuaas cost-report`` with the documented JSON keys.
+
+The numbers themselves are checked case by case in ``tests/sources/test_cost_window.py``; here the
+flow must carry them, unchanged, to every place a person or a dashboard reads them.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import subprocess
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+from prometheus_client.parser import text_string_to_metric_families
+
+from gpuaas.cluster.runner import EmbeddedCluster
+from tests.cost_fleet import COST_POLICY, cost_cluster
+
+pytestmark = [pytest.mark.integration, pytest.mark.flow]
+
+TENANT_KEYS = {"tenant", "allocated_gpu_hours", "busy_gpu_hours", "productive_gpu_hours", "unknown_gpu_hours", "cost",
+               "waste_cost", "verified_outcomes", "cost_per_outcome"}
+SERVICE_KEYS = {"service", "tenant", "requests", "verified_outcomes", "slo_fraction", "slo_error_bound", "cost",
+                "cost_per_outcome"}
+
+
+@pytest.fixture(scope="module")
+def fleet(tmp_path_factory: pytest.TempPathFactory) -> Iterator[EmbeddedCluster]:
+    with cost_cluster(tmp_path_factory.mktemp("cost-flow")) as cluster:
+        yield cluster
+
+
+def _env(fleet: EmbeddedCluster, pushgateway_url: str, data_dir: Path) -> dict[str, str]:
+    return {**fleet.settings_env(), "GPUAAS_NVML": "off", "GPUAAS_POLICY_FILE": str(COST_POLICY),
+            "GPUAAS_PUSHGATEWAY_URL": pushgateway_url, "GPUAAS_DATA_DIR": str(data_dir)}
+
+
+@pytest.fixture()
+def pointed(fleet: EmbeddedCluster, pushgateway_url: str, monkeypatch: pytest.MonkeyPatch,
+            tmp_path: Path) -> EmbeddedCluster:
+    for key, value in _env(fleet, pushgateway_url, tmp_path / "data").items():
+        monkeypatch.setenv(key, value)
+    return fleet
+
+
+@pytest.fixture(scope="module")
+def flow_doc(fleet: EmbeddedCluster, pushgateway_url: str, prefect_harness: None,
+             tmp_path_factory: pytest.TempPathFactory) -> dict[str, object]:
+    """One flow run for the module's tests (a run costs seconds on a shared machine)."""
+    from flows.cost_report import cost_report
+
+    with pytest.MonkeyPatch.context() as mp:
+        for key, value in _env(fleet, pushgateway_url, tmp_path_factory.mktemp("cost-flow-data")).items():
+            mp.setenv(key, value)
+        doc: dict[str, object] = cost_report(window="2h", at=fleet.clock.now())
+        doc["data_dir"] = os.environ["GPUAAS_DATA_DIR"]
+    return doc
+
+
+def test_flow_publishes_artifacts_metrics_and_the_html(flow_doc: dict, pushgateway_url: str) -> None:  # type: ignore[type-arg]
+    from prefect.client.orchestration import get_client
+    from prefect.client.schemas.filters import ArtifactFilter, ArtifactFilterKey
+
+    path = Path(str(flow_doc["report"]))
+    assert path.is_file() and path.parent == Path(str(flow_doc["data_dir"])) / "reports"
+    # the previous 2 h end where the history begins: only the samples taken at that instant (one 60 s
+    # step of the ~37 GPUs running at the start, 37/60 GPU-h) fall in it
+    assert flow_doc["previous"]["cluster"]["allocated_gpu_hours"] < 1.0
+    keys = ["gpuaas-cost-funnel", "gpuaas-cost-per-outcome", "gpuaas-cost-top-wasters", "gpuaas-cost-summary",
+            "gpuaas-cost-change"]
+    with get_client(sync_client=True) as client:
+        found = {a.key: a for a in client.read_artifacts(artifact_filter=ArtifactFilter(key=ArtifactFilterKey(
+            any_=keys)))}
+    assert set(found) == set(keys)
+    assert "llm-abort" in str(found["gpuaas-cost-per-outcome"].data)
+    assert "no verified outcome" in str(found["gpuaas-cost-per-outcome"].data)  # llm-legacy, never inf or 0
+    assert "ray-hparam-sweep" in str(found["gpuaas-cost-top-wasters"].data)
+    assert str(path) in str(found["gpuaas-cost-summary"].data)
+
+    text = httpx.get(f"{pushgateway_url}/metrics", timeout=5).text
+    samples = {(s.name, tuple(sorted(s.labels.items()))): s.value
+               for fam in text_string_to_metric_families(text) for s in fam.samples
+               if s.labels.get("job") == "gpuaas_cost_report"}
+
+    def value(name: str, **labels: str) -> float | None:
+        return samples.get((name, tuple(sorted({**labels, "job": "gpuaas_cost_report", "instance": ""}.items()))))
+
+    platform = next(t for t in flow_doc["tenants"] if t["tenant"] == "platform")  # type: ignore[attr-defined]
+    assert value("gpuaas_gpu_hours", stage="allocated", tenant="platform") == pytest.approx(
+        platform["allocated_gpu_hours"])
+    assert value("gpuaas_gpu_hours", stage="unknown", tenant="platform") == pytest.approx(2.0, abs=0.02)
+    chat = next(s for s in flow_doc["services"] if s["service"] == "llm-chat")  # type: ignore[attr-defined]
+    assert value("gpuaas_cost_per_outcome", service="llm-chat", tenant="platform") == pytest.approx(
+        chat["cost_per_outcome"])
+    assert value("gpuaas_cost_per_outcome", service="llm-legacy", tenant="platform") is None  # absent, not 0
+
+
+def _chromium(*args: str) -> subprocess.CompletedProcess[str]:
+    binary = shutil.which("chromium")
+    assert binary, "Debian's chromium is not installed (make system-deps installs it)"
+    profile = tempfile.mkdtemp(prefix="gpuaas-chromium-")
+    try:
+        return subprocess.run(
+            [binary, "--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
+             "--disable-component-update", "--disable-sync", "--no-first-run", f"--user-data-dir={profile}", *args],
+            capture_output=True, text=True, timeout=90, check=False)
+    finally:
+        shutil.rmtree(profile, ignore_errors=True)
+
+
+def test_html_report_opens_in_headless_chromium(flow_doc: dict, tmp_path: Path) -> None:  # type: ignore[type-arg]
+    """Self-contained: three plots that decode, no error text; the screenshot is not a blank page."""
+    from matplotlib import image
+
+    url = Path(str(flow_doc["report"])).as_uri()
+    dom = _chromium("--dump-dom", url)
+    assert dom.returncode == 0, dom.stderr[-2000:]
+    assert 'data-plots-shown="3"' in dom.stdout
+    assert dom.stdout.count('<img class="plot"') == 3
+    page = re.sub(r"<script>.*?</script>", "", dom.stdout, flags=re.S)
+    page = re.sub(r'src="data:image/png;base64,[^"]*"', "", page)
+    for bad in (r"plot could not be displayed", r"Traceback", r"\binf\b", r"\bnan\b", r"https?://"):
+        assert not re.search(bad, page, flags=re.I), bad
+    shot = tmp_path / "report.png"
+    done = _chromium("--window-size=1200,2400", f"--screenshot={shot}", url)
+    assert done.returncode == 0 and shot.is_file(), done.stderr[-2000:]
+    pixels = image.imread(str(shot))
+    assert pixels.shape[0] == 2400 and pixels[..., :3].std() > 0.05  # plots and tables, not an empty page
+
+
+def test_cli_json_has_the_documented_keys(pointed: EmbeddedCluster, prefect_harness: None) -> None:
+    """``gpuaas cost-report`` runs now (the wall clock, past the history's end): the shape is checked, and
+    a value that cannot be known is null with its reason in notes."""
+    from typer.testing import CliRunner
+
+    from gpuaas.cli.app import app
+
+    runner = CliRunner()
+    result = runner.invoke(app, ["cost-report", "--window", "2h", "--format", "json", "--no-compare"])
+    assert result.exit_code == 0, result.output
+    doc = json.loads(result.stdout)
+    assert {"window_s", "tenants", "services", "report", "notes"} <= set(doc) and doc["window_s"] == 7200
+    assert all(TENANT_KEYS <= set(t) for t in doc["tenants"]) and doc["tenants"]
+    assert all(SERVICE_KEYS <= set(s) for s in doc["services"]) and len(doc["services"]) == 5
+    legacy = next(s for s in doc["services"] if s["service"] == "llm-legacy")
+    assert legacy["cost_per_outcome"] is None and any("llm-legacy" in n for n in doc["notes"])
+    assert Path(doc["report"]).is_file()
+
+    bad = runner.invoke(app, ["cost-report", "--window", "36h"])
+    assert bad.exit_code == 1 and "whole days" in bad.output

@@ -1,0 +1,135 @@
+"""Nudging Kueue toward the deadline plan, end to end on the embedded cluster (official client, real
+Prometheus, Prefect harness). Scenario: ``tests/flows/deadline_scenario.py``.
+
+Cohort fc has a proven plan: its two pending Workloads start in 50 min, so with a 30 min release
+margin they are held (``spec.active: false``) until 20 min from now. Cohort rush cannot meet every
+deadline on its GPUs: nothing there is held. Covers dry-run (no writes), apply with a cap of 1
+(one held, one deferred, audited with the plan), undo (released, annotation gone), and the release
+at ``release_at`` from the objects alone, with no snapshot and no plan.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from datetime import datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from gpuaas.actions._kube_writer import KubeWriter
+from gpuaas.actions.deadline_holds import release_due
+from gpuaas.cluster.runner import EmbeddedCluster
+from gpuaas.policies.deadline_nudges import HOLD_ANNOTATION
+from gpuaas.settings import load_settings
+from gpuaas.store import open_store
+from tests.actions.reclaim_scenario import writes
+from tests.flows.deadline_scenario import deadline_cluster
+from tests.scenarios import point_at
+
+pytestmark = [pytest.mark.integration, pytest.mark.flow]
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[EmbeddedCluster]:
+    with deadline_cluster(tmp_path_factory.mktemp("nudges")) as running:
+        yield running
+
+
+@pytest.fixture(scope="module")
+def data_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return tmp_path_factory.mktemp("nudges-data")
+
+
+@pytest.fixture()
+def pointed_at(cluster: EmbeddedCluster, data_dir: Path, monkeypatch: pytest.MonkeyPatch) -> EmbeddedCluster:
+    policy = data_dir / "policy.yaml"
+    policy.write_text(yaml.safe_dump({"deadlines": {"max_holds_per_run": 1, "release_margin_minutes": 30}}))
+    return point_at(cluster, monkeypatch, data_dir=data_dir, policy_file=policy)
+
+
+def _run(**params: Any) -> dict[str, Any]:
+    from flows.deadlines import deadlines
+
+    state = deadlines(**params, return_state=True)
+    assert state.is_completed(), state.message
+    return state.result()  # type: ignore[no-any-return]
+
+
+def _workloads(cluster: EmbeddedCluster, namespace: str) -> list[dict[str, Any]]:
+    return [o for o in cluster.store.list("Workload") if o["metadata"]["namespace"] == namespace]
+
+
+def _held(cluster: EmbeddedCluster) -> dict[str, dict[str, Any]]:
+    return {o["metadata"]["name"]: json.loads(o["metadata"]["annotations"][HOLD_ANNOTATION])
+            for o in cluster.store.list("Workload") if HOLD_ANNOTATION in (o["metadata"].get("annotations") or {})}
+
+
+def test_dry_run_plans_holds_and_writes_nothing(pointed_at: EmbeddedCluster, prefect_harness: None) -> None:
+    before = writes(pointed_at)
+    result = _run(at=pointed_at.clock.now())
+    assert writes(pointed_at) == before and result["mode"] == "dry-run"
+    holds = [n for n in result["nudges"] if n["action"] == "hold"]
+    assert [n["result"] for n in holds] == ["planned", "deferred"]  # the cap of 1
+    assert all(n["workload"].startswith("forecast/") for n in holds)  # rush's plan is not feasible: no holds there
+
+
+def test_apply_holds_one_with_its_plan_and_undo_releases_it(pointed_at: EmbeddedCluster,
+                                                            prefect_harness: None) -> None:
+    now = pointed_at.clock.now()
+    result = _run(apply=True, at=now)
+    [applied] = [n for n in result["nudges"] if n["result"] == "applied"]
+    held = _held(pointed_at)
+    assert list(held) == [applied["workload"].split("/")[1]]
+    [(name, mark)] = held.items()
+    assert mark["audit_id"] == applied["audit_id"] and mark["before"] == {"active": True}
+    release_at = datetime.fromisoformat(mark["release_at"])
+    assert release_at == pytest.approx(now + timedelta(minutes=20), abs=timedelta(minutes=2))
+    obj = pointed_at.store.get("Workload", "forecast", name)
+    assert obj["spec"]["active"] is False
+
+    store = open_store(load_settings())
+    try:
+        intent = store.get_audit(applied["audit_id"])
+        assert intent is not None and intent.action == "deadline-hold" and intent.outcome == "planned"
+        assert intent.evidence["plan_exact"] and intent.evidence["plan_feasible"]
+        assert intent.evidence["planned_start_s"] == pytest.approx(3000, abs=90)
+        assert intent.evidence["latest_start_s"] >= intent.evidence["planned_start_s"]
+    finally:
+        store.close()
+    again = _run(apply=True, at=now)  # the held one stays held; the other is the one new hold
+    assert not [n for n in again["nudges"] if n["action"] == "release"]
+    assert len(_held(pointed_at)) == 2
+
+    from typer.testing import CliRunner
+
+    from gpuaas.cli.app import app
+
+    cli = CliRunner().invoke(app, ["undo", str(applied["audit_id"]), "--format", "json"])  # the one undo command
+    assert cli.exit_code == 0, cli.output
+    assert [u["result"] for u in json.loads(cli.stdout)["undo"]] == ["restored"]
+    obj = pointed_at.store.get("Workload", "forecast", name)
+    assert obj["spec"]["active"] is True and HOLD_ANNOTATION not in (obj["metadata"].get("annotations") or {})
+    assert _run(undo=[applied["audit_id"]])["undo"][0]["result"] == "no-op"  # undo twice: nothing more
+
+
+def test_release_at_its_time_needs_no_plan(pointed_at: EmbeddedCluster) -> None:
+    settings = load_settings()
+    held = _held(pointed_at)
+    assert held, "the previous test leaves one hold"
+    [(name, mark)] = held.items()
+    release_at = datetime.fromisoformat(mark["release_at"])
+    store = open_store(settings)
+    try:
+        with KubeWriter(settings) as writer:
+            early = release_due(_workloads(pointed_at, "forecast"), store, writer, release_at - timedelta(seconds=1),
+                                flow_run_id=None)
+            assert early == []
+            [done] = release_due(_workloads(pointed_at, "forecast"), store, writer, release_at, flow_run_id=None)
+    finally:
+        store.close()
+    assert done.result == "released" and done.nudge.name == name
+    obj = pointed_at.store.get("Workload", "forecast", name)
+    assert obj["spec"]["active"] is True and not _held(pointed_at)

@@ -1,0 +1,88 @@
+"""The deadline plan from the live cluster: embedded cluster, real Prometheus and Pushgateway, Prefect.
+
+Scenario: ``tests/flows/deadline_scenario.py`` (cohort fc holds on its GPUs, cohort rush needs 4
+more). Covers the ``deadlines`` flow's pools and workload names, the metrics on the Pushgateway,
+and ``gpuaas plan deadlines --from-cluster`` printing the same answer.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from typer.testing import CliRunner
+
+from gpuaas.cluster.runner import EmbeddedCluster
+from tests.flows.deadline_scenario import deadline_cluster
+from tests.scenarios import point_at
+
+pytestmark = [pytest.mark.integration, pytest.mark.flow]
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[EmbeddedCluster]:
+    with deadline_cluster(tmp_path_factory.mktemp("deadlines")) as running:
+        yield running
+
+
+@pytest.fixture()
+def pointed_at(cluster: EmbeddedCluster, tmp_path: Path, pushgateway_url: str,
+               monkeypatch: pytest.MonkeyPatch) -> EmbeddedCluster:
+    return point_at(cluster, monkeypatch, data_dir=tmp_path, pushgateway_url=pushgateway_url)
+
+
+def _pools(result: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    return {p["cohort"]: p for p in result["pools"]}
+
+
+def test_flow_plans_each_cohort_and_pushes_the_scale_signal(pointed_at: EmbeddedCluster, prefect_harness: None,
+                                                            pushgateway_url: str) -> None:
+    from flows.deadlines import deadlines
+
+    state = deadlines(at=pointed_at.clock.now(), return_state=True)
+    assert state.is_completed(), state.message
+    pools = _pools(state.result())
+    assert set(pools) == {"fc", "rush"}
+    fc, rush = pools["fc"], pools["rush"]
+    assert fc["feasible"] and fc["extra_gpus"] == {"h100": 0} and fc["exact"] and fc["at_risk"] == []
+    assert fc["capacity_gpus"] == 4
+    running = {s["name"] for s in fc["schedule"] if s["running"]}
+    pending = {s["name"]: s for s in fc["schedule"] if not s["running"]}
+    assert len(running) == 2 and len(pending) == 2 and all(n.startswith("forecast/raycluster-fc-") for n in running | set(pending))
+    assert all(s["start"] == pytest.approx(3000, abs=90) for s in pending.values())  # when the running two end
+    assert rush["extra_gpus"] == {"h100": 4} and rush["exact"] and len(rush["at_risk"]) == 2
+    assert state.result()["pushed_samples"] == 6
+
+    metrics = [line for line in httpx.get(f"{pushgateway_url}/metrics").text.splitlines()
+               if 'job="gpuaas_deadlines"' in line]
+    def value(name: str, cohort: str) -> float:
+        [line] = [m for m in metrics if m.startswith(name + "{") and f'cohort="{cohort}"' in m]
+        assert 'flavor="h100"' in line
+        return float(line.rsplit(" ", 1)[1])
+    assert value("gpuaas_extra_gpus_needed", "rush") == 4 and value("gpuaas_extra_gpus_needed", "fc") == 0
+    assert value("gpuaas_deadlines_at_risk", "rush") == 2 and value("gpuaas_deadlines_at_risk", "fc") == 0
+    assert value("gpuaas_deadline_capacity_gpus", "rush") == 4
+
+
+def test_cli_from_cluster_prints_the_same_answer(pointed_at: EmbeddedCluster, prefect_harness: None) -> None:
+    from gpuaas.cli.app import app
+
+    result = CliRunner().invoke(app, ["plan", "deadlines", "--from-cluster", "--format", "json"])
+    assert result.exit_code == 0, result.output
+    pools = _pools(json.loads(result.stdout))
+    assert pools["rush"]["extra_gpus"] == {"h100": 4} and pools["fc"]["extra_gpus"] == {"h100": 0}
+    table = CliRunner().invoke(app, ["plan", "deadlines", "--from-cluster"])
+    assert table.exit_code == 0, table.output
+    assert "cohort rush, flavor h100: 4 GPUs" in table.stdout and "extra GPUs needed: 4" in table.stdout
+    assert "rush/raycluster-rush-" in table.stdout
+
+
+def test_file_and_from_cluster_together_is_a_usage_error(tmp_path: Path) -> None:
+    from gpuaas.cli.app import app
+
+    result = CliRunner().invoke(app, ["plan", "deadlines", str(tmp_path / "x.yaml"), "--from-cluster"])
+    assert result.exit_code == 2 and "either a FILE or --from-cluster" in result.stderr

@@ -1,0 +1,149 @@
+"""The rebalance flow end to end: embedded cluster, real Prometheus and Pushgateway, Prefect harness.
+
+Scenario: ``tests/actions/rebalance_scenario.py`` (team-b's 8 GPUs wait for 90 minutes while team-a
+and team-c hold spare quota). Covers: dry-run plans, publishes both artifacts and the metrics and
+writes nothing; ``gpuaas rebalance --apply`` patches the queues under one plan id that ``gpuaas undo``
+restores; with only 90 minutes of history the plan says so and moves at most one step; a held
+``cluster-writes`` lock (reclaim writing) stops an apply run before it writes; after a crash mid-apply
+the next run rolls it back, finds its own plan stale (changed since the plan) and plans again.
+"""
+
+from __future__ import annotations
+
+import json
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+import yaml
+from typer.testing import CliRunner
+
+from gpuaas.actions import KubeWriter
+from gpuaas.actions._quota_patches import gpu_nominal
+from gpuaas.cli.app import app
+from gpuaas.cluster.runner import EmbeddedCluster
+from gpuaas.settings import load_settings
+from gpuaas.store import open_store
+from tests.actions.rebalance_scenario import NOMINAL, QUEUES, rebalance_cluster
+from tests.scenarios import point_at
+
+pytestmark = [pytest.mark.integration, pytest.mark.flow]
+runner = CliRunner()
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory: pytest.TempPathFactory) -> Any:
+    with rebalance_cluster(tmp_path_factory.mktemp("rebalance-flow")) as running:
+        yield running
+
+
+@pytest.fixture()
+def pointed_at(cluster: EmbeddedCluster, tmp_path: Path, pushgateway_url: str,
+               monkeypatch: pytest.MonkeyPatch) -> EmbeddedCluster:
+    policy = tmp_path / "policy.yaml"
+    policy.write_text(yaml.safe_dump({"rebalance": {"max_step_percent": 100},
+                                      "tenants": [{"name": "team-b", "cluster_queues": ["team-b-cq"], "weight": 2}]}))
+    return point_at(cluster, monkeypatch, data_dir=tmp_path / "data", pushgateway_url=pushgateway_url,
+                    policy_file=policy)
+
+
+def quotas(cluster: EmbeddedCluster) -> dict[str, int]:
+    with KubeWriter(load_settings()) as w:
+        return {q: gpu_nominal(w.get_cluster_scoped("ClusterQueue", q), ["nvidia.com/gpu"])["h100"] for q in QUEUES}
+
+
+def test_dry_run_plans_publishes_and_writes_nothing(pointed_at: EmbeddedCluster, prefect_harness: None,
+                                                    pushgateway_url: str) -> None:
+    from flows.rebalance import rebalance
+
+    state = rebalance(at=pointed_at.clock.now(), return_state=True)
+    assert state.is_completed(), state.message
+    result = state.result()
+    assert result["mode"] == "dry-run" and result["degraded"] is None
+    [c] = result["cohorts"]
+    assert c["cohort"] == "c" and c["result"] == "planned" and c["little_history"]
+    assert "of history" in c["notes"][0]
+    after = {r["queue"]: r["after"] for r in c["changes"]}
+    assert after["team-b-cq"] == 8 and sum(after.values()) == sum(NOMINAL.values())  # +4: 100% of 4
+    assert c["moved_gpus"] == 4 and c["weighted_shortfall_before"] == 16.0 and c["weighted_shortfall"] == 8.0
+    assert quotas(pointed_at) == NOMINAL
+
+    from prefect.client.orchestration import get_client
+    from prefect.client.schemas.filters import ArtifactFilter, ArtifactFilterKey
+
+    with get_client(sync_client=True) as client:
+        found = {key: client.read_artifacts(artifact_filter=ArtifactFilter(key=ArtifactFilterKey(any_=[key])))
+                 for key in ("gpuaas-rebalance-plan", "gpuaas-rebalance-summary")}
+    latest = {key: max(artifacts, key=lambda a: a.created) for key, artifacts in found.items()}
+    table = latest["gpuaas-rebalance-plan"].data
+    rows = json.loads(table) if isinstance(table, str) else table
+    assert {r["queue"] for r in rows} == set(QUEUES) and "shortfall before" in rows[0]
+    summary = str(latest["gpuaas-rebalance-summary"].data)
+    assert "# gpuaas rebalance (dry-run)" in summary and "weighted shortfall **16 -> 8**" in summary
+    metrics = httpx.get(f"{pushgateway_url}/metrics", timeout=10).text
+    assert 'gpuaas_rebalance_moved_gpus{cohort="c",instance="",job="gpuaas_rebalance"} 4' in metrics
+
+
+def test_apply_from_the_cli_then_undo_the_whole_plan(pointed_at: EmbeddedCluster, prefect_harness: None) -> None:
+    done = runner.invoke(app, ["rebalance", "--apply", "--cohort", "c", "--format", "json"])
+    assert done.exit_code == 0, done.output
+    [c] = json.loads(done.stdout)["cohorts"]
+    assert c["result"] == "applied", c["message"]
+    assert quotas(pointed_at)["team-b-cq"] == 8
+    undone = runner.invoke(app, ["undo", str(c["plan_id"]), "--format", "json"])
+    assert undone.exit_code == 0, undone.output
+    assert json.loads(undone.stdout)["undo"][0]["result"] == "restored"
+    assert quotas(pointed_at) == NOMINAL
+
+
+def test_apply_waits_for_no_one_while_reclaim_holds_the_writes_lock(pointed_at: EmbeddedCluster,
+                                                                      prefect_harness: None) -> None:
+    store = open_store(load_settings())
+    try:
+        assert store.acquire_lock("cluster-writes", "reclaim-elsewhere", timedelta(minutes=5))
+        done = runner.invoke(app, ["rebalance", "--apply", "--format", "json"])
+        assert done.exit_code == 1 and "cluster-writes" in done.stderr
+        assert quotas(pointed_at) == NOMINAL
+    finally:
+        store.release_lock("cluster-writes", "reclaim-elsewhere")
+        store.close()
+
+
+def test_a_crashed_apply_is_rolled_back_and_the_plan_made_again(pointed_at: EmbeddedCluster,
+                                                                  prefect_harness: None) -> None:
+    """A run crashed after its first patch; the next run's snapshot sees that half-applied state, its
+    recovery rolls it back, so its own plan no longer matches the queues: it plans again and applies."""
+    from flows.rebalance import rebalance
+    from gpuaas.actions.quotas import apply_quota_plan
+    from gpuaas.policies.quotas import QueueDemand, QuotaLimits, plan_quotas
+    from gpuaas.policy import Mode
+    from tests.actions.test_quota_actions import Crash, CrashingWriter
+
+    settings = load_settings()
+    store = open_store(settings)
+    try:
+        crashed = plan_quotas([QueueDemand(q, {"h100": NOMINAL[q]}, {"h100": d}) for q, d in
+                               (("team-a-cq", 12.0), ("team-b-cq", 8.0), ("team-c-cq", 4.0))],
+                              QuotaLimits(8, 100, 32, 1))
+        with CrashingWriter(settings, after_patches=1) as crashing, pytest.raises(Crash):
+            apply_quota_plan(store, crashing, "c", crashed, mode=Mode.apply, degraded=None, flow_run_id=None,
+                             evidence={}, gpu_resources=["nvidia.com/gpu"])
+        assert quotas(pointed_at)["team-c-cq"] == 4  # the decrease landed, the increase did not
+
+        state = rebalance(apply=True, return_state=True)
+        assert state.is_completed(), state.message
+        [c] = state.result()["cohorts"]
+        assert c["result"] == "applied", c["message"]
+        rows = store.audit(flow="rebalance", limit=None)
+        closed = [r for r in rows if r.action == "quota-plan" and r.outcome == "failed"]
+        assert closed and "rolled back 1 of 1" in closed[0].reason
+        assert any(r.action == "quota-plan" and r.outcome == "changed" for r in rows)
+        now = quotas(pointed_at)
+        assert now["team-b-cq"] == 8 and sum(now.values()) == sum(NOMINAL.values())
+        undone = runner.invoke(app, ["undo", str(c["plan_id"]), "--format", "json"])
+        assert undone.exit_code == 0, undone.output
+        assert quotas(pointed_at) == NOMINAL
+    finally:
+        store.close()

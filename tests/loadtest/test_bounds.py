@@ -1,0 +1,80 @@
+"""The load generator against a real endpoint on loopback: its bounds, its stop rule, its quality check.
+
+Cases: a step never sends more than its cap; a request that outlives its timeout is cut and
+recorded; the climb stops after two failing steps (the higher rates are never sent); the chat
+API streams and the expected-substring check decides quality; a non-loopback URL is refused by
+the CLI before anything is sent.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+from typer.testing import CliRunner
+
+from gpuaas.cli.app import app
+from gpuaas.cluster._engine import EngineModel
+from gpuaas.cluster._scenario_models import Serving
+from gpuaas.cluster.serving import ServingEndpoint
+from gpuaas.loadtest import LoadTestConfig, run_sweep
+
+
+def _endpoint(model: EngineModel) -> ServingEndpoint:
+    serving = Serving.model_validate({"model_name": "m", "requests_per_second": {"profile": "constant", "value": 0},
+                                      "engine": model.model_dump()})
+    ep = ServingEndpoint("ns", "svc", serving)
+    ep.engine.set_pods(["svc-0"])
+    ep.start()
+    return ep
+
+
+@pytest.fixture
+def slow() -> Iterator[ServingEndpoint]:
+    ep = _endpoint(EngineModel(max_num_seqs=4, decode_seconds_per_token=0.5))
+    yield ep
+    ep.stop()
+
+
+@pytest.fixture
+def fast() -> Iterator[ServingEndpoint]:
+    ep = _endpoint(EngineModel(max_num_seqs=16, decode_seconds_per_token=0.002, prefill_seconds_per_token=0.0))
+    yield ep
+    ep.stop()
+
+
+def test_caps_timeouts_and_the_stop_after_two_failing_steps(slow: ServingEndpoint) -> None:
+    # 4 output tokens at 0.5 s: every request outlives its 0.3 s timeout, so every step fails
+    config = LoadTestConfig(url=slow.url, model="m", rates=(20.0, 40.0, 80.0, 160.0), slo_quantile="p95",
+                            slo_seconds=5, output_tokens=4, prompt_tokens=4, max_requests_per_step=3,
+                            step_seconds=0.5, request_timeout_seconds=0.3)
+    run = run_sweep(config)
+    assert [s["rate_rps"] for s in run.steps] == [20.0, 40.0]  # two failing steps, then stop
+    assert "stopped after 2 failing steps at 40 rps (2 higher rates not run)" == run.stopped
+    assert [s["requests"] for s in run.steps] == [3, 3]  # the cap, although 20 rps x 0.5 s offers 10
+    assert all(r.error == "timed out after 0.3s" and not r.ok for r in run.requests)
+    assert run.steps[0]["offered_rps"] == pytest.approx(20.0)  # the cap shrank the window, not the rate
+
+
+def test_chat_stream_and_quality_check(fast: ServingEndpoint) -> None:
+    base = {"url": fast.url, "model": "m", "rates": (5.0,), "slo_quantile": "p95", "slo_seconds": 2.0,
+            "output_tokens": 3, "prompt_tokens": 4, "step_seconds": 0.6, "api": "chat"}
+    good = run_sweep(LoadTestConfig(**base, expect_substring="Hello from"))  # type: ignore[arg-type]
+    assert good.steps[0]["quality"] == 1.0 and good.steps[0]["requests"] == 3
+    assert all(r.ok and r.output_tokens == 3 and r.finish_reason == "length" and r.ttft_s is not None
+               for r in good.requests)
+    bad = run_sweep(LoadTestConfig(**base, expect_substring="Goodbye"))  # type: ignore[arg-type]
+    assert bad.steps[0]["quality"] == 0.0 and bad.steps[0]["success_ratio"] == 1.0
+    assert bad.requests[0].error == "quality: answer lacks 'Goodbye'"
+    strict = run_sweep(LoadTestConfig(**base, finish_reasons=("stop",)))  # type: ignore[arg-type]
+    assert strict.requests[0].error == "quality: finish_reason 'length'"
+
+
+def test_cli_refuses_a_remote_url_before_sending(tmp_path: object) -> None:
+    result = CliRunner().invoke(app, ["loadtest", "--url", "http://10.1.2.3:8000/v1", "--model", "m", "--rates",
+                                      "1,2", "--slo-seconds", "1", "--out", str(tmp_path)])
+    assert result.exit_code == 1
+    assert "not a loopback address" in result.stderr and "--allow-remote" in result.stderr
+    bad = CliRunner().invoke(app, ["loadtest", "--url", "http://127.0.0.1:9/v1", "--model", "m", "--rates", "2,1",
+                                   "--slo-seconds", "1", "--out", str(tmp_path)])
+    assert bad.exit_code == 1 and "rates: rates must increase" in bad.stderr

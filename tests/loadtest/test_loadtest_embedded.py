@@ -1,0 +1,191 @@
+"""The whole loop against the model: ``gpuaas loadtest`` on the embedded cluster's endpoints.
+
+The scenario's two InferenceServices share one latency model (8 sequences per replica, 16
+prompt tokens at 1 ms, 4 output tokens at 0.15 s growing 2 % per running sequence, 32 waiting
+places): one replica saturates at 8 / (0.016 + 3 * 0.15 * 1.14) = 15.1 requests/s, and the
+SLO (p50 <= 1.3 x the unloaded 0.466 s) holds up to there in the mean-field model. The load test
+(a real subprocess, open-loop Poisson, 2.5 s steps at 0.8, 0.9 and 1.0 x saturation) must find a rate
+within 15 % of that, and within 15 % of the model replayed event by event on the very arrivals
+the server saw (``simulate``); with two replicas, about twice the rate. Also checked: the
+files, the audit row the cost report reads back, the series in the cluster's Prometheus, and
+that ``gpuaas capacity`` on the written sweep gives the same answer.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+import httpx
+import numpy as np
+import pandas as pd
+import pytest
+
+from gpuaas.cluster._engine import EngineModel, model_capacity_rps, simulate
+from gpuaas.cluster.runner import EmbeddedCluster
+from gpuaas.cluster.serving import endpoint_env_name
+from gpuaas.loadtest import latest_load_test
+from gpuaas.policies.capacity import sustainable_capacity
+from gpuaas.settings import load_settings
+from gpuaas.sources.sweep import read_sweep
+from gpuaas.store import open_store
+from tests.scenarios import embedded
+
+pytestmark = [pytest.mark.integration, pytest.mark.flow, pytest.mark.slow]
+
+ENGINE = EngineModel(max_num_seqs=8, max_num_waiting=32, prefill_seconds_per_token=0.001,
+                     decode_seconds_per_token=0.15, decode_slowdown_per_seq=0.02)
+PROMPT, OUTPUT = 16, 4
+SLO = round(1.3 * ENGINE.unloaded_latency(PROMPT, OUTPUT), 3)
+SCENARIO: dict[str, Any] = {
+    "name": "capacity",
+    "flavors": [{"name": "h100"}],
+    "pools": [{"name": "h100", "count": 1, "gpus_per_node": 4, "flavor": "h100", "gpu_hourly_price": 3.0}],
+    "tenants": [{"name": "team-a", "quotas": [{"flavor": "h100", "gpus": 4}]}],
+    "workloads": [
+        {"name": name, "kind": "InferenceService", "tenant": "team-a", "pods": pods,
+         "serving": {"model_name": f"org/{name}", "requests_per_second": {"profile": "constant", "value": 0},
+                     "engine": ENGINE.model_dump()}}
+        for name, pods in (("one", 1), ("two", 2))
+    ] + [{"name": "batch", "kind": "RayCluster", "tenant": "team-a", "gpus_per_pod": 1}],  # serves nothing
+}
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[EmbeddedCluster]:
+    with embedded(tmp_path_factory.mktemp("capacity"), SCENARIO, history=timedelta(minutes=5)) as running:
+        yield running
+
+
+_SWEEPS: dict[str, dict[str, Any]] = {}
+
+
+def _load_test(cluster: EmbeddedCluster, name: str, replicas: int, out: Path) -> dict[str, Any]:
+    """Run (once per module) ``gpuaas loadtest`` in a subprocess against one service.
+
+    A run whose client could not keep its schedule measured the machine, not the endpoint (on a
+    shared 2-core host under heavy load this happens), and says so; only then is it run once more.
+    """
+    if name in _SWEEPS:
+        return _SWEEPS[name]
+    from prefect.settings import PREFECT_API_URL
+
+    saturation = ENGINE.saturation_rps(PROMPT, OUTPUT) * replicas
+    rates = ",".join(f"{saturation * f:.1f}" for f in (0.8, 0.9, 1.0))
+    url = cluster.settings_env()[endpoint_env_name("team-a", name)]
+    gpuaas = Path(sys.executable).with_name("gpuaas")
+    env = {**os.environ, "PREFECT_API_URL": str(PREFECT_API_URL.value())}
+    for attempt in range(2):
+        proc = subprocess.run(
+            [str(gpuaas), "loadtest", "--url", url, "--model", f"org/{name}", "--rates", rates,
+             "--prompt-tokens", str(PROMPT), "--output-tokens", str(OUTPUT), "--step-seconds", "2.5",
+             "--max-requests-per-step", "200", "--request-timeout", "5", "--slo-quantile", "p50",
+             "--slo-seconds", str(SLO), "--replicas", str(replicas), "--gpus", str(replicas),
+             "--max-lateness", "0.25", "--service", f"team-a/{name}", "--out", str(out / str(attempt)),
+             "--format", "json"],
+            env=env, capture_output=True, text=True, timeout=120)
+        result: dict[str, Any] = json.loads(proc.stdout) if proc.stdout.strip() else {}
+        limited = [r for r in result.get("client_limited_rates", []) if r <= saturation]
+        if not limited or attempt == 1:
+            break
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    _SWEEPS[name] = result
+    return result
+
+
+def _replayed_capacity(requests: pd.DataFrame, replicas: int) -> float | None:
+    """The model's own answer on the arrivals the server saw: simulate each step, same policy."""
+    rows = []
+    for rate, step in requests.groupby("rate_rps"):
+        sent = sorted((step["scheduled_s"] + step["lateness_s"].fillna(0.0)).tolist())
+        done = simulate(ENGINE, sent, PROMPT, OUTPUT, replicas)
+        e2e = [r.e2e for r in done if r.status == 200 and r.e2e is not None]
+        rows.append({"rate_rps": rate, "replicas": replicas, "gpus": replicas,
+                     "latency_p50_s": float(np.quantile(e2e, 0.5)) if e2e else float("inf"),
+                     "quality": len(e2e) / len(done)})
+    return sustainable_capacity(pd.DataFrame(rows), slo_quantile="p50", slo_seconds=SLO,
+                                min_quality=0.99).sustainable_rate_rps
+
+
+def _check_against_the_model(result: dict[str, Any], replicas: int) -> float:
+    found = result["capacity"]["sustainable_rate_rps"]
+    assert found is not None, result["capacity"]["reason"]
+    model = model_capacity_rps(ENGINE, PROMPT, OUTPUT, SLO, replicas)
+    steps = [{k: s[k] for k in ("rate_rps", "latency_p50_s", "quality", "lateness_p99_s", "client_limited")}
+             for s in result["steps"]]
+    assert abs(found - model) <= 0.15 * model, (found, model, steps)
+    files = {k: Path(v) for k, v in result["files"].items()}
+    requests = pd.read_csv(files["requests"])
+    replayed = _replayed_capacity(requests, replicas)
+    assert replayed is not None and abs(found - replayed) <= 0.15 * replayed, (found, replayed)
+    # bounds: never more than the cap per step, every request has a status or an error
+    assert requests.groupby("step").size().max() <= 200
+    assert (requests["status"].notna() | requests["error"].notna()).all()
+    return float(found)
+
+
+def test_load_test_finds_the_models_capacity(cluster: EmbeddedCluster, prefect_harness: None,
+                                             tmp_path: Path) -> None:
+    endpoints = sorted(k for k in cluster.settings_env() if k.startswith("GPUAAS_ENDPOINT_"))
+    assert endpoints == ["GPUAAS_ENDPOINT_TEAM_A_ONE", "GPUAAS_ENDPOINT_TEAM_A_TWO"]
+    result = _load_test(cluster, "one", 1, tmp_path / "one")
+    found = _check_against_the_model(result, 1)
+    files = {k: Path(v) for k, v in result["files"].items()}
+    assert files["plot"].read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    # the sweep file says the same thing to `gpuaas capacity` later
+    again = sustainable_capacity(read_sweep(files["sweep"]), slo_quantile="p50", slo_seconds=SLO, min_quality=0.99)
+    assert again.sustainable_rate_rps == found
+    # the store keeps the run for the cost report and the planners
+    store = open_store(load_settings())
+    try:
+        row = latest_load_test(store, namespace="team-a", name="one")
+    finally:
+        store.close()
+    assert row is not None and row.id == result["audit_id"]
+    assert row.evidence["capacity"]["per_replica_rps"] == found
+    # the flow's artifacts: the sweep table, and the capacity with the plot inlined
+    from prefect.client.orchestration import get_client
+    from prefect.client.schemas.filters import ArtifactFilter, ArtifactFilterKey
+
+    with get_client(sync_client=True) as client:
+        found_artifacts = {key: client.read_artifacts(artifact_filter=ArtifactFilter(key=ArtifactFilterKey(any_=[key])))
+                           for key in ("gpuaas-load-test", "gpuaas-load-test-sweep")}
+    latest = {key: max(a, key=lambda x: x.created) for key, a in found_artifacts.items()}
+    markdown = str(latest["gpuaas-load-test"].data)
+    assert "Sustainable capacity of org/one" in markdown and "data:image/png;base64,iVBOR" in markdown
+    table = latest["gpuaas-load-test-sweep"].data
+    rows = json.loads(table) if isinstance(table, str) else table
+    assert [r["rate_rps"] for r in rows] == [s["rate_rps"] for s in result["steps"]]
+
+
+def test_two_replicas_find_about_twice_the_rate(cluster: EmbeddedCluster, prefect_harness: None,
+                                                tmp_path: Path) -> None:
+    one = _check_against_the_model(_load_test(cluster, "one", 1, tmp_path / "one"), 1)
+    result = _load_test(cluster, "two", 2, tmp_path / "two")
+    two = _check_against_the_model(result, 2)
+    assert 1.7 <= two / one <= 2.3, (one, two)
+    # what the load tests sent is in the cluster's Prometheus, as vLLM series of the services' pods
+    # (``instance!=""``: the live endpoint's series, not the backfilled simulation's)
+    pods = sorted(r.pod for r in cluster.serving.endpoints[("team-a", "two")].engine.replicas)
+    want = {("org/one", cluster.serving.endpoints[("team-a", "one")].engine.replicas[0].pod):
+            float(sum(s["successes"] for s in _SWEEPS["one"]["steps"]))}
+    successes = sum(s["successes"] for s in result["steps"])
+    want.update({("org/two", pod): successes / 2 for pod in pods})  # round robin: half each
+    query = 'sum by (model_name, pod) (vllm:request_success_total{finished_reason="length",instance!=""})'
+    seen: dict[tuple[str, str], float] = {}
+    deadline = time.monotonic() + 20
+    while time.monotonic() < deadline:
+        data = httpx.get(f"{cluster.prometheus_url}/api/v1/query", params={"query": query}).json()["data"]["result"]
+        seen = {(d["metric"]["model_name"], d["metric"]["pod"]): float(d["value"][1]) for d in data}
+        if sum(seen.values()) >= sum(want.values()):
+            break
+        time.sleep(0.5)
+    assert len(pods) == 2 and seen.keys() == want.keys()
+    assert all(abs(seen[k] - v) <= 0.5 for k, v in want.items()), (seen, want)

@@ -1,0 +1,73 @@
+"""The nudge rules (pure): holds only where the plan is proven, released by the planned start minus
+the margin (never after the latest start that meets the deadline), capped; releases never capped."""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime, timedelta
+
+import pandas as pd
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from gpuaas.policies.deadline_nudges import plan_nudges
+from gpuaas.policies.deadline_pools import PoolProblem, plan_pools
+from gpuaas.policies.deadlines import DeadlineJob
+from gpuaas.policy import DeadlinesPolicy
+
+NOW = datetime(2026, 3, 10, 12, 0, tzinfo=UTC)
+POLICY = DeadlinesPolicy(max_holds_per_run=2, release_margin_minutes=30)
+NO_HOLDS = pd.DataFrame(columns=["namespace", "name", "deadline_hold"])
+
+
+def pool(cap: int, jobs: list[DeadlineJob]) -> PoolProblem:
+    return PoolProblem("c", "h100", cap, tuple(jobs))
+
+
+def held(*names: str, release_at: datetime) -> pd.DataFrame:
+    mark = json.dumps({"audit_id": 1, "release_at": release_at.isoformat(), "before": {"active": True}})
+    return pd.DataFrame([{"namespace": "ns", "name": n, "deadline_hold": mark} for n in names])
+
+
+def test_field_example_holds_the_second_round_until_its_start_minus_the_margin() -> None:
+    jobs = [DeadlineJob(f"ns/j{i}", 2, 3600, 7200, "h100") for i in range(4)]
+    nudges = plan_nudges(plan_pools([pool(4, jobs)]), NO_HOLDS, NOW, POLICY)
+    holds = [n for n in nudges if n.action == "hold"]
+    assert len(holds) == 2 and all(n.outcome == "planned" for n in holds)
+    assert all(n.release_at == NOW + timedelta(minutes=30) for n in holds)  # start at +60 min, margin 30
+
+
+def test_no_holds_where_the_plan_does_not_hold_and_held_ones_are_released() -> None:
+    jobs = [DeadlineJob(f"ns/j{i}", 2, 3600, 6000, "h100") for i in range(4)]  # needs 4 more GPUs
+    nudges = plan_nudges(plan_pools([pool(4, jobs)]), held("j3", release_at=NOW + timedelta(hours=1)), NOW, POLICY)
+    assert [(n.action, n.name) for n in nudges] == [("release", "j3")]
+    assert "no longer proves" in nudges[0].reason
+
+
+def test_a_due_hold_is_released_and_a_vanished_one_too() -> None:
+    jobs = [DeadlineJob(f"ns/j{i}", 2, 3600, 7200, "h100") for i in range(4)]
+    frame = pd.concat([held("j3", release_at=NOW), held("gone", release_at=NOW + timedelta(hours=1))])
+    nudges = plan_nudges(plan_pools([pool(4, jobs)]), frame, NOW, POLICY)
+    releases = {n.name: n.reason for n in nudges if n.action == "release"}
+    assert set(releases) == {"j3", "gone"} and "has come" in releases["j3"]
+    assert all(n.outcome == "planned" for n in nudges if n.action == "release")
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.integers(2, 6), st.lists(st.tuples(st.integers(1, 3), st.integers(1, 4), st.integers(1, 12)),
+                                   min_size=1, max_size=6))
+def test_holds_never_outlast_the_latest_start(cap: int, raw: list[tuple[int, int, int]]) -> None:
+    jobs = [DeadlineJob(f"ns/j{i}", min(g, cap), d * 1800.0, dl * 1800.0, "h100")
+            for i, (g, d, dl) in enumerate(raw)]
+    [planned] = plan_pools([pool(cap, jobs)])
+    nudges = plan_nudges([planned], NO_HOLDS, NOW, POLICY)
+    holds = [n for n in nudges if n.action == "hold"]
+    if holds:
+        assert planned.plan.feasible and planned.plan.exact
+    assert sum(n.outcome == "planned" for n in holds) <= POLICY.max_holds_per_run
+    by_name = {j.name: j for j in jobs}
+    for n in holds:
+        job = by_name[n.ref]
+        assert n.release_at is not None and n.release_at > NOW
+        released_s = (n.release_at - NOW).total_seconds()
+        assert job.deadline is not None and released_s + 1800 <= job.deadline - job.duration + 1e-6

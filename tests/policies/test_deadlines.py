@@ -1,0 +1,186 @@
+"""The deadline planner: hand-computed cases, then properties checked by brute force.
+
+Cases: the field example (4 GPUs, 4 jobs x 2 GPUs due at twice their run time) and its variant
+where two rounds no longer fit; running jobs that block; EDF, not file order; a hopeless job;
+an instance where EDF list scheduling misses and the exact search meets every deadline; the
+bound past which the answer is called a heuristic; bad input naming job and field.
+Properties: every schedule is valid, and the reported extra GPUs are the brute-force minimum.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Sequence
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from gpuaas.errors import ConfigError
+from gpuaas.policies._deadline_profile import Item, serial_schedule
+from gpuaas.policies.deadlines import DeadlineJob, DeadlinePlan, MilpLimits, plan_deadlines
+
+GPU = "nvidia.com/gpu"
+
+
+def job(name: str, gpus: int, duration: float, deadline: float | None, **kw: object) -> DeadlineJob:
+    return DeadlineJob(name, gpus, duration, deadline, **kw)  # type: ignore[arg-type]
+
+
+def starts(plan: DeadlinePlan) -> dict[str, float]:
+    return {s.name: s.start for s in plan.schedule}
+
+
+def test_field_example_two_then_two_on_four_gpus() -> None:
+    plan = plan_deadlines({GPU: 4}, [job(n, 2, 60, 120) for n in "abcd"])
+    assert plan.feasible and plan.exact and plan.extra_gpus == {GPU: 0}
+    assert sorted(starts(plan).values()) == [0, 0, 60, 60]
+    assert plan.missed == [] and plan.at_risk == []
+
+
+def test_field_variant_where_two_rounds_no_longer_fit_needs_four_more() -> None:
+    plan = plan_deadlines({GPU: 4}, [job(n, 2, 60, 100) for n in "abcd"])
+    assert not plan.feasible and plan.exact
+    assert plan.extra_gpus == {GPU: 4}
+    assert sorted(starts(plan).values()) == [0, 0, 0, 0]
+    assert len(plan.at_risk) == 2  # on 4 GPUs the best plan meets two of the four
+
+
+def test_running_job_blocks_until_it_ends() -> None:
+    running = job("r", 2, 30, None, running_for=10)  # holds 2 GPUs for 20 more minutes
+    holds = plan_deadlines({GPU: 4}, [running, job("a", 4, 10, 30)])
+    assert holds.feasible and starts(holds) == {"r": -10, "a": 20}
+    tight = plan_deadlines({GPU: 4}, [running, job("a", 4, 10, 25)])
+    assert tight.extra_gpus == {GPU: 2} and tight.exact  # a must start at 0, next to r
+    assert starts(tight)["r"] == -10 and tight.at_risk == ["a"]
+
+
+def test_earliest_deadline_first_not_file_order() -> None:
+    plan = plan_deadlines({GPU: 2}, [job("late", 2, 60, 200), job("urgent", 2, 30, 30)])
+    assert plan.feasible and plan.exact
+    assert starts(plan) == {"urgent": 0, "late": 30}
+
+
+def test_hopeless_job_is_missed_named_and_not_bought_for() -> None:
+    plan = plan_deadlines({GPU: 2}, [job("h", 2, 60, 50), job("ok", 2, 30, 60)])
+    assert plan.missed == ["h"] and plan.feasible and plan.extra_gpus == {GPU: 0}
+    assert "h" not in starts(plan)
+    assert any("h cannot meet its deadline" in m for m in plan.messages)
+
+
+# cap 3: EDF puts the 3-GPU job x next (more work at the same deadline), which waits for w, and y
+# then ends at 4 > 3; the exact plan runs w and y together first, then x.
+EDF_MISSES = [job("w", 1, 30, 60), job("y", 1, 60, 90), job("x", 3, 30, 90)]
+
+
+def test_edf_list_scheduling_misses_where_the_exact_search_meets_every_deadline() -> None:
+    items = [Item(j.name, j.gpus, j.duration, j.deadline) for j in EDF_MISSES]
+    edf = serial_schedule(items, 3, sorted(items, key=lambda i: (i.deadline, -i.gpus * i.duration)))
+    assert edf["y"] + 60 > 90  # the premise: EDF alone misses y
+    plan = plan_deadlines({GPU: 3}, EDF_MISSES)
+    assert plan.feasible and plan.exact and plan.extra_gpus == {GPU: 0}
+    assert starts(plan) == {"w": 0, "y": 0, "x": 60}
+
+
+def test_past_the_exact_bound_the_answer_is_called_a_heuristic() -> None:
+    plan = plan_deadlines({GPU: 3}, EDF_MISSES, limits=MilpLimits(max_time_points=2))
+    assert not plan.exact and any("heuristic" in m for m in plan.messages)
+    assert plan.extra_gpus == {GPU: 1}  # an upper bound: the exact answer above is 0
+    assert_valid(plan, {GPU: 3}, EDF_MISSES)
+
+
+def test_resources_are_planned_apart() -> None:
+    plan = plan_deadlines({"a100": 2, "h100": 4}, [job("x", 2, 10, 10, resource="a100"),
+                                                   job("y", 2, 10, 10, resource="a100"),
+                                                   job("z", 4, 10, 10, resource="h100")])
+    assert plan.extra_gpus == {"a100": 2, "h100": 0}
+
+
+@pytest.mark.parametrize(("jobs", "field", "words"), [
+    ([job("a", -1, 1, 2)], "jobs[0] (a).gpus", "whole number"),
+    ([job("a", 1.5, 1, 2)], "jobs[0] (a).gpus", "whole number"),  # type: ignore[arg-type]
+    ([job("a", 1, 0, 2)], "jobs[0] (a).duration", "> 0"),
+    ([job("a", 1, 1, 2, resource="amd.com/gpu")], "jobs[0] (a).resource", "not in capacity"),
+    ([job("a", 5, 1, 2)], "jobs[0] (a).gpus", "more than the 4"),
+    ([job("a", 1, 1, 2), job("a", 1, 1, 2)], "jobs[1] (a).name", "duplicate"),
+    ([job("a", 3, 9, None, running_for=1), job("b", 3, 9, None, running_for=1)], "jobs[1] (b).gpus", "running"),
+], ids=["negative", "fractional", "zero-duration", "unknown-resource", "too-big", "duplicate", "over-held"])
+def test_bad_input_names_job_and_field(jobs: list[DeadlineJob], field: str, words: str) -> None:
+    with pytest.raises(ConfigError, match=words) as err:
+        plan_deadlines({GPU: 4}, jobs)
+    assert err.value.field == field
+
+
+# ---- properties -----------------------------------------------------------------------------
+
+
+def usage_ok(intervals: Sequence[tuple[float, float, int]], cap: int) -> bool:
+    points = {s for s, _, _ in intervals} | {0.0}
+    return all(sum(g for s, e, g in intervals if s <= t < e) <= cap for t in points)
+
+
+def assert_valid(plan: DeadlinePlan, capacity: dict[str, int], jobs: Sequence[DeadlineJob]) -> None:
+    by_name = {s.name: s for s in plan.schedule}
+    for j in jobs:
+        hopeless = j.running_for is None and j.deadline is not None and j.duration > j.deadline
+        assert (j.name in by_name) != hopeless
+        if j.name not in by_name:
+            continue
+        s = by_name[j.name]
+        assert s.end - s.start == pytest.approx(max(j.duration, j.running_for or 0))
+        if j.running_for is not None:
+            assert s.start == -j.running_for  # never moved
+        else:
+            assert s.start >= 0
+        if j.deadline is not None and j.name not in plan.missed:
+            assert s.end <= j.deadline + 1e-9
+    for r, cap in capacity.items():
+        intervals = [(max(s.start, 0.0), s.end, s.gpus) for s in plan.schedule if s.resource == r]
+        assert usage_ok(intervals, cap + plan.extra_gpus[r])
+
+
+def brute_feasible(jobs: Sequence[DeadlineJob], cap: int) -> bool:
+    """Every integer start time for every deadline job (integer data: integer starts suffice)."""
+    fixed = [(0, j.duration - j.running_for, j.gpus) for j in jobs if j.running_for is not None]
+    due = [j for j in jobs if j.running_for is None and j.deadline is not None and j.duration <= j.deadline]
+    ranges = [range(0, int(j.deadline - j.duration) + 1) for j in due]  # type: ignore[operator]
+    for combo in itertools.product(*ranges):
+        intervals = fixed + [(s, s + j.duration, j.gpus) for s, j in zip(combo, due, strict=True)]
+        if usage_ok(intervals, cap):  # type: ignore[arg-type]
+            return True
+    return False
+
+
+@st.composite
+def problems(draw: st.DrawFn) -> tuple[dict[str, int], list[DeadlineJob]]:
+    resources = draw(st.lists(st.sampled_from(["a100", "h100"]), min_size=1, max_size=2, unique=True))
+    capacity = {r: draw(st.integers(1, 4)) for r in resources}
+    jobs: list[DeadlineJob] = []
+    held = dict.fromkeys(resources, 0)
+    for k in range(draw(st.integers(1, 5))):
+        r = draw(st.sampled_from(resources))
+        gpus = draw(st.integers(1, capacity[r]))
+        duration = draw(st.integers(1, 3))
+        deadline = draw(st.one_of(st.none(), st.integers(1, 6)))
+        running_for = None
+        if held[r] + gpus <= capacity[r] and draw(st.booleans()) and draw(st.booleans()):
+            running_for = draw(st.integers(0, duration - 1))
+            held[r] += gpus
+        jobs.append(DeadlineJob(f"j{k}", gpus, duration, deadline, r, running_for))
+    return capacity, jobs
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(problems())
+def test_schedule_valid_and_extra_gpus_minimal_by_brute_force(problem: tuple[dict[str, int], list[DeadlineJob]]) -> None:
+    capacity, jobs = problem
+    plan = plan_deadlines(capacity, jobs)
+    assert plan.exact
+    assert_valid(plan, capacity, jobs)
+    for r, cap in capacity.items():
+        mine = [j for j in jobs if j.resource == r]
+        extra = plan.extra_gpus[r]
+        assert brute_feasible(mine, cap + extra)
+        if extra > 0:
+            assert not brute_feasible(mine, cap + extra - 1)  # one GPU fewer: some deadline misses
+    assert plan.feasible == (not any(plan.extra_gpus.values()))

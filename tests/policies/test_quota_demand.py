@@ -1,0 +1,110 @@
+"""``cohort_demands`` and ``deadline_gpus_per_queue``: the demand formula by hand. Pure."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Any
+
+import pandas as pd
+import pytest
+
+from gpuaas.models import Snapshot, SourceStatus
+from gpuaas.policies.deadline_pools import PoolProblem, plan_pools
+from gpuaas.policies.deadlines import DeadlineJob
+from gpuaas.policies.quota_demand import cohort_demands, deadline_gpus_per_queue
+from gpuaas.policy import Policy
+
+NOW = datetime(2026, 12, 1, 2, 0, tzinfo=UTC)
+DAY = 86400.0
+
+
+def snapshot(cells: list[tuple[str, str, str, int, float]], backlog: dict[str, tuple[float, float]],
+             workloads: list[dict[str, Any]] | None = None) -> Snapshot:
+    """cells: (queue, cohort, flavor, nominal, reserved); backlog: queue -> (pending GPUs, oldest wait s)."""
+    quotas = pd.DataFrame([{"cluster_queue": q, "cohort": c, "flavor": f, "resource": "nvidia.com/gpu",
+                            "nominal": float(n), "borrowing_limit": None, "lending_limit": None,
+                            "reserved": r, "usage": r, "borrowed": 0.0} for q, c, f, n, r in cells])
+    queues = pd.DataFrame([{"name": q, "pending_gpus": p, "oldest_pending_seconds": w}
+                           for q, (p, w) in backlog.items()])
+    return Snapshot(collected_at=NOW, windows_minutes=(30.0,), sources={"kube": SourceStatus("kube", ok=True)},
+                    quotas=quotas, queues=queues, workloads=pd.DataFrame(workloads or []))
+
+
+def history(rows: list[tuple[str, str, str, float]]) -> pd.DataFrame:
+    return pd.DataFrame([{"cluster_queue": q, "flavor": f, "stat": s, "value": v} for q, f, s, v in rows])
+
+
+def full(queue: str, flavor: str, use: float, reserved: float | None = None, seconds: float = 7 * DAY
+         ) -> list[tuple[str, str, str, float]]:
+    return [(queue, flavor, "usage_p", use), (queue, flavor, "reservation_p", reserved if reserved is not None else use),
+            (queue, flavor, "history_seconds", seconds)]
+
+
+def test_demand_is_held_plus_waiting_pending_or_the_deadline_need() -> None:
+    snap = snapshot([("a", "c", "h100", 16, 3.0), ("b", "c", "h100", 8, 8.0), ("b", "c", "a100", 4, 0.0),
+                     ("d", "c", "h100", 4, 4.0)],
+                    {"a": (0.0, float("nan")), "b": (12.0, 3 * 3600.0), "d": (6.0, 600.0)})
+    hist = history(full("a", "h100", 3) + full("b", "h100", 8, reserved=10) + full("b", "a100", 0)
+                   + full("d", "h100", 4) + [("b", "", "pending_median", 4.0), ("d", "", "pending_median", 1.0)])
+    [cohort] = cohort_demands(snap, hist, Policy(), deadline_gpus={("a", "h100"): 9})
+    got = {(q.name, f): d for q in cohort.queues for f, d in q.demand.items()}
+    # a: max(3 held, 9 for deadlines); b: 10 reserved + 12 pending (waited 3 h >= 30 min) on its first flavor only;
+    # d: 4 held + the median 1 (its 6 pending waited 10 min: not yet demand).
+    assert got == {("a", "h100"): 9.0, ("b", "h100"): 22.0, ("b", "a100"): 0.0, ("d", "h100"): 5.0}
+    b = next(q for q in cohort.queues if q.name == "b")
+    assert b.evidence["h100"] == "p90 use 8 of 8, p90 reserved 10, 12 GPUs pending, oldest waited 3.0 h"
+    assert not cohort.little_history and cohort.notes == []
+    assert cohort.limits.max_total_moved_gpus == Policy().rebalance.max_total_moved_gpus
+
+
+def test_little_history_plans_from_what_there_is_and_moves_one_step_at_most() -> None:
+    snap = snapshot([("a", "c", "h100", 16, 3.0), ("b", "c", "h100", 8, 8.0)], {})
+    hist = history(full("a", "h100", 3, seconds=2 * 3600) + full("b", "h100", 8, seconds=2 * 3600))
+    [cohort] = cohort_demands(snap, hist, Policy())
+    assert cohort.little_history and cohort.history_seconds == 7200
+    assert cohort.limits.max_total_moved_gpus == 8  # max_step_gpus, not 32
+    assert cohort.notes == ["only 2.0 h of history (less than min_history_days=1): planned from what there is, "
+                            "at most 8 GPUs moved in all"]
+
+
+def test_a_cell_without_history_falls_back_to_what_it_holds_now() -> None:
+    [cohort] = cohort_demands(snapshot([("a", "c", "h100", 16, 5.0)], {}), history([]), Policy())
+    assert cohort.queues[0].demand == {"h100": 5.0} and "no history" in cohort.queues[0].evidence["h100"]
+    assert cohort.little_history
+
+
+def test_guarantees_weights_and_the_cohort_filter_come_from_the_policy() -> None:
+    policy = Policy.model_validate({"tenants": [
+        {"name": "t1", "cluster_queues": ["a", "b"], "guaranteed_gpus": 6, "weight": 2.0},
+        {"name": "t2", "cluster_queues": ["x"], "guaranteed_gpus": 5, "guaranteed_gpus_per_flavor": {"a100": 1}},
+    ]})
+    snap = snapshot([("a", "c", "h100", 8, 0.0), ("b", "c", "h100", 4, 0.0), ("x", "c", "h100", 4, 0.0),
+                     ("x", "c", "a100", 2, 0.0), ("z", "other", "h100", 4, 0.0)], {})
+    [cohort] = cohort_demands(snap, history([]), policy, cohorts=["c"])
+    by = {q.name: q for q in cohort.queues}
+    assert by["a"].guaranteed == {"h100": 4} and by["b"].guaranteed == {"h100": 2}  # 6 in proportion 8:4
+    assert by["x"].guaranteed == {"h100": 5, "a100": 1}
+    assert by["a"].weight == 2.0 and by["x"].weight == 1.0
+    assert {c.cohort for c in cohort_demands(snap, history([]), policy)} == {"c", "other"}
+
+
+def test_recent_changes_reach_the_planner_input() -> None:
+    [cohort] = cohort_demands(snapshot([("a", "c", "h100", 8, 0.0)], {}), history([]), Policy(),
+                              recent_change={("a", "h100"): -2})
+    assert cohort.queues[0].recent_change == {"h100": -2}
+
+
+@pytest.mark.parametrize(("jobs", "peak"), [
+    # 4 GPUs, 4 jobs of 2 GPUs due in twice their run time: two, then two -> the queue needs 4 at once.
+    ([("team-a/j1", 2, 1.0, 2.0), ("team-a/j2", 2, 1.0, 2.0), ("team-a/j3", 2, 1.0, 2.0), ("team-a/j4", 2, 1.0, 2.0)],
+     4),
+    ([("team-a/j1", 3, 1.0, 5.0)], 3),
+], ids=["two-then-two", "one-job"])
+def test_deadline_gpus_per_queue_is_the_peak_of_its_jobs_in_the_deadline_plan(
+        jobs: list[tuple[str, int, float, float]], peak: int) -> None:
+    problem = PoolProblem("c", "h100", 4, tuple(DeadlineJob(n, g, d, dl, "h100") for n, g, d, dl in jobs))
+    pools = plan_pools([problem])
+    workloads = [{"namespace": n.split("/")[0], "name": n.split("/")[1], "cluster_queue": "team-a-cq"}
+                 for n, *_ in jobs]
+    snap = snapshot([("team-a-cq", "c", "h100", 4, 0.0)], {}, workloads)
+    assert deadline_gpus_per_queue(pools, snap) == {("team-a-cq", "h100"): peak}

@@ -19,6 +19,8 @@ def read_yaml(path: Path | str, what: str) -> Any:
         text = path.read_text(encoding="utf-8")
     except OSError as exc:
         raise ConfigError(f"cannot read {what}: {exc.strerror or exc}", file=path) from exc
+    except UnicodeDecodeError as exc:
+        raise ConfigError(f"cannot read {what}: not UTF-8 text (byte {exc.start})", file=path) from exc
     try:
         return yaml.safe_load(text)
     except yaml.YAMLError as exc:

@@ -43,7 +43,8 @@ WORKLOAD_KINDS = ("RayCluster", "Workload", "InferenceService", "Notebook", "Dep
 
 
 class _Model(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    # No inf/NaN anywhere: ``.inf`` minutes or a NaN threshold would pass every bound check.
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
 
 
 class Mode(str, Enum):
@@ -62,7 +63,9 @@ class FreeGoal(str, Enum):
 
 Minutes = Annotated[float, Field(gt=0)]
 Fraction = Annotated[float, Field(ge=0, le=1)]
-Gpus = Annotated[int, Field(ge=0)]
+MAX_GPUS = 10_000_000
+Gpus = Annotated[int, Field(ge=0, le=MAX_GPUS)]
+"""A GPU count; above ten million GPUs it is a typo, and a huge number would overflow the planners' arithmetic."""
 
 
 class CollectPolicy(_Model):
@@ -269,10 +272,17 @@ class Policy(_Model):
     @model_validator(mode="after")
     def _unique_tenants(self) -> Policy:
         seen: set[str] = set()
+        owner: dict[tuple[str, str], str] = {}
         for tenant in self.tenants:
             if tenant.name in seen:
                 raise ValueError(f"tenant {tenant.name!r} is defined twice")
             seen.add(tenant.name)
+            # One owner per namespace and ClusterQueue: tenant_for would silently pick the first.
+            for what, names in (("namespace", tenant.namespaces), ("cluster queue", tenant.cluster_queues)):
+                for name in names:
+                    other = owner.setdefault((what, name), tenant.name)
+                    if other != tenant.name:
+                        raise ValueError(f"{what} {name!r} is in tenants {other!r} and {tenant.name!r}")
         return self
 
     @model_validator(mode="after")

@@ -139,7 +139,7 @@ def _telemetry(frame: pd.DataFrame, kube: KubeState, prom: PrometheusReading | N
         seen = merged["gpus_observed"].astype(float).fillna(0).to_numpy()
         observed = observed.where(observed > 0, pd.Series(seen, index=frame.index))
         complete &= (merged["coverage"].astype(float).fillna(0).to_numpy() >= COMPLETE_COVERAGE) & (
-            seen >= frame["gpus"].to_numpy())
+            seen >= frame["gpus"].to_numpy()) & merged["activity_max"].astype(float).notna().to_numpy()
     frame["gpus_observed"] = observed
     holding = frame["state"].isin(_HOLDING) & (frame["gpus"] > 0)
     frame["telemetry"] = "n/a"

@@ -94,7 +94,9 @@ def find_idle(workloads: pd.DataFrame, policy: Policy, now: datetime) -> pd.Data
     held["held_seconds"] = (pd.Timestamp(now) - started).dt.total_seconds()
 
     observed = held["gpus_observed"].astype(float).fillna(0) if "gpus_observed" in held else 0.0
-    complete = (held["coverage"].fillna(0) >= COMPLETE_COVERAGE) & (observed >= held["gpus"])
+    # NaN samples are counted by count_over_time but carry no activity: incomplete, never idle.
+    complete = ((held["coverage"].fillna(0) >= COMPLETE_COVERAGE) & (observed >= held["gpus"])
+                & held["activity_max"].notna())
     serving = held["kind"].isin(policy.reclaim.serving_kinds)
     requests_known_zero = held["requests"].fillna(-1) == 0
     has_requests = held["requests"].fillna(0) > 0

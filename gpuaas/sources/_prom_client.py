@@ -57,8 +57,13 @@ class PromClient:
         result = self._call(lambda: self._prom.custom_query(expr, params={"time": f"{at.timestamp():.3f}"}),
                             "/api/v1/query")
         for row in result:
-            if not isinstance(row, dict) or "metric" not in row or "value" not in row:
+            if not isinstance(row, dict) or not isinstance(row.get("metric"), dict) or "value" not in row:
                 raise MalformedResponse("result element lacks 'metric'/'value'", source=self.source, url=self.url)
+            try:
+                sample_value(row)
+            except (TypeError, ValueError, IndexError, KeyError) as exc:
+                raise MalformedResponse(f"result element value {str(row['value'])[:60]!r} is not [time, \"number\"]",
+                                        source=self.source, url=self.url) from exc
         return [r for r in result if not math.isnan(sample_value(r))]
 
     def query_range(self, expr: str, start: datetime, end: datetime, step_s: float) -> list[dict[str, Any]]:

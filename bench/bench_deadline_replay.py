@@ -5,7 +5,7 @@ than the file's largest job, at which FIFO meets at least half of the deadlines 
 (``deadline_satisfaction >= 0.5``), found by doubling then bisection on FIFO replays. Then both
 runs at that N; prints one row per file and the wall time of the final pair (the CLI's cost).
 
-Run: ``.venv/bin/python bench/bench_deadline_replay.py [DIR] [--files 195job.csv ...]``
+Run: ``.venv/bin/python bench/bench_deadline_replay.py [DIR] [--files 195job.csv ...] [--n 195job.csv=64 ...]``
 """
 
 from __future__ import annotations
@@ -51,7 +51,9 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("dir", nargs="?", type=Path, default=DEFAULT_DIR)
     parser.add_argument("--files", nargs="*")
+    parser.add_argument("--n", nargs="*", default=[], help="FILE=N: skip the search where N is already known")
     args = parser.parse_args()
+    known = {k: int(v) for k, v in (item.split("=") for item in args.n)}
     files = [args.dir / f for f in args.files] if args.files else sorted(args.dir.glob("*.csv"))
     print("| file | jobs | hopeless | N | FIFO met | planned met | ratio | FIFO satisfaction | planned satisfaction"
           " | FIFO avg JCT h | planned avg JCT h | FIFO p95 queue h | planned p95 queue h | alloc FIFO/planned"
@@ -59,7 +61,7 @@ def main() -> None:
     print("|" + "---|" * 15, flush=True)
     for path in files:
         jobs = read_itp(path)
-        n, seen = choose_n(jobs)
+        n, seen = (known[path.name], {}) if path.name in known else choose_n(jobs)
         started = time.monotonic()
         fifo = replay_deadlines(jobs, n, planned=False)
         planned = replay_deadlines(jobs, n, planned=True)

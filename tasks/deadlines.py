@@ -26,6 +26,7 @@ from gpuaas.sources.kube import KUEUE_GROUP
 from gpuaas.store import open_store
 from reports.deadlines import deadline_metrics, pool_dicts
 from tasks._options import IO_TASK_OPTIONS
+from tasks.reclaim import _run_id
 
 __all__ = ["decide_nudges", "nudge_kueue", "plan_deadlines", "publish_deadline_artifacts", "push_deadline_metrics",
            "release_due_holds", "undo_deadline_holds"]
@@ -51,12 +52,6 @@ def push_deadline_metrics(settings: GpuaasSettings, pools: list[PoolPlan]) -> in
     assert settings.pushgateway_url
     return push_metrics(settings.pushgateway_url, "gpuaas_deadlines", deadline_metrics(pools),
                         timeout=settings.request_timeout_seconds)
-
-
-def _run_id() -> str | None:
-    from prefect import runtime
-
-    return str(runtime.flow_run.id) if runtime.flow_run.id else None
 
 
 @task(name="release-due-holds", cache_policy=NO_CACHE, **IO_TASK_OPTIONS)

@@ -82,6 +82,15 @@ def reclaim_fleet(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Embedded
 
 
 @pytest.fixture(scope="session")
+def deadline_fleet(tmp_path_factory: pytest.TempPathFactory) -> Iterator[EmbeddedCluster]:
+    """The deadline scenario (``tests/flows/deadline_scenario.py``), shared by the plan and nudge tests."""
+    from tests.flows.deadline_scenario import deadline_cluster
+
+    with deadline_cluster(tmp_path_factory.mktemp("deadlines")) as running:
+        yield running
+
+
+@pytest.fixture(scope="session")
 def prefect_harness(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
     """One Prefect test server for the whole session (it costs ~10 s to start)."""
     os.environ.setdefault("PREFECT_HOME", str(tmp_path_factory.mktemp("prefect-home")))

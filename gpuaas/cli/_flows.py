@@ -8,6 +8,8 @@ here, lazily, so commands that don't run flows stay fast and the library stays P
 from __future__ import annotations
 
 import os
+import tempfile
+from pathlib import Path
 from typing import Any
 
 from gpuaas.cli._common import err_console, fail
@@ -24,8 +26,43 @@ os.environ.setdefault("PREFECT_LOGGING_LEVEL", "CRITICAL")  # the CLI prints the
 os.environ.setdefault("PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS", "120")
 
 
+def _start_ephemeral_server_quietly() -> None:
+    """Start Prefect's temporary API server with its output in a log file, not on the terminal.
+
+    Without ``PREFECT_API_URL`` a flow run starts that server as a child process sharing our stderr;
+    on a busy host its shutdown prints asyncio tracebacks there, after gpuaas has said what happened.
+    Starting it first, with file descriptor 2 pointed at a log file, keeps the terminal to gpuaas's
+    own one-line messages; Prefect then reuses the running server (it is a per-port singleton).
+    """
+    from prefect.settings import get_current_settings
+
+    settings = get_current_settings()
+    if settings.api.url or not settings.server.ephemeral.enabled:
+        return
+    from prefect.server.api.server import SubprocessASGIServer
+
+    server = SubprocessASGIServer()
+    if server.running:
+        return
+    log = Path(tempfile.gettempdir()) / f"gpuaas-prefect-server-{os.getuid()}.log"
+    saved = os.dup(2)
+    try:
+        with log.open("ab") as sink:
+            os.dup2(sink.fileno(), 2)
+            try:
+                server.start()
+            finally:
+                os.dup2(saved, 2)
+    finally:
+        os.close(saved)
+
+
 def run_flow(flow: Any, what: str, **parameters: Any) -> Any:
     """Run ``flow`` in this process with a spinner on stderr; a failed run exits 1 with its error."""
+    try:
+        _start_ephemeral_server_quietly()
+    except RuntimeError as exc:
+        raise fail(f"Prefect could not start its temporary API server: {exc}") from exc
     with err_console.status(f"{what}…"):
         try:
             state = flow(**parameters, return_state=True)

@@ -74,7 +74,7 @@ def _from_cluster(format: OutputFormat) -> None:
         for line in pool["messages"] + pool["notes"]:
             console.print(f"- {line}", highlight=False, markup=False)
     if not result["pools"]:
-        console.print("no pending workload with a deadline and a run time", highlight=False)
+        console.print("no ClusterQueue with GPU quota: nothing to plan", highlight=False)
 
 
 def _minutes(seconds: float | None) -> str:

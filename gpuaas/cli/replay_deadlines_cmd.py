@@ -18,10 +18,6 @@ from gpuaas.errors import GpuaasError
 
 __all__ = ["deadlines"]
 
-_COLUMNS = ("run", "jobs", "deadline_jobs", "met", "deadline_satisfaction", "hopeless", "avg_jct_s", "p95_queue_s",
-            "gpu_allocation_ratio")
-
-
 class TraceFormat(str, Enum):
     itp = "itp"
 
@@ -35,6 +31,7 @@ def deadlines(
     """Replay the trace through Kueue twice (FIFO, then with the plan's holds); print deadlines met."""
     from gpuaas.cluster.deadline_replay import replay_deadlines
     from gpuaas.cluster.traces import read_itp
+    from reports._format import duration
 
     try:
         jobs = read_itp(trace)
@@ -46,5 +43,8 @@ def deadlines(
     if format is OutputFormat.json:
         print_json({"gpus": gpus, **runs})
         return
-    rows = [[run, *(runs[run][c] for c in _COLUMNS[1:])] for run in runs]
-    print_table(f"Deadline replay of {trace.name} on {gpus} GPUs (Kueue model, simulated time)", _COLUMNS, rows)
+    headers = ("run", "jobs", "with deadline", "met", "satisfaction", "hopeless", "avg JCT", "p95 queue", "allocated")
+    rows = [[run, r["jobs"], r["deadline_jobs"], r["met"], f"{r['deadline_satisfaction']:.3f}", r["hopeless"],
+             duration(r["avg_jct_s"]), duration(r["p95_queue_s"]), f"{r['gpu_allocation_ratio']:.2f}"]
+            for run, r in runs.items()]
+    print_table(f"Deadline replay of {trace.name} on {gpus} GPUs (Kueue model, simulated time)", headers, rows)

@@ -15,8 +15,9 @@ valid until new work arrives) and releases each held Workload at its planned sta
 2. when the next one would miss, the accepted job with the most GPU-seconds (or this one, if it is
    the biggest) moves to best effort and the placement is tried again (Moore-Hodgson's rule, which
    maximises the deadlines met on one machine), so every remaining deadline holds on these GPUs;
-3. best-effort work (moved, hopeless, without deadline) fills the gaps in submission order: never
-   dropped, only run behind the deadlines that can hold.
+3. best-effort work (moved, hopeless, without deadline) fills the gaps, fewest GPU-seconds first
+   (shortest first keeps the queue short and blocks the next deadline least): never dropped, only
+   run behind the deadlines that can hold.
 
 A hopeless job (duration longer than its time to deadline at submission) counts in ``hopeless``
 and never in ``met`` nor in the denominator of ``deadline_satisfaction``.
@@ -93,7 +94,7 @@ class _Planner:
                 drop = self.jobs[biggest]
                 profile.add(starts.pop(biggest), drop.duration, -drop.gpus)
                 best_effort.append(biggest)
-        for i in sorted(best_effort):
+        for i in sorted(best_effort, key=lambda k: (self._work(k), k)):
             job = self.jobs[i]
             starts[i] = profile.earliest_fit(job.gpus, job.duration, self.gpus)
             profile.add(starts[i], job.duration, job.gpus)

@@ -39,6 +39,7 @@ from gpuaas.policy import DeadlinesPolicy
 __all__ = ["HOLD_ANNOTATION", "Nudge", "parse_hold", "plan_nudges", "release_is_due"]
 
 HOLD_ANNOTATION = "gpuaas.io/deadline-hold"
+_AUDITED_JOBS = 50
 
 
 @dataclass(frozen=True)
@@ -111,6 +112,8 @@ def plan_nudges(pools: Sequence[PoolPlan], workloads: pd.DataFrame, now: datetim
         proven = plan.feasible and plan.exact
         starts = {s.name: s for s in plan.schedule}
         where = f"cohort {pool.problem.cohort}, flavor {pool.problem.flavor}"
+        # The plan that justifies the nudge, in the audit row: its first 50 jobs by start, seconds from now.
+        schedule = [[s.name, round(s.start, 1), round(s.end, 1)] for s in plan.schedule[:_AUDITED_JOBS]]
         for job in pool.problem.jobs:
             if job.running_for is not None:
                 continue
@@ -121,7 +124,8 @@ def plan_nudges(pools: Sequence[PoolPlan], workloads: pd.DataFrame, now: datetim
             evidence = {"pool": where, "capacity_gpus": pool.problem.capacity, "gpus": job.gpus,
                         "duration_s": job.duration, "deadline_s": job.deadline, "planned_start_s": start,
                         "plan_exact": plan.exact, "plan_feasible": plan.feasible,
-                        "at_risk": list(plan.at_risk), "missed": list(pool.missed)}
+                        "at_risk": list(plan.at_risk), "missed": list(pool.missed), "schedule": schedule,
+                        "planned_at": now.isoformat()}
             if job.name in held:
                 why = _release_reason(held[job.name], now, proven, start, margin)
                 if why:

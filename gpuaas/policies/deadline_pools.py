@@ -92,11 +92,11 @@ def _seconds_until(now: pd.Timestamp, value: object) -> float | None:
 
 
 def deadline_problems(snapshot: Snapshot, gpu_resources: Sequence[str] = ("nvidia.com/gpu",)) -> list[PoolProblem]:
-    """Every pool that has a deadline to plan, sorted by cohort and flavor."""
+    """Every cohort/flavor pool with GPU quota, sorted by cohort and flavor."""
     caps, first_flavor = _capacities(snapshot, gpu_resources)
     wls = snapshot.workloads
     if wls.empty or "deadline_at" not in wls:
-        return []
+        return [_problem(key, caps[key], [], []) for key in sorted(caps)]
     now = pd.Timestamp(snapshot.collected_at)
     pools: dict[tuple[str, str], list[tuple[DeadlineJob | None, str, float | None]]] = {}
     notes: dict[tuple[str, str], list[str]] = {}
@@ -126,13 +126,9 @@ def deadline_problems(snapshot: Snapshot, gpu_resources: Sequence[str] = ("nvidi
             pools.setdefault(key, []).append((job, ref, runtime))
         elif runtime is not None:
             pools.setdefault(key, []).append((DeadlineJob(ref, gpus, runtime, deadline, flavor), ref, runtime))
-    out = []
-    for key in sorted(pools):
-        entries = pools[key]
-        if not any(j is not None and j.deadline is not None and j.running_for is None for j, _, _ in entries):
-            continue  # no pending deadline in this pool: nothing to plan
-        out.append(_problem(key, caps[key], entries, notes.get(key, [])))
-    return out
+    # Every pool, with or without deadlines: "0 extra GPUs" is a signal too (a node-pool scaler that
+    # hears nothing for a pool must not scale it down on silence, nor keep it up forever).
+    return [_problem(key, caps[key], pools.get(key, []), notes.get(key, [])) for key in sorted(caps)]
 
 
 def _problem(key: tuple[str, str], cap: int, entries: list[tuple[DeadlineJob | None, str, float | None]],

@@ -20,6 +20,7 @@ from typing import Any
 
 import pandas as pd
 
+from gpuaas.errors import ConfigError
 from gpuaas.loadtest import latest_load_test
 from gpuaas.policies.capacity import CapacityResult, sustainable_capacity
 from gpuaas.policy import ServiceOutcome
@@ -74,6 +75,8 @@ def serving_capacity(settings: GpuaasSettings, namespace: str, name: str, *, mod
     found = _service(settings, namespace, name)
     service = found[1] if found else None
     if found and service is not None and service.capacity is not None:
+        if service.latency_slo_seconds is None:
+            raise ConfigError(f"services: {namespace}/{name}: a capacity sweep needs latency_slo_seconds")
         path = service.capacity.sweep
         if not path.is_absolute() and settings.policy_file is not None:
             path = settings.policy_file.parent / path
@@ -93,7 +96,7 @@ def serving_capacity(settings: GpuaasSettings, namespace: str, name: str, *, mod
     if row is None:
         return None
     stored = row.evidence["capacity"]
-    if service is not None:
+    if service is not None and service.latency_slo_seconds is not None:
         sweep = pd.DataFrame(row.evidence["sweep"]).fillna(float("inf"))
         result = sustainable_capacity(sweep, slo_quantile=stored["slo_quantile"],
                                       slo_seconds=service.latency_slo_seconds, min_quality=stored["min_quality"],

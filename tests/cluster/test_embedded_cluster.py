@@ -145,7 +145,8 @@ def test_cli_up_env_file_and_sigterm(tmp_path: Path) -> None:
         assert set(values) == {"GPUAAS_KUBECONFIG", "GPUAAS_PROMETHEUS_URL", "GPUAAS_OPENCOST_URL",
                                "GPUAAS_METRICS__SAMPLE_INTERVAL_SECONDS",
                                # an OpenAI endpoint per InferenceService of the default scenario
-                               "GPUAAS_ENDPOINT_PLATFORM_LLM_LEGACY", "GPUAAS_ENDPOINT_PLATFORM_LLM_CHAT"}
+                               "GPUAAS_ENDPOINT_PLATFORM_LLM_LEGACY", "GPUAAS_ENDPOINT_PLATFORM_LLM_CHAT",
+                                   "GPUAAS_ENDPOINT_PLATFORM_LLM_EVAL", "GPUAAS_ENDPOINT_PLATFORM_LLM_ABORT"}
         models = httpx.get(f"{values['GPUAAS_ENDPOINT_PLATFORM_LLM_CHAT']}/models").json()
         assert [m["id"] for m in models["data"]] == ["Qwen/Qwen2.5-7B-Instruct"]
         # Any gpuaas command run with these settings targets the embedded cluster.

@@ -11,7 +11,6 @@ at ``release_at`` from the objects alone, with no snapshot and no plan.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -26,16 +25,14 @@ from gpuaas.policies.deadline_nudges import HOLD_ANNOTATION
 from gpuaas.settings import load_settings
 from gpuaas.store import open_store
 from tests.actions.reclaim_scenario import writes
-from tests.flows.deadline_scenario import deadline_cluster
 from tests.scenarios import point_at
 
 pytestmark = [pytest.mark.integration, pytest.mark.flow]
 
 
 @pytest.fixture(scope="module")
-def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[EmbeddedCluster]:
-    with deadline_cluster(tmp_path_factory.mktemp("nudges")) as running:
-        yield running
+def cluster(deadline_fleet: EmbeddedCluster) -> EmbeddedCluster:
+    return deadline_fleet  # one cluster for the plan and nudge tests: each leaves no hold behind
 
 
 @pytest.fixture(scope="module")
@@ -97,6 +94,7 @@ def test_apply_holds_one_with_its_plan_and_undo_releases_it(pointed_at: Embedded
         assert intent.evidence["plan_exact"] and intent.evidence["plan_feasible"]
         assert intent.evidence["planned_start_s"] == pytest.approx(3000, abs=90)
         assert intent.evidence["latest_start_s"] >= intent.evidence["planned_start_s"]
+        assert len(intent.evidence["schedule"]) == 4  # the pool's plan: 2 running, 2 pending
     finally:
         store.close()
     again = _run(apply=True, at=now)  # the held one stays held; the other is the one new hold

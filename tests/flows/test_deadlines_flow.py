@@ -8,7 +8,6 @@ and ``gpuaas plan deadlines --from-cluster`` printing the same answer.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -17,16 +16,14 @@ import pytest
 from typer.testing import CliRunner
 
 from gpuaas.cluster.runner import EmbeddedCluster
-from tests.flows.deadline_scenario import deadline_cluster
 from tests.scenarios import point_at
 
 pytestmark = [pytest.mark.integration, pytest.mark.flow]
 
 
 @pytest.fixture(scope="module")
-def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[EmbeddedCluster]:
-    with deadline_cluster(tmp_path_factory.mktemp("deadlines")) as running:
-        yield running
+def cluster(deadline_fleet: EmbeddedCluster) -> EmbeddedCluster:
+    return deadline_fleet  # one cluster for the plan and nudge tests: each leaves no hold behind
 
 
 @pytest.fixture()

@@ -1,0 +1,68 @@
+"""The live cluster's deadline problem per cohort and flavor, built from a snapshot (pure): capacity
+from nominal quota, running and pending work, what is left out and what is said about it."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import pandas as pd
+
+from gpuaas.models import Snapshot
+from gpuaas.policies.deadline_pools import deadline_problems, plan_pools
+
+NOW = datetime(2026, 3, 10, 12, 0, tzinfo=UTC)
+
+
+def wl(name: str, state: str, gpus: float, *, runtime: float | None = 3600, deadline_in: float | None = 7200,
+       active: bool = True, flavor: str | None = None, cq: str = "cq-a", hold: str | None = None,
+       admitted_ago: float | None = None) -> dict[str, Any]:
+    return {"namespace": "ns", "name": name, "state": state, "gpus": gpus, "active": active, "flavor": flavor,
+            "cluster_queue": cq, "cohort": {"cq-a": "c", "cq-b": "c", "cq-solo": None}[cq],
+            "runtime_seconds": runtime, "deadline_hold": hold,
+            "deadline_at": None if deadline_in is None else pd.Timestamp(NOW + timedelta(seconds=deadline_in)),
+            "admitted_at": None if admitted_ago is None else pd.Timestamp(NOW - timedelta(seconds=admitted_ago))}
+
+
+def snapshot(rows: list[dict[str, Any]]) -> Snapshot:
+    quotas = pd.DataFrame([
+        {"cluster_queue": "cq-a", "cohort": "c", "flavor": "h100", "resource": "nvidia.com/gpu", "nominal": 4.0},
+        {"cluster_queue": "cq-b", "cohort": "c", "flavor": "h100", "resource": "nvidia.com/gpu", "nominal": 4.0},
+        {"cluster_queue": "cq-a", "cohort": "c", "flavor": "a100", "resource": "nvidia.com/gpu", "nominal": 2.0},
+        {"cluster_queue": "cq-solo", "cohort": None, "flavor": "h100", "resource": "nvidia.com/gpu", "nominal": 8.0},
+        {"cluster_queue": "cq-a", "cohort": "c", "flavor": "h100", "resource": "cpu", "nominal": 64.0},
+    ])
+    frame = pd.DataFrame(rows)
+    frame["deadline_at"] = pd.to_datetime(frame["deadline_at"], utc=True)
+    frame["admitted_at"] = pd.to_datetime(frame["admitted_at"], utc=True)
+    return Snapshot(collected_at=NOW, windows_minutes=(30.0,), sources={}, workloads=frame, quotas=quotas)
+
+
+def test_pools_capacity_and_who_is_planned_where() -> None:
+    snap = snapshot([
+        wl("run", "admitted", 2, flavor="h100", admitted_ago=600, deadline_in=None),
+        wl("run-unknown", "admitted", 2, flavor="h100", runtime=None, admitted_ago=60, deadline_in=None),
+        wl("due", "pending", 2),
+        wl("big", "pending", 10),
+        wl("off", "pending", 2, active=False),  # deactivated by someone: not queued
+        wl("held", "pending", 2, active=False, hold='{"audit_id": 1}'),  # held by gpuaas: still pending work
+        wl("best", "pending", 1, deadline_in=None),
+        wl("solo", "pending", 1, cq="cq-solo"),
+    ])
+    pools = {(p.cohort, p.flavor): p for p in deadline_problems(snap)}
+    assert set(pools) == {("c", "a100"), ("c", "h100"), ("-cq-solo", "h100")}  # cpu quota is not a GPU pool
+    h100 = pools[("c", "h100")]
+    assert h100.capacity == 8 and pools[("c", "a100")].capacity == 2 and pools[("c", "a100")].jobs == ()
+    jobs = {j.name: j for j in h100.jobs}
+    assert set(jobs) == {"ns/run", "ns/run-unknown", "ns/due", "ns/held", "ns/best"}
+    assert jobs["ns/run"].running_for == 600 and jobs["ns/due"].deadline == 7200 and jobs["ns/best"].deadline is None
+    assert jobs["ns/run-unknown"].duration > 7200 + 60  # holds its GPUs past every deadline of the pool
+    assert h100.too_big == ("ns/big",)
+    assert any("run-unknown is running with no run time" in n for n in h100.notes)
+    [plan] = [p for p in plan_pools([h100])]
+    assert "ns/big" in plan.missed and plan.plan.feasible
+
+
+def test_a_pool_without_deadlines_still_reports_zero() -> None:
+    [pool, *_] = plan_pools(deadline_problems(snapshot([wl("best", "pending", 1, deadline_in=None)])))
+    assert pool.plan.extra_gpus == {pool.problem.flavor: 0} and pool.at_risk_count == 0

@@ -5,6 +5,12 @@ id), decide (pure: idle verdicts, targets, the cap), act (under the store lock
 ``cluster-writes``, only in apply mode; dry-run audits decisions and writes nothing to the
 cluster), publish (artifacts, the idle signal on the Pushgateway). ``undo=[audit ids]``
 restores earlier reclaims instead and does nothing else.
+
+The idle signal never outlives its evidence: a run that fails withdraws what the previous run
+published, one whose snapshot misses a source (or holds stale telemetry) withdraws it instead of
+publishing, and every published set carries ``gpuaas_last_success_timestamp_seconds`` so that a
+consumer can ignore a set that nobody replaced or withdrew (a crashed worker).
+A run that left most GPU workloads ``unknown`` is degraded: its summary says so first.
 """
 
 from __future__ import annotations
@@ -21,10 +27,13 @@ import pandas as pd
 from prefect import flow, get_run_logger
 
 from flows.collect import collect
+from gpuaas.models import Snapshot
 from gpuaas.policies.adaptive_live import adaptive_rules
+from gpuaas.policies.reclaim import snapshot_problem
 from gpuaas.policy import Mode
 from gpuaas.settings import GpuaasSettings, load_settings
-from reports.reclaim import decision_dicts
+from reports.reclaim import blind_line, decision_dicts, summary_line
+from tasks._options import retry_options
 from tasks.adaptive import adaptive_history
 from tasks.reclaim import (
     acquire_writes_lock,
@@ -36,6 +45,7 @@ from tasks.reclaim import (
     push_idle_metrics,
     release_writes_lock,
     undo_actions,
+    withdraw_idle_metrics,
 )
 
 
@@ -69,38 +79,77 @@ def reclaim(apply: bool = False, at: datetime | None = None, undo: list[int] | N
 
     mode = Mode.apply if apply or settings.policy.reclaim.mode is Mode.apply else Mode.dry_run
     now = at or datetime.now(UTC)
-    started = time.monotonic()
-    snapshot_id = collect(at=now)["snapshot_id"]
-    snapshot = load_snapshot(settings, snapshot_id)
-    logger.info("collect: snapshot %s in %.2fs", snapshot_id, time.monotonic() - started)
+    with _signal_withdrawn_on_failure(settings):
+        started = time.monotonic()
+        snapshot_id = collect(at=now)["snapshot_id"]
+        snapshot = load_snapshot(settings, snapshot_id)
+        logger.info("collect: snapshot %s in %.2fs", snapshot_id, time.monotonic() - started)
 
-    started = time.monotonic()
-    adaptive = None
-    if adaptive_rules(settings.policy):
-        pulled = adaptive_history(settings, now, return_state=True)
-        if pulled.is_completed():
-            adaptive = pulled.result()
-        else:  # no history: the adaptive rows become unknown, never idle
-            logger.warning("adaptive history unavailable (%s): adaptive workloads are unknown this run",
-                           pulled.message)
-    idle: pd.DataFrame = find_idle_workloads(settings, snapshot, adaptive)
-    decisions = decide(settings, snapshot, idle, mode, datetime.now(UTC))
-    logger.info("decide: %d GPU workloads, %d idle targets in %.2fs", len(idle), len(decisions),
-                time.monotonic() - started)
+        started = time.monotonic()
+        adaptive = None
+        if adaptive_rules(settings.policy):
+            pulled = adaptive_history(settings, now, return_state=True)
+            if pulled.is_completed():
+                adaptive = pulled.result()
+            else:  # no history: the adaptive rows become unknown, never idle
+                logger.warning("adaptive history unavailable (%s): adaptive workloads are unknown this run",
+                               pulled.message)
+        idle: pd.DataFrame = find_idle_workloads(settings, snapshot, adaptive)
+        decisions = decide(settings, snapshot, idle, mode, datetime.now(UTC))
+        logger.info("decide: %d GPU workloads, %d idle targets in %.2fs", len(idle), len(decisions),
+                    time.monotonic() - started)
 
-    started = time.monotonic()
-    with _writes_lock(settings, holder) if mode is Mode.apply else nullcontext():
-        results = act(settings, decisions, mode, now)
-    counts: dict[str, int] = {}
-    for result in results:
-        counts[result.result] = counts.get(result.result, 0) + 1
-    logger.info("act (%s): %s in %.2fs", mode.value, counts or "nothing to do", time.monotonic() - started)
+        started = time.monotonic()
+        with _writes_lock(settings, holder) if mode is Mode.apply else nullcontext():
+            results = act(settings, decisions, mode, now)
+        counts: dict[str, int] = {}
+        for result in results:
+            counts[result.result] = counts.get(result.result, 0) + 1
+        logger.info("act (%s): %s in %.2fs", mode.value, counts or "nothing to do", time.monotonic() - started)
 
-    cap = settings.policy.reclaim.max_actions_per_run
-    publish_reclaim_artifacts(results, snapshot, mode, cap)
+        cap = settings.policy.reclaim.max_actions_per_run
+        publish_reclaim_artifacts(results, snapshot, mode, cap)
+    blind = blind_line(results, snapshot)
+    if blind:
+        logger.warning("degraded run: %s", blind)
     if settings.pushgateway_url:
-        push_idle_metrics(settings, idle)
-    return {"mode": mode.value, "snapshot_id": snapshot_id, "decisions": decision_dicts(results)}
+        _publish_signal(settings, snapshot, idle, mode)
+    return {"mode": mode.value, "snapshot_id": snapshot_id, "degraded": bool(blind) or snapshot.degraded,
+            "summary": summary_line(results, snapshot), "decisions": decision_dicts(results)}
+
+
+@contextmanager
+def _signal_withdrawn_on_failure(settings: GpuaasSettings) -> Iterator[None]:
+    """A run that fails cannot vouch for the idle signal the previous one left on the Pushgateway."""
+    try:
+        yield
+    except BaseException:
+        if settings.pushgateway_url:
+            state = withdraw_idle_metrics.with_options(**retry_options(settings))(settings, return_state=True)
+            if not state.is_completed():
+                get_run_logger().warning("the previous idle signal could not be withdrawn: %s",
+                                         state.result(raise_on_failure=False))
+        raise
+
+
+def _publish_signal(settings: GpuaasSettings, snapshot: Snapshot, idle: pd.DataFrame, mode: Mode) -> None:
+    """Replace the idle signal with this run's verdicts, or withdraw it when a source is missing or stale.
+
+    Either way a Pushgateway that cannot be reached is a warning: the decisions are made and audited,
+    and the ScaledObject ignores a signal older than the age it states.
+    """
+    logger = get_run_logger()
+    problem = snapshot_problem(snapshot, settings.policy.collect.max_staleness_seconds)
+    options = retry_options(settings)
+    state: Any
+    if problem:
+        logger.warning("idle signal withdrawn: %s", problem)
+        state = withdraw_idle_metrics.with_options(**options)(settings, return_state=True)
+    else:
+        state = push_idle_metrics.with_options(**options)(settings, idle, mode, snapshot.collected_at,
+                                                          return_state=True)
+    if not state.is_completed():
+        logger.warning("idle signal not updated on the Pushgateway: %s", state.result(raise_on_failure=False))
 
 
 if __name__ == "__main__":

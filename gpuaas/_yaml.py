@@ -12,6 +12,14 @@ from gpuaas.errors import ConfigError
 __all__ = ["read_yaml"]
 
 
+def _where(exc: UnicodeDecodeError) -> str:
+    """Line and column of the first undecodable byte, as an editor shows them."""
+    before = exc.object[: exc.start]
+    line = before.count(b"\n") + 1
+    column = exc.start - (before.rfind(b"\n") + 1) + 1
+    return f"line {line}, column {column}: byte 0x{exc.object[exc.start]:02x}"
+
+
 def read_yaml(path: Path | str, what: str) -> Any:
     """The parsed document; a ``ConfigError`` naming the file (and line, column) when it can't be read."""
     path = Path(path)
@@ -20,7 +28,7 @@ def read_yaml(path: Path | str, what: str) -> Any:
     except OSError as exc:
         raise ConfigError(f"cannot read {what}: {exc.strerror or exc}", file=path) from exc
     except UnicodeDecodeError as exc:
-        raise ConfigError(f"cannot read {what}: not UTF-8 text (byte {exc.start})", file=path) from exc
+        raise ConfigError(f"{what} is not UTF-8: {_where(exc)}", file=path) from exc
     try:
         return yaml.safe_load(text)
     except yaml.YAMLError as exc:

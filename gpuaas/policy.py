@@ -19,6 +19,7 @@ from gpuaas._yaml import read_yaml
 from gpuaas.errors import ConfigError
 
 __all__ = [
+    "Actuator",
     "AdaptivePolicy",
     "ColdStartBudget",
     "CollectPolicy",
@@ -59,6 +60,18 @@ class FreeGoal(str, Enum):
 
     compute = "compute"
     quota = "quota"
+
+
+class Actuator(str, Enum):
+    """Who stops an idle workload: gpuaas itself (its patches), or KEDA scaling on gpuaas's idle signal.
+
+    ``keda``: a ScaledObject (``deployments/keda/``) scales the workload; gpuaas publishes its idle
+    signal in every mode (dry-run included: KEDA acts on it) and never stops it itself. ``gpuaas``:
+    the signal is published only in apply mode, so that a dry-run changes nothing anywhere.
+    """
+
+    gpuaas = "gpuaas"
+    keda = "keda"
 
 
 Minutes = Annotated[float, Field(gt=0)]
@@ -130,6 +143,7 @@ class ReclaimRule(_Model):
     free: FreeGoal | None = None
     enabled: bool | None = None
     strategy: ReclaimStrategy | None = None
+    actuator: Actuator | None = None
 
 
 class ReclaimPolicy(_Model):
@@ -141,6 +155,7 @@ class ReclaimPolicy(_Model):
     free: FreeGoal = FreeGoal.compute
     strategy: ReclaimStrategy = ReclaimStrategy.fixed
     adaptive: AdaptivePolicy = AdaptivePolicy()
+    actuator: Actuator = Actuator.gpuaas
     kinds: dict[str, ReclaimRule] = Field(default_factory=dict)
     exclude_namespaces: list[str] = Field(default_factory=list)
     exclude_queues: list[str] = Field(default_factory=list)

@@ -1,7 +1,8 @@
 """Summary metrics pushed to a Prometheus Pushgateway, for Grafana and KEDA.
 
 A batch job cannot be scraped while it is not running, so each flow run pushes its figures
-under its own job name; the Pushgateway keeps the latest set until the next run replaces it.
+under its own job name; the Pushgateway keeps the latest set until the next run replaces it,
+forever if none does, so a run that cannot vouch for a signal withdraws it (``delete_metrics``).
 """
 
 from __future__ import annotations
@@ -10,11 +11,11 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from urllib.error import URLError
 
-from prometheus_client import CollectorRegistry, Gauge, push_to_gateway
+from prometheus_client import CollectorRegistry, Gauge, delete_from_gateway, push_to_gateway
 
 from gpuaas.errors import SourceUnavailable
 
-__all__ = ["MetricFamily", "push_metrics"]
+__all__ = ["MetricFamily", "delete_metrics", "push_metrics"]
 
 
 @dataclass
@@ -45,3 +46,11 @@ def push_metrics(url: str, job: str, families: Iterable[MetricFamily], timeout: 
     except (URLError, OSError) as exc:
         raise SourceUnavailable(f"push failed: {exc}", source="pushgateway", url=url) from exc
     return count
+
+
+def delete_metrics(url: str, job: str, timeout: float = 10) -> None:
+    """Withdraw the job's whole metric group: a run that cannot vouch for its signal must not leave the last one up."""
+    try:
+        delete_from_gateway(url, job=job, timeout=timeout)
+    except (URLError, OSError) as exc:
+        raise SourceUnavailable(f"withdraw failed: {exc}", source="pushgateway", url=url) from exc

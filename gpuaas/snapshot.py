@@ -4,12 +4,15 @@
 source degrades the snapshot (its status says why), only all failing is an error.
 ``build_snapshot`` is the pure part: records and frames in, joined views out, vectorised
 with merge/groupby. A workload whose GPUs are not all observed for the whole of every
-window gets ``telemetry="unknown"``: missing data is never evidence of idleness.
+window (sample-count floor and longest gap, ``gpuaas.policies.coverage``) gets
+``telemetry="unknown"``: missing or stale data is never evidence of idleness.
 
 Views (columns):
 - workloads: WORKLOAD_COLUMNS, then per window W minutes ``activity_avg_Wm``,
-  ``activity_max_Wm``, ``coverage_Wm``, ``requests_Wm`` (NaN = no serving metrics), and
-  ``telemetry`` (complete | unknown | n/a for workloads that hold no GPUs).
+  ``activity_max_Wm``, ``coverage_Wm``, ``gap_Wm`` (longest stretch without a sample, s),
+  ``complete_Wm`` (the rule of ``gpuaas.policies.coverage``), ``requests_Wm`` (NaN = no serving
+  metrics); ``telemetry_age_s`` (the oldest newest-sample of its GPUs) and ``telemetry``
+  (complete | unknown | n/a for workloads that hold no GPUs).
 - queues: QUEUE_COLUMNS. quotas: one row per ClusterQueue flavor/resource cell.
 - gpus: ``gpuaas.sources.prometheus.GPU_COLUMNS`` (+ NVML samples, ``signal="nvml"``).
 """
@@ -22,11 +25,14 @@ from dataclasses import asdict, replace
 from datetime import UTC, datetime
 from typing import Any
 
+import numpy as np
 import pandas as pd
 
 from gpuaas.errors import ConfigError, SourceUnavailable
 from gpuaas.models import GpuSample, Snapshot, SourceStatus, WorkloadState
+from gpuaas.policies.coverage import telemetry_complete
 from gpuaas.policies.idle import COMPLETE_COVERAGE
+from gpuaas.policies.opt_out import OPT_OUT_ANNOTATION, OPT_OUT_VALUE, opted_out, opted_out_chain
 from gpuaas.policy import Policy
 from gpuaas.settings import GpuaasSettings
 from gpuaas.snapshot_deadlines import DEADLINE_COLUMNS as _DEADLINE_COLUMNS
@@ -118,17 +124,20 @@ def _telemetry(frame: pd.DataFrame, kube: KubeState, prom: PrometheusReading | N
     frame = frame.merge(wl_pods.groupby("uid").size().rename("pods").reset_index(), on="uid", how="left")
     frame["pods"] = frame["pods"].fillna(0).astype(int)
     observed = pd.Series(0, index=frame.index, dtype=float)
+    age = pd.Series(float("nan"), index=frame.index)
     complete = pd.Series(prom is not None, index=frame.index)
     activity = pod_activity(prom.gpus) if prom is not None else pd.DataFrame()
     for minutes in windows:
         suffix = f"_{minutes:g}m"
-        stats = pd.DataFrame(columns=["uid", "activity_avg", "activity_max", "coverage", "gpus_observed"])
+        stats = pd.DataFrame(columns=["uid", "activity_avg", "activity_max", "coverage", "longest_gap_s", "age_s",
+                                      "gpus_observed"])
         requests = pd.DataFrame(columns=["uid", "requests"])
         if prom is not None:
             acts = activity[activity["window_minutes"] == float(minutes)]
             stats = wl_pods.merge(acts, on=["namespace", "pod"]).groupby("uid", as_index=False).agg(
                 activity_avg=("activity_avg", "mean"), activity_max=("activity_max", "max"),
-                coverage=("coverage", "min"), gpus_observed=("gpus_observed", "sum"))
+                coverage=("coverage", "min"), longest_gap_s=("longest_gap_s", "max"), age_s=("age_s", "max"),
+                gpus_observed=("gpus_observed", "sum"))
             served = prom.serving[(prom.serving["stat"] == "requests")
                                   & (prom.serving["window_minutes"] == float(minutes))]
             requests = wl_pods.merge(served, on=["namespace", "pod"]).groupby("uid", as_index=False).agg(
@@ -136,11 +145,19 @@ def _telemetry(frame: pd.DataFrame, kube: KubeState, prom: PrometheusReading | N
         merged = frame[["uid"]].merge(stats, on="uid", how="left").merge(requests, on="uid", how="left")
         for col in ("activity_avg", "activity_max", "coverage", "requests"):
             frame[col + suffix] = merged[col].astype(float).to_numpy()
+        # Infinite (a GPU without the figure) is stored as missing: the JSON snapshot has no infinity.
+        frame["gap" + suffix] = merged["longest_gap_s"].astype(float).replace(np.inf, np.nan).to_numpy()
+        ages = merged["age_s"].astype(float).replace(np.inf, np.nan).to_numpy()
+        age = age.where(age.notna(), pd.Series(ages, index=frame.index))
         seen = merged["gpus_observed"].astype(float).fillna(0).to_numpy()
         observed = observed.where(observed > 0, pd.Series(seen, index=frame.index))
-        complete &= (merged["coverage"].astype(float).fillna(0).to_numpy() >= COMPLETE_COVERAGE) & (
+        interval = prom.sample_interval_s if prom is not None else 1.0
+        window_complete = telemetry_complete(merged["coverage"], merged["longest_gap_s"], interval).to_numpy() & (
             seen >= frame["gpus"].to_numpy()) & merged["activity_max"].astype(float).notna().to_numpy()
+        frame["complete" + suffix] = window_complete
+        complete &= window_complete
     frame["gpus_observed"] = observed
+    frame["telemetry_age_s"] = age
     holding = frame["state"].isin(_HOLDING) & (frame["gpus"] > 0)
     frame["telemetry"] = "n/a"
     frame.loc[holding, "telemetry"] = complete[holding].map({True: "complete", False: "unknown"})
@@ -194,18 +211,34 @@ def _gpu_frame(prom: PrometheusReading | None, nvml: Sequence[GpuSample]) -> pd.
 
 
 def _inherit_owner_opt_out(workloads: pd.DataFrame, owners: pd.DataFrame) -> pd.DataFrame:
-    """Teams annotate the object they own (the RayCluster, the Notebook), not Kueue's Workload.
+    """Teams annotate the object they own (the RayCluster, the Notebook, the InferenceService over
+    its Deployment), not Kueue's Workload.
 
-    An opt-out on either object wins: ``"never"`` is never overridden by the other's value.
+    An opt-out on either object wins: ``"never"`` (however spelled, see ``gpuaas.policies.opt_out``)
+    is never overridden by the other's value. ``owners`` comes from ``_resolve_owner_opt_out``, so an
+    opt-out on a controller above the owner counts as the owner's.
     """
     keyed = owners.rename(columns={"kind": "owner_kind", "name": "owner_name", "reclaim": "owner_reclaim"})
     keyed = keyed[["namespace", "owner_kind", "owner_name", "owner_reclaim"]].drop_duplicates(
         ["namespace", "owner_kind", "owner_name"])
     merged = workloads.merge(keyed, on=["namespace", "owner_kind", "owner_name"], how="left")
     own, owner = merged["reclaim"].astype(object), merged["owner_reclaim"].astype(object)
-    never = own.astype(str).str.lower().eq("never") | owner.astype(str).str.lower().eq("never")
-    merged["reclaim"] = own.combine_first(owner).where(~never, "never")
+    never = opted_out(own) | opted_out(owner)
+    merged["reclaim"] = own.combine_first(owner).where(~never, OPT_OUT_VALUE)
     return merged.drop(columns=["owner_reclaim"])
+
+
+def _text(value: Any) -> str | None:
+    return value if isinstance(value, str) else None
+
+
+def _resolve_owner_opt_out(owners: pd.DataFrame) -> pd.DataFrame:
+    """Each owner's ``reclaim`` reads ``never`` when it or a controller above it opts out (the decisions check it)."""
+    keys = [(str(r.namespace), str(r.kind), str(r.name)) for r in owners.itertuples(index=False)]
+    chain = {key: (r.reclaim, _text(r.controller_kind), _text(r.controller_name))
+             for key, r in zip(keys, owners.itertuples(index=False))}
+    never = pd.Series([opted_out_chain(key, chain) for key in keys], index=owners.index, dtype=bool)
+    return owners.assign(reclaim=owners["reclaim"].astype(object).where(~never, OPT_OUT_VALUE))
 
 
 def build_snapshot(
@@ -227,7 +260,8 @@ def build_snapshot(
     quotas = _quota_frame(kube)
     owners = pd.DataFrame([{**asdict(o), "annotations": dict(o.annotations)} for o in kube.owners])
     if not owners.empty:
-        owners["reclaim"] = owners["annotations"].map(lambda a: a.get("gpuaas.io/reclaim"))
+        owners["reclaim"] = owners["annotations"].map(lambda a: a.get(OPT_OUT_ANNOTATION))
+        owners = _resolve_owner_opt_out(owners)
         workloads = _inherit_owner_opt_out(workloads, owners)
     workloads, data_quality = deadline_columns(workloads, owners)
     return Snapshot(

@@ -26,14 +26,15 @@ from gpuaas.policies.adaptive_live import apply_adaptive
 from gpuaas.policies.idle import find_idle, gpu_evidence
 from gpuaas.policies.reclaim import Decision, finalize_decisions, plan_reclaim
 from gpuaas.policy import Mode
-from gpuaas.pushgateway import push_metrics
+from gpuaas.pushgateway import delete_metrics, push_metrics
 from gpuaas.settings import GpuaasSettings
 from gpuaas.store import open_store
 from reports.reclaim import decision_rows, idle_metrics, summary_markdown
 from tasks._options import IO_TASK_OPTIONS
 
-__all__ = ["LOCK", "acquire_writes_lock", "act", "decide", "find_idle_workloads", "load_snapshot",
-           "publish_reclaim_artifacts", "push_idle_metrics", "release_writes_lock", "undo_actions"]
+__all__ = ["IDLE_JOB", "LOCK", "acquire_writes_lock", "act", "decide", "find_idle_workloads", "load_snapshot",
+           "publish_reclaim_artifacts", "push_idle_metrics", "release_writes_lock", "undo_actions",
+           "withdraw_idle_metrics"]
 
 LOCK = "cluster-writes"
 LOCK_TTL = timedelta(minutes=15)
@@ -130,8 +131,20 @@ def publish_reclaim_artifacts(results: list[ActionResult], snapshot: Snapshot, m
                              markdown=summary_markdown(results, snapshot, mode.value, cap))
 
 
+IDLE_JOB = "gpuaas_reclaim"
+
+
 @task(name="push-idle-metrics", cache_policy=NO_CACHE, **IO_TASK_OPTIONS)
-def push_idle_metrics(settings: GpuaasSettings, idle: pd.DataFrame) -> int:
+def push_idle_metrics(settings: GpuaasSettings, idle: pd.DataFrame, mode: Mode = Mode.dry_run,
+                      evidence_at: datetime | None = None) -> int:
+    """Replace the idle signal with this run's verdicts (only where it may act) and their instant."""
     assert settings.pushgateway_url
-    return push_metrics(settings.pushgateway_url, "gpuaas_reclaim", idle_metrics(idle),
+    return push_metrics(settings.pushgateway_url, IDLE_JOB, idle_metrics(idle, mode=mode.value, evidence_at=evidence_at),
                         timeout=settings.request_timeout_seconds)
+
+
+@task(name="withdraw-idle-metrics", cache_policy=NO_CACHE, **IO_TASK_OPTIONS)
+def withdraw_idle_metrics(settings: GpuaasSettings) -> None:
+    """Delete the idle signal a previous run published: this run cannot vouch for it."""
+    assert settings.pushgateway_url
+    delete_metrics(settings.pushgateway_url, IDLE_JOB, timeout=settings.request_timeout_seconds)

@@ -28,7 +28,7 @@ def _gpu(pod: str, gpu: str, coverage: float, activity: float) -> dict[str, obje
     row: dict[str, object] = dict.fromkeys(GPU_COLUMNS, "")
     row.update(host="n1", gpu=gpu, uuid=f"GPU-{pod}-{gpu}", namespace="team-a", pod=pod, window_minutes=30.0,
                activity_avg=activity, activity_max=activity, coverage=coverage, signal="x",
-               fb_used_mib=1.0, power_w=1.0, temperature_c=1.0, xid=float("nan"))
+               longest_gap_s=15.0, age_s=15.0, fb_used_mib=1.0, power_w=1.0, temperature_c=1.0, xid=float("nan"))
     return row
 
 

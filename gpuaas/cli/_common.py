@@ -1,8 +1,10 @@
 """What every sub-command shares: consoles, output format, error handling.
 
-Errors are printed once, on stderr, without a traceback: a ``GpuaasError`` already says
-what went wrong and where (file, field, object). Anything else is a bug and keeps its
-traceback.
+Errors are printed once, on stderr, as one line and without a traceback: a ``GpuaasError``
+already says what went wrong and where (file, field, object). ``main`` also maps what the
+operating system and the standard library raise on bad input (``OSError`` with its path,
+``ValueError``, ``UnicodeDecodeError``, ``OverflowError``, ...) the same way, so that no
+input reaches the user as a traceback; commands map the ones they can name better first.
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ __all__ = [
     "EXIT_USAGE",
     "OutputFormat",
     "console",
+    "describe_error",
     "err_console",
     "fail",
     "handle_errors",
@@ -52,13 +55,31 @@ def fail(message: str, code: int = EXIT_FAILED) -> typer.Exit:
     return typer.Exit(code=code)
 
 
+BAD_INPUT_ERRORS = (OSError, ValueError, ArithmeticError, LookupError, TypeError, RecursionError, MemoryError)
+"""What bad input (a path, a file's bytes, a number) surfaces as when no command mapped it first."""
+
+
+def describe_error(exc: BaseException) -> str:
+    """One line naming what was wrong: the path and the system's reason for an ``OSError``."""
+    if isinstance(exc, GpuaasError):
+        text = str(exc)
+    elif isinstance(exc, OSError) and exc.strerror:
+        names = [str(n) for n in (exc.filename, exc.filename2) if n is not None]
+        text = f"{exc.strerror}: {' -> '.join(names)}" if names else exc.strerror
+    elif isinstance(exc, UnicodeDecodeError):
+        text = f"UnicodeDecodeError: input is not {exc.encoding} (byte {exc.start}: {exc.reason})"
+    else:
+        text = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
+    return " ".join(text.split())[:1000]
+
+
 @contextmanager
 def handle_errors() -> Iterator[None]:
-    """Turn a GpuaasError anywhere below into ``error: ...`` and exit code 1."""
+    """Turn a GpuaasError, or bad input the standard library rejected, into ``error: ...`` and exit 1."""
     try:
         yield
-    except GpuaasError as exc:
-        err_console.print(f"error: {exc}", markup=False, highlight=False, soft_wrap=True)
+    except (GpuaasError, *BAD_INPUT_ERRORS) as exc:
+        err_console.print(f"error: {describe_error(exc)}", markup=False, highlight=False, soft_wrap=True)
         sys.exit(EXIT_FAILED)
 
 

@@ -20,7 +20,10 @@ def parse_since(value: str, now: datetime | None = None, option: str = "--since"
     now = now or datetime.now(UTC)
     text = value.strip()
     if len(text) >= 2 and text[-1] in _UNITS and text[:-1].replace(".", "", 1).isdigit():
-        return now - timedelta(**{_UNITS[text[-1]]: float(text[:-1])})
+        try:
+            return now - timedelta(**{_UNITS[text[-1]]: float(text[:-1])})
+        except OverflowError as exc:
+            raise ValueError(f"{option}: {value!r} is out of range (before year 1)") from exc
     try:
         parsed = datetime.fromisoformat(text.replace("Z", "+00:00"))
     except ValueError as exc:

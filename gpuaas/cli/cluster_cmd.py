@@ -10,6 +10,7 @@ a Ctrl-C reaches only ``up``, which then stops it in order.
 
 from __future__ import annotations
 
+import errno
 import os
 import shutil
 import signal
@@ -104,8 +105,15 @@ def up(
     run_dir = cluster_dir / "run"
     shutil.rmtree(run_dir, ignore_errors=True)
     stop = threading.Event()
-    cluster = EmbeddedCluster(chosen, run_dir, seed=seed, history=window, speed=speed, api_port=port, rbac=rules,
-                              kubeconfig=kubeconfig or cluster_dir / "kubeconfig", token=token or None)
+    try:
+        cluster = EmbeddedCluster(chosen, run_dir, seed=seed, history=window, speed=speed, api_port=port,
+                                  rbac=rules, kubeconfig=kubeconfig or cluster_dir / "kubeconfig",
+                                  token=token or None)
+    except OSError as exc:
+        if exc.errno not in (errno.EADDRINUSE, errno.EADDRNOTAVAIL, errno.EACCES):
+            raise
+        raise fail(f"--port {port}: cannot listen on 127.0.0.1:{port}: {exc.strerror} "
+                   "(choose another port, or 0 for any free one)") from exc
 
     def _on_signal(signum: int, frame: FrameType | None) -> None:
         # Only set flags here: start() and wait() notice them and everything is stopped in order.

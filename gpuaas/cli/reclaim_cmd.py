@@ -30,11 +30,13 @@ def reclaim(
 
     result: dict[str, Any] = run_flow(reclaim_flow, "reclaiming idle GPUs", apply=apply)
     if format is OutputFormat.json:
-        print_json({"decisions": result["decisions"]})
+        print_json({"decisions": result["decisions"], "degraded": result["degraded"], "summary": result["summary"]})
         return
     rows = result["decisions"]
+    if result["degraded"]:  # first: a run that could judge almost nothing must not read as "nothing idle"
+        console.print(f"[yellow]degraded:[/] {result['summary']}", highlight=False)
     print_table(f"Reclaim decisions ({result['mode']})", _COLUMNS, [_row(r) for r in rows])
-    console.print(f"snapshot {result['snapshot_id']}: {len(rows)} idle targets", highlight=False)
+    console.print(f"snapshot {result['snapshot_id']}: {result['summary']}", highlight=False)
 
 
 def undo(

@@ -2,7 +2,8 @@
 
 A workload is idle only on positive evidence: every GPU it holds at or below the activity
 threshold for the whole window (``activity_max`` is the maximum over its GPUs and the window),
-telemetry complete for that window (coverage and every requested GPU seen), no serving
+telemetry complete for that window (the snapshot's sample-count floor and longest-gap rule,
+``gpuaas.policies.coverage``, which stale telemetry fails, and every requested GPU seen), no serving
 requests in the window, older than the grace period, and not opted out. Anything less is
 ``unknown`` or ``busy`` — missing data is never evidence of idleness.
 
@@ -19,18 +20,21 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from gpuaas.policy import FreeGoal, Policy, ReclaimRule, ReclaimStrategy
+from gpuaas.policies.coverage import incomplete_detail
+from gpuaas.policies.opt_out import opted_out as opted_out_values
+from gpuaas.policy import Actuator, FreeGoal, Policy, ReclaimRule, ReclaimStrategy
 
 __all__ = ["COMPLETE_COVERAGE", "IDLE_COLUMNS", "EffectiveRule", "find_idle", "gpu_evidence", "resolve_rule"]
 
 COMPLETE_COVERAGE = 0.95
-"""Share of expected samples a GPU must have in a window for its telemetry to count as complete."""
+"""Fallback only, for frames without the snapshot's ``complete_Wm`` columns (no gap evidence): the share of
+expected samples a GPU must have. Snapshots carry the gap-based rule of ``gpuaas.policies.coverage``."""
 
 IDLE_COLUMNS = [
     "kind", "namespace", "name", "uid", "tenant", "queue", "cluster_queue", "gpus", "owner_kind", "owner_name",
     "verdict", "reason", "window_minutes", "threshold", "grace_minutes", "free", "activity_max", "activity_avg",
     "coverage", "requests", "held_seconds", "gpus_observed", "idle_seconds",
-    "strategy", "activity_decides",
+    "strategy", "activity_decides", "actuator",
 ]
 
 
@@ -42,6 +46,7 @@ class EffectiveRule:
     grace_minutes: float
     free: FreeGoal
     strategy: ReclaimStrategy = ReclaimStrategy.fixed
+    actuator: Actuator = Actuator.gpuaas
 
 
 def resolve_rule(policy: Policy, kind: str | None, tenant: str | None) -> EffectiveRule:
@@ -54,7 +59,8 @@ def resolve_rule(policy: Policy, kind: str | None, tenant: str | None) -> Effect
         if t.name == tenant:
             layers.append(t.reclaim)
     values = {"enabled": True, "window_minutes": base.window_minutes, "activity_threshold": base.activity_threshold,
-              "grace_minutes": base.grace_minutes, "free": base.free, "strategy": base.strategy}
+              "grace_minutes": base.grace_minutes, "free": base.free, "strategy": base.strategy,
+              "actuator": base.actuator}
     for layer in layers:
         for key in values:
             value = getattr(layer, key)
@@ -82,6 +88,7 @@ def find_idle(workloads: pd.DataFrame, policy: Policy, now: datetime) -> pd.Data
     held["grace_minutes"] = [r.grace_minutes for r in rules]
     held["free"] = [r.free.value for r in rules]
     held["strategy"] = [r.strategy.value for r in rules]
+    held["actuator"] = [r.actuator.value for r in rules]
     enabled = np.array([r.enabled for r in rules])
 
     # Pick each row's evidence from the column of its own window.
@@ -94,14 +101,17 @@ def find_idle(workloads: pd.DataFrame, policy: Policy, now: datetime) -> pd.Data
     held["held_seconds"] = (pd.Timestamp(now) - started).dt.total_seconds()
 
     observed = held["gpus_observed"].astype(float).fillna(0) if "gpus_observed" in held else 0.0
+    held["complete"] = False
+    for minutes in held["window_minutes"].unique():
+        rows = held["window_minutes"] == minutes
+        held.loc[rows, "complete"] = _complete(held, minutes)[rows]
     # NaN samples are counted by count_over_time but carry no activity: incomplete, never idle.
-    complete = ((held["coverage"].fillna(0) >= COMPLETE_COVERAGE) & (observed >= held["gpus"])
-                & held["activity_max"].notna())
+    complete = held["complete"].astype(bool) & (observed >= held["gpus"]) & held["activity_max"].notna()
     serving = held["kind"].isin(policy.reclaim.serving_kinds)
     requests_known_zero = held["requests"].fillna(-1) == 0
     has_requests = held["requests"].fillna(0) > 0
     quiet = held["activity_max"] <= held["threshold"]
-    opted_out = held.get("reclaim", pd.Series(None, index=held.index)).astype(str).str.lower().eq("never")
+    opted_out = opted_out_values(held.get("reclaim", pd.Series(None, index=held.index)))
     excluded_ns = held["namespace"].isin(policy.reclaim.exclude_namespaces)
     excluded_q = held["queue"].isin(policy.reclaim.exclude_queues) | held["cluster_queue"].isin(
         policy.reclaim.exclude_queues)
@@ -127,9 +137,32 @@ def find_idle(workloads: pd.DataFrame, policy: Policy, now: datetime) -> pd.Data
     held["activity_decides"] = ~np.logical_or.reduce([np.asarray(c, dtype=bool) for c in conditions[:-1]])
     held["verdict"] = np.select(conditions, verdicts, default="idle")
     held["reason"] = np.select(conditions, reasons, default="every GPU at or below the threshold for the whole window")
+    blind = held["reason"] == reasons[5]
+    held.loc[blind, "reason"] = [_incomplete_reason(held, i, observed) for i in held.index[blind]]
     held["gpus_observed"] = observed
     held["idle_seconds"] = _idle_seconds(held, observed)
     return held.reindex(columns=IDLE_COLUMNS).reset_index(drop=True)
+
+
+def _complete(held: pd.DataFrame, minutes: float) -> pd.Series:
+    """The snapshot's verdict on the window's telemetry (count floor and longest gap), else the count alone."""
+    column = f"complete_{minutes:g}m"
+    if column in held:
+        return held[column].astype(object).fillna(False).astype(bool)
+    return _column(held, f"coverage_{minutes:g}m").fillna(0) >= COMPLETE_COVERAGE
+
+
+def _incomplete_reason(held: pd.DataFrame, i: Any, observed: pd.Series | float) -> str:
+    row = held.loc[i]
+    gap = row.get(f"gap_{row['window_minutes']:g}m")
+    seen = float(observed[i]) if isinstance(observed, pd.Series) else float(observed)
+    detail = incomplete_detail(_finite(row["coverage"]), _finite(gap), _finite(row.get("telemetry_age_s")), seen,
+                               float(row["gpus"]))
+    return f"telemetry incomplete for the window ({detail})"
+
+
+def _finite(value: Any) -> float | None:
+    return None if value is None or pd.isna(value) or not np.isfinite(float(value)) else float(value)
 
 
 def _windows_of(frame: pd.DataFrame) -> list[float]:
@@ -143,8 +176,8 @@ def _idle_seconds(held: pd.DataFrame, observed: pd.Series | float) -> pd.Series:
     reclaims by waste (GPUs x idle time); NaN for every verdict but ``idle``."""
     seconds = held["window_minutes"].astype(float) * 60
     for minutes in _windows_of(held):
-        quiet = (_column(held, f"activity_max_{minutes:g}m") <= held["threshold"]) & (
-            _column(held, f"coverage_{minutes:g}m").fillna(0) >= COMPLETE_COVERAGE) & (observed >= held["gpus"])
+        quiet = (_column(held, f"activity_max_{minutes:g}m") <= held["threshold"]) & _complete(held, minutes) & (
+            observed >= held["gpus"])
         longer = quiet & (minutes * 60 > seconds) & (minutes <= held["held_seconds"] / 60)
         seconds = seconds.where(~longer, minutes * 60)
     return seconds.where(held["verdict"] == "idle")

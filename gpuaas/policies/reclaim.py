@@ -14,6 +14,8 @@ log already holds go in; decisions come out. Nothing here reads or writes the cl
   reads live objects but old telemetry, and a notebook busy since then looks idle.
 * Opt-outs hold on the owner too: ``gpuaas.io/reclaim: "never"`` on the RayCluster, Notebook,
   ... skips it even when its Workload carries another value (the team annotates what it owns).
+* Not what KEDA scales: a workload whose rule says ``actuator: keda`` is skipped (KEDA acts on
+  the published idle signal; two actuators on one object would fight).
 * Not right after an undo: an object gpuaas restored less than one window ago is skipped,
   because that window's evidence includes the time it was down because of gpuaas.
 * A decision carries what the snapshot read of its target: uid and resourceVersion (a Workload
@@ -36,7 +38,8 @@ from typing import Any
 import pandas as pd
 
 from gpuaas.models import Snapshot
-from gpuaas.policy import WORKLOAD_KINDS, Mode, Policy
+from gpuaas.policies.opt_out import is_opted_out
+from gpuaas.policy import WORKLOAD_KINDS, Actuator, Mode, Policy
 
 __all__ = [
     "STOPPABLE_KINDS",
@@ -192,12 +195,14 @@ def plan_reclaim(snapshot: Snapshot, idle: pd.DataFrame, policy: Policy, mode: M
         outcome, reason = "planned", str(idle_rows["reason"].iloc[0])
         if problem:
             outcome, reason = "skipped", problem
+        elif "actuator" in rows and (rows["actuator"] == Actuator.keda.value).any():
+            outcome, reason = "skipped", "KEDA scales it on gpuaas's idle signal (policy actuator: keda)"
         elif len(idle_rows) < len(rows):
             busy = rows[rows["verdict"] != "idle"].iloc[0]
             outcome, reason = "skipped", f"not every Workload of it is idle ({busy['name']}: {busy['reason']})"
         elif kind != "Workload" and owner is None:
             outcome, reason = "skipped", "owner not in the snapshot: no action on missing data"
-        elif owner is not None and str(_none(owner.get("reclaim")) or "").strip().lower() == "never":
+        elif owner is not None and is_opted_out(owner.get("reclaim")):
             outcome, reason = "skipped", f'opted out on the {kind} (gpuaas.io/reclaim: "never")'
         elif owner is not None and bool(owner.get("stopped")):
             outcome, reason = "skipped", "already stopped"

@@ -14,7 +14,7 @@ itself (``honorLabels: true`` on an unallocated GPU) gets no pod.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from gpuaas.settings import MetricNames
 
@@ -25,7 +25,9 @@ __all__ = [
     "duration",
     "gpu_activity_query",
     "kueue_query",
+    "last_sample_time",
     "matcher",
+    "newest_sample",
     "quote",
     "staleness_query",
     "tag",
@@ -116,39 +118,107 @@ def _by(keys: Sequence[str]) -> str:
     return ", ".join(keys)
 
 
-def _activity(fn: str, m: MetricNames, window: str, percent: bool = True) -> str:
-    """``fn`` of the preferred activity metric, else of GPU_UTIL (scaled from percent), per GPU series."""
-    util = f"{fn}({m.gpu_util_fallback}[{window}])" + (" / 100" if percent else "")
+def _per_signal(make: Callable[[str, bool], str], m: MetricNames) -> str:
+    """``make(metric, is_percent)`` of the preferred activity metric, else of GPU_UTIL, per GPU series."""
     return (
-        f"{tag(f'{fn}({m.gpu_activity}[{window}])', 'gpuaas_signal', m.gpu_activity)}"
-        f" or ignoring(gpuaas_signal) {tag(util, 'gpuaas_signal', m.gpu_util_fallback)}"
+        f"{tag(make(m.gpu_activity, False), 'gpuaas_signal', m.gpu_activity)}"
+        f" or ignoring(gpuaas_signal) {tag(make(m.gpu_util_fallback, True), 'gpuaas_signal', m.gpu_util_fallback)}"
     )
 
 
-def gpu_activity_query(m: MetricNames, window_s: float, sample_interval_s: float) -> str:
-    """Per GPU over one window: activity avg and max (0-1) and coverage (observed/expected samples)."""
+def _activity(fn: str, m: MetricNames, window: str, percent: bool = True) -> str:
+    """``fn`` of the preferred activity metric, else of GPU_UTIL (scaled from percent), per GPU series."""
+    return _per_signal(lambda metric, pct: f"{fn}({metric}[{window}])" + (" / 100" if pct and percent else ""), m)
+
+
+SCRAPE_LABELS = ("job", "instance")
+"""Labels the scrape adds: a GPU's backfilled history lacks them, its live series has them."""
+
+
+def newest_sample(metric: str, m: MetricNames) -> str:
+    """Per series (less the scrape's own labels), the Unix time of its newest sample within the lookback.
+
+    ``timestamp()`` returns a sample's own time only when its argument is a plain selector (given
+    ``A or B`` it returns the evaluation time, so an age computed from it is always 0). The maximum
+    across the scrape labels joins a GPU's history and live series, so that every sample counts;
+    the labels are normalised once, outside the subqueries that call this at every step (it is
+    the expensive part of the cycle's queries).
+    """
+    return f"max without ({_by(SCRAPE_LABELS)}) (timestamp({metric}))"
+
+
+AGE_STEP_S = 240
+"""Step of the subquery that finds samples older than the 5-minute lookback: any step under 300 s
+sees every such sample (each stays visible for 5 minutes), so the newest one is found exactly."""
+
+
+def last_sample_time(metric: str, window: str) -> str:
+    """Per series, the time of its newest sample within the window: the instant selector finds one
+    only within Prometheus's 5-minute lookback, older ones are found by a coarse subquery. A GPU's
+    several series (history and live ones) are joined by the caller's ``min by`` on the age."""
+    return f"(timestamp({metric}) or max_over_time(timestamp({metric})[{window}:{AGE_STEP_S}s]))"
+
+
+def _gaps(m: MetricNames, window_s: float, sample_interval_s: float, at: float) -> str:
+    """``gap`` per GPU (see ``gpu_activity_query``): one subquery per metric.
+
+    At each step the time since the newest sample; where a series has none within the lookback
+    (before its first sample in the window, or in a hole longer than 5 minutes) the time since
+    the window's start instead, for series that have samples in the window (``@`` the evaluation
+    time). The maximum over the steps, plus one step, bounds the longest gap from above.
+    """
+    w, step = duration(window_s), duration(sample_interval_s)
+
+    def gap(metric: str, _pct: bool) -> str:
+        newest = newest_sample(metric, m)
+        present = f"max without ({_by(SCRAPE_LABELS)}) (count_over_time({metric}[{w}] @ {at:.3f}))"
+        since_start = f"{present} * 0 + time() - {at - window_s:.3f}"
+        return f"max_over_time(((time() - {newest}) or ({since_start}))[{w}:{step}]) + {sample_interval_s:g}"
+
+    gaps = tag(f"({_per_signal(gap, m)})", "gpuaas_stat", "gap")
+    # Series that still differ after normalising (both pod labels set, ...) are one GPU: the smaller gap
+    # is an upper bound of the GPU's (more samples can only shorten a gap).
+    return f"min by ({_by(GPU_KEYS)}, gpuaas_stat, gpuaas_signal) ({normalise(gaps, m)})"
+
+
+def gpu_activity_query(m: MetricNames, window_s: float, sample_interval_s: float, at: float) -> str:
+    """Per GPU over the window ending at ``at`` (Unix s): activity avg and max (0-1), coverage
+    (observed/expected samples) and ``gap``, the longest stretch without a sample.
+
+    ``gap`` is an upper bound: a subquery at steps of one sample interval sees at most ``gap - step``
+    since the previous sample, so one step is added back (the true gap is at most one interval
+    shorter, never longer). Before a series' first sample in the window it counts from the window's
+    start; holes longer than Prometheus's 5-minute lookback count from it too (far over any limit).
+    The gap to ``at`` is the GPU's age (``device_query``). All aggregated in PromQL: one query per window.
+    """
     w = duration(window_s)
     expected = max(window_s / sample_interval_s, 1.0)
     parts = [
         tag(f"({_activity('avg_over_time', m, w)})", "gpuaas_stat", "activity_avg"),
         tag(f"({_activity('max_over_time', m, w)})", "gpuaas_stat", "activity_max"),
-        tag(
-            f"clamp_max(({_activity('count_over_time', m, w, percent=False)}) / {expected:g}, 1)",
-            "gpuaas_stat", "coverage",
-        ),
     ]
-    return f"max by ({_by(GPU_KEYS)}, gpuaas_stat, gpuaas_signal) ({normalise(union(parts), m)})"
+    by = f"{_by(GPU_KEYS)}, gpuaas_stat, gpuaas_signal"
+    # Samples of all of a GPU's series count (history and live series with different labels); an HA
+    # pair may double-count, which the cap hides and the gap rule, computed on their union, does not.
+    counted = f"sum by ({by}) ({normalise(tag(_activity('count_over_time', m, w, percent=False), 'gpuaas_stat', 'coverage'), m)})"
+    coverage = f"clamp_max({counted} / {expected:g}, 1)"
+    return (f"max by ({by}) ({normalise(union(parts), m)}) or {coverage}"
+            f" or ({_gaps(m, window_s, sample_interval_s, at)})")
 
 
 def device_query(m: MetricNames, xid_window_s: float) -> str:
-    """Per GPU, latest framebuffer used (MiB), power (W), temperature (C); last XID in the window."""
+    """Per GPU, latest framebuffer used (MiB), power (W), temperature (C); last XID in the window; and
+    ``age_s``, the seconds since the GPU's newest activity sample (within the window)."""
+    window = duration(xid_window_s)
+    age = _per_signal(lambda metric, _pct: f"time() - {last_sample_time(metric, window)}", m)
     parts = [
         tag(m.fb_used, "gpuaas_stat", "fb_used_mib"),
         tag(m.power, "gpuaas_stat", "power_w"),
         tag(m.temperature, "gpuaas_stat", "temperature_c"),
-        tag(f"max_over_time({m.xid_errors}[{duration(xid_window_s)}])", "gpuaas_stat", "xid"),
+        tag(f"max_over_time({m.xid_errors}[{window}])", "gpuaas_stat", "xid"),
     ]
-    return f"max by ({_by(GPU_KEYS)}, gpuaas_stat) ({normalise(union(parts), m)})"
+    newest = f"min by ({_by(GPU_KEYS)}, gpuaas_stat) ({normalise(tag(f'({age})', 'gpuaas_stat', 'age_s'), m)})"
+    return f"max by ({_by(GPU_KEYS)}, gpuaas_stat) ({normalise(union(parts), m)}) or {newest}"
 
 
 def kueue_query() -> str:
@@ -178,9 +248,13 @@ def vllm_query(m: MetricNames, window_s: float) -> str:
 
 
 def staleness_query(m: MetricNames) -> str:
-    """Seconds since the newest sample, per sub-source (dcgm, kueue, vllm); absent when none."""
+    """Seconds since the newest sample, per sub-source (kueue, vllm); absent when none.
+
+    The GPU telemetry's staleness is the smallest of the per-GPU ages that ``device_query`` already
+    returns (``read_prometheus``): ``time() - max(timestamp(A or B))`` answered 0 whatever the age,
+    because ``timestamp()`` of anything but a plain selector is the evaluation time.
+    """
     return union([
-        tag(f"time() - max(timestamp({m.gpu_activity} or {m.gpu_util_fallback}))", "gpuaas_source", "dcgm"),
         tag(f"time() - max(timestamp({KUEUE_PENDING}))", "gpuaas_source", "kueue"),
         tag(f"time() - max(timestamp({m.vllm_request_success}))", "gpuaas_source", "vllm"),
     ])

@@ -5,9 +5,11 @@ fleet size (see ``_promql``): one activity query and one vLLM query per window, 
 each for device stats, Kueue gauges and staleness. Each query is evaluated at the
 snapshot's ``now``.
 
-Coverage is observed samples over expected samples (window / sample interval, capped at 1),
-so a GPU whose series has gaps in the window is visibly partial: missing data is never
-read as idle.
+Coverage is observed samples over expected samples (window / sample interval, capped at 1);
+``longest_gap_s`` is the longest stretch of the window without a sample (between samples, before
+the first one and after the newest one, which is the GPU's ``age_s``), so a GPU whose series
+has a hole in the window is visibly partial even when most samples are there: missing data is
+never read as idle (the rule that uses both: ``gpuaas.policies.coverage``).
 """
 
 from __future__ import annotations
@@ -38,9 +40,10 @@ _KEY_RENAME = {
     "gpuaas_namespace": "namespace", "gpuaas_pod": "pod", "gpuaas_container": "container",
 }
 KEYS = ["host", "gpu", "uuid", "model", "gpu_instance", "namespace", "pod", "container"]
-STATS = ["activity_avg", "activity_max", "coverage"]
-DEVICE_STATS = ["fb_used_mib", "power_w", "temperature_c", "xid"]
-GPU_COLUMNS = [*KEYS, "window_minutes", *STATS, "signal", *DEVICE_STATS]
+STATS = ["activity_avg", "activity_max", "coverage", "gap"]
+DEVICE_STATS = ["fb_used_mib", "power_w", "temperature_c", "xid", "age_s"]
+GPU_COLUMNS = [*KEYS, "window_minutes", "activity_avg", "activity_max", "coverage", "longest_gap_s", "signal",
+               *DEVICE_STATS]
 
 
 @dataclass(frozen=True)
@@ -55,6 +58,8 @@ class PrometheusReading:
     """``namespace, pod, model_name, window_minutes, stat (requests|latency_bucket), finished_reason, le, value``."""
     staleness: dict[str, float] = field(default_factory=dict)
     queries: int = 0
+    sample_interval_s: float = 15.0
+    """The scrape interval the coverage and gap figures were computed against."""
 
 
 def queries_per_cycle(windows: Sequence[float]) -> int:
@@ -94,7 +99,17 @@ def _gpu_frame(activity: list[dict[str, Any]], devices: list[dict[str, Any]]) ->
         wide["signal"] = pd.Series(dtype=object)
     dev = _wide(devices, KEYS, DEVICE_STATS)
     merged = wide.merge(dev, on=KEYS, how="outer") if len(dev) else wide.assign(**{s: float("nan") for s in DEVICE_STATS})
+    merged["longest_gap_s"] = longest_gap(merged)
     return merged.reindex(columns=GPU_COLUMNS).reset_index(drop=True)
+
+
+def longest_gap(gpus: pd.DataFrame) -> pd.Series:
+    """Per GPU and window: the longer of the gap inside the window (from its start) and the age.
+
+    NaN where neither was measured (no series in the window): unknown, never "no gap".
+    """
+    parts = pd.concat([gpus["gap"].astype(float), gpus["age_s"].astype(float).clip(lower=0)], axis=1)
+    return parts.max(axis=1, skipna=True).where(parts.notna().any(axis=1))
 
 
 def _label_frame(results: list[dict[str, Any]], columns: list[str], extra: dict[str, Any]) -> list[dict[str, Any]]:
@@ -124,21 +139,28 @@ def read_prometheus(
         serving: list[dict[str, Any]] = []
         for minutes in windows_minutes:
             extra = {"window_minutes": float(minutes)}
-            activity += _gpu_rows(prom.query(q.gpu_activity_query(m, minutes * 60, sample_interval_s), now), extra)
+            query = q.gpu_activity_query(m, minutes * 60, sample_interval_s, now.timestamp())
+            activity += _gpu_rows(prom.query(query, now), extra)
             serving += _label_frame(
                 prom.query(q.vllm_query(m, minutes * 60), now), ["model_name", "finished_reason", "le"], extra
             )
-        devices = _gpu_rows(prom.query(q.device_query(m, max(windows_minutes) * 60), now), {})
+        longest_s = max(windows_minutes) * 60
+        devices = _gpu_rows(prom.query(q.device_query(m, longest_s), now), {})
         kueue = _label_frame(prom.query(q.kueue_query(), now), ["cluster_queue", "flavor", "resource"], {})
         staleness = {
             r["metric"].get("gpuaas_source", ""): sample_value(r) for r in prom.query(q.staleness_query(m), now)
         }
     finally:
         prom.close()
+    gpus = _gpu_frame(activity, devices)
+    ages = gpus["age_s"].astype(float)
+    if ages.notna().any():
+        staleness["dcgm"] = float(ages.min())  # the newest GPU sample: the per-GPU ages, already fetched
     serving_cols = ["namespace", "pod", "model_name", "window_minutes", "stat", "finished_reason", "le", "value"]
     kueue_cols = ["cluster_queue", "flavor", "resource", "stat", "value"]
     return PrometheusReading(
-        gpus=_gpu_frame(activity, devices),
+        gpus=gpus,
+        sample_interval_s=sample_interval_s,
         kueue=pd.DataFrame(kueue, columns=kueue_cols),
         serving=pd.DataFrame(serving, columns=serving_cols),
         staleness=staleness,
@@ -147,14 +169,19 @@ def read_prometheus(
 
 
 def pod_activity(gpus: pd.DataFrame) -> pd.DataFrame:
-    """Per pod and window across its GPUs: mean of averages, max of maxima, worst coverage."""
+    """Per pod and window across its GPUs: mean of averages, max of maxima, worst coverage, longest gap
+    and oldest newest sample (infinite when a GPU's figure is missing: unknown is never "no gap")."""
     mapped = gpus[(gpus["pod"].fillna("") != "") & gpus["window_minutes"].notna()]
+    mapped = mapped.assign(**{col: pd.to_numeric(mapped[col], errors="coerce").fillna(float("inf"))
+                              for col in ("longest_gap_s", "age_s")})
     return (
         mapped.groupby(["namespace", "pod", "window_minutes"], as_index=False)
         .agg(
             activity_avg=("activity_avg", "mean"),
             activity_max=("activity_max", "max"),
             coverage=("coverage", "min"),
+            longest_gap_s=("longest_gap_s", "max"),
+            age_s=("age_s", "max"),
             gpus_observed=("uuid", "nunique"),
         )
     )

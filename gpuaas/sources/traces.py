@@ -38,12 +38,20 @@ _POD = ("container_ip", "pod")
 
 
 def _read(path: Path) -> pd.DataFrame:
+    if path.is_dir():
+        raise ConfigError("is a directory, not a CSV file", file=path)
     if not path.is_file():
         raise ConfigError("no such file", file=path)
     try:
         return pd.read_csv(path, dtype=str, keep_default_na=False)
-    except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError) as exc:
-        raise ConfigError(f"not a readable CSV ({exc})", file=path) from exc
+    except pd.errors.EmptyDataError as exc:
+        raise ConfigError("empty file: no header row (expected a CSV with a header)", file=path) from exc
+    except UnicodeDecodeError as exc:
+        raise ConfigError(f"not UTF-8: byte 0x{exc.object[exc.start]:02x} ({exc.reason})", file=path) from exc
+    except OSError as exc:
+        raise ConfigError(f"cannot read: {exc.strerror or exc}", file=path) from exc
+    except pd.errors.ParserError as exc:
+        raise ConfigError(f"not a readable CSV ({' '.join(str(exc).split())})", file=path) from exc
 
 
 def _column(df: pd.DataFrame, path: Path, names: Sequence[str]) -> str:

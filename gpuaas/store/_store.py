@@ -52,7 +52,12 @@ class Store:
     def __init__(self, url: str, *, migrate: bool = True) -> None:
         self.url = url
         if url.startswith("sqlite:///"):
-            Path(url.removeprefix("sqlite:///")).expanduser().parent.mkdir(parents=True, exist_ok=True)
+            directory = Path(url.removeprefix("sqlite:///")).expanduser().parent
+            try:
+                directory.mkdir(parents=True, exist_ok=True)
+            except OSError as exc:
+                raise StoreError(f"cannot create the data directory {directory}: {exc.strerror or exc} "
+                                 "(set GPUAAS_DATA_DIR to a writable directory)") from exc
         try:
             self.engine: Engine = create_engine(url, pool_pre_ping=True)
         except (SQLAlchemyError, ValueError, ImportError) as exc:

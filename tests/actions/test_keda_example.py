@@ -4,7 +4,8 @@ Checked against KEDA's own ``scaledobject-prometheus`` example (the fixture), ag
 metric names and labels ``reports.reclaim.idle_metrics`` publishes, and by evaluating its
 query on a real Prometheus in each case that matters: idle -> 0 (scale to zero), busy -> 1,
 gpuaas silent while the Deployment runs -> 1 (never scaled down on a missing signal), at
-zero with pending work -> 1, at zero without -> 0.
+zero with pending work -> 1, at zero without -> 0; and the same idle verdict left behind for
+35 minutes (over the stated 1800 s) -> ignored.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ from __future__ import annotations
 import re
 import time
 from collections.abc import Callable
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -52,33 +54,42 @@ def test_the_scaled_object_has_kedas_shape() -> None:
 
 def test_the_query_selects_what_gpuaas_pushes() -> None:
     query = _load(EXAMPLE)["spec"]["triggers"][0]["metadata"]["query"]
-    families = {f.name: f for f in idle_metrics(pd.DataFrame())}
-    [(name, selector)] = re.findall(r"(gpuaas_\w+)\{([^}]*)\}", query)
-    assert name in families
-    assert {k for k, _ in re.findall(r'(\w+)="([^"]*)"', selector)} <= set(families[name].labels)
+    families = {f.name: f for f in idle_metrics(pd.DataFrame(), evidence_at=datetime.now(UTC))}
+    selected = re.findall(r"(gpuaas_\w+)\{([^}]*)\}", query)
+    assert [name for name, _ in selected] == ["gpuaas_workload_idle", "gpuaas_last_success_timestamp_seconds"]
+    for name, selector in selected:
+        assert name in families
+        # ``job`` is the Pushgateway group's label (honor_labels), not one gpuaas sets itself.
+        assert {k for k, _ in re.findall(r'(\w+)="([^"]*)"', selector)} - {"job"} <= set(families[name].labels)
 
 
 CASES = [
-    # (idle series or None, Deployment replicas or None, pending workloads, expected trigger value)
-    (1.0, 1.0, 0.0, 0.0),
-    (0.0, 1.0, 0.0, 1.0),
-    (None, 1.0, 0.0, 1.0),
-    (None, 0.0, 2.0, 1.0),
-    (None, 0.0, 0.0, 0.0),
+    # (idle series or None, Deployment replicas or None, pending workloads, expected value with a fresh
+    # verdict, expected value once the verdict is 35 minutes old and nobody replaced it)
+    (1.0, 1.0, 0.0, 0.0, 1.0),
+    (0.0, 1.0, 0.0, 1.0, 1.0),
+    (None, 1.0, 0.0, 1.0, 1.0),
+    (None, 0.0, 2.0, 1.0, 1.0),
+    (None, 0.0, 0.0, 0.0, 0.0),
+    (1.0, 0.0, 0.0, 0.0, 0.0),
 ]
+LATER = 35 * 60
 
 
 @pytest.mark.integration
 def test_the_query_on_a_real_prometheus(prometheus_factory: Callable[[Any], PrometheusServer]) -> None:
+    """The Pushgateway keeps serving the last set: a verdict whose snapshot is over 1800 s old is ignored."""
     query = _load(EXAMPLE)["spec"]["triggers"][0]["metadata"]["query"]
-    at = float(int(time.time()) // 60 * 60 - 600)
+    at = float(int(time.time()) // 60 * 60 - 3600)
     samples: list[tuple[str, dict[str, str], float, float]] = []
-    for i, (idle, replicas, pending, _) in enumerate(CASES):
+    for dt in range(-120, LATER + 1, 60):
+        samples.append(("gpuaas_last_success_timestamp_seconds", {"job": "gpuaas_reclaim"}, at, at + dt))
+    for i, (idle, replicas, pending, *_) in enumerate(CASES):
         ns = f"case-{i}"
-        for dt in (-120.0, -60.0, 0.0):
+        for dt in range(-120, LATER + 1, 60):
             if idle is not None:
                 samples.append(("gpuaas_workload_idle", {"namespace": ns, "kind": "Deployment", "name": "llm",
-                                                         "tenant": "t"}, idle, at + dt))
+                                                         "tenant": "t", "job": "gpuaas_reclaim"}, idle, at + dt))
             if replicas is not None:
                 samples.append(("kube_deployment_spec_replicas", {"namespace": ns, "deployment": "llm"}, replicas,
                                 at + dt))
@@ -86,10 +97,11 @@ def test_the_query_on_a_real_prometheus(prometheus_factory: Callable[[Any], Prom
                                                                     "status": "active"}, pending, at + dt))
     samples.sort(key=lambda s: (s[0], sorted(s[1].items()), s[3]))
     server = prometheus_factory(samples)
-    for i, (*_, expected) in enumerate(CASES):
-        resp = httpx.get(f"{server.url}/api/v1/query",
-                         params={"query": query.replace('namespace="team-a"', f'namespace="case-{i}"'), "time": at})
-        resp.raise_for_status()
-        result = resp.json()["data"]["result"]
-        assert len(result) == 1, (i, result)
-        assert float(result[0]["value"][1]) == expected, i
+    for i, (*_, fresh, stale) in enumerate(CASES):
+        for when, expected in ((at, fresh), (at + LATER, stale)):
+            resp = httpx.get(f"{server.url}/api/v1/query", params={
+                "query": query.replace('namespace="team-a"', f'namespace="case-{i}"'), "time": when})
+            resp.raise_for_status()
+            result = resp.json()["data"]["result"]
+            assert len(result) == 1, (i, when - at, result)
+            assert float(result[0]["value"][1]) == expected, (i, when - at)

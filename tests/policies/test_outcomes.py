@@ -13,7 +13,7 @@ import math
 from datetime import UTC, datetime, timedelta
 
 import pytest
-from hypothesis import given
+from hypothesis import example, given
 from hypothesis import strategies as st
 
 from gpuaas.policies.cost import cost_per_outcome
@@ -64,6 +64,7 @@ def test_series_summed_over_pods_per_bound() -> None:
 
 
 @given(st.lists(st.floats(0, 1000), min_size=1, max_size=8), st.floats(0.01, 100))
+@example(counts=[1.0], threshold=0.1)  # the threshold on a bound: exact, error 0
 def test_true_share_is_within_the_bound(counts: list[float], threshold: float) -> None:
     bounds = [0.1 * 2**i for i in range(len(counts))]
     cum, running = [], 0.0
@@ -75,8 +76,9 @@ def test_true_share_is_within_the_bound(counts: list[float], threshold: float) -
     assert slo.fraction is not None and slo.error_bound is not None
     assert 0.0 <= slo.fraction <= 1.0
     # whatever the requests inside the bucket did, the true share is between the bucket's edges
-    lo = max([c for b, c in cum if b <= slo.bucket[0]] or [0.0]) / cum[-1][1]
     hi = max([c for b, c in cum if b <= slo.bucket[1]] or [0.0]) / cum[-1][1]
+    # a threshold on the bucket's upper bound is exact: the share is that bound's count (error 0)
+    lo = hi if slo.bucket[1] == threshold else max([c for b, c in cum if b <= slo.bucket[0]] or [0.0]) / cum[-1][1]
     assert lo - 1e-9 <= slo.fraction <= hi + 1e-9
     assert hi - lo == pytest.approx(slo.error_bound, abs=1e-9)
 

@@ -1,0 +1,133 @@
+"""No traceback for any input on any command: the installed CLI as a real process, fed a corpus of bad input.
+
+Each case checks the exit code (1 failed, 2 usage), that stderr is one line naming what was
+wrong, that no "Traceback" appears anywhere, and that nothing was written (no data directory,
+no database, no env file, no pid file). The last tests pin the top-level handler itself, for
+errors no command maps on its own.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from gpuaas.cli._common import handle_errors
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+@dataclass(frozen=True)
+class Case:
+    args: list[str]
+    code: int
+    says: list[str]
+    """Substrings the one stderr line must contain (``{tmp}`` is the case's temp dir)."""
+    env: dict[str, str] | None = None
+
+
+def _files(tmp: Path) -> Path:
+    """The corpus's inputs; GPUAAS_DATA_DIR points under ``tmp/data``, which must stay absent."""
+    (tmp / "a-dir").mkdir()
+    (tmp / "empty.csv").write_text("")
+    (tmp / "wrong.csv").write_text("when,gpu,busy\n1,a,3\n")
+    (tmp / "good.csv").write_text("timestamp,pod,value\n0,p,1\n60,p,2\n")
+    (tmp / "latin1.yaml").write_bytes(b"reclaim:\n  mode: dry-run  # r\xe9glage\n")
+    (tmp / "latin1.csv").write_bytes(b"timestamp,pod,value\n0,caf\xe9,1\n")
+    (tmp / "a-file").write_text("not a directory\n")
+    return tmp
+
+
+CASES = {
+    "since-overflow": Case(["audit", "list", "--since", "99999999d"], 2, ["--since", "99999999d", "out of range"]),
+    "data-dir-unwritable": Case(["db", "upgrade"], 1, ["{tmp}/a-file/data", "Not a directory"],
+                                env={"GPUAAS_DATA_DIR": "{tmp}/a-file/data"}),
+    "policy-missing": Case(["config", "check", "{tmp}/nope.yaml"], 1, ["{tmp}/nope.yaml", "No such file"]),
+    "policy-is-a-directory": Case(["config", "check", "{tmp}/a-dir"], 1, ["{tmp}/a-dir", "directory"]),
+    "policy-not-utf8": Case(["config", "check", "{tmp}/latin1.yaml"], 1,
+                            ["{tmp}/latin1.yaml", "not UTF-8", "line 2"]),
+    "policy-env-not-utf8": Case(["audit", "list"], 1, ["{tmp}/latin1.yaml", "not UTF-8"],
+                                env={"GPUAAS_POLICY_FILE": "{tmp}/latin1.yaml"}),
+    "csv-missing": Case(["replay", "reclaim", "--utilization", "{tmp}/nope.csv"], 1, ["{tmp}/nope.csv", "no such"]),
+    "csv-is-a-directory": Case(["replay", "reclaim", "--utilization", "{tmp}/a-dir"], 1,
+                               ["{tmp}/a-dir", "directory"]),
+    "csv-empty": Case(["replay", "reclaim", "--utilization", "{tmp}/empty.csv"], 1, ["{tmp}/empty.csv", "no header row"]),
+    "csv-wrong-columns": Case(["replay", "reclaim", "--utilization", "{tmp}/wrong.csv"], 1,
+                              ["{tmp}/wrong.csv", "timestamp", "columns found: when, gpu, busy"]),
+    "qps-wrong-columns": Case(["replay", "reclaim", "--utilization", "{tmp}/good.csv", "--qps", "{tmp}/wrong.csv"],
+                              1, ["{tmp}/wrong.csv", "columns found"]),
+    "csv-not-utf8": Case(["replay", "reclaim", "--utilization", "{tmp}/latin1.csv"], 1,
+                         ["{tmp}/latin1.csv", "not UTF-8"]),
+}
+
+
+def _run(args: list[str], tmp: Path, extra: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "PYTHONPATH": str(ROOT), "HOME": str(tmp),
+           "GPUAAS_DATA_DIR": str(tmp / "data"), "GPUAAS_NVML": "off", "PREFECT_HOME": str(tmp / "prefect"),
+           "COLUMNS": "80"}
+    env.update({k: v.format(tmp=tmp) for k, v in (extra or {}).items()})
+    return subprocess.run([sys.executable, "-m", "gpuaas.cli.app", *[a.format(tmp=tmp) for a in args]],
+                          env=env, capture_output=True, text=True, timeout=120, cwd=tmp)
+
+
+def _check(proc: subprocess.CompletedProcess[str], code: int, says: list[str]) -> str:
+    assert "Traceback" not in proc.stdout + proc.stderr, proc.stderr
+    assert proc.returncode == code, (proc.returncode, proc.stderr)
+    line = proc.stderr.strip()
+    assert line.startswith("error: ") and "\n" not in line, proc.stderr
+    for text in says:
+        assert text in line, (text, line)
+    return line
+
+
+@pytest.mark.parametrize("name", list(CASES))
+def test_bad_input_is_one_line_and_writes_nothing(name: str, tmp_path: Path) -> None:
+    case = CASES[name]
+    tmp = _files(tmp_path)
+    before = sorted(p.relative_to(tmp) for p in tmp.rglob("*"))
+    proc = _run(case.args, tmp, case.env)
+    _check(proc, case.code, [s.format(tmp=tmp) for s in case.says])
+    assert sorted(p.relative_to(tmp) for p in tmp.rglob("*")) == before, "the command wrote something"
+
+
+def test_cluster_up_on_a_busy_port_names_the_port_and_leaves_nothing(tmp_path: Path) -> None:
+    tmp = _files(tmp_path)
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen()
+        port = busy.getsockname()[1]
+        proc = _run(["cluster", "up", "--port", str(port), "--history", "10m", "--env-file", "{tmp}/cluster.env"],
+                    tmp)
+    _check(proc, 1, [f"--port {port}", "in use"])
+    assert not (tmp / "cluster.env").exists()
+    assert not list((tmp / "data").rglob("cluster.pid")) and not list((tmp / "data").rglob("kubeconfig"))
+
+
+def test_usage_errors_keep_exit_code_2(tmp_path: Path) -> None:
+    proc = _run(["audit", "list", "--limit", "zero"], _files(tmp_path))
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr
+    assert "--limit" in proc.stderr
+
+
+@pytest.mark.parametrize("raise_it, says", [
+    (lambda: open("/nonexistent-gpuaas/x.yaml"), ["No such file or directory", "/nonexistent-gpuaas/x.yaml"]),
+    (lambda: b"\xff".decode("utf-8"), ["UnicodeDecodeError", "invalid start byte"]),
+    (lambda: int("twelve"), ["ValueError", "twelve"]),
+    (lambda: 10.0 ** 400, ["OverflowError", "out of range"]),
+], ids=["oserror", "unicode", "valueerror", "overflow"])
+def test_the_top_level_handler_maps_what_no_command_caught(
+    raise_it: Callable[[], object], says: list[str], capsys: pytest.CaptureFixture[str]
+) -> None:
+    with pytest.raises(SystemExit) as exited, handle_errors():
+        raise_it()
+    assert exited.value.code == 1
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("error: ") and "\n" not in err and "Traceback" not in err
+    for text in says:
+        assert text in err, (text, err)

@@ -1,0 +1,91 @@
+"""Where the idle signal may act (policy ``actuator``), and how a blind run reports itself. Pure.
+
+* Dry-run publishes the signal only for workloads whose rule chooses the KEDA path; apply publishes
+  every verdict; every set carries the instant of its evidence.
+* gpuaas never stops a KEDA-path workload itself.
+* A run whose snapshot left most GPU workloads without complete telemetry says so on the first
+  line of its summary, instead of "no idle workloads".
+"""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from typing import Any
+
+import pandas as pd
+import pytest
+
+from gpuaas.models import Snapshot
+from gpuaas.policies.coverage import blind_run_line
+from gpuaas.policies.idle import find_idle, resolve_rule
+from gpuaas.policy import Actuator, parse_policy
+from reports.reclaim import SUCCESS_METRIC, idle_metrics, summary_line, summary_markdown
+from tests.policies.test_idle import NOW, workload
+from tests.policies.test_reclaim import OK, owner, plan, snapshot
+
+POLICY = parse_policy({"reclaim": {"kinds": {"Deployment": {"actuator": "keda"}}},
+                       "tenants": [{"name": "team-b", "namespaces": ["team-b"], "reclaim": {"actuator": "gpuaas"}}]})
+
+
+def _idle_frame() -> pd.DataFrame:
+    rows = [workload("dep", kind="Deployment", owner_kind="Deployment", owner_name="dep"),
+            workload("ray"),
+            workload("dep-b", kind="Deployment", owner_kind="Deployment", owner_name="dep-b", namespace="team-b",
+                     tenant="team-b")]
+    return find_idle(pd.DataFrame(rows), POLICY, NOW)
+
+
+def _published(families: list[Any]) -> dict[str, list[tuple[tuple[str, ...], float]]]:
+    return {f.name: f.samples for f in families}
+
+
+def test_the_actuator_resolves_like_every_other_rule() -> None:
+    assert resolve_rule(POLICY, "Deployment", "team-a").actuator is Actuator.keda
+    assert resolve_rule(POLICY, "Deployment", "team-b").actuator is Actuator.gpuaas  # the tenant's rule wins
+    assert resolve_rule(POLICY, "RayCluster", "team-a").actuator is Actuator.gpuaas  # the default
+    with pytest.raises(Exception, match="actuator"):
+        parse_policy({"reclaim": {"actuator": "hpa"}})
+
+
+def test_dry_run_publishes_only_the_keda_path() -> None:
+    idle = _idle_frame()
+    assert idle.set_index("owner_name")["verdict"].to_dict() == {"dep": "idle", "ray": "idle", "dep-b": "idle"}
+    got = _published(idle_metrics(idle, mode="dry-run", evidence_at=NOW))
+    assert [labels[:3] for labels, _ in got["gpuaas_workload_idle"]] == [("team-a", "Deployment", "dep")]
+    assert got[SUCCESS_METRIC] == [((), NOW.timestamp())]
+
+
+def test_apply_publishes_every_verdict() -> None:
+    got = _published(idle_metrics(_idle_frame(), mode="apply", evidence_at=NOW))
+    assert sorted(labels[2] for labels, _ in got["gpuaas_workload_idle"]) == ["dep", "dep-b", "ray"]
+
+
+def test_gpuaas_never_stops_a_keda_path_workload() -> None:
+    rows = [workload("dep", kind="Deployment", owner_kind="Deployment", owner_name="dep"), workload("ray")]
+    snap = snapshot(rows, [owner("dep", kind="Deployment"), owner("ray")])
+    decisions = {d.name: d for d in plan(snap, policy=POLICY)}
+    assert decisions["ray"].outcome == "planned"
+    assert decisions["dep"].outcome == "skipped" and "KEDA" in decisions["dep"].reason
+
+
+def _blind_snapshot(unknown: int, complete: int) -> Snapshot:
+    telemetry = ["unknown"] * unknown + ["complete"] * complete + ["n/a"]
+    frame = pd.DataFrame({"name": [f"w{i}" for i in range(len(telemetry))], "telemetry": telemetry})
+    return Snapshot(collected_at=NOW - timedelta(minutes=1), windows_minutes=(30.0,), sources=OK, workloads=frame)
+
+
+def test_a_blind_run_says_so_on_its_first_line() -> None:
+    text = summary_markdown([], _blind_snapshot(19, 0), "dry-run", 10)
+    first = text.splitlines()[0]
+    assert "telemetry incomplete for 19 of 19 GPU workloads — nothing judged idle" in first
+    assert "degraded" in first
+    assert summary_line([], _blind_snapshot(19, 0)) == (
+        "telemetry incomplete for 19 of 19 GPU workloads — nothing judged idle")
+
+
+def test_a_few_unknown_workloads_do_not_make_a_run_degraded() -> None:
+    text = summary_markdown([], _blind_snapshot(2, 17), "dry-run", 10)
+    assert text.splitlines()[0] == "# gpuaas reclaim (dry-run)"
+    assert blind_run_line(2, 19, 0) is None
+    assert blind_run_line(10, 19, 3) == "telemetry incomplete for 10 of 19 GPU workloads — only 3 judged idle"
+    assert blind_run_line(0, 0, 0) is None

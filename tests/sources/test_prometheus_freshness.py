@@ -1,0 +1,155 @@
+"""Per-series freshness and the gap-based coverage rule, against a real Prometheus (promtool backfill).
+
+Freshness: three GPUs whose newest sample is 60 s, 4 min and 20 min old. Each GPU's own age
+must be measured (``time() - max(timestamp(A or B))`` answered 0 for all of them: ``or``
+stamps its result with the evaluation time), and a stale GPU makes its workload ``unknown``,
+never idle, through the snapshot and the idle policy. The source's staleness is the age of
+its newest sample (60 s), not 0.
+
+Coverage (1-minute samples, a 30-minute window): isolated missed scrapes (28 of 30 samples, 0.933)
+keep the telemetry complete; a real 5-minute hole in the middle of the window, or a series
+that only starts 4 minutes into it, make it incomplete although most samples are there.
+The number of queries stays fixed.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from datetime import timedelta
+
+import pandas as pd
+import pytest
+
+from gpuaas.cluster.prometheus import PrometheusServer
+from gpuaas.models import Owner, PodGpus, SourceStatus, Workload, WorkloadState
+from gpuaas.policies.idle import find_idle
+from gpuaas.policy import Policy
+from gpuaas.settings import GpuaasSettings, MetricNames
+from gpuaas.snapshot import build_snapshot
+from gpuaas.sources.kube import KubeState
+from gpuaas.sources.prometheus import PrometheusReading, queries_per_cycle, read_prometheus
+from tests.sources.helpers import NOW, Sample
+
+Factory = Callable[[list[Sample]], PrometheusServer]
+ACTIVE = "DCGM_FI_PROF_GR_ENGINE_ACTIVE"
+UTIL = "DCGM_FI_DEV_GPU_UTIL"
+
+
+def _gpu(pod: str, gpu: str) -> dict[str, str]:
+    return {"gpu": gpu, "UUID": f"GPU-{pod}", "Hostname": "node-1", "modelName": "NVIDIA H100 80GB HBM3",
+            "namespace": "team-a", "pod": pod, "container": "main"}
+
+
+def _samples(metric: str, labels: dict[str, str], value: float, *, interval_s: float, newest_age_s: float,
+             span_s: float = 45 * 60, drop: Callable[[float], bool] | None = None) -> list[Sample]:
+    """One sample every ``interval_s`` from ``span_s`` ago up to ``newest_age_s`` ago; ``drop(age)`` removes some."""
+    out = []
+    age = span_s
+    while age >= newest_age_s - 1e-9:
+        if drop is None or not drop(age):
+            out.append((metric, labels, value, NOW.timestamp() - age))
+        age -= interval_s
+    return out
+
+
+def _settings(server: PrometheusServer, interval_s: float) -> GpuaasSettings:
+    return GpuaasSettings(prometheus_url=server.url, metrics=MetricNames(sample_interval_seconds=interval_s))
+
+
+def _verdicts(reading: PrometheusReading, pods: list[str]) -> dict[str, tuple[str, str]]:
+    """Each pod as the only pod of an idle-looking RayCluster of the same name: verdict and reason."""
+    workloads = tuple(
+        Workload("RayCluster", "team-a", f"wl-{p}", f"uid-{p}", "lq", "cq", 0, None, WorkloadState.admitted, True,
+                 1.0, "h100", NOW - timedelta(hours=2), NOW - timedelta(hours=2), "RayCluster", p)
+        for p in pods)
+    owners = tuple(Owner("RayCluster", "team-a", p, f"uid-rc-{p}", "1", 1.0, 1, False) for p in pods)
+    links = tuple(PodGpus("team-a", p, "node-1", 1.0, "RayCluster", p, "RayCluster", p) for p in pods)
+    kube = KubeState("v1beta2", (), (), workloads, (), (), owners, links, (), 0)
+    sources = {"kube": SourceStatus("kube", True), "prometheus": SourceStatus("prometheus", True)}
+    snap = build_snapshot(NOW, [30], sources, kube=kube, prom=reading, policy=Policy())
+    idle = find_idle(snap.workloads, Policy(), NOW).set_index("owner_name")
+    return {p: (str(idle.loc[p, "verdict"]), str(idle.loc[p, "reason"])) for p in pods}
+
+
+@pytest.fixture(scope="module")
+def freshness(prometheus_factory: Factory) -> PrometheusReading:
+    """Idle GPUs (activity 0) on 30 s scrapes; GPU_UTIL only on ``util-*`` (the fallback path)."""
+    samples: list[Sample] = []
+    for pod, age in (("fresh", 60.0), ("late", 240.0), ("gone", 1200.0)):
+        samples += _samples(ACTIVE, _gpu(pod, "0"), 0.0, interval_s=30, newest_age_s=age)
+    samples += _samples(UTIL, _gpu("util-late", "1"), 0.0, interval_s=30, newest_age_s=240.0)
+    server = prometheus_factory(samples)
+    return read_prometheus(_settings(server, 30), NOW, [30])
+
+
+def test_each_gpu_has_its_own_age(freshness: PrometheusReading) -> None:
+    ages = freshness.gpus.drop_duplicates("pod").set_index("pod")["age_s"]
+    assert ages.to_dict() == pytest.approx({"fresh": 60.0, "late": 240.0, "gone": 1200.0, "util-late": 240.0})
+    assert freshness.queries == queries_per_cycle([30])
+
+
+def test_the_source_staleness_is_the_newest_samples_age(freshness: PrometheusReading) -> None:
+    assert freshness.staleness["dcgm"] == pytest.approx(60.0)
+
+
+def test_stale_gpu_telemetry_makes_the_workload_unknown_never_idle(freshness: PrometheusReading) -> None:
+    verdicts = _verdicts(freshness, ["fresh", "late", "gone", "util-late"])
+    assert verdicts["fresh"][0] == "idle"
+    for pod in ("late", "gone", "util-late"):
+        assert verdicts[pod][0] == "unknown", (pod, verdicts[pod])
+        assert "telemetry" in verdicts[pod][1]
+
+
+@pytest.fixture(scope="module")
+def busy_scrape(prometheus_factory: Factory) -> PrometheusReading:
+    """1-minute samples. ``missed``: 3 isolated scrapes lost (28 of the 30 expected in the window). ``hole``: 5 minutes
+    lost in the middle (25 of 30). ``late-start``: the series only begins 4 minutes into the window.
+    ``jitter``: every sample up to 40 s late, two missed. ``handover``: history and live series of one GPU
+    (different labels) back to back; ``handover-hole``: 5 minutes between them."""
+    every = {"interval_s": 60.0, "newest_age_s": 0.0}
+    samples: list[Sample] = []
+    samples += _samples(ACTIVE, _gpu("missed", "0"), 0.0, **every, drop=lambda a: a in (600.0, 1020.0, 1320.0))
+    samples += _samples(ACTIVE, _gpu("hole", "1"), 0.0, **every, drop=lambda a: 840.0 <= a <= 1080.0)
+    samples += _samples(ACTIVE, _gpu("late-start", "2"), 0.0, **every, span_s=26 * 60)
+    jittered = _samples(ACTIVE, _gpu("jitter", "3"), 0.0, **every, drop=lambda a: a in (300.0, 1500.0))
+    samples += [(n, labels, v, ts + 40.0 if int(ts) % 120 == 0 and ts < NOW.timestamp() - 60 else ts)
+                for n, labels, v, ts in jittered]
+    # One GPU, two series: backfilled history without the scrape's labels, then live ones with them.
+    scraped = {"job": "dcgm-exporter", "instance": "10.0.0.7:9400"}
+    for pod, live_from in (("handover", 600.0), ("handover-hole", 300.0)):
+        samples += _samples(ACTIVE, _gpu(pod, "4"), 0.0, interval_s=60.0, newest_age_s=660.0)
+        samples += _samples(ACTIVE, {**_gpu(pod, "4"), **scraped}, 0.0, interval_s=60.0, newest_age_s=0.0,
+                            span_s=live_from)
+    server = prometheus_factory(samples)
+    return read_prometheus(_settings(server, 60), NOW, [30])
+
+
+def test_a_gpu_whose_series_change_labels_counts_all_its_samples(busy_scrape: PrometheusReading) -> None:
+    gpus = busy_scrape.gpus.set_index("pod")
+    assert gpus.loc["handover", "longest_gap_s"] <= 120.0
+    assert gpus.loc["handover-hole", "longest_gap_s"] >= 360.0
+    verdicts = _verdicts(busy_scrape, ["handover", "handover-hole"])
+    assert {p: v[0] for p, v in verdicts.items()} == {"handover": "idle", "handover-hole": "unknown"}
+
+
+def test_isolated_missed_scrapes_do_not_blind_the_fleet(busy_scrape: PrometheusReading) -> None:
+    verdicts = _verdicts(busy_scrape, ["missed", "jitter"])
+    assert {p: v[0] for p, v in verdicts.items()} == {"missed": "idle", "jitter": "idle"}, verdicts
+    gpus = busy_scrape.gpus.set_index("pod")
+    assert gpus.loc["missed", "coverage"] == pytest.approx(28 / 30)  # the 0.933 a 0.95 rule called blind
+    assert gpus.loc["missed", "longest_gap_s"] == pytest.approx(120.0)
+
+
+def test_a_real_gap_in_the_window_still_blinds(busy_scrape: PrometheusReading) -> None:
+    gpus = busy_scrape.gpus.set_index("pod")
+    assert gpus.loc["hole", "coverage"] >= 0.8 and gpus.loc["late-start", "coverage"] >= 0.8  # the count alone passes
+    assert gpus.loc["hole", "longest_gap_s"] >= 300.0
+    assert gpus.loc["late-start", "longest_gap_s"] >= 240.0
+    verdicts = _verdicts(busy_scrape, ["hole", "late-start"])
+    assert {p: v[0] for p, v in verdicts.items()} == {"hole": "unknown", "late-start": "unknown"}
+    assert "gap" in verdicts["hole"][1]
+
+
+def test_the_rule_needs_no_extra_queries(busy_scrape: PrometheusReading) -> None:
+    assert busy_scrape.queries == queries_per_cycle([30]) == 5
+    assert isinstance(busy_scrape.gpus, pd.DataFrame)

@@ -21,7 +21,7 @@ DUTY = "value,timestamp_anon,container_ip\n"
 SWEEP = "rate_rps,replicas,gpus,latency_p95_s\n"
 
 CASES: dict[str, tuple[list[str], str | bytes, str]] = {
-    "reclaim empty": (["replay", "reclaim", "--utilization", "{f}"], "", "not a readable CSV"),
+    "reclaim empty": (["replay", "reclaim", "--utilization", "{f}"], "", "empty file: no header row"),
     "reclaim wrong columns": (["replay", "reclaim", "--utilization", "{f}"], "a,b\n1,2\n", "missing column"),
     "reclaim text value": (["replay", "reclaim", "--utilization", "{f}"], DUTY + "high,1662858720.0,x\n",
                            "value: line 2: not a number: 'high'"),
@@ -29,7 +29,7 @@ CASES: dict[str, tuple[list[str], str | bytes, str]] = {
                          "timestamp_anon: line 2: not a number"),
     "reclaim negative duty": (["replay", "reclaim", "--utilization", "{f}"], DUTY + "-5,1662858720.0,x\n",
                               "negative duty cycle"),
-    "reclaim binary": (["replay", "reclaim", "--utilization", "{f}"], b"\xff\xfe\x00\x01", "not a readable CSV"),
+    "reclaim binary": (["replay", "reclaim", "--utilization", "{f}"], b"\xff\xfe\x00\x01", "not UTF-8: byte 0xff"),
     "philly negative duration": (["replay", "rebalance", "--trace", "{f}", "--trace-format", "philly", "--quotas",
                                   "{q}"], PHILLY + "2017-10-09 07:01:55,-66.0,1,66.0,c\n",
                                  "line 2.duration: must be a finite number >= 0, got '-66.0'"),

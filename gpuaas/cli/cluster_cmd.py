@@ -77,6 +77,9 @@ def up(
         "Enforce the rules of an RBAC manifest (e.g. deployments/kubernetes/rbac.yaml): requests the "
         "--role(s) do not grant get 403, as from a real API server."))] = None,
     role: Annotated[list[str] | None, typer.Option(help="ClusterRole of --rbac to enforce; repeatable.")] = None,
+    token: Annotated[str | None, typer.Option(envvar="GPUAAS_CLUSTER_TOKEN", show_default=False, help=(
+        "Require this bearer token on every API request (401 without it); the kubeconfig written carries "
+        "it. Prefer the GPUAAS_CLUSTER_TOKEN variable: a command line is visible to other users."))] = None,
 ) -> None:
     """Start the embedded cluster and stay in the foreground until stopped."""
     from gpuaas.cluster.apiserver import RBACRules
@@ -107,7 +110,8 @@ def up(
     stop = threading.Event()
     try:
         cluster = EmbeddedCluster(chosen, run_dir, seed=seed, history=window, speed=speed, api_port=port,
-                                  rbac=rules, kubeconfig=kubeconfig or cluster_dir / "kubeconfig")
+                                  rbac=rules, kubeconfig=kubeconfig or cluster_dir / "kubeconfig",
+                                  token=token or None)
     except OSError as exc:
         if exc.errno not in (errno.EADDRINUSE, errno.EADDRNOTAVAIL, errno.EACCES):
             raise

@@ -4,7 +4,7 @@ VENV   ?= .venv
 BIN    := $(VENV)/bin
 APT_PACKAGES := prometheus prometheus-pushgateway postgresql chromium
 
-.PHONY: demo test venv system-deps bench lint clean
+.PHONY: demo test e2e venv system-deps bench lint clean
 
 venv: $(VENV)/.installed
 
@@ -36,6 +36,11 @@ demo: venv system-deps
 
 test: venv system-deps lint
 	PREFECT_SERVER_ANALYTICS_ENABLED=false $(BIN)/python -m pytest
+
+# A real Prefect server, work pool, `prefect deploy --all` and worker against the embedded cluster
+# (also part of `make test`, which runs the whole suite).
+e2e: venv system-deps
+	PREFECT_SERVER_ANALYTICS_ENABLED=false $(BIN)/python -m pytest tests/e2e -q
 
 bench: venv system-deps
 	@for b in bench/bench_*.py; do echo "== $$b"; $(BIN)/python $$b || exit 1; done

@@ -14,20 +14,22 @@ from typing import Any
 from prefect import flow, get_run_logger
 
 from gpuaas.models import SourceStatus
-from gpuaas.settings import load_settings
 from gpuaas.snapshot import SOURCES, assemble_snapshot, failed_source, snapshot_windows
 from tasks._options import retry_options
 from tasks.collect import count_idle_candidates, publish_artifacts, push_summary, read_one_source, store_snapshot
+from tasks.notify import NOTIFY_HOOKS
+from tasks.secrets import flow_settings
 
 
-@flow(name="collect", log_prints=False)
+@flow(name="collect", log_prints=False, **NOTIFY_HOOKS)
 def collect(at: datetime | None = None) -> dict[str, Any]:
     """Collect, store and publish one snapshot; returns its summary (with ``snapshot_id``).
 
-    ``at`` evaluates every query at that instant instead of now (replaying an incident window).
+    Args:
+        at: Evaluate every query at this instant instead of now (empty: now), e.g. to look again at an incident window.
     """
     logger = get_run_logger()
-    settings = load_settings()
+    settings = flow_settings()
     now = at or datetime.now(UTC)
     windows = snapshot_windows(settings)
 

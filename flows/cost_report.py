@@ -18,9 +18,10 @@ from gpuaas.sources.cost_window import parse_window
 from reports.cost_report import cost_report_json
 from tasks._options import retry_options
 from tasks.cost_report import build_report, publish_cost_artifacts, push_cost_metrics, read_window, write_html_report
+from tasks.notify import NOTIFY_HOOKS
 
 
-@flow(name="cost_report", log_prints=False)
+@flow(name="cost_report", log_prints=False, **NOTIFY_HOOKS)
 def cost_report(window: str = "1d", at: datetime | None = None, compare: bool = True,
                 html: bool = True) -> dict[str, Any]:
     """Cost per verified outcome over ``window`` ending at ``at`` (default now); returns the JSON document."""

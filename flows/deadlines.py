@@ -20,10 +20,8 @@ from typing import Any
 from prefect import flow, get_run_logger
 
 from flows.collect import collect
-from flows.reclaim import _writes_lock
 from gpuaas.actions.deadline_holds import NudgeResult
 from gpuaas.policy import Mode
-from gpuaas.settings import load_settings
 from reports.deadlines import pool_dicts
 from tasks._options import retry_options
 from tasks.deadlines import (
@@ -35,7 +33,10 @@ from tasks.deadlines import (
     release_due_holds,
     undo_deadline_holds,
 )
+from tasks.notify import NOTIFY_HOOKS
 from tasks.reclaim import load_snapshot
+from tasks.secrets import flow_settings
+from tasks.writes import cluster_writes as _writes_lock  # the Prefect slot + store lock reclaim takes too
 
 
 def _results(results: list[NudgeResult]) -> list[dict[str, Any]]:
@@ -44,12 +45,12 @@ def _results(results: list[NudgeResult]) -> list[dict[str, Any]]:
             for r in results]
 
 
-@flow(name="deadlines", log_prints=False)
+@flow(name="deadlines", log_prints=False, **NOTIFY_HOOKS)
 def deadlines(apply: bool = False, at: datetime | None = None, nudge: bool = True,
               undo: list[int] | None = None) -> dict[str, Any]:
     """Plan deadlines once; returns ``{"snapshot_id", "pools", "pushed_samples", "mode", "released", "nudges"}``."""
     logger = get_run_logger()
-    settings = load_settings()
+    settings = flow_settings()
     if undo:
         with _writes_lock(settings, f"deadlines-{uuid.uuid4()}"):
             return {"undo": _results(undo_deadline_holds(settings, list(undo)))}

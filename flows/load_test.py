@@ -17,9 +17,10 @@ from gpuaas.loadtest import LoadTestConfig, json_safe
 from gpuaas.settings import load_settings
 from tasks.capacity import compute_capacity
 from tasks.load_test import publish_load_test_artifacts, record_run, run_load_sweep, write_load_test_files
+from tasks.notify import NOTIFY_HOOKS
 
 
-@flow(name="load_test", log_prints=False)
+@flow(name="load_test", log_prints=False, **NOTIFY_HOOKS)
 def load_test(url: str, model: str, rates: list[float], slo_quantile: str = "p95", slo_seconds: float = 2.0,
               prompt_tokens: int = 128, output_tokens: int = 32, max_requests_per_step: int = 500,
               step_seconds: float = 30.0, out: str | None = None, api: str = "completions",

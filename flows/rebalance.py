@@ -19,15 +19,15 @@ import pandas as pd
 from prefect import flow, get_run_logger
 
 from flows.collect import collect
-from flows.reclaim import _writes_lock  # the one context manager for the cluster-writes lock
 from gpuaas.actions._lock_owner import new_holder
 from gpuaas.models import Snapshot
 from gpuaas.policy import Mode
-from gpuaas.settings import GpuaasSettings, load_settings
+from gpuaas.settings import GpuaasSettings
 from gpuaas.sources.queue_history import HISTORY_COLUMNS
 from reports.rebalance import CohortOutcome, outcome_dicts
 from tasks._options import retry_options
 from tasks.deadlines import plan_deadlines
+from tasks.notify import NOTIFY_HOOKS
 from tasks.rebalance import (
     apply_plans,
     plan_cohorts,
@@ -37,6 +37,8 @@ from tasks.rebalance import (
     recent_changes,
 )
 from tasks.reclaim import load_snapshot
+from tasks.secrets import flow_settings
+from tasks.writes import cluster_writes as _writes_lock  # the Prefect slot + store lock reclaim takes too
 
 
 def _degraded(snapshot: Snapshot, history_error: str | None) -> str | None:
@@ -67,7 +69,7 @@ def _plan(settings: GpuaasSettings, now: datetime, cohort: str | None, window_da
     return snapshot_id, snapshot, pools, outcomes, _degraded(snapshot, history_error)
 
 
-@flow(name="rebalance", log_prints=False)
+@flow(name="rebalance", log_prints=False, **NOTIFY_HOOKS)
 def rebalance(apply: bool = False, cohort: str | None = None, history_days: float | None = None,
               at: datetime | None = None) -> dict[str, Any]:
     """Rebalance once; returns ``{"mode", "snapshot_id", "degraded", "cohorts": [...]}``.
@@ -77,7 +79,7 @@ def rebalance(apply: bool = False, cohort: str | None = None, history_days: floa
     policy's ``usage_lookback_days``.
     """
     logger = get_run_logger()
-    settings = load_settings()
+    settings = flow_settings()
     rb = settings.policy.rebalance
     mode = Mode.apply if apply or rb.mode is Mode.apply else Mode.dry_run
     window = history_days or rb.usage_lookback_days

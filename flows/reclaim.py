@@ -1,10 +1,12 @@
 """The reclaim flow (every 15 minutes): stop GPU workloads that hold GPUs and do nothing.
 
 Collect (the collect flow as a subflow: a fresh snapshot at ``at``, stored, then loaded by
-id), decide (pure: idle verdicts, targets, the cap), act (under the store lock
-``cluster-writes``, only in apply mode; dry-run audits decisions and writes nothing to the
-cluster), publish (artifacts, the idle signal on the Pushgateway). ``undo=[audit ids]``
-restores earlier reclaims instead and does nothing else.
+id), decide (pure: idle verdicts, targets, the cap), act (under ``tasks.writes.cluster_writes``,
+the Prefect concurrency slot and store lock that rebalance and deadline nudges share, only in
+apply mode; dry-run audits decisions and writes nothing to the cluster), publish (artifacts, the
+idle signal on the Pushgateway). ``undo=[audit ids]`` restores earlier reclaims instead and does
+nothing else. A run that cannot get the writes within ``GPUAAS_WRITES_WAIT_SECONDS`` writes
+nothing and says so (``writes_busy``); the next scheduled run decides again.
 
 The idle signal never outlives its evidence: a run that fails withdraws what the previous run
 published, one whose snapshot misses a source (or holds stale telemetry) withdraws it instead of
@@ -31,48 +33,47 @@ from gpuaas.models import Snapshot
 from gpuaas.policies.adaptive_live import adaptive_rules
 from gpuaas.policies.reclaim import snapshot_problem
 from gpuaas.policy import Mode
-from gpuaas.settings import GpuaasSettings, load_settings
+from gpuaas.settings import GpuaasSettings
 from reports.reclaim import blind_line, decision_dicts, summary_line
 from tasks._options import retry_options
 from tasks.adaptive import adaptive_history
+from tasks.notify import NOTIFY_HOOKS
 from tasks.reclaim import (
-    acquire_writes_lock,
     act,
     decide,
     find_idle_workloads,
     load_snapshot,
     publish_reclaim_artifacts,
     push_idle_metrics,
-    release_writes_lock,
     undo_actions,
     withdraw_idle_metrics,
 )
+from tasks.secrets import flow_settings
+from tasks.writes import WritesBusy, cluster_writes
 
 
-@contextmanager
-def _writes_lock(settings: GpuaasSettings, holder: str) -> Iterator[None]:
-    """Hold ``cluster-writes`` for the block (rebalance takes the same lock), released whatever happens."""
-    acquire_writes_lock(settings, holder)
-    try:
-        yield
-    finally:
-        release_writes_lock(settings, holder)
-
-
-@flow(name="reclaim", log_prints=False)
+@flow(name="reclaim", log_prints=False, **NOTIFY_HOOKS)
 def reclaim(apply: bool = False, at: datetime | None = None, undo: list[int] | None = None) -> dict[str, Any]:
     """Reclaim idle GPUs once; returns ``{"mode", "snapshot_id", "decisions": [...]}``.
 
     ``apply`` is the operator's explicit choice for this run and overrides the policy's
-    dry-run; the cap and every other rule still hold. ``at`` evaluates the telemetry at that
-    instant (the same window twice acts once).
+    dry-run; the cap and every other rule still hold.
+
+    Args:
+        apply: Stop the idle workloads found (off: dry-run, only decide and audit). The policy's max_actions_per_run cap still holds.
+        at: Judge the telemetry window ending at this instant instead of now (empty: now); the same window twice acts once.
+        undo: Audit ids of earlier reclaims to restore instead of reclaiming (see `gpuaas audit list`); nothing else runs.
     """
     logger = get_run_logger()
-    settings = load_settings()
+    settings = flow_settings()
     holder = new_holder("reclaim")
     if undo:
-        with _writes_lock(settings, holder):
-            restores = undo_actions(settings, list(undo))
+        try:
+            with cluster_writes(settings, holder):
+                restores = undo_actions(settings, list(undo))
+        except WritesBusy as busy:
+            logger.warning("undo: %s", busy)
+            return {"undo": [], "writes_busy": str(busy)}
         for r in restores:
             logger.info("undo #%s: %s %s", r.audit_id, r.result, r.message)
         return {"undo": [asdict(r) for r in restores]}
@@ -100,12 +101,19 @@ def reclaim(apply: bool = False, at: datetime | None = None, undo: list[int] | N
                     time.monotonic() - started)
 
         started = time.monotonic()
-        with _writes_lock(settings, holder) if mode is Mode.apply else nullcontext():
-            results = act(settings, decisions, mode, now)
+        try:
+            with cluster_writes(settings, holder) if mode is Mode.apply else nullcontext():
+                results = act(settings, decisions, mode, now)
+        except WritesBusy as busy:
+            logger.warning("act: %s", busy)
+            publish_reclaim_artifacts([], snapshot, mode, settings.policy.reclaim.max_actions_per_run, busy=str(busy))
+            return {"mode": mode.value, "snapshot_id": snapshot_id, "decisions": [], "writes_busy": str(busy)}
         counts: dict[str, int] = {}
         for result in results:
             counts[result.result] = counts.get(result.result, 0) + 1
-        logger.info("act (%s): %s in %.2fs", mode.value, counts or "nothing to do", time.monotonic() - started)
+        logger.info("act (%s): %s in %.2fs", mode.value,
+                    ", ".join(f"{n} {result}" for result, n in sorted(counts.items())) or "nothing to do",
+                    time.monotonic() - started)
 
         cap = settings.policy.reclaim.max_actions_per_run
         publish_reclaim_artifacts(results, snapshot, mode, cap)

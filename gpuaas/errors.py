@@ -43,6 +43,8 @@ __all__ = [
     "StoreError",
     "TransientError",
     "kube_error_for_status",
+    "redact_endpoint",
+    "scrub_secrets",
 ]
 
 
@@ -75,13 +77,60 @@ class StoreError(PermanentError):
     """The database could not be opened, migrated or written."""
 
 
+_SECRET_PARAMS = ("token", "key", "secret", "password", "passwd", "sig", "signature", "auth", "credential")
+
+
+def redact_endpoint(url: str) -> str:
+    """``url`` without credentials: the userinfo password and secret-looking query values become ``***``.
+
+    Endpoints are settings an operator may write as ``https://user:pass@prom/`` or with
+    ``?access_token=...``; an error message, log line or artifact carries the URL (it says
+    where), never what lets one in.
+    """
+    from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
+
+    try:
+        parts = urlsplit(url)
+        netloc = parts.netloc
+        if "@" in netloc:
+            userinfo, _, host = netloc.rpartition("@")
+            user = userinfo.split(":", 1)[0]
+            netloc = f"{user}:***@{host}" if ":" in userinfo else f"***@{host}"
+        query = parts.query
+        if query:
+            pairs = parse_qsl(query, keep_blank_values=True)
+            query = urlencode([(k, "***" if any(s in k.lower() for s in _SECRET_PARAMS) else v) for k, v in pairs],
+                              safe="*")
+        return urlunsplit((parts.scheme, netloc, parts.path, query, parts.fragment))
+    except ValueError:
+        return "<unparsable URL>"
+
+
+def scrub_secrets(text: str, url: str) -> str:
+    """``text`` with every credential of ``url`` (userinfo, secret query values, raw or
+    percent-encoded) replaced by ``***``: library messages quote the URL they failed on."""
+    from urllib.parse import parse_qsl, quote, unquote, urlsplit
+
+    try:
+        parts = urlsplit(url)
+        secrets = [parts.password or "", parts.username or "" if parts.password is None else ""]
+        secrets += [v for k, v in parse_qsl(parts.query) if any(s in k.lower() for s in _SECRET_PARAMS)]
+    except ValueError:
+        return text
+    for secret in sorted({s for s in secrets if len(s) >= 4}, key=len, reverse=True):
+        for form in sorted({secret, unquote(secret), quote(unquote(secret), safe="")}, key=len, reverse=True):
+            text = text.replace(form, "***")
+    return text
+
+
 class SourceError(GpuaasError):
     """A data source failed. Carries the source name and the URL (never credentials)."""
 
     def __init__(self, message: str, *, source: str, url: str | None = None) -> None:
         self.source = source
-        self.url = url
-        where = f"{source} ({url})" if url else source
+        message = scrub_secrets(message, url) if url else message
+        self.url = redact_endpoint(url) if url else url
+        where = f"{source} ({self.url})" if self.url else source
         super().__init__(f"{where}: {message}")
 
 

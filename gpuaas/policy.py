@@ -34,6 +34,7 @@ __all__ = [
     "RebalancePolicy",
     "ServiceCapacity",
     "ServiceOutcome",
+    "StorePolicy",
     "Tenant",
     "format_validation_error",
     "load_policy",
@@ -43,7 +44,8 @@ WORKLOAD_KINDS = ("RayCluster", "Workload", "InferenceService", "Notebook", "Dep
 
 
 class _Model(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    # No inf/NaN anywhere: ``.inf`` minutes or a NaN threshold would pass every bound check.
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
 
 
 class Mode(str, Enum):
@@ -74,7 +76,9 @@ class Actuator(str, Enum):
 
 Minutes = Annotated[float, Field(gt=0)]
 Fraction = Annotated[float, Field(ge=0, le=1)]
-Gpus = Annotated[int, Field(ge=0)]
+MAX_GPUS = 10_000_000
+Gpus = Annotated[int, Field(ge=0, le=MAX_GPUS)]
+"""A GPU count; above ten million GPUs it is a typo, and a huge number would overflow the planners' arithmetic."""
 
 
 class CollectPolicy(_Model):
@@ -82,6 +86,17 @@ class CollectPolicy(_Model):
     retention_days: Annotated[float, Field(gt=0)] = 14
     max_staleness_seconds: Annotated[float, Field(gt=0)] = 600
     """Telemetry older than this is stale: no action may be based on it."""
+
+
+class StorePolicy(_Model):
+    """What the store keeps: aggregates every cycle for ``collect.retention_days``, full snapshots only a few.
+
+    A full snapshot has a row per Workload and GPU (tens of MB at 16,000 GPUs); later runs and
+    the incident review read the per-queue and per-tenant history and the audit rows instead.
+    """
+
+    keep_full_snapshots: Annotated[int, Field(ge=1)] = 12
+    """Newest full snapshots kept (12 = the last hour at the 5-minute collect)."""
 
 
 class ReclaimStrategy(str, Enum):
@@ -267,14 +282,22 @@ class Policy(_Model):
     deadlines: DeadlinesPolicy = DeadlinesPolicy()
     tenants: list[Tenant] = Field(default_factory=list)
     services: list[ServiceOutcome] = Field(default_factory=list)
+    store: StorePolicy = StorePolicy()
 
     @model_validator(mode="after")
     def _unique_tenants(self) -> Policy:
         seen: set[str] = set()
+        owner: dict[tuple[str, str], str] = {}
         for tenant in self.tenants:
             if tenant.name in seen:
                 raise ValueError(f"tenant {tenant.name!r} is defined twice")
             seen.add(tenant.name)
+            # One owner per namespace and ClusterQueue: tenant_for would silently pick the first.
+            for what, names in (("namespace", tenant.namespaces), ("cluster queue", tenant.cluster_queues)):
+                for name in names:
+                    other = owner.setdefault((what, name), tenant.name)
+                    if other != tenant.name:
+                        raise ValueError(f"{what} {name!r} is in tenants {other!r} and {tenant.name!r}")
         return self
 
     @model_validator(mode="after")

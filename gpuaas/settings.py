@@ -56,6 +56,8 @@ class GpuaasSettings(BaseSettings):
     data_dir: Path = Field(default_factory=default_data_dir)
     database_url: SecretStr | None = None
     """SQLAlchemy URL; unset means SQLite at ``DATA_DIR/gpuaas.db``. PostgreSQL for a shared deployment."""
+    database_password: SecretStr | None = None
+    """Put into ``database_url`` when that has none: the URL can live in plain config, the password in a secret."""
     policy_file: Path | None = None
 
     kubeconfig: Path | None = None
@@ -75,6 +77,10 @@ class GpuaasSettings(BaseSettings):
     request_timeout_seconds: Annotated[float, Field(gt=0)] = 30
     retries: Annotated[int, Field(ge=0)] = 3
     retry_backoff_seconds: Annotated[float, Field(ge=0)] = 2
+    writes_wait_seconds: Annotated[float, Field(ge=0)] = 60
+    """How long a writing flow waits for another one's cluster writes before it gives up, writing nothing."""
+    writes_lease_seconds: Annotated[float, Field(gt=0)] = 900
+    """Lease of the cluster-writes locks: a killed holder's lock is taken over after this."""
 
     @property
     def sqlite_path(self) -> Path:
@@ -92,7 +98,15 @@ class GpuaasSettings(BaseSettings):
     @property
     def database_url_value(self) -> str:
         if self.database_url is not None:
-            return self.database_url.get_secret_value()
+            url = self.database_url.get_secret_value()
+            if self.database_password is None:
+                return url
+            from sqlalchemy.engine import make_url
+
+            parsed = make_url(url)
+            if parsed.password:
+                return url
+            return parsed.set(password=self.database_password.get_secret_value()).render_as_string(hide_password=False)
         return f"sqlite:///{self.sqlite_path}"
 
     @cached_property

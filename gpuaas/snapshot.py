@@ -153,7 +153,7 @@ def _telemetry(frame: pd.DataFrame, kube: KubeState, prom: PrometheusReading | N
         observed = observed.where(observed > 0, pd.Series(seen, index=frame.index))
         interval = prom.sample_interval_s if prom is not None else 1.0
         window_complete = telemetry_complete(merged["coverage"], merged["longest_gap_s"], interval).to_numpy() & (
-            seen >= frame["gpus"].to_numpy())
+            seen >= frame["gpus"].to_numpy()) & merged["activity_max"].astype(float).notna().to_numpy()
         frame["complete" + suffix] = window_complete
         complete &= window_complete
     frame["gpus_observed"] = observed

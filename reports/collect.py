@@ -16,10 +16,10 @@ def backlog_rows(summary: dict[str, Any]) -> list[dict[str, Any]]:
     rows = [
         {
             "queue": q["name"],
-            "cohort": q["cohort"] or "-",
+            "cohort": q["cohort"] or "",
             "pending workloads": q["pending_workloads"],
             "pending GPUs": q["pending_gpus"],
-            "oldest pending": duration(q["oldest_pending_seconds"]),
+            "oldest pending": duration(q["oldest_pending_seconds"]) if q["oldest_pending_seconds"] else "",
             "admitted GPUs": q["admitted_gpus"],
             "nominal GPUs": q["nominal_gpus"],
         }
@@ -33,9 +33,10 @@ def quality_rows(snapshot: Snapshot) -> list[dict[str, Any]]:
     for name, status in sorted(snapshot.sources.items()):
         rows.append({
             "source": name,
-            "ok": "yes" if status.ok else "NO",
+            # An optional source (NVML in auto mode) that is absent is no failure: say so, not "NO".
+            "ok": "yes" if status.ok else ("not used (optional)" if not status.required else "NO"),
             "latency s": round(status.latency_s, 3),
-            "staleness s": "-" if status.staleness_s is None else round(status.staleness_s, 1),
+            "staleness s": "" if status.staleness_s is None else round(status.staleness_s, 1),
             "error": (status.error or "")[:200],
         })
     return rows
@@ -44,7 +45,13 @@ def quality_rows(snapshot: Snapshot) -> list[dict[str, Any]]:
 def summary_markdown(summary: dict[str, Any], idle_candidates: int, degraded: bool) -> str:
     pending = sum(q["pending_gpus"] for q in summary["queues"])
     admitted = sum(q["admitted_gpus"] for q in summary["queues"])
+    failed = [n for n, s in summary["sources"].items() if not s["ok"] and n in summary.get("required_sources", [n])]
+    first = (f"Snapshot {summary.get('snapshot_id')}: {summary['workloads']} workloads, {pending:g} GPUs waiting, "
+             f"{idle_candidates} idle candidates" + (f" — degraded: {', '.join(failed)} did not answer."
+                                                    if degraded else "."))
     lines = [
+        first,
+        "",
         "# gpuaas collect",
         "",
         f"- **{summary['workloads']}** workloads, **{admitted:g}** GPUs admitted, **{pending:g}** GPUs waiting",
@@ -52,7 +59,6 @@ def summary_markdown(summary: dict[str, Any], idle_candidates: int, degraded: bo
         f"- **{summary['unknown_telemetry']}** workloads with incomplete telemetry (never treated as idle)",
     ]
     if degraded:
-        failed = [n for n, s in summary["sources"].items() if not s["ok"]]
         lines.append(f"- :warning: degraded snapshot: {', '.join(failed)} did not answer")
     return "\n".join(lines) + "\n"
 

@@ -33,26 +33,27 @@ def decision_dicts(results: Sequence[ActionResult]) -> list[dict[str, Any]]:
 
 
 def _evidence_text(evidence: dict[str, Any]) -> str:
+    """``max activity 0.00 ≤ 0.05 over 30 m, 100% seen``: the numbers behind the verdict, short."""
     act = evidence.get("activity_max")
     req = evidence.get("requests")
-    parts = [f"max activity {act:.3f}" if act is not None else "max activity -",
-             f"<= {evidence.get('threshold')}", f"over {evidence.get('window_minutes'):g}m",
-             f"coverage {evidence.get('coverage') or 0:.0%}",
-             f"{evidence.get('gpus_observed', 0):g}/{evidence.get('gpus_requested', 0):g} GPUs seen"]
+    window = f"over {evidence.get('window_minutes') or 0:g} m"
+    parts = [f"max activity {act:.2f} ≤ {evidence.get('threshold')} {window}" if act is not None
+             else f"no activity data {window}", f"{evidence.get('coverage') or 0:.0%} seen"]
+    observed, requested = evidence.get("gpus_observed", 0), evidence.get("gpus_requested", 0)
+    if observed != requested:
+        parts.append(f"{observed:g} of {requested:g} GPUs reporting")
     if req is not None:
         parts.append(f"{req:g} requests")
-    if evidence.get("window_reason"):
-        parts.append(f"adaptive: {evidence['window_reason']}")
     return ", ".join(parts)
 
 
 def decision_rows(results: Sequence[ActionResult]) -> list[dict[str, Any]]:
-    """The people form: the table artifact and ``--format table``."""
+    """The people form: the table artifact (no cell is a bare "-": the UI renders that as a bullet)."""
     return [{
-        "audit id": r.audit_id, "workload": r.decision.ref, "tenant": r.decision.tenant or "-",
-        "GPUs": r.decision.gpus, "idle for": duration(r.decision.idle_seconds),
-        "evidence": _evidence_text(r.decision.evidence),
-        "action": f"{r.method} (frees {r.frees})" if r.method else "-", "result": r.result, "reason": r.reason,
+        "workload": r.decision.ref, "tenant": r.decision.tenant or "", "GPUs": r.decision.gpus,
+        "idle for": duration(r.decision.idle_seconds) if r.decision.idle_seconds else "", "evidence": _evidence_text(r.decision.evidence),
+        "action": f"{r.method} (frees {r.frees})" if r.method else "", "result": r.result, "reason": r.reason,
+        "audit id": r.audit_id if r.audit_id is not None else "",
     } for r in results]
 
 
@@ -67,6 +68,17 @@ def gpu_price(snapshot: Snapshot, kind: str, namespace: str, name: str) -> tuple
             if hours > 0:
                 return float(frame["gpu_cost"].sum()) / hours, scope
     return ASSUMED_GPU_HOURLY_PRICE, f"assumed ${ASSUMED_GPU_HOURLY_PRICE:g}/GPU-hour (no OpenCost data)"
+
+
+def _price_sources(sources: list[str]) -> str:
+    """``OpenCost (this workload for 2, fleet average for 1)``: each source once, with its count."""
+    counts: dict[str, int] = {}
+    for source in sources:
+        counts[source] = counts.get(source, 0) + 1
+    opencost = {k.removeprefix("OpenCost, "): v for k, v in counts.items() if k.startswith("OpenCost, ")}
+    parts = [f"OpenCost ({', '.join(f'{k} for {v}' for k, v in sorted(opencost.items()))})"] if opencost else []
+    parts += [k for k in sorted(counts) if not k.startswith("OpenCost, ")]
+    return "; ".join(parts)
 
 
 def telemetry_counts(snapshot: Snapshot) -> tuple[int, int]:
@@ -92,28 +104,43 @@ def summary_line(results: Sequence[ActionResult], snapshot: Snapshot) -> str:
     return f"{len(results)} idle targets: " + (", ".join(f"{k} {v}" for k, v in sorted(counts.items())) or "none")
 
 
-def summary_markdown(results: Sequence[ActionResult], snapshot: Snapshot, mode: str, cap: int) -> str:
+def summary_markdown(results: Sequence[ActionResult], snapshot: Snapshot, mode: str, cap: int,
+                     busy: str | None = None) -> str:
+    """First line: what the run did, or why it did nothing. ``busy``: another run held the cluster writes."""
+    title = f"# gpuaas reclaim ({mode})"
+    if busy:
+        return f"{busy[0].upper()}{busy[1:]}; the next run decides again.\n\n{title}\n"
     acted = [r for r in results if r.result in ("applied", "planned")]
     gpus = sum(r.decision.gpus for r in acted)
     idle_hours = sum(r.decision.gpus * r.decision.idle_seconds / 3600 for r in acted)
-    cost, sources = 0.0, set()
+    cost, sources = 0.0, []
     for r in acted:
         price, source = gpu_price(snapshot, r.decision.kind, r.decision.namespace, r.decision.name)
         cost += price * r.decision.gpus
-        sources.add(source)
-    verb = "freed" if mode == "apply" else "would be freed (dry-run: nothing was changed)"
+        sources.append(source)
     counts = pd.Series([r.result for r in results], dtype=object).value_counts().to_dict()
     quota = sum(r.decision.gpus for r in acted if r.frees == "quota")
     blind = blind_line(results, snapshot)
-    lines = [
-        f"# gpuaas reclaim ({mode}): degraded — {blind}" if blind else f"# gpuaas reclaim ({mode})", "",
-        f"- **{gpus:g}** GPUs {verb}: **{quota:g}** with their quota returned to the queue, "
-        f"**{gpus - quota:g}** compute only (the reservation is kept)",
-        f"- **{idle_hours:.1f}** GPU-hours had already been held idle by them",
-        f"- **${cost:,.2f} per hour** {verb}; price: {', '.join(sorted(sources)) or '-'}",
-        f"- results: {', '.join(f'{k} {v}' for k, v in sorted(counts.items())) or 'no idle workloads'}"
-        f" (cap {cap} actions per run)",
-    ]
+    if not results:
+        first = (f"Nothing to reclaim (degraded): {blind}." if blind
+                 else f"Nothing to reclaim: no idle GPU workloads among {telemetry_counts(snapshot)[1]}.")
+    elif blind:
+        first = f"Degraded run: {blind}."
+    elif mode == "apply":
+        first = f"{gpus:g} GPUs freed by stopping {len(acted)} idle workloads (${cost:,.2f} per hour)."
+    else:
+        first = (f"Dry-run: {gpus:g} GPUs would be freed by stopping {len(acted)} idle workloads "
+                 f"(${cost:,.2f} per hour); nothing was changed.")
+    lines = [first, "", title, ""]
+    if acted:
+        lines += [
+            f"- **{gpus:g}** GPUs: **{quota:g}** with their quota returned to the queue, "
+            f"**{gpus - quota:g}** compute only (the reservation is kept)",
+            f"- **{idle_hours:.1f}** GPU-hours had already been held idle by them",
+            f"- price per GPU-hour: {_price_sources(sources)}",
+        ]
+    lines.append(f"- results: {', '.join(f'{k} {v}' for k, v in sorted(counts.items())) or 'none'}"
+                 f" (cap {cap} actions per run)")
     if snapshot.degraded:
         lines.append("- :warning: degraded snapshot: no action was taken on its missing parts")
     return "\n".join(lines) + "\n"

@@ -9,6 +9,7 @@ from prefect import task
 from prefect.artifacts import create_markdown_artifact, create_table_artifact
 from prefect.cache_policies import NO_CACHE
 
+from gpuaas.fleet_history import queue_aggregates, tenant_aggregates
 from gpuaas.models import Snapshot, SourceStatus
 from gpuaas.policies.idle import find_idle
 from gpuaas.pushgateway import push_metrics
@@ -30,11 +31,19 @@ def read_one_source(
 
 @task(name="store-snapshot", cache_policy=NO_CACHE, retries=2, retry_delay_seconds=2)
 def store_snapshot(settings: GpuaasSettings, snapshot: Snapshot, summary: dict[str, Any]) -> int:
-    """Persist the snapshot and prune the ones past retention; returns the snapshot id."""
+    """Persist the cycle's per-queue and per-tenant history and the full snapshot, then prune
+    (history past retention, full snapshots past the newest ``store.keep_full_snapshots``);
+    returns the snapshot id."""
+    policy = settings.policy
+    queues = queue_aggregates(snapshot).to_dict(orient="records")
+    tenants = tenant_aggregates(snapshot, policy).to_dict(orient="records")
+    retention = timedelta(days=policy.collect.retention_days)
     store = open_store(settings)
     try:
+        store.save_history(snapshot.collected_at, queues, tenants)
         record = store.save_snapshot(snapshot.collected_at, summary, {"snapshot": snapshot.to_json()})
-        store.prune_snapshots(timedelta(days=settings.policy.collect.retention_days), now=snapshot.collected_at)
+        store.prune_snapshots(retention, now=snapshot.collected_at, keep_latest=policy.store.keep_full_snapshots)
+        store.prune_history(retention, now=snapshot.collected_at)
         return int(record.id or 0)
     finally:
         store.close()

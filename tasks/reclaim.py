@@ -6,7 +6,7 @@ from dataclasses import replace
 from datetime import datetime, timedelta
 
 import pandas as pd
-from prefect import get_run_logger, runtime, task
+from prefect import runtime, task
 from prefect.artifacts import create_markdown_artifact, create_table_artifact
 from prefect.cache_policies import NO_CACHE
 
@@ -20,7 +20,6 @@ from gpuaas.actions import (
     recover_interrupted,
     undo_entries,
 )
-from gpuaas.actions._lock_owner import holder_is_dead
 from gpuaas.errors import ActionRefused
 from gpuaas.models import Snapshot
 from gpuaas.policies.adaptive_live import apply_adaptive
@@ -29,16 +28,12 @@ from gpuaas.policies.reclaim import Decision, finalize_decisions, plan_reclaim
 from gpuaas.policy import Mode
 from gpuaas.pushgateway import delete_metrics, push_metrics
 from gpuaas.settings import GpuaasSettings
-from gpuaas.store import Store, open_store
+from gpuaas.store import open_store
 from reports.reclaim import decision_rows, idle_metrics, summary_markdown
 from tasks._options import IO_TASK_OPTIONS
 
-__all__ = ["IDLE_JOB", "LOCK", "acquire_writes_lock", "act", "decide", "find_idle_workloads", "load_snapshot",
-           "publish_reclaim_artifacts", "push_idle_metrics", "release_writes_lock", "undo_actions",
-           "withdraw_idle_metrics"]
-
-LOCK = "cluster-writes"
-LOCK_TTL = timedelta(minutes=15)
+__all__ = ["IDLE_JOB", "act", "decide", "find_idle_workloads", "load_snapshot", "publish_reclaim_artifacts",
+           "push_idle_metrics", "undo_actions", "withdraw_idle_metrics"]
 
 
 def _run_id() -> str | None:
@@ -76,33 +71,6 @@ def decide(settings: GpuaasSettings, snapshot: Snapshot, idle: pd.DataFrame, mod
     return out
 
 
-@task(name="acquire-lock", cache_policy=NO_CACHE)
-def acquire_writes_lock(settings: GpuaasSettings, holder: str) -> None:
-    store = open_store(settings)
-    try:
-        if not store.acquire_lock(LOCK, holder, LOCK_TTL):
-            held = store.lock_holder(LOCK)
-            if held is None or not holder_is_dead(held) or not _take_over(store, held, holder):
-                raise ActionRefused(f"another flow holds the {LOCK!r} lock: no writes this run")
-    finally:
-        store.close()
-
-
-def _take_over(store: Store, dead: str, holder: str) -> bool:
-    get_run_logger().warning("the %r lock was held by %s, a process that is gone: taking it over", LOCK, dead)
-    store.release_lock(LOCK, dead)
-    return store.acquire_lock(LOCK, holder, LOCK_TTL)
-
-
-@task(name="release-lock", cache_policy=NO_CACHE)
-def release_writes_lock(settings: GpuaasSettings, holder: str) -> None:
-    store = open_store(settings)
-    try:
-        store.release_lock(LOCK, holder)
-    finally:
-        store.close()
-
-
 @task(name="act", cache_policy=NO_CACHE, timeout_seconds=600)
 def act(settings: GpuaasSettings, decisions: list[Decision], mode: Mode, now: datetime) -> list[ActionResult]:
     """Recover interrupted actions (apply), skip what was decided or just restored, cap, then audit and act. Not retried:
@@ -133,11 +101,17 @@ def undo_actions(settings: GpuaasSettings, audit_ids: list[int]) -> list[UndoRes
 
 
 @task(name="publish-artifacts", cache_policy=NO_CACHE)
-def publish_reclaim_artifacts(results: list[ActionResult], snapshot: Snapshot, mode: Mode, cap: int) -> None:
-    create_table_artifact(key="gpuaas-reclaim-decisions", table=decision_rows(results) or [{"workload": "-"}],
-                          description=f"Reclaim decisions ({mode.value}), most wasteful first")
+def publish_reclaim_artifacts(results: list[ActionResult], snapshot: Snapshot, mode: Mode, cap: int,
+                              busy: str | None = None) -> None:
+    rows = decision_rows(results)
+    if rows:
+        create_table_artifact(key="gpuaas-reclaim-decisions", table=rows,
+                              description=f"Reclaim decisions ({mode.value}), most wasteful first")
+    else:  # not a one-row table of placeholders: say why there is nothing
+        create_markdown_artifact(key="gpuaas-reclaim-decisions", markdown=(busy or "No reclaim decisions this run.")
+                                 + "\n", description=f"Reclaim decisions ({mode.value})")
     create_markdown_artifact(key="gpuaas-reclaim-summary",
-                             markdown=summary_markdown(results, snapshot, mode.value, cap))
+                             markdown=summary_markdown(results, snapshot, mode.value, cap, busy=busy))
 
 
 IDLE_JOB = "gpuaas_reclaim"

@@ -57,7 +57,8 @@ def test_prefect_deploy_all_registers_the_schedules(prefect_harness: None, tmp_p
 
     prefect = str(Path(sys.executable).with_name("prefect"))
     env = {**os.environ, "PREFECT_API_URL": str(PREFECT_API_URL.value()), "PREFECT_HOME": str(tmp_path)}
-    for command in ([prefect, "work-pool", "create", "gpuaas", "--type", "process"],
+    env.pop("GPUAAS_PROJECT_DIR", None)
+    for command in ([prefect, "work-pool", "create", "gpuaas", "--type", "process", "--overwrite"],
                     [prefect, "--no-prompt", "deploy", "--all"]):
         done = subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True, timeout=180)
         assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
@@ -68,6 +69,45 @@ def test_prefect_deploy_all_registers_the_schedules(prefect_harness: None, tmp_p
         intervals = {name: [s.schedule.interval.total_seconds() for s in deployed[name].schedules]  # type: ignore[union-attr]
                      for name in ("collect", "reclaim")}
     assert intervals == {"collect": [300.0], "reclaim": [900.0]}
+    _worker_run_with_a_missing_directory_says_why_in_the_run_log(env, tmp_path)
+
+
+def _worker_run_with_a_missing_directory_says_why_in_the_run_log(env: dict[str, str], tmp_path: Path) -> None:
+    """A real process worker runs the deployed pull step: a wrong GPUAAS_PROJECT_DIR is named in the run's log.
+
+    Before, the run crashed with only "Process exited with status code: 1" in the UI.
+    """
+    import subprocess
+    import sys
+    import time
+
+    from prefect.client.orchestration import get_client
+    from prefect.client.schemas.filters import LogFilter, LogFilterFlowRunId
+
+    with get_client(sync_client=True) as client:
+        deployment = client.read_deployment_by_name("collect/collect")
+        # Nothing machine-specific was baked in: the stored step still names the variable.
+        assert deployment.pull_steps == [{"tasks.pull.set_project_directory":
+                                          {"directory": "{{ $GPUAAS_PROJECT_DIR }}"}}]
+        run = client.create_flow_run_from_deployment(
+            deployment.id, job_variables={"env": {"GPUAAS_PROJECT_DIR": "/opt/gpuaas-missing"}})
+    prefect = str(Path(sys.executable).with_name("prefect"))
+    worker = subprocess.run([prefect, "worker", "start", "--pool", "gpuaas", "--run-once"], cwd=tmp_path,
+                            env={**env, "PYTHONPATH": str(ROOT)}, capture_output=True, text=True, timeout=240)
+    assert worker.returncode == 0, worker.stdout[-2000:] + worker.stderr[-2000:]
+    with get_client(sync_client=True) as client:
+        deadline = time.monotonic() + 30
+        while True:
+            state = client.read_flow_run(run.id).state
+            lines = [log.message for log in client.read_logs(
+                log_filter=LogFilter(flow_run_id=LogFilterFlowRunId(any_=[run.id])))]
+            if (state and state.is_final() and any("pull step failed" in m for m in lines)) \
+                    or time.monotonic() > deadline:
+                break
+            time.sleep(0.5)
+    assert state is not None and state.type.value in ("CRASHED", "FAILED"), state
+    why = [m for m in lines if "pull step failed" in m]
+    assert why and "'/opt/gpuaas-missing' (from GPUAAS_PROJECT_DIR) does not exist" in why[0], lines
 
 
 def test_rebalance_runs_nightly_at_two_in_a_stated_timezone() -> None:

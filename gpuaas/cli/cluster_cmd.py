@@ -2,7 +2,9 @@
 
 ``up`` prints the kubeconfig path and the Prometheus and OpenCost URLs and, with
 ``--env-file``, writes them as ``GPUAAS_*`` lines so any gpuaas command run with that
-environment targets the embedded cluster. It stops on Ctrl-C, SIGTERM, SIGHUP (the terminal
+environment targets the embedded cluster — with a ``GPUAAS_DATA_DIR`` of its own (``trial/`` in
+the cluster directory), so that a trial never shares a database with a real deployment on the
+same host. It stops on Ctrl-C, SIGTERM, SIGHUP (the terminal
 closed) or ``gpuaas cluster down`` (which signals the pid in ``cluster.pid``), also while it is
 still starting, and stops every process it started: Prometheus runs in its own session so that
 a Ctrl-C reaches only ``up``, which then stops it in order.
@@ -31,6 +33,7 @@ app = typer.Typer(help="Run the embedded GPU cluster (API server, Kueue, Prometh
                   no_args_is_help=True)
 
 PID_FILE = "cluster.pid"
+TRIAL_DATA_DIR = "trial"
 
 
 def _alive(pid: int) -> bool:
@@ -74,6 +77,9 @@ def up(
         "Enforce the rules of an RBAC manifest (e.g. deployments/kubernetes/rbac.yaml): requests the "
         "--role(s) do not grant get 403, as from a real API server."))] = None,
     role: Annotated[list[str] | None, typer.Option(help="ClusterRole of --rbac to enforce; repeatable.")] = None,
+    token: Annotated[str | None, typer.Option(envvar="GPUAAS_CLUSTER_TOKEN", show_default=False, help=(
+        "Require this bearer token on every API request (401 without it); the kubeconfig written carries "
+        "it. Prefer the GPUAAS_CLUSTER_TOKEN variable: a command line is visible to other users."))] = None,
 ) -> None:
     """Start the embedded cluster and stay in the foreground until stopped."""
     from gpuaas.cluster.apiserver import RBACRules
@@ -104,7 +110,8 @@ def up(
     stop = threading.Event()
     try:
         cluster = EmbeddedCluster(chosen, run_dir, seed=seed, history=window, speed=speed, api_port=port,
-                                  rbac=rules, kubeconfig=kubeconfig or cluster_dir / "kubeconfig")
+                                  rbac=rules, kubeconfig=kubeconfig or cluster_dir / "kubeconfig",
+                                  token=token or None)
     except OSError as exc:
         if exc.errno not in (errno.EADDRINUSE, errno.EADDRNOTAVAIL, errno.EACCES):
             raise
@@ -118,7 +125,12 @@ def up(
 
     for signum in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
         signal.signal(signum, _on_signal)
-    pid_path.write_text(str(os.getpid()))
+    # 'cluster down' run with the env file sourced looks in the trial data dir's cluster dir.
+    trial_dir = cluster_dir / TRIAL_DATA_DIR
+    pid_paths = [pid_path, trial_dir / "cluster" / PID_FILE] if env_file is not None else [pid_path]
+    for path in pid_paths:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(str(os.getpid()))
     try:
         with err_console.status("starting the embedded cluster...") as status:
             cluster._progress = lambda message: status.update(message)
@@ -132,7 +144,8 @@ def up(
         if env_file is not None:
             env_file.parent.mkdir(parents=True, exist_ok=True)
             tmp = env_file.with_name(env_file.name + ".tmp")
-            tmp.write_text("".join(f"{key}={value}\n" for key, value in cluster.settings_env().items()))
+            values = {**cluster.settings_env(), "GPUAAS_DATA_DIR": str(trial_dir.resolve())}
+            tmp.write_text("".join(f"{key}={value}\n" for key, value in values.items()))
             tmp.replace(env_file)  # appears complete or not at all
             console.print(f"environment:    {env_file}", highlight=False)
         err_console.print(f"scenario {chosen.name!r}, seed {seed}; Ctrl-C or 'gpuaas cluster down' to stop")
@@ -143,8 +156,9 @@ def up(
         raise fail(str(exc)) from exc
     finally:
         cluster.stop()
-        if _read_pid(pid_path) == os.getpid():
-            pid_path.unlink(missing_ok=True)
+        for path in pid_paths:
+            if _read_pid(path) == os.getpid():
+                path.unlink(missing_ok=True)
     err_console.print("embedded cluster stopped")
 
 

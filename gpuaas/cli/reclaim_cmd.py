@@ -29,6 +29,8 @@ def reclaim(
     from flows.reclaim import reclaim as reclaim_flow
 
     result: dict[str, Any] = run_flow(reclaim_flow, "reclaiming idle GPUs", apply=apply)
+    if result.get("writes_busy"):
+        raise fail(result["writes_busy"])
     if format is OutputFormat.json:
         print_json({"decisions": result["decisions"], "degraded": result["degraded"], "summary": result["summary"]})
         return
@@ -48,6 +50,8 @@ def undo(
     from flows.reclaim import reclaim as reclaim_flow
 
     result: dict[str, Any] = run_flow(reclaim_flow, "restoring", undo=audit_ids)
+    if result.get("writes_busy"):
+        raise fail(result["writes_busy"])
     rows = result["undo"]
     if format is OutputFormat.json:
         print_json({"undo": rows})

@@ -114,7 +114,7 @@ class EmbeddedCluster:
                  history: timedelta = timedelta(hours=6), clock: Clock | None = None, speed: float = 1.0,
                  api_port: int = 0, opencost_port: int = 0, prometheus_port: int | None = None,
                  kubeconfig: Path | None = None, live_interval: float = 2.0, rbac: RBACRules | None = None,
-                 progress: Any = None, disabled_api_versions: Collection[str] = ()) -> None:
+                 progress: Any = None, disabled_api_versions: Collection[str] = (), token: str | None = None) -> None:
         self.scenario = scenario
         self.data_dir = Path(data_dir)
         self.seed = seed
@@ -127,7 +127,7 @@ class EmbeddedCluster:
         self.sim = Simulation(scenario, self.store, self.kueue, self.clock, seed)
         # disabled_api_versions: e.g. {"kueue.x-k8s.io/v1beta2"}, a cluster with an older Kueue.
         self.api = ApiServer(self.store, port=api_port, rbac=rbac, visibility=self.kueue.pending_workloads,
-                             disabled_versions=disabled_api_versions)
+                             disabled_versions=disabled_api_versions, token=token)  # token: 401 without it
         self.opencost = OpenCostServer(self.sim.ledger, self.clock.now, self.lock, port=opencost_port)
         self.metrics = MetricsEndpoint(self.sim, self.lock)
         self.serving = ServingEndpoints(scenario)  # OpenAI endpoints per InferenceService (gpuaas.cluster.serving)

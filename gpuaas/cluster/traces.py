@@ -50,13 +50,22 @@ def _rows(path: Path, required: set[str]) -> list[dict[str, str]]:
             return [{k.strip(): (v or "").strip() for k, v in row.items() if k} for row in reader]
     except OSError as exc:
         raise ConfigError(f"cannot read trace: {exc.strerror}", file=path) from exc
+    except UnicodeDecodeError as exc:
+        raise ConfigError(f"cannot read trace: not UTF-8 text (byte {exc.start})", file=path) from exc
+    except csv.Error as exc:
+        raise ConfigError(f"cannot read trace: {exc}", file=path) from exc
 
 
 def _num(row: dict[str, str], column: str, path: Path, line: int) -> float:
+    """A finite number >= 0: a negative duration or GPU count, NaN or inf would corrupt the replay."""
     try:
-        return float(row[column])
+        value = float(row[column])
     except ValueError as exc:
         raise ConfigError(f"not a number: {row[column]!r}", file=path, field=f"line {line}.{column}") from exc
+    if not math.isfinite(value) or value < 0:
+        raise ConfigError(f"must be a finite number >= 0, got {row[column]!r}", file=path,
+                          field=f"line {line}.{column}")
+    return value
 
 
 def read_philly(path: Path, max_jobs: int | None = None) -> list[TraceJob]:

@@ -105,7 +105,8 @@ def find_idle(workloads: pd.DataFrame, policy: Policy, now: datetime) -> pd.Data
     for minutes in held["window_minutes"].unique():
         rows = held["window_minutes"] == minutes
         held.loc[rows, "complete"] = _complete(held, minutes)[rows]
-    complete = held["complete"].astype(bool) & (observed >= held["gpus"])
+    # NaN samples are counted by count_over_time but carry no activity: incomplete, never idle.
+    complete = held["complete"].astype(bool) & (observed >= held["gpus"]) & held["activity_max"].notna()
     serving = held["kind"].isin(policy.reclaim.serving_kinds)
     requests_known_zero = held["requests"].fillna(-1) == 0
     has_requests = held["requests"].fillna(0) > 0

@@ -103,6 +103,19 @@ def _spread(total: int, members: Sequence[Cell], nominal: Mapping[Cell, int]) ->
     return {c: f for c, f in zip(members, floors) if f}
 
 
+def _unknown_flavor_notes(policy: Policy, queues: set[str], flavors: set[str]) -> list[str]:
+    """A ``guaranteed_gpus_per_flavor`` key no GPU quota in the cluster has is a typo the plan
+    would otherwise ignore in silence (the tenant keeps only ``guaranteed_gpus``)."""
+    notes = []
+    for tenant in policy.tenants:
+        if not queues & set(tenant.cluster_queues):
+            continue
+        for flavor in sorted(set(tenant.guaranteed_gpus_per_flavor) - flavors):
+            notes.append(f"tenant {tenant.name!r}: guaranteed_gpus_per_flavor names flavor {flavor!r}, which no "
+                         f"ClusterQueue has a GPU quota in (known: {', '.join(sorted(flavors))}); ignored")
+    return notes
+
+
 def cohort_demands(snapshot: Snapshot, history: pd.DataFrame, policy: Policy, *,
                    deadline_gpus: Mapping[Cell, int] | None = None,
                    recent_change: Mapping[Cell, int] | None = None,
@@ -178,7 +191,7 @@ def cohort_demands(snapshot: Snapshot, history: pd.DataFrame, policy: Policy, *,
                 evidence=evidence,
             ))
         limits = limits_of(rb)
-        notes: list[str] = []
+        notes: list[str] = _unknown_flavor_notes(policy, {q for q, _ in nominal}, set(gpu["flavor"].astype(str)))
         little = history_s < rb.min_history_days * 86400
         if little:
             limits = QuotaLimits(limits.max_step_gpus, limits.max_step_percent,

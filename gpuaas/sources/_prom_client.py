@@ -18,7 +18,7 @@ import requests
 from prometheus_api_client import PrometheusApiClientException, PrometheusConnect
 from urllib3.util.retry import Retry
 
-from gpuaas.errors import ConfigError, MalformedResponse, SourceError, SourceUnavailable
+from gpuaas.errors import ConfigError, MalformedResponse, SourceError, SourceUnavailable, scrub_secrets
 from gpuaas.settings import GpuaasSettings
 from gpuaas.sources._retry_after import retry_after_seconds
 
@@ -65,8 +65,13 @@ class PromClient:
         result = self._call(lambda: self._prom.custom_query(expr, params={"time": f"{at.timestamp():.3f}"}),
                             "/api/v1/query")
         for row in result:
-            if not isinstance(row, dict) or "metric" not in row or "value" not in row:
+            if not isinstance(row, dict) or not isinstance(row.get("metric"), dict) or "value" not in row:
                 raise MalformedResponse("result element lacks 'metric'/'value'", source=self.source, url=self.url)
+            try:
+                sample_value(row)
+            except (TypeError, ValueError, IndexError, KeyError) as exc:
+                raise MalformedResponse(f"result element value {str(row['value'])[:60]!r} is not [time, \"number\"]",
+                                        source=self.source, url=self.url) from exc
         return [r for r in result if not math.isnan(sample_value(r))]
 
     def query_range(self, expr: str, start: datetime, end: datetime, step_s: float) -> list[dict[str, Any]]:
@@ -106,7 +111,10 @@ class PromClient:
         except (KeyError, TypeError) as exc:
             raise MalformedResponse(f"query answer lacks field {exc}", source=self.source, url=self.url) from exc
         except requests.exceptions.RequestException as exc:
-            raise SourceUnavailable(f"{type(exc).__name__}: {exc}"[:300], source=self.source, url=self.url) from exc
+            # Not chained: requests quotes the whole URL (a ``?access_token=`` included) and a logged
+            # traceback would print it; the message keeps what failed, scrubbed.
+            text = scrub_secrets(f"{type(exc).__name__}: {exc}", self.url)[:300]  # scrub, then cut
+            raise SourceUnavailable(text, source=self.source, url=self.url) from None
         except PrometheusApiClientException as exc:
             match = _STATUS.search(str(exc))
             status = int(match.group(1)) if match else 0

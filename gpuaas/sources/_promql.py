@@ -20,12 +20,15 @@ from gpuaas.settings import MetricNames
 
 __all__ = [
     "GPU_KEYS",
+    "any_of",
     "device_query",
     "duration",
     "gpu_activity_query",
     "kueue_query",
     "last_sample_time",
+    "matcher",
     "newest_sample",
+    "quote",
     "staleness_query",
     "tag",
     "union",
@@ -46,9 +49,44 @@ def duration(seconds: float) -> str:
     return f"{int(round(seconds))}s"
 
 
+_STRING_ESCAPES = {"\\": "\\\\", '"': '\\"', "\n": "\\n", "\r": "\\r", "\t": "\\t"}
+_RE2_SPECIAL = set("\\.+*?()|[]{}^$")
+
+
+def quote(value: str) -> str:
+    """``value`` as a PromQL double-quoted string literal: the one way any text enters a query.
+
+    Kubernetes names and label values come from the cluster, and Prometheus label values may
+    hold any character; unescaped, ``a"}) or vector(1) or ({x="`` would end the string and
+    add series of its own. PromQL strings take Go's escapes, so ``\\``, ``"`` and control
+    characters are escaped and everything else is literal.
+    """
+    out = []
+    for ch in value:
+        if ch in _STRING_ESCAPES:
+            out.append(_STRING_ESCAPES[ch])
+        elif ord(ch) < 0x20:
+            out.append(f"\\x{ord(ch):02x}")
+        else:
+            out.append(ch)
+    return '"' + "".join(out) + '"'
+
+
+def matcher(label: str, value: str) -> str:
+    """``label="value"`` with the value quoted (label names are ours, never the cluster's)."""
+    return f"{label}={quote(value)}"
+
+
+def any_of(label: str, values: Sequence[str]) -> str:
+    """``label=~"v1|v2"`` matching exactly these values: each is a literal, not a regex
+    (``nvidia.com/gpu`` must not match ``nvidiaXcom/gpu``)."""
+    alternatives = "|".join("".join(f"\\{c}" if c in _RE2_SPECIAL else c for c in v) for v in values)
+    return f"{label}=~{quote(alternatives)}"
+
+
 def tag(expr: str, label: str, value: str) -> str:
     """Add a constant label (the source label does not exist, so the empty regex matches)."""
-    return f'label_replace({expr}, "{label}", "{value}", "gpuaas_none", "")'
+    return f'label_replace({expr}, "{label}", {quote(value)}, "gpuaas_none", "")'
 
 
 def union(exprs: Sequence[str]) -> str:
@@ -56,8 +94,9 @@ def union(exprs: Sequence[str]) -> str:
 
 
 def _copy(expr: str, dst: str, labels: Sequence[str]) -> str:
+    # ``(?s)``: RE2's ``.`` stops at a newline, and a label value may hold one.
     for label in labels:
-        expr = f'label_replace({expr}, "{dst}", "$1", "{label}", "(.+)")'
+        expr = f'label_replace({expr}, "{dst}", "$1", "{label}", "(?s)(.+)")'
     return expr
 
 

@@ -25,7 +25,7 @@ from collections.abc import Sequence
 
 from gpuaas.policy import ServiceOutcome
 from gpuaas.settings import MetricNames
-from gpuaas.sources._promql import KUEUE_USAGE, duration, normalise, tag, union
+from gpuaas.sources._promql import KUEUE_USAGE, any_of, duration, normalise, tag, union
 
 __all__ = [
     "QUALITY_STEP_S",
@@ -49,10 +49,6 @@ def _under(seconds: float) -> str:
 
 def _per_hour(expr: str, step_s: float) -> str:
     return f"({expr}) * {step_s / 3600:.10g}"
-
-
-def _esc(value: str) -> str:
-    return value.replace("\\", "\\\\").replace('"', '\\"')
 
 
 def gpu_hours_query(m: MetricNames, threshold: float, period_s: float, interval_s: float) -> str:
@@ -83,8 +79,7 @@ def _thresholds(services: Sequence[ServiceOutcome], metric: str) -> str:
             continue
         for ns in (s.namespace, ""):  # "": an endpoint scraped without a namespace label
             expr = f"vector({s.quality.threshold:g})"
-            expr = f'label_replace({expr}, "gpuaas_namespace", "{_esc(ns)}", "gpuaas_none", "")'
-            expr = f'label_replace({expr}, "model_name", "{_esc(s.model_name or "")}", "gpuaas_none", "")'
+            expr = tag(tag(expr, "gpuaas_namespace", ns), "model_name", s.model_name or "")  # quoted by tag
             parts.append(expr)
     return union(parts)
 
@@ -111,8 +106,7 @@ def serving_window_query(m: MetricNames, services: Sequence[ServiceOutcome], per
 
 def kueue_hours_query(gpu_resources: Sequence[str], period_s: float, interval_s: float) -> str:
     """Per ClusterQueue and period: GPU quota in use x hours (Kueue's own usage gauge)."""
-    res = "|".join(_esc(r) for r in gpu_resources)
-    inner = f'max_over_time({KUEUE_USAGE}{{resource=~"{res}"}}[{_under(interval_s)}])'
+    inner = f"max_over_time({KUEUE_USAGE}{{{any_of('resource', gpu_resources)}}}[{_under(interval_s)}])"
     expr = f"sum by (cluster_queue) (sum_over_time({inner}[{_under(period_s)}:{duration(interval_s)}]))"
     return _per_hour(expr, interval_s)
 

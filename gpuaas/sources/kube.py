@@ -9,12 +9,13 @@ Kubeflow absent: 404) is reported in ``not_installed`` and is not an error.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import Any, TypeVar
 
 from kubernetes import client
 
-from gpuaas.errors import NotFound
+from gpuaas.errors import MalformedResponse, NotFound
 from gpuaas.models import ClusterQueue, Cohort, LocalQueue, Owner, PodGpus, ResourceFlavor, Workload
 from gpuaas.settings import GpuaasSettings
 from gpuaas.sources._kube_client import KubeLister, make_api_client
@@ -81,8 +82,30 @@ def read_kube(
             api.close()
 
 
+T = TypeVar("T")
+_BAD_SHAPE = (ValueError, TypeError, AttributeError, KeyError, IndexError)
+
+
+def _parsed(kind: str, url: str, parse: Callable[[Any], T], obj: Any) -> T:
+    """``parse(obj)``, or a ``MalformedResponse`` naming the object and why.
+
+    An object that does not have the documented shape (a GPU request that is not a quantity,
+    ``podSets`` that is not a list) fails the source, so the snapshot is degraded with the
+    reason and no policy acts on a picture with a hole in it; never a traceback.
+    """
+    try:
+        return parse(obj)
+    except _BAD_SHAPE as exc:
+        meta = (obj.get("metadata") if isinstance(obj, dict) else None) or {}
+        where = "/".join(str(p) for p in (meta.get("namespace"), meta.get("name")) if p) if isinstance(
+            meta, dict) else "?"
+        detail = str(exc) if isinstance(exc, ValueError) else f"unexpected shape ({type(exc).__name__}: {exc})"
+        raise MalformedResponse(f"{kind} {where or '?'}: {detail}"[:300], source="kube", url=url) from exc
+
+
 def _read(lister: KubeLister, gpu_resources: tuple[str, ...]) -> KubeState:
     missing: list[str] = []
+    url = lister.url
 
     def optional(name: str, fetch: Any) -> list[dict[str, Any]]:
         try:
@@ -102,32 +125,37 @@ def _read(lister: KubeLister, gpu_resources: tuple[str, ...]) -> KubeState:
                 lambda p=plural: lister.custom_objects(KUEUE_GROUP, version, p),
             )
 
+    def owner(kind: str, obj: Any) -> Owner:
+        return _parsed(kind, url, lambda o: parse_owner(o, kind, gpu_resources), obj)
+
+    def template_gpus(kind: str, obj: Any) -> float:
+        return _parsed(kind, url, lambda o: pod_spec_gpus(((o.get("spec") or {}).get("template") or {}).get("spec"),
+                                                          gpu_resources), obj)
+
     owners: list[Owner] = []
     for kind, group, ver, plural in _CRD_OWNERS:
         objs = optional(f"{plural}.{group}/{ver}", lambda g=group, v=ver, p=plural: lister.custom_objects(g, v, p))
-        owners.extend(parse_owner(o, kind, gpu_resources) for o in objs)
+        owners.extend(owner(kind, o) for o in objs)
     for kind, fetch in (("Deployment", lister.deployments), ("StatefulSet", lister.stateful_sets)):
         objs = optional(f"{kind.lower()}s.apps/v1", fetch)
-        owners.extend(
-            parse_owner(o, kind, gpu_resources)
-            for o in objs
-            if pod_spec_gpus(((o.get("spec") or {}).get("template") or {}).get("spec"), gpu_resources) > 0
-        )
-    pods = parse_pods(optional("pods/v1", lister.running_pods), owners, gpu_resources)
+        owners.extend(owner(kind, o) for o in objs if template_gpus(kind, o) > 0)
+    pods = _parsed("Pod", url, lambda ps: parse_pods(ps, owners, gpu_resources), optional("pods/v1", lister.running_pods))
 
-    local_queues = tuple(parse_local_queue(o) for o in kueue.get("localqueues", []))
+    local_queues = tuple(_parsed("LocalQueue", url, parse_local_queue, o) for o in kueue.get("localqueues", []))
     lq_to_cq = {(lq.namespace, lq.name): lq.cluster_queue for lq in local_queues}
     workloads = tuple(
         wl if wl.cluster_queue else replace(wl, cluster_queue=lq_to_cq.get((wl.namespace, wl.queue or "")))
-        for wl in (parse_workload(o, gpu_resources) for o in kueue.get("workloads", []))
+        for wl in (_parsed("Workload", url, lambda o: parse_workload(o, gpu_resources), o)
+                   for o in kueue.get("workloads", []))
     )
     return KubeState(
         kueue_version=version,
-        cluster_queues=tuple(parse_cluster_queue(o) for o in cq_objs),
+        cluster_queues=tuple(_parsed("ClusterQueue", url, parse_cluster_queue, o) for o in cq_objs),
         local_queues=local_queues,
         workloads=workloads,
-        cohorts=tuple(parse_cohort(o) for o in kueue.get("cohorts", [])),
-        resource_flavors=tuple(parse_resource_flavor(o) for o in kueue.get("resourceflavors", [])),
+        cohorts=tuple(_parsed("Cohort", url, parse_cohort, o) for o in kueue.get("cohorts", [])),
+        resource_flavors=tuple(_parsed("ResourceFlavor", url, parse_resource_flavor, o)
+                               for o in kueue.get("resourceflavors", [])),
         owners=tuple(owners),
         pods=tuple(pods),
         not_installed=tuple(missing),

@@ -43,11 +43,11 @@ def _row(name: str, alloc: Mapping[str, Any]) -> dict[str, Any]:
     nested = alloc.get("gpuAllocation") or {}
     return {
         "name": name,
-        "namespace": props.get("namespace", ""),
-        "controller_kind": props.get("controllerKind", ""),
-        "controller": props.get("controller", ""),
-        "pod": props.get("pod", ""),
-        "node": props.get("node", ""),
+        "namespace": props.get("namespace") or "",  # null reads as absent
+        "controller_kind": props.get("controllerKind") or "",
+        "controller": props.get("controller") or "",
+        "pod": props.get("pod") or "",
+        "node": props.get("node") or "",
         "window_start": window.get("start", alloc.get("start")),
         "window_end": window.get("end", alloc.get("end")),
         "minutes": _num(alloc.get("minutes")),
@@ -82,8 +82,8 @@ def parse_allocation(payload: Any, *, url: str | None = None) -> pd.DataFrame:
                 raise MalformedResponse(f"field 'data[{i}].{name}' is not an object", source=SOURCE, url=url)
             try:
                 rows.append(_row(str(name), alloc))
-            except (TypeError, ValueError) as exc:
-                raise MalformedResponse(f"field 'data[{i}].{name}': {exc}", source=SOURCE, url=url) from exc
+            except (TypeError, ValueError, AttributeError) as exc:  # AttributeError: an object that is not one
+                raise MalformedResponse(f"field 'data[{i}].{name}': {exc}"[:300], source=SOURCE, url=url) from exc
     return pd.DataFrame(rows, columns=COST_COLUMNS)
 
 

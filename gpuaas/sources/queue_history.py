@@ -23,7 +23,7 @@ import pandas as pd
 
 from gpuaas.settings import GpuaasSettings
 from gpuaas.sources._prom_client import PromClient, sample_value
-from gpuaas.sources._promql import duration, tag, union
+from gpuaas.sources._promql import any_of, duration, tag, union
 
 __all__ = ["HISTORY_COLUMNS", "history_query", "read_queue_history"]
 
@@ -36,8 +36,7 @@ _PENDING = "kueue_cluster_queue_resource_pending"
 
 def history_query(window_s: float, step_s: float, percentile: float, gpu_resources: Sequence[str]) -> str:
     """The one query of a rebalance run (see the module docstring for its stats)."""
-    res = "|".join(gpu_resources)
-    sel = f'{{resource=~"{res}"}}'
+    sel = f"{{{any_of('resource', gpu_resources)}}}"
     rng = f"[{duration(window_s)}:{duration(step_s)}]"
     q = percentile / 100.0
     cells = "cluster_queue, flavor"

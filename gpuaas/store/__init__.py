@@ -1,13 +1,16 @@
-"""Persistence: the append-only audit log, stored snapshots and run locks (SQLite or PostgreSQL)."""
+"""Persistence: the append-only audit log, stored snapshots, fleet history and run locks (SQLite or PostgreSQL)."""
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from gpuaas.store._models import AuditEntry, Outcome, RunLock, SnapshotRecord, utc_now
+from gpuaas.store._models import AuditEntry, Outcome, QueueSample, RunLock, SnapshotRecord, TenantSample, utc_now
 from gpuaas.store._store import Store, redact_url
 
-__all__ = ["AuditEntry", "Outcome", "RunLock", "SnapshotRecord", "Store", "open_store", "redact_url", "utc_now"]
+__all__ = [
+    "AuditEntry", "Outcome", "QueueSample", "RunLock", "SnapshotRecord", "Store", "TenantSample", "open_store",
+    "redact_url", "utc_now",
+]
 
 
 if TYPE_CHECKING:

@@ -13,11 +13,11 @@ from datetime import UTC, datetime
 from enum import Enum
 from typing import Any
 
-from sqlalchemy import JSON, Column, DateTime, Dialect
+from sqlalchemy import JSON, Column, DateTime, Dialect, LargeBinary
 from sqlalchemy.types import TypeDecorator
 from sqlmodel import Field, SQLModel
 
-__all__ = ["AuditEntry", "Outcome", "RunLock", "SnapshotRecord", "UTCDateTime", "utc_now"]
+__all__ = ["AuditEntry", "Outcome", "QueueSample", "RunLock", "SnapshotRecord", "TenantSample", "UTCDateTime", "utc_now"]
 
 
 def utc_now() -> datetime:
@@ -92,6 +92,8 @@ class SnapshotRecord(SQLModel, table=True):
     collected_at: datetime = _utc_column(index=True)
     summary: dict[str, Any] = Field(default_factory=dict, sa_column=Column(JSON, nullable=False))
     payload: dict[str, Any] = Field(default_factory=dict, sa_column=Column(JSON, nullable=False))
+    compressed: bytes | None = Field(default=None, sa_column=Column(LargeBinary, nullable=True))
+    """The snapshot document, zlib-compressed (``Store`` puts it back into ``payload["snapshot"]``)."""
 
 
 class RunLock(SQLModel, table=True):
@@ -103,3 +105,40 @@ class RunLock(SQLModel, table=True):
     holder: str = Field(max_length=200)
     acquired_at: datetime = _utc_column()
     expires_at: datetime = Field(sa_column=Column(UTCDateTime(), nullable=False))
+
+
+class QueueSample(SQLModel, table=True):
+    """One ClusterQueue and GPU flavor at one collect (``gpuaas.fleet_history.queue_aggregates``)."""
+
+    __tablename__ = "queue_history"
+
+    id: int | None = Field(default=None, primary_key=True)
+    collected_at: datetime = _utc_column(index=True)
+    cluster_queue: str = Field(max_length=253, index=True)
+    flavor: str = Field(default="", max_length=253)
+    cohort: str | None = Field(default=None, max_length=253)
+    tenant: str | None = Field(default=None, max_length=253)
+    nominal_gpus: float = 0.0
+    usage_gpus: float = 0.0
+    reserved_gpus: float = 0.0
+    borrowed_gpus: float = 0.0
+    borrowing_limit_gpus: float | None = None
+    pending_workloads: int = 0
+    pending_gpus: float = 0.0
+    oldest_pending_seconds: float | None = None
+    admitted_workloads: int = 0
+
+
+class TenantSample(SQLModel, table=True):
+    """One tenant at one collect (``gpuaas.fleet_history.tenant_aggregates``)."""
+
+    __tablename__ = "tenant_history"
+
+    id: int | None = Field(default=None, primary_key=True)
+    collected_at: datetime = _utc_column(index=True)
+    tenant: str = Field(max_length=253, index=True)
+    workloads: int = 0
+    allocated_gpus: float = 0.0
+    idle_gpus: float = 0.0
+    unknown_gpus: float = 0.0
+    pending_gpus: float = 0.0

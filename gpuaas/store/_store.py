@@ -8,22 +8,24 @@ deliberately no method that updates or deletes an audit row.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+import zlib
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
+import pandas as pd
 from alembic import command
 from alembic.config import Config
 from alembic.runtime.migration import MigrationContext
 from alembic.script import ScriptDirectory
-from sqlalchemy import Engine, create_engine, delete, event, or_
+from sqlalchemy import Engine, create_engine, delete, event, insert, or_
 from sqlalchemy.exc import IntegrityError, SQLAlchemyError
 from sqlmodel import Session, col, select
 
 from gpuaas.errors import StoreError
-from gpuaas.store._models import AuditEntry, RunLock, SnapshotRecord, utc_now
+from gpuaas.store._models import AuditEntry, QueueSample, RunLock, SnapshotRecord, TenantSample, utc_now
 
 __all__ = ["Store", "redact_url"]
 
@@ -154,29 +156,106 @@ class Store:
     def save_snapshot(
         self, collected_at: datetime, summary: dict[str, Any], payload: dict[str, Any]
     ) -> SnapshotRecord:
-        record = SnapshotRecord(collected_at=_as_utc(collected_at), summary=summary, payload=payload)
+        """Store one snapshot; a ``payload["snapshot"]`` document is kept zlib-compressed.
+
+        The JSON of a snapshot repeats every column name on every row, so it compresses
+        about tenfold; readers get it back as text from ``get_snapshot``/``latest_snapshot``.
+        """
+        document = payload.get("snapshot")
+        compressed = None
+        if isinstance(document, str):
+            compressed = zlib.compress(document.encode(), 6)
+            payload = {k: v for k, v in payload.items() if k != "snapshot"}
+        record = SnapshotRecord(collected_at=_as_utc(collected_at), summary=summary, payload=payload,
+                                compressed=compressed)
         with self.session() as session:
             session.add(record)
             session.commit()
             session.refresh(record)
-        return record
+        return _inflated(record)
 
     def get_snapshot(self, snapshot_id: int) -> SnapshotRecord | None:
         with self.session() as session:
-            return session.get(SnapshotRecord, snapshot_id)
+            record = session.get(SnapshotRecord, snapshot_id)
+        return _inflated(record) if record is not None else None
 
     def latest_snapshot(self) -> SnapshotRecord | None:
         query = select(SnapshotRecord).order_by(col(SnapshotRecord.collected_at).desc()).limit(1)
         with self.session() as session:
-            return session.exec(query).first()
+            record = session.exec(query).first()
+        return _inflated(record) if record is not None else None
 
-    def prune_snapshots(self, older_than: timedelta, now: datetime | None = None) -> int:
-        """Delete snapshots collected before ``now - older_than``; returns how many."""
+    def prune_snapshots(self, older_than: timedelta, now: datetime | None = None,
+                        keep_latest: int | None = None) -> int:
+        """Delete snapshots collected before ``now - older_than`` and all but the newest
+        ``keep_latest``; returns how many."""
         cutoff = _as_utc(now or utc_now()) - older_than
         with self.session() as session:
             result = session.execute(delete(SnapshotRecord).where(col(SnapshotRecord.collected_at) < cutoff))
+            removed = int(getattr(result, "rowcount", 0) or 0)
+            if keep_latest is not None:
+                newest = select(SnapshotRecord.id).order_by(
+                    col(SnapshotRecord.collected_at).desc(), col(SnapshotRecord.id).desc()).limit(keep_latest)
+                kept = [int(i) for i in session.exec(newest) if i is not None]
+                result = session.execute(delete(SnapshotRecord).where(col(SnapshotRecord.id).not_in(kept)))
+                removed += int(getattr(result, "rowcount", 0) or 0)
             session.commit()
-            return int(getattr(result, "rowcount", 0) or 0)
+            return removed
+
+    # -- fleet history (per queue and tenant, every cycle) ------------------------------------
+
+    def save_history(self, collected_at: datetime, queues: Sequence[Mapping[str, Any]],
+                     tenants: Sequence[Mapping[str, Any]]) -> None:
+        """One cycle's aggregates (``gpuaas.fleet_history``), in one transaction."""
+        at = _as_utc(collected_at)
+        with self.session() as session:
+            for table, rows in ((QueueSample, queues), (TenantSample, tenants)):
+                if rows:
+                    session.execute(insert(table), [{**_plain(r), "collected_at": at} for r in rows])
+            session.commit()
+
+    def queue_history(self, since: datetime, until: datetime, *, cluster_queues: Sequence[str] | None = None,
+                      cohort: str | None = None) -> pd.DataFrame:
+        """Per-queue history over ``[since, until)``, oldest first: ``collected_at`` plus
+        ``gpuaas.fleet_history.QUEUE_HISTORY_COLUMNS``, one row per queue, flavor and cycle."""
+        query = select(QueueSample).where(col(QueueSample.collected_at) >= _as_utc(since),
+                                          col(QueueSample.collected_at) < _as_utc(until))
+        if cluster_queues is not None:
+            query = query.where(col(QueueSample.cluster_queue).in_(list(cluster_queues)))
+        if cohort is not None:
+            query = query.where(QueueSample.cohort == cohort)
+        query = query.order_by(col(QueueSample.collected_at), col(QueueSample.cluster_queue),
+                               col(QueueSample.flavor))
+        return self._frame(query, QueueSample)
+
+    def tenant_history(self, since: datetime, until: datetime, *,
+                       tenants: Sequence[str] | None = None) -> pd.DataFrame:
+        """Per-tenant history over ``[since, until)``, oldest first (``TENANT_HISTORY_COLUMNS``)."""
+        query = select(TenantSample).where(col(TenantSample.collected_at) >= _as_utc(since),
+                                           col(TenantSample.collected_at) < _as_utc(until))
+        if tenants is not None:
+            query = query.where(col(TenantSample.tenant).in_(list(tenants)))
+        query = query.order_by(col(TenantSample.collected_at), col(TenantSample.tenant))
+        return self._frame(query, TenantSample)
+
+    def prune_history(self, older_than: timedelta, now: datetime | None = None) -> int:
+        """Delete aggregates collected before ``now - older_than``; returns how many rows."""
+        cutoff = _as_utc(now or utc_now()) - older_than
+        removed = 0
+        with self.session() as session:
+            for table in (QueueSample, TenantSample):
+                result = session.execute(delete(table).where(col(table.collected_at) < cutoff))
+                removed += int(getattr(result, "rowcount", 0) or 0)
+            session.commit()
+        return removed
+
+    def _frame(self, query: Any, table: type[QueueSample] | type[TenantSample]) -> pd.DataFrame:
+        columns = [c for c in table.model_fields if c != "id"]
+        with self.session() as session:
+            rows = [{c: getattr(r, c) for c in columns} for r in session.exec(query)]
+        frame = pd.DataFrame(rows, columns=columns)
+        frame["collected_at"] = pd.to_datetime(frame["collected_at"], utc=True)
+        return frame
 
     # -- run locks ------------------------------------------------------------------------
 
@@ -194,16 +273,36 @@ class Store:
                 return held is not None and held.holder == holder
         return True
 
-    def lock_holder(self, name: str) -> str | None:
-        """The holder of the named lock, expired or not (``None`` when free)."""
+    def lock_holder(self, name: str, now: datetime | None = None) -> str | None:
+        """Who holds the named lock unexpired (for the message of a run that has to give up)."""
+        now = _as_utc(now or utc_now())
         with self.session() as session:
             held = session.get(RunLock, name)
-            return held.holder if held is not None else None
+            return held.holder if held is not None and _as_utc(held.expires_at) >= now else None
 
     def release_lock(self, name: str, holder: str) -> None:
         with self.session() as session:
             session.execute(delete(RunLock).where(col(RunLock.name) == name, col(RunLock.holder) == holder))
             session.commit()
+
+
+def _inflated(record: SnapshotRecord) -> SnapshotRecord:
+    """The record as readers expect it: the snapshot document back in ``payload["snapshot"]``."""
+    if record.compressed is not None:
+        record.payload = {**record.payload, "snapshot": zlib.decompress(record.compressed).decode()}
+        record.compressed = None
+    return record
+
+
+def _plain(row: Mapping[str, Any]) -> dict[str, Any]:
+    """Python scalars for the driver: NaN becomes NULL, numpy numbers become floats and ints."""
+    out: dict[str, Any] = {}
+    for key, value in row.items():
+        if value is None or (not isinstance(value, str) and bool(pd.isna(value))):
+            out[key] = None
+        else:
+            out[key] = value.item() if hasattr(value, "item") else value
+    return out
 
 
 def _object_filter(obj: str) -> list[Any]:

@@ -130,7 +130,8 @@ def _alive(pid: int) -> bool:
 
 def test_cli_up_env_file_and_sigterm(tmp_path: Path) -> None:
     env_file = tmp_path / "cluster.env"
-    env = {**os.environ, "GPUAAS_DATA_DIR": str(tmp_path / "data")}
+    # GPUAAS_CLUSTER_TOKEN is `cluster up --token`: every request below runs authenticated.
+    env = {**os.environ, "GPUAAS_DATA_DIR": str(tmp_path / "data"), "GPUAAS_CLUSTER_TOKEN": "up-token-7f3a"}
     gpuaas = Path(sys.executable).with_name("gpuaas")
     proc = subprocess.Popen([str(gpuaas), "cluster", "up", "--env-file", str(env_file), "--seed", "1",
                              "--history", "30m"], env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
@@ -142,12 +143,15 @@ def test_cli_up_env_file_and_sigterm(tmp_path: Path) -> None:
             time.sleep(0.2)
         values = dict(line.split("=", 1) for line in env_file.read_text().splitlines())
         assert set(values) == {"GPUAAS_KUBECONFIG", "GPUAAS_PROMETHEUS_URL", "GPUAAS_OPENCOST_URL",
-                               "GPUAAS_METRICS__SAMPLE_INTERVAL_SECONDS",
+                               "GPUAAS_METRICS__SAMPLE_INTERVAL_SECONDS", "GPUAAS_DATA_DIR",
                                # an OpenAI endpoint per InferenceService of the default scenario
                                "GPUAAS_ENDPOINT_PLATFORM_LLM_LEGACY", "GPUAAS_ENDPOINT_PLATFORM_LLM_CHAT",
                                    "GPUAAS_ENDPOINT_PLATFORM_LLM_EVAL", "GPUAAS_ENDPOINT_PLATFORM_LLM_ABORT"}
         models = httpx.get(f"{values['GPUAAS_ENDPOINT_PLATFORM_LLM_CHAT']}/models").json()
         assert [m["id"] for m in models["data"]] == ["Qwen/Qwen2.5-7B-Instruct"]
+        # A data dir of its own: a trial never shares the database of the deployment on this host.
+        trial = Path(values["GPUAAS_DATA_DIR"])
+        assert trial != (tmp_path / "data").resolve() and not (trial / "gpuaas.db").exists()
         # Any gpuaas command run with these settings targets the embedded cluster.
         collected = subprocess.run([str(gpuaas), "collect", "--format", "json"], env={**env, **values},
                                    capture_output=True, text=True, timeout=240)
@@ -158,7 +162,10 @@ def test_cli_up_env_file_and_sigterm(tmp_path: Path) -> None:
         api = config.new_client_from_config(config_file=values["GPUAAS_KUBECONFIG"])
         names = {ns.metadata.name for ns in client.CoreV1Api(api).list_namespace().items}
         assert {"vision", "nlp", "platform"} <= names
+        assert "up-token-7f3a" in Path(values["GPUAAS_KUBECONFIG"]).read_text()
+        assert httpx.get(f"{api.configuration.host}/api/v1/namespaces", timeout=5).status_code == 401
         assert httpx.get(f"{values['GPUAAS_PROMETHEUS_URL']}/-/ready").status_code == 200
+        assert (trial / "gpuaas.db").exists() and not (tmp_path / "data" / "gpuaas.db").exists()
         prom_children = [pid for pid, comm in _children(proc.pid) if comm == "prometheus"]
         assert len(prom_children) == 1
         proc.send_signal(signal.SIGTERM)

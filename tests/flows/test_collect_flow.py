@@ -275,3 +275,49 @@ def test_cli_collect_json_and_table(pointed_at: EmbeddedCluster, prefect_harness
     assert quality["prometheus"][0] == "yes" and quality["nvml"][0] == "no (optional)"
     assert quality["nvml"][3].startswith("NVML not available")
     assert f"snapshot {doc['snapshot_id'] + 1}: 4 workloads" in table.stdout
+
+
+def test_collect_keeps_queue_and_tenant_history_and_only_the_newest_full_snapshots(
+    pointed_at: EmbeddedCluster, monkeypatch: pytest.MonkeyPatch, prefect_harness: None, tmp_path: Path,
+) -> None:
+    """Three cycles with ``store.keep_full_snapshots: 2``: three cycles of aggregates, two snapshots.
+
+    Hand-checked at ``at`` (module docstring): team-a holds 2 GPUs (busy); team-b holds 2 (nb idle,
+    dark unknown) and waits for 6 (big, 6,600 s).
+    """
+    from sqlmodel import select
+
+    from flows.collect import collect
+
+    policy = tmp_path / "policy.yaml"
+    policy.write_text("collect:\n  windows_minutes: [30]\nstore:\n  keep_full_snapshots: 2\ntenants:\n"
+                      "  - {name: team-a, namespaces: [team-a], cluster_queues: [team-a-cq]}\n"
+                      "  - {name: team-b, namespaces: [team-b], cluster_queues: [team-b-cq]}\n")
+    monkeypatch.setenv("GPUAAS_POLICY_FILE", str(policy))
+    at = pointed_at.clock.now()
+    cycles = [at - timedelta(minutes=10), at - timedelta(minutes=5), at]
+    ids = [collect(at=when)["snapshot_id"] for when in cycles]
+
+    store = open_store(load_settings())
+    try:
+        queues = store.queue_history(cycles[0], at + timedelta(seconds=1))
+        tenants = store.tenant_history(cycles[1], at + timedelta(seconds=1), tenants=["team-b"])
+        with store.session() as session:
+            kept = sorted(r.id for r in session.exec(select(SnapshotRecord)))
+        latest = store.get_snapshot(ids[-1])
+    finally:
+        store.close()
+
+    assert sorted(set(queues["collected_at"])) == cycles
+    now_b = queues[(queues["collected_at"] == at) & (queues["cluster_queue"] == "team-b-cq")].iloc[0]
+    assert (now_b["flavor"], now_b["cohort"], now_b["tenant"]) == ("h100", "c", "team-b")
+    assert (now_b["nominal_gpus"], now_b["usage_gpus"], now_b["pending_gpus"]) == (4.0, 2.0, 6.0)
+    assert (now_b["pending_workloads"], now_b["oldest_pending_seconds"]) == (1, 6600.0)
+    b_before = queues[(queues["collected_at"] == cycles[0]) & (queues["cluster_queue"] == "team-b-cq")].iloc[0]
+    assert b_before["oldest_pending_seconds"] == 6000.0  # the same wait, 10 minutes earlier
+    assert list(tenants["collected_at"]) == cycles[1:]
+    last = tenants.iloc[-1]
+    assert (last["allocated_gpus"], last["idle_gpus"], last["unknown_gpus"], last["pending_gpus"]) == (
+        2.0, 1.0, 1.0, 6.0)
+    assert kept == ids[1:]  # the oldest full snapshot is gone, its aggregates stay
+    assert latest is not None and Snapshot.from_json(latest.payload["snapshot"]).collected_at == at

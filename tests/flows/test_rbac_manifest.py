@@ -4,11 +4,14 @@
 With only ``gpuaas-reader``, collect reads everything and a reclaim ``--apply`` is refused by
 the API (403) for every object and recorded as failed — nothing is written. With the
 reclaimer role added, the same decisions apply. A role that grants too little, or a flow that
-starts needing a new verb, fails here instead of in a customer's cluster.
+starts needing a new verb, fails here instead of in a customer's cluster. Every test runs
+authenticated: the API server requires a bearer token, which only the kubeconfig gpuaas is
+given carries (without it: 401, and collect reports the Kubernetes source as failed).
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -32,9 +35,29 @@ def cluster(reclaim_fleet: EmbeddedCluster) -> EmbeddedCluster:
     return reclaim_fleet
 
 
+TOKEN = "rbac-test-token-91c2"
+
+
 @pytest.fixture()
-def pointed_at(cluster: EmbeddedCluster, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> EmbeddedCluster:
-    return point_at(cluster, monkeypatch, policy_file=write_policy(tmp_path / "policy.yaml", max_actions_per_run=3))
+def pointed_at(cluster: EmbeddedCluster, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[EmbeddedCluster]:
+    cluster.api.token = TOKEN
+    kubeconfig = cluster.api.write_kubeconfig(tmp_path / "kubeconfig")  # carries TOKEN
+    try:
+        yield point_at(cluster, monkeypatch, kubeconfig=kubeconfig,
+                       policy_file=write_policy(tmp_path / "policy.yaml", max_actions_per_run=3))
+    finally:
+        cluster.api.token = None
+        cluster.api.rbac = None
+
+
+def test_without_the_token_collect_gets_401(pointed_at: EmbeddedCluster, tmp_path: Path,
+                                            monkeypatch: pytest.MonkeyPatch) -> None:
+    anonymous = tmp_path / "anonymous-kubeconfig"
+    anonymous.write_text((tmp_path / "kubeconfig").read_text().replace(TOKEN, "not-the-token"))
+    monkeypatch.setenv("GPUAAS_KUBECONFIG", str(anonymous))
+    snapshot = collect_snapshot(load_settings(), pointed_at.clock.now())
+    kube = snapshot.sources["kube"]
+    assert not kube.ok and "401" in (kube.error or "") and "not-the-token" not in (kube.error or "")
 
 
 def test_reader_role_is_enough_to_collect(pointed_at: EmbeddedCluster) -> None:

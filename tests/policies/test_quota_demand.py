@@ -108,3 +108,15 @@ def test_deadline_gpus_per_queue_is_the_peak_of_its_jobs_in_the_deadline_plan(
                  for n, *_ in jobs]
     snap = snapshot([("team-a-cq", "c", "h100", 4, 0.0)], {}, workloads)
     assert deadline_gpus_per_queue(pools, snap) == {("team-a-cq", "h100"): peak}
+
+
+def test_a_guarantee_in_an_unknown_flavor_is_said_not_silently_dropped() -> None:
+    """Issue 14.3: a flavor the policy names that no ClusterQueue has (a typo) is a note of the plan."""
+    snap = snapshot([("a", "c", "h100", 8, 0.0), ("b", "c", "h100", 8, 0.0)], {})
+    policy = Policy.model_validate({"tenants": [
+        {"name": "ta", "cluster_queues": ["a"], "guaranteed_gpus": 2, "guaranteed_gpus_per_flavor": {"h10O": 4}},
+        {"name": "tb", "cluster_queues": ["b"], "guaranteed_gpus_per_flavor": {"h100": 3}}]})
+    [cohort] = cohort_demands(snap, history(full("a", "h100", 0) + full("b", "h100", 0)), policy)
+    assert cohort.notes == ["tenant 'ta': guaranteed_gpus_per_flavor names flavor 'h10O', which no ClusterQueue "
+                            "has a GPU quota in (known: h100); ignored"]
+    assert {q.name: q.guaranteed for q in cohort.queues} == {"a": {"h100": 2}, "b": {"h100": 3}}

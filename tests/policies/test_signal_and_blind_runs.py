@@ -85,7 +85,7 @@ def test_a_blind_run_says_so_on_its_first_line() -> None:
 
 def test_a_few_unknown_workloads_do_not_make_a_run_degraded() -> None:
     text = summary_markdown([], _blind_snapshot(2, 17), "dry-run", 10)
-    assert text.splitlines()[0] == "# gpuaas reclaim (dry-run)"
+    assert text.splitlines()[0] == "Nothing to reclaim: no idle GPU workloads among 19."
     assert blind_run_line(2, 19, 0) is None
     assert blind_run_line(10, 19, 3) == "telemetry incomplete for 10 of 19 GPU workloads — only 3 judged idle"
     assert blind_run_line(0, 0, 0) is None

@@ -15,8 +15,10 @@ from __future__ import annotations
 import base64
 import binascii
 import collections
+import hmac
 import json
 import logging
+import os
 import socket
 import threading
 from collections.abc import Callable, Collection
@@ -97,8 +99,11 @@ class ApiServer:
     """Serve ``store`` over HTTP on ``host:port`` (0 = any free port) in a background thread."""
 
     def __init__(self, store: ObjectStore, host: str = "127.0.0.1", port: int = 0, rbac: RBACRules | None = None,
-                 visibility: Visibility | None = None, disabled_versions: Collection[str] = ()) -> None:
+                 visibility: Visibility | None = None, disabled_versions: Collection[str] = (),
+                 token: str | None = None) -> None:
         self.store = store
+        self.token = token
+        """When set, every request but the health probes needs ``Authorization: Bearer <token>`` (else 401)."""
         self.rbac = rbac
         self.visibility = visibility
         self.disabled_versions = frozenset(disabled_versions)
@@ -140,13 +145,17 @@ class ApiServer:
         config = {
             "apiVersion": "v1", "kind": "Config", "preferences": {}, "current-context": context,
             "clusters": [{"name": context, "cluster": {"server": self.url}}],
-            "users": [{"name": f"{context}-user", "user": {"token": _TOKEN}}],
+            "users": [{"name": f"{context}-user", "user": {"token": self.token or _TOKEN}}],
             "contexts": [{"name": context, "context": {"cluster": context, "user": f"{context}-user",
                                                         "namespace": "default"}}],
         }
         path = Path(path)
         path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(yaml.safe_dump(config, sort_keys=False))
+        # It carries a credential: readable by its owner only, from the moment it exists.
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        with os.fdopen(fd, "w", encoding="utf-8") as out:
+            out.write(yaml.safe_dump(config, sort_keys=False))
+        os.chmod(path, 0o600)
         return path
 
     def count(self, key: str) -> None:
@@ -166,9 +175,13 @@ class ApiServer:
 
     def _route(self, method: str, seg: list[str], query: dict[str, str], headers: dict[str, str],
                body: bytes) -> tuple[int, Any]:
-        if seg in (["version"], ["healthz"], ["readyz"], ["livez"]):
+        if seg in (["healthz"], ["readyz"], ["livez"]):
             self.count(f"{method} /{seg[0]}")
-            return 200, _discovery.version() if seg == ["version"] else b"ok"
+            return 200, b"ok"
+        self._authenticate(method, seg, headers)
+        if seg == ["version"]:
+            self.count(f"{method} /version")
+            return 200, _discovery.version()
         if seg[:1] == ["api"] and len(seg) >= 2:
             group, version, rest, prefix = "", seg[1], seg[2:], f"/api/{seg[1]}"
         elif seg[:1] == ["apis"] and len(seg) >= 3:
@@ -198,6 +211,15 @@ class ApiServer:
         if query.get("dryRun"):
             raise ApiError.bad_request("dryRun is not supported by the embedded API server")
         return self._resource(method, target, query, headers, body)
+
+    def _authenticate(self, method: str, seg: list[str], headers: dict[str, str]) -> None:
+        """The real server's 401 for a missing or wrong bearer token (compared in constant time)."""
+        if self.token is None:
+            return
+        scheme, _, given = headers.get("authorization", "").partition(" ")
+        if scheme.lower() != "bearer" or not hmac.compare_digest(given.strip().encode(), self.token.encode()):
+            self.count(f"{method} 401")
+            raise ApiError(401, "Unauthorized", "Unauthorized")
 
     def _authorize(self, verb: str, t: _Target) -> None:
         if self.rbac is not None:

@@ -85,6 +85,8 @@ def load_quotas(jobs: list[TraceJob], trace_format: str, traces: Sequence[Path],
                 rows = list(csv.DictReader(handle))
         except OSError as exc:
             raise ConfigError(f"cannot read the VC sizes (pass --quotas): {exc.strerror}", file=path) from exc
+        except UnicodeDecodeError as exc:
+            raise ConfigError(f"cannot read the VC sizes: not UTF-8 text (byte {exc.start})", file=path) from exc
         out = {}
         for line, row in enumerate(rows, start=2):
             try:

@@ -1,0 +1,69 @@
+"""The deployments' ``pull`` step: start each flow run in the gpuaas project, wherever it lives.
+
+Prefect's own ``set_working_directory`` needs a fixed path in ``prefect.yaml``; on any machine
+where the project lives elsewhere the run crashes before a flow log exists, and the UI shows only
+"Process exited with status code: 1". This step takes the directory from ``GPUAAS_PROJECT_DIR``
+(templated by ``prefect deploy``, or by the worker at run time), else from where the ``flows``
+package is installed — the checkout for ``pip install -e .``, the image's install otherwise — and
+a missing directory is written to the flow run's own log, naming the path and the variable.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import logging
+import os
+from pathlib import Path
+
+__all__ = ["ProjectDirectoryMissing", "installed_project_dir", "set_project_directory"]
+
+ENTRYPOINT_PACKAGE = "flows"
+
+
+class ProjectDirectoryMissing(FileNotFoundError):
+    """The pull step's directory does not exist or holds no ``flows/`` package."""
+
+
+def installed_project_dir() -> Path:
+    """The directory that holds the importable ``flows`` package (the deployments' entrypoints)."""
+    spec = importlib.util.find_spec(ENTRYPOINT_PACKAGE)
+    if spec is None or not spec.submodule_search_locations:
+        raise ProjectDirectoryMissing(
+            "gpuaas is not installed here: no 'flows' package to import; install the project "
+            "(pip install -e . in the checkout) or set GPUAAS_PROJECT_DIR")
+    return Path(next(iter(spec.submodule_search_locations))).resolve().parent
+
+
+def _log_to_flow_run(message: str) -> None:
+    """Error lines the Prefect UI shows under the flow run (the worker sets ``PREFECT__FLOW_RUN_ID``)."""
+    logger = logging.getLogger("prefect.flow_runs")
+    run_id = os.environ.get("PREFECT__FLOW_RUN_ID")
+    logger.error(message, extra={"flow_run_id": run_id} if run_id else None)
+    try:
+        from prefect.logging.handlers import APILogWorker
+
+        APILogWorker.drain_all(timeout=10)  # the process exits right after: send the line now
+    except Exception:  # noqa: BLE001 - logging the cause must never hide the cause
+        pass
+
+
+def set_project_directory(directory: str = "") -> dict[str, str]:
+    """Change into the project directory; returns ``{"directory": ...}`` like Prefect's own step.
+
+    ``directory`` empty (``GPUAAS_PROJECT_DIR`` unset at deploy and at run time) means the
+    installed project.
+    """
+    source = "GPUAAS_PROJECT_DIR" if directory.strip() else "the installed gpuaas project"
+    try:
+        path = Path(directory.strip()).expanduser() if directory.strip() else installed_project_dir()
+        if not (path / ENTRYPOINT_PACKAGE).is_dir():
+            raise ProjectDirectoryMissing(
+                f"project directory {str(path)!r} (from {source}) "
+                f"{'has no flows/ package' if path.is_dir() else 'does not exist'} on this machine; "
+                "set GPUAAS_PROJECT_DIR to the gpuaas checkout or image path (see prefect.yaml), "
+                "or unset it to use the installed project")
+    except ProjectDirectoryMissing as exc:
+        _log_to_flow_run(f"pull step failed: {exc}")
+        raise
+    os.chdir(path)
+    return {"directory": os.getcwd()}

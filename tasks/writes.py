@@ -1,0 +1,122 @@
+"""One writer to the cluster at a time: reclaim, rebalance and deadline nudges all enter here.
+
+Two locks, because either alone has a gap: Prefect's global concurrency limit
+``gpuaas-cluster-writes`` (one slot) serialises flow runs on any worker, and the store's
+``cluster-writes`` row lock covers a process that is not under that Prefect server (another
+API, a script). Both are leases: a killed holder's slot and row expire and the next run takes
+them; a holder killed on this host (its process is gone) loses its row at once. A run that cannot get both within ``GPUAAS_WRITES_WAIT_SECONDS`` raises ``WritesBusy``
+and writes nothing; the flows turn that into a clear message, not a retry storm.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from contextlib import ExitStack, contextmanager
+from datetime import timedelta
+
+from prefect import get_run_logger, task
+from prefect.cache_policies import NO_CACHE
+
+from gpuaas.actions._lock_owner import holder_is_dead
+from gpuaas.errors import ActionRefused
+from gpuaas.settings import GpuaasSettings
+from gpuaas.store import open_store
+
+__all__ = ["CONCURRENCY_LIMIT", "LOCK", "WritesBusy", "acquire_writes_lock", "cluster_writes",
+           "ensure_concurrency_limit", "release_writes_lock"]
+
+LOCK = "cluster-writes"
+CONCURRENCY_LIMIT = "gpuaas-cluster-writes"
+POLL_SECONDS = 1.0
+
+
+class WritesBusy(ActionRefused):
+    """Another run holds the cluster writes for longer than this run may wait."""
+
+
+def ensure_concurrency_limit() -> None:
+    """Create the one-slot limit on first use (``prefect gcl create gpuaas-cluster-writes --limit 1`` does the same):
+    an absent limit would make ``concurrency()`` a silent no-op."""
+    from prefect.client.orchestration import get_client
+    from prefect.client.schemas.actions import GlobalConcurrencyLimitCreate
+    from prefect.exceptions import ObjectNotFound
+
+    with get_client(sync_client=True) as client:
+        try:
+            client.read_global_concurrency_limit_by_name(CONCURRENCY_LIMIT)
+        except ObjectNotFound:
+            try:
+                client.create_global_concurrency_limit(GlobalConcurrencyLimitCreate(name=CONCURRENCY_LIMIT, limit=1))
+            except Exception:  # noqa: BLE001 - a concurrent first run created it: use that one
+                client.read_global_concurrency_limit_by_name(CONCURRENCY_LIMIT)
+
+
+@task(name="acquire-writes-lock", cache_policy=NO_CACHE)
+def acquire_writes_lock(settings: GpuaasSettings, holder: str, wait_seconds: float | None = None) -> None:
+    """Take the store lock, polling up to ``wait_seconds`` (default: the settings' wait; the message names that)."""
+    wait = settings.writes_wait_seconds if wait_seconds is None else wait_seconds
+    deadline = time.monotonic() + wait
+    store = open_store(settings)
+    try:
+        while not store.acquire_lock(LOCK, holder, timedelta(seconds=settings.writes_lease_seconds)):
+            held = store.lock_holder(LOCK)
+            if held is not None and holder_is_dead(held):  # killed on this host: its lease is void now
+                get_run_logger().warning("the %r lock was held by %s, a process that is gone: taking it over",
+                                         LOCK, held)
+                store.release_lock(LOCK, held)
+                continue
+            if time.monotonic() >= deadline:
+                held = store.lock_holder(LOCK)
+                raise WritesBusy(f"no writes this run: {held or 'another run'} holds the {LOCK!r} lock "
+                                 f"(waited {settings.writes_wait_seconds:g} s)")
+            time.sleep(POLL_SECONDS)
+    finally:
+        store.close()
+
+
+@task(name="release-writes-lock", cache_policy=NO_CACHE)
+def release_writes_lock(settings: GpuaasSettings, holder: str) -> None:
+    store = open_store(settings)
+    try:
+        store.release_lock(LOCK, holder)
+    finally:
+        store.close()
+
+
+def _enter_concurrency_slot(held: ExitStack, settings: GpuaasSettings, wait: float) -> None:
+    """Take the Prefect slot into ``held``, one attempt a second (no retries inside Prefect), up to ``wait`` s.
+
+    Prefect's own ``timeout_seconds`` leaves its acquisition service retrying after the caller
+    gave up, and that late attempt can take the slot and keep it for the whole lease.
+    """
+    from prefect.concurrency._asyncio import ConcurrencySlotAcquisitionError
+    from prefect.concurrency.sync import concurrency
+
+    deadline = time.monotonic() + wait
+    while True:
+        try:
+            held.enter_context(concurrency(CONCURRENCY_LIMIT, occupy=1, max_retries=0, strict=True,
+                                           lease_duration=settings.writes_lease_seconds))
+            return
+        except ConcurrencySlotAcquisitionError as exc:
+            if getattr(getattr(exc.__cause__, "response", None), "status_code", None) != 423:
+                raise  # not "the slot is taken": a real error
+            if time.monotonic() >= deadline:
+                raise WritesBusy(f"no writes this run: another flow run holds the {CONCURRENCY_LIMIT!r} "
+                                 f"concurrency slot (waited {wait:g} s)") from exc
+        time.sleep(POLL_SECONDS)
+
+
+@contextmanager
+def cluster_writes(settings: GpuaasSettings, holder: str) -> Iterator[None]:
+    """Hold both locks for the block, released whatever happens; ``WritesBusy`` after the bounded wait."""
+    wait = settings.writes_wait_seconds
+    started = time.monotonic()
+    ensure_concurrency_limit()
+    with ExitStack() as held:
+        _enter_concurrency_slot(held, settings, wait)
+        acquire_writes_lock(settings, holder, max(0.0, wait - (time.monotonic() - started)))
+        held.callback(release_writes_lock, settings, holder)
+        get_run_logger().info("cluster writes held by %s", holder)
+        yield

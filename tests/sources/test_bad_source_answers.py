@@ -1,0 +1,172 @@
+"""Odd Prometheus and OpenCost answers: read with a safe meaning, or one ``MalformedResponse``.
+
+Prometheus (a real one, backfilled): a GPU whose samples are all NaN has full coverage but no
+activity (so its workload's telemetry is unknown, never idle); +Inf activity is busy, never idle; a series
+without ``UUID``/``Hostname`` is kept with empty keys; no dcgm series at all is an empty frame.
+What Prometheus cannot produce is fed to the parsers directly: duplicate series (the larger
+value wins: never more idle than any copy says) and values that are not numbers (one error).
+OpenCost: null or missing fields read as unknown (NaN, empty), wrongly typed ones are one error.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import math
+import threading
+from collections.abc import Callable, Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+import pandas as pd
+import pytest
+
+from gpuaas.cluster.prometheus import PrometheusServer
+from gpuaas.errors import MalformedResponse
+from gpuaas.settings import GpuaasSettings
+from gpuaas.sources.opencost import parse_allocation
+from gpuaas.sources.prometheus import GPU_COLUMNS, pod_activity, read_prometheus
+from tests.sources.helpers import NOW, Sample, fixture_path, series
+
+Factory = Callable[[list[Sample]], PrometheusServer]
+UTIL = "DCGM_FI_DEV_GPU_UTIL"
+
+
+def _gpu(i: int, pod: str, value: float, **drop: bool) -> tuple[str, dict[str, str], float]:
+    labels = {"gpu": str(i), "UUID": f"GPU-{i}", "Hostname": "node-1", "modelName": "NVIDIA H100",
+              "namespace": "team-a", "pod": pod, "container": "main"}
+    return UTIL, {k: v for k, v in labels.items() if not drop.get(k)}, value
+
+
+def test_nan_inf_and_missing_labels_from_a_real_prometheus(prometheus_factory: Factory) -> None:
+    capture = [_gpu(0, "nan-pod", float("nan")), _gpu(1, "inf-pod", float("inf")), _gpu(2, "ok-pod", 0.0),
+               _gpu(3, "bare-pod", 0.0, UUID=True, Hostname=True)]
+    server = prometheus_factory(series(capture, minutes=35))
+    reading = read_prometheus(GpuaasSettings(prometheus_url=server.url), NOW, [30])
+    pods = pod_activity(reading.gpus).set_index("pod")
+    # NaN samples count towards coverage but carry no activity: find_idle calls that 'unknown'
+    # (tests/policies/test_idle.py), and the snapshot marks its telemetry unknown.
+    assert math.isnan(pods.loc["nan-pod", "activity_max"]) and pods.loc["nan-pod", "coverage"] == pytest.approx(1.0)
+    assert pods.loc["inf-pod", "activity_max"] == math.inf  # above any threshold: busy
+    assert pods.loc["ok-pod", "activity_max"] == 0.0 and pods.loc["ok-pod", "coverage"] == pytest.approx(1.0)
+    bare = reading.gpus[reading.gpus["pod"] == "bare-pod"]
+    assert bare[["uuid", "host"]].drop_duplicates().values.tolist() == [["", ""]]
+
+
+def test_no_dcgm_series_is_an_empty_frame(prometheus_factory: Factory) -> None:
+    server = prometheus_factory(series([("kueue_pending_workloads", {"cluster_queue": "q"}, 1.0)], minutes=5))
+    reading = read_prometheus(GpuaasSettings(prometheus_url=server.url), NOW, [30])
+    assert reading.gpus.empty and list(reading.gpus.columns) == GPU_COLUMNS
+    assert "dcgm" not in reading.staleness
+
+
+class _Answer(BaseHTTPRequestHandler):
+    body: bytes = b""
+
+    def do_POST(self) -> None:  # noqa: N802 - http.server's naming
+        self.rfile.read(int(self.headers.get("Content-Length") or 0))
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(self.body)))
+        self.end_headers()
+        self.wfile.write(self.body)
+
+    def log_message(self, *args: Any) -> None:
+        pass
+
+
+@pytest.fixture()
+def answering() -> Iterator[Callable[[Any], str]]:
+    """An HTTP endpoint giving every query the same body: for answers Prometheus itself never sends."""
+    handler = type("Handler", (_Answer,), {})
+    httpd = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
+    thread.start()
+
+    def answer(result: Any) -> str:
+        handler.body = json.dumps({"status": "success", "data": {"resultType": "vector", "result": result}}).encode()
+        return f"http://127.0.0.1:{httpd.server_address[1]}"
+
+    yield answer
+    httpd.shutdown()
+    httpd.server_close()
+
+
+def _stat(stat: str, value: str, uuid: str = "GPU-0") -> dict[str, Any]:
+    return {"metric": {"gpuaas_stat": stat, "gpuaas_signal": UTIL, "UUID": uuid, "gpuaas_host": "n",
+                       "gpu": "0", "gpuaas_namespace": "team-a", "gpuaas_pod": "p"}, "value": [NOW.timestamp(), value]}
+
+
+def test_duplicate_series_keep_the_larger_value(answering: Callable[[Any], str]) -> None:
+    url = answering([_stat("activity_max", "0.01"), _stat("activity_max", "0.9"), _stat("coverage", "1")])
+    reading = read_prometheus(GpuaasSettings(prometheus_url=url), NOW, [30])
+    row = reading.gpus[reading.gpus["window_minutes"] == 30.0]
+    assert row["activity_max"].tolist() == [0.9]  # one row, the busier copy
+
+
+@pytest.mark.parametrize("value", [[NOW.timestamp(), "lots"], [NOW.timestamp()], "0.5", None, {"v": 1}],
+                         ids=["not-a-number", "no-value", "bare-string", "null", "object"])
+def test_a_value_that_is_not_a_sample_is_one_error(answering: Callable[[Any], str], value: Any) -> None:
+    url = answering([{"metric": {"gpuaas_stat": "activity_max"}, "value": value}])
+    with pytest.raises(MalformedResponse, match=r"prometheus .*: result element value .* is not \[time"):
+        read_prometheus(GpuaasSettings(prometheus_url=url), NOW, [30])
+
+
+def test_a_result_element_without_labels_is_one_error(answering: Callable[[Any], str]) -> None:
+    url = answering([{"metric": None, "value": [NOW.timestamp(), "1"]}])
+    with pytest.raises(MalformedResponse, match="lacks 'metric'/'value'"):
+        read_prometheus(GpuaasSettings(prometheus_url=url), NOW, [30])
+
+
+def _allocation() -> dict[str, Any]:
+    path = fixture_path("telemetry", "opencost", "allocation-compute.aggregate-namespace.swagger-example.json")
+    return dict(json.loads(path.read_text()))
+
+
+def _with(field: str, value: Any, *, drop: bool = False) -> dict[str, Any]:
+    doc = copy.deepcopy(_allocation())
+    alloc = doc["data"][0]["opencost"]
+    target, _, key = field.rpartition(".")
+    where = alloc[target] if target else alloc
+    if drop:
+        where.pop(key, None)
+    else:
+        where[key] = value
+    return doc
+
+
+NULL_OR_MISSING = {
+    "gpuCost null": (_with("gpuCost", None), "gpu_cost"),
+    "gpuCost missing": (_with("gpuCost", None, drop=True), "gpu_cost"),
+    "totalCost null": (_with("totalCost", None), "total_cost"),
+    "minutes missing": (_with("minutes", None, drop=True), "minutes"),
+}
+
+
+@pytest.mark.parametrize(("doc", "column"), NULL_OR_MISSING.values(), ids=NULL_OR_MISSING.keys())
+def test_opencost_null_or_missing_numbers_read_as_unknown(doc: dict[str, Any], column: str) -> None:
+    row = parse_allocation(doc).set_index("name").loc["opencost"]
+    assert pd.isna(row[column]) and row["pod"] == "opencost-75dc7dcc49-xdx5t"
+
+
+def test_opencost_null_properties_read_as_absent() -> None:
+    frame = parse_allocation(_with("properties.namespace", None))
+    assert frame.set_index("name").loc["opencost", "namespace"] == ""
+    frame = parse_allocation(_with("properties", None))
+    assert frame.set_index("name").loc["opencost", "pod"] == ""
+
+
+MALFORMED = {
+    "cost not a number": (_with("gpuCost", "expensive"), "data[0].opencost"),
+    "properties not an object": (_with("properties", "x"), "data[0].opencost"),
+    "data not a list": ({"code": 200, "data": {"a": 1}}, "missing field 'data'"),
+    "allocation not an object": ({"code": 200, "data": [{"opencost": 3}]}, "data[0].opencost' is not an object"),
+    "answer not an object": ([1, 2], "answer is not a JSON object"),
+}
+
+
+@pytest.mark.parametrize(("doc", "message"), MALFORMED.values(), ids=MALFORMED.keys())
+def test_opencost_wrong_shapes_are_one_error(doc: Any, message: str) -> None:
+    with pytest.raises(MalformedResponse) as caught:
+        parse_allocation(doc, url="http://opencost:9003")
+    assert message in str(caught.value) and str(caught.value).startswith("opencost (http://opencost:9003)")

@@ -1,0 +1,104 @@
+"""Fleet history and compressed snapshots, on SQLite and a real PostgreSQL.
+
+* a 0002 database with an uncompressed snapshot upgrades in place: the old row reads as before;
+* a snapshot document is stored compressed (far fewer bytes than its text) and read back exact;
+* ``keep_latest`` keeps the newest N full snapshots whatever their age;
+* per-queue and per-tenant rows come back over a half-open window, filtered, NaN as missing;
+* history past retention is pruned, newer rows stay.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import pytest
+from sqlalchemy import text
+
+from gpuaas.store import Store
+from tests.services import fresh_schema_url
+
+T0 = datetime(2026, 11, 30, 12, 0, tzinfo=UTC)
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def db_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
+    if request.param == "sqlite":
+        yield f"sqlite:///{tmp_path}/gpuaas.db"
+        return
+    base_url: str = request.getfixturevalue("postgres_url")
+    yield fresh_schema_url(base_url, f"h_{abs(hash(request.node.nodeid)) % 10**10}")
+
+
+def _queue(name: str, **values: object) -> dict[str, object]:
+    row: dict[str, object] = {
+        "cluster_queue": name, "flavor": "h100", "cohort": "c", "tenant": None, "nominal_gpus": 8.0,
+        "usage_gpus": 4.0, "reserved_gpus": 4.0, "borrowed_gpus": 0.0, "borrowing_limit_gpus": float("nan"),
+        "pending_workloads": 0, "pending_gpus": 0.0, "oldest_pending_seconds": float("nan"),
+        "admitted_workloads": 1}
+    row.update(values)
+    return row
+
+
+def test_a_0002_database_keeps_its_uncompressed_snapshot(db_url: str) -> None:
+    old = Store(db_url, migrate=False)
+    old.upgrade("0002")
+    with old.engine.begin() as conn:
+        conn.execute(text("INSERT INTO snapshots (collected_at, summary, payload) VALUES (:t, '{}', :p)"),
+                     {"t": T0, "p": json.dumps({"snapshot": '{"old": true}'})})
+    old.close()
+    store = Store(db_url)
+    record = store.latest_snapshot()
+    store.close()
+    assert store.current_revision() == "0003"
+    assert record is not None and record.payload == {"snapshot": '{"old": true}'}
+
+
+def test_snapshot_document_is_compressed_and_read_back_exactly(db_url: str) -> None:
+    store = Store(db_url)
+    document = json.dumps({"frames": [{"namespace": f"team-{i % 7}", "gpus": i % 8} for i in range(5000)]})
+    saved = store.save_snapshot(T0, {"workloads": 5000}, {"snapshot": document, "note": "kept"})
+    with store.engine.connect() as conn:
+        stored = conn.execute(text("SELECT compressed FROM snapshots WHERE id = :i"), {"i": saved.id}).scalar_one()
+    record = store.get_snapshot(int(saved.id or 0))
+    store.close()
+    assert len(bytes(stored)) * 5 < len(document)
+    assert record is not None and record.payload == {"note": "kept", "snapshot": document}
+    assert saved.payload["snapshot"] == document
+
+
+def test_keep_latest_keeps_the_newest_full_snapshots_only(db_url: str) -> None:
+    store = Store(db_url)
+    ids = [store.save_snapshot(T0 + timedelta(minutes=5 * i), {"i": i}, {}).id for i in range(5)]
+    assert store.prune_snapshots(timedelta(days=14), now=T0, keep_latest=2) == 3
+    latest = store.latest_snapshot()
+    gone, kept = store.get_snapshot(int(ids[2] or 0)), store.get_snapshot(int(ids[3] or 0))
+    store.close()
+    assert latest is not None and latest.id == ids[4]
+    assert gone is None and kept is not None
+
+
+def test_queue_and_tenant_history_over_a_window(db_url: str) -> None:
+    store = Store(db_url)
+    for i in range(4):
+        at = T0 + timedelta(minutes=5 * i)
+        store.save_history(at, [_queue("a-cq", pending_gpus=float(i), pending_workloads=i,
+                                       oldest_pending_seconds=60.0 * i if i else float("nan")),
+                                _queue("b-cq", cohort="d", usage_gpus=8.0)],
+                           [{"tenant": "a", "workloads": 3, "allocated_gpus": 4.0, "idle_gpus": float(i),
+                             "unknown_gpus": 0.0, "pending_gpus": float(i)}])
+    window = store.queue_history(T0 + timedelta(minutes=5), T0 + timedelta(minutes=15), cluster_queues=["a-cq"])
+    cohort_d = store.queue_history(T0, T0 + timedelta(hours=1), cohort="d")
+    tenants = store.tenant_history(T0, T0 + timedelta(hours=1), tenants=["a"])
+    first = store.queue_history(T0, T0 + timedelta(minutes=1))
+    assert store.prune_history(timedelta(minutes=7), now=T0 + timedelta(minutes=15)) == 6
+    rest = store.tenant_history(T0, T0 + timedelta(hours=1))
+    store.close()
+    assert list(window["collected_at"]) == [T0 + timedelta(minutes=5), T0 + timedelta(minutes=10)]
+    assert list(window["pending_gpus"]) == [1.0, 2.0] and list(window["oldest_pending_seconds"]) == [60.0, 120.0]
+    assert set(cohort_d["cluster_queue"]) == {"b-cq"} and len(cohort_d) == 4
+    assert list(tenants["idle_gpus"]) == [0.0, 1.0, 2.0, 3.0]
+    assert first["oldest_pending_seconds"].isna().all() and first["borrowing_limit_gpus"].isna().all()
+    assert list(rest["collected_at"]) == [T0 + timedelta(minutes=10), T0 + timedelta(minutes=15)]

@@ -1,0 +1,88 @@
+"""Bad policy files: each is one ``ConfigError`` naming the file and the field, never a traceback.
+
+A table of the mistakes an operator makes (wrong types, unknown kinds, negative and absurd
+quotas, infinities, duplicate tenants, a namespace or ClusterQueue in two tenants, broken
+YAML), run through ``gpuaas config check`` (exit 1, one ``error:`` block on stderr) and a
+property: any YAML-like document either loads or raises ``ConfigError``, nothing else.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from typer.testing import CliRunner
+
+from gpuaas.cli.app import app
+from gpuaas.errors import ConfigError
+from gpuaas.policy import Policy, load_policy, parse_policy
+
+CASES = {
+    "wrong type": ("reclaim:\n  max_actions_per_run: ten\n",
+                   "reclaim.max_actions_per_run: Input should be a valid integer"),
+    "tenants not a list": ("tenants: {a: 1}\n", "tenants: Input should be a valid list"),
+    "unknown kind": ("reclaim:\n  kinds:\n    Job: {}\n", "unknown workload kind 'Job' in kinds"),
+    "unknown field": ("reclaim:\n  windows_minute: 30\n", "reclaim.windows_minute: unknown field"),
+    "negative quota": ("tenants:\n  - {name: a, guaranteed_gpus: -1}\n",
+                       "tenants[0].guaranteed_gpus: Input should be greater than or equal to 0"),
+    "absurd quota": ("tenants:\n  - {name: a, guaranteed_gpus: 1000000000000000000000000000000}\n",
+                     "tenants[0].guaranteed_gpus: Input should be less than or equal to 10000000"),
+    "negative flavor guarantee": ("tenants:\n  - {name: a, guaranteed_gpus_per_flavor: {h100: -3}}\n",
+                                  "tenants[0].guaranteed_gpus_per_flavor.h100: Input should be greater than"),
+    "infinite window": ("reclaim:\n  window_minutes: .inf\n", "reclaim.window_minutes: Input should be a finite number"),
+    "NaN threshold": ("reclaim:\n  activity_threshold: .nan\n", "reclaim.activity_threshold: Input should be a finite"),
+    "duplicate tenants": ("tenants:\n  - {name: a}\n  - {name: a}\n", "tenant 'a' is defined twice"),
+    "namespace in two tenants": ("tenants:\n  - {name: a, namespaces: [x]}\n  - {name: b, namespaces: [x]}\n",
+                                 "namespace 'x' is in tenants 'a' and 'b'"),
+    "queue in two tenants": ("tenants:\n  - {name: a, cluster_queues: [q]}\n  - {name: b, cluster_queues: [q]}\n",
+                             "cluster queue 'q' is in tenants 'a' and 'b'"),
+    "keep no snapshot": ("store:\n  keep_full_snapshots: 0\n", "store.keep_full_snapshots: Input should be greater"),
+    "top level list": ("- 1\n- 2\n", "expected a mapping at the top level, got list"),
+    "broken YAML": ("reclaim: [\n", "policy.yaml"),
+    "tab indentation": ("reclaim:\n\tmode: apply\n", "policy.yaml"),
+}
+
+
+@pytest.mark.parametrize(("text", "message"), CASES.values(), ids=CASES.keys())
+def test_config_check_names_file_and_field(text: str, message: str, tmp_path: Path) -> None:
+    path = tmp_path / "policy.yaml"
+    path.write_text(text)
+    with pytest.raises(ConfigError) as caught:
+        load_policy(path)
+    assert str(path) in str(caught.value) and message in str(caught.value)
+    result = CliRunner().invoke(app, ["config", "check", str(path)])
+    assert result.exit_code == 1 and isinstance(result.exception, SystemExit)
+    assert "error:" in result.stderr and message.split(":")[0] in result.stderr and "Traceback" not in result.output
+
+
+def test_a_missing_or_binary_file_is_a_config_error(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match="missing.yaml"):
+        load_policy(tmp_path / "missing.yaml")
+    binary = tmp_path / "binary.yaml"
+    binary.write_bytes(b"\xff\xfe\x00\x01reclaim")
+    with pytest.raises(ConfigError, match="binary.yaml"):
+        load_policy(binary)
+
+
+YAML_SCALARS = st.one_of(st.none(), st.booleans(), st.integers(), st.floats(), st.text(max_size=8))
+KEYS = st.sampled_from(["version", "collect", "reclaim", "rebalance", "tenants", "services", "store", "name",
+                        "namespaces", "cluster_queues", "guaranteed_gpus", "mode", "kinds", "window_minutes",
+                        "max_actions_per_run", "activity_threshold", "keep_full_snapshots", "retention_days"])
+DOCS = st.recursive(YAML_SCALARS, lambda inner: st.one_of(st.lists(inner, max_size=3),
+                                                          st.dictionaries(KEYS, inner, max_size=4)), max_leaves=12)
+
+
+@settings(max_examples=300, deadline=None)
+@given(DOCS)
+def test_any_document_loads_or_is_a_config_error(doc: Any) -> None:
+    try:
+        policy = parse_policy(doc, "p.yaml")
+    except ConfigError as exc:
+        assert str(exc).startswith("p.yaml")
+        return
+    assert isinstance(policy, Policy)
+    assert parse_policy(yaml.safe_load(yaml.safe_dump(policy.model_dump(mode="json"))), "again.yaml") == policy

@@ -1,0 +1,67 @@
+"""What a person reads in the Prefect UI (issue 13, point 7): the defects an ops engineer saw, one by one."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+import pandas as pd
+
+from gpuaas.actions import ActionResult
+from gpuaas.models import Snapshot, SourceStatus
+from gpuaas.policies.reclaim import Decision
+from reports.collect import quality_rows
+from reports.reclaim import decision_rows, summary_markdown
+
+NOW = datetime(2026, 12, 1, 2, 0, tzinfo=UTC)
+EVIDENCE = {"activity_max": 0.0, "threshold": 0.05, "window_minutes": 30, "coverage": 1.0, "gpus_observed": 2,
+            "gpus_requested": 2}
+
+
+def _result(name: str, result: str = "planned", tenant: str | None = "team-a") -> ActionResult:
+    decision = Decision(kind="RayCluster", namespace="team-a", name=name, uid="u", tenant=tenant, gpus=2,
+                        idle_seconds=3600, free="quota", outcome="planned", reason="idle", resource_version="1",
+                        idempotency_key=name, mode="dry-run", evidence=EVIDENCE)
+    return ActionResult(decision, result, "idle", None, method="suspend", frees="quota")
+
+
+def _snapshot(workloads: pd.DataFrame | None = None, costs: pd.DataFrame | None = None) -> Snapshot:
+    return Snapshot(NOW, (30.0,), {"kube": SourceStatus("kube", True)},
+                    workloads=workloads if workloads is not None else pd.DataFrame(),
+                    costs=costs if costs is not None else pd.DataFrame())
+
+
+def test_first_line_says_what_the_run_did() -> None:
+    costs = pd.DataFrame({"namespace": ["team-a", "team-a"], "controller": ["a", "other"],
+                          "controller_kind": ["raycluster", "raycluster"], "gpu_cost": [6.0, 3.0],
+                          "gpu_hours": [2.0, 1.0]})
+    text = summary_markdown([_result("a"), _result("b"), _result("c", "deferred")], _snapshot(costs=costs),
+                            "dry-run", 2)
+    first = text.splitlines()[0]
+    assert first == "Dry-run: 4 GPUs would be freed by stopping 2 idle workloads ($12.00 per hour); nothing was changed."
+    assert text.count("nothing was changed") == 1
+    # Each price source once, with how many workloads it priced (was "OpenCost, fleet average, OpenCost, ...").
+    assert "price per GPU-hour: OpenCost (fleet average for 1, this workload for 1)" in text
+    assert "deferred 1, planned 2 (cap 2 actions per run)" in text
+
+
+def test_nothing_to_do_says_why() -> None:
+    workloads = pd.DataFrame({"telemetry": ["unknown"] * 19})
+    first = summary_markdown([], _snapshot(workloads), "dry-run", 5).splitlines()[0]
+    assert first == "Nothing to reclaim (degraded): telemetry incomplete for 19 of 19 GPU workloads — nothing judged idle."
+    busy = summary_markdown([], _snapshot(), "apply", 5, busy="no writes this run: x holds the lock (waited 60 s)")
+    assert busy.splitlines()[0] == "No writes this run: x holds the lock (waited 60 s); the next run decides again."
+
+
+def test_table_cells_are_never_a_bare_dash_and_evidence_is_a_short_phrase() -> None:
+    rows = decision_rows([_result("a", tenant=None)])
+    assert all(value != "-" for row in rows for value in row.values())
+    assert rows[0]["evidence"] == "max activity 0.00 ≤ 0.05 over 30 m, 100% seen"
+    assert rows[0]["workload"] == "RayCluster team-a/a" and rows[0]["idle for"] == "1h00m"
+
+
+def test_an_optional_absent_source_is_not_shown_as_a_failure() -> None:
+    snapshot = Snapshot(NOW, (30.0,), {"nvml": SourceStatus("nvml", False, error="no NVML driver", required=False),
+                                       "kube": SourceStatus("kube", False, error="refused")})
+    ok = {r["source"]: r["ok"] for r in quality_rows(snapshot)}
+    assert ok == {"nvml": "not used (optional)", "kube": "NO"}
+    assert all(r["staleness s"] == "" for r in quality_rows(snapshot))

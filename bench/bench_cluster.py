@@ -29,11 +29,12 @@ from gpuaas.cluster.telemetry import TelemetryGenerator
 RSS_LIMIT_GIB = 2.0
 
 
-def fleet(nodes: int, queues: int, workloads: int, kind: str = "Workload") -> Scenario:
-    """``queues`` tenants in 10 cohorts over two flavors; each tenant submits ``workloads/queues`` jobs."""
+def fleet(nodes: int, queues: int, workloads: int, kind: str = "Workload", cohorts: int = 10,
+          step: str | None = None) -> Scenario:
+    """``queues`` tenants in ``cohorts`` cohorts over two flavors; each tenant submits ``workloads/queues`` jobs."""
     half = nodes // 2
     per_queue_gpus = (nodes * 8) // queues
-    tenants = [{"name": f"t{i:03d}", "cohort": f"cohort-{i % 10}",
+    tenants = [{"name": f"t{i:03d}", "cohort": f"cohort-{i % cohorts}",
                 "quotas": [{"flavor": "h100" if i % 2 == 0 else "a100", "gpus": per_queue_gpus}]}
                for i in range(queues)]
     per = workloads // queues
@@ -47,6 +48,7 @@ def fleet(nodes: int, queues: int, workloads: int, kind: str = "Workload") -> Sc
                    "gpu_model": "NVIDIA A100-SXM4-80GB"}],
         "tenants": tenants,
         "workloads": specs,
+        **({"telemetry": {"step": step}} if step else {}),
     }, "bench")
 
 

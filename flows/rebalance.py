@@ -11,7 +11,6 @@ fresh snapshot, never forced; a degraded snapshot or missing history is planned 
 from __future__ import annotations
 
 import time
-import uuid
 from contextlib import nullcontext
 from datetime import UTC, datetime
 from typing import Any
@@ -20,6 +19,7 @@ import pandas as pd
 from prefect import flow, get_run_logger
 
 from flows.collect import collect
+from gpuaas.actions._lock_owner import new_holder
 from gpuaas.models import Snapshot
 from gpuaas.policy import Mode
 from gpuaas.settings import GpuaasSettings
@@ -84,7 +84,7 @@ def rebalance(apply: bool = False, cohort: str | None = None, history_days: floa
     mode = Mode.apply if apply or rb.mode is Mode.apply else Mode.dry_run
     window = history_days or rb.usage_lookback_days
     now = at or datetime.now(UTC)
-    holder = f"rebalance-{uuid.uuid4()}"
+    holder = new_holder("rebalance")
 
     with _writes_lock(settings, holder) if mode is Mode.apply else nullcontext():
         snapshot_id, snapshot, pools, outcomes, degraded = _plan(settings, now, cohort, window)

@@ -18,7 +18,6 @@ A run that left most GPU workloads ``unknown`` is degraded: its summary says so 
 from __future__ import annotations
 
 import time
-import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager, nullcontext
 from dataclasses import asdict
@@ -29,6 +28,7 @@ import pandas as pd
 from prefect import flow, get_run_logger
 
 from flows.collect import collect
+from gpuaas.actions._lock_owner import new_holder
 from gpuaas.models import Snapshot
 from gpuaas.policies.adaptive_live import adaptive_rules
 from gpuaas.policies.reclaim import snapshot_problem
@@ -66,7 +66,7 @@ def reclaim(apply: bool = False, at: datetime | None = None, undo: list[int] | N
     """
     logger = get_run_logger()
     settings = flow_settings()
-    holder = f"reclaim-{uuid.uuid4()}"
+    holder = new_holder("reclaim")
     if undo:
         try:
             with cluster_writes(settings, holder):

@@ -55,6 +55,9 @@ class GpuaasError(Exception):
 class TransientError(GpuaasError):
     """Marker: the same call may succeed later, so retries are worth it."""
 
+    retry_after: float | None = None
+    """Seconds the server asked us to wait (``Retry-After``) before the next attempt, if it said."""
+
 
 class PermanentError(GpuaasError):
     """Marker: retrying cannot help; fix the input or the environment."""

@@ -8,6 +8,7 @@ operator's view of the real problem.
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 from prefect.tasks import exponential_backoff
@@ -19,10 +20,16 @@ __all__ = ["IO_TASK_OPTIONS", "retry_options", "retry_transient_only"]
 
 
 def retry_transient_only(task: Any, task_run: Any, state: Any) -> bool:
-    """Prefect ``retry_condition_fn``: True only when the task raised a TransientError."""
+    """Prefect ``retry_condition_fn``: True only when the task raised a TransientError.
+
+    A server that answered 429/503 with ``Retry-After`` is waited for here, before Prefect's own
+    backoff: Prefect's delay is fixed per task, the server's is per answer.
+    """
     try:
         state.result()
-    except TransientError:
+    except TransientError as exc:
+        if exc.retry_after:
+            time.sleep(exc.retry_after)
         return True
     except Exception:  # noqa: BLE001 - any other failure is permanent by definition
         return False

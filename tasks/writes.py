@@ -4,7 +4,7 @@ Two locks, because either alone has a gap: Prefect's global concurrency limit
 ``gpuaas-cluster-writes`` (one slot) serialises flow runs on any worker, and the store's
 ``cluster-writes`` row lock covers a process that is not under that Prefect server (another
 API, a script). Both are leases: a killed holder's slot and row expire and the next run takes
-them. A run that cannot get both within ``GPUAAS_WRITES_WAIT_SECONDS`` raises ``WritesBusy``
+them; a holder killed on this host (its process is gone) loses its row at once. A run that cannot get both within ``GPUAAS_WRITES_WAIT_SECONDS`` raises ``WritesBusy``
 and writes nothing; the flows turn that into a clear message, not a retry storm.
 """
 
@@ -18,6 +18,7 @@ from datetime import timedelta
 from prefect import get_run_logger, task
 from prefect.cache_policies import NO_CACHE
 
+from gpuaas.actions._lock_owner import holder_is_dead
 from gpuaas.errors import ActionRefused
 from gpuaas.settings import GpuaasSettings
 from gpuaas.store import open_store
@@ -59,6 +60,12 @@ def acquire_writes_lock(settings: GpuaasSettings, holder: str, wait_seconds: flo
     store = open_store(settings)
     try:
         while not store.acquire_lock(LOCK, holder, timedelta(seconds=settings.writes_lease_seconds)):
+            held = store.lock_holder(LOCK)
+            if held is not None and holder_is_dead(held):  # killed on this host: its lease is void now
+                get_run_logger().warning("the %r lock was held by %s, a process that is gone: taking it over",
+                                         LOCK, held)
+                store.release_lock(LOCK, held)
+                continue
             if time.monotonic() >= deadline:
                 held = store.lock_holder(LOCK)
                 raise WritesBusy(f"no writes this run: {held or 'another run'} holds the {LOCK!r} lock "

@@ -17,8 +17,16 @@ from kubernetes import client, config
 from kubernetes.client.exceptions import ApiException
 from kubernetes.config.config_exception import ConfigException
 
-from gpuaas.errors import ConfigError, KubeAPIError, MalformedResponse, SourceUnavailable, kube_error_for_status
+from gpuaas.errors import (
+    ConfigError,
+    KubeAPIError,
+    MalformedResponse,
+    SourceUnavailable,
+    TransientError,
+    kube_error_for_status,
+)
 from gpuaas.settings import GpuaasSettings
+from gpuaas.sources._retry_after import retry_after_seconds
 
 __all__ = ["KubeLister", "make_api_client"]
 
@@ -54,7 +62,10 @@ def _api_error(exc: ApiException, what: str) -> KubeAPIError:
     except ValueError:
         pass
     cls = kube_error_for_status(status)
-    return cls(message or f"listing {what} failed", status=status, reason=str(exc.reason or ""), kind=what)
+    error = cls(message or f"listing {what} failed", status=status, reason=str(exc.reason or ""), kind=what)
+    if isinstance(error, TransientError):
+        error.retry_after = retry_after_seconds((exc.headers or {}).get("Retry-After"))
+    return error
 
 
 class KubeLister:

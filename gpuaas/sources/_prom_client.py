@@ -7,8 +7,10 @@ translated into ``gpuaas.errors`` here, once.
 
 from __future__ import annotations
 
+import json
 import math
 import re
+import threading
 from datetime import datetime
 from typing import Any
 
@@ -18,6 +20,7 @@ from urllib3.util.retry import Retry
 
 from gpuaas.errors import ConfigError, MalformedResponse, SourceError, SourceUnavailable, scrub_secrets
 from gpuaas.settings import GpuaasSettings
+from gpuaas.sources._retry_after import retry_after_seconds
 
 __all__ = ["PromClient", "sample_value"]
 
@@ -41,8 +44,13 @@ class PromClient:
         self.url = settings.prometheus_url.rstrip("/")
         self.source = source
         self.queries = 0
+        self.bytes_received = 0
+        self._answer = threading.local()  # what the library drops: Retry-After and warnings
+        session = requests.Session()
+        session.hooks["response"].append(self._inspect)
         self._prom = PrometheusConnect(
             url=self.url,
+            session=session,
             headers=headers,
             retry=Retry(total=0, raise_on_status=False),
             timeout=settings.request_timeout_seconds,
@@ -75,8 +83,27 @@ class PromClient:
                 raise MalformedResponse("result element lacks 'metric'/'values'", source=self.source, url=self.url)
         return result
 
+    def _inspect(self, response: requests.Response, *_: Any, **__: Any) -> None:
+        """Keep the two things ``prometheus_api_client`` throws away: ``Retry-After`` and ``warnings``.
+
+        A partial answer (a store timed out, a query limit hit) is ``status: success`` with
+        ``warnings``; treating it as whole would decide on half the fleet's telemetry.
+        """
+        self._answer.retry_after = retry_after_seconds(response.headers.get("Retry-After"))
+        self._answer.warnings = []
+        content = response.content or b""
+        self.bytes_received += len(content)
+        if b'"warnings"' in content:
+            try:
+                body = json.loads(content)
+            except ValueError:
+                return
+            if isinstance(body, dict) and isinstance(body.get("warnings"), list):
+                self._answer.warnings = [str(w)[:200] for w in body["warnings"]]
+
     def _call(self, fetch: Any, path: str) -> list[Any]:
         self.queries += 1
+        self._answer.retry_after, self._answer.warnings = None, []
         try:
             result = fetch()
         except requests.exceptions.JSONDecodeError as exc:
@@ -93,8 +120,12 @@ class PromClient:
             status = int(match.group(1)) if match else 0
             text = f"HTTP {status or '?'} from {path}"
             if status == 429 or status >= 500:
-                raise SourceUnavailable(text, source=self.source, url=self.url) from exc
+                raise SourceUnavailable(text, source=self.source, url=self.url,
+                                        retry_after=self._answer.retry_after) from exc
             raise SourceError(text, source=self.source, url=self.url) from exc
+        if self._answer.warnings:  # transient: the next attempt usually gets the whole answer
+            raise SourceUnavailable(f"partial answer from {path}: {'; '.join(self._answer.warnings)}"[:300],
+                                    source=self.source, url=self.url)
         if not isinstance(result, list):
             raise MalformedResponse("field 'data.result' is not a list", source=self.source, url=self.url)
         return result

@@ -21,6 +21,7 @@ from gpuaas.errors import ConfigError, MalformedResponse, SourceError, SourceUna
 from gpuaas.settings import GpuaasSettings
 from gpuaas.sources._prom_client import PromClient, sample_value
 from gpuaas.sources._promql import duration, tag, union
+from gpuaas.sources._retry_after import retry_after_seconds
 
 __all__ = ["COST_COLUMNS", "fetch_allocation", "parse_allocation", "read_opencost", "read_opencost_metrics"]
 
@@ -114,7 +115,7 @@ def fetch_allocation(settings: GpuaasSettings, params: Mapping[str, str]) -> pd.
         retry_after = resp.headers.get("Retry-After")
         raise SourceUnavailable(
             f"HTTP {resp.status_code}", source=SOURCE, url=url,
-            retry_after=float(retry_after) if retry_after and retry_after.isdigit() else None,
+            retry_after=retry_after_seconds(retry_after),
         )
     if resp.status_code >= 400:
         raise SourceError(f"HTTP {resp.status_code}", source=SOURCE, url=url)

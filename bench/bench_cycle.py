@@ -1,0 +1,137 @@
+"""One full gpuaas cycle on embedded fleets of 1/10 of and the full 2,000 nodes / 16,000 GPUs /
+50,000 workloads / 200 ClusterQueues in one cohort / 24 h of telemetry (issue 14, point 1).
+
+Each stage is the real Prefect flow (Prefect's test harness), in this process, in order: collect,
+reclaim (dry-run; it takes its own snapshot, as it does when scheduled), deadline plan (dry-run, no
+nudges), rebalance plan (dry-run). The cost report flow is not on main yet: it is left out and named
+so. The API and Prometheus are reached through the test suite's relay (``tests/faults/proxy.py``,
+no faults armed) so that every request and every byte is counted; the bare transfer replays the
+very same requests through the same relay with no processing, so that ``overhead_ratio`` =
+``cycle_s / transfer_s`` compares like with like. Telemetry is backfilled at a 5-minute step (24 h
+at 60 s for 16,000 GPUs would be ~10^8 samples to backfill before the first query).
+
+    PYTHONPATH=. .venv/bin/python bench/bench_cycle.py [--sizes tenth,full]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import resource
+import sys
+import tempfile
+import time
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import httpx
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "bench"))
+
+from bench_cluster import fleet  # noqa: E402
+
+from gpuaas.cluster.clock import ManualClock  # noqa: E402
+from gpuaas.cluster.runner import EmbeddedCluster  # noqa: E402
+from tests.faults.proxy import FaultProxy, fault_proxy  # noqa: E402
+
+SIZES = {"tenth": (200, 20, 5000), "full": (2000, 200, 50000)}  # nodes (8 GPUs), ClusterQueues, workloads
+HISTORY = timedelta(hours=24)
+MISSING = ["cost report (the cost-report flow is not on main)"]
+
+
+def rss_mb() -> float:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
+def _stages(at: datetime) -> list[tuple[str, object]]:
+    from flows.collect import collect
+    from flows.deadlines import deadlines
+    from flows.rebalance import rebalance
+    from flows.reclaim import reclaim
+
+    return [("collect", lambda: collect(at=at)), ("reclaim dry-run", lambda: reclaim(apply=False, at=at)),
+            ("deadline plan", lambda: deadlines(apply=False, at=at, nudge=False)),
+            ("rebalance plan", lambda: rebalance(apply=False, at=at))]
+
+
+def _replay(proxy: FaultProxy, hits: list, headers: dict[str, str]) -> float:
+    """The same requests, answers read and dropped: the unavoidable transfer."""
+    started = time.perf_counter()
+    with httpx.Client(base_url=proxy.url, timeout=120, headers=headers) as http:
+        for hit in hits:
+            if hit.method == "GET":
+                http.get(hit.path).read()
+            else:
+                http.request(hit.method, hit.path, content=hit.body,
+                             headers={"Content-Type": "application/x-www-form-urlencoded"}).read()
+    return time.perf_counter() - started
+
+
+def one_size(name: str, base: Path) -> dict[str, object]:
+    nodes, queues, workloads = SIZES[name]
+    start = datetime.now(UTC).replace(second=0, microsecond=0) - HISTORY
+    built = time.perf_counter()
+    scenario = fleet(nodes, queues, workloads, kind="Workload", cohorts=1, step="5m")
+    with EmbeddedCluster(scenario, base / name, history=HISTORY, clock=ManualClock(start)) as cluster, \
+            fault_proxy(cluster.api_url) as kube, fault_proxy(cluster.prometheus_url) as prom:
+        print(f"== {name}: {nodes} nodes, {nodes * 8} GPUs, {queues} ClusterQueues in 1 cohort, "
+              f"{workloads} workloads, 24 h history; built in {time.perf_counter() - built:.0f}s", flush=True)
+        os.environ.update(cluster.settings_env())
+        os.environ.update({"GPUAAS_NVML": "off", "GPUAAS_DATA_DIR": str(base / name / "gpuaas"),
+                           "GPUAAS_PROMETHEUS_URL": prom.url, "GPUAAS_REQUEST_TIMEOUT_SECONDS": "300",
+                           "GPUAAS_KUBECONFIG": str(kube.kubeconfig(cluster.kubeconfig, base / name / "kc"))})
+        at = cluster.clock.now()
+        print(f"{'stage':<16} {'wall s':>7} {'peak RSS MiB':>12} {'k8s req':>8} {'PromQL':>7} {'Prom MB':>8}")
+        cycle = 0.0
+        for stage, run in _stages(at):
+            k0, p0 = len(kube.relayed), len(prom.relayed)
+            began = time.perf_counter()
+            run()  # type: ignore[operator]
+            wall = time.perf_counter() - began
+            cycle += wall
+            queries = [h for h in prom.relayed[p0:] if "/api/v1/query" in h.path]
+            print(f"{stage:<16} {wall:>7.2f} {rss_mb():>12.0f} {len(kube.relayed) - k0:>8} {len(queries):>7} "
+                  f"{sum(h.size for h in queries) / 1e6:>8.2f}", flush=True)
+        for missing in MISSING:
+            print(f"{'(missing)':<16} {missing}")
+        token = _token(cluster.kubeconfig)
+        transfer = _replay(kube, list(kube.relayed), token) + _replay(prom, list(prom.relayed), {})
+        queries = [h for h in prom.relayed if "/api/v1/query" in h.path]
+        return {"gpus": nodes * 8, "workloads": workloads, "queues": queues, "cycle_s": round(cycle, 2),
+                "peak_rss_mb": round(rss_mb()), "k8s_requests": len(kube.relayed), "prom_queries": len(queries),
+                "prom_bytes": sum(h.size for h in queries), "transfer_s": round(transfer, 2),
+                "overhead_ratio": round(cycle / transfer, 2) if transfer else None}
+
+
+def _token(kubeconfig: Path) -> dict[str, str]:
+    import yaml
+
+    users = yaml.safe_load(kubeconfig.read_text()).get("users") or []
+    token = (users[0].get("user") or {}).get("token") if users else None
+    return {"Authorization": f"Bearer {token}"} if token else {}
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--sizes", default="tenth,full")
+    sizes = parser.parse_args().sizes.split(",")
+    os.environ["PREFECT_SERVER_ANALYTICS_ENABLED"] = "false"
+    os.environ.setdefault("PREFECT_HOME", tempfile.mkdtemp(prefix="bench-prefect-"))
+    os.environ.setdefault("PREFECT_LOGGING_LEVEL", "WARNING")
+    from prefect.testing.utilities import prefect_test_harness
+
+    base = Path(tempfile.mkdtemp(prefix="bench-cycle-"))
+    lines = []
+    with prefect_test_harness(server_startup_timeout=180):
+        for name in sizes:
+            lines.append(one_size(name, base))
+    for line in lines:
+        print(json.dumps(line))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,250 @@
+"""A loopback HTTP fault proxy of the test suite: real faults on real sockets.
+
+It relays every request to one upstream (the embedded API, Prometheus, OpenCost or the
+Pushgateway) except those matched by an armed fault, which it answers itself or damages:
+an HTTP 500, a hang past the client's timeout, a TCP reset (RST, no answer), a slow answer,
+429 with ``Retry-After``, a 409 storm on PATCH, a truncated or malformed body, Prometheus's
+``status: error``, or a partial Prometheus result with ``warnings``. Every fault is bounded
+(``times``), every hang is bounded (``hang_s``), and it listens on 127.0.0.1 only.
+"""
+
+from __future__ import annotations
+
+import http.client
+import json
+import socket
+import struct
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit
+
+import yaml
+
+__all__ = ["FAULTS", "Fault", "FaultProxy", "fault_proxy"]
+
+_HOP_BY_HOP = {"connection", "keep-alive", "proxy-connection", "transfer-encoding", "te", "trailer", "upgrade"}
+FAULTS = ("hold", "500", "timeout", "reset", "slow", "429", "409", "truncated", "malformed", "prom_error", "prom_warnings",
+          "down")
+
+
+@dataclass
+class Fault:
+    """``kind`` on the next ``times`` requests whose method and path match."""
+
+    kind: str
+    times: int = 1
+    method: str | None = None
+    path: str | None = None
+    hang_s: float = 3.0
+    retry_after: int = 1
+    forward: bool = False
+    """``hold``: forward the request before holding (the write lands, its answer never comes)."""
+
+    def matches(self, method: str, path: str) -> bool:
+        return (self.method is None or self.method == method) and (self.path is None or self.path in path)
+
+
+@dataclass
+class Hit:
+    kind: str
+    method: str
+    path: str
+    at: float = field(default_factory=time.monotonic)
+    body: bytes = b""
+    size: int = 0
+    """Bytes of the answer relayed (the bench counts what a cycle receives)."""
+
+
+class FaultProxy:
+    """Relay ``127.0.0.1:<port>`` -> ``upstream``; ``arm`` queues a fault."""
+
+    def __init__(self, upstream: str) -> None:
+        parts = urlsplit(upstream)
+        self.upstream = (parts.hostname or "127.0.0.1", int(parts.port or 80))
+        self.lock = threading.Lock()
+        self.faults: list[Fault] = []
+        self.hits: list[Hit] = []
+        self.relayed: list[Hit] = []
+        self._local = threading.local()  # the handler thread's own Hit, to record the answer's size
+        self.held = threading.Event()  # a ``hold`` fault has the request (and, if forwarded, the write is done)
+        self.release = threading.Event()
+        self._httpd = _ResettingServer(("127.0.0.1", 0), _handler(self))
+        self._thread = threading.Thread(target=self._httpd.serve_forever, kwargs={"poll_interval": 0.02},
+                                        name="fault-proxy", daemon=True)
+
+    @property
+    def url(self) -> str:
+        host, port = self._httpd.server_address[:2]
+        return f"http://{host!s}:{port}"
+
+    def arm(self, kind: str, times: int = 1, **match: Any) -> None:
+        if kind not in FAULTS:
+            raise ValueError(f"unknown fault {kind!r}")
+        with self.lock:
+            self.faults.append(Fault(kind, times, **match))
+
+    def clear(self) -> None:
+        with self.lock:
+            self.faults.clear()
+            self.hits.clear()
+            self.relayed.clear()
+            self.held.clear()
+            self.release.clear()
+
+    def _take(self, method: str, path: str, body: bytes = b"") -> Fault | None:
+        with self.lock:
+            for fault in self.faults:
+                if fault.times > 0 and fault.matches(method, path):
+                    fault.times -= 1
+                    self.hits.append(Hit(fault.kind, method, path))
+                    return fault
+            self.relayed.append(Hit("relay", method, path, body=body))
+            self._local.hit = self.relayed[-1]
+            return None
+
+    def kubeconfig(self, original: Path, path: Path) -> Path:
+        """``original`` with its server replaced by this proxy (same credentials)."""
+        config: dict[str, Any] = yaml.safe_load(original.read_text())
+        for cluster in config["clusters"]:
+            cluster["cluster"]["server"] = self.url
+        path.write_text(yaml.safe_dump(config, sort_keys=False))
+        return path
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._httpd.shutdown()
+        self._thread.join()
+        self._httpd.server_close()
+
+
+class _ResettingServer(ThreadingHTTPServer):
+    """Closes the connections a handler marked with RST (no FIN first): 'connection reset by peer'."""
+
+    daemon_threads = True
+
+    def __init__(self, *args: Any) -> None:
+        super().__init__(*args)
+        self.resets: set[int] = set()
+
+    def shutdown_request(self, request: Any) -> None:
+        if request.fileno() in self.resets:
+            self.resets.discard(request.fileno())
+            request.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+            self.close_request(request)
+        else:
+            super().shutdown_request(request)
+
+
+def _prom_partial(data: bytes) -> bytes:
+    """Half the series of a Prometheus answer, with the ``warnings`` a partial answer carries."""
+    body = json.loads(data)
+    result = body.get("data", {}).get("result")
+    if isinstance(result, list):
+        body["data"]["result"] = result[: len(result) // 2]
+    body["warnings"] = ["partial response: a store did not answer in time"]
+    return json.dumps(body).encode()
+
+
+def _handler(proxy: FaultProxy) -> type[BaseHTTPRequestHandler]:
+    class Handler(BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"
+
+        def _answer(self, status: int, body: bytes, headers: dict[str, str] | None = None,
+                    length: int | None = None) -> None:
+            self.send_response(status)
+            for key, value in (headers or {"Content-Type": "application/json"}).items():
+                self.send_header(key, value)
+            self.send_header("Content-Length", str(len(body) if length is None else length))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def _reset(self) -> None:
+            self.server.resets.add(self.connection.fileno())  # type: ignore[attr-defined]
+            self.close_connection = True
+
+        def _relay(self) -> None:
+            length = int(self.headers.get("Content-Length") or 0)
+            body = self.rfile.read(length) if length else b""
+            fault = proxy._take(self.command, self.path, body)
+            kind = fault.kind if fault else "relay"
+            if kind == "hold" and fault is not None:  # the caller kills the client meanwhile
+                if fault.forward:
+                    self._forward(body)
+                proxy.held.set()
+                proxy.release.wait(timeout=30)
+                self._reset()
+                return
+            if kind in ("reset", "down"):
+                self._reset()
+                return
+            if kind == "timeout":
+                time.sleep(fault.hang_s if fault else 0)
+                self._reset()
+                return
+            if kind == "500":
+                self._answer(500, b'{"kind":"Status","status":"Failure","message":"injected","code":500}')
+                return
+            if kind == "429":
+                retry = str(fault.retry_after if fault else 1)
+                self._answer(429, b'{"kind":"Status","status":"Failure","message":"slow down","code":429}',
+                             {"Content-Type": "application/json", "Retry-After": retry})
+                return
+            if kind == "409":
+                self._answer(409, b'{"kind":"Status","apiVersion":"v1","status":"Failure","reason":"Conflict",'
+                                  b'"message":"the object has been modified","code":409}')
+                return
+            if kind == "prom_error":
+                self._answer(422, b'{"status":"error","errorType":"execution","error":"query timed out"}')
+                return
+            if kind == "slow":
+                time.sleep(fault.hang_s if fault else 0)
+            status, out, data = self._forward(body)
+            if kind == "malformed":
+                self._answer(200, data[: len(data) // 2] + b"<html>", out)
+            elif kind == "truncated":  # promises the whole body, sends half, then closes
+                self._answer(status, data[: len(data) // 2], out, length=len(data))
+                self.close_connection = True
+            elif kind == "prom_warnings" and status == 200:
+                self._answer(200, _prom_partial(data), out)
+            else:
+                if fault is None:
+                    proxy._local.hit.size = len(data)
+                self._answer(status, data, out)
+
+        def _forward(self, body: bytes) -> tuple[int, dict[str, str], bytes]:
+            # Identity encoding from the upstream, so that a damaged body is damaged JSON, not damaged gzip.
+            headers = {k: v for k, v in self.headers.items() if k.lower() not in _HOP_BY_HOP | {"accept-encoding"}}
+            upstream = http.client.HTTPConnection(*proxy.upstream, timeout=30)
+            try:
+                upstream.request(self.command, self.path, body=body or None, headers=headers)
+                response = upstream.getresponse()
+                data = response.read()
+            finally:
+                upstream.close()
+            out = {k: v for k, v in response.getheaders() if k.lower() not in _HOP_BY_HOP | {"content-length"}}
+            return response.status, out, data
+
+        do_GET = do_POST = do_PUT = do_PATCH = do_DELETE = _relay
+
+        def log_message(self, format: str, *args: Any) -> None:  # noqa: A002
+            return
+
+    return Handler
+
+
+@contextmanager
+def fault_proxy(upstream: str) -> Iterator[FaultProxy]:
+    proxy = FaultProxy(upstream)
+    proxy.start()
+    try:
+        yield proxy
+    finally:
+        proxy.stop()

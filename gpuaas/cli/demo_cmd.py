@@ -117,9 +117,18 @@ def demo(
             f"Audit log: gpuaas audit list (database {settings.database_url_value.split('///')[-1]}).",
             highlight=False,
         )
+        _rebalance()
         _cost_report(window)
     finally:
         cluster.stop()
+
+
+def _rebalance() -> None:
+    """The nightly rebalance in dry-run: the deadline plan, then the quota plan per cohort; nothing is patched."""
+    from flows.rebalance import rebalance as rebalance_flow
+    from gpuaas.cli.rebalance_cmd import print_rebalance
+
+    print_rebalance(run_flow(rebalance_flow, "rebalance (dry-run): deadline plan and quota plan", apply=False))
 
 
 def _cost_report(window: Any) -> None:

@@ -9,7 +9,7 @@ import typer
 from gpuaas.cli._common import OutputFormat, console, print_json, print_table, settings_or_exit
 from gpuaas.cli._flows import run_flow
 
-__all__ = ["rebalance"]
+__all__ = ["print_rebalance", "rebalance"]
 
 _COLUMNS = ["cohort", "queue", "flavor", "before", "after", "change", "demand", "shortfall", "reason"]
 
@@ -31,6 +31,11 @@ def rebalance(
     if format is OutputFormat.json:
         print_json(result)
         return
+    print_rebalance(result)
+
+
+def print_rebalance(result: dict[str, Any]) -> None:
+    """The quota plan per cohort as people read it (also the demo's rebalance step)."""
     rows = [[r["cohort"], r["queue"], r["flavor"], r["before"], r["after"], r["change"], f"{r['demand']:g}",
              f"{r['shortfall before']:g} -> {r['shortfall after']:g}", r["reason"]]
             for c in result["cohorts"] for r in c["changes"]]

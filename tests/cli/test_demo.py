@@ -30,6 +30,8 @@ def test_demo_runs_the_main_job_on_the_embedded_cluster(tmp_path: Path) -> None:
     assert len(planned) == 3 and any("research/ray-hparam-sweep" in p and "suspend" in p for p in planned)
     assert "nothing was changed" in out
     assert (tmp_path / "data" / "gpuaas.db").exists()
+    # then the nightly rebalance in dry-run: the quota plan per cohort, nothing patched
+    assert "Quota plan (dry-run)" in out and "GPUs moved" in out
     # the cycle ends with the cost report: the funnel, outcomes, and where the HTML report is
     assert "GPU-hour funnel per tenant" in out and "no verified outcome" in out
     last = out.strip().splitlines()[-1]

@@ -20,6 +20,7 @@ import os
 import subprocess
 import sys
 import threading
+import time
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -106,8 +107,13 @@ def test_a_cycle_on_postgresql_never_shows_a_secret(cluster: EmbeddedCluster, po
         run_ids = [first.state_details.flow_run_id, undo.state_details.flow_run_id]
         with get_client(sync_client=True) as client:
             runs = client.read_flow_runs()
-            logs = [log.message for log in client.read_logs(
-                log_filter=LogFilter(flow_run_id=LogFilterFlowRunId(any_=[r.id for r in runs])))]
+            deadline = time.monotonic() + 60  # run logs reach the API in batches, later on a loaded host
+            while True:
+                logs = [log.message for log in client.read_logs(
+                    log_filter=LogFilter(flow_run_id=LogFilterFlowRunId(any_=[r.id for r in runs])))]
+                if logs or time.monotonic() > deadline:
+                    break
+                time.sleep(0.5)
             artifacts = [str(a.data) + str(a.description) for a in client.read_artifacts()]
             parameters = [str(r.parameters) for r in runs if r.id in run_ids]
     finally:

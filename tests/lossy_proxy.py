@@ -11,42 +11,26 @@ about the client is mocked: the official ``kubernetes`` client talks to this rel
 from __future__ import annotations
 
 import http.client
-import socket
-import struct
-import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from pathlib import Path
+from http.server import BaseHTTPRequestHandler
 from typing import Any
-from urllib.parse import urlsplit
 
-import yaml
+from tests._relay import HOP_BY_HOP, LoopbackRelay
 
 __all__ = ["LossyProxy", "lossy_proxy"]
 
-_HOP_BY_HOP = {"connection", "keep-alive", "proxy-connection", "transfer-encoding", "te", "trailer", "upgrade"}
 
 
-class LossyProxy:
+class LossyProxy(LoopbackRelay):
     """Relay ``127.0.0.1:<port>`` -> ``upstream``; ``drop_response`` arms a loss."""
 
     def __init__(self, upstream: str) -> None:
-        parts = urlsplit(upstream)
-        self.upstream = (parts.hostname or "127.0.0.1", int(parts.port or 80))
-        self.lock = threading.Lock()
+        super().__init__(upstream, _handler, name="lossy-proxy")
         self._drop: dict[str, int] = {}
         self._refuse_after_drop = 0
         self.refusing = 0
         self.dropped: list[str] = []
-        self._httpd = _ResettingServer(("127.0.0.1", 0), _handler(self))
-        self._thread = threading.Thread(target=self._httpd.serve_forever, kwargs={"poll_interval": 0.02},
-                                        name="lossy-proxy", daemon=True)
-
-    @property
-    def url(self) -> str:
-        host, port = self._httpd.server_address[:2]
-        return f"http://{host!s}:{port}"
 
     def drop_response(self, method: str, *, then_refuse: int = 0) -> None:
         """Lose the answer of the next ``method`` request, then reset the next ``then_refuse`` requests."""
@@ -67,39 +51,8 @@ class LossyProxy:
                 return "drop"
             return "relay"
 
-    def kubeconfig(self, original: Path, path: Path) -> Path:
-        """``original`` with its server replaced by this relay (same credentials)."""
-        config: dict[str, Any] = yaml.safe_load(original.read_text())
-        for cluster in config["clusters"]:
-            cluster["cluster"]["server"] = self.url
-        path.write_text(yaml.safe_dump(config, sort_keys=False))
-        return path
-
-    def start(self) -> None:
-        self._thread.start()
-
-    def stop(self) -> None:
-        self._httpd.shutdown()
-        self._thread.join()
-        self._httpd.server_close()
 
 
-class _ResettingServer(ThreadingHTTPServer):
-    """Closes the connections a handler marked with RST (no FIN first): 'connection reset by peer'."""
-
-    daemon_threads = True
-
-    def __init__(self, *args: Any) -> None:
-        super().__init__(*args)
-        self.resets: set[int] = set()
-
-    def shutdown_request(self, request: Any) -> None:
-        if request.fileno() in self.resets:
-            self.resets.discard(request.fileno())
-            request.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
-            self.close_request(request)
-        else:
-            super().shutdown_request(request)
 
 
 def _handler(proxy: LossyProxy) -> type[BaseHTTPRequestHandler]:
@@ -113,7 +66,7 @@ def _handler(proxy: LossyProxy) -> type[BaseHTTPRequestHandler]:
             if verdict == "refuse":
                 self._reset()
                 return
-            headers = {k: v for k, v in self.headers.items() if k.lower() not in _HOP_BY_HOP}
+            headers = {k: v for k, v in self.headers.items() if k.lower() not in HOP_BY_HOP}
             upstream = http.client.HTTPConnection(*proxy.upstream, timeout=10)
             try:
                 upstream.request(self.command, self.path, body=body or None, headers=headers)
@@ -126,7 +79,7 @@ def _handler(proxy: LossyProxy) -> type[BaseHTTPRequestHandler]:
                 return
             self.send_response(response.status)
             for key, value in response.getheaders():
-                if key.lower() not in _HOP_BY_HOP and key.lower() != "content-length":
+                if key.lower() not in HOP_BY_HOP and key.lower() != "content-length":
                     self.send_header(key, value)
             self.send_header("Content-Length", str(len(data)))
             self.end_headers()

@@ -12,23 +12,18 @@ from __future__ import annotations
 
 import http.client
 import json
-import socket
-import struct
 import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from pathlib import Path
+from http.server import BaseHTTPRequestHandler
 from typing import Any
-from urllib.parse import urlsplit
 
-import yaml
+from tests._relay import HOP_BY_HOP, LoopbackRelay
 
 __all__ = ["FAULTS", "Fault", "FaultProxy", "fault_proxy"]
 
-_HOP_BY_HOP = {"connection", "keep-alive", "proxy-connection", "transfer-encoding", "te", "trailer", "upgrade"}
 FAULTS = ("hold", "500", "timeout", "reset", "slow", "429", "409", "truncated", "malformed", "prom_error", "prom_warnings",
           "down")
 
@@ -61,27 +56,17 @@ class Hit:
     """Bytes of the answer relayed (the bench counts what a cycle receives)."""
 
 
-class FaultProxy:
+class FaultProxy(LoopbackRelay):
     """Relay ``127.0.0.1:<port>`` -> ``upstream``; ``arm`` queues a fault."""
 
     def __init__(self, upstream: str) -> None:
-        parts = urlsplit(upstream)
-        self.upstream = (parts.hostname or "127.0.0.1", int(parts.port or 80))
-        self.lock = threading.Lock()
+        super().__init__(upstream, _handler, name="fault-proxy")
         self.faults: list[Fault] = []
         self.hits: list[Hit] = []
         self.relayed: list[Hit] = []
         self._local = threading.local()  # the handler thread's own Hit, to record the answer's size
         self.held = threading.Event()  # a ``hold`` fault has the request (and, if forwarded, the write is done)
         self.release = threading.Event()
-        self._httpd = _ResettingServer(("127.0.0.1", 0), _handler(self))
-        self._thread = threading.Thread(target=self._httpd.serve_forever, kwargs={"poll_interval": 0.02},
-                                        name="fault-proxy", daemon=True)
-
-    @property
-    def url(self) -> str:
-        host, port = self._httpd.server_address[:2]
-        return f"http://{host!s}:{port}"
 
     def arm(self, kind: str, times: int = 1, **match: Any) -> None:
         if kind not in FAULTS:
@@ -108,39 +93,8 @@ class FaultProxy:
             self._local.hit = self.relayed[-1]
             return None
 
-    def kubeconfig(self, original: Path, path: Path) -> Path:
-        """``original`` with its server replaced by this proxy (same credentials)."""
-        config: dict[str, Any] = yaml.safe_load(original.read_text())
-        for cluster in config["clusters"]:
-            cluster["cluster"]["server"] = self.url
-        path.write_text(yaml.safe_dump(config, sort_keys=False))
-        return path
-
-    def start(self) -> None:
-        self._thread.start()
-
-    def stop(self) -> None:
-        self._httpd.shutdown()
-        self._thread.join()
-        self._httpd.server_close()
 
 
-class _ResettingServer(ThreadingHTTPServer):
-    """Closes the connections a handler marked with RST (no FIN first): 'connection reset by peer'."""
-
-    daemon_threads = True
-
-    def __init__(self, *args: Any) -> None:
-        super().__init__(*args)
-        self.resets: set[int] = set()
-
-    def shutdown_request(self, request: Any) -> None:
-        if request.fileno() in self.resets:
-            self.resets.discard(request.fileno())
-            request.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
-            self.close_request(request)
-        else:
-            super().shutdown_request(request)
 
 
 def _prom_partial(data: bytes) -> bytes:
@@ -221,7 +175,7 @@ def _handler(proxy: FaultProxy) -> type[BaseHTTPRequestHandler]:
 
         def _forward(self, body: bytes) -> tuple[int, dict[str, str], bytes]:
             # Identity encoding from the upstream, so that a damaged body is damaged JSON, not damaged gzip.
-            headers = {k: v for k, v in self.headers.items() if k.lower() not in _HOP_BY_HOP | {"accept-encoding"}}
+            headers = {k: v for k, v in self.headers.items() if k.lower() not in HOP_BY_HOP | {"accept-encoding"}}
             upstream = http.client.HTTPConnection(*proxy.upstream, timeout=30)
             try:
                 upstream.request(self.command, self.path, body=body or None, headers=headers)
@@ -229,7 +183,7 @@ def _handler(proxy: FaultProxy) -> type[BaseHTTPRequestHandler]:
                 data = response.read()
             finally:
                 upstream.close()
-            out = {k: v for k, v in response.getheaders() if k.lower() not in _HOP_BY_HOP | {"content-length"}}
+            out = {k: v for k, v in response.getheaders() if k.lower() not in HOP_BY_HOP | {"content-length"}}
             return response.status, out, data
 
         do_GET = do_POST = do_PUT = do_PATCH = do_DELETE = _relay

@@ -26,7 +26,7 @@ def test_demo_runs_the_main_job_on_the_embedded_cluster(tmp_path: Path) -> None:
     assert "opted out" in rows["platform/nb-bob"]
     assert " unknown " in rows["platform/embed-batch"]  # missing telemetry is never idle
     assert " busy " in rows["platform/llm-chat"]
-    planned = [line for line in out.splitlines() if " planned " in line]
+    planned = [line for line in out.splitlines() if " planned " in line and line.startswith("│")]  # table rows
     assert len(planned) == 3 and any("research/ray-hparam-sweep" in p and "suspend" in p for p in planned)
     assert "nothing was changed" in out
     assert (tmp_path / "data" / "gpuaas.db").exists()

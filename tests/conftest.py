@@ -10,6 +10,7 @@ import os
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 
+import prefect.main  # noqa: F401  (Prefect configures its logging now, before gpuaas.cli sets terminal defaults)
 import pytest
 
 from gpuaas.cluster.prometheus import PrometheusServer, to_openmetrics
@@ -33,6 +34,9 @@ def _isolated_env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     for key in list(os.environ):
         if key.startswith("GPUAAS_") and key != "GPUAAS_TEST_POSTGRES_URL":
             monkeypatch.delenv(key)
+    # Importing gpuaas.cli sets PREFECT_LOGGING_LEVEL=CRITICAL for the terminal; a Prefect worker or flow
+    # process a test starts must not inherit it, or its run logs never reach the API the test reads.
+    monkeypatch.delenv("PREFECT_LOGGING_LEVEL", raising=False)
     monkeypatch.setenv("GPUAAS_DATA_DIR", str(tmp_path / "gpuaas-data"))
 
 

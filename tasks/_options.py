@@ -16,7 +16,7 @@ from prefect.tasks import exponential_backoff
 from gpuaas.errors import TransientError
 from gpuaas.settings import GpuaasSettings
 
-__all__ = ["IO_TASK_OPTIONS", "retry_options", "retry_transient_only"]
+__all__ = ["IO_TASK_OPTIONS", "current_run_id", "retry_options", "retry_transient_only"]
 
 
 def retry_transient_only(task: Any, task_run: Any, state: Any) -> bool:
@@ -52,3 +52,10 @@ def retry_options(settings: GpuaasSettings) -> dict[str, Any]:
         "retry_delay_seconds": exponential_backoff(backoff_factor=settings.retry_backoff_seconds)
         if settings.retry_backoff_seconds > 0 else 0,
     }
+
+
+def current_run_id() -> str | None:
+    """The flow run's id for audit rows, or None outside a flow run (a plain call in a REPL or test)."""
+    from prefect import runtime
+
+    return str(runtime.flow_run.id) if runtime.flow_run.id else None

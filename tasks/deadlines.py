@@ -25,8 +25,7 @@ from gpuaas.sources._kube_client import KubeLister, make_api_client
 from gpuaas.sources.kube import KUEUE_GROUP
 from gpuaas.store import open_store
 from reports.deadlines import deadline_metrics, pool_dicts
-from tasks._options import IO_TASK_OPTIONS
-from tasks.reclaim import _run_id
+from tasks._options import IO_TASK_OPTIONS, current_run_id
 
 __all__ = ["decide_nudges", "nudge_kueue", "plan_deadlines", "publish_deadline_artifacts", "push_deadline_metrics",
            "release_due_holds", "undo_deadline_holds"]
@@ -62,7 +61,7 @@ def release_due_holds(settings: GpuaasSettings, now: datetime) -> list[NudgeResu
     try:
         workloads = KubeLister(api, settings).custom_objects(KUEUE_GROUP, "v1beta2", "workloads")
         with KubeWriter(settings, api_client=api) as writer:
-            return release_due(workloads, store, writer, now, flow_run_id=_run_id())
+            return release_due(workloads, store, writer, now, flow_run_id=current_run_id())
     finally:
         api.close()
         store.close()
@@ -80,7 +79,7 @@ def nudge_kueue(settings: GpuaasSettings, nudges: list[Nudge], mode: Mode) -> li
     store = open_store(settings)
     try:
         with KubeWriter(settings) as writer:
-            return apply_nudges(nudges, store, writer, mode=mode, flow_run_id=_run_id())
+            return apply_nudges(nudges, store, writer, mode=mode, flow_run_id=current_run_id())
     finally:
         store.close()
 
@@ -90,6 +89,6 @@ def undo_deadline_holds(settings: GpuaasSettings, audit_ids: list[int]) -> list[
     store = open_store(settings)
     try:
         with KubeWriter(settings) as writer:
-            return undo_holds(store, writer, audit_ids, flow_run_id=_run_id())
+            return undo_holds(store, writer, audit_ids, flow_run_id=current_run_id())
     finally:
         store.close()

@@ -6,7 +6,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 import pandas as pd
-from prefect import runtime, task
+from prefect import task
 from prefect.artifacts import create_markdown_artifact, create_table_artifact
 from prefect.cache_policies import NO_CACHE
 
@@ -24,16 +24,13 @@ from gpuaas.sources.kube import DEFAULT_GPU_RESOURCES
 from gpuaas.sources.queue_history import read_queue_history
 from gpuaas.store import open_store
 from reports.rebalance import CohortOutcome, borrowing_flags, change_rows, rebalance_markdown, rebalance_metrics
-from tasks._options import IO_TASK_OPTIONS
+from tasks._options import IO_TASK_OPTIONS, current_run_id
 
 __all__ = ["apply_plans", "plan_cohorts", "publish_rebalance_artifacts", "push_rebalance_metrics", "read_history",
            "recent_changes"]
 
 GPU_RESOURCES = list(DEFAULT_GPU_RESOURCES)
 
-
-def _run_id() -> str | None:
-    return str(runtime.flow_run.id) if runtime.flow_run.id else None
 
 
 @task(name="read-queue-history", cache_policy=NO_CACHE, **IO_TASK_OPTIONS)
@@ -81,7 +78,7 @@ def apply_plans(settings: GpuaasSettings, outcomes: list[CohortOutcome], mode: M
     try:
         with KubeWriter(settings) as writer:
             if mode is Mode.apply:
-                recover_quota_plans(store, writer, flow_run_id=_run_id(), now=now, gpu_resources=GPU_RESOURCES,
+                recover_quota_plans(store, writer, flow_run_id=current_run_id(), now=now, gpu_resources=GPU_RESOURCES,
                                     manage_limits=rb.manage_limits)
             done = []
             for o in outcomes:
@@ -92,7 +89,7 @@ def apply_plans(settings: GpuaasSettings, outcomes: list[CohortOutcome], mode: M
                                             "history_seconds": o.demand.history_seconds,
                                             "limits": o.demand.limits.__dict__}
                 result = apply_quota_plan(store, writer, o.cohort, o.plan, mode=mode, degraded=degraded,
-                                          flow_run_id=_run_id(), evidence=evidence, gpu_resources=GPU_RESOURCES,
+                                          flow_run_id=current_run_id(), evidence=evidence, gpu_resources=GPU_RESOURCES,
                                           manage_limits=rb.manage_limits)
                 done.append(CohortOutcome(o.cohort, o.demand, o.plan, o.error, result.plan_id, result.outcome,
                                           result.message, o.flags))

@@ -6,7 +6,7 @@ from dataclasses import replace
 from datetime import datetime, timedelta
 
 import pandas as pd
-from prefect import runtime, task
+from prefect import task
 from prefect.artifacts import create_markdown_artifact, create_table_artifact
 from prefect.cache_policies import NO_CACHE
 
@@ -30,14 +30,11 @@ from gpuaas.pushgateway import delete_metrics, push_metrics
 from gpuaas.settings import GpuaasSettings
 from gpuaas.store import open_store
 from reports.reclaim import decision_rows, idle_metrics, summary_markdown
-from tasks._options import IO_TASK_OPTIONS
+from tasks._options import IO_TASK_OPTIONS, current_run_id
 
 __all__ = ["IDLE_JOB", "act", "decide", "find_idle_workloads", "load_snapshot", "publish_reclaim_artifacts",
            "push_idle_metrics", "undo_actions", "withdraw_idle_metrics"]
 
-
-def _run_id() -> str | None:
-    return str(runtime.flow_run.id) if runtime.flow_run.id else None
 
 
 @task(name="load-snapshot", cache_policy=NO_CACHE, retries=2, retry_delay_seconds=2)
@@ -79,13 +76,13 @@ def act(settings: GpuaasSettings, decisions: list[Decision], mode: Mode, now: da
     try:
         with KubeWriter(settings) as writer:
             if mode is Mode.apply:
-                recover_interrupted(store, writer, flow_run_id=_run_id(), now=now)
+                recover_interrupted(store, writer, flow_run_id=current_run_id(), now=now)
             decided = already_decided(store, [d.idempotency_key for d in decisions if d.outcome == "planned"])
             longest = max((float(d.evidence.get("window_minutes") or 0) for d in decisions), default=0.0)
             restored = recently_restored(store, now - timedelta(minutes=longest))
             final = finalize_decisions(decisions, decided, settings.policy.reclaim.max_actions_per_run,
                                        restored, now)
-            return execute_decisions(final, store, writer, mode=mode, flow_run_id=_run_id(), now=now)
+            return execute_decisions(final, store, writer, mode=mode, flow_run_id=current_run_id(), now=now)
     finally:
         store.close()
 
@@ -95,7 +92,7 @@ def undo_actions(settings: GpuaasSettings, audit_ids: list[int]) -> list[UndoRes
     store = open_store(settings)
     try:
         with KubeWriter(settings) as writer:
-            return undo_entries(store, writer, audit_ids, flow_run_id=_run_id())
+            return undo_entries(store, writer, audit_ids, flow_run_id=current_run_id())
     finally:
         store.close()
 

@@ -20,7 +20,9 @@ from alembic import command
 from alembic.config import Config
 from alembic.runtime.migration import MigrationContext
 from alembic.script import ScriptDirectory
-from sqlalchemy import Engine, create_engine, delete, event, insert, or_
+from sqlalchemy import Engine, create_engine, delete, event, func, insert, or_
+from sqlalchemy.dialects.postgresql import insert as pg_insert
+from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.exc import IntegrityError, SQLAlchemyError
 from sqlmodel import Session, col, select
 
@@ -30,6 +32,8 @@ from gpuaas.store._models import AuditEntry, QueueSample, RunLock, SnapshotRecor
 __all__ = ["Store", "redact_url"]
 
 _MIGRATIONS = Path(__file__).resolve().parent / "migrations"
+_REOPENING = ("failed", "skipped")
+"""Completion outcomes that leave a decided key open for another attempt (nothing was changed)."""
 
 
 def redact_url(url: str) -> str:
@@ -115,6 +119,36 @@ class Store:
             session.commit()
             session.refresh(entry)
         return entry
+
+    def append_decision(self, entry: AuditEntry) -> tuple[AuditEntry, bool]:
+        """Append the row that decides ``entry.idempotency_key``, unless the same decision is already
+        recorded: returns (the row that holds it, whether it is ``entry``).
+
+        Two overlapping runs that judge the same window both find the key undecided and both
+        append; the unique (idempotency_key, decision) index and ``INSERT ... ON CONFLICT DO
+        NOTHING`` (SQLite and PostgreSQL) let exactly one of them record it, whatever the
+        interleaving. ``decision`` is the outcome and the attempt: a completion that closed an
+        earlier decision without effect (``failed``, ``skipped``) opens the next attempt, so a
+        re-run may try again after a failure but never records one decision twice.
+        """
+        key = entry.idempotency_key
+        if not key:
+            raise ValueError("append_decision needs an idempotency key")
+        with self.session() as session:
+            attempt = session.exec(select(func.count()).select_from(AuditEntry).where(
+                AuditEntry.idempotency_key == key, col(AuditEntry.refers_to).is_not(None),
+                col(AuditEntry.outcome).in_(_REOPENING))).one()
+            decision = f"{entry.outcome}#{attempt}"
+            values = {**entry.model_dump(exclude={"id"}), "decision": decision}
+            dialect_insert = sqlite_insert if self.engine.dialect.name == "sqlite" else pg_insert
+            statement = dialect_insert(AuditEntry).values(**values).on_conflict_do_nothing().returning(
+                col(AuditEntry.id))
+            new_id = session.execute(statement).scalar_one_or_none()
+            session.commit()
+            held = (session.get(AuditEntry, new_id) if new_id is not None else session.exec(
+                select(AuditEntry).where(AuditEntry.idempotency_key == key, AuditEntry.decision == decision)).one())
+            assert held is not None
+            return held, new_id is not None
 
     def get_audit(self, audit_id: int) -> AuditEntry | None:
         with self.session() as session:

@@ -20,7 +20,7 @@ from alembic import command
 from alembic.config import Config
 from alembic.runtime.migration import MigrationContext
 from alembic.script import ScriptDirectory
-from sqlalchemy import Engine, create_engine, delete, event, func, insert, or_
+from sqlalchemy import Engine, create_engine, delete, event, func, insert, or_, update
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.exc import IntegrityError, SQLAlchemyError
@@ -206,7 +206,9 @@ class Store:
             session.add(record)
             session.commit()
             session.refresh(record)
-        return _inflated(record)
+        if isinstance(document, str):  # the caller's text, not a second copy inflated from the bytes
+            record.payload, record.compressed = {**record.payload, "snapshot": document}, None
+        return record
 
     def get_snapshot(self, snapshot_id: int) -> SnapshotRecord | None:
         with self.session() as session:
@@ -219,19 +221,38 @@ class Store:
             record = session.exec(query).first()
         return _inflated(record) if record is not None else None
 
+    def wants_full_snapshot(self, collected_at: datetime, every: timedelta) -> bool:
+        """Whether a snapshot collected at ``collected_at`` should be stored in full: no full one
+        was collected in ``(collected_at - every, collected_at]`` (``store.full_snapshot_every_minutes``)."""
+        if every <= timedelta(0):
+            return True
+        at = _as_utc(collected_at)
+        query = select(SnapshotRecord.id).where(col(SnapshotRecord.compressed).is_not(None),
+                                                col(SnapshotRecord.collected_at) > at - every,
+                                                col(SnapshotRecord.collected_at) <= at).limit(1)
+        with self.session() as session:
+            return session.exec(query).first() is None
+
     def prune_snapshots(self, older_than: timedelta, now: datetime | None = None,
                         keep_latest: int | None = None) -> int:
-        """Delete snapshots collected before ``now - older_than`` and all but the newest
-        ``keep_latest``; returns how many."""
+        """Delete snapshots collected before ``now - older_than``, and drop the full document of
+        all but the newest ``keep_latest`` that have one; returns how many rows changed.
+
+        A snapshot row (its id, instant and summary) stays for the whole retention, so an id a
+        run holds never vanishes under it; only the bulky document is thinned, and the reclaim
+        flow decides on its collect's snapshot in memory, not on a read-back.
+        """
         cutoff = _as_utc(now or utc_now()) - older_than
         with self.session() as session:
             result = session.execute(delete(SnapshotRecord).where(col(SnapshotRecord.collected_at) < cutoff))
             removed = int(getattr(result, "rowcount", 0) or 0)
             if keep_latest is not None:
-                newest = select(SnapshotRecord.id).order_by(
+                full = col(SnapshotRecord.compressed).is_not(None)
+                newest = select(SnapshotRecord.id).where(full).order_by(
                     col(SnapshotRecord.collected_at).desc(), col(SnapshotRecord.id).desc()).limit(keep_latest)
                 kept = [int(i) for i in session.exec(newest) if i is not None]
-                result = session.execute(delete(SnapshotRecord).where(col(SnapshotRecord.id).not_in(kept)))
+                result = session.execute(update(SnapshotRecord).where(full, col(SnapshotRecord.id).not_in(kept))
+                                         .values(compressed=None))
                 removed += int(getattr(result, "rowcount", 0) or 0)
             session.commit()
             return removed

@@ -27,6 +27,7 @@ import os
 import sys
 import tempfile
 from collections.abc import Callable
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -45,6 +46,7 @@ from gpuaas.store import SnapshotRecord, Store
 from tests.services import fresh_schema_url, postgres_server
 
 CYCLES_14_DAYS = 14 * 24 * 12
+AUDIT_RUNS = 20
 KEEP_FULL = Policy().store.keep_full_snapshots
 SIZES = [("1/10", 1_600, 5_000, 20), ("full", 16_000, 50_000, 200)]  # GPUs, Workloads, ClusterQueues
 _IDENTITY = ("name", "uid", "cluster_queue", "queue", "pod", "host", "uuid", "owner_name")
@@ -129,7 +131,7 @@ def measure(url: str, snapshot: Snapshot, policy: Policy) -> dict[str, float]:
 
 
 def audit_row_bytes(url: str) -> tuple[int, float]:
-    """Decision rows of one dry-run of the reclaim scenario, and the bytes each occupies."""
+    """Decision rows of ``AUDIT_RUNS`` dry-runs of the reclaim scenario, and the bytes each occupies."""
     from gpuaas.actions import KubeWriter, execute_decisions
     from gpuaas.policies.idle import find_idle
     from gpuaas.policies.reclaim import finalize_decisions, plan_reclaim
@@ -149,7 +151,10 @@ def audit_row_bytes(url: str) -> tuple[int, float]:
         store = Store(url)
         before = used_bytes(store)
         with KubeWriter(settings) as writer:
-            execute_decisions(decisions, store, writer, mode=Mode.dry_run, flow_run_id="bench", now=cluster.clock.now())
+            for run in range(AUDIT_RUNS):  # one run per window: the same targets under the next window's keys
+                window = [replace(d, idempotency_key=f"{d.idempotency_key}+{run}") for d in decisions]
+                execute_decisions(window, store, writer, mode=Mode.dry_run, flow_run_id="bench",
+                                  now=cluster.clock.now())
         rows = len(store.audit(limit=None))
         size = (used_bytes(store) - before) / max(rows, 1)
         store.close()
@@ -201,7 +206,8 @@ def main() -> int:
             url = (f"sqlite:///{tempfile.mkdtemp(prefix='bench-store-audit-db-')}/gpuaas.db" if db == "sqlite"
                    else fresh_schema_url(pg, "bench_audit"))
             rows, size = audit_row_bytes(url)
-            print(f"audit {db:>10}: {rows} dry-run decision rows of the reclaim scenario, {size / 1e3:.1f} KB each "
+            print(f"audit {db:>10}: {rows} dry-run decision rows ({AUDIT_RUNS} windows of the reclaim scenario), "
+                  f"{size / 1e3:.1f} KB each "
                   "(with per-GPU evidence): every reclaim run adds this per idle target")
     print(f"(14 d = {CYCLES_14_DAYS} cycles; a full snapshot every {every} cycles "
           f"(store.full_snapshot_every_minutes {policy.store.full_snapshot_every_minutes:g}), {KEEP_FULL} kept; "

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 
-__all__ = ["duration", "gpus"]
+__all__ = ["BUSY_LINE", "busy_line", "duration", "gpus"]
 
 
 def duration(seconds: float | None) -> str:
@@ -20,3 +20,12 @@ def gpus(value: float | None) -> str:
     if value is None or (isinstance(value, float) and math.isnan(value)):
         return "-"
     return f"{value:g}"
+
+
+BUSY_LINE = "another run is writing; nothing written"
+"""The first line of a busy run's artifact and its Completed state's message (``tasks.writes``)."""
+
+
+def busy_line(busy: str) -> str:
+    """``Another run is writing; nothing written: <who holds what, how long this run waited>``."""
+    return f"{BUSY_LINE[0].upper()}{BUSY_LINE[1:]}: {busy.removeprefix('no writes this run: ')}"

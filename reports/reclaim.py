@@ -12,7 +12,7 @@ from gpuaas.actions import ActionResult
 from gpuaas.models import Snapshot
 from gpuaas.policies.coverage import blind_run_line
 from gpuaas.pushgateway import MetricFamily
-from reports._format import duration
+from reports._format import busy_line, duration
 
 __all__ = ["ASSUMED_GPU_HOURLY_PRICE", "SUCCESS_METRIC", "blind_line", "decision_dicts", "decision_rows", "gpu_price",
            "idle_metrics", "summary_line", "summary_markdown", "telemetry_counts"]
@@ -109,7 +109,7 @@ def summary_markdown(results: Sequence[ActionResult], snapshot: Snapshot, mode: 
     """First line: what the run did, or why it did nothing. ``busy``: another run held the cluster writes."""
     title = f"# gpuaas reclaim ({mode})"
     if busy:
-        return f"{busy[0].upper()}{busy[1:]}; the next run decides again.\n\n{title}\n"
+        return f"{busy_line(busy)}; the next run decides again.\n\n{title}\n"
     acted = [r for r in results if r.result in ("applied", "planned")]
     gpus = sum(r.decision.gpus for r in acted)
     idle_hours = sum(r.decision.gpus * r.decision.idle_seconds / 3600 for r in acted)

@@ -23,6 +23,7 @@ import time
 from collections.abc import Iterator
 from contextlib import ExitStack, contextmanager
 from datetime import timedelta
+from typing import Any, cast
 from uuid import UUID
 
 from prefect import get_run_logger, task
@@ -32,8 +33,9 @@ from gpuaas.actions._lock_owner import holder_is_dead
 from gpuaas.errors import ActionRefused
 from gpuaas.settings import GpuaasSettings
 from gpuaas.store import open_store
+from reports._format import BUSY_LINE, busy_line
 
-__all__ = ["BUSY_LINE", "CONCURRENCY_LIMIT", "LOCK", "SLOT_LOCK", "WritesBusy", "acquire_writes_lock", "cluster_writes",
+__all__ = ["BUSY_LINE", "CONCURRENCY_LIMIT", "LOCK", "SLOT_LOCK", "WritesBusy", "acquire_writes_lock", "busy_line", "busy_outcome", "cluster_writes",
            "ensure_concurrency_limit", "release_writes_lock"]
 
 LOCK = "cluster-writes"
@@ -41,10 +43,6 @@ SLOT_LOCK = "cluster-writes-slot"
 """Store row naming the Prefect lease of the slot's holder: ``<lease id>/<holder>``."""
 CONCURRENCY_LIMIT = "gpuaas-cluster-writes"
 POLL_SECONDS = 1.0
-
-
-BUSY_LINE = "another run is writing; nothing written"
-"""The first line of a busy run's artifact and its Completed state's message."""
 
 
 class WritesBusy(ActionRefused):
@@ -66,6 +64,25 @@ def ensure_concurrency_limit() -> None:
                 client.create_global_concurrency_limit(GlobalConcurrencyLimitCreate(name=CONCURRENCY_LIMIT, limit=1))
             except Exception:  # noqa: BLE001 - a concurrent first run created it: use that one
                 client.read_global_concurrency_limit_by_name(CONCURRENCY_LIMIT)
+
+
+def busy_outcome(result: dict[str, Any], busy: WritesBusy, artifact_key: str | None = None) -> dict[str, Any]:
+    """End a run that lost the wait as Completed, its message in the UI's state badge and its artifact's first line.
+
+    Not Failed: nothing is wrong with this run, the other one is writing and the next schedule
+    decides again; an ops engineer who sees a red run looks for a fault that is not there. The
+    state's data is ``result`` plus ``writes_busy`` (what the notification reads, point 4): Prefect
+    unwraps a returned state, so a caller of the flow still gets the dict.
+    """
+    from prefect.artifacts import create_markdown_artifact
+    from prefect.states import Completed
+
+    line = busy_line(str(busy))
+    get_run_logger().warning("%s", line)
+    if artifact_key is not None:
+        create_markdown_artifact(key=artifact_key, markdown=f"{line}; the next run decides again.\n",
+                                 description=BUSY_LINE)
+    return cast(dict[str, Any], Completed(message=line, data={**result, "writes_busy": str(busy)}))
 
 
 @task(name="acquire-writes-lock", cache_policy=NO_CACHE)

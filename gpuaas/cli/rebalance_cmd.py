@@ -6,7 +6,7 @@ from typing import Annotated, Any
 
 import typer
 
-from gpuaas.cli._common import OutputFormat, console, print_json, print_table, settings_or_exit
+from gpuaas.cli._common import OutputFormat, console, fail, print_json, print_table, settings_or_exit
 from gpuaas.cli._flows import run_flow
 
 __all__ = ["print_rebalance", "rebalance"]
@@ -28,6 +28,8 @@ def rebalance(
 
     result: dict[str, Any] = run_flow(rebalance_flow, "rebalancing quotas", apply=apply, cohort=cohort,
                                       history_days=history_days)
+    if result.get("writes_busy"):
+        raise fail(result["writes_busy"])
     if format is OutputFormat.json:
         print_json(result)
         return

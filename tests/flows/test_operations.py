@@ -257,3 +257,34 @@ def test_a_prefect_slot_left_by_a_killed_run_is_given_back(pointed_at: EmbeddedC
     assert [d["result"] for d in next_run["decisions"]].count("applied") == 1
     assert writes(pointed_at) == before + 1
     assert _active_slots() == 0
+
+
+@pytest.mark.parametrize("flow_name", ["rebalance", "deadlines"])
+def test_a_busy_rebalance_or_deadlines_run_completes_and_writes_nothing(flow_name: str, pointed_at: EmbeddedCluster,
+                                                                         prefect_harness: None) -> None:
+    """Another run holds the writes: the run ends Completed (not Failed) with the busy line as its state message
+    and, for rebalance, the first line of its summary artifact; no PATCH, no audit row."""
+    from prefect.client.orchestration import get_client
+
+    import flows.deadlines
+    import flows.rebalance
+
+    flow = {"rebalance": flows.rebalance.rebalance, "deadlines": flows.deadlines.deadlines}[flow_name]
+    store = open_store(load_settings())
+    try:
+        assert store.acquire_lock(LOCK, "reclaim-elsewhere", timedelta(minutes=5))
+        before, audit_before = writes(pointed_at), len(store.audit(limit=None))
+        state = flow(apply=True, at=datetime.now(UTC), return_state=True)
+        assert len(store.audit(limit=None)) == audit_before
+    finally:
+        store.release_lock(LOCK, "reclaim-elsewhere")
+        store.close()
+    assert state.is_completed(), state.message
+    assert state.message.startswith("Another run is writing; nothing written: reclaim-elsewhere holds")
+    assert "waited 1 s" in state.result()["writes_busy"] and writes(pointed_at) == before
+    if flow_name == "rebalance":
+        with get_client(sync_client=True) as client:
+            summary = client.read_latest_artifacts()
+            first = next(a for a in summary if a.key == "gpuaas-rebalance-summary").data
+        assert str(first).splitlines()[0].startswith("Another run is writing; nothing written: reclaim-elsewhere")
+    assert _active_slots() == 0

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from datetime import UTC, datetime
 
 import pandas as pd
@@ -49,14 +50,29 @@ def test_nothing_to_do_says_why() -> None:
     first = summary_markdown([], _snapshot(workloads), "dry-run", 5).splitlines()[0]
     assert first == "Nothing to reclaim (degraded): telemetry incomplete for 19 of 19 GPU workloads — nothing judged idle."
     busy = summary_markdown([], _snapshot(), "apply", 5, busy="no writes this run: x holds the lock (waited 60 s)")
-    assert busy.splitlines()[0] == "No writes this run: x holds the lock (waited 60 s); the next run decides again."
+    assert busy.splitlines()[0] == ("Another run is writing; nothing written: x holds the lock (waited 60 s); "
+                                    "the next run decides again.")
 
 
 def test_table_cells_are_never_a_bare_dash_and_evidence_is_a_short_phrase() -> None:
     rows = decision_rows([_result("a", tenant=None)])
     assert all(value != "-" for row in rows for value in row.values())
-    assert rows[0]["evidence"] == "max activity 0.00 ≤ 0.05 over 30 m, 100% seen"
+    assert rows[0]["evidence"] == "max 0.00 ≤ 0.05 in 30 m"
     assert rows[0]["workload"] == "RayCluster team-a/a" and rows[0]["idle for"] == "1h00m"
+
+
+def test_the_decisions_table_is_narrow_and_the_markdown_has_the_whole_evidence() -> None:
+    """Seven columns of short cells (it must fit a 1600-pixel screen: the e2e measures it in Chromium);
+    a long refusal is cut in the table and whole in the summary's evidence list."""
+    long_reason = "the RayCluster's resourceVersion changed since the snapshot (42 -> 57): not patched"
+    refused = dataclasses.replace(_result("b", "refused"), reason=long_reason)
+    rows = decision_rows([_result("a"), refused])
+    assert list(rows[0]) == ["workload", "GPUs", "idle for", "evidence", "action", "result", "audit id"]
+    assert max(len(str(v)) for row in rows for v in row.values()) <= 40
+    assert rows[1]["result"].startswith("refused: the RayCluster") and rows[1]["result"].endswith("…")
+    text = summary_markdown([_result("a"), refused], _snapshot(), "dry-run", 5)
+    assert "## Evidence per decision" in text and long_reason in text
+    assert "- **RayCluster team-a/a**, tenant team-a, 2 GPUs: max activity 0.00 ≤ 0.05 over 30 m, 100% seen" in text
 
 
 def test_an_optional_absent_source_is_not_shown_as_a_failure() -> None:

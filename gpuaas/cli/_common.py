@@ -26,6 +26,7 @@ from gpuaas.settings import GpuaasSettings, load_settings
 __all__ = [
     "EXIT_FAILED",
     "EXIT_USAGE",
+    "WHOLE_COLUMNS",
     "OutputFormat",
     "console",
     "describe_error",
@@ -34,6 +35,7 @@ __all__ = [
     "handle_errors",
     "print_json",
     "print_table",
+    "set_wide",
     "settings_or_exit",
 ]
 
@@ -96,10 +98,54 @@ def print_json(data: Any) -> None:
     sys.stdout.write(json.dumps(data, indent=2, sort_keys=False, default=str) + "\n")
 
 
-def print_table(title: str, columns: Sequence[str], rows: Sequence[Sequence[Any]]) -> None:
-    table = Table(title=title, show_lines=False)
-    for column in columns:
-        table.add_column(column)
-    for row in rows:
-        table.add_row(*("" if v is None else str(v) for v in row))
+WHOLE_COLUMNS = frozenset({"workload", "name", "queue", "cluster_queue", "ClusterQueue", "cohort", "object",
+                           "namespace", "tenant", "kind", "pod", "source"})
+"""Columns whose values are names a person copies into ``kubectl``: never folded or cut; other columns give way."""
+
+_wide = False
+
+
+def set_wide(wide: bool) -> None:
+    """``gpuaas --wide``: every column of every table, however wide the terminal (the default drops the optional
+    ones that do not fit, and says so)."""
+    global _wide
+    _wide = wide
+
+
+def print_table(title: str, columns: Sequence[str], rows: Sequence[Sequence[Any]],
+                optional: Sequence[str] = ()) -> None:
+    """A table that stays readable at 80 columns (``make`` pipes stdout: no terminal, 80 columns).
+
+    Nothing is cut with "…": name columns (``WHOLE_COLUMNS``) keep each value on one line, the
+    others fold. Where even that does not fit the console, the ``optional`` columns are left out
+    (last first) and a line after the table names them and ``--wide``.
+    """
+    cells = [["" if v is None else str(v) for v in row] for row in rows]
+    shown = list(columns)
+    dropped: list[str] = []
+    while True:
+        table = _table(title, columns, cells, shown)
+        if _wide or console.measure(table).minimum <= console.width:
+            break
+        left = [c for c in reversed(optional) if c in shown]
+        if not left:
+            break
+        shown.remove(left[0])
+        dropped.insert(0, left[0])
     console.print(table)
+    if dropped:
+        console.print(f"({len(dropped)} columns left out to fit {console.width} columns: {', '.join(dropped)}; "
+                      "gpuaas --wide shows them)", highlight=False, soft_wrap=False)
+
+
+def _table(title: str, columns: Sequence[str], cells: list[list[str]], shown: list[str]) -> Table:
+    table = Table(title=title, show_lines=False)
+    index = [columns.index(c) for c in shown]
+    for i in index:
+        name = columns[i]
+        whole = name in WHOLE_COLUMNS
+        longest = max([len(r[i]) for r in cells] + [len(name)]) if whole else None
+        table.add_column(name, overflow="fold", no_wrap=whole, min_width=longest)
+    for row in cells:
+        table.add_row(*(row[i] for i in index))
+    return table

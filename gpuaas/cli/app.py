@@ -23,7 +23,7 @@ from gpuaas.cli import (
     reclaim_cmd,
     replay_cmd,
 )
-from gpuaas.cli._common import handle_errors
+from gpuaas.cli._common import handle_errors, set_wide
 
 app = typer.Typer(
     name="gpuaas",
@@ -32,6 +32,14 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
     add_completion=False,
 )
+
+
+
+@app.callback()
+def _options(wide: bool = typer.Option(False, "--wide", help="Every column of every table, however wide; by default "
+                                       "columns that do not fit the terminal (80 under make) are left out.")) -> None:
+    set_wide(wide)
+
 
 app.command("demo")(demo_cmd.demo)
 app.command("collect")(collect_cmd.collect)

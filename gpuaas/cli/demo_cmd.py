@@ -16,7 +16,7 @@ from typing import Annotated, Any
 import pandas as pd
 import typer
 
-from gpuaas.cli._common import console, err_console, fail, print_table, settings_or_exit
+from gpuaas.cli._common import console, err_console, fail, print_table, progress, settings_or_exit
 from gpuaas.cli._flows import run_flow
 from gpuaas.errors import GpuaasError
 from gpuaas.policy import Policy
@@ -76,8 +76,8 @@ def demo(
     shutil.rmtree(run_dir, ignore_errors=True)
     cluster = EmbeddedCluster(chosen, run_dir, seed=seed, history=window)
     try:
-        with err_console.status("starting the embedded cluster…") as status:
-            cluster._progress = lambda message: status.update(message)
+        with progress("starting the embedded cluster") as update:
+            cluster._progress = update
             cluster.start()
         err_console.print(
             f"embedded cluster up: scenario {chosen.name!r}, {window} of history; API {cluster.api_url}, "

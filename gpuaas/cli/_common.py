@@ -123,7 +123,7 @@ def print_json(data: Any) -> None:
 
 
 WHOLE_COLUMNS = frozenset({"workload", "name", "queue", "cluster_queue", "ClusterQueue", "cohort", "object",
-                           "namespace", "tenant", "kind", "pod", "source"})
+                           "namespace", "tenant", "kind", "pod", "source", "service", "deployment"})
 """Columns whose values are names a person copies into ``kubectl``: never folded or cut; other columns give way."""
 
 _wide = False
@@ -149,10 +149,11 @@ def print_table(title: str, columns: Sequence[str], rows: Sequence[Sequence[Any]
     dropped: list[str] = []
     while True:
         table = _table(title, columns, cells, shown)
-        if _wide or console.measure(table).minimum <= console.width:
+        if _wide or _narrowest(table) <= console.width:
             break
         left = [c for c in reversed(optional) if c in shown]
-        if not left:
+        if not left:  # still too wide: every column folds (a name over two lines beats one cut off the screen)
+            table = _table(title, columns, cells, shown, relaxed=True)
             break
         shown.remove(left[0])
         dropped.insert(0, left[0])
@@ -162,14 +163,30 @@ def print_table(title: str, columns: Sequence[str], rows: Sequence[Sequence[Any]
                       "gpuaas --wide shows them)", highlight=False, soft_wrap=False)
 
 
-def _table(title: str, columns: Sequence[str], cells: list[list[str]], shown: list[str]) -> Table:
+READABLE = 10
+"""Narrowest a folding column gets (its longest word, at most this): a column of 2-letter slivers reads as noise."""
+
+
+def _narrowest(table: Table) -> int:
+    """The table's width with every column at its minimum: cells, padding and the box's rules."""
+    return sum((c.min_width or 1) + 2 for c in table.columns) + len(table.columns) + 1
+
+
+def _table(title: str, columns: Sequence[str], cells: list[list[str]], shown: list[str],
+           relaxed: bool = False) -> Table:
     table = Table(title=title, show_lines=False)
     index = [columns.index(c) for c in shown]
     for i in index:
         name = columns[i]
-        whole = name in WHOLE_COLUMNS
-        longest = max([len(r[i]) for r in cells] + [len(name)]) if whole else None
-        table.add_column(name, overflow="fold", no_wrap=whole, min_width=longest)
+        values = [r[i] for r in cells]
+        longest = max([len(v) for v in values] + [0])
+        if relaxed:
+            table.add_column(name, overflow="fold")
+        elif name in WHOLE_COLUMNS:
+            table.add_column(name, overflow="fold", no_wrap=True, min_width=max(longest, len(name)))
+        else:
+            words = max([len(w) for w in (name, *values) for w in w.split()] + [1])
+            table.add_column(name, overflow="fold", min_width=min(max(words, 1), READABLE, max(longest, len(name))))
     for row in cells:
         table.add_row(*(row[i] for i in index))
     return table

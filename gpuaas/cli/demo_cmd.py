@@ -21,6 +21,7 @@ from gpuaas.cli._flows import run_flow
 from gpuaas.errors import GpuaasError
 from gpuaas.policy import Policy
 from gpuaas.settings import GpuaasSettings
+from reports._format import verdict_phrase
 
 DEMO_POLICY = Path(__file__).resolve().parents[1] / "cluster" / "scenarios" / "default-policy.yaml"
 
@@ -49,9 +50,10 @@ def _idle_rows(snapshot: Any, policy: Policy) -> list[list[Any]]:
     rows = []
     for r in decisions.itertuples():
         owner = r.owner_name if isinstance(r.owner_name, str) else r.name
-        tenant = r.tenant if isinstance(r.tenant, str) else "-"
-        activity = "-" if pd.isna(r.activity_max) else f"{float(r.activity_max):.2f}"
-        rows.append([r.kind, f"{r.namespace}/{owner}", tenant, f"{float(r.gpus):g}", activity, r.verdict, r.reason])
+        tenant = r.tenant if isinstance(r.tenant, str) else ""
+        activity = "" if pd.isna(r.activity_max) else f"{float(r.activity_max):.2f}"
+        rows.append([r.kind, f"{r.namespace}/{owner}", tenant, f"{float(r.gpus):g}", activity, r.verdict,
+                     verdict_phrase(r.verdict, r.reason, r.activity_max, r.threshold, r.idle_seconds)])
     return rows
 
 
@@ -91,6 +93,12 @@ def demo(
         summary, snapshot = _stored_snapshot(settings, result["snapshot_id"])
         from reports.collect import backlog_rows
 
+        decisions = result["decisions"]
+        planned = [d for d in decisions if d["result"] == "planned"]
+        console.print(
+            f"Reclaim (dry-run): {len(planned)} idle workloads holding {sum(d['gpus'] for d in planned):g} GPUs would "
+            f"be stopped; {summary['unknown_telemetry']} workloads have incomplete telemetry and are never treated "
+            "as idle; nothing was changed.", highlight=False)
         rows = backlog_rows(summary)
         print_table("Kueue backlog per ClusterQueue", list(rows[0]), [list(r.values()) for r in rows])
         print_table(
@@ -101,22 +109,17 @@ def demo(
         print_table(
             "GPU workloads: idle detection",
             ["kind", "workload", "tenant", "GPUs", "max activity", "verdict", "why"],
-            _idle_rows(snapshot, settings.policy),
+            _idle_rows(snapshot, settings.policy), optional=("kind", "tenant"),
         )
-        decisions = result["decisions"]
         print_table(
-            "Reclaim decisions (dry-run: nothing was changed; `gpuaas reclaim --apply` acts)",
+            "Reclaim decisions (`gpuaas reclaim --apply` acts)",
             ["audit id", "kind", "workload", "tenant", "GPUs", "action", "result", "reason"],
-            [[d["audit_id"], d["kind"], f"{d['namespace']}/{d['name']}", d["tenant"] or "-", f"{d['gpus']:g}",
+            [[d["audit_id"], d["kind"], f"{d['namespace']}/{d['name']}", d["tenant"] or "", f"{d['gpus']:g}",
               f"{d['action']} (frees {d['frees']})", d["result"], d["reason"]] for d in decisions],
+            optional=("kind", "tenant"),
         )
-        planned = [d for d in decisions if d["result"] == "planned"]
-        console.print(
-            f"{len(planned)} workloads holding {sum(d['gpus'] for d in planned):g} GPUs would be stopped; "
-            f"{summary['unknown_telemetry']} workloads have incomplete telemetry and are never treated as idle. "
-            f"Audit log: gpuaas audit list (database {settings.database_url_value.split('///')[-1]}).",
-            highlight=False,
-        )
+        console.print(f"Audit log: gpuaas audit list (database {settings.database_url_value.split('///')[-1]}).",
+                      highlight=False)
         _rebalance()
         _cost_report(window)
     finally:

@@ -41,7 +41,7 @@ def print_rebalance(result: dict[str, Any]) -> None:
     rows = [[r["cohort"], r["queue"], r["flavor"], r["before"], r["after"], r["change"], f"{r['demand']:g}",
              f"{r['shortfall before']:g} -> {r['shortfall after']:g}", r["reason"]]
             for c in result["cohorts"] for r in c["changes"]]
-    print_table(f"Quota plan ({result['mode']})", _COLUMNS, rows)
+    print_table(f"Quota plan ({result['mode']})", _COLUMNS, rows, optional=("demand", "cohort", "change"))
     for c in result["cohorts"]:
         console.print(f"cohort {c['cohort']}: {c['result']}"
                       + (f", plan #{c['plan_id']} (undo: gpuaas undo {c['plan_id']})" if c["plan_id"] else "")

@@ -81,3 +81,22 @@ def test_an_optional_absent_source_is_not_shown_as_a_failure() -> None:
     ok = {r["source"]: r["ok"] for r in quality_rows(snapshot)}
     assert ok == {"nvml": "not used (optional)", "kube": "NO"}
     assert all(r["staleness s"] == "" for r in quality_rows(snapshot))
+
+
+def test_the_rebalance_and_cost_report_artifacts_say_first_what_the_run_found() -> None:
+    from gpuaas.policies.cost import CostReport
+    from reports.cost_report import cost_first_line
+    from reports.cost_report import summary_markdown as cost_markdown
+    from reports.rebalance import first_line
+
+    assert first_line([], "dry-run", None) == "Nothing to rebalance: no cohort with GPU quota."
+    cluster = {"allocated_gpu_hours": 111.7, "busy_gpu_hours": 91.4, "productive_gpu_hours": 15.1,
+               "unknown_gpu_hours": 2.0, "cost": 357.7, "waste_cost": 45.3, "verified_outcomes": 132021}
+    report = CostReport(window_s=7200, start=NOW, end=NOW, tenants=[], services=[], cluster=cluster, wasters=[],
+                        daily=[], batch=[], notes=[], queries=0)
+    first = cost_markdown(report, None, None).splitlines()[0]
+    assert first == cost_first_line(report) == ("2 h of GPUs: $357.70 spent, $45.30 of it on allocated but idle GPUs; "
+                                                "132,021 verified outcomes.")
+    empty = CostReport(window_s=3600, start=NOW, end=NOW, tenants=[], services=[], cluster={"allocated_gpu_hours": 0},
+                       wasters=[], daily=[], batch=[], notes=[], queries=0)
+    assert cost_first_line(empty) == "No GPU-hours allocated in the 1 h window: nothing to cost."

@@ -122,7 +122,7 @@ def print_json(data: Any) -> None:
     sys.stdout.write(json.dumps(data, indent=2, sort_keys=False, default=str) + "\n")
 
 
-WHOLE_COLUMNS = frozenset({"workload", "name", "queue", "cluster_queue", "ClusterQueue", "cohort", "object",
+WHOLE_COLUMNS = frozenset({"workload", "name", "job", "queue", "cluster_queue", "ClusterQueue", "cohort", "object",
                            "namespace", "tenant", "kind", "pod", "source", "service", "deployment"})
 """Columns whose values are names a person copies into ``kubectl``: never folded or cut; other columns give way."""
 
@@ -157,14 +157,24 @@ def print_table(title: str, columns: Sequence[str], rows: Sequence[Sequence[Any]
             break
         shown.remove(left[0])
         dropped.insert(0, left[0])
-    console.print(table)
+    # --wide: the table's own width, past the console's (a terminal wraps the lines; a pager or a file keeps them).
+    if _wide:
+        console.print(table, width=max(console.width, _natural(cells, shown, columns)), crop=False)
+    else:
+        console.print(table)
     if dropped:
-        console.print(f"({len(dropped)} columns left out to fit {console.width} columns: {', '.join(dropped)}; "
-                      "gpuaas --wide shows them)", highlight=False, soft_wrap=False)
+        console.print(f"(not shown at {console.width} columns: {', '.join(dropped)}; gpuaas --wide shows them)",
+                      highlight=False)
 
 
 READABLE = 10
 """Narrowest a folding column gets (its longest word, at most this): a column of 2-letter slivers reads as noise."""
+
+
+def _natural(cells: list[list[str]], shown: list[str], columns: Sequence[str]) -> int:
+    """The table's width with every cell on one line."""
+    widths = [max([len(r[columns.index(c)]) for r in cells] + [len(c)]) for c in shown]
+    return sum(w + 2 for w in widths) + len(widths) + 1
 
 
 def _narrowest(table: Table) -> int:

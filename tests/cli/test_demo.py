@@ -42,7 +42,7 @@ def test_demo_runs_the_main_job_on_the_embedded_cluster(tmp_path: Path) -> None:
     planned = [row for row in cells if "planned" in row]  # the decisions table's rows
     assert len(planned) == 3 and any("research/ray-hparam-sweep" in p and "suspend (frees" in " ".join(p)
                                      for p in planned)
-    assert "columns left out to fit 80 columns: kind, tenant; gpuaas --wide shows them" in out
+    assert "(not shown at 80 columns: kind, tenant; gpuaas --wide shows them)" in out
     assert "nothing was changed" in out
     assert (tmp_path / "data" / "gpuaas.db").exists()
     # then the nightly rebalance in dry-run: the quota plan per cohort, nothing patched

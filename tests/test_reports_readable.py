@@ -3,7 +3,11 @@
 from __future__ import annotations
 
 import dataclasses
+import os
+import subprocess
+import sys
 from datetime import UTC, datetime
+from pathlib import Path
 
 import pandas as pd
 
@@ -100,3 +104,32 @@ def test_the_rebalance_and_cost_report_artifacts_say_first_what_the_run_found() 
     empty = CostReport(window_s=3600, start=NOW, end=NOW, tenants=[], services=[], cluster={"allocated_gpu_hours": 0},
                        wasters=[], daily=[], batch=[], notes=[], queries=0)
     assert cost_first_line(empty) == "No GPU-hours allocated in the 1 h window: nothing to cost."
+
+
+LONG_NAMES = ["research-llm-pretrain-7b-finetune-sweep-0042", "vision-train-detector-large-batch-0007", "c"]
+
+
+def _cli(tmp_path: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    """The CLI as ``make`` runs it: stdout a pipe (no terminal), COLUMNS=80."""
+    problem = tmp_path / "problem.yaml"
+    problem.write_text("capacity: {nvidia.com/gpu: 4}\njobs:\n" + "".join(
+        f"  - {{name: {n}, gpus: 2, duration: 60, deadline: 120}}\n" for n in LONG_NAMES))
+    env = {**os.environ, "COLUMNS": "80", "PYTHONPATH": str(Path(__file__).resolve().parents[1])}
+    env.pop("FORCE_COLOR", None)
+    return subprocess.run([str(Path(sys.executable).with_name("gpuaas")), *args, str(problem)], env=env,
+                          capture_output=True, text=True, timeout=120, stdin=subprocess.DEVNULL)
+
+
+def test_cli_tables_fit_80_columns_and_never_cut_a_name(tmp_path: Path) -> None:
+    done = _cli(tmp_path, "plan", "deadlines")
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.splitlines()
+    assert max(len(line) for line in lines) <= 80
+    cells = [[c.strip() for c in line.split("│")[1:-1]] for line in lines if line.startswith("│")]
+    assert [row[0] for row in cells] == LONG_NAMES  # each name whole on its own row, none folded or cut
+    assert "(not shown at 80 columns: start, end, resource; gpuaas --wide shows them)" in done.stdout
+    wide = _cli(tmp_path, "--wide", "plan", "deadlines")
+    header = next(line for line in wide.stdout.splitlines() if "job" in line and "┃" in line)
+    assert [c.strip() for c in header.split("┃")[1:-1]] == ["job", "resource", "GPUs", "start", "end", "deadline",
+                                                            "status"]
+    assert "not shown" not in wide.stdout

@@ -32,7 +32,16 @@ def test_demo_runs_the_main_job_on_the_embedded_cluster(tmp_path: Path) -> None:
     cells = [[c.strip() for c in line.split("│")[1:-1]] for line in lines if line.startswith("│")]
     for name in NAMES:  # whole, in a cell of its own (a folded name would be split over two rows)
         assert any(name in row for row in cells), name
-    rows = {row[0]: " ".join(row) for row in cells if row and row[0] in NAMES and len(row) == 5}
+    rows: dict[str, str] = {}  # the idle table's rows (5 columns at 80), a folded reason's lines joined
+    last = None
+    for row in cells:
+        if len(row) == 5 and row[0] in NAMES:
+            last = row[0]
+            rows[last] = " ".join(row)
+        elif len(row) == 5 and not row[0] and last:
+            rows[last] += " " + " ".join(c for c in row if c)
+        else:
+            last = None
     assert rows["research/ray-hparam-sweep"].split()[3] == "idle"
     assert "max activity 0.00 ≤" in rows["research/ray-hparam-sweep"]  # the reason is a phrase with numbers
     assert " idle " in rows["platform/nb-alice"]

@@ -140,26 +140,34 @@ def print_table(title: str, columns: Sequence[str], rows: Sequence[Sequence[Any]
                 optional: Sequence[str] = ()) -> None:
     """A table that stays readable at 80 columns (``make`` pipes stdout: no terminal, 80 columns).
 
-    Nothing is cut with "…": name columns (``WHOLE_COLUMNS``) keep each value on one line, the
-    others fold. Where even that does not fit the console, the ``optional`` columns are left out
-    (last first) and a line after the table names them and ``--wide``.
+    Nothing is cut with "…". The widths are set here, not left to Rich (which squeezes a no-wrap
+    column as readily as any other): name columns (``WHOLE_COLUMNS``) get their longest value, the
+    others share what is left, none below its longest word. Where that does not fit the console,
+    the ``optional`` columns are left out (last first) and a line after the table names them and
+    ``--wide``; where even then it does not, every column folds.
     """
     cells = [["" if v is None else str(v) for v in row] for row in rows]
     shown = list(columns)
     dropped: list[str] = []
     while True:
-        table = _table(title, columns, cells, shown)
-        if _wide or _narrowest(table) <= console.width:
-            break
+        widths = None if _wide else _layout(columns, cells, shown, console.width)
         left = [c for c in reversed(optional) if c in shown]
-        if not left:  # still too wide: every column folds (a name over two lines beats one cut off the screen)
-            table = _table(title, columns, cells, shown, relaxed=True)
+        if _wide or widths is not None:
+            break
+        if not left:  # the other columns fold inside their words; the names still stay whole where they can
+            widths = _layout(columns, cells, shown, console.width, fold_words=True)
             break
         shown.remove(left[0])
         dropped.insert(0, left[0])
-    # --wide: the table's own width, past the console's (a terminal wraps the lines; a pager or a file keeps them).
-    if _wide:
-        console.print(table, width=max(console.width, _natural(cells, shown, columns)), crop=False)
+    table = Table(title=title, show_lines=False)
+    for k, name in enumerate(shown):
+        table.add_column(name, overflow="fold", width=widths[k] if widths else None,
+                         no_wrap=_wide or (widths is not None and name in WHOLE_COLUMNS))
+    for row in cells:
+        table.add_row(*(row[columns.index(c)] for c in shown))
+    if _wide:  # the table's own width, past the console's (a terminal wraps the lines; a pager or a file keeps them)
+        natural = _frame(sum(_longest(columns, cells, c) for c in shown), len(shown))
+        Console(width=max(console.width, natural), no_color=console.no_color).print(table)
     else:
         console.print(table)
     if dropped:
@@ -167,36 +175,32 @@ def print_table(title: str, columns: Sequence[str], rows: Sequence[Sequence[Any]
                       highlight=False)
 
 
-READABLE = 10
-"""Narrowest a folding column gets (its longest word, at most this): a column of 2-letter slivers reads as noise."""
+def _frame(cells_width: int, n: int) -> int:
+    """Width of a table whose cells take ``cells_width``: a space each side of each cell and n + 1 rules."""
+    return cells_width + 3 * n + 1
 
 
-def _natural(cells: list[list[str]], shown: list[str], columns: Sequence[str]) -> int:
-    """The table's width with every cell on one line."""
-    widths = [max([len(r[columns.index(c)]) for r in cells] + [len(c)]) for c in shown]
-    return sum(w + 2 for w in widths) + len(widths) + 1
+def _longest(columns: Sequence[str], cells: list[list[str]], name: str) -> int:
+    return max([len(r[columns.index(name)]) for r in cells] + [len(name)])
 
 
-def _narrowest(table: Table) -> int:
-    """The table's width with every column at its minimum: cells, padding and the box's rules."""
-    return sum((c.min_width or 1) + 2 for c in table.columns) + len(table.columns) + 1
+def _layout(columns: Sequence[str], cells: list[list[str]], shown: list[str], width: int,
+            fold_words: bool = False) -> list[int] | None:
+    """Each shown column's width, or None where even the narrowest layout is wider than ``width``.
 
-
-def _table(title: str, columns: Sequence[str], cells: list[list[str]], shown: list[str],
-           relaxed: bool = False) -> Table:
-    table = Table(title=title, show_lines=False)
-    index = [columns.index(c) for c in shown]
-    for i in index:
-        name = columns[i]
-        values = [r[i] for r in cells]
-        longest = max([len(v) for v in values] + [0])
-        if relaxed:
-            table.add_column(name, overflow="fold")
-        elif name in WHOLE_COLUMNS:
-            table.add_column(name, overflow="fold", no_wrap=True, min_width=max(longest, len(name)))
-        else:
-            words = max([len(w) for w in (name, *values) for w in w.split()] + [1])
-            table.add_column(name, overflow="fold", min_width=min(max(words, 1), READABLE, max(longest, len(name))))
-    for row in cells:
-        table.add_row(*(row[i] for i in index))
-    return table
+    Whole-name columns: their longest value. The others start at their longest value and the widest
+    gives way first, down to its longest word (or the header's); with ``fold_words``, down to 4.
+    """
+    longest = [_longest(columns, cells, c) for c in shown]
+    floor = [longest[k] if c in WHOLE_COLUMNS else
+             min(4, longest[k]) if fold_words else
+             max(len(w) for v in [c, *(r[columns.index(c)] for r in cells)] for w in [*v.split(), ""])
+             for k, c in enumerate(shown)]
+    room = width - _frame(0, len(shown))
+    if sum(floor) > room:
+        return None
+    widths = list(longest)
+    while sum(widths) > room:
+        k = max((k for k in range(len(widths)) if widths[k] > floor[k]), key=lambda k: widths[k])
+        widths[k] -= 1
+    return widths

@@ -91,7 +91,7 @@ def demo(
 
         result = run_flow(reclaim_flow, "reclaim (dry-run): collecting a snapshot and deciding")
         summary, snapshot = _stored_snapshot(settings, result["snapshot_id"])
-        from reports.collect import backlog_rows
+        from reports.collect import backlog_rows, quality_rows
 
         decisions = result["decisions"]
         planned = [d for d in decisions if d["result"] == "planned"]
@@ -101,11 +101,9 @@ def demo(
             "as idle; nothing was changed.", highlight=False)
         rows = backlog_rows(summary)
         print_table("Kueue backlog per ClusterQueue", list(rows[0]), [list(r.values()) for r in rows])
-        print_table(
-            "Data quality", ["source", "ok", "latency s", "staleness s"],
-            [[n, "yes" if s["ok"] else "no", f"{s['latency_s']:.2f}",
-              "-" if s["staleness_s"] is None else f"{s['staleness_s']:.0f}"] for n, s in summary["sources"].items()],
-        )
+        quality = quality_rows(snapshot)  # an absent optional NVML reads "not used (optional)", not "no"
+        print_table("Data quality", ["source", "ok", "latency s", "staleness s"],
+                    [[q["source"], q["ok"], f"{q['latency s']:.2f}", q["staleness s"]] for q in quality])
         print_table(
             "GPU workloads: idle detection",
             ["kind", "workload", "tenant", "GPUs", "max activity", "verdict", "why"],

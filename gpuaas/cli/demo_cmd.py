@@ -104,16 +104,19 @@ def demo(
         quality = quality_rows(snapshot)  # an absent optional NVML reads "not used (optional)", not "no"
         print_table("Data quality", ["source", "ok", "latency s", "staleness s"],
                     [[q["source"], q["ok"], f"{q['latency s']:.2f}", q["staleness s"]] for q in quality])
+        idle_rows = _idle_rows(snapshot, settings.policy)
+        why = {row[1]: row[6] for row in idle_rows}
         print_table(
             "GPU workloads: idle detection",
             ["kind", "workload", "tenant", "GPUs", "max activity", "verdict", "why"],
-            _idle_rows(snapshot, settings.policy), optional=("kind", "tenant"),
+            idle_rows, optional=("kind", "tenant"),
         )
         print_table(
             "Reclaim decisions (`gpuaas reclaim --apply` acts)",
             ["audit id", "kind", "workload", "tenant", "GPUs", "action", "result", "reason"],
             [[d["audit_id"], d["kind"], f"{d['namespace']}/{d['name']}", d["tenant"] or "", f"{d['gpus']:g}",
-              f"{d['action']} (frees {d['frees']})", d["result"], d["reason"]] for d in decisions],
+              f"{d['action']} (frees {d['frees']})", d["result"],
+              why.get(f"{d['namespace']}/{d['name']}", d["reason"])] for d in decisions],
             optional=("kind", "tenant"),
         )
         console.print(f"Audit log: gpuaas audit list (database {settings.database_url_value.split('///')[-1]}).",

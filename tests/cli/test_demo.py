@@ -16,6 +16,22 @@ NAMES = ["research/ray-hparam-sweep", "platform/nb-alice", "platform/nb-bob", "p
          "platform/llm-chat", "platform/llm-legacy", "vision/vision-train-8"]
 
 
+def _rows(cells: list[list[str]], width: int) -> dict[str, str]:
+    """A table's logical rows by workload (the cell that holds one of NAMES), each folded cell's lines joined."""
+    rows: dict[str, list[str]] = {}
+    last = None
+    for row in cells:
+        named = [c for c in row if c in NAMES]
+        if len(row) == width and named:
+            last = named[0]
+            rows[last] = list(row)
+        elif len(row) == width and last and not row[0]:
+            rows[last] = [f"{a} {b}".strip() for a, b in zip(rows[last], row, strict=True)]
+        else:
+            last = None
+    return {name: " ".join(row) for name, row in rows.items()}
+
+
 def test_demo_runs_the_main_job_on_the_embedded_cluster(tmp_path: Path) -> None:
     """As ``make demo`` runs it: stdout is a pipe, 80 columns. No line is wider, no workload name is cut."""
     gpuaas = Path(sys.executable).with_name("gpuaas")
@@ -33,25 +49,16 @@ def test_demo_runs_the_main_job_on_the_embedded_cluster(tmp_path: Path) -> None:
     assert ["nvml", "not used (optional)"] in [row[:2] for row in cells]  # absent and optional: no failure
     for name in NAMES:  # whole, in a cell of its own (a folded name would be split over two rows)
         assert any(name in row for row in cells), name
-    rows: dict[str, str] = {}  # the idle table's rows (5 columns at 80), a folded reason's lines joined
-    last = None
-    for row in cells:
-        if len(row) == 5 and row[0] in NAMES:
-            last = row[0]
-            rows[last] = " ".join(row)
-        elif len(row) == 5 and not row[0] and last:
-            rows[last] += " " + " ".join(c for c in row if c)
-        else:
-            last = None
-    assert rows["research/ray-hparam-sweep"].split()[3] == "idle"
-    assert "max activity 0.00 ≤" in rows["research/ray-hparam-sweep"]  # the reason is a phrase with numbers
-    assert " idle " in rows["platform/nb-alice"]
-    assert "opted out" in rows["platform/nb-bob"]
-    assert " unknown " in rows["platform/embed-batch"]  # missing telemetry is never idle
-    assert " busy " in rows["platform/llm-chat"]
-    planned = [row for row in cells if "planned" in row]  # the decisions table's rows
-    assert len(planned) == 3 and any("research/ray-hparam-sweep" in p and "suspend (frees" in " ".join(p)
-                                     for p in planned)
+    idle = _rows(cells, 5)  # the idle table at 80 columns: workload, GPUs, max activity, verdict, why
+    assert idle["research/ray-hparam-sweep"].split()[3] == "idle"
+    assert "max activity 0.00 ≤" in idle["research/ray-hparam-sweep"]  # the reason is a phrase with numbers
+    assert " idle " in idle["platform/nb-alice"]
+    assert "opted out" in idle["platform/nb-bob"]
+    assert " unknown " in idle["platform/embed-batch"]  # missing telemetry is never idle
+    assert " busy " in idle["platform/llm-chat"]
+    planned = {name: row for name, row in _rows(cells, 6).items() if " planned " in row}  # the decisions table
+    assert len(planned) == 3 and "suspend (frees" in planned["research/ray-hparam-sweep"]
+    assert "idle " in planned["research/ray-hparam-sweep"] and "max activity 0.00" in planned["platform/nb-alice"]
     assert "(not shown at 80 columns: kind, tenant; gpuaas --wide shows them)" in out
     assert "nothing was changed" in out
     assert (tmp_path / "data" / "gpuaas.db").exists()

@@ -117,3 +117,5 @@ def main() -> None:
 
 if __name__ == "__main__":
     main()
+    sys.stdout.flush()
+    os._exit(0)  # the flow run's Prefect client services keep non-daemon threads waiting on the stopped server

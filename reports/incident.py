@@ -173,7 +173,6 @@ def plot_png(review: IncidentReview) -> str | None:
     if fleet.empty:
         return None
     import matplotlib.pyplot as plt
-    from matplotlib.dates import date2num
 
     from reports.cost_report_html import _png  # the one PNG helper of the reports (Agg backend, base64)
 
@@ -186,10 +185,11 @@ def plot_png(review: IncidentReview) -> str | None:
     marked = False
     for e in review.events:
         if e.outcome in ("applied", "restored") and e.action not in ("quota-change",):
-            ax.axvline(float(date2num(e.at)), color="#59a14f", linewidth=0.8, alpha=0.7,
+            ax.axvline(e.at, color="#59a14f", linewidth=0.8, alpha=0.7,  # type: ignore[arg-type]
                        label=None if marked else "gpuaas action applied")
             marked = True
-    ax.set_xlim(float(date2num(review.start)), float(date2num(review.end)))
+    # matplotlib converts datetimes itself (its date units); its stubs only say float
+    ax.set_xlim(review.start, review.end)  # type: ignore[arg-type]
     ax.set_ylim(bottom=0)
     ax.set_xlabel("time (UTC)")
     ax.set_title(f"Backlog and idle GPUs, {window_label(review.start, review.end)}")

@@ -105,7 +105,7 @@ def summary_line(review: IncidentReview, undo: Sequence[Mapping[str, Any]] | Non
         idle = _peak(fleet["idle_gpus"], fleet["at"])
         if backlog is not None:
             text += f"; backlog peaked at {backlog[0]:g} workload{'' if backlog[0] == 1 else 's'}"
-            text += f" ({_clock(review, backlog[1])})" if backlog[0] > 0 else ""
+            text += f" ({_clock(review, backlog[1])[:-3]})" if backlog[0] > 0 else ""
         text += f", idle GPUs at most {idle[0]:g}" if idle is not None else ", idle GPUs unknown"
         text += f" over {len(fleet)} collect{'' if len(fleet) == 1 else 's'}"
     extra = undo_line(undo, undo_busy)
@@ -173,6 +173,7 @@ def plot_png(review: IncidentReview) -> str | None:
     if fleet.empty:
         return None
     import matplotlib.pyplot as plt
+    from matplotlib.dates import DateFormatter
 
     from reports.cost_report_html import _png  # the one PNG helper of the reports (Agg backend, base64)
 
@@ -191,6 +192,8 @@ def plot_png(review: IncidentReview) -> str | None:
     # matplotlib converts datetimes itself (its date units); its stubs only say float
     ax.set_xlim(review.start, review.end)  # type: ignore[arg-type]
     ax.set_ylim(bottom=0)
+    same_day = _utc(review.start).date() == _utc(review.end).date()
+    ax.xaxis.set_major_formatter(DateFormatter("%H:%M" if same_day else "%m-%d %H:%M", tz="UTC"))  # type: ignore[no-untyped-call]
     ax.set_xlabel("time (UTC)")
     ax.set_title(f"Backlog and idle GPUs, {window_label(review.start, review.end)}")
     ax.legend(loc="upper left", fontsize="small")
@@ -211,7 +214,7 @@ def _table(rows: Sequence[Mapping[str, Any]]) -> list[str]:
 
 
 def _event_line(review: IncidentReview, e: IncidentEvent) -> str:
-    text = f"- **{_clock(review, e.at)}** `#{e.audit_id}` {e.flow}: {_what(e)} {e.object_ref} — {e.mode}, **{e.outcome}**"
+    text = f"- **{_clock(review, e.at)}** `#{e.audit_id}` {_what(e)} {e.object_ref} — {e.mode}, **{e.outcome}**"
     if e.reason:
         text += f": {e.reason}"
     if e.evidence:

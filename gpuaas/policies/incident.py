@@ -143,7 +143,7 @@ def evidence_phrase(row: AuditRow) -> str:
             parts.append(f"coverage {coverage * 100:.0f} %")
         gpus = _number(ev.get("gpus_requested"))
         if gpus is not None:
-            parts.append(f"{gpus:g} GPUs")
+            parts.append(f"{gpus:g} GPU{'' if gpus == 1 else 's'}")
         requests = _number(ev.get("requests"))
         if requests is not None:
             parts.append(f"{requests:g} requests")

@@ -1,6 +1,6 @@
 """The incident-review test fleet, and the incident it lives through.
 
-16 H100 GPUs (2 nodes x 8), cohort ``c``, 60 minutes of history, ManualClock; policy tenants
+16 H100 GPUs (2 nodes x 8), cohort ``c``, 45 minutes of history, ManualClock; policy tenants
 team-a, team-b, team-c (namespace ``team-x`` -> ClusterQueue ``team-x-cq``), rebalance steps of up
 to 100 %.
 
@@ -31,7 +31,7 @@ import yaml
 from gpuaas.cluster.runner import EmbeddedCluster
 from tests.scenarios import embedded
 
-HISTORY = timedelta(minutes=60)
+HISTORY = timedelta(minutes=45)
 IDLE = {"profile": "constant", "value": 0.0}
 SCENARIO: dict[str, Any] = {
     "name": "incident",

@@ -115,7 +115,7 @@ def test_the_review_lists_every_action_in_order_with_its_evidence(incident: Inci
     assert changes == {("team-a-cq", "h100"): [], ("team-b-cq", "h100"): [(last, 2, 4)],
                        ("team-c-cq", "h100"): [(last, 4, 2)]}
     assert result["summary"].endswith(": 4 reclaims (2 applied, 2 dry-run), 1 quota plan applied; backlog peaked at "
-                                      f"1 workload ({incident.collects[0]:%H:%M:%S}), idle GPUs at most 2 over 4 collects.")
+                                      f"1 workload ({incident.collects[0]:%H:%M}), idle GPUs at most 2 over 4 collects.")
 
     markdown = str(_artifact("incident-review").data)
     assert markdown.splitlines()[0] == f"**{result['summary']}**"
@@ -183,3 +183,61 @@ def test_an_unknown_undo_id_fails_the_run_and_undoes_nothing(incident: Incident,
         assert not [r for r in store.audit(refers_to=[plan_id], limit=None) if r.action == "restore"]
     finally:
         store.close()
+
+
+def _cli(*args: str) -> Any:
+    from typer.testing import CliRunner
+
+    from gpuaas.cli.app import app
+
+    return CliRunner().invoke(app, ["incident", *args])
+
+
+def test_cli_prints_the_review_as_json_table_and_markdown(incident: Incident, pointed_at: EmbeddedCluster) -> None:
+    window = _window(incident)
+    span = ["--from", window["start"], "--to", window["end"]]
+    done = _cli(*span, "--namespace", "team-a", "--format", "json")
+    assert done.exit_code == 0, done.output
+    doc = json.loads(done.stdout)
+    assert {"summary", "start", "end", "fleet", "quota", "events", "actions", "notes", "undo"} <= set(doc)
+    assert doc["namespaces"] == ["team-a"] and {e["namespace"] for e in doc["events"]} == {"team-a"}
+    assert "markdown" not in doc and "base64" not in done.stdout
+
+    table = _cli(*span, "--queue", "team-b-cq", "--format", "table")
+    assert table.exit_code == 0, table.output
+    first = table.stdout.splitlines()[0]
+    assert first.startswith(f"{incident.collects[0]:%Y-%m-%d}") and "(queue team-b-cq)" in first
+    assert "Decisions and actions" in table.stdout and "Nominal quota changes" in table.stdout
+    assert "team-b-cq" in table.stdout and "2 -> 4" in table.stdout
+
+    markdown = _cli(*span, "--format", "markdown")
+    assert markdown.exit_code == 0, markdown.output
+    lines = markdown.stdout.splitlines()
+    assert lines[0].startswith("**") and "quota plan applied" in lines[0]
+    assert "## What gpuaas decided and did, oldest first" in lines and "base64" not in markdown.stdout
+
+
+@pytest.mark.parametrize(("args", "message"), [
+    (["--from", "yesterday-ish"], "--from: expected an ISO time"),
+    (["--from", "2026-11-29T03:00", "--to", "2026-11-29T02:00"], "is not before end"),
+    (["--from", "2h", "--to", "3h"], "is not before end"),
+    (["--undo", "99999"], "--undo: no audit row #99999"),
+], ids=["bad-time", "from-after-to", "relative-backwards", "unknown-audit-id"])
+def test_cli_bad_input_is_one_error_line_and_exit_1(incident: Incident, pointed_at: EmbeddedCluster,
+                                                    args: list[str], message: str) -> None:
+    from tests.actions.reclaim_scenario import writes
+
+    before = writes(pointed_at)
+    done = _cli(*args)
+    assert done.exit_code == 1, done.output
+    assert done.stdout == ""
+    [line] = done.stderr.strip().splitlines()
+    assert line.startswith("error: ") and message in line
+    assert writes(pointed_at) == before
+
+
+def test_the_deployment_defaults_review_the_last_hour(incident: Incident, pointed_at: EmbeddedCluster) -> None:
+    """``prefect deployment run incident_review/incident_review`` with no parameters: the hour up to now."""
+    result = _review()
+    assert len(result["fleet"]) == 4 and len(result["events"]) == 10 and result["undo"] == []
+    assert str(_artifact("incident-review").data).startswith(f"**{result['summary']}**")

@@ -119,10 +119,10 @@ def _then(review: IncidentReview, at: datetime) -> str:
     fleet = review.fleet
     if fleet.empty:
         return ""
-    earlier = fleet[fleet["at"] <= _utc(at)]
-    if earlier.empty:
+    index = int(fleet["at"].searchsorted(_utc(at), side="right")) - 1
+    if index < 0:
         return ""
-    row = earlier.iloc[-1]
+    row = fleet.iloc[index]
     idle = "" if math.isnan(row["idle_gpus"]) else f", {gpus(row['idle_gpus'])} idle GPUs"
     return f"backlog {gpus(row['pending_workloads'])} workloads{idle} at {_clock(review, row['at'])}"
 

@@ -222,25 +222,25 @@ _QUEUE_SUMS = ["pending_workloads", "pending_gpus", "nominal_gpus", "usage_gpus"
 _TENANT_SUMS = ["allocated_gpus", "idle_gpus", "unknown_gpus"]
 
 
-def _sums(rows: pd.DataFrame, columns: list[str], times: Sequence[Any]) -> pd.DataFrame:
+def _sums(rows: pd.DataFrame, columns: list[str], times: pd.DatetimeIndex) -> pd.DataFrame:
     """Column sums per collect; a collect that stored rows but none in the scope sums to zero."""
     if rows.empty:
-        return pd.DataFrame(0.0, index=pd.Index(times), columns=columns)
+        return pd.DataFrame(0.0, index=times, columns=columns)
     return rows.groupby("collected_at")[columns].sum().astype(float).reindex(times, fill_value=0.0)
 
 
 def _fleet(queue_rows: pd.DataFrame, scoped_queues: pd.DataFrame, tenant_rows: pd.DataFrame,
            tenants: frozenset[str] | None) -> pd.DataFrame:
     """One row per collect of the window; a column no stored row covers for the scope is NaN (unknown)."""
-    times = sorted(set(queue_rows["collected_at"]) | set(tenant_rows["collected_at"]))
-    if not times:
+    q_times = pd.DatetimeIndex(queue_rows["collected_at"].unique()).sort_values()
+    t_times = pd.DatetimeIndex(tenant_rows["collected_at"].unique()).sort_values()
+    times = q_times.union(t_times)
+    if times.empty:
         return pd.DataFrame(columns=FLEET_COLUMNS)
-    frame = pd.DataFrame(index=pd.Index(times, name="at"), columns=FLEET_COLUMNS[1:], dtype=float)
-    q_times = sorted(set(queue_rows["collected_at"]))
-    if q_times:
+    frame = pd.DataFrame(index=times.rename("at"), columns=FLEET_COLUMNS[1:], dtype=float)
+    if len(q_times):
         frame.loc[q_times, _QUEUE_SUMS] = _sums(scoped_queues, _QUEUE_SUMS, q_times).to_numpy()
-    t_times = sorted(set(tenant_rows["collected_at"]))
-    if t_times and (tenants is None or tenants):
+    if len(t_times) and (tenants is None or tenants):
         scoped = tenant_rows if tenants is None else tenant_rows[tenant_rows["tenant"].isin(sorted(tenants))]
         frame.loc[t_times, _TENANT_SUMS] = _sums(scoped, _TENANT_SUMS, t_times).to_numpy()
     return frame.reset_index().reindex(columns=FLEET_COLUMNS)
@@ -252,21 +252,24 @@ def _quota_lines(queue_rows: pd.DataFrame) -> list[QuotaLine]:
         return lines
     for (queue, flavor), rows in queue_rows.sort_values("collected_at").groupby(["cluster_queue", "flavor"],
                                                                                sort=True):
-        values = [(at.to_pydatetime(), float(v)) for at, v in zip(rows["collected_at"], rows["nominal_gpus"])]
-        changes = tuple(QuotaChange(at, str(queue), str(flavor), prev, value)
-                        for (_, prev), (at, value) in zip(values, values[1:]) if value != prev)
-        lines.append(QuotaLine(str(queue), str(flavor), values[0][1], values[-1][1], changes))
+        values = rows["nominal_gpus"].astype(float).to_numpy()
+        moved = [i for i in range(1, len(values)) if values[i] != values[i - 1]]
+        at = rows["collected_at"].iloc[moved] if moved else []
+        changes = tuple(QuotaChange(t.to_pydatetime(), str(queue), str(flavor), float(values[i - 1]), float(values[i]))
+                        for t, i in zip(at, moved))
+        lines.append(QuotaLine(str(queue), str(flavor), float(values[0]), float(values[-1]), changes))
     return lines
 
 
 def _filter_queue_rows(queue_rows: pd.DataFrame, scope: Scope) -> pd.DataFrame:
     if not scope.filtered or queue_rows.empty:
         return queue_rows
-    keep = queue_rows["cluster_queue"].map(lambda q: scope.queue_ok(str(q)))
+    names = set(queue_rows["cluster_queue"].astype(str))
+    allowed = {q for q in names if scope.queue_ok(q)}
+    keep = queue_rows["cluster_queue"].isin(sorted(allowed))
     if scope.namespaces and not scope.queues:  # a tenant's queue not yet seen holding a workload of the namespace
-        tenants = scope.tenants() or frozenset()
-        keep = keep | queue_rows["tenant"].isin(sorted(tenants))
-    return queue_rows[keep.astype(bool)]
+        keep = keep | queue_rows["tenant"].isin(sorted(scope.tenants() or ()))
+    return queue_rows[keep]
 
 
 def build_review(queue_rows: pd.DataFrame, tenant_rows: pd.DataFrame, audit_rows: Sequence[AuditRow],

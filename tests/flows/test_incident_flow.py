@@ -128,6 +128,13 @@ def test_the_review_lists_every_action_in_order_with_its_evidence(incident: Inci
     assert [r["audit id"] for r in table_rows] == [r.id for r in rows]
 
 
+def test_the_deployment_defaults_review_the_last_hour(incident: Incident, pointed_at: EmbeddedCluster) -> None:
+    """``prefect deployment run incident_review/incident_review`` with no parameters: the hour up to now."""
+    result = _review()
+    assert len(result["fleet"]) == 4 and len(result["events"]) == 10 and result["undo"] == []
+    assert str(_artifact("incident-review").data).startswith(f"**{result['summary']}**")
+
+
 @pytest.mark.parametrize(("filters", "objects", "pending", "idle", "nominal"), [
     ({"namespaces": ["team-a"]}, {"Deployment team-a/dep", "Notebook team-a/nb"}, 0, 2, [10, 10, 10, 10]),
     # The quota plan raised team-b's queue: its intent, that queue's patch and the completion; not team-c's patch.
@@ -235,9 +242,3 @@ def test_cli_bad_input_is_one_error_line_and_exit_1(incident: Incident, pointed_
     assert line.startswith("error: ") and message in line
     assert writes(pointed_at) == before
 
-
-def test_the_deployment_defaults_review_the_last_hour(incident: Incident, pointed_at: EmbeddedCluster) -> None:
-    """``prefect deployment run incident_review/incident_review`` with no parameters: the hour up to now."""
-    result = _review()
-    assert len(result["fleet"]) == 4 and len(result["events"]) == 10 and result["undo"] == []
-    assert str(_artifact("incident-review").data).startswith(f"**{result['summary']}**")

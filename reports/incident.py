@@ -138,6 +138,11 @@ def event_rows(review: IncidentReview) -> list[dict[str, Any]]:
              "evidence": e.evidence, "undoable": "yes" if e.undoable else ""} for e in review.events]
 
 
+def _known(value: float) -> str:
+    text = gpus(value)
+    return "unknown" if text == "-" else text
+
+
 def fleet_rows(review: IncidentReview, limit: int | None = _FLEET_ROWS_SHOWN) -> list[dict[str, Any]]:
     """The collects at which the backlog, idle GPUs or quota changed (and the first and last)."""
     fleet = review.fleet
@@ -147,9 +152,9 @@ def fleet_rows(review: IncidentReview, limit: int | None = _FLEET_ROWS_SHOWN) ->
     for i, r in fleet.iterrows():
         key = tuple(None if math.isnan(r[c]) else r[c] for c in cols)
         if key != previous or i == len(fleet) - 1:
-            rows.append({"time (UTC)": _clock(review, r["at"]), "backlog (workloads)": gpus(r["pending_workloads"]),
-                         "pending GPUs": gpus(r["pending_gpus"]), "idle GPUs": gpus(r["idle_gpus"]),
-                         "unobserved GPUs": gpus(r["unknown_gpus"]), "nominal GPUs": gpus(r["nominal_gpus"])})
+            rows.append({"time (UTC)": _clock(review, r["at"]), "backlog (workloads)": _known(r["pending_workloads"]),
+                         "pending GPUs": _known(r["pending_gpus"]), "idle GPUs": _known(r["idle_gpus"]),
+                         "unobserved GPUs": _known(r["unknown_gpus"]), "nominal GPUs": _known(r["nominal_gpus"])})
         previous = key
     return rows if limit is None or len(rows) <= limit else rows[:limit // 2] + rows[-(limit // 2):]
 
@@ -160,7 +165,7 @@ def quota_rows(review: IncidentReview, changed_only: bool = True) -> list[dict[s
         if changed_only and not line.changes:
             continue
         moves = "; ".join(f"{_clock(review, c.at)} {gpus(c.before)} -> {gpus(c.after)}" for c in line.changes)
-        out.append({"queue": line.queue, "flavor": line.flavor or "-", "at start": gpus(line.first),
+        out.append({"queue": line.queue, "flavor": line.flavor or "(none)", "at start": gpus(line.first),
                     "changes": moves or "none", "at end": gpus(line.last)})
     return out
 

@@ -128,7 +128,7 @@ def _moves(before: Mapping[str, Any], after: Mapping[str, Any]) -> str:
 
 
 def evidence_phrase(row: AuditRow) -> str:
-    """The numbers behind a row, as people read them: ``idle 30 m, max activity 0.00 <= 0.05, coverage 100 %``."""
+    """The numbers behind a row, as people read them: ``window 30 m, max activity 0.00 ≤ 0.05, coverage 100 %``."""
     ev = row.evidence or {}
     parts: list[str] = []
     if row.action == "reclaim" and ev:
@@ -137,7 +137,7 @@ def evidence_phrase(row: AuditRow) -> str:
         if window is not None:
             parts.append(f"window {window:g} m")
         if top is not None and threshold is not None:
-            parts.append(f"max activity {top:.2f} {'<=' if top <= threshold else '>'} {threshold:.2f}")
+            parts.append(f"max activity {top:.2f} {'≤' if top <= threshold else '>'} {threshold:.2f}")
         coverage = _number(ev.get("coverage"))
         if coverage is not None:
             parts.append(f"coverage {coverage * 100:.0f} %")

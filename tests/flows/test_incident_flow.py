@@ -93,7 +93,7 @@ def test_the_review_lists_every_action_in_order_with_its_evidence(incident: Inci
         ("quota-change", "ClusterQueue team-b-cq", "apply", "applied"), ("quota-plan", "Cohort c", "apply", "applied"),
     ]
     events = result["events"]
-    assert all("max activity 0.00 <= 0.05" in e["evidence"] for e in events[:6])  # the reclaim's numbers
+    assert all("max activity 0.00 ≤ 0.05" in e["evidence"] for e in events[:6])  # the reclaim's numbers
     assert events[3]["reason"] == "replicas-to-zero: frees quota" and events[5]["reason"] == "stop-annotation: frees quota"
     assert events[6]["evidence"] == "team-b-cq h100 2 -> 4, team-c-cq h100 4 -> 2"  # the plan, decreases patched first
     assert [e["audit_id"] for e in events if e["undoable"]] == [rows[2].id, rows[4].id, rows[6].id]

@@ -21,7 +21,7 @@ from gpuaas.errors import ConfigError
 from gpuaas.fleet_history import QUEUE_HISTORY_COLUMNS, TENANT_HISTORY_COLUMNS
 from gpuaas.policies.incident import build_review, parse_instant, resolve_window, scope_for
 from gpuaas.store import AuditEntry
-from reports.incident import incident_markdown, summary_line, window_label
+from reports.incident import event_rows, fleet_rows, incident_markdown, quota_rows, summary_line, window_label
 
 T0 = datetime(2026, 12, 1, 2, 0, tzinfo=UTC)
 END = T0 + timedelta(hours=1)
@@ -119,7 +119,7 @@ def test_the_hour_by_hand() -> None:
     assert [(o.audit_id, o.action, o.result) for o in r.actions] == [
         (1, "reclaim", "dry-run"), (2, "reclaim", "applied"), (4, "quota-plan", "applied")]
     assert [e.audit_id for e in r.events if e.undoable] == [2, 4]
-    assert r.events[1].evidence == "window 30 m, max activity 0.00 <= 0.05, coverage 100 %, 2 GPUs"
+    assert r.events[1].evidence == "window 30 m, max activity 0.00 ≤ 0.05, coverage 100 %, 2 GPUs"
     assert r.events[3].evidence == "team-b-cq h100 4 -> 6"
     assert r.fleet["pending_workloads"].tolist() == [0, 1, 2, 3, 4, 5, 6, 7, 6, 5, 4, 3]
     assert r.fleet["idle_gpus"].tolist() == [0, 1, 2, 3] * 3
@@ -139,7 +139,7 @@ def test_the_markdown_reads_top_to_bottom() -> None:
     assert "![backlog and idle GPUs](data:image/png;base64,iVBORw0KGgo=)" in lines
     [nb] = [line for line in lines if line.startswith("- **02:15:00** `#2`")]
     assert nb == ("- **02:15:00** `#2` reclaim Notebook team-a/nb — apply, **planned**: idle 30 m · evidence: window "
-                  "30 m, max activity 0.00 <= 0.05, coverage 100 %, 2 GPUs · fleet then: backlog 3 workloads, 3 idle "
+                  "30 m, max activity 0.00 ≤ 0.05, coverage 100 %, 2 GPUs · fleet then: backlog 3 workloads, 3 idle "
                   "GPUs at 02:15:00 · undoable (`undo: [2]`)")
     assert "| team-b-cq | h100 | 4 | 02:35:00 4 -> 6 | 6 |" in lines
 
@@ -190,6 +190,9 @@ def test_a_namespace_in_no_tenant_shows_idle_gpus_as_unknown() -> None:
     r = review(namespaces=["team-z"])
     assert r.events == [] and r.fleet["idle_gpus"].isna().all() and (r.fleet["pending_workloads"] == 0).all()
     assert any("idle GPUs are not shown" in n for n in r.notes) and any("team-z" in n for n in r.notes)
+    rows = fleet_rows(r) + event_rows(review()) + quota_rows(review(), changed_only=False)
+    assert all(value != "-" for row in rows for value in row.values())  # a bare dash renders as a bullet
+    assert {row["idle GPUs"] for row in fleet_rows(r)} == {"unknown"}
 
 
 def test_placements_map_a_namespace_the_policy_does_not_name() -> None:

@@ -124,7 +124,8 @@ def _then(review: IncidentReview, at: datetime) -> str:
         return ""
     row = fleet.iloc[index]
     idle = "" if math.isnan(row["idle_gpus"]) else f", {gpus(row['idle_gpus'])} idle GPUs"
-    return f"backlog {gpus(row['pending_workloads'])} workloads{idle} at {_clock(review, row['at'])}"
+    n = row["pending_workloads"]
+    return f"backlog {gpus(n)} workload{'' if n == 1 else 's'}{idle} at {_clock(review, row['at'])}"
 
 
 def _what(e: IncidentEvent) -> str:
@@ -152,7 +153,7 @@ def fleet_rows(review: IncidentReview, limit: int | None = _FLEET_ROWS_SHOWN) ->
     for i, r in fleet.iterrows():
         key = tuple(None if math.isnan(r[c]) else r[c] for c in cols)
         if key != previous or i == len(fleet) - 1:
-            rows.append({"time (UTC)": _clock(review, r["at"]), "backlog (workloads)": _known(r["pending_workloads"]),
+            rows.append({"time (UTC)": _clock(review, r["at"]), "backlog": _known(r["pending_workloads"]),
                          "pending GPUs": _known(r["pending_gpus"]), "idle GPUs": _known(r["idle_gpus"]),
                          "unobserved GPUs": _known(r["unknown_gpus"]), "nominal GPUs": _known(r["nominal_gpus"])})
         previous = key
@@ -222,9 +223,10 @@ def _event_line(review: IncidentReview, e: IncidentEvent) -> str:
     text = f"- **{_clock(review, e.at)}** `#{e.audit_id}` {_what(e)} {e.object_ref} — {e.mode}, **{e.outcome}**"
     if e.reason:
         text += f": {e.reason}"
-    if e.evidence:
+    starts = e.audit_id in {o.audit_id for o in review.actions}  # its completions and steps repeat it
+    if e.evidence and e.evidence not in e.reason and (starts or e.refers_to is None):
         text += f" · evidence: {e.evidence}"
-    then = _then(review, e.at)
+    then = _then(review, e.at) if starts or e.refers_to is None else ""
     if then:
         text += f" · fleet then: {then}"
     if e.undoable:
@@ -261,12 +263,19 @@ def incident_markdown(review: IncidentReview, plot: str | None = None,
         lines += ["(The plot of backlog and idle GPUs is in the flow run's `incident-review` artifact.)", ""]
     rows = fleet_rows(review)
     if rows:
-        lines += ["Collects at which something changed (GPUs summed over queues and flavors):", ""] + _table(rows)
+        lines += ["Collects at which something changed (backlog in workloads; GPUs summed over queues and flavors):",
+                  ""] + _table(rows)
     else:
         lines.append("No stored fleet history in the window.")
     lines.append("")
     lines += [f"- {n}" for n in review.notes] + ([""] if review.notes else [])
+    steps = len(review.events) - len(review.actions)
     lines += ["## What gpuaas decided and did, oldest first", ""]
+    if review.events:
+        lines += [f"{len(review.events)} audit row{'' if len(review.events) == 1 else 's'}: {len(review.actions)} "
+                  f"decision{'' if len(review.actions) == 1 else 's'} or action{'' if len(review.actions) == 1 else 's'}"
+                  f" begun in the window, {steps} step{'' if steps == 1 else 's'} or completion"
+                  f"{'' if steps == 1 else 's'}. `undo: [id]` reverses an undoable one.", ""]
     lines += [_event_line(review, e) for e in review.events] or ["No audit rows in the window for this scope."]
     lines += ["", "## Quota per queue (nominal GPUs)", ""]
     changed = quota_rows(review)

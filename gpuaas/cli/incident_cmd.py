@@ -41,6 +41,13 @@ def _check(start: str, end: str, undo: list[int]) -> None:
                        "nothing undone")
 
 
+def _event_cells(e: dict[str, Any]) -> list[Any]:
+    what = e["action"] + (f" (of #{e['refers_to']})" if e["refers_to"] else "") + f" {e['object']}"
+    words = e["reason"] + (f"; {e['evidence']}" if e["evidence"] and e["evidence"] not in e["reason"] else "")
+    return [f"{e['at'][11:19]} #{e['audit_id']}" + (" undoable" if e["undoable"] else ""), what,
+            f"{e['mode']}: {e['outcome']}", words]
+
+
 def _tables(result: dict[str, Any]) -> None:
     console.print(result["summary"], highlight=False)
     if result["undo"]:
@@ -51,10 +58,7 @@ def _tables(result: dict[str, Any]) -> None:
         print_table("Fleet (collects where something changed)", list(fleet[0]), [list(r.values()) for r in fleet])
     events = result["events"]
     print_table(f"Decisions and actions ({len(events)} audit rows, oldest first)",
-                ["when (UTC)", "id", "action", "object", "mode", "outcome", "reason / evidence", "undo"],
-                [[e["at"][11:19], e["audit_id"], e["action"] + (f" (of #{e['refers_to']})" if e["refers_to"] else ""),
-                  e["object"], e["mode"], e["outcome"], "; ".join(p for p in (e["reason"], e["evidence"]) if p),
-                  "yes" if e["undoable"] else ""] for e in events])
+                ["when (UTC), audit id", "what", "result", "reason / evidence"], [_event_cells(e) for e in events])
     changed = [q for q in result["quota"] if q["changes"]]
     if changed:
         print_table("Nominal quota changes", ["queue", "flavor", "at start", "changes", "at end"],

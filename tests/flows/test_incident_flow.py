@@ -119,6 +119,7 @@ def test_the_review_lists_every_action_in_order_with_its_evidence(incident: Inci
 
     markdown = str(_artifact("incident-review").data)
     assert markdown.splitlines()[0] == f"**{result['summary']}**"
+    assert "10 audit rows: 5 decisions or actions begun in the window, 5 steps or completions." in markdown
     assert "data:image/png;base64,iVBOR" in markdown  # the plot: a PNG (base64 of \\x89PNG)
     lines = [line for line in markdown.splitlines() if line.startswith("- **")]
     assert [int(line.split("`#")[1].split("`")[0]) for line in lines] == [r.id for r in rows]

@@ -180,6 +180,26 @@ def test_undo_through_the_review_restores_one_and_refuses_one_changed_since(inci
     assert again["undo"][0]["result"] == "no-op" and "already restored" in again["undo"][0]["message"]
 
 
+def test_an_undo_that_cannot_get_the_writes_lock_writes_nothing_and_says_so(
+        incident: Incident, pointed_at: EmbeddedCluster, monkeypatch: pytest.MonkeyPatch) -> None:
+    from tests.actions.reclaim_scenario import writes
+
+    monkeypatch.setenv("GPUAAS_WRITES_WAIT_SECONDS", "1")
+    plan_id = incident.rebalanced["cohorts"][0]["plan_id"]
+    store = open_store(load_settings())
+    try:
+        assert store.acquire_lock("cluster-writes", "rebalance-elsewhere", timedelta(minutes=5))
+        before = writes(pointed_at)
+        result = _review(**_window(incident), undo=[plan_id])
+        assert writes(pointed_at) == before and result["undo"] == []
+    finally:
+        store.release_lock("cluster-writes", "rebalance-elsewhere")
+        store.close()
+    assert "rebalance-elsewhere holds the 'cluster-writes' lock" in result["writes_busy"]
+    assert result["summary"].endswith(f"; nothing undone ({result['writes_busy']}).")
+    assert f"Nothing was undone: {result['writes_busy']}." in str(_artifact("incident-review").data)
+
+
 def test_an_unknown_undo_id_fails_the_run_and_undoes_nothing(incident: Incident, pointed_at: EmbeddedCluster) -> None:
     from flows.incident import incident_review
 

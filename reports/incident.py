@@ -103,9 +103,11 @@ def summary_line(review: IncidentReview, undo: Sequence[Mapping[str, Any]] | Non
     else:
         backlog = _peak(fleet["pending_workloads"], fleet["at"])
         idle = _peak(fleet["idle_gpus"], fleet["at"])
-        if backlog is not None:
-            text += f"; backlog peaked at {backlog[0]:g} workload{'' if backlog[0] == 1 else 's'}"
-            text += f" ({_clock(review, backlog[1])[:-3]})" if backlog[0] > 0 else ""
+        if backlog is not None and backlog[0] > 0:
+            text += (f"; backlog peaked at {backlog[0]:g} workload{'' if backlog[0] == 1 else 's'} "
+                     f"({_clock(review, backlog[1])[:-3]})")
+        elif backlog is not None:
+            text += "; no backlog"
         text += f", idle GPUs at most {idle[0]:g}" if idle is not None else ", idle GPUs unknown"
         text += f" over {len(fleet)} collect{'' if len(fleet) == 1 else 's'}"
     extra = undo_line(undo, undo_busy)

@@ -144,6 +144,12 @@ def test_the_markdown_reads_top_to_bottom() -> None:
     assert "| team-b-cq | h100 | 4 | 02:35:00 4 -> 6 | 6 |" in lines
 
 
+def test_a_window_without_backlog_says_so() -> None:
+    rows = queue_rows(3).assign(pending_workloads=0)
+    assert summary_line(build_review(rows, tenant_rows(3), [], T0, END)) == (
+        "2026-12-01 02:00–03:00 UTC: no gpuaas decisions or actions; no backlog, idle GPUs at most 2 over 3 collects.")
+
+
 def test_an_empty_window_says_so() -> None:
     empty = build_review(queue_rows(0), tenant_rows(0), [], T0, END)
     assert summary_line(empty) == ("2026-12-01 02:00–03:00 UTC: no gpuaas decisions or actions; no stored fleet "

@@ -175,12 +175,9 @@ def _outcomes(window_rows: Sequence[AuditRow], rows: Mapping[int, AuditRow]) -> 
         if row.id is None or _root_of(row, rows) is not None:
             continue
         done = sorted(completions.get(row.id, []), key=lambda r: (r.created_at, r.id or 0))
-        if done:
-            result = done[-1].outcome
-        elif row.outcome == "planned":
+        result = done[-1].outcome if done else row.outcome
+        if result == "planned":  # nothing closed it: a dry-run, or an apply still open (crashed, in progress)
             result = "dry-run" if row.mode == "dry-run" else "open"
-        else:
-            result = row.outcome
         ref = f"{row.kind} {row.namespace}/{row.name}" if row.namespace else f"{row.kind} {row.name}"
         out.append(ActionOutcome(row.id, row.action, ref, row.mode, result))
     return out

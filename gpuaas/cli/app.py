@@ -17,6 +17,7 @@ from gpuaas.cli import (
     cost_report_cmd,
     db_cmd,
     demo_cmd,
+    incident_cmd,
     loadtest_cmd,
     plan_cmd,
     rebalance_cmd,
@@ -55,6 +56,7 @@ app.add_typer(plan_cmd.app, name="plan")
 app.command("capacity")(capacity_cmd.capacity)
 app.command("loadtest")(loadtest_cmd.loadtest)
 app.command("cost-report")(cost_report_cmd.cost_report)
+app.command("incident")(incident_cmd.incident)
 
 
 def main() -> None:

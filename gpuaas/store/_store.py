@@ -215,8 +215,13 @@ class Store:
             record = session.get(SnapshotRecord, snapshot_id)
         return _inflated(record) if record is not None else None
 
-    def latest_snapshot(self) -> SnapshotRecord | None:
-        query = select(SnapshotRecord).order_by(col(SnapshotRecord.collected_at).desc()).limit(1)
+    def latest_snapshot(self, *, full: bool = False) -> SnapshotRecord | None:
+        """The newest snapshot row; ``full``: the newest that still has its full document (most
+        rows have none, see ``store.full_snapshot_every_minutes``)."""
+        query = select(SnapshotRecord)
+        if full:
+            query = query.where(col(SnapshotRecord.compressed).is_not(None))
+        query = query.order_by(col(SnapshotRecord.collected_at).desc()).limit(1)
         with self.session() as session:
             record = session.exec(query).first()
         return _inflated(record) if record is not None else None

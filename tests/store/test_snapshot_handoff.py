@@ -62,3 +62,11 @@ def test_a_row_without_its_document_elsewhere_is_a_clear_error(store: Store) -> 
     kept = store.save_snapshot(T0, full.summary(), {"snapshot": full.to_json()})
     back = load_snapshot(store, int(kept.id or 0))  # not held in memory: read from its document
     assert back is not full and list(back.workloads["name"]) == ["wl-0", "wl-1", "wl-2", "wl-3"]
+
+
+def test_the_newest_full_snapshot_is_found_past_newer_rows(store: Store) -> None:
+    full = store.save_snapshot(T0, {"workloads": 4}, {"snapshot": _snapshot(T0, 4).to_json()})
+    row = store.save_snapshot(T0 + timedelta(minutes=5), {"workloads": 4}, {})
+    newest, newest_full = store.latest_snapshot(), store.latest_snapshot(full=True)
+    assert newest is not None and newest.id == row.id
+    assert newest_full is not None and newest_full.id == full.id and "snapshot" in newest_full.payload

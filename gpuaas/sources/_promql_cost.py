@@ -21,7 +21,7 @@ service or per day.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from gpuaas.policy import ServiceOutcome
 from gpuaas.settings import MetricNames
@@ -29,7 +29,8 @@ from gpuaas.sources._promql import KUEUE_USAGE, any_of, duration, normalise, tag
 
 __all__ = [
     "QUALITY_STEP_S",
-    "gpu_hours_query",
+    "gpu_busy_query",
+    "gpu_observed_query",
     "kueue_hours_query",
     "opencost_hours_query",
     "quality_metrics",
@@ -51,20 +52,46 @@ def _per_hour(expr: str, step_s: float) -> str:
     return f"({expr}) * {step_s / 3600:.10g}"
 
 
-def gpu_hours_query(m: MetricNames, threshold: float, period_s: float, interval_s: float) -> str:
-    """Per pod and period: GPU-hours with telemetry (``observed_h``) and above ``threshold`` (``busy_h``)."""
-    iv, step = _under(interval_s), duration(interval_s)
-    sub = f"[{_under(period_s)}:{step}]"
-    seen = f"max_over_time({m.gpu_activity}[{iv}]) or max_over_time({m.gpu_util_fallback}[{iv}])"
-    observed = f"count_over_time(({seen}){sub})"
-    busy_inner = (f"(max_over_time({m.gpu_activity}[{iv}]) > bool {threshold:g})"
-                  f" or (max_over_time({m.gpu_util_fallback}[{iv}]) / 100 > bool {threshold:g})")
-    busy = f"sum_over_time(({busy_inner}){sub})"
+_RAW_KEYS = ("container", "exported_container")
+
+
+def _raw_keys(m: MetricNames) -> str:
+    """The source labels ``normalise`` reads for a pod's identity: summing by them first (GPUs to
+    pods) leaves it a few series to relabel rather than one per GPU per period."""
+    return ", ".join(dict.fromkeys([*m.pod_labels, *m.namespace_labels, *_RAW_KEYS]))
+
+
+def _per_pod(expr: str, m: MetricNames, interval_s: float) -> str:
     by = "gpuaas_namespace, gpuaas_pod"
-    return union([
-        tag(_per_hour(f"sum by ({by}) ({normalise(observed, m)})", interval_s), "gpuaas_stat", "observed_h"),
-        tag(_per_hour(f"sum by ({by}) ({normalise(busy, m)})", interval_s), "gpuaas_stat", "busy_h"),
-    ])
+    return _per_hour(f"sum by ({by}) ({normalise(f'sum by ({_raw_keys(m)}) ({expr})', m)})", interval_s)
+
+
+def _signal(m: MetricNames, period_s: float, interval_s: float, make: Callable[[str, float], str]) -> str:
+    """``make(metric, scale)`` of the activity metric for the GPUs that have it in the period, else of the
+    fallback (``scale`` 100: a percentage). The choice is made per GPU and period, outside the
+    subquery, so it costs one match per GPU and period instead of one per sample step."""
+    present = f"present_over_time({m.gpu_activity}[{duration(period_s + interval_s)}])"
+    return f"({make(m.gpu_activity, 1.0)}) or (({make(m.gpu_util_fallback, 100.0)}) unless {present})"
+
+
+def gpu_observed_query(m: MetricNames, period_s: float, interval_s: float) -> str:
+    """Per pod and period: GPU-hours with telemetry, i.e. the sample steps where the GPU's series has a sample."""
+    sub = f"[{_under(period_s)}:{duration(interval_s)}]"
+    return tag(_per_pod(_signal(m, period_s, interval_s, lambda metric, _: (
+        f"count_over_time(max_over_time({metric}[{_under(interval_s)}]){sub})")), m, interval_s),
+        "gpuaas_stat", "observed_h")
+
+
+def gpu_busy_query(m: MetricNames, threshold: float, period_s: float, interval_s: float) -> str:
+    """Per pod and period: GPU-hours above ``threshold``.
+
+    One comparison per sample step, as a filter (``bool`` would relabel every sample), counted by
+    ``count_over_time``; a GPU never busy in the period has no series (0 busy hours).
+    """
+    sub = f"[{_under(period_s)}:{duration(interval_s)}]"
+    return tag(_per_pod(_signal(m, period_s, interval_s, lambda metric, scale: (
+        f"count_over_time((max_over_time({metric}[{_under(interval_s)}]) > {threshold * scale:.12g}){sub})")),
+        m, interval_s), "gpuaas_stat", "busy_h")
 
 
 def quality_metrics(services: Sequence[ServiceOutcome]) -> list[str]:

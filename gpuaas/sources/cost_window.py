@@ -227,8 +227,10 @@ def read_cost_inputs(settings: GpuaasSettings, end: datetime, window_s: float,
     first = start + timedelta(seconds=period_s)
     prom = PromClient(settings)
     try:
-        gpu = gpu_rows(prom.query_range(q.gpu_hours_query(settings.metrics, policy.reclaim.activity_threshold,
-                                                          period_s, interval_s), first, end, period_s),
+        gpu = gpu_rows([*prom.query_range(q.gpu_observed_query(settings.metrics, period_s, interval_s), first, end,
+                                          period_s),
+                        *prom.query_range(q.gpu_busy_query(settings.metrics, policy.reclaim.activity_threshold,
+                                                           period_s, interval_s), first, end, period_s)],
                        start, period_s, days)
         serving = serving_rows(prom.query_range(q.serving_window_query(settings.metrics, policy.services, period_s),
                                                 first, end, period_s), start, period_s, days)

@@ -20,10 +20,11 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 
+from gpuaas.policies.capacity import replicas_needed
 from gpuaas.policies.funnel import FUNNEL_COLUMNS, POD_COLUMNS, aggregate_funnel, pod_funnel
 from gpuaas.policies.outcomes import (
     BatchOutcome,
@@ -34,6 +35,9 @@ from gpuaas.policies.outcomes import (
     verified_requests,
 )
 from gpuaas.policy import Policy, ServiceOutcome
+
+if TYPE_CHECKING:
+    from gpuaas.sources.capacity import CapacityEstimate
 
 __all__ = ["CostInputs", "CostReport", "build_cost_report", "cost_per_outcome"]
 
@@ -63,6 +67,8 @@ class CostInputs:
     """``cluster_queue, allocated_h``: GPU quota in use x hours, the allocation floor without OpenCost."""
     notes: list[str] = field(default_factory=list)
     queries: int = 0
+    capacity: dict[str, CapacityEstimate | None] = field(default_factory=dict)
+    """Per serving service name: its sustainable per-replica rate (sweep file or load test), None if unmeasured."""
 
     @property
     def period(self) -> timedelta:
@@ -138,6 +144,7 @@ class _Service:
     slo: SloFraction | None = None
     verified: float | None = None
     daily_verified: dict[int, float | None] = field(default_factory=dict)
+    daily_requests: dict[int, float] = field(default_factory=dict)
     outcomes: list[BatchOutcome] = field(default_factory=list)
 
 
@@ -172,6 +179,7 @@ def _serving(svc: _Service, serving: pd.DataFrame, days: int, notes: list[str]) 
     if svc.slo.fraction is None and svc.requests > 0:
         notes.append(f"service {spec.name}: no latency histogram, so no request can be verified against the SLO")
     for day in range(days):
+        svc.daily_requests[day] = float(reqs.loc[reqs["day"] == day, "value"].sum())
         good_day = float(good_rows.loc[good_rows["day"] == day, "value"].sum())
         svc.daily_verified[day] = verified_requests(good_day, slo_of(hist[hist["day"] == day]))
 
@@ -272,6 +280,7 @@ def build_cost_report(inputs: CostInputs, policy: Policy) -> CostReport:
             "slo_bucket": list(svc.slo.bucket) if svc.slo and svc.spec.kind == "serving" else None,
             "cost": cost, "cost_per_outcome": _num(cpo),
             "busy_gpu_hours": _num(funnel.loc[funnel["service"] == svc.spec.name, "busy_gpu_hours"].sum()),
+            **_replicas(svc, inputs, notes),
         })
 
     daily = _daily(inputs, services, costs_known, pods)
@@ -288,6 +297,38 @@ def build_cost_report(inputs: CostInputs, policy: Policy) -> CostReport:
         tenants=tenant_rows, services=service_rows, cluster=cluster, wasters=wasters, daily=daily, batch=batch,
         notes=list(dict.fromkeys(notes)), queries=inputs.queries,
     )
+
+
+def _replicas(svc: _Service, inputs: CostInputs, notes: list[str]) -> dict[str, Any]:
+    """Replicas the forecast needs at the service's measured per-replica rate (serving only).
+
+    The forecast is the busiest period's mean request rate in the window (all finished requests,
+    aborted and failed ones too: they were load): demand like the window's worst day again.
+    """
+    out: dict[str, Any] = {"forecast_rps": None, "per_replica_rps": None, "replicas_needed": None,
+                           "capacity_source": None, "capacity_age_s": None}
+    if svc.spec.kind != "serving":
+        return out
+    period_s = inputs.period.total_seconds()
+    if svc.daily_requests:
+        out["forecast_rps"] = _num(max(svc.daily_requests.values()) / period_s)
+    estimate = inputs.capacity.get(svc.spec.name)
+    why = None
+    if estimate is None:
+        why = "no capacity sweep in the policy and no load test of it in the store"
+    else:
+        out["capacity_source"], out["capacity_age_s"] = estimate.source, _num(estimate.age_seconds)
+        out["per_replica_rps"] = _num(estimate.per_replica_rps)
+        if not estimate.met or not estimate.per_replica_rps:
+            why = f"its capacity ({estimate.source}) never met the SLO: {estimate.reason}"
+    if why is None and out["forecast_rps"] is None:
+        why = "no request rate in the window to forecast from"
+    if why is not None:
+        notes.append(f"service {svc.spec.name}: replicas needed unknown: {why}")
+        return out
+    assert estimate is not None and estimate.per_replica_rps is not None
+    out["replicas_needed"] = replicas_needed(out["forecast_rps"], estimate.per_replica_rps)
+    return out
 
 
 def _daily(inputs: CostInputs, services: list[_Service], costs_known: bool, pods: pd.DataFrame) -> list[dict[str, Any]]:

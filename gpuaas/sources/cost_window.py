@@ -27,8 +27,10 @@ from gpuaas.sources import _promql_cost as q
 from gpuaas.sources._kube_client import KubeLister, make_api_client
 from gpuaas.sources._kube_kueue import parse_time
 from gpuaas.sources._prom_client import PromClient
+from gpuaas.sources.capacity import CapacityEstimate, serving_capacity
 from gpuaas.sources.kube import DEFAULT_GPU_RESOURCES, KUEUE_GROUP, KUEUE_VERSIONS
 from gpuaas.sources.opencost import fetch_allocation
+from gpuaas.store import open_store
 
 __all__ = ["DEADLINE_ANNOTATION", "allocation_rows", "finished_jobs", "gpu_rows", "parse_window", "read_cost_inputs",
            "report_periods", "serving_rows"]
@@ -247,7 +249,37 @@ def read_cost_inputs(settings: GpuaasSettings, end: datetime, window_s: float,
     serving = _latency_for_services(serving, settings)
     return CostInputs(start=start, end=end, days=days, gpu=gpu, costs=costs, serving=serving, jobs=jobs,
                       kueue_hours=kueue_hours, notes=notes,
-                      queries=prom.queries + opencost_requests + kube_requests)
+                      queries=prom.queries + opencost_requests + kube_requests,
+                      capacity=_read_capacity(settings, end, notes))
+
+
+def _read_capacity(settings: GpuaasSettings, end: datetime, notes: list[str]) -> dict[str, CapacityEstimate | None]:
+    """Each serving service's sustainable per-replica rate, aged at the window's end.
+
+    A sweep file that cannot be read, or a store that cannot be opened, leaves that capacity
+    unknown with the reason in ``notes``: the rest of the report does not depend on it.
+    """
+    serving = [s for s in settings.policy.services if s.kind == "serving"]
+    out: dict[str, CapacityEstimate | None] = {}
+    if not serving:
+        return out
+    store = None
+    try:
+        if any(s.capacity is None for s in serving):
+            store = open_store(settings)
+        for svc in serving:
+            try:
+                out[svc.name] = serving_capacity(settings, svc.namespace, svc.name, model_name=svc.model_name,
+                                                 now=end, store=store)
+            except GpuaasError as exc:
+                out[svc.name] = None
+                notes.append(f"service {svc.name}: capacity unreadable ({exc})")
+    except GpuaasError as exc:
+        notes.append(f"capacity unknown: the store did not open ({exc})")
+    finally:
+        if store is not None:
+            store.close()
+    return out
 
 
 def _latency_for_services(serving: pd.DataFrame, settings: GpuaasSettings) -> pd.DataFrame:

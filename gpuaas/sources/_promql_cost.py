@@ -2,15 +2,23 @@
 
 Each query is evaluated as a range query with one point per report period (a day, or the
 whole window when it is shorter), so the answer is one value per pod / service / queue and
-period, whatever the fleet size or the number of days: four queries per window (GPU hours,
-serving, Kueue, and OpenCost's metrics when its API is not used), never one per workload, per
-service or per day.
+period, whatever the fleet size or the number of days: five queries per window (GPU hours
+observed, GPU hours busy, serving, Kueue, and OpenCost's metrics when its API is not used), never
+one per workload, per service or per day.
 
 * GPU hours per pod: subqueries at the sample interval counting the steps where the activity
   series has a sample (observed) and where it is above the threshold (busy), x the interval:
   counting steps rather than raw samples keeps the figure right when a live scrape is denser
-  than the backfilled history. Inner ranges are a millisecond short of the step so a sample is counted once, and a
-  series that ended is not carried on for Prometheus' 5-minute lookback.
+  than the backfilled history. Inner ranges are a millisecond short of the step so a sample is
+  counted once, and a series that ended is not carried on for Prometheus' 5-minute lookback.
+  What runs at every sample step is only ``max_over_time`` and, for busy, one comparison used
+  as a filter: the activity-or-GPU_UTIL choice is made once per GPU and period (outside the
+  subquery), and GPUs are summed to pods before their labels are normalised. At 16,000 GPUs x
+  30 days that is what lets the query finish (the per-step ``or`` and ``bool``, and relabelling
+  every GPU series every day, ran past Prometheus' 2-minute timeout). The choice per period
+  differs from a choice per step only for a GPU that has the activity metric for part of a
+  period and only GPU_UTIL for the rest: its GPU_UTIL-only steps count as unknown (never idle),
+  so observed and busy hours are low by at most those steps (``tests/sources/test_cost_gpu_hours.py``).
 * Serving per namespace and model: ``increase`` of ``request_success_total`` by reason, of the
   latency histogram's buckets by ``le``, and, per quality metric, the requests finished while
   the metric's minimum over each quality step was at or above the service's threshold (the

@@ -1,9 +1,10 @@
 """Everything the cost report reads for one window, as ``CostInputs``: a fixed number of requests.
 
-Prometheus: three range queries (GPU hours, serving, Kueue) plus OpenCost's metrics when its
-allocation API is not configured or did not answer; OpenCost: one ``/allocation`` request
+Prometheus: four range queries (GPU hours observed and busy, serving, Kueue) plus OpenCost's
+metrics when its allocation API is not configured or did not answer; OpenCost: one ``/allocation`` request
 with ``step`` = the report period; Kubernetes: one paginated list of Kueue Workloads. The
-count does not grow with the fleet, the number of services or the number of days.
+count does not grow with the fleet, the number of services or the number of days. The store
+(and each sweep file the policy names) is read for the serving services' measured capacity.
 
 A cost source that does not answer leaves the money unknown (``costs=None``) with the reason
 in ``notes``; the GPU-hour funnel is still read. A Kubernetes API that does not answer leaves

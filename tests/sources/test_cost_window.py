@@ -29,6 +29,7 @@ from gpuaas.policies.cost import CostInputs, CostReport, build_cost_report
 from gpuaas.settings import GpuaasSettings, MetricNames, load_settings
 from gpuaas.sources.cost_window import allocation_rows, read_cost_inputs, serving_rows
 from gpuaas.sources.opencost import parse_allocation
+from reports.cost_report import cost_report_metrics, service_rows
 from tests.cost_fleet import COST_HISTORY, COST_POLICY, cost_cluster, cost_settings
 from tests.scenarios import HAND_CHECKED
 from tests.sources.helpers import NOW, fixture_path, parse_exposition, series
@@ -318,6 +319,9 @@ def test_replicas_needed_from_the_policys_sweep(fleet: EmbeddedCluster, tmp_path
     assert (abort["per_replica_rps"], abort["replicas_needed"]) == (1.5, 3)
     assert abort["capacity_source"] == f"sweep file {tmp_path / 'abort.csv'}"
     assert abort["capacity_age_s"] == pytest.approx(3600, abs=1)
+    assert next(r for r in service_rows(report) if r["service"] == "llm-abort")["replicas needed"].startswith("3 for ")
+    pushed = {m.name: m for m in cost_report_metrics(report)}["gpuaas_replicas_needed"]
+    assert pushed.samples == [(("llm-abort", "platform"), 3.0)]  # llm-chat: unknown, so absent (never 0)
     chat = _service(report, "llm-chat")
     assert chat["replicas_needed"] is None and chat["capacity_source"] == f"sweep file {tmp_path / 'chat.csv'}"
     assert any(n.startswith("service llm-chat: replicas needed unknown: its capacity (sweep file")

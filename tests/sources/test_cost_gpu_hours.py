@@ -63,6 +63,10 @@ def prometheus(prometheus_factory: Callable[[Any], PrometheusServer]) -> Prometh
         # metric -> observed 1 h, busy 1 h; the second hour is unknown (per-step choice would say 2 h, 2 h)
         *_samples(ACT, _gpu("p4", 0), lambda k: 0.9 if k <= 60 else None),
         *_samples(UTIL, _gpu("p4", 0), lambda k: 90.0 if k > 60 else None),
+        # p6: the activity metric idle, GPU_UTIL busy: GPU_UTIL is not read where the activity metric
+        # exists, even where it has no busy step -> observed 2 h, busy 0
+        *_samples(ACT, _gpu("p6", 0), lambda k: 0.0),
+        *_samples(UTIL, _gpu("p6", 0), lambda k: 90.0),
         # p5: scraped every 15 s: steps are counted, not samples -> observed 2 h, busy 2 h (not 8 h)
         *_samples(ACT, _gpu("p5", 0), lambda k: 0.5, every_s=15),
     ]
@@ -74,6 +78,7 @@ def test_gpu_hours_per_pod(prometheus: PrometheusServer, tmp_path: Path) -> None
                              metrics=MetricNames(sample_interval_seconds=60))
     inputs = read_cost_inputs(settings, NOW, 7200)
     got = {r.pod: (round(r.observed_h, 6), round(r.busy_h, 6)) for r in inputs.gpu.itertuples() if r.namespace == "team"}
-    assert got == {"p1": (6.0, 3.0), "p2": (2.0, 0.5), "p3": (2.0, 2.0), "p4": (1.0, 1.0), "p5": (2.0, 2.0)}
+    assert got == {"p1": (6.0, 3.0), "p2": (2.0, 0.5), "p3": (2.0, 2.0), "p4": (1.0, 1.0), "p5": (2.0, 2.0),
+                   "p6": (2.0, 0.0)}
     # GPU hours observed + busy, serving, Kueue, OpenCost's metrics (no allocation API): 4 + 1 queries
     assert inputs.queries == 5

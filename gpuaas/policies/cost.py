@@ -178,10 +178,14 @@ def _serving(svc: _Service, serving: pd.DataFrame, days: int, notes: list[str]) 
     svc.verified = verified_requests(svc.good, svc.slo)
     if svc.slo.fraction is None and svc.requests > 0:
         notes.append(f"service {spec.name}: no latency histogram, so no request can be verified against the SLO")
+    # one pass per frame, not a filter per day: a month of 50 services is 1,500 service-days
+    req_by_day = reqs.groupby("day")["value"].sum().to_dict()
+    good_by_day = good_rows.groupby("day")["value"].sum().to_dict()
+    hist_by_day = dict(iter(hist.groupby("day")))
     for day in range(days):
-        svc.daily_requests[day] = float(reqs.loc[reqs["day"] == day, "value"].sum())
-        good_day = float(good_rows.loc[good_rows["day"] == day, "value"].sum())
-        svc.daily_verified[day] = verified_requests(good_day, slo_of(hist[hist["day"] == day]))
+        svc.daily_requests[day] = float(req_by_day.get(day, 0.0))
+        svc.daily_verified[day] = verified_requests(float(good_by_day.get(day, 0.0)),
+                                                    slo_of(hist_by_day.get(day, hist.iloc[0:0])))
 
 
 def _batch(svc: _Service, outcomes: list[BatchOutcome], start: datetime, period: timedelta, days: int) -> None:
@@ -334,15 +338,14 @@ def _replicas(svc: _Service, inputs: CostInputs, notes: list[str]) -> dict[str, 
 def _daily(inputs: CostInputs, services: list[_Service], costs_known: bool, pods: pd.DataFrame) -> list[dict[str, Any]]:
     costs = inputs.costs if costs_known and inputs.costs is not None else pd.DataFrame(columns=COST_COLS)
     owner = pods.set_index(["namespace", "pod"])["service"].to_dict()
+    by_service_day: dict[tuple[str, int], float] = {}
     if not costs.empty:
         costs = costs.assign(service=[owner.get((ns, p)) for ns, p in zip(costs["namespace"], costs["pod"])])
+        by_service_day = costs.dropna(subset=["service"]).groupby(["service", "day"])["cost"].sum().to_dict()
     out = []
     for svc in services:
         for day in range(inputs.days):
-            cost = None
-            if costs_known:
-                mine = costs[(costs.get("service") == svc.spec.name) & (costs["day"] == day)] if not costs.empty else costs
-                cost = float(mine["cost"].sum())
+            cost = float(by_service_day.get((svc.spec.name, day), 0.0)) if costs_known else None
             verified = svc.daily_verified.get(day)
             out.append({
                 "service": svc.spec.name, "tenant": svc.tenant, "day": day,

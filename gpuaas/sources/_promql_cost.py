@@ -74,30 +74,37 @@ def _per_pod(expr: str, m: MetricNames, interval_s: float) -> str:
     return _per_hour(f"sum by ({by}) ({normalise(f'sum by ({_raw_keys(m)}) ({expr})', m)})", interval_s)
 
 
-def _signal(m: MetricNames, period_s: float, interval_s: float, make: Callable[[str, float], str]) -> str:
+def _signal(m: MetricNames, period_s: float, offset_s: float, make: Callable[[str, float], str]) -> str:
     """``make(metric, scale)`` of the activity metric for the GPUs that have it in the period, else of the
     fallback (``scale`` 100: a percentage). The choice is made per GPU and period, outside the
-    subquery, so it costs one match per GPU and period instead of one per sample step."""
-    present = f"present_over_time({m.gpu_activity}[{duration(period_s + interval_s)}])"
+    subquery, so it costs one match per GPU and period instead of one per sample step.
+
+    Presence is read over exactly the span the subquery's steps cover: they are aligned to multiples
+    of the interval, so that span ends ``offset_s`` (the period end modulo the interval) early.
+    """
+    offset_ms = int(round(offset_s * 1000))
+    offset = f" offset {offset_ms}ms" if offset_ms > 0 else ""
+    present = f"present_over_time({m.gpu_activity}[{_under(period_s)}]{offset})"
     return f"({make(m.gpu_activity, 1.0)}) or (({make(m.gpu_util_fallback, 100.0)}) unless {present})"
 
 
-def gpu_observed_query(m: MetricNames, period_s: float, interval_s: float) -> str:
+def gpu_observed_query(m: MetricNames, period_s: float, interval_s: float, offset_s: float = 0.0) -> str:
     """Per pod and period: GPU-hours with telemetry, i.e. the sample steps where the GPU's series has a sample."""
     sub = f"[{_under(period_s)}:{duration(interval_s)}]"
-    return tag(_per_pod(_signal(m, period_s, interval_s, lambda metric, _: (
+    return tag(_per_pod(_signal(m, period_s, offset_s, lambda metric, _: (
         f"count_over_time(max_over_time({metric}[{_under(interval_s)}]){sub})")), m, interval_s),
         "gpuaas_stat", "observed_h")
 
 
-def gpu_busy_query(m: MetricNames, threshold: float, period_s: float, interval_s: float) -> str:
+def gpu_busy_query(m: MetricNames, threshold: float, period_s: float, interval_s: float,
+                   offset_s: float = 0.0) -> str:
     """Per pod and period: GPU-hours above ``threshold``.
 
     One comparison per sample step, as a filter (``bool`` would relabel every sample), counted by
     ``count_over_time``; a GPU never busy in the period has no series (0 busy hours).
     """
     sub = f"[{_under(period_s)}:{duration(interval_s)}]"
-    return tag(_per_pod(_signal(m, period_s, interval_s, lambda metric, scale: (
+    return tag(_per_pod(_signal(m, period_s, offset_s, lambda metric, scale: (
         f"count_over_time((max_over_time({metric}[{_under(interval_s)}]) > {threshold * scale:.12g}){sub})")),
         m, interval_s), "gpuaas_stat", "busy_h")
 

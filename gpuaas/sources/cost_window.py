@@ -1,7 +1,8 @@
 """Everything the cost report reads for one window, as ``CostInputs``: a fixed number of requests.
 
-Prometheus: four range queries (GPU hours observed and busy, serving, Kueue) plus OpenCost's
-metrics when its allocation API is not configured or did not answer; OpenCost: one ``/allocation`` request
+Prometheus: the GPU hours observed and busy (each in at most ``GPU_CHUNKS`` range queries over
+consecutive days), serving and Kueue, plus OpenCost's metrics when its allocation API is not
+configured or did not answer; OpenCost: one ``/allocation`` request
 with ``step`` = the report period; Kubernetes: one paginated list of Kueue Workloads. The
 count does not grow with the fleet, the number of services or the number of days. The store
 (and each sweep file the policy names) is read for the serving services' measured capacity.
@@ -219,6 +220,22 @@ def _read_costs(settings: GpuaasSettings, prom: PromClient, start: datetime, end
     return _opencost_metric_rows(results, start, period_s, days), requests
 
 
+GPU_CHUNKS = 3
+"""The GPU-hour queries are each sent as at most this many range queries over consecutive days: the
+same work, but a month of 16,000 GPUs stays well inside Prometheus' 2-minute limit per query."""
+
+
+def _chunked(prom: PromClient, expr: str, first: datetime, days: int, period_s: float) -> list[dict[str, Any]]:
+    """``expr`` at one point per period from ``first``, as min(days, GPU_CHUNKS) range queries."""
+    out: list[dict[str, Any]] = []
+    chunks = min(days, GPU_CHUNKS)
+    bounds = [round(i * days / chunks) for i in range(chunks + 1)]
+    for lo, hi in zip(bounds, bounds[1:]):
+        out += prom.query_range(expr, first + timedelta(seconds=lo * period_s),
+                                first + timedelta(seconds=(hi - 1) * period_s), period_s)
+    return out
+
+
 def read_cost_inputs(settings: GpuaasSettings, end: datetime, window_s: float,
                      gpu_resources: Sequence[str] = DEFAULT_GPU_RESOURCES) -> CostInputs:
     """Read the window ``(end - window_s, end]``; raises ``SourceError`` when Prometheus fails."""
@@ -230,10 +247,11 @@ def read_cost_inputs(settings: GpuaasSettings, end: datetime, window_s: float,
     first = start + timedelta(seconds=period_s)
     prom = PromClient(settings)
     try:
-        gpu = gpu_rows([*prom.query_range(q.gpu_observed_query(settings.metrics, period_s, interval_s), first, end,
-                                          period_s),
-                        *prom.query_range(q.gpu_busy_query(settings.metrics, policy.reclaim.activity_threshold,
-                                                           period_s, interval_s), first, end, period_s)],
+        offset_s = end.timestamp() % interval_s  # every period ends at this phase when a period is whole intervals
+        gpu = gpu_rows([*_chunked(prom, q.gpu_observed_query(settings.metrics, period_s, interval_s, offset_s), first,
+                                  days, period_s),
+                        *_chunked(prom, q.gpu_busy_query(settings.metrics, policy.reclaim.activity_threshold,
+                                                         period_s, interval_s, offset_s), first, days, period_s)],
                        start, period_s, days)
         serving = serving_rows(prom.query_range(q.serving_window_query(settings.metrics, policy.services, period_s),
                                                 first, end, period_s), start, period_s, days)

@@ -82,3 +82,19 @@ def test_gpu_hours_per_pod(prometheus: PrometheusServer, tmp_path: Path) -> None
                    "p6": (2.0, 0.0)}
     # GPU hours observed + busy, serving, Kueue, OpenCost's metrics (no allocation API): 4 + 1 queries
     assert inputs.queries == 5
+
+
+def test_gpu_hours_split_across_days_and_chunks(prometheus: PrometheusServer, tmp_path: Path) -> None:
+    """A 2-day window whose first day ends at minute 60 of the history: each day is its own range query
+    (chunks), and each hour falls in one day. p1/g0 is busy in day 0 only; p4 has the activity metric in
+    day 0 and only GPU_UTIL in day 1, so day 1 reads GPU_UTIL (90 % -> busy): 1 h + 1 h. Queries: 2 chunks
+    x (observed, busy) + serving + Kueue + OpenCost's metrics = 7."""
+    settings = load_settings(prometheus_url=prometheus.url, nvml="off", data_dir=tmp_path,
+                             metrics=MetricNames(sample_interval_seconds=60))
+    inputs = read_cost_inputs(settings, NOW - timedelta(hours=1) + timedelta(days=1), 2 * 86400)
+    got = {(r.pod, r.day): (round(r.observed_h, 6), round(r.busy_h, 6)) for r in inputs.gpu.itertuples()
+           if r.namespace == "team"}
+    assert got[("p1", 0)] == (3.0, 2.0) and got[("p1", 1)] == (3.0, 1.0)  # g0 1/1 + g1 1/0 + g2 1/1; then 1/0+1/0+1/1
+    assert got[("p4", 0)] == (1.0, 1.0) and got[("p4", 1)] == (1.0, 1.0)
+    assert got[("p2", 0)] == (1.0, 0.5) and got[("p2", 1)] == (1.0, 0.0)
+    assert inputs.queries == 7

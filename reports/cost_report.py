@@ -18,6 +18,7 @@ __all__ = [
     "change_rows",
     "cost_report_json",
     "cost_report_metrics",
+    "cost_first_line",
     "funnel_rows",
     "money",
     "service_rows",
@@ -120,9 +121,20 @@ def change_rows(report: CostReport, previous: CostReport | None) -> list[dict[st
     return rows
 
 
+def cost_first_line(report: CostReport) -> str:
+    """What the run found, in one sentence: the window, the cost, the waste and the verified outcomes."""
+    c = report.cluster
+    if not c.get("allocated_gpu_hours"):
+        return f"No GPU-hours allocated in the {report.window_s / 3600:g} h window: nothing to cost."
+    return (f"{report.window_s / 3600:g} h of GPUs: {money(c['cost'])} spent, {money(c['waste_cost'])} of it on "
+            f"allocated but idle GPUs; {_count(c['verified_outcomes'])} verified outcomes.")
+
+
 def summary_markdown(report: CostReport, previous: CostReport | None, html_path: str | None) -> str:
     c = report.cluster
     lines = [
+        cost_first_line(report),
+        "",
         f"# gpuaas cost report: {report.start:%Y-%m-%d %H:%M} – {report.end:%Y-%m-%d %H:%M} UTC",
         "",
         f"- GPU-hours: **{_hours(c['allocated_gpu_hours'])}** allocated → **{_hours(c['busy_gpu_hours'])}** busy → "

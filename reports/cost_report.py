@@ -48,12 +48,12 @@ def _per_outcome(row: dict[str, Any]) -> str:
 
 
 def _replicas(row: dict[str, Any]) -> str:
-    """``3 for 4.0 rps at 1.5/replica``; blank for batch, ``unknown`` when unmeasured (the notes say why)."""
+    """``3 (4/1.5 rps)``: forecast / per-replica rate; blank for batch, ``unknown`` when unmeasured (see notes)."""
     if row["kind"] != "serving":
         return ""
     if row.get("replicas_needed") is None:
         return "unknown"
-    return f"{row['replicas_needed']} for {row['forecast_rps']:.3g} rps at {row['per_replica_rps']:.3g}/replica"
+    return f"{row['replicas_needed']} ({row['forecast_rps']:.3g}/{row['per_replica_rps']:.3g} rps)"
 
 
 def _count(value: float | None) -> str:

@@ -319,7 +319,7 @@ def test_replicas_needed_from_the_policys_sweep(fleet: EmbeddedCluster, tmp_path
     assert (abort["per_replica_rps"], abort["replicas_needed"]) == (1.5, 3)
     assert abort["capacity_source"] == f"sweep file {tmp_path / 'abort.csv'}"
     assert abort["capacity_age_s"] == pytest.approx(3600, abs=1)
-    assert next(r for r in service_rows(report) if r["service"] == "llm-abort")["replicas needed"].startswith("3 for ")
+    assert next(r for r in service_rows(report) if r["service"] == "llm-abort")["replicas needed"].startswith("3 (")
     pushed = {m.name: m for m in cost_report_metrics(report)}["gpuaas_replicas_needed"]
     assert pushed.samples == [(("llm-abort", "platform"), 3.0)]  # llm-chat: unknown, so absent (never 0)
     chat = _service(report, "llm-chat")

@@ -2,9 +2,10 @@
 
 Each query is evaluated as a range query with one point per report period (a day, or the
 whole window when it is shorter), so the answer is one value per pod / service / queue and
-period, whatever the fleet size or the number of days: five queries per window (GPU hours
-observed, GPU hours busy, serving, Kueue, and OpenCost's metrics when its API is not used), never
-one per workload, per service or per day.
+period, whatever the fleet size or the number of days: five expressions per window (GPU hours
+observed, GPU hours busy, serving, Kueue, and OpenCost's metrics when its API is not used; the
+reader sends each GPU-hour one in at most three day chunks), never one per workload, per service
+or per day.
 
 * GPU hours per pod: subqueries at the sample interval counting the steps where the activity
   series has a sample (observed) and where it is above the threshold (busy), x the interval:

@@ -259,6 +259,11 @@ def read_cost_inputs(settings: GpuaasSettings, end: datetime, window_s: float,
         costs, opencost_requests = _read_costs(settings, prom, start, end, period_s, days, interval_s, notes)
     finally:
         prom.close()
+    if not gpu.empty:
+        m = settings.metrics
+        notes.append(f"GPU hours: a GPU is read from {m.gpu_activity} in each period it has that metric, else from "
+                     f"{m.gpu_util_fallback}; its {m.gpu_util_fallback}-only steps in such a period count as unknown "
+                     "(never idle), so its observed and busy hours are low by at most those steps")
     kueue_hours = pd.DataFrame([{"cluster_queue": labels.get("cluster_queue", ""), "allocated_h": value}
                                 for labels, _, value in _points(kueue, start, period_s, days)],
                                columns=["cluster_queue", "allocated_h"])

@@ -82,6 +82,8 @@ def test_gpu_hours_per_pod(prometheus: PrometheusServer, tmp_path: Path) -> None
                    "p6": (2.0, 0.0)}
     # GPU hours observed + busy, serving, Kueue, OpenCost's metrics (no allocation API): 4 + 1 queries
     assert inputs.queries == 5
+    assert any(n.startswith(f"GPU hours: a GPU is read from {ACT} in each period") and "at most those steps" in n
+               for n in inputs.notes)  # the bound of p4's case, in the report's notes
 
 
 def test_gpu_hours_split_across_days_and_chunks(prometheus: PrometheusServer, tmp_path: Path) -> None:

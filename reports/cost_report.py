@@ -47,6 +47,15 @@ def _per_outcome(row: dict[str, Any]) -> str:
     return NO_OUTCOME if row["verified_outcomes"] is not None else "unknown"
 
 
+def _replicas(row: dict[str, Any]) -> str:
+    """``3 (4/1.5 rps)``: forecast / per-replica rate; blank for batch, ``unknown`` when unmeasured (see notes)."""
+    if row["kind"] != "serving":
+        return ""
+    if row.get("replicas_needed") is None:
+        return "unknown"
+    return f"{row['replicas_needed']} ({row['forecast_rps']:.3g}/{row['per_replica_rps']:.3g} rps)"
+
+
 def _count(value: float | None) -> str:
     return "unknown" if value is None else f"{value:,.0f}"
 
@@ -80,6 +89,7 @@ def service_rows(report: CostReport) -> list[dict[str, Any]]:
             "verified outcomes": _count(s["verified_outcomes"]),
             "within SLO": slo if s["kind"] == "serving" else ("in time: " + slo),
             "cost": money(s["cost"]), "cost per outcome": _per_outcome(s),
+            "replicas needed": _replicas(s),
         })
     return [{("requests/jobs" if k in ("requests", "jobs") else k): v for k, v in r.items()} for r in out]
 
@@ -173,6 +183,8 @@ def cost_report_metrics(report: CostReport) -> list[MetricFamily]:
     cpo = MetricFamily("gpuaas_cost_per_outcome", "Service cost per verified outcome", ("service", "tenant"))
     outcomes = MetricFamily("gpuaas_verified_outcomes", "Verified outcomes in the window", ("service", "tenant"))
     slo = MetricFamily("gpuaas_slo_fraction", "Share of requests within the latency SLO", ("service", "tenant"))
+    replicas = MetricFamily("gpuaas_replicas_needed", "Replicas the busiest period's rate needs at the measured "
+                            "per-replica capacity", ("service", "tenant"))
     for t in report.tenants:
         for stage in STAGES:
             value = t.get(f"{stage}_gpu_hours")
@@ -182,10 +194,11 @@ def cost_report_metrics(report: CostReport) -> list[MetricFamily]:
             if t[key] is not None:
                 family.add(t[key], t["tenant"])
     for s in report.services:
-        for family, key in ((cpo, "cost_per_outcome"), (outcomes, "verified_outcomes"), (slo, "slo_fraction")):
-            if s[key] is not None:
+        for family, key in ((cpo, "cost_per_outcome"), (outcomes, "verified_outcomes"), (slo, "slo_fraction"),
+                            (replicas, "replicas_needed")):
+            if s.get(key) is not None:
                 family.add(s[key], s["service"], s["tenant"])
     stamp = MetricFamily("gpuaas_cost_report_timestamp_seconds", "End of the cost report window").add(
         report.end.timestamp())
     window = MetricFamily("gpuaas_cost_report_window_seconds", "Length of the cost report window").add(report.window_s)
-    return [hours, cost, waste, tenant_cpo, cpo, outcomes, slo, stamp, window]
+    return [hours, cost, waste, tenant_cpo, cpo, outcomes, slo, replicas, stamp, window]

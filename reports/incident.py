@@ -2,7 +2,7 @@
 
 Pure builders (``gpuaas.policies.incident.IncidentReview`` in, text, rows and a PNG out); the flow
 publishes them as the ``incident-review`` markdown artifact and a table artifact, the CLI prints
-the same rows. The plot is rendered by the cost report's PNG helper (matplotlib Agg, base64), so
+the same rows. The plot is rendered by the reports' PNG helper (matplotlib Agg, base64), so
 the artifact needs no file next to it.
 """
 
@@ -180,10 +180,9 @@ def plot_png(review: IncidentReview) -> str | None:
     fleet = review.fleet
     if fleet.empty:
         return None
-    import matplotlib.pyplot as plt
     from matplotlib.dates import DateFormatter
 
-    from reports.cost_report_html import _png  # the one PNG helper of the reports (Agg backend, base64)
+    from reports._plots import plt, png_base64
 
     fig, ax = plt.subplots(figsize=(9, 3.4))
     at = [t.to_pydatetime() for t in pd.to_datetime(fleet["at"], utc=True)]
@@ -206,7 +205,7 @@ def plot_png(review: IncidentReview) -> str | None:
     ax.set_title(f"Backlog and idle GPUs, {window_label(review.start, review.end)}")
     ax.legend(loc="upper left", fontsize="small")
     fig.autofmt_xdate()
-    return _png(fig)
+    return png_base64(fig)
 
 
 # -- markdown and JSON -----------------------------------------------------------------------------

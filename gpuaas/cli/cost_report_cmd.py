@@ -23,7 +23,8 @@ class ReportFormat(str, Enum):
     html = "html"
 
 
-_OPTIONAL = ("within SLO", "requests/jobs", "kind", "namespace", "tenant", "unknown GPU-h", "busy GPU-h")
+_OPTIONAL = ("within SLO", "requests/jobs", "kind", "namespace", "tenant", "unknown GPU-h", "busy GPU-h",
+             "replicas needed")
 """Left out at 80 columns, the last first (``--wide`` shows them): the cost, waste and outcome columns stay."""
 
 

@@ -1,18 +1,14 @@
 """The flow process SIGKILLed at each step of a reclaim apply and of an undo (issue 14, point 2).
 
-The API proxy holds the PATCH of the write: either before it reaches the server (killed after the
-intent row, before the write) or after the server applied it (killed with the answer in flight). The
-process is killed there with SIGKILL, and the next run of the same window must finish the job: the
+The API proxy holds the PATCH of the write (``tests.faults.kill``): either before it reaches the server
+(killed after the intent row, before the write) or after the server applied it (killed with the answer
+in flight). The process is killed there with SIGKILL, and the next run of the same window must finish the job: the
 workload is stopped (or restored) exactly once, one write reached the API, and every write has its
 audit row.
 """
 
 from __future__ import annotations
 
-import os
-import signal
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -21,43 +17,10 @@ import pytest
 from gpuaas.cluster.runner import EmbeddedCluster
 from gpuaas.settings import load_settings
 from gpuaas.store import Store
+from tests.faults.kill import killed_at
 from tests.faults.proxy import FaultProxy
 
 pytestmark = [pytest.mark.integration, pytest.mark.flow]
-ROOT = Path(__file__).resolve().parents[2]
-
-
-def _killed_at_patch(proxy: FaultProxy, args: list[str], *, forward: bool) -> None:
-    """Run the flow in a child process; SIGKILL it while the proxy holds its first PATCH."""
-    from prefect.settings import PREFECT_API_URL
-
-    proxy.arm("hold", 1, method="PATCH", forward=forward)
-    env = {**os.environ, "PREFECT_API_URL": str(PREFECT_API_URL.value()), "PYTHONPATH": str(ROOT),
-           "PREFECT_LOGGING_LEVEL": "WARNING"}
-    child = subprocess.Popen([sys.executable, "-m", "tests.faults.flow_process", *args], cwd=ROOT, env=env,
-                             stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-    try:
-        assert proxy.held.wait(timeout=90), f"the flow never wrote: {child.communicate(timeout=5)}"
-        child.send_signal(signal.SIGKILL)
-        assert child.wait(timeout=10) == -signal.SIGKILL
-    finally:
-        if child.poll() is None:
-            child.kill()
-            child.wait()
-        proxy.release.set()
-    proxy.clear()
-    _expire_prefect_slot()
-
-
-def _expire_prefect_slot() -> None:
-    """What the 900 s lease expiry does for the killed run's Prefect slot, now (the store row is freed by
-    the dead-holder check). Not yet fixed: without this the next run waits for that lease (a known gap)."""
-    from prefect.client.orchestration import get_client
-
-    from tasks.writes import CONCURRENCY_LIMIT
-
-    with get_client(sync_client=True) as client:
-        client.delete_global_concurrency_limit_by_name(CONCURRENCY_LIMIT)
 
 
 def _patches(proxy: FaultProxy, name: str, held: bool) -> int:
@@ -96,7 +59,7 @@ def test_a_reclaim_killed_at_its_write_is_finished_once_by_the_next_run(
         forward: bool, reclaim_fleet: EmbeddedCluster, one_at_a_time: dict[str, FaultProxy]) -> None:
     kube = one_at_a_time["kube"]
     at = reclaim_fleet.clock.now().isoformat()
-    _killed_at_patch(kube, ["reclaim", at], forward=forward)
+    killed_at(kube, ["reclaim", at], forward=forward)
     [intent] = [r for r in _all_rows() if r.outcome not in ("skipped", "deferred")]
     kind, name = intent.kind, intent.name
     assert _suspended(reclaim_fleet, kind, name) is forward
@@ -136,7 +99,7 @@ def test_an_undo_killed_at_its_write_is_finished_once_by_the_next_undo(
     [done] = _applied_reclaims()
     assert _suspended(reclaim_fleet, done.kind, done.name)
     kube.clear()
-    _killed_at_patch(kube, ["undo", str(done.id)], forward=forward)
+    killed_at(kube, ["undo", str(done.id)], forward=forward)
     assert _suspended(reclaim_fleet, done.kind, done.name) is not forward
     [restore] = reclaim(undo=[done.id])["undo"]
     # Killed after the write: the read-back finds it done ("already restored by" the killed run's intent row).

@@ -1,0 +1,61 @@
+"""SIGKILL a flow process at a chosen request: the mechanism of every kill test (reclaim, undo, rebalance).
+
+The fault proxy holds the first request that matches (a PATCH of one object, the Pushgateway's
+push): either before it reaches the server (``forward=False``: killed before that write) or
+after the server applied it (``forward=True``: killed with the answer in flight). The flow runs
+in its own process (``tests.faults.flow_process``), so the kill is a real SIGKILL of a real
+process, and the pytest process runs the next run.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+from tests.faults.proxy import FaultProxy, Hit
+
+__all__ = ["expire_prefect_slot", "killed_at"]
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def killed_at(proxy: FaultProxy, args: list[str], *, forward: bool, method: str = "PATCH",
+              path: str | None = None) -> list[Hit]:
+    """Run ``flow_process ARGS`` in a child; SIGKILL it while ``proxy`` holds its first matching request.
+
+    Returns what ``proxy`` relayed for the killed run (the held request not included); the proxy is
+    cleared for the next run."""
+    from prefect.settings import PREFECT_API_URL
+
+    proxy.arm("hold", 1, method=method, path=path, forward=forward)
+    env = {**os.environ, "PREFECT_API_URL": str(PREFECT_API_URL.value()), "PYTHONPATH": str(ROOT),
+           "PREFECT_LOGGING_LEVEL": "WARNING"}
+    child = subprocess.Popen([sys.executable, "-m", "tests.faults.flow_process", *args], cwd=ROOT, env=env,
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    try:
+        assert proxy.held.wait(timeout=90), f"the flow never reached {method} {path or ''}: {child.communicate(timeout=5)}"
+        child.send_signal(signal.SIGKILL)
+        assert child.wait(timeout=10) == -signal.SIGKILL
+    finally:
+        if child.poll() is None:
+            child.kill()
+            child.wait()
+        proxy.release.set()
+    relayed = list(proxy.relayed)
+    proxy.clear()
+    expire_prefect_slot()
+    return relayed
+
+
+def expire_prefect_slot() -> None:
+    """What the 900 s lease expiry does for the killed run's Prefect slot, now (the store row is freed by
+    the dead-holder check). Not yet fixed: without this the next run waits for that lease (a known gap)."""
+    from prefect.client.orchestration import get_client
+
+    from tasks.writes import CONCURRENCY_LIMIT
+
+    with get_client(sync_client=True) as client:
+        client.delete_global_concurrency_limit_by_name(CONCURRENCY_LIMIT)

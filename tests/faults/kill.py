@@ -15,9 +15,10 @@ import subprocess
 import sys
 from pathlib import Path
 
+from gpuaas.cluster.runner import EmbeddedCluster
 from tests.faults.proxy import FaultProxy, Hit
 
-__all__ = ["expire_prefect_slot", "killed_at"]
+__all__ = ["ROOT", "expire_prefect_slot", "killed_at", "stopped"]
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -59,3 +60,14 @@ def expire_prefect_slot() -> None:
 
     with get_client(sync_client=True) as client:
         client.delete_global_concurrency_limit_by_name(CONCURRENCY_LIMIT)
+
+
+def stopped(cluster: EmbeddedCluster, kind: str, name: str) -> bool:
+    """Stopped the way each kind is stopped (suspend, replicas 0, an elastic RayCluster's workers at 0, the
+    Notebook's or KServe's annotation)."""
+    obj = cluster.store.get(kind, "team-a", name)
+    spec, notes = obj["spec"], obj["metadata"].get("annotations") or {}
+    workers = spec.get("workerGroupSpecs") or []
+    return (bool(spec.get("suspend")) or spec.get("replicas") == 0 or "kubeflow-resource-stopped" in notes
+            or notes.get("serving.kserve.io/stop") == "true"
+            or (bool(workers) and all(g.get("replicas") == 0 for g in workers)))

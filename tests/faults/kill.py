@@ -9,6 +9,7 @@ process, and the pytest process runs the next run.
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -18,9 +19,34 @@ from pathlib import Path
 from gpuaas.cluster.runner import EmbeddedCluster
 from tests.faults.proxy import FaultProxy, Hit
 
-__all__ = ["ROOT", "expire_prefect_slot", "killed_at", "stopped"]
+__all__ = ["ROOT", "expire_prefect_slot", "flow_process", "killed_at", "stopped"]
 
 ROOT = Path(__file__).resolve().parents[2]
+
+
+_warm: list[subprocess.Popen[bytes]] = []
+
+
+def _spawn() -> subprocess.Popen[bytes]:
+    from prefect.settings import PREFECT_API_URL
+
+    env = {**os.environ, "PREFECT_API_URL": str(PREFECT_API_URL.value()), "PYTHONPATH": str(ROOT),
+           "PREFECT_LOGGING_LEVEL": "WARNING"}
+    return subprocess.Popen([sys.executable, "-m", "tests.faults.flow_process", "--warm"], cwd=ROOT, env=env,
+                            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+
+
+def flow_process(args: list[str]) -> subprocess.Popen[bytes]:
+    """``flow_process ARGS`` in a child with this process's environment now. The child was started (and
+    imported Prefect and the flows) during the previous call's test; the next one starts warming now.
+    Needs the Prefect harness (its API URL is fixed at the child's start)."""
+    child = _warm.pop() if _warm else _spawn()
+    _warm.append(_spawn())
+    assert child.stdin is not None
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "PREFECT_LOGGING_LEVEL": "WARNING"}
+    child.stdin.write(json.dumps({"env": env, "argv": args}).encode() + b"\n")
+    child.stdin.flush()  # left open: communicate() closes it
+    return child
 
 
 def killed_at(proxy: FaultProxy, args: list[str], *, forward: bool, method: str = "PATCH",
@@ -29,13 +55,8 @@ def killed_at(proxy: FaultProxy, args: list[str], *, forward: bool, method: str 
 
     Returns what ``proxy`` relayed for the killed run (the held request not included); the proxy is
     cleared for the next run."""
-    from prefect.settings import PREFECT_API_URL
-
     proxy.arm("hold", 1, method=method, path=path, forward=forward)
-    env = {**os.environ, "PREFECT_API_URL": str(PREFECT_API_URL.value()), "PYTHONPATH": str(ROOT),
-           "PREFECT_LOGGING_LEVEL": "WARNING"}
-    child = subprocess.Popen([sys.executable, "-m", "tests.faults.flow_process", *args], cwd=ROOT, env=env,
-                             stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    child = flow_process(args)
     try:
         assert proxy.held.wait(timeout=90), f"the flow never reached {method} {path or ''}: {child.communicate(timeout=5)}"
         child.send_signal(signal.SIGKILL)

@@ -116,7 +116,8 @@ def test_a_locked_sqlite_database_loses_no_snapshot_and_acts_on_none(
     Store(settings.database_url_value).close()  # migrated, so the lock is the only obstacle
     holder = sqlite3.connect(settings.sqlite_path, timeout=1, check_same_thread=False)
     holder.execute("BEGIN EXCLUSIVE")
-    threading.Timer(held_s, holder.rollback).start()
+    release = threading.Timer(held_s, holder.rollback)
+    release.start()
     before = writes(reclaim_fleet)
     try:
         faulted: dict[str, Any] | None = _reclaim(reclaim_fleet)
@@ -124,7 +125,7 @@ def test_a_locked_sqlite_database_loses_no_snapshot_and_acts_on_none(
         assert "locked" in str(exc), exc
         faulted = None
     finally:
-        threading.Event().wait(held_s)  # the timer has released it
+        release.join()  # the lock is released (at once if the run outlasted it)
         holder.close()
     assert writes(reclaim_fleet) == before
     first = _planned(faulted) if faulted else set()

@@ -19,7 +19,6 @@ from __future__ import annotations
 import os
 import shlex
 import subprocess
-import sys
 import threading
 from collections import Counter
 from collections.abc import Iterator
@@ -33,7 +32,7 @@ from gpuaas.cluster.runner import EmbeddedCluster
 from gpuaas.settings import load_settings
 from gpuaas.store import AuditEntry, Store
 from tests.actions.reclaim_scenario import IDLE_TARGETS, reclaim_cluster, write_policy
-from tests.faults.kill import ROOT, stopped
+from tests.faults.kill import flow_process, stopped
 from tests.faults.proxy import FaultProxy, fault_proxy
 from tests.services import _as_postgres_user, _pg_bin, fresh_schema_url, postgres_server
 
@@ -142,17 +141,13 @@ def test_a_postgres_restart_mid_run_writes_nothing_twice_and_the_next_run_conver
         paused.join(timeout=120)
         assert {(d["kind"], d["name"]) for d in first["decisions"] if d["result"] == "applied"} == IDLE_TARGETS
     else:
-        from prefect.settings import PREFECT_API_URL
-
         paused = _while_paused(kube, postgres.stop)
-        env = {**os.environ, "PREFECT_API_URL": str(PREFECT_API_URL.value()), "PYTHONPATH": str(ROOT),
-               "PREFECT_LOGGING_LEVEL": "WARNING"}
-        child = subprocess.run([sys.executable, "-m", "tests.faults.flow_process", "reclaim", at.isoformat()],
-                               cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
+        child = flow_process(["reclaim", at.isoformat()])
+        _, err = child.communicate(timeout=300)
         paused.join(timeout=120)
         postgres.start()
         assert child.returncode != 0, "the run claimed success with its database down"
-        assert "OperationalError" in child.stderr or "database" in child.stderr, child.stderr[-2000:]
+        assert b"OperationalError" in err or b"database" in err, err[-2000:]
     assert kube.hits, "the run never wrote"
 
     again = {(d["kind"], d["name"]) for d in reclaim(apply=True, at=at)["decisions"] if d["result"] == "applied"}

@@ -20,26 +20,32 @@ from tests.faults.overlap import overlapping_runs
 from tests.services import fresh_schema_url
 
 pytestmark = [pytest.mark.integration, pytest.mark.flow]
+
+
+@pytest.fixture(scope="module")
+def fleet(dry_fleet: EmbeddedCluster) -> EmbeddedCluster:
+    """Only read here: the package's shared fleet."""
+    return dry_fleet
 RUNS = 4
 
 
 @pytest.mark.parametrize("backend", ["sqlite", "postgresql"])
 def test_overlapping_runs_lose_nothing_and_duplicate_nothing(
-        backend: str, reclaim_fleet: EmbeddedCluster, postgres_url: str, prefect_harness: None,
+        backend: str, fleet: EmbeddedCluster, postgres_url: str, prefect_harness: None,
         tmp_path: Path) -> None:
     from prefect.settings import PREFECT_API_URL
 
     url = (f"sqlite:///{tmp_path / 'gpuaas.db'}" if backend == "sqlite"
            else fresh_schema_url(postgres_url, "overlap"))
-    env = {**reclaim_fleet.settings_env(), "GPUAAS_NVML": "off", "GPUAAS_DATABASE_URL": url,
+    env = {**fleet.settings_env(), "GPUAAS_NVML": "off", "GPUAAS_DATABASE_URL": url,
            "GPUAAS_DATA_DIR": str(tmp_path), "PREFECT_API_URL": str(PREFECT_API_URL.value()),
            "GPUAAS_POLICY_FILE": str(write_policy(tmp_path / "policy.yaml", max_actions_per_run=20)),
            "PREFECT_LOGGING_LEVEL": "WARNING"}
-    before = writes(reclaim_fleet)
-    run = overlapping_runs(RUNS, reclaim_fleet.clock.now().isoformat(), env, url)
+    before = writes(fleet)
+    run = overlapping_runs(RUNS, fleet.clock.now().isoformat(), env, url)
     assert run.returncodes == [0] * RUNS and not run.errors, run.errors
     assert run.snapshots == RUNS, "a snapshot was lost"
     assert run.audit_keys and max(run.audit_keys.values()) <= RUNS // 2, run.audit_keys.most_common(3)
     dry = [r for r in run.results if "decisions" in r]
     assert len(dry) == RUNS // 2 and len(run.results) == RUNS
-    assert writes(reclaim_fleet) == before
+    assert writes(fleet) == before

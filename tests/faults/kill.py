@@ -19,7 +19,7 @@ from pathlib import Path
 from gpuaas.cluster.runner import EmbeddedCluster
 from tests.faults.proxy import FaultProxy, Hit
 
-__all__ = ["ROOT", "expire_prefect_slot", "flow_process", "killed_at", "stopped"]
+__all__ = ["ROOT", "flow_process", "killed_at", "stopped"]
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -67,20 +67,8 @@ def killed_at(proxy: FaultProxy, args: list[str], *, forward: bool, method: str 
             child.wait()
         proxy.release.set()
     relayed = list(proxy.relayed)
-    proxy.clear()
-    expire_prefect_slot()
+    proxy.clear()  # the killed run's Prefect slot and store lock: the next run takes them over (its process is gone)
     return relayed
-
-
-def expire_prefect_slot() -> None:
-    """What the 900 s lease expiry does for the killed run's Prefect slot, now (the store row is freed by
-    the dead-holder check). Not yet fixed: without this the next run waits for that lease (a known gap)."""
-    from prefect.client.orchestration import get_client
-
-    from tasks.writes import CONCURRENCY_LIMIT
-
-    with get_client(sync_client=True) as client:
-        client.delete_global_concurrency_limit_by_name(CONCURRENCY_LIMIT)
 
 
 def stopped(cluster: EmbeddedCluster, kind: str, name: str) -> bool:

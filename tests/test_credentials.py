@@ -99,12 +99,13 @@ def test_planted_credentials_appear_nowhere(cluster: EmbeddedCluster, postgres_u
              policy_file=write_policy(tmp_path / "policy.yaml", max_actions_per_run=2))
     caplog.set_level(logging.DEBUG)
     runner = CliRunner()
-    outputs = []
+    outputs, documents = [], []
     for args in (["collect", "--format", "json"], ["reclaim", "--format", "json"], ["audit", "list", "--format", "json"]):
         result = runner.invoke(app, args)
         assert result.exit_code == 0, result.output
-        outputs.append(result.stdout + result.stderr)
-    assert json.loads(outputs[1])["decisions"]  # the dry run decided and audited something
+        outputs.append(result.stdout + result.stderr)  # progress lines go to stderr: both are searched
+        documents.append(json.loads(result.stdout))
+    assert documents[1]["decisions"]  # the dry run decided and audited something
 
     # Prometheus unreachable at a URL carrying a password and a token: the error paths.
     monkeypatch.setenv("GPUAAS_PROMETHEUS_URL", f"http://gpuaas:{URL_PASSWORD}@127.0.0.1:9/?access_token={URL_TOKEN}")

@@ -200,12 +200,15 @@ def recover_quota_plans(store: Store, writer: KubeWriter, *, flow_run_id: str | 
         ctx = _Ctx(store, writer, int(intent.id or 0), intent.name, flow_run_id, gpu_resources, manage_limits)
         back: Moves = {}
         foreign = []
+        audited = {(r.name, f) for r in rows if r.action == CHANGE_ACTION and r.refers_to == intent.id
+                   and r.outcome == "applied" for f in (r.before or {})}
         for queue, flavors in (intent.after or {}).items():
             try:
-                live = gpu_nominal(writer.get_cluster_scoped(KIND, queue), gpu_resources)
+                obj = writer.get_cluster_scoped(KIND, queue)
             except NotFound:
                 foreign.append(f"{queue} deleted")
                 continue
+            live = gpu_nominal(obj, gpu_resources)
             for f, to in flavors.items():
                 frm = (intent.before or {}).get(queue, {}).get(f)
                 if frm == to or live.get(f) == frm:
@@ -214,12 +217,28 @@ def recover_quota_plans(store: Store, writer: KubeWriter, *, flow_run_id: str | 
                     back.setdefault(queue, {})[f] = (to, frm)
                 else:
                     foreign.append(f"{queue} {f} is {live.get(f)} (plan {frm} -> {to}), left alone")
+            _audit_unanswered(ctx, queue, obj, {f: m for f, m in back.get(queue, {}).items()
+                                                if (queue, f) not in audited})
         rolled, problem = _move(ctx, back, "rollback")
         reason = (f"recovered: the run was interrupted mid-apply; rolled back {len(rolled)} of {len(back)} queues "
                   "that had landed" + (f"; {'; '.join(foreign)}" if foreign else "")
                   + (f"; rollback stopped: {problem}" if problem else ""))
         out.append(_row(ctx, PLAN_ACTION, "Cohort", intent.name, "failed", reason))
     return out
+
+
+def _audit_unanswered(ctx: _Ctx, queue: str, obj: Mapping[str, Any], moves: Mapping[str, tuple[int, int]]) -> None:
+    """The change row of a patch that landed but whose run died before writing it (killed with the answer
+    in flight). Without it the rollback's row alone would read as a net move gpuaas made, and the
+    no-reversal rule would steer the next plan away from a fault-free run's."""
+    if not moves:
+        return
+    rv = (obj.get("metadata") or {}).get("resourceVersion")
+    _row(ctx, CHANGE_ACTION, KIND, queue, "applied",
+         "recovered: this patch had landed before the interruption (its answer and audit row never came): "
+         + ", ".join(f"{f} {frm} -> {to}" for f, (to, frm) in moves.items()),
+         before={f: frm for f, (_, frm) in moves.items()},
+         after={**{f: to for f, (to, _) in moves.items()}, "resourceVersion": rv})
 
 
 def undo_quota_plan(store: Store, writer: KubeWriter, intent: AuditEntry, flow_run_id: str | None) -> Undone:

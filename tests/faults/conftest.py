@@ -1,4 +1,8 @@
-"""One reclaim fleet per module behind four fault proxies (API, Prometheus, OpenCost, Pushgateway)."""
+"""A reclaim fleet behind four fault proxies (API, Prometheus, OpenCost, Pushgateway).
+
+``fleet`` is the module's own reclaim fleet (a kill test writes to it); a module that only reads
+(the network matrix, the overlapping dry-runs) overrides it with ``dry_fleet``, one for the package.
+"""
 
 from __future__ import annotations
 
@@ -14,11 +18,24 @@ from tests.faults.proxy import FaultProxy, fault_proxy
 TARGETS = ("kube", "prometheus", "opencost", "pushgateway")
 
 
+@pytest.fixture(scope="package")
+def dry_fleet(tmp_path_factory: pytest.TempPathFactory) -> Iterator[EmbeddedCluster]:
+    """One reclaim fleet for every module that never writes to it."""
+    from tests.actions.reclaim_scenario import reclaim_cluster
+
+    with reclaim_cluster(tmp_path_factory.mktemp("dry-fleet")) as running:
+        yield running
+
+
 @pytest.fixture(scope="module")
-def proxies(reclaim_fleet: EmbeddedCluster, pushgateway_url: str,
+def fleet(reclaim_fleet: EmbeddedCluster) -> EmbeddedCluster:
+    return reclaim_fleet
+
+
+@pytest.fixture(scope="module")
+def proxies(fleet: EmbeddedCluster, pushgateway_url: str,
             tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, FaultProxy]]:
-    upstreams = {"kube": reclaim_fleet.api_url, "prometheus": reclaim_fleet.prometheus_url,
-                 "opencost": reclaim_fleet.opencost_url, "pushgateway": pushgateway_url}
+    upstreams = {"kube": fleet.api_url, "prometheus": fleet.prometheus_url, "opencost": fleet.opencost_url, "pushgateway": pushgateway_url}
     with fault_proxy(upstreams["kube"]) as kube, fault_proxy(upstreams["prometheus"]) as prom, \
             fault_proxy(upstreams["opencost"]) as cost, fault_proxy(upstreams["pushgateway"]) as push:
         yield {"kube": kube, "prometheus": prom, "opencost": cost, "pushgateway": push}
@@ -31,13 +48,13 @@ def policy_file(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 @pytest.fixture()
-def through_proxies(policy_file: Path, reclaim_fleet: EmbeddedCluster, proxies: dict[str, FaultProxy], tmp_path: Path,
+def through_proxies(policy_file: Path, fleet: EmbeddedCluster, proxies: dict[str, FaultProxy], tmp_path: Path,
                     monkeypatch: pytest.MonkeyPatch) -> dict[str, FaultProxy]:
     """Settings pointed at the proxies (1 s timeout, 2 retries, no backoff); faults cleared before and after."""
     for proxy in proxies.values():
         proxy.clear()
-    env = {**reclaim_fleet.settings_env(), "GPUAAS_NVML": "off", "GPUAAS_POLICY_FILE": str(policy_file),
-           "GPUAAS_KUBECONFIG": str(proxies["kube"].kubeconfig(reclaim_fleet.kubeconfig, tmp_path / "kubeconfig")),
+    env = {**fleet.settings_env(), "GPUAAS_NVML": "off", "GPUAAS_POLICY_FILE": str(policy_file),
+           "GPUAAS_KUBECONFIG": str(proxies["kube"].kubeconfig(fleet.kubeconfig, tmp_path / "kubeconfig")),
            "GPUAAS_PROMETHEUS_URL": proxies["prometheus"].url, "GPUAAS_OPENCOST_URL": proxies["opencost"].url,
            "GPUAAS_PUSHGATEWAY_URL": proxies["pushgateway"].url, "GPUAAS_REQUEST_TIMEOUT_SECONDS": "1",
            "GPUAAS_RETRIES": "2", "GPUAAS_RETRY_BACKOFF_SECONDS": "0"}

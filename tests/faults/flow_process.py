@@ -1,22 +1,36 @@
-"""``python -m tests.faults.flow_process reclaim|dry|collect ISO | undo ID...``: one flow run in its own process.
+"""``python -m tests.faults.flow_process reclaim|dry|collect|rebalance ISO | undo ID...``: one flow run in its own process.
 
 The kill tests SIGKILL this process at a chosen step; it prints the flow's result as JSON when it
-is allowed to finish.
+is allowed to finish. ``--warm``: import everything first, then read the environment and the
+command line as one JSON line on stdin (``tests.faults.kill.flow_process`` starts the next one
+while a test runs, so a kill test does not wait for the imports).
 """
 
 from __future__ import annotations
 
 import json
+import os
 import sys
 from datetime import datetime
 
 
 def main(argv: list[str]) -> None:
     from flows.collect import collect
+    from flows.rebalance import rebalance
     from flows.reclaim import reclaim
 
+    if argv == ["--warm"]:
+        line = sys.stdin.readline()
+        if not line:  # never used: the test session ended
+            return
+        order = json.loads(line)
+        os.environ.clear()
+        os.environ.update(order["env"])
+        argv = order["argv"]
     if argv[0] == "collect":
         result = collect(at=datetime.fromisoformat(argv[1]))
+    elif argv[0] == "rebalance":  # an apply: the kill tests stop it mid-plan
+        result = rebalance(apply=True, at=datetime.fromisoformat(argv[1]))
     elif argv[0] in ("reclaim", "dry"):
         result = reclaim(apply=argv[0] == "reclaim", at=datetime.fromisoformat(argv[1]))
     else:

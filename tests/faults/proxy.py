@@ -2,6 +2,7 @@
 
 It relays every request to one upstream (the embedded API, Prometheus, OpenCost or the
 Pushgateway) except those matched by an armed fault, which it answers itself or damages:
+a held request (``hold``: answered by a reset once released, ``pause``: relayed once released),
 an HTTP 500, a hang past the client's timeout, a TCP reset (RST, no answer), a slow answer,
 429 with ``Retry-After``, a 409 storm on PATCH, a truncated or malformed body, Prometheus's
 ``status: error``, or a partial Prometheus result with ``warnings``. Every fault is bounded
@@ -22,9 +23,9 @@ from typing import Any
 
 from tests._relay import HOP_BY_HOP, LoopbackRelay
 
-__all__ = ["FAULTS", "Fault", "FaultProxy", "fault_proxy"]
+__all__ = ["FAULTS", "Fault", "FaultProxy", "Hit", "fault_proxy"]
 
-FAULTS = ("hold", "500", "timeout", "reset", "slow", "429", "409", "truncated", "malformed", "prom_error", "prom_warnings",
+FAULTS = ("hold", "pause", "500", "timeout", "reset", "slow", "429", "409", "truncated", "malformed", "prom_error", "prom_warnings",
           "down")
 
 
@@ -94,9 +95,6 @@ class FaultProxy(LoopbackRelay):
             return None
 
 
-
-
-
 def _prom_partial(data: bytes) -> bytes:
     """Half the series of a Prometheus answer, with the ``warnings`` a partial answer carries."""
     body = json.loads(data)
@@ -136,6 +134,9 @@ def _handler(proxy: FaultProxy) -> type[BaseHTTPRequestHandler]:
                 proxy.release.wait(timeout=30)
                 self._reset()
                 return
+            if kind == "pause":  # the caller does something (restarts the database) meanwhile
+                proxy.held.set()
+                proxy.release.wait(timeout=30)
             if kind in ("reset", "down"):
                 self._reset()
                 return

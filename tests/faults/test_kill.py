@@ -1,18 +1,14 @@
 """The flow process SIGKILLed at each step of a reclaim apply and of an undo (issue 14, point 2).
 
-The API proxy holds the PATCH of the write: either before it reaches the server (killed after the
-intent row, before the write) or after the server applied it (killed with the answer in flight). The
-process is killed there with SIGKILL, and the next run of the same window must finish the job: the
+The API proxy holds the PATCH of the write (``tests.faults.kill``): either before it reaches the server
+(killed after the intent row, before the write) or after the server applied it (killed with the answer
+in flight). The process is killed there with SIGKILL, and the next run of the same window must finish the job: the
 workload is stopped (or restored) exactly once, one write reached the API, and every write has its
 audit row.
 """
 
 from __future__ import annotations
 
-import os
-import signal
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -21,43 +17,10 @@ import pytest
 from gpuaas.cluster.runner import EmbeddedCluster
 from gpuaas.settings import load_settings
 from gpuaas.store import Store
+from tests.faults.kill import killed_at, stopped
 from tests.faults.proxy import FaultProxy
 
 pytestmark = [pytest.mark.integration, pytest.mark.flow]
-ROOT = Path(__file__).resolve().parents[2]
-
-
-def _killed_at_patch(proxy: FaultProxy, args: list[str], *, forward: bool) -> None:
-    """Run the flow in a child process; SIGKILL it while the proxy holds its first PATCH."""
-    from prefect.settings import PREFECT_API_URL
-
-    proxy.arm("hold", 1, method="PATCH", forward=forward)
-    env = {**os.environ, "PREFECT_API_URL": str(PREFECT_API_URL.value()), "PYTHONPATH": str(ROOT),
-           "PREFECT_LOGGING_LEVEL": "WARNING"}
-    child = subprocess.Popen([sys.executable, "-m", "tests.faults.flow_process", *args], cwd=ROOT, env=env,
-                             stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-    try:
-        assert proxy.held.wait(timeout=90), f"the flow never wrote: {child.communicate(timeout=5)}"
-        child.send_signal(signal.SIGKILL)
-        assert child.wait(timeout=10) == -signal.SIGKILL
-    finally:
-        if child.poll() is None:
-            child.kill()
-            child.wait()
-        proxy.release.set()
-    proxy.clear()
-    _expire_prefect_slot()
-
-
-def _expire_prefect_slot() -> None:
-    """What the 900 s lease expiry does for the killed run's Prefect slot, now (the store row is freed by
-    the dead-holder check). Not yet fixed: without this the next run waits for that lease (a known gap)."""
-    from prefect.client.orchestration import get_client
-
-    from tasks.writes import CONCURRENCY_LIMIT
-
-    with get_client(sync_client=True) as client:
-        client.delete_global_concurrency_limit_by_name(CONCURRENCY_LIMIT)
 
 
 def _patches(proxy: FaultProxy, name: str, held: bool) -> int:
@@ -83,30 +46,22 @@ def one_at_a_time(reclaim_fleet: EmbeddedCluster, through_proxies: dict[str, Fau
     return through_proxies
 
 
-def _suspended(cluster: EmbeddedCluster, kind: str, name: str) -> bool:
-    """Stopped the way each kind is stopped (suspend, replicas 0, the Notebook's or KServe's annotation)."""
-    obj = cluster.store.get(kind, "team-a", name)
-    spec, notes = obj["spec"], obj["metadata"].get("annotations") or {}
-    return (bool(spec.get("suspend")) or spec.get("replicas") == 0 or "kubeflow-resource-stopped" in notes
-            or notes.get("serving.kserve.io/stop") == "true")
-
-
 @pytest.mark.parametrize("forward", [False, True], ids=["before-the-write", "after-the-write"])
 def test_a_reclaim_killed_at_its_write_is_finished_once_by_the_next_run(
         forward: bool, reclaim_fleet: EmbeddedCluster, one_at_a_time: dict[str, FaultProxy]) -> None:
     kube = one_at_a_time["kube"]
     at = reclaim_fleet.clock.now().isoformat()
-    _killed_at_patch(kube, ["reclaim", at], forward=forward)
+    killed_at(kube, ["reclaim", at], forward=forward)
     [intent] = [r for r in _all_rows() if r.outcome not in ("skipped", "deferred")]
     kind, name = intent.kind, intent.name
-    assert _suspended(reclaim_fleet, kind, name) is forward
+    assert stopped(reclaim_fleet, kind, name) is forward
 
     from datetime import datetime
 
     from flows.reclaim import reclaim
 
     reclaim(apply=True, at=datetime.fromisoformat(at))
-    assert _suspended(reclaim_fleet, kind, name), "the next run did not finish the reclaim"
+    assert stopped(reclaim_fleet, kind, name), "the next run did not finish the reclaim"
     assert _patches(kube, name, held=forward) == 1, "the workload was written twice"
     rows = _rows(name)
     assert rows and all(r.outcome != "pending" for r in rows[-1:]), [(r.id, r.outcome, r.reason) for r in rows]
@@ -134,14 +89,14 @@ def test_an_undo_killed_at_its_write_is_finished_once_by_the_next_undo(
     kube = one_at_a_time["kube"]
     reclaim(apply=True, at=datetime.fromisoformat(reclaim_fleet.clock.now().isoformat()))
     [done] = _applied_reclaims()
-    assert _suspended(reclaim_fleet, done.kind, done.name)
+    assert stopped(reclaim_fleet, done.kind, done.name)
     kube.clear()
-    _killed_at_patch(kube, ["undo", str(done.id)], forward=forward)
-    assert _suspended(reclaim_fleet, done.kind, done.name) is not forward
+    killed_at(kube, ["undo", str(done.id)], forward=forward)
+    assert stopped(reclaim_fleet, done.kind, done.name) is not forward
     [restore] = reclaim(undo=[done.id])["undo"]
     # Killed after the write: the read-back finds it done ("already restored by" the killed run's intent row).
     assert restore["result"] == ("no-op" if forward else "restored"), restore
-    assert not _suspended(reclaim_fleet, done.kind, done.name), "the next undo did not restore"
+    assert not stopped(reclaim_fleet, done.kind, done.name), "the next undo did not restore"
     assert _patches(kube, done.name, held=forward) == 1, "the restore was written twice"
 
 
@@ -161,9 +116,9 @@ def test_a_409_storm_on_patches_writes_nothing_and_the_next_run_acts_once(
     assert not any(d["result"] == "applied" for d in result)
     assert kube.hits and not any(h.method == "PATCH" for h in kube.relayed)
     [target] = stormed
-    assert not _suspended(reclaim_fleet, target["kind"], target["name"])
+    assert not stopped(reclaim_fleet, target["kind"], target["name"])
     kube.clear()
     [again] = [d for d in reclaim(apply=True, at=at)["decisions"] if d["name"] == target["name"]]
     assert again["result"] == "applied", again
-    assert _suspended(reclaim_fleet, target["kind"], target["name"])
+    assert stopped(reclaim_fleet, target["kind"], target["name"])
     assert _patches(kube, target["name"], held=False) == 1

@@ -19,6 +19,12 @@ from tests.faults.proxy import FaultProxy
 
 pytestmark = [pytest.mark.integration, pytest.mark.flow]
 
+
+@pytest.fixture(scope="module")
+def fleet(dry_fleet: EmbeddedCluster) -> EmbeddedCluster:
+    """Only read here: the package's shared fleet."""
+    return dry_fleet
+
 # (proxy, fault, times, path, expected): "same" = the fault is absorbed (retried), the decisions equal a clean
 # run's; "degraded" = a required source failed after its retries, every target skipped; "pushless" = the
 # decisions are the clean ones and the Pushgateway push was given up.
@@ -60,14 +66,14 @@ def _planned(result: dict[str, Any]) -> set[tuple[str, str]]:
 
 
 @pytest.fixture(scope="module")
-def clean(reclaim_fleet: EmbeddedCluster, policy_file: Path, proxies: dict[str, FaultProxy], prefect_harness: None,
+def clean(fleet: EmbeddedCluster, policy_file: Path, proxies: dict[str, FaultProxy], prefect_harness: None,
           tmp_path_factory: pytest.TempPathFactory) -> set[Any]:
     """The decisions of a run with no fault: every idle target of the scenario."""
     with pytest.MonkeyPatch.context() as m:
-        for key, value in {**reclaim_fleet.settings_env(), "GPUAAS_NVML": "off", "GPUAAS_POLICY_FILE": str(policy_file),
+        for key, value in {**fleet.settings_env(), "GPUAAS_NVML": "off", "GPUAAS_POLICY_FILE": str(policy_file),
                            "GPUAAS_DATA_DIR": str(tmp_path_factory.mktemp("clean"))}.items():
             m.setenv(key, value)
-        planned = _planned(_reclaim(reclaim_fleet))
+        planned = _planned(_reclaim(fleet))
     assert planned == IDLE_TARGETS
     return planned
 
@@ -75,19 +81,19 @@ def clean(reclaim_fleet: EmbeddedCluster, policy_file: Path, proxies: dict[str, 
 @pytest.mark.parametrize(("target", "kind", "times", "path", "expected"), CASES,
                          ids=[f"{c[0]}-{c[1]}-x{c[2]}" for c in CASES])
 def test_a_fault_is_absorbed_or_acted_on_by_nothing(
-        target: str, kind: str, times: int, path: str | None, expected: str, reclaim_fleet: EmbeddedCluster,
+        target: str, kind: str, times: int, path: str | None, expected: str, fleet: EmbeddedCluster,
         through_proxies: dict[str, FaultProxy], clean: set[Any]) -> None:
     proxy = through_proxies[target]
-    before = writes(reclaim_fleet)
+    before = writes(fleet)
     proxy.arm(kind, times, path=path, hang_s=0.3 if kind == "slow" else 1.5)
-    faulted = _reclaim(reclaim_fleet)
+    faulted = _reclaim(fleet)
     assert proxy.hits, f"the {kind} fault was never reached"
     if expected == "degraded":
         assert _planned(faulted) == set(), faulted["decisions"]
         assert all("degraded" in d["reason"] or "source" in d["reason"] for d in faulted["decisions"])
     else:
         assert _planned(faulted) == clean
-    assert writes(reclaim_fleet) == before, "a dry-run under a fault wrote to the cluster"
+    assert writes(fleet) == before, "a dry-run under a fault wrote to the cluster"
     if kind == "429":  # the retry came no sooner than Retry-After (1 s) asked
         [hit] = proxy.hits
         retried = [r for r in proxy.relayed if r.path == hit.path and r.at > hit.at]
@@ -96,7 +102,7 @@ def test_a_fault_is_absorbed_or_acted_on_by_nothing(
     if _planned(faulted) == clean:
         return  # converged already: the next run skips every target as decided for this window
     proxy.clear()
-    after = _reclaim(reclaim_fleet)
+    after = _reclaim(fleet)
     again = _planned(after)
     assert not again & _planned(faulted), "a target decided twice"
     assert again | _planned(faulted) == clean, "the run after the fault did not converge"
@@ -104,7 +110,7 @@ def test_a_fault_is_absorbed_or_acted_on_by_nothing(
 
 @pytest.mark.parametrize("held_s", [1.0, 7.0], ids=["short-lock", "lock-past-the-busy-timeout"])
 def test_a_locked_sqlite_database_loses_no_snapshot_and_acts_on_none(
-        held_s: float, reclaim_fleet: EmbeddedCluster, through_proxies: dict[str, FaultProxy], clean: set[Any]) -> None:
+        held_s: float, fleet: EmbeddedCluster, through_proxies: dict[str, FaultProxy], clean: set[Any]) -> None:
     """Another connection holds SQLite's exclusive lock while the run stores its snapshot."""
     import sqlite3
     import threading
@@ -116,20 +122,21 @@ def test_a_locked_sqlite_database_loses_no_snapshot_and_acts_on_none(
     Store(settings.database_url_value).close()  # migrated, so the lock is the only obstacle
     holder = sqlite3.connect(settings.sqlite_path, timeout=1, check_same_thread=False)
     holder.execute("BEGIN EXCLUSIVE")
-    threading.Timer(held_s, holder.rollback).start()
-    before = writes(reclaim_fleet)
+    release = threading.Timer(held_s, holder.rollback)
+    release.start()
+    before = writes(fleet)
     try:
-        faulted: dict[str, Any] | None = _reclaim(reclaim_fleet)
+        faulted: dict[str, Any] | None = _reclaim(fleet)
     except Exception as exc:  # noqa: BLE001 - the outcome under test: a clean failure
         assert "locked" in str(exc), exc
         faulted = None
     finally:
-        threading.Event().wait(held_s)  # the timer has released it
+        release.join()  # the lock is released (at once if the run outlasted it)
         holder.close()
-    assert writes(reclaim_fleet) == before
+    assert writes(fleet) == before
     first = _planned(faulted) if faulted else set()
     assert first in (set(), clean)
-    again = _planned(_reclaim(reclaim_fleet))
+    again = _planned(_reclaim(fleet))
     assert not again & first and again | first == clean
     store = Store(settings.database_url_value)
     try:

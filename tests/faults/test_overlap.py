@@ -25,29 +25,37 @@ from tests.scenarios import point_at
 from tests.services import fresh_schema_url
 
 pytestmark = [pytest.mark.integration, pytest.mark.flow]
+
+
+@pytest.fixture(scope="module")
+def fleet(dry_fleet: EmbeddedCluster) -> EmbeddedCluster:
+    """Only read here: the package's shared fleet."""
+    return dry_fleet
+
+
 RUNS = 4
 
 
 @pytest.mark.parametrize("backend", ["sqlite", "postgresql"])
 def test_overlapping_runs_lose_nothing_and_duplicate_nothing(
-        backend: str, reclaim_fleet: EmbeddedCluster, postgres_url: str, prefect_harness: None,
+        backend: str, fleet: EmbeddedCluster, postgres_url: str, prefect_harness: None,
         tmp_path: Path) -> None:
     from prefect.settings import PREFECT_API_URL
 
     url = (f"sqlite:///{tmp_path / 'gpuaas.db'}" if backend == "sqlite"
            else fresh_schema_url(postgres_url, "overlap"))
-    env = {**reclaim_fleet.settings_env(), "GPUAAS_NVML": "off", "GPUAAS_DATABASE_URL": url,
+    env = {**fleet.settings_env(), "GPUAAS_NVML": "off", "GPUAAS_DATABASE_URL": url,
            "GPUAAS_DATA_DIR": str(tmp_path), "PREFECT_API_URL": str(PREFECT_API_URL.value()),
            "GPUAAS_POLICY_FILE": str(write_policy(tmp_path / "policy.yaml", max_actions_per_run=20)),
            "PREFECT_LOGGING_LEVEL": "WARNING"}
-    before = writes(reclaim_fleet)
-    ran = overlapping_runs(RUNS, reclaim_fleet.clock.now().isoformat(), env, url)
+    before = writes(fleet)
+    ran = overlapping_runs(RUNS, fleet.clock.now().isoformat(), env, url)
     assert ran.returncodes == [0] * RUNS and not ran.errors, ran.errors
     assert ran.snapshots == RUNS, "a snapshot was lost"
     assert ran.audit_keys and max(ran.audit_keys.values()) == 1, ran.audit_keys.most_common(3)
     dry = [r for r in ran.results if "decisions" in r]
     assert len(dry) == RUNS // 2 and len(ran.results) == RUNS
-    assert writes(reclaim_fleet) == before
+    assert writes(fleet) == before
 
 
 @pytest.mark.parametrize("backend", ["sqlite", "postgresql"])

@@ -26,6 +26,7 @@ from gpuaas.sources.kube import KUEUE_GROUP
 from gpuaas.store import open_store
 from reports.deadlines import deadline_metrics, pool_dicts
 from tasks._options import IO_TASK_OPTIONS, current_run_id
+from tasks.writes import store_and_writer
 
 __all__ = ["decide_nudges", "nudge_kueue", "plan_deadlines", "publish_deadline_artifacts", "push_deadline_metrics",
            "release_due_holds", "undo_deadline_holds"]
@@ -76,19 +77,11 @@ def decide_nudges(settings: GpuaasSettings, pools: list[PoolPlan], snapshot: Sna
 @task(name="nudge-kueue", cache_policy=NO_CACHE, timeout_seconds=600)
 def nudge_kueue(settings: GpuaasSettings, nudges: list[Nudge], mode: Mode) -> list[NudgeResult]:
     """Not retried: a half-done nudge is re-decided from the objects next run."""
-    store = open_store(settings)
-    try:
-        with KubeWriter(settings) as writer:
-            return apply_nudges(nudges, store, writer, mode=mode, flow_run_id=current_run_id())
-    finally:
-        store.close()
+    with store_and_writer(settings) as (store, writer):
+        return apply_nudges(nudges, store, writer, mode=mode, flow_run_id=current_run_id())
 
 
 @task(name="undo-holds", cache_policy=NO_CACHE, timeout_seconds=600)
 def undo_deadline_holds(settings: GpuaasSettings, audit_ids: list[int]) -> list[NudgeResult]:
-    store = open_store(settings)
-    try:
-        with KubeWriter(settings) as writer:
-            return undo_holds(store, writer, audit_ids, flow_run_id=current_run_id())
-    finally:
-        store.close()
+    with store_and_writer(settings) as (store, writer):
+        return undo_holds(store, writer, audit_ids, flow_run_id=current_run_id())

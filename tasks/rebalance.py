@@ -10,7 +10,6 @@ from prefect import task
 from prefect.artifacts import create_markdown_artifact, create_table_artifact
 from prefect.cache_policies import NO_CACHE
 
-from gpuaas.actions import KubeWriter
 from gpuaas.actions.quotas import apply_quota_plan, recent_quota_changes, recover_quota_plans
 from gpuaas.errors import ConfigError, PolicyError
 from gpuaas.models import Snapshot
@@ -32,6 +31,7 @@ from reports.rebalance import (
     rebalance_metrics,
 )
 from tasks._options import IO_TASK_OPTIONS, current_run_id
+from tasks.writes import store_and_writer
 
 __all__ = ["apply_plans", "plan_cohorts", "publish_rebalance_artifacts", "push_rebalance_metrics", "read_history",
            "recent_changes"]
@@ -80,29 +80,25 @@ def apply_plans(settings: GpuaasSettings, outcomes: list[CohortOutcome], mode: M
 
     Not retried: a retry of a half-applied plan is exactly what the audit log and the recovery guard against.
     """
-    store = open_store(settings)
     rb = settings.policy.rebalance
-    try:
-        with KubeWriter(settings) as writer:
-            if mode is Mode.apply:
-                recover_quota_plans(store, writer, flow_run_id=current_run_id(), now=now, gpu_resources=GPU_RESOURCES,
-                                    manage_limits=rb.manage_limits)
-            done = []
-            for o in outcomes:
-                if o.plan is None:
-                    done.append(o)
-                    continue
-                evidence: dict[str, Any] = {"snapshot_id": snapshot_id, "notes": o.demand.notes, "flags": o.flags,
-                                            "history_seconds": o.demand.history_seconds,
-                                            "limits": o.demand.limits.__dict__}
-                result = apply_quota_plan(store, writer, o.cohort, o.plan, mode=mode, degraded=degraded,
-                                          flow_run_id=current_run_id(), evidence=evidence, gpu_resources=GPU_RESOURCES,
-                                          manage_limits=rb.manage_limits)
-                done.append(CohortOutcome(o.cohort, o.demand, o.plan, o.error, result.plan_id, result.outcome,
-                                          result.message, o.flags))
-            return done
-    finally:
-        store.close()
+    with store_and_writer(settings) as (store, writer):
+        if mode is Mode.apply:
+            recover_quota_plans(store, writer, flow_run_id=current_run_id(), now=now, gpu_resources=GPU_RESOURCES,
+                                manage_limits=rb.manage_limits)
+        done = []
+        for o in outcomes:
+            if o.plan is None:
+                done.append(o)
+                continue
+            evidence: dict[str, Any] = {"snapshot_id": snapshot_id, "notes": o.demand.notes, "flags": o.flags,
+                                        "history_seconds": o.demand.history_seconds,
+                                        "limits": o.demand.limits.__dict__}
+            result = apply_quota_plan(store, writer, o.cohort, o.plan, mode=mode, degraded=degraded,
+                                      flow_run_id=current_run_id(), evidence=evidence, gpu_resources=GPU_RESOURCES,
+                                      manage_limits=rb.manage_limits)
+            done.append(CohortOutcome(o.cohort, o.demand, o.plan, o.error, result.plan_id, result.outcome,
+                                      result.message, o.flags))
+        return done
 
 
 @task(name="publish-rebalance-artifacts", cache_policy=NO_CACHE)

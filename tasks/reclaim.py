@@ -12,7 +12,6 @@ from prefect.cache_policies import NO_CACHE
 
 from gpuaas.actions import (
     ActionResult,
-    KubeWriter,
     UndoResult,
     already_decided,
     execute_decisions,
@@ -32,6 +31,7 @@ from gpuaas.store import load_snapshot as stored_snapshot
 from gpuaas.store import open_store
 from reports.reclaim import decision_rows, idle_metrics, summary_markdown
 from tasks._options import IO_TASK_OPTIONS, current_run_id
+from tasks.writes import store_and_writer
 
 __all__ = ["IDLE_JOB", "act", "decide", "find_idle_workloads", "load_snapshot", "publish_reclaim_artifacts",
            "push_idle_metrics", "undo_actions", "withdraw_idle_metrics"]
@@ -73,29 +73,21 @@ def decide(settings: GpuaasSettings, snapshot: Snapshot, idle: pd.DataFrame, mod
 def act(settings: GpuaasSettings, decisions: list[Decision], mode: Mode, now: datetime) -> list[ActionResult]:
     """Recover interrupted actions (apply), skip what was decided or just restored, cap, then audit and act. Not retried:
     a retry of a half-done action is exactly what the audit log and the recovery step guard against."""
-    store = open_store(settings)
-    try:
-        with KubeWriter(settings) as writer:
-            if mode is Mode.apply:
-                recover_interrupted(store, writer, flow_run_id=current_run_id(), now=now)
-            decided = already_decided(store, [d.idempotency_key for d in decisions if d.outcome == "planned"])
-            longest = max((float(d.evidence.get("window_minutes") or 0) for d in decisions), default=0.0)
-            restored = recently_restored(store, now - timedelta(minutes=longest))
-            final = finalize_decisions(decisions, decided, settings.policy.reclaim.max_actions_per_run,
-                                       restored, now)
-            return execute_decisions(final, store, writer, mode=mode, flow_run_id=current_run_id(), now=now)
-    finally:
-        store.close()
+    with store_and_writer(settings) as (store, writer):
+        if mode is Mode.apply:
+            recover_interrupted(store, writer, flow_run_id=current_run_id(), now=now)
+        decided = already_decided(store, [d.idempotency_key for d in decisions if d.outcome == "planned"])
+        longest = max((float(d.evidence.get("window_minutes") or 0) for d in decisions), default=0.0)
+        restored = recently_restored(store, now - timedelta(minutes=longest))
+        final = finalize_decisions(decisions, decided, settings.policy.reclaim.max_actions_per_run,
+                                   restored, now)
+        return execute_decisions(final, store, writer, mode=mode, flow_run_id=current_run_id(), now=now)
 
 
 @task(name="undo", cache_policy=NO_CACHE, timeout_seconds=600)
 def undo_actions(settings: GpuaasSettings, audit_ids: list[int]) -> list[UndoResult]:
-    store = open_store(settings)
-    try:
-        with KubeWriter(settings) as writer:
-            return undo_entries(store, writer, audit_ids, flow_run_id=current_run_id())
-    finally:
-        store.close()
+    with store_and_writer(settings) as (store, writer):
+        return undo_entries(store, writer, audit_ids, flow_run_id=current_run_id())
 
 
 @task(name="publish-artifacts", cache_policy=NO_CACHE)

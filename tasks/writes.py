@@ -29,14 +29,15 @@ from uuid import UUID
 from prefect import get_run_logger, task
 from prefect.cache_policies import NO_CACHE
 
+from gpuaas.actions import KubeWriter
 from gpuaas.actions._lock_owner import holder_is_dead
 from gpuaas.errors import ActionRefused
 from gpuaas.settings import GpuaasSettings
-from gpuaas.store import open_store
+from gpuaas.store import Store, open_store
 from reports._format import BUSY_LINE, busy_line
 
 __all__ = ["BUSY_LINE", "CONCURRENCY_LIMIT", "LOCK", "SLOT_LOCK", "WritesBusy", "acquire_writes_lock", "busy_line", "busy_outcome", "cluster_writes",
-           "ensure_concurrency_limit", "release_writes_lock"]
+           "ensure_concurrency_limit", "release_writes_lock", "store_and_writer"]
 
 LOCK = "cluster-writes"
 SLOT_LOCK = "cluster-writes-slot"
@@ -207,3 +208,14 @@ def cluster_writes(settings: GpuaasSettings, holder: str) -> Iterator[None]:
         held.callback(release_writes_lock, settings, holder)
         get_run_logger().info("cluster writes held by %s", holder)
         yield
+
+
+@contextmanager
+def store_and_writer(settings: GpuaasSettings, **writer_options: Any) -> Iterator[tuple[Store, KubeWriter]]:
+    """The audit log and the cluster writer an acting task needs, both closed however the task ends."""
+    store = open_store(settings)
+    try:
+        with KubeWriter(settings, **writer_options) as writer:
+            yield store, writer
+    finally:
+        store.close()

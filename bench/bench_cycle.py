@@ -38,6 +38,8 @@ from tests.faults.proxy import FaultProxy, fault_proxy  # noqa: E402
 
 SIZES = {"smoke": (10, 2, 100), "tenth": (200, 20, 5000), "full": (2000, 200, 50000)}  # nodes (8 GPUs), CQs, workloads
 HISTORY = timedelta(hours=24)
+SAMPLE_S = 60  # the policy's sample interval: the last FINE of history is stepped at it
+FINE, COARSE = timedelta(hours=1), timedelta(minutes=5)  # gpuaas.cluster._history
 MISSING: list[str] = []  # stages of the cycle this bench cannot run yet
 
 
@@ -75,8 +77,9 @@ def one_size(name: str, base: Path) -> dict[str, object]:
     nodes, queues, workloads = SIZES[name]
     start = datetime.now(UTC).replace(second=0, microsecond=0) - HISTORY
     built = time.perf_counter()
-    scenario = fleet(nodes, queues, workloads, kind="Workload", cohorts=1, step="5m")
-    with EmbeddedCluster(scenario, base / name, history=HISTORY, clock=ManualClock(start)) as cluster, \
+    scenario = fleet(nodes, queues, workloads, kind="Workload", cohorts=1, step=f"{SAMPLE_S}s", idle_every=4)
+    with EmbeddedCluster(scenario, base / name, history=HISTORY, clock=ManualClock(start), coarse_step=COARSE,
+                         fine_history=FINE) as cluster, \
             fault_proxy(cluster.api_url) as kube, fault_proxy(cluster.prometheus_url) as prom:
         print(f"== {name}: {nodes} nodes, {nodes * 8} GPUs, {queues} ClusterQueues in 1 cohort, "
               f"{workloads} workloads, 24 h history; built in {time.perf_counter() - built:.0f}s", flush=True)

@@ -38,6 +38,7 @@ from tests.faults.proxy import FaultProxy, fault_proxy  # noqa: E402
 
 SIZES = {"smoke": (10, 2, 100), "tenth": (200, 20, 5000), "full": (2000, 200, 50000)}  # nodes (8 GPUs), CQs, workloads
 HISTORY = timedelta(hours=24)
+KIND = "RayCluster"  # a job kind: its pods hold GPUs, so the dcgm series carry pod labels
 SAMPLE_S = 60  # the policy's sample interval: the last FINE of history is stepped at it
 FINE, COARSE = timedelta(hours=1), timedelta(minutes=5)  # gpuaas.cluster._history
 MISSING: list[str] = []  # stages of the cycle this bench cannot run yet
@@ -73,11 +74,23 @@ def _replay(proxy: FaultProxy, hits: list, headers: dict[str, str]) -> float:
     return time.perf_counter() - started
 
 
-def one_size(name: str, base: Path) -> dict[str, object]:
+def _profiled(run: object, out: Path) -> object:
+    """Run one stage under cProfile; the stats go to ``out`` and the top of our own code to stdout."""
+    import cProfile
+    import pstats
+
+    prof = cProfile.Profile()
+    result = prof.runcall(run)  # type: ignore[arg-type]
+    prof.dump_stats(out)
+    pstats.Stats(prof).sort_stats("cumulative").print_stats(r"gpuaas|flows/|tasks/|reports/", 25)
+    return result
+
+
+def one_size(name: str, base: Path, profile: Path | None = None) -> dict[str, object]:
     nodes, queues, workloads = SIZES[name]
     start = datetime.now(UTC).replace(second=0, microsecond=0) - HISTORY
     built = time.perf_counter()
-    scenario = fleet(nodes, queues, workloads, kind="Workload", cohorts=1, step=f"{SAMPLE_S}s", idle_every=4)
+    scenario = fleet(nodes, queues, workloads, kind=KIND, cohorts=1, step=f"{SAMPLE_S}s", idle_every=4)
     with EmbeddedCluster(scenario, base / name, history=HISTORY, clock=ManualClock(start), coarse_step=COARSE,
                          fine_history=FINE) as cluster, \
             fault_proxy(cluster.api_url) as kube, fault_proxy(cluster.prometheus_url) as prom:
@@ -93,12 +106,18 @@ def one_size(name: str, base: Path) -> dict[str, object]:
         for stage, run in _stages(at):
             k0, p0 = len(kube.relayed), len(prom.relayed)
             began = time.perf_counter()
-            run()  # type: ignore[operator]
+            if profile is None:
+                out = run()  # type: ignore[operator]
+            else:
+                out = _profiled(run, profile / f"{name}-{stage.replace(' ', '_')}.prof")
             wall = time.perf_counter() - began
             cycle += wall
             queries = [h for h in prom.relayed[p0:] if "/api/v1/query" in h.path]
             print(f"{stage:<16} {wall:>7.2f} {rss_mb():>12.0f} {len(kube.relayed) - k0:>8} {len(queries):>7} "
                   f"{sum(h.size for h in queries) / 1e6:>8.2f}", flush=True)
+            if isinstance(out, dict) and out.get("summary"):
+                verdicts = f"{out['summary']}{' (degraded)' if out.get('degraded') else ''}"
+                print(f"{'':<16} {verdicts}")
         for missing in MISSING:
             print(f"{'(missing)':<16} {missing}")
         token = _token(cluster.kubeconfig)
@@ -121,7 +140,11 @@ def _token(kubeconfig: Path) -> dict[str, str]:
 def main() -> int:
     parser = argparse.ArgumentParser()
     parser.add_argument("--sizes", default="tenth,full")
-    sizes = parser.parse_args().sizes.split(",")
+    parser.add_argument("--profile", type=Path, help="write a cProfile per stage into this folder")
+    args = parser.parse_args()
+    sizes = args.sizes.split(",")
+    if args.profile:
+        args.profile.mkdir(parents=True, exist_ok=True)
     os.environ["PREFECT_SERVER_ANALYTICS_ENABLED"] = "false"
     os.environ.setdefault("PREFECT_HOME", tempfile.mkdtemp(prefix="bench-prefect-"))
     os.environ.setdefault("PREFECT_LOGGING_LEVEL", "WARNING")
@@ -131,7 +154,7 @@ def main() -> int:
     lines = []
     with prefect_test_harness(server_startup_timeout=180):
         for name in sizes:
-            lines.append(one_size(name, base))
+            lines.append(one_size(name, base, args.profile))
     for line in lines:
         print(json.dumps(line))
     return 0

@@ -19,13 +19,16 @@ from __future__ import annotations
 
 import argparse
 import json
+import multiprocessing
 import os
 import resource
 import sys
 import tempfile
 import time
 from datetime import UTC, datetime, timedelta
+from multiprocessing.connection import Connection
 from pathlib import Path
+from typing import Any
 
 import httpx
 
@@ -95,48 +98,76 @@ def _profiled(run: object, out: Path) -> object:
     return result
 
 
-def one_size(name: str, base: Path, profile: Path | None = None) -> dict[str, object]:
+def _serve_cluster(name: str, base: Path, conn: Connection) -> None:
+    """The embedded cluster in a process of its own, so that the peak RSS measured is the flows' alone
+    (in production the API server, Kueue and Prometheus do not live in the flow process)."""
     nodes, queues, workloads = SIZES[name]
     start = datetime.now(UTC).replace(second=0, microsecond=0) - HISTORY
     built, built_cpu = time.perf_counter(), _cpu_s()
     scenario = fleet(nodes, queues, workloads, kind=KIND, cohorts=1, step=f"{SAMPLE_S}s", idle_every=4)
     with EmbeddedCluster(scenario, base / name, history=HISTORY, clock=ManualClock(start), coarse_step=COARSE,
-                         fine_history=FINE) as cluster, \
-            fault_proxy(cluster.api_url) as kube, fault_proxy(cluster.prometheus_url) as prom:
-        print(f"== {name}: {nodes} nodes, {nodes * 8} GPUs, {queues} ClusterQueues in 1 cohort, "
-              f"{workloads} workloads, 24 h history; built in {time.perf_counter() - built:.0f}s "
-              f"({_cpu_s() - built_cpu:.0f} CPU s with promtool; load average {os.getloadavg()[0]:.1f})", flush=True)
-        os.environ.update(cluster.settings_env())
-        os.environ.update({"GPUAAS_NVML": "off", "GPUAAS_DATA_DIR": str(base / name / "gpuaas"),
-                           "GPUAAS_PROMETHEUS_URL": prom.url, "GPUAAS_REQUEST_TIMEOUT_SECONDS": "300",
-                           "GPUAAS_KUBECONFIG": str(kube.kubeconfig(cluster.kubeconfig, base / name / "kc"))})
-        at = cluster.clock.now()
-        print(f"{'stage':<16} {'wall s':>7} {'CPU s':>6} {'peak RSS MiB':>12} {'k8s req':>8} {'PromQL':>7} {'Prom MB':>8}")
-        cycle = 0.0
-        for stage, run in _stages(at):
-            k0, p0 = len(kube.relayed), len(prom.relayed)
-            began, began_cpu = time.perf_counter(), time.process_time()
-            if profile is None:
-                out = run()  # type: ignore[operator]
-            else:
-                out = _profiled(run, profile / f"{name}-{stage.replace(' ', '_')}.prof")
-            wall = time.perf_counter() - began
-            cycle += wall
-            queries = [h for h in prom.relayed[p0:] if "/api/v1/query" in h.path]
-            print(f"{stage:<16} {wall:>7.2f} {time.process_time() - began_cpu:>6.1f} {rss_mb():>12.0f} {len(kube.relayed) - k0:>8} {len(queries):>7} "
-                  f"{sum(h.size for h in queries) / 1e6:>8.2f}", flush=True)
-            if isinstance(out, dict) and out.get("summary"):
-                verdicts = f"{out['summary']}{' (degraded)' if out.get('degraded') else ''}"
-                print(f"{'':<16} {verdicts}")
-        for missing in MISSING:
-            print(f"{'(missing)':<16} {missing}")
-        token = _token(cluster.kubeconfig)
-        transfer = _replay(kube, list(kube.relayed), token) + _replay(prom, list(prom.relayed), {})
-        queries = [h for h in prom.relayed if "/api/v1/query" in h.path]
-        return {"gpus": nodes * 8, "workloads": workloads, "queues": queues, "cycle_s": round(cycle, 2),
-                "peak_rss_mb": round(rss_mb()), "k8s_requests": len(kube.relayed), "prom_queries": len(queries),
-                "prom_bytes": sum(h.size for h in queries), "transfer_s": round(transfer, 2),
-                "overhead_ratio": round(cycle / transfer, 2) if transfer else None}
+                         fine_history=FINE) as cluster:
+        conn.send({"api_url": cluster.api_url, "prometheus_url": cluster.prometheus_url,
+                   "env": cluster.settings_env(), "kubeconfig": str(cluster.kubeconfig), "at": cluster.clock.now(),
+                   "built_s": time.perf_counter() - built, "cpu_s": _cpu_s() - built_cpu, "rss_mb": rss_mb()})
+        conn.recv()  # until the parent is done
+
+
+def one_size(name: str, base: Path, profile: Path | None = None) -> dict[str, object]:
+    nodes, queues, workloads = SIZES[name]
+    parent, child = multiprocessing.get_context("spawn").Pipe()
+    server = multiprocessing.get_context("spawn").Process(target=_serve_cluster, args=(name, base, child), daemon=True)
+    server.start()
+    try:
+        if not parent.poll(3600):
+            raise SystemExit(f"{name}: the embedded cluster did not start within an hour")
+        ready = parent.recv()
+        with fault_proxy(ready["api_url"]) as kube, fault_proxy(ready["prometheus_url"]) as prom:
+            return _cycle(name, base, ready, kube, prom, profile)
+    finally:
+        parent.send("stop")
+        server.join(timeout=60)
+
+
+def _cycle(name: str, base: Path, cluster: dict[str, Any], kube: FaultProxy, prom: FaultProxy,
+           profile: Path | None) -> dict[str, object]:
+    nodes, queues, workloads = SIZES[name]
+    print(f"== {name}: {nodes} nodes, {nodes * 8} GPUs, {queues} ClusterQueues in 1 cohort, "
+          f"{workloads} workloads, 24 h history; built in {cluster['built_s']:.0f}s ({cluster['cpu_s']:.0f} CPU s "
+          f"with promtool, cluster process {cluster['rss_mb']:.0f} MiB; load average {os.getloadavg()[0]:.1f})",
+          flush=True)
+    kubeconfig = Path(cluster["kubeconfig"])
+    os.environ.update(cluster["env"])
+    os.environ.update({"GPUAAS_NVML": "off", "GPUAAS_DATA_DIR": str(base / name / "gpuaas"),
+                       "GPUAAS_PROMETHEUS_URL": prom.url, "GPUAAS_REQUEST_TIMEOUT_SECONDS": "300",
+                       "GPUAAS_KUBECONFIG": str(kube.kubeconfig(kubeconfig, base / name / "kc"))})
+    at = cluster["at"]
+    print(f"{'stage':<16} {'wall s':>7} {'CPU s':>6} {'peak RSS MiB':>12} {'k8s req':>8} {'PromQL':>7} {'Prom MB':>8}")
+    cycle = 0.0
+    for stage, run in _stages(at):
+        k0, p0 = len(kube.relayed), len(prom.relayed)
+        began, began_cpu = time.perf_counter(), time.process_time()
+        if profile is None:
+            out = run()  # type: ignore[operator]
+        else:
+            out = _profiled(run, profile / f"{name}-{stage.replace(' ', '_')}.prof")
+        wall = time.perf_counter() - began
+        cycle += wall
+        queries = [h for h in prom.relayed[p0:] if "/api/v1/query" in h.path]
+        print(f"{stage:<16} {wall:>7.2f} {time.process_time() - began_cpu:>6.1f} {rss_mb():>12.0f} {len(kube.relayed) - k0:>8} {len(queries):>7} "
+              f"{sum(h.size for h in queries) / 1e6:>8.2f}", flush=True)
+        if isinstance(out, dict) and out.get("summary"):
+            verdicts = f"{out['summary']}{' (degraded)' if out.get('degraded') else ''}"
+            print(f"{'':<16} {verdicts}")
+    for missing in MISSING:
+        print(f"{'(missing)':<16} {missing}")
+    token = _token(kubeconfig)
+    transfer = _replay(kube, list(kube.relayed), token) + _replay(prom, list(prom.relayed), {})
+    queries = [h for h in prom.relayed if "/api/v1/query" in h.path]
+    return {"gpus": nodes * 8, "workloads": workloads, "queues": queues, "cycle_s": round(cycle, 2),
+            "peak_rss_mb": round(rss_mb()), "k8s_requests": len(kube.relayed), "prom_queries": len(queries),
+            "prom_bytes": sum(h.size for h in queries), "transfer_s": round(transfer, 2),
+            "overhead_ratio": round(cycle / transfer, 2) if transfer else None}
 
 
 def _token(kubeconfig: Path) -> dict[str, str]:

@@ -23,6 +23,7 @@ import json
 import multiprocessing
 import os
 import resource
+import signal
 import sys
 import tempfile
 import time
@@ -41,6 +42,7 @@ from bench_cluster import fleet  # noqa: E402
 
 from gpuaas.cluster.clock import ManualClock  # noqa: E402
 from gpuaas.cluster.runner import EmbeddedCluster  # noqa: E402
+import tests.faults.proxy as relay  # noqa: E402
 from tests.faults.proxy import FaultProxy, fault_proxy  # noqa: E402
 
 SIZES = {"smoke": (10, 2, 100), "tenth": (200, 20, 5000), "full": (2000, 200, 50000)}  # nodes (8 GPUs), CQs, workloads
@@ -102,6 +104,7 @@ def _profiled(run: object, out: Path) -> object:
 def _serve_cluster(name: str, base: Path, conn: Connection) -> None:
     """The embedded cluster in a process of its own, so that the peak RSS measured is the flows' alone
     (in production the API server, Kueue and Prometheus do not live in the flow process)."""
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(1))  # unwind: Prometheus runs in a session of its own
     nodes, queues, workloads = SIZES[name]
     start = datetime.now(UTC).replace(second=0, microsecond=0) - HISTORY
     built, built_cpu = time.perf_counter(), _cpu_s()
@@ -117,6 +120,7 @@ def _serve_cluster(name: str, base: Path, conn: Connection) -> None:
 
 def one_size(name: str, base: Path, profile: Path | None = None) -> dict[str, object]:
     nodes, queues, workloads = SIZES[name]
+    relay.UPSTREAM_TIMEOUT_S = 600.0  # the 16,000-GPU activity query alone took 105 s in Prometheus here
     parent, child = multiprocessing.get_context("spawn").Pipe()
     server = multiprocessing.get_context("spawn").Process(target=_serve_cluster, args=(name, base, child), daemon=True)
     server.start()

@@ -40,9 +40,9 @@ sys.path.insert(0, str(ROOT / "bench"))
 
 from bench_cluster import fleet  # noqa: E402
 
+import tests.faults.proxy as relay  # noqa: E402
 from gpuaas.cluster.clock import ManualClock  # noqa: E402
 from gpuaas.cluster.runner import EmbeddedCluster  # noqa: E402
-import tests.faults.proxy as relay  # noqa: E402
 from tests.faults.proxy import FaultProxy, fault_proxy  # noqa: E402
 
 SIZES = {"smoke": (10, 2, 100), "tenth": (200, 20, 5000), "full": (2000, 200, 50000)}  # nodes (8 GPUs), CQs, workloads

@@ -2,7 +2,7 @@
 PYTHON ?= python3
 VENV   ?= .venv
 BIN    := $(VENV)/bin
-APT_PACKAGES := prometheus prometheus-pushgateway postgresql chromium
+APT_PACKAGES := prometheus prometheus-pushgateway postgresql chromium chromium-driver
 
 .PHONY: demo test e2e venv system-deps bench lint clean
 
@@ -14,7 +14,8 @@ $(VENV)/.installed: pyproject.toml
 	$(BIN)/python -m pip install --quiet -e ".[test,dev]"
 	touch $@
 
-# Debian packages for the real services the embedded cluster and the tests run (chromium: the HTML report test).
+# Debian packages for the real services the embedded cluster and the tests run (chromium: the HTML report test;
+# chromium-driver: the e2e drives the Prefect UI with Selenium).
 system-deps:
 	@missing=""; \
 	command -v prometheus >/dev/null 2>&1 || missing="$$missing prometheus"; \
@@ -22,6 +23,7 @@ system-deps:
 	command -v prometheus-pushgateway >/dev/null 2>&1 || missing="$$missing prometheus-pushgateway"; \
 	ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || missing="$$missing postgresql"; \
 	command -v chromium >/dev/null 2>&1 || missing="$$missing chromium"; \
+	command -v chromedriver >/dev/null 2>&1 || missing="$$missing chromium-driver"; \
 	if [ -n "$$missing" ]; then \
 	  if [ "$$(id -u)" = 0 ]; then \
 	    echo "installing Debian packages:$$missing"; \

@@ -36,6 +36,7 @@ from tasks.deadlines import (
 from tasks.notify import NOTIFY_HOOKS
 from tasks.reclaim import load_snapshot
 from tasks.secrets import flow_settings
+from tasks.writes import WritesBusy, busy_outcome
 from tasks.writes import cluster_writes as _writes_lock  # the Prefect slot + store lock reclaim takes too
 
 
@@ -52,8 +53,11 @@ def deadlines(apply: bool = False, at: datetime | None = None, nudge: bool = Tru
     logger = get_run_logger()
     settings = flow_settings()
     if undo:
-        with _writes_lock(settings, f"deadlines-{uuid.uuid4()}"):
-            return {"undo": _results(undo_deadline_holds(settings, list(undo)))}
+        try:
+            with _writes_lock(settings, f"deadlines-{uuid.uuid4()}"):
+                return {"undo": _results(undo_deadline_holds(settings, list(undo)))}
+        except WritesBusy as busy:
+            return busy_outcome({"undo": []}, busy)
     mode = Mode.apply if apply or settings.policy.deadlines.mode is Mode.apply else Mode.dry_run
     now = at or datetime.now(UTC)
     released = release_due_holds(settings, now) if nudge else []
@@ -73,8 +77,13 @@ def deadlines(apply: bool = False, at: datetime | None = None, nudge: bool = Tru
     results: list[NudgeResult] = []
     if nudge:
         nudges = decide_nudges(settings, pools, snapshot, now)
-        with _writes_lock(settings, f"deadlines-{uuid.uuid4()}") if mode is Mode.apply else nullcontext():
-            results = nudge_kueue(settings, nudges, mode)
+        try:
+            with _writes_lock(settings, f"deadlines-{uuid.uuid4()}") if mode is Mode.apply else nullcontext():
+                results = nudge_kueue(settings, nudges, mode)
+        except WritesBusy as busy:  # the plan is still published; no nudge written
+            publish_deadline_artifacts(pools)
+            return busy_outcome({"snapshot_id": snapshot_id, "pools": pool_dicts(pools), "pushed_samples": None,
+                                 "mode": mode.value, "released": _results(released), "nudges": []}, busy)
         counts: dict[str, int] = {}
         for r in results:
             counts[f"{r.nudge.action} {r.result}"] = counts.get(f"{r.nudge.action} {r.result}", 0) + 1

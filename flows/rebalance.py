@@ -38,6 +38,7 @@ from tasks.rebalance import (
 )
 from tasks.reclaim import load_snapshot
 from tasks.secrets import flow_settings
+from tasks.writes import WritesBusy, busy_outcome
 from tasks.writes import cluster_writes as _writes_lock  # the Prefect slot + store lock reclaim takes too
 
 
@@ -86,17 +87,21 @@ def rebalance(apply: bool = False, cohort: str | None = None, history_days: floa
     now = at or datetime.now(UTC)
     holder = new_holder("rebalance")
 
-    with _writes_lock(settings, holder) if mode is Mode.apply else nullcontext():
-        snapshot_id, snapshot, pools, outcomes, degraded = _plan(settings, now, cohort, window)
-        results = apply_plans(settings, outcomes, mode, degraded, snapshot_id, now)
-        changed = [o.cohort for o in results if o.result == "changed"]
-        if changed:  # someone edited a quota since the snapshot: plan again on a fresh one, once
-            logger.warning("quotas changed since the plan in %s: recomputing once", ", ".join(changed))
-            again = datetime.now(UTC) if at is None else now
-            for name in changed:
-                snapshot_id, snapshot, pools, outcomes, degraded = _plan(settings, again, name, window)
-                redone = apply_plans(settings, outcomes, mode, degraded, snapshot_id, again)
-                results = [o for o in results if o.cohort != name] + redone
+    try:
+        with _writes_lock(settings, holder) if mode is Mode.apply else nullcontext():
+            snapshot_id, snapshot, pools, outcomes, degraded = _plan(settings, now, cohort, window)
+            results = apply_plans(settings, outcomes, mode, degraded, snapshot_id, now)
+            changed = [o.cohort for o in results if o.result == "changed"]
+            if changed:  # someone edited a quota since the snapshot: plan again on a fresh one, once
+                logger.warning("quotas changed since the plan in %s: recomputing once", ", ".join(changed))
+                again = datetime.now(UTC) if at is None else now
+                for name in changed:
+                    snapshot_id, snapshot, pools, outcomes, degraded = _plan(settings, again, name, window)
+                    redone = apply_plans(settings, outcomes, mode, degraded, snapshot_id, again)
+                    results = [o for o in results if o.cohort != name] + redone
+    except WritesBusy as busy:  # Completed, nothing planned or written: the next night plans again
+        return busy_outcome({"mode": mode.value, "snapshot_id": None, "degraded": None, "pushed_samples": None,
+                             "cohorts": []}, busy, "gpuaas-rebalance-summary")
     counts: dict[str, int] = {}
     for o in results:
         counts[o.result] = counts.get(o.result, 0) + 1

@@ -49,7 +49,7 @@ from tasks.reclaim import (
     withdraw_idle_metrics,
 )
 from tasks.secrets import flow_settings
-from tasks.writes import WritesBusy, cluster_writes
+from tasks.writes import WritesBusy, busy_outcome, cluster_writes
 
 
 @flow(name="reclaim", log_prints=False, **NOTIFY_HOOKS)
@@ -72,8 +72,7 @@ def reclaim(apply: bool = False, at: datetime | None = None, undo: list[int] | N
             with cluster_writes(settings, holder):
                 restores = undo_actions(settings, list(undo))
         except WritesBusy as busy:
-            logger.warning("undo: %s", busy)
-            return {"undo": [], "writes_busy": str(busy)}
+            return busy_outcome({"undo": []}, busy)
         for r in restores:
             logger.info("undo #%s: %s %s", r.audit_id, r.result, r.message)
         return {"undo": [asdict(r) for r in restores]}
@@ -105,9 +104,8 @@ def reclaim(apply: bool = False, at: datetime | None = None, undo: list[int] | N
             with cluster_writes(settings, holder) if mode is Mode.apply else nullcontext():
                 results = act(settings, decisions, mode, now)
         except WritesBusy as busy:
-            logger.warning("act: %s", busy)
             publish_reclaim_artifacts([], snapshot, mode, settings.policy.reclaim.max_actions_per_run, busy=str(busy))
-            return {"mode": mode.value, "snapshot_id": snapshot_id, "decisions": [], "writes_busy": str(busy)}
+            return busy_outcome({"mode": mode.value, "snapshot_id": snapshot_id, "decisions": []}, busy)
         counts: dict[str, int] = {}
         for result in results:
             counts[result.result] = counts.get(result.result, 0) + 1

@@ -81,6 +81,9 @@ class GpuaasSettings(BaseSettings):
     """How long a writing flow waits for another one's cluster writes before it gives up, writing nothing."""
     writes_lease_seconds: Annotated[float, Field(gt=0)] = 900
     """Lease of the cluster-writes locks: a killed holder's lock is taken over after this."""
+    writes_slot_lease_seconds: Annotated[float, Field(ge=60, le=86400)] = 60
+    """Lease of the Prefect slot, renewed by its live holder every 3/4 of it (Prefect's minimum is 60 s): a holder
+    killed on another machine frees the slot this long after its last renewal, plus the server's repossessor loop."""
 
     @property
     def sqlite_path(self) -> Path:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 
-__all__ = ["duration", "gpus"]
+__all__ = ["BUSY_LINE", "busy_line", "duration", "gpus", "verdict_phrase"]
 
 
 def duration(seconds: float | None) -> str:
@@ -20,3 +20,26 @@ def gpus(value: float | None) -> str:
     if value is None or (isinstance(value, float) and math.isnan(value)):
         return "-"
     return f"{value:g}"
+
+
+BUSY_LINE = "another run is writing; nothing written"
+"""The first line of a busy run's artifact and its Completed state's message (``tasks.writes``)."""
+
+
+def busy_line(busy: str) -> str:
+    """``Another run is writing; nothing written: <who holds what, how long this run waited>``."""
+    return f"{BUSY_LINE[0].upper()}{BUSY_LINE[1:]}: {busy.removeprefix('no writes this run: ')}"
+
+
+def verdict_phrase(verdict: str, reason: str, activity_max: float | None, threshold: float | None,
+                   idle_seconds: float | None) -> str:
+    """The idle verdict as a short phrase with its numbers: ``idle 30m, max activity 0.00 ≤ 0.05``.
+
+    Only the verdicts GPU activity decided get numbers; the others keep the policy's reason
+    (opted out, excluded, incomplete telemetry name their own cause)."""
+    known = activity_max is not None and threshold is not None and not math.isnan(float(activity_max))
+    if verdict == "idle" and known:
+        return f"idle {duration(idle_seconds)}, max activity {float(activity_max or 0):.2f} ≤ {float(threshold or 0):g}"
+    if verdict == "busy" and known and float(activity_max or 0) > float(threshold or 0):
+        return f"max activity {float(activity_max or 0):.2f} > {float(threshold or 0):g}"
+    return reason

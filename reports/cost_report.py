@@ -18,6 +18,7 @@ __all__ = [
     "change_rows",
     "cost_report_json",
     "cost_report_metrics",
+    "cost_first_line",
     "funnel_rows",
     "money",
     "service_rows",
@@ -44,6 +45,15 @@ def _per_outcome(row: dict[str, Any]) -> str:
     if row["cost"] is None:
         return "unknown"
     return NO_OUTCOME if row["verified_outcomes"] is not None else "unknown"
+
+
+def _replicas(row: dict[str, Any]) -> str:
+    """``3 (4/1.5 rps)``: forecast / per-replica rate; blank for batch, ``unknown`` when unmeasured (see notes)."""
+    if row["kind"] != "serving":
+        return ""
+    if row.get("replicas_needed") is None:
+        return "unknown"
+    return f"{row['replicas_needed']} ({row['forecast_rps']:.3g}/{row['per_replica_rps']:.3g} rps)"
 
 
 def _count(value: float | None) -> str:
@@ -79,6 +89,7 @@ def service_rows(report: CostReport) -> list[dict[str, Any]]:
             "verified outcomes": _count(s["verified_outcomes"]),
             "within SLO": slo if s["kind"] == "serving" else ("in time: " + slo),
             "cost": money(s["cost"]), "cost per outcome": _per_outcome(s),
+            "replicas needed": _replicas(s),
         })
     return [{("requests/jobs" if k in ("requests", "jobs") else k): v for k, v in r.items()} for r in out]
 
@@ -110,9 +121,20 @@ def change_rows(report: CostReport, previous: CostReport | None) -> list[dict[st
     return rows
 
 
+def cost_first_line(report: CostReport) -> str:
+    """What the run found, in one sentence: the window, the cost, the waste and the verified outcomes."""
+    c = report.cluster
+    if not c.get("allocated_gpu_hours"):
+        return f"No GPU-hours allocated in the {report.window_s / 3600:g} h window: nothing to cost."
+    return (f"{report.window_s / 3600:g} h of GPUs: {money(c['cost'])} spent, {money(c['waste_cost'])} of it on "
+            f"allocated but idle GPUs; {_count(c['verified_outcomes'])} verified outcomes.")
+
+
 def summary_markdown(report: CostReport, previous: CostReport | None, html_path: str | None) -> str:
     c = report.cluster
     lines = [
+        cost_first_line(report),
+        "",
         f"# gpuaas cost report: {report.start:%Y-%m-%d %H:%M} – {report.end:%Y-%m-%d %H:%M} UTC",
         "",
         f"- GPU-hours: **{_hours(c['allocated_gpu_hours'])}** allocated → **{_hours(c['busy_gpu_hours'])}** busy → "
@@ -161,6 +183,8 @@ def cost_report_metrics(report: CostReport) -> list[MetricFamily]:
     cpo = MetricFamily("gpuaas_cost_per_outcome", "Service cost per verified outcome", ("service", "tenant"))
     outcomes = MetricFamily("gpuaas_verified_outcomes", "Verified outcomes in the window", ("service", "tenant"))
     slo = MetricFamily("gpuaas_slo_fraction", "Share of requests within the latency SLO", ("service", "tenant"))
+    replicas = MetricFamily("gpuaas_replicas_needed", "Replicas the busiest period's rate needs at the measured "
+                            "per-replica capacity", ("service", "tenant"))
     for t in report.tenants:
         for stage in STAGES:
             value = t.get(f"{stage}_gpu_hours")
@@ -170,10 +194,11 @@ def cost_report_metrics(report: CostReport) -> list[MetricFamily]:
             if t[key] is not None:
                 family.add(t[key], t["tenant"])
     for s in report.services:
-        for family, key in ((cpo, "cost_per_outcome"), (outcomes, "verified_outcomes"), (slo, "slo_fraction")):
-            if s[key] is not None:
+        for family, key in ((cpo, "cost_per_outcome"), (outcomes, "verified_outcomes"), (slo, "slo_fraction"),
+                            (replicas, "replicas_needed")):
+            if s.get(key) is not None:
                 family.add(s[key], s["service"], s["tenant"])
     stamp = MetricFamily("gpuaas_cost_report_timestamp_seconds", "End of the cost report window").add(
         report.end.timestamp())
     window = MetricFamily("gpuaas_cost_report_window_seconds", "Length of the cost report window").add(report.window_s)
-    return [hours, cost, waste, tenant_cpo, cpo, outcomes, slo, stamp, window]
+    return [hours, cost, waste, tenant_cpo, cpo, outcomes, slo, replicas, stamp, window]

@@ -8,21 +8,16 @@ broken page says so instead of showing an empty frame.
 
 from __future__ import annotations
 
-import base64
 import html
-import io
 from collections.abc import Sequence
 from typing import Any
 
-import matplotlib
+from matplotlib.ticker import MaxNLocator
 
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402 - the backend must be chosen first
-from matplotlib.figure import Figure  # noqa: E402
-from matplotlib.ticker import MaxNLocator  # noqa: E402
-
-from gpuaas.policies.cost import CostReport  # noqa: E402
-from reports.cost_report import change_rows, funnel_rows, money, service_rows, waster_rows  # noqa: E402
+from gpuaas.policies.cost import CostReport
+from reports._plots import plt
+from reports._plots import png_base64 as _png
+from reports.cost_report import change_rows, funnel_rows, money, service_rows, waster_rows
 
 __all__ = ["render_html"]
 
@@ -45,13 +40,6 @@ th, td { border: 1px solid #ccc; padding: 0.25em 0.6em; text-align: right; }
 th:first-child, td:first-child { text-align: left; }
 .note { color: #555; } .broken { color: #b00; font-weight: bold; }
 </style>"""
-
-
-def _png(fig: Figure) -> str:
-    buf = io.BytesIO()
-    fig.savefig(buf, format="png", dpi=90, bbox_inches="tight")
-    plt.close(fig)
-    return base64.b64encode(buf.getvalue()).decode("ascii")
 
 
 def _img(data: str, alt: str) -> str:

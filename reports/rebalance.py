@@ -14,7 +14,7 @@ from gpuaas.policies.quota_demand import CohortDemand
 from gpuaas.policies.quotas import QuotaPlan
 from gpuaas.pushgateway import MetricFamily
 
-__all__ = ["CohortOutcome", "borrowing_flags", "change_rows", "outcome_dicts", "rebalance_markdown",
+__all__ = ["CohortOutcome", "borrowing_flags", "change_rows", "first_line", "outcome_dicts", "rebalance_markdown",
            "rebalance_metrics"]
 
 
@@ -73,10 +73,31 @@ def outcome_dicts(outcomes: Sequence[CohortOutcome]) -> list[dict[str, Any]]:
     return out
 
 
+def first_line(outcomes: Sequence[CohortOutcome], mode: str, degraded: str | None) -> str:
+    """What the run did in one sentence: GPUs of quota moved (or that would move), in how many cohorts, and why not."""
+    if not outcomes:
+        return "Nothing to rebalance: no cohort with GPU quota."
+    moving = [o for o in outcomes if o.plan is not None and o.plan.moved_gpus]
+    counts: dict[str, int] = {}
+    for o in outcomes:
+        counts[o.result] = counts.get(o.result, 0) + 1
+    results = ", ".join(f"{k} {v}" for k, v in sorted(counts.items()))
+    cohorts = f"{len(moving)} of {len(outcomes)} cohorts ({results})"
+    if not moving:
+        return f"No quota moves: the plan of each of {len(outcomes)} cohorts keeps its quotas ({results})."
+    gpus = sum(o.plan.moved_gpus for o in moving if o.plan is not None)
+    if degraded:
+        return f"Degraded snapshot ({degraded}): {gpus:g} GPUs of quota planned in {cohorts}, none applied."
+    if mode == "apply":
+        moved = sum(o.plan.moved_gpus for o in moving if o.plan is not None and o.result == "applied")
+        return f"{moved:g} of {gpus:g} planned GPUs of quota moved in {cohorts}."
+    return f"Dry-run: {gpus:g} GPUs of quota would move in {cohorts}; nothing was changed."
+
+
 def rebalance_markdown(outcomes: Sequence[CohortOutcome], mode: str, deadline_extra: dict[str, dict[str, int]],
                        degraded: str | None) -> str:
     """``deadline_extra``: cohort -> flavor -> extra GPUs the deadline plan asks for."""
-    lines = [f"# gpuaas rebalance ({mode})", ""]
+    lines = [first_line(outcomes, mode, degraded), "", f"# gpuaas rebalance ({mode})", ""]
     if degraded:
         lines += [f":warning: degraded snapshot ({degraded}): plans are shown, none is applied", ""]
     if not outcomes:

@@ -12,9 +12,9 @@ from gpuaas.actions import ActionResult
 from gpuaas.models import Snapshot
 from gpuaas.policies.coverage import blind_run_line
 from gpuaas.pushgateway import MetricFamily
-from reports._format import duration
+from reports._format import busy_line, duration
 
-__all__ = ["ASSUMED_GPU_HOURLY_PRICE", "SUCCESS_METRIC", "blind_line", "decision_dicts", "decision_rows", "gpu_price",
+__all__ = ["ASSUMED_GPU_HOURLY_PRICE", "SUCCESS_METRIC", "blind_line", "decision_dicts", "decision_rows", "evidence_lines", "gpu_price",
            "idle_metrics", "summary_line", "summary_markdown", "telemetry_counts"]
 
 ASSUMED_GPU_HOURLY_PRICE = 3.0
@@ -33,7 +33,7 @@ def decision_dicts(results: Sequence[ActionResult]) -> list[dict[str, Any]]:
 
 
 def _evidence_text(evidence: dict[str, Any]) -> str:
-    """``max activity 0.00 ≤ 0.05 over 30 m, 100% seen``: the numbers behind the verdict, short."""
+    """``max activity 0.00 ≤ 0.05 over 30 m, 100% seen``: the numbers behind the verdict (the markdown's evidence)."""
     act = evidence.get("activity_max")
     req = evidence.get("requests")
     window = f"over {evidence.get('window_minutes') or 0:g} m"
@@ -47,14 +47,55 @@ def _evidence_text(evidence: dict[str, Any]) -> str:
     return ", ".join(parts)
 
 
+def _short_evidence(evidence: dict[str, Any]) -> str:
+    """``max 0.00 ≤ 0.05 in 30 m``, then only what is unusual (coverage under 100%, GPUs not reporting)."""
+    act = evidence.get("activity_max")
+    window = f"in {evidence.get('window_minutes') or 0:g} m"
+    parts = [f"max {act:.2f} ≤ {evidence.get('threshold')} {window}" if act is not None else f"no data {window}"]
+    coverage = evidence.get("coverage") or 0
+    if coverage < 1:
+        parts.append(f"{coverage:.0%} seen")
+    observed, requested = evidence.get("gpus_observed", 0), evidence.get("gpus_requested", 0)
+    if observed != requested:
+        parts.append(f"{observed:g}/{requested:g} GPUs")
+    return ", ".join(parts)
+
+
+RESULT_WIDTH = 40
+"""A table cell's result with its reason is cut here (the markdown artifact has the whole reason)."""
+
+
+def _result_text(r: ActionResult) -> str:
+    if r.result in ("applied", "planned") or not r.reason:
+        return r.result
+    text = f"{r.result}: {r.reason}"
+    return text if len(text) <= RESULT_WIDTH else text[:RESULT_WIDTH - 1] + "…"
+
+
 def decision_rows(results: Sequence[ActionResult]) -> list[dict[str, Any]]:
-    """The people form: the table artifact (no cell is a bare "-": the UI renders that as a bullet)."""
+    """The people form: the table artifact, seven short columns so it fits a 1600-pixel screen.
+
+    The tenant, the full evidence and the whole reason are in the summary's evidence list
+    (``evidence_lines``). No cell is a bare "-": the UI renders that as a bullet.
+    """
     return [{
-        "workload": r.decision.ref, "tenant": r.decision.tenant or "", "GPUs": r.decision.gpus,
-        "idle for": duration(r.decision.idle_seconds) if r.decision.idle_seconds else "", "evidence": _evidence_text(r.decision.evidence),
-        "action": f"{r.method} (frees {r.frees})" if r.method else "", "result": r.result, "reason": r.reason,
+        "workload": r.decision.ref, "GPUs": r.decision.gpus,
+        "idle for": duration(r.decision.idle_seconds) if r.decision.idle_seconds else "",
+        "evidence": _short_evidence(r.decision.evidence), "action": r.method or "", "result": _result_text(r),
         "audit id": r.audit_id if r.audit_id is not None else "",
     } for r in results]
+
+
+def evidence_lines(results: Sequence[ActionResult]) -> list[str]:
+    """One markdown bullet per decision with everything the table leaves out."""
+    lines = []
+    for r in results:
+        tenant = f", tenant {r.decision.tenant}" if r.decision.tenant else ""
+        action = f"; {r.method} (frees {r.frees})" if r.method else ""
+        audit = f"; audit #{r.audit_id}" if r.audit_id is not None else ""
+        lines.append(f"- **{r.decision.ref}**{tenant}, {r.decision.gpus:g} GPUs: {_evidence_text(r.decision.evidence)}"
+                     f"{action}; **{r.result}**: {r.reason or 'no reason given'}{audit}")
+    return lines
 
 
 def gpu_price(snapshot: Snapshot, kind: str, namespace: str, name: str) -> tuple[float, str]:
@@ -109,7 +150,7 @@ def summary_markdown(results: Sequence[ActionResult], snapshot: Snapshot, mode: 
     """First line: what the run did, or why it did nothing. ``busy``: another run held the cluster writes."""
     title = f"# gpuaas reclaim ({mode})"
     if busy:
-        return f"{busy[0].upper()}{busy[1:]}; the next run decides again.\n\n{title}\n"
+        return f"{busy_line(busy)}; the next run decides again.\n\n{title}\n"
     acted = [r for r in results if r.result in ("applied", "planned")]
     gpus = sum(r.decision.gpus for r in acted)
     idle_hours = sum(r.decision.gpus * r.decision.idle_seconds / 3600 for r in acted)
@@ -143,6 +184,8 @@ def summary_markdown(results: Sequence[ActionResult], snapshot: Snapshot, mode: 
                  f" (cap {cap} actions per run)")
     if snapshot.degraded:
         lines.append("- :warning: degraded snapshot: no action was taken on its missing parts")
+    if results:
+        lines += ["", "## Evidence per decision", "", *evidence_lines(results)]
     return "\n".join(lines) + "\n"
 
 

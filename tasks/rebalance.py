@@ -23,7 +23,14 @@ from gpuaas.settings import GpuaasSettings
 from gpuaas.sources.kube import DEFAULT_GPU_RESOURCES
 from gpuaas.sources.queue_history import read_queue_history
 from gpuaas.store import open_store
-from reports.rebalance import CohortOutcome, borrowing_flags, change_rows, rebalance_markdown, rebalance_metrics
+from reports.rebalance import (
+    CohortOutcome,
+    borrowing_flags,
+    change_rows,
+    first_line,
+    rebalance_markdown,
+    rebalance_metrics,
+)
 from tasks._options import IO_TASK_OPTIONS, current_run_id
 
 __all__ = ["apply_plans", "plan_cohorts", "publish_rebalance_artifacts", "push_rebalance_metrics", "read_history",
@@ -108,8 +115,13 @@ def publish_rebalance_artifacts(outcomes: list[CohortOutcome], mode: Mode, pools
             extra.setdefault(p.problem.cohort, {})[p.problem.flavor] = n
     create_markdown_artifact(key="gpuaas-rebalance-summary", markdown=rebalance_markdown(outcomes, mode.value, extra,
                                                                                           degraded))
-    create_table_artifact(key="gpuaas-rebalance-plan", table=change_rows(outcomes) or [{"queue": "-"}],
-                          description=f"Quota plan ({mode.value}): before -> after per queue and flavor, with reasons")
+    rows = change_rows(outcomes)
+    if rows:
+        create_table_artifact(key="gpuaas-rebalance-plan", table=rows,
+                              description=f"Quota plan ({mode.value}): before -> after per queue and flavor, with reasons")
+    else:  # not a one-row table of placeholders: say why there is no move
+        create_markdown_artifact(key="gpuaas-rebalance-plan", markdown=first_line(outcomes, mode.value, degraded) + "\n",
+                                 description=f"Quota plan ({mode.value})")
 
 
 @task(name="push-rebalance-metrics", cache_policy=NO_CACHE, **IO_TASK_OPTIONS)

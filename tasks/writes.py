@@ -3,9 +3,18 @@
 Two locks, because either alone has a gap: Prefect's global concurrency limit
 ``gpuaas-cluster-writes`` (one slot) serialises flow runs on any worker, and the store's
 ``cluster-writes`` row lock covers a process that is not under that Prefect server (another
-API, a script). Both are leases: a killed holder's slot and row expire and the next run takes
-them; a holder killed on this host (its process is gone) loses its row at once. A run that cannot get both within ``GPUAAS_WRITES_WAIT_SECONDS`` raises ``WritesBusy``
-and writes nothing; the flows turn that into a clear message, not a retry storm.
+API, a script). Both are leases, and a killed holder loses both:
+
+- the Prefect slot's lease is short (``GPUAAS_WRITES_SLOT_LEASE_SECONDS``, 60 s, Prefect's
+  minimum) and renewed by the live holder every 3/4 of it, so the server's repossessor frees a
+  slot whose holder died anywhere about a minute after its last renewal;
+- the slot's lease id is written to the store next to the holder (``cluster-writes-slot``), so a
+  holder killed on *this* host (its process is gone) loses its slot and its row at once: the
+  waiting run gives that lease back and goes on. (The test harness's ephemeral server runs no
+  repossessor: without this a killed run's slot was never freed there.)
+
+A run that cannot get both within ``GPUAAS_WRITES_WAIT_SECONDS`` raises ``WritesBusy`` and
+writes nothing; the flows end Completed with that message, not a retry storm.
 """
 
 from __future__ import annotations
@@ -14,6 +23,8 @@ import time
 from collections.abc import Iterator
 from contextlib import ExitStack, contextmanager
 from datetime import timedelta
+from typing import Any, cast
+from uuid import UUID
 
 from prefect import get_run_logger, task
 from prefect.cache_policies import NO_CACHE
@@ -22,11 +33,14 @@ from gpuaas.actions._lock_owner import holder_is_dead
 from gpuaas.errors import ActionRefused
 from gpuaas.settings import GpuaasSettings
 from gpuaas.store import open_store
+from reports._format import BUSY_LINE, busy_line
 
-__all__ = ["CONCURRENCY_LIMIT", "LOCK", "WritesBusy", "acquire_writes_lock", "cluster_writes",
+__all__ = ["BUSY_LINE", "CONCURRENCY_LIMIT", "LOCK", "SLOT_LOCK", "WritesBusy", "acquire_writes_lock", "busy_line", "busy_outcome", "cluster_writes",
            "ensure_concurrency_limit", "release_writes_lock"]
 
 LOCK = "cluster-writes"
+SLOT_LOCK = "cluster-writes-slot"
+"""Store row naming the Prefect lease of the slot's holder: ``<lease id>/<holder>``."""
 CONCURRENCY_LIMIT = "gpuaas-cluster-writes"
 POLL_SECONDS = 1.0
 
@@ -50,6 +64,25 @@ def ensure_concurrency_limit() -> None:
                 client.create_global_concurrency_limit(GlobalConcurrencyLimitCreate(name=CONCURRENCY_LIMIT, limit=1))
             except Exception:  # noqa: BLE001 - a concurrent first run created it: use that one
                 client.read_global_concurrency_limit_by_name(CONCURRENCY_LIMIT)
+
+
+def busy_outcome(result: dict[str, Any], busy: WritesBusy, artifact_key: str | None = None) -> dict[str, Any]:
+    """End a run that lost the wait as Completed, its message in the UI's state badge and its artifact's first line.
+
+    Not Failed: nothing is wrong with this run, the other one is writing and the next schedule
+    decides again; an ops engineer who sees a red run looks for a fault that is not there. The
+    state's data is ``result`` plus ``writes_busy`` (what the notification reads, point 4): Prefect
+    unwraps a returned state, so a caller of the flow still gets the dict.
+    """
+    from prefect.artifacts import create_markdown_artifact
+    from prefect.states import Completed
+
+    line = busy_line(str(busy))
+    get_run_logger().warning("%s", line)
+    if artifact_key is not None:
+        create_markdown_artifact(key=artifact_key, markdown=f"{line}; the next run decides again.\n",
+                                 description=BUSY_LINE)
+    return cast(dict[str, Any], Completed(message=line, data={**result, "writes_busy": str(busy)}))
 
 
 @task(name="acquire-writes-lock", cache_policy=NO_CACHE)
@@ -84,28 +117,82 @@ def release_writes_lock(settings: GpuaasSettings, holder: str) -> None:
         store.close()
 
 
-def _enter_concurrency_slot(held: ExitStack, settings: GpuaasSettings, wait: float) -> None:
+def _record_slot(settings: GpuaasSettings, lease_id: UUID, holder: str) -> None:
+    """Name this run's lease in the store; a row left there is a dead holder's (the slot was free): replace it."""
+    store = open_store(settings)
+    try:
+        ttl = timedelta(seconds=settings.writes_lease_seconds)
+        while not store.acquire_lock(SLOT_LOCK, f"{lease_id}/{holder}", ttl):
+            stale = store.lock_holder(SLOT_LOCK)
+            if stale is not None:
+                store.release_lock(SLOT_LOCK, stale)
+    finally:
+        store.close()
+
+
+def _forget_slot(settings: GpuaasSettings, lease_id: UUID, holder: str) -> None:
+    store = open_store(settings)
+    try:
+        store.release_lock(SLOT_LOCK, f"{lease_id}/{holder}")
+    finally:
+        store.close()
+
+
+def _free_dead_holders_slot(settings: GpuaasSettings) -> bool:
+    """Give back the slot of a holder killed on this host (known dead by its pid); False when there is none."""
+    from prefect.client.orchestration import get_client
+
+    store = open_store(settings)
+    try:
+        row = store.lock_holder(SLOT_LOCK)
+        lease_text, _, owner = (row or "").partition("/")
+        if not row or not holder_is_dead(owner):
+            return False
+        with get_client(sync_client=True) as client:
+            try:
+                client.release_concurrency_slots_with_lease(UUID(lease_text))
+            except Exception as exc:  # noqa: BLE001 - already revoked (repossessor): the slot is free anyway
+                if getattr(getattr(exc, "response", None), "status_code", None) != 404:
+                    raise
+        store.release_lock(SLOT_LOCK, row)
+    finally:
+        store.close()
+    get_run_logger().warning("the %r slot was held by %s, a process that is gone: its lease given back",
+                             CONCURRENCY_LIMIT, owner)
+    return True
+
+
+def _enter_concurrency_slot(held: ExitStack, settings: GpuaasSettings, holder: str, wait: float) -> None:
     """Take the Prefect slot into ``held``, one attempt a second (no retries inside Prefect), up to ``wait`` s.
 
     Prefect's own ``timeout_seconds`` leaves its acquisition service retrying after the caller
-    gave up, and that late attempt can take the slot and keep it for the whole lease.
+    gave up, and that late attempt can take the slot and keep it for the whole lease. The lease is
+    taken here rather than through ``concurrency()`` because its id must reach the store.
     """
     from prefect.concurrency._asyncio import ConcurrencySlotAcquisitionError
-    from prefect.concurrency.sync import concurrency
+    from prefect.concurrency._leases import maintain_concurrency_lease
+    from prefect.concurrency._sync import acquire_concurrency_slots_with_lease, release_concurrency_slots_with_lease
 
     deadline = time.monotonic() + wait
+    lease = settings.writes_slot_lease_seconds
     while True:
         try:
-            held.enter_context(concurrency(CONCURRENCY_LIMIT, occupy=1, max_retries=0, strict=True,
-                                           lease_duration=settings.writes_lease_seconds))
-            return
+            granted = acquire_concurrency_slots_with_lease([CONCURRENCY_LIMIT], 1, max_retries=0, strict=True,
+                                                           lease_duration=lease)
+            break
         except ConcurrencySlotAcquisitionError as exc:
             if getattr(getattr(exc.__cause__, "response", None), "status_code", None) != 423:
                 raise  # not "the slot is taken": a real error
+            if _free_dead_holders_slot(settings):
+                continue
             if time.monotonic() >= deadline:
                 raise WritesBusy(f"no writes this run: another flow run holds the {CONCURRENCY_LIMIT!r} "
                                  f"concurrency slot (waited {wait:g} s)") from exc
         time.sleep(POLL_SECONDS)
+    held.callback(release_concurrency_slots_with_lease, granted.lease_id)
+    _record_slot(settings, granted.lease_id, holder)
+    held.callback(_forget_slot, settings, granted.lease_id, holder)
+    held.enter_context(maintain_concurrency_lease(granted.lease_id, lease, raise_on_lease_renewal_failure=True))
 
 
 @contextmanager
@@ -115,7 +202,7 @@ def cluster_writes(settings: GpuaasSettings, holder: str) -> Iterator[None]:
     started = time.monotonic()
     ensure_concurrency_limit()
     with ExitStack() as held:
-        _enter_concurrency_slot(held, settings, wait)
+        _enter_concurrency_slot(held, settings, holder, wait)
         acquire_writes_lock(settings, holder, max(0.0, wait - (time.monotonic() - started)))
         held.callback(release_writes_lock, settings, holder)
         get_run_logger().info("cluster writes held by %s", holder)

@@ -34,6 +34,7 @@ def cost_settings(cluster: EmbeddedCluster, **overrides: Any) -> GpuaasSettings:
         "kubeconfig": cluster.kubeconfig, "prometheus_url": cluster.prometheus_url,
         "opencost_url": cluster.opencost_url, "policy_file": COST_POLICY, "nvml": "off",
         "metrics": MetricNames(sample_interval_seconds=cluster.step.total_seconds()),
+        "data_dir": cluster.data_dir / "gpuaas-data",  # the store the report reads capacity from: the test's own
     }
     values.update(overrides)
     return load_settings(**values)

@@ -13,7 +13,7 @@ from prefect.flows import load_flow_from_entrypoint
 ROOT = Path(__file__).resolve().parents[1]
 DOC = yaml.safe_load((ROOT / "prefect.yaml").read_text())
 DEPLOYMENTS = PrefectYamlModel.model_validate(DOC).deployments
-ON_DEMAND = {"load_test": {"url": "http://127.0.0.1:8000/v1", "model": "m", "rates": [1, 2]}}
+ON_DEMAND = {"load_test": {"url": "http://127.0.0.1:8000/v1", "model": "m", "rates": [1, 2]}, "incident_review": {}}
 """Deployments that must never run on a schedule (a load test drives an endpoint to its limit), with
 the parameters a person gives when starting one."""
 
@@ -37,6 +37,12 @@ def test_cost_report_runs_daily_over_one_day() -> None:
     report = next(d for d in DEPLOYMENTS if d.name == "cost_report")
     assert [s.cron for s in report.schedules] == ["15 0 * * *"]  # type: ignore[union-attr]
     assert report.parameters == {"window": "1d"}
+
+
+def test_incident_review_is_on_demand_over_the_last_hour() -> None:
+    review = next(d for d in DEPLOYMENTS if d.name == "incident_review")
+    assert review.entrypoint == "flows/incident.py:incident_review" and not review.schedules
+    assert review.parameters == {"start": "1h", "end": "now", "namespaces": [], "queues": [], "undo": []}
 
 
 def test_collect_runs_every_five_minutes() -> None:
@@ -64,8 +70,8 @@ def test_prefect_deploy_all_registers_the_schedules(prefect_harness: None, tmp_p
         assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
     with get_client(sync_client=True) as client:
         deployed = {d.name: d for d in client.read_deployments()}
-        assert {"collect", "reclaim", "load_test", "cost_report"} <= set(deployed)
-        assert deployed["load_test"].schedules == []  # on demand only
+        assert {"collect", "reclaim", "load_test", "cost_report", "incident_review"} <= set(deployed)
+        assert deployed["load_test"].schedules == [] and deployed["incident_review"].schedules == []  # on demand only
         intervals = {name: [s.schedule.interval.total_seconds() for s in deployed[name].schedules]  # type: ignore[union-attr]
                      for name in ("collect", "reclaim")}
     assert intervals == {"collect": [300.0], "reclaim": [900.0]}

@@ -12,7 +12,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from gpuaas.cli._common import err_console, fail
+from gpuaas.cli._common import fail, progress
 from gpuaas.errors import GpuaasError
 
 __all__ = ["run_flow"]
@@ -63,7 +63,7 @@ def run_flow(flow: Any, what: str, **parameters: Any) -> Any:
         _start_ephemeral_server_quietly()
     except RuntimeError as exc:
         raise fail(f"Prefect could not start its temporary API server: {exc}") from exc
-    with err_console.status(f"{what}…"):
+    with progress(what):
         try:
             state = flow(**parameters, return_state=True)
         except RuntimeError as exc:  # Prefect's own start-up errors (no API server) come before any state

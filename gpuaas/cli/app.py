@@ -17,13 +17,14 @@ from gpuaas.cli import (
     cost_report_cmd,
     db_cmd,
     demo_cmd,
+    incident_cmd,
     loadtest_cmd,
     plan_cmd,
     rebalance_cmd,
     reclaim_cmd,
     replay_cmd,
 )
-from gpuaas.cli._common import handle_errors
+from gpuaas.cli._common import handle_errors, set_wide
 
 app = typer.Typer(
     name="gpuaas",
@@ -32,6 +33,14 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
     add_completion=False,
 )
+
+
+
+@app.callback()
+def _options(wide: bool = typer.Option(False, "--wide", help="Every column of every table, however wide; by default "
+                                       "columns that do not fit the terminal (80 under make) are left out.")) -> None:
+    set_wide(wide)
+
 
 app.command("demo")(demo_cmd.demo)
 app.command("collect")(collect_cmd.collect)
@@ -47,6 +56,7 @@ app.add_typer(plan_cmd.app, name="plan")
 app.command("capacity")(capacity_cmd.capacity)
 app.command("loadtest")(loadtest_cmd.loadtest)
 app.command("cost-report")(cost_report_cmd.cost_report)
+app.command("incident")(incident_cmd.incident)
 
 
 def main() -> None:

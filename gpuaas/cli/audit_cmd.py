@@ -75,4 +75,5 @@ def list_(
              (r.reason[:80] + "…") if len(r.reason) > 80 else r.reason]
             for r in rows
         ],
+        optional=("mode", "action"),
     )

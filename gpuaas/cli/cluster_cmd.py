@@ -24,7 +24,7 @@ from typing import Annotated
 
 import typer
 
-from gpuaas.cli._common import console, err_console, fail, settings_or_exit
+from gpuaas.cli._common import console, err_console, fail, progress, settings_or_exit
 from gpuaas.errors import GpuaasError
 
 __all__ = ["app"]
@@ -132,8 +132,8 @@ def up(
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(str(os.getpid()))
     try:
-        with err_console.status("starting the embedded cluster...") as status:
-            cluster._progress = lambda message: status.update(message)
+        with progress("starting the embedded cluster") as update:
+            cluster._progress = update
             cluster.start()
         console.print(f"kubeconfig:     {cluster.kubeconfig}", highlight=False)
         console.print(f"Prometheus URL: {cluster.prometheus_url}", highlight=False)

@@ -23,6 +23,11 @@ class ReportFormat(str, Enum):
     html = "html"
 
 
+_OPTIONAL = ("within SLO", "requests/jobs", "kind", "namespace", "tenant", "unknown GPU-h", "busy GPU-h",
+             "replicas needed")
+"""Left out at 80 columns, the last first (``--wide`` shows them): the cost, waste and outcome columns stay."""
+
+
 def print_cost_tables(doc: dict[str, Any]) -> None:
     """The funnel, cost per outcome and top wasters from the flow's JSON document, then its notes."""
     from gpuaas.policies.cost import CostReport
@@ -35,7 +40,8 @@ def print_cost_tables(doc: dict[str, Any]) -> None:
                         ("Cost per verified outcome by service", service_rows(report)),
                         ("Top wasters (allocated but idle)", waster_rows(report))):
         if rows:
-            print_table(title, list(rows[0]), [list(r.values()) for r in rows])
+            print_table(title, list(rows[0]), [list(r.values()) for r in rows],
+                        optional=[c for c in _OPTIONAL if c in list(rows[0])[1:]])  # never the row's name
     for note in doc["notes"]:
         console.print(f"note: {note}", highlight=False, markup=False)
 

@@ -44,7 +44,7 @@ def deadlines(
     if format is OutputFormat.json:
         print_json(plan_dict(plan))
         return
-    print_table("Deadline plan (minutes from now)", _COLUMNS, plan_rows(plan))
+    print_table("Deadline plan (minutes from now)", _COLUMNS, plan_rows(plan), optional=("start", "end", "resource"))
     extra = ", ".join(f"{r} +{n}" for r, n in plan.extra_gpus.items() if n) or "none"
     verdict = "every holdable deadline holds on current GPUs" if plan.feasible else f"extra GPUs needed: {extra}"
     console.print(f"{verdict}; {'exact' if plan.exact else 'heuristic (past the exact bound)'}", highlight=False)

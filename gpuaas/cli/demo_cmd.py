@@ -16,11 +16,12 @@ from typing import Annotated, Any
 import pandas as pd
 import typer
 
-from gpuaas.cli._common import console, err_console, fail, print_table, settings_or_exit
+from gpuaas.cli._common import console, err_console, fail, print_table, progress, settings_or_exit
 from gpuaas.cli._flows import run_flow
 from gpuaas.errors import GpuaasError
 from gpuaas.policy import Policy
 from gpuaas.settings import GpuaasSettings
+from reports._format import verdict_phrase
 
 DEMO_POLICY = Path(__file__).resolve().parents[1] / "cluster" / "scenarios" / "default-policy.yaml"
 
@@ -49,9 +50,10 @@ def _idle_rows(snapshot: Any, policy: Policy) -> list[list[Any]]:
     rows = []
     for r in decisions.itertuples():
         owner = r.owner_name if isinstance(r.owner_name, str) else r.name
-        tenant = r.tenant if isinstance(r.tenant, str) else "-"
-        activity = "-" if pd.isna(r.activity_max) else f"{float(r.activity_max):.2f}"
-        rows.append([r.kind, f"{r.namespace}/{owner}", tenant, f"{float(r.gpus):g}", activity, r.verdict, r.reason])
+        tenant = r.tenant if isinstance(r.tenant, str) else ""
+        activity = "" if pd.isna(r.activity_max) else f"{float(r.activity_max):.2f}"
+        rows.append([r.kind, f"{r.namespace}/{owner}", tenant, f"{float(r.gpus):g}", activity, r.verdict,
+                     verdict_phrase(r.verdict, r.reason, r.activity_max, r.threshold, r.idle_seconds)])
     return rows
 
 
@@ -76,8 +78,8 @@ def demo(
     shutil.rmtree(run_dir, ignore_errors=True)
     cluster = EmbeddedCluster(chosen, run_dir, seed=seed, history=window)
     try:
-        with err_console.status("starting the embedded cluster…") as status:
-            cluster._progress = lambda message: status.update(message)
+        with progress("starting the embedded cluster") as update:
+            cluster._progress = update
             cluster.start()
         err_console.print(
             f"embedded cluster up: scenario {chosen.name!r}, {window} of history; API {cluster.api_url}, "
@@ -89,34 +91,36 @@ def demo(
 
         result = run_flow(reclaim_flow, "reclaim (dry-run): collecting a snapshot and deciding")
         summary, snapshot = _stored_snapshot(settings, result["snapshot_id"])
-        from reports.collect import backlog_rows
+        from reports.collect import backlog_rows, quality_rows
 
+        decisions = result["decisions"]
+        planned = [d for d in decisions if d["result"] == "planned"]
+        console.print(
+            f"Reclaim (dry-run): {len(planned)} idle workloads holding {sum(d['gpus'] for d in planned):g} GPUs would "
+            f"be stopped; {summary['unknown_telemetry']} workloads have incomplete telemetry and are never treated "
+            "as idle; nothing was changed.", highlight=False)
         rows = backlog_rows(summary)
         print_table("Kueue backlog per ClusterQueue", list(rows[0]), [list(r.values()) for r in rows])
-        print_table(
-            "Data quality", ["source", "ok", "latency s", "staleness s"],
-            [[n, "yes" if s["ok"] else "no", f"{s['latency_s']:.2f}",
-              "-" if s["staleness_s"] is None else f"{s['staleness_s']:.0f}"] for n, s in summary["sources"].items()],
-        )
+        quality = quality_rows(snapshot)  # an absent optional NVML reads "not used (optional)", not "no"
+        print_table("Data quality", ["source", "ok", "latency s", "staleness s"],
+                    [[q["source"], q["ok"], f"{q['latency s']:.2f}", q["staleness s"]] for q in quality])
+        idle_rows = _idle_rows(snapshot, settings.policy)
+        why = {row[1]: row[6] for row in idle_rows}
         print_table(
             "GPU workloads: idle detection",
             ["kind", "workload", "tenant", "GPUs", "max activity", "verdict", "why"],
-            _idle_rows(snapshot, settings.policy),
+            idle_rows, optional=("kind", "tenant"),
         )
-        decisions = result["decisions"]
         print_table(
-            "Reclaim decisions (dry-run: nothing was changed; `gpuaas reclaim --apply` acts)",
+            "Reclaim decisions (`gpuaas reclaim --apply` acts)",
             ["audit id", "kind", "workload", "tenant", "GPUs", "action", "result", "reason"],
-            [[d["audit_id"], d["kind"], f"{d['namespace']}/{d['name']}", d["tenant"] or "-", f"{d['gpus']:g}",
-              f"{d['action']} (frees {d['frees']})", d["result"], d["reason"]] for d in decisions],
+            [[d["audit_id"], d["kind"], f"{d['namespace']}/{d['name']}", d["tenant"] or "", f"{d['gpus']:g}",
+              f"{d['action']} (frees {d['frees']})", d["result"],
+              why.get(f"{d['namespace']}/{d['name']}", d["reason"])] for d in decisions],
+            optional=("kind", "tenant"),
         )
-        planned = [d for d in decisions if d["result"] == "planned"]
-        console.print(
-            f"{len(planned)} workloads holding {sum(d['gpus'] for d in planned):g} GPUs would be stopped; "
-            f"{summary['unknown_telemetry']} workloads have incomplete telemetry and are never treated as idle. "
-            f"Audit log: gpuaas audit list (database {settings.database_url_value.split('///')[-1]}).",
-            highlight=False,
-        )
+        console.print(f"Audit log: gpuaas audit list (database {settings.database_url_value.split('///')[-1]}).",
+                      highlight=False)
         _rebalance()
         _cost_report(window)
     finally:

@@ -6,7 +6,7 @@ from typing import Annotated, Any
 
 import typer
 
-from gpuaas.cli._common import OutputFormat, console, print_json, print_table, settings_or_exit
+from gpuaas.cli._common import OutputFormat, console, fail, print_json, print_table, settings_or_exit
 from gpuaas.cli._flows import run_flow
 
 __all__ = ["print_rebalance", "rebalance"]
@@ -28,6 +28,8 @@ def rebalance(
 
     result: dict[str, Any] = run_flow(rebalance_flow, "rebalancing quotas", apply=apply, cohort=cohort,
                                       history_days=history_days)
+    if result.get("writes_busy"):
+        raise fail(result["writes_busy"])
     if format is OutputFormat.json:
         print_json(result)
         return
@@ -39,7 +41,7 @@ def print_rebalance(result: dict[str, Any]) -> None:
     rows = [[r["cohort"], r["queue"], r["flavor"], r["before"], r["after"], r["change"], f"{r['demand']:g}",
              f"{r['shortfall before']:g} -> {r['shortfall after']:g}", r["reason"]]
             for c in result["cohorts"] for r in c["changes"]]
-    print_table(f"Quota plan ({result['mode']})", _COLUMNS, rows)
+    print_table(f"Quota plan ({result['mode']})", _COLUMNS, rows, optional=("demand", "cohort", "change"))
     for c in result["cohorts"]:
         console.print(f"cohort {c['cohort']}: {c['result']}"
                       + (f", plan #{c['plan_id']} (undo: gpuaas undo {c['plan_id']})" if c["plan_id"] else "")

@@ -37,7 +37,8 @@ def reclaim(
     rows = result["decisions"]
     if result["degraded"]:  # first: a run that could judge almost nothing must not read as "nothing idle"
         console.print(f"[yellow]degraded:[/] {result['summary']}", highlight=False)
-    print_table(f"Reclaim decisions ({result['mode']})", _COLUMNS, [_row(r) for r in rows])
+    print_table(f"Reclaim decisions ({result['mode']})", _COLUMNS, [_row(r) for r in rows],
+                optional=("frees", "idle for", "tenant"))
     console.print(f"snapshot {result['snapshot_id']}: {result['summary']}", highlight=False)
 
 

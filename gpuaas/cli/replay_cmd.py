@@ -18,7 +18,7 @@ import pandas as pd
 import typer
 
 from gpuaas.cli._backtest import fleet_history, plot_frontier, print_frontier
-from gpuaas.cli._common import OutputFormat, err_console, fail, print_json, print_table, settings_or_exit
+from gpuaas.cli._common import OutputFormat, err_console, fail, print_json, print_table, progress, settings_or_exit
 from gpuaas.cli.audit_cmd import parse_since
 from gpuaas.cli.replay_rebalance_cmd import rebalance
 from gpuaas.errors import ConfigError, GpuaasError
@@ -153,9 +153,9 @@ def reclaim(
     base_s = window * 60.0
     if frontier:
         split = span[0] + (span[1] - span[0]) * calibrate if calibrate > 0 else None
-        err_console.print(f"frontier: {len(runs):,} idle runs, 9 windows and 7 budgets (each budget replays "
-                          "144 variants on the calibration part)", markup=False, highlight=False)
-        rows = frontier_rows(runs, split_t=split, base_s=base_s)
+        with progress(f"frontier: {len(runs):,} idle runs, 9 windows and 7 budgets (each budget replays "
+                      "144 variants on the calibration part)"):
+            rows = frontier_rows(runs, split_t=split, base_s=base_s)
         how = "all hours" if split is None else f"chosen on the first {calibrate:.0%} of the hours, scored on the rest"
         title = f"Reclaim frontier, idle <= {threshold:g} % ({how})"
         try:

@@ -2,15 +2,24 @@
 
 Each query is evaluated as a range query with one point per report period (a day, or the
 whole window when it is shorter), so the answer is one value per pod / service / queue and
-period, whatever the fleet size or the number of days: four queries per window (GPU hours,
-serving, Kueue, and OpenCost's metrics when its API is not used), never one per workload, per
-service or per day.
+period, whatever the fleet size or the number of days: five expressions per window (GPU hours
+observed, GPU hours busy, serving, Kueue, and OpenCost's metrics when its API is not used; the
+reader sends each GPU-hour one in at most three day chunks), never one per workload, per service
+or per day.
 
 * GPU hours per pod: subqueries at the sample interval counting the steps where the activity
   series has a sample (observed) and where it is above the threshold (busy), x the interval:
   counting steps rather than raw samples keeps the figure right when a live scrape is denser
-  than the backfilled history. Inner ranges are a millisecond short of the step so a sample is counted once, and a
-  series that ended is not carried on for Prometheus' 5-minute lookback.
+  than the backfilled history. Inner ranges are a millisecond short of the step so a sample is
+  counted once, and a series that ended is not carried on for Prometheus' 5-minute lookback.
+  What runs at every sample step is only ``max_over_time`` and, for busy, one comparison used
+  as a filter: the activity-or-GPU_UTIL choice is made once per GPU and period (outside the
+  subquery), and GPUs are summed to pods before their labels are normalised. At 16,000 GPUs x
+  30 days that is what lets the query finish (the per-step ``or`` and ``bool``, and relabelling
+  every GPU series every day, ran past Prometheus' 2-minute timeout). The choice per period
+  differs from a choice per step only for a GPU that has the activity metric for part of a
+  period and only GPU_UTIL for the rest: its GPU_UTIL-only steps count as unknown (never idle),
+  so observed and busy hours are low by at most those steps (``tests/sources/test_cost_gpu_hours.py``).
 * Serving per namespace and model: ``increase`` of ``request_success_total`` by reason, of the
   latency histogram's buckets by ``le``, and, per quality metric, the requests finished while
   the metric's minimum over each quality step was at or above the service's threshold (the
@@ -21,7 +30,7 @@ service or per day.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from gpuaas.policy import ServiceOutcome
 from gpuaas.settings import MetricNames
@@ -29,7 +38,8 @@ from gpuaas.sources._promql import KUEUE_USAGE, any_of, duration, normalise, tag
 
 __all__ = [
     "QUALITY_STEP_S",
-    "gpu_hours_query",
+    "gpu_busy_query",
+    "gpu_observed_query",
     "kueue_hours_query",
     "opencost_hours_query",
     "quality_metrics",
@@ -51,20 +61,53 @@ def _per_hour(expr: str, step_s: float) -> str:
     return f"({expr}) * {step_s / 3600:.10g}"
 
 
-def gpu_hours_query(m: MetricNames, threshold: float, period_s: float, interval_s: float) -> str:
-    """Per pod and period: GPU-hours with telemetry (``observed_h``) and above ``threshold`` (``busy_h``)."""
-    iv, step = _under(interval_s), duration(interval_s)
-    sub = f"[{_under(period_s)}:{step}]"
-    seen = f"max_over_time({m.gpu_activity}[{iv}]) or max_over_time({m.gpu_util_fallback}[{iv}])"
-    observed = f"count_over_time(({seen}){sub})"
-    busy_inner = (f"(max_over_time({m.gpu_activity}[{iv}]) > bool {threshold:g})"
-                  f" or (max_over_time({m.gpu_util_fallback}[{iv}]) / 100 > bool {threshold:g})")
-    busy = f"sum_over_time(({busy_inner}){sub})"
+_RAW_KEYS = ("container", "exported_container")
+
+
+def _raw_keys(m: MetricNames) -> str:
+    """The source labels ``normalise`` reads for a pod's identity: summing by them first (GPUs to
+    pods) leaves it a few series to relabel rather than one per GPU per period."""
+    return ", ".join(dict.fromkeys([*m.pod_labels, *m.namespace_labels, *_RAW_KEYS]))
+
+
+def _per_pod(expr: str, m: MetricNames, interval_s: float) -> str:
     by = "gpuaas_namespace, gpuaas_pod"
-    return union([
-        tag(_per_hour(f"sum by ({by}) ({normalise(observed, m)})", interval_s), "gpuaas_stat", "observed_h"),
-        tag(_per_hour(f"sum by ({by}) ({normalise(busy, m)})", interval_s), "gpuaas_stat", "busy_h"),
-    ])
+    return _per_hour(f"sum by ({by}) ({normalise(f'sum by ({_raw_keys(m)}) ({expr})', m)})", interval_s)
+
+
+def _signal(m: MetricNames, period_s: float, offset_s: float, make: Callable[[str, float], str]) -> str:
+    """``make(metric, scale)`` of the activity metric for the GPUs that have it in the period, else of the
+    fallback (``scale`` 100: a percentage). The choice is made per GPU and period, outside the
+    subquery, so it costs one match per GPU and period instead of one per sample step.
+
+    Presence is read over exactly the span the subquery's steps cover: they are aligned to multiples
+    of the interval, so that span ends ``offset_s`` (the period end modulo the interval) early.
+    """
+    offset_ms = int(round(offset_s * 1000))
+    offset = f" offset {offset_ms}ms" if offset_ms > 0 else ""
+    present = f"present_over_time({m.gpu_activity}[{_under(period_s)}]{offset})"
+    return f"({make(m.gpu_activity, 1.0)}) or (({make(m.gpu_util_fallback, 100.0)}) unless {present})"
+
+
+def gpu_observed_query(m: MetricNames, period_s: float, interval_s: float, offset_s: float = 0.0) -> str:
+    """Per pod and period: GPU-hours with telemetry, i.e. the sample steps where the GPU's series has a sample."""
+    sub = f"[{_under(period_s)}:{duration(interval_s)}]"
+    return tag(_per_pod(_signal(m, period_s, offset_s, lambda metric, _: (
+        f"count_over_time(max_over_time({metric}[{_under(interval_s)}]){sub})")), m, interval_s),
+        "gpuaas_stat", "observed_h")
+
+
+def gpu_busy_query(m: MetricNames, threshold: float, period_s: float, interval_s: float,
+                   offset_s: float = 0.0) -> str:
+    """Per pod and period: GPU-hours above ``threshold``.
+
+    One comparison per sample step, as a filter (``bool`` would relabel every sample), counted by
+    ``count_over_time``; a GPU never busy in the period has no series (0 busy hours).
+    """
+    sub = f"[{_under(period_s)}:{duration(interval_s)}]"
+    return tag(_per_pod(_signal(m, period_s, offset_s, lambda metric, scale: (
+        f"count_over_time((max_over_time({metric}[{_under(interval_s)}]) > {threshold * scale:.12g}){sub})")),
+        m, interval_s), "gpuaas_stat", "busy_h")
 
 
 def quality_metrics(services: Sequence[ServiceOutcome]) -> list[str]:

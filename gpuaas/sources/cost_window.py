@@ -1,9 +1,11 @@
 """Everything the cost report reads for one window, as ``CostInputs``: a fixed number of requests.
 
-Prometheus: three range queries (GPU hours, serving, Kueue) plus OpenCost's metrics when its
-allocation API is not configured or did not answer; OpenCost: one ``/allocation`` request
+Prometheus: the GPU hours observed and busy (each in at most ``GPU_CHUNKS`` range queries over
+consecutive days), serving and Kueue, plus OpenCost's metrics when its allocation API is not
+configured or did not answer; OpenCost: one ``/allocation`` request
 with ``step`` = the report period; Kubernetes: one paginated list of Kueue Workloads. The
-count does not grow with the fleet, the number of services or the number of days.
+count does not grow with the fleet, the number of services or the number of days. The store
+(and each sweep file the policy names) is read for the serving services' measured capacity.
 
 A cost source that does not answer leaves the money unknown (``costs=None``) with the reason
 in ``notes``; the GPU-hour funnel is still read. A Kubernetes API that does not answer leaves
@@ -27,8 +29,10 @@ from gpuaas.sources import _promql_cost as q
 from gpuaas.sources._kube_client import KubeLister, make_api_client
 from gpuaas.sources._kube_kueue import parse_time
 from gpuaas.sources._prom_client import PromClient
+from gpuaas.sources.capacity import CapacityEstimate, serving_capacity
 from gpuaas.sources.kube import DEFAULT_GPU_RESOURCES, KUEUE_GROUP, KUEUE_VERSIONS
 from gpuaas.sources.opencost import fetch_allocation
+from gpuaas.store import open_store
 
 __all__ = ["DEADLINE_ANNOTATION", "allocation_rows", "finished_jobs", "gpu_rows", "parse_window", "read_cost_inputs",
            "report_periods", "serving_rows"]
@@ -216,6 +220,22 @@ def _read_costs(settings: GpuaasSettings, prom: PromClient, start: datetime, end
     return _opencost_metric_rows(results, start, period_s, days), requests
 
 
+GPU_CHUNKS = 3
+"""The GPU-hour queries are each sent as at most this many range queries over consecutive days: the
+same work, but a month of 16,000 GPUs stays well inside Prometheus' 2-minute limit per query."""
+
+
+def _chunked(prom: PromClient, expr: str, first: datetime, days: int, period_s: float) -> list[dict[str, Any]]:
+    """``expr`` at one point per period from ``first``, as min(days, GPU_CHUNKS) range queries."""
+    out: list[dict[str, Any]] = []
+    chunks = min(days, GPU_CHUNKS)
+    bounds = [round(i * days / chunks) for i in range(chunks + 1)]
+    for lo, hi in zip(bounds, bounds[1:]):
+        out += prom.query_range(expr, first + timedelta(seconds=lo * period_s),
+                                first + timedelta(seconds=(hi - 1) * period_s), period_s)
+    return out
+
+
 def read_cost_inputs(settings: GpuaasSettings, end: datetime, window_s: float,
                      gpu_resources: Sequence[str] = DEFAULT_GPU_RESOURCES) -> CostInputs:
     """Read the window ``(end - window_s, end]``; raises ``SourceError`` when Prometheus fails."""
@@ -227,8 +247,11 @@ def read_cost_inputs(settings: GpuaasSettings, end: datetime, window_s: float,
     first = start + timedelta(seconds=period_s)
     prom = PromClient(settings)
     try:
-        gpu = gpu_rows(prom.query_range(q.gpu_hours_query(settings.metrics, policy.reclaim.activity_threshold,
-                                                          period_s, interval_s), first, end, period_s),
+        offset_s = end.timestamp() % interval_s  # every period ends at this phase when a period is whole intervals
+        gpu = gpu_rows([*_chunked(prom, q.gpu_observed_query(settings.metrics, period_s, interval_s, offset_s), first,
+                                  days, period_s),
+                        *_chunked(prom, q.gpu_busy_query(settings.metrics, policy.reclaim.activity_threshold,
+                                                         period_s, interval_s, offset_s), first, days, period_s)],
                        start, period_s, days)
         serving = serving_rows(prom.query_range(q.serving_window_query(settings.metrics, policy.services, period_s),
                                                 first, end, period_s), start, period_s, days)
@@ -236,6 +259,11 @@ def read_cost_inputs(settings: GpuaasSettings, end: datetime, window_s: float,
         costs, opencost_requests = _read_costs(settings, prom, start, end, period_s, days, interval_s, notes)
     finally:
         prom.close()
+    if not gpu.empty:
+        m = settings.metrics
+        notes.append(f"GPU hours: a GPU is read from {m.gpu_activity} in each period it has that metric, else from "
+                     f"{m.gpu_util_fallback}; its {m.gpu_util_fallback}-only steps in such a period count as unknown "
+                     "(never idle), so its observed and busy hours are low by at most those steps")
     kueue_hours = pd.DataFrame([{"cluster_queue": labels.get("cluster_queue", ""), "allocated_h": value}
                                 for labels, _, value in _points(kueue, start, period_s, days)],
                                columns=["cluster_queue", "allocated_h"])
@@ -245,7 +273,37 @@ def read_cost_inputs(settings: GpuaasSettings, end: datetime, window_s: float,
     serving = _latency_for_services(serving, settings)
     return CostInputs(start=start, end=end, days=days, gpu=gpu, costs=costs, serving=serving, jobs=jobs,
                       kueue_hours=kueue_hours, notes=notes,
-                      queries=prom.queries + opencost_requests + kube_requests)
+                      queries=prom.queries + opencost_requests + kube_requests,
+                      capacity=_read_capacity(settings, end, notes))
+
+
+def _read_capacity(settings: GpuaasSettings, end: datetime, notes: list[str]) -> dict[str, CapacityEstimate | None]:
+    """Each serving service's sustainable per-replica rate, aged at the window's end.
+
+    A sweep file that cannot be read, or a store that cannot be opened, leaves that capacity
+    unknown with the reason in ``notes``: the rest of the report does not depend on it.
+    """
+    serving = [s for s in settings.policy.services if s.kind == "serving"]
+    out: dict[str, CapacityEstimate | None] = {}
+    if not serving:
+        return out
+    store = None
+    try:
+        if any(s.capacity is None for s in serving):
+            store = open_store(settings)
+        for svc in serving:
+            try:
+                out[svc.name] = serving_capacity(settings, svc.namespace, svc.name, model_name=svc.model_name,
+                                                 now=end, store=store)
+            except GpuaasError as exc:
+                out[svc.name] = None
+                notes.append(f"service {svc.name}: capacity unreadable ({exc})")
+    except GpuaasError as exc:
+        notes.append(f"capacity unknown: the store did not open ({exc})")
+    finally:
+        if store is not None:
+            store.close()
+    return out
 
 
 def _latency_for_services(serving: pd.DataFrame, settings: GpuaasSettings) -> pd.DataFrame:

@@ -153,3 +153,14 @@ def workload_decision(settings: GpuaasSettings, cluster: EmbeddedCluster, name: 
     idle.loc[mine, "verdict"] = "idle"
     idle.loc[mine, "idle_seconds"] = 1800.0
     return next(d for d in plan_reclaim(snapshot, idle, settings.policy, Mode.apply) if d.name == name)
+
+
+def crash_after_each_patch(monkeypatch: Any) -> None:
+    """Every patch lands, then the process 'dies': the write is done but nobody heard the answer."""
+    real_patch = KubeWriter.patch
+
+    def patch_then_crash(self: KubeWriter, *args: Any, **kwargs: Any) -> Any:
+        real_patch(self, *args, **kwargs)
+        raise RuntimeError("worker killed after the write")
+
+    monkeypatch.setattr(KubeWriter, "patch", patch_then_crash)

@@ -9,41 +9,25 @@ import math
 import re
 import time
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any
 
-import httpx
 import pytest
-import yaml
 
 from gpuaas.cluster.prometheus import PrometheusServer
 from reports.deadlines import deadline_metrics
+from tests.actions.keda import ROOT, assert_kedas_prometheus_trigger, instant
+from tests.actions.keda import load_manifest as _load
 
-ROOT = Path(__file__).resolve().parents[2]
 EXAMPLE = ROOT / "deployments" / "keda" / "scaledobject-deadlines.yaml"
-KEDA_DOC = ROOT / ".." / "shared" / "fixtures" / "telemetry" / "keda" / "scaledobject-prometheus.keda-docs-2.21.yaml"
-
-
-def _load(path: Path) -> dict[str, Any]:
-    if not path.is_file():
-        pytest.fail(f"missing: {path}")
-    data: dict[str, Any] = yaml.safe_load(path.read_text())
-    return data
 
 
 def test_the_scaled_object_targets_a_machineset_with_kedas_shape() -> None:
-    ours, theirs = _load(EXAMPLE), _load(KEDA_DOC)
-    assert (ours["apiVersion"], ours["kind"]) == (theirs["apiVersion"], theirs["kind"])
+    ours = _load(EXAMPLE)
     spec = ours["spec"]
     assert spec["scaleTargetRef"]["apiVersion"] == "machine.openshift.io/v1beta1"
     assert spec["scaleTargetRef"]["kind"] == "MachineSet"
     assert 0 < spec["minReplicaCount"] < spec["maxReplicaCount"]
-    [trigger] = spec["triggers"]
-    [doc_trigger] = theirs["spec"]["triggers"]
-    assert trigger["type"] == doc_trigger["type"] == "prometheus"
-    assert set(doc_trigger["metadata"]) <= set(trigger["metadata"])
-    assert all(isinstance(v, str) for v in trigger["metadata"].values())
-    assert trigger["metadata"]["ignoreNullValues"] == "false"
+    assert_kedas_prometheus_trigger(ours)
 
 
 def test_the_query_selects_what_gpuaas_pushes() -> None:
@@ -84,9 +68,7 @@ def test_the_query_on_a_real_prometheus(prometheus_factory: Callable[[Any], Prom
     for i, (*_, expected) in enumerate(CASES):
         query = metadata["query"].replace('cohort="research"', f'cohort="case-{i}"').replace(
             'job="gpuaas_deadlines"', f'job="case-{i}"')
-        resp = httpx.get(f"{server.url}/api/v1/query", params={"query": query, "time": at})
-        resp.raise_for_status()
-        result = resp.json()["data"]["result"]
+        result = instant(server, query, at)
         if expected is None:
             assert result == [], i
             continue

@@ -14,42 +14,25 @@ import re
 import time
 from collections.abc import Callable
 from datetime import UTC, datetime
-from pathlib import Path
 from typing import Any
 
-import httpx
 import pandas as pd
 import pytest
-import yaml
 
 from gpuaas.cluster.prometheus import PrometheusServer
 from reports.reclaim import idle_metrics
+from tests.actions.keda import ROOT, assert_kedas_prometheus_trigger, instant
+from tests.actions.keda import load_manifest as _load
 
-ROOT = Path(__file__).resolve().parents[2]
 EXAMPLE = ROOT / "deployments" / "keda" / "scaledobject-idle.yaml"
-KEDA_DOC = ROOT / ".." / "shared" / "fixtures" / "telemetry" / "keda" / "scaledobject-prometheus.keda-docs-2.21.yaml"
-
-
-def _load(path: Path) -> dict[str, Any]:
-    if not path.is_file():
-        pytest.fail(f"missing: {path}")
-    data: dict[str, Any] = yaml.safe_load(path.read_text())
-    return data
 
 
 def test_the_scaled_object_has_kedas_shape() -> None:
-    ours, theirs = _load(EXAMPLE), _load(KEDA_DOC)
-    assert (ours["apiVersion"], ours["kind"]) == (theirs["apiVersion"], theirs["kind"])
+    ours = _load(EXAMPLE)
     spec = ours["spec"]
     assert spec["scaleTargetRef"]["name"] and spec["scaleTargetRef"]["kind"] in ("Deployment", "StatefulSet")
     assert spec["minReplicaCount"] == 0 < spec["maxReplicaCount"]
-    [trigger] = spec["triggers"]
-    [doc_trigger] = theirs["spec"]["triggers"]
-    assert trigger["type"] == doc_trigger["type"] == "prometheus"
-    assert set(doc_trigger["metadata"]) <= set(trigger["metadata"])
-    # KEDA trigger metadata is a map of strings.
-    assert all(isinstance(v, str) for v in trigger["metadata"].values())
-    assert trigger["metadata"]["ignoreNullValues"] == "false"
+    assert_kedas_prometheus_trigger(ours)
 
 
 def test_the_query_selects_what_gpuaas_pushes() -> None:
@@ -99,9 +82,6 @@ def test_the_query_on_a_real_prometheus(prometheus_factory: Callable[[Any], Prom
     server = prometheus_factory(samples)
     for i, (*_, fresh, stale) in enumerate(CASES):
         for when, expected in ((at, fresh), (at + LATER, stale)):
-            resp = httpx.get(f"{server.url}/api/v1/query", params={
-                "query": query.replace('namespace="team-a"', f'namespace="case-{i}"'), "time": when})
-            resp.raise_for_status()
-            result = resp.json()["data"]["result"]
+            result = instant(server, query.replace('namespace="team-a"', f'namespace="case-{i}"'), when)
             assert len(result) == 1, (i, when - at, result)
             assert float(result[0]["value"][1]) == expected, (i, when - at)

@@ -30,6 +30,7 @@ from gpuaas.store import Store
 from tests.actions.reclaim_scenario import (
     IDLE_TARGETS,
     NEVER,
+    crash_after_each_patch,
     decide,
     obj,
     reserved,
@@ -194,14 +195,8 @@ def test_a_crash_before_the_patch_is_reported_and_the_next_run_acts_once(
 def test_a_crash_after_the_patch_is_completed_by_the_next_run_never_doubled(
         settings: GpuaasSettings, cluster: EmbeddedCluster, store: Store, monkeypatch: pytest.MonkeyPatch) -> None:
     decisions = decide(settings, cluster, store, Mode.apply, only={("RayCluster", "ray-b")})
-    real_patch = KubeWriter.patch
-
-    def patch_then_crash(self: KubeWriter, *args: Any, **kwargs: Any) -> Any:
-        real_patch(self, *args, **kwargs)
-        raise RuntimeError("worker killed after the write")
-
     with monkeypatch.context() as m:
-        m.setattr(KubeWriter, "patch", patch_then_crash)
+        crash_after_each_patch(m)
         with pytest.raises(RuntimeError):
             run(settings, cluster, store, decisions)
     [intent] = store.audit(flow="reclaim")

@@ -27,7 +27,7 @@ from gpuaas.cluster.runner import EmbeddedCluster
 from gpuaas.policy import Mode
 from gpuaas.settings import GpuaasSettings, load_settings
 from gpuaas.store import AuditEntry, Store
-from tests.actions.reclaim_scenario import decide, obj, run, undo, workload_decision, writes
+from tests.actions.reclaim_scenario import crash_after_each_patch, decide, obj, run, undo, workload_decision, writes
 from tests.lossy_proxy import LossyProxy, lossy_proxy
 
 pytestmark = [pytest.mark.integration]
@@ -160,14 +160,8 @@ def test_an_undo_that_crashed_after_its_patch_is_completed_by_the_next_run(
         settings: GpuaasSettings, cluster: EmbeddedCluster, store: Store, monkeypatch: pytest.MonkeyPatch) -> None:
     original = obj(cluster, "RayCluster", "eray")
     audit_id = _reclaim(settings, cluster, store, "RayCluster", "eray")
-    real_patch = KubeWriter.patch
-
-    def patch_then_crash(self: KubeWriter, *args: Any, **kwargs: Any) -> Any:
-        real_patch(self, *args, **kwargs)
-        raise RuntimeError("worker killed after the write")
-
     with monkeypatch.context() as m:
-        m.setattr(KubeWriter, "patch", patch_then_crash)
+        crash_after_each_patch(m)
         with pytest.raises(RuntimeError):
             undo(settings, store, [audit_id])
     [intent] = _restores(store)

@@ -219,3 +219,72 @@ def test_a_lock_left_by_a_killed_process_is_taken_over_after_its_lease(pointed_a
     assert "writes_busy" not in taken_over
     assert [d["result"] for d in taken_over["decisions"]].count("applied") == 1
     assert writes(pointed_at) == before + 1
+
+
+HOLD_THE_SLOT_AND_DIE = """
+import os, signal
+from prefect import flow
+from gpuaas.actions._lock_owner import new_holder
+from gpuaas.settings import load_settings
+from tasks.writes import cluster_writes
+
+@flow(name="killed-writer")
+def hold() -> None:
+    with cluster_writes(load_settings(), new_holder("killed")):
+        print("holding", flush=True)
+        os.kill(os.getpid(), signal.SIGKILL)
+
+hold()
+"""
+
+
+def test_a_prefect_slot_left_by_a_killed_run_is_given_back(pointed_at: EmbeddedCluster,
+                                                            prefect_harness: None) -> None:
+    """A flow run SIGKILLed inside its write step leaves the Prefect slot taken (the harness server has no
+    repossessor, and a real one frees it only after the lease); the next run on this host gives it back."""
+    from prefect.settings import PREFECT_API_URL
+
+    from flows.reclaim import reclaim
+
+    killed = subprocess.run([sys.executable, "-c", HOLD_THE_SLOT_AND_DIE], capture_output=True, text=True,
+                            env={**os.environ, "PYTHONPATH": str(ROOT), "PREFECT_API_URL": str(PREFECT_API_URL.value())},
+                            timeout=180)
+    assert killed.returncode == -9 and "holding" in killed.stdout, killed.stderr[-2000:]
+    assert _active_slots() == 1  # the dead run's lease is still there
+    before = writes(pointed_at)
+    next_run = reclaim(apply=True, at=datetime.now(UTC))
+    assert "writes_busy" not in next_run, next_run["writes_busy"]
+    assert [d["result"] for d in next_run["decisions"]].count("applied") == 1
+    assert writes(pointed_at) == before + 1
+    assert _active_slots() == 0
+
+
+@pytest.mark.parametrize("flow_name", ["rebalance", "deadlines"])
+def test_a_busy_rebalance_or_deadlines_run_completes_and_writes_nothing(flow_name: str, pointed_at: EmbeddedCluster,
+                                                                         prefect_harness: None) -> None:
+    """Another run holds the writes: the run ends Completed (not Failed) with the busy line as its state message
+    and, for rebalance, the first line of its summary artifact; no PATCH, no audit row."""
+    from prefect.client.orchestration import get_client
+
+    import flows.deadlines
+    import flows.rebalance
+
+    flow = {"rebalance": flows.rebalance.rebalance, "deadlines": flows.deadlines.deadlines}[flow_name]
+    store = open_store(load_settings())
+    try:
+        assert store.acquire_lock(LOCK, "reclaim-elsewhere", timedelta(minutes=5))
+        before, audit_before = writes(pointed_at), len(store.audit(limit=None))
+        state = flow(apply=True, at=datetime.now(UTC), return_state=True)
+        assert len(store.audit(limit=None)) == audit_before
+    finally:
+        store.release_lock(LOCK, "reclaim-elsewhere")
+        store.close()
+    assert state.is_completed(), state.message
+    assert state.message.startswith("Another run is writing; nothing written: reclaim-elsewhere holds")
+    assert "waited 1 s" in state.result()["writes_busy"] and writes(pointed_at) == before
+    if flow_name == "rebalance":
+        with get_client(sync_client=True) as client:
+            summary = client.read_latest_artifacts()
+            first = next(a for a in summary if a.key == "gpuaas-rebalance-summary").data
+        assert str(first).splitlines()[0].startswith("Another run is writing; nothing written: reclaim-elsewhere")
+    assert _active_slots() == 0

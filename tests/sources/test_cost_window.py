@@ -11,12 +11,14 @@ from __future__ import annotations
 
 import json
 import math
+import os
 from collections.abc import Callable, Iterator
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 
 from gpuaas.cluster.clock import ManualClock
 from gpuaas.cluster.prometheus import PrometheusServer, free_port
@@ -27,7 +29,8 @@ from gpuaas.policies.cost import CostInputs, CostReport, build_cost_report
 from gpuaas.settings import GpuaasSettings, MetricNames, load_settings
 from gpuaas.sources.cost_window import allocation_rows, read_cost_inputs, serving_rows
 from gpuaas.sources.opencost import parse_allocation
-from tests.cost_fleet import COST_HISTORY, cost_cluster, cost_settings
+from reports.cost_report import cost_report_metrics, service_rows
+from tests.cost_fleet import COST_HISTORY, COST_POLICY, cost_cluster, cost_settings
 from tests.scenarios import HAND_CHECKED
 from tests.sources.helpers import NOW, fixture_path, parse_exposition, series
 
@@ -138,8 +141,9 @@ def test_missing_telemetry_is_unknown_not_idle(read: tuple[CostInputs, CostRepor
 
 
 def test_a_fixed_number_of_requests(read: tuple[CostInputs, CostReport, GpuaasSettings]) -> None:
-    """3 PromQL range queries + 1 OpenCost request + 2 Kubernetes lists (RayClusters, Workloads; one page each)."""
-    assert read[0].queries == 6
+    """4 PromQL range queries (GPU hours observed, busy; serving; Kueue) + 1 OpenCost request + 2 Kubernetes lists
+    (RayClusters, Workloads; one page each)."""
+    assert read[0].queries == 7
 
 
 def test_opencost_api_down_falls_back_to_its_metrics(fleet: EmbeddedCluster,
@@ -152,7 +156,7 @@ def test_opencost_api_down_falls_back_to_its_metrics(fleet: EmbeddedCluster,
     # the API charges pod records, the metrics 60 s samples: up to one step per pod apart (vision
     # ran ~18 short jobs in the window: 18 x 4 GPUs x 1/60 h x $4 = $4.8 at most on $170)
     assert {t["tenant"]: t["cost"] for t in report.tenants} == pytest.approx(api, rel=0.03)
-    assert inputs.queries == 3 + 1 + 1 + 2  # the failed API request and the metrics query
+    assert inputs.queries == 4 + 1 + 1 + 2  # the failed API request and the metrics query
 
 
 @pytest.fixture(scope="module")
@@ -279,3 +283,46 @@ def test_real_opencost_allocation_captures(capture: str) -> None:
     assert len(rows) == len(named) > 0
     assert rows["cost"].sum() == pytest.approx(named["total_cost"].sum())
     assert set(rows["day"]) == {0}
+
+
+def test_replicas_needed_unknown_without_capacity(read: tuple[CostInputs, CostReport, GpuaasSettings]) -> None:
+    """The default policy names no sweep and the store holds no load test: replicas needed is null, with
+    the reason; the forecast is still the busiest period's mean rate (one period: requests / 7,200 s)."""
+    chat = _service(read[1], "llm-chat")
+    assert chat["replicas_needed"] is None and chat["per_replica_rps"] is None and chat["capacity_source"] is None
+    assert chat["forecast_rps"] == pytest.approx(chat["requests"] / WINDOW_S, rel=1e-5)
+    assert ("service llm-chat: replicas needed unknown: no capacity sweep in the policy and no load test of it in "
+            "the store") in read[1].notes
+    assert _service(read[1], "forecast")["replicas_needed"] is None  # batch: not a serving capacity
+
+
+def test_replicas_needed_from_the_policys_sweep(fleet: EmbeddedCluster, tmp_path: Path) -> None:
+    """llm-abort's sweep (2 replicas): p95 0.5 / 0.9 / 1.6 / 2.4 s at 1 / 2 / 3 / 4 rps, SLO 2 s -> 3 rps
+    sustainable, 1.5 rps per replica. Forecast: 4 req/s constant (aborts are load too) -> ceil(4 / 1.5) = 3
+    replicas. The sweep file was written an hour before the window's end: age 3,600 s. A sweep that never
+    meets the SLO (llm-chat's: 3 s at its lowest rate) leaves replicas null, with the reason."""
+    (tmp_path / "abort.csv").write_text("rate_rps,replicas,gpus,latency_p95_s\n1,2,2,0.5\n2,2,2,0.9\n3,2,2,1.6\n"
+                                        "4,2,2,2.4\n")
+    (tmp_path / "chat.csv").write_text("rate_rps,replicas,gpus,latency_p95_s\n1,1,1,3.0\n2,1,1,3.5\n")
+    end = fleet.clock.now()
+    for name in ("abort.csv", "chat.csv"):
+        os.utime(tmp_path / name, (end.timestamp() - 3600, end.timestamp() - 3600))
+    policy = yaml.safe_load(COST_POLICY.read_text())
+    for svc in policy["services"]:
+        if svc["name"] in ("llm-abort", "llm-chat"):
+            svc["capacity"] = {"sweep": "abort.csv" if svc["name"] == "llm-abort" else "chat.csv"}
+    (tmp_path / "policy.yaml").write_text(yaml.safe_dump(policy))
+    settings = cost_settings(fleet, policy_file=tmp_path / "policy.yaml")
+    report = build_cost_report(read_cost_inputs(settings, end, WINDOW_S), settings.policy)
+    abort = _service(report, "llm-abort")
+    assert abort["forecast_rps"] == pytest.approx(4.0, abs=0.02)
+    assert (abort["per_replica_rps"], abort["replicas_needed"]) == (1.5, 3)
+    assert abort["capacity_source"] == f"sweep file {tmp_path / 'abort.csv'}"
+    assert abort["capacity_age_s"] == pytest.approx(3600, abs=1)
+    assert next(r for r in service_rows(report) if r["service"] == "llm-abort")["replicas needed"].startswith("3 (")
+    pushed = {m.name: m for m in cost_report_metrics(report)}["gpuaas_replicas_needed"]
+    assert pushed.samples == [(("llm-abort", "platform"), 3.0)]  # llm-chat: unknown, so absent (never 0)
+    chat = _service(report, "llm-chat")
+    assert chat["replicas_needed"] is None and chat["capacity_source"] == f"sweep file {tmp_path / 'chat.csv'}"
+    assert any(n.startswith("service llm-chat: replicas needed unknown: its capacity (sweep file")
+               and "never meets the SLO" in n for n in report.notes)

@@ -1,0 +1,104 @@
+"""``gpuaas incident``: review a window after an incident, and undo chosen actions, through the flow."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from enum import Enum
+from typing import Annotated, Any
+
+import typer
+
+from gpuaas.cli._common import console, fail, print_json, print_table, settings_or_exit
+from gpuaas.cli._flows import run_flow
+from gpuaas.errors import GpuaasError
+
+
+class IncidentFormat(str, Enum):
+    table = "table"
+    json = "json"
+    markdown = "markdown"
+
+
+def _check(start: str, end: str, undo: list[int]) -> None:
+    """Bad input ends here, before Prefect starts and before anything is undone."""
+    from gpuaas.policies.incident import resolve_window
+    from gpuaas.store import open_store
+
+    try:
+        resolve_window(start, end, datetime.now(UTC))
+    except GpuaasError as exc:
+        raise fail(str(exc).replace("start: ", "--from: ", 1).replace("end: ", "--to: ", 1)) from exc
+    if undo:
+        from tasks.incident import missing_audit_ids
+
+        store = open_store(settings_or_exit())
+        try:
+            missing = missing_audit_ids(store, undo)
+        finally:
+            store.close()
+        if missing:
+            raise fail(f"--undo: no audit row {', '.join(f'#{i}' for i in missing)} (see `gpuaas audit list`); "
+                       "nothing undone")
+
+
+def _event_cells(e: dict[str, Any]) -> list[Any]:
+    what = e["action"] + (f" (of #{e['refers_to']})" if e["refers_to"] else "") + f" {e['object']}"
+    words = e["reason"] + (f"; {e['evidence']}" if e["evidence"] and e["evidence"] not in e["reason"] else "")
+    return [f"{e['at'][11:19]} #{e['audit_id']}" + (" undoable" if e["undoable"] else ""), what,
+            f"{e['mode']}: {e['outcome']}", words]
+
+
+def _tables(result: dict[str, Any]) -> None:
+    console.print(result["summary"], highlight=False)
+    if result["undo"]:
+        cols = ["audit_id", "kind", "namespace", "name", "result", "message"]
+        print_table("Undo", cols, [[u.get(c) for c in cols] for u in result["undo"]])
+    fleet = result["fleet_changes"]
+    if fleet:
+        print_table("Fleet (collects where something changed)", list(fleet[0]), [list(r.values()) for r in fleet])
+    events = result["events"]
+    print_table(f"Decisions and actions ({len(events)} audit rows, oldest first)",
+                ["when (UTC), audit id", "what", "result", "reason / evidence"], [_event_cells(e) for e in events])
+    changed = [q for q in result["quota"] if q["changes"]]
+    if changed:
+        print_table("Nominal quota changes", ["queue", "flavor", "at start", "changes", "at end"],
+                    [[q["queue"], q["flavor"], f"{q['at_start']:g}",
+                      "; ".join(f"{c['at'][11:19]} {c['before']:g} -> {c['after']:g}" for c in q["changes"]),
+                      f"{q['at_end']:g}"] for q in changed])
+    for note in result["notes"]:
+        console.print(f"note: {note}", highlight=False)
+
+
+def incident(
+    start: Annotated[str, typer.Option("--from", help="Start: an ISO time (UTC unless it has an offset) or a "
+                                       "duration before now (2h, 90m, 7d).")] = "1h",
+    end: Annotated[str, typer.Option("--to", help="End (exclusive): an ISO time, a duration before now, or now.")]
+    = "now",
+    namespace: Annotated[list[str] | None, typer.Option("--namespace", help="Only this namespace (repeatable).")]
+    = None,
+    queue: Annotated[list[str] | None, typer.Option("--queue", help="Only this ClusterQueue (repeatable).")] = None,
+    undo: Annotated[list[int] | None, typer.Option("--undo", help="Reverse this action by its audit id "
+                                                   "(repeatable; like `gpuaas undo`, never over a later change).")]
+    = None,
+    format: Annotated[IncidentFormat, typer.Option("--format", help="Output format.")] = IncidentFormat.table,
+) -> None:
+    """What the fleet looked like in a window and every gpuaas decision and action in it, with evidence."""
+    settings_or_exit()
+    undo_ids = list(undo or [])
+    _check(start, end, undo_ids)
+    from flows.incident import incident_review
+
+    result: dict[str, Any] = run_flow(incident_review, "reviewing the window", start=start, end=end,
+                                      namespaces=list(namespace or []), queues=list(queue or []), undo=undo_ids)
+    markdown = result.pop("markdown")
+    if format is IncidentFormat.json:
+        print_json(result)
+    elif format is IncidentFormat.markdown:
+        typer.echo(markdown, nl=False)
+    else:
+        _tables(result)
+    if result["writes_busy"]:
+        raise fail(result["writes_busy"])
+    if any(u["result"] in ("failed", "unknown") for u in result["undo"]):
+        raise fail("some undos failed (see above)")
+

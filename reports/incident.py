@@ -1,0 +1,313 @@
+"""The incident review as people read it: one sentence first, then the fleet, the timeline, quotas, undo.
+
+Pure builders (``gpuaas.policies.incident.IncidentReview`` in, text, rows and a PNG out); the flow
+publishes them as the ``incident-review`` markdown artifact and a table artifact, the CLI prints
+the same rows. The plot is rendered by the reports' PNG helper (matplotlib Agg, base64), so
+the artifact needs no file next to it.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from datetime import datetime
+from typing import Any
+
+import pandas as pd
+
+from gpuaas.policies.incident import IncidentEvent, IncidentReview
+from reports._format import gpus
+
+__all__ = ["REFUSED", "event_rows", "fleet_rows", "incident_json", "incident_markdown", "plot_png", "quota_rows",
+           "summary_line", "undo_line", "window_label"]
+
+_LABELS = {"reclaim": ("reclaim", "reclaims"), "quota-plan": ("quota plan", "quota plans"),
+           "restore": ("undo", "undos"), "deadline-hold": ("deadline hold", "deadline holds"),
+           "deadline-release": ("deadline release", "deadline releases")}
+_RESULT_ORDER = ["applied", "restored", "dry-run", "skipped", "deferred", "failed", "open", "unknown"]
+REFUSED = ("no-op", "skipped", "failed", "unknown")
+"""Undo results that changed nothing (``gpuaas.actions.undo.UndoResult.result``)."""
+_FLEET_ROWS_SHOWN = 24
+
+
+def _utc(at: datetime) -> pd.Timestamp:
+    return pd.Timestamp(at).tz_convert("UTC") if pd.Timestamp(at).tzinfo else pd.Timestamp(at).tz_localize("UTC")
+
+
+def window_label(start: datetime, end: datetime) -> str:
+    """``2026-12-01 02:00–03:00 UTC``; both dates when the window spans midnight."""
+    a, b = _utc(start), _utc(end)
+    fmt = "%H:%M:%S" if a.second or b.second else "%H:%M"
+    if a.date() == b.date():
+        return f"{a:%Y-%m-%d} {a.strftime(fmt)}–{b.strftime(fmt)} UTC"
+    return f"{a:%Y-%m-%d} {a.strftime(fmt)} – {b:%Y-%m-%d} {b.strftime(fmt)} UTC"
+
+
+def _clock(review: IncidentReview, at: datetime) -> str:
+    t = _utc(at)
+    return f"{t:%H:%M:%S}" if _utc(review.start).date() == _utc(review.end).date() else f"{t:%m-%d %H:%M:%S}"
+
+
+def _scope_words(review: IncidentReview) -> str:
+    parts = []
+    if review.scope.namespaces:
+        parts.append(("namespace " if len(review.scope.namespaces) == 1 else "namespaces ")
+                     + ", ".join(sorted(review.scope.namespaces)))
+    if review.scope.queues:
+        parts.append(("queue " if len(review.scope.queues) == 1 else "queues ") + ", ".join(sorted(review.scope.queues)))
+    return f" ({'; '.join(parts)})" if parts else ""
+
+
+def _count_words(review: IncidentReview) -> str:
+    by_action: dict[str, dict[str, int]] = {}
+    for o in review.actions:
+        counts = by_action.setdefault(o.action, {})
+        counts[o.result] = counts.get(o.result, 0) + 1
+    phrases = []
+    for action, counts in by_action.items():
+        n = sum(counts.values())
+        one, many = _LABELS.get(action, (action, f"{action}s"))
+        ordered = sorted(counts.items(), key=lambda kv: _RESULT_ORDER.index(kv[0]) if kv[0] in _RESULT_ORDER else 99)
+        if len(ordered) == 1:
+            phrases.append(f"{n} {one if n == 1 else many} {ordered[0][0]}")
+        else:
+            phrases.append(f"{n} {many} ({', '.join(f'{c} {r}' for r, c in ordered)})")
+    return ", ".join(phrases) or "no gpuaas decisions or actions"
+
+
+def _peak(series: pd.Series, at: pd.Series) -> tuple[float, datetime] | None:
+    known = series.dropna()
+    if known.empty:
+        return None
+    index = known.idxmax()
+    return float(known[index]), at[index]
+
+
+def undo_line(undo: Sequence[Mapping[str, Any]] | None, busy: str | None = None) -> str:
+    if busy:
+        return f"nothing undone ({busy})"
+    if not undo:
+        return ""
+    done = sum(1 for u in undo if u["result"] == "restored")
+    refused = len(undo) - done
+    return f"undo: {done} restored, {refused} refused"
+
+
+def summary_line(review: IncidentReview, undo: Sequence[Mapping[str, Any]] | None = None,
+                 undo_busy: str | None = None) -> str:
+    """The one sentence that says what happened in the window (and what this run undid)."""
+    text = f"{window_label(review.start, review.end)}{_scope_words(review)}: {_count_words(review)}"
+    fleet = review.fleet
+    if fleet.empty:
+        text += "; no stored fleet history in the window"
+    else:
+        backlog = _peak(fleet["pending_workloads"], fleet["at"])
+        idle = _peak(fleet["idle_gpus"], fleet["at"])
+        if backlog is not None and backlog[0] > 0:
+            text += (f"; backlog peaked at {backlog[0]:g} workload{'' if backlog[0] == 1 else 's'} "
+                     f"({_clock(review, backlog[1])[:-3]})")
+        elif backlog is not None:
+            text += "; no backlog"
+        text += f", idle GPUs at most {idle[0]:g}" if idle is not None else ", idle GPUs unknown"
+        text += f" over {len(fleet)} collect{'' if len(fleet) == 1 else 's'}"
+    extra = undo_line(undo, undo_busy)
+    return text + (f"; {extra}" if extra else "") + "."
+
+
+# -- rows ----------------------------------------------------------------------------------------
+
+def _then(review: IncidentReview, at: datetime) -> str:
+    """The fleet at the latest collect at or before ``at`` (the state the decision was made in)."""
+    fleet = review.fleet
+    if fleet.empty:
+        return ""
+    index = int(fleet["at"].searchsorted(_utc(at), side="right")) - 1
+    if index < 0:
+        return ""
+    row = fleet.iloc[index]
+    idle = "" if math.isnan(row["idle_gpus"]) else f", {gpus(row['idle_gpus'])} idle GPUs"
+    n = row["pending_workloads"]
+    return f"backlog {gpus(n)} workload{'' if n == 1 else 's'}{idle} at {_clock(review, row['at'])}"
+
+
+def _what(e: IncidentEvent) -> str:
+    return e.action + (f" (of #{e.refers_to})" if e.refers_to is not None else "")
+
+
+def event_rows(review: IncidentReview) -> list[dict[str, Any]]:
+    """One row per audit row in the window, oldest first (the table artifact and the CLI table)."""
+    return [{"time (UTC)": _clock(review, e.at), "audit id": e.audit_id, "flow": e.flow, "action": _what(e),
+             "object": e.object_ref, "mode": e.mode, "outcome": e.outcome, "reason": e.reason,
+             "evidence": e.evidence, "undoable": "yes" if e.undoable else ""} for e in review.events]
+
+
+def _known(value: float) -> str:
+    text = gpus(value)
+    return "unknown" if text == "-" else text
+
+
+def fleet_rows(review: IncidentReview, limit: int | None = _FLEET_ROWS_SHOWN) -> list[dict[str, Any]]:
+    """The collects at which the backlog, idle GPUs or quota changed (and the first and last)."""
+    fleet = review.fleet
+    cols = ["pending_workloads", "pending_gpus", "idle_gpus", "nominal_gpus"]
+    rows = []
+    previous: tuple[Any, ...] | None = None
+    for i, r in fleet.iterrows():
+        key = tuple(None if math.isnan(r[c]) else r[c] for c in cols)
+        if key != previous or i == len(fleet) - 1:
+            rows.append({"time (UTC)": _clock(review, r["at"]), "backlog": _known(r["pending_workloads"]),
+                         "pending GPUs": _known(r["pending_gpus"]), "idle GPUs": _known(r["idle_gpus"]),
+                         "unobserved GPUs": _known(r["unknown_gpus"]), "nominal GPUs": _known(r["nominal_gpus"])})
+        previous = key
+    return rows if limit is None or len(rows) <= limit else rows[:limit // 2] + rows[-(limit // 2):]
+
+
+def quota_rows(review: IncidentReview, changed_only: bool = True) -> list[dict[str, Any]]:
+    out = []
+    for line in review.quotas:
+        if changed_only and not line.changes:
+            continue
+        moves = "; ".join(f"{_clock(review, c.at)} {gpus(c.before)} -> {gpus(c.after)}" for c in line.changes)
+        out.append({"queue": line.queue, "flavor": line.flavor or "(none)", "at start": gpus(line.first),
+                    "changes": moves or "none", "at end": gpus(line.last)})
+    return out
+
+
+# -- the plot --------------------------------------------------------------------------------------
+
+def plot_png(review: IncidentReview) -> str | None:
+    """Backlog and idle GPUs over the window as base64 PNG, applied actions marked; None without history."""
+    fleet = review.fleet
+    if fleet.empty:
+        return None
+    from matplotlib.dates import DateFormatter
+
+    from reports._plots import plt, png_base64
+
+    fig, ax = plt.subplots(figsize=(9, 3.4))
+    at = [t.to_pydatetime() for t in pd.to_datetime(fleet["at"], utc=True)]
+    ax.step(at, fleet["pending_workloads"], where="post", label="backlog (pending workloads)", color="#4c78a8")
+    if fleet["idle_gpus"].notna().any():
+        ax.step(at, fleet["idle_gpus"], where="post", label="idle GPUs", color="#e15759")
+    ax.step(at, fleet["pending_gpus"], where="post", label="pending GPUs", color="#4c78a8", linestyle=":")
+    marked = False
+    for e in review.events:
+        if e.outcome in ("applied", "restored") and e.action not in ("quota-change",):
+            ax.axvline(e.at, color="#59a14f", linewidth=0.8, alpha=0.7,  # type: ignore[arg-type]
+                       label=None if marked else "gpuaas action applied")
+            marked = True
+    # matplotlib converts datetimes itself (its date units); its stubs only say float
+    ax.set_xlim(review.start, review.end)  # type: ignore[arg-type]
+    ax.set_ylim(bottom=0)
+    same_day = _utc(review.start).date() == _utc(review.end).date()
+    ax.xaxis.set_major_formatter(DateFormatter("%H:%M" if same_day else "%m-%d %H:%M", tz="UTC"))  # type: ignore[no-untyped-call]
+    ax.set_xlabel("time (UTC)")
+    ax.set_title(f"Backlog and idle GPUs, {window_label(review.start, review.end)}")
+    ax.legend(loc="upper left", fontsize="small")
+    fig.autofmt_xdate()
+    return png_base64(fig)
+
+
+# -- markdown and JSON -----------------------------------------------------------------------------
+
+def _table(rows: Sequence[Mapping[str, Any]]) -> list[str]:
+    if not rows:
+        return []
+    head = list(rows[0])
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for r in rows:
+        lines.append("| " + " | ".join(str(r[c]).replace("|", "\\|") for c in head) + " |")
+    return lines
+
+
+def _event_line(review: IncidentReview, e: IncidentEvent) -> str:
+    text = f"- **{_clock(review, e.at)}** `#{e.audit_id}` {_what(e)} {e.object_ref} — {e.mode}, **{e.outcome}**"
+    if e.reason:
+        text += f": {e.reason}"
+    starts = e.audit_id in {o.audit_id for o in review.actions}  # its completions and steps repeat it
+    if e.evidence and e.evidence not in e.reason and (starts or e.refers_to is None):
+        text += f" · evidence: {e.evidence}"
+    then = _then(review, e.at) if starts or e.refers_to is None else ""
+    if then:
+        text += f" · fleet then: {then}"
+    if e.undoable:
+        text += f" · undoable (`undo: [{e.audit_id}]`)"
+    return text
+
+
+def _undo_lines(undo: Sequence[Mapping[str, Any]] | None, busy: str | None) -> list[str]:
+    if busy:
+        return ["## Undo", "", f"Nothing was undone: {busy}.", ""]
+    if not undo:
+        return []
+    lines = ["## Undo", ""]
+    for u in undo:
+        what = f"{u.get('kind')} {u.get('namespace')}/{u.get('name')}" if u.get("namespace") else (
+            f"{u.get('kind')} {u.get('name')}" if u.get("kind") else "")
+        if u["result"] == "restored":
+            lines.append(f"- undone: `#{u['audit_id']}` {what}: {u['message']}"
+                         + (f" (audit #{u['restore_audit_id']})" if u.get("restore_audit_id") else ""))
+        else:
+            lines.append(f"- refused: `#{u['audit_id']}` {what}".rstrip() + f" ({u['result']}): {u['message']}")
+    return lines + [""]
+
+
+def incident_markdown(review: IncidentReview, plot: str | None = None,
+                      undo: Sequence[Mapping[str, Any]] | None = None, undo_busy: str | None = None) -> str:
+    """The timeline a person reads top to bottom; ``plot`` is ``plot_png``'s base64 (left out when None)."""
+    lines = [f"**{summary_line(review, undo, undo_busy)}**", ""]
+    lines += _undo_lines(undo, undo_busy)
+    lines += ["## Fleet over the window", ""]
+    if plot:
+        lines += [f"![backlog and idle GPUs](data:image/png;base64,{plot})", ""]
+    elif not review.fleet.empty:
+        lines += ["(The plot of backlog and idle GPUs is in the flow run's `incident-review` artifact.)", ""]
+    rows = fleet_rows(review)
+    if rows:
+        lines += ["Collects at which something changed (backlog in workloads; GPUs summed over queues and flavors):",
+                  ""] + _table(rows)
+    else:
+        lines.append("No stored fleet history in the window.")
+    lines.append("")
+    lines += [f"- {n}" for n in review.notes] + ([""] if review.notes else [])
+    steps = len(review.events) - len(review.actions)
+    lines += ["## What gpuaas decided and did, oldest first", ""]
+    if review.events:
+        lines += [f"{len(review.events)} audit row{'' if len(review.events) == 1 else 's'}: {len(review.actions)} "
+                  f"decision{'' if len(review.actions) == 1 else 's'} or action{'' if len(review.actions) == 1 else 's'}"
+                  f" begun in the window, {steps} step{'' if steps == 1 else 's'} or completion"
+                  f"{'' if steps == 1 else 's'}. `undo: [id]` reverses an undoable one.", ""]
+    lines += [_event_line(review, e) for e in review.events] or ["No audit rows in the window for this scope."]
+    lines += ["", "## Quota per queue (nominal GPUs)", ""]
+    changed = quota_rows(review)
+    lines += _table(changed) or ["No nominal quota changed in the window."]
+    unchanged = len(review.quotas) - len(changed)
+    if changed and unchanged:
+        lines += ["", f"{unchanged} other queue and flavor cell{'' if unchanged == 1 else 's'} unchanged."]
+    return "\n".join(lines) + "\n"
+
+
+def incident_json(review: IncidentReview, undo: Sequence[Mapping[str, Any]] | None = None,
+                  undo_busy: str | None = None) -> dict[str, Any]:
+    """The whole review as plain JSON (``--format json``, the flow's return value)."""
+    fleet = review.fleet.astype(object).where(review.fleet.notna(), None)
+    return {
+        "summary": summary_line(review, undo, undo_busy),
+        "start": _utc(review.start).isoformat(), "end": _utc(review.end).isoformat(),
+        "namespaces": sorted(review.scope.namespaces), "queues": sorted(review.scope.queues),
+        "fleet": [{**r, "at": _utc(r["at"]).isoformat()} for r in fleet.to_dict(orient="records")],
+        "fleet_changes": fleet_rows(review, limit=None),
+        "quota": [{"queue": q.queue, "flavor": q.flavor, "at_start": q.first, "at_end": q.last,
+                   "changes": [{"at": _utc(c.at).isoformat(), "before": c.before, "after": c.after}
+                               for c in q.changes]} for q in review.quotas],
+        "events": [{"at": _utc(e.at).isoformat(), "audit_id": e.audit_id, "flow": e.flow, "flow_run_id": e.flow_run_id,
+                    "action": e.action, "kind": e.kind, "namespace": e.namespace, "name": e.name,
+                    "object": e.object_ref, "mode": e.mode, "outcome": e.outcome, "reason": e.reason,
+                    "evidence": e.evidence, "refers_to": e.refers_to, "undoable": e.undoable}
+                   for e in review.events],
+        "actions": [{"audit_id": o.audit_id, "action": o.action, "object": o.object_ref, "mode": o.mode,
+                     "result": o.result} for o in review.actions],
+        "notes": list(review.notes),
+        "undo": [dict(u) for u in undo or []],
+        "writes_busy": undo_busy,
+    }

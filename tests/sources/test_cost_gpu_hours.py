@@ -1,0 +1,102 @@
+"""The cost report's GPU-hour queries on a real Prometheus, GPU by GPU, worked out by hand.
+
+Window: the 2 h before NOW, one period, 60 s samples at ``S + 60 s * k`` (k = 1..120), threshold
+0.05 (strictly above is busy). Each GPU below states its observed and busy hours. The signal is
+chosen per GPU and period (the activity metric where the GPU has it in the period, else
+GPU_UTIL): a GPU that switches signal inside a period keeps only its activity metric's steps, and
+the rest of its hours are unknown, never idle. That is the one difference from choosing per
+sample step, and its bound: the steps where that GPU had GPU_UTIL and no activity sample.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from gpuaas.cluster.prometheus import PrometheusServer
+from gpuaas.settings import MetricNames, load_settings
+from gpuaas.sources.cost_window import read_cost_inputs
+from tests.sources.helpers import NOW
+
+pytestmark = pytest.mark.integration
+ACT, UTIL = "DCGM_FI_PROF_GR_ENGINE_ACTIVE", "DCGM_FI_DEV_GPU_UTIL"
+S = (NOW - timedelta(hours=2)).timestamp()
+EXPORTER = {"pod": "nvidia-dcgm-exporter-x1", "namespace": "gpu-operator", "container": "nvidia-dcgm-exporter"}
+
+
+def _gpu(pod: str, gpu: int, **extra: str) -> dict[str, str]:
+    return {"namespace": "team", "pod": pod, "container": "main", "Hostname": f"node-{pod}", "gpu": str(gpu),
+            "UUID": f"GPU-{pod}-{gpu}", **extra}
+
+
+def _samples(metric: str, labels: dict[str, str], value: Callable[[int], float | None], every_s: int = 60
+             ) -> list[tuple[str, dict[str, str], float, float]]:
+    out = []
+    for i in range(1, 7200 // every_s + 1):
+        v = value(i * every_s // 60)  # the minute the sample falls in (1..120)
+        if v is not None:
+            out.append((metric, labels, v, S + i * every_s))
+    return out
+
+
+@pytest.fixture(scope="module")
+def prometheus(prometheus_factory: Callable[[Any], PrometheusServer]) -> PrometheusServer:
+    history = [
+        # p1/g0: 0.5 for the first hour, 0 after -> observed 2 h, busy 1 h
+        *_samples(ACT, _gpu("p1", 0), lambda k: 0.5 if k <= 60 else 0.0),
+        # p1/g1: exactly the threshold all along -> observed 2 h, busy 0 (busy is strictly above)
+        *_samples(ACT, _gpu("p1", 1), lambda k: 0.05),
+        # p1/g2 through a dcgm-exporter scraped without honorLabels: the workload is in exported_* ->
+        # still p1's: observed 2 h, busy 2 h
+        *_samples(ACT, {**EXPORTER, "exported_pod": "p1", "exported_namespace": "team", "exported_container": "main",
+                        "Hostname": "node-p1", "gpu": "2", "UUID": "GPU-p1-2"}, lambda k: 0.5),
+        # p2: GPU_UTIL only (percent): 80 % for 30 min, then 5 % (= the threshold) -> observed 2 h, busy 0.5 h
+        *_samples(UTIL, _gpu("p2", 0), lambda k: 80.0 if k <= 30 else 5.0),
+        # p3: both signals: the activity metric wins -> busy 2 h although GPU_UTIL reads 0
+        *_samples(ACT, _gpu("p3", 0), lambda k: 0.9),
+        *_samples(UTIL, _gpu("p3", 0), lambda k: 0.0),
+        # p4: activity for the first hour, only GPU_UTIL after: the period's signal is the activity
+        # metric -> observed 1 h, busy 1 h; the second hour is unknown (per-step choice would say 2 h, 2 h)
+        *_samples(ACT, _gpu("p4", 0), lambda k: 0.9 if k <= 60 else None),
+        *_samples(UTIL, _gpu("p4", 0), lambda k: 90.0 if k > 60 else None),
+        # p6: the activity metric idle, GPU_UTIL busy: GPU_UTIL is not read where the activity metric
+        # exists, even where it has no busy step -> observed 2 h, busy 0
+        *_samples(ACT, _gpu("p6", 0), lambda k: 0.0),
+        *_samples(UTIL, _gpu("p6", 0), lambda k: 90.0),
+        # p5: scraped every 15 s: steps are counted, not samples -> observed 2 h, busy 2 h (not 8 h)
+        *_samples(ACT, _gpu("p5", 0), lambda k: 0.5, every_s=15),
+    ]
+    return prometheus_factory(history)
+
+
+def test_gpu_hours_per_pod(prometheus: PrometheusServer, tmp_path: Path) -> None:
+    settings = load_settings(prometheus_url=prometheus.url, nvml="off", data_dir=tmp_path,
+                             metrics=MetricNames(sample_interval_seconds=60))
+    inputs = read_cost_inputs(settings, NOW, 7200)
+    got = {r.pod: (round(r.observed_h, 6), round(r.busy_h, 6)) for r in inputs.gpu.itertuples() if r.namespace == "team"}
+    assert got == {"p1": (6.0, 3.0), "p2": (2.0, 0.5), "p3": (2.0, 2.0), "p4": (1.0, 1.0), "p5": (2.0, 2.0),
+                   "p6": (2.0, 0.0)}
+    # GPU hours observed + busy, serving, Kueue, OpenCost's metrics (no allocation API): 4 + 1 queries
+    assert inputs.queries == 5
+    assert any(n.startswith(f"GPU hours: a GPU is read from {ACT} in each period") and "at most those steps" in n
+               for n in inputs.notes)  # the bound of p4's case, in the report's notes
+
+
+def test_gpu_hours_split_across_days_and_chunks(prometheus: PrometheusServer, tmp_path: Path) -> None:
+    """A 2-day window whose first day ends at minute 60 of the history: each day is its own range query
+    (chunks), and each hour falls in one day. p1/g0 is busy in day 0 only; p4 has the activity metric in
+    day 0 and only GPU_UTIL in day 1, so day 1 reads GPU_UTIL (90 % -> busy): 1 h + 1 h. Queries: 2 chunks
+    x (observed, busy) + serving + Kueue + OpenCost's metrics = 7."""
+    settings = load_settings(prometheus_url=prometheus.url, nvml="off", data_dir=tmp_path,
+                             metrics=MetricNames(sample_interval_seconds=60))
+    inputs = read_cost_inputs(settings, NOW - timedelta(hours=1) + timedelta(days=1), 2 * 86400)
+    got = {(r.pod, r.day): (round(r.observed_h, 6), round(r.busy_h, 6)) for r in inputs.gpu.itertuples()
+           if r.namespace == "team"}
+    assert got[("p1", 0)] == (3.0, 2.0) and got[("p1", 1)] == (3.0, 1.0)  # g0 1/1 + g1 1/0 + g2 1/1; then 1/0+1/0+1/1
+    assert got[("p4", 0)] == (1.0, 1.0) and got[("p4", 1)] == (1.0, 1.0)
+    assert got[("p2", 0)] == (1.0, 0.5) and got[("p2", 1)] == (1.0, 0.0)
+    assert inputs.queries == 7

@@ -96,7 +96,11 @@ class StorePolicy(_Model):
     """
 
     keep_full_snapshots: Annotated[int, Field(ge=1)] = 12
-    """Newest full snapshots kept (12 = the last hour at the 5-minute collect)."""
+    """Newest full snapshots kept (12 at ``full_snapshot_every_minutes: 60`` = hourly for the last 12 hours)."""
+    full_snapshot_every_minutes: Annotated[float, Field(ge=0)] = 60
+    """A collect stores its full snapshot only when the store has none from the last this many minutes
+    (0: every collect), or when the snapshot is degraded; the reclaim flow decides on its own collect's
+    snapshot in memory. Every collect stores its aggregates and a snapshot row (summary, no rows)."""
 
 
 class ReclaimStrategy(str, Enum):

@@ -15,7 +15,7 @@ from gpuaas.policies.idle import find_idle
 from gpuaas.pushgateway import push_metrics
 from gpuaas.settings import GpuaasSettings
 from gpuaas.snapshot import read_source
-from gpuaas.store import open_store
+from gpuaas.store import open_store, remember_snapshot
 from reports.collect import backlog_rows, collect_metrics, quality_rows, summary_markdown
 from tasks._options import IO_TASK_OPTIONS
 
@@ -31,9 +31,11 @@ def read_one_source(
 
 @task(name="store-snapshot", cache_policy=NO_CACHE, retries=2, retry_delay_seconds=2)
 def store_snapshot(settings: GpuaasSettings, snapshot: Snapshot, summary: dict[str, Any]) -> int:
-    """Persist the cycle's per-queue and per-tenant history and the full snapshot, then prune
-    (history past retention, full snapshots past the newest ``store.keep_full_snapshots``);
-    returns the snapshot id."""
+    """Persist the cycle's per-queue and per-tenant history and its snapshot row, the full
+    snapshot only as ``store.full_snapshot_every_minutes`` says (and when degraded: the cycle an
+    incident review asks about), then prune (history past retention, full documents past the
+    newest ``store.keep_full_snapshots``); returns the snapshot id, whose snapshot this process
+    keeps in memory for the reclaim flow (``gpuaas.store.load_snapshot``)."""
     policy = settings.policy
     queues = queue_aggregates(snapshot).to_dict(orient="records")
     tenants = tenant_aggregates(snapshot, policy).to_dict(orient="records")
@@ -41,7 +43,10 @@ def store_snapshot(settings: GpuaasSettings, snapshot: Snapshot, summary: dict[s
     store = open_store(settings)
     try:
         store.save_history(snapshot.collected_at, queues, tenants)
-        record = store.save_snapshot(snapshot.collected_at, summary, {"snapshot": snapshot.to_json()})
+        full = snapshot.degraded or store.wants_full_snapshot(
+            snapshot.collected_at, timedelta(minutes=policy.store.full_snapshot_every_minutes))
+        record = store.save_snapshot(snapshot.collected_at, summary, {"snapshot": snapshot.to_json()} if full else {})
+        remember_snapshot(store, int(record.id or 0), snapshot)
         store.prune_snapshots(retention, now=snapshot.collected_at, keep_latest=policy.store.keep_full_snapshots)
         store.prune_history(retention, now=snapshot.collected_at)
         return int(record.id or 0)

@@ -66,7 +66,7 @@ def _referents(store: Store, rows: Sequence[AuditEntry]) -> list[AuditEntry]:
 def _placements(store: Store) -> list[tuple[str, str]]:
     """(namespace, ClusterQueue) of the workloads in the newest stored snapshot: the map a namespace
     filter needs when the policy's tenants do not name the namespace (only read when filtering)."""
-    record = store.latest_snapshot()
+    record = store.latest_snapshot(full=True)
     if record is None or "snapshot" not in record.payload:
         return []
     workloads = Snapshot.from_json(record.payload["snapshot"]).workloads

@@ -20,7 +20,7 @@ from gpuaas.actions import (
     recover_interrupted,
     undo_entries,
 )
-from gpuaas.errors import ActionRefused
+from gpuaas.errors import ActionRefused, StoreError
 from gpuaas.models import Snapshot
 from gpuaas.policies.adaptive_live import apply_adaptive
 from gpuaas.policies.idle import GpuEvidence, find_idle
@@ -28,6 +28,7 @@ from gpuaas.policies.reclaim import Decision, finalize_decisions, plan_reclaim
 from gpuaas.policy import Mode
 from gpuaas.pushgateway import delete_metrics, push_metrics
 from gpuaas.settings import GpuaasSettings
+from gpuaas.store import load_snapshot as stored_snapshot
 from gpuaas.store import open_store
 from reports.reclaim import decision_rows, idle_metrics, summary_markdown
 from tasks._options import IO_TASK_OPTIONS, current_run_id
@@ -39,12 +40,12 @@ __all__ = ["IDLE_JOB", "act", "decide", "find_idle_workloads", "load_snapshot", 
 
 @task(name="load-snapshot", cache_policy=NO_CACHE, retries=2, retry_delay_seconds=2)
 def load_snapshot(settings: GpuaasSettings, snapshot_id: int) -> Snapshot:
+    """The collect subflow's snapshot, handed over in memory (``gpuaas.store.load_snapshot``)."""
     store = open_store(settings)
     try:
-        record = store.get_snapshot(snapshot_id)
-        if record is None:
-            raise ActionRefused(f"snapshot {snapshot_id} is not in the store")
-        return Snapshot.from_json(record.payload["snapshot"])
+        return stored_snapshot(store, snapshot_id)
+    except StoreError as exc:
+        raise ActionRefused(str(exc)) from exc
     finally:
         store.close()
 

@@ -20,6 +20,11 @@ is read back, and its annotation says which (this audit id: ``applied``; absent:
 When the read-back fails too, no completion is written (the result is ``unknown``): a
 "failed" row for an object that is in fact stopped would hide it from undo.
 
+Every row that decides a key (the intent, a skip, a deferral) goes through ``Store.append_decision``: one
+row per decision and attempt whatever the interleaving, so overlapping dry-runs of one window record it
+once and an apply whose intent an overlapping run already holds does not write. A re-run of a decided
+window (``Decision.decided_by``) records nothing new.
+
 A run that dies between the intent and its completion leaves a dangling intent.
 ``recover_interrupted`` (``gpuaas.actions._recovery``, run first, under the same lock) closes
 each one the same way, by looking at the object; either way the object is acted on at most once.
@@ -61,13 +66,23 @@ class _Audit:
     def __init__(self, store: Store, flow_run_id: str | None) -> None:
         self.store, self.flow_run_id = store, flow_run_id
 
-    def row(self, d: Decision, outcome: str, reason: str, *, refers_to: int | None = None,
-            before: dict[str, Any] | None = None, after: dict[str, Any] | None = None) -> AuditEntry:
-        return self.store.append(AuditEntry(
+    def _entry(self, d: Decision, outcome: str, reason: str, refers_to: int | None,
+               before: dict[str, Any] | None, after: dict[str, Any] | None) -> AuditEntry:
+        return AuditEntry(
             flow=FLOW, flow_run_id=self.flow_run_id, action="reclaim", kind=d.kind, namespace=d.namespace,
             name=d.name, uid=d.uid, mode=d.mode, outcome=outcome, reason=reason[:2000], evidence=d.evidence,
             before=before, after=after, idempotency_key=d.idempotency_key, refers_to=refers_to,
-        ))
+        )
+
+    def decision(self, d: Decision, outcome: str, reason: str, *, before: dict[str, Any] | None = None,
+                 after: dict[str, Any] | None = None) -> tuple[AuditEntry, bool]:
+        """The row deciding ``d`` for its window, recorded once (``Store.append_decision``): (row, new)."""
+        return self.store.append_decision(self._entry(d, outcome, reason, None, before, after))
+
+    def row(self, d: Decision, outcome: str, reason: str, *, refers_to: int | None = None,
+            before: dict[str, Any] | None = None, after: dict[str, Any] | None = None) -> AuditEntry:
+        """A completion of the decision ``refers_to``."""
+        return self.store.append(self._entry(d, outcome, reason, refers_to, before, after))
 
 
 def already_decided(store: Store, keys: Iterable[str]) -> dict[str, int]:
@@ -129,15 +144,18 @@ def _act(d: Decision, audit: _Audit, writer: KubeWriter, mode: Mode, now: dateti
     try:
         obj = writer.get(d.kind, d.namespace, d.name, version=d.api_version)
     except NotFound:
-        return ActionResult(d, "skipped", "object deleted", audit.row(d, "skipped", "object deleted").id)
+        return ActionResult(d, "skipped", "object deleted", audit.decision(d, "skipped", "object deleted")[0].id)
     why = _changed(d, obj)
     if why:
-        return ActionResult(d, "skipped", why, audit.row(d, "skipped", why).id)
+        return ActionResult(d, "skipped", why, audit.decision(d, "skipped", why)[0].id)
     plan = stop_plan(d.kind, obj, d.free, now)
     after: dict[str, Any] = {**plan.after(), "frees": plan.frees}
     if d.api_version:
         after["api_version"] = d.api_version
-    intent = audit.row(d, "planned", d.reason, before=plan.before(), after=after)
+    intent, new = audit.decision(d, "planned", d.reason, before=plan.before(), after=after)
+    if not new:  # an overlapping run recorded this decision first: it is that run's to carry out
+        why = f"already decided for this window (audit #{intent.id}, an overlapping run)"
+        return ActionResult(d, "skipped", why, intent.id)
     result = ActionResult(d, "planned", d.reason, intent.id, plan.method, plan.frees)
     if mode is not Mode.apply:
         return result
@@ -196,8 +214,10 @@ def execute_decisions(decisions: Sequence[Decision], store: Store, writer: KubeW
     audit = _Audit(store, flow_run_id)
     results = []
     for d in decisions:
-        if d.outcome != "planned":
-            results.append(ActionResult(d, d.outcome, d.reason, audit.row(d, d.outcome, d.reason).id))
+        if d.decided_by is not None:  # a re-run of a decided window records nothing new
+            results.append(ActionResult(d, d.outcome, d.reason, d.decided_by))
+        elif d.outcome != "planned":
+            results.append(ActionResult(d, d.outcome, d.reason, audit.decision(d, d.outcome, d.reason)[0].id))
         else:
             results.append(_act(d, audit, writer, mode, now))
     return results

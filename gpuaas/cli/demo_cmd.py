@@ -28,17 +28,16 @@ DEMO_POLICY = Path(__file__).resolve().parents[1] / "cluster" / "scenarios" / "d
 
 def _stored_snapshot(settings: GpuaasSettings, snapshot_id: int) -> tuple[dict[str, Any], Any]:
     """The summary and the snapshot the reclaim flow's collect step stored."""
-    from gpuaas.models import Snapshot
-    from gpuaas.store import open_store
+    from gpuaas.store import load_snapshot, open_store
 
     store = open_store(settings)
     try:
         record = store.get_snapshot(snapshot_id)
+        if record is None:
+            raise fail(f"snapshot {snapshot_id} is not in the store")
+        return record.summary, load_snapshot(store, snapshot_id)  # the flow ran here: its snapshot in memory
     finally:
         store.close()
-    if record is None:
-        raise fail(f"snapshot {snapshot_id} is not in the store")
-    return record.summary, Snapshot.from_json(record.payload["snapshot"])
 
 
 def _idle_rows(snapshot: Any, policy: Policy) -> list[list[Any]]:

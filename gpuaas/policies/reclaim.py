@@ -76,6 +76,8 @@ class Decision:
     evidence: dict[str, Any] = field(default_factory=dict)
     api_version: str | None = None
     """A Workload target's API version as the reader negotiated it (None: the writer's default for the kind)."""
+    decided_by: int | None = None
+    """The audit row that already decided this key (``finalize_decisions``): nothing new is recorded."""
 
     @property
     def waste(self) -> float:
@@ -233,7 +235,7 @@ def finalize_decisions(decisions: Sequence[Decision], decided: Mapping[str, int]
     out: list[Decision] = []
     for d in decisions:
         if d.outcome == "planned" and d.idempotency_key in decided:
-            d = replace(d, outcome="skipped",
+            d = replace(d, outcome="skipped", decided_by=decided[d.idempotency_key],
                         reason=f"already decided for this window (audit #{decided[d.idempotency_key]})")
         last = (restored or {}).get((d.kind, d.namespace, d.name))
         if d.outcome == "planned" and last is not None and now is not None:

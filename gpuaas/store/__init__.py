@@ -5,11 +5,12 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from gpuaas.store._models import AuditEntry, Outcome, QueueSample, RunLock, SnapshotRecord, TenantSample, utc_now
+from gpuaas.store._recent import load_snapshot, remember_snapshot
 from gpuaas.store._store import Store, redact_url
 
 __all__ = [
-    "AuditEntry", "Outcome", "QueueSample", "RunLock", "SnapshotRecord", "Store", "TenantSample", "open_store",
-    "redact_url", "utc_now",
+    "AuditEntry", "Outcome", "QueueSample", "RunLock", "SnapshotRecord", "Store", "TenantSample", "load_snapshot",
+    "open_store", "redact_url", "remember_snapshot", "utc_now",
 ]
 
 

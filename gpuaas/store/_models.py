@@ -78,6 +78,9 @@ class AuditEntry(SQLModel, table=True):
     """Same key, same decision: lets a re-run of the same window act once."""
     refers_to: int | None = Field(default=None, index=True)
     """An earlier row this one completes (apply after plan) or reverses (restore)."""
+    decision: str | None = Field(default=None, max_length=40)
+    """On the row that decides ``idempotency_key``: its outcome and attempt (``planned#0``), unique
+    with the key (``Store.append_decision``); NULL on completions and other rows."""
 
     @property
     def object_ref(self) -> str:

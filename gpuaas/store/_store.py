@@ -20,7 +20,9 @@ from alembic import command
 from alembic.config import Config
 from alembic.runtime.migration import MigrationContext
 from alembic.script import ScriptDirectory
-from sqlalchemy import Engine, create_engine, delete, event, insert, or_
+from sqlalchemy import Engine, create_engine, delete, event, func, insert, or_, update
+from sqlalchemy.dialects.postgresql import insert as pg_insert
+from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.exc import IntegrityError, SQLAlchemyError
 from sqlmodel import Session, col, select
 
@@ -30,6 +32,8 @@ from gpuaas.store._models import AuditEntry, QueueSample, RunLock, SnapshotRecor
 __all__ = ["Store", "redact_url"]
 
 _MIGRATIONS = Path(__file__).resolve().parent / "migrations"
+_REOPENING = ("failed", "skipped")
+"""Completion outcomes that leave a decided key open for another attempt (nothing was changed)."""
 
 
 def redact_url(url: str) -> str:
@@ -116,6 +120,36 @@ class Store:
             session.refresh(entry)
         return entry
 
+    def append_decision(self, entry: AuditEntry) -> tuple[AuditEntry, bool]:
+        """Append the row that decides ``entry.idempotency_key``, unless the same decision is already
+        recorded: returns (the row that holds it, whether it is ``entry``).
+
+        Two overlapping runs that judge the same window both find the key undecided and both
+        append; the unique (idempotency_key, decision) index and ``INSERT ... ON CONFLICT DO
+        NOTHING`` (SQLite and PostgreSQL) let exactly one of them record it, whatever the
+        interleaving. ``decision`` is the outcome and the attempt: a completion that closed an
+        earlier decision without effect (``failed``, ``skipped``) opens the next attempt, so a
+        re-run may try again after a failure but never records one decision twice.
+        """
+        key = entry.idempotency_key
+        if not key:
+            raise ValueError("append_decision needs an idempotency key")
+        with self.session() as session:
+            attempt = session.exec(select(func.count()).select_from(AuditEntry).where(
+                AuditEntry.idempotency_key == key, col(AuditEntry.refers_to).is_not(None),
+                col(AuditEntry.outcome).in_(_REOPENING))).one()
+            decision = f"{entry.outcome}#{attempt}"
+            values = {**entry.model_dump(exclude={"id"}), "decision": decision}
+            dialect_insert = sqlite_insert if self.engine.dialect.name == "sqlite" else pg_insert
+            statement = dialect_insert(AuditEntry).values(**values).on_conflict_do_nothing().returning(
+                col(AuditEntry.id))
+            new_id = session.execute(statement).scalar_one_or_none()
+            session.commit()
+            held = (session.get(AuditEntry, new_id) if new_id is not None else session.exec(
+                select(AuditEntry).where(AuditEntry.idempotency_key == key, AuditEntry.decision == decision)).one())
+            assert held is not None
+            return held, new_id is not None
+
     def get_audit(self, audit_id: int) -> AuditEntry | None:
         with self.session() as session:
             return session.get(AuditEntry, audit_id)
@@ -172,32 +206,58 @@ class Store:
             session.add(record)
             session.commit()
             session.refresh(record)
-        return _inflated(record)
+        if isinstance(document, str):  # the caller's text, not a second copy inflated from the bytes
+            record.payload, record.compressed = {**record.payload, "snapshot": document}, None
+        return record
 
     def get_snapshot(self, snapshot_id: int) -> SnapshotRecord | None:
         with self.session() as session:
             record = session.get(SnapshotRecord, snapshot_id)
         return _inflated(record) if record is not None else None
 
-    def latest_snapshot(self) -> SnapshotRecord | None:
-        query = select(SnapshotRecord).order_by(col(SnapshotRecord.collected_at).desc()).limit(1)
+    def latest_snapshot(self, *, full: bool = False) -> SnapshotRecord | None:
+        """The newest snapshot row; ``full``: the newest that still has its full document (most
+        rows have none, see ``store.full_snapshot_every_minutes``)."""
+        query = select(SnapshotRecord)
+        if full:
+            query = query.where(col(SnapshotRecord.compressed).is_not(None))
+        query = query.order_by(col(SnapshotRecord.collected_at).desc()).limit(1)
         with self.session() as session:
             record = session.exec(query).first()
         return _inflated(record) if record is not None else None
 
+    def wants_full_snapshot(self, collected_at: datetime, every: timedelta) -> bool:
+        """Whether a snapshot collected at ``collected_at`` should be stored in full: no full one
+        was collected in ``(collected_at - every, collected_at]`` (``store.full_snapshot_every_minutes``)."""
+        if every <= timedelta(0):
+            return True
+        at = _as_utc(collected_at)
+        query = select(SnapshotRecord.id).where(col(SnapshotRecord.compressed).is_not(None),
+                                                col(SnapshotRecord.collected_at) > at - every,
+                                                col(SnapshotRecord.collected_at) <= at).limit(1)
+        with self.session() as session:
+            return session.exec(query).first() is None
+
     def prune_snapshots(self, older_than: timedelta, now: datetime | None = None,
                         keep_latest: int | None = None) -> int:
-        """Delete snapshots collected before ``now - older_than`` and all but the newest
-        ``keep_latest``; returns how many."""
+        """Delete snapshots collected before ``now - older_than``, and drop the full document of
+        all but the newest ``keep_latest`` that have one; returns how many rows changed.
+
+        A snapshot row (its id, instant and summary) stays for the whole retention, so an id a
+        run holds never vanishes under it; only the bulky document is thinned, and the reclaim
+        flow decides on its collect's snapshot in memory, not on a read-back.
+        """
         cutoff = _as_utc(now or utc_now()) - older_than
         with self.session() as session:
             result = session.execute(delete(SnapshotRecord).where(col(SnapshotRecord.collected_at) < cutoff))
             removed = int(getattr(result, "rowcount", 0) or 0)
             if keep_latest is not None:
-                newest = select(SnapshotRecord.id).order_by(
+                full = col(SnapshotRecord.compressed).is_not(None)
+                newest = select(SnapshotRecord.id).where(full).order_by(
                     col(SnapshotRecord.collected_at).desc(), col(SnapshotRecord.id).desc()).limit(keep_latest)
                 kept = [int(i) for i in session.exec(newest) if i is not None]
-                result = session.execute(delete(SnapshotRecord).where(col(SnapshotRecord.id).not_in(kept)))
+                result = session.execute(update(SnapshotRecord).where(full, col(SnapshotRecord.id).not_in(kept))
+                                         .values(compressed=None))
                 removed += int(getattr(result, "rowcount", 0) or 0)
             session.commit()
             return removed

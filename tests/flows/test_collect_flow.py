@@ -280,7 +280,8 @@ def test_cli_collect_json_and_table(pointed_at: EmbeddedCluster, prefect_harness
 def test_collect_keeps_queue_and_tenant_history_and_only_the_newest_full_snapshots(
     pointed_at: EmbeddedCluster, monkeypatch: pytest.MonkeyPatch, prefect_harness: None, tmp_path: Path,
 ) -> None:
-    """Three cycles with ``store.keep_full_snapshots: 2``: three cycles of aggregates, two snapshots.
+    """Three cycles 5 minutes apart with a full snapshot every 10 minutes, the newest 1 kept: three
+    cycles of aggregates and snapshot rows, full documents at ``at - 10 min`` and ``at``, one kept.
 
     Hand-checked at ``at`` (module docstring): team-a holds 2 GPUs (busy); team-b holds 2 (nb idle,
     dark unknown) and waits for 6 (big, 6,600 s).
@@ -290,7 +291,8 @@ def test_collect_keeps_queue_and_tenant_history_and_only_the_newest_full_snapsho
     from flows.collect import collect
 
     policy = tmp_path / "policy.yaml"
-    policy.write_text("collect:\n  windows_minutes: [30]\nstore:\n  keep_full_snapshots: 2\ntenants:\n"
+    policy.write_text("collect:\n  windows_minutes: [30]\nstore:\n  keep_full_snapshots: 1\n"
+                      "  full_snapshot_every_minutes: 10\ntenants:\n"
                       "  - {name: team-a, namespaces: [team-a], cluster_queues: [team-a-cq]}\n"
                       "  - {name: team-b, namespaces: [team-b], cluster_queues: [team-b-cq]}\n")
     monkeypatch.setenv("GPUAAS_POLICY_FILE", str(policy))
@@ -304,6 +306,7 @@ def test_collect_keeps_queue_and_tenant_history_and_only_the_newest_full_snapsho
         tenants = store.tenant_history(cycles[1], at + timedelta(seconds=1), tenants=["team-b"])
         with store.session() as session:
             kept = sorted(r.id for r in session.exec(select(SnapshotRecord)))
+            full = sorted(r.id for r in session.exec(select(SnapshotRecord)) if r.compressed is not None)
         latest = store.get_snapshot(ids[-1])
     finally:
         store.close()
@@ -319,5 +322,6 @@ def test_collect_keeps_queue_and_tenant_history_and_only_the_newest_full_snapsho
     last = tenants.iloc[-1]
     assert (last["allocated_gpus"], last["idle_gpus"], last["unknown_gpus"], last["pending_gpus"]) == (
         2.0, 1.0, 1.0, 6.0)
-    assert kept == ids[1:]  # the oldest full snapshot is gone, its aggregates stay
+    # Every cycle keeps its row and aggregates; the full document every 10 minutes (at-10, at), the newest 1 kept.
+    assert kept == ids and full == ids[-1:]
     assert latest is not None and Snapshot.from_json(latest.payload["snapshot"]).collected_at == at

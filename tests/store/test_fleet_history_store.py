@@ -52,7 +52,7 @@ def test_a_0002_database_keeps_its_uncompressed_snapshot(db_url: str) -> None:
     store = Store(db_url)
     record = store.latest_snapshot()
     store.close()
-    assert store.current_revision() == "0003"
+    assert store.current_revision() == "0004"
     assert record is not None and record.payload == {"snapshot": '{"old": true}'}
 
 
@@ -69,15 +69,30 @@ def test_snapshot_document_is_compressed_and_read_back_exactly(db_url: str) -> N
     assert saved.payload["snapshot"] == document
 
 
-def test_keep_latest_keeps_the_newest_full_snapshots_only(db_url: str) -> None:
+def test_keep_latest_keeps_the_newest_full_documents_and_every_row(db_url: str) -> None:
     store = Store(db_url)
-    ids = [store.save_snapshot(T0 + timedelta(minutes=5 * i), {"i": i}, {}).id for i in range(5)]
+    ids = [store.save_snapshot(T0 + timedelta(minutes=5 * i), {"i": i}, {"snapshot": f'{{"i": {i}}}'}).id
+           for i in range(5)]
     assert store.prune_snapshots(timedelta(days=14), now=T0, keep_latest=2) == 3
-    latest = store.latest_snapshot()
-    gone, kept = store.get_snapshot(int(ids[2] or 0)), store.get_snapshot(int(ids[3] or 0))
+    records = [store.get_snapshot(int(i or 0)) for i in ids]
     store.close()
-    assert latest is not None and latest.id == ids[4]
-    assert gone is None and kept is not None
+    # A run holding an older id still finds its row (instant, summary); only the rows' document went.
+    assert all(r is not None for r in records)
+    assert [r.summary["i"] for r in records if r is not None] == [0, 1, 2, 3, 4]
+    assert ["snapshot" in r.payload for r in records if r is not None] == [False, False, False, True, True]
+
+
+def test_a_full_snapshot_is_wanted_once_per_interval(db_url: str) -> None:
+    store = Store(db_url)
+    hour = timedelta(minutes=60)
+    assert store.wants_full_snapshot(T0, hour)
+    store.save_snapshot(T0, {}, {"snapshot": "{}"})
+    assert not store.wants_full_snapshot(T0 + timedelta(minutes=55), hour)
+    store.save_snapshot(T0 + timedelta(minutes=55), {}, {})  # a row without its document does not count
+    assert store.wants_full_snapshot(T0 + hour, hour)
+    assert store.wants_full_snapshot(T0 - timedelta(minutes=5), hour)  # a look back at an earlier window
+    assert store.wants_full_snapshot(T0 + timedelta(minutes=5), timedelta(0))  # 0: every collect
+    store.close()
 
 
 def test_queue_and_tenant_history_over_a_window(db_url: str) -> None:

@@ -35,7 +35,7 @@ def _entry(**overrides: object) -> AuditEntry:
 
 def test_fresh_database_is_created_and_migrated(db_url: str) -> None:
     store = Store(db_url)
-    assert store.current_revision() == store.head_revision() == "0003"
+    assert store.current_revision() == store.head_revision() == "0004"
     assert store.audit() == []
     store.close()
 
@@ -55,7 +55,7 @@ def test_old_database_upgrades_in_place_keeping_rows(db_url: str) -> None:
     old.close()
 
     store = Store(db_url)  # opening migrates
-    assert store.current_revision() == "0003"
+    assert store.current_revision() == "0004"
     [row] = store.audit()
     assert (row.kind, row.name, row.outcome) == ("Notebook", "nb", "applied")
     assert row.created_at == datetime(2026, 11, 1, tzinfo=UTC)

@@ -1,0 +1,83 @@
+"""One audit row per decision (issue 14, point 5): ``Store.append_decision`` on SQLite and PostgreSQL.
+
+The unique (idempotency_key, decision) index with ``INSERT ... ON CONFLICT DO NOTHING`` is what
+makes a duplicate impossible, not the read before it: threads racing on one key record it once.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from threading import Barrier
+
+import pytest
+from sqlalchemy.exc import DBAPIError, IntegrityError
+
+from gpuaas.store import AuditEntry, Store
+from tests.services import fresh_schema_url
+
+KEY = "reclaim/dry-run/Notebook/team-a/nb/uid-1/2026-12-01T10:00:00Z"
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Store]:
+    if request.param == "sqlite":
+        url = f"sqlite:///{tmp_path}/gpuaas.db"
+    else:
+        url = fresh_schema_url(request.getfixturevalue("postgres_url"), f"d_{abs(hash(request.node.nodeid)) % 10**10}")
+    opened = Store(url)
+    yield opened
+    opened.close()
+
+
+def _entry(outcome: str = "planned", refers_to: int | None = None, run: str = "run-1") -> AuditEntry:
+    return AuditEntry(flow="reclaim", flow_run_id=run, action="reclaim", kind="Notebook", namespace="team-a",
+                      name="nb", uid="uid-1", mode="dry-run", outcome=outcome, reason="idle 45m",
+                      evidence={"gpus": [{"uuid": "GPU-1", "activity_avg": 0.0}]}, idempotency_key=KEY,
+                      refers_to=refers_to)
+
+
+def test_the_same_decision_twice_is_recorded_once(store: Store) -> None:
+    first, new = store.append_decision(_entry(run="run-1"))
+    again, again_new = store.append_decision(_entry(run="run-2"))
+    assert new and not again_new
+    assert again.id == first.id and again.flow_run_id == "run-1"
+    assert first.evidence == {"gpus": [{"uuid": "GPU-1", "activity_avg": 0.0}]} and first.decision == "planned#0"
+    # Another outcome for the key (a re-run deferring it) is another decision.
+    deferred, deferred_new = store.append_decision(_entry("deferred"))
+    assert deferred_new and deferred.id != first.id
+    assert [r.id for r in store.audit(idempotency_key=KEY)] == [first.id, deferred.id]
+
+
+def test_a_failed_attempt_opens_the_next_one_and_completions_are_free(store: Store) -> None:
+    intent, _ = store.append_decision(_entry())
+    store.append(_entry("failed", refers_to=intent.id))
+    retry, new = store.append_decision(_entry(run="run-2"))
+    assert new and retry.decision == "planned#1"
+    applied = store.append(_entry("applied", refers_to=retry.id))
+    assert applied.decision is None
+    assert not store.append_decision(_entry(run="run-3"))[1]
+    assert [r.outcome for r in store.audit(idempotency_key=KEY)] == ["planned", "failed", "planned", "applied"]
+
+
+def test_racing_writers_record_one_decision(store: Store) -> None:
+    writers = 8
+    barrier = Barrier(writers)
+
+    def append(i: int) -> tuple[int, bool]:
+        barrier.wait(timeout=30)
+        row, new = store.append_decision(_entry(run=f"run-{i}"))
+        return int(row.id or 0), new
+
+    with ThreadPoolExecutor(writers) as pool:
+        results = list(pool.map(append, range(writers)))
+    assert sum(new for _, new in results) == 1
+    assert len({row_id for row_id, _ in results}) == 1
+    assert len(store.audit(idempotency_key=KEY)) == 1
+
+
+def test_the_audit_log_is_still_append_only_after_0004(store: Store) -> None:
+    row, _ = store.append_decision(_entry())
+    with pytest.raises((IntegrityError, DBAPIError)), store.engine.begin() as conn:
+        conn.exec_driver_sql(f"UPDATE audit_log SET decision = NULL WHERE id = {int(row.id or 0)}")

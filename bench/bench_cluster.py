@@ -30,8 +30,13 @@ RSS_LIMIT_GIB = 2.0
 
 
 def fleet(nodes: int, queues: int, workloads: int, kind: str = "Workload", cohorts: int = 10,
-          step: str | None = None) -> Scenario:
-    """``queues`` tenants in ``cohorts`` cohorts over two flavors; each tenant submits ``workloads/queues`` jobs."""
+          step: str | None = None, idle_every: int | None = None) -> Scenario:
+    """``queues`` tenants in ``cohorts`` cohorts over two flavors; each tenant submits ``workloads/queues`` jobs.
+
+    ``idle_every``: every n-th tenant's jobs go idle 2 h after they start (the forgotten job), so a
+    reclaim pass has idle workloads to judge; the others stay busy at 60 %.
+    """
+    idle = {"profile": "idle-after", "busy": 0.7, "idle": 0.01, "after": "2h"}
     half = nodes // 2
     per_queue_gpus = (nodes * 8) // queues
     tenants = [{"name": f"t{i:03d}", "cohort": f"cohort-{i % cohorts}",
@@ -39,7 +44,8 @@ def fleet(nodes: int, queues: int, workloads: int, kind: str = "Workload", cohor
                for i in range(queues)]
     per = workloads // queues
     specs = [{"name": f"job-t{i:03d}", "kind": kind, "tenant": f"t{i:03d}", "gpus_per_pod": 1 + i % 4,
-              "pods": 1 + i % 2, "copies": per, "every": "1s"} for i in range(queues)]
+              "pods": 1 + i % 2, "copies": per, "every": "1s",
+              **({"utilisation": idle} if idle_every and i % idle_every == 0 else {})} for i in range(queues)]
     return parse_scenario({
         "name": "bench",
         "flavors": [{"name": "h100"}, {"name": "a100"}],

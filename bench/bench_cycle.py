@@ -6,8 +6,11 @@ reclaim (dry-run; it takes its own snapshot, as it does when scheduled), deadlin
 nudges), rebalance plan (dry-run), cost report (one day, no HTML). The API and Prometheus are reached through the test suite's relay (``tests/faults/proxy.py``,
 no faults armed) so that every request and every byte is counted; the bare transfer replays the
 very same requests through the same relay with no processing, so that ``overhead_ratio`` =
-``cycle_s / transfer_s`` compares like with like. Telemetry is backfilled at a 5-minute step (24 h
-at 60 s for 16,000 GPUs would be ~10^8 samples to backfill before the first query).
+``cycle_s / transfer_s`` compares like with like. The fleet is RayClusters (their pods hold GPUs, so
+dcgm series carry pod labels) and every 4th tenant's jobs go idle 2 h after they start, so reclaim has
+idle workloads to judge. Telemetry is backfilled at the 60 s sample interval for the last hour (the
+30-minute idle window and its coverage rule see every sample) and at 5 minutes before it
+(``gpuaas.cluster._history``; 24 h at 60 s for 16,000 GPUs would be ~10^8 samples).
 
     PYTHONPATH=. .venv/bin/python bench/bench_cycle.py [--sizes tenth,full]
 """
@@ -15,14 +18,19 @@ at 60 s for 16,000 GPUs would be ~10^8 samples to backfill before the first quer
 from __future__ import annotations
 
 import argparse
+import gc
 import json
+import multiprocessing
 import os
 import resource
+import signal
 import sys
 import tempfile
 import time
 from datetime import UTC, datetime, timedelta
+from multiprocessing.connection import Connection
 from pathlib import Path
+from typing import Any
 
 import httpx
 
@@ -32,13 +40,23 @@ sys.path.insert(0, str(ROOT / "bench"))
 
 from bench_cluster import fleet  # noqa: E402
 
+import tests.faults.proxy as relay  # noqa: E402
 from gpuaas.cluster.clock import ManualClock  # noqa: E402
 from gpuaas.cluster.runner import EmbeddedCluster  # noqa: E402
 from tests.faults.proxy import FaultProxy, fault_proxy  # noqa: E402
 
 SIZES = {"smoke": (10, 2, 100), "tenth": (200, 20, 5000), "full": (2000, 200, 50000)}  # nodes (8 GPUs), CQs, workloads
 HISTORY = timedelta(hours=24)
+KIND = "RayCluster"  # a job kind: its pods hold GPUs, so the dcgm series carry pod labels
+SAMPLE_S = 60  # the policy's sample interval: the last FINE of history is stepped at it
+FINE, COARSE = timedelta(hours=1), timedelta(minutes=5)  # gpuaas.cluster._history
 MISSING: list[str] = []  # stages of the cycle this bench cannot run yet
+
+
+def _cpu_s() -> float:
+    """CPU seconds of this process and its finished children (promtool): wall time on a shared host is noise."""
+    own, kids = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+    return own.ru_utime + own.ru_stime + kids.ru_utime + kids.ru_stime
 
 
 def rss_mb() -> float:
@@ -71,40 +89,91 @@ def _replay(proxy: FaultProxy, hits: list, headers: dict[str, str]) -> float:
     return time.perf_counter() - started
 
 
-def one_size(name: str, base: Path) -> dict[str, object]:
+def _profiled(run: object, out: Path) -> object:
+    """Run one stage under cProfile; the stats go to ``out`` and the top of our own code to stdout."""
+    import cProfile
+    import pstats
+
+    prof = cProfile.Profile()
+    result = prof.runcall(run)  # type: ignore[arg-type]
+    prof.dump_stats(out)
+    pstats.Stats(prof).sort_stats("cumulative").print_stats(r"gpuaas|flows/|tasks/|reports/", 25)
+    return result
+
+
+def _serve_cluster(name: str, base: Path, conn: Connection) -> None:
+    """The embedded cluster in a process of its own, so that the peak RSS measured is the flows' alone
+    (in production the API server, Kueue and Prometheus do not live in the flow process)."""
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(1))  # unwind: Prometheus runs in a session of its own
     nodes, queues, workloads = SIZES[name]
     start = datetime.now(UTC).replace(second=0, microsecond=0) - HISTORY
-    built = time.perf_counter()
-    scenario = fleet(nodes, queues, workloads, kind="Workload", cohorts=1, step="5m")
-    with EmbeddedCluster(scenario, base / name, history=HISTORY, clock=ManualClock(start)) as cluster, \
-            fault_proxy(cluster.api_url) as kube, fault_proxy(cluster.prometheus_url) as prom:
-        print(f"== {name}: {nodes} nodes, {nodes * 8} GPUs, {queues} ClusterQueues in 1 cohort, "
-              f"{workloads} workloads, 24 h history; built in {time.perf_counter() - built:.0f}s", flush=True)
-        os.environ.update(cluster.settings_env())
-        os.environ.update({"GPUAAS_NVML": "off", "GPUAAS_DATA_DIR": str(base / name / "gpuaas"),
-                           "GPUAAS_PROMETHEUS_URL": prom.url, "GPUAAS_REQUEST_TIMEOUT_SECONDS": "300",
-                           "GPUAAS_KUBECONFIG": str(kube.kubeconfig(cluster.kubeconfig, base / name / "kc"))})
-        at = cluster.clock.now()
-        print(f"{'stage':<16} {'wall s':>7} {'peak RSS MiB':>12} {'k8s req':>8} {'PromQL':>7} {'Prom MB':>8}")
-        cycle = 0.0
-        for stage, run in _stages(at):
-            k0, p0 = len(kube.relayed), len(prom.relayed)
-            began = time.perf_counter()
-            run()  # type: ignore[operator]
-            wall = time.perf_counter() - began
-            cycle += wall
-            queries = [h for h in prom.relayed[p0:] if "/api/v1/query" in h.path]
-            print(f"{stage:<16} {wall:>7.2f} {rss_mb():>12.0f} {len(kube.relayed) - k0:>8} {len(queries):>7} "
-                  f"{sum(h.size for h in queries) / 1e6:>8.2f}", flush=True)
-        for missing in MISSING:
-            print(f"{'(missing)':<16} {missing}")
-        token = _token(cluster.kubeconfig)
-        transfer = _replay(kube, list(kube.relayed), token) + _replay(prom, list(prom.relayed), {})
-        queries = [h for h in prom.relayed if "/api/v1/query" in h.path]
-        return {"gpus": nodes * 8, "workloads": workloads, "queues": queues, "cycle_s": round(cycle, 2),
-                "peak_rss_mb": round(rss_mb()), "k8s_requests": len(kube.relayed), "prom_queries": len(queries),
-                "prom_bytes": sum(h.size for h in queries), "transfer_s": round(transfer, 2),
-                "overhead_ratio": round(cycle / transfer, 2) if transfer else None}
+    built, built_cpu = time.perf_counter(), _cpu_s()
+    scenario = fleet(nodes, queues, workloads, kind=KIND, cohorts=1, step=f"{SAMPLE_S}s", idle_every=4)
+    with EmbeddedCluster(scenario, base / name, history=HISTORY, clock=ManualClock(start), coarse_step=COARSE,
+                         fine_history=FINE) as cluster:
+        gc.freeze()  # the store's 100,000+ objects are long-lived: no collector pass over them while serving
+        conn.send({"api_url": cluster.api_url, "prometheus_url": cluster.prometheus_url,
+                   "env": cluster.settings_env(), "kubeconfig": str(cluster.kubeconfig), "at": cluster.clock.now(),
+                   "built_s": time.perf_counter() - built, "cpu_s": _cpu_s() - built_cpu, "rss_mb": rss_mb()})
+        conn.recv()  # until the parent is done
+
+
+def one_size(name: str, base: Path, profile: Path | None = None) -> dict[str, object]:
+    nodes, queues, workloads = SIZES[name]
+    relay.UPSTREAM_TIMEOUT_S = 600.0  # the 16,000-GPU activity query alone took 105 s in Prometheus here
+    parent, child = multiprocessing.get_context("spawn").Pipe()
+    server = multiprocessing.get_context("spawn").Process(target=_serve_cluster, args=(name, base, child), daemon=True)
+    server.start()
+    try:
+        if not parent.poll(3600):
+            raise SystemExit(f"{name}: the embedded cluster did not start within an hour")
+        ready = parent.recv()
+        with fault_proxy(ready["api_url"]) as kube, fault_proxy(ready["prometheus_url"]) as prom:
+            return _cycle(name, base, ready, kube, prom, profile)
+    finally:
+        parent.send("stop")
+        server.join(timeout=60)
+
+
+def _cycle(name: str, base: Path, cluster: dict[str, Any], kube: FaultProxy, prom: FaultProxy,
+           profile: Path | None) -> dict[str, object]:
+    nodes, queues, workloads = SIZES[name]
+    print(f"== {name}: {nodes} nodes, {nodes * 8} GPUs, {queues} ClusterQueues in 1 cohort, "
+          f"{workloads} workloads, 24 h history; built in {cluster['built_s']:.0f}s ({cluster['cpu_s']:.0f} CPU s "
+          f"with promtool, cluster process {cluster['rss_mb']:.0f} MiB; load average {os.getloadavg()[0]:.1f})",
+          flush=True)
+    kubeconfig = Path(cluster["kubeconfig"])
+    os.environ.update(cluster["env"])
+    os.environ.update({"GPUAAS_NVML": "off", "GPUAAS_DATA_DIR": str(base / name / "gpuaas"),
+                       "GPUAAS_PROMETHEUS_URL": prom.url, "GPUAAS_REQUEST_TIMEOUT_SECONDS": "300",
+                       "GPUAAS_KUBECONFIG": str(kube.kubeconfig(kubeconfig, base / name / "kc"))})
+    at = cluster["at"]
+    print(f"{'stage':<16} {'wall s':>7} {'CPU s':>6} {'peak RSS MiB':>12} {'k8s req':>8} {'PromQL':>7} {'Prom MB':>8}")
+    cycle = 0.0
+    for stage, run in _stages(at):
+        k0, p0 = len(kube.relayed), len(prom.relayed)
+        began, began_cpu = time.perf_counter(), time.process_time()
+        if profile is None:
+            out = run()  # type: ignore[operator]
+        else:
+            out = _profiled(run, profile / f"{name}-{stage.replace(' ', '_')}.prof")
+        wall = time.perf_counter() - began
+        cycle += wall
+        queries = [h for h in prom.relayed[p0:] if "/api/v1/query" in h.path]
+        print(f"{stage:<16} {wall:>7.2f} {time.process_time() - began_cpu:>6.1f} {rss_mb():>12.0f} {len(kube.relayed) - k0:>8} {len(queries):>7} "
+              f"{sum(h.size for h in queries) / 1e6:>8.2f}", flush=True)
+        if isinstance(out, dict) and out.get("summary"):
+            verdicts = f"{out['summary']}{' (degraded)' if out.get('degraded') else ''}"
+            print(f"{'':<16} {verdicts}")
+    for missing in MISSING:
+        print(f"{'(missing)':<16} {missing}")
+    token = _token(kubeconfig)
+    transfer = _replay(kube, list(kube.relayed), token) + _replay(prom, list(prom.relayed), {})
+    queries = [h for h in prom.relayed if "/api/v1/query" in h.path]
+    return {"gpus": nodes * 8, "workloads": workloads, "queues": queues, "cycle_s": round(cycle, 2),
+            "peak_rss_mb": round(rss_mb()), "k8s_requests": len(kube.relayed), "prom_queries": len(queries),
+            "prom_bytes": sum(h.size for h in queries), "transfer_s": round(transfer, 2),
+            "overhead_ratio": round(cycle / transfer, 2) if transfer else None}
 
 
 def _token(kubeconfig: Path) -> dict[str, str]:
@@ -118,7 +187,11 @@ def _token(kubeconfig: Path) -> dict[str, str]:
 def main() -> int:
     parser = argparse.ArgumentParser()
     parser.add_argument("--sizes", default="tenth,full")
-    sizes = parser.parse_args().sizes.split(",")
+    parser.add_argument("--profile", type=Path, help="write a cProfile per stage into this folder")
+    args = parser.parse_args()
+    sizes = args.sizes.split(",")
+    if args.profile:
+        args.profile.mkdir(parents=True, exist_ok=True)
     os.environ["PREFECT_SERVER_ANALYTICS_ENABLED"] = "false"
     os.environ.setdefault("PREFECT_HOME", tempfile.mkdtemp(prefix="bench-prefect-"))
     os.environ.setdefault("PREFECT_LOGGING_LEVEL", "WARNING")
@@ -128,7 +201,7 @@ def main() -> int:
     lines = []
     with prefect_test_harness(server_startup_timeout=180):
         for name in sizes:
-            lines.append(one_size(name, base))
+            lines.append(one_size(name, base, args.profile))
     for line in lines:
         print(json.dumps(line))
     return 0

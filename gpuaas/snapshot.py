@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Sequence
-from dataclasses import asdict, replace
+from dataclasses import asdict, fields, replace
 from datetime import UTC, datetime
 from typing import Any
 
@@ -70,10 +70,15 @@ def _tenants(policy: Policy, namespaces: pd.Series, queues: pd.Series) -> pd.Ser
     return namespaces.map(by_ns).astype(object).combine_first(queues.map(by_cq).astype(object))
 
 
+def _flat(record: Any) -> dict[str, Any]:
+    """A flat record's fields as a dict: ``asdict`` deep-copies every value, a tenth of a 50,000-Workload collect."""
+    return {f.name: getattr(record, f.name) for f in fields(record)}
+
+
 def _workload_frame(kube: KubeState, policy: Policy, now: datetime) -> pd.DataFrame:
     rows = []
     for wl in kube.workloads:
-        row = asdict(wl)
+        row = _flat(wl)
         row["state"] = wl.state.value
         annotations = dict(row.pop("annotations"))
         row.update({col: annotations.get(key) for key, col in _ANNOTATION_COLUMNS.items()})
@@ -91,7 +96,7 @@ def _workload_frame(kube: KubeState, policy: Policy, now: datetime) -> pd.DataFr
 
 def _workload_pods(kube: KubeState) -> pd.DataFrame:
     """(namespace, kind, name) -> pod, through the direct owner and the root owner of each pod."""
-    pods = pd.DataFrame([asdict(p) for p in kube.pods],
+    pods = pd.DataFrame([_flat(p) for p in kube.pods],
                         columns=["namespace", "pod", "node", "gpus", "owner_kind", "owner_name", "root_kind", "root_name"])
     direct = pods.rename(columns={"owner_kind": "kind", "owner_name": "name"})
     root = pods.rename(columns={"root_kind": "kind", "root_name": "name"})
@@ -103,7 +108,7 @@ def _workload_pods(kube: KubeState) -> pd.DataFrame:
 def workload_pods(kube: KubeState) -> pd.DataFrame:
     """``namespace, pod, uid, workload, gpus`` for every running GPU pod of a Kueue Workload, linked
     as the snapshot links telemetry (``workload`` names the object reclaim stops: ``Kind ns/name``)."""
-    frame = pd.DataFrame([asdict(w) for w in kube.workloads],
+    frame = pd.DataFrame([_flat(w) for w in kube.workloads],
                          columns=["kind", "namespace", "name", "uid", "owner_kind", "owner_name"])
     links = _workload_pods(kube).rename(columns={"kind": "owner_kind", "name": "owner_name"})
     out = frame.merge(links, on=["namespace", "owner_kind", "owner_name"])

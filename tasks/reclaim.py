@@ -22,7 +22,7 @@ from gpuaas.actions import (
 from gpuaas.errors import ActionRefused, StoreError
 from gpuaas.models import Snapshot
 from gpuaas.policies.adaptive_live import apply_adaptive
-from gpuaas.policies.idle import find_idle, gpu_evidence
+from gpuaas.policies.idle import GpuEvidence, find_idle
 from gpuaas.policies.reclaim import Decision, finalize_decisions, plan_reclaim
 from gpuaas.policy import Mode
 from gpuaas.pushgateway import delete_metrics, push_metrics
@@ -62,9 +62,10 @@ def decide(settings: GpuaasSettings, snapshot: Snapshot, idle: pd.DataFrame, mod
            wall_clock: datetime) -> list[Decision]:
     """Pure decisions plus per-GPU evidence; the audit log's answer comes in ``act``."""
     out = []
+    evidence = GpuEvidence(snapshot.gpus)
     for d in plan_reclaim(snapshot, idle, settings.policy, mode, wall_clock):
         window = d.evidence.get("base_window_minutes") or d.evidence["window_minutes"]
-        per_gpu = gpu_evidence(snapshot.gpus, d.namespace, d.name, window)
+        per_gpu = evidence.of(d.namespace, d.name, window)
         out.append(replace(d, evidence={**d.evidence, "gpus": per_gpu}))
     return out
 

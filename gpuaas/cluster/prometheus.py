@@ -23,7 +23,7 @@ import yaml
 
 from gpuaas.errors import GpuaasError
 
-__all__ = ["PrometheusServer", "free_port", "require_binary", "to_openmetrics"]
+__all__ = ["Backfill", "PrometheusServer", "free_port", "require_binary", "to_openmetrics"]
 
 
 def free_port() -> int:
@@ -70,6 +70,36 @@ def to_openmetrics(
     return "\n".join(lines) + "\n"
 
 
+class Backfill:
+    """One running ``promtool tsdb create-blocks-from openmetrics``; ``wait()`` raises if it failed.
+
+    promtool 2.42 reads its whole input into memory and parses all of it once per 2-hour block, so
+    a long history is given to it as one file per 2-hour window (``gpuaas.cluster._history``).
+    """
+
+    def __init__(self, source: Path, tsdb_dir: Path, promtool: str) -> None:
+        self.source = source
+        self._log = source.with_name(source.name + ".log")
+        with self._log.open("wb") as log:  # a file, not a pipe: nobody reads a pipe while it runs
+            self._proc = subprocess.Popen(
+                [promtool, "tsdb", "create-blocks-from", "openmetrics", str(source), str(tsdb_dir)],
+                stdout=log, stderr=subprocess.STDOUT)
+
+    def wait(self) -> None:
+        try:
+            if self._proc.wait() != 0:
+                tail = self._log.read_text(errors="replace").strip()[-800:]
+                raise GpuaasError(f"promtool could not backfill {self.source}: {tail}")
+        finally:
+            self._log.unlink(missing_ok=True)
+
+    def kill(self) -> None:
+        if self._proc.poll() is None:
+            self._proc.kill()
+            self._proc.wait()
+        self._log.unlink(missing_ok=True)
+
+
 class PrometheusServer:
     """One Prometheus process with its own TSDB directory, started and stopped by us."""
 
@@ -111,18 +141,15 @@ class PrometheusServer:
                 handle.write(openmetrics)
             source = cleanup = Path(handle.name)
         try:
-            result = subprocess.run(
-                [promtool, "tsdb", "create-blocks-from", "openmetrics", str(source), str(self.tsdb_dir)],
-                capture_output=True,
-                text=True,
-                check=False,
-            )
+            self.start_backfill(source, promtool).wait()
         finally:
             if cleanup is not None:
                 cleanup.unlink(missing_ok=True)
-        if result.returncode != 0:
-            tail = (result.stderr or result.stdout).strip()[-800:]
-            raise GpuaasError(f"promtool could not backfill {source}: {tail}")
+
+    def start_backfill(self, source: Path, promtool: str | None = None) -> Backfill:
+        """Start ``promtool`` on one OpenMetrics file, for a caller that writes the next one meanwhile."""
+        self.tsdb_dir.mkdir(parents=True, exist_ok=True)
+        return Backfill(source, self.tsdb_dir, promtool or require_binary("promtool"))
 
     def _write_config(self) -> Path:
         config: dict[str, object] = {"global": {"scrape_interval": self.scrape_interval}}

@@ -35,6 +35,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any
 
+from gpuaas.cluster._history import backfill_history, history_steps, thin
 from gpuaas.cluster.apiserver import ApiServer, ObjectStore, RBACRules
 from gpuaas.cluster.clock import Clock, SimClock
 from gpuaas.cluster.kueue import KueueController
@@ -43,7 +44,7 @@ from gpuaas.cluster.prometheus import PrometheusServer
 from gpuaas.cluster.scenario import Scenario
 from gpuaas.cluster.serving import ServingEndpoints
 from gpuaas.cluster.simulation import Simulation
-from gpuaas.cluster.telemetry import Sample, format_exposition, write_openmetrics
+from gpuaas.cluster.telemetry import Sample, format_exposition
 
 __all__ = ["EmbeddedCluster", "MetricsEndpoint", "StartCancelled"]
 
@@ -114,12 +115,15 @@ class EmbeddedCluster:
                  history: timedelta = timedelta(hours=6), clock: Clock | None = None, speed: float = 1.0,
                  api_port: int = 0, opencost_port: int = 0, prometheus_port: int | None = None,
                  kubeconfig: Path | None = None, live_interval: float = 2.0, rbac: RBACRules | None = None,
-                 progress: Any = None, disabled_api_versions: Collection[str] = (), token: str | None = None) -> None:
+                 progress: Any = None, disabled_api_versions: Collection[str] = (), token: str | None = None,
+                 coarse_step: timedelta | None = None, fine_history: timedelta = timedelta(hours=1)) -> None:
         self.scenario = scenario
         self.data_dir = Path(data_dir)
         self.seed = seed
         self.history = history
         self.step = scenario.telemetry.step
+        # History older than fine_history is replayed at coarse_step (gpuaas.cluster._history); None: all fine.
+        self.coarse_step, self.fine_history = coarse_step, fine_history
         self.clock: Clock = clock or SimClock(datetime.now(UTC) - history, speed, paused=True)
         self.lock = threading.Lock()
         self.store = ObjectStore(self.clock.now)
@@ -167,23 +171,19 @@ class EmbeddedCluster:
     def _history_steps(self) -> Iterator[list[Sample]]:
         with self.lock:
             yield list(self.sim.tick())
-        steps = int(self.history / self.step)
-        for i in range(steps):
+        done = timedelta(0)
+        for i, (dt, on_grid) in enumerate(history_steps(self.history, self.step, self.coarse_step, self.fine_history)):
             self._check_cancelled()
             with self.lock:
-                yield list(self.sim.step(self.step))
+                samples = thin(list(self.sim.step(dt)), on_grid)
+            yield samples
+            done += dt
             if i % 30 == 29:
-                self._progress(f"replaying history: {(i + 1) * self.step} of {self.history}")
+                self._progress(f"replaying history: {done} of {self.history}")
 
     def _backfill(self) -> None:
         self.kueue.attach()
-        path = self.data_dir / "history.om"
-        count = write_openmetrics(self._history_steps(), path)
-        self._progress(f"backfilling {count:,} samples into Prometheus")
-        try:
-            self.prometheus.backfill(path)
-        finally:
-            path.unlink(missing_ok=True)
+        backfill_history(self._history_steps(), self.prometheus, self.data_dir, self._progress)
 
     # --- lifecycle -----------------------------------------------------------------------
     def start(self) -> EmbeddedCluster:

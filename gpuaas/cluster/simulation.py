@@ -40,6 +40,11 @@ class StoreLike(Protocol):
 
     def list(self, kind: str, namespace: str | None = None, label_selector: str | None = None) -> Any: ...
 
+    def page(self, kind: str) -> Any: ...
+
+    @property
+    def resource_version(self) -> str: ...
+
 
 class KueueLike(Protocol):
     def reconcile(self) -> Any: ...
@@ -108,6 +113,7 @@ class Simulation:
         self.provider_ids: dict[str, str] = {}
         self.current: list[Sample] = []
         self.installed = False
+        self._pending_at: tuple[str, dict[tuple[str, str], float]] | None = None  # (store rv, requests)
 
     # --- set-up --------------------------------------------------------------------------
     def install(self) -> None:
@@ -200,8 +206,15 @@ class Simulation:
         return out
 
     def _pending_requests(self) -> dict[tuple[str, str], float]:
+        """GPUs requested by pending Workloads per ClusterQueue; recomputed only after a write."""
+        rv = self.store.resource_version
+        if self._pending_at is None or self._pending_at[0] != rv:
+            self._pending_at = (rv, self._count_pending())
+        return dict(self._pending_at[1])
+
+    def _count_pending(self) -> dict[tuple[str, str], float]:
         pending: dict[tuple[str, str], float] = defaultdict(float)
-        for wl in self.store.list("Workload"):
+        for wl in self.store.page("Workload").items:  # read only: no copy of every Workload each step
             conditions = (wl.get("status") or {}).get("conditions") or []
             if any(c.get("type") in ("QuotaReserved", "Finished") and c.get("status") == "True" for c in conditions):
                 continue

@@ -185,8 +185,11 @@ def plan_reclaim(snapshot: Snapshot, idle: pd.DataFrame, policy: Policy, mode: M
     stoppable = frame["owner_kind"].isin(STOPPABLE_KINDS) & frame["owner_name"].notna()
     frame["target_kind"] = frame["owner_kind"].where(stoppable, "Workload")
     frame["target_name"] = frame["owner_name"].where(stoppable, frame["name"])
+    targets = ["target_kind", "namespace", "target_name"]
+    # Only targets with an idle Workload get a decision: the others are dropped in one pass, not one group at a time.
+    frame = frame[(frame["verdict"] == "idle").groupby([frame[c] for c in targets], dropna=False).transform("any")]
     decisions = []
-    for (kind, namespace, name), rows in frame.groupby(["target_kind", "namespace", "target_name"], sort=True):
+    for (kind, namespace, name), rows in frame.groupby(targets, sort=True):
         idle_rows = rows[rows["verdict"] == "idle"]
         if idle_rows.empty:
             continue

@@ -57,6 +57,10 @@ class Hit:
     """Bytes of the answer relayed (the bench counts what a cycle receives)."""
 
 
+UPSTREAM_TIMEOUT_S = 30.0
+"""How long the relay waits for its upstream; the fleet-size bench raises it (a 16,000-GPU query takes minutes)."""
+
+
 class FaultProxy(LoopbackRelay):
     """Relay ``127.0.0.1:<port>`` -> ``upstream``; ``arm`` queues a fault."""
 
@@ -177,7 +181,7 @@ def _handler(proxy: FaultProxy) -> type[BaseHTTPRequestHandler]:
         def _forward(self, body: bytes) -> tuple[int, dict[str, str], bytes]:
             # Identity encoding from the upstream, so that a damaged body is damaged JSON, not damaged gzip.
             headers = {k: v for k, v in self.headers.items() if k.lower() not in HOP_BY_HOP | {"accept-encoding"}}
-            upstream = http.client.HTTPConnection(*proxy.upstream, timeout=30)
+            upstream = http.client.HTTPConnection(*proxy.upstream, timeout=UPSTREAM_TIMEOUT_S)
             try:
                 upstream.request(self.command, self.path, body=body or None, headers=headers)
                 response = upstream.getresponse()

@@ -151,11 +151,14 @@ class ApiServer:
         }
         path = Path(path)
         path.parent.mkdir(parents=True, exist_ok=True)
-        # It carries a credential: readable by its owner only, from the moment it exists.
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        # It carries a credential: readable by its owner only, from the moment it exists. Written
+        # aside and renamed, so whoever waits for the file never reads it half-written.
+        partial = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+        fd = os.open(partial, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
         with os.fdopen(fd, "w", encoding="utf-8") as out:
             out.write(yaml.safe_dump(config, sort_keys=False))
-        os.chmod(path, 0o600)
+        os.chmod(partial, 0o600)
+        os.replace(partial, path)
         return path
 
     def count(self, key: str) -> None:

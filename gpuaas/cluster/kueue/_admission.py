@@ -134,6 +134,11 @@ def _no_fit(
     return f"couldn't assign flavors to pod set {podset}: {'; '.join(reasons) or 'no flavor fits'}"
 
 
+def _request_key(record: WorkloadRecord) -> tuple[object, ...]:
+    """What flavor assignment and the preemption search read of a record, but its queueing time."""
+    return (record.priority, tuple((ps.name, ps.count, tuple(sorted(ps.per_pod.items()))) for ps in record.podsets))
+
+
 def schedule(
     book: QuotaBook,
     queues: Mapping[str, Iterable[WorkloadRecord]],
@@ -157,11 +162,21 @@ def schedule(
         heads: list[tuple[bool, tuple[object, ...], str, WorkloadRecord]] = []
         still: list[str] = []
         for cq in live:
+            # The book does not change while heads are chosen: a record asking what an earlier one of
+            # the same queue and priority was refused (queued no earlier, so with no more preemption
+            # candidates) is refused the same way, without another search of a full cohort.
+            refused: dict[tuple[object, ...], str] = {}
             while (record := current[cq]) is not None:
+                ask = _request_key(record)
+                if ask in refused:
+                    reject(cq, record, refused[ask])
+                    advance(cq)
+                    continue
                 result = assign_flavors(book, cq, record)
                 if isinstance(result, str):
                     plan = preemption.plan(cq, record) if preemption is not None else None
                     if plan is None:
+                        refused[ask] = result
                         reject(cq, record, result)
                         advance(cq)
                         continue

@@ -14,13 +14,16 @@ A pass (``reconcile()``) has numbered phases, like Kueue's scheduler cycle:
 
 Client writes (``spec.active``, suspend, replicas, stop annotations) take effect on the next pass;
 nothing is acted on inside the store's write callback. Passes are serialised by one lock and are
-deterministic for a given store and clock.
+deterministic for a given store and clock. A pass that wrote nothing, followed by no write to the
+store, would write nothing again (time only stamps transitions), so it is not repeated: a long
+history on a saturated fleet otherwise re-tries every pending Workload's preemption each step.
 """
 
 from __future__ import annotations
 
 import threading
 from collections.abc import Callable
+from dataclasses import replace
 from datetime import datetime
 from typing import Any
 
@@ -65,6 +68,7 @@ class KueueController:
         self._lq_to_cq: dict[tuple[str, str], str] = {}
         self._inactive_cqs: dict[str, str] = {}  # name -> why
         self._written: dict[tuple[str, str, str], dict[str, Any]] = {}  # last status written per queue
+        self._quiet: tuple[str, ReconcileResult] | None = None  # (store rv, result) of a pass that wrote nothing
 
     # --- events ------------------------------------------------------------------------------
     def attach(self) -> None:
@@ -91,11 +95,19 @@ class KueueController:
     def reconcile(self) -> ReconcileResult:
         """One scheduling pass (phases in the module docstring)."""
         with self._lock:
+            rv = self._store.resource_version
+            if self._quiet is not None and self._quiet[0] == rv and self._attached and self._synced:
+                with self._dirty_lock:
+                    unchanged = not self._dirty
+                if unchanged:  # same store, same clock-free inputs: the pass would write nothing again
+                    return replace(self._quiet[1])
             self._writer = threading.get_ident()
             try:
-                return self._pass()
+                result = self._pass()
             finally:
                 self._writer = None
+            self._quiet = (rv, result) if self._store.resource_version == rv else None
+            return result
 
     def _pass(self) -> ReconcileResult:
         engine = self._engine
@@ -298,6 +310,7 @@ class KueueController:
     def finish(self, namespace: str, name: str, succeeded: bool = True, message: str = "") -> None:
         """The job of Workload ``namespace/name`` ended: Finished=True, quota freed, pods removed."""
         with self._lock:
+            self._quiet = None
             self._writer = threading.get_ident()
             try:
                 record = self._engine.records.get((namespace, name))

@@ -19,6 +19,7 @@ writes nothing; the flows end Completed with that message, not a retry storm.
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import Iterator
 from contextlib import ExitStack, contextmanager
@@ -44,6 +45,20 @@ SLOT_LOCK = "cluster-writes-slot"
 """Store row naming the Prefect lease of the slot's holder: ``<lease id>/<holder>``."""
 CONCURRENCY_LIMIT = "gpuaas-cluster-writes"
 POLL_SECONDS = 1.0
+
+
+class _RefusedSlotAttempts(logging.Filter):
+    """Prefect's acquisition service logs an ERROR for each refused (423) attempt, and a run waiting
+    on the writes polls once a second: the run log of a merely busy run filled with red lines.
+    Nothing is hidden: ``_enter_concurrency_slot`` gets the same error and re-raises all but 423."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        args = record.args if isinstance(record.args, tuple) else ()
+        return not (record.msg == "Service %r failed to process item %r" and args
+                    and "ConcurrencySlotAcquisition" in str(args[0]))
+
+
+logging.getLogger("prefect._internal.concurrency").addFilter(_RefusedSlotAttempts())
 
 
 class WritesBusy(ActionRefused):

@@ -16,6 +16,7 @@ left by a process killed with SIGKILL blocks writers until its lease expires, th
 from __future__ import annotations
 
 import json
+import logging
 import os
 import subprocess
 import sys
@@ -153,12 +154,18 @@ def test_two_overlapping_runs_only_one_writes(pointed_at: EmbeddedCluster, prefe
     runner = threading.Thread(target=lambda: first.update(state=reclaim(apply=True, at=datetime.now(UTC),
                                                                         return_state=True)))
     runner.start()
+    refused = _Records()
+    prefect_concurrency = logging.getLogger("prefect._internal.concurrency")
+    prefect_concurrency.addHandler(refused)
     try:
         assert entered.wait(180), "the first run never reached its write step"
         second = reclaim(apply=True, at=datetime.now(UTC), return_state=True)
     finally:
         release.set()
         runner.join(180)
+        prefect_concurrency.removeHandler(refused)
+    # Waiting on the slot is not an error: no ERROR line per refused attempt in the run's log.
+    assert not [r for r in refused.records if r.levelno >= logging.ERROR], refused.records
     assert second.is_completed(), second.message
     busy = second.result()
     assert busy["decisions"] == [] and "no writes this run" in busy["writes_busy"]
@@ -179,6 +186,15 @@ def test_two_overlapping_runs_only_one_writes(pointed_at: EmbeddedCluster, prefe
     assert [(b["body"]["flow"], b["body"]["status"], b["body"]["flow_run_id"]) for b in webhook] \
         == [("reclaim", "degraded", str(second.state_details.flow_run_id))]
     assert "no writes this run" in webhook[0]["body"]["what"]
+
+
+class _Records(logging.Handler):
+    def __init__(self) -> None:
+        super().__init__(logging.DEBUG)
+        self.records: list[logging.LogRecord] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.records.append(record)
 
 
 def _active_slots() -> int:

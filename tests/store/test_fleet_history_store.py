@@ -10,26 +10,14 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
-from pathlib import Path
 
-import pytest
 from sqlalchemy import text
 
 from gpuaas.store import Store
-from tests.services import fresh_schema_url
 
 T0 = datetime(2026, 11, 30, 12, 0, tzinfo=UTC)
 
-
-@pytest.fixture(params=["sqlite", "postgresql"])
-def db_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
-    if request.param == "sqlite":
-        yield f"sqlite:///{tmp_path}/gpuaas.db"
-        return
-    base_url: str = request.getfixturevalue("postgres_url")
-    yield fresh_schema_url(base_url, f"h_{abs(hash(request.node.nodeid)) % 10**10}")
 
 
 def _queue(name: str, **values: object) -> dict[str, object]:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -11,16 +10,6 @@ from sqlalchemy import text
 from sqlalchemy.exc import DBAPIError, IntegrityError
 
 from gpuaas.store import AuditEntry, Store
-from tests.services import fresh_schema_url
-
-
-@pytest.fixture(params=["sqlite", "postgresql"])
-def db_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
-    if request.param == "sqlite":
-        yield f"sqlite:///{tmp_path}/gpuaas.db"
-        return
-    base_url: str = request.getfixturevalue("postgres_url")
-    yield fresh_schema_url(base_url, f"t_{abs(hash(request.node.nodeid)) % 10**10}")
 
 
 def _entry(**overrides: object) -> AuditEntry:

@@ -32,18 +32,19 @@ _REFERENT_DEPTH = 3
 """Rows before the window that rows in it refer to: an apply's plan, an undo's reclaim, its intent."""
 
 
-def missing_audit_ids(store: Store, audit_ids: Iterable[int]) -> list[int]:
-    return [int(i) for i in audit_ids if store.get_audit(int(i)) is None]
+def missing_audit_ids(settings: GpuaasSettings, audit_ids: Iterable[int]) -> list[int]:
+    """The ids that name no audit row (the CLI checks before it starts a run, the flow again inside it)."""
+    store = open_store(settings)
+    try:
+        return [int(i) for i in audit_ids if store.get_audit(int(i)) is None]
+    finally:
+        store.close()
 
 
 @task(name="check-undo-ids", cache_policy=NO_CACHE)
 def check_undo_ids(settings: GpuaasSettings, audit_ids: Sequence[int]) -> None:
     """Every id names an audit row, or nothing is undone: a typo must not undo the ids around it."""
-    store = open_store(settings)
-    try:
-        missing = missing_audit_ids(store, audit_ids)
-    finally:
-        store.close()
+    missing = missing_audit_ids(settings, audit_ids)
     if missing:
         raise ConfigError(f"no audit row {', '.join(f'#{i}' for i in missing)} (ids: `gpuaas audit list` or this "
                           "review's timeline); nothing undone", field="undo")

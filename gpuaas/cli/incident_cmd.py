@@ -22,7 +22,6 @@ class IncidentFormat(str, Enum):
 def _check(start: str, end: str, undo: list[int]) -> None:
     """Bad input ends here, before Prefect starts and before anything is undone."""
     from gpuaas.policies.incident import resolve_window
-    from gpuaas.store import open_store
 
     try:
         resolve_window(start, end, datetime.now(UTC))
@@ -31,11 +30,7 @@ def _check(start: str, end: str, undo: list[int]) -> None:
     if undo:
         from tasks.incident import missing_audit_ids
 
-        store = open_store(settings_or_exit())
-        try:
-            missing = missing_audit_ids(store, undo)
-        finally:
-            store.close()
+        missing = missing_audit_ids(settings_or_exit(), undo)
         if missing:
             raise fail(f"--undo: no audit row {', '.join(f'#{i}' for i in missing)} (see `gpuaas audit list`); "
                        "nothing undone")

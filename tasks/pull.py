@@ -36,9 +36,11 @@ def installed_project_dir() -> Path:
 
 def _log_to_flow_run(message: str) -> None:
     """Error lines the Prefect UI shows under the flow run (the worker sets ``PREFECT__FLOW_RUN_ID``)."""
-    logger = logging.getLogger("prefect.flow_runs")
     run_id = os.environ.get("PREFECT__FLOW_RUN_ID")
-    logger.error(message, extra={"flow_run_id": run_id} if run_id else None)
+    if not run_id:  # not started by a worker: no run to show it under, the raised error says it
+        logging.getLogger(__name__).error(message)
+        return
+    logging.getLogger("prefect.flow_runs").error(message, extra={"flow_run_id": run_id})
     try:
         from prefect.logging.handlers import APILogWorker
 

@@ -52,8 +52,10 @@ def _tables(result: dict[str, Any]) -> None:
     if fleet:
         print_table("Fleet (collects where something changed)", list(fleet[0]), [list(r.values()) for r in fleet])
     events = result["events"]
-    print_table(f"Decisions and actions ({len(events)} audit rows, oldest first)",
-                ["when (UTC), audit id", "what", "result", "reason / evidence"], [_event_cells(e) for e in events])
+    if events:  # none: the summary's first line already says so, not an empty table
+        print_table(f"Decisions and actions ({len(events)} audit rows, oldest first)",
+                    ["when (UTC), audit id", "what", "result", "reason / evidence"],
+                    [_event_cells(e) for e in events])
     changed = [q for q in result["quota"] if q["changes"]]
     if changed:
         print_table("Nominal quota changes", ["queue", "flavor", "at start", "changes", "at end"],

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from gpuaas.store import Store
 from tests.services import fresh_schema_url
 
 
@@ -17,3 +18,10 @@ def db_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
         return
     base_url: str = request.getfixturevalue("postgres_url")
     yield fresh_schema_url(base_url, f"s_{abs(hash(request.node.nodeid)) % 10**10}")
+
+
+@pytest.fixture()
+def store(db_url: str) -> Iterator[Store]:
+    opened = Store(db_url)
+    yield opened
+    opened.close()

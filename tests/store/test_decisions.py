@@ -6,29 +6,16 @@ makes a duplicate impossible, not the read before it: threads racing on one key 
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
-from pathlib import Path
 from threading import Barrier
 
 import pytest
 from sqlalchemy.exc import DBAPIError, IntegrityError
 
 from gpuaas.store import AuditEntry, Store
-from tests.services import fresh_schema_url
 
 KEY = "reclaim/dry-run/Notebook/team-a/nb/uid-1/2026-12-01T10:00:00Z"
 
-
-@pytest.fixture(params=["sqlite", "postgresql"])
-def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Store]:
-    if request.param == "sqlite":
-        url = f"sqlite:///{tmp_path}/gpuaas.db"
-    else:
-        url = fresh_schema_url(request.getfixturevalue("postgres_url"), f"d_{abs(hash(request.node.nodeid)) % 10**10}")
-    opened = Store(url)
-    yield opened
-    opened.close()
 
 
 def _entry(outcome: str = "planned", refers_to: int | None = None, run: str = "run-1") -> AuditEntry:

@@ -7,9 +7,7 @@ with no document that is not in memory is a clear error, not a KeyError.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
-from pathlib import Path
 
 import pandas as pd
 import pytest
@@ -17,20 +15,9 @@ import pytest
 from gpuaas.errors import StoreError
 from gpuaas.models import Snapshot
 from gpuaas.store import Store, load_snapshot, remember_snapshot
-from tests.services import fresh_schema_url
 
 T0 = datetime(2026, 12, 1, 10, 0, tzinfo=UTC)
 
-
-@pytest.fixture(params=["sqlite", "postgresql"])
-def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Store]:
-    if request.param == "sqlite":
-        url = f"sqlite:///{tmp_path}/gpuaas.db"
-    else:
-        url = fresh_schema_url(request.getfixturevalue("postgres_url"), f"h_{abs(hash(request.node.nodeid)) % 10**10}")
-    opened = Store(url)
-    yield opened
-    opened.close()
 
 
 def _snapshot(at: datetime, workloads: int) -> Snapshot:

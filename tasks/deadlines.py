@@ -13,7 +13,6 @@ from prefect import task
 from prefect.artifacts import create_table_artifact
 from prefect.cache_policies import NO_CACHE
 
-from gpuaas.actions._kube_writer import KubeWriter
 from gpuaas.actions.deadline_holds import NudgeResult, apply_nudges, release_due, undo_holds
 from gpuaas.models import Snapshot
 from gpuaas.policies.deadline_nudges import Nudge, plan_nudges
@@ -23,7 +22,6 @@ from gpuaas.pushgateway import push_metrics
 from gpuaas.settings import GpuaasSettings
 from gpuaas.sources._kube_client import KubeLister, make_api_client
 from gpuaas.sources.kube import KUEUE_GROUP
-from gpuaas.store import open_store
 from reports.deadlines import deadline_metrics, pool_dicts
 from tasks._options import IO_TASK_OPTIONS, current_run_id
 from tasks.writes import store_and_writer
@@ -57,15 +55,13 @@ def push_deadline_metrics(settings: GpuaasSettings, pools: list[PoolPlan]) -> in
 @task(name="release-due-holds", cache_policy=NO_CACHE, **IO_TASK_OPTIONS)
 def release_due_holds(settings: GpuaasSettings, now: datetime) -> list[NudgeResult]:
     """From the API alone (no snapshot, no plan): a run that fails later has already released."""
-    store = open_store(settings)
     api = make_api_client(settings)
     try:
         workloads = KubeLister(api, settings).custom_objects(KUEUE_GROUP, "v1beta2", "workloads")
-        with KubeWriter(settings, api_client=api) as writer:
+        with store_and_writer(settings, api_client=api) as (store, writer):
             return release_due(workloads, store, writer, now, flow_run_id=current_run_id())
     finally:
         api.close()
-        store.close()
 
 
 @task(name="decide-nudges", cache_policy=NO_CACHE)

@@ -15,7 +15,7 @@ from prefect import flow, get_run_logger
 
 from gpuaas.models import SourceStatus
 from gpuaas.snapshot import SOURCES, assemble_snapshot, failed_source, snapshot_windows
-from tasks._options import retry_options
+from tasks._options import push_or_warn, retry_options
 from tasks.collect import count_idle_candidates, publish_artifacts, push_summary, read_one_source, store_snapshot
 from tasks.notify import NOTIFY_HOOKS
 from tasks.secrets import flow_settings
@@ -59,18 +59,7 @@ def collect(at: datetime | None = None) -> dict[str, Any]:
     summary["required_sources"] = [n for n, s in snapshot.sources.items() if s.required]
     summary["source_errors"] = {n: s.error for n, s in snapshot.sources.items() if s.error}
     publish_artifacts(snapshot, summary, idle)
-    summary["pushed_samples"] = None
-    if settings.pushgateway_url:
-        # The snapshot is already stored and the Pushgateway keeps the previous figures: a push
-        # that still fails after its retries is a warning, not a reason to fail (or, as the
-        # reclaim flow's subflow, to block) the run.
-        pushed = push_summary.with_options(**retry_options(settings))(settings, snapshot, summary, idle,
-                                                                      return_state=True)
-        if pushed.is_completed():
-            summary["pushed_samples"] = pushed.result()
-        else:
-            logger.warning("summary metrics not pushed to the Pushgateway: %s",
-                           pushed.result(raise_on_failure=False))
+    summary["pushed_samples"] = push_or_warn(settings, push_summary, snapshot, summary, idle, what="summary metrics")
     logger.info(
         "snapshot %s: %d workloads, %d unknown telemetry, %d idle candidates%s",
         summary["snapshot_id"], summary["workloads"], summary["unknown_telemetry"], idle,

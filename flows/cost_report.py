@@ -16,7 +16,7 @@ from prefect import flow, get_run_logger
 from gpuaas.settings import load_settings
 from gpuaas.sources.cost_window import parse_window
 from reports.cost_report import cost_report_json
-from tasks._options import retry_options
+from tasks._options import push_or_warn, retry_options
 from tasks.cost_report import build_report, publish_cost_artifacts, push_cost_metrics, read_window, write_html_report
 from tasks.notify import NOTIFY_HOOKS
 
@@ -42,13 +42,7 @@ def cost_report(window: str = "1d", at: datetime | None = None, compare: bool = 
     previous = build_report(settings, previous_inputs) if previous_inputs is not None else None
     path = write_html_report(settings, report, previous) if html else None
     publish_cost_artifacts(report, previous, path)
-    pushed = None
-    if settings.pushgateway_url:
-        state = push_cost_metrics.with_options(**retry_options(settings))(settings, report, return_state=True)
-        if state.is_completed():
-            pushed = state.result()
-        else:
-            logger.warning("cost metrics not pushed to the Pushgateway: %s", state.result(raise_on_failure=False))
+    pushed = push_or_warn(settings, push_cost_metrics, report, what="cost metrics")
     logger.info("cost report %s – %s: %d tenants, %d services, %d notes; HTML %s", report.start, report.end,
                 len(report.tenants), len(report.services), len(report.notes), path or "not written")
     doc = cost_report_json(report, path, previous)

@@ -23,7 +23,7 @@ from flows.collect import collect
 from gpuaas.actions.deadline_holds import NudgeResult
 from gpuaas.policy import Mode
 from reports.deadlines import pool_dicts
-from tasks._options import retry_options
+from tasks._options import push_or_warn
 from tasks.deadlines import (
     decide_nudges,
     nudge_kueue,
@@ -89,13 +89,7 @@ def deadlines(apply: bool = False, at: datetime | None = None, nudge: bool = Tru
             counts[f"{r.nudge.action} {r.result}"] = counts.get(f"{r.nudge.action} {r.result}", 0) + 1
         logger.info("nudge (%s): %s", mode.value, counts or "nothing to do")
     publish_deadline_artifacts(pools)
-    pushed = None
-    if settings.pushgateway_url:
-        state = push_deadline_metrics.with_options(**retry_options(settings))(settings, pools, return_state=True)
-        if state.is_completed():
-            pushed = state.result()
-        else:  # the plan is still the answer of this run; the Pushgateway keeps the previous figures
-            logger.warning("deadline metrics not pushed: %s", state.result(raise_on_failure=False))
+    pushed = push_or_warn(settings, push_deadline_metrics, pools, what="deadline metrics")
     return {"snapshot_id": snapshot_id, "pools": pool_dicts(pools), "pushed_samples": pushed, "mode": mode.value,
             "released": _results(released), "nudges": _results(results)}
 

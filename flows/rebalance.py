@@ -25,7 +25,7 @@ from gpuaas.policy import Mode
 from gpuaas.settings import GpuaasSettings
 from gpuaas.sources.queue_history import HISTORY_COLUMNS
 from reports.rebalance import CohortOutcome, outcome_dicts
-from tasks._options import retry_options
+from tasks._options import push_or_warn, retry_options
 from tasks.deadlines import plan_deadlines
 from tasks.notify import NOTIFY_HOOKS
 from tasks.rebalance import (
@@ -108,13 +108,7 @@ def rebalance(apply: bool = False, cohort: str | None = None, history_days: floa
     logger.info("act (%s): %s", mode.value, counts or "no cohort")
 
     publish_rebalance_artifacts(results, mode, pools, degraded)
-    pushed = None
-    if settings.pushgateway_url:
-        state = push_rebalance_metrics.with_options(**retry_options(settings))(settings, results, return_state=True)
-        if state.is_completed():
-            pushed = state.result()
-        else:
-            logger.warning("rebalance metrics not pushed: %s", state.result(raise_on_failure=False))
+    pushed = push_or_warn(settings, push_rebalance_metrics, results, what="rebalance metrics")
     return {"mode": mode.value, "snapshot_id": snapshot_id, "degraded": degraded, "pushed_samples": pushed,
             "cohorts": outcome_dicts(results)}
 

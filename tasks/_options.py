@@ -16,7 +16,7 @@ from prefect.tasks import exponential_backoff
 from gpuaas.errors import TransientError
 from gpuaas.settings import GpuaasSettings
 
-__all__ = ["IO_TASK_OPTIONS", "current_run_id", "retry_options", "retry_transient_only"]
+__all__ = ["IO_TASK_OPTIONS", "current_run_id", "push_or_warn", "retry_options", "retry_transient_only"]
 
 
 def retry_transient_only(task: Any, task_run: Any, state: Any) -> bool:
@@ -59,3 +59,21 @@ def current_run_id() -> str | None:
     from prefect import runtime
 
     return str(runtime.flow_run.id) if runtime.flow_run.id else None
+
+
+def push_or_warn(settings: GpuaasSettings, push: Any, *args: Any, what: str) -> Any | None:
+    """Run the Pushgateway task ``push(settings, *args)`` with the settings' retries; its result, or None.
+
+    None without a Pushgateway, and None with a warning when the push still fails after its
+    retries: the run's answer is already stored and the Pushgateway keeps the previous figures,
+    so a push is never a reason to fail the run (or, as the reclaim flow's collect, to block it).
+    """
+    if not settings.pushgateway_url:
+        return None
+    state = push.with_options(**retry_options(settings))(settings, *args, return_state=True)
+    if state.is_completed():
+        return state.result()
+    from prefect import get_run_logger
+
+    get_run_logger().warning("%s not pushed to the Pushgateway: %s", what, state.result(raise_on_failure=False))
+    return None

@@ -2,11 +2,12 @@
 50,000 workloads / 200 ClusterQueues in one cohort / 24 h of telemetry (issue 14, point 1).
 
 Each stage is the real Prefect flow (Prefect's test harness), in this process, in order: collect,
-reclaim (dry-run; it takes its own snapshot, as it does when scheduled), deadline plan (dry-run, no
-nudges), rebalance plan (dry-run), cost report (one day, no HTML). The API and Prometheus are reached through the test suite's relay (``tests/faults/proxy.py``,
+then on its snapshot (``snapshot_id``: the fleet is read once a cycle) reclaim (dry-run), deadline
+plan (dry-run, no nudges) and rebalance plan (dry-run), and the cost report (one day, no HTML). The API and Prometheus are reached through the test suite's relay (``tests/faults/proxy.py``,
 no faults armed) so that every request and every byte is counted; the bare transfer replays the
-very same requests through the same relay with no processing, so that ``overhead_ratio`` =
-``cycle_s / transfer_s`` compares like with like. The fleet is RayClusters (their pods hold GPUs, so
+very same requests through the same relay with no processing, stage by stage, the API's and
+Prometheus' at the same time (a collect reads them at once), so that ``overhead_ratio`` =
+``cycle_s / transfer_s`` compares like with like. The totals are counted before the replay. The fleet is RayClusters (their pods hold GPUs, so
 dcgm series carry pod labels) and every 4th tenant's jobs go idle 2 h after they start, so reclaim has
 idle workloads to judge. Telemetry is backfilled at the 60 s sample interval for the last hour (the
 30-minute idle window and its coverage rule see every sample) and at 5 minutes before it
@@ -27,6 +28,8 @@ import signal
 import sys
 import tempfile
 import time
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime, timedelta
 from multiprocessing.connection import Connection
 from pathlib import Path
@@ -43,7 +46,8 @@ from bench_cluster import fleet  # noqa: E402
 import tests.faults.proxy as relay  # noqa: E402
 from gpuaas.cluster.clock import ManualClock  # noqa: E402
 from gpuaas.cluster.runner import EmbeddedCluster  # noqa: E402
-from tests.faults.proxy import FaultProxy, fault_proxy  # noqa: E402
+from gpuaas.sources._concurrent import PROMQL_AT_ONCE  # noqa: E402
+from tests.faults.proxy import FaultProxy, Hit, fault_proxy  # noqa: E402
 
 SIZES = {"smoke": (10, 2, 100), "tenth": (200, 20, 5000), "full": (2000, 200, 50000)}  # nodes (8 GPUs), CQs, workloads
 HISTORY = timedelta(hours=24)
@@ -63,29 +67,43 @@ def rss_mb() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
-def _stages(at: datetime) -> list[tuple[str, object]]:
+def _stages(at: datetime) -> list[tuple[str, Callable[[], object]]]:
+    """The cycle: one collect, then every deciding stage on that snapshot (``snapshot_id``), as an
+    operator's by-hand cycle runs them; scheduled runs each collect for themselves."""
     from flows.collect import collect
     from flows.cost_report import cost_report
     from flows.deadlines import deadlines
     from flows.rebalance import rebalance
     from flows.reclaim import reclaim
 
-    return [("collect", lambda: collect(at=at)), ("reclaim dry-run", lambda: reclaim(apply=False, at=at)),
-            ("deadline plan", lambda: deadlines(apply=False, at=at, nudge=False)),
-            ("rebalance plan", lambda: rebalance(apply=False, at=at)),
+    taken: dict[str, int] = {}
+
+    def collected() -> object:
+        summary = collect(at=at)
+        taken["id"] = int(summary["snapshot_id"])
+        return summary
+
+    return [("collect", collected),
+            ("reclaim dry-run", lambda: reclaim(apply=False, at=at, snapshot_id=taken["id"])),
+            ("deadline plan", lambda: deadlines(apply=False, at=at, nudge=False, snapshot_id=taken["id"])),
+            ("rebalance plan", lambda: rebalance(apply=False, at=at, snapshot_id=taken["id"])),
             ("cost report", lambda: cost_report(window="1d", at=at, compare=False, html=False))]
 
 
-def _replay(proxy: FaultProxy, hits: list, headers: dict[str, str]) -> float:
-    """The same requests, answers read and dropped: the unavoidable transfer."""
+def _replay(proxy: FaultProxy, hits: list[Hit], headers: dict[str, str], at_once: int = 1) -> float:
+    """The same requests, answers read and dropped, ``at_once`` at a time as the readers send them
+    (``gpuaas.sources._concurrent``): the unavoidable transfer."""
     started = time.perf_counter()
-    with httpx.Client(base_url=proxy.url, timeout=120, headers=headers) as http:
-        for hit in hits:
+    with httpx.Client(base_url=proxy.url, timeout=600, headers=headers) as http:
+        def send(hit: Hit) -> None:
             if hit.method == "GET":
                 http.get(hit.path).read()
             else:
                 http.request(hit.method, hit.path, content=hit.body,
                              headers={"Content-Type": "application/x-www-form-urlencoded"}).read()
+
+        with ThreadPoolExecutor(max_workers=at_once) as pool:
+            list(pool.map(send, hits))
     return time.perf_counter() - started
 
 
@@ -150,30 +168,45 @@ def _cycle(name: str, base: Path, cluster: dict[str, Any], kube: FaultProxy, pro
     at = cluster["at"]
     print(f"{'stage':<16} {'wall s':>7} {'CPU s':>6} {'peak RSS MiB':>12} {'k8s req':>8} {'PromQL':>7} {'Prom MB':>8}")
     cycle = 0.0
+    slices: list[tuple[str, list[Hit], list[Hit]]] = []
     for stage, run in _stages(at):
         k0, p0 = len(kube.relayed), len(prom.relayed)
         began, began_cpu = time.perf_counter(), time.process_time()
         if profile is None:
-            out = run()  # type: ignore[operator]
+            out = run()
         else:
             out = _profiled(run, profile / f"{name}-{stage.replace(' ', '_')}.prof")
         wall = time.perf_counter() - began
         cycle += wall
-        queries = [h for h in prom.relayed[p0:] if "/api/v1/query" in h.path]
-        print(f"{stage:<16} {wall:>7.2f} {time.process_time() - began_cpu:>6.1f} {rss_mb():>12.0f} {len(kube.relayed) - k0:>8} {len(queries):>7} "
-              f"{sum(h.size for h in queries) / 1e6:>8.2f}", flush=True)
+        slices.append((stage, kube.relayed[k0:], prom.relayed[p0:]))
+        queries = _queries(slices[-1][2])
+        print(f"{stage:<16} {wall:>7.2f} {time.process_time() - began_cpu:>6.1f} {rss_mb():>12.0f} "
+              f"{len(slices[-1][1]):>8} {len(queries):>7} {sum(h.size for h in queries) / 1e6:>8.2f}", flush=True)
         if isinstance(out, dict) and out.get("summary"):
             verdicts = f"{out['summary']}{' (degraded)' if out.get('degraded') else ''}"
             print(f"{'':<16} {verdicts}")
     for missing in MISSING:
         print(f"{'(missing)':<16} {missing}")
+    peak = rss_mb()
+    kube_hits = [h for _, hits, _ in slices for h in hits]
+    queries = _queries([h for _, _, hits in slices for h in hits])
     token = _token(kubeconfig)
-    transfer = _replay(kube, list(kube.relayed), token) + _replay(prom, list(prom.relayed), {})
-    queries = [h for h in prom.relayed if "/api/v1/query" in h.path]
+    print(f"{'bare transfer':<16} {'kube s':>7} {'Prom s':>6}  (each stage's requests replayed: the API's and Prometheus' at once, PromQL 2 at a time)")
+    transfer = 0.0
+    for stage, kube_part, prom_part in slices:
+        with ThreadPoolExecutor(max_workers=2) as pool:
+            k, p = pool.submit(_replay, kube, kube_part, token), pool.submit(_replay, prom, prom_part, {}, PROMQL_AT_ONCE)
+            took = (k.result(), p.result())
+        transfer += max(took)
+        print(f"{stage:<16} {took[0]:>7.2f} {took[1]:>6.2f}", flush=True)
     return {"gpus": nodes * 8, "workloads": workloads, "queues": queues, "cycle_s": round(cycle, 2),
-            "peak_rss_mb": round(rss_mb()), "k8s_requests": len(kube.relayed), "prom_queries": len(queries),
+            "peak_rss_mb": round(peak), "k8s_requests": len(kube_hits), "prom_queries": len(queries),
             "prom_bytes": sum(h.size for h in queries), "transfer_s": round(transfer, 2),
             "overhead_ratio": round(cycle / transfer, 2) if transfer else None}
+
+
+def _queries(hits: list[Hit]) -> list[Hit]:
+    return [h for h in hits if "/api/v1/query" in h.path]
 
 
 def _token(kubeconfig: Path) -> dict[str, str]:

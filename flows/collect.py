@@ -15,7 +15,7 @@ from prefect import flow, get_run_logger
 
 from gpuaas.models import SourceStatus
 from gpuaas.snapshot import SOURCES, assemble_snapshot, failed_source, snapshot_windows
-from tasks._options import push_or_warn, retry_options
+from tasks._options import IO_TASK_OPTIONS, push_or_warn, retry_options, unwalked
 from tasks.collect import count_idle_candidates, publish_artifacts, push_summary, read_one_source, store_snapshot
 from tasks.notify import NOTIFY_HOOKS
 from tasks.secrets import flow_settings
@@ -35,31 +35,44 @@ def collect(at: datetime | None = None) -> dict[str, Any]:
 
     started = time.monotonic()
     reader = read_one_source.with_options(**retry_options(settings))
+    # Prometheus (the slowest at fleet scale) in the flow's own thread, so that the task timeout can
+    # interrupt it; the others in the task runner's threads meanwhile, where Prefect cannot interrupt
+    # a blocking read, so they are bounded by the wait instead (and each request by its own timeout):
+    # a collect waits for its slowest source, not for the sum of them.
+    threaded = reader.with_options()
+    threaded.timeout_seconds = None  # ``with_options`` keeps a timeout it is given None for
+    pending = {name: threaded.submit(name, settings, now, windows) for name in SOURCES if name != "prometheus"}
+    states: dict[str, Any] = {"prometheus": reader("prometheus", settings, now, windows, return_state=True)}
+    bound_s = IO_TASK_OPTIONS["timeout_seconds"] * (settings.retries + 1)
+    for name, future in pending.items():
+        future.wait(timeout=max(started + bound_s - time.monotonic(), 0.0))
+        states[name] = future.state
     readings: dict[str, tuple[Any, SourceStatus]] = {}
     for name in SOURCES:
-        # In the flow's own thread, so that the task timeout can interrupt a hung source.
-        began = time.monotonic()
-        state = reader(name, settings, now, windows, return_state=True)
+        state = states[name]
         if state.is_completed():
             readings[name] = state.result()
             continue
-        error = state.result(raise_on_failure=False)
-        if not isinstance(error, BaseException):
-            error = RuntimeError(state.message or state.name)
-        readings[name] = (None, failed_source(name, error, time.monotonic() - began))  # retries included
+        if not state.is_final():
+            error: BaseException = TimeoutError(f"no answer within {bound_s:g}s")
+        else:
+            error = state.result(raise_on_failure=False)
+            if not isinstance(error, BaseException):
+                error = RuntimeError(state.message or state.name)
+        readings[name] = (None, failed_source(name, error, time.monotonic() - started))  # retries included
         logger.warning("source %s failed after retries: %s", name, readings[name][1].error)
     snapshot = assemble_snapshot(settings, now, windows, readings)
     logger.info("collect: %d sources read in %.2fs", len(readings), time.monotonic() - started)
 
     summary = snapshot.summary()
-    idle = count_idle_candidates(settings, snapshot)
-    summary["snapshot_id"] = store_snapshot(settings, snapshot, summary)
+    idle = count_idle_candidates(settings, unwalked(snapshot))
+    summary["snapshot_id"] = store_snapshot(settings, unwalked(snapshot), summary)
     summary["idle_candidates"] = idle
     summary["degraded"] = snapshot.degraded
     summary["required_sources"] = [n for n, s in snapshot.sources.items() if s.required]
     summary["source_errors"] = {n: s.error for n, s in snapshot.sources.items() if s.error}
-    publish_artifacts(snapshot, summary, idle)
-    summary["pushed_samples"] = push_or_warn(settings, push_summary, snapshot, summary, idle, what="summary metrics")
+    publish_artifacts(unwalked(snapshot), summary, idle)
+    summary["pushed_samples"] = push_or_warn(settings, push_summary, unwalked(snapshot), summary, idle, what="summary metrics")
     logger.info(
         "snapshot %s: %d workloads, %d unknown telemetry, %d idle candidates%s",
         summary["snapshot_id"], summary["workloads"], summary["unknown_telemetry"], idle,

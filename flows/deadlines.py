@@ -19,11 +19,11 @@ from typing import Any
 
 from prefect import flow, get_run_logger
 
-from flows.collect import collect
+from flows._snapshot import snapshot_for
 from gpuaas.actions.deadline_holds import NudgeResult
 from gpuaas.policy import Mode
 from reports.deadlines import pool_dicts
-from tasks._options import push_or_warn
+from tasks._options import push_or_warn, unwalked
 from tasks.deadlines import (
     decide_nudges,
     nudge_kueue,
@@ -34,7 +34,6 @@ from tasks.deadlines import (
     undo_deadline_holds,
 )
 from tasks.notify import NOTIFY_HOOKS
-from tasks.reclaim import load_snapshot
 from tasks.secrets import flow_settings
 from tasks.writes import WritesBusy, busy_outcome
 from tasks.writes import cluster_writes as _writes_lock  # the Prefect slot + store lock reclaim takes too
@@ -48,8 +47,16 @@ def _results(results: list[NudgeResult]) -> list[dict[str, Any]]:
 
 @flow(name="deadlines", log_prints=False, **NOTIFY_HOOKS)
 def deadlines(apply: bool = False, at: datetime | None = None, nudge: bool = True,
-              undo: list[int] | None = None) -> dict[str, Any]:
-    """Plan deadlines once; returns ``{"snapshot_id", "pools", "pushed_samples", "mode", "released", "nudges"}``."""
+              undo: list[int] | None = None, snapshot_id: int | None = None) -> dict[str, Any]:
+    """Plan deadlines once; returns ``{"snapshot_id", "pools", "pushed_samples", "mode", "released", "nudges"}``.
+
+    Args:
+        apply: Write the holds the plan proves (off: dry-run, plan and audit only).
+        at: Plan at this instant instead of now (empty: now).
+        nudge: Decide holds and release due ones (off: plan only, write nothing).
+        undo: Audit ids of earlier holds to release instead of planning; nothing else runs.
+        snapshot_id: Plan on this collect's snapshot instead of collecting again (empty: collect); refused when it was taken further than collect.max_staleness_seconds from the planned instant.
+    """
     logger = get_run_logger()
     settings = flow_settings()
     if undo:
@@ -64,32 +71,29 @@ def deadlines(apply: bool = False, at: datetime | None = None, nudge: bool = Tru
     if released:
         logger.info("release: %d held Workloads due", len(released))
 
-    started = time.monotonic()
-    snapshot_id = collect(at=now)["snapshot_id"]
-    snapshot = load_snapshot(settings, snapshot_id)
-    logger.info("collect: snapshot %s in %.2fs", snapshot_id, time.monotonic() - started)
+    snapshot_id, snapshot = snapshot_for(settings, now, snapshot_id)
 
     started = time.monotonic()
-    pools = plan_deadlines(snapshot)
+    pools = plan_deadlines(unwalked(snapshot))
     logger.info("plan: %d pools, %d extra GPUs needed, %d deadlines at risk in %.2fs", len(pools),
                 sum(p.plan.extra_gpus.get(p.problem.flavor, 0) for p in pools),
                 sum(p.at_risk_count for p in pools), time.monotonic() - started)
     results: list[NudgeResult] = []
     if nudge:
-        nudges = decide_nudges(settings, pools, snapshot, now)
+        nudges = decide_nudges(settings, unwalked(pools), unwalked(snapshot), now)
         try:
             with _writes_lock(settings, f"deadlines-{uuid.uuid4()}") if mode is Mode.apply else nullcontext():
                 results = nudge_kueue(settings, nudges, mode)
         except WritesBusy as busy:  # the plan is still published; no nudge written
-            publish_deadline_artifacts(pools)
+            publish_deadline_artifacts(unwalked(pools))
             return busy_outcome({"snapshot_id": snapshot_id, "pools": pool_dicts(pools), "pushed_samples": None,
                                  "mode": mode.value, "released": _results(released), "nudges": []}, busy)
         counts: dict[str, int] = {}
         for r in results:
             counts[f"{r.nudge.action} {r.result}"] = counts.get(f"{r.nudge.action} {r.result}", 0) + 1
         logger.info("nudge (%s): %s", mode.value, counts or "nothing to do")
-    publish_deadline_artifacts(pools)
-    pushed = push_or_warn(settings, push_deadline_metrics, pools, what="deadline metrics")
+    publish_deadline_artifacts(unwalked(pools))
+    pushed = push_or_warn(settings, push_deadline_metrics, unwalked(pools), what="deadline metrics")
     return {"snapshot_id": snapshot_id, "pools": pool_dicts(pools), "pushed_samples": pushed, "mode": mode.value,
             "released": _results(released), "nudges": _results(results)}
 

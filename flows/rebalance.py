@@ -18,14 +18,14 @@ from typing import Any
 import pandas as pd
 from prefect import flow, get_run_logger
 
-from flows.collect import collect
+from flows._snapshot import snapshot_for
 from gpuaas.actions._lock_owner import new_holder
 from gpuaas.models import Snapshot
 from gpuaas.policy import Mode
 from gpuaas.settings import GpuaasSettings
 from gpuaas.sources.queue_history import HISTORY_COLUMNS
 from reports.rebalance import CohortOutcome, outcome_dicts
-from tasks._options import push_or_warn, retry_options
+from tasks._options import push_or_warn, retry_options, unwalked
 from tasks.deadlines import plan_deadlines
 from tasks.notify import NOTIFY_HOOKS
 from tasks.rebalance import (
@@ -36,7 +36,6 @@ from tasks.rebalance import (
     read_history,
     recent_changes,
 )
-from tasks.reclaim import load_snapshot
 from tasks.secrets import flow_settings
 from tasks.writes import WritesBusy, busy_outcome
 from tasks.writes import cluster_writes as _writes_lock  # the Prefect slot + store lock reclaim takes too
@@ -49,13 +48,12 @@ def _degraded(snapshot: Snapshot, history_error: str | None) -> str | None:
     return "; ".join(failed) or None
 
 
-def _plan(settings: GpuaasSettings, now: datetime, cohort: str | None, window_days: float
-          ) -> tuple[int, Snapshot, list[Any], list[CohortOutcome], str | None]:
+def _plan(settings: GpuaasSettings, now: datetime, cohort: str | None, window_days: float,
+          snapshot_id: int | None = None) -> tuple[int, Snapshot, list[Any], list[CohortOutcome], str | None]:
     logger = get_run_logger()
     started = time.monotonic()
-    snapshot_id = collect(at=now)["snapshot_id"]
-    snapshot = load_snapshot(settings, snapshot_id)
-    pools = plan_deadlines(snapshot)
+    snapshot_id, snapshot = snapshot_for(settings, now, snapshot_id)
+    pools = plan_deadlines(unwalked(snapshot))
     state = read_history.with_options(**retry_options(settings))(settings, now, window_days, return_state=True)
     history_error = None
     if state.is_completed():
@@ -64,7 +62,7 @@ def _plan(settings: GpuaasSettings, now: datetime, cohort: str | None, window_da
         history_error = str(state.result(raise_on_failure=False))[:300]
         history = pd.DataFrame(columns=HISTORY_COLUMNS)
         logger.warning("queue history not read: %s", history_error)
-    outcomes = plan_cohorts(settings, snapshot, history, pools, recent_changes(settings, now), cohort)
+    outcomes = plan_cohorts(settings, unwalked(snapshot), history, unwalked(pools), recent_changes(settings, now), cohort)
     logger.info("plan: snapshot %s, %d cohorts, %d GPUs to move in %.2fs", snapshot_id, len(outcomes),
                 sum(o.plan.moved_gpus for o in outcomes if o.plan), time.monotonic() - started)
     return snapshot_id, snapshot, pools, outcomes, _degraded(snapshot, history_error)
@@ -72,12 +70,14 @@ def _plan(settings: GpuaasSettings, now: datetime, cohort: str | None, window_da
 
 @flow(name="rebalance", log_prints=False, **NOTIFY_HOOKS)
 def rebalance(apply: bool = False, cohort: str | None = None, history_days: float | None = None,
-              at: datetime | None = None) -> dict[str, Any]:
+              at: datetime | None = None, snapshot_id: int | None = None) -> dict[str, Any]:
     """Rebalance once; returns ``{"mode", "snapshot_id", "degraded", "cohorts": [...]}``.
 
     ``apply`` is the operator's explicit choice for this run (overrides a dry-run policy; every
     limit still holds); ``cohort`` limits the run to one cohort; ``history_days`` overrides the
-    policy's ``usage_lookback_days``.
+    policy's ``usage_lookback_days``; ``snapshot_id`` plans on that collect's snapshot instead of
+    collecting again (refused when taken further than ``collect.max_staleness_seconds`` from the
+    planned instant; a re-plan after a concurrent quota edit always collects afresh).
     """
     logger = get_run_logger()
     settings = flow_settings()
@@ -89,7 +89,7 @@ def rebalance(apply: bool = False, cohort: str | None = None, history_days: floa
 
     try:
         with _writes_lock(settings, holder) if mode is Mode.apply else nullcontext():
-            snapshot_id, snapshot, pools, outcomes, degraded = _plan(settings, now, cohort, window)
+            snapshot_id, snapshot, pools, outcomes, degraded = _plan(settings, now, cohort, window, snapshot_id)
             results = apply_plans(settings, outcomes, mode, degraded, snapshot_id, now)
             changed = [o.cohort for o in results if o.result == "changed"]
             if changed:  # someone edited a quota since the snapshot: plan again on a fresh one, once
@@ -107,7 +107,7 @@ def rebalance(apply: bool = False, cohort: str | None = None, history_days: floa
         counts[o.result] = counts.get(o.result, 0) + 1
     logger.info("act (%s): %s", mode.value, counts or "no cohort")
 
-    publish_rebalance_artifacts(results, mode, pools, degraded)
+    publish_rebalance_artifacts(results, mode, unwalked(pools), degraded)
     pushed = push_or_warn(settings, push_rebalance_metrics, results, what="rebalance metrics")
     return {"mode": mode.value, "snapshot_id": snapshot_id, "degraded": degraded, "pushed_samples": pushed,
             "cohorts": outcome_dicts(results)}

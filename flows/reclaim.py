@@ -27,7 +27,7 @@ from typing import Any
 import pandas as pd
 from prefect import flow, get_run_logger
 
-from flows.collect import collect
+from flows._snapshot import snapshot_for
 from gpuaas.actions._lock_owner import new_holder
 from gpuaas.models import Snapshot
 from gpuaas.policies.adaptive_live import adaptive_rules
@@ -35,14 +35,13 @@ from gpuaas.policies.reclaim import snapshot_problem
 from gpuaas.policy import Mode
 from gpuaas.settings import GpuaasSettings
 from reports.reclaim import blind_line, decision_dicts, summary_line
-from tasks._options import retry_options
+from tasks._options import retry_options, unwalked
 from tasks.adaptive import adaptive_history
 from tasks.notify import NOTIFY_HOOKS
 from tasks.reclaim import (
     act,
     decide,
     find_idle_workloads,
-    load_snapshot,
     publish_reclaim_artifacts,
     push_idle_metrics,
     undo_actions,
@@ -53,7 +52,8 @@ from tasks.writes import WritesBusy, busy_outcome, cluster_writes
 
 
 @flow(name="reclaim", log_prints=False, **NOTIFY_HOOKS)
-def reclaim(apply: bool = False, at: datetime | None = None, undo: list[int] | None = None) -> dict[str, Any]:
+def reclaim(apply: bool = False, at: datetime | None = None, undo: list[int] | None = None,
+            snapshot_id: int | None = None) -> dict[str, Any]:
     """Reclaim idle GPUs once; returns ``{"mode", "snapshot_id", "decisions": [...]}``.
 
     ``apply`` is the operator's explicit choice for this run and overrides the policy's
@@ -63,6 +63,7 @@ def reclaim(apply: bool = False, at: datetime | None = None, undo: list[int] | N
         apply: Stop the idle workloads found (off: dry-run, only decide and audit). The policy's max_actions_per_run cap still holds.
         at: Judge the telemetry window ending at this instant instead of now (empty: now); the same window twice acts once.
         undo: Audit ids of earlier reclaims to restore instead of reclaiming (see `gpuaas audit list`); nothing else runs.
+        snapshot_id: Judge this collect's snapshot instead of collecting again (empty: collect); refused when it was taken further than collect.max_staleness_seconds from the judged instant.
     """
     logger = get_run_logger()
     settings = flow_settings()
@@ -80,10 +81,7 @@ def reclaim(apply: bool = False, at: datetime | None = None, undo: list[int] | N
     mode = Mode.apply if apply or settings.policy.reclaim.mode is Mode.apply else Mode.dry_run
     now = at or datetime.now(UTC)
     with _signal_withdrawn_on_failure(settings):
-        started = time.monotonic()
-        snapshot_id = collect(at=now)["snapshot_id"]
-        snapshot = load_snapshot(settings, snapshot_id)
-        logger.info("collect: snapshot %s in %.2fs", snapshot_id, time.monotonic() - started)
+        snapshot_id, snapshot = snapshot_for(settings, now, snapshot_id)
 
         started = time.monotonic()
         adaptive = None
@@ -94,17 +92,17 @@ def reclaim(apply: bool = False, at: datetime | None = None, undo: list[int] | N
             else:  # no history: the adaptive rows become unknown, never idle
                 logger.warning("adaptive history unavailable (%s): adaptive workloads are unknown this run",
                                pulled.message)
-        idle: pd.DataFrame = find_idle_workloads(settings, snapshot, adaptive)
-        decisions = decide(settings, snapshot, idle, mode, datetime.now(UTC))
+        idle: pd.DataFrame = find_idle_workloads(settings, unwalked(snapshot), adaptive)
+        decisions = decide(settings, unwalked(snapshot), idle, mode, datetime.now(UTC))
         logger.info("decide: %d GPU workloads, %d idle targets in %.2fs", len(idle), len(decisions),
                     time.monotonic() - started)
 
         started = time.monotonic()
         try:
             with cluster_writes(settings, holder) if mode is Mode.apply else nullcontext():
-                results = act(settings, decisions, mode, now)
+                results = act(settings, unwalked(decisions), mode, now)
         except WritesBusy as busy:
-            publish_reclaim_artifacts([], snapshot, mode, settings.policy.reclaim.max_actions_per_run, busy=str(busy))
+            publish_reclaim_artifacts([], unwalked(snapshot), mode, settings.policy.reclaim.max_actions_per_run, busy=str(busy))
             return busy_outcome({"mode": mode.value, "snapshot_id": snapshot_id, "decisions": []}, busy)
         counts: dict[str, int] = {}
         for result in results:
@@ -114,7 +112,7 @@ def reclaim(apply: bool = False, at: datetime | None = None, undo: list[int] | N
                     time.monotonic() - started)
 
         cap = settings.policy.reclaim.max_actions_per_run
-        publish_reclaim_artifacts(results, snapshot, mode, cap)
+        publish_reclaim_artifacts(unwalked(results), unwalked(snapshot), mode, cap)
     blind = blind_line(results, snapshot)
     if blind:
         logger.warning("degraded run: %s", blind)

@@ -263,7 +263,7 @@ def build_snapshot(
     kube = kube or KubeState(None, (), (), (), (), (), (), (), (), 0)
     workloads = _telemetry(_workload_frame(kube, policy, now), kube, prom, windows)
     quotas = _quota_frame(kube)
-    owners = pd.DataFrame([{**asdict(o), "annotations": dict(o.annotations)} for o in kube.owners])
+    owners = pd.DataFrame([{**_flat(o), "annotations": dict(o.annotations)} for o in kube.owners])
     if not owners.empty:
         owners["reclaim"] = owners["annotations"].map(lambda a: a.get(OPT_OUT_ANNOTATION))
         owners = _resolve_owner_opt_out(owners)

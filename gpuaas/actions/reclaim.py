@@ -79,6 +79,10 @@ class _Audit:
         """The row deciding ``d`` for its window, recorded once (``Store.append_decision``): (row, new)."""
         return self.store.append_decision(self._entry(d, outcome, reason, None, before, after))
 
+    def decisions(self, ds: Sequence[Decision]) -> list[tuple[AuditEntry, bool]]:
+        """``decision`` for many decisions at their own outcome and reason, in one transaction."""
+        return self.store.append_decisions([self._entry(d, d.outcome, d.reason, None, None, None) for d in ds])
+
     def row(self, d: Decision, outcome: str, reason: str, *, refers_to: int | None = None,
             before: dict[str, Any] | None = None, after: dict[str, Any] | None = None) -> AuditEntry:
         """A completion of the decision ``refers_to``."""
@@ -87,12 +91,10 @@ class _Audit:
 
 def already_decided(store: Store, keys: Iterable[str]) -> dict[str, int]:
     """Keys whose latest audit row is ``planned`` or ``applied``, mapped to their first row's id."""
-    decided = {}
-    for key in keys:
-        rows = store.audit(idempotency_key=key, limit=None)
-        if rows and rows[-1].outcome in ("planned", "applied"):
-            decided[key] = int(rows[0].id or 0)
-    return decided
+    rows: dict[str, list[AuditEntry]] = {}
+    for row in store.audit(idempotency_keys=list(keys), limit=None):  # oldest first
+        rows.setdefault(str(row.idempotency_key), []).append(row)
+    return {key: int(held[0].id or 0) for key, held in rows.items() if held[-1].outcome in ("planned", "applied")}
 
 
 def recently_restored(store: Store, since: datetime) -> dict[tuple[str, str, str], tuple[int, datetime]]:
@@ -210,14 +212,17 @@ def _redecide_after_conflict(d: Decision, writer: KubeWriter) -> str:
 
 def execute_decisions(decisions: Sequence[Decision], store: Store, writer: KubeWriter, *, mode: Mode,
                       flow_run_id: str | None, now: datetime) -> list[ActionResult]:
-    """Audit every decision; act on the planned ones (write only in apply mode)."""
+    """Audit every decision; act on the planned ones (write only in apply mode). The rows that
+    decide without acting (deferrals over the cap, skips) are appended first, in one transaction."""
     audit = _Audit(store, flow_run_id)
+    unacted = [d for d in decisions if d.decided_by is None and d.outcome != "planned"]
+    recorded = {id(d): row.id for d, (row, _) in zip(unacted, audit.decisions(unacted), strict=True)}
     results = []
     for d in decisions:
         if d.decided_by is not None:  # a re-run of a decided window records nothing new
             results.append(ActionResult(d, d.outcome, d.reason, d.decided_by))
         elif d.outcome != "planned":
-            results.append(ActionResult(d, d.outcome, d.reason, audit.decision(d, d.outcome, d.reason)[0].id))
+            results.append(ActionResult(d, d.outcome, d.reason, recorded[id(d)]))
         else:
             results.append(_act(d, audit, writer, mode, now))
     return results

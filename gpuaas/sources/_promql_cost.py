@@ -4,8 +4,9 @@ Each query is evaluated as a range query with one point per report period (a day
 whole window when it is shorter), so the answer is one value per pod / service / queue and
 period, whatever the fleet size or the number of days: five expressions per window (GPU hours
 observed, GPU hours busy, serving, Kueue, and OpenCost's metrics when its API is not used; the
-reader sends each GPU-hour one in at most three day chunks), never one per workload, per service
-or per day.
+reader sends each GPU-hour one in at most three day chunks, after one probe for GPUs that only have
+the fallback metric: when there are none the fallback is left out), never one per workload, per
+service or per day.
 
 * GPU hours per pod: subqueries at the sample interval counting the steps where the activity
   series has a sample (observed) and where it is above the threshold (busy), x the interval:
@@ -38,6 +39,7 @@ from gpuaas.sources._promql import KUEUE_USAGE, any_of, duration, normalise, tag
 
 __all__ = [
     "QUALITY_STEP_S",
+    "fallback_probe_query",
     "gpu_busy_query",
     "gpu_observed_query",
     "kueue_hours_query",
@@ -75,30 +77,50 @@ def _per_pod(expr: str, m: MetricNames, interval_s: float) -> str:
     return _per_hour(f"sum by ({by}) ({normalise(f'sum by ({_raw_keys(m)}) ({expr})', m)})", interval_s)
 
 
-def _signal(m: MetricNames, period_s: float, offset_s: float, make: Callable[[str, float], str]) -> str:
+def _presence(metric: str, period_s: float, offset_s: float) -> str:
+    """``metric`` present in the period, over exactly the span the subquery's steps cover: they are
+    aligned to multiples of the interval, so that span ends ``offset_s`` (the period end modulo the
+    interval) early."""
+    offset_ms = int(round(offset_s * 1000))
+    offset = f" offset {offset_ms}ms" if offset_ms > 0 else ""
+    return f"present_over_time({metric}[{_under(period_s)}]{offset})"
+
+
+def _signal(m: MetricNames, period_s: float, offset_s: float, make: Callable[[str, float], str],
+            fallback: bool = True) -> str:
     """``make(metric, scale)`` of the activity metric for the GPUs that have it in the period, else of the
     fallback (``scale`` 100: a percentage). The choice is made per GPU and period, outside the
     subquery, so it costs one match per GPU and period instead of one per sample step.
 
-    Presence is read over exactly the span the subquery's steps cover: they are aligned to multiples
-    of the interval, so that span ends ``offset_s`` (the period end modulo the interval) early.
+    ``fallback=False`` (``fallback_probe_query`` found no GPU that would use it) leaves the fallback
+    out: Prometheus evaluates both sides of ``or`` in full, and the fallback's subquery for GPUs that
+    have the activity metric was half of the query's time.
     """
-    offset_ms = int(round(offset_s * 1000))
-    offset = f" offset {offset_ms}ms" if offset_ms > 0 else ""
-    present = f"present_over_time({m.gpu_activity}[{_under(period_s)}]{offset})"
-    return f"({make(m.gpu_activity, 1.0)}) or (({make(m.gpu_util_fallback, 100.0)}) unless {present})"
+    preferred = make(m.gpu_activity, 1.0)
+    if not fallback:
+        return f"({preferred})"
+    fallen_back = make(m.gpu_util_fallback, 100.0)
+    return f"({preferred}) or (({fallen_back}) unless {_presence(m.gpu_activity, period_s, offset_s)})"
 
 
-def gpu_observed_query(m: MetricNames, period_s: float, interval_s: float, offset_s: float = 0.0) -> str:
+def fallback_probe_query(m: MetricNames, period_s: float, offset_s: float = 0.0) -> str:
+    """Per period, how many GPU series the GPU-hour queries would read from the fallback metric (with
+    it, without the activity metric, matched as ``_signal`` matches them); no answer: none."""
+    return (f"count({_presence(m.gpu_util_fallback, period_s, offset_s)}"
+            f" unless {_presence(m.gpu_activity, period_s, offset_s)})")
+
+
+def gpu_observed_query(m: MetricNames, period_s: float, interval_s: float, offset_s: float = 0.0,
+                       fallback: bool = True) -> str:
     """Per pod and period: GPU-hours with telemetry, i.e. the sample steps where the GPU's series has a sample."""
     sub = f"[{_under(period_s)}:{duration(interval_s)}]"
     return tag(_per_pod(_signal(m, period_s, offset_s, lambda metric, _: (
-        f"count_over_time(max_over_time({metric}[{_under(interval_s)}]){sub})")), m, interval_s),
+        f"count_over_time(max_over_time({metric}[{_under(interval_s)}]){sub})"), fallback), m, interval_s),
         "gpuaas_stat", "observed_h")
 
 
 def gpu_busy_query(m: MetricNames, threshold: float, period_s: float, interval_s: float,
-                   offset_s: float = 0.0) -> str:
+                   offset_s: float = 0.0, fallback: bool = True) -> str:
     """Per pod and period: GPU-hours above ``threshold``.
 
     One comparison per sample step, as a filter (``bool`` would relabel every sample), counted by
@@ -106,8 +128,8 @@ def gpu_busy_query(m: MetricNames, threshold: float, period_s: float, interval_s
     """
     sub = f"[{_under(period_s)}:{duration(interval_s)}]"
     return tag(_per_pod(_signal(m, period_s, offset_s, lambda metric, scale: (
-        f"count_over_time((max_over_time({metric}[{_under(interval_s)}]) > {threshold * scale:.12g}){sub})")),
-        m, interval_s), "gpuaas_stat", "busy_h")
+        f"count_over_time((max_over_time({metric}[{_under(interval_s)}]) > {threshold * scale:.12g}){sub})"),
+        fallback), m, interval_s), "gpuaas_stat", "busy_h")
 
 
 def quality_metrics(services: Sequence[ServiceOutcome]) -> list[str]:

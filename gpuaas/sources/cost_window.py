@@ -26,6 +26,7 @@ from gpuaas.policies.cost import COST_COLS, GPU_COLS, SERVING_COLS, CostInputs
 from gpuaas.policies.outcomes import FinishedJob
 from gpuaas.settings import GpuaasSettings
 from gpuaas.sources import _promql_cost as q
+from gpuaas.sources._concurrent import PROMQL_AT_ONCE, at_once
 from gpuaas.sources._kube_client import KubeLister, make_api_client
 from gpuaas.sources._kube_kueue import parse_time
 from gpuaas.sources._prom_client import PromClient
@@ -246,28 +247,31 @@ def read_cost_inputs(settings: GpuaasSettings, end: datetime, window_s: float,
     notes: list[str] = []
     first = start + timedelta(seconds=period_s)
     prom = PromClient(settings)
-    try:
-        offset_s = end.timestamp() % interval_s  # every period ends at this phase when a period is whole intervals
-        gpu = gpu_rows([*_chunked(prom, q.gpu_observed_query(settings.metrics, period_s, interval_s, offset_s), first,
-                                  days, period_s),
-                        *_chunked(prom, q.gpu_busy_query(settings.metrics, policy.reclaim.activity_threshold,
-                                                         period_s, interval_s, offset_s), first, days, period_s)],
-                       start, period_s, days)
-        serving = serving_rows(prom.query_range(q.serving_window_query(settings.metrics, policy.services, period_s),
-                                                first, end, period_s), start, period_s, days)
-        kueue = prom.query_range(q.kueue_hours_query(gpu_resources, period_s, interval_s), first, end, period_s)
-        costs, opencost_requests = _read_costs(settings, prom, start, end, period_s, days, interval_s, notes)
+    offset_s = end.timestamp() % interval_s  # every period ends at this phase when a period is whole intervals
+    m = settings.metrics
+    threshold = policy.reclaim.activity_threshold
+    try:  # the GPU-hour queries (the heaviest) two at a time, the Kubernetes lists meanwhile
+        fallback = bool(_chunked(prom, q.fallback_probe_query(m, period_s, offset_s), first, days, period_s))
+        (jobs, kube_requests, why), observed, busy, serving_raw, kueue, (costs, opencost_requests) = at_once([
+            lambda: _read_jobs(settings),
+            lambda: _chunked(prom, q.gpu_observed_query(m, period_s, interval_s, offset_s, fallback), first, days, period_s),
+            lambda: _chunked(prom, q.gpu_busy_query(m, threshold, period_s, interval_s, offset_s, fallback), first,
+                             days, period_s),
+            lambda: prom.query_range(q.serving_window_query(m, policy.services, period_s), first, end, period_s),
+            lambda: prom.query_range(q.kueue_hours_query(gpu_resources, period_s, interval_s), first, end, period_s),
+            lambda: _read_costs(settings, prom, start, end, period_s, days, interval_s, notes),
+        ], workers=PROMQL_AT_ONCE + 1)
     finally:
         prom.close()
+    gpu = gpu_rows([*observed, *busy], start, period_s, days)
+    serving = serving_rows(serving_raw, start, period_s, days)
     if not gpu.empty:
-        m = settings.metrics
         notes.append(f"GPU hours: a GPU is read from {m.gpu_activity} in each period it has that metric, else from "
                      f"{m.gpu_util_fallback}; its {m.gpu_util_fallback}-only steps in such a period count as unknown "
                      "(never idle), so its observed and busy hours are low by at most those steps")
     kueue_hours = pd.DataFrame([{"cluster_queue": labels.get("cluster_queue", ""), "allocated_h": value}
                                 for labels, _, value in _points(kueue, start, period_s, days)],
                                columns=["cluster_queue", "allocated_h"])
-    jobs, kube_requests, why = _read_jobs(settings)
     if why:
         notes.append(why)
     serving = _latency_for_services(serving, settings)

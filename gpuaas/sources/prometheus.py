@@ -1,8 +1,9 @@
 """Prometheus source: GPU activity per GPU and window, device health, Kueue gauges, vLLM traffic.
 
-A fixed number of instant queries per cycle, ``2 * len(windows) + 3``, whatever the
-fleet size (see ``_promql``): one activity query and one vLLM query per window, then one
-each for device stats, Kueue gauges and staleness. Each query is evaluated at the
+A fixed number of instant queries per cycle, ``2 * len(windows) + 4``, whatever the
+fleet size (see ``_promql``): one probe for GPUs that only have GPU_UTIL (none: the other
+queries leave it out), one activity query and one vLLM query per window, then one each for
+device stats, Kueue gauges and staleness. Each query is evaluated at the
 snapshot's ``now``.
 
 Coverage is observed samples over expected samples (window / sample interval, capped at 1);
@@ -23,6 +24,7 @@ import pandas as pd
 
 from gpuaas.settings import GpuaasSettings
 from gpuaas.sources import _promql as q
+from gpuaas.sources._concurrent import at_once
 from gpuaas.sources._prom_client import PromClient, sample_value
 
 __all__ = [
@@ -62,8 +64,12 @@ class PrometheusReading:
     """The scrape interval the coverage and gap figures were computed against."""
 
 
+LOOKBACK_S = 300.0
+"""Prometheus' default ``--query.lookback-delta``."""
+
+
 def queries_per_cycle(windows: Sequence[float]) -> int:
-    return 2 * len(windows) + 3
+    return 2 * len(windows) + 4
 
 
 def _gpu_rows(results: list[dict[str, Any]], extra: dict[str, Any]) -> list[dict[str, Any]]:
@@ -134,22 +140,33 @@ def read_prometheus(
     m = settings.metrics
     sample_interval_s = sample_interval_s or m.sample_interval_seconds
     prom = PromClient(settings)
-    try:
+
+    def per_window() -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
         activity: list[dict[str, Any]] = []
         serving: list[dict[str, Any]] = []
         for minutes in windows_minutes:
             extra = {"window_minutes": float(minutes)}
-            query = q.gpu_activity_query(m, minutes * 60, sample_interval_s, now.timestamp())
+            query = q.gpu_activity_query(m, minutes * 60, sample_interval_s, now.timestamp(), fallback)
             activity += _gpu_rows(prom.query(query, now), extra)
             serving += _label_frame(
                 prom.query(q.vllm_query(m, minutes * 60), now), ["model_name", "finished_reason", "le"], extra
             )
-        longest_s = max(windows_minutes) * 60
-        devices = _gpu_rows(prom.query(q.device_query(m, longest_s), now), {})
+        return activity, serving
+
+    def per_gpu_and_queue() -> tuple[list[dict[str, Any]], list[dict[str, Any]], dict[str, float]]:
+        devices = _gpu_rows(prom.query(q.device_query(m, longest_s, fallback), now), {})
         kueue = _label_frame(prom.query(q.kueue_query(), now), ["cluster_queue", "flavor", "resource"], {})
         staleness = {
             r["metric"].get("gpuaas_source", ""): sample_value(r) for r in prom.query(q.staleness_query(m), now)
         }
+        return devices, kueue, staleness
+
+    longest_s = max(windows_minutes) * 60
+    try:  # the windows' activity (the heaviest query) and the device query go out together
+        # The device query's age looks back one lookback (5 min) past its window.
+        fallback = bool(prom.query(q.fallback_probe_query(m, [*(w * 60 for w in windows_minutes),
+                                                               longest_s + LOOKBACK_S]), now))
+        (activity, serving), (devices, kueue, staleness) = at_once([per_window, per_gpu_and_queue])
     finally:
         prom.close()
     gpus = _gpu_frame(activity, devices)

@@ -88,6 +88,36 @@ def test_dry_run_decides_publishes_and_writes_nothing(pointed_at: EmbeddedCluste
     assert result["degraded"] is False
 
 
+def test_a_given_snapshot_is_judged_without_collecting_again_and_a_far_one_is_refused(
+        pointed_at: EmbeddedCluster, prefect_harness: None) -> None:
+    """One collect serves a whole by-hand cycle (``snapshot_id``), within the staleness bound only."""
+    from flows.collect import collect
+    from flows.deadlines import deadlines
+    from flows.rebalance import rebalance
+    from flows.reclaim import reclaim
+
+    at = _at(pointed_at)
+    taken = collect(at=at)["snapshot_id"]
+    before = writes(pointed_at)
+    judged = _run(at=at, snapshot_id=taken)
+    assert judged["snapshot_id"] == taken
+    assert {(d["kind"], d["name"]) for d in judged["decisions"]} == IDLE_TARGETS
+    assert deadlines(at=at, nudge=False, snapshot_id=taken)["snapshot_id"] == taken
+    assert rebalance(at=at, snapshot_id=taken)["snapshot_id"] == taken
+    store = open_store(load_settings())
+    try:
+        latest = store.latest_snapshot()
+    finally:
+        store.close()
+    assert latest is not None and latest.id == taken  # none of the three collected again
+
+    limit = load_settings().policy.collect.max_staleness_seconds
+    state = reclaim(at=at + timedelta(seconds=limit + 1), snapshot_id=taken, return_state=True)
+    assert state.is_failed()
+    assert f"snapshot {taken} was collected at" in str(state.message) and "max_staleness_seconds" in str(state.message)
+    assert writes(pointed_at) == before
+
+
 def test_apply_is_capped_by_waste_and_the_same_window_acts_once(pointed_at: EmbeddedCluster,
                                                                  prefect_harness: None) -> None:
     at = _at(pointed_at)

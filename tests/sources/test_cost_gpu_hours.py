@@ -80,8 +80,8 @@ def test_gpu_hours_per_pod(prometheus: PrometheusServer, tmp_path: Path) -> None
     got = {r.pod: (round(r.observed_h, 6), round(r.busy_h, 6)) for r in inputs.gpu.itertuples() if r.namespace == "team"}
     assert got == {"p1": (6.0, 3.0), "p2": (2.0, 0.5), "p3": (2.0, 2.0), "p4": (1.0, 1.0), "p5": (2.0, 2.0),
                    "p6": (2.0, 0.0)}
-    # GPU hours observed + busy, serving, Kueue, OpenCost's metrics (no allocation API): 4 + 1 queries
-    assert inputs.queries == 5
+    # the fallback probe, GPU hours observed + busy, serving, Kueue, OpenCost's metrics (no allocation API)
+    assert inputs.queries == 1 + 4 + 1
     assert any(n.startswith(f"GPU hours: a GPU is read from {ACT} in each period") and "at most those steps" in n
                for n in inputs.notes)  # the bound of p4's case, in the report's notes
 
@@ -90,7 +90,7 @@ def test_gpu_hours_split_across_days_and_chunks(prometheus: PrometheusServer, tm
     """A 2-day window whose first day ends at minute 60 of the history: each day is its own range query
     (chunks), and each hour falls in one day. p1/g0 is busy in day 0 only; p4 has the activity metric in
     day 0 and only GPU_UTIL in day 1, so day 1 reads GPU_UTIL (90 % -> busy): 1 h + 1 h. Queries: 2 chunks
-    x (observed, busy) + serving + Kueue + OpenCost's metrics = 7."""
+    x (fallback probe, observed, busy) + serving + Kueue + OpenCost's metrics = 9."""
     settings = load_settings(prometheus_url=prometheus.url, nvml="off", data_dir=tmp_path,
                              metrics=MetricNames(sample_interval_seconds=60))
     inputs = read_cost_inputs(settings, NOW - timedelta(hours=1) + timedelta(days=1), 2 * 86400)
@@ -99,4 +99,26 @@ def test_gpu_hours_split_across_days_and_chunks(prometheus: PrometheusServer, tm
     assert got[("p1", 0)] == (3.0, 2.0) and got[("p1", 1)] == (3.0, 1.0)  # g0 1/1 + g1 1/0 + g2 1/1; then 1/0+1/0+1/1
     assert got[("p4", 0)] == (1.0, 1.0) and got[("p4", 1)] == (1.0, 1.0)
     assert got[("p2", 0)] == (1.0, 0.5) and got[("p2", 1)] == (1.0, 0.0)
-    assert inputs.queries == 7
+    assert inputs.queries == 9
+
+
+def test_the_fallback_probe_finds_the_gpus_that_only_have_gpu_util(prometheus: PrometheusServer,
+                                                                     tmp_path: Path) -> None:
+    """The GPU-hour queries leave GPU_UTIL out when the probe finds no GPU without the activity
+    metric in a period; here p2 has only GPU_UTIL, so the probe counts it (p3, p4 and p6 have the
+    activity metric in the period) and a query without the fallback would lose it."""
+    from gpuaas.sources._prom_client import PromClient
+    from gpuaas.sources._promql_cost import fallback_probe_query, gpu_observed_query
+
+    settings = load_settings(prometheus_url=prometheus.url, nvml="off", data_dir=tmp_path,
+                             metrics=MetricNames(sample_interval_seconds=60))
+    m, offset = settings.metrics, NOW.timestamp() % 60
+    prom = PromClient(settings)
+    try:
+        [probe] = prom.query_range(fallback_probe_query(m, 7200, offset), NOW, NOW, 7200)
+        pods = {fallback: {r["metric"].get("gpuaas_pod") for r in prom.query_range(
+            gpu_observed_query(m, 7200, 60, offset, fallback=fallback), NOW, NOW, 7200)} for fallback in (True, False)}
+    finally:
+        prom.close()
+    assert float(probe["values"][0][1]) == 1
+    assert pods[True] - pods[False] == {"p2"}

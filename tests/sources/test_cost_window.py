@@ -141,9 +141,9 @@ def test_missing_telemetry_is_unknown_not_idle(read: tuple[CostInputs, CostRepor
 
 
 def test_a_fixed_number_of_requests(read: tuple[CostInputs, CostReport, GpuaasSettings]) -> None:
-    """4 PromQL range queries (GPU hours observed, busy; serving; Kueue) + 1 OpenCost request + 2 Kubernetes lists
-    (RayClusters, Workloads; one page each)."""
-    assert read[0].queries == 7
+    """5 PromQL range queries (the fallback probe; GPU hours observed, busy; serving; Kueue) + 1 OpenCost request
+    + 2 Kubernetes lists (RayClusters, Workloads; one page each)."""
+    assert read[0].queries == 8
 
 
 def test_opencost_api_down_falls_back_to_its_metrics(fleet: EmbeddedCluster,
@@ -156,7 +156,7 @@ def test_opencost_api_down_falls_back_to_its_metrics(fleet: EmbeddedCluster,
     # the API charges pod records, the metrics 60 s samples: up to one step per pod apart (vision
     # ran ~18 short jobs in the window: 18 x 4 GPUs x 1/60 h x $4 = $4.8 at most on $170)
     assert {t["tenant"]: t["cost"] for t in report.tenants} == pytest.approx(api, rel=0.03)
-    assert inputs.queries == 4 + 1 + 1 + 2  # the failed API request and the metrics query
+    assert inputs.queries == 5 + 1 + 1 + 2  # the failed API request and the metrics query
 
 
 @pytest.fixture(scope="module")

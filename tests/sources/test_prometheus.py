@@ -51,7 +51,7 @@ def test_h100_capture_pod_labels_and_hostname(prometheus_factory: Factory) -> No
     capture = parse_exposition(fixture_path(*H100))
     reading = _read(prometheus_factory(series(capture, minutes=40)), [30])
     _check_h100(reading)
-    assert reading.queries == queries_per_cycle([30]) == 5
+    assert reading.queries == queries_per_cycle([30]) == 6
     assert reading.staleness["dcgm"] == pytest.approx(0.0)
 
 
@@ -96,7 +96,7 @@ def test_l4_capture_prefers_gr_engine_active_and_reports_partial_coverage(promet
         keep=lambda _n, _l, i: i >= 60,  # only the last 15 of 30 minutes
     )
     reading = _read(prometheus_factory(busy), [30, 10])
-    assert reading.queries == queries_per_cycle([30, 10]) == 7
+    assert reading.queries == queries_per_cycle([30, 10]) == 8
     gpus = reading.gpus.set_index("window_minutes")
     assert set(gpus["signal"]) == {"DCGM_FI_PROF_GR_ENGINE_ACTIVE"}
     assert gpus.loc[30.0, "host"] == "i-030791dc5a37cd257"
@@ -141,6 +141,32 @@ def test_vllm_capture_requests_latency_and_kueue_gauges(prometheus_factory: Fact
     assert kq.loc["nominal", "value"] == 8
     assert set(reading.staleness) == {"kueue", "vllm"}
     assert isinstance(reading.gpus, pd.DataFrame) and reading.gpus.empty
+
+
+def test_gpu_util_is_left_out_only_when_no_gpu_needs_it(prometheus_factory: Factory) -> None:
+    """The probe counts the GPUs with GPU_UTIL and no GR_ENGINE_ACTIVE in the window; when there are
+    none the cycle's queries leave GPU_UTIL out (half of their Prometheus time at 16,000 GPUs) and
+    every GPU reads the same as with it in."""
+    from gpuaas.settings import MetricNames
+    from gpuaas.sources._prom_client import PromClient
+    from gpuaas.sources._promql import fallback_probe_query
+
+    capture = parse_exposition(fixture_path(*H100))
+    util = [(n, labels, v) for n, labels, v in capture if n == "DCGM_FI_DEV_GPU_UTIL"]
+    some = [("DCGM_FI_PROF_GR_ENGINE_ACTIVE", labels, 0.4) for _n, labels, _v in util if labels["gpu"] == "1"]
+    every = [("DCGM_FI_PROF_GR_ENGINE_ACTIVE", labels, 0.4) for _n, labels, _v in util]
+    probe = fallback_probe_query(MetricNames(), [1800, 2100])
+    for extra, needing in ((some, 7.0), (every, None)):
+        server = prometheus_factory(series(capture + extra, minutes=40))
+        prom = PromClient(GpuaasSettings(prometheus_url=server.url))
+        try:
+            answer = prom.query(probe, NOW)
+        finally:
+            prom.close()
+        assert [float(r["value"][1]) for r in answer] == ([needing] if needing else [])
+    gpus = _read(server, [30]).gpus
+    assert len(gpus) == 8 and set(gpus["signal"]) == {"DCGM_FI_PROF_GR_ENGINE_ACTIVE"}
+    assert gpus["activity_avg"].tolist() == pytest.approx([0.4] * 8) and set(gpus["coverage"]) == {1.0}
 
 
 def test_gpu_util_fallback_is_scaled_and_chosen_per_gpu(prometheus_factory: Factory) -> None:

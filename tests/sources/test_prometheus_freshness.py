@@ -151,5 +151,5 @@ def test_a_real_gap_in_the_window_still_blinds(busy_scrape: PrometheusReading) -
 
 
 def test_the_rule_needs_no_extra_queries(busy_scrape: PrometheusReading) -> None:
-    assert busy_scrape.queries == queries_per_cycle([30]) == 5
+    assert busy_scrape.queries == queries_per_cycle([30]) == 6
     assert isinstance(busy_scrape.gpus, pd.DataFrame)

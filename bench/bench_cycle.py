@@ -119,6 +119,26 @@ def _profiled(run: object, out: Path) -> object:
     return result
 
 
+def _compacted(prometheus_url: str, quiet_s: float = 90.0, limit_s: float = 600.0) -> float:
+    """Wait until Prometheus has compacted the backfilled history (its block count and compaction
+    count unchanged for ``quiet_s``, longer than its one-minute compaction tick), as a long-running
+    Prometheus has: right after the backfill a cycle's queries share the two cores with that
+    compaction and search a dozen 2-hour blocks."""
+    started = time.perf_counter()
+    last: tuple[str, ...] = ()
+    quiet_since = started
+    while time.perf_counter() - started < limit_s:
+        text = httpx.get(f"{prometheus_url}/metrics", timeout=30).text
+        now = tuple(line for line in text.splitlines()
+                    if line.startswith(("prometheus_tsdb_blocks_loaded ", "prometheus_tsdb_compactions_total ")))
+        if now != last:
+            last, quiet_since = now, time.perf_counter()
+        elif time.perf_counter() - quiet_since >= quiet_s:
+            break
+        time.sleep(5)
+    return time.perf_counter() - started
+
+
 def _serve_cluster(name: str, base: Path, conn: Connection) -> None:
     """The embedded cluster in a process of its own, so that the peak RSS measured is the flows' alone
     (in production the API server, Kueue and Prometheus do not live in the flow process)."""
@@ -130,9 +150,11 @@ def _serve_cluster(name: str, base: Path, conn: Connection) -> None:
     with EmbeddedCluster(scenario, base / name, history=HISTORY, clock=ManualClock(start), coarse_step=COARSE,
                          fine_history=FINE) as cluster:
         gc.freeze()  # the store's 100,000+ objects are long-lived: no collector pass over them while serving
-        conn.send({"api_url": cluster.api_url, "prometheus_url": cluster.prometheus_url,
+        built_s, cpu_s = time.perf_counter() - built, _cpu_s() - built_cpu
+        settled_s = _compacted(cluster.prometheus_url)
+        conn.send({"settled_s": settled_s, "api_url": cluster.api_url, "prometheus_url": cluster.prometheus_url,
                    "env": cluster.settings_env(), "kubeconfig": str(cluster.kubeconfig), "at": cluster.clock.now(),
-                   "built_s": time.perf_counter() - built, "cpu_s": _cpu_s() - built_cpu, "rss_mb": rss_mb()})
+                   "built_s": built_s, "cpu_s": cpu_s, "rss_mb": rss_mb()})
         conn.recv()  # until the parent is done
 
 
@@ -158,7 +180,8 @@ def _cycle(name: str, base: Path, cluster: dict[str, Any], kube: FaultProxy, pro
     nodes, queues, workloads = SIZES[name]
     print(f"== {name}: {nodes} nodes, {nodes * 8} GPUs, {queues} ClusterQueues in 1 cohort, "
           f"{workloads} workloads, 24 h history; built in {cluster['built_s']:.0f}s ({cluster['cpu_s']:.0f} CPU s "
-          f"with promtool, cluster process {cluster['rss_mb']:.0f} MiB; load average {os.getloadavg()[0]:.1f})",
+          f"with promtool, cluster process {cluster['rss_mb']:.0f} MiB; Prometheus compacted the history in "
+          f"{cluster['settled_s']:.0f}s more; load average {os.getloadavg()[0]:.1f})",
           flush=True)
     kubeconfig = Path(cluster["kubeconfig"])
     os.environ.update(cluster["env"])

@@ -26,6 +26,7 @@ is deterministic.
 
 from __future__ import annotations
 
+import sys
 import threading
 import time
 from collections.abc import Collection, Iterator
@@ -72,6 +73,11 @@ class _MetricsHTTP(ThreadingHTTPServer):
     daemon_threads = True
     lock: threading.Lock
     samples: Any
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        """A scraper that hangs up mid-answer (Prometheus stopping with the cluster) is no error worth a traceback."""
+        if not isinstance(sys.exc_info()[1], ConnectionError):
+            super().handle_error(request, client_address)
 
 
 class MetricsEndpoint:

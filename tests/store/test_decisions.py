@@ -68,3 +68,27 @@ def test_the_audit_log_is_still_append_only_after_0004(store: Store) -> None:
     row, _ = store.append_decision(_entry())
     with pytest.raises((IntegrityError, DBAPIError)), store.engine.begin() as conn:
         conn.exec_driver_sql(f"UPDATE audit_log SET decision = NULL WHERE id = {int(row.id or 0)}")
+
+
+def test_a_batch_records_each_new_decision_once_in_order(store: Store) -> None:
+    """``append_decisions``: one transaction for a run's thousands of deferrals, chunked past the
+    INSERT and ``IN`` list sizes, with the same answer per row as one ``append_decision`` each."""
+    held, _ = store.append_decision(_entry(run="run-0"))
+    keys = [f"{KEY}/{i}" for i in range(1203)]  # > 2 IN lists of 500, > 6 INSERTs of 200
+
+    def entry(key: str) -> AuditEntry:
+        row = _entry("deferred", run="run-1")
+        row.idempotency_key = key
+        return row
+
+    batch = [entry(k) for k in keys[:700]] + [_entry(run="run-1")] + [entry(k) for k in keys[700:]]
+    answers = store.append_decisions(batch)
+    assert [row.idempotency_key for row, _ in answers] == [e.idempotency_key for e in batch]
+    assert [new for _, new in answers] == [True] * 700 + [False] + [True] * 503
+    assert answers[700][0].id == held.id and answers[700][0].flow_run_id == "run-0"
+    again = store.append_decisions([entry(k) for k in keys[::100]])
+    assert not any(new for _, new in again)
+    assert [row.id for row, _ in again] == [answers[i if i < 700 else i + 1][0].id for i in range(0, 1203, 100)]
+    found = store.audit(idempotency_keys=keys, limit=None)
+    assert len(found) == 1203 and {r.idempotency_key for r in found} == set(keys)
+    assert [r.id for r in found] == sorted(r.id or 0 for r in found)  # oldest first across the IN lists

@@ -1,7 +1,7 @@
 """Everything the cost report reads for one window, as ``CostInputs``: a fixed number of requests.
 
-Prometheus: the GPU hours observed and busy (each in at most ``GPU_CHUNKS`` range queries over
-consecutive days), serving and Kueue, plus OpenCost's metrics when its allocation API is not
+Prometheus: a probe for GPUs that only have GPU_UTIL, then the GPU hours observed and busy (each,
+the probe too, in at most ``GPU_CHUNKS`` range queries over consecutive days), serving and Kueue, plus OpenCost's metrics when its allocation API is not
 configured or did not answer; OpenCost: one ``/allocation`` request
 with ``step`` = the report period; Kubernetes: one paginated list of Kueue Workloads. The
 count does not grow with the fleet, the number of services or the number of days. The store

@@ -101,7 +101,9 @@ def test_apply_from_the_cli_then_undo_the_whole_plan(pointed_at: EmbeddedCluster
 
 
 def test_apply_waits_for_no_one_while_reclaim_holds_the_writes_lock(pointed_at: EmbeddedCluster,
-                                                                      prefect_harness: None) -> None:
+                                                                      prefect_harness: None,
+                                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("GPUAAS_WRITES_WAIT_SECONDS", "2")  # the wait's length is not what is tested here
     store = open_store(load_settings())
     try:
         assert store.acquire_lock("cluster-writes", "reclaim-elsewhere", timedelta(minutes=5))

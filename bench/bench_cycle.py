@@ -246,6 +246,9 @@ def main() -> int:
     parser.add_argument("--profile", type=Path, help="write a cProfile per stage into this folder")
     args = parser.parse_args()
     sizes = args.sizes.split(",")
+    unknown = [s for s in sizes if s not in SIZES]
+    if unknown:
+        parser.error(f"--sizes: unknown size {', '.join(unknown)}; expected some of {', '.join(SIZES)}")
     if args.profile:
         args.profile.mkdir(parents=True, exist_ok=True)
     os.environ["PREFECT_SERVER_ANALYTICS_ENABLED"] = "false"

@@ -140,6 +140,8 @@ def read_prometheus(
     m = settings.metrics
     sample_interval_s = sample_interval_s or m.sample_interval_seconds
     prom = PromClient(settings)
+    longest_s = max(windows_minutes) * 60
+    fallback = True  # until the probe below says no GPU needs GPU_UTIL
 
     def per_window() -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
         activity: list[dict[str, Any]] = []
@@ -161,7 +163,6 @@ def read_prometheus(
         }
         return devices, kueue, staleness
 
-    longest_s = max(windows_minutes) * 60
     try:  # the windows' activity (the heaviest query) and the device query go out together
         # The device query's age looks back one lookback (5 min) past its window.
         fallback = bool(prom.query(q.fallback_probe_query(m, [*(w * 60 for w in windows_minutes),

@@ -33,6 +33,7 @@ __all__ = ["Store", "redact_url"]
 
 _MIGRATIONS = Path(__file__).resolve().parent / "migrations"
 _REOPENING = ("failed", "skipped")
+"""Completion outcomes that leave a decided key open for another attempt (nothing was changed)."""
 _IN_LIST = 500
 """Values per ``IN (...)`` list: well inside SQLite's and PostgreSQL's bound-parameter limits."""
 _INSERT_ROWS = 200
@@ -42,7 +43,6 @@ _INSERT_ROWS = 200
 def _chunks(items: Sequence[Any], size: int = _IN_LIST) -> Iterator[Sequence[Any]]:
     for start in range(0, len(items), size):
         yield items[start:start + size]
-"""Completion outcomes that leave a decided key open for another attempt (nothing was changed)."""
 
 
 def redact_url(url: str) -> str:

@@ -175,8 +175,8 @@ def _gaps(m: MetricNames, window_s: float, sample_interval_s: float, at: float, 
     w, step = duration(window_s), duration(sample_interval_s)
     has_preferred = f"count_over_time({m.gpu_activity}[{w}] @ {at:.3f})"
 
-    def gap(metric: str, fallback: bool) -> str:
-        only = f" unless {has_preferred}" if fallback else ""
+    def gap(metric: str, is_fallback: bool) -> str:
+        only = f" unless {has_preferred}" if is_fallback else ""
         # ``timestamp()`` gives a sample's own time only of a plain selector (of ``A or B`` it is the
         # evaluation time); the maximum across the scrape labels joins a GPU's history and live
         # series (an exporter restarted under a new ``instance``), so that every sample counts.

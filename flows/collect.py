@@ -14,7 +14,9 @@ from typing import Any
 from prefect import flow, get_run_logger
 
 from gpuaas.models import SourceStatus
+from gpuaas.settings import GpuaasSettings
 from gpuaas.snapshot import SOURCES, assemble_snapshot, failed_source, snapshot_windows
+from gpuaas.sources.bulk import collector_paused
 from tasks._options import IO_TASK_OPTIONS, push_or_warn, retry_options, unwalked
 from tasks.collect import count_idle_candidates, publish_artifacts, push_summary, read_one_source, store_snapshot
 from tasks.notify import NOTIFY_HOOKS
@@ -33,6 +35,32 @@ def collect(at: datetime | None = None) -> dict[str, Any]:
     now = at or datetime.now(UTC)
     windows = snapshot_windows(settings)
 
+    started = time.monotonic()
+    with collector_paused():  # the pages die by refcount once joined, before the collector walks them
+        readings = _read_sources(settings, now, windows)
+        snapshot = assemble_snapshot(settings, now, windows, readings)
+    logger.info("collect: %d sources read in %.2fs", len(readings), time.monotonic() - started)
+
+    summary = snapshot.summary()
+    idle = count_idle_candidates(settings, unwalked(snapshot))
+    summary["snapshot_id"] = store_snapshot(settings, unwalked(snapshot), summary)
+    summary["idle_candidates"] = idle
+    summary["degraded"] = snapshot.degraded
+    summary["required_sources"] = [n for n, s in snapshot.sources.items() if s.required]
+    summary["source_errors"] = {n: s.error for n, s in snapshot.sources.items() if s.error}
+    publish_artifacts(unwalked(snapshot), summary, idle)
+    summary["pushed_samples"] = push_or_warn(settings, push_summary, unwalked(snapshot), summary, idle, what="summary metrics")
+    logger.info(
+        "snapshot %s: %d workloads, %d unknown telemetry, %d idle candidates%s",
+        summary["snapshot_id"], summary["workloads"], summary["unknown_telemetry"], idle,
+        " (degraded)" if snapshot.degraded else "",
+    )
+    return summary
+
+
+def _read_sources(settings: GpuaasSettings, now: datetime, windows: list[float]) -> dict[str, tuple[Any, SourceStatus]]:
+    """Each source's reading, or ``(None, status)`` with the error for one that failed after its retries."""
+    logger = get_run_logger()
     started = time.monotonic()
     reader = read_one_source.with_options(**retry_options(settings))
     # Prometheus (the slowest at fleet scale) in the flow's own thread, so that the task timeout can
@@ -61,24 +89,7 @@ def collect(at: datetime | None = None) -> dict[str, Any]:
                 error = RuntimeError(state.message or state.name)
         readings[name] = (None, failed_source(name, error, time.monotonic() - started))  # retries included
         logger.warning("source %s failed after retries: %s", name, readings[name][1].error)
-    snapshot = assemble_snapshot(settings, now, windows, readings)
-    logger.info("collect: %d sources read in %.2fs", len(readings), time.monotonic() - started)
-
-    summary = snapshot.summary()
-    idle = count_idle_candidates(settings, unwalked(snapshot))
-    summary["snapshot_id"] = store_snapshot(settings, unwalked(snapshot), summary)
-    summary["idle_candidates"] = idle
-    summary["degraded"] = snapshot.degraded
-    summary["required_sources"] = [n for n, s in snapshot.sources.items() if s.required]
-    summary["source_errors"] = {n: s.error for n, s in snapshot.sources.items() if s.error}
-    publish_artifacts(unwalked(snapshot), summary, idle)
-    summary["pushed_samples"] = push_or_warn(settings, push_summary, unwalked(snapshot), summary, idle, what="summary metrics")
-    logger.info(
-        "snapshot %s: %d workloads, %d unknown telemetry, %d idle candidates%s",
-        summary["snapshot_id"], summary["workloads"], summary["unknown_telemetry"], idle,
-        " (degraded)" if snapshot.degraded else "",
-    )
-    return summary
+    return readings
 
 
 if __name__ == "__main__":

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 
+from gpuaas.policies.coverage import MAX_GAP_INTERVALS
 from gpuaas.settings import MetricNames
 
 __all__ = [
@@ -24,6 +25,7 @@ __all__ = [
     "device_query",
     "duration",
     "fallback_probe_query",
+    "gap_rungs",
     "gpu_activity_query",
     "kueue_query",
     "last_sample_time",
@@ -159,35 +161,65 @@ def last_sample_time(metric: str, window: str) -> str:
     return f"(timestamp({metric}) or max_over_time(timestamp({metric})[{window}:{AGE_STEP_S}s]))"
 
 
+def gap_rungs(window_s: float, sample_interval_s: float) -> list[int]:
+    """The ladder's ranges, in sample intervals: 1, the coverage rule's decisive one, then doubling while
+    shorter than the window (``[1, 2, 4, 8, 16]`` for 30 minutes at 60 s)."""
+    rungs, k = [1, DECISIVE_RUNG], 4
+    while k * sample_interval_s < window_s:
+        rungs.append(k)
+        k *= 2
+    return sorted(set(rungs))
+
+
+DECISIVE_RUNG = int(MAX_GAP_INTERVALS) - 1
+"""The rung whose bound, ``(k + 1)`` intervals, is the coverage rule's gap limit: the only one joined across
+a GPU's series (see ``_gaps``), so that a GPU whose exporter came back under new labels is judged exactly."""
+
+
 def _gaps(m: MetricNames, window_s: float, sample_interval_s: float, at: float, fallback: bool = True) -> str:
-    """``gap`` per GPU (see ``gpu_activity_query``): one subquery per metric.
+    """``gap`` per GPU (see ``gpu_activity_query``): a ladder of presence checks, no timestamps.
 
-    At each step the time since the newest sample; where a series has none within the lookback
-    (before its first sample in the window, or in a hole longer than 5 minutes) the time since
-    the window's start instead, for series that have samples in the window (``@`` the evaluation
-    time). The maximum over the steps, plus one step, bounds the longest gap from above.
+    Rung ``k``: at every step of a subquery at the sample interval, the series has a sample in the
+    ``k`` intervals before the step. If it holds at every step, no two consecutive samples are more
+    than ``k + 1`` intervals apart (a longer hole would contain a step whose whole range is empty),
+    the first sample comes at most that long after the window's start and the newest is at most
+    ``k`` intervals old; so ``(k + 1) x interval`` bounds the longest gap from above, and the
+    smallest rung that holds is the answer (``or`` keeps the left, smaller one). A series with
+    samples in the window that holds no rung (one that starts late, a hole half the window long)
+    gets the window plus one interval.
 
-    The fallback's subquery runs only on the series of GPUs without the preferred metric in the
-    window (``unless``, matched on the exporter's labels): ``or`` would discard the rest, and at
-    16,000 GPUs its every step for every GPU was seconds of Prometheus time. A GPU whose two
-    metrics carry different labels is still computed in full, and ``or`` still picks.
+    Why a ladder: ``present_over_time`` in a subquery walks each series once, while
+    ``timestamp()`` in one re-reads every series at every step: at 16,000 GPUs the timestamp
+    form took Prometheus 10 s a window, the ladder under 2 s. Rungs hold per series; a GPU's
+    several series (history and live ones, an exporter restarted under a new ``instance``) are
+    joined by the caller's ``min by``, an upper bound (more samples can only shorten a gap), and
+    the decisive rung is also evaluated on their union (``max without`` the scrape labels at every
+    step: the one rung that pays for it), so the rule passes such a GPU exactly when its samples
+    together leave no longer gap.
+
+    The fallback's rungs read only the series of GPUs without the preferred metric in the window
+    (``unless``, matched on the exporter's labels): ``or`` would discard the rest.
     """
-    w, step = duration(window_s), duration(sample_interval_s)
+    w, step, i = duration(window_s), duration(sample_interval_s), sample_interval_s
     has_preferred = f"count_over_time({m.gpu_activity}[{w}] @ {at:.3f})"
+    steps = f"scalar(count_over_time(vector(1)[{w}:{step}]))"
 
     def gap(metric: str, is_fallback: bool) -> str:
         only = f" unless {has_preferred}" if is_fallback else ""
-        # ``timestamp()`` gives a sample's own time only of a plain selector (of ``A or B`` it is the
-        # evaluation time); the maximum across the scrape labels joins a GPU's history and live
-        # series (an exporter restarted under a new ``instance``), so that every sample counts.
-        newest = f"max without ({_by(SCRAPE_LABELS)}) (timestamp({metric}){only})"
-        present = f"max without ({_by(SCRAPE_LABELS)}) (count_over_time({metric}[{w}] @ {at:.3f}){only})"
-        since_start = f"{present} * 0 + time() - {at - window_s:.3f}"
-        return f"max_over_time(((time() - {newest}) or ({since_start}))[{w}:{step}]) + {sample_interval_s:g}"
+
+        def rung(k: int, joined: bool) -> str:
+            present = f"present_over_time({metric}[{duration(k * i)}]){only}"
+            if joined:
+                present = f"max without ({_by(SCRAPE_LABELS)}) ({present})"
+            return f"(count_over_time(({present})[{w}:{step}]) == {steps}) * 0 + {(k + 1) * i:g}"
+
+        ladder = [rung(k, joined=k == DECISIVE_RUNG) for k in gap_rungs(window_s, i)]
+        seen = f"(count_over_time({metric}[{w}]){only}) * 0 + {window_s + i:g}"
+        return union([*ladder, seen])
 
     gaps = tag(f"({_per_signal(gap, m, fallback)})", "gpuaas_stat", "gap")
-    # Series that still differ after normalising (both pod labels set, ...) are one GPU: the smaller gap
-    # is an upper bound of the GPU's (more samples can only shorten a gap).
+    # Series that still differ after normalising (history and live ones, both pod labels set, ...) are one
+    # GPU: the smallest bound is the GPU's (more samples can only shorten a gap).
     return f"min by ({_by(GPU_KEYS)}, gpuaas_stat, gpuaas_signal) ({normalise(gaps, m)})"
 
 
@@ -196,11 +228,10 @@ def gpu_activity_query(m: MetricNames, window_s: float, sample_interval_s: float
     """Per GPU over the window ending at ``at`` (Unix s): activity avg and max (0-1), coverage
     (observed/expected samples) and ``gap``, the longest stretch without a sample.
 
-    ``gap`` is an upper bound: a subquery at steps of one sample interval sees at most ``gap - step``
-    since the previous sample, so one step is added back (the true gap is at most one interval
-    shorter, never longer). Before a series' first sample in the window it counts from the window's
-    start; holes longer than Prometheus's 5-minute lookback count from it too (far over any limit).
-    The gap to ``at`` is the GPU's age (``device_query``). All aggregated in PromQL: one query per window.
+    ``gap`` is an upper bound, in whole sample intervals (``_gaps``): never smaller than the longest
+    stretch between two samples, from the window's start to the first or from the newest to ``at``,
+    and at most one interval larger where it matters (up to the coverage rule's limit); beyond that it
+    only says how far over the limit. All aggregated in PromQL: one query per window.
     """
     w = duration(window_s)
     expected = max(window_s / sample_interval_s, 1.0)

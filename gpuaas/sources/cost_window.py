@@ -26,10 +26,11 @@ from gpuaas.policies.cost import COST_COLS, GPU_COLS, SERVING_COLS, CostInputs
 from gpuaas.policies.outcomes import FinishedJob
 from gpuaas.settings import GpuaasSettings
 from gpuaas.sources import _promql_cost as q
-from gpuaas.sources._concurrent import PROMQL_AT_ONCE, at_once
+from gpuaas.sources._concurrent import at_once
 from gpuaas.sources._kube_client import KubeLister, make_api_client
 from gpuaas.sources._kube_kueue import parse_time
 from gpuaas.sources._prom_client import PromClient
+from gpuaas.sources.bulk import collector_paused
 from gpuaas.sources.capacity import CapacityEstimate, serving_capacity
 from gpuaas.sources.kube import DEFAULT_GPU_RESOURCES, KUEUE_GROUP, KUEUE_VERSIONS
 from gpuaas.sources.opencost import fetch_allocation
@@ -250,17 +251,27 @@ def read_cost_inputs(settings: GpuaasSettings, end: datetime, window_s: float,
     offset_s = end.timestamp() % interval_s  # every period ends at this phase when a period is whole intervals
     m = settings.metrics
     threshold = policy.reclaim.activity_threshold
-    try:  # the GPU-hour queries (the heaviest) two at a time, the Kubernetes lists meanwhile
+
+    def gpu_hours() -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
         fallback = bool(_chunked(prom, q.fallback_probe_query(m, period_s, offset_s), first, days, period_s))
-        (jobs, kube_requests, why), observed, busy, serving_raw, kueue, (costs, opencost_requests) = at_once([
-            lambda: _read_jobs(settings),
+        observed, busy = at_once([
             lambda: _chunked(prom, q.gpu_observed_query(m, period_s, interval_s, offset_s, fallback), first, days, period_s),
             lambda: _chunked(prom, q.gpu_busy_query(m, threshold, period_s, interval_s, offset_s, fallback), first,
                              days, period_s),
-            lambda: prom.query_range(q.serving_window_query(m, policy.services, period_s), first, end, period_s),
-            lambda: prom.query_range(q.kueue_hours_query(gpu_resources, period_s, interval_s), first, end, period_s),
-            lambda: _read_costs(settings, prom, start, end, period_s, days, interval_s, notes),
-        ], workers=PROMQL_AT_ONCE + 1)
+        ])
+        return observed, busy
+
+    # The GPU-hour queries (the heaviest, after their probe) two at a time; the Kubernetes lists from the
+    # start, and the light queries in a third lane (with OpenCost's API, or its metrics when there is none).
+    try:
+        with collector_paused():
+            (jobs, kube_requests, why), (observed, busy), (serving_raw, kueue, (costs, opencost_requests)) = at_once([
+                lambda: _read_jobs(settings),
+                gpu_hours,
+                lambda: (prom.query_range(q.serving_window_query(m, policy.services, period_s), first, end, period_s),
+                         prom.query_range(q.kueue_hours_query(gpu_resources, period_s, interval_s), first, end, period_s),
+                         _read_costs(settings, prom, start, end, period_s, days, interval_s, notes)),
+            ], workers=3)
     finally:
         prom.close()
     gpu = gpu_rows([*observed, *busy], start, period_s, days)

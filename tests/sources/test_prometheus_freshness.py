@@ -22,6 +22,7 @@ import pytest
 
 from gpuaas.cluster.prometheus import PrometheusServer
 from gpuaas.models import Owner, PodGpus, SourceStatus, Workload, WorkloadState
+from gpuaas.policies.coverage import max_gap_seconds
 from gpuaas.policies.idle import find_idle
 from gpuaas.policy import Policy
 from gpuaas.settings import GpuaasSettings, MetricNames
@@ -126,7 +127,8 @@ def busy_scrape(prometheus_factory: Factory) -> PrometheusReading:
 
 def test_a_gpu_whose_series_change_labels_counts_all_its_samples(busy_scrape: PrometheusReading) -> None:
     gpus = busy_scrape.gpus.set_index("pod")
-    assert gpus.loc["handover", "longest_gap_s"] <= 120.0
+    # Their union leaves no gap over the rule's limit; each series alone would (its start, its end).
+    assert gpus.loc["handover", "longest_gap_s"] <= max_gap_seconds(60.0)
     assert gpus.loc["handover-hole", "longest_gap_s"] >= 360.0
     verdicts = _verdicts(busy_scrape, ["handover", "handover-hole"])
     assert {p: v[0] for p, v in verdicts.items()} == {"handover": "idle", "handover-hole": "unknown"}
@@ -153,3 +155,48 @@ def test_a_real_gap_in_the_window_still_blinds(busy_scrape: PrometheusReading) -
 def test_the_rule_needs_no_extra_queries(busy_scrape: PrometheusReading) -> None:
     assert busy_scrape.queries == queries_per_cycle([30]) == 6
     assert isinstance(busy_scrape.gpus, pd.DataFrame)
+
+
+def _longest_gaps(times: list[float], start: float, end: float) -> tuple[float, float]:
+    """``(in_window, around)`` of ascending sample ``times``: the longest stretch without a sample from ``start`` to ``end``, and the same
+    counted from the newest sample before ``start`` instead (what a rung's first range can see)."""
+    inside = [t for t in times if start <= t <= end]
+    before = [t for t in times if t < start]
+    points = [start, *inside, end]
+    in_window = max(b - a for a, b in zip(points, points[1:]))
+    if before:
+        points = [max(before), *inside, end]
+    return in_window, max(b - a for a, b in zip(points, points[1:]))
+
+
+@pytest.fixture(scope="module")
+def random_scrapes(prometheus_factory: Factory) -> tuple[PrometheusReading, dict[str, tuple[float, float]]]:
+    """24 GPUs on 1-minute scrapes, each losing scrapes at its own rate (0-50 %), some up to 50 s late."""
+    import random
+
+    rng = random.Random(14)
+    samples: list[Sample] = []
+    truth: dict[str, tuple[float, float]] = {}
+    end = NOW.timestamp()
+    for n in range(24):
+        pod, lose, late = f"r{n}", rng.choice([0.0, 0.05, 0.15, 0.3, 0.5]), rng.choice([0.0, 50.0])
+        times = sorted(end - age + rng.uniform(0.0, late) for age in range(60, 45 * 60 + 1, 60) if rng.random() >= lose)
+        samples += [(ACTIVE, _gpu(pod, str(n)), 0.0, t) for t in times]
+        truth[pod] = _longest_gaps(times, end - 30 * 60, end)
+    return read_prometheus(_settings(prometheus_factory(samples), 60), NOW, [30]), truth
+
+
+def test_the_gap_is_an_upper_bound_that_is_tight_up_to_the_rules_limit(
+        random_scrapes: tuple[PrometheusReading, dict[str, tuple[float, float]]]) -> None:
+    reading, truth = random_scrapes
+    reported = reading.gpus.set_index("pod")["longest_gap_s"]
+    limit = max_gap_seconds(60.0)
+    passed = 0
+    for pod, (in_window, around) in truth.items():
+        assert reported[pod] >= in_window, (pod, reported[pod], in_window)  # never reads a hole as smaller
+        if around <= limit - 60.0:  # within two intervals: the rule must let it through
+            assert reported[pod] <= limit, (pod, reported[pod], around)
+            passed += 1
+        if around > limit:
+            assert reported[pod] > limit, (pod, reported[pod], around)
+    assert 0 < passed < len(truth)  # the draw has GPUs on both sides of the limit

@@ -9,6 +9,7 @@ can hold the cycle to "a constant plus one request per page".
 from __future__ import annotations
 
 import json
+import threading
 from collections.abc import Callable
 from typing import Any
 
@@ -80,12 +81,14 @@ class KubeLister:
         self.timeout = settings.request_timeout_seconds
         self.url = str(api_client.configuration.host)
         self.requests = 0
+        self._count = threading.Lock()
 
     def _pages(self, call: Callable[..., Any], what: str, **kwargs: Any) -> list[dict[str, Any]]:
         items: list[dict[str, Any]] = []
         token: str | None = None
         while True:
-            self.requests += 1
+            with self._count:  # lists of different kinds are read at once (``kube.LISTS_AT_ONCE``)
+                self.requests += 1
             try:
                 resp = call(
                     limit=self.page_size, _continue=token, _preload_content=False,

@@ -18,6 +18,7 @@ from kubernetes import client
 from gpuaas.errors import MalformedResponse, NotFound
 from gpuaas.models import ClusterQueue, Cohort, LocalQueue, Owner, PodGpus, ResourceFlavor, Workload
 from gpuaas.settings import GpuaasSettings
+from gpuaas.sources._concurrent import at_once
 from gpuaas.sources._kube_client import KubeLister, make_api_client
 from gpuaas.sources._kube_kueue import (
     parse_cluster_queue,
@@ -39,6 +40,8 @@ _CRD_OWNERS = (
     ("InferenceService", "serving.kserve.io", "v1beta1", "inferenceservices"),
     ("Notebook", "kubeflow.org", "v1", "notebooks"),
 )
+_OWNER_LISTS = frozenset({*(f"{plural}.{group}/{ver}" for _, group, ver, plural in _CRD_OWNERS),
+                          "deployments.apps/v1", "statefulsets.apps/v1"})
 
 
 @dataclass(frozen=True)
@@ -103,27 +106,19 @@ def _parsed(kind: str, url: str, parse: Callable[[Any], T], obj: Any) -> T:
         raise MalformedResponse(f"{kind} {where or '?'}: {detail}"[:300], source="kube", url=url) from exc
 
 
+LISTS_AT_ONCE = 3
+"""Lists in flight at once: pages of one list follow each other (``continue`` tokens), different kinds
+need not, so the API server encodes one page while this process decodes another."""
+
+
 def _read(lister: KubeLister, gpu_resources: tuple[str, ...]) -> KubeState:
-    missing: list[str] = []
     url = lister.url
 
-    def optional(name: str, fetch: Any) -> list[dict[str, Any]]:
+    def optional(fetch: Callable[[], list[dict[str, Any]]]) -> list[dict[str, Any]] | None:
         try:
             return list(fetch())
         except NotFound:
-            missing.append(name)
-            return []
-
-    version, cq_objs = _kueue_version(lister)
-    kueue: dict[str, list[dict[str, Any]]] = {"clusterqueues": cq_objs}
-    if version is None:
-        missing.append(f"{KUEUE_GROUP}")
-    else:
-        for plural in ("localqueues", "workloads", "cohorts", "resourceflavors"):
-            kueue[plural] = optional(
-                f"{plural}.{KUEUE_GROUP}/{version}",
-                lambda p=plural: lister.custom_objects(KUEUE_GROUP, version, p),
-            )
+            return None  # the kind is not installed
 
     def owner(kind: str, obj: Any) -> Owner:
         return _parsed(kind, url, lambda o: parse_owner(o, kind, gpu_resources), obj)
@@ -132,22 +127,41 @@ def _read(lister: KubeLister, gpu_resources: tuple[str, ...]) -> KubeState:
         return _parsed(kind, url, lambda o: pod_spec_gpus(((o.get("spec") or {}).get("template") or {}).get("spec"),
                                                           gpu_resources), obj)
 
-    owners: list[Owner] = []
-    for kind, group, ver, plural in _CRD_OWNERS:
-        objs = optional(f"{plural}.{group}/{ver}", lambda g=group, v=ver, p=plural: lister.custom_objects(g, v, p))
-        owners.extend(owner(kind, o) for o in objs)
-    for kind, fetch in (("Deployment", lister.deployments), ("StatefulSet", lister.stateful_sets)):
-        objs = optional(f"{kind.lower()}s.apps/v1", fetch)
-        owners.extend(owner(kind, o) for o in objs if template_gpus(kind, o) > 0)
-    pods = _parsed("Pod", url, lambda ps: parse_pods(ps, owners, gpu_resources), optional("pods/v1", lister.running_pods))
+    def crd_owners(kind: str, group: str, ver: str, plural: str) -> list[Owner] | None:
+        objs = optional(lambda: lister.custom_objects(group, ver, plural))
+        return None if objs is None else [owner(kind, o) for o in objs]
+
+    def app_owners(kind: str, fetch: Callable[[], list[dict[str, Any]]]) -> list[Owner] | None:
+        objs = optional(fetch)
+        return None if objs is None else [owner(kind, o) for o in objs if template_gpus(kind, o) > 0]
+
+    def kueue_list(plural: str) -> list[Any] | None:
+        objs = optional(lambda: lister.custom_objects(KUEUE_GROUP, str(version), plural))
+        if plural != "workloads" or objs is None:
+            return objs
+        return [_parsed("Workload", url, lambda o: parse_workload(o, gpu_resources), o) for o in objs]
+
+    version, cq_objs = _kueue_version(lister)
+    plurals = ("localqueues", "workloads", "cohorts", "resourceflavors") if version is not None else ()
+    # The big lists are parsed as they arrive (their raw pages die then); only the pods wait for the owners.
+    reads: list[tuple[str, Callable[[], Any]]] = [
+        *((f"{p}.{KUEUE_GROUP}/{version}", lambda p=p: kueue_list(p)) for p in plurals),
+        *((f"{plural}.{group}/{ver}", lambda a=(kind, group, ver, plural): crd_owners(*a))
+          for kind, group, ver, plural in _CRD_OWNERS),
+        ("deployments.apps/v1", lambda: app_owners("Deployment", lister.deployments)),
+        ("statefulsets.apps/v1", lambda: app_owners("StatefulSet", lister.stateful_sets)),
+        ("pods/v1", lambda: optional(lister.running_pods)),
+    ]
+    results = dict(zip((name for name, _ in reads), at_once([call for _, call in reads], workers=LISTS_AT_ONCE)))
+    missing = ([] if version is not None else [KUEUE_GROUP]) + [name for name, got in results.items() if got is None]
+    kueue = {p: results[f"{p}.{KUEUE_GROUP}/{version}"] or [] for p in plurals}
+    owners = [o for name, got in results.items() if name in _OWNER_LISTS and got for o in got]
+    pods = _parsed("Pod", url, lambda ps: parse_pods(ps, owners, gpu_resources), results["pods/v1"] or [])
 
     local_queues = tuple(_parsed("LocalQueue", url, parse_local_queue, o) for o in kueue.get("localqueues", []))
     lq_to_cq = {(lq.namespace, lq.name): lq.cluster_queue for lq in local_queues}
-    workloads = tuple(
-        wl if wl.cluster_queue else replace(wl, cluster_queue=lq_to_cq.get((wl.namespace, wl.queue or "")))
-        for wl in (_parsed("Workload", url, lambda o: parse_workload(o, gpu_resources), o)
-                   for o in kueue.get("workloads", []))
-    )
+    workloads = tuple(wl if wl.cluster_queue else replace(wl, cluster_queue=lq_to_cq.get((wl.namespace, wl.queue or "")))
+                      for wl in kueue.get("workloads", []))
     return KubeState(
         kueue_version=version,
         cluster_queues=tuple(_parsed("ClusterQueue", url, parse_cluster_queue, o) for o in cq_objs),

@@ -72,9 +72,9 @@ def test_the_audit_log_is_still_append_only_after_0004(store: Store) -> None:
 
 def test_a_batch_records_each_new_decision_once_in_order(store: Store) -> None:
     """``append_decisions``: one transaction for a run's thousands of deferrals, chunked past the
-    INSERT and ``IN`` list sizes, with the same answer per row as one ``append_decision`` each."""
+    ``IN`` list size, with the same answer per row as one ``append_decision`` each."""
     held, _ = store.append_decision(_entry(run="run-0"))
-    keys = [f"{KEY}/{i}" for i in range(1203)]  # > 2 IN lists of 500, > 6 INSERTs of 200
+    keys = [f"{KEY}/{i}" for i in range(1203)]  # > 2 IN lists of 500
 
     def entry(key: str) -> AuditEntry:
         row = _entry("deferred", run="run-1")

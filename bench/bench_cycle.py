@@ -6,7 +6,8 @@ then on its snapshot (``snapshot_id``: the fleet is read once a cycle) reclaim (
 plan (dry-run, no nudges) and rebalance plan (dry-run), and the cost report (one day, no HTML). The API and Prometheus are reached through the test suite's relay (``tests/faults/proxy.py``,
 no faults armed) so that every request and every byte is counted; the bare transfer replays the
 very same requests through the same relay with no processing, stage by stage, the API's and
-Prometheus' at the same time (a collect reads them at once), so that ``overhead_ratio`` =
+Prometheus' at the same time (a collect reads them at once) and as many at a time as the readers send
+them (PromQL two at a time, the collect's lists three), so that ``overhead_ratio`` =
 ``cycle_s / transfer_s`` compares like with like. The totals are counted before the replay. The fleet is RayClusters (their pods hold GPUs, so
 dcgm series carry pod labels) and every 4th tenant's jobs go idle 2 h after they start, so reclaim has
 idle workloads to judge. Telemetry is backfilled at the 60 s sample interval for the last hour (the
@@ -47,6 +48,7 @@ import tests.faults.proxy as relay  # noqa: E402
 from gpuaas.cluster.clock import ManualClock  # noqa: E402
 from gpuaas.cluster.runner import EmbeddedCluster  # noqa: E402
 from gpuaas.sources._concurrent import PROMQL_AT_ONCE  # noqa: E402
+from gpuaas.sources.kube import LISTS_AT_ONCE  # noqa: E402
 from tests.faults.proxy import FaultProxy, Hit, fault_proxy  # noqa: E402
 
 SIZES = {"smoke": (10, 2, 100), "tenth": (200, 20, 5000), "full": (2000, 200, 50000)}  # nodes (8 GPUs), CQs, workloads
@@ -214,11 +216,13 @@ def _cycle(name: str, base: Path, cluster: dict[str, Any], kube: FaultProxy, pro
     kube_hits = [h for _, hits, _ in slices for h in hits]
     queries = _queries([h for _, _, hits in slices for h in hits])
     token = _token(kubeconfig)
-    print(f"{'bare transfer':<16} {'kube s':>7} {'Prom s':>6}  (each stage's requests replayed: the API's and Prometheus' at once, PromQL 2 at a time)")
+    print(f"{'bare transfer':<16} {'kube s':>7} {'Prom s':>6}  (each stage's requests replayed: the API's and Prometheus' at once, PromQL 2 at a time, the collect's lists 3 at a time)")
     transfer = 0.0
     for stage, kube_part, prom_part in slices:
         with ThreadPoolExecutor(max_workers=2) as pool:
-            k, p = pool.submit(_replay, kube, kube_part, token), pool.submit(_replay, prom, prom_part, {}, PROMQL_AT_ONCE)
+            lists = LISTS_AT_ONCE if stage == "collect" else 1  # the cost report reads its lists one by one
+            k, p = (pool.submit(_replay, kube, kube_part, token, lists),
+                    pool.submit(_replay, prom, prom_part, {}, PROMQL_AT_ONCE))
             took = (k.result(), p.result())
         transfer += max(took)
         print(f"{stage:<16} {took[0]:>7.2f} {took[1]:>6.2f}", flush=True)

@@ -212,6 +212,8 @@ def _cycle(name: str, base: Path, cluster: dict[str, Any], kube: FaultProxy, pro
             print(f"{'':<16} {verdicts}")
     for missing in MISSING:
         print(f"{'(missing)':<16} {missing}")
+    print(f"{'(store)':<16} this collect's full snapshot document: {_stored_document_mb():.2f} MB compressed "
+          "(a real collect's, stored one cycle in store.full_snapshot_every_minutes; bench_store.py: the rest)")
     peak = rss_mb()
     kube_hits = [h for _, hits, _ in slices for h in hits]
     queries = _queries([h for _, _, hits in slices for h in hits])
@@ -230,6 +232,20 @@ def _cycle(name: str, base: Path, cluster: dict[str, Any], kube: FaultProxy, pro
             "peak_rss_mb": round(peak), "k8s_requests": len(kube_hits), "prom_queries": len(queries),
             "prom_bytes": sum(h.size for h in queries), "transfer_s": round(transfer, 2),
             "overhead_ratio": round(cycle / transfer, 2) if transfer else None}
+
+
+def _stored_document_mb() -> float:
+    """Bytes of the newest snapshot row's compressed document in the cycle's store (the collect's)."""
+    from sqlalchemy import text
+
+    from gpuaas.settings import load_settings
+    from gpuaas.store import open_store
+
+    store = open_store(load_settings())
+    with store.engine.connect() as conn:
+        size = conn.execute(text("SELECT length(compressed) FROM snapshots ORDER BY id DESC LIMIT 1")).scalar()
+    store.engine.dispose()
+    return float(size or 0) / 1e6
 
 
 def _queries(hits: list[Hit]) -> list[Hit]:

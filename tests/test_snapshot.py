@@ -9,7 +9,7 @@ from datetime import UTC, datetime, timedelta
 import pandas as pd
 import pytest
 
-from gpuaas.models import ClusterQueue, PodGpus, QuotaEntry, Snapshot, SourceStatus, Workload, WorkloadState
+from gpuaas.models import FRAMES, ClusterQueue, PodGpus, QuotaEntry, Snapshot, SourceStatus, Workload, WorkloadState
 from gpuaas.policy import Policy, Tenant
 from gpuaas.snapshot import build_snapshot
 from gpuaas.sources.kube import KubeState
@@ -88,6 +88,25 @@ def test_json_round_trip(snapshot: Snapshot) -> None:
     assert back.summary() == snapshot.summary()
     assert back.workloads["created_at"].tolist() == snapshot.workloads["created_at"].tolist()
     assert back.sources["prometheus"] == snapshot.sources["prometheus"]
+
+
+def test_every_frame_comes_back_with_its_types_from_either_format(snapshot: Snapshot) -> None:
+    """Format 2 writes each frame's data by column; it reads into exactly the frames a format-1
+    document (a record per row, what older gpuaas stored) gives, and that still reads."""
+    import json
+
+    text = snapshot.to_json()
+    doc = json.loads(text)
+    assert doc["format"] == 2 and isinstance(doc["frames"]["workloads"]["data"], dict)
+    as_records = {**doc, "format": 1, "frames": {
+        name: json.loads(getattr(snapshot, name).to_json(orient="table", index=False, date_format="iso"))
+        for name in FRAMES}}
+    by_column, by_record = Snapshot.from_json(text), Snapshot.from_json(json.dumps(as_records))
+    for name in FRAMES:
+        pd.testing.assert_frame_equal(getattr(by_column, name), getattr(by_record, name), obj=name)
+        assert list(getattr(by_column, name).columns) == list(getattr(snapshot, name).columns)
+    assert not by_column.workloads.empty and not by_column.gpus.empty
+    assert len(text) < len(json.dumps(as_records))
 
 
 def test_empty_sources_build() -> None:

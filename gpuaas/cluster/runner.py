@@ -122,7 +122,8 @@ class EmbeddedCluster:
                  api_port: int = 0, opencost_port: int = 0, prometheus_port: int | None = None,
                  kubeconfig: Path | None = None, live_interval: float = 2.0, rbac: RBACRules | None = None,
                  progress: Any = None, disabled_api_versions: Collection[str] = (), token: str | None = None,
-                 coarse_step: timedelta | None = None, fine_history: timedelta = timedelta(hours=1)) -> None:
+                 coarse_step: timedelta | None = None, fine_history: timedelta = timedelta(hours=1),
+                 scrape_interval: timedelta = timedelta(seconds=5)) -> None:
         self.scenario = scenario
         self.data_dir = Path(data_dir)
         self.seed = seed
@@ -143,7 +144,7 @@ class EmbeddedCluster:
         self.serving = ServingEndpoints(scenario)  # OpenAI endpoints per InferenceService (gpuaas.cluster.serving)
         self.prometheus = PrometheusServer(self.data_dir / "prometheus", port=prometheus_port,
                                            scrape_targets=[self.metrics.target, *self.serving.targets],
-                                           scrape_interval="5s")
+                                           scrape_interval=f"{int(scrape_interval.total_seconds())}s")
         self.kubeconfig = Path(kubeconfig) if kubeconfig else self.data_dir / "kubeconfig"
         self._live_interval = live_interval
         self._progress = progress or (lambda message: None)

@@ -25,7 +25,6 @@ __all__ = [
     "device_query",
     "duration",
     "fallback_probe_query",
-    "gap_rungs",
     "gpu_activity_query",
     "kueue_query",
     "last_sample_time",
@@ -161,7 +160,12 @@ def last_sample_time(metric: str, window: str) -> str:
     return f"(timestamp({metric}) or max_over_time(timestamp({metric})[{window}:{AGE_STEP_S}s]))"
 
 
-def gap_rungs(window_s: float, sample_interval_s: float) -> list[int]:
+DECISIVE_RUNG = int(MAX_GAP_INTERVALS) - 1
+"""The rung whose bound, ``(k + 1)`` intervals, is the coverage rule's gap limit: the only one joined across
+a GPU's series (see ``_gaps``), so that a GPU whose exporter came back under new labels is judged exactly."""
+
+
+def _gap_rungs(window_s: float, sample_interval_s: float) -> list[int]:
     """The ladder's ranges, in sample intervals: 1, the coverage rule's decisive one, then doubling while
     shorter than the window (``[1, 2, 4, 8, 16]`` for 30 minutes at 60 s)."""
     rungs, k = [1, DECISIVE_RUNG], 4
@@ -169,11 +173,6 @@ def gap_rungs(window_s: float, sample_interval_s: float) -> list[int]:
         rungs.append(k)
         k *= 2
     return sorted(set(rungs))
-
-
-DECISIVE_RUNG = int(MAX_GAP_INTERVALS) - 1
-"""The rung whose bound, ``(k + 1)`` intervals, is the coverage rule's gap limit: the only one joined across
-a GPU's series (see ``_gaps``), so that a GPU whose exporter came back under new labels is judged exactly."""
 
 
 def _gaps(m: MetricNames, window_s: float, sample_interval_s: float, at: float, fallback: bool = True) -> str:
@@ -213,7 +212,7 @@ def _gaps(m: MetricNames, window_s: float, sample_interval_s: float, at: float, 
                 present = f"max without ({_by(SCRAPE_LABELS)}) ({present})"
             return f"(count_over_time(({present})[{w}:{step}]) == {steps}) * 0 + {(k + 1) * i:g}"
 
-        ladder = [rung(k, joined=k == DECISIVE_RUNG) for k in gap_rungs(window_s, i)]
+        ladder = [rung(k, joined=k == DECISIVE_RUNG) for k in _gap_rungs(window_s, i)]
         seen = f"(count_over_time({metric}[{w}]){only}) * 0 + {window_s + i:g}"
         return union([*ladder, seen])
 

@@ -40,8 +40,6 @@ _CRD_OWNERS = (
     ("InferenceService", "serving.kserve.io", "v1beta1", "inferenceservices"),
     ("Notebook", "kubeflow.org", "v1", "notebooks"),
 )
-_OWNER_LISTS = frozenset({*(f"{plural}.{group}/{ver}" for _, group, ver, plural in _CRD_OWNERS),
-                          "deployments.apps/v1", "statefulsets.apps/v1"})
 
 
 @dataclass(frozen=True)
@@ -127,35 +125,37 @@ def _read(lister: KubeLister, gpu_resources: tuple[str, ...]) -> KubeState:
         return _parsed(kind, url, lambda o: pod_spec_gpus(((o.get("spec") or {}).get("template") or {}).get("spec"),
                                                           gpu_resources), obj)
 
-    def crd_owners(kind: str, group: str, ver: str, plural: str) -> list[Owner] | None:
-        objs = optional(lambda: lister.custom_objects(group, ver, plural))
-        return None if objs is None else [owner(kind, o) for o in objs]
-
-    def app_owners(kind: str, fetch: Callable[[], list[dict[str, Any]]]) -> list[Owner] | None:
+    def owners_of(kind: str, fetch: Callable[[], list[dict[str, Any]]], by_template: bool) -> list[Owner] | None:
         objs = optional(fetch)
-        return None if objs is None else [owner(kind, o) for o in objs if template_gpus(kind, o) > 0]
+        if objs is None:
+            return None
+        return [owner(kind, o) for o in objs if not by_template or template_gpus(kind, o) > 0]
 
     def kueue_list(plural: str) -> list[Any] | None:
         objs = optional(lambda: lister.custom_objects(KUEUE_GROUP, str(version), plural))
-        if plural != "workloads" or objs is None:
-            return objs
+        if objs is None or plural != "workloads":
+            return objs  # the small lists are parsed after the join below
         return [_parsed("Workload", url, lambda o: parse_workload(o, gpu_resources), o) for o in objs]
 
     version, cq_objs = _kueue_version(lister)
     plurals = ("localqueues", "workloads", "cohorts", "resourceflavors") if version is not None else ()
     # The big lists are parsed as they arrive (their raw pages die then); only the pods wait for the owners.
+    owner_reads: list[tuple[str, Callable[[], Any]]] = [
+        *((f"{plural}.{group}/{ver}",
+           lambda a=(kind, group, ver, plural): owners_of(a[0], lambda: lister.custom_objects(*a[1:]), False))
+          for kind, group, ver, plural in _CRD_OWNERS),
+        ("deployments.apps/v1", lambda: owners_of("Deployment", lister.deployments, True)),
+        ("statefulsets.apps/v1", lambda: owners_of("StatefulSet", lister.stateful_sets, True)),
+    ]
     reads: list[tuple[str, Callable[[], Any]]] = [
         *((f"{p}.{KUEUE_GROUP}/{version}", lambda p=p: kueue_list(p)) for p in plurals),
-        *((f"{plural}.{group}/{ver}", lambda a=(kind, group, ver, plural): crd_owners(*a))
-          for kind, group, ver, plural in _CRD_OWNERS),
-        ("deployments.apps/v1", lambda: app_owners("Deployment", lister.deployments)),
-        ("statefulsets.apps/v1", lambda: app_owners("StatefulSet", lister.stateful_sets)),
+        *owner_reads,
         ("pods/v1", lambda: optional(lister.running_pods)),
     ]
     results = dict(zip((name for name, _ in reads), at_once([call for _, call in reads], workers=LISTS_AT_ONCE)))
     missing = ([] if version is not None else [KUEUE_GROUP]) + [name for name, got in results.items() if got is None]
     kueue = {p: results[f"{p}.{KUEUE_GROUP}/{version}"] or [] for p in plurals}
-    owners = [o for name, got in results.items() if name in _OWNER_LISTS and got for o in got]
+    owners = [o for name, _ in owner_reads for o in results[name] or []]
     pods = _parsed("Pod", url, lambda ps: parse_pods(ps, owners, gpu_resources), results["pods/v1"] or [])
 
     local_queues = tuple(_parsed("LocalQueue", url, parse_local_queue, o) for o in kueue.get("localqueues", []))

@@ -15,7 +15,7 @@ import pytest
 
 from gpuaas.cluster.prometheus import PrometheusServer, to_openmetrics
 from gpuaas.cluster.runner import EmbeddedCluster
-from tests.services import postgres_server, pushgateway_server
+from gpuaas.cluster.services import postgres_server, pushgateway_server
 
 SHARED = Path(__file__).resolve().parents[1].parent / "shared"
 

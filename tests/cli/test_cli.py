@@ -13,9 +13,9 @@ from typer.testing import CliRunner
 
 from gpuaas.cli.app import app
 from gpuaas.cli.audit_cmd import parse_since
+from gpuaas.cluster.services import fresh_schema_url
 from gpuaas.settings import load_settings
 from gpuaas.store import AuditEntry, open_store
-from tests.services import fresh_schema_url
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "policy.yaml"
 runner = CliRunner()

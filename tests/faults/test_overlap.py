@@ -16,13 +16,13 @@ from pathlib import Path
 import pytest
 
 from gpuaas.cluster.runner import EmbeddedCluster
+from gpuaas.cluster.services import fresh_schema_url
 from gpuaas.policy import Mode
 from gpuaas.settings import load_settings
 from gpuaas.store import open_store
 from tests.actions.reclaim_scenario import decide, run, write_policy, writes
 from tests.faults.overlap import overlapping_runs
 from tests.scenarios import point_at
-from tests.services import fresh_schema_url
 
 pytestmark = [pytest.mark.integration, pytest.mark.flow]
 

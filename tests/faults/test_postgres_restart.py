@@ -29,12 +29,12 @@ import pytest
 from sqlalchemy import create_engine, text
 
 from gpuaas.cluster.runner import EmbeddedCluster
+from gpuaas.cluster.services import as_postgres_user, fresh_schema_url, pg_bin, postgres_server
 from gpuaas.settings import load_settings
 from gpuaas.store import AuditEntry, Store
 from tests.actions.reclaim_scenario import IDLE_TARGETS, reclaim_cluster, write_policy
 from tests.faults.kill import flow_process, stopped
 from tests.faults.proxy import FaultProxy, fault_proxy
-from tests.services import _as_postgres_user, _pg_bin, fresh_schema_url, postgres_server
 
 pytestmark = [pytest.mark.integration, pytest.mark.flow]
 
@@ -54,7 +54,7 @@ class Postgres:
         self.log = self.data.parent / "postgres.log"
 
     def _ctl(self, *args: str) -> None:
-        subprocess.run(_as_postgres_user([_pg_bin("pg_ctl"), "-D", str(self.data), "-w", "-t", "60", *args]),
+        subprocess.run(as_postgres_user([pg_bin("pg_ctl"), "-D", str(self.data), "-w", "-t", "60", *args]),
                        check=True, capture_output=True, timeout=90)
 
     def stop(self) -> None:

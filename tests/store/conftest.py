@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
+from gpuaas.cluster.services import fresh_schema_url
 from gpuaas.store import Store
-from tests.services import fresh_schema_url
 
 
 @pytest.fixture(params=["sqlite", "postgresql"])

@@ -1,8 +1,10 @@
-"""Real services the tests start: PostgreSQL and the Prometheus Pushgateway.
+"""Real services on loopback for the tests and the benchmarks: PostgreSQL and the Prometheus Pushgateway.
 
-They are real servers on loopback, never stand-ins: the store tests must see PostgreSQL's
-own behaviour (transactional DDL, triggers, types), and the collect flow pushes to the real
-Pushgateway. In CI a missing binary is an error, not a skip.
+They are real servers, never stand-ins: the store must see PostgreSQL's own behaviour
+(transactional DDL, triggers, types), and the collect flow pushes to the real Pushgateway.
+They live in the product, next to the Prometheus launcher (``gpuaas.cluster.prometheus``),
+so that the test suite and ``bench/`` start them with one implementation and a benchmark
+never imports the test suite. A missing binary is a ``GpuaasError`` that says what to install.
 """
 
 from __future__ import annotations
@@ -21,19 +23,21 @@ from pathlib import Path
 import httpx
 
 from gpuaas.cluster.prometheus import free_port, require_binary
+from gpuaas.errors import GpuaasError
 
-__all__ = ["fresh_schema_url", "postgres_server", "pushgateway_server"]
+__all__ = ["as_postgres_user", "fresh_schema_url", "pg_bin", "postgres_server", "pushgateway_server"]
 
 
-def _pg_bin(name: str) -> str:
+def pg_bin(name: str) -> str:
+    """Path of a PostgreSQL server program (Debian keeps them under /usr/lib/postgresql/<version>/bin)."""
     candidates = sorted(glob.glob(f"/usr/lib/postgresql/*/bin/{name}"), reverse=True)
     found = candidates[0] if candidates else shutil.which(name)
     if not found:
-        raise RuntimeError(f"PostgreSQL's {name} is not installed (Debian: apt-get install postgresql)")
+        raise GpuaasError(f"PostgreSQL's {name} is not installed (Debian: apt-get install postgresql)")
     return found
 
 
-def _as_postgres_user(cmd: list[str]) -> list[str]:
+def as_postgres_user(cmd: list[str]) -> list[str]:
     """PostgreSQL refuses to run as root; as root we drop to the 'postgres' account."""
     if os.geteuid() != 0:
         return cmd
@@ -44,13 +48,14 @@ def _as_postgres_user(cmd: list[str]) -> list[str]:
 def postgres_server() -> Iterator[str]:
     """A throwaway PostgreSQL cluster on a free loopback port; yields a SQLAlchemy URL.
 
-    ``GPUAAS_TEST_POSTGRES_URL`` points the tests at a server that is already running instead.
+    ``GPUAAS_TEST_POSTGRES_URL`` points the tests and benchmarks at a server that is already running
+    instead (the test suite passes its own to the benchmarks it runs, saving a cluster's start).
     """
     existing = os.environ.get("GPUAAS_TEST_POSTGRES_URL")
     if existing:
         yield existing
         return
-    # pytest's temp dirs are private to root; the postgres account needs its own.
+    # A caller's temp dirs may be private to root; the postgres account needs its own.
     base = Path(tempfile.mkdtemp(prefix="gpuaas-pg-"))
     data, sock = base / "pgdata", base / "pgsock"
     sock.mkdir(parents=True, exist_ok=True)
@@ -60,26 +65,26 @@ def postgres_server() -> Iterator[str]:
             os.chown(path, pg.pw_uid, pg.pw_gid)
     port = free_port()
     subprocess.run(
-        _as_postgres_user([_pg_bin("initdb"), "-D", str(data), "-A", "trust", "-U", "postgres", "--no-sync"]),
+        as_postgres_user([pg_bin("initdb"), "-D", str(data), "-A", "trust", "-U", "postgres", "--no-sync"]),
         check=True, capture_output=True,
     )
     log = base / "postgres.log"
     subprocess.run(
-        _as_postgres_user([
-            _pg_bin("pg_ctl"), "-D", str(data), "-l", str(log), "-w", "-t", "60",
+        as_postgres_user([
+            pg_bin("pg_ctl"), "-D", str(data), "-l", str(log), "-w", "-t", "60",
             "-o", f"-p {port} -k {sock} -c listen_addresses=127.0.0.1 -c fsync=off", "start",
         ]),
         check=True, capture_output=True,
     )
     try:
         subprocess.run(
-            _as_postgres_user([_pg_bin("createdb"), "-h", "127.0.0.1", "-p", str(port), "-U", "postgres", "gpuaas"]),
+            as_postgres_user([pg_bin("createdb"), "-h", "127.0.0.1", "-p", str(port), "-U", "postgres", "gpuaas"]),
             check=True, capture_output=True,
         )
         yield f"postgresql+psycopg2://postgres@127.0.0.1:{port}/gpuaas"
     finally:
         subprocess.run(
-            _as_postgres_user([_pg_bin("pg_ctl"), "-D", str(data), "-m", "immediate", "-w", "stop"]),
+            as_postgres_user([pg_bin("pg_ctl"), "-D", str(data), "-m", "immediate", "-w", "stop"]),
             check=False, capture_output=True,
         )
         shutil.rmtree(base, ignore_errors=True)
@@ -116,7 +121,7 @@ def pushgateway_server(base: Path) -> Iterator[str]:
             except httpx.HTTPError:
                 pass
             if proc.poll() is not None or time.monotonic() > deadline:
-                raise RuntimeError(f"pushgateway did not start; see {base / 'pushgateway.log'}")
+                raise GpuaasError(f"pushgateway did not start; see {base / 'pushgateway.log'}")
             time.sleep(0.1)
         yield url
     finally:

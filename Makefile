@@ -44,12 +44,14 @@ test: venv system-deps lint
 e2e: venv system-deps
 	PREFECT_SERVER_ANALYTICS_ENABLED=false $(BIN)/python -m pytest tests/e2e -q
 
+# Every benchmark, one after the other, then one summary; exits 1 if any failed (after running the rest).
+# BENCH=cycle (or BENCH="cycle store"): only those; SMOKE=1: each at its smallest size (seconds). docs/benchmarks.md
 bench: venv system-deps
-	@for b in bench/bench_*.py; do echo "== $$b"; $(BIN)/python $$b || exit 1; done
+	PREFECT_SERVER_ANALYTICS_ENABLED=false $(BIN)/python -m bench $(BENCH) $(if $(SMOKE),--smoke)
 
 lint: venv
 	$(BIN)/ruff check gpuaas flows tasks reports tests bench
-	$(BIN)/mypy gpuaas flows tasks reports
+	$(BIN)/mypy gpuaas flows tasks reports bench
 
 clean:
 	rm -rf $(VENV) .pytest_cache build *.egg-info

@@ -8,7 +8,10 @@ runs as a subprocess, exactly as an operator runs it, once for the replay and on
 the frontier, and the benchmark prints its wall time, the child's peak RSS and the
 number of range queries (one per ``--chunk-hours``).
 
-    .venv/bin/python bench/bench_backtest.py [HOURS]
+    python -m bench.bench_backtest [HOURS] [--smoke]
+
+``--smoke``: a 5-node fleet (40 GPUs, 10 RayClusters), 20 minutes of history, the replay alone
+(``bench_frontier`` covers the frontier).
 """
 
 from __future__ import annotations
@@ -23,14 +26,14 @@ import time
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
-from bench_cluster import fleet  # same folder
-
+from bench._run import TRACES, headline, parser, run
+from bench.bench_cluster import fleet
 from gpuaas.cluster._scenario_models import TraceProfile
 from gpuaas.cluster.clock import ManualClock
 from gpuaas.cluster.runner import EmbeddedCluster
 from gpuaas.sources.traces import load_utilization
 
-TRACE = Path(__file__).resolve().parents[1] / ".." / "shared" / "fixtures" / "traces" / "alibaba-genai-2026"
+TRACE = TRACES / "alibaba-genai-2026"
 
 
 def _profiles(count: int) -> list[TraceProfile]:
@@ -56,7 +59,9 @@ def _run(args: list[str], env: dict[str, str]) -> tuple[float, float, dict[str, 
                           check=False)
     elapsed = time.perf_counter() - started
     if done.returncode != 0:
-        raise SystemExit(f"gpuaas {' '.join(args)} failed:\n{done.stderr[-2000:]}")
+        last = [line for line in done.stderr.splitlines() if line.strip() and "maxrss_kib=" not in line][-1:] or [
+            "no output"]
+        raise RuntimeError(f"gpuaas {' '.join(args)} exited {done.returncode}: {last[0]}")
     peak = float(done.stderr.rsplit("maxrss_kib=", 1)[1].split()[0]) / 2**10
     sys.stderr.write(done.stderr[-600:])
     kube = re.search(r"Kubernetes read in ([\d.]+)s", done.stderr)
@@ -66,8 +71,13 @@ def _run(args: list[str], env: dict[str, str]) -> tuple[float, float, dict[str, 
     return elapsed, peak, json.loads(done.stdout)
 
 
-def main(hours: float) -> int:
-    base = fleet(250, 40, 1000, kind="RayCluster")
+def main(argv: list[str]) -> int:
+    cli = parser(__doc__)
+    cli.add_argument("hours", nargs="?", type=float, default=3.0, help="hours of history (default 3)")
+    args = cli.parse_args(argv)
+    hours = 1 / 3 if args.smoke else args.hours
+    nodes, queues, jobs = (5, 2, 10) if args.smoke else (250, 40, 1000)
+    base = fleet(nodes, queues, jobs, kind="RayCluster")
     profiles = _profiles(len(base.workloads))
     scenario = base.model_copy(update={"workloads": [
         w.model_copy(update={"utilisation": profiles[i % len(profiles)], "noise": 0.0})
@@ -78,24 +88,29 @@ def main(hours: float) -> int:
     t0 = time.perf_counter()
     with EmbeddedCluster(scenario, data, history=history, clock=ManualClock(start),
                          progress=lambda m: sys.stderr.write(m + "\n")) as cluster:
-        print(f"fleet: 250 nodes, 2000 GPUs, 1000 RayClusters; {hours:g} h of history backfilled in "
+        print(f"fleet: {nodes} nodes, {nodes * 8} GPUs, {jobs} RayClusters; {hours:g} h of history backfilled in "
               f"{time.perf_counter() - t0:.0f} s")
         env = {**os.environ, **cluster.settings_env(), "GPUAAS_NVML": "off",
                "GPUAAS_DATA_DIR": str(data / "gpuaas")}
         since = start.strftime("%Y-%m-%dT%H:%M:%S")
         common = ["replay", "reclaim", "--from-prometheus", "--since", since, "--chunk-hours", "1",
                   "--format", "json"]
-        secs, rss, replay = _run([*common, "--adaptive"], env)
-        print(f"replay (fixed + adaptive): {secs:.1f} s, peak RSS {rss:.0f} MiB, "
+        replay_s, replay_rss, replay = _run([*common, "--adaptive"], env)
+        print(f"replay (fixed + adaptive): {replay_s:.1f} s, peak RSS {replay_rss:.0f} MiB, "
               f"{replay['pods']} workloads, {replay['observed_gpu_hours']:.0f} observed GPU-hours, "
               f"{replay['idle_runs']} idle runs; adaptive {replay['reclaimed_gpu_hours']:.1f} GPU-h / "
               f"{replay['wakeups']} wake-ups, fixed 30 min "
               f"{replay['fixed']['reclaimed_gpu_hours']:.1f} / {replay['fixed']['wakeups']}")  # type: ignore[index]
+        if args.smoke:
+            headline(f"replay of {nodes * 8:,} GPUs x {hours:.2g} h: {replay_s:.1f} s, peak RSS {replay_rss:.0f} MiB")
+            return 0
         secs, rss, front = _run([*common, "--frontier", "--plot", str(data / "frontier.png")], env)
         print(f"frontier (9 windows + 7 budgets): {secs:.1f} s, peak RSS {rss:.0f} MiB, "
               f"{len(front['frontier'])} rows")  # type: ignore[arg-type]
+        headline(f"replay of {nodes * 8:,} GPUs x {hours:g} h: {replay_s:.1f} s, peak RSS {replay_rss:.0f} MiB; "
+                 f"frontier {secs:.1f} s, {rss:.0f} MiB")
     return 0
 
 
 if __name__ == "__main__":
-    sys.exit(main(float(sys.argv[1]) if len(sys.argv) > 1 else 3.0))
+    sys.exit(run(main, "bench_backtest"))

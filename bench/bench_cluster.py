@@ -5,12 +5,14 @@ pass, generates one step of dcgm telemetry for the whole fleet, then lists all W
 through the official ``kubernetes`` client in pages of 500, as gpuaas's collector does.
 Prints the figures; fails if peak RSS reaches 2 GiB.
 
-    .venv/bin/python bench/bench_cluster.py [--workloads 50000]
+    python -m bench.bench_cluster [--nodes 2000] [--queues 200] [--workloads 50000] [--smoke]
+
+``--smoke``: 20 nodes, 4 ClusterQueues, 200 Workloads. ``fleet`` is the generated fleet the other
+benchmarks build on.
 """
 
 from __future__ import annotations
 
-import argparse
 import resource
 import sys
 import tempfile
@@ -20,6 +22,7 @@ from pathlib import Path
 
 from kubernetes import client, config
 
+from bench._run import BenchFailed, headline, parser, run
 from gpuaas.cluster.apiserver import ApiServer, ObjectStore
 from gpuaas.cluster.clock import ManualClock
 from gpuaas.cluster.kueue import KueueController
@@ -62,12 +65,14 @@ def rss_gib() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20  # ru_maxrss is KiB on Linux
 
 
-def main() -> int:
-    parser = argparse.ArgumentParser()
-    parser.add_argument("--nodes", type=int, default=2000)
-    parser.add_argument("--queues", type=int, default=200)
-    parser.add_argument("--workloads", type=int, default=50_000)
-    args = parser.parse_args()
+def main(argv: list[str]) -> int:
+    cli = parser(__doc__)
+    cli.add_argument("--nodes", type=int, default=2000)
+    cli.add_argument("--queues", type=int, default=200)
+    cli.add_argument("--workloads", type=int, default=50_000)
+    args = cli.parse_args(argv)
+    if args.smoke:
+        args.nodes, args.queues, args.workloads = 20, 4, 200
 
     clock = ManualClock(datetime(2026, 11, 1, tzinfo=UTC))
     t0 = time.perf_counter()
@@ -119,8 +124,12 @@ def main() -> int:
     print(f"peak RSS:            {peak:8.2f} GiB (limit {RSS_LIMIT_GIB} GiB)")
     ok = peak < RSS_LIMIT_GIB and listed == len(todo)
     print("OK" if ok else "FAILED")
-    return 0 if ok else 1
+    headline(f"{len(todo):,} workloads on {gpus:,} GPUs: create {t_create:.1f} s, reconcile {t_reconcile:.1f} s, "
+             f"list {t_list:.1f} s, peak RSS {peak:.2f} GiB")
+    if not ok:
+        raise BenchFailed(f"peak RSS {peak:.2f} GiB (limit {RSS_LIMIT_GIB} GiB) or {listed:,} of {len(todo):,} listed")
+    return 0
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(run(main, "bench_cluster"))

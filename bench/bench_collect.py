@@ -5,7 +5,9 @@ The point is the shape, not one number: API requests per cycle must grow only wi
 stays vectorised. Runs the plain ``collect_snapshot`` (the flow adds Prefect's overhead, not
 work that grows with the fleet).
 
-    .venv/bin/python bench/bench_collect.py
+    python -m bench.bench_collect [--smoke]
+
+``--smoke``: the small fleet only, at 5 nodes.
 """
 
 from __future__ import annotations
@@ -18,8 +20,8 @@ import time
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
-from bench_cluster import fleet  # same folder
-
+from bench._run import BenchFailed, headline, parser, run
+from bench.bench_cluster import fleet
 from gpuaas.cluster.clock import ManualClock
 from gpuaas.cluster.runner import EmbeddedCluster
 from gpuaas.settings import load_settings
@@ -29,10 +31,13 @@ from gpuaas.sources.prometheus import queries_per_cycle
 SIZES = [(25, 10, 100), (250, 40, 1000)]  # nodes (8 GPUs each), ClusterQueues, RayClusters
 
 
-def main() -> int:
+def main(argv: list[str]) -> int:
+    args = parser(__doc__).parse_args(argv)
+    sizes = [(5, 2, 10)] if args.smoke else SIZES
+    rows = []
     print(f"{'nodes':>6} {'GPUs':>6} {'CQs':>5} {'workloads':>9} {'API req':>8} {'PromQL':>7} "
           f"{'collect s':>9} {'RSS GiB':>8}")
-    for nodes, queues, jobs in SIZES:
+    for nodes, queues, jobs in sizes:
         history = timedelta(minutes=40)
         start = datetime.now(UTC).replace(second=0, microsecond=0) - history
         data = Path(tempfile.mkdtemp(prefix="bench-collect-"))
@@ -51,9 +56,12 @@ def main() -> int:
             queries = queries_per_cycle(list(snapshot.windows_minutes))
             print(f"{nodes:>6} {nodes * 8:>6} {queues:>5} {len(snapshot.workloads):>9} {requests:>8} {queries:>7} "
                   f"{elapsed:>9.2f} {rss:>8.2f}")
-            assert not snapshot.degraded, snapshot.sources
+            if snapshot.degraded:
+                raise BenchFailed(f"the snapshot of {nodes} nodes is degraded: {snapshot.sources}")
+            rows.append(f"{nodes * 8:,} GPUs in {elapsed:.2f} s ({requests} API requests, {queries} PromQL)")
+    headline("collect: " + "; ".join(rows))
     return 0
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(run(main, "bench_collect"))

@@ -5,9 +5,10 @@ Builds a synthetic fleet straight into a real Prometheus (promtool backfill): GP
 ``container_gpu_allocation`` and node prices, Kueue usage), and SERVICES vLLM services (requests
 by reason, the e2e latency histogram). Then reads the report window with the production code
 (OpenCost through its Prometheus metrics, no Kubernetes API) and prints the query count and the
-time. ``python bench/bench_cost_report.py [GPUS] [DAYS] [STEP_S] [SERVICES]``; the default is 2,000 GPUs,
-30 days, hourly samples, 50 services; 16,000 GPUs x 30 days (18 M samples) backfills in ~10 min on
-the 2-core development machine, then reads in at most 9 queries whatever the size.
+time. ``python -m bench.bench_cost_report [GPUS] [DAYS] [STEP_S] [SERVICES] [--smoke]``; the default is
+2,000 GPUs, 30 days, hourly samples, 50 services (``--smoke``: 16 GPUs, 1 day, 2 services); 16,000 GPUs
+x 30 days (18 M samples) backfills in ~10 min on the 2-core development machine, then reads in at most
+9 queries whatever the size.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from bench._run import headline, parser, run
 from gpuaas.cluster.prometheus import PrometheusServer, require_binary
 from gpuaas.cluster.telemetry import E2E_BUCKETS
 from gpuaas.policies.cost import build_cost_report
@@ -29,21 +31,20 @@ from gpuaas.settings import MetricNames, load_settings
 from gpuaas.sources._prom_client import PromClient
 from gpuaas.sources.cost_window import read_cost_inputs
 
-GPUS, DAYS, STEP_S, SERVICES = (int(a) for a in (sys.argv[1:] + ["2000", "30", "3600", "50"][len(sys.argv[1:]):]))
 TENANTS = 50
 END = datetime(2026, 11, 30, tzinfo=UTC)
 
 
-def write_history(path: Path) -> int:
+def write_history(path: Path, gpus: int, days: int, step_s: int, services: int) -> int:
     """OpenMetrics, one series at a time (each series' samples in time order, families contiguous)."""
-    start = END.timestamp() - DAYS * 86400
-    stamps = [start + i * STEP_S for i in range(1, DAYS * 86400 // STEP_S + 1)]
+    start = END.timestamp() - days * 86400
+    stamps = [start + i * step_s for i in range(1, days * 86400 // step_s + 1)]
     rng = random.Random(1)
     lines = 0
-    pods = GPUS // 8
+    pods = gpus // 8
     with path.open("w", encoding="utf-8") as out:
         out.write("# TYPE DCGM_FI_PROF_GR_ENGINE_ACTIVE gauge\n")
-        for g in range(GPUS):
+        for g in range(gpus):
             pod, ns = g // 8, f"team-{(g // 8) % TENANTS}"
             labels = (f'{{UUID="GPU-{g:08d}",gpu="{g % 8}",Hostname="node-{pod}",namespace="{ns}",'
                       f'pod="job-{pod}-0",container="main"}}')
@@ -66,23 +67,23 @@ def write_history(path: Path) -> int:
             out.writelines(f"kueue_cluster_queue_resource_usage{labels} {8 * pods // TENANTS} {ts:.0f}\n"
                            for ts in stamps)
             lines += len(stamps)
-        lines += _vllm(out, stamps)
+        lines += _vllm(out, stamps, services)
         out.write("# EOF\n")
     return lines
 
 
-def _vllm(out: object, stamps: list[float]) -> int:
+def _vllm(out: object, stamps: list[float], services: int) -> int:
     write = out.write  # type: ignore[attr-defined]
     lines = 0
     write("# TYPE vllm:request_success counter\n")
-    for s in range(SERVICES):
+    for s in range(services):
         base = f'engine="0",model_name="model-{s}",namespace="team-{s % TENANTS}"'
         for reason, share in (("stop", 0.9), ("length", 0.03), ("abort", 0.05), ("error", 0.02), ("repetition", 0)):
             for i, ts in enumerate(stamps):
                 write(f'vllm:request_success_total{{{base},finished_reason="{reason}"}} {i * 100 * share:.0f} {ts:.0f}\n')
             lines += len(stamps)
     write("# TYPE vllm:e2e_request_latency_seconds histogram\n")
-    for s in range(SERVICES):
+    for s in range(services):
         base = f'engine="0",model_name="model-{s}",namespace="team-{s % TENANTS}"'
         for le in [*(repr(b) for b in E2E_BUCKETS), "+Inf"]:
             share = 1.0 if le == "+Inf" else min(1.0, float(le) / 4)
@@ -92,11 +93,17 @@ def _vllm(out: object, stamps: list[float]) -> int:
     return lines
 
 
-def main() -> None:
+def main(argv: list[str]) -> int:
+    cli = parser(__doc__)
+    for name, default in (("gpus", 2000), ("days", 30), ("step_s", 3600), ("services", 50)):
+        cli.add_argument(name, nargs="?", type=int, default=default)
+    args = cli.parse_args(argv)
+    gpus, days, step_s, services = (16, 1, 3600, 2) if args.smoke else (args.gpus, args.days, args.step_s,
+                                                                           args.services)
     with tempfile.TemporaryDirectory(prefix="bench-cost-") as tmp:
         t0 = time.monotonic()
         history = Path(tmp) / "history.om"
-        samples = write_history(history)
+        samples = write_history(history, gpus, days, step_s, services)
         t1 = time.monotonic()
         prom = PrometheusServer(Path(tmp) / "prom")
         prom.tsdb_dir.mkdir(parents=True)
@@ -114,9 +121,9 @@ def main() -> None:
                 f"  - {{name: team-{t}, namespaces: [team-{t}], cluster_queues: [team-{t}-cq]}}\n" for t in range(TENANTS))
                 + "services:\n" + "".join(
                 f"  - {{name: svc-{s}, namespace: team-{s % TENANTS}, model_name: model-{s}, latency_slo_seconds: 2.0}}\n"
-                for s in range(SERVICES)))
+                for s in range(services)))
             settings = load_settings(prometheus_url=prom.url, policy_file=policy, nvml="off", data_dir=Path(tmp),
-                                     metrics=MetricNames(sample_interval_seconds=STEP_S), request_timeout_seconds=600)
+                                     metrics=MetricNames(sample_interval_seconds=step_s), request_timeout_seconds=600)
             timings: list[float] = []
             call = PromClient._call
 
@@ -129,22 +136,25 @@ def main() -> None:
 
             PromClient._call = timed  # type: ignore[method-assign]
             t3 = time.monotonic()
-            inputs = read_cost_inputs(settings, END, DAYS * 86400)
+            inputs = read_cost_inputs(settings, END, days * 86400)
             t4 = time.monotonic()
             report = build_cost_report(inputs, settings.policy)
             t5 = time.monotonic()
         finally:
             prom.stop()
-    print(f"fleet: {GPUS:,} GPUs in {GPUS // 8:,} pods, {TENANTS} tenants, {SERVICES} vLLM services; "
-          f"{DAYS} days sampled every {STEP_S}s ({samples:,} samples; built in {t1 - t0:.0f}s, backfilled in "
+    print(f"fleet: {gpus:,} GPUs in {gpus // 8:,} pods, {TENANTS} tenants, {services} vLLM services; "
+          f"{days} days sampled every {step_s}s ({samples:,} samples; built in {t1 - t0:.0f}s, backfilled in "
           f"{t2 - t1:.0f}s)")
-    print(f"cost report over {DAYS} days: {inputs.queries} queries (PromQL; OpenCost via its metrics, no Kubernetes "
+    print(f"cost report over {days} days: {inputs.queries} queries (PromQL; OpenCost via its metrics, no Kubernetes "
           f"API) in {t4 - t3:.1f}s; report built in {t5 - t4:.1f}s; {len(report.tenants)} tenants, "
           f"{len(report.services)} services, {len(report.daily)} service-days")
     print("per query (GPU hours observed, then busy, each in up to 3 day chunks; serving; Kueue; OpenCost metrics): "
           + ", ".join(f"{t:.1f}s" for t in timings))
     print(f"peak RSS of this process: {resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20:.2f} GiB")
+    headline(f"{days} days of {gpus:,} GPUs: {inputs.queries} queries in {t4 - t3:.1f} s, report built in "
+             f"{t5 - t4:.1f} s")
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(run(main, "bench_cost_report"))

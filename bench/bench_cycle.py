@@ -1,5 +1,5 @@
 """One full gpuaas cycle on embedded fleets of 1/10 of and the full 2,000 nodes / 16,000 GPUs /
-50,000 workloads / 200 ClusterQueues in one cohort / 24 h of telemetry (issue 14, point 1).
+50,000 workloads / 200 ClusterQueues in one cohort / 24 h of telemetry.
 
 Each stage is the real Prefect flow (Prefect's test harness), in this process, in order: collect,
 then on its snapshot (``snapshot_id``: the fleet is read once a cycle) reclaim (dry-run), deadline
@@ -14,12 +14,14 @@ idle workloads to judge. Telemetry is backfilled at the 60 s sample interval for
 30-minute idle window and its coverage rule see every sample) and at 5 minutes before it
 (``gpuaas.cluster._history``; 24 h at 60 s for 16,000 GPUs would be ~10^8 samples).
 
-    PYTHONPATH=. .venv/bin/python bench/bench_cycle.py [--sizes tenth,full]
+    python -m bench.bench_cycle [--sizes tenth,full] [--profile DIR] [--smoke]
+
+``--smoke`` is ``--sizes smoke`` (80 GPUs, 100 workloads, 2 h of history) without waiting for Prometheus'
+compaction.
 """
 
 from __future__ import annotations
 
-import argparse
 import gc
 import json
 import multiprocessing
@@ -33,26 +35,24 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime, timedelta
 from multiprocessing.connection import Connection
+from multiprocessing.process import BaseProcess
 from pathlib import Path
 from typing import Any
 
 import httpx
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(ROOT / "bench"))
-
-from bench_cluster import fleet  # noqa: E402
-
-import tests.faults.proxy as relay  # noqa: E402
-from gpuaas.cluster.clock import ManualClock  # noqa: E402
-from gpuaas.cluster.runner import EmbeddedCluster  # noqa: E402
-from gpuaas.sources._concurrent import PROMQL_AT_ONCE  # noqa: E402
-from gpuaas.sources.kube import LISTS_AT_ONCE  # noqa: E402
-from tests.faults.proxy import FaultProxy, Hit, fault_proxy  # noqa: E402
+import tests.faults.proxy as relay
+from bench._run import headline, parser, run
+from bench.bench_cluster import fleet
+from gpuaas.cluster.clock import ManualClock
+from gpuaas.cluster.runner import EmbeddedCluster
+from gpuaas.sources._concurrent import PROMQL_AT_ONCE
+from gpuaas.sources.kube import LISTS_AT_ONCE
+from tests.faults.proxy import FaultProxy, Hit, fault_proxy
 
 SIZES = {"smoke": (10, 2, 100), "tenth": (200, 20, 5000), "full": (2000, 200, 50000)}  # nodes (8 GPUs), CQs, workloads
-HISTORY = timedelta(hours=24)
+HISTORY = {"smoke": timedelta(hours=2)}  # the smoke check's fleet: enough for the 30-minute idle window
+FULL_DAY = timedelta(hours=24)
 KIND = "RayCluster"  # a job kind: its pods hold GPUs, so the dcgm series carry pod labels
 SAMPLE_S = 60  # the policy's sample interval: the last FINE of history is stepped at it
 FINE, COARSE = timedelta(hours=1), timedelta(minutes=5)  # gpuaas.cluster._history
@@ -109,13 +109,13 @@ def _replay(proxy: FaultProxy, hits: list[Hit], headers: dict[str, str], at_once
     return time.perf_counter() - started
 
 
-def _profiled(run: object, out: Path) -> object:
+def _profiled(run: Callable[[], object], out: Path) -> object:
     """Run one stage under cProfile; the stats go to ``out`` and the top of our own code to stdout."""
     import cProfile
     import pstats
 
     prof = cProfile.Profile()
-    result = prof.runcall(run)  # type: ignore[arg-type]
+    result: object = prof.runcall(run)
     prof.dump_stats(out)
     pstats.Stats(prof).sort_stats("cumulative").print_stats(r"gpuaas|flows/|tasks/|reports/", 25)
     return result
@@ -143,43 +143,52 @@ def _compacted(prometheus_url: str, quiet_s: float = 90.0, limit_s: float = 600.
     return time.perf_counter() - started
 
 
-def _serve_cluster(name: str, base: Path, conn: Connection) -> None:
+def _serve_cluster(name: str, base: Path, conn: Connection, settle: bool = True) -> None:
     """The embedded cluster in a process of its own, so that the peak RSS measured is the flows' alone
     (in production the API server, Kueue and Prometheus do not live in the flow process)."""
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(1))  # unwind: Prometheus runs in a session of its own
     nodes, queues, workloads = SIZES[name]
-    start = datetime.now(UTC).replace(second=0, microsecond=0) - HISTORY
+    history = HISTORY.get(name, FULL_DAY)
+    start = datetime.now(UTC).replace(second=0, microsecond=0) - history
     built, built_cpu = time.perf_counter(), _cpu_s()
     scenario = fleet(nodes, queues, workloads, kind=KIND, cohorts=1, step=f"{SAMPLE_S}s", idle_every=4)
     # Prometheus scrapes the embedded exporter at the sample interval, not the tests' 5 s, and the clock
     # never moves: at 16,000 GPUs each scrape was 0.4 of a core (rendering and parsing ~10^5 samples) on the
     # cycle's two cores, a load a real fleet puts on its exporters and Prometheus, not on gpuaas.
-    with EmbeddedCluster(scenario, base / name, history=HISTORY, clock=ManualClock(start), coarse_step=COARSE,
+    with EmbeddedCluster(scenario, base / name, history=history, clock=ManualClock(start), coarse_step=COARSE,
                          fine_history=FINE, scrape_interval=timedelta(seconds=SAMPLE_S),
                          live_interval=float(SAMPLE_S)) as cluster:
         gc.freeze()  # the store's 100,000+ objects are long-lived: no collector pass over them while serving
         built_s, cpu_s = time.perf_counter() - built, _cpu_s() - built_cpu
-        settled_s = _compacted(cluster.prometheus_url)
+        settled_s = _compacted(cluster.prometheus_url) if settle else 0.0
         conn.send({"settled_s": settled_s, "api_url": cluster.api_url, "prometheus_url": cluster.prometheus_url,
                    "env": cluster.settings_env(), "kubeconfig": str(cluster.kubeconfig), "at": cluster.clock.now(),
                    "built_s": built_s, "cpu_s": cpu_s, "rss_mb": rss_mb()})
         conn.recv()  # until the parent is done
 
 
-def one_size(name: str, base: Path, profile: Path | None = None) -> dict[str, object]:
-    nodes, queues, workloads = SIZES[name]
-    relay.UPSTREAM_TIMEOUT_S = 600.0  # the 16,000-GPU activity query alone took 105 s in Prometheus here
+def start_cluster(name: str, base: Path, settle: bool = True) -> tuple[BaseProcess, Connection]:
+    """The embedded cluster of size ``name`` building in its own process; ``one_size`` waits for it."""
     parent, child = multiprocessing.get_context("spawn").Pipe()
-    server = multiprocessing.get_context("spawn").Process(target=_serve_cluster, args=(name, base, child), daemon=True)
+    server = multiprocessing.get_context("spawn").Process(target=_serve_cluster, args=(name, base, child, settle),
+                                                           daemon=True)
     server.start()
+    return server, parent
+
+
+def one_size(name: str, base: Path, started: tuple[BaseProcess, Connection],
+             profile: Path | None = None) -> dict[str, object]:
+    relay.UPSTREAM_TIMEOUT_S = 600.0  # the 16,000-GPU activity query alone took 105 s in Prometheus here
+    server, parent = started
     try:
         if not parent.poll(3600):
-            raise SystemExit(f"{name}: the embedded cluster did not start within an hour")
+            raise RuntimeError(f"{name}: the embedded cluster did not start within an hour")
         ready = parent.recv()
         with fault_proxy(ready["api_url"]) as kube, fault_proxy(ready["prometheus_url"]) as prom:
             return _cycle(name, base, ready, kube, prom, profile)
     finally:
-        parent.send("stop")
+        if server.is_alive():
+            parent.send("stop")
         server.join(timeout=60)
 
 
@@ -187,7 +196,7 @@ def _cycle(name: str, base: Path, cluster: dict[str, Any], kube: FaultProxy, pro
            profile: Path | None) -> dict[str, object]:
     nodes, queues, workloads = SIZES[name]
     print(f"== {name}: {nodes} nodes, {nodes * 8} GPUs, {queues} ClusterQueues in 1 cohort, "
-          f"{workloads} workloads, 24 h history; built in {cluster['built_s']:.0f}s ({cluster['cpu_s']:.0f} CPU s "
+          f"{workloads} workloads, {HISTORY.get(name, FULL_DAY) / timedelta(hours=1):g} h history; built in {cluster['built_s']:.0f}s ({cluster['cpu_s']:.0f} CPU s "
           f"with promtool, cluster process {cluster['rss_mb']:.0f} MiB; Prometheus compacted the history in "
           f"{cluster['settled_s']:.0f}s more; load average {os.getloadavg()[0]:.1f})",
           flush=True)
@@ -200,13 +209,13 @@ def _cycle(name: str, base: Path, cluster: dict[str, Any], kube: FaultProxy, pro
     print(f"{'stage':<16} {'wall s':>7} {'CPU s':>6} {'peak RSS MiB':>12} {'k8s req':>8} {'PromQL':>7} {'Prom MB':>8}")
     cycle = 0.0
     slices: list[tuple[str, list[Hit], list[Hit]]] = []
-    for stage, run in _stages(at):
+    for stage, step in _stages(at):
         k0, p0 = len(kube.relayed), len(prom.relayed)
         began, began_cpu = time.perf_counter(), time.process_time()
         if profile is None:
-            out = run()
+            out = step()
         else:
-            out = _profiled(run, profile / f"{name}-{stage.replace(' ', '_')}.prof")
+            out = _profiled(step, profile / f"{name}-{stage.replace(' ', '_')}.prof")
         wall = time.perf_counter() - began
         cycle += wall
         slices.append((stage, kube.relayed[k0:], prom.relayed[p0:]))
@@ -266,15 +275,15 @@ def _token(kubeconfig: Path) -> dict[str, str]:
     return {"Authorization": f"Bearer {token}"} if token else {}
 
 
-def main() -> int:
-    parser = argparse.ArgumentParser()
-    parser.add_argument("--sizes", default="tenth,full")
-    parser.add_argument("--profile", type=Path, help="write a cProfile per stage into this folder")
-    args = parser.parse_args()
-    sizes = args.sizes.split(",")
+def main(argv: list[str]) -> int:
+    cli = parser(__doc__)
+    cli.add_argument("--sizes", default="tenth,full")
+    cli.add_argument("--profile", type=Path, help="write a cProfile per stage into this folder")
+    args = cli.parse_args(argv)
+    sizes = ["smoke"] if args.smoke else args.sizes.split(",")
     unknown = [s for s in sizes if s not in SIZES]
     if unknown:
-        parser.error(f"--sizes: unknown size {', '.join(unknown)}; expected some of {', '.join(SIZES)}")
+        cli.error(f"--sizes: unknown size {', '.join(unknown)}; expected some of {', '.join(SIZES)}")
     if args.profile:
         args.profile.mkdir(parents=True, exist_ok=True)
     os.environ["PREFECT_SERVER_ANALYTICS_ENABLED"] = "false"
@@ -284,13 +293,17 @@ def main() -> int:
 
     base = Path(tempfile.mkdtemp(prefix="bench-cycle-"))
     lines = []
+    first = start_cluster(sizes[0], base, settle=not args.smoke)  # it builds while Prefect's test server starts
     with prefect_test_harness(server_startup_timeout=180):
-        for name in sizes:
-            lines.append(one_size(name, base, args.profile))
+        for i, name in enumerate(sizes):
+            started = first if i == 0 else start_cluster(name, base, settle=not args.smoke)
+            lines.append(one_size(name, base, started, args.profile))
     for line in lines:
         print(json.dumps(line))
+    headline("; ".join(f"{line['gpus']:,} GPUs: cycle {line['cycle_s']} s, {line['overhead_ratio']}x the bare "
+                       f"transfer, peak RSS {line['peak_rss_mb']} MiB" for line in lines))
     return 0
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(run(main, "bench_cycle"))

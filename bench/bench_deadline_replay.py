@@ -5,20 +5,22 @@ than the file's largest job, at which FIFO meets at least half of the deadlines 
 (``deadline_satisfaction >= 0.5``), found by doubling then bisection on FIFO replays. Then both
 runs at that N; prints one row per file and the wall time of the final pair (the CLI's cost).
 
-Run: ``.venv/bin/python bench/bench_deadline_replay.py [DIR] [--files 195job.csv ...] [--n 195job.csv=64 ...]``
+Run: ``python -m bench.bench_deadline_replay [DIR] [--files 195job.csv ...] [--n 195job.csv=64 ...] [--smoke]``
+(``--smoke``: ``195job.csv`` alone, at its known N of 64).
 """
 
 from __future__ import annotations
 
-import argparse
 import math
+import sys
 import time
 from pathlib import Path
 
+from bench._run import TRACES, headline, parser, run
 from gpuaas.cluster.deadline_replay import ReplayStats, replay_deadlines
 from gpuaas.cluster.traces import TraceJob, read_itp
 
-DEFAULT_DIR = Path(__file__).resolve().parents[1] / ".." / "shared" / "fixtures" / "traces" / "microsoft-itp-elasticflow"
+DEFAULT_DIR = TRACES / "microsoft-itp-elasticflow"
 
 
 def choose_n(jobs: list[TraceJob], target: float = 0.5) -> tuple[int, dict[int, ReplayStats]]:
@@ -47,14 +49,19 @@ def choose_n(jobs: list[TraceJob], target: float = 0.5) -> tuple[int, dict[int, 
     return hi, seen
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser()
-    parser.add_argument("dir", nargs="?", type=Path, default=DEFAULT_DIR)
-    parser.add_argument("--files", nargs="*")
-    parser.add_argument("--n", nargs="*", default=[], help="FILE=N: skip the search where N is already known")
-    args = parser.parse_args()
+def main(argv: list[str]) -> int:
+    cli = parser(__doc__)
+    cli.add_argument("dir", nargs="?", type=Path, default=DEFAULT_DIR)
+    cli.add_argument("--files", nargs="*")
+    cli.add_argument("--n", nargs="*", default=[], help="FILE=N: skip the search where N is already known")
+    args = cli.parse_args(argv)
     known = {k: int(v) for k, v in (item.split("=") for item in args.n)}
+    if args.smoke:
+        args.files, known = ["195job.csv"], {"195job.csv": 64}
     files = [args.dir / f for f in args.files] if args.files else sorted(args.dir.glob("*.csv"))
+    if not files:
+        raise FileNotFoundError(f"no ITP trace (*.csv) under {args.dir}")
+    ratios = []
     print("| file | jobs | hopeless | N | FIFO met | planned met | ratio | FIFO satisfaction | planned satisfaction"
           " | FIFO avg JCT h | planned avg JCT h | FIFO p95 queue h | planned p95 queue h | alloc FIFO/planned"
           " | both runs s |", flush=True)
@@ -67,6 +74,7 @@ def main() -> None:
         planned = replay_deadlines(jobs, n, planned=True)
         wall = time.monotonic() - started
         ratio = planned.met / fifo.met if fifo.met else float("inf")
+        ratios.append(ratio)
         print(f"| {path.name} | {fifo.jobs} | {fifo.hopeless} | {n} | {fifo.met} | {planned.met} | {ratio:.2f} "
               f"| {fifo.deadline_satisfaction:.3f} | {planned.deadline_satisfaction:.3f} "
               f"| {fifo.avg_jct_s / 3600:.1f} | {planned.avg_jct_s / 3600:.1f} "
@@ -74,7 +82,10 @@ def main() -> None:
               f"| {fifo.gpu_allocation_ratio:.2f}/{planned.gpu_allocation_ratio:.2f} | {wall:.0f} |", flush=True)
         print(f"  (N search on {path.name}: " + ", ".join(f"{k}->{v.deadline_satisfaction:.3f}"
                                                        for k, v in sorted(seen.items())) + ")", flush=True)
+    headline(f"{len(files)} ITP file(s): deadlines met, plan over FIFO at the rule's N: "
+             + ", ".join(f"{r:.2f}x" for r in ratios))
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(run(main, "bench_deadline_replay"))

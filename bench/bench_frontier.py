@@ -11,29 +11,43 @@ scored half's, and the best ratio any member of the family reaches on the scored
 oracle: every pod its own best window on the scored half; and the budget re-chosen every
 hour on the preceding half-trace of history, as the live flow re-chooses it every run.
 
-    .venv/bin/python bench/bench_frontier.py [TRACE_DIR] [PLOT.png]
+    python -m bench.bench_frontier [TRACE_DIR] [PLOT.png] [--smoke]
+
+``--smoke``: the first 12 pods of the trace's first part, the plot in a temporary folder.
 """
 
 from __future__ import annotations
 
 import sys
+import tempfile
 import time
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
+from bench._run import TRACES, headline, parser, run
 from gpuaas.cli._backtest import plot_frontier
 from gpuaas.policies.cold_start import choose_for_budget, family
 from gpuaas.policies.frontier import frontier, ratio_at_equal_wakeups
 from gpuaas.policies.replay import idle_runs, replay_runs
 from gpuaas.sources.traces import load_utilization
 
-DEFAULT = Path(__file__).resolve().parents[1] / ".." / "shared" / "fixtures" / "traces" / "alibaba-genai-2026"
+DEFAULT = TRACES / "alibaba-genai-2026"
 
 
-def main(trace: Path, plot: Path) -> int:
-    util = load_utilization(sorted(trace.glob("pod_gpu_duty_cycle_part*.csv")))
+def main(argv: list[str]) -> int:
+    cli = parser(__doc__)
+    cli.add_argument("trace", nargs="?", type=Path, default=DEFAULT)
+    cli.add_argument("plot", nargs="?", type=Path, default=Path("reclaim-frontier.png"))
+    args = cli.parse_args(argv)
+    parts = sorted(args.trace.glob("pod_gpu_duty_cycle_part*.csv"))[: 1 if args.smoke else None]
+    if not parts:
+        raise FileNotFoundError(f"no pod_gpu_duty_cycle_part*.csv under {args.trace}")
+    plot: Path = Path(tempfile.mkdtemp(prefix="bench-frontier-")) / "frontier.png" if args.smoke else args.plot
+    util = load_utilization(parts)
+    if args.smoke:
+        util = util[util["pod"].isin(sorted(util["pod"].unique())[:12])]
     started = time.perf_counter()
     runs = idle_runs(util, 5.0)
     t0, t1 = float(util["t"].min()), float(util["t"].max())
@@ -53,6 +67,8 @@ def main(trace: Path, plot: Path) -> int:
               f"{'' if x is None else f'{x:.2f}x':>8s}")
     measured = [x for _, x in ratio_at_equal_wakeups(rows) if x is not None]
     print(f"adaptive over fixed at equal wake-ups: best {max(measured):.2f}x, median {np.median(measured):.2f}x")
+    headline(f"{len(rows)} frontier rows in {elapsed:.1f} s; adaptive over fixed at equal wake-ups: best "
+             f"{max(measured):.2f}x, median {np.median(measured):.2f}x")
 
     calibration = runs[runs["start"].to_numpy() < split]
     scored = runs["start"].to_numpy() >= split
@@ -115,6 +131,4 @@ def main(trace: Path, plot: Path) -> int:
 
 
 if __name__ == "__main__":
-    trace_dir = Path(sys.argv[1]) if len(sys.argv) > 1 else DEFAULT
-    out = Path(sys.argv[2]) if len(sys.argv) > 2 else Path("reclaim-frontier.png")
-    sys.exit(main(trace_dir, out))
+    sys.exit(run(main, "bench_frontier"))

@@ -6,18 +6,22 @@ review) and the report (markdown, plot; the first includes importing matplotlib)
 1,000 audit rows in the window, unfiltered and filtered to one namespace. Data are synthetic: the
 review's cost is rows, not what is in them.
 
-    .venv/bin/python bench/bench_incident.py
+    python -m bench.bench_incident [--smoke]
+
+``--smoke``: the 1-hour window alone.
 """
 
 from __future__ import annotations
 
 import resource
+import sys
 import time
 from datetime import UTC, datetime, timedelta
 
 import numpy as np
 import pandas as pd
 
+from bench._run import headline, parser, run
 from gpuaas.policies.incident import build_review, scope_for
 from gpuaas.store import AuditEntry
 from reports.incident import incident_markdown, plot_png
@@ -41,9 +45,12 @@ def history(cycles: int) -> tuple[pd.DataFrame, pd.DataFrame]:
     return queues, tenant
 
 
-def main() -> None:
+def main(argv: list[str]) -> int:
+    args = parser(__doc__).parse_args(argv)
     policy_tenants = [(f"t{i}", [f"t{i}"], [f"q{i}"]) for i in range(QUEUES)]
-    for label, cycles in (("1 h", 12), ("1 day", 288), ("14 days", 4032)):
+    windows = (("1 h", 12),) if args.smoke else (("1 h", 12), ("1 day", 288), ("14 days", 4032))
+    last = ""
+    for label, cycles in windows:
         queues, tenants = history(cycles)
         end = START + timedelta(minutes=5 * cycles)
         audit = [AuditEntry(id=i + 1, created_at=START + (end - START) * i / 1000, flow="reclaim", action="reclaim",
@@ -61,8 +68,12 @@ def main() -> None:
             print(f"{label:>8} {'namespace t3' if namespaces else 'whole fleet':>13}: {len(queues):>7,} queue rows, "
                   f"{len(review.events):>4} events; build {built - began:5.2f} s, markdown + plot {done - built:5.2f} s, "
                   f"artifact {len(text) / 1024:4.0f} KiB")
+            if not namespaces:
+                last = f"{label} of {QUEUES} queues: build {built - began:.2f} s, markdown + plot {done - built:.2f} s"
     print(f"peak RSS {resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024:.0f} MiB")
+    headline(f"{last}; peak RSS {resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024:.0f} MiB")
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(run(main, "bench_incident"))

@@ -1,6 +1,7 @@
 """The load generator against the embedded endpoint's default latency model: found vs computed.
 
-Run: ``python bench/bench_loadtest.py [STEP_SECONDS]`` (default 5). The endpoint (one and two
+Run: ``python -m bench.bench_loadtest [STEP_SECONDS] [--smoke]`` (default 5; ``--smoke``: one replica,
+two rates, 0.5 s steps). The endpoint (one and two
 replicas, the default ``EngineModel``: 16 sequences, 30 ms per token) runs in this process; the
 sweep runs in a child process, as ``gpuaas loadtest`` would, so the two do not share a GIL.
 Prints, per replica count: the model's saturation rate, the sustainable rate the sweep found
@@ -14,6 +15,7 @@ import subprocess
 import sys
 import time
 
+from bench._run import headline, parser, run
 from gpuaas.cluster._engine import EngineModel, model_capacity_rps
 from gpuaas.cluster._scenario_models import Serving
 from gpuaas.cluster.serving import ServingEndpoint
@@ -35,9 +37,15 @@ print(json.dumps(json_safe({"capacity": capacity.to_dict(), "lateness_p99_s": ru
 """
 
 
-def main(step: float) -> None:
+def main(argv: list[str]) -> int:
+    cli = parser(__doc__)
+    cli.add_argument("step", nargs="?", type=float, default=5.0, help="seconds per rate step (default 5)")
+    args = cli.parse_args(argv)
+    step = 0.5 if args.smoke else args.step
+    factors = (0.6, 1.2) if args.smoke else (0.6, 0.7, 0.8, 0.9, 1.0, 1.1, 1.2)
     model = EngineModel()
-    for replicas in (1, 2):
+    found_by: list[str] = []
+    for replicas in (1,) if args.smoke else (1, 2):
         serving = Serving.model_validate({"model_name": "bench", "engine": model.model_dump(),
                                           "requests_per_second": {"profile": "constant", "value": 0}})
         endpoint = ServingEndpoint("bench", "bench", serving)
@@ -45,20 +53,26 @@ def main(step: float) -> None:
         endpoint.start()
         try:
             computed = model_capacity_rps(model, PROMPT, OUTPUT, SLO, replicas)
-            rates = ",".join(f"{computed * f:.1f}" for f in (0.6, 0.7, 0.8, 0.9, 1.0, 1.1, 1.2))
+            rates = ",".join(f"{computed * f:.1f}" for f in factors)
             began = time.perf_counter()
             child = subprocess.run([sys.executable, "-c", CHILD, endpoint.url, rates, str(step), str(replicas),
                                     str(SLO), str(PROMPT), str(OUTPUT)],
-                                   capture_output=True, text=True, check=True)
+                                   capture_output=True, text=True, check=False, timeout=600)
             wall = time.perf_counter() - began
         finally:
             endpoint.stop()
+        if child.returncode != 0:
+            last = child.stderr.strip().splitlines()[-1:] or ["no output"]
+            raise RuntimeError(f"the load generator exited {child.returncode}: {last[0]}")
         out = json.loads(child.stdout)
         found = out["capacity"]["sustainable_rate_rps"]
         print(f"{replicas} replica(s): model {computed:.1f} rps, found {found} rps "
               f"({(found or 0) / computed - 1:+.0%}); {out['requests']} requests, lateness p99 "
               f"{out['lateness_p99_s'] * 1000:.0f} ms, client-limited at {out['limited'] or 'none'}; {wall:.0f} s")
+        found_by.append(f"{replicas} replica(s) {found} rps (model {computed:.1f})")
+    headline("sustainable rate found: " + ", ".join(found_by))
+    return 0
 
 
 if __name__ == "__main__":
-    main(float(sys.argv[1]) if len(sys.argv) > 1 else 5.0)
+    sys.exit(run(main, "bench_loadtest"))

@@ -1,6 +1,6 @@
 """Time of one quota plan for 200 and 1,000 ClusterQueues x 4 flavors (the issue's target: 200 x 4 < 2 s).
 
-Run: ``python bench/bench_quota_plan.py [SEED]``. The instances are random but seeded, with the
+Run: ``python -m bench.bench_quota_plan [SEED] [--smoke]`` (``--smoke``: 20 queues, the default limits). The instances are random but seeded, with the
 shape a nightly run sees: every queue holds every flavor, about a third are short of quota,
 a third have spare quota, guarantees on some, a recent change on a fifth; the policy's default
 limits (cap 32, hysteresis 1) and a hard case (a cap of 2 GPUs per queue that binds, hysteresis 2,
@@ -14,6 +14,7 @@ import random
 import sys
 import time
 
+from bench._run import headline, parser, run
 from gpuaas.policies.quotas import QueueDemand, QuotaLimits, plan_quotas
 
 FLAVORS = ("a100", "h100", "l40s", "mi300")
@@ -37,10 +38,15 @@ def instance(queues: int, seed: int) -> list[QueueDemand]:
     return out
 
 
-def main(seed: int) -> None:
+def main(argv: list[str]) -> int:
+    cli = parser(__doc__)
+    cli.add_argument("seed", nargs="?", type=int, default=7)
+    args = cli.parse_args(argv)
+    cases = ((20, 32, 1),) if args.smoke else ((200, 32, 1), (200, 400, 2), (1000, 32, 1), (1000, 2000, 2))
+    first = ""
     print("queues x flavors | cap, hysteresis | wall s | CPU s | moved GPUs | weighted shortfall before -> after")
-    for queues, cap, hysteresis in ((200, 32, 1), (200, 400, 2), (1000, 32, 1), (1000, 2000, 2)):
-        problem = instance(queues, seed)
+    for queues, cap, hysteresis in cases:
+        problem = instance(queues, args.seed)
         limits = QuotaLimits(max_step_gpus=8, max_step_percent=50, max_total_moved_gpus=cap,
                              hysteresis_gpus=hysteresis)
         t0, c0 = time.perf_counter(), time.process_time()
@@ -48,7 +54,10 @@ def main(seed: int) -> None:
         wall, cpu = time.perf_counter() - t0, time.process_time() - c0
         print(f"{queues:>5} x {len(FLAVORS)}        | {cap:>5}, {hysteresis}        | {wall:6.2f} | {cpu:5.2f} | "
               f"{plan.moved_gpus:10d} | {plan.weighted_shortfall_before:.1f} -> {plan.weighted_shortfall:.1f}")
+        first = first or f"{queues} x {len(FLAVORS)} plan in {wall:.2f} s wall, {cpu:.2f} s CPU"
+    headline(first)
+    return 0
 
 
 if __name__ == "__main__":
-    main(int(sys.argv[1]) if len(sys.argv) > 1 else 7)
+    sys.exit(run(main, "bench_quota_plan"))

@@ -1,7 +1,8 @@
 """Wall time and the four rows of ``gpuaas replay rebalance`` on the full Philly trace.
 
-Run: ``python bench/bench_replay_rebalance.py [TRACE_DIR] [--demand-percentile P ...]``
-(default: ``../shared/fixtures/traces`` next to the repository; percentiles default to 100).
+Run: ``python -m bench.bench_replay_rebalance [TRACE_DIR] [--demand-percentile P ...] [--smoke]``
+(default: ``../shared/fixtures/traces`` next to the repository; percentiles default to 100; ``--smoke``:
+the smallest ITP cluster alone).
 Four replays, each timed: Philly (82,229 jobs, 109 days) at the Helios VC sizes (2,816 GPUs);
 the same jobs at half and a quarter of those quotas (1,408 and 704 GPUs: every job still fits
 its tenant), where the cohort has to reclaim; and the five ITP clusters, one tenant each at its
@@ -10,7 +11,6 @@ mean demand, for deadline satisfaction.
 
 from __future__ import annotations
 
-import argparse
 import csv
 import sys
 import tempfile
@@ -18,9 +18,10 @@ import time
 from pathlib import Path
 from typing import Any
 
+from bench._run import TRACES, headline, parser, run
 from gpuaas.cluster.quota_replay import replay_rebalance
 
-DEFAULT = Path(__file__).resolve().parents[1] / ".." / "shared" / "fixtures" / "traces"
+DEFAULT = TRACES
 FIELDS = ("avg_queue_s", "p95_queue_s", "worst_tenant_p95_queue_s", "deadline_satisfaction", "gpu_allocation_ratio",
           "jain_fairness", "preempted_gpu_hours")
 
@@ -38,22 +39,32 @@ def show(title: str, result: dict[str, Any], seconds: float) -> None:
         print(f"| {name} | " + " | ".join(cells) + f" | {per_night} |")
 
 
-def timed(title: str, **kwargs: Any) -> None:
+def timed(title: str, **kwargs: Any) -> float:
     t0 = time.perf_counter()
     result = replay_rebalance(progress=lambda line: print(line, file=sys.stderr), **kwargs)
-    show(title, result, time.perf_counter() - t0)
+    seconds = time.perf_counter() - t0
+    show(title, result, seconds)
+    return seconds
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser()
-    parser.add_argument("traces", nargs="?", type=Path, default=DEFAULT)
-    parser.add_argument("--demand-percentile", type=float, action="append")
-    args = parser.parse_args()
+def main(argv: list[str]) -> int:
+    cli = parser(__doc__)
+    cli.add_argument("traces", nargs="?", type=Path, default=DEFAULT)
+    cli.add_argument("--demand-percentile", type=float, action="append")
+    args = cli.parse_args(argv)
     philly = args.traces / "philly" / "philly_jobs_pollux.csv"
     itp = sorted((args.traces / "microsoft-itp-elasticflow").glob("cluster*.csv"))
+    if not itp:
+        raise FileNotFoundError(f"no ITP trace (cluster*.csv) under {args.traces / 'microsoft-itp-elasticflow'}")
+    if args.smoke:
+        smallest = min(itp, key=lambda path: path.stat().st_size)
+        seconds = timed(f"ITP, {smallest.name} at its mean demand", traces=[smallest], trace_format="itp")
+        headline(f"{smallest.name}: four configurations in {seconds:.1f} s")
+        return 0
+    philly_s = 0.0
     for pct in args.demand_percentile or [100.0]:
-        timed(f"Philly, Helios VC quotas, demand p{pct:g}", traces=[philly], trace_format="philly",
-              demand_percentile=pct)
+        philly_s = timed(f"Philly, Helios VC quotas, demand p{pct:g}", traces=[philly], trace_format="philly",
+                         demand_percentile=pct)
         for share, label in ((2, "half"), (1, "a quarter of")):
             with tempfile.TemporaryDirectory() as tmp:
                 with (args.traces / "philly" / "philly_vc_nodes_helios.csv").open(newline="") as handle:
@@ -64,7 +75,9 @@ def main() -> None:
                       trace_format="philly", quotas_file=quotas, demand_percentile=pct)
         timed(f"ITP, five clusters at their mean demand, demand p{pct:g}", traces=itp, trace_format="itp",
               demand_percentile=pct)
+    headline(f"Philly (82,229 jobs) at the Helios VC quotas: four configurations in {philly_s:.1f} s")
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(run(main, "bench_replay_rebalance"))

@@ -1,4 +1,4 @@
-"""How long the ``gpuaas-cluster-writes`` Prefect slot of a SIGKILLed holder stays taken (issue 13, point 3).
+"""How long the ``gpuaas-cluster-writes`` Prefect slot of a SIGKILLed holder stays taken.
 
 A real ``prefect server start`` (its repossessor every ``--loop`` s), a holder process that takes the
 slot the way ``tasks.writes.cluster_writes`` does and is killed with SIGKILL at once; then this process
@@ -9,15 +9,15 @@ tries every second to take the slot, with a bounded wait, and prints when it got
   the repossessor revokes it: expect lease + up to one loop;
 - ``this_host``: the holder ran here: the next writer finds its pid gone and gives the lease back: ~0 s.
 
-    PYTHONPATH=. .venv/bin/python bench/bench_slot_lease.py [--loop 1]
+    python -m bench.bench_slot_lease [--loop 1] [--smoke]
+
+``--smoke``: ``this_host`` alone (``other_host`` waits out the 60 s lease).
 """
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
-import signal
 import socket
 import subprocess
 import sys
@@ -26,10 +26,8 @@ import time
 from contextlib import ExitStack
 from pathlib import Path
 
-import httpx
-
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
+from bench._run import ROOT, BenchFailed, headline, parser, run
+from bench._servers import prefect_server_process
 
 HOLDER = """
 import os, signal, sys
@@ -43,12 +41,6 @@ os.kill(os.getpid(), signal.SIGKILL)
 """
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 def _seconds_until_free(env: dict[str, str], holder: str, limit_s: float) -> float:
     from prefect import flow
 
@@ -57,7 +49,9 @@ def _seconds_until_free(env: dict[str, str], holder: str, limit_s: float) -> flo
 
     killed = subprocess.run([sys.executable, "-c", HOLDER, holder], env=env, capture_output=True, text=True,
                             timeout=120)
-    assert killed.returncode == -9 and "held" in killed.stdout, killed.stderr[-2000:]
+    if killed.returncode != -9 or "held" not in killed.stdout:
+        last = killed.stderr.strip().splitlines()[-1:] or ["no output"]
+        raise BenchFailed(f"the holder did not take the slot and die (exit {killed.returncode}): {last[0]}")
     started = time.monotonic()
 
     @flow(name="bench-next-writer")
@@ -76,46 +70,34 @@ def _seconds_until_free(env: dict[str, str], holder: str, limit_s: float) -> flo
     return float(next_writer())
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser()
-    parser.add_argument("--loop", type=float, default=1.0, help="repossessor loop of the server (s)")
-    args = parser.parse_args()
+def main(argv: list[str]) -> int:
+    cli = parser(__doc__)
+    cli.add_argument("--loop", type=float, default=1.0, help="repossessor loop of the server (s)")
+    args = cli.parse_args(argv)
     tmp = Path(tempfile.mkdtemp(prefix="bench-slot-"))
-    port = _free_port()
-    api = f"http://127.0.0.1:{port}/api"
-    env = {**os.environ, "PREFECT_HOME": str(tmp / "prefect"), "PREFECT_API_URL": api,
-           "PREFECT_SERVER_ANALYTICS_ENABLED": "false", "PREFECT_SERVER_SERVICES_SCHEDULER_ENABLED": "false",
+    env = {**os.environ, "PREFECT_HOME": str(tmp / "prefect"), "PREFECT_SERVER_ANALYTICS_ENABLED": "false",
+           "PREFECT_SERVER_SERVICES_SCHEDULER_ENABLED": "false",
            "PREFECT_SERVER_SERVICES_REPOSSESSOR_LOOP_SECONDS": f"{args.loop:g}", "GPUAAS_DATA_DIR": str(tmp / "data"),
            "PYTHONPATH": str(ROOT)}
-    os.environ.update({k: env[k] for k in ("PREFECT_API_URL", "PREFECT_HOME", "GPUAAS_DATA_DIR")})
-    log = (tmp / "server.log").open("wb")
-    server = subprocess.Popen([sys.executable, "-m", "prefect", "server", "start", "--host", "127.0.0.1", "--port",
-                               str(port)], env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
-    try:
-        deadline = time.monotonic() + 180
-        while True:
-            try:
-                if httpx.get(f"{api}/health", timeout=2).status_code == 200:
-                    break
-            except httpx.HTTPError:
-                pass
-            if time.monotonic() > deadline or server.poll() is not None:
-                raise SystemExit("prefect server did not start: " + (tmp / "server.log").read_text()[-2000:])
-            time.sleep(0.5)
+    with prefect_server_process(env, tmp / "server.log") as api:
+        env["PREFECT_API_URL"] = api
+        os.environ.update({k: env[k] for k in ("PREFECT_API_URL", "PREFECT_HOME", "GPUAAS_DATA_DIR")})
         from gpuaas.settings import load_settings
 
         lease = load_settings().writes_slot_lease_seconds
-        figures = {"slot_lease_s": lease, "repossessor_loop_s": args.loop,
-                   "this_host_s": round(_seconds_until_free(env, f"bench-killed@{socket.gethostname()}:{{pid}}", 30), 1),
-                   "other_host_s": round(_seconds_until_free(env, "bench-killed@another-host:{pid}", lease + 60), 1)}
+        figures: dict[str, float] = {
+            "slot_lease_s": lease, "repossessor_loop_s": args.loop,
+            "this_host_s": round(_seconds_until_free(env, f"bench-killed@{socket.gethostname()}:{{pid}}", 30), 1)}
+        if not args.smoke:
+            figures["other_host_s"] = round(_seconds_until_free(env, "bench-killed@another-host:{pid}", lease + 60), 1)
         print(json.dumps(figures))
-    finally:
-        os.killpg(server.pid, signal.SIGTERM)
-        server.wait(30)
-        log.close()
+    headline(f"slot free after {figures['this_host_s']} s (holder on this host)"
+             + (f", {figures['other_host_s']} s (another host; lease {lease:g} s)" if "other_host_s" in figures else ""))
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    code = run(main, "bench_slot_lease")
     sys.stdout.flush()
-    os._exit(0)  # the flow run's Prefect client services keep non-daemon threads waiting on the stopped server
+    sys.stderr.flush()
+    os._exit(code)  # the flow run's Prefect client services keep non-daemon threads waiting on the stopped server

@@ -18,7 +18,9 @@ and indexes), measured as the growth over several cycles, not estimated from the
 reclaim scenario of the tests (real idle targets) gives the size of one dry-run decision's audit
 row with its per-GPU evidence, the cost every reclaim run adds per idle target.
 
-    .venv/bin/python bench/bench_store.py
+    python -m bench.bench_store [--smoke]
+
+``--smoke``: a 40-GPU fleet written at its own size, 2 audit windows.
 """
 
 from __future__ import annotations
@@ -32,18 +34,19 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pandas as pd
-from bench_cluster import fleet  # same folder
 from sqlalchemy import text
 
+from bench._run import BenchFailed, headline, parser, run
+from bench.bench_cluster import fleet
 from gpuaas.cluster.clock import ManualClock
 from gpuaas.cluster.runner import EmbeddedCluster
+from gpuaas.cluster.services import fresh_schema_url, postgres_server
 from gpuaas.fleet_history import queue_aggregates, tenant_aggregates
 from gpuaas.models import FRAMES, Snapshot
 from gpuaas.policy import Policy
 from gpuaas.settings import load_settings
 from gpuaas.snapshot import collect_snapshot
 from gpuaas.store import SnapshotRecord, Store
-from tests.services import fresh_schema_url, postgres_server
 
 CYCLES_14_DAYS = 14 * 24 * 12
 AUDIT_RUNS = 20
@@ -133,7 +136,7 @@ def measure(url: str, snapshot: Snapshot, policy: Policy) -> dict[str, float]:
     return out
 
 
-def audit_row_bytes(url: str) -> tuple[int, float]:
+def audit_row_bytes(url: str, runs: int = AUDIT_RUNS) -> tuple[int, float]:
     """Decision rows of ``AUDIT_RUNS`` dry-runs of the reclaim scenario, and the bytes each occupies."""
     from gpuaas.actions import KubeWriter, execute_decisions
     from gpuaas.policies.idle import find_idle
@@ -154,8 +157,8 @@ def audit_row_bytes(url: str) -> tuple[int, float]:
         store = Store(url)
         before = used_bytes(store)
         with KubeWriter(settings) as writer:
-            for run in range(AUDIT_RUNS):  # one run per window: the same targets under the next window's keys
-                window = [replace(d, idempotency_key=f"{d.idempotency_key}+{run}") for d in decisions]
+            for window_no in range(runs):  # one run per window: the same targets under the next window's keys
+                window = [replace(d, idempotency_key=f"{d.idempotency_key}+{window_no}") for d in decisions]
                 execute_decisions(window, store, writer, mode=Mode.dry_run, flow_run_id="bench",
                                   now=cluster.clock.now())
         rows = len(store.audit(limit=None))
@@ -164,17 +167,18 @@ def audit_row_bytes(url: str) -> tuple[int, float]:
     return rows, size
 
 
-def real_snapshot() -> tuple[Snapshot, Policy]:
+def real_snapshot(nodes: int = 25, queues: int = 10, workloads: int = 100) -> tuple[Snapshot, Policy]:
     history = timedelta(minutes=40)
     start = datetime.now(UTC).replace(second=0, microsecond=0) - history
     data = Path(tempfile.mkdtemp(prefix="bench-store-"))
-    with EmbeddedCluster(fleet(25, 10, 100, kind="RayCluster"), data, history=history,
+    with EmbeddedCluster(fleet(nodes, queues, workloads, kind="RayCluster"), data, history=history,
                          clock=ManualClock(start)) as cluster:
         os.environ.update(cluster.settings_env())
         os.environ["GPUAAS_DATA_DIR"] = str(data / "gpuaas")
         os.environ["GPUAAS_NVML"] = "off"
         snapshot = collect_snapshot(load_settings(), cluster.clock.now())
-    assert not snapshot.degraded, snapshot.sources
+    if snapshot.degraded:
+        raise BenchFailed(f"the collected snapshot is degraded: {snapshot.sources}")
     return snapshot, Policy()
 
 
@@ -182,8 +186,12 @@ def _mb(n: float) -> str:
     return f"{n / 1e6:10.3f}"
 
 
-def main() -> int:
-    base, policy = real_snapshot()
+def main(argv: list[str]) -> int:
+    args = parser(__doc__).parse_args(argv)
+    base, policy = real_snapshot(5, 2, 10) if args.smoke else real_snapshot()
+    sizes = [("smoke", 40, 10, 2)] if args.smoke else SIZES
+    audit_runs = 2 if args.smoke else AUDIT_RUNS
+    figures: dict[str, str] = {}
     every = max(1, round(policy.store.full_snapshot_every_minutes / 5))
     print(f"collected: {base.gpus['uuid'].nunique()} GPUs, {len(base.workloads)} Workloads, {len(base.queues)} CQs")
     print(f"{'size':>5} {'db':>10} {'JSON MB':>8} {'before MB/cycle':>15} {'before 14 d GB':>14} "
@@ -191,7 +199,7 @@ def main() -> int:
           f"{'max':>6} {'after 14 d GB':>13}")
     ok = True
     with postgres_server() as pg:
-        for label, gpus, workloads, queues in SIZES:
+        for label, gpus, workloads, queues in sizes:
             snapshot = scaled(base, gpus, workloads, queues)
             for db in ("sqlite", "postgresql"):
                 url = (f"sqlite:///{tempfile.mkdtemp(prefix='bench-store-db-')}/gpuaas.db" if db == "sqlite"
@@ -205,11 +213,12 @@ def main() -> int:
                       f"{_mb(m['full_z']):>20} {_mb(average):>18} {worst / 1e6:6.2f} {after_14 / 1e9:13.2f}")
                 if label == "full":
                     ok &= after_14 < 5e9 and average < 1e6
+                figures[label] = f"{label} fleet on PostgreSQL: {average / 1e6:.3f} MB/cycle, {after_14 / 1e9:.2f} GB/14 d"
         for db in ("sqlite", "postgresql"):
             url = (f"sqlite:///{tempfile.mkdtemp(prefix='bench-store-audit-db-')}/gpuaas.db" if db == "sqlite"
                    else fresh_schema_url(pg, "bench_audit"))
-            rows, size = audit_row_bytes(url)
-            print(f"audit {db:>10}: {rows} dry-run decision rows ({AUDIT_RUNS} windows of the reclaim scenario), "
+            rows, size = audit_row_bytes(url, audit_runs)
+            print(f"audit {db:>10}: {rows} dry-run decision rows ({audit_runs} windows of the reclaim scenario), "
                   f"{size / 1e3:.1f} KB each "
                   "(with per-GPU evidence): every reclaim run adds this per idle target")
     print(f"(14 d = {CYCLES_14_DAYS} cycles; a full snapshot every {every} cycles "
@@ -218,8 +227,11 @@ def main() -> int:
     print("(the tiled full snapshot compresses better than a real one: its UIDs are 100 copied with a suffix, where a "
           "real fleet has 116,000 random ones; bench_cycle.py prints a real full-size collect's)")
     print("OK" if ok else "FAILED")
-    return 0 if ok else 1
+    headline(figures[sizes[-1][0]])
+    if not ok:
+        raise BenchFailed("the full fleet misses its target: under 1 MB per cycle on average and 5 GB for 14 days")
+    return 0
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(run(main, "bench_store"))

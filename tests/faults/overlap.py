@@ -1,10 +1,7 @@
 """Overlapping on-demand runs: N flow processes started together against one cluster and one store.
 
-Shared by the test (a few runs, the invariants) and ``bench/bench_overlap.py`` (20 runs, the figures).
-The bench runs them against a Prefect server whose own database is PostgreSQL: Prefect's test
-harness keeps its state in SQLite, and 20 flow processes writing flow, task and log rows at once
-make it answer ``503 Service Unavailable`` (its SQLITE_BUSY) past the client's 5 retries (2 to
-32 s apart), so a run failed on the orchestrator, not on gpuaas's store.
+Shared by the test (a few runs, the invariants) and ``bench/bench_overlap.py`` (20 runs, the figures),
+which runs them against a Prefect server whose own database is PostgreSQL (``bench._servers``).
 """
 
 from __future__ import annotations
@@ -15,15 +12,13 @@ import subprocess
 import sys
 import time
 from collections import Counter
-from collections.abc import Iterator
-from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parents[2]
 
-__all__ = ["Overlap", "overlapping_runs", "prefect_server_on_postgres"]
+__all__ = ["Overlap", "overlapping_runs"]
 
 
 @dataclass
@@ -38,32 +33,6 @@ class Overlap:
     """Audit rows per idempotency key: 1 when overlapping dry-runs of one window duplicated nothing."""
     unavailable: int = 0
     """Prefect API answers ``503 Service Unavailable`` seen in the runs' output."""
-
-
-@contextmanager
-def prefect_server_on_postgres(postgres_url: str, database: str = "prefect_overlap") -> Iterator[str]:
-    """A Prefect API server (Prefect's own subprocess server) on a fresh PostgreSQL database; yields its API URL."""
-    from prefect.server.api.server import SubprocessASGIServer
-    from prefect.settings import PREFECT_API_URL, PREFECT_SERVER_DATABASE_CONNECTION_URL, temporary_settings
-    from sqlalchemy import create_engine, text
-    from sqlalchemy.engine import make_url
-
-    from gpuaas.cluster.prometheus import free_port
-
-    admin = create_engine(postgres_url, isolation_level="AUTOCOMMIT")
-    with admin.connect() as conn:
-        conn.execute(text(f'DROP DATABASE IF EXISTS "{database}"'))
-        conn.execute(text(f'CREATE DATABASE "{database}"'))
-    admin.dispose()
-    url = make_url(postgres_url).set(drivername="postgresql+asyncpg", database=database, query={})
-    with temporary_settings(updates={PREFECT_SERVER_DATABASE_CONNECTION_URL: url.render_as_string(hide_password=False)}):
-        server = SubprocessASGIServer(port=free_port())
-        server.start(timeout=180)
-    try:
-        with temporary_settings(updates={PREFECT_API_URL: server.api_url}):
-            yield server.api_url
-    finally:
-        server.stop()
 
 
 def overlapping_runs(n: int, at: str, env: dict[str, str], database_url: str) -> Overlap:

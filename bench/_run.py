@@ -1,0 +1,60 @@
+"""What every benchmark shares: its command line (``--smoke``), its headline, and how it fails.
+
+``make bench`` runs each benchmark in a process of its own and ends with one summary, one line per
+benchmark, read from the line :func:`headline` prints: so that format is written once, here.
+``make test`` runs every benchmark with ``--smoke`` (its smallest size, seconds), so that an import
+error or a changed API fails the suite, not the next full run weeks later. A benchmark that fails
+(a missing binary or trace, a server that did not start, a figure past its target) says so in one
+line on stderr and exits 1: :func:`run` turns any exception into that line, never a traceback.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import traceback
+from collections.abc import Callable
+from pathlib import Path
+
+__all__ = ["HEADLINE", "ROOT", "TRACES", "BenchFailed", "headline", "parser", "run"]
+
+HEADLINE = "headline: "
+ROOT = Path(__file__).resolve().parents[1]
+TRACES = ROOT.parent / "shared" / "fixtures" / "traces"
+"""The public traces, read in place next to the repository (never copied into it)."""
+
+
+class BenchFailed(Exception):
+    """A figure missed its target: the benchmark ran, and its result is a failure."""
+
+
+def parser(doc: str | None) -> argparse.ArgumentParser:
+    """An argument parser whose description is the module docstring, with the shared ``--smoke``."""
+    text = (doc or "").strip()
+    out = argparse.ArgumentParser(description=text.splitlines()[0] if text else None)
+    out.add_argument("--smoke", action="store_true",
+                     help="the smallest size, in seconds: proves the benchmark runs, its figures mean nothing")
+    return out
+
+
+def headline(text: str) -> None:
+    """The one line ``make bench``'s summary shows for this benchmark."""
+    print(f"{HEADLINE}{text}", flush=True)
+
+
+def run(main: Callable[[list[str]], int | None], name: str) -> int:
+    """``main(argv)``'s exit status; an exception becomes one line on stderr (its innermost place) and 1."""
+    try:
+        return main(sys.argv[1:]) or 0
+    except KeyboardInterrupt:
+        print(f"{name}: interrupted", file=sys.stderr)
+        return 130
+    except BenchFailed as exc:
+        print(f"{name}: FAILED: {exc}", file=sys.stderr)
+        return 1
+    except Exception as exc:  # noqa: BLE001 (every failure is reported the same way: one line, exit 1)
+        frames = traceback.extract_tb(exc.__traceback__)
+        where = f" (at {Path(frames[-1].filename).name}:{frames[-1].lineno})" if frames else ""
+        message = " ".join(str(exc).split())[:600]
+        print(f"{name}: failed: {type(exc).__name__}: {message}{where}", file=sys.stderr)
+        return 1

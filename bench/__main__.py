@@ -12,6 +12,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import resource
 import signal
 import subprocess
 import sys
@@ -32,6 +33,8 @@ class Outcome:
     name: str
     returncode: int = 0
     seconds: float = 0.0
+    cpu_s: float = 0.0
+    """CPU seconds of the benchmark and every process it waited for: on a shared host the steadier figure."""
     headline: str = ""
     json_lines: list[str] = field(default_factory=list)
     last_error: str = ""
@@ -51,7 +54,7 @@ def _pump(stream: IO[str], sink: IO[str], lines: list[str]) -> None:
 def run_one(name: str, smoke: bool, timeout_s: float) -> Outcome:
     """One benchmark in its own process, its output passed through and kept for the summary."""
     cmd = [sys.executable, "-m", f"bench.bench_{name}", *(["--smoke"] if smoke else [])]
-    began = time.perf_counter()
+    began, began_cpu = time.perf_counter(), _children_cpu_s()
     child = subprocess.Popen(cmd, cwd=ROOT, env={**os.environ, "PYTHONUNBUFFERED": "1"}, stdout=subprocess.PIPE,
                              stderr=subprocess.PIPE, text=True, bufsize=1, start_new_session=True)
     out: list[str] = []
@@ -73,13 +76,18 @@ def run_one(name: str, smoke: bool, timeout_s: float) -> Outcome:
         raise
     for pump in pumps:
         pump.join(timeout=10)
-    outcome = Outcome(name, returncode, time.perf_counter() - began)
+    outcome = Outcome(name, returncode, time.perf_counter() - began, _children_cpu_s() - began_cpu)
     heads = [line.removeprefix(HEADLINE) for line in out if line.startswith(HEADLINE)]
     outcome.headline = heads[-1] if heads else ""
     outcome.json_lines = [line for line in out if _is_json_object(line)]
     errors = [line for line in err if line.strip()]
     outcome.last_error = errors[-1].strip() if errors else ("no headline printed" if returncode == 0 else "")
     return outcome
+
+
+def _children_cpu_s() -> float:
+    used = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return used.ru_utime + used.ru_stime
 
 
 def _is_json_object(line: str) -> bool:
@@ -93,11 +101,13 @@ def _is_json_object(line: str) -> bool:
 
 def summary(outcomes: list[Outcome], smoke: bool) -> str:
     width = max(len(o.name) for o in outcomes)
-    total = sum(o.seconds for o in outcomes)
-    lines = [f"== summary: {len(outcomes)} benchmark(s){' (smoke)' if smoke else ''} in {total / 60:.1f} min"]
+    total, cpu = sum(o.seconds for o in outcomes), sum(o.cpu_s for o in outcomes)
+    lines = [f"== summary: {len(outcomes)} benchmark(s){' (smoke)' if smoke else ''} in {total / 60:.1f} min "
+             f"({cpu / 60:.1f} CPU min)"]
     for o in outcomes:
         status = "ok" if o.ok else f"FAILED ({o.returncode})"
-        lines.append(f"{status:<12} {o.name:<{width}} {o.seconds:7.1f} s  {o.headline if o.ok else o.last_error}")
+        lines.append(f"{status:<12} {o.name:<{width}} {o.seconds:7.1f} s {o.cpu_s:6.1f} CPU s  "
+                     f"{o.headline if o.ok else o.last_error}")
     lines += [f"{o.name}: {line}" for o in outcomes for line in o.json_lines]
     failed = [o.name for o in outcomes if not o.ok]
     if failed:

@@ -10,6 +10,10 @@ library never imports Prefect. Two kinds are needed, and each is started once, h
   run would fail on the orchestrator, not on gpuaas's store.
 * :func:`prefect_server_process`: ``prefect server start`` with its background services (the
   repossessor that revokes expired concurrency leases), which the API-only servers do not run.
+
+A smoke run (:func:`smoke_prefect_api`) uses the Prefect API its caller already runs, if any: the test
+suite runs every benchmark at its smallest size and has a Prefect server up, and starting three more
+would cost it most of its time budget. Full runs always start their own: their figures depend on it.
 """
 
 from __future__ import annotations
@@ -28,7 +32,12 @@ import httpx
 from gpuaas.cluster.prometheus import free_port
 from gpuaas.errors import GpuaasError
 
-__all__ = ["prefect_server_on_postgres", "prefect_server_process"]
+__all__ = ["prefect_server_on_postgres", "prefect_server_process", "smoke_prefect_api"]
+
+
+def smoke_prefect_api(smoke: bool) -> str | None:
+    """``PREFECT_API_URL`` when this is a smoke run and it is set; else None (start a server)."""
+    return (os.environ.get("PREFECT_API_URL") or None) if smoke else None
 
 
 @contextmanager

@@ -7,7 +7,7 @@ SQLite answers 503 to this many concurrent flow processes; the failures are coun
 
     python -m bench.bench_overlap [RUNS] [--prefect-sqlite] [--smoke]
 
-``--smoke``: 2 runs on the SQLite store.
+``--smoke``: 2 runs on the SQLite store, on the Prefect API of ``PREFECT_API_URL`` when it is set.
 """
 
 from __future__ import annotations
@@ -15,10 +15,11 @@ from __future__ import annotations
 import os
 import sys
 import tempfile
+from contextlib import nullcontext
 from pathlib import Path
 
 from bench._run import BenchFailed, headline, parser, run
-from bench._servers import prefect_server_on_postgres
+from bench._servers import prefect_server_on_postgres, smoke_prefect_api
 from gpuaas.cluster.services import fresh_schema_url, postgres_server
 from tests.actions.reclaim_scenario import reclaim_cluster, write_policy
 from tests.faults.overlap import overlapping_runs
@@ -38,10 +39,12 @@ def main(argv: list[str]) -> int:
     base = Path(tempfile.mkdtemp(prefix="bench-overlap-"))
     ok = True
     walls = []
+    given = smoke_prefect_api(args.smoke)
     with postgres_server() as pg, reclaim_cluster(base / "cluster") as cluster, \
-            (prefect_test_harness(server_startup_timeout=180) if args.prefect_sqlite
+            (nullcontext() if given else prefect_test_harness(server_startup_timeout=180) if args.prefect_sqlite
              else prefect_server_on_postgres(pg)):
-        print(f"Prefect API {PREFECT_API_URL.value()} ({'SQLite' if args.prefect_sqlite else 'PostgreSQL'})")
+        kind = "given" if given else "SQLite" if args.prefect_sqlite else "PostgreSQL"
+        print(f"Prefect API {PREFECT_API_URL.value()} ({kind})")
         print(f"{'backend':>10} {'runs':>5} {'wall s':>7} {'peak RSS MiB':>12} {'failed':>6} {'503s':>5} "
               f"{'db errors':>9} {'snapshots':>9} {'max rows per key':>16}")
         for backend in ("sqlite",) if args.smoke else ("sqlite", "postgresql"):

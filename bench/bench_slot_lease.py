@@ -11,7 +11,8 @@ tries every second to take the slot, with a bounded wait, and prints when it got
 
     python -m bench.bench_slot_lease [--loop 1] [--smoke]
 
-``--smoke``: ``this_host`` alone (``other_host`` waits out the 60 s lease).
+``--smoke``: ``this_host`` alone (``other_host`` waits out the 60 s lease), on the Prefect API of
+``PREFECT_API_URL`` when it is set.
 """
 
 from __future__ import annotations
@@ -23,11 +24,11 @@ import subprocess
 import sys
 import tempfile
 import time
-from contextlib import ExitStack
+from contextlib import ExitStack, nullcontext
 from pathlib import Path
 
 from bench._run import ROOT, BenchFailed, headline, parser, run
-from bench._servers import prefect_server_process
+from bench._servers import prefect_server_process, smoke_prefect_api
 
 HOLDER = """
 import os, signal, sys
@@ -79,7 +80,8 @@ def main(argv: list[str]) -> int:
            "PREFECT_SERVER_SERVICES_SCHEDULER_ENABLED": "false",
            "PREFECT_SERVER_SERVICES_REPOSSESSOR_LOOP_SECONDS": f"{args.loop:g}", "GPUAAS_DATA_DIR": str(tmp / "data"),
            "PYTHONPATH": str(ROOT)}
-    with prefect_server_process(env, tmp / "server.log") as api:
+    given = smoke_prefect_api(args.smoke)
+    with nullcontext(given) if given else prefect_server_process(env, tmp / "server.log") as api:
         env["PREFECT_API_URL"] = api
         os.environ.update({k: env[k] for k in ("PREFECT_API_URL", "PREFECT_HOME", "GPUAAS_DATA_DIR")})
         from gpuaas.settings import load_settings

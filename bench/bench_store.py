@@ -20,7 +20,7 @@ row with its per-GPU evidence, the cost every reclaim run adds per idle target.
 
     python -m bench.bench_store [--smoke]
 
-``--smoke``: a 40-GPU fleet written at its own size, 2 audit windows.
+``--smoke``: a 40-GPU fleet written at its own size, 2 audit windows on SQLite.
 """
 
 from __future__ import annotations
@@ -214,7 +214,7 @@ def main(argv: list[str]) -> int:
                 if label == "full":
                     ok &= after_14 < 5e9 and average < 1e6
                 figures[label] = f"{label} fleet on PostgreSQL: {average / 1e6:.3f} MB/cycle, {after_14 / 1e9:.2f} GB/14 d"
-        for db in ("sqlite", "postgresql"):
+        for db in ("sqlite",) if args.smoke else ("sqlite", "postgresql"):
             url = (f"sqlite:///{tempfile.mkdtemp(prefix='bench-store-audit-db-')}/gpuaas.db" if db == "sqlite"
                    else fresh_schema_url(pg, "bench_audit"))
             rows, size = audit_row_bytes(url, audit_runs)

@@ -19,6 +19,7 @@ import sys
 import threading
 import time
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import IO
 
 from bench._run import HEADLINE, ROOT
@@ -121,7 +122,7 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--smoke", action="store_true", help="every benchmark at its smallest size (seconds each)")
     parser.add_argument("--timeout", type=float, help="seconds per benchmark (default 300 with --smoke, else 2 h)")
     args = parser.parse_args(argv)
-    names = [n.removeprefix("bench_").removesuffix(".py") for n in args.names] or NAMES
+    names = [Path(n).stem.removeprefix("bench_") for n in args.names] or NAMES
     unknown = [n for n in names if n not in NAMES]
     if unknown:
         parser.error(f"unknown benchmark {', '.join(unknown)}; expected some of {', '.join(NAMES)}")

@@ -15,9 +15,9 @@ calibration part in the frontier):
 Never worse than the fixed rule, as far as the history can tell: the chosen price is
 fitted again on the earlier half of the history and replayed on the later half, beside
 every fixed window there. If it reclaims less than the fixed windows do at the same
-wake-ups (linear between them), the choice falls back to the fixed window that does best
-within the budget on the whole history (with a price: the one with the most
-GPU-minutes minus price x wake-ups), and says why.
+wake-ups (linear between them), the choice falls back to the best candidate that held
+on the later half, the fixed windows included (with a price: the one with the most
+GPU-minutes minus price x wake-ups), and a fixed fallback says why.
 
 Pure: the idle-run table in, a chosen window rule and its history figures out.
 """
@@ -25,6 +25,7 @@ Pure: the idle-run table in, a chosen window rule and its history figures out.
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import Protocol
 
@@ -33,7 +34,8 @@ import pandas as pd
 
 from gpuaas.policies.spell_survival import WINDOWS_MIN, Outcomes, SurvivalWindow, fit_survival, outcomes
 
-__all__ = ["FIXED_FALLBACK_MIN", "PRICES_GPU_MIN", "BudgetChoice", "FixedWindow", "WindowRule", "choose_for_budget"]
+__all__ = ["FIXED_FALLBACK_MIN", "PRICES_GPU_MIN", "BudgetChoice", "FixedWindow", "WindowRule", "choose_for_budget",
+           "choose_for_budgets"]
 
 PRICES_GPU_MIN = (0.0, 2.0, 5.0, 10.0, 15.0, 20.0, 30.0, 45.0, 60.0, 90.0, 120.0, 180.0, 300.0, 600.0, 1200.0)
 """Cold-start prices (GPU-minutes per wake-up) a wake-up budget is met with."""
@@ -132,35 +134,63 @@ def choose_for_budget(runs: pd.DataFrame, *, workloads: int, days: float,
     ``base_s`` is the rule's own window: the fixed fallback when the history is empty."""
     if (wakeups_per_workload_per_day is None) == (cold_start_gpu_minutes is None):
         raise ValueError("give exactly one of wakeups_per_workload_per_day and cold_start_gpu_minutes")
+    if cold_start_gpu_minutes is not None:
+        return _choose(runs, workloads=workloads, days=days, budgets=[None], price=cold_start_gpu_minutes,
+                       base_s=base_s)[0]
+    return _choose(runs, workloads=workloads, days=days, budgets=[wakeups_per_workload_per_day], base_s=base_s)[0]
+
+
+def choose_for_budgets(runs: pd.DataFrame, *, workloads: int, days: float, budgets: Sequence[float],
+                       base_s: float = 1800.0) -> list[BudgetChoice]:
+    """:func:`choose_for_budget` for several wake-up budgets at once: the history is replayed and
+    the candidates fitted once (what the frontier needs, one row per budget)."""
+    return _choose(runs, workloads=workloads, days=days, budgets=list(budgets), base_s=base_s)
+
+
+def _choose(runs: pd.DataFrame, *, workloads: int, days: float, budgets: Sequence[float | None],
+            price: float | None = None, base_s: float) -> list[BudgetChoice]:
+    """One choice per budget (``None``: by ``price`` instead)."""
     scale = max(workloads, 1) * max(days, 1e-9)
     if runs.empty:
-        return BudgetChoice(FixedWindow(base_s, "no idle history yet"), 0.0, 0, 0.0, True)
+        return [BudgetChoice(FixedWindow(base_s, "no idle history yet"), 0.0, 0, 0.0, True) for _ in budgets]
     runs = runs.reset_index(drop=True)
-    grid = sorted({*WINDOWS_MIN, *FIXED_FALLBACK_MIN})
-    replayed = _Replayed(runs, outcomes(runs, grid))
-    prices = PRICES_GPU_MIN if cold_start_gpu_minutes is None else (cold_start_gpu_minutes,)
+    replayed = _Replayed(runs, outcomes(runs, sorted({*WINDOWS_MIN, *FIXED_FALLBACK_MIN})))
+    prices = PRICES_GPU_MIN if price is None else (price,)
     rules: list[Candidate] = [fit_survival(runs, price_gpu_min=p, history=replayed.seen) for p in prices]
     rules += [FixedWindow(m * 60.0, "no survival window beat it on the history") for m in FIXED_FALLBACK_MIN]
     candidates = [(rule, *replayed.score(rule)) for rule in rules]
+    holds: dict[float, bool] = {}
 
-    def pick(pool: list[tuple[Candidate, float, int]]) -> BudgetChoice:
-        if cold_start_gpu_minutes is not None:
-            price = cold_start_gpu_minutes / 60.0
-            rule, hours, wakeups = max(pool, key=lambda c: (c[1] - price * c[2], -c[2]))
+    def pick(pool: list[tuple[Candidate, float, int]], budget: float | None) -> BudgetChoice:
+        if budget is None:
+            per_wakeup = (price or 0.0) / 60.0
+            rule, hours, wakeups = max(pool, key=lambda c: (c[1] - per_wakeup * c[2], -c[2]))
             return BudgetChoice(rule, hours, wakeups, wakeups / scale, True)
-        assert wakeups_per_workload_per_day is not None
-        fits = [c for c in pool if c[2] / scale <= wakeups_per_workload_per_day]
+        fits = [c for c in pool if c[2] / scale <= budget]
         if fits:
             rule, hours, wakeups = max(fits, key=lambda c: (c[1], -c[2]))
             return BudgetChoice(rule, hours, wakeups, wakeups / scale, True)
         rule, hours, wakeups = min(pool, key=lambda c: (c[2], -c[1]))
         return BudgetChoice(rule, hours, wakeups, wakeups / scale, False)
 
-    choice = pick(candidates)
-    if isinstance(choice.policy, SurvivalWindow) and not replayed.holds_on_later_half(choice.policy):
-        fallback = pick([c for c in candidates if isinstance(c[0], FixedWindow)])
-        reason = (f"the survival window at {choice.policy.price_gpu_min:g} GPU-min per wake-up, fitted on the "
-                  "earlier half of the history, reclaimed less than the fixed rule on the later half")
-        assert isinstance(fallback.policy, FixedWindow)
-        return replace(fallback, policy=FixedWindow(fallback.policy.window_s, reason))
-    return choice
+    def held(candidate: tuple[Candidate, float, int]) -> bool:
+        rule = candidate[0]
+        if not isinstance(rule, SurvivalWindow):
+            return True
+        if rule.price_gpu_min not in holds:
+            holds[rule.price_gpu_min] = replayed.holds_on_later_half(rule)
+        return holds[rule.price_gpu_min]
+
+    out = []
+    for budget in budgets:
+        choice = pick(candidates, budget)
+        rule = choice.policy
+        if isinstance(rule, SurvivalWindow) and not held((rule, choice.reclaimed_gpu_hours, choice.wakeups)):
+            fallback = pick([c for c in candidates if held(c)], budget)
+            if isinstance(fallback.policy, FixedWindow):
+                reason = (f"the survival window at {rule.price_gpu_min:g} GPU-min per wake-up, fitted on the "
+                          "earlier half of the history, reclaimed less than the fixed rule on the later half")
+                fallback = replace(fallback, policy=FixedWindow(fallback.policy.window_s, reason))
+            choice = fallback
+        out.append(choice)
+    return out

@@ -28,7 +28,7 @@ import numpy as np
 import pandas as pd
 
 from gpuaas.policies.clairvoyant import DETECT_MIN, ClairvoyantCurve, clairvoyant_curve
-from gpuaas.policies.cold_start import choose_for_budget
+from gpuaas.policies.cold_start import choose_for_budgets
 from gpuaas.policies.replay import replay_runs
 
 __all__ = ["BUDGETS", "FIXED_WINDOWS_MIN", "FrontierRow", "frontier", "headroom_captured", "ratio_at_equal_wakeups"]
@@ -78,9 +78,8 @@ def frontier(runs: pd.DataFrame, *, split_t: float | None = None, windows_min: S
         fixed.append(FrontierRow("fixed", float(minutes), hours, wakeups))
     curve = clairvoyant_curve(runs, detect_s=detect_s, scored=scored)
     adaptive = []
-    for budget in budgets:
-        choice = choose_for_budget(calibration, workloads=workloads, days=days,
-                                   wakeups_per_workload_per_day=budget, base_s=base_s)
+    choices = choose_for_budgets(calibration, workloads=workloads, days=days, budgets=budgets, base_s=base_s)
+    for budget, choice in zip(budgets, choices, strict=True):
         hours, wakeups = _score(runs, choice.policy(runs), scored)
         row = FrontierRow("adaptive", float(budget), hours, wakeups)
         adaptive.append(replace(row, headroom_captured=headroom_captured(row, fixed, curve)))

@@ -117,8 +117,6 @@ class SpellOutlook:
 
 
 def _duration(seconds: float) -> str:
-    if not math.isfinite(seconds):
-        return "longer than the history"
     minutes = int(round(seconds / 60.0))
     return f"{minutes // 60} h {minutes % 60} m" if minutes >= 60 else f"{minutes} min"
 
@@ -151,8 +149,9 @@ class SurvivalWindow:
         out = []
         for band in context_band(runs, self.lookback_s, self.edges):
             o = self.outlooks[band]
-            like = (f"spells after {_band_name(int(band), self.edges)} of the last "
-                    f"{self.lookback_s / 3600:g} h idle last {_duration(o.median_spell_s)} at the median "
+            after = f"spells after {_band_name(int(band), self.edges)} of the last {self.lookback_s / 3600:g} h idle"
+            like = (f"{after} last {_duration(o.median_spell_s)} at the median ({o.spells} seen)"
+                    if math.isfinite(o.median_spell_s) else f"{after}: more than half outlast the history "
                     f"({o.spells} seen)")
             if math.isfinite(o.window_s):
                 out.append(f"{like}; stopping after {o.window_s / 60:g} min saves {o.saved_gpu_min:.0f} GPU-min "

@@ -161,6 +161,9 @@ def test_live_states_choose_within_the_budget_on_their_history() -> None:
     row = states.iloc[0]
     assert row["key"] == "uid-1" and row["threshold"] == 0.05 and row["base_window_minutes"] == 30.0
     assert "chosen on the history" in row["why"] and row["state"] == "idle"
+    # One earlier 70-min spell and the open one: the survival window says what it expects of the spell.
+    assert "expected wake-ups" in row["why"] and row["window_seconds"] == 60.0 and row["due"]
+    assert "spells after >= 90% of the last 1 h idle: more than half outlast the history" in row["why"]
     builtin = live_states({5.0: stream}, parse_policy({"reclaim": {"strategy": "adaptive"}}), 99 * MIN, days=1.0)
     assert builtin.iloc[0]["window_seconds"] == 600.0 and "built-in adaptive rule" in builtin.iloc[0]["why"]
 

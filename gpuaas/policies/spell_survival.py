@@ -3,12 +3,13 @@
 Why: the clairvoyant limit (:mod:`gpuaas.policies.clairvoyant`) shows that what separates a
 good reclaim from a bad one is knowing, when a spell starts, whether it will be long. A
 workload cannot know that, but its recent past says a lot: on the GenAI serving trace a
-pod that spent most of its last hour idle starts spells that last far longer than
+pod that spent most of its last two hours idle starts spells that last far longer than
 one in the middle of its traffic. So each idle spell is put in a context known when it
 starts, and the policy learns from the history how spells in that context end:
 
-* context: the share of the preceding ``lookback_s`` (1 h) the same workload spent idle,
-  in four bands (``SHARE_EDGES``: under 50 %, 50-80 %, 80-90 %, 90 % and more). Only idle
+* context: the share of the preceding ``lookback_s`` (2 h) the same workload spent idle,
+  in bands (``SHARE_EDGES``: under 90 %, and 90 % or more; the look-back and the bands were
+  chosen on the earlier part of the trace, see ``docs/reclaim-policy.md``). Only idle
   time before the spell starts is counted, so the context is causal; time before a
   workload's first sample counts as busy (a new workload waits longer).
 * for every candidate stop time ``w`` (``WINDOWS_MIN``, ``inf`` = never) and context, the
@@ -43,8 +44,8 @@ from gpuaas.policies.replay import replay_runs
 __all__ = ["LOOKBACK_S", "SHARE_EDGES", "SHRINK_SPELLS", "WINDOWS_MIN", "Outcomes", "SpellOutlook",
            "SurvivalWindow", "context_band", "fit_survival", "outcomes", "recent_idle_share"]
 
-LOOKBACK_S = 3600.0
-SHARE_EDGES = (0.5, 0.8, 0.9)
+LOOKBACK_S = 7200.0
+SHARE_EDGES = (0.9,)
 WINDOWS_MIN = (1.0, 2.0, 3.0, 5.0, 7.0, 10.0, 15.0, 20.0, 30.0, 45.0, 60.0, 90.0, 120.0, 180.0, 240.0, math.inf)
 SHRINK_SPELLS = 5.0
 

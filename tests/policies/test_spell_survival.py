@@ -49,7 +49,8 @@ def test_recent_idle_share_counts_only_idle_time_before_the_spell() -> None:
     # At minute 51: 30 + 9 idle minutes. Lookback 20 min at 51: minutes 31-39 and 41-49 = 18.
     assert recent_idle_share(runs, 3600.0).tolist() == pytest.approx([0.0, 0.5, 39 / 60])
     assert recent_idle_share(runs, 1200.0).tolist() == pytest.approx([0.0, 19 / 20, 18 / 20])
-    assert context_band(runs, 3600.0).tolist() == [0, 1, 1]
+    assert context_band(runs, 3600.0, (0.5, 0.8, 0.9)).tolist() == [0, 1, 1]
+    assert context_band(runs).tolist() == [0, 0, 0]  # 2 h look-back, one band from 90 %
 
 
 def _quiet_and_busy() -> pd.DataFrame:
@@ -63,16 +64,17 @@ def test_fit_gives_quiet_contexts_a_short_window_and_says_what_it_expects() -> N
     rule = fit_survival(runs, price_gpu_min=30.0, shrink=0.0)
     bands = context_band(runs)
     quiet = runs["pod"].to_numpy() == "q"
-    # q's spells after its first start after 59 idle minutes of the last 60; b is idle 2 minutes in 5.
-    assert set(bands[quiet][1:]) == {3} and set(bands[~quiet]) == {0}
+    # From its third spell on, q starts after 118 idle minutes of the last 120 (its second: 100 of
+    # 120); b is idle 2 minutes in 5.
+    assert set(bands[quiet][2:]) == {1} and set(bands[quiet][:2]) == {0} and set(bands[~quiet]) == {0}
     windows = rule(runs)
-    assert set(windows[quiet][1:]) == {60.0}  # the shortest stop: 99 GPU-min saved for a wake-up of 30
+    assert set(windows[quiet][2:]) == {60.0}  # the shortest stop: 99 GPU-min saved for a wake-up of 30
     busy_out = replay_runs(runs, windows)[~quiet]
     assert not busy_out["wakeup"].any() and busy_out["reclaimed"].sum() == 0  # 2-minute spells never pay
-    q_reason = rule.why(runs)[int(np.flatnonzero(quiet)[1])]
-    # 11 spells: ten of 100 min ended by activity, the last (99 min) by the end of the data.
-    assert "spells after >= 90% of the last 1 h idle last 1 h 40 m at the median (11 seen)" in q_reason
-    assert "stopping after 1 min saves 99 GPU-min for 0.91 expected wake-ups at 30 GPU-min each" in q_reason
+    q_reason = rule.why(runs)[int(np.flatnonzero(quiet)[2])]
+    # 10 spells: nine of 100 min ended by activity, the last (99 min) by the end of the data.
+    assert "spells after >= 90% of the last 2 h idle last 1 h 40 m at the median (10 seen)" in q_reason
+    assert "stopping after 1 min saves 99 GPU-min for 0.90 expected wake-ups at 30 GPU-min each" in q_reason
     busy = idle_runs(_pod(_cycle(0, 3, 2, 240), "b"), 5.0)
     alone = fit_survival(busy, price_gpu_min=30.0)
     assert np.isinf(alone(busy)).all()
@@ -81,12 +83,12 @@ def test_fit_gives_quiet_contexts_a_short_window_and_says_what_it_expects() -> N
 
 def test_a_context_seen_rarely_is_shrunk_toward_the_whole_history() -> None:
     runs = idle_runs(_quiet_and_busy(), 5.0)
-    # Alone, q's 11 quiet spells pay best stopped after 1 min; the whole history (240 spells of
+    # Alone, q's 10 quiet spells pay best stopped after 1 min; the whole history (240 spells of
     # 2 min that a 1-min stop would wake) pays best at 2 min. Shrunk hard, the band follows it.
     alone = fit_survival(runs, price_gpu_min=30.0, shrink=0.0)
     shrunk = fit_survival(runs, price_gpu_min=30.0, shrink=10_000.0)
-    assert alone.outlooks[3].window_s == 60.0 and alone.outlooks[3].spells == 11
-    assert shrunk.outlooks[3].window_s == 120.0
+    assert alone.outlooks[-1].window_s == 60.0 and alone.outlooks[-1].spells == 10
+    assert shrunk.outlooks[-1].window_s == 120.0
 
 
 @st.composite
@@ -117,7 +119,7 @@ def test_live_state_reclaims_at_the_replays_minute_with_the_survival_rule() -> N
     whole = idle_runs(util, 5.0)
     replayed = replay_runs(whole, rule(whole))
     minute = int(replayed["reclaim_at"].dropna().iloc[-1] // MIN)
-    assert minute == 203 + 1  # the third spell starts at 203, after a quiet hour: its window is 1 min
+    assert minute == 203 + 1  # the third spell starts at 203, after two quiet hours: its window is 1 min
 
     def state_at(m: int) -> pd.Series:
         stream = RunStream(5.0)

@@ -6,9 +6,9 @@ every row, fixed, adaptive and clairvoyant, is scored on the idle runs that star
 second half (the adaptive policy remembers the first half as history, as it would in
 production). Prints the rows, each adaptive row's GPU-hours over the fixed frontier's at
 the same wake-ups and its share of the headroom to the clairvoyant limit, how long the
-frontier took, and the survival window at every price of the budget's ladder, fitted on
-the first half and scored on the second (the candidates a budget chooses from, before the
-fallback), with the built-in adaptive rule beside them.
+frontier took, and the survival window at prices along the budget's ladder, fitted on the
+first half and scored on the second (candidates a budget chooses from, before the fallback),
+with the built-in adaptive rule beside them.
 
     .venv/bin/python bench/bench_frontier.py [TRACE_DIR] [PLOT.png]
 """
@@ -24,7 +24,6 @@ import numpy as np
 from gpuaas.cli._backtest import plot_frontier
 from gpuaas.policies.adaptive_window import AdaptiveWindow
 from gpuaas.policies.clairvoyant import clairvoyant_curve
-from gpuaas.policies.cold_start import PRICES_GPU_MIN
 from gpuaas.policies.frontier import FrontierRow, frontier, headroom_captured, ratio_at_equal_wakeups
 from gpuaas.policies.replay import idle_runs, replay_runs
 from gpuaas.policies.spell_survival import fit_survival, outcomes
@@ -69,7 +68,7 @@ def main(trace: Path, plot: Path) -> int:
                 f"{'' if ratio is None else f'{ratio:.2f}x':>8s} {_pct(headroom_captured(row, fixed, curve)):>8s}")
 
     print("\nthe survival window at each price (GPU-min per wake-up), fitted on the first half, no fallback:")
-    for price in PRICES_GPU_MIN:
+    for price in (0.0, 5.0, 10.0, 15.0, 20.0, 30.0, 45.0, 60.0, 90.0, 120.0, 180.0, 300.0, 600.0, 1200.0):
         rule = fit_survival(calibration, price_gpu_min=price, history=seen)
         print(scored_row("survival", price, rule(runs)))
     print(scored_row("built-in", 30, AdaptiveWindow(1800.0)(runs)))

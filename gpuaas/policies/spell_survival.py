@@ -155,7 +155,7 @@ class SurvivalWindow:
                     if math.isfinite(o.median_spell_s) else f"{after}: more than half outlast the history "
                     f"({o.spells} seen)")
             if math.isfinite(o.window_s):
-                out.append(f"{like}; stopping after {o.window_s / 60:g} min saves {o.saved_gpu_min:.0f} GPU-min "
+                out.append(f"{like}; stopping after {o.window_s / 60:g} min saves {o.saved_gpu_min:.1f} GPU-min "
                            f"for {o.wakeups:.2f} expected wake-ups at {self.price_gpu_min:g} GPU-min each")
             else:
                 out.append(f"{like}; no stop time saves more than its wake-ups cost at "

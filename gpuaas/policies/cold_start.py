@@ -96,12 +96,14 @@ class _Replayed:
 
     runs: pd.DataFrame
     seen: Outcomes
+    done: np.ndarray
+    """The runs whose end is known (not still open when the history ends): the only ones scored."""
 
     def score(self, rule: Candidate, mask: np.ndarray | None = None) -> tuple[float, int]:
-        """GPU-hours and wake-ups of ``rule`` on the runs where ``mask`` holds (all by default)."""
+        """GPU-hours and wake-ups of ``rule`` on the completed runs where ``mask`` holds (all by default)."""
         rows = np.searchsorted(np.asarray(self.seen.windows_s), rule(self.runs))
         cols = np.arange(len(self.runs))
-        keep = np.ones(len(self.runs), dtype=bool) if mask is None else mask
+        keep = self.done if mask is None else mask & self.done
         return (float(self.seen.saved_gpu_min[rows, cols][keep].sum()) / 60.0,
                 int(self.seen.wakeups[rows, cols][keep].sum()))
 
@@ -154,10 +156,13 @@ def _choose(runs: pd.DataFrame, *, workloads: int, days: float, budgets: Sequenc
             price: float | None = None, base_s: float) -> list[BudgetChoice]:
     """One choice per budget (``None``: by ``price`` instead)."""
     scale = max(workloads, 1) * max(days, 1e-9)
-    if runs.empty:
-        return [BudgetChoice(FixedWindow(base_s, "no idle history yet"), 0.0, 0, 0.0, True) for _ in budgets]
     runs = runs.reset_index(drop=True)
-    replayed = _Replayed(runs, outcomes(runs, sorted({*WINDOWS_MIN, *FIXED_FALLBACK_MIN})))
+    # Spells still open when the history ends are scored by nobody: their end is not known yet.
+    done = runs["ended_by"].to_numpy() != "end" if len(runs) else np.zeros(0, dtype=bool)
+    if not done.any():
+        return [BudgetChoice(FixedWindow(base_s, "no completed idle spell in the history yet"), 0.0, 0, 0.0, True)
+                for _ in budgets]
+    replayed = _Replayed(runs, outcomes(runs, sorted({*WINDOWS_MIN, *FIXED_FALLBACK_MIN})), done)
     prices = PRICES_GPU_MIN if price is None else (price,)
     rules: list[Candidate] = [fit_survival(runs, price_gpu_min=p, history=replayed.seen) for p in prices]
     rules += [FixedWindow(m * 60.0, "no survival window beat it on the history") for m in FIXED_FALLBACK_MIN]

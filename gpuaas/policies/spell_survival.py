@@ -18,6 +18,9 @@ starts, and the policy learns from the history how spells in that context end:
   of spells, censored spells (missing data, end of data) counted exactly as the replay
   counts them. The window is the ``w`` that maximises GPU-minutes saved minus
   ``price_gpu_min`` x wake-ups, per spell.
+* spells still open when the history ends count toward the median length (censored) but not
+  toward what a stop saved: whether their end wakes the workload is not known yet (the live
+  flow's history ends now, with every idle workload's spell open);
 * a context with few spells is shrunk toward the whole history: its per-spell figures
   are ``(sum + SHRINK_SPELLS x pooled mean) / (n + SHRINK_SPELLS)``, so a band seen
   twice does not get a window of its own from two spells.
@@ -182,7 +185,10 @@ def fit_survival(runs: pd.DataFrame, *, price_gpu_min: float, history: Outcomes 
     if price_gpu_min < 0:
         raise ValueError("price_gpu_min must be >= 0")
     seen = history if history is not None else outcomes(runs)
-    use = np.ones(len(runs), dtype=bool) if mask is None else np.asarray(mask, dtype=bool)
+    chosen = np.ones(len(runs), dtype=bool) if mask is None else np.asarray(mask, dtype=bool)
+    # A spell still open at the end of the history has not told yet whether its end wakes the
+    # workload: it counts toward the median (censored), not toward what a stop saved or cost.
+    use = chosen & (runs["ended_by"].to_numpy() != "end") if len(runs) else chosen
     bands = context_band(runs, lookback_s, edges)
     value = seen.saved_gpu_min - price_gpu_min * seen.wakeups  # window x run
     n_all = int(use.sum())
@@ -201,7 +207,9 @@ def fit_survival(runs: pd.DataFrame, *, price_gpu_min: float, history: Outcomes 
         j = len(score) - 1 - int(np.argmax(score[::-1]))  # ties: the later stop, fewer wake-ups
         saved = (seen.saved_gpu_min[j, here].sum() + shrink * pooled_saved[j]) / max(n + shrink, 1e-9)
         wakes = (seen.wakeups[j, here].sum() + shrink * pooled_wakes[j]) / max(n + shrink, 1e-9)
-        spells = here if n else use
+        spells = chosen & (bands == band)
+        if not spells.any():
+            spells = chosen
         outlooks.append(SpellOutlook(seen.windows_s[j], _median_spell_s(length[spells], ended[spells]),
-                                     float(saved), float(wakes), n))
+                                     float(saved), float(wakes), int((chosen & (bands == band)).sum())))
     return SurvivalWindow(float(price_gpu_min), tuple(outlooks), float(lookback_s), tuple(float(e) for e in edges))

@@ -4,9 +4,10 @@ Why: a window or a budget is chosen by reading the trade-off off real data, and 
 that the adaptive policy "does better" means more GPU-hours at the same number of
 wake-ups, not more of both. Measured honestly: the adaptive policy's parameters are chosen
 on the calibration part (runs that start before ``split_t``) and every row is scored on
-the rest (runs that start at or after it). The adaptive windows themselves are causal, so
-the calibration part is also the history the policy remembers when scoring begins, as it
-would be in production. With no ``split_t`` both parts are the whole input.
+the rest (runs that start at or after it). A calibration run still idle at the split is
+seen as open there (its end belongs to the scored part). The adaptive windows themselves are
+causal, so the calibration part is also the history the policy remembers when scoring begins,
+as it would be in production. With no ``split_t`` both parts are the whole input.
 
 The clairvoyant rows (:mod:`gpuaas.policies.clairvoyant`) say how far any policy could go:
 one per fixed row, with that row's wake-ups, on the same scored runs. Each adaptive row
@@ -66,7 +67,7 @@ def frontier(runs: pd.DataFrame, *, split_t: float | None = None, windows_min: S
     fixed row, at its wake-ups), all scored on the runs that start at or after ``split_t``."""
     start = runs["start"].to_numpy(dtype=float)
     scored = np.ones(len(runs), dtype=bool) if split_t is None else start >= split_t
-    calibration = runs[~scored] if split_t is not None else runs
+    calibration = _seen_at(runs[~scored], float(split_t)) if split_t is not None else runs
     days = 0.0
     if len(calibration):
         last = float(split_t) if split_t is not None else float(calibration["end"].max())
@@ -86,6 +87,20 @@ def frontier(runs: pd.DataFrame, *, split_t: float | None = None, windows_min: S
     clairvoyant = [FrontierRow("clairvoyant", r.parameter, curve.hours_at(r.wakeups), curve.wakeups_at(r.wakeups))
                    for r in fixed]
     return [*fixed, *adaptive, *clairvoyant]
+
+
+def _seen_at(runs: pd.DataFrame, t: float) -> pd.DataFrame:
+    """The runs as a controller sees them at ``t``: a run that started before ``t`` and ends after it
+    is still open (its end, and whether it wakes the workload, are in the scored part's future)."""
+    out = runs.copy()
+    late = out["end"].to_numpy(dtype=float) > t
+    if late.any():
+        out.loc[late, "end"] = t
+        out.loc[late, "last_idle"] = np.minimum(out.loc[late, "last_idle"].to_numpy(dtype=float), t)
+        out.loc[late, "length"] = t - out.loc[late, "start"].to_numpy(dtype=float)
+        out.loc[late, "ended_by"] = "end"
+        out.loc[late, "next_active"] = False
+    return out
 
 
 def _fixed_at(fixed: Sequence[FrontierRow], wakeups: int) -> float | None:

@@ -40,8 +40,8 @@ __all__ = ["FIXED_FALLBACK_MIN", "PRICES_GPU_MIN", "BudgetChoice", "FixedWindow"
 PRICES_GPU_MIN = tuple(sorted({0.0, *(round(float(p), 1) for p in np.geomspace(1.0, 1200.0, 48))}))
 """Cold-start prices (GPU-minutes per wake-up) a wake-up budget is met with: 0, then 1 to 1,200 in 48
 geometric steps. Dense, because the windows a price gives jump between prices, and a budget can
-only be met as closely as the ladder allows (a 15-step ladder left budgets of 8 and 16 wake-ups
-a day with the fixed rule on the GenAI trace)."""
+only be met as closely as the ladder allows (with 15 steps, budgets of 8 and 16 wake-ups a day
+find no survival window between two jumps on the GenAI trace and take the fixed rule)."""
 FIXED_FALLBACK_MIN = (5.0, 10.0, 15.0, 20.0, 30.0, 45.0, 60.0, 90.0, 120.0, 240.0, math.inf)
 
 

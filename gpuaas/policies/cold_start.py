@@ -10,7 +10,9 @@ calibration part in the frontier):
 * price: the survival window fitted at that price;
 * budget in wake-ups: the survival window fitted at each price of ``PRICES_GPU_MIN`` is
   replayed on the history, and the one with the most GPU-hours whose wake-ups per
-  workload per day stay within the budget wins (ties: fewer wake-ups).
+  workload per day stay within the budget wins (ties: fewer wake-ups);
+* either way the fixed windows (``FIXED_FALLBACK_MIN``) compete on the same terms, and
+  only spells whose end the history has seen are scored.
 
 Never worse than the fixed rule, as far as the history can tell: the chosen price is
 fitted again on the earlier half of the history and replayed on the later half, beside

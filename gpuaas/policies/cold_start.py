@@ -37,7 +37,7 @@ import pandas as pd
 from gpuaas.policies.spell_survival import WINDOWS_MIN, Outcomes, SurvivalWindow, fit_survival, outcomes
 
 __all__ = ["FIXED_FALLBACK_MIN", "PRICES_GPU_MIN", "BudgetChoice", "FixedWindow", "WindowRule", "choose_for_budget",
-           "choose_for_budgets"]
+           "choose_for_budgets", "fixed_frontier_at"]
 
 PRICES_GPU_MIN = tuple(sorted({0.0, *(round(float(p), 1) for p in np.geomspace(1.0, 1200.0, 48))}))
 """Cold-start prices (GPU-minutes per wake-up) a wake-up budget is met with: 0, then 1 to 1,200 in 48
@@ -120,16 +120,23 @@ class _Replayed:
                              lookback_s=rule.lookback_s, edges=rule.edges)
         hours, wakeups = self.score(early, later)
         fixed = [self.score(FixedWindow(m * 60.0, ""), later) for m in FIXED_FALLBACK_MIN]
-        ref = _fixed_at([(k, h) for h, k in fixed], wakeups)
+        ref = fixed_frontier_at([(k, h) for h, k in fixed], wakeups)
         return ref is None or hours >= ref - 1e-9
 
 
-def _fixed_at(points: list[tuple[int, float]], wakeups: int) -> float | None:
-    pts = sorted(points)
-    wk = np.array([p[0] for p in pts], dtype=float)
-    if not len(wk) or not wk[0] <= wakeups <= wk[-1]:
+def fixed_frontier_at(points: Sequence[tuple[int, float]], wakeups: int) -> float | None:
+    """The fixed rule's GPU-hours at ``wakeups``, from its windows' ``(wake-ups, GPU-hours)``: the most
+    any window reaches with those wake-ups, linear between them; None outside their range (no
+    extrapolation)."""
+    best: dict[int, float] = {}
+    for k, hours in points:
+        best[k] = max(hours, best.get(k, -math.inf))
+    if not best:
         return None
-    return float(np.interp(wakeups, wk, np.array([p[1] for p in pts], dtype=float)))
+    wk = np.array(sorted(best), dtype=float)
+    if not wk[0] <= wakeups <= wk[-1]:
+        return None
+    return float(np.interp(wakeups, wk, np.array([best[int(k)] for k in wk], dtype=float)))
 
 
 def choose_for_budget(runs: pd.DataFrame, *, workloads: int, days: float,

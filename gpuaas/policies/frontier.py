@@ -29,7 +29,7 @@ import numpy as np
 import pandas as pd
 
 from gpuaas.policies.clairvoyant import DETECT_MIN, ClairvoyantCurve, clairvoyant_curve
-from gpuaas.policies.cold_start import choose_for_budgets
+from gpuaas.policies.cold_start import choose_for_budgets, fixed_frontier_at
 from gpuaas.policies.replay import replay_runs
 
 __all__ = ["BUDGETS", "FIXED_WINDOWS_MIN", "FrontierRow", "frontier", "headroom_captured", "ratio_at_equal_wakeups"]
@@ -104,14 +104,7 @@ def _seen_at(runs: pd.DataFrame, t: float) -> pd.DataFrame:
 
 
 def _fixed_at(fixed: Sequence[FrontierRow], wakeups: int) -> float | None:
-    """The fixed frontier's GPU-hours at ``wakeups``, linear between windows; None outside their range."""
-    if not fixed:
-        return None
-    points = sorted((r.wakeups, r.reclaimed_gpu_hours) for r in fixed)
-    wk = np.array([p[0] for p in points], dtype=float)
-    if not wk[0] <= wakeups <= wk[-1]:
-        return None
-    return float(np.interp(wakeups, wk, np.array([p[1] for p in points], dtype=float)))
+    return fixed_frontier_at([(r.wakeups, r.reclaimed_gpu_hours) for r in fixed], wakeups)
 
 
 def headroom_captured(row: FrontierRow, fixed: Sequence[FrontierRow], curve: ClairvoyantCurve) -> float | None:

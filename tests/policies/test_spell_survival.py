@@ -5,7 +5,8 @@ context a short window and a busy one "never" at a price where only the long spe
 with the expected saving and wake-ups in the reason; a context seen few times is shrunk
 toward the whole history; a window never depends on samples after its spell starts
 (property: truncating the trace there changes nothing); the live state reclaims at the
-replay's minute with the survival rule.
+replay's minute with the survival rule; the budget falls back to the fixed rule when the
+survival window fitted on the earlier half of the history loses to it on the later half.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from gpuaas.policies.adaptive_live import adaptive_state
+from gpuaas.policies.cold_start import FixedWindow, choose_for_budget
 from gpuaas.policies.replay import idle_runs, replay_runs
 from gpuaas.policies.run_stream import RunStream
 from gpuaas.policies.spell_survival import context_band, fit_survival, recent_idle_share
@@ -131,3 +133,23 @@ def test_live_state_reclaims_at_the_replays_minute_with_the_survival_rule() -> N
     assert not state_at(minute - 1)["due"]
     now = state_at(minute)
     assert now["due"] and now["window_seconds"] == 60.0 and "saves 99.0 GPU-min" in now["why"]
+
+
+def test_budget_falls_back_to_the_fixed_rule_when_the_earlier_half_misleads() -> None:
+    # Earlier half: pod a's short and 110-minute spells, pod b's 12-minute spells between bursts;
+    # later half: pod c, busy 130 minutes between 200-minute spells, and nothing else.
+    a = _cycle(0, 1, 9, 13) + _cycle(130, 1, 110, 12) + _cycle(1462, 1, 9, 30) + [(1762, 80.0)]
+    b = _cycle(0, 3, 12, 97)
+    c = _cycle(1462, 130, 200, 10) + [(4762, 80.0)]
+    runs = idle_runs(pd.concat([_pod(a, "a"), _pod(b, "b"), _pod(c, "c")], ignore_index=True), 5.0)
+    later = (runs["start"] >= (runs["start"].min() + runs["end"].max()) / 2).to_numpy()
+    assert set(runs.loc[later, "pod"]) == {"c"}
+    early = fit_survival(runs, price_gpu_min=30.0, mask=~later)
+    fitted, five = replay_runs(runs, early(runs)), replay_runs(runs, np.full(len(runs), 300.0))
+    # On the later half the window fitted early wakes c as often as the fixed 5-minute rule and saves less.
+    assert fitted["wakeup"][later].sum() == five["wakeup"][later].sum() > 0
+    assert fitted["reclaimed"][later].sum() < five["reclaimed"][later].sum()
+    days = float(runs["end"].max() - runs["start"].min()) / 86400
+    choice = choose_for_budget(runs, workloads=3, days=days, cold_start_gpu_minutes=30.0)
+    assert isinstance(choice.policy, FixedWindow)
+    assert "reclaimed less than the fixed rule on the later half" in choice.policy.why(runs)[0]

@@ -104,8 +104,9 @@ class StorePolicy(_Model):
 
 
 class ReclaimStrategy(str, Enum):
-    """``fixed``: the same window for every idle spell. ``adaptive``: a window per workload,
-    learned from its own idle history and chosen within the cold-start budget."""
+    """``fixed``: the same window for every idle spell. ``adaptive``: a window per idle spell, from
+    the workload's idle history: the built-in rule, or with a cold-start budget the survival window
+    chosen within it (``docs/reclaim-policy.md``)."""
 
     fixed = "fixed"
     adaptive = "adaptive"
@@ -134,7 +135,9 @@ class AdaptivePolicy(_Model):
     chunk_hours: Annotated[float, Field(gt=0)] = 2
     """Time span of one range query: bounds the memory of one answer."""
     cold_start_budget: ColdStartBudget | None = None
-    """None: the built-in rule (10 min after long spells, else 40 min, for a 30-min base)."""
+    """None: the built-in rule (10 min after long spells, else 40 min, for a 30-min base). Set: the
+    survival window fitted on the history within it (a stop time per context of the workload's last
+    2 h), or the fixed window where that does better on the history."""
 
 
 class ReclaimRule(_Model):

@@ -56,12 +56,14 @@ def print_frontier(rows: Sequence[FrontierRow], fmt: OutputFormat, title: str) -
     for r in rows:
         ratio = ratios.get(id(r))
         table.append([r.policy, f"{r.parameter:g}", round(r.reclaimed_gpu_hours, 2), r.wakeups,
-                      "-" if ratio is None else f"{ratio:.2f}x"])
-    print_table(title, [*FRONTIER_COLUMNS, "vs fixed at equal wake-ups"], table)
+                      "-" if ratio is None else f"{ratio:.2f}x",
+                      "-" if r.headroom_captured is None else f"{r.headroom_captured:.0%}"])
+    print_table(title, [*FRONTIER_COLUMNS, "vs fixed at equal wake-ups", "headroom captured"], table)
 
 
 def plot_frontier(rows: Sequence[FrontierRow], path: Path, title: str) -> None:
-    """GPU-hours against wake-ups, one line per policy, as PNG (matplotlib's Agg backend: no display)."""
+    """GPU-hours against wake-ups, one line per policy (fixed, adaptive, the clairvoyant limit), as PNG
+    (matplotlib's Agg backend: no display)."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -69,12 +71,15 @@ def plot_frontier(rows: Sequence[FrontierRow], path: Path, title: str) -> None:
 
     frame = pd.DataFrame([r.to_dict() for r in rows])
     fig, ax = plt.subplots(figsize=(7, 4.5))
-    for policy, marker in (("fixed", "o"), ("adaptive", "s")):
+    for policy, marker, unit in (("fixed", "o", " min"), ("adaptive", "s", "/d"), ("clairvoyant", "^", None)):
         part = frame[frame["policy"] == policy].sort_values("wakeups")
         if part.empty:
             continue
-        ax.plot(part["wakeups"], part["reclaimed_gpu_hours"], marker=marker, label=policy)
-        unit = " min" if policy == "fixed" else "/d"
+        label = "clairvoyant (the limit)" if policy == "clairvoyant" else policy
+        ax.plot(part["wakeups"], part["reclaimed_gpu_hours"], marker=marker, label=label,
+                linestyle="--" if policy == "clairvoyant" else "-")
+        if unit is None:
+            continue
         for _, row in part.iterrows():
             ax.annotate(f"{row['parameter']:g}{unit}", (row["wakeups"], row["reclaimed_gpu_hours"]),
                         textcoords="offset points", xytext=(4, 4), fontsize=7)

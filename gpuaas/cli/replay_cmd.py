@@ -23,7 +23,8 @@ from gpuaas.cli.audit_cmd import parse_since
 from gpuaas.cli.replay_rebalance_cmd import rebalance
 from gpuaas.errors import ConfigError, GpuaasError
 from gpuaas.policies.adaptive_window import AdaptiveWindow
-from gpuaas.policies.cold_start import choose_for_budget
+from gpuaas.policies.clairvoyant import DETECT_MIN
+from gpuaas.policies.cold_start import WindowRule, choose_for_budget
 from gpuaas.policies.frontier import frontier as frontier_rows
 from gpuaas.policies.replay import ReplayResult, fixed_windows, idle_runs, observed_seconds, replay_runs, replay_table
 from gpuaas.sources.traces import load_qps, load_utilization
@@ -63,7 +64,7 @@ def _row(result: ReplayResult) -> list[Any]:
     return [round(v, 2) if isinstance(v, float) else v for v in (data[c] for c in _COLUMNS)]
 
 
-def _reclaim_times(runs: pd.DataFrame, policy: AdaptiveWindow | None, window_s: float) -> list[dict[str, Any]]:
+def _reclaim_times(runs: pd.DataFrame, policy: WindowRule | None, window_s: float) -> list[dict[str, Any]]:
     """When each reclaim happens (UTC ISO) and why: what the live flow is checked against."""
     windows = policy(runs) if policy is not None else fixed_windows(window_s)(runs)
     why = policy.why(runs) if policy is not None else [f"fixed {window_s / 60:g} min window"] * len(runs)
@@ -103,8 +104,13 @@ def reclaim(
     ] = None,
     unit: Annotated[DutyUnit, typer.Option("--unit", help="Duty-cycle unit in the CSV.")] = DutyUnit.auto,
     frontier: Annotated[
-        bool, typer.Option("--frontier", help="GPU-hours vs wake-ups: fixed windows and adaptive budgets.")
+        bool, typer.Option("--frontier", help="GPU-hours vs wake-ups: fixed windows, adaptive budgets and the "
+                           "clairvoyant limit at the fixed rows' wake-ups.")
     ] = False,
+    detect_minutes: Annotated[
+        float, typer.Option("--detect-minutes", min=0.0, help="--frontier: minutes an idle run lasts before the "
+                            "clairvoyant rows (each run's length known when it starts) may stop it.")
+    ] = DETECT_MIN,
     plot: Annotated[Path, typer.Option("--plot", help="Where --frontier writes its PNG.")] = Path(
         "reclaim-frontier.png"),
     calibrate: Annotated[
@@ -153,9 +159,8 @@ def reclaim(
     base_s = window * 60.0
     if frontier:
         split = span[0] + (span[1] - span[0]) * calibrate if calibrate > 0 else None
-        with progress(f"frontier: {len(runs):,} idle runs, 9 windows and 7 budgets (each budget replays "
-                      "144 variants on the calibration part)"):
-            rows = frontier_rows(runs, split_t=split, base_s=base_s)
+        with progress(f"frontier: {len(runs):,} idle runs, 9 windows, 7 budgets and the clairvoyant limit"):
+            rows = frontier_rows(runs, split_t=split, base_s=base_s, detect_s=detect_minutes * 60.0)
         how = "all hours" if split is None else f"chosen on the first {calibrate:.0%} of the hours, scored on the rest"
         title = f"Reclaim frontier, idle <= {threshold:g} % ({how})"
         try:
@@ -169,7 +174,7 @@ def reclaim(
                               "threshold": threshold}
     fixed = replay_table(runs, fixed_windows(base_s), name="fixed", **common)
     results = [fixed]
-    policy = None
+    policy: WindowRule | None = None
     if adaptive or budget is not None:
         policy = AdaptiveWindow(base_s=base_s)
         if budget is not None:

@@ -22,7 +22,7 @@ import numpy as np
 import pandas as pd
 
 from gpuaas.policies.adaptive_window import AdaptiveWindow
-from gpuaas.policies.cold_start import choose_for_budget
+from gpuaas.policies.cold_start import WindowRule, choose_for_budget
 from gpuaas.policies.idle import resolve_rule
 from gpuaas.policies.replay import MAX_GAP_S, WindowPolicy
 from gpuaas.policies.run_stream import RunStream
@@ -125,8 +125,9 @@ def percent(threshold: float) -> float:
 
 
 def window_policy(policy: Policy, runs: pd.DataFrame, window_minutes: float, *, workloads: int,
-                  days: float) -> tuple[AdaptiveWindow, str]:
-    """The adaptive rule for one base window: the built-in one, or chosen within the budget on ``runs``."""
+                  days: float) -> tuple[WindowRule, str]:
+    """The adaptive rule for one base window: the built-in one, or, with a cold-start budget, the survival
+    window (or the fixed fallback) chosen within it on ``runs``."""
     base = AdaptiveWindow(base_s=window_minutes * 60.0)
     budget = policy.reclaim.adaptive.cold_start_budget
     if budget is None:

@@ -4,7 +4,8 @@ One pod of the public GenAI trace (its samples, one per minute) drives a Noteboo
 embedded cluster, whose Prometheus holds that series as history. Covers: the live reclaim
 flow (``strategy: adaptive``) reclaims at the same minute as ``gpuaas replay reclaim
 --adaptive`` on the same series as a CSV, with the window and why in the evidence, and not
-one minute earlier; ``--from-prometheus`` gives the same replay and frontier as the CSV;
+one minute earlier; with a cold-start price it reclaims at the minute, with the window and the
+expectation, that the library's survival window gives on the samples up to that minute; ``--from-prometheus`` gives the same replay and frontier as the CSV;
 the history is read in a number of range queries set by the time span, with one series per
 pod (aggregated in PromQL), however many GPUs; a workload's GPU-hours count its GPUs.
 """
@@ -24,6 +25,9 @@ from typer.testing import CliRunner
 
 from gpuaas.cli.app import app
 from gpuaas.cluster.runner import EmbeddedCluster
+from gpuaas.policies.adaptive_live import live_states
+from gpuaas.policies.run_stream import RunStream
+from gpuaas.policy import parse_policy
 from gpuaas.settings import load_settings
 from gpuaas.snapshot import workload_pods
 from gpuaas.sources.history import read_activity_history
@@ -81,6 +85,18 @@ def pointed(cluster: EmbeddedCluster, tmp_path: Path, monkeypatch: pytest.Monkey
               "tenants": [{"name": "team-a", "namespaces": ["team-a"]}, {"name": "team-b", "namespaces": ["team-b"]}]}
     path = tmp_path / "policy.yaml"
     path.write_text(yaml.safe_dump(policy))
+    return point_at(cluster, monkeypatch, data_dir=tmp_path / "data", policy_file=path)
+
+
+PRICED = {"reclaim": {"kinds": {"Notebook": {"strategy": "adaptive"}},
+                      "adaptive": {"cold_start_budget": {"cold_start_gpu_minutes": 30}}},
+          "tenants": [{"name": "team-a", "namespaces": ["team-a"]}, {"name": "team-b", "namespaces": ["team-b"]}]}
+
+
+@pytest.fixture()
+def priced(cluster: EmbeddedCluster, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> EmbeddedCluster:
+    path = tmp_path / "policy.yaml"
+    path.write_text(yaml.safe_dump(PRICED))
     return point_at(cluster, monkeypatch, data_dir=tmp_path / "data", policy_file=path)
 
 
@@ -168,3 +184,33 @@ def test_history_queries_are_fixed_per_span_and_one_series_per_pod(pointed: Embe
     assert reading.series == 2  # nb (1 GPU) and busy (2 GPUs): one series per pod
     assert set(reading.streams) == {5.0, 10.0}
     assert set(reading.streams[5.0].last_samples()["pod"]) == set(links["uid"])
+
+
+def test_live_flow_reclaims_at_the_survival_windows_minute(priced: EmbeddedCluster, recorded: list[float],
+                                                          prefect_harness: None) -> None:
+    # What the library decides at each minute from the samples up to it: the same two workloads
+    # (nb's recorded series, team-b's busy RayCluster), the same policy, the same instant.
+    t0 = _start(priced).timestamp()
+    minutes = range(len(recorded))
+    util = pd.concat([pd.DataFrame({"pod": "nb", "t": [t0 + 60 * k for k in minutes], "value": recorded}),
+                      pd.DataFrame({"pod": "busy", "t": [t0 + 60 * k for k in minutes], "value": 60.0})])
+    policy = parse_policy(PRICED)
+
+    def library_at(k: int) -> pd.Series:
+        stream = RunStream(5.0)
+        stream.add(util[util["t"] <= t0 + 60 * k])
+        states = live_states({5.0: stream}, policy, t0 + 60 * k, days=1.0)
+        return states.set_index("key").loc["nb"]
+
+    # The first minute a survival window (not the fixed rule a history without a completed spell
+    # gets) makes nb due.
+    due = next(k for k in range(2, len(recorded) - 1)
+               if library_at(k)["due"] and "expected wake-ups" in library_at(k)["why"] and not library_at(k - 1)["due"])
+    want = library_at(due)
+    assert "expected wake-ups at 30 GPU-min each" in want["why"]
+    minute = _start(priced) + timedelta(minutes=due)
+    assert _nb_decision(minute - timedelta(minutes=1)) is None
+    decided = _nb_decision(minute)
+    assert decided is not None and decided["result"] == "planned", decided
+    assert decided["window_minutes"] == want["window_seconds"] / 60.0
+    assert decided["window_reason"] == want["why"]

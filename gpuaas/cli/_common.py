@@ -15,16 +15,20 @@ import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from enum import Enum
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import typer
 from rich.console import Console
 from rich.table import Table
 
 from gpuaas.errors import GpuaasError
-from gpuaas.settings import GpuaasSettings, load_settings
+
+if TYPE_CHECKING:
+    from gpuaas.settings import GpuaasSettings
 
 __all__ = [
+    "EXIT_CODES_HELP",
+    "EXIT_DEGRADED",
     "EXIT_FAILED",
     "EXIT_USAGE",
     "WHOLE_COLUMNS",
@@ -43,6 +47,12 @@ __all__ = [
 
 EXIT_FAILED = 1
 EXIT_USAGE = 2
+EXIT_DEGRADED = 3
+"""The command ran and printed its answer, but a source it needs failed: the answer is partial, and a
+script must not read "nothing idle" as "nothing idle". Its first line names the source and the error."""
+
+EXIT_CODES_HELP = ("Exit codes: 0 ok; 1 failed (the error on stderr); 2 usage; 3 degraded: a source did not "
+                   "answer, the first line names it (the output is partial).")
 
 console = Console()
 err_console = Console(stderr=True)
@@ -111,6 +121,8 @@ def progress(what: str) -> Iterator[Callable[[str], None]]:
 
 def settings_or_exit(**overrides: Any) -> GpuaasSettings:
     """Load settings; a configuration error ends the command with exit code 1."""
+    from gpuaas.settings import load_settings
+
     try:
         return load_settings(**overrides)
     except GpuaasError as exc:

@@ -13,13 +13,31 @@ from functools import cached_property
 from pathlib import Path
 from typing import Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, SecretStr, ValidationError
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from gpuaas.errors import ConfigError
 from gpuaas.policy import Policy, load_policy
 
 __all__ = ["GpuaasSettings", "MetricNames", "default_data_dir", "load_settings"]
+
+
+def _http_url(value: str | None) -> str | None:
+    """An endpoint must say ``http://`` or ``https://`` and a host: ``prometheus:9090`` parses as scheme
+    ``prometheus`` and failed only at the first request, seconds later, as ``No host specified``."""
+    if value is None:
+        return None
+    from urllib.parse import urlsplit
+
+    parts = urlsplit(value.strip())
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        hint = f"; write it as http://{value}" if "://" not in value else ""
+        raise ValueError(f"{value!r} is not an http(s) URL with a host{hint}")
+    return value.strip()
+
+
+HttpUrl = Annotated[str | None, AfterValidator(_http_url)]
+"""A source's base URL: checked when the settings load, not at the first request."""
 
 
 def default_data_dir() -> Path:
@@ -65,10 +83,10 @@ class GpuaasSettings(BaseSettings):
     in_cluster: bool = False
     kube_page_size: Annotated[int, Field(gt=0, le=10000)] = 500
 
-    prometheus_url: str | None = None
+    prometheus_url: HttpUrl = None
     prometheus_token: SecretStr | None = None
-    opencost_url: str | None = None
-    pushgateway_url: str | None = None
+    opencost_url: HttpUrl = None
+    pushgateway_url: HttpUrl = None
     metrics: MetricNames = MetricNames()
 
     nvml: Literal["auto", "on", "off"] = "auto"
@@ -126,7 +144,7 @@ def load_settings(**overrides: object) -> GpuaasSettings:
         problems = []
         for err in exc.errors():
             var = "GPUAAS_" + "__".join(str(p).upper() for p in err["loc"])
-            problems.append(f"{var}: {err['msg']}")
+            problems.append(f"{var}: {err['msg'].removeprefix('Value error, ')}")
         raise ConfigError("; ".join(problems), file="environment") from exc
     _ = settings.policy
     return settings

@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from gpuaas.errors import GpuaasError
@@ -37,7 +38,9 @@ __all__ = [
     "describe_error",
     "err_console",
     "fail",
+    "end_degraded",
     "handle_errors",
+    "lead",
     "print_json",
     "print_table",
     "progress",
@@ -127,6 +130,24 @@ def settings_or_exit(**overrides: Any) -> GpuaasSettings:
         return load_settings(**overrides)
     except GpuaasError as exc:
         raise fail(str(exc)) from exc
+
+
+def lead(result: dict[str, Any], format: OutputFormat) -> None:
+    """The run's headline as the command's first line: above the tables, or on stderr beside ``--format json``
+    (stdout stays one JSON document, which carries the headline too). A failed source leads it."""
+    line = result.get("headline")
+    if not line:
+        return
+    if format is OutputFormat.json:
+        err_console.print(line, markup=False, highlight=False, soft_wrap=True)
+    else:
+        console.print(("[yellow]" if result.get("degraded") else "[bold]") + escape(line) + "[/]", highlight=False)
+
+
+def end_degraded(result: dict[str, Any]) -> None:
+    """Exit ``EXIT_DEGRADED`` after the output when the run was degraded (a source failed, telemetry missing)."""
+    if result.get("degraded"):
+        raise typer.Exit(code=EXIT_DEGRADED)
 
 
 def print_json(data: Any) -> None:

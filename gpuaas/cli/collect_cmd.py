@@ -12,10 +12,11 @@ from typing import Annotated, Any
 import typer
 from rich.table import Table
 
-from gpuaas.cli._common import OutputFormat, console, print_json, settings_or_exit
+from gpuaas.cli._common import OutputFormat, console, end_degraded, lead, print_json, settings_or_exit
 from gpuaas.cli._flows import run_flow
 
 SUMMARY_KEYS = ("queues", "sources", "workloads", "unknown_telemetry")
+DECISION_KEYS = ("snapshot_id", "idle_candidates", "degraded", "source_errors", "headline")
 
 
 def _backlog_table(summary: dict[str, Any]) -> Table:
@@ -59,16 +60,10 @@ def collect(
     from flows.collect import collect as collect_flow
 
     summary: dict[str, Any] = run_flow(collect_flow, "collecting a snapshot")
+    lead(summary, format)
     if format is OutputFormat.json:
-        print_json({k: summary[k] for k in SUMMARY_KEYS}
-                   | {"snapshot_id": summary["snapshot_id"], "idle_candidates": summary["idle_candidates"]})
-        return
-    console.print(_backlog_table(summary))
-    console.print(_quality_table(summary))
-    line = (f"snapshot {summary['snapshot_id']}: {summary['workloads']} workloads, "
-            f"{summary['unknown_telemetry']} with incomplete telemetry (never counted as idle), "
-            f"{summary['idle_candidates']} idle candidates")
-    console.print(line, highlight=False)
-    if summary.get("degraded"):
-        console.print("[yellow]degraded snapshot:[/] a required source did not answer; see 'why not' above",
-                      highlight=False)
+        print_json({k: summary[k] for k in SUMMARY_KEYS} | {k: summary.get(k) for k in DECISION_KEYS})
+    else:
+        console.print(_backlog_table(summary))
+        console.print(_quality_table(summary))
+    end_degraded(summary)

@@ -6,7 +6,7 @@ from typing import Annotated, Any
 
 import typer
 
-from gpuaas.cli._common import OutputFormat, console, fail, print_json, print_table, settings_or_exit
+from gpuaas.cli._common import OutputFormat, end_degraded, fail, lead, print_json, print_table, settings_or_exit
 from gpuaas.cli._flows import run_flow
 
 _COLUMNS = ["audit id", "workload", "tenant", "GPUs", "idle for", "action", "frees", "result", "reason"]
@@ -31,15 +31,14 @@ def reclaim(
     result: dict[str, Any] = run_flow(reclaim_flow, "reclaiming idle GPUs", apply=apply)
     if result.get("writes_busy"):
         raise fail(result["writes_busy"])
+    lead(result, format)  # first: a run that could judge almost nothing must not read as "nothing idle"
     if format is OutputFormat.json:
-        print_json({"decisions": result["decisions"], "degraded": result["degraded"], "summary": result["summary"]})
-        return
-    rows = result["decisions"]
-    if result["degraded"]:  # first: a run that could judge almost nothing must not read as "nothing idle"
-        console.print(f"[yellow]degraded:[/] {result['summary']}", highlight=False)
-    print_table(f"Reclaim decisions ({result['mode']})", _COLUMNS, [_row(r) for r in rows],
-                optional=("frees", "idle for", "tenant"))
-    console.print(f"snapshot {result['snapshot_id']}: {result['summary']}", highlight=False)
+        print_json({k: result[k] for k in ("headline", "degraded", "source_errors", "summary", "mode", "snapshot_id",
+                                           "decisions")})
+    else:
+        print_table(f"Reclaim decisions ({result['mode']}, snapshot {result['snapshot_id']})", _COLUMNS,
+                    [_row(r) for r in result["decisions"]], optional=("frees", "idle for", "tenant"))
+    end_degraded(result)
 
 
 def undo(
@@ -54,8 +53,9 @@ def undo(
     if result.get("writes_busy"):
         raise fail(result["writes_busy"])
     rows = result["undo"]
+    lead(result, format)
     if format is OutputFormat.json:
-        print_json({"undo": rows})
+        print_json({"headline": result.get("headline"), "undo": rows})
     else:
         cols = ["audit_id", "kind", "namespace", "name", "result", "message", "restore_audit_id"]
         print_table("Undo", cols, [[r[c] for c in cols] for r in rows])

@@ -12,7 +12,7 @@ from gpuaas.actions import ActionResult
 from gpuaas.models import Snapshot
 from gpuaas.policies.coverage import blind_run_line
 from gpuaas.pushgateway import MetricFamily
-from reports._format import busy_line, duration, source_errors, with_failures
+from reports._format import busy_line, duration, source_errors, verdict_phrase, with_failures
 
 __all__ = ["ASSUMED_GPU_HOURLY_PRICE", "SUCCESS_METRIC", "blind_line", "decision_dicts", "decision_rows", "evidence_lines", "gpu_price",
            "headline", "idle_metrics", "summary_line", "summary_markdown", "telemetry_counts"]
@@ -21,13 +21,22 @@ ASSUMED_GPU_HOURLY_PRICE = 3.0
 """$ per GPU-hour used only when OpenCost has no figure for the fleet at all (the report says so)."""
 
 
+def reason_phrase(r: ActionResult) -> str:
+    """Why this workload was a target, with its numbers, in the words of the idle table everywhere
+    (``idle 1h00m, max activity 0.00 ≤ 0.05``); a skipped or failed action keeps its own reason."""
+    if r.result not in ("planned", "applied"):
+        return r.reason
+    ev = r.decision.evidence
+    return verdict_phrase("idle", r.reason, ev.get("activity_max"), ev.get("threshold"), r.decision.idle_seconds)
+
+
 def decision_dicts(results: Sequence[ActionResult]) -> list[dict[str, Any]]:
     """The machine form (``gpuaas reclaim --format json``)."""
     return [{
         "audit_id": r.audit_id, "kind": r.decision.kind, "namespace": r.decision.namespace, "name": r.decision.name,
         "tenant": r.decision.tenant, "gpus": r.decision.gpus, "idle_seconds": r.decision.idle_seconds,
         "action": r.method or "-", "frees": r.frees or "-", "mode": r.decision.mode, "result": r.result,
-        "reason": r.reason, "window_minutes": r.decision.evidence.get("window_minutes"),
+        "reason": reason_phrase(r), "window_minutes": r.decision.evidence.get("window_minutes"),
         "window_reason": r.decision.evidence.get("window_reason"),
     } for r in results]
 

@@ -170,41 +170,57 @@ def set_wide(wide: bool) -> None:
 
 
 def print_table(title: str, columns: Sequence[str], rows: Sequence[Sequence[Any]],
-                optional: Sequence[str] = ()) -> None:
-    """A table that stays readable at 80 columns (``make`` pipes stdout: no terminal, 80 columns).
+                optional: Sequence[str] = (), notes: Sequence[str] = ()) -> None:
+    """A table that never splits a word or a number, at any width (``make`` pipes stdout: 80 columns).
 
-    Nothing is cut with "…". The widths are set here, not left to Rich (which squeezes a no-wrap
-    column as readily as any other): name columns (``WHOLE_COLUMNS``) get their longest value, the
-    others share what is left, none below its longest word. Where that does not fit the console,
-    the ``optional`` columns are left out (last first) and a line after the table names them and
-    ``--wide``; where even then it does not, every column folds.
+    Cells wrap only at spaces: every column is at least as wide as its longest word (name columns,
+    ``WHOLE_COLUMNS``, as their longest value), and the widest column gives way first. Where that
+    does not fit the console, in this order:
+
+    1. the ``notes`` columns (long reasons) move under the table, one line per row, led by the
+       row's first cell;
+    2. the ``optional`` columns are left out, in the order given (the least important first);
+       a line after the table names them and ``--wide``;
+    3. what is left is printed at its narrowest whole-word width, wider than the console (a
+       terminal wraps the line; no word is cut).
     """
     cells = [["" if v is None else str(v) for v in row] for row in rows]
     shown = list(columns)
+    moved: list[str] = []
     dropped: list[str] = []
-    while True:
-        widths = None if _wide else _layout(columns, cells, shown, console.width)
-        left = [c for c in reversed(optional) if c in shown]
-        if _wide or widths is not None:
-            break
-        if not left:  # the other columns fold inside their words; the names still stay whole where they can
-            widths = _layout(columns, cells, shown, console.width, fold_words=True)
-            break
-        shown.remove(left[0])
-        dropped.insert(0, left[0])
-    table = Table(title=title, show_lines=False)
+    width = console.width
+    widths = None if _wide else _layout(columns, cells, shown, width)
+    steps = [("note", c) for c in notes if c in shown] + [("drop", c) for c in optional if c in shown]
+    while widths is None and not _wide and steps:
+        how, name = steps.pop(0)
+        if name not in shown:
+            continue
+        shown.remove(name)
+        (moved if how == "note" else dropped).append(name)
+        widths = _layout(columns, cells, shown, width)
+    if widths is None and not _wide:  # even the narrowest whole-word layout is wider than the console
+        widths = _layout(columns, cells, shown, 10**6, narrowest=True)
+        assert widths is not None
+        width = _frame(sum(widths), len(shown))
+    table = Table(title=title)
     for k, name in enumerate(shown):
         table.add_column(name, overflow="fold", width=widths[k] if widths else None,
-                         no_wrap=_wide or (widths is not None and name in WHOLE_COLUMNS))
+                         no_wrap=_wide or name in WHOLE_COLUMNS)
     for row in cells:
         table.add_row(*(row[columns.index(c)] for c in shown))
     if _wide:  # the table's own width, past the console's (a terminal wraps the lines; a pager or a file keeps them)
-        natural = _frame(sum(_longest(columns, cells, c) for c in shown), len(shown))
-        Console(width=max(console.width, natural), no_color=console.no_color).print(table)
-    else:
+        width = max(console.width, _frame(sum(_longest(columns, cells, c) for c in shown), len(shown)))
+    if width == console.width:
         console.print(table)
+    else:
+        Console(width=width, no_color=console.no_color, force_terminal=console.is_terminal).print(table)
+    for name in moved:
+        for row in cells:
+            text = row[columns.index(name)]
+            if text:
+                console.print(f"  {row[0]} {name}: {text}", highlight=False, markup=False)  # wraps at spaces
     if dropped:
-        console.print(f"(not shown at {console.width} columns: {', '.join(dropped)}; gpuaas --wide shows them)",
+        console.print(f"(not shown at {console.width} columns: {', '.join(dropped)}; --wide shows them)",
                       highlight=False)
 
 
@@ -217,22 +233,26 @@ def _longest(columns: Sequence[str], cells: list[list[str]], name: str) -> int:
     return max([len(r[columns.index(name)]) for r in cells] + [len(name)])
 
 
-def _layout(columns: Sequence[str], cells: list[list[str]], shown: list[str], width: int,
-            fold_words: bool = False) -> list[int] | None:
-    """Each shown column's width, or None where even the narrowest layout is wider than ``width``.
+def _words(text: str) -> list[str]:
+    return text.split() or [""]
 
-    Whole-name columns: their longest value. The others start at their longest value and the widest
-    gives way first, down to its longest word (or the header's); with ``fold_words``, down to 4.
+
+def _layout(columns: Sequence[str], cells: list[list[str]], shown: list[str], width: int,
+            narrowest: bool = False) -> list[int] | None:
+    """Each shown column's width, or None where even the narrowest whole-word layout is wider than ``width``.
+
+    Whole-name columns: their longest value. The others start at their longest value (``narrowest``:
+    at their longest word) and the widest gives way first, down to its longest word (or the header's).
     """
     longest = [_longest(columns, cells, c) for c in shown]
     floor = [longest[k] if c in WHOLE_COLUMNS else
-             min(4, longest[k]) if fold_words else
-             max(len(w) for v in [c, *(r[columns.index(c)] for r in cells)] for w in [*v.split(), ""])
+             max(len(w) for v in [c, *(r[columns.index(c)] for r in cells)] for line in v.splitlines() or [""]
+                 for w in _words(line))
              for k, c in enumerate(shown)]
     room = width - _frame(0, len(shown))
     if sum(floor) > room:
         return None
-    widths = list(longest)
+    widths = list(floor) if narrowest else list(longest)
     while sum(widths) > room:
         k = max((k for k in range(len(widths)) if widths[k] > floor[k]), key=lambda k: widths[k])
         widths[k] -= 1

@@ -31,14 +31,21 @@ def reclaim(
     result: dict[str, Any] = run_flow(reclaim_flow, "reclaiming idle GPUs", apply=apply)
     if result.get("writes_busy"):
         raise fail(result["writes_busy"])
-    lead(result, format)  # first: a run that could judge almost nothing must not read as "nothing idle"
+    print_reclaim(result, format)
+    end_degraded(result)
+
+
+def print_reclaim(result: dict[str, Any], format: OutputFormat = OutputFormat.table) -> None:
+    """The headline, then the decisions (also the demo's). The headline comes first: a run that could judge
+    almost nothing must not read as "nothing idle"."""
+    lead(result, format)
     if format is OutputFormat.json:
         print_json({k: result[k] for k in ("headline", "degraded", "source_errors", "summary", "mode", "snapshot_id",
                                            "decisions")})
-    else:
+    elif result["decisions"]:
         print_table(f"Reclaim decisions ({result['mode']}, snapshot {result['snapshot_id']})", _COLUMNS,
-                    [_row(r) for r in result["decisions"]], optional=("frees", "idle for", "tenant"))
-    end_degraded(result)
+                    [_row(r) for r in result["decisions"]], optional=("tenant", "idle for", "frees", "action"),
+                    notes=("reason",))
 
 
 def undo(
@@ -57,7 +64,8 @@ def undo(
     if format is OutputFormat.json:
         print_json({"headline": result.get("headline"), "undo": rows})
     else:
-        cols = ["audit_id", "kind", "namespace", "name", "result", "message", "restore_audit_id"]
-        print_table("Undo", cols, [[r[c] for c in cols] for r in rows])
+        cols = ["audit_id", "kind", "namespace", "name", "result", "restore_audit_id", "message"]
+        print_table("Undo", ["audit id", "kind", "namespace", "name", "result", "restore id", "message"],
+                    [[r[c] for c in cols] for r in rows], optional=("restore id", "kind"), notes=("message",))
     if any(r["result"] in ("failed", "unknown") for r in rows):
         raise fail("some restores failed (see above)")

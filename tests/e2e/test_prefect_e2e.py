@@ -222,6 +222,12 @@ def test_the_cycle_runs_through_a_worker_and_completes(prefect_env: dict[str, st
                     for artifact in artifacts:
                         first = str(artifact.data).strip().splitlines()
                         assert first and first[0].strip(), f"{name}: artifact {artifact.key} with an empty first line"
+                        # on the run's page, not under a task run, and a card that says what it is
+                        assert artifact.task_run_id is None, f"{name}: artifact {artifact.key} filed under a task run"
+                        assert (artifact.description or "").strip(), f"{name}: artifact {artifact.key} undescribed"
+                    # what the run did, in the runs list without a click: its headline is the state message
+                    assert state.message and state.message != "None" and state.message.endswith(".") \
+                        and len(state.message) > 20, f"{name}: state message {state.message!r}"
                     if name in ARTIFACT_KEYS:
                         published[name] = next((a for a in artifacts if a.key == ARTIFACT_KEYS[name]), None)
                         assert published[name] is not None, f"{name}: no {ARTIFACT_KEYS[name]!r} artifact"
@@ -236,8 +242,18 @@ def test_the_cycle_runs_through_a_worker_and_completes(prefect_env: dict[str, st
     (tmp_path / "e2e-runs.txt").write_text(listed)
     for name, run in runs.items():  # the row of each run: its own state badge says Completed
         assert _row_state(browser, run.name) == "Completed", f"{name}: the runs list shows {_row_state(browser, run.name)}"
-    for name, run in runs.items():  # the run page opened from that list
-        _page(browser, f"{ui}/runs/flow-run/{run.id}", [run.name, "Completed"], tmp_path / f"e2e-run-{name}.png")
+    for name, run in runs.items():  # the run page opened from that list: the headline, and its artifacts' cards
+        headline = " ".join(run.state.message.split()[:5])
+        _page(browser, f"{ui}/runs/flow-run/{run.id}", [run.name, "Completed", headline],
+              tmp_path / f"e2e-run-{name}.png")
+        if name in ARTIFACT_KEYS:
+            _page(browser, f"{ui}/runs/flow-run/{run.id}?tab=Artifacts", [ARTIFACT_KEYS[name]],
+                  tmp_path / f"e2e-run-{name}-artifacts.png")
+    keep = os.environ.get("GPUAAS_E2E_SCREENSHOTS")  # a folder that outlives the test's, to look at them
+    if keep:
+        Path(keep).mkdir(parents=True, exist_ok=True)
+        for shot in tmp_path.glob("e2e-*.png"):
+            shutil.copy(shot, Path(keep) / shot.name)
     # The reclaim decisions table: the hand-checked fleet's one idle workload with its evidence, on one screen.
     decisions = _page(browser, f"{ui}/artifacts/artifact/{published['reclaim'].id}",
                       ["team-b/nb", "max 0.00"], tmp_path / "e2e-reclaim-decisions.png")

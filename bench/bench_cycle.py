@@ -1,5 +1,5 @@
 """One full gpuaas cycle on embedded fleets of 1/10 of and the full 2,000 nodes / 16,000 GPUs /
-50,000 workloads / 200 ClusterQueues in one cohort / 24 h of telemetry (issue 14, point 1).
+50,000 workloads / 200 ClusterQueues in one cohort / 24 h of telemetry.
 
 Each stage is the real Prefect flow (Prefect's test harness), in this process, in order: collect,
 then on its snapshot (``snapshot_id``: the fleet is read once a cycle) reclaim (dry-run), deadline

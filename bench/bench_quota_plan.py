@@ -1,4 +1,4 @@
-"""Time of one quota plan for 200 and 1,000 ClusterQueues x 4 flavors (the issue's target: 200 x 4 < 2 s).
+"""Time of one quota plan for 200 and 1,000 ClusterQueues x 4 flavors (target: 200 x 4 < 2 s).
 
 Run: ``python bench/bench_quota_plan.py [SEED]``. The instances are random but seeded, with the
 shape a nightly run sees: every queue holds every flavor, about a third are short of quota,

@@ -1,4 +1,4 @@
-"""How long the ``gpuaas-cluster-writes`` Prefect slot of a SIGKILLed holder stays taken (issue 13, point 3).
+"""How long the ``gpuaas-cluster-writes`` Prefect slot of a SIGKILLed holder stays taken.
 
 A real ``prefect server start`` (its repossessor every ``--loop`` s), a holder process that takes the
 slot the way ``tasks.writes.cluster_writes`` does and is killed with SIGKILL at once; then this process

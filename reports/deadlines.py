@@ -32,7 +32,7 @@ def _status(job: ScheduledJob, plan: DeadlinePlan) -> str:
 
 
 def plan_dict(plan: DeadlinePlan) -> dict[str, Any]:
-    """``gpuaas plan deadlines --format json``: the issue's keys, then ``at_risk`` and ``messages``."""
+    """``gpuaas plan deadlines --format json``: the documented keys, then ``at_risk`` and ``messages``."""
     return {
         "feasible": plan.feasible,
         "extra_gpus": dict(plan.extra_gpus),

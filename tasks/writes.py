@@ -87,7 +87,7 @@ def busy_outcome(result: dict[str, Any], busy: WritesBusy, artifact_key: str | N
 
     Not Failed: nothing is wrong with this run, the other one is writing and the next schedule
     decides again; an ops engineer who sees a red run looks for a fault that is not there. The
-    state's data is ``result`` plus ``writes_busy`` (what the notification reads, point 4): Prefect
+    state's data is ``result`` plus ``writes_busy`` (what the notification reads): Prefect
     unwraps a returned state, so a caller of the flow still gets the dict.
     """
     from prefect.states import Completed

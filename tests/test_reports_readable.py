@@ -1,4 +1,4 @@
-"""What a person reads in the Prefect UI (issue 13, point 7): the defects an ops engineer saw, one by one."""
+"""What a person reads in the Prefect UI: the defects an ops engineer saw, one by one."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""``gpuaas plan deadlines FILE`` in-process: the issue's JSON keys, the table, bad input naming job and field."""
+"""``gpuaas plan deadlines FILE`` in-process: the documented JSON keys, the table, bad input naming job and field."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""``make e2e``: gpuaas operated through a real Prefect server, as an ops engineer runs it (issue 13, point 8).
+"""``make e2e``: gpuaas operated through a real Prefect server, as an ops engineer runs it.
 
 Starts ``prefect server start`` on a free loopback port, creates the process work pool, deploys with
 ``prefect --no-prompt deploy --all`` from the checkout, starts a worker against an embedded cluster

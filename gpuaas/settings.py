@@ -72,29 +72,44 @@ class GpuaasSettings(BaseSettings):
     )
 
     data_dir: Path = Field(default_factory=default_data_dir)
+    """Where the SQLite store, the HTML reports and the embedded cluster live (``$XDG_DATA_HOME/gpuaas`` or
+    ``~/.local/share/gpuaas``)."""
     database_url: SecretStr | None = None
     """SQLAlchemy URL; unset means SQLite at ``DATA_DIR/gpuaas.db``. PostgreSQL for a shared deployment."""
     database_password: SecretStr | None = None
     """Put into ``database_url`` when that has none: the URL can live in plain config, the password in a secret."""
     policy_file: Path | None = None
+    """The policy YAML: what may be done (dry-run or apply, thresholds, caps); unset: dry-run everywhere."""
 
     kubeconfig: Path | None = None
+    """Kubeconfig file; unset: ``~/.kube/config`` (or the service account with ``in_cluster``)."""
     kube_context: str | None = None
+    """Context of the kubeconfig; unset: its current context."""
     in_cluster: bool = False
+    """Use the pod's service account (a flow run as a Kubernetes Job)."""
     kube_page_size: Annotated[int, Field(gt=0, le=10000)] = 500
+    """Objects per list request (``limit``): requests grow with pages, not with objects."""
 
     prometheus_url: HttpUrl = None
+    """Prometheus with dcgm-exporter, Kueue and vLLM series, e.g. ``http://prometheus.monitoring.svc:9090``."""
     prometheus_token: SecretStr | None = None
+    """Bearer token for Prometheus (or the Prefect Secret block ``gpuaas-prometheus-token``); never logged."""
     opencost_url: HttpUrl = None
+    """OpenCost's API, e.g. ``http://opencost.opencost.svc:9003``; unset: OpenCost's metrics in Prometheus."""
     pushgateway_url: HttpUrl = None
+    """Pushgateway for Grafana and KEDA; unset: nothing is pushed."""
     metrics: MetricNames = MetricNames()
+    """Metric and label names, where an install renamed them (below)."""
 
     nvml: Literal["auto", "on", "off"] = "auto"
     """Sample this host's GPUs with NVML: ``auto`` where a driver is present (its absence is no fault)."""
 
     request_timeout_seconds: Annotated[float, Field(gt=0)] = 30
+    """Timeout of each request to a source or the API server."""
     retries: Annotated[int, Field(ge=0)] = 3
+    """Retries of a transient failure (timeout, refused connection, 5xx, 429); a permanent one fails at once."""
     retry_backoff_seconds: Annotated[float, Field(ge=0)] = 2
+    """Factor of the exponential backoff between retries (2, 4, 8 s …); ``Retry-After`` is honoured."""
     writes_wait_seconds: Annotated[float, Field(ge=0)] = 60
     """How long a writing flow waits for another one's cluster writes before it gives up, writing nothing."""
     writes_lease_seconds: Annotated[float, Field(gt=0)] = 900

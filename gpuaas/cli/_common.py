@@ -178,7 +178,7 @@ def print_table(title: str, columns: Sequence[str], rows: Sequence[Sequence[Any]
     does not fit the console, in this order:
 
     1. the ``notes`` columns (long reasons) move under the table, one line per row, led by the
-       row's first cell;
+       row's name (its first ``WHOLE_COLUMNS`` cell, else its first cell);
     2. the ``optional`` columns are left out, in the order given (the least important first);
        a line after the table names them and ``--wide``;
     3. what is left is printed at its narrowest whole-word width, wider than the console (a
@@ -214,11 +214,12 @@ def print_table(title: str, columns: Sequence[str], rows: Sequence[Sequence[Any]
         console.print(table)
     else:
         Console(width=width, no_color=console.no_color, force_terminal=console.is_terminal).print(table)
+    key = next((columns.index(c) for c in columns if c in WHOLE_COLUMNS), 0)  # the row's name, as in the table
     for name in moved:
         for row in cells:
             text = row[columns.index(name)]
             if text:
-                console.print(f"  {row[0]} {name}: {text}", highlight=False, markup=False)  # wraps at spaces
+                console.print(f"  {row[key]} {name}: {text}", highlight=False, markup=False)  # wraps at spaces
     if dropped:
         console.print(f"(not shown at {console.width} columns: {', '.join(dropped)}; --wide shows them)",
                       highlight=False)

@@ -42,7 +42,8 @@ def test_first_line_says_what_the_run_did() -> None:
     text = summary_markdown([_result("a"), _result("b"), _result("c", "deferred")], _snapshot(costs=costs),
                             "dry-run", 2)
     first = text.splitlines()[0]
-    assert first == "Dry-run: 4 GPUs would be freed by stopping 2 idle workloads ($12.00 per hour); nothing was changed."
+    assert first == ("Dry-run: 4 GPUs would be freed by stopping 2 idle workloads ($12.00 per hour); nothing was changed; "
+                     "to act: gpuaas reclaim --apply.")
     assert text.count("nothing was changed") == 1
     # Each price source once, with how many workloads it priced (was "OpenCost, fleet average, OpenCost, ...").
     assert "price per GPU-hour: OpenCost (fleet average for 1, this workload for 1)" in text

@@ -38,7 +38,7 @@ _PATTERNS = [  # (regular expression on the error text, words); the first that m
     (r"CERTIFICATE_VERIFY_FAILED|certificate verify failed|SSLError|SSL:", "TLS failed (certificate or protocol)"),
     (r"Connection reset|RemoteDisconnected|Connection aborted|closed connection", "connection dropped by the server"),
     (r"No host specified|Invalid URL|InvalidURL|MissingSchema|InvalidSchema", "not a valid URL (scheme and host?)"),
-    (r"is not JSON|JSONDecodeError|Expecting value", "answered, but not with JSON (is this the right server?)"),
+    (r"is not JSON|JSONDecodeError|Expecting value", "answered, but not JSON (is this the right server?)"),
 ]
 _STATUS = re.compile(r"\bHTTP (\d{3})\b|\b(\d{3}) (?:Unauthorized|Forbidden|Not Found)|status(?: code)?[ =:]+(\d{3})")
 

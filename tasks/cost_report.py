@@ -60,7 +60,16 @@ def publish_cost_artifacts(report: CostReport, previous: CostReport | None, html
     if previous is not None:
         table_artifact(key="gpuaas-cost-change", table=change_rows(report, previous),
                               description="Against the previous period of the same length")
-    summary_artifact(key="gpuaas-cost-summary", markdown=summary_markdown(report, previous, html_path))
+    summary_artifact(key="gpuaas-cost-summary", markdown=summary_markdown(report, previous, html_path)
+                     + _plots_markdown(report))
+
+
+def _plots_markdown(report: CostReport) -> str:
+    """The HTML report's funnel and waste figures, inline: a path on the worker's disk opens nowhere in the UI."""
+    from reports.cost_report_html import _funnel_plot, _waste_plot  # the same figures as the HTML page
+
+    return (f"\n![GPU-hour funnel per tenant](data:image/png;base64,{_funnel_plot(report)})\n"
+            f"\n![allocated but idle GPU cost](data:image/png;base64,{_waste_plot(report)})\n")
 
 
 @task(name="push-cost-metrics", cache_policy=NO_CACHE, **IO_TASK_OPTIONS)

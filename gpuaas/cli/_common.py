@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import sys
+import textwrap
 import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
@@ -177,10 +178,11 @@ def print_table(title: str, columns: Sequence[str], rows: Sequence[Sequence[Any]
     ``WHOLE_COLUMNS``, as their longest value), and the widest column gives way first. Where that
     does not fit the console, in this order:
 
-    1. the ``notes`` columns (long reasons) move under the table, one line per row, led by the
-       row's name (its first ``WHOLE_COLUMNS`` cell, else its first cell);
-    2. the ``optional`` columns are left out, in the order given (the least important first);
-       a line after the table names them and ``--wide``;
+    1. the ``notes`` columns (long reasons) move under the table, one paragraph per row, led by the
+       row's first cell and its name (its first ``WHOLE_COLUMNS`` cell);
+    2. the ``optional`` columns are left out, in the order given (the least important first), and
+       where that leaves room the more important of them come back; a line after the table names
+       the ones left out and ``--wide``;
     3. what is left is printed at its narrowest whole-word width, wider than the console (a
        terminal wraps the line; no word is cut).
     """
@@ -198,6 +200,13 @@ def print_table(title: str, columns: Sequence[str], rows: Sequence[Sequence[Any]
         shown.remove(name)
         (moved if how == "note" else dropped).append(name)
         widths = _layout(columns, cells, shown, width)
+    for name in reversed(list(dropped)):  # room left once it fits: the more important of the left-out come back
+        if widths is None:
+            break
+        again = [c for c in columns if c in shown or c == name]
+        if (fits := _layout(columns, cells, again, width)) is not None:
+            shown, widths = again, fits
+            dropped.remove(name)
     if widths is None and not _wide:  # even the narrowest whole-word layout is wider than the console
         widths = _layout(columns, cells, shown, 10**6, narrowest=True)
         assert widths is not None
@@ -219,7 +228,10 @@ def print_table(title: str, columns: Sequence[str], rows: Sequence[Sequence[Any]
         for row in cells:
             text = row[columns.index(name)]
             if text:
-                console.print(f"  {row[key]} {name}: {text}", highlight=False, markup=False)  # wraps at spaces
+                lead = f"{row[0]} {row[key]}" if key else row[0]
+                console.print(textwrap.fill(f"{lead} {name}: {' '.join(text.split())}", width=console.width,
+                                            initial_indent="  ", subsequent_indent="      ", break_long_words=False,
+                                            break_on_hyphens=False), highlight=False, markup=False, soft_wrap=True)
     if dropped:
         console.print(f"(not shown at {console.width} columns: {', '.join(dropped)}; --wide shows them)",
                       highlight=False)

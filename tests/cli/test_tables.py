@@ -84,8 +84,8 @@ def test_the_drop_order_is_the_tables_own(monkeypatch: pytest.MonkeyPatch, capsy
     monkeypatch.setenv("COLUMNS", "80")
     _common.print_table("reclaim", columns, rows, optional=optional, notes=notes)
     out = capsys.readouterr().out
-    assert "(not shown at 80 columns: tenant, idle for, frees, action; --wide shows them)" in out
-    assert "  InferenceService platform/llm-legacy reason: every GPU at or below" in out  # under the table, whole
+    assert "(not shown at 80 columns: tenant, idle for, action; --wide shows them)" in out
+    assert "  42 InferenceService platform/llm-legacy reason: every GPU at or below" in out  # under the table
 
 
 def _seed_audit() -> None:

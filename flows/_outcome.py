@@ -15,7 +15,11 @@ __all__ = ["finished"]
 
 
 def finished(result: dict[str, Any], headline: str) -> dict[str, Any]:
-    """``result`` plus ``headline``, as a Completed state whose message is the headline (typed as the dict it becomes)."""
+    """``result`` plus ``headline``, as a Completed state whose message is the headline (typed as the dict it becomes).
+
+    The headline is also the run's last log line: the run page opens on its logs."""
+    from prefect import get_run_logger
     from prefect.states import Completed
 
+    get_run_logger().info("%s", headline)
     return cast(dict[str, Any], Completed(message=headline, data={**result, "headline": headline}))

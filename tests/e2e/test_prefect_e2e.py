@@ -113,10 +113,23 @@ def _page(driver: Any, url: str, shows: list[str], screenshot: Path) -> str:
     return str(driver.find_element(By.TAG_NAME, "body").text)
 
 
+def _artifacts_tab(driver: Any, shows: list[str], screenshot: Path) -> None:
+    """On the open run page, the Artifacts tab (the flow run's own, not a task run's): each of ``shows`` on it."""
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    tab = next(e for e in driver.find_elements(By.XPATH, "//*[normalize-space(text())='Artifacts']") if e.is_displayed())
+    tab.click()
+    WebDriverWait(driver, 60, poll_frequency=0.5).until(
+        lambda d: all(s in d.find_element(By.TAG_NAME, "body").text for s in shows))
+    time.sleep(1)
+    _shoot(driver, screenshot)
+
+
 def _shoot(driver: Any, screenshot: Path) -> None:
-    """Save the picture, and a copy where ``GPUAAS_E2E_SCREENSHOTS`` says (a folder that outlives the test's)."""
+    """Save the picture, and a copy where ``E2E_SCREENSHOTS`` says (a folder that outlives the test's)."""
     driver.save_screenshot(str(screenshot))
-    keep = os.environ.get("GPUAAS_E2E_SCREENSHOTS")
+    keep = os.environ.get("E2E_SCREENSHOTS")
     if keep:
         Path(keep).mkdir(parents=True, exist_ok=True)
         shutil.copy(screenshot, Path(keep) / screenshot.name)
@@ -251,11 +264,10 @@ def test_the_cycle_runs_through_a_worker_and_completes(prefect_env: dict[str, st
     (tmp_path / "e2e-runs.txt").write_text(listed)
     for name, run in runs.items():  # the row of each run: its own state badge says Completed
         assert _row_state(browser, run.name) == "Completed", f"{name}: the runs list shows {_row_state(browser, run.name)}"
-    for name, run in runs.items():  # the run page opened from that list, and its artifacts without a task run
+    for name, run in runs.items():  # the run page: the headline in its log, its artifacts' cards on its own tab
         _page(browser, f"{ui}/runs/flow-run/{run.id}", [run.name, "Completed"], tmp_path / f"e2e-run-{name}.png")
         if name in ARTIFACT_KEYS:
-            _page(browser, f"{ui}/runs/flow-run/{run.id}?tab=Artifacts", [ARTIFACT_KEYS[name]],
-                  tmp_path / f"e2e-run-{name}-artifacts.png")
+            _artifacts_tab(browser, [ARTIFACT_KEYS[name]], tmp_path / f"e2e-run-{name}-artifacts.png")
     # The reclaim decisions table: the hand-checked fleet's one idle workload with its evidence, on one screen.
     decisions = _page(browser, f"{ui}/artifacts/artifact/{published['reclaim'].id}",
                       ["team-b/nb", "max 0.00"], tmp_path / "e2e-reclaim-decisions.png")

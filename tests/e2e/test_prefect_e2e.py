@@ -118,8 +118,9 @@ def _artifacts_tab(driver: Any, shows: list[str], screenshot: Path) -> None:
     from selenium.webdriver.common.by import By
     from selenium.webdriver.support.ui import WebDriverWait
 
-    tab = next(e for e in driver.find_elements(By.XPATH, "//*[normalize-space(text())='Artifacts']") if e.is_displayed())
-    tab.click()
+    tabs = [e for e in driver.find_elements(By.XPATH, "//*[normalize-space(.)='Artifacts']") if e.is_displayed()]
+    assert tabs, "no Artifacts tab on the run page"
+    tabs[-1].click()  # the innermost element with that text
     WebDriverWait(driver, 60, poll_frequency=0.5).until(
         lambda d: all(s in d.find_element(By.TAG_NAME, "body").text for s in shows))
     time.sleep(1)

@@ -38,8 +38,8 @@ def test_demo_runs_the_main_job_on_the_embedded_cluster(tmp_path: Path) -> None:
         assert any(name in " ".join(row) for row in cells), name
     # The same reason, with its numbers, in the decisions (as `gpuaas reclaim`) and in the idle table.
     assert "RayCluster research/ray-hparam-sweep reason: idle " in flat
-    assert "research/ray-hparam-sweep why: idle " in flat and "max activity 0.00 ≤" in flat
-    assert "platform/nb-bob why: opted out" in flat
+    assert flat.count("max activity 0.00 ≤") >= 4  # 3 decisions and their rows of the idle table
+    assert "opted out" in flat
     verdicts = {name: row for row in cells for name in row if name in NAMES}
     assert "idle" in verdicts["research/ray-hparam-sweep"] and "unknown" in verdicts["platform/embed-batch"]
     assert "busy" in verdicts["platform/llm-chat"]  # missing telemetry is never idle, busy is busy

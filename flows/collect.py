@@ -13,10 +13,13 @@ from typing import Any
 
 from prefect import flow, get_run_logger
 
+from flows._outcome import finished
 from gpuaas.models import SourceStatus
 from gpuaas.settings import GpuaasSettings
 from gpuaas.snapshot import SOURCES, assemble_snapshot, failed_source, snapshot_windows
 from gpuaas.sources.bulk import collector_paused
+from reports._format import source_errors
+from reports.collect import headline
 from tasks._options import IO_TASK_OPTIONS, push_or_warn, retry_options, unwalked
 from tasks.collect import count_idle_candidates, publish_artifacts, push_summary, read_one_source, store_snapshot
 from tasks.notify import NOTIFY_HOOKS
@@ -47,15 +50,12 @@ def collect(at: datetime | None = None) -> dict[str, Any]:
     summary["idle_candidates"] = idle
     summary["degraded"] = snapshot.degraded
     summary["required_sources"] = [n for n, s in snapshot.sources.items() if s.required]
-    summary["source_errors"] = {n: s.error for n, s in snapshot.sources.items() if s.error}
+    summary["source_errors"] = source_errors(summary["sources"])
     publish_artifacts(unwalked(snapshot), summary, idle)
     summary["pushed_samples"] = push_or_warn(settings, push_summary, unwalked(snapshot), summary, idle, what="summary metrics")
-    logger.info(
-        "snapshot %s: %d workloads, %d unknown telemetry, %d idle candidates%s",
-        summary["snapshot_id"], summary["workloads"], summary["unknown_telemetry"], idle,
-        " (degraded)" if snapshot.degraded else "",
-    )
-    return summary
+    line = headline(summary, idle)
+    logger.info("%s", line)
+    return finished(summary, line)
 
 
 def _read_sources(settings: GpuaasSettings, now: datetime, windows: list[float]) -> dict[str, tuple[Any, SourceStatus]]:
@@ -87,7 +87,7 @@ def _read_sources(settings: GpuaasSettings, now: datetime, windows: list[float])
             error = state.result(raise_on_failure=False)
             if not isinstance(error, BaseException):
                 error = RuntimeError(state.message or state.name)
-        readings[name] = (None, failed_source(name, error, time.monotonic() - started))  # retries included
+        readings[name] = (None, failed_source(settings, name, error, time.monotonic() - started))  # retries included
         logger.warning("source %s failed after retries: %s", name, readings[name][1].error)
     return readings
 

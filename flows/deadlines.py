@@ -19,10 +19,12 @@ from typing import Any
 
 from prefect import flow, get_run_logger
 
+from flows._outcome import finished
 from flows._snapshot import snapshot_for
 from gpuaas.actions.deadline_holds import NudgeResult
 from gpuaas.policy import Mode
-from reports.deadlines import pool_dicts
+from reports._format import source_errors, with_failures
+from reports.deadlines import deadlines_headline, object_names, pool_dicts
 from tasks._options import push_or_warn, unwalked
 from tasks.deadlines import (
     decide_nudges,
@@ -94,8 +96,12 @@ def deadlines(apply: bool = False, at: datetime | None = None, nudge: bool = Tru
         logger.info("nudge (%s): %s", mode.value, counts or "nothing to do")
     publish_deadline_artifacts(unwalked(pools))
     pushed = push_or_warn(settings, push_deadline_metrics, unwalked(pools), what="deadline metrics")
-    return {"snapshot_id": snapshot_id, "pools": pool_dicts(pools), "pushed_samples": pushed, "mode": mode.value,
-            "released": _results(released), "nudges": _results(results)}
+    planned = pool_dicts(pools)
+    line = with_failures(deadlines_headline(planned), source_errors(snapshot.sources))
+    return finished({"snapshot_id": snapshot_id, "pools": planned, "pushed_samples": pushed, "mode": mode.value,
+                     "released": _results(released), "nudges": _results(results), "objects": object_names(
+                         snapshot.workloads), "degraded": snapshot.degraded,
+                     "source_errors": source_errors(snapshot.sources)}, line)
 
 
 if __name__ == "__main__":

@@ -18,6 +18,7 @@ from typing import Any
 
 from prefect import flow, get_run_logger
 
+from flows._outcome import finished
 from gpuaas.actions._lock_owner import new_holder
 from gpuaas.policies.incident import resolve_window
 from reports.incident import incident_json, incident_markdown
@@ -65,7 +66,8 @@ def incident_review(start: str = "1h", end: str = "now", namespaces: list[str] |
     logger.info("read: %d collects, %d audit rows, %d actions in %.2fs", len(review.fleet), len(review.events),
                 len(review.actions), time.monotonic() - started)
     publish_incident_artifacts(review, undone, busy)
-    return {**incident_json(review, undone, busy), "markdown": incident_markdown(review, None, undone, busy)}
+    doc = {**incident_json(review, undone, busy), "markdown": incident_markdown(review, None, undone, busy)}
+    return finished(doc, str(doc["summary"]))
 
 
 if __name__ == "__main__":

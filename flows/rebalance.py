@@ -18,13 +18,15 @@ from typing import Any
 import pandas as pd
 from prefect import flow, get_run_logger
 
+from flows._outcome import finished
 from flows._snapshot import snapshot_for
 from gpuaas.actions._lock_owner import new_holder
 from gpuaas.models import Snapshot
 from gpuaas.policy import Mode
 from gpuaas.settings import GpuaasSettings
 from gpuaas.sources.queue_history import HISTORY_COLUMNS
-from reports.rebalance import CohortOutcome, outcome_dicts
+from reports._format import source_errors, with_failures
+from reports.rebalance import CohortOutcome, first_line, outcome_dicts
 from tasks._options import push_or_warn, retry_options, unwalked
 from tasks.deadlines import plan_deadlines
 from tasks.notify import NOTIFY_HOOKS
@@ -109,8 +111,9 @@ def rebalance(apply: bool = False, cohort: str | None = None, history_days: floa
 
     publish_rebalance_artifacts(results, mode, unwalked(pools), degraded)
     pushed = push_or_warn(settings, push_rebalance_metrics, results, what="rebalance metrics")
-    return {"mode": mode.value, "snapshot_id": snapshot_id, "degraded": degraded, "pushed_samples": pushed,
-            "cohorts": outcome_dicts(results)}
+    line = with_failures(first_line(results, mode.value, degraded), source_errors(snapshot.sources))
+    return finished({"mode": mode.value, "snapshot_id": snapshot_id, "degraded": degraded, "pushed_samples": pushed,
+                     "source_errors": source_errors(snapshot.sources), "cohorts": outcome_dicts(results)}, line)
 
 
 if __name__ == "__main__":

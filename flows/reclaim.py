@@ -27,6 +27,7 @@ from typing import Any
 import pandas as pd
 from prefect import flow, get_run_logger
 
+from flows._outcome import finished
 from flows._snapshot import snapshot_for
 from gpuaas.actions._lock_owner import new_holder
 from gpuaas.models import Snapshot
@@ -34,7 +35,8 @@ from gpuaas.policies.adaptive_live import adaptive_rules
 from gpuaas.policies.reclaim import snapshot_problem
 from gpuaas.policy import Mode
 from gpuaas.settings import GpuaasSettings
-from reports.reclaim import blind_line, decision_dicts, summary_line
+from reports._format import source_errors
+from reports.reclaim import blind_line, decision_dicts, headline, summary_line
 from tasks._options import retry_options, unwalked
 from tasks.adaptive import adaptive_history
 from tasks.notify import NOTIFY_HOOKS
@@ -76,7 +78,11 @@ def reclaim(apply: bool = False, at: datetime | None = None, undo: list[int] | N
             return busy_outcome({"undo": []}, busy)
         for r in restores:
             logger.info("undo #%s: %s %s", r.audit_id, r.result, r.message)
-        return {"undo": [asdict(r) for r in restores]}
+        done = [r for r in restores if r.result == "restored"]
+        line = (f"Restored {len(done)} of {len(restores)} reclaims"
+                + (f" (audit {', '.join(str(r.audit_id) for r in done)})." if done else ".")
+                + ("" if len(done) == len(restores) else " The others: see each row's result."))
+        return finished({"undo": [asdict(r) for r in restores]}, line)
 
     mode = Mode.apply if apply or settings.policy.reclaim.mode is Mode.apply else Mode.dry_run
     now = at or datetime.now(UTC)
@@ -118,8 +124,9 @@ def reclaim(apply: bool = False, at: datetime | None = None, undo: list[int] | N
         logger.warning("degraded run: %s", blind)
     if settings.pushgateway_url:
         _publish_signal(settings, snapshot, idle, mode)
-    return {"mode": mode.value, "snapshot_id": snapshot_id, "degraded": bool(blind) or snapshot.degraded,
-            "summary": summary_line(results, snapshot), "decisions": decision_dicts(results)}
+    return finished({"mode": mode.value, "snapshot_id": snapshot_id, "degraded": bool(blind) or snapshot.degraded,
+                     "source_errors": source_errors(snapshot.sources), "summary": summary_line(results, snapshot),
+                     "decisions": decision_dicts(results)}, headline(results, snapshot, mode.value))
 
 
 @contextmanager

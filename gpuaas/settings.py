@@ -13,13 +13,31 @@ from functools import cached_property
 from pathlib import Path
 from typing import Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, SecretStr, ValidationError
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from gpuaas.errors import ConfigError
 from gpuaas.policy import Policy, load_policy
 
 __all__ = ["GpuaasSettings", "MetricNames", "default_data_dir", "load_settings"]
+
+
+def _http_url(value: str | None) -> str | None:
+    """An endpoint must say ``http://`` or ``https://`` and a host: ``prometheus:9090`` parses as scheme
+    ``prometheus`` and failed only at the first request, seconds later, as ``No host specified``."""
+    if value is None:
+        return None
+    from urllib.parse import urlsplit
+
+    parts = urlsplit(value.strip())
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        hint = f"; write it as http://{value}" if "://" not in value else ""
+        raise ValueError(f"{value!r} is not an http(s) URL with a host{hint}")
+    return value.strip()
+
+
+HttpUrl = Annotated[str | None, AfterValidator(_http_url)]
+"""A source's base URL: checked when the settings load, not at the first request."""
 
 
 def default_data_dir() -> Path:
@@ -54,29 +72,44 @@ class GpuaasSettings(BaseSettings):
     )
 
     data_dir: Path = Field(default_factory=default_data_dir)
+    """Where the SQLite store, the HTML reports and the embedded cluster live (``$XDG_DATA_HOME/gpuaas`` or
+    ``~/.local/share/gpuaas``)."""
     database_url: SecretStr | None = None
     """SQLAlchemy URL; unset means SQLite at ``DATA_DIR/gpuaas.db``. PostgreSQL for a shared deployment."""
     database_password: SecretStr | None = None
     """Put into ``database_url`` when that has none: the URL can live in plain config, the password in a secret."""
     policy_file: Path | None = None
+    """The policy YAML: what may be done (dry-run or apply, thresholds, caps); unset: dry-run everywhere."""
 
     kubeconfig: Path | None = None
+    """Kubeconfig file; unset: ``~/.kube/config`` (or the service account with ``in_cluster``)."""
     kube_context: str | None = None
+    """Context of the kubeconfig; unset: its current context."""
     in_cluster: bool = False
+    """Use the pod's service account (a flow run as a Kubernetes Job)."""
     kube_page_size: Annotated[int, Field(gt=0, le=10000)] = 500
+    """Objects per list request (``limit``): requests grow with pages, not with objects."""
 
-    prometheus_url: str | None = None
+    prometheus_url: HttpUrl = None
+    """Prometheus with dcgm-exporter, Kueue and vLLM series, e.g. ``http://prometheus.monitoring.svc:9090``."""
     prometheus_token: SecretStr | None = None
-    opencost_url: str | None = None
-    pushgateway_url: str | None = None
+    """Bearer token for Prometheus (or the Prefect Secret block ``gpuaas-prometheus-token``); never logged."""
+    opencost_url: HttpUrl = None
+    """OpenCost's API, e.g. ``http://opencost.opencost.svc:9003``; unset: OpenCost's metrics in Prometheus."""
+    pushgateway_url: HttpUrl = None
+    """Pushgateway for Grafana and KEDA; unset: nothing is pushed."""
     metrics: MetricNames = MetricNames()
+    """Metric and label names, where an install renamed them (below)."""
 
     nvml: Literal["auto", "on", "off"] = "auto"
     """Sample this host's GPUs with NVML: ``auto`` where a driver is present (its absence is no fault)."""
 
     request_timeout_seconds: Annotated[float, Field(gt=0)] = 30
+    """Timeout of each request to a source or the API server."""
     retries: Annotated[int, Field(ge=0)] = 3
+    """Retries of a transient failure (timeout, refused connection, 5xx, 429); a permanent one fails at once."""
     retry_backoff_seconds: Annotated[float, Field(ge=0)] = 2
+    """Factor of the exponential backoff between retries (2, 4, 8 s …); ``Retry-After`` is honoured."""
     writes_wait_seconds: Annotated[float, Field(ge=0)] = 60
     """How long a writing flow waits for another one's cluster writes before it gives up, writing nothing."""
     writes_lease_seconds: Annotated[float, Field(gt=0)] = 900
@@ -126,7 +159,7 @@ def load_settings(**overrides: object) -> GpuaasSettings:
         problems = []
         for err in exc.errors():
             var = "GPUAAS_" + "__".join(str(p).upper() for p in err["loc"])
-            problems.append(f"{var}: {err['msg']}")
+            problems.append(f"{var}: {err['msg'].removeprefix('Value error, ')}")
         raise ConfigError("; ".join(problems), file="environment") from exc
     _ = settings.policy
     return settings

@@ -28,7 +28,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from gpuaas.errors import ConfigError, SourceUnavailable
+from gpuaas.errors import SourceUnavailable
 from gpuaas.models import GpuSample, Snapshot, SourceStatus, WorkloadState
 from gpuaas.policies.coverage import telemetry_complete
 from gpuaas.policies.idle import COMPLETE_COVERAGE
@@ -37,6 +37,7 @@ from gpuaas.policy import Policy
 from gpuaas.settings import GpuaasSettings
 from gpuaas.snapshot_deadlines import DEADLINE_COLUMNS as _DEADLINE_COLUMNS
 from gpuaas.snapshot_deadlines import deadline_columns
+from gpuaas.sources.failures import describe_failure
 from gpuaas.sources.kube import DEFAULT_GPU_RESOURCES, KubeState, read_kube
 from gpuaas.sources.nvml import sample_nvml
 from gpuaas.sources.opencost import read_opencost
@@ -308,10 +309,10 @@ def read_source(name: str, settings: GpuaasSettings, now: datetime, windows: Seq
     return value, SourceStatus(name, ok=True, latency_s=time.monotonic() - started, staleness_s=_staleness(name, value))
 
 
-def failed_source(name: str, exc: BaseException, latency_s: float = 0.0) -> SourceStatus:
-    """The status of a source that failed (after its retries): the error, never a traceback."""
-    text = str(exc) if isinstance(exc, ConfigError) else f"{type(exc).__name__}: {exc}"
-    return SourceStatus(name, ok=False, latency_s=latency_s, error=text[:500])
+def failed_source(settings: GpuaasSettings, name: str, exc: BaseException, latency_s: float = 0.0) -> SourceStatus:
+    """The status of a source that failed (after its retries): which source, where it points and the error in
+    words (``gpuaas.sources.failures``), never a traceback."""
+    return SourceStatus(name, ok=False, latency_s=latency_s, error=describe_failure(settings, name, exc))
 
 
 def assemble_snapshot(
@@ -330,7 +331,7 @@ def assemble_snapshot(
         nvml, nvml_status = sample_nvml()
         sources[nvml_status.name] = replace(nvml_status, required=settings.nvml == "on")
     if not any(s.ok for s in sources.values()):
-        detail = "; ".join(f"{s.name}: {s.error}" for s in sources.values())
+        detail = "; ".join(s.error or f"{s.name}: no answer" for s in sources.values())
         raise SourceUnavailable(f"every source failed: {detail}", source="snapshot")
     value = {name: reading for name, (reading, _) in readings.items()}
     return build_snapshot(now, windows, sources, kube=value.get("kube"), prom=value.get("prometheus"),
@@ -360,5 +361,5 @@ def collect_snapshot(settings: GpuaasSettings, now: datetime | None = None) -> S
         try:
             readings[name] = read_source(name, settings, now, windows)
         except Exception as exc:  # noqa: BLE001 - one source failing must only degrade the snapshot
-            readings[name] = (None, failed_source(name, exc, time.monotonic() - started))
+            readings[name] = (None, failed_source(settings, name, exc, time.monotonic() - started))
     return assemble_snapshot(settings, now, windows, readings)

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
+from typing import Any
 
-__all__ = ["BUSY_LINE", "busy_line", "duration", "gpus", "verdict_phrase"]
+__all__ = ["BUSY_LINE", "busy_line", "duration", "gpus", "source_errors", "verdict_phrase", "with_failures"]
 
 
 def duration(seconds: float | None) -> str:
@@ -43,3 +45,20 @@ def verdict_phrase(verdict: str, reason: str, activity_max: float | None, thresh
     if verdict == "busy" and known and float(activity_max or 0) > float(threshold or 0):
         return f"max activity {float(activity_max or 0):.2f} > {float(threshold or 0):g}"
     return reason
+
+
+def source_errors(sources: Mapping[str, Any]) -> dict[str, str]:
+    """Each required source that failed and its one-line error (``Prometheus at URL: name does not resolve``).
+
+    ``sources``: a snapshot's ``SourceStatus`` objects or their dicts, by name."""
+    errors = {}
+    for name, status in sources.items():
+        get = status.get if isinstance(status, dict) else lambda key, s=status: getattr(s, key, None)
+        if not get("ok") and get("required") is not False:
+            errors[name] = str(get("error") or f"{name}: no answer")
+    return errors
+
+
+def with_failures(headline: str, errors: Mapping[str, str]) -> str:
+    """``Degraded: <each failed source>. <headline>``: what failed comes first, wherever the line is read."""
+    return f"Degraded: {'; '.join(errors.values())}. {headline}" if errors else headline

@@ -6,9 +6,9 @@ from typing import Any
 
 from gpuaas.models import Snapshot
 from gpuaas.pushgateway import MetricFamily
-from reports._format import duration
+from reports._format import duration, source_errors, with_failures
 
-__all__ = ["backlog_rows", "collect_metrics", "quality_rows", "summary_markdown"]
+__all__ = ["backlog_rows", "collect_metrics", "headline", "quality_rows", "summary_markdown"]
 
 
 def backlog_rows(summary: dict[str, Any]) -> list[dict[str, Any]]:
@@ -42,15 +42,21 @@ def quality_rows(snapshot: Snapshot) -> list[dict[str, Any]]:
     return rows
 
 
+def headline(summary: dict[str, Any], idle_candidates: int) -> str:
+    """The collect in one sentence (CLI first line, state message, summary artifact): a failed source first."""
+    pending = sum(q["pending_gpus"] for q in summary["queues"])
+    first = (f"Snapshot {summary.get('snapshot_id')}: {summary['workloads']} workloads, {pending:g} GPUs waiting, "
+             f"{summary['unknown_telemetry']} with incomplete telemetry (never counted as idle), "
+             f"{idle_candidates} idle candidates; next: gpuaas reclaim shows what would be stopped.")
+    return with_failures(first, source_errors(summary["sources"]))
+
+
 def summary_markdown(summary: dict[str, Any], idle_candidates: int, degraded: bool) -> str:
     pending = sum(q["pending_gpus"] for q in summary["queues"])
     admitted = sum(q["admitted_gpus"] for q in summary["queues"])
-    failed = [n for n, s in summary["sources"].items() if not s["ok"] and n in summary.get("required_sources", [n])]
-    first = (f"Snapshot {summary.get('snapshot_id')}: {summary['workloads']} workloads, {pending:g} GPUs waiting, "
-             f"{idle_candidates} idle candidates" + (f" — degraded: {', '.join(failed)} did not answer."
-                                                    if degraded else "."))
+    failed = list(source_errors(summary["sources"]).values())
     lines = [
-        first,
+        headline(summary, idle_candidates),
         "",
         "# gpuaas collect",
         "",
@@ -59,7 +65,7 @@ def summary_markdown(summary: dict[str, Any], idle_candidates: int, degraded: bo
         f"- **{summary['unknown_telemetry']}** workloads with incomplete telemetry (never treated as idle)",
     ]
     if degraded:
-        lines.append(f"- :warning: degraded snapshot: {', '.join(failed)} did not answer")
+        lines += [f"- :warning: degraded snapshot: {error}" for error in failed]
     return "\n".join(lines) + "\n"
 
 

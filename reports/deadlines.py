@@ -9,7 +9,8 @@ from gpuaas.policies.deadline_pools import PoolPlan
 from gpuaas.policies.deadlines import DeadlinePlan, ScheduledJob
 from gpuaas.pushgateway import MetricFamily
 
-__all__ = ["deadline_metrics", "plan_dict", "plan_rows", "pool_dicts"]
+__all__ = ["deadline_metrics", "deadlines_headline", "grouped_notes", "object_names", "plan_dict", "plan_rows",
+           "pool_dicts", "verdict_sentence"]
 
 
 def _num(value: float | None) -> float | int | None:
@@ -31,7 +32,7 @@ def _status(job: ScheduledJob, plan: DeadlinePlan) -> str:
 
 
 def plan_dict(plan: DeadlinePlan) -> dict[str, Any]:
-    """``gpuaas plan deadlines --format json``: the issue's keys, then ``at_risk`` and ``messages``."""
+    """``gpuaas plan deadlines --format json``: the documented keys, then ``at_risk`` and ``messages``."""
     return {
         "feasible": plan.feasible,
         "extra_gpus": dict(plan.extra_gpus),
@@ -78,3 +79,57 @@ def deadline_metrics(pools: Sequence[PoolPlan]) -> list[MetricFamily]:
         risk.add(p.at_risk_count, *key)
         cap.add(p.problem.capacity, *key)
     return [extra, risk, cap]
+
+
+def verdict_sentence(extra: dict[str, int], at_risk: int, missed: int, exact: bool) -> str:
+    """The plan's answer as a sentence: ``Every deadline holds on current GPUs (exact plan).``"""
+    how = "exact plan" if exact else "heuristic plan: past the size the exact search covers"
+    needed = ", ".join(f"{n} {r}" for r, n in extra.items() if n)
+    if not needed and not at_risk and not missed:
+        return f"Every deadline holds on current GPUs ({how})."
+    parts = [f"{n} deadline{'' if n == 1 else 's'} {what}" for n, what in ((at_risk, "at risk"), (missed, "missed")) if n]
+    risk = " and ".join(parts) + ". " if parts else ""
+    fix = (f"Extra GPUs needed: {needed}; then every holdable deadline holds" if needed
+           else "No extra GPUs would save the rest")
+    return f"{risk[0].upper() + risk[1:] if risk else ''}{fix} ({how})."
+
+
+def grouped_notes(lines: Sequence[str], shown: int = 3) -> list[str]:
+    """Notes that differ only in the object they name, once each with a count: ``<note> — 19 workloads (a, b, c, …)``.
+
+    A note starts with the object's name (its first word); the rest is what is said about it."""
+    groups: dict[str, list[str]] = {}
+    for line in lines:
+        name, _, rest = line.partition(" ")
+        groups.setdefault(rest, []).append(name)
+    out = []
+    for rest, names in groups.items():
+        if len(names) == 1:
+            out.append(f"{names[0]} {rest}")
+            continue
+        listed = ", ".join(names[:shown]) + (", …" if len(names) > shown else "")
+        out.append(f"{rest} — {len(names)} workloads ({listed})")
+    return out
+
+
+def object_names(workloads: Any) -> dict[str, str]:
+    """``namespace/workload`` -> the object people name (``RayCluster team-a/train``), from a snapshot's workloads."""
+    names: dict[str, str] = {}
+    for wl in workloads.itertuples(index=False):
+        owner = wl.owner_name if isinstance(wl.owner_name, str) and wl.owner_name else None
+        names[f"{wl.namespace}/{wl.name}"] = f"{wl.owner_kind} {wl.namespace}/{owner}" if owner else \
+            f"Workload {wl.namespace}/{wl.name}"
+    return names
+
+
+def deadlines_headline(pools: Sequence[dict[str, Any]]) -> str:
+    """The run in one sentence over every pool: what holds, what is at risk, the extra GPUs."""
+    if not pools:
+        return "Nothing to plan: no ClusterQueue with GPU quota."
+    at_risk = sum(len(p["at_risk"]) for p in pools)
+    missed = sum(len(p["missed"]) for p in pools)
+    extra: dict[str, int] = {}
+    for p in pools:
+        for flavor, n in p["extra_gpus"].items():
+            extra[flavor] = extra.get(flavor, 0) + int(n)
+    return f"{len(pools)} pools planned. " + verdict_sentence(extra, at_risk, missed, all(p["exact"] for p in pools))

@@ -90,8 +90,11 @@ def first_line(outcomes: Sequence[CohortOutcome], mode: str, degraded: str | Non
         return f"Degraded snapshot ({degraded}): {gpus:g} GPUs of quota planned in {cohorts}, none applied."
     if mode == "apply":
         moved = sum(o.plan.moved_gpus for o in moving if o.plan is not None and o.result == "applied")
-        return f"{moved:g} of {gpus:g} planned GPUs of quota moved in {cohorts}."
-    return f"Dry-run: {gpus:g} GPUs of quota would move in {cohorts}; nothing was changed."
+        applied = [str(o.plan_id) for o in moving if o.result == "applied" and o.plan_id]
+        return (f"{moved:g} of {gpus:g} planned GPUs of quota moved in {cohorts}"
+                + (f"; to reverse: gpuaas undo {' '.join(applied)}." if applied else "."))
+    return (f"Dry-run: {gpus:g} GPUs of quota would move in {cohorts}; nothing was changed; "
+            "to apply: gpuaas rebalance --apply.")
 
 
 def rebalance_markdown(outcomes: Sequence[CohortOutcome], mode: str, deadline_extra: dict[str, dict[str, int]],

@@ -12,13 +12,22 @@ from gpuaas.actions import ActionResult
 from gpuaas.models import Snapshot
 from gpuaas.policies.coverage import blind_run_line
 from gpuaas.pushgateway import MetricFamily
-from reports._format import busy_line, duration
+from reports._format import busy_line, duration, source_errors, verdict_phrase, with_failures
 
 __all__ = ["ASSUMED_GPU_HOURLY_PRICE", "SUCCESS_METRIC", "blind_line", "decision_dicts", "decision_rows", "evidence_lines", "gpu_price",
-           "idle_metrics", "summary_line", "summary_markdown", "telemetry_counts"]
+           "headline", "idle_metrics", "summary_line", "summary_markdown", "telemetry_counts"]
 
 ASSUMED_GPU_HOURLY_PRICE = 3.0
 """$ per GPU-hour used only when OpenCost has no figure for the fleet at all (the report says so)."""
+
+
+def reason_phrase(r: ActionResult) -> str:
+    """Why this workload was a target, with its numbers, in the words of the idle table everywhere
+    (``idle 1h00m, max activity 0.00 ≤ 0.05``); a skipped or failed action keeps its own reason."""
+    if r.result not in ("planned", "applied"):
+        return r.reason
+    ev = r.decision.evidence
+    return verdict_phrase("idle", r.reason, ev.get("activity_max"), ev.get("threshold"), r.decision.idle_seconds)
 
 
 def decision_dicts(results: Sequence[ActionResult]) -> list[dict[str, Any]]:
@@ -27,7 +36,7 @@ def decision_dicts(results: Sequence[ActionResult]) -> list[dict[str, Any]]:
         "audit_id": r.audit_id, "kind": r.decision.kind, "namespace": r.decision.namespace, "name": r.decision.name,
         "tenant": r.decision.tenant, "gpus": r.decision.gpus, "idle_seconds": r.decision.idle_seconds,
         "action": r.method or "-", "frees": r.frees or "-", "mode": r.decision.mode, "result": r.result,
-        "reason": r.reason, "window_minutes": r.decision.evidence.get("window_minutes"),
+        "reason": reason_phrase(r), "window_minutes": r.decision.evidence.get("window_minutes"),
         "window_reason": r.decision.evidence.get("window_reason"),
     } for r in results]
 
@@ -145,34 +154,52 @@ def summary_line(results: Sequence[ActionResult], snapshot: Snapshot) -> str:
     return f"{len(results)} idle targets: " + (", ".join(f"{k} {v}" for k, v in sorted(counts.items())) or "none")
 
 
-def summary_markdown(results: Sequence[ActionResult], snapshot: Snapshot, mode: str, cap: int,
-                     busy: str | None = None) -> str:
-    """First line: what the run did, or why it did nothing. ``busy``: another run held the cluster writes."""
-    title = f"# gpuaas reclaim ({mode})"
-    if busy:
-        return f"{busy_line(busy)}; the next run decides again.\n\n{title}\n"
-    acted = [r for r in results if r.result in ("applied", "planned")]
-    gpus = sum(r.decision.gpus for r in acted)
-    idle_hours = sum(r.decision.gpus * r.decision.idle_seconds / 3600 for r in acted)
+def _hourly_cost(acted: Sequence[ActionResult], snapshot: Snapshot) -> tuple[float, list[str]]:
     cost, sources = 0.0, []
     for r in acted:
         price, source = gpu_price(snapshot, r.decision.kind, r.decision.namespace, r.decision.name)
         cost += price * r.decision.gpus
         sources.append(source)
-    counts = pd.Series([r.result for r in results], dtype=object).value_counts().to_dict()
-    quota = sum(r.decision.gpus for r in acted if r.frees == "quota")
+    return cost, sources
+
+
+def headline(results: Sequence[ActionResult], snapshot: Snapshot, mode: str, busy: str | None = None) -> str:
+    """The run in one sentence, with numbers and the next step: the CLI's first line, the flow run's state
+    message and the summary artifact's first line, so all three say the same. A failed source comes first."""
+    if busy:
+        return f"{busy_line(busy)}; the next run decides again."
+    acted = [r for r in results if r.result in ("applied", "planned")]
+    gpus = sum(r.decision.gpus for r in acted)
+    cost, _ = _hourly_cost(acted, snapshot)
     blind = blind_line(results, snapshot)
+    applied = [str(r.audit_id) for r in results if r.result == "applied" and r.audit_id]
     if not results:
         first = (f"Nothing to reclaim (degraded): {blind}." if blind
                  else f"Nothing to reclaim: no idle GPU workloads among {telemetry_counts(snapshot)[1]}.")
-    elif blind:
-        first = f"Degraded run: {blind}."
     elif mode == "apply":
-        first = f"{gpus:g} GPUs freed by stopping {len(acted)} idle workloads (${cost:,.2f} per hour)."
+        first = (f"Stopped {len(applied)} idle workloads, freeing {gpus:g} GPUs (${cost:,.2f} per hour)"
+                 + (f"; to reverse: gpuaas undo {' '.join(applied)}." if applied else "."))
     else:
         first = (f"Dry-run: {gpus:g} GPUs would be freed by stopping {len(acted)} idle workloads "
-                 f"(${cost:,.2f} per hour); nothing was changed.")
-    lines = [first, "", title, ""]
+                 f"(${cost:,.2f} per hour); nothing was changed; to act: gpuaas reclaim --apply.")
+    if blind and results:
+        first = f"Degraded run: {blind}. {first}"
+    return with_failures(first, source_errors(snapshot.sources))
+
+
+def summary_markdown(results: Sequence[ActionResult], snapshot: Snapshot, mode: str, cap: int,
+                     busy: str | None = None) -> str:
+    """First line: the run's headline. ``busy``: another run held the cluster writes."""
+    title = f"# gpuaas reclaim ({mode})"
+    if busy:
+        return f"{headline(results, snapshot, mode, busy)}\n\n{title}\n"
+    acted = [r for r in results if r.result in ("applied", "planned")]
+    gpus = sum(r.decision.gpus for r in acted)
+    idle_hours = sum(r.decision.gpus * r.decision.idle_seconds / 3600 for r in acted)
+    _, sources = _hourly_cost(acted, snapshot)
+    counts = pd.Series([r.result for r in results], dtype=object).value_counts().to_dict()
+    quota = sum(r.decision.gpus for r in acted if r.frees == "quota")
+    lines = [headline(results, snapshot, mode), "", title, ""]
     if acted:
         lines += [
             f"- **{gpus:g}** GPUs: **{quota:g}** with their quota returned to the queue, "

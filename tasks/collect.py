@@ -6,7 +6,6 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from prefect import task
-from prefect.artifacts import create_markdown_artifact, create_table_artifact
 from prefect.cache_policies import NO_CACHE
 
 from gpuaas.fleet_history import queue_aggregates, tenant_aggregates
@@ -17,6 +16,7 @@ from gpuaas.settings import GpuaasSettings
 from gpuaas.snapshot import read_source
 from gpuaas.store import open_store, remember_snapshot
 from reports.collect import backlog_rows, collect_metrics, quality_rows, summary_markdown
+from tasks._artifacts import summary_artifact, table_artifact
 from tasks._options import IO_TASK_OPTIONS
 
 __all__ = ["count_idle_candidates", "publish_artifacts", "push_summary", "read_one_source", "store_snapshot"]
@@ -62,17 +62,15 @@ def count_idle_candidates(settings: GpuaasSettings, snapshot: Snapshot) -> int:
 
 @task(name="publish-artifacts", cache_policy=NO_CACHE)
 def publish_artifacts(snapshot: Snapshot, summary: dict[str, Any], idle_candidates: int) -> None:
-    create_table_artifact(
+    table_artifact(
         key="gpuaas-collect-backlog", table=backlog_rows(summary),
         description="Kueue backlog per ClusterQueue (GPUs summed over flavors)",
     )
-    create_table_artifact(
+    table_artifact(
         key="gpuaas-collect-data-quality", table=quality_rows(snapshot),
         description="Per source: answered, latency, staleness",
     )
-    create_markdown_artifact(
-        key="gpuaas-collect-summary", markdown=summary_markdown(summary, idle_candidates, snapshot.degraded)
-    )
+    summary_artifact(key="gpuaas-collect-summary", markdown=summary_markdown(summary, idle_candidates, snapshot.degraded))
 
 
 @task(name="push-metrics", cache_policy=NO_CACHE, **IO_TASK_OPTIONS)

@@ -6,7 +6,6 @@ from datetime import datetime
 from pathlib import Path
 
 from prefect import task
-from prefect.artifacts import create_markdown_artifact, create_table_artifact
 from prefect.cache_policies import NO_CACHE
 
 from gpuaas.policies.cost import CostInputs, CostReport, build_cost_report
@@ -22,6 +21,7 @@ from reports.cost_report import (
     waster_rows,
 )
 from reports.cost_report_html import render_html
+from tasks._artifacts import summary_artifact, table_artifact
 from tasks._options import IO_TASK_OPTIONS
 
 __all__ = ["build_report", "publish_cost_artifacts", "push_cost_metrics", "read_window", "write_html_report"]
@@ -51,16 +51,25 @@ def write_html_report(settings: GpuaasSettings, report: CostReport, previous: Co
 
 @task(name="publish-cost-artifacts", cache_policy=NO_CACHE)
 def publish_cost_artifacts(report: CostReport, previous: CostReport | None, html_path: str | None) -> None:
-    create_table_artifact(key="gpuaas-cost-funnel", table=funnel_rows(report),
+    table_artifact(key="gpuaas-cost-funnel", table=funnel_rows(report),
                           description="GPU-hour funnel per tenant: allocated, busy, productive, unknown; cost and waste")
-    create_table_artifact(key="gpuaas-cost-per-outcome", table=service_rows(report),
+    table_artifact(key="gpuaas-cost-per-outcome", table=service_rows(report),
                           description="Verified outcomes and cost per outcome by service")
-    create_table_artifact(key="gpuaas-cost-top-wasters", table=waster_rows(report),
+    table_artifact(key="gpuaas-cost-top-wasters", table=waster_rows(report),
                           description="Workloads with the most allocated-but-idle GPU cost")
     if previous is not None:
-        create_table_artifact(key="gpuaas-cost-change", table=change_rows(report, previous),
+        table_artifact(key="gpuaas-cost-change", table=change_rows(report, previous),
                               description="Against the previous period of the same length")
-    create_markdown_artifact(key="gpuaas-cost-summary", markdown=summary_markdown(report, previous, html_path))
+    summary_artifact(key="gpuaas-cost-summary", markdown=summary_markdown(report, previous, html_path)
+                     + _plots_markdown(report))
+
+
+def _plots_markdown(report: CostReport) -> str:
+    """The HTML report's funnel and waste figures, inline: a path on the worker's disk opens nowhere in the UI."""
+    from reports.cost_report_html import _funnel_plot, _waste_plot  # the same figures as the HTML page
+
+    return (f"\n![GPU-hour funnel per tenant](data:image/png;base64,{_funnel_plot(report)})\n"
+            f"\n![allocated but idle GPU cost](data:image/png;base64,{_waste_plot(report)})\n")
 
 
 @task(name="push-cost-metrics", cache_policy=NO_CACHE, **IO_TASK_OPTIONS)

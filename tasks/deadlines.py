@@ -10,7 +10,6 @@ from __future__ import annotations
 from datetime import datetime
 
 from prefect import task
-from prefect.artifacts import create_table_artifact
 from prefect.cache_policies import NO_CACHE
 
 from gpuaas.actions.deadline_holds import NudgeResult, apply_nudges, release_due, undo_holds
@@ -23,6 +22,7 @@ from gpuaas.settings import GpuaasSettings
 from gpuaas.sources._kube_client import KubeLister, make_api_client
 from gpuaas.sources.kube import KUEUE_GROUP
 from reports.deadlines import deadline_metrics, pool_dicts
+from tasks._artifacts import table_artifact
 from tasks._options import IO_TASK_OPTIONS, current_run_id
 from tasks.writes import store_and_writer
 
@@ -41,7 +41,7 @@ def publish_deadline_artifacts(pools: list[PoolPlan]) -> None:
     rows = [{"cohort": p["cohort"], "flavor": p["flavor"], "GPUs": p["capacity_gpus"],
              "extra GPUs": p["extra_gpus"].get(p["flavor"], 0), "at risk": ", ".join(p["at_risk"]) or "-",
              "missed": ", ".join(p["missed"]) or "-", "exact": p["exact"]} for p in pool_dicts(pools)]
-    create_table_artifact(key="gpuaas-deadline-plan", table=rows or [{"cohort": "-"}],
+    table_artifact(key="gpuaas-deadline-plan", table=rows or [{"cohort": "-"}],
                           description="Deadline plan per cohort and flavor: extra GPUs that make every deadline hold")
 
 

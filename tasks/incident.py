@@ -12,7 +12,6 @@ from typing import Any
 
 import pandas as pd
 from prefect import task
-from prefect.artifacts import create_markdown_artifact, create_table_artifact
 from prefect.cache_policies import NO_CACHE
 
 from gpuaas.actions.undo import UNDOERS
@@ -22,6 +21,7 @@ from gpuaas.policies.incident import IncidentReview, build_review, scope_for
 from gpuaas.settings import GpuaasSettings
 from gpuaas.store import AuditEntry, Store, open_store
 from reports.incident import event_rows, incident_markdown, plot_png, summary_line
+from tasks._artifacts import markdown_artifact, table_artifact
 
 __all__ = ["MARKDOWN_KEY", "TABLE_KEY", "check_undo_ids", "missing_audit_ids", "publish_incident_artifacts",
            "read_review"]
@@ -109,11 +109,11 @@ def publish_incident_artifacts(review: IncidentReview, undo: list[dict[str, Any]
                                busy: str | None) -> None:
     """The timeline as markdown (with the plot) and as a table; no table of placeholders when it is empty."""
     summary = summary_line(review, undo, busy)
-    create_markdown_artifact(key=MARKDOWN_KEY, markdown=incident_markdown(review, plot_png(review), undo, busy),
+    markdown_artifact(key=MARKDOWN_KEY, markdown=incident_markdown(review, plot_png(review), undo, busy),
                              description="Incident review: fleet, decisions and actions in the window")
     rows = event_rows(review)
     if rows:
-        create_table_artifact(key=TABLE_KEY, table=rows, description=summary)
+        table_artifact(key=TABLE_KEY, table=rows, description=summary)
     else:
-        create_markdown_artifact(key=TABLE_KEY, markdown=f"{summary}\n\nNo audit rows in the window for this scope.\n",
+        markdown_artifact(key=TABLE_KEY, markdown=f"{summary}\n\nNo audit rows in the window for this scope.\n",
                                  description="Incident review timeline")

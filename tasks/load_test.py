@@ -11,7 +11,6 @@ from pathlib import Path
 from typing import Any
 
 from prefect import get_run_logger, runtime, task
-from prefect.artifacts import create_markdown_artifact, create_table_artifact
 from prefect.cache_policies import NO_CACHE
 
 from gpuaas.loadtest import LoadTestConfig, SweepRun, record_load_test, run_sweep, write_outputs
@@ -19,6 +18,7 @@ from gpuaas.policies.capacity import CapacityResult
 from gpuaas.settings import GpuaasSettings
 from gpuaas.store import open_store
 from reports.capacity import capacity_markdown
+from tasks._artifacts import summary_artifact, table_artifact
 
 __all__ = ["publish_load_test_artifacts", "record_run", "run_load_sweep", "write_load_test_files"]
 
@@ -53,7 +53,7 @@ def record_run(settings: GpuaasSettings, run: SweepRun, capacity: CapacityResult
 
 @task(name="publish-load-test-artifacts", cache_policy=NO_CACHE)
 def publish_load_test_artifacts(run: SweepRun, capacity: CapacityResult, files: dict[str, Path]) -> None:
-    create_table_artifact(key="gpuaas-load-test-sweep", table=[
+    table_artifact(key="gpuaas-load-test-sweep", table=[
         {k: (round(v, 4) if isinstance(v, float) else v) for k, v in row.items()} for row in run.steps],
         description=f"Load test of {run.config.model} at {run.config.url}: one row per rate")
     png = base64.b64encode(files["plot"].read_bytes()).decode()
@@ -65,4 +65,4 @@ def publish_load_test_artifacts(run: SweepRun, capacity: CapacityResult, files: 
         notes.append(run.stopped + ".")
     markdown = (capacity_markdown(capacity, f"Sustainable capacity of {run.config.model}") + "\n" + " ".join(notes)
                 + f"\n\n![latency against rate](data:image/png;base64,{png})\n\nFiles: {files['sweep'].parent}\n")
-    create_markdown_artifact(key="gpuaas-load-test", markdown=markdown)
+    summary_artifact(key="gpuaas-load-test", markdown=markdown)

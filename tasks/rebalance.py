@@ -7,7 +7,6 @@ from typing import Any
 
 import pandas as pd
 from prefect import task
-from prefect.artifacts import create_markdown_artifact, create_table_artifact
 from prefect.cache_policies import NO_CACHE
 
 from gpuaas.actions.quotas import apply_quota_plan, recent_quota_changes, recover_quota_plans
@@ -30,6 +29,7 @@ from reports.rebalance import (
     rebalance_markdown,
     rebalance_metrics,
 )
+from tasks._artifacts import markdown_artifact, summary_artifact, table_artifact
 from tasks._options import IO_TASK_OPTIONS, current_run_id
 from tasks.writes import store_and_writer
 
@@ -109,14 +109,13 @@ def publish_rebalance_artifacts(outcomes: list[CohortOutcome], mode: Mode, pools
         n = p.plan.extra_gpus.get(p.problem.flavor, 0)
         if n:
             extra.setdefault(p.problem.cohort, {})[p.problem.flavor] = n
-    create_markdown_artifact(key="gpuaas-rebalance-summary", markdown=rebalance_markdown(outcomes, mode.value, extra,
-                                                                                          degraded))
+    summary_artifact(key="gpuaas-rebalance-summary", markdown=rebalance_markdown(outcomes, mode.value, extra, degraded))
     rows = change_rows(outcomes)
     if rows:
-        create_table_artifact(key="gpuaas-rebalance-plan", table=rows,
+        table_artifact(key="gpuaas-rebalance-plan", table=rows,
                               description=f"Quota plan ({mode.value}): before -> after per queue and flavor, with reasons")
     else:  # not a one-row table of placeholders: say why there is no move
-        create_markdown_artifact(key="gpuaas-rebalance-plan", markdown=first_line(outcomes, mode.value, degraded) + "\n",
+        markdown_artifact(key="gpuaas-rebalance-plan", markdown=first_line(outcomes, mode.value, degraded) + "\n",
                                  description=f"Quota plan ({mode.value})")
 
 

@@ -7,7 +7,6 @@ from datetime import datetime, timedelta
 
 import pandas as pd
 from prefect import task
-from prefect.artifacts import create_markdown_artifact, create_table_artifact
 from prefect.cache_policies import NO_CACHE
 
 from gpuaas.actions import (
@@ -30,6 +29,7 @@ from gpuaas.settings import GpuaasSettings
 from gpuaas.store import load_snapshot as stored_snapshot
 from gpuaas.store import open_store
 from reports.reclaim import decision_rows, idle_metrics, summary_markdown
+from tasks._artifacts import markdown_artifact, summary_artifact, table_artifact
 from tasks._options import IO_TASK_OPTIONS, current_run_id
 from tasks.writes import store_and_writer
 
@@ -96,13 +96,12 @@ def publish_reclaim_artifacts(results: list[ActionResult], snapshot: Snapshot, m
                               busy: str | None = None) -> None:
     rows = decision_rows(results)
     if rows:
-        create_table_artifact(key="gpuaas-reclaim-decisions", table=rows,
+        table_artifact(key="gpuaas-reclaim-decisions", table=rows,
                               description=f"Reclaim decisions ({mode.value}), most wasteful first")
     else:  # not a one-row table of placeholders: say why there is nothing
-        create_markdown_artifact(key="gpuaas-reclaim-decisions", markdown=(busy or "No reclaim decisions this run.")
+        markdown_artifact(key="gpuaas-reclaim-decisions", markdown=(busy or "No reclaim decisions this run.")
                                  + "\n", description=f"Reclaim decisions ({mode.value})")
-    create_markdown_artifact(key="gpuaas-reclaim-summary",
-                             markdown=summary_markdown(results, snapshot, mode.value, cap, busy=busy))
+    summary_artifact(key="gpuaas-reclaim-summary", markdown=summary_markdown(results, snapshot, mode.value, cap, busy=busy))
 
 
 IDLE_JOB = "gpuaas_reclaim"

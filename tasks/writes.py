@@ -87,16 +87,17 @@ def busy_outcome(result: dict[str, Any], busy: WritesBusy, artifact_key: str | N
 
     Not Failed: nothing is wrong with this run, the other one is writing and the next schedule
     decides again; an ops engineer who sees a red run looks for a fault that is not there. The
-    state's data is ``result`` plus ``writes_busy`` (what the notification reads, point 4): Prefect
+    state's data is ``result`` plus ``writes_busy`` (what the notification reads): Prefect
     unwraps a returned state, so a caller of the flow still gets the dict.
     """
-    from prefect.artifacts import create_markdown_artifact
     from prefect.states import Completed
+
+    from tasks._artifacts import markdown_artifact
 
     line = busy_line(str(busy))
     get_run_logger().warning("%s", line)
     if artifact_key is not None:
-        create_markdown_artifact(key=artifact_key, markdown=f"{line}; the next run decides again.\n",
+        markdown_artifact(key=artifact_key, markdown=f"{line}; the next run decides again.\n",
                                  description=BUSY_LINE)
     return cast(dict[str, Any], Completed(message=line, data={**result, "writes_busy": str(busy)}))
 
@@ -211,14 +212,22 @@ def _enter_concurrency_slot(held: ExitStack, settings: GpuaasSettings, holder: s
     held.enter_context(maintain_concurrency_lease(granted.lease_id, lease, raise_on_lease_renewal_failure=True))
 
 
+def _under_prefect() -> bool:
+    """True inside a flow run that a Prefect API records (not the command line's direct runs)."""
+    from prefect.context import FlowRunContext
+
+    return FlowRunContext.get() is not None
+
+
 @contextmanager
 def cluster_writes(settings: GpuaasSettings, holder: str) -> Iterator[None]:
     """Hold both locks for the block, released whatever happens; ``WritesBusy`` after the bounded wait."""
     wait = settings.writes_wait_seconds
     started = time.monotonic()
-    ensure_concurrency_limit()
     with ExitStack() as held:
-        _enter_concurrency_slot(held, settings, holder, wait)
+        if _under_prefect():  # a command line run without a Prefect API has only the store lock, which covers it
+            ensure_concurrency_limit()
+            _enter_concurrency_slot(held, settings, holder, wait)
         acquire_writes_lock(settings, holder, max(0.0, wait - (time.monotonic() - started)))
         held.callback(release_writes_lock, settings, holder)
         get_run_logger().info("cluster writes held by %s", holder)

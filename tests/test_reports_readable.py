@@ -1,4 +1,4 @@
-"""What a person reads in the Prefect UI (issue 13, point 7): the defects an ops engineer saw, one by one."""
+"""What a person reads in the Prefect UI: the defects an ops engineer saw, one by one."""
 
 from __future__ import annotations
 
@@ -42,7 +42,8 @@ def test_first_line_says_what_the_run_did() -> None:
     text = summary_markdown([_result("a"), _result("b"), _result("c", "deferred")], _snapshot(costs=costs),
                             "dry-run", 2)
     first = text.splitlines()[0]
-    assert first == "Dry-run: 4 GPUs would be freed by stopping 2 idle workloads ($12.00 per hour); nothing was changed."
+    assert first == ("Dry-run: 4 GPUs would be freed by stopping 2 idle workloads ($12.00 per hour); nothing was changed; "
+                     "to act: gpuaas reclaim --apply.")
     assert text.count("nothing was changed") == 1
     # Each price source once, with how many workloads it priced (was "OpenCost, fleet average, OpenCost, ...").
     assert "price per GPU-hour: OpenCost (fleet average for 1, this workload for 1)" in text
@@ -127,7 +128,7 @@ def test_cli_tables_fit_80_columns_and_never_cut_a_name(tmp_path: Path) -> None:
     assert max(len(line) for line in lines) <= 80
     cells = [[c.strip() for c in line.split("│")[1:-1]] for line in lines if line.startswith("│")]
     assert [row[0] for row in cells] == LONG_NAMES  # each name whole on its own row, none folded or cut
-    assert "(not shown at 80 columns: start, end, resource; gpuaas --wide shows them)" in done.stdout
+    assert "(not shown at 80 columns: resource, end, start; --wide shows them)" in done.stdout
     wide = _cli(tmp_path, "--wide", "plan", "deadlines")
     header = next(line for line in wide.stdout.splitlines() if "job" in line and "┃" in line)
     assert [c.strip() for c in header.split("┃")[1:-1]] == ["job", "resource", "GPUs", "start", "end", "deadline",

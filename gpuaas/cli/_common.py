@@ -11,20 +11,26 @@ from __future__ import annotations
 
 import json
 import sys
+import textwrap
 import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from enum import Enum
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from gpuaas.errors import GpuaasError
-from gpuaas.settings import GpuaasSettings, load_settings
+
+if TYPE_CHECKING:
+    from gpuaas.settings import GpuaasSettings
 
 __all__ = [
+    "EXIT_CODES_HELP",
+    "EXIT_DEGRADED",
     "EXIT_FAILED",
     "EXIT_USAGE",
     "WHOLE_COLUMNS",
@@ -33,7 +39,9 @@ __all__ = [
     "describe_error",
     "err_console",
     "fail",
+    "end_degraded",
     "handle_errors",
+    "lead",
     "print_json",
     "print_table",
     "progress",
@@ -43,6 +51,12 @@ __all__ = [
 
 EXIT_FAILED = 1
 EXIT_USAGE = 2
+EXIT_DEGRADED = 3
+"""The command ran and printed its answer, but a source it needs failed: the answer is partial, and a
+script must not read "nothing idle" as "nothing idle". Its first line names the source and the error."""
+
+EXIT_CODES_HELP = ("Exit codes: 0 ok; 1 failed (the error on stderr); 2 usage; 3 degraded: a source did not "
+                   "answer, the first line names it (the output is partial).")
 
 console = Console()
 err_console = Console(stderr=True)
@@ -111,10 +125,30 @@ def progress(what: str) -> Iterator[Callable[[str], None]]:
 
 def settings_or_exit(**overrides: Any) -> GpuaasSettings:
     """Load settings; a configuration error ends the command with exit code 1."""
+    from gpuaas.settings import load_settings
+
     try:
         return load_settings(**overrides)
     except GpuaasError as exc:
         raise fail(str(exc)) from exc
+
+
+def lead(result: dict[str, Any], format: OutputFormat) -> None:
+    """The run's headline as the command's first line: above the tables, or on stderr beside ``--format json``
+    (stdout stays one JSON document, which carries the headline too). A failed source leads it."""
+    line = result.get("headline")
+    if not line:
+        return
+    if format is OutputFormat.json:
+        err_console.print(line, markup=False, highlight=False, soft_wrap=True)
+    else:
+        console.print(("[yellow]" if result.get("degraded") else "[bold]") + escape(line) + "[/]", highlight=False)
+
+
+def end_degraded(result: dict[str, Any]) -> None:
+    """Exit ``EXIT_DEGRADED`` after the output when the run was degraded (a source failed, telemetry missing)."""
+    if result.get("degraded"):
+        raise typer.Exit(code=EXIT_DEGRADED)
 
 
 def print_json(data: Any) -> None:
@@ -137,41 +171,69 @@ def set_wide(wide: bool) -> None:
 
 
 def print_table(title: str, columns: Sequence[str], rows: Sequence[Sequence[Any]],
-                optional: Sequence[str] = ()) -> None:
-    """A table that stays readable at 80 columns (``make`` pipes stdout: no terminal, 80 columns).
+                optional: Sequence[str] = (), notes: Sequence[str] = ()) -> None:
+    """A table that never splits a word or a number, at any width (``make`` pipes stdout: 80 columns).
 
-    Nothing is cut with "…". The widths are set here, not left to Rich (which squeezes a no-wrap
-    column as readily as any other): name columns (``WHOLE_COLUMNS``) get their longest value, the
-    others share what is left, none below its longest word. Where that does not fit the console,
-    the ``optional`` columns are left out (last first) and a line after the table names them and
-    ``--wide``; where even then it does not, every column folds.
+    Cells wrap only at spaces: every column is at least as wide as its longest word (name columns,
+    ``WHOLE_COLUMNS``, as their longest value), and the widest column gives way first. Where that
+    does not fit the console, in this order:
+
+    1. the ``notes`` columns (long reasons) move under the table, one paragraph per row, led by the
+       row's first cell and its name (its first ``WHOLE_COLUMNS`` cell);
+    2. the ``optional`` columns are left out, in the order given (the least important first), and
+       where that leaves room the more important of them come back; a line after the table names
+       the ones left out and ``--wide``;
+    3. what is left is printed at its narrowest whole-word width, wider than the console (a
+       terminal wraps the line; no word is cut).
     """
     cells = [["" if v is None else str(v) for v in row] for row in rows]
     shown = list(columns)
+    moved: list[str] = []
     dropped: list[str] = []
-    while True:
-        widths = None if _wide else _layout(columns, cells, shown, console.width)
-        left = [c for c in reversed(optional) if c in shown]
-        if _wide or widths is not None:
+    width = console.width
+    widths = None if _wide else _layout(columns, cells, shown, width)
+    steps = [("note", c) for c in notes if c in shown] + [("drop", c) for c in optional if c in shown]
+    while widths is None and not _wide and steps:
+        how, name = steps.pop(0)
+        if name not in shown:
+            continue
+        shown.remove(name)
+        (moved if how == "note" else dropped).append(name)
+        widths = _layout(columns, cells, shown, width)
+    for name in reversed(list(dropped)):  # room left once it fits: the more important of the left-out come back
+        if widths is None:
             break
-        if not left:  # the other columns fold inside their words; the names still stay whole where they can
-            widths = _layout(columns, cells, shown, console.width, fold_words=True)
-            break
-        shown.remove(left[0])
-        dropped.insert(0, left[0])
-    table = Table(title=title, show_lines=False)
+        again = [c for c in columns if c in shown or c == name]
+        if (fits := _layout(columns, cells, again, width)) is not None:
+            shown, widths = again, fits
+            dropped.remove(name)
+    if widths is None and not _wide:  # even the narrowest whole-word layout is wider than the console
+        widths = _layout(columns, cells, shown, 10**6, narrowest=True)
+        assert widths is not None
+        width = _frame(sum(widths), len(shown))
+    table = Table(title=title)
     for k, name in enumerate(shown):
         table.add_column(name, overflow="fold", width=widths[k] if widths else None,
-                         no_wrap=_wide or (widths is not None and name in WHOLE_COLUMNS))
+                         no_wrap=_wide or name in WHOLE_COLUMNS)
     for row in cells:
         table.add_row(*(row[columns.index(c)] for c in shown))
     if _wide:  # the table's own width, past the console's (a terminal wraps the lines; a pager or a file keeps them)
-        natural = _frame(sum(_longest(columns, cells, c) for c in shown), len(shown))
-        Console(width=max(console.width, natural), no_color=console.no_color).print(table)
-    else:
+        width = max(console.width, _frame(sum(_longest(columns, cells, c) for c in shown), len(shown)))
+    if width == console.width:
         console.print(table)
+    else:
+        Console(width=width, no_color=console.no_color, force_terminal=console.is_terminal).print(table)
+    key = next((columns.index(c) for c in columns if c in WHOLE_COLUMNS), 0)  # the row's name, as in the table
+    for name in moved:
+        for row in cells:
+            text = row[columns.index(name)]
+            if text:
+                lead = f"{row[0]} {row[key]}" if key else row[0]
+                console.print(textwrap.fill(f"{lead} {name}: {' '.join(text.split())}", width=console.width,
+                                            initial_indent="  ", subsequent_indent="      ", break_long_words=False,
+                                            break_on_hyphens=False), highlight=False, markup=False, soft_wrap=True)
     if dropped:
-        console.print(f"(not shown at {console.width} columns: {', '.join(dropped)}; gpuaas --wide shows them)",
+        console.print(f"(not shown at {console.width} columns: {', '.join(dropped)}; --wide shows them)",
                       highlight=False)
 
 
@@ -184,22 +246,26 @@ def _longest(columns: Sequence[str], cells: list[list[str]], name: str) -> int:
     return max([len(r[columns.index(name)]) for r in cells] + [len(name)])
 
 
-def _layout(columns: Sequence[str], cells: list[list[str]], shown: list[str], width: int,
-            fold_words: bool = False) -> list[int] | None:
-    """Each shown column's width, or None where even the narrowest layout is wider than ``width``.
+def _words(text: str) -> list[str]:
+    return text.split() or [""]
 
-    Whole-name columns: their longest value. The others start at their longest value and the widest
-    gives way first, down to its longest word (or the header's); with ``fold_words``, down to 4.
+
+def _layout(columns: Sequence[str], cells: list[list[str]], shown: list[str], width: int,
+            narrowest: bool = False) -> list[int] | None:
+    """Each shown column's width, or None where even the narrowest whole-word layout is wider than ``width``.
+
+    Whole-name columns: their longest value. The others start at their longest value (``narrowest``:
+    at their longest word) and the widest gives way first, down to its longest word (or the header's).
     """
     longest = [_longest(columns, cells, c) for c in shown]
     floor = [longest[k] if c in WHOLE_COLUMNS else
-             min(4, longest[k]) if fold_words else
-             max(len(w) for v in [c, *(r[columns.index(c)] for r in cells)] for w in [*v.split(), ""])
+             max(len(w) for v in [c, *(r[columns.index(c)] for r in cells)] for line in v.splitlines() or [""]
+                 for w in _words(line))
              for k, c in enumerate(shown)]
     room = width - _frame(0, len(shown))
     if sum(floor) > room:
         return None
-    widths = list(longest)
+    widths = list(floor) if narrowest else list(longest)
     while sum(widths) > room:
         k = max((k for k in range(len(widths)) if widths[k] > floor[k]), key=lambda k: widths[k])
         widths[k] -= 1

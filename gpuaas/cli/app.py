@@ -1,62 +1,145 @@
 """The ``gpuaas`` command line: the flows the scheduler runs, started now, for people at a terminal.
 
-Exit codes: 0 ok, 1 failed (a gpuaas error, printed on stderr), 2 usage. Data goes to
-stdout (Rich tables for people, ``--format json`` for machines); errors to stderr.
+Exit codes (``gpuaas --help`` lists them): 0 ok, 1 failed (a gpuaas error, printed on stderr),
+2 usage, 3 degraded (the command ran, but a source it needs did not answer: its first line names
+the source, where it points and why). Data goes to stdout (Rich tables for people, ``--format
+json`` for machines); errors to stderr.
+
+Sub-commands load lazily: their modules pull in pandas, SciPy, SQLAlchemy or Prefect, which took
+seconds before ``--help`` could answer. The command list and its one-line descriptions are read
+from the modules' source (``ast``), so they stay the commands' own docstrings without importing them.
 """
 
 from __future__ import annotations
 
-import typer
+import ast
+import importlib
+from functools import cache
+from pathlib import Path
+from typing import Any
 
-from gpuaas.cli import (
-    audit_cmd,
-    capacity_cmd,
-    cluster_cmd,
-    collect_cmd,
-    config_cmd,
-    cost_report_cmd,
-    db_cmd,
-    demo_cmd,
-    incident_cmd,
-    loadtest_cmd,
-    plan_cmd,
-    rebalance_cmd,
-    reclaim_cmd,
-    replay_cmd,
-)
-from gpuaas.cli._common import handle_errors, set_wide
+import typer
+from typer import _click as click  # Typer vendors click: its commands are these classes
+from typer.core import TyperCommand, TyperGroup
+
+from gpuaas.cli._common import EXIT_CODES_HELP, handle_errors, set_wide
+
+__all__ = ["COMMANDS", "app", "main"]
+
+COMMANDS: dict[str, tuple[str, str]] = {
+    "demo": ("demo_cmd", "demo"),
+    "collect": ("collect_cmd", "collect"),
+    "reclaim": ("reclaim_cmd", "reclaim"),
+    "undo": ("reclaim_cmd", "undo"),
+    "rebalance": ("rebalance_cmd", "rebalance"),
+    "plan": ("plan_cmd", "app"),
+    "cost-report": ("cost_report_cmd", "cost_report"),
+    "incident": ("incident_cmd", "incident"),
+    "audit": ("audit_cmd", "app"),
+    "capacity": ("capacity_cmd", "capacity"),
+    "loadtest": ("loadtest_cmd", "loadtest"),
+    "replay": ("replay_cmd", "app"),
+    "cluster": ("cluster_cmd", "app"),
+    "config": ("config_cmd", "app"),
+    "db": ("db_cmd", "app"),
+}
+"""Command name -> (module in ``gpuaas.cli``, its command function or Typer ``app``), in the order help lists them."""
+
+_WIDE_HELP = "Every column of every table, however wide; by default columns that do not fit the terminal are left out."
+
+
+def _set_wide(value: bool) -> None:
+    if value:
+        set_wide(True)
+
+
+@cache
+def _wide_option() -> click.Parameter:
+    """The ``--wide`` flag as Typer builds it, for sub-commands (it sets the flag; their functions never see it)."""
+    carrier = typer.Typer(add_completion=False)
+
+    @carrier.command()
+    def _carrier(wide: bool = typer.Option(False, "--wide", help=_WIDE_HELP, callback=_set_wide,
+                                           expose_value=False)) -> None:
+        """Never run: only its parameter is taken."""
+
+    return typer.main.get_command(carrier).params[0]
+
+
+def _accept_wide(command: click.Command) -> click.Command:
+    """``--wide`` after any sub-command too (``gpuaas audit list --wide``), as before it."""
+    if not any("--wide" in getattr(p, "opts", ()) for p in command.params):
+        command.params.append(_wide_option())
+    if isinstance(command, TyperGroup):
+        for sub in command.commands.values():
+            _accept_wide(sub)
+    return command
+
+
+@cache
+def _short_help(name: str) -> str:
+    """The command's one-line help from its module's source, without importing it."""
+    module, attr = COMMANDS[name]
+    tree = ast.parse((Path(__file__).parent / f"{module}.py").read_text(encoding="utf-8"))
+    for node in tree.body:
+        if isinstance(node, ast.FunctionDef) and node.name == attr:
+            return (ast.get_docstring(node) or "").split("\n\n")[0].replace("\n", " ")
+        if isinstance(node, ast.Assign) and any(isinstance(t, ast.Name) and t.id == attr for t in node.targets):
+            call = node.value
+            if isinstance(call, ast.Call):
+                for kw in call.keywords:
+                    if kw.arg == "help" and isinstance(kw.value, ast.Constant):
+                        return str(kw.value.value)
+    return ""
+
+
+@cache
+def _load(name: str) -> click.Command:
+    module, attr = COMMANDS[name]
+    target = getattr(importlib.import_module(f"gpuaas.cli.{module}"), attr)
+    if isinstance(target, typer.Typer):
+        command: click.Command = typer.main.get_group(target)
+    else:
+        single = typer.Typer(add_completion=False)
+        single.command(name)(target)
+        command = typer.main.get_command(single)
+    command.name = name
+    return _accept_wide(command)
+
+
+class _Pending(TyperCommand):
+    """A sub-command not imported yet: its name and help line for the command list; parsing loads it."""
+
+    def make_context(self, info_name: str | None, args: list[str], parent: click.Context | None = None,
+                     **extra: Any) -> click.Context:
+        assert self.name is not None
+        return _load(self.name).make_context(info_name, args, parent=parent, **extra)
+
+
+class _LazyGroup(TyperGroup):
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return [*COMMANDS, *super().list_commands(ctx)]
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        if cmd_name in COMMANDS:
+            return _Pending(cmd_name, short_help=_short_help(cmd_name))
+        return super().get_command(ctx, cmd_name)
+
 
 app = typer.Typer(
     name="gpuaas",
+    cls=_LazyGroup,
     help="Reclaim idle GPUs, rebalance Kueue quotas and report cost per verified outcome.",
+    epilog=EXIT_CODES_HELP,
     no_args_is_help=True,
     pretty_exceptions_enable=False,
     add_completion=False,
 )
 
 
-
 @app.callback()
-def _options(wide: bool = typer.Option(False, "--wide", help="Every column of every table, however wide; by default "
-                                       "columns that do not fit the terminal (80 under make) are left out.")) -> None:
+def _options(wide: bool = typer.Option(False, "--wide", help=_WIDE_HELP)) -> None:
     set_wide(wide)
-
-
-app.command("demo")(demo_cmd.demo)
-app.command("collect")(collect_cmd.collect)
-app.command("reclaim")(reclaim_cmd.reclaim)
-app.command("undo")(reclaim_cmd.undo)
-app.command("rebalance")(rebalance_cmd.rebalance)
-app.add_typer(cluster_cmd.app, name="cluster")
-app.add_typer(audit_cmd.app, name="audit")
-app.add_typer(config_cmd.app, name="config")
-app.add_typer(db_cmd.app, name="db")
-app.add_typer(replay_cmd.app, name="replay")
-app.add_typer(plan_cmd.app, name="plan")
-app.command("capacity")(capacity_cmd.capacity)
-app.command("loadtest")(loadtest_cmd.loadtest)
-app.command("cost-report")(cost_report_cmd.cost_report)
-app.command("incident")(incident_cmd.incident)
 
 
 def main() -> None:

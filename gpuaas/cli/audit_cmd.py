@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import textwrap
 from datetime import UTC, datetime, timedelta
 from typing import Annotated
 
@@ -72,8 +73,9 @@ def list_(
         ["id", "when (UTC)", "flow", "action", "object", "mode", "outcome", "reason"],
         [
             [r.id, r.created_at.strftime("%Y-%m-%d %H:%M:%S"), r.flow, r.action, r.object_ref, r.mode, r.outcome,
-             (r.reason[:80] + "…") if len(r.reason) > 80 else r.reason]
+             textwrap.shorten(r.reason, 160, placeholder=" …")]
             for r in rows
         ],
-        optional=("mode", "action"),
+        optional=("action", "flow"),  # never "mode": whether a row was a dry-run or applied is the point
+        notes=("reason",),
     )

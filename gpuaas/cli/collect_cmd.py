@@ -12,10 +12,11 @@ from typing import Annotated, Any
 import typer
 from rich.table import Table
 
-from gpuaas.cli._common import OutputFormat, console, print_json, settings_or_exit
+from gpuaas.cli._common import OutputFormat, console, end_degraded, lead, print_json, print_table, settings_or_exit
 from gpuaas.cli._flows import run_flow
 
 SUMMARY_KEYS = ("queues", "sources", "workloads", "unknown_telemetry")
+DECISION_KEYS = ("snapshot_id", "idle_candidates", "degraded", "source_errors", "headline")
 
 
 def _backlog_table(summary: dict[str, Any]) -> Table:
@@ -34,21 +35,16 @@ def _backlog_table(summary: dict[str, Any]) -> Table:
     return table
 
 
-def _quality_table(summary: dict[str, Any]) -> Table:
-    errors: dict[str, str] = summary.get("source_errors") or {}
-    required = set(summary.get("required_sources") or summary["sources"])
-    table = Table(title="Data quality per source", title_justify="left")
-    table.add_column("source", no_wrap=True)
-    table.add_column("answered")
-    table.add_column("latency s", justify="right")
-    table.add_column("staleness s", justify="right")
-    table.add_column("why not", overflow="fold")
+def _print_quality(summary: dict[str, Any]) -> None:
+    """Per source: answered, latency, staleness, and why not (under the table when it does not fit: a URL is one word)."""
+    rows = []
     for name, status in summary["sources"].items():
         staleness = status["staleness_s"]
-        answered = "yes" if status["ok"] else "[bold red]no[/]" if name in required else "no (optional)"
-        table.add_row(name, answered, f"{status['latency_s']:.2f}", "-" if staleness is None else f"{staleness:.0f}",
-                      "" if status["ok"] else errors.get(name, ""))
-    return table
+        answered = "yes" if status["ok"] else "no" if status.get("required", True) else "not used (optional)"
+        rows.append([name, answered, f"{status['latency_s']:.2f}", "-" if staleness is None else f"{staleness:.0f}",
+                     "" if status["ok"] else status.get("error") or ""])
+    print_table("Data quality per source", ["source", "answered", "latency s", "staleness s", "why not"], rows,
+                notes=("why not",))
 
 
 def collect(
@@ -59,16 +55,15 @@ def collect(
     from flows.collect import collect as collect_flow
 
     summary: dict[str, Any] = run_flow(collect_flow, "collecting a snapshot")
+    lead(summary, format)
     if format is OutputFormat.json:
-        print_json({k: summary[k] for k in SUMMARY_KEYS}
-                   | {"snapshot_id": summary["snapshot_id"], "idle_candidates": summary["idle_candidates"]})
-        return
+        print_json({k: summary[k] for k in SUMMARY_KEYS} | {k: summary.get(k) for k in DECISION_KEYS})
+    else:
+        print_collect(summary)
+    end_degraded(summary)
+
+
+def print_collect(summary: dict[str, Any]) -> None:
+    """The backlog and the data quality of a snapshot (also the demo's)."""
     console.print(_backlog_table(summary))
-    console.print(_quality_table(summary))
-    line = (f"snapshot {summary['snapshot_id']}: {summary['workloads']} workloads, "
-            f"{summary['unknown_telemetry']} with incomplete telemetry (never counted as idle), "
-            f"{summary['idle_candidates']} idle candidates")
-    console.print(line, highlight=False)
-    if summary.get("degraded"):
-        console.print("[yellow]degraded snapshot:[/] a required source did not answer; see 'why not' above",
-                      highlight=False)
+    _print_quality(summary)

@@ -23,9 +23,9 @@ class ReportFormat(str, Enum):
     html = "html"
 
 
-_OPTIONAL = ("within SLO", "requests/jobs", "kind", "namespace", "tenant", "unknown GPU-h", "busy GPU-h",
-             "replicas needed")
-"""Left out at 80 columns, the last first (``--wide`` shows them): the cost, waste and outcome columns stay."""
+_OPTIONAL = ("replicas needed", "busy GPU-h", "unknown GPU-h", "tenant", "namespace", "kind", "requests/jobs",
+             "within SLO")
+"""Left out where they do not fit, the first first (``--wide`` shows them): the cost, waste and outcome columns stay."""
 
 
 def print_cost_tables(doc: dict[str, Any]) -> None:

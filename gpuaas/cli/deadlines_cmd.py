@@ -11,7 +11,7 @@ from typing import Annotated
 
 import typer
 
-from gpuaas.cli._common import OutputFormat, console, fail, print_json, print_table
+from gpuaas.cli._common import OutputFormat, console, end_degraded, fail, lead, print_json, print_table
 from gpuaas.errors import GpuaasError
 
 __all__ = ["deadlines"]
@@ -28,7 +28,7 @@ def deadlines(
     """Plan deadlines on a YAML problem or the live cluster; print the schedule, what is missed, the extra GPUs."""
     from gpuaas.policies.deadlines import plan_deadlines
     from gpuaas.sources.deadline_file import load_deadline_problem
-    from reports.deadlines import plan_dict, plan_rows
+    from reports.deadlines import grouped_notes, plan_dict, plan_rows, verdict_sentence
 
     if (file is None) == (not from_cluster):
         raise fail("give either a FILE or --from-cluster", code=2)
@@ -44,11 +44,10 @@ def deadlines(
     if format is OutputFormat.json:
         print_json(plan_dict(plan))
         return
-    print_table("Deadline plan (minutes from now)", _COLUMNS, plan_rows(plan), optional=("start", "end", "resource"))
-    extra = ", ".join(f"{r} +{n}" for r, n in plan.extra_gpus.items() if n) or "none"
-    verdict = "every holdable deadline holds on current GPUs" if plan.feasible else f"extra GPUs needed: {extra}"
-    console.print(f"{verdict}; {'exact' if plan.exact else 'heuristic (past the exact bound)'}", highlight=False)
-    for line in plan.messages:
+    console.print(verdict_sentence(dict(plan.extra_gpus), len(plan.at_risk), len(plan.missed), plan.exact),
+                  highlight=False, markup=False)
+    print_table("Deadline plan (minutes from now)", _COLUMNS, plan_rows(plan), optional=("resource", "end", "start"))
+    for line in grouped_notes(plan.messages):
         console.print(f"- {line}", highlight=False, markup=False)
 
 
@@ -58,23 +57,27 @@ def _from_cluster(format: OutputFormat) -> None:
 
     settings_or_exit()
     from flows.deadlines import deadlines as deadlines_flow
+    from reports.deadlines import grouped_notes, verdict_sentence
 
     result = run_flow(deadlines_flow, "collecting a snapshot and planning deadlines", nudge=False)
+    lead(result, format)
     if format is OutputFormat.json:
         print_json(result)
+        end_degraded(result)
         return
+    names: dict[str, str] = result.get("objects") or {}
     for pool in result["pools"]:
-        rows = [[s["name"], s["gpus"], _minutes(s["start"]), _minutes(s["end"]), _minutes(s["deadline"]),
-                 _pool_status(s, pool)] for s in pool["schedule"]]
+        rows = [[names.get(s["name"], s["name"]), s["name"], s["gpus"], _minutes(s["start"]), _minutes(s["end"]),
+                 _minutes(s["deadline"]), _pool_status(s, pool)] for s in pool["schedule"]]
         print_table(f"cohort {pool['cohort']}, flavor {pool['flavor']}: {pool['capacity_gpus']} GPUs",
-                    ("workload", "GPUs", "start", "end", "deadline", "status"), rows)
-        extra = pool["extra_gpus"].get(pool["flavor"], 0)
-        console.print(f"extra GPUs needed: {extra}; at risk: {len(pool['at_risk'])}; missed: {len(pool['missed'])}"
-                      f"; {'exact' if pool['exact'] else 'heuristic'}", highlight=False)
-        for line in pool["messages"] + pool["notes"]:
+                    ("object", "Workload", "GPUs", "start", "end", "deadline", "status"), rows,
+                    optional=("Workload", "end", "start"))
+        console.print(verdict_sentence({pool["flavor"]: pool["extra_gpus"].get(pool["flavor"], 0)},
+                                       len(pool["at_risk"]), len(pool["missed"]), pool["exact"]),
+                      highlight=False, markup=False)
+        for line in grouped_notes(pool["messages"] + pool["notes"]):
             console.print(f"- {line}", highlight=False, markup=False)
-    if not result["pools"]:
-        console.print("no ClusterQueue with GPU quota: nothing to plan", highlight=False)
+    end_degraded(result)
 
 
 def _minutes(seconds: float | None) -> str:

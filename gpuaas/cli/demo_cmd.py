@@ -16,8 +16,19 @@ from typing import Annotated, Any
 import pandas as pd
 import typer
 
-from gpuaas.cli._common import console, err_console, fail, print_table, progress, settings_or_exit
+from gpuaas.cli._common import (
+    OutputFormat,
+    console,
+    err_console,
+    fail,
+    lead,
+    print_table,
+    progress,
+    settings_or_exit,
+)
 from gpuaas.cli._flows import run_flow
+from gpuaas.cli.collect_cmd import print_collect
+from gpuaas.cli.reclaim_cmd import print_reclaim
 from gpuaas.errors import GpuaasError
 from gpuaas.policy import Policy
 from gpuaas.settings import GpuaasSettings
@@ -90,33 +101,13 @@ def demo(
 
         result = run_flow(reclaim_flow, "reclaim (dry-run): collecting a snapshot and deciding")
         summary, snapshot = _stored_snapshot(settings, result["snapshot_id"])
-        from reports.collect import backlog_rows, quality_rows
-
-        decisions = result["decisions"]
-        planned = [d for d in decisions if d["result"] == "planned"]
-        console.print(
-            f"Reclaim (dry-run): {len(planned)} idle workloads holding {sum(d['gpus'] for d in planned):g} GPUs would "
-            f"be stopped; {summary['unknown_telemetry']} workloads have incomplete telemetry and are never treated "
-            "as idle; nothing was changed.", highlight=False)
-        rows = backlog_rows(summary)
-        print_table("Kueue backlog per ClusterQueue", list(rows[0]), [list(r.values()) for r in rows])
-        quality = quality_rows(snapshot)  # an absent optional NVML reads "not used (optional)", not "no"
-        print_table("Data quality", ["source", "ok", "latency s", "staleness s"],
-                    [[q["source"], q["ok"], f"{q['latency s']:.2f}", q["staleness s"]] for q in quality])
-        idle_rows = _idle_rows(snapshot, settings.policy)
-        why = {row[1]: row[6] for row in idle_rows}
+        # The same renderers as `gpuaas collect` and `gpuaas reclaim`: the same words and counts.
+        print_reclaim(result)
+        print_collect(summary)
         print_table(
             "GPU workloads: idle detection",
             ["kind", "workload", "tenant", "GPUs", "max activity", "verdict", "why"],
-            idle_rows, optional=("kind", "tenant"),
-        )
-        print_table(
-            "Reclaim decisions (`gpuaas reclaim --apply` acts)",
-            ["audit id", "kind", "workload", "tenant", "GPUs", "action", "result", "reason"],
-            [[d["audit_id"], d["kind"], f"{d['namespace']}/{d['name']}", d["tenant"] or "", f"{d['gpus']:g}",
-              f"{d['action']} (frees {d['frees']})", d["result"],
-              why.get(f"{d['namespace']}/{d['name']}", d["reason"])] for d in decisions],
-            optional=("kind", "tenant"),
+            _idle_rows(snapshot, settings.policy), optional=("tenant", "kind"), notes=("why",),
         )
         console.print(f"Audit log: gpuaas audit list (database {settings.database_url_value.split('///')[-1]}).",
                       highlight=False)
@@ -131,7 +122,9 @@ def _rebalance() -> None:
     from flows.rebalance import rebalance as rebalance_flow
     from gpuaas.cli.rebalance_cmd import print_rebalance
 
-    print_rebalance(run_flow(rebalance_flow, "rebalance (dry-run): deadline plan and quota plan", apply=False))
+    result = run_flow(rebalance_flow, "rebalance (dry-run): deadline plan and quota plan", apply=False)
+    lead(result, OutputFormat.table)
+    print_rebalance(result)
 
 
 def _cost_report(window: Any) -> None:

@@ -6,7 +6,16 @@ from typing import Annotated, Any
 
 import typer
 
-from gpuaas.cli._common import OutputFormat, console, fail, print_json, print_table, settings_or_exit
+from gpuaas.cli._common import (
+    OutputFormat,
+    console,
+    end_degraded,
+    fail,
+    lead,
+    print_json,
+    print_table,
+    settings_or_exit,
+)
 from gpuaas.cli._flows import run_flow
 
 __all__ = ["print_rebalance", "rebalance"]
@@ -30,10 +39,12 @@ def rebalance(
                                       history_days=history_days)
     if result.get("writes_busy"):
         raise fail(result["writes_busy"])
+    lead(result, format)
     if format is OutputFormat.json:
         print_json(result)
-        return
-    print_rebalance(result)
+    else:
+        print_rebalance(result)
+    end_degraded(result)
 
 
 def print_rebalance(result: dict[str, Any]) -> None:
@@ -41,10 +52,12 @@ def print_rebalance(result: dict[str, Any]) -> None:
     rows = [[r["cohort"], r["queue"], r["flavor"], r["before"], r["after"], r["change"], f"{r['demand']:g}",
              f"{r['shortfall before']:g} -> {r['shortfall after']:g}", r["reason"]]
             for c in result["cohorts"] for r in c["changes"]]
-    print_table(f"Quota plan ({result['mode']})", _COLUMNS, rows, optional=("demand", "cohort", "change"))
+    print_table(f"Quota plan ({result['mode']})", _COLUMNS, rows, optional=("change", "cohort", "demand"),
+                notes=("reason",))
     for c in result["cohorts"]:
         console.print(f"cohort {c['cohort']}: {c['result']}"
-                      + (f", plan #{c['plan_id']} (undo: gpuaas undo {c['plan_id']})" if c["plan_id"] else "")
+                      + (f", plan #{c['plan_id']}" if c["plan_id"] else "")
+                      + (f" (to reverse: gpuaas undo {c['plan_id']})" if c["plan_id"] and c["result"] == "applied" else "")
                       + f"; {c['moved_gpus']} GPUs moved" + (f"; {c['error']}" if c["error"] else ""), highlight=False)
         for line in c["notes"] + c["flags"] + ([c["message"]] if c["message"] else []):
             console.print(f"  {line}", highlight=False)

@@ -6,7 +6,7 @@ from typing import Annotated, Any
 
 import typer
 
-from gpuaas.cli._common import OutputFormat, console, fail, print_json, print_table, settings_or_exit
+from gpuaas.cli._common import OutputFormat, end_degraded, fail, lead, print_json, print_table, settings_or_exit
 from gpuaas.cli._flows import run_flow
 
 _COLUMNS = ["audit id", "workload", "tenant", "GPUs", "idle for", "action", "frees", "result", "reason"]
@@ -31,15 +31,21 @@ def reclaim(
     result: dict[str, Any] = run_flow(reclaim_flow, "reclaiming idle GPUs", apply=apply)
     if result.get("writes_busy"):
         raise fail(result["writes_busy"])
+    print_reclaim(result, format)
+    end_degraded(result)
+
+
+def print_reclaim(result: dict[str, Any], format: OutputFormat = OutputFormat.table) -> None:
+    """The headline, then the decisions (also the demo's). The headline comes first: a run that could judge
+    almost nothing must not read as "nothing idle"."""
+    lead(result, format)
     if format is OutputFormat.json:
-        print_json({"decisions": result["decisions"], "degraded": result["degraded"], "summary": result["summary"]})
-        return
-    rows = result["decisions"]
-    if result["degraded"]:  # first: a run that could judge almost nothing must not read as "nothing idle"
-        console.print(f"[yellow]degraded:[/] {result['summary']}", highlight=False)
-    print_table(f"Reclaim decisions ({result['mode']})", _COLUMNS, [_row(r) for r in rows],
-                optional=("frees", "idle for", "tenant"))
-    console.print(f"snapshot {result['snapshot_id']}: {result['summary']}", highlight=False)
+        print_json({k: result[k] for k in ("headline", "degraded", "source_errors", "summary", "mode", "snapshot_id",
+                                           "decisions")})
+    elif result["decisions"]:
+        print_table(f"Reclaim decisions ({result['mode']}, snapshot {result['snapshot_id']})", _COLUMNS,
+                    [_row(r) for r in result["decisions"]], optional=("tenant", "idle for", "frees", "action"),
+                    notes=("reason",))
 
 
 def undo(
@@ -54,10 +60,12 @@ def undo(
     if result.get("writes_busy"):
         raise fail(result["writes_busy"])
     rows = result["undo"]
+    lead(result, format)
     if format is OutputFormat.json:
-        print_json({"undo": rows})
+        print_json({"headline": result.get("headline"), "undo": rows})
     else:
-        cols = ["audit_id", "kind", "namespace", "name", "result", "message", "restore_audit_id"]
-        print_table("Undo", cols, [[r[c] for c in cols] for r in rows])
+        cols = ["audit_id", "kind", "namespace", "name", "result", "restore_audit_id", "message"]
+        print_table("Undo", ["audit id", "kind", "namespace", "name", "result", "restore id", "message"],
+                    [[r[c] for c in cols] for r in rows], optional=("restore id", "kind"), notes=("message",))
     if any(r["result"] in ("failed", "unknown") for r in rows):
         raise fail("some restores failed (see above)")

@@ -79,7 +79,8 @@ class Snapshot:
         return {
             "queues": queues,
             "sources": {
-                name: {"ok": s.ok, "latency_s": s.latency_s, "staleness_s": s.staleness_s}
+                name: {"ok": s.ok, "latency_s": s.latency_s, "staleness_s": s.staleness_s, "error": s.error,
+                       "required": s.required}
                 for name, s in self.sources.items()
             },
             "workloads": len(self.workloads),

@@ -1,4 +1,4 @@
-"""Kueue writes use the API version the reader negotiated (issue 8, 1e).
+"""Kueue writes use the API version the reader negotiated.
 
 An embedded cluster whose API server does not serve ``kueue.x-k8s.io/v1beta2`` (an older
 Kueue): the snapshot reads Workloads at ``v1beta1``, and the reclaim of a bare Workload

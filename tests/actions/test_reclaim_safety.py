@@ -1,4 +1,4 @@
-"""The reclaim writer and undo under a flaky network, a busy colleague and crashes (issue 8, 1a-1d).
+"""The reclaim writer and undo under a flaky network, a busy colleague and crashes.
 
 Against the embedded cluster through the official client, over real TCP:
 

@@ -1,4 +1,4 @@
-"""``gpuaas plan deadlines FILE`` in-process: the issue's JSON keys, the table, bad input naming job and field."""
+"""``gpuaas plan deadlines FILE`` in-process: the documented JSON keys, the table, bad input naming job and field."""
 
 from __future__ import annotations
 
@@ -44,7 +44,8 @@ def test_table_says_how_many_gpus_to_add(tmp_path: Path) -> None:
     result = runner.invoke(app, ["plan", "deadlines", str(write(tmp_path, text))])
     assert result.exit_code == 0, result.output
     # a, b and c must all be running during [40, 60): 6 GPUs, and r holds one until 20
-    assert "extra GPUs needed: nvidia.com/gpu +2" in result.stdout
+    assert "1 deadline at risk. Extra GPUs needed: 2 nvidia.com/gpu; then every holdable deadline holds" in \
+        " ".join(result.stdout.split())
     assert "1 deadline(s) at risk on 4 GPUs" in result.stdout
 
 

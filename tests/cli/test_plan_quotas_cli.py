@@ -20,17 +20,28 @@ def test_the_example_file_prints_every_queue_and_flavor_as_json() -> None:
     data = json.loads(result.stdout)
     assert set(data) == {"changes", "moved_gpus", "shortfall", "weighted_shortfall", "solve_seconds"}
     assert [(c["queue"], c["flavor"], c["before"], c["after"]) for c in data["changes"]] == [
-        ("team-a", "a100", 16, 16), ("team-b", "a100", 8, 8)]
-    assert data["moved_gpus"] == 0 and data["shortfall"] == {"team-a": {"a100": 0.0}, "team-b": {"a100": 12.0}}
-    assert data["weighted_shortfall"] == 12.0 and "no reversal" in data["changes"][1]["reason"]
+        ("team-a", "a100", 16, 12), ("team-b", "a100", 8, 12)]
+    assert data["moved_gpus"] == 4 and data["shortfall"] == {"team-a": {"a100": 0.0}, "team-b": {"a100": 8.0}}
+    assert data["weighted_shortfall"] == 8.0
 
 
-def test_the_table_names_the_moves(tmp_path: Path) -> None:
-    problem = tmp_path / "p.yaml"
-    problem.write_text(EXAMPLE.read_text().replace(", recent_change: {a100: -2}", ""))
-    result = runner.invoke(app, ["plan", "quotas", str(problem)], env={"COLUMNS": "300"})
+def test_the_table_names_the_moves() -> None:
+    result = runner.invoke(app, ["plan", "quotas", str(EXAMPLE)], env={"COLUMNS": "300"})
     assert result.exit_code == 0, result.output
     assert "4 GPUs moved, weighted shortfall 12 -> 8" in result.stdout and "+4 from team-a" in result.stdout
+
+
+def test_the_no_reversal_rule_the_example_describes(tmp_path: Path) -> None:
+    problem = tmp_path / "p.yaml"
+    problem.write_text(EXAMPLE.read_text().replace("demand: {a100: 20}}", "demand: {a100: 20}, recent_change: {a100: -2}}"))
+    data = json.loads(runner.invoke(app, ["plan", "quotas", str(problem), "--format", "json"]).stdout)
+    assert data["moved_gpus"] == 0 and "no reversal" in data["changes"][1]["reason"]
+
+
+def test_the_deadline_example_holds_every_deadline_by_ordering() -> None:
+    example = EXAMPLE.with_name("deadline_problem.yaml")
+    data = json.loads(runner.invoke(app, ["plan", "deadlines", str(example), "--format", "json"]).stdout)
+    assert data["feasible"] and sorted(s["start"] for s in data["schedule"]) == [0, 0, 60, 60]
 
 
 @pytest.mark.parametrize(("text", "expected"), [

@@ -54,3 +54,28 @@ def test_reclaim_fails_with_a_clear_message(tmp_path: Path, monkeypatch: pytest.
     result = CliRunner().invoke(app, ["undo", "1"])
     assert result.exit_code == 1
     assert "error:" in result.output and "kubeconfig" in result.output.lower()
+
+
+def test_with_a_prefect_api_the_command_runs_through_prefect(pointed_at: EmbeddedCluster,
+                                                              prefect_harness: None) -> None:
+    """``PREFECT_API_URL`` set (the harness): the run is recorded there, its headline as the state message, and its
+    artifacts on the flow run itself, described. Without it the same command runs directly (the other tests)."""
+    from prefect.client.orchestration import get_client
+    from prefect.client.schemas.filters import ArtifactFilter, ArtifactFilterFlowRunId, FlowFilter, FlowFilterName
+    from prefect.client.schemas.sorting import FlowRunSort
+
+    from gpuaas.cli._flows import prefect_api_url
+
+    assert prefect_api_url() is not None
+    result = CliRunner().invoke(app, ["collect", "--format", "json"])
+    assert result.exit_code == 0, result.output
+    headline = json.loads(result.stdout)["headline"]
+    with get_client(sync_client=True) as client:
+        [run] = client.read_flow_runs(flow_filter=FlowFilter(name=FlowFilterName(any_=["collect"])),
+                                      sort=FlowRunSort.START_TIME_DESC, limit=1)
+        assert run.state is not None and run.state.message == headline
+        artifacts = client.read_artifacts(artifact_filter=ArtifactFilter(flow_run_id=ArtifactFilterFlowRunId(
+            any_=[run.id])))
+    assert {a.key for a in artifacts} >= {"gpuaas-collect-summary", "gpuaas-collect-backlog"}
+    assert all(a.task_run_id is None and a.description for a in artifacts)
+    assert next(a for a in artifacts if a.key == "gpuaas-collect-summary").description == headline

@@ -1,4 +1,4 @@
-"""``make e2e``: gpuaas operated through a real Prefect server, as an ops engineer runs it (issue 13, point 8).
+"""``make e2e``: gpuaas operated through a real Prefect server, as an ops engineer runs it.
 
 Starts ``prefect server start`` on a free loopback port, creates the process work pool, deploys with
 ``prefect --no-prompt deploy --all`` from the checkout, starts a worker against an embedded cluster
@@ -104,13 +104,36 @@ def _page(driver: Any, url: str, shows: list[str], screenshot: Path) -> str:
         WebDriverWait(driver, 60, poll_frequency=0.5).until(
             lambda d: all(s in d.find_element(By.TAG_NAME, "body").text for s in shows))
     except TimeoutException:
-        driver.save_screenshot(str(screenshot))
+        _shoot(driver, screenshot)
         text = driver.find_element(By.TAG_NAME, "body").text
         missing = [s for s in shows if s not in text]
         raise AssertionError(f"{url}: {missing} not shown within 60 s (screenshot {screenshot});\n{text[:2000]}") from None
     time.sleep(1)  # let the last requests of the page settle before the picture
-    driver.save_screenshot(str(screenshot))
+    _shoot(driver, screenshot)
     return str(driver.find_element(By.TAG_NAME, "body").text)
+
+
+def _artifacts_tab(driver: Any, shows: list[str], screenshot: Path) -> None:
+    """On the open run page, the Artifacts tab (the flow run's own, not a task run's): each of ``shows`` on it."""
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    tabs = [e for e in driver.find_elements(By.XPATH, "//*[normalize-space(.)='Artifacts']") if e.is_displayed()]
+    assert tabs, "no Artifacts tab on the run page"
+    tabs[-1].click()  # the innermost element with that text
+    WebDriverWait(driver, 60, poll_frequency=0.5).until(
+        lambda d: all(s in d.find_element(By.TAG_NAME, "body").text for s in shows))
+    time.sleep(1)
+    _shoot(driver, screenshot)
+
+
+def _shoot(driver: Any, screenshot: Path) -> None:
+    """Save the picture, and a copy where ``E2E_SCREENSHOTS`` says (a folder that outlives the test's)."""
+    driver.save_screenshot(str(screenshot))
+    keep = os.environ.get("E2E_SCREENSHOTS")
+    if keep:
+        Path(keep).mkdir(parents=True, exist_ok=True)
+        shutil.copy(screenshot, Path(keep) / screenshot.name)
 
 
 STATES = ("Completed", "Failed", "Crashed", "Cancelled", "Running", "Pending", "Scheduled", "Late", "Paused")
@@ -181,7 +204,7 @@ def test_the_cycle_is_derived_from_prefect_yaml(tmp_path: Path) -> None:
     assert cycle(tmp_path / "prefect.yaml") == [*SCHEDULED_CYCLE, "incident_review"]
 
 
-@pytest.mark.timeout(480)  # ~3 min here; the suite's 300 s would end it on a slower machine mid-way
+@pytest.mark.timeout(900)  # ~3 min on a quiet machine, 8 at a load of 20; the suite's 300 s would end it mid-way
 def test_the_cycle_runs_through_a_worker_and_completes(prefect_env: dict[str, str], cluster: EmbeddedCluster,
                                                        browser: Any, tmp_path: Path) -> None:
     from prefect.client.orchestration import SyncPrefectClient
@@ -222,6 +245,12 @@ def test_the_cycle_runs_through_a_worker_and_completes(prefect_env: dict[str, st
                     for artifact in artifacts:
                         first = str(artifact.data).strip().splitlines()
                         assert first and first[0].strip(), f"{name}: artifact {artifact.key} with an empty first line"
+                        # on the run's page, not under a task run, and a card that says what it is
+                        assert artifact.task_run_id is None, f"{name}: artifact {artifact.key} filed under a task run"
+                        assert (artifact.description or "").strip(), f"{name}: artifact {artifact.key} undescribed"
+                    # what the run did, in the runs list without a click: its headline is the state message
+                    assert state.message and state.message != "None" and state.message.endswith(".") \
+                        and len(state.message) > 20, f"{name}: state message {state.message!r}"
                     if name in ARTIFACT_KEYS:
                         published[name] = next((a for a in artifacts if a.key == ARTIFACT_KEYS[name]), None)
                         assert published[name] is not None, f"{name}: no {ARTIFACT_KEYS[name]!r} artifact"
@@ -236,8 +265,10 @@ def test_the_cycle_runs_through_a_worker_and_completes(prefect_env: dict[str, st
     (tmp_path / "e2e-runs.txt").write_text(listed)
     for name, run in runs.items():  # the row of each run: its own state badge says Completed
         assert _row_state(browser, run.name) == "Completed", f"{name}: the runs list shows {_row_state(browser, run.name)}"
-    for name, run in runs.items():  # the run page opened from that list
+    for name, run in runs.items():  # the run page: the headline in its log, its artifacts' cards on its own tab
         _page(browser, f"{ui}/runs/flow-run/{run.id}", [run.name, "Completed"], tmp_path / f"e2e-run-{name}.png")
+        if name in ARTIFACT_KEYS:
+            _artifacts_tab(browser, [ARTIFACT_KEYS[name]], tmp_path / f"e2e-run-{name}-artifacts.png")
     # The reclaim decisions table: the hand-checked fleet's one idle workload with its evidence, on one screen.
     decisions = _page(browser, f"{ui}/artifacts/artifact/{published['reclaim'].id}",
                       ["team-b/nb", "max 0.00"], tmp_path / "e2e-reclaim-decisions.png")

@@ -1,4 +1,4 @@
-"""The flow process SIGKILLed at each step of a reclaim apply and of an undo (issue 14, point 2).
+"""The flow process SIGKILLed at each step of a reclaim apply and of an undo.
 
 The API proxy holds the PATCH of the write (``tests.faults.kill``): either before it reaches the server
 (killed after the intent row, before the write) or after the server applied it (killed with the answer

@@ -1,4 +1,4 @@
-"""The flow process SIGKILLed at each step of a rebalance apply (issue 14, point 2).
+"""The flow process SIGKILLed at each step of a rebalance apply.
 
 The rebalance fleet (``tests/actions/rebalance_scenario.py``: one cohort, three queues, team-b's
 8 GPUs waiting) plans to move quota toward team-b; the plan lands as one audit intent, one

@@ -1,4 +1,4 @@
-"""Real network faults between the reclaim flow and every service it reads or writes (issue 14, point 2).
+"""Real network faults between the reclaim flow and every service it reads or writes.
 
 Each case arms one fault on one proxy, runs the reclaim flow (dry-run, then the case's checks),
 clears the fault and runs again at the same instant. After each: no decision on incomplete data (a

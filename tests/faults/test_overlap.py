@@ -1,4 +1,4 @@
-"""Overlapping on-demand runs of collect and reclaim (dry-run) on SQLite and on PostgreSQL (issue 14, point 5).
+"""Overlapping on-demand runs of collect and reclaim (dry-run) on SQLite and on PostgreSQL.
 
 Four processes start together against one embedded cluster and one store: each exits 0 with no
 database error, every collect (the reclaim runs collect too) stores its snapshot, every decision

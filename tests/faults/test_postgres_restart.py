@@ -1,4 +1,4 @@
-"""The PostgreSQL store restarted during a reclaim apply (issue 14, point 2).
+"""The PostgreSQL store restarted during a reclaim apply.
 
 This module starts a PostgreSQL server of its own (the session's may be a shared one,
 ``GPUAAS_TEST_POSTGRES_URL``, that a test must not restart). The API proxy pauses the run's

@@ -252,7 +252,9 @@ def test_cli_collect_json_and_table(pointed_at: EmbeddedCluster, prefect_harness
     result = runner.invoke(app, ["collect", "--format", "json"])
     assert result.exit_code == 0, result.output
     doc = json.loads(result.stdout)
-    assert set(doc) == {"queues", "sources", "workloads", "unknown_telemetry", "snapshot_id", "idle_candidates"}
+    assert set(doc) == {"queues", "sources", "workloads", "unknown_telemetry", "snapshot_id", "idle_candidates",
+                        "degraded", "source_errors", "headline"}
+    assert doc["degraded"] is False and doc["source_errors"] == {} and doc["headline"].startswith("Snapshot ")
     queues = {q["name"]: q for q in doc["queues"]}
     assert set(queues["team-b-cq"]) == {"name", "cohort", "pending_workloads", "pending_gpus",
                                         "oldest_pending_seconds", "admitted_gpus", "nominal_gpus"}

@@ -1,4 +1,4 @@
-"""Failure notifications (issue 13, point 4): the Prefect automation file and the JSON webhook.
+"""Failure notifications: the Prefect automation file and the JSON webhook.
 
 A collect run whose every source is unreachable fails; its on_failure hook POSTs the flow, the
 run, what failed and a link to the run to a real HTTP receiver on 127.0.0.1. The degraded case (a

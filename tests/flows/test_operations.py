@@ -1,4 +1,4 @@
-"""Operating gpuaas: a cycle on PostgreSQL with planted secrets, and one writer at a time (issue 13, points 3, 6).
+"""Operating gpuaas: a cycle on PostgreSQL with planted secrets, and one writer at a time.
 
 One embedded cluster for the module. First, collect -> reclaim --apply -> undo with the store on
 the test suite's real PostgreSQL, the database password and the Prometheus token from Prefect

@@ -1,4 +1,4 @@
-"""Every Kubernetes API call of a full cycle, with the shipped roles enforced (issue 13, point 5).
+"""Every Kubernetes API call of a full cycle, with the shipped roles enforced.
 
 collect, reclaim --apply (every idle kind stopped) and undo run against the embedded API with
 ``deployments/kubernetes/rbac.yaml``'s gpuaas-reader and gpuaas-reclaimer enforced; every call's

@@ -98,7 +98,7 @@ def test_workloads_that_hold_no_gpus_are_not_listed() -> None:
 
 
 def test_nan_activity_with_full_coverage_is_unknown_never_idle() -> None:
-    """Prometheus counts NaN samples in count_over_time but averages them to nothing (issue 14.3)."""
+    """Prometheus counts NaN samples in count_over_time but averages them to nothing."""
     row = verdict(activity_max_30m=float("nan"), activity_avg_30m=float("nan"))
     assert row["verdict"] == "unknown" and "telemetry incomplete" in row["reason"]
     assert verdict(activity_max_30m=float("inf"))["verdict"] == "busy"

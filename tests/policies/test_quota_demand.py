@@ -111,7 +111,7 @@ def test_deadline_gpus_per_queue_is_the_peak_of_its_jobs_in_the_deadline_plan(
 
 
 def test_a_guarantee_in_an_unknown_flavor_is_said_not_silently_dropped() -> None:
-    """Issue 14.3: a flavor the policy names that no ClusterQueue has (a typo) is a note of the plan."""
+    """A flavor the policy names that no ClusterQueue has (a typo) is a note of the plan."""
     snap = snapshot([("a", "c", "h100", 8, 0.0), ("b", "c", "h100", 8, 0.0)], {})
     policy = Policy.model_validate({"tenants": [
         {"name": "ta", "cluster_queues": ["a"], "guaranteed_gpus": 2, "guaranteed_gpus_per_flavor": {"h10O": 4}},

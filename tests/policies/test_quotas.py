@@ -1,5 +1,5 @@
 """``plan_quotas``: every constraint on random inputs, the optimum against brute force, no flapping,
-the issue's example by hand, and the errors for contradictory or infeasible input. Pure."""
+the worked example by hand, and the errors for contradictory or infeasible input. Pure."""
 
 from __future__ import annotations
 
@@ -27,9 +27,9 @@ def step_of(before: int, limits: QuotaLimits) -> int:
     return min(limits.max_step_gpus, int(before * limits.max_step_percent / 100 + 1e-9))
 
 
-# --- the issue's example, computed by hand ------------------------------------------------------------
+# --- the worked example, computed by hand ------------------------------------------------------------
 
-def test_the_issue_example_no_reversal_keeps_team_b_where_it_is() -> None:
+def test_the_worked_example_no_reversal_keeps_team_b_where_it_is() -> None:
     # team-b lost 2 GPUs recently: gaining now would reverse that, and only a gain can cut its shortfall.
     plan = plan_quotas([TEAM_A, TEAM_B], EXAMPLE_LIMITS)
     assert after(plan) == {("team-a", "a100"): 16, ("team-b", "a100"): 8}
@@ -39,7 +39,7 @@ def test_the_issue_example_no_reversal_keeps_team_b_where_it_is() -> None:
     assert "no reversal" in plan.changes[1].reason and "short 12" in plan.changes[1].reason
 
 
-def test_the_issue_example_without_the_recent_loss_moves_one_relative_step() -> None:
+def test_the_worked_example_without_the_recent_loss_moves_one_relative_step() -> None:
     # team-b's step is min(8, 50% of 8) = 4; team-a can give 16-4=12 above its guarantee, step 8: +4 / -4.
     plan = plan_quotas([TEAM_A, replace(TEAM_B, recent_change={})], EXAMPLE_LIMITS)
     assert after(plan) == {("team-a", "a100"): 12, ("team-b", "a100"): 12}

@@ -63,7 +63,7 @@ def _result(server: PrometheusServer, expr: str) -> list[dict[str, object]]:
 def test_hostile_namespace_selects_its_series_and_nothing_else(prom: PrometheusServer) -> None:
     rows = _result(prom, f"{GPU_UTIL}{{{matcher('namespace', HOSTILE)}}}")
     assert [r["metric"]["namespace"] for r in rows] == [HOSTILE]  # type: ignore[index]
-    # Pasted in unquoted, the issue's text breaks the query, and a variant of it adds a series.
+    # Pasted in unquoted, the reported text breaks the query, and a variant of it adds a series.
     assert _query(prom, f'sum by (namespace) ({GPU_UTIL}{{namespace="{HOSTILE}"}})')["status"] == "error"
     rows = _result(prom, f"{GPU_UTIL}{{{matcher('namespace', INJECTS)}}}")
     assert [r["metric"]["namespace"] for r in rows] == [INJECTS]  # type: ignore[index]

@@ -1,4 +1,4 @@
-"""One audit row per decision (issue 14, point 5): ``Store.append_decision`` on SQLite and PostgreSQL.
+"""One audit row per decision: ``Store.append_decision`` on SQLite and PostgreSQL.
 
 The unique (idempotency_key, decision) index with ``INSERT ... ON CONFLICT DO NOTHING`` is what
 makes a duplicate impossible, not the read before it: threads racing on one key record it once.

@@ -1,4 +1,4 @@
-"""The full snapshot only as the policy says, and a prune racing an overlapping run (issue 14, point 6).
+"""The full snapshot only as the policy says, and a prune racing an overlapping run.
 
 The reclaim flow decides on the snapshot its collect step built in this process; another run's
 prune (``keep_latest``) drops only full documents, never the row a run holds, and a snapshot

@@ -1,0 +1,114 @@
+"""A failed source in one line an operator can act on: which source, where it points, what went wrong in words.
+
+``Prometheus at http://prometheus.monitoring.svc:9090: name does not resolve``, not a urllib3
+``MaxRetryError`` with URL-encoded PromQL in it. The line leads every degraded command's output,
+each flow run's state message and the snapshot's data-quality table, so it must say enough to
+fix the setting without a log: the URL is the configured one (credentials scrubbed), the cause a
+phrase from a short list that covers what real deployments hit first.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import TYPE_CHECKING
+
+from gpuaas.errors import ConfigError, KubeAPIError, redact_endpoint
+
+if TYPE_CHECKING:
+    from gpuaas.settings import GpuaasSettings
+
+__all__ = ["SOURCE_NAMES", "describe_failure", "endpoint_of", "in_words"]
+
+SOURCE_NAMES = {"kube": "Kubernetes API", "prometheus": "Prometheus", "opencost": "OpenCost", "nvml": "NVML"}
+
+_HTTP_WORDS = {
+    400: "bad request (is this the right kind of server?)",
+    401: "unauthorized: the credentials were refused (check the token)",
+    403: "forbidden: the credentials lack permission (RBAC or the proxy's rules)",
+    404: "not found: nothing answers at this path (check the URL's path)",
+    405: "method not allowed (is this the right kind of server?)",
+    429: "too many requests (rate limited)",
+}
+_PATTERNS = [  # (regular expression on the error text, words); the first that matches wins
+    (r"Name or service not known|Failed to resolve|nodename nor servname|Temporary failure in name resolution|"
+     r"No address associated with hostname|getaddrinfo failed|NameResolutionError", "name does not resolve"),
+    (r"Connection refused|Errno 111|ECONNREFUSED", "connection refused (nothing listens on that port)"),
+    (r"No route to host|Network is unreachable|EHOSTUNREACH", "host unreachable (no route)"),
+    (r"timed out|Timeout|ReadTimeout|ConnectTimeout", "no answer in time (timed out)"),
+    (r"CERTIFICATE_VERIFY_FAILED|certificate verify failed|SSLError|SSL:", "TLS failed (certificate or protocol)"),
+    (r"Connection reset|RemoteDisconnected|Connection aborted|closed connection", "connection dropped by the server"),
+    (r"No host specified|Invalid URL|InvalidURL|MissingSchema|InvalidSchema", "not a valid URL (scheme and host?)"),
+    (r"is not JSON|JSONDecodeError|Expecting value", "answered, but not JSON (is this the right server?)"),
+]
+_STATUS = re.compile(r"\bHTTP (\d{3})\b|\b(\d{3}) (?:Unauthorized|Forbidden|Not Found)|status(?: code)?[ =:]+(\d{3})")
+
+
+def _chain(exc: BaseException) -> list[BaseException]:
+    seen: list[BaseException] = []
+    current: BaseException | None = exc
+    while current is not None and current not in seen:
+        seen.append(current)
+        current = current.__cause__ or current.__context__
+    return seen
+
+
+def _status(exc: BaseException, text: str) -> int | None:
+    for e in _chain(exc):
+        if isinstance(e, KubeAPIError) and e.status:
+            return e.status
+        status = getattr(e, "status", None) or getattr(getattr(e, "response", None), "status_code", None)
+        if isinstance(status, int) and 100 <= status < 600:
+            return status
+    match = _STATUS.search(text)
+    return int(next(g for g in match.groups() if g)) if match else None
+
+
+def in_words(exc: BaseException) -> str:
+    """What went wrong, as a short phrase: ``name does not resolve``, ``HTTP 401: unauthorized: ...``."""
+    text = " ".join(f"{type(e).__name__}: {e}" for e in _chain(exc))
+    if isinstance(exc, ConfigError):
+        return str(exc)
+    status = _status(exc, text)
+    if status is not None and status >= 400:
+        words = _HTTP_WORDS.get(status) or ("server error" if status >= 500 else "refused")
+        return f"HTTP {status}: {words}"
+    for pattern, words in _PATTERNS:
+        if re.search(pattern, text):
+            return words
+    first = str(exc).split(" (Caused by")[0]
+    return re.sub(r"\?\S*", "", first)[:200] or type(exc).__name__  # no URL-encoded queries
+
+
+def _kube_endpoint(settings: GpuaasSettings) -> str:
+    if settings.in_cluster:
+        return "the in-cluster service account"
+    path = str(settings.kubeconfig) if settings.kubeconfig else "~/.kube/config"
+    try:
+        from kubernetes import client, config
+
+        cfg = client.Configuration()
+        config.load_kube_config(config_file=str(settings.kubeconfig) if settings.kubeconfig else None,
+                                context=settings.kube_context, client_configuration=cfg, persist_config=False)
+        return redact_endpoint(str(cfg.host))
+    except Exception:  # noqa: BLE001 - an unreadable kubeconfig: name the file instead
+        return f"kubeconfig {path}"
+
+
+def endpoint_of(settings: GpuaasSettings, name: str) -> str:
+    """Where source ``name`` points, as configured (credentials scrubbed)."""
+    if name == "prometheus":
+        return redact_endpoint(settings.prometheus_url) if settings.prometheus_url else "(GPUAAS_PROMETHEUS_URL unset)"
+    if name == "opencost":
+        url = settings.opencost_url or settings.prometheus_url
+        return redact_endpoint(url) if url else "(GPUAAS_OPENCOST_URL unset)"
+    if name == "kube":
+        return _kube_endpoint(settings)
+    return "this host"
+
+
+def describe_failure(settings: GpuaasSettings, name: str, exc: BaseException) -> str:
+    """``Prometheus at http://prometheus:9090: name does not resolve``."""
+    if isinstance(exc, ConfigError) and name == "kube":
+        words = str(exc).split("cannot load Kubernetes credentials: ")[-1]
+        return f"{SOURCE_NAMES['kube']} at {_kube_endpoint(settings)}: cannot load the credentials: {words}"[:500]
+    return f"{SOURCE_NAMES.get(name, name)} at {endpoint_of(settings, name)}: {in_words(exc)}"[:500]

@@ -1,0 +1,133 @@
+"""Every table at 80 and 120 columns: no word or number split, the least important columns left out first.
+
+Two sources of tables: the commands that need no cluster (``audit list`` with seeded rows, ``plan
+quotas`` and ``plan deadlines`` on the examples), run in-process, and the layouts of the
+commands that do (reclaim, undo, rebalance, the data-quality and deadline tables) rendered by
+``print_table`` with their real columns and long, realistic values. The check: each word and number
+of every cell and header appears whole in the output, and no line is wider than the terminal.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import pytest
+from typer.testing import CliRunner
+
+from gpuaas.cli import _common
+from gpuaas.cli.app import app
+from gpuaas.settings import load_settings
+from gpuaas.store import AuditEntry, open_store
+
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
+WIDTHS = (80, 120)
+REASON = "every GPU at or below the threshold for the whole window; coverage 0.0355 of 30m; " * 3
+LAYOUTS: dict[str, tuple[list[str], list[list[Any]], tuple[str, ...], tuple[str, ...]]] = {
+    # name: (columns, rows, optional in drop order, notes), as the commands pass them
+    "reclaim": (["audit id", "workload", "tenant", "GPUs", "idle for", "action", "frees", "result", "reason"],
+                [[41, "RayCluster research/ray-hparam-sweep", "research", 8, "1h00m", "suspend", "quota", "planned",
+                  "idle 1h00m, max activity 0.00 ≤ 0.05"],
+                 [42, "InferenceService platform/llm-legacy", "platform", 1, "45m", "stop-annotation", "compute",
+                  "skipped", REASON]],
+                ("tenant", "idle for", "frees", "action"), ("reason",)),
+    "undo": (["audit id", "kind", "namespace", "name", "result", "restore id", "message"],
+             [[41, "RayCluster", "research", "ray-hparam-sweep", "restored", 57, "spec.suspend back to false"]],
+             ("restore id", "kind"), ("message",)),
+    "rebalance": (["cohort", "queue", "flavor", "before", "after", "change", "demand", "shortfall", "reason"],
+                  [["research", "vision-cq", "nvidia.com/gpu", 24, 32, "+8", "44", "20 -> 12",
+                    "pending GPUs waiting 1h56m; +8 from nlp-cq (step limit 8)"]],
+                  ("change", "cohort", "demand"), ("reason",)),
+    "quality": (["source", "answered", "latency s", "staleness s", "why not"],
+                [["prometheus", "no", "5.29", "-",
+                  "Prometheus at http://prometheus.monitoring.svc.cluster.local:9090: name does not resolve"]],
+                (), ("why not",)),
+    "deadlines": (["object", "Workload", "GPUs", "start", "end", "deadline", "status"],
+                  [["RayCluster research/ray-hparam-sweep", "raycluster-ray-hparam-sweep-3f2a1", 8, "+0m", "+1h00m",
+                    "+2h00m", "at risk now"]],
+                  ("Workload", "end", "start"), ()),
+}
+
+
+def _words(values: Sequence[Any]) -> set[str]:
+    return {w for v in values if v is not None for w in str(v).split()}
+
+
+def _assert_whole(output: str, words: set[str], width: int) -> None:
+    flat = output.replace("\n", " ")
+    missing = sorted(w for w in words if w not in flat and w.strip("│┃"))
+    assert not missing, f"split or missing at {width} columns: {missing}\n{output}"
+    assert max(len(line) for line in output.splitlines()) <= width, output
+
+
+@pytest.mark.parametrize("width", WIDTHS)
+@pytest.mark.parametrize("name", list(LAYOUTS))
+def test_each_layout_keeps_every_word_whole(name: str, width: int, monkeypatch: pytest.MonkeyPatch,
+                                            capsys: pytest.CaptureFixture[str]) -> None:
+    columns, rows, optional, notes = LAYOUTS[name]
+    monkeypatch.setenv("COLUMNS", str(width))
+    _common.set_wide(False)
+    _common.print_table(name, columns, rows, optional=optional, notes=notes)
+    out = capsys.readouterr().out
+    dropped = [c for c in optional if c not in out.split("(not shown")[0]]
+    shown_words = _words([c for c in columns if c not in dropped]) | _words(
+        [v for row in rows for c, v in zip(columns, row, strict=True) if c not in dropped])
+    _assert_whole(out, shown_words, width)
+    if width == 120 and name != "reclaim":
+        assert "not shown" not in out  # nothing is left out where everything fits
+
+
+def test_the_drop_order_is_the_tables_own(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    columns, rows, optional, notes = LAYOUTS["reclaim"]
+    monkeypatch.setenv("COLUMNS", "80")
+    _common.print_table("reclaim", columns, rows, optional=optional, notes=notes)
+    out = capsys.readouterr().out
+    assert "(not shown at 80 columns: tenant, idle for, action; --wide shows them)" in out
+    assert "  42 InferenceService platform/llm-legacy reason: every GPU at or below" in out  # under the table
+
+
+def _seed_audit() -> None:
+    store = open_store(load_settings())
+    reason = "\n".join(f"line {k}: coverage 0.0355 below 0.9 for RayCluster research/ray-hparam-sweep"
+                       for k in range(10))
+    for mode, outcome in (("dry-run", "planned"), ("apply", "applied")):
+        store.append(AuditEntry(flow="reclaim", flow_run_id=None, action="reclaim", kind="RayCluster",
+                                namespace="research", name="ray-hparam-sweep", uid="u1", mode=mode, outcome=outcome,
+                                reason=reason, created_at=datetime(2026, 12, 1, 21, 3, 50, tzinfo=UTC)))
+    store.close()
+
+
+@pytest.mark.parametrize("width", WIDTHS)
+@pytest.mark.parametrize("argv", [["audit", "list"], ["plan", "quotas", str(EXAMPLES / "quota_problem.yaml")],
+                                  ["plan", "deadlines", str(EXAMPLES / "deadline_problem.yaml")]],
+                         ids=["audit", "plan-quotas", "plan-deadlines"])
+def test_commands_keep_every_word_whole(argv: list[str], width: int) -> None:
+    if argv[0] == "audit":
+        _seed_audit()
+    result = CliRunner().invoke(app, argv, env={"COLUMNS": str(width)})
+    assert result.exit_code == 0, result.output
+    wide = CliRunner().invoke(app, [*argv, "--wide"], env={"COLUMNS": "400"}).stdout
+    cells = {w for line in wide.splitlines() for cell in line.split("│")[1:-1] for w in cell.split()}
+    dropped = result.stdout.split("(not shown at")[-1] if "(not shown at" in result.stdout else ""
+    kept = {w for w in cells if not any(w in d for d in dropped.split(";")[0].split(", "))} if dropped else cells
+    _assert_whole(result.stdout, {w for w in kept if w not in ("…",)} - _dropped_values(wide, dropped), width)
+    if argv[0] == "audit":
+        assert "dry-run" in result.stdout and "apply" in result.stdout  # the audit log never hides the mode
+
+
+def _dropped_values(wide: str, dropped: str) -> set[str]:
+    """Words that appear only in the columns the narrow table left out (read from the wide one)."""
+    names = [n.strip() for n in dropped.split(";")[0].split(",") if n.strip()] if dropped else []
+    lines = wide.splitlines()
+    header = next((line for line in lines if line.startswith("┃")), "")
+    heads = [h.strip() for h in header.split("┃")[1:-1]]
+    out: set[str] = set()
+    for line in lines:
+        if line.startswith("│"):
+            cells = line.split("│")[1:-1]
+            for head, cell in zip(heads, cells, strict=False):
+                if head in names:
+                    out |= set(cell.split())
+    return out

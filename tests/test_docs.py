@@ -1,0 +1,52 @@
+"""The documentation: short README, references generated from the code, links that resolve, no issue numbers.
+
+The reference pages (``docs/reference/``) are written by ``python -m gpuaas.cli._reference``; when a setting
+or an option changes without them, ``test_references_match_the_code`` fails and says how to regenerate.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+from gpuaas.cli._reference import REFERENCE_DIR, cli_reference, configuration_reference
+
+ROOT = Path(__file__).resolve().parents[1]
+DOCS = [ROOT / "README.md", ROOT / "CHANGELOG.md", *sorted((ROOT / "docs").rglob("*.md"))]
+OTHERS = {"real-cluster.md", "planners.md", "cost-report.md", "load-test.md", "reclaim-policy.md", "benchmarks.md"}
+"""Pages other parts of the project write; the index links them before they exist in every checkout."""
+
+
+@pytest.mark.parametrize(("page", "render"), [("configuration.md", configuration_reference), ("cli.md", cli_reference)])
+def test_references_match_the_code(page: str, render: object) -> None:
+    assert callable(render)
+    committed = (REFERENCE_DIR / page).read_text(encoding="utf-8")
+    assert committed == render(), f"docs/reference/{page} drifted: run .venv/bin/python -m gpuaas.cli._reference"
+
+
+def test_the_readme_is_short_and_starts_with_what_and_for_whom() -> None:
+    text = (ROOT / "README.md").read_text(encoding="utf-8")
+    assert len(text.encode()) < 12 * 1024
+    for heading in ("## The safety contract", "## The two commands", "## Start on your cluster in five steps",
+                    "## The flows"):
+        assert heading in text
+    assert "platform ops teams" in text.split("##")[0]
+
+
+@pytest.mark.parametrize("page", DOCS, ids=lambda p: str(p.relative_to(ROOT)))
+def test_links_resolve(page: Path) -> None:
+    for target in re.findall(r"\]\(([^)#]+?)(?:#[^)]*)?\)", page.read_text(encoding="utf-8")):
+        if target.startswith(("http://", "https://")) or Path(target).name in OTHERS:
+            continue
+        assert (page.parent / target).exists(), f"{page.relative_to(ROOT)} links to missing {target}"
+
+
+def test_no_issue_numbers_or_development_history() -> None:
+    pattern = re.compile(r"\(issue \d|\bissue \d+|Found and fixed", re.IGNORECASE)
+    sources = [*DOCS, *ROOT.glob("examples/*"), *(p for d in ("gpuaas", "flows", "tasks", "reports", "bench", "tests")
+                                                   for p in (ROOT / d).rglob("*.py"))]
+    found = [f"{p.relative_to(ROOT)}: {m.group(0)}" for p in sources if p.is_file() and p != Path(__file__)
+             for m in pattern.finditer(p.read_text(encoding="utf-8", errors="replace"))]
+    assert not found, found

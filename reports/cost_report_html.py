@@ -114,7 +114,8 @@ def _waste_plot(report: CostReport) -> str:
 
 
 def _daily_rows(report: CostReport) -> list[dict[str, Any]]:
-    return [{"service": d["service"], "period ends": d["day_end"][:16].replace("T", " "), "cost": money(d["cost"]),
+    return [{"service": d["service"], "period ends": d["day_end"][:16].replace("T", " "),
+             "GPU cost": money(d["gpu_cost"]), "total cost": money(d["total_cost"]),
              "verified outcomes": "unknown" if d["verified_outcomes"] is None else f"{d['verified_outcomes']:,.0f}",
              "cost per outcome": money(d["cost_per_outcome"], "-")} for d in report.daily]
 

@@ -95,15 +95,31 @@ def test_the_rebalance_and_cost_report_artifacts_say_first_what_the_run_found() 
 
     assert first_line([], "dry-run", None) == "Nothing to rebalance: no cohort with GPU quota."
     cluster = {"allocated_gpu_hours": 111.7, "busy_gpu_hours": 91.4, "productive_gpu_hours": 15.1,
-               "unknown_gpu_hours": 2.0, "cost": 357.7, "waste_cost": 45.3, "verified_outcomes": 132021}
-    report = CostReport(window_s=7200, start=NOW, end=NOW, tenants=[], services=[], cluster=cluster, wasters=[],
-                        daily=[], batch=[], notes=[], queries=0)
+               "in_progress_gpu_hours": 0.0, "unknown_gpu_hours": 2.0, "active_gpu_hours": 40.0, "gpu_cost": 300.0,
+               "total_cost": 357.7, "waste_cost": 45.3, "verified_outcomes": 132021}
+    service = {"service": "chat"}
+    report = CostReport(window_s=7200, start=NOW, end=NOW, tenants=[], services=[service], cluster=cluster,
+                        wasters=[], daily=[], batch=[], notes=[], queries=0)
     first = cost_markdown(report, None, None).splitlines()[0]
-    assert first == cost_first_line(report) == ("2 h of GPUs: $357.70 spent, $45.30 of it on allocated but idle GPUs; "
-                                                "132,021 verified outcomes.")
-    empty = CostReport(window_s=3600, start=NOW, end=NOW, tenants=[], services=[], cluster={"allocated_gpu_hours": 0},
-                       wasters=[], daily=[], batch=[], notes=[], queries=0)
+    assert first == cost_first_line(report) == ("2 h of GPUs: $357.70 spent in all ($300.00 on GPUs), $45.30 of it on "
+                                                "allocated but idle GPUs; 132,021 verified outcomes.")
+    empty = CostReport(window_s=3600, start=NOW, end=NOW, tenants=[], services=[service],
+                       cluster={"allocated_gpu_hours": 0}, wasters=[], daily=[], batch=[], notes=[], queries=0)
     assert cost_first_line(empty) == "No GPU-hours allocated in the 1 h window: nothing to cost."
+    # a policy without services says so first: every outcome figure would otherwise read as no work done
+    bare = CostReport(window_s=7200, start=NOW, end=NOW, tenants=[], services=[], cluster=cluster, wasters=[],
+                      daily=[], batch=[], notes=[], queries=0)
+    assert cost_first_line(bare).startswith("The policy has no services: section, so no outcome is counted")
+
+
+def test_money_keeps_significant_digits() -> None:
+    from reports.cost_report import money, per_outcome
+
+    assert money(0.000064) != money(0.00012)
+    assert (money(0.000064), money(0.00012), money(0.5), money(1234.5), money(0.0)) == (
+        "$0.0000640", "$0.000120", "$0.500", "$1,234.50", "$0.00")
+    assert per_outcome(0.000064) == "$0.0640 per 1,000 requests"
+    assert per_outcome(17.5, "batch") == "$17.50 per job"
 
 
 LONG_NAMES = ["research-llm-pretrain-7b-finetune-sweep-0042", "vision-train-detector-large-batch-0007", "c"]

@@ -23,19 +23,21 @@ class ReportFormat(str, Enum):
     html = "html"
 
 
-_OPTIONAL = ("within SLO", "requests/jobs", "kind", "namespace", "tenant", "unknown GPU-h", "busy GPU-h",
-             "replicas needed")
+_OPTIONAL = ("within SLO", "requests/jobs", "kind", "namespace", "tenant", "in progress GPU-h", "active GPU-h",
+             "unknown GPU-h", "GPU cost", "busy GPU-h", "replicas needed")
 """Left out at 80 columns, the last first (``--wide`` shows them): the cost, waste and outcome columns stay."""
 
 
 def print_cost_tables(doc: dict[str, Any]) -> None:
     """The funnel, cost per outcome and top wasters from the flow's JSON document, then its notes."""
     from gpuaas.policies.cost import CostReport
-    from reports.cost_report import funnel_rows, service_rows, waster_rows
+    from reports.cost_report import cost_first_line, funnel_rows, service_rows, waster_rows
 
     report = CostReport(window_s=doc["window_s"], start=doc["start"], end=doc["end"], tenants=doc["tenants"],
                         services=doc["services"], cluster=doc["cluster"], wasters=doc["top_wasters"],
-                        daily=doc["daily"], batch=doc["batch_jobs"], notes=doc["notes"], queries=doc["queries"])
+                        daily=doc["daily"], batch=doc["batch_jobs"], notes=doc["notes"], queries=doc["queries"],
+                        cost_basis=doc["cluster"].get("cost_basis", "total"))
+    console.print(cost_first_line(report), highlight=False, markup=False)
     for title, rows in (("GPU-hour funnel per tenant", funnel_rows(report)),
                         ("Cost per verified outcome by service", service_rows(report)),
                         ("Top wasters (allocated but idle)", waster_rows(report))):

@@ -25,10 +25,11 @@ from tests.cost_fleet import COST_POLICY, cost_cluster
 
 pytestmark = [pytest.mark.integration, pytest.mark.flow]
 
-TENANT_KEYS = {"tenant", "allocated_gpu_hours", "busy_gpu_hours", "productive_gpu_hours", "unknown_gpu_hours", "cost",
-               "waste_cost", "verified_outcomes", "cost_per_outcome"}
-SERVICE_KEYS = {"service", "tenant", "requests", "verified_outcomes", "slo_fraction", "slo_error_bound", "cost",
-                "cost_per_outcome"}
+TENANT_KEYS = {"tenant", "allocated_gpu_hours", "busy_gpu_hours", "productive_gpu_hours", "in_progress_gpu_hours",
+               "unknown_gpu_hours", "active_gpu_hours", "gpu_cost", "total_cost", "waste_cost", "verified_outcomes",
+               "cost_per_outcome"}
+SERVICE_KEYS = {"service", "tenant", "requests", "verified_outcomes", "slo_fraction", "slo_error_bound", "gpu_cost",
+                "total_cost", "cost_per_outcome", "peak_rps", "forecast_rps"}
 
 
 @pytest.fixture(scope="module")

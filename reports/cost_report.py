@@ -9,6 +9,7 @@ shows "no verified outcome", never infinity or zero.
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from typing import Any
 
 from gpuaas.policies.cost import NO_OUTCOME, CostReport
@@ -48,7 +49,7 @@ def per_outcome(value: float | None, kind: str = "serving") -> str:
         return "unknown"
     if kind == "serving" and abs(value) < 0.01:
         return f"{money(value * 1000)} per 1,000 requests"
-    return money(value) + (" per request" if kind == "serving" else " per job")
+    return money(value) + {"serving": " per request", "batch": " per job"}.get(kind, "")
 
 
 def _hours(value: float | None) -> str:
@@ -91,9 +92,17 @@ def funnel_rows(report: CostReport) -> list[dict[str, Any]]:
         "GPU cost": money(r["gpu_cost"]),
         "total cost": money(r["total_cost"]),
         "waste": money(r["waste_cost"]),
-        "verified outcomes": _count(r["verified_outcomes"]),
-        f"cost per outcome ({report.cost_basis})": _per_outcome(r, "mixed") if r["tenant"] != "(cluster)" else "",
+        "verified requests": _count(r.get("verified_requests")),
+        "jobs in time": _count(r.get("verified_jobs")),
+        f"cost per outcome ({report.cost_basis})": _tenant_per_outcome(r) if r["tenant"] != "(cluster)" else "",
     } for r in rows]
+
+
+def _tenant_per_outcome(row: dict[str, Any]) -> str:
+    """A tenant's cost per outcome only where its outcomes are of one kind: a request is not a job."""
+    if row.get("verified_requests") and row.get("verified_jobs"):
+        return "see per service (requests and jobs)"
+    return _per_outcome(row, "batch" if row.get("verified_jobs") else "serving")
 
 
 def service_rows(report: CostReport) -> list[dict[str, Any]]:
@@ -158,10 +167,14 @@ def cost_first_line(report: CostReport) -> str:
         return f"{lead}No GPU-hours allocated in the {report.window_s / 3600:g} h window: nothing to cost."
     return (f"{lead}{report.window_s / 3600:g} h of GPUs: {money(c['total_cost'])} spent in all "
             f"({money(c['gpu_cost'])} on GPUs), {money(c['waste_cost'])} of it on allocated but idle GPUs; "
-            f"{_count(c['verified_outcomes'])} verified outcomes.")
+            f"{_count(c.get('verified_requests'))} verified requests and {_count(c.get('verified_jobs'))} batch jobs "
+            "done in time.")
 
 
-def summary_markdown(report: CostReport, previous: CostReport | None, html_path: str | None) -> str:
+def summary_markdown(report: CostReport, previous: CostReport | None, html_path: str | None,
+                     plots: Sequence[tuple[str, str]] = ()) -> str:
+    """The headline numbers, then the plots inlined (``(alt, base64 PNG)``): the Prefect UI shows them without
+    the worker's disk, where the HTML report lies."""
     c = report.cluster
     lines = [
         cost_first_line(report),
@@ -174,7 +187,8 @@ def summary_markdown(report: CostReport, previous: CostReport | None, html_path:
         f"utilisation **{_hours(c['active_gpu_hours'])}** activity-weighted GPU-h",
         f"- total cost **{money(c['total_cost'])}** (GPU **{money(c['gpu_cost'])}**), of which waste (allocated "
         f"but idle GPUs) **{money(c['waste_cost'])}**; cost per outcome on the {report.cost_basis} cost",
-        f"- **{_count(c['verified_outcomes'])}** verified outcomes",
+        f"- **{_count(c.get('verified_requests'))}** verified requests, **{_count(c.get('verified_jobs'))}** batch "
+        "jobs done in time",
     ]
     if previous is not None:
         p = previous.cluster
@@ -185,7 +199,9 @@ def summary_markdown(report: CostReport, previous: CostReport | None, html_path:
         lines.append(f"- top waster: `{w['namespace']}/{w['workload']}` ({w['tenant']}), "
                      f"{_hours(w['idle_gpu_hours'])} idle GPU-h, {money(w['waste_cost'])}")
     if html_path:
-        lines.append(f"- HTML report with plots: `{html_path}`")
+        lines.append(f"- HTML report with plots (on the worker): `{html_path}`")
+    for alt, data in plots:
+        lines += ["", f"![{alt}](data:image/png;base64,{data})"]
     if report.notes:
         lines += ["", "## Notes", ""] + [f"- {n}" for n in report.notes]
     return "\n".join(lines) + "\n"
@@ -235,7 +251,11 @@ def cost_report_metrics(report: CostReport) -> list[MetricFamily]:
                             (replicas, "replicas_needed")):
             if s.get(key) is not None:
                 family.add(s[key], s["service"], s["tenant"])
+    tenants = MetricFamily("gpuaas_namespace_tenant", "The policy's tenant of each namespace (1): dashboards join "
+                           "on it to group by tenant", ("namespace", "tenant"))
+    for namespace, tenant in sorted(report.tenant_of_namespace.items()):
+        tenants.add(1.0, namespace, tenant)
     stamp = MetricFamily("gpuaas_cost_report_timestamp_seconds", "End of the cost report window").add(
         report.end.timestamp())
     window = MetricFamily("gpuaas_cost_report_window_seconds", "Length of the cost report window").add(report.window_s)
-    return [hours, gpu_cost, total_cost, waste, tenant_cpo, cpo, outcomes, slo, replicas, stamp, window]
+    return [hours, gpu_cost, total_cost, waste, tenants, tenant_cpo, cpo, outcomes, slo, replicas, stamp, window]

@@ -21,7 +21,7 @@ from reports.cost_report import (
     summary_markdown,
     waster_rows,
 )
-from reports.cost_report_html import render_html
+from reports.cost_report_html import cost_per_outcome_plot, funnel_plot, render_html
 from tasks._options import IO_TASK_OPTIONS
 
 __all__ = ["build_report", "publish_cost_artifacts", "push_cost_metrics", "read_window", "write_html_report"]
@@ -60,7 +60,10 @@ def publish_cost_artifacts(report: CostReport, previous: CostReport | None, html
     if previous is not None:
         create_table_artifact(key="gpuaas-cost-change", table=change_rows(report, previous),
                               description="Against the previous period of the same length")
-    create_markdown_artifact(key="gpuaas-cost-summary", markdown=summary_markdown(report, previous, html_path))
+    plots = [("where the allocated GPU-hours went", funnel_plot(report))]
+    plots += [(f"cost per verified outcome, {kind} services", plot) for kind in ("serving", "batch")
+              if (plot := cost_per_outcome_plot(report, kind)) is not None]
+    create_markdown_artifact(key="gpuaas-cost-summary", markdown=summary_markdown(report, previous, html_path, plots))
 
 
 @task(name="push-cost-metrics", cache_policy=NO_CACHE, **IO_TASK_OPTIONS)

@@ -96,13 +96,15 @@ def test_the_rebalance_and_cost_report_artifacts_say_first_what_the_run_found() 
     assert first_line([], "dry-run", None) == "Nothing to rebalance: no cohort with GPU quota."
     cluster = {"allocated_gpu_hours": 111.7, "busy_gpu_hours": 91.4, "productive_gpu_hours": 15.1,
                "in_progress_gpu_hours": 0.0, "unknown_gpu_hours": 2.0, "active_gpu_hours": 40.0, "gpu_cost": 300.0,
-               "total_cost": 357.7, "waste_cost": 45.3, "verified_outcomes": 132021}
+               "total_cost": 357.7, "waste_cost": 45.3, "verified_outcomes": 132022, "verified_requests": 132021,
+               "verified_jobs": 1}
     service = {"service": "chat"}
     report = CostReport(window_s=7200, start=NOW, end=NOW, tenants=[], services=[service], cluster=cluster,
                         wasters=[], daily=[], batch=[], notes=[], queries=0)
     first = cost_markdown(report, None, None).splitlines()[0]
     assert first == cost_first_line(report) == ("2 h of GPUs: $357.70 spent in all ($300.00 on GPUs), $45.30 of it on "
-                                                "allocated but idle GPUs; 132,021 verified outcomes.")
+                                                "allocated but idle GPUs; 132,021 verified requests and 1 batch jobs "
+                                                "done in time.")
     empty = CostReport(window_s=3600, start=NOW, end=NOW, tenants=[], services=[service],
                        cluster={"allocated_gpu_hours": 0}, wasters=[], daily=[], batch=[], notes=[], queries=0)
     assert cost_first_line(empty) == "No GPU-hours allocated in the 1 h window: nothing to cost."

@@ -93,6 +93,8 @@ class CostReport:
     queries: int = 0
     cost_basis: str = "total"
     """Which of ``gpu_cost`` and ``total_cost`` cost per outcome divides (the policy's ``cost.basis``)."""
+    tenant_of_namespace: dict[str, str] = field(default_factory=dict)
+    """The policy's tenant mapping, published with the report so dashboards group by tenant the same way."""
 
 
 def cost_per_outcome(cost: float | None, outcomes: float | None) -> float | None:
@@ -207,13 +209,18 @@ def build_cost_report(inputs: CostInputs, policy: Policy) -> CostReport:
                 tenants.at[tenant.name, "allocated_gpu_hours"] = kueue
                 tenants.at[tenant.name, "unknown_gpu_hours"] += extra
     verified_by_tenant: dict[str, float] = {}
+    kinds: dict[str, dict[str, float]] = {}  # requests and jobs are counted apart: a job is not a request
     for svc in services:
         if svc.spec.kind == "serving":
             verified_by_tenant[svc.tenant] = verified_by_tenant.get(svc.tenant, 0.0) + (svc.verified or 0.0)
+            kinds.setdefault(svc.tenant, {}).setdefault("verified_requests", 0.0)
+            kinds[svc.tenant]["verified_requests"] += svc.verified or 0.0
     for o in outcomes:
         if o.verified:
             t = tenant_of_ns.get(o.namespace) or _tenant(policy, o.namespace)
             verified_by_tenant[t] = verified_by_tenant.get(t, 0.0) + 1.0
+            kinds.setdefault(t, {}).setdefault("verified_jobs", 0.0)
+            kinds[t]["verified_jobs"] += 1.0
 
     tenant_rows = []
     for name, row in tenants.sort_index().iterrows():
@@ -221,9 +228,12 @@ def build_cost_report(inputs: CostInputs, policy: Policy) -> CostReport:
         money = _money_cols(row, basis, verified, costs_known)
         if costs_known and money["cost_per_outcome"] is None:
             notes.append(f"tenant {name}: {basis} cost {row[f'{basis}_cost']:.2f}, {NO_OUTCOME}")
+        split = kinds.get(str(name), {})
         tenant_rows.append({
             "tenant": str(name), **{c: _num(row[c]) for c in FUNNEL_COLUMNS if c.endswith("_hours")},
             **money, "verified_outcomes": _num(verified),
+            "verified_requests": _num(split.get("verified_requests", 0.0)),
+            "verified_jobs": _num(split.get("verified_jobs", 0.0)),
         })
     if not costs_known:
         notes.append("cost unknown: " + ("; ".join(n for n in inputs.notes if "opencost" in n.lower())
@@ -256,6 +266,8 @@ def build_cost_report(inputs: CostInputs, policy: Policy) -> CostReport:
     cluster: dict[str, Any] = {c: _num(funnel[c].sum(min_count=1)) if c.endswith("_hours")
                                else (_num(funnel[c].sum(min_count=1)) if costs_known else None) for c in FUNNEL_COLUMNS}
     cluster["verified_outcomes"] = _num(sum(verified_by_tenant.values()))
+    cluster["verified_requests"] = _num(sum(k.get("verified_requests", 0.0) for k in kinds.values()))
+    cluster["verified_jobs"] = _num(sum(k.get("verified_jobs", 0.0) for k in kinds.values()))
     cluster["cost_basis"] = basis
     if not tenant_rows:
         notes.append("no GPU workload was seen in the window")
@@ -270,6 +282,7 @@ def build_cost_report(inputs: CostInputs, policy: Policy) -> CostReport:
         window_s=(inputs.end - inputs.start).total_seconds(), start=inputs.start, end=inputs.end,
         tenants=tenant_rows, services=service_rows, cluster=cluster, wasters=wasters, daily=daily, batch=batch,
         notes=list(dict.fromkeys(notes)), queries=inputs.queries, cost_basis=basis,
+        tenant_of_namespace={ns: t.name for t in policy.tenants for ns in t.namespaces},
     )
 
 

@@ -71,7 +71,8 @@ def test_funnel_outcomes_and_cost_per_outcome() -> None:
     assert a == {"tenant": "a", "allocated_gpu_hours": 19.0, "busy_gpu_hours": 8.0, "productive_gpu_hours": 5.76,
                  "in_progress_gpu_hours": 0.0, "unknown_gpu_hours": 4.0, "idle_gpu_hours": 7.0,
                  "active_gpu_hours": 3.0, "gpu_cost": 76.0, "total_cost": 88.5, "waste_cost": 28.0,
-                 "verified_outcomes": 72.0, "cost_per_outcome": float(f"{88.5 / 72:.6g}")}
+                 "verified_outcomes": 72.0, "cost_per_outcome": float(f"{88.5 / 72:.6g}"),
+                 "verified_requests": 72.0, "verified_jobs": 0.0}
     assert (b["allocated_gpu_hours"], b["productive_gpu_hours"], b["gpu_cost"], b["total_cost"],
             b["verified_outcomes"], b["cost_per_outcome"]) == (5.0, 2.0, 15.0, 17.5, 1.0, 17.5)
     chat, etl, quiet = report.services

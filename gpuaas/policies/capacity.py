@@ -53,7 +53,7 @@ MIN_ACHIEVED_RATIO = 0.95
 MAX_LATENCY_GROWTH = 1.5
 """A step whose median latency rose more than this factor from its first third to its last (and by more
 than ``GROWTH_SLO_SHARE`` of the SLO, so that jitter on a fast answer does not count) kept queueing."""
-GROWTH_SLO_SHARE = 0.1
+GROWTH_SLO_SHARE = 0.25
 _EPS = 1e-9
 
 

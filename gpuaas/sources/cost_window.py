@@ -21,29 +21,24 @@ from typing import Any
 
 import pandas as pd
 
-from gpuaas.errors import ConfigError, GpuaasError, NotFound
+from gpuaas.errors import ConfigError, GpuaasError
 from gpuaas.policies.cost import COST_COLS, GPU_COLS, SERVING_COLS, CostInputs
-from gpuaas.policies.outcomes import FinishedJob, RunningJob
 from gpuaas.settings import GpuaasSettings, MetricNames
 from gpuaas.sources import _promql_cost as q
 from gpuaas.sources._concurrent import at_once
-from gpuaas.sources._kube_client import KubeLister, make_api_client
-from gpuaas.sources._kube_kueue import parse_time
+from gpuaas.sources._cost_jobs import DEADLINE_ANNOTATION, finished_jobs, read_jobs, running_jobs
 from gpuaas.sources._prom_client import PromClient
 from gpuaas.sources._promql import union
 from gpuaas.sources.bulk import collector_paused
 from gpuaas.sources.capacity import CapacityEstimate, serving_capacity
-from gpuaas.sources.kube import DEFAULT_GPU_RESOURCES, KUEUE_GROUP, KUEUE_VERSIONS
+from gpuaas.sources.kube import DEFAULT_GPU_RESOURCES
 from gpuaas.sources.opencost import fetch_allocation
 from gpuaas.store import open_store
 
 __all__ = ["DEADLINE_ANNOTATION", "align_end", "allocation_rows", "finished_jobs", "gpu_rows", "parse_window", "read_cost_inputs",
            "report_periods", "running_jobs", "serving_rows"]
 
-DEADLINE_ANNOTATION = "gpuaas.io/deadline"
 DAY_S = 86400.0
-_DEADLINE_OWNERS = (("RayCluster", "ray.io", "v1", "rayclusters"),)
-"""Batch job kinds whose deadline annotation is read when their Workload has none."""
 
 
 _UNITS = {"s": 1.0, "m": 60.0, "h": 3600.0, "d": DAY_S, "w": 7 * DAY_S}
@@ -162,95 +157,6 @@ def _opencost_metric_rows(results: list[dict[str, Any]], start: datetime, period
     return pd.DataFrame(list(cells.values()), columns=COST_COLS)
 
 
-def finished_jobs(objs: Sequence[dict[str, Any]], owner_deadlines: dict[tuple[str, str, str], str] | None = None
-                  ) -> list[FinishedJob]:
-    """Kueue Workloads with ``Finished=True``: when, why, and the deadline annotation.
-
-    The deadline is read from the Workload, else from its owner (``owner_deadlines``, keyed by
-    namespace, kind, name): teams annotate the job they submit, and Kueue does not copy job
-    annotations onto the Workload it creates.
-    """
-    out = []
-    for obj in objs:
-        meta = obj.get("metadata") or {}
-        cond = next((c for c in (obj.get("status") or {}).get("conditions") or []
-                     if c.get("type") == "Finished" and c.get("status") == "True"), None)
-        finished_at = parse_time(cond.get("lastTransitionTime")) if cond else None
-        if cond is None or finished_at is None:
-            continue
-        refs = meta.get("ownerReferences") or []
-        owner = next((r for r in refs if r.get("controller")), refs[0] if refs else {})
-        text = (meta.get("annotations") or {}).get(DEADLINE_ANNOTATION) or (owner_deadlines or {}).get(
-            (str(meta.get("namespace", "")), str(owner.get("kind") or ""), str(owner.get("name") or "")))
-        try:
-            deadline = parse_time(text)
-        except ValueError:
-            deadline = None  # an unreadable deadline is no deadline: the job is judged on success alone
-        out.append(FinishedJob(
-            namespace=str(meta.get("namespace", "")), workload=str(meta.get("name", "")), uid=str(meta.get("uid", "")),
-            owner_kind=str(owner.get("kind") or "Workload"), owner_name=str(owner.get("name") or meta.get("name", "")),
-            finished_at=finished_at, reason=str(cond.get("reason", "")), deadline=deadline,
-            created_at=_created(meta)))
-    return out
-
-
-def _created(meta: dict[str, Any]) -> datetime | None:
-    try:
-        return parse_time(meta.get("creationTimestamp"))
-    except ValueError:
-        return None
-
-
-def running_jobs(objs: Sequence[dict[str, Any]]) -> list[RunningJob]:
-    """Kueue Workloads admitted (or holding quota) and not finished: jobs whose outcome is still to come."""
-    out = []
-    for obj in objs:
-        meta = obj.get("metadata") or {}
-        state = {c.get("type"): c.get("status") for c in (obj.get("status") or {}).get("conditions") or []}
-        if state.get("Finished") == "True" or "True" not in (state.get("Admitted"), state.get("QuotaReserved")):
-            continue
-        refs = meta.get("ownerReferences") or []
-        owner = next((r for r in refs if r.get("controller")), refs[0] if refs else {})
-        out.append(RunningJob(namespace=str(meta.get("namespace", "")), owner_kind=str(owner.get("kind") or "Workload"),
-                              owner_name=str(owner.get("name") or meta.get("name", "")), created_at=_created(meta)))
-    return out
-
-
-_Jobs = tuple[list[FinishedJob] | None, list[RunningJob], int, str | None]
-
-
-def _read_jobs(settings: GpuaasSettings) -> _Jobs:
-    if not (settings.kubeconfig or settings.in_cluster):
-        return None, [], 0, "Kubernetes API not configured (GPUAAS_KUBECONFIG or GPUAAS_IN_CLUSTER)"
-    try:
-        api = make_api_client(settings)
-    except GpuaasError as exc:
-        return None, [], 0, f"Kubernetes API: {exc}"
-    lister = KubeLister(api, settings)
-    try:
-        deadlines: dict[tuple[str, str, str], str] = {}
-        for kind, group, version, plural in _DEADLINE_OWNERS:
-            try:
-                for obj in lister.custom_objects(group, version, plural):
-                    meta = obj.get("metadata") or {}
-                    if DEADLINE_ANNOTATION in (meta.get("annotations") or {}):
-                        deadlines[(str(meta.get("namespace", "")), kind, str(meta.get("name", "")))] = str(
-                            meta["annotations"][DEADLINE_ANNOTATION])
-            except NotFound:
-                continue
-        for version in KUEUE_VERSIONS:
-            try:
-                objs = lister.custom_objects(KUEUE_GROUP, version, "workloads")
-            except NotFound:
-                continue
-            return finished_jobs(objs, deadlines), running_jobs(objs), lister.requests, None
-        return [], [], lister.requests, None
-    except GpuaasError as exc:
-        return None, [], lister.requests, f"Kubernetes API: {exc}"
-    finally:
-        api.close()
-
-
 def _read_costs(settings: GpuaasSettings, prom: PromClient, start: datetime, end: datetime, period_s: float,
                 days: int, interval_s: float, notes: list[str]) -> tuple[pd.DataFrame | None, int]:
     requests = 0
@@ -324,7 +230,7 @@ def read_cost_inputs(settings: GpuaasSettings, end: datetime, window_s: float,
         with collector_paused():
             (jobs, running, kube_requests, why), (observed, busy), (serving_raw, kueue, (costs, opencost_requests),
                                                                   last_seen) = at_once([
-                lambda: _read_jobs(settings),
+                lambda: read_jobs(settings),
                 gpu_hours,
                 lambda: (prom.query_range(q.serving_window_query(m, policy.services, period_s,
                                                                  policy.cost.forecast_quantile), first, end, period_s),

@@ -24,6 +24,7 @@ __all__ = [
     "funnel_rows",
     "money",
     "per_outcome",
+    "previous_complete",
     "service_rows",
     "summary_markdown",
     "waster_rows",
@@ -138,15 +139,24 @@ def _delta(now: float | None, before: float | None) -> str:
     return f"{100 * (now - before) / before:+.0f}%"
 
 
+def previous_complete(previous: CostReport | None) -> bool:
+    """Whether the previous period has data from its start: a period that began before the telemetry
+    did (a new cluster, a new tenant) would turn every change into thousands of percent."""
+    if previous is None:
+        return False
+    first = [d for d in previous.daily if d["day"] == 0]
+    return any((d.get("total_cost") or 0) > 0 or (d.get("verified_outcomes") or 0) > 0 for d in first)
+
+
 def change_rows(report: CostReport, previous: CostReport | None) -> list[dict[str, Any]]:
-    """Per tenant: cost, waste and cost per outcome against the previous period of the same length."""
-    before = {t["tenant"]: t for t in previous.tenants} if previous else {}
+    """Per tenant: cost, waste and cost per outcome against the previous period of the same length, only
+    where that period has data (from its start, and for that tenant)."""
+    before = {t["tenant"]: t for t in previous.tenants} if previous and previous_complete(previous) else {}
     basis = f"{report.cost_basis}_cost"
     rows = []
     for t in report.tenants:
         p = before.get(t["tenant"], {})
-        rows.append({"tenant": t["tenant"], "cost": money(t[basis]), "previous cost": money(p.get(basis),
-                                                                                            "no data"),
+        rows.append({"tenant": t["tenant"], "cost": money(t[basis]), "previous cost": money(p.get(basis), "no data"),
                      "cost change": _delta(t[basis], p.get(basis)),
                      "waste change": _delta(t["waste_cost"], p.get("waste_cost")),
                      "cost per outcome change": _delta(t["cost_per_outcome"], p.get("cost_per_outcome"))})
@@ -190,7 +200,7 @@ def summary_markdown(report: CostReport, previous: CostReport | None, html_path:
         f"- **{_count(c.get('verified_requests'))}** verified requests, **{_count(c.get('verified_jobs'))}** batch "
         "jobs done in time",
     ]
-    if previous is not None:
+    if previous is not None and previous_complete(previous):
         p = previous.cluster
         lines.append(f"- previous {report.window_s / 3600:g} h: total cost {money(p['total_cost'], 'no data')} "
                      f"({_delta(c['total_cost'], p['total_cost'])}), waste {money(p['waste_cost'], 'no data')}")

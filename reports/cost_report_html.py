@@ -24,6 +24,7 @@ from reports.cost_report import (
     funnel_rows,
     money,
     per_outcome,
+    previous_complete,
     service_rows,
     waster_rows,
 )
@@ -91,7 +92,7 @@ def funnel_plot(report: CostReport) -> str:
     ax.invert_yaxis()
     ax.set_xlabel("GPU-hours allocated in the window (hours)")
     ax.set_title("Where the allocated GPU-hours went, per tenant")
-    ax.legend(loc="lower right", fontsize="small")
+    ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.22), ncol=len(_STAGES), fontsize="small", frameon=False)
     return _png(fig)
 
 
@@ -118,7 +119,10 @@ def cost_per_outcome_plot(report: CostReport, kind: str) -> str | None:
             mine = [d for d in rows if d["service"] == name]
             if mine:
                 ax.plot(_dates(mine), [d["cost_per_outcome"] * scale for d in mine], marker="o", label=name)
-        ax.xaxis.set_major_formatter(DateFormatter("%Y-%m-%d"))  # type: ignore[no-untyped-call]
+        ends = _dates([d for d in report.daily if d["service"] == names[0]])
+        ax.set_xticks(ends)  # one tick per period end: the dates the values belong to
+        ax.set_xlim(ends[0] - 0.5, ends[-1] + 0.5)
+        ax.xaxis.set_major_formatter(DateFormatter("%Y-%m-%d %H:%M"))  # type: ignore[no-untyped-call]
         fig.autofmt_xdate()
         ax.set_xlabel("period ending (UTC)")
         ax.set_ylabel(unit)
@@ -185,9 +189,14 @@ def render_html(report: CostReport, previous: CostReport | None = None) -> str:
               _table("Cost per service and period", _daily_rows(report)),
               "<h2>Waste</h2>", _img(_waste_plot(report), "waste by tenant"), _table("Waste by tenant", waste_rows),
               _table("Top wasters: allocated but idle", waster_rows(report))]
-    if previous is not None:
+    if previous is not None and previous_complete(previous):
         parts += ["<h2>Change against the previous period</h2>",
                   _table("Change against the previous period of the same length", change_rows(report, previous))]
+    elif previous is not None:
+        parts += ["<h2>Change against the previous period</h2>",
+                  f'<p class="note">The previous period ({previous.start:%Y-%m-%d %H:%M} – {previous.end:%Y-%m-%d %H:%M} '
+                  "UTC) has no data from its start, so no change is shown: a percentage against a part of a period "
+                  "would mislead.</p>"]
     if report.notes:
         parts += ["<h2>Notes</h2>", "<ul>" + "".join(f"<li>{html.escape(n)}</li>" for n in report.notes) + "</ul>"]
     parts += [_SCRIPT, "</body></html>"]

@@ -151,3 +151,23 @@ def test_cli_tables_fit_80_columns_and_never_cut_a_name(tmp_path: Path) -> None:
     assert [c.strip() for c in header.split("┃")[1:-1]] == ["job", "resource", "GPUs", "start", "end", "deadline",
                                                             "status"]
     assert "not shown" not in wide.stdout
+
+
+def test_change_is_shown_only_against_a_previous_period_with_data() -> None:
+    """A previous period that began before the telemetry (its first day empty) gives no percentage: $1.43 of
+    data would turn $1,500 into "+104,800%". A complete one does, and a tenant new in it says so."""
+    from gpuaas.policies.cost import CostReport
+    from reports.cost_report import change_rows
+
+    def report(cost: float, first_day: float, tenants: tuple[str, ...] = ("a",)) -> CostReport:
+        rows = [{"tenant": t, "total_cost": cost, "gpu_cost": cost, "waste_cost": 0.0, "cost_per_outcome": None}
+                for t in tenants]
+        daily = [{"service": "s", "day": 0, "total_cost": first_day, "verified_outcomes": 0.0},
+                 {"service": "s", "day": 1, "total_cost": cost - first_day, "verified_outcomes": 0.0}]
+        return CostReport(window_s=172800, start=NOW, end=NOW, tenants=rows, services=[], cluster={}, wasters=[],
+                          daily=daily, batch=[], notes=[], queries=0)
+
+    now = report(1500.0, 700.0, ("a", "b"))
+    assert {r["cost change"] for r in change_rows(now, report(1.43, 0.0))} == {"no data before"}
+    rows = {r["tenant"]: r for r in change_rows(now, report(1000.0, 500.0))}
+    assert rows["a"]["cost change"] == "+50%" and rows["b"]["cost change"] == "no data before"

@@ -5,8 +5,8 @@ services whose series would overlap, so no request is counted twice). Series scr
 namespace (a live endpoint) are the service's only when no other service has that model.
 
 A batch service's outcomes are its namespace's jobs whose name is the service's or starts with
-``<name>-``. Its pods are the job's: OpenCost's controller, or the pod's name under the job's
-(controllers name pods ``<job>-…``). Only the pods of the attempt that produced the outcome are
+``<name>-``. Its pods are the job's: OpenCost's controller, the running pod's ``ownerReferences``, or
+the pod's name under the job's (controllers name pods ``<job>-…``; a finished pod is gone). Only the pods of the attempt that produced the outcome are
 productive: a pod last seen before that attempt's Workload was created belongs to an attempt that
 failed. A job still running at the end of the window (an admitted, unfinished Workload) has no
 outcome yet: its pods' busy hours are *in progress*, neither productive nor wasted.
@@ -115,8 +115,9 @@ def batch_tally(svc: ServiceTally, outcomes: list[BatchOutcome], start: datetime
 
 
 def job_of(namespace: str, controller: str, pod: str, jobs: dict[str, list[str]]) -> str | None:
-    """The batch job a pod ran for: OpenCost's controller when it is a known job, else the longest known
-    job name the pod's name is, or starts with ``<job>-`` (how KubeRay, Job and ReplicaSet name pods)."""
+    """The batch job a pod ran for: its controller (OpenCost's, or the running pod's ``ownerReferences``)
+    when it is a known job, else the longest known job name the pod's name is, or starts with ``<job>-``
+    (how KubeRay, Job and ReplicaSet name pods: a finished pod is gone from the API)."""
     names = jobs.get(namespace, [])
     if controller in names:
         return controller

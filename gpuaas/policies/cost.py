@@ -63,6 +63,8 @@ class CostInputs:
     """Finished Kueue Workloads; None when the Kubernetes API did not answer."""
     running: list[RunningJob] = field(default_factory=list)
     """Admitted, unfinished Kueue Workloads at the end of the window (their pods' hours are in progress)."""
+    pod_owners: dict[tuple[str, str], str] = field(default_factory=dict)
+    """Per (namespace, pod) still running: the object that controls it (``ownerReferences``)."""
     last_seen: dict[tuple[str, str], float] = field(default_factory=dict)
     """Per (namespace, pod) of the batch services' namespaces: its last GPU sample in the window (unix s)."""
     kueue_hours: pd.DataFrame | None = None
@@ -192,7 +194,8 @@ def build_cost_report(inputs: CostInputs, policy: Policy) -> CostReport:
             shares.append(share[(ns, svc_name)])
             in_progress.append(False)
             continue
-        value, progress = pod_share(job_of(ns, controller, pod, jobs), ns, inputs.last_seen.get((ns, pod)), by_job,
+        owner = controller or inputs.pod_owners.get((ns, pod), "")
+        value, progress = pod_share(job_of(ns, owner, pod, jobs), ns, inputs.last_seen.get((ns, pod)), by_job,
                                     running)
         shares.append(value)
         in_progress.append(progress)

@@ -3,12 +3,14 @@
 A finished Workload is a batch outcome (its ``Finished`` condition, reason and time, and the
 deadline annotation of the Workload or of the job that owns it); an admitted, unfinished one is a
 job still running at the end of the window, whose hours are in progress. Each keeps its creation
-time: the attempt it belongs to.
+time: the attempt it belongs to. Running pods are mapped to the object that controls them through
+``ownerReferences``, so a job's pods are known without OpenCost's allocation API.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
@@ -19,7 +21,7 @@ from gpuaas.sources._kube_client import KubeLister, make_api_client
 from gpuaas.sources._kube_kueue import parse_time
 from gpuaas.sources.kube import KUEUE_GROUP, KUEUE_VERSIONS
 
-__all__ = ["DEADLINE_ANNOTATION", "Jobs", "finished_jobs", "read_jobs", "running_jobs"]
+__all__ = ["DEADLINE_ANNOTATION", "Jobs", "finished_jobs", "pod_owners", "read_jobs", "running_jobs"]
 
 DEADLINE_ANNOTATION = "gpuaas.io/deadline"
 _DEADLINE_OWNERS = (("RayCluster", "ray.io", "v1", "rayclusters"),)
@@ -80,18 +82,40 @@ def running_jobs(objs: Sequence[dict[str, Any]]) -> list[RunningJob]:
     return out
 
 
-Jobs = tuple[list[FinishedJob] | None, list[RunningJob], int, str | None]
+@dataclass
+class Jobs:
+    """What the Kubernetes API said about batch work: None for ``finished`` when it did not answer."""
+
+    finished: list[FinishedJob] | None = None
+    running: list[RunningJob] = field(default_factory=list)
+    pod_owners: dict[tuple[str, str], str] = field(default_factory=dict)
+    """(namespace, pod) of each running pod -> the name of the object that controls it (ownerReferences)."""
+    requests: int = 0
+    why: str | None = None
+
+
+def pod_owners(pods: Sequence[dict[str, Any]]) -> dict[tuple[str, str], str]:
+    """Each pod's controller by ``ownerReferences`` (a Job's or a RayCluster's pods name it directly)."""
+    out = {}
+    for pod in pods:
+        meta = pod.get("metadata") or {}
+        refs = meta.get("ownerReferences") or []
+        owner = next((r for r in refs if r.get("controller")), refs[0] if refs else None)
+        if owner and owner.get("name"):
+            out[(str(meta.get("namespace", "")), str(meta.get("name", "")))] = str(owner["name"])
+    return out
 
 
 def read_jobs(settings: GpuaasSettings) -> Jobs:
-    """Finished and running Kueue Workloads (two paginated lists and the deadline owners); the reason when
-    the Kubernetes API is not configured or did not answer (batch outcomes are then unknown)."""
+    """Finished and running Kueue Workloads, the deadline owners and the running pods' owners (paginated
+    lists); the reason when the Kubernetes API is not configured or did not answer (batch outcomes are
+    then unknown)."""
     if not (settings.kubeconfig or settings.in_cluster):
-        return None, [], 0, "Kubernetes API not configured (GPUAAS_KUBECONFIG or GPUAAS_IN_CLUSTER)"
+        return Jobs(why="Kubernetes API not configured (GPUAAS_KUBECONFIG or GPUAAS_IN_CLUSTER)")
     try:
         api = make_api_client(settings)
     except GpuaasError as exc:
-        return None, [], 0, f"Kubernetes API: {exc}"
+        return Jobs(why=f"Kubernetes API: {exc}")
     lister = KubeLister(api, settings)
     try:
         deadlines: dict[tuple[str, str, str], str] = {}
@@ -104,14 +128,15 @@ def read_jobs(settings: GpuaasSettings) -> Jobs:
                             meta["annotations"][DEADLINE_ANNOTATION])
             except NotFound:
                 continue
+        owners = pod_owners(lister.running_pods())
         for version in KUEUE_VERSIONS:
             try:
                 objs = lister.custom_objects(KUEUE_GROUP, version, "workloads")
             except NotFound:
                 continue
-            return finished_jobs(objs, deadlines), running_jobs(objs), lister.requests, None
-        return [], [], lister.requests, None
+            return Jobs(finished_jobs(objs, deadlines), running_jobs(objs), owners, lister.requests)
+        return Jobs([], [], owners, lister.requests)
     except GpuaasError as exc:
-        return None, [], lister.requests, f"Kubernetes API: {exc}"
+        return Jobs(requests=lister.requests, why=f"Kubernetes API: {exc}")
     finally:
         api.close()

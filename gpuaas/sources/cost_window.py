@@ -228,8 +228,7 @@ def read_cost_inputs(settings: GpuaasSettings, end: datetime, window_s: float,
     # start, and the light queries in a third lane (with OpenCost's API, or its metrics when there is none).
     try:
         with collector_paused():
-            (jobs, running, kube_requests, why), (observed, busy), (serving_raw, kueue, (costs, opencost_requests),
-                                                                  last_seen) = at_once([
+            kube, (observed, busy), (serving_raw, kueue, (costs, opencost_requests), last_seen) = at_once([
                 lambda: read_jobs(settings),
                 gpu_hours,
                 lambda: (prom.query_range(q.serving_window_query(m, policy.services, period_s,
@@ -249,12 +248,12 @@ def read_cost_inputs(settings: GpuaasSettings, end: datetime, window_s: float,
     kueue_hours = pd.DataFrame([{"cluster_queue": labels.get("cluster_queue", ""), "allocated_h": value}
                                 for labels, _, value in _points(kueue, start, period_s, days)],
                                columns=["cluster_queue", "allocated_h"])
-    if why:
-        notes.append(why)
+    if kube.why:
+        notes.append(kube.why)
     serving = _latency_for_services(serving, settings)
-    return CostInputs(start=start, end=end, days=days, gpu=gpu, costs=costs, serving=serving, jobs=jobs,
-                      running=running, last_seen=last_seen, kueue_hours=kueue_hours, notes=notes,
-                      queries=prom.queries + opencost_requests + kube_requests,
+    return CostInputs(start=start, end=end, days=days, gpu=gpu, costs=costs, serving=serving, jobs=kube.finished,
+                      running=kube.running, last_seen=last_seen, pod_owners=kube.pod_owners, kueue_hours=kueue_hours,
+                      notes=notes, queries=prom.queries + opencost_requests + kube.requests,
                       capacity=_read_capacity(settings, end, notes))
 
 

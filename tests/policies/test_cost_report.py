@@ -167,16 +167,20 @@ def test_only_the_attempt_that_produced_the_outcome_is_productive() -> None:
 
 
 def test_a_job_still_running_is_in_progress_not_unproductive() -> None:
-    """etl-long (an admitted, unfinished Workload created at +10 h) ran 6 busy GPU-h: in progress."""
+    """etl-long (an admitted, unfinished Workload created at +10 h) ran 6 busy GPU-h on its head and 2 on a
+    worker whose name does not say whose it is (``gpu-worker-7``): its ownerReferences do. All in progress."""
     running = [RunningJob("b", "RayCluster", "etl-long", START + timedelta(hours=10))]
-    inputs = _batch_inputs(running, {("b", "etl-long-head"): END.timestamp()}, [("b", "etl-long-head", 0, 6.0, 6.0, 5.0)])
+    inputs = _batch_inputs(running, {("b", "etl-long-head"): END.timestamp()},
+                           [("b", "etl-long-head", 0, 6.0, 6.0, 5.0), ("b", "gpu-worker-7", 0, 2.0, 2.0, 2.0)])
+    inputs = CostInputs(inputs.start, inputs.end, 1, inputs.gpu, None, inputs.serving, inputs.jobs,
+                        running=running, last_seen=inputs.last_seen, pod_owners={("b", "gpu-worker-7"): "etl-long"})
     report = build_cost_report(inputs, POLICY)
     b = report.tenants[1]
-    assert (b["productive_gpu_hours"], b["in_progress_gpu_hours"], b["busy_gpu_hours"]) == (2.0, 6.0, 11.0)
+    assert (b["productive_gpu_hours"], b["in_progress_gpu_hours"], b["busy_gpu_hours"]) == (2.0, 8.0, 13.0)
     assert {"namespace": "b", "job": "etl-long", "kind": "RayCluster", "finished_at": None, "deadline": None,
             "verdict": "in progress"} in report.batch
     etl = report.services[1]
-    assert (etl["in_progress_gpu_hours"], etl["verified_outcomes"]) == (6.0, 1.0)
+    assert (etl["in_progress_gpu_hours"], etl["verified_outcomes"]) == (6.0, 1.0)  # the worker is no "etl-" pod
 
 
 def test_two_services_on_the_same_series_are_refused_naming_both() -> None:

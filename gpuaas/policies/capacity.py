@@ -157,7 +157,7 @@ def validate_sweep(df: pd.DataFrame, quantile: str, *, need_quality: bool = Fals
         for name in ("replicas", "gpus"):
             if row[name] <= 0 or math.isinf(row[name]):
                 raise ConfigError(f"row {i + 1}, column {name}: must be > 0, got {row[name]:g}", file=source)
-        for name in (c for c in columns if c.endswith("_s")):
+        for name in (c for c in columns if c.startswith(("latency_p", "ttft_"))):
             if row[name] < 0:
                 raise ConfigError(f"row {i + 1}, column {name}: a latency cannot be negative", file=source)
         if "quality" in row and not 0.0 <= row["quality"] <= 1.0:

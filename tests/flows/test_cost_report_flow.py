@@ -83,7 +83,11 @@ def test_flow_publishes_artifacts_metrics_and_the_html(flow_doc: dict, pushgatew
     assert "llm-abort" in str(found["gpuaas-cost-per-outcome"].data)
     assert "no verified outcome" in str(found["gpuaas-cost-per-outcome"].data)  # llm-legacy, never inf or 0
     assert "ray-hparam-sweep" in str(found["gpuaas-cost-top-wasters"].data)
-    assert str(path) in str(found["gpuaas-cost-summary"].data)
+    summary = str(found["gpuaas-cost-summary"].data)
+    assert str(path) in summary
+    # the same headline numbers as the HTML, and its plots inlined: no need for the worker's disk
+    assert summary.splitlines()[0] == flow_doc["summary"]
+    assert summary.count("](data:image/png;base64,iVBOR") == 3  # funnel, serving and batch cost per outcome
 
     text = httpx.get(f"{pushgateway_url}/metrics", timeout=5).text
     samples = {(s.name, tuple(sorted(s.labels.items()))): s.value

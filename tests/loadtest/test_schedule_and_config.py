@@ -158,6 +158,10 @@ def test_a_growing_queue_fails_although_its_p95_is_under_the_slo() -> None:
     behind = [_result(i, 0.0, e2e=0.2 + 0.05 * i, at=i * 0.1) for i in range(100)]
     behind_row = summarize_step(behind, config, 10.0, [r.scheduled_s for r in behind], wall_s=15)
     assert behind_row["achieved_ratio"] == pytest.approx(0.1 / 0.15) and not step_passes(behind_row, config)
+    # latency that falls over the step (a queue draining) is a negative growth, not a bad row
+    draining = [_result(i, 0.0, e2e=0.6 - 0.5 * i / 99, at=i * 0.1) for i in range(100)]
+    drained = summarize_step(draining, config, 10.0, [r.scheduled_s for r in draining], wall_s=11)
+    assert drained["latency_growth_s"] < 0 and step_passes(drained, config)
     # one slow answer at the end is no backlog: the middle 80 % of the answers kept pace
     straggler = [_result(i, 0.0, e2e=0.2 if i < 99 else 3.0, at=i * 0.1) for i in range(100)]
     assert summarize_step(straggler, config, 10.0, [r.scheduled_s for r in straggler], wall_s=13)[

@@ -33,7 +33,7 @@ from gpuaas.policy import CostPolicy, ServiceOutcome
 if TYPE_CHECKING:
     from gpuaas.sources.capacity import CapacityEstimate
 
-__all__ = ["ServiceTally", "batch_tally", "job_of", "pod_share", "replicas", "serving_tally"]
+__all__ = ["ServiceTally", "batch_tally", "job_of", "pod_share", "replicas", "serves", "serving_tally"]
 
 
 @dataclass
@@ -101,9 +101,14 @@ def _named(job: str, name: str) -> bool:
     return job == name or job.startswith(name + "-")
 
 
+def serves(spec: ServiceOutcome, namespace: str, job: str) -> bool:
+    """Whether a batch job is one of a batch service's: its namespace, and its name or ``<name>-…``."""
+    return spec.kind == "batch" and spec.namespace == namespace and _named(job, spec.name)
+
+
 def batch_tally(svc: ServiceTally, outcomes: list[BatchOutcome], start: datetime, period: timedelta,
                 days: int) -> None:
-    mine = [o for o in outcomes if o.namespace == svc.spec.namespace and _named(o.job, svc.spec.name)]
+    mine = [o for o in outcomes if serves(svc.spec, o.namespace, o.job)]
     svc.outcomes = mine
     svc.requests = float(len(mine))
     svc.verified = float(sum(o.verified for o in mine))

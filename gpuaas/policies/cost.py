@@ -29,7 +29,15 @@ from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 
-from gpuaas.policies._cost_services import ServiceTally, batch_tally, job_of, pod_share, replicas, serving_tally
+from gpuaas.policies._cost_services import (
+    ServiceTally,
+    batch_tally,
+    job_of,
+    pod_share,
+    replicas,
+    serves,
+    serving_tally,
+)
 from gpuaas.policies.funnel import FUNNEL_COLUMNS, POD_COLUMNS, aggregate_funnel, pod_funnel
 from gpuaas.policies.outcomes import BatchOutcome, FinishedJob, RunningJob, batch_outcomes
 from gpuaas.policy import Policy, ServiceOutcome
@@ -277,10 +285,8 @@ def build_cost_report(inputs: CostInputs, policy: Policy) -> CostReport:
     batch = [{"namespace": o.namespace, "job": o.job, "kind": o.owner_kind, "finished_at": o.finished_at.isoformat(),
               "deadline": o.deadline.isoformat() if o.deadline else None, "verdict": o.verdict} for o in outcomes]
     batch += [{"namespace": r.namespace, "job": r.owner_name, "kind": r.owner_kind, "finished_at": None,
-               "deadline": None, "verdict": "in progress"} for key, r in sorted(running.items()) if key not in by_job
-              and any(s.kind == "batch" and s.namespace == r.namespace and job_of(r.namespace, "", r.owner_name,
-                                                                                    {r.namespace: [s.name]})
-                      for s in policy.services)]
+               "deadline": None, "verdict": "in progress"} for key, r in sorted(running.items())
+              if key not in by_job and any(serves(s, r.namespace, r.owner_name) for s in policy.services)]
     return CostReport(
         window_s=(inputs.end - inputs.start).total_seconds(), start=inputs.start, end=inputs.end,
         tenants=tenant_rows, services=service_rows, cluster=cluster, wasters=wasters, daily=daily, batch=batch,

@@ -174,19 +174,24 @@ def test_load_test_finds_the_models_capacity(cluster: EmbeddedCluster, prefect_h
     assert [r["rate_rps"] for r in rows] == [s["rate_rps"] for s in result["steps"]]
 
 
+@pytest.mark.timeout(600)  # run alone, it sweeps one replica first (2 sweeps of 3 x 25 s steps)
 def test_two_replicas_find_about_twice_the_rate(cluster: EmbeddedCluster, prefect_harness: None,
                                                 tmp_path: Path) -> None:
     one = _check_against_the_model(_load_test(cluster, "one", 1, tmp_path / "one"), 1)
     result = _load_test(cluster, "two", 2, tmp_path / "two")
     two = _check_against_the_model(result, 2)
+    saturation = ENGINE.saturation_rps(PROMPT, OUTPUT)
+    print(f"sustainable: one replica {one:g} rps, two {two:g} rps; model saturation {saturation:.1f} per replica")
     assert 1.7 <= two / one <= 2.3, (one, two)
     # what the load tests sent is in the cluster's Prometheus, as vLLM series of the services' pods
     # (``instance!=""``: the live endpoint's series, not the backfilled simulation's)
     pods = sorted(r.pod for r in cluster.serving.endpoints[("team-a", "two")].engine.replicas)
-    want = {("org/one", cluster.serving.endpoints[("team-a", "one")].engine.replicas[0].pod):
-            float(sum(s["successes"] for s in _SWEEPS["one"]["steps"]))}
-    successes = sum(s["successes"] for s in result["steps"])
-    want.update({("org/two", pod): successes / 2 for pod in pods})  # round robin: half each
+    def answered(sweep: dict[str, Any]) -> float:
+        """Every request the server answered: warm-up and steady parts (requests.csv), and the warm-up probe."""
+        return float(pd.read_csv(sweep["files"]["requests"])["ok"].sum()) + 1
+
+    want = {("org/one", cluster.serving.endpoints[("team-a", "one")].engine.replicas[0].pod): answered(_SWEEPS["one"])}
+    want.update({("org/two", pod): answered(result) / 2 for pod in pods})  # round robin: half each
     query = 'sum by (model_name, pod) (vllm:request_success_total{finished_reason="length",instance!=""})'
     seen: dict[tuple[str, str], float] = {}
     deadline = time.monotonic() + 20
@@ -197,9 +202,10 @@ def test_two_replicas_find_about_twice_the_rate(cluster: EmbeddedCluster, prefec
             break
         time.sleep(0.5)
     assert len(pods) == 2 and seen.keys() == want.keys()
-    assert all(abs(seen[k] - v) <= 0.5 for k, v in want.items()), (seen, want)
+    assert all(abs(seen[k] - v) <= 1.0 for k, v in want.items()), (seen, want)
 
 
+@pytest.mark.timeout(600)  # run alone, it sweeps one replica first
 def test_the_sustainable_rate_holds_for_90_seconds(cluster: EmbeddedCluster, prefect_harness: None,
                                                   tmp_path: Path) -> None:
     """What the sweep called sustainable for one replica, sent as 90 s of constant Poisson load (after 5 s

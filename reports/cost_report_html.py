@@ -126,6 +126,7 @@ def cost_per_outcome_plot(report: CostReport, kind: str) -> str | None:
         fig.autofmt_xdate()
         ax.set_xlabel("period ending (UTC)")
         ax.set_ylabel(unit)
+        ax.set_ylim(bottom=0)  # money from zero: a flat line must not look like a swing
         ax.legend(fontsize="small")
     ax.set_title(f"Cost per verified outcome, {'serving' if kind == 'serving' else 'batch'} services "
                  f"({report.cost_basis} cost)")

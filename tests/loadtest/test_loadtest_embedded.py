@@ -69,13 +69,16 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[EmbeddedCluste
 
 
 _SWEEPS: dict[str, dict[str, Any]] = {}
+_ANSWERED: dict[str, float] = {}
+"""Per service: every request its endpoint answered in this module (each run's requests.csv, and its probe)."""
 
 
 def _load_test(cluster: EmbeddedCluster, name: str, replicas: int, out: Path) -> dict[str, Any]:
     """Run (once per module) ``gpuaas loadtest`` in a subprocess against one service.
 
     A run whose client could not keep its schedule measured the machine, not the endpoint (on a
-    shared 2-core host under heavy load this happens), and says so; only then is it run once more.
+    shared 2-core host under heavy load this happens), and says so; so does a run whose lowest rate's
+    latency kept growing while other work held the CPUs. Only then is it run once more.
     """
     if name in _SWEEPS:
         return _SWEEPS[name]
@@ -97,8 +100,12 @@ def _load_test(cluster: EmbeddedCluster, name: str, replicas: int, out: Path) ->
              "--format", "json"],
             env=env, capture_output=True, text=True, timeout=240)
         result: dict[str, Any] = json.loads(proc.stdout) if proc.stdout.strip() else {}
+        requests = out / str(attempt) / "requests.csv"
+        if requests.is_file():
+            _ANSWERED[name] = _ANSWERED.get(name, 0.0) + float(pd.read_csv(requests)["ok"].sum()) + 1
         limited = [r for r in result.get("client_limited_rates", []) if r <= saturation]
-        if not limited or attempt == 1:
+        unsteady = proc.returncode != 0 and "not a steady state" in proc.stderr  # a loaded host, at the lowest rate
+        if not (limited or unsteady) or attempt == 1:
             break
     assert proc.returncode == 0, proc.stderr[-3000:]
     _SWEEPS[name] = result
@@ -186,12 +193,8 @@ def test_two_replicas_find_about_twice_the_rate(cluster: EmbeddedCluster, prefec
     # what the load tests sent is in the cluster's Prometheus, as vLLM series of the services' pods
     # (``instance!=""``: the live endpoint's series, not the backfilled simulation's)
     pods = sorted(r.pod for r in cluster.serving.endpoints[("team-a", "two")].engine.replicas)
-    def answered(sweep: dict[str, Any]) -> float:
-        """Every request the server answered: warm-up and steady parts (requests.csv), and the warm-up probe."""
-        return float(pd.read_csv(sweep["files"]["requests"])["ok"].sum()) + 1
-
-    want = {("org/one", cluster.serving.endpoints[("team-a", "one")].engine.replicas[0].pod): answered(_SWEEPS["one"])}
-    want.update({("org/two", pod): answered(result) / 2 for pod in pods})  # round robin: half each
+    want = {("org/one", cluster.serving.endpoints[("team-a", "one")].engine.replicas[0].pod): _ANSWERED["one"]}
+    want.update({("org/two", pod): _ANSWERED["two"] / 2 for pod in pods})  # round robin: half each
     query = 'sum by (model_name, pod) (vllm:request_success_total{finished_reason="length",instance!=""})'
     seen: dict[tuple[str, str], float] = {}
     deadline = time.monotonic() + 20

@@ -22,8 +22,9 @@ from tasks.notify import NOTIFY_HOOKS
 
 @flow(name="load_test", log_prints=False, **NOTIFY_HOOKS)
 def load_test(url: str, model: str, rates: list[float], slo_quantile: str = "p95", slo_seconds: float = 2.0,
-              prompt_tokens: int = 128, output_tokens: int = 32, max_requests_per_step: int = 500,
-              step_seconds: float = 30.0, out: str | None = None, api: str = "completions",
+              prompt_tokens: int = 128, output_tokens: int = 32, max_requests_per_step: int = 50_000,
+              step_seconds: float = 60.0, warmup_seconds: float = 10.0, prompt_spread: float = 0.25,
+              output_spread: float = 0.0, ignore_eos: bool = True, out: str | None = None, api: str = "completions",
               min_quality: float = 0.99, expect_substring: str | None = None, replicas: int = 1, gpus: int = 1,
               seed: int = 0, request_timeout_seconds: float = 60.0, max_lateness_seconds: float = 0.05,
               allow_remote: bool = False, service: str | None = None) -> dict[str, Any]:
@@ -33,7 +34,8 @@ def load_test(url: str, model: str, rates: list[float], slo_quantile: str = "p95
     config = LoadTestConfig(
         url=url, model=model, rates=tuple(float(r) for r in rates), slo_quantile=slo_quantile,
         slo_seconds=slo_seconds, prompt_tokens=prompt_tokens, output_tokens=output_tokens,
-        max_requests_per_step=max_requests_per_step, step_seconds=step_seconds, api=api,  # type: ignore[arg-type]
+        max_requests_per_step=max_requests_per_step, step_seconds=step_seconds, warmup_seconds=warmup_seconds,
+        prompt_spread=prompt_spread, output_spread=output_spread, ignore_eos=ignore_eos, api=api,  # type: ignore[arg-type]
         min_quality=min_quality, expect_substring=expect_substring, replicas=replicas, gpus=gpus, seed=seed,
         request_timeout_seconds=request_timeout_seconds, max_lateness_seconds=max_lateness_seconds,
         allow_remote=allow_remote, service=service)
@@ -50,7 +52,8 @@ def load_test(url: str, model: str, rates: list[float], slo_quantile: str = "p95
     logger.info("capacity: %s", capacity.reason)
     result: dict[str, Any] = json_safe({"capacity": capacity.to_dict(), "steps": run.steps, "stopped": run.stopped,
             "lateness_p99_s": run.lateness_p99_s, "client_limited_rates": run.client_limited_rates,
-            "requests": len(run.requests), "files": {k: str(v) for k, v in files.items()}, "audit_id": audit_id})
+            "requests": len(run.requests), "files": {k: str(v) for k, v in files.items()}, "audit_id": audit_id,
+            "ignore_eos": run.ignore_eos})
     return result
 
 

@@ -13,7 +13,7 @@ from enum import Enum
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from gpuaas._yaml import read_yaml
 from gpuaas.errors import ConfigError
@@ -23,6 +23,7 @@ __all__ = [
     "AdaptivePolicy",
     "ColdStartBudget",
     "CollectPolicy",
+    "CostPolicy",
     "DeadlinesPolicy",
     "FreeGoal",
     "Mode",
@@ -281,6 +282,19 @@ class ServiceOutcome(_Model):
         return self
 
 
+class CostPolicy(_Model):
+    """How the cost report prices outcomes and sizes services."""
+
+    basis: Literal["total", "gpu"] = "total"
+    """The cost that cost per outcome divides: ``total`` (everything OpenCost charges the workload:
+    GPU, CPU, RAM) or ``gpu`` (the GPU share only). Both are reported either way."""
+    forecast_quantile: Annotated[float, Field(gt=0, le=1)] = 0.95
+    """Quantile of the 5-minute request rate over the window that a service is sized for: the
+    peak a service must hold, not the mean, which a daily cycle halves."""
+    headroom: Annotated[float, Field(ge=0, le=10)] = 0.2
+    """Extra share of that rate the replicas must absorb (0.2: size for 120 % of the quantile)."""
+
+
 class Policy(_Model):
     version: int = 1
     collect: CollectPolicy = CollectPolicy()
@@ -289,6 +303,7 @@ class Policy(_Model):
     deadlines: DeadlinesPolicy = DeadlinesPolicy()
     tenants: list[Tenant] = Field(default_factory=list)
     services: list[ServiceOutcome] = Field(default_factory=list)
+    cost: CostPolicy = CostPolicy()
     store: StorePolicy = StorePolicy()
 
     @model_validator(mode="after")
@@ -314,6 +329,21 @@ class Policy(_Model):
         if twice:
             raise ValueError(f"service {twice[0]!r} is defined twice")
         return self
+
+    @field_validator("services")
+    @classmethod
+    def _one_service_per_series(cls, services: list[ServiceOutcome]) -> list[ServiceOutcome]:
+        """A serving service's requests are its namespace's series with its model_name (all of them without
+        one): two services whose series overlap would each count the other's requests."""
+        serving = [s for s in services if s.kind == "serving"]
+        for i, a in enumerate(serving):
+            for b in serving[i + 1:]:
+                if a.namespace == b.namespace and (not a.model_name or not b.model_name or a.model_name == b.model_name):
+                    raise ValueError(
+                        f"services {a.name!r} and {b.name!r} select the same serving series (namespace "
+                        f"{a.namespace!r}, model_name {a.model_name or 'any'!r} and {b.model_name or 'any'!r}); "
+                        "give each its own model_name")
+        return services
 
     def tenant_for(self, namespace: str | None, queue: str | None = None) -> Tenant | None:
         """The tenant owning a namespace or ClusterQueue, if the policy names one."""

@@ -8,6 +8,8 @@ shows "no verified outcome", never infinity or zero.
 
 from __future__ import annotations
 
+import math
+from collections.abc import Sequence
 from typing import Any
 
 from gpuaas.policies.cost import NO_OUTCOME, CostReport
@@ -21,28 +23,44 @@ __all__ = [
     "cost_first_line",
     "funnel_rows",
     "money",
+    "per_outcome",
+    "previous_complete",
     "service_rows",
     "summary_markdown",
     "waster_rows",
 ]
 
-STAGES = ("allocated", "busy", "productive", "unknown", "idle")
+STAGES = ("allocated", "busy", "productive", "in_progress", "unknown", "idle", "active")
 
 
 def money(value: float | None, unknown: str = "unknown") -> str:
+    """Dollars with two decimals, or three significant digits under a dollar: $0.000064 and $0.00012
+    must not both read "$0.0001"."""
     if value is None:
         return unknown
-    return f"${value:,.4f}" if 0 < abs(value) < 1 else f"${value:,.2f}"
+    if value == 0 or abs(value) >= 1:
+        return f"${value:,.2f}"
+    decimals = max(2, 2 - math.floor(math.log10(abs(value))))
+    return f"${value:,.{decimals}f}"
+
+
+def per_outcome(value: float | None, kind: str = "serving") -> str:
+    """Cost per outcome; a cost per request under a cent is shown per 1,000 requests, as it is priced."""
+    if value is None:
+        return "unknown"
+    if kind == "serving" and abs(value) < 0.01:
+        return f"{money(value * 1000)} per 1,000 requests"
+    return money(value) + {"serving": " per request", "batch": " per job"}.get(kind, "")
 
 
 def _hours(value: float | None) -> str:
     return "unknown" if value is None else f"{value:,.1f}"
 
 
-def _per_outcome(row: dict[str, Any]) -> str:
+def _per_outcome(row: dict[str, Any], kind: str = "serving") -> str:
     if row["cost_per_outcome"] is not None:
-        return money(row["cost_per_outcome"])
-    if row["cost"] is None:
+        return per_outcome(row["cost_per_outcome"], kind)
+    if row["total_cost"] is None:
         return "unknown"
     return NO_OUTCOME if row["verified_outcomes"] is not None else "unknown"
 
@@ -68,13 +86,24 @@ def funnel_rows(report: CostReport) -> list[dict[str, Any]]:
         "tenant": r["tenant"],
         "allocated GPU-h": _hours(r["allocated_gpu_hours"]),
         "busy GPU-h": _hours(r["busy_gpu_hours"]),
+        "active GPU-h": _hours(r["active_gpu_hours"]),
         "productive GPU-h": _hours(r["productive_gpu_hours"]),
+        "in progress GPU-h": _hours(r["in_progress_gpu_hours"]),
         "unknown GPU-h": _hours(r["unknown_gpu_hours"]),
-        "cost": money(r["cost"]),
+        "GPU cost": money(r["gpu_cost"]),
+        "total cost": money(r["total_cost"]),
         "waste": money(r["waste_cost"]),
-        "verified outcomes": _count(r["verified_outcomes"]),
-        "cost per outcome": _per_outcome(r) if r["tenant"] != "(cluster)" else "",
+        "verified requests": _count(r.get("verified_requests")),
+        "jobs in time": _count(r.get("verified_jobs")),
+        f"cost per outcome ({report.cost_basis})": _tenant_per_outcome(r) if r["tenant"] != "(cluster)" else "",
     } for r in rows]
+
+
+def _tenant_per_outcome(row: dict[str, Any]) -> str:
+    """A tenant's cost per outcome only where its outcomes are of one kind: a request is not a job."""
+    if row.get("verified_requests") and row.get("verified_jobs"):
+        return "see per service (requests and jobs)"
+    return _per_outcome(row, "batch" if row.get("verified_jobs") else "serving")
 
 
 def service_rows(report: CostReport) -> list[dict[str, Any]]:
@@ -88,7 +117,8 @@ def service_rows(report: CostReport) -> list[dict[str, Any]]:
             "requests" if s["kind"] == "serving" else "jobs": _count(s["requests"]),
             "verified outcomes": _count(s["verified_outcomes"]),
             "within SLO": slo if s["kind"] == "serving" else ("in time: " + slo),
-            "cost": money(s["cost"]), "cost per outcome": _per_outcome(s),
+            "GPU cost": money(s["gpu_cost"]), "total cost": money(s["total_cost"]),
+            f"cost per outcome ({report.cost_basis})": _per_outcome(s, s["kind"]),
             "replicas needed": _replicas(s),
         })
     return [{("requests/jobs" if k in ("requests", "jobs") else k): v for k, v in r.items()} for r in out]
@@ -101,36 +131,60 @@ def waster_rows(report: CostReport) -> list[dict[str, Any]]:
 
 
 def _delta(now: float | None, before: float | None) -> str:
-    if now is None or before is None:
+    """Change against the previous period; "no data before" where that period had nothing to compare."""
+    if now is None:
         return "unknown"
-    if before == 0:
-        return "new" if now else "0"
+    if not before:
+        return "no data before"
     return f"{100 * (now - before) / before:+.0f}%"
 
 
+def previous_complete(previous: CostReport | None) -> bool:
+    """Whether the previous period has data from its start: a period that began before the telemetry
+    did (a new cluster, a new tenant) would turn every change into thousands of percent."""
+    if previous is None:
+        return False
+    first = [d for d in previous.daily if d["day"] == 0]
+    return any((d.get("total_cost") or 0) > 0 or (d.get("verified_outcomes") or 0) > 0 for d in first)
+
+
 def change_rows(report: CostReport, previous: CostReport | None) -> list[dict[str, Any]]:
-    """Per tenant: cost, waste and cost per outcome against the previous period of the same length."""
-    before = {t["tenant"]: t for t in previous.tenants} if previous else {}
+    """Per tenant: cost, waste and cost per outcome against the previous period of the same length, only
+    where that period has data (from its start, and for that tenant)."""
+    before = {t["tenant"]: t for t in previous.tenants} if previous and previous_complete(previous) else {}
+    basis = f"{report.cost_basis}_cost"
     rows = []
     for t in report.tenants:
         p = before.get(t["tenant"], {})
-        rows.append({"tenant": t["tenant"], "cost": money(t["cost"]), "previous cost": money(p.get("cost")),
-                     "cost change": _delta(t["cost"], p.get("cost")),
+        rows.append({"tenant": t["tenant"], "cost": money(t[basis]), "previous cost": money(p.get(basis), "no data"),
+                     "cost change": _delta(t[basis], p.get(basis)),
                      "waste change": _delta(t["waste_cost"], p.get("waste_cost")),
                      "cost per outcome change": _delta(t["cost_per_outcome"], p.get("cost_per_outcome"))})
     return rows
 
 
+NO_SERVICES = "The policy has no services: section, so no outcome is counted (cost per outcome unknown). "
+
+
 def cost_first_line(report: CostReport) -> str:
-    """What the run found, in one sentence: the window, the cost, the waste and the verified outcomes."""
+    """What the run found, in one sentence: the window, the cost, the waste and the verified outcomes.
+
+    A policy without services is said first: every outcome figure below would otherwise read as zero work.
+    """
     c = report.cluster
+    lead = NO_SERVICES if not report.services else ""
     if not c.get("allocated_gpu_hours"):
-        return f"No GPU-hours allocated in the {report.window_s / 3600:g} h window: nothing to cost."
-    return (f"{report.window_s / 3600:g} h of GPUs: {money(c['cost'])} spent, {money(c['waste_cost'])} of it on "
-            f"allocated but idle GPUs; {_count(c['verified_outcomes'])} verified outcomes.")
+        return f"{lead}No GPU-hours allocated in the {report.window_s / 3600:g} h window: nothing to cost."
+    return (f"{lead}{report.window_s / 3600:g} h of GPUs: {money(c['total_cost'])} spent in all "
+            f"({money(c['gpu_cost'])} on GPUs), {money(c['waste_cost'])} of it on allocated but idle GPUs; "
+            f"{_count(c.get('verified_requests'))} verified requests and {_count(c.get('verified_jobs'))} batch jobs "
+            "done in time.")
 
 
-def summary_markdown(report: CostReport, previous: CostReport | None, html_path: str | None) -> str:
+def summary_markdown(report: CostReport, previous: CostReport | None, html_path: str | None,
+                     plots: Sequence[tuple[str, str]] = ()) -> str:
+    """The headline numbers, then the plots inlined (``(alt, base64 PNG)``): the Prefect UI shows them without
+    the worker's disk, where the HTML report lies."""
     c = report.cluster
     lines = [
         cost_first_line(report),
@@ -138,21 +192,26 @@ def summary_markdown(report: CostReport, previous: CostReport | None, html_path:
         f"# gpuaas cost report: {report.start:%Y-%m-%d %H:%M} – {report.end:%Y-%m-%d %H:%M} UTC",
         "",
         f"- GPU-hours: **{_hours(c['allocated_gpu_hours'])}** allocated → **{_hours(c['busy_gpu_hours'])}** busy → "
-        f"**{_hours(c['productive_gpu_hours'])}** productive; **{_hours(c['unknown_gpu_hours'])}** without telemetry "
-        "(unknown, not idle)",
-        f"- cost **{money(c['cost'])}**, of which waste (allocated but idle) **{money(c['waste_cost'])}**",
-        f"- **{_count(c['verified_outcomes'])}** verified outcomes",
+        f"**{_hours(c['productive_gpu_hours'])}** productive (+ **{_hours(c['in_progress_gpu_hours'])}** of jobs "
+        f"still running); **{_hours(c['unknown_gpu_hours'])}** without telemetry (unknown, not idle); effective "
+        f"utilisation **{_hours(c['active_gpu_hours'])}** activity-weighted GPU-h",
+        f"- total cost **{money(c['total_cost'])}** (GPU **{money(c['gpu_cost'])}**), of which waste (allocated "
+        f"but idle GPUs) **{money(c['waste_cost'])}**; cost per outcome on the {report.cost_basis} cost",
+        f"- **{_count(c.get('verified_requests'))}** verified requests, **{_count(c.get('verified_jobs'))}** batch "
+        "jobs done in time",
     ]
-    if previous is not None:
+    if previous is not None and previous_complete(previous):
         p = previous.cluster
-        lines.append(f"- previous {report.window_s / 3600:g} h: cost {money(p['cost'])} "
-                     f"({_delta(c['cost'], p['cost'])}), waste {money(p['waste_cost'])}")
+        lines.append(f"- previous {report.window_s / 3600:g} h: total cost {money(p['total_cost'], 'no data')} "
+                     f"({_delta(c['total_cost'], p['total_cost'])}), waste {money(p['waste_cost'], 'no data')}")
     if report.wasters:
         w = report.wasters[0]
         lines.append(f"- top waster: `{w['namespace']}/{w['workload']}` ({w['tenant']}), "
                      f"{_hours(w['idle_gpu_hours'])} idle GPU-h, {money(w['waste_cost'])}")
     if html_path:
-        lines.append(f"- HTML report with plots: `{html_path}`")
+        lines.append(f"- HTML report with plots (on the worker): `{html_path}`")
+    for alt, data in plots:
+        lines += ["", f"![{alt}](data:image/png;base64,{data})"]
     if report.notes:
         lines += ["", "## Notes", ""] + [f"- {n}" for n in report.notes]
     return "\n".join(lines) + "\n"
@@ -162,6 +221,7 @@ def cost_report_json(report: CostReport, html_path: str | None, previous: CostRe
                      ) -> dict[str, Any]:
     """The ``--format json`` document: plain values, None where unknown (reasons in ``notes``)."""
     doc: dict[str, Any] = {
+        "summary": cost_first_line(report), "cost_basis": report.cost_basis,
         "window_s": report.window_s,
         "start": report.start.isoformat(), "end": report.end.isoformat(),
         "tenants": report.tenants, "services": report.services, "cluster": report.cluster,
@@ -177,20 +237,23 @@ def cost_report_json(report: CostReport, html_path: str | None, previous: CostRe
 def cost_report_metrics(report: CostReport) -> list[MetricFamily]:
     """What the flow pushes; an unknown value is left out (absent), never pushed as 0."""
     hours = MetricFamily("gpuaas_gpu_hours", "GPU-hours in the report window by funnel stage", ("stage", "tenant"))
-    cost = MetricFamily("gpuaas_cost", "OpenCost cost over the report window", ("tenant",))
+    gpu_cost = MetricFamily("gpuaas_gpu_cost", "GPU cost over the report window (OpenCost)", ("tenant",))
+    total_cost = MetricFamily("gpuaas_total_cost", "Total cost (GPU, CPU, RAM) over the report window (OpenCost)",
+                              ("tenant",))
     waste = MetricFamily("gpuaas_waste_cost", "Cost of allocated but idle GPU-hours in the window", ("tenant",))
     tenant_cpo = MetricFamily("gpuaas_tenant_cost_per_outcome", "Tenant cost per verified outcome", ("tenant",))
     cpo = MetricFamily("gpuaas_cost_per_outcome", "Service cost per verified outcome", ("service", "tenant"))
     outcomes = MetricFamily("gpuaas_verified_outcomes", "Verified outcomes in the window", ("service", "tenant"))
     slo = MetricFamily("gpuaas_slo_fraction", "Share of requests within the latency SLO", ("service", "tenant"))
-    replicas = MetricFamily("gpuaas_replicas_needed", "Replicas the busiest period's rate needs at the measured "
-                            "per-replica capacity", ("service", "tenant"))
+    replicas = MetricFamily("gpuaas_replicas_needed", "Replicas the peak 5-minute rate (policy quantile) plus "
+                            "headroom needs at the measured per-replica capacity", ("service", "tenant"))
     for t in report.tenants:
         for stage in STAGES:
             value = t.get(f"{stage}_gpu_hours")
             if value is not None:
                 hours.add(value, stage, t["tenant"])
-        for family, key in ((cost, "cost"), (waste, "waste_cost"), (tenant_cpo, "cost_per_outcome")):
+        for family, key in ((gpu_cost, "gpu_cost"), (total_cost, "total_cost"), (waste, "waste_cost"),
+                            (tenant_cpo, "cost_per_outcome")):
             if t[key] is not None:
                 family.add(t[key], t["tenant"])
     for s in report.services:
@@ -198,7 +261,11 @@ def cost_report_metrics(report: CostReport) -> list[MetricFamily]:
                             (replicas, "replicas_needed")):
             if s.get(key) is not None:
                 family.add(s[key], s["service"], s["tenant"])
+    tenants = MetricFamily("gpuaas_namespace_tenant", "The policy's tenant of each namespace (1): dashboards join "
+                           "on it to group by tenant", ("namespace", "tenant"))
+    for namespace, tenant in sorted(report.tenant_of_namespace.items()):
+        tenants.add(1.0, namespace, tenant)
     stamp = MetricFamily("gpuaas_cost_report_timestamp_seconds", "End of the cost report window").add(
         report.end.timestamp())
     window = MetricFamily("gpuaas_cost_report_window_seconds", "Length of the cost report window").add(report.window_s)
-    return [hours, cost, waste, tenant_cpo, cpo, outcomes, slo, replicas, stamp, window]
+    return [hours, gpu_cost, total_cost, waste, tenants, tenant_cpo, cpo, outcomes, slo, replicas, stamp, window]

@@ -10,18 +10,31 @@ from __future__ import annotations
 
 import html
 from collections.abc import Sequence
+from datetime import datetime
 from typing import Any
 
-from matplotlib.ticker import MaxNLocator
+from matplotlib.dates import DateFormatter, date2num
 
 from gpuaas.policies.cost import CostReport
 from reports._plots import plt
 from reports._plots import png_base64 as _png
-from reports.cost_report import change_rows, funnel_rows, money, service_rows, waster_rows
+from reports.cost_report import (
+    change_rows,
+    cost_first_line,
+    funnel_rows,
+    money,
+    per_outcome,
+    previous_complete,
+    service_rows,
+    waster_rows,
+)
 
-__all__ = ["render_html"]
+__all__ = ["cost_per_outcome_plot", "funnel_plot", "render_html"]
 
-_COLOURS = {"allocated": "#9aa5b1", "busy": "#4c78a8", "productive": "#59a14f", "unknown": "#f2cf5b"}
+_STAGES = (("productive", "productive_gpu_hours", "#59a14f"), ("in progress", "in_progress_gpu_hours", "#8cd17d"),
+           ("busy, no verified outcome", None, "#4c78a8"), ("idle", "idle_gpu_hours", "#e15759"),
+           ("unknown (no telemetry)", "unknown_gpu_hours", "#f2cf5b"))
+"""The funnel's stages, left to right; each GPU-hour allocated is in exactly one of them."""
 _SCRIPT = """<script>
 window.addEventListener('load', function () {
   var ok = 0, imgs = document.querySelectorAll('img.plot');
@@ -38,7 +51,11 @@ body { font-family: sans-serif; margin: 2em; color: #222; max-width: 1100px; }
 table { border-collapse: collapse; margin: 0.5em 0 1.5em; font-size: 0.9em; }
 th, td { border: 1px solid #ccc; padding: 0.25em 0.6em; text-align: right; }
 th:first-child, td:first-child { text-align: left; }
-.note { color: #555; } .broken { color: #b00; font-weight: bold; }
+.note { color: #555; } .broken { color: #b00; font-weight: bold; } .lead { font-size: 1.15em; }
+caption { text-align: left; font-weight: bold; padding: 0.3em 0; }
+.kpis { display: flex; flex-wrap: wrap; gap: 0.8em; margin: 1em 0; }
+.kpis div { border: 1px solid #ccc; border-radius: 6px; padding: 0.5em 0.9em; min-width: 8em; }
+.kpis span { display: block; font-size: 1.4em; font-weight: bold; } .kpis small { color: #555; }
 </style>"""
 
 
@@ -46,59 +63,73 @@ def _img(data: str, alt: str) -> str:
     return f'<img class="plot" alt="{html.escape(alt)}" src="data:image/png;base64,{data}">'
 
 
-def _table(rows: Sequence[dict[str, Any]]) -> str:
+def _table(title: str, rows: Sequence[dict[str, Any]]) -> str:
     if not rows:
-        return '<p class="note">nothing to show</p>'
+        return f'<h3>{html.escape(title)}</h3><p class="note">nothing to show</p>'
     head = "".join(f"<th>{html.escape(str(k))}</th>" for k in rows[0])
     body = "".join("<tr>" + "".join(f"<td>{html.escape(str(v))}</td>" for v in r.values()) + "</tr>" for r in rows)
-    return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
+    return (f"<table><caption>{html.escape(title)}</caption><thead><tr>{head}</tr></thead>"
+            f"<tbody>{body}</tbody></table>")
 
 
-def _funnel_plot(report: CostReport) -> str:
+def _stage_hours(row: dict[str, Any]) -> list[float]:
+    """Allocated GPU-hours split into the funnel's stages (busy without outcome = busy - productive - in progress)."""
+    busy = row["busy_gpu_hours"] or 0.0
+    productive, running = row["productive_gpu_hours"] or 0.0, row.get("in_progress_gpu_hours") or 0.0
+    return [productive, running, max(busy - productive - running, 0.0), row["idle_gpu_hours"] or 0.0,
+            row["unknown_gpu_hours"] or 0.0]
+
+
+def funnel_plot(report: CostReport) -> str:
+    """Per tenant, the allocated GPU-hours as one bar split into stages: a true funnel, nothing counted twice."""
     tenants = [t["tenant"] for t in report.tenants]
-    fig, ax = plt.subplots(figsize=(9, 0.6 + 0.7 * max(len(tenants), 1)))
-    height = 0.2
-    for i, stage in enumerate(_COLOURS):
-        values = [t[f"{stage}_gpu_hours"] or 0.0 for t in report.tenants]
-        ax.barh([y + (i - 1.5) * height for y in range(len(tenants))], values, height, label=stage,
-                color=_COLOURS[stage])
-    ax.set_yticks(range(len(tenants)), tenants)
+    fig, ax = plt.subplots(figsize=(9, 0.9 + 0.55 * max(len(tenants), 1)))
+    left = [0.0] * len(tenants)
+    for i, (label, _, colour) in enumerate(_STAGES):
+        values = [_stage_hours(t)[i] for t in report.tenants]
+        ax.barh(tenants, values, left=left, label=label, color=colour)
+        left = [a + b for a, b in zip(left, values)]
     ax.invert_yaxis()
-    ax.set_xlabel("GPU-hours in the window")
-    ax.set_title("GPU-hour funnel per tenant (unknown = no telemetry, never idle)")
-    ax.legend(loc="lower right")
+    ax.set_xlabel("GPU-hours allocated in the window (hours)")
+    ax.set_title("Where the allocated GPU-hours went, per tenant")
+    ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.22), ncol=len(_STAGES), fontsize="small", frameon=False)
     return _png(fig)
 
 
-def _cost_per_outcome_plot(report: CostReport) -> str:
-    fig, ax = plt.subplots(figsize=(9, 3.8))
-    plotted = False
-    if len({d["day"] for d in report.daily}) == 1:  # one period: a bar per service says more than a dot
-        known = [d for d in report.daily if d["cost_per_outcome"] is not None]
-        if known:
-            ax.barh([d["service"] for d in known], [d["cost_per_outcome"] for d in known], color="#4c78a8")
-            ax.set_xscale("log")
-            ax.invert_yaxis()
-        ax.set_xlabel("cost per verified outcome ($, log scale)")
-        ax.set_title("Cost per verified outcome per service")
-        return _png(fig)
-    for service in dict.fromkeys(d["service"] for d in report.daily):
-        days = [d for d in report.daily if d["service"] == service]
-        xs = [d["day"] + 1 for d in days if d["cost_per_outcome"] is not None]
-        ys = [d["cost_per_outcome"] for d in days if d["cost_per_outcome"] is not None]
-        if ys:
-            ax.plot(xs, ys, marker="o", label=service)
-            plotted = True
-    if plotted:
-        ax.set_yscale("log")
-        ax.legend(fontsize="small")
+def _dates(rows: list[dict[str, Any]]) -> Any:
+    """The periods' end dates as matplotlib date numbers (what its date axis plots)."""
+    return date2num([datetime.fromisoformat(r["day_end"]) for r in rows])  # type: ignore[no-untyped-call]
+
+
+def cost_per_outcome_plot(report: CostReport, kind: str) -> str | None:
+    """Cost per verified outcome of one kind of service: per 1,000 requests (serving) or per job (batch),
+    never both on one axis; against the real dates of the periods when there is more than one."""
+    names = [s["service"] for s in report.services if s["kind"] == kind]
+    rows = [d for d in report.daily if d["service"] in names and d["cost_per_outcome"] is not None]
+    if not rows:
+        return None
+    scale, unit = (1000.0, "$ per 1,000 verified requests") if kind == "serving" else (1.0, "$ per job done in time")
+    fig, ax = plt.subplots(figsize=(9, 3.6))
+    if len({d["day"] for d in report.daily}) == 1:
+        ax.barh([d["service"] for d in rows], [d["cost_per_outcome"] * scale for d in rows], color="#4c78a8")
+        ax.invert_yaxis()
+        ax.set_xlabel(unit)
     else:
-        ax.text(0.5, 0.5, "no service had both a known cost and a verified outcome", ha="center",
-                transform=ax.transAxes)
-    ax.xaxis.set_major_locator(MaxNLocator(integer=True))
-    ax.set_xlabel("day of the window (1 = oldest)")
-    ax.set_ylabel("cost per verified outcome ($)")
-    ax.set_title("Cost per verified outcome per service")
+        for name in names:
+            mine = [d for d in rows if d["service"] == name]
+            if mine:
+                ax.plot(_dates(mine), [d["cost_per_outcome"] * scale for d in mine], marker="o", label=name)
+        ends = _dates([d for d in report.daily if d["service"] == names[0]])
+        ax.set_xticks(ends)  # one tick per period end: the dates the values belong to
+        ax.set_xlim(ends[0] - 0.5, ends[-1] + 0.5)
+        ax.xaxis.set_major_formatter(DateFormatter("%Y-%m-%d %H:%M"))  # type: ignore[no-untyped-call]
+        fig.autofmt_xdate()
+        ax.set_xlabel("period ending (UTC)")
+        ax.set_ylabel(unit)
+        ax.set_ylim(bottom=0)  # money from zero: a flat line must not look like a swing
+        ax.legend(fontsize="small")
+    ax.set_title(f"Cost per verified outcome, {'serving' if kind == 'serving' else 'batch'} services "
+                 f"({report.cost_basis} cost)")
     return _png(fig)
 
 
@@ -109,35 +140,64 @@ def _waste_plot(report: CostReport) -> str:
     values = [(t["waste_cost"] if known else t["idle_gpu_hours"]) or 0.0 for t in report.tenants]
     ax.bar(names, values, color="#e15759")
     ax.set_ylabel("waste ($)" if known else "idle GPU-hours (cost unknown)")
-    ax.set_title("Waste by tenant: allocated but idle")
+    ax.set_title("Waste by tenant: GPUs allocated but idle")
     return _png(fig)
 
 
 def _daily_rows(report: CostReport) -> list[dict[str, Any]]:
-    return [{"service": d["service"], "period ends": d["day_end"][:16].replace("T", " "), "cost": money(d["cost"]),
+    kinds = {s["service"]: s["kind"] for s in report.services}
+    return [{"service": d["service"], "period ends (UTC)": d["day_end"][:16].replace("T", " "),
+             "GPU cost": money(d["gpu_cost"]), "total cost": money(d["total_cost"]),
              "verified outcomes": "unknown" if d["verified_outcomes"] is None else f"{d['verified_outcomes']:,.0f}",
-             "cost per outcome": money(d["cost_per_outcome"], "-")} for d in report.daily]
+             "cost per outcome": per_outcome(d["cost_per_outcome"], kinds.get(d["service"], "serving"))
+             if d["cost_per_outcome"] is not None else "-"} for d in report.daily]
+
+
+def _headline(report: CostReport) -> str:
+    c = report.cluster
+    cells = [("total cost", money(c.get("total_cost"))), ("of it GPUs", money(c.get("gpu_cost"))),
+             ("waste (idle GPUs)", money(c.get("waste_cost"))),
+             ("verified requests", f"{c.get('verified_requests') or 0:,.0f}"),
+             ("jobs done in time", f"{c.get('verified_jobs') or 0:,.0f}"),
+             ("GPU-hours allocated", f"{c.get('allocated_gpu_hours') or 0:,.1f}"),
+             ("productive", f"{c.get('productive_gpu_hours') or 0:,.1f}")]
+    return '<div class="kpis">' + "".join(f'<div><span>{html.escape(v)}</span><small>{html.escape(k)}</small></div>'
+                                          for k, v in cells) + "</div>"
 
 
 def render_html(report: CostReport, previous: CostReport | None = None) -> str:
     """The whole page; pure (the caller writes it where the settings say)."""
-    title = f"gpuaas cost report {report.start:%Y-%m-%d %H:%M} – {report.end:%Y-%m-%d %H:%M} UTC"
+    title = f"GPU cost report {report.start:%Y-%m-%d %H:%M} – {report.end:%Y-%m-%d %H:%M} UTC"
     waste_rows = [{"tenant": t["tenant"], "idle GPU-h": f"{t['idle_gpu_hours'] or 0:,.1f}",
                    "waste": money(t["waste_cost"])} for t in report.tenants]
     parts = [
         "<!DOCTYPE html>", '<html lang="en"><head><meta charset="utf-8">', f"<title>{html.escape(title)}</title>",
         _STYLE, "</head><body>", f"<h1>{html.escape(title)}</h1>",
+        f'<p class="lead">{html.escape(cost_first_line(report))}</p>', _headline(report),
         '<p class="note">allocated: GPU-hours held (OpenCost); busy: activity above the policy threshold (DCGM); '
-        "productive: busy hours that produced verified outcomes; unknown: held without telemetry.</p>",
-        "<h2>Funnel per tenant</h2>", _img(_funnel_plot(report), "GPU-hour funnel per tenant"), _table(funnel_rows(report)),
-        "<h2>Cost per verified outcome per service</h2>",
-        _img(_cost_per_outcome_plot(report), "cost per outcome per service"), _table(service_rows(report)),
-        _table(_daily_rows(report)),
-        "<h2>Waste by tenant</h2>", _img(_waste_plot(report), "waste by tenant"), _table(waste_rows),
-        "<h2>Top wasters</h2>", _table(waster_rows(report)),
+        "productive: busy hours that produced verified outcomes; in progress: busy hours of jobs still running; "
+        "unknown: held without telemetry (never counted as idle). Total cost includes CPU and RAM; cost per "
+        f"outcome uses the {html.escape(report.cost_basis)} cost.</p>",
+        "<h2>Where the GPU-hours went</h2>", _img(funnel_plot(report), "GPU-hour funnel per tenant"),
+        _table("GPU-hour funnel and cost per tenant", funnel_rows(report)),
+        "<h2>Cost per verified outcome</h2>",
     ]
-    if previous is not None:
-        parts += ["<h2>Change against the previous period</h2>", _table(change_rows(report, previous))]
+    for kind in ("serving", "batch"):
+        plot = cost_per_outcome_plot(report, kind)
+        if plot is not None:
+            parts.append(_img(plot, f"cost per outcome, {kind} services"))
+    parts += [_table("Outcomes and cost per service", service_rows(report)),
+              _table("Cost per service and period", _daily_rows(report)),
+              "<h2>Waste</h2>", _img(_waste_plot(report), "waste by tenant"), _table("Waste by tenant", waste_rows),
+              _table("Top wasters: allocated but idle", waster_rows(report))]
+    if previous is not None and previous_complete(previous):
+        parts += ["<h2>Change against the previous period</h2>",
+                  _table("Change against the previous period of the same length", change_rows(report, previous))]
+    elif previous is not None:
+        parts += ["<h2>Change against the previous period</h2>",
+                  f'<p class="note">The previous period ({previous.start:%Y-%m-%d %H:%M} – {previous.end:%Y-%m-%d %H:%M} '
+                  "UTC) has no data from its start, so no change is shown: a percentage against a part of a period "
+                  "would mislead.</p>"]
     if report.notes:
         parts += ["<h2>Notes</h2>", "<ul>" + "".join(f"<li>{html.escape(n)}</li>" for n in report.notes) + "</ul>"]
     parts += [_SCRIPT, "</body></html>"]

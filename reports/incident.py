@@ -147,10 +147,16 @@ def _known(value: float) -> str:
 
 
 def fleet_rows(review: IncidentReview, limit: int | None = _FLEET_ROWS_SHOWN) -> list[dict[str, Any]]:
-    """The collects at which the backlog, idle GPUs or quota changed (and the first and last)."""
+    """The collects at which the backlog, idle GPUs or quota changed (and the first and last).
+
+    Shortened to about ``limit`` rows, it never drops silently: the first and last collects, the
+    peak of each column and the collect before and after every applied action stay, and each gap
+    is a row saying how many collects it left out.
+    """
     fleet = review.fleet
     cols = ["pending_workloads", "pending_gpus", "idle_gpus", "nominal_gpus"]
-    rows = []
+    rows: list[dict[str, Any]] = []
+    at: list[pd.Timestamp] = []
     previous: tuple[Any, ...] | None = None
     for i, r in fleet.iterrows():
         key = tuple(None if math.isnan(r[c]) else r[c] for c in cols)
@@ -158,8 +164,36 @@ def fleet_rows(review: IncidentReview, limit: int | None = _FLEET_ROWS_SHOWN) ->
             rows.append({"time (UTC)": _clock(review, r["at"]), "backlog": _known(r["pending_workloads"]),
                          "pending GPUs": _known(r["pending_gpus"]), "idle GPUs": _known(r["idle_gpus"]),
                          "unobserved GPUs": _known(r["unknown_gpus"]), "nominal GPUs": _known(r["nominal_gpus"])})
+            at.append(r["at"])
         previous = key
-    return rows if limit is None or len(rows) <= limit else rows[:limit // 2] + rows[-(limit // 2):]
+    if limit is None or len(rows) <= limit:
+        return rows
+    return _shortened(review, rows, at, limit)
+
+
+def _shortened(review: IncidentReview, rows: list[dict[str, Any]], at: list[pd.Timestamp],
+               limit: int) -> list[dict[str, Any]]:
+    keep = {0, len(rows) - 1}
+    for column in ("backlog", "pending GPUs", "idle GPUs"):
+        values = [float(r[column]) if r[column] != "unknown" else -math.inf for r in rows]
+        if max(values) > -math.inf:
+            keep.add(values.index(max(values)))
+    for e in review.events:
+        if e.outcome == "applied":
+            when = _utc(e.at)
+            before = max((i for i, t in enumerate(at) if t <= when), default=0)
+            keep.update({before, min(before + 1, len(rows) - 1)})
+    spare = max(limit - len(keep), 0)
+    keep.update(range(min(spare // 2, len(rows))))
+    keep.update(range(max(len(rows) - (spare - spare // 2), 0), len(rows)))
+    out: list[dict[str, Any]] = []
+    last = -1
+    for i in sorted(keep):
+        if i - last > 1:
+            out.append({k: "" for k in rows[0]} | {"time (UTC)": f"({i - last - 1} collects left out)"})
+        out.append(rows[i])
+        last = i
+    return out
 
 
 def quota_rows(review: IncidentReview, changed_only: bool = True) -> list[dict[str, Any]]:
@@ -264,7 +298,11 @@ def incident_markdown(review: IncidentReview, plot: str | None = None,
         lines += ["(The plot of backlog and idle GPUs is in the flow run's `incident-review` artifact.)", ""]
     rows = fleet_rows(review)
     if rows:
-        lines += ["Collects at which something changed (backlog in workloads; GPUs summed over queues and flavors):",
+        left_out = sum(1 for r in rows if str(r["time (UTC)"]).startswith("("))
+        lines += ["Collects at which something changed (backlog in workloads; GPUs summed over queues and flavors)"
+                  + (f"; shortened: the peaks, the first and last, and the collects around every applied action are "
+                     f"kept, {left_out} gap{'' if left_out == 1 else 's'} say{'s' if left_out == 1 else ''} how many "
+                     "collects were left out (all of them: `--format json`)" if left_out else "") + ":",
                   ""] + _table(rows)
     else:
         lines.append("No stored fleet history in the window.")

@@ -20,7 +20,7 @@ from reports.cost_report import (
     summary_markdown,
     waster_rows,
 )
-from reports.cost_report_html import render_html
+from reports.cost_report_html import cost_per_outcome_plot, funnel_plot, render_html
 from tasks._artifacts import summary_artifact, table_artifact
 from tasks._options import IO_TASK_OPTIONS
 
@@ -52,24 +52,18 @@ def write_html_report(settings: GpuaasSettings, report: CostReport, previous: Co
 @task(name="publish-cost-artifacts", cache_policy=NO_CACHE)
 def publish_cost_artifacts(report: CostReport, previous: CostReport | None, html_path: str | None) -> None:
     table_artifact(key="gpuaas-cost-funnel", table=funnel_rows(report),
-                          description="GPU-hour funnel per tenant: allocated, busy, productive, unknown; cost and waste")
+                   description="GPU-hour funnel per tenant: allocated, busy, productive, unknown; cost and waste")
     table_artifact(key="gpuaas-cost-per-outcome", table=service_rows(report),
-                          description="Verified outcomes and cost per outcome by service")
+                   description="Verified outcomes and cost per outcome by service")
     table_artifact(key="gpuaas-cost-top-wasters", table=waster_rows(report),
-                          description="Workloads with the most allocated-but-idle GPU cost")
+                   description="Workloads with the most allocated-but-idle GPU cost")
     if previous is not None:
         table_artifact(key="gpuaas-cost-change", table=change_rows(report, previous),
-                              description="Against the previous period of the same length")
-    summary_artifact(key="gpuaas-cost-summary", markdown=summary_markdown(report, previous, html_path)
-                     + _plots_markdown(report))
-
-
-def _plots_markdown(report: CostReport) -> str:
-    """The HTML report's funnel and waste figures, inline: a path on the worker's disk opens nowhere in the UI."""
-    from reports.cost_report_html import _funnel_plot, _waste_plot  # the same figures as the HTML page
-
-    return (f"\n![GPU-hour funnel per tenant](data:image/png;base64,{_funnel_plot(report)})\n"
-            f"\n![allocated but idle GPU cost](data:image/png;base64,{_waste_plot(report)})\n")
+                       description="Against the previous period of the same length")
+    plots = [("where the allocated GPU-hours went", funnel_plot(report))]
+    plots += [(f"cost per verified outcome, {kind} services", plot) for kind in ("serving", "batch")
+              if (plot := cost_per_outcome_plot(report, kind)) is not None]
+    summary_artifact(key="gpuaas-cost-summary", markdown=summary_markdown(report, previous, html_path, plots))
 
 
 @task(name="push-cost-metrics", cache_policy=NO_CACHE, **IO_TASK_OPTIONS)

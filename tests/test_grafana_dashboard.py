@@ -112,3 +112,35 @@ def test_every_template_variable_has_values(prometheus: PrometheusServer) -> Non
         body = httpx.get(f"{prometheus.url}/api/v1/query", params={"query": f"group by ({label}) ({metric})",
                                                                    "time": END.timestamp()}, timeout=30).json()
         assert body["status"] == "success" and body["data"]["result"], var["name"]
+
+
+def test_projects_and_tenants_come_from_the_workloads_not_the_exporter(
+        prometheus_factory: Callable[[Any], PrometheusServer]) -> None:
+    """The real aicr capture (16 H100s on 2 nodes, scraped with honorLabels: true): the 15 GPUs no pod holds
+    carry the exporter's own ``namespace="gpu-operator"``; "GPUs held per project" must show the one GPU the
+    vLLM pod holds, not 15 under gpu-operator. Per tenant, through the policy's mapping (pushed as
+    ``gpuaas_namespace_tenant``): that GPU is the serving tenant's."""
+    capture = json.loads((Path(__file__).resolve().parents[1] / ".." / "shared" / "fixtures" / "telemetry" / "dcgm"
+                          / "prometheus-api-query.DCGM_FI_DEV_GPU_UTIL.aicr.json").read_text())
+    samples: list[Sample] = [(r["metric"]["__name__"], {k: v for k, v in r["metric"].items() if k != "__name__"},
+                              float(r["value"][1]), (END - timedelta(minutes=m)).timestamp())
+                             for r in capture["data"]["result"] for m in range(5)]
+    samples += [("gpuaas_namespace_tenant", {"namespace": "dynamo-workload", "tenant": "serving"}, 1.0,
+                 (END - timedelta(minutes=m)).timestamp()) for m in range(5)]
+    prom = prometheus_factory(samples)
+    panels = {p["title"]: p["targets"][0]["expr"] for p in json.loads(DASHBOARD.read_text())["panels"]
+              if p.get("targets")}
+
+    def run(title: str, by: str) -> dict[str, float]:
+        body = httpx.get(f"{prom.url}/api/v1/query", params={"query": _grafana(panels[title]),
+                                                             "time": END.timestamp()}, timeout=30).json()
+        return {r["metric"][by]: float(r["value"][1]) for r in body["data"]["result"]}
+
+    assert run("GPUs held per project", "project") == {"dynamo-workload": 1.0}
+    assert run("GPUs held per tenant (the policy's tenant mapping)", "tenant") == {"serving": 1.0}
+
+
+def test_gpu_hours_are_shown_in_hours() -> None:
+    """Grafana's "h" unit turns 1,750 hours into "10.4 week"; a FinOps reader wants GPU-hours."""
+    funnel = next(p for p in json.loads(DASHBOARD.read_text())["panels"] if p["title"] == "GPU-hour funnel per tenant")
+    assert funnel["fieldConfig"]["defaults"]["unit"] == "suffix: GPU-h"

@@ -96,15 +96,33 @@ def test_the_rebalance_and_cost_report_artifacts_say_first_what_the_run_found() 
 
     assert first_line([], "dry-run", None) == "Nothing to rebalance: no cohort with GPU quota."
     cluster = {"allocated_gpu_hours": 111.7, "busy_gpu_hours": 91.4, "productive_gpu_hours": 15.1,
-               "unknown_gpu_hours": 2.0, "cost": 357.7, "waste_cost": 45.3, "verified_outcomes": 132021}
-    report = CostReport(window_s=7200, start=NOW, end=NOW, tenants=[], services=[], cluster=cluster, wasters=[],
-                        daily=[], batch=[], notes=[], queries=0)
+               "in_progress_gpu_hours": 0.0, "unknown_gpu_hours": 2.0, "active_gpu_hours": 40.0, "gpu_cost": 300.0,
+               "total_cost": 357.7, "waste_cost": 45.3, "verified_outcomes": 132022, "verified_requests": 132021,
+               "verified_jobs": 1}
+    service = {"service": "chat"}
+    report = CostReport(window_s=7200, start=NOW, end=NOW, tenants=[], services=[service], cluster=cluster,
+                        wasters=[], daily=[], batch=[], notes=[], queries=0)
     first = cost_markdown(report, None, None).splitlines()[0]
-    assert first == cost_first_line(report) == ("2 h of GPUs: $357.70 spent, $45.30 of it on allocated but idle GPUs; "
-                                                "132,021 verified outcomes.")
-    empty = CostReport(window_s=3600, start=NOW, end=NOW, tenants=[], services=[], cluster={"allocated_gpu_hours": 0},
-                       wasters=[], daily=[], batch=[], notes=[], queries=0)
+    assert first == cost_first_line(report) == ("2 h of GPUs: $357.70 spent in all ($300.00 on GPUs), $45.30 of it on "
+                                                "allocated but idle GPUs; 132,021 verified requests and 1 batch jobs "
+                                                "done in time.")
+    empty = CostReport(window_s=3600, start=NOW, end=NOW, tenants=[], services=[service],
+                       cluster={"allocated_gpu_hours": 0}, wasters=[], daily=[], batch=[], notes=[], queries=0)
     assert cost_first_line(empty) == "No GPU-hours allocated in the 1 h window: nothing to cost."
+    # a policy without services says so first: every outcome figure would otherwise read as no work done
+    bare = CostReport(window_s=7200, start=NOW, end=NOW, tenants=[], services=[], cluster=cluster, wasters=[],
+                      daily=[], batch=[], notes=[], queries=0)
+    assert cost_first_line(bare).startswith("The policy has no services: section, so no outcome is counted")
+
+
+def test_money_keeps_significant_digits() -> None:
+    from reports.cost_report import money, per_outcome
+
+    assert money(0.000064) != money(0.00012)
+    assert (money(0.000064), money(0.00012), money(0.5), money(1234.5), money(0.0)) == (
+        "$0.0000640", "$0.000120", "$0.500", "$1,234.50", "$0.00")
+    assert per_outcome(0.000064) == "$0.0640 per 1,000 requests"
+    assert per_outcome(17.5, "batch") == "$17.50 per job"
 
 
 LONG_NAMES = ["research-llm-pretrain-7b-finetune-sweep-0042", "vision-train-detector-large-batch-0007", "c"]
@@ -134,3 +152,23 @@ def test_cli_tables_fit_80_columns_and_never_cut_a_name(tmp_path: Path) -> None:
     assert [c.strip() for c in header.split("┃")[1:-1]] == ["job", "resource", "GPUs", "start", "end", "deadline",
                                                             "status"]
     assert "not shown" not in wide.stdout
+
+
+def test_change_is_shown_only_against_a_previous_period_with_data() -> None:
+    """A previous period that began before the telemetry (its first day empty) gives no percentage: $1.43 of
+    data would turn $1,500 into "+104,800%". A complete one does, and a tenant new in it says so."""
+    from gpuaas.policies.cost import CostReport
+    from reports.cost_report import change_rows
+
+    def report(cost: float, first_day: float, tenants: tuple[str, ...] = ("a",)) -> CostReport:
+        rows = [{"tenant": t, "total_cost": cost, "gpu_cost": cost, "waste_cost": 0.0, "cost_per_outcome": None}
+                for t in tenants]
+        daily = [{"service": "s", "day": 0, "total_cost": first_day, "verified_outcomes": 0.0},
+                 {"service": "s", "day": 1, "total_cost": cost - first_day, "verified_outcomes": 0.0}]
+        return CostReport(window_s=172800, start=NOW, end=NOW, tenants=rows, services=[], cluster={}, wasters=[],
+                          daily=daily, batch=[], notes=[], queries=0)
+
+    now = report(1500.0, 700.0, ("a", "b"))
+    assert {r["cost change"] for r in change_rows(now, report(1.43, 0.0))} == {"no data before"}
+    rows = {r["tenant"]: r for r in change_rows(now, report(1000.0, 500.0))}
+    assert rows["a"]["cost change"] == "+50%" and rows["b"]["cost change"] == "no data before"

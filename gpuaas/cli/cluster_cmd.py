@@ -2,7 +2,9 @@
 
 ``up`` prints the kubeconfig path and the Prometheus and OpenCost URLs and, with
 ``--env-file``, writes them as ``GPUAAS_*`` lines so any gpuaas command run with that
-environment targets the embedded cluster — with a ``GPUAAS_DATA_DIR`` of its own (``trial/`` in
+environment targets the embedded cluster — with the scenario's policy as ``GPUAAS_POLICY_FILE``
+(the tenants and services the fleet was built for: without it a cost report there counts no
+outcome, and reclaim knows no tenant), and a ``GPUAAS_DATA_DIR`` of its own (``trial/`` in
 the cluster directory), so that a trial never shares a database with a real deployment on the
 same host. It stops on Ctrl-C, SIGTERM, SIGHUP (the terminal
 closed) or ``gpuaas cluster down`` (which signals the pid in ``cluster.pid``), also while it is
@@ -34,6 +36,14 @@ app = typer.Typer(help="Run the embedded GPU cluster (API server, Kueue, Prometh
 
 PID_FILE = "cluster.pid"
 TRIAL_DATA_DIR = "trial"
+SCENARIOS = Path(__file__).resolve().parents[1] / "cluster" / "scenarios"
+
+
+def scenario_policy(scenario: Path | None) -> Path | None:
+    """The policy a scenario was written with: ``<name>-policy.yaml`` beside ``<name>.yaml`` (the built-in
+    scenario's is ``default-policy.yaml``); None when there is none."""
+    path = SCENARIOS / "default-policy.yaml" if scenario is None else scenario.with_name(f"{scenario.stem}-policy.yaml")
+    return path.resolve() if path.is_file() else None
 
 
 def _alive(pid: int) -> bool:
@@ -77,6 +87,9 @@ def up(
         "Enforce the rules of an RBAC manifest (e.g. deployments/kubernetes/rbac.yaml): requests the "
         "--role(s) do not grant get 403, as from a real API server."))] = None,
     role: Annotated[list[str] | None, typer.Option(help="ClusterRole of --rbac to enforce; repeatable.")] = None,
+    policy: Annotated[Path | None, typer.Option(help=(
+        "Policy file written to --env-file as GPUAAS_POLICY_FILE (default: the scenario's own, "
+        "<scenario>-policy.yaml beside it; the built-in scenario's for the demo fleet)."))] = None,
     token: Annotated[str | None, typer.Option(envvar="GPUAAS_CLUSTER_TOKEN", show_default=False, help=(
         "Require this bearer token on every API request (401 without it); the kubeconfig written carries "
         "it. Prefer the GPUAAS_CLUSTER_TOKEN variable: a command line is visible to other users."))] = None,
@@ -86,6 +99,7 @@ def up(
     from gpuaas.cluster.runner import EmbeddedCluster, StartCancelled
     from gpuaas.cluster.scenario import default_scenario, load_scenario, parse_duration
     from gpuaas.cluster.traces import scenario_from_trace
+    from gpuaas.policy import load_policy
 
     settings = settings_or_exit()
     cluster_dir = settings.cluster_dir
@@ -99,6 +113,8 @@ def up(
     try:
         rules = RBACRules.from_manifest(rbac, role or []) if rbac is not None else None
         window = parse_duration(history)
+        if policy is not None:
+            load_policy(policy)  # a bad policy fails now, not at the first command that reads the env file
         if trace is not None:
             chosen = scenario_from_trace(trace, trace_format, compress=compress)
         else:
@@ -145,6 +161,13 @@ def up(
             env_file.parent.mkdir(parents=True, exist_ok=True)
             tmp = env_file.with_name(env_file.name + ".tmp")
             values = {**cluster.settings_env(), "GPUAAS_DATA_DIR": str(trial_dir.resolve())}
+            policy_file = policy.resolve() if policy is not None else (
+                scenario_policy(scenario) if trace is None else None)
+            if policy_file is not None:
+                values["GPUAAS_POLICY_FILE"] = str(policy_file)
+            else:
+                err_console.print("no policy file for this scenario (pass --policy): the cost report will count no "
+                                  "outcome and reclaim will know no tenant")
             tmp.write_text("".join(f"{key}={value}\n" for key, value in values.items()))
             tmp.replace(env_file)  # appears complete or not at all
             console.print(f"environment:    {env_file}", highlight=False)

@@ -23,19 +23,21 @@ class ReportFormat(str, Enum):
     html = "html"
 
 
-_OPTIONAL = ("replicas needed", "busy GPU-h", "unknown GPU-h", "tenant", "namespace", "kind", "requests/jobs",
-             "within SLO")
+_OPTIONAL = ("replicas needed", "busy GPU-h", "GPU cost", "unknown GPU-h", "active GPU-h", "in progress GPU-h",
+             "tenant", "namespace", "kind", "requests/jobs", "within SLO")
 """Left out where they do not fit, the first first (``--wide`` shows them): the cost, waste and outcome columns stay."""
 
 
 def print_cost_tables(doc: dict[str, Any]) -> None:
     """The funnel, cost per outcome and top wasters from the flow's JSON document, then its notes."""
     from gpuaas.policies.cost import CostReport
-    from reports.cost_report import funnel_rows, service_rows, waster_rows
+    from reports.cost_report import cost_first_line, funnel_rows, service_rows, waster_rows
 
     report = CostReport(window_s=doc["window_s"], start=doc["start"], end=doc["end"], tenants=doc["tenants"],
                         services=doc["services"], cluster=doc["cluster"], wasters=doc["top_wasters"],
-                        daily=doc["daily"], batch=doc["batch_jobs"], notes=doc["notes"], queries=doc["queries"])
+                        daily=doc["daily"], batch=doc["batch_jobs"], notes=doc["notes"], queries=doc["queries"],
+                        cost_basis=doc["cluster"].get("cost_basis", "total"))
+    console.print(cost_first_line(report), highlight=False, markup=False)
     for title, rows in (("GPU-hour funnel per tenant", funnel_rows(report)),
                         ("Cost per verified outcome by service", service_rows(report)),
                         ("Top wasters (allocated but idle)", waster_rows(report))):

@@ -37,8 +37,19 @@ def loadtest(
     slo_quantile: Annotated[str, typer.Option("--slo-quantile", help="p50 | p95 | p99")] = "p95",
     prompt_tokens: Annotated[int, typer.Option("--prompt-tokens", help="Prompt length (words).")] = 128,
     output_tokens: Annotated[int, typer.Option("--output-tokens", help="max_tokens of each request.")] = 32,
-    max_requests_per_step: Annotated[int, typer.Option("--max-requests-per-step", help="Cap per step.")] = 500,
-    step_seconds: Annotated[float, typer.Option("--step-seconds", help="Sending window of each step.")] = 30.0,
+    max_requests_per_step: Annotated[int, typer.Option("--max-requests-per-step", help=(
+        "Cap per step (warm-up included); a rate that would need more is refused, a step is never cut short."))
+                                     ] = 50_000,
+    step_seconds: Annotated[float, typer.Option("--step-seconds", help=(
+        "Steady part of each step, the part it is judged on."))] = 60.0,
+    warmup_seconds: Annotated[float, typer.Option("--warmup-seconds", help=(
+        "Load sent before each step's steady part at the same rate, not judged."))] = 10.0,
+    prompt_spread: Annotated[float, typer.Option("--prompt-spread", help=(
+        "Prompt lengths uniform within prompt-tokens x (1 +- spread)."))] = 0.25,
+    output_spread: Annotated[float, typer.Option("--output-spread", help=(
+        "max_tokens uniform within output-tokens x (1 +- spread)."))] = 0.0,
+    ignore_eos: Annotated[bool, typer.Option("--ignore-eos/--no-ignore-eos", help=(
+        "Ask for outputs of exactly max_tokens (vLLM's ignore_eos; dropped if the server refuses it)."))] = True,
     request_timeout: Annotated[float, typer.Option("--request-timeout", help="Seconds per request (bound).")] = 60.0,
     api: Annotated[str, typer.Option("--api", help="completions | chat")] = "completions",
     min_quality: Annotated[float, typer.Option("--min-quality", help="Share of good answers required.")] = 0.99,
@@ -62,7 +73,9 @@ def loadtest(
         config = LoadTestConfig(
             url=url, model=model, rates=parsed, slo_quantile=slo_quantile, slo_seconds=slo_seconds,
             prompt_tokens=prompt_tokens, output_tokens=output_tokens, max_requests_per_step=max_requests_per_step,
-            step_seconds=step_seconds, request_timeout_seconds=request_timeout, api=api,  # type: ignore[arg-type]
+            step_seconds=step_seconds, warmup_seconds=warmup_seconds, prompt_spread=prompt_spread,
+            output_spread=output_spread, ignore_eos=ignore_eos,
+            request_timeout_seconds=request_timeout, api=api,  # type: ignore[arg-type]
             min_quality=min_quality, expect_substring=expect_substring, replicas=replicas, gpus=gpus, seed=seed,
             max_lateness_seconds=max_lateness, allow_remote=allow_remote, service=service)
         config.check_target()
@@ -73,18 +86,22 @@ def loadtest(
 
     worst = config.max_step_seconds * len(parsed)
     result = run_flow(
-        load_test_flow, f"load test: {len(parsed)} rates x {step_seconds:g}s (at most {worst:.0f}s)",
+        load_test_flow, f"load test: {len(parsed)} rates x ({warmup_seconds:g}s warm-up + {step_seconds:g}s) "
+                        f"(at most {worst:.0f}s)",
         url=url, model=model, rates=list(parsed), slo_quantile=config.slo_quantile, slo_seconds=slo_seconds,
         prompt_tokens=prompt_tokens, output_tokens=output_tokens, max_requests_per_step=max_requests_per_step,
-        step_seconds=step_seconds, out=str(out), api=api, min_quality=min_quality, expect_substring=expect_substring,
+        step_seconds=step_seconds, warmup_seconds=warmup_seconds, prompt_spread=prompt_spread,
+        output_spread=output_spread, ignore_eos=ignore_eos,
+        out=str(out), api=api, min_quality=min_quality, expect_substring=expect_substring,
         replicas=replicas, gpus=gpus, seed=seed, request_timeout_seconds=request_timeout,
         max_lateness_seconds=max_lateness, allow_remote=allow_remote, service=service)
     capacity = result["capacity"]
     if format is OutputFormat.json:
         print_json(result)
     else:
-        columns = ["rate_rps", "offered_rps", "achieved_rps", "latency_p50_s", "latency_p95_s", "latency_p99_s",
-                   "ttft_p95_s", "quality", "lateness_p99_s", "client_limited"]
+        columns = ["rate_rps", "offered_rps", "achieved_ratio", "latency_growth", "latency_p50_s", "latency_p95_s",
+                   "latency_p99_s", "ttft_p95_s", "itl_p95_s", "output_tokens_per_s", "quality", "lateness_p99_s",
+                   "client_limited"]
         print_table("Load test: one row per rate", columns, [[_fmt(s[c]) for c in columns] for s in result["steps"]])
         rows = [["sustainable rate (rps)", _fmt(capacity["sustainable_rate_rps"])],
                 ["per replica / per GPU (rps)", f"{_fmt(capacity['per_replica_rps'])} / {_fmt(capacity['per_gpu_rps'])}"],

@@ -251,7 +251,7 @@ class OpenCostServer:
 
 def opencost_samples(scenario: Scenario, node_provider_ids: dict[str, str],
                      allocations: Iterable[AllocationKey], ts: float) -> list[Sample]:
-    """OpenCost's own metrics: node prices and per-container GPU allocation."""
+    """OpenCost's own metrics: node prices and per-container GPU, CPU and RAM allocation."""
     out: list[Sample] = []
     for pool in scenario.pools:
         for node in node_names(pool):
@@ -268,4 +268,6 @@ def opencost_samples(scenario: Scenario, node_provider_ids: dict[str, str],
         labels = {"namespace": key.namespace, "pod": key.pod, "container": key.container,
                   "instance": key.node, "node": key.node}
         out.append(("container_gpu_allocation", labels, float(len(key.gpu_uuids)), ts))
+        out.append(("container_cpu_allocation", dict(labels), float(key.cpu_cores), ts))
+        out.append(("container_memory_allocation_bytes", dict(labels), float(key.ram_bytes), ts))
     return out

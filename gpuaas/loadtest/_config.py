@@ -56,15 +56,32 @@ def parse_rates(text: str) -> tuple[float, ...]:
 
 @dataclass(frozen=True)
 class LoadTestConfig:
+    """One sweep. Each step sends ``warmup_seconds`` then ``step_seconds`` of open-loop Poisson load at its
+    rate and is judged on the steady part only (the requests scheduled after the warm-up), the way
+    vLLM's benchmark_serving, guidellm and aiperf measure: a step must be long enough to reach a steady
+    state (60 s by default) and is never cut short by the request cap (a rate that would need more
+    requests than the cap is refused before anything is sent)."""
+
     url: str
     model: str
     rates: tuple[float, ...]
     slo_quantile: str
     slo_seconds: float
     prompt_tokens: int = 128
+    """Mean input length (words) of the synthetic prompts."""
     output_tokens: int = 32
-    max_requests_per_step: int = 500
-    step_seconds: float = 30.0
+    """Mean ``max_tokens``; with ``ignore_eos`` the answers have this length."""
+    max_requests_per_step: int = 50_000
+    step_seconds: float = 60.0
+    """The steady part of each step, the part it is judged on."""
+    warmup_seconds: float = 10.0
+    """Load sent before the steady part at the same rate, not judged: queues and batches fill first."""
+    prompt_spread: float = 0.25
+    """Input lengths are uniform within ``prompt_tokens x (1 +- spread)``."""
+    output_spread: float = 0.0
+    """Output lengths (``max_tokens``) are uniform within ``output_tokens x (1 +- spread)``."""
+    ignore_eos: bool = True
+    """Ask the server to ignore end-of-sequence so that outputs have the asked length (dropped when refused)."""
     request_timeout_seconds: float = 60.0
     """Per request; a step ends at most this long after its last scheduled send."""
     api: Literal["completions", "chat"] = "completions"
@@ -91,6 +108,9 @@ class LoadTestConfig:
             ("max_requests_per_step", 1 <= self.max_requests_per_step <= HARD_MAX_REQUESTS_PER_STEP,
              f"must be within 1..{HARD_MAX_REQUESTS_PER_STEP}"),
             ("step_seconds", 0 < self.step_seconds <= 3600, "must be within (0, 3600]"),
+            ("warmup_seconds", 0 <= self.warmup_seconds <= 3600, "must be within [0, 3600]"),
+            ("prompt_spread", 0 <= self.prompt_spread < 1, "must be within [0, 1)"),
+            ("output_spread", 0 <= self.output_spread < 1, "must be within [0, 1)"),
             ("request_timeout_seconds", 0 < self.request_timeout_seconds <= 3600, "must be within (0, 3600]"),
             ("min_quality", 0 <= self.min_quality <= 1, "must be within 0..1"),
             ("replicas", self.replicas >= 1, "must be >= 1"),
@@ -104,6 +124,12 @@ class LoadTestConfig:
                 raise ConfigError(f"{message}, got {getattr(self, name)!r}", field=name)
         if not self.rates or sorted(set(self.rates)) != list(self.rates) or min(self.rates) <= 0:
             raise ConfigError(f"must be increasing positive rates, got {self.rates!r}", field="rates")
+        needed = max(self.rates) * self.sent_seconds
+        if needed > self.max_requests_per_step + 0.5:
+            raise ConfigError(
+                f"{max(self.rates):g} rps x {self.sent_seconds:g} s (warm-up + step) is {needed:,.0f} requests, over "
+                f"the cap of {self.max_requests_per_step:,}; a step is never cut short (it would not reach a steady "
+                "state): lower the top rate or raise the cap", field="max_requests_per_step")
         if urlsplit(self.url).scheme not in ("http", "https") or not urlsplit(self.url).hostname:
             raise ConfigError(f"not an http(s) URL: {self.url!r}", field="url")
         if self.service is not None and self.service.count("/") != 1:
@@ -121,6 +147,11 @@ class LoadTestConfig:
         return base_url(self.url) + path
 
     @property
+    def sent_seconds(self) -> float:
+        """How long each step sends: the warm-up, then the steady part."""
+        return self.warmup_seconds + self.step_seconds
+
+    @property
     def max_step_seconds(self) -> float:
         """The hard bound of one step: the schedule, then the longest a request may still take."""
-        return self.step_seconds + self.request_timeout_seconds
+        return self.sent_seconds + self.request_timeout_seconds

@@ -74,7 +74,9 @@ def summary(run: SweepRun, capacity: CapacityResult) -> dict[str, Any]:
     c = run.config
     out: dict[str, Any] = json_safe({
         "url": c.url, "model": c.model, "service": c.service, "api": c.api, "rates": list(c.rates),
-        "prompt_tokens": c.prompt_tokens, "output_tokens": c.output_tokens, "step_seconds": c.step_seconds,
+        "prompt_tokens": c.prompt_tokens, "output_tokens": c.output_tokens, "prompt_spread": c.prompt_spread,
+        "output_spread": c.output_spread, "ignore_eos": run.ignore_eos, "step_seconds": c.step_seconds,
+        "warmup_seconds": c.warmup_seconds,
         "max_requests_per_step": c.max_requests_per_step, "seed": c.seed, "replicas": c.replicas, "gpus": c.gpus,
         "requests": len(run.requests), "lateness_p99_s": run.lateness_p99_s,
         "client_limited_rates": run.client_limited_rates, "stopped": run.stopped,

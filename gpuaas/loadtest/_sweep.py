@@ -1,12 +1,21 @@
 """The sweep: one open-loop step per rate, lowest first, until two steps fail.
 
-Each step's row is what :mod:`gpuaas.policies.capacity` reads (``rate_rps``, ``replicas``,
-``gpus``, latency quantiles, ``quality``, ``client_limited``) plus what a reader needs to trust
-it: offered and achieved rate, success ratio, how late requests left. Latency quantiles are
-over the requests that succeeded (a fast 503 must not look like a fast answer); failures count
-against ``quality``. A step with no success has infinite latency. The climb stops after
-``failing_steps_to_stop`` failing steps (the SLO, the quality floor or a client limit): what
-lies above is not worth the load on the endpoint.
+Each step sends a warm-up and then its steady part at the same rate; the row is measured on the
+steady part only (requests due after the warm-up). Each step's row is what
+:mod:`gpuaas.policies.capacity` reads (``rate_rps``, ``replicas``, ``gpus``, latency quantiles,
+``quality``, ``client_limited``, ``achieved_ratio``, ``latency_growth``) plus what a reader needs to
+trust it: offered and achieved rate, success ratio, how late requests left, TTFT and inter-token
+latency quantiles, input and output tokens per second. Latency quantiles are over the requests
+that succeeded (a fast 503 must not look like a fast answer); failures count against ``quality``.
+A step with no success has infinite latency.
+
+Steady means: the server answered at 95 % of the offered rate or more (``achieved_ratio``: the
+rate the steady part's answers came back at over the rate its requests were due, each over the
+middle 80 % of its times), and latency did not
+keep growing (``latency_growth``: the median of the steady part's last third over its first).
+A queue that grows for the whole step passes a p95 computed over it while it is still short;
+these two say the rate is not sustainable. The climb stops after ``failing_steps_to_stop``
+failing steps: what lies above is not worth the load on the endpoint.
 """
 
 from __future__ import annotations
@@ -30,8 +39,10 @@ __all__ = ["SWEEP_COLUMNS", "SweepRun", "run_sweep", "step_passes", "summarize_s
 
 SWEEP_COLUMNS = [
     "rate_rps", "replicas", "gpus", "latency_p50_s", "latency_p95_s", "latency_p99_s", "ttft_p50_s", "ttft_p95_s",
-    "quality", "success_ratio", "requests", "successes", "offered_rps", "achieved_rps", "lateness_p50_s",
-    "lateness_p99_s", "unsent", "client_limited", "wall_s",
+    "ttft_p99_s", "itl_p50_s", "itl_p95_s", "itl_p99_s", "quality", "success_ratio", "requests", "successes",
+    "warmup_requests", "offered_rps", "achieved_rps", "achieved_ratio", "latency_growth", "latency_growth_s",
+    "input_tokens_per_s", "output_tokens_per_s", "lateness_p50_s", "lateness_p99_s", "unsent", "client_limited",
+    "warmup_s", "step_s", "wall_s",
 ]
 
 
@@ -39,33 +50,74 @@ def _q(values: Sequence[float], q: float) -> float:
     return float(np.quantile(values, q)) if len(values) else math.inf
 
 
+def _growth(ok: Sequence[RequestResult]) -> tuple[float, float]:
+    """(ratio, seconds): median e2e of the last third of the steady part over (and minus) its first third,
+    by due time; (1, 0) when a third has fewer than five answers to say anything."""
+    ordered = sorted(ok, key=lambda r: r.scheduled_s)
+    third = len(ordered) // 3
+    if third < 5:
+        return 1.0, 0.0
+    first = float(np.median([r.e2e_s for r in ordered[:third] if r.e2e_s is not None]))
+    last = float(np.median([r.e2e_s for r in ordered[-third:] if r.e2e_s is not None]))
+    return (last / first if first > 0 else 1.0), last - first
+
+
+def _throughput(steady: Sequence[RequestResult], ok: Sequence[RequestResult], span: float) -> tuple[float, float]:
+    """(achieved requests/s, achieved / offered) of the steady part.
+
+    The rate its answers came back at (successes between the 10th and 90th percentile of their completion
+    times) against the rate its requests were due (the same share of the due times): a server that keeps
+    up returns answers as fast as they arrive, whatever its latency; one that falls behind stretches them
+    over a longer time, and a 503 is no answer. Percentiles rather than the first and last request, so
+    that one slow answer at either end does not decide the verdict.
+    """
+    due = np.asarray([r.scheduled_s for r in steady], dtype=float)
+    done = np.asarray([d for d in (r.done_s for r in ok) if d is not None], dtype=float)
+    if len(due) < 10 or len(done) < 10:
+        achieved = len(done) / span
+        return achieved, (min(achieved / (len(due) / span), 1.0) if len(due) else 0.0)
+    due_span = float(np.quantile(due, 0.9) - np.quantile(due, 0.1))
+    done_span = float(np.quantile(done, 0.9) - np.quantile(done, 0.1))
+    if due_span <= 0 or done_span <= 0:
+        return len(done) / span, 1.0
+    achieved = 0.8 * len(done) / done_span
+    return achieved, min(achieved / (0.8 * len(due) / due_span), 1.0)
+
+
 def summarize_step(results: Sequence[RequestResult], config: LoadTestConfig, rate: float,
                    schedule: Sequence[float], wall_s: float) -> dict[str, Any]:
-    """One sweep row from one step's requests. Pure."""
-    ok = [r for r in results if r.ok]
+    """One sweep row from one step's requests, judged on its steady part. Pure."""
+    steady = [r for r in results if r.measured]
+    ok = [r for r in steady if r.ok]
     e2e = [r.e2e_s for r in ok if r.e2e_s is not None]
     ttft = [r.ttft_s for r in ok if r.ttft_s is not None]
+    itl = [r.itl_s for r in ok if r.itl_s is not None]
     lateness = [r.lateness_s for r in results if r.lateness_s is not None]
     unsent = sum(1 for r in results if r.lateness_s is None)
-    n = len(results)
-    capped = len(schedule) >= config.max_requests_per_step
-    window = min(config.step_seconds, len(schedule) / rate) if capped else config.step_seconds
-    ends = [r.scheduled_s + (r.lateness_s or 0.0) + (r.e2e_s or 0.0) for r in ok]
+    n = len(steady)
+    span = config.step_seconds
+    offered = n / span
+    achieved, ratio = _throughput(steady, ok, span)
+    growth, growth_s = _growth(ok)
     lateness_p99 = _q(lateness, 0.99) if lateness else 0.0
     return {
         "rate_rps": rate, "replicas": config.replicas, "gpus": config.gpus,
         "latency_p50_s": _q(e2e, 0.50), "latency_p95_s": _q(e2e, 0.95), "latency_p99_s": _q(e2e, 0.99),
-        "ttft_p50_s": _q(ttft, 0.50), "ttft_p95_s": _q(ttft, 0.95),
-        "quality": sum(r.quality_ok for r in results) / n if n else 0.0,
+        "ttft_p50_s": _q(ttft, 0.50), "ttft_p95_s": _q(ttft, 0.95), "ttft_p99_s": _q(ttft, 0.99),
+        "itl_p50_s": _q(itl, 0.50), "itl_p95_s": _q(itl, 0.95), "itl_p99_s": _q(itl, 0.99),
+        "quality": sum(r.quality_ok for r in steady) / n if n else 0.0,
         "success_ratio": len(ok) / n if n else 0.0,
-        "requests": n, "successes": len(ok),
-        "offered_rps": n / window if window > 0 else 0.0,
-        "achieved_rps": len(ok) / max(ends) if ends and max(ends) > 0 else 0.0,
+        "requests": n, "successes": len(ok), "warmup_requests": len(results) - n,
+        "offered_rps": offered, "achieved_rps": achieved,
+        "achieved_ratio": ratio,
+        "latency_growth": growth, "latency_growth_s": growth_s,
+        "input_tokens_per_s": sum(r.prompt_tokens for r in ok) / span,
+        "output_tokens_per_s": sum(r.output_tokens for r in ok) / span,
         "lateness_p50_s": _q(lateness, 0.50) if lateness else 0.0,
         "lateness_p99_s": lateness_p99,
         "unsent": unsent,
         "client_limited": bool(unsent or lateness_p99 > config.max_lateness_seconds),
-        "wall_s": wall_s,
+        "warmup_s": config.warmup_seconds, "step_s": config.step_seconds, "wall_s": wall_s,
     }
 
 
@@ -81,6 +133,8 @@ class SweepRun:
     steps: list[dict[str, Any]] = field(default_factory=list)
     requests: list[RequestResult] = field(default_factory=list)
     stopped: str = ""
+    ignore_eos: bool = False
+    """Whether the server took ``ignore_eos`` (outputs of the asked length)."""
 
     @property
     def sweep(self) -> pd.DataFrame:
@@ -118,11 +172,11 @@ async def _sweep(config: LoadTestConfig, progress: Callable[[dict[str, Any]], No
     run = SweepRun(config)
     failing = 0
     async with client_for(config) as client:
-        await warm_up(client, config)
+        ignore_eos = run.ignore_eos = await warm_up(client, config)
         for step, rate in enumerate(config.rates):
-            schedule = poisson_schedule(rate, duration_s=config.step_seconds,
+            schedule = poisson_schedule(rate, duration_s=config.sent_seconds,
                                         max_requests=config.max_requests_per_step, seed=config.seed, step=step)
-            results, wall = await run_step(client, config, step, rate, schedule)
+            results, wall = await run_step(client, config, step, rate, schedule, ignore_eos)
             row = summarize_step(results, config, rate, schedule, wall)
             run.steps.append(row)
             run.requests.extend(results)

@@ -4,7 +4,11 @@ A sweep has one row per measured request rate (``rate_rps``) with the hardware b
 (``replicas``, ``gpus``) and what was measured there: latency quantiles
 (``latency_p50_s``/``latency_p95_s``/``latency_p99_s``), optionally ``ttft_p95_s``, a
 ``quality`` ratio in 0..1 (success or answer quality) and ``client_limited`` (the load
-generator could not keep its schedule at that rate).
+generator could not keep its schedule at that rate); a load test's sweep also says whether the
+step was steady: ``achieved_ratio`` (completions / offered requests in the steady part; under
+``MIN_ACHIEVED_RATIO`` the server did not keep up) and ``latency_growth`` / ``latency_growth_s``
+(the steady part's last-third median latency over and minus its first-third median; a step whose
+latency keeps growing is a queue filling up, not a capacity, even while its quantile is under the SLO).
 
 The sustainable rate is the highest measured rate at which the SLO and the quality floor hold
 **at that rate and at every lower measured rate**. Why so strict: a blip that passes above a
@@ -28,6 +32,9 @@ import pandas as pd
 from gpuaas.errors import ConfigError
 
 __all__ = [
+    "GROWTH_SLO_SHARE",
+    "MAX_LATENCY_GROWTH",
+    "MIN_ACHIEVED_RATIO",
     "QUANTILES",
     "CapacityResult",
     "StepVerdict",
@@ -39,7 +46,14 @@ __all__ = [
 ]
 
 QUANTILES = ("p50", "p95", "p99")
-_OPTIONAL = ("latency_p50_s", "latency_p95_s", "latency_p99_s", "ttft_p95_s", "quality")
+_OPTIONAL = ("latency_p50_s", "latency_p95_s", "latency_p99_s", "ttft_p95_s", "quality", "achieved_ratio",
+             "latency_growth", "latency_growth_s")
+MIN_ACHIEVED_RATIO = 0.95
+"""A step whose server completed less than this share of the offered rate did not keep up."""
+MAX_LATENCY_GROWTH = 1.5
+"""A step whose median latency rose more than this factor from its first third to its last (and by more
+than ``GROWTH_SLO_SHARE`` of the SLO, so that jitter on a fast answer does not count) kept queueing."""
+GROWTH_SLO_SHARE = 0.25
 _EPS = 1e-9
 
 
@@ -143,7 +157,7 @@ def validate_sweep(df: pd.DataFrame, quantile: str, *, need_quality: bool = Fals
         for name in ("replicas", "gpus"):
             if row[name] <= 0 or math.isinf(row[name]):
                 raise ConfigError(f"row {i + 1}, column {name}: must be > 0, got {row[name]:g}", file=source)
-        for name in (c for c in columns if c.endswith("_s")):
+        for name in (c for c in columns if c.startswith(("latency_p", "ttft_"))):
             if row[name] < 0:
                 raise ConfigError(f"row {i + 1}, column {name}: a latency cannot be negative", file=source)
         if "quality" in row and not 0.0 <= row["quality"] <= 1.0:
@@ -196,6 +210,13 @@ def sustainable_capacity(df: pd.DataFrame, *, slo_quantile: str, slo_seconds: fl
             problems.append(f"quality {quality:.3g} < {min_quality:g}")
         if row["client_limited"]:
             problems.append("the client could not keep its schedule (a client limit, not the server's)")
+        if row.get("achieved_ratio", 1.0) < MIN_ACHIEVED_RATIO:
+            problems.append(f"achieved {100 * row['achieved_ratio']:.1f}% of the offered rate "
+                            f"(< {100 * MIN_ACHIEVED_RATIO:g}%): the server did not keep up")
+        if (row.get("latency_growth", 1.0) > MAX_LATENCY_GROWTH
+                and row.get("latency_growth_s", math.inf) > GROWTH_SLO_SHARE * slo_seconds):
+            problems.append(f"latency kept growing within the step (x{row['latency_growth']:.2f} from its first "
+                            "third to its last): not a steady state")
         passed = not problems
         counted = passed and knee is None
         if counted:

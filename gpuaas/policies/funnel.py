@@ -10,11 +10,18 @@ Per pod, over a window:
   busy, and its cost is not counted as waste.
 * **busy**: observed GPU-hours with activity above the policy's threshold.
 * **productive**: busy GPU-hours times the share of the workload's work that was a verified
-  outcome (for a service, verified requests / finished requests; for a batch job, 1 when it
-  finished successfully in time, else 0).
-* **waste** = idle GPU-hours (observed, not busy) x the pod's cost per allocated GPU-hour.
+  outcome (for a service, verified requests / finished requests; for a batch job, 1 for the pods
+  of the attempt that finished successfully in time, else 0).
+* **in progress**: busy GPU-hours of a batch job still running at the end of the window: its
+  outcome is not known yet, so they are neither productive nor unproductive.
+* **active**: GPU-hours weighted by the activity ratio (a GPU at 6 % activity for an hour is
+  0.06 active GPU-hours but a whole busy one): the effective utilisation beside the thresholded
+  busy hours.
+* **waste** = idle GPU-hours (observed, not busy) x the pod's GPU cost per allocated GPU-hour.
 
-Money is None (unknown) when the cost source did not answer: never 0.
+Money comes in two named columns: ``gpu_cost`` (the GPUs' share) and ``total_cost`` (everything
+the cost source charges the pod: GPU, CPU, RAM). It is None (unknown) when the cost source did not
+answer: never 0.
 """
 
 from __future__ import annotations
@@ -24,11 +31,13 @@ from collections.abc import Sequence
 import numpy as np
 import pandas as pd
 
-__all__ = ["FUNNEL_COLUMNS", "POD_COLUMNS", "aggregate_funnel", "pod_funnel"]
+__all__ = ["FUNNEL_COLUMNS", "MONEY_COLUMNS", "POD_COLUMNS", "aggregate_funnel", "pod_funnel"]
 
-POD_COLUMNS = ["namespace", "pod", "workload", "tenant", "allocated_h", "observed_h", "busy_h", "cost", "share"]
-FUNNEL_COLUMNS = ["allocated_gpu_hours", "busy_gpu_hours", "productive_gpu_hours", "unknown_gpu_hours",
-                  "idle_gpu_hours", "cost", "waste_cost"]
+POD_COLUMNS = ["namespace", "pod", "workload", "tenant", "allocated_h", "observed_h", "busy_h", "active_h",
+               "gpu_cost", "total_cost", "share", "in_progress"]
+MONEY_COLUMNS = ["gpu_cost", "total_cost", "waste_cost"]
+FUNNEL_COLUMNS = ["allocated_gpu_hours", "busy_gpu_hours", "productive_gpu_hours", "in_progress_gpu_hours",
+                  "unknown_gpu_hours", "idle_gpu_hours", "active_gpu_hours", *MONEY_COLUMNS]
 
 
 def pod_funnel(pods: pd.DataFrame, costs_known: bool) -> pd.DataFrame:
@@ -38,19 +47,22 @@ def pod_funnel(pods: pd.DataFrame, costs_known: bool) -> pd.DataFrame:
     allocated = out["allocated_h"].astype(float).fillna(0.0)
     allocated = np.maximum(allocated, observed)  # a pod OpenCost missed still held what DCGM saw
     busy = np.minimum(out["busy_h"].astype(float).fillna(0.0), observed)
+    running = out["in_progress"].fillna(False).astype(bool)
     out["allocated_gpu_hours"] = allocated
     out["unknown_gpu_hours"] = allocated - observed
     out["busy_gpu_hours"] = busy
     out["idle_gpu_hours"] = observed - busy
-    out["productive_gpu_hours"] = busy * out["share"].astype(float).fillna(0.0).clip(0.0, 1.0)
+    out["active_gpu_hours"] = np.minimum(out["active_h"].astype(float).fillna(0.0), observed)
+    out["in_progress_gpu_hours"] = busy.where(running, 0.0)
+    out["productive_gpu_hours"] = (busy * out["share"].astype(float).fillna(0.0).clip(0.0, 1.0)).where(~running, 0.0)
     if costs_known:
-        cost = out["cost"].astype(float).fillna(0.0)
-        price = cost / allocated.where(allocated > 0)
-        out["cost"] = cost
+        gpu_cost = out["gpu_cost"].astype(float).fillna(0.0)
+        price = gpu_cost / allocated.where(allocated > 0)
+        out["gpu_cost"] = gpu_cost
+        out["total_cost"] = np.maximum(out["total_cost"].astype(float).fillna(0.0), gpu_cost)
         out["waste_cost"] = (out["idle_gpu_hours"] * price).fillna(0.0)
     else:
-        out["cost"] = np.nan
-        out["waste_cost"] = np.nan
+        out[MONEY_COLUMNS] = np.nan
     return out
 
 
@@ -60,6 +72,5 @@ def aggregate_funnel(frame: pd.DataFrame, by: Sequence[str], costs_known: bool) 
     hours = [c for c in FUNNEL_COLUMNS if c.endswith("_hours")]
     sums[hours] = sums[hours].fillna(0.0)
     if not costs_known:
-        sums["cost"] = np.nan
-        sums["waste_cost"] = np.nan
+        sums[MONEY_COLUMNS] = np.nan
     return sums

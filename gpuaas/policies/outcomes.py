@@ -24,6 +24,7 @@ from datetime import datetime
 __all__ = [
     "BatchOutcome",
     "FinishedJob",
+    "RunningJob",
     "SloFraction",
     "batch_outcomes",
     "fraction_within",
@@ -114,6 +115,18 @@ class FinishedJob:
     finished_at: datetime
     reason: str
     deadline: datetime | None
+    created_at: datetime | None = None
+    """When this attempt's Workload was created: pods last seen before it belong to an earlier attempt."""
+
+
+@dataclass(frozen=True)
+class RunningJob:
+    """A Kueue Workload admitted and not finished at the end of the window: its outcome is still to come."""
+
+    namespace: str
+    owner_kind: str
+    owner_name: str
+    created_at: datetime | None
 
 
 @dataclass(frozen=True)
@@ -127,6 +140,8 @@ class BatchOutcome:
     deadline: datetime | None
     verdict: str
     """``on-time`` | ``late`` | ``failed``."""
+    attempt_created_at: datetime | None = None
+    """Creation of the Workload that produced the verdict (its attempt); None: unknown, every attempt counts."""
 
     @property
     def verified(self) -> bool:
@@ -152,7 +167,8 @@ def batch_outcomes(jobs: Sequence[FinishedJob], start: datetime, end: datetime,
         else:
             verdict = "on-time"
         key = (job.namespace, job.owner_kind, job.owner_name or job.workload)
-        outcome = BatchOutcome(job.namespace, key[2], job.owner_kind, job.finished_at, job.deadline, verdict)
+        outcome = BatchOutcome(job.namespace, key[2], job.owner_kind, job.finished_at, job.deadline, verdict,
+                               job.created_at)
         held = best.get(key)
         if held is None or (rank[verdict], outcome.finished_at) < (rank[held.verdict], held.finished_at):
             best[key] = outcome

@@ -25,8 +25,10 @@ service or per day.
   latency histogram's buckets by ``le``, and, per quality metric, the requests finished while
   the metric's minimum over each quality step was at or above the service's threshold (the
   thresholds travel inside the query as ``vector()`` literals, one per service).
-* Kueue: GPU quota in use x hours per ClusterQueue. OpenCost fallback: GPU-hours and GPU cost
-  per pod from ``container_gpu_allocation`` x ``node_gpu_hourly_cost``.
+* Kueue: GPU quota in use x hours per ClusterQueue. OpenCost fallback: GPU-hours per pod from
+  ``container_gpu_allocation``, and GPU, CPU and RAM cost from each allocation x its node's price
+  (``node_gpu_hourly_cost``, ``node_cpu_hourly_cost``, ``node_ram_hourly_cost``), so that the
+  fallback's total means what the allocation API's ``totalCost`` means.
 """
 
 from __future__ import annotations
@@ -39,10 +41,13 @@ from gpuaas.sources._promql import KUEUE_USAGE, any_of, duration, normalise, tag
 
 __all__ = [
     "QUALITY_STEP_S",
+    "RATE_STEP_S",
     "fallback_probe_query",
+    "gpu_active_query",
     "gpu_busy_query",
     "gpu_observed_query",
     "kueue_hours_query",
+    "last_seen_query",
     "opencost_hours_query",
     "quality_metrics",
     "serving_window_query",
@@ -119,6 +124,16 @@ def gpu_observed_query(m: MetricNames, period_s: float, interval_s: float, offse
         "gpuaas_stat", "observed_h")
 
 
+def gpu_active_query(m: MetricNames, period_s: float, interval_s: float, offset_s: float = 0.0,
+                     fallback: bool = True) -> str:
+    """Per pod and period: activity-weighted GPU-hours (the activity ratio, or GPU_UTIL / 100, summed over the
+    sample steps x the interval): the effective utilisation that the thresholded busy hours round up."""
+    sub = f"[{_under(period_s)}:{duration(interval_s)}]"
+    return tag(_per_pod(_signal(m, period_s, offset_s, lambda metric, scale: (
+        f"sum_over_time(max_over_time({metric}[{_under(interval_s)}]){sub}) / {scale:g}"), fallback), m, interval_s),
+        "gpuaas_stat", "active_h")
+
+
 def gpu_busy_query(m: MetricNames, threshold: float, period_s: float, interval_s: float,
                    offset_s: float = 0.0, fallback: bool = True) -> str:
     """Per pod and period: GPU-hours above ``threshold``.
@@ -149,9 +164,17 @@ def _thresholds(services: Sequence[ServiceOutcome], metric: str) -> str:
     return union(parts)
 
 
-def serving_window_query(m: MetricNames, services: Sequence[ServiceOutcome], period_s: float) -> str:
-    """Per namespace, model and period: requests by reason, latency buckets, requests while quality held."""
+RATE_STEP_S = 300.0
+"""The request rate a service is sized on is measured over 5 minutes: short enough to see the daily peak,
+long enough that one burst of seconds does not set the replica count."""
+
+
+def serving_window_query(m: MetricNames, services: Sequence[ServiceOutcome], period_s: float,
+                         rate_quantile: float = 0.95) -> str:
+    """Per namespace, model and period: requests by reason, latency buckets, requests while quality held,
+    and the ``rate_quantile`` of the 5-minute request rate (``stat="rate_quantile"``, requests per second)."""
     p = duration(period_s)
+    r = duration(RATE_STEP_S)
     hists = sorted({s.latency_metric or m.vllm_e2e_latency for s in services if s.kind == "serving"}
                    or {m.vllm_e2e_latency})
     parts = [tag(f"sum by ({_WHO}, finished_reason) ({normalise(f'increase({m.vllm_request_success}[{p}])', m)})",
@@ -159,6 +182,9 @@ def serving_window_query(m: MetricNames, services: Sequence[ServiceOutcome], per
     for hist in hists:
         bucket = f"sum by ({_WHO}, le) ({normalise(f'increase({hist}_bucket[{p}])', m)})"
         parts.append(tag(tag(bucket, "gpuaas_stat", "latency_bucket"), "gpuaas_hist", hist))
+    rate = f"sum by ({_WHO}) ({normalise(f'rate({m.vllm_request_success}[{r}])', m)})"
+    parts.append(tag(f"quantile_over_time({rate_quantile:g}, ({rate})[{_under(period_s)}:{r}])", "gpuaas_stat",
+                     "rate_quantile"))
     q = duration(QUALITY_STEP_S)
     for metric in quality_metrics(services):
         quality = f"min by ({_WHO}) ({normalise(f'min_over_time({metric}[{q}])', m)})"
@@ -177,12 +203,34 @@ def kueue_hours_query(gpu_resources: Sequence[str], period_s: float, interval_s:
 
 
 def opencost_hours_query(period_s: float, interval_s: float) -> str:
-    """Per pod and period, from OpenCost's metrics: GPU-hours allocated and their cost."""
-    alloc = f"max_over_time(container_gpu_allocation[{_under(interval_s)}])"
-    price = "max by (node) (node_gpu_hourly_cost)"
+    """Per pod and period, from OpenCost's metrics: GPU-hours allocated, and the GPU, CPU and RAM cost
+    (allocation x the node's hourly price; RAM priced per GiB, as OpenCost does)."""
     sub = f"[{_under(period_s)}:{duration(interval_s)}]"
+
+    def priced(allocation: str, price: str, scale: str = "") -> str:
+        alloc = f"max_over_time({allocation}[{_under(interval_s)}]){scale}"
+        return _per_hour(f"sum by (namespace, pod) (sum_over_time(({alloc} * on (node) group_left () "
+                         f"max by (node) ({price})){sub}))", interval_s)
+
+    gpu_alloc = f"max_over_time(container_gpu_allocation[{_under(interval_s)}])"
     return union([
-        tag(_per_hour(f"sum by (namespace, pod) (sum_over_time({alloc}{sub}))", interval_s), "gpuaas_stat", "gpu_hours"),
-        tag(_per_hour(f"sum by (namespace, pod) (sum_over_time(({alloc} * on (node) group_left () {price}){sub}))",
-                      interval_s), "gpuaas_stat", "cost"),
+        tag(_per_hour(f"sum by (namespace, pod) (sum_over_time({gpu_alloc}{sub}))", interval_s), "gpuaas_stat",
+            "gpu_hours"),
+        tag(priced("container_gpu_allocation", "node_gpu_hourly_cost"), "gpuaas_stat", "gpu_cost"),
+        tag(priced("container_cpu_allocation", "node_cpu_hourly_cost"), "gpuaas_stat", "cpu_cost"),
+        tag(priced("container_memory_allocation_bytes", "node_ram_hourly_cost", f" / {2**30}"), "gpuaas_stat",
+            "ram_cost"),
     ])
+
+
+def last_seen_query(m: MetricNames, namespaces: Sequence[str], window_s: float, interval_s: float) -> str:
+    """Per pod of ``namespaces`` (the batch services'): the time of its last GPU sample in the window.
+
+    A batch job's pods of an attempt that failed stopped before the next attempt's Workload was
+    created; this is what tells them apart from the pods of the attempt that produced the outcome.
+    ``timestamp`` is applied to each raw selector, where it is the sample's own time.
+    """
+    sub = f"[{_under(window_s)}:{duration(interval_s)}]"
+    parts = [f"max_over_time(timestamp({metric}{{{any_of(label, namespaces)}}}){sub})"
+             for metric in (m.gpu_activity, m.gpu_util_fallback) for label in m.namespace_labels]
+    return f"max by (gpuaas_namespace, gpuaas_pod) ({normalise(union(parts), m)})"

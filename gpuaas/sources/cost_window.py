@@ -21,28 +21,24 @@ from typing import Any
 
 import pandas as pd
 
-from gpuaas.errors import ConfigError, GpuaasError, NotFound
+from gpuaas.errors import ConfigError, GpuaasError
 from gpuaas.policies.cost import COST_COLS, GPU_COLS, SERVING_COLS, CostInputs
-from gpuaas.policies.outcomes import FinishedJob
-from gpuaas.settings import GpuaasSettings
+from gpuaas.settings import GpuaasSettings, MetricNames
 from gpuaas.sources import _promql_cost as q
 from gpuaas.sources._concurrent import at_once
-from gpuaas.sources._kube_client import KubeLister, make_api_client
-from gpuaas.sources._kube_kueue import parse_time
+from gpuaas.sources._cost_jobs import DEADLINE_ANNOTATION, finished_jobs, read_jobs, running_jobs
 from gpuaas.sources._prom_client import PromClient
+from gpuaas.sources._promql import union
 from gpuaas.sources.bulk import collector_paused
 from gpuaas.sources.capacity import CapacityEstimate, serving_capacity
-from gpuaas.sources.kube import DEFAULT_GPU_RESOURCES, KUEUE_GROUP, KUEUE_VERSIONS
+from gpuaas.sources.kube import DEFAULT_GPU_RESOURCES
 from gpuaas.sources.opencost import fetch_allocation
 from gpuaas.store import open_store
 
-__all__ = ["DEADLINE_ANNOTATION", "allocation_rows", "finished_jobs", "gpu_rows", "parse_window", "read_cost_inputs",
-           "report_periods", "serving_rows"]
+__all__ = ["DEADLINE_ANNOTATION", "align_end", "allocation_rows", "finished_jobs", "gpu_rows", "parse_window", "read_cost_inputs",
+           "report_periods", "running_jobs", "serving_rows"]
 
-DEADLINE_ANNOTATION = "gpuaas.io/deadline"
 DAY_S = 86400.0
-_DEADLINE_OWNERS = (("RayCluster", "ray.io", "v1", "rayclusters"),)
-"""Batch job kinds whose deadline annotation is read when their Workload has none."""
 
 
 _UNITS = {"s": 1.0, "m": 60.0, "h": 3600.0, "d": DAY_S, "w": 7 * DAY_S}
@@ -74,9 +70,22 @@ def report_periods(window_s: float) -> tuple[int, float]:
     return int(round(days)), DAY_S
 
 
+def align_end(end: datetime, step_s: float) -> datetime:
+    """``end`` floored to a whole multiple of ``step_s`` (and to a whole second).
+
+    Every query of the report is evaluated at period ends counted from this instant, and the
+    Prometheus client sends whole seconds: a "now" with a fraction of a second would otherwise be
+    rounded on the way out, differently for each query, and a point could land in the wrong period.
+    Flooring once here makes the report the same for any "now" within one sample step.
+    """
+    step = max(step_s, 1.0)
+    return datetime.fromtimestamp(math.floor(math.floor(end.timestamp()) / step) * step, UTC)
+
+
 def _day(ts: float, start: datetime, period_s: float, days: int) -> int:
-    """The period a range-query point (or an OpenCost set ending at ``ts``) closes."""
-    return min(max(int(math.ceil((ts - start.timestamp()) / period_s - 1e-6)) - 1, 0), days - 1)
+    """The period a range-query point (or an OpenCost set ending at ``ts``) closes: the nearest
+    period end, so a point a little off its period end (a rounded timestamp) still lands in it."""
+    return min(max(int(round((ts - start.timestamp()) / period_s)) - 1, 0), days - 1)
 
 
 def _points(results: list[dict[str, Any]], start: datetime, period_s: float, days: int) -> list[tuple[dict[str, str],
@@ -93,8 +102,11 @@ def gpu_rows(results: list[dict[str, Any]], start: datetime, period_s: float, da
     cells: dict[tuple[str, str, int], dict[str, Any]] = {}
     for labels, day, value in _points(results, start, period_s, days):
         key = (labels.get("gpuaas_namespace", ""), labels.get("gpuaas_pod", ""), day)
-        row = cells.setdefault(key, {"namespace": key[0], "pod": key[1], "day": day, "observed_h": 0.0, "busy_h": 0.0})
-        row[labels.get("gpuaas_stat", "")] = value
+        row = cells.setdefault(key, {"namespace": key[0], "pod": key[1], "day": day,
+                                     **dict.fromkeys(GPU_COLS[3:], 0.0)})
+        stat = labels.get("gpuaas_stat", "")
+        if stat in row:
+            row[stat] += value  # added, never assigned: two points of one period must not overwrite each other
     return pd.DataFrame(list(cells.values()), columns=GPU_COLS)
 
 
@@ -110,7 +122,8 @@ def serving_rows(results: list[dict[str, Any]], start: datetime, period_s: float
 
 
 def allocation_rows(frame: pd.DataFrame, start: datetime, period_s: float, days: int) -> pd.DataFrame:
-    """``parse_allocation`` rows (one per set and allocation) as ``COST_COLS``.
+    """``parse_allocation`` rows (one per set and allocation) as ``COST_COLS``: the GPU cost, and the
+    total OpenCost charges (GPU, CPU, RAM and the rest; the sum of the parts when ``totalCost`` is missing).
 
     OpenCost's ``__idle__`` (capacity nobody requested) and ``__unallocated__`` are dropped: the
     funnel starts at what workloads hold. A row without a pod (coarser aggregation) is kept as
@@ -123,7 +136,9 @@ def allocation_rows(frame: pd.DataFrame, start: datetime, period_s: float, days:
         "namespace": keep["namespace"], "controller_kind": keep["controller_kind"], "controller": keep["controller"],
         "pod": keep["pod"], "day": [_day(t.timestamp(), start, period_s, days) for t in ends],
         "gpu_hours": keep["gpu_hours"].astype(float).fillna(0.0),
-        "cost": keep["total_cost"].astype(float).fillna(keep["gpu_cost"].astype(float)).fillna(0.0),
+        "gpu_cost": keep["gpu_cost"].astype(float).fillna(0.0),
+        "total_cost": keep["total_cost"].astype(float).fillna(
+            keep[["gpu_cost", "cpu_cost", "ram_cost"]].astype(float).fillna(0.0).sum(axis=1)),
     })
     return out.reindex(columns=COST_COLS).reset_index(drop=True)
 
@@ -133,72 +148,13 @@ def _opencost_metric_rows(results: list[dict[str, Any]], start: datetime, period
     for labels, day, value in _points(results, start, period_s, days):
         key = (labels.get("namespace", ""), labels.get("pod", ""), day)
         row = cells.setdefault(key, {"namespace": key[0], "controller_kind": "", "controller": "", "pod": key[1],
-                                     "day": day, "gpu_hours": 0.0, "cost": 0.0})
-        row[labels.get("gpuaas_stat", "")] = value
+                                     "day": day, "gpu_hours": 0.0, "gpu_cost": 0.0, "total_cost": 0.0})
+        stat = labels.get("gpuaas_stat", "")
+        if stat in ("gpu_hours", "gpu_cost"):
+            row[stat] += value
+        if stat in ("gpu_cost", "cpu_cost", "ram_cost"):
+            row["total_cost"] += value
     return pd.DataFrame(list(cells.values()), columns=COST_COLS)
-
-
-def finished_jobs(objs: Sequence[dict[str, Any]], owner_deadlines: dict[tuple[str, str, str], str] | None = None
-                  ) -> list[FinishedJob]:
-    """Kueue Workloads with ``Finished=True``: when, why, and the deadline annotation.
-
-    The deadline is read from the Workload, else from its owner (``owner_deadlines``, keyed by
-    namespace, kind, name): teams annotate the job they submit, and Kueue does not copy job
-    annotations onto the Workload it creates.
-    """
-    out = []
-    for obj in objs:
-        meta = obj.get("metadata") or {}
-        cond = next((c for c in (obj.get("status") or {}).get("conditions") or []
-                     if c.get("type") == "Finished" and c.get("status") == "True"), None)
-        finished_at = parse_time(cond.get("lastTransitionTime")) if cond else None
-        if cond is None or finished_at is None:
-            continue
-        refs = meta.get("ownerReferences") or []
-        owner = next((r for r in refs if r.get("controller")), refs[0] if refs else {})
-        text = (meta.get("annotations") or {}).get(DEADLINE_ANNOTATION) or (owner_deadlines or {}).get(
-            (str(meta.get("namespace", "")), str(owner.get("kind") or ""), str(owner.get("name") or "")))
-        try:
-            deadline = parse_time(text)
-        except ValueError:
-            deadline = None  # an unreadable deadline is no deadline: the job is judged on success alone
-        out.append(FinishedJob(
-            namespace=str(meta.get("namespace", "")), workload=str(meta.get("name", "")), uid=str(meta.get("uid", "")),
-            owner_kind=str(owner.get("kind") or "Workload"), owner_name=str(owner.get("name") or meta.get("name", "")),
-            finished_at=finished_at, reason=str(cond.get("reason", "")), deadline=deadline))
-    return out
-
-
-def _read_jobs(settings: GpuaasSettings) -> tuple[list[FinishedJob] | None, int, str | None]:
-    if not (settings.kubeconfig or settings.in_cluster):
-        return None, 0, "Kubernetes API not configured (GPUAAS_KUBECONFIG or GPUAAS_IN_CLUSTER)"
-    try:
-        api = make_api_client(settings)
-    except GpuaasError as exc:
-        return None, 0, f"Kubernetes API: {exc}"
-    lister = KubeLister(api, settings)
-    try:
-        deadlines: dict[tuple[str, str, str], str] = {}
-        for kind, group, version, plural in _DEADLINE_OWNERS:
-            try:
-                for obj in lister.custom_objects(group, version, plural):
-                    meta = obj.get("metadata") or {}
-                    if DEADLINE_ANNOTATION in (meta.get("annotations") or {}):
-                        deadlines[(str(meta.get("namespace", "")), kind, str(meta.get("name", "")))] = str(
-                            meta["annotations"][DEADLINE_ANNOTATION])
-            except NotFound:
-                continue
-        for version in KUEUE_VERSIONS:
-            try:
-                objs = lister.custom_objects(KUEUE_GROUP, version, "workloads")
-            except NotFound:
-                continue
-            return finished_jobs(objs, deadlines), lister.requests, None
-        return [], lister.requests, None
-    except GpuaasError as exc:
-        return None, lister.requests, f"Kubernetes API: {exc}"
-    finally:
-        api.close()
 
 
 def _read_costs(settings: GpuaasSettings, prom: PromClient, start: datetime, end: datetime, period_s: float,
@@ -227,10 +183,11 @@ GPU_CHUNKS = 3
 same work, but a month of 16,000 GPUs stays well inside Prometheus' 2-minute limit per query."""
 
 
-def _chunked(prom: PromClient, expr: str, first: datetime, days: int, period_s: float) -> list[dict[str, Any]]:
-    """``expr`` at one point per period from ``first``, as min(days, GPU_CHUNKS) range queries."""
+def _chunked(prom: PromClient, expr: str, first: datetime, days: int, period_s: float,
+             chunks: int = GPU_CHUNKS) -> list[dict[str, Any]]:
+    """``expr`` at one point per period from ``first``, as min(days, chunks) range queries."""
     out: list[dict[str, Any]] = []
-    chunks = min(days, GPU_CHUNKS)
+    chunks = max(min(days, chunks), 1)
     bounds = [round(i * days / chunks) for i in range(chunks + 1)]
     for lo, hi in zip(bounds, bounds[1:]):
         out += prom.query_range(expr, first + timedelta(seconds=lo * period_s),
@@ -239,12 +196,14 @@ def _chunked(prom: PromClient, expr: str, first: datetime, days: int, period_s: 
 
 
 def read_cost_inputs(settings: GpuaasSettings, end: datetime, window_s: float,
-                     gpu_resources: Sequence[str] = DEFAULT_GPU_RESOURCES) -> CostInputs:
-    """Read the window ``(end - window_s, end]``; raises ``SourceError`` when Prometheus fails."""
+                     gpu_resources: Sequence[str] = DEFAULT_GPU_RESOURCES, chunks: int = GPU_CHUNKS) -> CostInputs:
+    """Read the window ``(end - window_s, end]``, ``end`` floored to the sample step (``align_end``);
+    raises ``SourceError`` when Prometheus fails."""
     days, period_s = report_periods(window_s)
-    start = end - timedelta(seconds=window_s)
     policy = settings.policy
     interval_s = settings.metrics.sample_interval_seconds
+    end = align_end(end, interval_s)
+    start = end - timedelta(seconds=window_s)
     notes: list[str] = []
     first = start + timedelta(seconds=period_s)
     prom = PromClient(settings)
@@ -253,24 +212,30 @@ def read_cost_inputs(settings: GpuaasSettings, end: datetime, window_s: float,
     threshold = policy.reclaim.activity_threshold
 
     def gpu_hours() -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
-        fallback = bool(_chunked(prom, q.fallback_probe_query(m, period_s, offset_s), first, days, period_s))
+        fallback = bool(_chunked(prom, q.fallback_probe_query(m, period_s, offset_s), first, days, period_s, chunks))
         observed, busy = at_once([
-            lambda: _chunked(prom, q.gpu_observed_query(m, period_s, interval_s, offset_s, fallback), first, days, period_s),
+            lambda: _chunked(prom, union([q.gpu_observed_query(m, period_s, interval_s, offset_s, fallback),
+                                          q.gpu_active_query(m, period_s, interval_s, offset_s, fallback)]),
+                             first, days, period_s, chunks),
             lambda: _chunked(prom, q.gpu_busy_query(m, threshold, period_s, interval_s, offset_s, fallback), first,
-                             days, period_s),
+                             days, period_s, chunks),
         ])
         return observed, busy
+
+    batch_namespaces = sorted({s.namespace for s in policy.services if s.kind == "batch"})
 
     # The GPU-hour queries (the heaviest, after their probe) two at a time; the Kubernetes lists from the
     # start, and the light queries in a third lane (with OpenCost's API, or its metrics when there is none).
     try:
         with collector_paused():
-            (jobs, kube_requests, why), (observed, busy), (serving_raw, kueue, (costs, opencost_requests)) = at_once([
-                lambda: _read_jobs(settings),
+            kube, (observed, busy), (serving_raw, kueue, (costs, opencost_requests), last_seen) = at_once([
+                lambda: read_jobs(settings),
                 gpu_hours,
-                lambda: (prom.query_range(q.serving_window_query(m, policy.services, period_s), first, end, period_s),
+                lambda: (prom.query_range(q.serving_window_query(m, policy.services, period_s,
+                                                                 policy.cost.forecast_quantile), first, end, period_s),
                          prom.query_range(q.kueue_hours_query(gpu_resources, period_s, interval_s), first, end, period_s),
-                         _read_costs(settings, prom, start, end, period_s, days, interval_s, notes)),
+                         _read_costs(settings, prom, start, end, period_s, days, interval_s, notes),
+                         _last_seen(prom, m, batch_namespaces, end, window_s, interval_s)),
             ], workers=3)
     finally:
         prom.close()
@@ -283,13 +248,27 @@ def read_cost_inputs(settings: GpuaasSettings, end: datetime, window_s: float,
     kueue_hours = pd.DataFrame([{"cluster_queue": labels.get("cluster_queue", ""), "allocated_h": value}
                                 for labels, _, value in _points(kueue, start, period_s, days)],
                                columns=["cluster_queue", "allocated_h"])
-    if why:
-        notes.append(why)
+    if kube.why:
+        notes.append(kube.why)
     serving = _latency_for_services(serving, settings)
-    return CostInputs(start=start, end=end, days=days, gpu=gpu, costs=costs, serving=serving, jobs=jobs,
-                      kueue_hours=kueue_hours, notes=notes,
-                      queries=prom.queries + opencost_requests + kube_requests,
+    return CostInputs(start=start, end=end, days=days, gpu=gpu, costs=costs, serving=serving, jobs=kube.finished,
+                      running=kube.running, last_seen=last_seen, pod_owners=kube.pod_owners, kueue_hours=kueue_hours,
+                      notes=notes, queries=prom.queries + opencost_requests + kube.requests,
                       capacity=_read_capacity(settings, end, notes))
+
+
+def _last_seen(prom: PromClient, m: MetricNames, namespaces: Sequence[str], end: datetime, window_s: float,
+               interval_s: float) -> dict[tuple[str, str], float]:
+    """When each GPU pod of the batch services' namespaces was last seen in the window (no query without any)."""
+    if not namespaces:
+        return {}
+    rows = prom.query_range(q.last_seen_query(m, namespaces, window_s, interval_s), end, end, window_s)
+    out: dict[tuple[str, str], float] = {}
+    for r in rows:
+        values = [float(v) for _, v in r["values"] if not math.isnan(float(v))]
+        if values:
+            out[(r["metric"].get("gpuaas_namespace", ""), r["metric"].get("gpuaas_pod", ""))] = max(values)
+    return out
 
 
 def _read_capacity(settings: GpuaasSettings, end: datetime, notes: list[str]) -> dict[str, CapacityEstimate | None]:

@@ -143,10 +143,13 @@ def test_cli_up_env_file_and_sigterm(tmp_path: Path) -> None:
             time.sleep(0.2)
         values = dict(line.split("=", 1) for line in env_file.read_text().splitlines())
         assert set(values) == {"GPUAAS_KUBECONFIG", "GPUAAS_PROMETHEUS_URL", "GPUAAS_OPENCOST_URL",
-                               "GPUAAS_METRICS__SAMPLE_INTERVAL_SECONDS", "GPUAAS_DATA_DIR",
+                               "GPUAAS_METRICS__SAMPLE_INTERVAL_SECONDS", "GPUAAS_DATA_DIR", "GPUAAS_POLICY_FILE",
                                # an OpenAI endpoint per InferenceService of the default scenario
                                "GPUAAS_ENDPOINT_PLATFORM_LLM_LEGACY", "GPUAAS_ENDPOINT_PLATFORM_LLM_CHAT",
                                    "GPUAAS_ENDPOINT_PLATFORM_LLM_EVAL", "GPUAAS_ENDPOINT_PLATFORM_LLM_ABORT"}
+        # the scenario's own policy, so that the walkthrough on this fleet sees what `gpuaas demo` sees
+        assert Path(values["GPUAAS_POLICY_FILE"]).name == "default-policy.yaml"
+        assert Path(values["GPUAAS_POLICY_FILE"]).is_file()
         models = httpx.get(f"{values['GPUAAS_ENDPOINT_PLATFORM_LLM_CHAT']}/models").json()
         assert [m["id"] for m in models["data"]] == ["Qwen/Qwen2.5-7B-Instruct"]
         # A data dir of its own: a trial never shares the database of the deployment on this host.

@@ -25,10 +25,11 @@ from tests.cost_fleet import COST_POLICY, cost_cluster
 
 pytestmark = [pytest.mark.integration, pytest.mark.flow]
 
-TENANT_KEYS = {"tenant", "allocated_gpu_hours", "busy_gpu_hours", "productive_gpu_hours", "unknown_gpu_hours", "cost",
-               "waste_cost", "verified_outcomes", "cost_per_outcome"}
-SERVICE_KEYS = {"service", "tenant", "requests", "verified_outcomes", "slo_fraction", "slo_error_bound", "cost",
-                "cost_per_outcome"}
+TENANT_KEYS = {"tenant", "allocated_gpu_hours", "busy_gpu_hours", "productive_gpu_hours", "in_progress_gpu_hours",
+               "unknown_gpu_hours", "active_gpu_hours", "gpu_cost", "total_cost", "waste_cost", "verified_outcomes",
+               "cost_per_outcome"}
+SERVICE_KEYS = {"service", "tenant", "requests", "verified_outcomes", "slo_fraction", "slo_error_bound", "gpu_cost",
+                "total_cost", "cost_per_outcome", "peak_rps", "forecast_rps"}
 
 
 @pytest.fixture(scope="module")
@@ -82,7 +83,11 @@ def test_flow_publishes_artifacts_metrics_and_the_html(flow_doc: dict, pushgatew
     assert "llm-abort" in str(found["gpuaas-cost-per-outcome"].data)
     assert "no verified outcome" in str(found["gpuaas-cost-per-outcome"].data)  # llm-legacy, never inf or 0
     assert "ray-hparam-sweep" in str(found["gpuaas-cost-top-wasters"].data)
-    assert str(path) in str(found["gpuaas-cost-summary"].data)
+    summary = str(found["gpuaas-cost-summary"].data)
+    assert str(path) in summary
+    # the same headline numbers as the HTML, and its plots inlined: no need for the worker's disk
+    assert summary.splitlines()[0] == flow_doc["summary"]
+    assert summary.count("](data:image/png;base64,iVBOR") == 3  # funnel, serving and batch cost per outcome
 
     text = httpx.get(f"{pushgateway_url}/metrics", timeout=5).text
     samples = {(s.name, tuple(sorted(s.labels.items()))): s.value
@@ -116,19 +121,24 @@ def _chromium(*args: str) -> subprocess.CompletedProcess[str]:
 
 
 def test_html_report_opens_in_headless_chromium(flow_doc: dict, tmp_path: Path) -> None:  # type: ignore[type-arg]
-    """Self-contained: three plots that decode, no error text; the screenshot is not a blank page."""
+    """Self-contained: four plots that decode (the funnel, cost per outcome for serving and for batch on
+    their own axes, waste), every table titled, money never cut to one significant digit, no error text;
+    the screenshot is not a blank page. ``GPUAAS_REPORT_SCREENSHOT`` keeps the screenshot for a person."""
     from matplotlib import image
 
     url = Path(str(flow_doc["report"])).as_uri()
     dom = _chromium("--dump-dom", url)
     assert dom.returncode == 0, dom.stderr[-2000:]
-    assert 'data-plots-shown="3"' in dom.stdout
-    assert dom.stdout.count('<img class="plot"') == 3
+    assert 'data-plots-shown="4"' in dom.stdout
+    assert dom.stdout.count('<img class="plot"') == 4
+    assert dom.stdout.count("<table>") == dom.stdout.count("<caption>") > 0  # every table titled
+    assert not re.search(r"\$0\.0*[1-9](?![0-9])", dom.stdout)  # "$0.0001" would hide which value it was
+    assert "per 1,000 requests" in dom.stdout and "verified requests" in dom.stdout
     page = re.sub(r"<script>.*?</script>", "", dom.stdout, flags=re.S)
     page = re.sub(r'src="data:image/png;base64,[^"]*"', "", page)
     for bad in (r"plot could not be displayed", r"Traceback", r"\binf\b", r"\bnan\b", r"https?://"):
         assert not re.search(bad, page, flags=re.I), bad
-    shot = tmp_path / "report.png"
+    shot = Path(os.environ.get("GPUAAS_REPORT_SCREENSHOT", tmp_path / "report.png"))
     done = _chromium("--window-size=1200,2400", f"--screenshot={shot}", url)
     assert done.returncode == 0 and shot.is_file(), done.stderr[-2000:]
     pixels = image.imread(str(shot))

@@ -2,13 +2,16 @@
 
 The scenario's two InferenceServices share one latency model (8 sequences per replica, 16
 prompt tokens at 1 ms, 4 output tokens at 0.15 s growing 2 % per running sequence, 32 waiting
-places): one replica saturates at 8 / (0.016 + 3 * 0.15 * 1.14) = 15.1 requests/s, and the
-SLO (p50 <= 1.3 x the unloaded 0.466 s) holds up to there in the mean-field model. The load test
-(a real subprocess, open-loop Poisson, 2.5 s steps at 0.8, 0.9 and 1.0 x saturation) must find a rate
-within 15 % of that, and within 15 % of the model replayed event by event on the very arrivals
-the server saw (``simulate``); with two replicas, about twice the rate. Also checked: the
-files, the audit row the cost report reads back, the series in the cluster's Prometheus, and
-that ``gpuaas capacity`` on the written sweep gives the same answer.
+places): one replica saturates at 8 / (0.016 + 3 * 0.15 * 1.14) = 15.1 requests/s. Under that rate
+the queue is stable and p95 stays under the 2 s SLO (about 1.0-1.4 s at 0.9 x saturation, replayed
+with ``simulate``); above it the queue fills, answers slow down and the 33rd waiting request gets
+503. The load test (a real subprocess, open-loop Poisson, distinct prompts, 5 s of warm-up then 20 s
+judged at 0.85, 0.9 and 1.2 x saturation) must find a rate below saturation and within 15 % of it, and
+within 15 % of the model replayed event by event on the very arrivals the server saw; with two
+replicas, about twice the rate. The rate it calls sustainable then holds for 90 s of constant
+Poisson load (one bounded test). Also checked: the files, the audit row the cost report reads
+back, the series in the cluster's Prometheus, and that ``gpuaas capacity`` on the written sweep
+gives the same answer.
 """
 
 from __future__ import annotations
@@ -43,7 +46,8 @@ pytestmark = [pytest.mark.integration, pytest.mark.flow, pytest.mark.slow]
 ENGINE = EngineModel(max_num_seqs=8, max_num_waiting=32, prefill_seconds_per_token=0.001,
                      decode_seconds_per_token=0.15, decode_slowdown_per_seq=0.02)
 PROMPT, OUTPUT = 16, 4
-SLO = round(1.3 * ENGINE.unloaded_latency(PROMPT, OUTPUT), 3)
+SLO = 2.0
+STEP_S, WARMUP_S = 20.0, 5.0
 SCENARIO: dict[str, Any] = {
     "name": "capacity",
     "flavors": [{"name": "h100"}],
@@ -65,35 +69,43 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[EmbeddedCluste
 
 
 _SWEEPS: dict[str, dict[str, Any]] = {}
+_ANSWERED: dict[str, float] = {}
+"""Per service: every request its endpoint answered in this module (each run's requests.csv, and its probe)."""
 
 
 def _load_test(cluster: EmbeddedCluster, name: str, replicas: int, out: Path) -> dict[str, Any]:
     """Run (once per module) ``gpuaas loadtest`` in a subprocess against one service.
 
     A run whose client could not keep its schedule measured the machine, not the endpoint (on a
-    shared 2-core host under heavy load this happens), and says so; only then is it run once more.
+    shared 2-core host under heavy load this happens), and says so; so does a run whose lowest rate's
+    latency kept growing while other work held the CPUs. Only then is it run once more.
     """
     if name in _SWEEPS:
         return _SWEEPS[name]
     from prefect.settings import PREFECT_API_URL
 
     saturation = ENGINE.saturation_rps(PROMPT, OUTPUT) * replicas
-    rates = ",".join(f"{saturation * f:.1f}" for f in (0.8, 0.9, 1.0))
+    rates = ",".join(f"{saturation * f:.2f}" for f in (0.85, 0.9, 1.2))
     url = cluster.settings_env()[endpoint_env_name("team-a", name)]
     gpuaas = Path(sys.executable).with_name("gpuaas")
     env = {**os.environ, "PREFECT_API_URL": str(PREFECT_API_URL.value())}
     for attempt in range(2):
         proc = subprocess.run(
             [str(gpuaas), "loadtest", "--url", url, "--model", f"org/{name}", "--rates", rates,
-             "--prompt-tokens", str(PROMPT), "--output-tokens", str(OUTPUT), "--step-seconds", "2.5",
-             "--max-requests-per-step", "200", "--request-timeout", "5", "--slo-quantile", "p50",
+             "--prompt-tokens", str(PROMPT), "--output-tokens", str(OUTPUT), "--step-seconds", str(STEP_S),
+             "--warmup-seconds", str(WARMUP_S), "--prompt-spread", "0", "--request-timeout", "10",
+             "--slo-quantile", "p95",
              "--slo-seconds", str(SLO), "--replicas", str(replicas), "--gpus", str(replicas),
              "--max-lateness", "0.25", "--service", f"team-a/{name}", "--out", str(out / str(attempt)),
              "--format", "json"],
-            env=env, capture_output=True, text=True, timeout=120)
+            env=env, capture_output=True, text=True, timeout=240)
         result: dict[str, Any] = json.loads(proc.stdout) if proc.stdout.strip() else {}
+        requests = out / str(attempt) / "requests.csv"
+        if requests.is_file():
+            _ANSWERED[name] = _ANSWERED.get(name, 0.0) + float(pd.read_csv(requests)["ok"].sum()) + 1
         limited = [r for r in result.get("client_limited_rates", []) if r <= saturation]
-        if not limited or attempt == 1:
+        unsteady = proc.returncode != 0 and "not a steady state" in proc.stderr  # a loaded host, at the lowest rate
+        if not (limited or unsteady) or attempt == 1:
             break
     assert proc.returncode == 0, proc.stderr[-3000:]
     _SWEEPS[name] = result
@@ -108,26 +120,30 @@ def _replayed_capacity(requests: pd.DataFrame, replicas: int) -> float | None:
         done = simulate(ENGINE, sent, PROMPT, OUTPUT, replicas)
         e2e = [r.e2e for r in done if r.status == 200 and r.e2e is not None]
         rows.append({"rate_rps": rate, "replicas": replicas, "gpus": replicas,
-                     "latency_p50_s": float(np.quantile(e2e, 0.5)) if e2e else float("inf"),
+                     "latency_p95_s": float(np.quantile(e2e, 0.95)) if e2e else float("inf"),
                      "quality": len(e2e) / len(done)})
-    return sustainable_capacity(pd.DataFrame(rows), slo_quantile="p50", slo_seconds=SLO,
+    return sustainable_capacity(pd.DataFrame(rows), slo_quantile="p95", slo_seconds=SLO,
                                 min_quality=0.99).sustainable_rate_rps
 
 
 def _check_against_the_model(result: dict[str, Any], replicas: int) -> float:
     found = result["capacity"]["sustainable_rate_rps"]
     assert found is not None, result["capacity"]["reason"]
-    model = model_capacity_rps(ENGINE, PROMPT, OUTPUT, SLO, replicas)
-    steps = [{k: s[k] for k in ("rate_rps", "latency_p50_s", "quality", "lateness_p99_s", "client_limited")}
-             for s in result["steps"]]
-    assert abs(found - model) <= 0.15 * model, (found, model, steps)
+    saturation = ENGINE.saturation_rps(PROMPT, OUTPUT) * replicas
+    steps = [{k: s[k] for k in ("rate_rps", "latency_p95_s", "quality", "achieved_ratio", "latency_growth",
+                                "lateness_p99_s", "client_limited")} for s in result["steps"]]
+    assert 0.85 * saturation - 0.01 <= found < saturation, (found, saturation, steps)  # below it, within 15 %
+    assert model_capacity_rps(ENGINE, PROMPT, OUTPUT, SLO, replicas) == pytest.approx(saturation)
     files = {k: Path(v) for k, v in result["files"].items()}
     requests = pd.read_csv(files["requests"])
     replayed = _replayed_capacity(requests, replicas)
     assert replayed is not None and abs(found - replayed) <= 0.15 * replayed, (found, replayed)
-    # bounds: never more than the cap per step, every request has a status or an error
-    assert requests.groupby("step").size().max() <= 200
+    # the whole step was sent (never cut by a cap); every request has a status or an error; prompts differ
+    for step in result["steps"]:
+        assert step["requests"] + step["warmup_requests"] == round(step["rate_rps"] * (STEP_S + WARMUP_S))
     assert (requests["status"].notna() | requests["error"].notna()).all()
+    assert (requests.loc[requests["ok"], "output_tokens"] == OUTPUT).all()
+    assert all(s["output_tokens_per_s"] > 0 and s["itl_p95_s"] > 0 and s["ttft_p99_s"] > 0 for s in result["steps"])
     return float(found)
 
 
@@ -165,19 +181,20 @@ def test_load_test_finds_the_models_capacity(cluster: EmbeddedCluster, prefect_h
     assert [r["rate_rps"] for r in rows] == [s["rate_rps"] for s in result["steps"]]
 
 
+@pytest.mark.timeout(600)  # run alone, it sweeps one replica first (2 sweeps of 3 x 25 s steps)
 def test_two_replicas_find_about_twice_the_rate(cluster: EmbeddedCluster, prefect_harness: None,
                                                 tmp_path: Path) -> None:
     one = _check_against_the_model(_load_test(cluster, "one", 1, tmp_path / "one"), 1)
     result = _load_test(cluster, "two", 2, tmp_path / "two")
     two = _check_against_the_model(result, 2)
+    saturation = ENGINE.saturation_rps(PROMPT, OUTPUT)
+    print(f"sustainable: one replica {one:g} rps, two {two:g} rps; model saturation {saturation:.1f} per replica")
     assert 1.7 <= two / one <= 2.3, (one, two)
     # what the load tests sent is in the cluster's Prometheus, as vLLM series of the services' pods
     # (``instance!=""``: the live endpoint's series, not the backfilled simulation's)
     pods = sorted(r.pod for r in cluster.serving.endpoints[("team-a", "two")].engine.replicas)
-    want = {("org/one", cluster.serving.endpoints[("team-a", "one")].engine.replicas[0].pod):
-            float(sum(s["successes"] for s in _SWEEPS["one"]["steps"]))}
-    successes = sum(s["successes"] for s in result["steps"])
-    want.update({("org/two", pod): successes / 2 for pod in pods})  # round robin: half each
+    want = {("org/one", cluster.serving.endpoints[("team-a", "one")].engine.replicas[0].pod): _ANSWERED["one"]}
+    want.update({("org/two", pod): _ANSWERED["two"] / 2 for pod in pods})  # round robin: half each
     query = 'sum by (model_name, pod) (vllm:request_success_total{finished_reason="length",instance!=""})'
     seen: dict[tuple[str, str], float] = {}
     deadline = time.monotonic() + 20
@@ -188,4 +205,25 @@ def test_two_replicas_find_about_twice_the_rate(cluster: EmbeddedCluster, prefec
             break
         time.sleep(0.5)
     assert len(pods) == 2 and seen.keys() == want.keys()
-    assert all(abs(seen[k] - v) <= 0.5 for k, v in want.items()), (seen, want)
+    assert all(abs(seen[k] - v) <= 1.0 for k, v in want.items()), (seen, want)
+
+
+@pytest.mark.timeout(600)  # run alone, it sweeps one replica first
+def test_the_sustainable_rate_holds_for_90_seconds(cluster: EmbeddedCluster, prefect_harness: None,
+                                                  tmp_path: Path) -> None:
+    """What the sweep called sustainable for one replica, sent as 90 s of constant Poisson load (after 5 s
+    of warm-up): p95 under the SLO, every request answered, the server kept up, latency did not grow."""
+    from gpuaas.loadtest import LoadTestConfig, run_sweep, step_passes
+
+    found = _check_against_the_model(_load_test(cluster, "one", 1, tmp_path / "one"), 1)
+    url = cluster.settings_env()[endpoint_env_name("team-a", "one")]
+    config = LoadTestConfig(url=url, model="org/one", rates=(found,), slo_quantile="p95", slo_seconds=SLO,
+                            prompt_tokens=PROMPT, output_tokens=OUTPUT, prompt_spread=0.0, step_seconds=90.0,
+                            warmup_seconds=WARMUP_S, request_timeout_seconds=10, max_lateness_seconds=0.25, seed=7)
+    run = run_sweep(config)
+    [row] = run.steps
+    summary = {k: row[k] for k in ("latency_p95_s", "quality", "achieved_ratio", "latency_growth", "lateness_p99_s")}
+    if row["client_limited"]:
+        pytest.skip(f"the client could not keep its schedule on this machine, nothing measured: {summary}")
+    assert step_passes(row, config), summary
+    assert row["latency_p95_s"] <= SLO and row["quality"] == 1.0 and row["achieved_ratio"] >= 0.95, summary

@@ -232,3 +232,21 @@ def test_events_are_sorted_and_are_the_rows_of_the_window_and_filter(specs: list
     assert all(o.result in ("applied", "dry-run", "open", "skipped", "deferred", "failed") for o in r.actions)
     assert all(not e.undoable or e.mode == "apply" for e in r.events)
     assert window_label(T0, END) in summary_line(r)
+
+
+def test_a_shortened_fleet_table_keeps_the_peak_and_every_applied_action_and_counts_the_rest() -> None:
+    """The hour's 12 collects all differ; shown in 6 rows, the table keeps the first and last, the backlog
+    peak (7 at 02:35), the peak of idle GPUs (3, first at 02:15), the collects before and after the reclaim
+    applied at 02:15.1 and the quota change at 02:33.1, and says how many collects each gap left out."""
+    r = review()
+    full = fleet_rows(r, limit=None)
+    short = fleet_rows(r, limit=6)
+    gaps = [row["time (UTC)"] for row in short if row["time (UTC)"].startswith("(")]
+    shown = [row for row in short if not row["time (UTC)"].startswith("(")]
+    assert len(full) == 12 and shown[0] == full[0] and shown[-1] == full[-1]
+    assert max(int(row["backlog"]) for row in shown) == max(int(row["backlog"]) for row in full) == 7
+    times = {row["time (UTC)"] for row in shown}
+    assert {full[3]["time (UTC)"], full[4]["time (UTC)"], full[6]["time (UTC)"], full[7]["time (UTC)"]} <= times
+    left_out = sum(int(g.split()[0].strip("(")) for g in gaps)
+    assert left_out + len(shown) == len(full) and left_out > 0
+    assert "collects were left out" in incident_markdown(r) or len(full) <= 24

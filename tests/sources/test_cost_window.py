@@ -1,7 +1,8 @@
 """The cost report on the embedded cluster, one case of the default scenario at a time, by hand.
 
 Window: the 2 h of history ``[S, S + 2 h]`` (``tests/cost_fleet.py``); the platform tenant runs on
-A100s at $2.5 per GPU-hour, the forecast tenant too. Each test states its arithmetic. Then: the
+A100s at $2.5 per GPU-hour, the forecast tenant too, and every pod pays $0.32 an hour of CPU and
+RAM on top (its total cost). Each test states its arithmetic. Then: the
 fixed number of requests, OpenCost's API down (its Prometheus metrics give the same money),
 OpenCost missing altogether (money unknown with the reason, funnel still there), and the real
 vLLM and OpenCost captures through the same parsing code.
@@ -30,7 +31,7 @@ from gpuaas.settings import GpuaasSettings, MetricNames, load_settings
 from gpuaas.sources.cost_window import allocation_rows, read_cost_inputs, serving_rows
 from gpuaas.sources.opencost import parse_allocation
 from reports.cost_report import cost_report_metrics, service_rows
-from tests.cost_fleet import COST_HISTORY, COST_POLICY, cost_cluster, cost_settings
+from tests.cost_fleet import COST_HISTORY, COST_POLICY, POD_EXTRA_PER_HOUR, cost_cluster, cost_settings
 from tests.scenarios import HAND_CHECKED
 from tests.sources.helpers import NOW, fixture_path, parse_exposition, series
 
@@ -67,28 +68,31 @@ def _tenant(report: CostReport, name: str) -> dict[str, Any]:
 def test_productive_service_within_slo(read: tuple[CostInputs, CostReport, GpuaasSettings]) -> None:
     """llm-chat: log-normal latency, median 0.9 s, sigma 0.6; SLO 2 s is a bucket bound, so the share is
     exact: P(L <= 2) = Phi(ln(2/0.9)/0.6) = 0.9084. 1 % errors: good = 0.99 x requests (rounded per
-    step). Cost: 2 pods x 1 GPU x 2 h x $2.5 = $10."""
+    step). Cost: 2 pods x 1 GPU x 2 h x $2.5 = $10 of GPU; + 2 pods x 2 h x $0.32 = $11.28 in all, the
+    basis of cost per outcome."""
     chat = _service(read[1], "llm-chat")
     assert chat["slo_fraction"] == pytest.approx(_phi(math.log(2 / 0.9) / 0.6), abs=0.002)
     assert chat["slo_error_bound"] == 0.0 and chat["slo_bucket"] == [1.5, 2.0]
     assert chat["good_requests"] / chat["requests"] == pytest.approx(0.99, abs=0.003)
     assert chat["verified_outcomes"] == pytest.approx(chat["good_requests"] * chat["slo_fraction"], rel=1e-4)
-    assert chat["cost"] == pytest.approx(2 * 2 * PRICE, abs=0.1)
-    assert chat["cost_per_outcome"] == pytest.approx(chat["cost"] / chat["verified_outcomes"], rel=1e-4)
+    assert chat["gpu_cost"] == pytest.approx(2 * 2 * PRICE, abs=0.1)
+    assert chat["total_cost"] == pytest.approx(2 * 2 * (PRICE + POD_EXTRA_PER_HOUR), abs=0.1)
+    assert chat["cost_per_outcome"] == pytest.approx(chat["total_cost"] / chat["verified_outcomes"], rel=1e-4)
 
 
 def test_service_meeting_latency_but_aborting(read: tuple[CostInputs, CostReport, GpuaasSettings]) -> None:
     """llm-abort: 4 req/s x 7200 s = 28,800 requests, 80 % abort -> 5,760 good; median 0.6 s, sigma 0.4:
     Phi(ln(2/0.6)/0.4) = 0.9987 within SLO, better than llm-chat, yet only ~20 % are outcomes.
-    Cost $5 (1 GPU x 2 h x $2.5) -> about $5 / 5,753 per outcome."""
+    Cost $5 of GPU (1 GPU x 2 h x $2.5), $5.64 in all -> about $5.64 / 5,753 per outcome."""
     report = read[1]
     abort, chat = _service(report, "llm-abort"), _service(report, "llm-chat")
     assert abort["requests"] == pytest.approx(28_800, abs=240)  # one 60 s step of 4 req/s
     assert abort["good_requests"] == pytest.approx(5_760, abs=48)
     assert abort["slo_fraction"] >= 0.998 > chat["slo_fraction"]
     assert abort["verified_outcomes"] / abort["requests"] == pytest.approx(0.2, abs=0.003)
-    assert abort["cost"] == pytest.approx(5.0, abs=0.05)
-    assert abort["cost_per_outcome"] == pytest.approx(5.0 / abort["verified_outcomes"], rel=0.01)
+    assert abort["gpu_cost"] == pytest.approx(5.0, abs=0.05)
+    assert abort["total_cost"] == pytest.approx(5.64, abs=0.05)
+    assert abort["cost_per_outcome"] == pytest.approx(5.64 / abort["verified_outcomes"], rel=0.01)
 
 
 def test_quality_below_threshold_part_of_the_window(read: tuple[CostInputs, CostReport, GpuaasSettings]) -> None:
@@ -111,9 +115,10 @@ def test_idle_reservation_is_waste(read: tuple[CostInputs, CostReport, GpuaasSet
                                                                  pytest.approx(2.0, abs=0.02))
     assert nb["waste_cost"] == pytest.approx(2 * PRICE, abs=0.05)
     legacy = _service(report, "llm-legacy")
-    assert legacy["cost"] == pytest.approx(5.0, abs=0.05) and legacy["verified_outcomes"] == 0
+    assert legacy["gpu_cost"] == pytest.approx(5.0, abs=0.05) and legacy["verified_outcomes"] == 0
     assert legacy["cost_per_outcome"] is None
-    assert any(n.startswith("service llm-legacy: cost 5.0") and n.endswith("no verified outcome") for n in report.notes)
+    assert any(n.startswith("service llm-legacy: total cost 5.6") and n.endswith("no verified outcome")
+               for n in report.notes)
 
 
 def test_batch_jobs_in_time_and_late(read: tuple[CostInputs, CostReport, GpuaasSettings]) -> None:
@@ -125,8 +130,8 @@ def test_batch_jobs_in_time_and_late(read: tuple[CostInputs, CostReport, GpuaasS
     assert verdicts == {"forecast-eod": "on-time", "forecast-backfill": "late"}
     forecast = _service(report, "forecast")
     assert (forecast["requests"], forecast["verified_outcomes"]) == (2.0, 1.0)
-    assert forecast["cost"] == pytest.approx(12.5, abs=0.2)
-    assert forecast["cost_per_outcome"] == forecast["cost"]
+    assert forecast["gpu_cost"] == pytest.approx(12.5, abs=0.2)
+    assert forecast["cost_per_outcome"] == forecast["total_cost"] > forecast["gpu_cost"]
     tenant = _tenant(report, "forecast")
     # productive = the busy hours of the job that made it: 2 GPUs x ~1 h
     assert tenant["productive_gpu_hours"] == pytest.approx(2.0, abs=0.05)
@@ -141,9 +146,10 @@ def test_missing_telemetry_is_unknown_not_idle(read: tuple[CostInputs, CostRepor
 
 
 def test_a_fixed_number_of_requests(read: tuple[CostInputs, CostReport, GpuaasSettings]) -> None:
-    """5 PromQL range queries (the fallback probe; GPU hours observed, busy; serving; Kueue) + 1 OpenCost request
-    + 2 Kubernetes lists (RayClusters, Workloads; one page each)."""
-    assert read[0].queries == 8
+    """6 PromQL range queries (the fallback probe; GPU hours observed, busy; serving; Kueue; when the batch
+    services' pods were last seen) + 1 OpenCost request + 3 Kubernetes lists (RayClusters, running pods,
+    Workloads; one page each)."""
+    assert read[0].queries == 10
 
 
 def test_opencost_api_down_falls_back_to_its_metrics(fleet: EmbeddedCluster,
@@ -152,11 +158,14 @@ def test_opencost_api_down_falls_back_to_its_metrics(fleet: EmbeddedCluster,
     inputs = read_cost_inputs(settings, fleet.clock.now(), WINDOW_S)
     report = build_cost_report(inputs, settings.policy)
     assert any("OpenCost allocation API did not answer" in n for n in report.notes)
-    api = {t["tenant"]: t["cost"] for t in read[1].tenants}
-    # the API charges pod records, the metrics 60 s samples: up to one step per pod apart (vision
-    # ran ~18 short jobs in the window: 18 x 4 GPUs x 1/60 h x $4 = $4.8 at most on $170)
-    assert {t["tenant"]: t["cost"] for t in report.tenants} == pytest.approx(api, rel=0.03)
-    assert inputs.queries == 5 + 1 + 1 + 2  # the failed API request and the metrics query
+    # both sources give both costs with one meaning: GPU cost, and the total with CPU and RAM
+    for column in ("gpu_cost", "total_cost"):
+        api = {t["tenant"]: t[column] for t in read[1].tenants}
+        # the API charges pod records, the metrics 60 s samples: up to one step per pod apart (vision
+        # ran ~18 short jobs in the window: 18 x 4 GPUs x 1/60 h x $4 = $4.8 at most on $170)
+        assert {t["tenant"]: t[column] for t in report.tenants} == pytest.approx(api, rel=0.03)
+    assert all(t["total_cost"] > t["gpu_cost"] for t in report.tenants if t["gpu_cost"])
+    assert inputs.queries == 6 + 1 + 1 + 3  # the failed API request and the metrics query
 
 
 @pytest.fixture(scope="module")
@@ -189,7 +198,7 @@ def test_missing_opencost_means_cost_unknown_with_the_funnel(no_opencost_prometh
                report.notes)
     assert "Kubernetes API not configured (GPUAAS_KUBECONFIG or GPUAAS_IN_CLUSTER)" in report.notes
     team_a, team_b = report.tenants
-    assert team_a["busy_gpu_hours"] == pytest.approx(2.0, abs=0.05) and team_a["cost"] is None
+    assert team_a["busy_gpu_hours"] == pytest.approx(2.0, abs=0.05) and team_a["total_cost"] is None
     assert team_b["idle_gpu_hours"] == pytest.approx(1.0, abs=0.02) and team_b["waste_cost"] is None
     assert all(t["cost_per_outcome"] is None for t in report.tenants)
 
@@ -229,7 +238,7 @@ def test_real_opencost_metrics_capture(vllm_prometheus: PrometheusServer) -> Non
     assert inputs.costs is not None
     assert sorted(zip(inputs.costs["namespace"], inputs.costs["pod"])) == [("namespace1", "pod1"),
                                                                             ("namespace1", "pod2")]
-    assert inputs.costs["gpu_hours"].sum() == 0 and inputs.costs["cost"].sum() == 0
+    assert inputs.costs["gpu_hours"].sum() == 0 and inputs.costs["gpu_cost"].sum() == 0
 
 
 @pytest.mark.parametrize(("model", "requests", "fraction"), [
@@ -281,16 +290,18 @@ def test_real_opencost_allocation_captures(capture: str) -> None:
     rows = allocation_rows(frame, start, 86400, 1)
     named = frame[~frame["name"].str.startswith("__") & (frame["namespace"] != "")]
     assert len(rows) == len(named) > 0
-    assert rows["cost"].sum() == pytest.approx(named["total_cost"].sum())
+    assert rows["total_cost"].sum() == pytest.approx(named["total_cost"].sum())
+    assert rows["gpu_cost"].sum() == pytest.approx(named["gpu_cost"].fillna(0).sum())
     assert set(rows["day"]) == {0}
 
 
 def test_replicas_needed_unknown_without_capacity(read: tuple[CostInputs, CostReport, GpuaasSettings]) -> None:
     """The default policy names no sweep and the store holds no load test: replicas needed is null, with
-    the reason; the forecast is still the busiest period's mean rate (one period: requests / 7,200 s)."""
+    the reason; the forecast is still there: the p95 of the 5-minute rate plus 20 % headroom, above the mean."""
     chat = _service(read[1], "llm-chat")
     assert chat["replicas_needed"] is None and chat["per_replica_rps"] is None and chat["capacity_source"] is None
-    assert chat["forecast_rps"] == pytest.approx(chat["requests"] / WINDOW_S, rel=1e-5)
+    assert chat["peak_rps"] >= chat["requests"] / WINDOW_S
+    assert chat["forecast_rps"] == pytest.approx(1.2 * chat["peak_rps"], rel=1e-5)
     assert ("service llm-chat: replicas needed unknown: no capacity sweep in the policy and no load test of it in "
             "the store") in read[1].notes
     assert _service(read[1], "forecast")["replicas_needed"] is None  # batch: not a serving capacity
@@ -298,8 +309,8 @@ def test_replicas_needed_unknown_without_capacity(read: tuple[CostInputs, CostRe
 
 def test_replicas_needed_from_the_policys_sweep(fleet: EmbeddedCluster, tmp_path: Path) -> None:
     """llm-abort's sweep (2 replicas): p95 0.5 / 0.9 / 1.6 / 2.4 s at 1 / 2 / 3 / 4 rps, SLO 2 s -> 3 rps
-    sustainable, 1.5 rps per replica. Forecast: 4 req/s constant (aborts are load too) -> ceil(4 / 1.5) = 3
-    replicas. The sweep file was written an hour before the window's end: age 3,600 s. A sweep that never
+    sustainable, 1.5 rps per replica. Forecast: 4 req/s constant (aborts are load too), its p95 too, plus
+    20 % headroom: 4.8 -> ceil(4.8 / 1.5) = 4 replicas. The sweep file was written an hour before the window's end: age 3,600 s. A sweep that never
     meets the SLO (llm-chat's: 3 s at its lowest rate) leaves replicas null, with the reason."""
     (tmp_path / "abort.csv").write_text("rate_rps,replicas,gpus,latency_p95_s\n1,2,2,0.5\n2,2,2,0.9\n3,2,2,1.6\n"
                                         "4,2,2,2.4\n")
@@ -315,13 +326,14 @@ def test_replicas_needed_from_the_policys_sweep(fleet: EmbeddedCluster, tmp_path
     settings = cost_settings(fleet, policy_file=tmp_path / "policy.yaml")
     report = build_cost_report(read_cost_inputs(settings, end, WINDOW_S), settings.policy)
     abort = _service(report, "llm-abort")
-    assert abort["forecast_rps"] == pytest.approx(4.0, abs=0.02)
-    assert (abort["per_replica_rps"], abort["replicas_needed"]) == (1.5, 3)
+    assert abort["peak_rps"] == pytest.approx(4.0, abs=0.05)
+    assert abort["forecast_rps"] == pytest.approx(4.8, abs=0.06)
+    assert (abort["per_replica_rps"], abort["replicas_needed"]) == (1.5, 4)
     assert abort["capacity_source"] == f"sweep file {tmp_path / 'abort.csv'}"
     assert abort["capacity_age_s"] == pytest.approx(3600, abs=1)
-    assert next(r for r in service_rows(report) if r["service"] == "llm-abort")["replicas needed"].startswith("3 (")
+    assert next(r for r in service_rows(report) if r["service"] == "llm-abort")["replicas needed"].startswith("4 (")
     pushed = {m.name: m for m in cost_report_metrics(report)}["gpuaas_replicas_needed"]
-    assert pushed.samples == [(("llm-abort", "platform"), 3.0)]  # llm-chat: unknown, so absent (never 0)
+    assert pushed.samples == [(("llm-abort", "platform"), 4.0)]  # llm-chat: unknown, so absent (never 0)
     chat = _service(report, "llm-chat")
     assert chat["replicas_needed"] is None and chat["capacity_source"] == f"sweep file {tmp_path / 'chat.csv'}"
     assert any(n.startswith("service llm-chat: replicas needed unknown: its capacity (sweep file")

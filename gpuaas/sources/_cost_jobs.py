@@ -1,0 +1,142 @@
+"""The Kubernetes side of the cost report: finished and running Kueue Workloads, with their deadlines.
+
+A finished Workload is a batch outcome (its ``Finished`` condition, reason and time, and the
+deadline annotation of the Workload or of the job that owns it); an admitted, unfinished one is a
+job still running at the end of the window, whose hours are in progress. Each keeps its creation
+time: the attempt it belongs to. Running pods are mapped to the object that controls them through
+``ownerReferences``, so a job's pods are known without OpenCost's allocation API.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from gpuaas.errors import GpuaasError, NotFound
+from gpuaas.policies.outcomes import FinishedJob, RunningJob
+from gpuaas.settings import GpuaasSettings
+from gpuaas.sources._kube_client import KubeLister, make_api_client
+from gpuaas.sources._kube_kueue import parse_time
+from gpuaas.sources.kube import KUEUE_GROUP, KUEUE_VERSIONS
+
+__all__ = ["DEADLINE_ANNOTATION", "Jobs", "finished_jobs", "pod_owners", "read_jobs", "running_jobs"]
+
+DEADLINE_ANNOTATION = "gpuaas.io/deadline"
+_DEADLINE_OWNERS = (("RayCluster", "ray.io", "v1", "rayclusters"),)
+"""Batch job kinds whose deadline annotation is read when their Workload has none."""
+
+
+def finished_jobs(objs: Sequence[dict[str, Any]], owner_deadlines: dict[tuple[str, str, str], str] | None = None
+                  ) -> list[FinishedJob]:
+    """Kueue Workloads with ``Finished=True``: when, why, and the deadline annotation.
+
+    The deadline is read from the Workload, else from its owner (``owner_deadlines``, keyed by
+    namespace, kind, name): teams annotate the job they submit, and Kueue does not copy job
+    annotations onto the Workload it creates.
+    """
+    out = []
+    for obj in objs:
+        meta = obj.get("metadata") or {}
+        cond = next((c for c in (obj.get("status") or {}).get("conditions") or []
+                     if c.get("type") == "Finished" and c.get("status") == "True"), None)
+        finished_at = parse_time(cond.get("lastTransitionTime")) if cond else None
+        if cond is None or finished_at is None:
+            continue
+        refs = meta.get("ownerReferences") or []
+        owner = next((r for r in refs if r.get("controller")), refs[0] if refs else {})
+        text = (meta.get("annotations") or {}).get(DEADLINE_ANNOTATION) or (owner_deadlines or {}).get(
+            (str(meta.get("namespace", "")), str(owner.get("kind") or ""), str(owner.get("name") or "")))
+        try:
+            deadline = parse_time(text)
+        except ValueError:
+            deadline = None  # an unreadable deadline is no deadline: the job is judged on success alone
+        out.append(FinishedJob(
+            namespace=str(meta.get("namespace", "")), workload=str(meta.get("name", "")), uid=str(meta.get("uid", "")),
+            owner_kind=str(owner.get("kind") or "Workload"), owner_name=str(owner.get("name") or meta.get("name", "")),
+            finished_at=finished_at, reason=str(cond.get("reason", "")), deadline=deadline,
+            created_at=_created(meta)))
+    return out
+
+
+def _created(meta: dict[str, Any]) -> datetime | None:
+    try:
+        return parse_time(meta.get("creationTimestamp"))
+    except ValueError:
+        return None
+
+
+def running_jobs(objs: Sequence[dict[str, Any]]) -> list[RunningJob]:
+    """Kueue Workloads admitted (or holding quota) and not finished: jobs whose outcome is still to come."""
+    out = []
+    for obj in objs:
+        meta = obj.get("metadata") or {}
+        state = {c.get("type"): c.get("status") for c in (obj.get("status") or {}).get("conditions") or []}
+        if state.get("Finished") == "True" or "True" not in (state.get("Admitted"), state.get("QuotaReserved")):
+            continue
+        refs = meta.get("ownerReferences") or []
+        owner = next((r for r in refs if r.get("controller")), refs[0] if refs else {})
+        out.append(RunningJob(namespace=str(meta.get("namespace", "")), owner_kind=str(owner.get("kind") or "Workload"),
+                              owner_name=str(owner.get("name") or meta.get("name", "")), created_at=_created(meta)))
+    return out
+
+
+@dataclass
+class Jobs:
+    """What the Kubernetes API said about batch work: None for ``finished`` when it did not answer."""
+
+    finished: list[FinishedJob] | None = None
+    running: list[RunningJob] = field(default_factory=list)
+    pod_owners: dict[tuple[str, str], str] = field(default_factory=dict)
+    """(namespace, pod) of each running pod -> the name of the object that controls it (ownerReferences)."""
+    requests: int = 0
+    why: str | None = None
+
+
+def pod_owners(pods: Sequence[dict[str, Any]]) -> dict[tuple[str, str], str]:
+    """Each pod's controller by ``ownerReferences`` (a Job's or a RayCluster's pods name it directly)."""
+    out = {}
+    for pod in pods:
+        meta = pod.get("metadata") or {}
+        refs = meta.get("ownerReferences") or []
+        owner = next((r for r in refs if r.get("controller")), refs[0] if refs else None)
+        if owner and owner.get("name"):
+            out[(str(meta.get("namespace", "")), str(meta.get("name", "")))] = str(owner["name"])
+    return out
+
+
+def read_jobs(settings: GpuaasSettings) -> Jobs:
+    """Finished and running Kueue Workloads, the deadline owners and the running pods' owners (paginated
+    lists); the reason when the Kubernetes API is not configured or did not answer (batch outcomes are
+    then unknown)."""
+    if not (settings.kubeconfig or settings.in_cluster):
+        return Jobs(why="Kubernetes API not configured (GPUAAS_KUBECONFIG or GPUAAS_IN_CLUSTER)")
+    try:
+        api = make_api_client(settings)
+    except GpuaasError as exc:
+        return Jobs(why=f"Kubernetes API: {exc}")
+    lister = KubeLister(api, settings)
+    try:
+        deadlines: dict[tuple[str, str, str], str] = {}
+        for kind, group, version, plural in _DEADLINE_OWNERS:
+            try:
+                for obj in lister.custom_objects(group, version, plural):
+                    meta = obj.get("metadata") or {}
+                    if DEADLINE_ANNOTATION in (meta.get("annotations") or {}):
+                        deadlines[(str(meta.get("namespace", "")), kind, str(meta.get("name", "")))] = str(
+                            meta["annotations"][DEADLINE_ANNOTATION])
+            except NotFound:
+                continue
+        owners = pod_owners(lister.running_pods())
+        for version in KUEUE_VERSIONS:
+            try:
+                objs = lister.custom_objects(KUEUE_GROUP, version, "workloads")
+            except NotFound:
+                continue
+            return Jobs(finished_jobs(objs, deadlines), running_jobs(objs), owners, lister.requests)
+        return Jobs([], [], owners, lister.requests)
+    except GpuaasError as exc:
+        return Jobs(requests=lister.requests, why=f"Kubernetes API: {exc}")
+    finally:
+        api.close()

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import pandas as pd
 
@@ -52,7 +52,8 @@ class CohortDemand:
 
 def limits_of(policy: RebalancePolicy) -> QuotaLimits:
     return QuotaLimits(max_step_gpus=policy.max_step_gpus, max_step_percent=policy.max_step_percent,
-                       max_total_moved_gpus=policy.max_total_moved_gpus, hysteresis_gpus=policy.hysteresis_gpus)
+                       max_total_moved_gpus=policy.max_total_moved_gpus, hysteresis_gpus=policy.hysteresis_gpus,
+                       min_step_gpus=policy.min_step_gpus)
 
 
 def _hours(seconds: float) -> str:
@@ -194,8 +195,7 @@ def cohort_demands(snapshot: Snapshot, history: pd.DataFrame, policy: Policy, *,
         notes: list[str] = _unknown_flavor_notes(policy, {q for q, _ in nominal}, set(gpu["flavor"].astype(str)))
         little = history_s < rb.min_history_days * 86400
         if little:
-            limits = QuotaLimits(limits.max_step_gpus, limits.max_step_percent,
-                                 min(limits.max_total_moved_gpus, limits.max_step_gpus), limits.hysteresis_gpus)
+            limits = replace(limits, max_total_moved_gpus=min(limits.max_total_moved_gpus, limits.max_step_gpus))
             notes.append(f"only {_hours(history_s)} of history (less than min_history_days="
                          f"{rb.min_history_days:g}): planned from what there is, at most "
                          f"{limits.max_total_moved_gpus} GPUs moved in all")

@@ -12,24 +12,25 @@ The model, per cell (queue ``i``, flavor ``f``) with ``b`` the current nominal q
 
 * ``n`` integer new quota, ``n - b = inc - dec`` with ``inc, dec >= 0``;
 * the cohort's total per flavor is conserved: ``sum_i n = sum_i b``;
-* guarantees: ``n >= guaranteed``: a queue below its guarantee must be raised to it (or the
-  instance is infeasible, and the error says which queue and which limit stops it);
-* steps: ``inc, dec <= min(max_step_gpus, floor(b * max_step_percent / 100))``;
-* all moves together: ``sum inc <= max_total_moved_gpus`` (the sum of the gains; by conservation
-  it equals the sum of the losses);
-* hysteresis: a change is zero or at least ``hysteresis_gpus`` (binaries ``u, v`` with
-  ``h*u <= inc <= step*u``, ``h*v <= dec <= step*v``, ``u + v <= 1``), modelled only when it can bind
-  (``hysteresis_gpus >= 2``: integer quotas make a smaller bound hold by itself);
-* no reversal: a queue whose net change of the last ``no_reversal_days`` is positive does not lose
-  that flavor, one whose change is negative does not gain it;
-* shortfall ``s >= demand - n``, ``s >= 0``.
+* steps: ``inc, dec <= step`` with ``step = min(max_step_gpus, max(min_step_gpus,
+  floor(max(b, guaranteed) * max_step_percent / 100)))``. The absolute minimum is what lets a
+  queue at 0 or 1 GPU gain at all: a step that is only a share of the quota stays 0 there, and a
+  team shrunk during a quiet week would be held down for good;
+* guarantees: a queue at or above its guarantee never goes below it; a queue below it is raised
+  as far as tonight's limits allow (the gap is minimised first, see ``_quota_milp``), the rest the
+  following nights, and the rest of the cohort is planned meanwhile;
+* all moves together: ``sum inc <= max_total_moved_gpus``;
+* hysteresis: a change is zero or at least ``hysteresis_gpus``;
+* no reversal: a queue whose net change of the last ``no_reversal_days`` is positive loses that
+  flavor only down to its demand, one whose change is negative gains it only up to its demand.
+  Moving back toward the demand is recovery, not flapping; moving past it would be.
+
+The objective, lexicographic: the smallest guarantee gap; then the smallest shortfall cost, a
+convex piecewise-linear cost of each queue's shortfall ratio times its weight (``segment_cost``),
+so scarce GPUs are shared by weight when every queue is short; then the fewest GPUs moved, which
+is what stops flapping (when demand is met as well as it can be, staying put wins).
 
 The matrix form and the solver calls are in ``_quota_milp``.
-
-The objective is lexicographic and solved in two passes: first the smallest weighted shortfall
-``sum weight * s``; then, with that value held (to a relative 1e-9), the fewest GPUs moved
-(``sum inc``). The second pass is what stops flapping: when demand is already met as well as it
-can be, staying put moves zero GPUs and wins.
 """
 
 from __future__ import annotations
@@ -41,8 +42,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from gpuaas.errors import ConfigError, PolicyError
-from gpuaas.policies._quota_milp import solve_lexicographic
-from gpuaas.policies._quota_reasons import Cell, explain_infeasible, reasons_for
+from gpuaas.policies._quota_milp import segment_cost, solve_lexicographic
+from gpuaas.policies._quota_reasons import Cell, reasons_for
 
 __all__ = [
     "QueueDemand",
@@ -52,6 +53,7 @@ __all__ = [
     "QuotaPlanInfeasible",
     "plan_quotas",
     "plan_to_dict",
+    "step_of",
     "validate_quota_input",
 ]
 
@@ -65,6 +67,8 @@ class QuotaLimits:
     max_step_percent: float
     max_total_moved_gpus: int
     hysteresis_gpus: int
+    min_step_gpus: int = 0
+    """The step any queue may take whatever its size (capped by ``max_step_gpus``): lets a queue at 0 gain."""
 
 
 @dataclass(frozen=True)
@@ -110,15 +114,20 @@ class QuotaPlan:
     weighted_shortfall: float
     solve_seconds: float
     weighted_shortfall_before: float = 0.0
+    shortfall_cost: float = 0.0
+    """The objective (``segment_cost`` summed): never above ``shortfall_cost_before``."""
+    shortfall_cost_before: float = 0.0
+    unmet_guarantees: list[str] = field(default_factory=list)
+    """Queues still below their guarantee after the plan, in words (reached over the next runs)."""
 
 
 class QuotaPlanInfeasible(PolicyError):
-    """No quota assignment meets every constraint; the message says which ones collide."""
+    """The solver found no assignment (staying put always is one, so this means a solver fault)."""
 
 
 def validate_quota_input(queues: Sequence[QueueDemand], limits: QuotaLimits) -> None:
     """Refuse contradictory input with a ConfigError naming the field (``queues[1].demand.h100``)."""
-    for name in ("max_step_gpus", "max_total_moved_gpus", "hysteresis_gpus"):
+    for name in ("max_step_gpus", "max_total_moved_gpus", "hysteresis_gpus", "min_step_gpus"):
         value = getattr(limits, name)
         if not isinstance(value, int) or isinstance(value, bool) or value < 0:
             raise ConfigError(f"must be a whole number >= 0, got {value!r}", field=f"limits.{name}")
@@ -177,32 +186,39 @@ def _whole(value: Any, queue: str, where: str) -> None:
         raise ConfigError(f"queue {queue!r}: must be a whole number >= 0, got {value!r}", field=where)
 
 
+def step_of(before: int, guaranteed: int, limits: QuotaLimits) -> int:
+    """The most one queue's quota of one flavor may move in one plan (see the module docstring)."""
+    relative = math.floor(max(before, guaranteed) * limits.max_step_percent / 100 + 1e-9)
+    return min(limits.max_step_gpus, max(limits.min_step_gpus, relative))
+
+
 def _cells(queues: Sequence[QueueDemand], limits: QuotaLimits) -> list[Cell]:
     cells: list[Cell] = []
     for q in queues:
         for flavor, before in q.nominal.items():
-            step = min(limits.max_step_gpus, math.floor(before * limits.max_step_percent / 100 + 1e-9))
+            guaranteed = q.guaranteed.get(flavor, 0)
+            step = step_of(before, guaranteed, limits)
             recent = q.recent_change.get(flavor, 0)
+            demand = float(q.demand.get(flavor, 0.0))
+            wanted = math.ceil(demand - 1e-9)
             cells.append(Cell(
-                queue=q.name, flavor=flavor, before=before, demand=float(q.demand.get(flavor, 0.0)),
-                guaranteed=q.guaranteed.get(flavor, 0), weight=float(q.weight), recent=recent, step=step,
-                step_up=0 if recent < 0 else step, step_down=0 if recent > 0 else step,
+                queue=q.name, flavor=flavor, before=before, demand=demand,
+                guaranteed=guaranteed, weight=float(q.weight), recent=recent, step=step,
+                step_up=min(step, max(0, wanted - before)) if recent < 0 else step,
+                step_down=min(step, max(0, before - wanted)) if recent > 0 else step,
                 evidence=q.evidence.get(flavor, ""),
             ))
     return cells
 
 
 def plan_quotas(queues: Sequence[QueueDemand], limits: QuotaLimits) -> QuotaPlan:
-    """The lexicographically best plan (weighted shortfall, then GPUs moved) under the limits."""
+    """The lexicographically best plan (guarantee gap, shortfall cost, GPUs moved) under the limits."""
     validate_quota_input(queues, limits)
     started = time.perf_counter()
     cells = _cells(queues, limits)
-    problem = explain_infeasible(cells, limits, solved=False)
-    if problem:
-        raise QuotaPlanInfeasible(problem)
     after = solve_lexicographic(cells, limits.hysteresis_gpus, limits.max_total_moved_gpus)
     if after is None:
-        raise QuotaPlanInfeasible(explain_infeasible(cells, limits, solved=True))
+        raise QuotaPlanInfeasible("the quota model has no solution although staying put is one; nothing applied")
     elapsed = time.perf_counter() - started
     reasons = reasons_for(cells, after, limits)
     changes = [QuotaChange(c.queue, c.flavor, c.before, a, r) for c, a, r in zip(cells, after, reasons)]
@@ -216,6 +232,10 @@ def plan_quotas(queues: Sequence[QueueDemand], limits: QuotaLimits) -> QuotaPlan
         weighted_shortfall=sum(c.weight * max(0.0, c.demand - a) for c, a in zip(cells, after)),
         solve_seconds=elapsed,
         weighted_shortfall_before=sum(c.weight * max(0.0, c.demand - c.before) for c in cells),
+        shortfall_cost=sum(segment_cost(c.demand, c.weight, a) for c, a in zip(cells, after)),
+        shortfall_cost_before=sum(segment_cost(c.demand, c.weight, c.before) for c in cells),
+        unmet_guarantees=[f"{c.queue} {c.flavor}: {a} of guaranteed {c.guaranteed} (+{c.step_up} a run at most)"
+                          for c, a in zip(cells, after) if a < c.guaranteed],
     )
 
 
@@ -227,5 +247,6 @@ def plan_to_dict(plan: QuotaPlan) -> dict[str, Any]:
         "moved_gpus": plan.moved_gpus,
         "shortfall": plan.shortfall,
         "weighted_shortfall": plan.weighted_shortfall,
+        "unmet_guarantees": plan.unmet_guarantees,
         "solve_seconds": round(plan.solve_seconds, 4),
     }

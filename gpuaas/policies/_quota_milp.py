@@ -1,16 +1,22 @@
 """The quota planner's MILP: the model of ``gpuaas.policies.quotas`` in matrix form, and its passes.
 
 Variables per cell (queue, flavor) with current quota ``b``: ``inc``, ``dec`` integers in
-``[0, step]`` (the new quota is ``b + inc - dec``); the shortfall split into ``SEGMENTS`` pieces
-``s_k`` of ``demand / SEGMENTS`` each (continuous); the guarantee gap ``e`` in ``[0, g - b]``
+``[0, step]`` (the new quota is ``b + inc - dec``); the shortfall in two tiers (the part of the
+demand within the queue's weighted share of the cohort, ``owed``, and the rest), each split into
+``SEGMENTS`` pieces of a tenth of that tier (continuous); the guarantee gap ``e`` in ``[0, g - b]``
 where a guarantee is above the quota; and, only where hysteresis can bind (``hysteresis_gpus >=
 2``), binaries ``u``/``v`` with ``h*u <= inc <= step*u``, ``h*v <= dec <= step*v``, ``u + v <= 1``.
 
-Why segments: the k-th piece of a queue's shortfall (the k-th tenth of its demand left unserved)
-costs ``weight * k`` per GPU, so the cost is convex in the shortfall ratio and a GPU goes where
-the weighted ratio is highest. A linear cost is flat between two short queues, and a plan that
-then moves nothing wins the tie: when every queue is short, the scarce GPUs would stay frozen
-where they are. The pieces make the plan share them by weight (ratios within one piece).
+Why segments: the k-th piece of a tier's shortfall costs ``weight * k`` per GPU, so the cost is
+convex in the shortfall ratio and a GPU goes where the weighted ratio is highest. A linear cost
+is flat between two short queues, and a plan that then moves nothing wins the tie: when every
+queue is short, the scarce GPUs would stay frozen where they are.
+
+Why two tiers: a GPU short of a queue's share (``capacity * weight / sum of weights``, up to its
+demand) costs more than any GPU short beyond a share (``OWED`` times the heaviest slope). So a
+queue that asks for the whole cohort cannot pull a queue below its share while that queue uses
+it; only what a queue does not need of its share is lent. This is max-min fairness by weight,
+and it is what keeps the worst-off tenant no worse than under static quotas of the same shares.
 
 Why the guarantee is a gap to minimise and not a hard bound: a guarantee the steps cannot reach
 tonight, or that the other queues cannot fund, would make the whole cohort's plan infeasible,
@@ -36,7 +42,7 @@ from scipy.sparse import coo_matrix
 from gpuaas.errors import PolicyError
 from gpuaas.policies._quota_reasons import Cell
 
-__all__ = ["SEGMENTS", "segment_cost", "solve_lexicographic"]
+__all__ = ["SEGMENTS", "owed_multiplier", "segment_cost", "solve_lexicographic"]
 
 SEGMENTS = 10
 """Pieces of the shortfall cost: ratios of short queues end up within 1/SEGMENTS of each other (by weight)."""
@@ -48,20 +54,31 @@ _HOLD = 1e-9
 _TIME_LIMIT_SECONDS = 120.0
 
 
-def segment_cost(demand: float, weight: float, quota: float) -> float:
-    """The shortfall cost of one cell at ``quota``: the k-th ``demand/SEGMENTS`` short costs ``weight*k`` a GPU."""
-    short = max(0.0, demand - quota)
-    if short <= 0 or demand <= 0:
+def owed_multiplier(weights: Sequence[float]) -> float:
+    """How much more a GPU short of a share costs than one beyond it: above the dearest beyond-share slope."""
+    return SEGMENTS * max(weights) / min(weights) + 1.0 if weights else 1.0
+
+
+def _tier_cost(size: float, short: float, slope: float) -> float:
+    if short <= 0 or size <= 0:
         return 0.0
-    width = demand / SEGMENTS
-    cost = 0.0
+    width, cost = size / SEGMENTS, 0.0
     for k in range(1, SEGMENTS + 1):
         piece = min(width, short)
-        cost += weight * k * piece
+        cost += slope * k * piece
         short -= piece
         if short <= 1e-12:
             break
     return cost
+
+
+def segment_cost(demand: float, weight: float, quota: float, share: float, owed: float) -> float:
+    """One cell's shortfall cost at ``quota``: the beyond-share tier short first, then the owed tier."""
+    within = min(demand, share)
+    short = max(0.0, demand - quota)
+    beyond_short = min(short, demand - within)
+    return (_tier_cost(demand - within, beyond_short, weight)
+            + _tier_cost(within, short - beyond_short, weight * owed))
 
 
 class _Rows:
@@ -94,13 +111,16 @@ def solve_lexicographic(cells: Sequence[Cell], hysteresis: int, max_total_moved:
     k = len(cells)
     binaries = hysteresis >= 2
     inc_, dec_, e_, s_ = 0, k, 2 * k, 3 * k
-    u_ = s_ + SEGMENTS * k
+    o_ = s_ + SEGMENTS * k
+    u_ = o_ + SEGMENTS * k
     v_ = u_ + k
     nvars = v_ + k if binaries else u_
     before = np.array([c.before for c in cells], dtype=float)
     demand = np.array([c.demand for c in cells], dtype=float)
     weight = np.array([c.weight for c in cells], dtype=float)
     guaranteed = np.array([c.guaranteed for c in cells], dtype=float)
+    within = np.minimum(demand, np.array([c.share for c in cells], dtype=float))
+    owed = owed_multiplier([c.weight for c in cells])
     up = np.array([c.step_up for c in cells], dtype=float)
     down = np.minimum(np.array([c.step_down for c in cells], dtype=float), np.maximum(0.0, before - guaranteed))
     if binaries:
@@ -113,7 +133,8 @@ def solve_lexicographic(cells: Sequence[Cell], hysteresis: int, max_total_moved:
     ub[dec_:dec_ + k] = down
     ub[e_:e_ + k] = np.maximum(0.0, guaranteed - before)
     for j in range(SEGMENTS):
-        ub[s_ + j * k:s_ + (j + 1) * k] = demand / SEGMENTS
+        ub[s_ + j * k:s_ + (j + 1) * k] = (demand - within) / SEGMENTS
+        ub[o_ + j * k:o_ + (j + 1) * k] = within / SEGMENTS
     integrality = np.zeros(nvars)
     integrality[inc_:e_] = 1
     if binaries:
@@ -125,8 +146,8 @@ def solve_lexicographic(cells: Sequence[Cell], hysteresis: int, max_total_moved:
     h = float(hysteresis)
     for i in range(k):
         if demand[i] > before[i] - down[i]:
-            rows.add([(s_ + j * k + i, 1.0) for j in range(SEGMENTS)] + [(inc_ + i, 1.0), (dec_ + i, -1.0)],
-                     demand[i] - before[i], np.inf)
+            rows.add([(s_ + j * k + i, 1.0) for j in range(SEGMENTS)] + [(o_ + j * k + i, 1.0) for j in range(SEGMENTS)]
+                     + [(inc_ + i, 1.0), (dec_ + i, -1.0)], demand[i] - before[i], np.inf)
         if guaranteed[i] > before[i]:
             rows.add([(inc_ + i, 1.0), (dec_ + i, -1.0), (e_ + i, 1.0)], guaranteed[i] - before[i], np.inf)
         if binaries:
@@ -159,13 +180,13 @@ def solve_lexicographic(cells: Sequence[Cell], hysteresis: int, max_total_moved:
     shortfall_cost = np.zeros(nvars)
     for j in range(SEGMENTS):
         shortfall_cost[s_ + j * k:s_ + (j + 1) * k] = weight * (j + 1)
+        shortfall_cost[o_ + j * k:o_ + (j + 1) * k] = weight * (j + 1) * owed
     first = _milp(shortfall_cost, integrality, bounds, rows, _GAP)
     if first.status == 2:
         return None
     x = first.x
     best = float(np.dot(shortfall_cost, x))
-    rows.add([(s_ + j * k + i, shortfall_cost[s_ + j * k + i]) for j in range(SEGMENTS) for i in range(k)],
-             -np.inf, best + _HOLD * max(1.0, abs(best)))
+    rows.add([(col, shortfall_cost[col]) for col in range(s_, u_)], -np.inf, best + _HOLD * max(1.0, abs(best)))
     moved_cost = np.zeros(nvars)
     moved_cost[inc_:inc_ + k] = 1.0
     moved = float(np.round(x[inc_:inc_ + k]).sum())

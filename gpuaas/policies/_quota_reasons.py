@@ -43,6 +43,8 @@ class Cell:
     step_up: int
     step_down: int
     evidence: str = ""
+    share: float = 0.0
+    """The queue's weighted share of the flavor's GPUs in the cohort: shortfall within it is owed first."""
 
     @property
     def floor(self) -> int:

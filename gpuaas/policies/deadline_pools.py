@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import pandas as pd
 
@@ -45,6 +45,8 @@ class PoolProblem:
     jobs: tuple[DeadlineJob, ...]
     too_big: tuple[str, ...] = ()
     notes: tuple[str, ...] = ()
+    uncontrolled: tuple[str, ...] = ()
+    """Pending Workloads of the pool the plan cannot place (no run time): Kueue may admit them into any gap."""
 
 
 @dataclass(frozen=True)
@@ -100,6 +102,7 @@ def deadline_problems(snapshot: Snapshot, gpu_resources: Sequence[str] = ("nvidi
     now = pd.Timestamp(snapshot.collected_at)
     pools: dict[tuple[str, str], list[tuple[DeadlineJob | None, str, float | None]]] = {}
     notes: dict[tuple[str, str], list[str]] = {}
+    blind: dict[tuple[str, str], list[str]] = {}
     for wl in wls[wls["gpus"] > 0].itertuples(index=False):
         ref = f"{wl.namespace}/{wl.name}"
         holding = wl.state in _HOLDING
@@ -122,13 +125,31 @@ def deadline_problems(snapshot: Snapshot, gpu_resources: Sequence[str] = ("nvidi
         if holding:
             since = _seconds_until(now, wl.admitted_at)
             ran = max(0.0, -since) if since is not None else 0.0
-            job = DeadlineJob(ref, gpus, runtime if runtime is not None else math.inf, deadline, flavor, ran)
+            duration = runtime if runtime is not None else math.inf
+            if runtime is not None and ran >= runtime:
+                duration = ran + overrun_buffer(runtime)
+                notes.setdefault(key, []).append(
+                    f"{ref} has run {ran / 60:.0f} min, past its expected {runtime / 60:.0f} min: planned to hold its "
+                    f"GPUs {overrun_buffer(runtime) / 60:.0f} min more")
+            job = DeadlineJob(ref, gpus, duration, deadline, flavor, ran)
             pools.setdefault(key, []).append((job, ref, runtime))
         elif runtime is not None:
             pools.setdefault(key, []).append((DeadlineJob(ref, gpus, runtime, deadline, flavor), ref, runtime))
+        else:
+            blind.setdefault(key, []).append(ref)
     # Every pool, with or without deadlines: "0 extra GPUs" is a signal too (a node-pool scaler that
     # hears nothing for a pool must not scale it down on silence, nor keep it up forever).
-    return [_problem(key, caps[key], pools.get(key, []), notes.get(key, [])) for key in sorted(caps)]
+    return [replace(_problem(key, caps[key], pools.get(key, []), notes.get(key, [])),
+                    uncontrolled=tuple(blind.get(key, []))) for key in sorted(caps)]
+
+
+def overrun_buffer(runtime: float) -> float:
+    """How much longer a job past its expected run time is assumed to hold its GPUs: half of it, at least 30 min.
+
+    Why not drop it from the plan: it still holds its GPUs, and a plan that counts them free
+    schedules an urgent job into GPUs that are not there.
+    """
+    return max(0.5 * runtime, 1800.0)
 
 
 def _problem(key: tuple[str, str], cap: int, entries: list[tuple[DeadlineJob | None, str, float | None]],

@@ -15,19 +15,22 @@ The model, per cell (queue ``i``, flavor ``f``) with ``b`` the current nominal q
 * steps: ``inc, dec <= step`` with ``step = min(max_step_gpus, max(min_step_gpus,
   floor(max(b, guaranteed) * max_step_percent / 100)))``. The absolute minimum is what lets a
   queue at 0 or 1 GPU gain at all: a step that is only a share of the quota stays 0 there, and a
-  team shrunk during a quiet week would be held down for good;
+  team shrunk during a quiet week would be held down for good. Back to its weighted share the
+  step is no limit (``share_steps``): lent quota returns in one plan;
 * guarantees: a queue at or above its guarantee never goes below it; a queue below it is raised
   as far as tonight's limits allow (the gap is minimised first, see ``_quota_milp``), the rest the
   following nights, and the rest of the cohort is planned meanwhile;
 * all moves together: ``sum inc <= max_total_moved_gpus``;
 * hysteresis: a change is zero or at least ``hysteresis_gpus``;
 * no reversal: a queue whose net change of the last ``no_reversal_days`` is positive loses that
-  flavor only down to its demand, one whose change is negative gains it only up to its demand.
-  Moving back toward the demand is recovery, not flapping; moving past it would be.
+  flavor only down to its demand (or its share, if lower), one whose change is negative gains it
+  only up to its demand. Moving back toward the demand is recovery, not flapping; past it would be.
 
 The objective, lexicographic: the smallest guarantee gap; then the smallest shortfall cost, a
 convex piecewise-linear cost of each queue's shortfall ratio times its weight (``segment_cost``),
-so scarce GPUs are shared by weight when every queue is short; then the fewest GPUs moved, which
+in two tiers: demand within the queue's weighted share of the cohort first, the rest after. So
+scarce GPUs are shared by weight when every queue is short, and a queue that asks for the whole
+cohort cannot take a queue's share while that queue uses it; then the fewest GPUs moved, which
 is what stops flapping (when demand is met as well as it can be, staying put wins).
 
 The matrix form and the solver calls are in ``_quota_milp``.
@@ -42,7 +45,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from gpuaas.errors import ConfigError, PolicyError
-from gpuaas.policies._quota_milp import segment_cost, solve_lexicographic
+from gpuaas.policies._quota_milp import owed_multiplier, segment_cost, solve_lexicographic
 from gpuaas.policies._quota_reasons import Cell, reasons_for
 
 __all__ = [
@@ -53,6 +56,8 @@ __all__ = [
     "QuotaPlanInfeasible",
     "plan_quotas",
     "plan_to_dict",
+    "share_steps",
+    "shares",
     "step_of",
     "validate_quota_input",
 ]
@@ -192,23 +197,54 @@ def step_of(before: int, guaranteed: int, limits: QuotaLimits) -> int:
     return min(limits.max_step_gpus, max(limits.min_step_gpus, relative))
 
 
+def shares(queues: Sequence[QueueDemand]) -> dict[tuple[str, str], float]:
+    """(queue, flavor) -> the flavor's GPUs in the cohort times the queue's weight over the weights of its holders."""
+    out: dict[tuple[str, str], float] = {}
+    for flavor in {f for q in queues for f in q.nominal}:
+        holders = [q for q in queues if flavor in q.nominal]
+        total, weights = sum(q.nominal[flavor] for q in holders), sum(q.weight for q in holders)
+        for q in holders:
+            out[(q.name, flavor)] = total * q.weight / weights
+    return out
+
+
 def _cells(queues: Sequence[QueueDemand], limits: QuotaLimits) -> list[Cell]:
     cells: list[Cell] = []
+    share = shares(queues)
     for q in queues:
         for flavor, before in q.nominal.items():
             guaranteed = q.guaranteed.get(flavor, 0)
             step = step_of(before, guaranteed, limits)
             recent = q.recent_change.get(flavor, 0)
             demand = float(q.demand.get(flavor, 0.0))
-            wanted = math.ceil(demand - 1e-9)
+            up, down = share_steps(before, demand, share[(q.name, flavor)], recent, step)
             cells.append(Cell(
                 queue=q.name, flavor=flavor, before=before, demand=demand,
                 guaranteed=guaranteed, weight=float(q.weight), recent=recent, step=step,
-                step_up=min(step, max(0, wanted - before)) if recent < 0 else step,
-                step_down=min(step, max(0, before - wanted)) if recent > 0 else step,
-                evidence=q.evidence.get(flavor, ""),
+                step_up=up, step_down=down,
+                evidence=q.evidence.get(flavor, ""), share=share[(q.name, flavor)],
             ))
     return cells
+
+
+def share_steps(before: int, demand: float, share: float, recent: int, step: int) -> tuple[int, int]:
+    """(most GPUs gained, most lost) in one plan, after the share and no-reversal rules.
+
+    A queue below its share whose demand is above its quota may regain up to the smaller of the
+    two in one plan, and a queue above its share may give down to it in one plan: what a queue
+    lent while it did not need it comes back the night its demand returns, not step by step over
+    a week while its jobs wait. No reversal: after a recent loss a queue gains only up to its
+    demand; after a recent gain it loses only down to its demand or its share, whichever is lower.
+    """
+    wanted = math.ceil(demand - 1e-9)
+    owed = math.floor(share + 1e-9)
+    up = max(step, min(wanted, owed) - before)
+    down = max(step, before - owed)
+    if recent < 0:
+        up = min(up, max(0, wanted - before))
+    if recent > 0:
+        down = min(down, max(0, before - min(wanted, owed)))
+    return up, down
 
 
 def plan_quotas(queues: Sequence[QueueDemand], limits: QuotaLimits) -> QuotaPlan:
@@ -220,6 +256,7 @@ def plan_quotas(queues: Sequence[QueueDemand], limits: QuotaLimits) -> QuotaPlan
     if after is None:
         raise QuotaPlanInfeasible("the quota model has no solution although staying put is one; nothing applied")
     elapsed = time.perf_counter() - started
+    owed = owed_multiplier([c.weight for c in cells])
     reasons = reasons_for(cells, after, limits)
     changes = [QuotaChange(c.queue, c.flavor, c.before, a, r) for c, a, r in zip(cells, after, reasons)]
     shortfall: dict[str, dict[str, float]] = {}
@@ -232,8 +269,8 @@ def plan_quotas(queues: Sequence[QueueDemand], limits: QuotaLimits) -> QuotaPlan
         weighted_shortfall=sum(c.weight * max(0.0, c.demand - a) for c, a in zip(cells, after)),
         solve_seconds=elapsed,
         weighted_shortfall_before=sum(c.weight * max(0.0, c.demand - c.before) for c in cells),
-        shortfall_cost=sum(segment_cost(c.demand, c.weight, a) for c, a in zip(cells, after)),
-        shortfall_cost_before=sum(segment_cost(c.demand, c.weight, c.before) for c in cells),
+        shortfall_cost=sum(segment_cost(c.demand, c.weight, a, c.share, owed) for c, a in zip(cells, after)),
+        shortfall_cost_before=sum(segment_cost(c.demand, c.weight, c.before, c.share, owed) for c in cells),
         unmet_guarantees=[f"{c.queue} {c.flavor}: {a} of guaranteed {c.guaranteed} (+{c.step_up} a run at most)"
                           for c, a in zip(cells, after) if a < c.guaranteed],
     )

@@ -66,3 +66,14 @@ def test_pools_capacity_and_who_is_planned_where() -> None:
 def test_a_pool_without_deadlines_still_reports_zero() -> None:
     [pool, *_] = plan_pools(deadline_problems(snapshot([wl("best", "pending", 1, deadline_in=None)])))
     assert pool.plan.extra_gpus == {pool.problem.flavor: 0} and pool.at_risk_count == 0
+
+
+def test_a_job_running_past_its_estimate_keeps_its_gpus_in_the_plan() -> None:
+    """Expected 1 h, running for 2 h: planned to hold its GPUs half its estimate (30 min) more, not dropped."""
+    snap = snapshot([wl("late", "admitted", 2, flavor="h100", admitted_ago=7200, deadline_in=None),
+                     wl("no-runtime", "pending", 2, runtime=None)])
+    h100 = {(p.cohort, p.flavor): p for p in deadline_problems(snap)}[("c", "h100")]
+    [late] = h100.jobs
+    assert late.running_for == 7200 and late.duration == 7200 + 1800
+    assert any("past its expected 60 min" in n for n in h100.notes)
+    assert h100.uncontrolled == ("ns/no-runtime",)

@@ -7,7 +7,8 @@ Four configurations on the same jobs and the same total GPUs:
   (Kueue's answer);
 * ``rebalanced_isolated`` / ``rebalanced_cohort``: each of those with the rebalance flow's nightly
   demand formula and planner, under the policy's ``rebalance`` settings (the defaults, or
-  ``--policy``), on the replay's own history (see ``_nightly``).
+  ``--policy``), on the replay's own history (see ``_nightly``). Tenants the policy does not name
+  get a weight proportional to their static quota (``with_share_weights``).
 
 Quotas: Philly tenants (the ``cluster`` column) get ``nodes x 8`` GPUs from the Helios VC table;
 ITP files are one tenant each with their mean GPU demand; ``--quotas`` overrides either. Jobs
@@ -30,13 +31,13 @@ from typing import Any
 from gpuaas._yaml import read_yaml
 from gpuaas.errors import ConfigError
 from gpuaas.policies.quota_demand import limits_of
-from gpuaas.policy import Policy
+from gpuaas.policy import Policy, Tenant
 
 from ..traces import TraceJob, read_itp, read_philly
 from ._engine import Configuration, QuotaReplay
 from ._report import summarise
 
-__all__ = ["CONFIGURATIONS", "load_jobs", "load_quotas", "replay_rebalance"]
+__all__ = ["CONFIGURATIONS", "load_jobs", "load_quotas", "replay_rebalance", "with_share_weights"]
 
 CONFIGURATIONS = (
     Configuration("static_isolated", cohort=False, rebalance=False),
@@ -102,6 +103,20 @@ def load_quotas(jobs: list[TraceJob], trace_format: str, traces: Sequence[Path],
     return {tenant: max(1, math.ceil(gpu_s / max(span, 1.0))) for tenant, gpu_s in sorted(demand.items())}
 
 
+def with_share_weights(policy: Policy, quotas: dict[str, int]) -> Policy:
+    """The policy, plus a tenant per trace tenant it does not name, weighted by its static quota.
+
+    Why: the planner shares a cohort by weight, and static quotas are the shares the replay compares
+    against; an operator moving from static quotas gives each team the weight of its old quota.
+    Tenants the policy names keep their own settings.
+    """
+    named = {q for t in policy.tenants for q in t.cluster_queues}
+    mean = sum(quotas.values()) / max(1, len(quotas))
+    extra = [Tenant(name=t, cluster_queues=[t], weight=max(gpus, 1) / max(mean, 1.0))
+             for t, gpus in sorted(quotas.items()) if t not in named]
+    return policy.model_copy(update={"tenants": [*policy.tenants, *extra]}) if extra else policy
+
+
 def replay_rebalance(traces: Sequence[Path], trace_format: str, *, quotas_file: Path | None = None,
                      days: float | None = None, configurations: Sequence[Configuration] = CONFIGURATIONS,
                      policy: Policy | None = None, progress: Callable[[str], None] | None = None) -> dict[str, Any]:
@@ -114,7 +129,7 @@ def replay_rebalance(traces: Sequence[Path], trace_format: str, *, quotas_file: 
     quotas = {t: g for t, g in quotas.items() if t in tenants}
     if not kept:
         raise ConfigError("no job fits its tenant's quota", field="--quotas")
-    policy = policy or Policy()
+    policy = with_share_weights(policy or Policy(), quotas)
     results: dict[str, Any] = {}
     for config in configurations:
         results[config.name] = summarise(QuotaReplay(kept, quotas, config, policy=policy, progress=progress).run())

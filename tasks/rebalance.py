@@ -69,7 +69,7 @@ def plan_cohorts(settings: GpuaasSettings, snapshot: Snapshot, history: pd.DataF
         except (ConfigError, PolicyError) as exc:
             out.append(CohortOutcome(d.cohort, d, None, error=str(exc), result="no plan"))
             continue
-        out.append(CohortOutcome(d.cohort, d, plan, flags=borrowing_flags(d, plan)))
+        out.append(CohortOutcome(d.cohort, d, plan, flags=borrowing_flags(d, plan) + plan.notes))
     return out
 
 

@@ -55,6 +55,7 @@ __all__ = [
     "QuotaPlan",
     "QuotaPlanInfeasible",
     "plan_quotas",
+    "overloaded",
     "plan_to_dict",
     "share_steps",
     "shares",
@@ -124,6 +125,8 @@ class QuotaPlan:
     shortfall_cost_before: float = 0.0
     unmet_guarantees: list[str] = field(default_factory=list)
     """Queues still below their guarantee after the plan, in words (reached over the next runs)."""
+    notes: list[str] = field(default_factory=list)
+    """What the operator should know: a flavor where every queue wants more than its share."""
 
 
 class QuotaPlanInfeasible(PolicyError):
@@ -273,7 +276,25 @@ def plan_quotas(queues: Sequence[QueueDemand], limits: QuotaLimits) -> QuotaPlan
         shortfall_cost_before=sum(segment_cost(c.demand, c.weight, c.before, c.share, owed) for c in cells),
         unmet_guarantees=[f"{c.queue} {c.flavor}: {a} of guaranteed {c.guaranteed} (+{c.step_up} a run at most)"
                           for c, a in zip(cells, after) if a < c.guaranteed],
+        notes=overloaded(cells),
     )
+
+
+def overloaded(cells: Sequence[Cell]) -> list[str]:
+    """One sentence per flavor where every queue wants at least its share: no quota move can help there.
+
+    Each queue then keeps (or gets back) its share and nothing more can be given, so the honest
+    answer is more GPUs; the deadline plan's extra GPUs is the signal that says how many.
+    """
+    out = []
+    for flavor in sorted({c.flavor for c in cells}):
+        members = [c for c in cells if c.flavor == flavor]
+        total, wanted = sum(c.before for c in members), sum(c.demand for c in members)
+        if len(members) > 1 and wanted > total and all(c.demand >= c.share - 1e-9 for c in members):
+            out.append(f"{flavor}: every queue wants at least its share ({wanted:g} GPUs wanted of {total}): moving "
+                       "quota cannot help; more GPUs can (see the deadline plan's extra GPUs, "
+                       "gpuaas_extra_gpus_needed)")
+    return out
 
 
 def plan_to_dict(plan: QuotaPlan) -> dict[str, Any]:
@@ -285,5 +306,6 @@ def plan_to_dict(plan: QuotaPlan) -> dict[str, Any]:
         "shortfall": plan.shortfall,
         "weighted_shortfall": plan.weighted_shortfall,
         "unmet_guarantees": plan.unmet_guarantees,
+        "notes": plan.notes,
         "solve_seconds": round(plan.solve_seconds, 4),
     }

@@ -261,6 +261,8 @@ def test_when_every_queue_is_short_the_gpus_are_shared_instead_of_frozen() -> No
     queues = [QueueDemand("a", {"a100": 10}, {"a100": 20}), QueueDemand("b", {"a100": 4}, {"a100": 20})]
     plan = plan_quotas(queues, QuotaLimits(8, 100, 32, 1))
     assert after(plan) == {("a", "a100"): 7, ("b", "a100"): 7}
+    assert plan.notes == ["a100: every queue wants at least its share (40 GPUs wanted of 14): moving quota cannot "
+                          "help; more GPUs can (see the deadline plan's extra GPUs, gpuaas_extra_gpus_needed)"]
 
 
 def test_weights_decide_who_gets_the_scarce_quota() -> None:
@@ -278,6 +280,7 @@ def test_a_queue_that_asks_for_everything_cannot_take_a_share_in_use() -> None:
     # greedy wants the whole cohort; modest uses its 10 (its share) exactly: nothing moves.
     queues = [QueueDemand("greedy", {"a100": 10}, {"a100": 20}), QueueDemand("modest", {"a100": 10}, {"a100": 10})]
     assert plan_quotas(queues, QuotaLimits(8, 100, 32, 1)).moved_gpus == 0
+    assert plan_quotas(queues, QuotaLimits(8, 100, 32, 1)).notes[0].startswith("a100: every queue wants")
     # modest needs 6 of its 10: 4 are lent.
     queues[1] = replace(queues[1], demand={"a100": 6})
     assert after(plan_quotas(queues, QuotaLimits(8, 100, 32, 1)))[("greedy", "a100")] == 14

@@ -11,10 +11,10 @@ the deadline GPUs per queue, the audit log's recent net changes and the policy g
     demand   = min(reachable, max(held + pending, GPUs the deadline planner needs for this queue))
 
 Why the caps: demand is what the queue asks for, and a queue can ask for anything. A pending
-Workload bigger than anything its queue could ever be admitted (``reachable``: its nominal quota
-plus what the other queues of the cohort may lend it, within its borrowingLimit) will never run
-whatever the plan; it is named in the notes and left out of the pending GPUs, now and in the
-median. The demand of a cell never exceeds what the queue can reach either. Without these, one
+Workload bigger than anything its queue could ever be admitted (``reachable``: all of its
+cohort's quota of the flavor) will never run whatever the plan; it is named in the notes and
+left out of the pending GPUs, now and in the median. The demand of a cell never exceeds the
+cohort's capacity either. Without these, one
 10,000-GPU Workload that never runs moves quota to a team that uses 4.
 
 The deadline need is the deadline planner's minimum for the queue's own deadline jobs
@@ -67,7 +67,7 @@ class CohortDemand:
 def limits_of(policy: RebalancePolicy) -> QuotaLimits:
     return QuotaLimits(max_step_gpus=policy.max_step_gpus, max_step_percent=policy.max_step_percent,
                        max_total_moved_gpus=policy.max_total_moved_gpus, hysteresis_gpus=policy.hysteresis_gpus,
-                       min_step_gpus=policy.min_step_gpus)
+                       min_step_gpus=policy.min_step_gpus, lend_reserve=policy.lend_reserve)
 
 
 def pending_demand(median: float, now: float, oldest_wait_s: float, policy: RebalancePolicy) -> float:
@@ -81,38 +81,16 @@ def cell_demand(held: float, pending: float, deadline_need: float, reachable: fl
 
 
 def reachable_gpus(rows: pd.DataFrame) -> dict[Cell, float]:
-    """(queue, flavor) -> the most GPUs of that flavor the queue could ever hold in its cohort.
+    """(queue, flavor) -> the most GPUs of that flavor the queue could ever be admitted: the cohort's total.
 
-    Its nominal quota plus what each other queue may lend (its nominal, or its lendingLimit when
-    set), capped by its own borrowingLimit when set. A Cohort object's own quota and parent
-    cohorts are not counted: the figure is a lower bound there (a safe one for capping demand).
+    Why the total and not today's reach (nominal plus borrowing): the rebalance itself moves
+    nominal quota, and with it the borrowing reach; what no plan can ever give a queue is more than
+    all of its cohort's quota of the flavor.
     """
-    out: dict[Cell, float] = {}
-    cells = list(rows.itertuples(index=False))
-    for flavor in {str(r.flavor) for r in cells}:
-        mine = [r for r in cells if str(r.flavor) == flavor]
-        lend = {str(r.cluster_queue): _lendable(r) for r in mine}
-        total = sum(lend.values())
-        for r in mine:
-            queue = str(r.cluster_queue)
-            reach = float(r.nominal) + total - lend[queue]
-            limit = _number(getattr(r, "borrowing_limit", None))
-            if limit is not None:
-                reach = min(reach, float(r.nominal) + limit)
-            out[(queue, flavor)] = out.get((queue, flavor), 0.0) + reach
-    return out
-
-
-def _number(value: object) -> float | None:
-    if value is None or not isinstance(value, int | float) or math.isnan(float(value)):
-        return None
-    return float(value)
-
-
-def _lendable(row: object) -> float:
-    nominal = float(getattr(row, "nominal", 0.0))
-    limit = _number(getattr(row, "lending_limit", None))
-    return nominal if limit is None else min(nominal, limit)
+    totals: dict[str, float] = {}
+    for r in rows.itertuples(index=False):
+        totals[str(r.flavor)] = totals.get(str(r.flavor), 0.0) + float(r.nominal)
+    return {(str(r.cluster_queue), str(r.flavor)): totals[str(r.flavor)] for r in rows.itertuples(index=False)}
 
 
 def _never_admissible(snapshot: Snapshot, reach: Mapping[Cell, float]) -> dict[str, list[tuple[str, float]]]:

@@ -75,6 +75,9 @@ class QuotaLimits:
     hysteresis_gpus: int
     min_step_gpus: int = 0
     """The step any queue may take whatever its size (capped by ``max_step_gpus``): lets a queue at 0 gain."""
+    lend_reserve: float = 0.0
+    """Share of a queue's unused share it keeps (not lent): demand below the share counts as
+    ``demand + lend_reserve * (share - demand)``. A lender's next burst waits for a night; this is its cushion."""
 
 
 @dataclass(frozen=True)
@@ -139,6 +142,8 @@ def validate_quota_input(queues: Sequence[QueueDemand], limits: QuotaLimits) -> 
         value = getattr(limits, name)
         if not isinstance(value, int) or isinstance(value, bool) or value < 0:
             raise ConfigError(f"must be a whole number >= 0, got {value!r}", field=f"limits.{name}")
+    if not (isinstance(limits.lend_reserve, int | float) and 0 <= limits.lend_reserve <= 1):
+        raise ConfigError(f"must be a number from 0 to 1, got {limits.lend_reserve!r}", field="limits.lend_reserve")
     if not (isinstance(limits.max_step_percent, int | float) and limits.max_step_percent >= 0):
         raise ConfigError(f"must be a number >= 0, got {limits.max_step_percent!r}", field="limits.max_step_percent")
     if not queues:
@@ -220,6 +225,8 @@ def _cells(queues: Sequence[QueueDemand], limits: QuotaLimits) -> list[Cell]:
             step = step_of(before, guaranteed, limits)
             recent = q.recent_change.get(flavor, 0)
             demand = float(q.demand.get(flavor, 0.0))
+            if demand < share[(q.name, flavor)]:
+                demand += limits.lend_reserve * (share[(q.name, flavor)] - demand)
             up, down = share_steps(before, demand, share[(q.name, flavor)], recent, step)
             cells.append(Cell(
                 queue=q.name, flavor=flavor, before=before, demand=demand,

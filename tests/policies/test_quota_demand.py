@@ -150,15 +150,14 @@ def test_a_never_admissible_workload_is_named_and_not_counted() -> None:
                             "ns/huge (10000 GPUs); not counted as demand"]
 
 
-def test_demand_is_capped_at_what_the_queue_can_reach() -> None:
-    # b lends at most 4 (lendingLimit) and a may borrow at most 6: a reaches min(16 + 4, 16 + 6) = 20.
+def test_demand_is_capped_at_the_cohorts_capacity() -> None:
+    # a holds 16 and 30 GPUs wait (each Workload fits the cohort's 32): demand 46, capped at 32.
     quotas = [("a", "c", "h100", 16, 16.0), ("b", "c", "h100", 16, 0.0)]
     snap = snapshot(quotas, {"a": (30.0, 3 * 3600.0)}, [pending("a", f"w{i}", 5.0) for i in range(6)])
-    snap.quotas.loc[1, "lending_limit"] = 4.0
-    snap.quotas.loc[0, "borrowing_limit"] = 6.0
     [cohort] = cohort_demands(snap, history(full("a", "h100", 16) + full("b", "h100", 0)), Policy())
     a = cohort.queues[0]
-    assert a.demand == {"h100": 20.0} and "capped at the 20 GPUs it can reach" in a.evidence["h100"]
+    assert a.demand == {"h100": 32.0} and "capped at the 32 GPUs it can reach" in a.evidence["h100"]
+    assert cohort.notes == []
 
 
 def test_a_tenant_in_two_cohorts_is_owed_its_guarantee_once() -> None:

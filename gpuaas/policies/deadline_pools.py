@@ -47,6 +47,8 @@ class PoolProblem:
     notes: tuple[str, ...] = ()
     uncontrolled: tuple[str, ...] = ()
     """Pending Workloads of the pool the plan cannot place (no run time): Kueue may admit them into any gap."""
+    inexact: tuple[str, ...] = ()
+    """Why one number of GPUs does not model what each queue of the pool can reach (then the plan is not exact)."""
 
 
 @dataclass(frozen=True)
@@ -81,6 +83,28 @@ def _capacities(snapshot: Snapshot, gpu_resources: Sequence[str]) -> tuple[dict[
     return caps, first
 
 
+def _limited(snapshot: Snapshot, gpu_resources: Sequence[str]) -> dict[tuple[str, str], list[str]]:
+    """(pool, flavor) -> the queues whose borrowingLimit or lendingLimit splits the pool's GPUs.
+
+    Why: the plan treats a cohort's GPUs as one pool that any of its queues may fill, which is what
+    Kueue does only without limits; with them a job may not reach GPUs the plan counts on, so the
+    plan is not exact there and holds nothing.
+    """
+    quotas = snapshot.quotas
+    out: dict[tuple[str, str], list[str]] = {}
+    if quotas.empty or not {"borrowing_limit", "lending_limit"} <= set(quotas.columns):
+        return out
+    gpu = quotas[quotas["resource"].isin(list(gpu_resources))]
+    for row in gpu.itertuples(index=False):
+        limits = [f"{name} {float(value):g}" for name, value in (("borrowingLimit", row.borrowing_limit),
+                                                                  ("lendingLimit", row.lending_limit))
+                  if value is not None and not pd.isna(value)]
+        if limits and isinstance(row.cohort, str) and row.cohort:
+            key = (_pool_key(row.cohort, row.cluster_queue), str(row.flavor))
+            out.setdefault(key, []).append(f"{row.cluster_queue} has {', '.join(limits)}")
+    return out
+
+
 def _held(wl: object) -> bool:
     """Deactivated by gpuaas's own deadline hold: still queued work as far as the plan goes."""
     value = getattr(wl, "deadline_hold", None)
@@ -98,7 +122,8 @@ def deadline_problems(snapshot: Snapshot, gpu_resources: Sequence[str] = ("nvidi
     caps, first_flavor = _capacities(snapshot, gpu_resources)
     wls = snapshot.workloads
     if wls.empty or "deadline_at" not in wls:
-        return [_problem(key, caps[key], [], []) for key in sorted(caps)]
+        limited = _limited(snapshot, gpu_resources)
+        return [replace(_problem(key, caps[key], [], []), inexact=_inexact(limited.get(key, []))) for key in sorted(caps)]
     now = pd.Timestamp(snapshot.collected_at)
     pools: dict[tuple[str, str], list[tuple[DeadlineJob | None, str, float | None]]] = {}
     notes: dict[tuple[str, str], list[str]] = {}
@@ -139,8 +164,17 @@ def deadline_problems(snapshot: Snapshot, gpu_resources: Sequence[str] = ("nvidi
             blind.setdefault(key, []).append(ref)
     # Every pool, with or without deadlines: "0 extra GPUs" is a signal too (a node-pool scaler that
     # hears nothing for a pool must not scale it down on silence, nor keep it up forever).
+    limited = _limited(snapshot, gpu_resources)
     return [replace(_problem(key, caps[key], pools.get(key, []), notes.get(key, [])),
-                    uncontrolled=tuple(blind.get(key, []))) for key in sorted(caps)]
+                    uncontrolled=tuple(blind.get(key, [])), inexact=_inexact(limited.get(key, [])))
+            for key in sorted(caps)]
+
+
+def _inexact(limited: list[str]) -> tuple[str, ...]:
+    if not limited:
+        return ()
+    return (f"{'; '.join(limited)}: the pool's GPUs are not one pool every queue may fill, so the plan is "
+            "not exact and holds nothing",)
 
 
 def overrun_buffer(runtime: float) -> float:
@@ -183,5 +217,7 @@ def plan_pools(problems: Sequence[PoolProblem], limits: MilpLimits | None = None
     out = []
     for problem in problems:
         plan = plan_deadlines({problem.flavor: problem.capacity}, problem.jobs, limits=limits)
+        if problem.inexact:
+            plan = replace(plan, exact=False, messages=[*plan.messages, *problem.inexact])
         out.append(PoolPlan(problem, plan, missed=tuple(plan.missed) + problem.too_big))
     return out

@@ -77,3 +77,16 @@ def test_a_job_running_past_its_estimate_keeps_its_gpus_in_the_plan() -> None:
     assert late.running_for == 7200 and late.duration == 7200 + 1800
     assert any("past its expected 60 min" in n for n in h100.notes)
     assert h100.uncontrolled == ("ns/no-runtime",)
+
+
+def test_a_pool_split_by_borrowing_or_lending_limits_is_planned_but_not_exact() -> None:
+    snap = snapshot([wl("due", "pending", 2)])
+    quotas = snap.quotas.copy()
+    quotas["borrowing_limit"] = None
+    quotas["lending_limit"] = None
+    quotas.loc[1, "lending_limit"] = 1.0  # cq-b lends at most 1 of its 4 h100
+    snap = Snapshot(collected_at=NOW, windows_minutes=(30.0,), sources={}, workloads=snap.workloads, quotas=quotas)
+    pools = {(p.problem.cohort, p.problem.flavor): p for p in plan_pools(deadline_problems(snap))}
+    h100, a100 = pools[("c", "h100")], pools[("c", "a100")]
+    assert not h100.plan.exact and "cq-b has lendingLimit 1" in h100.plan.messages[-1]
+    assert a100.plan.exact  # no limit on a100

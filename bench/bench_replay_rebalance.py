@@ -1,7 +1,8 @@
 """Wall time and the four rows of ``gpuaas replay rebalance`` on the full Philly trace.
 
-Run: ``python bench/bench_replay_rebalance.py [TRACE_DIR] [--demand-percentile P ...]``
-(default: ``../shared/fixtures/traces`` next to the repository; percentiles default to 100).
+Run: ``python bench/bench_replay_rebalance.py [TRACE_DIR] [--usage-percentile P ...]``
+(default: ``../shared/fixtures/traces`` next to the repository; percentiles default to the
+policy's ``rebalance.usage_percentile``, the one the flow runs with).
 Four replays, each timed: Philly (82,229 jobs, 109 days) at the Helios VC sizes (2,816 GPUs);
 the same jobs at half and a quarter of those quotas (1,408 and 704 GPUs: every job still fits
 its tenant), where the cohort has to reclaim; and the five ITP clusters, one tenant each at its
@@ -19,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from gpuaas.cluster.quota_replay import replay_rebalance
+from gpuaas.policy import Policy, RebalancePolicy
 
 DEFAULT = Path(__file__).resolve().parents[1] / ".." / "shared" / "fixtures" / "traces"
 FIELDS = ("avg_queue_s", "p95_queue_s", "worst_tenant_p95_queue_s", "deadline_satisfaction", "gpu_allocation_ratio",
@@ -47,13 +49,14 @@ def timed(title: str, **kwargs: Any) -> None:
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("traces", nargs="?", type=Path, default=DEFAULT)
-    parser.add_argument("--demand-percentile", type=float, action="append")
+    parser.add_argument("--usage-percentile", type=float, action="append")
     args = parser.parse_args()
     philly = args.traces / "philly" / "philly_jobs_pollux.csv"
     itp = sorted((args.traces / "microsoft-itp-elasticflow").glob("cluster*.csv"))
-    for pct in args.demand_percentile or [100.0]:
+    for pct in args.usage_percentile or [RebalancePolicy().usage_percentile]:
+        policy = Policy(rebalance=RebalancePolicy(usage_percentile=pct))
         timed(f"Philly, Helios VC quotas, demand p{pct:g}", traces=[philly], trace_format="philly",
-              demand_percentile=pct)
+              policy=policy)
         for share, label in ((2, "half"), (1, "a quarter of")):
             with tempfile.TemporaryDirectory() as tmp:
                 with (args.traces / "philly" / "philly_vc_nodes_helios.csv").open(newline="") as handle:
@@ -61,9 +64,9 @@ def main() -> None:
                 quotas = Path(tmp) / "scaled.yaml"
                 quotas.write_text("".join(f"'{vc}': {gpus}\n" for vc, gpus in scaled.items()), encoding="utf-8")
                 timed(f"Philly, {label} the Helios VC quotas, demand p{pct:g}", traces=[philly],
-                      trace_format="philly", quotas_file=quotas, demand_percentile=pct)
+                      trace_format="philly", quotas_file=quotas, policy=policy)
         timed(f"ITP, five clusters at their mean demand, demand p{pct:g}", traces=itp, trace_format="itp",
-              demand_percentile=pct)
+              policy=policy)
 
 
 if __name__ == "__main__":

@@ -88,19 +88,22 @@ def _limited(snapshot: Snapshot, gpu_resources: Sequence[str]) -> dict[tuple[str
 
     Why: the plan treats a cohort's GPUs as one pool that any of its queues may fill, which is what
     Kueue does only without limits; with them a job may not reach GPUs the plan counts on, so the
-    plan is not exact there and holds nothing.
+    plan is not exact there and holds nothing. A cohort of one queue is its nominal quota either way.
     """
     quotas = snapshot.quotas
     out: dict[tuple[str, str], list[str]] = {}
     if quotas.empty or not {"borrowing_limit", "lending_limit"} <= set(quotas.columns):
         return out
     gpu = quotas[quotas["resource"].isin(list(gpu_resources))]
+    members: dict[tuple[str, str], set[str]] = {}
+    for row in gpu.itertuples(index=False):
+        members.setdefault((_pool_key(row.cohort, row.cluster_queue), str(row.flavor)), set()).add(str(row.cluster_queue))
     for row in gpu.itertuples(index=False):
         limits = [f"{name} {float(value):g}" for name, value in (("borrowingLimit", row.borrowing_limit),
                                                                   ("lendingLimit", row.lending_limit))
                   if value is not None and not pd.isna(value)]
-        if limits and isinstance(row.cohort, str) and row.cohort:
-            key = (_pool_key(row.cohort, row.cluster_queue), str(row.flavor))
+        key = (_pool_key(row.cohort, row.cluster_queue), str(row.flavor))
+        if limits and isinstance(row.cohort, str) and row.cohort and len(members[key]) > 1:
             out.setdefault(key, []).append(f"{row.cluster_queue} has {', '.join(limits)}")
     return out
 

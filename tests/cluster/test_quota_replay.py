@@ -151,3 +151,15 @@ def test_the_replays_night_plans_what_the_rebalance_flow_plans_on_the_same_state
     flowed = plan_quotas(cohort.queues, cohort.limits)
     assert {c.queue: c.after for c in flowed.changes} == replayed.quotas
     assert replayed.moved_gpus == flowed.moved_gpus > 0
+
+
+def test_a_bad_policy_file_is_one_line_naming_file_and_field(tmp_path: Path,
+                                                             slice_runs: tuple[list[Path], Path, dict[str, ReplayRun]]
+                                                             ) -> None:
+    traces, quotas, _ = slice_runs
+    bad = tmp_path / "policy.yaml"
+    bad.write_text("rebalance:\n  min_step_gpus: -1\n", encoding="utf-8")
+    result = runner.invoke(app, ["replay", "rebalance", "--trace", str(traces[0]), "--trace-format", "itp",
+                                 "--quotas", str(quotas), "--policy", str(bad), "--format", "json"])
+    assert result.exit_code == 1 and "Traceback" not in result.output
+    assert str(bad) in result.stderr and "rebalance.min_step_gpus" in result.stderr

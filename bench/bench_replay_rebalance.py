@@ -1,8 +1,9 @@
 """Wall time and the four rows of ``gpuaas replay rebalance`` on the full Philly trace.
 
-Run: ``python -m bench.bench_replay_rebalance [TRACE_DIR] [--demand-percentile P ...] [--smoke]``
-(default: ``../shared/fixtures/traces`` next to the repository; percentiles default to 100; ``--smoke``:
-the smallest ITP cluster alone).
+Run: ``python -m bench.bench_replay_rebalance [TRACE_DIR] [--usage-percentile P ...] [--smoke]``
+(default: ``../shared/fixtures/traces`` next to the repository; percentiles default to the
+policy's ``rebalance.usage_percentile``, the one the flow runs with; ``--smoke``: the smallest ITP
+cluster alone).
 Four replays, each timed: Philly (82,229 jobs, 109 days) at the Helios VC sizes (2,816 GPUs);
 the same jobs at half and a quarter of those quotas (1,408 and 704 GPUs: every job still fits
 its tenant), where the cohort has to reclaim; and the five ITP clusters, one tenant each at its
@@ -20,6 +21,7 @@ from typing import Any
 
 from bench._run import TRACES, headline, parser, run
 from gpuaas.cluster.quota_replay import replay_rebalance
+from gpuaas.policy import Policy, RebalancePolicy
 
 DEFAULT = TRACES
 FIELDS = ("avg_queue_s", "p95_queue_s", "worst_tenant_p95_queue_s", "deadline_satisfaction", "gpu_allocation_ratio",
@@ -50,7 +52,7 @@ def timed(title: str, **kwargs: Any) -> float:
 def main(argv: list[str]) -> int:
     cli = parser(__doc__)
     cli.add_argument("traces", nargs="?", type=Path, default=DEFAULT)
-    cli.add_argument("--demand-percentile", type=float, action="append")
+    cli.add_argument("--usage-percentile", type=float, action="append")
     args = cli.parse_args(argv)
     philly = args.traces / "philly" / "philly_jobs_pollux.csv"
     itp = sorted((args.traces / "microsoft-itp-elasticflow").glob("cluster*.csv"))
@@ -62,9 +64,10 @@ def main(argv: list[str]) -> int:
         headline(f"{smallest.name}: four configurations in {seconds:.1f} s")
         return 0
     philly_s = 0.0
-    for pct in args.demand_percentile or [100.0]:
+    for pct in args.usage_percentile or [RebalancePolicy().usage_percentile]:
+        policy = Policy(rebalance=RebalancePolicy(usage_percentile=pct))
         philly_s = timed(f"Philly, Helios VC quotas, demand p{pct:g}", traces=[philly], trace_format="philly",
-                         demand_percentile=pct)
+                         policy=policy)
         for share, label in ((2, "half"), (1, "a quarter of")):
             with tempfile.TemporaryDirectory() as tmp:
                 with (args.traces / "philly" / "philly_vc_nodes_helios.csv").open(newline="") as handle:
@@ -72,9 +75,9 @@ def main(argv: list[str]) -> int:
                 quotas = Path(tmp) / "scaled.yaml"
                 quotas.write_text("".join(f"'{vc}': {gpus}\n" for vc, gpus in scaled.items()), encoding="utf-8")
                 timed(f"Philly, {label} the Helios VC quotas, demand p{pct:g}", traces=[philly],
-                      trace_format="philly", quotas_file=quotas, demand_percentile=pct)
+                      trace_format="philly", quotas_file=quotas, policy=policy)
         timed(f"ITP, five clusters at their mean demand, demand p{pct:g}", traces=itp, trace_format="itp",
-              demand_percentile=pct)
+              policy=policy)
     headline(f"Philly (82,229 jobs) at the Helios VC quotas: four configurations in {philly_s:.1f} s")
     return 0
 

@@ -202,7 +202,11 @@ class RebalancePolicy(_Model):
     """The history window demand is computed over."""
     usage_percentile: Annotated[float, Field(gt=0, le=100)] = 90
     max_step_percent: Annotated[float, Field(ge=0)] = 50
-    """... and no more than this share of its current quota."""
+    """... and no more than this share of its current quota (or of its guarantee, when that is larger)."""
+    min_step_gpus: Gpus = 2
+    """... but always this many (within max_step_gpus): a queue at 0 or 1 GPU can gain again."""
+    lend_reserve: Annotated[float, Field(ge=0, le=1)] = 0.0
+    """Share of a queue's unused weighted share it keeps instead of lending (its cushion until the next night)."""
     no_reversal_days: Annotated[float, Field(ge=0)] = 7
     """A queue does not move against its own net change of this many days."""
     pending_wait_minutes: Annotated[float, Field(ge=0)] = 30

@@ -54,11 +54,15 @@ def push_deadline_metrics(settings: GpuaasSettings, pools: list[PoolPlan]) -> in
 
 @task(name="release-due-holds", cache_policy=NO_CACHE, **IO_TASK_OPTIONS)
 def release_due_holds(settings: GpuaasSettings, now: datetime) -> list[NudgeResult]:
-    """From the API alone (no snapshot, no plan): a run that fails later has already released."""
+    """From the API alone (no snapshot, no plan): a run that fails later has already released.
+
+    Listed and patched at the Kueue version the cluster serves (v1beta2, else v1beta1), the one
+    the writer negotiates: a cluster on v1beta1 only must get its holds released too.
+    """
     api = make_api_client(settings)
     try:
-        workloads = KubeLister(api, settings).custom_objects(KUEUE_GROUP, "v1beta2", "workloads")
         with store_and_writer(settings, api_client=api) as (store, writer):
+            workloads = KubeLister(api, settings).custom_objects(KUEUE_GROUP, writer.kueue_version(), "workloads")
             return release_due(workloads, store, writer, now, flow_run_id=current_run_id())
     finally:
         api.close()

@@ -14,6 +14,7 @@ from gpuaas.errors import ConfigError, PolicyError
 from gpuaas.models import Snapshot
 from gpuaas.policies.deadline_pools import PoolPlan
 from gpuaas.policies.quota_demand import cohort_demands, deadline_gpus_per_queue
+from gpuaas.policies.quota_resources import binding_resources
 from gpuaas.policies.quotas import plan_quotas
 from gpuaas.policy import Mode
 from gpuaas.pushgateway import push_metrics
@@ -69,7 +70,11 @@ def plan_cohorts(settings: GpuaasSettings, snapshot: Snapshot, history: pd.DataF
         except (ConfigError, PolicyError) as exc:
             out.append(CohortOutcome(d.cohort, d, None, error=str(exc), result="no plan"))
             continue
-        out.append(CohortOutcome(d.cohort, d, plan, flags=borrowing_flags(d, plan)))
+        binding = binding_resources(snapshot.quotas, plan.changes, GPU_RESOURCES)
+        if binding:
+            out.append(CohortOutcome(d.cohort, d, None, error="; ".join(binding), result="no plan"))
+            continue
+        out.append(CohortOutcome(d.cohort, d, plan, flags=borrowing_flags(d, plan) + plan.notes))
     return out
 
 

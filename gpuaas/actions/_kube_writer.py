@@ -54,6 +54,10 @@ class KubeWriter:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
+    def kueue_version(self) -> str:
+        """The Kueue API version this writer reads and writes (negotiated once): for callers that list too."""
+        return self._served_kueue_version()
+
     def _served_kueue_version(self) -> str:
         """The first of ``KUEUE_VERSIONS`` that discovery lists (asked once per writer)."""
         if self._kueue_version is None:

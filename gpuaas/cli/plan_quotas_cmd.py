@@ -33,6 +33,7 @@ class _Limits(_Strict):
     max_step_percent: Annotated[_Number, Field(ge=0)]
     max_total_moved_gpus: _Whole
     hysteresis_gpus: _Whole = 1
+    min_step_gpus: _Whole = 0
 
 
 class _Queue(_Strict):

@@ -26,22 +26,26 @@ def deadlines(
     trace: Annotated[Path, typer.Option("--trace", help="Trace CSV with deadlines (ElasticFlow's ITP columns).")],
     gpus: Annotated[int, typer.Option("--gpus", min=1, help="GPUs of the one ClusterQueue both runs share.")],
     trace_format: Annotated[TraceFormat, typer.Option("--trace-format", help="Trace layout.")] = TraceFormat.itp,
+    runtime_estimate: Annotated[str, typer.Option(
+        "--runtime-estimate", help="What the planner is told: exact, factor:F or lognormal:SIGMA.")] = "exact",
+    seed: Annotated[int, typer.Option("--seed", help="Seed of the lognormal estimate error.")] = 0,
     format: Annotated[OutputFormat, typer.Option("--format", help="Output format.")] = OutputFormat.table,
 ) -> None:
     """Replay the trace through Kueue twice (FIFO, then with the plan's holds); print deadlines met."""
-    from gpuaas.cluster.deadline_replay import replay_deadlines
+    from gpuaas.cluster.deadline_replay import estimate_runtimes, replay_deadlines
     from gpuaas.cluster.traces import read_itp
     from reports._format import duration
 
     try:
         jobs = read_itp(trace)
+        estimates = None if runtime_estimate == "exact" else estimate_runtimes(jobs, runtime_estimate, seed)
         fifo = replay_deadlines(jobs, gpus, planned=False)
-        planned = replay_deadlines(jobs, gpus, planned=True)
+        planned = replay_deadlines(jobs, gpus, planned=True, estimates=estimates)
     except GpuaasError as exc:
         raise fail(str(exc)) from exc
     runs = {"fifo": fifo.to_dict(), "planned": planned.to_dict()}
     if format is OutputFormat.json:
-        print_json({"gpus": gpus, **runs})
+        print_json({"gpus": gpus, "runtime_estimate": runtime_estimate, "seed": seed, **runs})
         return
     headers = ("run", "jobs", "with deadline", "met", "satisfaction", "hopeless", "avg JCT", "p95 queue", "allocated")
     rows = [[run, r["jobs"], r["deadline_jobs"], r["met"], f"{r['deadline_satisfaction']:.3f}", r["hopeless"],

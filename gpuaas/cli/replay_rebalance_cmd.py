@@ -14,9 +14,9 @@ from typing import Annotated, Any
 import typer
 
 from gpuaas.cli._common import OutputFormat, err_console, fail, print_json, print_table
-from gpuaas.cluster.quota_replay import DEFAULT_LIMITS, replay_rebalance
+from gpuaas.cluster.quota_replay import replay_rebalance
 from gpuaas.errors import ConfigError
-from gpuaas.policies.quotas import QuotaLimits
+from gpuaas.policy import Policy, load_policy
 
 __all__ = ["rebalance"]
 
@@ -44,23 +44,15 @@ def rebalance(
     quotas: Annotated[Path | None, typer.Option("--quotas", help="YAML mapping tenant -> nominal GPUs.")] = None,
     days: Annotated[float | None, typer.Option("--days", min=0.0, help="Replay jobs submitted in the first N days.")]
     = None,
-    max_step_gpus: Annotated[int, typer.Option(min=0, help="Planner: most GPUs one queue gains or loses a night.")]
-    = DEFAULT_LIMITS.max_step_gpus,
-    max_step_percent: Annotated[float, typer.Option(min=0.0, help="Planner: the same, in % of the queue's quota.")]
-    = DEFAULT_LIMITS.max_step_percent,
-    max_total_moved_gpus: Annotated[int, typer.Option(min=0, help="Planner: most GPUs moved a night in all.")]
-    = DEFAULT_LIMITS.max_total_moved_gpus,
-    hysteresis_gpus: Annotated[int, typer.Option(min=0, help="Planner: no change smaller than this.")]
-    = DEFAULT_LIMITS.hysteresis_gpus,
-    demand_percentile: Annotated[float, typer.Option(
-        min=0.0, max=100.0, help="Demand = this percentile of a week of hourly (in use + pending) GPUs.")] = 100.0,
+    policy: Annotated[Path | None, typer.Option(
+        "--policy", help="Policy YAML whose rebalance settings and tenants the nightly plan uses (default: the "
+                         "policy's defaults, as the flow runs without one).")] = None,
     format: Annotated[OutputFormat, typer.Option("--format", help="Output format.")] = OutputFormat.table,
 ) -> None:
     """Replay a trace under static_isolated, static_cohort, rebalanced_isolated and rebalanced_cohort."""
     try:
-        limits = QuotaLimits(max_step_gpus, max_step_percent, max_total_moved_gpus, hysteresis_gpus)
-        result = replay_rebalance(trace, trace_format.value, quotas_file=quotas, days=days, limits=limits,
-                                  demand_percentile=demand_percentile,
+        chosen = load_policy(policy) if policy is not None else Policy()
+        result = replay_rebalance(trace, trace_format.value, quotas_file=quotas, days=days, policy=chosen,
                                   progress=lambda line: err_console.print(line, markup=False, highlight=False))
     except ConfigError as exc:
         raise fail(str(exc)) from exc

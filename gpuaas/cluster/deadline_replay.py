@@ -21,6 +21,12 @@ valid until new work arrives) and releases each held Workload at its planned sta
 
 A hopeless job (duration longer than its time to deadline at submission) counts in ``hopeless``
 and never in ``met`` nor in the denominator of ``deadline_satisfaction``.
+
+Estimated run times (``estimates``, see ``estimate_runtimes``): the planner sees only the estimate,
+as the ``gpuaas.io/expected-runtime`` annotation would carry it, while Kueue's model runs the true
+duration. A running job past its estimate is planned to hold its GPUs ``overrun_buffer`` longer
+(the deadline flow's rule), and the plan is made again when a job ends, since ends no longer
+come when the plan said.
 """
 
 from __future__ import annotations
@@ -38,8 +44,9 @@ from gpuaas.cluster.kueue.testing import FakeClock, cluster_queue, local_queue, 
 from gpuaas.cluster.traces import TraceJob
 from gpuaas.errors import ConfigError
 from gpuaas.policies._deadline_profile import EPS, Profile
+from gpuaas.policies.deadline_pools import overrun_buffer
 
-__all__ = ["ReplayStats", "replay_deadlines"]
+__all__ = ["ReplayStats", "estimate_runtimes", "replay_deadlines"]
 
 _NS, _LQ = "trace", "lq"
 _START = datetime(2021, 3, 4, tzinfo=UTC)
@@ -65,14 +72,36 @@ def _name(i: int) -> str:
     return f"job-{i:05d}"
 
 
+def estimate_runtimes(jobs: Sequence[TraceJob], spec: str, seed: int) -> list[float]:
+    """The run time the planner is told per job: ``exact``, ``factor:F`` (F times the truth) or
+    ``lognormal:SIGMA`` (the truth times e^N(0, SIGMA), so the median estimate is right)."""
+    kind, _, value = spec.partition(":")
+    try:
+        number = float(value) if value else None
+    except ValueError:
+        number = None
+    if kind == "exact" and not value:
+        return [j.duration for j in jobs]
+    if kind == "factor" and number is not None and number > 0:
+        return [j.duration * number for j in jobs]
+    if kind == "lognormal" and number is not None and number >= 0:
+        import numpy as np
+
+        rng = np.random.default_rng(seed)
+        return [j.duration * float(f) for j, f in zip(jobs, np.exp(rng.normal(0.0, number, len(jobs))))]
+    raise ConfigError(f"expected exact, factor:F (F > 0) or lognormal:SIGMA (SIGMA >= 0), got {spec!r}",
+                      field="--runtime-estimate")
+
+
 class _Planner:
     """Planned starts on ``gpus``, per the module docstring; times in seconds since the trace start."""
 
-    def __init__(self, jobs: Sequence[TraceJob], gpus: int) -> None:
-        self.jobs, self.gpus = jobs, gpus
+    def __init__(self, jobs: Sequence[TraceJob], gpus: int, estimates: Sequence[float]) -> None:
+        self.jobs, self.gpus, self.est = jobs, gpus, estimates
 
     def plan(self, now: float, running: dict[int, float], pending: Sequence[int]) -> dict[int, float]:
-        profile_base = [(max(0.0, end - now), self.jobs[i].gpus) for i, end in running.items()]
+        profile_base = [(end - now if end > now + EPS else overrun_buffer(self.est[i]), self.jobs[i].gpus)
+                        for i, end in running.items()]
         due = sorted((i for i in pending if self._can_hold(i, now)), key=lambda i: (self._deadline(i), i))
         best_effort = [i for i in pending if not self._can_hold(i, now)]
         profile = self._profile(profile_base)
@@ -82,26 +111,25 @@ class _Planner:
             # accepted job (or this one) with the most GPU-seconds to best effort, and try again.
             while True:
                 job = self.jobs[i]
-                start = profile.earliest_fit(job.gpus, job.duration, self.gpus)
-                if now + start + job.duration <= self._deadline(i) + EPS:
-                    profile.add(start, job.duration, job.gpus)
+                start = profile.earliest_fit(job.gpus, self.est[i], self.gpus)
+                if now + start + self.est[i] <= self._deadline(i) + EPS:
+                    profile.add(start, self.est[i], job.gpus)
                     starts[i] = start
                     break
                 biggest = max(starts, key=lambda k: (self.jobs[k].gpus * self.jobs[k].duration, k), default=None)
                 if biggest is None or self._work(biggest) <= self._work(i):
                     best_effort.append(i)
                     break
-                drop = self.jobs[biggest]
-                profile.add(starts.pop(biggest), drop.duration, -drop.gpus)
+                profile.add(starts.pop(biggest), self.est[biggest], -self.jobs[biggest].gpus)
                 best_effort.append(biggest)
         for i in sorted(best_effort, key=lambda k: (self._work(k), k)):
             job = self.jobs[i]
-            starts[i] = profile.earliest_fit(job.gpus, job.duration, self.gpus)
-            profile.add(starts[i], job.duration, job.gpus)
+            starts[i] = profile.earliest_fit(job.gpus, self.est[i], self.gpus)
+            profile.add(starts[i], self.est[i], job.gpus)
         return {i: now + s for i, s in starts.items()}
 
     def _work(self, i: int) -> float:
-        return self.jobs[i].gpus * self.jobs[i].duration
+        return self.jobs[i].gpus * self.est[i]
 
     def _profile(self, base: list[tuple[float, int]]) -> Profile:
         profile = Profile()
@@ -115,11 +143,12 @@ class _Planner:
         return math.inf if deadline is None else deadline
 
     def _can_hold(self, i: int, now: float) -> bool:
-        return self.jobs[i].deadline is not None and now + self.jobs[i].duration <= self._deadline(i) + EPS
+        return self.jobs[i].deadline is not None and now + self.est[i] <= self._deadline(i) + EPS
 
 
-def replay_deadlines(jobs: Sequence[TraceJob], gpus: int, *, planned: bool) -> ReplayStats:
-    """Run every job once through Kueue on ``gpus`` GPUs, FIFO or with the plan's holds."""
+def replay_deadlines(jobs: Sequence[TraceJob], gpus: int, *, planned: bool,
+                     estimates: Sequence[float] | None = None) -> ReplayStats:
+    """Run every job once through Kueue on ``gpus`` GPUs, FIFO or with the plan's holds (planned on ``estimates``)."""
     if not jobs:
         raise ConfigError("the trace has no jobs")
     biggest = max(j.gpus for j in jobs)
@@ -142,7 +171,8 @@ def replay_deadlines(jobs: Sequence[TraceJob], gpus: int, *, planned: bool) -> R
     active: dict[int, bool] = {}
     ends: list[tuple[float, int]] = []
     releases: list[tuple[float, int]] = []
-    planner = _Planner(jobs, gpus)
+    exact = estimates is None
+    planner = _Planner(jobs, gpus, [j.duration for j in jobs] if estimates is None else estimates)
     planned_start: dict[int, float] = {}
     next_submit = 0
     replans = 0
@@ -156,12 +186,13 @@ def replay_deadlines(jobs: Sequence[TraceJob], gpus: int, *, planned: bool) -> R
             raise AssertionError(f"{len(pending)} jobs pending with nothing left to happen")  # pragma: no cover
         now = min(candidates)
         clock.now = _START + timedelta(seconds=now)
+        arrived = False
         while ends and ends[0][0] <= now + EPS:
             _, i = heapq.heappop(ends)
             kueue.finish(_NS, _name(i))
             ended[i] = now
             running.pop(i, None)
-        arrived = False
+            arrived = arrived or not exact
         while next_submit < len(order) and jobs[order[next_submit]].submit <= now + EPS:
             i = order[next_submit]
             next_submit += 1
@@ -189,7 +220,7 @@ def replay_deadlines(jobs: Sequence[TraceJob], gpus: int, *, planned: bool) -> R
             i = int(ref.rsplit("-", 1)[1])
             started[i] = now
             pending.discard(i)
-            running[i] = now + jobs[i].duration
+            running[i] = now + planner.est[i]  # the end the planner expects
             heapq.heappush(ends, (now + jobs[i].duration, i))
     return _stats(jobs, gpus, started, ended, replans)
 

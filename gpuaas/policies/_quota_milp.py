@@ -1,17 +1,32 @@
-"""The quota planner's MILP: the model of ``gpuaas.policies.quotas`` in matrix form, and its two passes.
+"""The quota planner's MILP: the model of ``gpuaas.policies.quotas`` in matrix form, and its passes.
 
 Variables per cell (queue, flavor) with current quota ``b``: ``inc``, ``dec`` integers in
-``[0, step]`` (the new quota is ``b + inc - dec``), the shortfall ``s >= 0`` (continuous), and,
-only where hysteresis can bind (``hysteresis_gpus >= 2``), binaries ``u``/``v`` with
-``h*u <= inc <= step*u``, ``h*v <= dec <= step*v``, ``u + v <= 1``. A direction whose step is
-below the hysteresis is closed by its bound (no binary needed); guarantees at or below ``b`` are
-a bound on ``dec``; a guarantee above ``b`` is a row ``inc - dec >= g - b``.
+``[0, step]`` (the new quota is ``b + inc - dec``); the shortfall in two tiers (the part of the
+demand within the queue's weighted share of the cohort, ``owed``, and the rest), each split into
+``SEGMENTS`` pieces of a tenth of that tier (continuous); the guarantee gap ``e`` in ``[0, g - b]``
+where a guarantee is above the quota; and, only where hysteresis can bind (``hysteresis_gpus >=
+2``), binaries ``u``/``v`` with ``h*u <= inc <= step*u``, ``h*v <= dec <= step*v``, ``u + v <= 1``.
 
-Why the LP check between the passes: pass 2 (fewest GPUs moved, with the shortfall held) has a
-whole-number objective, and its LP relaxation is cheap; when the relaxation's bound rounds up to
-the moves of pass 1's solution, that solution is already optimal for pass 2 and the MIP, which
-spends most of its time re-finding a feasible point scipy cannot hand it, is skipped. Otherwise
-the MIP runs. Either way the answer is the lexicographic optimum.
+Why segments: the k-th piece of a tier's shortfall costs ``weight * k`` per GPU, so the cost is
+convex in the shortfall ratio and a GPU goes where the weighted ratio is highest. A linear cost
+is flat between two short queues, and a plan that then moves nothing wins the tie: when every
+queue is short, the scarce GPUs would stay frozen where they are.
+
+Why two tiers: a GPU short of a queue's share (``capacity * weight / sum of weights``, up to its
+demand) costs more than any GPU short beyond a share (``OWED`` times the heaviest slope). So a
+queue that asks for the whole cohort cannot pull a queue below its share while that queue uses
+it; only what a queue does not need of its share is lent. This is max-min fairness by weight,
+and it is what keeps the worst-off tenant no worse than under static quotas of the same shares.
+
+Why the guarantee is a gap to minimise and not a hard bound: a guarantee the steps cannot reach
+tonight, or that the other queues cannot fund, would make the whole cohort's plan infeasible,
+every night. Minimising the gap first raises the queue as far as the limits allow tonight (and
+the rest the following nights) while the rest of the cohort is still planned.
+
+Passes: (0) the smallest total guarantee gap, only when a guarantee is above its quota; (1) with
+that held, the smallest shortfall cost; (2) with both held, the fewest GPUs moved. Pass 2 has a
+whole-number objective and its LP relaxation is cheap: when the relaxation's bound rounds up to
+the moves of pass 1's answer, that answer is already optimal and the MIP is skipped.
 """
 
 from __future__ import annotations
@@ -27,14 +42,43 @@ from scipy.sparse import coo_matrix
 from gpuaas.errors import PolicyError
 from gpuaas.policies._quota_reasons import Cell
 
-__all__ = ["solve_lexicographic"]
+__all__ = ["SEGMENTS", "owed_multiplier", "segment_cost", "solve_lexicographic"]
 
-_SHORTFALL_GAP = 1e-9
+SEGMENTS = 10
+"""Pieces of the shortfall cost: ratios of short queues end up within 1/SEGMENTS of each other (by weight)."""
+_GAP = 1e-9
 _MOVED_GAP = 1e-7
 """GPUs moved is a whole number, so a relative gap below 1/moved proves the integer optimum; a gap of
 zero has HiGHS chase floating-point noise (399.999999 against 400) until its time limit."""
 _HOLD = 1e-9
 _TIME_LIMIT_SECONDS = 120.0
+
+
+def owed_multiplier(weights: Sequence[float]) -> float:
+    """How much more a GPU short of a share costs than one beyond it: above the dearest beyond-share slope."""
+    return SEGMENTS * max(weights) / min(weights) + 1.0 if weights else 1.0
+
+
+def _tier_cost(size: float, short: float, slope: float) -> float:
+    if short <= 0 or size <= 0:
+        return 0.0
+    width, cost = size / SEGMENTS, 0.0
+    for k in range(1, SEGMENTS + 1):
+        piece = min(width, short)
+        cost += slope * k * piece
+        short -= piece
+        if short <= 1e-12:
+            break
+    return cost
+
+
+def segment_cost(demand: float, weight: float, quota: float, share: float, owed: float) -> float:
+    """One cell's shortfall cost at ``quota``: the beyond-share tier short first, then the owed tier."""
+    within = min(demand, share)
+    short = max(0.0, demand - quota)
+    beyond_short = min(short, demand - within)
+    return (_tier_cost(demand - within, beyond_short, weight)
+            + _tier_cost(within, short - beyond_short, weight * owed))
 
 
 class _Rows:
@@ -66,12 +110,17 @@ def solve_lexicographic(cells: Sequence[Cell], hysteresis: int, max_total_moved:
     """The new quota per cell, or None when HiGHS proves the model infeasible."""
     k = len(cells)
     binaries = hysteresis >= 2
-    inc_, dec_, s_, u_, v_ = 0, k, 2 * k, 3 * k, 4 * k
-    nvars = 5 * k if binaries else 3 * k
+    inc_, dec_, e_, s_ = 0, k, 2 * k, 3 * k
+    o_ = s_ + SEGMENTS * k
+    u_ = o_ + SEGMENTS * k
+    v_ = u_ + k
+    nvars = v_ + k if binaries else u_
     before = np.array([c.before for c in cells], dtype=float)
     demand = np.array([c.demand for c in cells], dtype=float)
     weight = np.array([c.weight for c in cells], dtype=float)
     guaranteed = np.array([c.guaranteed for c in cells], dtype=float)
+    within = np.minimum(demand, np.array([c.share for c in cells], dtype=float))
+    owed = owed_multiplier([c.weight for c in cells])
     up = np.array([c.step_up for c in cells], dtype=float)
     down = np.minimum(np.array([c.step_down for c in cells], dtype=float), np.maximum(0.0, before - guaranteed))
     if binaries:
@@ -82,9 +131,12 @@ def solve_lexicographic(cells: Sequence[Cell], hysteresis: int, max_total_moved:
     ub = np.zeros(nvars)
     ub[inc_:inc_ + k] = up
     ub[dec_:dec_ + k] = down
-    ub[s_:s_ + k] = np.maximum(0.0, demand - before + down)
+    ub[e_:e_ + k] = np.maximum(0.0, guaranteed - before)
+    for j in range(SEGMENTS):
+        ub[s_ + j * k:s_ + (j + 1) * k] = (demand - within) / SEGMENTS
+        ub[o_ + j * k:o_ + (j + 1) * k] = within / SEGMENTS
     integrality = np.zeros(nvars)
-    integrality[inc_:s_] = 1
+    integrality[inc_:e_] = 1
     if binaries:
         ub[u_:u_ + k] = (up > 0).astype(float)
         ub[v_:v_ + k] = (down > 0).astype(float)
@@ -93,10 +145,11 @@ def solve_lexicographic(cells: Sequence[Cell], hysteresis: int, max_total_moved:
     rows = _Rows(nvars)
     h = float(hysteresis)
     for i in range(k):
-        if ub[s_ + i] > 0:
-            rows.add([(s_ + i, 1.0), (inc_ + i, 1.0), (dec_ + i, -1.0)], demand[i] - before[i], np.inf)
+        if demand[i] > before[i] - down[i]:
+            rows.add([(s_ + j * k + i, 1.0) for j in range(SEGMENTS)] + [(o_ + j * k + i, 1.0) for j in range(SEGMENTS)]
+                     + [(inc_ + i, 1.0), (dec_ + i, -1.0)], demand[i] - before[i], np.inf)
         if guaranteed[i] > before[i]:
-            rows.add([(inc_ + i, 1.0), (dec_ + i, -1.0)], guaranteed[i] - before[i], np.inf)
+            rows.add([(inc_ + i, 1.0), (dec_ + i, -1.0), (e_ + i, 1.0)], guaranteed[i] - before[i], np.inf)
         if binaries:
             if up[i] > 0:
                 rows.add([(inc_ + i, 1.0), (u_ + i, -up[i])], -np.inf, 0.0)
@@ -114,14 +167,26 @@ def solve_lexicographic(cells: Sequence[Cell], hysteresis: int, max_total_moved:
     rows.add([(inc_ + i, 1.0) for i in range(k)], -np.inf, float(max_total_moved))
 
     bounds = Bounds(lb, ub)
+    x: Any = None
+    if ub[e_:e_ + k].sum() > 0:
+        gap_cost = np.zeros(nvars)
+        gap_cost[e_:e_ + k] = 1.0
+        zeroth = _milp(gap_cost, integrality, bounds, rows, _GAP)
+        if zeroth.status == 2:
+            return None
+        x = zeroth.x
+        gap = float(x[e_:e_ + k].sum())
+        rows.add([(e_ + i, 1.0) for i in range(k)], -np.inf, gap + _HOLD * max(1.0, gap))
     shortfall_cost = np.zeros(nvars)
-    shortfall_cost[s_:s_ + k] = weight
-    first = _milp(shortfall_cost, integrality, bounds, rows, _SHORTFALL_GAP)
+    for j in range(SEGMENTS):
+        shortfall_cost[s_ + j * k:s_ + (j + 1) * k] = weight * (j + 1)
+        shortfall_cost[o_ + j * k:o_ + (j + 1) * k] = weight * (j + 1) * owed
+    first = _milp(shortfall_cost, integrality, bounds, rows, _GAP)
     if first.status == 2:
         return None
     x = first.x
-    best = float(np.dot(weight, x[s_:s_ + k]))
-    rows.add([(s_ + i, weight[i]) for i in range(k)], -np.inf, best + _HOLD * max(1.0, abs(best)))
+    best = float(np.dot(shortfall_cost, x))
+    rows.add([(col, shortfall_cost[col]) for col in range(s_, u_)], -np.inf, best + _HOLD * max(1.0, abs(best)))
     moved_cost = np.zeros(nvars)
     moved_cost[inc_:inc_ + k] = 1.0
     moved = float(np.round(x[inc_:inc_ + k]).sum())

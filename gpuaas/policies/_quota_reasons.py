@@ -1,4 +1,4 @@
-"""The quota planner's words: why each queue changed or didn't, and why an instance has no plan.
+"""The quota planner's words: why each queue changed or didn't.
 
 Kept apart from the model so that the MILP reads as the constraints it states. Every sentence
 carries its numbers ("team-b a100: 8 -> 12 (+4 from team-a): demand 20, shortfall 12 -> 8;
@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
-__all__ = ["Cell", "explain_infeasible", "reasons_for"]
+__all__ = ["Cell", "reasons_for"]
 
 
 class _Limits(Protocol):
@@ -20,6 +20,8 @@ class _Limits(Protocol):
     def max_step_gpus(self) -> int: ...
     @property
     def max_step_percent(self) -> float: ...
+    @property
+    def min_step_gpus(self) -> int: ...
     @property
     def max_total_moved_gpus(self) -> int: ...
     @property
@@ -41,6 +43,8 @@ class Cell:
     step_up: int
     step_down: int
     evidence: str = ""
+    share: float = 0.0
+    """The queue's weighted share of the flavor's GPUs in the cohort: shortfall within it is owed first."""
 
     @property
     def floor(self) -> int:
@@ -52,37 +56,12 @@ def _num(x: float) -> str:
 
 
 def _step_words(c: Cell, limits: _Limits) -> str:
-    pct = f"{_num(limits.max_step_percent)}% of {c.before}"
-    if c.step < limits.max_step_gpus:
-        return f"the step of {c.step} ({pct})"
-    return f"the step of {c.step} (max_step_gpus)"
-
-
-def explain_infeasible(cells: Sequence[Cell], limits: _Limits, *, solved: bool) -> str:
-    """Why no plan exists, or "" when the cheap checks find nothing (``solved``: HiGHS said so)."""
-    for c in cells:
-        if c.guaranteed > c.before + c.step_up:
-            why = (f"it lost {-c.recent} GPUs recently and may not gain (no reversal)" if c.recent < 0
-                   else f"{_step_words(c, limits)} allows +{c.step_up} per run")
-            return (f"{c.queue} {c.flavor}: guaranteed {c.guaranteed} but nominal {c.before}, and {why}; "
-                    "nothing applied")
-    need = sum(max(0, c.guaranteed - c.before) for c in cells)
-    if need > limits.max_total_moved_gpus:
-        return (f"raising queues to their guarantees needs +{need} GPUs, above max_total_moved_gpus="
-                f"{limits.max_total_moved_gpus}; nothing applied")
-    flavors = sorted({c.flavor for c in cells})
-    for flavor in flavors:
-        members = [c for c in cells if c.flavor == flavor]
-        total = sum(c.before for c in members)
-        floor = sum(c.floor for c in members)
-        if floor > total:
-            raised = ", ".join(f"{c.queue} to {c.guaranteed}" for c in members if c.guaranteed > c.before)
-            return (f"{flavor}: raising {raised} needs {floor - total} GPUs more than the other queues can give "
-                    f"within their steps, guarantees and recent changes; nothing applied")
-    if solved:
-        return (f"with hysteresis_gpus={limits.hysteresis_gpus}, the moves the guarantees require cannot be made "
-                "as changes of at least that size within the steps; nothing applied")
-    return ""
+    pct = f"{_num(limits.max_step_percent)}% of {max(c.before, c.guaranteed)}"
+    if c.step >= limits.max_step_gpus:
+        return f"the step of {c.step} (max_step_gpus)"
+    if c.step == limits.min_step_gpus and c.step > 0:
+        return f"the step of {c.step} (min_step_gpus)"
+    return f"the step of {c.step} ({pct})"
 
 
 def reasons_for(cells: Sequence[Cell], after: Sequence[int], limits: _Limits) -> list[str]:
@@ -98,7 +77,7 @@ def reasons_for(cells: Sequence[Cell], after: Sequence[int], limits: _Limits) ->
         short_after = max(0.0, c.demand - a)
         demand = f"demand {_num(c.demand)}"
         if a > c.before:
-            text = (f"{c.before} -> {a} (+{a - c.before} from {partners[i]}): {evidence}{demand}, "
+            text = (f"{c.before} -> {a} (+{a - c.before} from {partners[i]}): {evidence}{demand}{_owed(c, a)}, "
                     f"shortfall {_num(short_before)} -> {_num(short_after)}")
             if short_after > 0:
                 text += "; " + _why_not_more(c, a, moved, limits)
@@ -106,16 +85,17 @@ def reasons_for(cells: Sequence[Cell], after: Sequence[int], limits: _Limits) ->
             text = (f"{c.before} -> {a} ({a - c.before} to {partners[i]}): {evidence}{demand}"
                     f"{_owed(c)}, {_num(max(0.0, a - c.demand))} above demand after the move")
             if short_after > 0:
-                text += f" (short {_num(short_after)}: a heavier-weighted queue needs it more)"
+                text += (f" (short {_num(short_after)}: another queue is shorter for its weight, or is owed its "
+                         "guarantee)")
         elif short_before > 0:
-            text = f"unchanged at {a}: {evidence}{demand}, short {_num(short_before)}; "
+            text = f"unchanged at {a}: {evidence}{demand}{_owed(c, a)}, short {_num(short_before)}; "
             text += _why_not_more(c, a, moved, limits)
         else:
-            text = f"unchanged at {a}: {evidence}{demand}{_owed(c)}"
+            text = f"unchanged at {a}: {evidence}{demand}{_owed(c, a)}"
             surplus = a - c.demand
             if surplus < 1:
                 text += ", fits"
-            elif c.recent > 0:
+            elif c.recent > 0 and c.step_down == 0:
                 text += f", {_num(surplus)} above demand; gained {c.recent} recently, so gives none back (no reversal)"
             elif short.get(c.flavor):
                 text += (f", {_num(surplus)} above demand, but no queue short of {c.flavor} may take it "
@@ -126,13 +106,17 @@ def reasons_for(cells: Sequence[Cell], after: Sequence[int], limits: _Limits) ->
     return out
 
 
-def _owed(c: Cell) -> str:
-    return f", guaranteed {c.guaranteed}" if c.guaranteed else ""
+def _owed(c: Cell, after: int | None = None) -> str:
+    if not c.guaranteed:
+        return ""
+    if after is not None and after < c.guaranteed:
+        return f", guaranteed {c.guaranteed} (not reached yet: at most +{c.step_up} a run, the rest on the next runs)"
+    return f", guaranteed {c.guaranteed}"
 
 
 def _why_not_more(c: Cell, a: int, moved: int, limits: _Limits) -> str:
-    if c.recent < 0 and c.step_up == 0:
-        return f"it lost {-c.recent} GPUs recently, so it gains none back (no reversal)"
+    if c.recent < 0 and c.step_up < c.step and a >= c.before + c.step_up:
+        return f"it lost {-c.recent} GPUs recently, so it gains back only up to its demand (no reversal)"
     if c.step_up == 0:
         return f"{_step_words(c, limits)} allows no gain"
     if a >= c.before + c.step_up:

@@ -11,7 +11,12 @@ ones are admitted first.
 The rules, each a guard against a missed deadline:
 
 - Holds only in a pool whose plan is **proven** (exact) to meet every holdable deadline on today's
-  GPUs (``feasible``). Anywhere else gpuaas holds nothing and releases what it held.
+  GPUs (``feasible``) and **enforceable**: no pending Workload the plan cannot hold could be
+  admitted into a gap it counts on (one without a run time, a best-effort one planned to start
+  later, one whose deadline is already lost). Anywhere else gpuaas holds nothing and releases
+  what it held: Kueue's own order, the baseline, is never made worse by a plan it cannot enforce.
+- A best-effort Workload (no deadline) is never held: holding it would only delay it, and again
+  at every run.
 - A hold is placed only when the planned start is more than ``release_margin`` away, and its
   ``release_at`` (stored on the object) is the planned start minus that margin — never after the
   latest start that still meets the deadline.
@@ -109,8 +114,9 @@ def plan_nudges(pools: Sequence[PoolPlan], workloads: pd.DataFrame, now: datetim
     seen: set[str] = set()
     for pool in pools:
         plan = pool.plan
-        proven = plan.feasible and plan.exact
         starts = {s.name: s for s in plan.schedule}
+        loose = _unenforceable(pool, starts, margin)
+        proven = plan.feasible and plan.exact and not loose
         where = f"cohort {pool.problem.cohort}, flavor {pool.problem.flavor}"
         # The plan that justifies the nudge, in the audit row: its first 50 jobs by start, seconds from now.
         schedule = [[s.name, round(s.start, 1), round(s.end, 1)] for s in plan.schedule[:_AUDITED_JOBS]]
@@ -125,13 +131,14 @@ def plan_nudges(pools: Sequence[PoolPlan], workloads: pd.DataFrame, now: datetim
                         "duration_s": job.duration, "deadline_s": job.deadline, "planned_start_s": start,
                         "plan_exact": plan.exact, "plan_feasible": plan.feasible,
                         "at_risk": list(plan.at_risk), "missed": list(pool.missed), "schedule": schedule,
-                        "planned_at": now.isoformat()}
+                        "uncontrolled": loose[:_AUDITED_JOBS], "planned_at": now.isoformat()}
             if job.name in held:
-                why = _release_reason(held[job.name], now, proven, start, margin)
+                why = ("a best-effort Workload (no deadline) is never held: released" if job.deadline is None
+                       else _release_reason(held[job.name], now, proven, start, margin, bool(loose)))
                 if why:
                     releases.append(Nudge("release", ns, name, why, evidence=evidence))
                 continue
-            if not proven or start is None or start <= margin:
+            if not proven or start is None or start <= margin or job.deadline is None:
                 continue
             release_at = now + timedelta(seconds=start - margin)
             latest = None if job.deadline is None else job.deadline - job.duration
@@ -155,10 +162,28 @@ def plan_nudges(pools: Sequence[PoolPlan], workloads: pd.DataFrame, now: datetim
     return releases + capped
 
 
+def _unenforceable(pool: PoolPlan, starts: Mapping[str, Any], margin: float) -> list[str]:
+    """Pending Workloads of the pool that Kueue may admit into a gap the plan counts on, and gpuaas may not hold."""
+    out = list(pool.problem.uncontrolled)
+    lost = set(pool.plan.missed)
+    for job in pool.problem.jobs:
+        if job.running_for is not None:
+            continue
+        scheduled = starts.get(job.name)
+        if job.name in lost and scheduled is None:
+            out.append(job.name)
+        elif job.deadline is None and scheduled is not None and scheduled.start > margin:
+            out.append(job.name)
+    return out
+
+
 def _release_reason(hold: Mapping[str, Any], now: datetime, proven: bool, start: float | None,
-                    margin: float) -> str | None:
+                    margin: float, loose: bool = False) -> str | None:
     if release_is_due(hold, now):
         return f"release time {hold.get('release_at', '(unreadable)')} has come"
+    if loose:
+        return ("pending Workloads the plan cannot hold (no run time, best effort, or a lost deadline) could take "
+                "the gaps it counts on: released")
     if not proven:
         return "the plan no longer proves every deadline holds on today's GPUs: released"
     if start is None:

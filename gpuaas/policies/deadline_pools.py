@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import pandas as pd
 
@@ -45,6 +45,10 @@ class PoolProblem:
     jobs: tuple[DeadlineJob, ...]
     too_big: tuple[str, ...] = ()
     notes: tuple[str, ...] = ()
+    uncontrolled: tuple[str, ...] = ()
+    """Pending Workloads of the pool the plan cannot place (no run time): Kueue may admit them into any gap."""
+    inexact: tuple[str, ...] = ()
+    """Why one number of GPUs does not model what each queue of the pool can reach (then the plan is not exact)."""
 
 
 @dataclass(frozen=True)
@@ -79,6 +83,31 @@ def _capacities(snapshot: Snapshot, gpu_resources: Sequence[str]) -> tuple[dict[
     return caps, first
 
 
+def _limited(snapshot: Snapshot, gpu_resources: Sequence[str]) -> dict[tuple[str, str], list[str]]:
+    """(pool, flavor) -> the queues whose borrowingLimit or lendingLimit splits the pool's GPUs.
+
+    Why: the plan treats a cohort's GPUs as one pool that any of its queues may fill, which is what
+    Kueue does only without limits; with them a job may not reach GPUs the plan counts on, so the
+    plan is not exact there and holds nothing. A cohort of one queue is its nominal quota either way.
+    """
+    quotas = snapshot.quotas
+    out: dict[tuple[str, str], list[str]] = {}
+    if quotas.empty or not {"borrowing_limit", "lending_limit"} <= set(quotas.columns):
+        return out
+    gpu = quotas[quotas["resource"].isin(list(gpu_resources))]
+    members: dict[tuple[str, str], set[str]] = {}
+    for row in gpu.itertuples(index=False):
+        members.setdefault((_pool_key(row.cohort, row.cluster_queue), str(row.flavor)), set()).add(str(row.cluster_queue))
+    for row in gpu.itertuples(index=False):
+        limits = [f"{name} {float(value):g}" for name, value in (("borrowingLimit", row.borrowing_limit),
+                                                                  ("lendingLimit", row.lending_limit))
+                  if value is not None and not pd.isna(value)]
+        key = (_pool_key(row.cohort, row.cluster_queue), str(row.flavor))
+        if limits and isinstance(row.cohort, str) and row.cohort and len(members[key]) > 1:
+            out.setdefault(key, []).append(f"{row.cluster_queue} has {', '.join(limits)}")
+    return out
+
+
 def _held(wl: object) -> bool:
     """Deactivated by gpuaas's own deadline hold: still queued work as far as the plan goes."""
     value = getattr(wl, "deadline_hold", None)
@@ -96,10 +125,12 @@ def deadline_problems(snapshot: Snapshot, gpu_resources: Sequence[str] = ("nvidi
     caps, first_flavor = _capacities(snapshot, gpu_resources)
     wls = snapshot.workloads
     if wls.empty or "deadline_at" not in wls:
-        return [_problem(key, caps[key], [], []) for key in sorted(caps)]
+        limited = _limited(snapshot, gpu_resources)
+        return [replace(_problem(key, caps[key], [], []), inexact=_inexact(limited.get(key, []))) for key in sorted(caps)]
     now = pd.Timestamp(snapshot.collected_at)
     pools: dict[tuple[str, str], list[tuple[DeadlineJob | None, str, float | None]]] = {}
     notes: dict[tuple[str, str], list[str]] = {}
+    blind: dict[tuple[str, str], list[str]] = {}
     for wl in wls[wls["gpus"] > 0].itertuples(index=False):
         ref = f"{wl.namespace}/{wl.name}"
         holding = wl.state in _HOLDING
@@ -122,13 +153,40 @@ def deadline_problems(snapshot: Snapshot, gpu_resources: Sequence[str] = ("nvidi
         if holding:
             since = _seconds_until(now, wl.admitted_at)
             ran = max(0.0, -since) if since is not None else 0.0
-            job = DeadlineJob(ref, gpus, runtime if runtime is not None else math.inf, deadline, flavor, ran)
+            duration = runtime if runtime is not None else math.inf
+            if runtime is not None and ran >= runtime:
+                duration = ran + overrun_buffer(runtime)
+                notes.setdefault(key, []).append(
+                    f"{ref} has run {ran / 60:.0f} min, past its expected {runtime / 60:.0f} min: planned to hold its "
+                    f"GPUs {overrun_buffer(runtime) / 60:.0f} min more")
+            job = DeadlineJob(ref, gpus, duration, deadline, flavor, ran)
             pools.setdefault(key, []).append((job, ref, runtime))
         elif runtime is not None:
             pools.setdefault(key, []).append((DeadlineJob(ref, gpus, runtime, deadline, flavor), ref, runtime))
+        else:
+            blind.setdefault(key, []).append(ref)
     # Every pool, with or without deadlines: "0 extra GPUs" is a signal too (a node-pool scaler that
     # hears nothing for a pool must not scale it down on silence, nor keep it up forever).
-    return [_problem(key, caps[key], pools.get(key, []), notes.get(key, [])) for key in sorted(caps)]
+    limited = _limited(snapshot, gpu_resources)
+    return [replace(_problem(key, caps[key], pools.get(key, []), notes.get(key, [])),
+                    uncontrolled=tuple(blind.get(key, [])), inexact=_inexact(limited.get(key, [])))
+            for key in sorted(caps)]
+
+
+def _inexact(limited: list[str]) -> tuple[str, ...]:
+    if not limited:
+        return ()
+    return (f"{'; '.join(limited)}: the pool's GPUs are not one pool every queue may fill, so the plan is "
+            "not exact and holds nothing",)
+
+
+def overrun_buffer(runtime: float) -> float:
+    """How much longer a job past its expected run time is assumed to hold its GPUs: half of it, at least 30 min.
+
+    Why not drop it from the plan: it still holds its GPUs, and a plan that counts them free
+    schedules an urgent job into GPUs that are not there.
+    """
+    return max(0.5 * runtime, 1800.0)
 
 
 def _problem(key: tuple[str, str], cap: int, entries: list[tuple[DeadlineJob | None, str, float | None]],
@@ -162,5 +220,7 @@ def plan_pools(problems: Sequence[PoolProblem], limits: MilpLimits | None = None
     out = []
     for problem in problems:
         plan = plan_deadlines({problem.flavor: problem.capacity}, problem.jobs, limits=limits)
+        if problem.inexact:
+            plan = replace(plan, exact=False, messages=[*plan.messages, *problem.inexact])
         out.append(PoolPlan(problem, plan, missed=tuple(plan.missed) + problem.too_big))
     return out

@@ -2,36 +2,50 @@
 
 Pure: the snapshot (current quotas, the backlog and how long it waited), the history frame
 (``gpuaas.sources.queue_history``: percentiles of Kueue's per-queue gauges over the window),
-the deadline plan's GPUs per queue, the audit log's recent net changes and the policy go in;
-``QueueDemand`` rows and the limits come out. Per cell (queue, flavor):
+the deadline GPUs per queue, the audit log's recent net changes and the policy go in;
+``QueueDemand`` rows and the limits come out. Per cell (queue, flavor), in ``cell_demand``:
 
     held     = max(p-th percentile of admitted GPUs, of quota-reserved GPUs)  (borrowed GPUs included)
     pending  = max(median pending GPUs over the window,
                    pending GPUs now, if the oldest has waited >= pending_wait_minutes)
-    demand   = max(held + pending, GPUs the deadline plan needs for this queue's deadlines)
+    demand   = min(reachable, max(held + pending, GPUs the deadline planner needs for this queue))
+
+Why the caps: demand is what the queue asks for, and a queue can ask for anything. A pending
+Workload bigger than anything its queue could ever be admitted (``reachable``: all of its
+cohort's quota of the flavor) will never run whatever the plan; it is named in the notes and
+left out of the pending GPUs, now and in the median. The demand of a cell never exceeds the
+cohort's capacity either. Without these, one
+10,000-GPU Workload that never runs moves quota to a team that uses 4.
+
+The deadline need is the deadline planner's minimum for the queue's own deadline jobs
+(``deadline_gpus_per_queue``), not the peak of one schedule: four 4-GPU jobs that 4 GPUs meet in
+turn need 4, even where a schedule on a 16-GPU pool runs them at once.
 
 Pending work has no flavor until Kueue admits it; it is counted on the queue's first GPU flavor
 (the one Kueue tries first). A cell without history falls back to what the snapshot shows now.
 Guarantees come from the tenant owning the queue: ``guaranteed_gpus_per_flavor`` where given,
-else ``guaranteed_gpus`` spread over the tenant's cells in the cohort in proportion to their
-quota. With less than ``min_history_days`` of history the plan says so and moves at most one
-step (``max_step_gpus``) in all.
+else ``guaranteed_gpus`` spread over the tenant's cells in proportion to their quota, across
+every cohort the tenant's queues are in (a tenant in two cohorts is owed its guarantee once).
+With less than ``min_history_days`` of history the plan says so and moves at most one step
+(``max_step_gpus``) in all.
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import pandas as pd
 
 from gpuaas.models import Snapshot
 from gpuaas.policies.deadline_pools import PoolPlan
+from gpuaas.policies.deadlines import DeadlineJob, plan_deadlines
 from gpuaas.policies.quotas import QueueDemand, QuotaLimits
 from gpuaas.policy import Policy, RebalancePolicy
 
-__all__ = ["CohortDemand", "cohort_demands", "deadline_gpus_per_queue", "limits_of"]
+__all__ = ["CohortDemand", "cell_demand", "cohort_demands", "deadline_gpus_per_queue", "limits_of", "pending_demand",
+           "reachable_gpus"]
 
 Cell = tuple[str, str]
 
@@ -52,7 +66,50 @@ class CohortDemand:
 
 def limits_of(policy: RebalancePolicy) -> QuotaLimits:
     return QuotaLimits(max_step_gpus=policy.max_step_gpus, max_step_percent=policy.max_step_percent,
-                       max_total_moved_gpus=policy.max_total_moved_gpus, hysteresis_gpus=policy.hysteresis_gpus)
+                       max_total_moved_gpus=policy.max_total_moved_gpus, hysteresis_gpus=policy.hysteresis_gpus,
+                       min_step_gpus=policy.min_step_gpus, lend_reserve=policy.lend_reserve)
+
+
+def pending_demand(median: float, now: float, oldest_wait_s: float, policy: RebalancePolicy) -> float:
+    """Pending GPUs that count as demand: the window's median, or all of now's once they waited long enough."""
+    return max(median, now if oldest_wait_s >= policy.pending_wait_minutes * 60 else 0.0)
+
+
+def cell_demand(held: float, pending: float, deadline_need: float, reachable: float) -> float:
+    """One cell's demand (the formula of the module docstring); the replay calls this too."""
+    return round(min(reachable, max(held + pending, deadline_need)), 3)
+
+
+def reachable_gpus(rows: pd.DataFrame) -> dict[Cell, float]:
+    """(queue, flavor) -> the most GPUs of that flavor the queue could ever be admitted: the cohort's total.
+
+    Why the total and not today's reach (nominal plus borrowing): the rebalance itself moves
+    nominal quota, and with it the borrowing reach; what no plan can ever give a queue is more than
+    all of its cohort's quota of the flavor.
+    """
+    totals: dict[str, float] = {}
+    for r in rows.itertuples(index=False):
+        totals[str(r.flavor)] = totals.get(str(r.flavor), 0.0) + float(r.nominal)
+    return {(str(r.cluster_queue), str(r.flavor)): totals[str(r.flavor)] for r in rows.itertuples(index=False)}
+
+
+def _never_admissible(snapshot: Snapshot, reach: Mapping[Cell, float]) -> dict[str, list[tuple[str, float]]]:
+    """queue -> [(namespace/name, GPUs)] of pending Workloads bigger than any flavor the queue can reach."""
+    wls = snapshot.workloads
+    if wls.empty or not {"state", "gpus", "cluster_queue"} <= set(wls.columns):
+        return {}
+    best: dict[str, float] = {}
+    for (queue, _), gpus in reach.items():
+        best[queue] = max(best.get(queue, 0.0), gpus)
+    out: dict[str, list[tuple[str, float]]] = {}
+    for r in wls.itertuples(index=False):
+        queue = str(r.cluster_queue)
+        if r.state != "pending" or queue not in best or not float(r.gpus or 0.0) > best[queue] + 1e-9:
+            continue
+        if "active" in wls.columns and not bool(r.active):
+            continue
+        out.setdefault(queue, []).append((f"{r.namespace}/{r.name}", float(r.gpus)))
+    return out
 
 
 def _hours(seconds: float) -> str:
@@ -132,6 +189,8 @@ def cohort_demands(snapshot: Snapshot, history: pd.DataFrame, policy: Policy, *,
     gpu = quotas[quotas["resource"].isin(list(gpu_resources)) & quotas["cohort"].notna() & (quotas["cohort"] != "")]
     backlog = {str(r.name): r for r in snapshot.queues.itertuples(index=False)} if not snapshot.queues.empty else {}
     wanted = set(cohorts or rb.cohorts)
+    everywhere = {(str(r.cluster_queue), str(r.flavor)): int(round(float(r.nominal))) for r in gpu.itertuples(index=False)}
+    guaranteed = _guarantees(policy, everywhere)
     out = []
     for cohort, rows in sorted(gpu.groupby("cohort"), key=lambda kv: str(kv[0])):
         if wanted and cohort not in wanted:
@@ -146,7 +205,8 @@ def cohort_demands(snapshot: Snapshot, history: pd.DataFrame, policy: Policy, *,
             flavors_of = order.setdefault(cell[0], [])
             if cell[1] not in flavors_of:
                 flavors_of.append(cell[1])
-        guaranteed = _guarantees(policy, nominal)
+        reach = reachable_gpus(rows)
+        never = _never_admissible(snapshot, reach)
         seen = [stats.get((q, f, "history_seconds"), 0.0) for q, f in nominal]
         history_s = max(seen, default=0.0)
         queues = []
@@ -159,8 +219,9 @@ def cohort_demands(snapshot: Snapshot, history: pd.DataFrame, policy: Policy, *,
             waited = float(getattr(b, "oldest_pending_seconds", 0.0) or 0.0) if b is not None else 0.0
             if math.isnan(waited):
                 waited = 0.0
-            pending = max(pending_hist.get(queue, 0.0),
-                          pending_now if waited >= rb.pending_wait_minutes * 60 else 0.0)
+            ignored = sum(g for _, g in never.get(queue, []))
+            pending = pending_demand(max(0.0, pending_hist.get(queue, 0.0) - ignored), max(0.0, pending_now - ignored),
+                                     waited, rb)
             for i, flavor in enumerate(flavors):
                 cell = (queue, flavor)
                 use = stats.get((queue, flavor, "usage_p"))
@@ -169,7 +230,7 @@ def cohort_demands(snapshot: Snapshot, history: pd.DataFrame, policy: Policy, *,
                 held = max(seen_held) if seen_held else reserved[cell]  # no history: what it holds now
                 mine = pending if i == 0 else 0.0
                 need = float(deadline_gpus.get(cell, 0))
-                demand[flavor] = round(max(held + mine, need), 3)
+                demand[flavor] = cell_demand(held, mine, need, reach.get(cell, float("inf")))
                 pct = f"p{rb.usage_percentile:g}"
                 words = [f"{pct} use {use:g} of {nominal[cell]}" if use is not None
                          else f"use now {reserved[cell]:g} of {nominal[cell]} (no history)"]
@@ -178,8 +239,12 @@ def cohort_demands(snapshot: Snapshot, history: pd.DataFrame, policy: Policy, *,
                     words.append(f"{pct} reserved {res:g}")
                 if borrowed > 0:
                     words.append(f"{pct} borrowed {borrowed:g}")
-                if i == 0 and pending_now > 0:
-                    words.append(f"{pending_now:g} GPUs pending, oldest waited {_hours(waited)}")
+                if i == 0 and pending_now - ignored > 0:
+                    words.append(f"{pending_now - ignored:g} GPUs pending, oldest waited {_hours(waited)}")
+                if i == 0 and ignored:
+                    words.append(f"{ignored:g} pending GPUs never admissible, ignored")
+                if demand[flavor] < max(held + mine, need) - 1e-9:
+                    words.append(f"capped at the {reach[cell]:g} GPUs it can reach")
                 if need:
                     words.append(f"deadlines need {need:g}")
                 evidence[flavor] = ", ".join(words)
@@ -192,10 +257,13 @@ def cohort_demands(snapshot: Snapshot, history: pd.DataFrame, policy: Policy, *,
             ))
         limits = limits_of(rb)
         notes: list[str] = _unknown_flavor_notes(policy, {q for q, _ in nominal}, set(gpu["flavor"].astype(str)))
+        for queue, items in sorted(never.items()):
+            names = ", ".join(f"{name} ({gpus:g} GPUs)" for name, gpus in items)
+            notes.append(f"{queue}: pending Workloads larger than anything the queue can ever be admitted "
+                         f"({max(g for (q, _), g in reach.items() if q == queue):g} GPUs): {names}; not counted as demand")
         little = history_s < rb.min_history_days * 86400
         if little:
-            limits = QuotaLimits(limits.max_step_gpus, limits.max_step_percent,
-                                 min(limits.max_total_moved_gpus, limits.max_step_gpus), limits.hysteresis_gpus)
+            limits = replace(limits, max_total_moved_gpus=min(limits.max_total_moved_gpus, limits.max_step_gpus))
             notes.append(f"only {_hours(history_s)} of history (less than min_history_days="
                          f"{rb.min_history_days:g}): planned from what there is, at most "
                          f"{limits.max_total_moved_gpus} GPUs moved in all")
@@ -204,10 +272,11 @@ def cohort_demands(snapshot: Snapshot, history: pd.DataFrame, policy: Policy, *,
 
 
 def deadline_gpus_per_queue(pools: Sequence[PoolPlan], snapshot: Snapshot) -> dict[Cell, int]:
-    """(queue, flavor) -> the most GPUs the queue's deadline jobs hold at once in the deadline plan.
+    """(queue, flavor) -> the fewest GPUs on which the queue's own deadline jobs all meet their deadlines.
 
-    The plan's schedule (on capacity plus the extra GPUs it asks for) meets every deadline it
-    can; the peak of a queue's own deadline jobs in it is what that queue's quota must cover.
+    The deadline planner's minimum (``plan_deadlines`` from the largest job's GPUs: those plus its extra GPUs) for the
+    queue's deadline jobs of the pool, running ones included; jobs no capacity can save count
+    for nothing. Not the peak of one schedule, which may run in parallel what could run in turn.
     """
     wls = snapshot.workloads
     if wls.empty or not pools:
@@ -215,17 +284,15 @@ def deadline_gpus_per_queue(pools: Sequence[PoolPlan], snapshot: Snapshot) -> di
     queue_of = {f"{r.namespace}/{r.name}": str(r.cluster_queue) for r in wls.itertuples(index=False)}
     out: dict[Cell, int] = {}
     for pool in pools:
-        events: dict[str, list[tuple[float, int]]] = {}
-        for job in pool.plan.schedule:
+        mine: dict[str, list[DeadlineJob]] = {}
+        for job in pool.problem.jobs:
             queue = queue_of.get(job.name)
-            if queue is None or job.deadline is None:
-                continue
-            events.setdefault(queue, []).extend([(job.start, job.gpus), (job.end, -job.gpus)])
-        for queue, points in events.items():
-            level = peak = 0
-            for _, change in sorted(points, key=lambda p: (p[0], p[1])):
-                level += change
-                peak = max(peak, level)
+            if queue is not None and job.deadline is not None:
+                mine.setdefault(queue, []).append(job)
+        for queue, jobs in mine.items():
+            resource = jobs[0].resource
+            base = max(j.gpus for j in jobs)  # no fewer than the largest job: the planner's capacity to start from
+            need = base + plan_deadlines({resource: base}, jobs).extra_gpus.get(resource, 0)
             cell = (queue, pool.problem.flavor)
-            out[cell] = max(out.get(cell, 0), peak)
+            out[cell] = max(out.get(cell, 0), need)
     return out

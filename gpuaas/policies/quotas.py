@@ -12,24 +12,28 @@ The model, per cell (queue ``i``, flavor ``f``) with ``b`` the current nominal q
 
 * ``n`` integer new quota, ``n - b = inc - dec`` with ``inc, dec >= 0``;
 * the cohort's total per flavor is conserved: ``sum_i n = sum_i b``;
-* guarantees: ``n >= guaranteed``: a queue below its guarantee must be raised to it (or the
-  instance is infeasible, and the error says which queue and which limit stops it);
-* steps: ``inc, dec <= min(max_step_gpus, floor(b * max_step_percent / 100))``;
-* all moves together: ``sum inc <= max_total_moved_gpus`` (the sum of the gains; by conservation
-  it equals the sum of the losses);
-* hysteresis: a change is zero or at least ``hysteresis_gpus`` (binaries ``u, v`` with
-  ``h*u <= inc <= step*u``, ``h*v <= dec <= step*v``, ``u + v <= 1``), modelled only when it can bind
-  (``hysteresis_gpus >= 2``: integer quotas make a smaller bound hold by itself);
-* no reversal: a queue whose net change of the last ``no_reversal_days`` is positive does not lose
-  that flavor, one whose change is negative does not gain it;
-* shortfall ``s >= demand - n``, ``s >= 0``.
+* steps: ``inc, dec <= step`` with ``step = min(max_step_gpus, max(min_step_gpus,
+  floor(max(b, guaranteed) * max_step_percent / 100)))``. The absolute minimum is what lets a
+  queue at 0 or 1 GPU gain at all: a step that is only a share of the quota stays 0 there, and a
+  team shrunk during a quiet week would be held down for good. Back to its weighted share the
+  step is no limit (``share_steps``): lent quota returns in one plan;
+* guarantees: a queue at or above its guarantee never goes below it; a queue below it is raised
+  as far as tonight's limits allow (the gap is minimised first, see ``_quota_milp``), the rest the
+  following nights, and the rest of the cohort is planned meanwhile;
+* all moves together: ``sum inc <= max_total_moved_gpus``;
+* hysteresis: a change is zero or at least ``hysteresis_gpus``;
+* no reversal: a queue whose net change of the last ``no_reversal_days`` is positive loses that
+  flavor only down to its demand (or its share, if lower), one whose change is negative gains it
+  only up to its demand. Moving back toward the demand is recovery, not flapping; past it would be.
+
+The objective, lexicographic: the smallest guarantee gap; then the smallest shortfall cost, a
+convex piecewise-linear cost of each queue's shortfall ratio times its weight (``segment_cost``),
+in two tiers: demand within the queue's weighted share of the cohort first, the rest after. So
+scarce GPUs are shared by weight when every queue is short, and a queue that asks for the whole
+cohort cannot take a queue's share while that queue uses it; then the fewest GPUs moved, which
+is what stops flapping (when demand is met as well as it can be, staying put wins).
 
 The matrix form and the solver calls are in ``_quota_milp``.
-
-The objective is lexicographic and solved in two passes: first the smallest weighted shortfall
-``sum weight * s``; then, with that value held (to a relative 1e-9), the fewest GPUs moved
-(``sum inc``). The second pass is what stops flapping: when demand is already met as well as it
-can be, staying put moves zero GPUs and wins.
 """
 
 from __future__ import annotations
@@ -41,8 +45,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from gpuaas.errors import ConfigError, PolicyError
-from gpuaas.policies._quota_milp import solve_lexicographic
-from gpuaas.policies._quota_reasons import Cell, explain_infeasible, reasons_for
+from gpuaas.policies._quota_milp import owed_multiplier, segment_cost, solve_lexicographic
+from gpuaas.policies._quota_reasons import Cell, reasons_for
 
 __all__ = [
     "QueueDemand",
@@ -51,7 +55,11 @@ __all__ = [
     "QuotaPlan",
     "QuotaPlanInfeasible",
     "plan_quotas",
+    "overloaded",
     "plan_to_dict",
+    "share_steps",
+    "shares",
+    "step_of",
     "validate_quota_input",
 ]
 
@@ -65,6 +73,11 @@ class QuotaLimits:
     max_step_percent: float
     max_total_moved_gpus: int
     hysteresis_gpus: int
+    min_step_gpus: int = 0
+    """The step any queue may take whatever its size (capped by ``max_step_gpus``): lets a queue at 0 gain."""
+    lend_reserve: float = 0.0
+    """Share of a queue's unused share it keeps (not lent): demand below the share counts as
+    ``demand + lend_reserve * (share - demand)``. A lender's next burst waits for a night; this is its cushion."""
 
 
 @dataclass(frozen=True)
@@ -110,18 +123,27 @@ class QuotaPlan:
     weighted_shortfall: float
     solve_seconds: float
     weighted_shortfall_before: float = 0.0
+    shortfall_cost: float = 0.0
+    """The objective (``segment_cost`` summed): never above ``shortfall_cost_before``."""
+    shortfall_cost_before: float = 0.0
+    unmet_guarantees: list[str] = field(default_factory=list)
+    """Queues still below their guarantee after the plan, in words (reached over the next runs)."""
+    notes: list[str] = field(default_factory=list)
+    """What the operator should know: a flavor where every queue wants more than its share."""
 
 
 class QuotaPlanInfeasible(PolicyError):
-    """No quota assignment meets every constraint; the message says which ones collide."""
+    """The solver found no assignment (staying put always is one, so this means a solver fault)."""
 
 
 def validate_quota_input(queues: Sequence[QueueDemand], limits: QuotaLimits) -> None:
     """Refuse contradictory input with a ConfigError naming the field (``queues[1].demand.h100``)."""
-    for name in ("max_step_gpus", "max_total_moved_gpus", "hysteresis_gpus"):
+    for name in ("max_step_gpus", "max_total_moved_gpus", "hysteresis_gpus", "min_step_gpus"):
         value = getattr(limits, name)
         if not isinstance(value, int) or isinstance(value, bool) or value < 0:
             raise ConfigError(f"must be a whole number >= 0, got {value!r}", field=f"limits.{name}")
+    if not (isinstance(limits.lend_reserve, int | float) and 0 <= limits.lend_reserve <= 1):
+        raise ConfigError(f"must be a number from 0 to 1, got {limits.lend_reserve!r}", field="limits.lend_reserve")
     if not (isinstance(limits.max_step_percent, int | float) and limits.max_step_percent >= 0):
         raise ConfigError(f"must be a number >= 0, got {limits.max_step_percent!r}", field="limits.max_step_percent")
     if not queues:
@@ -177,33 +199,74 @@ def _whole(value: Any, queue: str, where: str) -> None:
         raise ConfigError(f"queue {queue!r}: must be a whole number >= 0, got {value!r}", field=where)
 
 
+def step_of(before: int, guaranteed: int, limits: QuotaLimits) -> int:
+    """The most one queue's quota of one flavor may move in one plan (see the module docstring)."""
+    relative = math.floor(max(before, guaranteed) * limits.max_step_percent / 100 + 1e-9)
+    return min(limits.max_step_gpus, max(limits.min_step_gpus, relative))
+
+
+def shares(queues: Sequence[QueueDemand]) -> dict[tuple[str, str], float]:
+    """(queue, flavor) -> the flavor's GPUs in the cohort times the queue's weight over the weights of its holders."""
+    out: dict[tuple[str, str], float] = {}
+    for flavor in {f for q in queues for f in q.nominal}:
+        holders = [q for q in queues if flavor in q.nominal]
+        total, weights = sum(q.nominal[flavor] for q in holders), sum(q.weight for q in holders)
+        for q in holders:
+            out[(q.name, flavor)] = total * q.weight / weights
+    return out
+
+
 def _cells(queues: Sequence[QueueDemand], limits: QuotaLimits) -> list[Cell]:
     cells: list[Cell] = []
+    share = shares(queues)
     for q in queues:
         for flavor, before in q.nominal.items():
-            step = min(limits.max_step_gpus, math.floor(before * limits.max_step_percent / 100 + 1e-9))
+            guaranteed = q.guaranteed.get(flavor, 0)
+            step = step_of(before, guaranteed, limits)
             recent = q.recent_change.get(flavor, 0)
+            demand = float(q.demand.get(flavor, 0.0))
+            if demand < share[(q.name, flavor)]:
+                demand += limits.lend_reserve * (share[(q.name, flavor)] - demand)
+            up, down = share_steps(before, demand, share[(q.name, flavor)], recent, step)
             cells.append(Cell(
-                queue=q.name, flavor=flavor, before=before, demand=float(q.demand.get(flavor, 0.0)),
-                guaranteed=q.guaranteed.get(flavor, 0), weight=float(q.weight), recent=recent, step=step,
-                step_up=0 if recent < 0 else step, step_down=0 if recent > 0 else step,
-                evidence=q.evidence.get(flavor, ""),
+                queue=q.name, flavor=flavor, before=before, demand=demand,
+                guaranteed=guaranteed, weight=float(q.weight), recent=recent, step=step,
+                step_up=up, step_down=down,
+                evidence=q.evidence.get(flavor, ""), share=share[(q.name, flavor)],
             ))
     return cells
 
 
+def share_steps(before: int, demand: float, share: float, recent: int, step: int) -> tuple[int, int]:
+    """(most GPUs gained, most lost) in one plan, after the share and no-reversal rules.
+
+    A queue below its share whose demand is above its quota may regain up to the smaller of the
+    two in one plan, and a queue above its share may give down to it in one plan: what a queue
+    lent while it did not need it comes back the night its demand returns, not step by step over
+    a week while its jobs wait. No reversal: after a recent loss a queue gains only up to its
+    demand; after a recent gain it loses only down to its demand or its share, whichever is lower.
+    """
+    wanted = math.ceil(demand - 1e-9)
+    owed = math.floor(share + 1e-9)
+    up = max(step, min(wanted, owed) - before)
+    down = max(step, before - owed)
+    if recent < 0:
+        up = min(up, max(0, wanted - before))
+    if recent > 0:
+        down = min(down, max(0, before - min(wanted, owed)))
+    return up, down
+
+
 def plan_quotas(queues: Sequence[QueueDemand], limits: QuotaLimits) -> QuotaPlan:
-    """The lexicographically best plan (weighted shortfall, then GPUs moved) under the limits."""
+    """The lexicographically best plan (guarantee gap, shortfall cost, GPUs moved) under the limits."""
     validate_quota_input(queues, limits)
     started = time.perf_counter()
     cells = _cells(queues, limits)
-    problem = explain_infeasible(cells, limits, solved=False)
-    if problem:
-        raise QuotaPlanInfeasible(problem)
     after = solve_lexicographic(cells, limits.hysteresis_gpus, limits.max_total_moved_gpus)
     if after is None:
-        raise QuotaPlanInfeasible(explain_infeasible(cells, limits, solved=True))
+        raise QuotaPlanInfeasible("the quota model has no solution although staying put is one; nothing applied")
     elapsed = time.perf_counter() - started
+    owed = owed_multiplier([c.weight for c in cells])
     reasons = reasons_for(cells, after, limits)
     changes = [QuotaChange(c.queue, c.flavor, c.before, a, r) for c, a, r in zip(cells, after, reasons)]
     shortfall: dict[str, dict[str, float]] = {}
@@ -216,7 +279,29 @@ def plan_quotas(queues: Sequence[QueueDemand], limits: QuotaLimits) -> QuotaPlan
         weighted_shortfall=sum(c.weight * max(0.0, c.demand - a) for c, a in zip(cells, after)),
         solve_seconds=elapsed,
         weighted_shortfall_before=sum(c.weight * max(0.0, c.demand - c.before) for c in cells),
+        shortfall_cost=sum(segment_cost(c.demand, c.weight, a, c.share, owed) for c, a in zip(cells, after)),
+        shortfall_cost_before=sum(segment_cost(c.demand, c.weight, c.before, c.share, owed) for c in cells),
+        unmet_guarantees=[f"{c.queue} {c.flavor}: {a} of guaranteed {c.guaranteed} (+{c.step_up} a run at most)"
+                          for c, a in zip(cells, after) if a < c.guaranteed],
+        notes=overloaded(cells),
     )
+
+
+def overloaded(cells: Sequence[Cell]) -> list[str]:
+    """One sentence per flavor where every queue wants at least its share: no quota move can help there.
+
+    Each queue then keeps (or gets back) its share and nothing more can be given, so the honest
+    answer is more GPUs; the deadline plan's extra GPUs is the signal that says how many.
+    """
+    out = []
+    for flavor in sorted({c.flavor for c in cells}):
+        members = [c for c in cells if c.flavor == flavor]
+        total, wanted = sum(c.before for c in members), sum(c.demand for c in members)
+        if len(members) > 1 and wanted > total and all(c.demand >= c.share - 1e-9 for c in members):
+            out.append(f"{flavor}: every queue wants at least its share ({wanted:g} GPUs wanted of {total}): moving "
+                       "quota cannot help; more GPUs can (see the deadline plan's extra GPUs, "
+                       "gpuaas_extra_gpus_needed)")
+    return out
 
 
 def plan_to_dict(plan: QuotaPlan) -> dict[str, Any]:
@@ -227,5 +312,7 @@ def plan_to_dict(plan: QuotaPlan) -> dict[str, Any]:
         "moved_gpus": plan.moved_gpus,
         "shortfall": plan.shortfall,
         "weighted_shortfall": plan.weighted_shortfall,
+        "unmet_guarantees": plan.unmet_guarantees,
+        "notes": plan.notes,
         "solve_seconds": round(plan.solve_seconds, 4),
     }

@@ -78,3 +78,33 @@ def test_the_public_195_job_trace_plan_meets_more_deadlines(shared_dir: Path) ->
     assert data["fifo"]["jobs"] == data["planned"]["jobs"] == 195
     assert data["fifo"]["hopeless"] == data["planned"]["hopeless"] > 0
     assert data["planned"]["met"] >= 1.3 * data["fifo"]["met"]
+
+
+def test_estimates_are_what_the_planner_is_told() -> None:
+    from gpuaas.cluster.deadline_replay import estimate_runtimes
+    from gpuaas.errors import ConfigError
+
+    assert estimate_runtimes(JOBS, "exact", 0) == [100, 60, 60, 100]
+    assert estimate_runtimes(JOBS, "factor:2", 0) == [200, 120, 120, 200]
+    noisy = estimate_runtimes(JOBS * 500, "lognormal:0.5", 7)
+    assert noisy == estimate_runtimes(JOBS * 500, "lognormal:0.5", 7)  # the seed decides
+    ratios = sorted(e / j.duration for e, j in zip(noisy, JOBS * 500))
+    assert 0.9 < ratios[len(ratios) // 2] < 1.1 and ratios[0] < 0.5 and ratios[-1] > 2  # median right, wide tails
+    for bad in ("factor:0", "lognormal:-1", "guess", "exact:2", "factor:x"):
+        with pytest.raises(ConfigError, match="--runtime-estimate"):
+            estimate_runtimes(JOBS, bad, 0)
+
+
+def test_with_run_times_estimated_twice_too_long_the_plan_meets_what_fifo_meets() -> None:
+    # Told a, b take 120 s and c 200: at b's arrival (t=20) c is expected to end at 200, so b (due 170) cannot
+    # be planned in time and runs as best effort behind a, as in FIFO (re-planned when c ends at 100: still so).
+    planned = replay_deadlines(JOBS, 4, planned=True, estimates=[200, 120, 120, 200])
+    assert planned.met == replay_deadlines(JOBS, 4, planned=False).met == 2
+
+
+def test_cli_names_a_bad_runtime_estimate(tmp_path: Path) -> None:
+    path = write_trace(tmp_path, JOBS)
+    result = runner.invoke(app, ["replay", "deadlines", "--trace", str(path), "--gpus", "4",
+                                 "--runtime-estimate", "factor:zero"])
+    assert result.exit_code == 1 and result.stderr.strip().splitlines() == [
+        "error: --runtime-estimate: expected exact, factor:F (F > 0) or lognormal:SIGMA (SIGMA >= 0), got 'factor:zero'"]

@@ -12,14 +12,17 @@ JSON keys and a bad quota file's one-line error.
 from __future__ import annotations
 
 import json
+from collections import deque
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
 from typer.testing import CliRunner
 
 from gpuaas.cli.app import app
-from gpuaas.cluster.quota_replay import CONFIGURATIONS, DEFAULT_LIMITS, load_jobs, load_quotas
+from gpuaas.cluster.quota_replay import CONFIGURATIONS, load_jobs, load_quotas
 from gpuaas.cluster.quota_replay._engine import QuotaReplay, ReplayRun
+from gpuaas.policy import Policy
 
 KEYS = {"tenants", "avg_queue_s", "p95_queue_s", "worst_tenant_p95_queue_s", "deadline_satisfaction",
         "gpu_allocation_ratio", "jain_fairness", "preempted_gpu_hours", "gpus_moved_per_night"}
@@ -64,7 +67,7 @@ def test_quota_is_conserved_and_only_what_should_move_moves(
             assert run.gpus_moved_per_night == [] and run.quota_totals == []
         else:
             assert len(run.gpus_moved_per_night) >= 20 and sum(run.gpus_moved_per_night) > 0, name
-            assert max(run.gpus_moved_per_night) <= DEFAULT_LIMITS.max_total_moved_gpus
+            assert max(run.gpus_moved_per_night) <= Policy().rebalance.max_total_moved_gpus
         if name.endswith("isolated"):
             assert run.preemptions == 0 and run.preempted_gpu_hours == 0
     assert runs["static_cohort"].preemptions > 0  # the slice does exercise reclaim
@@ -99,3 +102,64 @@ def test_bad_quota_file_is_one_line_naming_file_and_tenant(tmp_path: Path,
     assert result.exit_code == 1
     assert result.stdout == "" or "Traceback" not in result.output
     assert f"{bad}: cluster10: must be a whole number of GPUs" in result.output
+
+
+def test_the_replays_night_plans_what_the_rebalance_flow_plans_on_the_same_state() -> None:
+    """The replay's nightly plan and the flow's (``cohort_demands`` then ``plan_quotas``) on one state.
+
+    The state: three queues of one cohort, a week of hourly samples. The flow reads the percentile
+    of usage and the median of pending GPUs from Prometheus; here the test writes those figures
+    into the history frame from the same samples, and the snapshot carries the backlog now.
+    """
+    import numpy as np
+    import pandas as pd
+
+    from gpuaas.cluster.quota_replay._nightly import History, plan_night
+    from gpuaas.models import Snapshot, SourceStatus
+    from gpuaas.policies.quota_demand import cohort_demands
+    from gpuaas.policies.quotas import plan_quotas
+
+    rng = np.random.default_rng(7)
+    quotas = {"a": 16, "b": 16, "c": 16}
+    means = {"a": 2.0, "b": 15.0, "c": 12.0}
+    backlog = {"a": (0.0, 0.0), "b": (12.0, 5 * 3600.0), "c": (4.0, 600.0)}
+    history = {q: History(used=deque(np.minimum(quotas[q], rng.poisson(means[q], 168))
+                                                                .astype(float)),
+                          pending=deque(rng.poisson(backlog[q][0] / 2, 168).astype(float)),
+                          changes=deque([-1, 0] if q == "a" else []),
+                          pending_now=backlog[q][0], oldest_wait_s=backlog[q][1]) for q in quotas}
+    policy = Policy()
+    replayed = plan_night(quotas, history, policy)
+
+    pct = policy.rebalance.usage_percentile
+    rows = []
+    for q, h in history.items():
+        use = float(np.percentile(list(h.used), pct))
+        rows += [{"cluster_queue": q, "flavor": "gpu", "stat": "usage_p", "value": use},
+                 {"cluster_queue": q, "flavor": "gpu", "stat": "reservation_p", "value": use},
+                 {"cluster_queue": q, "flavor": "gpu", "stat": "history_seconds", "value": 7 * 86400.0},
+                 {"cluster_queue": q, "flavor": "", "stat": "pending_median", "value": float(np.median(list(h.pending)))}]
+    snap = Snapshot(
+        collected_at=datetime(2026, 12, 1, tzinfo=UTC),
+        windows_minutes=(30.0,), sources={"kube": SourceStatus("kube", ok=True)},
+        quotas=pd.DataFrame([{"cluster_queue": q, "cohort": "trace", "flavor": "gpu", "resource": "nvidia.com/gpu",
+                              "nominal": float(g), "borrowing_limit": None, "lending_limit": None, "reserved": 0.0,
+                              "usage": 0.0, "borrowed": 0.0} for q, g in quotas.items()]),
+        queues=pd.DataFrame([{"name": q, "pending_gpus": p, "oldest_pending_seconds": w}
+                             for q, (p, w) in backlog.items()]))
+    [cohort] = cohort_demands(snap, pd.DataFrame(rows), policy, recent_change={("a", "gpu"): -1})
+    flowed = plan_quotas(cohort.queues, cohort.limits)
+    assert {c.queue: c.after for c in flowed.changes} == replayed.quotas
+    assert replayed.moved_gpus == flowed.moved_gpus > 0
+
+
+def test_a_bad_policy_file_is_one_line_naming_file_and_field(tmp_path: Path,
+                                                             slice_runs: tuple[list[Path], Path, dict[str, ReplayRun]]
+                                                             ) -> None:
+    traces, quotas, _ = slice_runs
+    bad = tmp_path / "policy.yaml"
+    bad.write_text("rebalance:\n  min_step_gpus: -1\n", encoding="utf-8")
+    result = runner.invoke(app, ["replay", "rebalance", "--trace", str(traces[0]), "--trace-format", "itp",
+                                 "--quotas", str(quotas), "--policy", str(bad), "--format", "json"])
+    assert result.exit_code == 1 and "Traceback" not in result.output
+    assert str(bad) in result.stderr and "rebalance.min_step_gpus" in result.stderr

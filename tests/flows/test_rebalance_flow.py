@@ -43,8 +43,10 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Any:
 def pointed_at(cluster: EmbeddedCluster, tmp_path: Path, pushgateway_url: str,
                monkeypatch: pytest.MonkeyPatch) -> EmbeddedCluster:
     policy = tmp_path / "policy.yaml"
+    # Weight 1: team-b's share of the 24 GPUs is 8, so it regains 4 (to its share, its step); with weight 2
+    # its share would be 12 and the plan would raise it to its whole demand at once.
     policy.write_text(yaml.safe_dump({"rebalance": {"max_step_percent": 100},
-                                      "tenants": [{"name": "team-b", "cluster_queues": ["team-b-cq"], "weight": 2}]}))
+                                      "tenants": [{"name": "team-b", "cluster_queues": ["team-b-cq"], "weight": 1}]}))
     return point_at(cluster, monkeypatch, data_dir=tmp_path / "data", pushgateway_url=pushgateway_url,
                     policy_file=policy)
 
@@ -67,7 +69,7 @@ def test_dry_run_plans_publishes_and_writes_nothing(pointed_at: EmbeddedCluster,
     assert "of history" in c["notes"][0]
     after = {r["queue"]: r["after"] for r in c["changes"]}
     assert after["team-b-cq"] == 8 and sum(after.values()) == sum(NOMINAL.values())  # +4: 100% of 4
-    assert c["moved_gpus"] == 4 and c["weighted_shortfall_before"] == 16.0 and c["weighted_shortfall"] == 8.0
+    assert c["moved_gpus"] == 4 and c["weighted_shortfall_before"] == 8.0 and c["weighted_shortfall"] == 4.0
     assert quotas(pointed_at) == NOMINAL
 
     from prefect.client.orchestration import get_client
@@ -81,7 +83,7 @@ def test_dry_run_plans_publishes_and_writes_nothing(pointed_at: EmbeddedCluster,
     rows = json.loads(table) if isinstance(table, str) else table
     assert {r["queue"] for r in rows} == set(QUEUES) and "shortfall before" in rows[0]
     summary = str(latest["gpuaas-rebalance-summary"].data)
-    assert "# gpuaas rebalance (dry-run)" in summary and "weighted shortfall **16 -> 8**" in summary
+    assert "# gpuaas rebalance (dry-run)" in summary and "weighted shortfall **8 -> 4**" in summary
     assert summary.splitlines()[0] == ("Dry-run: 4 GPUs of quota would move in 1 of 1 cohorts (planned 1); "
                                        "nothing was changed.")
     metrics = httpx.get(f"{pushgateway_url}/metrics", timeout=10).text

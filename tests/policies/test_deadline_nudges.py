@@ -71,3 +71,27 @@ def test_holds_never_outlast_the_latest_start(cap: int, raw: list[tuple[int, int
         assert n.release_at is not None and n.release_at > NOW
         released_s = (n.release_at - NOW).total_seconds()
         assert job.deadline is not None and released_s + 1800 <= job.deadline - job.duration + 1e-6
+
+
+def test_a_best_effort_workload_is_never_held_and_one_held_is_released() -> None:
+    # 4 GPUs: two deadline jobs now, two best-effort (no deadline) planned after them.
+    jobs = [DeadlineJob(f"ns/d{i}", 2, 3600, 7200, "h100") for i in range(2)]
+    jobs += [DeadlineJob(f"ns/b{i}", 2, 3600, None, "h100") for i in range(2)]
+    plans = plan_pools([pool(2, jobs)])
+    nudges = plan_nudges(plans, held("b1", release_at=NOW + timedelta(hours=3)), NOW, POLICY)
+    assert not [n for n in nudges if n.action == "hold" and n.name.startswith("b")]
+    assert [(n.action, n.name) for n in nudges if n.action == "release"] == [("release", "b1")]
+    assert "never held" in nudges[0].reason
+
+
+def test_work_the_plan_cannot_hold_makes_it_hold_nothing() -> None:
+    """A best-effort job planned later (never held) or a pending one without run time could be admitted into
+    the gap the plan counts on: the plan is not enforceable, so Kueue's own order stands."""
+    deadline_jobs = [DeadlineJob(f"ns/j{i}", 2, 3600, 7200, "h100") for i in range(4)]  # the field example
+    best_effort = DeadlineJob("ns/be", 2, 3600, None, "h100")
+    nudges = plan_nudges(plan_pools([pool(4, [*deadline_jobs, best_effort])]), NO_HOLDS, NOW, POLICY)
+    assert [n for n in nudges if n.action == "hold"] == []
+    blind = PoolProblem("c", "h100", 4, tuple(deadline_jobs), uncontrolled=("ns/no-runtime",))
+    nudges = plan_nudges(plan_pools([blind]), held("j3", release_at=NOW + timedelta(hours=1)), NOW, POLICY)
+    assert [(n.action, n.name) for n in nudges] == [("release", "j3")]
+    assert "could take the gaps it counts on" in nudges[0].reason

@@ -66,3 +66,27 @@ def test_pools_capacity_and_who_is_planned_where() -> None:
 def test_a_pool_without_deadlines_still_reports_zero() -> None:
     [pool, *_] = plan_pools(deadline_problems(snapshot([wl("best", "pending", 1, deadline_in=None)])))
     assert pool.plan.extra_gpus == {pool.problem.flavor: 0} and pool.at_risk_count == 0
+
+
+def test_a_job_running_past_its_estimate_keeps_its_gpus_in_the_plan() -> None:
+    """Expected 1 h, running for 2 h: planned to hold its GPUs half its estimate (30 min) more, not dropped."""
+    snap = snapshot([wl("late", "admitted", 2, flavor="h100", admitted_ago=7200, deadline_in=None),
+                     wl("no-runtime", "pending", 2, runtime=None)])
+    h100 = {(p.cohort, p.flavor): p for p in deadline_problems(snap)}[("c", "h100")]
+    [late] = h100.jobs
+    assert late.running_for == 7200 and late.duration == 7200 + 1800
+    assert any("past its expected 60 min" in n for n in h100.notes)
+    assert h100.uncontrolled == ("ns/no-runtime",)
+
+
+def test_a_pool_split_by_borrowing_or_lending_limits_is_planned_but_not_exact() -> None:
+    snap = snapshot([wl("due", "pending", 2)])
+    quotas = snap.quotas.copy()
+    quotas["borrowing_limit"] = None
+    quotas["lending_limit"] = None
+    quotas.loc[1, "lending_limit"] = 1.0  # cq-b lends at most 1 of its 4 h100
+    snap = Snapshot(collected_at=NOW, windows_minutes=(30.0,), sources={}, workloads=snap.workloads, quotas=quotas)
+    pools = {(p.problem.cohort, p.problem.flavor): p for p in plan_pools(deadline_problems(snap))}
+    h100, a100 = pools[("c", "h100")], pools[("c", "a100")]
+    assert not h100.plan.exact and "cq-b has lendingLimit 1" in h100.plan.messages[-1]
+    assert a100.plan.exact  # no limit on a100

@@ -1,4 +1,6 @@
-"""``cohort_demands`` and ``deadline_gpus_per_queue``: the demand formula by hand. Pure."""
+"""``cohort_demands`` and ``deadline_gpus_per_queue``: the demand formula by hand, and the ways it
+could be gamed (never-admissible Workloads, demand above what a queue can reach, a deadline need
+taken from one schedule's peak, a tenant's guarantee counted once per cohort). Pure."""
 
 from __future__ import annotations
 
@@ -100,7 +102,7 @@ def test_recent_changes_reach_the_planner_input() -> None:
      4),
     ([("team-a/j1", 3, 1.0, 5.0)], 3),
 ], ids=["two-then-two", "one-job"])
-def test_deadline_gpus_per_queue_is_the_peak_of_its_jobs_in_the_deadline_plan(
+def test_deadline_gpus_per_queue_is_the_planners_minimum_for_its_jobs(
         jobs: list[tuple[str, int, float, float]], peak: int) -> None:
     problem = PoolProblem("c", "h100", 4, tuple(DeadlineJob(n, g, d, dl, "h100") for n, g, d, dl in jobs))
     pools = plan_pools([problem])
@@ -120,3 +122,48 @@ def test_a_guarantee_in_an_unknown_flavor_is_said_not_silently_dropped() -> None
     assert cohort.notes == ["tenant 'ta': guaranteed_gpus_per_flavor names flavor 'h10O', which no ClusterQueue "
                             "has a GPU quota in (known: h100); ignored"]
     assert {q.name: q.guaranteed for q in cohort.queues} == {"a": {"h100": 2}, "b": {"h100": 3}}
+
+
+def test_the_deadline_need_is_the_minimum_not_the_peak_of_a_schedule_on_a_big_pool() -> None:
+    # Four 4-GPU jobs of 1 h, due in 4 h: on a 16-GPU pool EDF runs them at once (a peak of 16),
+    # yet one after the other on 4 GPUs they all hold.
+    jobs = [(f"team-a/j{i}", 4, 1.0, 4.0) for i in range(4)]
+    problem = PoolProblem("c", "h100", 16, tuple(DeadlineJob(n, g, d, dl, "h100") for n, g, d, dl in jobs))
+    workloads = [{"namespace": "team-a", "name": f"j{i}", "cluster_queue": "team-a-cq"} for i in range(4)]
+    snap = snapshot([("team-a-cq", "c", "h100", 16, 0.0)], {}, workloads)
+    assert deadline_gpus_per_queue(plan_pools([problem]), snap) == {("team-a-cq", "h100"): 4}
+
+
+def pending(queue: str, name: str, gpus: float) -> dict[str, Any]:
+    return {"namespace": "ns", "name": name, "cluster_queue": queue, "state": "pending", "active": True, "gpus": gpus}
+
+
+def test_a_never_admissible_workload_is_named_and_not_counted() -> None:
+    # a uses 4 of 16; a 10,000-GPU Workload waits in it (the cohort has 32 GPUs), plus a real 2-GPU one.
+    snap = snapshot([("a", "c", "h100", 16, 4.0), ("b", "c", "h100", 16, 16.0)], {"a": (10_002.0, 3 * 3600.0)},
+                    [pending("a", "huge", 10_000.0), pending("a", "small", 2.0)])
+    hist = history(full("a", "h100", 4) + full("b", "h100", 16) + [("a", "", "pending_median", 10_002.0)])
+    [cohort] = cohort_demands(snap, hist, Policy())
+    got = {q.name: q.demand["h100"] for q in cohort.queues}
+    assert got == {"a": 6.0, "b": 16.0}
+    assert cohort.notes == ["a: pending Workloads larger than anything the queue can ever be admitted (32 GPUs): "
+                            "ns/huge (10000 GPUs); not counted as demand"]
+
+
+def test_demand_is_capped_at_the_cohorts_capacity() -> None:
+    # a holds 16 and 30 GPUs wait (each Workload fits the cohort's 32): demand 46, capped at 32.
+    quotas = [("a", "c", "h100", 16, 16.0), ("b", "c", "h100", 16, 0.0)]
+    snap = snapshot(quotas, {"a": (30.0, 3 * 3600.0)}, [pending("a", f"w{i}", 5.0) for i in range(6)])
+    [cohort] = cohort_demands(snap, history(full("a", "h100", 16) + full("b", "h100", 0)), Policy())
+    a = cohort.queues[0]
+    assert a.demand == {"h100": 32.0} and "capped at the 32 GPUs it can reach" in a.evidence["h100"]
+    assert cohort.notes == []
+
+
+def test_a_tenant_in_two_cohorts_is_owed_its_guarantee_once() -> None:
+    policy = Policy.model_validate({"tenants": [{"name": "t", "cluster_queues": ["a", "x"], "guaranteed_gpus": 6}]})
+    snap = snapshot([("a", "c1", "h100", 8, 0.0), ("b", "c1", "h100", 8, 0.0), ("x", "c2", "h100", 4, 0.0),
+                     ("y", "c2", "h100", 8, 0.0)], {})
+    cohorts = {c.cohort: c for c in cohort_demands(snap, history([]), policy)}
+    owed = {q.name: q.guaranteed for c in cohorts.values() for q in c.queues if q.guaranteed}
+    assert owed == {"a": {"h100": 4}, "x": {"h100": 2}}  # 6 in proportion 8:4, not 6 in each cohort

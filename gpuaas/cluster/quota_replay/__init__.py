@@ -5,9 +5,10 @@ Four configurations on the same jobs and the same total GPUs:
 * ``static_isolated``: one ClusterQueue per tenant, no cohort (how Philly and Helios ran);
 * ``static_cohort``: the same quotas in one cohort, borrowing, ``reclaimWithinCohort: Any``
   (Kueue's answer);
-* ``rebalanced_isolated`` / ``rebalanced_cohort``: each of those with a nightly
-  :func:`gpuaas.policies.quotas.plan_quotas` on demand from the replay's own history (see
-  ``_nightly``).
+* ``rebalanced_isolated`` / ``rebalanced_cohort``: each of those with the rebalance flow's nightly
+  demand formula and planner, under the policy's ``rebalance`` settings (the defaults, or
+  ``--policy``), on the replay's own history (see ``_nightly``). Tenants the policy does not name
+  get a weight proportional to their static quota (``with_share_weights``).
 
 Quotas: Philly tenants (the ``cluster`` column) get ``nodes x 8`` GPUs from the Helios VC table;
 ITP files are one tenant each with their mean GPU demand; ``--quotas`` overrides either. Jobs
@@ -29,14 +30,14 @@ from typing import Any
 
 from gpuaas._yaml import read_yaml
 from gpuaas.errors import ConfigError
-from gpuaas.policies.quotas import QuotaLimits
+from gpuaas.policies.quota_demand import limits_of
+from gpuaas.policy import Policy, Tenant
 
 from ..traces import TraceJob, read_itp, read_philly
 from ._engine import Configuration, QuotaReplay
-from ._nightly import DEFAULT_LIMITS
 from ._report import summarise
 
-__all__ = ["CONFIGURATIONS", "DEFAULT_LIMITS", "load_jobs", "load_quotas", "replay_rebalance"]
+__all__ = ["CONFIGURATIONS", "load_jobs", "load_quotas", "replay_rebalance", "with_share_weights"]
 
 CONFIGURATIONS = (
     Configuration("static_isolated", cohort=False, rebalance=False),
@@ -102,10 +103,23 @@ def load_quotas(jobs: list[TraceJob], trace_format: str, traces: Sequence[Path],
     return {tenant: max(1, math.ceil(gpu_s / max(span, 1.0))) for tenant, gpu_s in sorted(demand.items())}
 
 
+def with_share_weights(policy: Policy, quotas: dict[str, int]) -> Policy:
+    """The policy, plus a tenant per trace tenant it does not name, weighted by its static quota.
+
+    Why: the planner shares a cohort by weight, and static quotas are the shares the replay compares
+    against; an operator moving from static quotas gives each team the weight of its old quota.
+    Tenants the policy names keep their own settings.
+    """
+    named = {q for t in policy.tenants for q in t.cluster_queues}
+    mean = sum(quotas.values()) / max(1, len(quotas))
+    extra = [Tenant(name=t, cluster_queues=[t], weight=max(gpus, 1) / max(mean, 1.0))
+             for t, gpus in sorted(quotas.items()) if t not in named]
+    return policy.model_copy(update={"tenants": [*policy.tenants, *extra]}) if extra else policy
+
+
 def replay_rebalance(traces: Sequence[Path], trace_format: str, *, quotas_file: Path | None = None,
                      days: float | None = None, configurations: Sequence[Configuration] = CONFIGURATIONS,
-                     limits: QuotaLimits = DEFAULT_LIMITS, demand_percentile: float = 100.0,
-                     progress: Callable[[str], None] | None = None) -> dict[str, Any]:
+                     policy: Policy | None = None, progress: Callable[[str], None] | None = None) -> dict[str, Any]:
     """Replay the trace under every configuration; the JSON the command prints."""
     jobs = load_jobs(traces, trace_format, days)
     quotas = load_quotas(jobs, trace_format, traces, quotas_file)
@@ -115,17 +129,17 @@ def replay_rebalance(traces: Sequence[Path], trace_format: str, *, quotas_file: 
     quotas = {t: g for t, g in quotas.items() if t in tenants}
     if not kept:
         raise ConfigError("no job fits its tenant's quota", field="--quotas")
+    policy = with_share_weights(policy or Policy(), quotas)
     results: dict[str, Any] = {}
     for config in configurations:
-        results[config.name] = summarise(QuotaReplay(kept, quotas, config, limits=limits, progress=progress,
-                                                      demand_percentile=demand_percentile).run())
+        results[config.name] = summarise(QuotaReplay(kept, quotas, config, policy=policy, progress=progress).run())
     span_days = (max(j.submit for j in kept) - min(j.submit for j in kept)) / DAY
     meta = {
         "trace": [str(p) for p in traces], "trace_format": trace_format, "jobs": len(kept),
         "excluded_jobs": sum(excluded.values()), "excluded_by_tenant": dict(sorted(excluded.items())),
         "submission_span_days": round(span_days, 2), "total_gpus": sum(quotas.values()),
-        "quotas": dict(sorted(quotas.items())), "limits": asdict(limits),
-        "demand_percentile": demand_percentile,
+        "quotas": dict(sorted(quotas.items())), "limits": asdict(limits_of(policy.rebalance)),
+        "usage_percentile": policy.rebalance.usage_percentile,
         "gpu_hours": round(sum(j.gpus * j.duration for j in kept) / 3600, 1),
     }
     return {"meta": meta, "configurations": results}

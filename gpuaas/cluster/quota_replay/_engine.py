@@ -13,12 +13,11 @@ its full duration again when admitted again; its queueing delay is the sum of al
 from __future__ import annotations
 
 import heapq
-import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 
-from gpuaas.policies.quotas import QuotaLimits
+from gpuaas.policy import Policy
 
 from ...quantity import GPU
 from ..kueue._admission import Assignment, Preemption, schedule
@@ -26,7 +25,7 @@ from ..kueue._model import PodSetInfo, WorkloadRecord, WorkloadState
 from ..kueue._preemption import AdmittedIndex, Target
 from ..kueue._quota import ClusterQueueQuota, PreemptionPolicy, QuotaBook, ResourceQuota
 from ..traces import TraceJob
-from ._nightly import DEFAULT_LIMITS, FLAVOR, History, plan_night
+from ._nightly import FLAVOR, History, history_hours, no_reversal_nights, plan_night
 from ._pending import PendingQueue
 
 __all__ = ["Configuration", "JobRecord", "QuotaReplay", "ReplayRun"]
@@ -79,18 +78,16 @@ class QuotaReplay:
     """Replays ``jobs`` with ``quotas`` (tenant -> GPUs) under one configuration."""
 
     def __init__(self, jobs: list[TraceJob], quotas: dict[str, int], config: Configuration, *,
-                 history_days: int = 7, no_reversal_days: int = 3, demand_percentile: float = 100.0,
-                 limits: QuotaLimits | None = None, progress: Callable[[str], None] | None = None) -> None:
+                 policy: Policy | None = None, progress: Callable[[str], None] | None = None) -> None:
         self.config = config
         self.quotas = dict(quotas)
-        self.limits = limits or DEFAULT_LIMITS
-        self.history_hours = int(history_days * 24)
-        self.no_reversal_nights = no_reversal_days
-        self.demand_percentile = demand_percentile
+        self.policy = policy or Policy()
+        self.history_hours = history_hours(self.policy)
+        self.no_reversal_nights = no_reversal_nights(self.policy)
         self.progress = progress
         self.book = QuotaBook()
         self.pending = {q: PendingQueue() for q in quotas}
-        self.history = {q: History(floor=math.ceil(gpus / 2)) for q, gpus in quotas.items()}
+        self.history = {q: History() for q in quotas}
         self.index = AdmittedIndex()
         self.now = 0.0
         self.allocated_gpu_s = 0.0
@@ -156,8 +153,6 @@ class QuotaReplay:
     def _arrive(self, record: JobRecord) -> None:
         record.pending_since = self.now
         self.pending[record.queue_name].push(record, record.gpus)
-        h = self.history[record.queue_name]
-        h.largest_job = max(h.largest_job, record.gpus)
 
     def _complete(self, t: float) -> None:
         while self._running and self._running[0][0] <= t:
@@ -232,20 +227,24 @@ class QuotaReplay:
     def _sample(self) -> None:
         fr = (FLAVOR, GPU)
         for name, h in self.history.items():
-            used = self.book.queues[name].usage.get(fr, 0) // 1000
-            h.samples.append(float(used + self.pending[name].gpus))
-            if len(h.samples) > self.history_hours:
-                h.samples.popleft()
+            h.used.append(float(self.book.queues[name].usage.get(fr, 0) // 1000))
+            h.pending.append(float(self.pending[name].gpus))
+            while len(h.used) > self.history_hours:
+                h.used.popleft()
+                h.pending.popleft()
 
     def _night(self) -> None:
-        result = plan_night(self.quotas, self.history, self.limits, self.history_hours, self.no_reversal_nights,
-                            self.demand_percentile)
+        for name, h in self.history.items():
+            waiting = [r for r in self.pending[name].records() if isinstance(r, JobRecord)]
+            h.pending_now = float(self.pending[name].gpus)
+            h.oldest_wait_s = self.now - min((r.pending_since for r in waiting), default=self.now)
+        result = plan_night(self.quotas, self.history, self.policy)
         if result.failed:
             self._failed.append(f"day {int(self.now // DAY)}: {result.failed}")
         for name, gpus in result.quotas.items():
             h = self.history[name]
             h.changes.append(gpus - self.quotas[name])
-            if len(h.changes) > self.no_reversal_nights:
+            if len(h.changes) > max(1, self.no_reversal_nights):
                 h.changes.popleft()
         self.quotas = result.quotas
         self._moved.append(result.moved_gpus)

@@ -1,15 +1,19 @@
-"""The nightly rebalance inside a replay: demand from the replay's own history, then the planner.
+"""The nightly rebalance inside a replay: the rebalance flow's demand formula and planner, on the replay's history.
 
-Demand per queue, written down: every simulated hour the replay samples each queue's GPUs in
-use plus its pending GPUs (what it would have used had nothing waited); a night's demand is a
-percentile of the last ``history_days`` of samples, by default the 100th (last week's peak: on
-the Philly trace the 90th and 99th let short bursts through; the README gives all three). The guarantee is half of the queue's
-static quota, or the largest job it has submitted so far when that is bigger (at most one step
-above its quota, so the plan stays feasible): a queue is never shrunk below a job it has asked
-for, and is grown back to one that arrives after a shrink. Without the half, a queue idle on the
-first nights shrinks to where the relative step (``max_step_percent`` of almost nothing) can never
-grow it again, and its jobs wait forever. ``recent_change`` is the queue's net quota change over the last
-``no_reversal_days`` nights. The planner is :func:`gpuaas.policies.quotas.plan_quotas`, unchanged.
+What the flow does each night, with the replay's own history in place of Prometheus:
+
+* every simulated hour the replay samples each queue's GPUs in use and its pending GPUs;
+* held = the policy's ``usage_percentile`` of the in-use samples of the last ``usage_lookback_days``
+  (the flow reads the same percentile of Kueue's usage gauge over the same window);
+* pending = :func:`gpuaas.policies.quota_demand.pending_demand` of the window's median pending GPUs
+  and of the GPUs pending now, with how long the oldest has waited;
+* demand = :func:`gpuaas.policies.quota_demand.cell_demand`, capped at the cohort's GPUs;
+* guarantees from the policy's tenants (none by default), ``recent_change`` the queue's net quota
+  change over the last ``no_reversal_days`` nights, the limits :func:`limits_of` the policy;
+* :func:`gpuaas.policies.quotas.plan_quotas`, unchanged.
+
+No floor, no replay-only limit: a replay that protected queues the deployed flow leaves exposed
+would promise what production does not deliver.
 """
 
 from __future__ import annotations
@@ -21,23 +25,24 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from gpuaas.errors import GpuaasError
-from gpuaas.policies.quotas import QueueDemand, QuotaLimits, plan_quotas
+from gpuaas.policies.quota_demand import cell_demand, limits_of, pending_demand
+from gpuaas.policies.quotas import QueueDemand, plan_quotas
+from gpuaas.policy import Policy
 
-__all__ = ["FLAVOR", "DEFAULT_LIMITS", "History", "NightResult", "plan_night"]
+__all__ = ["FLAVOR", "History", "NightResult", "plan_night"]
 
 FLAVOR = "gpu"
-DEFAULT_LIMITS = QuotaLimits(max_step_gpus=64, max_step_percent=50.0, max_total_moved_gpus=256, hysteresis_gpus=1)
-"""Per night: at most 64 GPUs or half of a queue's quota, 256 GPUs in all (the command's defaults)."""
 
 
 @dataclass
 class History:
-    """One queue's hourly demand samples and recent quota changes."""
+    """One queue's hourly samples and recent quota changes."""
 
-    samples: deque[float] = field(default_factory=deque)  # GPUs in use + pending, one per hour
+    used: deque[float] = field(default_factory=deque)  # GPUs in use, one per hour
+    pending: deque[float] = field(default_factory=deque)  # GPUs pending, one per hour
     changes: deque[int] = field(default_factory=deque)  # net change per night
-    largest_job: int = 0
-    floor: int = 0  # half the static quota: the least a rebalance leaves the queue
+    pending_now: float = 0.0
+    oldest_wait_s: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -47,25 +52,36 @@ class NightResult:
     failed: str | None = None  # why no plan was applied
 
 
-def _step(quota: int, limits: QuotaLimits) -> int:
-    return min(limits.max_step_gpus, math.floor(quota * limits.max_step_percent / 100))
+def history_hours(policy: Policy) -> int:
+    return max(1, math.ceil(policy.rebalance.usage_lookback_days * 24))
 
 
-def plan_night(quotas: dict[str, int], history: dict[str, History], limits: QuotaLimits,
-               history_hours: int, no_reversal_nights: int, percentile: float = 100.0) -> NightResult:
+def no_reversal_nights(policy: Policy) -> int:
+    return math.ceil(policy.rebalance.no_reversal_days)
+
+
+def plan_night(quotas: dict[str, int], history: dict[str, History], policy: Policy) -> NightResult:
     """New quotas for every queue (the same total), or the old ones and why not."""
+    rb = policy.rebalance
+    hours, nights = history_hours(policy), no_reversal_nights(policy)
+    total = float(sum(quotas.values()))
     queues = []
     for name in sorted(quotas):
         h = history[name]
-        window = list(h.samples)[-history_hours:]
-        demand = float(np.percentile(window, percentile)) if window else float(quotas[name])
+        used = list(h.used)[-hours:]
+        held = float(np.percentile(used, rb.usage_percentile)) if used else 0.0
+        waiting = list(h.pending)[-hours:]
+        median = float(np.median(waiting)) if waiting else 0.0
+        demand = cell_demand(held, pending_demand(median, h.pending_now, h.oldest_wait_s, rb), 0.0, total)
+        tenant = policy.tenant_for(None, name)
         queues.append(QueueDemand(
             name=name, nominal={FLAVOR: quotas[name]}, demand={FLAVOR: demand},
-            guaranteed={FLAVOR: min(max(h.largest_job, h.floor), quotas[name] + _step(quotas[name], limits))},
-            recent_change={FLAVOR: sum(list(h.changes)[-no_reversal_nights:])},
+            guaranteed={FLAVOR: tenant.guaranteed_gpus} if tenant and tenant.guaranteed_gpus else {},
+            weight=tenant.weight if tenant else 1.0,
+            recent_change={FLAVOR: sum(list(h.changes)[-nights:])} if nights else {},
         ))
     try:
-        plan = plan_quotas(queues, limits)
+        plan = plan_quotas(queues, limits_of(rb))
     except GpuaasError as exc:
         return NightResult(dict(quotas), 0, str(exc))
     new = dict(quotas)

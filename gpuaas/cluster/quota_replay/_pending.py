@@ -47,6 +47,12 @@ class PendingQueue:
         self.gpus -= gpus
         self.count -= 1
 
+    def records(self) -> Iterator[WorkloadRecord]:
+        """Every pending record, in no order (the nightly plan reads how long the oldest waited)."""
+        for bucket in self._buckets.values():
+            for _, record in bucket:
+                yield record
+
     def rejected(self, gpus: int) -> None:
         """The scheduler found no room for a head of ``gpus``: nothing as big fits this pass."""
         self._cap = gpus - 1 if self._cap is None else min(self._cap, gpus - 1)

@@ -1,0 +1,93 @@
+"""The hold's guards against a live Workload, with a stand-in writer (no cluster) and a SQLite store.
+
+Covers: a Workload that is Admitted, QuotaReserved or Finished by the time the hold is written is
+refused (the plan is decided again next run) and nothing is patched; one already held or
+deactivated by someone else is left alone; a 409 on the patch is never overwritten and audited as
+skipped; a hold applied carries the audit id and release time in its annotation.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from gpuaas.actions.deadline_holds import apply_nudges
+from gpuaas.errors import Conflict
+from gpuaas.policies.deadline_nudges import HOLD_ANNOTATION, Nudge
+from gpuaas.policy import Mode
+from gpuaas.store import Store
+
+NOW = datetime(2026, 3, 10, 12, 0, tzinfo=UTC)
+HOLD = Nudge("hold", "ns", "wl", "planned start in 60 min", release_at=NOW + timedelta(minutes=30))
+
+
+class FakeWriter:
+    """GET returns the object given; PATCH records the body, or raises ``Conflict`` when told to."""
+
+    def __init__(self, obj: dict[str, Any], *, conflict: bool = False) -> None:
+        self.obj = obj
+        self.conflict = conflict
+        self.patches: list[dict[str, Any]] = []
+
+    def get(self, kind: str, namespace: str, name: str, *, version: str | None = None) -> dict[str, Any]:
+        return self.obj
+
+    def patch(self, kind: str, namespace: str, name: str, body: dict[str, Any], *,
+              version: str | None = None) -> dict[str, Any]:
+        if self.conflict:
+            raise Conflict("the object has been modified", status=409, reason="Conflict", kind=kind,
+                           namespace=namespace, name=name)
+        self.patches.append(body)
+        return {"metadata": {"resourceVersion": "8"}}
+
+
+def workload(conditions: dict[str, str] | None = None, *, active: bool | None = None,
+             annotations: dict[str, str] | None = None) -> dict[str, Any]:
+    spec: dict[str, Any] = {} if active is None else {"active": active}
+    return {"metadata": {"namespace": "ns", "name": "wl", "resourceVersion": "7", "annotations": annotations or {}},
+            "spec": spec, "status": {"conditions": [{"type": t, "status": s} for t, s in (conditions or {}).items()]}}
+
+
+@pytest.fixture()
+def store(tmp_path: Path) -> Iterator[Store]:
+    opened = Store(f"sqlite:///{tmp_path}/gpuaas.db")
+    yield opened
+    opened.close()
+
+
+@pytest.mark.parametrize(("obj", "words"), [
+    (workload({"Admitted": "True", "QuotaReserved": "True"}), "no longer pending (Admitted)"),
+    (workload({"QuotaReserved": "True"}), "no longer pending (QuotaReserved)"),
+    (workload({"Finished": "True"}), "no longer pending (Finished)"),
+    (workload(active=False), "deactivated by someone else"),
+    (workload(annotations={HOLD_ANNOTATION: json.dumps({"audit_id": 3})}), "already held by gpuaas"),
+], ids=["admitted", "quota-reserved", "finished", "deactivated", "already-held"])
+def test_a_workload_that_is_no_longer_a_free_pending_one_is_not_held(
+        obj: dict[str, Any], words: str, store: Store) -> None:
+    writer = FakeWriter(obj)
+    [result] = apply_nudges([HOLD], store, writer, mode=Mode.apply, flow_run_id=None)  # type: ignore[arg-type]
+    assert result.result == "skipped" and words in result.reason
+    assert writer.patches == []
+
+
+def test_a_409_on_the_hold_is_never_overwritten(store: Store) -> None:
+    writer = FakeWriter(workload({"QuotaReserved": "False"}), conflict=True)
+    [result] = apply_nudges([HOLD], store, writer, mode=Mode.apply, flow_run_id=None)  # type: ignore[arg-type]
+    assert result.result == "skipped" and "409 Conflict" in result.reason and "decided again next run" in result.reason
+    assert writer.patches == []
+
+
+def test_a_hold_applied_names_its_audit_row_and_release_time(store: Store) -> None:
+    writer = FakeWriter(workload({"QuotaReserved": "False"}))
+    [result] = apply_nudges([HOLD], store, writer, mode=Mode.apply, flow_run_id=None)  # type: ignore[arg-type]
+    assert result.result == "applied"
+    [patch] = writer.patches
+    assert patch["spec"] == {"active": False} and patch["metadata"]["resourceVersion"] == "7"
+    mark = json.loads(patch["metadata"]["annotations"][HOLD_ANNOTATION])
+    assert mark == {"audit_id": result.audit_id, "release_at": (NOW + timedelta(minutes=30)).isoformat(),
+                    "before": {"active": None}}

@@ -42,7 +42,7 @@ test: venv system-deps lint real-cluster
 # The real control plane (kube-apiserver, etcd, the Kueue manager) built from the Go module proxy into
 # ~/.cache/gpuaas/k8s/ once per machine; seconds when cached. See docs/real-cluster.md.
 real-cluster: venv
-	$(BIN)/python -m gpuaas.cluster.real._build
+	$(BIN)/python -c "from gpuaas.cluster.real._build import main; raise SystemExit(main())"
 
 # The conformance and differential suites alone, against the real control plane (also part of `make test`).
 test-real: venv system-deps real-cluster

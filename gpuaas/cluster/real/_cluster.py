@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import base64
 import os
+import shutil
 import threading
 from datetime import UTC, datetime
 from functools import partial
@@ -120,7 +121,7 @@ class RealCluster:
             "--bind-address=127.0.0.1", "--advertise-address=127.0.0.1", f"--tls-cert-file={crt}",
             f"--tls-private-key-file={key}", f"--client-ca-file={pki.ca_file}", f"--token-auth-file={tokens}",
             "--authorization-mode=RBAC", f"--service-account-issuer={self.api_url}",
-            f"--service-account-key-file={pki.sa_key_file}",
+            f"--service-account-key-file={pki.sa_pub_file}",
             f"--service-account-signing-key-file={pki.sa_key_file}",
             "--service-cluster-ip-range=10.0.0.0/24", "--allow-privileged=true",
             "--disable-admission-plugins=ServiceAccount", f"--cert-dir={self.pki_dir}",
@@ -131,6 +132,7 @@ class RealCluster:
         self._run(proc, lambda: api.ok("/readyz"), 120)
 
     def _start_kueue(self, bins: Binaries, pki: Pki, webhook_port: int) -> None:
+        _metrics_certs(pki)
         certs = self.data_dir / "kueue-certs"
         certs.mkdir(parents=True, exist_ok=True)
         crt, key = pki.issue("kueue-webhook")
@@ -145,7 +147,8 @@ class RealCluster:
         self._write_kubeconfig(admin, pki, "kueue-manager")
         proc = Process("kueue", [
             str(bins.kueue), f"--config={config}", f"--kubeconfig={admin}",
-            f"--visibility-server-port={free_port()}", "--zap-log-level=2",
+            # The visibility API is not registered (see the module doc): its server stays off.
+            "--feature-gates=VisibilityOnDemand=false", "--zap-log-level=2",
         ], self.data_dir / "logs")
         self._run(proc, lambda: _http_ok(f"http://127.0.0.1:{health}/readyz"), 120)
 
@@ -269,6 +272,28 @@ class RealCluster:
     def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
                  tb: TracebackType | None) -> None:
         self.stop()
+
+
+KUEUE_METRICS_CERTS = Path("/etc/kueue/metrics/certs")
+
+
+def _metrics_certs(pki: Pki) -> None:
+    """Kueue v0.17 with internal cert management off reads its metrics serving pair from a fixed
+    path, ``/etc/kueue/metrics/certs``: write a loopback pair there once per machine (kept, since
+    another run's manager may be reading it; Prometheus does not verify it)."""
+    crt, key = KUEUE_METRICS_CERTS / "tls.crt", KUEUE_METRICS_CERTS / "tls.key"
+    if crt.is_file() and key.is_file():
+        return
+    try:
+        KUEUE_METRICS_CERTS.mkdir(parents=True, exist_ok=True)
+        made_crt, made_key = pki.issue("kueue-metrics")
+        shutil.copyfile(made_key, key)
+        key.chmod(0o600)
+        shutil.copyfile(made_crt, crt)
+    except OSError as exc:
+        raise StartError(f"the Kueue manager reads its metrics certificate from {KUEUE_METRICS_CERTS}, which "
+                         f"cannot be written ({exc.strerror}): create it once with a loopback tls.crt/tls.key pair, "
+                         "or run as a user who may write /etc/kueue") from exc
 
 
 def _http_ok(url: str) -> bool:

@@ -7,6 +7,7 @@ the set-up writes, so no discovery round trip is needed.
 
 from __future__ import annotations
 
+import ssl
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -72,7 +73,8 @@ class KubeHTTP:
 
     def __init__(self, server: str, ca_file: Path, token: str, timeout: float = 30.0) -> None:
         self.server = server
-        self._client = httpx.Client(base_url=server, verify=str(ca_file), timeout=timeout,
+        self._client = httpx.Client(base_url=server, verify=ssl.create_default_context(cafile=str(ca_file)),
+                                    timeout=timeout,
                                     headers={"Authorization": f"Bearer {token}"})
 
     def close(self) -> None:

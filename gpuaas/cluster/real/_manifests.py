@@ -167,6 +167,9 @@ def kueue_config(*, webhook_port: int, cert_dir: Path, metrics_port: int, health
         "leaderElection": {"leaderElect": False},
         "internalCertManagement": {"enable": False},
         "integrations": {"frameworks": list(INTEGRATIONS)},
+        # Quota is kept for GPUs: cpu and memory requests are not accounted, as in the emulator
+        # (and as a GPU-only ClusterQueue needs, or every pod's cpu request would be unadmittable).
+        "resources": {"excludeResourcePrefixes": ["cpu", "memory"]},
         "managedJobsNamespaceSelector": {"matchExpressions": [
             {"key": "kubernetes.io/metadata.name", "operator": "NotIn", "values": ["kube-system", "kueue-system"]}]},
     }

@@ -59,8 +59,14 @@ class Pki:
                     .sign(self._ca_key, hashes.SHA256()))
         self.ca_pem = self._ca.public_bytes(serialization.Encoding.PEM)
         self.ca_file.write_bytes(self.ca_pem)
-        # The apiserver signs service-account tokens with this key and checks them with it.
-        self.sa_key_file.write_bytes(_pem_key(_key()))
+        # The apiserver signs service-account tokens with this key and checks them with its public half.
+        sa = _key()
+        self.sa_key_file.write_bytes(sa.private_bytes(serialization.Encoding.PEM,
+                                                      serialization.PrivateFormat.TraditionalOpenSSL,
+                                                      serialization.NoEncryption()))
+        self.sa_key_file.chmod(0o600)
+        self.sa_pub_file.write_bytes(sa.public_key().public_bytes(serialization.Encoding.PEM,
+                                                                  serialization.PublicFormat.SubjectPublicKeyInfo))
 
     @property
     def ca_file(self) -> Path:
@@ -69,6 +75,10 @@ class Pki:
     @property
     def sa_key_file(self) -> Path:
         return self.directory / "sa.key"
+
+    @property
+    def sa_pub_file(self) -> Path:
+        return self.directory / "sa.pub"
 
     def issue(self, name: str, *, server: bool = True, common: str | None = None) -> tuple[Path, Path]:
         """A certificate for loopback, signed by the CA: ``(crt, key)`` paths."""

@@ -4,7 +4,7 @@ VENV   ?= .venv
 BIN    := $(VENV)/bin
 APT_PACKAGES := prometheus prometheus-pushgateway postgresql chromium chromium-driver
 
-.PHONY: demo test e2e venv system-deps bench lint clean
+.PHONY: demo test test-real real-cluster e2e venv system-deps bench lint clean
 
 venv: $(VENV)/.installed
 
@@ -36,8 +36,17 @@ system-deps:
 demo: venv system-deps
 	$(BIN)/gpuaas demo
 
-test: venv system-deps lint
+test: venv system-deps lint real-cluster
 	PREFECT_SERVER_ANALYTICS_ENABLED=false $(BIN)/python -m pytest
+
+# The real control plane (kube-apiserver, etcd, the Kueue manager) built from the Go module proxy into
+# ~/.cache/gpuaas/k8s/ once per machine; seconds when cached. See docs/real-cluster.md.
+real-cluster: venv
+	$(BIN)/python -c "from gpuaas.cluster.real._build import main; raise SystemExit(main())"
+
+# The conformance and differential suites alone, against the real control plane (also part of `make test`).
+test-real: venv system-deps real-cluster
+	PREFECT_SERVER_ANALYTICS_ENABLED=false $(BIN)/python -m pytest tests/real -m real -q
 
 # A real Prefect server, work pool, `prefect deploy --all` and worker against the embedded cluster
 # (also part of `make test`, which runs the whole suite).

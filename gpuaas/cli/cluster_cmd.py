@@ -10,6 +10,10 @@ same host. It stops on Ctrl-C, SIGTERM, SIGHUP (the terminal
 closed) or ``gpuaas cluster down`` (which signals the pid in ``cluster.pid``), also while it is
 still starting, and stops every process it started: Prometheus runs in its own session so that
 a Ctrl-C reaches only ``up``, which then stops it in order.
+
+``up --backend real`` runs the real control plane instead (etcd, kube-apiserver and the Kueue
+manager built from the Go module proxy, ``gpuaas.cluster.real``), with the same kubeconfig, env
+file and stop signals; the embedded emulator stays the default.
 """
 
 from __future__ import annotations
@@ -20,6 +24,7 @@ import shutil
 import signal
 import threading
 import time
+from enum import Enum
 from pathlib import Path
 from types import FrameType
 from typing import Annotated
@@ -35,6 +40,13 @@ app = typer.Typer(help="Run the embedded GPU cluster (API server, Kueue, Prometh
                   no_args_is_help=True)
 
 PID_FILE = "cluster.pid"
+
+
+class Backend(str, Enum):
+    embedded = "embedded"
+    real = "real"
+
+
 TRIAL_DATA_DIR = "trial"
 SCENARIOS = Path(__file__).resolve().parents[1] / "cluster" / "scenarios"
 
@@ -90,6 +102,9 @@ def up(
     policy: Annotated[Path | None, typer.Option(help=(
         "Policy file written to --env-file as GPUAAS_POLICY_FILE (default: the scenario's own, "
         "<scenario>-policy.yaml beside it; the built-in scenario's for the demo fleet)."))] = None,
+    backend: Annotated[Backend, typer.Option(help=(
+        "embedded: the fast, time-warped emulator; real: etcd, kube-apiserver and the Kueue manager built "
+        "from the Go module proxy (first run builds them, see docs/real-cluster.md)."))] = Backend.embedded,
     token: Annotated[str | None, typer.Option(envvar="GPUAAS_CLUSTER_TOKEN", show_default=False, help=(
         "Require this bearer token on every API request (401 without it); the kubeconfig written carries "
         "it. Prefer the GPUAAS_CLUSTER_TOKEN variable: a command line is visible to other users."))] = None,
@@ -124,6 +139,17 @@ def up(
     run_dir = cluster_dir / "run"
     shutil.rmtree(run_dir, ignore_errors=True)
     stop = threading.Event()
+    if backend is Backend.real:
+        if rbac is not None:
+            raise fail("--rbac emulates an authorizer; the real backend runs the API server's own RBAC "
+                       "(bind the roles with kubectl)", code=2)
+        if trace is not None:
+            raise fail("--trace replays a time-compressed trace: use the embedded backend", code=2)
+        from gpuaas.cli._cluster_real import run_real
+
+        run_real(chosen, run_dir, port=port, kubeconfig=kubeconfig or cluster_dir / "kubeconfig",
+                 env_file=env_file, token=token, pid_paths=_pid_paths(cluster_dir, env_file))
+        return
     try:
         cluster = EmbeddedCluster(chosen, run_dir, seed=seed, history=window, speed=speed, api_port=port,
                                   rbac=rules, kubeconfig=kubeconfig or cluster_dir / "kubeconfig",
@@ -183,6 +209,12 @@ def up(
             if _read_pid(path) == os.getpid():
                 path.unlink(missing_ok=True)
     err_console.print("embedded cluster stopped")
+
+
+def _pid_paths(cluster_dir: Path, env_file: Path | None) -> list[Path]:
+    """Where ``up`` writes its pid: 'cluster down' run with the env file sourced looks in the trial dir."""
+    pid_path = cluster_dir / PID_FILE
+    return [pid_path, cluster_dir / TRIAL_DATA_DIR / "cluster" / PID_FILE] if env_file is not None else [pid_path]
 
 
 @app.command()

@@ -111,12 +111,14 @@ class PrometheusServer:
         scrape_targets: Sequence[str] = (),
         scrape_interval: str = "15s",
         retention: str = "60d",
+        extra_scrape_configs: Sequence[dict[str, object]] = (),
     ) -> None:
         self.data_dir = Path(data_dir)
         self.port = port or free_port()
         self.scrape_targets = list(scrape_targets)
         self.scrape_interval = scrape_interval
         self.retention = retention
+        self.extra_scrape_configs = list(extra_scrape_configs)  # e.g. Kueue's HTTPS /metrics with a token
         self._proc: subprocess.Popen[bytes] | None = None
         self._log_path = self.data_dir / "prometheus.log"
 
@@ -162,6 +164,10 @@ class PrometheusServer:
                     "static_configs": [{"targets": self.scrape_targets}],
                 }
             ]
+        if self.extra_scrape_configs:
+            scrape = config.setdefault("scrape_configs", [])
+            assert isinstance(scrape, list)
+            scrape.extend(self.extra_scrape_configs)
         path = self.data_dir / "prometheus.yml"
         path.write_text(yaml.safe_dump(config), encoding="utf-8")
         return path

@@ -16,7 +16,7 @@ Kueue's candidate order and target minimisation; preempted Workloads get ``Evict
 ``Preempted``) and ``Preempted``, are requeued, and the GPU-hours they lose are counted in
 ``ReconcileResult.preempted_gpu_hours``. Lowering a quota evicts nothing by itself, as in Kueue.
 
-Not emulated: ``borrowWithinCohort``, fair sharing, admission checks, StrictFIFO, stop policies, namespace selectors, hierarchical cohorts, topology-aware
+Not emulated: ``borrowWithinCohort``, fair sharing, admission checks, stop policies, namespace selectors, hierarchical cohorts, topology-aware
 scheduling, partial admission, elastic scale-up slices, and gated Pending pods before admission
 (pods exist only once admitted). Resources no resource group covers are not accounted. Client
 stops are reported as ``QuotaReserved=False`` reason ``OnHold`` and resumes as ``Requeued=True``

@@ -2,9 +2,10 @@
 
 Order. Each ClusterQueue orders its pending Workloads by priority (higher first), then by the
 time they were queued (FIFO: creation, or the last requeue), as Kueue's queue heap does. The
-queueing strategy emulated is **BestEffortFIFO** for every ClusterQueue: a head that does not fit
-is marked inadmissible for this pass and the next one is tried, so a large job never blocks
-smaller ones behind it. (StrictFIFO is not emulated.)
+queueing strategy is **BestEffortFIFO** by default: a head that does not fit is marked
+inadmissible for this pass and the next one is tried, so a large job never blocks smaller ones
+behind it. Under **StrictFIFO** a head that does not fit (and cannot preempt) blocks its queue
+for the pass: the Workloads behind it are not tried.
 
 Rounds. Like Kueue's scheduler cycle, every round takes the next nominated head of each
 ClusterQueue and admits them in the order: heads that fit in nominal quota first, then
@@ -178,6 +179,9 @@ def schedule(
                     if plan is None:
                         refused[ask] = result
                         reject(cq, record, result)
+                        if book.queues[cq].strict_fifo:
+                            current[cq] = None  # the head blocks the queue
+                            break
                         advance(cq)
                         continue
                     usage = plan[0][1]

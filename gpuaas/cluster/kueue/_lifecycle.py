@@ -206,7 +206,8 @@ class Engine:
         self._write(record, self._unreserve("OnHold", message), admission=None)
 
     def resume(self, record: WorkloadRecord, message: str) -> None:
-        record.state, record.queued_at, record.seq = WorkloadState.PENDING, self.now(), self.next_seq()
+        # The queue position is kept: Kueue orders by creation time (``GetQueueOrderTimestamp``).
+        record.state = WorkloadState.PENDING
         self._write(record, [("QuotaReserved", False, "Pending", message),
                              ("Requeued", True, "Resumed", message)])
 
@@ -221,7 +222,9 @@ class Engine:
             self.set_job_suspended(view, True)
 
     def reactivate(self, record: WorkloadRecord) -> None:
-        record.state, record.queued_at, record.seq = WorkloadState.PENDING, self.now(), self.next_seq()
+        """Pending again, at its creation-time position: Kueue's queue order is the creation timestamp
+        (``GetQueueOrderTimestamp``) unless a PodsReady timeout or an admission check evicted it."""
+        record.state = WorkloadState.PENDING
         self._write(record, [("Evicted", False, "Reactivated", "The workload was reactivated"),
                              ("Requeued", True, "Reactivated", "The workload was reactivated")])
 

@@ -44,7 +44,7 @@ class WorkloadRecord:
     queue_name: str
     priority: int
     created: datetime
-    queued_at: datetime  # creation, or the last requeue: the FIFO key
+    queued_at: datetime  # the FIFO key: the creation time (Kueue keeps it across evictions and reactivations)
     podsets: list[PodSetInfo]
     active: bool = True
     state: WorkloadState = WorkloadState.PENDING

@@ -79,6 +79,7 @@ class ClusterQueueQuota:
     quotas: dict[FlavorResource, ResourceQuota]
     usage: Usage = field(default_factory=dict)  # quota reserved (QuotaReserved=True)
     preemption: PreemptionPolicy = PreemptionPolicy()
+    strict_fifo: bool = False  # queueingStrategy StrictFIFO: a head that does not fit blocks the queue
 
     @classmethod
     def from_object(cls, obj: dict[str, Any]) -> ClusterQueueQuota:
@@ -96,7 +97,8 @@ class ClusterQueueQuota:
                         lending_limit=_optional(res.get("lendingLimit")),
                     )
         return cls(obj["metadata"]["name"], spec.get("cohortName") or None, groups, quotas,
-                   preemption=PreemptionPolicy.from_spec(spec))
+                   preemption=PreemptionPolicy.from_spec(spec),
+                   strict_fifo=spec.get("queueingStrategy") == "StrictFIFO")
 
     def nominal(self, fr: FlavorResource) -> int:
         quota = self.quotas.get(fr)

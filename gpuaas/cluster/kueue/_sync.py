@@ -50,9 +50,7 @@ def record_from_object(engine: Engine, obj: dict[str, Any]) -> WorkloadRecord:
     now = engine.now()
     created = parse_time(meta.get("creationTimestamp"), now)
     conditions = status.get("conditions") or []
-    requeued = condition(conditions, "Requeued")
-    queued_at = parse_time(requeued.get("lastTransitionTime"), created) if requeued and requeued.get(
-        "status") == "True" else created
+    queued_at = created  # Kueue's queue order: the creation time, also after a requeue
     owner = next((o for o in meta.get("ownerReferences") or [] if o.get("controller")), None)
     record = WorkloadRecord(
         namespace=meta["namespace"], name=meta["name"], uid=meta.get("uid", ""),

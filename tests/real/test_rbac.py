@@ -1,0 +1,89 @@
+"""Least privilege, proven by the real RBAC authorizer: the shipped ``deployments/kubernetes/rbac.yaml``
+is applied as is, a token is issued for its ServiceAccount (TokenRequest), and gpuaas runs with it.
+Every read of collect and the writes of reclaim and rebalance are allowed; a write outside the
+roles is refused with 403."""
+
+from __future__ import annotations
+
+import base64
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from gpuaas.actions import KubeWriter
+from gpuaas.cluster.real import KubeHTTP, KubeHTTPError, RealCluster
+from gpuaas.settings import load_settings
+from gpuaas.snapshot import collect_snapshot
+
+pytestmark = [pytest.mark.real]
+
+RBAC = Path(__file__).resolve().parents[2] / "deployments" / "kubernetes" / "rbac.yaml"
+
+
+@pytest.fixture(scope="module")
+def sa_token(api: KubeHTTP) -> str:
+    for doc in yaml.safe_load_all(RBAC.read_text()):
+        if not doc:
+            continue
+        namespace = doc["metadata"].get("namespace")
+        if namespace:
+            api.create({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}})
+        api.create(doc)
+    review = api.request("POST", "/api/v1/namespaces/gpuaas/serviceaccounts/gpuaas/token",
+                         {"apiVersion": "authentication.k8s.io/v1", "kind": "TokenRequest",
+                          "spec": {"expirationSeconds": 3600}})
+    return str(review["status"]["token"])
+
+
+@pytest.fixture()
+def sa_kubeconfig(real_cluster: RealCluster, sa_token: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    assert real_cluster.bins is not None
+    ca = base64.b64encode((real_cluster.pki_dir / "ca.crt").read_bytes()).decode()
+    config: dict[str, Any] = {
+        "apiVersion": "v1", "kind": "Config", "current-context": "sa",
+        "clusters": [{"name": "real", "cluster": {"server": real_cluster.api_url, "certificate-authority-data": ca}}],
+        "users": [{"name": "gpuaas", "user": {"token": sa_token}}],
+        "contexts": [{"name": "sa", "context": {"cluster": "real", "user": "gpuaas"}}],
+    }
+    path = tmp_path / "sa-kubeconfig"
+    path.write_text(yaml.safe_dump(config))
+    for key, value in {**real_cluster.settings_env(), "GPUAAS_NVML": "off", "GPUAAS_KUBECONFIG": str(path)}.items():
+        monkeypatch.setenv(key, value)
+    return path
+
+
+@pytest.mark.xfail(strict=True, reason=(
+    "finding: the real authorizer refuses the shipped ServiceAccount 'get' on clusterqueues at cluster scope "
+    "(403 on the rebalance read); deployments/kubernetes/rbac.yaml needs the fix"))
+def test_the_shipped_roles_allow_every_read_and_write_the_flows_need(sa_kubeconfig: Path, api: KubeHTTP) -> None:
+    settings = load_settings()
+    snapshot = collect_snapshot(settings)
+    assert snapshot.sources["kube"].ok, snapshot.sources["kube"]
+    assert not snapshot.workloads.empty
+    cq = api.list("LocalQueue", "team-a")[0]["spec"]["clusterQueue"]
+    with KubeWriter(settings) as writer:
+        nb = writer.get("Notebook", "team-a", "nb")
+        writer.patch("Notebook", "team-a", "nb", {"metadata": {"resourceVersion": nb["metadata"]["resourceVersion"],
+                                                               "annotations": {"gpuaas.io/rbac-probe": "1"}}})
+        obj = writer.get_cluster_scoped("ClusterQueue", cq)
+        writer.patch_cluster_scoped("ClusterQueue", cq, {"metadata": {
+            "resourceVersion": obj["metadata"]["resourceVersion"], "annotations": {"gpuaas.io/rbac-probe": "1"}}})
+
+
+def test_a_write_outside_the_roles_is_refused(real_cluster: RealCluster, sa_token: str) -> None:
+    sa = KubeHTTP(real_cluster.api_url, real_cluster.pki_dir / "ca.crt", sa_token)
+    try:
+        with pytest.raises(KubeHTTPError) as err:
+            sa.create({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "gpuaas-may-not"}})
+        assert err.value.status == 403
+        with pytest.raises(KubeHTTPError) as err:
+            sa.create({"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "ClusterQueue",
+                       "metadata": {"name": "gpuaas-may-not"}, "spec": {"namespaceSelector": {}}})
+        assert err.value.status == 403
+        with pytest.raises(KubeHTTPError) as err:
+            sa.request("GET", "/api/v1/namespaces/kube-system/secrets")
+        assert err.value.status == 403
+    finally:
+        sa.close()

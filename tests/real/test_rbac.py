@@ -54,9 +54,6 @@ def sa_kubeconfig(real_cluster: RealCluster, sa_token: str, tmp_path: Path, monk
     return path
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "finding: the real authorizer refuses the shipped ServiceAccount 'get' on clusterqueues at cluster scope "
-    "(403 on the rebalance read); deployments/kubernetes/rbac.yaml needs the fix"))
 def test_the_shipped_roles_allow_every_read_and_write_the_flows_need(sa_kubeconfig: Path, api: KubeHTTP) -> None:
     settings = load_settings()
     snapshot = collect_snapshot(settings)

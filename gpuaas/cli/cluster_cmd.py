@@ -22,16 +22,15 @@ import errno
 import os
 import shutil
 import signal
-import threading
 import time
 from enum import Enum
 from pathlib import Path
-from types import FrameType
 from typing import Annotated
 
 import typer
 
 from gpuaas.cli._common import console, err_console, fail, progress, settings_or_exit
+from gpuaas.cli._foreground import held, write_env_file
 from gpuaas.errors import GpuaasError
 
 __all__ = ["app"]
@@ -138,7 +137,6 @@ def up(
         raise fail(str(exc)) from exc
     run_dir = cluster_dir / "run"
     shutil.rmtree(run_dir, ignore_errors=True)
-    stop = threading.Event()
     if backend is Backend.real:
         if rbac is not None:
             raise fail("--rbac emulates an authorizer; the real backend runs the API server's own RBAC "
@@ -160,20 +158,9 @@ def up(
         raise fail(f"--port {port}: cannot listen on 127.0.0.1:{port}: {exc.strerror} "
                    "(choose another port, or 0 for any free one)") from exc
 
-    def _on_signal(signum: int, frame: FrameType | None) -> None:
-        # Only set flags here: start() and wait() notice them and everything is stopped in order.
-        stop.set()
-        cluster.cancel()
-
-    for signum in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
-        signal.signal(signum, _on_signal)
     # 'cluster down' run with the env file sourced looks in the trial data dir's cluster dir.
     trial_dir = cluster_dir / TRIAL_DATA_DIR
-    pid_paths = [pid_path, trial_dir / "cluster" / PID_FILE] if env_file is not None else [pid_path]
-    for path in pid_paths:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(str(os.getpid()))
-    try:
+    with held(cluster, "embedded cluster", _pid_paths(cluster_dir, env_file), StartCancelled) as stop:
         with progress("starting the embedded cluster") as update:
             cluster._progress = update
             cluster.start()
@@ -184,8 +171,6 @@ def up(
             console.print(f"OpenAI endpoint {namespace}/{name} ({endpoint.model_name}): {endpoint.url}",
                           highlight=False, soft_wrap=True)
         if env_file is not None:
-            env_file.parent.mkdir(parents=True, exist_ok=True)
-            tmp = env_file.with_name(env_file.name + ".tmp")
             values = {**cluster.settings_env(), "GPUAAS_DATA_DIR": str(trial_dir.resolve())}
             policy_file = policy.resolve() if policy is not None else (
                 scenario_policy(scenario) if trace is None else None)
@@ -194,21 +179,9 @@ def up(
             else:
                 err_console.print("no policy file for this scenario (pass --policy): the cost report will count no "
                                   "outcome and reclaim will know no tenant")
-            tmp.write_text("".join(f"{key}={value}\n" for key, value in values.items()))
-            tmp.replace(env_file)  # appears complete or not at all
-            console.print(f"environment:    {env_file}", highlight=False)
+            write_env_file(env_file, values)
         err_console.print(f"scenario {chosen.name!r}, seed {seed}; Ctrl-C or 'gpuaas cluster down' to stop")
         cluster.wait(stop)
-    except StartCancelled:
-        pass
-    except GpuaasError as exc:
-        raise fail(str(exc)) from exc
-    finally:
-        cluster.stop()
-        for path in pid_paths:
-            if _read_pid(path) == os.getpid():
-                path.unlink(missing_ok=True)
-    err_console.print("embedded cluster stopped")
 
 
 def _pid_paths(cluster_dir: Path, env_file: Path | None) -> list[Path]:

@@ -166,9 +166,8 @@ def apply_quota_plan(store: Store, writer: KubeWriter, cohort: str, plan: QuotaP
         return QuotaApplyResult(ctx.plan_id, "planned", "dry-run: nothing written")
     if degraded:
         return close("skipped", f"degraded snapshot ({degraded}): a plan from it is never applied")
-    moves = _plan_moves(plan)
-    if not moves:
-        return close("skipped", "nothing to move")
+    # A plan that moves nothing is still checked against the live quotas: a recovery earlier in this run
+    # may have rolled an interrupted plan back, and a plan made before that is then stale, not finished.
     for queue, flavors in before.items():
         try:
             now = gpu_nominal(writer.get_cluster_scoped(KIND, queue), gpu_resources)
@@ -178,6 +177,9 @@ def apply_quota_plan(store: Store, writer: KubeWriter, cohort: str, plan: QuotaP
         if differ:
             words = ", ".join(f"{f} {flavors[f]} -> {v}" for f, v in differ.items())
             return close("changed", f"{queue}: quota changed since the plan ({words}); recompute, never forced")
+    moves = _plan_moves(plan)
+    if not moves:
+        return close("skipped", "nothing to move")
     done, stopped = _move(ctx, moves, "apply")
     if stopped is None:
         return close("applied", f"{len(done)} patches, decreases first", done)

@@ -24,7 +24,7 @@ class ReportFormat(str, Enum):
 
 
 _OPTIONAL = ("replicas needed", "busy GPU-h", "GPU cost", "unknown GPU-h", "active GPU-h", "in progress GPU-h",
-             "tenant", "namespace", "kind", "requests/jobs", "within SLO")
+             "tenant", "namespace", "kind", "requests/jobs", "within SLO", "verified requests", "jobs in time")
 """Left out where they do not fit, the first first (``--wide`` shows them): the cost, waste and outcome columns stay."""
 
 

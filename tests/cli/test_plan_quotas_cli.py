@@ -18,7 +18,8 @@ def test_the_example_file_prints_every_queue_and_flavor_as_json() -> None:
     result = runner.invoke(app, ["plan", "quotas", str(EXAMPLE), "--format", "json"])
     assert result.exit_code == 0, result.output
     data = json.loads(result.stdout)
-    assert set(data) == {"changes", "moved_gpus", "shortfall", "weighted_shortfall", "solve_seconds"}
+    assert set(data) == {"changes", "moved_gpus", "shortfall", "weighted_shortfall", "solve_seconds", "notes",
+                         "unmet_guarantees"}
     assert [(c["queue"], c["flavor"], c["before"], c["after"]) for c in data["changes"]] == [
         ("team-a", "a100", 16, 12), ("team-b", "a100", 8, 12)]
     assert data["moved_gpus"] == 4 and data["shortfall"] == {"team-a": {"a100": 0.0}, "team-b": {"a100": 8.0}}

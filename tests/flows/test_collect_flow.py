@@ -263,7 +263,7 @@ def test_cli_collect_json_and_table(pointed_at: EmbeddedCluster, prefect_harness
         "name": "team-b-cq", "cohort": "c", "pending_workloads": 1, "pending_gpus": 6.0, "admitted_gpus": 2.0,
         "nominal_gpus": 4.0}
     assert {n: set(s) for n, s in doc["sources"].items()} == {
-        n: {"ok", "latency_s", "staleness_s"} for n in ("kube", "prometheus", "opencost", "nvml")}
+        n: {"ok", "latency_s", "staleness_s", "error", "required"} for n in ("kube", "prometheus", "opencost", "nvml")}
     assert doc["workloads"] == 4
 
     table = runner.invoke(app, ["collect", "--format", "table"])

@@ -85,7 +85,7 @@ def test_dry_run_plans_publishes_and_writes_nothing(pointed_at: EmbeddedCluster,
     summary = str(latest["gpuaas-rebalance-summary"].data)
     assert "# gpuaas rebalance (dry-run)" in summary and "weighted shortfall **8 -> 4**" in summary
     assert summary.splitlines()[0] == ("Dry-run: 4 GPUs of quota would move in 1 of 1 cohorts (planned 1); "
-                                       "nothing was changed.")
+                                       "nothing was changed; to apply: gpuaas rebalance --apply.")
     metrics = httpx.get(f"{pushgateway_url}/metrics", timeout=10).text
     assert 'gpuaas_rebalance_moved_gpus{cohort="c",instance="",job="gpuaas_rebalance"} 4' in metrics
 

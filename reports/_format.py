@@ -38,9 +38,10 @@ def verdict_phrase(verdict: str, reason: str, activity_max: float | None, thresh
     """The idle verdict as a short phrase with its numbers: ``idle 30m, max activity 0.00 ≤ 0.05``.
 
     Only the verdicts GPU activity decided get numbers; the others keep the policy's reason
-    (opted out, excluded, incomplete telemetry name their own cause)."""
+    (opted out, excluded, incomplete telemetry name their own cause), and so does an idle verdict whose
+    numbers do not say it (an adaptive window shorter than the one the maximum was read over)."""
     known = activity_max is not None and threshold is not None and not math.isnan(float(activity_max))
-    if verdict == "idle" and known:
+    if verdict == "idle" and known and float(activity_max or 0) <= float(threshold or 0):
         return f"idle {duration(idle_seconds)}, max activity {float(activity_max or 0):.2f} ≤ {float(threshold or 0):g}"
     if verdict == "busy" and known and float(activity_max or 0) > float(threshold or 0):
         return f"max activity {float(activity_max or 0):.2f} > {float(threshold or 0):g}"

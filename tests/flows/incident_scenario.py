@@ -62,7 +62,7 @@ def incident_cluster(data_dir: Path) -> EmbeddedCluster:
 
 def write_policy(path: Path) -> Path:
     path.write_text(yaml.safe_dump({
-        "rebalance": {"max_step_percent": 100},
+        "rebalance": {"max_step_percent": 100, "max_step_gpus": 2},
         "tenants": [{"name": t, "namespaces": [t], "cluster_queues": [f"{t}-cq"]} for t in TEAMS],
     }))
     return path

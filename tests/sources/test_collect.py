@@ -107,7 +107,7 @@ def test_failing_opencost_degrades_the_snapshot(fleet: dict[str, object], silent
             server.server_close()
     status = snap.sources["opencost"]
     assert not status.ok and snap.degraded
-    expected = {"timeout": "ReadTimeout", "http-500": "HTTP 500", "malformed-json": "not JSON"}[failure]
+    expected = {"timeout": "no answer in time", "http-500": "HTTP 500", "malformed-json": "not JSON"}[failure]
     assert expected in (status.error or "")
     assert snap.sources["kube"].ok and snap.sources["prometheus"].ok and len(snap.workloads) == 2
 

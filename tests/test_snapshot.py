@@ -75,8 +75,9 @@ def test_summary(snapshot: Snapshot) -> None:
     assert snapshot.summary() == {
         "queues": [{"name": "cq-a", "cohort": "all", "pending_workloads": 2, "pending_gpus": 5.0,
                     "oldest_pending_seconds": 3000.0, "admitted_gpus": 6.0, "nominal_gpus": 8.0}],
-        "sources": {"kube": {"ok": True, "latency_s": 0.1, "staleness_s": 0.0},
-                    "prometheus": {"ok": True, "latency_s": 0.2, "staleness_s": 12.0}},
+        "sources": {"kube": {"ok": True, "latency_s": 0.1, "staleness_s": 0.0, "error": None, "required": True},
+                    "prometheus": {"ok": True, "latency_s": 0.2, "staleness_s": 12.0, "error": None,
+                                   "required": True}},
         "workloads": 6,
         "unknown_telemetry": 2,
     }

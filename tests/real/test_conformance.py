@@ -77,7 +77,8 @@ def test_collect_reads_the_backlog_kueue_reports(settings: GpuaasSettings, api: 
         result = data["data"]["result"]
         return float(result[0]["value"][1]) if result else None
 
-    wait_until("Prometheus scrapes kueue_pending_workloads", lambda: metric() is not None, timeout=60)
+    # Kueue updates the gauge on its own schedule: a first scrape may still read 0, the next ones must say 2.
+    wait_until("Prometheus scrapes kueue_pending_workloads at 2", lambda: metric() == 2, timeout=90)
     assert metric() == 2
 
 

@@ -23,6 +23,7 @@ from sqlalchemy.engine import make_url
 from typer.testing import CliRunner
 
 from gpuaas.cli.app import app
+from gpuaas.cli._common import EXIT_DEGRADED
 from gpuaas.cluster.runner import EmbeddedCluster
 from gpuaas.cluster.services import fresh_schema_url
 from gpuaas.errors import SourceUnavailable, redact_endpoint, scrub_secrets
@@ -111,7 +112,7 @@ def test_planted_credentials_appear_nowhere(cluster: EmbeddedCluster, postgres_u
     monkeypatch.setenv("GPUAAS_PROMETHEUS_URL", f"http://gpuaas:{URL_PASSWORD}@127.0.0.1:9/?access_token={URL_TOKEN}")
     monkeypatch.setenv("GPUAAS_RETRIES", "0")
     degraded = runner.invoke(app, ["collect", "--format", "json"])
-    assert degraded.exit_code == 0, degraded.output
+    assert degraded.exit_code == EXIT_DEGRADED, degraded.output  # degraded is its own exit code, the JSON still printed
     assert json.loads(degraded.stdout)["sources"]["prometheus"]["ok"] is False
     outputs.append(degraded.stdout + degraded.stderr)
     stored = _stored()

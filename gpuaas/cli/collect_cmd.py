@@ -40,7 +40,7 @@ def _print_quality(summary: dict[str, Any]) -> None:
     rows = []
     for name, status in summary["sources"].items():
         staleness = status["staleness_s"]
-        answered = "yes" if status["ok"] else "no" if status.get("required", True) else "not used (optional)"
+        answered = "yes" if status["ok"] else "no" if status.get("required", True) else "no (optional)"
         rows.append([name, answered, f"{status['latency_s']:.2f}", "-" if staleness is None else f"{staleness:.0f}",
                      "" if status["ok"] else status.get("error") or ""])
     print_table("Data quality per source", ["source", "answered", "latency s", "staleness s", "why not"], rows,

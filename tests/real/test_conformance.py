@@ -62,6 +62,10 @@ def test_kueue_creates_and_admits_the_workloads(api: KubeHTTP) -> None:
 
 def test_collect_reads_the_backlog_kueue_reports(settings: GpuaasSettings, api: KubeHTTP) -> None:
     wait_until("b-big pending", lambda: not reserved(api, "Job", "b-big", B))
+    # Kueue writes the queues' pending counts on its own schedule, after the Workloads' conditions.
+    wait_until("Kueue reports 2 pending on team-b's queues",
+               lambda: api.get("ClusterQueue", _cq(api, B)).get("status", {}).get("pendingWorkloads") == 2
+               and api.get("LocalQueue", _lq(api, B), B).get("status", {}).get("pendingWorkloads") == 2, timeout=90)
     snapshot = collect_snapshot(settings)
     assert snapshot.sources["kube"].ok, snapshot.sources["kube"]
     queues = snapshot.queues.set_index("name")

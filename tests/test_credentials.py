@@ -22,8 +22,8 @@ import pytest
 from sqlalchemy.engine import make_url
 from typer.testing import CliRunner
 
-from gpuaas.cli.app import app
 from gpuaas.cli._common import EXIT_DEGRADED
+from gpuaas.cli.app import app
 from gpuaas.cluster.runner import EmbeddedCluster
 from gpuaas.cluster.services import fresh_schema_url
 from gpuaas.errors import SourceUnavailable, redact_endpoint, scrub_secrets

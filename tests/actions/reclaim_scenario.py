@@ -105,9 +105,15 @@ def decide(settings: GpuaasSettings, cluster: EmbeddedCluster, store: Store, mod
     snapshot = collect_snapshot(settings, cluster.clock.now())
     idle = find_idle(snapshot.workloads, settings.policy, snapshot.collected_at)
     decisions = [d for d in plan_reclaim(snapshot, idle, settings.policy, mode)
-                 if only is None or (d.kind, d.name) in only]
+                 if only is None or stops(d) in only]
     decided = already_decided(store, [d.idempotency_key for d in decisions])
     return finalize_decisions(decisions, decided, settings.policy.reclaim.max_actions_per_run)
+
+
+def stops(d: Decision) -> tuple[str, str]:
+    """(kind, name) of what the decision stops: the RayCluster whose Workload it deactivates, else its target."""
+    owner = str(d.evidence.get("owner") or "")
+    return (owner.split(" ", 1)[0], owner.split(" ", 1)[1]) if d.kind == "Workload" and owner else (d.kind, d.name)
 
 
 def run(settings: GpuaasSettings, cluster: EmbeddedCluster, store: Store, decisions: list[Decision],

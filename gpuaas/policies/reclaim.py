@@ -88,7 +88,21 @@ class Decision:
 
     @property
     def ref(self) -> str:
+        """The object written: ``Workload team-a/raycluster-ray-3f2a1`` for a RayCluster stopped through Kueue."""
         return f"{self.kind} {self.namespace}/{self.name}"
+
+    @property
+    def stops(self) -> tuple[str, str]:
+        """(kind, name) of what the decision stops, as the team knows it: a Workload target's owner when it has one."""
+        owner = str(self.evidence.get("owner") or "")
+        kind, _, name = owner.partition(" ")
+        return (kind, name) if name else (self.kind, self.name)
+
+    @property
+    def subject(self) -> str:
+        """``RayCluster team-a/ray``: ``stops`` as tables and headlines name it."""
+        kind, name = self.stops
+        return f"{kind} {self.namespace}/{name}"
 
 
 def reclaim_key(mode: str, kind: str, namespace: str, name: str, uid: str | None, window_end: datetime) -> str:

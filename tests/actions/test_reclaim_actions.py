@@ -35,7 +35,6 @@ from tests.actions.reclaim_scenario import (
     obj,
     reserved,
     run,
-    stops,
     undo,
     workload_decision,
     workloads_of,
@@ -51,12 +50,12 @@ def test_dry_run_audits_every_idle_target_and_writes_nothing(settings: GpuaasSet
     before = writes(cluster)
     results = run(settings, cluster, store, decide(settings, cluster, store, Mode.dry_run), Mode.dry_run)
     assert writes(cluster) == before
-    assert {stops(r.decision) for r in results} == IDLE_TARGETS
-    assert not NEVER & {stops(r.decision)[1] for r in results}
+    assert {r.decision.stops for r in results} == IDLE_TARGETS
+    assert not NEVER & {r.decision.stops[1] for r in results}
     assert {r.result for r in results} == {"planned"}
     rows = store.audit(flow="reclaim")
     assert len(rows) == len(IDLE_TARGETS) and all(r.mode == "dry-run" and r.before for r in rows)
-    ray = next(r for r in results if stops(r.decision) == ("RayCluster", "ray"))
+    ray = next(r for r in results if r.decision.stops == ("RayCluster", "ray"))
     assert (ray.decision.kind, ray.method, ray.frees) == ("Workload", "deactivate", "quota")
     assert ray.decision.evidence["window_minutes"] == 30 and ray.decision.evidence["activity_max"] == 0.0
     # Undo of a dry-run decision changes nothing.

@@ -27,7 +27,7 @@ from gpuaas.policy import Mode
 from gpuaas.settings import GpuaasSettings
 from gpuaas.snapshot import collect_snapshot
 from gpuaas.store import Store
-from tests.actions.reclaim_scenario import run, stops, undo
+from tests.actions.reclaim_scenario import run, undo
 from tests.real.conftest import is_true, wait_until, workload_of
 
 pytestmark = [pytest.mark.real]
@@ -46,7 +46,7 @@ def decision(settings: GpuaasSettings, name: str) -> Decision:
     mine = (idle["name"] == name) | (idle["owner_name"] == name)
     idle.loc[mine, "verdict"] = "idle"
     idle.loc[mine, "idle_seconds"] = 1800.0
-    found = [d for d in plan_reclaim(snapshot, idle, settings.policy, Mode.apply) if name in (d.name, stops(d)[1])]
+    found = [d for d in plan_reclaim(snapshot, idle, settings.policy, Mode.apply) if name in (d.name, d.stops[1])]
     assert found, f"no decision for {name}"
     return found[0]
 

@@ -143,6 +143,14 @@ def _owners(snapshot: Snapshot) -> dict[tuple[str, str, str], dict[str, Any]]:
     return {(str(r["kind"]), str(r["namespace"]), str(r["name"])): r for r in records}
 
 
+def _inactive_uids(snapshot: Snapshot) -> set[str]:
+    """Workloads whose ``spec.active`` is false: stopped already, whatever Kueue has done about it yet."""
+    frame = snapshot.workloads
+    if frame.empty or "active" not in frame:
+        return set()
+    return {str(uid) for uid in frame.loc[~frame["active"].astype(bool), "uid"]}
+
+
 def _workload_versions(snapshot: Snapshot) -> dict[str, tuple[str | None, str | None]]:
     """uid -> (resourceVersion, apiVersion) of each Workload as the snapshot read it."""
     frame = snapshot.workloads
@@ -249,6 +257,7 @@ def plan_reclaim(snapshot: Snapshot, idle: pd.DataFrame, policy: Policy, mode: M
                                wall_clock if mode is Mode.apply else None)
     owners = _owners(snapshot)
     versions = _workload_versions(snapshot)
+    inactive = _inactive_uids(snapshot)
     frame = idle.copy()
     stoppable = frame["owner_kind"].isin(STOPPABLE_KINDS) & frame["owner_name"].notna()
     stoppable &= ~_kueue_owns_the_stop(frame, owners)
@@ -291,6 +300,9 @@ def plan_reclaim(snapshot: Snapshot, idle: pd.DataFrame, policy: Policy, mode: M
             outcome, reason = "skipped", f'opted out on the {owner["kind"]} (gpuaas.io/reclaim: "never")'
         elif owner is not None and bool(owner.get("stopped")):
             outcome, reason = "skipped", "already stopped"
+        elif kind == "Workload" and uid in inactive:
+            # Deactivated, and Kueue has not evicted it yet: the snapshot still shows it admitted.
+            outcome, reason = "skipped", "already deactivated (spec.active: false)"
         evidence = _evidence(c, rows)
         if kind == "Workload" and owner is not None:
             evidence["owner"] = f"{owner['kind']} {owner['name']}"

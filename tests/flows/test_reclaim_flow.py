@@ -126,7 +126,8 @@ def test_apply_is_capped_by_waste_and_the_same_window_acts_once(pointed_at: Embe
     assert applied == {"ray", "dep"}  # 2 GPUs x 30 min each: the most wasteful
     deferred = [d for d in first["decisions"] if d["result"] == "deferred"]
     assert len(deferred) == len(IDLE_TARGETS) - 2 and all("over the cap of 2" in d["reason"] for d in deferred)
-    assert pointed_at.store.get("RayCluster", "team-a", "ray")["spec"]["suspend"] is True
+    [ray] = [d for d in first["decisions"] if target_of(d) == ("RayCluster", "ray")]
+    assert pointed_at.store.get(ray["kind"], "team-a", ray["name"])["spec"]["active"] is False  # its Workload
     assert pointed_at.store.get("Deployment", "team-a", "dep")["spec"]["replicas"] == 0
 
     second = _run(apply=True, at=at)

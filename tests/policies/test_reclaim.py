@@ -68,6 +68,9 @@ def test_a_raycluster_is_stopped_through_its_workload_unless_elastic_and_asked_f
     assert d.outcome == "skipped" and "opted out on the RayCluster" in d.reason
     [d] = plan(snapshot(rows, []))
     assert d.outcome == "skipped" and "owner not in the snapshot" in d.reason
+    # Deactivated already, not yet evicted by Kueue (still admitted in the snapshot): nothing to do.
+    [d] = plan(snapshot([{**rows[0], "active": False}], [owner("ray")]))
+    assert d.outcome == "skipped" and "already deactivated" in d.reason
 
 
 def test_a_deployment_is_idle_only_when_every_pod_workload_is() -> None:

@@ -15,7 +15,7 @@ from prefect import flow, get_run_logger
 
 from flows._outcome import finished
 from gpuaas.models import SourceStatus
-from gpuaas.settings import GpuaasSettings
+from gpuaas.settings import GpuaasSettings, load_settings
 from gpuaas.snapshot import SOURCES, assemble_snapshot, failed_source, snapshot_windows
 from gpuaas.sources.bulk import collector_paused
 from reports._format import source_errors
@@ -23,7 +23,6 @@ from reports.collect import headline
 from tasks._options import IO_TASK_OPTIONS, push_or_warn, retry_options, unwalked
 from tasks.collect import count_idle_candidates, publish_artifacts, push_summary, read_one_source, store_snapshot
 from tasks.notify import NOTIFY_HOOKS
-from tasks.secrets import flow_settings
 
 
 @flow(name="collect", log_prints=False, **NOTIFY_HOOKS)
@@ -34,7 +33,7 @@ def collect(at: datetime | None = None) -> dict[str, Any]:
         at: Evaluate every query at this instant instead of now (empty: now), e.g. to look again at an incident window.
     """
     logger = get_run_logger()
-    settings = flow_settings()
+    settings = load_settings()
     now = at or datetime.now(UTC)
     windows = snapshot_windows(settings)
 

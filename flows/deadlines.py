@@ -23,6 +23,7 @@ from flows._outcome import finished
 from flows._snapshot import snapshot_for
 from gpuaas.actions.deadline_holds import NudgeResult
 from gpuaas.policy import Mode
+from gpuaas.settings import load_settings
 from reports._format import source_errors, with_failures
 from reports.deadlines import deadlines_headline, object_names, pool_dicts
 from tasks._options import push_or_warn, unwalked
@@ -36,7 +37,6 @@ from tasks.deadlines import (
     undo_deadline_holds,
 )
 from tasks.notify import NOTIFY_HOOKS
-from tasks.secrets import flow_settings
 from tasks.writes import WritesBusy, busy_outcome
 from tasks.writes import cluster_writes as _writes_lock  # the Prefect slot + store lock reclaim takes too
 
@@ -60,7 +60,7 @@ def deadlines(apply: bool = False, at: datetime | None = None, nudge: bool = Tru
         snapshot_id: Plan on this collect's snapshot instead of collecting again (empty: collect); refused when it was taken further than collect.max_staleness_seconds from the planned instant.
     """
     logger = get_run_logger()
-    settings = flow_settings()
+    settings = load_settings()
     if undo:
         try:
             with _writes_lock(settings, f"deadlines-{uuid.uuid4()}"):

@@ -21,11 +21,11 @@ from prefect import flow, get_run_logger
 from flows._outcome import finished
 from gpuaas.actions._lock_owner import new_holder
 from gpuaas.policies.incident import resolve_window
+from gpuaas.settings import load_settings
 from reports.incident import incident_json, incident_markdown
 from tasks.incident import check_undo_ids, publish_incident_artifacts, read_review
 from tasks.notify import NOTIFY_HOOKS
 from tasks.reclaim import undo_actions
-from tasks.secrets import flow_settings
 from tasks.writes import WritesBusy, cluster_writes
 
 
@@ -42,7 +42,7 @@ def incident_review(start: str = "1h", end: str = "now", namespaces: list[str] |
         undo: Audit ids to reverse (reclaims, deadline holds, quota plans: the undoable ids of the timeline). Not a dry-run, like `gpuaas undo`: each is restored under the cluster-writes lock, never over a later change; an unknown id undoes nothing.
     """
     logger = get_run_logger()
-    settings = flow_settings()
+    settings = load_settings()
     resolve_window(start, end, datetime.now(UTC))  # bad input fails the run before any write
     undone: list[dict[str, Any]] | None = None
     busy = None

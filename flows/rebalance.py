@@ -23,7 +23,7 @@ from flows._snapshot import snapshot_for
 from gpuaas.actions._lock_owner import new_holder
 from gpuaas.models import Snapshot
 from gpuaas.policy import Mode
-from gpuaas.settings import GpuaasSettings
+from gpuaas.settings import GpuaasSettings, load_settings
 from gpuaas.sources.queue_history import HISTORY_COLUMNS
 from reports._format import source_errors, with_failures
 from reports.rebalance import CohortOutcome, first_line, outcome_dicts
@@ -38,7 +38,6 @@ from tasks.rebalance import (
     read_history,
     recent_changes,
 )
-from tasks.secrets import flow_settings
 from tasks.writes import WritesBusy, busy_outcome
 from tasks.writes import cluster_writes as _writes_lock  # the Prefect slot + store lock reclaim takes too
 
@@ -82,7 +81,7 @@ def rebalance(apply: bool = False, cohort: str | None = None, history_days: floa
     planned instant; a re-plan after a concurrent quota edit always collects afresh).
     """
     logger = get_run_logger()
-    settings = flow_settings()
+    settings = load_settings()
     rb = settings.policy.rebalance
     mode = Mode.apply if apply or rb.mode is Mode.apply else Mode.dry_run
     window = history_days or rb.usage_lookback_days

@@ -34,7 +34,7 @@ from gpuaas.models import Snapshot
 from gpuaas.policies.adaptive_live import adaptive_rules
 from gpuaas.policies.reclaim import snapshot_problem
 from gpuaas.policy import Mode
-from gpuaas.settings import GpuaasSettings
+from gpuaas.settings import GpuaasSettings, load_settings
 from reports._format import source_errors
 from reports.reclaim import blind_line, decision_dicts, headline, summary_line
 from tasks._options import retry_options, unwalked
@@ -49,7 +49,6 @@ from tasks.reclaim import (
     undo_actions,
     withdraw_idle_metrics,
 )
-from tasks.secrets import flow_settings
 from tasks.writes import WritesBusy, busy_outcome, cluster_writes
 
 
@@ -68,7 +67,7 @@ def reclaim(apply: bool = False, at: datetime | None = None, undo: list[int] | N
         snapshot_id: Judge this collect's snapshot instead of collecting again (empty: collect); refused when it was taken further than collect.max_staleness_seconds from the judged instant.
     """
     logger = get_run_logger()
-    settings = flow_settings()
+    settings = load_settings()
     holder = new_holder("reclaim")
     if undo:
         try:

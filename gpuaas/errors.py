@@ -43,6 +43,7 @@ __all__ = [
     "StoreError",
     "TransientError",
     "kube_error_for_status",
+    "kube_target",
     "redact_endpoint",
     "scrub_secrets",
 ]
@@ -153,26 +154,45 @@ class StaleData(SourceError, PermanentError):
 
 
 class KubeAPIError(GpuaasError):
-    """The Kubernetes API answered with an error status."""
+    """The Kubernetes API answered with an error status.
+
+    One line names what was asked and what came back:
+    ``patching RayCluster team-a/train-7: 409 Conflict: the object has been modified``. The HTTP
+    status and its phrase always; the ``Status`` body's reason in brackets where it says more
+    than the phrase (``410 Gone (Expired)``), and its message when there is one.
+    ``gpuaas.sources.kube.kube_api_error`` builds it from the client's exception.
+    """
 
     def __init__(
         self,
-        message: str,
+        message: str = "",
         *,
         status: int,
         reason: str = "",
         kind: str | None = None,
         namespace: str | None = None,
         name: str | None = None,
+        verb: str | None = None,
+        status_reason: str | None = None,
     ) -> None:
         self.status = status
         self.reason = reason
         self.kind = kind
         self.namespace = namespace
         self.name = name
-        obj = "/".join(p for p in (namespace, name) if p)
-        target = f"{kind} {obj}".strip() if (kind or obj) else "request"
-        super().__init__(f"{target}: {status} {reason}: {message}".replace(":  :", ":"))
+        self.verb = verb
+        self.status_reason = status_reason
+        answer = f"{status} {reason}".strip() if status else ""
+        if answer and status_reason and status_reason.lower() != reason.replace(" ", "").lower():
+            answer += f" ({status_reason})"
+        target = kube_target(verb, kind, namespace, name)
+        super().__init__(": ".join(p for p in (target, answer, message) if p))
+
+
+def kube_target(verb: str | None, kind: str | None, namespace: str | None = None, name: str | None = None) -> str:
+    """``patching RayCluster team-a/train-7``: how every Kubernetes error names its request."""
+    obj = "/".join(p for p in (namespace, name) if p)
+    return " ".join(p for p in (verb, kind, obj) if p) or "request"
 
 
 class Conflict(KubeAPIError, PermanentError):

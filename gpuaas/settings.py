@@ -1,7 +1,9 @@
 """The one configuration object: ``GpuaasSettings``.
 
-Values come from ``GPUAAS_*`` environment variables (``__`` nests), then defaults; the
-policy YAML named by ``GPUAAS_POLICY_FILE`` is validated into ``settings.policy``. Anything
+Values come from arguments, then ``GPUAAS_*`` environment variables (``__`` nests), then the
+Prefect Secret blocks for the two secrets (``gpuaas._secret_blocks``: only where a Prefect API is
+configured), then defaults; ``load_settings()`` is the one way every flow, task and command loads
+them. The policy YAML named by ``GPUAAS_POLICY_FILE`` is validated into ``settings.policy``. Anything
 that says *where* (endpoints, files, database) is a setting; anything that says *what may be
 done* is policy, so that the policy file can be reviewed like code.
 """
@@ -14,12 +16,13 @@ from pathlib import Path
 from typing import Annotated, Literal
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, SecretStr, ValidationError
-from pydantic_settings import BaseSettings, SettingsConfigDict
+from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
 
+from gpuaas._secret_blocks import SECRET_BLOCKS, PrefectSecretBlocks, secret_block
 from gpuaas.errors import ConfigError
 from gpuaas.policy import Policy, load_policy
 
-__all__ = ["GpuaasSettings", "MetricNames", "default_data_dir", "load_settings"]
+__all__ = ["SECRET_BLOCKS", "GpuaasSettings", "MetricNames", "default_data_dir", "load_settings", "secret_block"]
 
 
 def _http_url(value: str | None) -> str | None:
@@ -117,6 +120,18 @@ class GpuaasSettings(BaseSettings):
     writes_slot_lease_seconds: Annotated[float, Field(ge=60, le=86400)] = 60
     """Lease of the Prefect slot, renewed by its live holder every 3/4 of it (Prefect's minimum is 60 s): a holder
     killed on another machine frees the slot this long after its last renewal, plus the server's repossessor loop."""
+
+    @classmethod
+    def settings_customise_sources(
+        cls,
+        settings_cls: type[BaseSettings],
+        init_settings: PydanticBaseSettingsSource,
+        env_settings: PydanticBaseSettingsSource,
+        dotenv_settings: PydanticBaseSettingsSource,
+        file_secret_settings: PydanticBaseSettingsSource,
+    ) -> tuple[PydanticBaseSettingsSource, ...]:
+        """pydantic-settings' own order, then the Prefect Secret blocks: a set variable wins over a block."""
+        return init_settings, env_settings, dotenv_settings, file_secret_settings, PrefectSecretBlocks(settings_cls)
 
     @property
     def sqlite_path(self) -> Path:

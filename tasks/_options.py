@@ -9,8 +9,11 @@ operator's view of the real problem.
 from __future__ import annotations
 
 import time
-from typing import Any, TypeVar, cast
+from collections.abc import Callable
+from typing import Any, ParamSpec, TypeVar, cast
 
+from prefect import Task, task
+from prefect.cache_policies import NO_CACHE
 from prefect.tasks import exponential_backoff
 from prefect.utilities.annotations import quote
 
@@ -18,8 +21,11 @@ from gpuaas.errors import TransientError
 from gpuaas.settings import GpuaasSettings
 
 T = TypeVar("T")
+P = ParamSpec("P")
+R = TypeVar("R")
 
-__all__ = ["IO_TASK_OPTIONS", "current_run_id", "push_or_warn", "retry_options", "retry_transient_only", "unwalked"]
+__all__ = ["IO_TASK_OPTIONS", "current_run_id", "gpuaas_task", "push_or_warn", "retry_options", "retry_transient_only",
+           "unwalked"]
 
 
 def retry_transient_only(task: Any, task_run: Any, state: Any) -> bool:
@@ -46,6 +52,22 @@ IO_TASK_OPTIONS: dict[str, Any] = {
     "retry_condition_fn": retry_transient_only,
     "timeout_seconds": 120,
 }
+
+
+def gpuaas_task(name: str, *, io: bool = False, **options: Any) -> Callable[[Callable[P, R]], Task[P, R]]:
+    """The one decorator of every gpuaas task: ``@gpuaas_task("read-source", io=True)``.
+
+    Every task is ``NO_CACHE``: their inputs are settings, clients and DataFrames, which Prefect
+    hashes slowly or not at all, and many have side effects (a cached "act" would skip a write
+    on the next run). ``io=True`` adds ``IO_TASK_OPTIONS`` (transient-only retries with backoff,
+    a timeout) for a task that talks to a source; ``options`` are Prefect's own and win over both.
+    """
+    merged: dict[str, Any] = {"name": name, "cache_policy": NO_CACHE, **(IO_TASK_OPTIONS if io else {}), **options}
+
+    def decorate(fn: Callable[P, R]) -> Task[P, R]:
+        return cast("Task[P, R]", task(fn, **merged))
+
+    return decorate
 
 
 def retry_options(settings: GpuaasSettings) -> dict[str, Any]:

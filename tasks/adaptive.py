@@ -10,18 +10,17 @@ from __future__ import annotations
 from datetime import datetime, timedelta
 
 import pandas as pd
-from prefect import get_run_logger, task
-from prefect.cache_policies import NO_CACHE
+from prefect import get_run_logger
 
 from gpuaas.policies.adaptive_live import adaptive_rules, live_states, percent
 from gpuaas.settings import GpuaasSettings
 from gpuaas.sources.history import read_fleet_history
-from tasks._options import IO_TASK_OPTIONS
+from tasks._options import gpuaas_task
 
 __all__ = ["adaptive_history"]
 
 
-@task(name="adaptive-history", cache_policy=NO_CACHE, **{**IO_TASK_OPTIONS, "timeout_seconds": 600})
+@gpuaas_task("adaptive-history", io=True, timeout_seconds=600)
 def adaptive_history(settings: GpuaasSettings, now: datetime) -> pd.DataFrame:
     """Per Workload uid and adaptive rule: its current idle spell, the window for it and why."""
     policy = settings.policy

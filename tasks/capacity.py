@@ -9,17 +9,16 @@ from __future__ import annotations
 from datetime import datetime
 
 import pandas as pd
-from prefect import task
-from prefect.cache_policies import NO_CACHE
 
 from gpuaas.policies.capacity import CapacityResult, sustainable_capacity
 from gpuaas.settings import GpuaasSettings
 from gpuaas.sources.capacity import CapacityEstimate, serving_capacity
+from tasks._options import gpuaas_task
 
 __all__ = ["compute_capacity", "serving_capacity_estimate"]
 
 
-@task(name="compute-capacity", cache_policy=NO_CACHE)
+@gpuaas_task("compute-capacity")
 def compute_capacity(sweep: pd.DataFrame, slo_quantile: str, slo_seconds: float, min_quality: float | None = None,
                      forecast_rps: float | None = None, source: str = "sweep") -> CapacityResult:
     """Same answer as ``gpuaas capacity`` on the same rows (no retries: a bad sweep stays bad)."""
@@ -27,7 +26,7 @@ def compute_capacity(sweep: pd.DataFrame, slo_quantile: str, slo_seconds: float,
                                 forecast_rps=forecast_rps, source=source)
 
 
-@task(name="serving-capacity", cache_policy=NO_CACHE, retries=2, retry_delay_seconds=2)
+@gpuaas_task("serving-capacity", retries=2, retry_delay_seconds=2)
 def serving_capacity_estimate(settings: GpuaasSettings, namespace: str, name: str, model_name: str | None = None,
                               now: datetime | None = None) -> CapacityEstimate | None:
     """The sustainable per-replica rate of a service with its source and age (None: never measured)."""

@@ -5,9 +5,6 @@ from __future__ import annotations
 from datetime import datetime, timedelta
 from typing import Any
 
-from prefect import task
-from prefect.cache_policies import NO_CACHE
-
 from gpuaas.fleet_history import queue_aggregates, tenant_aggregates
 from gpuaas.models import Snapshot, SourceStatus
 from gpuaas.policies.idle import find_idle
@@ -17,19 +14,19 @@ from gpuaas.snapshot import read_source
 from gpuaas.store import open_store, remember_snapshot
 from reports.collect import backlog_rows, collect_metrics, quality_rows, summary_markdown
 from tasks._artifacts import summary_artifact, table_artifact
-from tasks._options import IO_TASK_OPTIONS
+from tasks._options import gpuaas_task
 
 __all__ = ["count_idle_candidates", "publish_artifacts", "push_summary", "read_one_source", "store_snapshot"]
 
 
-@task(name="read-source", task_run_name="read-{name}", cache_policy=NO_CACHE, **IO_TASK_OPTIONS)
+@gpuaas_task("read-source", task_run_name="read-{name}", io=True)
 def read_one_source(
     name: str, settings: GpuaasSettings, now: datetime, windows: list[float]
 ) -> tuple[Any, SourceStatus]:
     return read_source(name, settings, now, windows)
 
 
-@task(name="store-snapshot", cache_policy=NO_CACHE, retries=2, retry_delay_seconds=2)
+@gpuaas_task("store-snapshot", retries=2, retry_delay_seconds=2)
 def store_snapshot(settings: GpuaasSettings, snapshot: Snapshot, summary: dict[str, Any]) -> int:
     """Persist the cycle's per-queue and per-tenant history and its snapshot row, the full
     snapshot only as ``store.full_snapshot_every_minutes`` says (and when degraded: the cycle an
@@ -40,8 +37,7 @@ def store_snapshot(settings: GpuaasSettings, snapshot: Snapshot, summary: dict[s
     queues = queue_aggregates(snapshot).to_dict(orient="records")
     tenants = tenant_aggregates(snapshot, policy).to_dict(orient="records")
     retention = timedelta(days=policy.collect.retention_days)
-    store = open_store(settings)
-    try:
+    with open_store(settings) as store:
         store.save_history(snapshot.collected_at, queues, tenants)
         full = snapshot.degraded or store.wants_full_snapshot(
             snapshot.collected_at, timedelta(minutes=policy.store.full_snapshot_every_minutes))
@@ -50,17 +46,15 @@ def store_snapshot(settings: GpuaasSettings, snapshot: Snapshot, summary: dict[s
         store.prune_snapshots(retention, now=snapshot.collected_at, keep_latest=policy.store.keep_full_snapshots)
         store.prune_history(retention, now=snapshot.collected_at)
         return int(record.id or 0)
-    finally:
-        store.close()
 
 
-@task(name="count-idle-candidates", cache_policy=NO_CACHE)
+@gpuaas_task("count-idle-candidates")
 def count_idle_candidates(settings: GpuaasSettings, snapshot: Snapshot) -> int:
     idle = find_idle(snapshot.workloads, settings.policy, snapshot.collected_at)
     return int((idle["verdict"] == "idle").sum())
 
 
-@task(name="publish-artifacts", cache_policy=NO_CACHE)
+@gpuaas_task("publish-artifacts")
 def publish_artifacts(snapshot: Snapshot, summary: dict[str, Any], idle_candidates: int) -> None:
     table_artifact(
         key="gpuaas-collect-backlog", table=backlog_rows(summary),
@@ -73,7 +67,7 @@ def publish_artifacts(snapshot: Snapshot, summary: dict[str, Any], idle_candidat
     summary_artifact(key="gpuaas-collect-summary", markdown=summary_markdown(summary, idle_candidates, snapshot.degraded))
 
 
-@task(name="push-metrics", cache_policy=NO_CACHE, **IO_TASK_OPTIONS)
+@gpuaas_task("push-metrics", io=True)
 def push_summary(settings: GpuaasSettings, snapshot: Snapshot, summary: dict[str, Any], idle_candidates: int) -> int:
     assert settings.pushgateway_url
     return push_metrics(settings.pushgateway_url, "gpuaas_collect", collect_metrics(snapshot, summary, idle_candidates),

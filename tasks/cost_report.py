@@ -5,9 +5,6 @@ from __future__ import annotations
 from datetime import datetime
 from pathlib import Path
 
-from prefect import task
-from prefect.cache_policies import NO_CACHE
-
 from gpuaas.policies.cost import CostInputs, CostReport, build_cost_report
 from gpuaas.pushgateway import push_metrics
 from gpuaas.settings import GpuaasSettings
@@ -22,22 +19,22 @@ from reports.cost_report import (
 )
 from reports.cost_report_html import cost_per_outcome_plot, funnel_plot, render_html
 from tasks._artifacts import summary_artifact, table_artifact
-from tasks._options import IO_TASK_OPTIONS
+from tasks._options import gpuaas_task
 
 __all__ = ["build_report", "publish_cost_artifacts", "push_cost_metrics", "read_window", "write_html_report"]
 
 
-@task(name="read-cost-window", task_run_name="read-window-{window_s}s", cache_policy=NO_CACHE, **IO_TASK_OPTIONS)
+@gpuaas_task("read-cost-window", task_run_name="read-window-{window_s}s", io=True)
 def read_window(settings: GpuaasSettings, end: datetime, window_s: float) -> CostInputs:
     return read_cost_inputs(settings, end, window_s)
 
 
-@task(name="build-cost-report", cache_policy=NO_CACHE)
+@gpuaas_task("build-cost-report")
 def build_report(settings: GpuaasSettings, inputs: CostInputs) -> CostReport:
     return build_cost_report(inputs, settings.policy)
 
 
-@task(name="write-html-report", cache_policy=NO_CACHE, retries=1)
+@gpuaas_task("write-html-report", retries=1)
 def write_html_report(settings: GpuaasSettings, report: CostReport, previous: CostReport | None) -> str:
     """The self-contained page under ``reports_dir``; a new file per window end, written atomically."""
     folder = Path(settings.reports_dir)
@@ -49,7 +46,7 @@ def write_html_report(settings: GpuaasSettings, report: CostReport, previous: Co
     return str(path)
 
 
-@task(name="publish-cost-artifacts", cache_policy=NO_CACHE)
+@gpuaas_task("publish-cost-artifacts")
 def publish_cost_artifacts(report: CostReport, previous: CostReport | None, html_path: str | None) -> None:
     table_artifact(key="gpuaas-cost-funnel", table=funnel_rows(report),
                    description="GPU-hour funnel per tenant: allocated, busy, productive, unknown; cost and waste")
@@ -66,7 +63,7 @@ def publish_cost_artifacts(report: CostReport, previous: CostReport | None, html
     summary_artifact(key="gpuaas-cost-summary", markdown=summary_markdown(report, previous, html_path, plots))
 
 
-@task(name="push-cost-metrics", cache_policy=NO_CACHE, **IO_TASK_OPTIONS)
+@gpuaas_task("push-cost-metrics", io=True)
 def push_cost_metrics(settings: GpuaasSettings, report: CostReport) -> int:
     assert settings.pushgateway_url
     return push_metrics(settings.pushgateway_url, "gpuaas_cost_report", cost_report_metrics(report),

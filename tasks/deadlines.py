@@ -9,9 +9,6 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from prefect import task
-from prefect.cache_policies import NO_CACHE
-
 from gpuaas.actions.deadline_holds import NudgeResult, apply_nudges, release_due, undo_holds
 from gpuaas.models import Snapshot
 from gpuaas.policies.deadline_nudges import Nudge, plan_nudges
@@ -23,20 +20,20 @@ from gpuaas.sources._kube_client import KubeLister, make_api_client
 from gpuaas.sources.kube import KUEUE_GROUP
 from reports.deadlines import deadline_metrics, pool_dicts
 from tasks._artifacts import table_artifact
-from tasks._options import IO_TASK_OPTIONS, current_run_id
+from tasks._options import current_run_id, gpuaas_task
 from tasks.writes import store_and_writer
 
 __all__ = ["decide_nudges", "nudge_kueue", "plan_deadlines", "publish_deadline_artifacts", "push_deadline_metrics",
            "release_due_holds", "undo_deadline_holds"]
 
 
-@task(name="plan-deadlines", cache_policy=NO_CACHE, timeout_seconds=300)
+@gpuaas_task("plan-deadlines", timeout_seconds=300)
 def plan_deadlines(snapshot: Snapshot) -> list[PoolPlan]:
     """Pure work in a task: bounded by the planner's own MILP limits, and by a timeout here."""
     return plan_pools(deadline_problems(snapshot))
 
 
-@task(name="publish-deadline-artifacts", cache_policy=NO_CACHE)
+@gpuaas_task("publish-deadline-artifacts")
 def publish_deadline_artifacts(pools: list[PoolPlan]) -> None:
     rows = [{"cohort": p["cohort"], "flavor": p["flavor"], "GPUs": p["capacity_gpus"],
              "extra GPUs": p["extra_gpus"].get(p["flavor"], 0), "at risk": ", ".join(p["at_risk"]) or "-",
@@ -45,14 +42,14 @@ def publish_deadline_artifacts(pools: list[PoolPlan]) -> None:
                           description="Deadline plan per cohort and flavor: extra GPUs that make every deadline hold")
 
 
-@task(name="push-deadline-metrics", cache_policy=NO_CACHE, **IO_TASK_OPTIONS)
+@gpuaas_task("push-deadline-metrics", io=True)
 def push_deadline_metrics(settings: GpuaasSettings, pools: list[PoolPlan]) -> int:
     assert settings.pushgateway_url
     return push_metrics(settings.pushgateway_url, "gpuaas_deadlines", deadline_metrics(pools),
                         timeout=settings.request_timeout_seconds)
 
 
-@task(name="release-due-holds", cache_policy=NO_CACHE, **IO_TASK_OPTIONS)
+@gpuaas_task("release-due-holds", io=True)
 def release_due_holds(settings: GpuaasSettings, now: datetime) -> list[NudgeResult]:
     """From the API alone (no snapshot, no plan): a run that fails later has already released.
 
@@ -68,20 +65,20 @@ def release_due_holds(settings: GpuaasSettings, now: datetime) -> list[NudgeResu
         api.close()
 
 
-@task(name="decide-nudges", cache_policy=NO_CACHE)
+@gpuaas_task("decide-nudges")
 def decide_nudges(settings: GpuaasSettings, pools: list[PoolPlan], snapshot: Snapshot,
                   now: datetime) -> list[Nudge]:
     return plan_nudges(pools, snapshot.workloads, now, settings.policy.deadlines)
 
 
-@task(name="nudge-kueue", cache_policy=NO_CACHE, timeout_seconds=600)
+@gpuaas_task("nudge-kueue", timeout_seconds=600)
 def nudge_kueue(settings: GpuaasSettings, nudges: list[Nudge], mode: Mode) -> list[NudgeResult]:
     """Not retried: a half-done nudge is re-decided from the objects next run."""
     with store_and_writer(settings) as (store, writer):
         return apply_nudges(nudges, store, writer, mode=mode, flow_run_id=current_run_id())
 
 
-@task(name="undo-holds", cache_policy=NO_CACHE, timeout_seconds=600)
+@gpuaas_task("undo-holds", timeout_seconds=600)
 def undo_deadline_holds(settings: GpuaasSettings, audit_ids: list[int]) -> list[NudgeResult]:
     with store_and_writer(settings) as (store, writer):
         return undo_holds(store, writer, audit_ids, flow_run_id=current_run_id())

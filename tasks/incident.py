@@ -11,8 +11,6 @@ from datetime import datetime
 from typing import Any
 
 import pandas as pd
-from prefect import task
-from prefect.cache_policies import NO_CACHE
 
 from gpuaas.actions.undo import UNDOERS
 from gpuaas.errors import ConfigError
@@ -22,6 +20,7 @@ from gpuaas.settings import GpuaasSettings
 from gpuaas.store import AuditEntry, Store, open_store
 from reports.incident import event_rows, incident_markdown, plot_png, summary_line
 from tasks._artifacts import markdown_artifact, table_artifact
+from tasks._options import gpuaas_task
 
 __all__ = ["MARKDOWN_KEY", "TABLE_KEY", "check_undo_ids", "missing_audit_ids", "publish_incident_artifacts",
            "read_review"]
@@ -34,14 +33,11 @@ _REFERENT_DEPTH = 3
 
 def missing_audit_ids(settings: GpuaasSettings, audit_ids: Iterable[int]) -> list[int]:
     """The ids that name no audit row (the CLI checks before it starts a run, the flow again inside it)."""
-    store = open_store(settings)
-    try:
+    with open_store(settings) as store:
         return [int(i) for i in audit_ids if store.get_audit(int(i)) is None]
-    finally:
-        store.close()
 
 
-@task(name="check-undo-ids", cache_policy=NO_CACHE)
+@gpuaas_task("check-undo-ids")
 def check_undo_ids(settings: GpuaasSettings, audit_ids: Sequence[int]) -> None:
     """Every id names an audit row, or nothing is undone: a typo must not undo the ids around it."""
     missing = missing_audit_ids(settings, audit_ids)
@@ -84,19 +80,16 @@ def _queue_tenants(queue_rows: pd.DataFrame) -> list[tuple[str, str]]:
     return [(str(q), str(t)) for q, t in pairs.itertuples(index=False)]
 
 
-@task(name="read-incident-window", cache_policy=NO_CACHE, retries=2, retry_delay_seconds=2)
+@gpuaas_task("read-incident-window", retries=2, retry_delay_seconds=2)
 def read_review(settings: GpuaasSettings, start: datetime, end: datetime, namespaces: Sequence[str],
                 queues: Sequence[str]) -> IncidentReview:
     """The stored history and audit rows of ``[start, end)``, built into the review (pure)."""
-    store = open_store(settings)
-    try:
+    with open_store(settings) as store:
         queue_rows = store.queue_history(start, end)
         tenant_rows = store.tenant_history(start, end)
         audit = store.audit(since=start, until=end, limit=None)
         referents = _referents(store, audit)
         placements = _placements(store) if namespaces or queues else []
-    finally:
-        store.close()
     tenants = [(t.name, t.namespaces, t.cluster_queues) for t in settings.policy.tenants]
     scope = scope_for(namespaces, queues, tenants=tenants, placements=placements,
                       queue_tenants=_queue_tenants(queue_rows))
@@ -104,7 +97,7 @@ def read_review(settings: GpuaasSettings, start: datetime, end: datetime, namesp
                         undoable_actions=set(UNDOERS))
 
 
-@task(name="publish-incident-artifacts", cache_policy=NO_CACHE)
+@gpuaas_task("publish-incident-artifacts")
 def publish_incident_artifacts(review: IncidentReview, undo: list[dict[str, Any]] | None,
                                busy: str | None) -> None:
     """The timeline as markdown (with the plot) and as a table; no table of placeholders when it is empty."""

@@ -10,8 +10,7 @@ import base64
 from pathlib import Path
 from typing import Any
 
-from prefect import get_run_logger, runtime, task
-from prefect.cache_policies import NO_CACHE
+from prefect import get_run_logger, runtime
 
 from gpuaas.loadtest import LoadTestConfig, SweepRun, record_load_test, run_sweep, write_outputs
 from gpuaas.policies.capacity import CapacityResult
@@ -19,11 +18,12 @@ from gpuaas.settings import GpuaasSettings
 from gpuaas.store import open_store
 from reports.capacity import capacity_markdown
 from tasks._artifacts import summary_artifact, table_artifact
+from tasks._options import gpuaas_task
 
 __all__ = ["publish_load_test_artifacts", "record_run", "run_load_sweep", "write_load_test_files"]
 
 
-@task(name="load-sweep", cache_policy=NO_CACHE, retries=0)
+@gpuaas_task("load-sweep", retries=0)
 def run_load_sweep(config: LoadTestConfig) -> SweepRun:
     logger = get_run_logger()
 
@@ -36,22 +36,19 @@ def run_load_sweep(config: LoadTestConfig) -> SweepRun:
     return run_sweep(config, progress)
 
 
-@task(name="write-load-test-files", cache_policy=NO_CACHE)
+@gpuaas_task("write-load-test-files")
 def write_load_test_files(run: SweepRun, capacity: CapacityResult, out_dir: Path) -> dict[str, Path]:
     return write_outputs(run, capacity, out_dir)
 
 
-@task(name="record-load-test", cache_policy=NO_CACHE, retries=2, retry_delay_seconds=2)
+@gpuaas_task("record-load-test", retries=2, retry_delay_seconds=2)
 def record_run(settings: GpuaasSettings, run: SweepRun, capacity: CapacityResult, files: dict[str, Path]) -> int:
-    store = open_store(settings)
-    try:
+    with open_store(settings) as store:
         flow_run_id = runtime.flow_run.id
         return int(record_load_test(store, run, capacity, files, str(flow_run_id) if flow_run_id else None).id or 0)
-    finally:
-        store.close()
 
 
-@task(name="publish-load-test-artifacts", cache_policy=NO_CACHE)
+@gpuaas_task("publish-load-test-artifacts")
 def publish_load_test_artifacts(run: SweepRun, capacity: CapacityResult, files: dict[str, Path]) -> None:
     table_artifact(key="gpuaas-load-test-sweep", table=[
         {k: (round(v, 4) if isinstance(v, float) else v) for k, v in row.items()} for row in run.steps],

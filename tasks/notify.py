@@ -48,7 +48,7 @@ def _webhook_url() -> str | None:
     url = os.environ.get(WEBHOOK_ENV, "").strip()
     if url:
         return url
-    from tasks.secrets import secret_block
+    from gpuaas.settings import secret_block
 
     return (secret_block(WEBHOOK_BLOCK) or "").strip() or None
 

@@ -6,8 +6,6 @@ from datetime import datetime, timedelta
 from typing import Any
 
 import pandas as pd
-from prefect import task
-from prefect.cache_policies import NO_CACHE
 
 from gpuaas.actions.quotas import apply_quota_plan, recent_quota_changes, recover_quota_plans
 from gpuaas.errors import ConfigError, PolicyError
@@ -31,7 +29,7 @@ from reports.rebalance import (
     rebalance_metrics,
 )
 from tasks._artifacts import markdown_artifact, summary_artifact, table_artifact
-from tasks._options import IO_TASK_OPTIONS, current_run_id
+from tasks._options import current_run_id, gpuaas_task
 from tasks.writes import store_and_writer
 
 __all__ = ["apply_plans", "plan_cohorts", "publish_rebalance_artifacts", "push_rebalance_metrics", "read_history",
@@ -41,23 +39,20 @@ GPU_RESOURCES = list(DEFAULT_GPU_RESOURCES)
 
 
 
-@task(name="read-queue-history", cache_policy=NO_CACHE, **IO_TASK_OPTIONS)
+@gpuaas_task("read-queue-history", io=True)
 def read_history(settings: GpuaasSettings, now: datetime, window_days: float) -> pd.DataFrame:
     """One Prometheus query over Kueue's per-queue series (its cost does not grow with Workloads)."""
     return read_queue_history(settings, now, window_s=window_days * 86400,
                               percentile=settings.policy.rebalance.usage_percentile, gpu_resources=GPU_RESOURCES)
 
 
-@task(name="recent-quota-changes", cache_policy=NO_CACHE)
+@gpuaas_task("recent-quota-changes")
 def recent_changes(settings: GpuaasSettings, now: datetime) -> dict[tuple[str, str], int]:
-    store = open_store(settings)
-    try:
+    with open_store(settings) as store:
         return recent_quota_changes(store, now - timedelta(days=settings.policy.rebalance.no_reversal_days))
-    finally:
-        store.close()
 
 
-@task(name="plan-quotas", cache_policy=NO_CACHE, timeout_seconds=300)
+@gpuaas_task("plan-quotas", timeout_seconds=300)
 def plan_cohorts(settings: GpuaasSettings, snapshot: Snapshot, history: pd.DataFrame, pools: list[PoolPlan],
                  recent: dict[tuple[str, str], int], cohort: str | None) -> list[CohortOutcome]:
     """Demand, then the MILP, per cohort; a contradictory or infeasible cohort is explained, not raised."""
@@ -78,7 +73,7 @@ def plan_cohorts(settings: GpuaasSettings, snapshot: Snapshot, history: pd.DataF
     return out
 
 
-@task(name="apply-quota-plans", cache_policy=NO_CACHE, timeout_seconds=600)
+@gpuaas_task("apply-quota-plans", timeout_seconds=600)
 def apply_plans(settings: GpuaasSettings, outcomes: list[CohortOutcome], mode: Mode, degraded: str | None,
                 snapshot_id: int, now: datetime) -> list[CohortOutcome]:
     """Recover an interrupted plan (apply), then record every plan and, in apply mode, carry it out.
@@ -106,7 +101,7 @@ def apply_plans(settings: GpuaasSettings, outcomes: list[CohortOutcome], mode: M
         return done
 
 
-@task(name="publish-rebalance-artifacts", cache_policy=NO_CACHE)
+@gpuaas_task("publish-rebalance-artifacts")
 def publish_rebalance_artifacts(outcomes: list[CohortOutcome], mode: Mode, pools: list[PoolPlan],
                                 degraded: str | None) -> None:
     extra: dict[str, dict[str, int]] = {}
@@ -124,7 +119,7 @@ def publish_rebalance_artifacts(outcomes: list[CohortOutcome], mode: Mode, pools
                                  description=f"Quota plan ({mode.value})")
 
 
-@task(name="push-rebalance-metrics", cache_policy=NO_CACHE, **IO_TASK_OPTIONS)
+@gpuaas_task("push-rebalance-metrics", io=True)
 def push_rebalance_metrics(settings: GpuaasSettings, outcomes: list[CohortOutcome]) -> int:
     assert settings.pushgateway_url
     return push_metrics(settings.pushgateway_url, "gpuaas_rebalance", rebalance_metrics(outcomes),

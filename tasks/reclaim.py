@@ -6,8 +6,6 @@ from dataclasses import replace
 from datetime import datetime, timedelta
 
 import pandas as pd
-from prefect import task
-from prefect.cache_policies import NO_CACHE
 
 from gpuaas.actions import (
     ActionResult,
@@ -30,7 +28,7 @@ from gpuaas.store import load_snapshot as stored_snapshot
 from gpuaas.store import open_store
 from reports.reclaim import decision_rows, idle_metrics, summary_markdown
 from tasks._artifacts import markdown_artifact, summary_artifact, table_artifact
-from tasks._options import IO_TASK_OPTIONS, current_run_id
+from tasks._options import current_run_id, gpuaas_task
 from tasks.writes import store_and_writer
 
 __all__ = ["IDLE_JOB", "act", "decide", "find_idle_workloads", "load_snapshot", "publish_reclaim_artifacts",
@@ -38,26 +36,24 @@ __all__ = ["IDLE_JOB", "act", "decide", "find_idle_workloads", "load_snapshot", 
 
 
 
-@task(name="load-snapshot", cache_policy=NO_CACHE, retries=2, retry_delay_seconds=2)
+@gpuaas_task("load-snapshot", retries=2, retry_delay_seconds=2)
 def load_snapshot(settings: GpuaasSettings, snapshot_id: int) -> Snapshot:
     """The collect subflow's snapshot, handed over in memory (``gpuaas.store.load_snapshot``)."""
-    store = open_store(settings)
-    try:
-        return stored_snapshot(store, snapshot_id)
-    except StoreError as exc:
-        raise ActionRefused(str(exc)) from exc
-    finally:
-        store.close()
+    with open_store(settings) as store:
+        try:
+            return stored_snapshot(store, snapshot_id)
+        except StoreError as exc:
+            raise ActionRefused(str(exc)) from exc
 
 
-@task(name="find-idle", cache_policy=NO_CACHE)
+@gpuaas_task("find-idle")
 def find_idle_workloads(settings: GpuaasSettings, snapshot: Snapshot,
                         adaptive: pd.DataFrame | None = None) -> pd.DataFrame:
     """Idle verdicts; the rows of an adaptive rule are decided again from ``adaptive`` (their history)."""
     return apply_adaptive(find_idle(snapshot.workloads, settings.policy, snapshot.collected_at), adaptive)
 
 
-@task(name="decide", cache_policy=NO_CACHE)
+@gpuaas_task("decide")
 def decide(settings: GpuaasSettings, snapshot: Snapshot, idle: pd.DataFrame, mode: Mode,
            wall_clock: datetime) -> list[Decision]:
     """Pure decisions plus per-GPU evidence; the audit log's answer comes in ``act``."""
@@ -70,7 +66,7 @@ def decide(settings: GpuaasSettings, snapshot: Snapshot, idle: pd.DataFrame, mod
     return out
 
 
-@task(name="act", cache_policy=NO_CACHE, timeout_seconds=600)
+@gpuaas_task("act", timeout_seconds=600)
 def act(settings: GpuaasSettings, decisions: list[Decision], mode: Mode, now: datetime) -> list[ActionResult]:
     """Recover interrupted actions (apply), skip what was decided or just restored, cap, then audit and act. Not retried:
     a retry of a half-done action is exactly what the audit log and the recovery step guard against."""
@@ -85,13 +81,13 @@ def act(settings: GpuaasSettings, decisions: list[Decision], mode: Mode, now: da
         return execute_decisions(final, store, writer, mode=mode, flow_run_id=current_run_id(), now=now)
 
 
-@task(name="undo", cache_policy=NO_CACHE, timeout_seconds=600)
+@gpuaas_task("undo", timeout_seconds=600)
 def undo_actions(settings: GpuaasSettings, audit_ids: list[int]) -> list[UndoResult]:
     with store_and_writer(settings) as (store, writer):
         return undo_entries(store, writer, audit_ids, flow_run_id=current_run_id())
 
 
-@task(name="publish-artifacts", cache_policy=NO_CACHE)
+@gpuaas_task("publish-artifacts")
 def publish_reclaim_artifacts(results: list[ActionResult], snapshot: Snapshot, mode: Mode, cap: int,
                               busy: str | None = None) -> None:
     rows = decision_rows(results)
@@ -107,7 +103,7 @@ def publish_reclaim_artifacts(results: list[ActionResult], snapshot: Snapshot, m
 IDLE_JOB = "gpuaas_reclaim"
 
 
-@task(name="push-idle-metrics", cache_policy=NO_CACHE, **IO_TASK_OPTIONS)
+@gpuaas_task("push-idle-metrics", io=True)
 def push_idle_metrics(settings: GpuaasSettings, idle: pd.DataFrame, mode: Mode = Mode.dry_run,
                       evidence_at: datetime | None = None) -> int:
     """Replace the idle signal with this run's verdicts (only where it may act) and their instant."""
@@ -116,7 +112,7 @@ def push_idle_metrics(settings: GpuaasSettings, idle: pd.DataFrame, mode: Mode =
                         timeout=settings.request_timeout_seconds)
 
 
-@task(name="withdraw-idle-metrics", cache_policy=NO_CACHE, **IO_TASK_OPTIONS)
+@gpuaas_task("withdraw-idle-metrics", io=True)
 def withdraw_idle_metrics(settings: GpuaasSettings) -> None:
     """Delete the idle signal a previous run published: this run cannot vouch for it."""
     assert settings.pushgateway_url

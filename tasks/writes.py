@@ -27,8 +27,7 @@ from datetime import timedelta
 from typing import Any, cast
 from uuid import UUID
 
-from prefect import get_run_logger, task
-from prefect.cache_policies import NO_CACHE
+from prefect import get_run_logger
 
 from gpuaas.actions import KubeWriter
 from gpuaas.actions._lock_owner import holder_is_dead
@@ -36,6 +35,7 @@ from gpuaas.errors import ActionRefused
 from gpuaas.settings import GpuaasSettings
 from gpuaas.store import Store, open_store
 from reports._format import BUSY_LINE, busy_line
+from tasks._options import gpuaas_task
 
 __all__ = ["BUSY_LINE", "CONCURRENCY_LIMIT", "LOCK", "SLOT_LOCK", "WritesBusy", "acquire_writes_lock", "busy_line", "busy_outcome", "cluster_writes",
            "ensure_concurrency_limit", "release_writes_lock", "store_and_writer"]
@@ -102,13 +102,12 @@ def busy_outcome(result: dict[str, Any], busy: WritesBusy, artifact_key: str | N
     return cast(dict[str, Any], Completed(message=line, data={**result, "writes_busy": str(busy)}))
 
 
-@task(name="acquire-writes-lock", cache_policy=NO_CACHE)
+@gpuaas_task("acquire-writes-lock")
 def acquire_writes_lock(settings: GpuaasSettings, holder: str, wait_seconds: float | None = None) -> None:
     """Take the store lock, polling up to ``wait_seconds`` (default: the settings' wait; the message names that)."""
     wait = settings.writes_wait_seconds if wait_seconds is None else wait_seconds
     deadline = time.monotonic() + wait
-    store = open_store(settings)
-    try:
+    with open_store(settings) as store:
         while not store.acquire_lock(LOCK, holder, timedelta(seconds=settings.writes_lease_seconds)):
             held = store.lock_holder(LOCK)
             if held is not None and holder_is_dead(held):  # killed on this host: its lease is void now
@@ -121,46 +120,34 @@ def acquire_writes_lock(settings: GpuaasSettings, holder: str, wait_seconds: flo
                 raise WritesBusy(f"no writes this run: {held or 'another run'} holds the {LOCK!r} lock "
                                  f"(waited {settings.writes_wait_seconds:g} s)")
             time.sleep(POLL_SECONDS)
-    finally:
-        store.close()
 
 
-@task(name="release-writes-lock", cache_policy=NO_CACHE)
+@gpuaas_task("release-writes-lock")
 def release_writes_lock(settings: GpuaasSettings, holder: str) -> None:
-    store = open_store(settings)
-    try:
+    with open_store(settings) as store:
         store.release_lock(LOCK, holder)
-    finally:
-        store.close()
 
 
 def _record_slot(settings: GpuaasSettings, lease_id: UUID, holder: str) -> None:
     """Name this run's lease in the store; a row left there is a dead holder's (the slot was free): replace it."""
-    store = open_store(settings)
-    try:
+    with open_store(settings) as store:
         ttl = timedelta(seconds=settings.writes_lease_seconds)
         while not store.acquire_lock(SLOT_LOCK, f"{lease_id}/{holder}", ttl):
             stale = store.lock_holder(SLOT_LOCK)
             if stale is not None:
                 store.release_lock(SLOT_LOCK, stale)
-    finally:
-        store.close()
 
 
 def _forget_slot(settings: GpuaasSettings, lease_id: UUID, holder: str) -> None:
-    store = open_store(settings)
-    try:
+    with open_store(settings) as store:
         store.release_lock(SLOT_LOCK, f"{lease_id}/{holder}")
-    finally:
-        store.close()
 
 
 def _free_dead_holders_slot(settings: GpuaasSettings) -> bool:
     """Give back the slot of a holder killed on this host (known dead by its pid); False when there is none."""
     from prefect.client.orchestration import get_client
 
-    store = open_store(settings)
-    try:
+    with open_store(settings) as store:
         row = store.lock_holder(SLOT_LOCK)
         lease_text, _, owner = (row or "").partition("/")
         if not row or not holder_is_dead(owner):
@@ -172,8 +159,6 @@ def _free_dead_holders_slot(settings: GpuaasSettings) -> bool:
                 if getattr(getattr(exc, "response", None), "status_code", None) != 404:
                     raise
         store.release_lock(SLOT_LOCK, row)
-    finally:
-        store.close()
     get_run_logger().warning("the %r slot was held by %s, a process that is gone: its lease given back",
                              CONCURRENCY_LIMIT, owner)
     return True
@@ -237,9 +222,5 @@ def cluster_writes(settings: GpuaasSettings, holder: str) -> Iterator[None]:
 @contextmanager
 def store_and_writer(settings: GpuaasSettings, **writer_options: Any) -> Iterator[tuple[Store, KubeWriter]]:
     """The audit log and the cluster writer an acting task needs, both closed however the task ends."""
-    store = open_store(settings)
-    try:
-        with KubeWriter(settings, **writer_options) as writer:
-            yield store, writer
-    finally:
-        store.close()
+    with open_store(settings) as store, KubeWriter(settings, **writer_options) as writer:
+        yield store, writer

@@ -1,8 +1,8 @@
 """The only code that writes to the Kubernetes API: a GET and a merge PATCH per object.
 
 Every kind gpuaas stops lives in a named API group, so one ``CustomObjectsApi`` path serves
-them all (``/apis/<group>/<version>/namespaces/<ns>/<plural>/<name>``). Errors are mapped by
-the same function the readers use: a 409 is ``Conflict`` (re-read, decide again, never
+them all (``/apis/<group>/<version>/namespaces/<ns>/<plural>/<name>``). Errors are built by
+the reader's ``kube_request`` (``gpuaas.sources.kube``), named by verb, kind and object: a 409 is ``Conflict`` (re-read, decide again, never
 force), a 404 ``NotFound`` (the object was deleted), a 5xx/429 or no answer transient, an
 answer that is not JSON ``MalformedResponse``. After a write, those last two are no answer
 at all: the write may have landed, and the caller reads the object back (``INDEFINITE``).
@@ -17,15 +17,13 @@ from __future__ import annotations
 import json
 from typing import Any
 
-import urllib3
 from kubernetes import client
-from kubernetes.client.exceptions import ApiException
 
 from gpuaas.actions._patches import KIND_RESOURCES
-from gpuaas.errors import KubeAPIError, MalformedResponse, NotFound, SourceUnavailable, TransientError
+from gpuaas.errors import KubeAPIError, MalformedResponse, NotFound, TransientError
 from gpuaas.settings import GpuaasSettings
-from gpuaas.sources._kube_client import _api_error, make_api_client
-from gpuaas.sources.kube import KUEUE_GROUP, KUEUE_VERSIONS
+from gpuaas.sources._kube_client import make_api_client
+from gpuaas.sources.kube import KUEUE_GROUP, KUEUE_VERSIONS, kube_request
 
 __all__ = ["INDEFINITE", "KubeWriter"]
 
@@ -42,6 +40,7 @@ class KubeWriter:
         self._api = api_client or make_api_client(settings)
         self._custom = client.CustomObjectsApi(self._api)
         self._timeout = settings.request_timeout_seconds
+        self._url = str(self._api.configuration.host)
         self._kueue_version: str | None = None
 
     def close(self) -> None:
@@ -63,43 +62,31 @@ class KubeWriter:
         if self._kueue_version is None:
             for version in KUEUE_VERSIONS:
                 try:
-                    self._custom.get_api_resources(KUEUE_GROUP, version, _preload_content=False,
-                                                   _request_timeout=self._timeout)
-                except ApiException as exc:
-                    if exc.status == 404:
-                        continue
-                    raise _api_error(exc, f"discovery of {KUEUE_GROUP}/{version}") from exc
-                except (urllib3.exceptions.HTTPError, OSError) as exc:
-                    raise SourceUnavailable(f"discovery of {KUEUE_GROUP}: {exc}", source="kube") from exc
+                    with kube_request(verb="discovering", kind=f"{KUEUE_GROUP}/{version}", url=self._url):
+                        self._custom.get_api_resources(KUEUE_GROUP, version, _preload_content=False,
+                                                       _request_timeout=self._timeout)
+                except NotFound:
+                    continue
                 self._kueue_version = version
                 break
             else:
                 raise NotFound(f"the cluster serves none of {KUEUE_GROUP}/{', '.join(KUEUE_VERSIONS)}",
-                               status=404, reason="NotFound", kind=KUEUE_GROUP)
+                               status=404, reason="Not Found", kind=KUEUE_GROUP, verb="discovering")
         return self._kueue_version
 
     def _call(self, what: str, kind: str, namespace: str, name: str, fn: Any, version: str | None,
               **kwargs: Any) -> dict[str, Any]:
         group, default_version, plural = KIND_RESOURCES[kind]
-        try:
-            if version:
-                version = version.rpartition("/")[2]  # "kueue.x-k8s.io/v1beta1" or "v1beta1"
-            elif group == KUEUE_GROUP:
-                version = self._served_kueue_version()
-            else:
-                version = default_version
+        if version:
+            version = version.rpartition("/")[2]  # "kueue.x-k8s.io/v1beta1" or "v1beta1"
+        elif group == KUEUE_GROUP:
+            version = self._served_kueue_version()
+        else:
+            version = default_version
+        with kube_request(verb=what, kind=kind, namespace=namespace, name=name, url=self._url):
             resp = fn(group, version, namespace, plural, name, _preload_content=False,
                       _request_timeout=self._timeout, **kwargs)
             return dict(json.loads(resp.data))
-        except ApiException as exc:
-            error = _api_error(exc, f"{what} {plural}.{group}")
-            message = str(error).split(f"{error.status} {error.reason}: ", 1)[-1]
-            raise type(error)(message, status=error.status, reason=error.reason,
-                              kind=kind, namespace=namespace, name=name) from exc
-        except (urllib3.exceptions.HTTPError, OSError) as exc:
-            raise SourceUnavailable(f"{what} {kind} {namespace}/{name}: {exc}", source="kube") from exc
-        except ValueError as exc:
-            raise MalformedResponse(f"{what} {kind} {namespace}/{name}: the answer is not JSON", source="kube") from exc
 
     def get(self, kind: str, namespace: str, name: str, *, version: str | None = None) -> dict[str, Any]:
         """The live object; raises ``NotFound`` when it is gone."""
@@ -110,7 +97,7 @@ class KubeWriter:
         """A merge patch; ``body`` should carry ``metadata.resourceVersion`` (409 when it changed)."""
         if not (body.get("metadata") or {}).get("resourceVersion"):
             raise KubeAPIError("refusing a patch without a resourceVersion precondition", status=0,
-                               kind=kind, namespace=namespace, name=name)
+                               kind=kind, namespace=namespace, name=name, verb="patching")
         return self._call("patching", kind, namespace, name, self._custom.patch_namespaced_custom_object, version,
                           body=body, _content_type=_MERGE_PATCH)
 
@@ -122,7 +109,8 @@ class KubeWriter:
                              version: str | None = None) -> dict[str, Any]:
         """A merge patch of a cluster-scoped object, with the same resourceVersion precondition."""
         if not (body.get("metadata") or {}).get("resourceVersion"):
-            raise KubeAPIError("refusing a patch without a resourceVersion precondition", status=0, kind=kind, name=name)
+            raise KubeAPIError("refusing a patch without a resourceVersion precondition", status=0, kind=kind, name=name,
+                               verb="patching")
         return self._call("patching", kind, "", name, _cluster(self._custom.patch_cluster_custom_object), version,
                           body=body, _content_type=_MERGE_PATCH)
 

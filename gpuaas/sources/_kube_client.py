@@ -1,5 +1,5 @@
 """The one place gpuaas talks to the Kubernetes API for reading: client setup, paginated
-lists, and translation of the client's exceptions into ``gpuaas.errors``.
+lists; the client's exceptions become ``gpuaas.errors`` in ``_kube_errors`` (shared with the writer).
 
 Lists ask for raw JSON (``_preload_content=False``) so that custom resources and core
 objects are parsed by the same dict-based code, and every request is counted so a test
@@ -8,31 +8,20 @@ can hold the cycle to "a constant plus one request per page".
 
 from __future__ import annotations
 
-import json
 import threading
 from collections.abc import Callable
 from typing import Any
 
 import orjson
-import urllib3
 from kubernetes import client, config
 from kubernetes.client.exceptions import ApiException
 from kubernetes.config.config_exception import ConfigException
 
-from gpuaas.errors import (
-    ConfigError,
-    KubeAPIError,
-    MalformedResponse,
-    SourceUnavailable,
-    TransientError,
-    kube_error_for_status,
-)
+from gpuaas.errors import ConfigError, MalformedResponse
 from gpuaas.settings import GpuaasSettings
-from gpuaas.sources._retry_after import retry_after_seconds
+from gpuaas.sources._kube_errors import SOURCE, kube_request
 
 __all__ = ["KubeLister", "make_api_client"]
-
-SOURCE = "kube"
 
 
 def make_api_client(settings: GpuaasSettings) -> client.ApiClient:
@@ -54,22 +43,6 @@ def make_api_client(settings: GpuaasSettings) -> client.ApiClient:
     return client.ApiClient(cfg)
 
 
-def _api_error(exc: ApiException, what: str) -> KubeAPIError:
-    status = int(exc.status or 0)
-    message = ""
-    try:
-        body = json.loads(exc.body or "{}")
-        if isinstance(body, dict) and body.get("kind") == "Status":
-            message = str(body.get("message", ""))[:256]
-    except ValueError:
-        pass
-    cls = kube_error_for_status(status)
-    error = cls(message or f"listing {what} failed", status=status, reason=str(exc.reason or ""), kind=what)
-    if isinstance(error, TransientError):
-        error.retry_after = retry_after_seconds((exc.headers or {}).get("Retry-After"))
-    return error
-
-
 class KubeLister:
     """Paginated lists through one ``ApiClient``, counting the requests it sends."""
 
@@ -89,7 +62,7 @@ class KubeLister:
         while True:
             with self._count:  # lists of different kinds are read at once (``kube.LISTS_AT_ONCE``)
                 self.requests += 1
-            try:
+            with kube_request(verb="listing", kind=what, url=self.url):
                 resp = call(
                     limit=self.page_size, _continue=token, _preload_content=False,
                     _request_timeout=self.timeout, **kwargs,
@@ -97,12 +70,6 @@ class KubeLister:
                 if resp.status >= 400:
                     raise ApiException(http_resp=resp)
                 body = orjson.loads(resp.data)  # several times faster than json on 50,000 Workloads
-            except ApiException as exc:
-                raise _api_error(exc, what) from exc
-            except (urllib3.exceptions.HTTPError, OSError) as exc:
-                raise SourceUnavailable(f"listing {what}: {exc}", source=SOURCE, url=self.url) from exc
-            except ValueError as exc:
-                raise MalformedResponse(f"listing {what}: body is not JSON", source=SOURCE, url=self.url) from exc
             if not isinstance(body, dict) or not isinstance(body.get("items"), list):
                 raise MalformedResponse(f"listing {what}: missing field 'items'", source=SOURCE, url=self.url)
             items.extend(body["items"])

@@ -14,6 +14,7 @@ What the cost report ("replicas needed for the forecast") and the deadline/rebal
 
 from __future__ import annotations
 
+from contextlib import nullcontext
 from dataclasses import asdict, dataclass
 from datetime import UTC, datetime
 from typing import Any
@@ -85,14 +86,9 @@ def serving_capacity(settings: GpuaasSettings, namespace: str, name: str, *, mod
                                       min_quality=service.capacity.min_quality, source=str(path))
         measured_at = datetime.fromtimestamp(path.stat().st_mtime, UTC)
         return _estimate(namespace, name, result, f"sweep file {path}", measured_at, now)
-    own = store is None
-    store = store or open_store(settings)
-    try:
-        row = latest_load_test(store, namespace=namespace, name=name,
+    with nullcontext(store) if store is not None else open_store(settings) as opened:
+        row = latest_load_test(opened, namespace=namespace, name=name,
                                model_name=model_name or (service.model_name if service else None))
-    finally:
-        if own:
-            store.close()
     if row is None:
         return None
     stored = row.evidence["capacity"]

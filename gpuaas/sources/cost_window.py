@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from contextlib import nullcontext
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -281,22 +282,18 @@ def _read_capacity(settings: GpuaasSettings, end: datetime, notes: list[str]) ->
     out: dict[str, CapacityEstimate | None] = {}
     if not serving:
         return out
-    store = None
+    needs_store = any(s.capacity is None for s in serving)
     try:
-        if any(s.capacity is None for s in serving):
-            store = open_store(settings)
-        for svc in serving:
-            try:
-                out[svc.name] = serving_capacity(settings, svc.namespace, svc.name, model_name=svc.model_name,
-                                                 now=end, store=store)
-            except GpuaasError as exc:
-                out[svc.name] = None
-                notes.append(f"service {svc.name}: capacity unreadable ({exc})")
+        with open_store(settings) if needs_store else nullcontext() as store:
+            for svc in serving:
+                try:
+                    out[svc.name] = serving_capacity(settings, svc.namespace, svc.name, model_name=svc.model_name,
+                                                     now=end, store=store)
+                except GpuaasError as exc:
+                    out[svc.name] = None
+                    notes.append(f"service {svc.name}: capacity unreadable ({exc})")
     except GpuaasError as exc:
         notes.append(f"capacity unknown: the store did not open ({exc})")
-    finally:
-        if store is not None:
-            store.close()
     return out
 
 

@@ -20,6 +20,7 @@ from gpuaas.models import ClusterQueue, Cohort, LocalQueue, Owner, PodGpus, Reso
 from gpuaas.settings import GpuaasSettings
 from gpuaas.sources._concurrent import at_once
 from gpuaas.sources._kube_client import KubeLister, make_api_client
+from gpuaas.sources._kube_errors import kube_api_error, kube_request
 from gpuaas.sources._kube_kueue import (
     parse_cluster_queue,
     parse_cohort,
@@ -30,7 +31,7 @@ from gpuaas.sources._kube_kueue import (
 )
 from gpuaas.sources._kube_owners import parse_owner, parse_pods
 
-__all__ = ["DEFAULT_GPU_RESOURCES", "KUEUE_GROUP", "KubeState", "read_kube"]
+__all__ = ["DEFAULT_GPU_RESOURCES", "KUEUE_GROUP", "KubeState", "kube_api_error", "kube_request", "read_kube"]
 
 KUEUE_GROUP = "kueue.x-k8s.io"
 KUEUE_VERSIONS = ("v1beta2", "v1beta1")

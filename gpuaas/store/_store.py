@@ -117,6 +117,14 @@ class Store:
     def close(self) -> None:
         self.engine.dispose()
 
+    def __enter__(self) -> Store:
+        """``with open_store(settings) as store:``: the pool is disposed however the block ends, so a
+        failed task leaves no connection open on a shared PostgreSQL (its ``max_connections`` is small)."""
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
     # -- audit log (append-only) --------------------------------------------------------
 
     def append(self, entry: AuditEntry) -> AuditEntry:

@@ -77,7 +77,7 @@ def test_a_cycle_on_postgresql_never_shows_a_secret(cluster: EmbeddedCluster, po
     from prefect.client.schemas.filters import LogFilter, LogFilterFlowRunId
 
     from flows.reclaim import reclaim
-    from tasks.secrets import SECRET_BLOCKS
+    from gpuaas.settings import SECRET_BLOCKS
 
     url = _own_database(postgres_url)  # trust auth: the planted password is sent and accepted
     point_at(cluster, monkeypatch, policy_file=write_policy(tmp_path / "policy.yaml", max_actions_per_run=1),

@@ -34,7 +34,9 @@ def read_window(settings: GpuaasSettings, end: datetime, window_s: float) -> Cos
 
 @task(name="build-cost-report", cache_policy=NO_CACHE)
 def build_report(settings: GpuaasSettings, inputs: CostInputs) -> CostReport:
-    return build_cost_report(inputs, settings.policy)
+    """Pure; an ambiguous ``pod_labels`` selector fails the run with an error naming the policy file."""
+    policy_file = str(settings.policy_file) if settings.policy_file else None
+    return build_cost_report(inputs, settings.policy, policy_file)
 
 
 @task(name="write-html-report", cache_policy=NO_CACHE, retries=1)

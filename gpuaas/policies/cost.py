@@ -112,8 +112,6 @@ class CostReport:
     queries: int = 0
     cost_basis: str = "total"
     """Which of ``gpu_cost`` and ``total_cost`` cost per outcome divides (the policy's ``cost.basis``)."""
-    tenant_of_namespace: dict[str, str] = field(default_factory=dict)
-    """The policy's tenant mapping, published with the report so dashboards group by tenant the same way."""
 
 
 def cost_per_outcome(cost: float | None, outcomes: float | None) -> float | None:
@@ -310,7 +308,6 @@ def build_cost_report(inputs: CostInputs, policy: Policy, policy_file: str | Non
         window_s=(inputs.end - inputs.start).total_seconds(), start=inputs.start, end=inputs.end,
         tenants=tenant_rows, services=service_rows, cluster=cluster, wasters=wasters, daily=daily, batch=batch,
         notes=list(dict.fromkeys(notes)), queries=inputs.queries, cost_basis=basis,
-        tenant_of_namespace={ns: t.name for t in policy.tenants for ns in t.namespaces},
     )
 
 

@@ -255,7 +255,7 @@ def build_cost_report(inputs: CostInputs, policy: Policy, policy_file: str | Non
         verified = verified_by_tenant.get(str(name), 0.0)
         money = _money_cols(row, basis, verified, costs_known)
         if costs_known and money["cost_per_outcome"] is None:
-            notes.append(f"tenant {name}: {basis} cost {row[f'{basis}_cost']:.2f}, {NO_OUTCOME}")
+            notes.append(f"tenant {name}: {basis} cost ${row[f'{basis}_cost']:,.2f}, {NO_OUTCOME}")
         split = kinds.get(str(name), {})
         tenant_rows.append({
             "tenant": str(name), **{c: _num(row[c]) for c in FUNNEL_COLUMNS if c.endswith("_hours")},
@@ -274,7 +274,7 @@ def build_cost_report(inputs: CostInputs, policy: Policy, policy_file: str | Non
             0.0, index=FUNNEL_COLUMNS)
         money = _money_cols(row.fillna(0.0), basis, svc.verified, costs_known)
         if costs_known and money["cost_per_outcome"] is None and svc.verified is not None:
-            notes.append(f"service {svc.spec.name}: {basis} cost {float(row[f'{basis}_cost'] or 0.0):.2f}, {NO_OUTCOME}")
+            notes.append(f"service {svc.spec.name}: {basis} cost ${float(row[f'{basis}_cost'] or 0.0):,.2f}, {NO_OUTCOME}")
         service_rows.append({
             "service": svc.spec.name, "tenant": svc.tenant, "kind": svc.spec.kind,
             "requests": _num(svc.requests), "good_requests": _num(svc.good),

@@ -11,10 +11,18 @@ from __future__ import annotations
 
 from enum import Enum
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import Field, ValidationError, field_validator, model_validator
 
+from gpuaas._policy_model import Fraction, _Model
+from gpuaas._policy_services import (
+    CostPolicy,
+    QualityGate,
+    ServiceCapacity,
+    ServiceOutcome,
+    check_service_series,
+)
 from gpuaas._yaml import read_yaml
 from gpuaas.errors import ConfigError
 
@@ -44,9 +52,6 @@ __all__ = [
 WORKLOAD_KINDS = ("RayCluster", "Workload", "InferenceService", "Notebook", "Deployment", "StatefulSet")
 
 
-class _Model(BaseModel):
-    # No inf/NaN anywhere: ``.inf`` minutes or a NaN threshold would pass every bound check.
-    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
 
 
 class Mode(str, Enum):
@@ -76,7 +81,6 @@ class Actuator(str, Enum):
 
 
 Minutes = Annotated[float, Field(gt=0)]
-Fraction = Annotated[float, Field(ge=0, le=1)]
 MAX_GPUS = 10_000_000
 Gpus = Annotated[int, Field(ge=0, le=MAX_GPUS)]
 """A GPU count; above ten million GPUs it is a typo, and a huge number would overflow the planners' arithmetic."""
@@ -229,76 +233,6 @@ class DeadlinesPolicy(_Model):
     """A held Workload is released this long before its planned start: at least two runs of the flow."""
 
 
-class ServiceCapacity(_Model):
-    """Where a service's sustainable rate comes from when no load test of it is in the store."""
-
-    sweep: Path
-    """A load-test sweep CSV (``gpuaas capacity`` format); relative paths start at the policy file."""
-    slo_quantile: Literal["p50", "p95", "p99"] = "p95"
-    min_quality: Fraction | None = None
-
-
-MetricName = Annotated[str, Field(pattern=r"^[a-zA-Z_:][a-zA-Z0-9_:]*$")]
-BAD_FINISHED_REASONS = ("abort", "error")
-
-
-class QualityGate(_Model):
-    """A quality series (an evaluation score, a task success ratio) that must hold for requests to count."""
-
-    metric: MetricName
-    """Prometheus metric, labelled like the service's vLLM series (``namespace``, ``model_name``)."""
-    threshold: float
-    """Requests count only while the metric is at or above this value; while it is missing, none count."""
-
-
-class ServiceOutcome(_Model):
-    """How one service's work counts as verified outcomes (cost per outcome, DESIGN 1.4).
-
-    ``serving``: requests that finished with a good reason, within the latency SLO, and while
-    ``quality`` (if set) held. ``batch``: Kueue Workloads in ``namespace`` whose owner's name
-    starts with ``name`` that finished with a success reason no later than their deadline.
-    """
-
-    name: Annotated[str, Field(min_length=1)]
-    namespace: str
-    kind: Literal["serving", "batch"] = "serving"
-    model_name: str | None = None
-    latency_slo_seconds: Annotated[float, Field(gt=0)] | None = None
-    good_finished_reasons: list[str] = Field(default_factory=lambda: ["stop", "length"])
-    capacity: ServiceCapacity | None = None
-    latency_metric: MetricName | None = None
-    """Histogram base name; default the settings' ``vllm:e2e_request_latency_seconds``."""
-    quality: QualityGate | None = None
-    success_reasons: list[str] = Field(default_factory=lambda: ["Succeeded"])
-    """Kueue ``Finished`` condition reasons that mean success."""
-
-    @model_validator(mode="after")
-    def _kind_fields(self) -> ServiceOutcome:
-        if self.kind == "serving" and self.latency_slo_seconds is None:
-            raise ValueError("a serving service needs latency_slo_seconds")
-        if self.kind == "batch" and (self.latency_slo_seconds is not None or self.quality is not None):
-            raise ValueError("a batch service has no latency_slo_seconds or quality: its outcome is a job done in time")
-        if self.quality is not None and not self.model_name:
-            raise ValueError("a quality gate needs the service's model_name (its series are matched on it)")
-        bad = sorted(set(self.good_finished_reasons) & set(BAD_FINISHED_REASONS))
-        if bad:
-            raise ValueError(f"good_finished_reasons: {', '.join(bad)} never counts as a verified outcome")
-        return self
-
-
-class CostPolicy(_Model):
-    """How the cost report prices outcomes and sizes services."""
-
-    basis: Literal["total", "gpu"] = "total"
-    """The cost that cost per outcome divides: ``total`` (everything OpenCost charges the workload:
-    GPU, CPU, RAM) or ``gpu`` (the GPU share only). Both are reported either way."""
-    forecast_quantile: Annotated[float, Field(gt=0, le=1)] = 0.95
-    """Quantile of the 5-minute request rate over the window that a service is sized for: the
-    peak a service must hold, not the mean, which a daily cycle halves."""
-    headroom: Annotated[float, Field(ge=0, le=10)] = 0.2
-    """Extra share of that rate the replicas must absorb (0.2: size for 120 % of the quantile)."""
-
-
 class Policy(_Model):
     version: int = 1
     collect: CollectPolicy = CollectPolicy()
@@ -337,17 +271,7 @@ class Policy(_Model):
     @field_validator("services")
     @classmethod
     def _one_service_per_series(cls, services: list[ServiceOutcome]) -> list[ServiceOutcome]:
-        """A serving service's requests are its namespace's series with its model_name (all of them without
-        one): two services whose series overlap would each count the other's requests."""
-        serving = [s for s in services if s.kind == "serving"]
-        for i, a in enumerate(serving):
-            for b in serving[i + 1:]:
-                if a.namespace == b.namespace and (not a.model_name or not b.model_name or a.model_name == b.model_name):
-                    raise ValueError(
-                        f"services {a.name!r} and {b.name!r} select the same serving series (namespace "
-                        f"{a.namespace!r}, model_name {a.model_name or 'any'!r} and {b.model_name or 'any'!r}); "
-                        "give each its own model_name")
-        return services
+        return check_service_series(services)
 
     def tenant_for(self, namespace: str | None, queue: str | None = None) -> Tenant | None:
         """The tenant owning a namespace or ClusterQueue, if the policy names one."""

@@ -261,11 +261,7 @@ def cost_report_metrics(report: CostReport) -> list[MetricFamily]:
                             (replicas, "replicas_needed")):
             if s.get(key) is not None:
                 family.add(s[key], s["service"], s["tenant"])
-    tenants = MetricFamily("gpuaas_namespace_tenant", "The policy's tenant of each namespace (1): dashboards join "
-                           "on it to group by tenant", ("namespace", "tenant"))
-    for namespace, tenant in sorted(report.tenant_of_namespace.items()):
-        tenants.add(1.0, namespace, tenant)
     stamp = MetricFamily("gpuaas_cost_report_timestamp_seconds", "End of the cost report window").add(
         report.end.timestamp())
     window = MetricFamily("gpuaas_cost_report_window_seconds", "Length of the cost report window").add(report.window_s)
-    return [hours, gpu_cost, total_cost, waste, tenants, tenant_cpo, cpo, outcomes, slo, replicas, stamp, window]
+    return [hours, gpu_cost, total_cost, waste, tenant_cpo, cpo, outcomes, slo, replicas, stamp, window]

@@ -92,7 +92,7 @@ def funnel_plot(report: CostReport) -> str:
     ax.invert_yaxis()
     ax.set_xlabel("GPU-hours allocated in the window (hours)")
     ax.set_title("Where the allocated GPU-hours went, per tenant")
-    ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.22), ncol=len(_STAGES), fontsize="small", frameon=False)
+    ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.22), ncol=len(_STAGES), fontsize="medium", frameon=False)
     return _png(fig)
 
 
@@ -115,10 +115,16 @@ def cost_per_outcome_plot(report: CostReport, kind: str) -> str | None:
         ax.invert_yaxis()
         ax.set_xlabel(unit)
     else:
+        empty: set[float] = set()
         for name in names:
             mine = [d for d in rows if d["service"] == name]
             if mine:
                 ax.plot(_dates(mine), [d["cost_per_outcome"] * scale for d in mine], marker="o", label=name)
+                # a period with no point is said to be empty, not left for the reader to guess at
+                empty |= set(_dates([d for d in report.daily if d["service"] == name and d["cost_per_outcome"] is None]))
+        for end in sorted(empty):
+            ax.annotate("no verified outcome\nin this period", (end, 0.03), xycoords=("data", "axes fraction"),
+                        ha="center", va="bottom", fontsize="small", color="#666666")
         ends = _dates([d for d in report.daily if d["service"] == names[0]])
         ax.set_xticks(ends)  # one tick per period end: the dates the values belong to
         ax.set_xlim(ends[0] - 0.5, ends[-1] + 0.5)
@@ -138,7 +144,11 @@ def _waste_plot(report: CostReport) -> str:
     names = [t["tenant"] for t in report.tenants]
     known = all(t["waste_cost"] is not None for t in report.tenants)
     values = [(t["waste_cost"] if known else t["idle_gpu_hours"]) or 0.0 for t in report.tenants]
-    ax.bar(names, values, color="#e15759")
+    bars = ax.bar(names, values, color="#e15759")
+    # the value on each bar: a tenant with no waste shows "$0", not a gap that could be missing data
+    ax.bar_label(bars, labels=[f"${v:,.0f}" if known else f"{v:,.1f} GPU-h" for v in values], padding=2,
+                 fontsize="small")
+    ax.margins(y=0.15)
     ax.set_ylabel("waste ($)" if known else "idle GPU-hours (cost unknown)")
     ax.set_title("Waste by tenant: GPUs allocated but idle")
     return _png(fig)

@@ -31,7 +31,9 @@ def read_window(settings: GpuaasSettings, end: datetime, window_s: float) -> Cos
 
 @gpuaas_task("build-cost-report")
 def build_report(settings: GpuaasSettings, inputs: CostInputs) -> CostReport:
-    return build_cost_report(inputs, settings.policy)
+    """Pure; an ambiguous ``pod_labels`` selector fails the run with an error naming the policy file."""
+    policy_file = str(settings.policy_file) if settings.policy_file else None
+    return build_cost_report(inputs, settings.policy, policy_file)
 
 
 @gpuaas_task("write-html-report", retries=1)

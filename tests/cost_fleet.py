@@ -16,7 +16,7 @@ from typing import Any
 
 from gpuaas.cluster.clock import ManualClock
 from gpuaas.cluster.runner import EmbeddedCluster
-from gpuaas.cluster.scenario import default_scenario
+from gpuaas.cluster.scenario import Scenario, default_scenario
 from gpuaas.settings import GpuaasSettings, MetricNames, load_settings
 
 __all__ = ["COST_HISTORY", "COST_POLICY", "CPU_PRICE", "POD_EXTRA_PER_HOUR", "RAM_PRICE", "cost_cluster",
@@ -29,9 +29,10 @@ POD_EXTRA_PER_HOUR = 4 * CPU_PRICE + 32 * RAM_PRICE
 """CPU and RAM of one pod of the scenario per hour: $0.32."""
 
 
-def cost_cluster(data_dir: Path) -> EmbeddedCluster:
+def cost_cluster(data_dir: Path, scenario: Scenario | None = None) -> EmbeddedCluster:
+    """``scenario`` (default: the default scenario) with CPU and RAM priced, its history ending on the hour."""
     end = datetime.now(UTC).replace(minute=0, second=0, microsecond=0)
-    scenario = default_scenario()
+    scenario = scenario or default_scenario()
     priced = scenario.model_copy(update={"pools": [
         pool.model_copy(update={"cpu_hourly_price": CPU_PRICE, "ram_gib_hourly_price": RAM_PRICE})
         for pool in scenario.pools]})

@@ -3,15 +3,19 @@ embedded cluster's series.
 
 The test Prometheus holds one simulated hour of the default scenario (dcgm-exporter, Kueue, vLLM
 and OpenCost series) plus what the cost_report flow pushes, computed by the real report from
-that hour and stamped as a Pushgateway scrape would be. Template variables become "All" (``.*``),
-as Grafana sends them; ``label_values(metric, label)`` variables must find at least one value.
+that hour and stamped as a Pushgateway scrape would be, and loads the tenant rules generated from
+the scenario's policy (``gpuaas config tenant-rules``; ``promtool check rules`` passes them). Their
+recorded series over the hour is backfilled by ``promtool tsdb create-blocks-from rules``, as an
+operator backfills a new recording rule. Template variables become "All" (``.*``), as Grafana
+sends them; ``label_values(metric, label)`` variables must find at least one value.
 """
 
 from __future__ import annotations
 
 import json
 import re
-from collections.abc import Callable
+import subprocess
+from collections.abc import Callable, Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -22,12 +26,14 @@ import pytest
 from gpuaas.cluster.apiserver import ObjectStore
 from gpuaas.cluster.clock import ManualClock
 from gpuaas.cluster.kueue import KueueController
-from gpuaas.cluster.prometheus import PrometheusServer
+from gpuaas.cluster.prometheus import PrometheusServer, require_binary, to_openmetrics
 from gpuaas.cluster.scenario import default_scenario
 from gpuaas.cluster.simulation import Simulation
 from gpuaas.policies.cost import build_cost_report
+from gpuaas.policy import Policy, load_policy, parse_policy
 from gpuaas.settings import MetricNames, load_settings
 from gpuaas.sources.cost_window import read_cost_inputs
+from gpuaas.tenant_rules import TENANT_RECORD, tenant_rules_yaml
 from reports.cost_report import cost_report_metrics
 from tests.cost_fleet import COST_POLICY
 
@@ -52,8 +58,30 @@ def _grafana(expr: str) -> str:
     return expr.replace("$__rate_interval", "5m").replace("$__range", "1h")
 
 
+def _with_tenant_rules(policy: Policy, samples: list[Sample], evaluator: PrometheusServer, data_dir: Path
+                       ) -> PrometheusServer:
+    """A Prometheus with ``samples``, loading the policy's generated tenant rules, their recorded series
+    over the last hour backfilled by promtool (rules are evaluated from the moment they are loaded)."""
+    data_dir.mkdir(parents=True, exist_ok=True)
+    rules = data_dir / "gpuaas-tenant-rules.yaml"
+    rules.write_text(tenant_rules_yaml(policy, "policy.yaml"))
+    promtool = require_binary("promtool")
+    check = subprocess.run([promtool, "check", "rules", str(rules)], capture_output=True, text=True, timeout=60)
+    assert check.returncode == 0 and "SUCCESS: 1 rules found" in check.stdout, check.stdout + check.stderr
+    server = PrometheusServer(data_dir / "prometheus", rule_files=[rules])
+    server.backfill(to_openmetrics(samples))
+    done = subprocess.run([promtool, "tsdb", "create-blocks-from", "rules", f"--start={int(END.timestamp()) - 3600}",
+                           f"--end={int(END.timestamp()) + 60}", f"--url={evaluator.url}", "--eval-interval=60s",
+                           f"--output-dir={server.tsdb_dir}", str(rules)],
+                          capture_output=True, text=True, timeout=120, cwd=data_dir)
+    assert done.returncode == 0, done.stdout + done.stderr
+    server.start()
+    return server
+
+
 @pytest.fixture(scope="module")
-def prometheus(prometheus_factory: Callable[[Any], PrometheusServer]) -> PrometheusServer:
+def prometheus(prometheus_factory: Callable[[Any], PrometheusServer],
+               tmp_path_factory: pytest.TempPathFactory) -> Iterator[PrometheusServer]:
     clock = ManualClock(END - timedelta(hours=1))
     store = ObjectStore(clock.now)
     kueue = KueueController(store, clock.now)
@@ -70,7 +98,21 @@ def prometheus(prometheus_factory: Callable[[Any], PrometheusServer]) -> Prometh
         for values, value in family.samples:
             labels = {**dict(zip(family.labels, values)), "job": "gpuaas_cost_report"}
             pushed += [(family.name, labels, value, (END - timedelta(minutes=m)).timestamp()) for m in range(9, -1, -1)]
-    return prometheus_factory(samples + pushed)
+    server = _with_tenant_rules(load_policy(COST_POLICY), samples + pushed, cluster_only,
+                                tmp_path_factory.mktemp("dashboard"))
+    yield server
+    server.stop()
+
+
+def test_the_tenant_rules_are_loaded_and_record_the_policys_mapping(prometheus: PrometheusServer) -> None:
+    """Prometheus loaded the generated group, and the recorded series is the policy's mapping, namespace by namespace."""
+    groups = httpx.get(f"{prometheus.url}/api/v1/rules", timeout=30).json()["data"]["groups"]
+    assert [r["name"] for g in groups for r in g["rules"]] == [TENANT_RECORD]
+    body = httpx.get(f"{prometheus.url}/api/v1/query", params={"query": TENANT_RECORD, "time": END.timestamp()},
+                     timeout=30).json()
+    recorded = {r["metric"]["namespace"]: r["metric"]["tenant"] for r in body["data"]["result"]}
+    policy = load_policy(COST_POLICY)
+    assert recorded == {ns: t.name for t in policy.tenants for ns in t.namespaces} and recorded
 
 
 def test_dashboard_is_valid_grafana_json() -> None:
@@ -115,19 +157,20 @@ def test_every_template_variable_has_values(prometheus: PrometheusServer) -> Non
 
 
 def test_projects_and_tenants_come_from_the_workloads_not_the_exporter(
-        prometheus_factory: Callable[[Any], PrometheusServer]) -> None:
+        prometheus_factory: Callable[[Any], PrometheusServer], tmp_path: Path) -> None:
     """The real aicr capture (16 H100s on 2 nodes, scraped with honorLabels: true): the 15 GPUs no pod holds
     carry the exporter's own ``namespace="gpu-operator"``; "GPUs held per project" must show the one GPU the
-    vLLM pod holds, not 15 under gpu-operator. Per tenant, through the policy's mapping (pushed as
-    ``gpuaas_namespace_tenant``): that GPU is the serving tenant's."""
+    vLLM pod holds, not 15 under gpu-operator. Per tenant, through the policy's mapping (the recording rule
+    generated from a policy whose tenant ``serving`` owns ``dynamo-workload``, and ``ops`` owns
+    ``gpu-operator``): that GPU is the serving tenant's, and the exporter's namespace holds none."""
     capture = json.loads((Path(__file__).resolve().parents[1] / ".." / "shared" / "fixtures" / "telemetry" / "dcgm"
                           / "prometheus-api-query.DCGM_FI_DEV_GPU_UTIL.aicr.json").read_text())
     samples: list[Sample] = [(r["metric"]["__name__"], {k: v for k, v in r["metric"].items() if k != "__name__"},
                               float(r["value"][1]), (END - timedelta(minutes=m)).timestamp())
                              for r in capture["data"]["result"] for m in range(5)]
-    samples += [("gpuaas_namespace_tenant", {"namespace": "dynamo-workload", "tenant": "serving"}, 1.0,
-                 (END - timedelta(minutes=m)).timestamp()) for m in range(5)]
-    prom = prometheus_factory(samples)
+    policy = parse_policy({"tenants": [{"name": "serving", "namespaces": ["dynamo-workload"]},
+                                       {"name": "ops", "namespaces": ["gpu-operator"]}]})
+    prom = _with_tenant_rules(policy, samples, prometheus_factory(samples), tmp_path)
     panels = {p["title"]: p["targets"][0]["expr"] for p in json.loads(DASHBOARD.read_text())["panels"]
               if p.get("targets")}
 
@@ -136,8 +179,11 @@ def test_projects_and_tenants_come_from_the_workloads_not_the_exporter(
                                                              "time": END.timestamp()}, timeout=30).json()
         return {r["metric"][by]: float(r["value"][1]) for r in body["data"]["result"]}
 
-    assert run("GPUs held per project", "project") == {"dynamo-workload": 1.0}
-    assert run("GPUs held per tenant (the policy's tenant mapping)", "tenant") == {"serving": 1.0}
+    try:
+        assert run("GPUs held per project", "project") == {"dynamo-workload": 1.0}
+        assert run("GPUs held per tenant (the policy's tenant mapping)", "tenant") == {"serving": 1.0}
+    finally:
+        prom.stop()
 
 
 def test_gpu_hours_are_shown_in_hours() -> None:

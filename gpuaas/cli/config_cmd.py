@@ -33,3 +33,22 @@ def check(
         f"{len(policy.services)} services",
         highlight=False,
     )
+
+
+@app.command("tenant-rules")
+def tenant_rules(
+    file: Annotated[Path, typer.Argument(help="Policy YAML file whose tenants map namespaces.")],
+    output: Annotated[Path | None, typer.Option("--output", "-o", help="Write the rules here instead of stdout.")] = None,
+) -> None:
+    """Prometheus recording rules for the policy's tenant of each namespace (what the Grafana dashboard joins on)."""
+    from gpuaas.tenant_rules import tenant_rules_yaml
+
+    try:
+        text = tenant_rules_yaml(load_policy(file), file)
+    except ConfigError as exc:
+        raise fail(str(exc)) from exc
+    if output is None:
+        console.print(text, end="", highlight=False, markup=False, soft_wrap=True)
+        return
+    output.write_text(text, encoding="utf-8")
+    console.print(f"wrote {output}", highlight=False, markup=False)

@@ -251,8 +251,11 @@ class OpenCostServer:
 
 def opencost_samples(scenario: Scenario, node_provider_ids: dict[str, str],
                      allocations: Iterable[AllocationKey], ts: float) -> list[Sample]:
-    """OpenCost's own metrics: node prices and per-container GPU, CPU and RAM allocation."""
+    """OpenCost's own metrics: node prices and per-container GPU, CPU and RAM allocation; and each pod's
+    ``kube_pod_labels`` (``label_<key>``, keys as Prometheus writes them), as kube-state-metrics and
+    OpenCost's own KSM metrics publish it, so label-keyed services can be read without the allocation API."""
     out: list[Sample] = []
+    pods: set[tuple[str, str]] = set()
     for pool in scenario.pools:
         for node in node_names(pool):
             labels = {"instance": node, "node": node, "instance_type": pool.instance_type, "region": pool.region,
@@ -270,4 +273,9 @@ def opencost_samples(scenario: Scenario, node_provider_ids: dict[str, str],
         out.append(("container_gpu_allocation", labels, float(len(key.gpu_uuids)), ts))
         out.append(("container_cpu_allocation", dict(labels), float(key.cpu_cores), ts))
         out.append(("container_memory_allocation_bytes", dict(labels), float(key.ram_bytes), ts))
+        if (key.namespace, key.pod) not in pods:
+            pods.add((key.namespace, key.pod))
+            out.append(("kube_pod_labels", {"namespace": key.namespace, "pod": key.pod, "uid": key.pod,
+                                            **{"label_" + re.sub(r"[^A-Za-z0-9_]", "_", k): v for k, v in key.labels}},
+                        1.0, ts))
     return out

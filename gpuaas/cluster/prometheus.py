@@ -112,6 +112,7 @@ class PrometheusServer:
         scrape_interval: str = "15s",
         retention: str = "60d",
         extra_scrape_configs: Sequence[dict[str, object]] = (),
+        rule_files: Sequence[Path] = (),
     ) -> None:
         self.data_dir = Path(data_dir)
         self.port = port or free_port()
@@ -119,6 +120,7 @@ class PrometheusServer:
         self.scrape_interval = scrape_interval
         self.retention = retention
         self.extra_scrape_configs = list(extra_scrape_configs)  # e.g. Kueue's HTTPS /metrics with a token
+        self.rule_files = [Path(p).resolve() for p in rule_files]  # e.g. the tenant rules generated from a policy
         self._proc: subprocess.Popen[bytes] | None = None
         self._log_path = self.data_dir / "prometheus.log"
 
@@ -168,6 +170,8 @@ class PrometheusServer:
             scrape = config.setdefault("scrape_configs", [])
             assert isinstance(scrape, list)
             scrape.extend(self.extra_scrape_configs)
+        if self.rule_files:
+            config["rule_files"] = [str(p) for p in self.rule_files]
         path = self.data_dir / "prometheus.yml"
         path.write_text(yaml.safe_dump(config), encoding="utf-8")
         return path

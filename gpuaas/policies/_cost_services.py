@@ -2,7 +2,10 @@
 
 A serving service's series are its namespace's with its ``model_name`` (the policy refuses two
 services whose series would overlap, so no request is counted twice). Series scraped without a
-namespace (a live endpoint) are the service's only when no other service has that model.
+namespace (a live endpoint) are the service's only when no other service has that model. A service
+with ``pod_labels`` is keyed by them instead: its pods are those that carry the labels (OpenCost's
+allocation labels, or ``kube_pod_labels``), its series those of its pods, and a pod two services
+select is an error naming both (``select_pods``), never a request or a GPU-hour counted twice.
 
 A batch service's outcomes are its namespace's jobs whose name is the service's or starts with
 ``<name>-``. Its pods are the job's: OpenCost's controller, the running pod's ``ownerReferences``, or
@@ -14,12 +17,15 @@ outcome yet: its pods' busy hours are *in progress*, neither productive nor wast
 
 from __future__ import annotations
 
+import re
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 
+from gpuaas.errors import ConfigError
 from gpuaas.policies.capacity import replicas_needed
 from gpuaas.policies.outcomes import (
     BatchOutcome,
@@ -33,7 +39,8 @@ from gpuaas.policy import CostPolicy, ServiceOutcome
 if TYPE_CHECKING:
     from gpuaas.sources.capacity import CapacityEstimate
 
-__all__ = ["ServiceTally", "batch_tally", "job_of", "pod_share", "replicas", "serves", "serving_tally"]
+__all__ = ["ServiceTally", "batch_tally", "job_of", "pod_share", "prom_label", "replicas", "select_pods", "selects",
+           "serves", "serving_tally"]
 
 
 @dataclass
@@ -50,8 +57,47 @@ class ServiceTally:
     outcomes: list[BatchOutcome] = field(default_factory=list)
 
 
-def _serving_rows(serving: pd.DataFrame, spec: ServiceOutcome, models: dict[str, int]) -> pd.DataFrame:
-    """The service's series: its namespace and model; unlabelled-namespace series only if its model is unique."""
+def prom_label(key: str) -> str:
+    """A Kubernetes label key as Prometheus (``kube_pod_labels``) and OpenCost write it:
+    ``app.kubernetes.io/name`` is ``app_kubernetes_io_name``. Both sides are compared in this form."""
+    return re.sub(r"[^A-Za-z0-9_]", "_", key)
+
+
+def selects(spec: ServiceOutcome, namespace: str, labels: Mapping[str, str]) -> bool:
+    """Whether a pod of ``namespace`` with ``labels`` is one of a label-keyed service's (``matchLabels``)."""
+    if not spec.pod_labels or namespace != spec.namespace:
+        return False
+    have = {prom_label(k): v for k, v in labels.items()}
+    return all(have.get(prom_label(k)) == v for k, v in spec.pod_labels.items())
+
+
+def select_pods(services: Sequence[ServiceOutcome], pod_labels: Mapping[tuple[str, str], Mapping[str, str]],
+                policy_file: str | None = None) -> dict[tuple[str, str], str]:
+    """(namespace, pod) -> the label-keyed service that selects it; a pod two services select is a
+    ``ConfigError`` naming both (their requests and GPU-hours would otherwise be counted twice)."""
+    out: dict[tuple[str, str], str] = {}
+    keyed = [s for s in services if s.pod_labels]
+    for (namespace, pod), labels in sorted(pod_labels.items()):
+        names = [s.name for s in keyed if selects(s, namespace, labels)]
+        if len(names) > 1:
+            raise ConfigError(f"services {names[0]!r} and {names[1]!r} both select pod {namespace}/{pod} by their "
+                              "pod_labels; give each a label the other's pods do not carry",
+                              file=policy_file, field="services")
+        if names:
+            out[(namespace, pod)] = names[0]
+    return out
+
+
+def _serving_rows(serving: pd.DataFrame, spec: ServiceOutcome, models: dict[str, int],
+                  pods: set[tuple[str, str]]) -> pd.DataFrame:
+    """The service's series: its namespace and model; unlabelled-namespace series only if its model is
+    unique. A label-keyed service's: its pods' (and its model's, if it names one), and its own rate rows."""
+    if spec.pod_labels:
+        mine = [(ns, p) in pods or svc == spec.name
+                for ns, p, svc in zip(serving["namespace"], serving["pod"], serving["service"])]
+        rows = serving[pd.Series(mine, index=serving.index, dtype=bool)]
+        return rows[rows["model_name"] == spec.model_name] if spec.model_name else rows
+    serving = serving[serving["service"] == ""]
     namespaces = [spec.namespace]
     if spec.model_name and models.get(spec.model_name, 0) == 1:
         namespaces.append("")
@@ -62,10 +108,14 @@ def _serving_rows(serving: pd.DataFrame, spec: ServiceOutcome, models: dict[str,
 
 
 def serving_tally(svc: ServiceTally, serving: pd.DataFrame, days: int, models: dict[str, int],
-                  notes: list[str]) -> None:
+                  notes: list[str], pods: set[tuple[str, str]] | None = None) -> None:
+    """Requests, good requests, the SLO share and the verified outcomes of one serving service, per period.
+
+    ``serving`` has the optional columns ``pod`` and ``service`` (a label-keyed service's own rate
+    rows); ``pods`` are the pods its ``pod_labels`` select."""
     spec = svc.spec
     assert spec.latency_slo_seconds is not None
-    rows = _serving_rows(serving, spec, models)
+    rows = _serving_rows(serving, spec, models, pods or set())
     reqs = rows[rows["stat"] == "requests"]
     if rows.empty:
         notes.append(f"service {spec.name}: no serving series in the window (requests and outcomes unknown)")

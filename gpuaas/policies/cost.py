@@ -6,10 +6,12 @@ the funnel per tenant, the outcomes and cost per outcome per service, the top wa
 per-day series for the plots. Nothing here does I/O, so a report can be rebuilt from stored
 inputs and tested with numbers worked out by hand.
 
-Which pods belong to a service: pods in the service's namespace whose controller (OpenCost's
-``properties.controller``, e.g. KServe's ``<name>-predictor``), or failing that whose pod name,
-is the service's name or starts with ``<name>-``; the longest matching name wins, so
-``chat-eval`` does not take ``chat``'s pods. Pods of no service are still in their tenant's funnel.
+Which pods belong to a service: for a service with ``pod_labels``, the pods of its namespace that
+carry them (a pod two such services select is a ``ConfigError`` naming both); for the others, pods
+in the service's namespace whose controller (OpenCost's ``properties.controller``, e.g. KServe's
+``<name>-predictor``), or failing that whose pod name, is the service's name or starts with
+``<name>-``; the longest matching name wins, so ``chat-eval`` does not take ``chat``'s pods. Pods
+of no service are still in their tenant's funnel.
 
 Money has two named columns everywhere: ``gpu_cost`` (the GPUs' share) and ``total_cost``
 (everything the cost source charges: GPU, CPU, RAM, CPU-only pods of the namespace too), whichever
@@ -35,6 +37,7 @@ from gpuaas.policies._cost_services import (
     job_of,
     pod_share,
     replicas,
+    select_pods,
     serves,
     serving_tally,
 )
@@ -51,6 +54,9 @@ NO_OUTCOME = "no verified outcome"
 GPU_COLS = ["namespace", "pod", "day", "observed_h", "busy_h", "active_h"]
 COST_COLS = ["namespace", "controller_kind", "controller", "pod", "day", "gpu_hours", "gpu_cost", "total_cost"]
 SERVING_COLS = ["namespace", "model_name", "day", "stat", "finished_reason", "le", "value"]
+SERVING_KEYS = ["pod", "service"]
+"""Optional serving columns, read only for services with ``pod_labels``: the series' pod, and the service a
+row was measured for (its request-rate quantile over its own pods); "" where absent."""
 
 
 @dataclass(frozen=True)
@@ -75,6 +81,9 @@ class CostInputs:
     """Per (namespace, pod) still running: the object that controls it (``ownerReferences``)."""
     last_seen: dict[tuple[str, str], float] = field(default_factory=dict)
     """Per (namespace, pod) of the batch services' namespaces: its last GPU sample in the window (unix s)."""
+    pod_labels: dict[tuple[str, str], dict[str, str]] = field(default_factory=dict)
+    """Per (namespace, pod) of the namespaces of services with ``pod_labels``: its labels (OpenCost's
+    allocation labels, else ``kube_pod_labels``), as Prometheus writes their keys."""
     kueue_hours: pd.DataFrame | None = None
     """``cluster_queue, allocated_h``: GPU quota in use x hours, the allocation floor without OpenCost."""
     notes: list[str] = field(default_factory=list)
@@ -103,8 +112,6 @@ class CostReport:
     queries: int = 0
     cost_basis: str = "total"
     """Which of ``gpu_cost`` and ``total_cost`` cost per outcome divides (the policy's ``cost.basis``)."""
-    tenant_of_namespace: dict[str, str] = field(default_factory=dict)
-    """The policy's tenant mapping, published with the report so dashboards group by tenant the same way."""
 
 
 def cost_per_outcome(cost: float | None, outcomes: float | None) -> float | None:
@@ -123,7 +130,9 @@ def _num(value: Any) -> float | None:
 
 
 def _owner(services: list[ServiceOutcome], namespace: str, name: str) -> str | None:
-    matches = [s.name for s in services if s.namespace == namespace and (name == s.name or name.startswith(s.name + "-"))]
+    """The service a pod is by name; a service with ``pod_labels`` is keyed by them, never by name."""
+    matches = [s.name for s in services if not s.pod_labels and s.namespace == namespace
+               and (name == s.name or name.startswith(s.name + "-"))]
     return max(matches, key=len) if matches else None
 
 
@@ -132,7 +141,7 @@ def _tenant(policy: Policy, namespace: str) -> str:
     return tenant.name if tenant else namespace
 
 
-def _pods(inputs: CostInputs, policy: Policy) -> pd.DataFrame:
+def _pods(inputs: CostInputs, policy: Policy, selected: dict[tuple[str, str], str]) -> pd.DataFrame:
     """One row per pod over the window: hours, costs, controller, service, tenant."""
     gpu = inputs.gpu.groupby(["namespace", "pod"], as_index=False)[["observed_h", "busy_h", "active_h"]].sum()
     if inputs.costs is not None and not inputs.costs.empty:
@@ -147,7 +156,7 @@ def _pods(inputs: CostInputs, policy: Policy) -> pd.DataFrame:
     pods["controller"] = pods["controller"].fillna("").astype(str)
     pods["workload"] = [c or p or "(namespace)" for c, p in zip(pods["controller"], pods["pod"])]
     pods["tenant"] = [_tenant(policy, ns) for ns in pods["namespace"]]
-    pods["service"] = [_owner(policy.services, ns, w) or _owner(policy.services, ns, p)
+    pods["service"] = [selected.get((ns, p)) or _owner(policy.services, ns, w) or _owner(policy.services, ns, p)
                        for ns, w, p in zip(pods["namespace"], pods["workload"], pods["pod"])]
     return pods
 
@@ -161,12 +170,20 @@ def _money_cols(row: Any, basis: str, verified: float | None, costs_known: bool)
             "cost_per_outcome": _num(cost_per_outcome(money(f"{basis}_cost"), verified))}
 
 
-def build_cost_report(inputs: CostInputs, policy: Policy) -> CostReport:
-    """The whole report for ``inputs``' window (see the module docstring for the rules)."""
+def build_cost_report(inputs: CostInputs, policy: Policy, policy_file: str | None = None) -> CostReport:
+    """The whole report for ``inputs``' window (see the module docstring for the rules); ``policy_file``
+    names the file in the error about two services selecting one pod."""
     notes = list(inputs.notes)
     costs_known = inputs.costs is not None
     basis = policy.cost.basis
-    pods = _pods(inputs, policy)
+    selected = select_pods(policy.services, inputs.pod_labels, policy_file)
+    pods = _pods(inputs, policy, selected)
+    serving = inputs.serving.copy()
+    for column in SERVING_KEYS:  # absent in frames built without them: "" (no pod, no service)
+        serving[column] = serving[column].fillna("").astype(str) if column in serving else ""
+    pods_of: dict[str, set[tuple[str, str]]] = {}
+    for key, name in selected.items():
+        pods_of.setdefault(name, set()).add(key)
     tenant_of_ns = {ns: _tenant(policy, ns) for ns in pods["namespace"].unique()}
 
     outcomes: list[BatchOutcome] = []
@@ -184,7 +201,7 @@ def build_cost_report(inputs: CostInputs, policy: Policy) -> CostReport:
         if svc.spec.kind == "batch":
             batch_tally(svc, outcomes, inputs.start, inputs.period, inputs.days)
         else:
-            serving_tally(svc, inputs.serving, inputs.days, models, notes)
+            serving_tally(svc, serving, inputs.days, models, notes, pods_of.get(svc.spec.name))
 
     # productive share per pod: a service's verified share of its requests; a batch pod's by its job's attempt
     share: dict[tuple[str, str], float] = {}
@@ -238,7 +255,7 @@ def build_cost_report(inputs: CostInputs, policy: Policy) -> CostReport:
         verified = verified_by_tenant.get(str(name), 0.0)
         money = _money_cols(row, basis, verified, costs_known)
         if costs_known and money["cost_per_outcome"] is None:
-            notes.append(f"tenant {name}: {basis} cost {row[f'{basis}_cost']:.2f}, {NO_OUTCOME}")
+            notes.append(f"tenant {name}: {basis} cost ${row[f'{basis}_cost']:,.2f}, {NO_OUTCOME}")
         split = kinds.get(str(name), {})
         tenant_rows.append({
             "tenant": str(name), **{c: _num(row[c]) for c in FUNNEL_COLUMNS if c.endswith("_hours")},
@@ -257,7 +274,7 @@ def build_cost_report(inputs: CostInputs, policy: Policy) -> CostReport:
             0.0, index=FUNNEL_COLUMNS)
         money = _money_cols(row.fillna(0.0), basis, svc.verified, costs_known)
         if costs_known and money["cost_per_outcome"] is None and svc.verified is not None:
-            notes.append(f"service {svc.spec.name}: {basis} cost {float(row[f'{basis}_cost'] or 0.0):.2f}, {NO_OUTCOME}")
+            notes.append(f"service {svc.spec.name}: {basis} cost ${float(row[f'{basis}_cost'] or 0.0):,.2f}, {NO_OUTCOME}")
         service_rows.append({
             "service": svc.spec.name, "tenant": svc.tenant, "kind": svc.spec.kind,
             "requests": _num(svc.requests), "good_requests": _num(svc.good),
@@ -291,7 +308,6 @@ def build_cost_report(inputs: CostInputs, policy: Policy) -> CostReport:
         window_s=(inputs.end - inputs.start).total_seconds(), start=inputs.start, end=inputs.end,
         tenants=tenant_rows, services=service_rows, cluster=cluster, wasters=wasters, daily=daily, batch=batch,
         notes=list(dict.fromkeys(notes)), queries=inputs.queries, cost_basis=basis,
-        tenant_of_namespace={ns: t.name for t in policy.tenants for ns in t.namespaces},
     )
 
 

@@ -37,7 +37,7 @@ from collections.abc import Callable, Sequence
 
 from gpuaas.policy import ServiceOutcome
 from gpuaas.settings import MetricNames
-from gpuaas.sources._promql import KUEUE_USAGE, any_of, duration, normalise, tag, union
+from gpuaas.sources._promql import KUEUE_USAGE, any_of, duration, normalise, quote, tag, union
 
 __all__ = [
     "QUALITY_STEP_S",
@@ -49,6 +49,7 @@ __all__ = [
     "kueue_hours_query",
     "last_seen_query",
     "opencost_hours_query",
+    "pod_labels_query",
     "quality_metrics",
     "serving_window_query",
 ]
@@ -169,28 +170,58 @@ RATE_STEP_S = 300.0
 long enough that one burst of seconds does not set the replica count."""
 
 
+def _pod_set(pods: Sequence[tuple[str, str]]) -> str:
+    """The pods as a vector of ``gpuaas_namespace, gpuaas_pod`` (value 1), to keep series with ``and on``."""
+    return union([tag(tag("vector(1)", "gpuaas_namespace", ns), "gpuaas_pod", pod) for ns, pod in sorted(pods)])
+
+
+def _service_rates(m: MetricNames, services: Sequence[ServiceOutcome], service_pods: dict[str, list[tuple[str, str]]],
+                   period_s: float, rate_quantile: float) -> list[str]:
+    """Per label-keyed service with pods: the quantile of its pods' summed 5-minute request rate
+    (tagged ``gpuaas_service``): a sum of per-pod quantiles would overstate the peak."""
+    r = duration(RATE_STEP_S)
+    parts = []
+    for s in services:
+        pods = service_pods.get(s.name)
+        if s.kind != "serving" or not s.pod_labels or not pods:
+            continue
+        model = f"{{model_name={quote(s.model_name)}}}" if s.model_name else ""
+        rate = normalise(f"rate({m.vllm_request_success}{model}[{r}])", m)
+        total = f"sum(({rate}) and on (gpuaas_namespace, gpuaas_pod) ({_pod_set(pods)}))"
+        expr = f"quantile_over_time({rate_quantile:g}, ({total})[{_under(period_s)}:{r}])"
+        parts.append(tag(tag(expr, "gpuaas_stat", "rate_quantile"), "gpuaas_service", s.name))
+    return parts
+
+
 def serving_window_query(m: MetricNames, services: Sequence[ServiceOutcome], period_s: float,
-                         rate_quantile: float = 0.95) -> str:
+                         rate_quantile: float = 0.95,
+                         service_pods: dict[str, list[tuple[str, str]]] | None = None) -> str:
     """Per namespace, model and period: requests by reason, latency buckets, requests while quality held,
-    and the ``rate_quantile`` of the 5-minute request rate (``stat="rate_quantile"``, requests per second)."""
+    and the ``rate_quantile`` of the 5-minute request rate (``stat="rate_quantile"``, requests per second).
+
+    With a service keyed by ``pod_labels`` the counts are also split by pod (``gpuaas_pod``: the rows
+    it sums are its pods'), and its rate quantile is its own pods' (``service_pods``, tagged ``gpuaas_service``).
+    """
+    who = f"{_WHO}, gpuaas_pod" if any(s.pod_labels for s in services if s.kind == "serving") else _WHO
     p = duration(period_s)
     r = duration(RATE_STEP_S)
     hists = sorted({s.latency_metric or m.vllm_e2e_latency for s in services if s.kind == "serving"}
                    or {m.vllm_e2e_latency})
-    parts = [tag(f"sum by ({_WHO}, finished_reason) ({normalise(f'increase({m.vllm_request_success}[{p}])', m)})",
+    parts = [tag(f"sum by ({who}, finished_reason) ({normalise(f'increase({m.vllm_request_success}[{p}])', m)})",
                  "gpuaas_stat", "requests")]
     for hist in hists:
-        bucket = f"sum by ({_WHO}, le) ({normalise(f'increase({hist}_bucket[{p}])', m)})"
+        bucket = f"sum by ({who}, le) ({normalise(f'increase({hist}_bucket[{p}])', m)})"
         parts.append(tag(tag(bucket, "gpuaas_stat", "latency_bucket"), "gpuaas_hist", hist))
     rate = f"sum by ({_WHO}) ({normalise(f'rate({m.vllm_request_success}[{r}])', m)})"
     parts.append(tag(f"quantile_over_time({rate_quantile:g}, ({rate})[{_under(period_s)}:{r}])", "gpuaas_stat",
                      "rate_quantile"))
+    parts += _service_rates(m, services, service_pods or {}, period_s, rate_quantile)
     q = duration(QUALITY_STEP_S)
     for metric in quality_metrics(services):
         quality = f"min by ({_WHO}) ({normalise(f'min_over_time({metric}[{q}])', m)})"
         held = f"({quality}) >= on ({_WHO}) ({_thresholds(services, metric)})"
         gated = f"{normalise(f'increase({m.vllm_request_success}[{q}])', m)} and on ({_WHO}) ({held})"
-        expr = f"sum by ({_WHO}, finished_reason) (sum_over_time(({gated})[{_under(period_s)}:{q}]))"
+        expr = f"sum by ({who}, finished_reason) (sum_over_time(({gated})[{_under(period_s)}:{q}]))"
         parts.append(tag(expr, "gpuaas_stat", f"quality_ok:{metric}"))
     return union(parts)
 
@@ -234,3 +265,12 @@ def last_seen_query(m: MetricNames, namespaces: Sequence[str], window_s: float, 
     parts = [f"max_over_time(timestamp({metric}{{{any_of(label, namespaces)}}}){sub})"
              for metric in (m.gpu_activity, m.gpu_util_fallback) for label in m.namespace_labels]
     return f"max by (gpuaas_namespace, gpuaas_pod) ({normalise(union(parts), m)})"
+
+
+def pod_labels_query(m: MetricNames, namespaces: Sequence[str], window_s: float) -> str:
+    """The labels of every pod of ``namespaces`` seen in the window, from kube-state-metrics'
+    ``kube_pod_labels`` (keys as ``label_<key>``): the Prometheus side of a service's ``pod_labels``
+    when OpenCost's allocation API (which carries them) is not used. Instant query at the window's end."""
+    w = duration(window_s)
+    return union([f"last_over_time(kube_pod_labels{{{any_of(label, namespaces)}}}[{w}])"
+                  for label in m.namespace_labels])

@@ -23,7 +23,9 @@ from typing import Any
 import pandas as pd
 
 from gpuaas.errors import ConfigError, GpuaasError
-from gpuaas.policies.cost import COST_COLS, GPU_COLS, SERVING_COLS, CostInputs
+from gpuaas.policies._cost_services import selects
+from gpuaas.policies.cost import COST_COLS, GPU_COLS, SERVING_COLS, SERVING_KEYS, CostInputs
+from gpuaas.policy import ServiceOutcome
 from gpuaas.settings import GpuaasSettings, MetricNames
 from gpuaas.sources import _promql_cost as q
 from gpuaas.sources._concurrent import at_once
@@ -118,8 +120,9 @@ def serving_rows(results: list[dict[str, Any]], start: datetime, period_s: float
         stat = labels.get("gpuaas_stat", "")
         rows.append({"namespace": labels.get("gpuaas_namespace", ""), "model_name": labels.get("model_name", ""),
                      "day": day, "stat": stat, "finished_reason": labels.get("finished_reason", ""),
-                     "le": labels.get("le", ""), "value": value, "hist": labels.get("gpuaas_hist", "")})
-    return pd.DataFrame(rows, columns=[*SERVING_COLS, "hist"])
+                     "le": labels.get("le", ""), "value": value, "pod": labels.get("gpuaas_pod", ""),
+                     "service": labels.get("gpuaas_service", ""), "hist": labels.get("gpuaas_hist", "")})
+    return pd.DataFrame(rows, columns=[*SERVING_COLS, *SERVING_KEYS, "hist"])
 
 
 def allocation_rows(frame: pd.DataFrame, start: datetime, period_s: float, days: int) -> pd.DataFrame:
@@ -158,8 +161,22 @@ def _opencost_metric_rows(results: list[dict[str, Any]], start: datetime, period
     return pd.DataFrame(list(cells.values()), columns=COST_COLS)
 
 
+PodLabels = dict[tuple[str, str], dict[str, str]]
+
+
+def _allocation_labels(frame: pd.DataFrame) -> PodLabels:
+    """(namespace, pod) -> labels, from the allocation API's ``properties.labels``."""
+    out: PodLabels = {}
+    for ns, pod, labels in zip(frame["namespace"], frame["pod"], frame["labels"]):
+        if ns and pod and isinstance(labels, dict) and labels:
+            out.setdefault((str(ns), str(pod)), {}).update(labels)
+    return out
+
+
 def _read_costs(settings: GpuaasSettings, prom: PromClient, start: datetime, end: datetime, period_s: float,
-                days: int, interval_s: float, notes: list[str]) -> tuple[pd.DataFrame | None, int]:
+                days: int, interval_s: float, notes: list[str]) -> tuple[pd.DataFrame | None, int, PodLabels]:
+    """The costs per pod and period (the API's, else OpenCost's metrics), the requests sent, and the pod
+    labels the API gave (the metrics carry none)."""
     requests = 0
     if settings.opencost_url:
         rfc = "%Y-%m-%dT%H:%M:%SZ"
@@ -167,7 +184,8 @@ def _read_costs(settings: GpuaasSettings, prom: PromClient, start: datetime, end
                   "aggregate": "namespace,controller,pod", "step": f"{max(int(period_s // 60), 1)}m"}
         requests += 1
         try:
-            return allocation_rows(fetch_allocation(settings, params), start, period_s, days), requests
+            frame = fetch_allocation(settings, params)
+            return allocation_rows(frame, start, period_s, days), requests, _allocation_labels(frame)
         except GpuaasError as exc:
             notes.append(f"OpenCost allocation API did not answer ({exc}); using OpenCost's Prometheus metrics")
     results = prom.query_range(q.opencost_hours_query(period_s, interval_s), start + timedelta(seconds=period_s), end,
@@ -175,8 +193,30 @@ def _read_costs(settings: GpuaasSettings, prom: PromClient, start: datetime, end
     if not results:
         why = "no OpenCost allocation API configured" if not settings.opencost_url else "OpenCost API failed"
         notes.append(f"OpenCost unknown: {why} and no OpenCost metrics (container_gpu_allocation) in Prometheus")
-        return None, requests
-    return _opencost_metric_rows(results, start, period_s, days), requests
+        return None, requests, {}
+    return _opencost_metric_rows(results, start, period_s, days), requests, {}
+
+
+def _pod_labels(prom: PromClient, m: MetricNames, namespaces: Sequence[str], end: datetime, window_s: float,
+                known: PodLabels) -> PodLabels:
+    """The pods' labels for the services keyed by ``pod_labels``: OpenCost's, then ``kube_pod_labels`` for the
+    pods it did not label (one instant query; none without such services)."""
+    if not namespaces:
+        return known
+    out = {key: dict(labels) for key, labels in known.items() if key[0] in namespaces}
+    for r in prom.query(q.pod_labels_query(m, namespaces, window_s), end):
+        metric = r["metric"]
+        ns = next((metric[k] for k in reversed(m.namespace_labels) if metric.get(k)), "")
+        pod = next((metric[k] for k in reversed(m.pod_labels) if metric.get(k)), "")
+        if ns and pod and (ns, pod) not in known:
+            out.setdefault((ns, pod), {}).update({k[6:]: v for k, v in metric.items() if k.startswith("label_")})
+    return out
+
+
+def _service_pods(policy_services: Sequence[ServiceOutcome], labels: PodLabels) -> dict[str, list[tuple[str, str]]]:
+    """Per serving service keyed by ``pod_labels``: the pods it selects (the report refuses a pod two select)."""
+    return {s.name: [key for key, lab in labels.items() if selects(s, key[0], lab)]
+            for s in policy_services if s.kind == "serving" and s.pod_labels}
 
 
 GPU_CHUNKS = 3
@@ -224,18 +264,26 @@ def read_cost_inputs(settings: GpuaasSettings, end: datetime, window_s: float,
         return observed, busy
 
     batch_namespaces = sorted({s.namespace for s in policy.services if s.kind == "batch"})
+    keyed_namespaces = sorted({s.namespace for s in policy.services if s.pod_labels})
+
+    def serving_and_costs() -> tuple[list[dict[str, Any]], tuple[pd.DataFrame | None, int], PodLabels]:
+        """Costs first: their pod labels (and ``kube_pod_labels``) decide which pods a label-keyed service's
+        series are; then the serving series for the window."""
+        costs, requests, known = _read_costs(settings, prom, start, end, period_s, days, interval_s, notes)
+        labels = _pod_labels(prom, m, keyed_namespaces, end, window_s, known)
+        expr = q.serving_window_query(m, policy.services, period_s, policy.cost.forecast_quantile,
+                                      _service_pods(policy.services, labels))
+        return prom.query_range(expr, first, end, period_s), (costs, requests), labels
 
     # The GPU-hour queries (the heaviest, after their probe) two at a time; the Kubernetes lists from the
     # start, and the light queries in a third lane (with OpenCost's API, or its metrics when there is none).
     try:
         with collector_paused():
-            kube, (observed, busy), (serving_raw, kueue, (costs, opencost_requests), last_seen) = at_once([
+            kube, (observed, busy), ((serving_raw, (costs, opencost_requests), pod_labels), kueue, last_seen) = at_once([
                 lambda: read_jobs(settings),
                 gpu_hours,
-                lambda: (prom.query_range(q.serving_window_query(m, policy.services, period_s,
-                                                                 policy.cost.forecast_quantile), first, end, period_s),
+                lambda: (serving_and_costs(),
                          prom.query_range(q.kueue_hours_query(gpu_resources, period_s, interval_s), first, end, period_s),
-                         _read_costs(settings, prom, start, end, period_s, days, interval_s, notes),
                          _last_seen(prom, m, batch_namespaces, end, window_s, interval_s)),
             ], workers=3)
     finally:
@@ -254,6 +302,7 @@ def read_cost_inputs(settings: GpuaasSettings, end: datetime, window_s: float,
     serving = _latency_for_services(serving, settings)
     return CostInputs(start=start, end=end, days=days, gpu=gpu, costs=costs, serving=serving, jobs=kube.finished,
                       running=kube.running, last_seen=last_seen, pod_owners=kube.pod_owners, kueue_hours=kueue_hours,
+                      pod_labels=pod_labels,
                       notes=notes, queries=prom.queries + opencost_requests + kube.requests,
                       capacity=_read_capacity(settings, end, notes))
 

@@ -29,7 +29,7 @@ SOURCE = "opencost"
 COST_COLUMNS = [
     "name", "namespace", "controller_kind", "controller", "pod", "node", "window_start", "window_end",
     "minutes", "gpu_count", "gpu_hours", "gpu_cost", "cpu_cost", "ram_cost", "total_cost",
-    "total_efficiency", "gpu_usage_average", "gpu_request_average", "gpu_model",
+    "total_efficiency", "gpu_usage_average", "gpu_request_average", "gpu_model", "labels",
 ]
 
 
@@ -61,6 +61,8 @@ def _row(name: str, alloc: Mapping[str, Any]) -> dict[str, Any]:
         "gpu_usage_average": _num(nested.get("gpuUsageAverage", alloc.get("gpuUsageAverage"))),
         "gpu_request_average": _num(nested.get("gpuRequestAverage", alloc.get("gpuRequestAverage"))),
         "gpu_model": nested.get("gpuModel") or "",
+        # the pod's labels (OpenCost writes their keys as Prometheus does): what a service's pod_labels select
+        "labels": {str(k): str(v) for k, v in (props.get("labels") or {}).items()},
     }
 
 

@@ -104,7 +104,7 @@ def test_cost_and_no_outcome_is_not_infinite() -> None:
                                           inputs.jobs), POLICY)
     chat = report.services[0]
     assert chat["verified_outcomes"] == 0.0 and chat["total_cost"] == 45.0 and chat["cost_per_outcome"] is None
-    assert "service chat: total cost 45.00, no verified outcome" in report.notes
+    assert "service chat: total cost $45.00, no verified outcome" in report.notes
     assert report.tenants[0]["productive_gpu_hours"] == 0.0
 
 

@@ -117,7 +117,7 @@ def test_idle_reservation_is_waste(read: tuple[CostInputs, CostReport, GpuaasSet
     legacy = _service(report, "llm-legacy")
     assert legacy["gpu_cost"] == pytest.approx(5.0, abs=0.05) and legacy["verified_outcomes"] == 0
     assert legacy["cost_per_outcome"] is None
-    assert any(n.startswith("service llm-legacy: total cost 5.6") and n.endswith("no verified outcome")
+    assert any(n.startswith("service llm-legacy: total cost $5.6") and n.endswith("no verified outcome")
                for n in report.notes)
 
 

@@ -8,18 +8,26 @@ operator's view of the real problem.
 
 from __future__ import annotations
 
+import sys
 import time
+from collections.abc import Callable
 from typing import Any, TypeVar, cast
-
-from prefect.tasks import exponential_backoff
-from prefect.utilities.annotations import quote
 
 from gpuaas.errors import TransientError
 from gpuaas.settings import GpuaasSettings
+from tasks._steps import run_logger
 
 T = TypeVar("T")
 
-__all__ = ["IO_TASK_OPTIONS", "current_run_id", "push_or_warn", "retry_options", "retry_transient_only", "unwalked"]
+__all__ = ["IO_TASK_OPTIONS", "current_run_id", "exponential_backoff", "push_or_warn", "retry_options",
+           "retry_transient_only", "unwalked"]
+
+
+def exponential_backoff(backoff_factor: float) -> Callable[[int], list[float]]:
+    """Retry delays ``backoff_factor * 2**n``, as ``prefect.tasks.exponential_backoff`` (without importing Prefect)."""
+    def delays(retries: int) -> list[float]:
+        return [backoff_factor * 2**n for n in range(min(retries, 50))]
+    return delays
 
 
 def retry_transient_only(task: Any, task_run: Any, state: Any) -> bool:
@@ -58,7 +66,9 @@ def retry_options(settings: GpuaasSettings) -> dict[str, Any]:
 
 
 def current_run_id() -> str | None:
-    """The flow run's id for audit rows, or None outside a flow run (a plain call in a REPL or test)."""
+    """The flow run's id for audit rows, or None outside a flow run (a plain call in a REPL, a test, the command line)."""
+    if "prefect" not in sys.modules:  # not loaded: no run to name
+        return None
     from prefect import runtime
 
     return str(runtime.flow_run.id) if runtime.flow_run.id else None
@@ -76,9 +86,7 @@ def push_or_warn(settings: GpuaasSettings, push: Any, *args: Any, what: str) -> 
     state = push.with_options(**retry_options(settings))(settings, *args, return_state=True)
     if state.is_completed():
         return state.result()
-    from prefect import get_run_logger
-
-    get_run_logger().warning("%s not pushed to the Pushgateway: %s", what, state.result(raise_on_failure=False))
+    run_logger().warning("%s not pushed to the Pushgateway: %s", what, state.result(raise_on_failure=False))
     return None
 
 
@@ -87,6 +95,10 @@ def unwalked(value: T) -> T:
 
     Prefect visits every element of a task's arguments, looking for futures and states to resolve
     and to draw in the run graph; a snapshot of 50,000 Workloads took seconds a call (``quote``
-    stops that; the task still receives ``value`` itself).
+    stops that; the task still receives ``value`` itself). Without Prefect loaded nothing walks it.
     """
+    if "prefect" not in sys.modules:
+        return value
+    from prefect.utilities.annotations import quote
+
     return cast(T, quote(value))

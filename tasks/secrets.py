@@ -9,6 +9,7 @@ log line or an artifact that prints the settings shows ``**********``.
 from __future__ import annotations
 
 from gpuaas.settings import GpuaasSettings, load_settings
+from tasks._steps import in_flow_run
 
 __all__ = ["SECRET_BLOCKS", "flow_settings", "secret_block"]
 
@@ -27,7 +28,11 @@ def secret_block(name: str) -> str | None:
 
 
 def flow_settings() -> GpuaasSettings:
+    """The settings; in a Prefect flow run, secrets the environment leaves unset come from Secret blocks
+    (elsewhere there is no Prefect API to hold blocks, and Prefect is not imported)."""
     settings = load_settings()
+    if not in_flow_run():
+        return settings
     overrides: dict[str, object] = {}
     for field, block in SECRET_BLOCKS.items():
         if getattr(settings, field) is None and (value := secret_block(block)):

@@ -42,7 +42,8 @@ def _prefect_config_files() -> list[Path]:
     """Files besides the environment from which Prefect's settings could take an API URL."""
     home = Path(os.environ.get("PREFECT_HOME", "~/.prefect")).expanduser()
     profiles = Path(os.environ.get("PREFECT_PROFILES_PATH", home / "profiles.toml")).expanduser()
-    found = [p for p in (Path(".env"), Path("prefect.toml")) if p.is_file() and "api" in p.read_text(errors="replace").lower()]
+    found = [p for p, says in ((Path(".env"), "PREFECT_API_URL"), (Path("prefect.toml"), "api"))
+             if p.is_file() and says in p.read_text(errors="replace")]
     pyproject = Path("pyproject.toml")
     if pyproject.is_file() and "[tool.prefect" in pyproject.read_text(errors="replace"):
         found.append(pyproject)

@@ -33,7 +33,7 @@ def test_demo_runs_the_main_job_on_the_embedded_cluster(tmp_path: Path) -> None:
     assert "Kueue backlog per ClusterQueue" in out and "vision-cq" in out
     cells = [[c.strip() for c in line.split("│")[1:-1]] for line in lines if line.startswith("│")]
     nvml = next(row for row in cells if row and row[0] == "nvml")  # absent and optional: no failure
-    assert nvml[1].startswith("not used")
+    assert nvml[1] == "no (optional)"
     for name in NAMES:  # whole, in a cell of its own (a folded name would be split over two rows)
         assert any(name in " ".join(row) for row in cells), name
     # The same reason, with its numbers, in the decisions (as `gpuaas reclaim`) and in the idle table.

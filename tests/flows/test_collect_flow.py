@@ -105,10 +105,10 @@ def test_collect_publishes_artifacts(pointed_at: EmbeddedCluster, prefect_harnes
         quality = client.read_artifacts(
             artifact_filter=ArtifactFilter(key=ArtifactFilterKey(any_=["gpuaas-collect-data-quality"])))
     assert backlog and quality
-    latest = max(backlog, key=lambda a: a.created)
+    latest = max(backlog, key=lambda a: a.created.timestamp() if a.created else 0.0)
     assert latest.type == "table"
     assert "team-b-cq" in str(latest.data) and "1h50m" in str(latest.data)
-    assert "prometheus" in str(max(quality, key=lambda a: a.created).data)
+    assert "prometheus" in str(max(quality, key=lambda a: a.created.timestamp() if a.created else 0.0).data)
 
 
 def test_collect_degrades_when_prometheus_is_down_and_fails_when_all_are(
@@ -330,8 +330,8 @@ def test_collect_keeps_queue_and_tenant_history_and_only_the_newest_full_snapsho
         queues = store.queue_history(cycles[0], at + timedelta(seconds=1))
         tenants = store.tenant_history(cycles[1], at + timedelta(seconds=1), tenants=["team-b"])
         with store.session() as session:
-            kept = sorted(r.id for r in session.exec(select(SnapshotRecord)))
-            full = sorted(r.id for r in session.exec(select(SnapshotRecord)) if r.compressed is not None)
+            kept = sorted(int(r.id or 0) for r in session.exec(select(SnapshotRecord)))
+            full = sorted(int(r.id or 0) for r in session.exec(select(SnapshotRecord)) if r.compressed is not None)
         latest = store.get_snapshot(ids[-1])
     finally:
         store.close()

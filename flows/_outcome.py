@@ -1,25 +1,60 @@
-"""How a flow run ends: Completed, with its headline as the state's message.
+"""How a flow run ends: Completed, with its headline as the state's message and its gist as the run's name.
 
-The Prefect UI shows a run's state message in the runs list and on the run page; without one
-it reads "None" and an operator must open the artifacts to learn what the run did. Returning a
-Completed state carrying the headline puts that sentence there; Prefect unwraps the state, so a
-caller of the flow (the command line, a parent flow) still gets the result dict, which also
-carries the headline for the command line's first line.
+The Prefect UI's runs list shows each run's flow, name, state, start, parameters and tags, but not its
+state message (that is on the run page): without more a person must open each run to learn what it
+did. So a run that completes is renamed to the gist of its headline (``run_name``: its first clause,
+asides left out, 100 characters at most), which the list shows on the run's row, and its state
+message is the whole headline. Prefect unwraps the returned state, so a caller of the flow (the
+command line, a parent flow) still gets the result dict, which also carries the headline for the
+command line's first line.
 """
 
 from __future__ import annotations
 
+import re
 from typing import Any, cast
+from uuid import UUID
 
-__all__ = ["finished"]
+__all__ = ["RUN_NAME_MAX", "finished", "run_name"]
+
+RUN_NAME_MAX = 100
+"""Characters of a run's name: one line of the runs list on a laptop screen."""
 
 
-def finished(result: dict[str, Any], headline: str) -> dict[str, Any]:
-    """``result`` plus ``headline``, as a Completed state whose message is the headline (typed as the dict it becomes).
+def run_name(headline: str) -> str:
+    """The headline's gist: its first clause (up to ``;``), without parenthesised asides, cut at a word if long."""
+    gist = re.sub(r"\s*\([^()]*\)", "", headline.split("; ")[0])
+    gist = " ".join(gist.split()).rstrip(".")
+    if len(gist) > RUN_NAME_MAX:
+        gist = gist[:RUN_NAME_MAX - 1].rsplit(" ", 1)[0].rstrip(",:") + "…"
+    return gist or headline[:RUN_NAME_MAX]
+
+
+def finished(result: dict[str, Any], headline: str, name: str | None = None) -> dict[str, Any]:
+    """``result`` plus ``headline``, as a Completed state whose message is the headline (typed as the dict it becomes);
+    the flow run is renamed to ``run_name(name or headline)``.
 
     The headline is also the run's last log line: the run page opens on its logs."""
     from prefect import get_run_logger
     from prefect.states import Completed
 
-    get_run_logger().info("%s", headline)
+    logger = get_run_logger()
+    logger.info("%s", headline)
+    _rename(run_name(name or headline), logger)
     return cast(dict[str, Any], Completed(message=headline, data={**result, "headline": headline}))
+
+
+def _rename(name: str, logger: Any) -> None:
+    """Rename this flow run (nothing outside one); a failed rename is logged, never a reason to fail the run."""
+    from prefect import runtime
+
+    flow_run_id = runtime.flow_run.id
+    if not flow_run_id:
+        return
+    from prefect.client.orchestration import get_client
+
+    try:
+        with get_client(sync_client=True) as client:
+            client.update_flow_run(UUID(str(flow_run_id)), name=name)
+    except Exception as exc:  # noqa: BLE001 - the run's work is done; its name is a convenience
+        logger.warning("flow run not renamed to %r: %s", name, exc)

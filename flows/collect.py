@@ -1,27 +1,19 @@
 """The collect flow (every 5 minutes): one consistent snapshot of the fleet, with data quality.
 
-Extract (one task per source, each retried on transient errors and bounded by a timeout), join (pure),
-load (store and prune, artifacts, Pushgateway). One failing source degrades the snapshot; all
-failing fails the run. A failed push is logged and reported as ``pushed_samples=None``.
+The body is ``flows._collect.collect_snapshot`` (Prefect-free, so the command line can run it without
+Prefect); as a flow its steps are Prefect tasks, and the run ends Completed with its headline as the
+state message.
 """
 
 from __future__ import annotations
 
-import time
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Any
 
-from prefect import flow, get_run_logger
+from prefect import flow
 
+from flows._collect import collect_snapshot
 from flows._outcome import finished
-from gpuaas.models import SourceStatus
-from gpuaas.settings import GpuaasSettings, load_settings
-from gpuaas.snapshot import SOURCES, assemble_snapshot, failed_source, snapshot_windows
-from gpuaas.sources.bulk import collector_paused
-from reports._format import source_errors
-from reports.collect import headline
-from tasks._options import IO_TASK_OPTIONS, push_or_warn, retry_options, unwalked
-from tasks.collect import count_idle_candidates, publish_artifacts, push_summary, read_one_source, store_snapshot
 from tasks.notify import NOTIFY_HOOKS
 
 
@@ -32,63 +24,8 @@ def collect(at: datetime | None = None) -> dict[str, Any]:
     Args:
         at: Evaluate every query at this instant instead of now (empty: now), e.g. to look again at an incident window.
     """
-    logger = get_run_logger()
-    settings = load_settings()
-    now = at or datetime.now(UTC)
-    windows = snapshot_windows(settings)
-
-    started = time.monotonic()
-    with collector_paused():  # the pages die by refcount once joined, before the collector walks them
-        readings = _read_sources(settings, now, windows)
-        snapshot = assemble_snapshot(settings, now, windows, readings)
-    logger.info("collect: %d sources read in %.2fs", len(readings), time.monotonic() - started)
-
-    summary = snapshot.summary()
-    idle = count_idle_candidates(settings, unwalked(snapshot))
-    summary["snapshot_id"] = store_snapshot(settings, unwalked(snapshot), summary)
-    summary["idle_candidates"] = idle
-    summary["degraded"] = snapshot.degraded
-    summary["required_sources"] = [n for n, s in snapshot.sources.items() if s.required]
-    summary["source_errors"] = source_errors(summary["sources"])
-    publish_artifacts(unwalked(snapshot), summary, idle)
-    summary["pushed_samples"] = push_or_warn(settings, push_summary, unwalked(snapshot), summary, idle, what="summary metrics")
-    line = headline(summary, idle)
-    logger.info("%s", line)
-    return finished(summary, line)
-
-
-def _read_sources(settings: GpuaasSettings, now: datetime, windows: list[float]) -> dict[str, tuple[Any, SourceStatus]]:
-    """Each source's reading, or ``(None, status)`` with the error for one that failed after its retries."""
-    logger = get_run_logger()
-    started = time.monotonic()
-    reader = read_one_source.with_options(**retry_options(settings))
-    # Prometheus (the slowest at fleet scale) in the flow's own thread, so that the task timeout can
-    # interrupt it; the others in the task runner's threads meanwhile, where Prefect cannot interrupt
-    # a blocking read, so they are bounded by the wait instead (and each request by its own timeout):
-    # a collect waits for its slowest source, not for the sum of them.
-    threaded = reader.with_options()
-    threaded.timeout_seconds = None  # ``with_options`` keeps a timeout it is given None for
-    pending = {name: threaded.submit(name, settings, now, windows) for name in SOURCES if name != "prometheus"}
-    states: dict[str, Any] = {"prometheus": reader("prometheus", settings, now, windows, return_state=True)}
-    bound_s = IO_TASK_OPTIONS["timeout_seconds"] * (settings.retries + 1)
-    for name, future in pending.items():
-        future.wait(timeout=max(started + bound_s - time.monotonic(), 0.0))
-        states[name] = future.state
-    readings: dict[str, tuple[Any, SourceStatus]] = {}
-    for name in SOURCES:
-        state = states[name]
-        if state.is_completed():
-            readings[name] = state.result()
-            continue
-        if not state.is_final():
-            error: BaseException = TimeoutError(f"no answer within {bound_s:g}s")
-        else:
-            error = state.result(raise_on_failure=False)
-            if not isinstance(error, BaseException):
-                error = RuntimeError(state.message or state.name)
-        readings[name] = (None, failed_source(settings, name, error, time.monotonic() - started))  # retries included
-        logger.warning("source %s failed after retries: %s", name, readings[name][1].error)
-    return readings
+    summary = collect_snapshot(at)
+    return finished(summary, summary["headline"])
 
 
 if __name__ == "__main__":

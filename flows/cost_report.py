@@ -16,7 +16,7 @@ from prefect import flow, get_run_logger
 from flows._outcome import finished
 from gpuaas.settings import load_settings
 from gpuaas.sources.cost_window import parse_window
-from reports.cost_report import cost_first_line, cost_report_json
+from reports.cost_report import NO_SERVICES, cost_first_line, cost_report_json
 from tasks._options import push_or_warn, retry_options
 from tasks.cost_report import build_report, publish_cost_artifacts, push_cost_metrics, read_window, write_html_report
 from tasks.notify import NOTIFY_HOOKS
@@ -48,7 +48,8 @@ def cost_report(window: str = "1d", at: datetime | None = None, compare: bool = 
                 len(report.tenants), len(report.services), len(report.notes), path or "not written")
     doc = cost_report_json(report, path, previous)
     doc["pushed_samples"] = pushed
-    return finished(doc, cost_first_line(report))
+    line = cost_first_line(report)
+    return finished(doc, line, name=line.removeprefix(NO_SERVICES))  # the run's name: the figures, not the caveat
 
 
 if __name__ == "__main__":

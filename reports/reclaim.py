@@ -12,7 +12,7 @@ from gpuaas.actions import ActionResult
 from gpuaas.models import Snapshot
 from gpuaas.policies.coverage import blind_run_line
 from gpuaas.pushgateway import MetricFamily
-from reports._format import busy_line, duration, source_errors, verdict_phrase, with_failures
+from reports._format import busy_line, duration, source_errors, with_failures
 
 __all__ = ["ASSUMED_GPU_HOURLY_PRICE", "SUCCESS_METRIC", "blind_line", "decision_dicts", "decision_rows", "evidence_lines", "gpu_price",
            "headline", "idle_metrics", "summary_line", "summary_markdown", "telemetry_counts"]
@@ -22,12 +22,9 @@ ASSUMED_GPU_HOURLY_PRICE = 3.0
 
 
 def reason_phrase(r: ActionResult) -> str:
-    """Why this workload was a target, with its numbers, in the words of the idle table everywhere
-    (``idle 1h00m, max activity 0.00 ≤ 0.05``); a skipped or failed action keeps its own reason."""
-    if r.result not in ("planned", "applied"):
-        return r.reason
-    ev = r.decision.evidence
-    return verdict_phrase("idle", r.reason, ev.get("activity_max"), ev.get("threshold"), r.decision.idle_seconds)
+    """Why this workload was a target, with its numbers (``idle 1h00m, max activity 0.00 ≤ 0.05``): the decision's
+    reason, as its audit row holds it (``gpuaas.phrases``); a skipped or failed action keeps its own reason."""
+    return r.decision.reason if r.result in ("planned", "applied") else r.reason
 
 
 def decision_dicts(results: Sequence[ActionResult]) -> list[dict[str, Any]]:

@@ -14,6 +14,8 @@ from __future__ import annotations
 from typing import Any
 from uuid import UUID
 
+from tasks._steps import in_flow_run
+
 __all__ = ["headline_of", "markdown_artifact", "summary_artifact", "table_artifact"]
 
 
@@ -34,6 +36,8 @@ def _publish(artifact: Any) -> None:
 
 def markdown_artifact(*, key: str, markdown: str, description: str) -> None:
     """Publish ``markdown`` on the flow run's page under ``key`` (lowercase and dashes)."""
+    if not in_flow_run():
+        return
     from prefect.artifacts import MarkdownArtifact
 
     _publish(MarkdownArtifact(key=key, markdown=markdown, description=description))
@@ -51,6 +55,8 @@ def summary_artifact(*, key: str, markdown: str) -> None:
 
 def table_artifact(*, key: str, table: list[dict[str, Any]] | dict[str, list[Any]], description: str) -> None:
     """Publish a table on the flow run's page under ``key`` (lowercase and dashes)."""
+    if not in_flow_run():
+        return
     from prefect.artifacts import TableArtifact
 
     _publish(TableArtifact(key=key, table=table, description=description))

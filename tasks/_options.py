@@ -8,24 +8,31 @@ operator's view of the real problem.
 
 from __future__ import annotations
 
+import sys
 import time
 from collections.abc import Callable
-from typing import Any, ParamSpec, TypeVar, cast
-
-from prefect import Task, task
-from prefect.cache_policies import NO_CACHE
-from prefect.tasks import exponential_backoff
-from prefect.utilities.annotations import quote
+from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar, cast
 
 from gpuaas.errors import TransientError
 from gpuaas.settings import GpuaasSettings
+from tasks._steps import run_logger
+
+if TYPE_CHECKING:
+    from prefect import Task
 
 T = TypeVar("T")
 P = ParamSpec("P")
 R = TypeVar("R")
 
-__all__ = ["IO_TASK_OPTIONS", "current_run_id", "gpuaas_task", "push_or_warn", "retry_options", "retry_transient_only",
-           "unwalked"]
+__all__ = ["IO_TASK_OPTIONS", "current_run_id", "exponential_backoff", "gpuaas_task", "push_or_warn", "retry_options",
+           "retry_transient_only", "unwalked"]
+
+
+def exponential_backoff(backoff_factor: float) -> Callable[[int], list[float]]:
+    """Retry delays ``backoff_factor * 2**n``, as ``prefect.tasks.exponential_backoff`` (without importing Prefect)."""
+    def delays(retries: int) -> list[float]:
+        return [backoff_factor * 2**n for n in range(min(retries, 50))]
+    return delays
 
 
 def retry_transient_only(task: Any, task_run: Any, state: Any) -> bool:
@@ -55,13 +62,18 @@ IO_TASK_OPTIONS: dict[str, Any] = {
 
 
 def gpuaas_task(name: str, *, io: bool = False, **options: Any) -> Callable[[Callable[P, R]], Task[P, R]]:
-    """The one decorator of every gpuaas task: ``@gpuaas_task("read-source", io=True)``.
+    """The one decorator of every gpuaas Prefect task: ``@gpuaas_task("read-source", io=True)``.
 
     Every task is ``NO_CACHE``: their inputs are settings, clients and DataFrames, which Prefect
     hashes slowly or not at all, and many have side effects (a cached "act" would skip a write
     on the next run). ``io=True`` adds ``IO_TASK_OPTIONS`` (transient-only retries with backoff,
     a timeout) for a task that talks to a source; ``options`` are Prefect's own and win over both.
+    Prefect is imported here, not with this module: the collect's steps use these options
+    without it (``tasks._steps``).
     """
+    from prefect import task
+    from prefect.cache_policies import NO_CACHE
+
     merged: dict[str, Any] = {"name": name, "cache_policy": NO_CACHE, **(IO_TASK_OPTIONS if io else {}), **options}
 
     def decorate(fn: Callable[P, R]) -> Task[P, R]:
@@ -80,7 +92,9 @@ def retry_options(settings: GpuaasSettings) -> dict[str, Any]:
 
 
 def current_run_id() -> str | None:
-    """The flow run's id for audit rows, or None outside a flow run (a plain call in a REPL or test)."""
+    """The flow run's id for audit rows, or None outside a flow run (a plain call in a REPL, a test, the command line)."""
+    if "prefect" not in sys.modules:  # not loaded: no run to name
+        return None
     from prefect import runtime
 
     return str(runtime.flow_run.id) if runtime.flow_run.id else None
@@ -98,9 +112,7 @@ def push_or_warn(settings: GpuaasSettings, push: Any, *args: Any, what: str) -> 
     state = push.with_options(**retry_options(settings))(settings, *args, return_state=True)
     if state.is_completed():
         return state.result()
-    from prefect import get_run_logger
-
-    get_run_logger().warning("%s not pushed to the Pushgateway: %s", what, state.result(raise_on_failure=False))
+    run_logger().warning("%s not pushed to the Pushgateway: %s", what, state.result(raise_on_failure=False))
     return None
 
 
@@ -109,6 +121,10 @@ def unwalked(value: T) -> T:
 
     Prefect visits every element of a task's arguments, looking for futures and states to resolve
     and to draw in the run graph; a snapshot of 50,000 Workloads took seconds a call (``quote``
-    stops that; the task still receives ``value`` itself).
+    stops that; the task still receives ``value`` itself). Without Prefect loaded nothing walks it.
     """
+    if "prefect" not in sys.modules:
+        return value
+    from prefect.utilities.annotations import quote
+
     return cast(T, quote(value))

@@ -1,4 +1,7 @@
-"""Tasks of the collect flow: one per source (retried when transient), store, publish."""
+"""Steps of the collect flow: one per source (retried when transient), store, publish.
+
+They are ``tasks._steps`` steps: Prefect tasks in a Prefect flow run, plain calls elsewhere (this module
+imports no Prefect, so the command line can run the collect without it)."""
 
 from __future__ import annotations
 
@@ -14,19 +17,20 @@ from gpuaas.snapshot import read_source
 from gpuaas.store import open_store, remember_snapshot
 from reports.collect import backlog_rows, collect_metrics, quality_rows, summary_markdown
 from tasks._artifacts import summary_artifact, table_artifact
-from tasks._options import gpuaas_task
+from tasks._options import IO_TASK_OPTIONS
+from tasks._steps import step
 
 __all__ = ["count_idle_candidates", "publish_artifacts", "push_summary", "read_one_source", "store_snapshot"]
 
 
-@gpuaas_task("read-source", task_run_name="read-{name}", io=True)
+@step(name="read-source", task_run_name="read-{name}", **IO_TASK_OPTIONS)
 def read_one_source(
     name: str, settings: GpuaasSettings, now: datetime, windows: list[float]
 ) -> tuple[Any, SourceStatus]:
     return read_source(name, settings, now, windows)
 
 
-@gpuaas_task("store-snapshot", retries=2, retry_delay_seconds=2)
+@step(name="store-snapshot", retries=2, retry_delay_seconds=2)
 def store_snapshot(settings: GpuaasSettings, snapshot: Snapshot, summary: dict[str, Any]) -> int:
     """Persist the cycle's per-queue and per-tenant history and its snapshot row, the full
     snapshot only as ``store.full_snapshot_every_minutes`` says (and when degraded: the cycle an
@@ -48,13 +52,13 @@ def store_snapshot(settings: GpuaasSettings, snapshot: Snapshot, summary: dict[s
         return int(record.id or 0)
 
 
-@gpuaas_task("count-idle-candidates")
+@step(name="count-idle-candidates")
 def count_idle_candidates(settings: GpuaasSettings, snapshot: Snapshot) -> int:
     idle = find_idle(snapshot.workloads, settings.policy, snapshot.collected_at)
     return int((idle["verdict"] == "idle").sum())
 
 
-@gpuaas_task("publish-artifacts")
+@step(name="publish-artifacts")
 def publish_artifacts(snapshot: Snapshot, summary: dict[str, Any], idle_candidates: int) -> None:
     table_artifact(
         key="gpuaas-collect-backlog", table=backlog_rows(summary),
@@ -67,7 +71,7 @@ def publish_artifacts(snapshot: Snapshot, summary: dict[str, Any], idle_candidat
     summary_artifact(key="gpuaas-collect-summary", markdown=summary_markdown(summary, idle_candidates, snapshot.degraded))
 
 
-@gpuaas_task("push-metrics", io=True)
+@step(name="push-metrics", **IO_TASK_OPTIONS)
 def push_summary(settings: GpuaasSettings, snapshot: Snapshot, summary: dict[str, Any], idle_candidates: int) -> int:
     assert settings.pushgateway_url
     return push_metrics(settings.pushgateway_url, "gpuaas_collect", collect_metrics(snapshot, summary, idle_candidates),

@@ -5,24 +5,32 @@ The command line runs the same flow the scheduler runs, so that "run it now" and
 
 - ``PREFECT_API_URL`` set (environment or Prefect profile): through that Prefect server, so the run,
   its logs, its state message and its artifacts show in the UI next to the scheduled ones;
-- otherwise in this process as plain calls (``flows._direct``): no temporary Prefect server (that
-  cost several seconds per command, more than most commands' work), same bodies, same tasks, same
-  retries; nothing is recorded in Prefect, everything is still recorded in the audit log.
+- otherwise in this process as plain calls: no temporary Prefect server (that cost several seconds
+  per command, more than most commands' work), same bodies, same steps, same retries; nothing is
+  recorded in Prefect, everything is still recorded in the audit log. A flow whose body is
+  Prefect-free (``BODIES``) is called without importing Prefect at all (importing it alone takes
+  seconds); the others run under ``flows._direct``.
 
-Prefect is imported only here, lazily, so commands that don't run flows stay fast and the library
-stays Prefect-free.
+Whether an API is configured is read without importing Prefect where nothing could set one but the
+environment (no Prefect profile, ``.env``, ``prefect.toml`` or ``[tool.prefect]`` saying otherwise).
 """
 
 from __future__ import annotations
 
+import importlib
 import os
+import sys
 from contextlib import nullcontext
+from pathlib import Path
 from typing import Any
 
 from gpuaas.cli._common import fail, progress
 from gpuaas.errors import GpuaasError
 
-__all__ = ["prefect_api_url", "run_flow"]
+__all__ = ["BODIES", "prefect_api_url", "run_flow"]
+
+BODIES = {"flows.collect:collect": "flows._collect:collect_snapshot"}
+"""A flow (``module:name``) -> its Prefect-free body, which the command line calls without Prefect."""
 
 # Before Prefect is first imported (it reads its settings once): no phoning home, and no run logs or
 # tracebacks on the terminal (set PREFECT_LOGGING_LEVEL=INFO to see them); errors are printed once, cleanly.
@@ -30,18 +38,45 @@ os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
 os.environ.setdefault("PREFECT_LOGGING_LEVEL", "CRITICAL")  # the CLI prints the outcome itself
 
 
+def _prefect_config_files() -> list[Path]:
+    """Files besides the environment from which Prefect's settings could take an API URL."""
+    home = Path(os.environ.get("PREFECT_HOME", "~/.prefect")).expanduser()
+    profiles = Path(os.environ.get("PREFECT_PROFILES_PATH", home / "profiles.toml")).expanduser()
+    found = [p for p, says in ((Path(".env"), "PREFECT_API_URL"), (Path("prefect.toml"), "api"))
+             if p.is_file() and says in p.read_text(errors="replace")]
+    pyproject = Path("pyproject.toml")
+    if pyproject.is_file() and "[tool.prefect" in pyproject.read_text(errors="replace"):
+        found.append(pyproject)
+    if profiles.is_file() and "PREFECT_API_URL" in profiles.read_text(errors="replace"):
+        found.append(profiles)
+    return found
+
+
 def prefect_api_url() -> str | None:
-    """The Prefect API this process would report to, or None: then flows run directly."""
+    """The Prefect API this process would report to, or None: then flows run directly.
+
+    Prefect's own answer where it is loaded already or a file could set one; otherwise the environment's."""
+    if "prefect.settings" not in sys.modules and not _prefect_config_files():
+        return os.environ.get("PREFECT_API_URL") or None
     from prefect.settings import get_current_settings
 
     return get_current_settings().api.url or None
 
 
+def _resolve(ref: str) -> Any:
+    module, _, name = ref.partition(":")
+    return getattr(importlib.import_module(module), name)
+
+
 def run_flow(flow: Any, what: str, **parameters: Any) -> Any:
-    """Run ``flow`` with a spinner on stderr; a failed run exits 1 with its error."""
+    """Run ``flow`` (a flow, or ``"module:name"`` of one) with a spinner on stderr; a failed run exits 1 with its error."""
+    through_prefect = prefect_api_url() is not None
+    if isinstance(flow, str) and not through_prefect and flow in BODIES:
+        return _run_body(_resolve(BODIES[flow]), what, parameters)
+    if isinstance(flow, str):
+        flow = _resolve(flow)
     from flows._direct import direct_runs
 
-    through_prefect = prefect_api_url() is not None
     with progress(what), (nullcontext() if through_prefect else direct_runs()):
         try:
             state = flow(**parameters, return_state=True)
@@ -53,3 +88,18 @@ def run_flow(flow: Any, what: str, **parameters: Any) -> Any:
             raise fail(str(error))
         raise fail(f"flow run {state.name.lower()}: {error}")
     return state.result()
+
+
+def _run_body(body: Any, what: str, parameters: dict[str, Any]) -> Any:
+    """A flow's Prefect-free body called here, failing as a failed run of the flow would."""
+    error: Exception | None = None
+    with progress(what):
+        try:
+            result = body(**parameters)
+        except Exception as exc:  # noqa: BLE001 - a flow run would end Failed with it; the command says so, once
+            error = exc
+    if isinstance(error, GpuaasError):
+        raise fail(str(error)) from error
+    if error is not None:
+        raise fail(f"flow run failed: {error}") from error
+    return result

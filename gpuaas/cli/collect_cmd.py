@@ -52,9 +52,7 @@ def collect(
 ) -> None:
     """Collect one snapshot from whatever the settings point at, store it and print its summary."""
     settings_or_exit()  # fail fast, before Prefect starts, on a broken configuration
-    from flows.collect import collect as collect_flow
-
-    summary: dict[str, Any] = run_flow(collect_flow, "collecting a snapshot")
+    summary: dict[str, Any] = run_flow("flows.collect:collect", "collecting a snapshot")
     lead(summary, format)
     if format is OutputFormat.json:
         print_json({k: summary[k] for k in SUMMARY_KEYS} | {k: summary.get(k) for k in DECISION_KEYS})

@@ -40,6 +40,7 @@ import numpy as np
 import pandas as pd
 
 from gpuaas.models import Snapshot
+from gpuaas.phrases import verdict_phrase
 from gpuaas.policies.opt_out import is_opted_out
 from gpuaas.policy import WORKLOAD_KINDS, Actuator, Mode, Policy
 
@@ -292,8 +293,10 @@ def plan_reclaim(snapshot: Snapshot, idle: pd.DataFrame, policy: Policy, mode: M
             outcome, reason = "skipped", "KEDA scales it on gpuaas's idle signal (policy actuator: keda)"
         elif len(idle_rows) < len(rows):
             busy = rows[~idle_mask][0]
-            outcome, reason = "skipped", (f"not every Workload of it is idle ({c.cols['name'][busy]}: "
-                                          f"{c.cols['reason'][busy]})")
+            why = verdict_phrase(str(c.cols["verdict"][busy]), str(c.cols["reason"][busy]),
+                                 c.floats("activity_max")[busy], c.floats("threshold")[busy],
+                                 c.floats("idle_seconds")[busy] if c.has("idle_seconds") else None)
+            outcome, reason = "skipped", f"not every Workload of it is idle ({c.cols['name'][busy]}: {why})"
         elif owner is None and (kind != "Workload" or c.first("owner_kind", rows) in STOPPABLE_KINDS):
             outcome, reason = "skipped", "owner not in the snapshot: no action on missing data"
         elif owner is not None and is_opted_out(owner.get("reclaim")):
@@ -306,10 +309,13 @@ def plan_reclaim(snapshot: Snapshot, idle: pd.DataFrame, policy: Policy, mode: M
         evidence = _evidence(c, rows)
         if kind == "Workload" and owner is not None:
             evidence["owner"] = f"{owner['kind']} {owner['name']}"
+        idle_seconds = c.stat("idle_seconds", idle_rows, "min")
+        if outcome == "planned":  # why it is a target, with its numbers: the words of the idle table and the CLI
+            reason = verdict_phrase("idle", reason, evidence["activity_max"], evidence["threshold"], idle_seconds)
         decisions.append(Decision(
             kind=str(kind), namespace=str(namespace), name=str(name), uid=uid,
             tenant=_none(c.first("tenant", rows)), gpus=c.stat("gpus", rows, "sum", empty=0.0),
-            idle_seconds=c.stat("idle_seconds", idle_rows, "min"), free=str(c.first("free", rows)),
+            idle_seconds=idle_seconds, free=str(c.first("free", rows)),
             outcome=outcome, reason=reason,
             resource_version=rv,
             idempotency_key=reclaim_key(mode.value, str(kind), str(namespace), str(name), uid, snapshot.collected_at),

@@ -2,25 +2,24 @@
 
 The same code runs on SQLite (the default, a file in the data directory) and PostgreSQL (a
 shared deployment): only the URL differs. Opening a store migrates it to the newest schema,
-so a fresh data directory just works and an old database upgrades in place. There is
-deliberately no method that updates or deletes an audit row.
+so a fresh data directory just works and an old database upgrades in place; one already at the
+newest schema is recognised by a single query, without loading Alembic (which costs a command
+line about a second). There is deliberately no method that updates or deletes an audit row.
 """
 
 from __future__ import annotations
 
+import re
 import zlib
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from datetime import UTC, datetime, timedelta
+from functools import cache
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pandas as pd
-from alembic import command
-from alembic.config import Config
-from alembic.runtime.migration import MigrationContext
-from alembic.script import ScriptDirectory
-from sqlalchemy import Engine, create_engine, delete, event, func, insert, or_, update
+from sqlalchemy import Engine, create_engine, delete, event, func, insert, inspect, or_, text, update
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.exc import IntegrityError, SQLAlchemyError
@@ -29,6 +28,9 @@ from sqlmodel import Session, col, select
 from gpuaas.errors import StoreError
 from gpuaas.store._models import AuditEntry, QueueSample, RunLock, SnapshotRecord, TenantSample, utc_now
 
+if TYPE_CHECKING:
+    from alembic.config import Config
+
 __all__ = ["Store", "redact_url"]
 
 _MIGRATIONS = Path(__file__).resolve().parent / "migrations"
@@ -36,6 +38,24 @@ _REOPENING = ("failed", "skipped")
 """Completion outcomes that leave a decided key open for another attempt (nothing was changed)."""
 _IN_LIST = 500
 """Values per ``IN (...)`` list: well inside SQLite's and PostgreSQL's bound-parameter limits."""
+
+
+_REVISION_LINE = re.compile(r'^(down_revision|revision)\s*=\s*(?:"([^"]+)"|None)', re.MULTILINE)
+
+
+@cache
+def _head_revision() -> str:
+    """The newest migration's revision, read from the migration files (the one no other migration follows)."""
+    revisions: set[str] = set()
+    followed: set[str] = set()
+    for path in (_MIGRATIONS / "versions").glob("[0-9]*.py"):
+        for key, value in _REVISION_LINE.findall(path.read_text(encoding="utf-8")):
+            if value:
+                (revisions if key == "revision" else followed).add(value)
+    heads = revisions - followed
+    if len(heads) != 1:
+        raise StoreError(f"the migrations in {_MIGRATIONS} have {len(heads)} heads, not one: {sorted(heads)}")
+    return heads.pop()
 
 
 def _chunks(items: Sequence[Any], size: int = _IN_LIST) -> Iterator[Sequence[Any]]:
@@ -75,30 +95,36 @@ class Store:
             raise StoreError(f"cannot open database {redact_url(url)}: {exc}") from exc
         if self.engine.dialect.name == "sqlite":
             event.listen(self.engine, "connect", _sqlite_pragmas)
-        if migrate:
+        if migrate and self.current_revision() != self.head_revision():
             self.upgrade()
 
     # -- schema -------------------------------------------------------------------------
 
     def _alembic(self) -> Config:
+        from alembic.config import Config
+
         config = Config()
         config.set_main_option("script_location", str(_MIGRATIONS))
         return config
 
     def head_revision(self) -> str:
-        head = ScriptDirectory.from_config(self._alembic()).get_current_head()
-        assert head is not None
-        return head
+        """The newest schema's revision (what ``upgrade()`` migrates to)."""
+        return _head_revision()
 
     def current_revision(self) -> str | None:
+        """The database's schema revision (Alembic's version table), None before the first migration."""
         try:
             with self.engine.connect() as conn:
-                return MigrationContext.configure(conn).get_current_revision()
+                if not inspect(conn).has_table("alembic_version"):
+                    return None
+                return conn.execute(text("SELECT version_num FROM alembic_version")).scalars().first()
         except SQLAlchemyError as exc:
             raise StoreError(f"cannot read schema version of {redact_url(self.url)}: {exc}") from exc
 
     def upgrade(self, revision: str = "head") -> tuple[str | None, str | None]:
         """Migrate to ``revision``; returns (before, after). Safe to call on an up-to-date database."""
+        from alembic import command
+
         before = self.current_revision()
         config = self._alembic()
         try:

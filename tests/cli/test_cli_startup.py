@@ -6,8 +6,10 @@ the lazy list does not drift from the commands themselves.
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 from typer.testing import CliRunner
@@ -44,3 +46,24 @@ def test_help_lists_every_command_and_the_exit_codes() -> None:
 def test_wide_is_accepted_before_and_after_the_sub_command(argv: list[str]) -> None:
     result = CliRunner().invoke(app, argv)
     assert result.exit_code == 0, result.output
+
+
+@pytest.mark.parametrize(("profile", "env_url", "expected", "loads_prefect"), [
+    (None, None, "None", False),
+    (None, "http://127.0.0.1:4200/api", "http://127.0.0.1:4200/api", False),
+    ("http://10.0.0.1:4200/api", None, "http://10.0.0.1:4200/api", True),
+], ids=["nothing-set", "environment", "profile"])
+def test_whether_a_prefect_api_is_configured_is_read_without_prefect_where_only_the_environment_can_say(
+        tmp_path: Path, profile: str | None, env_url: str | None, expected: str, loads_prefect: bool) -> None:
+    """Importing Prefect costs seconds: the command line asks Prefect only where a file could set an API URL."""
+    home = tmp_path / "prefect-home"
+    home.mkdir()
+    if profile:
+        (home / "profiles.toml").write_text(f'active = "remote"\n[profiles.remote]\nPREFECT_API_URL = "{profile}"\n')
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PREFECT_")} | {"PREFECT_HOME": str(home)}
+    if env_url:
+        env["PREFECT_API_URL"] = env_url
+    code = "import sys; from gpuaas.cli._flows import prefect_api_url; print(prefect_api_url(), 'prefect' in sys.modules)"
+    proc = subprocess.run([sys.executable, "-c", code], env=env, cwd=tmp_path, capture_output=True, text=True,
+                          timeout=120, check=True)
+    assert proc.stdout.split() == [expected, str(loads_prefect)]

@@ -36,6 +36,13 @@ def test_reclaim_json_then_apply_then_undo(pointed_at: EmbeddedCluster, prefect_
     decisions = json.loads(dry.stdout)["decisions"]
     assert {(d["kind"], d["name"]) for d in decisions} == IDLE_TARGETS
     assert all(FIELDS <= set(d) for d in decisions) and writes(pointed_at) == before
+    # one voice: each decision's audit row gives the same reason, in the same words, as the command did
+    rows = {r["id"]: r for r in json.loads(runner.invoke(app, ["audit", "list", "--format", "json"]).stdout)["entries"]}
+    planned = [d for d in decisions if d["result"] == "planned"]
+    assert planned and all(d["reason"].startswith("idle ") and "max activity" in d["reason"] for d in planned)
+    recorded = [d for d in decisions if d["audit_id"]]
+    assert recorded and {d["audit_id"]: d["reason"] for d in recorded} == {
+        d["audit_id"]: rows[d["audit_id"]]["reason"] for d in recorded}
 
     applied = runner.invoke(app, ["reclaim", "--apply", "--format", "json"])
     assert applied.exit_code == 0, applied.output

@@ -31,7 +31,9 @@ import httpx
 import pytest
 import yaml
 
+from flows._outcome import run_name
 from gpuaas.cluster.runner import EmbeddedCluster
+from reports.cost_report import NO_SERVICES
 from tests.scenarios import embedded
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow]
@@ -139,12 +141,24 @@ def _shoot(driver: Any, screenshot: Path) -> None:
 STATES = ("Completed", "Failed", "Crashed", "Cancelled", "Running", "Pending", "Scheduled", "Late", "Paused")
 
 
-def _row_state(driver: Any, run_name: str) -> str:
-    """The state badge of the runs list's row of ``run_name``: the nearest box around the name that shows a state."""
+def _literal(text: str) -> str:
+    """``text`` as an XPath string literal, whatever quotes it holds."""
+    if "'" not in text:
+        return f"'{text}'"
+    return "concat(" + ", \"'\", ".join(f"'{part}'" for part in text.split("'")) + ")"
+
+
+def _row(driver: Any, run_name: str) -> Any:
+    """The runs list's row of ``run_name``: the nearest box around the name that shows a state."""
     from selenium.webdriver.common.by import By
 
     any_state = " or ".join(f"normalize-space()='{s}'" for s in STATES)
-    row = driver.find_element(By.XPATH, f"//*[normalize-space()='{run_name}']/ancestor::*[.//*[{any_state}]][1]")
+    return driver.find_element(By.XPATH, f"//*[normalize-space()={_literal(run_name)}]/ancestor::*[.//*[{any_state}]][1]")
+
+
+def _row_state(driver: Any, run_name: str) -> str:
+    """The state badge of the runs list's row of ``run_name``."""
+    row = _row(driver, run_name)
     shown = [s for s in STATES if s in row.text.split("\n")]
     return shown[0] if len(shown) == 1 else f"{shown or 'no state'} in one row"
 
@@ -248,9 +262,13 @@ def test_the_cycle_runs_through_a_worker_and_completes(prefect_env: dict[str, st
                         # on the run's page, not under a task run, and a card that says what it is
                         assert artifact.task_run_id is None, f"{name}: artifact {artifact.key} filed under a task run"
                         assert (artifact.description or "").strip(), f"{name}: artifact {artifact.key} undescribed"
-                    # what the run did, in the runs list without a click: its headline is the state message
+                    # what the run did: its headline is the state message (the run page) and its gist the run's
+                    # name (the runs list shows names, not state messages)
                     assert state.message and state.message != "None" and state.message.endswith(".") \
                         and len(state.message) > 20, f"{name}: state message {state.message!r}"
+                    renamed = client.read_flow_run(run.id).name
+                    assert renamed == run_name(state.message.removeprefix(NO_SERVICES)), \
+                        f"{name}: run named {renamed!r} for the headline {state.message!r}"
                     if name in ARTIFACT_KEYS:
                         published[name] = next((a for a in artifacts if a.key == ARTIFACT_KEYS[name]), None)
                         assert published[name] is not None, f"{name}: no {ARTIFACT_KEYS[name]!r} artifact"
@@ -260,11 +278,16 @@ def test_the_cycle_runs_through_a_worker_and_completes(prefect_env: dict[str, st
         log.close()
 
     ui = prefect_env["PREFECT_API_URL"].removesuffix("/api")
-    # The runs list a person opens first: every run of the cycle, each Completed.
+    # The runs list a person opens first: every run of the cycle, each Completed, each row saying what the run did
+    # (its name is its headline's gist).
     listed = _page(browser, f"{ui}/runs", [r.name for r in runs.values()] + ["Completed"], tmp_path / "e2e-runs.png")
     (tmp_path / "e2e-runs.txt").write_text(listed)
     for name, run in runs.items():  # the row of each run: its own state badge says Completed
         assert _row_state(browser, run.name) == "Completed", f"{name}: the runs list shows {_row_state(browser, run.name)}"
+    top_row = _row(browser, next(iter(runs.values())).name)
+    browser.execute_script("arguments[0].scrollIntoView({block: 'start'});", top_row)  # the rows, not the chart
+    time.sleep(1)
+    _shoot(browser, tmp_path / "e2e-runs-rows.png")
     for name, run in runs.items():  # the run page: the headline in its log, its artifacts' cards on its own tab
         _page(browser, f"{ui}/runs/flow-run/{run.id}", [run.name, "Completed"], tmp_path / f"e2e-run-{name}.png")
         if name in ARTIFACT_KEYS:
@@ -282,7 +305,7 @@ def test_the_cycle_runs_through_a_worker_and_completes(prefect_env: dict[str, st
     _page(browser, f"{ui}/artifacts/artifact/{published['rebalance'].id}", queues or ["No quota"],
           tmp_path / "e2e-rebalance-plan.png")
     if "incident_review" in published:
-        first = str(published["incident_review"].data).strip().splitlines()[0]
-        plain = " ".join(re.sub(r"[*_`#>\[\]]", " ", first).split()[:4])  # as rendered: markdown marks gone
+        opening = str(published["incident_review"].data).strip().splitlines()[0]
+        plain = " ".join(re.sub(r"[*_`#>\[\]]", " ", opening).split()[:4])  # as rendered: markdown marks gone
         _page(browser, f"{ui}/artifacts/artifact/{published['incident_review'].id}", [plain],
               tmp_path / "e2e-incident-review.png")

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -27,6 +29,18 @@ def test_fresh_database_is_created_and_migrated(db_url: str) -> None:
     assert store.current_revision() == store.head_revision() == "0004"
     assert store.audit() == []
     store.close()
+
+
+def test_the_head_read_from_the_files_is_alembics_and_an_up_to_date_store_opens_without_alembic(tmp_path: Path) -> None:
+    from alembic.script import ScriptDirectory
+
+    store = Store(f"sqlite:///{tmp_path}/gpuaas.db")
+    assert store.head_revision() == ScriptDirectory.from_config(store._alembic()).get_current_head()
+    store.close()
+    code = (f"import sys; from gpuaas.store import Store; s = Store('sqlite:///{tmp_path}/gpuaas.db'); "
+            "print(s.current_revision(), 'alembic' in sys.modules)")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True)
+    assert proc.stdout.split() == [store.head_revision(), "False"]
 
 
 def test_old_database_upgrades_in_place_keeping_rows(db_url: str) -> None:

@@ -1,0 +1,35 @@
+"""How gpuaas words a verdict, once for every place that shows it.
+
+The idle table, ``gpuaas reclaim``, the demo, the artifacts and the audit log's rows all say why a
+workload is (or is not) idle with these functions, so that the same object gets the same words and
+numbers wherever a person reads about it (``reports._format`` re-exports them for the reports).
+"""
+
+from __future__ import annotations
+
+import math
+
+__all__ = ["duration", "verdict_phrase"]
+
+
+def duration(seconds: float | None) -> str:
+    """``45m``, ``3h07m``; ``-`` when unknown."""
+    if seconds is None or (isinstance(seconds, float) and math.isnan(seconds)):
+        return "-"
+    minutes = int(seconds // 60)
+    return f"{minutes // 60}h{minutes % 60:02d}m" if minutes >= 60 else f"{minutes}m"
+
+
+def verdict_phrase(verdict: str, reason: str, activity_max: float | None, threshold: float | None,
+                   idle_seconds: float | None) -> str:
+    """The idle verdict as a short phrase with its numbers: ``idle 30m, max activity 0.00 ≤ 0.05``.
+
+    Only the verdicts GPU activity decided get numbers; the others keep the policy's reason
+    (opted out, excluded, incomplete telemetry name their own cause), and so does an idle verdict whose
+    numbers do not say it (an adaptive window shorter than the one the maximum was read over)."""
+    known = activity_max is not None and threshold is not None and not math.isnan(float(activity_max))
+    if verdict == "idle" and known and float(activity_max or 0) <= float(threshold or 0):
+        return f"idle {duration(idle_seconds)}, max activity {float(activity_max or 0):.2f} ≤ {float(threshold or 0):g}"
+    if verdict == "busy" and known and float(activity_max or 0) > float(threshold or 0):
+        return f"max activity {float(activity_max or 0):.2f} > {float(threshold or 0):g}"
+    return reason

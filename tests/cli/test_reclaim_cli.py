@@ -10,12 +10,12 @@ from typer.testing import CliRunner
 
 from gpuaas.cli.app import app
 from gpuaas.cluster.runner import EmbeddedCluster
-from tests.actions.reclaim_scenario import IDLE_TARGETS, write_policy, writes
+from tests.actions.reclaim_scenario import IDLE_TARGETS, target_of, write_policy, writes
 from tests.scenarios import point_at
 
 pytestmark = [pytest.mark.integration, pytest.mark.flow]
-FIELDS = {"audit_id", "kind", "namespace", "name", "tenant", "gpus", "idle_seconds", "action", "mode", "result",
-          "reason"}
+FIELDS = {"audit_id", "kind", "namespace", "name", "subject", "tenant", "gpus", "idle_seconds", "action", "mode",
+          "result", "reason"}
 
 
 @pytest.fixture(scope="module")
@@ -34,7 +34,7 @@ def test_reclaim_json_then_apply_then_undo(pointed_at: EmbeddedCluster, prefect_
     dry = runner.invoke(app, ["reclaim", "--format", "json"])
     assert dry.exit_code == 0, dry.output
     decisions = json.loads(dry.stdout)["decisions"]
-    assert {(d["kind"], d["name"]) for d in decisions} == IDLE_TARGETS
+    assert {target_of(d) for d in decisions} == IDLE_TARGETS
     assert all(FIELDS <= set(d) for d in decisions) and writes(pointed_at) == before
     # one voice: each decision's audit row gives the same reason, in the same words, as the command did
     rows = {r["id"]: r for r in json.loads(runner.invoke(app, ["audit", "list", "--format", "json"]).stdout)["entries"]}

@@ -107,14 +107,19 @@ class RealBackend:
         time.sleep(1.0 - (time.time() % 1.0) + 0.02)
 
     def settle(self, namespace: str) -> None:
-        """Until nothing changed for 3 s (Kueue acts on a write within milliseconds; eviction then
-        admission may take two passes)."""
+        """Until Kueue has seen every job and nothing changed for 3 s: each RayCluster has its
+        Workload and each Workload a ``QuotaReserved`` condition (Kueue's scheduler has looked at it);
+        eviction then admission may take two passes. Under load Kueue takes seconds per step."""
         last: Observation | None = None
         stable_since = time.monotonic()
-        deadline = time.monotonic() + 30
+        deadline = time.monotonic() + 60
         while time.monotonic() < deadline:
-            now = observe(self.workloads(namespace), "")
-            if now != last:
+            workloads = self.workloads(namespace)
+            now = observe(workloads, "")
+            seen = len(workloads) == len(self.api.list("RayCluster", namespace)) and all(
+                any(c.get("type") == "QuotaReserved" for c in (w.get("status") or {}).get("conditions") or [])
+                for w in workloads)
+            if now != last or not seen:
                 last, stable_since = now, time.monotonic()
             elif time.monotonic() - stable_since >= 3.0:
                 return

@@ -16,7 +16,7 @@ from contextlib import contextmanager
 from http.server import BaseHTTPRequestHandler
 from typing import Any
 
-from tests._relay import HOP_BY_HOP, LoopbackRelay
+from gpuaas.cluster.relay import HOP_BY_HOP, LoopbackRelay
 
 __all__ = ["LossyProxy", "lossy_proxy"]
 

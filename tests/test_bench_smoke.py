@@ -12,6 +12,7 @@ server (``PREFECT_API_URL``, which a smoke run uses instead of starting its own)
 
 from __future__ import annotations
 
+import ast
 import os
 import subprocess
 import sys
@@ -53,6 +54,18 @@ def test_every_benchmark_is_listed() -> None:
     """The runner finds the benchmarks by file name: a renamed one would silently drop out of both."""
     assert set(NAMES) == {p.stem.removeprefix("bench_") for p in (ROOT / "bench").glob("bench_*.py")}
     assert len(NAMES) >= 16
+
+
+def test_no_benchmark_imports_the_test_suite() -> None:
+    """``tests`` is not installed: a benchmark that imports it works here and fails on a user's checkout."""
+    offenders = []
+    for path in sorted((ROOT / "bench").glob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            names = ([a.name for a in node.names] if isinstance(node, ast.Import)
+                     else [node.module or ""] if isinstance(node, ast.ImportFrom) else [])
+            offenders += [f"{path.name}:{node.lineno} {n}" for n in names if n.split(".")[0] == "tests"]
+        offenders += [f"{path.name}: names tests.* as a module to run" for _ in [0] if '"tests.' in path.read_text()]
+    assert not offenders, offenders
 
 
 @pytest.mark.slow

@@ -1,6 +1,6 @@
-"""What the test suite's loopback relays share: a threaded HTTP server on 127.0.0.1 that can reset.
+"""What the loopback relays share: a threaded HTTP server on 127.0.0.1 that can reset.
 
-``tests/lossy_proxy.py`` (a lost response) and ``tests/faults/proxy.py`` (the fault matrix) both
+``tests/lossy_proxy.py`` (a lost response) and ``gpuaas/cluster/fault_proxy.py`` (the fault matrix) both
 relay to one upstream and differ only in what their handler does to a request; the socket, the
 thread, the kubeconfig pointing at the relay and the RST on close live here once.
 """

@@ -1,4 +1,4 @@
-"""A loopback HTTP fault proxy of the test suite: real faults on real sockets.
+"""A loopback HTTP fault proxy: real faults on real sockets, for the fault tests and the benchmarks.
 
 It relays every request to one upstream (the embedded API, Prometheus, OpenCost or the
 Pushgateway) except those matched by an armed fault, which it answers itself or damages:
@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler
 from typing import Any
 
-from tests._relay import HOP_BY_HOP, LoopbackRelay
+from gpuaas.cluster.relay import HOP_BY_HOP, LoopbackRelay
 
 __all__ = ["FAULTS", "Fault", "FaultProxy", "Hit", "fault_proxy"]
 

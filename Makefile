@@ -37,7 +37,7 @@ demo: venv system-deps
 	$(BIN)/gpuaas demo
 
 test: venv system-deps lint real-cluster
-	PREFECT_SERVER_ANALYTICS_ENABLED=false $(BIN)/python -m pytest
+	PREFECT_SERVER_ANALYTICS_ENABLED=false $(BIN)/python -m pytest --durations=20
 
 # The real control plane (kube-apiserver, etcd, the Kueue manager) built from the Go module proxy into
 # ~/.cache/gpuaas/k8s/ once per machine; seconds when cached. See docs/real-cluster.md.

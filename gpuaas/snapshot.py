@@ -29,7 +29,7 @@ import numpy as np
 import pandas as pd
 
 from gpuaas.errors import SourceUnavailable
-from gpuaas.models import GpuSample, Snapshot, SourceStatus, WorkloadState
+from gpuaas.models import ELASTIC_ANNOTATION, GpuSample, Snapshot, SourceStatus, WorkloadState
 from gpuaas.policies.coverage import telemetry_complete
 from gpuaas.policies.idle import COMPLETE_COVERAGE
 from gpuaas.policies.opt_out import OPT_OUT_ANNOTATION, OPT_OUT_VALUE, opted_out, opted_out_chain
@@ -267,6 +267,7 @@ def build_snapshot(
     owners = pd.DataFrame([{**_flat(o), "annotations": dict(o.annotations)} for o in kube.owners])
     if not owners.empty:
         owners["reclaim"] = owners["annotations"].map(lambda a: a.get(OPT_OUT_ANNOTATION))
+        owners["elastic"] = owners["annotations"].map(lambda a: str(a.get(ELASTIC_ANNOTATION, "")).lower() == "true")
         owners = _resolve_owner_opt_out(owners)
         workloads = _inherit_owner_opt_out(workloads, owners)
     workloads, data_quality = deadline_columns(workloads, owners)

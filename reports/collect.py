@@ -34,7 +34,7 @@ def quality_rows(snapshot: Snapshot) -> list[dict[str, Any]]:
         rows.append({
             "source": name,
             # An optional source (NVML in auto mode) that is absent is no failure: say so, not "NO".
-            "ok": "yes" if status.ok else ("not used (optional)" if not status.required else "NO"),
+            "ok": "yes" if status.ok else ("no (optional)" if not status.required else "NO"),
             "latency s": round(status.latency_s, 3),
             "staleness s": "" if status.staleness_s is None else round(status.staleness_s, 1),
             "error": (status.error or "")[:200],
@@ -47,7 +47,7 @@ def headline(summary: dict[str, Any], idle_candidates: int) -> str:
     pending = sum(q["pending_gpus"] for q in summary["queues"])
     first = (f"Snapshot {summary.get('snapshot_id')}: {summary['workloads']} workloads, {pending:g} GPUs waiting, "
              f"{summary['unknown_telemetry']} with incomplete telemetry (never counted as idle), "
-             f"{idle_candidates} idle candidates; next: gpuaas reclaim shows what would be stopped.")
+             f"{idle_candidates} idle candidate{'' if idle_candidates == 1 else 's'}; next: gpuaas reclaim shows what would be stopped.")
     return with_failures(first, source_errors(summary["sources"]))
 
 

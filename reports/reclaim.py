@@ -37,7 +37,7 @@ def decision_dicts(results: Sequence[ActionResult]) -> list[dict[str, Any]]:
         "tenant": r.decision.tenant, "gpus": r.decision.gpus, "idle_seconds": r.decision.idle_seconds,
         "action": r.method or "-", "frees": r.frees or "-", "mode": r.decision.mode, "result": r.result,
         "reason": reason_phrase(r), "window_minutes": r.decision.evidence.get("window_minutes"),
-        "window_reason": r.decision.evidence.get("window_reason"),
+        "window_reason": r.decision.evidence.get("window_reason"), "subject": r.decision.subject,
     } for r in results]
 
 
@@ -88,7 +88,7 @@ def decision_rows(results: Sequence[ActionResult]) -> list[dict[str, Any]]:
     (``evidence_lines``). No cell is a bare "-": the UI renders that as a bullet.
     """
     return [{
-        "workload": r.decision.ref, "GPUs": r.decision.gpus,
+        "workload": r.decision.subject, "GPUs": r.decision.gpus,
         "idle for": duration(r.decision.idle_seconds) if r.decision.idle_seconds else "",
         "evidence": _short_evidence(r.decision.evidence), "action": r.method or "", "result": _result_text(r),
         "audit id": r.audit_id if r.audit_id is not None else "",
@@ -102,7 +102,8 @@ def evidence_lines(results: Sequence[ActionResult]) -> list[str]:
         tenant = f", tenant {r.decision.tenant}" if r.decision.tenant else ""
         action = f"; {r.method} (frees {r.frees})" if r.method else ""
         audit = f"; audit #{r.audit_id}" if r.audit_id is not None else ""
-        lines.append(f"- **{r.decision.ref}**{tenant}, {r.decision.gpus:g} GPUs: {_evidence_text(r.decision.evidence)}"
+        via = f" (its {r.decision.ref})" if r.decision.subject != r.decision.ref else ""
+        lines.append(f"- **{r.decision.subject}**{via}{tenant}, {r.decision.gpus:g} GPUs: {_evidence_text(r.decision.evidence)}"
                      f"{action}; **{r.result}**: {r.reason or 'no reason given'}{audit}")
     return lines
 
@@ -157,7 +158,7 @@ def summary_line(results: Sequence[ActionResult], snapshot: Snapshot) -> str:
 def _hourly_cost(acted: Sequence[ActionResult], snapshot: Snapshot) -> tuple[float, list[str]]:
     cost, sources = 0.0, []
     for r in acted:
-        price, source = gpu_price(snapshot, r.decision.kind, r.decision.namespace, r.decision.name)
+        price, source = gpu_price(snapshot, r.decision.stops[0], r.decision.namespace, r.decision.stops[1])
         cost += price * r.decision.gpus
         sources.append(source)
     return cost, sources

@@ -84,7 +84,7 @@ def test_an_optional_absent_source_is_not_shown_as_a_failure() -> None:
     snapshot = Snapshot(NOW, (30.0,), {"nvml": SourceStatus("nvml", False, error="no NVML driver", required=False),
                                        "kube": SourceStatus("kube", False, error="refused")})
     ok = {r["source"]: r["ok"] for r in quality_rows(snapshot)}
-    assert ok == {"nvml": "not used (optional)", "kube": "NO"}
+    assert ok == {"nvml": "no (optional)", "kube": "NO"}
     assert all(r["staleness s"] == "" for r in quality_rows(snapshot))
 
 

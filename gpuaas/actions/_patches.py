@@ -10,7 +10,8 @@ says which audit row holds its prior state.
 What each stop frees (the report says which happened):
 
 =====================  ==============================================  =======
-RayCluster             ``spec.suspend: true``                          quota
+RayCluster             its Workload's ``spec.active: false`` (Kueue    quota
+                       owns ``spec.suspend``; it suspends the cluster)
 RayCluster, elastic    workers ``replicas``/``minReplicas`` 0 when the  compute
 (annotation)           goal is ``compute``: the Workload shrinks in
                        place and keeps its reservation
@@ -31,6 +32,8 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
+from gpuaas.models import ELASTIC_ANNOTATION
+
 __all__ = [
     "KIND_RESOURCES",
     "RECLAIMED_ANNOTATION",
@@ -46,7 +49,6 @@ __all__ = [
 ]
 
 RECLAIMED_ANNOTATION = "gpuaas.io/reclaimed"
-ELASTIC_ANNOTATION = "kueue.x-k8s.io/elastic-job"
 KSERVE_STOP = "serving.kserve.io/stop"
 NOTEBOOK_STOP = "kubeflow-resource-stopped"
 

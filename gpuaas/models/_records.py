@@ -13,6 +13,7 @@ from datetime import datetime
 from enum import Enum
 
 __all__ = [
+    "ELASTIC_ANNOTATION",
     "ClusterQueue",
     "Cohort",
     "GpuSample",
@@ -25,6 +26,9 @@ __all__ = [
     "Workload",
     "WorkloadState",
 ]
+
+ELASTIC_ANNOTATION = "kueue.x-k8s.io/elastic-job"
+"""Kueue's opt-in for elastic jobs: an admitted one may shrink in place and keep its reservation."""
 
 
 class WorkloadState(str, Enum):

@@ -4,9 +4,10 @@ Pure: a snapshot, its idle verdicts (``find_idle``), the policy, the mode and wh
 log already holds go in; decisions come out. Nothing here reads or writes the cluster.
 
 * A decision names the object to stop: the Kueue Workload's owner when gpuaas knows how to
-  stop that kind (RayCluster, InferenceService, Notebook, Deployment, StatefulSet), else the
-  Workload itself (``spec.active: false``). A Deployment has one Workload per pod: the owner
-  is idle only if every one of its Workloads is.
+  stop that kind (InferenceService, Notebook, Deployment, StatefulSet, an elastic RayCluster
+  asked to free compute), else the Workload itself (``spec.active: false``): a Job, and a
+  RayCluster whose ``spec.suspend`` Kueue owns. A Deployment has one Workload per pod: the
+  owner is idle only if every one of its Workloads is.
 * Never on missing parts: a snapshot whose Kubernetes or Prometheus source failed, or whose
   telemetry is older than ``collect.max_staleness_seconds``, yields only skipped decisions; an
   owner absent from the snapshot or already stopped is skipped. In apply mode the same limit
@@ -87,7 +88,21 @@ class Decision:
 
     @property
     def ref(self) -> str:
+        """The object written: ``Workload team-a/raycluster-ray-3f2a1`` for a RayCluster stopped through Kueue."""
         return f"{self.kind} {self.namespace}/{self.name}"
+
+    @property
+    def stops(self) -> tuple[str, str]:
+        """(kind, name) of what the decision stops, as the team knows it: a Workload target's owner when it has one."""
+        owner = str(self.evidence.get("owner") or "")
+        kind, _, name = owner.partition(" ")
+        return (kind, name) if name else (self.kind, self.name)
+
+    @property
+    def subject(self) -> str:
+        """``RayCluster team-a/ray``: ``stops`` as tables and headlines name it."""
+        kind, name = self.stops
+        return f"{kind} {self.namespace}/{name}"
 
 
 def reclaim_key(mode: str, kind: str, namespace: str, name: str, uid: str | None, window_end: datetime) -> str:
@@ -173,6 +188,26 @@ class _Columns:
         return float(getattr(values, how)()) if values.size else empty
 
 
+def _kueue_owns_the_stop(frame: pd.DataFrame, owners: Mapping[tuple[str, str, str], Mapping[str, Any]]) -> pd.Series:
+    """Rows whose owner Kueue would restart if gpuaas stopped it: the Workload is deactivated instead.
+
+    Kueue's Ray integration owns an admitted RayCluster's ``spec.suspend``: a client's suspend
+    is set back to false and the quota stays reserved. Deactivating the Workload makes Kueue
+    evict it, release the quota and suspend the RayCluster itself. Only an elastic RayCluster
+    asked to free ``compute`` is stopped on the object (its workers go to zero in place).
+    """
+    def owns(row: Mapping[str, Any]) -> bool:
+        if row["owner_kind"] != "RayCluster":
+            return False
+        owner = owners.get(("RayCluster", str(row["namespace"]), str(row["owner_name"])))
+        elastic = owner is not None and bool(owner.get("elastic"))
+        return not (elastic and row["free"] == "compute")
+
+    if frame.empty:
+        return pd.Series(False, index=frame.index)
+    return frame[["owner_kind", "namespace", "owner_name", "free"]].apply(owns, axis=1).astype(bool)
+
+
 def _evidence(c: _Columns, rows: np.ndarray) -> dict[str, Any]:
     return {**_window_evidence(c, rows),
         "threshold": float(c.floats("threshold")[rows[0]]),
@@ -216,6 +251,7 @@ def plan_reclaim(snapshot: Snapshot, idle: pd.DataFrame, policy: Policy, mode: M
     versions = _workload_versions(snapshot)
     frame = idle.copy()
     stoppable = frame["owner_kind"].isin(STOPPABLE_KINDS) & frame["owner_name"].notna()
+    stoppable &= ~_kueue_owns_the_stop(frame, owners)
     frame["target_kind"] = frame["owner_kind"].where(stoppable, "Workload")
     frame["target_name"] = frame["owner_name"].where(stoppable, frame["name"])
     targets = ["target_kind", "namespace", "target_name"]
@@ -231,10 +267,15 @@ def plan_reclaim(snapshot: Snapshot, idle: pd.DataFrame, policy: Policy, mode: M
         if not idle_mask.any():
             continue
         idle_rows = rows[idle_mask]
-        owner = owners.get((str(kind), str(namespace), str(name))) if kind != "Workload" else None
-        uid = str(owner["uid"]) if owner is not None else (str(c.first("uid", rows)) if kind == "Workload" else None)
-        rv, api_version = (str(owner["resource_version"]), None) if owner is not None else versions.get(
-            uid or "", (None, None))
+        owner = owners.get((str(kind), str(namespace), str(name)) if kind != "Workload" else (
+            str(c.first("owner_kind", rows)), str(namespace), str(c.first("owner_name", rows))))
+        uid: str | None
+        if kind == "Workload":
+            uid = str(c.first("uid", rows))
+            rv, api_version = versions.get(uid, (None, None))
+        else:
+            uid = str(owner["uid"]) if owner is not None else None
+            rv, api_version = (str(owner["resource_version"]) if owner is not None else None), None
         outcome, reason = "planned", str(c.first("reason", idle_rows))
         if problem:
             outcome, reason = "skipped", problem
@@ -244,12 +285,15 @@ def plan_reclaim(snapshot: Snapshot, idle: pd.DataFrame, policy: Policy, mode: M
             busy = rows[~idle_mask][0]
             outcome, reason = "skipped", (f"not every Workload of it is idle ({c.cols['name'][busy]}: "
                                           f"{c.cols['reason'][busy]})")
-        elif kind != "Workload" and owner is None:
+        elif owner is None and (kind != "Workload" or c.first("owner_kind", rows) in STOPPABLE_KINDS):
             outcome, reason = "skipped", "owner not in the snapshot: no action on missing data"
         elif owner is not None and is_opted_out(owner.get("reclaim")):
-            outcome, reason = "skipped", f'opted out on the {kind} (gpuaas.io/reclaim: "never")'
+            outcome, reason = "skipped", f'opted out on the {owner["kind"]} (gpuaas.io/reclaim: "never")'
         elif owner is not None and bool(owner.get("stopped")):
             outcome, reason = "skipped", "already stopped"
+        evidence = _evidence(c, rows)
+        if kind == "Workload" and owner is not None:
+            evidence["owner"] = f"{owner['kind']} {owner['name']}"
         decisions.append(Decision(
             kind=str(kind), namespace=str(namespace), name=str(name), uid=uid,
             tenant=_none(c.first("tenant", rows)), gpus=c.stat("gpus", rows, "sum", empty=0.0),
@@ -257,7 +301,7 @@ def plan_reclaim(snapshot: Snapshot, idle: pd.DataFrame, policy: Policy, mode: M
             outcome=outcome, reason=reason,
             resource_version=rv,
             idempotency_key=reclaim_key(mode.value, str(kind), str(namespace), str(name), uid, snapshot.collected_at),
-            mode=mode.value, evidence=_evidence(c, rows), api_version=api_version,
+            mode=mode.value, evidence=evidence, api_version=api_version,
         ))
     return decisions
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from gpuaas.models import Owner, PodGpus
+from gpuaas.models import ELASTIC_ANNOTATION, Owner, PodGpus
 from gpuaas.sources._kube_kueue import ANNOTATIONS_OF_INTEREST, pod_spec_gpus
 
 __all__ = ["OWNER_KINDS", "parse_owner", "parse_pods"]
@@ -68,7 +68,7 @@ def parse_owner(obj: Obj, kind: str, gpu_resources: Iterable[str]) -> Owner:
         gpus = replicas * pod_spec_gpus((spec.get("template") or {}).get("spec"), names)
         stopped = replicas == 0
     ckind, cname = _controller(meta)
-    keep = ANNOTATIONS_OF_INTEREST + (KSERVE_STOP, NOTEBOOK_STOP)
+    keep = ANNOTATIONS_OF_INTEREST + (KSERVE_STOP, NOTEBOOK_STOP, ELASTIC_ANNOTATION)
     return Owner(
         kind=kind,
         namespace=str(meta.get("namespace", "")),

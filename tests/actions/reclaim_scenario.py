@@ -33,9 +33,15 @@ def decide(settings: GpuaasSettings, cluster: EmbeddedCluster, store: Store, mod
     snapshot = collect_snapshot(settings, cluster.clock.now())
     idle = find_idle(snapshot.workloads, settings.policy, snapshot.collected_at)
     decisions = [d for d in plan_reclaim(snapshot, idle, settings.policy, mode)
-                 if only is None or (d.kind, d.name) in only]
+                 if only is None or d.stops in only]
     decided = already_decided(store, [d.idempotency_key for d in decisions])
     return finalize_decisions(decisions, decided, settings.policy.reclaim.max_actions_per_run)
+
+
+def target_of(decision: dict[str, Any]) -> tuple[str, str]:
+    """(kind, name) of what a flow's decision stops, from its ``subject`` (``RayCluster team-a/ray``)."""
+    kind, _, ref = str(decision["subject"]).partition(" ")
+    return kind, ref.partition("/")[2]
 
 
 def run(settings: GpuaasSettings, cluster: EmbeddedCluster, store: Store, decisions: list[Decision],

@@ -50,13 +50,13 @@ def test_dry_run_audits_every_idle_target_and_writes_nothing(settings: GpuaasSet
     before = writes(cluster)
     results = run(settings, cluster, store, decide(settings, cluster, store, Mode.dry_run), Mode.dry_run)
     assert writes(cluster) == before
-    assert {(r.decision.kind, r.decision.name) for r in results} == IDLE_TARGETS
-    assert not NEVER & {r.decision.name for r in results}
+    assert {r.decision.stops for r in results} == IDLE_TARGETS
+    assert not NEVER & {r.decision.stops[1] for r in results}
     assert {r.result for r in results} == {"planned"}
     rows = store.audit(flow="reclaim")
     assert len(rows) == len(IDLE_TARGETS) and all(r.mode == "dry-run" and r.before for r in rows)
-    ray = next(r for r in results if r.decision.name == "ray")
-    assert (ray.method, ray.frees) == ("suspend", "quota")
+    ray = next(r for r in results if r.decision.stops == ("RayCluster", "ray"))
+    assert (ray.decision.kind, ray.method, ray.frees) == ("Workload", "deactivate", "quota")
     assert ray.decision.evidence["window_minutes"] == 30 and ray.decision.evidence["activity_max"] == 0.0
     # Undo of a dry-run decision changes nothing.
     assert undo(settings, store, [int(ray.audit_id)])[0].result == "no-op"
@@ -66,7 +66,7 @@ def test_dry_run_audits_every_idle_target_and_writes_nothing(settings: GpuaasSet
 # --- every kind, stopped and restored -----------------------------------------------------------
 KINDS = [
     # kind, name, stop check, quota kept after the stop
-    ("RayCluster", "ray", lambda o: o["spec"]["suspend"] is True, False),
+    ("RayCluster", "ray", lambda o: o["spec"]["suspend"] is True, False),  # its Workload deactivated, Kueue suspends
     ("RayCluster", "eray", lambda o: o["spec"]["workerGroupSpecs"][0]["replicas"] == 0, True),
     ("InferenceService", "isvc", lambda o: o["metadata"]["annotations"]["serving.kserve.io/stop"] == "true", False),
     ("Notebook", "nb", lambda o: "kubeflow-resource-stopped" in o["metadata"]["annotations"], False),
@@ -87,9 +87,11 @@ def test_each_kind_is_reclaimed_and_undone_exactly(settings: GpuaasSettings, clu
         decisions = decide(settings, cluster, store, Mode.apply, only={(kind, name)})
     [result] = run(settings, cluster, store, decisions)
     assert result.result == "applied", result.reason
+    cluster.kueue.reconcile()  # Kueue's reaction: a deactivated Workload's RayCluster is suspended
     after = obj(cluster, kind, name)
     assert stopped(after)
-    mark = json.loads(after["metadata"]["annotations"][RECLAIMED_ANNOTATION])
+    written = obj(cluster, result.decision.kind, result.decision.name)
+    mark = json.loads(written["metadata"]["annotations"][RECLAIMED_ANNOTATION])
     assert mark["audit_id"] == result.audit_id
     assert result.frees == ("compute" if keeps_quota else "quota")
     held = reserved(cluster, kind, name)
@@ -101,8 +103,10 @@ def test_each_kind_is_reclaimed_and_undone_exactly(settings: GpuaasSettings, clu
 
     [restored] = undo(settings, store, [int(result.audit_id)])
     assert restored.result == "restored", restored.message
+    cluster.kueue.reconcile()  # a reactivated Workload is admitted again and its RayCluster resumed
     back = obj(cluster, kind, name)
-    assert RECLAIMED_ANNOTATION not in (back["metadata"].get("annotations") or {})
+    unmarked = obj(cluster, result.decision.kind, result.decision.name)
+    assert RECLAIMED_ANNOTATION not in (unmarked["metadata"].get("annotations") or {})
     assert back["spec"] == original["spec"]
     assert (back["metadata"].get("annotations") or {}) == (original["metadata"].get("annotations") or {})
     assert reserved(cluster, kind, name) and all(reserved(cluster, kind, name))

@@ -110,7 +110,7 @@ def test_a_lost_response_and_a_failed_read_back_leave_the_intent_to_the_next_run
 LATER_CHANGES = [
     # kind, name, the user's change after the reclaim, the field and value the skip names
     ("Deployment", "dep", {"spec": {"replicas": 5}}, "spec.replicas", "5"),
-    ("RayCluster", "ray", {"spec": {"suspend": False}}, "spec.suspend", "false"),
+    ("RayCluster", "ray", {"spec": {"active": True}}, "spec.active", "true"),  # on its Workload, reactivated
 ]
 
 
@@ -120,7 +120,10 @@ def test_undo_skips_a_change_made_after_the_reclaim(settings: GpuaasSettings, cl
                                                     kind: str, name: str, change: dict[str, Any], field: str,
                                                     value: str) -> None:
     audit_id = _reclaim(settings, cluster, store, kind, name)
-    cluster.store.patch(kind, "team-a", name, change)  # the team scales it up by hand; the annotation stays
+    entry = store.get_audit(audit_id)
+    assert entry is not None
+    kind, name = entry.kind, entry.name  # the object written: a RayCluster's Workload
+    cluster.store.patch(kind, "team-a", name, change)  # the team starts it again by hand; the annotation stays
     changed = obj(cluster, kind, name)
     assert RECLAIMED_ANNOTATION in _annotations(changed)
     count = writes(cluster)

@@ -115,25 +115,40 @@ def test_raycluster_admission_places_pods_with_gpu_indices(store: ObjectStore, k
     assert isinstance(rows[0], GpuAssignment) and rows[0].workload == workload["metadata"]["name"]
 
 
-def test_raycluster_suspend_releases_and_unsuspend_requeues(store: ObjectStore, kueue: KueueController) -> None:
+def test_a_clients_suspend_of_an_admitted_raycluster_is_set_back(store: ObjectStore, kueue: KueueController) -> None:
+    """As the real Kueue does (held by the real-cluster conformance test): it owns ``spec.suspend``."""
     store.create(t.raycluster("ml", "rc", "q", [("workers", 2, 4)]))
     kueue.reconcile()
-    uid = wl(kueue, "RayCluster", "rc")["metadata"]["uid"]
+    store.patch("RayCluster", "ml", "rc", {"spec": {"suspend": True}})
+    result = kueue.reconcile()
+    assert store.get("RayCluster", "ml", "rc")["spec"]["suspend"] is False
+    assert cond(wl(kueue, "RayCluster", "rc"), "QuotaReserved") == ("True", "QuotaReserved")
+    assert result.released == [] and gpus_used(store) == "8"
+
+
+def test_raycluster_workload_deactivated_suspends_and_reactivated_requeues(
+        store: ObjectStore, kueue: KueueController) -> None:
+    store.create(t.raycluster("ml", "rc", "q", [("workers", 2, 4)]))
+    kueue.reconcile()
+    workload = wl(kueue, "RayCluster", "rc")
+    uid, name = workload["metadata"]["uid"], workload["metadata"]["name"]
     assert gpus_used(store) == "8"
 
-    store.patch("RayCluster", "ml", "rc", {"spec": {"suspend": True}})
+    store.patch("Workload", "ml", name, {"spec": {"active": False}})
     result = kueue.reconcile()
     workload = wl(kueue, "RayCluster", "rc")
     assert workload["metadata"]["uid"] == uid  # the Workload stays
-    assert cond(workload, "QuotaReserved") == ("False", "OnHold")
+    assert cond(workload, "Evicted") == ("True", "Deactivated")
+    assert cond(workload, "QuotaReserved") == ("False", "Pending")
     assert "admission" not in workload["status"]
-    assert result.released == [f"ml/{workload['metadata']['name']}"]
+    assert result.released == [f"ml/{name}"]
+    assert store.get("RayCluster", "ml", "rc")["spec"]["suspend"] is True
     assert gpus_used(store) == "0" and pods(store) == {} and kueue.gpu_assignments() == []
 
-    store.patch("RayCluster", "ml", "rc", {"spec": {"suspend": False}})
+    store.patch("Workload", "ml", name, {"spec": {"active": True}})
     kueue.reconcile()
     workload = wl(kueue, "RayCluster", "rc")
-    assert cond(workload, "Requeued") == ("True", "Resumed")
+    assert cond(workload, "Requeued") == ("True", "Reactivated")
     assert cond(workload, "QuotaReserved") == ("True", "QuotaReserved")
     assert store.get("RayCluster", "ml", "rc")["spec"]["suspend"] is False
     assert gpus_used(store) == "8" and len(pods(store)) == 3

@@ -18,8 +18,9 @@ from pathlib import Path
 
 from gpuaas.cluster.fault_proxy import FaultProxy, Hit
 from gpuaas.cluster.runner import EmbeddedCluster
+from gpuaas.models import ELASTIC_ANNOTATION
 
-__all__ = ["ROOT", "flow_process", "killed_at", "stopped"]
+__all__ = ["ROOT", "flow_process", "killed_at", "stopped", "written_name"]
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -72,11 +73,21 @@ def killed_at(proxy: FaultProxy, args: list[str], *, forward: bool, method: str 
 
 
 def stopped(cluster: EmbeddedCluster, kind: str, name: str) -> bool:
-    """Stopped the way each kind is stopped (suspend, replicas 0, an elastic RayCluster's workers at 0, the
-    Notebook's or KServe's annotation)."""
+    """Stopped the way each kind is stopped (a Workload deactivated, its RayCluster's included; suspend,
+    replicas 0, an elastic RayCluster's workers at 0, the Notebook's or KServe's annotation)."""
     obj = cluster.store.get(kind, "team-a", name)
     spec, notes = obj["spec"], obj["metadata"].get("annotations") or {}
     workers = spec.get("workerGroupSpecs") or []
-    return (bool(spec.get("suspend")) or spec.get("replicas") == 0 or "kubeflow-resource-stopped" in notes
-            or notes.get("serving.kserve.io/stop") == "true"
+    deactivated = spec.get("active") is False or (kind == "RayCluster" and any(
+        (w.get("spec") or {}).get("active") is False for w in cluster.kueue.workloads_for(kind, "team-a", name)))
+    return (deactivated or bool(spec.get("suspend")) or spec.get("replicas") == 0
+            or "kubeflow-resource-stopped" in notes or notes.get("serving.kserve.io/stop") == "true"
             or (bool(workers) and all(g.get("replicas") == 0 for g in workers)))
+
+
+def written_name(cluster: EmbeddedCluster, kind: str, name: str) -> str:
+    """The object a reclaim of ``kind/name`` patches: a non-elastic RayCluster's Workload, else itself."""
+    obj = cluster.store.get(kind, "team-a", name)
+    if kind == "RayCluster" and (obj["metadata"].get("annotations") or {}).get(ELASTIC_ANNOTATION) != "true":
+        return str(cluster.kueue.workloads_for(kind, "team-a", name)[0]["metadata"]["name"])
+    return name

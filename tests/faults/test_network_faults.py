@@ -15,7 +15,7 @@ import pytest
 
 from gpuaas.cluster.fault_proxy import FaultProxy
 from gpuaas.cluster.runner import EmbeddedCluster
-from tests.actions.reclaim_scenario import IDLE_TARGETS, writes
+from tests.actions.reclaim_scenario import IDLE_TARGETS, target_of, writes
 
 pytestmark = [pytest.mark.integration, pytest.mark.flow]
 
@@ -62,7 +62,7 @@ def _reclaim(cluster: EmbeddedCluster) -> dict[str, Any]:
 
 def _planned(result: dict[str, Any]) -> set[tuple[str, str]]:
     """The targets a run would act on (``planned``, or ``deferred`` by the cap: acted on next run)."""
-    return {(d["kind"], d["name"]) for d in result["decisions"] if d["result"] != "skipped"}
+    return {target_of(d) for d in result["decisions"] if d["result"] != "skipped"}
 
 
 @pytest.fixture(scope="module")

@@ -34,8 +34,8 @@ from gpuaas.cluster.services import as_postgres_user, fresh_schema_url, pg_bin, 
 from gpuaas.cluster.testbed import reclaim_cluster, write_policy
 from gpuaas.settings import load_settings
 from gpuaas.store import AuditEntry, Store
-from tests.actions.reclaim_scenario import IDLE_TARGETS
-from tests.faults.kill import flow_process, stopped
+from tests.actions.reclaim_scenario import IDLE_TARGETS, target_of
+from tests.faults.kill import flow_process, stopped, written_name
 
 pytestmark = [pytest.mark.integration, pytest.mark.flow]
 
@@ -140,7 +140,7 @@ def test_a_postgres_restart_mid_run_writes_nothing_twice_and_the_next_run_conver
         paused = _while_paused(kube, postgres.restart)
         first = reclaim(apply=True, at=at)  # in this process: its pool holds connections the restart killed
         paused.join(timeout=120)
-        assert {(d["kind"], d["name"]) for d in first["decisions"] if d["result"] == "applied"} == IDLE_TARGETS
+        assert {target_of(d) for d in first["decisions"] if d["result"] == "applied"} == IDLE_TARGETS
     else:
         paused = _while_paused(kube, postgres.stop)
         child = flow_process(["reclaim", at.isoformat()])
@@ -151,16 +151,17 @@ def test_a_postgres_restart_mid_run_writes_nothing_twice_and_the_next_run_conver
         assert b"OperationalError" in err or b"database" in err, err[-2000:]
     assert kube.hits, "the run never wrote"
 
-    again = {(d["kind"], d["name"]) for d in reclaim(apply=True, at=at)["decisions"] if d["result"] == "applied"}
+    again = {target_of(d) for d in reclaim(apply=True, at=at)["decisions"] if d["result"] == "applied"}
     if fault == "restarted-between-steps":
         assert again == set(), "the run after a completed one acted again"
     assert {(kind, name) for kind, name in IDLE_TARGETS if stopped(fleet, kind, name)} == IDLE_TARGETS
+    written = {written_name(fleet, kind, name): name for kind, name in IDLE_TARGETS}
     patches = Counter(name for h in [*kube.hits, *kube.relayed] if h.method == "PATCH"
-                      for _, name in IDLE_TARGETS if h.path.endswith(f"/{name}"))
+                      for path_name, name in written.items() if h.path.endswith(f"/{path_name}"))
     assert patches == Counter({name: 1 for _, name in IDLE_TARGETS}), "a target was written twice (or never)"
     rows = _rows()
     applied = {r.name for r in rows if r.outcome == "applied"}
-    assert applied == {name for _, name in IDLE_TARGETS}, "a write without its audit row"
+    assert applied == set(written), "a write without its audit row"
     intents = [r for r in rows if r.outcome == "planned"]
     closed = {r.refers_to for r in rows if r.refers_to is not None}
     assert all(i.id in closed for i in intents), "an intent left open"

@@ -276,7 +276,7 @@ def test_cli_collect_json_and_table(pointed_at: EmbeddedCluster, prefect_harness
     quality = {c[0]: c[1:] for c in ([x.strip() for x in line.split("│")[1:-1]] for line in lines) if len(c) == 5}
     assert quality["prometheus"][0] == "yes" and quality["nvml"][0] == "no (optional)"
     assert quality["nvml"][3].startswith("NVML not available")
-    assert f"snapshot {doc['snapshot_id'] + 1}: 4 workloads" in table.stdout
+    assert f"Snapshot {doc['snapshot_id'] + 1}: 4 workloads" in table.stdout
 
 
 def test_collect_keeps_queue_and_tenant_history_and_only_the_newest_full_snapshots(

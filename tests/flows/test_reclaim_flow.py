@@ -20,7 +20,7 @@ from gpuaas.cluster.runner import EmbeddedCluster
 from gpuaas.cluster.testbed import write_policy
 from gpuaas.settings import load_settings
 from gpuaas.store import open_store
-from tests.actions.reclaim_scenario import IDLE_TARGETS, NEVER, writes
+from tests.actions.reclaim_scenario import IDLE_TARGETS, NEVER, target_of, writes
 from tests.scenarios import point_at
 
 pytestmark = [pytest.mark.integration, pytest.mark.flow]
@@ -62,10 +62,10 @@ def test_dry_run_decides_publishes_and_writes_nothing(pointed_at: EmbeddedCluste
     result = _run(at=_at(pointed_at))
     assert writes(pointed_at) == before
     assert result["mode"] == "dry-run"
-    got = {(d["kind"], d["name"]): d for d in result["decisions"]}
+    got = {target_of(d): d for d in result["decisions"]}
     assert set(got) == IDLE_TARGETS and not NEVER & {n for _, n in got}
     assert sorted(d["result"] for d in result["decisions"]).count("planned") == 2  # the cap holds in dry-run too
-    assert {d["name"] for d in result["decisions"] if d["result"] == "planned"} == {"ray", "dep"}
+    assert {target_of(d)[1] for d in result["decisions"] if d["result"] == "planned"} == {"ray", "dep"}
 
     from prefect.client.orchestration import get_client
     from prefect.client.schemas.filters import ArtifactFilter, ArtifactFilterKey
@@ -102,7 +102,7 @@ def test_a_given_snapshot_is_judged_without_collecting_again_and_a_far_one_is_re
     before = writes(pointed_at)
     judged = _run(at=at, snapshot_id=taken)
     assert judged["snapshot_id"] == taken
-    assert {(d["kind"], d["name"]) for d in judged["decisions"]} == IDLE_TARGETS
+    assert {target_of(d) for d in judged["decisions"]} == IDLE_TARGETS
     assert deadlines(at=at, nudge=False, snapshot_id=taken)["snapshot_id"] == taken
     assert rebalance(at=at, snapshot_id=taken)["snapshot_id"] == taken
     store = open_store(load_settings())
@@ -123,7 +123,7 @@ def test_apply_is_capped_by_waste_and_the_same_window_acts_once(pointed_at: Embe
                                                                  prefect_harness: None) -> None:
     at = _at(pointed_at)
     first = _run(apply=True, at=at)
-    applied = {d["name"] for d in first["decisions"] if d["result"] == "applied"}
+    applied = {target_of(d)[1] for d in first["decisions"] if d["result"] == "applied"}
     assert applied == {"ray", "dep"}  # 2 GPUs x 30 min each: the most wasteful
     deferred = [d for d in first["decisions"] if d["result"] == "deferred"]
     assert len(deferred) == len(IDLE_TARGETS) - 2 and all("over the cap of 2" in d["reason"] for d in deferred)
@@ -131,7 +131,7 @@ def test_apply_is_capped_by_waste_and_the_same_window_acts_once(pointed_at: Embe
     assert pointed_at.store.get("Deployment", "team-a", "dep")["spec"]["replicas"] == 0
 
     second = _run(apply=True, at=at)
-    again = {d["name"]: d for d in second["decisions"]}
+    again = {target_of(d)[1]: d for d in second["decisions"]}
     for name in ("ray", "dep"):  # still admitted in the snapshot (Kueue has not reconciled): stopped by the key
         assert again[name]["result"] == "skipped", again[name]
     store = open_store(load_settings())
@@ -145,7 +145,7 @@ def test_apply_is_capped_by_waste_and_the_same_window_acts_once(pointed_at: Embe
     # A later run over another window (different ``at``, so different idempotency keys): the live
     # objects are stopped, so nothing is acted on twice.
     third = _run(apply=True, at=at - timedelta(minutes=1))
-    by_name = {d["name"]: d for d in third["decisions"]}
+    by_name = {target_of(d)[1]: d for d in third["decisions"]}
     for name in ("ray", "dep"):
         assert by_name.get(name, {"result": "skipped"})["result"] == "skipped", by_name.get(name)
     store = open_store(load_settings())

@@ -35,16 +35,39 @@ def plan(snap: Snapshot, mode: Mode = Mode.dry_run, policy: Policy | None = None
 
 
 def test_owner_is_the_target_and_a_workload_without_a_stoppable_owner_is_deactivated() -> None:
-    snap = snapshot([workload("ray"), workload("job", kind="Workload", owner_kind="Job", owner_name="job",
-                                               resource_version="42", api_version="kueue.x-k8s.io/v1beta1")],
-                    [owner("ray")])
+    snap = snapshot([workload("nb", kind="Notebook", owner_kind="Notebook", owner_name="nb"),
+                     workload("job", kind="Workload", owner_kind="Job", owner_name="job",
+                              resource_version="42", api_version="kueue.x-k8s.io/v1beta1")],
+                    [owner("nb", kind="Notebook")])
     got = {(d.kind, d.name): d for d in plan(snap)}
-    assert set(got) == {("RayCluster", "ray"), ("Workload", "job")}
-    ray, job = got[("RayCluster", "ray")], got[("Workload", "job")]
-    assert (ray.uid, ray.resource_version, ray.api_version) == ("o-ray", "7", None)
+    assert set(got) == {("Notebook", "nb"), ("Workload", "job")}
+    nb, job = got[("Notebook", "nb")], got[("Workload", "job")]
+    assert (nb.uid, nb.resource_version, nb.api_version) == ("o-nb", "7", None)
     # A Workload target carries what the snapshot read: its uid, resourceVersion and negotiated API version.
     assert (job.uid, job.resource_version, job.api_version) == ("u-job", "42", "kueue.x-k8s.io/v1beta1")
     assert all(d.outcome == "planned" for d in got.values())
+
+
+def test_a_raycluster_is_stopped_through_its_workload_unless_elastic_and_asked_for_compute() -> None:
+    """Kueue owns an admitted RayCluster's ``spec.suspend`` (it sets a client's suspend back):
+    the stop that frees the quota is the Workload's deactivation, the owner named in the evidence."""
+    rows = [workload("wl-ray", owner_name="ray", resource_version="42")]
+    [d] = plan(snapshot(rows, [owner("ray")]))
+    assert (d.kind, d.name, d.uid, d.resource_version, d.outcome) == ("Workload", "wl-ray", "u-wl-ray", "42", "planned")
+    assert d.evidence["owner"] == "RayCluster ray"
+    # An elastic one asked to free compute shrinks in place: the RayCluster's workers are the target.
+    [d] = plan(snapshot(rows, [owner("ray", elastic=True)]))  # the default goal: compute
+    assert (d.kind, d.name, d.uid) == ("RayCluster", "ray", "o-ray")
+    [d] = plan(snapshot(rows, [owner("ray", elastic=False)]))
+    assert (d.kind, d.name) == ("Workload", "wl-ray")
+    quota = Policy.model_validate({"reclaim": {"free": "quota", "kinds": {"RayCluster": {"free": "quota"}}}})
+    [d] = plan(snapshot(rows, [owner("ray", elastic=True)]), policy=quota)  # elastic, but the goal is the quota
+    assert (d.kind, d.name) == ("Workload", "wl-ray")
+    # The owner's opt-out, stop and absence still decide, though the write goes to the Workload.
+    [d] = plan(snapshot(rows, [owner("ray", reclaim="never")]))
+    assert d.outcome == "skipped" and "opted out on the RayCluster" in d.reason
+    [d] = plan(snapshot(rows, []))
+    assert d.outcome == "skipped" and "owner not in the snapshot" in d.reason
 
 
 def test_a_deployment_is_idle_only_when_every_pod_workload_is() -> None:
@@ -110,7 +133,7 @@ def test_apply_on_a_past_window_writes_nothing_but_a_dry_run_may_look() -> None:
 
 def test_an_object_restored_inside_its_window_is_not_reclaimed_again() -> None:
     [d] = plan(snapshot([workload("ray")], [owner("ray")]), Mode.apply)
-    key = ("RayCluster", "team-a", "ray")
+    key = ("Workload", "team-a", "ray")
     recent = finalize_decisions([d], {}, cap=5, restored={key: (9, NOW - pd.Timedelta(minutes=29))}, now=NOW)
     assert recent[0].outcome == "skipped" and "audit #9" in recent[0].reason
     older = finalize_decisions([d], {}, cap=5, restored={key: (9, NOW - pd.Timedelta(minutes=31))}, now=NOW)

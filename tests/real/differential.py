@@ -1,10 +1,10 @@
 """Run a differential case on a backend and observe what Kueue decided.
 
 Two backends with one interface: ``EmbeddedBackend`` (the emulator's store and Kueue controller on
-a fake clock moved one second per created Workload) and ``RealBackend`` (the real API server and
-Kueue manager; it waits for the next wall-clock second between Workloads, so creation times are as
-distinct as on the emulator, and lets Kueue settle after each write). An observation is the admitted
-Workloads with the GPU flavor each got, and the evicted ones.
+a fake clock moved one second per created job) and ``RealBackend`` (the real API server and Kueue
+manager; it waits for the next wall-clock second between jobs, so creation times are as distinct as
+on the emulator, and lets Kueue settle after each write). An observation is the admitted jobs (their
+Workloads, named by the owning RayCluster) with the GPU flavor each got, and the evicted ones.
 """
 
 from __future__ import annotations
@@ -16,6 +16,7 @@ from typing import Any, Protocol
 from gpuaas.cluster.apiserver import ObjectStore
 from gpuaas.cluster.kueue import KueueController
 from gpuaas.cluster.kueue import testing as t
+from gpuaas.cluster.kueue.testing import PRIORITY_LABEL
 from gpuaas.cluster.real import KubeHTTP
 from tests.real.differential_cases import GPU, NIC, PRIORITIES, Case, Op
 
@@ -38,15 +39,21 @@ def _cond(wl: dict[str, Any], kind: str) -> bool:
                for c in (wl.get("status") or {}).get("conditions") or [])
 
 
+def _job_name(wl: dict[str, Any]) -> str:
+    """The RayCluster a Workload was created for (Kueue names Workloads with a hash of the job's uid)."""
+    owners = wl["metadata"].get("ownerReferences") or [{}]
+    return str(owners[0].get("name") or wl["metadata"]["name"])
+
+
 def observe(workloads: list[dict[str, Any]], prefix: str) -> Observation:
     admitted: dict[str, str] = {}
     evicted: set[str] = set()
     for wl in workloads:
-        name = wl["metadata"]["name"].removeprefix(prefix)
+        name = _job_name(wl).removeprefix(prefix)
         if _cond(wl, "QuotaReserved"):
             flavors = [a.get("flavors", {}).get(GPU, "")
                        for a in ((wl.get("status") or {}).get("admission") or {}).get("podSetAssignments") or []]
-            admitted[name] = ",".join(flavors)
+            admitted[name] = ",".join(f for f in flavors if f)  # the head asks no GPU
         if _cond(wl, "Evicted"):
             evicted.add(name)
     return admitted, frozenset(evicted)
@@ -128,18 +135,18 @@ def _setup(backend: Backend, case: Case, prefix: str, ns: str) -> None:
 def _apply(backend: Backend, op: Op, prefix: str, ns: str) -> None:
     if op.verb == "create":
         a = op.args
-        obj = t.workload(ns, prefix + op.name, a["queue"], a["gpus"], a["count"])
+        obj = t.raycluster(ns, prefix + op.name, a["queue"], [("workers", a["count"], a["gpus"])])
         if a["nics"]:
-            obj["spec"]["podSets"][0]["template"]["spec"]["containers"][0]["resources"]["limits"][NIC] = str(a["nics"])
+            worker = obj["spec"]["workerGroupSpecs"][0]["template"]["spec"]["containers"][0]
+            worker["resources"]["limits"][NIC] = str(a["nics"])
         if a["priority"]:
-            obj["spec"]["priorityClassRef"] = {"group": "kueue.x-k8s.io", "kind": "WorkloadPriorityClass",
-                                               "name": a["priority"]}
-            obj["spec"]["priority"] = PRIORITIES[a["priority"]]
+            obj["metadata"]["labels"][PRIORITY_LABEL] = a["priority"]
         backend.next_second()
         backend.create(obj)
     elif op.verb in ("deactivate", "activate"):
         backend.next_second()
-        backend.patch("Workload", ns, prefix + op.name, {"spec": {"active": op.verb == "activate"}})
+        [workload] = [w for w in backend.workloads(ns) if _job_name(w) == prefix + op.name]
+        backend.patch("Workload", ns, workload["metadata"]["name"], {"spec": {"active": op.verb == "activate"}})
     elif op.verb == "quota":
         name = prefix + op.name
         spec = backend.get("ClusterQueue", None, name)["spec"]

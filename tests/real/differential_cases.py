@@ -1,11 +1,13 @@
 """The differential suite's cases: small Kueue situations run step by step on both backends.
 
 Each case is a set-up (flavors, ClusterQueues, LocalQueues, priority classes) and steps; a step
-creates Workloads or patches objects, then both backends settle and their admitted set (with the
-GPU flavor each got) and evicted set must be equal. Workloads are written directly (a standalone
-Workload is a Kueue job like any other), one per second so that their creation times, Kueue's
-queue order, are distinct. Names are local to a case; the runner prefixes them so that the cases
-share one real cluster without seeing each other.
+creates jobs or patches objects, then both backends settle and their admitted set (with the GPU
+flavor each got) and evicted set must be equal. Each job is a RayCluster (a head asking no GPU, one
+worker group of ``count`` pods): Kueue creates its Workload and suspends or resumes it, so an
+eviction completes as in a cluster (a standalone Workload has no job to suspend and stays
+reserved). Jobs are created one per second so that their creation times, Kueue's queue order, are
+distinct. Names are local to a case; the runner prefixes them so that the cases share one real
+cluster without seeing each other.
 
 ``KNOWN_DIFFERENCES`` lists the cases whose difference is accepted, with the reason; the fidelity
 document (``docs/emulator-fidelity.md``) is generated from this module and checked for drift.
@@ -28,8 +30,8 @@ PRIORITIES = {LOW: 10, HIGH: 100}
 
 @dataclass(frozen=True)
 class Op:
-    """``create`` a Workload (``name``, ``queue``, ``gpus``, ``count``, ``priority``, ``nics``) or
-    ``patch`` an object (``kind``, ``name``, merge ``patch``); ``deactivate``/``activate`` a Workload."""
+    """``create`` a job (``name``, ``queue``, ``gpus`` per pod, ``count`` pods, ``priority``, ``nics``),
+    ``quota`` (a ClusterQueue's nominal quota), ``deactivate``/``activate`` the job's Workload."""
 
     verb: str
     name: str
@@ -169,12 +171,4 @@ CASES: tuple[Case, ...] = (
         step("b's low Workload waits", wl("w2", "b", 4, priority=LOW)))),
 )
 
-_STANDALONE = ("suite artifact, not yet an emulator verdict: real Kueue keeps QuotaReserved on an evicted "
-               "standalone Workload (no job to suspend, so the eviction never completes); to be driven through Jobs")
-_SETTLE = ("open: real Kueue did not admit within the settle window after the change in some runs (timing-"
-           "dependent); not yet called an emulator difference")
-KNOWN_DIFFERENCES: dict[str, str] = {
-    **dict.fromkeys(("fifo-overflow", "preempt-lower", "priority-order", "reclaim-any", "reactivation-order",
-                     "newer-equal", "deactivate-frees"), _STANDALONE),
-    **dict.fromkeys(("best-effort-fifo", "multi-resource", "quota-raise"), _SETTLE),
-}
+KNOWN_DIFFERENCES: dict[str, str] = {}

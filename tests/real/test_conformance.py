@@ -3,8 +3,8 @@
 Scenario (``conftest.CONFORMANCE``): cohort ``c``; team-a 8 GPUs runs Job ``wl`` (2) and RayCluster
 ``ray`` (2); team-b 4 GPUs, borrowing 0, runs ``b-run`` (2) while ``b-big`` (8) and ``b-late`` (4)
 wait. Covers: Kueue creates the Workloads from the jobs; collect reads the backlog Kueue reports;
-reclaim of a Job's Workload (``spec.active``) and of a RayCluster (``spec.suspend``): apply, second
-apply, undo, with Kueue's reaction; a real 409; a quota plan applied and undone through the real
+reclaim of a Job's and of a RayCluster's Workload (``spec.active``): apply, second apply, undo,
+with Kueue's reaction; a client's suspend of an admitted RayCluster set back by Kueue; a real 409; a quota plan applied and undone through the real
 ClusterQueue validation and webhooks, with a pending Workload admitted; a quota lowered below usage;
 a deadline hold and its release; reads through ``v1beta1``.
 """
@@ -46,7 +46,7 @@ def decision(settings: GpuaasSettings, name: str) -> Decision:
     mine = (idle["name"] == name) | (idle["owner_name"] == name)
     idle.loc[mine, "verdict"] = "idle"
     idle.loc[mine, "idle_seconds"] = 1800.0
-    found = [d for d in plan_reclaim(snapshot, idle, settings.policy, Mode.apply) if d.name == name]
+    found = [d for d in plan_reclaim(snapshot, idle, settings.policy, Mode.apply) if name in (d.name, d.stops[1])]
     assert found, f"no decision for {name}"
     return found[0]
 
@@ -114,22 +114,32 @@ def test_reclaim_of_a_jobs_workload_is_an_eviction_and_its_undo_a_readmission(
     wait_until("re-admitted after the undo", lambda: reserved(api, "Job", "wl"))
 
 
-def test_reclaim_of_an_admitted_raycluster_by_suspend_is_undone_by_kueue(
-        settings: GpuaasSettings, store: Store, api: KubeHTTP) -> None:
-    """A finding, held here so it cannot go unnoticed: Kueue v0.17 owns ``spec.suspend`` of a RayCluster
-    it admitted and sets it back to false; the Workload keeps its quota. The emulator releases the
-    quota. Stopping an admitted RayCluster for good needs its Workload deactivated (``spec.active``)."""
+def test_a_clients_suspend_of_an_admitted_raycluster_is_set_back_by_kueue(api: KubeHTTP) -> None:
+    """Kueue owns an admitted RayCluster's ``spec.suspend``: a client's suspend is set back to false
+    and the Workload keeps its quota. Why a reclaim deactivates the Workload instead (next test)."""
     wait_until("ray admitted", lambda: reserved(api, "RayCluster", "ray"))
+    api.merge_patch("RayCluster", "ray", {"spec": {"suspend": True}}, A)
+    wait_until("Kueue sets spec.suspend back to false",
+               lambda: api.get("RayCluster", "ray", A)["spec"]["suspend"] is False)
+    assert reserved(api, "RayCluster", "ray")  # the quota was never released
+
+
+def test_reclaim_of_an_admitted_raycluster_deactivates_its_workload_and_kueue_suspends_it(
+        settings: GpuaasSettings, store: Store, api: KubeHTTP) -> None:
+    wait_until("ray admitted", lambda: reserved(api, "RayCluster", "ray"))
+    workload = workload_of(api, "RayCluster", "ray", A)["metadata"]["name"]
     d = decision(settings, "ray")
-    assert (d.kind, d.name) == ("RayCluster", "ray"), d
+    assert (d.kind, d.name, d.evidence.get("owner")) == ("Workload", workload, "RayCluster ray"), d
     [result] = run(settings, _Now(), store, [d])
     assert result.result == "applied", result.reason
-    wait_until("Kueue sets spec.suspend back to false", lambda: api.get("RayCluster", "ray", A)["spec"]["suspend"]
-               is False)
-    assert reserved(api, "RayCluster", "ray")  # the quota was never released
+    wait_until("Kueue evicts the Workload, releases its quota and suspends the RayCluster",
+               lambda: not reserved(api, "RayCluster", "ray") and api.get("RayCluster", "ray", A)["spec"]["suspend"])
+    [again] = run(settings, _Now(), store, [d])
+    assert again.result != "applied"  # no double action
     [restored] = undo(settings, store, [int(result.audit_id)])
-    assert restored.result in ("restored", "no-op", "skipped"), restored.message
-    assert reserved(api, "RayCluster", "ray")
+    assert restored.result == "restored", restored.message
+    wait_until("re-admitted and resumed after the undo", lambda: reserved(api, "RayCluster", "ray")
+               and api.get("RayCluster", "ray", A)["spec"]["suspend"] is False)
 
 
 def test_a_stale_resource_version_gets_a_real_409(settings: GpuaasSettings, api: KubeHTTP) -> None:

@@ -4,11 +4,13 @@ Each integration answers three questions about a job object, mirroring Kueue's
 ``pkg/controller/jobs/<kind>``:
 
 * which Workloads it needs and with which pod sets (``JobView.workloads``);
-* whether a client has asked it to stop (``JobView.stopped``): RayCluster ``spec.suspend`` on an
-  admitted cluster, Notebook ``kubeflow-resource-stopped``, InferenceService
-  ``serving.kserve.io/stop: "true"``, StatefulSet ``replicas: 0``;
+* whether a client has asked it to stop (``JobView.stopped``): Notebook
+  ``kubeflow-resource-stopped``, InferenceService ``serving.kserve.io/stop: "true"``,
+  StatefulSet ``replicas: 0``;
 * how Kueue gates it before admission: suspend-field jobs (RayCluster) are kept at
   ``spec.suspend: true`` (``suspend_gated``); pod-based jobs simply get no pods until admitted.
+  Kueue owns that field: a client's suspend of an admitted RayCluster is set back to false and
+  the quota stays reserved (the Workload's ``spec.active: false`` is how a client stops it).
 
 Deployments follow Kueue's pod integration, one Workload per replica pod.
 """
@@ -18,6 +20,8 @@ from __future__ import annotations
 import hashlib
 from dataclasses import dataclass
 from typing import Any
+
+from gpuaas.models import ELASTIC_ANNOTATION
 
 from ._model import PodSetInfo
 from ._requests import pod_requests
@@ -37,7 +41,6 @@ __all__ = [
 
 QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
 PRIORITY_LABEL = "kueue.x-k8s.io/priority-class"
-ELASTIC_ANNOTATION = "kueue.x-k8s.io/elastic-job"
 NOTEBOOK_STOP = "kubeflow-resource-stopped"
 ISVC_STOP = "serving.kserve.io/stop"
 JOB_KINDS = ("RayCluster", "Notebook", "InferenceService", "StatefulSet", "Deployment")

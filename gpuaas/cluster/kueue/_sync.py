@@ -167,8 +167,12 @@ def _sync_one(engine: Engine, view: JobView, wl_name: str, podsets: list[PodSetI
         if view.stopped and not view.suspend_gated:
             engine.hold(record, stop_message)
     elif record.state is not WorkloadState.FINISHED:
-        gated_pending = view.suspend_gated and record.state is WorkloadState.PENDING
-        if view.stopped and not gated_pending and record.state in (WorkloadState.PENDING, WorkloadState.RESERVED):
+        if view.suspend_gated:
+            # Kueue owns a suspend-field job's ``spec.suspend``: a client's suspend of an admitted
+            # one is set back (the quota stays reserved); stopping it means deactivating its Workload.
+            if record.state is WorkloadState.RESERVED and view.suspended:
+                view = engine.set_job_suspended(view, False)
+        elif view.stopped and record.state in (WorkloadState.PENDING, WorkloadState.RESERVED):
             engine.hold(record, stop_message)
         elif not view.stopped and record.state is WorkloadState.HELD:
             engine.resume(record, f"{view.kind} {view.namespace}/{view.name} was resumed")

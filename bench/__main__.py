@@ -1,7 +1,9 @@
 """``python -m bench [NAME ...] [--smoke] [--timeout S]``: run benchmarks, then print one summary.
 
 Each benchmark runs in a process of its own (``python -m bench.bench_NAME``), one after the other so
-that they do not share the cores they measure; their output streams through as it comes. A failed
+that they do not share the cores they measure; their output streams through as it comes. A smoke run
+(``--smoke``) runs them in this process instead, on one PostgreSQL and one Prefect server
+(``bench._smoke``): its figures mean nothing, and most of its time was imports and server starts. A failed
 benchmark does not stop the others: the summary at the end names it, with the last line it wrote
 to stderr, and the exit status is 1. The summary is one line per benchmark (status, wall time, its
 headline) followed by every JSON line the benchmarks printed (the cycle's figures, one per size).
@@ -10,7 +12,6 @@ headline) followed by every JSON line the benchmarks printed (the cycle's figure
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import resource
 import signal
@@ -18,31 +19,16 @@ import subprocess
 import sys
 import threading
 import time
-from dataclasses import dataclass, field
+from contextlib import nullcontext
 from pathlib import Path
 from typing import IO
 
-from bench._run import HEADLINE, ROOT
+from bench._run import ROOT, Outcome
+from bench._smoke import run_here, shared_servers
 
 __all__ = ["NAMES", "Outcome", "main", "run_one"]
 
 NAMES = sorted(p.stem.removeprefix("bench_") for p in (ROOT / "bench").glob("bench_*.py"))
-
-
-@dataclass
-class Outcome:
-    name: str
-    returncode: int = 0
-    seconds: float = 0.0
-    cpu_s: float = 0.0
-    """CPU seconds of the benchmark and every process it waited for: on a shared host the steadier figure."""
-    headline: str = ""
-    json_lines: list[str] = field(default_factory=list)
-    last_error: str = ""
-
-    @property
-    def ok(self) -> bool:
-        return self.returncode == 0 and bool(self.headline)
 
 
 def _pump(stream: IO[str], sink: IO[str], lines: list[str]) -> None:
@@ -77,27 +63,12 @@ def run_one(name: str, smoke: bool, timeout_s: float) -> Outcome:
         raise
     for pump in pumps:
         pump.join(timeout=10)
-    outcome = Outcome(name, returncode, time.perf_counter() - began, _children_cpu_s() - began_cpu)
-    heads = [line.removeprefix(HEADLINE) for line in out if line.startswith(HEADLINE)]
-    outcome.headline = heads[-1] if heads else ""
-    outcome.json_lines = [line for line in out if _is_json_object(line)]
-    errors = [line for line in err if line.strip()]
-    outcome.last_error = errors[-1].strip() if errors else ("no headline printed" if returncode == 0 else "")
-    return outcome
+    return Outcome.of(name, returncode, time.perf_counter() - began, _children_cpu_s() - began_cpu, out, err)
 
 
 def _children_cpu_s() -> float:
     used = resource.getrusage(resource.RUSAGE_CHILDREN)
     return used.ru_utime + used.ru_stime
-
-
-def _is_json_object(line: str) -> bool:
-    if not line.startswith("{"):
-        return False
-    try:
-        return isinstance(json.loads(line), dict)
-    except ValueError:
-        return False
 
 
 def summary(outcomes: list[Outcome], smoke: bool) -> str:
@@ -129,9 +100,10 @@ def main(argv: list[str]) -> int:
     timeout = args.timeout or (300.0 if args.smoke else 7200.0)
     outcomes: list[Outcome] = []
     try:
-        for name in names:
-            print(f"== {name}", flush=True)
-            outcomes.append(run_one(name, args.smoke, timeout))
+        with shared_servers() if args.smoke else nullcontext():
+            for name in names:
+                print(f"== {name}", flush=True)
+                outcomes.append(run_here(name, timeout) if args.smoke else run_one(name, args.smoke, timeout))
     except KeyboardInterrupt:
         outcomes.append(Outcome(name, 130, last_error="interrupted"))
         print(summary(outcomes, args.smoke), flush=True)

@@ -11,17 +11,55 @@ line on stderr and exits 1: :func:`run` turns any exception into that line, neve
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 import traceback
 from collections.abc import Callable
+from dataclasses import dataclass, field
 from pathlib import Path
 
-__all__ = ["HEADLINE", "ROOT", "TRACES", "BenchFailed", "headline", "parser", "run"]
+__all__ = ["HEADLINE", "ROOT", "TRACES", "BenchFailed", "Outcome", "headline", "parser", "run"]
 
 HEADLINE = "headline: "
 ROOT = Path(__file__).resolve().parents[1]
 TRACES = ROOT.parent / "shared" / "fixtures" / "traces"
 """The public traces, read in place next to the repository (never copied into it)."""
+
+
+@dataclass
+class Outcome:
+    """One benchmark's run as the summary shows it."""
+
+    name: str
+    returncode: int = 0
+    seconds: float = 0.0
+    cpu_s: float = 0.0
+    """CPU seconds of the benchmark and every process it waited for: on a shared host the steadier figure."""
+    headline: str = ""
+    json_lines: list[str] = field(default_factory=list)
+    last_error: str = ""
+
+    @classmethod
+    def of(cls, name: str, returncode: int, seconds: float, cpu_s: float, out: list[str], err: list[str]) -> Outcome:
+        """The outcome of a benchmark that wrote ``out`` and ``err`` (lines): its headline, JSON lines and last error."""
+        heads = [line.removeprefix(HEADLINE) for line in out if line.startswith(HEADLINE)]
+        errors = [line for line in err if line.strip()]
+        return cls(name, returncode, seconds, cpu_s, heads[-1] if heads else "",
+                   [line for line in out if _is_json_object(line)],
+                   errors[-1].strip() if errors else ("no headline printed" if returncode == 0 else ""))
+
+    @property
+    def ok(self) -> bool:
+        return self.returncode == 0 and bool(self.headline)
+
+
+def _is_json_object(line: str) -> bool:
+    if not line.startswith("{"):
+        return False
+    try:
+        return isinstance(json.loads(line), dict)
+    except ValueError:
+        return False
 
 
 class BenchFailed(Exception):
@@ -42,10 +80,11 @@ def headline(text: str) -> None:
     print(f"{HEADLINE}{text}", flush=True)
 
 
-def run(main: Callable[[list[str]], int | None], name: str) -> int:
-    """``main(argv)``'s exit status; an exception becomes one line on stderr (its innermost place) and 1."""
+def run(main: Callable[[list[str]], int | None], name: str, argv: list[str] | None = None) -> int:
+    """``main(argv)``'s exit status (``argv``: the command line's by default); an exception becomes one line
+    on stderr (its innermost place) and 1. The smoke runner calls it in-process, so nothing here exits."""
     try:
-        return main(sys.argv[1:]) or 0
+        return main(sys.argv[1:] if argv is None else argv) or 0
     except KeyboardInterrupt:
         print(f"{name}: interrupted", file=sys.stderr)
         return 130

@@ -3,9 +3,9 @@
 
 Each stage is the real Prefect flow (Prefect's test harness), in this process, in order: collect,
 then on its snapshot (``snapshot_id``: the fleet is read once a cycle) reclaim (dry-run), deadline
-plan (dry-run, no nudges) and rebalance plan (dry-run), and the cost report (one day, no HTML). The API and Prometheus are reached through the test suite's relay (``tests/faults/proxy.py``,
-no faults armed) so that every request and every byte is counted; the bare transfer replays the
-very same requests through the same relay with no processing, stage by stage, the API's and
+plan (dry-run, no nudges) and rebalance plan (dry-run), and the cost report (one day, no HTML). The API
+and Prometheus are reached through the fault proxy (``gpuaas.cluster.fault_proxy``, no faults armed) so
+that every request and every byte is counted; the bare transfer replays the very same requests through the same relay with no processing, stage by stage, the API's and
 Prometheus' at the same time (a collect reads them at once) and as many at a time as the readers send
 them (PromQL two at a time, the collect's lists three), so that ``overhead_ratio`` =
 ``cycle_s / transfer_s`` compares like with like. The totals are counted before the replay. The fleet is RayClusters (their pods hold GPUs, so
@@ -42,15 +42,15 @@ from typing import Any
 
 import httpx
 
-import tests.faults.proxy as relay
+import gpuaas.cluster.fault_proxy as relay
 from bench._run import headline, parser, run
 from bench._servers import smoke_prefect_api
 from bench.bench_cluster import fleet
 from gpuaas.cluster.clock import ManualClock
+from gpuaas.cluster.fault_proxy import FaultProxy, Hit, fault_proxy
 from gpuaas.cluster.runner import EmbeddedCluster
 from gpuaas.sources._concurrent import PROMQL_AT_ONCE
 from gpuaas.sources.kube import LISTS_AT_ONCE
-from tests.faults.proxy import FaultProxy, Hit, fault_proxy
 
 SIZES = {"smoke": (10, 2, 100), "tenth": (200, 20, 5000), "full": (2000, 200, 50000)}  # nodes (8 GPUs), CQs, workloads
 HISTORY = {"smoke": timedelta(hours=2)}  # the smoke check's fleet: enough for the 30-minute idle window

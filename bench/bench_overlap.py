@@ -18,11 +18,11 @@ import tempfile
 from contextlib import nullcontext
 from pathlib import Path
 
+from bench._overlap import overlapping_runs
 from bench._run import BenchFailed, headline, parser, run
 from bench._servers import prefect_server_on_postgres, smoke_prefect_api
 from gpuaas.cluster.services import fresh_schema_url, postgres_server
-from tests.actions.reclaim_scenario import reclaim_cluster, write_policy
-from tests.faults.overlap import overlapping_runs
+from gpuaas.cluster.testbed import reclaim_cluster, write_policy
 
 
 def main(argv: list[str]) -> int:

@@ -28,7 +28,8 @@ from contextlib import ExitStack, nullcontext
 from pathlib import Path
 
 from bench._run import ROOT, BenchFailed, headline, parser, run
-from bench._servers import prefect_server_process, smoke_prefect_api
+from bench._servers import smoke_prefect_api
+from gpuaas.cluster.services import prefect_server
 
 HOLDER = """
 import os, signal, sys
@@ -81,7 +82,7 @@ def main(argv: list[str]) -> int:
            "PREFECT_SERVER_SERVICES_REPOSSESSOR_LOOP_SECONDS": f"{args.loop:g}", "GPUAAS_DATA_DIR": str(tmp / "data"),
            "PYTHONPATH": str(ROOT)}
     given = smoke_prefect_api(args.smoke)
-    with nullcontext(given) if given else prefect_server_process(env, tmp / "server.log") as api:
+    with nullcontext(given) if given else prefect_server(env, tmp / "server.log") as api:
         env["PREFECT_API_URL"] = api
         os.environ.update({k: env[k] for k in ("PREFECT_API_URL", "PREFECT_HOME", "GPUAAS_DATA_DIR")})
         from gpuaas.settings import load_settings

@@ -79,7 +79,7 @@ def prometheus_factory(
 @pytest.fixture(scope="module")
 def reclaim_fleet(tmp_path_factory: pytest.TempPathFactory) -> Iterator[EmbeddedCluster]:
     """The reclaim scenario (``tests/actions/reclaim_scenario.py``), one cluster per test module."""
-    from tests.actions.reclaim_scenario import reclaim_cluster
+    from gpuaas.cluster.testbed import reclaim_cluster
 
     with reclaim_cluster(tmp_path_factory.mktemp("reclaim")) as running:
         yield running

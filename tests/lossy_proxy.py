@@ -10,16 +10,11 @@ about the client is mocked: the official ``kubernetes`` client talks to this rel
 
 from __future__ import annotations
 
-import http.client
-from collections.abc import Iterator
-from contextlib import contextmanager
 from http.server import BaseHTTPRequestHandler
-from typing import Any
 
-from tests._relay import HOP_BY_HOP, LoopbackRelay
+from gpuaas.cluster.relay import LoopbackRelay, RelayHandler
 
 __all__ = ["LossyProxy", "lossy_proxy"]
-
 
 
 class LossyProxy(LoopbackRelay):
@@ -52,56 +47,31 @@ class LossyProxy(LoopbackRelay):
             return "relay"
 
 
-
-
-
 def _handler(proxy: LossyProxy) -> type[BaseHTTPRequestHandler]:
-    class Handler(BaseHTTPRequestHandler):
-        protocol_version = "HTTP/1.1"
-
+    class Handler(RelayHandler):
         def _relay(self) -> None:
             length = int(self.headers.get("Content-Length") or 0)
             body = self.rfile.read(length) if length else b""
             verdict = proxy._verdict(self.command, self.path)
             if verdict == "refuse":
-                self._reset()
+                self.reset()
                 return
-            headers = {k: v for k, v in self.headers.items() if k.lower() not in HOP_BY_HOP}
-            upstream = http.client.HTTPConnection(*proxy.upstream, timeout=10)
-            try:
-                upstream.request(self.command, self.path, body=body or None, headers=headers)
-                response = upstream.getresponse()
-                data = response.read()
-            finally:
-                upstream.close()
+            status, headers, data = self.forward(proxy.upstream, body, 10)
             if verdict == "drop":  # the server has applied the request; its answer never arrives
-                self._reset()
+                self.reset()
                 return
-            self.send_response(response.status)
-            for key, value in response.getheaders():
-                if key.lower() not in HOP_BY_HOP and key.lower() != "content-length":
-                    self.send_header(key, value)
+            self.send_response(status)
+            for key, value in headers.items():
+                self.send_header(key, value)
             self.send_header("Content-Length", str(len(data)))
             self.end_headers()
             self.wfile.write(data)
 
-        def _reset(self) -> None:
-            self.server.resets.add(self.connection.fileno())  # type: ignore[attr-defined]
-            self.close_connection = True
-
         do_GET = do_POST = do_PUT = do_PATCH = do_DELETE = _relay
-
-        def log_message(self, format: str, *args: Any) -> None:  # noqa: A002
-            return
 
     return Handler
 
 
-@contextmanager
-def lossy_proxy(upstream: str) -> Iterator[LossyProxy]:
-    proxy = LossyProxy(upstream)
-    proxy.start()
-    try:
-        yield proxy
-    finally:
-        proxy.stop()
+def lossy_proxy(upstream: str) -> LossyProxy:
+    """A lossy proxy to ``upstream``, started and stopped by ``with``."""
+    return LossyProxy(upstream)

@@ -10,15 +10,14 @@ HAND_CHECKED (2 nodes x 4 H100 at $3/GPU-hour, cohort ``c``, team-a and team-b w
 
 from __future__ import annotations
 
-from datetime import UTC, datetime, timedelta
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from gpuaas.cluster.clock import ManualClock
+from gpuaas.cluster import testbed
 from gpuaas.cluster.runner import EmbeddedCluster
-from gpuaas.cluster.scenario import parse_scenario
 
 __all__ = ["HAND_CHECKED", "HISTORY", "embedded", "point_at"]
 
@@ -41,12 +40,9 @@ HAND_CHECKED: dict[str, Any] = {
 HISTORY = timedelta(hours=2)
 
 
-def embedded(data_dir: Path, scenario: dict[str, Any] = HAND_CHECKED, *, seed: int = 11,
-             history: timedelta = HISTORY, **options: Any) -> EmbeddedCluster:
-    """An embedded cluster on a ManualClock whose history ends at the current minute (``options``: more of its arguments)."""
-    start = datetime.now(UTC).replace(second=0, microsecond=0) - history
-    return EmbeddedCluster(parse_scenario(scenario), data_dir, seed=seed, history=history, clock=ManualClock(start),
-                           **options)
+def embedded(data_dir: Path, scenario: dict[str, Any] = HAND_CHECKED, **options: Any) -> EmbeddedCluster:
+    """``gpuaas.cluster.testbed.embedded`` with the hand-checked scenario unless given another."""
+    return testbed.embedded(data_dir, scenario, **options)
 
 
 def point_at(cluster: EmbeddedCluster, monkeypatch: pytest.MonkeyPatch, **settings: str | Path) -> EmbeddedCluster:

@@ -26,11 +26,11 @@ from gpuaas.cli._common import EXIT_DEGRADED
 from gpuaas.cli.app import app
 from gpuaas.cluster.runner import EmbeddedCluster
 from gpuaas.cluster.services import fresh_schema_url
+from gpuaas.cluster.testbed import write_policy
 from gpuaas.errors import SourceUnavailable, redact_endpoint, scrub_secrets
 from gpuaas.models import Snapshot
 from gpuaas.settings import load_settings
 from gpuaas.store import open_store
-from tests.actions.reclaim_scenario import write_policy
 from tests.scenarios import point_at
 
 pytestmark = [pytest.mark.integration, pytest.mark.flow]

@@ -1,4 +1,4 @@
-"""Real services on loopback for the tests and the benchmarks: PostgreSQL and the Prometheus Pushgateway.
+"""Real services on loopback for the tests and the benchmarks: PostgreSQL, the Pushgateway, a Prefect server.
 
 They are real servers, never stand-ins: the store must see PostgreSQL's own behaviour
 (transactional DDL, triggers, types), and the collect flow pushes to the real Pushgateway.
@@ -13,7 +13,9 @@ import glob
 import os
 import pwd
 import shutil
+import signal
 import subprocess
+import sys
 import tempfile
 import time
 from collections.abc import Iterator
@@ -25,7 +27,10 @@ import httpx
 from gpuaas.cluster.prometheus import free_port, require_binary
 from gpuaas.errors import GpuaasError
 
-__all__ = ["as_postgres_user", "fresh_schema_url", "pg_bin", "postgres_server", "pushgateway_server"]
+__all__ = [
+    "as_postgres_user", "fresh_schema_url", "pg_bin", "postgres_server", "prefect_server", "pushgateway_server",
+    "server_process", "stop_session",
+]
 
 
 def pg_bin(name: str) -> str:
@@ -103,28 +108,63 @@ def fresh_schema_url(base_url: str, name: str) -> str:
 
 
 @contextmanager
+def server_process(cmd: list[str], ready_url: str, log: Path, what: str, *, timeout_s: float = 30.0,
+                   env: dict[str, str] | None = None) -> Iterator[subprocess.Popen[bytes]]:
+    """``cmd`` in a session of its own, output to ``log``, until ``ready_url`` answers 200; stopped on exit.
+
+    Every server the tests and benchmarks start as a subprocess (the Pushgateway, ``prefect server
+    start``) is waited for and stopped here, once: its own session so that stopping it stops the
+    workers it forked (:func:`stop_session`). A server that exits or is not ready within ``timeout_s``
+    is a ``GpuaasError`` naming ``what`` and its log.
+    """
+    with log.open("wb") as sink:
+        proc = subprocess.Popen(cmd, env=env, stdout=sink, stderr=subprocess.STDOUT, start_new_session=True)
+        try:
+            deadline = time.monotonic() + timeout_s
+            while True:
+                try:
+                    if httpx.get(ready_url, timeout=2).status_code == 200:
+                        break
+                except httpx.HTTPError:
+                    pass
+                if proc.poll() is not None or time.monotonic() > deadline:
+                    raise GpuaasError(f"{what} did not start within {timeout_s:g} s; see {log}")
+                time.sleep(0.1)
+            yield proc
+        finally:
+            stop_session(proc)
+
+
+def stop_session(proc: subprocess.Popen[bytes]) -> None:
+    """Stop a process started with ``start_new_session=True`` and all it forked: SIGTERM, then SIGKILL after 30 s."""
+    if proc.poll() is None:
+        os.killpg(proc.pid, signal.SIGTERM)
+    try:
+        proc.wait(30)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait(10)
+
+
+@contextmanager
 def pushgateway_server(base: Path) -> Iterator[str]:
     """Debian's prometheus-pushgateway on a free loopback port; yields its URL."""
-    binary = require_binary("prometheus-pushgateway")
-    port = free_port()
-    log = (base / "pushgateway.log").open("wb")
-    proc = subprocess.Popen(
-        [binary, f"--web.listen-address=127.0.0.1:{port}"], stdout=log, stderr=subprocess.STDOUT
-    )
-    url = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.monotonic() + 30
-        while True:
-            try:
-                if httpx.get(f"{url}/-/ready", timeout=1).status_code == 200:
-                    break
-            except httpx.HTTPError:
-                pass
-            if proc.poll() is not None or time.monotonic() > deadline:
-                raise GpuaasError(f"pushgateway did not start; see {base / 'pushgateway.log'}")
-            time.sleep(0.1)
+    url = f"http://127.0.0.1:{free_port()}"
+    cmd = [require_binary("prometheus-pushgateway"), f"--web.listen-address={url.removeprefix('http://')}"]
+    with server_process(cmd, f"{url}/-/ready", base / "pushgateway.log", "pushgateway"):
         yield url
-    finally:
-        proc.terminate()
-        proc.wait(timeout=10)
-        log.close()
+
+
+@contextmanager
+def prefect_server(env: dict[str, str], log: Path, timeout_s: float = 180.0) -> Iterator[str]:
+    """``prefect server start`` (with its background services) on a free loopback port; yields its API URL.
+
+    A subprocess, so the library still never imports Prefect; ``env`` carries its settings (its
+    ``PREFECT_HOME``, its database) and gets ``PREFECT_API_URL`` pointed at it.
+    """
+    port = free_port()
+    api = f"http://127.0.0.1:{port}/api"
+    cmd = [sys.executable, "-m", "prefect", "server", "start", "--host", "127.0.0.1", "--port", str(port)]
+    with server_process(cmd, f"{api}/health", log, "prefect server", timeout_s=timeout_s,
+                        env={**env, "PREFECT_API_URL": api}):
+        yield api

@@ -11,9 +11,9 @@ from pathlib import Path
 import pytest
 
 from gpuaas.cluster.runner import EmbeddedCluster
+from gpuaas.cluster.testbed import write_policy
 from gpuaas.settings import GpuaasSettings, load_settings
 from gpuaas.store import Store, open_store
-from tests.actions.reclaim_scenario import write_policy
 from tests.scenarios import point_at
 
 

@@ -1,33 +1,11 @@
-"""The reclaim test fleet: one idle workload of every kind, plus the ones that must never be reclaimed.
+"""What the tests expect of the reclaim fleet (``gpuaas.cluster.testbed``), and the helpers they share.
 
-24 GPUs at $3/GPU-hour, 90 minutes of history, ManualClock; default policy (window 30 m,
-threshold 0.05, grace 30 m) except tenant ``team-g``, whose grace is 2 h.
-
-=============  ================  ====  =====================================================
-name           kind              GPUs  expected verdict
-=============  ================  ====  =====================================================
-ray            RayCluster        2     idle -> suspend, quota released
-eray           RayCluster        1     idle, elastic -> workers to 0, reservation kept
-isvc           InferenceService  1     idle (0 req/s) -> serving.kserve.io/stop
-nb             Notebook          1     idle -> kubeflow-resource-stopped
-dep            Deployment        2     idle (2 pods, 2 Workloads) -> replicas 0
-sts            StatefulSet       1     idle -> replicas 0
-wl             Workload          1     no pods, no telemetry: unknown (stopped only by hand)
-chat           InferenceService  1     GPU at 0 but serving 5 req/s: busy
-dark           StatefulSet       1     telemetry dropped: unknown
-optout         Notebook          1     gpuaas.io/reclaim: "never": excluded
-young          Notebook (team-g) 1     inside the 2 h grace period: excluded
-*-b            copies of ray, isvc, nb, dep (1 pod), sts, for the race and crash tests
-=============  ================  ====  =====================================================
+The fleet itself (its table of expected verdicts, its policy file) is shared with the benchmarks.
 """
 
 from __future__ import annotations
 
-from datetime import timedelta
-from pathlib import Path
 from typing import Any
-
-import yaml
 
 from gpuaas.actions import KubeWriter, already_decided, execute_decisions, undo_entries
 from gpuaas.cluster.runner import EmbeddedCluster
@@ -37,61 +15,11 @@ from gpuaas.policy import Mode
 from gpuaas.settings import GpuaasSettings
 from gpuaas.snapshot import collect_snapshot
 from gpuaas.store import Store
-from tests.scenarios import embedded
 
-HISTORY = timedelta(minutes=90)
-IDLE = {"profile": "constant", "value": 0.0}
-NO_TRAFFIC = {"model_name": "m", "requests_per_second": {"profile": "constant", "value": 0}}
-SCENARIO = {
-    "name": "reclaim",
-    "flavors": [{"name": "h100"}],
-    "pools": [{"name": "h100", "count": 3, "gpus_per_node": 8, "flavor": "h100", "gpu_hourly_price": 3.0}],
-    "tenants": [
-        {"name": "team-a", "cohort": "c", "quotas": [{"flavor": "h100", "gpus": 20}]},
-        {"name": "team-g", "cohort": "c", "quotas": [{"flavor": "h100", "gpus": 2}]},
-    ],
-    "workloads": [
-        {"name": "ray", "kind": "RayCluster", "tenant": "team-a", "gpus_per_pod": 2, "utilisation": IDLE},
-        {"name": "eray", "kind": "RayCluster", "tenant": "team-a", "utilisation": IDLE,
-         "annotations": {"kueue.x-k8s.io/elastic-job": "true"}},
-        {"name": "isvc", "kind": "InferenceService", "tenant": "team-a", "utilisation": IDLE, "serving": NO_TRAFFIC},
-        {"name": "nb", "kind": "Notebook", "tenant": "team-a", "utilisation": IDLE},
-        {"name": "dep", "kind": "Deployment", "tenant": "team-a", "pods": 2, "utilisation": IDLE},
-        {"name": "sts", "kind": "StatefulSet", "tenant": "team-a", "utilisation": IDLE},
-        {"name": "wl", "kind": "Workload", "tenant": "team-a"},
-        {"name": "chat", "kind": "InferenceService", "tenant": "team-a", "utilisation": IDLE,
-         "serving": {"model_name": "m", "requests_per_second": {"profile": "constant", "value": 5}}},
-        {"name": "dark", "kind": "StatefulSet", "tenant": "team-a", "utilisation": IDLE, "drop_telemetry": True},
-        {"name": "optout", "kind": "Notebook", "tenant": "team-a", "utilisation": IDLE,
-         "annotations": {"gpuaas.io/reclaim": "never"}},
-        {"name": "young", "kind": "Notebook", "tenant": "team-g", "utilisation": IDLE},
-        # Second copies for the tests of races and crashes (a restored workload restarts inside its grace period).
-        {"name": "ray-b", "kind": "RayCluster", "tenant": "team-a", "utilisation": IDLE},
-        {"name": "isvc-b", "kind": "InferenceService", "tenant": "team-a", "utilisation": IDLE, "serving": NO_TRAFFIC},
-        {"name": "nb-b", "kind": "Notebook", "tenant": "team-a", "utilisation": IDLE},
-        {"name": "dep-b", "kind": "Deployment", "tenant": "team-a", "utilisation": IDLE},
-        {"name": "sts-b", "kind": "StatefulSet", "tenant": "team-a", "utilisation": IDLE},
-    ],
-}
 IDLE_TARGETS = {("RayCluster", "ray"), ("RayCluster", "eray"), ("InferenceService", "isvc"), ("Notebook", "nb"),
                 ("Deployment", "dep"), ("StatefulSet", "sts"), ("RayCluster", "ray-b"), ("InferenceService", "isvc-b"),
                 ("Notebook", "nb-b"), ("Deployment", "dep-b"), ("StatefulSet", "sts-b")}
 NEVER = {"chat", "dark", "optout", "young", "wl"}
-
-
-def write_policy(path: Path, **reclaim: object) -> Path:
-    policy = {"reclaim": reclaim, "tenants": [
-        {"name": "team-a", "namespaces": ["team-a"]},
-        {"name": "team-g", "namespaces": ["team-g"], "reclaim": {"grace_minutes": 120}},
-    ]}
-    path.write_text(yaml.safe_dump(policy))
-    return path
-
-
-def reclaim_cluster(data_dir: Path) -> EmbeddedCluster:
-    return embedded(data_dir, SCENARIO, seed=5, history=HISTORY)
-
-
 WRITE_VERBS = ("PATCH", "PUT", "POST", "DELETE")
 
 

@@ -10,7 +10,8 @@ from typer.testing import CliRunner
 
 from gpuaas.cli.app import app
 from gpuaas.cluster.runner import EmbeddedCluster
-from tests.actions.reclaim_scenario import IDLE_TARGETS, target_of, write_policy, writes
+from gpuaas.cluster.testbed import write_policy
+from tests.actions.reclaim_scenario import IDLE_TARGETS, target_of, writes
 from tests.scenarios import point_at
 
 pytestmark = [pytest.mark.integration, pytest.mark.flow]

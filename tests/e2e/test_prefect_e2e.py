@@ -18,8 +18,6 @@ import json
 import os
 import re
 import shutil
-import signal
-import socket
 import subprocess
 import sys
 import time
@@ -27,12 +25,12 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import httpx
 import pytest
 import yaml
 
 from flows._outcome import run_name
 from gpuaas.cluster.runner import EmbeddedCluster
+from gpuaas.cluster.services import prefect_server, stop_session
 from reports.cost_report import NO_SERVICES
 from tests.scenarios import embedded
 
@@ -56,22 +54,6 @@ def cycle(prefect_yaml: Path) -> list[str]:
     unscheduled = [d["name"] for d in deployments if not (d.get("schedules") or d.get("schedule"))
                    and d["name"] not in NOT_IN_THE_CYCLE]
     return [n for n in SCHEDULED_CYCLE if n in names] + unscheduled
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-def _stop(proc: subprocess.Popen[bytes]) -> None:
-    if proc.poll() is None:
-        os.killpg(proc.pid, signal.SIGTERM)
-        try:
-            proc.wait(30)
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait(10)
 
 
 @pytest.fixture()
@@ -176,30 +158,12 @@ def _table_fits(driver: Any) -> tuple[int, int]:
 
 @pytest.fixture()
 def prefect_env(tmp_path: Path) -> Iterator[dict[str, str]]:
-    port = _free_port()
-    api = f"http://127.0.0.1:{port}/api"
-    env = {**os.environ, "PREFECT_HOME": str(tmp_path / "prefect"), "PREFECT_API_URL": api,
-           "PREFECT_UI_API_URL": api, "PREFECT_SERVER_ANALYTICS_ENABLED": "false", "DO_NOT_TRACK": "1",
-           "PREFECT_SERVER_SERVICES_SCHEDULER_ENABLED": "false", "PYTHONPATH": str(ROOT)}
+    env = {**os.environ, "PREFECT_HOME": str(tmp_path / "prefect"), "PREFECT_SERVER_ANALYTICS_ENABLED": "false",
+           "DO_NOT_TRACK": "1", "PREFECT_SERVER_SERVICES_SCHEDULER_ENABLED": "false", "PYTHONPATH": str(ROOT)}
     env.pop("GPUAAS_PROJECT_DIR", None)
-    log = (tmp_path / "server.log").open("wb")
-    server = subprocess.Popen([str(BIN / "prefect"), "server", "start", "--host", "127.0.0.1", "--port", str(port)],
-                              env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
-    try:
-        deadline = time.monotonic() + 120
-        while True:
-            assert server.poll() is None, (tmp_path / "server.log").read_text()[-3000:]
-            try:
-                if httpx.get(f"{api}/health", timeout=2).status_code == 200:
-                    break
-            except httpx.HTTPError:
-                pass
-            assert time.monotonic() < deadline, "prefect server not healthy within 120 s"
-            time.sleep(0.5)
-        yield env
-    finally:
-        _stop(server)
-        log.close()
+    env.pop("PREFECT_UI_API_URL", None)  # the UI follows the server's PREFECT_API_URL
+    with prefect_server(env, tmp_path / "server.log", timeout_s=120) as api:
+        yield {**env, "PREFECT_API_URL": api, "PREFECT_UI_API_URL": api}
 
 
 @pytest.fixture()
@@ -274,7 +238,7 @@ def test_the_cycle_runs_through_a_worker_and_completes(prefect_env: dict[str, st
                         assert published[name] is not None, f"{name}: no {ARTIFACT_KEYS[name]!r} artifact"
                     runs[name] = client.read_flow_run(run.id)
     finally:
-        _stop(worker)
+        stop_session(worker)
         log.close()
 
     ui = prefect_env["PREFECT_API_URL"].removesuffix("/api")

@@ -11,9 +11,9 @@ from pathlib import Path
 
 import pytest
 
+from gpuaas.cluster.fault_proxy import FaultProxy, fault_proxy
 from gpuaas.cluster.runner import EmbeddedCluster
-from tests.actions.reclaim_scenario import write_policy
-from tests.faults.proxy import FaultProxy, fault_proxy
+from gpuaas.cluster.testbed import write_policy
 
 TARGETS = ("kube", "prometheus", "opencost", "pushgateway")
 
@@ -21,7 +21,7 @@ TARGETS = ("kube", "prometheus", "opencost", "pushgateway")
 @pytest.fixture(scope="package")
 def dry_fleet(tmp_path_factory: pytest.TempPathFactory) -> Iterator[EmbeddedCluster]:
     """One reclaim fleet for every module that never writes to it."""
-    from tests.actions.reclaim_scenario import reclaim_cluster
+    from gpuaas.cluster.testbed import reclaim_cluster
 
     with reclaim_cluster(tmp_path_factory.mktemp("dry-fleet")) as running:
         yield running

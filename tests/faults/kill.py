@@ -3,7 +3,7 @@
 The fault proxy holds the first request that matches (a PATCH of one object, the Pushgateway's
 push): either before it reaches the server (``forward=False``: killed before that write) or
 after the server applied it (``forward=True``: killed with the answer in flight). The flow runs
-in its own process (``tests.faults.flow_process``), so the kill is a real SIGKILL of a real
+in its own process (``bench._flow_process``), so the kill is a real SIGKILL of a real
 process, and the pytest process runs the next run.
 """
 
@@ -16,9 +16,9 @@ import subprocess
 import sys
 from pathlib import Path
 
+from gpuaas.cluster.fault_proxy import FaultProxy, Hit
 from gpuaas.cluster.runner import EmbeddedCluster
 from gpuaas.models import ELASTIC_ANNOTATION
-from tests.faults.proxy import FaultProxy, Hit
 
 __all__ = ["ROOT", "flow_process", "killed_at", "stopped", "written_name"]
 
@@ -33,7 +33,7 @@ def _spawn() -> subprocess.Popen[bytes]:
 
     env = {**os.environ, "PREFECT_API_URL": str(PREFECT_API_URL.value()), "PYTHONPATH": str(ROOT),
            "PREFECT_LOGGING_LEVEL": "WARNING"}
-    return subprocess.Popen([sys.executable, "-m", "tests.faults.flow_process", "--warm"], cwd=ROOT, env=env,
+    return subprocess.Popen([sys.executable, "-m", "bench._flow_process", "--warm"], cwd=ROOT, env=env,
                             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
 
 

@@ -14,11 +14,11 @@ from typing import Any
 
 import pytest
 
+from gpuaas.cluster.fault_proxy import FaultProxy
 from gpuaas.cluster.runner import EmbeddedCluster
 from gpuaas.settings import load_settings
 from gpuaas.store import Store
 from tests.faults.kill import killed_at, stopped
-from tests.faults.proxy import FaultProxy
 
 pytestmark = [pytest.mark.integration, pytest.mark.flow]
 
@@ -39,7 +39,7 @@ def _rows(name: str) -> list[Any]:
 @pytest.fixture()
 def one_at_a_time(reclaim_fleet: EmbeddedCluster, through_proxies: dict[str, FaultProxy], tmp_path: Path,
                   monkeypatch: pytest.MonkeyPatch, prefect_harness: None) -> dict[str, FaultProxy]:
-    from tests.actions.reclaim_scenario import write_policy
+    from gpuaas.cluster.testbed import write_policy
 
     monkeypatch.setenv("GPUAAS_POLICY_FILE", str(write_policy(tmp_path / "policy.yaml", max_actions_per_run=1)))
     monkeypatch.delenv("GPUAAS_PUSHGATEWAY_URL")

@@ -29,12 +29,12 @@ import yaml
 
 from gpuaas.actions import KubeWriter
 from gpuaas.actions._quota_patches import gpu_nominal
+from gpuaas.cluster.fault_proxy import FaultProxy, fault_proxy
 from gpuaas.cluster.runner import EmbeddedCluster
 from gpuaas.settings import load_settings
 from gpuaas.store import AuditEntry, open_store
 from tests.actions.rebalance_scenario import NOMINAL, QUEUES, rebalance_cluster
 from tests.faults.kill import killed_at
-from tests.faults.proxy import FaultProxy, fault_proxy
 from tests.scenarios import point_at
 
 pytestmark = [pytest.mark.integration, pytest.mark.flow]

@@ -13,9 +13,9 @@ from typing import Any
 
 import pytest
 
+from gpuaas.cluster.fault_proxy import FaultProxy
 from gpuaas.cluster.runner import EmbeddedCluster
 from tests.actions.reclaim_scenario import IDLE_TARGETS, target_of, writes
-from tests.faults.proxy import FaultProxy
 
 pytestmark = [pytest.mark.integration, pytest.mark.flow]
 

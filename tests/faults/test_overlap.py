@@ -15,13 +15,14 @@ from pathlib import Path
 
 import pytest
 
+from bench._overlap import overlapping_runs
 from gpuaas.cluster.runner import EmbeddedCluster
 from gpuaas.cluster.services import fresh_schema_url
+from gpuaas.cluster.testbed import write_policy
 from gpuaas.policy import Mode
 from gpuaas.settings import load_settings
 from gpuaas.store import open_store
-from tests.actions.reclaim_scenario import decide, run, write_policy, writes
-from tests.faults.overlap import overlapping_runs
+from tests.actions.reclaim_scenario import decide, run, writes
 from tests.scenarios import point_at
 
 pytestmark = [pytest.mark.integration, pytest.mark.flow]

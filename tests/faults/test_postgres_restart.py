@@ -28,13 +28,14 @@ from typing import Any
 import pytest
 from sqlalchemy import create_engine, text
 
+from gpuaas.cluster.fault_proxy import FaultProxy, fault_proxy
 from gpuaas.cluster.runner import EmbeddedCluster
 from gpuaas.cluster.services import as_postgres_user, fresh_schema_url, pg_bin, postgres_server
+from gpuaas.cluster.testbed import reclaim_cluster, write_policy
 from gpuaas.settings import load_settings
 from gpuaas.store import AuditEntry, Store
-from tests.actions.reclaim_scenario import IDLE_TARGETS, reclaim_cluster, target_of, write_policy
+from tests.actions.reclaim_scenario import IDLE_TARGETS, target_of
 from tests.faults.kill import flow_process, stopped, written_name
-from tests.faults.proxy import FaultProxy, fault_proxy
 
 pytestmark = [pytest.mark.integration, pytest.mark.flow]
 

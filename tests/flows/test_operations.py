@@ -29,10 +29,11 @@ from typing import Any
 import pytest
 
 from gpuaas.cluster.runner import EmbeddedCluster
+from gpuaas.cluster.testbed import write_policy
 from gpuaas.settings import load_settings
 from gpuaas.store import open_store
 from tasks.writes import CONCURRENCY_LIMIT, LOCK
-from tests.actions.reclaim_scenario import write_policy, writes
+from tests.actions.reclaim_scenario import writes
 from tests.flows.conftest import Received
 from tests.scenarios import point_at
 

@@ -16,7 +16,7 @@ import pytest
 
 from gpuaas.cluster.apiserver import RBACRules
 from gpuaas.cluster.runner import EmbeddedCluster
-from tests.actions.reclaim_scenario import write_policy
+from gpuaas.cluster.testbed import write_policy
 from tests.scenarios import point_at
 
 pytestmark = [pytest.mark.integration, pytest.mark.flow]

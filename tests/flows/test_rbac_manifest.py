@@ -19,10 +19,11 @@ import pytest
 
 from gpuaas.cluster.apiserver import RBACRules
 from gpuaas.cluster.runner import EmbeddedCluster
+from gpuaas.cluster.testbed import write_policy
 from gpuaas.errors import ConfigError
 from gpuaas.settings import load_settings
 from gpuaas.snapshot import collect_snapshot
-from tests.actions.reclaim_scenario import IDLE_TARGETS, write_policy, writes
+from tests.actions.reclaim_scenario import IDLE_TARGETS, writes
 from tests.scenarios import point_at
 
 pytestmark = [pytest.mark.integration, pytest.mark.flow]

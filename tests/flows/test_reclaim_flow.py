@@ -17,9 +17,10 @@ import httpx
 import pytest
 
 from gpuaas.cluster.runner import EmbeddedCluster
+from gpuaas.cluster.testbed import write_policy
 from gpuaas.settings import load_settings
 from gpuaas.store import open_store
-from tests.actions.reclaim_scenario import IDLE_TARGETS, NEVER, target_of, write_policy, writes
+from tests.actions.reclaim_scenario import IDLE_TARGETS, NEVER, target_of, writes
 from tests.scenarios import point_at
 
 pytestmark = [pytest.mark.integration, pytest.mark.flow]

@@ -1,4 +1,4 @@
-"""A loopback HTTP fault proxy of the test suite: real faults on real sockets.
+"""A loopback HTTP fault proxy: real faults on real sockets, for the fault tests and the benchmarks.
 
 It relays every request to one upstream (the embedded API, Prometheus, OpenCost or the
 Pushgateway) except those matched by an armed fault, which it answers itself or damages:
@@ -11,17 +11,14 @@ an HTTP 500, a hang past the client's timeout, a TCP reset (RST, no answer), a s
 
 from __future__ import annotations
 
-import http.client
 import json
 import threading
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler
 from typing import Any
 
-from tests._relay import HOP_BY_HOP, LoopbackRelay
+from gpuaas.cluster.relay import LoopbackRelay, RelayHandler
 
 __all__ = ["FAULTS", "Fault", "FaultProxy", "Hit", "fault_proxy"]
 
@@ -110,9 +107,7 @@ def _prom_partial(data: bytes) -> bytes:
 
 
 def _handler(proxy: FaultProxy) -> type[BaseHTTPRequestHandler]:
-    class Handler(BaseHTTPRequestHandler):
-        protocol_version = "HTTP/1.1"
-
+    class Handler(RelayHandler):
         def _answer(self, status: int, body: bytes, headers: dict[str, str] | None = None,
                     length: int | None = None) -> None:
             self.send_response(status)
@@ -121,10 +116,6 @@ def _handler(proxy: FaultProxy) -> type[BaseHTTPRequestHandler]:
             self.send_header("Content-Length", str(len(body) if length is None else length))
             self.end_headers()
             self.wfile.write(body)
-
-        def _reset(self) -> None:
-            self.server.resets.add(self.connection.fileno())  # type: ignore[attr-defined]
-            self.close_connection = True
 
         def _relay(self) -> None:
             length = int(self.headers.get("Content-Length") or 0)
@@ -136,17 +127,17 @@ def _handler(proxy: FaultProxy) -> type[BaseHTTPRequestHandler]:
                     self._forward(body)
                 proxy.held.set()
                 proxy.release.wait(timeout=30)
-                self._reset()
+                self.reset()
                 return
             if kind == "pause":  # the caller does something (restarts the database) meanwhile
                 proxy.held.set()
                 proxy.release.wait(timeout=30)
             if kind in ("reset", "down"):
-                self._reset()
+                self.reset()
                 return
             if kind == "timeout":
                 time.sleep(fault.hang_s if fault else 0)
-                self._reset()
+                self.reset()
                 return
             if kind == "500":
                 self._answer(500, b'{"kind":"Status","status":"Failure","message":"injected","code":500}')
@@ -180,30 +171,13 @@ def _handler(proxy: FaultProxy) -> type[BaseHTTPRequestHandler]:
 
         def _forward(self, body: bytes) -> tuple[int, dict[str, str], bytes]:
             # Identity encoding from the upstream, so that a damaged body is damaged JSON, not damaged gzip.
-            headers = {k: v for k, v in self.headers.items() if k.lower() not in HOP_BY_HOP | {"accept-encoding"}}
-            upstream = http.client.HTTPConnection(*proxy.upstream, timeout=UPSTREAM_TIMEOUT_S)
-            try:
-                upstream.request(self.command, self.path, body=body or None, headers=headers)
-                response = upstream.getresponse()
-                data = response.read()
-            finally:
-                upstream.close()
-            out = {k: v for k, v in response.getheaders() if k.lower() not in HOP_BY_HOP | {"content-length"}}
-            return response.status, out, data
+            return self.forward(proxy.upstream, body, UPSTREAM_TIMEOUT_S, drop=frozenset({"accept-encoding"}))
 
         do_GET = do_POST = do_PUT = do_PATCH = do_DELETE = _relay
-
-        def log_message(self, format: str, *args: Any) -> None:  # noqa: A002
-            return
 
     return Handler
 
 
-@contextmanager
-def fault_proxy(upstream: str) -> Iterator[FaultProxy]:
-    proxy = FaultProxy(upstream)
-    proxy.start()
-    try:
-        yield proxy
-    finally:
-        proxy.stop()
+def fault_proxy(upstream: str) -> FaultProxy:
+    """A fault proxy to ``upstream``, started and stopped by ``with``."""
+    return FaultProxy(upstream)

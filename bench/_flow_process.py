@@ -1,7 +1,8 @@
-"""``python -m tests.faults.flow_process reclaim|dry|collect|rebalance ISO | undo ID...``: one flow run in its own process.
+"""``python -m bench._flow_process reclaim|dry|collect|rebalance ISO | undo ID...``: one flow run in its own process.
 
-The kill tests SIGKILL this process at a chosen step; it prints the flow's result as JSON when it
-is allowed to finish. ``--warm``: import everything first, then read the environment and the
+The kill tests SIGKILL this process at a chosen step, and the overlap benchmark and test start many
+at once (``bench._overlap``): it lives with the benchmarks, which must not import the test suite. It
+prints the flow's result as JSON when it is allowed to finish. ``--warm``: import everything first, then read the environment and the
 command line as one JSON line on stdin (``tests.faults.kill.flow_process`` starts the next one
 while a test runs, so a kill test does not wait for the imports).
 """

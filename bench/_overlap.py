@@ -1,7 +1,8 @@
 """Overlapping on-demand runs: N flow processes started together against one cluster and one store.
 
-Shared by the test (a few runs, the invariants) and ``bench/bench_overlap.py`` (20 runs, the figures),
-which runs them against a Prefect server whose own database is PostgreSQL (``bench._servers``).
+Shared by the test (``tests/faults/test_overlap.py``: a few runs, the invariants) and ``bench/bench_overlap.py``
+(20 runs, against a Prefect server whose own database is PostgreSQL: the figures). It lives with the
+benchmarks because a benchmark must never import the test suite (a fresh checkout runs them alone).
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[1]
 
 __all__ = ["Overlap", "overlapping_runs"]
 
@@ -44,7 +45,7 @@ def overlapping_runs(n: int, at: str, env: dict[str, str], database_url: str) ->
     for i in range(n):
         cmd = [sys.executable, "-c", "import resource, runpy, sys; sys.argv = sys.argv[1:]; "
                "sys.path.insert(0, '.'); "
-               "exec('try:\\n runpy.run_module(\"tests.faults.flow_process\", run_name=\"__main__\")\\n"
+               "exec('try:\\n runpy.run_module(\"bench._flow_process\", run_name=\"__main__\")\\n"
                "finally:\\n print(\"RSS_KB\", resource.getrusage(resource.RUSAGE_SELF).ru_maxrss, "
                "file=sys.stderr)')",
                "flow_process", "collect" if i % 2 == 0 else "dry", at]

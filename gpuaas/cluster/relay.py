@@ -1,24 +1,25 @@
-"""What the test suite's loopback relays share: a threaded HTTP server on 127.0.0.1 that can reset.
+"""What the loopback relays share: a threaded HTTP server on 127.0.0.1 that can reset.
 
-``tests/lossy_proxy.py`` (a lost response) and ``tests/faults/proxy.py`` (the fault matrix) both
+``tests/lossy_proxy.py`` (a lost response) and ``gpuaas/cluster/fault_proxy.py`` (the fault matrix) both
 relay to one upstream and differ only in what their handler does to a request; the socket, the
 thread, the kubeconfig pointing at the relay and the RST on close live here once.
 """
 
 from __future__ import annotations
 
+import http.client
 import socket
 import struct
 import threading
 from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from typing import Any
+from typing import Any, Self
 from urllib.parse import urlsplit
 
 import yaml
 
-__all__ = ["HOP_BY_HOP", "LoopbackRelay", "ResettingServer"]
+__all__ = ["HOP_BY_HOP", "LoopbackRelay", "RelayHandler", "ResettingServer"]
 
 HOP_BY_HOP = {"connection", "keep-alive", "proxy-connection", "transfer-encoding", "te", "trailer", "upgrade"}
 
@@ -39,6 +40,34 @@ class ResettingServer(ThreadingHTTPServer):
             self.close_request(request)
         else:
             super().shutdown_request(request)
+
+
+class RelayHandler(BaseHTTPRequestHandler):
+    """What every relay's handler does alike: HTTP/1.1, no access log, forward upstream, reset."""
+
+    protocol_version = "HTTP/1.1"
+
+    def forward(self, upstream: tuple[str, int], body: bytes, timeout_s: float,
+                drop: frozenset[str] = frozenset()) -> tuple[int, dict[str, str], bytes]:
+        """This request sent to ``upstream`` (less the hop-by-hop headers and ``drop``); its answer read whole."""
+        headers = {k: v for k, v in self.headers.items() if k.lower() not in HOP_BY_HOP | drop}
+        connection = http.client.HTTPConnection(*upstream, timeout=timeout_s)
+        try:
+            connection.request(self.command, self.path, body=body or None, headers=headers)
+            response = connection.getresponse()
+            data = response.read()
+        finally:
+            connection.close()
+        out = {k: v for k, v in response.getheaders() if k.lower() not in HOP_BY_HOP | {"content-length"}}
+        return response.status, out, data
+
+    def reset(self) -> None:
+        """Close this connection with RST (``ResettingServer``): the client sees 'connection reset by peer'."""
+        self.server.resets.add(self.connection.fileno())  # type: ignore[attr-defined]
+        self.close_connection = True
+
+    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002
+        return
 
 
 class LoopbackRelay:
@@ -67,6 +96,13 @@ class LoopbackRelay:
 
     def start(self) -> None:
         self._thread.start()
+
+    def __enter__(self) -> Self:
+        self.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
 
     def stop(self) -> None:
         self._httpd.shutdown()

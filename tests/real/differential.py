@@ -108,8 +108,9 @@ class RealBackend:
 
     def settle(self, namespace: str) -> None:
         """Until Kueue has seen every job and nothing changed for 3 s: each RayCluster has its
-        Workload and each Workload a ``QuotaReserved`` condition (Kueue's scheduler has looked at it);
-        eviction then admission may take two passes. Under load Kueue takes seconds per step."""
+        Workload, each Workload a ``QuotaReserved`` condition (Kueue's scheduler has looked at it) and
+        no eviction is under way (evicted, its job suspended, its quota not yet released); eviction
+        then admission may take two passes. Under load Kueue takes seconds per step."""
         last: Observation | None = None
         stable_since = time.monotonic()
         deadline = time.monotonic() + 60
@@ -118,6 +119,7 @@ class RealBackend:
             now = observe(workloads, "")
             seen = len(workloads) == len(self.api.list("RayCluster", namespace)) and all(
                 any(c.get("type") == "QuotaReserved" for c in (w.get("status") or {}).get("conditions") or [])
+                and not (_cond(w, "Evicted") and _cond(w, "QuotaReserved"))  # an eviction still under way
                 for w in workloads)
             if now != last or not seen:
                 last, stable_since = now, time.monotonic()

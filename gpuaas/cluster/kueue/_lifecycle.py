@@ -223,10 +223,10 @@ class Engine:
 
     def reactivate(self, record: WorkloadRecord) -> None:
         """Pending again, at its creation-time position: Kueue's queue order is the creation timestamp
-        (``GetQueueOrderTimestamp``) unless a PodsReady timeout or an admission check evicted it."""
+        (``GetQueueOrderTimestamp``) unless a PodsReady timeout or an admission check evicted it.
+        ``Evicted`` stays true until the next admission clears it, as the real Kueue v0.17 leaves it."""
         record.state = WorkloadState.PENDING
-        self._write(record, [("Evicted", False, "Reactivated", "The workload was reactivated"),
-                             ("Requeued", True, "Reactivated", "The workload was reactivated")])
+        self._write(record, [("Requeued", True, "Reactivated", "The workload was reactivated")])
 
     def finish(self, record: WorkloadRecord, succeeded: bool, message: str) -> None:
         self.release(record)

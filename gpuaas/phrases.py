@@ -9,7 +9,12 @@ from __future__ import annotations
 
 import math
 
-__all__ = ["duration", "verdict_phrase"]
+__all__ = ["counted", "duration", "verdict_phrase"]
+
+
+def counted(number: float, noun: str, plural: str | None = None) -> str:
+    """``1 idle workload``, ``3 idle workloads``, ``1 GPU``, ``2.5 GPUs``: a headline never says "1 GPUs"."""
+    return f"{number:g} {noun if number == 1 else plural or noun + 's'}"
 
 
 def duration(seconds: float | None) -> str:

@@ -6,9 +6,9 @@ import math
 from collections.abc import Mapping
 from typing import Any
 
-from gpuaas.phrases import duration, verdict_phrase
+from gpuaas.phrases import counted, duration, verdict_phrase
 
-__all__ = ["BUSY_LINE", "busy_line", "duration", "gpus", "source_errors", "verdict_phrase", "with_failures"]
+__all__ = ["BUSY_LINE", "busy_line", "counted", "duration", "gpus", "source_errors", "verdict_phrase", "with_failures"]
 
 
 def gpus(value: float | None) -> str:

@@ -6,7 +6,7 @@ from typing import Any
 
 from gpuaas.models import Snapshot
 from gpuaas.pushgateway import MetricFamily
-from reports._format import duration, source_errors, with_failures
+from reports._format import counted, duration, source_errors, with_failures
 
 __all__ = ["backlog_rows", "collect_metrics", "headline", "quality_rows", "summary_markdown"]
 
@@ -47,7 +47,7 @@ def headline(summary: dict[str, Any], idle_candidates: int) -> str:
     pending = sum(q["pending_gpus"] for q in summary["queues"])
     first = (f"Snapshot {summary.get('snapshot_id')}: {summary['workloads']} workloads, {pending:g} GPUs waiting, "
              f"{summary['unknown_telemetry']} with incomplete telemetry (never counted as idle), "
-             f"{idle_candidates} idle candidate{'' if idle_candidates == 1 else 's'}; next: gpuaas reclaim shows what would be stopped.")
+             f"{counted(idle_candidates, 'idle candidate')}; next: gpuaas reclaim shows what would be stopped.")
     return with_failures(first, source_errors(summary["sources"]))
 
 

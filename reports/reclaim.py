@@ -12,7 +12,7 @@ from gpuaas.actions import ActionResult
 from gpuaas.models import Snapshot
 from gpuaas.policies.coverage import blind_run_line
 from gpuaas.pushgateway import MetricFamily
-from reports._format import busy_line, duration, source_errors, with_failures
+from reports._format import busy_line, counted, duration, source_errors, with_failures
 
 __all__ = ["ASSUMED_GPU_HOURLY_PRICE", "SUCCESS_METRIC", "blind_line", "decision_dicts", "decision_rows", "evidence_lines", "gpu_price",
            "headline", "idle_metrics", "summary_line", "summary_markdown", "telemetry_counts"]
@@ -175,10 +175,11 @@ def headline(results: Sequence[ActionResult], snapshot: Snapshot, mode: str, bus
         first = (f"Nothing to reclaim (degraded): {blind}." if blind
                  else f"Nothing to reclaim: no idle GPU workloads among {telemetry_counts(snapshot)[1]}.")
     elif mode == "apply":
-        first = (f"Stopped {len(applied)} idle workloads, freeing {gpus:g} GPUs (${cost:,.2f} per hour)"
+        first = (f"Stopped {counted(len(applied), 'idle workload')}, freeing {counted(gpus, 'GPU')} "
+                 f"(${cost:,.2f} per hour)"
                  + (f"; to reverse: gpuaas undo {' '.join(applied)}." if applied else "."))
     else:
-        first = (f"Dry-run: {gpus:g} GPUs would be freed by stopping {len(acted)} idle workloads "
+        first = (f"Dry-run: {counted(gpus, 'GPU')} would be freed by stopping {counted(len(acted), 'idle workload')} "
                  f"(${cost:,.2f} per hour); nothing was changed; to act: gpuaas reclaim --apply.")
     if blind and results:
         first = f"Degraded run: {blind}. {first}"

@@ -172,3 +172,10 @@ def test_change_is_shown_only_against_a_previous_period_with_data() -> None:
     assert {r["cost change"] for r in change_rows(now, report(1.43, 0.0))} == {"no data before"}
     rows = {r["tenant"]: r for r in change_rows(now, report(1000.0, 500.0))}
     assert rows["a"]["cost change"] == "+50%" and rows["b"]["cost change"] == "no data before"
+
+
+def test_a_count_of_one_is_singular() -> None:
+    from reports._format import counted
+
+    assert [counted(1, "GPU"), counted(2.5, "GPU"), counted(0, "idle workload"), counted(1, "idle workload")] == [
+        "1 GPU", "2.5 GPUs", "0 idle workloads", "1 idle workload"]

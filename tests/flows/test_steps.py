@@ -85,11 +85,11 @@ def test_inside_a_flow_run_each_step_is_a_task_run(prefect_harness: None) -> Non
 
 
 @pytest.mark.parametrize(("headline", "name"), [
-    ("Dry-run: 1 GPUs would be freed by stopping 1 idle workloads ($3.00 per hour); nothing was changed; to act: "
-     "gpuaas reclaim --apply.", "Dry-run: 1 GPUs would be freed by stopping 1 idle workloads"),
+    ("Dry-run: 1 GPU would be freed by stopping 1 idle workload ($3.00 per hour); nothing was changed; to act: "
+     "gpuaas reclaim --apply.", "Dry-run: 1 GPU would be freed by stopping 1 idle workload"),
     ("Snapshot 2: 4 workloads, 6 GPUs waiting, 1 with incomplete telemetry (never counted as idle), 1 idle "
-     "candidates; next: gpuaas reclaim shows what would be stopped.",
-     "Snapshot 2: 4 workloads, 6 GPUs waiting, 1 with incomplete telemetry, 1 idle candidates"),
+     "candidate; next: gpuaas reclaim shows what would be stopped.",
+     "Snapshot 2: 4 workloads, 6 GPUs waiting, 1 with incomplete telemetry, 1 idle candidate"),
     ("No GPU-hours allocated in the 24 h window: nothing to cost.",
      "No GPU-hours allocated in the 24 h window: nothing to cost"),
 ])

@@ -23,7 +23,7 @@ from gpuaas.cluster.testbed import write_policy
 from gpuaas.errors import ConfigError
 from gpuaas.settings import load_settings
 from gpuaas.snapshot import collect_snapshot
-from tests.actions.reclaim_scenario import IDLE_TARGETS, writes
+from tests.actions.reclaim_scenario import IDLE_TARGETS, target_of, writes
 from tests.scenarios import point_at
 
 pytestmark = [pytest.mark.integration, pytest.mark.flow]
@@ -84,7 +84,7 @@ def test_apply_needs_the_reclaimer_role(pointed_at: EmbeddedCluster, prefect_har
 
     pointed_at.api.rbac = RBACRules.from_manifest(MANIFEST, ["gpuaas-reader", "gpuaas-reclaimer"])
     applied = [d for d in reclaim(apply=True, at=datetime.now(UTC))["decisions"] if d["result"] == "applied"]
-    assert len(applied) == 3 and {(d["kind"], d["name"]) for d in applied} <= IDLE_TARGETS
+    assert len(applied) == 3 and {target_of(d) for d in applied} <= IDLE_TARGETS
 
 
 def test_unknown_role_is_a_config_error_naming_the_file() -> None:

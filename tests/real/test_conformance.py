@@ -54,7 +54,7 @@ def decision(settings: GpuaasSettings, name: str) -> Decision:
 def test_kueue_creates_and_admits_the_workloads(api: KubeHTTP) -> None:
     wait_until("wl, ray and b-run admitted", lambda: reserved(api, "Job", "wl") and reserved(api, "RayCluster", "ray")
                and reserved(api, "Job", "b-run", B))
-    wait_until("b-big pending", lambda: workload_of(api, "Job", "b-big", B)["status"].get("conditions") is not None)
+    wait_until("b-big pending", lambda: (workload_of(api, "Job", "b-big", B).get("status") or {}).get("conditions") is not None)
     assert not reserved(api, "Job", "b-big", B) and not reserved(api, "Job", "b-late", B)
     assert api.get("Job", "wl", A)["spec"]["suspend"] is False  # Kueue started the job it admitted
     assert api.get("Job", "b-big", B)["spec"]["suspend"] is True

@@ -28,7 +28,6 @@ from collections.abc import Callable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from concurrent.futures import wait as wait_futures
 from contextlib import ExitStack, contextmanager
-from dataclasses import dataclass
 from typing import Any
 from unittest import mock
 
@@ -38,40 +37,13 @@ from prefect.logging import disable_run_logger
 from prefect.settings import PREFECT_SERVER_ALLOW_EPHEMERAL_MODE, temporary_settings
 from prefect.utilities.annotations import BaseAnnotation
 
+from tasks._steps import PlainState, failed_state
+
 __all__ = ["DirectFuture", "DirectState", "direct_runs"]
 
 
-@dataclass(frozen=True)
-class DirectState:
-    """A final state without an API: the value, or the exception that ended the call."""
-
-    value: Any = None
-    error: BaseException | None = None
-    message: str | None = None
-
-    @property
-    def name(self) -> str:
-        return "Failed" if self.error is not None else "Completed"
-
-    def is_completed(self) -> bool:
-        return self.error is None
-
-    def is_failed(self) -> bool:
-        return self.error is not None
-
-    def is_final(self) -> bool:
-        return True
-
-    def result(self, raise_on_failure: bool = True) -> Any:
-        if self.error is not None:
-            if raise_on_failure:
-                raise self.error
-            return self.error
-        return self.value
-
-
-def _failed(exc: BaseException) -> DirectState:
-    return DirectState(error=exc, message=f"{type(exc).__name__}: {exc}")
+DirectState = PlainState
+"""A final state without an API: the steps' own (``tasks._steps``), one class for both."""
 
 
 def _delay(task: Task[Any, Any], attempt: int) -> float:
@@ -98,7 +70,7 @@ def _run_task(task: Task[Any, Any], args: tuple[Any, ...], kwargs: dict[str, Any
         try:
             return DirectState(task.fn(*args, **kwargs))
         except Exception as exc:  # noqa: BLE001 - becomes the Failed state, as in Prefect
-            failed = _failed(exc)
+            failed = failed_state(exc)
             retry = attempt < attempts and (task.retry_condition_fn is None
                                             or bool(task.retry_condition_fn(task, None, failed)))  # type: ignore[arg-type]
             if not retry:
@@ -156,7 +128,7 @@ def _call_flow(self: Flow[Any, Any], *args: Any, return_state: bool = False, wai
         state = (DirectState(returned.data, message=returned.message) if isinstance(returned, State)
                  else DirectState(returned))
     except Exception as exc:  # noqa: BLE001 - becomes the Failed state, as in Prefect
-        state = _failed(exc)
+        state = failed_state(exc)
     return _outcome(state, return_state)
 
 

@@ -29,7 +29,7 @@ from dataclasses import dataclass
 from functools import cache
 from typing import Any
 
-__all__ = ["PlainFuture", "PlainState", "Step", "in_flow_run", "run_logger", "step"]
+__all__ = ["PlainFuture", "PlainState", "Step", "failed_state", "in_flow_run", "run_logger", "step"]
 
 _quiet = logging.getLogger("gpuaas.run")
 _quiet.addHandler(logging.NullHandler())  # outside a flow run the command line prints the outcome itself

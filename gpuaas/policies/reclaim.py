@@ -205,16 +205,11 @@ def _kueue_owns_the_stop(frame: pd.DataFrame, owners: Mapping[tuple[str, str, st
     evict it, release the quota and suspend the RayCluster itself. Only an elastic RayCluster
     asked to free ``compute`` is stopped on the object (its workers go to zero in place).
     """
-    def owns(row: Mapping[str, Any]) -> bool:
-        if row["owner_kind"] != "RayCluster":
-            return False
-        owner = owners.get(("RayCluster", str(row["namespace"]), str(row["owner_name"])))
-        elastic = owner is not None and bool(owner.get("elastic"))
-        return not (elastic and row["free"] == "compute")
-
-    if frame.empty:
-        return pd.Series(False, index=frame.index)
-    return frame[["owner_kind", "namespace", "owner_name", "free"]].apply(owns, axis=1).astype(bool)
+    elastic = {(ns, name) for (kind, ns, name), o in owners.items() if kind == "RayCluster" and o.get("elastic")}
+    keys = pd.Series(list(zip(frame["namespace"].astype(str), frame["owner_name"].astype(str))), index=frame.index,
+                     dtype=object)
+    shrinks = keys.isin(elastic) & (frame["free"] == "compute")
+    return (frame["owner_kind"] == "RayCluster") & ~shrinks
 
 
 def _evidence(c: _Columns, rows: np.ndarray) -> dict[str, Any]:

@@ -4,7 +4,8 @@ Scenario (``conftest.CONFORMANCE``): cohort ``c``; team-a 8 GPUs runs Job ``wl``
 ``ray`` (2); team-b 4 GPUs, borrowing 0, runs ``b-run`` (2) while ``b-big`` (8) and ``b-late`` (4)
 wait. Covers: Kueue creates the Workloads from the jobs; collect reads the backlog Kueue reports;
 reclaim of a Job's and of a RayCluster's Workload (``spec.active``): apply, second apply, undo,
-with Kueue's reaction; a client's suspend of an admitted RayCluster set back by Kueue; a real 409; a quota plan applied and undone through the real
+with Kueue's reaction; the stop annotation of a Notebook and of an InferenceService, applied, applied again
+and undone; a client's suspend of an admitted RayCluster set back by Kueue; a real 409; a quota plan applied and undone through the real
 ClusterQueue validation and webhooks, with a pending Workload admitted; a quota lowered below usage;
 a deadline hold and its release; reads through ``v1beta1``.
 """
@@ -140,6 +141,34 @@ def test_reclaim_of_an_admitted_raycluster_deactivates_its_workload_and_kueue_su
     assert restored.result == "restored", restored.message
     wait_until("re-admitted and resumed after the undo", lambda: reserved(api, "RayCluster", "ray")
                and api.get("RayCluster", "ray", A)["spec"]["suspend"] is False)
+
+
+@pytest.mark.parametrize(("kind", "name", "annotation", "stopped"), [
+    ("Notebook", "nb", "kubeflow-resource-stopped", None),
+    ("InferenceService", "isvc", "serving.kserve.io/stop", "true"),
+])
+def test_reclaim_of_a_notebook_or_an_inference_service_is_its_stop_annotation_and_undo_removes_it(
+        settings: GpuaasSettings, store: Store, api: KubeHTTP, kind: str, name: str, annotation: str,
+        stopped: str | None) -> None:
+    """The real API server (open-schema CRDs: no controller runs for them) takes the stop annotation
+    at the object's resourceVersion; the second apply finds it stopped; the undo removes it.
+
+    No pod runs on this backend, so there is no telemetry and no snapshot row to plan from: the
+    decision is the one the planner makes for an idle object, built from the live object."""
+    live = api.get(kind, name, A)["metadata"]
+    d = Decision(kind=kind, namespace=A, name=name, uid=live["uid"], tenant=A, gpus=1.0, idle_seconds=1800.0,
+                 free="quota", outcome="planned", reason="idle (conformance)",
+                 resource_version=live["resourceVersion"], idempotency_key=f"conformance-{kind}-{name}",
+                 mode=Mode.apply.value)
+    [result] = run(settings, _Now(), store, [d])
+    assert result.result == "applied", result.reason
+    value = (api.get(kind, name, A)["metadata"].get("annotations") or {}).get(annotation)
+    assert value is not None and (stopped is None or value == stopped), value
+    [again] = run(settings, _Now(), store, [d])
+    assert again.result != "applied"  # no double action
+    [restored] = undo(settings, store, [int(result.audit_id)])
+    assert restored.result == "restored", restored.message
+    assert annotation not in (api.get(kind, name, A)["metadata"].get("annotations") or {})
 
 
 def test_a_stale_resource_version_gets_a_real_409(settings: GpuaasSettings, api: KubeHTTP) -> None:

@@ -29,7 +29,7 @@ from gpuaas.settings import GpuaasSettings
 from gpuaas.snapshot import collect_snapshot
 from gpuaas.store import Store
 from tests.actions.reclaim_scenario import run, undo
-from tests.real.conftest import is_true, wait_until, workload_of
+from tests.real.conftest import is_true, owned_workloads, wait_until, workload_of
 
 pytestmark = [pytest.mark.real]
 
@@ -169,6 +169,45 @@ def test_reclaim_of_a_notebook_or_an_inference_service_is_its_stop_annotation_an
     [restored] = undo(settings, store, [int(result.audit_id)])
     assert restored.result == "restored", restored.message
     assert annotation not in (api.get(kind, name, A)["metadata"].get("annotations") or {})
+
+
+def test_an_elastic_rayclusters_workers_go_to_zero_and_kueue_readmits_it_at_its_smaller_size(
+        settings: GpuaasSettings, store: Store, api: KubeHTTP) -> None:
+    """Freeing compute from an admitted elastic RayCluster sets its workers to 0. On Kueue v0.17 with
+    its default feature gates (``ElasticJobsViaWorkloadSlices`` is alpha, off) the shrink is not made in
+    place: Kueue suspends the RayCluster, replaces its Workload by one of the smaller size, admits
+    that and resumes the cluster (a restart of the Ray head with a real operator). The undo puts the
+    workers back the same way."""
+    wait_until("eray admitted", lambda: reserved(api, "RayCluster", "eray"), timeout=60)
+    live = api.get("RayCluster", "eray", A)
+    [first] = owned_workloads(api, "RayCluster", "eray", A)
+    before = [(g["groupName"], g.get("replicas")) for g in live["spec"]["workerGroupSpecs"]]
+    assert any(r for _, r in before), before
+    d = Decision(kind="RayCluster", namespace=A, name="eray", uid=live["metadata"]["uid"], tenant=A, gpus=1.0,
+                 idle_seconds=1800.0, free="compute", outcome="planned", reason="idle (conformance)",
+                 resource_version=live["metadata"]["resourceVersion"], idempotency_key="conformance-eray",
+                 mode=Mode.apply.value)
+    [result] = run(settings, _Now(), store, [d])
+    assert result.result == "applied", result.reason
+    assert [g.get("replicas") for g in api.get("RayCluster", "eray", A)["spec"]["workerGroupSpecs"]] == [0] * len(before)
+
+    def readmitted(workers: int) -> bool:
+        found = owned_workloads(api, "RayCluster", "eray", A)
+        return (len(found) == 1 and found[0]["metadata"]["uid"] != first["metadata"]["uid"]
+                and [ps.get("count") for ps in found[0]["spec"]["podSets"]][1:] == [workers] * len(before)
+                and is_true(found[0], "QuotaReserved") and api.get("RayCluster", "eray", A)["spec"]["suspend"] is False)
+
+    wait_until("Kueue replaces the Workload by one without workers, admits it and resumes the RayCluster",
+               lambda: readmitted(0), timeout=60)
+    [again] = run(settings, _Now(), store, [d])
+    assert again.result != "applied"  # no double action
+    [restored] = undo(settings, store, [int(result.audit_id)])
+    assert restored.result == "restored", restored.message
+    back = api.get("RayCluster", "eray", A)
+    assert [(g["groupName"], g.get("replicas")) for g in back["spec"]["workerGroupSpecs"]] == before
+    wait_until("the undo's full-size Workload admitted", lambda: any(
+        [ps.get("count") for ps in w["spec"]["podSets"]][1:] == [r for _, r in before] and is_true(w, "QuotaReserved")
+        for w in owned_workloads(api, "RayCluster", "eray", A)), timeout=60)
 
 
 def test_a_stale_resource_version_gets_a_real_409(settings: GpuaasSettings, api: KubeHTTP) -> None:

@@ -121,7 +121,8 @@ def up(
     pid_path = cluster_dir / PID_FILE
     other = _read_pid(pid_path)
     if other is not None and other != os.getpid() and _alive(other):
-        raise fail(f"an embedded cluster is already running (pid {other}); stop it with 'gpuaas cluster down'")
+        raise fail(f"a cluster is already running from {cluster_dir} (pid {other}); stop it with 'gpuaas cluster down', "
+                   "or start another one with its own GPUAAS_DATA_DIR")
     if rbac is not None and not role:
         raise fail("--rbac needs at least one --role (a ClusterRole name in the manifest)", code=2)
     try:

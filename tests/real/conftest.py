@@ -36,6 +36,8 @@ CONFORMANCE: dict[str, Any] = {
         {"name": "b-run", "kind": "Workload", "tenant": "team-b", "gpus_per_pod": 2},
         {"name": "b-big", "kind": "Workload", "tenant": "team-b", "pods": 2, "gpus_per_pod": 4},
         {"name": "b-late", "kind": "Workload", "tenant": "team-b", "gpus_per_pod": 4, "submit_at": "1m"},
+        {"name": "eray", "kind": "RayCluster", "tenant": "team-a",
+         "annotations": {"kueue.x-k8s.io/elastic-job": "true"}},
         {"name": "nb", "kind": "Notebook", "tenant": "team-a"},
         {"name": "isvc", "kind": "InferenceService", "tenant": "team-a",
          "serving": {"model_name": "m", "requests_per_second": {"profile": "constant", "value": 0}}},

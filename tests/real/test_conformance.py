@@ -4,7 +4,8 @@ Scenario (``conftest.CONFORMANCE``): cohort ``c``; team-a 8 GPUs runs Job ``wl``
 ``ray`` (2); team-b 4 GPUs, borrowing 0, runs ``b-run`` (2) while ``b-big`` (8) and ``b-late`` (4)
 wait. Covers: Kueue creates the Workloads from the jobs; collect reads the backlog Kueue reports;
 reclaim of a Job's and of a RayCluster's Workload (``spec.active``): apply, second apply, undo,
-with Kueue's reaction; a client's suspend of an admitted RayCluster set back by Kueue; a real 409; a quota plan applied and undone through the real
+with Kueue's reaction; the stop annotation of a Notebook and of an InferenceService, applied, applied again
+and undone; a client's suspend of an admitted RayCluster set back by Kueue; a real 409; a quota plan applied and undone through the real
 ClusterQueue validation and webhooks, with a pending Workload admitted; a quota lowered below usage;
 a deadline hold and its release; reads through ``v1beta1``.
 """
@@ -28,7 +29,7 @@ from gpuaas.settings import GpuaasSettings
 from gpuaas.snapshot import collect_snapshot
 from gpuaas.store import Store
 from tests.actions.reclaim_scenario import run, undo
-from tests.real.conftest import is_true, wait_until, workload_of
+from tests.real.conftest import is_true, owned_workloads, wait_until, workload_of
 
 pytestmark = [pytest.mark.real]
 
@@ -140,6 +141,73 @@ def test_reclaim_of_an_admitted_raycluster_deactivates_its_workload_and_kueue_su
     assert restored.result == "restored", restored.message
     wait_until("re-admitted and resumed after the undo", lambda: reserved(api, "RayCluster", "ray")
                and api.get("RayCluster", "ray", A)["spec"]["suspend"] is False)
+
+
+@pytest.mark.parametrize(("kind", "name", "annotation", "stopped"), [
+    ("Notebook", "nb", "kubeflow-resource-stopped", None),
+    ("InferenceService", "isvc", "serving.kserve.io/stop", "true"),
+])
+def test_reclaim_of_a_notebook_or_an_inference_service_is_its_stop_annotation_and_undo_removes_it(
+        settings: GpuaasSettings, store: Store, api: KubeHTTP, kind: str, name: str, annotation: str,
+        stopped: str | None) -> None:
+    """The real API server (open-schema CRDs: no controller runs for them) takes the stop annotation
+    at the object's resourceVersion; the second apply finds it stopped; the undo removes it.
+
+    No pod runs on this backend, so there is no telemetry and no snapshot row to plan from: the
+    decision is the one the planner makes for an idle object, built from the live object."""
+    live = api.get(kind, name, A)["metadata"]
+    d = Decision(kind=kind, namespace=A, name=name, uid=live["uid"], tenant=A, gpus=1.0, idle_seconds=1800.0,
+                 free="quota", outcome="planned", reason="idle (conformance)",
+                 resource_version=live["resourceVersion"], idempotency_key=f"conformance-{kind}-{name}",
+                 mode=Mode.apply.value)
+    [result] = run(settings, _Now(), store, [d])
+    assert result.result == "applied", result.reason
+    value = (api.get(kind, name, A)["metadata"].get("annotations") or {}).get(annotation)
+    assert value is not None and (stopped is None or value == stopped), value
+    [again] = run(settings, _Now(), store, [d])
+    assert again.result != "applied"  # no double action
+    [restored] = undo(settings, store, [int(result.audit_id)])
+    assert restored.result == "restored", restored.message
+    assert annotation not in (api.get(kind, name, A)["metadata"].get("annotations") or {})
+
+
+def test_an_elastic_rayclusters_workers_go_to_zero_and_kueue_readmits_it_at_its_smaller_size(
+        settings: GpuaasSettings, store: Store, api: KubeHTTP) -> None:
+    """Freeing compute from an admitted elastic RayCluster sets its workers to 0. On Kueue v0.17 with
+    its default feature gates (``ElasticJobsViaWorkloadSlices`` is alpha, off) the shrink is not made in
+    place: Kueue suspends the RayCluster, replaces its Workload by one of the smaller size, admits
+    that and resumes the cluster (a restart of the Ray head with a real operator). The undo puts the
+    workers back the same way."""
+    wait_until("eray admitted", lambda: reserved(api, "RayCluster", "eray"), timeout=60)
+    live = api.get("RayCluster", "eray", A)
+    [first] = owned_workloads(api, "RayCluster", "eray", A)
+    before = [(g["groupName"], g.get("replicas")) for g in live["spec"]["workerGroupSpecs"]]
+    assert any(r for _, r in before), before
+    d = Decision(kind="RayCluster", namespace=A, name="eray", uid=live["metadata"]["uid"], tenant=A, gpus=1.0,
+                 idle_seconds=1800.0, free="compute", outcome="planned", reason="idle (conformance)",
+                 resource_version=live["metadata"]["resourceVersion"], idempotency_key="conformance-eray",
+                 mode=Mode.apply.value)
+    [result] = run(settings, _Now(), store, [d])
+    assert result.result == "applied", result.reason
+    assert [g.get("replicas") for g in api.get("RayCluster", "eray", A)["spec"]["workerGroupSpecs"]] == [0] * len(before)
+
+    def readmitted(workers: int) -> bool:
+        found = owned_workloads(api, "RayCluster", "eray", A)
+        return (len(found) == 1 and found[0]["metadata"]["uid"] != first["metadata"]["uid"]
+                and [ps.get("count") for ps in found[0]["spec"]["podSets"]][1:] == [workers] * len(before)
+                and is_true(found[0], "QuotaReserved") and api.get("RayCluster", "eray", A)["spec"]["suspend"] is False)
+
+    wait_until("Kueue replaces the Workload by one without workers, admits it and resumes the RayCluster",
+               lambda: readmitted(0), timeout=60)
+    [again] = run(settings, _Now(), store, [d])
+    assert again.result != "applied"  # no double action
+    [restored] = undo(settings, store, [int(result.audit_id)])
+    assert restored.result == "restored", restored.message
+    back = api.get("RayCluster", "eray", A)
+    assert [(g["groupName"], g.get("replicas")) for g in back["spec"]["workerGroupSpecs"]] == before
+    wait_until("the undo's full-size Workload admitted", lambda: any(
+        [ps.get("count") for ps in w["spec"]["podSets"]][1:] == [r for _, r in before] and is_true(w, "QuotaReserved")
+        for w in owned_workloads(api, "RayCluster", "eray", A)), timeout=60)
 
 
 def test_a_stale_resource_version_gets_a_real_409(settings: GpuaasSettings, api: KubeHTTP) -> None:

@@ -22,6 +22,7 @@ Pure: the snapshot's ``quotas`` and ``cohorts`` frames in.
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
@@ -91,6 +92,10 @@ class CohortTree:
                 self._children.setdefault(parent, []).append((True, cohort))
         self._subtree: dict[tuple[Node, FlavorResource], float] = {}
         self._roots: dict[str, tuple[str, tuple[str, ...]]] = {}
+        self._by_root: dict[str, tuple[list[str], list[str]]] | None = None
+        self._override: dict[tuple[Node, FlavorResource], Quota] = {}
+        self._base: CohortTree | None = None
+        self._affected: set[Node] = set()
 
     @classmethod
     def of(cls, snapshot: Snapshot) -> CohortTree:
@@ -119,11 +124,18 @@ class CohortTree:
 
     def with_nominal(self, changes: Mapping[tuple[str, FlavorResource], float]) -> CohortTree:
         """The same tree with some ClusterQueues' nominal quota replaced (what a rebalance could set)."""
-        quotas = {node: dict(q) for node, q in self.quotas.items()}
+        other = copy.copy(self)  # the same tree: only some quota, and the subtrees above it, change
+        other._override, other._subtree = {**self._override}, {}
+        other._base, other._affected = self._base or self, set(self._affected)
         for (queue, fr), nominal in changes.items():
-            old = quotas.setdefault((False, queue), {}).get(fr, Quota(0.0))
-            quotas[(False, queue)][fr] = Quota(nominal, old.borrowing_limit, old.lending_limit)
-        return CohortTree(self.queue_cohort, self.cohort_parent, quotas, self.explicit)
+            old = self.quota((False, queue), fr) or Quota(0.0)
+            other._override[((False, queue), fr)] = Quota(nominal, old.borrowing_limit, old.lending_limit)
+            node: Node | None = (False, queue)
+            while node is not None and node not in other._affected:
+                other._affected.add(node)
+                parent = self._parent(node)
+                node = (True, parent) if parent is not None else None
+        return other
 
     # --- the tree ----------------------------------------------------------------------------------------
     def root(self, cohort: str) -> tuple[str, tuple[str, ...]]:
@@ -156,19 +168,35 @@ class CohortTree:
         cohort = self.queue_cohort.get(queue)
         return () if cohort is None else self.root(cohort)[1]
 
+    def _members(self) -> dict[str, tuple[list[str], list[str]]]:
+        """root -> (its cohorts, its queues), sorted; computed once."""
+        if self._by_root is None:
+            by_root: dict[str, tuple[list[str], list[str]]] = {}
+            for cohort in sorted(self.cohort_parent):
+                by_root.setdefault(self.root(cohort)[0], ([], []))[0].append(cohort)
+            for queue in sorted(self.queue_cohort):
+                root = self.pool(queue)
+                if root is not None:
+                    by_root.setdefault(root, ([], []))[1].append(queue)
+            self._by_root = by_root
+        return self._by_root
+
     def cohorts_under(self, root: str) -> list[str]:
         """Every cohort of the tree whose root (or loop) ``root`` is, sorted."""
-        return sorted(c for c in self.cohort_parent if self.root(c)[0] == root)
+        return list(self._members().get(root, ([], []))[0])
 
     def queues_under(self, root: str) -> list[str]:
-        return sorted(q for q in self.queue_cohort if self.pool(q) == root)
+        return list(self._members().get(root, ([], []))[1])
 
     # --- quota -------------------------------------------------------------------------------------------
     def quota(self, node: Node, fr: FlavorResource) -> Quota | None:
-        return self.quotas.get(node, {}).get(fr)
+        moved = self._override.get((node, fr)) if self._override else None
+        return moved if moved is not None else self.quotas.get(node, {}).get(fr)
 
     def subtree(self, node: Node, fr: FlavorResource) -> float:
         """Kueue's SubtreeQuota: the node's quota plus what its children lend it (not for a tree with a loop)."""
+        if self._base is not None and node not in self._affected:
+            return self._base.subtree(node, fr)  # nothing under it changed
         key = (node, fr)
         if key not in self._subtree:
             own = self.quota(node, fr)

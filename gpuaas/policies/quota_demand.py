@@ -97,13 +97,20 @@ def reachable_gpus(rows: pd.DataFrame, tree: CohortTree | None = None) -> dict[C
         fr = (str(r.flavor), str(r.resource))
         totals[fr] = totals.get(fr, 0.0) + float(r.nominal)
     reach: dict[Cell, float] = {}
+    members = [str(s) for s in rows["cluster_queue"].unique()]
+    free: dict[tuple[str, FlavorResource], bool] = {}
     for r in rows.itertuples(index=False):
         queue, fr = str(r.cluster_queue), (str(r.flavor), str(r.resource))
         gpus = totals[fr]
-        if tree is not None and queue in tree.queue_cohort and not tree.cycle(queue):
-            siblings = {str(s): 0.0 for s in rows["cluster_queue"].unique() if str(s) != queue}
-            moved = {(s, fr): 0.0 for s in siblings if tree.quota((False, s), fr) is not None}
-            gpus = max(gpus, tree.with_nominal({**moved, (queue, fr): totals[fr]}).reach(queue, fr))
+        root = tree.pool(queue) if tree is not None else None
+        if tree is not None and root is not None and not tree.cycle(queue):
+            if (root, fr) not in free:
+                free[(root, fr)] = not tree.limits(root, fr)
+            if free[(root, fr)]:  # no limits: every queue of the tree reaches all of it, whoever holds it
+                gpus = tree.total(root, fr)
+            else:
+                moved = {(s, fr): 0.0 for s in members if s != queue and tree.quota((False, s), fr) is not None}
+                gpus = max(gpus, tree.with_nominal({**moved, (queue, fr): totals[fr]}).reach(queue, fr))
         cell = (queue, fr[0])
         reach[cell] = reach.get(cell, 0.0) + gpus
     return reach

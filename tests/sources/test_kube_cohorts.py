@@ -61,3 +61,29 @@ def test_a_child_cohorts_lending_limit_makes_the_pool_inexact(tmp_path: Path) ->
     assert (pool.problem.cohort, pool.problem.capacity, pool.plan.exact) == ("org", 8, False)
     message = pool.plan.messages[-1]  # research keeps its 2 and cq-r's 4 to itself
     assert "cohort research has lendingLimit 0" in message and "(cq-o reaches 2)" in message
+
+
+def test_the_emulated_kueue_admits_exactly_the_pool_a_cohorts_own_quota_adds_to(tmp_path: Path) -> None:
+    """The embedded Kueue shares a (flat) Cohort's own quota as Kueue does; the pool read back from it holds
+    just that: cq-a (2) and cq-b (2) under cohort shared (4 of its own) run 6 + 2 GPUs, and the pool is 8."""
+    from gpuaas.cluster.kueue import KueueController
+    from gpuaas.cluster.kueue import testing as t
+
+    clock = t.FakeClock(NOW)
+    store = ObjectStore(clock)
+    for obj in (t.resource_flavor("h100"), _cohort("shared", gpus=4),
+                t.cluster_queue("cq-a", {"h100": {"nvidia.com/gpu": 2}}, cohort="shared"),
+                t.cluster_queue("cq-b", {"h100": {"nvidia.com/gpu": 2}}, cohort="shared"),
+                {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "ns"}},
+                t.local_queue("ns", "qa", "cq-a"), t.local_queue("ns", "qb", "cq-b"),
+                t.workload("ns", "wide", "qa", 6), t.workload("ns", "two", "qb", 2)):
+        store.create(obj)
+    clock.advance(1)
+    store.create(t.workload("ns", "one", "qb", 1))  # after them: nothing is left for it
+    assert sorted(KueueController(store, clock).reconcile().admitted) == ["ns/two", "ns/wide"]
+    with ApiServer(store) as api:
+        kube = read_kube(GpuaasSettings(kubeconfig=api.write_kubeconfig(tmp_path / "kubeconfig")))
+    snap = build_snapshot(NOW, [30], {"kube": SourceStatus("kube", True)}, kube=kube, prom=None)
+    [pool] = plan_pools(deadline_problems(snap))
+    assert (pool.problem.cohort, pool.problem.capacity, pool.plan.exact) == ("shared", 8, True)
+    assert sum(j.gpus for j in pool.problem.jobs if j.running_for is not None) == 8  # all of it, none over

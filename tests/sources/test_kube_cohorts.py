@@ -1,6 +1,7 @@
 """Cohort objects through the real reader (the official client over HTTP against the embedded API server),
 into the snapshot and the deadline pools: a two-level tree whose root holds quota of its own, in the
-v1beta2 shapes of Kueue's cohort docs (``shared/fixtures/kueue/docs-extracted/cohort-*.yaml``)."""
+v1beta2 shapes of Kueue's cohort docs (``shared/fixtures/kueue/docs-extracted/cohort-*.yaml``); and a flat
+cohort with quota of its own, admitted by the embedded Kueue (which does not emulate parent cohorts)."""
 
 from __future__ import annotations
 

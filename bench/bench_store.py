@@ -76,7 +76,7 @@ def scaled(snapshot: Snapshot, gpus: int, workloads: int, queues: int) -> Snapsh
     have_gpus = max(1, snapshot.gpus["uuid"].nunique())
     by = {"workloads": workloads / len(snapshot.workloads), "owners": workloads / len(snapshot.workloads),
           "serving": workloads / len(snapshot.workloads), "queues": queues / len(snapshot.queues),
-          "quotas": queues / len(snapshot.queues), "gpus": gpus / have_gpus, "costs": gpus / have_gpus,
+          "quotas": queues / len(snapshot.queues), "cohorts": queues / len(snapshot.queues), "gpus": gpus / have_gpus, "costs": gpus / have_gpus,
           "data_quality": workloads / len(snapshot.workloads)}  # per-workload findings
     frames = {name: _tile(getattr(snapshot, name), by[name]) for name in FRAMES}
     # One tenant per ClusterQueue, as a policy naming every team would give.

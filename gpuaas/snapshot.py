@@ -14,6 +14,8 @@ Views (columns):
   metrics); ``telemetry_age_s`` (the oldest newest-sample of its GPUs) and ``telemetry``
   (complete | unknown | n/a for workloads that hold no GPUs).
 - queues: QUEUE_COLUMNS. quotas: one row per ClusterQueue flavor/resource cell.
+- cohorts: COHORT_COLUMNS, one row per Cohort object's flavor/resource cell (a Cohort without quota: one
+  row without a flavor), so the pools see a Cohort's own quota and the cohort tree (``spec.parentName``).
 - gpus: ``gpuaas.sources.prometheus.GPU_COLUMNS`` (+ NVML samples, ``signal="nvml"``).
 """
 
@@ -44,7 +46,7 @@ from gpuaas.sources.opencost import read_opencost
 from gpuaas.sources.prometheus import GPU_COLUMNS, PrometheusReading, pod_activity, read_prometheus
 
 __all__ = [
-    "COMPLETE_COVERAGE", "QUEUE_COLUMNS", "SOURCES", "WORKLOAD_COLUMNS", "assemble_snapshot", "build_snapshot",
+    "COHORT_COLUMNS", "COMPLETE_COVERAGE", "QUEUE_COLUMNS", "SOURCES", "WORKLOAD_COLUMNS", "assemble_snapshot", "build_snapshot",
     "collect_snapshot", "failed_source", "read_source", "snapshot_windows", "workload_pods",
 ]
 
@@ -177,6 +179,18 @@ def _quota_frame(kube: KubeState) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=cols)
 
 
+COHORT_COLUMNS = ["cohort", "parent", "flavor", "resource", "nominal", "borrowing_limit", "lending_limit"]
+
+
+def _cohort_frame(kube: KubeState) -> pd.DataFrame:
+    """One row per Cohort quota cell; a Cohort without quota keeps one row, so that its parent is still known."""
+    rows = [{"cohort": c.name, "parent": c.parent, "flavor": q.flavor, "resource": q.resource, "nominal": q.nominal,
+             "borrowing_limit": q.borrowing_limit, "lending_limit": q.lending_limit}
+            for c in kube.cohorts for q in c.quotas]
+    rows += [{"cohort": c.name, "parent": c.parent} for c in kube.cohorts if not c.quotas]
+    return pd.DataFrame(rows, columns=COHORT_COLUMNS)
+
+
 def _queue_frame(kube: KubeState, workloads: pd.DataFrame, quotas: pd.DataFrame, policy: Policy,
                  gpu_resources: Sequence[str]) -> pd.DataFrame:
     gpu = quotas[quotas["resource"].isin(list(gpu_resources))]
@@ -283,6 +297,7 @@ def build_snapshot(
         costs=costs if costs is not None else pd.DataFrame(),
         serving=prom.serving if prom is not None else pd.DataFrame(),
         data_quality=data_quality,
+        cohorts=_cohort_frame(kube),
     )
 
 

@@ -142,3 +142,20 @@ def test_an_opt_out_on_either_object_wins(on_workload: str | None, on_owner: str
     owners = pd.DataFrame([{"namespace": "a", "kind": "Notebook", "name": "nb", "reclaim": on_owner}])
     got = _inherit_owner_opt_out(workloads, owners).loc[0, "reclaim"]
     assert (None if pd.isna(got) else got) == expected
+
+
+def test_cohort_objects_travel_in_the_snapshot_and_back() -> None:
+    """A Cohort's own quota and its parent reach the pools only through the snapshot (and a stored one)."""
+    from gpuaas.models import Cohort
+    from gpuaas.policies.deadline_pools import deadline_problems
+
+    kube = KubeState("v1beta2", (ClusterQueue("cq-a", "research", (QuotaEntry("h100", "nvidia.com/gpu", 4),)),),
+                     (), (), (Cohort("research", "org", (QuotaEntry("h100", "nvidia.com/gpu", 2, lending_limit=2),)),
+                              Cohort("org", None)), (), (), (), (), 0)
+    snap = Snapshot.from_json(build_snapshot(NOW, [30], {"kube": SourceStatus("kube", True)}, kube=kube,
+                                             prom=None).to_json())
+    cells = snap.cohorts.set_index("cohort")
+    assert cells.loc["research", "parent"] == "org" and cells.loc["research", "nominal"] == 2.0
+    assert cells.loc["research", "lending_limit"] == 2.0 and pd.isna(cells.loc["org", "flavor"])
+    [pool] = deadline_problems(snap)
+    assert (pool.cohort, pool.capacity, pool.inexact) == ("org", 6, ())

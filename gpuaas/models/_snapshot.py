@@ -21,7 +21,7 @@ from gpuaas.models._records import SourceStatus
 
 __all__ = ["FRAMES", "Snapshot"]
 
-FRAMES = ("workloads", "queues", "quotas", "gpus", "owners", "costs", "serving", "data_quality")
+FRAMES = ("workloads", "queues", "quotas", "gpus", "owners", "costs", "serving", "data_quality", "cohorts")
 SNAPSHOT_FORMAT = 2
 """2: frame data by column (``Snapshot.to_json``); 1: by record. Both are read."""
 _NO_ROWS = ',"data":[]}'
@@ -58,6 +58,9 @@ class Snapshot:
     serving: pd.DataFrame = field(default_factory=_empty)
     data_quality: pd.DataFrame = field(default_factory=_empty)
     """Per-object problems with what the objects say (kind, namespace, name, field, value, problem)."""
+    cohorts: pd.DataFrame = field(default_factory=_empty)
+    """Kueue Cohort objects: their parent and own quota, one row per flavor/resource (one with no flavor when none).
+    Empty when the cluster has none: a cohort that ClusterQueues name without an object is implicit, as in Kueue."""
 
     @property
     def degraded(self) -> bool:

@@ -1,9 +1,14 @@
-"""The deadline problem of a live cluster: one pool per cohort and GPU flavor, read off a snapshot.
+"""The deadline problem of a live cluster: one pool per cohort tree and GPU flavor, read off a snapshot.
 
-Why per cohort and flavor: GPUs are shared inside a Kueue cohort (what one ClusterQueue does not
-use, another borrows), never across cohorts, and a workload admitted on one flavor cannot use
-another's GPUs. So a pool's capacity is the cohort's nominal GPU quota of that flavor (a
-ClusterQueue without a cohort is a pool of its own), and the planner sees each pool alone.
+Why per cohort tree and flavor: GPUs are shared inside a Kueue cohort tree (what one ClusterQueue
+does not use, another borrows; a Cohort object's own quota is shared by its subtree, and
+``spec.parentName`` joins cohorts into a tree whose root pools it all), never across trees, and a
+workload admitted on one flavor cannot use another's GPUs. So a pool's capacity is the tree's
+nominal GPU quota of that flavor, its ClusterQueues' plus its Cohort objects' (a ClusterQueue
+without a cohort is a pool of its own), and the planner sees each pool alone. The pool is named
+after the tree's root cohort. Where a borrowingLimit or lendingLimit keeps a queue from reaching all
+of it (``gpuaas.policies.cohort_tree``), or the tree's parents loop, the pool is planned but not
+exact and holds nothing.
 
 Which workloads, and how they enter (times in seconds from the snapshot's ``collected_at``):
 - admitted or quota-reserved: running on their flavor since ``admitted_at``; their run time is the
@@ -27,6 +32,7 @@ from dataclasses import dataclass, field, replace
 import pandas as pd
 
 from gpuaas.models import Snapshot, WorkloadState
+from gpuaas.policies.cohort_tree import CohortTree
 from gpuaas.policies.deadlines import DeadlineJob, DeadlinePlan, MilpLimits, plan_deadlines
 
 __all__ = ["PoolPlan", "PoolProblem", "deadline_problems", "plan_pools"]
@@ -37,7 +43,7 @@ _HOLDING = (WorkloadState.admitted.value, WorkloadState.quota_reserved.value)
 
 @dataclass(frozen=True)
 class PoolProblem:
-    """One cohort/flavor pool: its GPUs and the jobs on it, named ``namespace/name``."""
+    """One cohort-tree/flavor pool (``cohort`` is the root cohort): its GPUs and the jobs on it, named ``namespace/name``."""
 
     cohort: str
     flavor: str
@@ -64,12 +70,23 @@ class PoolPlan:
         return len(self.plan.at_risk) + len(self.missed)
 
 
-def _pool_key(cohort: object, cluster_queue: object) -> str:
-    return str(cohort) if isinstance(cohort, str) and cohort else f"{NO_COHORT}{cluster_queue}"
+def _pool_key(tree: CohortTree, cluster_queue: str) -> str:
+    """The root cohort of the queue's tree; ``-queue`` for a queue without a cohort (no cohort name starts with ``-``)."""
+    root = tree.pool(cluster_queue)
+    return root if root is not None else f"{NO_COHORT}{cluster_queue}"
 
 
-def _capacities(snapshot: Snapshot, gpu_resources: Sequence[str]) -> tuple[dict[tuple[str, str], int], dict[str, str]]:
-    """GPUs per (pool, flavor), and each ClusterQueue's first GPU flavor."""
+def _whole(value: float) -> int:
+    return int(math.floor(value + 1e-9))
+
+
+def _capacities(snapshot: Snapshot, tree: CohortTree, gpu_resources: Sequence[str]
+                ) -> tuple[dict[tuple[str, str], int], dict[str, str]]:
+    """GPUs per (pool, flavor): the tree's ClusterQueues' and Cohort objects' nominal quota; each queue's first GPU flavor.
+
+    A Cohort's quota of a flavor counts only in a pool where some ClusterQueue of the tree lists the
+    flavor: Kueue lends a flavor only to a queue that lists it.
+    """
     quotas = snapshot.quotas
     caps: dict[tuple[str, str], int] = {}
     first: dict[str, str] = {}
@@ -77,35 +94,64 @@ def _capacities(snapshot: Snapshot, gpu_resources: Sequence[str]) -> tuple[dict[
         return caps, first
     gpu = quotas[quotas["resource"].isin(list(gpu_resources))]
     for row in gpu.itertuples(index=False):
-        key = (_pool_key(row.cohort, row.cluster_queue), str(row.flavor))
-        caps[key] = caps.get(key, 0) + int(math.floor(float(row.nominal) + 1e-9))
+        key = (_pool_key(tree, str(row.cluster_queue)), str(row.flavor))
+        caps[key] = caps.get(key, 0) + _whole(float(row.nominal))
         first.setdefault(str(row.cluster_queue), str(row.flavor))
+    for root, flavor in list(caps):
+        for cohort in [] if root.startswith(NO_COHORT) else tree.cohorts_under(root):
+            for resource in gpu_resources:
+                own = tree.quota((True, cohort), (flavor, resource))
+                caps[(root, flavor)] += _whole(own.nominal) if own is not None else 0
     return caps, first
 
 
-def _limited(snapshot: Snapshot, gpu_resources: Sequence[str]) -> dict[tuple[str, str], list[str]]:
-    """(pool, flavor) -> the queues whose borrowingLimit or lendingLimit splits the pool's GPUs.
+def _split(tree: CohortTree, key: tuple[str, str], gpu_resources: Sequence[str]) -> tuple[str, ...]:
+    """Why one number of GPUs does not model what each queue of the pool can reach; () when it does.
 
-    Why: the plan treats a cohort's GPUs as one pool that any of its queues may fill, which is what
-    Kueue does only without limits; with them a job may not reach GPUs the plan counts on, so the
-    plan is not exact there and holds nothing. A cohort of one queue is its nominal quota either way.
+    The plan treats a pool's GPUs as one set that any of its queues may fill. That is what Kueue does
+    when every ClusterQueue of the tree that lists the flavor reaches all of the tree's quota of it: no
+    borrowingLimit or lendingLimit anywhere in the tree binds (a tree of one queue is its quota either
+    way). Where a queue reaches less, a job may not get GPUs the plan counts on, so the plan holds nothing.
     """
-    quotas = snapshot.quotas
-    out: dict[tuple[str, str], list[str]] = {}
-    if quotas.empty or not {"borrowing_limit", "lending_limit"} <= set(quotas.columns):
-        return out
-    gpu = quotas[quotas["resource"].isin(list(gpu_resources))]
-    members: dict[tuple[str, str], set[str]] = {}
-    for row in gpu.itertuples(index=False):
-        members.setdefault((_pool_key(row.cohort, row.cluster_queue), str(row.flavor)), set()).add(str(row.cluster_queue))
-    for row in gpu.itertuples(index=False):
-        limits = [f"{name} {float(value):g}" for name, value in (("borrowingLimit", row.borrowing_limit),
-                                                                  ("lendingLimit", row.lending_limit))
-                  if value is not None and not pd.isna(value)]
-        key = (_pool_key(row.cohort, row.cluster_queue), str(row.flavor))
-        if limits and isinstance(row.cohort, str) and row.cohort and len(members[key]) > 1:
-            out.setdefault(key, []).append(f"{row.cluster_queue} has {', '.join(limits)}")
-    return out
+    root, flavor = key
+    queues = [] if root.startswith(NO_COHORT) else tree.queues_under(root)
+    if not queues:
+        return ()
+    cycle = tree.cycle(queues[0])
+    if cycle:
+        return (f"cohort {root}: its parents loop ({' -> '.join((*cycle, cycle[0]))}) and Kueue admits nothing in "
+                "its ClusterQueues until that is fixed; the plan is not exact and holds nothing",)
+    out = []
+    for resource in gpu_resources:
+        fr = (flavor, resource)
+        total = tree.total(root, fr)
+        short = [(q, tree.reach(q, fr)) for q in queues if tree.quota((False, q), fr) is not None]
+        short = [(q, r) for q, r in short if r < total - 1e-9]
+        if short:
+            reached = ", ".join(f"{q} reaches {r:g}" for q, r in short)
+            out.append(f"{'; '.join(tree.limits(root, fr))}: not every queue can reach the pool's {total:g} GPUs "
+                       f"({reached}), so the pool's GPUs are not one pool every queue may fill; the plan is not "
+                       "exact and holds nothing")
+    return tuple(out)
+
+
+def _tree_notes(tree: CohortTree, key: tuple[str, str], gpu_resources: Sequence[str]) -> list[str]:
+    """What makes the pool more than one cohort's ClusterQueues: the tree, Cohort quota, implicit parents."""
+    root, flavor = key
+    if root.startswith(NO_COHORT):
+        return []
+    cohorts = tree.cohorts_under(root)
+    own = sum(q.nominal for c in cohorts for r in gpu_resources if (q := tree.quota((True, c), (flavor, r))))
+    notes = []
+    if len(cohorts) > 1 or own:
+        notes.append(f"pool of cohort tree {root} (cohorts {', '.join(cohorts)}): its ClusterQueues' quota plus "
+                     f"{own:g} GPUs of the Cohort objects' own quota")
+    for cohort in cohorts:
+        parent = tree.cohort_parent.get(cohort)
+        if cohort in tree.explicit and parent is not None and parent not in tree.explicit:
+            notes.append(f"cohort {cohort} names parent {parent}, which has no Cohort object: Kueue makes it an "
+                         "empty cohort, and so does the plan")
+    return notes
 
 
 def _held(wl: object) -> bool:
@@ -121,12 +167,13 @@ def _seconds_until(now: pd.Timestamp, value: object) -> float | None:
 
 
 def deadline_problems(snapshot: Snapshot, gpu_resources: Sequence[str] = ("nvidia.com/gpu",)) -> list[PoolProblem]:
-    """Every cohort/flavor pool with GPU quota, sorted by cohort and flavor."""
-    caps, first_flavor = _capacities(snapshot, gpu_resources)
+    """Every cohort-tree/flavor pool with GPU quota, sorted by root cohort and flavor."""
+    tree = CohortTree.of(snapshot)
+    caps, first_flavor = _capacities(snapshot, tree, gpu_resources)
     wls = snapshot.workloads
     if wls.empty or "deadline_at" not in wls:
-        limited = _limited(snapshot, gpu_resources)
-        return [replace(_problem(key, caps[key], [], []), inexact=_inexact(limited.get(key, []))) for key in sorted(caps)]
+        return [replace(_problem(key, caps[key], [], _tree_notes(tree, key, gpu_resources)),
+                        inexact=_split(tree, key, gpu_resources)) for key in sorted(caps)]
     now = pd.Timestamp(snapshot.collected_at)
     pools: dict[tuple[str, str], list[tuple[DeadlineJob | None, str, float | None]]] = {}
     notes: dict[tuple[str, str], list[str]] = {}
@@ -142,7 +189,7 @@ def deadline_problems(snapshot: Snapshot, gpu_resources: Sequence[str] = ("nvidi
             continue
         if flavor is None:
             continue
-        key = (_pool_key(wl.cohort, wl.cluster_queue), flavor)
+        key = (_pool_key(tree, str(wl.cluster_queue)), flavor)
         if key not in caps:
             continue
         gpus = int(math.ceil(float(wl.gpus) - 1e-9))
@@ -167,17 +214,10 @@ def deadline_problems(snapshot: Snapshot, gpu_resources: Sequence[str] = ("nvidi
             blind.setdefault(key, []).append(ref)
     # Every pool, with or without deadlines: "0 extra GPUs" is a signal too (a node-pool scaler that
     # hears nothing for a pool must not scale it down on silence, nor keep it up forever).
-    limited = _limited(snapshot, gpu_resources)
-    return [replace(_problem(key, caps[key], pools.get(key, []), notes.get(key, [])),
-                    uncontrolled=tuple(blind.get(key, [])), inexact=_inexact(limited.get(key, [])))
+    return [replace(_problem(key, caps[key], pools.get(key, []), [*_tree_notes(tree, key, gpu_resources),
+                                                                 *notes.get(key, [])]),
+                    uncontrolled=tuple(blind.get(key, [])), inexact=_split(tree, key, gpu_resources))
             for key in sorted(caps)]
-
-
-def _inexact(limited: list[str]) -> tuple[str, ...]:
-    if not limited:
-        return ()
-    return (f"{'; '.join(limited)}: the pool's GPUs are not one pool every queue may fill, so the plan is "
-            "not exact and holds nothing",)
 
 
 def overrun_buffer(runtime: float) -> float:

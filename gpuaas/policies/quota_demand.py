@@ -12,10 +12,11 @@ the deadline GPUs per queue, the audit log's recent net changes and the policy g
 
 Why the caps: demand is what the queue asks for, and a queue can ask for anything. A pending
 Workload bigger than anything its queue could ever be admitted (``reachable``: all of its
-cohort's quota of the flavor) will never run whatever the plan; it is named in the notes and
-left out of the pending GPUs, now and in the median. The demand of a cell never exceeds the
-cohort's capacity either. Without these, one
-10,000-GPU Workload that never runs moves quota to a team that uses 4.
+cohort's quota of the flavor, plus what the cohort tree lends it: a Cohort object's own quota,
+other cohorts under the same root, as far as borrowingLimit and lendingLimit let it) will never run
+whatever the plan; it is named in the notes and left out of the pending GPUs, now and in the
+median. The demand of a cell never exceeds that reach either. Without these, one 10,000-GPU
+Workload that never runs moves quota to a team that uses 4.
 
 The deadline need is the deadline planner's minimum for the queue's own deadline jobs
 (``deadline_gpus_per_queue``), not the peak of one schedule: four 4-GPU jobs that 4 GPUs meet in
@@ -39,6 +40,7 @@ from dataclasses import dataclass, field, replace
 import pandas as pd
 
 from gpuaas.models import Snapshot
+from gpuaas.policies.cohort_tree import CohortTree, FlavorResource
 from gpuaas.policies.deadline_pools import PoolPlan
 from gpuaas.policies.deadlines import DeadlineJob, plan_deadlines
 from gpuaas.policies.quotas import QueueDemand, QuotaLimits
@@ -80,17 +82,38 @@ def cell_demand(held: float, pending: float, deadline_need: float, reachable: fl
     return round(min(reachable, max(held + pending, deadline_need)), 3)
 
 
-def reachable_gpus(rows: pd.DataFrame) -> dict[Cell, float]:
-    """(queue, flavor) -> the most GPUs of that flavor the queue could ever be admitted: the cohort's total.
+def reachable_gpus(rows: pd.DataFrame, tree: CohortTree | None = None) -> dict[Cell, float]:
+    """(queue, flavor) -> the most GPUs of that flavor the queue could ever be admitted, under any plan.
 
-    Why the total and not today's reach (nominal plus borrowing): the rebalance itself moves
-    nominal quota, and with it the borrowing reach; what no plan can ever give a queue is more than
-    all of its cohort's quota of the flavor.
+    ``rows`` are one cohort's GPU quota cells. Why not today's reach: the rebalance itself moves
+    nominal quota among the cohort's ClusterQueues, and with it the borrowing reach. So the reach is
+    Kueue's (``CohortTree.reach``) with all of the cohort's ClusterQueues' quota of the flavor moved to
+    the queue: the whole cohort's quota, plus what the cohort tree lends it (a Cohort object's own
+    quota, other cohorts of the tree), less what a borrowingLimit or lendingLimit keeps from it.
+    Without ``tree``, or where the tree's parents loop, the cohort's ClusterQueues' quota.
     """
-    totals: dict[str, float] = {}
+    totals: dict[FlavorResource, float] = {}
     for r in rows.itertuples(index=False):
-        totals[str(r.flavor)] = totals.get(str(r.flavor), 0.0) + float(r.nominal)
-    return {(str(r.cluster_queue), str(r.flavor)): totals[str(r.flavor)] for r in rows.itertuples(index=False)}
+        fr = (str(r.flavor), str(r.resource))
+        totals[fr] = totals.get(fr, 0.0) + float(r.nominal)
+    reach: dict[Cell, float] = {}
+    members = [str(s) for s in rows["cluster_queue"].unique()]
+    free: dict[tuple[str, FlavorResource], bool] = {}
+    for r in rows.itertuples(index=False):
+        queue, fr = str(r.cluster_queue), (str(r.flavor), str(r.resource))
+        gpus = totals[fr]
+        root = tree.pool(queue) if tree is not None else None
+        if tree is not None and root is not None and not tree.cycle(queue):
+            if (root, fr) not in free:
+                free[(root, fr)] = not tree.limits(root, fr)
+            if free[(root, fr)]:  # no limits: every queue of the tree reaches all of it, whoever holds it
+                gpus = tree.total(root, fr)
+            else:
+                moved = {(s, fr): 0.0 for s in members if s != queue and tree.quota((False, s), fr) is not None}
+                gpus = max(gpus, tree.with_nominal({**moved, (queue, fr): totals[fr]}).reach(queue, fr))
+        cell = (queue, fr[0])
+        reach[cell] = reach.get(cell, 0.0) + gpus
+    return reach
 
 
 def _never_admissible(snapshot: Snapshot, reach: Mapping[Cell, float]) -> dict[str, list[tuple[str, float]]]:
@@ -191,6 +214,7 @@ def cohort_demands(snapshot: Snapshot, history: pd.DataFrame, policy: Policy, *,
     wanted = set(cohorts or rb.cohorts)
     everywhere = {(str(r.cluster_queue), str(r.flavor)): int(round(float(r.nominal))) for r in gpu.itertuples(index=False)}
     guaranteed = _guarantees(policy, everywhere)
+    tree = CohortTree.of(snapshot)
     out = []
     for cohort, rows in sorted(gpu.groupby("cohort"), key=lambda kv: str(kv[0])):
         if wanted and cohort not in wanted:
@@ -205,7 +229,7 @@ def cohort_demands(snapshot: Snapshot, history: pd.DataFrame, policy: Policy, *,
             flavors_of = order.setdefault(cell[0], [])
             if cell[1] not in flavors_of:
                 flavors_of.append(cell[1])
-        reach = reachable_gpus(rows)
+        reach = reachable_gpus(rows, tree)
         never = _never_admissible(snapshot, reach)
         seen = [stats.get((q, f, "history_seconds"), 0.0) for q, f in nominal]
         history_s = max(seen, default=0.0)

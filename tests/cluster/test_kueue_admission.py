@@ -227,6 +227,31 @@ def test_deactivation_evicts_frees_and_reactivation_requeues(
     assert cond(store, "ns", "first", "Evicted")["status"] == "False"  # the admission clears it
 
 
+def test_a_reactivated_workload_keeps_its_creation_time_place_in_the_queue(
+    store: ObjectStore, clock: t.FakeClock
+) -> None:
+    """Kueue orders a queue by creation time (``GetQueueOrderTimestamp``; a deactivation is not one of the
+    evictions that move a Workload back): one created before another still goes first once reactivated."""
+    _single(store, gpus=8)
+    kueue = KueueController(store, clock)
+    store.create(t.workload("ns", "running", "q", 8))
+    kueue.reconcile()
+    clock.advance(1)
+    store.create(t.workload("ns", "early", "q", 4))
+    store.patch("Workload", "ns", "early", {"spec": {"active": False}})
+    kueue.reconcile()
+    clock.advance(60)
+    store.create(t.workload("ns", "late", "q", 4))
+    kueue.reconcile()
+    clock.advance(60)
+    store.patch("Workload", "ns", "early", {"spec": {"active": True}})
+    kueue.reconcile()
+    items = kueue.pending_workloads("ClusterQueue", None, "cq")["items"]
+    assert [i["metadata"]["name"] for i in items] == ["early", "late"]
+    kueue.finish("ns", "running")
+    assert kueue.reconcile().admitted == ["ns/early", "ns/late"]
+
+
 def test_lowering_nominal_quota_evicts_nothing_and_shows_borrowed(store: ObjectStore, clock: t.FakeClock) -> None:
     _cohort(store, with_c=False)
     store.create(t.resource_flavor("spare"))

@@ -90,3 +90,84 @@ def test_a_pool_split_by_borrowing_or_lending_limits_is_planned_but_not_exact() 
     h100, a100 = pools[("c", "h100")], pools[("c", "a100")]
     assert not h100.plan.exact and "cq-b has lendingLimit 1" in h100.plan.messages[-1]
     assert a100.plan.exact  # no limit on a100
+
+
+def tree_snapshot(cohorts: list[dict[str, Any]], queues: list[tuple[str, str, float, dict[str, float]]],
+                  rows: list[dict[str, Any]] | None = None) -> Snapshot:
+    """queues: (name, cohort, h100 nominal, limits); cohorts: rows of the snapshot's Cohort frame."""
+    quotas = pd.DataFrame([{"cluster_queue": q, "cohort": c, "flavor": "h100", "resource": "nvidia.com/gpu",
+                            "nominal": n, "borrowing_limit": lim.get("borrowing"), "lending_limit": lim.get("lending")}
+                           for q, c, n, lim in queues])
+    frame = pd.DataFrame(rows or [])
+    if rows:
+        frame["deadline_at"] = pd.to_datetime(frame["deadline_at"], utc=True)
+        frame["admitted_at"] = pd.to_datetime(frame["admitted_at"], utc=True)
+    return Snapshot(collected_at=NOW, windows_minutes=(30.0,), sources={}, workloads=frame, quotas=quotas,
+                    cohorts=pd.DataFrame(cohorts))
+
+
+def cohort(name: str, parent: str | None, gpus: float | None = None, **limits: float) -> dict[str, Any]:
+    return {"cohort": name, "parent": parent, "flavor": "h100" if gpus is not None else None,
+            "resource": "nvidia.com/gpu" if gpus is not None else None, "nominal": gpus,
+            "borrowing_limit": limits.get("borrowing"), "lending_limit": limits.get("lending")}
+
+
+def test_a_two_level_tree_with_a_cohorts_own_quota_is_one_exact_pool() -> None:
+    """org (4 GPUs of its own) > research (2 of its own, cq-a 4) and eng (cq-b 2): one pool of 12, named org.
+    A 10-GPU job due in 2 h fits only because of the Cohort quota and the other branch."""
+    snap = tree_snapshot(
+        [cohort("org", None, 4.0), cohort("research", "org", 2.0), cohort("eng", "org")],
+        [("cq-a", "research", 4.0, {}), ("cq-b", "eng", 2.0, {})],
+        [{**wl("wide", "pending", 10, cq="cq-a"), "cohort": "research"},
+         {**wl("run", "admitted", 2, flavor="h100", cq="cq-b", admitted_ago=600, deadline_in=None), "cohort": "eng"}])
+    [pool] = plan_pools(deadline_problems(snap))
+    assert (pool.problem.cohort, pool.problem.flavor, pool.problem.capacity) == ("org", "h100", 12)
+    assert {j.name for j in pool.problem.jobs} == {"ns/wide", "ns/run"} and pool.problem.too_big == ()
+    assert pool.plan.exact and pool.plan.feasible and pool.at_risk_count == 0
+    assert pool.plan.extra_gpus == {"h100": 0}
+    assert any("cohort tree org (cohorts eng, org, research)" in n and "6 GPUs of the Cohort objects' own quota" in n
+               for n in pool.problem.notes)
+
+
+def test_limits_that_do_not_bind_keep_the_pool_exact() -> None:
+    """cq-a may borrow 100 and eng lends all it has: every queue still reaches all 8."""
+    snap = tree_snapshot([cohort("org", None), cohort("eng", "org", 0.0, lending=50.0)],
+                         [("cq-a", "org", 4.0, {"borrowing": 100.0}), ("cq-b", "eng", 4.0, {})])
+    [pool] = plan_pools(deadline_problems(snap))
+    assert pool.problem.capacity == 8 and pool.plan.exact
+
+
+def test_a_lending_limit_in_the_tree_makes_the_pool_inexact_and_says_who_reaches_what() -> None:
+    """eng lends org only 1 of cq-b's 4: cq-a reaches 5 of the pool's 8."""
+    snap = tree_snapshot([cohort("org", None), cohort("eng", "org", 0.0, lending=1.0)],
+                         [("cq-a", "org", 4.0, {}), ("cq-b", "eng", 4.0, {})])
+    [pool] = plan_pools(deadline_problems(snap))
+    assert pool.problem.capacity == 8 and not pool.plan.exact
+    assert "cohort eng has lendingLimit 1" in pool.plan.messages[-1]
+    assert "cq-a reaches 5" in pool.plan.messages[-1] and "cq-b" not in pool.plan.messages[-1].split("(")[1]
+
+
+def test_a_borrowing_limit_on_a_cohort_makes_the_pool_inexact() -> None:
+    snap = tree_snapshot([cohort("org", None, 6.0), cohort("eng", "org", 0.0, borrowing=2.0)],
+                         [("cq-a", "org", 2.0, {}), ("cq-b", "eng", 4.0, {})])
+    [pool] = plan_pools(deadline_problems(snap))
+    assert pool.problem.capacity == 12 and not pool.plan.exact
+    assert "cohort eng has borrowingLimit 2" in pool.plan.messages[-1] and "cq-b reaches 6" in pool.plan.messages[-1]
+
+
+def test_a_loop_of_parents_is_planned_but_not_exact() -> None:
+    """Kueue admits nothing in a tree whose parents loop; the pool is named after the loop's first cohort."""
+    snap = tree_snapshot([cohort("b", "a"), cohort("a", "b"), cohort("leaf", "b")],
+                         [("cq-a", "leaf", 4.0, {}), ("cq-b", "a", 4.0, {})])
+    [pool] = plan_pools(deadline_problems(snap))
+    assert (pool.problem.cohort, pool.problem.capacity) == ("a", 8) and not pool.plan.exact
+    assert "its parents loop (a -> b -> a)" in pool.plan.messages[-1]
+
+
+def test_a_parent_without_a_cohort_object_is_an_empty_cohort_as_in_kueue() -> None:
+    """research names org, which has no object: Kueue makes org an implicit empty cohort; cq-b names org too."""
+    snap = tree_snapshot([cohort("research", "org", 2.0)],
+                         [("cq-a", "research", 4.0, {}), ("cq-b", "org", 2.0, {})])
+    [pool] = plan_pools(deadline_problems(snap))
+    assert (pool.problem.cohort, pool.problem.capacity) == ("org", 8) and pool.plan.exact
+    assert any("names parent org, which has no Cohort object" in n for n in pool.problem.notes)

@@ -4,7 +4,9 @@ Cases: the field example (4 GPUs, 4 jobs x 2 GPUs due at twice their run time) a
 where two rounds no longer fit; running jobs that block; EDF, not file order; a hopeless job;
 an instance where EDF list scheduling misses and the exact search meets every deadline; the
 bound past which the answer is called a heuristic; bad input naming job and field.
-Properties: every schedule is valid, and the reported extra GPUs are the brute-force minimum.
+Properties: every schedule is valid (running jobs past their estimate included), the reported extra
+GPUs are the brute-force minimum, the at-risk list is the brute-force fewest, and under a bound on the
+exact method the answer stays valid and says when it is a heuristic.
 """
 
 from __future__ import annotations
@@ -123,7 +125,10 @@ def assert_valid(plan: DeadlinePlan, capacity: dict[str, int], jobs: Sequence[De
     by_name = {s.name: s for s in plan.schedule}
     for j in jobs:
         hopeless = j.running_for is None and j.deadline is not None and j.duration > j.deadline
-        assert (j.name in by_name) != hopeless
+        overrun = j.running_for is not None and j.running_for >= j.duration  # assumed to end now
+        assert (j.name in by_name) != (hopeless or overrun)
+        if j.running_for is not None and not overrun and j.deadline is not None:
+            assert (j.name in plan.missed) == (j.duration - j.running_for > j.deadline)
         if j.name not in by_name:
             continue
         s = by_name[j.name]
@@ -141,7 +146,8 @@ def assert_valid(plan: DeadlinePlan, capacity: dict[str, int], jobs: Sequence[De
 
 def brute_feasible(jobs: Sequence[DeadlineJob], cap: int) -> bool:
     """Every integer start time for every deadline job (integer data: integer starts suffice)."""
-    fixed = [(0, j.duration - j.running_for, j.gpus) for j in jobs if j.running_for is not None]
+    fixed = [(0, j.duration - j.running_for, j.gpus) for j in jobs
+             if j.running_for is not None and j.running_for < j.duration]
     due = [j for j in jobs if j.running_for is None and j.deadline is not None and j.duration <= j.deadline]
     ranges = [range(0, int(j.deadline - j.duration) + 1) for j in due]  # type: ignore[operator]
     for combo in itertools.product(*ranges):
@@ -164,7 +170,7 @@ def problems(draw: st.DrawFn) -> tuple[dict[str, int], list[DeadlineJob]]:
         deadline = draw(st.one_of(st.none(), st.integers(1, 6)))
         running_for = None
         if held[r] + gpus <= capacity[r] and draw(st.booleans()) and draw(st.booleans()):
-            running_for = draw(st.integers(0, duration - 1))
+            running_for = draw(st.integers(0, duration + 1))  # from duration on: running past its estimate
             held[r] += gpus
         jobs.append(DeadlineJob(f"j{k}", gpus, duration, deadline, r, running_for))
     return capacity, jobs
@@ -183,4 +189,45 @@ def test_schedule_valid_and_extra_gpus_minimal_by_brute_force(problem: tuple[dic
         assert brute_feasible(mine, cap + extra)
         if extra > 0:
             assert not brute_feasible(mine, cap + extra - 1)  # one GPU fewer: some deadline misses
+    assert plan.feasible == (not any(plan.extra_gpus.values()))
+
+
+def holdable(jobs: Sequence[DeadlineJob]) -> list[DeadlineJob]:
+    return [j for j in jobs if j.running_for is None and j.deadline is not None and j.duration <= j.deadline]
+
+
+def fewest_at_risk(jobs: Sequence[DeadlineJob], cap: int) -> int:
+    """Brute force: the fewest holdable deadlines left out so that the rest all hold on ``cap`` (running jobs stay)."""
+    due = holdable(jobs)
+    running = [j for j in jobs if j.running_for is not None]
+    for size in range(len(due), -1, -1):
+        if any(brute_feasible(running + list(kept), cap) for kept in itertools.combinations(due, size)):
+            return len(due) - size
+    raise AssertionError("running jobs alone do not fit")  # the generator keeps them within capacity
+
+
+@settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(problems(), st.one_of(st.none(), st.integers(1, 6)))
+def test_at_risk_is_the_fewest_by_brute_force_and_any_bound_stays_valid(
+        problem: tuple[dict[str, int], list[DeadlineJob]], time_points: int | None) -> None:
+    """The at-risk list: what is left holds on today's GPUs, and it is the fewest such when ``exact``. Under a
+    bound on the exact method (``time_points``) the answer may be a heuristic, but it says so and stays valid:
+    its schedule fits, its extra GPUs are enough, its at-risk list is never shorter than the fewest."""
+    capacity, jobs = problem
+    limits = MilpLimits(max_time_points=time_points) if time_points is not None else MilpLimits()
+    plan = plan_deadlines(capacity, jobs, limits=limits)
+    assert_valid(plan, capacity, jobs)
+    if time_points is None:
+        assert plan.exact
+    for r, cap in capacity.items():
+        mine = [j for j in jobs if j.resource == r]
+        risky = [n for n in plan.at_risk if n in {j.name for j in mine}]
+        kept = [j for j in mine if j.name not in risky]
+        assert set(risky) <= {j.name for j in holdable(mine)}
+        assert brute_feasible(kept, cap)
+        assert brute_feasible(mine, cap + plan.extra_gpus[r])
+        fewest = fewest_at_risk(mine, cap)
+        assert len(risky) >= fewest
+        if plan.exact:
+            assert len(risky) == fewest
     assert plan.feasible == (not any(plan.extra_gpus.values()))

@@ -167,3 +167,37 @@ def test_a_tenant_in_two_cohorts_is_owed_its_guarantee_once() -> None:
     cohorts = {c.cohort: c for c in cohort_demands(snap, history([]), policy)}
     owed = {q.name: q.guaranteed for c in cohorts.values() for q in c.queues if q.guaranteed}
     assert owed == {"a": {"h100": 4}, "x": {"h100": 2}}  # 6 in proportion 8:4, not 6 in each cohort
+
+
+def test_the_reach_counts_the_cohort_tree_and_a_cohorts_own_quota() -> None:
+    """c (a 8, b 8) sits under org, whose Cohort object holds 16 GPUs of its own and which also has the
+    cohort d (x 8): a reaches 40. A 36-GPU Workload can run there; a 41-GPU one never can."""
+    snap = snapshot([("a", "c", "h100", 8, 0.0), ("b", "c", "h100", 8, 0.0), ("x", "d", "h100", 8, 0.0)],
+                    {"a": (79.0, 3 * 3600.0)}, [pending("a", "big", 36.0), pending("a", "huge", 41.0),
+                                                pending("a", "small", 2.0)])
+    cohorts = pd.DataFrame([
+        {"cohort": "org", "parent": None, "flavor": "h100", "resource": "nvidia.com/gpu", "nominal": 16.0},
+        {"cohort": "c", "parent": "org", "flavor": None, "resource": None, "nominal": None},
+        {"cohort": "d", "parent": "org", "flavor": None, "resource": None, "nominal": None}])
+    snap = Snapshot(collected_at=NOW, windows_minutes=(30.0,), sources=snap.sources, quotas=snap.quotas,
+                    queues=snap.queues, workloads=snap.workloads, cohorts=cohorts)
+    by = {c.cohort: c for c in cohort_demands(snap, history(full("a", "h100", 0) + full("b", "h100", 0)), Policy())}
+    a = next(q for q in by["c"].queues if q.name == "a")
+    assert a.demand == {"h100": 38.0}  # big and small: within the tree's 40, beyond the cohort's 16
+    assert by["c"].notes == ["a: pending Workloads larger than anything the queue can ever be admitted (40 GPUs): "
+                             "ns/huge (41 GPUs); not counted as demand"]
+
+
+def test_a_borrowing_limit_on_a_child_cohort_caps_the_reach() -> None:
+    """c may borrow at most 4 from org (16 of its own): a reaches its cohort's 16 plus 4."""
+    snap = snapshot([("a", "c", "h100", 8, 0.0), ("b", "c", "h100", 8, 0.0)], {"a": (30.0, 3 * 3600.0)},
+                    [pending("a", f"w{i}", 5.0) for i in range(6)])
+    cohorts = pd.DataFrame([
+        {"cohort": "org", "parent": None, "flavor": "h100", "resource": "nvidia.com/gpu", "nominal": 16.0},
+        {"cohort": "c", "parent": "org", "flavor": "h100", "resource": "nvidia.com/gpu", "nominal": 0.0,
+         "borrowing_limit": 4.0}])
+    snap = Snapshot(collected_at=NOW, windows_minutes=(30.0,), sources=snap.sources, quotas=snap.quotas,
+                    queues=snap.queues, workloads=snap.workloads, cohorts=cohorts)
+    [cohort] = cohort_demands(snap, history(full("a", "h100", 0) + full("b", "h100", 0)), Policy())
+    a = cohort.queues[0]
+    assert a.demand == {"h100": 20.0} and "capped at the 20 GPUs it can reach" in a.evidence["h100"]

@@ -8,9 +8,10 @@ field, the pods). The transitions, with the conditions Kueue sets:
 admit               QuotaReserved=True, Admitted=True, ``status.admission``; job resumed, pods made
 release (internal)  quota given back, pods deleted
 hold                QuotaReserved=False(OnHold), Admitted=False; a client stopped the job
-resume              QuotaReserved=False(Pending), Requeued=True; queued again (FIFO from now)
+resume              QuotaReserved=False(Pending), Requeued=True; queued again, position kept (creation time)
 deactivate          Evicted=True(Deactivated), QuotaReserved=False, Requeued=False(Deactivated)
-reactivate          Evicted=False, Requeued=True(Reactivated); queued again (FIFO from now)
+reactivate          Requeued=True(Reactivated), Evicted kept until the next admission; queued again,
+                    position kept (creation time)
 preempt             Evicted=True(Preempted), Preempted=True(reason), QuotaReserved=False,
                     Requeued=True(Preempted); job suspended, queue position kept (creation time)
 finish              Finished=True(Succeeded|Failed)

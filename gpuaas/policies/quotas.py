@@ -20,6 +20,8 @@ The model, per cell (queue ``i``, flavor ``f``) with ``b`` the current nominal q
 * guarantees: a queue at or above its guarantee never goes below it; a queue below it is raised
   as far as tonight's limits allow (the gap is minimised first, see ``_quota_milp``), the rest the
   following nights, and the rest of the cohort is planned meanwhile;
+* a queue that cannot reclaim what it lends (``QueueDemand.reclaims``) does not go below its
+  share where the cohort is full (``full_flavors``, ``keeps_share``);
 * all moves together: ``sum inc <= max_total_moved_gpus``;
 * hysteresis: a change is zero or at least ``hysteresis_gpus``;
 * no reversal: a queue whose net change of the last ``no_reversal_days`` is positive loses that
@@ -54,6 +56,8 @@ __all__ = [
     "QuotaLimits",
     "QuotaPlan",
     "QuotaPlanInfeasible",
+    "full_flavors",
+    "keeps_share",
     "plan_quotas",
     "overloaded",
     "plan_to_dict",
@@ -96,6 +100,14 @@ class QueueDemand:
     weight: float = 1.0
     recent_change: Mapping[str, int] = field(default_factory=dict)
     evidence: Mapping[str, str] = field(default_factory=dict)
+    reclaims: bool = True
+    """Whether the queue can take back what it lends: its ClusterQueue is in a cohort and preempts
+    borrowers (``reclaimWithinCohort`` other than ``Never``). One that cannot waits, once its demand
+    returns, for the next plan and then for the borrower's running jobs to end (lowering a quota
+    preempts nothing), so in a full cohort it keeps its share (``keeps_share``)."""
+    busiest: Mapping[str, float] = field(default_factory=dict)
+    """Per flavor, the demand at the window's busiest: GPUs held (at the usage percentile) plus the
+    most GPUs pending at once. Says whether the cohort was full within the window (``full_flavors``)."""
 
 
 @dataclass(frozen=True)
@@ -216,9 +228,36 @@ def shares(queues: Sequence[QueueDemand]) -> dict[tuple[str, str], float]:
     return out
 
 
+def full_flavors(queues: Sequence[QueueDemand]) -> set[str]:
+    """Flavors whose queues, each at its busiest of the window (or tonight's demand, if larger), want all the cohort's GPUs.
+
+    Why the busiest and not tonight's demand: a queue quiet for a week is what tonight's demand
+    lends; whether its quota is wanted back before the borrower's jobs end depends on the load the
+    cohort carries, and the window's peaks are the evidence of that load.
+    """
+    out = set()
+    for flavor in {f for q in queues for f in q.nominal}:
+        holders = [q for q in queues if flavor in q.nominal]
+        wanted = sum(max(float(q.demand.get(flavor, 0.0)), float(q.busiest.get(flavor, 0.0))) for q in holders)
+        if wanted >= sum(q.nominal[flavor] for q in holders) - 1e-9:
+            out.add(flavor)
+    return out
+
+
+def keeps_share(before: int, share: float, down: int) -> int:
+    """The most a queue that cannot reclaim may lose in a full cohort: down to its share, not below.
+
+    Why: there, the quota it lends is wanted back before the borrower's jobs end, and with no
+    preemption to take it back its own jobs would wait for them. Its share (the static quota, when
+    weights follow static quotas) is what it keeps; quota above its share still goes back.
+    """
+    return min(down, max(0, before - math.floor(share + 1e-9)))
+
+
 def _cells(queues: Sequence[QueueDemand], limits: QuotaLimits) -> list[Cell]:
     cells: list[Cell] = []
     share = shares(queues)
+    full = full_flavors(queues)
     for q in queues:
         for flavor, before in q.nominal.items():
             guaranteed = q.guaranteed.get(flavor, 0)
@@ -228,6 +267,8 @@ def _cells(queues: Sequence[QueueDemand], limits: QuotaLimits) -> list[Cell]:
             if demand < share[(q.name, flavor)]:
                 demand += limits.lend_reserve * (share[(q.name, flavor)] - demand)
             up, down = share_steps(before, demand, share[(q.name, flavor)], recent, step)
+            if not q.reclaims and flavor in full:
+                down = keeps_share(before, share[(q.name, flavor)], down)
             cells.append(Cell(
                 queue=q.name, flavor=flavor, before=before, demand=demand,
                 guaranteed=guaranteed, weight=float(q.weight), recent=recent, step=step,

@@ -58,6 +58,7 @@ __all__ = [
     "QuotaPlanInfeasible",
     "full_flavors",
     "keeps_share",
+    "kept_shares",
     "plan_quotas",
     "overloaded",
     "plan_to_dict",
@@ -324,8 +325,20 @@ def plan_quotas(queues: Sequence[QueueDemand], limits: QuotaLimits) -> QuotaPlan
         shortfall_cost_before=sum(segment_cost(c.demand, c.weight, c.before, c.share, owed) for c in cells),
         unmet_guarantees=[f"{c.queue} {c.flavor}: {a} of guaranteed {c.guaranteed} (+{c.step_up} a run at most)"
                           for c, a in zip(cells, after) if a < c.guaranteed],
-        notes=overloaded(cells),
+        notes=overloaded(cells) + kept_shares(queues),
     )
+
+
+def kept_shares(queues: Sequence[QueueDemand]) -> list[str]:
+    """One sentence per full flavor where a queue that cannot reclaim keeps its share: why it lends nothing."""
+    full = full_flavors(queues)
+    out = []
+    for flavor in sorted(full):
+        names = [q.name for q in queues if flavor in q.nominal and not q.reclaims]
+        if names:
+            out.append(f"{flavor}: the cohort was full at its busiest this window; {', '.join(names)} cannot reclaim "
+                       "what they lend (no cohort, or reclaimWithinCohort: Never) and keep their share")
+    return out
 
 
 def overloaded(cells: Sequence[Cell]) -> list[str]:

@@ -352,6 +352,7 @@ def test_a_queue_that_cannot_reclaim_keeps_its_share_only_in_a_full_cohort(busie
               QueueDemand("b", {"a100": 16}, {"a100": 24.0}, busiest={"a100": busiest_b})]
     plan = plan_quotas(queues, QuotaLimits(16, 100, 32, 1))
     assert after(plan)[("a", "a100")] == a_after
+    assert any("a cannot reclaim" in note for note in plan.notes) == (a_after == 16)
     reclaiming = plan_quotas([replace(queues[0], reclaims=True), queues[1]], QuotaLimits(16, 100, 32, 1))
     assert after(reclaiming)[("a", "a100")] == 8  # a queue that can reclaim lends what it does not use
 

@@ -67,7 +67,8 @@ class CohortDemand:
 def limits_of(policy: RebalancePolicy) -> QuotaLimits:
     return QuotaLimits(max_step_gpus=policy.max_step_gpus, max_step_percent=policy.max_step_percent,
                        max_total_moved_gpus=policy.max_total_moved_gpus, hysteresis_gpus=policy.hysteresis_gpus,
-                       min_step_gpus=policy.min_step_gpus, lend_reserve=policy.lend_reserve)
+                       min_step_gpus=policy.min_step_gpus, lend_reserve=policy.lend_reserve,
+                       no_reclaim_keep_factor=policy.no_reclaim_keep_factor)
 
 
 def pending_demand(median: float, now: float, oldest_wait_s: float, policy: RebalancePolicy) -> float:

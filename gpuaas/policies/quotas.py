@@ -20,8 +20,9 @@ The model, per cell (queue ``i``, flavor ``f``) with ``b`` the current nominal q
 * guarantees: a queue at or above its guarantee never goes below it; a queue below it is raised
   as far as tonight's limits allow (the gap is minimised first, see ``_quota_milp``), the rest the
   following nights, and the rest of the cohort is planned meanwhile;
-* a queue that cannot reclaim what it lends (``QueueDemand.reclaims``) does not go below its
-  share where the cohort is full (``full_flavors``, ``keeps_share``);
+* a queue that cannot reclaim what it lends (``QueueDemand.reclaims``) keeps, where the cohort is
+  full (``full_flavors``), ``no_reclaim_keep_factor`` times its busiest demand, up to its share
+  (``keeps_share``);
 * all moves together: ``sum inc <= max_total_moved_gpus``;
 * hysteresis: a change is zero or at least ``hysteresis_gpus``;
 * no reversal: a queue whose net change of the last ``no_reversal_days`` is positive loses that
@@ -83,6 +84,8 @@ class QuotaLimits:
     lend_reserve: float = 0.0
     """Share of a queue's unused share it keeps (not lent): demand below the share counts as
     ``demand + lend_reserve * (share - demand)``. A lender's next burst waits for a night; this is its cushion."""
+    no_reclaim_keep_factor: float = 12.0
+    """In a full cohort, a queue that cannot reclaim keeps this many times its busiest demand, up to its share."""
 
 
 @dataclass(frozen=True)
@@ -155,6 +158,9 @@ def validate_quota_input(queues: Sequence[QueueDemand], limits: QuotaLimits) -> 
         value = getattr(limits, name)
         if not isinstance(value, int) or isinstance(value, bool) or value < 0:
             raise ConfigError(f"must be a whole number >= 0, got {value!r}", field=f"limits.{name}")
+    if not (isinstance(limits.no_reclaim_keep_factor, int | float) and limits.no_reclaim_keep_factor >= 0):
+        raise ConfigError(f"must be a number >= 0, got {limits.no_reclaim_keep_factor!r}",
+                          field="limits.no_reclaim_keep_factor")
     if not (isinstance(limits.lend_reserve, int | float) and 0 <= limits.lend_reserve <= 1):
         raise ConfigError(f"must be a number from 0 to 1, got {limits.lend_reserve!r}", field="limits.lend_reserve")
     if not (isinstance(limits.max_step_percent, int | float) and limits.max_step_percent >= 0):
@@ -245,14 +251,17 @@ def full_flavors(queues: Sequence[QueueDemand]) -> set[str]:
     return out
 
 
-def keeps_share(before: int, share: float, down: int) -> int:
-    """The most a queue that cannot reclaim may lose in a full cohort: down to its share, not below.
+def keeps_share(before: int, share: float, down: int, busiest: float, factor: float) -> int:
+    """The most a queue that cannot reclaim may lose in a full cohort: down to ``factor`` times its
+    busiest demand of the window, or its share if lower; never below.
 
-    Why: there, the quota it lends is wanted back before the borrower's jobs end, and with no
-    preemption to take it back its own jobs would wait for them. Its share (the static quota, when
-    weights follow static quotas) is what it keeps; quota above its share still goes back.
+    Why: there, quota it lends and then wants back comes back only after the next plan and the
+    borrower's jobs, and with no preemption its own jobs wait for them. What it keeps covers its
+    busiest with a wide margin (a quiet week says little about the next burst); what lies beyond,
+    a team using a few GPUs of a large share, is lent. Quota above its share still goes back.
     """
-    return min(down, max(0, before - math.floor(share + 1e-9)))
+    keep = min(math.floor(share + 1e-9), math.ceil(factor * busiest - 1e-9))
+    return min(down, max(0, before - keep))
 
 
 def _cells(queues: Sequence[QueueDemand], limits: QuotaLimits) -> list[Cell]:
@@ -269,7 +278,8 @@ def _cells(queues: Sequence[QueueDemand], limits: QuotaLimits) -> list[Cell]:
                 demand += limits.lend_reserve * (share[(q.name, flavor)] - demand)
             up, down = share_steps(before, demand, share[(q.name, flavor)], recent, step)
             if not q.reclaims and flavor in full:
-                down = keeps_share(before, share[(q.name, flavor)], down)
+                busiest = max(demand, float(q.busiest.get(flavor, 0.0)))
+                down = keeps_share(before, share[(q.name, flavor)], down, busiest, limits.no_reclaim_keep_factor)
             cells.append(Cell(
                 queue=q.name, flavor=flavor, before=before, demand=demand,
                 guaranteed=guaranteed, weight=float(q.weight), recent=recent, step=step,
@@ -337,7 +347,8 @@ def kept_shares(queues: Sequence[QueueDemand]) -> list[str]:
         names = [q.name for q in queues if flavor in q.nominal and not q.reclaims]
         if names:
             out.append(f"{flavor}: the cohort was full at its busiest this window; {', '.join(names)} cannot reclaim "
-                       "what they lend (no cohort, or reclaimWithinCohort: Never) and keep their share")
+                       "what they lend (no cohort, or reclaimWithinCohort: Never) and lend only beyond "
+                       "no_reclaim_keep_factor times their busiest demand")
     return out
 
 

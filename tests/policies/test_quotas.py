@@ -119,6 +119,7 @@ def instances(draw: st.DrawFn, max_queues: int = 6, max_quota: int = 24) -> tupl
         max_total_moved_gpus=draw(st.integers(0, 30)),
         hysteresis_gpus=draw(st.integers(0, 4)),
         min_step_gpus=draw(st.integers(0, 3)),
+        no_reclaim_keep_factor=draw(st.sampled_from([0.0, 1.0, 2.5, 12.0])),
     )
     return queues, limits
 
@@ -152,8 +153,10 @@ def allowed(queues: list[QueueDemand], q: QueueDemand, flavor: str, new: int, li
         return False
     if recent > 0 > delta and new < min(before, wanted(q, flavor), owed):  # ... or past demand and share
         return False
-    if not q.reclaims and delta < 0 and new < owed and full(queues, flavor):  # cannot take back: keeps its share
-        return False
+    if not q.reclaims and delta < 0 and full(queues, flavor):  # cannot take back: keeps a margin over its busiest
+        busiest = max(q.demand.get(flavor, 0.0), q.busiest.get(flavor, 0.0))
+        if new < min(owed, math.ceil(limits.no_reclaim_keep_factor * busiest - 1e-9)):
+            return False
     return True
 
 
@@ -343,17 +346,19 @@ def test_a_team_back_from_a_holiday_recovers_its_share_the_first_night() -> None
     assert a_quota[14:] == [16, 16, 16] and quotas == {"a": 16, "b": 16, "c": 16}
 
 
-@pytest.mark.parametrize(("busiest_b", "a_after"), [(40.0, 16), (20.0, 8)])
-def test_a_queue_that_cannot_reclaim_keeps_its_share_only_in_a_full_cohort(busiest_b: float, a_after: int) -> None:
-    # A (16 GPUs, quiet, reclaimWithinCohort: Never) and B (16, wants 24 tonight). At its busiest of the window
-    # B wanted 40: the cohort (32) was full, and what A lends would be wanted back before B's jobs end, so A
-    # keeps its 16. Where B's busiest was 20 (the cohort never full), A lends the 8 B wants.
-    queues = [QueueDemand("a", {"a100": 16}, {"a100": 4.0}, reclaims=False, busiest={"a100": 4.0}),
+@pytest.mark.parametrize(("busiest_a", "busiest_b", "a_after"), [(4.0, 40.0, 16), (1.0, 40.0, 12), (1.0, 20.0, 8)])
+def test_a_queue_that_cannot_reclaim_keeps_a_margin_over_its_busiest_in_a_full_cohort(
+        busiest_a: float, busiest_b: float, a_after: int) -> None:
+    # A (16 GPUs, quiet, reclaimWithinCohort: Never) and B (16, wants 24 tonight). Where B at its busiest of the
+    # window wanted 40, the cohort (32) was full: A keeps 12 times its busiest, up to its share (busiest 4: all
+    # 16; busiest 1: 12, and lends 4). Where B's busiest was 20 (never full), A lends the 8 B wants.
+    queues = [QueueDemand("a", {"a100": 16}, {"a100": busiest_a}, reclaims=False, busiest={"a100": busiest_a}),
               QueueDemand("b", {"a100": 16}, {"a100": 24.0}, busiest={"a100": busiest_b})]
-    plan = plan_quotas(queues, QuotaLimits(16, 100, 32, 1))
+    limits = QuotaLimits(16, 100, 32, 1, no_reclaim_keep_factor=12)
+    plan = plan_quotas(queues, limits)
     assert after(plan)[("a", "a100")] == a_after
-    assert any("a cannot reclaim" in note for note in plan.notes) == (a_after == 16)
-    reclaiming = plan_quotas([replace(queues[0], reclaims=True), queues[1]], QuotaLimits(16, 100, 32, 1))
+    assert any("a cannot reclaim" in note for note in plan.notes) == (busiest_b == 40.0)
+    reclaiming = plan_quotas([replace(queues[0], reclaims=True), queues[1]], limits)
     assert after(reclaiming)[("a", "a100")] == 8  # a queue that can reclaim lends what it does not use
 
 

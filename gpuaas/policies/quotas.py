@@ -108,7 +108,7 @@ class QueueDemand:
     """Whether the queue can take back what it lends: its ClusterQueue is in a cohort and preempts
     borrowers (``reclaimWithinCohort`` other than ``Never``). One that cannot waits, once its demand
     returns, for the next plan and then for the borrower's running jobs to end (lowering a quota
-    preempts nothing), so in a full cohort it keeps its share (``keeps_share``)."""
+    preempts nothing), so in a full cohort it keeps a margin over its busiest demand (``keeps_share``)."""
     busiest: Mapping[str, float] = field(default_factory=dict)
     """Per flavor, the demand at the window's busiest: GPUs held (at the usage percentile) plus the
     most GPUs pending at once. Says whether the cohort was full within the window (``full_flavors``)."""

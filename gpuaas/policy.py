@@ -211,6 +211,9 @@ class RebalancePolicy(_Model):
     """... but always this many (within max_step_gpus): a queue at 0 or 1 GPU can gain again."""
     lend_reserve: Annotated[float, Field(ge=0, le=1)] = 0.0
     """Share of a queue's unused weighted share it keeps instead of lending (its cushion until the next night)."""
+    no_reclaim_keep_factor: Annotated[float, Field(ge=0)] = 12
+    """When the cohort was full within the window, a queue that cannot reclaim (no cohort, or
+    reclaimWithinCohort: Never) lends only beyond this many times its busiest demand (up to its share)."""
     no_reversal_days: Annotated[float, Field(ge=0)] = 7
     """A queue does not move against its own net change of this many days."""
     pending_wait_minutes: Annotated[float, Field(ge=0)] = 30

@@ -98,6 +98,8 @@ class ClusterQueue:
     pending_workloads: int = 0
     reserving_workloads: int = 0
     admitted_workloads: int = 0
+    reclaim_within_cohort: str = "Never"
+    """``spec.preemption.reclaimWithinCohort`` (Kueue's default ``Never``): whether it can take back quota it lent."""
 
 
 @dataclass(frozen=True)

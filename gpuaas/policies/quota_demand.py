@@ -69,7 +69,8 @@ class CohortDemand:
 def limits_of(policy: RebalancePolicy) -> QuotaLimits:
     return QuotaLimits(max_step_gpus=policy.max_step_gpus, max_step_percent=policy.max_step_percent,
                        max_total_moved_gpus=policy.max_total_moved_gpus, hysteresis_gpus=policy.hysteresis_gpus,
-                       min_step_gpus=policy.min_step_gpus, lend_reserve=policy.lend_reserve)
+                       min_step_gpus=policy.min_step_gpus, lend_reserve=policy.lend_reserve,
+                       no_reclaim_keep_factor=policy.no_reclaim_keep_factor)
 
 
 def pending_demand(median: float, now: float, oldest_wait_s: float, policy: RebalancePolicy) -> float:
@@ -222,10 +223,13 @@ def cohort_demands(snapshot: Snapshot, history: pd.DataFrame, policy: Policy, *,
         nominal: dict[Cell, int] = {}
         reserved: dict[Cell, float] = {}
         order: dict[str, list[str]] = {}
+        reclaims: dict[str, bool] = {}
         for r in rows.itertuples(index=False):
             cell = (str(r.cluster_queue), str(r.flavor))
             nominal[cell] = nominal.get(cell, 0) + int(round(float(r.nominal)))
             reserved[cell] = reserved.get(cell, 0.0) + float(r.reserved or 0.0)
+            reclaim = getattr(r, "reclaim_within_cohort", "Any")  # a frame without the column: as reclaiming
+            reclaims[cell[0]] = isinstance(reclaim, str) and reclaim != "Never"
             flavors_of = order.setdefault(cell[0], [])
             if cell[1] not in flavors_of:
                 flavors_of.append(cell[1])
@@ -246,6 +250,8 @@ def cohort_demands(snapshot: Snapshot, history: pd.DataFrame, policy: Policy, *,
             ignored = sum(g for _, g in never.get(queue, []))
             pending = pending_demand(max(0.0, pending_hist.get(queue, 0.0) - ignored), max(0.0, pending_now - ignored),
                                      waited, rb)
+            most_pending = max(pending, stats.get((queue, "", "pending_max"), 0.0) - ignored)
+            busiest: dict[str, float] = {}
             for i, flavor in enumerate(flavors):
                 cell = (queue, flavor)
                 use = stats.get((queue, flavor, "usage_p"))
@@ -255,6 +261,7 @@ def cohort_demands(snapshot: Snapshot, history: pd.DataFrame, policy: Policy, *,
                 mine = pending if i == 0 else 0.0
                 need = float(deadline_gpus.get(cell, 0))
                 demand[flavor] = cell_demand(held, mine, need, reach.get(cell, float("inf")))
+                busiest[flavor] = cell_demand(held, most_pending if i == 0 else 0.0, need, reach.get(cell, float("inf")))
                 pct = f"p{rb.usage_percentile:g}"
                 words = [f"{pct} use {use:g} of {nominal[cell]}" if use is not None
                          else f"use now {reserved[cell]:g} of {nominal[cell]} (no history)"]
@@ -277,7 +284,7 @@ def cohort_demands(snapshot: Snapshot, history: pd.DataFrame, policy: Policy, *,
                 guaranteed={f: guaranteed[(queue, f)] for f in flavors if (queue, f) in guaranteed},
                 weight=tenant.weight if tenant else 1.0,
                 recent_change={f: recent_change[(queue, f)] for f in flavors if recent_change.get((queue, f))},
-                evidence=evidence,
+                evidence=evidence, reclaims=reclaims[queue], busiest=busiest,
             ))
         limits = limits_of(rb)
         notes: list[str] = _unknown_flavor_notes(policy, {q for q, _ in nominal}, set(gpu["flavor"].astype(str)))

@@ -20,6 +20,9 @@ The model, per cell (queue ``i``, flavor ``f``) with ``b`` the current nominal q
 * guarantees: a queue at or above its guarantee never goes below it; a queue below it is raised
   as far as tonight's limits allow (the gap is minimised first, see ``_quota_milp``), the rest the
   following nights, and the rest of the cohort is planned meanwhile;
+* a queue that cannot reclaim what it lends (``QueueDemand.reclaims``) keeps, where the cohort is
+  full (``full_flavors``), ``no_reclaim_keep_factor`` times its busiest demand, up to its share
+  (``keeps_share``);
 * all moves together: ``sum inc <= max_total_moved_gpus``;
 * hysteresis: a change is zero or at least ``hysteresis_gpus``;
 * no reversal: a queue whose net change of the last ``no_reversal_days`` is positive loses that
@@ -54,6 +57,9 @@ __all__ = [
     "QuotaLimits",
     "QuotaPlan",
     "QuotaPlanInfeasible",
+    "full_flavors",
+    "keeps_share",
+    "kept_shares",
     "plan_quotas",
     "overloaded",
     "plan_to_dict",
@@ -78,6 +84,8 @@ class QuotaLimits:
     lend_reserve: float = 0.0
     """Share of a queue's unused share it keeps (not lent): demand below the share counts as
     ``demand + lend_reserve * (share - demand)``. A lender's next burst waits for a night; this is its cushion."""
+    no_reclaim_keep_factor: float = 12.0
+    """In a full cohort, a queue that cannot reclaim keeps this many times its busiest demand, up to its share."""
 
 
 @dataclass(frozen=True)
@@ -96,6 +104,14 @@ class QueueDemand:
     weight: float = 1.0
     recent_change: Mapping[str, int] = field(default_factory=dict)
     evidence: Mapping[str, str] = field(default_factory=dict)
+    reclaims: bool = True
+    """Whether the queue can take back what it lends: its ClusterQueue is in a cohort and preempts
+    borrowers (``reclaimWithinCohort`` other than ``Never``). One that cannot waits, once its demand
+    returns, for the next plan and then for the borrower's running jobs to end (lowering a quota
+    preempts nothing), so in a full cohort it keeps a margin over its busiest demand (``keeps_share``)."""
+    busiest: Mapping[str, float] = field(default_factory=dict)
+    """Per flavor, the demand at the window's busiest: GPUs held (at the usage percentile) plus the
+    most GPUs pending at once. Says whether the cohort was full within the window (``full_flavors``)."""
 
 
 @dataclass(frozen=True)
@@ -142,6 +158,9 @@ def validate_quota_input(queues: Sequence[QueueDemand], limits: QuotaLimits) -> 
         value = getattr(limits, name)
         if not isinstance(value, int) or isinstance(value, bool) or value < 0:
             raise ConfigError(f"must be a whole number >= 0, got {value!r}", field=f"limits.{name}")
+    if not (isinstance(limits.no_reclaim_keep_factor, int | float) and limits.no_reclaim_keep_factor >= 0):
+        raise ConfigError(f"must be a number >= 0, got {limits.no_reclaim_keep_factor!r}",
+                          field="limits.no_reclaim_keep_factor")
     if not (isinstance(limits.lend_reserve, int | float) and 0 <= limits.lend_reserve <= 1):
         raise ConfigError(f"must be a number from 0 to 1, got {limits.lend_reserve!r}", field="limits.lend_reserve")
     if not (isinstance(limits.max_step_percent, int | float) and limits.max_step_percent >= 0):
@@ -216,9 +235,39 @@ def shares(queues: Sequence[QueueDemand]) -> dict[tuple[str, str], float]:
     return out
 
 
+def full_flavors(queues: Sequence[QueueDemand]) -> set[str]:
+    """Flavors whose queues, each at its busiest of the window (or tonight's demand, if larger), want all the cohort's GPUs.
+
+    Why the busiest and not tonight's demand: a queue quiet for a week is what tonight's demand
+    lends; whether its quota is wanted back before the borrower's jobs end depends on the load the
+    cohort carries, and the window's peaks are the evidence of that load.
+    """
+    out = set()
+    for flavor in {f for q in queues for f in q.nominal}:
+        holders = [q for q in queues if flavor in q.nominal]
+        wanted = sum(max(float(q.demand.get(flavor, 0.0)), float(q.busiest.get(flavor, 0.0))) for q in holders)
+        if wanted >= sum(q.nominal[flavor] for q in holders) - 1e-9:
+            out.add(flavor)
+    return out
+
+
+def keeps_share(before: int, share: float, down: int, busiest: float, factor: float) -> int:
+    """The most a queue that cannot reclaim may lose in a full cohort: down to ``factor`` times its
+    busiest demand of the window, or its share if lower; never below.
+
+    Why: there, quota it lends and then wants back comes back only after the next plan and the
+    borrower's jobs, and with no preemption its own jobs wait for them. What it keeps covers its
+    busiest with a wide margin (a quiet week says little about the next burst); what lies beyond,
+    a team using a few GPUs of a large share, is lent. Quota above its share still goes back.
+    """
+    keep = min(math.floor(share + 1e-9), math.ceil(factor * busiest - 1e-9))
+    return min(down, max(0, before - keep))
+
+
 def _cells(queues: Sequence[QueueDemand], limits: QuotaLimits) -> list[Cell]:
     cells: list[Cell] = []
     share = shares(queues)
+    full = full_flavors(queues)
     for q in queues:
         for flavor, before in q.nominal.items():
             guaranteed = q.guaranteed.get(flavor, 0)
@@ -228,6 +277,9 @@ def _cells(queues: Sequence[QueueDemand], limits: QuotaLimits) -> list[Cell]:
             if demand < share[(q.name, flavor)]:
                 demand += limits.lend_reserve * (share[(q.name, flavor)] - demand)
             up, down = share_steps(before, demand, share[(q.name, flavor)], recent, step)
+            if not q.reclaims and flavor in full:
+                busiest = max(demand, float(q.busiest.get(flavor, 0.0)))
+                down = keeps_share(before, share[(q.name, flavor)], down, busiest, limits.no_reclaim_keep_factor)
             cells.append(Cell(
                 queue=q.name, flavor=flavor, before=before, demand=demand,
                 guaranteed=guaranteed, weight=float(q.weight), recent=recent, step=step,
@@ -283,8 +335,21 @@ def plan_quotas(queues: Sequence[QueueDemand], limits: QuotaLimits) -> QuotaPlan
         shortfall_cost_before=sum(segment_cost(c.demand, c.weight, c.before, c.share, owed) for c in cells),
         unmet_guarantees=[f"{c.queue} {c.flavor}: {a} of guaranteed {c.guaranteed} (+{c.step_up} a run at most)"
                           for c, a in zip(cells, after) if a < c.guaranteed],
-        notes=overloaded(cells),
+        notes=overloaded(cells) + kept_shares(queues),
     )
+
+
+def kept_shares(queues: Sequence[QueueDemand]) -> list[str]:
+    """One sentence per full flavor where a queue that cannot reclaim keeps its share: why it lends nothing."""
+    full = full_flavors(queues)
+    out = []
+    for flavor in sorted(full):
+        names = [q.name for q in queues if flavor in q.nominal and not q.reclaims]
+        if names:
+            out.append(f"{flavor}: the cohort was full at its busiest this window; {', '.join(names)} cannot reclaim "
+                       "what they lend (no cohort, or reclaimWithinCohort: Never) and lend only beyond "
+                       "no_reclaim_keep_factor times their busiest demand")
+    return out
 
 
 def overloaded(cells: Sequence[Cell]) -> list[str]:

@@ -192,6 +192,7 @@ def parse_cluster_queue(obj: Obj) -> ClusterQueue:
         pending_workloads=int(status.get("pendingWorkloads") or 0),
         reserving_workloads=int(status.get("reservingWorkloads") or 0),
         admitted_workloads=int(status.get("admittedWorkloads") or 0),
+        reclaim_within_cohort=str((spec.get("preemption") or {}).get("reclaimWithinCohort") or "Never"),
     )
 
 

@@ -11,6 +11,8 @@ number of queue cells, never with the number of Workloads. The answer is a long 
 * ``borrowed_p``: the same percentile of ``max(0, reservation - nominal)``;
 * ``pending_median``: the median of pending GPU requests (per queue; ``flavor`` empty: Kueue has
   not assigned pending work a flavor);
+* ``pending_max``: the most GPUs pending at once (per queue, ``flavor`` empty): with ``usage_p``,
+  the queue's demand at its busiest, which says whether the cohort was full within the window;
 * ``history_seconds``: how much of the window has samples (a fresh install has little).
 """
 
@@ -51,6 +53,7 @@ def history_query(window_s: float, step_s: float, percentile: float, gpu_resourc
         tag(f"quantile_over_time({q:g}, {per_cell(borrowed)}{rng})", "gpuaas_stat", "borrowed_p"),
         tag(f"quantile_over_time(0.5, (sum by (cluster_queue) ({_PENDING}{sel})){rng})", "gpuaas_stat",
             "pending_median"),
+        tag(f"max_over_time((sum by (cluster_queue) ({_PENDING}{sel})){rng})", "gpuaas_stat", "pending_max"),
         tag(f"count_over_time({per_cell(_NOMINAL + sel)}{rng}) * {step_s:g}", "gpuaas_stat", "history_seconds"),
     ])
 

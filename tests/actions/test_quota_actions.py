@@ -253,10 +253,13 @@ def test_demand_comes_from_kueues_per_queue_history_in_one_query(settings: Gpuaa
     stat = {(r.cluster_queue, r.stat): r.value for r in history.itertuples()}
     assert stat[("team-b-cq", "usage_p")] == 4 and stat[("team-a-cq", "usage_p")] == 2
     assert stat[("team-b-cq", "pending_median")] == 8  # b-big waited the whole 90 minutes
+    assert stat[("team-b-cq", "pending_max")] >= 8
     assert 80 * 60 <= stat[("team-a-cq", "history_seconds")] <= 95 * 60
     [cohort] = cohort_demands(snapshot, history, settings.policy)
     demand = {q.name: q.demand["h100"] for q in cohort.queues}
     assert demand == {"team-a-cq": 2.0, "team-b-cq": 12.0, "team-c-cq": 0.0}
+    assert all(q.reclaims for q in cohort.queues)  # the scenario's queues preempt borrowers (reclaimWithinCohort: Any)
+    assert all(q.busiest["h100"] >= q.demand["h100"] for q in cohort.queues)
     assert cohort.little_history and cohort.limits.max_total_moved_gpus == settings.policy.rebalance.max_step_gpus
     assert "of history" in cohort.notes[0]
     evidence = next(q.evidence["h100"] for q in cohort.queues if q.name == "team-b-cq")

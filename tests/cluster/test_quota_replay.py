@@ -66,11 +66,12 @@ def test_quota_is_conserved_and_only_what_should_move_moves(
         if name.startswith("static"):
             assert run.gpus_moved_per_night == [] and run.quota_totals == []
         else:
-            assert len(run.gpus_moved_per_night) >= 20 and sum(run.gpus_moved_per_night) > 0, name
+            assert len(run.gpus_moved_per_night) >= 20, name
             assert max(run.gpus_moved_per_night) <= Policy().rebalance.max_total_moved_gpus
         if name.endswith("isolated"):
             assert run.preemptions == 0 and run.preempted_gpu_hours == 0
     assert runs["static_cohort"].preemptions > 0  # the slice does exercise reclaim
+    assert sum(runs["rebalanced_cohort"].gpus_moved_per_night) > 0
 
 
 def test_command_json_has_four_configurations_with_their_figures(
@@ -104,12 +105,15 @@ def test_bad_quota_file_is_one_line_naming_file_and_tenant(tmp_path: Path,
     assert f"{bad}: cluster10: must be a whole number of GPUs" in result.output
 
 
-def test_the_replays_night_plans_what_the_rebalance_flow_plans_on_the_same_state() -> None:
+@pytest.mark.parametrize("reclaim", ["Any", "Never"])
+def test_the_replays_night_plans_what_the_rebalance_flow_plans_on_the_same_state(reclaim: str) -> None:
     """The replay's nightly plan and the flow's (``cohort_demands`` then ``plan_quotas``) on one state.
 
     The state: three queues of one cohort, a week of hourly samples. The flow reads the percentile
-    of usage and the median of pending GPUs from Prometheus; here the test writes those figures
-    into the history frame from the same samples, and the snapshot carries the backlog now.
+    of usage and the median and peak of pending GPUs from Prometheus; here the test writes those
+    figures into the history frame from the same samples, and the snapshot carries the backlog now
+    and the queues' ``reclaimWithinCohort``. The cohort is full at its busiest (b and c together
+    want more than its 48 GPUs), so a lends its unused share only where it can reclaim it.
     """
     import numpy as np
     import pandas as pd
@@ -129,7 +133,7 @@ def test_the_replays_night_plans_what_the_rebalance_flow_plans_on_the_same_state
                           changes=deque([-1, 0] if q == "a" else []),
                           pending_now=backlog[q][0], oldest_wait_s=backlog[q][1]) for q in quotas}
     policy = Policy()
-    replayed = plan_night(quotas, history, policy)
+    replayed = plan_night(quotas, history, policy, {q: reclaim != "Never" for q in quotas})
 
     pct = policy.rebalance.usage_percentile
     rows = []
@@ -138,19 +142,25 @@ def test_the_replays_night_plans_what_the_rebalance_flow_plans_on_the_same_state
         rows += [{"cluster_queue": q, "flavor": "gpu", "stat": "usage_p", "value": use},
                  {"cluster_queue": q, "flavor": "gpu", "stat": "reservation_p", "value": use},
                  {"cluster_queue": q, "flavor": "gpu", "stat": "history_seconds", "value": 7 * 86400.0},
-                 {"cluster_queue": q, "flavor": "", "stat": "pending_median", "value": float(np.median(list(h.pending)))}]
+                 {"cluster_queue": q, "flavor": "", "stat": "pending_median", "value": float(np.median(list(h.pending)))},
+                 {"cluster_queue": q, "flavor": "", "stat": "pending_max", "value": float(max(h.pending))}]
     snap = Snapshot(
         collected_at=datetime(2026, 12, 1, tzinfo=UTC),
         windows_minutes=(30.0,), sources={"kube": SourceStatus("kube", ok=True)},
         quotas=pd.DataFrame([{"cluster_queue": q, "cohort": "trace", "flavor": "gpu", "resource": "nvidia.com/gpu",
                               "nominal": float(g), "borrowing_limit": None, "lending_limit": None, "reserved": 0.0,
-                              "usage": 0.0, "borrowed": 0.0} for q, g in quotas.items()]),
+                              "usage": 0.0, "borrowed": 0.0, "reclaim_within_cohort": reclaim}
+                             for q, g in quotas.items()]),
         queues=pd.DataFrame([{"name": q, "pending_gpus": p, "oldest_pending_seconds": w}
                              for q, (p, w) in backlog.items()]))
     [cohort] = cohort_demands(snap, pd.DataFrame(rows), policy, recent_change={("a", "gpu"): -1})
     flowed = plan_quotas(cohort.queues, cohort.limits)
     assert {c.queue: c.after for c in flowed.changes} == replayed.quotas
-    assert replayed.moved_gpus == flowed.moved_gpus > 0
+    assert replayed.moved_gpus == flowed.moved_gpus
+    if reclaim == "Never":
+        assert replayed.quotas == quotas
+    else:
+        assert replayed.moved_gpus > 0 and replayed.quotas["a"] < quotas["a"]
 
 
 def test_a_bad_policy_file_is_one_line_naming_file_and_field(tmp_path: Path,

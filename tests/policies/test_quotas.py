@@ -110,6 +110,8 @@ def instances(draw: st.DrawFn, max_queues: int = 6, max_quota: int = 24) -> tupl
         guaranteed=guarantees[i],
         weight=draw(st.sampled_from([0.5, 1.0, 2.0, 3.0])),
         recent_change={f: draw(st.integers(-4, 4)) for f in flavors if draw(st.booleans())},
+        reclaims=draw(st.booleans()),
+        busiest={f: float(draw(st.integers(0, 2 * max_quota))) for f in flavors if draw(st.booleans())},
     ) for i, nominal in enumerate(nominals)]
     limits = QuotaLimits(
         max_step_gpus=draw(st.integers(0, 10)),
@@ -117,6 +119,7 @@ def instances(draw: st.DrawFn, max_queues: int = 6, max_quota: int = 24) -> tupl
         max_total_moved_gpus=draw(st.integers(0, 30)),
         hysteresis_gpus=draw(st.integers(0, 4)),
         min_step_gpus=draw(st.integers(0, 3)),
+        no_reclaim_keep_factor=draw(st.sampled_from([0.0, 1.0, 2.5, 12.0])),
     )
     return queues, limits
 
@@ -124,6 +127,13 @@ def instances(draw: st.DrawFn, max_queues: int = 6, max_quota: int = 24) -> tupl
 def share_of(queues: list[QueueDemand], q: QueueDemand, flavor: str) -> float:
     holders = [p for p in queues if flavor in p.nominal]
     return sum(p.nominal[flavor] for p in holders) * q.weight / sum(p.weight for p in holders)
+
+
+def full(queues: list[QueueDemand], flavor: str) -> bool:
+    """The cohort's queues, each at its busiest (or tonight's demand, if larger), want all its GPUs of the flavor."""
+    holders = [p for p in queues if flavor in p.nominal]
+    return sum(max(p.demand.get(flavor, 0.0), p.busiest.get(flavor, 0.0)) for p in holders) >= sum(
+        p.nominal[flavor] for p in holders)
 
 
 def allowed(queues: list[QueueDemand], q: QueueDemand, flavor: str, new: int, limits: QuotaLimits) -> bool:
@@ -143,6 +153,10 @@ def allowed(queues: list[QueueDemand], q: QueueDemand, flavor: str, new: int, li
         return False
     if recent > 0 > delta and new < min(before, wanted(q, flavor), owed):  # ... or past demand and share
         return False
+    if not q.reclaims and delta < 0 and full(queues, flavor):  # cannot take back: keeps a margin over its busiest
+        busiest = max(q.demand.get(flavor, 0.0), q.busiest.get(flavor, 0.0))
+        if new < min(owed, math.ceil(limits.no_reclaim_keep_factor * busiest - 1e-9)):
+            return False
     return True
 
 
@@ -330,6 +344,31 @@ def test_a_team_back_from_a_holiday_recovers_its_share_the_first_night() -> None
         a_quota.append(quotas["a"])
     assert a_quota[:5] == [8, 4, 2, 0, 0]
     assert a_quota[14:] == [16, 16, 16] and quotas == {"a": 16, "b": 16, "c": 16}
+
+
+@pytest.mark.parametrize(("busiest_a", "busiest_b", "a_after"), [(4.0, 40.0, 16), (1.0, 40.0, 12), (1.0, 20.0, 8)])
+def test_a_queue_that_cannot_reclaim_keeps_a_margin_over_its_busiest_in_a_full_cohort(
+        busiest_a: float, busiest_b: float, a_after: int) -> None:
+    # A (16 GPUs, quiet, reclaimWithinCohort: Never) and B (16, wants 24 tonight). Where B at its busiest of the
+    # window wanted 40, the cohort (32) was full: A keeps 12 times its busiest, up to its share (busiest 4: all
+    # 16; busiest 1: 12, and lends 4). Where B's busiest was 20 (never full), A lends the 8 B wants.
+    queues = [QueueDemand("a", {"a100": 16}, {"a100": busiest_a}, reclaims=False, busiest={"a100": busiest_a}),
+              QueueDemand("b", {"a100": 16}, {"a100": 24.0}, busiest={"a100": busiest_b})]
+    limits = QuotaLimits(16, 100, 32, 1, no_reclaim_keep_factor=12)
+    plan = plan_quotas(queues, limits)
+    assert after(plan)[("a", "a100")] == a_after
+    assert any("a cannot reclaim" in note for note in plan.notes) == (busiest_b == 40.0)
+    reclaiming = plan_quotas([replace(queues[0], reclaims=True), queues[1]], limits)
+    assert after(reclaiming)[("a", "a100")] == 8  # a queue that can reclaim lends what it does not use
+
+
+def test_quota_lent_to_a_queue_that_cannot_reclaim_still_goes_back_in_a_full_cohort() -> None:
+    # B (cannot reclaim) holds 24 of a 32-GPU cohort, 8 above its share; A wants its 16 back. Full: B gives back
+    # down to its share, not below it.
+    queues = [QueueDemand("a", {"a100": 8}, {"a100": 16.0}, reclaims=False),
+              QueueDemand("b", {"a100": 24}, {"a100": 24.0}, reclaims=False)]
+    plan = plan_quotas(queues, QuotaLimits(16, 100, 32, 1))
+    assert after(plan) == {("a", "a100"): 16, ("b", "a100"): 16}
 
 
 # --- errors -------------------------------------------------------------------------------------------

@@ -67,6 +67,9 @@ def test_cluster_queue_lending_limit_and_cohort_in_both_versions() -> None:
     old["apiVersion"] = "kueue.x-k8s.io/v1beta1"
     old["spec"]["cohort"] = old["spec"].pop("cohortName")
     assert parse_cluster_queue(old).cohort == "team-ab"
+    assert team_a.reclaim_within_cohort == "Never"  # Kueue's default: it cannot take back what it lends
+    old["spec"]["preemption"] = {"reclaimWithinCohort": "LowerPriority", "withinClusterQueue": "Never"}
+    assert parse_cluster_queue(old).reclaim_within_cohort == "LowerPriority"
 
 
 def test_local_queue_usage_under_both_status_names() -> None:

@@ -238,7 +238,9 @@ class QuotaReplay:
             waiting = [r for r in self.pending[name].records() if isinstance(r, JobRecord)]
             h.pending_now = float(self.pending[name].gpus)
             h.oldest_wait_s = self.now - min((r.pending_since for r in waiting), default=self.now)
-        result = plan_night(self.quotas, self.history, self.policy)
+        reclaims = {name: q.cohort is not None and q.preemption.reclaim_within_cohort != "Never"
+                    for name, q in self.book.queues.items()}
+        result = plan_night(self.quotas, self.history, self.policy, reclaims)
         if result.failed:
             self._failed.append(f"day {int(self.now // DAY)}: {result.failed}")
         for name, gpus in result.quotas.items():

@@ -7,7 +7,9 @@ What the flow does each night, with the replay's own history in place of Prometh
   (the flow reads the same percentile of Kueue's usage gauge over the same window);
 * pending = :func:`gpuaas.policies.quota_demand.pending_demand` of the window's median pending GPUs
   and of the GPUs pending now, with how long the oldest has waited;
-* demand = :func:`gpuaas.policies.quota_demand.cell_demand`, capped at the cohort's GPUs;
+* demand = :func:`gpuaas.policies.quota_demand.cell_demand`, capped at the cohort's GPUs; the
+  busiest demand the same with the window's most GPUs pending at once;
+* whether each queue can reclaim what it lends (its ClusterQueue's cohort and ``reclaimWithinCohort``);
 * guarantees from the policy's tenants (none by default), ``recent_change`` the queue's net quota
   change over the last ``no_reversal_days`` nights, the limits :func:`limits_of` the policy;
 * :func:`gpuaas.policies.quotas.plan_quotas`, unchanged.
@@ -20,6 +22,7 @@ from __future__ import annotations
 
 import math
 from collections import deque
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -60,8 +63,13 @@ def no_reversal_nights(policy: Policy) -> int:
     return math.ceil(policy.rebalance.no_reversal_days)
 
 
-def plan_night(quotas: dict[str, int], history: dict[str, History], policy: Policy) -> NightResult:
-    """New quotas for every queue (the same total), or the old ones and why not."""
+def plan_night(quotas: dict[str, int], history: dict[str, History], policy: Policy,
+               reclaims: Mapping[str, bool] | None = None) -> NightResult:
+    """New quotas for every queue (the same total), or the old ones and why not.
+
+    ``reclaims``: queue -> whether its ClusterQueue can take back what it lends (in a cohort, with
+    ``reclaimWithinCohort`` other than ``Never``), as the flow reads it from the snapshot; all by default.
+    """
     rb = policy.rebalance
     hours, nights = history_hours(policy), no_reversal_nights(policy)
     total = float(sum(quotas.values()))
@@ -73,12 +81,14 @@ def plan_night(quotas: dict[str, int], history: dict[str, History], policy: Poli
         waiting = list(h.pending)[-hours:]
         median = float(np.median(waiting)) if waiting else 0.0
         demand = cell_demand(held, pending_demand(median, h.pending_now, h.oldest_wait_s, rb), 0.0, total)
+        busiest = cell_demand(held, max(waiting, default=0.0), 0.0, total)
         tenant = policy.tenant_for(None, name)
         queues.append(QueueDemand(
             name=name, nominal={FLAVOR: quotas[name]}, demand={FLAVOR: demand},
             guaranteed={FLAVOR: tenant.guaranteed_gpus} if tenant and tenant.guaranteed_gpus else {},
             weight=tenant.weight if tenant else 1.0,
             recent_change={FLAVOR: sum(list(h.changes)[-nights:])} if nights else {},
+            reclaims=True if reclaims is None else reclaims[name], busiest={FLAVOR: busiest},
         ))
     try:
         plan = plan_quotas(queues, limits_of(rb))

@@ -16,11 +16,11 @@ from datetime import datetime
 
 
 def main(argv: list[str]) -> None:
-    from flows.collect import collect
-    from flows.rebalance import rebalance
-    from flows.reclaim import reclaim
-
     if argv == ["--warm"]:
+        import flows.collect
+        import flows.rebalance
+        import flows.reclaim  # noqa: F401 (the imports are what a warm process is for)
+
         line = sys.stdin.readline()
         if not line:  # never used: the test session ended
             return
@@ -28,14 +28,22 @@ def main(argv: list[str]) -> None:
         os.environ.clear()
         os.environ.update(order["env"])
         argv = order["argv"]
+    # Only the flow this run needs: each of the others costs a process a second or two of CPU to import.
     if argv[0] == "collect":
+        from flows.collect import collect
+
         result = collect(at=datetime.fromisoformat(argv[1]))
     elif argv[0] == "rebalance":  # an apply: the kill tests stop it mid-plan
+        from flows.rebalance import rebalance
+
         result = rebalance(apply=True, at=datetime.fromisoformat(argv[1]))
-    elif argv[0] in ("reclaim", "dry"):
-        result = reclaim(apply=argv[0] == "reclaim", at=datetime.fromisoformat(argv[1]))
     else:
-        result = reclaim(undo=[int(a) for a in argv[1:]])
+        from flows.reclaim import reclaim
+
+        if argv[0] in ("reclaim", "dry"):
+            result = reclaim(apply=argv[0] == "reclaim", at=datetime.fromisoformat(argv[1]))
+        else:
+            result = reclaim(undo=[int(a) for a in argv[1:]])
     print(json.dumps(result, default=str))
 
 

@@ -16,7 +16,7 @@ idle workloads to judge. Telemetry is backfilled at the 60 s sample interval for
 
     python -m bench.bench_cycle [--sizes tenth,full] [--profile DIR] [--smoke]
 
-``--smoke`` is ``--sizes smoke`` (80 GPUs, 100 workloads, 2 h of history) without waiting for Prometheus'
+``--smoke`` is ``--sizes smoke`` (32 GPUs, 20 workloads, 2 h of history) without waiting for Prometheus'
 compaction, on the Prefect API of ``PREFECT_API_URL`` when it is set.
 """
 
@@ -52,7 +52,7 @@ from gpuaas.cluster.runner import EmbeddedCluster
 from gpuaas.sources._concurrent import PROMQL_AT_ONCE
 from gpuaas.sources.kube import LISTS_AT_ONCE
 
-SIZES = {"smoke": (10, 2, 100), "tenth": (200, 20, 5000), "full": (2000, 200, 50000)}  # nodes (8 GPUs), CQs, workloads
+SIZES = {"smoke": (4, 2, 20), "tenth": (200, 20, 5000), "full": (2000, 200, 50000)}  # nodes (8 GPUs), CQs, workloads
 HISTORY = {"smoke": timedelta(hours=2)}  # the smoke check's fleet: enough for the 30-minute idle window
 FULL_DAY = timedelta(hours=24)
 KIND = "RayCluster"  # a job kind: its pods hold GPUs, so the dcgm series carry pod labels

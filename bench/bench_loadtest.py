@@ -1,7 +1,7 @@
 """The load generator against the embedded endpoint's default latency model: found vs computed.
 
-Run: ``python -m bench.bench_loadtest [STEP_SECONDS] [--smoke]`` (default 5; ``--smoke``: one replica,
-two rates, 0.5 s steps). The endpoint (one and two
+Run: ``python -m bench.bench_loadtest [STEP_SECONDS] [--smoke]`` (default 5, after a 10 s warm-up;
+``--smoke``: one replica, two rates, 0.5 s steps after 0.5 s warm-ups). The endpoint (one and two
 replicas, the default ``EngineModel``: 16 sequences, 30 ms per token) runs in this process; the
 sweep runs in a child process, as ``gpuaas loadtest`` would, so the two do not share a GIL.
 Prints, per replica count: the model's saturation rate, the sustainable rate the sweep found
@@ -27,9 +27,10 @@ from gpuaas.loadtest import LoadTestConfig, json_safe, run_sweep
 from gpuaas.policies.capacity import sustainable_capacity
 url, rates, step, replicas = sys.argv[1], sys.argv[2], float(sys.argv[3]), int(sys.argv[4])
 SLO, PROMPT, OUTPUT = float(sys.argv[5]), int(sys.argv[6]), int(sys.argv[7])
+warmup = {"warmup_seconds": float(sys.argv[8])} if sys.argv[8:] else {}  # the smoke run's; else the default
 config = LoadTestConfig(url=url, model="bench", rates=tuple(map(float, rates.split(","))), slo_quantile="p95",
                         slo_seconds=SLO, prompt_tokens=PROMPT, output_tokens=OUTPUT, step_seconds=step,
-                        max_requests_per_step=5000, replicas=replicas, gpus=replicas)
+                        max_requests_per_step=5000, **warmup, replicas=replicas, gpus=replicas)
 run = run_sweep(config)
 capacity = sustainable_capacity(run.sweep, slo_quantile="p95", slo_seconds=config.slo_seconds, min_quality=0.99)
 print(json.dumps(json_safe({"capacity": capacity.to_dict(), "lateness_p99_s": run.lateness_p99_s,
@@ -42,6 +43,7 @@ def main(argv: list[str]) -> int:
     cli.add_argument("step", nargs="?", type=float, default=5.0, help="seconds per rate step (default 5)")
     args = cli.parse_args(argv)
     step = 0.5 if args.smoke else args.step
+    warmup = ["0.5"] if args.smoke else []  # the smoke run checks the code path, not the figure: no 10 s warm-ups
     factors = (0.6, 1.2) if args.smoke else (0.6, 0.7, 0.8, 0.9, 1.0, 1.1, 1.2)
     model = EngineModel()
     found_by: list[str] = []
@@ -56,7 +58,7 @@ def main(argv: list[str]) -> int:
             rates = ",".join(f"{computed * f:.1f}" for f in factors)
             began = time.perf_counter()
             child = subprocess.run([sys.executable, "-c", CHILD, endpoint.url, rates, str(step), str(replicas),
-                                    str(SLO), str(PROMPT), str(OUTPUT)],
+                                    str(SLO), str(PROMPT), str(OUTPUT), *warmup],
                                    capture_output=True, text=True, check=False, timeout=600)
             wall = time.perf_counter() - began
         finally:

@@ -5,8 +5,6 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from gpuaas.errors import ConfigError
 
 __all__ = ["read_yaml"]
@@ -22,6 +20,8 @@ def _where(exc: UnicodeDecodeError) -> str:
 
 def read_yaml(path: Path | str, what: str) -> Any:
     """The parsed document; a ``ConfigError`` naming the file (and line, column) when it can't be read."""
+    import yaml  # here: a command run without a policy file never pays for the parser
+
     path = Path(path)
     try:
         text = path.read_text(encoding="utf-8")

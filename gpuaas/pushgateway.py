@@ -11,8 +11,6 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from urllib.error import URLError
 
-from prometheus_client import CollectorRegistry, Gauge, delete_from_gateway, push_to_gateway
-
 from gpuaas.errors import SourceUnavailable
 
 __all__ = ["MetricFamily", "delete_metrics", "push_metrics"]
@@ -34,6 +32,8 @@ class MetricFamily:
 
 def push_metrics(url: str, job: str, families: Iterable[MetricFamily], timeout: float = 10) -> int:
     """Replace the job's metric group on the Pushgateway; returns how many samples were pushed."""
+    from prometheus_client import CollectorRegistry, Gauge, push_to_gateway  # here: most runs push nothing
+
     registry = CollectorRegistry()
     count = 0
     for family in families:
@@ -50,6 +50,8 @@ def push_metrics(url: str, job: str, families: Iterable[MetricFamily], timeout: 
 
 def delete_metrics(url: str, job: str, timeout: float = 10) -> None:
     """Withdraw the job's whole metric group: a run that cannot vouch for its signal must not leave the last one up."""
+    from prometheus_client import delete_from_gateway
+
     try:
         delete_from_gateway(url, job=job, timeout=timeout)
     except (URLError, OSError) as exc:

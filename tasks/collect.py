@@ -14,7 +14,6 @@ from gpuaas.policies.idle import find_idle
 from gpuaas.pushgateway import push_metrics
 from gpuaas.settings import GpuaasSettings
 from gpuaas.snapshot import read_source
-from gpuaas.store import open_store, remember_snapshot
 from reports.collect import backlog_rows, collect_metrics, quality_rows, summary_markdown
 from tasks._artifacts import summary_artifact, table_artifact
 from tasks._options import IO_TASK_OPTIONS
@@ -37,6 +36,8 @@ def store_snapshot(settings: GpuaasSettings, snapshot: Snapshot, summary: dict[s
     incident review asks about), then prune (history past retention, full documents past the
     newest ``store.keep_full_snapshots``); returns the snapshot id, whose snapshot this process
     keeps in memory for the reclaim flow (``gpuaas.store.load_snapshot``)."""
+    from gpuaas.store import open_store, remember_snapshot  # here: SQLAlchemy is paid by the step that writes
+
     policy = settings.policy
     queues = queue_aggregates(snapshot).to_dict(orient="records")
     tenants = tenant_aggregates(snapshot, policy).to_dict(orient="records")

@@ -18,9 +18,9 @@ import json
 from collections.abc import Iterator
 from contextlib import contextmanager
 from http import HTTPStatus
+from typing import TYPE_CHECKING
 
 import urllib3
-from kubernetes.client.exceptions import ApiException
 
 from gpuaas.errors import (
     KubeAPIError,
@@ -32,6 +32,9 @@ from gpuaas.errors import (
 )
 from gpuaas.sources._retry_after import retry_after_seconds
 from gpuaas.sources.failures import in_words
+
+if TYPE_CHECKING:
+    from kubernetes.client.exceptions import ApiException
 
 __all__ = ["SOURCE", "kube_api_error", "kube_request"]
 
@@ -78,6 +81,8 @@ def kube_api_error(exc: ApiException, *, verb: str, kind: str, namespace: str | 
 def kube_request(*, verb: str, kind: str, url: str, namespace: str | None = None,
                  name: str | None = None) -> Iterator[None]:
     """Run one API call; whatever goes wrong leaves as the one error that names it (module docstring)."""
+    from kubernetes.client.exceptions import ApiException  # here: importing ``kubernetes`` costs a fraction of a second
+
     try:
         yield
     except ApiException as exc:

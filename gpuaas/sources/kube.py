@@ -11,15 +11,12 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, replace
-from typing import Any, TypeVar
-
-from kubernetes import client
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from gpuaas.errors import MalformedResponse, NotFound
 from gpuaas.models import ClusterQueue, Cohort, LocalQueue, Owner, PodGpus, ResourceFlavor, Workload
 from gpuaas.settings import GpuaasSettings
 from gpuaas.sources._concurrent import at_once
-from gpuaas.sources._kube_client import KubeLister, make_api_client
 from gpuaas.sources._kube_errors import kube_api_error, kube_request
 from gpuaas.sources._kube_kueue import (
     parse_cluster_queue,
@@ -30,6 +27,11 @@ from gpuaas.sources._kube_kueue import (
     pod_spec_gpus,
 )
 from gpuaas.sources._kube_owners import parse_owner, parse_pods
+
+if TYPE_CHECKING:
+    from kubernetes import client
+
+    from gpuaas.sources._kube_client import KubeLister
 
 __all__ = ["DEFAULT_GPU_RESOURCES", "KUEUE_GROUP", "KubeState", "kube_api_error", "kube_request", "read_kube"]
 
@@ -75,6 +77,8 @@ def read_kube(
     api_client: client.ApiClient | None = None,
 ) -> KubeState:
     """Read the cluster once. Raises ``KubeAPIError``/``SourceUnavailable`` for real failures."""
+    from gpuaas.sources._kube_client import KubeLister, make_api_client  # the Kubernetes client, on first read
+
     own_client = api_client is None
     api = api_client or make_api_client(settings)
     try:

@@ -14,7 +14,6 @@ from collections.abc import Mapping
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-import httpx
 import pandas as pd
 
 from gpuaas.errors import ConfigError, MalformedResponse, SourceError, SourceUnavailable
@@ -107,6 +106,8 @@ def read_opencost(settings: GpuaasSettings, now: datetime, window_minutes: float
 
 def fetch_allocation(settings: GpuaasSettings, params: Mapping[str, str]) -> pd.DataFrame:
     """``GET /allocation`` with ``params``, parsed; errors mapped (5xx/429/transport: transient)."""
+    import httpx  # here: a collect imports it in the thread that reads OpenCost, not before its work starts
+
     assert settings.opencost_url
     url = settings.opencost_url.rstrip("/") + "/allocation"
     try:

@@ -279,25 +279,42 @@ def test_cli_collect_json_and_table(pointed_at: EmbeddedCluster, prefect_harness
     assert f"Snapshot {doc['snapshot_id'] + 1}: 4 workloads" in table.stdout
 
 
+NEVER_LOADED = ("prefect", "alembic", "kubernetes.client.api.core_v1_api", "kubernetes.client.api.apps_v1_api")
+LOADED_BY_THE_WORK = ("kubernetes", "httpx", "sqlalchemy", "prometheus_client")
+"""Imported by a plain ``gpuaas collect`` only once its work has started (the sources read, the store written,
+the summary pushed: ``pointed_at`` sets a Pushgateway)."""
+
+
 def test_cli_collect_without_a_prefect_api_runs_the_body_without_importing_prefect(pointed_at: EmbeddedCluster) -> None:
     """No ``PREFECT_API_URL``: the command calls the flow's Prefect-free body (importing Prefect alone costs seconds),
-    an up-to-date store opens without Alembic, and the answer has the same shape as through Prefect."""
+    an up-to-date store opens without Alembic, and the answer has the same shape as through Prefect.
+
+    What a command pays before its work starts is what an operator waits for on every run: the clients of
+    the sources, the store's SQLAlchemy and the Pushgateway's client load where they are used, and the
+    Kubernetes API's generated classes (each imports every model it names, seconds of CPU) never."""
     import json
     import os
     import subprocess
     import sys
 
-    code = ("import sys; from typer.testing import CliRunner; from gpuaas.cli.app import app; "
-            "r = CliRunner().invoke(app, ['collect', '--format', 'json']); "
-            "assert r.exit_code == 0, r.output; "
-            "print(r.stdout); print([m for m in ('prefect', 'alembic') if m in sys.modules])")
+    code = ("import sys; import gpuaas.cli._flows as flows; before = []; run_body = flows._run_body\n"
+            "def spy(body, what, parameters):\n"
+            "    before.extend(sys.modules)\n"
+            "    return run_body(body, what, parameters)\n"
+            "flows._run_body = spy\n"
+            "from typer.testing import CliRunner; from gpuaas.cli.app import app\n"
+            "r = CliRunner().invoke(app, ['collect', '--format', 'json'])\n"
+            "assert r.exit_code == 0, r.output\n"
+            "print(r.stdout)\n"
+            f"print([m for m in {NEVER_LOADED!r} if m in sys.modules], [m for m in {LOADED_BY_THE_WORK!r} if m in before],"
+            f" [m for m in {LOADED_BY_THE_WORK!r} if m in sys.modules])")
     env = {k: v for k, v in os.environ.items() if k != "PREFECT_API_URL"}
     for _ in range(2):  # the first one creates the database (Alembic); the second finds it up to date
         proc = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=300,
                               check=False)
         assert proc.returncode == 0, proc.stderr
     document, _, loaded = proc.stdout.rstrip().rpartition("\n")
-    assert loaded == "[]"
+    assert loaded == f"[] [] {list(LOADED_BY_THE_WORK)!r}"  # the last: the spy saw the work start, and what it used
     doc = json.loads(document)
     assert doc["headline"].startswith("Snapshot ") and doc["workloads"] == 4 and doc["degraded"] is False
 

@@ -215,11 +215,12 @@ class RealCluster:
             self._start_kueue(bins, pki, webhook_port)
             self._write_kubeconfig(self.kubeconfig, pki, "gpuaas-real")
             self.pods = PodStandIn(self.api)
-            self.pods.start()
             if self._with_prometheus:
                 self._start_prometheus()
             if self.scenario is not None:
                 self.load_scenario(self.scenario)
+            # Started last: its passes would only compete with the start-up for the API server.
+            self.pods.start()
         except BaseException:
             self.stop()
             raise

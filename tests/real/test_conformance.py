@@ -41,7 +41,8 @@ def reserved(api: KubeHTTP, kind: str, name: str, ns: str = A) -> bool:
 
 
 def decision(settings: GpuaasSettings, name: str) -> Decision:
-    """The planner's decision for the workload of ``name`` taken as idle (no pods run: no telemetry)."""
+    """The planner's decision for the workload of ``name`` taken as idle (its pods' series are busy and
+    minutes old: too short a history to be idle on its own)."""
     snapshot = collect_snapshot(settings)
     idle = find_idle(snapshot.workloads, settings.policy, snapshot.collected_at)
     mine = (idle["name"] == name) | (idle["owner_name"] == name)
@@ -153,7 +154,7 @@ def test_reclaim_of_a_notebook_or_an_inference_service_is_its_stop_annotation_an
     """The real API server (open-schema CRDs: no controller runs for them) takes the stop annotation
     at the object's resourceVersion; the second apply finds it stopped; the undo removes it.
 
-    No pod runs on this backend, so there is no telemetry and no snapshot row to plan from: the
+    No pod runs for these kinds on this backend, so there is no telemetry and no snapshot row to plan from: the
     decision is the one the planner makes for an idle object, built from the live object."""
     live = api.get(kind, name, A)["metadata"]
     d = Decision(kind=kind, namespace=A, name=name, uid=live["uid"], tenant=A, gpus=1.0, idle_seconds=1800.0,

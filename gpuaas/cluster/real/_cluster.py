@@ -7,9 +7,11 @@ runs the RBAC authorizer; Kueue's CRDs and webhooks come from its module, pointe
 objects: Kueue creates the Workloads and admits them. A real Prometheus scrapes Kueue's ``/metrics``
 (HTTPS, bearer token: the manager checks it through TokenReview and SubjectAccessReview).
 
-Not run: kube-controller-manager, kube-scheduler and nodes' kubelets, so no pod is ever created
-(Kueue's admission does not need pods; Deployments and StatefulSets, whose Workloads Kueue makes from
-their pods, stay without Workloads). Nodes are API objects with GPU capacity, as in envtest.
+Not run: kube-controller-manager, kube-scheduler and nodes' kubelets. Nodes are API objects with GPU
+capacity and a Ready condition, as in envtest; a stand-in of ours (``_standin.PodStandIn``) creates,
+binds and marks Running the pods of the Jobs and RayClusters Kueue starts, and a loopback exporter
+(``_gpu_exporter``) gives their GPUs dcgm-exporter series. Deployments and StatefulSets, whose
+Workloads Kueue makes from their pods, get no pods and so stay without Workloads.
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ import yaml
 
 from gpuaas.cluster.prometheus import PrometheusServer, free_port
 from gpuaas.cluster.real._build import Binaries, build_all
+from gpuaas.cluster.real._gpu_exporter import GpuExporter
 from gpuaas.cluster.real._kubeapi import KubeHTTP
 from gpuaas.cluster.real._manifests import (
     generated_crds,
@@ -39,6 +42,7 @@ from gpuaas.cluster.real._manifests import (
 from gpuaas.cluster.real._pki import Pki, new_token
 from gpuaas.cluster.real._procs import Process, StartError
 from gpuaas.cluster.real._scenario import real_fleet_objects, real_workload_objects
+from gpuaas.cluster.real._standin import PodStandIn
 from gpuaas.cluster.scenario import Scenario
 
 __all__ = ["RealCluster", "StartCancelled"]
@@ -68,6 +72,8 @@ class RealCluster:
         self.prometheus: PrometheusServer | None = None
         self.api: KubeHTTP | None = None
         self.bins: Binaries | None = None
+        self.pods: PodStandIn | None = None
+        self._exporter: GpuExporter | None = None
         self.kueue_metrics_port = 0
         self.epoch = datetime.now(UTC)
 
@@ -208,10 +214,13 @@ class RealCluster:
             self._install(bins, pki, f"https://127.0.0.1:{webhook_port}")
             self._start_kueue(bins, pki, webhook_port)
             self._write_kubeconfig(self.kubeconfig, pki, "gpuaas-real")
+            self.pods = PodStandIn(self.api)
             if self._with_prometheus:
                 self._start_prometheus()
             if self.scenario is not None:
                 self.load_scenario(self.scenario)
+            # Started last: its passes would only compete with the start-up for the API server.
+            self.pods.start()
         except BaseException:
             self.stop()
             raise
@@ -222,7 +231,13 @@ class RealCluster:
         token_file = self.pki_dir / "prometheus.token"
         token_file.write_text(self.token)
         token_file.chmod(0o600)
-        self.prometheus = PrometheusServer(self.data_dir / "prometheus", scrape_interval="5s", extra_scrape_configs=[{
+        targets = []
+        if self.scenario is not None and self.pods is not None:
+            self._exporter = GpuExporter(self.scenario, self.pods.bound)
+            self._exporter.start()
+            targets.append(self._exporter.target)
+        self.prometheus = PrometheusServer(self.data_dir / "prometheus", scrape_interval="5s", scrape_targets=targets,
+                                           extra_scrape_configs=[{
             "job_name": "kueue", "scheme": "https", "tls_config": {"insecure_skip_verify": True},
             "authorization": {"credentials_file": str(token_file)},
             "static_configs": [{"targets": [f"127.0.0.1:{self.kueue_metrics_port}"]}],
@@ -249,11 +264,15 @@ class RealCluster:
 
     def stop(self) -> None:
         self._stop.set()
+        if self.pods is not None:
+            self.pods.stop()
         if self.prometheus is not None:
             try:
                 self.prometheus.stop()
             except Exception:  # noqa: BLE001 - keep stopping the rest
                 pass
+        if self._exporter is not None:
+            self._exporter.stop()
         if self.api is not None:
             self.api.close()
         while self._procs:

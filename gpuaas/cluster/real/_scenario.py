@@ -28,8 +28,16 @@ PRIORITY_LABEL = "kueue.x-k8s.io/priority-class"
 
 
 def real_fleet_objects(scenario: Scenario) -> list[dict[str, Any]]:
-    """Namespaces, Nodes, flavors, priority classes and queues (Node status is written separately)."""
-    return fleet_objects(scenario)
+    """Namespaces, Nodes, flavors, priority classes and queues (Node status is written separately).
+
+    The Nodes are the emulator's (names, labels, GPU capacity) with the ``Ready`` condition a kubelet
+    would report, since no kubelet runs here to report it."""
+    objs = fleet_objects(scenario)
+    for obj in objs:
+        if obj["kind"] == "Node":
+            obj["status"]["conditions"] = [{"type": "Ready", "status": "True", "reason": "KubeletReady",
+                                            "message": "stand-in: no kubelet runs on this backend"}]
+    return objs
 
 
 def job_for(workload: dict[str, Any]) -> dict[str, Any]:

@@ -8,6 +8,7 @@ one ``python -m tests.real.fidelity`` prints.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -26,7 +27,7 @@ def _prefix(case: Case) -> str:
 
 
 @pytest.fixture(scope="module")
-def real_runs(api: KubeHTTP) -> dict[str, list[Observation] | BaseException]:
+def real_runs(api: KubeHTTP) -> Iterator[dict[str, list[Observation] | BaseException]]:
     backend = RealBackend(api)
     for obj in common_objects():
         backend.create(obj)
@@ -38,7 +39,15 @@ def real_runs(api: KubeHTTP) -> dict[str, list[Observation] | BaseException]:
             return exc
 
     with ThreadPoolExecutor(max_workers=len(CASES)) as pool:
-        return dict(zip([c.name for c in CASES], pool.map(one, CASES)))
+        runs = dict(zip([c.name for c in CASES], pool.map(one, CASES)))
+    yield runs
+    # The cases share the session's cluster, whose stand-in runs the pods of what Kueue admits: deactivate
+    # every case's Workloads so their RayClusters are suspended and their pods leave the nodes for the
+    # tests that come after (no controller here deletes a namespace's objects).
+    for case in CASES:
+        ns = f"{_prefix(case)}ns".rstrip("-")
+        for wl in api.list("Workload", ns):
+            api.merge_patch("Workload", wl["metadata"]["name"], {"spec": {"active": False}}, ns)
 
 
 @pytest.mark.parametrize("case", CASES, ids=[c.name for c in CASES])

@@ -34,6 +34,7 @@ import yaml
 from gpuaas.actions.deadline_holds import due_releases, hold_patch, not_holdable, release_patch
 from gpuaas.cluster.apiserver import ObjectStore
 from gpuaas.cluster.deadline_replay import START, ReplayStats, kueue_cluster, replay_stats
+from gpuaas.cluster.kueue import KueueController
 from gpuaas.cluster.kueue.testing import workload
 from gpuaas.cluster.traces import TraceJob
 from gpuaas.errors import ConfigError
@@ -187,7 +188,7 @@ def replay_flow(jobs: Sequence[TraceJob], gpus: int, *, estimates: Sequence[floa
     return replay_stats(jobs, gpus, started, ended, ticks)
 
 
-def _admit(kueue: Any, now: float, jobs: Sequence[TraceJob], started: dict[int, float],
+def _admit(kueue: KueueController, now: float, jobs: Sequence[TraceJob], started: dict[int, float],
            ends: list[tuple[float, int]]) -> int:
     """One Kueue pass; every Workload it admits starts now and ends after its true duration."""
     admitted = kueue.reconcile().admitted

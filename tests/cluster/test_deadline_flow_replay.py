@@ -18,7 +18,7 @@ from gpuaas.cluster.kueue.testing import workload
 from gpuaas.cluster.traces import TraceJob
 from gpuaas.errors import ConfigError
 from gpuaas.models import SourceStatus
-from gpuaas.policies.deadline_nudges import HOLD_ANNOTATION, plan_nudges
+from gpuaas.policies.deadline_nudges import HOLD_ANNOTATION, Nudge, plan_nudges
 from gpuaas.policies.deadline_pools import deadline_problems, plan_pools
 from gpuaas.policy import DeadlinesPolicy, Policy
 from gpuaas.settings import GpuaasSettings
@@ -57,7 +57,7 @@ def test_the_replay_tick_nudges_as_the_flow_plans_on_the_same_state(tmp_path: Pa
 
     replay = flow_tick(store, clock.now, policy)
 
-    def key(nudges: list) -> list[tuple[object, ...]]:  # type: ignore[type-arg]
+    def key(nudges: list[Nudge]) -> list[tuple[object, ...]]:
         return [(n.action, n.ref, n.outcome, n.release_at) for n in nudges]
 
     assert key(replay) == key(flow)

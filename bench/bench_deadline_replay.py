@@ -1,12 +1,16 @@
-"""Deadline replay on every ITP trace file: Kueue's FIFO against the deadline plan, at the rule's N.
+"""Deadline replay on every ITP trace file: Kueue's FIFO against the deadlines flow's holds, at the rule's N.
 
 The rule for N (GPUs of the one ClusterQueue), per file: the smallest multiple of 8, no smaller
 than the file's largest job, at which FIFO meets at least half of the deadlines that can be met
 (``deadline_satisfaction >= 0.5``), found by doubling then bisection on FIFO replays. Then both
-runs at that N; prints one row per file and the wall time of the final pair (the CLI's cost).
+runs at that N: the planned one runs the ``deadlines`` flow every flow interval (``--loop flow``,
+:mod:`gpuaas.cluster.deadline_flow_replay`) or the replay's own event-driven planner (``--loop event``,
+a reference), told the run times by ``--runtime-estimate`` (``--seed`` for the lognormal error).
+Prints one row per file and the wall time of the final pair (the CLI's cost).
 
-Run: ``python -m bench.bench_deadline_replay [DIR] [--files 195job.csv ...] [--n 195job.csv=64 ...] [--smoke]``
-(``--smoke``: ``195job.csv`` alone, at its known N of 64).
+Run: ``python -m bench.bench_deadline_replay [DIR] [--files 195job.csv ...] [--n 195job.csv=64 ...]
+[--loop flow|event] [--runtime-estimate exact|factor:F|lognormal:SIGMA] [--seed S] [--smoke]``
+(``--smoke``: the first 60 jobs of ``195job.csv``, at its known N of 64).
 """
 
 from __future__ import annotations
@@ -17,7 +21,8 @@ import time
 from pathlib import Path
 
 from bench._run import TRACES, headline, parser, run
-from gpuaas.cluster.deadline_replay import ReplayStats, replay_deadlines
+from gpuaas.cluster.deadline_flow_replay import replay_flow
+from gpuaas.cluster.deadline_replay import ReplayStats, estimate_runtimes, replay_deadlines
 from gpuaas.cluster.traces import TraceJob, read_itp
 
 DEFAULT_DIR = TRACES / "microsoft-itp-elasticflow"
@@ -54,6 +59,9 @@ def main(argv: list[str]) -> int:
     cli.add_argument("dir", nargs="?", type=Path, default=DEFAULT_DIR)
     cli.add_argument("--files", nargs="*")
     cli.add_argument("--n", nargs="*", default=[], help="FILE=N: skip the search where N is already known")
+    cli.add_argument("--loop", choices=("flow", "event"), default="flow")
+    cli.add_argument("--runtime-estimate", default="exact")
+    cli.add_argument("--seed", type=int, default=0)
     args = cli.parse_args(argv)
     known = {k: int(v) for k, v in (item.split("=") for item in args.n)}
     if args.smoke:
@@ -67,11 +75,13 @@ def main(argv: list[str]) -> int:
           " | both runs s |", flush=True)
     print("|" + "---|" * 15, flush=True)
     for path in files:
-        jobs = read_itp(path)
+        jobs = read_itp(path)[:60] if args.smoke else read_itp(path)
         n, seen = (known[path.name], {}) if path.name in known else choose_n(jobs)
         started = time.monotonic()
         fifo = replay_deadlines(jobs, n, planned=False)
-        planned = replay_deadlines(jobs, n, planned=True)
+        told = None if args.runtime_estimate == "exact" else estimate_runtimes(jobs, args.runtime_estimate, args.seed)
+        planned = (replay_flow(jobs, n, estimates=told) if args.loop == "flow"
+                   else replay_deadlines(jobs, n, planned=True, estimates=told))
         wall = time.monotonic() - started
         ratio = planned.met / fifo.met if fifo.met else float("inf")
         ratios.append(ratio)
@@ -82,7 +92,8 @@ def main(argv: list[str]) -> int:
               f"| {fifo.gpu_allocation_ratio:.2f}/{planned.gpu_allocation_ratio:.2f} | {wall:.0f} |", flush=True)
         print(f"  (N search on {path.name}: " + ", ".join(f"{k}->{v.deadline_satisfaction:.3f}"
                                                        for k, v in sorted(seen.items())) + ")", flush=True)
-    headline(f"{len(files)} ITP file(s): deadlines met, plan over FIFO at the rule's N: "
+    headline(f"{len(files)} ITP file(s), {args.loop} loop, {args.runtime_estimate} run times: deadlines met, "
+             "plan over FIFO at the rule's N: "
              + ", ".join(f"{r:.2f}x" for r in ratios))
     return 0
 

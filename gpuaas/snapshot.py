@@ -302,6 +302,18 @@ def build_snapshot(
     )
 
 
+def kueue_snapshot(now: datetime, kube: KubeState, policy: Policy | None = None) -> Snapshot:
+    """The snapshot's Kueue views alone: Workloads with their deadline columns, and quotas. Pure.
+
+    The same rows ``build_snapshot`` gives for the columns the deadline plan reads, without the
+    telemetry and queue views it does not read: the deadline replay builds one every flow interval.
+    """
+    workloads, data_quality = deadline_columns(_workload_frame(kube, policy or Policy(), now), pd.DataFrame())
+    return Snapshot(collected_at=now, windows_minutes=(), sources={"kube": SourceStatus("kube", True)},
+                    workloads=workloads, queues=pd.DataFrame(), quotas=_quota_frame(kube), gpus=pd.DataFrame(),
+                    owners=pd.DataFrame(), costs=pd.DataFrame(), serving=pd.DataFrame(), data_quality=data_quality)
+
+
 SOURCES = ("kube", "prometheus", "opencost")
 """The remote sources, each read by ``read_source``; NVML is local and sampled separately."""
 

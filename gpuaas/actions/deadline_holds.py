@@ -28,7 +28,8 @@ from gpuaas.policies.deadline_nudges import HOLD_ANNOTATION, Nudge, parse_hold, 
 from gpuaas.policy import Mode
 from gpuaas.store import AuditEntry, Store
 
-__all__ = ["FLOW", "NudgeResult", "apply_nudges", "release_due", "undo_hold", "undo_holds"]
+__all__ = ["FLOW", "NudgeResult", "apply_nudges", "due_releases", "hold_patch", "not_holdable", "release_due",
+           "release_patch", "undo_hold", "undo_holds"]
 
 FLOW = "deadlines"
 KIND = "Workload"
@@ -59,7 +60,7 @@ def _conditions(obj: dict[str, Any]) -> dict[str, str]:
     return {c.get("type", ""): c.get("status", "") for c in (obj.get("status") or {}).get("conditions") or []}
 
 
-def _not_holdable(obj: dict[str, Any]) -> str | None:
+def not_holdable(obj: dict[str, Any]) -> str | None:
     if parse_hold((obj["metadata"].get("annotations") or {}).get(HOLD_ANNOTATION)) is not None:
         return "already held by gpuaas"
     if (obj.get("spec") or {}).get("active") is False:
@@ -71,12 +72,27 @@ def _not_holdable(obj: dict[str, Any]) -> str | None:
     return None
 
 
+def hold_patch(obj: dict[str, Any], mark: dict[str, Any]) -> dict[str, Any]:
+    """The merge patch of a hold: ``spec.active: false`` and the hold annotation, at the version read."""
+    return {"metadata": {"resourceVersion": obj["metadata"]["resourceVersion"],
+                         "annotations": {HOLD_ANNOTATION: json.dumps(mark, sort_keys=True)}},
+            "spec": {"active": False}}
+
+
+def release_patch(obj: dict[str, Any], hold: dict[str, Any]) -> dict[str, Any]:
+    """The merge patch of a release: the recorded ``spec.active`` back (true when unknown), the annotation gone."""
+    prior = (hold.get("before") or {}).get("active")
+    return {"metadata": {"resourceVersion": obj["metadata"]["resourceVersion"],
+                         "annotations": {HOLD_ANNOTATION: None}},
+            "spec": {"active": True if prior is None else prior}}
+
+
 def _hold(n: Nudge, store: Store, writer: KubeWriter, mode: Mode, run: str | None) -> NudgeResult:
     try:
         obj = writer.get(KIND, n.namespace, n.name)
     except NotFound:
         return NudgeResult(n, "skipped", "object deleted", _row(store, n, "skipped", "object deleted", mode, run).id)
-    why = _not_holdable(obj)
+    why = not_holdable(obj)
     if why:
         return NudgeResult(n, "skipped", why, _row(store, n, "skipped", why, mode, run).id)
     before = {"active": (obj.get("spec") or {}).get("active")}
@@ -84,10 +100,7 @@ def _hold(n: Nudge, store: Store, writer: KubeWriter, mode: Mode, run: str | Non
     intent = _row(store, n, "planned", n.reason, mode, run, before=before, after=after)
     if mode is not Mode.apply:
         return NudgeResult(n, "planned", n.reason, intent.id)
-    mark = {"audit_id": intent.id, "release_at": after["release_at"], "before": before}
-    patch = {"metadata": {"resourceVersion": obj["metadata"]["resourceVersion"],
-                          "annotations": {HOLD_ANNOTATION: json.dumps(mark, sort_keys=True)}},
-             "spec": {"active": False}}
+    patch = hold_patch(obj, {"audit_id": intent.id, "release_at": after["release_at"], "before": before})
     try:
         patched = writer.patch(KIND, n.namespace, n.name, patch)
     except Conflict:
@@ -112,10 +125,7 @@ def _release(n: Nudge, store: Store, writer: KubeWriter, run: str | None) -> Nud
         hold = parse_hold((obj["metadata"].get("annotations") or {}).get(HOLD_ANNOTATION))
         if hold is None:
             return NudgeResult(n, "skipped", "not held by gpuaas (no gpuaas.io/deadline-hold annotation)", None)
-        prior = (hold.get("before") or {}).get("active")
-        patch = {"metadata": {"resourceVersion": obj["metadata"]["resourceVersion"],
-                              "annotations": {HOLD_ANNOTATION: None}},
-                 "spec": {"active": True if prior is None else prior}}
+        patch = release_patch(obj, hold)
         try:
             patched = writer.patch(KIND, n.namespace, n.name, patch)
         except Conflict:
@@ -150,6 +160,11 @@ def apply_nudges(nudges: Sequence[Nudge], store: Store, writer: KubeWriter, *, m
 def release_due(workloads: Iterable[dict[str, Any]], store: Store, writer: KubeWriter, now: datetime, *,
                 flow_run_id: str | None) -> list[NudgeResult]:
     """Release every held Workload whose ``release_at`` has come; needs no snapshot and no plan."""
+    return [_release(n, store, writer, flow_run_id) for n in due_releases(workloads, now)]
+
+
+def due_releases(workloads: Iterable[dict[str, Any]], now: datetime) -> list[Nudge]:
+    """The release sweep's rule: every Workload object held by gpuaas whose ``release_at`` has come."""
     due = []
     for obj in workloads:
         meta = obj.get("metadata") or {}
@@ -157,7 +172,7 @@ def release_due(workloads: Iterable[dict[str, Any]], store: Store, writer: KubeW
         if hold is not None and release_is_due(hold, now):
             due.append(Nudge("release", str(meta.get("namespace", "")), str(meta.get("name", "")),
                              f"release time {hold.get('release_at', '(unreadable)')} has come", evidence={"hold": hold}))
-    return [_release(n, store, writer, flow_run_id) for n in due]
+    return due
 
 
 def undo_hold(store: Store, writer: KubeWriter, row: AuditEntry, flow_run_id: str | None) -> Undone:

@@ -1,8 +1,10 @@
 """``gpuaas replay deadlines``: Kueue's own order against the deadline plan, on a trace with deadlines.
 
 Why: "hold what can wait" should be measured before it is trusted — on the same GPUs, the same
-jobs, the same Kueue model, once as Kueue would run them and once with the plan's holds
-(:mod:`gpuaas.cluster.deadline_replay`).
+jobs, the same Kueue model, once as Kueue would run them and once with the ``deadlines`` flow's
+holds, run at the flow's cadence (:mod:`gpuaas.cluster.deadline_flow_replay`). ``--loop event``
+replays the replay's own event-driven planner instead (:mod:`gpuaas.cluster.deadline_replay`): a
+reference for what planning at every arrival and end could do, not what the flow does.
 """
 
 from __future__ import annotations
@@ -22,6 +24,11 @@ class TraceFormat(str, Enum):
     itp = "itp"
 
 
+class Loop(str, Enum):
+    flow = "flow"
+    event = "event"
+
+
 def deadlines(
     trace: Annotated[Path, typer.Option("--trace", help="Trace CSV with deadlines (ElasticFlow's ITP columns).")],
     gpus: Annotated[int, typer.Option("--gpus", min=1, help="GPUs of the one ClusterQueue both runs share.")],
@@ -29,9 +36,13 @@ def deadlines(
     runtime_estimate: Annotated[str, typer.Option(
         "--runtime-estimate", help="What the planner is told: exact, factor:F or lognormal:SIGMA.")] = "exact",
     seed: Annotated[int, typer.Option("--seed", help="Seed of the lognormal estimate error.")] = 0,
+    loop: Annotated[Loop, typer.Option(
+        "--loop", help="flow: the deadlines flow's planning and holds every flow interval (prefect.yaml); "
+                       "event: the replay's own planner at every arrival and end (a reference).")] = Loop.flow,
     format: Annotated[OutputFormat, typer.Option("--format", help="Output format.")] = OutputFormat.table,
 ) -> None:
-    """Replay the trace through Kueue twice (FIFO, then with the plan's holds); print deadlines met."""
+    """Replay the trace through Kueue twice (FIFO, then with the deadlines flow's holds); print deadlines met."""
+    from gpuaas.cluster.deadline_flow_replay import replay_flow
     from gpuaas.cluster.deadline_replay import estimate_runtimes, replay_deadlines
     from gpuaas.cluster.traces import read_itp
     from reports._format import duration
@@ -40,15 +51,17 @@ def deadlines(
         jobs = read_itp(trace)
         estimates = None if runtime_estimate == "exact" else estimate_runtimes(jobs, runtime_estimate, seed)
         fifo = replay_deadlines(jobs, gpus, planned=False)
-        planned = replay_deadlines(jobs, gpus, planned=True, estimates=estimates)
+        planned = (replay_flow(jobs, gpus, estimates=estimates) if loop is Loop.flow
+                   else replay_deadlines(jobs, gpus, planned=True, estimates=estimates))
     except GpuaasError as exc:
         raise fail(str(exc)) from exc
     runs = {"fifo": fifo.to_dict(), "planned": planned.to_dict()}
     if format is OutputFormat.json:
-        print_json({"gpus": gpus, "runtime_estimate": runtime_estimate, "seed": seed, **runs})
+        print_json({"gpus": gpus, "runtime_estimate": runtime_estimate, "seed": seed, "loop": loop.value, **runs})
         return
     headers = ("run", "jobs", "with deadline", "met", "satisfaction", "hopeless", "avg JCT", "p95 queue", "allocated")
     rows = [[run, r["jobs"], r["deadline_jobs"], r["met"], f"{r['deadline_satisfaction']:.3f}", r["hopeless"],
              duration(r["avg_jct_s"]), duration(r["p95_queue_s"]), f"{r['gpu_allocation_ratio']:.2f}"]
             for run, r in runs.items()]
-    print_table(f"Deadline replay of {trace.name} on {gpus} GPUs (Kueue model, simulated time)", headers, rows)
+    print_table(f"Deadline replay of {trace.name} on {gpus} GPUs ({loop.value} loop, Kueue model, simulated time)",
+                headers, rows)

@@ -46,10 +46,11 @@ from gpuaas.errors import ConfigError
 from gpuaas.policies._deadline_profile import EPS, Profile
 from gpuaas.policies.deadline_pools import overrun_buffer
 
-__all__ = ["ReplayStats", "estimate_runtimes", "replay_deadlines"]
+__all__ = ["START", "ReplayStats", "estimate_runtimes", "kueue_cluster", "replay_deadlines", "replay_stats"]
 
 _NS, _LQ = "trace", "lq"
-_START = datetime(2021, 3, 4, tzinfo=UTC)
+START = datetime(2021, 3, 4, tzinfo=UTC)
+"""The instant a trace's time 0 is replayed at."""
 
 
 @dataclass(frozen=True)
@@ -146,6 +147,19 @@ class _Planner:
         return self.jobs[i].deadline is not None and now + self.est[i] <= self._deadline(i) + EPS
 
 
+def kueue_cluster(gpus: int) -> tuple[FakeClock, ObjectStore, KueueController]:
+    """One ClusterQueue ``cq`` of ``gpus`` GPUs (flavor ``gpu``), its LocalQueue, and Kueue's model watching it."""
+    clock = FakeClock(START)
+    store = ObjectStore(clock=clock)
+    store.create(resource_flavor("gpu"))
+    store.create(cluster_queue("cq", {"gpu": {GPU: gpus}}))
+    store.create(local_queue(_NS, _LQ, "cq"))
+    kueue = KueueController(store, clock)
+    kueue.attach()
+    kueue.reconcile()
+    return clock, store, kueue
+
+
 def replay_deadlines(jobs: Sequence[TraceJob], gpus: int, *, planned: bool,
                      estimates: Sequence[float] | None = None) -> ReplayStats:
     """Run every job once through Kueue on ``gpus`` GPUs, FIFO or with the plan's holds (planned on ``estimates``)."""
@@ -154,14 +168,7 @@ def replay_deadlines(jobs: Sequence[TraceJob], gpus: int, *, planned: bool,
     biggest = max(j.gpus for j in jobs)
     if gpus < biggest:
         raise ConfigError(f"{gpus} GPUs cannot run the trace's largest job ({biggest} GPUs)", field="--gpus")
-    clock = FakeClock(_START)
-    store = ObjectStore(clock=clock)
-    store.create(resource_flavor("gpu"))
-    store.create(cluster_queue("cq", {"gpu": {GPU: gpus}}))
-    store.create(local_queue(_NS, _LQ, "cq"))
-    kueue = KueueController(store, clock)
-    kueue.attach()
-    kueue.reconcile()
+    clock, store, kueue = kueue_cluster(gpus)
 
     order = sorted(range(len(jobs)), key=lambda i: (jobs[i].submit, i))
     started: dict[int, float] = {}
@@ -185,7 +192,7 @@ def replay_deadlines(jobs: Sequence[TraceJob], gpus: int, *, planned: bool,
         if not candidates:
             raise AssertionError(f"{len(pending)} jobs pending with nothing left to happen")  # pragma: no cover
         now = min(candidates)
-        clock.now = _START + timedelta(seconds=now)
+        clock.now = START + timedelta(seconds=now)
         arrived = False
         while ends and ends[0][0] <= now + EPS:
             _, i = heapq.heappop(ends)
@@ -222,10 +229,10 @@ def replay_deadlines(jobs: Sequence[TraceJob], gpus: int, *, planned: bool,
             pending.discard(i)
             running[i] = now + planner.est[i]  # the end the planner expects
             heapq.heappush(ends, (now + jobs[i].duration, i))
-    return _stats(jobs, gpus, started, ended, replans)
+    return replay_stats(jobs, gpus, started, ended, replans)
 
 
-def _stats(jobs: Sequence[TraceJob], gpus: int, started: dict[int, float], ended: dict[int, float],
+def replay_stats(jobs: Sequence[TraceJob], gpus: int, started: dict[int, float], ended: dict[int, float],
            replans: int) -> ReplayStats:
     n = len(jobs)
     with_deadline = [i for i in range(n) if jobs[i].deadline is not None]

@@ -9,7 +9,7 @@ Kubeflow absent: 404) is reported in ``not_installed`` and is not an error.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -33,7 +33,8 @@ if TYPE_CHECKING:
 
     from gpuaas.sources._kube_client import KubeLister
 
-__all__ = ["DEFAULT_GPU_RESOURCES", "KUEUE_GROUP", "KubeState", "kube_api_error", "kube_request", "read_kube"]
+__all__ = ["DEFAULT_GPU_RESOURCES", "KUEUE_GROUP", "KubeState", "kube_api_error", "kube_request", "read_kube",
+           "with_cluster_queues"]
 
 KUEUE_GROUP = "kueue.x-k8s.io"
 KUEUE_VERSIONS = ("v1beta2", "v1beta1")
@@ -114,6 +115,13 @@ LISTS_AT_ONCE = 3
 need not, so the API server encodes one page while this process decodes another."""
 
 
+def with_cluster_queues(workloads: Iterable[Workload], local_queues: Iterable[LocalQueue]) -> tuple[Workload, ...]:
+    """Each Workload with its ClusterQueue: the admission's, else its LocalQueue's (a pending one has no admission)."""
+    lq_to_cq = {(lq.namespace, lq.name): lq.cluster_queue for lq in local_queues}
+    return tuple(wl if wl.cluster_queue else replace(wl, cluster_queue=lq_to_cq.get((wl.namespace, wl.queue or "")))
+                 for wl in workloads)
+
+
 def _read(lister: KubeLister, gpu_resources: tuple[str, ...]) -> KubeState:
     url = lister.url
 
@@ -164,9 +172,7 @@ def _read(lister: KubeLister, gpu_resources: tuple[str, ...]) -> KubeState:
     pods = _parsed("Pod", url, lambda ps: parse_pods(ps, owners, gpu_resources), results["pods/v1"] or [])
 
     local_queues = tuple(_parsed("LocalQueue", url, parse_local_queue, o) for o in kueue.get("localqueues", []))
-    lq_to_cq = {(lq.namespace, lq.name): lq.cluster_queue for lq in local_queues}
-    workloads = tuple(wl if wl.cluster_queue else replace(wl, cluster_queue=lq_to_cq.get((wl.namespace, wl.queue or "")))
-                      for wl in kueue.get("workloads", []))
+    workloads = with_cluster_queues(kueue.get("workloads", []), local_queues)
     return KubeState(
         kueue_version=version,
         cluster_queues=tuple(_parsed("ClusterQueue", url, parse_cluster_queue, o) for o in cq_objs),

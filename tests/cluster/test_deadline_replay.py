@@ -53,11 +53,20 @@ def write_trace(tmp_path: Path, jobs: list[TraceJob]) -> Path:
 def test_cli_json_has_both_runs(tmp_path: Path) -> None:
     path = write_trace(tmp_path, JOBS)
     result = runner.invoke(app, ["replay", "deadlines", "--trace", str(path), "--trace-format", "itp", "--gpus", "4",
-                                 "--format", "json"])
+                                 "--format", "json", "--loop", "event"])
     assert result.exit_code == 0, result.output
     data = json.loads(result.stdout)
     assert KEYS <= data["fifo"].keys() and KEYS <= data["planned"].keys()
-    assert (data["fifo"]["met"], data["planned"]["met"]) == (2, 3)
+    assert (data["fifo"]["met"], data["planned"]["met"], data["loop"]) == (2, 3, "event")
+
+
+def test_cli_runs_the_flow_by_default_and_its_cadence_cannot_act_on_jobs_of_seconds(tmp_path: Path) -> None:
+    # Every job here ends within 320 s: the flow, every 15 minutes, finds nothing pending, so FIFO's order stays.
+    path = write_trace(tmp_path, JOBS)
+    result = runner.invoke(app, ["replay", "deadlines", "--trace", str(path), "--gpus", "4", "--format", "json"])
+    assert result.exit_code == 0, result.output
+    data = json.loads(result.stdout)
+    assert (data["loop"], data["fifo"]["met"], data["planned"]["met"], data["planned"]["replans"]) == ("flow", 2, 2, 0)
 
 
 def test_cli_bad_input_is_one_line(tmp_path: Path) -> None:
@@ -72,7 +81,8 @@ def test_cli_bad_input_is_one_line(tmp_path: Path) -> None:
 
 def test_the_public_195_job_trace_plan_meets_more_deadlines(shared_dir: Path) -> None:
     path = shared_dir / "fixtures" / "traces" / "microsoft-itp-elasticflow" / "195job.csv"
-    result = runner.invoke(app, ["replay", "deadlines", "--trace", str(path), "--gpus", "24", "--format", "json"])
+    result = runner.invoke(app, ["replay", "deadlines", "--trace", str(path), "--gpus", "24", "--format", "json",
+                                 "--loop", "event"])
     assert result.exit_code == 0, result.output
     data = json.loads(result.stdout)
     assert data["fifo"]["jobs"] == data["planned"]["jobs"] == 195

@@ -33,7 +33,15 @@ import yaml
 
 from gpuaas.actions.deadline_holds import due_releases, hold_patch, not_holdable, release_patch
 from gpuaas.cluster.apiserver import ObjectStore
-from gpuaas.cluster.deadline_replay import START, ReplayStats, kueue_cluster, replay_stats
+from gpuaas.cluster.deadline_replay import (
+    LOCAL_QUEUE,
+    NAMESPACE,
+    START,
+    ReplayStats,
+    job_name,
+    kueue_cluster,
+    replay_stats,
+)
 from gpuaas.cluster.kueue import KueueController
 from gpuaas.cluster.kueue.testing import workload
 from gpuaas.cluster.traces import TraceJob
@@ -51,7 +59,6 @@ from gpuaas.sources.kube import DEFAULT_GPU_RESOURCES, KubeState, with_cluster_q
 __all__ = ["PREFECT_YAML", "flow_interval", "flow_tick", "replay_flow", "store_kube", "store_snapshot"]
 
 PREFECT_YAML = Path(__file__).resolve().parents[2] / "prefect.yaml"
-_NS, _LQ = "trace", "lq"
 
 
 def flow_interval(path: Path = PREFECT_YAML, deployment: str = "deadlines") -> float:
@@ -126,13 +133,9 @@ def flow_tick(store: ObjectStore, now: datetime, policy: DeadlinesPolicy) -> lis
     return nudges
 
 
-def _name(i: int) -> str:
-    return f"job-{i:05d}"
-
-
 def _trace_workload(job: TraceJob, i: int, estimate: float) -> dict[str, Any]:
     """A bare Workload of the job, annotated as a user would: its deadline and the *estimated* run time."""
-    obj = workload(_NS, _name(i), _LQ, job.gpus)
+    obj = workload(NAMESPACE, job_name(i), LOCAL_QUEUE, job.gpus)
     annotations = {EXPECTED_RUNTIME: f"{max(estimate, 1e-3):.3f}s"}
     if job.deadline is not None:
         annotations[DEADLINE] = (START + timedelta(seconds=job.deadline)).isoformat()
@@ -170,8 +173,8 @@ def replay_flow(jobs: Sequence[TraceJob], gpus: int, *, estimates: Sequence[floa
         clock.now = START + timedelta(seconds=now)
         while ends and ends[0][0] <= now + EPS:
             _, i = heapq.heappop(ends)
-            kueue.finish(_NS, _name(i))
-            store.delete("Workload", _NS, _name(i))
+            kueue.finish(NAMESPACE, job_name(i))
+            store.delete("Workload", NAMESPACE, job_name(i))
             ended[i] = now
         while next_submit < len(order) and jobs[order[next_submit]].submit <= now + EPS:
             i = order[next_submit]

@@ -46,9 +46,11 @@ from gpuaas.errors import ConfigError
 from gpuaas.policies._deadline_profile import EPS, Profile
 from gpuaas.policies.deadline_pools import overrun_buffer
 
-__all__ = ["START", "ReplayStats", "estimate_runtimes", "kueue_cluster", "replay_deadlines", "replay_stats"]
+__all__ = ["LOCAL_QUEUE", "NAMESPACE", "START", "ReplayStats", "estimate_runtimes", "job_name", "kueue_cluster",
+           "replay_deadlines", "replay_stats"]
 
-_NS, _LQ = "trace", "lq"
+NAMESPACE, LOCAL_QUEUE = "trace", "lq"
+"""Where every replay puts the trace's Workloads (one LocalQueue on the one ClusterQueue)."""
 START = datetime(2021, 3, 4, tzinfo=UTC)
 """The instant a trace's time 0 is replayed at."""
 
@@ -69,7 +71,7 @@ class ReplayStats:
         return {k: round(v, 4) if isinstance(v, float) else v for k, v in asdict(self).items()}
 
 
-def _name(i: int) -> str:
+def job_name(i: int) -> str:
     return f"job-{i:05d}"
 
 
@@ -153,7 +155,7 @@ def kueue_cluster(gpus: int) -> tuple[FakeClock, ObjectStore, KueueController]:
     store = ObjectStore(clock=clock)
     store.create(resource_flavor("gpu"))
     store.create(cluster_queue("cq", {"gpu": {GPU: gpus}}))
-    store.create(local_queue(_NS, _LQ, "cq"))
+    store.create(local_queue(NAMESPACE, LOCAL_QUEUE, "cq"))
     kueue = KueueController(store, clock)
     kueue.attach()
     kueue.reconcile()
@@ -196,14 +198,14 @@ def replay_deadlines(jobs: Sequence[TraceJob], gpus: int, *, planned: bool,
         arrived = False
         while ends and ends[0][0] <= now + EPS:
             _, i = heapq.heappop(ends)
-            kueue.finish(_NS, _name(i))
+            kueue.finish(NAMESPACE, job_name(i))
             ended[i] = now
             running.pop(i, None)
             arrived = arrived or not exact
         while next_submit < len(order) and jobs[order[next_submit]].submit <= now + EPS:
             i = order[next_submit]
             next_submit += 1
-            obj = workload(_NS, _name(i), _LQ, jobs[i].gpus)
+            obj = workload(NAMESPACE, job_name(i), LOCAL_QUEUE, jobs[i].gpus)
             obj["spec"]["active"] = not planned  # the plan decides before Kueue sees it
             store.create(obj)
             active[i] = not planned
@@ -220,7 +222,7 @@ def replay_deadlines(jobs: Sequence[TraceJob], gpus: int, *, planned: bool,
             for i in pending:
                 want = planned_start[i] <= now + EPS
                 if want != active[i]:
-                    store.patch("Workload", _NS, _name(i), {"spec": {"active": want}})
+                    store.patch("Workload", NAMESPACE, job_name(i), {"spec": {"active": want}})
                     active[i] = want
         result = kueue.reconcile()
         for ref in result.admitted:

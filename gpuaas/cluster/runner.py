@@ -26,12 +26,10 @@ is deterministic.
 
 from __future__ import annotations
 
-import sys
 import threading
 import time
 from collections.abc import Collection, Iterator
 from datetime import UTC, datetime, timedelta
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from types import TracebackType
 from typing import Any
@@ -40,74 +38,30 @@ from gpuaas.cluster._history import backfill_history, history_steps, thin
 from gpuaas.cluster.apiserver import ApiServer, ObjectStore, RBACRules
 from gpuaas.cluster.clock import Clock, SimClock
 from gpuaas.cluster.kueue import KueueController
+from gpuaas.cluster.metrics_server import MetricsServer
 from gpuaas.cluster.opencost import OpenCostServer
 from gpuaas.cluster.prometheus import PrometheusServer
 from gpuaas.cluster.scenario import Scenario
 from gpuaas.cluster.serving import ServingEndpoints
 from gpuaas.cluster.simulation import Simulation
-from gpuaas.cluster.telemetry import Sample, format_exposition
+from gpuaas.cluster.telemetry import Sample
 
 __all__ = ["EmbeddedCluster", "MetricsEndpoint", "StartCancelled"]
 
 
-class _MetricsHandler(BaseHTTPRequestHandler):
-    server: _MetricsHTTP
-
-    def do_GET(self) -> None:  # noqa: N802 - the http.server API
-        if self.path.split("?")[0] != "/metrics":
-            self.send_error(404)
-            return
-        with self.server.lock:
-            body = format_exposition(self.server.samples()).encode()
-        self.send_response(200)
-        self.send_header("Content-Type", "text/plain; version=0.0.4; charset=utf-8")
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
-
-    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002
-        return
-
-
-class _MetricsHTTP(ThreadingHTTPServer):
-    daemon_threads = True
-    lock: threading.Lock
-    samples: Any
-
-    def handle_error(self, request: Any, client_address: Any) -> None:
-        """A scraper that hangs up mid-answer (Prometheus stopping with the cluster) is no error worth a traceback."""
-        if not isinstance(sys.exc_info()[1], ConnectionError):
-            super().handle_error(request, client_address)
-
-
-class MetricsEndpoint:
-    """A loopback ``/metrics`` serving the simulation's latest samples, for Prometheus to scrape."""
+class MetricsEndpoint(MetricsServer):
+    """The simulation's latest samples, for Prometheus to scrape."""
 
     def __init__(self, sim: Simulation, lock: threading.Lock) -> None:
-        self._httpd = _MetricsHTTP(("127.0.0.1", 0), _MetricsHandler)
-        self._httpd.lock = lock
-        self._httpd.samples = self.samples
+        super().__init__(self.samples, lock)
         self._sim = sim
         self.wall_stamp: float | None = None
-        self._thread = threading.Thread(target=self._httpd.serve_forever, name="metrics", daemon=True)
 
     def samples(self) -> list[Sample]:
         """The latest step, stamped ``wall_stamp`` once the live loop sets it (see the module doc)."""
         if self.wall_stamp is None:
             return self._sim.current
         return [(name, labels, value, self.wall_stamp) for name, labels, value, _ in self._sim.current]
-
-    @property
-    def target(self) -> str:
-        return f"127.0.0.1:{self._httpd.server_address[1]}"
-
-    def start(self) -> None:
-        self._thread.start()
-
-    def stop(self) -> None:
-        if self._thread.is_alive():  # shutdown() of a server that never served would wait forever
-            self._httpd.shutdown()
-        self._httpd.server_close()
 
 
 class StartCancelled(Exception):  # noqa: N818 - it is not an error: the operator asked for it

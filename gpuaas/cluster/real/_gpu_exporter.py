@@ -10,12 +10,11 @@ Only DCGM series: no vLLM or OpenCost series are written on this backend.
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Callable
 from datetime import UTC, datetime
 
+from gpuaas.cluster.metrics_server import MetricsServer
 from gpuaas.cluster.real._standin import BoundPod
-from gpuaas.cluster.runner import _MetricsHandler, _MetricsHTTP
 from gpuaas.cluster.scenario import Instance, Scenario, instances
 from gpuaas.cluster.telemetry import HeldGpu, Sample, TelemetryGenerator
 
@@ -29,29 +28,14 @@ def held_gpus(pods: list[BoundPod], by_name: dict[tuple[str, str], Instance]) ->
             for p in pods for i in p.indices}
 
 
-class GpuExporter:
-    """A loopback ``/metrics`` (Prometheus text format) over the pods ``bound()`` returns."""
+class GpuExporter(MetricsServer):
+    """A loopback ``/metrics`` over the pods ``bound()`` returns."""
 
     def __init__(self, scenario: Scenario, bound: Callable[[], list[BoundPod]], seed: int = 0) -> None:
+        super().__init__(self.samples, name="gpu-exporter")
         self._generator = TelemetryGenerator(scenario, seed)
         self._bound = bound
         self._by_name = {(inst.tenant.ns, inst.name): inst for inst in instances(scenario)}
-        self._httpd = _MetricsHTTP(("127.0.0.1", 0), _MetricsHandler)
-        self._httpd.lock = threading.Lock()
-        self._httpd.samples = self.samples
-        self._thread = threading.Thread(target=self._httpd.serve_forever, name="gpu-exporter", daemon=True)
 
     def samples(self) -> list[Sample]:
         return self._generator.gpu_samples(datetime.now(UTC), held_gpus(self._bound(), self._by_name))
-
-    @property
-    def target(self) -> str:
-        return f"127.0.0.1:{self._httpd.server_address[1]}"
-
-    def start(self) -> None:
-        self._thread.start()
-
-    def stop(self) -> None:
-        if self._thread.is_alive():
-            self._httpd.shutdown()
-        self._httpd.server_close()

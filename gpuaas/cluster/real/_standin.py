@@ -93,12 +93,10 @@ def desired_pods(job: dict[str, Any]) -> list[_Wanted]:
             for podset, count, template in sets for i in range(count)]
 
 
-def _controller(pod: dict[str, Any]) -> tuple[str, str] | None:
-    """``(kind, uid)`` of the pod's controller when it is a Job or a RayCluster."""
-    for ref in pod["metadata"].get("ownerReferences") or []:
-        if ref.get("controller") and ref.get("kind") in _OWNED:
-            return str(ref["kind"]), str(ref["uid"])
-    return None
+def _controller(pod: dict[str, Any]) -> dict[str, Any] | None:
+    """The pod's controller ``ownerReference`` when it is a Job or a RayCluster."""
+    return next((ref for ref in pod["metadata"].get("ownerReferences") or []
+                 if ref.get("controller") and ref.get("kind") in _OWNED), None)
 
 
 def _placed(namespace: str, name: str, *, spec: dict[str, Any], node: str | None = None,
@@ -120,16 +118,18 @@ def _gpu_container(spec: dict[str, Any]) -> str:
                     containers[0].get("name", "")))
 
 
-def _pod_ip(uid: str) -> str:
-    h = int(hashlib.sha1(uid.encode()).hexdigest()[:4], 16)
-    return f"10.244.{h >> 8}.{(h & 0xFF) or 1}"
+def _address(prefix: str, key: str) -> str:
+    """A stable made-up IPv4 address under ``prefix`` (two octets) for ``key``: pods' and nodes' IPs."""
+    h = int(hashlib.sha1(key.encode()).hexdigest()[:4], 16)
+    return f"{prefix}.{h >> 8}.{(h & 0xFF) or 1}"
 
 
 def _running(pod_uid: str, now: str, node_ip: str) -> dict[str, Any]:
     conditions = [{"type": t, "status": "True", "lastTransitionTime": now}
                   for t in ("PodScheduled", "Initialized", "ContainersReady", "Ready")]
-    return {"phase": "Running", "conditions": conditions, "podIP": _pod_ip(pod_uid),
-            "podIPs": [{"ip": _pod_ip(pod_uid)}], "hostIP": node_ip, "startTime": now}
+    ip = _address("10.244", pod_uid)
+    return {"phase": "Running", "conditions": conditions, "podIP": ip,
+            "podIPs": [{"ip": ip}], "hostIP": node_ip, "startTime": now}
 
 
 def _unschedulable(now: str, nodes: int) -> dict[str, Any]:
@@ -183,7 +183,7 @@ class PodStandIn:
         pods = [p for p in api.list("Pod") if _controller(p) is not None]
         book = NodeBook()
         book.set_nodes(nodes)
-        node_ip = {n["metadata"]["name"]: _node_ip(n) for n in nodes}
+        node_ip = {n["metadata"]["name"]: _address("10.0", n["metadata"]["name"]) for n in nodes}
         by_uid = {j["metadata"]["uid"]: j for j in jobs}
         existing = {(p["metadata"]["namespace"], p["metadata"]["name"]): p for p in pods}
         for pod in pods:
@@ -196,7 +196,7 @@ class PodStandIn:
         for pod in pods:  # the job's controller and the garbage collector: pods no job wants go
             meta = pod["metadata"]
             owner = _controller(pod)
-            owner_job = by_uid.get(owner[1]) if owner else None
+            owner_job = by_uid.get(str(owner["uid"])) if owner else None
             names = {w.name for w in desired_pods(owner_job)} if owner_job else set()
             if meta["name"] not in names and writes.take():
                 api.request("DELETE", path_of("Pod", meta["namespace"], meta["name"]),
@@ -289,17 +289,12 @@ def _controller_labels(job: dict[str, Any], podset: str) -> dict[str, str]:
             "app.kubernetes.io/created-by": "kuberay-operator"}
 
 
-def _node_ip(node: dict[str, Any]) -> str:
-    h = int(hashlib.sha1(node["metadata"]["name"].encode()).hexdigest()[:4], 16)
-    return f"10.0.{h >> 8}.{(h & 0xFF) or 1}"
-
-
 def _bound_pods(pods: list[dict[str, Any]]) -> Iterator[BoundPod]:
     for pod in pods:
         meta, spec, status = pod["metadata"], pod.get("spec") or {}, pod.get("status") or {}
-        refs = [r for r in meta.get("ownerReferences") or [] if r.get("controller") and r.get("kind") in _OWNED]
-        if not refs or status.get("phase") != "Running" or not spec.get("nodeName"):
+        ref = _controller(pod)
+        if ref is None or status.get("phase") != "Running" or not spec.get("nodeName"):
             continue
         started = datetime.fromisoformat(str(status.get("startTime")).replace("Z", "+00:00"))
-        yield BoundPod(meta["namespace"], meta["name"], refs[0]["kind"], refs[0]["name"], spec["nodeName"],
+        yield BoundPod(meta["namespace"], meta["name"], ref["kind"], ref["name"], spec["nodeName"],
                        _indices(pod), _gpu_container(spec), started)

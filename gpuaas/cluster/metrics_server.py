@@ -1,0 +1,71 @@
+"""A loopback ``/metrics`` in Prometheus' text format, for the cluster's own Prometheus to scrape.
+
+One server for both backends: the embedded cluster serves its simulation's latest samples, the
+real backend serves dcgm-exporter series for the stand-in's pods. Each passes the function that
+computes the samples at scrape time.
+"""
+
+from __future__ import annotations
+
+import sys
+import threading
+from collections.abc import Callable
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+from gpuaas.cluster.telemetry import Sample, format_exposition
+
+__all__ = ["MetricsServer"]
+
+
+class _Handler(BaseHTTPRequestHandler):
+    server: _Server
+
+    def do_GET(self) -> None:  # noqa: N802 - the http.server API
+        if self.path.split("?")[0] != "/metrics":
+            self.send_error(404)
+            return
+        with self.server.lock:
+            body = format_exposition(self.server.samples()).encode()
+        self.send_response(200)
+        self.send_header("Content-Type", "text/plain; version=0.0.4; charset=utf-8")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002
+        return
+
+
+class _Server(ThreadingHTTPServer):
+    daemon_threads = True
+    lock: threading.Lock
+    samples: Callable[[], list[Sample]]
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        """A scraper that hangs up mid-answer (Prometheus stopping with the cluster) is no error worth a traceback."""
+        if not isinstance(sys.exc_info()[1], ConnectionError):
+            super().handle_error(request, client_address)
+
+
+class MetricsServer:
+    """Serves ``samples()`` (taken under ``lock``) on a free loopback port, in a daemon thread."""
+
+    def __init__(self, samples: Callable[[], list[Sample]], lock: threading.Lock | None = None,
+                 name: str = "metrics") -> None:
+        self._httpd = _Server(("127.0.0.1", 0), _Handler)
+        self._httpd.lock = lock or threading.Lock()
+        self._httpd.samples = samples
+        self._thread = threading.Thread(target=self._httpd.serve_forever, name=name, daemon=True)
+
+    @property
+    def target(self) -> str:
+        return f"127.0.0.1:{self._httpd.server_address[1]}"
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def stop(self) -> None:
+        if self._thread.is_alive():  # shutdown() of a server that never served would wait forever
+            self._httpd.shutdown()
+        self._httpd.server_close()

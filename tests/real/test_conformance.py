@@ -58,7 +58,8 @@ def test_kueue_creates_and_admits_the_workloads(api: KubeHTTP) -> None:
                and reserved(api, "Job", "b-run", B))
     wait_until("b-big pending", lambda: (workload_of(api, "Job", "b-big", B).get("status") or {}).get("conditions") is not None)
     assert not reserved(api, "Job", "b-big", B) and not reserved(api, "Job", "b-late", B)
-    assert api.get("Job", "wl", A)["spec"]["suspend"] is False  # Kueue started the job it admitted
+    # Kueue reserves the quota first and starts the job in a later reconcile of the job.
+    wait_until("Kueue starts the job it admitted", lambda: api.get("Job", "wl", A)["spec"]["suspend"] is False)
     assert api.get("Job", "b-big", B)["spec"]["suspend"] is True
 
 

@@ -54,6 +54,9 @@ def main(argv: list[str]) -> int:
         wall, cpu = time.perf_counter() - t0, time.process_time() - c0
         print(f"{queues:>5} x {len(FLAVORS)}        | {cap:>5}, {hysteresis}        | {wall:6.2f} | {cpu:5.2f} | "
               f"{plan.moved_gpus:10d} | {plan.weighted_shortfall_before:.1f} -> {plan.weighted_shortfall:.1f}")
+        for note in plan.notes:
+            if note.startswith("the solver"):
+                print(f"      {note}")
         first = first or f"{queues} x {len(FLAVORS)} plan in {wall:.2f} s wall, {cpu:.2f} s CPU"
     headline(first)
     return 0

@@ -136,13 +136,19 @@ class SourceError(GpuaasError):
 
 
 class SourceUnavailable(SourceError, TransientError):
-    """Timeout, refused connection, 5xx or 429."""
+    """Timeout, refused connection, 5xx or 429.
+
+    ``too_slow``: the source took the request but did not answer in time (a read timeout, or
+    Prometheus' own query timeout, a 503): a smaller question may get through where a retry won't.
+    """
 
     def __init__(
-        self, message: str, *, source: str, url: str | None = None, retry_after: float | None = None
+        self, message: str, *, source: str, url: str | None = None, retry_after: float | None = None,
+        too_slow: bool = False,
     ) -> None:
         super().__init__(message, source=source, url=url)
         self.retry_after = retry_after
+        self.too_slow = too_slow
 
 
 class MalformedResponse(SourceError, PermanentError):

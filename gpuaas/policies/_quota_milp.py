@@ -27,12 +27,19 @@ Passes: (0) the smallest total guarantee gap, only when a guarantee is above its
 that held, the smallest shortfall cost; (2) with both held, the fewest GPUs moved. Pass 2 has a
 whole-number objective and its LP relaxation is cheap: when the relaxation's bound rounds up to
 the moves of pass 1's answer, that answer is already optimal and the MIP is skipped.
+
+Why a time budget and not a failure: every pass shares one budget of ``TIME_LIMIT_SECONDS``. A pass
+that runs out keeps the best plan it found (each is feasible, so safe to apply, only not proven
+best); one that found none keeps the previous pass's plan, and before the first, staying put, which
+is always feasible. The plan then says so in a note instead of the nightly run failing on a big fleet.
 """
 
 from __future__ import annotations
 
 import math
+import time
 from collections.abc import Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -42,7 +49,7 @@ from scipy.sparse import coo_matrix
 from gpuaas.errors import PolicyError
 from gpuaas.policies._quota_reasons import Cell
 
-__all__ = ["SEGMENTS", "owed_multiplier", "segment_cost", "solve_lexicographic"]
+__all__ = ["SEGMENTS", "TIME_LIMIT_SECONDS", "Solution", "owed_multiplier", "segment_cost", "solve_lexicographic"]
 
 SEGMENTS = 10
 """Pieces of the shortfall cost: ratios of short queues end up within 1/SEGMENTS of each other (by weight)."""
@@ -51,7 +58,16 @@ _MOVED_GAP = 1e-7
 """GPUs moved is a whole number, so a relative gap below 1/moved proves the integer optimum; a gap of
 zero has HiGHS chase floating-point noise (399.999999 against 400) until its time limit."""
 _HOLD = 1e-9
-_TIME_LIMIT_SECONDS = 120.0
+TIME_LIMIT_SECONDS = 120.0
+"""For all passes together."""
+
+
+@dataclass(frozen=True)
+class Solution:
+    """The new quota per cell, and what the solver could not finish within its time budget."""
+
+    after: list[int]
+    notes: list[str] = field(default_factory=list)
 
 
 def owed_multiplier(weights: Sequence[float]) -> float:
@@ -106,7 +122,8 @@ class _Rows:
         return LinearConstraint(a, np.array(self.lo), np.array(self.hi))
 
 
-def solve_lexicographic(cells: Sequence[Cell], hysteresis: int, max_total_moved: int) -> list[int] | None:
+def solve_lexicographic(cells: Sequence[Cell], hysteresis: int, max_total_moved: int,
+                        time_limit: float = TIME_LIMIT_SECONDS) -> Solution | None:
     """The new quota per cell, or None when HiGHS proves the model infeasible."""
     k = len(cells)
     binaries = hysteresis >= 2
@@ -167,13 +184,18 @@ def solve_lexicographic(cells: Sequence[Cell], hysteresis: int, max_total_moved:
     rows.add([(inc_ + i, 1.0) for i in range(k)], -np.inf, float(max_total_moved))
 
     bounds = Bounds(lb, ub)
-    x: Any = None
+    deadline = time.monotonic() + time_limit
+    notes: list[str] = []
+    x: Any = np.zeros(nvars)  # staying put: inc = dec = 0
+    x[e_:e_ + k] = ub[e_:e_ + k]
     if ub[e_:e_ + k].sum() > 0:
         gap_cost = np.zeros(nvars)
         gap_cost[e_:e_ + k] = 1.0
-        zeroth = _milp(gap_cost, integrality, bounds, rows, _GAP)
-        if zeroth.status == 2:
+        zeroth = _milp(gap_cost, integrality, bounds, rows, _GAP, deadline)
+        if zeroth is _INFEASIBLE:
             return None
+        if zeroth is None:
+            return Solution(_after(before, x, inc_, dec_, k), [_out_of_time("raising queues to their guarantees", time_limit)])
         x = zeroth.x
         gap = float(x[e_:e_ + k].sum())
         rows.add([(e_ + i, 1.0) for i in range(k)], -np.inf, gap + _HOLD * max(1.0, gap))
@@ -181,9 +203,15 @@ def solve_lexicographic(cells: Sequence[Cell], hysteresis: int, max_total_moved:
     for j in range(SEGMENTS):
         shortfall_cost[s_ + j * k:s_ + (j + 1) * k] = weight * (j + 1)
         shortfall_cost[o_ + j * k:o_ + (j + 1) * k] = weight * (j + 1) * owed
-    first = _milp(shortfall_cost, integrality, bounds, rows, _GAP)
-    if first.status == 2:
+    first = _milp(shortfall_cost, integrality, bounds, rows, _GAP, deadline)
+    if first is _INFEASIBLE:
         return None
+    if first is None or first.status != 0:
+        what = "the smallest shortfall"
+        notes.append(_out_of_time(what, time_limit) if first is None else _not_proven(what, time_limit))
+        if first is not None:
+            x = first.x
+        return Solution(_after(before, x, inc_, dec_, k), notes)
     x = first.x
     best = float(np.dot(shortfall_cost, x))
     rows.add([(col, shortfall_cost[col]) for col in range(s_, u_)], -np.inf, best + _HOLD * max(1.0, abs(best)))
@@ -191,17 +219,46 @@ def solve_lexicographic(cells: Sequence[Cell], hysteresis: int, max_total_moved:
     moved_cost[inc_:inc_ + k] = 1.0
     moved = float(np.round(x[inc_:inc_ + k]).sum())
     relaxed = milp(moved_cost, integrality=np.zeros(nvars), bounds=bounds, constraints=rows.constraint(),
-                   options={"time_limit": _TIME_LIMIT_SECONDS})
+                   options={"time_limit": max(1.0, deadline - time.monotonic())})
     if not (relaxed.status == 0 and math.ceil(relaxed.fun - 1e-6) >= moved):
-        second = _milp(moved_cost, integrality, bounds, rows, _MOVED_GAP)
-        x = second.x
+        second = _milp(moved_cost, integrality, bounds, rows, _MOVED_GAP, deadline)
+        if second is not None and second is not _INFEASIBLE:
+            x = second.x
+            if second.status != 0:
+                notes.append(_not_proven("the fewest GPUs moved", time_limit))
+        else:
+            notes.append(_out_of_time("the fewest GPUs moved", time_limit))
+    return Solution(_after(before, x, inc_, dec_, k), notes)
+
+
+def _after(before: Any, x: Any, inc_: int, dec_: int, k: int) -> list[int]:
     delta = np.round(x[inc_:inc_ + k]) - np.round(x[dec_:dec_ + k])
     return [int(b + d) for b, d in zip(before, delta)]
 
 
-def _milp(cost: Any, integrality: Any, bounds: Bounds, rows: _Rows, gap: float) -> Any:
+def _out_of_time(what: str, limit: float) -> str:
+    return f"the solver found no plan for {what} within {limit:.0f} s: kept the previous step's plan"
+
+
+def _not_proven(what: str, limit: float) -> str:
+    return f"the solver's plan for {what} is feasible but not proven best within {limit:.0f} s"
+
+
+_INFEASIBLE: Any = object()
+
+
+def _milp(cost: Any, integrality: Any, bounds: Bounds, rows: _Rows, gap: float, deadline: float) -> Any:
+    """HiGHS's result with a plan (status 0, or 1 with an incumbent), None when the time ran out
+    without one, ``_INFEASIBLE`` when the model has no solution."""
+    left = deadline - time.monotonic()
+    if left <= 0:
+        return None
     result = milp(cost, integrality=integrality, bounds=bounds, constraints=rows.constraint(),
-                  options={"mip_rel_gap": gap, "time_limit": _TIME_LIMIT_SECONDS, "presolve": True})
-    if result.status != 2 and (result.x is None or result.status != 0):
-        raise PolicyError(f"the quota MILP did not solve: {result.message}")
-    return result
+                  options={"mip_rel_gap": gap, "time_limit": left, "presolve": True})
+    if result.status == 2:
+        return _INFEASIBLE
+    if result.x is not None and result.status in (0, 1):
+        return result
+    if result.status == 1:
+        return None
+    raise PolicyError(f"the quota MILP did not solve: {result.message}")

@@ -314,9 +314,10 @@ def plan_quotas(queues: Sequence[QueueDemand], limits: QuotaLimits) -> QuotaPlan
     validate_quota_input(queues, limits)
     started = time.perf_counter()
     cells = _cells(queues, limits)
-    after = solve_lexicographic(cells, limits.hysteresis_gpus, limits.max_total_moved_gpus)
-    if after is None:
+    solution = solve_lexicographic(cells, limits.hysteresis_gpus, limits.max_total_moved_gpus)
+    if solution is None:
         raise QuotaPlanInfeasible("the quota model has no solution although staying put is one; nothing applied")
+    after = solution.after
     elapsed = time.perf_counter() - started
     owed = owed_multiplier([c.weight for c in cells])
     reasons = reasons_for(cells, after, limits)
@@ -335,7 +336,7 @@ def plan_quotas(queues: Sequence[QueueDemand], limits: QuotaLimits) -> QuotaPlan
         shortfall_cost_before=sum(segment_cost(c.demand, c.weight, c.before, c.share, owed) for c in cells),
         unmet_guarantees=[f"{c.queue} {c.flavor}: {a} of guaranteed {c.guaranteed} (+{c.step_up} a run at most)"
                           for c, a in zip(cells, after) if a < c.guaranteed],
-        notes=overloaded(cells) + kept_shares(queues),
+        notes=solution.notes + overloaded(cells) + kept_shares(queues),
     )
 
 

@@ -119,14 +119,15 @@ class PromClient:
             # Not chained: requests quotes the whole URL (a ``?access_token=`` included) and a logged
             # traceback would print it; the message keeps what failed, scrubbed.
             text = scrub_secrets(f"{type(exc).__name__}: {exc}", self.url)[:300]  # scrub, then cut
-            raise SourceUnavailable(text, source=self.source, url=self.url) from None
+            raise SourceUnavailable(text, source=self.source, url=self.url,
+                                    too_slow=isinstance(exc, requests.exceptions.ReadTimeout)) from None
         except PrometheusApiClientException as exc:
             match = _STATUS.search(str(exc))
             status = int(match.group(1)) if match else 0
             text = f"HTTP {status or '?'} from {path}"
             if status == 429 or status >= 500:
                 raise SourceUnavailable(text, source=self.source, url=self.url,
-                                        retry_after=self._answer.retry_after) from exc
+                                        retry_after=self._answer.retry_after, too_slow=status == 503) from exc
             raise SourceError(text, source=self.source, url=self.url) from exc
         if self._answer.warnings:  # transient: the next attempt usually gets the whole answer
             raise SourceUnavailable(f"partial answer from {path}: {'; '.join(self._answer.warnings)}"[:300],

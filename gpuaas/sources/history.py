@@ -10,7 +10,10 @@ How it stays bounded:
   returns one series per pod, the maximum over the pod's GPUs of the preferred activity
   metric's ``max_over_time`` over the step (falling back to GPU_UTIL / 100), with the
   label variants normalised as in collect. The number of queries is
-  ``ceil(span / chunk_s)`` whatever the fleet size: never one per workload or GPU.
+  ``ceil(span / chunk_s)`` whatever the fleet size: never one per workload or GPU. A chunk
+  Prometheus is too slow to answer (a read timeout, or its own query timeout) is asked again
+  in halves, up to ``MAX_HALVINGS`` times, so a big fleet on a busy server still gets its
+  history, at a few more queries.
 * Each chunk is mapped to workloads (pods through their Kueue Workload and its owner, as
   the snapshot links them; a pod gpuaas cannot link stays itself, ``Pod ns/name``), reduced
   to one value per workload and step (the maximum: a workload is idle only when all its
@@ -26,10 +29,11 @@ import math
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 
 import pandas as pd
 
+from gpuaas.errors import SourceUnavailable
 from gpuaas.policies.replay import MAX_GAP_S
 from gpuaas.policies.run_stream import RunStream
 from gpuaas.settings import GpuaasSettings, MetricNames
@@ -38,8 +42,8 @@ from gpuaas.sources import _promql as q
 from gpuaas.sources._prom_client import PromClient
 from gpuaas.sources.kube import read_kube
 
-__all__ = ["HistoryReading", "activity_history_query", "history_chunks", "read_activity_history",
-           "read_fleet_history"]
+__all__ = ["MAX_HALVINGS", "HistoryReading", "activity_history_query", "history_chunks", "query_range_halving",
+           "read_activity_history", "read_fleet_history"]
 
 
 @dataclass
@@ -83,6 +87,25 @@ def history_chunks(start: datetime, end: datetime, step_s: float, chunk_s: float
         out.append((datetime.fromtimestamp(t, start.tzinfo), datetime.fromtimestamp(b, start.tzinfo)))
         t = b + step_s
     return out
+
+
+MAX_HALVINGS = 3
+"""A chunk is split at most into 2**3 pieces: past that, the server is down, not slow."""
+
+
+def query_range_halving(prom: PromClient, expr: str, a: datetime, b: datetime, step_s: float,
+                        halvings: int = MAX_HALVINGS) -> list[dict[str, object]]:
+    """``prom.query_range`` over the inclusive grid ``[a, b]``, asked again in two halves when the
+    answer is too slow to come. A series of both halves is two rows, which ``_chunk_frame`` adds up."""
+    try:
+        return prom.query_range(expr, a, b, step_s)
+    except SourceUnavailable as exc:
+        steps = round((b - a).total_seconds() / step_s) + 1
+        if not exc.too_slow or halvings <= 0 or steps < 2:
+            raise
+    mid = a + timedelta(seconds=(steps // 2 - 1) * step_s)
+    return [*query_range_halving(prom, expr, a, mid, step_s, halvings - 1),
+            *query_range_halving(prom, expr, mid + timedelta(seconds=step_s), b, step_s, halvings - 1)]
 
 
 def _chunk_frame(result: list[dict[str, object]], namespaces: Sequence[str]) -> pd.DataFrame:
@@ -148,7 +171,7 @@ def read_activity_history(
     started = time.monotonic()
     try:
         for i, (a, b) in enumerate(chunks, 1):
-            result = prom.query_range(expr, a, b, step_s)
+            result = query_range_halving(prom, expr, a, b, step_s)
             samples = _chunk_frame(result, namespaces)
             series = max(series, int(samples[["namespace", "pod"]].drop_duplicates().shape[0]))
             frame = _per_workload(samples, links, key)

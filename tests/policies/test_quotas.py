@@ -389,3 +389,22 @@ def test_contradictory_input_names_the_field(queues: list[QueueDemand], field: s
     with pytest.raises(ConfigError) as info:
         plan_quotas(queues, EXAMPLE_LIMITS)
     assert info.value.field == field and words in str(info.value)
+
+
+def test_a_solver_out_of_time_keeps_a_feasible_plan_and_says_so() -> None:
+    """A nightly run on a big fleet must not fail because HiGHS needs longer than its budget: with no time at
+    all, staying put (always feasible) is the plan, and the note names the pass that ran out."""
+    from gpuaas.policies._quota_milp import solve_lexicographic
+    from gpuaas.policies.quotas import _cells
+
+    queues = [QueueDemand("a", {"a100": 10}, {"a100": 20}, guaranteed={"a100": 12}),
+              QueueDemand("b", {"a100": 4}, {"a100": 20})]
+    limits = QuotaLimits(8, 100, 32, 1)
+    cells = _cells(queues, limits)
+    solution = solve_lexicographic(cells, limits.hysteresis_gpus, limits.max_total_moved_gpus, time_limit=0.0)
+    assert solution is not None
+    assert solution.after == [10, 4]
+    assert solution.notes == ["the solver found no plan for raising queues to their guarantees within 0 s: "
+                              "kept the previous step's plan"]
+    unhurried = solve_lexicographic(cells, limits.hysteresis_gpus, limits.max_total_moved_gpus)
+    assert unhurried is not None and unhurried.notes == [] and unhurried.after != [10, 4]

@@ -1,0 +1,125 @@
+"""A history chunk that Prometheus is too slow to answer is asked again in halves.
+
+A real Prometheus (backfilled) stands behind a loopback proxy that answers any range query of more
+than ``MAX_STEPS`` steps as Prometheus answers a query past its timeout (503, ``errorType: timeout``).
+The halved reading must hold exactly the samples of one direct query; a server that refuses
+connections is not asked again, and one that is always too slow is given up after a bounded number
+of halvings, with the source named.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections.abc import Callable, Iterator
+from datetime import timedelta
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+from urllib.parse import parse_qs, urlsplit
+
+import httpx
+import pytest
+
+from gpuaas.cluster.prometheus import PrometheusServer
+from gpuaas.errors import SourceUnavailable
+from gpuaas.settings import GpuaasSettings
+from gpuaas.sources._prom_client import PromClient
+from gpuaas.sources.history import MAX_HALVINGS, query_range_halving
+from tests.sources.helpers import NOW, Sample, series
+
+Factory = Callable[[list[Sample]], PrometheusServer]
+EXPR = "DCGM_FI_DEV_GPU_UTIL"
+STEP = 60.0
+START, END = NOW - timedelta(minutes=59), NOW  # 60 steps
+
+
+class _SlowProxy(BaseHTTPRequestHandler):
+    upstream = ""
+    max_steps = 0
+    seen: list[int]
+
+    def _answer(self, query: dict[str, list[str]]) -> None:
+        steps = round((float(query["end"][0]) - float(query["start"][0])) / float(query["step"][0].rstrip("s"))) + 1
+        self.seen.append(steps)
+        if steps > self.max_steps:
+            body = json.dumps({"status": "error", "errorType": "timeout",
+                               "error": "query timed out in expression evaluation"}).encode()
+            status = 503
+        else:
+            answer = httpx.get(f"{self.upstream}{urlsplit(self.path).path}",
+                               params={k: v[0] for k, v in query.items()}, timeout=10)
+            body, status = answer.content, answer.status_code
+        self.send_response(status)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def do_GET(self) -> None:  # noqa: N802 - http.server's naming
+        self._answer(parse_qs(urlsplit(self.path).query))
+
+    def do_POST(self) -> None:  # noqa: N802 - http.server's naming
+        body = parse_qs(self.rfile.read(int(self.headers.get("Content-Length") or 0)).decode())
+        self._answer({**parse_qs(urlsplit(self.path).query), **body})
+
+    def log_message(self, *args: Any) -> None:
+        pass
+
+
+@pytest.fixture()
+def prometheus(prometheus_factory: Factory) -> PrometheusServer:
+    capture = [(EXPR, {"gpu": str(i), "UUID": f"GPU-{i}", "Hostname": "node-1", "namespace": "team-a",
+                       "pod": f"p{i}"}, 10.0 * i) for i in range(3)]
+    return prometheus_factory(series(capture, minutes=70, value=lambda _n, _l, v, i: v + i % 7))
+
+
+@pytest.fixture()
+def slow_proxy(prometheus: PrometheusServer) -> Iterator[Callable[[int], tuple[str, list[int]]]]:
+    servers: list[ThreadingHTTPServer] = []
+
+    def start(max_steps: int) -> tuple[str, list[int]]:
+        seen: list[int] = []
+        handler = type("Handler", (_SlowProxy,), {"upstream": prometheus.url, "max_steps": max_steps, "seen": seen})
+        httpd = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+        threading.Thread(target=httpd.serve_forever, daemon=True).start()
+        servers.append(httpd)
+        return f"http://127.0.0.1:{httpd.server_address[1]}", seen
+
+    yield start
+    for httpd in servers:
+        httpd.shutdown()
+        httpd.server_close()
+
+
+def _samples(result: list[dict[str, Any]]) -> list[tuple[str, float, str]]:
+    return sorted((row["metric"]["pod"], float(t), v) for row in result for t, v in row["values"])
+
+
+def _client(url: str) -> PromClient:
+    return PromClient(GpuaasSettings(prometheus_url=url, request_timeout_seconds=10))
+
+
+def test_a_chunk_too_slow_to_answer_is_read_in_halves_with_the_same_samples(
+        prometheus: PrometheusServer, slow_proxy: Callable[[int], tuple[str, list[int]]]) -> None:
+    direct = _client(prometheus.url).query_range(EXPR, START, END, STEP)
+    assert len(_samples(direct)) == 3 * 60
+    url, seen = slow_proxy(20)
+    halved = query_range_halving(_client(url), EXPR, START, END, STEP)
+    assert _samples(halved) == _samples(direct)
+    # 60 refused, then 30 + 30 refused, then four pieces of 15 answered.
+    assert seen == [60, 30, 15, 15, 30, 15, 15]
+
+
+def test_a_server_that_stays_too_slow_is_given_up_after_the_last_halving(
+        slow_proxy: Callable[[int], tuple[str, list[int]]]) -> None:
+    url, seen = slow_proxy(0)
+    with pytest.raises(SourceUnavailable, match=r"prometheus \(http://127\.0\.0\.1:\d+\): HTTP 503"):
+        query_range_halving(_client(url), EXPR, START, END, STEP)
+    assert len(seen) == MAX_HALVINGS + 1  # down one branch, then the first refusal at the last depth is final
+
+
+def test_a_refused_connection_is_not_asked_again_in_pieces() -> None:
+    client = _client("http://127.0.0.1:9")
+    with pytest.raises(SourceUnavailable) as caught:
+        query_range_halving(client, EXPR, START, END, STEP)
+    assert not caught.value.too_slow and client.queries == 1

@@ -28,9 +28,9 @@ from pathlib import Path
 
 from bench._run import TRACES, headline, parser, run
 from bench.bench_cluster import fleet
-from gpuaas.cluster._scenario_models import TraceProfile
 from gpuaas.cluster.clock import ManualClock
 from gpuaas.cluster.runner import EmbeddedCluster
+from gpuaas.cluster.scenario import TraceProfile
 from gpuaas.sources.traces import load_utilization
 
 TRACE = TRACES / "alibaba-genai-2026"

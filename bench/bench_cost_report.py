@@ -28,7 +28,7 @@ from gpuaas.cluster.prometheus import PrometheusServer, require_binary
 from gpuaas.cluster.telemetry import E2E_BUCKETS
 from gpuaas.policies.cost import build_cost_report
 from gpuaas.settings import MetricNames, load_settings
-from gpuaas.sources._prom_client import PromClient
+from gpuaas.sources import PromClient
 from gpuaas.sources.cost_window import read_cost_inputs
 
 TENANTS = 50

@@ -49,7 +49,7 @@ from bench.bench_cluster import fleet
 from gpuaas.cluster.clock import ManualClock
 from gpuaas.cluster.fault_proxy import FaultProxy, Hit, fault_proxy
 from gpuaas.cluster.runner import EmbeddedCluster
-from gpuaas.sources._concurrent import PROMQL_AT_ONCE
+from gpuaas.sources import PROMQL_AT_ONCE
 from gpuaas.sources.kube import LISTS_AT_ONCE
 
 SIZES = {"smoke": (4, 2, 20), "tenth": (200, 20, 5000), "full": (2000, 200, 50000)}  # nodes (8 GPUs), CQs, workloads

@@ -25,13 +25,10 @@ from pathlib import Path
 import numpy as np
 
 from bench._run import TRACES, headline, parser, run
-from gpuaas.cli._backtest import plot_frontier
-from gpuaas.policies.adaptive_window import AdaptiveWindow
-from gpuaas.policies.clairvoyant import clairvoyant_curve
-from gpuaas.policies.frontier import FrontierRow, frontier, headroom_captured, ratio_at_equal_wakeups
-from gpuaas.policies.replay import idle_runs, replay_runs
-from gpuaas.policies.spell_survival import fit_survival, outcomes
+from gpuaas.policies.analysis import FrontierRow, clairvoyant_curve, frontier, headroom_captured, ratio_at_equal_wakeups
+from gpuaas.policies.reclaim import AdaptiveWindow, fit_survival, idle_runs, outcomes, replay_runs
 from gpuaas.sources.traces import load_utilization
+from reports.frontier import plot_frontier
 
 DEFAULT = TRACES / "alibaba-genai-2026"
 

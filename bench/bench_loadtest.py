@@ -16,15 +16,14 @@ import sys
 import time
 
 from bench._run import headline, parser, run
-from gpuaas.cluster._engine import EngineModel, model_capacity_rps
-from gpuaas.cluster._scenario_models import Serving
-from gpuaas.cluster.serving import ServingEndpoint
+from gpuaas.cluster.scenario import Serving
+from gpuaas.cluster.serving import EngineModel, ServingEndpoint, model_capacity_rps
 
 PROMPT, OUTPUT, SLO = 128, 16, 1.0
 CHILD = """
 import json, sys
 from gpuaas.loadtest import LoadTestConfig, json_safe, run_sweep
-from gpuaas.policies.capacity import sustainable_capacity
+from gpuaas.policies.cost.capacity import sustainable_capacity
 url, rates, step, replicas = sys.argv[1], sys.argv[2], float(sys.argv[3]), int(sys.argv[4])
 SLO, PROMPT, OUTPUT = float(sys.argv[5]), int(sys.argv[6]), int(sys.argv[7])
 warmup = {"warmup_seconds": float(sys.argv[8])} if sys.argv[8:] else {}  # the smoke run's; else the default

@@ -13,8 +13,7 @@ import tracemalloc
 from pathlib import Path
 
 from bench._run import TRACES, headline, parser, run
-from gpuaas.policies.adaptive_window import AdaptiveWindow
-from gpuaas.policies.replay import fixed_windows, replay_windows
+from gpuaas.policies.reclaim import AdaptiveWindow, fixed_windows, replay_windows
 from gpuaas.sources.traces import load_qps, load_utilization
 
 DEFAULT = TRACES / "alibaba-genai-2026"

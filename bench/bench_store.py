@@ -140,8 +140,7 @@ def audit_row_bytes(url: str, runs: int = AUDIT_RUNS) -> tuple[int, float]:
     """Decision rows of ``AUDIT_RUNS`` dry-runs of the reclaim scenario, and the bytes each occupies."""
     from gpuaas.actions import KubeWriter, execute_decisions
     from gpuaas.cluster.testbed import reclaim_cluster, write_policy
-    from gpuaas.policies.idle import find_idle
-    from gpuaas.policies.reclaim import finalize_decisions, plan_reclaim
+    from gpuaas.policies.reclaim import finalize_decisions, find_idle, plan_reclaim
     from gpuaas.policy import Mode
 
     data = Path(tempfile.mkdtemp(prefix="bench-store-audit-"))

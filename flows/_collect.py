@@ -18,10 +18,9 @@ from gpuaas.models import SourceStatus
 from gpuaas.settings import GpuaasSettings, load_settings
 from gpuaas.snapshot import SOURCES, assemble_snapshot, failed_source, snapshot_windows
 from gpuaas.sources.bulk import collector_paused
-from reports._format import source_errors
+from reports import source_errors
 from reports.collect import headline
-from tasks._options import IO_TASK_OPTIONS, push_or_warn, retry_options, unwalked
-from tasks._steps import run_logger
+from tasks import IO_TASK_OPTIONS, push_or_warn, retry_options, run_logger, unwalked
 from tasks.collect import count_idle_candidates, publish_artifacts, push_summary, read_one_source, store_snapshot
 
 __all__ = ["collect_snapshot"]

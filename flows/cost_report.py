@@ -14,10 +14,10 @@ from typing import Any
 from prefect import flow, get_run_logger
 
 from flows._outcome import finished
+from gpuaas.quantity import parse_window
 from gpuaas.settings import load_settings
-from gpuaas.sources.cost_window import parse_window
 from reports.cost_report import NO_SERVICES, cost_first_line, cost_report_json
-from tasks._options import push_or_warn, retry_options
+from tasks import push_or_warn, retry_options
 from tasks.cost_report import build_report, publish_cost_artifacts, push_cost_metrics, read_window, write_html_report
 from tasks.notify import NOTIFY_HOOKS
 

@@ -24,9 +24,9 @@ from flows._snapshot import snapshot_for
 from gpuaas.actions.deadline_holds import NudgeResult
 from gpuaas.policy import Mode
 from gpuaas.settings import load_settings
-from reports._format import source_errors, with_failures
+from reports import source_errors, with_failures
 from reports.deadlines import deadlines_headline, object_names, pool_dicts
-from tasks._options import push_or_warn, unwalked
+from tasks import push_or_warn, unwalked
 from tasks.deadlines import (
     decide_nudges,
     nudge_kueue,

@@ -19,7 +19,7 @@ from typing import Any
 from prefect import flow, get_run_logger
 
 from flows._outcome import finished
-from gpuaas.actions._lock_owner import new_holder
+from gpuaas.actions import new_holder
 from gpuaas.policies.incident import resolve_window
 from gpuaas.settings import load_settings
 from reports.incident import incident_json, incident_markdown

@@ -20,14 +20,14 @@ from prefect import flow, get_run_logger
 
 from flows._outcome import finished
 from flows._snapshot import snapshot_for
-from gpuaas.actions._lock_owner import new_holder
+from gpuaas.actions import new_holder
 from gpuaas.models import Snapshot
 from gpuaas.policy import Mode
 from gpuaas.settings import GpuaasSettings, load_settings
 from gpuaas.sources.queue_history import HISTORY_COLUMNS
-from reports._format import source_errors, with_failures
+from reports import source_errors, with_failures
 from reports.rebalance import CohortOutcome, first_line, outcome_dicts
-from tasks._options import push_or_warn, retry_options, unwalked
+from tasks import push_or_warn, retry_options, unwalked
 from tasks.deadlines import plan_deadlines
 from tasks.notify import NOTIFY_HOOKS
 from tasks.rebalance import (

@@ -29,15 +29,14 @@ from prefect import flow, get_run_logger
 
 from flows._outcome import finished
 from flows._snapshot import snapshot_for
-from gpuaas.actions._lock_owner import new_holder
+from gpuaas.actions import new_holder
 from gpuaas.models import Snapshot
-from gpuaas.policies.adaptive_live import adaptive_rules
-from gpuaas.policies.reclaim import snapshot_problem
+from gpuaas.policies.reclaim import adaptive_rules, snapshot_problem
 from gpuaas.policy import Mode
 from gpuaas.settings import GpuaasSettings, load_settings
-from reports._format import source_errors
+from reports import source_errors
 from reports.reclaim import blind_line, decision_dicts, headline, summary_line
-from tasks._options import retry_options, unwalked
+from tasks import retry_options, unwalked
 from tasks.adaptive import adaptive_history
 from tasks.notify import NOTIFY_HOOKS
 from tasks.reclaim import (

@@ -4,7 +4,7 @@ A service is keyed by its own selector, so that no request and no GPU-hour is co
 services: its namespace plus ``model_name`` (serving series) and its name (pods ``<name>-…``), or
 its ``pod_labels``. ``check_service_series`` refuses two services whose serving series would
 overlap when the file is read; two label selectors that both match a running pod can only be seen
-on the pods, and the cost report refuses them there (``gpuaas.policies.cost``).
+on the pods, and the cost report refuses them there (``gpuaas.policies.cost.report``).
 """
 
 from __future__ import annotations

@@ -21,7 +21,7 @@ from datetime import datetime
 import pandas as pd
 
 from gpuaas.models import Snapshot, WorkloadState
-from gpuaas.policies.idle import find_idle
+from gpuaas.policies.reclaim import find_idle
 from gpuaas.policy import Policy
 from gpuaas.sources.kube import DEFAULT_GPU_RESOURCES
 

@@ -227,7 +227,7 @@ class RebalancePolicy(_Model):
 
 
 class DeadlinesPolicy(_Model):
-    """How far gpuaas may nudge Kueue toward the deadline plan (``gpuaas.policies.deadline_nudges``)."""
+    """How far gpuaas may nudge Kueue toward the deadline plan (``gpuaas.policies.deadlines.nudges``)."""
 
     mode: Mode = Mode.dry_run
     max_holds_per_run: Annotated[int, Field(ge=0)] = 10

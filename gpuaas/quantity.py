@@ -1,4 +1,4 @@
-"""Kubernetes resource quantities ("8", "500m", "16Gi", "1e3"): one parser for the whole project.
+"""Kubernetes resource quantities ("8", "500m", "16Gi", "1e3") and time windows ("6h", "7d"): one parser each.
 
 Quota arithmetic must be exact (a ClusterQueue with ``nominalQuota: 9`` cpu must admit nine
 ``1000m`` pods, not eight because of float rounding), so the primary form is an ``int`` of
@@ -12,7 +12,9 @@ import re
 from decimal import Decimal, InvalidOperation
 from typing import Any
 
-__all__ = ["GPU", "format_quantity", "parse_quantity", "parse_quantity_milli"]
+from gpuaas.errors import ConfigError
+
+__all__ = ["GPU", "format_quantity", "parse_quantity", "parse_quantity_milli", "parse_window"]
 
 GPU = "nvidia.com/gpu"
 
@@ -66,3 +68,20 @@ def format_quantity(resource: str, milli: int) -> str:
             if whole and whole % size == 0:
                 return f"{whole // size}{suffix}"
     return str(whole)
+
+
+_UNITS = {"s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0, "w": 7 * 86400.0}
+
+
+def parse_window(text: str) -> float:
+    """``6h``, ``7d``, ``2w`` or plain seconds, as seconds; a ConfigError names the option otherwise."""
+    value = str(text).strip()
+    unit = _UNITS.get(value[-1:], None) if value else None
+    number = value[:-1] if unit else value
+    try:
+        seconds = float(number) * (unit or 1.0)
+    except ValueError:
+        raise ConfigError(f"expected a window like 6h or 7d, got {text!r}", field="window") from None
+    if seconds <= 0:
+        raise ConfigError(f"the window must be positive, got {text!r}", field="window")
+    return seconds

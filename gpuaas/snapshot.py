@@ -4,13 +4,13 @@
 source degrades the snapshot (its status says why), only all failing is an error.
 ``build_snapshot`` is the pure part: records and frames in, joined views out, vectorised
 with merge/groupby. A workload whose GPUs are not all observed for the whole of every
-window (sample-count floor and longest gap, ``gpuaas.policies.coverage``) gets
+window (sample-count floor and longest gap, ``gpuaas.policies.reclaim.coverage``) gets
 ``telemetry="unknown"``: missing or stale data is never evidence of idleness.
 
 Views (columns):
 - workloads: WORKLOAD_COLUMNS, then per window W minutes ``activity_avg_Wm``,
   ``activity_max_Wm``, ``coverage_Wm``, ``gap_Wm`` (longest stretch without a sample, s),
-  ``complete_Wm`` (the rule of ``gpuaas.policies.coverage``), ``requests_Wm`` (NaN = no serving
+  ``complete_Wm`` (the rule of ``gpuaas.policies.reclaim.coverage``), ``requests_Wm`` (NaN = no serving
   metrics); ``telemetry_age_s`` (the oldest newest-sample of its GPUs) and ``telemetry``
   (complete | unknown | n/a for workloads that hold no GPUs).
 - queues: QUEUE_COLUMNS. quotas: one row per ClusterQueue flavor/resource cell.
@@ -32,9 +32,14 @@ import pandas as pd
 
 from gpuaas.errors import SourceUnavailable
 from gpuaas.models import ELASTIC_ANNOTATION, GpuSample, Snapshot, SourceStatus, WorkloadState
-from gpuaas.policies.coverage import telemetry_complete
-from gpuaas.policies.idle import COMPLETE_COVERAGE
-from gpuaas.policies.opt_out import OPT_OUT_ANNOTATION, OPT_OUT_VALUE, opted_out, opted_out_chain
+from gpuaas.policies.reclaim import (
+    COMPLETE_COVERAGE,
+    OPT_OUT_ANNOTATION,
+    OPT_OUT_VALUE,
+    opted_out,
+    opted_out_chain,
+    telemetry_complete,
+)
 from gpuaas.policy import Policy
 from gpuaas.settings import GpuaasSettings
 from gpuaas.snapshot_deadlines import DEADLINE_COLUMNS as _DEADLINE_COLUMNS
@@ -235,7 +240,7 @@ def _inherit_owner_opt_out(workloads: pd.DataFrame, owners: pd.DataFrame) -> pd.
     """Teams annotate the object they own (the RayCluster, the Notebook, the InferenceService over
     its Deployment), not Kueue's Workload.
 
-    An opt-out on either object wins: ``"never"`` (however spelled, see ``gpuaas.policies.opt_out``)
+    An opt-out on either object wins: ``"never"`` (however spelled, see ``gpuaas.policies.reclaim.opt_out``)
     is never overridden by the other's value. ``owners`` comes from ``_resolve_owner_opt_out``, so an
     opt-out on a controller above the owner counts as the owner's.
     """

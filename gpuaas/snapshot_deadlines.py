@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from gpuaas.sources._kube_deadlines import DEADLINE, EXPECTED_RUNTIME, parse_deadline_fields
+from gpuaas.sources import DEADLINE, EXPECTED_RUNTIME, parse_deadline_fields
 
 __all__ = ["DATA_QUALITY_COLUMNS", "DEADLINE_COLUMNS", "deadline_columns"]
 

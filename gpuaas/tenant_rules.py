@@ -22,7 +22,7 @@ import yaml
 
 from gpuaas.errors import ConfigError
 from gpuaas.policy import Policy
-from gpuaas.sources._promql import tag
+from gpuaas.sources import tag
 
 __all__ = ["TENANT_RECORD", "tenant_rules", "tenant_rules_yaml"]
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from gpuaas.policies.capacity import CapacityResult
+from gpuaas.policies.cost import CapacityResult
 
 __all__ = ["capacity_markdown", "capacity_summary_rows", "step_rows"]
 

@@ -5,8 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from gpuaas.policies.deadline_pools import PoolPlan
-from gpuaas.policies.deadlines import DeadlinePlan, ScheduledJob
+from gpuaas.policies.deadlines import DeadlinePlan, PoolPlan, ScheduledJob
 from gpuaas.pushgateway import MetricFamily
 
 __all__ = ["deadline_metrics", "deadlines_headline", "grouped_notes", "object_names", "plan_dict", "plan_rows",

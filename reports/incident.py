@@ -1,6 +1,6 @@
 """The incident review as people read it: one sentence first, then the fleet, the timeline, quotas, undo.
 
-Pure builders (``gpuaas.policies.incident.IncidentReview`` in, text, rows and a PNG out); the flow
+Pure builders (``gpuaas.policies.incident.review.IncidentReview`` in, text, rows and a PNG out); the flow
 publishes them as the ``incident-review`` markdown artifact and a table artifact, the CLI prints
 the same rows. The plot is rendered by the reports' PNG helper (matplotlib Agg, base64), so
 the artifact needs no file next to it.

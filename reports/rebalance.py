@@ -10,8 +10,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from gpuaas.policies.quota_demand import CohortDemand
-from gpuaas.policies.quotas import QuotaPlan
+from gpuaas.policies.quotas import CohortDemand, QuotaPlan
 from gpuaas.pushgateway import MetricFamily
 
 __all__ = ["CohortOutcome", "borrowing_flags", "change_rows", "first_line", "outcome_dicts", "rebalance_markdown",

@@ -10,7 +10,7 @@ import pandas as pd
 
 from gpuaas.actions import ActionResult
 from gpuaas.models import Snapshot
-from gpuaas.policies.coverage import blind_run_line
+from gpuaas.policies.reclaim import blind_run_line
 from gpuaas.pushgateway import MetricFamily
 from reports._format import busy_line, counted, duration, source_errors, with_failures
 

@@ -12,9 +12,9 @@ from datetime import datetime, timedelta
 import pandas as pd
 from prefect import get_run_logger
 
-from gpuaas.policies.adaptive_live import adaptive_rules, live_states, percent
+from gpuaas.idle_history import read_fleet_history
+from gpuaas.policies.reclaim import adaptive_rules, live_states, percent
 from gpuaas.settings import GpuaasSettings
-from gpuaas.sources.history import read_fleet_history
 from tasks._options import gpuaas_task
 
 __all__ = ["adaptive_history"]

@@ -10,9 +10,10 @@ from datetime import datetime
 
 import pandas as pd
 
-from gpuaas.policies.capacity import CapacityResult, sustainable_capacity
+from gpuaas.loadtest import serving_capacity
+from gpuaas.models import CapacityEstimate
+from gpuaas.policies.cost import CapacityResult, sustainable_capacity
 from gpuaas.settings import GpuaasSettings
-from gpuaas.sources.capacity import CapacityEstimate, serving_capacity
 from tasks._options import gpuaas_task
 
 __all__ = ["compute_capacity", "serving_capacity_estimate"]

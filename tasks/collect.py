@@ -10,7 +10,7 @@ from typing import Any
 
 from gpuaas.fleet_history import queue_aggregates, tenant_aggregates
 from gpuaas.models import Snapshot, SourceStatus
-from gpuaas.policies.idle import find_idle
+from gpuaas.policies.reclaim import find_idle
 from gpuaas.pushgateway import push_metrics
 from gpuaas.settings import GpuaasSettings
 from gpuaas.snapshot import read_source

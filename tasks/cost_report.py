@@ -5,7 +5,8 @@ from __future__ import annotations
 from datetime import datetime
 from pathlib import Path
 
-from gpuaas.policies.cost import CostInputs, CostReport, build_cost_report
+from gpuaas.models import CostInputs
+from gpuaas.policies.cost import CostReport, build_cost_report
 from gpuaas.pushgateway import push_metrics
 from gpuaas.settings import GpuaasSettings
 from gpuaas.sources.cost_window import read_cost_inputs

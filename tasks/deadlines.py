@@ -11,12 +11,11 @@ from datetime import datetime
 
 from gpuaas.actions.deadline_holds import NudgeResult, apply_nudges, release_due, undo_holds
 from gpuaas.models import Snapshot
-from gpuaas.policies.deadline_nudges import Nudge, plan_nudges
-from gpuaas.policies.deadline_pools import PoolPlan, deadline_problems, plan_pools
+from gpuaas.policies.deadlines import Nudge, PoolPlan, deadline_problems, plan_nudges, plan_pools
 from gpuaas.policy import Mode
 from gpuaas.pushgateway import push_metrics
 from gpuaas.settings import GpuaasSettings
-from gpuaas.sources._kube_client import KubeLister, make_api_client
+from gpuaas.sources import KubeLister, make_api_client
 from gpuaas.sources.kube import KUEUE_GROUP
 from reports.deadlines import deadline_metrics, pool_dicts
 from tasks._artifacts import table_artifact

@@ -13,7 +13,7 @@ from typing import Any
 from prefect import get_run_logger, runtime
 
 from gpuaas.loadtest import LoadTestConfig, SweepRun, record_load_test, run_sweep, write_outputs
-from gpuaas.policies.capacity import CapacityResult
+from gpuaas.policies.cost import CapacityResult
 from gpuaas.settings import GpuaasSettings
 from gpuaas.store import open_store
 from reports.capacity import capacity_markdown

@@ -10,10 +10,8 @@ import pandas as pd
 from gpuaas.actions.quotas import apply_quota_plan, recent_quota_changes, recover_quota_plans
 from gpuaas.errors import ConfigError, PolicyError
 from gpuaas.models import Snapshot
-from gpuaas.policies.deadline_pools import PoolPlan
-from gpuaas.policies.quota_demand import cohort_demands, deadline_gpus_per_queue
-from gpuaas.policies.quota_resources import binding_resources
-from gpuaas.policies.quotas import plan_quotas
+from gpuaas.policies.deadlines import PoolPlan
+from gpuaas.policies.quotas import binding_resources, cohort_demands, deadline_gpus_per_queue, plan_quotas
 from gpuaas.policy import Mode
 from gpuaas.pushgateway import push_metrics
 from gpuaas.settings import GpuaasSettings

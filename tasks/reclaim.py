@@ -18,9 +18,7 @@ from gpuaas.actions import (
 )
 from gpuaas.errors import ActionRefused, StoreError
 from gpuaas.models import Snapshot
-from gpuaas.policies.adaptive_live import apply_adaptive
-from gpuaas.policies.idle import GpuEvidence, find_idle
-from gpuaas.policies.reclaim import Decision, finalize_decisions, plan_reclaim
+from gpuaas.policies.reclaim import Decision, GpuEvidence, apply_adaptive, finalize_decisions, find_idle, plan_reclaim
 from gpuaas.policy import Mode
 from gpuaas.pushgateway import delete_metrics, push_metrics
 from gpuaas.settings import GpuaasSettings

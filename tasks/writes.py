@@ -29,12 +29,11 @@ from uuid import UUID
 
 from prefect import get_run_logger
 
-from gpuaas.actions import KubeWriter
-from gpuaas.actions._lock_owner import holder_is_dead
+from gpuaas.actions import KubeWriter, holder_is_dead
 from gpuaas.errors import ActionRefused
 from gpuaas.settings import GpuaasSettings
 from gpuaas.store import Store, open_store
-from reports._format import BUSY_LINE, busy_line
+from reports import BUSY_LINE, busy_line
 from tasks._options import gpuaas_task
 
 __all__ = ["BUSY_LINE", "CONCURRENCY_LIMIT", "LOCK", "SLOT_LOCK", "WritesBusy", "acquire_writes_lock", "busy_line", "busy_outcome", "cluster_writes",

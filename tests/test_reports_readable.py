@@ -175,7 +175,7 @@ def test_change_is_shown_only_against_a_previous_period_with_data() -> None:
 
 
 def test_a_count_of_one_is_singular() -> None:
-    from reports._format import counted
+    from reports import counted
 
     assert [counted(1, "GPU"), counted(2.5, "GPU"), counted(0, "idle workload"), counted(1, "idle workload")] == [
         "1 GPU", "2.5 GPUs", "0 idle workloads", "1 idle workload"]

@@ -147,7 +147,7 @@ def test_an_opt_out_on_either_object_wins(on_workload: str | None, on_owner: str
 def test_cohort_objects_travel_in_the_snapshot_and_back() -> None:
     """A Cohort's own quota and its parent reach the pools only through the snapshot (and a stored one)."""
     from gpuaas.models import Cohort
-    from gpuaas.policies.deadline_pools import deadline_problems
+    from gpuaas.policies.deadlines import deadline_problems
 
     kube = KubeState("v1beta2", (ClusterQueue("cq-a", "research", (QuotaEntry("h100", "nvidia.com/gpu", 4),)),),
                      (), (), (Cohort("research", "org", (QuotaEntry("h100", "nvidia.com/gpu", 2, lending_limit=2),)),

@@ -22,7 +22,7 @@ from kubernetes import client
 from gpuaas.actions._patches import KIND_RESOURCES
 from gpuaas.errors import KubeAPIError, MalformedResponse, NotFound, TransientError
 from gpuaas.settings import GpuaasSettings
-from gpuaas.sources._kube_client import make_api_client
+from gpuaas.sources import make_api_client
 from gpuaas.sources.kube import KUEUE_GROUP, KUEUE_VERSIONS, kube_request
 
 __all__ = ["INDEFINITE", "KubeWriter"]

@@ -24,7 +24,7 @@ from typing import Any
 from gpuaas.actions._kube_writer import KubeWriter
 from gpuaas.actions._undoing import Undone
 from gpuaas.errors import Conflict, GpuaasError, NotFound
-from gpuaas.policies.deadline_nudges import HOLD_ANNOTATION, Nudge, parse_hold, release_is_due
+from gpuaas.policies.deadlines import HOLD_ANNOTATION, Nudge, parse_hold, release_is_due
 from gpuaas.policy import Mode
 from gpuaas.store import AuditEntry, Store
 

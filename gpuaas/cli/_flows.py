@@ -9,7 +9,7 @@ The command line runs the same flow the scheduler runs, so that "run it now" and
   per command, more than most commands' work), same bodies, same steps, same retries; nothing is
   recorded in Prefect, everything is still recorded in the audit log. A flow whose body is
   Prefect-free (``BODIES``) is called without importing Prefect at all (importing it alone takes
-  seconds); the others run under ``flows._direct``.
+  seconds); the others run under ``flows.direct``.
 
 Whether an API is configured is read without importing Prefect where nothing could set one but the
 environment (no Prefect profile, ``.env``, ``prefect.toml`` or ``[tool.prefect]`` saying otherwise).
@@ -75,7 +75,7 @@ def run_flow(flow: Any, what: str, **parameters: Any) -> Any:
         return _run_body(_resolve(BODIES[flow]), what, parameters)
     if isinstance(flow, str):
         flow = _resolve(flow)
-    from flows._direct import direct_runs
+    from flows.direct import direct_runs
 
     with progress(what), (nullcontext() if through_prefect else direct_runs()):
         try:

@@ -1,6 +1,6 @@
 """``gpuaas capacity SWEEP.csv``: the sustainable request rate of a measured sweep.
 
-Semantics are :func:`gpuaas.policies.capacity.sustainable_capacity`'s. Exit 0 with an answer;
+Semantics are :func:`gpuaas.policies.cost.capacity.sustainable_capacity`'s. Exit 0 with an answer;
 exit 1 when the sweep never meets the SLO (the answer is still printed, saying so) or the
 file is malformed (one line naming row and column on stderr).
 """
@@ -14,7 +14,7 @@ import typer
 
 from gpuaas.cli._common import OutputFormat, fail, print_json, print_table
 from gpuaas.errors import ConfigError
-from gpuaas.policies.capacity import CapacityResult, sustainable_capacity
+from gpuaas.policies.cost import CapacityResult, sustainable_capacity
 from gpuaas.sources.sweep import read_sweep
 from reports.capacity import capacity_summary_rows, step_rows
 

@@ -20,7 +20,7 @@ DECISION_KEYS = ("snapshot_id", "idle_candidates", "degraded", "source_errors", 
 
 
 def _backlog_table(summary: dict[str, Any]) -> Table:
-    from reports._format import gpus
+    from reports import gpus
     from reports.collect import backlog_rows
 
     table = Table(title="Kueue backlog per ClusterQueue", title_justify="left",

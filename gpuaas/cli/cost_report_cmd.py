@@ -55,7 +55,8 @@ def cost_report(
 ) -> None:
     """Cost per verified outcome: the GPU-hour funnel, outcomes against SLO and quality, waste; writes the HTML report."""
     settings_or_exit()
-    from gpuaas.sources.cost_window import parse_window, report_periods
+    from gpuaas.quantity import parse_window
+    from gpuaas.sources.cost_window import report_periods
 
     try:
         report_periods(parse_window(window))

@@ -26,8 +26,8 @@ def deadlines(
     format: Annotated[OutputFormat, typer.Option("--format", help="Output format.")] = OutputFormat.table,
 ) -> None:
     """Plan deadlines on a YAML problem or the live cluster; print the schedule, what is missed, the extra GPUs."""
+    from gpuaas.cli._deadline_file import load_deadline_problem
     from gpuaas.policies.deadlines import plan_deadlines
-    from gpuaas.sources.deadline_file import load_deadline_problem
     from reports.deadlines import grouped_notes, plan_dict, plan_rows, verdict_sentence
 
     if (file is None) == (not from_cluster):
@@ -81,7 +81,7 @@ def _from_cluster(format: OutputFormat) -> None:
 
 
 def _minutes(seconds: float | None) -> str:
-    from reports._format import duration
+    from reports import duration
 
     if seconds is None:
         return "-"

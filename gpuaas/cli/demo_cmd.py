@@ -32,7 +32,7 @@ from gpuaas.cli.reclaim_cmd import print_reclaim
 from gpuaas.errors import GpuaasError
 from gpuaas.policy import Policy
 from gpuaas.settings import GpuaasSettings
-from reports._format import verdict_phrase
+from reports import verdict_phrase
 
 DEMO_POLICY = Path(__file__).resolve().parents[1] / "cluster" / "scenarios" / "default-policy.yaml"
 
@@ -52,7 +52,7 @@ def _stored_snapshot(settings: GpuaasSettings, snapshot_id: int) -> tuple[dict[s
 
 
 def _idle_rows(snapshot: Any, policy: Policy) -> list[list[Any]]:
-    from gpuaas.policies.idle import find_idle
+    from gpuaas.policies.reclaim import find_idle
 
     decisions = find_idle(snapshot.workloads, policy, snapshot.collected_at)
     order = {"idle": 0, "unknown": 1, "excluded": 2, "busy": 3}

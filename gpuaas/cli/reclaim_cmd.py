@@ -13,7 +13,7 @@ _COLUMNS = ["audit id", "workload", "tenant", "GPUs", "idle for", "action", "fre
 
 
 def _row(d: dict[str, Any]) -> list[Any]:
-    from reports._format import duration, gpus
+    from reports import duration, gpus
 
     return [d["audit_id"] or "-", d["subject"], d["tenant"] or "-", gpus(d["gpus"]),
             duration(d["idle_seconds"]), d["action"], d["frees"], d["result"], d["reason"]]

@@ -2,8 +2,8 @@
 
 Why on the command line: choosing a reclaim window is a trade between GPU-hours and cold
 starts, and the trade should be read off real data before a policy file changes. The
-semantics are those of :mod:`gpuaas.policies.replay`. ``--frontier`` walks the trade-off
-(:mod:`gpuaas.policies.frontier`); ``--from-prometheus`` replays the fleet's own history
+semantics are those of :mod:`gpuaas.policies.reclaim.replay`. ``--frontier`` walks the trade-off
+(:mod:`gpuaas.policies.analysis.frontier`); ``--from-prometheus`` replays the fleet's own history
 (:mod:`gpuaas.sources.history`) with the same semantics.
 """
 
@@ -17,17 +17,26 @@ from typing import Annotated, Any
 import pandas as pd
 import typer
 
-from gpuaas.cli._backtest import fleet_history, plot_frontier, print_frontier
+from gpuaas.cli._backtest import fleet_history, print_frontier
 from gpuaas.cli._common import OutputFormat, err_console, fail, print_json, print_table, progress, settings_or_exit
 from gpuaas.cli.audit_cmd import parse_since
 from gpuaas.cli.replay_rebalance_cmd import rebalance
 from gpuaas.errors import ConfigError, GpuaasError
-from gpuaas.policies.adaptive_window import AdaptiveWindow
-from gpuaas.policies.clairvoyant import DETECT_MIN
-from gpuaas.policies.cold_start import WindowRule, choose_for_budget
-from gpuaas.policies.frontier import frontier as frontier_rows
-from gpuaas.policies.replay import ReplayResult, fixed_windows, idle_runs, observed_seconds, replay_runs, replay_table
+from gpuaas.policies.analysis import DETECT_MIN
+from gpuaas.policies.analysis import frontier as frontier_rows
+from gpuaas.policies.reclaim import (
+    AdaptiveWindow,
+    ReplayResult,
+    WindowRule,
+    choose_for_budget,
+    fixed_windows,
+    idle_runs,
+    observed_seconds,
+    replay_runs,
+    replay_table,
+)
 from gpuaas.sources.traces import load_qps, load_utilization
+from reports.frontier import plot_frontier
 
 __all__ = ["app"]
 

@@ -45,7 +45,7 @@ def deadlines(
     from gpuaas.cluster.deadline_flow_replay import replay_flow
     from gpuaas.cluster.deadline_replay import estimate_runtimes, replay_deadlines
     from gpuaas.cluster.traces import read_itp
-    from reports._format import duration
+    from reports import duration
 
     try:
         jobs = read_itp(trace)

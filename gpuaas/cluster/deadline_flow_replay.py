@@ -47,13 +47,25 @@ from gpuaas.cluster.kueue.testing import workload
 from gpuaas.cluster.traces import TraceJob
 from gpuaas.errors import ConfigError
 from gpuaas.models import Snapshot
-from gpuaas.policies._deadline_profile import EPS
-from gpuaas.policies.deadline_nudges import HOLD_ANNOTATION, Nudge, parse_hold, plan_nudges
-from gpuaas.policies.deadline_pools import deadline_problems, plan_pools
+from gpuaas.policies.deadlines import (
+    EPS,
+    HOLD_ANNOTATION,
+    Nudge,
+    deadline_problems,
+    parse_hold,
+    plan_nudges,
+    plan_pools,
+)
 from gpuaas.policy import DeadlinesPolicy
 from gpuaas.snapshot import kueue_snapshot
-from gpuaas.sources._kube_deadlines import DEADLINE, EXPECTED_RUNTIME
-from gpuaas.sources._kube_kueue import parse_cluster_queue, parse_local_queue, parse_resource_flavor, parse_workload
+from gpuaas.sources import (
+    DEADLINE,
+    EXPECTED_RUNTIME,
+    parse_cluster_queue,
+    parse_local_queue,
+    parse_resource_flavor,
+    parse_workload,
+)
 from gpuaas.sources.kube import DEFAULT_GPU_RESOURCES, KubeState, with_cluster_queues
 
 __all__ = ["PREFECT_YAML", "flow_interval", "flow_tick", "replay_flow", "store_kube", "store_snapshot"]

@@ -11,7 +11,7 @@ The planned run re-plans at every submission (run times are exact in a replay, s
 valid until new work arrives) and releases each held Workload at its planned start:
 
 1. deadlines that can still hold (``now + duration <= deadline``) in EDF order, each at its earliest
-   fit next to the running jobs (``gpuaas.policies._deadline_profile``);
+   fit next to the running jobs (``gpuaas.policies.deadlines.profile``);
 2. when the next one would miss, the accepted job with the most GPU-seconds (or this one, if it is
    the biggest) moves to best effort and the placement is tried again (Moore-Hodgson's rule, which
    maximises the deadlines met on one machine), so every remaining deadline holds on these GPUs;
@@ -43,8 +43,7 @@ from gpuaas.cluster.kueue import GPU, KueueController
 from gpuaas.cluster.kueue.testing import FakeClock, cluster_queue, local_queue, resource_flavor, workload
 from gpuaas.cluster.traces import TraceJob
 from gpuaas.errors import ConfigError
-from gpuaas.policies._deadline_profile import EPS, Profile
-from gpuaas.policies.deadline_pools import overrun_buffer
+from gpuaas.policies.deadlines import EPS, Profile, overrun_buffer
 
 __all__ = ["LOCAL_QUEUE", "NAMESPACE", "START", "ReplayStats", "estimate_runtimes", "job_name", "kueue_cluster",
            "replay_deadlines", "replay_stats"]

@@ -48,11 +48,12 @@ from typing import Any
 
 from prometheus_client import generate_latest
 
-from gpuaas.cluster._engine import EngineModel
+from gpuaas.cluster._engine import EngineModel, model_capacity_rps
 from gpuaas.cluster._scenario_models import Scenario, Serving, WorkloadKind
 from gpuaas.cluster._serving_metrics import TTFT_BUCKETS, ServingMetrics
 
-__all__ = ["ANSWER", "TTFT_BUCKETS", "ServingEndpoint", "ServingEndpoints", "endpoint_env_name"]
+__all__ = ["ANSWER", "TTFT_BUCKETS", "EngineModel", "ServingEndpoint", "ServingEndpoints", "endpoint_env_name",
+           "model_capacity_rps"]
 
 ANSWER = ("Hello", " from", " the", " embedded", " cluster", ".")
 """The words every answer cycles through (a quality check can look for ``Hello``)."""

@@ -3,11 +3,13 @@
 The library part of the ``load_test`` flow and ``gpuaas loadtest``: a validated config and the
 loopback rule (``_config``), the seeded schedule (``_schedule``, pure), the async httpx client
 (``_client``), the sweep and its rows (``_sweep``), files and plot (``_outputs``) and the
-record in the store (``_record``). The capacity itself is :mod:`gpuaas.policies.capacity`.
+record in the store (``_record``), and a service's measured capacity from its sweep file or latest load
+test (``_capacity``). The capacity rule itself is :mod:`gpuaas.policies.cost.capacity`.
 """
 
 from __future__ import annotations
 
+from gpuaas.loadtest._capacity import serving_capacity
 from gpuaas.loadtest._client import RequestResult, client_for, run_step
 from gpuaas.loadtest._config import LoadTestConfig, base_url, is_loopback, parse_rates
 from gpuaas.loadtest._outputs import json_safe, plot_sweep, summary, write_outputs
@@ -31,6 +33,7 @@ __all__ = [
     "record_load_test",
     "run_step",
     "run_sweep",
+    "serving_capacity",
     "step_passes",
     "summarize_step",
     "summary",

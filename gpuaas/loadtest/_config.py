@@ -13,7 +13,7 @@ from typing import Literal
 from urllib.parse import urlsplit
 
 from gpuaas.errors import ActionRefused, ConfigError
-from gpuaas.policies.capacity import parse_quantile
+from gpuaas.policies.cost import parse_quantile
 
 __all__ = ["LoadTestConfig", "base_url", "is_loopback", "parse_rates"]
 

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from gpuaas.loadtest._sweep import SweepRun
-from gpuaas.policies.capacity import CapacityResult
+from gpuaas.policies.cost import CapacityResult
 
 __all__ = ["LoadTestFiles", "json_safe", "plot_sweep", "summary", "write_outputs"]
 

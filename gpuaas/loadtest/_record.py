@@ -15,7 +15,7 @@ from sqlmodel import col, select
 
 from gpuaas.loadtest._outputs import summary
 from gpuaas.loadtest._sweep import SweepRun
-from gpuaas.policies.capacity import CapacityResult
+from gpuaas.policies.cost import CapacityResult
 from gpuaas.store import AuditEntry, Outcome, Store
 
 __all__ = ["ACTION", "FLOW", "latest_load_test", "record_load_test"]

@@ -2,7 +2,7 @@
 
 Each step sends a warm-up and then its steady part at the same rate; the row is measured on the
 steady part only (requests due after the warm-up). Each step's row is what
-:mod:`gpuaas.policies.capacity` reads (``rate_rps``, ``replicas``, ``gpus``, latency quantiles,
+:mod:`gpuaas.policies.cost.capacity` reads (``rate_rps``, ``replicas``, ``gpus``, latency quantiles,
 ``quality``, ``client_limited``, ``achieved_ratio``, ``latency_growth``) plus what a reader needs to
 trust it: offered and achieved rate, success ratio, how late requests left, TTFT and inter-token
 latency quantiles, input and output tokens per second. Latency quantiles are over the requests
@@ -33,7 +33,7 @@ import pandas as pd
 from gpuaas.loadtest._client import RequestResult, client_for, run_step, warm_up
 from gpuaas.loadtest._config import LoadTestConfig
 from gpuaas.loadtest._schedule import poisson_schedule
-from gpuaas.policies.capacity import sustainable_capacity
+from gpuaas.policies.cost import sustainable_capacity
 
 __all__ = ["SWEEP_COLUMNS", "SweepRun", "run_sweep", "step_passes", "summarize_step"]
 

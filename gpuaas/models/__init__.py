@@ -1,8 +1,15 @@
-"""The typed records and the snapshot that policies read; frozen, no I/O."""
+"""The typed records and the snapshot that policies read, and Kueue's cohort tree as a snapshot shows it;
+frozen, no I/O."""
 
+from gpuaas.models._cohort_tree import *  # noqa: F403
+from gpuaas.models._cohort_tree import __all__ as _cohort_tree_all
+from gpuaas.models._cost import *  # noqa: F403
+from gpuaas.models._cost import __all__ as _cost_all
 from gpuaas.models._records import *  # noqa: F403
 from gpuaas.models._records import __all__ as _records_all
 from gpuaas.models._snapshot import *  # noqa: F403
 from gpuaas.models._snapshot import __all__ as _snapshot_all
+from gpuaas.models._telemetry import *  # noqa: F403
+from gpuaas.models._telemetry import __all__ as _telemetry_all
 
-__all__ = [*_records_all, *_snapshot_all]
+__all__ = [*_cohort_tree_all, *_cost_all, *_records_all, *_snapshot_all, *_telemetry_all]

@@ -15,7 +15,7 @@ from datetime import datetime
 from typing import Any
 
 from gpuaas.errors import GpuaasError, NotFound
-from gpuaas.policies.outcomes import FinishedJob, RunningJob
+from gpuaas.models import FinishedJob, RunningJob
 from gpuaas.settings import GpuaasSettings
 from gpuaas.sources._kube_client import KubeLister, make_api_client
 from gpuaas.sources._kube_kueue import parse_time

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 
-from gpuaas.policies.coverage import MAX_GAP_INTERVALS
+from gpuaas.models import MAX_GAP_INTERVALS
 from gpuaas.settings import MetricNames
 
 __all__ = [

@@ -23,8 +23,8 @@ from typing import Any
 import pandas as pd
 
 from gpuaas.errors import ConfigError, GpuaasError
-from gpuaas.policies._cost_services import selects
-from gpuaas.policies.cost import COST_COLS, GPU_COLS, SERVING_COLS, SERVING_KEYS, CostInputs
+from gpuaas.loadtest import serving_capacity
+from gpuaas.models import COST_COLS, GPU_COLS, SERVING_COLS, SERVING_KEYS, CapacityEstimate, CostInputs, selects
 from gpuaas.policy import ServiceOutcome
 from gpuaas.settings import GpuaasSettings, MetricNames
 from gpuaas.sources import _promql_cost as q
@@ -33,32 +33,14 @@ from gpuaas.sources._cost_jobs import DEADLINE_ANNOTATION, finished_jobs, read_j
 from gpuaas.sources._prom_client import PromClient
 from gpuaas.sources._promql import union
 from gpuaas.sources.bulk import collector_paused
-from gpuaas.sources.capacity import CapacityEstimate, serving_capacity
 from gpuaas.sources.kube import DEFAULT_GPU_RESOURCES
 from gpuaas.sources.opencost import fetch_allocation
 from gpuaas.store import open_store
 
-__all__ = ["DEADLINE_ANNOTATION", "align_end", "allocation_rows", "finished_jobs", "gpu_rows", "parse_window", "read_cost_inputs",
+__all__ = ["DEADLINE_ANNOTATION", "align_end", "allocation_rows", "finished_jobs", "gpu_rows", "read_cost_inputs",
            "report_periods", "running_jobs", "serving_rows"]
 
 DAY_S = 86400.0
-
-
-_UNITS = {"s": 1.0, "m": 60.0, "h": 3600.0, "d": DAY_S, "w": 7 * DAY_S}
-
-
-def parse_window(text: str) -> float:
-    """``6h``, ``7d``, ``2w`` or plain seconds, as seconds; a ConfigError names the option otherwise."""
-    value = str(text).strip()
-    unit = _UNITS.get(value[-1:], None) if value else None
-    number = value[:-1] if unit else value
-    try:
-        seconds = float(number) * (unit or 1.0)
-    except ValueError:
-        raise ConfigError(f"expected a window like 6h or 7d, got {text!r}", field="window") from None
-    if seconds <= 0:
-        raise ConfigError(f"the window must be positive, got {text!r}", field="window")
-    return seconds
 
 
 def report_periods(window_s: float) -> tuple[int, float]:

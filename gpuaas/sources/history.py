@@ -1,8 +1,10 @@
-"""GPU activity history per workload from Prometheus: range queries in time chunks.
+"""GPU activity history per pod from Prometheus: range queries in time chunks.
 
 Why: the adaptive reclaim policy learns from each workload's past idle spells, and an
 operator backtests a policy on the fleet's own history before switching to apply. Both
-need the same thing: for every workload, its activity at 1-minute steps over days.
+need the same thing: for every workload, its activity at 1-minute steps over days. This
+module reads it per pod, a chunk at a time; ``gpuaas.idle_history`` maps the pods to their
+workloads and turns the chunks into idle runs.
 
 How it stays bounded:
 
@@ -14,11 +16,7 @@ How it stays bounded:
   Prometheus is too slow to answer (a read timeout, or its own query timeout) is asked again
   in halves, up to ``MAX_HALVINGS`` times, so a big fleet on a busy server still gets its
   history, at a few more queries.
-* Each chunk is mapped to workloads (pods through their Kueue Workload and its owner, as
-  the snapshot links them; a pod gpuaas cannot link stays itself, ``Pod ns/name``), reduced
-  to one value per workload and step (the maximum: a workload is idle only when all its
-  pods are), and fed to a :class:`~gpuaas.policies.run_stream.RunStream`, which keeps per
-  workload only its last sample and open run. Memory is one chunk plus the idle runs.
+* Chunks are yielded one at a time: memory is one chunk.
 
 Values are percent (0-100), the unit of the trace replay, so one replay serves both.
 """
@@ -26,45 +24,33 @@ Values are percent (0-100), the unit of the trace replay, so one replay serves b
 from __future__ import annotations
 
 import math
-import time
-from collections.abc import Callable, Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 import pandas as pd
 
 from gpuaas.errors import SourceUnavailable
-from gpuaas.policies.replay import MAX_GAP_S
-from gpuaas.policies.run_stream import RunStream
 from gpuaas.settings import GpuaasSettings, MetricNames
-from gpuaas.snapshot import workload_pods
 from gpuaas.sources import _promql as q
 from gpuaas.sources._prom_client import PromClient
-from gpuaas.sources.kube import read_kube
 
-__all__ = ["MAX_HALVINGS", "HistoryReading", "activity_history_query", "history_chunks", "query_range_halving",
-           "read_activity_history", "read_fleet_history"]
+__all__ = ["MAX_HALVINGS", "HistoryChunk", "activity_history_query", "history_chunks", "pod_history",
+           "query_range_halving"]
 
 
-@dataclass
-class HistoryReading:
-    """What the history pull produced: the idle runs and how they were obtained."""
+@dataclass(frozen=True)
+class HistoryChunk:
+    """One chunk's samples per pod (``namespace``, ``pod``, ``t``, ``value`` in percent) and where it lies."""
 
-    streams: dict[float, RunStream]
-    """One per idle threshold (percent) asked for: every stream reads the same chunks."""
+    index: int
+    """1-based, of ``count``."""
+    count: int
     start: datetime
     end: datetime
+    samples: pd.DataFrame
     queries: int
-    series: int
-    """Most pod series one chunk returned (free GPUs and other namespaces left out)."""
-    seconds: float = 0.0
-    """How long the range queries and their reduction took."""
-
-    @property
-    def stream(self) -> RunStream:
-        """The only stream, when one threshold was asked for."""
-        (only,) = self.streams.values()
-        return only
+    """Range queries asked so far, this chunk's included (more than one a chunk when it was halved)."""
 
 
 def activity_history_query(m: MetricNames, step_s: float) -> str:
@@ -132,78 +118,23 @@ def _chunk_frame(result: list[dict[str, object]], namespaces: Sequence[str]) -> 
     return pd.DataFrame({"namespace": rows_ns, "pod": rows_pod, "t": rows_t, "value": rows_v})
 
 
-def _per_workload(frame: pd.DataFrame, links: pd.DataFrame, key: str) -> pd.DataFrame:
-    """One sample per workload and step: the maximum over its pods."""
-    if frame.empty:
-        return pd.DataFrame({"pod": pd.Series(dtype=object), "t": pd.Series(dtype=float),
-                             "value": pd.Series(dtype=float)})
-    mapped = frame.merge(links[["namespace", "pod", key]].drop_duplicates(["namespace", "pod"]),
-                         on=["namespace", "pod"], how="left")
-    mapped[key] = mapped[key].fillna("Pod " + mapped["namespace"] + "/" + mapped["pod"])
-    return (mapped.groupby([key, "t"], as_index=False, sort=False)["value"].max()
-            .rename(columns={key: "pod"}))
-
-
-def read_activity_history(
+def pod_history(
     settings: GpuaasSettings,
     start: datetime,
     end: datetime,
     *,
-    links: pd.DataFrame,
-    thresholds_pct: Sequence[float],
-    key: str = "workload",
     namespaces: Sequence[str] = (),
     step_s: float = 60.0,
     chunk_s: float = 3600.0,
-    progress: Callable[[str], None] | None = None,
-) -> HistoryReading:
-    """Pull ``[start, end]`` chunk by chunk into idle runs per workload (``links``: ``workload_pods``),
-    one run stream per threshold.
-
-    ``key`` is the ``links`` column that names a workload (``workload`` or ``uid``).
-    Raises ``SourceError`` subclasses as the instant queries do.
-    """
+) -> Iterator[HistoryChunk]:
+    """``[start, end]`` chunk by chunk, one series per pod holding GPUs (free GPUs and namespaces not
+    in ``namespaces``, when given, left out). Raises ``SourceError`` subclasses as the instant queries do."""
     expr = activity_history_query(settings.metrics, step_s)
-    streams = {float(t): RunStream(float(t), max(MAX_GAP_S, 2 * step_s)) for t in thresholds_pct}
     chunks = history_chunks(start, end, step_s, chunk_s)
     prom = PromClient(settings)
-    series = 0
-    started = time.monotonic()
     try:
         for i, (a, b) in enumerate(chunks, 1):
-            result = query_range_halving(prom, expr, a, b, step_s)
-            samples = _chunk_frame(result, namespaces)
-            series = max(series, int(samples[["namespace", "pod"]].drop_duplicates().shape[0]))
-            frame = _per_workload(samples, links, key)
-            del result
-            for stream in streams.values():
-                stream.add(frame)
-            if progress is not None:
-                progress(f"history chunk {i}/{len(chunks)} ({a:%Y-%m-%d %H:%M} .. {b:%H:%M}): "
-                         f"{series} series, {len(frame):,} workload samples")
+            samples = _chunk_frame(query_range_halving(prom, expr, a, b, step_s), namespaces)
+            yield HistoryChunk(i, len(chunks), a, b, samples, prom.queries)
     finally:
         prom.close()
-    return HistoryReading(streams, start, end, prom.queries, series, time.monotonic() - started)
-
-
-def read_fleet_history(
-    settings: GpuaasSettings,
-    start: datetime,
-    end: datetime,
-    *,
-    thresholds_pct: Sequence[float],
-    key: str = "workload",
-    namespaces: Sequence[str] = (),
-    chunk_s: float = 3600.0,
-    progress: Callable[[str], None] | None = None,
-) -> tuple[HistoryReading, pd.DataFrame]:
-    """The Kubernetes links (``workload_pods``, read now) and the history pulled through them."""
-    started = time.monotonic()
-    links = workload_pods(read_kube(settings))
-    if progress is not None:
-        progress(f"Kubernetes read in {time.monotonic() - started:.1f}s: {len(links)} GPU pods linked to "
-                 f"{links['workload'].nunique()} workloads; reading "
-                 f"{start:%Y-%m-%d %H:%M} .. {end:%Y-%m-%d %H:%M} UTC at 1-minute steps")
-    reading = read_activity_history(settings, start, end, links=links, thresholds_pct=thresholds_pct, key=key,
-                                    namespaces=namespaces, chunk_s=chunk_s, progress=progress)
-    return reading, links

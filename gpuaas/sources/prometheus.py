@@ -10,7 +10,7 @@ Coverage is observed samples over expected samples (window / sample interval, ca
 ``longest_gap_s`` is the longest stretch of the window without a sample (between samples, before
 the first one and after the newest one, which is the GPU's ``age_s``), so a GPU whose series
 has a hole in the window is visibly partial even when most samples are there: missing data is
-never read as idle (the rule that uses both: ``gpuaas.policies.coverage``).
+never read as idle (the rule that uses both: ``gpuaas.policies.reclaim.coverage``).
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Read a load-test sweep CSV (one row per measured rate) for :mod:`gpuaas.policies.capacity`.
+"""Read a load-test sweep CSV (one row per measured rate) for :mod:`gpuaas.policies.cost.capacity`.
 
 Cells are read as text so that the policy, not pandas, decides what a bad cell is: it names
 the row and column instead of failing on a mixed dtype somewhere downstream.

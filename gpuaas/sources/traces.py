@@ -1,4 +1,4 @@
-"""Read GPU-trace CSVs into the frames :mod:`gpuaas.policies.replay` replays.
+"""Read GPU-trace CSVs into the frames :mod:`gpuaas.policies.reclaim.replay` replays.
 
 Why a loader of its own: the replay is pure and trusts its input, so every check on a
 file happens here, once, and a bad file is reported by name and column instead of as a

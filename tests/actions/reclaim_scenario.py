@@ -9,8 +9,7 @@ from typing import Any
 
 from gpuaas.actions import KubeWriter, already_decided, execute_decisions, undo_entries
 from gpuaas.cluster.runner import EmbeddedCluster
-from gpuaas.policies.idle import find_idle
-from gpuaas.policies.reclaim import Decision, finalize_decisions, plan_reclaim
+from gpuaas.policies.reclaim import Decision, finalize_decisions, find_idle, plan_reclaim
 from gpuaas.policy import Mode
 from gpuaas.settings import GpuaasSettings
 from gpuaas.snapshot import collect_snapshot

@@ -18,7 +18,7 @@ import pytest
 
 from gpuaas.actions.deadline_holds import apply_nudges
 from gpuaas.errors import Conflict
-from gpuaas.policies.deadline_nudges import HOLD_ANNOTATION, Nudge
+from gpuaas.policies.deadlines import HOLD_ANNOTATION, Nudge
 from gpuaas.policy import Mode
 from gpuaas.store import Store
 

@@ -243,7 +243,7 @@ def test_manage_limits_moves_lending_and_borrowing_by_the_rule(store: Store, wri
 
 
 def test_demand_comes_from_kueues_per_queue_history_in_one_query(settings: GpuaasSettings) -> None:
-    from gpuaas.policies.quota_demand import cohort_demands
+    from gpuaas.policies.quotas import cohort_demands
     from gpuaas.snapshot import collect_snapshot
     from gpuaas.sources.queue_history import read_queue_history
 

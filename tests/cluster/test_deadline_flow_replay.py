@@ -18,8 +18,7 @@ from gpuaas.cluster.kueue.testing import workload
 from gpuaas.cluster.traces import TraceJob
 from gpuaas.errors import ConfigError
 from gpuaas.models import SourceStatus
-from gpuaas.policies.deadline_nudges import HOLD_ANNOTATION, Nudge, plan_nudges
-from gpuaas.policies.deadline_pools import deadline_problems, plan_pools
+from gpuaas.policies.deadlines import HOLD_ANNOTATION, Nudge, deadline_problems, plan_nudges, plan_pools
 from gpuaas.policy import DeadlinesPolicy, Policy
 from gpuaas.settings import GpuaasSettings
 from gpuaas.snapshot import build_snapshot

@@ -15,7 +15,7 @@ from prometheus_api_client import PrometheusConnect
 
 from gpuaas.cluster._history import COARSE_GRID_SERIES, history_steps, thin
 from gpuaas.cluster.runner import EmbeddedCluster
-from gpuaas.policies.coverage import telemetry_complete
+from gpuaas.policies.reclaim import telemetry_complete
 from gpuaas.settings import GpuaasSettings, MetricNames
 from gpuaas.sources.prometheus import read_prometheus
 from tests.scenarios import embedded

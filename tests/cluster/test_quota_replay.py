@@ -120,8 +120,7 @@ def test_the_replays_night_plans_what_the_rebalance_flow_plans_on_the_same_state
 
     from gpuaas.cluster.quota_replay._nightly import History, plan_night
     from gpuaas.models import Snapshot, SourceStatus
-    from gpuaas.policies.quota_demand import cohort_demands
-    from gpuaas.policies.quotas import plan_quotas
+    from gpuaas.policies.quotas import cohort_demands, plan_quotas
 
     rng = np.random.default_rng(7)
     quotas = {"a": 16, "b": 16, "c": 16}

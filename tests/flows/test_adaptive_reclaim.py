@@ -25,12 +25,11 @@ from typer.testing import CliRunner
 
 from gpuaas.cli.app import app
 from gpuaas.cluster.runner import EmbeddedCluster
-from gpuaas.policies.adaptive_live import live_states
-from gpuaas.policies.run_stream import RunStream
+from gpuaas.idle_history import read_activity_history
+from gpuaas.policies.reclaim import RunStream, live_states
 from gpuaas.policy import parse_policy
 from gpuaas.settings import load_settings
 from gpuaas.snapshot import workload_pods
-from gpuaas.sources.history import read_activity_history
 from gpuaas.sources.kube import read_kube
 from gpuaas.sources.traces import load_utilization
 from gpuaas.store import open_store

@@ -21,7 +21,7 @@ import yaml
 from gpuaas.actions._kube_writer import KubeWriter
 from gpuaas.actions.deadline_holds import release_due
 from gpuaas.cluster.runner import EmbeddedCluster
-from gpuaas.policies.deadline_nudges import HOLD_ANNOTATION
+from gpuaas.policies.deadlines import HOLD_ANNOTATION
 from gpuaas.settings import load_settings
 from gpuaas.store import open_store
 from tests.actions.reclaim_scenario import writes

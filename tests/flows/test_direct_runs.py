@@ -1,4 +1,4 @@
-"""``flows._direct``: a flow run as plain calls, without a Prefect API (the command line's default).
+"""``flows.direct``: a flow run as plain calls, without a Prefect API (the command line's default).
 
 Cases: task results and states, a transient error retried and a permanent one not, ``submit``
 futures, a subflow, a flow that returns a state of its own, and that nothing starts a server
@@ -13,7 +13,7 @@ import pytest
 from prefect import flow, get_run_logger, task
 from prefect.states import Completed
 
-from flows._direct import DirectState, direct_runs
+from flows.direct import DirectState, direct_runs
 from gpuaas.errors import MalformedResponse, SourceUnavailable
 
 calls: list[str] = []

@@ -35,7 +35,7 @@ from gpuaas.cluster._engine import EngineModel, model_capacity_rps, simulate
 from gpuaas.cluster.runner import EmbeddedCluster
 from gpuaas.cluster.serving import endpoint_env_name
 from gpuaas.loadtest import latest_load_test
-from gpuaas.policies.capacity import sustainable_capacity
+from gpuaas.policies.cost import sustainable_capacity
 from gpuaas.settings import load_settings
 from gpuaas.sources.sweep import read_sweep
 from gpuaas.store import open_store

@@ -168,7 +168,7 @@ def test_a_growing_queue_fails_although_its_p95_is_under_the_slo() -> None:
         "achieved_ratio"] == pytest.approx(1.0)
     import pandas as pd
 
-    from gpuaas.policies.capacity import sustainable_capacity
+    from gpuaas.policies.cost import sustainable_capacity
 
     verdict = sustainable_capacity(pd.DataFrame([behind_row]), slo_quantile="p50", slo_seconds=1.0)
     assert "achieved 66.7% of the offered rate (< 95%): the server did not keep up" in verdict.reason

@@ -20,13 +20,20 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from gpuaas.errors import ConfigError
-from gpuaas.policies.adaptive_live import adaptive_rules, adaptive_state, apply_adaptive, live_states
-from gpuaas.policies.adaptive_window import AdaptiveWindow
-from gpuaas.policies.cold_start import choose_for_budget
-from gpuaas.policies.frontier import FIXED_WINDOWS_MIN, frontier, ratio_at_equal_wakeups
-from gpuaas.policies.idle import resolve_rule
-from gpuaas.policies.replay import idle_runs, observed_seconds, replay_runs
-from gpuaas.policies.run_stream import RunStream
+from gpuaas.policies.analysis import FIXED_WINDOWS_MIN, frontier, ratio_at_equal_wakeups
+from gpuaas.policies.reclaim import (
+    AdaptiveWindow,
+    RunStream,
+    adaptive_rules,
+    adaptive_state,
+    apply_adaptive,
+    choose_for_budget,
+    idle_runs,
+    live_states,
+    observed_seconds,
+    replay_runs,
+    resolve_rule,
+)
 from gpuaas.policy import ReclaimStrategy, parse_policy
 from gpuaas.sources.traces import load_utilization
 

@@ -15,7 +15,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from gpuaas.errors import ConfigError
-from gpuaas.policies.capacity import sustainable_capacity
+from gpuaas.policies.cost import sustainable_capacity
 
 
 def sweep(*rows: tuple[float, float], replicas: float = 2, gpus: float = 4, **extra: list[object]) -> pd.DataFrame:

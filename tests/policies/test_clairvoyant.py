@@ -18,9 +18,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from gpuaas.policies.clairvoyant import clairvoyant_curve
-from gpuaas.policies.frontier import FrontierRow, frontier, headroom_captured
-from gpuaas.policies.replay import idle_runs, replay_runs
+from gpuaas.policies.analysis import FrontierRow, clairvoyant_curve, frontier, headroom_captured
+from gpuaas.policies.reclaim import idle_runs, replay_runs
 
 MIN = 60.0
 DETECT = 5 * MIN

@@ -12,10 +12,9 @@ import pandas as pd
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from gpuaas.models import Snapshot
-from gpuaas.policies.cohort_tree import CohortTree
-from gpuaas.policies.deadline_pools import deadline_problems
-from gpuaas.policies.quota_demand import reachable_gpus
+from gpuaas.models import CohortTree, Snapshot
+from gpuaas.policies.deadlines import deadline_problems
+from gpuaas.policies.quotas import reachable_gpus
 
 NOW = datetime(2026, 3, 10, 12, 0, tzinfo=UTC)
 GPU = "nvidia.com/gpu"

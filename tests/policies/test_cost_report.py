@@ -26,8 +26,8 @@ from datetime import UTC, datetime, timedelta
 import pandas as pd
 import pytest
 
-from gpuaas.policies.cost import COST_COLS, GPU_COLS, SERVING_COLS, CostInputs, build_cost_report
-from gpuaas.policies.outcomes import FinishedJob, RunningJob
+from gpuaas.models import COST_COLS, GPU_COLS, SERVING_COLS, CostInputs, FinishedJob, RunningJob
+from gpuaas.policies.cost import build_cost_report
 from gpuaas.policy import parse_policy
 
 END = datetime(2026, 11, 2, tzinfo=UTC)
@@ -201,7 +201,7 @@ def test_two_services_on_the_same_series_are_refused_naming_both() -> None:
 def test_replicas_from_the_peak_rate_plus_headroom() -> None:
     """The window's p95 of the 5-minute rate is 20 rps (its mean would be ~12); with the default headroom
     0.2 the forecast is 24 rps, at 5 rps per replica: 5 replicas (sizing on the mean said 3)."""
-    from gpuaas.sources.capacity import CapacityEstimate
+    from gpuaas.models import CapacityEstimate
 
     base = _inputs()
     serving = pd.concat([base.serving, pd.DataFrame([("a", "m", 0, "rate_quantile", "", "", 20.0)],

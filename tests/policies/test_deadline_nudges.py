@@ -10,9 +10,7 @@ import pandas as pd
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from gpuaas.policies.deadline_nudges import plan_nudges
-from gpuaas.policies.deadline_pools import PoolProblem, plan_pools
-from gpuaas.policies.deadlines import DeadlineJob
+from gpuaas.policies.deadlines import DeadlineJob, PoolProblem, plan_nudges, plan_pools
 from gpuaas.policy import DeadlinesPolicy
 
 NOW = datetime(2026, 3, 10, 12, 0, tzinfo=UTC)

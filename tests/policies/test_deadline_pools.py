@@ -9,7 +9,7 @@ from typing import Any
 import pandas as pd
 
 from gpuaas.models import Snapshot
-from gpuaas.policies.deadline_pools import deadline_problems, plan_pools
+from gpuaas.policies.deadlines import deadline_problems, plan_pools
 
 NOW = datetime(2026, 3, 10, 12, 0, tzinfo=UTC)
 

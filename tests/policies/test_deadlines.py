@@ -19,8 +19,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from gpuaas.errors import ConfigError
-from gpuaas.policies._deadline_profile import Item, serial_schedule
-from gpuaas.policies.deadlines import DeadlineJob, DeadlinePlan, MilpLimits, plan_deadlines
+from gpuaas.policies.deadlines import DeadlineJob, DeadlinePlan, Item, MilpLimits, plan_deadlines, serial_schedule
 
 GPU = "nvidia.com/gpu"
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from gpuaas.policies.idle import GpuEvidence, gpu_evidence
+from gpuaas.policies.reclaim import GpuEvidence, gpu_evidence
 
 
 def _gpus() -> pd.DataFrame:

@@ -11,7 +11,7 @@ from typing import Any
 import pandas as pd
 import pytest
 
-from gpuaas.policies.idle import find_idle, resolve_rule
+from gpuaas.policies.reclaim import find_idle, resolve_rule
 from gpuaas.policy import FreeGoal, Policy, parse_policy
 
 NOW = datetime(2026, 3, 1, 12, 0, tzinfo=UTC)

@@ -16,9 +16,7 @@ import pytest
 import yaml
 
 from gpuaas.models import Owner, PodGpus, SourceStatus, Workload, WorkloadState
-from gpuaas.policies.idle import find_idle
-from gpuaas.policies.opt_out import is_opted_out
-from gpuaas.policies.reclaim import plan_reclaim
+from gpuaas.policies.reclaim import find_idle, is_opted_out, plan_reclaim
 from gpuaas.policy import Mode, Policy
 from gpuaas.snapshot import build_snapshot
 from gpuaas.sources.kube import KubeState

@@ -16,8 +16,8 @@ import pytest
 from hypothesis import example, given
 from hypothesis import strategies as st
 
-from gpuaas.policies.cost import cost_per_outcome
-from gpuaas.policies.outcomes import FinishedJob, batch_outcomes, fraction_within, verified_requests
+from gpuaas.models import FinishedJob
+from gpuaas.policies.cost import batch_outcomes, cost_per_outcome, fraction_within, verified_requests
 
 INF = math.inf
 # 100 requests: 10 <= 0.5 s, 40 <= 1 s, 70 <= 2 s, 90 <= 5 s, all 100 below +Inf

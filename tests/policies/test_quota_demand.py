@@ -11,9 +11,8 @@ import pandas as pd
 import pytest
 
 from gpuaas.models import Snapshot, SourceStatus
-from gpuaas.policies.deadline_pools import PoolProblem, plan_pools
-from gpuaas.policies.deadlines import DeadlineJob
-from gpuaas.policies.quota_demand import cohort_demands, deadline_gpus_per_queue
+from gpuaas.policies.deadlines import DeadlineJob, PoolProblem, plan_pools
+from gpuaas.policies.quotas import cohort_demands, deadline_gpus_per_queue
 from gpuaas.policy import Policy
 
 NOW = datetime(2026, 12, 1, 2, 0, tzinfo=UTC)

@@ -4,8 +4,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from gpuaas.policies.quota_resources import binding_resources
-from gpuaas.policies.quotas import QuotaChange
+from gpuaas.policies.quotas import QuotaChange, binding_resources
 
 GPU = ["nvidia.com/gpu"]
 

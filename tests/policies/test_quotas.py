@@ -394,8 +394,8 @@ def test_contradictory_input_names_the_field(queues: list[QueueDemand], field: s
 def test_a_solver_out_of_time_keeps_a_feasible_plan_and_says_so() -> None:
     """A nightly run on a big fleet must not fail because HiGHS needs longer than its budget: with no time at
     all, staying put (always feasible) is the plan, and the note names the pass that ran out."""
-    from gpuaas.policies._quota_milp import solve_lexicographic
-    from gpuaas.policies.quotas import _cells
+    from gpuaas.policies.quotas._milp import solve_lexicographic
+    from gpuaas.policies.quotas.plan import _cells
 
     queues = [QueueDemand("a", {"a100": 10}, {"a100": 20}, guaranteed={"a100": 12}),
               QueueDemand("b", {"a100": 4}, {"a100": 20})]

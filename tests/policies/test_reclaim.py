@@ -9,8 +9,7 @@ from typing import Any
 import pandas as pd
 
 from gpuaas.models import Snapshot, SourceStatus
-from gpuaas.policies.idle import find_idle
-from gpuaas.policies.reclaim import finalize_decisions, plan_reclaim
+from gpuaas.policies.reclaim import finalize_decisions, find_idle, plan_reclaim
 from gpuaas.policy import Mode, Policy
 from tests.policies.test_idle import NOW, workload
 

@@ -18,8 +18,8 @@ import pandas as pd
 import pytest
 
 from gpuaas.errors import ConfigError
-from gpuaas.policies.adaptive_window import AdaptiveWindow
-from gpuaas.policies.replay import MAX_GAP_S, fixed_windows, idle_runs, replay_runs, replay_windows
+from gpuaas.models import MAX_GAP_S
+from gpuaas.policies.reclaim import AdaptiveWindow, fixed_windows, idle_runs, replay_runs, replay_windows
 from gpuaas.sources.traces import load_qps, load_utilization
 
 TRACE = Path(__file__).resolve().parents[2] / ".." / "shared" / "fixtures" / "traces" / "alibaba-genai-2026"

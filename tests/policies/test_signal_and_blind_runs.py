@@ -16,8 +16,7 @@ import pandas as pd
 import pytest
 
 from gpuaas.models import Snapshot
-from gpuaas.policies.coverage import blind_run_line
-from gpuaas.policies.idle import find_idle, resolve_rule
+from gpuaas.policies.reclaim import blind_run_line, find_idle, resolve_rule
 from gpuaas.policy import Actuator, parse_policy
 from reports.reclaim import SUCCESS_METRIC, idle_metrics, summary_line, summary_markdown
 from tests.policies.test_idle import NOW, workload

@@ -17,11 +17,17 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from gpuaas.policies.adaptive_live import adaptive_state
-from gpuaas.policies.cold_start import FixedWindow, choose_for_budget
-from gpuaas.policies.replay import idle_runs, replay_runs
-from gpuaas.policies.run_stream import RunStream
-from gpuaas.policies.spell_survival import context_band, fit_survival, recent_idle_share
+from gpuaas.policies.reclaim import (
+    FixedWindow,
+    RunStream,
+    adaptive_state,
+    choose_for_budget,
+    context_band,
+    fit_survival,
+    idle_runs,
+    recent_idle_share,
+    replay_runs,
+)
 
 MIN = 60.0
 

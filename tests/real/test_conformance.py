@@ -20,10 +20,9 @@ from gpuaas.actions.deadline_holds import apply_nudges
 from gpuaas.actions.quotas import apply_quota_plan
 from gpuaas.cluster.real import KubeHTTP, RealCluster
 from gpuaas.errors import Conflict
-from gpuaas.policies.deadline_nudges import Nudge
-from gpuaas.policies.idle import find_idle
+from gpuaas.policies.deadlines import Nudge
 from gpuaas.policies.quotas import QueueDemand, QuotaLimits, plan_quotas
-from gpuaas.policies.reclaim import Decision, plan_reclaim
+from gpuaas.policies.reclaim import Decision, find_idle, plan_reclaim
 from gpuaas.policy import Mode
 from gpuaas.settings import GpuaasSettings
 from gpuaas.snapshot import collect_snapshot

@@ -97,7 +97,7 @@ def test_shapes_the_crd_schema_rejects_still_fail_cleanly_in_the_parser(obj: dic
     """The embedded API validates against Kueue's CRD schema (422); a server that does not (an
     older Kueue, a proxy) could serve these, so the parser is checked on them directly."""
     from gpuaas.cluster.apiserver import ApiError
-    from gpuaas.sources._kube_kueue import parse_workload as parse
+    from gpuaas.sources import parse_workload as parse
     from gpuaas.sources.kube import DEFAULT_GPU_RESOURCES, _parsed
 
     with pytest.raises(ApiError) as rejected:

@@ -15,10 +15,9 @@ from pathlib import Path
 import pytest
 
 from gpuaas.errors import ConfigError
-from gpuaas.loadtest import LoadTestConfig, SweepRun, record_load_test
-from gpuaas.policies.capacity import replicas_needed, sustainable_capacity
+from gpuaas.loadtest import LoadTestConfig, SweepRun, record_load_test, serving_capacity
+from gpuaas.policies.cost import replicas_needed, sustainable_capacity
 from gpuaas.settings import load_settings
-from gpuaas.sources.capacity import serving_capacity
 from gpuaas.store import Store
 
 NOW = datetime(2026, 12, 1, 12, 0, tzinfo=UTC)

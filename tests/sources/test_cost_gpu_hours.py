@@ -107,7 +107,7 @@ def test_the_fallback_probe_finds_the_gpus_that_only_have_gpu_util(prometheus: P
     """The GPU-hour queries leave GPU_UTIL out when the probe finds no GPU without the activity
     metric in a period; here p2 has only GPU_UTIL, so the probe counts it (p3, p4 and p6 have the
     activity metric in the period) and a query without the fallback would lose it."""
-    from gpuaas.sources._prom_client import PromClient
+    from gpuaas.sources import PromClient
     from gpuaas.sources._promql_cost import fallback_probe_query, gpu_observed_query
 
     settings = load_settings(prometheus_url=prometheus.url, nvml="off", data_dir=tmp_path,

@@ -27,7 +27,8 @@ import yaml
 from gpuaas.cluster.runner import EmbeddedCluster
 from gpuaas.cluster.scenario import default_scenario
 from gpuaas.errors import ConfigError
-from gpuaas.policies.cost import CostInputs, CostReport, build_cost_report
+from gpuaas.models import CostInputs
+from gpuaas.policies.cost import CostReport, build_cost_report
 from gpuaas.settings import GpuaasSettings
 from gpuaas.sources.cost_window import read_cost_inputs
 from tests.cost_fleet import COST_HISTORY, COST_POLICY, POD_EXTRA_PER_HOUR, cost_cluster, cost_settings

@@ -26,7 +26,8 @@ from gpuaas.cluster.prometheus import PrometheusServer, free_port
 from gpuaas.cluster.runner import EmbeddedCluster
 from gpuaas.cluster.scenario import parse_scenario
 from gpuaas.cluster.simulation import Simulation
-from gpuaas.policies.cost import CostInputs, CostReport, build_cost_report
+from gpuaas.models import CostInputs
+from gpuaas.policies.cost import CostReport, build_cost_report
 from gpuaas.settings import GpuaasSettings, MetricNames, load_settings
 from gpuaas.sources.cost_window import allocation_rows, read_cost_inputs, serving_rows
 from gpuaas.sources.opencost import parse_allocation
@@ -254,8 +255,8 @@ def test_real_vllm_captures(model: str, requests: float, fraction: float | None,
     prom = vllm_prometheus
     settings = load_settings(prometheus_url=prom.url, nvml="off", policy_file=None)
     from gpuaas.policy import parse_policy
+    from gpuaas.sources import PromClient
     from gpuaas.sources import _promql_cost as q
-    from gpuaas.sources._prom_client import PromClient
 
     policy = parse_policy({"services": [{"name": "svc", "namespace": "team", "model_name": model,
                                          "latency_slo_seconds": 2.0}]})
@@ -272,7 +273,7 @@ def test_real_vllm_captures(model: str, requests: float, fraction: float | None,
 def pd_empty_gpu() -> Any:
     import pandas as pd
 
-    from gpuaas.policies.cost import GPU_COLS
+    from gpuaas.models import GPU_COLS
 
     return pd.DataFrame(columns=GPU_COLS)
 

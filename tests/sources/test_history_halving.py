@@ -23,7 +23,7 @@ import pytest
 from gpuaas.cluster.prometheus import PrometheusServer
 from gpuaas.errors import SourceUnavailable
 from gpuaas.settings import GpuaasSettings
-from gpuaas.sources._prom_client import PromClient
+from gpuaas.sources import PromClient
 from gpuaas.sources.history import MAX_HALVINGS, query_range_halving
 from tests.sources.helpers import NOW, Sample, series
 

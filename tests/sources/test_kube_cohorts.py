@@ -11,7 +11,7 @@ from typing import Any
 
 from gpuaas.cluster.apiserver import ApiServer, ObjectStore
 from gpuaas.models import SourceStatus
-from gpuaas.policies.deadline_pools import deadline_problems, plan_pools
+from gpuaas.policies.deadlines import deadline_problems, plan_pools
 from gpuaas.settings import GpuaasSettings
 from gpuaas.snapshot import build_snapshot
 from gpuaas.sources.kube import read_kube

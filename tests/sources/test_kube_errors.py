@@ -38,7 +38,7 @@ from gpuaas.errors import (
     kube_error_for_status,
 )
 from gpuaas.settings import GpuaasSettings
-from gpuaas.sources._kube_client import KubeLister
+from gpuaas.sources import KubeLister
 
 TIMEOUT_S = 0.5
 RV = {"metadata": {"resourceVersion": "7"}}

@@ -148,7 +148,7 @@ def test_gpu_util_is_left_out_only_when_no_gpu_needs_it(prometheus_factory: Fact
     none the cycle's queries leave GPU_UTIL out (half of their Prometheus time at 16,000 GPUs) and
     every GPU reads the same as with it in."""
     from gpuaas.settings import MetricNames
-    from gpuaas.sources._prom_client import PromClient
+    from gpuaas.sources import PromClient
     from gpuaas.sources._promql import fallback_probe_query
 
     capture = parse_exposition(fixture_path(*H100))

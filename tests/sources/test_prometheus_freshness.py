@@ -22,8 +22,7 @@ import pytest
 
 from gpuaas.cluster.prometheus import PrometheusServer
 from gpuaas.models import Owner, PodGpus, SourceStatus, Workload, WorkloadState
-from gpuaas.policies.coverage import max_gap_seconds
-from gpuaas.policies.idle import find_idle
+from gpuaas.policies.reclaim import find_idle, max_gap_seconds
 from gpuaas.policy import Policy
 from gpuaas.settings import GpuaasSettings, MetricNames
 from gpuaas.snapshot import build_snapshot

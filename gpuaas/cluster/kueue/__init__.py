@@ -26,13 +26,15 @@ reason ``Resumed`` (emulator names).
 from ...quantity import GPU
 from ._controller import KueueController
 from ._model import GpuAssignment, ReconcileResult, WorkloadState
-from ._placement import GPU_INDICES_ANNOTATION
+from ._placement import GPU_INDICES_ANNOTATION, NodeBook, PlacedPod
 
 __all__ = [
     "GPU",
     "GPU_INDICES_ANNOTATION",
     "GpuAssignment",
     "KueueController",
+    "NodeBook",
+    "PlacedPod",
     "ReconcileResult",
     "WorkloadState",
 ]

@@ -30,7 +30,7 @@ from typing import Any
 
 from gpuaas._yaml import read_yaml
 from gpuaas.errors import ConfigError
-from gpuaas.policies.quota_demand import limits_of
+from gpuaas.policies.quotas import limits_of
 from gpuaas.policy import Policy, Tenant
 
 from ..traces import TraceJob, read_itp, read_philly

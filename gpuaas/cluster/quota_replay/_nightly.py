@@ -5,14 +5,14 @@ What the flow does each night, with the replay's own history in place of Prometh
 * every simulated hour the replay samples each queue's GPUs in use and its pending GPUs;
 * held = the policy's ``usage_percentile`` of the in-use samples of the last ``usage_lookback_days``
   (the flow reads the same percentile of Kueue's usage gauge over the same window);
-* pending = :func:`gpuaas.policies.quota_demand.pending_demand` of the window's median pending GPUs
+* pending = :func:`gpuaas.policies.quotas.demand.pending_demand` of the window's median pending GPUs
   and of the GPUs pending now, with how long the oldest has waited;
-* demand = :func:`gpuaas.policies.quota_demand.cell_demand`, capped at the cohort's GPUs; the
+* demand = :func:`gpuaas.policies.quotas.demand.cell_demand`, capped at the cohort's GPUs; the
   busiest demand the same with the window's most GPUs pending at once;
 * whether each queue can reclaim what it lends (its ClusterQueue's cohort and ``reclaimWithinCohort``);
 * guarantees from the policy's tenants (none by default), ``recent_change`` the queue's net quota
   change over the last ``no_reversal_days`` nights, the limits :func:`limits_of` the policy;
-* :func:`gpuaas.policies.quotas.plan_quotas`, unchanged.
+* :func:`gpuaas.policies.quotas.plan.plan_quotas`, unchanged.
 
 No floor, no replay-only limit: a replay that protected queues the deployed flow leaves exposed
 would promise what production does not deliver.
@@ -28,8 +28,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from gpuaas.errors import GpuaasError
-from gpuaas.policies.quota_demand import cell_demand, limits_of, pending_demand
-from gpuaas.policies.quotas import QueueDemand, plan_quotas
+from gpuaas.policies.quotas import QueueDemand, cell_demand, limits_of, pending_demand, plan_quotas
 from gpuaas.policy import Policy
 
 __all__ = ["FLAVOR", "History", "NightResult", "plan_night"]

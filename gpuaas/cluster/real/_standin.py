@@ -35,10 +35,10 @@ from datetime import UTC, datetime
 from typing import Any
 
 from gpuaas.cluster._scenario_objects import rfc3339
-from gpuaas.cluster.kueue._placement import GPU_INDICES_ANNOTATION, NodeBook, PlacedPod
+from gpuaas.cluster.kueue import GPU_INDICES_ANNOTATION, NodeBook, PlacedPod
 from gpuaas.cluster.real._kubeapi import KubeHTTP, path_of
 from gpuaas.quantity import GPU
-from gpuaas.sources._kube_kueue import pod_spec_gpus
+from gpuaas.sources import pod_spec_gpus
 
 __all__ = ["BoundPod", "PodStandIn", "desired_pods"]
 

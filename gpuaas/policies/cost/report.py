@@ -1,0 +1,300 @@
+"""Cost per verified outcome over a window: the report as a pure function of what the sources read.
+
+``build_cost_report(inputs, policy)`` joins the per-pod GPU hours (DCGM), the costs
+(OpenCost), the serving series (vLLM, quality) and the finished batch Workloads (Kueue) into
+the funnel per tenant, the outcomes and cost per outcome per service, the top wasters and a
+per-day series for the plots. Nothing here does I/O, so a report can be rebuilt from stored
+inputs and tested with numbers worked out by hand.
+
+Which pods belong to a service: for a service with ``pod_labels``, the pods of its namespace that
+carry them (a pod two such services select is a ``ConfigError`` naming both); for the others, pods
+in the service's namespace whose controller (OpenCost's ``properties.controller``, e.g. KServe's
+``<name>-predictor``), or failing that whose pod name, is the service's name or starts with
+``<name>-``; the longest matching name wins, so ``chat-eval`` does not take ``chat``'s pods. Pods
+of no service are still in their tenant's funnel.
+
+Money has two named columns everywhere: ``gpu_cost`` (the GPUs' share) and ``total_cost``
+(everything the cost source charges: GPU, CPU, RAM, CPU-only pods of the namespace too), whichever
+source answered (OpenCost's allocation API or its Prometheus metrics). Cost per outcome divides the
+one the policy's ``cost.basis`` names (default ``total``); waste is idle GPU-hours at the GPU price.
+
+A value that cannot be known is None, with the reason in ``notes``; a service with cost and no
+verified outcome has ``cost_per_outcome`` None and the note "no verified outcome".
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+import pandas as pd
+
+from gpuaas.models import COST_COLS, SERVING_KEYS, CostInputs
+from gpuaas.policies.cost.funnel import FUNNEL_COLUMNS, POD_COLUMNS, aggregate_funnel, pod_funnel
+from gpuaas.policies.cost.outcomes import BatchOutcome, batch_outcomes
+from gpuaas.policies.cost.services import (
+    ServiceTally,
+    batch_tally,
+    job_of,
+    pod_share,
+    replicas,
+    select_pods,
+    serves,
+    serving_tally,
+)
+from gpuaas.policy import Policy, ServiceOutcome
+
+__all__ = ["NO_OUTCOME", "CostReport", "build_cost_report", "cost_per_outcome"]
+
+NO_OUTCOME = "no verified outcome"
+
+
+@dataclass(frozen=True)
+class CostReport:
+    window_s: float
+    start: datetime
+    end: datetime
+    tenants: list[dict[str, Any]]
+    services: list[dict[str, Any]]
+    cluster: dict[str, Any]
+    wasters: list[dict[str, Any]]
+    daily: list[dict[str, Any]]
+    """Per service and period: ``service, tenant, day_end, gpu_cost, total_cost, verified_outcomes, cost_per_outcome``."""
+    batch: list[dict[str, Any]]
+    notes: list[str]
+    queries: int = 0
+    cost_basis: str = "total"
+    """Which of ``gpu_cost`` and ``total_cost`` cost per outcome divides (the policy's ``cost.basis``)."""
+
+
+def cost_per_outcome(cost: float | None, outcomes: float | None) -> float | None:
+    """Money per verified outcome; None (never inf, never 0) when either is unknown or there is none."""
+    if cost is None or outcomes is None or outcomes <= 0 or math.isnan(cost):
+        return None
+    return cost / outcomes
+
+
+def _num(value: Any) -> float | None:
+    """Six significant digits (a cost per outcome can be $0.0002); None for unknown."""
+    if value is None:
+        return None
+    value = float(value)
+    return None if math.isnan(value) else float(f"{value:.6g}")
+
+
+def _owner(services: list[ServiceOutcome], namespace: str, name: str) -> str | None:
+    """The service a pod is by name; a service with ``pod_labels`` is keyed by them, never by name."""
+    matches = [s.name for s in services if not s.pod_labels and s.namespace == namespace
+               and (name == s.name or name.startswith(s.name + "-"))]
+    return max(matches, key=len) if matches else None
+
+
+def _tenant(policy: Policy, namespace: str) -> str:
+    tenant = policy.tenant_for(namespace)
+    return tenant.name if tenant else namespace
+
+
+def _pods(inputs: CostInputs, policy: Policy, selected: dict[tuple[str, str], str]) -> pd.DataFrame:
+    """One row per pod over the window: hours, costs, controller, service, tenant."""
+    gpu = inputs.gpu.groupby(["namespace", "pod"], as_index=False)[["observed_h", "busy_h", "active_h"]].sum()
+    if inputs.costs is not None and not inputs.costs.empty:
+        costs = inputs.costs.groupby(["namespace", "pod"], as_index=False).agg(
+            controller=("controller", "first"), allocated_h=("gpu_hours", "sum"), gpu_cost=("gpu_cost", "sum"),
+            total_cost=("total_cost", "sum"))
+        pods = gpu.merge(costs, on=["namespace", "pod"], how="outer")
+    else:
+        pods = gpu.assign(controller="", allocated_h=float("nan"), gpu_cost=float("nan"), total_cost=float("nan"))
+    pods = pods[pods["namespace"].fillna("") != ""].reset_index(drop=True)  # "": a free GPU, held by nobody
+    pods["pod"] = pods["pod"].fillna("").astype(str)
+    pods["controller"] = pods["controller"].fillna("").astype(str)
+    pods["workload"] = [c or p or "(namespace)" for c, p in zip(pods["controller"], pods["pod"])]
+    pods["tenant"] = [_tenant(policy, ns) for ns in pods["namespace"]]
+    pods["service"] = [selected.get((ns, p)) or _owner(policy.services, ns, w) or _owner(policy.services, ns, p)
+                       for ns, w, p in zip(pods["namespace"], pods["workload"], pods["pod"])]
+    return pods
+
+
+def _money_cols(row: Any, basis: str, verified: float | None, costs_known: bool) -> dict[str, Any]:
+    """The two named costs, the waste, and cost per outcome on the policy's basis."""
+    def money(column: str) -> float | None:
+        return _num(row[column]) if costs_known else None
+
+    return {"gpu_cost": money("gpu_cost"), "total_cost": money("total_cost"), "waste_cost": money("waste_cost"),
+            "cost_per_outcome": _num(cost_per_outcome(money(f"{basis}_cost"), verified))}
+
+
+def build_cost_report(inputs: CostInputs, policy: Policy, policy_file: str | None = None) -> CostReport:
+    """The whole report for ``inputs``' window (see the module docstring for the rules); ``policy_file``
+    names the file in the error about two services selecting one pod."""
+    notes = list(inputs.notes)
+    costs_known = inputs.costs is not None
+    basis = policy.cost.basis
+    selected = select_pods(policy.services, inputs.pod_labels, policy_file)
+    pods = _pods(inputs, policy, selected)
+    serving = inputs.serving.copy()
+    for column in SERVING_KEYS:  # absent in frames built without them: "" (no pod, no service)
+        serving[column] = serving[column].fillna("").astype(str) if column in serving else ""
+    pods_of: dict[str, set[tuple[str, str]]] = {}
+    for key, name in selected.items():
+        pods_of.setdefault(name, set()).add(key)
+    tenant_of_ns = {ns: _tenant(policy, ns) for ns in pods["namespace"].unique()}
+
+    outcomes: list[BatchOutcome] = []
+    if inputs.jobs is None:
+        notes.append("batch outcomes unknown: the Kubernetes API did not answer")
+    else:
+        reasons = sorted({r for s in policy.services if s.kind == "batch" for r in s.success_reasons} or {"Succeeded"})
+        outcomes = batch_outcomes(inputs.jobs, inputs.start, inputs.end, reasons)
+    models: dict[str, int] = {}
+    for spec in policy.services:
+        if spec.kind == "serving" and spec.model_name:
+            models[spec.model_name] = models.get(spec.model_name, 0) + 1
+    services = [ServiceTally(s, _tenant(policy, s.namespace)) for s in policy.services]
+    for svc in services:
+        if svc.spec.kind == "batch":
+            batch_tally(svc, outcomes, inputs.start, inputs.period, inputs.days)
+        else:
+            serving_tally(svc, serving, inputs.days, models, notes, pods_of.get(svc.spec.name))
+
+    # productive share per pod: a service's verified share of its requests; a batch pod's by its job's attempt
+    share: dict[tuple[str, str], float] = {}
+    for svc in services:
+        if svc.spec.kind == "serving" and svc.requests and svc.verified is not None:
+            share[(svc.spec.namespace, svc.spec.name)] = min(svc.verified / svc.requests, 1.0)
+    by_job = {(o.namespace, o.job): o for o in outcomes}
+    running = {(r.namespace, r.owner_name): r for r in inputs.running}
+    jobs: dict[str, list[str]] = {}
+    for ns, job in [*by_job, *running]:
+        jobs.setdefault(ns, []).append(job)
+    shares, in_progress = [], []
+    for ns, svc_name, controller, pod in zip(pods["namespace"], pods["service"], pods["controller"], pods["pod"]):
+        if (ns, svc_name) in share:
+            shares.append(share[(ns, svc_name)])
+            in_progress.append(False)
+            continue
+        owner = controller or inputs.pod_owners.get((ns, pod), "")
+        value, progress = pod_share(job_of(ns, owner, pod, jobs), ns, inputs.last_seen.get((ns, pod)), by_job,
+                                    running)
+        shares.append(value)
+        in_progress.append(progress)
+    pods["share"], pods["in_progress"] = shares, in_progress
+    funnel = pod_funnel(pods[[*POD_COLUMNS, "service"]], costs_known)
+
+    tenants = aggregate_funnel(funnel, ["tenant"], costs_known).set_index("tenant")
+    if not costs_known and inputs.kueue_hours is not None and not inputs.kueue_hours.empty:
+        for tenant in policy.tenants:
+            kueue = float(inputs.kueue_hours[inputs.kueue_hours["cluster_queue"].isin(tenant.cluster_queues)]
+                          ["allocated_h"].sum())
+            if tenant.name in tenants.index and kueue > tenants.at[tenant.name, "allocated_gpu_hours"]:
+                extra = kueue - tenants.at[tenant.name, "allocated_gpu_hours"]
+                tenants.at[tenant.name, "allocated_gpu_hours"] = kueue
+                tenants.at[tenant.name, "unknown_gpu_hours"] += extra
+    verified_by_tenant: dict[str, float] = {}
+    kinds: dict[str, dict[str, float]] = {}  # requests and jobs are counted apart: a job is not a request
+    for svc in services:
+        if svc.spec.kind == "serving":
+            verified_by_tenant[svc.tenant] = verified_by_tenant.get(svc.tenant, 0.0) + (svc.verified or 0.0)
+            kinds.setdefault(svc.tenant, {}).setdefault("verified_requests", 0.0)
+            kinds[svc.tenant]["verified_requests"] += svc.verified or 0.0
+    for o in outcomes:
+        if o.verified:
+            t = tenant_of_ns.get(o.namespace) or _tenant(policy, o.namespace)
+            verified_by_tenant[t] = verified_by_tenant.get(t, 0.0) + 1.0
+            kinds.setdefault(t, {}).setdefault("verified_jobs", 0.0)
+            kinds[t]["verified_jobs"] += 1.0
+
+    tenant_rows = []
+    for name, row in tenants.sort_index().iterrows():
+        verified = verified_by_tenant.get(str(name), 0.0)
+        money = _money_cols(row, basis, verified, costs_known)
+        if costs_known and money["cost_per_outcome"] is None:
+            notes.append(f"tenant {name}: {basis} cost ${row[f'{basis}_cost']:,.2f}, {NO_OUTCOME}")
+        split = kinds.get(str(name), {})
+        tenant_rows.append({
+            "tenant": str(name), **{c: _num(row[c]) for c in FUNNEL_COLUMNS if c.endswith("_hours")},
+            **money, "verified_outcomes": _num(verified),
+            "verified_requests": _num(split.get("verified_requests", 0.0)),
+            "verified_jobs": _num(split.get("verified_jobs", 0.0)),
+        })
+    if not costs_known:
+        notes.append("cost unknown: " + ("; ".join(n for n in inputs.notes if "opencost" in n.lower())
+                                         or "no cost source answered") + " (the funnel is still shown, in GPU-hours)")
+
+    per_service = funnel.groupby("service")[FUNNEL_COLUMNS].sum(min_count=1)
+    service_rows = []
+    for svc in services:
+        row = per_service.loc[svc.spec.name] if svc.spec.name in per_service.index else pd.Series(
+            0.0, index=FUNNEL_COLUMNS)
+        money = _money_cols(row.fillna(0.0), basis, svc.verified, costs_known)
+        if costs_known and money["cost_per_outcome"] is None and svc.verified is not None:
+            notes.append(f"service {svc.spec.name}: {basis} cost ${float(row[f'{basis}_cost'] or 0.0):,.2f}, {NO_OUTCOME}")
+        service_rows.append({
+            "service": svc.spec.name, "tenant": svc.tenant, "kind": svc.spec.kind,
+            "requests": _num(svc.requests), "good_requests": _num(svc.good),
+            "verified_outcomes": _num(svc.verified),
+            "slo_fraction": _num(svc.slo.fraction) if svc.slo else None,
+            "slo_error_bound": _num(svc.slo.error_bound) if svc.slo else None,
+            "slo_bucket": list(svc.slo.bucket) if svc.slo and svc.spec.kind == "serving" else None,
+            **money,
+            "busy_gpu_hours": _num(row["busy_gpu_hours"] or 0.0),
+            "productive_gpu_hours": _num(row["productive_gpu_hours"] or 0.0),
+            "in_progress_gpu_hours": _num(row["in_progress_gpu_hours"] or 0.0),
+            **replicas(svc, inputs.capacity.get(svc.spec.name), policy.cost, notes),
+        })
+
+    daily = _daily(inputs, services, costs_known, pods, basis)
+    wasters = _wasters(funnel, costs_known)
+    cluster: dict[str, Any] = {c: _num(funnel[c].sum(min_count=1)) if c.endswith("_hours")
+                               else (_num(funnel[c].sum(min_count=1)) if costs_known else None) for c in FUNNEL_COLUMNS}
+    cluster["verified_outcomes"] = _num(sum(verified_by_tenant.values()))
+    cluster["verified_requests"] = _num(sum(k.get("verified_requests", 0.0) for k in kinds.values()))
+    cluster["verified_jobs"] = _num(sum(k.get("verified_jobs", 0.0) for k in kinds.values()))
+    cluster["cost_basis"] = basis
+    if not tenant_rows:
+        notes.append("no GPU workload was seen in the window")
+    batch = [{"namespace": o.namespace, "job": o.job, "kind": o.owner_kind, "finished_at": o.finished_at.isoformat(),
+              "deadline": o.deadline.isoformat() if o.deadline else None, "verdict": o.verdict} for o in outcomes]
+    batch += [{"namespace": r.namespace, "job": r.owner_name, "kind": r.owner_kind, "finished_at": None,
+               "deadline": None, "verdict": "in progress"} for key, r in sorted(running.items())
+              if key not in by_job and any(serves(s, r.namespace, r.owner_name) for s in policy.services)]
+    return CostReport(
+        window_s=(inputs.end - inputs.start).total_seconds(), start=inputs.start, end=inputs.end,
+        tenants=tenant_rows, services=service_rows, cluster=cluster, wasters=wasters, daily=daily, batch=batch,
+        notes=list(dict.fromkeys(notes)), queries=inputs.queries, cost_basis=basis,
+    )
+
+
+def _daily(inputs: CostInputs, services: list[ServiceTally], costs_known: bool, pods: pd.DataFrame,
+           basis: str) -> list[dict[str, Any]]:
+    costs = inputs.costs if costs_known and inputs.costs is not None else pd.DataFrame(columns=COST_COLS)
+    owner = pods.set_index(["namespace", "pod"])["service"].to_dict()
+    by_service_day: dict[tuple[str, int], dict[str, float]] = {}
+    if not costs.empty:
+        costs = costs.assign(service=[owner.get((ns, p)) for ns, p in zip(costs["namespace"], costs["pod"])])
+        sums = costs.dropna(subset=["service"]).groupby(["service", "day"])[["gpu_cost", "total_cost"]].sum()
+        by_service_day = {key: row.to_dict() for key, row in sums.iterrows()}
+    out = []
+    for svc in services:
+        for day in range(inputs.days):
+            money = by_service_day.get((svc.spec.name, day), {"gpu_cost": 0.0, "total_cost": 0.0})
+            verified = svc.daily_verified.get(day)
+            out.append({
+                "service": svc.spec.name, "tenant": svc.tenant, "day": day,
+                "day_end": (inputs.start + (day + 1) * inputs.period).isoformat(),
+                "gpu_cost": _num(money["gpu_cost"]) if costs_known else None,
+                "total_cost": _num(money["total_cost"]) if costs_known else None,
+                "verified_outcomes": _num(verified),
+                "cost_per_outcome": _num(cost_per_outcome(money[f"{basis}_cost"], verified)) if costs_known else None,
+            })
+    return out
+
+
+def _wasters(funnel: pd.DataFrame, costs_known: bool, top: int = 10) -> list[dict[str, Any]]:
+    per = aggregate_funnel(funnel, ["tenant", "namespace", "workload"], costs_known)
+    key = "waste_cost" if costs_known else "idle_gpu_hours"
+    per = per[per["idle_gpu_hours"] > 0].sort_values([key, "workload"], ascending=[False, True]).head(top)
+    return [{"tenant": r.tenant, "namespace": r.namespace, "workload": r.workload,
+             "idle_gpu_hours": _num(r.idle_gpu_hours), "allocated_gpu_hours": _num(r.allocated_gpu_hours),
+             "waste_cost": _num(r.waste_cost) if costs_known else None} for r in per.itertuples()]

@@ -1,0 +1,195 @@
+"""Nudging Kueue toward the deadline plan: hold what can wait, release it before its planned start.
+
+Why holds and nothing else: Kueue admits by priority and FIFO and knows no deadlines, and the one
+lever it offers on a live pending Workload that every version allows is ``spec.active`` (users and
+controllers may patch it; ``false`` keeps the Workload and takes it out of the queue, ``true``
+requeues it; see the Kueue notes, §6). ``podSets`` are immutable while quota is reserved and
+``maximumExecutionTimeSeconds`` while admitted, so the plan is followed by *when* a Workload is
+queued, not by changing it. A held Workload waits behind nobody it should precede; the urgent
+ones are admitted first.
+
+The rules, each a guard against a missed deadline:
+
+- Holds only in a pool whose plan is **proven** (exact) to meet every holdable deadline on today's
+  GPUs (``feasible``) and **enforceable**: no pending Workload the plan cannot hold could be
+  admitted into a gap it counts on (one without a run time, a best-effort one planned to start
+  later, one whose deadline is already lost). Anywhere else gpuaas holds nothing and releases
+  what it held: Kueue's own order, the baseline, is never made worse by a plan it cannot enforce.
+- A best-effort Workload (no deadline) is never held: holding it would only delay it, and again
+  at every run.
+- A hold is placed only when the planned start is more than ``release_margin`` away, and its
+  ``release_at`` (stored on the object) is the planned start minus that margin — never after the
+  latest start that still meets the deadline.
+- A held Workload is released when its ``release_at`` has come (checked first in every run, from
+  the objects alone, before any plan: a run that fails to plan still releases), when a new plan
+  starts it sooner, or when the plan is no longer proven.
+- Holds are capped per run (the least urgent first); releases never are.
+
+Pure: the plans and the snapshot's workloads in, the nudges out.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from typing import Any
+
+import pandas as pd
+
+from gpuaas.policies.deadlines.pools import PoolPlan
+from gpuaas.policy import DeadlinesPolicy
+
+__all__ = ["HOLD_ANNOTATION", "Nudge", "parse_hold", "plan_nudges", "release_is_due"]
+
+HOLD_ANNOTATION = "gpuaas.io/deadline-hold"
+_AUDITED_JOBS = 50
+
+
+@dataclass(frozen=True)
+class Nudge:
+    """One hold or release of a Workload; ``outcome`` is ``planned`` or ``deferred`` (over the cap)."""
+
+    action: str
+    """``hold`` or ``release``."""
+    namespace: str
+    name: str
+    reason: str
+    outcome: str = "planned"
+    release_at: datetime | None = None
+    evidence: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def ref(self) -> str:
+        return f"{self.namespace}/{self.name}"
+
+    @property
+    def idempotency_key(self) -> str:
+        stamp = self.release_at.isoformat() if self.release_at else ""
+        return f"deadline-{self.action}/{self.namespace}/{self.name}/{stamp}"
+
+
+def parse_hold(value: object) -> dict[str, Any] | None:
+    """The hold annotation as a dict (``audit_id``, ``release_at``, ``before``), None when absent.
+
+    An unreadable annotation yields ``{}``: a hold gpuaas cannot read is released, never kept.
+    """
+    if not isinstance(value, str) or not value:
+        return None
+    try:
+        data = json.loads(value)
+    except ValueError:
+        return {}
+    return data if isinstance(data, dict) else {}
+
+
+def release_is_due(hold: Mapping[str, Any], now: datetime) -> bool:
+    """True when the hold's ``release_at`` has come, or it cannot be read."""
+    try:
+        when = datetime.fromisoformat(str(hold["release_at"]))
+    except (KeyError, ValueError):
+        return True
+    return when <= now
+
+
+def _held(workloads: pd.DataFrame) -> dict[str, dict[str, Any]]:
+    if workloads.empty or "deadline_hold" not in workloads:
+        return {}
+    out = {}
+    for row in workloads[["namespace", "name", "deadline_hold"]].itertuples(index=False):
+        hold = parse_hold(row.deadline_hold)
+        if hold is not None:
+            out[f"{row.namespace}/{row.name}"] = hold
+    return out
+
+
+def plan_nudges(pools: Sequence[PoolPlan], workloads: pd.DataFrame, now: datetime,
+                policy: DeadlinesPolicy) -> list[Nudge]:
+    """Releases first (all planned), then holds (capped, least urgent first)."""
+    margin = policy.release_margin_minutes * 60.0
+    held = _held(workloads)
+    releases: list[Nudge] = []
+    holds: list[tuple[float, Nudge]] = []
+    seen: set[str] = set()
+    for pool in pools:
+        plan = pool.plan
+        starts = {s.name: s for s in plan.schedule}
+        loose = _unenforceable(pool, starts, margin)
+        proven = plan.feasible and plan.exact and not loose
+        where = f"cohort {pool.problem.cohort}, flavor {pool.problem.flavor}"
+        # The plan that justifies the nudge, in the audit row: its first 50 jobs by start, seconds from now.
+        schedule = [[s.name, round(s.start, 1), round(s.end, 1)] for s in plan.schedule[:_AUDITED_JOBS]]
+        for job in pool.problem.jobs:
+            if job.running_for is not None:
+                continue
+            ns, _, name = job.name.partition("/")
+            seen.add(job.name)
+            scheduled = starts.get(job.name)
+            start = scheduled.start if scheduled is not None else None
+            evidence = {"pool": where, "capacity_gpus": pool.problem.capacity, "gpus": job.gpus,
+                        "duration_s": job.duration, "deadline_s": job.deadline, "planned_start_s": start,
+                        "plan_exact": plan.exact, "plan_feasible": plan.feasible,
+                        "at_risk": list(plan.at_risk), "missed": list(pool.missed), "schedule": schedule,
+                        "uncontrolled": loose[:_AUDITED_JOBS], "planned_at": now.isoformat()}
+            if job.name in held:
+                why = ("a best-effort Workload (no deadline) is never held: released" if job.deadline is None
+                       else _release_reason(held[job.name], now, proven, start, margin, bool(loose)))
+                if why:
+                    releases.append(Nudge("release", ns, name, why, evidence=evidence))
+                continue
+            if not proven or start is None or start <= margin or job.deadline is None:
+                continue
+            release_at = now + timedelta(seconds=start - margin)
+            latest = None if job.deadline is None else job.deadline - job.duration
+            if latest is not None and start > latest + 1e-6:  # the plan never does this; the guard says so
+                continue
+            evidence["release_at"] = release_at.isoformat()
+            evidence["latest_start_s"] = latest
+            reason = (f"{where}: planned start in {start / 60:.0f} min on today's GPUs (proven plan, every deadline"
+                      f" holds); held until {release_at:%H:%M} UTC so that the urgent Workloads are admitted first")
+            holds.append((start, Nudge("hold", ns, name, reason, release_at=release_at, evidence=evidence)))
+    for ref, hold in held.items():
+        if ref not in seen:
+            ns, _, name = ref.partition("/")
+            releases.append(Nudge("release", ns, name, "in no deadline plan any more: released",
+                                  evidence={"hold": hold}))
+    holds.sort(key=lambda h: -h[0])
+    capped = [n if i < policy.max_holds_per_run else
+              Nudge(n.action, n.namespace, n.name, f"over the cap of {policy.max_holds_per_run} holds per run",
+                    "deferred", n.release_at, n.evidence)
+              for i, (_, n) in enumerate(holds)]
+    return releases + capped
+
+
+def _unenforceable(pool: PoolPlan, starts: Mapping[str, Any], margin: float) -> list[str]:
+    """Pending Workloads of the pool that Kueue may admit into a gap the plan counts on, and gpuaas may not hold."""
+    out = list(pool.problem.uncontrolled)
+    lost = set(pool.plan.missed)
+    for job in pool.problem.jobs:
+        if job.running_for is not None:
+            continue
+        scheduled = starts.get(job.name)
+        if job.name in lost and scheduled is None:
+            out.append(job.name)
+        elif job.deadline is None and scheduled is not None and scheduled.start > margin:
+            out.append(job.name)
+    return out
+
+
+def _release_reason(hold: Mapping[str, Any], now: datetime, proven: bool, start: float | None,
+                    margin: float, loose: bool = False) -> str | None:
+    if release_is_due(hold, now):
+        return f"release time {hold.get('release_at', '(unreadable)')} has come"
+    if loose:
+        return ("pending Workloads the plan cannot hold (no run time, best effort, or a lost deadline) could take "
+                "the gaps it counts on: released")
+    if not proven:
+        return "the plan no longer proves every deadline holds on today's GPUs: released"
+    if start is None:
+        return "no longer in the plan's schedule: released"
+    if start <= margin:
+        return f"the new plan starts it in {start / 60:.0f} min: released"
+    if not release_is_due(hold, now + timedelta(seconds=start - margin + 60)):
+        return "the new plan starts it before the held release time: released"
+    return None

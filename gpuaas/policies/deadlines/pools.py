@@ -1,0 +1,265 @@
+"""The deadline problem of a live cluster: one pool per cohort tree and GPU flavor, read off a snapshot.
+
+Why per cohort tree and flavor: GPUs are shared inside a Kueue cohort tree (what one ClusterQueue
+does not use, another borrows; a Cohort object's own quota is shared by its subtree, and
+``spec.parentName`` joins cohorts into a tree whose root pools it all), never across trees, and a
+workload admitted on one flavor cannot use another's GPUs. So a pool's capacity is the tree's
+nominal GPU quota of that flavor, its ClusterQueues' plus its Cohort objects' (a ClusterQueue
+without a cohort is a pool of its own), and the planner sees each pool alone. The pool is named
+after the tree's root cohort. Where a borrowingLimit or lendingLimit keeps a queue from reaching all
+of it (``gpuaas.models._cohort_tree``), or the tree's parents loop, the pool is planned but not
+exact and holds nothing.
+
+Which workloads, and how they enter (times in seconds from the snapshot's ``collected_at``):
+- admitted or quota-reserved: running on their flavor since ``admitted_at``; their run time is the
+  annotation or Kueue's maximum execution time; without either they are assumed to hold their
+  GPUs past every deadline of the pool (said in a note: never a silent guess).
+- pending and active, with a deadline and a run time: pending on the first GPU flavor of their
+  ClusterQueue (the one Kueue tries first). With a run time and no deadline: best-effort work.
+  Deactivated workloads (``spec.active: false``) are not queued and are left out, except those
+  gpuaas itself holds for the plan (``gpuaas.io/deadline-hold``): they are still pending work.
+- a pending job larger than its pool can never be admitted there: it is ``missed``, with a note.
+
+Pure: the snapshot in, the plans out.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass, field, replace
+
+import pandas as pd
+
+from gpuaas.models import CohortTree, Snapshot, WorkloadState
+from gpuaas.policies.deadlines.problem import DeadlineJob, DeadlinePlan, MilpLimits, plan_deadlines
+
+__all__ = ["PoolPlan", "PoolProblem", "deadline_problems", "overrun_buffer", "plan_pools"]
+
+NO_COHORT = "-"
+_HOLDING = (WorkloadState.admitted.value, WorkloadState.quota_reserved.value)
+
+
+@dataclass(frozen=True)
+class PoolProblem:
+    """One cohort-tree/flavor pool (``cohort`` is the root cohort): its GPUs and the jobs on it, named ``namespace/name``."""
+
+    cohort: str
+    flavor: str
+    capacity: int
+    jobs: tuple[DeadlineJob, ...]
+    too_big: tuple[str, ...] = ()
+    notes: tuple[str, ...] = ()
+    uncontrolled: tuple[str, ...] = ()
+    """Pending Workloads of the pool the plan cannot place (no run time): Kueue may admit them into any gap."""
+    inexact: tuple[str, ...] = ()
+    """Why one number of GPUs does not model what each queue of the pool can reach (then the plan is not exact)."""
+
+
+@dataclass(frozen=True)
+class PoolPlan:
+    """A pool's problem and its plan; ``at_risk_count`` counts at-risk and missed deadlines."""
+
+    problem: PoolProblem
+    plan: DeadlinePlan
+    missed: tuple[str, ...] = field(default=())
+
+    @property
+    def at_risk_count(self) -> int:
+        return len(self.plan.at_risk) + len(self.missed)
+
+
+def _pool_key(tree: CohortTree, cluster_queue: str) -> str:
+    """The root cohort of the queue's tree; ``-queue`` for a queue without a cohort (no cohort name starts with ``-``)."""
+    root = tree.pool(cluster_queue)
+    return root if root is not None else f"{NO_COHORT}{cluster_queue}"
+
+
+def _whole(value: float) -> int:
+    return int(math.floor(value + 1e-9))
+
+
+def _capacities(snapshot: Snapshot, tree: CohortTree, gpu_resources: Sequence[str]
+                ) -> tuple[dict[tuple[str, str], int], dict[str, str]]:
+    """GPUs per (pool, flavor): the tree's ClusterQueues' and Cohort objects' nominal quota; each queue's first GPU flavor.
+
+    A Cohort's quota of a flavor counts only in a pool where some ClusterQueue of the tree lists the
+    flavor: Kueue lends a flavor only to a queue that lists it.
+    """
+    quotas = snapshot.quotas
+    caps: dict[tuple[str, str], int] = {}
+    first: dict[str, str] = {}
+    if quotas.empty:
+        return caps, first
+    gpu = quotas[quotas["resource"].isin(list(gpu_resources))]
+    for row in gpu.itertuples(index=False):
+        key = (_pool_key(tree, str(row.cluster_queue)), str(row.flavor))
+        caps[key] = caps.get(key, 0) + _whole(float(row.nominal))
+        first.setdefault(str(row.cluster_queue), str(row.flavor))
+    for root, flavor in list(caps):
+        for cohort in [] if root.startswith(NO_COHORT) else tree.cohorts_under(root):
+            for resource in gpu_resources:
+                own = tree.quota((True, cohort), (flavor, resource))
+                caps[(root, flavor)] += _whole(own.nominal) if own is not None else 0
+    return caps, first
+
+
+def _split(tree: CohortTree, key: tuple[str, str], gpu_resources: Sequence[str]) -> tuple[str, ...]:
+    """Why one number of GPUs does not model what each queue of the pool can reach; () when it does.
+
+    The plan treats a pool's GPUs as one set that any of its queues may fill. That is what Kueue does
+    when every ClusterQueue of the tree that lists the flavor reaches all of the tree's quota of it: no
+    borrowingLimit or lendingLimit anywhere in the tree binds (a tree of one queue is its quota either
+    way). Where a queue reaches less, a job may not get GPUs the plan counts on, so the plan holds nothing.
+    """
+    root, flavor = key
+    queues = [] if root.startswith(NO_COHORT) else tree.queues_under(root)
+    if not queues:
+        return ()
+    cycle = tree.cycle(queues[0])
+    if cycle:
+        return (f"cohort {root}: its parents loop ({' -> '.join((*cycle, cycle[0]))}) and Kueue admits nothing in "
+                "its ClusterQueues until that is fixed; the plan is not exact and holds nothing",)
+    out = []
+    for resource in gpu_resources:
+        fr = (flavor, resource)
+        total = tree.total(root, fr)
+        short = [(q, tree.reach(q, fr)) for q in queues if tree.quota((False, q), fr) is not None]
+        short = [(q, r) for q, r in short if r < total - 1e-9]
+        if short:
+            reached = ", ".join(f"{q} reaches {r:g}" for q, r in short)
+            out.append(f"{'; '.join(tree.limits(root, fr))}: not every queue can reach the pool's {total:g} GPUs "
+                       f"({reached}), so the pool's GPUs are not one pool every queue may fill; the plan is not "
+                       "exact and holds nothing")
+    return tuple(out)
+
+
+def _tree_notes(tree: CohortTree, key: tuple[str, str], gpu_resources: Sequence[str]) -> list[str]:
+    """What makes the pool more than one cohort's ClusterQueues: the tree, Cohort quota, implicit parents."""
+    root, flavor = key
+    if root.startswith(NO_COHORT):
+        return []
+    cohorts = tree.cohorts_under(root)
+    own = sum(q.nominal for c in cohorts for r in gpu_resources if (q := tree.quota((True, c), (flavor, r))))
+    notes = []
+    if len(cohorts) > 1 or own:
+        notes.append(f"pool of cohort tree {root} (cohorts {', '.join(cohorts)}): its ClusterQueues' quota plus "
+                     f"{own:g} GPUs of the Cohort objects' own quota")
+    for cohort in cohorts:
+        parent = tree.cohort_parent.get(cohort)
+        if cohort in tree.explicit and parent is not None and parent not in tree.explicit:
+            notes.append(f"cohort {cohort} names parent {parent}, which has no Cohort object: Kueue makes it an "
+                         "empty cohort, and so does the plan")
+    return notes
+
+
+def _held(wl: object) -> bool:
+    """Deactivated by gpuaas's own deadline hold: still queued work as far as the plan goes."""
+    value = getattr(wl, "deadline_hold", None)
+    return isinstance(value, str) and bool(value)
+
+
+def _seconds_until(now: pd.Timestamp, value: object) -> float | None:
+    if value is None or pd.isna(value):
+        return None
+    return float((pd.Timestamp(value) - now).total_seconds())
+
+
+def deadline_problems(snapshot: Snapshot, gpu_resources: Sequence[str] = ("nvidia.com/gpu",)) -> list[PoolProblem]:
+    """Every cohort-tree/flavor pool with GPU quota, sorted by root cohort and flavor."""
+    tree = CohortTree.of(snapshot)
+    caps, first_flavor = _capacities(snapshot, tree, gpu_resources)
+    wls = snapshot.workloads
+    if wls.empty or "deadline_at" not in wls:
+        return [replace(_problem(key, caps[key], [], _tree_notes(tree, key, gpu_resources)),
+                        inexact=_split(tree, key, gpu_resources)) for key in sorted(caps)]
+    now = pd.Timestamp(snapshot.collected_at)
+    pools: dict[tuple[str, str], list[tuple[DeadlineJob | None, str, float | None]]] = {}
+    notes: dict[tuple[str, str], list[str]] = {}
+    blind: dict[tuple[str, str], list[str]] = {}
+    for wl in wls[wls["gpus"] > 0].itertuples(index=False):
+        ref = f"{wl.namespace}/{wl.name}"
+        holding = wl.state in _HOLDING
+        if holding:
+            flavor = str(wl.flavor).split(",")[0] if isinstance(wl.flavor, str) and wl.flavor else None
+        elif wl.state == WorkloadState.pending.value and (bool(wl.active) or _held(wl)):
+            flavor = first_flavor.get(str(wl.cluster_queue))
+        else:
+            continue
+        if flavor is None:
+            continue
+        key = (_pool_key(tree, str(wl.cluster_queue)), flavor)
+        if key not in caps:
+            continue
+        gpus = int(math.ceil(float(wl.gpus) - 1e-9))
+        if gpus != float(wl.gpus):
+            notes.setdefault(key, []).append(f"{ref} asks for {float(wl.gpus):g} GPUs; planned as {gpus}")
+        runtime = None if pd.isna(wl.runtime_seconds) else float(wl.runtime_seconds)
+        deadline = _seconds_until(now, wl.deadline_at)
+        if holding:
+            since = _seconds_until(now, wl.admitted_at)
+            ran = max(0.0, -since) if since is not None else 0.0
+            duration = runtime if runtime is not None else math.inf
+            if runtime is not None and ran >= runtime:
+                duration = ran + overrun_buffer(runtime)
+                notes.setdefault(key, []).append(
+                    f"{ref} has run {ran / 60:.0f} min, past its expected {runtime / 60:.0f} min: planned to hold its "
+                    f"GPUs {overrun_buffer(runtime) / 60:.0f} min more")
+            job = DeadlineJob(ref, gpus, duration, deadline, flavor, ran)
+            pools.setdefault(key, []).append((job, ref, runtime))
+        elif runtime is not None:
+            pools.setdefault(key, []).append((DeadlineJob(ref, gpus, runtime, deadline, flavor), ref, runtime))
+        else:
+            blind.setdefault(key, []).append(ref)
+    # Every pool, with or without deadlines: "0 extra GPUs" is a signal too (a node-pool scaler that
+    # hears nothing for a pool must not scale it down on silence, nor keep it up forever).
+    return [replace(_problem(key, caps[key], pools.get(key, []), [*_tree_notes(tree, key, gpu_resources),
+                                                                 *notes.get(key, [])]),
+                    uncontrolled=tuple(blind.get(key, [])), inexact=_split(tree, key, gpu_resources))
+            for key in sorted(caps)]
+
+
+def overrun_buffer(runtime: float) -> float:
+    """How much longer a job past its expected run time is assumed to hold its GPUs: half of it, at least 30 min.
+
+    Why not drop it from the plan: it still holds its GPUs, and a plan that counts them free
+    schedules an urgent job into GPUs that are not there.
+    """
+    return max(0.5 * runtime, 1800.0)
+
+
+def _problem(key: tuple[str, str], cap: int, entries: list[tuple[DeadlineJob | None, str, float | None]],
+             notes: list[str]) -> PoolProblem:
+    horizon = max((j.deadline for j, _, _ in entries if j is not None and j.deadline is not None), default=0.0)
+    jobs: list[DeadlineJob] = []
+    too_big: list[str] = []
+    held = 0
+    for job, ref, runtime in entries:
+        assert job is not None
+        if job.running_for is not None:
+            if runtime is None:
+                notes.append(f"{ref} is running with no run time: assumed to hold its GPUs past every deadline")
+                job = DeadlineJob(ref, job.gpus, job.running_for + max(horizon, 0.0) + 1.0, job.deadline,
+                                  job.resource, job.running_for)
+            held += job.gpus
+            if held > cap:
+                notes.append(f"{ref}: running GPUs exceed the pool's {cap} nominal GPUs; not planned")
+                held -= job.gpus
+                continue
+        elif job.gpus > cap:
+            too_big.append(ref)
+            notes.append(f"{ref} asks for {job.gpus} GPUs, more than the pool's {cap}: it cannot be admitted here")
+            continue
+        jobs.append(job)
+    return PoolProblem(key[0], key[1], cap, tuple(jobs), tuple(too_big), tuple(notes))
+
+
+def plan_pools(problems: Sequence[PoolProblem], limits: MilpLimits | None = None) -> list[PoolPlan]:
+    """The plan of every pool; a job too big for its pool joins the plan's ``missed``."""
+    out = []
+    for problem in problems:
+        plan = plan_deadlines({problem.flavor: problem.capacity}, problem.jobs, limits=limits)
+        if problem.inexact:
+            plan = replace(plan, exact=False, messages=[*plan.messages, *problem.inexact])
+        out.append(PoolPlan(problem, plan, missed=tuple(plan.missed) + problem.too_big))
+    return out

@@ -1,0 +1,255 @@
+"""Deadline planning: which deadlines hold on today's GPUs, and the fewest extra GPUs for the rest.
+
+Why not "the queue is long": many queued jobs are not urgent, and reordering them often meets every
+deadline on the GPUs already there (4 GPUs, 4 jobs of 2 GPUs due in twice their run time: two, then
+two). Kueue admits by priority and FIFO and knows no deadlines, so gpuaas answers the real question.
+
+The method, per resource (resources never share GPUs, so each is its own problem):
+
+1. Earliest-deadline-first list scheduling on current capacity. When every deadline holds, done.
+2. Otherwise a proven lower bound on the extra GPUs (energy and mandatory parts); EDF on capacity
+   plus that bound meeting every deadline proves the bound is the minimum.
+3. Otherwise the exact time-indexed MILP (HiGHS) for the minimum and a schedule, within
+   :class:`MilpLimits` (time points, variables, seconds). Past them, EDF with the smallest extra
+   that works is returned as a heuristic upper bound and ``exact`` is false.
+
+Pure: no I/O, times in one unit relative to now = 0. Running jobs hold their GPUs until
+``duration - running_for`` and are never moved; a job whose duration exceeds its time to deadline
+is ``missed`` (no capacity helps) and counts toward no extra GPU.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+
+from gpuaas.errors import ConfigError
+from gpuaas.policies.deadlines._milp import MilpLimits, solve_max_on_time, solve_min_extra
+from gpuaas.policies.deadlines.profile import EPS, Item, Profile, lower_bound_extra, serial_schedule
+
+__all__ = ["DeadlineJob", "DeadlinePlan", "MilpLimits", "ScheduledJob", "plan_deadlines", "validate_problem"]
+
+DEFAULT_RESOURCE = "nvidia.com/gpu"
+
+
+@dataclass(frozen=True)
+class DeadlineJob:
+    """A job to plan. ``running_for`` set means it is running and has run that long."""
+
+    name: str
+    gpus: int
+    duration: float
+    deadline: float | None
+    resource: str = DEFAULT_RESOURCE
+    running_for: float | None = None
+
+
+@dataclass(frozen=True)
+class ScheduledJob:
+    """Where a job runs in the plan; running jobs start before 0 (they started ``running_for`` ago)."""
+
+    name: str
+    resource: str
+    gpus: int
+    start: float
+    end: float
+    deadline: float | None
+    running: bool = False
+
+    @property
+    def on_time(self) -> bool:
+        return self.deadline is None or self.end <= self.deadline + EPS
+
+
+@dataclass(frozen=True)
+class DeadlinePlan:
+    """The answer. ``schedule`` fits ``capacity + extra_gpus`` at every instant.
+
+    ``missed`` lists the jobs no capacity can finish in time; ``at_risk`` the deadlines that do not
+    hold on current capacity (the fewest such, when ``exact``); ``messages`` say why, in words.
+    """
+
+    feasible: bool
+    extra_gpus: dict[str, int]
+    schedule: list[ScheduledJob]
+    missed: list[str]
+    exact: bool
+    messages: list[str]
+    at_risk: list[str] = field(default_factory=list)
+
+
+def plan_deadlines(
+    capacity: Mapping[str, int], jobs: Sequence[DeadlineJob], *, limits: MilpLimits | None = None
+) -> DeadlinePlan:
+    """Plan every resource of ``capacity``; a ``ConfigError`` names the job and field of bad input."""
+    limits = limits or MilpLimits()
+    validate_problem(capacity, jobs)
+    schedule: list[ScheduledJob] = []
+    missed: list[str] = []
+    at_risk: list[str] = []
+    messages: list[str] = []
+    extra: dict[str, int] = {}
+    exact = True
+    for resource, cap in capacity.items():
+        part = _plan_resource(resource, cap, [j for j in jobs if j.resource == resource], limits)
+        schedule += part.schedule
+        missed += part.missed
+        at_risk += part.at_risk
+        messages += part.messages
+        extra[resource] = part.extra_gpus[resource]
+        exact = exact and part.exact
+    schedule.sort(key=lambda s: (s.start, s.name))
+    return DeadlinePlan(
+        feasible=not any(extra.values()),
+        extra_gpus=extra,
+        schedule=schedule,
+        missed=missed,
+        exact=exact,
+        messages=messages,
+        at_risk=at_risk,
+    )
+
+
+def _plan_resource(resource: str, cap: int, jobs: Sequence[DeadlineJob], limits: MilpLimits) -> DeadlinePlan:
+    messages: list[str] = []
+    missed: list[str] = []
+    by_name = {j.name: j for j in jobs}
+    items: list[Item] = []  # running + deadline jobs that can still hold
+    best_effort: list[Item] = []
+    for job in jobs:
+        if job.running_for is not None:
+            left = job.duration - job.running_for
+            if left <= EPS:
+                messages.append(
+                    f"{job.name} has run {job.running_for:g} of its expected {job.duration:g}; assumed to end now"
+                )
+                continue
+            if job.deadline is not None and left > job.deadline + EPS:
+                missed.append(job.name)
+                messages.append(f"{job.name} is running and ends at {left:g}, after its deadline {job.deadline:g}")
+            items.append(Item(job.name, job.gpus, left, None, fixed_start=0.0))
+        elif job.deadline is None:
+            best_effort.append(Item(job.name, job.gpus, job.duration, None))
+        elif job.duration > job.deadline + EPS:
+            missed.append(job.name)
+            messages.append(
+                f"{job.name} cannot meet its deadline on any capacity: it runs {job.duration:g}"
+                f" and its deadline is {job.deadline:g} from now"
+            )
+        else:
+            items.append(Item(job.name, job.gpus, job.duration, job.deadline))
+    due = [i for i in items if i.fixed_start is None]
+    edf = sorted(due, key=lambda i: (i.deadline, -i.gpus * i.duration))
+
+    def late(starts: Mapping[str, float]) -> list[str]:
+        return [i.name for i in due if starts[i.name] + i.duration > (i.deadline or math.inf) + EPS]
+
+    starts = serial_schedule(items, cap, edf)
+    at_risk = late(starts)
+    extra, exact = 0, True
+    if at_risk:
+        extra, starts, exact, note = _min_extra(items, cap, edf, limits, late)
+        messages.append(note)
+        best = solve_max_on_time(items, cap, limits)
+        if best is not None and len(best.starts) >= len(due) - len(at_risk):
+            at_risk = [i.name for i in due if i.name not in best.starts]
+            exact = exact and best.optimal
+        else:
+            exact = False
+            messages.append(f"{resource}: at-risk list from EDF on current capacity (past the exact bound)")
+        messages.append(
+            f"{resource}: {len(at_risk)} deadline(s) at risk on {cap} GPUs ({', '.join(at_risk)});"
+            f" {extra} more GPU(s) make every holdable deadline hold"
+        )
+    profile = Profile()
+    for item in items:
+        profile.add(starts[item.name], item.duration, item.gpus)
+    for item in best_effort:
+        starts[item.name] = profile.earliest_fit(item.gpus, item.duration, cap + extra)
+        profile.add(starts[item.name], item.duration, item.gpus)
+    schedule = []
+    for item in items + best_effort:
+        job = by_name[item.name]
+        start = starts[item.name] - (job.running_for or 0.0)
+        schedule.append(
+            ScheduledJob(
+                item.name, resource, item.gpus, start, starts[item.name] + item.duration,
+                job.deadline, running=job.running_for is not None,
+            )
+        )
+    return DeadlinePlan(
+        feasible=extra == 0, extra_gpus={resource: extra}, schedule=schedule, missed=missed,
+        exact=exact, messages=messages, at_risk=at_risk,
+    )
+
+
+def _min_extra(
+    items: list[Item], cap: int, edf: list[Item], limits: MilpLimits, late: object
+) -> tuple[int, dict[str, float], bool, str]:
+    """The fewest extra GPUs and a schedule on them; whether that is proven; how it was found."""
+    assert callable(late)
+    lower = lower_bound_extra(items, cap)  # EDF already failed at 0, but the MILP may not
+    starts = serial_schedule(items, cap + lower, edf)
+    if lower > 0 and not late(starts):
+        return lower, starts, True, f"EDF meets every deadline with {lower} extra GPU(s), a proven lower bound"
+    upper = sum(i.gpus for i in edf)
+    answer = solve_min_extra(items, cap, lower, upper, limits)
+    if answer is not None:
+        merged = {i.name: 0.0 for i in items if i.fixed_start is not None} | answer.starts
+        how = "proven optimal by the MILP" if answer.optimal else "the MILP's best within its time limit"
+        return answer.extra, merged, answer.optimal, f"{answer.extra} extra GPU(s): {how}"
+    extra = max(lower, 1)
+    while late(starts := serial_schedule(items, cap + extra, edf)):
+        extra += 1
+    return (
+        extra, starts, False,
+        f"past the exact bound ({len(edf)} jobs): {extra} extra GPU(s) from EDF, a heuristic"
+        f" (at least {lower} are needed)",
+    )
+
+
+def validate_problem(capacity: Mapping[str, int], jobs: Sequence[DeadlineJob]) -> None:
+    """Reject what cannot be planned, naming the job and field (the file loader adds the file)."""
+    for resource, cap in capacity.items():
+        if not _is_count(cap) or cap < 0:
+            raise ConfigError(f"must be a whole number of GPUs >= 0, got {cap!r}", field=f"capacity.{resource}")
+    seen: set[str] = set()
+    held: dict[str, int] = {}
+    for k, job in enumerate(jobs):
+        where = f"jobs[{k}] ({job.name})"
+        if job.name in seen:
+            raise ConfigError("duplicate job name", field=f"{where}.name")
+        seen.add(job.name)
+        if not _is_count(job.gpus) or job.gpus < 1:
+            raise ConfigError(f"must be a whole number of GPUs >= 1, got {job.gpus!r}", field=f"{where}.gpus")
+        if not _is_time(job.duration) or job.duration <= 0:
+            raise ConfigError(f"must be a number > 0, got {job.duration!r}", field=f"{where}.duration")
+        if job.deadline is not None and not _is_time(job.deadline):
+            raise ConfigError(f"must be a number, got {job.deadline!r}", field=f"{where}.deadline")
+        if job.running_for is not None and (not _is_time(job.running_for) or job.running_for < 0):
+            raise ConfigError(f"must be a number >= 0, got {job.running_for!r}", field=f"{where}.running_for")
+        if job.resource not in capacity:
+            raise ConfigError(
+                f"{job.resource!r} is not in capacity ({', '.join(capacity) or 'empty'})", field=f"{where}.resource"
+            )
+        if job.gpus > capacity[job.resource]:
+            raise ConfigError(
+                f"{job.gpus} GPUs is more than the {capacity[job.resource]} of {job.resource}", field=f"{where}.gpus"
+            )
+        if job.running_for is not None:
+            held[job.resource] = held.get(job.resource, 0) + job.gpus
+            if held[job.resource] > capacity[job.resource]:
+                raise ConfigError(
+                    f"running jobs hold {held[job.resource]} GPUs, more than the {capacity[job.resource]}"
+                    f" of {job.resource}",
+                    field=f"{where}.gpus",
+                )
+
+
+def _is_count(value: object) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _is_time(value: object) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)

@@ -1,0 +1,384 @@
+"""The quota planner: new nominal GPU quota per ClusterQueue and flavor, solved as a MILP.
+
+Pure: queues (their nominal quota, demand, guarantees, weights and recent net change) and the
+limits go in, a plan comes out. Nothing here reads the cluster or the clock.
+
+Why a MILP and not a greedy transfer: the constraints interact (a per-flavor total that must be
+conserved, guarantees, steps, one cap on all moves, a minimum move size, no reversal), and the
+objective is lexicographic, so a greedy rule is either wrong at the edges or as long as the model.
+HiGHS (``scipy.optimize.milp``) proves the optimum in well under a second for hundreds of queues.
+
+The model, per cell (queue ``i``, flavor ``f``) with ``b`` the current nominal quota:
+
+* ``n`` integer new quota, ``n - b = inc - dec`` with ``inc, dec >= 0``;
+* the cohort's total per flavor is conserved: ``sum_i n = sum_i b``;
+* steps: ``inc, dec <= step`` with ``step = min(max_step_gpus, max(min_step_gpus,
+  floor(max(b, guaranteed) * max_step_percent / 100)))``. The absolute minimum is what lets a
+  queue at 0 or 1 GPU gain at all: a step that is only a share of the quota stays 0 there, and a
+  team shrunk during a quiet week would be held down for good. Back to its weighted share the
+  step is no limit (``share_steps``): lent quota returns in one plan;
+* guarantees: a queue at or above its guarantee never goes below it; a queue below it is raised
+  as far as tonight's limits allow (the gap is minimised first, see ``_quota_milp``), the rest the
+  following nights, and the rest of the cohort is planned meanwhile;
+* a queue that cannot reclaim what it lends (``QueueDemand.reclaims``) keeps, where the cohort is
+  full (``full_flavors``), ``no_reclaim_keep_factor`` times its busiest demand, up to its share
+  (``keeps_share``);
+* all moves together: ``sum inc <= max_total_moved_gpus``;
+* hysteresis: a change is zero or at least ``hysteresis_gpus``;
+* no reversal: a queue whose net change of the last ``no_reversal_days`` is positive loses that
+  flavor only down to its demand (or its share, if lower), one whose change is negative gains it
+  only up to its demand. Moving back toward the demand is recovery, not flapping; past it would be.
+
+The objective, lexicographic: the smallest guarantee gap; then the smallest shortfall cost, a
+convex piecewise-linear cost of each queue's shortfall ratio times its weight (``segment_cost``),
+in two tiers: demand within the queue's weighted share of the cohort first, the rest after. So
+scarce GPUs are shared by weight when every queue is short, and a queue that asks for the whole
+cohort cannot take a queue's share while that queue uses it; then the fewest GPUs moved, which
+is what stops flapping (when demand is met as well as it can be, staying put wins).
+
+The matrix form and the solver calls are in ``_quota_milp``.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from gpuaas.errors import ConfigError, PolicyError
+from gpuaas.policies.quotas._milp import owed_multiplier, segment_cost, solve_lexicographic
+from gpuaas.policies.quotas._reasons import Cell, reasons_for
+
+__all__ = [
+    "QueueDemand",
+    "QuotaChange",
+    "QuotaLimits",
+    "QuotaPlan",
+    "QuotaPlanInfeasible",
+    "full_flavors",
+    "keeps_share",
+    "kept_shares",
+    "plan_quotas",
+    "overloaded",
+    "plan_to_dict",
+    "share_steps",
+    "shares",
+    "step_of",
+    "validate_quota_input",
+]
+
+
+
+@dataclass(frozen=True)
+class QuotaLimits:
+    """How far one plan may move quota (the policy's ``rebalance`` limits)."""
+
+    max_step_gpus: int
+    max_step_percent: float
+    max_total_moved_gpus: int
+    hysteresis_gpus: int
+    min_step_gpus: int = 0
+    """The step any queue may take whatever its size (capped by ``max_step_gpus``): lets a queue at 0 gain."""
+    lend_reserve: float = 0.0
+    """Share of a queue's unused share it keeps (not lent): demand below the share counts as
+    ``demand + lend_reserve * (share - demand)``. A lender's next burst waits for a night; this is its cushion."""
+    no_reclaim_keep_factor: float = 12.0
+    """In a full cohort, a queue that cannot reclaim keeps this many times its busiest demand, up to its share."""
+
+
+@dataclass(frozen=True)
+class QueueDemand:
+    """One ClusterQueue of the cohort: what it has, what it needs, what it is owed.
+
+    ``recent_change`` is the queue's net change of nominal quota over the no-reversal window;
+    ``evidence`` is the demand's explanation in words per flavor ("12 GPUs waited 3 h, p90 use
+    14"), copied into the reasons.
+    """
+
+    name: str
+    nominal: Mapping[str, int]
+    demand: Mapping[str, float]
+    guaranteed: Mapping[str, int] = field(default_factory=dict)
+    weight: float = 1.0
+    recent_change: Mapping[str, int] = field(default_factory=dict)
+    evidence: Mapping[str, str] = field(default_factory=dict)
+    reclaims: bool = True
+    """Whether the queue can take back what it lends: its ClusterQueue is in a cohort and preempts
+    borrowers (``reclaimWithinCohort`` other than ``Never``). One that cannot waits, once its demand
+    returns, for the next plan and then for the borrower's running jobs to end (lowering a quota
+    preempts nothing), so in a full cohort it keeps a margin over its busiest demand (``keeps_share``)."""
+    busiest: Mapping[str, float] = field(default_factory=dict)
+    """Per flavor, the demand at the window's busiest: GPUs held (at the usage percentile) plus the
+    most GPUs pending at once. Says whether the cohort was full within the window (``full_flavors``)."""
+
+
+@dataclass(frozen=True)
+class QuotaChange:
+    """One queue and flavor, before and after (equal when unchanged), with the reason in words."""
+
+    queue: str
+    flavor: str
+    before: int
+    after: int
+    reason: str
+
+    @property
+    def delta(self) -> int:
+        return self.after - self.before
+
+
+@dataclass(frozen=True)
+class QuotaPlan:
+    """Every queue and flavor of the input in ``changes`` (unchanged ones too), in input order."""
+
+    changes: list[QuotaChange]
+    moved_gpus: int
+    shortfall: dict[str, dict[str, float]]
+    weighted_shortfall: float
+    solve_seconds: float
+    weighted_shortfall_before: float = 0.0
+    shortfall_cost: float = 0.0
+    """The objective (``segment_cost`` summed): never above ``shortfall_cost_before``."""
+    shortfall_cost_before: float = 0.0
+    unmet_guarantees: list[str] = field(default_factory=list)
+    """Queues still below their guarantee after the plan, in words (reached over the next runs)."""
+    notes: list[str] = field(default_factory=list)
+    """What the operator should know: a flavor where every queue wants more than its share."""
+
+
+class QuotaPlanInfeasible(PolicyError):
+    """The solver found no assignment (staying put always is one, so this means a solver fault)."""
+
+
+def validate_quota_input(queues: Sequence[QueueDemand], limits: QuotaLimits) -> None:
+    """Refuse contradictory input with a ConfigError naming the field (``queues[1].demand.h100``)."""
+    for name in ("max_step_gpus", "max_total_moved_gpus", "hysteresis_gpus", "min_step_gpus"):
+        value = getattr(limits, name)
+        if not isinstance(value, int) or isinstance(value, bool) or value < 0:
+            raise ConfigError(f"must be a whole number >= 0, got {value!r}", field=f"limits.{name}")
+    if not (isinstance(limits.no_reclaim_keep_factor, int | float) and limits.no_reclaim_keep_factor >= 0):
+        raise ConfigError(f"must be a number >= 0, got {limits.no_reclaim_keep_factor!r}",
+                          field="limits.no_reclaim_keep_factor")
+    if not (isinstance(limits.lend_reserve, int | float) and 0 <= limits.lend_reserve <= 1):
+        raise ConfigError(f"must be a number from 0 to 1, got {limits.lend_reserve!r}", field="limits.lend_reserve")
+    if not (isinstance(limits.max_step_percent, int | float) and limits.max_step_percent >= 0):
+        raise ConfigError(f"must be a number >= 0, got {limits.max_step_percent!r}", field="limits.max_step_percent")
+    if not queues:
+        raise ConfigError("no queues to plan for", field="queues")
+    seen: dict[str, int] = {}
+    flavors: set[str] = set()
+    for idx, q in enumerate(queues):
+        where = f"queues[{idx}]"
+        if not q.name:
+            raise ConfigError("must be a non-empty string", field=f"{where}.name")
+        if q.name in seen:
+            raise ConfigError(f"queue {q.name!r} is also queues[{seen[q.name]}]", field=f"{where}.name")
+        seen[q.name] = idx
+        if not q.nominal:
+            raise ConfigError(f"queue {q.name!r} has no nominal quota", field=f"{where}.nominal")
+        if not (isinstance(q.weight, int | float) and math.isfinite(q.weight) and q.weight > 0):
+            raise ConfigError(f"queue {q.name!r}: must be a number > 0, got {q.weight!r}", field=f"{where}.weight")
+        for flavor, value in q.nominal.items():
+            _whole(value, q.name, f"{where}.nominal.{flavor}")
+            flavors.add(flavor)
+        for flavor, value in q.guaranteed.items():
+            _whole(value, q.name, f"{where}.guaranteed.{flavor}")
+        for flavor, d in q.demand.items():
+            if not (isinstance(d, int | float) and not isinstance(d, bool) and math.isfinite(d) and d >= 0):
+                raise ConfigError(f"queue {q.name!r}: must be a number >= 0, got {d!r}", field=f"{where}.demand.{flavor}")
+        for flavor, r in q.recent_change.items():
+            if not isinstance(r, int) or isinstance(r, bool):
+                raise ConfigError(f"queue {q.name!r}: must be a whole number, got {r!r}",
+                                  field=f"{where}.recent_change.{flavor}")
+    for idx, q in enumerate(queues):
+        for part in ("demand", "guaranteed", "recent_change"):
+            for flavor in getattr(q, part):
+                if flavor not in flavors:
+                    raise ConfigError(f"queue {q.name!r}: no queue has nominal quota of flavor {flavor!r}",
+                                      field=f"queues[{idx}].{part}.{flavor}")
+                if flavor not in q.nominal:
+                    raise ConfigError(
+                        f"queue {q.name!r} has no nominal quota of flavor {flavor!r} (add it to nominal, even as 0)",
+                        field=f"queues[{idx}].{part}.{flavor}")
+    for flavor in sorted(flavors):
+        total = sum(q.nominal.get(flavor, 0) for q in queues)
+        owed = [(i, q) for i, q in enumerate(queues) if q.guaranteed.get(flavor, 0) > 0]
+        need = sum(q.guaranteed[flavor] for _, q in owed)
+        if need > total:
+            fields = ", ".join(f"queues[{i}].guaranteed.{flavor}" for i, _ in owed)
+            names = ", ".join(f"{q.name} {q.guaranteed[flavor]}" for _, q in owed)
+            raise ConfigError(f"guarantees ({names}) sum to {need} GPUs of {flavor}, above the cohort's "
+                              f"{total} (the sum of nominal quotas)", field=fields)
+
+
+def _whole(value: Any, queue: str, where: str) -> None:
+    if not isinstance(value, int) or isinstance(value, bool) or value < 0:
+        raise ConfigError(f"queue {queue!r}: must be a whole number >= 0, got {value!r}", field=where)
+
+
+def step_of(before: int, guaranteed: int, limits: QuotaLimits) -> int:
+    """The most one queue's quota of one flavor may move in one plan (see the module docstring)."""
+    relative = math.floor(max(before, guaranteed) * limits.max_step_percent / 100 + 1e-9)
+    return min(limits.max_step_gpus, max(limits.min_step_gpus, relative))
+
+
+def shares(queues: Sequence[QueueDemand]) -> dict[tuple[str, str], float]:
+    """(queue, flavor) -> the flavor's GPUs in the cohort times the queue's weight over the weights of its holders."""
+    out: dict[tuple[str, str], float] = {}
+    for flavor in {f for q in queues for f in q.nominal}:
+        holders = [q for q in queues if flavor in q.nominal]
+        total, weights = sum(q.nominal[flavor] for q in holders), sum(q.weight for q in holders)
+        for q in holders:
+            out[(q.name, flavor)] = total * q.weight / weights
+    return out
+
+
+def full_flavors(queues: Sequence[QueueDemand]) -> set[str]:
+    """Flavors whose queues, each at its busiest of the window (or tonight's demand, if larger), want all the cohort's GPUs.
+
+    Why the busiest and not tonight's demand: a queue quiet for a week is what tonight's demand
+    lends; whether its quota is wanted back before the borrower's jobs end depends on the load the
+    cohort carries, and the window's peaks are the evidence of that load.
+    """
+    out = set()
+    for flavor in {f for q in queues for f in q.nominal}:
+        holders = [q for q in queues if flavor in q.nominal]
+        wanted = sum(max(float(q.demand.get(flavor, 0.0)), float(q.busiest.get(flavor, 0.0))) for q in holders)
+        if wanted >= sum(q.nominal[flavor] for q in holders) - 1e-9:
+            out.add(flavor)
+    return out
+
+
+def keeps_share(before: int, share: float, down: int, busiest: float, factor: float) -> int:
+    """The most a queue that cannot reclaim may lose in a full cohort: down to ``factor`` times its
+    busiest demand of the window, or its share if lower; never below.
+
+    Why: there, quota it lends and then wants back comes back only after the next plan and the
+    borrower's jobs, and with no preemption its own jobs wait for them. What it keeps covers its
+    busiest with a wide margin (a quiet week says little about the next burst); what lies beyond,
+    a team using a few GPUs of a large share, is lent. Quota above its share still goes back.
+    """
+    keep = min(math.floor(share + 1e-9), math.ceil(factor * busiest - 1e-9))
+    return min(down, max(0, before - keep))
+
+
+def _cells(queues: Sequence[QueueDemand], limits: QuotaLimits) -> list[Cell]:
+    cells: list[Cell] = []
+    share = shares(queues)
+    full = full_flavors(queues)
+    for q in queues:
+        for flavor, before in q.nominal.items():
+            guaranteed = q.guaranteed.get(flavor, 0)
+            step = step_of(before, guaranteed, limits)
+            recent = q.recent_change.get(flavor, 0)
+            demand = float(q.demand.get(flavor, 0.0))
+            if demand < share[(q.name, flavor)]:
+                demand += limits.lend_reserve * (share[(q.name, flavor)] - demand)
+            up, down = share_steps(before, demand, share[(q.name, flavor)], recent, step)
+            if not q.reclaims and flavor in full:
+                busiest = max(demand, float(q.busiest.get(flavor, 0.0)))
+                down = keeps_share(before, share[(q.name, flavor)], down, busiest, limits.no_reclaim_keep_factor)
+            cells.append(Cell(
+                queue=q.name, flavor=flavor, before=before, demand=demand,
+                guaranteed=guaranteed, weight=float(q.weight), recent=recent, step=step,
+                step_up=up, step_down=down,
+                evidence=q.evidence.get(flavor, ""), share=share[(q.name, flavor)],
+            ))
+    return cells
+
+
+def share_steps(before: int, demand: float, share: float, recent: int, step: int) -> tuple[int, int]:
+    """(most GPUs gained, most lost) in one plan, after the share and no-reversal rules.
+
+    A queue below its share whose demand is above its quota may regain up to the smaller of the
+    two in one plan, and a queue above its share may give down to it in one plan: what a queue
+    lent while it did not need it comes back the night its demand returns, not step by step over
+    a week while its jobs wait. No reversal: after a recent loss a queue gains only up to its
+    demand; after a recent gain it loses only down to its demand or its share, whichever is lower.
+    """
+    wanted = math.ceil(demand - 1e-9)
+    owed = math.floor(share + 1e-9)
+    up = max(step, min(wanted, owed) - before)
+    down = max(step, before - owed)
+    if recent < 0:
+        up = min(up, max(0, wanted - before))
+    if recent > 0:
+        down = min(down, max(0, before - min(wanted, owed)))
+    return up, down
+
+
+def plan_quotas(queues: Sequence[QueueDemand], limits: QuotaLimits) -> QuotaPlan:
+    """The lexicographically best plan (guarantee gap, shortfall cost, GPUs moved) under the limits."""
+    validate_quota_input(queues, limits)
+    started = time.perf_counter()
+    cells = _cells(queues, limits)
+    solution = solve_lexicographic(cells, limits.hysteresis_gpus, limits.max_total_moved_gpus)
+    if solution is None:
+        raise QuotaPlanInfeasible("the quota model has no solution although staying put is one; nothing applied")
+    after = solution.after
+    elapsed = time.perf_counter() - started
+    owed = owed_multiplier([c.weight for c in cells])
+    reasons = reasons_for(cells, after, limits)
+    changes = [QuotaChange(c.queue, c.flavor, c.before, a, r) for c, a, r in zip(cells, after, reasons)]
+    shortfall: dict[str, dict[str, float]] = {}
+    for c, a in zip(cells, after):
+        shortfall.setdefault(c.queue, {})[c.flavor] = max(0.0, c.demand - a)
+    return QuotaPlan(
+        changes=changes,
+        moved_gpus=sum(max(0, a - c.before) for c, a in zip(cells, after)),
+        shortfall=shortfall,
+        weighted_shortfall=sum(c.weight * max(0.0, c.demand - a) for c, a in zip(cells, after)),
+        solve_seconds=elapsed,
+        weighted_shortfall_before=sum(c.weight * max(0.0, c.demand - c.before) for c in cells),
+        shortfall_cost=sum(segment_cost(c.demand, c.weight, a, c.share, owed) for c, a in zip(cells, after)),
+        shortfall_cost_before=sum(segment_cost(c.demand, c.weight, c.before, c.share, owed) for c in cells),
+        unmet_guarantees=[f"{c.queue} {c.flavor}: {a} of guaranteed {c.guaranteed} (+{c.step_up} a run at most)"
+                          for c, a in zip(cells, after) if a < c.guaranteed],
+        notes=solution.notes + overloaded(cells) + kept_shares(queues),
+    )
+
+
+def kept_shares(queues: Sequence[QueueDemand]) -> list[str]:
+    """One sentence per full flavor where a queue that cannot reclaim keeps its share: why it lends nothing."""
+    full = full_flavors(queues)
+    out = []
+    for flavor in sorted(full):
+        names = [q.name for q in queues if flavor in q.nominal and not q.reclaims]
+        if names:
+            out.append(f"{flavor}: the cohort was full at its busiest this window; {', '.join(names)} cannot reclaim "
+                       "what they lend (no cohort, or reclaimWithinCohort: Never) and lend only beyond "
+                       "no_reclaim_keep_factor times their busiest demand")
+    return out
+
+
+def overloaded(cells: Sequence[Cell]) -> list[str]:
+    """One sentence per flavor where every queue wants at least its share: no quota move can help there.
+
+    Each queue then keeps (or gets back) its share and nothing more can be given, so the honest
+    answer is more GPUs; the deadline plan's extra GPUs is the signal that says how many.
+    """
+    out = []
+    for flavor in sorted({c.flavor for c in cells}):
+        members = [c for c in cells if c.flavor == flavor]
+        total, wanted = sum(c.before for c in members), sum(c.demand for c in members)
+        if len(members) > 1 and wanted > total and all(c.demand >= c.share - 1e-9 for c in members):
+            out.append(f"{flavor}: every queue wants at least its share ({wanted:g} GPUs wanted of {total}): moving "
+                       "quota cannot help; more GPUs can (see the deadline plan's extra GPUs, "
+                       "gpuaas_extra_gpus_needed)")
+    return out
+
+
+def plan_to_dict(plan: QuotaPlan) -> dict[str, Any]:
+    """The plan as plain JSON (the shape ``gpuaas plan quotas --format json`` prints)."""
+    return {
+        "changes": [{"queue": c.queue, "flavor": c.flavor, "before": c.before, "after": c.after, "reason": c.reason}
+                    for c in plan.changes],
+        "moved_gpus": plan.moved_gpus,
+        "shortfall": plan.shortfall,
+        "weighted_shortfall": plan.weighted_shortfall,
+        "unmet_guarantees": plan.unmet_guarantees,
+        "notes": plan.notes,
+        "solve_seconds": round(plan.solve_seconds, 4),
+    }

@@ -1,0 +1,215 @@
+"""The survival reclaim window: stop an idle spell when what it is expected to save pays for its wake-up.
+
+Why: the clairvoyant limit (:mod:`gpuaas.policies.analysis.clairvoyant`) shows that what separates a
+good reclaim from a bad one is knowing, when a spell starts, whether it will be long. A
+workload cannot know that, but its recent past says a lot: on the GenAI serving trace a
+pod that spent most of its last two hours idle starts spells that last far longer than
+one in the middle of its traffic. So each idle spell is put in a context known when it
+starts, and the policy learns from the history how spells in that context end:
+
+* context: the share of the preceding ``lookback_s`` (2 h) the same workload spent idle,
+  in bands (``SHARE_EDGES``: under 90 %, and 90 % or more; the look-back and the bands were
+  chosen on the earlier part of the trace, see ``docs/reclaim-policy.md``). Only idle
+  time before the spell starts is counted, so the context is causal; time before a
+  workload's first sample counts as busy (a new workload waits longer).
+* for every candidate stop time ``w`` (``WINDOWS_MIN``, ``inf`` = never) and context, the
+  replay (:func:`gpuaas.policies.reclaim.replay.replay_runs`) of the history says what stopping at
+  ``w`` saved per spell and how many wake-ups it cost per spell: the empirical survival
+  of spells, censored spells (missing data, end of data) counted exactly as the replay
+  counts them. The window is the ``w`` that maximises GPU-minutes saved minus
+  ``price_gpu_min`` x wake-ups, per spell.
+* spells still open when the history ends count toward the median length (censored) but not
+  toward what a stop saved: whether their end wakes the workload is not known yet (the live
+  flow's history ends now, with every idle workload's spell open);
+* a context with few spells is shrunk toward the whole history: its per-spell figures
+  are ``(sum + SHRINK_SPELLS x pooled mean) / (n + SHRINK_SPELLS)``, so a band seen
+  twice does not get a window of its own from two spells.
+
+The price is what the operator's cold-start budget sets (:mod:`gpuaas.policies.reclaim.cold_start`
+sweeps it). What was tried and did worse out of sample, and the evidence for this
+choice, is in ``docs/reclaim-policy.md``.
+
+Pure: the idle-run table in (pod then time order, as :func:`~gpuaas.policies.reclaim.replay.idle_runs`
+and :class:`~gpuaas.policies.reclaim.run_stream.RunStream` build it), windows and reasons out.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+
+from gpuaas.policies.reclaim.replay import replay_runs
+
+__all__ = ["LOOKBACK_S", "SHARE_EDGES", "SHRINK_SPELLS", "WINDOWS_MIN", "Outcomes", "SpellOutlook",
+           "SurvivalWindow", "context_band", "fit_survival", "outcomes", "recent_idle_share"]
+
+LOOKBACK_S = 7200.0
+SHARE_EDGES = (0.9,)
+WINDOWS_MIN = (1.0, 2.0, 3.0, 5.0, 7.0, 10.0, 15.0, 20.0, 30.0, 45.0, 60.0, 90.0, 120.0, 180.0, 240.0, math.inf)
+SHRINK_SPELLS = 5.0
+
+
+def recent_idle_share(runs: pd.DataFrame, lookback_s: float = LOOKBACK_S) -> np.ndarray:
+    """Per run: the share of ``[start - lookback_s, start)`` its workload spent in earlier idle runs.
+
+    A workload's runs are disjoint and in time order, so its idle time up to ``x`` is the
+    lengths of its runs that started before the last one starting at or before ``x``, plus
+    the part of that one before ``x``: one binary search per query, whatever the history.
+    """
+    if runs.empty:
+        return np.zeros(0)
+    start = runs["start"].to_numpy(dtype=float)
+    length = runs["length"].to_numpy(dtype=float)
+    codes, _ = pd.factorize(runs["pod"], sort=False)
+    origin = float(start.min()) - lookback_s
+    span = float(runs["end"].to_numpy(dtype=float).max()) - origin + 1.0
+    key = codes * span + (start - origin)  # one increasing axis: pods one after another
+    if np.any(np.diff(key) < 0):
+        raise ValueError("runs must be in pod then time order")
+    before = np.concatenate(([0.0], np.cumsum(length)))
+    first = np.searchsorted(codes, codes, side="left")  # each run's workload's first run
+
+    def idle_until(x: np.ndarray) -> np.ndarray:
+        q = codes * span + (x - origin)
+        j = np.searchsorted(key, q, side="right") - 1
+        same = (j >= 0) & (codes[np.maximum(j, 0)] == codes)
+        j = np.maximum(j, 0)
+        within = np.clip(x - start[j], 0.0, length[j])
+        return np.where(same, before[j] - before[first] + within, 0.0)
+
+    share: np.ndarray = np.clip((idle_until(start) - idle_until(start - lookback_s)) / lookback_s, 0.0, 1.0)
+    return share
+
+
+def context_band(runs: pd.DataFrame, lookback_s: float = LOOKBACK_S,
+                 edges: Sequence[float] = SHARE_EDGES) -> np.ndarray:
+    """Per run, its context: the band (0 .. len(edges)) of its recent idle share."""
+    band: np.ndarray = np.digitize(recent_idle_share(runs, lookback_s), edges).astype(int)
+    return band
+
+
+@dataclass(frozen=True)
+class Outcomes:
+    """What stopping at each candidate window did to each run of a history, replayed once."""
+
+    windows_s: tuple[float, ...]
+    saved_gpu_min: np.ndarray  # window x run
+    wakeups: np.ndarray  # window x run
+
+
+def outcomes(runs: pd.DataFrame, windows_min: Sequence[float] = WINDOWS_MIN) -> Outcomes:
+    windows = tuple(float(w) * 60.0 for w in windows_min)
+    replayed = [replay_runs(runs, np.full(len(runs), w)) for w in windows]
+    saved = np.array([r["reclaimed_gpu_s"].to_numpy(dtype=float) / 60.0 for r in replayed]).reshape(len(windows), -1)
+    wakes = np.array([r["wakeup"].to_numpy(dtype=float) for r in replayed]).reshape(len(windows), -1)
+    return Outcomes(windows, saved, wakes)
+
+
+@dataclass(frozen=True)
+class SpellOutlook:
+    """One context's learned figures: its window and what the history expects of it, per spell."""
+
+    window_s: float
+    median_spell_s: float
+    saved_gpu_min: float
+    wakeups: float
+    spells: int
+
+
+def _duration(seconds: float) -> str:
+    minutes = int(round(seconds / 60.0))
+    return f"{minutes // 60} h {minutes % 60} m" if minutes >= 60 else f"{minutes} min"
+
+
+def _band_name(band: int, edges: Sequence[float]) -> str:
+    lows = [0.0, *edges]
+    if band >= len(edges):
+        return f">= {lows[band]:.0%}"
+    return f"{lows[band]:.0%}-{edges[band]:.0%}"
+
+
+@dataclass(frozen=True)
+class SurvivalWindow:
+    """The fitted policy: one outlook per context band, the price it was fitted for."""
+
+    price_gpu_min: float
+    outlooks: tuple[SpellOutlook, ...]
+    lookback_s: float = LOOKBACK_S
+    edges: tuple[float, ...] = SHARE_EDGES
+
+    def __call__(self, runs: pd.DataFrame) -> np.ndarray:
+        if runs.empty:
+            return np.zeros(0)
+        windows = np.array([o.window_s for o in self.outlooks], dtype=float)
+        chosen: np.ndarray = windows[context_band(runs, self.lookback_s, self.edges)]
+        return chosen
+
+    def why(self, runs: pd.DataFrame) -> list[str]:
+        """Per run, what the policy expected: how long spells like it last, what stopping saves and costs."""
+        out = []
+        for band in context_band(runs, self.lookback_s, self.edges):
+            o = self.outlooks[band]
+            after = f"spells after {_band_name(int(band), self.edges)} of the last {self.lookback_s / 3600:g} h idle"
+            like = (f"{after} last {_duration(o.median_spell_s)} at the median ({o.spells} seen)"
+                    if math.isfinite(o.median_spell_s) else f"{after}: more than half outlast the history "
+                    f"({o.spells} seen)")
+            if math.isfinite(o.window_s):
+                out.append(f"{like}; stopping after {o.window_s / 60:g} min saves {o.saved_gpu_min:.1f} GPU-min "
+                           f"for {o.wakeups:.2f} expected wake-ups at {self.price_gpu_min:g} GPU-min each")
+            else:
+                out.append(f"{like}; no stop time saves more than its wake-ups cost at "
+                           f"{self.price_gpu_min:g} GPU-min each: never")
+        return out
+
+
+def _median_spell_s(length: np.ndarray, ended: np.ndarray) -> float:
+    """Kaplan-Meier median of spell lengths; spells cut by missing data or the end are censored."""
+    if len(length) == 0:
+        return math.nan
+    order = np.argsort(length, kind="mergesort")
+    t, event = length[order], ended[order]
+    at_risk = len(t) - np.arange(len(t))
+    survival = np.cumprod(np.where(event, 1.0 - 1.0 / at_risk, 1.0))
+    below = np.flatnonzero(survival <= 0.5)
+    return float(t[below[0]]) if len(below) else math.inf
+
+
+def fit_survival(runs: pd.DataFrame, *, price_gpu_min: float, history: Outcomes | None = None,
+                 mask: np.ndarray | None = None, shrink: float = SHRINK_SPELLS,
+                 lookback_s: float = LOOKBACK_S, edges: Sequence[float] = SHARE_EDGES) -> SurvivalWindow:
+    """Fit on the runs where ``mask`` holds (all by default); ``history``: :func:`outcomes` of ``runs``."""
+    if price_gpu_min < 0:
+        raise ValueError("price_gpu_min must be >= 0")
+    seen = history if history is not None else outcomes(runs)
+    chosen = np.ones(len(runs), dtype=bool) if mask is None else np.asarray(mask, dtype=bool)
+    # A spell still open at the end of the history has not told yet whether its end wakes the
+    # workload: it counts toward the median (censored), not toward what a stop saved or cost.
+    use = chosen & (runs["ended_by"].to_numpy() != "end") if len(runs) else chosen
+    bands = context_band(runs, lookback_s, edges)
+    value = seen.saved_gpu_min - price_gpu_min * seen.wakeups  # window x run
+    n_all = int(use.sum())
+    pooled = value[:, use].mean(axis=1) if n_all else np.zeros(len(seen.windows_s))
+    pooled_saved = seen.saved_gpu_min[:, use].mean(axis=1) if n_all else pooled
+    pooled_wakes = seen.wakeups[:, use].mean(axis=1) if n_all else pooled
+    length = runs["length"].to_numpy(dtype=float)
+    ended = (runs["ended_by"].to_numpy() == "active") if len(runs) else np.zeros(0, dtype=bool)
+    outlooks = []
+    for band in range(len(edges) + 1):
+        here = use & (bands == band)
+        n = int(here.sum())
+        if n + shrink <= 0:  # a band never seen, unshrunk: the whole history speaks for it
+            here, n = use, n_all
+        score = (value[:, here].sum(axis=1) + shrink * pooled) / max(n + shrink, 1e-9)
+        j = len(score) - 1 - int(np.argmax(score[::-1]))  # ties: the later stop, fewer wake-ups
+        saved = (seen.saved_gpu_min[j, here].sum() + shrink * pooled_saved[j]) / max(n + shrink, 1e-9)
+        wakes = (seen.wakeups[j, here].sum() + shrink * pooled_wakes[j]) / max(n + shrink, 1e-9)
+        spells = chosen & (bands == band)
+        if not spells.any():
+            spells = chosen
+        outlooks.append(SpellOutlook(seen.windows_s[j], _median_spell_s(length[spells], ended[spells]),
+                                     float(saved), float(wakes), int((chosen & (bands == band)).sum())))
+    return SurvivalWindow(float(price_gpu_min), tuple(outlooks), float(lookback_s), tuple(float(e) for e in edges))

@@ -95,20 +95,13 @@ def _command_section(path: str, command: Any) -> list[str]:
 
 def cli_reference() -> str:
     """Every command and sub-command with its help and options, in the order ``gpuaas --help`` lists them."""
-    from typer.core import TyperGroup
-
     from gpuaas.cli._common import EXIT_CODES_HELP
     from gpuaas.cli.app import COMMANDS, _load
 
     lines = [_HEADER + "# Command-line reference", "", EXIT_CODES_HELP, "",
              "`--wide` (every column of every table) is accepted before or after any sub-command.", ""]
     for name in COMMANDS:
-        command = _load(name)
-        if isinstance(command, TyperGroup):
-            for sub_name, sub in command.commands.items():
-                lines += _command_section(f"gpuaas {name} {sub_name}", sub)
-        else:
-            lines += _command_section(f"gpuaas {name}", command)
+        lines += _command_section(f"gpuaas {name}", _load(name))
     return "\n".join(lines).rstrip() + "\n"
 
 

@@ -33,18 +33,35 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "reclaim": ("reclaim_cmd", "reclaim"),
     "undo": ("reclaim_cmd", "undo"),
     "rebalance": ("rebalance_cmd", "rebalance"),
-    "plan": ("plan_cmd", "app"),
+    "plan deadlines": ("deadlines_cmd", "deadlines"),
+    "plan quotas": ("plan_quotas_cmd", "quotas"),
     "cost-report": ("cost_report_cmd", "cost_report"),
     "incident": ("incident_cmd", "incident"),
-    "audit": ("audit_cmd", "app"),
+    "audit list": ("audit_cmd", "list_"),
     "capacity": ("capacity_cmd", "capacity"),
     "loadtest": ("loadtest_cmd", "loadtest"),
-    "replay": ("replay_cmd", "app"),
-    "cluster": ("cluster_cmd", "app"),
-    "config": ("config_cmd", "app"),
-    "db": ("db_cmd", "app"),
+    "replay reclaim": ("replay_cmd", "reclaim"),
+    "replay rebalance": ("replay_rebalance_cmd", "rebalance"),
+    "replay deadlines": ("replay_deadlines_cmd", "deadlines"),
+    "cluster up": ("cluster_cmd", "up"),
+    "cluster down": ("cluster_cmd", "down"),
+    "config check": ("config_cmd", "check"),
+    "config tenant-rules": ("config_cmd", "tenant_rules"),
+    "db upgrade": ("db_cmd", "upgrade"),
+    "db status": ("db_cmd", "status"),
 }
-"""Command name -> (module in ``gpuaas.cli``, its command function or Typer ``app``), in the order help lists them."""
+"""Every command, by its words after ``gpuaas`` -> (module in ``gpuaas.cli``, its function), in the order help
+lists them. The one way a command is registered: a group (``plan``, ``replay``...) is the first word of its
+commands, with its help in ``GROUPS``."""
+
+GROUPS: dict[str, str] = {
+    "plan": "Plan deadlines and quotas (reads only; never writes).",
+    "audit": "Read the append-only audit log.",
+    "replay": "Replay policies on recorded traces.",
+    "cluster": "Run the embedded GPU cluster (API server, Kueue, Prometheus, OpenCost).",
+    "config": "Check configuration and policy files.",
+    "db": "Manage the gpuaas database (SQLite or PostgreSQL).",
+}
 
 _WIDE_HELP = "Every column of every table, however wide; by default columns that do not fit the terminal are left out."
 
@@ -85,46 +102,57 @@ def _short_help(name: str) -> str:
     for node in tree.body:
         if isinstance(node, ast.FunctionDef) and node.name == attr:
             return (ast.get_docstring(node) or "").split("\n\n")[0].replace("\n", " ")
-        if isinstance(node, ast.Assign) and any(isinstance(t, ast.Name) and t.id == attr for t in node.targets):
-            call = node.value
-            if isinstance(call, ast.Call):
-                for kw in call.keywords:
-                    if kw.arg == "help" and isinstance(kw.value, ast.Constant):
-                        return str(kw.value.value)
     return ""
 
 
 @cache
 def _load(name: str) -> click.Command:
+    """The command ``name`` (its words after ``gpuaas``), its module imported."""
     module, attr = COMMANDS[name]
-    target = getattr(importlib.import_module(f"gpuaas.cli.{module}"), attr)
-    if isinstance(target, typer.Typer):
-        command: click.Command = typer.main.get_group(target)
-    else:
-        single = typer.Typer(add_completion=False)
-        single.command(name)(target)
-        command = typer.main.get_command(single)
-    command.name = name
+    word = name.split()[-1]
+    single = typer.Typer(add_completion=False)
+    single.command(word)(getattr(importlib.import_module(f"gpuaas.cli.{module}"), attr))
+    command = typer.main.get_command(single)
+    command.name = word
     return _accept_wide(command)
 
 
 class _Pending(TyperCommand):
-    """A sub-command not imported yet: its name and help line for the command list; parsing loads it."""
+    """A command not imported yet: its name and help line for the command list; parsing loads it."""
+
+    def __init__(self, key: str) -> None:
+        super().__init__(key.split()[-1], short_help=_short_help(key))
+        self.key = key
 
     def make_context(self, info_name: str | None, args: list[str], parent: click.Context | None = None,
                      **extra: Any) -> click.Context:
-        assert self.name is not None
-        return _load(self.name).make_context(info_name, args, parent=parent, **extra)
+        return _load(self.key).make_context(info_name, args, parent=parent, **extra)
 
 
 class _LazyGroup(TyperGroup):
+    """The commands under ``prefix`` (none: the top level), listed from ``COMMANDS`` without importing them."""
+
+    prefix: tuple[str, ...] = ()
+
     def list_commands(self, ctx: click.Context) -> list[str]:
-        return [*COMMANDS, *super().list_commands(ctx)]
+        depth = len(self.prefix)
+        words = [tuple(key.split()) for key in COMMANDS]
+        return list(dict.fromkeys(w[depth] for w in words if w[:depth] == self.prefix and len(w) > depth))
 
     def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
-        if cmd_name in COMMANDS:
-            return _Pending(cmd_name, short_help=_short_help(cmd_name))
-        return super().get_command(ctx, cmd_name)
+        key = " ".join((*self.prefix, cmd_name))
+        if key in COMMANDS:
+            return _Pending(key)
+        if key in GROUPS:
+            return _group(key)
+        return None
+
+
+@cache
+def _group(key: str) -> click.Command:
+    group = _LazyGroup(name=key.split()[-1], help=GROUPS[key], no_args_is_help=True)
+    group.prefix = tuple(key.split())
+    return _accept_wide(group)
 
 
 app = typer.Typer(

@@ -11,8 +11,6 @@ import typer
 from gpuaas.cli._common import OutputFormat, fail, print_json, print_table, settings_or_exit
 from gpuaas.store import AuditEntry, open_store
 
-app = typer.Typer(help="Read the append-only audit log.", no_args_is_help=True)
-
 _UNITS = {"s": "seconds", "m": "minutes", "h": "hours", "d": "days", "w": "weeks"}
 
 
@@ -43,7 +41,6 @@ def entry_to_dict(entry: AuditEntry) -> dict[str, object]:
     return {key: data.get(key) for key in _FIELDS}
 
 
-@app.command("list")
 def list_(
     since: Annotated[str | None, typer.Option(help="Only rows newer than this: 2h, 7d, or an ISO time.")] = None,
     until: Annotated[str | None, typer.Option(help="Only rows older than this (same forms as --since).")] = None,

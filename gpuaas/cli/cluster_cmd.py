@@ -33,10 +33,7 @@ from gpuaas.cli._common import console, err_console, fail, progress, settings_or
 from gpuaas.cli._foreground import held, write_env_file
 from gpuaas.errors import GpuaasError
 
-__all__ = ["app"]
-
-app = typer.Typer(help="Run the embedded GPU cluster (API server, Kueue, Prometheus, OpenCost).",
-                  no_args_is_help=True)
+__all__ = ["down", "up"]
 
 PID_FILE = "cluster.pid"
 
@@ -79,7 +76,6 @@ def _read_pid(path: Path) -> int | None:
         return None
 
 
-@app.command()
 def up(
     scenario: Annotated[Path | None, typer.Option("--scenario", help="Scenario YAML (default: built-in demo).")] = None,
     kubeconfig: Annotated[Path | None, typer.Option(help="Where to write the kubeconfig.")] = None,
@@ -191,7 +187,6 @@ def _pid_paths(cluster_dir: Path, env_file: Path | None) -> list[Path]:
     return [pid_path, cluster_dir / TRIAL_DATA_DIR / "cluster" / PID_FILE] if env_file is not None else [pid_path]
 
 
-@app.command()
 def down(timeout: Annotated[float, typer.Option(help="Seconds to wait for it to stop.")] = 30.0) -> None:
     """Stop the embedded cluster started by 'gpuaas cluster up'."""
     settings = settings_or_exit()

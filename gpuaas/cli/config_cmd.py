@@ -11,10 +11,7 @@ from gpuaas.cli._common import OutputFormat, console, fail, print_json
 from gpuaas.errors import ConfigError
 from gpuaas.policy import load_policy
 
-app = typer.Typer(help="Check configuration and policy files.", no_args_is_help=True)
 
-
-@app.command("check")
 def check(
     file: Annotated[Path, typer.Argument(help="Policy YAML file to validate.")],
     format: Annotated[OutputFormat, typer.Option("--format", help="Output format.")] = OutputFormat.table,
@@ -35,7 +32,6 @@ def check(
     )
 
 
-@app.command("tenant-rules")
 def tenant_rules(
     file: Annotated[Path, typer.Argument(help="Policy YAML file whose tenants map namespaces.")],
     output: Annotated[Path | None, typer.Option("--output", "-o", help="Write the rules here instead of stdout.")] = None,

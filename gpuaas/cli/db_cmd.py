@@ -2,15 +2,12 @@
 
 from __future__ import annotations
 
-import typer
-
 from gpuaas.cli._common import console, settings_or_exit
 from gpuaas.store import Store, redact_url
 
-app = typer.Typer(help="Manage the gpuaas database (SQLite or PostgreSQL).", no_args_is_help=True)
+__all__ = ["status", "upgrade"]
 
 
-@app.command("upgrade")
 def upgrade() -> None:
     """Create the database if needed and migrate it to the newest schema, in place."""
     settings = settings_or_exit()
@@ -26,7 +23,6 @@ def upgrade() -> None:
         console.print(f"{url}: upgraded schema {before or '(empty)'} -> {after}", highlight=False)
 
 
-@app.command("status")
 def status() -> None:
     """Show the database URL (password hidden) and its schema version."""
     settings = settings_or_exit()

@@ -1,10 +1,10 @@
-"""``gpuaas replay``: replay reclaim policies on a recorded GPU duty-cycle trace.
+"""``gpuaas replay reclaim``: replay reclaim policies on a recorded GPU duty-cycle trace.
 
 Why on the command line: choosing a reclaim window is a trade between GPU-hours and cold
 starts, and the trade should be read off real data before a policy file changes. The
 semantics are those of :mod:`gpuaas.policies.reclaim.replay`. ``--frontier`` walks the trade-off
 (:mod:`gpuaas.policies.analysis.frontier`); ``--from-prometheus`` replays the fleet's own history
-(:mod:`gpuaas.sources.history`) with the same semantics.
+(:mod:`gpuaas.idle_history`) with the same semantics.
 """
 
 from __future__ import annotations
@@ -20,7 +20,6 @@ import typer
 from gpuaas.cli._backtest import fleet_history, print_frontier
 from gpuaas.cli._common import OutputFormat, err_console, fail, print_json, print_table, progress, settings_or_exit
 from gpuaas.cli.audit_cmd import parse_since
-from gpuaas.cli.replay_rebalance_cmd import rebalance
 from gpuaas.errors import ConfigError, GpuaasError
 from gpuaas.policies.analysis import DETECT_MIN
 from gpuaas.policies.analysis import frontier as frontier_rows
@@ -38,14 +37,9 @@ from gpuaas.policies.reclaim import (
 from gpuaas.sources.traces import load_qps, load_utilization
 from reports.frontier import plot_frontier
 
-__all__ = ["app"]
-
-app = typer.Typer(help="Replay policies on recorded traces.", no_args_is_help=True)
+__all__ = ["reclaim"]
 
 
-@app.callback()
-def _group() -> None:
-    """Replay policies on recorded traces (a group, so that ``reclaim`` keeps its name)."""
 
 
 class DutyUnit(str, Enum):
@@ -91,7 +85,6 @@ def _iso(t: float) -> str:
     return datetime.fromtimestamp(float(t), UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
-@app.command("reclaim")
 def reclaim(
     utilization: Annotated[
         list[Path] | None,
@@ -201,10 +194,3 @@ def reclaim(
         print_json(data)
         return
     print_table(f"Reclaim replay, idle <= {threshold:g} %", _COLUMNS, [_row(r) for r in results])
-
-
-app.command("rebalance")(rebalance)
-
-from gpuaas.cli import replay_deadlines_cmd  # noqa: E402  (each replay registers itself in one line)
-
-app.command("deadlines")(replay_deadlines_cmd.deadlines)

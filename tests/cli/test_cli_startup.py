@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from gpuaas.cli.app import COMMANDS, _load, _short_help, app
+from gpuaas.cli.app import COMMANDS, GROUPS, _load, _short_help, app
 
 HEAVY = ("pandas", "scipy", "prefect", "sqlalchemy", "kubernetes", "pydantic", "numpy", "httpx")
 
@@ -29,7 +29,7 @@ def test_help_imports_none_of_the_heavy_libraries() -> None:
 
 @pytest.mark.parametrize("name", list(COMMANDS))
 def test_each_command_loads_and_its_listed_help_is_its_own(name: str) -> None:
-    result = CliRunner().invoke(app, [name, "--help"])
+    result = CliRunner().invoke(app, [*name.split(), "--help"])
     assert result.exit_code == 0, result.output
     command = _load(name)
     assert (command.help or "").split("\n\n")[0].replace("\n", " ").strip() == _short_help(name)
@@ -37,7 +37,11 @@ def test_each_command_loads_and_its_listed_help_is_its_own(name: str) -> None:
 
 def test_help_lists_every_command_and_the_exit_codes() -> None:
     out = CliRunner().invoke(app, ["--help"], terminal_width=200).output
-    assert all(f" {name} " in out for name in COMMANDS)
+    assert all(f" {name.split()[0]} " in out for name in COMMANDS)
+    for group, help_text in GROUPS.items():
+        listed = CliRunner().invoke(app, [group, "--help"], terminal_width=200).output
+        assert help_text in " ".join(listed.split())
+        assert all(f" {key.split()[1]} " in listed for key in COMMANDS if key.split()[0] == group)
     assert "3 degraded" in out
 
 

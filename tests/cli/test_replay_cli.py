@@ -9,7 +9,6 @@ import pytest
 from typer.testing import CliRunner
 
 from gpuaas.cli.app import app as main_app
-from gpuaas.cli.replay_cmd import app
 
 TRACE = Path(__file__).resolve().parents[2] / ".." / "shared" / "fixtures" / "traces" / "alibaba-genai-2026"
 PARTS = [TRACE / "pod_gpu_duty_cycle_part1.csv", TRACE / "pod_gpu_duty_cycle_part2.csv"]
@@ -26,7 +25,7 @@ def util_args() -> list[str]:
 
 
 def test_fixed_json_reproduces_the_bound(util_args: list[str]) -> None:
-    result = runner.invoke(app, ["reclaim", *util_args, "--format", "json"])
+    result = runner.invoke(main_app, ["replay", "reclaim", *util_args, "--format", "json"])
     assert result.exit_code == 0, result.output
     data = json.loads(result.stdout)
     assert KEYS <= data.keys()
@@ -48,7 +47,7 @@ def test_adaptive_json_via_main_app_with_qps(util_args: list[str]) -> None:
 
 
 def test_table_lists_both_rows(util_args: list[str]) -> None:
-    result = runner.invoke(app, ["reclaim", *util_args, "--adaptive"], env={"COLUMNS": "200"})
+    result = runner.invoke(main_app, ["replay", "reclaim", *util_args, "--adaptive"], env={"COLUMNS": "200"})
     assert result.exit_code == 0, result.output
     assert "fixed" in result.stdout and "adaptive" in result.stdout
 
@@ -56,13 +55,13 @@ def test_table_lists_both_rows(util_args: list[str]) -> None:
 def test_malformed_csv_exits_1_naming_file_and_column(tmp_path: Path) -> None:
     bad = tmp_path / "broken.csv"
     bad.write_text("value,timestamp_anon,container_ip\n12,1662858720,p\nbusy,1662858780,p\n")
-    result = runner.invoke(app, ["reclaim", "--utilization", str(bad), "--format", "json"])
+    result = runner.invoke(main_app, ["replay", "reclaim", "--utilization", str(bad), "--format", "json"])
     assert result.exit_code == 1
     assert "broken.csv" in result.stderr and "value" in result.stderr and "line 3" in result.stderr
     assert result.stdout == ""
 
 
 def test_missing_file_exits_1(tmp_path: Path) -> None:
-    result = runner.invoke(app, ["reclaim", "--utilization", str(tmp_path / "nope.csv")])
+    result = runner.invoke(main_app, ["replay", "reclaim", "--utilization", str(tmp_path / "nope.csv")])
     assert result.exit_code == 1
     assert "nope.csv: no such file" in result.stderr

@@ -22,7 +22,7 @@ from gpuaas.store import Store, open_store
 pytestmark = [pytest.mark.real]
 
 # team-a (8 GPUs, lends all) and team-b (4 GPUs, borrows nothing) in cohort c: team-b's 8-GPU job waits.
-# team-c (2 GPUs, no cohort) runs a Deployment and a StatefulSet of one 1-GPU replica each.
+# team-c (2 GPUs, no cohort) runs a Deployment (serving 2 requests/s) and a StatefulSet of one 1-GPU replica each.
 CONFORMANCE: dict[str, Any] = {
     "name": "conformance",
     "flavors": [{"name": "h100"}],
@@ -43,7 +43,8 @@ CONFORMANCE: dict[str, Any] = {
         {"name": "nb", "kind": "Notebook", "tenant": "team-a"},
         {"name": "isvc", "kind": "InferenceService", "tenant": "team-a",
          "serving": {"model_name": "m", "requests_per_second": {"profile": "constant", "value": 0}}},
-        {"name": "dep", "kind": "Deployment", "tenant": "team-c"},
+        {"name": "dep", "kind": "Deployment", "tenant": "team-c",
+         "serving": {"model_name": "dep-m", "requests_per_second": {"profile": "constant", "value": 2}}},
         {"name": "sts", "kind": "StatefulSet", "tenant": "team-c"},
     ],
 }

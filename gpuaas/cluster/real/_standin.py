@@ -53,7 +53,7 @@ from gpuaas.cluster.real._kubeapi import KubeHTTP, path_of
 from gpuaas.quantity import GPU
 from gpuaas.sources._kube_kueue import pod_spec_gpus
 
-__all__ = ["BoundPod", "PodStandIn", "desired_pods"]
+__all__ = ["BoundPod", "PodStandIn", "desired_pods", "owner_reference"]
 
 _OWNED = {"Job": "batch/v1", "RayCluster": "ray.io/v1", "Deployment": "apps/v1", "StatefulSet": "apps/v1"}
 # Kinds whose template Kueue's webhook marks ``pod-suspending-parent``: their pods are created gated.

@@ -16,21 +16,20 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any, Protocol
 
-from gpuaas.cluster._opencost_ledger import AllocationKey, CostLedger
-from gpuaas.cluster._scenario_objects import GPU, node_names
+from gpuaas.cluster._opencost_ledger import CostLedger
+from gpuaas.cluster._pod_series import PodSeries, held_by_pod
+from gpuaas.cluster._scenario_objects import GPU
 from gpuaas.cluster._telemetry_kueue import quantity
 from gpuaas.cluster.clock import Clock
-from gpuaas.cluster.opencost import opencost_samples
 from gpuaas.cluster.scenario import (
     Instance,
-    NodePool,
     Scenario,
     WorkloadKind,
     fleet_objects,
     instances,
     workload_objects,
 )
-from gpuaas.cluster.telemetry import HeldGpu, Sample, ServingCounters, TelemetryGenerator, container_name, kueue_samples
+from gpuaas.cluster.telemetry import HeldGpu, Sample, TelemetryGenerator, container_name, kueue_samples
 
 __all__ = ["KueueLike", "Simulation", "StoreLike"]
 
@@ -63,30 +62,6 @@ class _Running:
     finished: bool = False
 
 
-_CONTROLLER_KIND = {
-    WorkloadKind.DEPLOYMENT: "deployment",
-    WorkloadKind.STATEFUL_SET: "statefulset",
-    WorkloadKind.NOTEBOOK: "statefulset",
-    WorkloadKind.INFERENCE_SERVICE: "deployment",
-    WorkloadKind.RAY_CLUSTER: "raycluster",
-    WorkloadKind.WORKLOAD: "job",
-}
-
-
-def _controller(inst: Instance) -> tuple[str, str]:
-    """(controller, controllerKind) as OpenCost derives them from the pod's owner chain."""
-    suffix = "-predictor" if inst.spec.kind is WorkloadKind.INFERENCE_SERVICE else ""
-    return inst.name + suffix, _CONTROLLER_KIND[inst.spec.kind]
-
-
-def _pods(held: dict[tuple[str, int], HeldGpu]) -> dict[tuple[str, str, str], list[int]]:
-    """GPU indices per ``(namespace, pod, node)``, sorted."""
-    by_pod: dict[tuple[str, str, str], list[int]] = defaultdict(list)
-    for (node, idx), h in sorted(held.items()):
-        by_pod[(h.namespace, h.pod, node)].append(idx)
-    return by_pod
-
-
 class Simulation:
     """Drives one scenario on a store and a Kueue controller, under an injected clock."""
 
@@ -105,12 +80,9 @@ class Simulation:
         self._next = 0
         self._by_owner: dict[tuple[str, str], Instance] = {}
         self._running: dict[tuple[str, str], _Running] = {}
-        self._serving: dict[tuple[str, str], ServingCounters] = {}
-        self._keys: dict[tuple[str, str, str], AllocationKey] = {}
-        self._pools: dict[str, NodePool] = {n: p for p in scenario.pools for n in node_names(p)}
-        self._uuids = {(g.node, g.index): g.uuid for g in self.telemetry.gpus}
         self._lq_to_cq = {(t.ns, t.lq): t.cq for t in scenario.tenants}
         self.provider_ids: dict[str, str] = {}
+        self.series = PodSeries(scenario, {(g.node, g.index): g.uuid for g in self.telemetry.gpus}, self.provider_ids)
         self.current: list[Sample] = []
         self.installed = False
         self._pending_at: tuple[str, dict[tuple[str, str], float]] | None = None  # (store rv, requests)
@@ -187,22 +159,10 @@ class Simulation:
 
     def _samples(self, now: datetime, held: dict[tuple[str, int], HeldGpu]) -> list[Sample]:
         ts = now.timestamp()
-        dt = now - self.last
         out = self.telemetry.gpu_samples(now, held)
-        pods: dict[tuple[str, str], HeldGpu] = {(h.namespace, h.pod): h for h in held.values()}
-        per_instance: dict[str, int] = defaultdict(int)
-        for h in pods.values():
-            if h.instance is not None:
-                per_instance[h.instance.name] += 1
-        for (ns, pod), h in sorted(pods.items()):
-            if h.instance is None or h.instance.spec.serving is None or h.instance.spec.drop_telemetry:
-                continue
-            counters = self._serving.setdefault((ns, pod), ServingCounters(h.instance.spec.serving, ns, pod))
-            counters.advance(now, dt, now - h.started, per_instance[h.instance.name])
-            out.extend(counters.samples(ts))
+        out.extend(self.series.serving(now, now - self.last, held))
         out.extend(kueue_samples(self.store.list("ClusterQueue"), ts, self._pending_requests()))
-        keys = [self._key(held[(node, idx[0])], node, idx) for (_, _, node), idx in sorted(_pods(held).items())]
-        out.extend(opencost_samples(self.scenario, self.provider_ids, keys, ts))
+        out.extend(self.series.opencost(held, ts))
         return out
 
     def _pending_requests(self) -> dict[tuple[str, str], float]:
@@ -230,30 +190,9 @@ class Simulation:
                     pending[(cq, GPU)] += quantity(req.get(GPU)) * int(ps.get("count", 1))
         return dict(pending)
 
-    def _key(self, held: HeldGpu, node: str, indices: list[int]) -> AllocationKey:
-        cache_key = (held.namespace, held.pod, node)
-        key = self._keys.get(cache_key)
-        if key is None:
-            pool = self._pools[node]
-            inst = held.instance
-            controller, controller_kind = _controller(inst) if inst else ("", "")
-            labels = {"app": inst.name, **inst.spec.labels} if inst else {}
-            annotations = dict(inst.spec.annotations) if inst else {}
-            key = AllocationKey(
-                cluster=self.scenario.cluster, node=node, namespace=held.namespace, pod=held.pod,
-                container=held.container, controller=controller, controller_kind=controller_kind,
-                provider_id=self.provider_ids.get(node, node), labels=tuple(sorted(labels.items())),
-                annotations=tuple(sorted(annotations.items())), gpu_model=pool.gpu_model,
-                gpu_uuids=tuple(self._uuids[(node, i)] for i in sorted(indices)), gpu_price=pool.gpu_hourly_price,
-                cpu_cores=inst.spec.cpu_per_pod if inst else 0.0,
-                ram_bytes=(inst.spec.memory_gib_per_pod if inst else 0.0) * 2**30,
-                cpu_price=pool.cpu_hourly_price, ram_gib_price=pool.ram_gib_hourly_price)
-            self._keys[cache_key] = key
-        return key
-
     def _record_costs(self, now: datetime, held: dict[tuple[str, int], HeldGpu]) -> None:
         """Charge each pod's GPUs for ``(last, now]``, from when the pod started holding them."""
-        for (_, _, node), indices in sorted(_pods(held).items()):
+        for (_, _, node), indices in sorted(held_by_pod(held).items()):
             h = held[(node, indices[0])]
             start = max(self.last, h.started)
             if start >= now:
@@ -262,4 +201,4 @@ class Simulation:
             util = None
             if inst is not None and not inst.spec.drop_telemetry:
                 util = sum(self.telemetry.utilisation(held[(node, i)], now) for i in indices) / len(indices)
-            self.ledger.record(self._key(h, node, indices), start, now, util)
+            self.ledger.record(self.series.key(h, node, indices), start, now, util)

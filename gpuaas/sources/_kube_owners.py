@@ -10,12 +10,13 @@ listed, so no per-object GETs are needed.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import replace
 from typing import Any
 
-from gpuaas.models import ELASTIC_ANNOTATION, Owner, PodGpus
+from gpuaas.models import ELASTIC_ANNOTATION, Owner, PodGpus, Workload
 from gpuaas.sources._kube_kueue import ANNOTATIONS_OF_INTEREST, pod_spec_gpus
 
-__all__ = ["OWNER_KINDS", "parse_owner", "parse_pods"]
+__all__ = ["OWNER_KINDS", "owned_through_pods", "parse_owner", "parse_pods"]
 
 Obj = Mapping[str, Any]
 
@@ -116,4 +117,18 @@ def parse_pods(pods: Iterable[Obj], owners: Iterable[Owner], gpu_resources: Iter
                 root_name=root_name,
             )
         )
+    return out
+
+
+def owned_through_pods(workloads: Iterable[Workload], pods: Iterable[PodGpus]) -> list[Workload]:
+    """Workloads owned by a pod, given the pod's root owner when it is one of ``OWNER_KINDS``.
+
+    Kueue's pod integration (a Deployment's pods) makes one Workload per pod, owned by the pod; the
+    object a team scales, and gpuaas stops, is the Deployment at the root of the pod's owner chain.
+    A pod that is not running (gated, say) is not in ``pods``: its Workload keeps the pod as owner."""
+    roots = {(p.namespace, p.pod): (p.root_kind, p.root_name) for p in pods}
+    out = []
+    for wl in workloads:
+        kind, name = roots.get((wl.namespace, wl.owner_name or ""), (None, None)) if wl.owner_kind == "Pod" else (None, None)
+        out.append(replace(wl, kind=kind, owner_kind=kind, owner_name=name) if kind in OWNER_KINDS and name else wl)
     return out

@@ -26,7 +26,7 @@ from gpuaas.sources._kube_kueue import (
     parse_workload,
     pod_spec_gpus,
 )
-from gpuaas.sources._kube_owners import parse_owner, parse_pods
+from gpuaas.sources._kube_owners import owned_through_pods, parse_owner, parse_pods
 
 if TYPE_CHECKING:
     from kubernetes import client
@@ -172,7 +172,7 @@ def _read(lister: KubeLister, gpu_resources: tuple[str, ...]) -> KubeState:
     pods = _parsed("Pod", url, lambda ps: parse_pods(ps, owners, gpu_resources), results["pods/v1"] or [])
 
     local_queues = tuple(_parsed("LocalQueue", url, parse_local_queue, o) for o in kueue.get("localqueues", []))
-    workloads = with_cluster_queues(kueue.get("workloads", []), local_queues)
+    workloads = with_cluster_queues(owned_through_pods(kueue.get("workloads", []), pods), local_queues)
     return KubeState(
         kueue_version=version,
         cluster_queues=tuple(_parsed("ClusterQueue", url, parse_cluster_queue, o) for o in cq_objs),

@@ -22,6 +22,7 @@ from gpuaas.store import Store, open_store
 pytestmark = [pytest.mark.real]
 
 # team-a (8 GPUs, lends all) and team-b (4 GPUs, borrows nothing) in cohort c: team-b's 8-GPU job waits.
+# team-c (2 GPUs, no cohort) runs a Deployment (serving 2 requests/s) and a StatefulSet of one 1-GPU replica each.
 CONFORMANCE: dict[str, Any] = {
     "name": "conformance",
     "flavors": [{"name": "h100"}],
@@ -29,6 +30,7 @@ CONFORMANCE: dict[str, Any] = {
     "tenants": [
         {"name": "team-a", "cohort": "c", "quotas": [{"flavor": "h100", "gpus": 8}]},
         {"name": "team-b", "cohort": "c", "quotas": [{"flavor": "h100", "gpus": 4, "borrowing_limit": 0}]},
+        {"name": "team-c", "quotas": [{"flavor": "h100", "gpus": 2}]},
     ],
     "workloads": [
         {"name": "wl", "kind": "Workload", "tenant": "team-a", "gpus_per_pod": 2},
@@ -41,6 +43,9 @@ CONFORMANCE: dict[str, Any] = {
         {"name": "nb", "kind": "Notebook", "tenant": "team-a"},
         {"name": "isvc", "kind": "InferenceService", "tenant": "team-a",
          "serving": {"model_name": "m", "requests_per_second": {"profile": "constant", "value": 0}}},
+        {"name": "dep", "kind": "Deployment", "tenant": "team-c",
+         "serving": {"model_name": "dep-m", "requests_per_second": {"profile": "constant", "value": 2}}},
+        {"name": "sts", "kind": "StatefulSet", "tenant": "team-c"},
     ],
 }
 

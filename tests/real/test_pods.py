@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 
 from gpuaas.cluster.real import KubeHTTP, RealCluster
-from gpuaas.cluster.real._standin import desired_pods
+from gpuaas.cluster.real._standin import desired_pods, owner_reference
 from gpuaas.settings import GpuaasSettings
 from gpuaas.snapshot import collect_snapshot
 from tests.real.conftest import is_true, wait_until, workload_of
@@ -159,3 +159,20 @@ def test_desired_pods_follow_suspend_parallelism_and_worker_replicas() -> None:
     assert Counter(w.podset for w in desired_pods(ray)) == {"head": 1, "g": 2}
     ray["spec"]["workerGroupSpecs"][0]["replicas"] = 0
     assert [w.podset for w in desired_pods(ray)] == ["head"]
+
+
+def test_desired_pods_of_a_deployment_and_a_statefulset_follow_replicas() -> None:
+    template = {"metadata": {"labels": {"app": "d"}}, "spec": {}}
+    dep: dict[str, Any] = {"kind": "Deployment", "metadata": {"name": "d", "uid": "u3"},
+                           "spec": {"replicas": 2, "template": template}}
+    ref = owner_reference(dep)
+    assert ref["kind"] == "ReplicaSet" and ref["name"].startswith("d-") and ref["uid"] != "u3"
+    names = [w.name for w in desired_pods(dep)]
+    assert len(set(names)) == 2 and all(n.startswith(ref["name"] + "-") for n in names)
+    # A new template is a new ReplicaSet: every pod of the old one is replaced.
+    changed = {**dep, "spec": {**dep["spec"], "template": {**template, "spec": {"nodeSelector": {"a": "b"}}}}}
+    assert owner_reference(changed)["uid"] != ref["uid"] and not set(names) & {w.name for w in desired_pods(changed)}
+    assert desired_pods({**dep, "spec": {**dep["spec"], "replicas": 0}}) == []
+    sts: dict[str, Any] = {"kind": "StatefulSet", "metadata": {"name": "s", "uid": "u4"},
+                           "spec": {"replicas": 2, "template": template}}
+    assert [w.name for w in desired_pods(sts)] == ["s-0", "s-1"] and owner_reference(sts)["uid"] == "u4"

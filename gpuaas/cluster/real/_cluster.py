@@ -9,9 +9,9 @@ objects: Kueue creates the Workloads and admits them. A real Prometheus scrapes 
 
 Not run: kube-controller-manager, kube-scheduler and nodes' kubelets. Nodes are API objects with GPU
 capacity and a Ready condition, as in envtest; a stand-in of ours (``_standin.PodStandIn``) creates,
-binds and marks Running the pods of the Jobs and RayClusters Kueue starts, and a loopback exporter
-(``_gpu_exporter``) gives their GPUs dcgm-exporter series. Deployments and StatefulSets, whose
-Workloads Kueue makes from their pods, get no pods and so stay without Workloads.
+binds and marks Running the pods of the Jobs and RayClusters Kueue starts and of the Deployments and
+StatefulSets (gated by Kueue until admitted), and a loopback exporter (``_gpu_exporter``) gives their
+GPUs dcgm-exporter series and the pods OpenCost's metrics (and vLLM's, for a serving workload).
 """
 
 from __future__ import annotations

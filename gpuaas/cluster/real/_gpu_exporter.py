@@ -1,11 +1,15 @@
-"""dcgm-exporter series for the stand-in's pods, scraped by the real backend's Prometheus.
+"""dcgm-exporter, vLLM and OpenCost series for the stand-in's pods, scraped by the real backend's Prometheus.
 
-No GPU exists on the real backend, so the series come from the embedded backend's generator
-(``gpuaas.cluster.telemetry.TelemetryGenerator``): one series set per GPU of the scenario's nodes,
-with the same names and labels; a GPU a Running pod holds (by the stand-in's ``gpu-indices``
-annotation) carries that pod's ``namespace``/``pod``/``container`` and the load of the scenario
-workload the pod belongs to. Samples are computed at each scrape, stamped with the wall clock.
-Only DCGM series: no vLLM or OpenCost series are written on this backend.
+No GPU exists on the real backend, so the series come from the embedded backend's generators
+(``gpuaas.cluster.telemetry.TelemetryGenerator`` and ``gpuaas.cluster._pod_series.PodSeries``):
+one dcgm series set per GPU of the scenario's nodes, with the same names and labels; a GPU a
+Running pod holds (by the stand-in's ``gpu-indices`` annotation) carries that pod's
+``namespace``/``pod``/``container`` and the load of the scenario workload the pod belongs to.
+For those pods, OpenCost's metrics (node prices, ``container_gpu_allocation``, ...,
+``kube_pod_labels``) at the scenario's node pool prices, and for a pod of a serving workload
+its vLLM series, whose counters grow by the scenario's traffic between two scrapes. Samples are
+computed at each scrape, stamped with the wall clock. OpenCost's allocation API is not served
+here: gpuaas reads the same figures from these metrics when no ``opencost_url`` is set.
 """
 
 from __future__ import annotations
@@ -13,7 +17,9 @@ from __future__ import annotations
 from collections.abc import Callable
 from datetime import UTC, datetime
 
+from gpuaas.cluster._pod_series import PodSeries
 from gpuaas.cluster.metrics_server import MetricsServer
+from gpuaas.cluster.real._scenario import real_fleet_objects
 from gpuaas.cluster.real._standin import BoundPod
 from gpuaas.cluster.scenario import Instance, Scenario, instances
 from gpuaas.cluster.telemetry import HeldGpu, Sample, TelemetryGenerator
@@ -34,8 +40,19 @@ class GpuExporter(MetricsServer):
     def __init__(self, scenario: Scenario, bound: Callable[[], list[BoundPod]], seed: int = 0) -> None:
         super().__init__(self.samples, name="gpu-exporter")
         self._generator = TelemetryGenerator(scenario, seed)
+        provider_ids = {o["metadata"]["name"]: o["spec"]["providerID"]
+                        for o in real_fleet_objects(scenario) if o["kind"] == "Node"}
+        self._series = PodSeries(scenario, {(g.node, g.index): g.uuid for g in self._generator.gpus}, provider_ids)
         self._bound = bound
         self._by_name = {(inst.tenant.ns, inst.name): inst for inst in instances(scenario)}
+        self._last: datetime | None = None
 
     def samples(self) -> list[Sample]:
-        return self._generator.gpu_samples(datetime.now(UTC), held_gpus(self._bound(), self._by_name))
+        """Called under the server's lock: one scrape at a time advances the vLLM counters."""
+        now = datetime.now(UTC)
+        held = held_gpus(self._bound(), self._by_name)
+        out = self._generator.gpu_samples(now, held)
+        out.extend(self._series.serving(now, now - (self._last or now), held))
+        out.extend(self._series.opencost(held, now.timestamp()))
+        self._last = now
+        return out

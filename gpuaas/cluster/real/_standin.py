@@ -19,16 +19,29 @@ server (so the API's own validation and the Kueue webhooks see every pod it writ
 * kubelet: the status subresource of a bound pod gets ``phase: Running``, PodScheduled,
   Initialized, ContainersReady and Ready, a ``podIP`` and ``startTime``.
 
+* Deployment controller: a Deployment's ``replicas`` pods, owned by the ReplicaSet its controller
+  would name (``<deployment>-<pod-template-hash>``; the ReplicaSet object itself is not created:
+  neither Kueue nor gpuaas reads it). Kueue's webhooks mark the template ``pod-suspending-parent``,
+  so its pod webhook gates each pod (``kueue.x-k8s.io/admission``) and Kueue's pod integration
+  makes one Workload per pod; a gated pod is bound only once Kueue has admitted it and removed the gate.
+* StatefulSet controller: pods ``<name>-0`` ... owned by the StatefulSet; Kueue's webhook gates them too,
+  and its statefulset integration joins them to the Workload it made for the set.
+* garbage collector: a Workload all of whose owners are pods that no longer exist is deleted (a
+  Deployment's pod-level Workloads, or a StatefulSet's once Kueue has dropped the set as its owner
+  on a scale to zero, when the pods are gone).
+
 It does not run containers, count cpu or memory, honour taints, affinity or topology, finish a
-Job (its pods run until the Job is suspended or deleted), restart anything, or make pods for
-Deployments, StatefulSets, Notebooks or InferenceServices. Each pass (about one a second) costs
-five list requests and at most ``max_writes`` writes, so a large change converges over a few passes.
+Job (its pods run until the Job is suspended or deleted), restart anything, roll a Deployment out
+(a changed template replaces its pods at once), or make pods for Notebooks or InferenceServices. Each pass (about one a second) costs seven list requests and at most
+``max_writes`` writes, so a large change converges over a few passes.
 """
 
 from __future__ import annotations
 
 import hashlib
+import json
 import threading
+import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -40,9 +53,12 @@ from gpuaas.cluster.real._kubeapi import KubeHTTP, path_of
 from gpuaas.quantity import GPU
 from gpuaas.sources import pod_spec_gpus
 
-__all__ = ["BoundPod", "PodStandIn", "desired_pods"]
+__all__ = ["BoundPod", "PodStandIn", "desired_pods", "owner_reference"]
 
-_OWNED = {"Job": "batch/v1", "RayCluster": "ray.io/v1"}
+_OWNED = {"Job": "batch/v1", "RayCluster": "ray.io/v1", "Deployment": "apps/v1", "StatefulSet": "apps/v1"}
+# Kinds whose template Kueue's webhook marks ``pod-suspending-parent``: their pods are created gated.
+_GATED = ("Deployment", "StatefulSet")
+_HASH_LABEL = "pod-template-hash"
 
 
 @dataclass(frozen=True)
@@ -69,15 +85,37 @@ class BoundPod:
 
 
 def _pod_name(kind: str, job: str, uid: str, podset: str, index: int) -> str:
-    """Names the job's controller would choose: ``<job>-<5 hex>`` (Job), KubeRay's head/worker names."""
+    """Names the job's controller would choose: ``<job>-<5 hex>`` (Job; a Deployment's ``job`` is its
+    ReplicaSet's name), KubeRay's head/worker names."""
     digest = hashlib.sha1(f"{uid}/{podset}/{index}".encode()).hexdigest()[:5]
     if kind == "RayCluster":
         return f"{job}-head-{digest}" if podset == "head" else f"{job}-{podset}-worker-{digest}"
+    if kind == "StatefulSet":
+        return f"{job}-{index}"
     return f"{job}-{digest}"
 
 
+def _template_hash(template: dict[str, Any]) -> str:
+    """A digest of the pod template, standing for the ``pod-template-hash`` of the Deployment controller."""
+    return hashlib.sha1(json.dumps(template, sort_keys=True).encode()).hexdigest()[:10]
+
+
+def owner_reference(job: dict[str, Any]) -> dict[str, Any]:
+    """The controller ``ownerReference`` of the job's pods: the job itself, or a Deployment's ReplicaSet
+    for the current template (its uid derived from the Deployment's, so every pass agrees on it)."""
+    kind, meta = job["kind"], job["metadata"]
+    ref = {"apiVersion": _OWNED[kind], "kind": kind, "name": meta["name"], "uid": meta["uid"],
+           "controller": True, "blockOwnerDeletion": True}
+    if kind == "Deployment":
+        digest = _template_hash((job.get("spec") or {}).get("template") or {})
+        ref.update(kind="ReplicaSet", name=f"{meta['name']}-{digest}",
+                   uid=str(uuid.uuid5(uuid.NAMESPACE_URL, f"{meta['uid']}/{digest}")))
+    return ref
+
+
 def desired_pods(job: dict[str, Any]) -> list[_Wanted]:
-    """The pods a started Job or RayCluster has; none while it is suspended."""
+    """The pods a started Job or RayCluster has (none while it is suspended), or a Deployment's or a
+    StatefulSet's replicas."""
     spec, meta = job.get("spec") or {}, job["metadata"]
     if spec.get("suspend"):
         return []
@@ -85,6 +123,12 @@ def desired_pods(job: dict[str, Any]) -> list[_Wanted]:
     sets: list[tuple[str, int, dict[str, Any]]]
     if kind == "Job":
         sets = [("main", int(spec.get("parallelism", 1)), spec.get("template") or {})]
+    elif kind in _GATED:
+        if kind == "Deployment":
+            ref = owner_reference(job)
+            name, uid = ref["name"], ref["uid"]
+        replicas = spec.get("replicas")
+        sets = [("main", 1 if replicas is None else int(replicas), spec.get("template") or {})]
     else:
         head = (spec.get("headGroupSpec") or {}).get("template") or {}
         sets = [("head", 1, head)] + [(str(g.get("groupName")), int(g.get("replicas") or 0), g.get("template") or {})
@@ -94,9 +138,17 @@ def desired_pods(job: dict[str, Any]) -> list[_Wanted]:
 
 
 def _controller(pod: dict[str, Any]) -> dict[str, Any] | None:
-    """The pod's controller ``ownerReference`` when it is a Job or a RayCluster."""
+    """The pod's controller ``ownerReference`` when it is a Job, a RayCluster or a Deployment's ReplicaSet."""
     return next((ref for ref in pod["metadata"].get("ownerReferences") or []
-                 if ref.get("controller") and ref.get("kind") in _OWNED), None)
+                 if ref.get("controller") and (ref.get("kind") in _OWNED or ref.get("kind") == "ReplicaSet")), None)
+
+
+def _owner(pod: dict[str, Any], ref: dict[str, Any]) -> tuple[str, str]:
+    """(kind, name) of the object the pod was made for: a ReplicaSet stands for its Deployment."""
+    digest = (pod["metadata"].get("labels") or {}).get(_HASH_LABEL, "")
+    if ref["kind"] == "ReplicaSet" and digest and ref["name"].endswith(f"-{digest}"):
+        return "Deployment", ref["name"][: -len(digest) - 1]
+    return ref["kind"], ref["name"]
 
 
 def _placed(namespace: str, name: str, *, spec: dict[str, Any], node: str | None = None,
@@ -130,6 +182,12 @@ def _running(pod_uid: str, now: str, node_ip: str) -> dict[str, Any]:
     ip = _address("10.244", pod_uid)
     return {"phase": "Running", "conditions": conditions, "podIP": ip,
             "podIPs": [{"ip": ip}], "hostIP": node_ip, "startTime": now}
+
+
+def _gated(now: str) -> dict[str, Any]:
+    return {"phase": "Pending", "conditions": [
+        {"type": "PodScheduled", "status": "False", "reason": "SchedulingGated", "lastTransitionTime": now,
+         "message": "Scheduling is blocked due to non-empty scheduling gates"}]}
 
 
 def _unschedulable(now: str, nodes: int) -> dict[str, Any]:
@@ -180,11 +238,14 @@ class PodStandIn:
         nodes = api.list("Node")
         # Items of a list carry no ``kind``: it is set from the list asked for.
         jobs = [{**job, "kind": kind} for kind in _OWNED for job in api.list(kind)]
-        pods = [p for p in api.list("Pod") if _controller(p) is not None]
+        # Listed before the pods: a Workload's owner pod made since is then in the pod list.
+        workloads = api.list("Workload")
+        all_pods = api.list("Pod")
+        pods = [p for p in all_pods if _controller(p) is not None]
         book = NodeBook()
         book.set_nodes(nodes)
         node_ip = {n["metadata"]["name"]: _address("10.0", n["metadata"]["name"]) for n in nodes}
-        by_uid = {j["metadata"]["uid"]: j for j in jobs}
+        by_uid = {owner_reference(j)["uid"]: j for j in jobs}
         existing = {(p["metadata"]["namespace"], p["metadata"]["name"]): p for p in pods}
         for pod in pods:
             node = (pod.get("spec") or {}).get("nodeName")
@@ -203,18 +264,30 @@ class PodStandIn:
                             params={"gracePeriodSeconds": "0"})
                 existing.pop((meta["namespace"], meta["name"]), None)
                 book.release(meta["namespace"], meta["name"])
+        gone = {p["metadata"]["uid"] for p in pods if (p["metadata"]["namespace"], p["metadata"]["name"]) not in existing}
+        self._collect_garbage(workloads, {p["metadata"]["uid"] for p in all_pods} - gone, writes)
         for job in sorted(jobs, key=lambda j: (j["metadata"].get("creationTimestamp", ""), j["metadata"]["name"])):
             for wanted in desired_pods(job):
                 live = existing.get((job["metadata"]["namespace"], wanted.name))
                 if live is None:
                     self._create(job, wanted, book, node_ip, now, writes)
                 elif not (live.get("spec") or {}).get("nodeName"):
-                    self._bind_later(live, book, node_ip, now, writes)
+                    if not live["spec"].get("schedulingGates"):  # a gated pod waits for Kueue
+                        self._bind_later(live, book, node_ip, now, writes)
                 elif (live.get("status") or {}).get("phase") != "Running" and writes.take(1):
                     node = live["spec"]["nodeName"]
                     self._status(live, _running(live["metadata"]["uid"], now, node_ip.get(node, "")))
         with self._lock:
             self._bound = list(_bound_pods(api.list("Pod")))
+
+    def _collect_garbage(self, workloads: list[dict[str, Any]], alive: set[str], writes: _Budget) -> None:
+        """The garbage collector's part: Workloads whose owner pods (uids not in ``alive``) are all gone."""
+        for wl in workloads:
+            meta = wl["metadata"]
+            refs = meta.get("ownerReferences") or []
+            if (refs and all(r.get("kind") == "Pod" for r in refs) and not any(r.get("uid") in alive for r in refs)
+                    and not meta.get("deletionTimestamp") and writes.take()):
+                self.api.request("DELETE", path_of("Workload", meta["namespace"], meta["name"]))
 
     def _create(self, job: dict[str, Any], wanted: _Wanted, book: NodeBook, node_ip: dict[str, str], now: str,
                 writes: _Budget) -> None:
@@ -226,7 +299,8 @@ class PodStandIn:
             spec.setdefault("restartPolicy", "Never")
         placed = _placed(meta["namespace"], wanted.name, spec=spec)
         annotations = dict((template.get("metadata") or {}).get("annotations") or {})
-        if book.place(placed):
+        # Kueue's pod webhook gates these on create: bound later, once admitted.
+        if job["kind"] not in _GATED and book.place(placed):
             book.pods[(placed.namespace, placed.name)] = placed
             spec["nodeName"] = placed.node
             if placed.indices:
@@ -235,14 +309,12 @@ class PodStandIn:
         created = self.api.create({
             "apiVersion": "v1", "kind": "Pod",
             "metadata": {"name": wanted.name, "namespace": meta["namespace"], "labels": labels,
-                         "annotations": annotations, "ownerReferences": [{
-                             "apiVersion": _OWNED[job["kind"]], "kind": job["kind"], "name": meta["name"],
-                             "uid": meta["uid"], "controller": True, "blockOwnerDeletion": True}]},
+                         "annotations": annotations, "ownerReferences": [owner_reference(job)]},
             "spec": spec,
         })
         if created is not None:
             status = (_running(created["metadata"]["uid"], now, node_ip.get(placed.node, "")) if placed.node
-                      else _unschedulable(now, book.count))
+                      else _gated(now) if created["spec"].get("schedulingGates") else _unschedulable(now, book.count))
             self._status(created, status)
 
     def _bind_later(self, pod: dict[str, Any], book: NodeBook, node_ip: dict[str, str], now: str,
@@ -281,6 +353,10 @@ class _Budget:
 def _controller_labels(job: dict[str, Any], podset: str) -> dict[str, str]:
     """Labels the Job controller or KubeRay put on their pods."""
     name, uid = job["metadata"]["name"], job["metadata"]["uid"]
+    if job["kind"] == "Deployment":
+        return {_HASH_LABEL: owner_reference(job)["name"][len(name) + 1:]}
+    if job["kind"] == "StatefulSet":
+        return {}
     if job["kind"] == "Job":
         return {"batch.kubernetes.io/job-name": name, "job-name": name,
                 "batch.kubernetes.io/controller-uid": uid, "controller-uid": uid}
@@ -296,5 +372,6 @@ def _bound_pods(pods: list[dict[str, Any]]) -> Iterator[BoundPod]:
         if ref is None or status.get("phase") != "Running" or not spec.get("nodeName"):
             continue
         started = datetime.fromisoformat(str(status.get("startTime")).replace("Z", "+00:00"))
-        yield BoundPod(meta["namespace"], meta["name"], ref["kind"], ref["name"], spec["nodeName"],
+        kind, name = _owner(pod, ref)
+        yield BoundPod(meta["namespace"], meta["name"], kind, name, spec["nodeName"],
                        _indices(pod), _gpu_container(spec), started)

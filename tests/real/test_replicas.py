@@ -1,0 +1,102 @@
+"""Reclaim by ``replicas: 0`` (Deployment, StatefulSet) against the real kube-apiserver with Kueue's webhooks on.
+
+Scenario (``conftest.CONFORMANCE``): team-c (2 GPUs, no cohort) runs Deployment ``dep`` and StatefulSet ``sts``,
+one 1-GPU replica each, with the queue label. Covers: Kueue's webhooks mark the pod templates and gate the pods
+the stand-in makes; Kueue admits the Deployment's pod through the pod's own Workload and the StatefulSet's
+through the Workload it made for the set, and the pods run; the planner's decision for the idle object names
+the Deployment or StatefulSet (not a Workload); reclaim writes ``replicas: 0`` at the resourceVersion read;
+the pods and their Workloads go; a second apply does not act; the undo puts the replica count back and the
+pods run again; Kueue's statefulset webhook refuses any other change of ``replicas``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from gpuaas.cluster.real import KubeHTTP
+from gpuaas.cluster.real._kubeapi import KubeHTTPError
+from gpuaas.settings import GpuaasSettings
+from gpuaas.store import Store
+from tests.actions.reclaim_scenario import run, undo
+from tests.real.conftest import is_true, wait_until
+from tests.real.test_conformance import _Now, decision
+
+pytestmark = [pytest.mark.real]
+
+C = "team-c"
+SUSPENDING_PARENT = "kueue.x-k8s.io/pod-suspending-parent"
+RECLAIMED = "gpuaas.io/reclaimed"
+KINDS = [("Deployment", "dep"), ("StatefulSet", "sts")]
+
+
+def _made_for(pod: dict[str, Any], kind: str, name: str) -> bool:
+    """A Deployment's pods are owned by its ReplicaSet ``<name>-<pod-template-hash>``, a StatefulSet's by the set."""
+    want = (("ReplicaSet", f"{name}-{pod['metadata'].get('labels', {}).get('pod-template-hash')}")
+            if kind == "Deployment" else (kind, name))
+    return any((r.get("kind"), r.get("name")) == want for r in pod["metadata"].get("ownerReferences") or [])
+
+
+def pods_of(api: KubeHTTP, kind: str, name: str) -> list[dict[str, Any]]:
+    return [p for p in api.list("Pod", C) if _made_for(p, kind, name)]
+
+
+def workloads_of(api: KubeHTTP, kind: str, name: str, pods: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The Workloads owned by the object or by one of its pods."""
+    uids = {p["metadata"]["uid"] for p in pods}
+    return [w for w in api.list("Workload", C) if any(r.get("uid") in uids or (r.get("kind"), r.get("name")) == (kind, name)
+                                                       for r in w["metadata"].get("ownerReferences") or [])]
+
+
+def runs(api: KubeHTTP, kind: str, name: str) -> bool:
+    """One Running pod, no longer gated, and the Workload(s) admitting it hold quota."""
+    pods = pods_of(api, kind, name)
+    held = {w["metadata"]["uid"]: is_true(w, "QuotaReserved") for w in workloads_of(api, kind, name, pods)}
+    return (len(pods) == 1 and (pods[0].get("status") or {}).get("phase") == "Running"
+            and not pods[0]["spec"].get("schedulingGates") and len(held) == 1 and all(held.values()))
+
+
+@pytest.mark.parametrize(("kind", "name"), KINDS)
+def test_kueue_gates_the_pods_and_admits_them(api: KubeHTTP, kind: str, name: str) -> None:
+    template = api.get(kind, name, C)["spec"]["template"]["metadata"]
+    assert template["annotations"][SUSPENDING_PARENT] == kind.lower()  # Kueue's deployment/statefulset webhook
+    wait_until(f"{name}'s pod admitted by Kueue and Running", lambda: runs(api, kind, name), timeout=90)
+    [wl] = workloads_of(api, kind, name, pods_of(api, kind, name))
+    # Kueue's pod integration: a Deployment's pod is a Workload of its own; the set has one Workload.
+    owners = {r["kind"] for r in wl["metadata"]["ownerReferences"]}
+    assert owners == ({"Pod"} if kind == "Deployment" else {"StatefulSet", "Pod"}), owners
+
+
+@pytest.mark.parametrize(("kind", "name"), KINDS)
+def test_reclaim_scales_to_zero_and_undo_restores_the_replicas(
+        settings: GpuaasSettings, store: Store, api: KubeHTTP, kind: str, name: str) -> None:
+    wait_until(f"{name}'s pod admitted by Kueue and Running", lambda: runs(api, kind, name), timeout=90)
+    before = {w["metadata"]["uid"] for w in workloads_of(api, kind, name, pods_of(api, kind, name))}
+    live = api.get(kind, name, C)
+    replicas = live["spec"]["replicas"]
+    d = decision(settings, name)
+    assert (d.kind, d.name) == (kind, name), d
+    assert d.resource_version == live["metadata"]["resourceVersion"]
+    [result] = run(settings, _Now(), store, [d])
+    assert result.result == "applied", result.reason
+    after = api.get(kind, name, C)
+    assert after["spec"]["replicas"] == 0 and RECLAIMED in after["metadata"]["annotations"]
+    assert after["metadata"]["generation"] == live["metadata"]["generation"] + 1
+    wait_until("the pods go and their Workloads with them", lambda: not pods_of(api, kind, name) and not any(
+        w["metadata"]["uid"] in before for w in api.list("Workload", C)), timeout=60)
+    [again] = run(settings, _Now(), store, [d])
+    assert again.result != "applied"  # no double action
+    assert api.get(kind, name, C)["metadata"]["resourceVersion"] == after["metadata"]["resourceVersion"]
+    [restored] = undo(settings, store, [int(result.audit_id)])
+    assert restored.result == "restored", restored.message
+    back = api.get(kind, name, C)
+    assert back["spec"]["replicas"] == replicas and RECLAIMED not in (back["metadata"].get("annotations") or {})
+    wait_until("a new pod admitted and Running after the undo", lambda: runs(api, kind, name), timeout=90)
+
+
+def test_kueue_refuses_to_resize_a_running_statefulset(api: KubeHTTP) -> None:
+    """Only ``N -> 0`` and ``0 -> N`` pass Kueue's statefulset webhook: a reclaim cannot shrink a set."""
+    wait_until("sts's pod admitted by Kueue and Running", lambda: runs(api, "StatefulSet", "sts"), timeout=90)
+    with pytest.raises(KubeHTTPError, match="field is immutable"):
+        api.merge_patch("StatefulSet", "sts", {"spec": {"replicas": 2}}, C)

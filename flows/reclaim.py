@@ -30,7 +30,7 @@ from prefect import flow, get_run_logger
 from flows._outcome import finished
 from flows._snapshot import snapshot_for
 from gpuaas.actions import new_holder
-from gpuaas.models import Snapshot
+from gpuaas.models import Outcome, Snapshot
 from gpuaas.policies.reclaim import adaptive_rules, snapshot_problem
 from gpuaas.policy import Mode
 from gpuaas.settings import GpuaasSettings, load_settings
@@ -76,7 +76,7 @@ def reclaim(apply: bool = False, at: datetime | None = None, undo: list[int] | N
             return busy_outcome({"undo": []}, busy)
         for r in restores:
             logger.info("undo #%s: %s %s", r.audit_id, r.result, r.message)
-        done = [r for r in restores if r.result == "restored"]
+        done = [r for r in restores if r.result == Outcome.restored]
         line = (f"Restored {len(done)} of {len(restores)} reclaims"
                 + (f" (audit {', '.join(str(r.audit_id) for r in done)})." if done else ".")
                 + ("" if len(done) == len(restores) else " The others: see each row's result."))

@@ -15,6 +15,7 @@ from typing import Any
 
 import pandas as pd
 
+from gpuaas.models import Outcome
 from gpuaas.policies.incident import IncidentEvent, IncidentReview
 from reports._format import gpus
 
@@ -24,8 +25,8 @@ __all__ = ["REFUSED", "event_rows", "fleet_rows", "incident_json", "incident_mar
 _LABELS = {"reclaim": ("reclaim", "reclaims"), "quota-plan": ("quota plan", "quota plans"),
            "restore": ("undo", "undos"), "deadline-hold": ("deadline hold", "deadline holds"),
            "deadline-release": ("deadline release", "deadline releases")}
-_RESULT_ORDER = ["applied", "restored", "dry-run", "skipped", "deferred", "failed", "open", "unknown"]
-REFUSED = ("no-op", "skipped", "failed", "unknown")
+_RESULT_ORDER = [Outcome.applied, Outcome.restored, "dry-run", Outcome.skipped, Outcome.deferred, Outcome.failed, "open", Outcome.unknown]
+REFUSED = (Outcome.no_op, Outcome.skipped, Outcome.failed, Outcome.unknown)
 """Undo results that changed nothing (``gpuaas.actions.undo.UndoResult.result``)."""
 _FLEET_ROWS_SHOWN = 24
 
@@ -88,7 +89,7 @@ def undo_line(undo: Sequence[Mapping[str, Any]] | None, busy: str | None = None)
         return f"nothing undone ({busy})"
     if not undo:
         return ""
-    done = sum(1 for u in undo if u["result"] == "restored")
+    done = sum(1 for u in undo if u["result"] == Outcome.restored)
     refused = len(undo) - done
     return f"undo: {done} restored, {refused} refused"
 
@@ -143,7 +144,7 @@ def event_rows(review: IncidentReview) -> list[dict[str, Any]]:
 
 def _known(value: float) -> str:
     text = gpus(value)
-    return "unknown" if text == "-" else text
+    return Outcome.unknown if text == "-" else text
 
 
 def fleet_rows(review: IncidentReview, limit: int | None = _FLEET_ROWS_SHOWN) -> list[dict[str, Any]]:
@@ -175,11 +176,11 @@ def _shortened(review: IncidentReview, rows: list[dict[str, Any]], at: list[pd.T
                limit: int) -> list[dict[str, Any]]:
     keep = {0, len(rows) - 1}
     for column in ("backlog", "pending GPUs", "idle GPUs"):
-        values = [float(r[column]) if r[column] != "unknown" else -math.inf for r in rows]
+        values = [float(r[column]) if r[column] != Outcome.unknown else -math.inf for r in rows]
         if max(values) > -math.inf:
             keep.add(values.index(max(values)))
     for e in review.events:
-        if e.outcome == "applied":
+        if e.outcome == Outcome.applied:
             when = _utc(e.at)
             before = max((i for i, t in enumerate(at) if t <= when), default=0)
             keep.update({before, min(before + 1, len(rows) - 1)})
@@ -226,7 +227,7 @@ def plot_png(review: IncidentReview) -> str | None:
     ax.step(at, fleet["pending_gpus"], where="post", label="pending GPUs", color="#4c78a8", linestyle=":")
     marked = False
     for e in review.events:
-        if e.outcome in ("applied", "restored") and e.action not in ("quota-change",):
+        if e.outcome in (Outcome.applied, Outcome.restored) and e.action not in ("quota-change",):
             ax.axvline(e.at, color="#59a14f", linewidth=0.8, alpha=0.7,  # type: ignore[arg-type]
                        label=None if marked else "gpuaas action applied")
             marked = True
@@ -278,7 +279,7 @@ def _undo_lines(undo: Sequence[Mapping[str, Any]] | None, busy: str | None) -> l
     for u in undo:
         what = f"{u.get('kind')} {u.get('namespace')}/{u.get('name')}" if u.get("namespace") else (
             f"{u.get('kind')} {u.get('name')}" if u.get("kind") else "")
-        if u["result"] == "restored":
+        if u["result"] == Outcome.restored:
             lines.append(f"- undone: `#{u['audit_id']}` {what}: {u['message']}"
                          + (f" (audit #{u['restore_audit_id']})" if u.get("restore_audit_id") else ""))
         else:

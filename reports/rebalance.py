@@ -10,6 +10,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from gpuaas.models import Outcome
 from gpuaas.policies.quotas import CohortDemand, QuotaPlan
 from gpuaas.pushgateway import MetricFamily
 
@@ -24,7 +25,7 @@ class CohortOutcome:
     plan: QuotaPlan | None
     error: str | None = None
     plan_id: int | None = None
-    result: str = "planned"
+    result: Outcome = Outcome.planned
     message: str = ""
     flags: list[str] = field(default_factory=list)
 
@@ -88,8 +89,8 @@ def first_line(outcomes: Sequence[CohortOutcome], mode: str, degraded: str | Non
     if degraded:
         return f"Degraded snapshot ({degraded}): {gpus:g} GPUs of quota planned in {cohorts}, none applied."
     if mode == "apply":
-        moved = sum(o.plan.moved_gpus for o in moving if o.plan is not None and o.result == "applied")
-        applied = [str(o.plan_id) for o in moving if o.result == "applied" and o.plan_id]
+        moved = sum(o.plan.moved_gpus for o in moving if o.plan is not None and o.result == Outcome.applied)
+        applied = [str(o.plan_id) for o in moving if o.result == Outcome.applied and o.plan_id]
         return (f"{moved:g} of {gpus:g} planned GPUs of quota moved in {cohorts}"
                 + (f"; to reverse: gpuaas undo {' '.join(applied)}." if applied else "."))
     return (f"Dry-run: {gpus:g} GPUs of quota would move in {cohorts}; nothing was changed; "
@@ -142,7 +143,7 @@ def rebalance_metrics(outcomes: Sequence[CohortOutcome]) -> list[MetricFamily]:
     quota = MetricFamily("gpuaas_rebalance_planned_quota_gpus", "Nominal GPU quota after the plan", cell)
     demand = MetricFamily("gpuaas_rebalance_demand_gpus", "GPU demand the plan served", cell)
     for o in outcomes:
-        applied.add(1.0 if o.result == "applied" else 0.0, o.cohort)
+        applied.add(1.0 if o.result == Outcome.applied else 0.0, o.cohort)
         if o.plan is None:
             continue
         moved.add(o.plan.moved_gpus, o.cohort)

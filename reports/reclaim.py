@@ -9,7 +9,7 @@ from typing import Any
 import pandas as pd
 
 from gpuaas.actions import ActionResult
-from gpuaas.models import Snapshot
+from gpuaas.models import Outcome, Snapshot
 from gpuaas.policies.reclaim import blind_run_line
 from gpuaas.pushgateway import MetricFamily
 from reports._format import busy_line, counted, duration, source_errors, with_failures
@@ -24,7 +24,7 @@ ASSUMED_GPU_HOURLY_PRICE = 3.0
 def reason_phrase(r: ActionResult) -> str:
     """Why this workload was a target, with its numbers (``idle 1h00m, max activity 0.00 ≤ 0.05``): the decision's
     reason, as its audit row holds it (``gpuaas.phrases``); a skipped or failed action keeps its own reason."""
-    return r.decision.reason if r.result in ("planned", "applied") else r.reason
+    return r.decision.reason if r.result in (Outcome.planned, Outcome.applied) else r.reason
 
 
 def decision_dicts(results: Sequence[ActionResult]) -> list[dict[str, Any]]:
@@ -72,7 +72,7 @@ RESULT_WIDTH = 40
 
 
 def _result_text(r: ActionResult) -> str:
-    if r.result in ("applied", "planned") or not r.reason:
+    if r.result in (Outcome.applied, Outcome.planned) or not r.reason:
         return r.result
     text = f"{r.result}: {r.reason}"
     return text if len(text) <= RESULT_WIDTH else text[:RESULT_WIDTH - 1] + "…"
@@ -166,11 +166,11 @@ def headline(results: Sequence[ActionResult], snapshot: Snapshot, mode: str, bus
     message and the summary artifact's first line, so all three say the same. A failed source comes first."""
     if busy:
         return f"{busy_line(busy)}; the next run decides again."
-    acted = [r for r in results if r.result in ("applied", "planned")]
+    acted = [r for r in results if r.result in (Outcome.applied, Outcome.planned)]
     gpus = sum(r.decision.gpus for r in acted)
     cost, _ = _hourly_cost(acted, snapshot)
     blind = blind_line(results, snapshot)
-    applied = [str(r.audit_id) for r in results if r.result == "applied" and r.audit_id]
+    applied = [str(r.audit_id) for r in results if r.result == Outcome.applied and r.audit_id]
     if not results:
         first = (f"Nothing to reclaim (degraded): {blind}." if blind
                  else f"Nothing to reclaim: no idle GPU workloads among {telemetry_counts(snapshot)[1]}.")
@@ -192,7 +192,7 @@ def summary_markdown(results: Sequence[ActionResult], snapshot: Snapshot, mode: 
     title = f"# gpuaas reclaim ({mode})"
     if busy:
         return f"{headline(results, snapshot, mode, busy)}\n\n{title}\n"
-    acted = [r for r in results if r.result in ("applied", "planned")]
+    acted = [r for r in results if r.result in (Outcome.applied, Outcome.planned)]
     gpus = sum(r.decision.gpus for r in acted)
     idle_hours = sum(r.decision.gpus * r.decision.idle_seconds / 3600 for r in acted)
     _, sources = _hourly_cost(acted, snapshot)

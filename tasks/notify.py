@@ -16,6 +16,8 @@ from typing import Any
 
 import httpx
 
+from gpuaas.models import Outcome
+
 __all__ = ["NOTIFY_HOOKS", "WEBHOOK_BLOCK", "WEBHOOK_ENV", "degraded_reason", "notification", "notify_completion",
            "notify_failure"]
 
@@ -37,7 +39,7 @@ def degraded_reason(result: Any) -> str | None:
         reasons.append(f"degraded snapshot {result.get('snapshot_id')}: {', '.join(failed) or 'a source'} failed")
     if result.get("writes_busy"):
         reasons.append(str(result["writes_busy"]))
-    failed_actions = [d for d in result.get("decisions") or [] if d.get("result") in ("failed", "unknown")]
+    failed_actions = [d for d in result.get("decisions") or [] if d.get("result") in (Outcome.failed, Outcome.unknown)]
     if failed_actions:
         names = ", ".join(f"{d['kind']} {d['namespace']}/{d['name']}" for d in failed_actions[:5])
         reasons.append(f"{len(failed_actions)} actions failed ({names})")

@@ -9,7 +9,7 @@ import pandas as pd
 
 from gpuaas.actions.quotas import apply_quota_plan, recent_quota_changes, recover_quota_plans
 from gpuaas.errors import ConfigError, PolicyError
-from gpuaas.models import Snapshot
+from gpuaas.models import Outcome, Snapshot
 from gpuaas.policies.deadlines import PoolPlan
 from gpuaas.policies.quotas import binding_resources, cohort_demands, deadline_gpus_per_queue, plan_quotas
 from gpuaas.policy import Mode
@@ -61,11 +61,11 @@ def plan_cohorts(settings: GpuaasSettings, snapshot: Snapshot, history: pd.DataF
         try:
             plan = plan_quotas(d.queues, d.limits)
         except (ConfigError, PolicyError) as exc:
-            out.append(CohortOutcome(d.cohort, d, None, error=str(exc), result="no plan"))
+            out.append(CohortOutcome(d.cohort, d, None, error=str(exc), result=Outcome.no_plan))
             continue
         binding = binding_resources(snapshot.quotas, plan.changes, GPU_RESOURCES)
         if binding:
-            out.append(CohortOutcome(d.cohort, d, None, error="; ".join(binding), result="no plan"))
+            out.append(CohortOutcome(d.cohort, d, None, error="; ".join(binding), result=Outcome.no_plan))
             continue
         out.append(CohortOutcome(d.cohort, d, plan, flags=borrowing_flags(d, plan) + plan.notes))
     return out

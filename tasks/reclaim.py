@@ -17,7 +17,7 @@ from gpuaas.actions import (
     undo_entries,
 )
 from gpuaas.errors import ActionRefused, StoreError
-from gpuaas.models import Snapshot
+from gpuaas.models import Outcome, Snapshot
 from gpuaas.policies.reclaim import Decision, GpuEvidence, apply_adaptive, finalize_decisions, find_idle, plan_reclaim
 from gpuaas.policy import Mode
 from gpuaas.pushgateway import delete_metrics, push_metrics
@@ -71,7 +71,7 @@ def act(settings: GpuaasSettings, decisions: list[Decision], mode: Mode, now: da
     with store_and_writer(settings) as (store, writer):
         if mode is Mode.apply:
             recover_interrupted(store, writer, flow_run_id=current_run_id(), now=now)
-        decided = already_decided(store, [d.idempotency_key for d in decisions if d.outcome == "planned"])
+        decided = already_decided(store, [d.idempotency_key for d in decisions if d.outcome == Outcome.planned])
         longest = max((float(d.evidence.get("window_minutes") or 0) for d in decisions), default=0.0)
         restored = recently_restored(store, now - timedelta(minutes=longest))
         final = finalize_decisions(decisions, decided, settings.policy.reclaim.max_actions_per_run,

@@ -18,6 +18,7 @@ from datetime import datetime
 from gpuaas.actions._kube_writer import KubeWriter
 from gpuaas.actions._restore import recover_restores
 from gpuaas.actions.reclaim import FLOW, RECOVERY_LOOKBACK, read_back_stop
+from gpuaas.models import Outcome
 from gpuaas.policy import Mode
 from gpuaas.store import AuditEntry, Store
 
@@ -29,7 +30,7 @@ def _recover_reclaims(store: Store, writer: KubeWriter, flow_run_id: str | None,
     completed = {r.refers_to for r in rows if r.refers_to is not None}
     appended = []
     for intent in rows:
-        if intent.action != "reclaim" or intent.outcome != "planned" or intent.mode != Mode.apply.value:
+        if intent.action != "reclaim" or intent.outcome != Outcome.planned or intent.mode != Mode.apply.value:
             continue
         if intent.id in completed:
             continue
@@ -39,7 +40,7 @@ def _recover_reclaims(store: Store, writer: KubeWriter, flow_run_id: str | None,
             continue
         outcome, why = settled
         reason = (f"recovered: the patch had reached the object before the interruption; {why}"
-                  if outcome == "applied" else f"recovered: the interruption came before the patch landed; {why}")
+                  if outcome == Outcome.applied else f"recovered: the interruption came before the patch landed; {why}")
         appended.append(store.append(AuditEntry(
             flow=FLOW, flow_run_id=flow_run_id, action="reclaim", kind=intent.kind, namespace=intent.namespace,
             name=intent.name, uid=intent.uid, mode=intent.mode, outcome=outcome, reason=reason,

@@ -31,6 +31,7 @@ from gpuaas.actions._patches import differences, left_by_stop, live_values, recl
 from gpuaas.actions._undoing import Undone
 from gpuaas.actions.reclaim import FLOW, RECOVERY_LOOKBACK
 from gpuaas.errors import Conflict, GpuaasError, NotFound
+from gpuaas.models import Outcome
 from gpuaas.store import AuditEntry, Store
 
 __all__ = ["recover_restores", "restore_key", "restore_reclaim", "settle_restore"]
@@ -50,22 +51,22 @@ def _append(store: Store, reclaim: AuditEntry, outcome: str, reason: str, flow_r
     ))
 
 
-def _read_back(writer: KubeWriter, reclaim: AuditEntry) -> tuple[str, str] | None:
+def _read_back(writer: KubeWriter, reclaim: AuditEntry) -> tuple[Outcome, str] | None:
     """Did a restore of ``reclaim`` land? (outcome, why) from the object; None when it cannot be read."""
     try:
         obj = writer.get(reclaim.kind, reclaim.namespace or "", reclaim.name)
     except NotFound:
-        return "failed", "the object is gone"
+        return Outcome.failed, "the object is gone"
     except GpuaasError:
         return None
     mark = reclaimed_by(obj)
     if mark is not None and mark.get("audit_id") == reclaim.id:
-        return "failed", f"the object still carries the annotation of audit #{reclaim.id}: the restore did not land"
+        return Outcome.failed, f"the object still carries the annotation of audit #{reclaim.id}: the restore did not land"
     changed = differences(reclaim.before or {}, obj, "the restore sets")
     if changed:
-        return "skipped", (f"the annotation of audit #{reclaim.id} is gone but {'; '.join(changed)}: "
+        return Outcome.skipped, (f"the annotation of audit #{reclaim.id} is gone but {'; '.join(changed)}: "
                            "changed by someone else, not restored again")
-    return "restored", "the object holds the recorded prior state"
+    return Outcome.restored, "the object holds the recorded prior state"
 
 
 def settle_restore(store: Store, writer: KubeWriter, reclaim: AuditEntry,
@@ -75,15 +76,15 @@ def settle_restore(store: Store, writer: KubeWriter, reclaim: AuditEntry,
     completed = {r.refers_to for r in rows}
     appended = []
     for intent in rows:
-        if intent.outcome != "planned" or intent.id in completed:
+        if intent.outcome != Outcome.planned or intent.id in completed:
             continue
         settled = _read_back(writer, reclaim)
         if settled is None:
             continue  # still unreadable: the next undo or run tries again
         outcome, why = settled
-        reason = (f"recovered: interrupted before the restore reached the object; {why}" if outcome == "failed"
+        reason = (f"recovered: interrupted before the restore reached the object; {why}" if outcome == Outcome.failed
                   else f"recovered: the restore had reached the object before the interruption; {why}"
-                  if outcome == "restored" else f"recovered: {why}")
+                  if outcome == Outcome.restored else f"recovered: {why}")
         appended.append(_append(store, reclaim, outcome, reason, flow_run_id, refers_to=intent.id,
                                 before=intent.before, after=intent.after))
     return appended
@@ -95,7 +96,7 @@ def recover_restores(store: Store, writer: KubeWriter, *, flow_run_id: str | Non
     rows = store.audit(flow=FLOW, since=now - lookback, limit=None)
     completed = {r.refers_to for r in rows if r.refers_to is not None}
     reclaims = {r.refers_to for r in rows
-                if r.action == "restore" and r.outcome == "planned" and r.id not in completed}
+                if r.action == "restore" and r.outcome == Outcome.planned and r.id not in completed}
     appended: list[AuditEntry] = []
     for reclaim_id in sorted(i for i in reclaims if i is not None):
         reclaim = store.get_audit(reclaim_id)
@@ -104,22 +105,22 @@ def recover_restores(store: Store, writer: KubeWriter, *, flow_run_id: str | Non
     return appended
 
 
-def _refusal(reclaim: AuditEntry, obj: dict[str, Any], completions: list[AuditEntry]) -> tuple[str, str] | None:
+def _refusal(reclaim: AuditEntry, obj: dict[str, Any], completions: list[AuditEntry]) -> tuple[Outcome, str] | None:
     """Why this object must not be restored now: (result, message), or None when it may."""
     uid = obj["metadata"].get("uid")
     if reclaim.uid and uid != reclaim.uid:
-        return "skipped", (f"a different object now has this name (uid {reclaim.uid} when reclaimed, {uid} now): "
+        return Outcome.skipped, (f"a different object now has this name (uid {reclaim.uid} when reclaimed, {uid} now): "
                            "not touched")
     mark = reclaimed_by(obj)
     if mark is None or mark.get("audit_id") != reclaim.id:
-        if any(r.outcome in ("skipped", "failed") for r in completions) and not any(
-                r.outcome == "applied" for r in completions):
-            return "no-op", "the reclaim never reached the object: nothing to restore"
-        return "skipped", (f"the object no longer carries the gpuaas.io/reclaimed annotation of audit #{reclaim.id}: "
+        if any(r.outcome in (Outcome.skipped, Outcome.failed) for r in completions) and not any(
+                r.outcome == Outcome.applied for r in completions):
+            return Outcome.no_op, "the reclaim never reached the object: nothing to restore"
+        return Outcome.skipped, (f"the object no longer carries the gpuaas.io/reclaimed annotation of audit #{reclaim.id}: "
                            "changed by someone else, not overwritten")
     changed = differences(left_by_stop(reclaim.after, reclaim.before or {}), obj, "the reclaim left")
     if changed:
-        return "skipped", f"{'; '.join(changed)}: changed after the reclaim, not overwritten"
+        return Outcome.skipped, f"{'; '.join(changed)}: changed after the reclaim, not overwritten"
     return None
 
 
@@ -128,15 +129,15 @@ def restore_reclaim(store: Store, writer: KubeWriter, reclaim: AuditEntry, flow_
     reclaim_id = int(reclaim.id or 0)
     settle_restore(store, writer, reclaim, flow_run_id)
     rows = store.audit(idempotency_key=restore_key(reclaim_id), limit=None)
-    done = [r for r in rows if r.outcome == "restored"]
+    done = [r for r in rows if r.outcome == Outcome.restored]
     if done:
-        return Undone("no-op", f"already restored by audit #{done[0].id}")
+        return Undone(Outcome.no_op, f"already restored by audit #{done[0].id}")
     if reclaim.mode != "apply":
-        return Undone("no-op", "a dry-run decision: nothing was changed")
+        return Undone(Outcome.no_op, "a dry-run decision: nothing was changed")
     completions = [r for r in store.audit(refers_to=[reclaim_id], limit=None) if r.action == "reclaim"]
     intent: AuditEntry | None = None
 
-    def finish(outcome: str, message: str) -> Undone:
+    def finish(outcome: Outcome, message: str) -> Undone:
         """The completion row: of the intent once there is one, else a bare refusal of the undo."""
         row = _append(store, reclaim, outcome, message, flow_run_id,
                       refers_to=intent.id if intent is not None else reclaim_id,
@@ -147,13 +148,13 @@ def restore_reclaim(store: Store, writer: KubeWriter, reclaim: AuditEntry, flow_
         try:
             obj = writer.get(reclaim.kind, reclaim.namespace or "", reclaim.name)
         except NotFound:
-            return finish("skipped", "object deleted")
+            return finish(Outcome.skipped, "object deleted")
         refused = _refusal(reclaim, obj, completions)
         if refused is not None:
-            return Undone(*refused) if refused[0] == "no-op" else finish(*refused)
+            return Undone(*refused) if refused[0] == Outcome.no_op else finish(*refused)
         if intent is None:
             state = {**live_values(reclaim.before or {}, obj), "resourceVersion": obj["metadata"].get("resourceVersion")}
-            intent = _append(store, reclaim, "planned", f"undo of audit #{reclaim_id}", flow_run_id,
+            intent = _append(store, reclaim, Outcome.planned, f"undo of audit #{reclaim_id}", flow_run_id,
                              refers_to=reclaim_id, before=state, after=reclaim.before)
         try:
             patched = writer.patch(reclaim.kind, reclaim.namespace or "", reclaim.name,
@@ -161,15 +162,15 @@ def restore_reclaim(store: Store, writer: KubeWriter, reclaim: AuditEntry, flow_
         except Conflict:
             continue
         except NotFound:
-            return finish("skipped", "object deleted")
+            return finish(Outcome.skipped, "object deleted")
         except INDEFINITE as exc:  # no answer, or a 5xx: the restore may have landed all the same
             settled = _read_back(writer, reclaim)
             if settled is None:
-                return Undone("unknown", f"the PATCH got no usable answer ({str(exc)[:300]}) and the read-back "
+                return Undone(Outcome.unknown, f"the PATCH got no usable answer ({str(exc)[:300]}) and the read-back "
                                          "failed: the next undo or reclaim run settles it from the object")
             outcome, why = settled
             return finish(outcome, f"the response was lost ({str(exc)[:300]}); read back: {why}")
         except GpuaasError as exc:
-            return finish("failed", str(exc)[:500])
-        return finish("restored", f"restored (resourceVersion {patched['metadata'].get('resourceVersion')})")
-    return finish("failed", "409 Conflict twice: the object keeps changing; try again")
+            return finish(Outcome.failed, str(exc)[:500])
+        return finish(Outcome.restored, f"restored (resourceVersion {patched['metadata'].get('resourceVersion')})")
+    return finish(Outcome.failed, "409 Conflict twice: the object keeps changing; try again")

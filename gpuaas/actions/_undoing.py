@@ -6,13 +6,14 @@ from collections.abc import Callable
 from typing import NamedTuple
 
 from gpuaas.actions._kube_writer import KubeWriter
+from gpuaas.models import Outcome
 from gpuaas.store import AuditEntry, Store
 
 __all__ = ["Undoer", "Undone"]
 
 
 class Undone(NamedTuple):
-    result: str
+    result: Outcome
     """restored | no-op | skipped | failed | unknown (the write's answer was lost and could not be read back)"""
     message: str
     audit_id: int | None = None

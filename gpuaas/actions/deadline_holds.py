@@ -24,6 +24,7 @@ from typing import Any
 from gpuaas.actions._kube_writer import KubeWriter
 from gpuaas.actions._undoing import Undone
 from gpuaas.errors import Conflict, GpuaasError, NotFound
+from gpuaas.models import Outcome
 from gpuaas.policies.deadlines import HOLD_ANNOTATION, Nudge, parse_hold, release_is_due
 from gpuaas.policy import Mode
 from gpuaas.store import AuditEntry, Store
@@ -40,7 +41,7 @@ class NudgeResult:
     """What became of one nudge; ``audit_id`` (the hold's intent row) is what ``undo`` takes."""
 
     nudge: Nudge
-    result: str
+    result: Outcome
     """planned | applied | released | deferred | skipped | failed"""
     reason: str
     audit_id: int | None
@@ -91,28 +92,28 @@ def _hold(n: Nudge, store: Store, writer: KubeWriter, mode: Mode, run: str | Non
     try:
         obj = writer.get(KIND, n.namespace, n.name)
     except NotFound:
-        return NudgeResult(n, "skipped", "object deleted", _row(store, n, "skipped", "object deleted", mode, run).id)
+        return NudgeResult(n, Outcome.skipped, "object deleted", _row(store, n, Outcome.skipped, "object deleted", mode, run).id)
     why = not_holdable(obj)
     if why:
-        return NudgeResult(n, "skipped", why, _row(store, n, "skipped", why, mode, run).id)
+        return NudgeResult(n, Outcome.skipped, why, _row(store, n, Outcome.skipped, why, mode, run).id)
     before = {"active": (obj.get("spec") or {}).get("active")}
     after = {"active": False, "release_at": n.release_at.isoformat() if n.release_at else None}
-    intent = _row(store, n, "planned", n.reason, mode, run, before=before, after=after)
+    intent = _row(store, n, Outcome.planned, n.reason, mode, run, before=before, after=after)
     if mode is not Mode.apply:
-        return NudgeResult(n, "planned", n.reason, intent.id)
+        return NudgeResult(n, Outcome.planned, n.reason, intent.id)
     patch = hold_patch(obj, {"audit_id": intent.id, "release_at": after["release_at"], "before": before})
     try:
         patched = writer.patch(KIND, n.namespace, n.name, patch)
     except Conflict:
         why = "409 Conflict: changed while acting; not overwritten, decided again next run"
-        _row(store, n, "skipped", why, mode, run, refers_to=intent.id)
-        return NudgeResult(n, "skipped", why, intent.id)
+        _row(store, n, Outcome.skipped, why, mode, run, refers_to=intent.id)
+        return NudgeResult(n, Outcome.skipped, why, intent.id)
     except GpuaasError as exc:
-        _row(store, n, "failed", str(exc), mode, run, refers_to=intent.id)
-        return NudgeResult(n, "failed", str(exc)[:500], intent.id)
+        _row(store, n, Outcome.failed, str(exc), mode, run, refers_to=intent.id)
+        return NudgeResult(n, Outcome.failed, str(exc)[:500], intent.id)
     done = {**after, "resourceVersion": patched["metadata"].get("resourceVersion")}
-    _row(store, n, "applied", n.reason, mode, run, refers_to=intent.id, before=before, after=done)
-    return NudgeResult(n, "applied", n.reason, intent.id)
+    _row(store, n, Outcome.applied, n.reason, mode, run, refers_to=intent.id, before=before, after=done)
+    return NudgeResult(n, Outcome.applied, n.reason, intent.id)
 
 
 def _release(n: Nudge, store: Store, writer: KubeWriter, run: str | None) -> NudgeResult:
@@ -121,25 +122,25 @@ def _release(n: Nudge, store: Store, writer: KubeWriter, run: str | None) -> Nud
         try:
             obj = writer.get(KIND, n.namespace, n.name)
         except NotFound:
-            return NudgeResult(n, "skipped", "object deleted", None)
+            return NudgeResult(n, Outcome.skipped, "object deleted", None)
         hold = parse_hold((obj["metadata"].get("annotations") or {}).get(HOLD_ANNOTATION))
         if hold is None:
-            return NudgeResult(n, "skipped", "not held by gpuaas (no gpuaas.io/deadline-hold annotation)", None)
+            return NudgeResult(n, Outcome.skipped, "not held by gpuaas (no gpuaas.io/deadline-hold annotation)", None)
         patch = release_patch(obj, hold)
         try:
             patched = writer.patch(KIND, n.namespace, n.name, patch)
         except Conflict:
             if attempt == 2:
-                return NudgeResult(n, "failed", "409 Conflict twice: released next run", None)
+                return NudgeResult(n, Outcome.failed, "409 Conflict twice: released next run", None)
             continue
         except GpuaasError as exc:
-            return NudgeResult(n, "failed", str(exc)[:500], None)
+            return NudgeResult(n, Outcome.failed, str(exc)[:500], None)
         hold_id = hold.get("audit_id") if isinstance(hold.get("audit_id"), int) else None
-        row = _row(store, n, "released", n.reason, Mode.apply, run, refers_to=hold_id,
+        row = _row(store, n, Outcome.released, n.reason, Mode.apply, run, refers_to=hold_id,
                    before={"active": False, "hold": hold},
                    after={"active": patch["spec"]["active"],
                           "resourceVersion": patched["metadata"].get("resourceVersion")})
-        return NudgeResult(n, "released", n.reason, row.id)
+        return NudgeResult(n, Outcome.released, n.reason, row.id)
     raise AssertionError("unreachable")  # pragma: no cover
 
 
@@ -148,7 +149,7 @@ def apply_nudges(nudges: Sequence[Nudge], store: Store, writer: KubeWriter, *, m
     """Releases (any mode), then holds (written only in apply mode); deferred ones are audited."""
     out = []
     for n in nudges:
-        if n.outcome != "planned":
+        if n.outcome != Outcome.planned:
             out.append(NudgeResult(n, n.outcome, n.reason, _row(store, n, n.outcome, n.reason, mode, flow_run_id).id))
         elif n.action == "release":
             out.append(_release(n, store, writer, flow_run_id))
@@ -178,17 +179,17 @@ def due_releases(workloads: Iterable[dict[str, Any]], now: datetime) -> list[Nud
 def undo_hold(store: Store, writer: KubeWriter, row: AuditEntry, flow_run_id: str | None) -> Undone:
     """The ``Undoer`` of a hold (``gpuaas undo ID``): release it, if it is still that hold."""
     if row.mode != Mode.apply.value:
-        return Undone("no-op", "a dry-run decision: nothing was changed")
+        return Undone(Outcome.no_op, "a dry-run decision: nothing was changed")
     n = Nudge("release", row.namespace or "", row.name, f"undo of audit #{row.id}", evidence={"undo": row.id})
     try:
         obj = writer.get(KIND, n.namespace, n.name)
     except NotFound:
-        return Undone("skipped", "object deleted")
+        return Undone(Outcome.skipped, "object deleted")
     hold = parse_hold((obj["metadata"].get("annotations") or {}).get(HOLD_ANNOTATION))
     if not hold or hold.get("audit_id") != row.id:
-        return Undone("no-op", f"not held by audit #{row.id} any more: nothing to undo")
+        return Undone(Outcome.no_op, f"not held by audit #{row.id} any more: nothing to undo")
     done = _release(n, store, writer, flow_run_id)
-    return Undone("restored" if done.result == "released" else done.result, done.reason, done.audit_id)
+    return Undone(Outcome.restored if done.result == Outcome.released else done.result, done.reason, done.audit_id)
 
 
 def undo_holds(store: Store, writer: KubeWriter, audit_ids: Iterable[int], *,
@@ -199,12 +200,12 @@ def undo_holds(store: Store, writer: KubeWriter, audit_ids: Iterable[int], *,
         row = store.get_audit(int(audit_id))
         if row is not None and row.refers_to is not None and row.action == "deadline-hold":
             row = store.get_audit(row.refers_to) or row
-        if row is None or row.action != "deadline-hold" or row.outcome != "planned":
+        if row is None or row.action != "deadline-hold" or row.outcome != Outcome.planned:
             n = Nudge("release", "", "", f"audit #{audit_id} is not a deadline hold")
-            out.append(NudgeResult(n, "no-op", n.reason, None))
+            out.append(NudgeResult(n, Outcome.no_op, n.reason, None))
             continue
         done = undo_hold(store, writer, row, flow_run_id)
         n = Nudge("release", row.namespace or "", row.name, done.message)
-        out.append(NudgeResult(n, "released" if done.result == "restored" else done.result, done.message,
+        out.append(NudgeResult(n, Outcome.released if done.result == Outcome.restored else done.result, done.message,
                                done.audit_id))
     return out

@@ -38,6 +38,7 @@ from gpuaas.actions._kube_writer import KubeWriter
 from gpuaas.actions._quota_patches import gpu_nominal, quota_patch
 from gpuaas.actions._undoing import Undone
 from gpuaas.errors import Conflict, GpuaasError, NotFound
+from gpuaas.models import Outcome
 from gpuaas.policies.quotas import QuotaPlan, plan_to_dict
 from gpuaas.policy import Mode
 from gpuaas.store import AuditEntry, Store
@@ -57,7 +58,7 @@ Moves = dict[str, dict[str, tuple[int, int]]]
 @dataclass(frozen=True)
 class QuotaApplyResult:
     plan_id: int
-    outcome: str
+    outcome: Outcome
     """planned (dry-run) | applied | skipped (degraded, nothing to do) | changed (recompute) | failed"""
     message: str
     patched: list[str] = field(default_factory=list)
@@ -116,7 +117,7 @@ def _move(ctx: _Ctx, moves: Moves, why: str) -> tuple[list[str], str | None]:
             except GpuaasError as exc:
                 return done, f"{queue}: {exc}"[:500]
             rv = (patched.get("metadata") or {}).get("resourceVersion")
-            _row(ctx, CHANGE_ACTION, KIND, queue, "applied" if why == "apply" else "restored",
+            _row(ctx, CHANGE_ACTION, KIND, queue, Outcome.applied if why == "apply" else Outcome.restored,
                  f"{why}: " + ", ".join(f"{f} {a} -> {b}" for f, (a, b) in step.items()),
                  before={f: a for f, (a, _) in step.items()},
                  after={**{f: b for f, (_, b) in step.items()}, "resourceVersion": rv})
@@ -152,40 +153,40 @@ def apply_quota_plan(store: Store, writer: KubeWriter, cohort: str, plan: QuotaP
         before.setdefault(c.queue, {})[c.flavor] = c.before
         after.setdefault(c.queue, {})[c.flavor] = c.after
     ctx = _Ctx(store, writer, 0, cohort, flow_run_id, gpu_resources, manage_limits)
-    intent = _row(ctx, PLAN_ACTION, "Cohort", cohort, "planned",
+    intent = _row(ctx, PLAN_ACTION, "Cohort", cohort, Outcome.planned,
                   f"{plan.moved_gpus} GPUs moved, weighted shortfall {plan.weighted_shortfall_before:g} -> "
                   f"{plan.weighted_shortfall:g}", mode=mode.value, before=before, after=after,
                   evidence={"plan": plan_to_dict(plan), "gpu_resources": list(gpu_resources), **evidence})
     ctx = _Ctx(store, writer, int(intent.id or 0), cohort, flow_run_id, gpu_resources, manage_limits)
 
-    def close(outcome: str, message: str, patched: list[str] | None = None) -> QuotaApplyResult:
+    def close(outcome: Outcome, message: str, patched: list[str] | None = None) -> QuotaApplyResult:
         _row(ctx, PLAN_ACTION, "Cohort", cohort, outcome, message, mode=mode.value)
         return QuotaApplyResult(ctx.plan_id, outcome, message, patched or [])
 
     if mode is not Mode.apply:
-        return QuotaApplyResult(ctx.plan_id, "planned", "dry-run: nothing written")
+        return QuotaApplyResult(ctx.plan_id, Outcome.planned, "dry-run: nothing written")
     if degraded:
-        return close("skipped", f"degraded snapshot ({degraded}): a plan from it is never applied")
+        return close(Outcome.skipped, f"degraded snapshot ({degraded}): a plan from it is never applied")
     # A plan that moves nothing is still checked against the live quotas: a recovery earlier in this run
     # may have rolled an interrupted plan back, and a plan made before that is then stale, not finished.
     for queue, flavors in before.items():
         try:
             now = gpu_nominal(writer.get_cluster_scoped(KIND, queue), gpu_resources)
         except NotFound:
-            return close("changed", f"{queue}: ClusterQueue deleted since the plan; recompute")
+            return close(Outcome.changed, f"{queue}: ClusterQueue deleted since the plan; recompute")
         differ = {f: now.get(f) for f, b in flavors.items() if now.get(f) != b}
         if differ:
             words = ", ".join(f"{f} {flavors[f]} -> {v}" for f, v in differ.items())
-            return close("changed", f"{queue}: quota changed since the plan ({words}); recompute, never forced")
+            return close(Outcome.changed, f"{queue}: quota changed since the plan ({words}); recompute, never forced")
     moves = _plan_moves(plan)
     if not moves:
-        return close("skipped", "nothing to move")
+        return close(Outcome.skipped, "nothing to move")
     done, stopped = _move(ctx, moves, "apply")
     if stopped is None:
-        return close("applied", f"{len(done)} patches, decreases first", done)
+        return close(Outcome.applied, f"{len(done)} patches, decreases first", done)
     rolled, problem = _move(ctx, _landed(moves, len(done)), "rollback")
     message = f"stopped after {len(done)} patches: {stopped}; rolled back {len(rolled)}"
-    return close("failed", message + (f"; rollback stopped: {problem}" if problem else ""), done)
+    return close(Outcome.failed, message + (f"; rollback stopped: {problem}" if problem else ""), done)
 
 
 def recover_quota_plans(store: Store, writer: KubeWriter, *, flow_run_id: str | None, now: datetime,
@@ -195,7 +196,7 @@ def recover_quota_plans(store: Store, writer: KubeWriter, *, flow_run_id: str | 
     closed = {r.refers_to for r in rows if r.action == PLAN_ACTION and r.refers_to is not None}
     out = []
     for intent in rows:
-        if intent.action != PLAN_ACTION or intent.outcome != "planned" or intent.mode != Mode.apply.value:
+        if intent.action != PLAN_ACTION or intent.outcome != Outcome.planned or intent.mode != Mode.apply.value:
             continue
         if intent.id in closed:
             continue
@@ -203,7 +204,7 @@ def recover_quota_plans(store: Store, writer: KubeWriter, *, flow_run_id: str | 
         back: Moves = {}
         foreign = []
         audited = {(r.name, f) for r in rows if r.action == CHANGE_ACTION and r.refers_to == intent.id
-                   and r.outcome == "applied" for f in (r.before or {})}
+                   and r.outcome == Outcome.applied for f in (r.before or {})}
         for queue, flavors in (intent.after or {}).items():
             try:
                 obj = writer.get_cluster_scoped(KIND, queue)
@@ -225,7 +226,7 @@ def recover_quota_plans(store: Store, writer: KubeWriter, *, flow_run_id: str | 
         reason = (f"recovered: the run was interrupted mid-apply; rolled back {len(rolled)} of {len(back)} queues "
                   "that had landed" + (f"; {'; '.join(foreign)}" if foreign else "")
                   + (f"; rollback stopped: {problem}" if problem else ""))
-        out.append(_row(ctx, PLAN_ACTION, "Cohort", intent.name, "failed", reason))
+        out.append(_row(ctx, PLAN_ACTION, "Cohort", intent.name, Outcome.failed, reason))
     return out
 
 
@@ -236,7 +237,7 @@ def _audit_unanswered(ctx: _Ctx, queue: str, obj: Mapping[str, Any], moves: Mapp
     if not moves:
         return
     rv = (obj.get("metadata") or {}).get("resourceVersion")
-    _row(ctx, CHANGE_ACTION, KIND, queue, "applied",
+    _row(ctx, CHANGE_ACTION, KIND, queue, Outcome.applied,
          "recovered: this patch had landed before the interruption (its answer and audit row never came): "
          + ", ".join(f"{f} {frm} -> {to}" for f, (to, frm) in moves.items()),
          before={f: frm for f, (_, frm) in moves.items()},
@@ -246,39 +247,39 @@ def _audit_unanswered(ctx: _Ctx, queue: str, obj: Mapping[str, Any], moves: Mapp
 def undo_quota_plan(store: Store, writer: KubeWriter, intent: AuditEntry, flow_run_id: str | None) -> Undone:
     """The undoer of ``quota-plan``: restore every queue of the plan, or none (naming who changed)."""
     later = store.audit(refers_to=[int(intent.id or 0)], limit=None)
-    if any(r.action == "restore" and r.outcome == "restored" for r in later):
-        return Undone("no-op", "already restored")
+    if any(r.action == "restore" and r.outcome == Outcome.restored for r in later):
+        return Undone(Outcome.no_op, "already restored")
     if intent.mode != Mode.apply.value:
-        return Undone("no-op", "a dry-run plan: nothing was changed")
+        return Undone(Outcome.no_op, "a dry-run plan: nothing was changed")
     closing = [r for r in later if r.action == PLAN_ACTION]
-    if not closing or closing[-1].outcome != "applied":
-        return Undone("no-op", "the plan was not applied (or was rolled back): nothing to restore")
+    if not closing or closing[-1].outcome != Outcome.applied:
+        return Undone(Outcome.no_op, "the plan was not applied (or was rolled back): nothing to restore")
     gpu = _gpu_resources_of(intent)
     ctx = _Ctx(store, writer, int(intent.id or 0), intent.name, flow_run_id, gpu, False)
     # An undo cut off by a crash restored some queues already: those are done, not "changed since".
-    resumed = {(r.name, f) for r in later if r.action == CHANGE_ACTION and r.outcome == "restored"
+    resumed = {(r.name, f) for r in later if r.action == CHANGE_ACTION and r.outcome == Outcome.restored
                and r.reason.startswith("undo") for f in (r.before or {})}
     back: Moves = {}
     for queue, flavors in (intent.after or {}).items():
         try:
             live = gpu_nominal(writer.get_cluster_scoped(KIND, queue), gpu)
         except NotFound:
-            return Undone("skipped", f"{queue}: ClusterQueue deleted; nothing restored")
+            return Undone(Outcome.skipped, f"{queue}: ClusterQueue deleted; nothing restored")
         for f, to in flavors.items():
             frm = (intent.before or {}).get(queue, {}).get(f)
             if frm == to or ((queue, f) in resumed and live.get(f) == frm):
                 continue
             if live.get(f) != to:
-                return Undone("skipped", f"{queue}: {f} quota is {live.get(f)}, not the plan's {to}: someone "
+                return Undone(Outcome.skipped, f"{queue}: {f} quota is {live.get(f)}, not the plan's {to}: someone "
                                          "changed a quota since; nothing restored")
             back.setdefault(queue, {})[f] = (to, frm)
     rolled, problem = _move(ctx, back, "undo")
     if problem:
-        row = _row(ctx, "restore", "Cohort", intent.name, "failed", f"undo stopped after {len(rolled)}: {problem}")
-        return Undone("failed", row.reason, row.id)
-    row = _row(ctx, "restore", "Cohort", intent.name, "restored", f"undo of plan #{intent.id}: {len(rolled)} queues",
+        row = _row(ctx, "restore", "Cohort", intent.name, Outcome.failed, f"undo stopped after {len(rolled)}: {problem}")
+        return Undone(Outcome.failed, row.reason, row.id)
+    row = _row(ctx, "restore", "Cohort", intent.name, Outcome.restored, f"undo of plan #{intent.id}: {len(rolled)} queues",
                key=f"restore/{intent.id}")
-    return Undone("restored", f"restored {len(rolled)} ClusterQueues ({', '.join(rolled)})", row.id)
+    return Undone(Outcome.restored, f"restored {len(rolled)} ClusterQueues ({', '.join(rolled)})", row.id)
 
 
 def _gpu_resources_of(intent: AuditEntry) -> list[str]:
@@ -289,7 +290,7 @@ def recent_quota_changes(store: Store, since: datetime) -> dict[tuple[str, str],
     """(queue, flavor) -> net quota change gpuaas made since ``since`` (applies, rollbacks and undos)."""
     out: dict[tuple[str, str], int] = {}
     for row in store.audit(flow=FLOW, since=since, limit=None):
-        if row.action != CHANGE_ACTION or row.outcome not in ("applied", "restored"):
+        if row.action != CHANGE_ACTION or row.outcome not in (Outcome.applied, Outcome.restored):
             continue
         for f, b in (row.before or {}).items():
             a = (row.after or {}).get(f)

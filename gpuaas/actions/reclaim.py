@@ -40,6 +40,7 @@ from typing import Any
 from gpuaas.actions._kube_writer import INDEFINITE, KubeWriter
 from gpuaas.actions._patches import StopPlan, reclaimed_by, stop_patch, stop_plan, stopped_reason
 from gpuaas.errors import Conflict, GpuaasError, NotFound
+from gpuaas.models import Outcome
 from gpuaas.policies.reclaim import Decision
 from gpuaas.policy import Mode
 from gpuaas.store import AuditEntry, Store
@@ -55,7 +56,7 @@ class ActionResult:
     """What became of one decision; ``audit_id`` is the row to pass to ``undo``."""
 
     decision: Decision
-    result: str
+    result: Outcome
     reason: str
     audit_id: int | None
     method: str | None = None
@@ -94,7 +95,7 @@ def already_decided(store: Store, keys: Iterable[str]) -> dict[str, int]:
     rows: dict[str, list[AuditEntry]] = {}
     for row in store.audit(idempotency_keys=list(keys), limit=None):  # oldest first
         rows.setdefault(str(row.idempotency_key), []).append(row)
-    return {key: int(held[0].id or 0) for key, held in rows.items() if held[-1].outcome in ("planned", "applied")}
+    return {key: int(held[0].id or 0) for key, held in rows.items() if held[-1].outcome in (Outcome.planned, Outcome.applied)}
 
 
 def recently_restored(store: Store, since: datetime) -> dict[tuple[str, str, str], tuple[int, datetime]]:
@@ -105,7 +106,7 @@ def recently_restored(store: Store, since: datetime) -> dict[tuple[str, str, str
     """
     out: dict[tuple[str, str, str], tuple[int, datetime]] = {}
     for row in store.audit(flow=FLOW, since=since, limit=None):
-        if row.action == "restore" and row.outcome == "restored":
+        if row.action == "restore" and row.outcome == Outcome.restored:
             out[(row.kind, row.namespace or "", row.name)] = (int(row.id or 0), row.created_at)
     return out
 
@@ -124,18 +125,18 @@ def _changed(d: Decision, obj: dict[str, Any]) -> str | None:
 
 
 def read_back_stop(writer: KubeWriter, kind: str, namespace: str, name: str, audit_id: int,
-                   version: str | None = None) -> tuple[str, str] | None:
+                   version: str | None = None) -> tuple[Outcome, str] | None:
     """Did the stop of intent ``audit_id`` land? (outcome, why) from the object, or None when it cannot be read."""
     try:
         obj = writer.get(kind, namespace, name, version=version)
     except NotFound:
-        return "failed", "the object is gone"
+        return Outcome.failed, "the object is gone"
     except GpuaasError:
         return None
     mark = reclaimed_by(obj)
     if mark is not None and mark.get("audit_id") == audit_id:
-        return "applied", f"the object carries the gpuaas.io/reclaimed annotation of audit #{audit_id}"
-    return "failed", "the object does not carry its gpuaas.io/reclaimed annotation: not changed"
+        return Outcome.applied, f"the object carries the gpuaas.io/reclaimed annotation of audit #{audit_id}"
+    return Outcome.failed, "the object does not carry its gpuaas.io/reclaimed annotation: not changed"
 
 
 def _frees(plan_frees: str) -> str:
@@ -146,19 +147,19 @@ def _act(d: Decision, audit: _Audit, writer: KubeWriter, mode: Mode, now: dateti
     try:
         obj = writer.get(d.kind, d.namespace, d.name, version=d.api_version)
     except NotFound:
-        return ActionResult(d, "skipped", "object deleted", audit.decision(d, "skipped", "object deleted")[0].id)
+        return ActionResult(d, Outcome.skipped, "object deleted", audit.decision(d, Outcome.skipped, "object deleted")[0].id)
     why = _changed(d, obj)
     if why:
-        return ActionResult(d, "skipped", why, audit.decision(d, "skipped", why)[0].id)
+        return ActionResult(d, Outcome.skipped, why, audit.decision(d, Outcome.skipped, why)[0].id)
     plan = stop_plan(d.kind, obj, d.free, now)
     after: dict[str, Any] = {**plan.after(), "frees": plan.frees}
     if d.api_version:
         after["api_version"] = d.api_version
-    intent, new = audit.decision(d, "planned", d.reason, before=plan.before(), after=after)
+    intent, new = audit.decision(d, Outcome.planned, d.reason, before=plan.before(), after=after)
     if not new:  # an overlapping run recorded this decision first: it is that run's to carry out
         why = f"already decided for this window (audit #{intent.id}, an overlapping run)"
-        return ActionResult(d, "skipped", why, intent.id)
-    result = ActionResult(d, "planned", d.reason, intent.id, plan.method, plan.frees)
+        return ActionResult(d, Outcome.skipped, why, intent.id)
+    result = ActionResult(d, Outcome.planned, d.reason, intent.id, plan.method, plan.frees)
     if mode is not Mode.apply:
         return result
     reason = f"{plan.method}: frees {_frees(plan.frees)}"
@@ -167,19 +168,19 @@ def _act(d: Decision, audit: _Audit, writer: KubeWriter, mode: Mode, now: dateti
                                version=d.api_version)
     except Conflict:
         why = _redecide_after_conflict(d, writer)
-        audit.row(d, "skipped", why, refers_to=intent.id)
-        return ActionResult(d, "skipped", why, intent.id, plan.method, plan.frees)
+        audit.row(d, Outcome.skipped, why, refers_to=intent.id)
+        return ActionResult(d, Outcome.skipped, why, intent.id, plan.method, plan.frees)
     except NotFound:
-        audit.row(d, "skipped", "object deleted", refers_to=intent.id)
-        return ActionResult(d, "skipped", "object deleted", intent.id, plan.method, plan.frees)
+        audit.row(d, Outcome.skipped, "object deleted", refers_to=intent.id)
+        return ActionResult(d, Outcome.skipped, "object deleted", intent.id, plan.method, plan.frees)
     except INDEFINITE as exc:  # a lost answer or a 5xx can hide a write that landed: read the object back
         return _settle(d, audit, writer, intent, plan, after, reason, str(exc)[:300])
     except GpuaasError as exc:
-        audit.row(d, "failed", str(exc), refers_to=intent.id)
-        return ActionResult(d, "failed", str(exc)[:500], intent.id, plan.method, plan.frees)
+        audit.row(d, Outcome.failed, str(exc), refers_to=intent.id)
+        return ActionResult(d, Outcome.failed, str(exc)[:500], intent.id, plan.method, plan.frees)
     done = {**after, "resourceVersion": patched["metadata"].get("resourceVersion")}
-    audit.row(d, "applied", reason, refers_to=intent.id, before=plan.before(), after=done)
-    return ActionResult(d, "applied", reason, intent.id, plan.method, plan.frees)
+    audit.row(d, Outcome.applied, reason, refers_to=intent.id, before=plan.before(), after=done)
+    return ActionResult(d, Outcome.applied, reason, intent.id, plan.method, plan.frees)
 
 
 def _settle(d: Decision, audit: _Audit, writer: KubeWriter, intent: AuditEntry, plan: StopPlan,
@@ -189,9 +190,9 @@ def _settle(d: Decision, audit: _Audit, writer: KubeWriter, intent: AuditEntry, 
     if settled is None:
         why = (f"the PATCH got no usable answer ({error}) and the read-back failed: the intent stays open, "
                "the next run settles it from the object")
-        return ActionResult(d, "unknown", why, intent.id, plan.method, plan.frees)
+        return ActionResult(d, Outcome.unknown, why, intent.id, plan.method, plan.frees)
     outcome, seen = settled
-    why = (f"{reason} (the response was lost: {error}; read back: {seen})" if outcome == "applied"
+    why = (f"{reason} (the response was lost: {error}; read back: {seen})" if outcome == Outcome.applied
            else f"{error} (read back: {seen})")
     audit.row(d, outcome, why, refers_to=intent.id, before=plan.before(), after=after)
     return ActionResult(d, outcome, why[:500], intent.id, plan.method, plan.frees)
@@ -215,13 +216,13 @@ def execute_decisions(decisions: Sequence[Decision], store: Store, writer: KubeW
     """Audit every decision; act on the planned ones (write only in apply mode). The rows that
     decide without acting (deferrals over the cap, skips) are appended first, in one transaction."""
     audit = _Audit(store, flow_run_id)
-    unacted = [d for d in decisions if d.decided_by is None and d.outcome != "planned"]
+    unacted = [d for d in decisions if d.decided_by is None and d.outcome != Outcome.planned]
     recorded = {id(d): row.id for d, (row, _) in zip(unacted, audit.decisions(unacted), strict=True)}
     results = []
     for d in decisions:
         if d.decided_by is not None:  # a re-run of a decided window records nothing new
             results.append(ActionResult(d, d.outcome, d.reason, d.decided_by))
-        elif d.outcome != "planned":
+        elif d.outcome != Outcome.planned:
             results.append(ActionResult(d, d.outcome, d.reason, recorded[id(d)]))
         else:
             results.append(_act(d, audit, writer, mode, now))

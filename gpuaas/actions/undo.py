@@ -18,6 +18,7 @@ from gpuaas.actions._restore import restore_reclaim
 from gpuaas.actions._undoing import Undoer
 from gpuaas.actions.deadline_holds import undo_hold
 from gpuaas.actions.quotas import undo_quota_plan
+from gpuaas.models import Outcome
 from gpuaas.store import AuditEntry, Store
 
 __all__ = ["UNDOERS", "UndoResult", "undo_entries"]
@@ -29,7 +30,7 @@ UNDOERS: dict[str, Undoer] = {"reclaim": restore_reclaim, "deadline-hold": undo_
 @dataclass(frozen=True)
 class UndoResult:
     audit_id: int
-    result: str
+    result: Outcome
     """restored | no-op | skipped | failed | unknown"""
     message: str
     kind: str | None = None
@@ -43,11 +44,11 @@ def _intent(store: Store, audit_id: int) -> AuditEntry | str:
     row = store.get_audit(audit_id)
     if row is None:
         return f"no audit row #{audit_id}"
-    if row.outcome != "planned" and row.refers_to is not None:
+    if row.outcome != Outcome.planned and row.refers_to is not None:
         parent = store.get_audit(row.refers_to)
         if parent is not None and parent.action == row.action:
             row = parent
-    if row.action not in UNDOERS or row.outcome != "planned":
+    if row.action not in UNDOERS or row.outcome != Outcome.planned:
         return f"audit #{audit_id} is not an action gpuaas can undo ({row.action}, {row.outcome}): nothing to undo"
     return row
 
@@ -59,7 +60,7 @@ def undo_entries(store: Store, writer: KubeWriter, audit_ids: Iterable[int], *,
     for audit_id in (int(i) for i in audit_ids):
         row = _intent(store, audit_id)
         if isinstance(row, str):
-            results.append(UndoResult(audit_id, "no-op", row))
+            results.append(UndoResult(audit_id, Outcome.no_op, row))
             continue
         done = UNDOERS[row.action](store, writer, row, flow_run_id)
         results.append(UndoResult(audit_id, done.result, done.message, row.kind, row.namespace, row.name,

@@ -11,6 +11,7 @@ import typer
 from gpuaas.cli._common import console, fail, print_json, print_table, settings_or_exit
 from gpuaas.cli._flows import run_flow
 from gpuaas.errors import GpuaasError
+from gpuaas.models import Outcome
 
 
 class IncidentFormat(str, Enum):
@@ -96,6 +97,6 @@ def incident(
         _tables(result)
     if result["writes_busy"]:
         raise fail(result["writes_busy"])
-    if any(u["result"] in ("failed", "unknown") for u in result["undo"]):
+    if any(u["result"] in (Outcome.failed, Outcome.unknown) for u in result["undo"]):
         raise fail("some undos failed (see above)")
 

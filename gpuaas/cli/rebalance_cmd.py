@@ -17,6 +17,7 @@ from gpuaas.cli._common import (
     settings_or_exit,
 )
 from gpuaas.cli._flows import run_flow
+from gpuaas.models import Outcome
 
 __all__ = ["print_rebalance", "rebalance"]
 
@@ -57,7 +58,7 @@ def print_rebalance(result: dict[str, Any]) -> None:
     for c in result["cohorts"]:
         console.print(f"cohort {c['cohort']}: {c['result']}"
                       + (f", plan #{c['plan_id']}" if c["plan_id"] else "")
-                      + (f" (to reverse: gpuaas undo {c['plan_id']})" if c["plan_id"] and c["result"] == "applied" else "")
+                      + (f" (to reverse: gpuaas undo {c['plan_id']})" if c["plan_id"] and c["result"] == Outcome.applied else "")
                       + f"; {c['moved_gpus']} GPUs moved" + (f"; {c['error']}" if c["error"] else ""), highlight=False)
         for line in c["notes"] + c["flags"] + ([c["message"]] if c["message"] else []):
             console.print(f"  {line}", highlight=False)

@@ -8,6 +8,7 @@ import typer
 
 from gpuaas.cli._common import OutputFormat, end_degraded, fail, lead, print_json, print_table, settings_or_exit
 from gpuaas.cli._flows import run_flow
+from gpuaas.models import Outcome
 
 _COLUMNS = ["audit id", "workload", "tenant", "GPUs", "idle for", "action", "frees", "result", "reason"]
 
@@ -67,5 +68,5 @@ def undo(
         cols = ["audit_id", "kind", "namespace", "name", "result", "restore_audit_id", "message"]
         print_table("Undo", ["audit id", "kind", "namespace", "name", "result", "restore id", "message"],
                     [[r[c] for c in cols] for r in rows], optional=("restore id", "kind"), notes=("message",))
-    if any(r["result"] in ("failed", "unknown") for r in rows):
+    if any(r["result"] in (Outcome.failed, Outcome.unknown) for r in rows):
         raise fail("some restores failed (see above)")

@@ -46,7 +46,7 @@ from gpuaas.cluster.kueue import KueueController
 from gpuaas.cluster.kueue.testing import workload
 from gpuaas.cluster.traces import TraceJob
 from gpuaas.errors import ConfigError
-from gpuaas.models import Snapshot
+from gpuaas.models import Outcome, Snapshot
 from gpuaas.policies.deadlines import (
     EPS,
     HOLD_ANNOTATION,
@@ -136,7 +136,7 @@ def flow_tick(store: ObjectStore, now: datetime, policy: DeadlinesPolicy) -> lis
     snapshot = store_snapshot(store, now)
     nudges = plan_nudges(plan_pools(deadline_problems(snapshot)), snapshot.workloads, now, policy)
     for nudge in nudges:
-        if nudge.outcome != "planned":
+        if nudge.outcome != Outcome.planned:
             continue
         if nudge.action == "release":
             _release(store, nudge)

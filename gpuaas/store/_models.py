@@ -10,27 +10,19 @@ enforces this with triggers (see the first migration), not only the code.
 from __future__ import annotations
 
 from datetime import UTC, datetime
-from enum import Enum
 from typing import Any
 
 from sqlalchemy import JSON, Column, DateTime, Dialect, LargeBinary
 from sqlalchemy.types import TypeDecorator
 from sqlmodel import Field, SQLModel
 
+from gpuaas.models import Outcome
+
 __all__ = ["AuditEntry", "Outcome", "QueueSample", "RunLock", "SnapshotRecord", "TenantSample", "UTCDateTime", "utc_now"]
 
 
 def utc_now() -> datetime:
     return datetime.now(UTC)
-
-
-class Outcome(str, Enum):
-    planned = "planned"
-    applied = "applied"
-    skipped = "skipped"
-    failed = "failed"
-    deferred = "deferred"
-    restored = "restored"
 
 
 class UTCDateTime(TypeDecorator[datetime]):

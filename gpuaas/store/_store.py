@@ -26,6 +26,7 @@ from sqlalchemy.exc import IntegrityError, SQLAlchemyError
 from sqlmodel import Session, col, select
 
 from gpuaas.errors import StoreError
+from gpuaas.models import Outcome
 from gpuaas.store._models import AuditEntry, QueueSample, RunLock, SnapshotRecord, TenantSample, utc_now
 
 if TYPE_CHECKING:
@@ -34,7 +35,7 @@ if TYPE_CHECKING:
 __all__ = ["Store", "redact_url"]
 
 _MIGRATIONS = Path(__file__).resolve().parent / "migrations"
-_REOPENING = ("failed", "skipped")
+_REOPENING = (Outcome.failed, Outcome.skipped)
 """Completion outcomes that leave a decided key open for another attempt (nothing was changed)."""
 _IN_LIST = 500
 """Values per ``IN (...)`` list: well inside SQLite's and PostgreSQL's bound-parameter limits."""

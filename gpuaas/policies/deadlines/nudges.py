@@ -38,6 +38,7 @@ from typing import Any
 
 import pandas as pd
 
+from gpuaas.models import Outcome
 from gpuaas.policies.deadlines.pools import PoolPlan
 from gpuaas.policy import DeadlinesPolicy
 
@@ -56,7 +57,7 @@ class Nudge:
     namespace: str
     name: str
     reason: str
-    outcome: str = "planned"
+    outcome: Outcome = Outcome.planned
     release_at: datetime | None = None
     evidence: dict[str, Any] = field(default_factory=dict)
 
@@ -157,7 +158,7 @@ def plan_nudges(pools: Sequence[PoolPlan], workloads: pd.DataFrame, now: datetim
     holds.sort(key=lambda h: -h[0])
     capped = [n if i < policy.max_holds_per_run else
               Nudge(n.action, n.namespace, n.name, f"over the cap of {policy.max_holds_per_run} holds per run",
-                    "deferred", n.release_at, n.evidence)
+                    Outcome.deferred, n.release_at, n.evidence)
               for i, (_, n) in enumerate(holds)]
     return releases + capped
 

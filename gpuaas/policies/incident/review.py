@@ -21,6 +21,7 @@ from typing import Any
 
 import pandas as pd
 
+from gpuaas.models import Outcome
 from gpuaas.policies.incident._scope import AuditRow, Scope, parse_instant, resolve_window, row_in_scope, scope_for
 
 __all__ = [
@@ -176,7 +177,7 @@ def _outcomes(window_rows: Sequence[AuditRow], rows: Mapping[int, AuditRow]) -> 
             continue
         done = sorted(completions.get(row.id, []), key=lambda r: (r.created_at, r.id or 0))
         result = done[-1].outcome if done else row.outcome
-        if result == "planned":  # nothing closed it: a dry-run, or an apply still open (crashed, in progress)
+        if result == Outcome.planned:  # nothing closed it: a dry-run, or an apply still open (crashed, in progress)
             result = "dry-run" if row.mode == "dry-run" else "open"
         ref = f"{row.kind} {row.namespace}/{row.name}" if row.namespace else f"{row.kind} {row.name}"
         out.append(ActionOutcome(row.id, row.action, ref, row.mode, result))
@@ -187,7 +188,7 @@ def _undone(rows: Mapping[int, AuditRow]) -> set[int]:
     """Actions a later undo restored (directly, or through the undo's own intent row)."""
     restored = set()
     for row in rows.values():
-        if row.action == "restore" and row.outcome == "restored" and row.refers_to is not None:
+        if row.action == "restore" and row.outcome == Outcome.restored and row.refers_to is not None:
             target = rows.get(row.refers_to)
             if target is not None and target.action == "restore" and target.refers_to is not None:
                 restored.add(target.refers_to)  # completion -> restore intent -> the reclaim
@@ -203,7 +204,7 @@ def _events(window_rows: Sequence[AuditRow], rows: Mapping[int, AuditRow],
     events = []
     for row in window_rows:
         rid = int(row.id or 0)
-        undoable = (row.action in undoable_actions and row.mode == "apply" and ended.get(rid) == "applied"
+        undoable = (row.action in undoable_actions and row.mode == "apply" and ended.get(rid) == Outcome.applied
                     and rid not in undone)
         events.append(IncidentEvent(
             at=row.created_at, audit_id=rid, flow=row.flow, action=row.action, kind=row.kind,

@@ -39,7 +39,7 @@ from typing import Any, cast
 import numpy as np
 import pandas as pd
 
-from gpuaas.models import Snapshot
+from gpuaas.models import Outcome, Snapshot
 from gpuaas.phrases import verdict_phrase
 from gpuaas.policies.reclaim.opt_out import is_opted_out
 from gpuaas.policy import WORKLOAD_KINDS, Actuator, Mode, Policy
@@ -70,7 +70,7 @@ class Decision:
     idle_seconds: float
     free: str
     """The goal the policy asked for: ``compute`` or ``quota`` (the action reports what it freed)."""
-    outcome: str
+    outcome: Outcome
     reason: str
     resource_version: str | None
     """The target's resourceVersion in the snapshot: the write is refused when it (or the uid) changed."""
@@ -281,31 +281,31 @@ def plan_reclaim(snapshot: Snapshot, idle: pd.DataFrame, policy: Policy, mode: M
         else:
             uid = str(owner["uid"]) if owner is not None else None
             rv, api_version = (str(owner["resource_version"]) if owner is not None else None), None
-        outcome, reason = "planned", str(c.first("reason", idle_rows))
+        outcome, reason = Outcome.planned, str(c.first("reason", idle_rows))
         if problem:
-            outcome, reason = "skipped", problem
+            outcome, reason = Outcome.skipped, problem
         elif c.has("actuator") and (c.at("actuator", rows) == Actuator.keda.value).any():
-            outcome, reason = "skipped", "KEDA scales it on gpuaas's idle signal (policy actuator: keda)"
+            outcome, reason = Outcome.skipped, "KEDA scales it on gpuaas's idle signal (policy actuator: keda)"
         elif len(idle_rows) < len(rows):
             busy = rows[~idle_mask][0]
             why = verdict_phrase(str(c.cols["verdict"][busy]), str(c.cols["reason"][busy]),
                                  c.floats("activity_max")[busy], c.floats("threshold")[busy],
                                  c.floats("idle_seconds")[busy] if c.has("idle_seconds") else None)
-            outcome, reason = "skipped", f"not every Workload of it is idle ({c.cols['name'][busy]}: {why})"
+            outcome, reason = Outcome.skipped, f"not every Workload of it is idle ({c.cols['name'][busy]}: {why})"
         elif owner is None and (kind != "Workload" or c.first("owner_kind", rows) in STOPPABLE_KINDS):
-            outcome, reason = "skipped", "owner not in the snapshot: no action on missing data"
+            outcome, reason = Outcome.skipped, "owner not in the snapshot: no action on missing data"
         elif owner is not None and is_opted_out(owner.get("reclaim")):
-            outcome, reason = "skipped", f'opted out on the {owner["kind"]} (gpuaas.io/reclaim: "never")'
+            outcome, reason = Outcome.skipped, f'opted out on the {owner["kind"]} (gpuaas.io/reclaim: "never")'
         elif owner is not None and bool(owner.get("stopped")):
-            outcome, reason = "skipped", "already stopped"
+            outcome, reason = Outcome.skipped, "already stopped"
         elif kind == "Workload" and uid in inactive:
             # Deactivated, and Kueue has not evicted it yet: the snapshot still shows it admitted.
-            outcome, reason = "skipped", "already deactivated (spec.active: false)"
+            outcome, reason = Outcome.skipped, "already deactivated (spec.active: false)"
         evidence = _evidence(c, rows)
         if kind == "Workload" and owner is not None:
             evidence["owner"] = f"{owner['kind']} {owner['name']}"
         idle_seconds = c.stat("idle_seconds", idle_rows, "min")
-        if outcome == "planned":  # why it is a target, with its numbers: the words of the idle table and the CLI
+        if outcome == Outcome.planned:  # why it is a target, with its numbers: the words of the idle table and the CLI
             reason = verdict_phrase("idle", reason, evidence["activity_max"], evidence["threshold"], idle_seconds)
         decisions.append(Decision(
             kind=str(kind), namespace=str(namespace), name=str(name), uid=uid,
@@ -330,14 +330,14 @@ def finalize_decisions(decisions: Sequence[Decision], decided: Mapping[str, int]
     """
     out: list[Decision] = []
     for d in decisions:
-        if d.outcome == "planned" and d.idempotency_key in decided:
-            d = replace(d, outcome="skipped", decided_by=decided[d.idempotency_key],
+        if d.outcome == Outcome.planned and d.idempotency_key in decided:
+            d = replace(d, outcome=Outcome.skipped, decided_by=decided[d.idempotency_key],
                         reason=f"already decided for this window (audit #{decided[d.idempotency_key]})")
         last = (restored or {}).get((d.kind, d.namespace, d.name))
-        if d.outcome == "planned" and last is not None and now is not None:
+        if d.outcome == Outcome.planned and last is not None and now is not None:
             window = float(d.evidence.get("window_minutes") or 0) * 60
             if (now - last[1]).total_seconds() < window:
-                d = replace(d, outcome="skipped", reason=(
+                d = replace(d, outcome=Outcome.skipped, reason=(
                     f"restored by undo (audit #{last[0]}) less than one window ago: its evidence covers "
                     "the time gpuaas had stopped it"))
         out.append(d)
@@ -345,10 +345,10 @@ def finalize_decisions(decisions: Sequence[Decision], decided: Mapping[str, int]
     planned = 0
     final = []
     for d in ranked:
-        if d.outcome == "planned":
+        if d.outcome == Outcome.planned:
             planned += 1
             if planned > cap:
-                d = replace(d, outcome="deferred",
+                d = replace(d, outcome=Outcome.deferred,
                             reason=f"over the cap of {cap} actions per run (rank {planned} by GPUs x idle time)")
         final.append(d)
     return final

@@ -35,9 +35,9 @@ HOLDER = """
 import os, signal, sys
 from contextlib import ExitStack
 from gpuaas.settings import load_settings
-from tasks.writes import _enter_concurrency_slot, ensure_concurrency_limit
+from tasks.writes import enter_concurrency_slot, ensure_concurrency_limit
 ensure_concurrency_limit()
-_enter_concurrency_slot(ExitStack(), load_settings(), sys.argv[1].format(pid=os.getpid()), 0)
+enter_concurrency_slot(ExitStack(), load_settings(), sys.argv[1].format(pid=os.getpid()), 0)
 print("held", flush=True)
 os.kill(os.getpid(), signal.SIGKILL)
 """
@@ -47,7 +47,7 @@ def _seconds_until_free(env: dict[str, str], holder: str, limit_s: float) -> flo
     from prefect import flow
 
     from gpuaas.settings import load_settings
-    from tasks.writes import WritesBusy, _enter_concurrency_slot
+    from tasks.writes import WritesBusy, enter_concurrency_slot
 
     killed = subprocess.run([sys.executable, "-c", HOLDER, holder], env=env, capture_output=True, text=True,
                             timeout=120)
@@ -61,7 +61,7 @@ def _seconds_until_free(env: dict[str, str], holder: str, limit_s: float) -> flo
         while True:
             with ExitStack() as held:
                 try:
-                    _enter_concurrency_slot(held, load_settings(), f"bench-next@{socket.gethostname()}:{os.getpid()}",
+                    enter_concurrency_slot(held, load_settings(), f"bench-next@{socket.gethostname()}:{os.getpid()}",
                                             0)
                     return time.monotonic() - started
                 except WritesBusy:

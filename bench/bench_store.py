@@ -138,9 +138,9 @@ def measure(url: str, snapshot: Snapshot, policy: Policy) -> dict[str, float]:
 
 def audit_row_bytes(url: str, runs: int = AUDIT_RUNS) -> tuple[int, float]:
     """Decision rows of ``AUDIT_RUNS`` dry-runs of the reclaim scenario, and the bytes each occupies."""
-    from gpuaas.actions import KubeWriter, execute_decisions
+    from gpuaas.actions import KubeWriter
     from gpuaas.cluster.testbed import reclaim_cluster, write_policy
-    from gpuaas.policies.reclaim import finalize_decisions, find_idle, plan_reclaim
+    from gpuaas.operations import reclaim as operation
     from gpuaas.policy import Mode
 
     data = Path(tempfile.mkdtemp(prefix="bench-store-audit-"))
@@ -150,16 +150,16 @@ def audit_row_bytes(url: str, runs: int = AUDIT_RUNS) -> tuple[int, float]:
                            "GPUAAS_POLICY_FILE": str(write_policy(data / "policy.yaml", max_actions_per_run=20))})
         settings = load_settings()
         snapshot = collect_snapshot(settings, cluster.clock.now())
-        idle = find_idle(snapshot.workloads, settings.policy, snapshot.collected_at)
-        decisions = finalize_decisions(plan_reclaim(snapshot, idle, settings.policy, Mode.dry_run), {},
-                                       settings.policy.reclaim.max_actions_per_run)
+        idle = operation.verdicts(snapshot, settings.policy)
+        plan = operation.plan(operation.propose(snapshot, idle, settings.policy, Mode.dry_run), operation.AuditView(),
+                              settings.policy, Mode.dry_run, cluster.clock.now())
         store = Store(url)
         before = used_bytes(store)
         with KubeWriter(settings) as writer:
             for window_no in range(runs):  # one run per window: the same targets under the next window's keys
-                window = [replace(d, idempotency_key=f"{d.idempotency_key}+{window_no}") for d in decisions]
-                execute_decisions(window, store, writer, mode=Mode.dry_run, flow_run_id="bench",
-                                  now=cluster.clock.now())
+                window = [replace(d, idempotency_key=f"{d.idempotency_key}+{window_no}") for d in plan.decisions]
+                operation.apply(replace(plan, decisions=window), store, writer, flow_run_id="bench",
+                                now=cluster.clock.now())
         rows = len(store.audit(limit=None))
         size = (used_bytes(store) - before) / max(rows, 1)
         store.close()

@@ -1,10 +1,12 @@
 """The reclaim flow (every 15 minutes): stop GPU workloads that hold GPUs and do nothing.
 
-Collect (the collect flow as a subflow: a fresh snapshot at ``at``, stored, then loaded by
-id), decide (pure: idle verdicts, targets, the cap), act (under ``tasks.writes.cluster_writes``,
-the Prefect concurrency slot and store lock that rebalance and deadline nudges share, only in
-apply mode; dry-run audits decisions and writes nothing to the cluster), publish (artifacts, the
-idle signal on the Pushgateway). ``undo=[audit ids]`` restores earlier reclaims instead and does
+Each phase is a task over ``gpuaas.operations.reclaim``: collect (the collect flow as a subflow: a
+fresh snapshot at ``at``, stored, then loaded by id), idle verdicts, recover (apply mode: intents a
+killed run left open), decide (the whole decision: targets, the audit log's answer for this window,
+the cap), act (intent, write, completion; dry-run audits and writes nothing to the cluster),
+publish (artifacts, the idle signal on the Pushgateway). In apply mode everything from the collect
+to the act runs under ``tasks.writes.cluster_writes``, the Prefect concurrency slot and store lock
+that rebalance and the deadline holds take the same way. ``undo=[audit ids]`` restores earlier reclaims instead and does
 nothing else. A run that cannot get the writes within ``GPUAAS_WRITES_WAIT_SECONDS`` writes
 nothing and says so (``writes_busy``); the next scheduled run decides again.
 
@@ -45,6 +47,7 @@ from tasks.reclaim import (
     find_idle_workloads,
     publish_reclaim_artifacts,
     push_idle_metrics,
+    recover,
     undo_actions,
     withdraw_idle_metrics,
 )
@@ -84,39 +87,30 @@ def reclaim(apply: bool = False, at: datetime | None = None, undo: list[int] | N
 
     mode = Mode.apply if apply or settings.policy.reclaim.mode is Mode.apply else Mode.dry_run
     now = at or datetime.now(UTC)
-    with _signal_withdrawn_on_failure(settings):
-        snapshot_id, snapshot = snapshot_for(settings, now, snapshot_id)
-
-        started = time.monotonic()
-        adaptive = None
-        if adaptive_rules(settings.policy):
-            pulled = adaptive_history(settings, now, return_state=True)
-            if pulled.is_completed():
-                adaptive = pulled.result()
-            else:  # no history: the adaptive rows become unknown, never idle
-                logger.warning("adaptive history unavailable (%s): adaptive workloads are unknown this run",
-                               pulled.message)
-        idle: pd.DataFrame = find_idle_workloads(settings, unwalked(snapshot), adaptive)
-        decisions = decide(settings, unwalked(snapshot), idle, mode, datetime.now(UTC))
-        logger.info("decide: %d GPU workloads, %d idle targets in %.2fs", len(idle), len(decisions),
-                    time.monotonic() - started)
-
-        started = time.monotonic()
-        try:
-            with cluster_writes(settings, holder) if mode is Mode.apply else nullcontext():
-                results = act(settings, unwalked(decisions), mode, now)
-        except WritesBusy as busy:
-            publish_reclaim_artifacts([], unwalked(snapshot), mode, settings.policy.reclaim.max_actions_per_run, busy=str(busy))
-            return busy_outcome({"mode": mode.value, "snapshot_id": snapshot_id, "decisions": []}, busy)
-        counts: dict[str, int] = {}
-        for result in results:
-            counts[result.result] = counts.get(result.result, 0) + 1
-        logger.info("act (%s): %s in %.2fs", mode.value,
-                    ", ".join(f"{n} {result}" for result, n in sorted(counts.items())) or "nothing to do",
-                    time.monotonic() - started)
-
-        cap = settings.policy.reclaim.max_actions_per_run
-        publish_reclaim_artifacts(unwalked(results), unwalked(snapshot), mode, cap)
+    cap = settings.policy.reclaim.max_actions_per_run
+    try:
+        with cluster_writes(settings, holder) if mode is Mode.apply else nullcontext(), \
+                _signal_withdrawn_on_failure(settings):
+            snapshot_id, snapshot = snapshot_for(settings, now, snapshot_id)
+            idle = _verdicts(settings, snapshot, now)
+            started = time.monotonic()
+            if mode is Mode.apply:
+                recover(settings, now)
+            plan = decide(settings, unwalked(snapshot), idle, mode, now, datetime.now(UTC))
+            logger.info("decide: %d GPU workloads, %d idle targets, %d to act on, in %.2fs", len(idle),
+                        len(plan.decisions), len(plan.targets), time.monotonic() - started)
+            started = time.monotonic()
+            results = act(settings, unwalked(plan), now)
+            counts: dict[str, int] = {}
+            for result in results:
+                counts[result.result] = counts.get(result.result, 0) + 1
+            logger.info("act (%s): %s in %.2fs", mode.value,
+                        ", ".join(f"{n} {result}" for result, n in sorted(counts.items())) or "nothing to do",
+                        time.monotonic() - started)
+            publish_reclaim_artifacts(unwalked(results), unwalked(snapshot), mode, cap)
+    except WritesBusy as busy:  # nothing collected, decided or written: the next run decides again
+        return busy_outcome({"mode": mode.value, "snapshot_id": None, "decisions": []}, busy,
+                            "gpuaas-reclaim-summary")
     blind = blind_line(results, snapshot)
     if blind:
         logger.warning("degraded run: %s", blind)
@@ -125,6 +119,20 @@ def reclaim(apply: bool = False, at: datetime | None = None, undo: list[int] | N
     return finished({"mode": mode.value, "snapshot_id": snapshot_id, "degraded": bool(blind) or snapshot.degraded,
                      "source_errors": source_errors(snapshot.sources), "summary": summary_line(results, snapshot),
                      "decisions": decision_dicts(results)}, headline(results, snapshot, mode.value))
+
+
+def _verdicts(settings: GpuaasSettings, snapshot: Snapshot, now: datetime) -> pd.DataFrame:
+    """Idle verdicts; an adaptive rule's rows decided again from their history, or unknown without it."""
+    adaptive = None
+    if adaptive_rules(settings.policy):
+        pulled = adaptive_history(settings, now, return_state=True)
+        if pulled.is_completed():
+            adaptive = pulled.result()
+        else:  # no history: the adaptive rows become unknown, never idle
+            get_run_logger().warning("adaptive history unavailable (%s): adaptive workloads are unknown this run",
+                                     pulled.message)
+    idle: pd.DataFrame = find_idle_workloads(settings, unwalked(snapshot), adaptive)
+    return idle
 
 
 @contextmanager

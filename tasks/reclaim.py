@@ -1,24 +1,15 @@
-"""Tasks of the reclaim flow: load the snapshot, decide (pure), lock, act, publish."""
+"""Tasks of the reclaim flow around ``gpuaas.operations.reclaim``: load the snapshot, verdicts, recover, decide, act, publish."""
 
 from __future__ import annotations
 
-from dataclasses import replace
-from datetime import datetime, timedelta
+from datetime import datetime
 
 import pandas as pd
 
-from gpuaas.actions import (
-    ActionResult,
-    UndoResult,
-    already_decided,
-    execute_decisions,
-    recently_restored,
-    recover_interrupted,
-    undo_entries,
-)
+from gpuaas.actions import ActionResult, UndoResult, undo_entries
 from gpuaas.errors import ActionRefused, StoreError
-from gpuaas.models import Outcome, Snapshot
-from gpuaas.policies.reclaim import Decision, GpuEvidence, apply_adaptive, finalize_decisions, find_idle, plan_reclaim
+from gpuaas.models import Snapshot
+from gpuaas.operations import reclaim as operation
 from gpuaas.policy import Mode
 from gpuaas.pushgateway import delete_metrics, push_metrics
 from gpuaas.settings import GpuaasSettings
@@ -30,7 +21,7 @@ from tasks._options import current_run_id, gpuaas_task
 from tasks.writes import store_and_writer
 
 __all__ = ["IDLE_JOB", "act", "decide", "find_idle_workloads", "load_snapshot", "publish_reclaim_artifacts",
-           "push_idle_metrics", "undo_actions", "withdraw_idle_metrics"]
+           "push_idle_metrics", "recover", "undo_actions", "withdraw_idle_metrics"]
 
 
 
@@ -48,35 +39,30 @@ def load_snapshot(settings: GpuaasSettings, snapshot_id: int) -> Snapshot:
 def find_idle_workloads(settings: GpuaasSettings, snapshot: Snapshot,
                         adaptive: pd.DataFrame | None = None) -> pd.DataFrame:
     """Idle verdicts; the rows of an adaptive rule are decided again from ``adaptive`` (their history)."""
-    return apply_adaptive(find_idle(snapshot.workloads, settings.policy, snapshot.collected_at), adaptive)
+    return operation.verdicts(snapshot, settings.policy, adaptive)
+
+
+@gpuaas_task("recover", timeout_seconds=600)
+def recover(settings: GpuaasSettings, now: datetime) -> int:
+    """Close the intents a killed run left open (apply mode, before deciding: it changes what is decided)."""
+    with store_and_writer(settings) as (store, writer):
+        return len(operation.recover(store, writer, flow_run_id=current_run_id(), now=now))
 
 
 @gpuaas_task("decide")
-def decide(settings: GpuaasSettings, snapshot: Snapshot, idle: pd.DataFrame, mode: Mode,
-           wall_clock: datetime) -> list[Decision]:
-    """Pure decisions plus per-GPU evidence; the audit log's answer comes in ``act``."""
-    out = []
-    evidence = GpuEvidence(snapshot.gpus)
-    for d in plan_reclaim(snapshot, idle, settings.policy, mode, wall_clock):
-        window = d.evidence.get("base_window_minutes") or d.evidence["window_minutes"]
-        per_gpu = evidence.of(d.namespace, d.name, window)
-        out.append(replace(d, evidence={**d.evidence, "gpus": per_gpu}))
-    return out
+def decide(settings: GpuaasSettings, snapshot: Snapshot, idle: pd.DataFrame, mode: Mode, now: datetime,
+           wall_clock: datetime) -> operation.ReclaimPlan:
+    """The whole decision (targets, the audit log's answer for this window, the cap), written nowhere yet."""
+    with open_store(settings) as store:
+        return operation.decide(snapshot, idle, settings.policy, mode, store, now=now, wall_clock=wall_clock)
 
 
 @gpuaas_task("act", timeout_seconds=600)
-def act(settings: GpuaasSettings, decisions: list[Decision], mode: Mode, now: datetime) -> list[ActionResult]:
-    """Recover interrupted actions (apply), skip what was decided or just restored, cap, then audit and act. Not retried:
-    a retry of a half-done action is exactly what the audit log and the recovery step guard against."""
+def act(settings: GpuaasSettings, plan: operation.ReclaimPlan, now: datetime) -> list[ActionResult]:
+    """Audit every decision and act on the targets. Not retried: a retry of a half-done action is exactly
+    what the audit log and the recovery guard against."""
     with store_and_writer(settings) as (store, writer):
-        if mode is Mode.apply:
-            recover_interrupted(store, writer, flow_run_id=current_run_id(), now=now)
-        decided = already_decided(store, [d.idempotency_key for d in decisions if d.outcome == Outcome.planned])
-        longest = max((float(d.evidence.get("window_minutes") or 0) for d in decisions), default=0.0)
-        restored = recently_restored(store, now - timedelta(minutes=longest))
-        final = finalize_decisions(decisions, decided, settings.policy.reclaim.max_actions_per_run,
-                                   restored, now)
-        return execute_decisions(final, store, writer, mode=mode, flow_run_id=current_run_id(), now=now)
+        return operation.apply(plan, store, writer, flow_run_id=current_run_id(), now=now)
 
 
 @gpuaas_task("undo", timeout_seconds=600)
@@ -86,16 +72,15 @@ def undo_actions(settings: GpuaasSettings, audit_ids: list[int]) -> list[UndoRes
 
 
 @gpuaas_task("publish-artifacts")
-def publish_reclaim_artifacts(results: list[ActionResult], snapshot: Snapshot, mode: Mode, cap: int,
-                              busy: str | None = None) -> None:
+def publish_reclaim_artifacts(results: list[ActionResult], snapshot: Snapshot, mode: Mode, cap: int) -> None:
     rows = decision_rows(results)
     if rows:
         table_artifact(key="gpuaas-reclaim-decisions", table=rows,
-                              description=f"Reclaim decisions ({mode.value}), most wasteful first")
+                       description=f"Reclaim decisions ({mode.value}), most wasteful first")
     else:  # not a one-row table of placeholders: say why there is nothing
-        markdown_artifact(key="gpuaas-reclaim-decisions", markdown=(busy or "No reclaim decisions this run.")
-                                 + "\n", description=f"Reclaim decisions ({mode.value})")
-    summary_artifact(key="gpuaas-reclaim-summary", markdown=summary_markdown(results, snapshot, mode.value, cap, busy=busy))
+        markdown_artifact(key="gpuaas-reclaim-decisions", markdown="No reclaim decisions this run.\n",
+                          description=f"Reclaim decisions ({mode.value})")
+    summary_artifact(key="gpuaas-reclaim-summary", markdown=summary_markdown(results, snapshot, mode.value, cap))
 
 
 IDLE_JOB = "gpuaas_reclaim"

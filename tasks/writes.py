@@ -36,8 +36,9 @@ from gpuaas.store import Store, open_store
 from reports import BUSY_LINE, busy_line
 from tasks._options import gpuaas_task
 
-__all__ = ["BUSY_LINE", "CONCURRENCY_LIMIT", "LOCK", "SLOT_LOCK", "WritesBusy", "acquire_writes_lock", "busy_line", "busy_outcome", "cluster_writes",
-           "ensure_concurrency_limit", "release_writes_lock", "store_and_writer"]
+__all__ = ["BUSY_LINE", "CONCURRENCY_LIMIT", "LOCK", "SLOT_LOCK", "WritesBusy", "acquire_writes_lock", "busy_line",
+           "busy_outcome", "cluster_writes", "ensure_concurrency_limit", "enter_concurrency_slot", "release_writes_lock",
+           "store_and_writer"]
 
 LOCK = "cluster-writes"
 SLOT_LOCK = "cluster-writes-slot"
@@ -49,7 +50,7 @@ POLL_SECONDS = 1.0
 class _RefusedSlotAttempts(logging.Filter):
     """Prefect's acquisition service logs an ERROR for each refused (423) attempt, and a run waiting
     on the writes polls once a second: the run log of a merely busy run filled with red lines.
-    Nothing is hidden: ``_enter_concurrency_slot`` gets the same error and re-raises all but 423."""
+    Nothing is hidden: ``enter_concurrency_slot`` gets the same error and re-raises all but 423."""
 
     def filter(self, record: logging.LogRecord) -> bool:
         args = record.args if isinstance(record.args, tuple) else ()
@@ -163,7 +164,7 @@ def _free_dead_holders_slot(settings: GpuaasSettings) -> bool:
     return True
 
 
-def _enter_concurrency_slot(held: ExitStack, settings: GpuaasSettings, holder: str, wait: float) -> None:
+def enter_concurrency_slot(held: ExitStack, settings: GpuaasSettings, holder: str, wait: float) -> None:
     """Take the Prefect slot into ``held``, one attempt a second (no retries inside Prefect), up to ``wait`` s.
 
     Prefect's own ``timeout_seconds`` leaves its acquisition service retrying after the caller
@@ -211,7 +212,7 @@ def cluster_writes(settings: GpuaasSettings, holder: str) -> Iterator[None]:
     with ExitStack() as held:
         if _under_prefect():  # a command line run without a Prefect API has only the store lock, which covers it
             ensure_concurrency_limit()
-            _enter_concurrency_slot(held, settings, holder, wait)
+            enter_concurrency_slot(held, settings, holder, wait)
         acquire_writes_lock(settings, holder, max(0.0, wait - (time.monotonic() - started)))
         held.callback(release_writes_lock, settings, holder)
         get_run_logger().info("cluster writes held by %s", holder)

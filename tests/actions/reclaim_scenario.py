@@ -7,9 +7,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from gpuaas.actions import KubeWriter, already_decided, execute_decisions, undo_entries
+from gpuaas.actions import KubeWriter, undo_entries
 from gpuaas.cluster.runner import EmbeddedCluster
-from gpuaas.policies.reclaim import Decision, finalize_decisions, find_idle, plan_reclaim
+from gpuaas.operations import reclaim as operation
+from gpuaas.policies.reclaim import Decision
 from gpuaas.policy import Mode
 from gpuaas.settings import GpuaasSettings
 from gpuaas.snapshot import collect_snapshot
@@ -29,12 +30,13 @@ def writes(cluster: EmbeddedCluster) -> int:
 
 def decide(settings: GpuaasSettings, cluster: EmbeddedCluster, store: Store, mode: Mode,
            only: set[tuple[str, str]] | None = None) -> list[Decision]:
-    snapshot = collect_snapshot(settings, cluster.clock.now())
-    idle = find_idle(snapshot.workloads, settings.policy, snapshot.collected_at)
-    decisions = [d for d in plan_reclaim(snapshot, idle, settings.policy, mode)
-                 if only is None or d.stops in only]
-    decided = already_decided(store, [d.idempotency_key for d in decisions])
-    return finalize_decisions(decisions, decided, settings.policy.reclaim.max_actions_per_run)
+    """The reclaim operation's decision on a fresh snapshot, as the flow makes it; ``only`` keeps those targets."""
+    now = cluster.clock.now()
+    snapshot = collect_snapshot(settings, now)
+    proposed = [d for d in operation.propose(snapshot, operation.verdicts(snapshot, settings.policy), settings.policy,
+                                             mode) if only is None or d.stops in only]
+    return operation.plan(proposed, operation.read_audit_view(store, proposed, now), settings.policy, mode,
+                          now).decisions
 
 
 def target_of(decision: dict[str, Any]) -> tuple[str, str]:
@@ -45,8 +47,9 @@ def target_of(decision: dict[str, Any]) -> tuple[str, str]:
 
 def run(settings: GpuaasSettings, cluster: EmbeddedCluster, store: Store, decisions: list[Decision],
         mode: Mode = Mode.apply) -> list[Any]:
+    plan = operation.ReclaimPlan(mode, list(decisions), settings.policy.reclaim.max_actions_per_run)
     with KubeWriter(settings) as writer:
-        return execute_decisions(decisions, store, writer, mode=mode, flow_run_id="test", now=cluster.clock.now())
+        return operation.apply(plan, store, writer, flow_run_id="test", now=cluster.clock.now())
 
 
 def undo(settings: GpuaasSettings, store: Store, ids: list[int]) -> list[Any]:
@@ -78,14 +81,14 @@ def workload_decision(settings: GpuaasSettings, cluster: EmbeddedCluster, name: 
 
     A bare Workload runs no pods, so it never has telemetry and is never found idle; its
     verdict is set by hand and everything else (target, uid, resourceVersion, API version)
-    comes from the snapshot through ``plan_reclaim``.
+    comes from the snapshot through the reclaim operation.
     """
     snapshot = collect_snapshot(settings, cluster.clock.now())
-    idle = find_idle(snapshot.workloads, settings.policy, snapshot.collected_at)
+    idle = operation.verdicts(snapshot, settings.policy)
     mine = idle["name"] == name
     idle.loc[mine, "verdict"] = "idle"
     idle.loc[mine, "idle_seconds"] = 1800.0
-    return next(d for d in plan_reclaim(snapshot, idle, settings.policy, Mode.apply) if d.name == name)
+    return next(d for d in operation.propose(snapshot, idle, settings.policy, Mode.apply) if d.name == name)
 
 
 def crash_after_each_patch(monkeypatch: Any) -> None:

@@ -138,18 +138,18 @@ def _audit_runs() -> set[str | None]:
 
 def test_two_overlapping_runs_only_one_writes(pointed_at: EmbeddedCluster, prefect_harness: None,
                                               monkeypatch: pytest.MonkeyPatch, webhook: Received) -> None:
-    import tasks.reclaim
+    import gpuaas.operations.reclaim
     from flows.reclaim import reclaim
 
     entered, release = threading.Event(), threading.Event()
-    real = tasks.reclaim.execute_decisions
+    real = gpuaas.operations.reclaim.execute_decisions
 
     def held_inside_the_write_step(*args: Any, **kwargs: Any) -> Any:
         entered.set()
         assert release.wait(120), "the test never let the first run go on"
         return real(*args, **kwargs)
 
-    monkeypatch.setattr(tasks.reclaim, "execute_decisions", held_inside_the_write_step)
+    monkeypatch.setattr(gpuaas.operations.reclaim, "execute_decisions", held_inside_the_write_step)
     before = writes(pointed_at)
     first: dict[str, Any] = {}
     runner = threading.Thread(target=lambda: first.update(state=reclaim(apply=True, at=datetime.now(UTC),

@@ -1,0 +1,114 @@
+"""Reclaim, as one use case: from a snapshot to audited stops, without Prefect.
+
+The path of one decision, in order (every caller takes it: the flow, ``gpuaas reclaim``, the tests):
+
+1. ``recover`` (apply mode): close the intents a killed run left open, from the objects themselves.
+   First, because what it closes changes what the audit log says is already decided.
+2. ``verdicts``: which GPU workloads are idle (the adaptive rows decided again from their history).
+3. ``plan``: the whole decision, pure. Targets and their order, what the audit log already decided
+   for this window, what an undo restored inside it, and the cap; the audit log's answer is read
+   beforehand by ``read_audit_view`` and passed in as data, so ``plan`` can be called in a REPL.
+4. ``apply``: per decision, the intent row, the write (only in apply mode), the completion row.
+
+``decide`` is 2 and 3 with the audit read between them: what the flow and the command call.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from datetime import datetime, timedelta
+
+import pandas as pd
+
+from gpuaas.actions import (
+    ActionResult,
+    KubeWriter,
+    already_decided,
+    execute_decisions,
+    recently_restored,
+    recover_interrupted,
+)
+from gpuaas.models import Outcome, Snapshot
+from gpuaas.policies.reclaim import Decision, GpuEvidence, apply_adaptive, finalize_decisions, find_idle, plan_reclaim
+from gpuaas.policy import Mode, Policy
+from gpuaas.store import AuditEntry, Store
+
+__all__ = ["AuditView", "ReclaimPlan", "apply", "decide", "plan", "propose", "read_audit_view", "recover", "verdicts"]
+
+
+@dataclass(frozen=True)
+class AuditView:
+    """What the audit log says that a plan must respect, read once before planning."""
+
+    decided: Mapping[str, int] = field(default_factory=dict)
+    """Idempotency key -> the audit id of the decision that already counts for this window."""
+    restored: Mapping[tuple[str, str, str], tuple[int, datetime]] = field(default_factory=dict)
+    """(kind, namespace, name) -> (audit id, time) of the latest undo inside the longest window."""
+
+
+@dataclass(frozen=True)
+class ReclaimPlan:
+    """Every idle target of one run and what becomes of it, most wasteful first; nothing left to decide."""
+
+    mode: Mode
+    decisions: list[Decision]
+    cap: int
+
+    @property
+    def targets(self) -> list[Decision]:
+        """The decisions this run acts on (or, in dry-run, would)."""
+        return [d for d in self.decisions if d.outcome == Outcome.planned]
+
+
+def recover(store: Store, writer: KubeWriter, *, flow_run_id: str | None, now: datetime) -> list[AuditEntry]:
+    """Close the apply intents, reclaims and restores, that a killed run left without a completion row."""
+    return recover_interrupted(store, writer, flow_run_id=flow_run_id, now=now)
+
+
+def verdicts(snapshot: Snapshot, policy: Policy, adaptive: pd.DataFrame | None = None) -> pd.DataFrame:
+    """The idle verdict of every GPU workload; the rows of an adaptive rule decided again from ``adaptive``."""
+    return apply_adaptive(find_idle(snapshot.workloads, policy, snapshot.collected_at), adaptive)
+
+
+def propose(snapshot: Snapshot, idle: pd.DataFrame, policy: Policy, mode: Mode,
+            wall_clock: datetime | None = None) -> list[Decision]:
+    """The targets the verdicts give, each with its per-GPU evidence, before the audit log has a say."""
+    evidence = GpuEvidence(snapshot.gpus)
+    out = []
+    for d in plan_reclaim(snapshot, idle, policy, mode, wall_clock):
+        window = d.evidence.get("base_window_minutes") or d.evidence["window_minutes"]
+        out.append(replace(d, evidence={**d.evidence, "gpus": evidence.of(d.namespace, d.name, window)}))
+    return out
+
+
+def read_audit_view(store: Store, proposed: Sequence[Decision], now: datetime) -> AuditView:
+    """The audit rows ``plan`` needs for ``proposed``: their keys' decisions, and undos inside the longest window."""
+    longest = max((float(d.evidence.get("window_minutes") or 0) for d in proposed), default=0.0)
+    return AuditView(
+        decided=already_decided(store, [d.idempotency_key for d in proposed if d.outcome == Outcome.planned]),
+        restored=recently_restored(store, now - timedelta(minutes=longest)),
+    )
+
+
+def plan(proposed: Sequence[Decision], audit: AuditView, policy: Policy, mode: Mode, now: datetime) -> ReclaimPlan:
+    """The whole decision: skip what the window already decided or an undo restored, then cap by waste. Pure."""
+    cap = policy.reclaim.max_actions_per_run
+    return ReclaimPlan(mode, finalize_decisions(proposed, audit.decided, cap, audit.restored, now), cap)
+
+
+def decide(snapshot: Snapshot, idle: pd.DataFrame, policy: Policy, mode: Mode, store: Store, *, now: datetime,
+           wall_clock: datetime | None = None) -> ReclaimPlan:
+    """``propose``, the audit log's answer, ``plan``: one run's decision, as the flow and the command make it."""
+    proposed = propose(snapshot, idle, policy, mode, wall_clock)
+    return plan(proposed, read_audit_view(store, proposed, now), policy, mode, now)
+
+
+def apply(reclaim_plan: ReclaimPlan, store: Store, writer: KubeWriter, *, flow_run_id: str | None,
+          now: datetime) -> list[ActionResult]:
+    """Audit every decision and act on the targets: intent row, write (apply mode only), completion row.
+
+    Not retried by its callers: a retry of a half-done write is what the intent rows and ``recover`` guard against.
+    """
+    return execute_decisions(reclaim_plan.decisions, store, writer, mode=reclaim_plan.mode, flow_run_id=flow_run_id,
+                             now=now)

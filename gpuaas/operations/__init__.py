@@ -1,0 +1,1 @@
+"""Use cases without Prefect: each module plans (pure) and applies (I/O), typed in and out."""

@@ -2,14 +2,15 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from typing import Any
 
+from gpuaas.actions.deadline_holds import NudgeResult
 from gpuaas.policies.deadlines import DeadlinePlan, PoolPlan, ScheduledJob
 from gpuaas.pushgateway import MetricFamily
 
-__all__ = ["deadline_metrics", "deadlines_headline", "grouped_notes", "object_names", "plan_dict", "plan_rows",
-           "pool_dicts", "verdict_sentence"]
+__all__ = ["deadline_metrics", "deadlines_headline", "grouped_notes", "nudge_dicts", "object_names", "plan_dict",
+           "plan_rows", "pool_dicts", "verdict_sentence"]
 
 
 def _num(value: float | None) -> float | int | None:
@@ -57,6 +58,13 @@ def pool_dicts(pools: Sequence[PoolPlan]) -> list[dict[str, Any]]:
     """``gpuaas plan deadlines --from-cluster --format json``: the same answer per pool, seconds from now."""
     return [{"cohort": p.problem.cohort, "flavor": p.problem.flavor, "capacity_gpus": p.problem.capacity,
              **plan_dict(p.plan), "missed": list(p.missed), "notes": list(p.problem.notes)} for p in pools]
+
+
+def nudge_dicts(results: Iterable[NudgeResult]) -> list[dict[str, Any]]:
+    """The ``deadlines`` flow's ``released``, ``nudges`` and ``undo``: one row per nudge, its ``audit_id`` what undo takes."""
+    return [{"action": r.nudge.action, "workload": r.nudge.ref, "result": r.result, "reason": r.reason,
+             "audit_id": r.audit_id, "release_at": r.nudge.release_at.isoformat() if r.nudge.release_at else None}
+            for r in results]
 
 
 def deadline_metrics(pools: Sequence[PoolPlan]) -> list[MetricFamily]:

@@ -10,7 +10,8 @@ does to Kueue. So every flow interval of simulated time (the ``deadlines`` deplo
 2. the snapshot the collect would build from those objects (the kube source's parsers, then
    ``build_snapshot``): Workloads with their ``gpuaas.io/deadline`` and
    ``gpuaas.io/expected-runtime`` annotations, conditions and admission, the ClusterQueue;
-3. ``plan_pools(deadline_problems(snapshot))`` and ``plan_nudges`` with the policy's settings;
+3. the flow's own decision, ``gpuaas.operations.deadlines.plan``, with the policy's settings (so
+   the replay and the flow cannot drift apart);
 4. the nudges written as the action writes them (``hold_patch``/``release_patch``), a hold only on
    a Workload that is still pending, active and not held (``not_holdable``).
 
@@ -18,7 +19,7 @@ Between ticks Kueue's model admits as it would (a job submitted between two runs
 before the flow ever sees it) and each job ends after its *true* duration; the expected-runtime
 annotation carries the *estimate*. Finished Workloads are deleted (their job is gone), so a tick
 reads only what is pending or running. A tick with nothing pending is skipped: with nothing pending
-nothing is held, and ``plan_nudges`` writes nothing.
+nothing is held, and the plan nudges nothing.
 """
 
 from __future__ import annotations
@@ -47,15 +48,8 @@ from gpuaas.cluster.kueue.testing import workload
 from gpuaas.cluster.traces import TraceJob
 from gpuaas.errors import ConfigError
 from gpuaas.models import Outcome, Snapshot
-from gpuaas.policies.deadlines import (
-    EPS,
-    HOLD_ANNOTATION,
-    Nudge,
-    deadline_problems,
-    parse_hold,
-    plan_nudges,
-    plan_pools,
-)
+from gpuaas.operations.deadlines import plan
+from gpuaas.policies.deadlines import EPS, HOLD_ANNOTATION, Nudge, parse_hold
 from gpuaas.policy import DeadlinesPolicy
 from gpuaas.snapshot import kueue_snapshot
 from gpuaas.sources import (
@@ -133,8 +127,7 @@ def flow_tick(store: ObjectStore, now: datetime, policy: DeadlinesPolicy) -> lis
     """One run of the ``deadlines`` flow in apply mode on ``store``; returns the nudges it planned."""
     for nudge in due_releases(store.page("Workload").items, now):
         _release(store, nudge)
-    snapshot = store_snapshot(store, now)
-    nudges = plan_nudges(plan_pools(deadline_problems(snapshot)), snapshot.workloads, now, policy)
+    nudges = list(plan(store_snapshot(store, now), policy, now).nudges)
     for nudge in nudges:
         if nudge.outcome != Outcome.planned:
             continue

@@ -1,5 +1,5 @@
 """The deadline replay runs the deployed code: its tick nudges exactly as the flow's collect-and-plan path
-(the kube source over HTTP, ``build_snapshot``, ``plan_pools``, ``plan_nudges``) on the same emulator
+(the kube source over HTTP, ``build_snapshot``, the operation's ``plan``) on the same emulator
 state; a hand-checked trace where the flow's hold meets a deadline FIFO misses; a policy that holds
 nothing gives FIFO's run exactly; the cadence is read from prefect.yaml."""
 
@@ -18,7 +18,8 @@ from gpuaas.cluster.kueue.testing import workload
 from gpuaas.cluster.traces import TraceJob
 from gpuaas.errors import ConfigError
 from gpuaas.models import SourceStatus
-from gpuaas.policies.deadlines import HOLD_ANNOTATION, Nudge, deadline_problems, plan_nudges, plan_pools
+from gpuaas.operations.deadlines import plan
+from gpuaas.policies.deadlines import HOLD_ANNOTATION, Nudge
 from gpuaas.policy import DeadlinesPolicy, Policy
 from gpuaas.settings import GpuaasSettings
 from gpuaas.snapshot import build_snapshot
@@ -52,7 +53,7 @@ def test_the_replay_tick_nudges_as_the_flow_plans_on_the_same_state(tmp_path: Pa
         api.stop()
     snapshot = build_snapshot(clock.now, [30.0], {"kube": SourceStatus("kube", True)}, kube=kube, prom=None,
                               policy=Policy())
-    flow = plan_nudges(plan_pools(deadline_problems(snapshot)), snapshot.workloads, clock.now, policy)
+    flow = list(plan(snapshot, policy, clock.now).nudges)
 
     replay = flow_tick(store, clock.now, policy)
 

@@ -19,8 +19,8 @@ import pytest
 import yaml
 
 from gpuaas.actions._kube_writer import KubeWriter
-from gpuaas.actions.deadline_holds import release_due
 from gpuaas.cluster.runner import EmbeddedCluster
+from gpuaas.operations.deadlines import release_sweep
 from gpuaas.policies.deadlines import HOLD_ANNOTATION
 from gpuaas.settings import load_settings
 from gpuaas.store import open_store
@@ -122,10 +122,11 @@ def test_release_at_its_time_needs_no_plan(pointed_at: EmbeddedCluster) -> None:
     store = open_store(settings)
     try:
         with KubeWriter(settings) as writer:
-            early = release_due(_workloads(pointed_at, "forecast"), store, writer, release_at - timedelta(seconds=1),
-                                flow_run_id=None)
-            assert early == []
-            [done] = release_due(_workloads(pointed_at, "forecast"), store, writer, release_at, flow_run_id=None)
+            early = release_sweep(_workloads(pointed_at, "forecast"), store, writer,
+                                  now=release_at - timedelta(seconds=1), flow_run_id=None)
+            assert early.nudges == ()
+            [done] = release_sweep(_workloads(pointed_at, "forecast"), store, writer, now=release_at,
+                                   flow_run_id=None).nudges
     finally:
         store.close()
     assert done.result == "released" and done.nudge.name == name

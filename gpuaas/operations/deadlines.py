@@ -1,0 +1,118 @@
+"""Deadline nudges, as one use case: from a snapshot to audited holds and releases, without Prefect.
+
+The path of one run, in order (every caller takes it: the ``deadlines`` flow, the flow replay, the tests):
+
+1. ``release_sweep`` (any mode): release every held Workload whose ``release_at`` has come, read
+   from the Workload objects alone. It comes first and needs no snapshot, so a run whose collect or
+   plan fails later has already released; a hold is gpuaas's own change, so it is undone in dry-run too.
+2. ``plan``: the whole decision, pure. The pools (one per cohort tree and GPU flavor) and their
+   plans, then the nudges with their reasons, holds capped per run. What is already held is read
+   from the snapshot's Workloads (the ``gpuaas.io/deadline-hold`` annotation), not from the audit
+   log: the object is the record of a hold, so there is no audit view to read beforehand.
+3. ``apply``: per nudge, the intent row, the write (a hold only in apply mode), the completion row.
+   There is no recovery step: a hold interrupted before its write left the object unheld and is
+   decided again; one interrupted after it is on the object, and the next plan keeps or releases it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from gpuaas.actions import KubeWriter
+from gpuaas.actions.deadline_holds import NudgeResult, apply_nudges, release_due, undo_holds
+from gpuaas.models import Outcome, Snapshot
+from gpuaas.policies.deadlines import Nudge, PoolPlan, deadline_problems, plan_nudges, plan_pools
+from gpuaas.policy import DeadlinesPolicy, Mode
+from gpuaas.store import Store
+
+__all__ = ["DeadlinesPlan", "DeadlinesResult", "apply", "plan", "pool_plans", "release_sweep", "undo"]
+
+
+@dataclass(frozen=True)
+class DeadlinesPlan:
+    """One run's decision: every pool's plan and the nudges that follow from them; nothing left to decide."""
+
+    at: datetime
+    pools: tuple[PoolPlan, ...]
+    nudges: tuple[Nudge, ...] = ()
+    """Releases first (never capped), then holds, least urgent first; each with its reason and outcome
+    (``planned``, or ``deferred`` over the cap). Empty when the run plans only."""
+
+    @property
+    def holds(self) -> tuple[Nudge, ...]:
+        """The holds this run writes (or, in dry-run, would)."""
+        return tuple(n for n in self.nudges if n.action == "hold" and n.outcome == Outcome.planned)
+
+    @property
+    def at_risk(self) -> tuple[str, ...]:
+        """Every deadline that does not hold on today's GPUs (``namespace/name``): at risk, then missed, per pool."""
+        return tuple(ref for p in self.pools for ref in (*p.plan.at_risk, *p.missed))
+
+    @property
+    def extra_gpus(self) -> dict[str, int]:
+        """The fewest extra GPUs per flavor that make every holdable deadline hold, summed over the pools."""
+        out: dict[str, int] = {}
+        for p in self.pools:
+            out[p.problem.flavor] = out.get(p.problem.flavor, 0) + p.plan.extra_gpus.get(p.problem.flavor, 0)
+        return out
+
+
+@dataclass(frozen=True)
+class DeadlinesResult:
+    """What became of each nudge of a step (sweep, apply or undo), in the order they were carried out."""
+
+    nudges: tuple[NudgeResult, ...] = ()
+
+    def counts(self) -> dict[str, int]:
+        """``{"hold applied": 1, "hold deferred": 1, ...}``: the run's log line."""
+        out: dict[str, int] = {}
+        for r in self.nudges:
+            key = f"{r.nudge.action} {r.result}"
+            out[key] = out.get(key, 0) + 1
+        return out
+
+    def of(self, outcome: Outcome) -> tuple[NudgeResult, ...]:
+        return tuple(r for r in self.nudges if r.result == outcome)
+
+
+def pool_plans(snapshot: Snapshot) -> tuple[PoolPlan, ...]:
+    """The plan of every cohort-tree/flavor pool of ``snapshot``; what the rebalance flow's demand reads too. Pure."""
+    return tuple(plan_pools(deadline_problems(snapshot)))
+
+
+def plan(snapshot: Snapshot, policy: DeadlinesPolicy, now: datetime, *, nudge: bool = True) -> DeadlinesPlan:
+    """The pools' plans and, with ``nudge``, the holds and releases that steer Kueue toward them. Pure.
+
+    ``now`` is the instant the nudges are judged at (their ``release_at`` counts from it); the pools
+    count from the snapshot's ``collected_at``, the instant the snapshot describes.
+    """
+    pools = pool_plans(snapshot)
+    nudges = plan_nudges(pools, snapshot.workloads, now, policy) if nudge else []
+    return DeadlinesPlan(now, pools, tuple(nudges))
+
+
+def release_sweep(workloads: Iterable[dict[str, Any]], store: Store, writer: KubeWriter, *, now: datetime,
+                  flow_run_id: str | None) -> DeadlinesResult:
+    """Release every Workload object in ``workloads`` held by gpuaas whose ``release_at`` has come; audited."""
+    return DeadlinesResult(tuple(release_due(workloads, store, writer, now, flow_run_id=flow_run_id)))
+
+
+def apply(deadlines_plan: DeadlinesPlan, store: Store, writer: KubeWriter, *, mode: Mode, flow_run_id: str | None,
+          now: datetime) -> DeadlinesResult:
+    """Audit every nudge and carry out the planned ones: releases in any mode, holds only in apply mode.
+
+    A hold: GET the Workload, refuse it when no longer pending, active and unheld, the intent row, the
+    merge patch at the version read (its annotation names the intent row), the completion row; a 409
+    is never overwritten. ``now`` is taken for the same call as every use case's ``apply``; a nudge's
+    own times (its ``release_at``) were fixed by ``plan``, so nothing here reads the clock.
+    """
+    return DeadlinesResult(tuple(apply_nudges(deadlines_plan.nudges, store, writer, mode=mode,
+                                              flow_run_id=flow_run_id)))
+
+
+def undo(store: Store, writer: KubeWriter, audit_ids: Sequence[int], *, flow_run_id: str | None) -> DeadlinesResult:
+    """Release the holds named by their audit ids (intent or completion row), if each is still that hold."""
+    return DeadlinesResult(tuple(undo_holds(store, writer, audit_ids, flow_run_id=flow_run_id)))

@@ -1,4 +1,4 @@
-"""Time of one quota plan for 200 and 1,000 ClusterQueues x 4 flavors (the target: 200 x 4 under 2 s).
+"""Time of one quota plan for 200 and 1,000 ClusterQueues x 4 flavors (the solver's budget: 120 s a plan).
 
 Run: ``python -m bench.bench_quota_plan [SEED] [--smoke]`` (``--smoke``: 20 queues, the default limits). The instances are random but seeded, with the
 shape a nightly run sees: every queue holds every flavor, about a third are short of quota,

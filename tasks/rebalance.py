@@ -38,7 +38,7 @@ def read_history(settings: GpuaasSettings, now: datetime, window_days: float) ->
 @gpuaas_task("recent-quota-changes")
 def read_audit_view(settings: GpuaasSettings, now: datetime) -> op.RebalanceAuditView:
     with open_store(settings) as store:
-        return op.audit_view(store, settings.policy, now)
+        return op.read_audit_view(store, settings.policy, now)
 
 
 @gpuaas_task("plan-quotas", timeout_seconds=300)

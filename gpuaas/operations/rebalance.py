@@ -2,7 +2,7 @@
 
 The path of one quota change, in order (the flow takes it; so can a test or a REPL):
 
-1. ``audit_view``: the net quota change gpuaas itself made per queue and flavor over the last
+1. ``read_audit_view``: the net quota change gpuaas itself made per queue and flavor over the last
    ``no_reversal_days``, read from the audit log. The planner needs it so as not to undo tonight
    what it did last night; it is read beforehand and passed in as data, so ``plan`` stays pure.
 2. ``plan``: the whole decision, pure. Per cohort the demand (``cohort_demands``), the planner's
@@ -44,7 +44,7 @@ from gpuaas.sources.kube import DEFAULT_GPU_RESOURCES
 from gpuaas.store import AuditEntry, Store
 
 __all__ = ["GPU_RESOURCES", "CohortOutcome", "RebalanceAuditView", "RebalancePlan", "RebalanceResult", "apply",
-           "audit_view", "degraded_reason", "plan"]
+           "degraded_reason", "plan", "read_audit_view"]
 
 GPU_RESOURCES: tuple[str, ...] = DEFAULT_GPU_RESOURCES
 """The extended resources counted as GPUs when the caller names none (the collector's default)."""
@@ -108,7 +108,7 @@ class RebalanceResult:
         return [o.cohort for o in self.cohorts if o.result == Outcome.changed]
 
 
-def audit_view(store: Store, policy: Policy, now: datetime) -> RebalanceAuditView:
+def read_audit_view(store: Store, policy: Policy, now: datetime) -> RebalanceAuditView:
     """The quota moves gpuaas made within ``no_reversal_days`` before ``now``, net per queue and flavor."""
     since = now - timedelta(days=policy.rebalance.no_reversal_days)
     return RebalanceAuditView(recent_change=recent_quota_changes(store, since))
@@ -141,7 +141,7 @@ def plan(snapshot: Snapshot, history: pd.DataFrame, policy: Policy, *, audit: Re
 
     ``history``: the per-queue percentiles (``gpuaas.sources.queue_history``), empty when it could
     not be read (``history_error`` then says why, and the plan is degraded); ``pools``: the
-    deadline plans, whose GPUs per queue are part of the demand; ``audit``: ``audit_view``'s answer.
+    deadline plans, whose GPUs per queue are part of the demand; ``audit``: ``read_audit_view``'s answer.
     """
     audit = audit or RebalanceAuditView()
     demands = cohort_demands(snapshot, history, policy, deadline_gpus=deadline_gpus_per_queue(pools, snapshot),

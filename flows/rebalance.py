@@ -90,6 +90,8 @@ def rebalance(apply: bool = False, cohort: str | None = None, history_days: floa
         with _writes_lock(settings, holder) if mode is Mode.apply else nullcontext():
             snapshot, pools, plan = _plan(settings, now, cohort, window, snapshot_id)
             applied = apply_rebalance(settings, plan, mode, now)
+            for row in applied.recovered:
+                logger.warning("plan #%s of cohort %s: %s", row.refers_to, row.name, row.reason)
             results = applied.cohorts
             if applied.changed:  # someone edited a quota since the snapshot: plan again on a fresh one, once
                 logger.warning("quotas changed since the plan in %s: recomputing once", ", ".join(applied.changed))
@@ -110,7 +112,8 @@ def rebalance(apply: bool = False, cohort: str | None = None, history_days: floa
     pushed = push_or_warn(settings, push_rebalance_metrics, results, what="rebalance metrics")
     line = with_failures(first_line(results, mode.value, plan.degraded), source_errors(snapshot.sources))
     return finished({"mode": mode.value, "snapshot_id": plan.snapshot_id, "degraded": plan.degraded,
-                     "pushed_samples": pushed, "source_errors": source_errors(snapshot.sources), "cohorts": outcome_dicts(results)}, line)
+                     "pushed_samples": pushed, "source_errors": source_errors(snapshot.sources),
+                     "cohorts": outcome_dicts(results)}, line)
 
 
 if __name__ == "__main__":

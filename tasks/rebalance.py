@@ -37,6 +37,7 @@ def read_history(settings: GpuaasSettings, now: datetime, window_days: float) ->
 
 @gpuaas_task("recent-quota-changes")
 def read_audit_view(settings: GpuaasSettings, now: datetime) -> op.RebalanceAuditView:
+    """Read before planning, so that the plan itself stays pure."""
     with open_store(settings) as store:
         return op.read_audit_view(store, settings.policy, now)
 

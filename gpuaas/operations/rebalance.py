@@ -131,7 +131,8 @@ def _plan_cohort(demand: CohortDemand, snapshot: Snapshot, gpu_resources: Sequen
     binding = binding_resources(snapshot.quotas, quota_plan.changes, gpu_resources)
     if binding:
         return CohortOutcome(demand.cohort, demand, None, error="; ".join(binding), result=Outcome.no_plan)
-    return CohortOutcome(demand.cohort, demand, quota_plan, flags=borrowing_flags(demand, quota_plan) + quota_plan.notes)
+    flags = borrowing_flags(demand, quota_plan) + quota_plan.notes
+    return CohortOutcome(demand.cohort, demand, quota_plan, flags=flags)
 
 
 def plan(snapshot: Snapshot, history: pd.DataFrame, policy: Policy, *, audit: RebalanceAuditView | None = None,

@@ -2,10 +2,12 @@
 
 Collect (the collect flow as a subflow: a fresh snapshot, stored, loaded by id), plan the deadlines
 (their GPUs per queue are part of the demand), read the per-queue history (one Prometheus query),
-plan the quotas per cohort (pure, HiGHS), apply (apply mode only, under the store lock
-``cluster-writes`` that reclaim takes too: the two never write at the same time), publish
-(artifacts, Pushgateway). A plan whose queues changed since it was made is recomputed once from a
-fresh snapshot, never forced; a degraded snapshot or missing history is planned and never applied.
+plan the quotas per cohort and apply them (``gpuaas.operations.rebalance``: ``plan`` is pure,
+HiGHS; ``apply`` writes in apply mode only), publish (artifacts, Pushgateway). In apply mode the
+store lock ``cluster-writes``, which reclaim takes too, is held around collect, plan and apply:
+the two never write at the same time, and never on a snapshot the other has outdated. A plan
+whose queues changed since it was made is recomputed once from a fresh snapshot, never forced; a
+degraded snapshot or missing history is planned and never applied.
 """
 
 from __future__ import annotations
@@ -22,35 +24,30 @@ from flows._outcome import finished
 from flows._snapshot import snapshot_for
 from gpuaas.actions import new_holder
 from gpuaas.models import Snapshot
+from gpuaas.operations.rebalance import RebalancePlan
+from gpuaas.policies.deadlines import PoolPlan
 from gpuaas.policy import Mode
 from gpuaas.settings import GpuaasSettings, load_settings
 from gpuaas.sources.queue_history import HISTORY_COLUMNS
 from reports import source_errors, with_failures
-from reports.rebalance import CohortOutcome, first_line, outcome_dicts
+from reports.rebalance import first_line, outcome_dicts
 from tasks import push_or_warn, retry_options, unwalked
 from tasks.deadlines import plan_deadlines
 from tasks.notify import NOTIFY_HOOKS
 from tasks.rebalance import (
-    apply_plans,
-    plan_cohorts,
+    apply_rebalance,
+    plan_rebalance,
     publish_rebalance_artifacts,
     push_rebalance_metrics,
+    read_audit_view,
     read_history,
-    recent_changes,
 )
 from tasks.writes import WritesBusy, busy_outcome
 from tasks.writes import cluster_writes as _writes_lock  # the Prefect slot + store lock reclaim takes too
 
 
-def _degraded(snapshot: Snapshot, history_error: str | None) -> str | None:
-    failed = [f"{n}: {s.error or 'failed'}" for n, s in snapshot.sources.items() if s.required and not s.ok]
-    if history_error:
-        failed.append(f"history: {history_error}")
-    return "; ".join(failed) or None
-
-
 def _plan(settings: GpuaasSettings, now: datetime, cohort: str | None, window_days: float,
-          snapshot_id: int | None = None) -> tuple[int, Snapshot, list[Any], list[CohortOutcome], str | None]:
+          snapshot_id: int | None = None) -> tuple[Snapshot, list[PoolPlan], RebalancePlan]:
     logger = get_run_logger()
     started = time.monotonic()
     snapshot_id, snapshot = snapshot_for(settings, now, snapshot_id)
@@ -63,10 +60,11 @@ def _plan(settings: GpuaasSettings, now: datetime, cohort: str | None, window_da
         history_error = str(state.result(raise_on_failure=False))[:300]
         history = pd.DataFrame(columns=HISTORY_COLUMNS)
         logger.warning("queue history not read: %s", history_error)
-    outcomes = plan_cohorts(settings, unwalked(snapshot), history, unwalked(pools), recent_changes(settings, now), cohort)
-    logger.info("plan: snapshot %s, %d cohorts, %d GPUs to move in %.2fs", snapshot_id, len(outcomes),
-                sum(o.plan.moved_gpus for o in outcomes if o.plan), time.monotonic() - started)
-    return snapshot_id, snapshot, pools, outcomes, _degraded(snapshot, history_error)
+    plan = plan_rebalance(settings, unwalked(snapshot), history, unwalked(pools), read_audit_view(settings, now),
+                          cohort, history_error, snapshot_id)
+    logger.info("plan: snapshot %s, %d cohorts, %d GPUs to move in %.2fs", snapshot_id, len(plan.cohorts),
+                plan.moved_gpus, time.monotonic() - started)
+    return snapshot, pools, plan
 
 
 @flow(name="rebalance", log_prints=False, **NOTIFY_HOOKS)
@@ -90,15 +88,17 @@ def rebalance(apply: bool = False, cohort: str | None = None, history_days: floa
 
     try:
         with _writes_lock(settings, holder) if mode is Mode.apply else nullcontext():
-            snapshot_id, snapshot, pools, outcomes, degraded = _plan(settings, now, cohort, window, snapshot_id)
-            results = apply_plans(settings, outcomes, mode, degraded, snapshot_id, now)
-            changed = [o.cohort for o in results if o.result == "changed"]
-            if changed:  # someone edited a quota since the snapshot: plan again on a fresh one, once
-                logger.warning("quotas changed since the plan in %s: recomputing once", ", ".join(changed))
+            snapshot, pools, plan = _plan(settings, now, cohort, window, snapshot_id)
+            applied = apply_rebalance(settings, plan, mode, now)
+            for row in applied.recovered:
+                logger.warning("plan #%s of cohort %s: %s", row.refers_to, row.name, row.reason)
+            results = applied.cohorts
+            if applied.changed:  # someone edited a quota since the snapshot: plan again on a fresh one, once
+                logger.warning("quotas changed since the plan in %s: recomputing once", ", ".join(applied.changed))
                 again = datetime.now(UTC) if at is None else now
-                for name in changed:
-                    snapshot_id, snapshot, pools, outcomes, degraded = _plan(settings, again, name, window)
-                    redone = apply_plans(settings, outcomes, mode, degraded, snapshot_id, again)
+                for name in applied.changed:
+                    snapshot, pools, plan = _plan(settings, again, name, window)
+                    redone = apply_rebalance(settings, plan, mode, again).cohorts
                     results = [o for o in results if o.cohort != name] + redone
     except WritesBusy as busy:  # Completed, nothing planned or written: the next night plans again
         return busy_outcome({"mode": mode.value, "snapshot_id": None, "degraded": None, "pushed_samples": None,
@@ -108,11 +108,12 @@ def rebalance(apply: bool = False, cohort: str | None = None, history_days: floa
         counts[o.result] = counts.get(o.result, 0) + 1
     logger.info("act (%s): %s", mode.value, counts or "no cohort")
 
-    publish_rebalance_artifacts(results, mode, unwalked(pools), degraded)
+    publish_rebalance_artifacts(results, mode, unwalked(pools), plan.degraded)
     pushed = push_or_warn(settings, push_rebalance_metrics, results, what="rebalance metrics")
-    line = with_failures(first_line(results, mode.value, degraded), source_errors(snapshot.sources))
-    return finished({"mode": mode.value, "snapshot_id": snapshot_id, "degraded": degraded, "pushed_samples": pushed,
-                     "source_errors": source_errors(snapshot.sources), "cohorts": outcome_dicts(results)}, line)
+    line = with_failures(first_line(results, mode.value, plan.degraded), source_errors(snapshot.sources))
+    return finished({"mode": mode.value, "snapshot_id": plan.snapshot_id, "degraded": plan.degraded,
+                     "pushed_samples": pushed, "source_errors": source_errors(snapshot.sources),
+                     "cohorts": outcome_dicts(results)}, line)
 
 
 if __name__ == "__main__":

@@ -1,45 +1,22 @@
 """Rebalance report builders: rows per queue and flavor, the markdown summary, the Pushgateway metrics.
 
-Pure: a ``CohortOutcome`` per cohort (its demand, plan or planning error, and what applying
-did) goes in. The flow publishes these as artifacts, the CLI prints the same rows.
+Pure: a ``gpuaas.operations.rebalance.CohortOutcome`` per cohort (its demand, plan or planning
+error, and what applying did) goes in. The flow publishes these as artifacts, the CLI prints the
+same rows.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from gpuaas.models import Outcome
-from gpuaas.policies.quotas import CohortDemand, QuotaPlan
 from gpuaas.pushgateway import MetricFamily
 
-__all__ = ["CohortOutcome", "borrowing_flags", "change_rows", "first_line", "outcome_dicts", "rebalance_markdown",
-           "rebalance_metrics"]
+if TYPE_CHECKING:  # annotations only: rendering needs no cluster client
+    from gpuaas.operations.rebalance import CohortOutcome
 
-
-@dataclass(frozen=True)
-class CohortOutcome:
-    cohort: str
-    demand: CohortDemand
-    plan: QuotaPlan | None
-    error: str | None = None
-    plan_id: int | None = None
-    result: Outcome = Outcome.planned
-    message: str = ""
-    flags: list[str] = field(default_factory=list)
-
-
-def borrowing_flags(demand: CohortDemand, plan: QuotaPlan) -> list[str]:
-    """A quota lowered below what the queue holds now: allowed (Kueue evicts nothing), but it borrows."""
-    out = []
-    for c in plan.changes:
-        held = demand.lowest_flavor_use.get((c.queue, c.flavor), 0.0)
-        if c.after < c.before and held > c.after:
-            out.append(f"{c.queue} {c.flavor}: new quota {c.after} is below the {held:g} GPUs it holds now; "
-                       f"Kueue evicts nothing, the queue now borrows {held - c.after:g} from the cohort "
-                       "(others may reclaim them by preemption)")
-    return out
+__all__ = ["change_rows", "first_line", "outcome_dicts", "rebalance_markdown", "rebalance_metrics"]
 
 
 def change_rows(outcomes: Sequence[CohortOutcome]) -> list[dict[str, Any]]:

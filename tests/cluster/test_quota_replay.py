@@ -107,7 +107,7 @@ def test_bad_quota_file_is_one_line_naming_file_and_tenant(tmp_path: Path,
 
 @pytest.mark.parametrize("reclaim", ["Any", "Never"])
 def test_the_replays_night_plans_what_the_rebalance_flow_plans_on_the_same_state(reclaim: str) -> None:
-    """The replay's nightly plan and the flow's (``cohort_demands`` then ``plan_quotas``) on one state.
+    """The replay's nightly plan and the flow's (``gpuaas.operations.rebalance.plan``) on one state.
 
     The state: three queues of one cohort, a week of hourly samples. The flow reads the percentile
     of usage and the median and peak of pending GPUs from Prometheus; here the test writes those
@@ -120,7 +120,7 @@ def test_the_replays_night_plans_what_the_rebalance_flow_plans_on_the_same_state
 
     from gpuaas.cluster.quota_replay._nightly import History, plan_night
     from gpuaas.models import Snapshot, SourceStatus
-    from gpuaas.policies.quotas import cohort_demands, plan_quotas
+    from gpuaas.operations import rebalance
 
     rng = np.random.default_rng(7)
     quotas = {"a": 16, "b": 16, "c": 16}
@@ -152,8 +152,10 @@ def test_the_replays_night_plans_what_the_rebalance_flow_plans_on_the_same_state
                              for q, g in quotas.items()]),
         queues=pd.DataFrame([{"name": q, "pending_gpus": p, "oldest_pending_seconds": w}
                              for q, (p, w) in backlog.items()]))
-    [cohort] = cohort_demands(snap, pd.DataFrame(rows), policy, recent_change={("a", "gpu"): -1})
-    flowed = plan_quotas(cohort.queues, cohort.limits)
+    audit = rebalance.RebalanceAuditView(recent_change={("a", "gpu"): -1})
+    [cohort] = rebalance.plan(snap, pd.DataFrame(rows), policy, audit=audit).cohorts
+    flowed = cohort.plan
+    assert flowed is not None, cohort.error
     assert {c.queue: c.after for c in flowed.changes} == replayed.quotas
     assert replayed.moved_gpus == flowed.moved_gpus
     if reclaim == "Never":

@@ -1,0 +1,180 @@
+"""Rebalance, as one use case: from a snapshot and the queues' history to audited quota moves, without Prefect.
+
+The path of one quota change, in order (the flow takes it; so can a test or a REPL):
+
+1. ``read_audit_view``: the net quota change gpuaas itself made per queue and flavor over the last
+   ``no_reversal_days``, read from the audit log. The planner needs it so as not to undo tonight
+   what it did last night; it is read beforehand and passed in as data, so ``plan`` stays pure.
+2. ``plan``: the whole decision, pure. Per cohort the demand (``cohort_demands``), the planner's
+   moves (``plan_quotas``) or why there are none (contradictory input, the same flavor's cpu or
+   memory quota binding), and the borrowing a lowered quota creates; for the run, whether the
+   snapshot or the history is degraded: such plans are recorded and never applied.
+3. ``apply``: in apply mode first the recovery of plans a killed run left half-applied (it
+   changes the quotas the new plans are checked against); then per cohort with a plan the intent
+   row, the patches (apply mode and a complete snapshot only) and the completion row, all in
+   ``gpuaas.actions.quotas.apply_quota_plan``. A cohort whose quotas moved since the snapshot
+   comes back ``changed``: the caller plans it again from a fresh one, never forces it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from datetime import datetime, timedelta
+from typing import Any
+
+import pandas as pd
+
+from gpuaas.actions import KubeWriter
+from gpuaas.actions.quotas import apply_quota_plan, recent_quota_changes, recover_quota_plans
+from gpuaas.errors import ConfigError, PolicyError
+from gpuaas.models import Outcome, Snapshot
+from gpuaas.policies.deadlines import PoolPlan
+from gpuaas.policies.quotas import (
+    CohortDemand,
+    QuotaPlan,
+    binding_resources,
+    borrowing_flags,
+    cohort_demands,
+    deadline_gpus_per_queue,
+    plan_quotas,
+)
+from gpuaas.policy import Mode, Policy
+from gpuaas.sources.kube import DEFAULT_GPU_RESOURCES
+from gpuaas.store import AuditEntry, Store
+
+__all__ = ["GPU_RESOURCES", "CohortOutcome", "RebalanceAuditView", "RebalancePlan", "RebalanceResult", "apply",
+           "degraded_reason", "plan", "read_audit_view"]
+
+GPU_RESOURCES: tuple[str, ...] = DEFAULT_GPU_RESOURCES
+"""The extended resources counted as GPUs when the caller names none (the collector's default)."""
+
+
+@dataclass(frozen=True)
+class CohortOutcome:
+    """One cohort: its demand, its plan or why there is none, what the operator should know; after ``apply``,
+    the plan's audit id and what became of it."""
+
+    cohort: str
+    demand: CohortDemand
+    plan: QuotaPlan | None
+    error: str | None = None
+    """Why there is no plan (the result is then ``no plan``)."""
+    plan_id: int | None = None
+    result: Outcome = Outcome.planned
+    message: str = ""
+    flags: list[str] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class RebalanceAuditView:
+    """What the audit log says that a plan must respect, read once before planning."""
+
+    recent_change: Mapping[tuple[str, str], int] = field(default_factory=dict)
+    """(queue, flavor) -> net GPUs of quota gpuaas moved there within ``no_reversal_days``."""
+
+
+@dataclass(frozen=True)
+class RebalancePlan:
+    """Every cohort of one run and its plan; nothing left to decide, only to record and (apply mode) carry out."""
+
+    cohorts: list[CohortOutcome]
+    degraded: str | None
+    """Why the inputs are incomplete (a required source failed, the history was not read): plans are
+    recorded and never applied. None when complete."""
+    snapshot_id: int | None = None
+    """The stored snapshot planned on, kept in each plan's evidence."""
+    gpu_resources: tuple[str, ...] = GPU_RESOURCES
+    manage_limits: bool = False
+    """Whether applying moves lendingLimit and borrowingLimit with the quota (``rebalance.manage_limits``)."""
+
+    @property
+    def moved_gpus(self) -> int:
+        """GPUs of quota the plans move, all cohorts together."""
+        return sum(o.plan.moved_gpus for o in self.cohorts if o.plan is not None)
+
+
+@dataclass(frozen=True)
+class RebalanceResult:
+    """What ``apply`` did: every cohort with its plan's audit id and outcome, and the recovery's rows."""
+
+    cohorts: list[CohortOutcome]
+    recovered: list[AuditEntry] = field(default_factory=list)
+    """Completion rows of interrupted plans the recovery closed before this run's plans."""
+
+    @property
+    def changed(self) -> list[str]:
+        """The cohorts whose quotas moved since the snapshot: to plan again from a fresh one."""
+        return [o.cohort for o in self.cohorts if o.result == Outcome.changed]
+
+
+def read_audit_view(store: Store, policy: Policy, now: datetime) -> RebalanceAuditView:
+    """The quota moves gpuaas made within ``no_reversal_days`` before ``now``, net per queue and flavor."""
+    since = now - timedelta(days=policy.rebalance.no_reversal_days)
+    return RebalanceAuditView(recent_change=recent_quota_changes(store, since))
+
+
+def degraded_reason(snapshot: Snapshot, history_error: str | None = None) -> str | None:
+    """Each required source that failed and the history's error, in one line; None when nothing failed."""
+    failed = [f"{n}: {s.error or 'failed'}" for n, s in snapshot.sources.items() if s.required and not s.ok]
+    if history_error:
+        failed.append(f"history: {history_error}")
+    return "; ".join(failed) or None
+
+
+def _plan_cohort(demand: CohortDemand, snapshot: Snapshot, gpu_resources: Sequence[str]) -> CohortOutcome:
+    """The planner's moves for one cohort, or the sentence saying why there are none (never raised)."""
+    try:
+        quota_plan = plan_quotas(demand.queues, demand.limits)
+    except (ConfigError, PolicyError) as exc:
+        return CohortOutcome(demand.cohort, demand, None, error=str(exc), result=Outcome.no_plan)
+    binding = binding_resources(snapshot.quotas, quota_plan.changes, gpu_resources)
+    if binding:
+        return CohortOutcome(demand.cohort, demand, None, error="; ".join(binding), result=Outcome.no_plan)
+    flags = borrowing_flags(demand, quota_plan) + quota_plan.notes
+    return CohortOutcome(demand.cohort, demand, quota_plan, flags=flags)
+
+
+def plan(snapshot: Snapshot, history: pd.DataFrame, policy: Policy, *, audit: RebalanceAuditView | None = None,
+         pools: Sequence[PoolPlan] = (), cohort: str | None = None, history_error: str | None = None,
+         snapshot_id: int | None = None, gpu_resources: Sequence[str] = GPU_RESOURCES) -> RebalancePlan:
+    """The whole decision for every cohort (only ``cohort`` when given). Pure.
+
+    ``history``: the per-queue percentiles (``gpuaas.sources.queue_history``), empty when it could
+    not be read (``history_error`` then says why, and the plan is degraded); ``pools``: the
+    deadline plans, whose GPUs per queue are part of the demand; ``audit``: ``read_audit_view``'s answer.
+    """
+    audit = audit or RebalanceAuditView()
+    demands = cohort_demands(snapshot, history, policy, deadline_gpus=deadline_gpus_per_queue(pools, snapshot),
+                             recent_change=audit.recent_change, gpu_resources=gpu_resources,
+                             cohorts=[cohort] if cohort else ())
+    return RebalancePlan(cohorts=[_plan_cohort(d, snapshot, gpu_resources) for d in demands],
+                         degraded=degraded_reason(snapshot, history_error), snapshot_id=snapshot_id,
+                         gpu_resources=tuple(gpu_resources), manage_limits=policy.rebalance.manage_limits)
+
+
+def apply(rebalance_plan: RebalancePlan, store: Store, writer: KubeWriter, *, mode: Mode, flow_run_id: str | None,
+          now: datetime) -> RebalanceResult:
+    """Recover interrupted plans (apply mode), then record every cohort's plan and, in apply mode, carry it out.
+
+    Not to be retried by its callers: a retry of a half-applied plan is what the audit log and the recovery
+    guard against.
+    """
+    gpu = list(rebalance_plan.gpu_resources)
+    recovered = []
+    if mode is Mode.apply:
+        recovered = recover_quota_plans(store, writer, flow_run_id=flow_run_id, now=now, gpu_resources=gpu,
+                                        manage_limits=rebalance_plan.manage_limits)
+    done = []
+    for o in rebalance_plan.cohorts:
+        if o.plan is None:
+            done.append(o)
+            continue
+        evidence: dict[str, Any] = {"snapshot_id": rebalance_plan.snapshot_id, "notes": o.demand.notes,
+                                    "flags": o.flags, "history_seconds": o.demand.history_seconds,
+                                    "limits": o.demand.limits.__dict__}
+        result = apply_quota_plan(store, writer, o.cohort, o.plan, mode=mode, degraded=rebalance_plan.degraded,
+                                  flow_run_id=flow_run_id, evidence=evidence, gpu_resources=gpu,
+                                  manage_limits=rebalance_plan.manage_limits)
+        done.append(replace(o, plan_id=result.plan_id, result=result.outcome, message=result.message))
+    return RebalanceResult(done, recovered)

@@ -65,7 +65,7 @@ def _read_back(writer: KubeWriter, reclaim: AuditEntry) -> tuple[Outcome, str] |
     changed = differences(reclaim.before or {}, obj, "the restore sets")
     if changed:
         return Outcome.skipped, (f"the annotation of audit #{reclaim.id} is gone but {'; '.join(changed)}: "
-                           "changed by someone else, not restored again")
+                                 "changed by someone else, not restored again")
     return Outcome.restored, "the object holds the recorded prior state"
 
 
@@ -110,14 +110,14 @@ def _refusal(reclaim: AuditEntry, obj: dict[str, Any], completions: list[AuditEn
     uid = obj["metadata"].get("uid")
     if reclaim.uid and uid != reclaim.uid:
         return Outcome.skipped, (f"a different object now has this name (uid {reclaim.uid} when reclaimed, {uid} now): "
-                           "not touched")
+                                 "not touched")
     mark = reclaimed_by(obj)
     if mark is None or mark.get("audit_id") != reclaim.id:
         if any(r.outcome in (Outcome.skipped, Outcome.failed) for r in completions) and not any(
                 r.outcome == Outcome.applied for r in completions):
             return Outcome.no_op, "the reclaim never reached the object: nothing to restore"
         return Outcome.skipped, (f"the object no longer carries the gpuaas.io/reclaimed annotation of audit #{reclaim.id}: "
-                           "changed by someone else, not overwritten")
+                                 "changed by someone else, not overwritten")
     changed = differences(left_by_stop(reclaim.after, reclaim.before or {}), obj, "the reclaim left")
     if changed:
         return Outcome.skipped, f"{'; '.join(changed)}: changed after the reclaim, not overwritten"
@@ -167,7 +167,7 @@ def restore_reclaim(store: Store, writer: KubeWriter, reclaim: AuditEntry, flow_
             settled = _read_back(writer, reclaim)
             if settled is None:
                 return Undone(Outcome.unknown, f"the PATCH got no usable answer ({str(exc)[:300]}) and the read-back "
-                                         "failed: the next undo or reclaim run settles it from the object")
+                                               "failed: the next undo or reclaim run settles it from the object")
             outcome, why = settled
             return finish(outcome, f"the response was lost ({str(exc)[:300]}); read back: {why}")
         except GpuaasError as exc:

@@ -271,7 +271,7 @@ def undo_quota_plan(store: Store, writer: KubeWriter, intent: AuditEntry, flow_r
                 continue
             if live.get(f) != to:
                 return Undone(Outcome.skipped, f"{queue}: {f} quota is {live.get(f)}, not the plan's {to}: someone "
-                                         "changed a quota since; nothing restored")
+                                               "changed a quota since; nothing restored")
             back.setdefault(queue, {})[f] = (to, frm)
     rolled, problem = _move(ctx, back, "undo")
     if problem:

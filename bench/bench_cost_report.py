@@ -26,10 +26,9 @@ from typing import Any
 from bench._run import headline, parser, run
 from gpuaas.cluster.prometheus import PrometheusServer, require_binary
 from gpuaas.cluster.telemetry import E2E_BUCKETS
-from gpuaas.policies.cost import build_cost_report
+from gpuaas.operations import cost_report as operation
 from gpuaas.settings import MetricNames, load_settings
 from gpuaas.sources import PromClient
-from gpuaas.sources.cost_window import read_cost_inputs
 
 TENANTS = 50
 END = datetime(2026, 11, 30, tzinfo=UTC)
@@ -136,9 +135,10 @@ def main(argv: list[str]) -> int:
 
             PromClient._call = timed  # type: ignore[method-assign]
             t3 = time.monotonic()
-            inputs = read_cost_inputs(settings, END, days * 86400)
+            windows = operation.read(settings, END, days * 86400, compare=False)
+            inputs = windows.current
             t4 = time.monotonic()
-            report = build_cost_report(inputs, settings.policy)
+            report = operation.plan(windows, settings.policy).report
             t5 = time.monotonic()
         finally:
             prom.stop()

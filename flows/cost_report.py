@@ -1,14 +1,14 @@
 """The cost_report flow (daily, and on demand with a window): cost per verified outcome.
 
-Read (a fixed number of queries for the window, and as many again for the previous period of
-the same length, to show the change), build (pure), publish (artifacts, the HTML report in the
+Over ``gpuaas.operations.cost_report``: read (a fixed number of queries for the window, and as many
+again for the previous period of the same length, to show the change), build (pure), publish (artifacts, the HTML report in the
 reports directory, the Pushgateway). A failed push is a warning: the report is already written.
 """
 
 from __future__ import annotations
 
 import time
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 from typing import Any
 
 from prefect import flow, get_run_logger
@@ -33,14 +33,13 @@ def cost_report(window: str = "1d", at: datetime | None = None, compare: bool = 
     reader = read_window.with_options(**retry_options(settings))
 
     started = time.monotonic()
-    inputs = reader(settings, end, window_s)
-    previous_inputs = reader(settings, end - timedelta(seconds=window_s), window_s) if compare else None
-    logger.info("read: %d requests for the window%s in %.2fs", inputs.queries,
-                f" and {previous_inputs.queries} for the previous one" if previous_inputs else "",
+    windows = reader(settings, end, window_s, compare)
+    logger.info("read: %d requests for the window%s in %.2fs", windows.current.queries,
+                f" and {windows.previous.queries} for the previous one" if windows.previous else "",
                 time.monotonic() - started)
 
-    report = build_report(settings, inputs)
-    previous = build_report(settings, previous_inputs) if previous_inputs is not None else None
+    built = build_report(settings, windows)
+    report, previous = built.report, built.previous
     path = write_html_report(settings, report, previous) if html else None
     publish_cost_artifacts(report, previous, path)
     pushed = push_or_warn(settings, push_cost_metrics, report, what="cost metrics")

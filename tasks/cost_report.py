@@ -5,11 +5,10 @@ from __future__ import annotations
 from datetime import datetime
 from pathlib import Path
 
-from gpuaas.models import CostInputs
-from gpuaas.policies.cost import CostReport, build_cost_report
+from gpuaas.operations import cost_report as operation
+from gpuaas.policies.cost import CostReport
 from gpuaas.pushgateway import push_metrics
 from gpuaas.settings import GpuaasSettings
-from gpuaas.sources.cost_window import read_cost_inputs
 from reports.cost_report import (
     change_rows,
     cost_report_metrics,
@@ -26,15 +25,16 @@ __all__ = ["build_report", "publish_cost_artifacts", "push_cost_metrics", "read_
 
 
 @gpuaas_task("read-cost-window", task_run_name="read-window-{window_s}s", io=True)
-def read_window(settings: GpuaasSettings, end: datetime, window_s: float) -> CostInputs:
-    return read_cost_inputs(settings, end, window_s)
+def read_window(settings: GpuaasSettings, end: datetime, window_s: float, compare: bool) -> operation.CostWindows:
+    """The window and, when compared, the previous one: retried as a whole when a source is transiently down."""
+    return operation.read(settings, end, window_s, compare=compare)
 
 
 @gpuaas_task("build-cost-report")
-def build_report(settings: GpuaasSettings, inputs: CostInputs) -> CostReport:
+def build_report(settings: GpuaasSettings, windows: operation.CostWindows) -> operation.CostReportPlan:
     """Pure; an ambiguous ``pod_labels`` selector fails the run with an error naming the policy file."""
     policy_file = str(settings.policy_file) if settings.policy_file else None
-    return build_cost_report(inputs, settings.policy, policy_file)
+    return operation.plan(windows, settings.policy, policy_file)
 
 
 @gpuaas_task("write-html-report", retries=1)

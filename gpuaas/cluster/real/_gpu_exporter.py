@@ -1,9 +1,9 @@
-"""dcgm-exporter, vLLM and OpenCost series for the stand-in's pods, scraped by the real backend's Prometheus.
+"""dcgm-exporter, vLLM and OpenCost series for the real backend's pods, scraped by the real backend's Prometheus.
 
 No GPU exists on the real backend, so the series come from the embedded backend's generators
 (``gpuaas.cluster.telemetry.TelemetryGenerator`` and ``gpuaas.cluster._pod_series.PodSeries``):
 one dcgm series set per GPU of the scenario's nodes, with the same names and labels; a GPU a
-Running pod holds (by the stand-in's ``gpu-indices`` annotation) carries that pod's
+Running pod holds (by the device stand-in's ``gpu-indices`` annotation) carries that pod's
 ``namespace``/``pod``/``container`` and the load of the scenario workload the pod belongs to.
 For those pods, OpenCost's metrics (node prices, ``container_gpu_allocation``, ...,
 ``kube_pod_labels``) at the scenario's node pool prices, and for a pod of a serving workload

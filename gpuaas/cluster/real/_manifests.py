@@ -36,6 +36,7 @@ __all__ = [
 ]
 
 KUBERAY_MODULE = ("github.com/ray-project/kuberay/ray-operator", "v1.6.0")
+KWOK_POD_STAGES = ("pod-ready.yaml", "pod-delete.yaml")
 INTEGRATIONS = ["batch/job", "ray.io/raycluster", "pod", "deployment", "statefulset"]
 # (API group, resource) of the webhooks kept: Kueue's own kinds and the enabled integrations.
 _KEPT = {("batch", "jobs"), ("ray.io", "rayclusters"), ("", "pods"), ("apps", "deployments"),
@@ -48,16 +49,25 @@ def _module_dir(go: str, env: dict[str, str], cwd: Path, module: str, version: s
     return Path(json.loads(out.stdout)["Dir"])
 
 
-def stage_manifests(go: str, env: dict[str, str], cwd: Path, kueue_version: str, target: Path) -> None:
-    """Copy the upstream YAML the cluster needs from the module cache into ``target``."""
-    kueue = _module_dir(go, env, cwd, "sigs.k8s.io/kueue", kueue_version) / "config" / "components"
-    ray = _module_dir(go, env, cwd, *KUBERAY_MODULE) / "config" / "crd" / "bases"
+def stage_manifests(go: str, env: dict[str, str], tools: Path, kueue_version: str, kwok_version: str,
+                    target: Path) -> None:
+    """Copy the upstream YAML the cluster needs from the module cache into ``target``.
+
+    Each module is downloaded from the tool module whose ``go.sum`` pins it (``tools/k8s/<name>``)."""
+    kueue = _module_dir(go, env, tools / "kueue", "sigs.k8s.io/kueue", kueue_version) / "config" / "components"
+    ray = _module_dir(go, env, tools / "kueue", *KUBERAY_MODULE) / "config" / "crd" / "bases"
+    kwok = _module_dir(go, env, tools / "kwok", "sigs.k8s.io/kwok", kwok_version) / "kustomize" / "stage" / "pod" / "fast"
     tmp = target.with_name(target.name + ".tmp")
     shutil.rmtree(tmp, ignore_errors=True)
     shutil.copytree(kueue / "crd" / "bases", tmp / "kueue-crd")
     shutil.copytree(kueue / "crd" / "patches", tmp / "kueue-crd-patches")
     shutil.copytree(kueue / "webhook", tmp / "kueue-webhook")
     shutil.copytree(ray, tmp / "kuberay-crd")
+    # kwok's "fast" pod stages without ``pod-complete``: a Job's pods run until Kueue suspends the Job,
+    # as in the emulator, instead of succeeding the moment they run.
+    (tmp / "kwok-stages").mkdir()
+    for stage in KWOK_POD_STAGES:
+        shutil.copyfile(kwok / stage, tmp / "kwok-stages" / stage)
     for path in tmp.rglob("*"):
         path.chmod(0o755 if path.is_dir() else 0o644)  # the module cache is read-only
     shutil.rmtree(target, ignore_errors=True)

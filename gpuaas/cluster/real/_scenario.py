@@ -21,22 +21,26 @@ from gpuaas.cluster.scenario import (
     workload_objects,
 )
 
-__all__ = ["QUEUE_LABEL", "job_for", "real_fleet_objects", "real_workload_objects"]
+__all__ = ["KWOK_NODE_ANNOTATION", "QUEUE_LABEL", "job_for", "real_fleet_objects", "real_workload_objects"]
 
 QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
 PRIORITY_LABEL = "kueue.x-k8s.io/priority-class"
+# kwok manages the nodes carrying this annotation (``--manage-nodes-with-annotation-selector``).
+KWOK_NODE_ANNOTATION = "kwok.x-k8s.io/node"
 
 
 def real_fleet_objects(scenario: Scenario) -> list[dict[str, Any]]:
     """Namespaces, Nodes, flavors, priority classes and queues (Node status is written separately).
 
-    The Nodes are the emulator's (names, labels, GPU capacity) with the ``Ready`` condition a kubelet
-    would report, since no kubelet runs here to report it."""
+    The Nodes are the emulator's (names, labels, GPU capacity), annotated for kwok, which plays their
+    kubelets: it keeps their ``Ready`` condition and lease fresh and runs the pods bound to them. The
+    first ``Ready`` is written with the status, so the scheduler can use a node the moment it exists."""
     objs = fleet_objects(scenario)
     for obj in objs:
         if obj["kind"] == "Node":
+            obj["metadata"].setdefault("annotations", {})[KWOK_NODE_ANNOTATION] = "fake"
             obj["status"]["conditions"] = [{"type": "Ready", "status": "True", "reason": "KubeletReady",
-                                            "message": "stand-in: no kubelet runs on this backend"}]
+                                            "message": "kwok manages this node"}]
     return objs
 
 

@@ -1,69 +1,52 @@
-"""A stand-in of ours for the Job controller, kube-scheduler and the kubelet on the real backend.
+"""Stand-ins of ours for the two parts of a GPU cluster the real backend cannot run: the KubeRay
+operator and the NVIDIA device plugin.
 
-The real backend runs no kube-controller-manager, kube-scheduler or kubelet, so without this
-thread no pod would ever exist: Kueue admits Workloads and unsuspends their jobs, and nothing runs.
-``PodStandIn`` plays the part those three play for the jobs Kueue starts, through the real API
-server (so the API's own validation and the Kueue webhooks see every pod it writes):
+Everything else that makes pods exist is real: kube-controller-manager (the Job, ReplicaSet,
+Deployment, StatefulSet and garbage collector controllers) creates the pods of what Kueue starts,
+kube-scheduler binds them (a Deployment's or a StatefulSet's pods only once Kueue has admitted them
+and lifted its scheduling gate) and kwok marks them Running on nodes no kubelet runs. Two parts
+have no upstream binary to run here:
 
-* Job controller / KubeRay operator: for each batch Job and RayCluster with ``spec.suspend: false``
-  (which Kueue writes when it admits one), the pods its controller would make: a Job's
-  ``parallelism`` pods, a RayCluster's head and each worker group's ``replicas``, from the
-  templates as Kueue left them on start (its injected ``nodeSelector`` included), with a
-  controller ``ownerReference`` to the job. Pods of a job that is suspended, deleted or has fewer
-  replicas are deleted (grace period 0, the kubelet's confirmation being part of the stand-in).
-* kube-scheduler: first fit on the nodes whose labels match the pod's ``nodeSelector`` and with
-  free ``nvidia.com/gpu`` in ``allocatable`` (the emulator's ``NodeBook``); the GPU indices a pod
-  holds are kept in the ``gpuaas.io/gpu-indices`` annotation, as the emulator does. A pod that fits
-  nowhere stays ``Pending`` (PodScheduled False, Unschedulable) and is bound later through the
-  ``binding`` subresource once a node has room.
-* kubelet: the status subresource of a bound pod gets ``phase: Running``, PodScheduled,
-  Initialized, ContainersReady and Ready, a ``podIP`` and ``startTime``.
+* the KubeRay operator (its module is a controller-runtime manager we do not build): for each
+  RayCluster with ``spec.suspend: false`` (Kueue writes that when it admits one), the head and each
+  worker group's ``replicas`` pods, from the templates as Kueue left them (its injected
+  ``nodeSelector`` included), named and labelled as KubeRay names them, with a controller
+  ``ownerReference`` to the RayCluster. They are created unbound: the scheduler binds them. Pods of a
+  RayCluster that is suspended, deleted or has fewer replicas are deleted.
+* the device plugin: the scheduler counts ``nvidia.com/gpu`` but says nothing of which GPU a pod got;
+  the kubelet's device manager would. Each bound pod asking for GPUs is given the lowest free indices
+  of its node, kept in the ``gpuaas.io/gpu-indices`` annotation (the API is the allocation's memory,
+  as in the emulator), which the telemetry exporter reads to put the pod's labels on those GPUs.
 
-* Deployment controller: a Deployment's ``replicas`` pods, owned by the ReplicaSet its controller
-  would name (``<deployment>-<pod-template-hash>``; the ReplicaSet object itself is not created:
-  neither Kueue nor gpuaas reads it). Kueue's webhooks mark the template ``pod-suspending-parent``,
-  so its pod webhook gates each pod (``kueue.x-k8s.io/admission``) and Kueue's pod integration
-  makes one Workload per pod; a gated pod is bound only once Kueue has admitted it and removed the gate.
-* StatefulSet controller: pods ``<name>-0`` ... owned by the StatefulSet; Kueue's webhook gates them too,
-  and its statefulset integration joins them to the Workload it made for the set.
-* garbage collector: a Workload all of whose owners are pods that no longer exist is deleted (a
-  Deployment's pod-level Workloads, or a StatefulSet's once Kueue has dropped the set as its owner
-  on a scale to zero, when the pods are gone).
-
-It does not run containers, count cpu or memory, honour taints, affinity or topology, finish a
-Job (its pods run until the Job is suspended or deleted), restart anything, roll a Deployment out
-(a changed template replaces its pods at once), or make pods for Notebooks or InferenceServices. Each pass (about one a second) costs seven list requests and at most
-``max_writes`` writes, so a large change converges over a few passes.
+Each pass (about one a second) costs three list requests and at most ``max_writes`` writes, so a
+large change converges over a few passes.
 """
 
 from __future__ import annotations
 
 import hashlib
-import json
 import threading
-import uuid
+from collections import defaultdict
 from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from gpuaas.cluster._scenario_objects import rfc3339
-from gpuaas.cluster.kueue import GPU_INDICES_ANNOTATION, NodeBook, PlacedPod
+from gpuaas.cluster.kueue import GPU_INDICES_ANNOTATION
 from gpuaas.cluster.real._kubeapi import KubeHTTP, path_of
 from gpuaas.quantity import GPU
 from gpuaas.sources import pod_spec_gpus
 
-__all__ = ["BoundPod", "PodStandIn", "desired_pods", "owner_reference"]
+__all__ = ["BoundPod", "PodStandIn", "desired_pods", "free_indices"]
 
-_OWNED = {"Job": "batch/v1", "RayCluster": "ray.io/v1", "Deployment": "apps/v1", "StatefulSet": "apps/v1"}
-# Kinds whose template Kueue's webhook marks ``pod-suspending-parent``: their pods are created gated.
-_GATED = ("Deployment", "StatefulSet")
 _HASH_LABEL = "pod-template-hash"
+# Controllers whose pods gpuaas attributes to a workload (a ReplicaSet stands for its Deployment).
+_CONTROLLERS = ("Job", "RayCluster", "ReplicaSet", "StatefulSet")
 
 
 @dataclass(frozen=True)
 class _Wanted:
-    """One pod a started job should have."""
+    """One pod a started RayCluster should have."""
 
     name: str
     podset: str
@@ -72,7 +55,7 @@ class _Wanted:
 
 @dataclass(frozen=True)
 class BoundPod:
-    """A Running pod of the stand-in and the GPUs it holds (what the telemetry exporter reads)."""
+    """A Running pod and the GPUs it holds (what the telemetry exporter reads)."""
 
     namespace: str
     name: str
@@ -84,63 +67,28 @@ class BoundPod:
     started: datetime
 
 
-def _pod_name(kind: str, job: str, uid: str, podset: str, index: int) -> str:
-    """Names the job's controller would choose: ``<job>-<5 hex>`` (Job; a Deployment's ``job`` is its
-    ReplicaSet's name), KubeRay's head/worker names."""
+def _pod_name(job: str, uid: str, podset: str, index: int) -> str:
+    """KubeRay's names: ``<cluster>-head-<5>`` and ``<cluster>-<group>-worker-<5>``."""
     digest = hashlib.sha1(f"{uid}/{podset}/{index}".encode()).hexdigest()[:5]
-    if kind == "RayCluster":
-        return f"{job}-head-{digest}" if podset == "head" else f"{job}-{podset}-worker-{digest}"
-    if kind == "StatefulSet":
-        return f"{job}-{index}"
-    return f"{job}-{digest}"
+    return f"{job}-head-{digest}" if podset == "head" else f"{job}-{podset}-worker-{digest}"
 
 
-def _template_hash(template: dict[str, Any]) -> str:
-    """A digest of the pod template, standing for the ``pod-template-hash`` of the Deployment controller."""
-    return hashlib.sha1(json.dumps(template, sort_keys=True).encode()).hexdigest()[:10]
-
-
-def owner_reference(job: dict[str, Any]) -> dict[str, Any]:
-    """The controller ``ownerReference`` of the job's pods: the job itself, or a Deployment's ReplicaSet
-    for the current template (its uid derived from the Deployment's, so every pass agrees on it)."""
-    kind, meta = job["kind"], job["metadata"]
-    ref = {"apiVersion": _OWNED[kind], "kind": kind, "name": meta["name"], "uid": meta["uid"],
-           "controller": True, "blockOwnerDeletion": True}
-    if kind == "Deployment":
-        digest = _template_hash((job.get("spec") or {}).get("template") or {})
-        ref.update(kind="ReplicaSet", name=f"{meta['name']}-{digest}",
-                   uid=str(uuid.uuid5(uuid.NAMESPACE_URL, f"{meta['uid']}/{digest}")))
-    return ref
-
-
-def desired_pods(job: dict[str, Any]) -> list[_Wanted]:
-    """The pods a started Job or RayCluster has (none while it is suspended), or a Deployment's or a
-    StatefulSet's replicas."""
-    spec, meta = job.get("spec") or {}, job["metadata"]
+def desired_pods(cluster: dict[str, Any]) -> list[_Wanted]:
+    """The pods a started RayCluster has (none while it is suspended): its head and each group's replicas."""
+    spec, meta = cluster.get("spec") or {}, cluster["metadata"]
     if spec.get("suspend"):
         return []
-    kind, name, uid = job["kind"], meta["name"], meta["uid"]
-    sets: list[tuple[str, int, dict[str, Any]]]
-    if kind == "Job":
-        sets = [("main", int(spec.get("parallelism", 1)), spec.get("template") or {})]
-    elif kind in _GATED:
-        if kind == "Deployment":
-            ref = owner_reference(job)
-            name, uid = ref["name"], ref["uid"]
-        replicas = spec.get("replicas")
-        sets = [("main", 1 if replicas is None else int(replicas), spec.get("template") or {})]
-    else:
-        head = (spec.get("headGroupSpec") or {}).get("template") or {}
-        sets = [("head", 1, head)] + [(str(g.get("groupName")), int(g.get("replicas") or 0), g.get("template") or {})
-                                      for g in spec.get("workerGroupSpecs") or []]
-    return [_Wanted(_pod_name(kind, name, uid, podset, i), podset, template)
+    head = (spec.get("headGroupSpec") or {}).get("template") or {}
+    sets = [("head", 1, head)] + [(str(g.get("groupName")), int(g.get("replicas") or 0), g.get("template") or {})
+                                  for g in spec.get("workerGroupSpecs") or []]
+    return [_Wanted(_pod_name(meta["name"], meta["uid"], podset, i), podset, template)
             for podset, count, template in sets for i in range(count)]
 
 
 def _controller(pod: dict[str, Any]) -> dict[str, Any] | None:
-    """The pod's controller ``ownerReference`` when it is a Job, a RayCluster or a Deployment's ReplicaSet."""
+    """The pod's controller ``ownerReference`` when it is one gpuaas attributes pods to."""
     return next((ref for ref in pod["metadata"].get("ownerReferences") or []
-                 if ref.get("controller") and (ref.get("kind") in _OWNED or ref.get("kind") == "ReplicaSet")), None)
+                 if ref.get("controller") and ref.get("kind") in _CONTROLLERS), None)
 
 
 def _owner(pod: dict[str, Any], ref: dict[str, Any]) -> tuple[str, str]:
@@ -151,12 +99,8 @@ def _owner(pod: dict[str, Any], ref: dict[str, Any]) -> tuple[str, str]:
     return ref["kind"], ref["name"]
 
 
-def _placed(namespace: str, name: str, *, spec: dict[str, Any], node: str | None = None,
-            indices: tuple[int, ...] = ()) -> PlacedPod:
-    """The scheduler's view of a pod: its GPUs and ``nodeSelector`` (owner fields are not needed here)."""
-    return PlacedPod(namespace, name, workload="", owner_kind="", owner_name="",
-                     gpus=int(pod_spec_gpus(spec, (GPU,))), selector=dict(spec.get("nodeSelector") or {}),
-                     node=node, indices=indices)
+def _gpus(pod: dict[str, Any]) -> int:
+    return int(pod_spec_gpus(pod.get("spec") or {}, (GPU,)))
 
 
 def _indices(pod: dict[str, Any]) -> tuple[int, ...]:
@@ -164,36 +108,19 @@ def _indices(pod: dict[str, Any]) -> tuple[int, ...]:
     return tuple(int(i) for i in text.split(",") if i)
 
 
+def free_indices(capacity: int, held: set[int], wanted: int) -> tuple[int, ...] | None:
+    """The ``wanted`` lowest GPU indices of a node with ``capacity`` GPUs not in ``held``; None if too few.
+
+    The scheduler never binds more GPUs than a node has, so None means another pod still holds
+    indices it is about to give back (it is being deleted): the pod waits for the next pass."""
+    free = [i for i in range(capacity) if i not in held][:wanted]
+    return tuple(free) if len(free) == wanted else None
+
+
 def _gpu_container(spec: dict[str, Any]) -> str:
     containers = spec.get("containers") or [{}]
     return str(next((c.get("name") for c in containers if pod_spec_gpus({"containers": [c]}, (GPU,)) > 0),
                     containers[0].get("name", "")))
-
-
-def _address(prefix: str, key: str) -> str:
-    """A stable made-up IPv4 address under ``prefix`` (two octets) for ``key``: pods' and nodes' IPs."""
-    h = int(hashlib.sha1(key.encode()).hexdigest()[:4], 16)
-    return f"{prefix}.{h >> 8}.{(h & 0xFF) or 1}"
-
-
-def _running(pod_uid: str, now: str, node_ip: str) -> dict[str, Any]:
-    conditions = [{"type": t, "status": "True", "lastTransitionTime": now}
-                  for t in ("PodScheduled", "Initialized", "ContainersReady", "Ready")]
-    ip = _address("10.244", pod_uid)
-    return {"phase": "Running", "conditions": conditions, "podIP": ip,
-            "podIPs": [{"ip": ip}], "hostIP": node_ip, "startTime": now}
-
-
-def _gated(now: str) -> dict[str, Any]:
-    return {"phase": "Pending", "conditions": [
-        {"type": "PodScheduled", "status": "False", "reason": "SchedulingGated", "lastTransitionTime": now,
-         "message": "Scheduling is blocked due to non-empty scheduling gates"}]}
-
-
-def _unschedulable(now: str, nodes: int) -> dict[str, Any]:
-    return {"phase": "Pending", "conditions": [
-        {"type": "PodScheduled", "status": "False", "reason": "Unschedulable", "lastTransitionTime": now,
-         "message": f"0/{nodes} nodes are available: insufficient {GPU}"}]}
 
 
 class PodStandIn:
@@ -235,106 +162,57 @@ class PodStandIn:
     # --- one pass ---------------------------------------------------------------------------
     def step(self) -> None:
         api = self.api
-        nodes = api.list("Node")
-        # Items of a list carry no ``kind``: it is set from the list asked for.
-        jobs = [{**job, "kind": kind} for kind in _OWNED for job in api.list(kind)]
-        # Listed before the pods: a Workload's owner pod made since is then in the pod list.
-        workloads = api.list("Workload")
-        all_pods = api.list("Pod")
-        pods = [p for p in all_pods if _controller(p) is not None]
-        book = NodeBook()
-        book.set_nodes(nodes)
-        node_ip = {n["metadata"]["name"]: _address("10.0", n["metadata"]["name"]) for n in nodes}
-        by_uid = {owner_reference(j)["uid"]: j for j in jobs}
-        existing = {(p["metadata"]["namespace"], p["metadata"]["name"]): p for p in pods}
+        writes = _Budget(self.max_writes)
+        clusters = api.list("RayCluster")
+        pods = api.list("Pod")
+        self._kuberay(clusters, pods, writes)
+        capacity = {n["metadata"]["name"]: int((n.get("status") or {}).get("allocatable", {}).get(GPU, 0) or 0)
+                    for n in api.list("Node")}
+        self._devices(pods, capacity, writes)
+        with self._lock:
+            self._bound = list(_bound_pods(pods))
+
+    def _kuberay(self, clusters: list[dict[str, Any]], pods: list[dict[str, Any]], writes: _Budget) -> None:
+        """The KubeRay operator's part: a started RayCluster's pods exist, no other pod of it does."""
+        wanted = {c["metadata"]["uid"]: {w.name: w for w in desired_pods(c)} for c in clusters}
+        have: dict[str, set[str]] = defaultdict(set)
+        for pod in pods:
+            meta = pod["metadata"]
+            ref = _controller(pod)
+            if ref is None or ref["kind"] != "RayCluster" or meta.get("deletionTimestamp"):
+                continue
+            if meta["name"] in wanted.get(str(ref["uid"]), {}):
+                have[str(ref["uid"])].add(meta["name"])
+            elif writes.take():
+                self.api.request("DELETE", path_of("Pod", meta["namespace"], meta["name"]),
+                                 params={"gracePeriodSeconds": "0"})
+        for cluster in sorted(clusters, key=lambda c: (c["metadata"].get("creationTimestamp", ""),
+                                                       c["metadata"]["name"])):
+            uid = cluster["metadata"]["uid"]
+            for name, want in wanted[uid].items():
+                if name not in have[uid] and writes.take():
+                    self.api.create(_ray_pod(cluster, want))
+
+    def _devices(self, pods: list[dict[str, Any]], capacity: dict[str, int], writes: _Budget) -> None:
+        """The device plugin's part: each bound pod asking for GPUs holds that many indices of its node."""
+        held: dict[str, set[int]] = defaultdict(set)
         for pod in pods:
             node = (pod.get("spec") or {}).get("nodeName")
             if node:
-                meta = pod["metadata"]
-                book.adopt(_placed(meta["namespace"], meta["name"], spec=pod["spec"], node=node, indices=_indices(pod)))
-        writes = _Budget(self.max_writes)
-        now = rfc3339(datetime.now(UTC))
-        for pod in pods:  # the job's controller and the garbage collector: pods no job wants go
-            meta = pod["metadata"]
-            owner = _controller(pod)
-            owner_job = by_uid.get(str(owner["uid"])) if owner else None
-            names = {w.name for w in desired_pods(owner_job)} if owner_job else set()
-            if meta["name"] not in names and writes.take():
-                api.request("DELETE", path_of("Pod", meta["namespace"], meta["name"]),
-                            params={"gracePeriodSeconds": "0"})
-                existing.pop((meta["namespace"], meta["name"]), None)
-                book.release(meta["namespace"], meta["name"])
-        gone = {p["metadata"]["uid"] for p in pods if (p["metadata"]["namespace"], p["metadata"]["name"]) not in existing}
-        self._collect_garbage(workloads, {p["metadata"]["uid"] for p in all_pods} - gone, writes)
-        for job in sorted(jobs, key=lambda j: (j["metadata"].get("creationTimestamp", ""), j["metadata"]["name"])):
-            for wanted in desired_pods(job):
-                live = existing.get((job["metadata"]["namespace"], wanted.name))
-                if live is None:
-                    self._create(job, wanted, book, node_ip, now, writes)
-                elif not (live.get("spec") or {}).get("nodeName"):
-                    if not live["spec"].get("schedulingGates"):  # a gated pod waits for Kueue
-                        self._bind_later(live, book, node_ip, now, writes)
-                elif (live.get("status") or {}).get("phase") != "Running" and writes.take(1):
-                    node = live["spec"]["nodeName"]
-                    self._status(live, _running(live["metadata"]["uid"], now, node_ip.get(node, "")))
-        with self._lock:
-            self._bound = list(_bound_pods(api.list("Pod")))
-
-    def _collect_garbage(self, workloads: list[dict[str, Any]], alive: set[str], writes: _Budget) -> None:
-        """The garbage collector's part: Workloads whose owner pods (uids not in ``alive``) are all gone."""
-        for wl in workloads:
-            meta = wl["metadata"]
-            refs = meta.get("ownerReferences") or []
-            if (refs and all(r.get("kind") == "Pod" for r in refs) and not any(r.get("uid") in alive for r in refs)
-                    and not meta.get("deletionTimestamp") and writes.take()):
-                self.api.request("DELETE", path_of("Workload", meta["namespace"], meta["name"]))
-
-    def _create(self, job: dict[str, Any], wanted: _Wanted, book: NodeBook, node_ip: dict[str, str], now: str,
-                writes: _Budget) -> None:
-        if not writes.take(2):
-            return
-        meta, template = job["metadata"], wanted.template
-        spec = dict(template.get("spec") or {})
-        if job["kind"] == "Job":
-            spec.setdefault("restartPolicy", "Never")
-        placed = _placed(meta["namespace"], wanted.name, spec=spec)
-        annotations = dict((template.get("metadata") or {}).get("annotations") or {})
-        # Kueue's pod webhook gates these on create: bound later, once admitted.
-        if job["kind"] not in _GATED and book.place(placed):
-            book.pods[(placed.namespace, placed.name)] = placed
-            spec["nodeName"] = placed.node
-            if placed.indices:
-                annotations[GPU_INDICES_ANNOTATION] = ",".join(map(str, placed.indices))
-        labels = {**((template.get("metadata") or {}).get("labels") or {}), **_controller_labels(job, wanted.podset)}
-        created = self.api.create({
-            "apiVersion": "v1", "kind": "Pod",
-            "metadata": {"name": wanted.name, "namespace": meta["namespace"], "labels": labels,
-                         "annotations": annotations, "ownerReferences": [owner_reference(job)]},
-            "spec": spec,
-        })
-        if created is not None:
-            status = (_running(created["metadata"]["uid"], now, node_ip.get(placed.node, "")) if placed.node
-                      else _gated(now) if created["spec"].get("schedulingGates") else _unschedulable(now, book.count))
-            self._status(created, status)
-
-    def _bind_later(self, pod: dict[str, Any], book: NodeBook, node_ip: dict[str, str], now: str,
-                    writes: _Budget) -> None:
-        """The scheduler's retry: a Pending pod gets a node once one has room (binding subresource)."""
-        meta, spec = pod["metadata"], pod.get("spec") or {}
-        placed = _placed(meta["namespace"], meta["name"], spec=spec)
-        if not writes.take(3) or not book.place(placed):
-            return
-        book.pods[(placed.namespace, placed.name)] = placed
-        self.api.merge_patch("Pod", meta["name"], {"metadata": {"annotations": {
-            GPU_INDICES_ANNOTATION: ",".join(map(str, placed.indices)) or None}}}, meta["namespace"])
-        self.api.request("POST", path_of("Pod", meta["namespace"], meta["name"]) + "/binding", {
-            "apiVersion": "v1", "kind": "Binding", "metadata": {"name": meta["name"]},
-            "target": {"apiVersion": "v1", "kind": "Node", "name": placed.node}})
-        self._status(pod, _running(meta["uid"], now, node_ip.get(placed.node or "", "")))
-
-    def _status(self, pod: dict[str, Any], status: dict[str, Any]) -> None:
-        meta = pod["metadata"]
-        self.api.merge_patch("Pod", meta["name"], {"status": status}, meta["namespace"], subresource="status")
+                held[node].update(_indices(pod))
+        for pod in sorted(pods, key=lambda p: (p["metadata"].get("creationTimestamp", ""), p["metadata"]["name"])):
+            meta, node = pod["metadata"], (pod.get("spec") or {}).get("nodeName")
+            gpus = _gpus(pod)
+            if not node or not gpus or _indices(pod) or meta.get("deletionTimestamp"):
+                continue
+            indices = free_indices(capacity.get(node, 0), held[node], gpus)
+            if indices is None or not writes.take():
+                continue
+            held[node].update(indices)
+            text = ",".join(map(str, indices))
+            self.api.merge_patch("Pod", meta["name"], {"metadata": {"annotations": {GPU_INDICES_ANNOTATION: text}}},
+                                 meta["namespace"])
+            meta.setdefault("annotations", {})[GPU_INDICES_ANNOTATION] = text
 
 
 class _Budget:
@@ -350,28 +228,31 @@ class _Budget:
         return True
 
 
-def _controller_labels(job: dict[str, Any], podset: str) -> dict[str, str]:
-    """Labels the Job controller or KubeRay put on their pods."""
-    name, uid = job["metadata"]["name"], job["metadata"]["uid"]
-    if job["kind"] == "Deployment":
-        return {_HASH_LABEL: owner_reference(job)["name"][len(name) + 1:]}
-    if job["kind"] == "StatefulSet":
-        return {}
-    if job["kind"] == "Job":
-        return {"batch.kubernetes.io/job-name": name, "job-name": name,
-                "batch.kubernetes.io/controller-uid": uid, "controller-uid": uid}
-    return {"ray.io/cluster": name, "ray.io/node-type": "head" if podset == "head" else "worker",
-            "ray.io/group": "headgroup" if podset == "head" else podset,
-            "app.kubernetes.io/created-by": "kuberay-operator"}
+def _ray_pod(cluster: dict[str, Any], wanted: _Wanted) -> dict[str, Any]:
+    """The pod KubeRay makes for ``wanted``, unbound (the scheduler places it)."""
+    meta, template = cluster["metadata"], wanted.template
+    head = wanted.podset == "head"
+    labels = {**((template.get("metadata") or {}).get("labels") or {}),
+              "ray.io/cluster": meta["name"], "ray.io/node-type": "head" if head else "worker",
+              "ray.io/group": "headgroup" if head else wanted.podset,
+              "app.kubernetes.io/created-by": "kuberay-operator"}
+    return {
+        "apiVersion": "v1", "kind": "Pod",
+        "metadata": {"name": wanted.name, "namespace": meta["namespace"], "labels": labels,
+                     "annotations": dict((template.get("metadata") or {}).get("annotations") or {}),
+                     "ownerReferences": [{"apiVersion": "ray.io/v1", "kind": "RayCluster", "name": meta["name"],
+                                          "uid": meta["uid"], "controller": True, "blockOwnerDeletion": True}]},
+        "spec": dict(template.get("spec") or {}),
+    }
 
 
 def _bound_pods(pods: list[dict[str, Any]]) -> Iterator[BoundPod]:
     for pod in pods:
         meta, spec, status = pod["metadata"], pod.get("spec") or {}, pod.get("status") or {}
         ref = _controller(pod)
-        if ref is None or status.get("phase") != "Running" or not spec.get("nodeName"):
+        if ref is None or status.get("phase") != "Running" or not spec.get("nodeName") or meta.get("deletionTimestamp"):
             continue
-        started = datetime.fromisoformat(str(status.get("startTime")).replace("Z", "+00:00"))
+        started = datetime.fromisoformat(str(status.get("startTime") or meta["creationTimestamp"]).replace("Z", "+00:00"))
         kind, name = _owner(pod, ref)
         yield BoundPod(meta["namespace"], meta["name"], kind, name, spec["nodeName"],
-                       _indices(pod), _gpu_container(spec), started)
+                       _indices(pod), _gpu_container(spec), started.astimezone(UTC))

@@ -8,7 +8,8 @@ production). Prints the rows, each adaptive row's GPU-hours over the fixed front
 the same wake-ups and its share of the headroom to the clairvoyant limit, how long the
 frontier took, and the survival window at prices along the budget's ladder, fitted on the
 first half and scored on the second (candidates a budget chooses from, before the fallback),
-with the built-in adaptive rule beside them.
+with the built-in adaptive rule beside them; then the same prices refit every hour of the second
+half on what a controller had seen by then (as the live flow refits its window every cycle).
 
     python -m bench.bench_frontier [TRACE_DIR] [PLOT.png] [--smoke]
 
@@ -25,7 +26,14 @@ from pathlib import Path
 import numpy as np
 
 from bench._run import TRACES, headline, parser, run
-from gpuaas.policies.analysis import FrontierRow, clairvoyant_curve, frontier, headroom_captured, ratio_at_equal_wakeups
+from gpuaas.policies.analysis import (
+    FrontierRow,
+    clairvoyant_curve,
+    frontier,
+    headroom_captured,
+    ratio_at_equal_wakeups,
+    seen_at,
+)
 from gpuaas.policies.reclaim import AdaptiveWindow, fit_survival, idle_runs, outcomes, replay_runs
 from gpuaas.sources.traces import load_utilization
 from reports.frontier import plot_frontier
@@ -88,6 +96,16 @@ def main(argv: list[str]) -> int:
         rule = fit_survival(calibration, price_gpu_min=price, history=seen)
         print(scored_row("survival", price, rule(runs)))
     print(scored_row("built-in", 30, AdaptiveWindow(1800.0)(runs)))
+    print("\nrefit every hour on the runs seen by then (open ones as open), scored on the second half:")
+    start = runs["start"].to_numpy(dtype=float)
+    refits = np.arange(split, t1, 3600.0)
+    for price in (10.0, 15.0, 20.0, 30.0, 45.0, 60.0, 120.0, 300.0):
+        windows = fit_survival(calibration, price_gpu_min=price, history=seen)(runs)
+        for at in refits:
+            rule = fit_survival(seen_at(runs[start < at], float(at)).reset_index(drop=True), price_gpu_min=price)
+            now = (start >= at) & (start < at + 3600.0)
+            windows[now] = rule(runs)[now]
+        print(scored_row("online", price, windows))
     plot_frontier(rows, plot, "GenAI trace: chosen on the first half of the hours, scored on the second")
     print(f"plot: {plot}")
     return 0

@@ -122,6 +122,13 @@ def test_an_open_spell_counts_as_the_ended_spells_that_outlasted_it() -> None:
     # Stopping after 1 min: 99 + 2 (ended), 99 (p0's open spell, as its 100-minute one), 158 - 1 (q's).
     assert rule.outlooks[0].window_s == MIN
     assert rule.outlooks[0].saved_gpu_min == pytest.approx((99 + 2 + 99 + 157) / 4)
+    # Savings are learnt per GPU: r (4 GPUs, open after 58 min) learns from p0's 100-minute spell (1 GPU).
+    sized = idle_runs(pd.concat([_pod(one, "p0"), _pod([(0, 80.0)] + [(m, 0.0) for m in range(1, 60)], "r")],
+                                ignore_index=True), 5.0)
+    sized = sized.assign(gpus=np.where(sized["pod"] == "r", 4.0, 1.0))
+    rule = fit_survival(sized, price_gpu_min=0.0, shrink=0.0, edges=())
+    assert rule.outlooks[0].window_s == MIN
+    assert rule.outlooks[0].saved_gpu_min == pytest.approx((99 + 2 + 99 + 4 * 99) / 4)
 
 
 @st.composite

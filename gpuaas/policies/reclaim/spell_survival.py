@@ -198,14 +198,16 @@ def _open_spells_imputed(runs: pd.DataFrame, seen: Outcomes, chosen: np.ndarray,
                          shrink: float) -> Outcomes:
     """``seen`` with each open spell's figures replaced by what the ended spells of its band that
     outlasted it did (shrunk toward all ended spells that outlasted it), or, when none did, by what
-    it saved so far and one wake-up for any stop before its elapsed time."""
+    it saved so far and one wake-up for any stop before its elapsed time. Savings are carried per
+    GPU, so a spell of an 8-GPU workload learns from a 1-GPU one at its own size."""
     if not len(runs):
         return seen
     is_open = runs["ended_by"].to_numpy() == "end"
     targets = np.flatnonzero(chosen & is_open)
     if not len(targets):
         return seen
-    saved, wakes = seen.saved_gpu_min.copy(), seen.wakeups.copy()
+    gpus = gpu_weights(runs)
+    saved, wakes = seen.saved_gpu_min / np.where(gpus > 0, gpus, 1.0)[None, :], seen.wakeups.copy()
     length = runs["length"].to_numpy(dtype=float)
     ended = chosen & ~is_open
     pool_s, pool_k, pool_n = _outlasting_means(length[ended], saved[:, ended], wakes[:, ended], length[targets])
@@ -225,9 +227,9 @@ def _open_spells_imputed(runs: pd.DataFrame, seen: Outcomes, chosen: np.ndarray,
     if len(beyond):
         stop = np.asarray(seen.windows_s, dtype=float)[:, None]
         elapsed = length[beyond][None, :]
-        saved[:, beyond] = np.maximum(0.0, elapsed - stop) / 60.0 * gpu_weights(runs)[beyond][None, :]
+        saved[:, beyond] = np.maximum(0.0, elapsed - stop) / 60.0
         wakes[:, beyond] = (stop < elapsed).astype(float)
-    return Outcomes(seen.windows_s, saved, wakes)
+    return Outcomes(seen.windows_s, saved * gpus[None, :], wakes)
 
 
 def fit_survival(runs: pd.DataFrame, *, price_gpu_min: float, history: Outcomes | None = None,

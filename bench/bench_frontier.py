@@ -8,11 +8,13 @@ production). Prints the rows, each adaptive row's GPU-hours over the fixed front
 the same wake-ups and its share of the headroom to the clairvoyant limit, how long the
 frontier took, and the survival window at prices along the budget's ladder, fitted on the
 first half and scored on the second (candidates a budget chooses from, before the fallback),
-with the built-in adaptive rule beside them.
+with the built-in adaptive rule beside them; then the same prices refit every hour of the second
+half on what a controller had seen by then (as the live flow refits its window every cycle), and each
+budget re-chosen every hour the same way.
 
     python -m bench.bench_frontier [TRACE_DIR] [PLOT.png] [--smoke]
 
-``--smoke``: the first 12 pods of the trace's first part, the plot in a temporary folder.
+``--smoke``: the first 12 pods of the trace's first part, refit every 4 hours, the plot in a temporary folder.
 """
 
 from __future__ import annotations
@@ -25,8 +27,16 @@ from pathlib import Path
 import numpy as np
 
 from bench._run import TRACES, headline, parser, run
-from gpuaas.policies.analysis import FrontierRow, clairvoyant_curve, frontier, headroom_captured, ratio_at_equal_wakeups
-from gpuaas.policies.reclaim import AdaptiveWindow, fit_survival, idle_runs, outcomes, replay_runs
+from gpuaas.policies.analysis import (
+    BUDGETS,
+    FrontierRow,
+    clairvoyant_curve,
+    frontier,
+    headroom_captured,
+    ratio_at_equal_wakeups,
+    seen_at,
+)
+from gpuaas.policies.reclaim import AdaptiveWindow, choose_for_budgets, fit_survival, idle_runs, outcomes, replay_runs
 from gpuaas.sources.traces import load_utilization
 from reports.frontier import plot_frontier
 
@@ -71,6 +81,7 @@ def main(argv: list[str]) -> int:
 
     scored = runs["start"].to_numpy() >= split
     calibration = runs[~scored].reset_index(drop=True)
+    calibration_seen = seen_at(runs[~scored], split)
     fixed = [r for r in rows if r.policy == "fixed"]
     curve = clairvoyant_curve(runs, scored=scored)
     seen = outcomes(calibration)
@@ -88,6 +99,30 @@ def main(argv: list[str]) -> int:
         rule = fit_survival(calibration, price_gpu_min=price, history=seen)
         print(scored_row("survival", price, rule(runs)))
     print(scored_row("built-in", 30, AdaptiveWindow(1800.0)(runs)))
+    print("\nrefit every hour on the runs seen by then (open ones as open), scored on the second half:")
+    start = runs["start"].to_numpy(dtype=float)
+    every = 4 * 3600.0 if args.smoke else 3600.0  # the smoke run only checks that it runs
+    refits = np.arange(split, t1, every)
+    for price in (10.0, 15.0, 20.0, 30.0, 45.0, 60.0, 120.0, 300.0):
+        windows = fit_survival(calibration, price_gpu_min=price, history=seen)(runs)
+        for at in refits:
+            rule = fit_survival(seen_at(runs[start < at], float(at)).reset_index(drop=True), price_gpu_min=price)
+            now = (start >= at) & (start < at + every)
+            windows[now] = rule(runs)[now]
+        print(scored_row("online", price, windows))
+    print("\nthe budget re-chosen every hour on the runs seen by then, as live_states does, scored on the second half:")
+    rechosen = np.array([choice.policy(runs) for choice in choose_for_budgets(
+        calibration_seen, workloads=int(calibration_seen["pod"].nunique()), days=(split - t0) / 86400.0,
+        budgets=BUDGETS)])
+    for at in refits:
+        history = seen_at(runs[start < at], float(at)).reset_index(drop=True)
+        choices = choose_for_budgets(history, workloads=int(history["pod"].nunique()),
+                                     days=(float(at) - float(history["start"].min())) / 86400.0, budgets=BUDGETS)
+        now = (start >= at) & (start < at + every)
+        for b, choice in enumerate(choices):
+            rechosen[b, now] = choice.policy(runs)[now]
+    for budget, windows in zip(BUDGETS, rechosen, strict=True):
+        print(scored_row("re-chosen", budget, windows))
     plot_frontier(rows, plot, "GenAI trace: chosen on the first half of the hours, scored on the second")
     print(f"plot: {plot}")
     return 0

@@ -5,7 +5,8 @@ context a short window and a busy one "never" at a price where only the long spe
 with the expected saving and wake-ups in the reason; a context seen few times is shrunk
 toward the whole history; a window never depends on samples after its spell starts
 (property: truncating the trace there changes nothing); the live state reclaims at the
-replay's minute with the survival rule; the budget falls back to the fixed rule when the
+replay's minute with the survival rule; a spell still open when the history ends counts as the
+ended spells that outlasted it did; the budget falls back to the fixed rule when the
 survival window fitted on the earlier half of the history loses to it on the later half.
 """
 
@@ -81,7 +82,7 @@ def test_fit_gives_quiet_contexts_a_short_window_and_says_what_it_expects() -> N
     assert not busy_out["wakeup"].any() and busy_out["reclaimed"].sum() == 0  # 2-minute spells never pay
     q_reason = rule.why(runs)[int(np.flatnonzero(quiet)[2])]
     # 10 spells: nine of 100 min ended by activity, the last (99 min) still open at the end of the
-    # data: it counts toward the median, not toward the saving (its end is not known).
+    # data: it counts as the ended spells that outlasted it did (its own end is not known).
     assert "spells after >= 90% of the last 2 h idle last 1 h 40 m at the median (10 seen)" in q_reason
     assert "stopping after 1 min saves 99.0 GPU-min for 1.00 expected wake-ups at 30 GPU-min each" in q_reason
     busy = idle_runs(_pod(_cycle(0, 3, 2, 240), "b"), 5.0)
@@ -98,6 +99,36 @@ def test_a_context_seen_rarely_is_shrunk_toward_the_whole_history() -> None:
     shrunk = fit_survival(runs, price_gpu_min=30.0, shrink=10_000.0)
     assert alone.outlooks[-1].window_s == 60.0 and alone.outlooks[-1].spells == 10
     assert shrunk.outlooks[-1].window_s == 120.0
+
+
+def test_an_open_spell_counts_as_the_ended_spells_that_outlasted_it() -> None:
+    # Four pods: a 100-minute spell and a 3-minute one, both ended by activity, then a spell still
+    # open after 59 minutes when the data ends. Only the 100-minute spells outlasted the open ones:
+    # stopping after 3 min saves 97 GPU-min for a wake-up in 8 spells of 12, nothing in the other 4.
+    one = [(0, 80.0)] + [(m, 0.0) for m in range(1, 101)] + [(101, 80.0)] + [(m, 0.0) for m in range(102, 105)]
+    one += [(105, 80.0)] + [(m, 0.0) for m in range(106, 166)]
+    runs = idle_runs(pd.concat([_pod(one, f"p{i}") for i in range(4)], ignore_index=True), 5.0)
+    assert runs["ended_by"].tolist().count("end") == 4 and runs["length"].max() == 100 * MIN
+    rule = fit_survival(runs, price_gpu_min=30.0, shrink=0.0, edges=())
+    (outlook,) = rule.outlooks
+    assert outlook.window_s == 3 * MIN
+    assert outlook.saved_gpu_min == pytest.approx(97.0 * 8 / 12)  # dropping the open spells: 97 x 4 / 8
+    assert outlook.wakeups == pytest.approx(8 / 12)
+    # An open spell longer than every ended one counts what it has saved so far, and a wake-up.
+    longer = pd.concat([_pod(one, "p0"), _pod([(0, 80.0)] + [(m, 0.0) for m in range(1, 160)], "q")],
+                       ignore_index=True)
+    runs = idle_runs(longer, 5.0)
+    rule = fit_survival(runs, price_gpu_min=0.0, shrink=0.0, edges=())
+    # Stopping after 1 min: 99 + 2 (ended), 99 (p0's open spell, as its 100-minute one), 158 - 1 (q's).
+    assert rule.outlooks[0].window_s == MIN
+    assert rule.outlooks[0].saved_gpu_min == pytest.approx((99 + 2 + 99 + 157) / 4)
+    # Savings are learnt per GPU: r (4 GPUs, open after 58 min) learns from p0's 100-minute spell (1 GPU).
+    sized = idle_runs(pd.concat([_pod(one, "p0"), _pod([(0, 80.0)] + [(m, 0.0) for m in range(1, 60)], "r")],
+                                ignore_index=True), 5.0)
+    sized = sized.assign(gpus=np.where(sized["pod"] == "r", 4.0, 1.0))
+    rule = fit_survival(sized, price_gpu_min=0.0, shrink=0.0, edges=())
+    assert rule.outlooks[0].window_s == MIN
+    assert rule.outlooks[0].saved_gpu_min == pytest.approx((99 + 2 + 99 + 4 * 99) / 4)
 
 
 @st.composite

@@ -31,7 +31,8 @@ import pandas as pd
 from gpuaas.policies.analysis.clairvoyant import DETECT_MIN, ClairvoyantCurve, clairvoyant_curve
 from gpuaas.policies.reclaim import choose_for_budgets, fixed_frontier_at, replay_runs
 
-__all__ = ["BUDGETS", "FIXED_WINDOWS_MIN", "FrontierRow", "frontier", "headroom_captured", "ratio_at_equal_wakeups"]
+__all__ = ["BUDGETS", "FIXED_WINDOWS_MIN", "FrontierRow", "frontier", "headroom_captured", "ratio_at_equal_wakeups",
+           "seen_at"]
 
 FIXED_WINDOWS_MIN = (5.0, 10.0, 15.0, 20.0, 30.0, 45.0, 60.0, 90.0, 120.0)
 BUDGETS = (0.25, 0.5, 1.0, 2.0, 4.0, 8.0, 16.0)
@@ -66,7 +67,7 @@ def frontier(runs: pd.DataFrame, *, split_t: float | None = None, windows_min: S
     fixed row, at its wake-ups), all scored on the runs that start at or after ``split_t``."""
     start = runs["start"].to_numpy(dtype=float)
     scored = np.ones(len(runs), dtype=bool) if split_t is None else start >= split_t
-    calibration = _seen_at(runs[~scored], float(split_t)) if split_t is not None else runs
+    calibration = seen_at(runs[~scored], float(split_t)) if split_t is not None else runs
     days = 0.0
     if len(calibration):
         last = float(split_t) if split_t is not None else float(calibration["end"].max())
@@ -88,7 +89,7 @@ def frontier(runs: pd.DataFrame, *, split_t: float | None = None, windows_min: S
     return [*fixed, *adaptive, *clairvoyant]
 
 
-def _seen_at(runs: pd.DataFrame, t: float) -> pd.DataFrame:
+def seen_at(runs: pd.DataFrame, t: float) -> pd.DataFrame:
     """The runs as a controller sees them at ``t``: a run that started before ``t`` and ends after it
     is still open (its end, and whether it wakes the workload, are in the scored part's future)."""
     out = runs.copy()

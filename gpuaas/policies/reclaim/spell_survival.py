@@ -18,9 +18,13 @@ starts, and the policy learns from the history how spells in that context end:
   of spells, censored spells (missing data, end of data) counted exactly as the replay
   counts them. The window is the ``w`` that maximises GPU-minutes saved minus
   ``price_gpu_min`` x wake-ups, per spell.
-* spells still open when the history ends count toward the median length (censored) but not
-  toward what a stop saved: whether their end wakes the workload is not known yet (the live
-  flow's history ends now, with every idle workload's spell open);
+* a spell still open when the history ends (in the live flow every idle workload's current
+  spell is one) has outlasted its elapsed time ``c`` but its end, and whether that end wakes the
+  workload, are not known yet. Dropping it would bias every context toward short spells (the
+  long ones are the ones still open), so it is counted as the spells of its context that lasted
+  longer than ``c`` ended, on average (Kaplan-Meier's redistribution to the right), shrunk toward
+  all such spells like any context; one that outlasted every ended spell counts what it saved so
+  far and a wake-up for any stop before ``c``;
 * a context with few spells is shrunk toward the whole history: its per-spell figures
   are ``(sum + SHRINK_SPELLS x pooled mean) / (n + SHRINK_SPELLS)``, so a band seen
   twice does not get a window of its own from two spells.
@@ -42,7 +46,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from gpuaas.policies.reclaim.replay import replay_runs
+from gpuaas.policies.reclaim.replay import gpu_weights, replay_runs
 
 __all__ = ["LOOKBACK_S", "SHARE_EDGES", "SHRINK_SPELLS", "WINDOWS_MIN", "Outcomes", "SpellOutlook",
            "SurvivalWindow", "context_band", "fit_survival", "outcomes", "recent_idle_share"]
@@ -178,18 +182,66 @@ def _median_spell_s(length: np.ndarray, ended: np.ndarray) -> float:
     return float(t[below[0]]) if len(below) else math.inf
 
 
+def _outlasting_means(length: np.ndarray, saved: np.ndarray, wakes: np.ndarray,
+                      targets: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Sums of ``saved`` and ``wakes`` (window x spell) over the spells longer than each target
+    length, and how many they are: suffix sums in length order, one binary search per target."""
+    order = np.argsort(length, kind="mergesort")
+    zero = np.zeros((saved.shape[0], 1))
+    saved_after = np.concatenate((np.cumsum(saved[:, order][:, ::-1], axis=1)[:, ::-1], zero), axis=1)
+    wakes_after = np.concatenate((np.cumsum(wakes[:, order][:, ::-1], axis=1)[:, ::-1], zero), axis=1)
+    j = np.searchsorted(length[order], targets, side="right")
+    return saved_after[:, j], wakes_after[:, j], (len(order) - j).astype(float)
+
+
+def _open_spells_imputed(runs: pd.DataFrame, seen: Outcomes, chosen: np.ndarray, bands: np.ndarray,
+                         shrink: float) -> Outcomes:
+    """``seen`` with each open spell's figures replaced by what the ended spells of its band that
+    outlasted it did (shrunk toward all ended spells that outlasted it), or, when none did, by what
+    it saved so far and one wake-up for any stop before its elapsed time. Savings are carried per
+    GPU, so a spell of an 8-GPU workload learns from a 1-GPU one at its own size."""
+    if not len(runs):
+        return seen
+    is_open = runs["ended_by"].to_numpy() == "end"
+    targets = np.flatnonzero(chosen & is_open)
+    if not len(targets):
+        return seen
+    gpus = gpu_weights(runs)
+    saved, wakes = seen.saved_gpu_min / np.where(gpus > 0, gpus, 1.0)[None, :], seen.wakeups.copy()
+    length = runs["length"].to_numpy(dtype=float)
+    ended = chosen & ~is_open
+    pool_s, pool_k, pool_n = _outlasting_means(length[ended], saved[:, ended], wakes[:, ended], length[targets])
+    band_s, band_k, band_n = np.zeros_like(pool_s), np.zeros_like(pool_k), np.zeros_like(pool_n)
+    for band in np.unique(bands[targets]):
+        at, here = bands[targets] == band, ended & (bands == band)
+        band_s[:, at], band_k[:, at], band_n[at] = _outlasting_means(
+            length[here], saved[:, here], wakes[:, here], length[targets[at]])
+    known = pool_n > 0
+    pull = np.where(band_n > 0, shrink, 1.0)  # no ended spell of its band outlasted it: all of them speak
+    den = np.where(known, band_n + pull, 1.0)
+    share = pull / np.maximum(pool_n, 1.0)
+    cols = targets[known]
+    saved[:, cols] = ((band_s + share * pool_s) / den)[:, known]
+    wakes[:, cols] = ((band_k + share * pool_k) / den)[:, known]
+    beyond = targets[~known]  # outlasted every ended spell: what it saved so far, a wake-up if stopped
+    if len(beyond):
+        stop = np.asarray(seen.windows_s, dtype=float)[:, None]
+        elapsed = length[beyond][None, :]
+        saved[:, beyond] = np.maximum(0.0, elapsed - stop) / 60.0
+        wakes[:, beyond] = (stop < elapsed).astype(float)
+    return Outcomes(seen.windows_s, saved * gpus[None, :], wakes)
+
+
 def fit_survival(runs: pd.DataFrame, *, price_gpu_min: float, history: Outcomes | None = None,
                  mask: np.ndarray | None = None, shrink: float = SHRINK_SPELLS,
                  lookback_s: float = LOOKBACK_S, edges: Sequence[float] = SHARE_EDGES) -> SurvivalWindow:
     """Fit on the runs where ``mask`` holds (all by default); ``history``: :func:`outcomes` of ``runs``."""
     if price_gpu_min < 0:
         raise ValueError("price_gpu_min must be >= 0")
-    seen = history if history is not None else outcomes(runs)
     chosen = np.ones(len(runs), dtype=bool) if mask is None else np.asarray(mask, dtype=bool)
-    # A spell still open at the end of the history has not told yet whether its end wakes the
-    # workload: it counts toward the median (censored), not toward what a stop saved or cost.
-    use = chosen & (runs["ended_by"].to_numpy() != "end") if len(runs) else chosen
     bands = context_band(runs, lookback_s, edges)
+    seen = _open_spells_imputed(runs, history if history is not None else outcomes(runs), chosen, bands, shrink)
+    use = chosen
     value = seen.saved_gpu_min - price_gpu_min * seen.wakeups  # window x run
     n_all = int(use.sum())
     pooled = value[:, use].mean(axis=1) if n_all else np.zeros(len(seen.windows_s))

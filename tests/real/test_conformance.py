@@ -20,12 +20,12 @@ from gpuaas.actions.deadline_holds import apply_nudges
 from gpuaas.actions.quotas import apply_quota_plan
 from gpuaas.cluster.real import KubeHTTP, RealCluster
 from gpuaas.errors import Conflict
+from gpuaas.operations.collect import read_snapshot
 from gpuaas.policies.deadlines import Nudge
 from gpuaas.policies.quotas import QueueDemand, QuotaLimits, plan_quotas
 from gpuaas.policies.reclaim import Decision, find_idle, plan_reclaim
 from gpuaas.policy import Mode
 from gpuaas.settings import GpuaasSettings
-from gpuaas.snapshot import collect_snapshot
 from gpuaas.store import Store
 from tests.actions.reclaim_scenario import run, undo
 from tests.real.conftest import is_true, owned_workloads, wait_until, workload_of
@@ -42,7 +42,7 @@ def reserved(api: KubeHTTP, kind: str, name: str, ns: str = A) -> bool:
 def decision(settings: GpuaasSettings, name: str) -> Decision:
     """The planner's decision for the workload of ``name`` taken as idle (its pods' series are busy and
     minutes old: too short a history to be idle on its own)."""
-    snapshot = collect_snapshot(settings)
+    snapshot = read_snapshot(settings)
     idle = find_idle(snapshot.workloads, settings.policy, snapshot.collected_at)
     mine = (idle["name"] == name) | (idle["owner_name"] == name)
     idle.loc[mine, "verdict"] = "idle"
@@ -68,7 +68,7 @@ def test_collect_reads_the_backlog_kueue_reports(settings: GpuaasSettings, api: 
     wait_until("Kueue reports 2 pending on team-b's queues",
                lambda: api.get("ClusterQueue", _cq(api, B)).get("status", {}).get("pendingWorkloads") == 2
                and api.get("LocalQueue", _lq(api, B), B).get("status", {}).get("pendingWorkloads") == 2, timeout=90)
-    snapshot = collect_snapshot(settings)
+    snapshot = read_snapshot(settings)
     assert snapshot.sources["kube"].ok, snapshot.sources["kube"]
     queues = snapshot.queues.set_index("name")
     lq_pending = api.get("LocalQueue", _lq(api, B), B)["status"]["pendingWorkloads"]

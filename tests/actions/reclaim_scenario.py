@@ -7,8 +7,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from gpuaas.actions import KubeWriter, undo_entries
+from gpuaas.actions import KubeWriter
 from gpuaas.cluster.runner import EmbeddedCluster
+from gpuaas.operations import incident
 from gpuaas.operations import reclaim as operation
 from gpuaas.operations.collect import read_snapshot
 from gpuaas.policies.reclaim import Decision
@@ -54,7 +55,7 @@ def run(settings: GpuaasSettings, cluster: EmbeddedCluster, store: Store, decisi
 
 def undo(settings: GpuaasSettings, store: Store, ids: list[int]) -> list[Any]:
     with KubeWriter(settings) as writer:
-        return undo_entries(store, writer, ids, flow_run_id="test")
+        return incident.undo(store, writer, ids, flow_run_id="test")
 
 
 def obj(cluster: EmbeddedCluster, kind: str, name: str, namespace: str = "team-a") -> dict[str, Any]:

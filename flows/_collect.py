@@ -1,7 +1,8 @@
 """The collect flow's body, without Prefect: what ``flows.collect`` runs as a flow and the command line runs directly.
 
-Extract (one step per source, each retried on transient errors and bounded by a timeout), join (pure),
-load (store and prune, artifacts, Pushgateway). One failing source degrades the snapshot; all
+The phases of ``gpuaas.operations.collect``: read (one step per source, each retried on transient errors
+and bounded by a timeout), assemble (the join, and the local GPUs sampled), plan (a step: the store's
+cadence read, then pure), apply (a step: store and prune); then the artifacts and the Pushgateway. One failing source degrades the snapshot; all
 failing fails the run. A failed push is logged and reported as ``pushed_samples=None``.
 
 Nothing here imports Prefect: its steps (``tasks.collect``) are Prefect tasks inside a flow run and

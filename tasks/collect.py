@@ -1,4 +1,5 @@
-"""Steps of the collect flow: one per source (retried when transient), store, publish.
+"""Steps of the collect flow around ``gpuaas.operations.collect``: one per source (retried when transient), plan,
+store, publish.
 
 They are ``tasks._steps`` steps: Prefect tasks in a Prefect flow run, plain calls elsewhere (this module
 imports no Prefect, so the command line can run the collect without it)."""

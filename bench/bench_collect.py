@@ -2,7 +2,7 @@
 
 The point is the shape, not one number: API requests per cycle must grow only with pages
 (``limit`` = ``GPUAAS_KUBE_PAGE_SIZE``) and Prometheus queries not at all, while the join
-stays vectorised. Runs the plain ``collect_snapshot`` (the flow adds Prefect's overhead, not
+stays vectorised. Runs the plain ``gpuaas.operations.collect.read_snapshot`` (the flow adds Prefect's overhead, not
 work that grows with the fleet).
 
     python -m bench.bench_collect [--smoke]
@@ -24,8 +24,8 @@ from bench._run import BenchFailed, headline, parser, run
 from bench.bench_cluster import fleet
 from gpuaas.cluster.clock import ManualClock
 from gpuaas.cluster.runner import EmbeddedCluster
+from gpuaas.operations.collect import read_snapshot
 from gpuaas.settings import load_settings
-from gpuaas.snapshot import collect_snapshot
 from gpuaas.sources.prometheus import queries_per_cycle
 
 SIZES = [(25, 10, 100), (250, 40, 1000)]  # nodes (8 GPUs each), ClusterQueues, RayClusters
@@ -49,7 +49,7 @@ def main(argv: list[str]) -> int:
             settings = load_settings()
             before = sum(cluster.api.requests.values())
             started = time.perf_counter()
-            snapshot = collect_snapshot(settings, cluster.clock.now())
+            snapshot = read_snapshot(settings, cluster.clock.now())
             elapsed = time.perf_counter() - started
             requests = sum(cluster.api.requests.values()) - before
             rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20

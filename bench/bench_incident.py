@@ -1,8 +1,8 @@
 """Incident-review benchmark: the review of a long window at the full fleet's queue count.
 
 The review reads only the per-queue and per-tenant aggregates (200 ClusterQueues, 200 tenants, one
-row each per 5-minute collect) and the audit rows of the window; this times the pure part (build the
-review) and the report (markdown, plot; the first includes importing matplotlib) for windows of 1 hour, 1 day and the 14-day retention, with
+row each per 5-minute collect) and the audit rows of the window; this times the pure part (the incident
+operation's ``plan``) and the report (markdown, plot; the first includes importing matplotlib) for windows of 1 hour, 1 day and the 14-day retention, with
 1,000 audit rows in the window, unfiltered and filtered to one namespace. Data are synthetic: the
 review's cost is rows, not what is in them.
 
@@ -22,7 +22,9 @@ import numpy as np
 import pandas as pd
 
 from bench._run import headline, parser, run
-from gpuaas.policies.incident import build_review, scope_for
+from gpuaas.models import Outcome
+from gpuaas.operations import incident
+from gpuaas.policy import Policy, Tenant
 from gpuaas.store import AuditEntry
 from reports.incident import incident_markdown, plot_png
 
@@ -47,7 +49,8 @@ def history(cycles: int) -> tuple[pd.DataFrame, pd.DataFrame]:
 
 def main(argv: list[str]) -> int:
     args = parser(__doc__).parse_args(argv)
-    policy_tenants = [(f"t{i}", [f"t{i}"], [f"q{i}"]) for i in range(QUEUES)]
+    policy = Policy(tenants=[Tenant(name=f"t{i}", namespaces=[f"t{i}"], cluster_queues=[f"q{i}"])
+                             for i in range(QUEUES)])
     windows = (("1 h", 12),) if args.smoke else (("1 h", 12), ("1 day", 288), ("14 days", 4032))
     last = ""
     for label, cycles in windows:
@@ -55,13 +58,13 @@ def main(argv: list[str]) -> int:
         end = START + timedelta(minutes=5 * cycles)
         audit = [AuditEntry(id=i + 1, created_at=START + (end - START) * i / 1000, flow="reclaim", action="reclaim",
                             kind="Notebook", namespace=f"t{i % QUEUES}", name=f"nb-{i}", mode="apply",
-                            outcome="planned", reason="idle 30 m",
+                            outcome=Outcome.planned, reason="idle 30 m",
                             evidence={"window_minutes": 30.0, "activity_max": 0.0, "threshold": 0.05})
                  for i in range(1000)]
         for namespaces in ((), ("t3",)):
             began = time.perf_counter()
-            review = build_review(queues, tenants, audit, START, end, scope_for(namespaces, tenants=policy_tenants),
-                                  undoable_actions={"reclaim"})
+            records = incident.IncidentRecords(START, end, queues, tenants, audit)
+            review = incident.plan(records, policy, namespaces)
             built = time.perf_counter()
             text = incident_markdown(review, plot_png(review))
             done = time.perf_counter()

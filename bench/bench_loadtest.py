@@ -22,16 +22,16 @@ from gpuaas.cluster.serving import EngineModel, ServingEndpoint, model_capacity_
 PROMPT, OUTPUT, SLO = 128, 16, 1.0
 CHILD = """
 import json, sys
-from gpuaas.loadtest import LoadTestConfig, json_safe, run_sweep
-from gpuaas.policies.cost.capacity import sustainable_capacity
+from gpuaas.loadtest import LoadTestConfig, json_safe
+from gpuaas.operations import load_test
 url, rates, step, replicas = sys.argv[1], sys.argv[2], float(sys.argv[3]), int(sys.argv[4])
 SLO, PROMPT, OUTPUT = float(sys.argv[5]), int(sys.argv[6]), int(sys.argv[7])
 warmup = {"warmup_seconds": float(sys.argv[8])} if sys.argv[8:] else {}  # the smoke run's; else the default
 config = LoadTestConfig(url=url, model="bench", rates=tuple(map(float, rates.split(","))), slo_quantile="p95",
                         slo_seconds=SLO, prompt_tokens=PROMPT, output_tokens=OUTPUT, step_seconds=step,
                         max_requests_per_step=5000, **warmup, replicas=replicas, gpus=replicas)
-run = run_sweep(config)
-capacity = sustainable_capacity(run.sweep, slo_quantile="p95", slo_seconds=config.slo_seconds, min_quality=0.99)
+plan = load_test.plan(load_test.sweep(config))
+run, capacity = plan.run, plan.capacity
 print(json.dumps(json_safe({"capacity": capacity.to_dict(), "lateness_p99_s": run.lateness_p99_s,
                             "requests": len(run.requests), "limited": run.client_limited_rates})))
 """

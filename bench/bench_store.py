@@ -43,9 +43,9 @@ from gpuaas.cluster.runner import EmbeddedCluster
 from gpuaas.cluster.services import fresh_schema_url, postgres_server
 from gpuaas.fleet_history import queue_aggregates, tenant_aggregates
 from gpuaas.models import FRAMES, Snapshot
+from gpuaas.operations.collect import read_snapshot
 from gpuaas.policy import Policy
 from gpuaas.settings import load_settings
-from gpuaas.snapshot import collect_snapshot
 from gpuaas.store import SnapshotRecord, Store
 
 CYCLES_14_DAYS = 14 * 24 * 12
@@ -149,7 +149,7 @@ def audit_row_bytes(url: str, runs: int = AUDIT_RUNS) -> tuple[int, float]:
         os.environ.update({"GPUAAS_NVML": "off", "GPUAAS_DATABASE_URL": url, "GPUAAS_DATA_DIR": str(data),
                            "GPUAAS_POLICY_FILE": str(write_policy(data / "policy.yaml", max_actions_per_run=20))})
         settings = load_settings()
-        snapshot = collect_snapshot(settings, cluster.clock.now())
+        snapshot = read_snapshot(settings, cluster.clock.now())
         idle = operation.verdicts(snapshot, settings.policy)
         plan = operation.plan(operation.propose(snapshot, idle, settings.policy, Mode.dry_run), operation.AuditView(),
                               settings.policy, Mode.dry_run, cluster.clock.now())
@@ -175,7 +175,7 @@ def real_snapshot(nodes: int = 25, queues: int = 10, workloads: int = 100) -> tu
         os.environ.update(cluster.settings_env())
         os.environ["GPUAAS_DATA_DIR"] = str(data / "gpuaas")
         os.environ["GPUAAS_NVML"] = "off"
-        snapshot = collect_snapshot(load_settings(), cluster.clock.now())
+        snapshot = read_snapshot(load_settings(), cluster.clock.now())
     if snapshot.degraded:
         raise BenchFailed(f"the collected snapshot is degraded: {snapshot.sources}")
     return snapshot, Policy()

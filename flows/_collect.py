@@ -1,7 +1,8 @@
 """The collect flow's body, without Prefect: what ``flows.collect`` runs as a flow and the command line runs directly.
 
-Extract (one step per source, each retried on transient errors and bounded by a timeout), join (pure),
-load (store and prune, artifacts, Pushgateway). One failing source degrades the snapshot; all
+The phases of ``gpuaas.operations.collect``: read (one step per source, each retried on transient errors
+and bounded by a timeout), assemble (the join, and the local GPUs sampled), plan (a step: the store's
+cadence read, then pure), apply (a step: store and prune); then the artifacts and the Pushgateway. One failing source degrades the snapshot; all
 failing fails the run. A failed push is logged and reported as ``pushed_samples=None``.
 
 Nothing here imports Prefect: its steps (``tasks.collect``) are Prefect tasks inside a flow run and
@@ -14,14 +15,13 @@ import time
 from datetime import UTC, datetime
 from typing import Any
 
-from gpuaas.models import SourceStatus
+from gpuaas.operations import collect as operation
 from gpuaas.settings import GpuaasSettings, load_settings
-from gpuaas.snapshot import SOURCES, assemble_snapshot, failed_source, snapshot_windows
 from gpuaas.sources.bulk import collector_paused
 from reports import source_errors
 from reports.collect import headline
 from tasks import IO_TASK_OPTIONS, push_or_warn, retry_options, run_logger, unwalked
-from tasks.collect import count_idle_candidates, publish_artifacts, push_summary, read_one_source, store_snapshot
+from tasks.collect import plan_collect, publish_artifacts, push_summary, read_one_source, store_snapshot
 
 __all__ = ["collect_snapshot"]
 
@@ -31,20 +31,20 @@ def collect_snapshot(at: datetime | None = None) -> dict[str, Any]:
     logger = run_logger()
     settings = load_settings()
     now = at or datetime.now(UTC)
-    windows = snapshot_windows(settings)
+    windows = operation.windows(settings)
 
     started = time.monotonic()
     with collector_paused():  # the pages die by refcount once joined, before the collector walks them
         readings = _read_sources(settings, now, windows)
-        snapshot = assemble_snapshot(settings, now, windows, readings)
+        snapshot = operation.assemble(settings, now, windows, readings)
     logger.info("collect: %d sources read in %.2fs", len(readings), time.monotonic() - started)
 
-    summary = snapshot.summary()
-    idle = count_idle_candidates(settings, unwalked(snapshot))
-    summary["snapshot_id"] = store_snapshot(settings, unwalked(snapshot), summary)
-    summary["idle_candidates"] = idle
+    plan = plan_collect(settings, unwalked(snapshot))
+    summary = dict(plan.summary)
+    summary["snapshot_id"] = store_snapshot(settings, unwalked(plan))
+    summary["idle_candidates"] = idle = plan.idle_candidates
     summary["degraded"] = snapshot.degraded
-    summary["required_sources"] = [n for n, s in snapshot.sources.items() if s.required]
+    summary["required_sources"] = plan.required_sources
     summary["source_errors"] = source_errors(summary["sources"])
     publish_artifacts(unwalked(snapshot), summary, idle)
     summary["pushed_samples"] = push_or_warn(settings, push_summary, unwalked(snapshot), summary, idle, what="summary metrics")
@@ -52,7 +52,7 @@ def collect_snapshot(at: datetime | None = None) -> dict[str, Any]:
     return summary
 
 
-def _read_sources(settings: GpuaasSettings, now: datetime, windows: list[float]) -> dict[str, tuple[Any, SourceStatus]]:
+def _read_sources(settings: GpuaasSettings, now: datetime, windows: list[float]) -> dict[str, operation.Reading]:
     """Each source's reading, or ``(None, status)`` with the error for one that failed after its retries."""
     logger = run_logger()
     started = time.monotonic()
@@ -62,14 +62,14 @@ def _read_sources(settings: GpuaasSettings, now: datetime, windows: list[float])
     # a blocking read, so they are bounded by the wait instead (and each request by its own timeout):
     # a collect waits for its slowest source, not for the sum of them.
     threaded = reader.with_options(timeout_seconds=None)
-    pending = {name: threaded.submit(name, settings, now, windows) for name in SOURCES if name != "prometheus"}
+    pending = {name: threaded.submit(name, settings, now, windows) for name in operation.SOURCES if name != "prometheus"}
     states: dict[str, Any] = {"prometheus": reader("prometheus", settings, now, windows, return_state=True)}
     bound_s = IO_TASK_OPTIONS["timeout_seconds"] * (settings.retries + 1)
     for name, future in pending.items():
         future.wait(timeout=max(started + bound_s - time.monotonic(), 0.0))
         states[name] = future.state
-    readings: dict[str, tuple[Any, SourceStatus]] = {}
-    for name in SOURCES:
+    readings: dict[str, operation.Reading] = {}
+    for name in operation.SOURCES:
         state = states[name]
         if state.is_completed():
             readings[name] = state.result()
@@ -80,6 +80,6 @@ def _read_sources(settings: GpuaasSettings, now: datetime, windows: list[float])
             error = state.result(raise_on_failure=False)
             if not isinstance(error, BaseException):
                 error = RuntimeError(state.message or state.name)
-        readings[name] = (None, failed_source(settings, name, error, time.monotonic() - started))  # retries included
+        readings[name] = operation.failed(settings, name, error, time.monotonic() - started)  # retries included
         logger.warning("source %s failed after retries: %s", name, readings[name][1].error)
     return readings

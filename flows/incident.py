@@ -20,7 +20,7 @@ from prefect import flow, get_run_logger
 
 from flows._outcome import finished
 from gpuaas.actions import new_holder
-from gpuaas.policies.incident import resolve_window
+from gpuaas.operations.incident import window
 from gpuaas.settings import load_settings
 from reports.incident import incident_json, incident_markdown
 from tasks.incident import check_undo_ids, publish_incident_artifacts, read_review
@@ -43,7 +43,7 @@ def incident_review(start: str = "1h", end: str = "now", namespaces: list[str] |
     """
     logger = get_run_logger()
     settings = load_settings()
-    resolve_window(start, end, datetime.now(UTC))  # bad input fails the run before any write
+    window(start, end, datetime.now(UTC))  # bad input fails the run before any write
     undone: list[dict[str, Any]] | None = None
     busy = None
     if undo:
@@ -60,7 +60,7 @@ def incident_review(start: str = "1h", end: str = "now", namespaces: list[str] |
         logger.info("undo: %d ids in %.2fs", len(undo), time.monotonic() - started)
 
     # Resolved again after the undo, so that a window ending now includes the undo's own audit rows.
-    begin, until = resolve_window(start, end, datetime.now(UTC))
+    begin, until = window(start, end, datetime.now(UTC))
     started = time.monotonic()
     review = read_review(settings, begin, until, list(namespaces or []), list(queues or []))
     logger.info("read: %d collects, %d audit rows, %d actions in %.2fs", len(review.fleet), len(review.events),

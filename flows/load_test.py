@@ -1,8 +1,8 @@
 """The load_test flow (on demand only, never scheduled): a sustainable-capacity sweep of one endpoint.
 
-Sweep (open-loop Poisson steps, bounded) -> capacity (the pure policy) -> files (CSV, plot)
--> store (an audit row the cost report reads back) -> artifacts. A non-loopback URL is
-refused unless ``allow_remote``: loading production is a deliberate act.
+Check, sweep (open-loop Poisson steps, bounded), plan (the capacity, pure), apply (files, then an
+audit row the cost report reads back): ``gpuaas.operations.load_test``, a task per phase; then the
+artifacts. A non-loopback URL is refused unless ``allow_remote``: loading production is a deliberate act.
 """
 
 from __future__ import annotations
@@ -13,10 +13,10 @@ from typing import Any
 
 from prefect import flow, get_run_logger
 
-from gpuaas.loadtest import LoadTestConfig, json_safe
+from gpuaas.loadtest import LoadTestConfig
+from gpuaas.operations import load_test as operation
 from gpuaas.settings import load_settings
-from tasks.capacity import compute_capacity
-from tasks.load_test import publish_load_test_artifacts, record_run, run_load_sweep, write_load_test_files
+from tasks.load_test import apply_load_test, plan_load_test, publish_load_test_artifacts, run_load_sweep
 from tasks.notify import NOTIFY_HOOKS
 
 
@@ -39,22 +39,16 @@ def load_test(url: str, model: str, rates: list[float], slo_quantile: str = "p95
         min_quality=min_quality, expect_substring=expect_substring, replicas=replicas, gpus=gpus, seed=seed,
         request_timeout_seconds=request_timeout_seconds, max_lateness_seconds=max_lateness_seconds,
         allow_remote=allow_remote, service=service)
-    config.check_target()
+    operation.check(config)
     out_dir = Path(out) if out else settings.reports_dir / "load-tests" / _stamp()
     run = run_load_sweep(config)
     logger.info("load test: %d steps, %d requests, lateness p99 %.1f ms%s", len(run.steps), len(run.requests),
                 run.lateness_p99_s * 1000, f"; {run.stopped}" if run.stopped else "")
-    capacity = compute_capacity(run.sweep, config.slo_quantile, config.slo_seconds, config.min_quality,
-                                source=f"load test of {url}")
-    files = write_load_test_files(run, capacity, out_dir)
-    audit_id = record_run(settings, run, capacity, files)
-    publish_load_test_artifacts(run, capacity, files)
-    logger.info("capacity: %s", capacity.reason)
-    result: dict[str, Any] = json_safe({"capacity": capacity.to_dict(), "steps": run.steps, "stopped": run.stopped,
-            "lateness_p99_s": run.lateness_p99_s, "client_limited_rates": run.client_limited_rates,
-            "requests": len(run.requests), "files": {k: str(v) for k, v in files.items()}, "audit_id": audit_id,
-            "ignore_eos": run.ignore_eos})
-    return result
+    plan = plan_load_test(run)
+    result = apply_load_test(settings, plan, out_dir)
+    publish_load_test_artifacts(result)
+    logger.info("capacity: %s", plan.capacity.reason)
+    return result.to_json()
 
 
 def _stamp() -> str:

@@ -1,7 +1,8 @@
 """Collect every source into one ``Snapshot``, and the pure joins that build its views.
 
-``collect_snapshot`` calls each source, times it and records its health; one failing
-source degrades the snapshot (its status says why), only all failing is an error.
+``read_source`` reads one source, times it and records its health; ``assemble_snapshot`` joins the
+readings: one failing source degrades the snapshot (its status says why), only all failing is an error.
+The use case that calls them, with or without retries, is ``gpuaas.operations.collect``.
 ``build_snapshot`` is the pure part: records and frames in, joined views out, vectorised
 with merge/groupby. A workload whose GPUs are not all observed for the whole of every
 window (sample-count floor and longest gap, ``gpuaas.policies.reclaim.coverage``) gets
@@ -24,7 +25,7 @@ from __future__ import annotations
 import time
 from collections.abc import Sequence
 from dataclasses import asdict, fields, replace
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Any
 
 import numpy as np
@@ -52,7 +53,7 @@ from gpuaas.sources.prometheus import GPU_COLUMNS, PrometheusReading, pod_activi
 
 __all__ = [
     "COHORT_COLUMNS", "COMPLETE_COVERAGE", "QUEUE_COLUMNS", "SOURCES", "WORKLOAD_COLUMNS", "assemble_snapshot", "build_snapshot",
-    "collect_snapshot", "failed_source", "read_source", "snapshot_windows", "workload_pods",
+    "failed_source", "read_source", "snapshot_windows", "workload_pods",
 ]
 
 WORKLOAD_COLUMNS = [
@@ -379,21 +380,3 @@ def snapshot_windows(settings: GpuaasSettings) -> list[float]:
     windows |= {float(r.window_minutes) for r in policy.reclaim.kinds.values() if r.window_minutes}
     windows |= {float(t.reclaim.window_minutes) for t in policy.tenants if t.reclaim.window_minutes}
     return sorted(windows)
-
-
-def collect_snapshot(settings: GpuaasSettings, now: datetime | None = None) -> Snapshot:
-    """Read every source once at ``now`` (default: the current time) and join them, without retries.
-
-    The ``collect`` flow does the same through Prefect tasks with retries; this is the plain
-    version for a REPL. One failing source degrades the snapshot; only all failing raises.
-    """
-    now = now or datetime.now(UTC)
-    windows = snapshot_windows(settings)
-    readings: dict[str, tuple[Any, SourceStatus]] = {}
-    for name in SOURCES:
-        started = time.monotonic()
-        try:
-            readings[name] = read_source(name, settings, now, windows)
-        except Exception as exc:  # noqa: BLE001 - one source failing must only degrade the snapshot
-            readings[name] = (None, failed_source(settings, name, exc, time.monotonic() - started))
-    return assemble_snapshot(settings, now, windows, readings)

@@ -25,7 +25,8 @@ __all__ = ["REFUSED", "event_rows", "fleet_rows", "incident_json", "incident_mar
 _LABELS = {"reclaim": ("reclaim", "reclaims"), "quota-plan": ("quota plan", "quota plans"),
            "restore": ("undo", "undos"), "deadline-hold": ("deadline hold", "deadline holds"),
            "deadline-release": ("deadline release", "deadline releases")}
-_RESULT_ORDER = [Outcome.applied, Outcome.restored, "dry-run", Outcome.skipped, Outcome.deferred, Outcome.failed, "open", Outcome.unknown]
+_RESULT_ORDER: list[str] = [Outcome.applied, Outcome.restored, Outcome.dry_run, Outcome.skipped, Outcome.deferred, Outcome.failed,
+                 Outcome.open, Outcome.unknown]
 REFUSED = (Outcome.no_op, Outcome.skipped, Outcome.failed, Outcome.unknown)
 """Undo results that changed nothing (``gpuaas.actions.undo.UndoResult.result``)."""
 _FLEET_ROWS_SHOWN = 24

@@ -1,4 +1,5 @@
-"""Tasks of the load_test flow: the sweep (never retried), files, the store record, artifacts.
+"""Tasks of the load_test flow around ``gpuaas.operations.load_test``: the sweep, the capacity, the files and
+the audit row, the artifacts.
 
 The sweep task has no retries on purpose: a load test that failed half-way must not start
 again by itself and load the endpoint a second time.
@@ -10,17 +11,17 @@ import base64
 from pathlib import Path
 from typing import Any
 
-from prefect import get_run_logger, runtime
+from prefect import get_run_logger
 
-from gpuaas.loadtest import LoadTestConfig, SweepRun, record_load_test, run_sweep, write_outputs
-from gpuaas.policies.cost import CapacityResult
+from gpuaas.loadtest import LoadTestConfig, SweepRun
+from gpuaas.operations import load_test as operation
 from gpuaas.settings import GpuaasSettings
 from gpuaas.store import open_store
 from reports.capacity import capacity_markdown
 from tasks._artifacts import summary_artifact, table_artifact
-from tasks._options import gpuaas_task
+from tasks._options import current_run_id, gpuaas_task
 
-__all__ = ["publish_load_test_artifacts", "record_run", "run_load_sweep", "write_load_test_files"]
+__all__ = ["apply_load_test", "plan_load_test", "publish_load_test_artifacts", "run_load_sweep"]
 
 
 @gpuaas_task("load-sweep", retries=0)
@@ -33,23 +34,25 @@ def run_load_sweep(config: LoadTestConfig) -> SweepRun:
                     row["latency_p99_s"], row["quality"], row["lateness_p99_s"] * 1000,
                     " (client could not keep up)" if row["client_limited"] else "")
 
-    return run_sweep(config, progress)
+    return operation.sweep(config, progress)
 
 
-@gpuaas_task("write-load-test-files")
-def write_load_test_files(run: SweepRun, capacity: CapacityResult, out_dir: Path) -> dict[str, Path]:
-    return write_outputs(run, capacity, out_dir)
+@gpuaas_task("plan-load-test")
+def plan_load_test(run: SweepRun) -> operation.LoadTestPlan:
+    """The sustainable capacity of the sweep (no retries: a bad sweep stays bad)."""
+    return operation.plan(run)
 
 
-@gpuaas_task("record-load-test", retries=2, retry_delay_seconds=2)
-def record_run(settings: GpuaasSettings, run: SweepRun, capacity: CapacityResult, files: dict[str, Path]) -> int:
+@gpuaas_task("apply-load-test", retries=2, retry_delay_seconds=2)
+def apply_load_test(settings: GpuaasSettings, plan: operation.LoadTestPlan, out_dir: Path) -> operation.LoadTestResult:
+    """The files, then the audit row (a retry writes the same files again: they are the sweep's, not the endpoint's)."""
     with open_store(settings) as store:
-        flow_run_id = runtime.flow_run.id
-        return int(record_load_test(store, run, capacity, files, str(flow_run_id) if flow_run_id else None).id or 0)
+        return operation.apply(plan, out_dir, store, flow_run_id=current_run_id())
 
 
 @gpuaas_task("publish-load-test-artifacts")
-def publish_load_test_artifacts(run: SweepRun, capacity: CapacityResult, files: dict[str, Path]) -> None:
+def publish_load_test_artifacts(result: operation.LoadTestResult) -> None:
+    run, capacity, files = result.plan.run, result.plan.capacity, result.files
     table_artifact(key="gpuaas-load-test-sweep", table=[
         {k: (round(v, 4) if isinstance(v, float) else v) for k, v in row.items()} for row in run.steps],
         description=f"Load test of {run.config.model} at {run.config.url}: one row per rate")

@@ -6,9 +6,10 @@ from datetime import datetime
 
 import pandas as pd
 
-from gpuaas.actions import ActionResult, UndoResult, undo_entries
+from gpuaas.actions import ActionResult, UndoResult
 from gpuaas.errors import ActionRefused, StoreError
 from gpuaas.models import Snapshot
+from gpuaas.operations import incident
 from gpuaas.operations import reclaim as operation
 from gpuaas.policy import Mode
 from gpuaas.pushgateway import delete_metrics, push_metrics
@@ -67,8 +68,9 @@ def act(settings: GpuaasSettings, plan: operation.ReclaimPlan, now: datetime) ->
 
 @gpuaas_task("undo", timeout_seconds=600)
 def undo_actions(settings: GpuaasSettings, audit_ids: list[int]) -> list[UndoResult]:
+    """The undo of ``gpuaas undo`` and of an incident review (``gpuaas.operations.incident.undo``)."""
     with store_and_writer(settings) as (store, writer):
-        return undo_entries(store, writer, audit_ids, flow_run_id=current_run_id())
+        return incident.undo(store, writer, audit_ids, flow_run_id=current_run_id())
 
 
 @gpuaas_task("publish-artifacts")

@@ -75,3 +75,18 @@ def test_the_policies_are_split_by_concept() -> None:
     assert flat == []
     packages = sorted(p.name for p in (ROOT / "gpuaas" / "policies").iterdir() if (p / "__init__.py").exists())
     assert packages == ["analysis", "cost", "deadlines", "incident", "quotas", "reclaim"]
+
+
+USE_CASES = ("collect", "cost_report", "deadlines", "incident", "load_test", "rebalance", "reclaim")
+
+
+def test_every_use_case_has_an_operation_module_with_a_plan_called_by_its_tasks() -> None:
+    """One module per use case in ``gpuaas/operations/``, each with a top-level ``plan``, and the use case's
+    tasks module (``tasks/<use case>.py``, what its flow composes) imports it."""
+    modules = sorted(p.stem for p in (ROOT / "gpuaas" / "operations").glob("*.py") if p.stem != "__init__")
+    assert modules == list(USE_CASES)
+    for name in modules:
+        tree = ast.parse((ROOT / "gpuaas" / "operations" / f"{name}.py").read_text(encoding="utf-8"))
+        assert "plan" in {n.name for n in tree.body if isinstance(n, ast.FunctionDef)}, name
+    users = {file for file, module, _ in _imports(("tasks",)) if module.startswith("gpuaas.operations")}
+    assert {f"tasks/{use_case}.py" for use_case in USE_CASES} <= users

@@ -27,7 +27,7 @@ def deadlines(
 ) -> None:
     """Plan deadlines on a YAML problem or the live cluster; print the schedule, what is missed, the extra GPUs."""
     from gpuaas.cli._deadline_file import load_deadline_problem
-    from gpuaas.policies.deadlines import plan_deadlines
+    from gpuaas.operations.deadlines import plan_problem
     from reports.deadlines import grouped_notes, plan_dict, plan_rows, verdict_sentence
 
     if (file is None) == (not from_cluster):
@@ -38,7 +38,7 @@ def deadlines(
     assert file is not None
     try:
         capacity, jobs = load_deadline_problem(file)
-        plan = plan_deadlines(capacity, jobs)
+        plan = plan_problem(capacity, jobs)
     except GpuaasError as exc:
         raise fail(str(exc)) from exc
     if format is OutputFormat.json:

@@ -22,16 +22,17 @@ class IncidentFormat(str, Enum):
 
 def _check(start: str, end: str, undo: list[int]) -> None:
     """Bad input ends here, before Prefect starts and before anything is undone."""
-    from gpuaas.policies.incident import resolve_window
+    from gpuaas.operations import incident as operation
 
     try:
-        resolve_window(start, end, datetime.now(UTC))
+        operation.window(start, end, datetime.now(UTC))
     except GpuaasError as exc:
         raise fail(str(exc).replace("start: ", "--from: ", 1).replace("end: ", "--to: ", 1)) from exc
     if undo:
-        from tasks.incident import missing_audit_ids
+        from gpuaas.store import open_store
 
-        missing = missing_audit_ids(settings_or_exit(), undo)
+        with open_store(settings_or_exit()) as store:
+            missing = operation.missing_audit_ids(store, undo)
         if missing:
             raise fail(f"--undo: no audit row {', '.join(f'#{i}' for i in missing)} (see `gpuaas audit list`); "
                        "nothing undone")

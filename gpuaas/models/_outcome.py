@@ -31,3 +31,8 @@ class Outcome(StrEnum):
     """An undo with nothing to undo (a dry-run, already restored)."""
     unknown = "unknown"
     """The write got no usable answer and the read-back could not tell: look at the object."""
+    dry_run = "dry-run"
+    """How a dry-run decision ended, in an incident review: decided, never carried out (its row says ``planned``)."""
+    open = "open"
+    """How an apply ended, in an incident review, when no completion row closed its intent yet: a run in
+    progress, or one killed before the write's answer (the next run's recovery closes it)."""

@@ -12,23 +12,36 @@ The path of one run, in order (every caller takes it: the ``deadlines`` flow, th
 3. ``apply``: per nudge, the intent row, the write (a hold only in apply mode), the completion row.
    There is no recovery step: a hold interrupted before its write left the object unheld and is
    decided again; one interrupted after it is on the object, and the next plan keeps or releases it.
+
+``plan_problem`` is the planner of one pool on a problem written by hand: what ``gpuaas plan deadlines FILE`` calls.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from gpuaas.actions import KubeWriter
-from gpuaas.actions.deadline_holds import NudgeResult, apply_nudges, release_due, undo_holds
 from gpuaas.models import Outcome, Snapshot
-from gpuaas.policies.deadlines import Nudge, PoolPlan, deadline_problems, plan_nudges, plan_pools
+from gpuaas.policies.deadlines import (
+    DeadlineJob,
+    DeadlinePlan,
+    Nudge,
+    PoolPlan,
+    deadline_problems,
+    plan_deadlines,
+    plan_nudges,
+    plan_pools,
+)
 from gpuaas.policy import DeadlinesPolicy, Mode
-from gpuaas.store import Store
 
-__all__ = ["DeadlinesPlan", "DeadlinesResult", "apply", "plan", "pool_plans", "release_sweep", "undo"]
+if TYPE_CHECKING:  # the writes load the Kubernetes client and SQLAlchemy; planning, in a REPL or from a file, does not
+    from gpuaas.actions import KubeWriter
+    from gpuaas.actions.deadline_holds import NudgeResult
+    from gpuaas.store import Store
+
+__all__ = ["DeadlinesPlan", "DeadlinesResult", "apply", "plan", "plan_problem", "pool_plans", "release_sweep", "undo"]
 
 
 @dataclass(frozen=True)
@@ -83,6 +96,13 @@ def pool_plans(snapshot: Snapshot) -> tuple[PoolPlan, ...]:
     return tuple(plan_pools(deadline_problems(snapshot)))
 
 
+def plan_problem(capacity: Mapping[str, int], jobs: Sequence[DeadlineJob]) -> DeadlinePlan:
+    """The plan of one problem written by hand (GPUs per resource, the jobs): the planner every pool of ``plan``
+    runs, so that a file checked by a person gets the answer the cluster would. Pure; bad input is a
+    ``ConfigError`` naming the job and field."""
+    return plan_deadlines(capacity, jobs)
+
+
 def plan(snapshot: Snapshot, policy: DeadlinesPolicy, now: datetime, *, nudge: bool = True) -> DeadlinesPlan:
     """The pools' plans and, with ``nudge``, the holds and releases that steer Kueue toward them. Pure.
 
@@ -97,6 +117,8 @@ def plan(snapshot: Snapshot, policy: DeadlinesPolicy, now: datetime, *, nudge: b
 def release_sweep(workloads: Iterable[dict[str, Any]], store: Store, writer: KubeWriter, *, now: datetime,
                   flow_run_id: str | None) -> DeadlinesResult:
     """Release every Workload object in ``workloads`` held by gpuaas whose ``release_at`` has come; audited."""
+    from gpuaas.actions.deadline_holds import release_due
+
     return DeadlinesResult(tuple(release_due(workloads, store, writer, now, flow_run_id=flow_run_id)))
 
 
@@ -109,10 +131,14 @@ def apply(deadlines_plan: DeadlinesPlan, store: Store, writer: KubeWriter, *, mo
     is never overwritten. ``now`` is taken for the same call as every use case's ``apply``; a nudge's
     own times (its ``release_at``) were fixed by ``plan``, so nothing here reads the clock.
     """
+    from gpuaas.actions.deadline_holds import apply_nudges
+
     return DeadlinesResult(tuple(apply_nudges(deadlines_plan.nudges, store, writer, mode=mode,
                                               flow_run_id=flow_run_id)))
 
 
 def undo(store: Store, writer: KubeWriter, audit_ids: Sequence[int], *, flow_run_id: str | None) -> DeadlinesResult:
     """Release the holds named by their audit ids (intent or completion row), if each is still that hold."""
+    from gpuaas.actions.deadline_holds import undo_holds
+
     return DeadlinesResult(tuple(undo_holds(store, writer, audit_ids, flow_run_id=flow_run_id)))

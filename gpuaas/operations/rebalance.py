@@ -21,12 +21,10 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 
-from gpuaas.actions import KubeWriter
-from gpuaas.actions.quotas import apply_quota_plan, recent_quota_changes, recover_quota_plans
 from gpuaas.errors import ConfigError, PolicyError
 from gpuaas.models import Outcome, Snapshot
 from gpuaas.policies.deadlines import PoolPlan
@@ -41,10 +39,13 @@ from gpuaas.policies.quotas import (
 )
 from gpuaas.policy import Mode, Policy
 from gpuaas.sources.kube import DEFAULT_GPU_RESOURCES
-from gpuaas.store import AuditEntry, Store
+
+if TYPE_CHECKING:  # the writes load the Kubernetes client and SQLAlchemy; planning (a replay, a REPL) does not
+    from gpuaas.actions import KubeWriter
+    from gpuaas.store import AuditEntry, Store
 
 __all__ = ["GPU_RESOURCES", "CohortOutcome", "RebalanceAuditView", "RebalancePlan", "RebalanceResult", "apply",
-           "degraded_reason", "plan", "read_audit_view"]
+           "degraded_reason", "plan", "plan_cohort", "read_audit_view"]
 
 GPU_RESOURCES: tuple[str, ...] = DEFAULT_GPU_RESOURCES
 """The extended resources counted as GPUs when the caller names none (the collector's default)."""
@@ -110,6 +111,8 @@ class RebalanceResult:
 
 def read_audit_view(store: Store, policy: Policy, now: datetime) -> RebalanceAuditView:
     """The quota moves gpuaas made within ``no_reversal_days`` before ``now``, net per queue and flavor."""
+    from gpuaas.actions.quotas import recent_quota_changes
+
     since = now - timedelta(days=policy.rebalance.no_reversal_days)
     return RebalanceAuditView(recent_change=recent_quota_changes(store, since))
 
@@ -122,13 +125,16 @@ def degraded_reason(snapshot: Snapshot, history_error: str | None = None) -> str
     return "; ".join(failed) or None
 
 
-def _plan_cohort(demand: CohortDemand, snapshot: Snapshot, gpu_resources: Sequence[str]) -> CohortOutcome:
-    """The planner's moves for one cohort, or the sentence saying why there are none (never raised)."""
+def plan_cohort(demand: CohortDemand, quotas: pd.DataFrame | None = None,
+                gpu_resources: Sequence[str] = GPU_RESOURCES) -> CohortOutcome:
+    """One cohort's decision from its demand: the planner's moves, or the sentence saying why there are none
+    (never raised). Pure. ``quotas``: the snapshot's quota cells, so that no plan gives a queue GPUs its cpu or
+    memory quota would not let it use (none: GPUs alone, as in a replay that models only them)."""
     try:
         quota_plan = plan_quotas(demand.queues, demand.limits)
     except (ConfigError, PolicyError) as exc:
         return CohortOutcome(demand.cohort, demand, None, error=str(exc), result=Outcome.no_plan)
-    binding = binding_resources(snapshot.quotas, quota_plan.changes, gpu_resources)
+    binding = binding_resources(quotas if quotas is not None else pd.DataFrame(), quota_plan.changes, gpu_resources)
     if binding:
         return CohortOutcome(demand.cohort, demand, None, error="; ".join(binding), result=Outcome.no_plan)
     flags = borrowing_flags(demand, quota_plan) + quota_plan.notes
@@ -148,7 +154,7 @@ def plan(snapshot: Snapshot, history: pd.DataFrame, policy: Policy, *, audit: Re
     demands = cohort_demands(snapshot, history, policy, deadline_gpus=deadline_gpus_per_queue(pools, snapshot),
                              recent_change=audit.recent_change, gpu_resources=gpu_resources,
                              cohorts=[cohort] if cohort else ())
-    return RebalancePlan(cohorts=[_plan_cohort(d, snapshot, gpu_resources) for d in demands],
+    return RebalancePlan(cohorts=[plan_cohort(d, snapshot.quotas, gpu_resources) for d in demands],
                          degraded=degraded_reason(snapshot, history_error), snapshot_id=snapshot_id,
                          gpu_resources=tuple(gpu_resources), manage_limits=policy.rebalance.manage_limits)
 
@@ -160,6 +166,8 @@ def apply(rebalance_plan: RebalancePlan, store: Store, writer: KubeWriter, *, mo
     Not to be retried by its callers: a retry of a half-applied plan is what the audit log and the recovery
     guard against.
     """
+    from gpuaas.actions.quotas import apply_quota_plan, recover_quota_plans
+
     gpu = list(rebalance_plan.gpu_resources)
     recovered = []
     if mode is Mode.apply:

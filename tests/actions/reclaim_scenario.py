@@ -7,13 +7,14 @@ from __future__ import annotations
 
 from typing import Any
 
-from gpuaas.actions import KubeWriter, undo_entries
+from gpuaas.actions import KubeWriter
 from gpuaas.cluster.runner import EmbeddedCluster
+from gpuaas.operations import incident
 from gpuaas.operations import reclaim as operation
+from gpuaas.operations.collect import read_snapshot
 from gpuaas.policies.reclaim import Decision
 from gpuaas.policy import Mode
 from gpuaas.settings import GpuaasSettings
-from gpuaas.snapshot import collect_snapshot
 from gpuaas.store import Store
 
 IDLE_TARGETS = {("RayCluster", "ray"), ("RayCluster", "eray"), ("InferenceService", "isvc"), ("Notebook", "nb"),
@@ -32,7 +33,7 @@ def decide(settings: GpuaasSettings, cluster: EmbeddedCluster, store: Store, mod
            only: set[tuple[str, str]] | None = None) -> list[Decision]:
     """The reclaim operation's decision on a fresh snapshot, as the flow makes it; ``only`` keeps those targets."""
     now = cluster.clock.now()
-    snapshot = collect_snapshot(settings, now)
+    snapshot = read_snapshot(settings, now)
     proposed = [d for d in operation.propose(snapshot, operation.verdicts(snapshot, settings.policy), settings.policy,
                                              mode) if only is None or d.stops in only]
     return operation.plan(proposed, operation.read_audit_view(store, proposed, now), settings.policy, mode,
@@ -54,7 +55,7 @@ def run(settings: GpuaasSettings, cluster: EmbeddedCluster, store: Store, decisi
 
 def undo(settings: GpuaasSettings, store: Store, ids: list[int]) -> list[Any]:
     with KubeWriter(settings) as writer:
-        return undo_entries(store, writer, ids, flow_run_id="test")
+        return incident.undo(store, writer, ids, flow_run_id="test")
 
 
 def obj(cluster: EmbeddedCluster, kind: str, name: str, namespace: str = "team-a") -> dict[str, Any]:
@@ -83,7 +84,7 @@ def workload_decision(settings: GpuaasSettings, cluster: EmbeddedCluster, name: 
     verdict is set by hand and everything else (target, uid, resourceVersion, API version)
     comes from the snapshot through the reclaim operation.
     """
-    snapshot = collect_snapshot(settings, cluster.clock.now())
+    snapshot = read_snapshot(settings, cluster.clock.now())
     idle = operation.verdicts(snapshot, settings.policy)
     mine = idle["name"] == name
     idle.loc[mine, "verdict"] = "idle"

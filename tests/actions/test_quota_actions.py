@@ -243,11 +243,11 @@ def test_manage_limits_moves_lending_and_borrowing_by_the_rule(store: Store, wri
 
 
 def test_demand_comes_from_kueues_per_queue_history_in_one_query(settings: GpuaasSettings) -> None:
+    from gpuaas.operations.collect import read_snapshot
     from gpuaas.policies.quotas import cohort_demands
-    from gpuaas.snapshot import collect_snapshot
     from gpuaas.sources.queue_history import read_queue_history
 
-    snapshot = collect_snapshot(settings)
+    snapshot = read_snapshot(settings)
     history = read_queue_history(settings, snapshot.collected_at, window_s=7 * 86400, percentile=90,
                                  gpu_resources=GPU)
     stat = {(r.cluster_queue, r.stat): r.value for r in history.itertuples()}

@@ -21,8 +21,8 @@ from gpuaas.cluster.apiserver import RBACRules
 from gpuaas.cluster.runner import EmbeddedCluster
 from gpuaas.cluster.testbed import write_policy
 from gpuaas.errors import ConfigError
+from gpuaas.operations.collect import read_snapshot
 from gpuaas.settings import load_settings
-from gpuaas.snapshot import collect_snapshot
 from tests.actions.reclaim_scenario import IDLE_TARGETS, target_of, writes
 from tests.scenarios import point_at
 
@@ -56,14 +56,14 @@ def test_without_the_token_collect_gets_401(pointed_at: EmbeddedCluster, tmp_pat
     anonymous = tmp_path / "anonymous-kubeconfig"
     anonymous.write_text((tmp_path / "kubeconfig").read_text().replace(TOKEN, "not-the-token"))
     monkeypatch.setenv("GPUAAS_KUBECONFIG", str(anonymous))
-    snapshot = collect_snapshot(load_settings(), pointed_at.clock.now())
+    snapshot = read_snapshot(load_settings(), pointed_at.clock.now())
     kube = snapshot.sources["kube"]
     assert not kube.ok and "401" in (kube.error or "") and "not-the-token" not in (kube.error or "")
 
 
 def test_reader_role_is_enough_to_collect(pointed_at: EmbeddedCluster) -> None:
     pointed_at.api.rbac = RBACRules.from_manifest(MANIFEST, ["gpuaas-reader"])
-    snapshot = collect_snapshot(load_settings(), pointed_at.clock.now())
+    snapshot = read_snapshot(load_settings(), pointed_at.clock.now())
     assert snapshot.sources["kube"].ok, snapshot.sources["kube"].error
     assert {("RayCluster", "ray"), ("Notebook", "nb")} <= {(k, n) for k, n in zip(snapshot.owners["kind"],
                                                                                  snapshot.owners["name"])}

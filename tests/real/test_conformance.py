@@ -15,17 +15,19 @@ from __future__ import annotations
 import httpx
 import pytest
 
-from gpuaas.actions import KubeWriter, undo_entries
+from gpuaas.actions import KubeWriter
 from gpuaas.actions.deadline_holds import apply_nudges
 from gpuaas.actions.quotas import apply_quota_plan
 from gpuaas.cluster.real import KubeHTTP, RealCluster
 from gpuaas.errors import Conflict
+from gpuaas.operations import incident
+from gpuaas.operations import reclaim as reclaim_operation
+from gpuaas.operations.collect import read_snapshot
 from gpuaas.policies.deadlines import Nudge
 from gpuaas.policies.quotas import QueueDemand, QuotaLimits, plan_quotas
-from gpuaas.policies.reclaim import Decision, find_idle, plan_reclaim
+from gpuaas.policies.reclaim import Decision
 from gpuaas.policy import Mode
 from gpuaas.settings import GpuaasSettings
-from gpuaas.snapshot import collect_snapshot
 from gpuaas.store import Store
 from tests.actions.reclaim_scenario import run, undo
 from tests.real.conftest import is_true, owned_workloads, wait_until, workload_of
@@ -40,14 +42,15 @@ def reserved(api: KubeHTTP, kind: str, name: str, ns: str = A) -> bool:
 
 
 def decision(settings: GpuaasSettings, name: str) -> Decision:
-    """The planner's decision for the workload of ``name`` taken as idle (its pods' series are busy and
-    minutes old: too short a history to be idle on its own)."""
-    snapshot = collect_snapshot(settings)
-    idle = find_idle(snapshot.workloads, settings.policy, snapshot.collected_at)
+    """The reclaim operation's decision for the workload of ``name`` taken as idle (its pods' series are busy
+    and minutes old: too short a history to be idle on its own)."""
+    snapshot = read_snapshot(settings)
+    idle = reclaim_operation.verdicts(snapshot, settings.policy)
     mine = (idle["name"] == name) | (idle["owner_name"] == name)
     idle.loc[mine, "verdict"] = "idle"
     idle.loc[mine, "idle_seconds"] = 1800.0
-    found = [d for d in plan_reclaim(snapshot, idle, settings.policy, Mode.apply) if name in (d.name, d.stops[1])]
+    found = [d for d in reclaim_operation.propose(snapshot, idle, settings.policy, Mode.apply)
+             if name in (d.name, d.stops[1])]
     assert found, f"no decision for {name}"
     return found[0]
 
@@ -68,7 +71,7 @@ def test_collect_reads_the_backlog_kueue_reports(settings: GpuaasSettings, api: 
     wait_until("Kueue reports 2 pending on team-b's queues",
                lambda: api.get("ClusterQueue", _cq(api, B)).get("status", {}).get("pendingWorkloads") == 2
                and api.get("LocalQueue", _lq(api, B), B).get("status", {}).get("pendingWorkloads") == 2, timeout=90)
-    snapshot = collect_snapshot(settings)
+    snapshot = read_snapshot(settings)
     assert snapshot.sources["kube"].ok, snapshot.sources["kube"]
     queues = snapshot.queues.set_index("name")
     lq_pending = api.get("LocalQueue", _lq(api, B), B)["status"]["pendingWorkloads"]
@@ -257,7 +260,7 @@ def test_a_quota_plan_passes_kueues_validation_admits_and_is_undone(store: Store
         assert result.outcome == "applied", result.message
         wait_until("b-big admitted under team-b's new quota of 8", lambda: reserved(api, "Job", "b-big", B)
                    or reserved(api, "Job", "b-late", B))
-        [undone] = undo_entries(store, writer, [result.plan_id])
+        [undone] = incident.undo(store, writer, [result.plan_id], flow_run_id=None)
         assert undone.result == "restored", undone.message
     quota = api.get("ClusterQueue", qb)["spec"]["resourceGroups"][0]["flavors"][0]["resources"][0]["nominalQuota"]
     assert str(quota) == "4"

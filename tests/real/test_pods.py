@@ -18,8 +18,8 @@ import pytest
 
 from gpuaas.cluster.real import KubeHTTP, RealCluster
 from gpuaas.cluster.real._standin import desired_pods, free_indices
+from gpuaas.operations.collect import read_snapshot
 from gpuaas.settings import GpuaasSettings
-from gpuaas.snapshot import collect_snapshot
 from tests.real.conftest import is_true, wait_until, workload_of
 
 pytestmark = [pytest.mark.real]
@@ -135,7 +135,7 @@ def test_collect_counts_the_pods_and_reads_their_gpu_series(settings: GpuaasSett
     found: list[Any] = []
 
     def seen() -> bool:
-        snapshot = collect_snapshot(settings)
+        snapshot = read_snapshot(settings)
         found[:] = [snapshot]
         return not snapshot.gpus.empty and pod in set(snapshot.gpus["pod"])
 

@@ -14,8 +14,8 @@ import yaml
 
 from gpuaas.actions import KubeWriter
 from gpuaas.cluster.real import KubeHTTP, KubeHTTPError, RealCluster
+from gpuaas.operations.collect import read_snapshot
 from gpuaas.settings import load_settings
-from gpuaas.snapshot import collect_snapshot
 
 pytestmark = [pytest.mark.real]
 
@@ -56,7 +56,7 @@ def sa_kubeconfig(real_cluster: RealCluster, sa_token: str, tmp_path: Path, monk
 
 def test_the_shipped_roles_allow_every_read_and_write_the_flows_need(sa_kubeconfig: Path, api: KubeHTTP) -> None:
     settings = load_settings()
-    snapshot = collect_snapshot(settings)
+    snapshot = read_snapshot(settings)
     assert snapshot.sources["kube"].ok, snapshot.sources["kube"]
     assert not snapshot.workloads.empty
     cq = api.list("LocalQueue", "team-a")[0]["spec"]["clusterQueue"]

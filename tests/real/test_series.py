@@ -17,8 +17,8 @@ import pytest
 
 from gpuaas.cluster.real import KubeHTTP
 from gpuaas.models import Snapshot
+from gpuaas.operations.collect import read_snapshot
 from gpuaas.settings import GpuaasSettings
-from gpuaas.snapshot import collect_snapshot
 from tests.real.conftest import wait_until
 from tests.real.test_pods import all_running, pods_of
 from tests.real.test_replicas import pods_of as replica_pods
@@ -42,7 +42,7 @@ def test_collect_reads_opencost_and_vllm_series_of_the_running_pods(settings: Gp
     found: list[Snapshot] = []
 
     def seen() -> bool:
-        snapshot = collect_snapshot(settings)
+        snapshot = read_snapshot(settings)
         found[:] = [snapshot]
         pods = set(snapshot.costs["pod"]) if not snapshot.costs.empty else set()
         served = _rows(_rows(snapshot.serving, "pod", dep_name), "stat", "requests")

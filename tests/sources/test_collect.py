@@ -1,4 +1,4 @@
-"""``collect_snapshot`` end to end: the embedded API server, a real Prometheus holding the H100
+"""``gpuaas.operations.collect.read_snapshot`` end to end: the embedded API server, a real Prometheus holding the H100
 capture, and an OpenCost endpoint that fails in each way a real one can (a loopback server
 that accepts and never answers, HTTP 500, a body that is not JSON). One failing source
 degrades the snapshot; only every source failing is an error.
@@ -18,8 +18,8 @@ import pytest
 from gpuaas.cluster.apiserver import ApiServer, ObjectStore
 from gpuaas.cluster.prometheus import PrometheusServer, free_port
 from gpuaas.errors import SourceUnavailable
+from gpuaas.operations.collect import read_snapshot
 from gpuaas.settings import GpuaasSettings
-from gpuaas.snapshot import collect_snapshot
 from tests.sources.helpers import NOW, Sample, fixture_path, parse_exposition, series
 from tests.sources.test_kube import cluster_queue, workload
 
@@ -80,7 +80,7 @@ def fleet(tmp_path: Path, prometheus_factory: Callable[[list[Sample]], Prometheu
 
 
 def test_healthy_sources_join(fleet: dict[str, object]) -> None:
-    snap = collect_snapshot(GpuaasSettings(**fleet), NOW)  # type: ignore[arg-type]
+    snap = read_snapshot(GpuaasSettings(**fleet), NOW)  # type: ignore[arg-type]
     assert snap.sources["kube"].ok and snap.sources["prometheus"].ok
     assert snap.sources["opencost"].ok  # no OpenCost URL: computed from its metrics (none here: empty)
     assert not snap.sources["nvml"].ok
@@ -100,7 +100,7 @@ def test_failing_opencost_degrades_the_snapshot(fleet: dict[str, object], silent
         server, url = _http(500, b'{"code":500}') if failure == "http-500" else _http(200, b"{not json")
     try:
         settings = GpuaasSettings(**fleet, opencost_url=url, request_timeout_seconds=0.5)  # type: ignore[arg-type]
-        snap = collect_snapshot(settings, NOW)
+        snap = read_snapshot(settings, NOW)
     finally:
         if server is not None:
             server.shutdown()
@@ -115,7 +115,7 @@ def test_failing_opencost_degrades_the_snapshot(fleet: dict[str, object], silent
 def test_malformed_prometheus_marks_telemetry_unknown(fleet: dict[str, object]) -> None:
     server, url = _http(200, json.dumps({"status": "success"}).encode())
     try:
-        snap = collect_snapshot(GpuaasSettings(kubeconfig=fleet["kubeconfig"], prometheus_url=url), NOW)  # type: ignore[arg-type]
+        snap = read_snapshot(GpuaasSettings(kubeconfig=fleet["kubeconfig"], prometheus_url=url), NOW)  # type: ignore[arg-type]
     finally:
         server.shutdown()
         server.server_close()
@@ -136,4 +136,4 @@ def test_every_source_failing_is_an_error(tmp_path: Path, silent_port: int) -> N
     settings = GpuaasSettings(kubeconfig=kubeconfig, prometheus_url=dead,
                               opencost_url=f"http://127.0.0.1:{silent_port}", request_timeout_seconds=0.5)
     with pytest.raises(SourceUnavailable, match="every source failed"):
-        collect_snapshot(settings, NOW)
+        read_snapshot(settings, NOW)

@@ -12,7 +12,8 @@ What the flow does each night, with the replay's own history in place of Prometh
 * whether each queue can reclaim what it lends (its ClusterQueue's cohort and ``reclaimWithinCohort``);
 * guarantees from the policy's tenants (none by default), ``recent_change`` the queue's net quota
   change over the last ``no_reversal_days`` nights, the limits :func:`limits_of` the policy;
-* :func:`gpuaas.policies.quotas.plan.plan_quotas`, unchanged.
+* the flow's own decision for one cohort, :func:`gpuaas.operations.rebalance.plan_cohort` (the planner,
+  ``plan_quotas``, unchanged), on GPUs alone.
 
 No floor, no replay-only limit: a replay that protected queues the deployed flow leaves exposed
 would promise what production does not deliver.
@@ -27,13 +28,15 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from gpuaas.errors import GpuaasError
-from gpuaas.policies.quotas import QueueDemand, cell_demand, limits_of, pending_demand, plan_quotas
+from gpuaas.operations.rebalance import plan_cohort
+from gpuaas.policies.quotas import CohortDemand, QueueDemand, cell_demand, limits_of, pending_demand
 from gpuaas.policy import Policy
 
 __all__ = ["FLAVOR", "History", "NightResult", "plan_night"]
 
 FLAVOR = "gpu"
+COHORT = "replay"
+"""The one cohort a quota replay plans: every queue of the trace."""
 
 
 @dataclass
@@ -89,10 +92,11 @@ def plan_night(quotas: dict[str, int], history: dict[str, History], policy: Poli
             recent_change={FLAVOR: sum(list(h.changes)[-nights:])} if nights else {},
             reclaims=True if reclaims is None else reclaims[name], busiest={FLAVOR: busiest},
         ))
-    try:
-        plan = plan_quotas(queues, limits_of(rb))
-    except GpuaasError as exc:
-        return NightResult(dict(quotas), 0, str(exc))
+    outcome = plan_cohort(CohortDemand(COHORT, queues, limits_of(rb), history_seconds=hours * 3600.0,
+                                       little_history=False))
+    plan = outcome.plan
+    if plan is None:
+        return NightResult(dict(quotas), 0, outcome.error)
     new = dict(quotas)
     for change in plan.changes:
         new[change.queue] = change.after

@@ -23,6 +23,7 @@ import pandas as pd
 
 from gpuaas.models import Outcome
 from gpuaas.policies.incident._scope import AuditRow, Scope, parse_instant, resolve_window, row_in_scope, scope_for
+from gpuaas.policy import Mode
 
 __all__ = [
     "FLEET_COLUMNS", "ActionOutcome", "AuditRow", "IncidentEvent", "IncidentReview", "QuotaChange", "QuotaLine",
@@ -178,7 +179,7 @@ def _outcomes(window_rows: Sequence[AuditRow], rows: Mapping[int, AuditRow]) -> 
         done = sorted(completions.get(row.id, []), key=lambda r: (r.created_at, r.id or 0))
         result = done[-1].outcome if done else row.outcome
         if result == Outcome.planned:  # nothing closed it: a dry-run, or an apply still open (crashed, in progress)
-            result = "dry-run" if row.mode == "dry-run" else "open"
+            result = Outcome.dry_run if row.mode == Mode.dry_run else Outcome.open
         ref = f"{row.kind} {row.namespace}/{row.name}" if row.namespace else f"{row.kind} {row.name}"
         out.append(ActionOutcome(row.id, row.action, ref, row.mode, result))
     return out

@@ -1,0 +1,138 @@
+"""Collect, as one use case: from the sources to one stored snapshot, without Prefect.
+
+The path of one collect, in order (every caller takes it: the flow, ``gpuaas collect``, the benchmarks):
+
+1. ``read``: one remote source at an instant (I/O). It raises on failure, so that the caller decides
+   about retries; ``failed`` is the status of a source that still failed after them.
+2. ``assemble``: the readings joined into one snapshot, NVML sampled. One failing source degrades the
+   snapshot; only every source failing raises, because missing data is never evidence of idleness.
+3. ``plan``: what the store receives and what the run reports, pure: the per-queue and per-tenant
+   history rows, the idle candidates, and whether the full document is kept. Whether the
+   ``store.full_snapshot_every_minutes`` cadence is due is read from the store beforehand
+   (``full_due``) and passed in as data, so ``plan`` can be called in a REPL.
+4. ``apply``: the history, the snapshot row (with its document when planned), then the pruning.
+
+``read_snapshot`` is 1 and 2 without retries, one source after the other: the plain read a REPL, a
+benchmark or a test takes. The flow reads the sources in its own tasks, with retries and timeouts.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from typing import TYPE_CHECKING, Any
+
+from gpuaas.fleet_history import queue_aggregates, tenant_aggregates
+from gpuaas.models import Snapshot, SourceStatus
+from gpuaas.policies.reclaim import find_idle
+from gpuaas.policy import Policy
+from gpuaas.settings import GpuaasSettings
+from gpuaas.snapshot import SOURCES, assemble_snapshot, failed_source, read_source, snapshot_windows
+
+if TYPE_CHECKING:  # SQLAlchemy is paid by the step that stores, not by every import of the collect
+    from gpuaas.store import Store
+
+__all__ = ["SOURCES", "CollectPlan", "Reading", "apply", "assemble", "failed", "full_due", "plan", "read",
+           "read_snapshot", "windows"]
+
+Reading = tuple[Any, SourceStatus]
+"""One source's parsed answer (None where it failed) and its health."""
+
+
+@dataclass(frozen=True)
+class CollectPlan:
+    """Everything one collect stores and reports about its snapshot; nothing left to decide."""
+
+    snapshot: Snapshot
+    summary: dict[str, Any]
+    """The snapshot's counts (``Snapshot.summary``): the stored row's payload, the run's report."""
+    idle_candidates: int
+    """GPU workloads the reclaim policy finds idle now (before the audit log and the cap have their say)."""
+    queue_rows: list[dict[str, Any]]
+    tenant_rows: list[dict[str, Any]]
+    full: bool
+    """Whether the full document is stored: when degraded (the cycle an incident review asks about) or due."""
+    retention: timedelta
+    keep_full: int
+    """How many of the newest full documents pruning keeps."""
+
+    @property
+    def required_sources(self) -> list[str]:
+        """The sources whose failure degrades the snapshot."""
+        return [n for n, s in self.snapshot.sources.items() if s.required]
+
+
+def windows(settings: GpuaasSettings) -> list[float]:
+    """The windows every query aggregates over: the collect's, and every reclaim window the policy names."""
+    return snapshot_windows(settings)
+
+
+def read(name: str, settings: GpuaasSettings, now: datetime, windows: Sequence[float]) -> Reading:
+    """One remote source (``SOURCES``) read at ``now``; raises on failure, so that the caller decides about retries."""
+    return read_source(name, settings, now, windows)
+
+
+def failed(settings: GpuaasSettings, name: str, error: BaseException, latency_s: float) -> Reading:
+    """The reading of a source that failed after its retries: no value, the error in words (never a traceback)."""
+    return None, failed_source(settings, name, error, latency_s)
+
+
+def assemble(settings: GpuaasSettings, now: datetime, windows: Sequence[float],
+             readings: Mapping[str, Reading]) -> Snapshot:
+    """The readings joined into one snapshot; ``SourceUnavailable`` only when no source answered."""
+    return assemble_snapshot(settings, now, windows, dict(readings))
+
+
+def read_snapshot(settings: GpuaasSettings, now: datetime | None = None) -> Snapshot:
+    """Every source read once at ``now`` (default: the current time), without retries, and joined."""
+    now = now or datetime.now(UTC)
+    spans = windows(settings)
+    readings: dict[str, Reading] = {}
+    for name in SOURCES:
+        started = time.monotonic()
+        try:
+            readings[name] = read(name, settings, now, spans)
+        except Exception as exc:  # noqa: BLE001 - one source failing must only degrade the snapshot
+            readings[name] = failed(settings, name, exc, time.monotonic() - started)
+    return assemble(settings, now, spans, readings)
+
+
+def full_due(store: Store, collected_at: datetime, policy: Policy) -> bool:
+    """Whether no full document was stored within ``store.full_snapshot_every_minutes`` before ``collected_at``."""
+    return store.wants_full_snapshot(collected_at, timedelta(minutes=policy.store.full_snapshot_every_minutes))
+
+
+def plan(snapshot: Snapshot, policy: Policy, *, full_due: bool) -> CollectPlan:
+    """What the store receives and the run reports. Pure: ``full_due`` is the store's answer, read beforehand."""
+    idle = find_idle(snapshot.workloads, policy, snapshot.collected_at)
+    return CollectPlan(
+        snapshot=snapshot,
+        summary=snapshot.summary(),
+        idle_candidates=int((idle["verdict"] == "idle").sum()),
+        queue_rows=queue_aggregates(snapshot).to_dict(orient="records"),
+        tenant_rows=tenant_aggregates(snapshot, policy).to_dict(orient="records"),
+        full=snapshot.degraded or full_due,
+        retention=timedelta(days=policy.collect.retention_days),
+        keep_full=policy.store.keep_full_snapshots,
+    )
+
+
+def apply(collect_plan: CollectPlan, store: Store) -> int:
+    """Store the plan: history, the snapshot row (its document when planned), then prune; returns the snapshot id.
+
+    The snapshot is also kept in this process's memory for the flows that decide on it
+    (``gpuaas.store.load_snapshot``), whether or not its document is stored.
+    """
+    from gpuaas.store import remember_snapshot
+
+    snap = collect_plan.snapshot
+    at = snap.collected_at
+    store.save_history(at, collect_plan.queue_rows, collect_plan.tenant_rows)
+    record = store.save_snapshot(at, collect_plan.summary, {"snapshot": snap.to_json()} if collect_plan.full else {})
+    snapshot_id = int(record.id or 0)
+    remember_snapshot(store, snapshot_id, snap)
+    store.prune_snapshots(collect_plan.retention, now=at, keep_latest=collect_plan.keep_full)
+    store.prune_history(collect_plan.retention, now=at)
+    return snapshot_id

@@ -1,0 +1,71 @@
+"""``gpuaas.operations.collect.plan`` as a pure function: a snapshot built from records in, the idle candidates,
+the history rows and whether the full document is kept out; no store, no source."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from datetime import timedelta
+
+import pandas as pd
+
+from gpuaas.models import ClusterQueue, PodGpus, QuotaEntry, Snapshot, SourceStatus, Workload, WorkloadState
+from gpuaas.operations.collect import plan
+from gpuaas.policy import Policy, Tenant
+from gpuaas.snapshot import build_snapshot
+from gpuaas.sources.kube import KubeState
+from gpuaas.sources.prometheus import PrometheusReading
+from tests.test_snapshot import NOW, _gpu
+
+POLICY = Policy(tenants=[Tenant(name="research", namespaces=["team-a"])])
+OK = {"kube": SourceStatus("kube", True, 0.1, 0.0), "prometheus": SourceStatus("prometheus", True, 0.2, 12.0)}
+
+
+def _wl(name: str, state: WorkloadState, gpus: float, owner: str | None = None) -> Workload:
+    """A Workload of team-a in cq-a, 90 minutes old (past any grace period), not opted out."""
+    return Workload("RayCluster" if owner else "Workload", "team-a", name, f"uid-{name}", "lq-a", "cq-a", 0, None,
+                    state, True, gpus, "h100", NOW - timedelta(minutes=90), None,
+                    "RayCluster" if owner else None, owner, ())
+
+
+def snapshot(sources: dict[str, SourceStatus] = OK) -> Snapshot:
+    """cq-a (8 h100): ``idle`` (2 GPUs, both seen at 0 % for the whole window), ``busy`` (2 GPUs at 60 %),
+    ``blind`` (2 GPUs at 0 %, one seen for half the window), pending ``wait`` (4 GPUs)."""
+    owners = ("rc-idle", "rc-busy", "rc-blind")
+    kube = KubeState(
+        "v1beta2", (ClusterQueue("cq-a", "all", (QuotaEntry("h100", "nvidia.com/gpu", 8, usage=6),)),), (),
+        (*(_wl(o.removeprefix("rc-"), WorkloadState.admitted, 2, o) for o in owners),
+         _wl("wait", WorkloadState.pending, 4)),
+        (), (), (), tuple(PodGpus("team-a", f"{o}-0", "n1", 2, "RayCluster", o, "RayCluster", o) for o in owners),
+        (), 0)
+    gpus = pd.DataFrame([_gpu("rc-idle-0", "0", 1.0, 0.0), _gpu("rc-idle-0", "1", 1.0, 0.0),
+                         _gpu("rc-busy-0", "2", 1.0, 0.6), _gpu("rc-busy-0", "3", 1.0, 0.6),
+                         _gpu("rc-blind-0", "4", 1.0, 0.0), _gpu("rc-blind-0", "5", 0.5, 0.0)])
+    serving = pd.DataFrame(columns=["namespace", "pod", "model_name", "window_minutes", "stat", "finished_reason",
+                                    "le", "value"])
+    prom = PrometheusReading(gpus=gpus, kueue=pd.DataFrame(), serving=serving)
+    return build_snapshot(NOW, [30], sources, kube=kube, prom=prom, policy=POLICY)
+
+
+def test_plan_counts_only_fully_observed_idle_workloads_and_rows_per_queue_and_tenant() -> None:
+    result = plan(snapshot(), POLICY, full_due=False)
+
+    # blind is at 0 % on what was seen, but one GPU was unseen for half the window: not an idle candidate.
+    assert result.idle_candidates == 1
+    assert [(r["cluster_queue"], r["nominal_gpus"], r["pending_workloads"], r["pending_gpus"])
+            for r in result.queue_rows] == [("cq-a", 8.0, 1, 4.0)]
+    [tenant] = result.tenant_rows
+    assert (tenant["tenant"], tenant["allocated_gpus"], tenant["idle_gpus"], tenant["pending_gpus"]) == (
+        "research", 6.0, 2.0, 4.0)
+    assert result.summary == result.snapshot.summary()
+    assert result.required_sources == ["kube", "prometheus"]
+    assert (result.retention, result.keep_full) == (timedelta(days=POLICY.collect.retention_days),
+                                                    POLICY.store.keep_full_snapshots)
+
+
+def test_the_full_document_is_kept_when_due_or_when_degraded_whatever_the_cadence() -> None:
+    assert plan(snapshot(), POLICY, full_due=False).full is False
+    assert plan(snapshot(), POLICY, full_due=True).full is True
+    down = {**OK, "prometheus": replace(OK["prometheus"], ok=False, error="prometheus: connection refused")}
+    degraded = snapshot(down)
+    assert degraded.degraded
+    assert plan(degraded, POLICY, full_due=False).full is True

@@ -35,11 +35,16 @@ def pods_of(api: KubeHTTP, kind: str, name: str, ns: str) -> list[dict[str, Any]
 
 
 @pytest.fixture(autouse=True)
-def _stand_in_error_on_failure(real_cluster: RealCluster) -> Iterator[None]:
-    """A failed wait here is most likely the stand-in's: its last pass's error goes with the test's output."""
+def _pods_on_failure(real_cluster: RealCluster) -> Iterator[None]:
+    """A failed wait here needs the pods' state: the stand-in's last error and every pod go with the output."""
     yield
-    assert real_cluster.pods is not None
+    assert real_cluster.pods is not None and real_cluster.api is not None
     print(f"the stand-in's last pass: {real_cluster.pods.last_error or 'no error'}")
+    for pod in real_cluster.api.list("Pod"):
+        meta, status = pod["metadata"], pod.get("status") or {}
+        print(f"pod {meta['namespace']}/{meta['name']} on {pod['spec'].get('nodeName')}: {status.get('phase')}, "
+              f"gpus {(meta.get('annotations') or {}).get('gpuaas.io/gpu-indices')}, "
+              f"{[(c['type'], c['status'], c.get('reason')) for c in status.get('conditions') or []]}")
 
 
 def running(pod: dict[str, Any]) -> bool:

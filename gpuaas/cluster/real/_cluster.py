@@ -136,7 +136,7 @@ class RealCluster:
             f"--service-account-key-file={pki.sa_pub_file}",
             f"--service-account-signing-key-file={pki.sa_key_file}",
             "--service-cluster-ip-range=10.0.0.0/24", "--allow-privileged=true",
-            "--disable-admission-plugins=ServiceAccount", f"--cert-dir={self.pki_dir}",
+            "--disable-admission-plugins=ServiceAccount,TaintNodesByCondition", f"--cert-dir={self.pki_dir}",
             "--enable-priority-and-fairness=false", "--profiling=false", "-v=0",
         ], self.data_dir / "logs")
         self.api = KubeHTTP(self.api_url, pki.ca_file, self.token)
@@ -168,7 +168,9 @@ class RealCluster:
         """kube-controller-manager, kube-scheduler and kwok, each with the admin token's kubeconfig.
 
         The controller manager runs only the controllers that make and remove the pods of what
-        Kueue starts (no node lifecycle: kwok's leases keep the nodes Ready); the two serve their
+        Kueue starts. Not the node lifecycle controller: on a loaded test machine it would find kwok's
+        heartbeats late and mark every pod unready; the API server's ``TaintNodesByCondition``
+        admission is off instead, so a new Node is not tainted ``not-ready`` with nothing to lift it. The two serve their
         health checks on free loopback ports with self-signed certificates; kwok manages only the
         nodes annotated for it and runs its pod stages from its module without ``pod-complete``."""
         kubeconfig = self.data_dir / "components-kubeconfig"
@@ -179,7 +181,8 @@ class RealCluster:
                 ("kube-scheduler", bins.kube_scheduler, "")):
             port = free_port()
             argv = [str(binary), f"--kubeconfig={kubeconfig}", f"--authentication-kubeconfig={kubeconfig}",
-                    f"--authorization-kubeconfig={kubeconfig}", "--leader-elect=false",
+                    f"--authorization-kubeconfig={kubeconfig}", "--authentication-skip-lookup=true",
+                    "--leader-elect=false",
                     "--bind-address=127.0.0.1", f"--secure-port={port}",
                     f"--cert-dir={self.data_dir / name}", "-v=1"]
             if controllers:
@@ -223,7 +226,9 @@ class RealCluster:
         api = self.api
         self._progress(f"loading scenario {scenario.name!r}")
         for obj in real_fleet_objects(scenario):
-            status = obj.pop("status", None)
+            # A Node keeps the status it is created with (as a kubelet registers it), so kwok never sees
+            # it without its capacity; other kinds' status is written through the subresource.
+            status = obj.pop("status", None) if obj["kind"] != "Node" else None
             api.create(obj)
             if status is not None:
                 api.merge_patch(obj["kind"], obj["metadata"]["name"], {"status": status}, subresource="status")

@@ -277,6 +277,7 @@ def test_when_every_queue_is_short_the_gpus_are_shared_instead_of_frozen() -> No
     assert after(plan) == {("a", "a100"): 7, ("b", "a100"): 7}
     assert plan.notes == ["a100: every queue wants at least its share (40 GPUs wanted of 14): moving quota cannot "
                           "help; more GPUs can (see the deadline plan's extra GPUs, gpuaas_extra_gpus_needed)"]
+    assert plan.overloaded == ["a100"]
 
 
 def test_weights_decide_who_gets_the_scarce_quota() -> None:

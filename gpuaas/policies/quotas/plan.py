@@ -146,6 +146,8 @@ class QuotaPlan:
     """Queues still below their guarantee after the plan, in words (reached over the next runs)."""
     notes: list[str] = field(default_factory=list)
     """What the operator should know: a flavor where every queue wants more than its share."""
+    overloaded: list[str] = field(default_factory=list)
+    """Flavors where every queue wants at least its share: no quota move can help, only more GPUs."""
 
 
 class QuotaPlanInfeasible(PolicyError):
@@ -337,6 +339,7 @@ def plan_quotas(queues: Sequence[QueueDemand], limits: QuotaLimits) -> QuotaPlan
         unmet_guarantees=[f"{c.queue} {c.flavor}: {a} of guaranteed {c.guaranteed} (+{c.step_up} a run at most)"
                           for c, a in zip(cells, after) if a < c.guaranteed],
         notes=solution.notes + overloaded(cells) + kept_shares(queues),
+        overloaded=overloaded_flavors(cells),
     )
 
 
@@ -350,6 +353,18 @@ def kept_shares(queues: Sequence[QueueDemand]) -> list[str]:
             out.append(f"{flavor}: the cohort was full at its busiest this window; {', '.join(names)} cannot reclaim "
                        "what they lend (no cohort, or reclaimWithinCohort: Never) and lend only beyond "
                        "no_reclaim_keep_factor times their busiest demand")
+    return out
+
+
+def overloaded_flavors(cells: Sequence[Cell]) -> list[str]:
+    """The flavors where every queue wants at least its share (and together more than the cohort has)."""
+    out = []
+    for flavor in sorted({c.flavor for c in cells}):
+        members = [c for c in cells if c.flavor == flavor]
+        wanted = sum(c.demand for c in members)
+        if len(members) > 1 and wanted > sum(c.before for c in members) and all(
+                c.demand >= c.share - 1e-9 for c in members):
+            out.append(flavor)
     return out
 
 

@@ -23,6 +23,8 @@ The model, per cell (queue ``i``, flavor ``f``) with ``b`` the current nominal q
 * a queue that cannot reclaim what it lends (``QueueDemand.reclaims``) keeps, where the cohort is
   full (``full_flavors``), ``no_reclaim_keep_factor`` times its busiest demand, up to its share
   (``keeps_share``);
+* a queue that can reclaim lends nothing below its share unless ``reclaiming_lends``: borrowing already
+  lends its idle quota, and quota moved away is quota it cannot preempt back until the next plan;
 * all moves together: ``sum inc <= max_total_moved_gpus``;
 * hysteresis: a change is zero or at least ``hysteresis_gpus``;
 * no reversal: a queue whose net change of the last ``no_reversal_days`` is positive loses that
@@ -86,6 +88,8 @@ class QuotaLimits:
     ``demand + lend_reserve * (share - demand)``. A lender's next burst waits for a night; this is its cushion."""
     no_reclaim_keep_factor: float = 12.0
     """In a full cohort, a queue that cannot reclaim keeps this many times its busiest demand, up to its share."""
+    reclaiming_lends: bool = True
+    """Whether a queue that can reclaim lends below its share (the policy's default is off: see ``_cells``)."""
 
 
 @dataclass(frozen=True)
@@ -282,6 +286,8 @@ def _cells(queues: Sequence[QueueDemand], limits: QuotaLimits) -> list[Cell]:
             if not q.reclaims and flavor in full:
                 busiest = max(demand, float(q.busiest.get(flavor, 0.0)))
                 down = keeps_share(before, share[(q.name, flavor)], down, busiest, limits.no_reclaim_keep_factor)
+            if q.reclaims and not limits.reclaiming_lends:
+                down = min(down, max(0, before - math.floor(share[(q.name, flavor)] + 1e-9)))
             cells.append(Cell(
                 queue=q.name, flavor=flavor, before=before, demand=demand,
                 guaranteed=guaranteed, weight=float(q.weight), recent=recent, step=step,

@@ -214,6 +214,11 @@ class RebalancePolicy(_Model):
     no_reclaim_keep_factor: Annotated[float, Field(ge=0)] = 12
     """When the cohort was full within the window, a queue that cannot reclaim (no cohort, or
     reclaimWithinCohort: Never) lends only beyond this many times its busiest demand (up to its share)."""
+    reclaiming_lends: bool = False
+    """Whether a queue that can reclaim (in a cohort, reclaimWithinCohort other than Never) lends quota below its
+    weighted share in a cohort without borrowingLimit or lendingLimit. Off: there every queue already borrows
+    the idle quota, and lending it only keeps the lender from preempting it back until the next plan
+    (docs/planners.md). Where such a limit is set, these queues lend: that is how a capped borrower reaches it."""
     no_reversal_days: Annotated[float, Field(ge=0)] = 7
     """A queue does not move against its own net change of this many days."""
     pending_wait_minutes: Annotated[float, Field(ge=0)] = 30

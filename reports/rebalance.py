@@ -51,7 +51,16 @@ def outcome_dicts(outcomes: Sequence[CohortOutcome]) -> list[dict[str, Any]]:
 
 
 def first_line(outcomes: Sequence[CohortOutcome], mode: str, degraded: str | None) -> str:
-    """What the run did in one sentence: GPUs of quota moved (or that would move), in how many cohorts, and why not."""
+    """What the run did in one sentence: GPUs of quota moved (or that would move), in how many cohorts, and why not;
+    then, where every queue of a cohort wants at least its share, that only more GPUs can help there."""
+    full = [f"{o.cohort} ({', '.join(o.plan.overloaded)})" for o in outcomes if o.plan is not None and o.plan.overloaded]
+    if not full:
+        return _moves_line(outcomes, mode, degraded)
+    return (f"{_moves_line(outcomes, mode, degraded)} In {', '.join(full)} every queue wants at least its share: "
+            "moving quota cannot help there, more GPUs can (the deadline plan's gpuaas_extra_gpus_needed says how many).")
+
+
+def _moves_line(outcomes: Sequence[CohortOutcome], mode: str, degraded: str | None) -> str:
     if not outcomes:
         return "Nothing to rebalance: no cohort with GPU quota."
     moving = [o for o in outcomes if o.plan is not None and o.plan.moved_gpus]

@@ -179,3 +179,20 @@ def test_a_count_of_one_is_singular() -> None:
 
     assert [counted(1, "GPU"), counted(2.5, "GPU"), counted(0, "idle workload"), counted(1, "idle workload")] == [
         "1 GPU", "2.5 GPUs", "0 idle workloads", "1 idle workload"]
+
+
+def test_a_cohort_where_every_queue_wants_its_share_says_on_the_first_line_that_only_more_gpus_help() -> None:
+    from gpuaas.operations.rebalance import CohortOutcome
+    from gpuaas.policies.quotas import CohortDemand, QueueDemand, QuotaLimits, plan_quotas
+    from reports.rebalance import first_line
+
+    limits = QuotaLimits(8, 100, 32, 1)
+    short = [QueueDemand("a", {"a100": 7}, {"a100": 20}), QueueDemand("b", {"a100": 7}, {"a100": 20})]
+    spare = [QueueDemand("c", {"a100": 7}, {"a100": 1}), QueueDemand("d", {"a100": 7}, {"a100": 20})]
+    outcomes = [CohortOutcome(name, CohortDemand(name, queues, limits, 86400.0, False), plan_quotas(queues, limits))
+                for name, queues in (("research", short), ("prod", spare))]
+    line = first_line(outcomes, "dry-run", None)
+    assert line.startswith("Dry-run: 6 GPUs of quota would move in 1 of 2 cohorts")
+    assert line.endswith("In research (a100) every queue wants at least its share: moving quota cannot help there, "
+                         "more GPUs can (the deadline plan's gpuaas_extra_gpus_needed says how many).")
+    assert "prod" not in line.split("In ")[-1]

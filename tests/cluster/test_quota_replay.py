@@ -22,7 +22,7 @@ from typer.testing import CliRunner
 from gpuaas.cli.app import app
 from gpuaas.cluster.quota_replay import CONFIGURATIONS, load_jobs, load_quotas
 from gpuaas.cluster.quota_replay._engine import QuotaReplay, ReplayRun
-from gpuaas.policy import Policy
+from gpuaas.policy import Policy, RebalancePolicy
 
 KEYS = {"tenants", "avg_queue_s", "p95_queue_s", "worst_tenant_p95_queue_s", "deadline_satisfaction",
         "gpu_allocation_ratio", "jain_fairness", "preempted_gpu_hours", "gpus_moved_per_night"}
@@ -40,6 +40,8 @@ def slice_runs(tmp_path_factory: pytest.TempPathFactory) -> tuple[list[Path], Pa
     table = load_quotas([], "itp", traces, quotas)
     jobs = [j for j in load_jobs(traces, "itp", days=20) if j.gpus <= table[j.tenant]]
     runs = {c.name: QuotaReplay(jobs, table, c).run() for c in CONFIGURATIONS}
+    lending = Policy(rebalance=RebalancePolicy(reclaiming_lends=True))
+    runs["rebalanced_cohort_lending"] = QuotaReplay(jobs, table, CONFIGURATIONS[3], policy=lending).run()
     return traces, quotas, runs
 
 
@@ -71,7 +73,10 @@ def test_quota_is_conserved_and_only_what_should_move_moves(
         if name.endswith("isolated"):
             assert run.preemptions == 0 and run.preempted_gpu_hours == 0
     assert runs["static_cohort"].preemptions > 0  # the slice does exercise reclaim
-    assert sum(runs["rebalanced_cohort"].gpus_moved_per_night) > 0
+    # Queues that can reclaim, in a cohort without limits, lend nothing below their share by default: 195job,
+    # 4 GPUs above its share of 12, gives them back, and nothing else moves; lending, they move more.
+    assert sum(runs["rebalanced_cohort"].gpus_moved_per_night) <= 4
+    assert sum(runs["rebalanced_cohort_lending"].gpus_moved_per_night) > 4
 
 
 def test_command_json_has_four_configurations_with_their_figures(
@@ -105,15 +110,17 @@ def test_bad_quota_file_is_one_line_naming_file_and_tenant(tmp_path: Path,
     assert f"{bad}: cluster10: must be a whole number of GPUs" in result.output
 
 
-@pytest.mark.parametrize("reclaim", ["Any", "Never"])
-def test_the_replays_night_plans_what_the_rebalance_flow_plans_on_the_same_state(reclaim: str) -> None:
+@pytest.mark.parametrize(("reclaim", "lends"), [("Any", False), ("Any", True), ("Never", False)],
+                         ids=["reclaiming", "reclaiming-lends", "never"])
+def test_the_replays_night_plans_what_the_rebalance_flow_plans_on_the_same_state(reclaim: str, lends: bool) -> None:
     """The replay's nightly plan and the flow's (``gpuaas.operations.rebalance.plan``) on one state.
 
     The state: three queues of one cohort, a week of hourly samples. The flow reads the percentile
     of usage and the median and peak of pending GPUs from Prometheus; here the test writes those
     figures into the history frame from the same samples, and the snapshot carries the backlog now
     and the queues' ``reclaimWithinCohort``. The cohort is full at its busiest (b and c together
-    want more than its 48 GPUs), so a lends its unused share only where it can reclaim it.
+    want more than its 48 GPUs), so a lends its unused share only where it can reclaim it, and
+    then only with ``reclaiming_lends`` (the cohort sets no borrowing or lending limit).
     """
     import numpy as np
     import pandas as pd
@@ -131,7 +138,7 @@ def test_the_replays_night_plans_what_the_rebalance_flow_plans_on_the_same_state
                           pending=deque(rng.poisson(backlog[q][0] / 2, 168).astype(float)),
                           changes=deque([-1, 0] if q == "a" else []),
                           pending_now=backlog[q][0], oldest_wait_s=backlog[q][1]) for q in quotas}
-    policy = Policy()
+    policy = Policy(rebalance=RebalancePolicy(reclaiming_lends=lends))
     replayed = plan_night(quotas, history, policy, {q: reclaim != "Never" for q in quotas})
 
     pct = policy.rebalance.usage_percentile
@@ -158,10 +165,10 @@ def test_the_replays_night_plans_what_the_rebalance_flow_plans_on_the_same_state
     assert flowed is not None, cohort.error
     assert {c.queue: c.after for c in flowed.changes} == replayed.quotas
     assert replayed.moved_gpus == flowed.moved_gpus
-    if reclaim == "Never":
-        assert replayed.quotas == quotas
-    else:
+    if lends:
         assert replayed.moved_gpus > 0 and replayed.quotas["a"] < quotas["a"]
+    else:
+        assert replayed.quotas == quotas
 
 
 def test_a_bad_policy_file_is_one_line_naming_file_and_field(tmp_path: Path,

@@ -200,3 +200,16 @@ def test_a_borrowing_limit_on_a_child_cohort_caps_the_reach() -> None:
     [cohort] = cohort_demands(snap, history(full("a", "h100", 0) + full("b", "h100", 0)), Policy())
     a = cohort.queues[0]
     assert a.demand == {"h100": 20.0} and "capped at the 20 GPUs it can reach" in a.evidence["h100"]
+
+
+@pytest.mark.parametrize(("limit", "lends"), [(None, False), ("borrowing_limit", True), ("lending_limit", True)],
+                         ids=["no-limit", "borrowing-limit", "lending-limit"])
+def test_reclaiming_queues_lend_below_their_share_only_where_a_limit_caps_borrowing(limit: str | None,
+                                                                                    lends: bool) -> None:
+    snap = snapshot([("a", "c", "h100", 8, 0.0), ("b", "c", "h100", 8, 8.0)], {"b": (8.0, 3 * 3600.0)})
+    if limit is not None:
+        snap.quotas.loc[snap.quotas["cluster_queue"] == "b", limit] = 2.0
+    [cohort] = cohort_demands(snap, history(full("a", "h100", 0) + full("b", "h100", 8)), Policy())
+    assert cohort.limits.reclaiming_lends is lends
+    everywhere = Policy.model_validate({"rebalance": {"reclaiming_lends": True}})
+    assert cohort_demands(snap, history(full("a", "h100", 0)), everywhere)[0].limits.reclaiming_lends

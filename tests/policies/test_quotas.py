@@ -120,6 +120,7 @@ def instances(draw: st.DrawFn, max_queues: int = 6, max_quota: int = 24) -> tupl
         hysteresis_gpus=draw(st.integers(0, 4)),
         min_step_gpus=draw(st.integers(0, 3)),
         no_reclaim_keep_factor=draw(st.sampled_from([0.0, 1.0, 2.5, 12.0])),
+        reclaiming_lends=draw(st.booleans()),
     )
     return queues, limits
 
@@ -152,6 +153,8 @@ def allowed(queues: list[QueueDemand], q: QueueDemand, flavor: str, new: int, li
     if recent < 0 < delta and new > max(before, wanted(q, flavor)):  # no reversal past the demand
         return False
     if recent > 0 > delta and new < min(before, wanted(q, flavor), owed):  # ... or past demand and share
+        return False
+    if q.reclaims and not limits.reclaiming_lends and new < min(before, owed):  # lends nothing below its share
         return False
     if not q.reclaims and delta < 0 and full(queues, flavor):  # cannot take back: keeps a margin over its busiest
         busiest = max(q.demand.get(flavor, 0.0), q.busiest.get(flavor, 0.0))
@@ -277,6 +280,7 @@ def test_when_every_queue_is_short_the_gpus_are_shared_instead_of_frozen() -> No
     assert after(plan) == {("a", "a100"): 7, ("b", "a100"): 7}
     assert plan.notes == ["a100: every queue wants at least its share (40 GPUs wanted of 14): moving quota cannot "
                           "help; more GPUs can (see the deadline plan's extra GPUs, gpuaas_extra_gpus_needed)"]
+    assert plan.overloaded == ["a100"]
 
 
 def test_weights_decide_who_gets_the_scarce_quota() -> None:
@@ -360,6 +364,16 @@ def test_a_queue_that_cannot_reclaim_keeps_a_margin_over_its_busiest_in_a_full_c
     assert any("a cannot reclaim" in note for note in plan.notes) == (busiest_b == 40.0)
     reclaiming = plan_quotas([replace(queues[0], reclaims=True), queues[1]], limits)
     assert after(reclaiming)[("a", "a100")] == 8  # a queue that can reclaim lends what it does not use
+    keeping = plan_quotas([replace(queues[0], reclaims=True), queues[1]], replace(limits, reclaiming_lends=False))
+    assert after(keeping)[("a", "a100")] == 16 and keeping.moved_gpus == 0  # ... unless told not to lend
+
+
+def test_a_queue_that_can_reclaim_and_may_not_lend_still_gives_back_what_it_holds_above_its_share() -> None:
+    # A (24 of a 32-GPU cohort, 8 above its share, quiet) and B (8, wants 16). A gives back down to its share,
+    # not below it, although it uses only 2.
+    queues = [QueueDemand("a", {"a100": 24}, {"a100": 2.0}), QueueDemand("b", {"a100": 8}, {"a100": 16.0})]
+    plan = plan_quotas(queues, QuotaLimits(16, 100, 32, 1, reclaiming_lends=False))
+    assert after(plan) == {("a", "a100"): 16, ("b", "a100"): 16}
 
 
 def test_quota_lent_to_a_queue_that_cannot_reclaim_still_goes_back_in_a_full_cohort() -> None:

@@ -68,7 +68,8 @@ def limits_of(policy: RebalancePolicy) -> QuotaLimits:
     return QuotaLimits(max_step_gpus=policy.max_step_gpus, max_step_percent=policy.max_step_percent,
                        max_total_moved_gpus=policy.max_total_moved_gpus, hysteresis_gpus=policy.hysteresis_gpus,
                        min_step_gpus=policy.min_step_gpus, lend_reserve=policy.lend_reserve,
-                       no_reclaim_keep_factor=policy.no_reclaim_keep_factor)
+                       no_reclaim_keep_factor=policy.no_reclaim_keep_factor,
+                       reclaiming_lends=policy.reclaiming_lends)
 
 
 def pending_demand(median: float, now: float, oldest_wait_s: float, policy: RebalancePolicy) -> float:
@@ -195,6 +196,13 @@ def _unknown_flavor_notes(policy: Policy, queues: set[str], flavors: set[str]) -
     return notes
 
 
+def _borrowing_capped(rows: pd.DataFrame) -> bool:
+    """Whether some ClusterQueue of the cohort sets a borrowingLimit or lendingLimit: then nominal quota,
+    not only borrowing, decides what a queue can reach, and reclaiming queues lend below their share."""
+    columns = [c for c in ("borrowing_limit", "lending_limit") if c in rows.columns]
+    return bool(columns) and bool(rows[columns].notna().to_numpy().any())
+
+
 def cohort_demands(snapshot: Snapshot, history: pd.DataFrame, policy: Policy, *,
                    deadline_gpus: Mapping[Cell, int] | None = None,
                    recent_change: Mapping[Cell, int] | None = None,
@@ -285,6 +293,8 @@ def cohort_demands(snapshot: Snapshot, history: pd.DataFrame, policy: Policy, *,
                 evidence=evidence, reclaims=reclaims[queue], busiest=busiest,
             ))
         limits = limits_of(rb)
+        if _borrowing_capped(rows):
+            limits = replace(limits, reclaiming_lends=True)
         notes: list[str] = _unknown_flavor_notes(policy, {q for q, _ in nominal}, set(gpu["flavor"].astype(str)))
         for queue, items in sorted(never.items()):
             names = ", ".join(f"{name} ({gpus:g} GPUs)" for name, gpus in items)

@@ -23,6 +23,8 @@ The model, per cell (queue ``i``, flavor ``f``) with ``b`` the current nominal q
 * a queue that cannot reclaim what it lends (``QueueDemand.reclaims``) keeps, where the cohort is
   full (``full_flavors``), ``no_reclaim_keep_factor`` times its busiest demand, up to its share
   (``keeps_share``);
+* a queue that can reclaim lends nothing below its share unless ``reclaiming_lends``: borrowing already
+  lends its idle quota, and quota moved away is quota it cannot preempt back until the next plan;
 * all moves together: ``sum inc <= max_total_moved_gpus``;
 * hysteresis: a change is zero or at least ``hysteresis_gpus``;
 * no reversal: a queue whose net change of the last ``no_reversal_days`` is positive loses that
@@ -86,6 +88,8 @@ class QuotaLimits:
     ``demand + lend_reserve * (share - demand)``. A lender's next burst waits for a night; this is its cushion."""
     no_reclaim_keep_factor: float = 12.0
     """In a full cohort, a queue that cannot reclaim keeps this many times its busiest demand, up to its share."""
+    reclaiming_lends: bool = True
+    """Whether a queue that can reclaim lends below its share (the policy's default is off: see ``_cells``)."""
 
 
 @dataclass(frozen=True)
@@ -146,6 +150,8 @@ class QuotaPlan:
     """Queues still below their guarantee after the plan, in words (reached over the next runs)."""
     notes: list[str] = field(default_factory=list)
     """What the operator should know: a flavor where every queue wants more than its share."""
+    overloaded: list[str] = field(default_factory=list)
+    """Flavors where every queue wants at least its share: no quota move can help, only more GPUs."""
 
 
 class QuotaPlanInfeasible(PolicyError):
@@ -280,6 +286,8 @@ def _cells(queues: Sequence[QueueDemand], limits: QuotaLimits) -> list[Cell]:
             if not q.reclaims and flavor in full:
                 busiest = max(demand, float(q.busiest.get(flavor, 0.0)))
                 down = keeps_share(before, share[(q.name, flavor)], down, busiest, limits.no_reclaim_keep_factor)
+            if q.reclaims and not limits.reclaiming_lends:
+                down = min(down, max(0, before - math.floor(share[(q.name, flavor)] + 1e-9)))
             cells.append(Cell(
                 queue=q.name, flavor=flavor, before=before, demand=demand,
                 guaranteed=guaranteed, weight=float(q.weight), recent=recent, step=step,
@@ -337,6 +345,7 @@ def plan_quotas(queues: Sequence[QueueDemand], limits: QuotaLimits) -> QuotaPlan
         unmet_guarantees=[f"{c.queue} {c.flavor}: {a} of guaranteed {c.guaranteed} (+{c.step_up} a run at most)"
                           for c, a in zip(cells, after) if a < c.guaranteed],
         notes=solution.notes + overloaded(cells) + kept_shares(queues),
+        overloaded=overloaded_flavors(cells),
     )
 
 
@@ -350,6 +359,18 @@ def kept_shares(queues: Sequence[QueueDemand]) -> list[str]:
             out.append(f"{flavor}: the cohort was full at its busiest this window; {', '.join(names)} cannot reclaim "
                        "what they lend (no cohort, or reclaimWithinCohort: Never) and lend only beyond "
                        "no_reclaim_keep_factor times their busiest demand")
+    return out
+
+
+def overloaded_flavors(cells: Sequence[Cell]) -> list[str]:
+    """The flavors where every queue wants at least its share (and together more than the cohort has)."""
+    out = []
+    for flavor in sorted({c.flavor for c in cells}):
+        members = [c for c in cells if c.flavor == flavor]
+        wanted = sum(c.demand for c in members)
+        if len(members) > 1 and wanted > sum(c.before for c in members) and all(
+                c.demand >= c.share - 1e-9 for c in members):
+            out.append(flavor)
     return out
 
 

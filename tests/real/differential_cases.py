@@ -155,6 +155,12 @@ CASES: tuple[Case, ...] = (
         step("w1 deactivated: w2 admitted", off("w1")),
         step("w1 reactivated: waits", on("w1")),
         step("w2 deactivated: w1, older than w3, is admitted", off("w2")))),
+    Case("hold-release-order", "a pending Workload held and released keeps its creation-time position",
+         (cq("a", {"h100": {GPU: 4}}),), (
+        step("w1 admitted, w2 and w3 wait", wl("w1", "a", 4), wl("w2", "a", 4), wl("w3", "a", 4)),
+        step("w2 held while pending (deactivated)", off("w2")),
+        step("w2 released: waits", on("w2")),
+        step("w1 deactivated: w2, older than w3, is admitted", off("w1")))),
     Case("newer-equal", "LowerOrNewerEqualPriority: a reactivated older Workload preempts a newer one",
          (cq("a", {"h100": {GPU: 4}}, **{WCQ: "LowerOrNewerEqualPriority"}),), (
         step("w1 admitted, w2 waits", wl("w1", "a", 4), wl("w2", "a", 4)),

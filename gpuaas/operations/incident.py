@@ -71,7 +71,7 @@ def check_undo_ids(store: Store, audit_ids: Sequence[int]) -> None:
 
 
 def undo(store: Store, writer: KubeWriter, audit_ids: Sequence[int], *,
-               flow_run_id: str | None) -> list[UndoResult]:
+         flow_run_id: str | None) -> list[UndoResult]:
     """Reverse the actions named by ``audit_ids`` (reclaims, deadline holds, quota plans), never over a later change.
 
     The one undo of every audited action: ``gpuaas undo`` (through the reclaim flow) and a review's undo both take it.

@@ -187,11 +187,14 @@ def _outlasting_means(length: np.ndarray, saved: np.ndarray, wakes: np.ndarray,
     """Sums of ``saved`` and ``wakes`` (window x spell) over the spells longer than each target
     length, and how many they are: suffix sums in length order, one binary search per target."""
     order = np.argsort(length, kind="mergesort")
-    zero = np.zeros((saved.shape[0], 1))
-    saved_after = np.concatenate((np.cumsum(saved[:, order][:, ::-1], axis=1)[:, ::-1], zero), axis=1)
-    wakes_after = np.concatenate((np.cumsum(wakes[:, order][:, ::-1], axis=1)[:, ::-1], zero), axis=1)
     j = np.searchsorted(length[order], targets, side="right")
-    return saved_after[:, j], wakes_after[:, j], (len(order) - j).astype(float)
+
+    def after(values: np.ndarray) -> np.ndarray:
+        """Per window, the sum over the spells from each sorted position on (0 past the last)."""
+        suffix = np.cumsum(values[:, order][:, ::-1], axis=1)[:, ::-1]
+        return np.concatenate((suffix, np.zeros((values.shape[0], 1))), axis=1)[:, j]
+
+    return after(saved), after(wakes), (len(order) - j).astype(float)
 
 
 def _open_spells_imputed(runs: pd.DataFrame, seen: Outcomes, chosen: np.ndarray, bands: np.ndarray,
@@ -241,20 +244,19 @@ def fit_survival(runs: pd.DataFrame, *, price_gpu_min: float, history: Outcomes 
     chosen = np.ones(len(runs), dtype=bool) if mask is None else np.asarray(mask, dtype=bool)
     bands = context_band(runs, lookback_s, edges)
     seen = _open_spells_imputed(runs, history if history is not None else outcomes(runs), chosen, bands, shrink)
-    use = chosen
     value = seen.saved_gpu_min - price_gpu_min * seen.wakeups  # window x run
-    n_all = int(use.sum())
-    pooled = value[:, use].mean(axis=1) if n_all else np.zeros(len(seen.windows_s))
-    pooled_saved = seen.saved_gpu_min[:, use].mean(axis=1) if n_all else pooled
-    pooled_wakes = seen.wakeups[:, use].mean(axis=1) if n_all else pooled
+    n_all = int(chosen.sum())
+    pooled = value[:, chosen].mean(axis=1) if n_all else np.zeros(len(seen.windows_s))
+    pooled_saved = seen.saved_gpu_min[:, chosen].mean(axis=1) if n_all else pooled
+    pooled_wakes = seen.wakeups[:, chosen].mean(axis=1) if n_all else pooled
     length = runs["length"].to_numpy(dtype=float)
     ended = (runs["ended_by"].to_numpy() == "active") if len(runs) else np.zeros(0, dtype=bool)
     outlooks = []
     for band in range(len(edges) + 1):
-        here = use & (bands == band)
+        here = chosen & (bands == band)
         n = int(here.sum())
         if n + shrink <= 0:  # a band never seen, unshrunk: the whole history speaks for it
-            here, n = use, n_all
+            here, n = chosen, n_all
         score = (value[:, here].sum(axis=1) + shrink * pooled) / max(n + shrink, 1e-9)
         j = len(score) - 1 - int(np.argmax(score[::-1]))  # ties: the later stop, fewer wake-ups
         saved = (seen.saved_gpu_min[j, here].sum() + shrink * pooled_saved[j]) / max(n + shrink, 1e-9)

@@ -1,7 +1,8 @@
 """The deadline replay runs the deployed code: its tick nudges exactly as the flow's collect-and-plan path
 (the kube source over HTTP, ``build_snapshot``, the operation's ``plan``) on the same emulator
-state; a hand-checked trace where the flow's hold meets a deadline FIFO misses; a policy that holds
-nothing gives FIFO's run exactly; the cadence is read from prefect.yaml."""
+state; a hand-checked trace where the flow's hold meets a deadline FIFO misses; one where giving up a
+lost deadline meets another, and one where trusting an estimate twice too long would cost a deadline
+FIFO meets; a policy that holds nothing gives FIFO's run exactly; the cadence is read from prefect.yaml."""
 
 from __future__ import annotations
 
@@ -89,6 +90,31 @@ def test_estimates_reach_the_plan_only_through_the_annotation() -> None:
     fifo = replay_deadlines(JOBS, 4, planned=False)
     told = replay_flow(JOBS, 4, interval=900, estimates=[H, 2 * H, 3 * H])
     assert told.met == fifo.met == 1
+
+
+def test_giving_up_a_lost_deadline_meets_one_that_fifo_misses() -> None:
+    # 2 GPUs busy for 30 min. "lost" (older) runs 3 h and is due 1 h after it is submitted: lost even at
+    # half its estimate. "urgent" runs 1 h, due 1 h 40 min after. FIFO runs lost first and urgent misses.
+    jobs = [TraceJob("t", 0, H / 2, 2, None), TraceJob("t", 1, 3 * H, 2, 1 + H),
+            TraceJob("t", 2, H, 2, 2 + 1.5 * H + H / 6 + H / 6)]
+    assert replay_deadlines(jobs, 2, planned=False).met == 0
+    given_up = replay_flow(jobs, 2, interval=900)
+    assert given_up.met == 1  # lost held at the first run, urgent admitted when the GPUs free, lost after it
+    off = replay_flow(jobs, 2, interval=900, policy=DeadlinesPolicy(give_up_lost=False))
+    assert off.met == 0
+
+
+def test_an_estimate_twice_too_long_gives_up_nothing_fifo_meets() -> None:
+    # 2 GPUs busy for 30 min. a: runs 1 h, told 2 h, due 1 h 40 min after it is submitted (FIFO meets it);
+    # b: runs 1 h, told 2 h, due later. Trusting the estimate (error 1) gives a up and it misses.
+    jobs = [TraceJob("t", 0, H / 2, 2, None), TraceJob("t", 1, H, 2, 1 + 1.5 * H + H / 6),
+            TraceJob("t", 2, H, 2, 2 + 2.5 * H + H / 6)]
+    told = [H / 2, 2 * H, 2 * H]
+    assert replay_deadlines(jobs, 2, planned=False).met == 2
+    trusting = replay_flow(jobs, 2, interval=900, estimates=told,
+                           policy=DeadlinesPolicy(runtime_estimate_error=1.0))
+    assert trusting.met == 1
+    assert replay_flow(jobs, 2, interval=900, estimates=told).met == 2  # the default allows estimates 2x too long
 
 
 def test_a_policy_that_holds_nothing_is_fifo() -> None:

@@ -1,5 +1,6 @@
 """The nudge rules (pure): holds only where the plan is proven, released by the planned start minus
-the margin (never after the latest start that meets the deadline), capped; releases never capped."""
+the margin (never after the latest start that meets the deadline), capped; releases never capped;
+a deadline lost beyond the estimate's error given up while deadlines that can hold wait."""
 
 from __future__ import annotations
 
@@ -60,12 +61,18 @@ def test_holds_never_outlast_the_latest_start(cap: int, raw: list[tuple[int, int
     [planned] = plan_pools([pool(cap, jobs)])
     nudges = plan_nudges([planned], NO_HOLDS, NOW, POLICY)
     holds = [n for n in nudges if n.action == "hold"]
-    if holds:
-        assert planned.plan.feasible and planned.plan.exact
     assert sum(n.outcome == "planned" for n in holds) <= POLICY.max_holds_per_run
     by_name = {j.name: j for j in jobs}
+    error = POLICY.runtime_estimate_error
+    can_meet = [j for j in jobs if j.deadline is not None and j.duration <= j.deadline]
     for n in holds:
         job = by_name[n.ref]
+        assert job.deadline is not None
+        if n.evidence.get("given_up"):  # lost even at the shortest run time the estimate allows, while others can hold
+            assert job.duration / error > job.deadline and can_meet
+            assert n.release_at == NOW + timedelta(minutes=POLICY.give_up_lease_minutes)
+            continue
+        assert planned.plan.feasible and planned.plan.exact
         assert n.release_at is not None and n.release_at > NOW
         released_s = (n.release_at - NOW).total_seconds()
         assert job.deadline is not None and released_s + 1800 <= job.deadline - job.duration + 1e-6
@@ -93,3 +100,44 @@ def test_work_the_plan_cannot_hold_makes_it_hold_nothing() -> None:
     nudges = plan_nudges(plan_pools([blind]), held("j3", release_at=NOW + timedelta(hours=1)), NOW, POLICY)
     assert [(n.action, n.name) for n in nudges] == [("release", "j3")]
     assert "could take the gaps it counts on" in nudges[0].reason
+
+
+def test_a_lost_deadline_is_given_up_while_one_that_can_hold_waits_and_released_when_none_does() -> None:
+    # 2 GPUs. "late" runs 3 h and is due in 1 h: lost even at half its estimate (1.5 h). "urgent" runs
+    # 1 h and is due in 1.5 h. In Kueue's order "late" (older) would take the GPUs and "urgent" would miss.
+    late = DeadlineJob("ns/late", 2, 3 * 3600, 3600, "h100")
+    urgent = DeadlineJob("ns/urgent", 2, 3600, 5400, "h100")
+    nudges = plan_nudges(plan_pools([pool(2, [late, urgent])]), NO_HOLDS, NOW, POLICY)
+    assert [(n.action, n.name) for n in nudges] == [("hold", "late")]
+    assert nudges[0].release_at == NOW + timedelta(minutes=60)
+    assert "given up" in nudges[0].reason and "1 Workload(s) that can still meet theirs" in nudges[0].reason
+    # The urgent one admitted: nothing that can still meet its deadline waits, so the lease ends now.
+    running = DeadlineJob("ns/urgent", 2, 3600, 5400, "h100", running_for=60)
+    nudges = plan_nudges(plan_pools([pool(2, [late, running])]), held("late", release_at=NOW + timedelta(hours=1)),
+                         NOW, POLICY)
+    assert [(n.action, n.name) for n in nudges] == [("release", "late")]
+    assert "no Workload of the pool that can still meet its deadline" in nudges[0].reason
+
+
+def test_a_deadline_lost_only_by_its_estimate_is_not_given_up() -> None:
+    # Expected 3 h, due in 2 h: lost by the estimate, but it would hold if the estimate is 2x too long.
+    maybe = DeadlineJob("ns/maybe", 2, 3 * 3600, 2 * 3600, "h100")
+    urgent = DeadlineJob("ns/urgent", 2, 3600, 5400, "h100")
+    nudges = plan_nudges(plan_pools([pool(2, [maybe, urgent])]), NO_HOLDS, NOW, POLICY)
+    assert [n for n in nudges if n.action == "hold"] == []
+    trusting = POLICY.model_copy(update={"runtime_estimate_error": 1.0})
+    nudges = plan_nudges(plan_pools([pool(2, [maybe, urgent])]), NO_HOLDS, NOW, trusting)
+    assert [(n.action, n.name) for n in nudges] == [("hold", "maybe")]
+    off = POLICY.model_copy(update={"give_up_lost": False})
+    late = DeadlineJob("ns/late", 2, 3 * 3600, 3600, "h100")
+    assert [n for n in plan_nudges(plan_pools([pool(2, [late, urgent])]), NO_HOLDS, NOW, off) if n.action == "hold"] == []
+
+
+def test_given_up_workloads_are_controlled_work_and_go_first_under_the_cap() -> None:
+    """The field example stays enforceable with a lost job in the pool, because that job is given up (held)."""
+    jobs = [DeadlineJob(f"ns/j{i}", 2, 3600, 7200, "h100") for i in range(4)]
+    late = DeadlineJob("ns/late", 2, 5 * 3600, 3600, "h100")
+    nudges = plan_nudges(plan_pools([pool(4, [*jobs, late])]), NO_HOLDS, NOW, POLICY)
+    holds = [(n.name, n.outcome) for n in nudges if n.action == "hold"]
+    assert holds[0] == ("late", "planned") and len(holds) == 3  # cap 2: the given-up one, one plan hold, one deferred
+    assert [o for _, o in holds] == ["planned", "planned", "deferred"]

@@ -10,11 +10,12 @@ ones are admitted first.
 
 The rules, each a guard against a missed deadline:
 
-- Holds only in a pool whose plan is **proven** (exact) to meet every holdable deadline on today's
-  GPUs (``feasible``) and **enforceable**: no pending Workload the plan cannot hold could be
-  admitted into a gap it counts on (one without a run time, a best-effort one planned to start
-  later, one whose deadline is already lost). Anywhere else gpuaas holds nothing and releases
-  what it held: Kueue's own order, the baseline, is never made worse by a plan it cannot enforce.
+- A Workload waits for its planned start only in a pool whose plan is **proven** (exact) to meet
+  every holdable deadline on today's GPUs (``feasible``) and **enforceable**: no pending Workload
+  the plan cannot hold could be admitted into a gap it counts on (one without a run time, a
+  best-effort one planned to start later, one whose deadline is lost by its estimate but not given
+  up). Anywhere else such holds are released: Kueue's own order, the baseline, is never made worse
+  by a plan it cannot enforce.
 - A best-effort Workload (no deadline) is never held: holding it would only delay it, and again
   at every run.
 - A hold is placed only when the planned start is more than ``release_margin`` away, and its
@@ -23,7 +24,15 @@ The rules, each a guard against a missed deadline:
 - A held Workload is released when its ``release_at`` has come (checked first in every run, from
   the objects alone, before any plan: a run that fails to plan still releases), when a new plan
   starts it sooner, or when the plan is no longer proven.
-- Holds are capped per run (the least urgent first); releases never are.
+- A deadline already lost is **given up** (Moore and Hodgson's rule: the late jobs run after the
+  on-time ones): a pending Workload whose deadline is lost even if it runs ``runtime_estimate_error``
+  times shorter than expected is held while a Workload of the same pool that can still meet its
+  deadline waits, and released as soon as none does. The factor keeps a long estimate from giving up
+  a deadline that Kueue's order would meet. Such a hold is a lease (``give_up_lease_minutes``): the
+  release sweep ends it, and the same run holds the Workload again while the reason stands, so a
+  gpuaas that stops running strands nothing. Given-up Workloads are controlled work, so they do not
+  make a proven plan unenforceable.
+- Holds are capped per run (given-up Workloads first, then the least urgent); releases never are.
 
 Pure: the plans and the snapshot's workloads in, the nudges out.
 """
@@ -31,6 +40,7 @@ Pure: the plans and the snapshot's workloads in, the nudges out.
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
@@ -40,6 +50,8 @@ import pandas as pd
 
 from gpuaas.models import Outcome
 from gpuaas.policies.deadlines.pools import PoolPlan
+from gpuaas.policies.deadlines.problem import DeadlineJob
+from gpuaas.policies.deadlines.profile import EPS
 from gpuaas.policy import DeadlinesPolicy
 
 __all__ = ["HOLD_ANNOTATION", "Nudge", "parse_hold", "plan_nudges", "release_is_due"]
@@ -116,7 +128,9 @@ def plan_nudges(pools: Sequence[PoolPlan], workloads: pd.DataFrame, now: datetim
     for pool in pools:
         plan = pool.plan
         starts = {s.name: s for s in plan.schedule}
-        loose = _unenforceable(pool, starts, margin)
+        given_up = _given_up(pool, policy)
+        waiting = _can_still_meet(pool, given_up)
+        loose = [name for name in _unenforceable(pool, starts, margin) if name not in given_up]
         proven = plan.feasible and plan.exact and not loose
         where = f"cohort {pool.problem.cohort}, flavor {pool.problem.flavor}"
         # The plan that justifies the nudge, in the audit row: its first 50 jobs by start, seconds from now.
@@ -133,6 +147,13 @@ def plan_nudges(pools: Sequence[PoolPlan], workloads: pd.DataFrame, now: datetim
                         "plan_exact": plan.exact, "plan_feasible": plan.feasible,
                         "at_risk": list(plan.at_risk), "missed": list(pool.missed), "schedule": schedule,
                         "uncontrolled": loose[:_AUDITED_JOBS], "planned_at": now.isoformat()}
+            if job.name in given_up:
+                if job.name in held and not waiting:
+                    releases.append(Nudge("release", ns, name, "no Workload of the pool that can still meet its "
+                                          "deadline is waiting: released", evidence=evidence))
+                elif job.name not in held and waiting:
+                    holds.append((math.inf, _give_up(job, where, waiting, now, policy, evidence)))
+                continue
             if job.name in held:
                 why = ("a best-effort Workload (no deadline) is never held: released" if job.deadline is None
                        else _release_reason(held[job.name], now, proven, start, margin, bool(loose)))
@@ -161,6 +182,36 @@ def plan_nudges(pools: Sequence[PoolPlan], workloads: pd.DataFrame, now: datetim
                     Outcome.deferred, n.release_at, n.evidence)
               for i, (_, n) in enumerate(holds)]
     return releases + capped
+
+
+def _given_up(pool: PoolPlan, policy: DeadlinesPolicy) -> set[str]:
+    """Pending Workloads whose deadline is lost even at the shortest run time the estimate's error allows."""
+    if not policy.give_up_lost:
+        return set()
+    return {job.name for job in pool.problem.jobs
+            if job.running_for is None and job.deadline is not None
+            and job.duration / policy.runtime_estimate_error > job.deadline + EPS}
+
+
+def _can_still_meet(pool: PoolPlan, given_up: set[str]) -> list[str]:
+    """Pending Workloads of the pool whose deadline can still be met by their estimate."""
+    lost = given_up | set(pool.missed)
+    return [job.name for job in pool.problem.jobs
+            if job.running_for is None and job.deadline is not None and job.name not in lost]
+
+
+def _give_up(job: DeadlineJob, where: str, waiting: Sequence[str], now: datetime, policy: DeadlinesPolicy,
+             evidence: dict[str, Any]) -> Nudge:
+    ns, _, name = job.name.partition("/")
+    release_at = now + timedelta(minutes=policy.give_up_lease_minutes)
+    deadline = job.deadline or 0.0
+    when = f"{deadline / 60:.0f} min from now" if deadline >= 0 else f"{-deadline / 60:.0f} min ago"
+    reason = (f"{where}: deadline lost (due {when}, expected to run {job.duration / 60:.0f} min, lost even if "
+              f"{policy.runtime_estimate_error:g}x shorter); given up and held while {len(waiting)} Workload(s) "
+              f"that can still meet theirs wait, until {release_at:%H:%M} UTC unless the next run renews it")
+    return Nudge("hold", ns, name, reason, release_at=release_at,
+                 evidence=evidence | {"given_up": True, "release_at": release_at.isoformat(),
+                                      "waiting": list(waiting[:_AUDITED_JOBS])})
 
 
 def _unenforceable(pool: PoolPlan, starts: Mapping[str, Any], margin: float) -> list[str]:

@@ -119,7 +119,7 @@ def _held(workloads: pd.DataFrame) -> dict[str, dict[str, Any]]:
 
 def plan_nudges(pools: Sequence[PoolPlan], workloads: pd.DataFrame, now: datetime,
                 policy: DeadlinesPolicy) -> list[Nudge]:
-    """Releases first (all planned), then holds (capped, least urgent first)."""
+    """Releases first (all planned), then holds (capped: given-up Workloads first, then the least urgent)."""
     margin = policy.release_margin_minutes * 60.0
     held = _held(workloads)
     releases: list[Nudge] = []

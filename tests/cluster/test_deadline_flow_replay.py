@@ -98,10 +98,9 @@ def test_giving_up_a_lost_deadline_meets_one_that_fifo_misses() -> None:
     jobs = [TraceJob("t", 0, H / 2, 2, None), TraceJob("t", 1, 3 * H, 2, 1 + H),
             TraceJob("t", 2, H, 2, 2 + 1.5 * H + H / 6 + H / 6)]
     assert replay_deadlines(jobs, 2, planned=False).met == 0
-    given_up = replay_flow(jobs, 2, interval=900)
+    given_up = replay_flow(jobs, 2, interval=900, policy=DeadlinesPolicy(give_up_lost=True))
     assert given_up.met == 1  # lost held at the first run, urgent admitted when the GPUs free, lost after it
-    off = replay_flow(jobs, 2, interval=900, policy=DeadlinesPolicy(give_up_lost=False))
-    assert off.met == 0
+    assert replay_flow(jobs, 2, interval=900).met == 0  # off by default
 
 
 def test_an_estimate_twice_too_long_gives_up_nothing_fifo_meets() -> None:
@@ -112,9 +111,10 @@ def test_an_estimate_twice_too_long_gives_up_nothing_fifo_meets() -> None:
     told = [H / 2, 2 * H, 2 * H]
     assert replay_deadlines(jobs, 2, planned=False).met == 2
     trusting = replay_flow(jobs, 2, interval=900, estimates=told,
-                           policy=DeadlinesPolicy(runtime_estimate_error=1.0))
+                           policy=DeadlinesPolicy(give_up_lost=True, runtime_estimate_error=1.0))
     assert trusting.met == 1
-    assert replay_flow(jobs, 2, interval=900, estimates=told).met == 2  # the default allows estimates 2x too long
+    default_error = DeadlinesPolicy(give_up_lost=True)  # allows estimates twice too long
+    assert replay_flow(jobs, 2, interval=900, estimates=told, policy=default_error).met == 2
 
 
 def test_a_policy_that_holds_nothing_is_fifo() -> None:

@@ -16,6 +16,7 @@ from gpuaas.policy import DeadlinesPolicy
 
 NOW = datetime(2026, 3, 10, 12, 0, tzinfo=UTC)
 POLICY = DeadlinesPolicy(max_holds_per_run=2, release_margin_minutes=30)
+GIVE_UP = POLICY.model_copy(update={"give_up_lost": True})
 NO_HOLDS = pd.DataFrame(columns=["namespace", "name", "deadline_hold"])
 
 
@@ -59,9 +60,10 @@ def test_holds_never_outlast_the_latest_start(cap: int, raw: list[tuple[int, int
     jobs = [DeadlineJob(f"ns/j{i}", min(g, cap), d * 1800.0, dl * 1800.0, "h100")
             for i, (g, d, dl) in enumerate(raw)]
     [planned] = plan_pools([pool(cap, jobs)])
-    nudges = plan_nudges([planned], NO_HOLDS, NOW, POLICY)
+    nudges = plan_nudges([planned], NO_HOLDS, NOW, GIVE_UP)
     holds = [n for n in nudges if n.action == "hold"]
     assert sum(n.outcome == "planned" for n in holds) <= POLICY.max_holds_per_run
+    assert not [n for n in plan_nudges([planned], NO_HOLDS, NOW, POLICY) if n.evidence.get("given_up")]
     by_name = {j.name: j for j in jobs}
     error = POLICY.runtime_estimate_error
     can_meet = [j for j in jobs if j.deadline is not None and j.duration <= j.deadline]
@@ -107,14 +109,14 @@ def test_a_lost_deadline_is_given_up_while_one_that_can_hold_waits_and_released_
     # 1 h and is due in 1.5 h. In Kueue's order "late" (older) would take the GPUs and "urgent" would miss.
     late = DeadlineJob("ns/late", 2, 3 * 3600, 3600, "h100")
     urgent = DeadlineJob("ns/urgent", 2, 3600, 5400, "h100")
-    nudges = plan_nudges(plan_pools([pool(2, [late, urgent])]), NO_HOLDS, NOW, POLICY)
+    nudges = plan_nudges(plan_pools([pool(2, [late, urgent])]), NO_HOLDS, NOW, GIVE_UP)
     assert [(n.action, n.name) for n in nudges] == [("hold", "late")]
     assert nudges[0].release_at == NOW + timedelta(minutes=60)
     assert "given up" in nudges[0].reason and "1 Workload(s) that can still meet theirs" in nudges[0].reason
     # The urgent one admitted: nothing that can still meet its deadline waits, so the lease ends now.
     running = DeadlineJob("ns/urgent", 2, 3600, 5400, "h100", running_for=60)
     nudges = plan_nudges(plan_pools([pool(2, [late, running])]), held("late", release_at=NOW + timedelta(hours=1)),
-                         NOW, POLICY)
+                         NOW, GIVE_UP)
     assert [(n.action, n.name) for n in nudges] == [("release", "late")]
     assert "no Workload of the pool that can still meet its deadline" in nudges[0].reason
 
@@ -123,21 +125,20 @@ def test_a_deadline_lost_only_by_its_estimate_is_not_given_up() -> None:
     # Expected 3 h, due in 2 h: lost by the estimate, but it would hold if the estimate is 2x too long.
     maybe = DeadlineJob("ns/maybe", 2, 3 * 3600, 2 * 3600, "h100")
     urgent = DeadlineJob("ns/urgent", 2, 3600, 5400, "h100")
-    nudges = plan_nudges(plan_pools([pool(2, [maybe, urgent])]), NO_HOLDS, NOW, POLICY)
+    nudges = plan_nudges(plan_pools([pool(2, [maybe, urgent])]), NO_HOLDS, NOW, GIVE_UP)
     assert [n for n in nudges if n.action == "hold"] == []
-    trusting = POLICY.model_copy(update={"runtime_estimate_error": 1.0})
+    trusting = GIVE_UP.model_copy(update={"runtime_estimate_error": 1.0})
     nudges = plan_nudges(plan_pools([pool(2, [maybe, urgent])]), NO_HOLDS, NOW, trusting)
     assert [(n.action, n.name) for n in nudges] == [("hold", "maybe")]
-    off = POLICY.model_copy(update={"give_up_lost": False})
-    late = DeadlineJob("ns/late", 2, 3 * 3600, 3600, "h100")
-    assert [n for n in plan_nudges(plan_pools([pool(2, [late, urgent])]), NO_HOLDS, NOW, off) if n.action == "hold"] == []
+    late = DeadlineJob("ns/late", 2, 3 * 3600, 3600, "h100")  # off by default
+    assert [n for n in plan_nudges(plan_pools([pool(2, [late, urgent])]), NO_HOLDS, NOW, POLICY) if n.action == "hold"] == []
 
 
 def test_given_up_workloads_are_controlled_work_and_go_first_under_the_cap() -> None:
     """The field example stays enforceable with a lost job in the pool, because that job is given up (held)."""
     jobs = [DeadlineJob(f"ns/j{i}", 2, 3600, 7200, "h100") for i in range(4)]
     late = DeadlineJob("ns/late", 2, 5 * 3600, 3600, "h100")
-    nudges = plan_nudges(plan_pools([pool(4, [*jobs, late])]), NO_HOLDS, NOW, POLICY)
+    nudges = plan_nudges(plan_pools([pool(4, [*jobs, late])]), NO_HOLDS, NOW, GIVE_UP)
     holds = [(n.name, n.outcome) for n in nudges if n.action == "hold"]
     assert holds[0] == ("late", "planned") and len(holds) == 3  # cap 2: the given-up one, one plan hold, one deferred
     assert [o for _, o in holds] == ["planned", "planned", "deferred"]

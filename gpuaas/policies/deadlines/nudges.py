@@ -24,8 +24,8 @@ The rules, each a guard against a missed deadline:
 - A held Workload is released when its ``release_at`` has come (checked first in every run, from
   the objects alone, before any plan: a run that fails to plan still releases), when a new plan
   starts it sooner, or when the plan is no longer proven.
-- A deadline already lost is **given up** (Moore and Hodgson's rule: the late jobs run after the
-  on-time ones): a pending Workload whose deadline is lost even if it runs ``runtime_estimate_error``
+- With ``give_up_lost`` (off by default), a deadline already lost is **given up** (Moore and
+  Hodgson's rule: the late jobs run after the on-time ones): a pending Workload whose deadline is lost even if it runs ``runtime_estimate_error``
   times shorter than expected is held while a Workload of the same pool that can still meet its
   deadline waits, and released as soon as none does. The factor keeps a long estimate from giving up
   a deadline that Kueue's order would meet. Such a hold is a lease (``give_up_lease_minutes``): the

@@ -245,8 +245,9 @@ class DeadlinesPolicy(_Model):
     Off by default: replayed on ITP traces it meets more deadlines than Kueue's order on most files and
     draws of estimate error, but fewer on some (docs/planners.md)."""
     runtime_estimate_error: Annotated[float, Field(ge=1)] = 2.0
-    """An expected run time may be this many times too long: a deadline is given up only when it is lost at
-    the shortest run time this allows, so that a long estimate never costs a deadline FIFO would meet."""
+    """An expected run time may be off by this factor either way. A Workload is held for its planned start
+    only when it still starts in time if the work ahead runs this many times longer; a deadline is given
+    up only when it is lost at the shortest run time this allows."""
     give_up_lease_minutes: Minutes = 60
     """A given-up Workload's hold lasts this long and is renewed by the next run while the reason stands:
     gpuaas stopping never strands work."""

@@ -39,19 +39,24 @@ def deadlines(
     loop: Annotated[Loop, typer.Option(
         "--loop", help="flow: the deadlines flow's planning and holds every flow interval (prefect.yaml); "
                        "event: the replay's own planner at every arrival and end (a reference).")] = Loop.flow,
+    policy: Annotated[Path | None, typer.Option(
+        "--policy", help="Policy YAML whose deadlines settings the flow loop uses (default: the policy's "
+                         "defaults, as the flow runs without one).")] = None,
     format: Annotated[OutputFormat, typer.Option("--format", help="Output format.")] = OutputFormat.table,
 ) -> None:
     """Replay the trace through Kueue twice (FIFO, then with the deadlines flow's holds); print deadlines met."""
     from gpuaas.cluster.deadline_flow_replay import replay_flow
     from gpuaas.cluster.deadline_replay import estimate_runtimes, replay_deadlines
     from gpuaas.cluster.traces import read_itp
+    from gpuaas.policy import Policy, load_policy
     from reports import duration
 
     try:
+        settings = (load_policy(policy) if policy is not None else Policy()).deadlines
         jobs = read_itp(trace)
         estimates = None if runtime_estimate == "exact" else estimate_runtimes(jobs, runtime_estimate, seed)
         fifo = replay_deadlines(jobs, gpus, planned=False)
-        planned = (replay_flow(jobs, gpus, estimates=estimates) if loop is Loop.flow
+        planned = (replay_flow(jobs, gpus, estimates=estimates, policy=settings) if loop is Loop.flow
                    else replay_deadlines(jobs, gpus, planned=True, estimates=estimates))
     except GpuaasError as exc:
         raise fail(str(exc)) from exc

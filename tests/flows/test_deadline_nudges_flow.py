@@ -43,7 +43,8 @@ def data_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
 @pytest.fixture()
 def pointed_at(cluster: EmbeddedCluster, data_dir: Path, monkeypatch: pytest.MonkeyPatch) -> EmbeddedCluster:
     policy = data_dir / "policy.yaml"
-    policy.write_text(yaml.safe_dump({"deadlines": {"max_holds_per_run": 1, "release_margin_minutes": 30}}))
+    policy.write_text(yaml.safe_dump({"deadlines": {"max_holds_per_run": 1, "release_margin_minutes": 30,
+                                                 "runtime_estimate_error": 1}}))
     return point_at(cluster, monkeypatch, data_dir=data_dir, policy_file=policy)
 
 

@@ -52,7 +52,7 @@ def test_plan_holds_the_least_urgent_first_under_the_cap_and_names_what_is_at_ri
     # goes to the least urgent (slack); urgent's hold is deferred.
     # Pool -cq-solo: late cannot start before +120 min (> its 90-min deadline) on its 2 GPUs; 2 more GPUs let it
     # run now. Not proven: nothing held there. So 2 extra h100 in all, and late alone at risk.
-    result = plan(snapshot(), DeadlinesPolicy(max_holds_per_run=1, release_margin_minutes=30), NOW)
+    result = plan(snapshot(), DeadlinesPolicy(max_holds_per_run=1, release_margin_minutes=30, runtime_estimate_error=1.0), NOW)
 
     assert [(p.problem.cohort, p.problem.capacity) for p in result.pools] == [("-cq-solo", 2), ("c", 4)]
     assert [(n.action, n.ref, n.outcome, n.release_at) for n in result.nudges] == [
@@ -65,6 +65,6 @@ def test_plan_holds_the_least_urgent_first_under_the_cap_and_names_what_is_at_ri
 
 
 def test_plan_without_nudges_plans_the_same_pools_and_holds_nothing() -> None:
-    policy = DeadlinesPolicy(max_holds_per_run=1, release_margin_minutes=30)
+    policy = DeadlinesPolicy(max_holds_per_run=1, release_margin_minutes=30, runtime_estimate_error=1.0)
     only = plan(snapshot(), policy, NOW, nudge=False)
     assert only.nudges == () and only.pools == plan(snapshot(), policy, NOW).pools

@@ -15,8 +15,9 @@ from gpuaas.policies.deadlines import DeadlineJob, PoolProblem, plan_nudges, pla
 from gpuaas.policy import DeadlinesPolicy
 
 NOW = datetime(2026, 3, 10, 12, 0, tzinfo=UTC)
-POLICY = DeadlinesPolicy(max_holds_per_run=2, release_margin_minutes=30)
-GIVE_UP = POLICY.model_copy(update={"give_up_lost": True})
+# Estimates trusted (no slack for their error): the hold rules alone. The defaults are GIVE_UP's.
+POLICY = DeadlinesPolicy(max_holds_per_run=2, release_margin_minutes=30, runtime_estimate_error=1.0)
+GIVE_UP = DeadlinesPolicy(max_holds_per_run=2, release_margin_minutes=30, give_up_lost=True)
 NO_HOLDS = pd.DataFrame(columns=["namespace", "name", "deadline_hold"])
 
 
@@ -78,6 +79,7 @@ def test_holds_never_outlast_the_latest_start(cap: int, raw: list[tuple[int, int
         assert n.release_at is not None and n.release_at > NOW
         released_s = (n.release_at - NOW).total_seconds()
         assert job.deadline is not None and released_s + 1800 <= job.deadline - job.duration + 1e-6
+        assert job.deadline - job.duration >= (released_s + 1800) * error - 1e-6  # slack for estimate error
 
 
 def test_a_best_effort_workload_is_never_held_and_one_held_is_released() -> None:
@@ -138,7 +140,21 @@ def test_given_up_workloads_are_controlled_work_and_go_first_under_the_cap() -> 
     """The field example stays enforceable with a lost job in the pool, because that job is given up (held)."""
     jobs = [DeadlineJob(f"ns/j{i}", 2, 3600, 7200, "h100") for i in range(4)]
     late = DeadlineJob("ns/late", 2, 5 * 3600, 3600, "h100")
-    nudges = plan_nudges(plan_pools([pool(4, [*jobs, late])]), NO_HOLDS, NOW, GIVE_UP)
+    trusted = GIVE_UP.model_copy(update={"runtime_estimate_error": 1.0})
+    nudges = plan_nudges(plan_pools([pool(4, [*jobs, late])]), NO_HOLDS, NOW, trusted)
     holds = [(n.name, n.outcome) for n in nudges if n.action == "hold"]
     assert holds[0] == ("late", "planned") and len(holds) == 3  # cap 2: the given-up one, one plan hold, one deferred
     assert [o for _, o in holds] == ["planned", "planned", "deferred"]
+
+
+def test_a_hold_leaves_slack_for_the_error_of_the_estimates_ahead() -> None:
+    """The field example's second round starts at +1 h and must start by +1 h: trusted estimates hold it,
+    the default (estimates may be 2x off) does not, since the first round running long would make it miss.
+    Due at +4 h (latest start +3 h, at least twice the planned start), the default holds it too."""
+    tight = [DeadlineJob(f"ns/j{i}", 2, 3600, 7200, "h100") for i in range(4)]
+    defaults = DeadlinesPolicy(max_holds_per_run=2)
+    assert len([n for n in plan_nudges(plan_pools([pool(4, tight)]), NO_HOLDS, NOW, POLICY) if n.action == "hold"]) == 2
+    assert [n for n in plan_nudges(plan_pools([pool(4, tight)]), NO_HOLDS, NOW, defaults) if n.action == "hold"] == []
+    loose = [DeadlineJob(f"ns/j{i}", 2, 3600, 4 * 3600, "h100") for i in range(4)]
+    holds = [n for n in plan_nudges(plan_pools([pool(4, loose)]), NO_HOLDS, NOW, defaults) if n.action == "hold"]
+    assert len(holds) == 2 and all(n.release_at == NOW + timedelta(minutes=30) for n in holds)

@@ -28,7 +28,7 @@ from gpuaas.policy import DeadlinesPolicy
 NOW = datetime(2026, 3, 10, 12, 0, tzinfo=UTC)
 GPU = "nvidia.com/gpu"
 FR = ("h100", GPU)
-POLICY = DeadlinesPolicy(max_holds_per_run=100, release_margin_minutes=30)
+POLICY = DeadlinesPolicy(max_holds_per_run=100, release_margin_minutes=30, runtime_estimate_error=1.0)
 NO_HOLDS = pd.DataFrame(columns=["namespace", "name", "deadline_hold"])
 
 Limits = tuple[int | None, int | None]

@@ -21,6 +21,10 @@ The rules, each a guard against a missed deadline:
 - A hold is placed only when the planned start is more than ``release_margin`` away, and its
   ``release_at`` (stored on the object) is the planned start minus that margin — never after the
   latest start that still meets the deadline.
+- A hold leaves slack for estimate error: it is placed only when the job's latest start is at least
+  ``runtime_estimate_error`` times its planned start away, so that it still starts in time if the
+  work planned ahead of it runs that many times longer than expected (released on time, a held job
+  otherwise waits for GPUs held by jobs past their estimates, and misses a deadline FIFO meets).
 - A held Workload is released when its ``release_at`` has come (checked first in every run, from
   the objects alone, before any plan: a run that fails to plan still releases), when a new plan
   starts it sooner, or when the plan is no longer proven.
@@ -166,6 +170,8 @@ def plan_nudges(pools: Sequence[PoolPlan], workloads: pd.DataFrame, now: datetim
             latest = None if job.deadline is None else job.deadline - job.duration
             if latest is not None and start > latest + 1e-6:  # the plan never does this; the guard says so
                 continue
+            if latest is not None and latest < start * policy.runtime_estimate_error:
+                continue  # the work ahead running longer than expected would make it miss: no hold
             evidence["release_at"] = release_at.isoformat()
             evidence["latest_start_s"] = latest
             reason = (f"{where}: planned start in {start / 60:.0f} min on today's GPUs (proven plan, every deadline"

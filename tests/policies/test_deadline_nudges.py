@@ -66,14 +66,14 @@ def test_holds_never_outlast_the_latest_start(cap: int, raw: list[tuple[int, int
     assert sum(n.outcome == "planned" for n in holds) <= POLICY.max_holds_per_run
     assert not [n for n in plan_nudges([planned], NO_HOLDS, NOW, POLICY) if n.evidence.get("given_up")]
     by_name = {j.name: j for j in jobs}
-    error = POLICY.runtime_estimate_error
+    error = GIVE_UP.runtime_estimate_error
     can_meet = [j for j in jobs if j.deadline is not None and j.duration <= j.deadline]
     for n in holds:
         job = by_name[n.ref]
         assert job.deadline is not None
         if n.evidence.get("given_up"):  # lost even at the shortest run time the estimate allows, while others can hold
             assert job.duration / error > job.deadline and can_meet
-            assert n.release_at == NOW + timedelta(minutes=POLICY.give_up_lease_minutes)
+            assert n.release_at == NOW + timedelta(minutes=GIVE_UP.give_up_lease_minutes)
             continue
         assert planned.plan.feasible and planned.plan.exact
         assert n.release_at is not None and n.release_at > NOW

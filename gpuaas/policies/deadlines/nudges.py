@@ -29,9 +29,10 @@ The rules, each a guard against a missed deadline:
   the objects alone, before any plan: a run that fails to plan still releases), when a new plan
   starts it sooner, or when the plan is no longer proven.
 - With ``give_up_lost`` (off by default), a deadline already lost is **given up** (Moore and
-  Hodgson's rule: the late jobs run after the on-time ones): a pending Workload whose deadline is lost even if it runs ``runtime_estimate_error``
-  times shorter than expected is held while a Workload of the same pool that can still meet its
-  deadline waits, and released as soon as none does. The factor keeps a long estimate from giving up
+  Hodgson's rule: the late jobs run after the on-time ones): a pending Workload whose deadline is
+  lost even if it runs ``runtime_estimate_error`` times shorter than expected is held while a
+  Workload of the same pool that can still meet its deadline waits, and released as soon as none
+  does. The factor keeps a long estimate from giving up
   a deadline that Kueue's order would meet. Such a hold is a lease (``give_up_lease_minutes``): the
   release sweep ends it, and the same run holds the Workload again while the reason stands, so a
   gpuaas that stops running strands nothing. Given-up Workloads are controlled work, so they do not
@@ -133,7 +134,7 @@ def plan_nudges(pools: Sequence[PoolPlan], workloads: pd.DataFrame, now: datetim
         plan = pool.plan
         starts = {s.name: s for s in plan.schedule}
         given_up = _given_up(pool, policy)
-        waiting = _can_still_meet(pool, given_up)
+        waiting = _can_still_meet(pool, given_up) if given_up else []
         loose = [name for name in _unenforceable(pool, starts, margin) if name not in given_up]
         proven = plan.feasible and plan.exact and not loose
         where = f"cohort {pool.problem.cohort}, flavor {pool.problem.flavor}"

@@ -3,12 +3,12 @@
 Release (first, from the API alone: every held Workload whose release time has come is released,
 whatever happens later in the run, and without waiting for the writes lock), then, under the store
 lock ``cluster-writes`` in apply mode: collect (the collect flow as a subflow; a fresh snapshot,
-stored, then loaded by id), plan (pure, per cohort and flavor, and the holds and releases that
-follow), nudge (audited; holds written only in apply mode). Then publish (an artifact and, on the
+stored, then loaded by id), plan (pure, per cohort and flavor, and the holds, demotions and releases
+that follow), nudge (audited; holds and demotions written only in apply mode). Then publish (an artifact and, on the
 Pushgateway, ``gpuaas_extra_gpus_needed`` and ``gpuaas_deadlines_at_risk`` — the signal to add GPU
 nodes on, instead of raw queue length). Each step is a phase of ``gpuaas.operations.deadlines``.
 ``nudge=False`` plans only and writes nothing (``gpuaas plan deadlines --from-cluster``);
-``undo=[audit ids]`` releases those holds.
+``undo=[audit ids]`` releases those holds and demotions.
 """
 
 from __future__ import annotations
@@ -48,10 +48,10 @@ def deadlines(apply: bool = False, at: datetime | None = None, nudge: bool = Tru
     """Plan deadlines once; returns ``{"snapshot_id", "pools", "pushed_samples", "mode", "released", "nudges"}``.
 
     Args:
-        apply: Write the holds the plan proves (off: dry-run, plan and audit only).
+        apply: Write the holds the plan proves and the demotions of lost deadlines (off: dry-run, plan and audit only).
         at: Plan at this instant instead of now (empty: now).
-        nudge: Decide holds and release due ones (off: plan only, write nothing).
-        undo: Audit ids of earlier holds to release instead of planning; nothing else runs.
+        nudge: Decide holds and demotions and release due ones (off: plan only, write nothing).
+        undo: Audit ids of earlier holds or demotions to release instead of planning; nothing else runs.
         snapshot_id: Plan on this collect's snapshot instead of collecting again (empty: collect); refused when it was taken further than collect.max_staleness_seconds from the planned instant.
     """
     logger = get_run_logger()

@@ -236,20 +236,18 @@ class DeadlinesPolicy(_Model):
 
     mode: Mode = Mode.dry_run
     max_holds_per_run: Annotated[int, Field(ge=0)] = 10
-    """New holds per run; releases are never capped (a release must never wait)."""
+    """New holds and demotions per run; releases are never capped (a release must never wait)."""
     release_margin_minutes: Minutes = 30
     """A held Workload is released this long before its planned start: at least two runs of the flow."""
-    give_up_lost: bool = False
-    """Hold a pending Workload whose deadline is lost while Workloads that can still meet theirs wait.
-
-    Off by default: replayed on ITP traces it meets more deadlines than Kueue's order on most files and
-    draws of estimate error, but fewer on some (docs/planners.md)."""
+    give_up_lost: bool = True
+    """Demote a pending Workload whose deadline is lost (one priority below its own), so that Kueue admits
+    the Workloads that can still meet theirs first; never in a pool whose preemption compares priorities."""
     runtime_estimate_error: Annotated[float, Field(ge=1)] = 2.0
     """An expected run time may be off by this factor either way. A Workload is held for its planned start
     only when it still starts in time if the work ahead runs this many times longer; a deadline is given
     up only when it is lost at the shortest run time this allows."""
     give_up_lease_minutes: Minutes = 60
-    """A given-up Workload's hold lasts this long and is renewed by the next run while the reason stands:
+    """A given-up Workload's demotion lasts this long and is renewed by the next run while the reason stands:
     gpuaas stopping never strands work."""
 
 

@@ -1,13 +1,15 @@
-"""Carry out deadline nudges on Kueue Workloads: hold (``spec.active: false``) and release.
+"""Carry out deadline nudges on Kueue Workloads: hold (``spec.active: false``), demote (``spec.priority``
+one lower) and release (either undone).
 
 Order per hold, as for reclaim: GET the live Workload; refuse when it is no longer a pending,
 active Workload without a hold (it was admitted, deactivated by someone, or changed); append the
 intent row (the prior ``spec.active`` in ``before``, the plan in ``evidence``); in apply mode one
 merge patch with the resourceVersion read sets ``spec.active: false`` and the
 ``gpuaas.io/deadline-hold`` annotation (``{"audit_id", "release_at", "before"}``); append the
-completion row. A 409 is never overwritten: decided again next run.
+completion row. A 409 is never overwritten: decided again next run. A demotion is written the same
+way, with the prior ``spec.priority`` in ``before`` and in the annotation.
 
-A release puts the recorded ``spec.active`` back and removes the annotation. Releases are gpuaas
+A release puts the recorded ``spec.active`` (or ``spec.priority``) back and removes the annotation. Releases are gpuaas
 undoing its own change, so they run in dry-run too (a policy switched back to dry-run must not
 strand a held Workload), are never capped, and re-read once on a 409. ``release_due`` finds the
 held Workloads from the API alone — no snapshot, no plan — so it runs first in every flow run.
@@ -25,15 +27,18 @@ from gpuaas.actions._kube_writer import KubeWriter
 from gpuaas.actions._undoing import Undone
 from gpuaas.errors import Conflict, GpuaasError, NotFound
 from gpuaas.models import Outcome
-from gpuaas.policies.deadlines import HOLD_ANNOTATION, Nudge, parse_hold, release_is_due
+from gpuaas.policies.deadlines import HOLD_ANNOTATION, Nudge, is_demotion, parse_hold, release_is_due
 from gpuaas.policy import Mode
 from gpuaas.store import AuditEntry, Store
 
-__all__ = ["FLOW", "NudgeResult", "apply_nudges", "due_releases", "hold_patch", "not_holdable", "release_due",
-           "release_patch", "undo_hold", "undo_holds"]
+__all__ = ["FLOW", "NUDGE_ACTIONS", "NudgeResult", "apply_nudges", "due_releases", "hold_patch", "not_holdable",
+           "prior_state", "release_due", "release_patch", "undo_hold", "undo_holds"]
 
 FLOW = "deadlines"
 KIND = "Workload"
+NUDGE_ACTIONS = ("deadline-hold", "deadline-demote")
+"""The audit actions ``gpuaas undo`` reverses with a release."""
+_LOWEST_PRIORITY = -(2**31)
 
 
 @dataclass(frozen=True)
@@ -73,19 +78,36 @@ def not_holdable(obj: dict[str, Any]) -> str | None:
     return None
 
 
+def prior_state(obj: dict[str, Any], action: str) -> dict[str, Any]:
+    """What a hold (``spec.active``) or a demotion (``spec.priority``, Kueue's 0 when unset) changes, as it is now."""
+    spec = obj.get("spec") or {}
+    return {"priority": int(spec.get("priority") or 0)} if action == "demote" else {"active": spec.get("active")}
+
+
 def hold_patch(obj: dict[str, Any], mark: dict[str, Any]) -> dict[str, Any]:
-    """The merge patch of a hold: ``spec.active: false`` and the hold annotation, at the version read."""
+    """The merge patch of a hold or a demotion (the mark's ``before`` says which), at the version read."""
+    before = mark.get("before") or {}
+    spec = {"priority": int(before["priority"]) - 1} if is_demotion(mark) else {"active": False}
     return {"metadata": {"resourceVersion": obj["metadata"]["resourceVersion"],
                          "annotations": {HOLD_ANNOTATION: json.dumps(mark, sort_keys=True)}},
-            "spec": {"active": False}}
+            "spec": spec}
 
 
 def release_patch(obj: dict[str, Any], hold: dict[str, Any]) -> dict[str, Any]:
-    """The merge patch of a release: the recorded ``spec.active`` back (true when unknown), the annotation gone."""
-    prior = (hold.get("before") or {}).get("active")
-    return {"metadata": {"resourceVersion": obj["metadata"]["resourceVersion"],
-                         "annotations": {HOLD_ANNOTATION: None}},
-            "spec": {"active": True if prior is None else prior}}
+    """The merge patch of a release: the recorded ``spec.priority`` or ``spec.active`` back (true when unknown).
+
+    A priority someone changed since the demotion is theirs: only the annotation goes.
+    """
+    before = hold.get("before") or {}
+    if is_demotion(hold):
+        prior = int(before["priority"])
+        ours = int((obj.get("spec") or {}).get("priority") or 0) == prior - 1
+        spec: dict[str, Any] = {"priority": prior} if ours else {}
+    else:
+        spec = {"active": True if before.get("active") is None else before["active"]}
+    patch: dict[str, Any] = {"metadata": {"resourceVersion": obj["metadata"]["resourceVersion"],
+                                          "annotations": {HOLD_ANNOTATION: None}}}
+    return patch | {"spec": spec} if spec else patch
 
 
 def _hold(n: Nudge, store: Store, writer: KubeWriter, mode: Mode, run: str | None) -> NudgeResult:
@@ -93,15 +115,17 @@ def _hold(n: Nudge, store: Store, writer: KubeWriter, mode: Mode, run: str | Non
         obj = writer.get(KIND, n.namespace, n.name)
     except NotFound:
         return NudgeResult(n, Outcome.skipped, "object deleted", _row(store, n, Outcome.skipped, "object deleted", mode, run).id)
-    why = not_holdable(obj)
+    before = prior_state(obj, n.action)
+    why = not_holdable(obj) or (None if before.get("priority", 0) > _LOWEST_PRIORITY else
+                                "already at the lowest priority Kueue allows: left alone")
     if why:
         return NudgeResult(n, Outcome.skipped, why, _row(store, n, Outcome.skipped, why, mode, run).id)
-    before = {"active": (obj.get("spec") or {}).get("active")}
-    after = {"active": False, "release_at": n.release_at.isoformat() if n.release_at else None}
+    release_at = n.release_at.isoformat() if n.release_at else None
+    after = {**hold_patch(obj, {"before": before})["spec"], "release_at": release_at}
     intent = _row(store, n, Outcome.planned, n.reason, mode, run, before=before, after=after)
     if mode is not Mode.apply:
         return NudgeResult(n, Outcome.planned, n.reason, intent.id)
-    patch = hold_patch(obj, {"audit_id": intent.id, "release_at": after["release_at"], "before": before})
+    patch = hold_patch(obj, {"audit_id": intent.id, "release_at": release_at, "before": before})
     try:
         patched = writer.patch(KIND, n.namespace, n.name, patch)
     except Conflict:
@@ -136,10 +160,11 @@ def _release(n: Nudge, store: Store, writer: KubeWriter, run: str | None) -> Nud
         except GpuaasError as exc:
             return NudgeResult(n, Outcome.failed, str(exc)[:500], None)
         hold_id = hold.get("audit_id") if isinstance(hold.get("audit_id"), int) else None
+        written = patch.get("spec", {})
+        current = {key: (obj.get("spec") or {}).get(key) for key in written}
         row = _row(store, n, Outcome.released, n.reason, Mode.apply, run, refers_to=hold_id,
-                   before={"active": False, "hold": hold},
-                   after={"active": patch["spec"]["active"],
-                          "resourceVersion": patched["metadata"].get("resourceVersion")})
+                   before={**current, "hold": hold},
+                   after={**written, "resourceVersion": patched["metadata"].get("resourceVersion")})
         return NudgeResult(n, Outcome.released, n.reason, row.id)
     raise AssertionError("unreachable")  # pragma: no cover
 
@@ -198,10 +223,10 @@ def undo_holds(store: Store, writer: KubeWriter, audit_ids: Iterable[int], *,
     out = []
     for audit_id in audit_ids:
         row = store.get_audit(int(audit_id))
-        if row is not None and row.refers_to is not None and row.action == "deadline-hold":
+        if row is not None and row.refers_to is not None and row.action in NUDGE_ACTIONS:
             row = store.get_audit(row.refers_to) or row
-        if row is None or row.action != "deadline-hold" or row.outcome != Outcome.planned:
-            n = Nudge("release", "", "", f"audit #{audit_id} is not a deadline hold")
+        if row is None or row.action not in NUDGE_ACTIONS or row.outcome != Outcome.planned:
+            n = Nudge("release", "", "", f"audit #{audit_id} is not a deadline hold or demotion")
             out.append(NudgeResult(n, Outcome.no_op, n.reason, None))
             continue
         done = undo_hold(store, writer, row, flow_run_id)

@@ -23,7 +23,8 @@ from gpuaas.store import AuditEntry, Store
 
 __all__ = ["UNDOERS", "UndoResult", "undo_entries"]
 
-UNDOERS: dict[str, Undoer] = {"reclaim": restore_reclaim, "deadline-hold": undo_hold, "quota-plan": undo_quota_plan}
+UNDOERS: dict[str, Undoer] = {"reclaim": restore_reclaim, "deadline-hold": undo_hold, "deadline-demote": undo_hold,
+                          "quota-plan": undo_quota_plan}
 """Audit ``action`` -> the function that reverses it."""
 
 

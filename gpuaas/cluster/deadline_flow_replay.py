@@ -12,8 +12,8 @@ does to Kueue. So every flow interval of simulated time (the ``deadlines`` deplo
    ``gpuaas.io/expected-runtime`` annotations, conditions and admission, the ClusterQueue;
 3. the flow's own decision, ``gpuaas.operations.deadlines.plan``, with the policy's settings (so
    the replay and the flow cannot drift apart);
-4. the nudges written as the action writes them (``hold_patch``/``release_patch``), a hold only on
-   a Workload that is still pending, active and not held (``not_holdable``).
+4. the nudges written as the action writes them (``hold_patch``/``release_patch``): a hold or a
+   demotion only on a Workload that is still pending, active and not held (``not_holdable``).
 
 Between ticks Kueue's model admits as it would (a job submitted between two runs may be admitted
 before the flow ever sees it) and each job ends after its *true* duration; the expected-runtime
@@ -32,7 +32,7 @@ from typing import Any
 
 import yaml
 
-from gpuaas.actions.deadline_holds import due_releases, hold_patch, not_holdable, release_patch
+from gpuaas.actions.deadline_holds import due_releases, hold_patch, not_holdable, prior_state, release_patch
 from gpuaas.cluster.apiserver import ObjectStore
 from gpuaas.cluster.deadline_replay import (
     LOCAL_QUEUE,
@@ -118,7 +118,7 @@ def _hold(store: ObjectStore, nudge: Nudge) -> bool:
     if not_holdable(obj):
         return False
     mark = {"audit_id": None, "release_at": nudge.release_at.isoformat() if nudge.release_at else None,
-            "before": {"active": (obj.get("spec") or {}).get("active")}}
+            "before": prior_state(obj, nudge.action)}
     store.patch("Workload", nudge.namespace, nudge.name, hold_patch(obj, mark))
     return True
 

@@ -100,6 +100,10 @@ class ClusterQueue:
     admitted_workloads: int = 0
     reclaim_within_cohort: str = "Never"
     """``spec.preemption.reclaimWithinCohort`` (Kueue's default ``Never``): whether it can take back quota it lent."""
+    priority_preemption: bool = False
+    """Whether any of its preemption rules compares priorities (``withinClusterQueue``, ``reclaimWithinCohort``
+    or ``borrowWithinCohort`` at ``LowerPriority``/``LowerOrNewerEqualPriority``): a lowered priority then
+    also makes a running Workload easier to preempt."""
 
 
 @dataclass(frozen=True)

@@ -51,13 +51,13 @@ class DeadlinesPlan:
     at: datetime
     pools: tuple[PoolPlan, ...]
     nudges: tuple[Nudge, ...] = ()
-    """Releases first (never capped), then holds, least urgent first; each with its reason and outcome
-    (``planned``, or ``deferred`` over the cap). Empty when the run plans only."""
+    """Releases first (never capped), then demotions and holds, least urgent first; each with its reason and
+    outcome (``planned``, or ``deferred`` over the cap). Empty when the run plans only."""
 
     @property
     def holds(self) -> tuple[Nudge, ...]:
-        """The holds this run writes (or, in dry-run, would)."""
-        return tuple(n for n in self.nudges if n.action == "hold" and n.outcome == Outcome.planned)
+        """The holds and demotions this run writes (or, in dry-run, would)."""
+        return tuple(n for n in self.nudges if n.action in ("hold", "demote") and n.outcome == Outcome.planned)
 
     @property
     def at_risk(self) -> tuple[str, ...]:

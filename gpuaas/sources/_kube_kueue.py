@@ -183,6 +183,15 @@ def _quotas(spec: Obj, status: Obj) -> tuple[QuotaEntry, ...]:
     return tuple(out)
 
 
+_BY_PRIORITY = ("LowerPriority", "LowerOrNewerEqualPriority")
+
+
+def _priority_preemption(preemption: dict[str, Any]) -> bool:
+    borrow = preemption.get("borrowWithinCohort") or {}
+    return (preemption.get("withinClusterQueue") in _BY_PRIORITY or preemption.get("reclaimWithinCohort") in _BY_PRIORITY
+            or (isinstance(borrow, dict) and borrow.get("policy") in _BY_PRIORITY))
+
+
 def parse_cluster_queue(obj: Obj) -> ClusterQueue:
     spec, status = obj.get("spec") or {}, obj.get("status") or {}
     return ClusterQueue(
@@ -193,6 +202,7 @@ def parse_cluster_queue(obj: Obj) -> ClusterQueue:
         reserving_workloads=int(status.get("reservingWorkloads") or 0),
         admitted_workloads=int(status.get("admittedWorkloads") or 0),
         reclaim_within_cohort=str((spec.get("preemption") or {}).get("reclaimWithinCohort") or "Never"),
+        priority_preemption=_priority_preemption(spec.get("preemption") or {}),
     )
 
 

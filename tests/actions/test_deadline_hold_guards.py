@@ -3,7 +3,8 @@
 Covers: a Workload that is Admitted, QuotaReserved or Finished by the time the hold is written is
 refused (the plan is decided again next run) and nothing is patched; one already held or
 deactivated by someone else is left alone; a 409 on the patch is never overwritten and audited as
-skipped; a hold applied carries the audit id and release time in its annotation.
+skipped; a hold applied carries the audit id and release time in its annotation. A demotion: the
+same guards, the prior ``spec.priority`` recorded, one lower written, and put back by its release.
 """
 
 from __future__ import annotations
@@ -16,7 +17,8 @@ from typing import Any
 
 import pytest
 
-from gpuaas.actions.deadline_holds import apply_nudges
+from gpuaas.actions.deadline_holds import apply_nudges, undo_hold, undo_holds
+from gpuaas.actions.undo import UNDOERS
 from gpuaas.errors import Conflict
 from gpuaas.policies.deadlines import HOLD_ANNOTATION, Nudge
 from gpuaas.policy import Mode
@@ -24,6 +26,7 @@ from gpuaas.store import Store
 
 NOW = datetime(2026, 3, 10, 12, 0, tzinfo=UTC)
 HOLD = Nudge("hold", "ns", "wl", "planned start in 60 min", release_at=NOW + timedelta(minutes=30))
+DEMOTE = Nudge("demote", "ns", "wl", "deadline lost", release_at=NOW + timedelta(minutes=60))
 
 
 class FakeWriter:
@@ -47,8 +50,10 @@ class FakeWriter:
 
 
 def workload(conditions: dict[str, str] | None = None, *, active: bool | None = None,
-             annotations: dict[str, str] | None = None) -> dict[str, Any]:
+             annotations: dict[str, str] | None = None, priority: int | None = None) -> dict[str, Any]:
     spec: dict[str, Any] = {} if active is None else {"active": active}
+    if priority is not None:
+        spec["priority"] = priority
     return {"metadata": {"namespace": "ns", "name": "wl", "resourceVersion": "7", "annotations": annotations or {}},
             "spec": spec, "status": {"conditions": [{"type": t, "status": s} for t, s in (conditions or {}).items()]}}
 
@@ -67,10 +72,11 @@ def store(tmp_path: Path) -> Iterator[Store]:
     (workload(active=False), "deactivated by someone else"),
     (workload(annotations={HOLD_ANNOTATION: json.dumps({"audit_id": 3})}), "already held by gpuaas"),
 ], ids=["admitted", "quota-reserved", "finished", "deactivated", "already-held"])
+@pytest.mark.parametrize("nudge", [HOLD, DEMOTE], ids=["hold", "demote"])
 def test_a_workload_that_is_no_longer_a_free_pending_one_is_not_held(
-        obj: dict[str, Any], words: str, store: Store) -> None:
+        obj: dict[str, Any], words: str, nudge: Nudge, store: Store) -> None:
     writer = FakeWriter(obj)
-    [result] = apply_nudges([HOLD], store, writer, mode=Mode.apply, flow_run_id=None)  # type: ignore[arg-type]
+    [result] = apply_nudges([nudge], store, writer, mode=Mode.apply, flow_run_id=None)  # type: ignore[arg-type]
     assert result.result == "skipped" and words in result.reason
     assert writer.patches == []
 
@@ -91,3 +97,52 @@ def test_a_hold_applied_names_its_audit_row_and_release_time(store: Store) -> No
     mark = json.loads(patch["metadata"]["annotations"][HOLD_ANNOTATION])
     assert mark == {"audit_id": result.audit_id, "release_at": (NOW + timedelta(minutes=30)).isoformat(),
                     "before": {"active": None}}
+
+
+def test_a_demotion_records_the_priority_writes_one_lower_and_its_release_puts_it_back(store: Store) -> None:
+    writer = FakeWriter(workload({"QuotaReserved": "False"}, priority=100))
+    [dry] = apply_nudges([DEMOTE], store, writer, mode=Mode.dry_run, flow_run_id=None)  # type: ignore[arg-type]
+    assert dry.result == "planned" and writer.patches == []
+    [result] = apply_nudges([DEMOTE], store, writer, mode=Mode.apply, flow_run_id=None)  # type: ignore[arg-type]
+    assert result.result == "applied"
+    [patch] = writer.patches
+    assert patch["spec"] == {"priority": 99} and patch["metadata"]["resourceVersion"] == "7"
+    mark = json.loads(patch["metadata"]["annotations"][HOLD_ANNOTATION])
+    assert mark == {"audit_id": result.audit_id, "release_at": (NOW + timedelta(minutes=60)).isoformat(),
+                    "before": {"priority": 100}}
+    [intent] = [r for r in store.audit(limit=None) if r.id == result.audit_id]
+    assert intent.action == "deadline-demote" and intent.before == {"priority": 100}
+    writer.obj = workload({"Admitted": "True"}, priority=99, annotations={HOLD_ANNOTATION: json.dumps(mark)})
+    [released] = apply_nudges([Nudge("release", "ns", "wl", "admitted")], store, writer, mode=Mode.dry_run,
+                              flow_run_id=None)  # type: ignore[arg-type]
+    assert released.result == "released"  # an undo of gpuaas's own change: in dry-run too, admitted or not
+    assert writer.patches[-1]["spec"] == {"priority": 100}
+    assert writer.patches[-1]["metadata"]["annotations"] == {HOLD_ANNOTATION: None}
+
+
+def test_a_workload_at_the_lowest_priority_is_not_demoted(store: Store) -> None:
+    writer = FakeWriter(workload({"QuotaReserved": "False"}, priority=-(2**31)))
+    [result] = apply_nudges([DEMOTE], store, writer, mode=Mode.apply, flow_run_id=None)  # type: ignore[arg-type]
+    assert result.result == "skipped" and "lowest priority" in result.reason and writer.patches == []
+
+
+def test_undo_of_a_demotion_puts_the_priority_back_once(store: Store) -> None:
+    writer = FakeWriter(workload({"QuotaReserved": "False"}, priority=5))
+    [result] = apply_nudges([DEMOTE], store, writer, mode=Mode.apply, flow_run_id=None)  # type: ignore[arg-type]
+    mark = json.loads(writer.patches[-1]["metadata"]["annotations"][HOLD_ANNOTATION])
+    writer.obj = workload(priority=4, annotations={HOLD_ANNOTATION: json.dumps(mark)})
+    assert UNDOERS["deadline-demote"] is undo_hold
+    [undone] = undo_holds(store, writer, [result.audit_id])  # type: ignore[arg-type]
+    assert undone.result == "released" and writer.patches[-1]["spec"] == {"priority": 5}
+    writer.obj = workload(priority=5)
+    [again] = undo_holds(store, writer, [result.audit_id])  # type: ignore[arg-type]
+    assert again.result == "no-op" and len(writer.patches) == 2
+
+
+def test_a_priority_changed_by_someone_else_is_kept_by_the_release(store: Store) -> None:
+    mark = {"audit_id": 9, "release_at": NOW.isoformat(), "before": {"priority": 100}}
+    writer = FakeWriter(workload(priority=1000, annotations={HOLD_ANNOTATION: json.dumps(mark)}))
+    [released] = apply_nudges([Nudge("release", "ns", "wl", "due")], store, writer, mode=Mode.apply,
+                              flow_run_id=None)  # type: ignore[arg-type]
+    assert released.result == "released"
+    assert writer.patches == [{"metadata": {"resourceVersion": "7", "annotations": {HOLD_ANNOTATION: None}}}]

@@ -6,16 +6,17 @@ FIFO meets; a policy that holds nothing gives FIFO's run exactly; the cadence is
 
 from __future__ import annotations
 
-from datetime import timedelta
+from datetime import datetime, timedelta
 from pathlib import Path
 
 import pytest
 import yaml
 
-from gpuaas.cluster.apiserver import ApiServer
+from gpuaas.cluster.apiserver import ApiServer, ObjectStore
 from gpuaas.cluster.deadline_flow_replay import PREFECT_YAML, flow_interval, flow_tick, replay_flow
 from gpuaas.cluster.deadline_replay import START, kueue_cluster, replay_deadlines
-from gpuaas.cluster.kueue.testing import workload
+from gpuaas.cluster.kueue import KueueController
+from gpuaas.cluster.kueue.testing import FakeClock, workload
 from gpuaas.cluster.traces import TraceJob
 from gpuaas.errors import ConfigError
 from gpuaas.models import SourceStatus
@@ -36,31 +37,43 @@ def _annotated(name: str, gpus: int, runtime: str, deadline_h: float | None) -> 
     return obj
 
 
-def test_the_replay_tick_nudges_as_the_flow_plans_on_the_same_state(tmp_path: Path) -> None:
-    # 4 GPUs; a runs on 2 for 1h. Pending: slack (2 GPUs, 2h, due at 5h) first, urgent (4 GPUs, 1h, due at 2h).
-    clock, store, kueue = kueue_cluster(4)
-    store.create(_annotated("a", 2, "1h", None))
-    assert kueue.reconcile().admitted == ["trace/a"]
-    clock.now = START + timedelta(minutes=1)
-    store.create(_annotated("slack", 2, "2h", 5))
-    store.create(_annotated("urgent", 4, "1h", 2))
-    policy = DeadlinesPolicy(runtime_estimate_error=1.0)  # the plan's holds with estimates trusted
+def key(nudges: list[Nudge]) -> list[tuple[object, ...]]:
+    return [(n.action, n.ref, n.outcome, n.release_at) for n in nudges]
 
+
+def _flow_then_replay(store: ObjectStore, now: datetime, policy: DeadlinesPolicy,
+                      tmp_path: Path) -> tuple[list[Nudge], list[Nudge]]:
+    """The flow's nudges (the kube source over HTTP, ``build_snapshot``, ``plan``), then the replay's tick on the same state."""
     api = ApiServer(store)
     api.start()
     try:
         kube = read_kube(GpuaasSettings(kubeconfig=api.write_kubeconfig(tmp_path / "kc")))
     finally:
         api.stop()
-    snapshot = build_snapshot(clock.now, [30.0], {"kube": SourceStatus("kube", True)}, kube=kube, prom=None,
+    snapshot = build_snapshot(now, [30.0], {"kube": SourceStatus("kube", True)}, kube=kube, prom=None,
                               policy=Policy())
-    flow = list(plan(snapshot, policy, clock.now).nudges)
+    flow = list(plan(snapshot, policy, now).nudges)
+    return flow, flow_tick(store, now, policy)
 
-    replay = flow_tick(store, clock.now, policy)
 
-    def key(nudges: list[Nudge]) -> list[tuple[object, ...]]:
-        return [(n.action, n.ref, n.outcome, n.release_at) for n in nudges]
+def _cluster(gpus: int, running: tuple[int, str], *pending: tuple[str, int, str, float]
+             ) -> tuple[FakeClock, ObjectStore, KueueController]:
+    """``gpus`` GPUs with ``a`` admitted (GPUs, run time); one minute later the pending ones (name, GPUs, run time, due in h)."""
+    clock, store, kueue = kueue_cluster(gpus)
+    store.create(_annotated("a", *running, None))
+    assert kueue.reconcile().admitted == ["trace/a"]
+    clock.now = START + timedelta(minutes=1)
+    for name, need, runtime, due in pending:
+        store.create(_annotated(name, need, runtime, due))
+    return clock, store, kueue
 
+
+def test_the_replay_tick_nudges_as_the_flow_plans_on_the_same_state(tmp_path: Path) -> None:
+    # 4 GPUs; a runs on 2 for 1h. Pending: slack (2 GPUs, 2h, due at 5h) first, urgent (4 GPUs, 1h, due at 2h).
+    clock, store, kueue = _cluster(4, (2, "1h"), ("slack", 2, "2h", 5), ("urgent", 4, "1h", 2))
+    policy = DeadlinesPolicy(runtime_estimate_error=1.0)  # the plan's holds with estimates trusted
+
+    flow, replay = _flow_then_replay(store, clock.now, policy, tmp_path)
     assert key(replay) == key(flow)
     # The plan: urgent at 1h (when a ends), slack at 2h; each held until its start minus the 30-min margin.
     assert key(flow) == [("hold", "trace/slack", "planned", START + timedelta(hours=1, minutes=30)),
@@ -69,6 +82,16 @@ def test_the_replay_tick_nudges_as_the_flow_plans_on_the_same_state(tmp_path: Pa
         held = store.get("Workload", "trace", name)
         assert held["spec"]["active"] is False and HOLD_ANNOTATION in held["metadata"]["annotations"]
     assert kueue.reconcile().admitted == []  # slack does not take the GPUs urgent needs at 1h
+
+
+def test_the_replay_tick_demotes_as_the_flow_plans_on_the_same_state(tmp_path: Path) -> None:
+    # 2 GPUs, a runs on both for 30 min. Pending: lost (2 GPUs, 3 h, due at 1 h) first, urgent (2 GPUs, 1 h, due at 2 h).
+    clock, store, kueue = _cluster(2, (2, "30m"), ("lost", 2, "3h", 1), ("urgent", 2, "1h", 2))
+    flow, replay = _flow_then_replay(store, clock.now, DeadlinesPolicy(), tmp_path)
+    assert key(replay) == key(flow) == [("demote", "trace/lost", "planned", clock.now + timedelta(minutes=60))]
+    assert store.get("Workload", "trace", "lost")["spec"]["priority"] == -1
+    kueue.finish("trace", "a")
+    assert kueue.reconcile().admitted == ["trace/urgent"]  # the newer one first: lost was demoted
 
 
 # 4 GPUs. c (4 GPUs) runs 0-1h. slack (2 GPUs, 2h, due 6h) arrives at 60 s, urgent (4 GPUs, 1h, due 2.5h) at 120 s.
@@ -98,9 +121,10 @@ def test_giving_up_a_lost_deadline_meets_one_that_fifo_misses() -> None:
     jobs = [TraceJob("t", 0, H / 2, 2, None), TraceJob("t", 1, 3 * H, 2, 1 + H),
             TraceJob("t", 2, H, 2, 2 + 1.5 * H + H / 6 + H / 6)]
     assert replay_deadlines(jobs, 2, planned=False).met == 0
-    given_up = replay_flow(jobs, 2, interval=900, policy=DeadlinesPolicy(give_up_lost=True))
-    assert given_up.met == 1  # lost held at the first run, urgent admitted when the GPUs free, lost after it
-    assert replay_flow(jobs, 2, interval=900).met == 0  # off by default
+    given_up = replay_flow(jobs, 2, interval=900)  # the default
+    assert given_up.met == 1  # lost demoted at the first run, urgent admitted when the GPUs free, lost after it
+    assert given_up.avg_jct_s == pytest.approx((H / 2 + (H / 2 + H - 2) + (H / 2 + H + 3 * H - 1)) / 3)
+    assert replay_flow(jobs, 2, interval=900, policy=DeadlinesPolicy(give_up_lost=False)).met == 0
 
 
 def test_an_estimate_twice_too_long_gives_up_nothing_fifo_meets() -> None:

@@ -122,21 +122,21 @@ def test_cli_names_a_bad_runtime_estimate(tmp_path: Path) -> None:
 
 def test_cli_replays_the_flow_under_a_policy_file(tmp_path: Path) -> None:
     # 2 GPUs busy for 30 min; an older job whose deadline is lost even at half its run time; a younger one
-    # that FIFO makes miss. The give-up rule (a policy setting, off by default) meets the younger one.
+    # that FIFO makes miss. The give-up rule (on by default) meets the younger one; a policy file turns it off.
     h = 3600.0
     jobs = [TraceJob("t", 0, h / 2, 2, 10 * h), TraceJob("t", 1, 3 * h, 2, 1 + h),
             TraceJob("t", 2, h, 2, 2 + 1.5 * h + h / 3)]
     path = write_trace(tmp_path, jobs)
     policy = tmp_path / "policy.yaml"
-    policy.write_text("deadlines:\n  give_up_lost: true\n")
+    policy.write_text("deadlines:\n  give_up_lost: false\n")
     runs = {}
     for extra in ([], ["--policy", str(policy)]):
         result = runner.invoke(app, ["replay", "deadlines", "--trace", str(path), "--gpus", "2", "--format", "json",
                                      *extra])
         assert result.exit_code == 0, result.output
         runs[bool(extra)] = json.loads(result.stdout)
-    assert runs[False]["fifo"]["met"] == runs[False]["planned"]["met"] == 1  # the first job only
-    assert runs[True]["planned"]["met"] == 2
+    assert runs[True]["fifo"]["met"] == runs[True]["planned"]["met"] == 1  # the first job only
+    assert runs[False]["planned"]["met"] == 2
     policy.write_text("deadlines:\n  runtime_estimate_error: 0.5\n")
     result = runner.invoke(app, ["replay", "deadlines", "--trace", str(path), "--gpus", "2", "--policy", str(policy)])
     assert result.exit_code == 1 and len(result.stderr.strip().splitlines()) == 1

@@ -1,6 +1,6 @@
 """The nudge rules (pure): holds only where the plan is proven, released by the planned start minus
 the margin (never after the latest start that meets the deadline), capped; releases never capped;
-a deadline lost beyond the estimate's error given up while deadlines that can hold wait."""
+a deadline lost beyond the estimate's error given up (demoted), never where preemption compares priorities."""
 
 from __future__ import annotations
 
@@ -15,9 +15,10 @@ from gpuaas.policies.deadlines import DeadlineJob, PoolProblem, plan_nudges, pla
 from gpuaas.policy import DeadlinesPolicy
 
 NOW = datetime(2026, 3, 10, 12, 0, tzinfo=UTC)
-# Estimates trusted (no slack for their error): the hold rules alone. The defaults are GIVE_UP's.
-POLICY = DeadlinesPolicy(max_holds_per_run=2, release_margin_minutes=30, runtime_estimate_error=1.0)
-GIVE_UP = DeadlinesPolicy(max_holds_per_run=2, release_margin_minutes=30, give_up_lost=True)
+# Estimates trusted (no slack for their error), nothing given up: the hold rules alone. GIVE_UP is the defaults.
+POLICY = DeadlinesPolicy(max_holds_per_run=2, release_margin_minutes=30, runtime_estimate_error=1.0,
+                         give_up_lost=False)
+GIVE_UP = DeadlinesPolicy(max_holds_per_run=2, release_margin_minutes=30)
 NO_HOLDS = pd.DataFrame(columns=["namespace", "name", "deadline_hold"])
 
 
@@ -25,9 +26,13 @@ def pool(cap: int, jobs: list[DeadlineJob]) -> PoolProblem:
     return PoolProblem("c", "h100", cap, tuple(jobs))
 
 
-def held(*names: str, release_at: datetime) -> pd.DataFrame:
-    mark = json.dumps({"audit_id": 1, "release_at": release_at.isoformat(), "before": {"active": True}})
+def held(*names: str, release_at: datetime, before: dict[str, object] | None = None) -> pd.DataFrame:
+    mark = json.dumps({"audit_id": 1, "release_at": release_at.isoformat(), "before": before or {"active": True}})
     return pd.DataFrame([{"namespace": "ns", "name": n, "deadline_hold": mark} for n in names])
+
+
+def demoted(*names: str) -> pd.DataFrame:
+    return held(*names, release_at=NOW + timedelta(hours=1), before={"priority": 0})
 
 
 def test_field_example_holds_the_second_round_until_its_start_minus_the_margin() -> None:
@@ -62,18 +67,20 @@ def test_holds_never_outlast_the_latest_start(cap: int, raw: list[tuple[int, int
             for i, (g, d, dl) in enumerate(raw)]
     [planned] = plan_pools([pool(cap, jobs)])
     nudges = plan_nudges([planned], NO_HOLDS, NOW, GIVE_UP)
-    holds = [n for n in nudges if n.action == "hold"]
+    holds = [n for n in nudges if n.action in ("hold", "demote")]
     assert sum(n.outcome == "planned" for n in holds) <= POLICY.max_holds_per_run
+    if any(n.action == "demote" for n in holds):  # a demoted Workload may take any gap: no plan holds
+        assert all(n.action == "demote" for n in holds)
     assert not [n for n in plan_nudges([planned], NO_HOLDS, NOW, POLICY) if n.evidence.get("given_up")]
     by_name = {j.name: j for j in jobs}
     error = GIVE_UP.runtime_estimate_error
-    can_meet = [j for j in jobs if j.deadline is not None and j.duration <= j.deadline]
+    lost = {j.name for j in jobs if j.deadline is not None and j.duration / error > j.deadline}
+    assert {n.ref for n in holds if n.action == "demote"} == lost  # every one, and only those, given up
     for n in holds:
         job = by_name[n.ref]
         assert job.deadline is not None
-        if n.evidence.get("given_up"):  # lost even at the shortest run time the estimate allows, while others can hold
-            assert job.duration / error > job.deadline and can_meet
-            assert n.release_at == NOW + timedelta(minutes=GIVE_UP.give_up_lease_minutes)
+        if n.action == "demote":  # lost even at the shortest run time the estimate allows
+            assert n.evidence.get("given_up") and n.release_at == NOW + timedelta(minutes=GIVE_UP.give_up_lease_minutes)
             continue
         assert planned.plan.feasible and planned.plan.exact
         assert n.release_at is not None and n.release_at > NOW
@@ -106,45 +113,55 @@ def test_work_the_plan_cannot_hold_makes_it_hold_nothing() -> None:
     assert "could take the gaps it counts on" in nudges[0].reason
 
 
-def test_a_lost_deadline_is_given_up_while_one_that_can_hold_waits_and_released_when_none_does() -> None:
+def test_a_lost_deadline_is_demoted_until_admitted_and_never_where_preemption_compares_priorities() -> None:
     # 2 GPUs. "late" runs 3 h and is due in 1 h: lost even at half its estimate (1.5 h). "urgent" runs
     # 1 h and is due in 1.5 h. In Kueue's order "late" (older) would take the GPUs and "urgent" would miss.
     late = DeadlineJob("ns/late", 2, 3 * 3600, 3600, "h100")
     urgent = DeadlineJob("ns/urgent", 2, 3600, 5400, "h100")
     nudges = plan_nudges(plan_pools([pool(2, [late, urgent])]), NO_HOLDS, NOW, GIVE_UP)
-    assert [(n.action, n.name) for n in nudges] == [("hold", "late")]
+    assert [(n.action, n.name) for n in nudges] == [("demote", "late")]
     assert nudges[0].release_at == NOW + timedelta(minutes=60)
-    assert "given up" in nudges[0].reason and "1 Workload(s) that can still meet theirs" in nudges[0].reason
-    # The urgent one admitted: nothing that can still meet its deadline waits, so the lease ends now.
-    running = DeadlineJob("ns/urgent", 2, 3600, 5400, "h100", running_for=60)
-    nudges = plan_nudges(plan_pools([pool(2, [late, running])]), held("late", release_at=NOW + timedelta(hours=1)),
+    assert "given up: demoted one priority below its own" in nudges[0].reason
+    # Still pending and demoted: left as it is (the lease runs); a hold of it is released, to be demoted instead.
+    assert plan_nudges(plan_pools([pool(2, [late, urgent])]), demoted("late"), NOW, GIVE_UP) == []
+    nudges = plan_nudges(plan_pools([pool(2, [late, urgent])]), held("late", release_at=NOW + timedelta(hours=1)),
                          NOW, GIVE_UP)
-    assert [(n.action, n.name) for n in nudges] == [("release", "late")]
-    assert "no Workload of the pool that can still meet its deadline" in nudges[0].reason
+    assert [(n.action, n.name, n.reason) for n in nudges] == [("release", "late", "deadline lost: released, to be "
+                                                                "demoted instead")]
+    # Admitted: its own priority back at once (a lower one could make it easier to preempt).
+    running = DeadlineJob("ns/late", 2, 3 * 3600, 3600, "h100", running_for=60)
+    nudges = plan_nudges(plan_pools([pool(2, [running, urgent])]), demoted("late"), NOW, GIVE_UP)
+    assert [(n.action, n.name, n.reason) for n in nudges] == [("release", "late", "admitted: its own priority restored")]
+    # A pool where a ClusterQueue preempts by priority: nothing is demoted.
+    preempting = PoolProblem("c", "h100", 2, (late, urgent), by_priority=("cq-a",))
+    assert plan_nudges(plan_pools([preempting]), NO_HOLDS, NOW, GIVE_UP) == []
 
 
 def test_a_deadline_lost_only_by_its_estimate_is_not_given_up() -> None:
     # Expected 3 h, due in 2 h: lost by the estimate, but it would hold if the estimate is 2x too long.
     maybe = DeadlineJob("ns/maybe", 2, 3 * 3600, 2 * 3600, "h100")
     urgent = DeadlineJob("ns/urgent", 2, 3600, 5400, "h100")
-    nudges = plan_nudges(plan_pools([pool(2, [maybe, urgent])]), NO_HOLDS, NOW, GIVE_UP)
-    assert [n for n in nudges if n.action == "hold"] == []
+    assert plan_nudges(plan_pools([pool(2, [maybe, urgent])]), NO_HOLDS, NOW, GIVE_UP) == []
     trusting = GIVE_UP.model_copy(update={"runtime_estimate_error": 1.0})
     nudges = plan_nudges(plan_pools([pool(2, [maybe, urgent])]), NO_HOLDS, NOW, trusting)
-    assert [(n.action, n.name) for n in nudges] == [("hold", "maybe")]
-    late = DeadlineJob("ns/late", 2, 3 * 3600, 3600, "h100")  # off by default
+    assert [(n.action, n.name) for n in nudges] == [("demote", "maybe")]
+    late = DeadlineJob("ns/late", 2, 3 * 3600, 3600, "h100")  # give_up_lost off
     assert [n for n in plan_nudges(plan_pools([pool(2, [late, urgent])]), NO_HOLDS, NOW, POLICY) if n.action == "hold"] == []
 
 
-def test_given_up_workloads_are_controlled_work_and_go_first_under_the_cap() -> None:
-    """The field example stays enforceable with a lost job in the pool, because that job is given up (held)."""
+def test_a_demoted_workload_makes_the_plan_hold_nothing_and_demotions_go_first_under_the_cap() -> None:
+    """The field example with a lost job in the pool: demoted, it could still take a gap the plan counts on
+    (nothing of its priority may fit there), so the plan holds nothing and releases what it held."""
     jobs = [DeadlineJob(f"ns/j{i}", 2, 3600, 7200, "h100") for i in range(4)]
     late = DeadlineJob("ns/late", 2, 5 * 3600, 3600, "h100")
     trusted = GIVE_UP.model_copy(update={"runtime_estimate_error": 1.0})
-    nudges = plan_nudges(plan_pools([pool(4, [*jobs, late])]), NO_HOLDS, NOW, trusted)
-    holds = [(n.name, n.outcome) for n in nudges if n.action == "hold"]
-    assert holds[0] == ("late", "planned") and len(holds) == 3  # cap 2: the given-up one, one plan hold, one deferred
-    assert [o for _, o in holds] == ["planned", "planned", "deferred"]
+    nudges = plan_nudges(plan_pools([pool(4, [*jobs, late])]), held("j3", release_at=NOW + timedelta(hours=1)),
+                         NOW, trusted)
+    assert [(n.action, n.name) for n in nudges] == [("release", "j3"), ("demote", "late")]
+    assert "could take the gaps it counts on" in nudges[0].reason
+    others = [DeadlineJob(f"ns/late{i}", 2, 5 * 3600, 3600, "h100") for i in range(3)]
+    capped = plan_nudges(plan_pools([pool(4, [*jobs, *others])]), NO_HOLDS, NOW, trusted)
+    assert [(n.action, n.outcome) for n in capped] == [("demote", "planned")] * 2 + [("demote", "deferred")]
 
 
 def test_a_hold_leaves_slack_for_the_error_of_the_estimates_ahead() -> None:

@@ -171,3 +171,13 @@ def test_a_parent_without_a_cohort_object_is_an_empty_cohort_as_in_kueue() -> No
     [pool] = plan_pools(deadline_problems(snap))
     assert (pool.problem.cohort, pool.problem.capacity) == ("org", 8) and pool.plan.exact
     assert any("names parent org, which has no Cohort object" in n for n in pool.problem.notes)
+
+
+def test_a_pool_knows_its_queues_whose_preemption_compares_priorities() -> None:
+    """cq-b preempts by priority: its whole cohort tree (with cq-a) is such a pool; cq-solo is not."""
+    snap = snapshot([wl("due", "pending", 2), wl("solo", "pending", 1, cq="cq-solo")])
+    assert all(p.by_priority == () for p in deadline_problems(snap))  # a frame without the column: none
+    snap.quotas["priority_preemption"] = snap.quotas["cluster_queue"] == "cq-b"
+    pools = {(p.cohort, p.flavor): p for p in deadline_problems(snap)}
+    assert pools[("c", "h100")].by_priority == ("cq-b",) and pools[("c", "a100")].by_priority == ("cq-b",)
+    assert pools[("-cq-solo", "h100")].by_priority == ()

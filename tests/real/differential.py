@@ -154,6 +154,11 @@ def _apply(backend: Backend, op: Op, prefix: str, ns: str) -> None:
         backend.next_second()
         [workload] = [w for w in backend.workloads(ns) if _job_name(w) == prefix + op.name]
         backend.patch("Workload", ns, workload["metadata"]["name"], {"spec": {"active": op.verb == "activate"}})
+    elif op.verb == "demote":
+        backend.next_second()
+        [workload] = [w for w in backend.workloads(ns) if _job_name(w) == prefix + op.name]
+        priority = int(workload["spec"].get("priority") or 0)
+        backend.patch("Workload", ns, workload["metadata"]["name"], {"spec": {"priority": priority - 1}})
     elif op.verb == "quota":
         name = prefix + op.name
         spec = backend.get("ClusterQueue", None, name)["spec"]

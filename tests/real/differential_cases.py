@@ -31,7 +31,8 @@ PRIORITIES = {LOW: 10, HIGH: 100}
 @dataclass(frozen=True)
 class Op:
     """``create`` a job (``name``, ``queue``, ``gpus`` per pod, ``count`` pods, ``priority``, ``nics``),
-    ``quota`` (a ClusterQueue's nominal quota), ``deactivate``/``activate`` the job's Workload."""
+    ``quota`` (a ClusterQueue's nominal quota), ``deactivate``/``activate`` the job's Workload, ``demote``
+    it (its ``spec.priority`` one lower, as the deadline flow gives a lost deadline up)."""
 
     verb: str
     name: str
@@ -63,6 +64,10 @@ def off(name: str) -> Op:
 
 def on(name: str) -> Op:
     return Op("activate", name)
+
+
+def demote(name: str) -> Op:
+    return Op("demote", name)
 
 
 def quota(cq: str, nominal: int, flavor: str = "h100", resource: str = GPU) -> Op:
@@ -161,6 +166,11 @@ CASES: tuple[Case, ...] = (
         step("w2 held while pending (deactivated)", off("w2")),
         step("w2 released: waits", on("w2")),
         step("w1 deactivated: w2, older than w3, is admitted", off("w1")))),
+    Case("demotion-order", "a pending Workload demoted one priority lower is admitted after a newer one",
+         (cq("a", {"h100": {GPU: 4}}),), (
+        step("w1 admitted, w2 and w3 wait", wl("w1", "a", 4), wl("w2", "a", 4), wl("w3", "a", 4)),
+        step("w2 demoted while pending: waits", demote("w2")),
+        step("w1 deactivated: w3, newer but not demoted, is admitted", off("w1")))),
     Case("newer-equal", "LowerOrNewerEqualPriority: a reactivated older Workload preempts a newer one",
          (cq("a", {"h100": {GPU: 4}}, **{WCQ: "LowerOrNewerEqualPriority"}),), (
         step("w1 admitted, w2 waits", wl("w1", "a", 4), wl("w2", "a", 4)),

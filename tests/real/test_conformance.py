@@ -7,10 +7,12 @@ reclaim of a Job's and of a RayCluster's Workload (``spec.active``): apply, seco
 with Kueue's reaction; the stop annotation of a Notebook and of an InferenceService, applied, applied again
 and undone; a client's suspend of an admitted RayCluster set back by Kueue; a real 409; a quota plan applied and undone through the real
 ClusterQueue validation and webhooks, with a pending Workload admitted; a quota lowered below usage;
-a deadline hold and its release; reads through ``v1beta1``.
+a deadline hold and its release; a demotion and its release; reads through ``v1beta1``.
 """
 
 from __future__ import annotations
+
+from typing import Any
 
 import httpx
 import pytest
@@ -30,7 +32,7 @@ from gpuaas.policy import Mode
 from gpuaas.settings import GpuaasSettings
 from gpuaas.store import Store
 from tests.actions.reclaim_scenario import run, undo
-from tests.real.conftest import is_true, owned_workloads, wait_until, workload_of
+from tests.real.conftest import condition, is_true, owned_workloads, wait_until, workload_of
 
 pytestmark = [pytest.mark.real]
 
@@ -39,6 +41,16 @@ A, B = "team-a", "team-b"
 
 def reserved(api: KubeHTTP, kind: str, name: str, ns: str = A) -> bool:
     return is_true(workload_of(api, kind, name, ns), "QuotaReserved")
+
+
+def settled_pending(api: KubeHTTP, job: str) -> dict[str, Any]:
+    """The Workload of Job ``job`` of team-b once Kueue has marked it pending (QuotaReserved False): a write
+    before that races Kueue's own status update and meets a 409."""
+    wl = workload_of(api, "Job", job, B)
+    name = wl["metadata"]["name"]
+    wait_until(f"Kueue marks {name} pending", lambda: condition(api.get("Workload", name, B), "QuotaReserved")
+               .get("status") == "False")
+    return api.get("Workload", name, B)
 
 
 def decision(settings: GpuaasSettings, name: str) -> Decision:
@@ -225,10 +237,8 @@ def test_a_stale_resource_version_gets_a_real_409(settings: GpuaasSettings, api:
 
 def test_a_deadline_hold_deactivates_a_pending_workload_and_its_release_requeues_it(
         store: Store, settings: GpuaasSettings, api: KubeHTTP) -> None:
-    wl = workload_of(api, "Job", "b-late", B)
+    wl = settled_pending(api, "b-late")
     name = wl["metadata"]["name"]
-    if is_true(wl, "QuotaReserved"):
-        pytest.fail("b-late must be pending for a hold")
     with KubeWriter(settings) as writer:
         [held] = apply_nudges([Nudge("hold", B, name, "deadline test")], store, writer, mode=Mode.apply,
                               flow_run_id=None)
@@ -241,6 +251,28 @@ def test_a_deadline_hold_deactivates_a_pending_workload_and_its_release_requeues
         assert released.result in ("applied", "released"), released
     after = api.get("Workload", name, B)
     assert after["spec"]["active"] is True
+    assert "gpuaas.io/deadline-hold" not in (after["metadata"].get("annotations") or {})
+
+
+def test_a_deadline_demotion_lowers_a_pending_workloads_priority_and_its_release_restores_it(
+        store: Store, settings: GpuaasSettings, api: KubeHTTP) -> None:
+    wl = settled_pending(api, "b-late")
+    name = wl["metadata"]["name"]
+    prior = int(wl["spec"].get("priority") or 0)
+    with KubeWriter(settings) as writer:
+        [demoted] = apply_nudges([Nudge("demote", B, name, "deadline test")], store, writer, mode=Mode.apply,
+                                 flow_run_id=None)
+        assert demoted.result == "applied", demoted
+        now = api.get("Workload", name, B)
+        assert now["spec"]["priority"] == prior - 1 and now["spec"].get("active", True) is True
+        assert not is_true(now, "QuotaReserved")  # still queued, one priority lower
+        [row] = [r for r in store.audit(limit=None) if r.id == demoted.audit_id]
+        assert row.action == "deadline-demote" and row.before == {"priority": prior}
+        [released] = apply_nudges([Nudge("release", B, name, "deadline test")], store, writer, mode=Mode.apply,
+                                  flow_run_id=None)
+        assert released.result == "released", released
+    after = api.get("Workload", name, B)
+    assert after["spec"]["priority"] == prior
     assert "gpuaas.io/deadline-hold" not in (after["metadata"].get("annotations") or {})
 
 

@@ -70,6 +70,14 @@ def test_cluster_queue_lending_limit_and_cohort_in_both_versions() -> None:
     assert team_a.reclaim_within_cohort == "Never"  # Kueue's default: it cannot take back what it lends
     old["spec"]["preemption"] = {"reclaimWithinCohort": "LowerPriority", "withinClusterQueue": "Never"}
     assert parse_cluster_queue(old).reclaim_within_cohort == "LowerPriority"
+    # Whether a lowered priority would make a running Workload easier to preempt: any rule comparing priorities.
+    assert not team_a.priority_preemption and parse_cluster_queue(old).priority_preemption
+    for preemption, compares in [({"withinClusterQueue": "LowerOrNewerEqualPriority"}, True),
+                                 ({"borrowWithinCohort": {"policy": "LowerPriority"}}, True),
+                                 ({"reclaimWithinCohort": "Any", "withinClusterQueue": "Never",
+                                   "borrowWithinCohort": {"policy": "Never"}}, False)]:
+        old["spec"]["preemption"] = preemption
+        assert parse_cluster_queue(old).priority_preemption is compares, preemption
 
 
 def test_local_queue_usage_under_both_status_names() -> None:

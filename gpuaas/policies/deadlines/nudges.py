@@ -1,12 +1,13 @@
-"""Nudging Kueue toward the deadline plan: hold what can wait, release it before its planned start.
+"""Nudging Kueue toward the deadline plan: hold what can wait, demote what is lost, release both in time.
 
-Why holds and nothing else: Kueue admits by priority and FIFO and knows no deadlines, and the one
-lever it offers on a live pending Workload that every version allows is ``spec.active`` (users and
-controllers may patch it; ``false`` keeps the Workload and takes it out of the queue, ``true``
-requeues it; see the Kueue notes, §6). ``podSets`` are immutable while quota is reserved and
-``maximumExecutionTimeSeconds`` while admitted, so the plan is followed by *when* a Workload is
-queued, not by changing it. A held Workload waits behind nobody it should precede; the urgent
-ones are admitted first.
+Why these two levers: Kueue admits by priority, then creation time, and knows no deadlines. On a live
+pending Workload it lets users and controllers patch ``spec.active`` (``false`` keeps the Workload and
+takes it out of the queue, ``true`` requeues it; see the Kueue notes, §6) and ``spec.priority``
+(requeued at its new place; no webhook or validation rule forbids it). ``podSets`` are immutable
+while quota is reserved and ``maximumExecutionTimeSeconds`` while admitted, so the plan is followed
+by *when* and *in which order* a Workload is queued, not by changing it. A held Workload waits behind
+nobody it should precede; a demoted one waits behind every Workload of its own priority, and keeps
+nothing idle.
 
 The rules, each a guard against a missed deadline:
 
@@ -28,16 +29,20 @@ The rules, each a guard against a missed deadline:
 - A held Workload is released when its ``release_at`` has come (checked first in every run, from
   the objects alone, before any plan: a run that fails to plan still releases), when a new plan
   starts it sooner, or when the plan is no longer proven.
-- With ``give_up_lost`` (off by default), a deadline already lost is **given up** (Moore and
+- With ``give_up_lost`` (on by default), a deadline already lost is **given up** (Moore and
   Hodgson's rule: the late jobs run after the on-time ones): a pending Workload whose deadline is
-  lost even if it runs ``runtime_estimate_error`` times shorter than expected is held while a
-  Workload of the same pool that can still meet its deadline waits, and released as soon as none
-  does. The factor keeps a long estimate from giving up
-  a deadline that Kueue's order would meet. Such a hold is a lease (``give_up_lease_minutes``): the
-  release sweep ends it, and the same run holds the Workload again while the reason stands, so a
-  gpuaas that stops running strands nothing. Given-up Workloads are controlled work, so they do not
-  make a proven plan unenforceable.
-- Holds are capped per run (given-up Workloads first, then the least urgent); releases never are.
+  lost even if it runs ``runtime_estimate_error`` times shorter than expected is **demoted**, its
+  ``spec.priority`` one below its own, so that Kueue admits every Workload of its priority that can
+  still meet its deadline first, and the lost one whenever GPUs are left (nothing is kept idle). The
+  factor keeps a long estimate from giving up a deadline that Kueue's order would meet. Not in a pool
+  where a ClusterQueue's preemption compares priorities: there a lower priority would also make the
+  Workload easier to preempt once it runs. The demotion is a lease (``give_up_lease_minutes``): the
+  release sweep restores the recorded priority and the same run demotes again while the reason
+  stands, so a gpuaas that stops running strands nothing; an admitted Workload gets its priority back
+  at the next run. A demoted Workload still takes any gap that nothing of its priority fits, so,
+  like any lost one, it makes a plan unenforceable: where deadlines are lost, the plan holds nothing.
+- Holds and demotions are capped per run (demotions first, then the least urgent holds); releases
+  never are.
 
 Pure: the plans and the snapshot's workloads in, the nudges out.
 """
@@ -59,7 +64,7 @@ from gpuaas.policies.deadlines.problem import DeadlineJob
 from gpuaas.policies.deadlines.profile import EPS
 from gpuaas.policy import DeadlinesPolicy
 
-__all__ = ["HOLD_ANNOTATION", "Nudge", "parse_hold", "plan_nudges", "release_is_due"]
+__all__ = ["HOLD_ANNOTATION", "Nudge", "is_demotion", "parse_hold", "plan_nudges", "release_is_due"]
 
 HOLD_ANNOTATION = "gpuaas.io/deadline-hold"
 _AUDITED_JOBS = 50
@@ -70,7 +75,7 @@ class Nudge:
     """One hold or release of a Workload; ``outcome`` is ``planned`` or ``deferred`` (over the cap)."""
 
     action: str
-    """``hold`` or ``release``."""
+    """``hold``, ``demote`` (a lost deadline given up: a lower priority) or ``release`` (either undone)."""
     namespace: str
     name: str
     reason: str
@@ -111,6 +116,11 @@ def release_is_due(hold: Mapping[str, Any], now: datetime) -> bool:
     return when <= now
 
 
+def is_demotion(hold: Mapping[str, Any]) -> bool:
+    """True for gpuaas's mark of a demotion (the prior ``spec.priority`` recorded), False for a hold."""
+    return "priority" in (hold.get("before") or {})
+
+
 def _held(workloads: pd.DataFrame) -> dict[str, dict[str, Any]]:
     if workloads.empty or "deadline_hold" not in workloads:
         return {}
@@ -134,16 +144,18 @@ def plan_nudges(pools: Sequence[PoolPlan], workloads: pd.DataFrame, now: datetim
         plan = pool.plan
         starts = {s.name: s for s in plan.schedule}
         given_up = _given_up(pool, policy)
-        waiting = _can_still_meet(pool, given_up) if given_up else []
-        loose = [name for name in _unenforceable(pool, starts, margin) if name not in given_up]
+        loose = _unenforceable(pool, starts, margin, given_up)
         proven = plan.feasible and plan.exact and not loose
         where = f"cohort {pool.problem.cohort}, flavor {pool.problem.flavor}"
         # The plan that justifies the nudge, in the audit row: its first 50 jobs by start, seconds from now.
         schedule = [[s.name, round(s.start, 1), round(s.end, 1)] for s in plan.schedule[:_AUDITED_JOBS]]
         for job in pool.problem.jobs:
-            if job.running_for is not None:
-                continue
             ns, _, name = job.name.partition("/")
+            if job.running_for is not None:
+                if job.name in held and is_demotion(held[job.name]):
+                    seen.add(job.name)
+                    releases.append(Nudge("release", ns, name, "admitted: its own priority restored"))
+                continue
             seen.add(job.name)
             scheduled = starts.get(job.name)
             start = scheduled.start if scheduled is not None else None
@@ -153,11 +165,15 @@ def plan_nudges(pools: Sequence[PoolPlan], workloads: pd.DataFrame, now: datetim
                         "at_risk": list(plan.at_risk), "missed": list(pool.missed), "schedule": schedule,
                         "uncontrolled": loose[:_AUDITED_JOBS], "planned_at": now.isoformat()}
             if job.name in given_up:
-                if job.name in held and not waiting:
-                    releases.append(Nudge("release", ns, name, "no Workload of the pool that can still meet its "
-                                          "deadline is waiting: released", evidence=evidence))
-                elif job.name not in held and waiting:
-                    holds.append((math.inf, _give_up(job, where, waiting, now, policy, evidence)))
+                if job.name in held and not is_demotion(held[job.name]):
+                    releases.append(Nudge("release", ns, name, "deadline lost: released, to be demoted instead",
+                                          evidence=evidence))
+                elif job.name not in held and not pool.problem.by_priority:
+                    holds.append((math.inf, _give_up(job, where, now, policy, evidence)))
+                continue
+            if job.name in held and is_demotion(held[job.name]):
+                releases.append(Nudge("release", ns, name, "not given up any more: its own priority restored",
+                                      evidence=evidence))
                 continue
             if job.name in held:
                 why = ("a best-effort Workload (no deadline) is never held: released" if job.deadline is None
@@ -200,28 +216,21 @@ def _given_up(pool: PoolPlan, policy: DeadlinesPolicy) -> set[str]:
             and job.duration / policy.runtime_estimate_error > job.deadline + EPS}
 
 
-def _can_still_meet(pool: PoolPlan, given_up: set[str]) -> list[str]:
-    """Pending Workloads of the pool whose deadline can still be met by their estimate."""
-    lost = given_up | set(pool.missed)
-    return [job.name for job in pool.problem.jobs
-            if job.running_for is None and job.deadline is not None and job.name not in lost]
-
-
-def _give_up(job: DeadlineJob, where: str, waiting: Sequence[str], now: datetime, policy: DeadlinesPolicy,
+def _give_up(job: DeadlineJob, where: str, now: datetime, policy: DeadlinesPolicy,
              evidence: dict[str, Any]) -> Nudge:
     ns, _, name = job.name.partition("/")
     release_at = now + timedelta(minutes=policy.give_up_lease_minutes)
     deadline = job.deadline or 0.0
     when = f"{deadline / 60:.0f} min from now" if deadline >= 0 else f"{-deadline / 60:.0f} min ago"
     reason = (f"{where}: deadline lost (due {when}, expected to run {job.duration / 60:.0f} min, lost even if "
-              f"{policy.runtime_estimate_error:g}x shorter); given up and held while {len(waiting)} Workload(s) "
-              f"that can still meet theirs wait, until {release_at:%H:%M} UTC unless the next run renews it")
-    return Nudge("hold", ns, name, reason, release_at=release_at,
-                 evidence=evidence | {"given_up": True, "release_at": release_at.isoformat(),
-                                      "waiting": list(waiting[:_AUDITED_JOBS])})
+              f"{policy.runtime_estimate_error:g}x shorter); given up: demoted one priority below its own, so that "
+              f"the Workloads that can still meet theirs are admitted first, until {release_at:%H:%M} UTC unless "
+              f"the next run renews it")
+    return Nudge("demote", ns, name, reason, release_at=release_at,
+                 evidence=evidence | {"given_up": True, "release_at": release_at.isoformat()})
 
 
-def _unenforceable(pool: PoolPlan, starts: Mapping[str, Any], margin: float) -> list[str]:
+def _unenforceable(pool: PoolPlan, starts: Mapping[str, Any], margin: float, given_up: set[str]) -> list[str]:
     """Pending Workloads of the pool that Kueue may admit into a gap the plan counts on, and gpuaas may not hold."""
     out = list(pool.problem.uncontrolled)
     lost = set(pool.plan.missed)
@@ -229,7 +238,7 @@ def _unenforceable(pool: PoolPlan, starts: Mapping[str, Any], margin: float) -> 
         if job.running_for is not None:
             continue
         scheduled = starts.get(job.name)
-        if job.name in lost and scheduled is None:
+        if job.name in given_up or (job.name in lost and scheduled is None):
             out.append(job.name)
         elif job.deadline is None and scheduled is not None and scheduled.start > margin:
             out.append(job.name)

@@ -54,6 +54,8 @@ class PoolProblem:
     """Pending Workloads of the pool the plan cannot place (no run time): Kueue may admit them into any gap."""
     inexact: tuple[str, ...] = ()
     """Why one number of GPUs does not model what each queue of the pool can reach (then the plan is not exact)."""
+    by_priority: tuple[str, ...] = ()
+    """ClusterQueues of the pool whose preemption compares priorities: no Workload of the pool is demoted."""
 
 
 @dataclass(frozen=True)
@@ -213,10 +215,23 @@ def deadline_problems(snapshot: Snapshot, gpu_resources: Sequence[str] = ("nvidi
             blind.setdefault(key, []).append(ref)
     # Every pool, with or without deadlines: "0 extra GPUs" is a signal too (a node-pool scaler that
     # hears nothing for a pool must not scale it down on silence, nor keep it up forever).
+    by_priority = _by_priority(snapshot, tree)
     return [replace(_problem(key, caps[key], pools.get(key, []), [*_tree_notes(tree, key, gpu_resources),
                                                                  *notes.get(key, [])]),
-                    uncontrolled=tuple(blind.get(key, [])), inexact=_split(tree, key, gpu_resources))
+                    uncontrolled=tuple(blind.get(key, [])), inexact=_split(tree, key, gpu_resources),
+                    by_priority=by_priority.get(key[0], ()))
             for key in sorted(caps)]
+
+
+def _by_priority(snapshot: Snapshot, tree: CohortTree) -> dict[str, tuple[str, ...]]:
+    """Per pool (root cohort), its ClusterQueues whose preemption compares priorities."""
+    quotas = snapshot.quotas
+    if quotas.empty or "priority_preemption" not in quotas:
+        return {}
+    out: dict[str, list[str]] = {}
+    for cq in sorted(set(quotas.loc[quotas["priority_preemption"].fillna(False).astype(bool), "cluster_queue"])):
+        out.setdefault(_pool_key(tree, str(cq)), []).append(str(cq))
+    return {k: tuple(v) for k, v in out.items()}
 
 
 def overrun_buffer(runtime: float) -> float:

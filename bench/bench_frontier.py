@@ -9,8 +9,8 @@ the same wake-ups and its share of the headroom to the clairvoyant limit, how lo
 frontier took, and the survival window at prices along the budget's ladder, fitted on the
 first half and scored on the second (candidates a budget chooses from, before the fallback),
 with the built-in adaptive rule beside them; then the same prices refit every hour of the second
-half on what a controller had seen by then (as the live flow refits its window every cycle), and each
-budget re-chosen every hour the same way.
+half on what a controller had seen by then, and each budget re-chosen at every refit boundary the
+same way (``refit_hours``: every 1, 3 and 6 hours, and the default day, which this trace holds once).
 
     python -m bench.bench_frontier [TRACE_DIR] [PLOT.png] [--smoke]
 
@@ -110,19 +110,21 @@ def main(argv: list[str]) -> int:
             now = (start >= at) & (start < at + every)
             windows[now] = rule(runs)[now]
         print(scored_row("online", price, windows))
-    print("\nthe budget re-chosen every hour on the runs seen by then, as live_states does, scored on the second half:")
-    rechosen = np.array([choice.policy(runs) for choice in choose_for_budgets(
+    print("\neach budget re-chosen at every refit boundary on the runs seen by then, as live_states does "
+          "(refit_hours; the grid starts at the split), scored on the second half:")
+    initial = [choice.policy(runs) for choice in choose_for_budgets(
         calibration_seen, workloads=int(calibration_seen["pod"].nunique()), days=(split - t0) / 86400.0,
-        budgets=BUDGETS)])
-    for at in refits:
-        history = seen_at(runs[start < at], float(at)).reset_index(drop=True)
-        choices = choose_for_budgets(history, workloads=int(history["pod"].nunique()),
-                                     days=(float(at) - float(history["start"].min())) / 86400.0, budgets=BUDGETS)
-        now = (start >= at) & (start < at + every)
-        for b, choice in enumerate(choices):
-            rechosen[b, now] = choice.policy(runs)[now]
-    for budget, windows in zip(BUDGETS, rechosen, strict=True):
-        print(scored_row("re-chosen", budget, windows))
+        budgets=BUDGETS)]
+    for period_h in (4.0, 24.0) if args.smoke else (1.0, 3.0, 6.0, 24.0):
+        rechosen = np.array(initial)
+        for at in np.arange(split + period_h * 3600.0, t1, period_h * 3600.0):
+            history = seen_at(runs[start < at], float(at)).reset_index(drop=True)
+            choices = choose_for_budgets(history, workloads=int(history["pod"].nunique()),
+                                         days=(float(at) - float(history["start"].min())) / 86400.0, budgets=BUDGETS)
+            for b, choice in enumerate(choices):
+                rechosen[b, start >= at] = choice.policy(runs)[start >= at]
+        for budget, windows in zip(BUDGETS, rechosen, strict=True):
+            print(scored_row(f"refit {period_h:g} h", budget, windows))
     plot_frontier(rows, plot, "GenAI trace: chosen on the first half of the hours, scored on the second")
     print(f"plot: {plot}")
     return 0

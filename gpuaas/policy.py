@@ -124,6 +124,10 @@ class ColdStartBudget(_Model):
     """At most this many wake-ups per workload per day on the history (the calibration)."""
     cold_start_gpu_minutes: Annotated[float, Field(ge=0)] | None = None
     """What one cold start costs, in GPU-minutes of reclaimed time it must pay for."""
+    refit_hours: Annotated[float, Field(gt=0, le=24 * 7)] = 24
+    """How often the window is chosen again: on the history up to the last multiple of this period
+    since the Unix epoch (00:00 UTC for 24), and kept until the next. Refit every cycle, the window
+    follows the last few hours and did worse than the fixed rule on the GenAI trace."""
 
     @model_validator(mode="after")
     def _exactly_one(self) -> ColdStartBudget:

@@ -88,7 +88,7 @@ def pointed(cluster: EmbeddedCluster, tmp_path: Path, monkeypatch: pytest.Monkey
 
 
 PRICED = {"reclaim": {"kinds": {"Notebook": {"strategy": "adaptive"}},
-                      "adaptive": {"cold_start_budget": {"cold_start_gpu_minutes": 30}}},
+                      "adaptive": {"cold_start_budget": {"cold_start_gpu_minutes": 30, "refit_hours": 0.25}}},
           "tenants": [{"name": "team-a", "namespaces": ["team-a"]}, {"name": "team-b", "namespaces": ["team-b"]}]}
 
 

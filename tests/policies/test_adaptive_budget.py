@@ -28,6 +28,7 @@ from gpuaas.policies.reclaim import (
     adaptive_state,
     apply_adaptive,
     choose_for_budget,
+    history_start,
     idle_runs,
     live_states,
     observed_seconds,
@@ -164,7 +165,8 @@ def test_live_states_choose_within_the_budget_on_their_history() -> None:
     points = [(0, 50.0), *((m, 0.0) for m in range(1, 71)), (71, 90.0), *((m, 0.0) for m in range(72, 100))]
     stream = RunStream(5.0)
     stream.add(_pod(points, "uid-1"))
-    budget = {"reclaim": {"strategy": "adaptive", "adaptive": {"cold_start_budget": {"wakeups_per_workload_per_day": 50}}}}
+    budget = {"reclaim": {"strategy": "adaptive", "adaptive": {"cold_start_budget": {
+        "wakeups_per_workload_per_day": 50, "refit_hours": 0.25}}}}  # chosen at minute 90
     states = live_states({5.0: stream}, parse_policy(budget), 99 * MIN, days=1.0)
     row = states.iloc[0]
     assert row["key"] == "uid-1" and row["threshold"] == 0.05 and row["base_window_minutes"] == 30.0
@@ -175,6 +177,37 @@ def test_live_states_choose_within_the_budget_on_their_history() -> None:
     assert "spells after 0%-90% of the last 2 h idle last 1 h 10 m at the median (2 seen)" in row["why"]
     builtin = live_states({5.0: stream}, parse_policy({"reclaim": {"strategy": "adaptive"}}), 99 * MIN, days=1.0)
     assert builtin.iloc[0]["window_seconds"] == 600.0 and "built-in adaptive rule" in builtin.iloc[0]["why"]
+
+
+def _cycles(minutes: int, idle: int) -> list[tuple[int, float]]:
+    """``minutes`` of spells ``idle`` minutes long, each ended by one active minute."""
+    return [(m, 80.0 if m % (idle + 1) == idle else 0.0) for m in range(minutes)]
+
+
+def test_live_states_keep_the_window_chosen_at_the_refit_boundary() -> None:
+    # Before 00:00 UTC of day 1 the workload's spells last 2 h; after it they last 4 minutes. Priced
+    # at 30 GPU-min a wake-up, the long spells call for an early stop, the short ones for none soon.
+    day = 1440
+    before = [(day - 720 + m, v) for m, v in _cycles(720, 120)]
+    after = [(day + m, v) for m, v in _cycles(300, 4)]
+    priced = {"reclaim": {"strategy": "adaptive", "adaptive": {"cold_start_budget": {"cold_start_gpu_minutes": 30}}}}
+
+    def window_at(minute: int, policy: dict[str, object]) -> float:
+        stream = RunStream(5.0)
+        stream.add(_pod([(m, v) for m, v in [*before, *after] if m <= minute], "uid-1"))
+        row = live_states({5.0: stream}, parse_policy(policy), minute * MIN, days=1.0).iloc[0]
+        assert row["state"] == "idle"
+        return float(row["window_seconds"])
+
+    daily = [window_at(day + m, priced) for m in (1, 151, 296)]  # 1, 151 and 296 min into day 1
+    assert daily[0] == daily[1] == daily[2] < 4 * MIN  # chosen at 00:00 on the 2-h spells: stop early
+    every_cycle = {"reclaim": {"strategy": "adaptive", "adaptive": {"cold_start_budget": {
+        "cold_start_gpu_minutes": 30, "refit_hours": 0.25}}}}
+    # Refit at 04:45 on the 4-min spells, the window outlasts them: no stop, no wake-up.
+    assert window_at(day + 296, every_cycle) > 4 * MIN > daily[0]
+    # The cycle reads history_hours before the boundary, not before now: a fixed span either way.
+    assert history_start(day * MIN + 296 * MIN, parse_policy(priced)) == (day - 1440) * MIN
+    assert history_start(day * MIN + 296 * MIN, parse_policy({})) == (day + 296 - 1440) * MIN
 
 
 def test_apply_adaptive_never_idles_without_current_history() -> None:

@@ -29,7 +29,7 @@ import numpy as np
 import pandas as pd
 
 from gpuaas.policies.analysis.clairvoyant import DETECT_MIN, ClairvoyantCurve, clairvoyant_curve
-from gpuaas.policies.reclaim import choose_for_budgets, fixed_frontier_at, replay_runs
+from gpuaas.policies.reclaim import choose_for_budgets, fixed_frontier_at, replay_runs, seen_at
 
 __all__ = ["BUDGETS", "FIXED_WINDOWS_MIN", "FrontierRow", "frontier", "headroom_captured", "ratio_at_equal_wakeups",
            "seen_at"]
@@ -87,20 +87,6 @@ def frontier(runs: pd.DataFrame, *, split_t: float | None = None, windows_min: S
     clairvoyant = [FrontierRow("clairvoyant", r.parameter, curve.hours_at(r.wakeups), curve.wakeups_at(r.wakeups))
                    for r in fixed]
     return [*fixed, *adaptive, *clairvoyant]
-
-
-def seen_at(runs: pd.DataFrame, t: float) -> pd.DataFrame:
-    """The runs as a controller sees them at ``t``: a run that started before ``t`` and ends after it
-    is still open (its end, and whether it wakes the workload, are in the scored part's future)."""
-    out = runs.copy()
-    late = out["end"].to_numpy(dtype=float) > t
-    if late.any():
-        out.loc[late, "end"] = t
-        out.loc[late, "last_idle"] = np.minimum(out.loc[late, "last_idle"].to_numpy(dtype=float), t)
-        out.loc[late, "length"] = t - out.loc[late, "start"].to_numpy(dtype=float)
-        out.loc[late, "ended_by"] = "end"
-        out.loc[late, "next_active"] = False
-    return out
 
 
 def _fixed_at(fixed: Sequence[FrontierRow], wakeups: int) -> float | None:

@@ -18,6 +18,8 @@ Pure: runs, last samples, the policy and the instant in; one row per workload ou
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import pandas as pd
 
@@ -25,12 +27,12 @@ from gpuaas.models import MAX_GAP_S
 from gpuaas.policies.reclaim.adaptive_window import AdaptiveWindow
 from gpuaas.policies.reclaim.cold_start import WindowRule, choose_for_budget
 from gpuaas.policies.reclaim.idle import resolve_rule
-from gpuaas.policies.reclaim.replay import WindowPolicy
+from gpuaas.policies.reclaim.replay import WindowPolicy, seen_at
 from gpuaas.policies.reclaim.run_stream import RunStream
 from gpuaas.policy import WORKLOAD_KINDS, Policy, ReclaimStrategy
 
-__all__ = ["ADAPTIVE_COLUMNS", "adaptive_rules", "adaptive_state", "apply_adaptive", "live_states", "percent",
-           "window_policy"]
+__all__ = ["ADAPTIVE_COLUMNS", "adaptive_rules", "adaptive_state", "apply_adaptive", "history_start", "live_states",
+           "percent", "refit_boundary", "window_policy"]
 
 ADAPTIVE_COLUMNS = ["key", "state", "idle_since", "idle_seconds", "window_seconds", "due", "why"]
 
@@ -139,17 +141,39 @@ def window_policy(policy: Policy, runs: pd.DataFrame, window_minutes: float, *, 
     return choice.policy, choice.why
 
 
+def refit_boundary(now_s: float, refit_hours: float) -> float:
+    """The instant the window in force at ``now_s`` was chosen at: the last multiple of the refit
+    period since the Unix epoch (00:00 UTC for a day)."""
+    period = refit_hours * 3600.0
+    return math.floor(now_s / period) * period
+
+
+def history_start(now_s: float, policy: Policy) -> float:
+    """Where a cycle's history read starts: ``history_hours`` before the refit boundary when a budget
+    chooses the window there, else before ``now_s``. A fixed span, so a fixed number of queries."""
+    adaptive = policy.reclaim.adaptive
+    budget = adaptive.cold_start_budget
+    anchor = now_s if budget is None else refit_boundary(now_s, budget.refit_hours)
+    return anchor - adaptive.history_hours * 3600.0
+
+
 def live_states(streams: dict[float, RunStream], policy: Policy, now_s: float, days: float) -> pd.DataFrame:
     """``adaptive_state`` for every adaptive rule, from the run streams of its threshold.
 
     ``days`` is the history asked for; a budget counts wake-ups over the part of it that
-    holds data (a fresh Prometheus has less)."""
+    holds data (a fresh Prometheus has less). With a budget the window is chosen on the runs as
+    they were seen at the refit boundary (:func:`refit_boundary`) and applied to every run since,
+    so every cycle of a period decides with the same window for the same context."""
+    budget = policy.reclaim.adaptive.cold_start_budget
+    fit_at = now_s if budget is None else refit_boundary(now_s, budget.refit_hours)
     frames = []
     for threshold, window in adaptive_rules(policy):
         stream = streams[percent(threshold)]
         runs = stream.runs()
-        seen_days = (now_s - float(runs["start"].min())) / 86400.0 if len(runs) else days
-        rule, chosen = window_policy(policy, runs, window, workloads=stream.pods, days=min(days, seen_days))
+        history = runs if budget is None else seen_at(
+            runs[runs["start"].to_numpy(dtype=float) < fit_at], fit_at).reset_index(drop=True)
+        seen_days = (fit_at - float(history["start"].min())) / 86400.0 if len(history) else days
+        rule, chosen = window_policy(policy, history, window, workloads=stream.pods, days=min(days, seen_days))
         why = [f"{w}; {chosen}" for w in rule.why(runs)]
         state = adaptive_state(runs, stream.last_samples(), now_s, rule, why, threshold=percent(threshold),
                                max_gap_s=stream.max_gap_s)

@@ -62,6 +62,7 @@ __all__ = [
     "replay_runs",
     "replay_table",
     "replay_windows",
+    "seen_at",
 ]
 
 
@@ -266,3 +267,18 @@ def replay_table(
         bound_gpu_hours=bound / 3600.0,
         qps_samples_while_down=None if qps is None else qps_samples_while_down(out, qps),
     )
+
+
+def seen_at(runs: pd.DataFrame, t: float) -> pd.DataFrame:
+    """The runs as a controller sees them at ``t``: a run that started before ``t`` and ends after it
+    is still open (its end, and whether it wakes the workload, are still to come). Runs that start
+    at or after ``t`` are the caller's to leave out."""
+    out = runs.copy()
+    late = out["end"].to_numpy(dtype=float) > t
+    if late.any():
+        out.loc[late, "end"] = t
+        out.loc[late, "last_idle"] = np.minimum(out.loc[late, "last_idle"].to_numpy(dtype=float), t)
+        out.loc[late, "length"] = t - out.loc[late, "start"].to_numpy(dtype=float)
+        out.loc[late, "ended_by"] = "end"
+        out.loc[late, "next_active"] = False
+    return out

@@ -192,10 +192,14 @@ def test_live_states_keep_the_window_chosen_at_the_refit_boundary() -> None:
     after = [(day + m, v) for m, v in _cycles(300, 4)]
     priced = {"reclaim": {"strategy": "adaptive", "adaptive": {"cold_start_budget": {"cold_start_gpu_minutes": 30}}}}
 
-    def window_at(minute: int, policy: dict[str, object]) -> float:
+    def window_at(minute: int, policy: dict[str, object], newcomer: bool = False) -> float:
         stream = RunStream(5.0)
-        stream.add(_pod([(m, v) for m, v in [*before, *after] if m <= minute], "uid-1"))
-        row = live_states({5.0: stream}, parse_policy(policy), minute * MIN, days=1.0).iloc[0]
+        chunk = _pod([(m, v) for m, v in [*before, *after] if m <= minute], "uid-1")
+        if newcomer:  # a workload that starts after 00:00 with idle spells of its own
+            chunk = pd.concat([chunk, _pod([(day + m, v) for m, v in _cycles(minute - day + 1, 9)], "uid-2")])
+        stream.add(chunk.sort_values(["pod", "t"]))
+        rows = live_states({5.0: stream}, parse_policy(policy), minute * MIN, days=1.0).set_index("key")
+        row = rows.loc["uid-1"]
         assert row["state"] == "idle"
         return float(row["window_seconds"])
 
@@ -203,6 +207,8 @@ def test_live_states_keep_the_window_chosen_at_the_refit_boundary() -> None:
     assert daily[0] == daily[1] == daily[2] < 4 * MIN  # chosen at 00:00 on the 2-h spells: stop early
     every_cycle = {"reclaim": {"strategy": "adaptive", "adaptive": {"cold_start_budget": {
         "cold_start_gpu_minutes": 30, "refit_hours": 0.25}}}}
+    budget = {"reclaim": {"strategy": "adaptive", "adaptive": {"cold_start_budget": {"wakeups_per_workload_per_day": 6}}}}
+    assert window_at(day + 296, budget) == window_at(day + 296, budget, newcomer=True)  # same all day
     # Refit at 04:45 on the 4-min spells, the window outlasts them: no stop, no wake-up.
     assert window_at(day + 296, every_cycle) > 4 * MIN > daily[0]
     # The cycle reads history_hours before the boundary, not before now: a fixed span either way.

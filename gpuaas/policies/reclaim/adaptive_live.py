@@ -160,8 +160,8 @@ def history_start(now_s: float, policy: Policy) -> float:
 def live_states(streams: dict[float, RunStream], policy: Policy, now_s: float, days: float) -> pd.DataFrame:
     """``adaptive_state`` for every adaptive rule, from the run streams of its threshold.
 
-    ``days`` is the history asked for; a budget counts wake-ups over the part of it that
-    holds data (a fresh Prometheus has less). With a budget the window is chosen on the runs as
+    ``days`` is the history asked for; a budget counts wake-ups per workload with an idle spell in
+    it and per day of it that holds data (a fresh Prometheus has less). With a budget the window is chosen on the runs as
     they were seen at the refit boundary (:func:`refit_boundary`) and applied to every run since,
     so every cycle of a period decides with the same window for the same context."""
     budget = policy.reclaim.adaptive.cold_start_budget
@@ -173,7 +173,9 @@ def live_states(streams: dict[float, RunStream], policy: Policy, now_s: float, d
         history = runs if budget is None else seen_at(
             runs[runs["start"].to_numpy(dtype=float) < fit_at], fit_at).reset_index(drop=True)
         seen_days = (fit_at - float(history["start"].min())) / 86400.0 if len(history) else days
-        rule, chosen = window_policy(policy, history, window, workloads=stream.pods, days=min(days, seen_days))
+        # Wake-ups per workload of the history, as the frontier counts them: the same all period.
+        workloads = stream.pods if budget is None else max(int(history["pod"].nunique()), 1)
+        rule, chosen = window_policy(policy, history, window, workloads=workloads, days=min(days, seen_days))
         why = [f"{w}; {chosen}" for w in rule.why(runs)]
         state = adaptive_state(runs, stream.last_samples(), now_s, rule, why, threshold=percent(threshold),
                                max_gap_s=stream.max_gap_s)

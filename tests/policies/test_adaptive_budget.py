@@ -171,6 +171,7 @@ def test_live_states_choose_within_the_budget_on_their_history() -> None:
     row = states.iloc[0]
     assert row["key"] == "uid-1" and row["threshold"] == 0.05 and row["base_window_minutes"] == 30.0
     assert "chosen on the history" in row["why"] and row["state"] == "idle"
+    assert row["why"].endswith("; history to 1970-01-01 01:30 UTC")  # the refit boundary, minute 90
     # One earlier 70-min spell and the open one: the survival window says what it expects of the spell.
     assert "expected wake-ups" in row["why"] and row["window_seconds"] == 60.0 and row["due"]
     # The open spell starts after 70 idle minutes of the last 120: the context of the earlier spell.

@@ -19,6 +19,7 @@ Pure: runs, last samples, the policy and the instant in; one row per workload ou
 from __future__ import annotations
 
 import math
+from datetime import UTC, datetime
 
 import numpy as np
 import pandas as pd
@@ -176,6 +177,8 @@ def live_states(streams: dict[float, RunStream], policy: Policy, now_s: float, d
         # Wake-ups per workload of the history, as the frontier counts them: the same all period.
         workloads = stream.pods if budget is None else max(int(history["pod"].nunique()), 1)
         rule, chosen = window_policy(policy, history, window, workloads=workloads, days=min(days, seen_days))
+        if budget is not None:
+            chosen += f"; history to {datetime.fromtimestamp(fit_at, UTC):%Y-%m-%d %H:%M} UTC"
         why = [f"{w}; {chosen}" for w in rule.why(runs)]
         state = adaptive_state(runs, stream.last_samples(), now_s, rule, why, threshold=percent(threshold),
                                max_gap_s=stream.max_gap_s)

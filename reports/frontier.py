@@ -32,9 +32,15 @@ def plot_frontier(rows: Sequence[FrontierRow], path: Path, title: str) -> None:
                 linestyle="--" if policy == "clairvoyant" else "-")
         if unit is None:
             continue
-        for _, row in part.iterrows():
-            ax.annotate(f"{row['parameter']:g}{unit}", (row["wakeups"], row["reclaimed_gpu_hours"]),
-                        textcoords="offset points", xytext=(4, 4), fontsize=7)
+        # Budgets that chose the same rule share one point and one label. The adaptive line lies above
+        # the fixed one: its labels go above and to the left, the fixed ones below and to the right, so
+        # a budget that chose a fixed window does not hide that window's label.
+        above = policy == "adaptive"
+        for (wakeups, hours), same in part.groupby(["wakeups", "reclaimed_gpu_hours"], sort=False):
+            ax.annotate(", ".join(f"{p:g}" for p in same["parameter"]) + unit, (wakeups, hours),
+                        textcoords="offset points", xytext=(-5, 5) if above else (5, -10),
+                        ha="right" if above else "left", fontsize=7,
+                        bbox={"boxstyle": "round,pad=0.1", "fc": "white", "ec": "none", "alpha": 0.8})
     ax.set_xlabel("wake-ups (cold starts)")
     ax.set_ylabel("reclaimed GPU-hours")
     ax.set_title(title, fontsize=9)

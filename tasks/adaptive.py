@@ -34,4 +34,4 @@ def adaptive_history(settings: GpuaasSettings, now: datetime) -> pd.DataFrame:
     get_run_logger().info("adaptive history: %d range queries, %d series, %d Workloads over %.1fh",
                           reading.queries, reading.series, max(s.pods for s in reading.streams.values()),
                           (now - start).total_seconds() / 3600.0)
-    return live_states(reading.streams, policy, now.timestamp(), config.history_hours / 24.0)
+    return live_states(reading.streams, policy, now.timestamp())

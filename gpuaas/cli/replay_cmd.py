@@ -25,15 +25,16 @@ from gpuaas.policies.analysis import DETECT_MIN
 from gpuaas.policies.analysis import frontier as frontier_rows
 from gpuaas.policies.reclaim import (
     AdaptiveWindow,
+    RefitRule,
     ReplayResult,
     WindowRule,
-    choose_for_budget,
     fixed_windows,
     idle_runs,
     observed_seconds,
     replay_runs,
     replay_table,
 )
+from gpuaas.policy import AdaptivePolicy, ColdStartBudget
 from gpuaas.sources.traces import load_qps, load_utilization
 from reports.frontier import plot_frontier
 
@@ -47,6 +48,9 @@ class DutyUnit(str, Enum):
     percent = "percent"
     fraction = "fraction"
 
+
+_REFIT_HOURS: float = ColdStartBudget.model_fields["refit_hours"].default
+_HISTORY_HOURS: float = AdaptivePolicy.model_fields["history_hours"].default
 
 _COLUMNS = (
     "policy",
@@ -101,9 +105,16 @@ def reclaim(
         bool, typer.Option("--adaptive", help="Per-pod adaptive window instead of the fixed rule.")
     ] = False,
     budget: Annotated[
-        float | None, typer.Option("--budget", min=0.0, help="Adaptive: wake-ups per workload per day, "
-                                   "the windows chosen on the same data (as the live flow does on its history).")
+        float | None, typer.Option("--budget", min=0.0, help="Adaptive: wake-ups per workload per day, the "
+                                   "window chosen at every refit boundary on the history before it, as the "
+                                   "live flow chooses it.")
     ] = None,
+    refit_hours: Annotated[
+        float, typer.Option("--refit-hours", min=0.01, help="--budget: hours between refits (from 00:00 UTC).")
+    ] = _REFIT_HOURS,
+    history_hours: Annotated[
+        float, typer.Option("--history-hours", min=0.01, help="--budget: hours of history each refit reads.")
+    ] = _HISTORY_HOURS,
     unit: Annotated[DutyUnit, typer.Option("--unit", help="Duty-cycle unit in the CSV.")] = DutyUnit.auto,
     frontier: Annotated[
         bool, typer.Option("--frontier", help="GPU-hours vs wake-ups: fixed windows, adaptive budgets and the "
@@ -137,6 +148,8 @@ def reclaim(
 ) -> None:
     """Replay a reclaim policy causally; print GPU-hours reclaimed, wake-ups and the bound."""
     try:
+        if budget is not None and budget <= 0:
+            raise ConfigError("must be above 0 wake-ups per workload per day", field="--budget")
         if from_prometheus == bool(utilization):
             raise ConfigError("give either --utilization CSV(s) or --from-prometheus", field="--utilization")
         rates = None
@@ -180,9 +193,13 @@ def reclaim(
     if adaptive or budget is not None:
         policy = AdaptiveWindow(base_s=base_s)
         if budget is not None:
-            days = (span[1] - span[0]) / 86400.0
-            policy = choose_for_budget(runs, workloads=pods, days=days, wakeups_per_workload_per_day=budget,
-                                       base_s=base_s).policy
+            policy = RefitRule(ColdStartBudget(wakeups_per_workload_per_day=budget, refit_hours=refit_hours),
+                               history_hours=history_hours, base_s=base_s)
+            refits = int(span[1] // (refit_hours * 3600.0) - span[0] // (refit_hours * 3600.0))
+            err_console.print(f"--budget {budget:g}: the window chosen again at {refits} refit "
+                              f"boundar{'y' if refits == 1 else 'ies'} ({refit_hours:g} h apart from 00:00 UTC), "
+                              f"each on the {history_hours:g} h before it; the fixed {window:g}-min window until "
+                              "one has a completed idle spell before it", markup=False, highlight=False, soft_wrap=True)
         results.append(replay_table(runs, policy, name="adaptive", **common))
     chosen = results[-1]
     if format is OutputFormat.json:

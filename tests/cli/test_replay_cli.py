@@ -65,3 +65,21 @@ def test_missing_file_exits_1(tmp_path: Path) -> None:
     result = runner.invoke(main_app, ["replay", "reclaim", "--utilization", str(tmp_path / "nope.csv")])
     assert result.exit_code == 1
     assert "nope.csv: no such file" in result.stderr
+
+
+def test_budget_replays_the_refits_of_the_live_flow(util_args: list[str]) -> None:
+    # The trace runs from 01:12 UTC to 00:00 the next day: with a daily refit no boundary before the
+    # end has history, so the budget's replay is the fixed rule's, as the live flow would be.
+    daily = runner.invoke(main_app, ["replay", "reclaim", *util_args, "--budget", "1", "--format", "json"])
+    assert daily.exit_code == 0, daily.output
+    data = json.loads(daily.stdout)
+    assert data["reclaimed_gpu_hours"] == data["fixed"]["reclaimed_gpu_hours"]
+    assert "chosen again at 1 refit boundary (24 h apart from 00:00 UTC)" in daily.stderr
+    hourly = runner.invoke(main_app, ["replay", "reclaim", *util_args, "--budget", "1", "--refit-hours", "6",
+                                      "--format", "json"])
+    assert hourly.exit_code == 0, hourly.output
+    assert json.loads(hourly.stdout)["reclaimed_gpu_hours"] != data["fixed"]["reclaimed_gpu_hours"]
+    assert "chosen again at 4 refit boundaries (6 h apart" in hourly.stderr
+    zero = runner.invoke(main_app, ["replay", "reclaim", *util_args, "--budget", "0"])
+    assert zero.exit_code == 1 and zero.stdout == ""
+    assert zero.stderr.strip().count("\n") == 0 and "--budget" in zero.stderr

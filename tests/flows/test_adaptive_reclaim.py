@@ -198,7 +198,7 @@ def test_live_flow_reclaims_at_the_survival_windows_minute(priced: EmbeddedClust
     def library_at(k: int) -> pd.Series:
         stream = RunStream(5.0)
         stream.add(util[util["t"] <= t0 + 60 * k])
-        states = live_states({5.0: stream}, policy, t0 + 60 * k, days=1.0)
+        states = live_states({5.0: stream}, policy, t0 + 60 * k)
         return states.set_index("key").loc["nb"]
 
     # The first minute a survival window (not the fixed rule a history without a completed spell

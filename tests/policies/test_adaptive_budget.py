@@ -167,7 +167,7 @@ def test_live_states_choose_within_the_budget_on_their_history() -> None:
     stream.add(_pod(points, "uid-1"))
     budget = {"reclaim": {"strategy": "adaptive", "adaptive": {"cold_start_budget": {
         "wakeups_per_workload_per_day": 50, "refit_hours": 0.25}}}}  # chosen at minute 90
-    states = live_states({5.0: stream}, parse_policy(budget), 99 * MIN, days=1.0)
+    states = live_states({5.0: stream}, parse_policy(budget), 99 * MIN)
     row = states.iloc[0]
     assert row["key"] == "uid-1" and row["threshold"] == 0.05 and row["base_window_minutes"] == 30.0
     assert "chosen on the history" in row["why"] and row["state"] == "idle"
@@ -176,7 +176,7 @@ def test_live_states_choose_within_the_budget_on_their_history() -> None:
     assert "expected wake-ups" in row["why"] and row["window_seconds"] == 60.0 and row["due"]
     # The open spell starts after 70 idle minutes of the last 120: the context of the earlier spell.
     assert "spells after 0%-90% of the last 2 h idle last 1 h 10 m at the median (2 seen)" in row["why"]
-    builtin = live_states({5.0: stream}, parse_policy({"reclaim": {"strategy": "adaptive"}}), 99 * MIN, days=1.0)
+    builtin = live_states({5.0: stream}, parse_policy({"reclaim": {"strategy": "adaptive"}}), 99 * MIN)
     assert builtin.iloc[0]["window_seconds"] == 600.0 and "built-in adaptive rule" in builtin.iloc[0]["why"]
 
 
@@ -199,7 +199,7 @@ def test_live_states_keep_the_window_chosen_at_the_refit_boundary() -> None:
         if newcomer:  # a workload that starts after 00:00 with idle spells of its own
             chunk = pd.concat([chunk, _pod([(day + m, v) for m, v in _cycles(minute - day + 1, 9)], "uid-2")])
         stream.add(chunk.sort_values(["pod", "t"]))
-        rows = live_states({5.0: stream}, parse_policy(policy), minute * MIN, days=1.0).set_index("key")
+        rows = live_states({5.0: stream}, parse_policy(policy), minute * MIN).set_index("key")
         row = rows.loc["uid-1"]
         assert row["state"] == "idle"
         return float(row["window_seconds"])

@@ -15,6 +15,8 @@ from gpuaas.policies.reclaim.opt_out import *  # noqa: F403
 from gpuaas.policies.reclaim.opt_out import __all__ as _opt_out_all
 from gpuaas.policies.reclaim.plan import *  # noqa: F403
 from gpuaas.policies.reclaim.plan import __all__ as _plan_all
+from gpuaas.policies.reclaim.refit import *  # noqa: F403
+from gpuaas.policies.reclaim.refit import __all__ as _refit_all
 from gpuaas.policies.reclaim.replay import *  # noqa: F403
 from gpuaas.policies.reclaim.replay import __all__ as _replay_all
 from gpuaas.policies.reclaim.run_stream import *  # noqa: F403
@@ -22,4 +24,4 @@ from gpuaas.policies.reclaim.run_stream import __all__ as _run_stream_all
 from gpuaas.policies.reclaim.spell_survival import *  # noqa: F403
 from gpuaas.policies.reclaim.spell_survival import __all__ as _spell_survival_all
 
-__all__ = [*_adaptive_live_all, *_adaptive_window_all, *_cold_start_all, *_coverage_all, *_idle_all, *_opt_out_all, *_plan_all, *_replay_all, *_run_stream_all, *_spell_survival_all]
+__all__ = [*_adaptive_live_all, *_adaptive_window_all, *_cold_start_all, *_coverage_all, *_idle_all, *_opt_out_all, *_plan_all, *_refit_all, *_replay_all, *_run_stream_all, *_spell_survival_all]

@@ -18,22 +18,19 @@ Pure: runs, last samples, the policy and the instant in; one row per workload ou
 
 from __future__ import annotations
 
-import math
-from datetime import UTC, datetime
-
 import numpy as np
 import pandas as pd
 
 from gpuaas.models import MAX_GAP_S
 from gpuaas.policies.reclaim.adaptive_window import AdaptiveWindow
-from gpuaas.policies.reclaim.cold_start import WindowRule, choose_for_budget
+from gpuaas.policies.reclaim.cold_start import WindowRule
 from gpuaas.policies.reclaim.idle import resolve_rule
-from gpuaas.policies.reclaim.replay import WindowPolicy, seen_at
+from gpuaas.policies.reclaim.refit import choose_at, reasons, refit_boundary
+from gpuaas.policies.reclaim.replay import WindowPolicy
 from gpuaas.policies.reclaim.run_stream import RunStream
 from gpuaas.policy import WORKLOAD_KINDS, Policy, ReclaimStrategy
 
-__all__ = ["ADAPTIVE_COLUMNS", "adaptive_rules", "adaptive_state", "apply_adaptive", "history_start", "live_states",
-           "percent", "refit_boundary", "window_policy"]
+__all__ = ["ADAPTIVE_COLUMNS", "adaptive_rules", "adaptive_state", "apply_adaptive", "live_states", "percent"]
 
 ADAPTIVE_COLUMNS = ["key", "state", "idle_since", "idle_seconds", "window_seconds", "due", "why"]
 
@@ -128,58 +125,27 @@ def percent(threshold: float) -> float:
     return round(threshold * 100.0, 6)
 
 
-def window_policy(policy: Policy, runs: pd.DataFrame, window_minutes: float, *, workloads: int,
-                  days: float) -> tuple[WindowRule, str]:
-    """The adaptive rule for one base window: the built-in one, or, with a cold-start budget, the survival
-    window (or the fixed fallback) chosen within it on ``runs``."""
-    base = AdaptiveWindow(base_s=window_minutes * 60.0)
-    budget = policy.reclaim.adaptive.cold_start_budget
-    if budget is None:
-        return base, "built-in adaptive rule"
-    choice = choose_for_budget(runs, workloads=workloads, days=days, base_s=base.base_s,
-                               wakeups_per_workload_per_day=budget.wakeups_per_workload_per_day,
-                               cold_start_gpu_minutes=budget.cold_start_gpu_minutes)
-    return choice.policy, choice.why
-
-
-def refit_boundary(now_s: float, refit_hours: float) -> float:
-    """The instant the window in force at ``now_s`` was chosen at: the last multiple of the refit
-    period since the Unix epoch (00:00 UTC for a day)."""
-    period = refit_hours * 3600.0
-    return math.floor(now_s / period) * period
-
-
-def history_start(now_s: float, policy: Policy) -> float:
-    """Where a cycle's history read starts: ``history_hours`` before the refit boundary when a budget
-    chooses the window there, else before ``now_s``. A fixed span, so a fixed number of queries."""
-    adaptive = policy.reclaim.adaptive
-    budget = adaptive.cold_start_budget
-    anchor = now_s if budget is None else refit_boundary(now_s, budget.refit_hours)
-    return anchor - adaptive.history_hours * 3600.0
-
-
-def live_states(streams: dict[float, RunStream], policy: Policy, now_s: float, days: float) -> pd.DataFrame:
+def live_states(streams: dict[float, RunStream], policy: Policy, now_s: float) -> pd.DataFrame:
     """``adaptive_state`` for every adaptive rule, from the run streams of its threshold.
 
-    ``days`` is the history asked for; a budget counts wake-ups per workload with an idle spell in
-    it and per day of it that holds data (a fresh Prometheus has less). With a budget the window is chosen on the runs as
-    they were seen at the refit boundary (:func:`refit_boundary`) and applied to every run since,
-    so every cycle of a period decides with the same window for the same context."""
-    budget = policy.reclaim.adaptive.cold_start_budget
-    fit_at = now_s if budget is None else refit_boundary(now_s, budget.refit_hours)
+    With a budget the window is the one chosen at the last refit boundary on the history read
+    (:func:`~gpuaas.policies.reclaim.refit.choose_at`), applied to every run idle since, so every
+    cycle of a period decides with the same window for the same context, as
+    :class:`~gpuaas.policies.reclaim.refit.RefitRule` replays it."""
+    adaptive = policy.reclaim.adaptive
+    budget = adaptive.cold_start_budget
     frames = []
     for threshold, window in adaptive_rules(policy):
         stream = streams[percent(threshold)]
         runs = stream.runs()
-        history = runs if budget is None else seen_at(
-            runs[runs["start"].to_numpy(dtype=float) < fit_at], fit_at).reset_index(drop=True)
-        seen_days = (fit_at - float(history["start"].min())) / 86400.0 if len(history) else days
-        # Wake-ups per workload of the history, as the frontier counts them: the same all period.
-        workloads = stream.pods if budget is None else max(int(history["pod"].nunique()), 1)
-        rule, chosen = window_policy(policy, history, window, workloads=workloads, days=min(days, seen_days))
-        if budget is not None:
-            chosen += f"; history to {datetime.fromtimestamp(fit_at, UTC):%Y-%m-%d %H:%M} UTC"
-        why = [f"{w}; {chosen}" for w in rule.why(runs)]
+        rule: WindowRule
+        if budget is None:
+            rule = AdaptiveWindow(base_s=window * 60.0)
+            why = [f"{w}; built-in adaptive rule" for w in rule.why(runs)]
+        else:
+            fit_at = refit_boundary(now_s, budget.refit_hours)
+            choice = choose_at(runs, fit_at, budget=budget, history_hours=adaptive.history_hours, base_s=window * 60.0)
+            rule, why = choice.policy, reasons(choice, runs, fit_at)
         state = adaptive_state(runs, stream.last_samples(), now_s, rule, why, threshold=percent(threshold),
                                max_gap_s=stream.max_gap_s)
         frames.append(state.assign(threshold=threshold, base_window_minutes=window))

@@ -9,8 +9,8 @@ the same wake-ups and its share of the headroom to the clairvoyant limit, how lo
 frontier took, and the survival window at prices along the budget's ladder, fitted on the
 first half and scored on the second (candidates a budget chooses from, before the fallback),
 with the built-in adaptive rule beside them; then the same prices refit every hour of the second
-half on what a controller had seen by then, and each budget re-chosen at every refit boundary the
-same way (``refit_hours``: every 1, 3 and 6 hours, and the default day, which this trace holds once).
+half on what a controller had seen by then, and each budget as the live flow applies it
+(``RefitRule``, refit every 1, 3 and 6 hours and the default day, which this trace holds once).
 
     python -m bench.bench_frontier [TRACE_DIR] [PLOT.png] [--smoke]
 
@@ -19,6 +19,7 @@ same way (``refit_hours``: every 1, 3 and 6 hours, and the default day, which th
 
 from __future__ import annotations
 
+import math
 import sys
 import tempfile
 import time
@@ -40,6 +41,7 @@ from gpuaas.policies.analysis import (
 )
 from gpuaas.policies.reclaim import (
     AdaptiveWindow,
+    RefitRule,
     choose_for_budgets,
     context_band,
     fit_survival,
@@ -47,6 +49,7 @@ from gpuaas.policies.reclaim import (
     outcomes,
     replay_runs,
 )
+from gpuaas.policy import AdaptivePolicy, ColdStartBudget
 from gpuaas.sources.traces import load_utilization
 from reports.frontier import plot_frontier
 
@@ -55,6 +58,18 @@ DEFAULT = TRACES / "alibaba-genai-2026"
 
 def _pct(x: float | None) -> str:
     return "" if x is None else f"{x:.0%}"
+
+
+def _as_the_flow_refits(runs: pd.DataFrame, split: float, period_h: float, budget: float) -> np.ndarray:
+    """The windows ``RefitRule`` gives, the deployed choice, with the trace moved in time so that a refit
+    boundary falls on the split (the replay and the contexts only see time differences)."""
+    period = period_h * 3600.0
+    shift = math.ceil(split / period) * period - split
+    moved = runs.assign(start=runs["start"] + shift, end=runs["end"] + shift, last_idle=runs["last_idle"] + shift)
+    rule = RefitRule(ColdStartBudget(wakeups_per_workload_per_day=budget, refit_hours=period_h),
+                     history_hours=AdaptivePolicy().history_hours, base_s=1800.0, first_s=split + shift)
+    windows: np.ndarray = rule(moved)
+    return windows
 
 
 def _where_the_headroom_is(runs: pd.DataFrame, scored: np.ndarray, split: float, windows: np.ndarray) -> None:
@@ -144,22 +159,16 @@ def main(argv: list[str]) -> int:
             now = (start >= at) & (start < at + every)
             windows[now] = rule(runs)[now]
         print(scored_row("online", price, windows))
-    print("\neach budget re-chosen at every refit boundary on the runs seen by then, as live_states does "
-          "(refit_hours; the grid starts at the split), scored on the second half:")
-    initial = [choice.policy(runs) for choice in choose_for_budgets(
-        calibration_seen, workloads=int(calibration_seen["pod"].nunique()), days=(split - t0) / 86400.0,
-        budgets=BUDGETS)]
+    print("\neach budget as the live flow applies it (RefitRule: chosen again at every refit boundary on the "
+          "history a cycle reads), the boundaries placed at the split and every refit_hours after it, "
+          "scored on the second half:")
     for period_h in (4.0, 24.0) if args.smoke else (1.0, 3.0, 6.0, 24.0):
-        rechosen = np.array(initial)
-        for at in np.arange(split + period_h * 3600.0, t1, period_h * 3600.0):
-            history = seen_at(runs[start < at], float(at)).reset_index(drop=True)
-            choices = choose_for_budgets(history, workloads=int(history["pod"].nunique()),
-                                         days=(float(at) - float(history["start"].min())) / 86400.0, budgets=BUDGETS)
-            for b, choice in enumerate(choices):
-                rechosen[b, start >= at] = choice.policy(runs)[start >= at]
-        for budget, windows in zip(BUDGETS, rechosen, strict=True):
-            print(scored_row(f"refit {period_h:g} h", budget, windows))
-    _where_the_headroom_is(runs, scored, split, initial[BUDGETS.index(1.0)])
+        for budget in BUDGETS:
+            print(scored_row(f"refit {period_h:g} h", budget, _as_the_flow_refits(runs, split, period_h, budget)),
+                  flush=True)
+    initial = choose_for_budgets(calibration_seen, workloads=int(calibration_seen["pod"].nunique()),
+                                 days=(split - t0) / 86400.0, budgets=[1.0])[0].policy(runs)
+    _where_the_headroom_is(runs, scored, split, initial)
     plot_frontier(rows, plot, "GenAI trace: chosen on the first half of the hours, scored on the second")
     print(f"plot: {plot}")
     return 0

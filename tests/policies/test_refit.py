@@ -87,5 +87,8 @@ def test_a_spell_past_the_new_window_at_a_boundary_is_reclaimed_there() -> None:
     assert windows[-1] == 15 * MIN
     assert "survival window" in why[-1] and why[-1].endswith("history to 1970-01-03 00:00 UTC")
     assert windows[0] == 30 * MIN and "no completed idle spell" in why[0]  # day 1 itself: the fixed window
+    # Replayed from 00:00 only (first_s): day 1 is history, the spell open at 00:00 is decided the same.
+    from_midnight = RefitRule(rule.budget, history_hours=24.0, base_s=30 * MIN, first_s=2 * DAY * MIN)(runs)
+    assert from_midnight[-1] == 15 * MIN and np.isinf(from_midnight[:-1]).all()
     empty_windows, empty_why = rule.decide(runs.iloc[:0])
     assert len(empty_windows) == 0 and empty_why == []

@@ -84,24 +84,30 @@ class RefitRule:
     budget: ColdStartBudget
     history_hours: float
     base_s: float
+    first_s: float | None = None
+    """The first instant replayed: runs idle only before it are history, never decided (``inf``)."""
 
     def __call__(self, runs: pd.DataFrame) -> np.ndarray:
-        return self.decide(runs)[0]
+        return self._decide(runs, explain=False)[0]
 
     def why(self, runs: pd.DataFrame) -> list[str]:
-        return self.decide(runs)[1]
+        return self._decide(runs, explain=True)[1]
 
     def decide(self, runs: pd.DataFrame) -> tuple[np.ndarray, list[str]]:
         """Per run, its window in seconds (``inf``: never reclaimed) and the reason of the rule that set it."""
+        return self._decide(runs, explain=True)
+
+    def _decide(self, runs: pd.DataFrame, *, explain: bool) -> tuple[np.ndarray, list[str]]:
         window = np.full(len(runs), math.inf)
-        why = ["never past its window" for _ in range(len(runs))]
+        why = ["never past its window" for _ in range(len(runs) if explain else 0)]
         if runs.empty:
             return window, why
         start = runs["start"].to_numpy(dtype=float)
         end = runs["end"].to_numpy(dtype=float)
         period = self.budget.refit_hours * 3600.0
         open_ = np.ones(len(runs), dtype=bool)
-        at = refit_boundary(float(start.min()), self.budget.refit_hours)
+        first = float(start.min()) if self.first_s is None else max(float(start.min()), self.first_s)
+        at = refit_boundary(first, self.budget.refit_hours)
         while at <= float(end.max()) and open_.any():
             nxt = at + period
             here = open_ & (start < nxt) & (end > at)
@@ -110,9 +116,10 @@ class RefitRule:
                 due = np.maximum(start + choice.policy(runs), at)
                 hit = here & (due < nxt)
                 window[hit] = due[hit] - start[hit]
-                words = reasons(choice, runs, at)
-                for i in np.flatnonzero(hit):
-                    why[i] = words[i]
+                if explain:
+                    words = reasons(choice, runs, at)
+                    for i in np.flatnonzero(hit):
+                        why[i] = words[i]
                 open_ &= ~hit
             at = nxt
         return window, why

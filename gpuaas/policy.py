@@ -140,7 +140,8 @@ class AdaptivePolicy(_Model):
     """Where the adaptive strategy learns from: the fleet's GPU history in Prometheus."""
 
     history_hours: Annotated[float, Field(gt=0, le=24 * 31)] = 24
-    """How far back each cycle reads the per-workload activity (1-minute steps)."""
+    """How far back each cycle reads the per-workload activity (1-minute steps): from the last refit
+    boundary with a cold-start budget, from now without."""
     chunk_hours: Annotated[float, Field(gt=0)] = 2
     """Time span of one range query: bounds the memory of one answer."""
     cold_start_budget: ColdStartBudget | None = None

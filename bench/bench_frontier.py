@@ -90,8 +90,9 @@ def _where_the_headroom_is(runs: pd.DataFrame, scored: np.ndarray, split: float,
     ours = policy["reclaimed_gpu_s"].to_numpy(dtype=float)
     print(f"at budget 1 ({k} wake-ups), GPU-hours of the spells the clairvoyant stops: its own / the policy's, "
           "and the policy's elsewhere, per context (recent idle share):")
+    bands = context_band(runs)
     for band, name in enumerate(("under 90 %", "90 % or more")):
-        here = context_band(runs) == band
+        here = bands == band
         print(f"  {name}: {gain[stopped & here].sum() / 3600:.1f} / {ours[stopped & here].sum() / 3600:.1f}, "
               f"elsewhere {ours[scored & ~stopped & here].sum() / 3600:.1f}")
 

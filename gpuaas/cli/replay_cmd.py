@@ -25,12 +25,14 @@ from gpuaas.policies.analysis import DETECT_MIN
 from gpuaas.policies.analysis import frontier as frontier_rows
 from gpuaas.policies.reclaim import (
     AdaptiveWindow,
+    Decided,
     RefitRule,
     ReplayResult,
     WindowRule,
     fixed_windows,
     idle_runs,
     observed_seconds,
+    refit_boundary,
     replay_runs,
     replay_table,
 )
@@ -193,9 +195,11 @@ def reclaim(
     if adaptive or budget is not None:
         policy = AdaptiveWindow(base_s=base_s)
         if budget is not None:
-            policy = RefitRule(ColdStartBudget(wakeups_per_workload_per_day=budget, refit_hours=refit_hours),
-                               history_hours=history_hours, base_s=base_s)
-            refits = int(span[1] // (refit_hours * 3600.0) - span[0] // (refit_hours * 3600.0))
+            rule = RefitRule(ColdStartBudget(wakeups_per_workload_per_day=budget, refit_hours=refit_hours),
+                             history_hours=history_hours, base_s=base_s)
+            policy = Decided.by(rule, runs)  # the replay and --reclaims read one decision
+            refits = round((refit_boundary(span[1], refit_hours) - refit_boundary(span[0], refit_hours))
+                           / (refit_hours * 3600.0))
             err_console.print(f"--budget {budget:g}: the window chosen again at {refits} refit "
                               f"boundar{'y' if refits == 1 else 'ies'} ({refit_hours:g} h apart from 00:00 UTC), "
                               f"each on the {history_hours:g} h before it; the fixed {window:g}-min window until "

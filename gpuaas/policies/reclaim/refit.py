@@ -23,7 +23,7 @@ from gpuaas.policies.reclaim.cold_start import BudgetChoice, choose_for_budget
 from gpuaas.policies.reclaim.replay import seen_at
 from gpuaas.policy import ColdStartBudget, Policy
 
-__all__ = ["RefitRule", "choose_at", "history_start", "reasons", "refit_boundary"]
+__all__ = ["Decided", "RefitRule", "choose_at", "history_start", "reasons", "refit_boundary"]
 
 
 def refit_boundary(now_s: float, refit_hours: float) -> float:
@@ -123,3 +123,26 @@ class RefitRule:
                 open_ &= ~hit
             at = nxt
         return window, why
+
+
+@dataclass(frozen=True)
+class Decided:
+    """Windows and reasons already decided for one run table: a :class:`RefitRule` fits at every boundary,
+    so a replay that needs both the windows and the reasons decides once and reads them here."""
+
+    windows: np.ndarray
+    reasons: tuple[str, ...]
+
+    @classmethod
+    def by(cls, rule: RefitRule, runs: pd.DataFrame) -> Decided:
+        windows, why = rule.decide(runs)
+        return cls(windows, tuple(why))
+
+    def __call__(self, runs: pd.DataFrame) -> np.ndarray:
+        if len(runs) != len(self.windows):
+            raise ValueError(f"decided for {len(self.windows)} runs, asked for {len(runs)}")
+        return self.windows
+
+    def why(self, runs: pd.DataFrame) -> list[str]:
+        self(runs)
+        return list(self.reasons)

@@ -10,7 +10,8 @@ frontier took, and the survival window at prices along the budget's ladder, fitt
 first half and scored on the second (candidates a budget chooses from, before the fallback),
 with the built-in adaptive rule beside them; then the same prices refit every hour of the second
 half on what a controller had seen by then, and each budget as the live flow applies it
-(``RefitRule``, refit every 1, 3 and 6 hours and the default day, which this trace holds once).
+(``RefitRule``, refit every 1, 3 and 6 hours and the default day, which this trace holds once); last,
+each part on its own, a fleet of 48 pods.
 
     python -m bench.bench_frontier [TRACE_DIR] [PLOT.png] [--smoke]
 
@@ -97,6 +98,23 @@ def _where_the_headroom_is(runs: pd.DataFrame, scored: np.ndarray, split: float,
               f"elsewhere {ours[scored & ~stopped & here].sum() / 3600:.1f}")
 
 
+def _each_part_alone(parts: list[Path]) -> None:
+    """The adaptive rows of each part on its own (48 pods, as a fleet of that size would see them): chosen on
+    its first half, scored on its second, over the fixed frontier and as a share of the headroom."""
+    if len(parts) < 2:
+        return
+    print("\neach part alone, chosen on its first half and scored on its second (budget: GPU-h / wake-ups, "
+          "vs fixed, headroom):")
+    for part in parts:
+        util = load_utilization([part])
+        runs = idle_runs(util, 5.0)
+        rows = frontier(runs, split_t=(float(util["t"].min()) + float(util["t"].max())) / 2)
+        shown = [f"{r.parameter:g}: {r.reclaimed_gpu_hours:.1f} / {r.wakeups}, "
+                 f"{'-' if x is None else f'{x:.2f}x'}, {_pct(r.headroom_captured) or '-'}"
+                 for r, x in ratio_at_equal_wakeups(rows)]
+        print(f"  {part.stem} ({util['pod'].nunique()} pods): " + "; ".join(shown))
+
+
 def main(argv: list[str]) -> int:
     cli = parser(__doc__)
     cli.add_argument("trace", nargs="?", type=Path, default=DEFAULT)
@@ -170,6 +188,7 @@ def main(argv: list[str]) -> int:
     initial = choose_for_budgets(calibration_seen, workloads=int(calibration_seen["pod"].nunique()),
                                  days=(split - t0) / 86400.0, budgets=[1.0])[0].policy(runs)
     _where_the_headroom_is(runs, scored, split, initial)
+    _each_part_alone(parts)
     plot_frontier(rows, plot, "GenAI trace: chosen on the first half of the hours, scored on the second")
     print(f"plot: {plot}")
     return 0

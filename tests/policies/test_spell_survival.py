@@ -1,8 +1,9 @@
 """The survival window: its context, its fit, its reasons, causality, and the live decision.
 
 Covers: the recent idle share of a hand-made workload (hand-computed); the fit gives a quiet
-context a short window and a busy one "never" at a price where only the long spells pay,
-with the expected saving and wake-ups in the reason; a context seen few times is shrunk
+context a short window and a busy one none of its spells pays for, with the expected saving and
+wake-ups in the reason; "never" only where the history shows that no stop pays, and past the
+longest spell it saw the break-even instead (also as a property); a context seen few times is shrunk
 toward the whole history; a window never depends on samples after its spell starts
 (property: truncating the trace there changes nothing); the live state reclaims at the
 replay's minute with the survival rule; a spell still open when the history ends counts as the
@@ -85,10 +86,43 @@ def test_fit_gives_quiet_contexts_a_short_window_and_says_what_it_expects() -> N
     # data: it counts as the ended spells that outlasted it did (its own end is not known).
     assert "spells after >= 90% of the last 2 h idle last 1 h 40 m at the median (10 seen)" in q_reason
     assert "stopping after 1 min saves 99.0 GPU-min for 1.00 expected wake-ups at 30 GPU-min each" in q_reason
+
+
+def test_never_only_where_the_history_shows_it_and_the_break_even_past_the_history() -> None:
+    # Alone, b's 2-minute spells say nothing of a stop after 2 min: every one of them scores 0 there,
+    # never included. Past them the window is the break-even: 30 GPU-min per wake-up after the first
+    # stop none of them reached (2 min), 32 min, so the first candidate at or after it, 45 min.
     busy = idle_runs(_pod(_cycle(0, 3, 2, 240), "b"), 5.0)
     alone = fit_survival(busy, price_gpu_min=30.0)
-    assert np.isinf(alone(busy)).all()
-    assert alone.why(busy)[-1].endswith("no stop time saves more than its wake-ups cost at 30 GPU-min each: never")
+    assert set(alone(busy)) == {45 * MIN}
+    assert alone.why(busy)[-1].endswith("no stop past the longest of them can be ranked on the history: stopping "
+                                        "after 45 min, the break-even at 30 GPU-min per wake-up beyond every spell "
+                                        "seen")
+    assert replay_runs(busy, alone(busy))["wakeup"].sum() == 0  # what it did on the history is unchanged
+    # Spells of 250 min, each ended by activity: a stop at any candidate (240 min included) saves less
+    # than a wake-up at 300 GPU-min costs, and the history shows it: never.
+    long = idle_runs(_pod(_cycle(0, 1, 250, 4), "l"), 5.0)
+    rule = fit_survival(long, price_gpu_min=300.0)
+    assert np.isinf(rule(long)).all()
+    assert rule.why(long)[-1].endswith("no stop time saves more than its wake-ups cost at 300 GPU-min each: never")
+    assert np.isfinite(fit_survival(long, price_gpu_min=200.0)(long)).all()  # 250 - 1 > 200: worth a stop
+
+
+@settings(max_examples=40, deadline=None)
+@given(idle=st.lists(st.integers(1, 100), min_size=1, max_size=12), price=st.floats(0.0, 100.0))
+def test_a_history_of_short_spells_never_gives_never(idle: list[int], price: float) -> None:
+    # Spells of at most 100 min: the first stop none reached is at most 120 min, and the break-even
+    # 100 GPU-min after it is within the candidates (240 min), so no context gets "never".
+    points, m = [], 0
+    for length in idle:
+        points += [(m, 80.0)] + [(m + 1 + k, 0.0) for k in range(length)]
+        m += 1 + length
+    points.append((m, 80.0))
+    runs = idle_runs(_pod(points), 5.0)
+    rule = fit_survival(runs, price_gpu_min=price)
+    assert all(np.isfinite(o.window_s) for o in rule.outlooks), rule
+    longest = max(idle) * MIN
+    assert all(o.window_s >= longest or not o.beyond_history for o in rule.outlooks)
 
 
 def test_a_context_seen_rarely_is_shrunk_toward_the_whole_history() -> None:

@@ -25,6 +25,9 @@ starts, and the policy learns from the history how spells in that context end:
   longer than ``c`` ended, on average (Kaplan-Meier's redistribution to the right), shrunk toward
   all such spells like any context; one that outlasted every ended spell counts what it saved so
   far and a wake-up for any stop before ``c``;
+* past the longest spell the history saw, it cannot rank stops (all score the same, never
+  included): there the window is the ski-rental break-even beyond it, not never, which would
+  reclaim nothing on a history of short spells however long a spell then lasts;
 * a context with few spells is shrunk toward the whole history: its per-spell figures
   are ``(sum + SHRINK_SPELLS x pooled mean) / (n + SHRINK_SPELLS)``, so a band seen
   twice does not get a window of its own from two spells.
@@ -122,6 +125,9 @@ class SpellOutlook:
     saved_gpu_min: float
     wakeups: float
     spells: int
+    beyond_history: bool = False
+    """The window lies past every spell of the history, which cannot rank such stops: the ski-rental
+    break-even after the first stop no spell it saw was still idle at."""
 
 
 def _duration(seconds: float) -> str:
@@ -161,7 +167,11 @@ class SurvivalWindow:
             like = (f"{after} last {_duration(o.median_spell_s)} at the median ({o.spells} seen)"
                     if math.isfinite(o.median_spell_s) else f"{after}: more than half outlast the history "
                     f"({o.spells} seen)")
-            if math.isfinite(o.window_s):
+            if o.beyond_history:
+                out.append(f"{like}; no stop past the longest of them can be ranked on the history: stopping "
+                           f"after {o.window_s / 60:g} min, the break-even at {self.price_gpu_min:g} GPU-min per "
+                           "wake-up beyond every spell seen")
+            elif math.isfinite(o.window_s):
                 out.append(f"{like}; stopping after {o.window_s / 60:g} min saves {o.saved_gpu_min:.1f} GPU-min "
                            f"for {o.wakeups:.2f} expected wake-ups at {self.price_gpu_min:g} GPU-min each")
             else:
@@ -235,6 +245,25 @@ def _open_spells_imputed(runs: pd.DataFrame, seen: Outcomes, chosen: np.ndarray,
     return Outcomes(seen.windows_s, saved * gpus[None, :], wakes)
 
 
+def _past_the_history(seen: Outcomes, runs: np.ndarray, j: int, price_gpu_min: float) -> tuple[int, bool]:
+    """The stop ``j`` (an index of ``seen.windows_s``), unless it lies past every spell of ``runs``.
+
+    Past the first stop at which no spell of the history was still idle, every stop scores the same
+    on it, never included: the history cannot rank them, and the tie would go to never, however long
+    a spell then lasts. There the window is the ski-rental break-even on the time beyond that stop:
+    stop once a spell has been idle ``price_gpu_min`` minutes longer (the first candidate at or after
+    it), which costs at most twice what the best stop would have for a spell of any length, where
+    never can cost without bound. Returns the index and whether that rule set it."""
+    touched = np.flatnonzero(((seen.saved_gpu_min[:, runs] > 0) | (seen.wakeups[:, runs] > 0)).any(axis=1))
+    first_untested = int(touched[-1]) + 1 if len(touched) else 0
+    if j <= first_untested:
+        return j, False
+    windows = np.asarray(seen.windows_s, dtype=float)
+    k = int(np.searchsorted(windows, windows[first_untested] + 60.0 * price_gpu_min, side="left"))
+    k = min(k, len(windows) - 1)
+    return k, bool(math.isfinite(windows[k]))
+
+
 def fit_survival(runs: pd.DataFrame, *, price_gpu_min: float, history: Outcomes | None = None,
                  mask: np.ndarray | None = None, shrink: float = SHRINK_SPELLS,
                  lookback_s: float = LOOKBACK_S, edges: Sequence[float] = SHARE_EDGES) -> SurvivalWindow:
@@ -259,11 +288,12 @@ def fit_survival(runs: pd.DataFrame, *, price_gpu_min: float, history: Outcomes 
             here, n = chosen, n_all
         score = (value[:, here].sum(axis=1) + shrink * pooled) / max(n + shrink, 1e-9)
         j = len(score) - 1 - int(np.argmax(score[::-1]))  # ties: the later stop, fewer wake-ups
+        j, beyond = _past_the_history(seen, chosen if shrink > 0 else here, j, price_gpu_min)
         saved = (seen.saved_gpu_min[j, here].sum() + shrink * pooled_saved[j]) / max(n + shrink, 1e-9)
         wakes = (seen.wakeups[j, here].sum() + shrink * pooled_wakes[j]) / max(n + shrink, 1e-9)
         spells = chosen & (bands == band)
         if not spells.any():
             spells = chosen
         outlooks.append(SpellOutlook(seen.windows_s[j], _median_spell_s(length[spells], ended[spells]),
-                                     float(saved), float(wakes), int((chosen & (bands == band)).sum())))
+                                     float(saved), float(wakes), int((chosen & (bands == band)).sum()), beyond))
     return SurvivalWindow(float(price_gpu_min), tuple(outlooks), float(lookback_s), tuple(float(e) for e in edges))

@@ -252,8 +252,9 @@ def _past_the_history(seen: Outcomes, runs: np.ndarray, j: int, price_gpu_min: f
     on it, never included: the history cannot rank them, and the tie would go to never, however long
     a spell then lasts. There the window is the ski-rental break-even on the time beyond that stop:
     stop once a spell has been idle ``price_gpu_min`` minutes longer (the first candidate at or after
-    it), which costs at most twice what the best stop would have for a spell of any length, where
-    never can cost without bound. Returns the index and whether that rule set it."""
+    it). For a one-GPU workload that costs, beyond that stop, at most twice what the best stop would
+    have for a spell of any length (deterministic ski rental, before the rounding up to a candidate),
+    where never can cost without bound. Returns the index and whether that rule set it."""
     touched = np.flatnonzero(((seen.saved_gpu_min[:, runs] > 0) | (seen.wakeups[:, runs] > 0)).any(axis=1))
     first_untested = int(touched[-1]) + 1 if len(touched) else 0
     if j <= first_untested:

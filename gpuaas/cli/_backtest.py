@@ -8,6 +8,7 @@ operator runs before switching reclaim to apply.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import asdict
 from datetime import datetime
 
 import pandas as pd
@@ -15,7 +16,7 @@ import pandas as pd
 from gpuaas.cli._common import OutputFormat, err_console, print_json, print_table
 from gpuaas.errors import ConfigError
 from gpuaas.idle_history import read_fleet_history
-from gpuaas.policies.analysis import FrontierRow, ratio_at_equal_wakeups
+from gpuaas.policies.analysis import CalibrationEvidence, FrontierRow, frontier_headline, ratio_at_equal_wakeups
 from gpuaas.settings import GpuaasSettings
 
 __all__ = ["FRONTIER_COLUMNS", "fleet_history", "print_frontier"]
@@ -46,10 +47,14 @@ def fleet_history(settings: GpuaasSettings, start: datetime, end: datetime, *, n
     return runs, stream.pods, stream.observed_weighted_s(weights)
 
 
-def print_frontier(rows: Sequence[FrontierRow], fmt: OutputFormat, title: str) -> None:
+def print_frontier(rows: Sequence[FrontierRow], evidence: CalibrationEvidence, fmt: OutputFormat,
+                   title: str) -> None:
+    """The frontier table after its headline (on stderr), or both in one JSON object."""
     if fmt is OutputFormat.json:
-        print_json({"frontier": [r.to_dict() for r in rows]})
+        print_json({"calibration": asdict(evidence), "frontier": [r.to_dict() for r in rows]})
         return
+    for line in frontier_headline(rows, evidence):
+        _progress(line)
     ratios = {id(r): x for r, x in ratio_at_equal_wakeups(rows)}
     table = []
     for r in rows:

@@ -21,7 +21,7 @@ from gpuaas.cli._backtest import fleet_history, print_frontier
 from gpuaas.cli._common import OutputFormat, err_console, fail, print_json, print_table, progress, settings_or_exit
 from gpuaas.cli.audit_cmd import parse_since
 from gpuaas.errors import ConfigError, GpuaasError
-from gpuaas.policies.analysis import DETECT_MIN
+from gpuaas.policies.analysis import DETECT_MIN, calibration_evidence
 from gpuaas.policies.analysis import frontier as frontier_rows
 from gpuaas.policies.reclaim import (
     AdaptiveWindow,
@@ -178,14 +178,15 @@ def reclaim(
         split = span[0] + (span[1] - span[0]) * calibrate if calibrate > 0 else None
         with progress(f"frontier: {len(runs):,} idle runs, 9 windows, 7 budgets and the clairvoyant limit"):
             rows = frontier_rows(runs, split_t=split, base_s=base_s, detect_s=detect_minutes * 60.0)
+            evidence = calibration_evidence(runs, split)
         how = "all hours" if split is None else f"chosen on the first {calibrate:.0%} of the hours, scored on the rest"
         title = f"Reclaim frontier, idle <= {threshold:g} % ({how})"
         try:
             plot_frontier(rows, plot, title)
         except GpuaasError as exc:
             raise fail(str(exc)) from exc
+        print_frontier(rows, evidence, format, title)
         err_console.print(f"wrote {plot}", markup=False, highlight=False)
-        print_frontier(rows, format, title)
         return
     common: dict[str, Any] = {"pods": pods, "observed_s": observed_s, "qps": rates, "window_min": window,
                               "threshold": threshold}

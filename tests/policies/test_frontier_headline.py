@@ -1,0 +1,91 @@
+"""What the frontier's reader sees first: the calibration part's evidence and the adaptive rows' gain.
+
+Covers: the spells the calibration part holds, after a quiet two hours and of an hour or more,
+counted by hand on a made-up trace (a spell still open at the split counts what it lasted there,
+not its whole length); the headline's range and best row over the fixed frontier, computed by
+hand; the line that says every budget matched the fixed rule; and the replay command printing
+both before its table, and the counts in its JSON.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pandas as pd
+from typer.testing import CliRunner
+
+from gpuaas.cli.app import app as main_app
+from gpuaas.policies.analysis import CalibrationEvidence, FrontierRow, calibration_evidence, frontier_headline
+from gpuaas.policies.reclaim import idle_runs
+
+MIN = 60.0
+
+
+def _trace() -> pd.DataFrame:
+    """Pod q: one active minute, then 100 idle, six times (spells start at minutes 1, 102, 203, 304,
+    405, 506). Pod b: 3 active minutes, then 2 idle, 200 times (spells start at 3, 8, 13, ...)."""
+    rows = []
+    for k in range(6):
+        rows += [("q", 101 * k, 80.0)] + [("q", 101 * k + 1 + m, 0.0) for m in range(100)]
+    for k in range(200):
+        rows += [("b", 5 * k + m, 70.0) for m in range(3)] + [("b", 5 * k + 3 + m, 0.0) for m in range(2)]
+    return pd.DataFrame(rows, columns=["pod", "t", "value"]).assign(t=lambda d: d["t"] * MIN)
+
+
+def test_calibration_evidence_counts_what_the_part_before_the_split_holds() -> None:
+    runs = idle_runs(_trace(), 5.0)
+    got = calibration_evidence(runs, 451 * MIN)
+    # q: five spells start before minute 451. The first starts with no history (busy), the second
+    # after 100 idle minutes of 120 (83 %), the third to fifth after 118 of 120 (98 %): 3 quiet.
+    # Four last 100 minutes; the fifth (from 405) has lasted 46 minutes at the split: 4 long.
+    # b: spells start at 3 + 5k < 451, 90 of them, each 2 minutes after 3 busy ones.
+    assert got == CalibrationEvidence(spells=95, quiet_spells=3, long_spells=4)
+    assert calibration_evidence(runs) == CalibrationEvidence(spells=6 + 200, quiet_spells=4, long_spells=6)
+    assert got.describe() == ("calibration part: 95 idle spells, 3 after 90% or more of the last 2 h idle, "
+                              "4 of 60 min or more")
+
+
+FIXED = [FrontierRow("fixed", 30.0, 10.0, 100), FrontierRow("fixed", 10.0, 20.0, 200)]
+EVIDENCE = CalibrationEvidence(10, 1, 2)
+
+
+def test_the_headline_gives_the_range_and_the_best_budget() -> None:
+    # The fixed frontier is 15 GPU-hours at 150 wake-ups (half way between its windows).
+    rows = [*FIXED, FrontierRow("adaptive", 1.0, 18.0, 150, 0.3), FrontierRow("adaptive", 4.0, 15.0, 150, 0.0),
+            FrontierRow("adaptive", 0.25, 18.0, 150, 0.3), FrontierRow("adaptive", 16.0, 30.0, 400)]
+    lines = frontier_headline(rows, EVIDENCE)
+    assert lines[0] == EVIDENCE.describe()
+    # 18 / 15 = 1.20x at budgets 0.25 and 1 (the smaller is named), 15 / 15 = 1.00x; 400 wake-ups
+    # lie past the fixed windows and are not compared.
+    assert lines[1] == ("adaptive over fixed at equal wake-ups: 1.00x to 1.20x over 3 budgets; best at 0.25 "
+                        "wake-ups per workload-day (1.20x, 30% of the clairvoyant headroom)")
+
+
+def test_the_headline_says_when_every_budget_matched_the_fixed_rule() -> None:
+    rows = [*FIXED, FrontierRow("adaptive", 1.0, 10.0, 100, 0.0), FrontierRow("adaptive", 2.0, 20.0, 200, 0.0)]
+    assert frontier_headline(rows, EVIDENCE)[1].startswith("every budget matched the fixed rule at its wake-ups")
+    alone = frontier_headline([*FIXED, FrontierRow("adaptive", 1.0, 0.0, 0)], EVIDENCE)
+    assert alone[1] == "no adaptive row falls within the fixed windows' wake-ups: nothing to compare"
+
+
+def test_replay_prints_the_headline_before_the_table_and_the_counts_in_json(tmp_path: Path) -> None:
+    trace = _trace()
+    csv = tmp_path / "duty.csv"
+    pd.DataFrame({"value": trace["value"], "timestamp_anon": trace["t"] + 1.6e9,
+                  "container_ip": trace["pod"]}).to_csv(csv, index=False)
+    args = ["replay", "reclaim", "--utilization", str(csv), "--frontier", "--plot", str(tmp_path / "f.png")]
+    runner = CliRunner()
+    text = runner.invoke(main_app, args, env={"COLUMNS": "200"})
+    assert text.exit_code == 0, text.output
+    headline = [line for line in text.stderr.splitlines() if line.startswith("calibration part:")]
+    assert len(headline) == 1, text.stderr
+    # The data span minutes 0 to 999 (b's last sample), so the split of --calibrate 0.5 falls at
+    # minute 499.5: q's five spells from 1 to 405 (the last ended at 505, open at the split for 94.5
+    # minutes: long), and b's 100 spells from 3 to 498.
+    assert headline[0].startswith("calibration part: 105 idle spells, 3 after 90% or more")
+    assert headline[0].endswith("5 of 60 min or more")
+    assert text.stderr.index("calibration part:") < text.stderr.index("wrote ")
+    data = json.loads(runner.invoke(main_app, [*args, "--format", "json"]).stdout)
+    assert data["calibration"] == {"spells": 105, "quiet_spells": 3, "long_spells": 5}
+    assert [r["policy"] for r in data["frontier"]][:1] == ["fixed"]

@@ -8,10 +8,11 @@ APT_PACKAGES := prometheus prometheus-pushgateway postgresql chromium chromium-d
 
 venv: $(VENV)/.installed
 
+# uv installs the same packages in seconds where pip takes minutes; pip if uv cannot be had.
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
-	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet -e ".[test,dev]"
+	( $(BIN)/python -m pip install --quiet uv && $(BIN)/uv pip install --quiet --python $(BIN)/python -e ".[test,dev]" ) \
+	  || ( $(BIN)/python -m pip install --quiet --upgrade pip && $(BIN)/python -m pip install --quiet -e ".[test,dev]" )
 	touch $@
 
 # Debian packages for the real services the embedded cluster and the tests run (chromium: the HTML report test;

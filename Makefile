@@ -37,8 +37,11 @@ system-deps:
 demo: venv system-deps
 	$(BIN)/gpuaas demo
 
+# Two test processes: most of the suite waits on servers and clocks, so two overlap those waits on two cores.
+TEST_WORKERS ?= 2
+
 test: venv system-deps lint real-cluster
-	PREFECT_SERVER_ANALYTICS_ENABLED=false $(BIN)/python -m pytest --durations=20
+	PREFECT_SERVER_ANALYTICS_ENABLED=false $(BIN)/python -m pytest -n $(TEST_WORKERS) --dist loadscope --durations=20
 
 # The real control plane (kube-apiserver, etcd, the Kueue manager) built from the Go module proxy into
 # ~/.cache/gpuaas/k8s/ once per machine; seconds when cached. See docs/real-cluster.md.

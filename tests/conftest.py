@@ -9,6 +9,11 @@ from __future__ import annotations
 import os
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
+from typing import Any
+
+# A test sets the terminal width it checks; a width inherited from whatever started the test process (a
+# parallel worker is started with 80 columns) would be kept by the CLI's console from its import on.
+os.environ.pop("COLUMNS", None)
 
 import prefect.main  # noqa: F401  (Prefect configures its logging now, before gpuaas.cli sets terminal defaults)
 import pytest
@@ -18,6 +23,39 @@ from gpuaas.cluster.runner import EmbeddedCluster
 from gpuaas.cluster.services import postgres_server, pushgateway_server
 
 SHARED = Path(__file__).resolve().parents[1].parent / "shared"
+
+
+REAL = Path(__file__).resolve().parent / "real"
+
+
+def _scope(nodeid: str) -> str:
+    """The unit one test process runs whole: a module (its module-scoped servers start once), or every
+    module under ``tests/real``, which share one real control plane (a minute or two to start)."""
+    path = nodeid.split("::", 1)[0]
+    return "tests/real" if path.startswith("tests/real/") else path
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """The modules that hold a slow test go first: in a parallel run (``make test``) their waits (a load
+    test holds a rate for 90 s) then overlap the rest of the suite instead of ending the run alone."""
+    slow = {item.path for item in items if any(item.get_closest_marker(m) for m in ("slow", "e2e", "real"))}
+    items.sort(key=lambda item: item.path not in slow)  # stable: collection order within each part
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
+    """``--dist loadscope`` with :func:`_scope` as the scope, handed out in collection order."""
+    if config.getvalue("dist") != "loadscope":
+        return None
+    from xdist.scheduler import LoadScopeScheduling
+
+    class ByScope(LoadScopeScheduling):  # type: ignore[misc]
+        def _split_scope(self, nodeid: str) -> str:
+            return _scope(nodeid)
+
+    config.option.loadscopereorder = False
+    return ByScope(config, log)
 
 
 @pytest.fixture(scope="session")

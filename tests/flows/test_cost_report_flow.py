@@ -60,14 +60,16 @@ def flow_doc(fleet: EmbeddedCluster, pushgateway_url: str, prefect_harness: None
     with pytest.MonkeyPatch.context() as mp:
         for key, value in _env(fleet, pushgateway_url, tmp_path_factory.mktemp("cost-flow-data")).items():
             mp.setenv(key, value)
-        doc: dict[str, object] = cost_report(window="2h", at=fleet.clock.now())
+        state = cost_report(window="2h", at=fleet.clock.now(), return_state=True)
+        doc: dict[str, object] = state.result()
         doc["data_dir"] = os.environ["GPUAAS_DATA_DIR"]
+        doc["flow_run_id"] = state.state_details.flow_run_id
     return doc
 
 
 def test_flow_publishes_artifacts_metrics_and_the_html(flow_doc: dict, pushgateway_url: str) -> None:  # type: ignore[type-arg]
     from prefect.client.orchestration import get_client
-    from prefect.client.schemas.filters import ArtifactFilter, ArtifactFilterKey
+    from prefect.client.schemas.filters import ArtifactFilter, ArtifactFilterFlowRunId, ArtifactFilterKey
 
     path = Path(str(flow_doc["report"]))
     assert path.is_file() and path.parent == Path(str(flow_doc["data_dir"])) / "reports"
@@ -77,8 +79,8 @@ def test_flow_publishes_artifacts_metrics_and_the_html(flow_doc: dict, pushgatew
     keys = ["gpuaas-cost-funnel", "gpuaas-cost-per-outcome", "gpuaas-cost-top-wasters", "gpuaas-cost-summary",
             "gpuaas-cost-change"]
     with get_client(sync_client=True) as client:
-        found = {a.key: a for a in client.read_artifacts(artifact_filter=ArtifactFilter(key=ArtifactFilterKey(
-            any_=keys)))}
+        found = {a.key: a for a in client.read_artifacts(artifact_filter=ArtifactFilter(  # this run's, not another's
+            key=ArtifactFilterKey(any_=keys), flow_run_id=ArtifactFilterFlowRunId(any_=[flow_doc["flow_run_id"]])))}
     assert set(found) == set(keys)
     assert "llm-abort" in str(found["gpuaas-cost-per-outcome"].data)
     assert "no verified outcome" in str(found["gpuaas-cost-per-outcome"].data)  # llm-legacy, never inf or 0

@@ -25,9 +25,6 @@ from gpuaas.cluster.services import postgres_server, pushgateway_server
 SHARED = Path(__file__).resolve().parents[1].parent / "shared"
 
 
-REAL = Path(__file__).resolve().parent / "real"
-
-
 def _scope(nodeid: str) -> str:
     """The unit one test process runs whole: a module (its module-scoped servers start once), or every
     module under ``tests/real``, which share one real control plane (a minute or two to start)."""

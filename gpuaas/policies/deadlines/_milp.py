@@ -71,10 +71,32 @@ def _latest_start(item: Item) -> float:
     return item.deadline - item.duration
 
 
-def _model(
-    items: Sequence[Item], capacity: int, times: list[float], limits: MilpLimits
-) -> tuple[list[tuple[int, float]], np.ndarray, np.ndarray, np.ndarray, np.ndarray] | None:
-    """Columns (job, start) and the capacity rows; ``None`` past the variable bound."""
+@dataclass(frozen=True)
+class _Model:
+    """The pending jobs, the time points, the columns (job, start) and the capacity rows over them."""
+
+    pending: list[Item]
+    times: list[float]
+    columns: list[tuple[int, float]]
+    rows: np.ndarray
+    cols: np.ndarray
+    vals: np.ndarray
+    held: np.ndarray
+
+    def assignment(self, width: int) -> coo_array:
+        """One row per pending job over its columns (``width`` leaves room for extra variables)."""
+        n = len(self.columns)
+        return coo_array((np.ones(n), ([j for j, _ in self.columns], np.arange(n))), shape=(len(self.pending), width))
+
+    def starts(self, x: np.ndarray) -> dict[str, float]:
+        return {self.pending[j].name: t for c, (j, t) in enumerate(self.columns) if x[c] > 0.5}
+
+
+def _model(items: Sequence[Item], limits: MilpLimits) -> _Model | None:
+    """The exact model's structure; ``None`` past the time-point or the variable bound."""
+    times = candidate_times(items, limits.max_time_points)
+    if times is None:
+        return None
     pending = [i for i in items if i.fixed_start is None and i.deadline is not None]
     columns = [(j, t) for j, item in enumerate(pending) for t in times if t <= _latest_start(item) + EPS]
     if len(columns) > limits.max_variables:
@@ -91,33 +113,26 @@ def _model(
             rows.append(r)
             cols.append(c)
             vals.append(pending[j].gpus)
-    return columns, np.array(rows), np.array(cols), np.array(vals, dtype=float), held
+    return _Model(pending, times, columns, np.array(rows), np.array(cols), np.array(vals, dtype=float), held)
 
 
 def solve_min_extra(
     items: Sequence[Item], capacity: int, lower: int, upper: int, limits: MilpLimits
 ) -> MilpAnswer | None:
     """Fewest extra GPUs (between ``lower`` and ``upper``) with every deadline met; None past the bound."""
-    times = candidate_times(items, limits.max_time_points)
-    if times is None:
+    model = _model(items, limits)
+    if model is None:
         return None
-    built = _model(items, capacity, times, limits)
-    if built is None:
-        return None
-    columns, rows, cols, vals, held = built
-    pending = [i for i in items if i.fixed_start is None and i.deadline is not None]
-    n, m = len(columns), len(times)
+    n, m = len(model.columns), len(model.times)
     # Variables: x_(j,t) binary, then e (extra GPUs) integer. Capacity rows: usage - e <= C - held.
     cap = coo_array(
-        (np.concatenate([vals, -np.ones(m)]), (np.concatenate([rows, np.arange(m)]), np.concatenate([cols, np.full(m, n)]))),
+        (np.concatenate([model.vals, -np.ones(m)]),
+         (np.concatenate([model.rows, np.arange(m)]), np.concatenate([model.cols, np.full(m, n)]))),
         shape=(m, n + 1),
     )
-    assign = coo_array(
-        (np.ones(n), ([j for j, _ in columns], np.arange(n))), shape=(len(pending), n + 1)
-    )
     constraints = [
-        LinearConstraint(cap, -np.inf, capacity - held),
-        LinearConstraint(assign, 1, 1),
+        LinearConstraint(cap, -np.inf, capacity - model.held),
+        LinearConstraint(model.assignment(n + 1), 1, 1),
     ]
     cost = np.zeros(n + 1)
     cost[n] = 1.0
@@ -131,36 +146,28 @@ def solve_min_extra(
     )
     if result.x is None:
         return None
-    starts = {pending[j].name: t for c, (j, t) in enumerate(columns) if result.x[c] > 0.5}
-    return MilpAnswer(optimal=result.status == 0, extra=int(round(result.x[n])), starts=starts)
+    return MilpAnswer(optimal=result.status == 0, extra=int(round(result.x[n])), starts=model.starts(result.x))
 
 
 def solve_max_on_time(items: Sequence[Item], capacity: int, limits: MilpLimits) -> MilpAnswer | None:
     """Most deadlines met on ``capacity`` as it is; the others are left out of ``starts``."""
-    times = candidate_times(items, limits.max_time_points)
-    if times is None:
+    model = _model(items, limits)
+    if model is None:
         return None
-    built = _model(items, capacity, times, limits)
-    if built is None:
-        return None
-    columns, rows, cols, vals, held = built
-    pending = [i for i in items if i.fixed_start is None and i.deadline is not None]
-    n, m = len(columns), len(times)
+    n, m = len(model.columns), len(model.times)
     if n == 0:
         return MilpAnswer(optimal=True, extra=0, starts={})
-    cap = coo_array((vals, (rows, cols)), shape=(m, n))
-    assign = coo_array((np.ones(n), ([j for j, _ in columns], np.arange(n))), shape=(len(pending), n))
+    cap = coo_array((model.vals, (model.rows, model.cols)), shape=(m, n))
     result = milp(
         -np.ones(n),
         integrality=np.ones(n),
         bounds=Bounds(0, 1),
         constraints=[
-            LinearConstraint(cap, -np.inf, np.maximum(capacity - held, 0)),
-            LinearConstraint(assign, 0, 1),
+            LinearConstraint(cap, -np.inf, np.maximum(capacity - model.held, 0)),
+            LinearConstraint(model.assignment(n), 0, 1),
         ],
         options={"time_limit": limits.time_limit_s, "mip_rel_gap": 0.0},
     )
     if result.x is None:
         return None
-    starts = {pending[j].name: t for c, (j, t) in enumerate(columns) if result.x[c] > 0.5}
-    return MilpAnswer(optimal=result.status == 0, extra=0, starts=starts)
+    return MilpAnswer(optimal=result.status == 0, extra=0, starts=model.starts(result.x))

@@ -13,6 +13,7 @@ from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
+from gpuaas.cluster._http_reply import EXPOSITION, reply
 from gpuaas.cluster.telemetry import Sample, format_exposition
 
 __all__ = ["MetricsServer"]
@@ -27,11 +28,7 @@ class _Handler(BaseHTTPRequestHandler):
             return
         with self.server.lock:
             body = format_exposition(self.server.samples()).encode()
-        self.send_response(200)
-        self.send_header("Content-Type", "text/plain; version=0.0.4; charset=utf-8")
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
+        reply(self, 200, body, EXPOSITION)
 
     def log_message(self, format: str, *args: Any) -> None:  # noqa: A002
         return

@@ -14,7 +14,6 @@ utilisation. The same prices appear as OpenCost's own Prometheus metrics
 
 from __future__ import annotations
 
-import json
 import re
 import threading
 from collections.abc import Callable, Iterable
@@ -23,6 +22,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
+from gpuaas.cluster._http_reply import reply_json
 from gpuaas.cluster._opencost_ledger import Accumulator, AllocationKey, CostLedger
 from gpuaas.cluster._scenario_objects import node_names
 from gpuaas.cluster.scenario import Scenario
@@ -205,12 +205,7 @@ class _Handler(BaseHTTPRequestHandler):
         self._send(200, body)
 
     def _send(self, status: int, body: dict[str, Any]) -> None:
-        data = json.dumps(body).encode()
-        self.send_response(status)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(data)))
-        self.end_headers()
-        self.wfile.write(data)
+        reply_json(self, status, body)
 
     def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - silence per-request logging
         return

@@ -49,6 +49,7 @@ from typing import Any
 from prometheus_client import generate_latest
 
 from gpuaas.cluster._engine import EngineModel, model_capacity_rps
+from gpuaas.cluster._http_reply import EXPOSITION, reply, reply_json
 from gpuaas.cluster._scenario_models import Scenario, Serving, WorkloadKind
 from gpuaas.cluster._serving_metrics import TTFT_BUCKETS, ServingMetrics
 
@@ -166,12 +167,7 @@ class _Handler(BaseHTTPRequestHandler):
         return
 
     def _json(self, status: int, body: dict[str, Any]) -> None:
-        data = json.dumps(body).encode()
-        self.send_response(status)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(data)))
-        self.end_headers()
-        self.wfile.write(data)
+        reply_json(self, status, body)
 
     def _error(self, status: int, kind: str, message: str) -> None:
         self._json(status, {"object": "error", "error": {"message": message, "type": kind, "code": status}})
@@ -180,12 +176,7 @@ class _Handler(BaseHTTPRequestHandler):
         ep = self.server.endpoint
         path = self.path.split("?")[0]
         if path == "/metrics":
-            data = generate_latest(ep.metrics.registry)
-            self.send_response(200)
-            self.send_header("Content-Type", "text/plain; version=0.0.4; charset=utf-8")
-            self.send_header("Content-Length", str(len(data)))
-            self.end_headers()
-            self.wfile.write(data)
+            reply(self, 200, generate_latest(ep.metrics.registry), EXPOSITION)
         elif path == "/health":
             self._json(200, {})
         elif path == "/v1/models":

@@ -31,6 +31,8 @@ from urllib.parse import parse_qs, urlsplit
 
 import yaml
 
+from gpuaas.cluster._http_reply import reply
+
 from . import _discovery
 from ._errors import ApiError
 from ._patch import CONTENT_TYPES
@@ -366,11 +368,7 @@ def _make_handler(server: ApiServer) -> type[BaseHTTPRequestHandler]:
                 log.exception("embedded API server failed on %s %s", self.command, self.path)
                 status, payload = 500, ApiError(500, "InternalError", f"Internal error occurred: {exc}").to_status()
             data = payload if isinstance(payload, bytes) else json.dumps(payload, separators=(",", ":")).encode()
-            self.send_response(status)
-            self.send_header("Content-Type", "application/json" if data[:1] in (b"{", b"[") else "text/plain")
-            self.send_header("Content-Length", str(len(data)))
-            self.end_headers()
-            self.wfile.write(data)
+            reply(self, status, data, "application/json" if data[:1] in (b"{", b"[") else "text/plain")
 
         do_GET = do_POST = do_PUT = do_PATCH = do_DELETE = _serve
 

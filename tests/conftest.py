@@ -21,6 +21,8 @@ import pytest
 from gpuaas.cluster.prometheus import PrometheusServer, to_openmetrics
 from gpuaas.cluster.runner import EmbeddedCluster
 from gpuaas.cluster.services import postgres_server, pushgateway_server
+from gpuaas.settings import GpuaasSettings
+from gpuaas.store import Store, open_store
 
 SHARED = Path(__file__).resolve().parents[1].parent / "shared"
 
@@ -53,6 +55,14 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
 
     config.option.loadscopereorder = False
     return ByScope(config, log)
+
+
+@pytest.fixture()
+def store(settings: GpuaasSettings) -> Iterator[Store]:
+    """The store the test's ``settings`` open (a directory or a module gives its own ``settings``)."""
+    opened = open_store(settings)
+    yield opened
+    opened.close()
 
 
 @pytest.fixture(scope="session")

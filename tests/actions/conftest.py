@@ -1,11 +1,10 @@
-"""Fixtures of the reclaim action tests: the module's cluster, settings pointed at it, the store.
+"""Fixtures of the reclaim action tests: the module's cluster and settings pointed at it (the root gives the store).
 
 A module that needs another cluster (a Kueue serving only v1beta1) overrides ``cluster``.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -13,7 +12,6 @@ import pytest
 from gpuaas.cluster.runner import EmbeddedCluster
 from gpuaas.cluster.testbed import write_policy
 from gpuaas.settings import GpuaasSettings, load_settings
-from gpuaas.store import Store, open_store
 from tests.scenarios import point_at
 
 
@@ -26,10 +24,3 @@ def cluster(reclaim_fleet: EmbeddedCluster) -> EmbeddedCluster:
 def settings(cluster: EmbeddedCluster, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> GpuaasSettings:
     point_at(cluster, monkeypatch, policy_file=write_policy(tmp_path / "policy.yaml", max_actions_per_run=20))
     return load_settings()
-
-
-@pytest.fixture()
-def store(settings: GpuaasSettings) -> Iterator[Store]:
-    opened = open_store(settings)
-    yield opened
-    opened.close()

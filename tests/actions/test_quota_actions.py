@@ -24,7 +24,7 @@ from gpuaas.cluster.runner import EmbeddedCluster
 from gpuaas.policies.quotas import QueueDemand, QuotaLimits, QuotaPlan, plan_quotas
 from gpuaas.policy import Mode
 from gpuaas.settings import GpuaasSettings, load_settings
-from gpuaas.store import Store, open_store
+from gpuaas.store import Store
 from tests.actions.rebalance_scenario import NOMINAL, QUEUES, rebalance_cluster
 from tests.cluster.test_crd_schemas import crd_errors, crd_validators  # noqa: F401  (the fixture)
 from tests.scenarios import point_at
@@ -44,13 +44,6 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[EmbeddedCluste
 def settings(cluster: EmbeddedCluster, monkeypatch: pytest.MonkeyPatch) -> GpuaasSettings:
     point_at(cluster, monkeypatch)
     return load_settings()
-
-
-@pytest.fixture()
-def store(settings: GpuaasSettings) -> Iterator[Store]:
-    opened = open_store(settings)
-    yield opened
-    opened.close()
 
 
 @pytest.fixture()

@@ -17,7 +17,6 @@ import pytest
 from gpuaas.cluster.real import KubeHTTP, RealCluster
 from gpuaas.cluster.scenario import parse_scenario
 from gpuaas.settings import GpuaasSettings, load_settings
-from gpuaas.store import Store, open_store
 
 pytestmark = [pytest.mark.real]
 
@@ -105,10 +104,3 @@ def settings(real_cluster: RealCluster, tmp_path: Path, monkeypatch: pytest.Monk
     for key, value in {**real_cluster.settings_env(), "GPUAAS_NVML": "off"}.items():
         monkeypatch.setenv(key, value)
     return load_settings()
-
-
-@pytest.fixture()
-def store(settings: GpuaasSettings) -> Iterator[Store]:
-    opened = open_store(settings)
-    yield opened
-    opened.close()

@@ -15,6 +15,9 @@ from typing import Any
 # parallel worker is started with 80 columns) would be kept by the CLI's console from its import on.
 os.environ.pop("COLUMNS", None)
 
+import importlib
+import random
+
 import prefect.main  # noqa: F401  (Prefect configures its logging now, before gpuaas.cli sets terminal defaults)
 import pytest
 
@@ -25,6 +28,18 @@ from gpuaas.settings import GpuaasSettings
 from gpuaas.store import Store, open_store
 
 SHARED = Path(__file__).resolve().parents[1].parent / "shared"
+
+
+def _private_random_for_prefects_threads() -> None:
+    """Hypothesis warns that a strategy uses ``random`` when the global state moves while it draws. Once a
+    flow has run, Prefect's background threads move it: the events websocket draws every keepalive ping's
+    payload from it, and the client its retry jitter. Each of those modules gets a generator of its own,
+    so a ping that lands mid-draw is not reported as our strategy's."""
+    for name in ("websockets.asyncio.connection", "prefect.utilities.math"):
+        importlib.import_module(name).random = random.Random()
+
+
+_private_random_for_prefects_threads()
 
 
 def _scope(nodeid: str) -> str:

@@ -1,0 +1,89 @@
+"""The hindsight bound of a context family: the best window per context on the very runs it scores.
+
+A hand-made case whose windows are worked out by hand, and a brute force over every assignment of
+windows to contexts on random small tables: no assignment may beat the bound's value at its price.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from gpuaas.policies.analysis import hindsight_bound, hindsight_frontier
+from gpuaas.policies.reclaim import Outcomes
+
+# Windows of 1 min, 10 min and never; four runs, the first two in context "a", the last two in "b".
+HAND = Outcomes(
+    windows_s=(60.0, 600.0, math.inf),
+    saved_gpu_min=np.array([[50.0, 5.0, 100.0, 3.0], [41.0, 0.0, 91.0, 0.0], [0.0, 0.0, 0.0, 0.0]]),
+    wakeups=np.array([[1.0, 1.0, 1.0, 1.0], [1.0, 0.0, 1.0, 0.0], [0.0, 0.0, 0.0, 0.0]]),
+)
+CONTEXTS = np.array(["a", "a", "b", "b"])
+
+
+@pytest.mark.parametrize(("price", "windows", "gpu_min", "wakeups"), [
+    (10.0, (60.0, 60.0), 158.0, 4),  # a: 55 - 20 beats 41 - 10; b: 103 - 20 beats 91 - 10
+    (30.0, (600.0, 600.0), 132.0, 2),  # a: 41 - 30 beats 55 - 60; b: 91 - 30 beats 103 - 60
+    (45.0, (math.inf, 600.0), 91.0, 1),  # a: never (41 - 45 < 0); b: 91 - 45 beats 103 - 90
+    (100.0, (math.inf, math.inf), 0.0, 0),  # no stop pays for either
+])
+def test_each_context_gets_its_own_best_window(price: float, windows: tuple[float, float], gpu_min: float,
+                                               wakeups: int) -> None:
+    point = hindsight_bound(HAND, CONTEXTS, price)
+    assert point.windows_s == windows
+    assert point.reclaimed_gpu_hours == pytest.approx(gpu_min / 60.0)
+    assert point.wakeups == wakeups
+
+
+def test_the_family_beats_one_window_for_all_where_the_contexts_differ() -> None:
+    one = hindsight_bound(HAND, np.zeros(4, dtype=int), 45.0)
+    assert one.windows_s == (600.0,)  # 132 - 90 = 42, against 46 for the two contexts apart
+    both = hindsight_bound(HAND, CONTEXTS, 45.0)
+    assert (both.reclaimed_gpu_hours * 60 - 45.0 * both.wakeups) > (one.reclaimed_gpu_hours * 60 - 45.0 * one.wakeups)
+
+
+def test_the_frontier_runs_from_few_wake_ups_to_many() -> None:
+    points = hindsight_frontier(HAND, CONTEXTS, [10.0, 100.0, 30.0, 45.0])
+    assert [p.wakeups for p in points] == [0, 1, 2, 4]
+    assert [p.price_gpu_min for p in points] == [100.0, 45.0, 30.0, 10.0]
+
+
+def test_one_context_per_run_or_a_precise_error() -> None:
+    with pytest.raises(ValueError, match="one context per run: 3 contexts for 4 runs"):
+        hindsight_bound(HAND, np.array(["a", "a", "b"]), 10.0)
+
+
+@st.composite
+def tables(draw: st.DrawFn) -> tuple[Outcomes, np.ndarray, float]:
+    n_windows, n_runs = draw(st.integers(1, 4)), draw(st.integers(1, 6))
+    saved = np.array(draw(st.lists(st.lists(st.integers(0, 60), min_size=n_runs, max_size=n_runs),
+                                   min_size=n_windows, max_size=n_windows)), dtype=float)
+    wakes = np.array(draw(st.lists(st.lists(st.integers(0, 1), min_size=n_runs, max_size=n_runs),
+                                   min_size=n_windows, max_size=n_windows)), dtype=float)
+    contexts = np.array(draw(st.lists(st.integers(0, 2), min_size=n_runs, max_size=n_runs)))
+    price = draw(st.sampled_from([0.0, 1.0, 7.5, 20.0, 45.0]))
+    return Outcomes(tuple(60.0 * (w + 1) for w in range(n_windows)), saved, wakes), contexts, price
+
+
+@settings(max_examples=300, deadline=None)
+@given(tables())
+def test_no_assignment_of_windows_to_contexts_does_better(table: tuple[Outcomes, np.ndarray, float]) -> None:
+    outcomes, contexts, price = table
+    point = hindsight_bound(outcomes, contexts, price)
+    labels = list(np.unique(contexts))
+    assert len(point.windows_s) == len(labels)
+
+    def value(choice: tuple[int, ...]) -> float:
+        rows = np.array([choice[labels.index(c)] for c in contexts])
+        columns = np.arange(len(contexts))
+        return float(outcomes.saved_gpu_min[rows, columns].sum() - price * outcomes.wakeups[rows, columns].sum())
+
+    brute = max(value(c) for c in itertools.product(range(len(outcomes.windows_s)), repeat=len(labels)))
+    chosen = tuple(outcomes.windows_s.index(w) for w in point.windows_s)
+    assert value(chosen) == pytest.approx(brute)
+    assert point.reclaimed_gpu_hours * 60.0 - price * point.wakeups == pytest.approx(brute)

@@ -11,7 +11,8 @@ first half and scored on the second (candidates a budget chooses from, before th
 with the built-in adaptive rule beside them; then the same prices refit every hour of the second
 half on what a controller had seen by then, and each budget as the live flow applies it
 (``RefitRule``, refit every 1, 3 and 6 hours and the default day, which this trace holds once); last,
-each part on its own, a fleet of 48 pods.
+each part on its own, a fleet of 48 pods; then the hindsight bound of each family of contexts (the best
+window per context chosen on the scored half itself), near the recommended budget's wake-ups.
 
     python -m bench.bench_frontier [TRACE_DIR] [PLOT.png] [--smoke]
 
@@ -33,21 +34,25 @@ from bench._run import TRACES, headline, parser, run
 from gpuaas.policies.analysis import (
     BUDGETS,
     DETECT_MIN,
+    ClairvoyantCurve,
     FrontierRow,
     clairvoyant_curve,
     frontier,
     headroom_captured,
+    hindsight_frontier,
     ratio_at_equal_wakeups,
     seen_at,
 )
 from gpuaas.policies.reclaim import (
     AdaptiveWindow,
+    Outcomes,
     RefitRule,
     choose_for_budgets,
     context_band,
     fit_survival,
     idle_runs,
     outcomes,
+    recent_idle_share,
     replay_runs,
 )
 from gpuaas.policy import AdaptivePolicy, ColdStartBudget
@@ -113,6 +118,69 @@ def _each_part_alone(parts: list[Path]) -> None:
                  f"{'-' if x is None else f'{x:.2f}x'}, {_pct(r.headroom_captured) or '-'}"
                  for r, x in ratio_at_equal_wakeups(rows)]
         print(f"  {part.stem} ({util['pod'].nunique()} pods): " + "; ".join(shown))
+
+
+def _fleet_idle_share(runs: pd.DataFrame, lookback_s: float = 3600.0) -> np.ndarray:
+    """Per run: the share of ``[start - lookback_s, start)`` the fleet's workloads spent idle, on average.
+
+    The fleet's idle time up to ``x`` is the sum over runs of ``clip(x - start, 0, length)``: the runs
+    started by ``x`` count from their start, less those ended by ``x`` from their end.
+    """
+    start = runs["start"].to_numpy(dtype=float)
+    end = start + runs["length"].to_numpy(dtype=float)
+    starts, ends = np.sort(start), np.sort(end)
+    before_s, before_e = np.concatenate(([0.0], np.cumsum(starts))), np.concatenate(([0.0], np.cumsum(ends)))
+
+    def idle_until(x: np.ndarray) -> np.ndarray:
+        ns, ne = np.searchsorted(starts, x, side="right"), np.searchsorted(ends, x, side="right")
+        result: np.ndarray = (ns * x - before_s[ns]) - (ne * x - before_e[ne])
+        return result
+
+    share: np.ndarray = (idle_until(start) - idle_until(start - lookback_s)) / (runs["pod"].nunique() * lookback_s)
+    return share
+
+
+def _hindsight_bounds(runs: pd.DataFrame, scored: np.ndarray, fixed: list[FrontierRow], curve: ClairvoyantCurve,
+                      wakeups: int) -> None:
+    """What each family of contexts could reach with its windows chosen on the scored half itself, at prices
+    whose wake-ups fall within 25 % of ``wakeups``: the ceiling no policy of that family passes there."""
+    share = {lookback: recent_idle_share(runs, lookback) for lookback in (1800.0, 7200.0, 14400.0)}
+    previous = runs.groupby("pod", sort=False)["length"].shift(1).fillna(0.0).to_numpy(dtype=float)
+    fleet = _fleet_idle_share(runs)
+    fleet_band = np.digitize(fleet, np.quantile(fleet[scored], [0.2, 0.4, 0.6, 0.8]))  # the scored half's own
+    two_hours = np.digitize(share[7200.0], [0.7, 0.85, 0.9, 0.95]) * 10
+    families = {
+        "one window for all": np.zeros(len(runs), dtype=int),
+        "2 h idle share, edge at 90 % (the policy's)": context_band(runs),
+        "2 h idle share in 9 bands": np.digitize(share[7200.0], [0.3, 0.5, 0.7, 0.8, 0.85, 0.9, 0.95, 0.98]),
+        "2 h x 30 min idle share": two_hours + np.digitize(share[1800.0], [0.5, 0.8, 0.9, 0.95, 0.99]),
+        "2 h idle share x previous spell": two_hours + np.digitize(previous, [60, 300, 900, 1800, 3600]),
+        "2 h x 4 h idle share": two_hours + np.digitize(share[14400.0], [0.5, 0.7, 0.85, 0.9, 0.95]),
+        "fleet idle share, last hour (5 bands)": fleet_band,
+        "2 h idle share x fleet idle share": two_hours + fleet_band,
+    }
+    replayed = outcomes(runs)
+    on_scored = Outcomes(replayed.windows_s, replayed.saved_gpu_min[:, scored], replayed.wakeups[:, scored])
+    low, high = 0.75 * wakeups, 1.25 * wakeups
+    prices = [float(p) for p in np.geomspace(0.5, 2000.0, 80)]
+    print(f"\nhindsight bound of each context family (the best window per context, chosen on the scored half "
+          f"itself), at {low:.0f} to {high:.0f} wake-ups: vs fixed, headroom")
+    for name, codes in families.items():
+        near = []
+        for point in hindsight_frontier(on_scored, codes[scored], prices):
+            row = FrontierRow("adaptive", point.price_gpu_min, point.reclaimed_gpu_hours, point.wakeups)
+            (_, ratio), = ratio_at_equal_wakeups([*fixed, row])
+            if low <= point.wakeups <= high and ratio is not None:
+                near.append((ratio, round(headroom_captured(row, fixed, curve) or 0.0, 2) + 0.0))  # no "-0%"
+        contexts = len(np.unique(codes[scored]))
+        shown = (f"{_span([r for r, _ in near], '{:.2f}')}x, {_span([h for _, h in near], '{:.0%}')}" if near
+                 else "no point in that range")
+        print(f"  {name} ({contexts} context{'' if contexts == 1 else 's'}): {shown}")
+
+
+def _span(values: list[float], fmt: str) -> str:
+    low, high = fmt.format(min(values)), fmt.format(max(values))
+    return low if low == high else f"{low}-{high}"
 
 
 def main(argv: list[str]) -> int:
@@ -188,6 +256,8 @@ def main(argv: list[str]) -> int:
     initial = choose_for_budgets(calibration_seen, workloads=int(calibration_seen["pod"].nunique()),
                                  days=(split - t0) / 86400.0, budgets=[1.0])[0].policy(runs)
     _where_the_headroom_is(runs, scored, split, initial)
+    recommended = next(r for r in rows if r.policy == "adaptive" and r.parameter == 1.0)
+    _hindsight_bounds(runs, scored, fixed, curve, recommended.wakeups)
     _each_part_alone(parts)
     plot_frontier(rows, plot, "GenAI trace: chosen on the first half of the hours, scored on the second")
     print(f"plot: {plot}")

@@ -168,9 +168,11 @@ def _hindsight_bounds(runs: pd.DataFrame, scored: np.ndarray, fixed: list[Fronti
     for name, codes in families.items():
         near = []
         for point in hindsight_frontier(on_scored, codes[scored], prices):
+            if not low <= point.wakeups <= high:
+                continue
             row = FrontierRow("adaptive", point.price_gpu_min, point.reclaimed_gpu_hours, point.wakeups)
             (_, ratio), = ratio_at_equal_wakeups([*fixed, row])
-            if low <= point.wakeups <= high and ratio is not None:
+            if ratio is not None:
                 near.append((ratio, round(headroom_captured(row, fixed, curve) or 0.0, 2) + 0.0))  # no "-0%"
         contexts = len(np.unique(codes[scored]))
         shown = (f"{_span([r for r, _ in near], '{:.2f}')}x, {_span([h for _, h in near], '{:.0%}')}" if near

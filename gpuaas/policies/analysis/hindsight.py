@@ -51,11 +51,8 @@ def hindsight_bound(outcomes: Outcomes, contexts: np.ndarray, price_gpu_min: flo
         raise ValueError(f"one context per run: {contexts.shape[0]} contexts for "
                          f"{outcomes.saved_gpu_min.shape[1]} runs")
     labels, index = np.unique(contexts, return_inverse=True)
-    saved = np.zeros((outcomes.saved_gpu_min.shape[0], len(labels)))
-    wakes = np.zeros_like(saved)
-    for w in range(saved.shape[0]):  # per window, the sums over each context's runs
-        saved[w] = np.bincount(index, weights=outcomes.saved_gpu_min[w], minlength=len(labels))
-        wakes[w] = np.bincount(index, weights=outcomes.wakeups[w], minlength=len(labels))
+    member = np.eye(len(labels))[index]  # run x context
+    saved, wakes = outcomes.saved_gpu_min @ member, outcomes.wakeups @ member  # window x context sums
     value = saved - price_gpu_min * wakes
     best = value.shape[0] - 1 - np.argmax(value[::-1], axis=0)  # the last maximum: the longer window
     columns = np.arange(len(labels))

@@ -14,7 +14,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from gpuaas.policies.analysis import hindsight_bound, hindsight_frontier
+from gpuaas.policies.analysis import hindsight_bound, hindsight_curve, hindsight_frontier
 from gpuaas.policies.reclaim import Outcomes
 
 # Windows of 1 min, 10 min and never; four runs, the first two in context "a", the last two in "b".
@@ -53,6 +53,23 @@ def test_the_frontier_runs_from_few_wake_ups_to_many() -> None:
     assert [p.price_gpu_min for p in points] == [100.0, 45.0, 30.0, 10.0]
 
 
+def test_the_curve_takes_the_steepest_steps_first() -> None:
+    # a: never (0, 0), 10 min (1, 41), 1 min (2, 55); b: never (0, 0), 10 min (1, 91), 1 min (2, 103).
+    # Steps per wake-up: b's 91, a's 41, a's 14, b's 12.
+    curve = hindsight_curve(HAND, CONTEXTS)
+    assert curve.wakeups == (0.0, 1.0, 2.0, 3.0, 4.0)
+    assert [round(h * 60.0, 9) for h in curve.gpu_hours] == [0.0, 91.0, 132.0, 146.0, 158.0]
+    assert curve.hours_at(1.5) == pytest.approx((91.0 + 132.0) / 2 / 60.0)  # half of each corner's windows
+    assert curve.hours_at(9.0) == pytest.approx(158.0 / 60.0)  # more wake-ups buy nothing more
+
+
+def test_below_the_fewest_wake_ups_the_curve_has_no_value() -> None:
+    always = Outcomes((60.0,), np.array([[10.0, 20.0]]), np.array([[1.0, 1.0]]))  # one window, both runs wake
+    curve = hindsight_curve(always, np.array([0, 1]))
+    assert curve.hours_at(1.0) is None
+    assert curve.hours_at(2.0) == pytest.approx(30.0 / 60.0)
+
+
 def test_one_context_per_run_or_a_precise_error() -> None:
     with pytest.raises(ValueError, match="one context per run: 3 contexts for 4 runs"):
         hindsight_bound(HAND, np.array(["a", "a", "b"]), 10.0)
@@ -87,3 +104,26 @@ def test_no_assignment_of_windows_to_contexts_does_better(table: tuple[Outcomes,
     chosen = tuple(outcomes.windows_s.index(w) for w in point.windows_s)
     assert value(chosen) == pytest.approx(brute)
     assert point.reclaimed_gpu_hours * 60.0 - price * point.wakeups == pytest.approx(brute)
+
+
+@settings(max_examples=300, deadline=None)
+@given(tables())
+def test_the_curve_is_the_upper_edge_of_every_assignment(table: tuple[Outcomes, np.ndarray, float]) -> None:
+    outcomes, contexts, price = table
+    curve = hindsight_curve(outcomes, contexts)
+    labels = list(np.unique(contexts))
+    points = set()
+    for choice in itertools.product(range(len(outcomes.windows_s)), repeat=len(labels)):
+        rows = np.array([choice[labels.index(c)] for c in contexts])
+        columns = np.arange(len(contexts))
+        points.add((float(outcomes.wakeups[rows, columns].sum()), float(outcomes.saved_gpu_min[rows, columns].sum())))
+    for wakeups, saved in points:  # no assignment lies above the curve
+        at = curve.hours_at(wakeups)
+        assert at is not None
+        assert saved <= at * 60.0 + 1e-9
+    for wakeups, hours in zip(curve.wakeups, curve.gpu_hours, strict=True):  # every corner is an assignment
+        assert any(k == wakeups and s == pytest.approx(hours * 60.0) for k, s in points)
+    # at any price, the best corner is worth what the best window per context is worth
+    point = hindsight_bound(outcomes, contexts, price)
+    best = max(h * 60.0 - price * k for k, h in zip(curve.wakeups, curve.gpu_hours, strict=True))
+    assert best == pytest.approx(point.reclaimed_gpu_hours * 60.0 - price * point.wakeups)

@@ -12,7 +12,9 @@ it. If the bound itself stays below an aim, the family cannot reach the aim on t
 For a price ``p`` in GPU-minutes per wake-up, the best window of a context maximises
 GPU-minutes saved − ``p`` × wake-ups over the context's runs; contexts do not interact, so
 choosing per context maximises the sum. Sweeping ``p`` traces the bound's frontier, one point
-per price. Ties go to the longer window (fewer wake-ups for the same value).
+per price. Ties go to the longer window (fewer wake-ups for the same value). The curve through
+every price at once (:func:`hindsight_curve`) is exact: each context's best points form a concave
+chain, and the family's is their steps taken in order of GPU-minutes per wake-up, steepest first.
 
 Pure: the replayed outcomes and a context per run in, points out.
 """
@@ -21,12 +23,13 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from itertools import pairwise
 
 import numpy as np
 
 from gpuaas.policies.reclaim import Outcomes
 
-__all__ = ["HindsightPoint", "hindsight_bound", "hindsight_frontier"]
+__all__ = ["HindsightCurve", "HindsightPoint", "hindsight_bound", "hindsight_curve", "hindsight_frontier"]
 
 
 @dataclass(frozen=True)
@@ -46,19 +49,78 @@ def hindsight_bound(outcomes: Outcomes, contexts: np.ndarray, price_gpu_min: flo
     ``outcomes`` holds, per candidate window and run, the GPU-minutes saved and the wake-ups caused;
     ``contexts`` one label per run (the columns of ``outcomes``).
     """
+    saved, wakes = _per_context(outcomes, contexts)
+    value = saved - price_gpu_min * wakes
+    best = value.shape[0] - 1 - np.argmax(value[::-1], axis=0)  # the last maximum: the longer window
+    columns = np.arange(saved.shape[1])
+    return HindsightPoint(price_gpu_min, float(saved[best, columns].sum()) / 60.0,
+                          int(round(float(wakes[best, columns].sum()))),
+                          tuple(outcomes.windows_s[w] for w in best))
+
+
+def _per_context(outcomes: Outcomes, contexts: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """GPU-minutes saved and wake-ups summed per window and context (window x context, contexts in
+    the order of ``np.unique``)."""
     contexts = np.asarray(contexts)
     if contexts.shape != (outcomes.saved_gpu_min.shape[1],):
         raise ValueError(f"one context per run: {contexts.shape[0]} contexts for "
                          f"{outcomes.saved_gpu_min.shape[1]} runs")
     labels, index = np.unique(contexts, return_inverse=True)
     member = np.eye(len(labels))[index]  # run x context
-    saved, wakes = outcomes.saved_gpu_min @ member, outcomes.wakeups @ member  # window x context sums
-    value = saved - price_gpu_min * wakes
-    best = value.shape[0] - 1 - np.argmax(value[::-1], axis=0)  # the last maximum: the longer window
-    columns = np.arange(len(labels))
-    return HindsightPoint(price_gpu_min, float(saved[best, columns].sum()) / 60.0,
-                          int(round(float(wakes[best, columns].sum()))),
-                          tuple(outcomes.windows_s[w] for w in best))
+    return outcomes.saved_gpu_min @ member, outcomes.wakeups @ member
+
+
+@dataclass(frozen=True)
+class HindsightCurve:
+    """The bound for every number of wake-ups: its corners, fewest wake-ups first (GPU-hours rising).
+
+    Between two corners the bound is linear: a mix of the two corners' windows, run by run, reaches
+    any point between them."""
+
+    wakeups: tuple[float, ...]
+    gpu_hours: tuple[float, ...]
+
+    def hours_at(self, wakeups: float) -> float | None:
+        """The most GPU-hours any window per context reaches with at most ``wakeups`` wake-ups; None
+        below the fewest any such choice causes."""
+        if not self.wakeups or wakeups < self.wakeups[0] - 1e-9:
+            return None
+        return float(np.interp(wakeups, self.wakeups, self.gpu_hours))
+
+
+def _upper_chain(wakes: np.ndarray, saved: np.ndarray) -> list[tuple[float, float]]:
+    """One context's corners: from its fewest wake-ups (with the most saved there), the points no mix
+    of others beats, each step gaining less per wake-up than the one before."""
+    chain: list[tuple[float, float]] = []
+    for k, s in sorted(zip(wakes.tolist(), saved.tolist(), strict=True), key=lambda p: (p[0], -p[1])):
+        if chain and (k == chain[-1][0] or s <= chain[-1][1]):
+            continue  # the same wake-ups for less, or more wake-ups for no more saved
+        while len(chain) >= 2:
+            (k0, s0), (k1, s1) = chain[-2], chain[-1]
+            if (s1 - s0) * (k - k1) > (s - s1) * (k1 - k0):
+                break
+            chain.pop()  # on or under the line from the corner before it to this point
+        chain.append((k, s))
+    return chain
+
+
+def hindsight_curve(outcomes: Outcomes, contexts: np.ndarray) -> HindsightCurve:
+    """The bound at every number of wake-ups, exact (what :func:`hindsight_frontier` samples at its prices).
+
+    Contexts do not interact, so the family's curve starts where every context takes its fewest
+    wake-ups and then takes the contexts' steps in order of GPU-minutes per wake-up, steepest first."""
+    saved, wakes = _per_context(outcomes, contexts)
+    if not saved.size:
+        return HindsightCurve((0.0,), (0.0,))
+    k0, s0, steps = 0.0, 0.0, []
+    for column in range(saved.shape[1]):
+        chain = _upper_chain(wakes[:, column], saved[:, column])
+        k0, s0 = k0 + chain[0][0], s0 + chain[0][1]
+        steps += [(b[0] - a[0], b[1] - a[1]) for a, b in pairwise(chain)]
+    steps.sort(key=lambda step: step[1] / step[0], reverse=True)
+    k = np.cumsum([k0, *(dk for dk, _ in steps)])
+    s = np.cumsum([s0, *(ds for _, ds in steps)])
+    return HindsightCurve(tuple(float(x) for x in k), tuple(float(x) / 60.0 for x in s))
 
 
 def hindsight_frontier(outcomes: Outcomes, contexts: np.ndarray,

@@ -14,8 +14,8 @@ __all__ = ["plot_frontier"]
 
 
 def plot_frontier(rows: Sequence[FrontierRow], path: Path, title: str) -> None:
-    """GPU-hours against wake-ups, one line per policy (fixed, adaptive, the clairvoyant limit), as PNG
-    (matplotlib's Agg backend: no display)."""
+    """GPU-hours against wake-ups, one line per policy (fixed, adaptive, the clairvoyant limit) and the
+    adaptive context's ceiling at the adaptive rows, as PNG (matplotlib's Agg backend: no display)."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -41,6 +41,12 @@ def plot_frontier(rows: Sequence[FrontierRow], path: Path, title: str) -> None:
                         textcoords="offset points", xytext=(-5, 5) if above else (5, -10),
                         ha="right" if above else "left", fontsize=7,
                         bbox={"boxstyle": "round,pad=0.1", "fc": "white", "ec": "none", "alpha": 0.8})
+    ceiling = frame[(frame["policy"] == "adaptive") & frame["context_ceiling_gpu_hours"].notna()]
+    if not ceiling.empty:
+        ceiling = ceiling.sort_values("wakeups")
+        ax.plot(ceiling["wakeups"], ceiling["context_ceiling_gpu_hours"], marker="v", markersize=5, linestyle=":",
+                color="grey", zorder=1,
+                label="adaptive's context in hindsight (its ceiling)")
     ax.set_xlabel("wake-ups (cold starts)")
     ax.set_ylabel("reclaimed GPU-hours")
     ax.set_title(title, fontsize=9)

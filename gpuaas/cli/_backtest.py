@@ -16,7 +16,13 @@ import pandas as pd
 from gpuaas.cli._common import OutputFormat, err_console, print_json, print_table
 from gpuaas.errors import ConfigError
 from gpuaas.idle_history import read_fleet_history
-from gpuaas.policies.analysis import CalibrationEvidence, FrontierRow, frontier_headline, ratio_at_equal_wakeups
+from gpuaas.policies.analysis import (
+    CalibrationEvidence,
+    FrontierRow,
+    as_ceilings,
+    frontier_headline,
+    ratio_at_equal_wakeups,
+)
 from gpuaas.settings import GpuaasSettings
 
 __all__ = ["FRONTIER_COLUMNS", "fleet_history", "print_frontier"]
@@ -56,10 +62,14 @@ def print_frontier(rows: Sequence[FrontierRow], evidence: CalibrationEvidence, f
     for line in frontier_headline(rows, evidence):
         _progress(line)
     ratios = {id(r): x for r, x in ratio_at_equal_wakeups(rows)}
+    ceilings = {r.parameter: x for r, x in ratio_at_equal_wakeups(as_ceilings(rows))}
     table = []
     for r in rows:
         ratio = ratios.get(id(r))
+        ceiling = ceilings.get(r.parameter) if r.policy == "adaptive" else None
         table.append([r.policy, f"{r.parameter:g}", round(r.reclaimed_gpu_hours, 2), r.wakeups,
                       "-" if ratio is None else f"{ratio:.2f}x",
-                      "-" if r.headroom_captured is None else f"{r.headroom_captured:.0%}"])
-    print_table(title, [*FRONTIER_COLUMNS, "vs fixed at equal wake-ups", "headroom captured"], table)
+                      "-" if r.headroom_captured is None else f"{r.headroom_captured:.0%}",
+                      "-" if ceiling is None else f"{ceiling:.2f}x"])
+    print_table(title, [*FRONTIER_COLUMNS, "vs fixed at equal wake-ups", "headroom captured", "context ceiling"],
+                table)

@@ -6,7 +6,7 @@ replay's reclaim minute and window (hand-computed); the budget's choice stays wi
 budget on the history it was chosen on and reclaims more as the budget grows, and a budget
 that no stop fits is met by never stopping; a price of
 0 picks the most GPU-hours; the frontier's structure and monotonic sanity on a slice of
-the real trace; the policy file's ``strategy`` and ``cold_start_budget`` validation.
+the real trace, and no adaptive row above its context's ceiling; the policy file's ``strategy`` and ``cold_start_budget`` validation.
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from gpuaas.errors import ConfigError
-from gpuaas.policies.analysis import FIXED_WINDOWS_MIN, frontier, ratio_at_equal_wakeups
+from gpuaas.policies.analysis import BUDGETS, FIXED_WINDOWS_MIN, frontier, ratio_at_equal_wakeups
 from gpuaas.policies.reclaim import (
     AdaptiveWindow,
     RunStream,
@@ -130,7 +130,8 @@ def test_frontier_structure_and_monotonic_sanity(slice_runs: pd.DataFrame) -> No
     fixed = [r for r in rows if r.policy == "fixed"]
     adaptive = [r for r in rows if r.policy == "adaptive"]
     assert [r.parameter for r in fixed] == list(FIXED_WINDOWS_MIN) and [r.parameter for r in adaptive] == [1, 4, 16]
-    assert set(rows[0].to_dict()) == {"policy", "parameter", "reclaimed_gpu_hours", "wakeups", "headroom_captured"}
+    assert set(rows[0].to_dict()) == {"policy", "parameter", "reclaimed_gpu_hours", "wakeups", "headroom_captured",
+                                      "context_ceiling_gpu_hours"}
     assert [r.policy for r in rows].count("clairvoyant") == len(fixed)
     # Longer windows: fewer GPU-hours and no more wake-ups.
     assert all(a.reclaimed_gpu_hours >= b.reclaimed_gpu_hours and a.wakeups >= b.wakeups
@@ -143,6 +144,21 @@ def test_frontier_structure_and_monotonic_sanity(slice_runs: pd.DataFrame) -> No
     split = float(slice_runs["start"].median())
     scored = frontier(slice_runs, split_t=split, budgets=(4.0,))
     assert scored[0].wakeups < fixed[0].wakeups  # only the runs after the split are scored
+
+
+def test_no_row_passes_its_contexts_ceiling(slice_runs: pd.DataFrame) -> None:
+    split = float(slice_runs["start"].median())
+    for rows in (frontier(slice_runs, budgets=BUDGETS), frontier(slice_runs, split_t=split, budgets=BUDGETS)):
+        fixed = [r for r in rows if r.policy == "fixed"]
+        adaptive = [r for r in rows if r.policy == "adaptive"]
+        assert all(r.context_ceiling_gpu_hours is None for r in rows if r.policy != "adaptive")
+        for row in adaptive:
+            # The policy gives each spell its context's window, so it is one of the choices the ceiling
+            # ranks; so is every fixed window (one window for every context).
+            assert row.context_ceiling_gpu_hours is not None
+            assert row.reclaimed_gpu_hours <= row.context_ceiling_gpu_hours + 1e-9
+            at_or_below = [f.reclaimed_gpu_hours for f in fixed if f.wakeups <= row.wakeups]
+            assert max(at_or_below, default=0.0) <= row.context_ceiling_gpu_hours + 1e-9
 
 
 def test_policy_strategy_per_kind_and_tenant_and_budget_validation() -> None:

@@ -3,8 +3,9 @@
 Covers: the spells the calibration part holds, after a quiet two hours and of an hour or more,
 counted by hand on a made-up trace (a spell still open at the split counts what it lasted there,
 not its whole length); the headline's range and best row over the fixed frontier, computed by
-hand; the line that says every budget matched the fixed rule; and the replay command printing
-both before its table, and the counts in its JSON.
+hand; where the best row stands against its context's ceiling, both ways; the line that says every
+budget matched the fixed rule; and the replay command printing both before its table (with the
+ceiling column), and the counts and ceilings in its JSON.
 """
 
 from __future__ import annotations
@@ -62,6 +63,21 @@ def test_the_headline_gives_the_range_and_the_best_budget() -> None:
                         "wake-ups per workload-day (1.20x, 30% of the clairvoyant headroom)")
 
 
+def test_the_headline_places_the_best_row_against_its_contexts_ceiling() -> None:
+    # Best row: 18 GPU-hours at 150 wake-ups, where the fixed frontier has 15 (1.20x).
+    near = [*FIXED, FrontierRow("adaptive", 1.0, 18.0, 150, 0.3, context_ceiling_gpu_hours=18.6)]
+    # 18.6 / 15 = 1.24x; 18 / 18.6 = 97 %: at its ceiling, history is not what it lacks.
+    assert frontier_headline(near, EVIDENCE)[2] == (
+        "its context's ceiling there, windows chosen in hindsight on the scored part: 1.24x; the policy reached 97% "
+        "of it: more history cannot add much with this context; a context that tells a long spell at its start can")
+    far = [*FIXED, FrontierRow("adaptive", 1.0, 18.0, 150, 0.3, context_ceiling_gpu_hours=24.0)]
+    # 24 / 15 = 1.60x; 18 / 24 = 75 %.
+    assert frontier_headline(far, EVIDENCE)[2] == (
+        "its context's ceiling there, windows chosen in hindsight on the scored part: 1.60x; the policy reached 75% "
+        "of it: a longer history to learn from can close the gap")
+    assert len(frontier_headline([*FIXED, FrontierRow("adaptive", 1.0, 18.0, 150, 0.3)], EVIDENCE)) == 2
+
+
 def test_the_headline_says_when_every_budget_matched_the_fixed_rule() -> None:
     rows = [*FIXED, FrontierRow("adaptive", 1.0, 10.0, 100, 0.0), FrontierRow("adaptive", 2.0, 20.0, 200, 0.0)]
     assert frontier_headline(rows, EVIDENCE)[1].startswith("every budget matched the fixed rule at its wake-ups")
@@ -86,6 +102,9 @@ def test_replay_prints_the_headline_before_the_table_and_the_counts_in_json(tmp_
     assert headline[0].startswith("calibration part: 105 idle spells, 3 after 90% or more")
     assert headline[0].endswith("5 of 60 min or more")
     assert text.stderr.index("calibration part:") < text.stderr.index("wrote ")
+    assert "context ceiling" in text.stdout
     data = json.loads(runner.invoke(main_app, [*args, "--format", "json"]).stdout)
     assert data["calibration"] == {"spells": 105, "quiet_spells": 3, "long_spells": 5}
     assert [r["policy"] for r in data["frontier"]][:1] == ["fixed"]
+    ceilings = {r["policy"]: r["context_ceiling_gpu_hours"] for r in data["frontier"]}
+    assert ceilings["fixed"] is None and ceilings["clairvoyant"] is None and ceilings["adaptive"] is not None

@@ -16,6 +16,12 @@ frontier interpolated linearly between its windows and the clairvoyant curve tak
 both at the adaptive row's wake-ups: the share of what a better window could still win that
 the policy has won (0: no better than the fixed rule, 1: the physical limit).
 
+Each adaptive row also carries its context's ceiling (:mod:`gpuaas.policies.analysis.hindsight`): the
+most any policy that gives each spell the window of its context (the recent idle share the
+adaptive policy keys on) reaches at the row's wake-ups, its windows chosen on the scored runs
+themselves. What separates the row from the ceiling is learning, which a longer history can
+improve; what separates the ceiling from the clairvoyant limit, the context cannot tell.
+
 Pure: an idle-run table (:func:`gpuaas.policies.reclaim.replay.idle_runs` or a
 :class:`~gpuaas.policies.reclaim.run_stream.RunStream`) in, rows out.
 """
@@ -29,17 +35,21 @@ import numpy as np
 import pandas as pd
 
 from gpuaas.policies.analysis.clairvoyant import DETECT_MIN, ClairvoyantCurve, clairvoyant_curve
+from gpuaas.policies.analysis.hindsight import hindsight_curve
 from gpuaas.policies.reclaim import (
     LOOKBACK_S,
     SHARE_EDGES,
+    Outcomes,
     choose_for_budgets,
     context_band,
     fixed_frontier_at,
+    outcomes,
     replay_runs,
     seen_at,
 )
 
-__all__ = ["BUDGETS", "FIXED_WINDOWS_MIN", "LONG_SPELL_S", "CalibrationEvidence", "FrontierRow", "calibration_evidence",
+__all__ = ["BUDGETS", "FIXED_WINDOWS_MIN", "LONG_SPELL_S", "CalibrationEvidence", "FrontierRow", "as_ceilings",
+           "calibration_evidence",
            "frontier", "frontier_headline", "headroom_captured", "ratio_at_equal_wakeups", "seen_at"]
 
 FIXED_WINDOWS_MIN = (5.0, 10.0, 15.0, 20.0, 30.0, 45.0, 60.0, 90.0, 120.0)
@@ -53,13 +63,16 @@ LONG_SPELL_S = 3600.0
 class FrontierRow:
     """``parameter``: the window (min) for ``fixed``, the wake-up budget for ``adaptive``, and for
     ``clairvoyant`` the fixed window whose wake-ups it was given. ``headroom_captured``: adaptive
-    rows only, None where the fixed frontier does not reach the row's wake-ups."""
+    rows only, None where the fixed frontier does not reach the row's wake-ups.
+    ``context_ceiling_gpu_hours``: adaptive rows only, the most the policy's context reaches at the
+    row's wake-ups with its windows chosen in hindsight on the scored runs."""
 
     policy: str
     parameter: float
     reclaimed_gpu_hours: float
     wakeups: int
     headroom_captured: float | None = None
+    context_ceiling_gpu_hours: float | None = None
 
     def to_dict(self) -> dict[str, object]:
         return asdict(self)
@@ -116,7 +129,34 @@ def frontier_headline(rows: Sequence[FrontierRow], evidence: CalibrationEvidence
         share = "" if best.headroom_captured is None else f", {best.headroom_captured:.0%} of the clairvoyant headroom"
         lines.append(f"adaptive over fixed at equal wake-ups: {worst:.2f}x to {ratio:.2f}x over {len(measured)} "
                      f"budgets; best at {best.parameter:g} wake-ups per workload-day ({ratio:.2f}x{share})")
+        lines += _ceiling_line(best, rows)
     return lines
+
+
+def _ceiling_line(best: FrontierRow, rows: Sequence[FrontierRow]) -> list[str]:
+    """Where the best row stands against its context's ceiling, and so what could move it."""
+    ceiling = {r.parameter: x for r, x in ratio_at_equal_wakeups(as_ceilings(rows))}.get(best.parameter)
+    if ceiling is None or not best.context_ceiling_gpu_hours:
+        return []
+    reached = best.reclaimed_gpu_hours / best.context_ceiling_gpu_hours
+    where = (f"its context's ceiling there, windows chosen in hindsight on the scored part: {ceiling:.2f}x; "
+             f"the policy reached {reached:.0%} of it")
+    if reached >= 0.95:
+        return [f"{where}: more history cannot add much with this context; a context that tells a long spell at "
+                "its start can"]
+    return [f"{where}: a longer history to learn from can close the gap"]
+
+
+def as_ceilings(rows: Sequence[FrontierRow]) -> list[FrontierRow]:
+    """The fixed rows, and each adaptive row with its context's ceiling as its GPU-hours (rows without
+    a ceiling left out): what :func:`ratio_at_equal_wakeups` needs to put the ceiling beside the fixed rule."""
+    out = []
+    for r in rows:
+        if r.policy == "fixed":
+            out.append(r)
+        elif r.policy == "adaptive" and r.context_ceiling_gpu_hours is not None:
+            out.append(replace(r, reclaimed_gpu_hours=r.context_ceiling_gpu_hours))
+    return out
 
 
 def _score(runs: pd.DataFrame, windows: np.ndarray, scored: np.ndarray) -> tuple[float, int]:
@@ -142,12 +182,16 @@ def frontier(runs: pd.DataFrame, *, split_t: float | None = None, windows_min: S
         hours, wakeups = _score(runs, np.full(len(runs), minutes * 60.0), scored)
         fixed.append(FrontierRow("fixed", float(minutes), hours, wakeups))
     curve = clairvoyant_curve(runs, detect_s=detect_s, scored=scored)
+    replayed = outcomes(runs)
+    ceiling = hindsight_curve(Outcomes(replayed.windows_s, replayed.saved_gpu_min[:, scored],
+                                       replayed.wakeups[:, scored]), context_band(runs)[scored])
     adaptive = []
     choices = choose_for_budgets(calibration, workloads=workloads, days=days, budgets=budgets, base_s=base_s)
     for budget, choice in zip(budgets, choices, strict=True):
         hours, wakeups = _score(runs, choice.policy(runs), scored)
         row = FrontierRow("adaptive", float(budget), hours, wakeups)
-        adaptive.append(replace(row, headroom_captured=headroom_captured(row, fixed, curve)))
+        adaptive.append(replace(row, headroom_captured=headroom_captured(row, fixed, curve),
+                                context_ceiling_gpu_hours=ceiling.hours_at(wakeups)))
     clairvoyant = [FrontierRow("clairvoyant", r.parameter, curve.hours_at(r.wakeups), curve.wakeups_at(r.wakeups))
                    for r in fixed]
     return [*fixed, *adaptive, *clairvoyant]

@@ -39,7 +39,7 @@ from gpuaas.policies.analysis import (
     clairvoyant_curve,
     frontier,
     headroom_captured,
-    hindsight_frontier,
+    hindsight_curve,
     ratio_at_equal_wakeups,
     seen_at,
 )
@@ -142,8 +142,8 @@ def _fleet_idle_share(runs: pd.DataFrame, lookback_s: float = 3600.0) -> np.ndar
 
 def _hindsight_bounds(runs: pd.DataFrame, scored: np.ndarray, fixed: list[FrontierRow], curve: ClairvoyantCurve,
                       wakeups: int) -> None:
-    """What each family of contexts could reach with its windows chosen on the scored half itself, at prices
-    whose wake-ups fall within 25 % of ``wakeups``: the ceiling no policy of that family passes there."""
+    """What each family of contexts could reach with its windows chosen on the scored half itself, at
+    ``wakeups`` and at 25 % fewer and more: the ceiling no policy of that family passes there."""
     share = {lookback: recent_idle_share(runs, lookback) for lookback in (1800.0, 7200.0, 14400.0)}
     previous = runs.groupby("pod", sort=False)["length"].shift(1).fillna(0.0).to_numpy(dtype=float)
     fleet = _fleet_idle_share(runs)
@@ -161,28 +161,20 @@ def _hindsight_bounds(runs: pd.DataFrame, scored: np.ndarray, fixed: list[Fronti
     }
     replayed = outcomes(runs)
     on_scored = Outcomes(replayed.windows_s, replayed.saved_gpu_min[:, scored], replayed.wakeups[:, scored])
-    low, high = 0.75 * wakeups, 1.25 * wakeups
-    prices = [float(p) for p in np.geomspace(0.5, 2000.0, 80)]
+    at = (round(0.75 * wakeups), wakeups, round(1.25 * wakeups))
     print(f"\nhindsight bound of each context family (the best window per context, chosen on the scored half "
-          f"itself), at {low:.0f} to {high:.0f} wake-ups: vs fixed, headroom")
+          f"itself) at {at[0]}, {at[1]} and {at[2]} wake-ups: vs fixed (headroom)")
     for name, codes in families.items():
-        near = []
-        for point in hindsight_frontier(on_scored, codes[scored], prices):
-            if not low <= point.wakeups <= high:
-                continue
-            row = FrontierRow("adaptive", point.price_gpu_min, point.reclaimed_gpu_hours, point.wakeups)
-            (_, ratio), = ratio_at_equal_wakeups([*fixed, row])
-            if ratio is not None:
-                near.append((ratio, round(headroom_captured(row, fixed, curve) or 0.0, 2) + 0.0))  # no "-0%"
+        ceiling = hindsight_curve(on_scored, codes[scored])
+        shown = []
+        for k in at:
+            hours = ceiling.hours_at(k)
+            row = FrontierRow("adaptive", 0.0, hours, k) if hours is not None else None
+            ratio = ratio_at_equal_wakeups([*fixed, row])[0][1] if row is not None else None
+            shown.append("-" if row is None or ratio is None
+                         else f"{ratio:.2f}x ({_pct(headroom_captured(row, fixed, curve))})")
         contexts = len(np.unique(codes[scored]))
-        shown = (f"{_span([r for r, _ in near], '{:.2f}')}x, {_span([h for _, h in near], '{:.0%}')}" if near
-                 else "no point in that range")
-        print(f"  {name} ({contexts} context{'' if contexts == 1 else 's'}): {shown}")
-
-
-def _span(values: list[float], fmt: str) -> str:
-    low, high = fmt.format(min(values)), fmt.format(max(values))
-    return low if low == high else f"{low}-{high}"
+        print(f"  {name} ({contexts} context{'' if contexts == 1 else 's'}): {' / '.join(shown)}")
 
 
 def main(argv: list[str]) -> int:

@@ -1,7 +1,8 @@
 """The hindsight bound of a context family: the best window per context on the very runs it scores.
 
-A hand-made case whose windows are worked out by hand, and a brute force over every assignment of
-windows to contexts on random small tables: no assignment may beat the bound's value at its price.
+A hand-made case whose windows and curve are worked out by hand, and a brute force over every
+assignment of windows to contexts on random small tables: no assignment may beat the bound's value
+at its price, none lies above the curve, and every corner of the curve is an assignment.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from gpuaas.policies.analysis import hindsight_bound, hindsight_curve, hindsight_frontier
+from gpuaas.policies.analysis import hindsight_bound, hindsight_curve
 from gpuaas.policies.reclaim import Outcomes
 
 # Windows of 1 min, 10 min and never; four runs, the first two in context "a", the last two in "b".
@@ -45,12 +46,6 @@ def test_the_family_beats_one_window_for_all_where_the_contexts_differ() -> None
     assert one.windows_s == (600.0,)  # 132 - 90 = 42, against 46 for the two contexts apart
     both = hindsight_bound(HAND, CONTEXTS, 45.0)
     assert (both.reclaimed_gpu_hours * 60 - 45.0 * both.wakeups) > (one.reclaimed_gpu_hours * 60 - 45.0 * one.wakeups)
-
-
-def test_the_frontier_runs_from_few_wake_ups_to_many() -> None:
-    points = hindsight_frontier(HAND, CONTEXTS, [10.0, 100.0, 30.0, 45.0])
-    assert [p.wakeups for p in points] == [0, 1, 2, 4]
-    assert [p.price_gpu_min for p in points] == [100.0, 45.0, 30.0, 10.0]
 
 
 def test_the_curve_takes_the_steepest_steps_first() -> None:

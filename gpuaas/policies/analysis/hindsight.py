@@ -11,17 +11,17 @@ it. If the bound itself stays below an aim, the family cannot reach the aim on t
 
 For a price ``p`` in GPU-minutes per wake-up, the best window of a context maximises
 GPU-minutes saved − ``p`` × wake-ups over the context's runs; contexts do not interact, so
-choosing per context maximises the sum. Sweeping ``p`` traces the bound's frontier, one point
-per price. Ties go to the longer window (fewer wake-ups for the same value). The curve through
-every price at once (:func:`hindsight_curve`) is exact: each context's best points form a concave
-chain, and the family's is their steps taken in order of GPU-minutes per wake-up, steepest first.
+choosing per context maximises the sum (:func:`hindsight_bound`; ties go to the longer window,
+fewer wake-ups for the same value). The bound at every number of wake-ups at once
+(:func:`hindsight_curve`) is exact: each context's best points form a concave chain, and the
+family's is their steps taken in order of GPU-minutes per wake-up, steepest first; every price's
+best choice is one of its corners.
 
-Pure: the replayed outcomes and a context per run in, points out.
+Pure: the replayed outcomes and a context per run in, points or a curve out.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from dataclasses import dataclass
 from itertools import pairwise
 
@@ -29,7 +29,7 @@ import numpy as np
 
 from gpuaas.policies.reclaim import Outcomes
 
-__all__ = ["HindsightCurve", "HindsightPoint", "hindsight_bound", "hindsight_curve", "hindsight_frontier"]
+__all__ = ["HindsightCurve", "HindsightPoint", "hindsight_bound", "hindsight_curve"]
 
 
 @dataclass(frozen=True)
@@ -105,7 +105,7 @@ def _upper_chain(wakes: np.ndarray, saved: np.ndarray) -> list[tuple[float, floa
 
 
 def hindsight_curve(outcomes: Outcomes, contexts: np.ndarray) -> HindsightCurve:
-    """The bound at every number of wake-ups, exact (what :func:`hindsight_frontier` samples at its prices).
+    """The bound at every number of wake-ups, exact (what :func:`hindsight_bound` gives at one price).
 
     Contexts do not interact, so the family's curve starts where every context takes its fewest
     wake-ups and then takes the contexts' steps in order of GPU-minutes per wake-up, steepest first."""
@@ -121,10 +121,3 @@ def hindsight_curve(outcomes: Outcomes, contexts: np.ndarray) -> HindsightCurve:
     k = np.cumsum([k0, *(dk for dk, _ in steps)])
     s = np.cumsum([s0, *(ds for _, ds in steps)])
     return HindsightCurve(tuple(float(x) for x in k), tuple(float(x) / 60.0 for x in s))
-
-
-def hindsight_frontier(outcomes: Outcomes, contexts: np.ndarray,
-                       prices_gpu_min: Sequence[float]) -> list[HindsightPoint]:
-    """The bound at each price, fewest wake-ups first."""
-    points = [hindsight_bound(outcomes, contexts, p) for p in prices_gpu_min]
-    return sorted(points, key=lambda p: (p.wakeups, -p.reclaimed_gpu_hours))

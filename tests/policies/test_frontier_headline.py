@@ -69,7 +69,7 @@ def test_the_headline_places_the_best_row_against_its_contexts_ceiling() -> None
     # 18.6 / 15 = 1.24x; 18 / 18.6 = 97 %: at its ceiling, history is not what it lacks.
     assert frontier_headline(near, EVIDENCE)[2] == (
         "its context's ceiling there, windows chosen in hindsight on the scored part: 1.24x; the policy reached 97% "
-        "of it: more history cannot add much with this context; a context that tells a long spell at its start can")
+        "of it: more history cannot add much; the rest of the headroom needs a signal its context does not carry")
     far = [*FIXED, FrontierRow("adaptive", 1.0, 18.0, 150, 0.3, context_ceiling_gpu_hours=24.0)]
     # 24 / 15 = 1.60x; 18 / 24 = 75 %.
     assert frontier_headline(far, EVIDENCE)[2] == (

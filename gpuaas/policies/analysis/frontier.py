@@ -142,8 +142,8 @@ def _ceiling_line(best: FrontierRow, rows: Sequence[FrontierRow]) -> list[str]:
     where = (f"its context's ceiling there, windows chosen in hindsight on the scored part: {ceiling:.2f}x; "
              f"the policy reached {reached:.0%} of it")
     if reached >= 0.95:
-        return [f"{where}: more history cannot add much with this context; a context that tells a long spell at "
-                "its start can"]
+        return [f"{where}: more history cannot add much; the rest of the headroom needs a signal its context "
+                "does not carry"]
     return [f"{where}: a longer history to learn from can close the gap"]
 
 

@@ -39,6 +39,7 @@ from gpuaas.policies.analysis.hindsight import hindsight_curve
 from gpuaas.policies.reclaim import (
     LOOKBACK_S,
     SHARE_EDGES,
+    WINDOWS_MIN,
     Outcomes,
     choose_for_budgets,
     context_band,
@@ -49,8 +50,8 @@ from gpuaas.policies.reclaim import (
 )
 
 __all__ = ["BUDGETS", "FIXED_WINDOWS_MIN", "LONG_SPELL_S", "CalibrationEvidence", "FrontierRow", "as_ceilings",
-           "calibration_evidence",
-           "frontier", "frontier_headline", "headroom_captured", "ratio_at_equal_wakeups", "seen_at"]
+           "calibration_evidence", "frontier", "frontier_headline", "headroom_captured", "ratio_at_equal_wakeups",
+           "seen_at"]
 
 FIXED_WINDOWS_MIN = (5.0, 10.0, 15.0, 20.0, 30.0, 45.0, 60.0, 90.0, 120.0)
 BUDGETS = (0.25, 0.5, 1.0, 2.0, 4.0, 8.0, 16.0)
@@ -182,7 +183,7 @@ def frontier(runs: pd.DataFrame, *, split_t: float | None = None, windows_min: S
         hours, wakeups = _score(runs, np.full(len(runs), minutes * 60.0), scored)
         fixed.append(FrontierRow("fixed", float(minutes), hours, wakeups))
     curve = clairvoyant_curve(runs, detect_s=detect_s, scored=scored)
-    replayed = outcomes(runs)
+    replayed = outcomes(runs, sorted({*WINDOWS_MIN, *windows_min, base_s / 60.0}))  # every window a row can give
     ceiling = hindsight_curve(Outcomes(replayed.windows_s, replayed.saved_gpu_min[:, scored],
                                        replayed.wakeups[:, scored]), context_band(runs)[scored])
     adaptive = []

@@ -179,7 +179,7 @@ def print_table(title: str, columns: Sequence[str], rows: Sequence[Sequence[Any]
     does not fit the console, in this order:
 
     1. the ``notes`` columns (long reasons) move under the table, one paragraph per row, led by the
-       row's first cell and its name (its first ``WHOLE_COLUMNS`` cell);
+       row's first cell and its name (its first ``WHOLE_COLUMNS`` cell after the first);
     2. the ``optional`` columns are left out, in the order given (the least important first), and
        where that leaves room the more important of them come back; a line after the table names
        the ones left out and ``--wide``;
@@ -223,7 +223,9 @@ def print_table(title: str, columns: Sequence[str], rows: Sequence[Sequence[Any]
         console.print(table)
     else:
         Console(width=width, no_color=console.no_color, force_terminal=console.is_terminal).print(table)
-    key = next((columns.index(c) for c in columns if c in WHOLE_COLUMNS), 0)  # the row's name, as in the table
+    # The row's name, as in the table: its first cell and the first name column after it (a kind alone, or a
+    # cohort alone, names several rows).
+    key = next((k for k, c in enumerate(columns) if k and c in WHOLE_COLUMNS), 0)
     for name in moved:
         for row in cells:
             text = row[columns.index(name)]

@@ -44,6 +44,12 @@ LAYOUTS: dict[str, tuple[list[str], list[list[Any]], tuple[str, ...], tuple[str,
                 [["prometheus", "no", "5.29", "-",
                   "Prometheus at http://prometheus.monitoring.svc.cluster.local:9090: name does not resolve"]],
                 (), ("why not",)),
+    "idle": (["kind", "workload", "tenant", "GPUs", "max activity", "verdict", "why"],
+             [["RayCluster", "research/ray-hparam-sweep", "research", 8, "0.00", "idle",
+               "idle 1h00m, max activity 0.00 ≤ 0.05"],
+              ["RayCluster", "vision/vision-train-24", "vision", 4, "0.77", "excluded", "inside the grace period"],
+              ["Deployment", "platform/embed-batch", "platform", 1, "", "unknown", REASON]],
+             ("tenant", "kind"), ("why",)),
     "deadlines": (["object", "Workload", "GPUs", "start", "end", "deadline", "status"],
                   [["RayCluster research/ray-hparam-sweep", "raycluster-ray-hparam-sweep-3f2a1", 8, "+0m", "+1h00m",
                     "+2h00m", "at risk now"]],
@@ -86,6 +92,18 @@ def test_the_drop_order_is_the_tables_own(monkeypatch: pytest.MonkeyPatch, capsy
     out = capsys.readouterr().out
     assert "(not shown at 80 columns: tenant, idle for, action; --wide shows them)" in out
     assert "  42 InferenceService platform/llm-legacy reason: every GPU at or below" in out  # under the table
+
+
+def test_a_reason_under_the_table_names_its_row(monkeypatch: pytest.MonkeyPatch,
+                                                capsys: pytest.CaptureFixture[str]) -> None:
+    # The idle table's first column is a kind, which several rows share: the workload names the row.
+    columns, rows, optional, notes = LAYOUTS["idle"]
+    monkeypatch.setenv("COLUMNS", "80")
+    _common.print_table("idle", columns, rows, optional=optional, notes=notes)
+    out = capsys.readouterr().out
+    assert "  RayCluster research/ray-hparam-sweep why: idle 1h00m, max activity 0.00 ≤ 0.05" in out
+    assert "  RayCluster vision/vision-train-24 why: inside the grace period" in out
+    assert "  Deployment platform/embed-batch why: every GPU at or below" in out
 
 
 def _seed_audit() -> None:

@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from gpuaas.phrases import counted, duration, verdict_phrase
 
-__all__ = ["BUSY_LINE", "busy_line", "counted", "duration", "gpus", "source_errors", "verdict_phrase", "with_failures"]
+__all__ = ["BUSY_LINE", "busy_line", "counted", "duration", "gpus", "grouped_notes", "source_errors", "verdict_phrase",
+           "with_failures"]
 
 
 def gpus(value: float | None) -> str:
@@ -42,3 +43,34 @@ def source_errors(sources: Mapping[str, Any]) -> dict[str, str]:
 def with_failures(headline: str, errors: Mapping[str, str]) -> str:
     """``Degraded: <each failed source>. <headline>``: what failed comes first, wherever the line is read."""
     return f"Degraded: {'; '.join(errors.values())}. {headline}" if errors else headline
+
+
+_NOTE_KINDS = frozenset({"service", "tenant"})
+"""Kinds a note may name its object with (``service llm-chat: ...``); other notes start with the name."""
+
+
+def grouped_notes(lines: Sequence[str], shown: int = 3, *, name_first: bool = True) -> list[str]:
+    """Notes that differ only in the object they name, once each with a count: ``<note> — 19 workloads (a, b, c, …)``.
+
+    A note names its object with a kind and the name before a colon (``service llm-chat: replicas needed
+    unknown``: ``— 4 services (...)``), or, where ``name_first``, with its first word; the rest is what is
+    said about it. Other notes are kept as they are. Why: the same reason for twenty objects is one thing
+    to read, not twenty."""
+    groups: dict[tuple[str, str], list[str]] = {}
+    for line in lines:
+        name, _, rest = line.partition(" ")
+        kind = ""
+        if name in _NOTE_KINDS and ": " in rest:
+            kind = name
+            name, _, rest = rest.partition(": ")
+        elif not name_first:
+            name, rest = "", line
+        groups.setdefault((kind, rest), []).append(name)
+    out = []
+    for (kind, rest), names in groups.items():
+        if len(names) == 1 or not any(names):
+            out += [f"{kind} {n}: {rest}" if kind else f"{n} {rest}".lstrip() for n in names]
+            continue
+        listed = ", ".join(names[:shown]) + (", …" if len(names) > shown else "")
+        out.append(f"{rest} — {len(names)} {kind + 's' if kind else 'workloads'} ({listed})")
+    return out

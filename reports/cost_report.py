@@ -14,6 +14,7 @@ from typing import Any
 
 from gpuaas.policies.cost import NO_OUTCOME, CostReport
 from gpuaas.pushgateway import MetricFamily
+from reports._format import grouped_notes
 
 __all__ = [
     "STAGES",
@@ -213,7 +214,7 @@ def summary_markdown(report: CostReport, previous: CostReport | None, html_path:
     for alt, data in plots:
         lines += ["", f"![{alt}](data:image/png;base64,{data})"]
     if report.notes:
-        lines += ["", "## Notes", ""] + [f"- {n}" for n in report.notes]
+        lines += ["", "## Notes", ""] + [f"- {n}" for n in grouped_notes(report.notes, shown=8, name_first=False)]
     return "\n".join(lines) + "\n"
 
 

@@ -9,7 +9,7 @@ from gpuaas.actions.deadline_holds import NudgeResult
 from gpuaas.policies.deadlines import DeadlinePlan, PoolPlan, ScheduledJob
 from gpuaas.pushgateway import MetricFamily
 
-__all__ = ["deadline_metrics", "deadlines_headline", "grouped_notes", "nudge_dicts", "object_names", "plan_dict",
+__all__ = ["deadline_metrics", "deadlines_headline", "nudge_dicts", "object_names", "plan_dict",
            "plan_rows", "pool_dicts", "verdict_sentence"]
 
 
@@ -99,24 +99,6 @@ def verdict_sentence(extra: dict[str, int], at_risk: int, missed: int, exact: bo
     fix = (f"Extra GPUs needed: {needed}; then every holdable deadline holds" if needed
            else "No extra GPUs would save the rest")
     return f"{risk[0].upper() + risk[1:] if risk else ''}{fix} ({how})."
-
-
-def grouped_notes(lines: Sequence[str], shown: int = 3) -> list[str]:
-    """Notes that differ only in the object they name, once each with a count: ``<note> — 19 workloads (a, b, c, …)``.
-
-    A note starts with the object's name (its first word); the rest is what is said about it."""
-    groups: dict[str, list[str]] = {}
-    for line in lines:
-        name, _, rest = line.partition(" ")
-        groups.setdefault(rest, []).append(name)
-    out = []
-    for rest, names in groups.items():
-        if len(names) == 1:
-            out.append(f"{names[0]} {rest}")
-            continue
-        listed = ", ".join(names[:shown]) + (", …" if len(names) > shown else "")
-        out.append(f"{rest} — {len(names)} workloads ({listed})")
-    return out
 
 
 def object_names(workloads: Any) -> dict[str, str]:

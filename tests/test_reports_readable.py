@@ -196,3 +196,24 @@ def test_a_cohort_where_every_queue_wants_its_share_says_on_the_first_line_that_
     assert line.endswith("In research (a100) every queue wants at least its share: moving quota cannot help there, "
                          "more GPUs can (the deadline plan's gpuaas_extra_gpus_needed says how many).")
     assert "prod" not in line.split("In ")[-1]
+
+
+def test_the_same_note_for_several_objects_is_read_once() -> None:
+    from reports import grouped_notes
+
+    cost = ["service llm-chat: replicas needed unknown: no capacity sweep",
+            "tenant nlp: total cost $191.90, no verified outcome",
+            "service llm-eval: replicas needed unknown: no capacity sweep",
+            "GPU hours: a GPU is read from DCGM_FI_PROF_GR_ENGINE_ACTIVE",
+            "service llm-legacy: total cost $14.99, no verified outcome",
+            "service llm-legacy: replicas needed unknown: no capacity sweep"]
+    assert grouped_notes(cost, shown=8, name_first=False) == [
+        "replicas needed unknown: no capacity sweep — 3 services (llm-chat, llm-eval, llm-legacy)",
+        "tenant nlp: total cost $191.90, no verified outcome",
+        "GPU hours: a GPU is read from DCGM_FI_PROF_GR_ENGINE_ACTIVE",  # not a name: left as it is
+        "service llm-legacy: total cost $14.99, no verified outcome",
+    ]
+    # Deadline notes start with the workload's name; four of them are cut to the first three.
+    waits = [f"team-a/job-{k} waits for 4 GPUs" for k in range(4)]
+    assert grouped_notes([*waits, "team-b/x is late"]) == [
+        "waits for 4 GPUs — 4 workloads (team-a/job-0, team-a/job-1, team-a/job-2, …)", "team-b/x is late"]

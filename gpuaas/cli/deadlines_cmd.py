@@ -28,7 +28,8 @@ def deadlines(
     """Plan deadlines on a YAML problem or the live cluster; print the schedule, what is missed, the extra GPUs."""
     from gpuaas.cli._deadline_file import load_deadline_problem
     from gpuaas.operations.deadlines import plan_problem
-    from reports.deadlines import grouped_notes, plan_dict, plan_rows, verdict_sentence
+    from reports import grouped_notes
+    from reports.deadlines import plan_dict, plan_rows, verdict_sentence
 
     if (file is None) == (not from_cluster):
         raise fail("give either a FILE or --from-cluster", code=2)
@@ -57,7 +58,8 @@ def _from_cluster(format: OutputFormat) -> None:
 
     settings_or_exit()
     from flows.deadlines import deadlines as deadlines_flow
-    from reports.deadlines import grouped_notes, verdict_sentence
+    from reports import grouped_notes
+    from reports.deadlines import verdict_sentence
 
     result = run_flow(deadlines_flow, "collecting a snapshot and planning deadlines", nudge=False)
     lead(result, format)

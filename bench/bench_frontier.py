@@ -149,6 +149,7 @@ def _hindsight_bounds(runs: pd.DataFrame, scored: np.ndarray, fixed: list[Fronti
     fleet = _fleet_idle_share(runs)
     fleet_band = np.digitize(fleet, np.quantile(fleet[scored], [0.2, 0.4, 0.6, 0.8]))  # the scored half's own
     two_hours = np.digitize(share[7200.0], [0.7, 0.85, 0.9, 0.95]) * 10
+    hour = (runs["start"].to_numpy(dtype=float) % 86400.0 // 3600.0).astype(int)  # on one day, also a stretch of time
     families = {
         "one window for all": np.zeros(len(runs), dtype=int),
         "2 h idle share, edge at 90 % (the policy's)": context_band(runs),
@@ -158,6 +159,8 @@ def _hindsight_bounds(runs: pd.DataFrame, scored: np.ndarray, fixed: list[Fronti
         "2 h x 4 h idle share": two_hours + np.digitize(share[14400.0], [0.5, 0.7, 0.85, 0.9, 0.95]),
         "fleet idle share, last hour (5 bands)": fleet_band,
         "2 h idle share x fleet idle share": two_hours + fleet_band,
+        "hour of the day": hour,
+        "hour of the day x the policy's context": hour * 10 + context_band(runs),
     }
     replayed = outcomes(runs)
     on_scored = Outcomes(replayed.windows_s, replayed.saved_gpu_min[:, scored], replayed.wakeups[:, scored])

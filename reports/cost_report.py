@@ -22,6 +22,7 @@ __all__ = [
     "cost_report_json",
     "cost_report_metrics",
     "cost_first_line",
+    "cost_notes",
     "funnel_rows",
     "money",
     "per_outcome",
@@ -182,6 +183,12 @@ def cost_first_line(report: CostReport) -> str:
             "done in time.")
 
 
+def cost_notes(notes: Sequence[str]) -> list[str]:
+    """The report's notes as people read them: one line for a note that several services or tenants share.
+    Other notes (about a source or the whole window) are kept as they are."""
+    return grouped_notes(notes, shown=8, name_first=False)
+
+
 def summary_markdown(report: CostReport, previous: CostReport | None, html_path: str | None,
                      plots: Sequence[tuple[str, str]] = ()) -> str:
     """The headline numbers, then the plots inlined (``(alt, base64 PNG)``): the Prefect UI shows them without
@@ -214,7 +221,7 @@ def summary_markdown(report: CostReport, previous: CostReport | None, html_path:
     for alt, data in plots:
         lines += ["", f"![{alt}](data:image/png;base64,{data})"]
     if report.notes:
-        lines += ["", "## Notes", ""] + [f"- {n}" for n in grouped_notes(report.notes, shown=8, name_first=False)]
+        lines += ["", "## Notes", ""] + [f"- {n}" for n in cost_notes(report.notes)]
     return "\n".join(lines) + "\n"
 
 

@@ -16,12 +16,12 @@ from typing import Any
 from matplotlib.dates import DateFormatter, date2num
 
 from gpuaas.policies.cost import CostReport
-from reports._format import grouped_notes
 from reports._plots import plt
 from reports._plots import png_base64 as _png
 from reports.cost_report import (
     change_rows,
     cost_first_line,
+    cost_notes,
     funnel_rows,
     money,
     per_outcome,
@@ -210,7 +210,7 @@ def render_html(report: CostReport, previous: CostReport | None = None) -> str:
                   "UTC) has no data from its start, so no change is shown: a percentage against a part of a period "
                   "would mislead.</p>"]
     if report.notes:
-        notes = grouped_notes(report.notes, shown=8, name_first=False)
+        notes = cost_notes(report.notes)
         parts += ["<h2>Notes</h2>", "<ul>" + "".join(f"<li>{html.escape(n)}</li>" for n in notes) + "</ul>"]
     parts += [_SCRIPT, "</body></html>"]
     return "\n".join(parts) + "\n"

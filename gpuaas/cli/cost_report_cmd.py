@@ -31,8 +31,7 @@ _OPTIONAL = ("replicas needed", "busy GPU-h", "GPU cost", "unknown GPU-h", "acti
 def print_cost_tables(doc: dict[str, Any]) -> None:
     """The funnel, cost per outcome and top wasters from the flow's JSON document, then its notes."""
     from gpuaas.policies.cost import CostReport
-    from reports import grouped_notes
-    from reports.cost_report import cost_first_line, funnel_rows, service_rows, waster_rows
+    from reports.cost_report import cost_first_line, cost_notes, funnel_rows, service_rows, waster_rows
 
     report = CostReport(window_s=doc["window_s"], start=doc["start"], end=doc["end"], tenants=doc["tenants"],
                         services=doc["services"], cluster=doc["cluster"], wasters=doc["top_wasters"],
@@ -45,7 +44,7 @@ def print_cost_tables(doc: dict[str, Any]) -> None:
         if rows:
             print_table(title, list(rows[0]), [list(r.values()) for r in rows],
                         optional=[c for c in _OPTIONAL if c in list(rows[0])[1:]])  # never the row's name
-    for note in grouped_notes(doc["notes"], shown=8, name_first=False):
+    for note in cost_notes(doc["notes"]):
         console.print(f"note: {note}", highlight=False, markup=False)
 
 

@@ -19,7 +19,7 @@ from gpuaas.idle_history import read_fleet_history
 from gpuaas.policies.analysis import (
     CalibrationEvidence,
     FrontierRow,
-    as_ceilings,
+    ceiling_ratios,
     frontier_headline,
     ratio_at_equal_wakeups,
 )
@@ -62,7 +62,7 @@ def print_frontier(rows: Sequence[FrontierRow], evidence: CalibrationEvidence, f
     for line in frontier_headline(rows, evidence):
         _progress(line)
     ratios = {id(r): x for r, x in ratio_at_equal_wakeups(rows)}
-    ceilings = {r.parameter: x for r, x in ratio_at_equal_wakeups(as_ceilings(rows))}
+    ceilings = ceiling_ratios(rows)
     table = []
     for r in rows:
         ratio = ratios.get(id(r))

@@ -98,6 +98,8 @@ def test_frontier_clairvoyant_rows_sit_at_each_fixed_rows_wakeups(trace: pd.Data
     assert [r.parameter for r in seer] == [r.parameter for r in fixed]
     # Fixed 5 and 10 min wake a, b and d; 30 min wakes a, and d at its last idle sample (0 min gained).
     assert [r.wakeups for r in fixed] == [3, 3, 2, 0]
+    # 5 min: a 55 + b 15 + c 35 + d 25 + f 5; 10 min: 50 + 10 + 30 + 20 + 0 (f is idle 10 min); 30 min: a 30 + c 10.
+    assert [r.reclaimed_gpu_hours * 60 for r in fixed] == pytest.approx([135, 110, 40, 0])
     for f, c in zip(fixed, seer, strict=True):
         assert c.wakeups == f.wakeups
         assert c.reclaimed_gpu_hours == pytest.approx(_brute_force(table, f.wakeups))

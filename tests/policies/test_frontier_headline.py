@@ -3,7 +3,8 @@
 Covers: the spells the calibration part holds, after a quiet two hours and of an hour or more,
 counted by hand on a made-up trace (a spell still open at the split counts what it lasted there,
 not its whole length); the headline's range and best row over the fixed frontier, computed by
-hand; where the best row stands against its context's ceiling, both ways; the line that says every
+hand; where the best row stands against its context's ceiling, both ways, and each budget's ceiling
+over the fixed frontier at its wake-ups; the line that says every
 budget matched the fixed rule; and the replay command printing both before its table (with the
 ceiling column), and the counts and ceilings in its JSON.
 """
@@ -14,10 +15,17 @@ import json
 from pathlib import Path
 
 import pandas as pd
+import pytest
 from typer.testing import CliRunner
 
 from gpuaas.cli.app import app as main_app
-from gpuaas.policies.analysis import CalibrationEvidence, FrontierRow, calibration_evidence, frontier_headline
+from gpuaas.policies.analysis import (
+    CalibrationEvidence,
+    FrontierRow,
+    calibration_evidence,
+    ceiling_ratios,
+    frontier_headline,
+)
 from gpuaas.policies.reclaim import idle_runs
 
 MIN = 60.0
@@ -76,6 +84,18 @@ def test_the_headline_places_the_best_row_against_its_contexts_ceiling() -> None
         "its context's ceiling there, windows chosen in hindsight on the scored part: 1.60x; the policy reached 75% "
         "of it: a longer history to learn from can close the gap")
     assert len(frontier_headline([*FIXED, FrontierRow("adaptive", 1.0, 18.0, 150, 0.3)], EVIDENCE)) == 2
+
+
+def test_each_budgets_ceiling_is_read_against_the_fixed_frontier_at_its_wakeups() -> None:
+    rows = [*FIXED, FrontierRow("adaptive", 1.0, 18.0, 150, 0.3, context_ceiling_gpu_hours=18.6),
+            FrontierRow("adaptive", 4.0, 21.0, 200, 0.1, context_ceiling_gpu_hours=22.0),
+            FrontierRow("adaptive", 16.0, 30.0, 400, None, context_ceiling_gpu_hours=31.0),
+            FrontierRow("adaptive", 0.5, 9.0, 90, None), FrontierRow("clairvoyant", 30.0, 40.0, 100)]
+    got = ceiling_ratios(rows)
+    # 18.6 / 15 at 150 wake-ups, 22 / 20 at the 10-minute row's 200; 400 lie past the fixed rows;
+    # budget 0.5 has no ceiling; the clairvoyant row is no budget.
+    assert got.keys() == {1.0, 4.0, 16.0}
+    assert got[1.0] == pytest.approx(1.24) and got[4.0] == pytest.approx(1.10) and got[16.0] is None
 
 
 def test_the_headline_says_when_every_budget_matched_the_fixed_rule() -> None:

@@ -49,7 +49,7 @@ from gpuaas.policies.reclaim import (
     seen_at,
 )
 
-__all__ = ["BUDGETS", "FIXED_WINDOWS_MIN", "LONG_SPELL_S", "CalibrationEvidence", "FrontierRow", "as_ceilings",
+__all__ = ["BUDGETS", "FIXED_WINDOWS_MIN", "LONG_SPELL_S", "CalibrationEvidence", "FrontierRow", "ceiling_ratios",
            "calibration_evidence", "frontier", "frontier_headline", "headroom_captured", "ratio_at_equal_wakeups",
            "seen_at"]
 
@@ -136,7 +136,7 @@ def frontier_headline(rows: Sequence[FrontierRow], evidence: CalibrationEvidence
 
 def _ceiling_line(best: FrontierRow, rows: Sequence[FrontierRow]) -> list[str]:
     """Where the best row stands against its context's ceiling, and so what could move it."""
-    ceiling = {r.parameter: x for r, x in ratio_at_equal_wakeups(as_ceilings(rows))}.get(best.parameter)
+    ceiling = ceiling_ratios(rows).get(best.parameter)
     if ceiling is None or not best.context_ceiling_gpu_hours:
         return []
     reached = best.reclaimed_gpu_hours / best.context_ceiling_gpu_hours
@@ -148,21 +148,26 @@ def _ceiling_line(best: FrontierRow, rows: Sequence[FrontierRow]) -> list[str]:
     return [f"{where}: a longer history to learn from can close the gap"]
 
 
-def as_ceilings(rows: Sequence[FrontierRow]) -> list[FrontierRow]:
-    """The fixed rows, and each adaptive row with its context's ceiling as its GPU-hours (rows without
-    a ceiling left out): what :func:`ratio_at_equal_wakeups` needs to put the ceiling beside the fixed rule."""
-    out = []
-    for r in rows:
-        if r.policy == "fixed":
-            out.append(r)
-        elif r.policy == "adaptive" and r.context_ceiling_gpu_hours is not None:
-            out.append(replace(r, reclaimed_gpu_hours=r.context_ceiling_gpu_hours))
-    return out
+def ceiling_ratios(rows: Sequence[FrontierRow]) -> dict[float, float | None]:
+    """Per adaptive row's budget, its context's ceiling over the fixed frontier at the row's wake-ups
+    (None outside the fixed rows' wake-ups): the ceiling read as :func:`ratio_at_equal_wakeups`
+    reads the row, so the two stand side by side."""
+    fixed = [r for r in rows if r.policy == "fixed"]
+    ceilings = [replace(r, reclaimed_gpu_hours=r.context_ceiling_gpu_hours) for r in rows
+                if r.policy == "adaptive" and r.context_ceiling_gpu_hours is not None]
+    return {r.parameter: x for r, x in ratio_at_equal_wakeups([*fixed, *ceilings])}
 
 
 def _score(runs: pd.DataFrame, windows: np.ndarray, scored: np.ndarray) -> tuple[float, int]:
     out = replay_runs(runs, windows)
     return float(out["reclaimed_gpu_s"].to_numpy()[scored].sum()) / 3600.0, int(out["wakeup"].to_numpy()[scored].sum())
+
+
+def _fixed_row(replayed: Outcomes, minutes: float) -> FrontierRow:
+    """The fixed rule at ``minutes``, read off the replay of every candidate window."""
+    i = replayed.windows_s.index(minutes * 60.0)
+    return FrontierRow("fixed", minutes, float(replayed.saved_gpu_min[i].sum()) / 60.0,
+                       int(round(float(replayed.wakeups[i].sum()))))
 
 
 def frontier(runs: pd.DataFrame, *, split_t: float | None = None, windows_min: Sequence[float] = FIXED_WINDOWS_MIN,
@@ -178,14 +183,11 @@ def frontier(runs: pd.DataFrame, *, split_t: float | None = None, windows_min: S
         last = float(split_t) if split_t is not None else float(calibration["end"].max())
         days = (last - float(calibration["start"].min())) / 86400.0
     workloads = int(calibration["pod"].nunique())
-    fixed = []
-    for minutes in windows_min:
-        hours, wakeups = _score(runs, np.full(len(runs), minutes * 60.0), scored)
-        fixed.append(FrontierRow("fixed", float(minutes), hours, wakeups))
-    curve = clairvoyant_curve(runs, detect_s=detect_s, scored=scored)
     replayed = outcomes(runs, sorted({*WINDOWS_MIN, *windows_min, base_s / 60.0}))  # every window a row can give
-    ceiling = hindsight_curve(Outcomes(replayed.windows_s, replayed.saved_gpu_min[:, scored],
-                                       replayed.wakeups[:, scored]), context_band(runs)[scored])
+    on_scored = Outcomes(replayed.windows_s, replayed.saved_gpu_min[:, scored], replayed.wakeups[:, scored])
+    fixed = [_fixed_row(on_scored, float(minutes)) for minutes in windows_min]
+    curve = clairvoyant_curve(runs, detect_s=detect_s, scored=scored)
+    ceiling = hindsight_curve(on_scored, context_band(runs)[scored])
     adaptive = []
     choices = choose_for_budgets(calibration, workloads=workloads, days=days, budgets=budgets, base_s=base_s)
     for budget, choice in zip(budgets, choices, strict=True):

@@ -33,7 +33,7 @@ INDEFINITE = (TransientError, MalformedResponse)
 
 
 class KubeWriter:
-    """GET and merge-PATCH of the kinds in ``KIND_RESOURCES``."""
+    """GET, LIST and merge-PATCH of the kinds in ``KIND_RESOURCES``."""
 
     def __init__(self, settings: GpuaasSettings, api_client: client.ApiClient | None = None) -> None:
         self._own = api_client is None
@@ -100,6 +100,19 @@ class KubeWriter:
                                kind=kind, namespace=namespace, name=name, verb="patching")
         return self._call("patching", kind, namespace, name, self._custom.patch_namespaced_custom_object, version,
                           body=body, _content_type=_MERGE_PATCH)
+
+    def list(self, kind: str, namespace: str, *, label_selector: str) -> list[dict[str, Any]]:
+        """The objects of ``kind`` in ``namespace`` that match ``label_selector`` (one page: a selector that
+        names one owner's objects returns a handful)."""
+        group, version, plural = KIND_RESOURCES[kind]
+        if group == KUEUE_GROUP:
+            version = self._served_kueue_version()
+        with kube_request(verb="listing", kind=kind, namespace=namespace, url=self._url):
+            resp = self._custom.list_namespaced_custom_object(group, version, namespace, plural,
+                                                              label_selector=label_selector, _preload_content=False,
+                                                              _request_timeout=self._timeout)
+            items: list[dict[str, Any]] = json.loads(resp.data).get("items") or []
+            return items
 
     def get_cluster_scoped(self, kind: str, name: str, *, version: str | None = None) -> dict[str, Any]:
         """A cluster-scoped object (a ClusterQueue); raises ``NotFound`` when it is gone."""

@@ -124,6 +124,34 @@ def _refusal(reclaim: AuditEntry, obj: dict[str, Any], completions: list[AuditEn
     return None
 
 
+JOB_UID_LABEL = "kueue.x-k8s.io/job-uid"
+SCALE_DOWN_PENDING = "workload from previous scale-down is still being deleted"
+
+
+def _left_behind(writer: KubeWriter, reclaim: AuditEntry, obj: dict[str, Any], refusal: str) -> str:
+    """What to do when Kueue refuses a StatefulSet's scale back up because the Workload of its scale to
+    zero still exists and nothing will delete it: "" otherwise.
+
+    Kueue drops the set as the Workload's owner and releases its pods in one reconcile, concurrently;
+    when the garbage collector sees the last pod go first, it keeps the Workload (the set still owns
+    it) and strips the pod from its owners, then Kueue strips the set: the Workload is left with no
+    owner, holds its quota and blocks the scale up for good. gpuaas deletes nothing; it names the
+    Workload and the command. Read-only, and silent when the read fails: the refusal stands as it is."""
+    if reclaim.kind != "StatefulSet" or SCALE_DOWN_PENDING not in refusal:
+        return ""
+    namespace, uid = reclaim.namespace or "", obj["metadata"].get("uid")
+    try:
+        found = writer.list("Workload", namespace, label_selector=f"{JOB_UID_LABEL}={uid}")
+    except GpuaasError:
+        return ""
+    ownerless = [w["metadata"]["name"] for w in found if not w["metadata"].get("ownerReferences")]
+    if not ownerless:
+        return ""
+    return (f"; Kueue left the set's Workload {namespace}/{ownerless[0]} without an owner after the scale to zero, "
+            f"so nothing will delete it and it keeps its quota: delete it (kubectl delete workload -n {namespace} "
+            f"{ownerless[0]}), then undo again")
+
+
 def restore_reclaim(store: Store, writer: KubeWriter, reclaim: AuditEntry, flow_run_id: str | None) -> Undone:
     """Undo one reclaim (its intent row); see the module docstring for the order and the refusals."""
     reclaim_id = int(reclaim.id or 0)
@@ -171,6 +199,6 @@ def restore_reclaim(store: Store, writer: KubeWriter, reclaim: AuditEntry, flow_
             outcome, why = settled
             return finish(outcome, f"the response was lost ({str(exc)[:300]}); read back: {why}")
         except GpuaasError as exc:
-            return finish(Outcome.failed, str(exc)[:500])
+            return finish(Outcome.failed, str(exc)[:500] + _left_behind(writer, reclaim, obj, str(exc)))
         return finish(Outcome.restored, f"restored (resourceVersion {patched['metadata'].get('resourceVersion')})")
     return finish(Outcome.failed, "409 Conflict twice: the object keeps changing; try again")

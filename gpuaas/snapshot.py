@@ -62,6 +62,7 @@ WORKLOAD_COLUMNS = [
     "owner_kind", "owner_name", "reclaim", "deadline", "expected_runtime", "pods", "gpus_observed",
     "resource_version", "api_version",
     "max_exec_time", "deadline_at", "runtime_seconds", "runtime_source", "deadline_hold",
+    "job_owner_gvk", "job_owner_name",
 ]
 QUEUE_COLUMNS = [
     "name", "cohort", "tenant", "nominal_gpus", "borrowing_limit_gpus", "lending_limit_gpus",
@@ -69,7 +70,8 @@ QUEUE_COLUMNS = [
     "oldest_pending_seconds", "admitted_workloads",
 ]
 _ANNOTATION_COLUMNS = {"gpuaas.io/reclaim": "reclaim", "gpuaas.io/deadline": "deadline",
-                       "gpuaas.io/expected-runtime": "expected_runtime", "gpuaas.io/deadline-hold": "deadline_hold"}
+                       "gpuaas.io/expected-runtime": "expected_runtime", "gpuaas.io/deadline-hold": "deadline_hold",
+                       "kueue.x-k8s.io/job-owner-gvk": "job_owner_gvk", "kueue.x-k8s.io/job-owner-name": "job_owner_name"}
 _HOLDING = (WorkloadState.admitted.value, WorkloadState.quota_reserved.value)
 
 

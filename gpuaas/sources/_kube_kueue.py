@@ -36,7 +36,7 @@ __all__ = [
 ]
 
 ANNOTATIONS_OF_INTEREST = ("gpuaas.io/reclaim", "gpuaas.io/deadline", "gpuaas.io/expected-runtime",
-                           "gpuaas.io/deadline-hold")
+                           "gpuaas.io/deadline-hold", "kueue.x-k8s.io/job-owner-gvk", "kueue.x-k8s.io/job-owner-name")
 JOB_KINDS = ("RayCluster", "InferenceService", "Notebook", "Deployment", "StatefulSet")
 
 Obj = Mapping[str, Any]

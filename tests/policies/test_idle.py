@@ -58,6 +58,21 @@ def test_verdicts(over: dict[str, Any], expected: str, reason: str) -> None:
     assert row["verdict"] == expected and reason in row["reason"]
 
 
+def test_a_workload_its_job_no_longer_owns_is_named_with_the_step_that_frees_its_quota() -> None:
+    left = {"kind": "Workload", "name": "statefulset-sts-1a2b3", "owner_kind": None, "owner_name": None,
+            "job_owner_gvk": "apps/v1, Kind=StatefulSet", "job_owner_name": "sts", "gpus": 1.0, "gpus_observed": 0.0,
+            "activity_max_30m": float("nan"), "coverage_30m": float("nan")}
+    row = verdict(**left)
+    assert row["verdict"] == "unknown" and not row["activity_decides"]
+    assert row["reason"] == ("Kueue left this Workload without an owner after StatefulSet team-a/sts scaled to zero: "
+                             "nothing will delete it and it keeps 1 GPU of quota; delete it (kubectl delete workload "
+                             "-n team-a statefulset-sts-1a2b3)")
+    # Still owned, or a Workload no job made: the usual verdicts.
+    assert "telemetry incomplete" in verdict(**{**left, "owner_kind": "StatefulSet", "owner_name": "sts"})["reason"]
+    assert "telemetry incomplete" in verdict(**{**left, "job_owner_gvk": None, "job_owner_name": None})["reason"]
+    assert verdict()["verdict"] == "idle"  # a frame without the columns at all (an older snapshot)
+
+
 def test_serving_kinds_need_a_known_zero_request_count() -> None:
     """A vLLM Deployment is a serving endpoint once the policy says so: no request metrics, no verdict."""
     assert verdict(kind="Deployment")["verdict"] == "idle"  # by default judged on GPU activity alone

@@ -7,8 +7,8 @@ through the Workload it made for the set, and the pods run; the planner's decisi
 the Deployment or StatefulSet (not a Workload); reclaim writes ``replicas: 0`` at the resourceVersion read;
 the pods and their Workloads go; a second apply does not act; the undo puts the replica count back and the
 pods run again; Kueue's statefulset webhook refuses any other change of ``replicas``; a Workload Kueue leaves
-without an owner after a scale to zero (a race of Kueue's, see ``left_behind``) holds quota and makes the undo
-fail with Kueue's reason, which succeeds once that Workload is deleted.
+without an owner after a scale to zero (a race of Kueue's, see ``left_behind``) holds quota, is named by the
+reclaim verdicts, and makes the undo fail with Kueue's reason, which succeeds once that Workload is deleted.
 """
 
 from __future__ import annotations
@@ -19,6 +19,8 @@ import pytest
 
 from gpuaas.cluster.real import KubeHTTP
 from gpuaas.cluster.real._kubeapi import KubeHTTPError
+from gpuaas.operations import reclaim as reclaim_operation
+from gpuaas.operations.collect import read_snapshot
 from gpuaas.settings import GpuaasSettings
 from gpuaas.store import Store
 from tests.actions.reclaim_scenario import run, undo
@@ -145,6 +147,11 @@ def test_a_workload_left_without_an_owner_blocks_the_undo_until_it_is_deleted(
                              "annotations": meta.get("annotations") or {}}}, exist_ok=False)
     wait_until("Kueue reserves quota for the ownerless Workload", lambda: is_true(
         api.get("Workload", meta["name"], C), "QuotaReserved"))
+    # The reclaim flow names it and the step that frees its quota, and never acts on it.
+    idle = reclaim_operation.verdicts(read_snapshot(settings), settings.policy)
+    [row] = idle[idle["name"] == meta["name"]].to_dict("records")
+    assert row["verdict"] == "unknown" and row["reason"].startswith(
+        f"Kueue left this Workload without an owner after StatefulSet {C}/sts scaled to zero"), row
     [refused] = undo(settings, store, [int(result.audit_id)])
     assert refused.result == "failed" and "previous scale-down" in refused.message, refused
     # The undo names the Workload and the step that clears it.

@@ -118,12 +118,15 @@ def find_idle(workloads: pd.DataFrame, policy: Policy, now: datetime) -> pd.Data
         policy.reclaim.exclude_queues)
     young = held["held_seconds"] < held["grace_minutes"] * 60
 
+    left, left_why = _left_without_owner(held)
     conditions = [
-        opted_out, excluded_ns, excluded_q, ~enabled, young, ~complete, has_requests,
+        left, opted_out, excluded_ns, excluded_q, ~enabled, young, ~complete, has_requests,
         serving & ~requests_known_zero, ~quiet,
     ]
-    verdicts = ["excluded", "excluded", "excluded", "excluded", "excluded", "unknown", "busy", "unknown", "busy"]
-    reasons = [
+    verdicts = ["unknown", "excluded", "excluded", "excluded", "excluded", "excluded", "unknown", "busy", "unknown",
+                "busy"]
+    reasons: list[Any] = [
+        left_why,
         'opted out (gpuaas.io/reclaim: "never")',
         "namespace excluded by policy",
         "queue excluded by policy",
@@ -138,11 +141,32 @@ def find_idle(workloads: pd.DataFrame, policy: Policy, now: datetime) -> pd.Data
     held["activity_decides"] = ~np.logical_or.reduce([np.asarray(c, dtype=bool) for c in conditions[:-1]])
     held["verdict"] = np.select(conditions, verdicts, default="idle")
     held["reason"] = np.select(conditions, reasons, default="every GPU at or below the threshold for the whole window")
-    blind = held["reason"] == reasons[5]
+    blind = held["reason"] == reasons[6]
     held.loc[blind, "reason"] = [_incomplete_reason(held, i, observed) for i in held.index[blind]]
     held["gpus_observed"] = observed
     held["idle_seconds"] = _idle_seconds(held, observed)
     return held.reindex(columns=IDLE_COLUMNS).reset_index(drop=True)
+
+
+def _left_without_owner(held: pd.DataFrame) -> tuple[pd.Series, np.ndarray]:
+    """Workloads a job controller made and no longer owns: per row, whether, and what to do about it.
+
+    Kueue drops a StatefulSet as its Workload's owner and releases the set's pods in one reconcile,
+    concurrently: when the garbage collector sees the last pod go first, it keeps the Workload (the
+    set still owns it), then Kueue drops the set, and the Workload is left without an owner. Nothing
+    deletes it; it holds its quota and blocks the set's scale back up. It has no pods, so no telemetry:
+    without this it would read as a bare Workload with incomplete telemetry."""
+    owner = held.get("job_owner_name", pd.Series(None, index=held.index, dtype=object))
+    left = held["owner_kind"].isna() & owner.notna()
+    gvk = held.get("job_owner_gvk", pd.Series(None, index=held.index, dtype=object))
+    why = np.array([
+        f"Kueue left this Workload without an owner after {str(g or '').partition('Kind=')[2] or 'its job'} "
+        f"{ns}/{job} scaled to zero: nothing will delete it and it keeps {gpus:g} GPU{'' if gpus == 1 else 's'} of "
+        f"quota; delete it "
+        f"(kubectl delete workload -n {ns} {name})" if is_left else ""
+        for is_left, g, ns, job, name, gpus in zip(left, gvk, held["namespace"], owner, held["name"],
+                                                   held["gpus"].astype(float), strict=True)], dtype=object)
+    return left, why
 
 
 def _complete(held: pd.DataFrame, minutes: float) -> pd.Series:

@@ -45,7 +45,6 @@ from gpuaas.policies.analysis import (
 )
 from gpuaas.policies.reclaim import (
     AdaptiveWindow,
-    Outcomes,
     RefitRule,
     choose_for_budgets,
     context_band,
@@ -163,7 +162,7 @@ def _hindsight_bounds(runs: pd.DataFrame, scored: np.ndarray, fixed: list[Fronti
         "hour of the day x the policy's context": hour * 10 + context_band(runs),
     }
     replayed = outcomes(runs)
-    on_scored = Outcomes(replayed.windows_s, replayed.saved_gpu_min[:, scored], replayed.wakeups[:, scored])
+    on_scored = replayed.of(scored)
     at = (round(0.75 * wakeups), wakeups, round(1.25 * wakeups))
     print(f"\nhindsight bound of each context family (the best window per context, chosen on the scored half "
           f"itself) at {at[0]}, {at[1]} and {at[2]} wake-ups: vs fixed (headroom)")

@@ -74,8 +74,8 @@ class KubeWriter:
                                status=404, reason="Not Found", kind=KUEUE_GROUP, verb="discovering")
         return self._kueue_version
 
-    def _call(self, what: str, kind: str, namespace: str, name: str, fn: Any, version: str | None,
-              **kwargs: Any) -> dict[str, Any]:
+    def _resource(self, kind: str, version: str | None) -> tuple[str, str, str]:
+        """(group, version, plural) of ``kind``: the caller's version, Kueue's negotiated one, or the kind's own."""
         group, default_version, plural = KIND_RESOURCES[kind]
         if version:
             version = version.rpartition("/")[2]  # "kueue.x-k8s.io/v1beta1" or "v1beta1"
@@ -83,6 +83,11 @@ class KubeWriter:
             version = self._served_kueue_version()
         else:
             version = default_version
+        return group, version, plural
+
+    def _call(self, what: str, kind: str, namespace: str, name: str, fn: Any, version: str | None,
+              **kwargs: Any) -> dict[str, Any]:
+        group, version, plural = self._resource(kind, version)
         with kube_request(verb=what, kind=kind, namespace=namespace, name=name, url=self._url):
             resp = fn(group, version, namespace, plural, name, _preload_content=False,
                       _request_timeout=self._timeout, **kwargs)
@@ -104,9 +109,7 @@ class KubeWriter:
     def list(self, kind: str, namespace: str, *, label_selector: str) -> list[dict[str, Any]]:
         """The objects of ``kind`` in ``namespace`` that match ``label_selector`` (one page: a selector that
         names one owner's objects returns a handful)."""
-        group, version, plural = KIND_RESOURCES[kind]
-        if group == KUEUE_GROUP:
-            version = self._served_kueue_version()
+        group, version, plural = self._resource(kind, None)
         with kube_request(verb="listing", kind=kind, namespace=namespace, url=self._url):
             resp = self._custom.list_namespaced_custom_object(group, version, namespace, plural,
                                                               label_selector=label_selector, _preload_content=False,

@@ -184,7 +184,7 @@ def frontier(runs: pd.DataFrame, *, split_t: float | None = None, windows_min: S
         days = (last - float(calibration["start"].min())) / 86400.0
     workloads = int(calibration["pod"].nunique())
     replayed = outcomes(runs, sorted({*WINDOWS_MIN, *windows_min, base_s / 60.0}))  # every window a row can give
-    on_scored = Outcomes(replayed.windows_s, replayed.saved_gpu_min[:, scored], replayed.wakeups[:, scored])
+    on_scored = replayed.of(scored)
     fixed = [_fixed_row(on_scored, float(minutes)) for minutes in windows_min]
     curve = clairvoyant_curve(runs, detect_s=detect_s, scored=scored)
     ceiling = hindsight_curve(on_scored, context_band(runs)[scored])

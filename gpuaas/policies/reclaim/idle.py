@@ -132,7 +132,7 @@ def find_idle(workloads: pd.DataFrame, policy: Policy, now: datetime) -> pd.Data
         "queue excluded by policy",
         "reclaim disabled for this tenant or kind",
         "inside the grace period",
-        "telemetry incomplete for the window",
+        INCOMPLETE,
         "served requests in the window",
         "no request metrics for a serving workload",
         "GPU activity above the threshold",
@@ -141,11 +141,15 @@ def find_idle(workloads: pd.DataFrame, policy: Policy, now: datetime) -> pd.Data
     held["activity_decides"] = ~np.logical_or.reduce([np.asarray(c, dtype=bool) for c in conditions[:-1]])
     held["verdict"] = np.select(conditions, verdicts, default="idle")
     held["reason"] = np.select(conditions, reasons, default="every GPU at or below the threshold for the whole window")
-    blind = held["reason"] == reasons[6]
+    blind = held["reason"] == INCOMPLETE
     held.loc[blind, "reason"] = [_incomplete_reason(held, i, observed) for i in held.index[blind]]
     held["gpus_observed"] = observed
     held["idle_seconds"] = _idle_seconds(held, observed)
     return held.reindex(columns=IDLE_COLUMNS).reset_index(drop=True)
+
+
+INCOMPLETE = "telemetry incomplete for the window"
+"""The reason of a row whose telemetry is incomplete, before it is replaced by the detail of what is missing."""
 
 
 def _left_without_owner(held: pd.DataFrame) -> tuple[pd.Series, np.ndarray]:
@@ -159,14 +163,16 @@ def _left_without_owner(held: pd.DataFrame) -> tuple[pd.Series, np.ndarray]:
     owner = held.get("job_owner_name", pd.Series(None, index=held.index, dtype=object))
     left = held["owner_kind"].isna() & owner.notna()
     gvk = held.get("job_owner_gvk", pd.Series(None, index=held.index, dtype=object))
-    why = np.array([
-        f"Kueue left this Workload without an owner after {str(g or '').partition('Kind=')[2] or 'its job'} "
-        f"{ns}/{job} scaled to zero: nothing will delete it and it keeps {gpus:g} GPU{'' if gpus == 1 else 's'} of "
-        f"quota; delete it "
-        f"(kubectl delete workload -n {ns} {name})" if is_left else ""
-        for is_left, g, ns, job, name, gpus in zip(left, gvk, held["namespace"], owner, held["name"],
-                                                   held["gpus"].astype(float), strict=True)], dtype=object)
+    rows = zip(left, gvk, held["namespace"], owner, held["name"], held["gpus"].astype(float), strict=True)
+    why = np.array([_left_reason(str(g or "").partition("Kind=")[2] or "its job", ns, job, name, gpus)
+                    if is_left else "" for is_left, g, ns, job, name, gpus in rows], dtype=object)
     return left, why
+
+
+def _left_reason(kind: str, namespace: str, job: str, workload: str, gpus: float) -> str:
+    return (f"Kueue left this Workload without an owner after {kind} {namespace}/{job} scaled to zero: nothing will "
+            f"delete it and it keeps {gpus:g} GPU{'' if gpus == 1 else 's'} of quota; delete it (kubectl delete "
+            f"workload -n {namespace} {workload})")
 
 
 def _complete(held: pd.DataFrame, minutes: float) -> pd.Series:

@@ -107,6 +107,10 @@ class Outcomes:
     saved_gpu_min: np.ndarray  # window x run
     wakeups: np.ndarray  # window x run
 
+    def of(self, runs: np.ndarray) -> Outcomes:
+        """The same windows, for the runs ``runs`` selects (a mask or indices): one replay, read per part."""
+        return Outcomes(self.windows_s, self.saved_gpu_min[:, runs], self.wakeups[:, runs])
+
 
 def outcomes(runs: pd.DataFrame, windows_min: Sequence[float] = WINDOWS_MIN) -> Outcomes:
     windows = tuple(float(w) * 60.0 for w in windows_min)

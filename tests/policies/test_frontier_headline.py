@@ -65,10 +65,18 @@ def test_the_headline_gives_the_range_and_the_best_budget() -> None:
             FrontierRow("adaptive", 0.25, 18.0, 150, 0.3), FrontierRow("adaptive", 16.0, 30.0, 400)]
     lines = frontier_headline(rows, EVIDENCE)
     assert lines[0] == EVIDENCE.describe()
-    # 18 / 15 = 1.20x at budgets 0.25 and 1 (the smaller is named), 15 / 15 = 1.00x; 400 wake-ups
-    # lie past the fixed windows and are not compared.
-    assert lines[1] == ("adaptive over fixed at equal wake-ups: 1.00x to 1.20x over 3 budgets; best at 0.25 "
-                        "wake-ups per workload-day (1.20x, 30% of the clairvoyant headroom)")
+    # 18 / 15 = 1.20x at budgets 0.25 and 1, the same GPU-hours at the same wake-ups: both are named;
+    # 15 / 15 = 1.00x; 400 wake-ups lie past the fixed windows and are not compared.
+    assert lines[1] == ("adaptive over fixed at equal wake-ups: 1.00x to 1.20x over 3 budgets; best at 0.25 and 1 "
+                        "wake-ups per workload-day (the same result at each: 1.20x, 30% of the clairvoyant headroom)")
+    # A budget as good at other figures (more GPU-hours for more wake-ups) is a different result:
+    # the smaller budget of the best ratio is named alone.
+    other = [*FIXED, FrontierRow("adaptive", 1.0, 18.0, 150, 0.3), FrontierRow("adaptive", 0.5, 24.0, 200, 0.4),
+             FrontierRow("adaptive", 4.0, 16.0, 160, 0.1)]
+    # 18 / 15 at 150 and 24 / 20 at 200 are both 1.20x; 16 / 16 at 160 is 1.00x.
+    assert frontier_headline(other, EVIDENCE)[1] == (
+        "adaptive over fixed at equal wake-ups: 1.00x to 1.20x over 3 budgets; best at 0.5 wake-ups per "
+        "workload-day (1.20x, 40% of the clairvoyant headroom)")
 
 
 def test_the_headline_places_the_best_row_against_its_contexts_ceiling() -> None:

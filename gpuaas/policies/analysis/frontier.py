@@ -128,10 +128,19 @@ def frontier_headline(rows: Sequence[FrontierRow], evidence: CalibrationEvidence
         best, ratio = max(measured, key=lambda m: (m[1], -m[0].parameter))
         worst = min(x for _, x in measured)
         share = "" if best.headroom_captured is None else f", {best.headroom_captured:.0%} of the clairvoyant headroom"
+        tied = sorted(r.parameter for r, _ in measured
+                      if (r.reclaimed_gpu_hours, r.wakeups) == (best.reclaimed_gpu_hours, best.wakeups))
+        same = "" if len(tied) == 1 else "the same result at each: "
         lines.append(f"adaptive over fixed at equal wake-ups: {worst:.2f}x to {ratio:.2f}x over {len(measured)} "
-                     f"budgets; best at {best.parameter:g} wake-ups per workload-day ({ratio:.2f}x{share})")
+                     f"budgets; best at {_listed(tied)} wake-ups per workload-day ({same}{ratio:.2f}x{share})")
         lines += _ceiling_line(best, rows)
     return lines
+
+
+def _listed(budgets: Sequence[float]) -> str:
+    """``0.25``, ``0.25 and 1``, ``0.25, 0.5 and 1``."""
+    names = [f"{b:g}" for b in budgets]
+    return names[0] if len(names) == 1 else f"{', '.join(names[:-1])} and {names[-1]}"
 
 
 def _ceiling_line(best: FrontierRow, rows: Sequence[FrontierRow]) -> list[str]:

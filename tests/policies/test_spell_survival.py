@@ -7,7 +7,8 @@ longest spell it saw the break-even instead (also as a property); a context seen
 toward the whole history; a window never depends on samples after its spell starts
 (property: truncating the trace there changes nothing); the live state reclaims at the
 replay's minute with the survival rule; a spell still open when the history ends counts as the
-ended spells that outlasted it did; the budget falls back to the fixed rule when the
+ended spells that outlasted it did; one evidence fits every price as a fit from scratch does
+(property); the budget falls back to the fixed rule when the
 survival window fitted on the earlier half of the history loses to it on the later half.
 """
 
@@ -22,6 +23,7 @@ from hypothesis import strategies as st
 from gpuaas.policies.reclaim import (
     FixedWindow,
     RunStream,
+    SurvivalEvidence,
     adaptive_state,
     choose_for_budget,
     context_band,
@@ -186,6 +188,21 @@ def test_a_spells_window_depends_on_nothing_after_it_starts(util: pd.DataFrame, 
     early = pd.Series(rule(seen), index=pd.MultiIndex.from_frame(seen[["pod", "start"]]))
     assert early.to_dict() == full.reindex(early.index).to_dict()
 
+
+
+@settings(max_examples=40, deadline=None)
+@given(util=series(), prices=st.lists(st.sampled_from([0.0, 1.0, 15.0, 60.0, 300.0]), min_size=2, max_size=5),
+       shrink=st.sampled_from([0.0, 5.0]), cut_share=st.floats(0.0, 1.0))
+def test_one_evidence_fits_every_price_as_a_fit_from_scratch(util: pd.DataFrame, prices: list[float], shrink: float,
+                                                             cut_share: float) -> None:
+    # A budget fits its whole price ladder on one evidence: no fit may change what the next one reads.
+    runs = idle_runs(util, 5.0)
+    start = runs["start"].to_numpy(dtype=float)
+    mask = start <= start.min() + (start.max() - start.min()) * cut_share
+    evidence = SurvivalEvidence.of(runs, mask=mask, shrink=shrink)
+    for price in prices:
+        fresh = fit_survival(runs, price_gpu_min=price, mask=mask, shrink=shrink)
+        assert repr(evidence.fit(price)) == repr(fresh)  # repr: a context with no spell has a NaN median
 
 def test_live_state_reclaims_at_the_replays_minute_with_the_survival_rule() -> None:
     rule = fit_survival(idle_runs(_quiet_and_busy(), 5.0), price_gpu_min=30.0, shrink=0.0)

@@ -28,13 +28,21 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
+from functools import cached_property
 from typing import Protocol
 
 import numpy as np
 import pandas as pd
 
-from gpuaas.policies.reclaim.spell_survival import WINDOWS_MIN, Outcomes, SurvivalWindow, fit_survival, outcomes
+from gpuaas.policies.reclaim.spell_survival import (
+    WINDOWS_MIN,
+    Outcomes,
+    SurvivalEvidence,
+    SurvivalWindow,
+    context_band,
+    outcomes,
+)
 
 __all__ = ["FIXED_FALLBACK_MIN", "PRICES_GPU_MIN", "BudgetChoice", "FixedWindow", "WindowRule", "choose_for_budget",
            "choose_for_budgets", "fixed_frontier_at"]
@@ -92,7 +100,7 @@ class BudgetChoice:
                 f"{fit} budget")
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class _Replayed:
     """A history replayed once at every window any candidate can give, so that scoring a rule is a lookup."""
 
@@ -100,28 +108,51 @@ class _Replayed:
     seen: Outcomes
     done: np.ndarray
     """The runs whose end is known (not still open when the history ends): the only ones scored."""
+    earlier_evidence: dict[tuple[float, tuple[float, ...]], SurvivalEvidence] = field(default_factory=dict)
+    """The earlier half of the history as evidence, per look-back and bands."""
+    bands: dict[tuple[float, tuple[float, ...]], np.ndarray] = field(default_factory=dict)
+    """Each run's context band, per look-back and bands."""
 
     def score(self, rule: Candidate, mask: np.ndarray | None = None) -> tuple[float, int]:
         """GPU-hours and wake-ups of ``rule`` on the completed runs where ``mask`` holds (all by default)."""
-        rows = np.searchsorted(np.asarray(self.seen.windows_s), rule(self.runs))
+        windows = rule.of_bands(self._bands(rule)) if isinstance(rule, SurvivalWindow) else rule(self.runs)
+        rows = np.searchsorted(np.asarray(self.seen.windows_s), windows)
         cols = np.arange(len(self.runs))
         keep = self.done if mask is None else mask & self.done
         return (float(self.seen.saved_gpu_min[rows, cols][keep].sum()) / 60.0,
                 int(self.seen.wakeups[rows, cols][keep].sum()))
 
-    def holds_on_later_half(self, rule: SurvivalWindow) -> bool:
-        """Fitted on the earlier half of the history, does ``rule``'s price beat the fixed rule on the later half?"""
+    def _bands(self, rule: SurvivalWindow) -> np.ndarray:
+        key = (rule.lookback_s, rule.edges)
+        if key not in self.bands:
+            self.bands[key] = context_band(self.runs, rule.lookback_s, rule.edges)
+        return self.bands[key]
+
+    @cached_property
+    def _halves(self) -> tuple[np.ndarray, np.ndarray]:
         start = self.runs["start"].to_numpy(dtype=float)
         middle = (float(start.min()) + float(self.runs["end"].to_numpy(dtype=float).max())) / 2.0
-        earlier, later = start < middle, start >= middle
+        return start < middle, start >= middle
+
+    def holds_on_later_half(self, rule: SurvivalWindow) -> bool:
+        """Fitted on the earlier half of the history, does ``rule``'s price beat the fixed rule on the later half?"""
+        earlier, later = self._halves
         if not earlier.any() or not later.any():
             return True
-        early = fit_survival(self.runs, price_gpu_min=rule.price_gpu_min, history=self.seen, mask=earlier,
-                             lookback_s=rule.lookback_s, edges=rule.edges)
-        hours, wakeups = self.score(early, later)
-        fixed = [self.score(FixedWindow(m * 60.0, ""), later) for m in FIXED_FALLBACK_MIN]
-        ref = fixed_frontier_at([(k, h) for h, k in fixed], wakeups)
+        key = (rule.lookback_s, rule.edges)
+        if key not in self.earlier_evidence:  # one per context definition, fitted at every price checked
+            self.earlier_evidence[key] = SurvivalEvidence.of(self.runs, history=self.seen, mask=earlier,
+                                                             lookback_s=rule.lookback_s, edges=rule.edges)
+        evidence = self.earlier_evidence[key]
+        hours, wakeups = self.score(evidence.fit(rule.price_gpu_min), later)
+        ref = fixed_frontier_at(self._fixed_on_later_half, wakeups)
         return ref is None or hours >= ref - 1e-9
+
+    @cached_property
+    def _fixed_on_later_half(self) -> list[tuple[int, float]]:
+        """``(wake-ups, GPU-hours)`` of every fixed window on the later half of the history."""
+        later = self._halves[1]
+        return [(k, h) for h, k in (self.score(FixedWindow(m * 60.0, ""), later) for m in FIXED_FALLBACK_MIN)]
 
 
 def fixed_frontier_at(points: Sequence[tuple[int, float]], wakeups: int) -> float | None:
@@ -173,7 +204,8 @@ def _choose(runs: pd.DataFrame, *, workloads: int, days: float, budgets: Sequenc
                 for _ in budgets]
     replayed = _Replayed(runs, outcomes(runs, sorted({*WINDOWS_MIN, *FIXED_FALLBACK_MIN})), done)
     prices = PRICES_GPU_MIN if price is None else (price,)
-    rules: list[Candidate] = [fit_survival(runs, price_gpu_min=p, history=replayed.seen) for p in prices]
+    evidence = SurvivalEvidence.of(runs, history=replayed.seen)
+    rules: list[Candidate] = [evidence.fit(p) for p in prices]
     rules += [FixedWindow(m * 60.0, "no survival window beat it on the history") for m in FIXED_FALLBACK_MIN]
     candidates = [(rule, *replayed.score(rule)) for rule in rules]
     holds: dict[float, bool] = {}

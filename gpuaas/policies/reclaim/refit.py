@@ -71,7 +71,9 @@ def choose_at(runs: pd.DataFrame, fit_at: float, *, budget: ColdStartBudget, his
 def reasons(choice: BudgetChoice, runs: pd.DataFrame, fit_at: float) -> list[str]:
     """Per run, what the chosen rule expects of it, how the rule was chosen and on which history."""
     asof = f"history to {datetime.fromtimestamp(fit_at, UTC):%Y-%m-%d %H:%M} UTC"
-    return [f"{w}; {choice.why}; {asof}" for w in choice.policy.why(runs)]
+    expected = choice.policy.why(runs)
+    said = {w: f"{w}; {choice.why}; {asof}" for w in set(expected)}  # a few sentences, many runs
+    return [said[w] for w in expected]
 
 
 @dataclass(frozen=True)

@@ -52,7 +52,7 @@ import pandas as pd
 from gpuaas.policies.reclaim.replay import gpu_weights, replay_runs
 
 __all__ = ["LOOKBACK_S", "SHARE_EDGES", "SHRINK_SPELLS", "WINDOWS_MIN", "Outcomes", "SpellOutlook",
-           "SurvivalWindow", "context_band", "fit_survival", "outcomes", "recent_idle_share"]
+           "SurvivalEvidence", "SurvivalWindow", "context_band", "fit_survival", "outcomes", "recent_idle_share"]
 
 LOOKBACK_S = 7200.0
 SHARE_EDGES = (0.9,)
@@ -158,30 +158,35 @@ class SurvivalWindow:
     def __call__(self, runs: pd.DataFrame) -> np.ndarray:
         if runs.empty:
             return np.zeros(0)
+        return self.of_bands(context_band(runs, self.lookback_s, self.edges))
+
+    def of_bands(self, bands: np.ndarray) -> np.ndarray:
+        """The window of each run whose context band (:func:`context_band` at this rule's look-back and
+        edges) is given: for a caller that scores many rules on the same runs."""
         windows = np.array([o.window_s for o in self.outlooks], dtype=float)
-        chosen: np.ndarray = windows[context_band(runs, self.lookback_s, self.edges)]
+        chosen: np.ndarray = windows[bands]
         return chosen
 
     def why(self, runs: pd.DataFrame) -> list[str]:
-        """Per run, what the policy expected: how long spells like it last, what stopping saves and costs."""
-        out = []
-        for band in context_band(runs, self.lookback_s, self.edges):
-            o = self.outlooks[band]
-            after = f"spells after {_band_name(int(band), self.edges)} of the last {self.lookback_s / 3600:g} h idle"
-            like = (f"{after} last {_duration(o.median_spell_s)} at the median ({o.spells} seen)"
-                    if math.isfinite(o.median_spell_s) else f"{after}: more than half outlast the history "
-                    f"({o.spells} seen)")
-            if o.beyond_history:
-                out.append(f"{like}; no stop past the longest of them can be ranked on the history: stopping "
-                           f"after {o.window_s / 60:g} min, the break-even at {self.price_gpu_min:g} GPU-min per "
-                           "wake-up beyond every spell seen")
-            elif math.isfinite(o.window_s):
-                out.append(f"{like}; stopping after {o.window_s / 60:g} min saves {o.saved_gpu_min:.1f} GPU-min "
-                           f"for {o.wakeups:.2f} expected wake-ups at {self.price_gpu_min:g} GPU-min each")
-            else:
-                out.append(f"{like}; no stop time saves more than its wake-ups cost at "
-                           f"{self.price_gpu_min:g} GPU-min each: never")
-        return out
+        """Per run, what the policy expected: how long spells like it last, what stopping saves and costs.
+        One sentence per context, shared by its runs (a fleet's day holds hundreds of thousands)."""
+        said = [self._expected(band) for band in range(len(self.outlooks))]
+        return [said[band] for band in context_band(runs, self.lookback_s, self.edges)]
+
+    def _expected(self, band: int) -> str:
+        o = self.outlooks[band]
+        after = f"spells after {_band_name(band, self.edges)} of the last {self.lookback_s / 3600:g} h idle"
+        like = (f"{after} last {_duration(o.median_spell_s)} at the median ({o.spells} seen)"
+                if math.isfinite(o.median_spell_s) else f"{after}: more than half outlast the history "
+                f"({o.spells} seen)")
+        if o.beyond_history:
+            return (f"{like}; no stop past the longest of them can be ranked on the history: stopping "
+                    f"after {o.window_s / 60:g} min, the break-even at {self.price_gpu_min:g} GPU-min per "
+                    "wake-up beyond every spell seen")
+        if math.isfinite(o.window_s):
+            return (f"{like}; stopping after {o.window_s / 60:g} min saves {o.saved_gpu_min:.1f} GPU-min "
+                    f"for {o.wakeups:.2f} expected wake-ups at {self.price_gpu_min:g} GPU-min each")
+        return f"{like}; no stop time saves more than its wake-ups cost at {self.price_gpu_min:g} GPU-min each: never"
 
 
 def _median_spell_s(length: np.ndarray, ended: np.ndarray) -> float:
@@ -249,56 +254,118 @@ def _open_spells_imputed(runs: pd.DataFrame, seen: Outcomes, chosen: np.ndarray,
     return Outcomes(seen.windows_s, saved * gpus[None, :], wakes)
 
 
-def _past_the_history(seen: Outcomes, runs: np.ndarray, j: int, price_gpu_min: float) -> tuple[int, bool]:
-    """The stop ``j`` (an index of ``seen.windows_s``), unless it lies past every spell of ``runs``.
-
-    Past the first stop at which no spell of the history was still idle, every stop scores the same
-    on it, never included: the history cannot rank them, and the tie would go to never, however long
-    a spell then lasts. There the window is the ski-rental break-even on the time beyond that stop:
-    stop once a spell has been idle ``price_gpu_min`` minutes longer (the first candidate at or after
-    it). For a one-GPU workload that costs, beyond that stop, at most twice what the best stop would
-    have for a spell of any length (deterministic ski rental, before the rounding up to a candidate),
-    where never can cost without bound. Returns the index and whether that rule set it."""
+def _first_untested(seen: Outcomes, runs: np.ndarray) -> int:
+    """The first stop at which no spell of ``runs`` (a mask) was still idle: none saved or woke there."""
     touched = np.flatnonzero(((seen.saved_gpu_min[:, runs] > 0) | (seen.wakeups[:, runs] > 0)).any(axis=1))
-    first_untested = int(touched[-1]) + 1 if len(touched) else 0
+    return int(touched[-1]) + 1 if len(touched) else 0
+
+
+def _past_the_history(windows_s: Sequence[float], first_untested: int, j: int, price_gpu_min: float) -> tuple[int, bool]:
+    """The stop ``j`` (an index of ``windows_s``), unless it lies past every spell of the history.
+
+    Past the first stop at which no spell of the history was still idle (``first_untested``), every
+    stop scores the same on it, never included: the history cannot rank them, and the tie would go
+    to never, however long a spell then lasts. There the window is the ski-rental break-even on the
+    time beyond that stop: stop once a spell has been idle ``price_gpu_min`` minutes longer (the
+    first candidate at or after it). For a one-GPU workload that costs, beyond that stop, at most
+    twice what the best stop would have for a spell of any length (deterministic ski rental, before
+    the rounding up to a candidate), where never can cost without bound. Returns the index and
+    whether that rule set it."""
     if j <= first_untested:
         return j, False
-    windows = np.asarray(seen.windows_s, dtype=float)
+    windows = np.asarray(windows_s, dtype=float)
     k = int(np.searchsorted(windows, windows[first_untested] + 60.0 * price_gpu_min, side="left"))
     k = min(k, len(windows) - 1)
     return k, bool(math.isfinite(windows[k]))
 
 
+@dataclass(frozen=True)
+class _Context:
+    """One context's spells, summed per candidate stop: what a fit at any price reads of them."""
+
+    n: int
+    """The spells that speak for it (a context never seen and not shrunk: the whole history's)."""
+    saved_gpu_min: np.ndarray
+    wakeups: np.ndarray
+    untested: int
+    """The first stop no spell the fit ranks on was still idle at (:func:`_past_the_history`)."""
+    median_spell_s: float
+    spells: int
+    """Spells of this context in the history."""
+
+
+@dataclass(frozen=True)
+class SurvivalEvidence:
+    """What a history says about its spells at any price: per context, what every stop saved and cost
+    (the open spells imputed), where the history stops ranking stops, and how long spells last.
+
+    Why: none of it depends on the price, and a wake-up budget fits the survival window at every price
+    of its ladder (49). Built once, a fit is a few sums per context; what it keeps is a few numbers per
+    context and stop, whatever the size of the history."""
+
+    windows_s: tuple[float, ...]
+    pooled_saved_gpu_min: np.ndarray
+    pooled_wakeups: np.ndarray
+    contexts: tuple[_Context, ...]
+    shrink: float
+    lookback_s: float
+    edges: tuple[float, ...]
+
+    @classmethod
+    def of(cls, runs: pd.DataFrame, *, history: Outcomes | None = None, mask: np.ndarray | None = None,
+           shrink: float = SHRINK_SPELLS, lookback_s: float = LOOKBACK_S,
+           edges: Sequence[float] = SHARE_EDGES) -> SurvivalEvidence:
+        """The runs where ``mask`` holds (all by default) as evidence; ``history``: :func:`outcomes` of ``runs``."""
+        chosen = np.ones(len(runs), dtype=bool) if mask is None else np.asarray(mask, dtype=bool)
+        bands = context_band(runs, lookback_s, edges)
+        seen = _open_spells_imputed(runs, history if history is not None else outcomes(runs), chosen, bands, shrink)
+        length = runs["length"].to_numpy(dtype=float)
+        ended = (runs["ended_by"].to_numpy() == "active") if len(runs) else np.zeros(0, dtype=bool)
+        n_all = int(chosen.sum())
+        none = np.zeros(len(seen.windows_s))
+        pooled_saved = seen.saved_gpu_min[:, chosen].mean(axis=1) if n_all else none
+        pooled_wakes = seen.wakeups[:, chosen].mean(axis=1) if n_all else none
+        untested_all = _first_untested(seen, chosen)
+        contexts = []
+        for band in range(len(edges) + 1):
+            spells = chosen & (bands == band)
+            here, n = spells, int(spells.sum())
+            if n + shrink <= 0:  # a band never seen, unshrunk: the whole history speaks for it
+                here, n = chosen, n_all
+            of = spells if spells.any() else chosen
+            contexts.append(_Context(n, seen.saved_gpu_min[:, here].sum(axis=1), seen.wakeups[:, here].sum(axis=1),
+                                     untested_all if shrink > 0 else _first_untested(seen, here),
+                                     _median_spell_s(length[of], ended[of]), int(spells.sum())))
+        return cls(seen.windows_s, pooled_saved, pooled_wakes, tuple(contexts), float(shrink), float(lookback_s),
+                   tuple(float(e) for e in edges))
+
+    def fit(self, price_gpu_min: float) -> SurvivalWindow:
+        """The survival window at ``price_gpu_min`` GPU-minutes per wake-up: per context, the stop that
+        maximises GPU-minutes saved less the price of its wake-ups, per spell, shrunk toward the whole
+        history's."""
+        if price_gpu_min < 0:
+            raise ValueError("price_gpu_min must be >= 0")
+        shrink = self.shrink
+        pooled = self.pooled_saved_gpu_min - price_gpu_min * self.pooled_wakeups
+        outlooks = []
+        for c in self.contexts:
+            per_spell = max(c.n + shrink, 1e-9)
+            score = (c.saved_gpu_min - price_gpu_min * c.wakeups + shrink * pooled) / per_spell
+            j = len(score) - 1 - int(np.argmax(score[::-1]))  # ties: the later stop, fewer wake-ups
+            j, beyond = _past_the_history(self.windows_s, c.untested, j, price_gpu_min)
+            saved = (c.saved_gpu_min[j] + shrink * self.pooled_saved_gpu_min[j]) / per_spell
+            wakes = (c.wakeups[j] + shrink * self.pooled_wakeups[j]) / per_spell
+            outlooks.append(SpellOutlook(self.windows_s[j], c.median_spell_s, float(saved), float(wakes), c.spells,
+                                         beyond))
+        return SurvivalWindow(float(price_gpu_min), tuple(outlooks), self.lookback_s, self.edges)
+
+
 def fit_survival(runs: pd.DataFrame, *, price_gpu_min: float, history: Outcomes | None = None,
                  mask: np.ndarray | None = None, shrink: float = SHRINK_SPELLS,
                  lookback_s: float = LOOKBACK_S, edges: Sequence[float] = SHARE_EDGES) -> SurvivalWindow:
-    """Fit on the runs where ``mask`` holds (all by default); ``history``: :func:`outcomes` of ``runs``."""
+    """Fit on the runs where ``mask`` holds (all by default); ``history``: :func:`outcomes` of ``runs``.
+    At several prices, build the :class:`SurvivalEvidence` once and fit it at each."""
     if price_gpu_min < 0:
         raise ValueError("price_gpu_min must be >= 0")
-    chosen = np.ones(len(runs), dtype=bool) if mask is None else np.asarray(mask, dtype=bool)
-    bands = context_band(runs, lookback_s, edges)
-    seen = _open_spells_imputed(runs, history if history is not None else outcomes(runs), chosen, bands, shrink)
-    value = seen.saved_gpu_min - price_gpu_min * seen.wakeups  # window x run
-    n_all = int(chosen.sum())
-    pooled = value[:, chosen].mean(axis=1) if n_all else np.zeros(len(seen.windows_s))
-    pooled_saved = seen.saved_gpu_min[:, chosen].mean(axis=1) if n_all else pooled
-    pooled_wakes = seen.wakeups[:, chosen].mean(axis=1) if n_all else pooled
-    length = runs["length"].to_numpy(dtype=float)
-    ended = (runs["ended_by"].to_numpy() == "active") if len(runs) else np.zeros(0, dtype=bool)
-    outlooks = []
-    for band in range(len(edges) + 1):
-        here = chosen & (bands == band)
-        n = int(here.sum())
-        if n + shrink <= 0:  # a band never seen, unshrunk: the whole history speaks for it
-            here, n = chosen, n_all
-        score = (value[:, here].sum(axis=1) + shrink * pooled) / max(n + shrink, 1e-9)
-        j = len(score) - 1 - int(np.argmax(score[::-1]))  # ties: the later stop, fewer wake-ups
-        j, beyond = _past_the_history(seen, chosen if shrink > 0 else here, j, price_gpu_min)
-        saved = (seen.saved_gpu_min[j, here].sum() + shrink * pooled_saved[j]) / max(n + shrink, 1e-9)
-        wakes = (seen.wakeups[j, here].sum() + shrink * pooled_wakes[j]) / max(n + shrink, 1e-9)
-        spells = chosen & (bands == band)
-        if not spells.any():
-            spells = chosen
-        outlooks.append(SpellOutlook(seen.windows_s[j], _median_spell_s(length[spells], ended[spells]),
-                                     float(saved), float(wakes), int((chosen & (bands == band)).sum()), beyond))
-    return SurvivalWindow(float(price_gpu_min), tuple(outlooks), float(lookback_s), tuple(float(e) for e in edges))
+    evidence = SurvivalEvidence.of(runs, history=history, mask=mask, shrink=shrink, lookback_s=lookback_s, edges=edges)
+    return evidence.fit(price_gpu_min)

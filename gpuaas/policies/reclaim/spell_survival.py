@@ -113,10 +113,14 @@ class Outcomes:
 
 
 def outcomes(runs: pd.DataFrame, windows_min: Sequence[float] = WINDOWS_MIN) -> Outcomes:
+    """``runs`` replayed at each window: one replay at a time, keeping its two figures (a replay's whole
+    table, kept for every window, would be most of a large fleet's memory)."""
     windows = tuple(float(w) * 60.0 for w in windows_min)
-    replayed = [replay_runs(runs, np.full(len(runs), w)) for w in windows]
-    saved = np.array([r["reclaimed_gpu_s"].to_numpy(dtype=float) / 60.0 for r in replayed]).reshape(len(windows), -1)
-    wakes = np.array([r["wakeup"].to_numpy(dtype=float) for r in replayed]).reshape(len(windows), -1)
+    saved, wakes = np.zeros((len(windows), len(runs))), np.zeros((len(windows), len(runs)))
+    for i, w in enumerate(windows):
+        replayed = replay_runs(runs, np.full(len(runs), w))
+        saved[i] = replayed["reclaimed_gpu_s"].to_numpy(dtype=float) / 60.0
+        wakes[i] = replayed["wakeup"].to_numpy(dtype=float)
     return Outcomes(windows, saved, wakes)
 
 

@@ -23,7 +23,7 @@ import pandas as pd
 
 from bench._run import TRACES, headline, parser, run
 from gpuaas.policies.reclaim import choose_at, idle_runs, reasons
-from gpuaas.policy import ColdStartBudget
+from gpuaas.policy import AdaptivePolicy, ColdStartBudget
 from gpuaas.sources.traces import load_utilization
 
 DEFAULT = TRACES / "alibaba-genai-2026"
@@ -47,15 +47,16 @@ def main(argv: list[str]) -> int:
         util = util[util["pod"].isin(sorted(util["pod"].unique())[:12])]
     runs = idle_runs(util, 5.0)
     now = float(util["t"].max())
-    budget = ColdStartBudget(wakeups_per_workload_per_day=1.0)
+    budget, defaults = ColdStartBudget(wakeups_per_workload_per_day=1.0), AdaptivePolicy()
+    span_h = min(defaults.history_hours, (now - float(util["t"].min())) / 3600)
     print(f"budget {budget.wakeups_per_workload_per_day:g} wake-ups per workload-day, the window chosen on the "
-          f"{(now - float(util['t'].min())) / 3600:.1f} h of history before now")
+          f"{span_h:.1f} h of history before now (history_hours {defaults.history_hours:g}, the default)")
     shown = []
     for copies in COPIES[:1] if args.smoke else COPIES:
         fleet = _fleet(runs, copies)
         tracemalloc.start()
         began = time.perf_counter()
-        choice = choose_at(fleet, now, budget=budget, history_hours=24.0, base_s=1800.0)
+        choice = choose_at(fleet, now, budget=budget, history_hours=defaults.history_hours, base_s=1800.0)
         chosen = time.perf_counter()
         choice.policy(fleet)
         reasons(choice, fleet, now)

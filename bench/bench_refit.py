@@ -46,6 +46,8 @@ def main(argv: list[str]) -> int:
     if args.smoke:
         util = util[util["pod"].isin(sorted(util["pod"].unique())[:12])]
     runs = idle_runs(util, 5.0)
+    if runs.empty:
+        raise ValueError(f"no idle run at or below 5 % in {', '.join(str(p) for p in parts)}: nothing to choose on")
     now = float(util["t"].max())
     budget, defaults = ColdStartBudget(wakeups_per_workload_per_day=1.0), AdaptivePolicy()
     span_h = min(defaults.history_hours, (now - float(util["t"].min())) / 3600)

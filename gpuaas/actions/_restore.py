@@ -132,11 +132,9 @@ def _left_behind(writer: KubeWriter, reclaim: AuditEntry, obj: dict[str, Any], r
     """What to do when Kueue refuses a StatefulSet's scale back up because the Workload of its scale to
     zero still exists and nothing will delete it: "" otherwise.
 
-    Kueue drops the set as the Workload's owner and releases its pods in one reconcile, concurrently;
-    when the garbage collector sees the last pod go first, it keeps the Workload (the set still owns
-    it) and strips the pod from its owners, then Kueue strips the set: the Workload is left with no
-    owner, holds its quota and blocks the scale up for good. gpuaas deletes nothing; it names the
-    Workload and the command. Read-only, and silent when the read fails: the refusal stands as it is."""
+    How Kueue comes to leave such a Workload: ``gpuaas.policies.reclaim.idle._left_without_owner``, which
+    lists it in every reclaim run. gpuaas deletes nothing; it names the Workload and the command.
+    Read-only, and silent when the read fails: the refusal stands as it is."""
     if reclaim.kind != "StatefulSet" or SCALE_DOWN_PENDING not in refusal:
         return ""
     namespace, uid = reclaim.namespace or "", obj["metadata"].get("uid")

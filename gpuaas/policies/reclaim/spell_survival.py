@@ -369,7 +369,5 @@ def fit_survival(runs: pd.DataFrame, *, price_gpu_min: float, history: Outcomes 
                  lookback_s: float = LOOKBACK_S, edges: Sequence[float] = SHARE_EDGES) -> SurvivalWindow:
     """Fit on the runs where ``mask`` holds (all by default); ``history``: :func:`outcomes` of ``runs``.
     At several prices, build the :class:`SurvivalEvidence` once and fit it at each."""
-    if price_gpu_min < 0:
-        raise ValueError("price_gpu_min must be >= 0")
     evidence = SurvivalEvidence.of(runs, history=history, mask=mask, shrink=shrink, lookback_s=lookback_s, edges=edges)
     return evidence.fit(price_gpu_min)

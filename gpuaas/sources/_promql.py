@@ -29,6 +29,8 @@ __all__ = [
     "kueue_query",
     "last_sample_time",
     "matcher",
+    "normalise",
+    "pod_source_labels",
     "quote",
     "staleness_query",
     "tag",
@@ -99,6 +101,13 @@ def _copy(expr: str, dst: str, labels: Sequence[str]) -> str:
     for label in labels:
         expr = f'label_replace({expr}, "{dst}", "$1", "{label}", "(?s)(.+)")'
     return expr
+
+
+def pod_source_labels(m: MetricNames) -> str:
+    """The source labels ``normalise`` reads for a pod's identity, for a ``by`` clause: folding a
+    pod's GPUs by them first leaves ``normalise`` one series a pod to relabel, not one a GPU
+    (relabelling is most of what a range query over a large fleet costs)."""
+    return ", ".join(dict.fromkeys([*m.pod_labels, *m.namespace_labels, *CONTAINER_LABELS]))
 
 
 def normalise(expr: str, m: MetricNames) -> str:

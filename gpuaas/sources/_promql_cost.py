@@ -37,7 +37,7 @@ from collections.abc import Callable, Sequence
 
 from gpuaas.policy import ServiceOutcome
 from gpuaas.settings import MetricNames
-from gpuaas.sources._promql import KUEUE_USAGE, any_of, duration, normalise, quote, tag, union
+from gpuaas.sources._promql import KUEUE_USAGE, any_of, duration, normalise, pod_source_labels, quote, tag, union
 
 __all__ = [
     "QUALITY_STEP_S",
@@ -69,18 +69,9 @@ def _per_hour(expr: str, step_s: float) -> str:
     return f"({expr}) * {step_s / 3600:.10g}"
 
 
-_RAW_KEYS = ("container", "exported_container")
-
-
-def _raw_keys(m: MetricNames) -> str:
-    """The source labels ``normalise`` reads for a pod's identity: summing by them first (GPUs to
-    pods) leaves it a few series to relabel rather than one per GPU per period."""
-    return ", ".join(dict.fromkeys([*m.pod_labels, *m.namespace_labels, *_RAW_KEYS]))
-
-
 def _per_pod(expr: str, m: MetricNames, interval_s: float) -> str:
     by = "gpuaas_namespace, gpuaas_pod"
-    return _per_hour(f"sum by ({by}) ({normalise(f'sum by ({_raw_keys(m)}) ({expr})', m)})", interval_s)
+    return _per_hour(f"sum by ({by}) ({normalise(f'sum by ({pod_source_labels(m)}) ({expr})', m)})", interval_s)
 
 
 def _presence(metric: str, period_s: float, offset_s: float) -> str:

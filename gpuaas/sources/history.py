@@ -11,7 +11,8 @@ How it stays bounded:
 * PromQL does the aggregation. One range query per time chunk (``chunk_s``, e.g. 6 h)
   returns one series per pod, the maximum over the pod's GPUs of the preferred activity
   metric's ``max_over_time`` over the step (falling back to GPU_UTIL / 100), with the
-  label variants normalised as in collect. The number of queries is
+  label variants normalised as in collect (after the GPUs are folded to pods: relabelling
+  every GPU series at every step was most of the query's time). The number of queries is
   ``ceil(span / chunk_s)`` whatever the fleet size: never one per workload or GPU. A chunk
   Prometheus is too slow to answer (a read timeout, or its own query timeout) is asked again
   in halves, up to ``MAX_HALVINGS`` times, so a big fleet on a busy server still gets its
@@ -54,11 +55,16 @@ class HistoryChunk:
 
 
 def activity_history_query(m: MetricNames, step_s: float) -> str:
-    """Per pod: the max over its GPUs of each GPU's activity maximum over the step (0-1)."""
+    """Per pod: the max over its GPUs of each GPU's activity maximum over the step (0-1).
+
+    The activity-or-GPU_UTIL choice is made per GPU series and step; the GPUs are then folded by
+    the labels that name their pod before those are normalised, which gives the same maximum
+    with one series a pod to relabel at every step instead of one a GPU."""
     # A window one second shorter than the step: Prometheus 2 closes range selectors on both ends,
     # and a full-step window would also take the previous step's sample.
-    expr = q.normalise(q._activity("max_over_time", m, q.duration(max(step_s - 1, 1))), m)  # noqa: SLF001
-    return f"max by (gpuaas_namespace, gpuaas_pod) ({expr})"
+    per_gpu = q._activity("max_over_time", m, q.duration(max(step_s - 1, 1)))  # noqa: SLF001
+    per_pod = q.normalise(f"max by ({q.pod_source_labels(m)}) ({per_gpu})", m)
+    return f"max by (gpuaas_namespace, gpuaas_pod) ({per_pod})"
 
 
 def history_chunks(start: datetime, end: datetime, step_s: float, chunk_s: float) -> list[tuple[datetime, datetime]]:

@@ -5,7 +5,8 @@ to workloads (pods through their Kueue Workload and its owner, as the snapshot l
 gpuaas cannot link stays itself, ``Pod ns/name``), reduced to one value per workload and step (the
 maximum: a workload is idle only when all its pods are), and fed to a
 :class:`~gpuaas.policies.reclaim.RunStream` per threshold, which keeps per workload only its last
-sample and open run. Memory is one chunk plus the idle runs.
+sample and open run. Memory is the chunks in hand (the one being mapped and the ones being read)
+plus the idle runs.
 """
 
 from __future__ import annotations

@@ -17,7 +17,9 @@ How it stays bounded:
   Prometheus is too slow to answer (a read timeout, or its own query timeout) is asked again
   in halves, up to ``MAX_HALVINGS`` times, so a big fleet on a busy server still gets its
   history, at a few more queries.
-* Chunks are yielded one at a time: memory is one chunk.
+* Chunks are yielded one at a time, in order, while the next one is being asked for
+  (``PROMQL_AT_ONCE`` queries in flight: Prometheus evaluates each on one core): memory is
+  that many chunks.
 
 Values are percent (0-100), the unit of the trace replay, so one replay serves both.
 """
@@ -25,15 +27,19 @@ Values are percent (0-100), the unit of the trace replay, so one replay serves b
 from __future__ import annotations
 
 import math
+from collections import deque
 from collections.abc import Iterator, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+from typing import Any, Protocol
 
 import pandas as pd
 
 from gpuaas.errors import SourceUnavailable
 from gpuaas.settings import GpuaasSettings, MetricNames
 from gpuaas.sources import _promql as q
+from gpuaas.sources._concurrent import PROMQL_AT_ONCE
 from gpuaas.sources._prom_client import PromClient
 
 __all__ = ["MAX_HALVINGS", "HistoryChunk", "activity_history_query", "history_chunks", "pod_history",
@@ -85,8 +91,14 @@ MAX_HALVINGS = 3
 """A chunk is split at most into 2**3 pieces: past that, the server is down, not slow."""
 
 
-def query_range_halving(prom: PromClient, expr: str, a: datetime, b: datetime, step_s: float,
-                        halvings: int = MAX_HALVINGS) -> list[dict[str, object]]:
+class RangeQueries(Protocol):
+    """What :func:`query_range_halving` asks: a :class:`PromClient`, or anything that answers as one."""
+
+    def query_range(self, expr: str, start: datetime, end: datetime, step_s: float) -> list[dict[str, Any]]: ...
+
+
+def query_range_halving(prom: RangeQueries, expr: str, a: datetime, b: datetime, step_s: float,
+                        halvings: int = MAX_HALVINGS) -> list[dict[str, Any]]:
     """``prom.query_range`` over the inclusive grid ``[a, b]``, asked again in two halves when the
     answer is too slow to come. A series of both halves is two rows, which ``_chunk_frame`` adds up."""
     try:
@@ -138,9 +150,35 @@ def pod_history(
     expr = activity_history_query(settings.metrics, step_s)
     chunks = history_chunks(start, end, step_s, chunk_s)
     prom = PromClient(settings)
+
+    def fetch(a: datetime, b: datetime) -> tuple[pd.DataFrame, int]:
+        counted = _Counted(prom)
+        return _chunk_frame(query_range_halving(counted, expr, a, b, step_s), namespaces), counted.queries
+
+    pool = ThreadPoolExecutor(max_workers=PROMQL_AT_ONCE, thread_name_prefix="gpuaas-history")
+    in_flight: deque[Future[tuple[pd.DataFrame, int]]] = deque()
+    upcoming = iter(chunks)
+    queries = 0
     try:
         for i, (a, b) in enumerate(chunks, 1):
-            samples = _chunk_frame(query_range_halving(prom, expr, a, b, step_s), namespaces)
-            yield HistoryChunk(i, len(chunks), a, b, samples, prom.queries)
+            while len(in_flight) < PROMQL_AT_ONCE and (ahead := next(upcoming, None)) is not None:
+                in_flight.append(pool.submit(fetch, *ahead))
+            samples, asked = in_flight.popleft().result()
+            queries += asked
+            yield HistoryChunk(i, len(chunks), a, b, samples, queries)
     finally:
+        pool.shutdown(wait=True, cancel_futures=True)
         prom.close()
+
+
+class _Counted:
+    """A client's range queries, counted for one chunk (the client's own count runs across the
+    chunks in flight, so it cannot say which chunk was halved)."""
+
+    def __init__(self, prom: PromClient) -> None:
+        self._prom = prom
+        self.queries = 0
+
+    def query_range(self, expr: str, start: datetime, end: datetime, step_s: float) -> list[dict[str, Any]]:
+        self.queries += 1
+        return self._prom.query_range(expr, start, end, step_s)

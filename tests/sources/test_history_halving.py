@@ -4,13 +4,16 @@ A real Prometheus (backfilled) stands behind a loopback proxy that answers any r
 than ``MAX_STEPS`` steps as Prometheus answers a query past its timeout (503, ``errorType: timeout``).
 The halved reading must hold exactly the samples of one direct query; a server that refuses
 connections is not asked again, and one that is always too slow is given up after a bounded number
-of halvings, with the source named.
+of halvings, with the source named. The history reader asks for the next chunk while the caller
+reads the one before, two queries in flight at most, and still yields its chunks in order, each
+with the queries it took.
 """
 
 from __future__ import annotations
 
 import json
 import threading
+import time
 from collections.abc import Callable, Iterator
 from datetime import timedelta
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -24,7 +27,7 @@ from gpuaas.cluster.prometheus import PrometheusServer
 from gpuaas.errors import SourceUnavailable
 from gpuaas.settings import GpuaasSettings
 from gpuaas.sources import PromClient
-from gpuaas.sources.history import MAX_HALVINGS, query_range_halving
+from gpuaas.sources.history import MAX_HALVINGS, pod_history, query_range_halving
 from tests.sources.helpers import NOW, Sample, series
 
 Factory = Callable[[list[Sample]], PrometheusServer]
@@ -123,3 +126,65 @@ def test_a_refused_connection_is_not_asked_again_in_pieces() -> None:
     with pytest.raises(SourceUnavailable) as caught:
         query_range_halving(client, EXPR, START, END, STEP)
     assert not caught.value.too_slow and client.queries == 1
+
+
+def _settings(url: str) -> GpuaasSettings:
+    return GpuaasSettings(prometheus_url=url, request_timeout_seconds=10)
+
+
+def test_the_history_reads_ahead_yet_yields_its_chunks_in_order_each_with_its_own_queries(
+        prometheus: PrometheusServer, slow_proxy: Callable[[int], tuple[str, list[int]]]) -> None:
+    """Two 30-step chunks: the second is asked for while the first is being read, and each is
+    halved once on the slow server (30 refused, 15 + 15 answered), so each counts three queries."""
+    direct = list(pod_history(_settings(prometheus.url), START, END, chunk_s=1800))
+    url, seen = slow_proxy(20)
+    halved = list(pod_history(_settings(url), START, END, chunk_s=1800))
+    assert [(c.index, c.start, c.queries) for c in direct] == [(1, START, 1), (2, START + timedelta(minutes=30), 2)]
+    assert [(c.index, c.start, c.queries) for c in halved] == [(1, START, 3), (2, START + timedelta(minutes=30), 6)]
+    assert sorted(seen) == [15, 15, 15, 15, 30, 30]
+    for plain, pieces in zip(direct, halved, strict=True):
+        assert len(plain.samples) == 3 * 30
+        key = ["pod", "t"]
+        assert pieces.samples.sort_values(key).reset_index(drop=True).equals(
+            plain.samples.sort_values(key).reset_index(drop=True))
+
+
+class _Overlap(_SlowProxy):
+    """Holds each answer 0.2 s and records how many queries were in flight at once."""
+
+    lock = threading.Lock()
+    now = 0
+    most: list[int]
+
+    def _answer(self, query: dict[str, list[str]]) -> None:
+        with self.lock:
+            type(self).now += 1
+            self.most.append(type(self).now)
+        time.sleep(0.2)
+        try:
+            super()._answer(query)
+        finally:
+            with self.lock:
+                type(self).now -= 1
+
+
+def test_the_history_has_at_most_two_queries_in_flight(prometheus: PrometheusServer) -> None:
+    most: list[int] = []
+    handler = type("Handler", (_Overlap,), {"upstream": prometheus.url, "max_steps": 10**6, "seen": [], "most": most})
+    httpd = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    threading.Thread(target=httpd.serve_forever, daemon=True).start()
+    try:
+        chunks = list(pod_history(_settings(f"http://127.0.0.1:{httpd.server_address[1]}"), START, END,
+                                  chunk_s=600))
+    finally:
+        httpd.shutdown()
+        httpd.server_close()
+    assert [c.index for c in chunks] == [1, 2, 3, 4, 5, 6] and len(most) == 6
+    assert max(most) == 2
+
+
+def test_a_history_chunk_that_fails_raises_in_its_turn_naming_the_source(
+        slow_proxy: Callable[[int], tuple[str, list[int]]]) -> None:
+    url, _ = slow_proxy(0)
+    with pytest.raises(SourceUnavailable, match=r"prometheus \(http://127\.0\.0\.1:\d+\): HTTP 503"):
+        list(pod_history(_settings(url), START, END, chunk_s=1800))

@@ -70,6 +70,7 @@ def print_frontier(rows: Sequence[FrontierRow], evidence: CalibrationEvidence, f
         table.append([r.policy, f"{r.parameter:g}", round(r.reclaimed_gpu_hours, 2), r.wakeups,
                       "-" if ratio is None else f"{ratio:.2f}x",
                       "-" if r.headroom_captured is None else f"{r.headroom_captured:.0%}",
-                      "-" if ceiling is None else f"{ceiling:.2f}x"])
-    print_table(title, [*FRONTIER_COLUMNS, "vs fixed at equal wake-ups", "headroom captured", "context ceiling"],
-                table)
+                      "-" if ceiling is None else f"{ceiling:.2f}x",
+                      "-" if r.wakeups_per_workload_day is None else f"{r.wakeups_per_workload_day:.2f}"])
+    print_table(title, [*FRONTIER_COLUMNS, "vs fixed at equal wake-ups", "headroom captured", "context ceiling",
+                        "wake-ups per workload-day"], table)

@@ -131,7 +131,7 @@ def test_frontier_structure_and_monotonic_sanity(slice_runs: pd.DataFrame) -> No
     adaptive = [r for r in rows if r.policy == "adaptive"]
     assert [r.parameter for r in fixed] == list(FIXED_WINDOWS_MIN) and [r.parameter for r in adaptive] == [1, 4, 16]
     assert set(rows[0].to_dict()) == {"policy", "parameter", "reclaimed_gpu_hours", "wakeups", "headroom_captured",
-                                      "context_ceiling_gpu_hours"}
+                                      "context_ceiling_gpu_hours", "wakeups_per_workload_day"}
     assert [r.policy for r in rows].count("clairvoyant") == len(fixed)
     # Longer windows: fewer GPU-hours and no more wake-ups.
     assert all(a.reclaimed_gpu_hours >= b.reclaimed_gpu_hours and a.wakeups >= b.wakeups

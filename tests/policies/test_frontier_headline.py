@@ -5,8 +5,9 @@ counted by hand on a made-up trace (a spell still open at the split counts what 
 not its whole length); the headline's range and best row over the fixed frontier, computed by
 hand; where the best row stands against its context's ceiling, both ways, and each budget's ceiling
 over the fixed frontier at its wake-ups; the line that says every
-budget matched the fixed rule; and the replay command printing both before its table (with the
-ceiling column), and the counts and ceilings in its JSON.
+budget matched the fixed rule; each row's wake-ups per workload-day on the scored part, counted by
+hand, and the line naming the budgets that ran over; and the replay command printing both before
+its table (with the ceiling and rate columns), and the counts, ceilings and rates in its JSON.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from gpuaas.policies.analysis import (
     FrontierRow,
     calibration_evidence,
     ceiling_ratios,
+    frontier,
     frontier_headline,
 )
 from gpuaas.policies.reclaim import idle_runs
@@ -113,6 +115,37 @@ def test_the_headline_says_when_every_budget_matched_the_fixed_rule() -> None:
     assert alone[1] == "no adaptive row falls within the fixed windows' wake-ups: nothing to compare"
 
 
+def test_the_headline_names_the_budgets_the_scored_part_ran_over() -> None:
+    rows = [*FIXED, FrontierRow("adaptive", 1.0, 18.0, 150, 0.3, wakeups_per_workload_day=3.0),
+            FrontierRow("adaptive", 0.5, 18.0, 150, 0.3, wakeups_per_workload_day=2.5),
+            FrontierRow("adaptive", 4.0, 20.0, 200, 0.2, wakeups_per_workload_day=2.0)]
+    # Budget 1 ran at 3 a day (3x), 0.5 at 2.5 (5x); 4 held at 2.
+    assert frontier_headline(rows, EVIDENCE)[-1] == (
+        "2 of 3 budgets ran over on the scored part (2.5 to 3.0 wake-ups per workload-day, up to 5x the budget): "
+        "a budget is chosen on the calibration part's wake-ups, and its windows woke the scored part's workloads "
+        "more often")
+    held = [*FIXED, FrontierRow("adaptive", 4.0, 20.0, 200, 0.2, wakeups_per_workload_day=4.0)]
+    assert not any("ran over" in line for line in frontier_headline(held, EVIDENCE))
+
+
+def test_every_row_carries_its_wakeups_per_workload_day_on_the_scored_part() -> None:
+    """Pod a: one active minute, then 30 idle, 20 times (spells start at 31k + 1 and end at the next
+    active sample, 30 minutes on; the last runs to the end of the data at minute 619). Pod c is always
+    active: it has no idle run and is no workload of the budget's count."""
+    rows = [("a", 31 * k, 90.0) for k in range(20)] + [("a", 31 * k + 1 + m, 0.0) for k in range(20) for m in range(30)]
+    rows += [("c", m, 50.0) for m in range(620)]
+    trace = pd.DataFrame(rows, columns=["pod", "t", "value"]).assign(t=lambda d: d["t"] * MIN)
+    got = {(r.policy, r.parameter): r for r in frontier(idle_runs(trace, 5.0), split_t=310 * MIN)}
+    # Scored: the spells from minute 311 (k = 10..19), one workload, from minute 310 to 619: 309 minutes.
+    # The 5-minute window wakes a after each of the nine spells that end in activity; the 45-minute
+    # window never stops one.
+    five, never = got[("fixed", 5.0)], got[("fixed", 45.0)]
+    assert (five.wakeups, never.wakeups) == (9, 0)
+    assert five.wakeups_per_workload_day == pytest.approx(9 / (309 / 1440))
+    assert never.wakeups_per_workload_day == 0.0
+    assert all(r.wakeups_per_workload_day == pytest.approx(r.wakeups / (309 / 1440)) for r in got.values())
+
+
 def test_replay_prints_the_headline_before_the_table_and_the_counts_in_json(tmp_path: Path) -> None:
     trace = _trace()
     csv = tmp_path / "duty.csv"
@@ -130,9 +163,10 @@ def test_replay_prints_the_headline_before_the_table_and_the_counts_in_json(tmp_
     assert headline[0].startswith("calibration part: 105 idle spells, 3 after 90% or more")
     assert headline[0].endswith("5 of 60 min or more")
     assert text.stderr.index("calibration part:") < text.stderr.index("wrote ")
-    assert "context ceiling" in text.stdout
+    assert "context ceiling" in text.stdout and "workload-day" in text.stdout
     data = json.loads(runner.invoke(main_app, [*args, "--format", "json"]).stdout)
     assert data["calibration"] == {"spells": 105, "quiet_spells": 3, "long_spells": 5}
     assert [r["policy"] for r in data["frontier"]][:1] == ["fixed"]
+    assert all(r["wakeups_per_workload_day"] is not None for r in data["frontier"])
     ceilings = {r["policy"]: r["context_ceiling_gpu_hours"] for r in data["frontier"]}
     assert ceilings["fixed"] is None and ceilings["clairvoyant"] is None and ceilings["adaptive"] is not None

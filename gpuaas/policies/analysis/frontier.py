@@ -22,6 +22,9 @@ adaptive policy keys on) reaches at the row's wake-ups, its windows chosen on th
 themselves. What separates the row from the ceiling is learning, which a longer history can
 improve; what separates the ceiling from the clairvoyant limit, the context cannot tell.
 
+Every row carries its wake-ups per workload-day on the scored part: a budget is kept on the part it is
+chosen on, and whether it held on the rest is for the reader to see, not to assume.
+
 Pure: an idle-run table (:func:`gpuaas.policies.reclaim.replay.idle_runs` or a
 :class:`~gpuaas.policies.reclaim.run_stream.RunStream`) in, rows out.
 """
@@ -74,6 +77,11 @@ class FrontierRow:
     wakeups: int
     headroom_captured: float | None = None
     context_ceiling_gpu_hours: float | None = None
+    wakeups_per_workload_day: float | None = None
+    """On the scored part, counted as a budget counts them when it is chosen: its workloads with an
+    idle run there times its span in days. An adaptive row's window is chosen to keep its budget on
+    the calibration part; this says whether it held on the hours it is scored on. None on an empty
+    scored part."""
 
     def to_dict(self) -> dict[str, object]:
         return asdict(self)
@@ -134,7 +142,23 @@ def frontier_headline(rows: Sequence[FrontierRow], evidence: CalibrationEvidence
         lines.append(f"adaptive over fixed at equal wake-ups: {worst:.2f}x to {ratio:.2f}x over {len(measured)} "
                      f"budgets; best at {_listed(tied)} wake-ups per workload-day ({same}{ratio:.2f}x{share})")
         lines += _ceiling_line(best, rows)
-    return lines
+    return lines + _budget_line(rows)
+
+
+def _budget_line(rows: Sequence[FrontierRow]) -> list[str]:
+    """The budgets the scored part ran over. A budget's window is chosen to keep it on the
+    calibration part; a fleet whose spells end otherwise afterwards wakes at another rate, and a
+    reader choosing a budget should see how far off it ran, not only the GPU-hours at equal wake-ups."""
+    over = [(r.parameter, r.wakeups_per_workload_day) for r in rows if r.policy == "adaptive"
+            and r.wakeups_per_workload_day is not None and r.wakeups_per_workload_day > r.parameter]
+    if not over:
+        return []
+    budgets = len([r for r in rows if r.policy == "adaptive"])
+    rates = [rate for _, rate in over]
+    times = max((rate / budget for budget, rate in over if budget > 0), default=0.0)
+    return [f"{len(over)} of {budgets} budgets ran over on the scored part ({min(rates):.1f} to {max(rates):.1f} "
+            f"wake-ups per workload-day, up to {times:.0f}x the budget): a budget is chosen on the calibration "
+            "part's wake-ups, and its windows woke the scored part's workloads more often"]
 
 
 def _listed(budgets: Sequence[float]) -> str:
@@ -206,7 +230,20 @@ def frontier(runs: pd.DataFrame, *, split_t: float | None = None, windows_min: S
                                 context_ceiling_gpu_hours=ceiling.hours_at(wakeups)))
     clairvoyant = [FrontierRow("clairvoyant", r.parameter, curve.hours_at(r.wakeups), curve.wakeups_at(r.wakeups))
                    for r in fixed]
-    return [*fixed, *adaptive, *clairvoyant]
+    part, exposure = runs[scored], 0.0
+    if len(part):
+        first = float(part["start"].min()) if split_t is None else float(split_t)
+        exposure = _workload_days(part, first, float(part["end"].max()))
+    return [replace(r, wakeups_per_workload_day=r.wakeups / exposure if exposure > 0 else None)
+            for r in [*fixed, *adaptive, *clairvoyant]]
+
+
+def _workload_days(runs: pd.DataFrame, start: float, end: float) -> float:
+    """What a wake-up budget is counted against: the workloads with an idle run in ``runs`` times
+    the days from ``start`` to ``end``, as the budget's choice counts its history."""
+    if runs.empty:
+        return 0.0
+    return int(runs["pod"].nunique()) * max(end - start, 0.0) / 86400.0
 
 
 def _fixed_at(fixed: Sequence[FrontierRow], wakeups: int) -> float | None:

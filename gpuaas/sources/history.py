@@ -42,7 +42,7 @@ from gpuaas.sources import _promql as q
 from gpuaas.sources._concurrent import PROMQL_AT_ONCE
 from gpuaas.sources._prom_client import PromClient
 
-__all__ = ["MAX_HALVINGS", "HistoryChunk", "activity_history_query", "history_chunks", "pod_history",
+__all__ = ["MAX_HALVINGS", "HistoryChunk", "RangeQueries", "activity_history_query", "history_chunks", "pod_history",
            "query_range_halving"]
 
 

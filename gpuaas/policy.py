@@ -80,7 +80,10 @@ class Actuator(str, Enum):
     keda = "keda"
 
 
-Minutes = Annotated[float, Field(gt=0)]
+MAX_MINUTES = 31 * 24 * 60
+Minutes = Annotated[float, Field(gt=0, le=MAX_MINUTES)]
+"""A duration in minutes; past a month it is a typo, and a huge one would overflow the time arithmetic."""
+WaitMinutes = Annotated[float, Field(ge=0, le=MAX_MINUTES)]
 MAX_GPUS = 10_000_000
 Gpus = Annotated[int, Field(ge=0, le=MAX_GPUS)]
 """A GPU count; above ten million GPUs it is a typo, and a huge number would overflow the planners' arithmetic."""
@@ -88,8 +91,8 @@ Gpus = Annotated[int, Field(ge=0, le=MAX_GPUS)]
 
 class CollectPolicy(_Model):
     windows_minutes: list[Minutes] = Field(default=[30.0], min_length=1)
-    retention_days: Annotated[float, Field(gt=0)] = 14
-    max_staleness_seconds: Annotated[float, Field(gt=0)] = 600
+    retention_days: Annotated[float, Field(gt=0, le=3660)] = 14
+    max_staleness_seconds: Annotated[float, Field(gt=0, le=MAX_MINUTES * 60)] = 600
     """Telemetry older than this is stale: no action may be based on it."""
 
 
@@ -102,7 +105,7 @@ class StorePolicy(_Model):
 
     keep_full_snapshots: Annotated[int, Field(ge=1)] = 12
     """Newest full snapshots kept (12 at ``full_snapshot_every_minutes: 60`` = hourly for the last 12 hours)."""
-    full_snapshot_every_minutes: Annotated[float, Field(ge=0)] = 60
+    full_snapshot_every_minutes: WaitMinutes = 60
     """A collect stores its full snapshot only when the store has none from the last this many minutes
     (0: every collect), or when the snapshot is degraded; the reclaim flow decides on its own collect's
     snapshot in memory. Every collect stores its aggregates and a snapshot row (summary, no rows)."""
@@ -120,9 +123,9 @@ class ReclaimStrategy(str, Enum):
 class ColdStartBudget(_Model):
     """The trade-off between GPU-hours and cold starts, stated once (set exactly one field)."""
 
-    wakeups_per_workload_per_day: Annotated[float, Field(gt=0)] | None = None
+    wakeups_per_workload_per_day: Annotated[float, Field(gt=0, le=24 * 60)] | None = None
     """At most this many wake-ups per workload per day on the history (the calibration)."""
-    cold_start_gpu_minutes: Annotated[float, Field(ge=0)] | None = None
+    cold_start_gpu_minutes: Annotated[float, Field(ge=0, le=MAX_GPUS * 60)] | None = None
     """What one cold start costs, in GPU-minutes of reclaimed time it must pay for."""
     refit_hours: Annotated[float, Field(gt=0, le=24 * 7)] = 24
     """How often the window is chosen again: on the history up to the last multiple of this period
@@ -142,7 +145,7 @@ class AdaptivePolicy(_Model):
     history_hours: Annotated[float, Field(gt=0, le=24 * 31)] = 24
     """How far back each cycle reads the per-workload activity (1-minute steps): from the last refit
     boundary with a cold-start budget, from now without."""
-    chunk_hours: Annotated[float, Field(gt=0)] = 2
+    chunk_hours: Annotated[float, Field(gt=0, le=24 * 31)] = 2
     """Time span of one range query: bounds the memory of one answer."""
     cold_start_budget: ColdStartBudget | None = None
     """None: the built-in rule (10 min after long spells, else 40 min, for a 30-min base). Set: the
@@ -156,7 +159,7 @@ class ReclaimRule(_Model):
     window_minutes: Minutes | None = None
     activity_threshold: Fraction | None = None
     """GPU activity (0-1, DCGM_FI_PROF_GR_ENGINE_ACTIVE scale) at or below which a GPU counts as idle."""
-    grace_minutes: Annotated[float, Field(ge=0)] | None = None
+    grace_minutes: WaitMinutes | None = None
     free: FreeGoal | None = None
     enabled: bool | None = None
     strategy: ReclaimStrategy | None = None
@@ -165,10 +168,10 @@ class ReclaimRule(_Model):
 
 class ReclaimPolicy(_Model):
     mode: Mode = Mode.dry_run
-    max_actions_per_run: Annotated[int, Field(ge=0)] = 10
+    max_actions_per_run: Annotated[int, Field(ge=0, le=MAX_GPUS)] = 10
     window_minutes: Minutes = 30
     activity_threshold: Fraction = 0.05
-    grace_minutes: Annotated[float, Field(ge=0)] = 30
+    grace_minutes: WaitMinutes = 30
     free: FreeGoal = FreeGoal.compute
     strategy: ReclaimStrategy = ReclaimStrategy.fixed
     adaptive: AdaptivePolicy = AdaptivePolicy()
@@ -197,7 +200,7 @@ class Tenant(_Model):
     """Nominal GPU quota that rebalance never takes away."""
     guaranteed_gpus_per_flavor: dict[str, Gpus] = Field(default_factory=dict)
     """The same per ResourceFlavor; where given it replaces ``guaranteed_gpus`` for that flavor."""
-    weight: Annotated[float, Field(gt=0)] = 1.0
+    weight: Annotated[float, Field(gt=0, le=1e6)] = 1.0
     reclaim: ReclaimRule = ReclaimRule()
 
 
@@ -207,16 +210,16 @@ class RebalancePolicy(_Model):
     """Most GPUs of nominal quota any one queue gains or loses in one run."""
     max_total_moved_gpus: Gpus = 32
     hysteresis_gpus: Gpus = 1
-    usage_lookback_days: Annotated[float, Field(gt=0)] = 7
+    usage_lookback_days: Annotated[float, Field(gt=0, le=366)] = 7
     """The history window demand is computed over."""
     usage_percentile: Annotated[float, Field(gt=0, le=100)] = 90
-    max_step_percent: Annotated[float, Field(ge=0)] = 50
+    max_step_percent: Annotated[float, Field(ge=0, le=10_000)] = 50
     """... and no more than this share of its current quota (or of its guarantee, when that is larger)."""
     min_step_gpus: Gpus = 2
     """... but always this many (within max_step_gpus): a queue at 0 or 1 GPU can gain again."""
     lend_reserve: Annotated[float, Field(ge=0, le=1)] = 0.0
     """Share of a queue's unused weighted share it keeps instead of lending (its cushion until the next night)."""
-    no_reclaim_keep_factor: Annotated[float, Field(ge=0)] = 12
+    no_reclaim_keep_factor: Annotated[float, Field(ge=0, le=1e6)] = 12
     """When the cohort was full within the window, a queue that cannot reclaim (no cohort, or
     reclaimWithinCohort: Never) lends only beyond this many times its busiest demand (up to its share)."""
     reclaiming_lends: bool = False
@@ -224,11 +227,11 @@ class RebalancePolicy(_Model):
     weighted share in a cohort without borrowingLimit or lendingLimit. Off: there every queue already borrows
     the idle quota, and lending it only keeps the lender from preempting it back until the next plan
     (docs/planners.md). Where such a limit is set, these queues lend: that is how a capped borrower reaches it."""
-    no_reversal_days: Annotated[float, Field(ge=0)] = 7
+    no_reversal_days: Annotated[float, Field(ge=0, le=366)] = 7
     """A queue does not move against its own net change of this many days."""
-    pending_wait_minutes: Annotated[float, Field(ge=0)] = 30
+    pending_wait_minutes: WaitMinutes = 30
     """Pending GPUs count as demand now once the oldest has waited this long (else only their median)."""
-    min_history_days: Annotated[float, Field(ge=0)] = 1
+    min_history_days: Annotated[float, Field(ge=0, le=366)] = 1
     """Less history than this: planned from what there is, said so, and at most one step moved in all."""
     manage_limits: bool = False
     """Move lendingLimit with nominalQuota and borrowingLimit against it (see README, Rebalance)."""
@@ -240,7 +243,7 @@ class DeadlinesPolicy(_Model):
     """How far gpuaas may nudge Kueue toward the deadline plan (``gpuaas.policies.deadlines.nudges``)."""
 
     mode: Mode = Mode.dry_run
-    max_holds_per_run: Annotated[int, Field(ge=0)] = 10
+    max_holds_per_run: Annotated[int, Field(ge=0, le=MAX_GPUS)] = 10
     """New holds and demotions per run; releases are never capped (a release must never wait)."""
     release_margin_minutes: Minutes = 30
     """A held Workload is released this long before its planned start: at least two runs of the flow."""

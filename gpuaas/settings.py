@@ -11,12 +11,13 @@ done* is policy, so that the policy file can be reviewed like code.
 from __future__ import annotations
 
 import os
+import re
 from functools import cached_property
 from pathlib import Path
 from typing import Annotated, Literal
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, SecretStr, ValidationError
-from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
+from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict, SettingsError
 
 from gpuaas._secret_blocks import SECRET_BLOCKS, PrefectSecretBlocks, secret_block
 from gpuaas.errors import ConfigError
@@ -176,5 +177,10 @@ def load_settings(**overrides: object) -> GpuaasSettings:
             var = "GPUAAS_" + "__".join(str(p).upper() for p in err["loc"])
             problems.append(f"{var}: {err['msg'].removeprefix('Value error, ')}")
         raise ConfigError("; ".join(problems), file="environment") from exc
+    except SettingsError as exc:  # a structured field (a list, a mapping) whose variable is not JSON
+        match = re.search(r'field "([^"]+)"', str(exc))
+        var = f"GPUAAS_{match.group(1).upper()}" if match else "a GPUAAS_ variable"
+        raise ConfigError(f"{var} (or one of its {var}__ parts): not a valid value; a list or mapping is "
+                          "written as JSON, e.g. '[\"pod\", \"exported_pod\"]'", file="environment") from None
     _ = settings.policy
     return settings

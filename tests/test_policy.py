@@ -72,6 +72,13 @@ def test_settings_come_from_gpuaas_environment(tmp_path: Path, monkeypatch: pyte
     assert settings.policy.reclaim.max_actions_per_run == 10
 
 
+def test_a_structured_variable_that_is_not_json_names_the_variable(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("GPUAAS_METRICS__POD_LABELS", "[not json")
+    with pytest.raises(ConfigError, match=r"^environment: GPUAAS_METRICS \(or one of its GPUAAS_METRICS__ parts\): "
+                                          r"not a valid value; a list or mapping is written as JSON"):
+        load_settings()
+
+
 def test_bad_environment_value_names_the_variable(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("GPUAAS_KUBE_PAGE_SIZE", "-3")
     with pytest.raises(ConfigError, match=r"environment: GPUAAS_KUBE_PAGE_SIZE: Input should be greater than 0"):

@@ -76,7 +76,7 @@ def incident(
     namespace: Annotated[list[str] | None, typer.Option("--namespace", help="Only this namespace (repeatable).")]
     = None,
     queue: Annotated[list[str] | None, typer.Option("--queue", help="Only this ClusterQueue (repeatable).")] = None,
-    undo: Annotated[list[int] | None, typer.Option("--undo", help="Reverse this action by its audit id "
+    undo: Annotated[list[int] | None, typer.Option("--undo", min=1, max=2**63 - 1, help="Reverse this action by its audit id "
                                                    "(repeatable; like `gpuaas undo`, never over a later change).")]
     = None,
     format: Annotated[IncidentFormat, typer.Option("--format", help="Output format.")] = IncidentFormat.table,

@@ -7,13 +7,14 @@ fails at once with exit 1. Exit 1 too when no measured rate meets the SLO (the t
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Annotated, Any
 
 import typer
 
 from gpuaas.cli._common import OutputFormat, console, fail, print_json, print_table, settings_or_exit
-from gpuaas.errors import GpuaasError
+from gpuaas.errors import ConfigError, GpuaasError
 
 __all__ = ["loadtest"]
 
@@ -56,7 +57,7 @@ def loadtest(
     expect_substring: Annotated[str | None, typer.Option("--expect", help="A good answer contains this.")] = None,
     replicas: Annotated[int, typer.Option("--replicas", help="Replicas behind the URL.")] = 1,
     gpus: Annotated[int, typer.Option("--gpus", help="GPUs behind the URL.")] = 1,
-    seed: Annotated[int, typer.Option("--seed", help="Seed of the arrival schedule.")] = 0,
+    seed: Annotated[int, typer.Option("--seed", min=0, max=2**32 - 1, help="Seed of the arrival schedule.")] = 0,
     max_lateness: Annotated[float, typer.Option("--max-lateness", help="p99 send lateness (s) above which a step "
                                                 "is flagged as client-limited.")] = 0.05,
     service: Annotated[str | None, typer.Option("--service", help="namespace/name of the service (for the store).")
@@ -79,6 +80,7 @@ def loadtest(
             min_quality=min_quality, expect_substring=expect_substring, replicas=replicas, gpus=gpus, seed=seed,
             max_lateness_seconds=max_lateness, allow_remote=allow_remote, service=service)
         config.check_target()
+        _check_out(out)
     except GpuaasError as exc:
         raise fail(str(exc)) from exc
     from flows.load_test import load_test as load_test_flow
@@ -114,3 +116,16 @@ def loadtest(
         console.print(f"audit id {result['audit_id']}", highlight=False)
     if not capacity["met"]:
         raise fail(f"{url}: {capacity['reason']}")
+
+
+def _check_out(out: Path) -> None:
+    """The output directory, made and writable before the first request: a load test takes minutes, and
+    a typo in ``--out`` must not be found only when its results have nowhere to go."""
+    if out.exists() and not out.is_dir():
+        raise ConfigError(f"{out} exists and is not a directory", field="--out")
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise ConfigError(f"cannot create {out}: {exc.strerror or exc}", field="--out") from exc
+    if not os.access(out, os.W_OK | os.X_OK):
+        raise ConfigError(f"cannot write to {out}: permission denied", field="--out")

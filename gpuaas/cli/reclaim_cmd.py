@@ -50,7 +50,7 @@ def print_reclaim(result: dict[str, Any], format: OutputFormat = OutputFormat.ta
 
 
 def undo(
-    audit_ids: Annotated[list[int], typer.Argument(help="Audit ids of reclaims to restore.")],
+    audit_ids: Annotated[list[int], typer.Argument(min=1, max=2**63 - 1, help="Audit ids of reclaims to restore.")],
     format: Annotated[OutputFormat, typer.Option("--format", help="Output format.")] = OutputFormat.table,
 ) -> None:
     """Restore the prior state recorded by earlier reclaims (a no-op for ones already restored)."""

@@ -36,7 +36,7 @@ from gpuaas.policies.reclaim import (
     replay_runs,
     replay_table,
 )
-from gpuaas.policy import AdaptivePolicy, ColdStartBudget
+from gpuaas.policy import MAX_MINUTES, AdaptivePolicy, ColdStartBudget
 from gpuaas.sources.traces import load_qps, load_utilization
 from reports.frontier import plot_frontier
 
@@ -98,7 +98,7 @@ def reclaim(
     ] = None,
     qps: Annotated[Path | None, typer.Option("--qps", help="Request-rate CSV (optional).")] = None,
     window: Annotated[
-        float, typer.Option("--window", min=0.0, help="Idle window in minutes (the base window).")
+        float, typer.Option("--window", min=0.0, max=MAX_MINUTES, help="Idle window in minutes (the base window).")
     ] = 30.0,
     threshold: Annotated[
         float, typer.Option("--threshold", min=0.0, max=100.0, help="Idle when duty cycle <= this %.")
@@ -107,15 +107,15 @@ def reclaim(
         bool, typer.Option("--adaptive", help="Per-pod adaptive window instead of the fixed rule.")
     ] = False,
     budget: Annotated[
-        float | None, typer.Option("--budget", min=0.0, help="Adaptive: wake-ups per workload per day, the "
+        float | None, typer.Option("--budget", min=0.0, max=24 * 60, help="Adaptive: wake-ups per workload per day, the "
                                    "window chosen at every refit boundary on the history before it, as the "
                                    "live flow chooses it.")
     ] = None,
     refit_hours: Annotated[
-        float, typer.Option("--refit-hours", min=0.01, help="--budget: hours between refits (from 00:00 UTC).")
+        float, typer.Option("--refit-hours", min=0.01, max=24 * 7, help="--budget: hours between refits (from 00:00 UTC).")
     ] = _REFIT_HOURS,
     history_hours: Annotated[
-        float, typer.Option("--history-hours", min=0.01, help="--budget: hours of history each refit reads.")
+        float, typer.Option("--history-hours", min=0.01, max=24 * 31, help="--budget: hours of history each refit reads.")
     ] = _HISTORY_HOURS,
     unit: Annotated[DutyUnit, typer.Option("--unit", help="Duty-cycle unit in the CSV.")] = DutyUnit.auto,
     frontier: Annotated[
@@ -123,7 +123,7 @@ def reclaim(
                            "clairvoyant limit at the fixed rows' wake-ups.")
     ] = False,
     detect_minutes: Annotated[
-        float, typer.Option("--detect-minutes", min=0.0, help="--frontier: minutes an idle run lasts before the "
+        float, typer.Option("--detect-minutes", min=0.0, max=MAX_MINUTES, help="--frontier: minutes an idle run lasts before the "
                             "clairvoyant rows (each run's length known when it starts) may stop it.")
     ] = DETECT_MIN,
     plot: Annotated[Path, typer.Option("--plot", help="Where --frontier writes its PNG.")] = Path(
@@ -140,7 +140,7 @@ def reclaim(
         list[str] | None, typer.Option("--namespace", help="--from-prometheus: only these namespaces (repeat).")
     ] = None,
     chunk_hours: Annotated[
-        float, typer.Option("--chunk-hours", min=0.1, help="--from-prometheus: hours per range query "
+        float, typer.Option("--chunk-hours", min=0.1, max=24 * 31, help="--from-prometheus: hours per range query "
                             "(memory grows with GPUs x chunk).")
     ] = 1.0,
     reclaims: Annotated[

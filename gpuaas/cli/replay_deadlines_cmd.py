@@ -35,7 +35,7 @@ def deadlines(
     trace_format: Annotated[TraceFormat, typer.Option("--trace-format", help="Trace layout.")] = TraceFormat.itp,
     runtime_estimate: Annotated[str, typer.Option(
         "--runtime-estimate", help="What the planner is told: exact, factor:F or lognormal:SIGMA.")] = "exact",
-    seed: Annotated[int, typer.Option("--seed", help="Seed of the lognormal estimate error.")] = 0,
+    seed: Annotated[int, typer.Option("--seed", min=0, max=2**32 - 1, help="Seed of the lognormal estimate error.")] = 0,
     loop: Annotated[Loop, typer.Option(
         "--loop", help="flow: the deadlines flow's planning and holds every flow interval (prefect.yaml); "
                        "event: the replay's own planner at every arrival and end (a reference).")] = Loop.flow,

@@ -74,6 +74,11 @@ def job_name(i: int) -> str:
     return f"job-{i:05d}"
 
 
+_MAX_FACTOR = 1000.0
+_MAX_SIGMA = 10.0
+"""e^N(0, 10) already spans estimates off by a factor of 10^13; larger overflows the clock."""
+
+
 def estimate_runtimes(jobs: Sequence[TraceJob], spec: str, seed: int) -> list[float]:
     """The run time the planner is told per job: ``exact``, ``factor:F`` (F times the truth) or
     ``lognormal:SIGMA`` (the truth times e^N(0, SIGMA), so the median estimate is right)."""
@@ -84,14 +89,15 @@ def estimate_runtimes(jobs: Sequence[TraceJob], spec: str, seed: int) -> list[fl
         number = None
     if kind == "exact" and not value:
         return [j.duration for j in jobs]
-    if kind == "factor" and number is not None and number > 0:
+    if kind == "factor" and number is not None and 0 < number <= _MAX_FACTOR:
         return [j.duration * number for j in jobs]
-    if kind == "lognormal" and number is not None and number >= 0:
+    if kind == "lognormal" and number is not None and 0 <= number <= _MAX_SIGMA:
         import numpy as np
 
         rng = np.random.default_rng(seed)
         return [j.duration * float(f) for j, f in zip(jobs, np.exp(rng.normal(0.0, number, len(jobs))))]
-    raise ConfigError(f"expected exact, factor:F (F > 0) or lognormal:SIGMA (SIGMA >= 0), got {spec!r}",
+    raise ConfigError(f"expected exact, factor:F (0 < F <= {_MAX_FACTOR:g}) or lognormal:SIGMA "
+                      f"(0 <= SIGMA <= {_MAX_SIGMA:g}), got {spec!r}",
                       field="--runtime-estimate")
 
 

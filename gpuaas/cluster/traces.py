@@ -56,16 +56,30 @@ def _rows(path: Path, required: set[str]) -> list[dict[str, str]]:
         raise ConfigError(f"cannot read trace: {exc}", file=path) from exc
 
 
+_MAX_SECONDS = 1e12
+"""Some 30,000 years: a time past it is a typo, and would overflow the replay's clock."""
+_MAX_GPUS = 1_000_000
+
+
 def _num(row: dict[str, str], column: str, path: Path, line: int) -> float:
     """A finite number >= 0: a negative duration or GPU count, NaN or inf would corrupt the replay."""
     try:
         value = float(row[column])
     except ValueError as exc:
         raise ConfigError(f"not a number: {row[column]!r}", file=path, field=f"line {line}.{column}") from exc
-    if not math.isfinite(value) or value < 0:
-        raise ConfigError(f"must be a finite number >= 0, got {row[column]!r}", file=path,
+    if not math.isfinite(value) or not 0 <= value <= _MAX_SECONDS:
+        raise ConfigError(f"must be a finite number from 0 to {_MAX_SECONDS:.0e}, got {row[column]!r}", file=path,
                           field=f"line {line}.{column}")
     return value
+
+
+def _gpus(row: dict[str, str], column: str, path: Path, line: int) -> int:
+    """A whole number of GPUs: a fraction would be cut silently, and a huge count overflows the packing."""
+    value = _num(row, column, path, line)
+    if not value.is_integer() or value > _MAX_GPUS:
+        raise ConfigError(f"must be a whole number of GPUs from 0 to {_MAX_GPUS:,}, got {row[column]!r}", file=path,
+                          field=f"line {line}.{column}")
+    return int(value)
 
 
 def read_philly(path: Path, max_jobs: int | None = None) -> list[TraceJob]:
@@ -76,7 +90,7 @@ def read_philly(path: Path, max_jobs: int | None = None) -> list[TraceJob]:
             ts = datetime.fromisoformat(row["timestamp"]).timestamp()
         except ValueError as exc:
             raise ConfigError(f"bad timestamp {row['timestamp']!r}", file=path, field=f"line {i}.timestamp") from exc
-        parsed.append((ts, row["cluster"], _num(row, "duration", path, i), int(_num(row, "num_gpus", path, i))))
+        parsed.append((ts, row["cluster"], _num(row, "duration", path, i), _gpus(row, "num_gpus", path, i)))
     parsed.sort()
     parsed = parsed[:max_jobs] if max_jobs else parsed
     t0 = parsed[0][0] if parsed else 0.0
@@ -87,7 +101,7 @@ def read_itp(path: Path, max_jobs: int | None = None) -> list[TraceJob]:
     rows = _rows(path, {"submission_time", "deadline", "num_gpu", "duration"})
     parsed = sorted(
         (_num(r, "submission_time", path, i), _num(r, "deadline", path, i), _num(r, "duration", path, i),
-         int(_num(r, "num_gpu", path, i)))
+         _gpus(r, "num_gpu", path, i))
         for i, r in enumerate(rows, start=2)
     )
     parsed = parsed[:max_jobs] if max_jobs else parsed

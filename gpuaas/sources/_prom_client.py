@@ -21,6 +21,7 @@ from urllib3.util.retry import Retry
 from gpuaas.errors import ConfigError, MalformedResponse, SourceError, SourceUnavailable, scrub_secrets
 from gpuaas.settings import GpuaasSettings
 from gpuaas.sources._retry_after import retry_after_seconds
+from gpuaas.sources.failures import in_words
 
 __all__ = ["PromClient", "sample_value"]
 
@@ -118,7 +119,7 @@ class PromClient:
         except requests.exceptions.RequestException as exc:
             # Not chained: requests quotes the whole URL (a ``?access_token=`` included) and a logged
             # traceback would print it; the message keeps what failed, scrubbed.
-            text = scrub_secrets(f"{type(exc).__name__}: {exc}", self.url)[:300]  # scrub, then cut
+            text = scrub_secrets(in_words(exc), self.url)[:300]  # scrub, then cut
             raise SourceUnavailable(text, source=self.source, url=self.url,
                                     too_slow=isinstance(exc, requests.exceptions.ReadTimeout)) from None
         except PrometheusApiClientException as exc:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
 from typer.testing import CliRunner
 
 from gpuaas.cli.app import app
@@ -67,3 +68,15 @@ def test_unknown_quantile_and_missing_file_exit_1(tmp_path: Path) -> None:
     assert result.exit_code == 1 and "unknown quantile 'p90'" in result.stderr
     result = CliRunner().invoke(app, ["capacity", str(tmp_path / "nope.csv"), "--slo-seconds", "1"])
     assert result.exit_code == 1 and "no such file" in result.stderr
+
+
+@pytest.mark.parametrize(("flags", "message"), [
+    (["--forecast-rps", "inf"], "error: --forecast-rps: must be from 0 to 1,000,000,000 requests per second, got inf"),
+    (["--min-quality", "2"], "error: --min-quality: must be within 0..1, got 2.0"),
+    (["--slo-seconds", "0"], "error: --slo-seconds: must be above 0 and at most a day (86400), got 0.0"),
+])
+def test_a_bad_flag_is_one_line_naming_the_flag(tmp_path: Path, flags: list[str], message: str) -> None:
+    args = ["capacity", str(_write(tmp_path, SWEEP)), "--slo-seconds", "1", *flags]
+    result = CliRunner().invoke(app, args)
+    assert result.exit_code == 1
+    assert result.stderr.strip().splitlines() == [message]

@@ -50,8 +50,8 @@ def test_table_says_how_many_gpus_to_add(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize(("edit", "message"), [
-    (("gpus: 1,", "gpus: -1,"), "jobs[3] (r).gpus: must be a whole number of GPUs >= 1, got -1"),
-    (("gpus: 1,", "gpus: 0.5,"), "jobs[3] (r).gpus: must be a whole number of GPUs >= 1, got 0.5"),
+    (("gpus: 1,", "gpus: -1,"), "jobs[3] (r).gpus: must be a whole number of GPUs from 1 to 10,000,000, got -1"),
+    (("gpus: 1,", "gpus: 0.5,"), "jobs[3] (r).gpus: must be a whole number of GPUs from 1 to 10,000,000, got 0.5"),
     ((", deadline: 50", ""), "jobs[3] (r).deadline: missing"),
     (("name: b, gpus: 2", "name: b, resource: amd.com/gpu, gpus: 2"), "jobs[1] (b).resource: 'amd.com/gpu' is not in"),
     (("name: c, gpus: 2", "name: c, gpus: 6"), "jobs[2] (c).gpus: 6 GPUs is more than the 4"),

@@ -83,3 +83,12 @@ def test_budget_replays_the_refits_of_the_live_flow(util_args: list[str]) -> Non
     zero = runner.invoke(main_app, ["replay", "reclaim", *util_args, "--budget", "0"])
     assert zero.exit_code == 1 and zero.stdout == ""
     assert zero.stderr.strip().count("\n") == 0 and "--budget" in zero.stderr
+
+
+@pytest.mark.parametrize(("flags", "name"), [(["--budget", "inf"], "--budget"),
+                                             (["--budget", "1", "--refit-hours", "1e308"], "--refit-hours"),
+                                             (["--budget", "1", "--history-hours", "1000"], "--history-hours")])
+def test_an_out_of_range_flag_is_refused_naming_it(util_args: list[str], flags: list[str], name: str) -> None:
+    result = runner.invoke(main_app, ["replay", "reclaim", *util_args, *flags])
+    assert result.exit_code == 2 and result.stdout == ""
+    assert f"Invalid value for '{name}'" in result.stderr and "ValidationError" not in result.output

@@ -112,12 +112,14 @@ def test_with_run_times_estimated_twice_too_long_the_plan_meets_what_fifo_meets(
     assert planned.met == replay_deadlines(JOBS, 4, planned=False).met == 2
 
 
-def test_cli_names_a_bad_runtime_estimate(tmp_path: Path) -> None:
+@pytest.mark.parametrize("spec", ["factor:zero", "lognormal:1e308", "factor:inf"])
+def test_cli_names_a_bad_runtime_estimate(tmp_path: Path, spec: str) -> None:
     path = write_trace(tmp_path, JOBS)
     result = runner.invoke(app, ["replay", "deadlines", "--trace", str(path), "--gpus", "4",
-                                 "--runtime-estimate", "factor:zero"])
+                                 "--runtime-estimate", spec])
     assert result.exit_code == 1 and result.stderr.strip().splitlines() == [
-        "error: --runtime-estimate: expected exact, factor:F (F > 0) or lognormal:SIGMA (SIGMA >= 0), got 'factor:zero'"]
+        "error: --runtime-estimate: expected exact, factor:F (0 < F <= 1000) or lognormal:SIGMA (0 <= SIGMA <= 10), "
+        f"got {spec!r}"]
 
 
 def test_cli_replays_the_flow_under_a_policy_file(tmp_path: Path) -> None:

@@ -1,13 +1,14 @@
 """The load generator against a real endpoint on loopback: its bounds, its stop rule, its quality check.
 
 Cases: a request that outlives its timeout is cut and recorded; the climb stops after two failing steps (the higher rates are never sent); the chat
-API streams and the expected-substring check decides quality; a non-loopback URL is refused by
-the CLI before anything is sent.
+API streams and the expected-substring check decides quality; a non-loopback URL, and an output
+directory that cannot be written, are refused by the CLI before anything is sent.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 from typer.testing import CliRunner
@@ -79,3 +80,16 @@ def test_cli_refuses_a_remote_url_before_sending(tmp_path: object) -> None:
     bad = CliRunner().invoke(app, ["loadtest", "--url", "http://127.0.0.1:9/v1", "--model", "m", "--rates", "2,1",
                                    "--slo-seconds", "1", "--out", str(tmp_path)])
     assert bad.exit_code == 1 and "rates: rates must increase" in bad.stderr
+
+
+def test_cli_refuses_an_output_it_cannot_write_before_sending(tmp_path: Path) -> None:
+    """A load test takes minutes: an ``--out`` that is a file, or under one, is refused before the first request."""
+    taken = tmp_path / "results.csv"
+    taken.write_text("x\n")
+    args = ["loadtest", "--url", "http://127.0.0.1:9/v1", "--model", "m", "--rates", "1,2", "--slo-seconds", "1"]
+    for out, words in [(taken, f"--out: {taken} exists and is not a directory"),
+                       (taken / "run", f"--out: cannot create {taken / 'run'}")]:
+        result = CliRunner().invoke(app, [*args, "--out", str(out)])
+        assert result.exit_code == 1
+        assert result.stderr.strip().splitlines()[0].startswith(f"error: {words}"), result.stderr
+        assert "load test:" not in result.output  # the flow never started

@@ -100,12 +100,15 @@ def test_resources_are_planned_apart() -> None:
 @pytest.mark.parametrize(("jobs", "field", "words"), [
     ([job("a", -1, 1, 2)], "jobs[0] (a).gpus", "whole number"),
     ([job("a", 1.5, 1, 2)], "jobs[0] (a).gpus", "whole number"),  # type: ignore[arg-type]
-    ([job("a", 1, 0, 2)], "jobs[0] (a).duration", "> 0"),
+    ([job("a", 1, 0, 2)], "jobs[0] (a).duration", "above 0"),
+    ([job("a", 10**26, 1, 2)], "jobs[0] (a).gpus", "from 1 to 10,000,000"),
+    ([job("a", 1, 1, 1e26)], "jobs[0] (a).deadline", "at most 100,000,000"),
     ([job("a", 1, 1, 2, resource="amd.com/gpu")], "jobs[0] (a).resource", "not in capacity"),
     ([job("a", 5, 1, 2)], "jobs[0] (a).gpus", "more than the 4"),
     ([job("a", 1, 1, 2), job("a", 1, 1, 2)], "jobs[1] (a).name", "duplicate"),
     ([job("a", 3, 9, None, running_for=1), job("b", 3, 9, None, running_for=1)], "jobs[1] (b).gpus", "running"),
-], ids=["negative", "fractional", "zero-duration", "unknown-resource", "too-big", "duplicate", "over-held"])
+], ids=["negative", "fractional", "zero-duration", "absurd-gpus", "absurd-deadline", "unknown-resource", "too-big",
+        "duplicate", "over-held"])
 def test_bad_input_names_job_and_field(jobs: list[DeadlineJob], field: str, words: str) -> None:
     with pytest.raises(ConfigError, match=words) as err:
         plan_deadlines({GPU: 4}, jobs)

@@ -395,10 +395,13 @@ def test_quota_lent_to_a_queue_that_cannot_reclaim_still_goes_back_in_a_full_coh
     ([QueueDemand("a", {"a100": 4}, {}), QueueDemand("b", {"h100": 4}, {"a100": 1})],
      "queues[1].demand.a100", "queue 'b' has no nominal quota of flavor 'a100'"),
     ([QueueDemand("a", {"a100": 4}, {}), QueueDemand("a", {"a100": 4}, {})], "queues[1].name", "also queues[0]"),
-    ([QueueDemand("a", {"a100": -1}, {})], "queues[0].nominal.a100", ">= 0"),
-    ([QueueDemand("a", {"a100": 1}, {}, weight=0)], "queues[0].weight", "> 0"),
+    ([QueueDemand("a", {"a100": -1}, {})], "queues[0].nominal.a100", "from 0 to 10,000,000"),
+    # Past 2**53 the solver's floats cannot hold a count to the GPU, and a cap could be broken by rounding.
+    ([QueueDemand("a", {"a100": 10**26}, {})], "queues[0].nominal.a100", "from 0 to 10,000,000"),
+    ([QueueDemand("a", {"a100": 8}, {"a100": 1e30})], "queues[0].demand.a100", "from 0 to 10,000,000"),
+    ([QueueDemand("a", {"a100": 1}, {}, weight=0)], "queues[0].weight", "above 0"),
 ], ids=["guarantees-above-capacity", "flavor-no-queue-has", "flavor-this-queue-lacks", "duplicate", "negative",
-        "zero-weight"])
+        "absurd-nominal", "absurd-demand", "zero-weight"])
 def test_contradictory_input_names_the_field(queues: list[QueueDemand], field: str, words: str) -> None:
     with pytest.raises(ConfigError) as info:
         plan_quotas(queues, EXAMPLE_LIMITS)

@@ -126,6 +126,8 @@ def test_a_refused_connection_is_not_asked_again_in_pieces() -> None:
     with pytest.raises(SourceUnavailable) as caught:
         query_range_halving(client, EXPR, START, END, STEP)
     assert not caught.value.too_slow and client.queries == 1
+    # In words, as every source failure is put, not the HTTP library's exception with the query's URL.
+    assert str(caught.value) == "prometheus (http://127.0.0.1:9): connection refused (nothing listens on that port)"
 
 
 def _settings(url: str) -> GpuaasSettings:

@@ -135,6 +135,12 @@ def _flag(df: pd.DataFrame, i: int, column: str, source: str) -> bool:
     raise ConfigError(f"row {i + 1}, column {column}: not true/false: {str(raw)[:40]!r}", file=source)
 
 
+MAX_RPS = 1e9
+"""A rate past a billion requests per second is a typo, and an infinite one has no replica count."""
+_MAX_COUNT = 10_000_000
+"""Replicas or GPUs of one measured step; past that a count is a typo."""
+
+
 def validate_sweep(df: pd.DataFrame, quantile: str, *, need_quality: bool = False,
                    source: str = "sweep") -> pd.DataFrame:
     """The sweep as floats, sorted by rate; a ConfigError names the first bad row and column."""
@@ -151,12 +157,14 @@ def validate_sweep(df: pd.DataFrame, quantile: str, *, need_quality: bool = Fals
     seen: dict[float, int] = {}
     for i in range(len(df)):
         row: dict[str, Any] = {c: _number(df, i, c, source) for c in columns}
-        if row["rate_rps"] <= 0 or math.isinf(row["rate_rps"]):
-            raise ConfigError(f"row {i + 1}, column rate_rps: must be a positive number, got {row['rate_rps']:g}",
-                              file=source)
+        if not 0 < row["rate_rps"] <= MAX_RPS:
+            raise ConfigError(f"row {i + 1}, column rate_rps: must be a positive number, at most {MAX_RPS:,.0f}, "
+                              f"got {row['rate_rps']:g}", file=source)
         for name in ("replicas", "gpus"):
-            if row[name] <= 0 or math.isinf(row[name]):
-                raise ConfigError(f"row {i + 1}, column {name}: must be > 0, got {row[name]:g}", file=source)
+            if not 0 < row[name] <= _MAX_COUNT:
+                raise ConfigError(f"row {i + 1}, column {name}: must be > 0, got {row[name]:g}" if row[name] <= 0
+                                  else f"row {i + 1}, column {name}: must be at most {_MAX_COUNT:,}, got {row[name]:g}",
+                                  file=source)
         for name in (c for c in columns if c.startswith(("latency_p", "ttft_"))):
             if row[name] < 0:
                 raise ConfigError(f"row {i + 1}, column {name}: a latency cannot be negative", file=source)
@@ -189,12 +197,13 @@ def sustainable_capacity(df: pd.DataFrame, *, slo_quantile: str, slo_seconds: fl
                          source: str = "sweep") -> CapacityResult:
     """The highest rate at which the SLO and the quality floor hold there and at every lower rate."""
     quantile = parse_quantile(slo_quantile)
-    if not slo_seconds > 0:
-        raise ConfigError(f"must be > 0, got {slo_seconds}", field="slo_seconds")
+    if not 0 < slo_seconds <= 86_400:
+        raise ConfigError(f"must be above 0 and at most a day (86400), got {slo_seconds}", field="slo_seconds")
     if min_quality is not None and not 0.0 <= min_quality <= 1.0:
         raise ConfigError(f"must be within 0..1, got {min_quality}", field="min_quality")
-    if forecast_rps is not None and not forecast_rps >= 0:
-        raise ConfigError(f"must be >= 0, got {forecast_rps}", field="forecast_rps")
+    if forecast_rps is not None and not 0 <= forecast_rps <= MAX_RPS:
+        raise ConfigError(f"must be from 0 to {MAX_RPS:,.0f} requests per second, got {forecast_rps}",
+                          field="forecast_rps")
     sweep = validate_sweep(df, quantile, need_quality=min_quality is not None, source=source)
     column = latency_column(quantile)
     steps: list[StepVerdict] = []

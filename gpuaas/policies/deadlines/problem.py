@@ -213,7 +213,7 @@ def validate_problem(capacity: Mapping[str, int], jobs: Sequence[DeadlineJob]) -
     """Reject what cannot be planned, naming the job and field (the file loader adds the file)."""
     for resource, cap in capacity.items():
         if not _is_count(cap) or cap < 0:
-            raise ConfigError(f"must be a whole number of GPUs >= 0, got {cap!r}", field=f"capacity.{resource}")
+            raise ConfigError(f"must be a whole number of GPUs from 0 to {_MAX_COUNT:,}, got {cap!r}", field=f"capacity.{resource}")
     seen: set[str] = set()
     held: dict[str, int] = {}
     for k, job in enumerate(jobs):
@@ -222,13 +222,13 @@ def validate_problem(capacity: Mapping[str, int], jobs: Sequence[DeadlineJob]) -
             raise ConfigError("duplicate job name", field=f"{where}.name")
         seen.add(job.name)
         if not _is_count(job.gpus) or job.gpus < 1:
-            raise ConfigError(f"must be a whole number of GPUs >= 1, got {job.gpus!r}", field=f"{where}.gpus")
+            raise ConfigError(f"must be a whole number of GPUs from 1 to {_MAX_COUNT:,}, got {job.gpus!r}", field=f"{where}.gpus")
         if not _is_time(job.duration) or job.duration <= 0:
-            raise ConfigError(f"must be a number > 0, got {job.duration!r}", field=f"{where}.duration")
+            raise ConfigError(f"must be a number of minutes above 0, at most {_MAX_TIME:,}, got {job.duration!r}", field=f"{where}.duration")
         if job.deadline is not None and not _is_time(job.deadline):
-            raise ConfigError(f"must be a number, got {job.deadline!r}", field=f"{where}.deadline")
+            raise ConfigError(f"must be a number of minutes, at most {_MAX_TIME:,} either way, got {job.deadline!r}", field=f"{where}.deadline")
         if job.running_for is not None and (not _is_time(job.running_for) or job.running_for < 0):
-            raise ConfigError(f"must be a number >= 0, got {job.running_for!r}", field=f"{where}.running_for")
+            raise ConfigError(f"must be a number of minutes from 0 to {_MAX_TIME:,}, got {job.running_for!r}", field=f"{where}.running_for")
         if job.resource not in capacity:
             raise ConfigError(
                 f"{job.resource!r} is not in capacity ({', '.join(capacity) or 'empty'})", field=f"{where}.resource"
@@ -247,9 +247,16 @@ def validate_problem(capacity: Mapping[str, int], jobs: Sequence[DeadlineJob]) -
                 )
 
 
+_MAX_COUNT = 10_000_000
+"""Past ten million GPUs a count is a typo; and past 2**53 a float cannot hold it to the GPU."""
+_MAX_TIME = 100_000_000
+"""Minutes (some 190 years): a time past that is a typo, and would round to the minute wrongly."""
+
+
 def _is_count(value: object) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool)
+    return isinstance(value, int) and not isinstance(value, bool) and value <= _MAX_COUNT
 
 
 def _is_time(value: object) -> bool:
-    return isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
+    return (isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
+            and abs(value) <= _MAX_TIME)

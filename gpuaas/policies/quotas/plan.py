@@ -162,15 +162,17 @@ def validate_quota_input(queues: Sequence[QueueDemand], limits: QuotaLimits) -> 
     """Refuse contradictory input with a ConfigError naming the field (``queues[1].demand.h100``)."""
     for name in ("max_step_gpus", "max_total_moved_gpus", "hysteresis_gpus", "min_step_gpus"):
         value = getattr(limits, name)
-        if not isinstance(value, int) or isinstance(value, bool) or value < 0:
-            raise ConfigError(f"must be a whole number >= 0, got {value!r}", field=f"limits.{name}")
-    if not (isinstance(limits.no_reclaim_keep_factor, int | float) and limits.no_reclaim_keep_factor >= 0):
+        if not isinstance(value, int) or isinstance(value, bool) or not 0 <= value <= MAX_QUANTITY:
+            raise ConfigError(f"must be a whole number from 0 to {MAX_QUANTITY:,}, got {value!r}",
+                              field=f"limits.{name}")
+    if not (isinstance(limits.no_reclaim_keep_factor, int | float) and 0 <= limits.no_reclaim_keep_factor <= 1e6):
         raise ConfigError(f"must be a number >= 0, got {limits.no_reclaim_keep_factor!r}",
                           field="limits.no_reclaim_keep_factor")
     if not (isinstance(limits.lend_reserve, int | float) and 0 <= limits.lend_reserve <= 1):
         raise ConfigError(f"must be a number from 0 to 1, got {limits.lend_reserve!r}", field="limits.lend_reserve")
-    if not (isinstance(limits.max_step_percent, int | float) and limits.max_step_percent >= 0):
-        raise ConfigError(f"must be a number >= 0, got {limits.max_step_percent!r}", field="limits.max_step_percent")
+    if not (isinstance(limits.max_step_percent, int | float) and 0 <= limits.max_step_percent <= 10_000):
+        raise ConfigError(f"must be a number from 0 to 10,000, got {limits.max_step_percent!r}",
+                          field="limits.max_step_percent")
     if not queues:
         raise ConfigError("no queues to plan for", field="queues")
     seen: dict[str, int] = {}
@@ -184,19 +186,23 @@ def validate_quota_input(queues: Sequence[QueueDemand], limits: QuotaLimits) -> 
         seen[q.name] = idx
         if not q.nominal:
             raise ConfigError(f"queue {q.name!r} has no nominal quota", field=f"{where}.nominal")
-        if not (isinstance(q.weight, int | float) and math.isfinite(q.weight) and q.weight > 0):
-            raise ConfigError(f"queue {q.name!r}: must be a number > 0, got {q.weight!r}", field=f"{where}.weight")
+        if not (isinstance(q.weight, int | float) and math.isfinite(q.weight) and 0 < q.weight <= 1e6):
+            raise ConfigError(f"queue {q.name!r}: must be a number above 0, at most 1,000,000, got {q.weight!r}",
+                              field=f"{where}.weight")
         for flavor, value in q.nominal.items():
             _whole(value, q.name, f"{where}.nominal.{flavor}")
             flavors.add(flavor)
         for flavor, value in q.guaranteed.items():
             _whole(value, q.name, f"{where}.guaranteed.{flavor}")
         for flavor, d in q.demand.items():
-            if not (isinstance(d, int | float) and not isinstance(d, bool) and math.isfinite(d) and d >= 0):
-                raise ConfigError(f"queue {q.name!r}: must be a number >= 0, got {d!r}", field=f"{where}.demand.{flavor}")
+            if not (isinstance(d, int | float) and not isinstance(d, bool) and math.isfinite(d)
+                    and 0 <= d <= MAX_QUANTITY):
+                raise ConfigError(f"queue {q.name!r}: must be a number from 0 to {MAX_QUANTITY:,}, got {d!r}",
+                                  field=f"{where}.demand.{flavor}")
         for flavor, r in q.recent_change.items():
-            if not isinstance(r, int) or isinstance(r, bool):
-                raise ConfigError(f"queue {q.name!r}: must be a whole number, got {r!r}",
+            if not isinstance(r, int) or isinstance(r, bool) or abs(r) > MAX_QUANTITY:
+                raise ConfigError(f"queue {q.name!r}: must be a whole number, at most {MAX_QUANTITY:,} either way, "
+                                  f"got {r!r}",
                                   field=f"{where}.recent_change.{flavor}")
     for idx, q in enumerate(queues):
         for part in ("demand", "guaranteed", "recent_change"):
@@ -219,9 +225,15 @@ def validate_quota_input(queues: Sequence[QueueDemand], limits: QuotaLimits) -> 
                               f"{total} (the sum of nominal quotas)", field=fields)
 
 
+MAX_QUANTITY = 10_000_000
+"""The most GPUs any count or limit may hold: past that it is a typo, and past 2**53 the solver's
+floats no longer hold it to the GPU, so a cap could be broken by rounding."""
+
+
 def _whole(value: Any, queue: str, where: str) -> None:
-    if not isinstance(value, int) or isinstance(value, bool) or value < 0:
-        raise ConfigError(f"queue {queue!r}: must be a whole number >= 0, got {value!r}", field=where)
+    if not isinstance(value, int) or isinstance(value, bool) or not 0 <= value <= MAX_QUANTITY:
+        raise ConfigError(f"queue {queue!r}: must be a whole number from 0 to {MAX_QUANTITY:,}, got {value!r}",
+                          field=where)
 
 
 def step_of(before: int, guaranteed: int, limits: QuotaLimits) -> int:

@@ -38,8 +38,12 @@ def make_api_client(settings: GpuaasSettings) -> client.ApiClient:
                 client_configuration=cfg,
                 persist_config=False,
             )
-    except (ConfigException, OSError, TypeError, ValueError) as exc:
-        raise ConfigError(f"cannot load Kubernetes credentials: {exc}", field="kubeconfig") from exc
+    except (ConfigException, OSError) as exc:
+        raise ConfigError(f"cannot load Kubernetes credentials: {exc}", file=_kubeconfig_path(settings),
+                          field="kubeconfig") from exc
+    except (TypeError, ValueError, AttributeError, KeyError) as exc:  # the file parsed, but not as a kubeconfig
+        raise ConfigError("cannot load Kubernetes credentials: not a kubeconfig (a YAML mapping of clusters, "
+                          "users and contexts)", file=_kubeconfig_path(settings), field="kubeconfig") from exc
     cfg.retries = 0  # retries belong to the calling task, which knows the error type
     return client.ApiClient(cfg)
 
@@ -96,3 +100,10 @@ class KubeLister:
 
     def running_pods(self) -> list[dict[str, Any]]:
         return self._pages("/api/v1/pods", "pods/v1", fieldSelector="status.phase=Running")
+
+
+def _kubeconfig_path(settings: GpuaasSettings) -> str | None:
+    """The file credentials were read from, for the error that names it; None in a pod."""
+    if settings.in_cluster:
+        return None
+    return str(settings.kubeconfig) if settings.kubeconfig else "~/.kube/config"

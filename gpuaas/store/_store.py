@@ -78,6 +78,13 @@ def _as_utc(value: datetime) -> datetime:
     return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
 
 
+def _in_words(exc: SQLAlchemyError) -> str:
+    """The database's own words (``file is not a database``), without SQLAlchemy's wrapping: the
+    driver's class in brackets, the statement and the link to its documentation."""
+    cause = getattr(exc, "orig", None) or exc
+    return str(cause).split("\n")[0].split(" (Background on this error at:")[0]
+
+
 class Store:
     """Audit log, snapshots and run locks in one SQL database."""
 
@@ -120,7 +127,7 @@ class Store:
                     return None
                 return conn.execute(text("SELECT version_num FROM alembic_version")).scalars().first()
         except SQLAlchemyError as exc:
-            raise StoreError(f"cannot read schema version of {redact_url(self.url)}: {exc}") from exc
+            raise StoreError(f"cannot read schema version of {redact_url(self.url)}: {_in_words(exc)}") from exc
 
     def upgrade(self, revision: str = "head") -> tuple[str | None, str | None]:
         """Migrate to ``revision``; returns (before, after). Safe to call on an up-to-date database."""
@@ -133,7 +140,7 @@ class Store:
                 config.attributes["connection"] = conn
                 command.upgrade(config, revision)
         except SQLAlchemyError as exc:
-            raise StoreError(f"migrating {redact_url(self.url)} failed: {exc}") from exc
+            raise StoreError(f"migrating {redact_url(self.url)} failed: {_in_words(exc)}") from exc
         return before, self.current_revision()
 
     @contextmanager

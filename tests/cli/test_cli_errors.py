@@ -41,6 +41,8 @@ def _files(tmp: Path) -> Path:
     (tmp / "latin1.yaml").write_bytes(b"reclaim:\n  mode: dry-run  # r\xe9glage\n")
     (tmp / "latin1.csv").write_bytes(b"timestamp,pod,value\n0,caf\xe9,1\n")
     (tmp / "a-file").write_text("not a directory\n")
+    (tmp / "list.yaml").write_text("- a\n- b\n")
+    (tmp / "twice.yaml").write_text("reclaim:\n  mode: dry-run\n  mode: apply\n")
     return tmp
 
 
@@ -62,6 +64,11 @@ CASES = {
                               ["{tmp}/wrong.csv", "timestamp", "columns found: when, gpu, busy"]),
     "qps-wrong-columns": Case(["replay", "reclaim", "--utilization", "{tmp}/good.csv", "--qps", "{tmp}/wrong.csv"],
                               1, ["{tmp}/wrong.csv", "columns found"]),
+    "policy-key-twice": Case(["config", "check", "{tmp}/twice.yaml"], 1,
+                             ["{tmp}/twice.yaml", "line 3: 'mode' is given twice"]),
+    "kubeconfig-not-one": Case(["replay", "reclaim", "--from-prometheus", "--since", "1h"], 1,
+                               ["{tmp}/list.yaml", "not a kubeconfig"],
+                               env={"GPUAAS_KUBECONFIG": "{tmp}/list.yaml", "GPUAAS_PROMETHEUS_URL": "http://127.0.0.1:9"}),
     "csv-not-utf8": Case(["replay", "reclaim", "--utilization", "{tmp}/latin1.csv"], 1,
                          ["{tmp}/latin1.csv", "not UTF-8"]),
 }

@@ -132,3 +132,14 @@ def test_unreachable_database_is_a_store_error(tmp_path: Path) -> None:
 
     with pytest.raises(StoreError, match=r"postgres:\*\*\*@127.0.0.1:1/x"):
         Store("postgresql+psycopg2://postgres:secret@127.0.0.1:1/x")
+
+
+def test_a_file_that_is_not_a_database_is_named_in_the_databases_words(tmp_path: Path) -> None:
+    from gpuaas.errors import StoreError
+
+    junk = tmp_path / "policy.yaml"
+    junk.write_text("reclaim:\n  mode: apply\n" * 200)
+    with pytest.raises(StoreError) as caught:
+        Store(f"sqlite:///{junk}")
+    assert str(caught.value) == f"cannot read schema version of sqlite:///{junk}: file is not a database"
+    assert junk.read_text() == "reclaim:\n  mode: apply\n" * 200  # nothing written to it

@@ -54,8 +54,15 @@ def undo(
     format: Annotated[OutputFormat, typer.Option("--format", help="Output format.")] = OutputFormat.table,
 ) -> None:
     """Restore the prior state recorded by earlier reclaims (a no-op for ones already restored)."""
-    settings_or_exit()
+    settings = settings_or_exit()
     from flows.reclaim import reclaim as reclaim_flow
+    from gpuaas.operations.incident import missing_audit_ids
+    from gpuaas.store import open_store
+
+    with open_store(settings) as store:  # a mistyped id ends here, before anything is restored
+        missing = missing_audit_ids(store, audit_ids)
+    if missing:
+        raise fail(f"no audit row {', '.join(f'#{i}' for i in missing)} (see `gpuaas audit list`); nothing undone")
 
     result: dict[str, Any] = run_flow(reclaim_flow, "restoring", undo=audit_ids)
     if result.get("writes_busy"):

@@ -59,9 +59,19 @@ def test_reclaim_fails_with_a_clear_message(tmp_path: Path, monkeypatch: pytest.
                                             prefect_harness: None) -> None:
     monkeypatch.setenv("GPUAAS_KUBECONFIG", str(tmp_path / "missing-kubeconfig"))
     monkeypatch.setenv("GPUAAS_NVML", "off")
-    result = CliRunner().invoke(app, ["undo", "1"])
+    result = CliRunner().invoke(app, ["reclaim"])
     assert result.exit_code == 1
     assert "error:" in result.output and "kubeconfig" in result.output.lower()
+
+
+def test_undo_of_an_id_no_audit_row_has_is_refused_before_anything_runs(tmp_path: Path,
+                                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("GPUAAS_KUBECONFIG", str(tmp_path / "missing-kubeconfig"))
+    result = CliRunner().invoke(app, ["undo", "1", "99999"])
+    assert result.exit_code == 1
+    assert result.stderr.strip().splitlines() == [
+        "error: no audit row #1, #99999 (see `gpuaas audit list`); nothing undone"]
+    assert "restoring" not in result.output  # the flow never started
 
 
 def test_with_a_prefect_api_the_command_runs_through_prefect(pointed_at: EmbeddedCluster,

@@ -81,6 +81,8 @@ def loadtest(
             max_lateness_seconds=max_lateness, allow_remote=allow_remote, service=service)
         config.check_target()
         _check_out(out)
+    except ConfigError as exc:
+        raise fail(_as_flag(exc)) from exc
     except GpuaasError as exc:
         raise fail(str(exc)) from exc
     from flows.load_test import load_test as load_test_flow
@@ -129,3 +131,16 @@ def _check_out(out: Path) -> None:
         raise ConfigError(f"cannot create {out}: {exc.strerror or exc}", field="--out") from exc
     if not os.access(out, os.W_OK | os.X_OK):
         raise ConfigError(f"cannot write to {out}: permission denied", field="--out")
+
+
+_FLAGS = {"request_timeout_seconds": "--request-timeout", "max_lateness_seconds": "--max-lateness",
+          "expect_substring": "--expect"}
+
+
+def _as_flag(exc: ConfigError) -> str:
+    """The configuration names its field (``prompt_spread``); the reader typed a flag (``--prompt-spread``)."""
+    text = str(exc)
+    if not exc.field or exc.field.startswith("-") or not text.startswith(f"{exc.field}: "):
+        return text
+    flag = _FLAGS.get(exc.field, "--" + exc.field.replace("_", "-"))
+    return f"{flag}: {text.removeprefix(f'{exc.field}: ')}"

@@ -47,7 +47,10 @@ def _rows(path: Path, required: set[str]) -> list[dict[str, str]]:
             missing = required - {c.strip() for c in reader.fieldnames or []}
             if missing:
                 raise ConfigError(f"missing columns {sorted(missing)}", file=path)
-            return [{k.strip(): (v or "").strip() for k, v in row.items() if k} for row in reader]
+            rows = [{k.strip(): (v or "").strip() for k, v in row.items() if k} for row in reader]
+            if not rows:
+                raise ConfigError("no rows after the header: a trace needs at least one job", file=path)
+            return rows
     except OSError as exc:
         raise ConfigError(f"cannot read trace: {exc.strerror}", file=path) from exc
     except UnicodeDecodeError as exc:

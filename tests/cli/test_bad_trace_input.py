@@ -47,6 +47,8 @@ CASES: dict[str, tuple[list[str], str | bytes, str]] = {
                         "line 2.submission_time: must be a finite number from 0 to 1e+12, got '1e308'"),
     "itp infinite duration": (["replay", "deadlines", "--trace", "{f}", "--gpus", "8"], ITP + "j,1,1,m,5,1,1,inf\n",
                               "line 2.duration: must be a finite number from 0 to 1e+12"),
+    "itp header only": (["replay", "deadlines", "--trace", "{f}", "--gpus", "8"], ITP,
+                        "no rows after the header: a trace needs at least one job"),
     "itp binary": (["replay", "deadlines", "--trace", "{f}", "--gpus", "8"], b"\xff\xfe\x00\x01",
                    "cannot read trace: not UTF-8 text"),
     "sweep text rate": (["capacity", "{f}", "--slo-seconds", "1"], SWEEP + "fast,1,1,0.2\n",

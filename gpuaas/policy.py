@@ -9,11 +9,12 @@ than 0``. The complete commented example lives in ``examples/policy.yaml``.
 
 from __future__ import annotations
 
+import re
 from enum import Enum
 from pathlib import Path
 from typing import Annotated, Any
 
-from pydantic import Field, ValidationError, field_validator, model_validator
+from pydantic import AfterValidator, Field, ValidationError, field_validator, model_validator
 
 from gpuaas._policy_model import Fraction, _Model
 from gpuaas._policy_services import (
@@ -192,10 +193,35 @@ class ReclaimPolicy(_Model):
         return self
 
 
+_LABEL = re.compile(r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?")
+_SUBDOMAIN = re.compile(r"[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?")
+
+
+def _namespace(value: str) -> str:
+    if not _LABEL.fullmatch(value):
+        raise ValueError(f"{value!r} is not a Kubernetes namespace: lowercase letters, digits and '-', "
+                         "at most 63, starting and ending with a letter or digit")
+    return value
+
+
+def _object_name(value: str) -> str:
+    if not _SUBDOMAIN.fullmatch(value):
+        raise ValueError(f"{value!r} is not a Kubernetes object name: lowercase letters, digits, '-' and '.', "
+                         "at most 253, starting and ending with a letter or digit")
+    return value
+
+
+Namespace = Annotated[str, AfterValidator(_namespace)]
+"""A Kubernetes namespace (an RFC 1123 label): one the API server cannot hold is a typo that would
+match no workload, and the tenant would silently own nothing."""
+ObjectName = Annotated[str, AfterValidator(_object_name)]
+"""A Kubernetes object name (an RFC 1123 subdomain), such as a ClusterQueue's."""
+
+
 class Tenant(_Model):
     name: Annotated[str, Field(min_length=1)]
-    namespaces: list[str] = Field(default_factory=list)
-    cluster_queues: list[str] = Field(default_factory=list)
+    namespaces: list[Namespace] = Field(default_factory=list)
+    cluster_queues: list[ObjectName] = Field(default_factory=list)
     guaranteed_gpus: Gpus = 0
     """Nominal GPU quota that rebalance never takes away."""
     guaranteed_gpus_per_flavor: dict[str, Gpus] = Field(default_factory=dict)
@@ -324,7 +350,7 @@ def format_validation_error(exc: ValidationError, file: Path | str) -> ConfigErr
     for err in exc.errors():
         field = _loc(tuple(err["loc"])) or "(top level)"
         first_field = first_field or field
-        msg = err["msg"]
+        msg = err["msg"].removeprefix("Value error, ")
         if err["type"] == "extra_forbidden":
             msg = "unknown field (check the spelling; see examples/policy.yaml)"
         lines.append(f"{file}: {field}: {msg}")

@@ -58,8 +58,10 @@ script must not read "nothing idle" as "nothing idle". Its first line names the 
 EXIT_CODES_HELP = ("Exit codes: 0 ok; 1 failed (the error on stderr); 2 usage; 3 degraded: a source did not "
                    "answer, the first line names it (the output is partial).")
 
-console = Console()
-err_console = Console(stderr=True)
+# No markup by default: what is printed holds names, reasons and paths from the cluster and from files,
+# and rich would read ``[stop, length]`` as a style (and drop it) or ``[/x]`` as a closing tag (and fail).
+console = Console(markup=False)
+err_console = Console(stderr=True, markup=False)
 
 
 class OutputFormat(str, Enum):
@@ -69,7 +71,7 @@ class OutputFormat(str, Enum):
 
 def fail(message: str, code: int = EXIT_FAILED) -> typer.Exit:
     """Print ``error: message`` on stderr and return the Exit to raise."""
-    err_console.print(f"[bold red]error:[/] {message}", highlight=False, markup=True, soft_wrap=True)
+    err_console.print(f"[bold red]error:[/] {escape(message)}", highlight=False, markup=True, soft_wrap=True)
     return typer.Exit(code=code)
 
 
@@ -142,7 +144,8 @@ def lead(result: dict[str, Any], format: OutputFormat) -> None:
     if format is OutputFormat.json:
         err_console.print(line, markup=False, highlight=False, soft_wrap=True)
     else:
-        console.print(("[yellow]" if result.get("degraded") else "[bold]") + escape(line) + "[/]", highlight=False)
+        console.print(("[yellow]" if result.get("degraded") else "[bold]") + escape(line) + "[/]", highlight=False,
+                      markup=True)
 
 
 def end_degraded(result: dict[str, Any]) -> None:
@@ -222,7 +225,7 @@ def print_table(title: str, columns: Sequence[str], rows: Sequence[Sequence[Any]
     if width == console.width:
         console.print(table)
     else:
-        Console(width=width, no_color=console.no_color, force_terminal=console.is_terminal).print(table)
+        Console(width=width, no_color=console.no_color, force_terminal=console.is_terminal, markup=False).print(table)
     # The row's name, as in the table: its first cell and the first name column after it (a kind alone, or a
     # cohort alone, names several rows).
     key = next((k for k, c in enumerate(columns) if k and c in WHOLE_COLUMNS), 0)

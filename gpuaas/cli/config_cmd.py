@@ -6,6 +6,7 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
+from rich.markup import escape
 
 from gpuaas.cli._common import OutputFormat, console, fail, print_json
 from gpuaas.errors import ConfigError
@@ -25,10 +26,10 @@ def check(
         print_json({"file": str(file), "valid": True, "policy": policy.model_dump(mode="json")})
         return
     console.print(
-        f"[green]ok[/]: {file} — reclaim {policy.reclaim.mode.value} (cap {policy.reclaim.max_actions_per_run}), "
+        f"[green]ok[/]: {escape(str(file))} — reclaim {policy.reclaim.mode.value} (cap {policy.reclaim.max_actions_per_run}), "
         f"rebalance {policy.rebalance.mode.value}, {len(policy.tenants)} tenants, "
         f"{len(policy.services)} services",
-        highlight=False,
+        highlight=False, markup=True,
     )
 
 

@@ -106,6 +106,18 @@ def test_a_reason_under_the_table_names_its_row(monkeypatch: pytest.MonkeyPatch,
     assert "  Deployment platform/embed-batch why: every GPU at or below" in out
 
 
+def test_brackets_in_a_cell_or_an_error_are_printed_as_they_are(monkeypatch: pytest.MonkeyPatch,
+                                                                   capsys: pytest.CaptureFixture[str]) -> None:
+    """Cells and errors hold text from the cluster and from files, which the console must not read as
+    its markup: ``[stop, length]`` would vanish as a style, and ``[/x]`` end the command with a traceback."""
+    monkeypatch.setenv("COLUMNS", "120")
+    _common.print_table("reasons [bold]", ["service", "reasons"], [["chat", "finished [stop, length] or [/x]"]])
+    out = capsys.readouterr().out
+    assert "finished [stop, length] or [/x]" in out and "reasons [bold]" in out
+    _common.fail("[/x].yaml: cannot read policy file")
+    assert capsys.readouterr().err.strip() == "error: [/x].yaml: cannot read policy file"
+
+
 def _seed_audit() -> None:
     store = open_store(load_settings())
     reason = "\n".join(f"line {k}: coverage 0.0355 below 0.9 for RayCluster research/ray-hparam-sweep"

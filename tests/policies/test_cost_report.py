@@ -190,7 +190,7 @@ def test_two_services_on_the_same_series_are_refused_naming_both() -> None:
 
     services = [{"name": "chat", "namespace": "a", "latency_slo_seconds": 2.0},
                 {"name": "summarise", "namespace": "a", "latency_slo_seconds": 2.0}]
-    with pytest.raises(ConfigError, match=r"policy.yaml: services: Value error, services 'chat' and 'summarise' select the same"):
+    with pytest.raises(ConfigError, match=r"policy.yaml: services: services 'chat' and 'summarise' select the same"):
         parse_policy({"services": services}, "policy.yaml")
     same_model = [{**services[0], "model_name": "m"}, {**services[1], "model_name": "m"}]
     with pytest.raises(ConfigError, match="'chat' and 'summarise'"):

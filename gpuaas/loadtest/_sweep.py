@@ -23,6 +23,7 @@ from __future__ import annotations
 import asyncio
 import gc
 import math
+from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -143,6 +144,16 @@ class SweepRun:
     @property
     def request_frame(self) -> pd.DataFrame:
         return pd.DataFrame([r.to_dict() for r in self.requests], columns=list(RequestResult.__dataclass_fields__))
+
+    @property
+    def unreached(self) -> str | None:
+        """The commonest error when no request could connect (nothing listens, a wrong host): then the sweep
+        measured the URL, not a server, and its verdict must say so before any latency. A server too slow
+        to answer is not this: its requests connected and timed out."""
+        sent = [r for r in self.requests if r.lateness_s is not None]
+        if not sent or not all(r.status is None and (r.error or "").startswith("ConnectError") for r in sent):
+            return None
+        return Counter(r.error for r in sent).most_common(1)[0][0]
 
     @property
     def lateness_p99_s(self) -> float:

@@ -15,7 +15,7 @@ benchmark):
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -70,6 +70,9 @@ def plan(run: SweepRun) -> LoadTestPlan:
     config = run.config
     capacity = sustainable_capacity(run.sweep, slo_quantile=config.slo_quantile, slo_seconds=config.slo_seconds,
                                     min_quality=config.min_quality, source=f"load test of {config.url}")
+    if run.unreached is not None:
+        capacity = replace(capacity, reason=f"no request reached the server ({run.unreached}): is it up at "
+                                            f"{config.url}? {capacity.reason}")
     return LoadTestPlan(run, capacity)
 
 

@@ -18,6 +18,7 @@ from gpuaas.cluster._engine import EngineModel
 from gpuaas.cluster._scenario_models import Serving
 from gpuaas.cluster.serving import ServingEndpoint
 from gpuaas.loadtest import LoadTestConfig, run_sweep
+from gpuaas.operations.load_test import plan
 
 
 def _endpoint(model: EngineModel) -> ServingEndpoint:
@@ -56,6 +57,18 @@ def test_caps_timeouts_and_the_stop_after_two_failing_steps(slow: ServingEndpoin
     assert {r.error for r in run.requests} <= {"timed out after 0.3s", "cancelled at the step's time limit (0.8s)"}
     assert not any(r.ok for r in run.requests)
     assert run.steps[0]["offered_rps"] == pytest.approx(20.0)
+    assert run.unreached is None  # up and too slow: its requests connected
+
+
+def test_a_url_nothing_listens_on_is_said_before_any_latency() -> None:
+    config = LoadTestConfig(url="http://127.0.0.1:9/v1", model="m", rates=(4.0,), slo_quantile="p95",
+                            slo_seconds=5, max_requests_per_step=8, step_seconds=1.0, warmup_seconds=0.0,
+                            request_timeout_seconds=2.0)
+    run = run_sweep(config)
+    assert run.unreached is not None and run.unreached.startswith("ConnectError")
+    reason = plan(run).capacity.reason
+    assert reason.startswith(f"no request reached the server ({run.unreached}): is it up at http://127.0.0.1:9/v1? "
+                             "never meets the SLO: at the lowest rate 4 rps, no answer to measure its p95 latency by")
 
 
 def test_chat_stream_and_quality_check(fast: ServingEndpoint) -> None:

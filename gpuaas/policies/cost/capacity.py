@@ -213,7 +213,9 @@ def sustainable_capacity(df: pd.DataFrame, *, slo_quantile: str, slo_seconds: fl
     for row in sweep.to_dict("records"):
         quality = row.get("quality")
         problems = []
-        if row[column] > slo_seconds:
+        if not math.isfinite(row[column]):
+            problems.append(f"no answer to measure its {quantile} latency by")
+        elif row[column] > slo_seconds:
             problems.append(f"{quantile} {row[column]:.3g}s > SLO {slo_seconds:g}s")
         if min_quality is not None and quality is not None and quality < min_quality:
             problems.append(f"quality {quality:.3g} < {min_quality:g}")

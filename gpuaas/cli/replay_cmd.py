@@ -135,7 +135,8 @@ def reclaim(
     from_prometheus: Annotated[
         bool, typer.Option("--from-prometheus", help="Replay the fleet's own GPU history from Prometheus.")
     ] = False,
-    since: Annotated[str, typer.Option("--since", help="--from-prometheus: how far back (7d, 12h, ISO).")] = "7d",
+    since: Annotated[str | None, typer.Option("--since", help="--from-prometheus: how far back (7d, 12h, ISO; "
+                                              "default 7d).")] = None,
     namespace: Annotated[
         list[str] | None, typer.Option("--namespace", help="--from-prometheus: only these namespaces (repeat).")
     ] = None,
@@ -154,11 +155,15 @@ def reclaim(
             raise ConfigError("must be above 0 wake-ups per workload per day", field="--budget")
         if from_prometheus == bool(utilization):
             raise ConfigError("give either --utilization CSV(s) or --from-prometheus", field="--utilization")
+        if not from_prometheus and (since is not None or namespace):
+            raise ConfigError("reads the Prometheus history: give it with --from-prometheus, or leave it out",
+                              field="--since" if since is not None else "--namespace")
         rates = None
         if from_prometheus:
             settings = settings_or_exit()
             end = datetime.now(UTC)
             try:
+                since = since or "7d"
                 start = parse_since(since, end)
             except OverflowError as exc:
                 raise ConfigError(f"{since!r} reaches before year 1", field="--since") from exc

@@ -92,3 +92,12 @@ def test_an_out_of_range_flag_is_refused_naming_it(util_args: list[str], flags: 
     result = runner.invoke(main_app, ["replay", "reclaim", *util_args, *flags])
     assert result.exit_code == 2 and result.stdout == ""
     assert f"Invalid value for '{name}'" in result.stderr and "ValidationError" not in result.output
+
+
+@pytest.mark.parametrize(("flags", "name"), [(["--since", "2d"], "--since"), (["--namespace", "team-a"], "--namespace")])
+def test_a_prometheus_flag_without_prometheus_is_refused(util_args: list[str], flags: list[str], name: str) -> None:
+    """Given with a trace CSV, it would be ignored, and the reader would think the replay covered that span."""
+    result = runner.invoke(main_app, ["replay", "reclaim", *util_args, *flags])
+    assert result.exit_code == 1 and result.stdout == ""
+    assert result.stderr.strip().splitlines() == [
+        f"error: {name}: reads the Prometheus history: give it with --from-prometheus, or leave it out"]

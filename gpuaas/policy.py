@@ -26,6 +26,7 @@ from gpuaas._policy_services import (
 )
 from gpuaas._yaml import read_yaml
 from gpuaas.errors import ConfigError
+from gpuaas.models import MAX_GPUS
 
 __all__ = [
     "Actuator",
@@ -85,7 +86,6 @@ MAX_MINUTES = 31 * 24 * 60
 Minutes = Annotated[float, Field(gt=0, le=MAX_MINUTES)]
 """A duration in minutes; past a month it is a typo, and a huge one would overflow the time arithmetic."""
 WaitMinutes = Annotated[float, Field(ge=0, le=MAX_MINUTES)]
-MAX_GPUS = 10_000_000
 Gpus = Annotated[int, Field(ge=0, le=MAX_GPUS)]
 """A GPU count; above ten million GPUs it is a typo, and a huge number would overflow the planners' arithmetic."""
 
@@ -197,24 +197,21 @@ _LABEL = re.compile(r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?")
 _SUBDOMAIN = re.compile(r"[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?")
 
 
-def _namespace(value: str) -> str:
-    if not _LABEL.fullmatch(value):
-        raise ValueError(f"{value!r} is not a Kubernetes namespace: lowercase letters, digits and '-', "
-                         "at most 63, starting and ending with a letter or digit")
-    return value
+def _kubernetes_name(pattern: re.Pattern[str], what: str, spelling: str) -> AfterValidator:
+    def check(value: str) -> str:
+        if not pattern.fullmatch(value):
+            raise ValueError(f"{value!r} is not a Kubernetes {what}: {spelling}, starting and ending with a letter "
+                             "or digit")
+        return value
+
+    return AfterValidator(check)
 
 
-def _object_name(value: str) -> str:
-    if not _SUBDOMAIN.fullmatch(value):
-        raise ValueError(f"{value!r} is not a Kubernetes object name: lowercase letters, digits, '-' and '.', "
-                         "at most 253, starting and ending with a letter or digit")
-    return value
-
-
-Namespace = Annotated[str, AfterValidator(_namespace)]
+Namespace = Annotated[str, _kubernetes_name(_LABEL, "namespace", "lowercase letters, digits and '-', at most 63")]
 """A Kubernetes namespace (an RFC 1123 label): one the API server cannot hold is a typo that would
 match no workload, and the tenant would silently own nothing."""
-ObjectName = Annotated[str, AfterValidator(_object_name)]
+ObjectName = Annotated[str, _kubernetes_name(_SUBDOMAIN, "object name",
+                                             "lowercase letters, digits, '-' and '.', at most 253")]
 """A Kubernetes object name (an RFC 1123 subdomain), such as a ClusterQueue's."""
 
 

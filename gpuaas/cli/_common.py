@@ -13,7 +13,7 @@ import json
 import sys
 import textwrap
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from enum import Enum
 from typing import TYPE_CHECKING, Any
@@ -23,7 +23,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from gpuaas.errors import GpuaasError
+from gpuaas.errors import ConfigError, GpuaasError
 
 if TYPE_CHECKING:
     from gpuaas.settings import GpuaasSettings
@@ -67,6 +67,16 @@ err_console = Console(stderr=True, markup=False)
 class OutputFormat(str, Enum):
     table = "table"
     json = "json"
+
+
+def as_flag(exc: ConfigError, renames: Mapping[str, str] | None = None) -> str:
+    """``exc`` with the field it names (``prompt_spread``) as the flag the reader typed (``--prompt-spread``);
+    ``renames`` for a flag spelled otherwise. An error naming no field, or a file, is left as it is."""
+    text = str(exc)
+    if not exc.field or exc.field.startswith("-") or not text.startswith(f"{exc.field}: "):
+        return text
+    flag = (renames or {}).get(exc.field, "--" + exc.field.replace("_", "-"))
+    return f"{flag}: {text.removeprefix(f'{exc.field}: ')}"
 
 
 def fail(message: str, code: int = EXIT_FAILED) -> typer.Exit:

@@ -12,7 +12,7 @@ from typing import Annotated
 
 import typer
 
-from gpuaas.cli._common import OutputFormat, fail, print_json, print_table
+from gpuaas.cli._common import OutputFormat, as_flag, fail, print_json, print_table
 from gpuaas.errors import ConfigError
 from gpuaas.policies.cost import CapacityResult, sustainable_capacity
 from gpuaas.sources.sweep import read_sweep
@@ -32,11 +32,6 @@ def print_capacity(result: CapacityResult, format: OutputFormat) -> None:
         print_table("Sustainable capacity", ["", "value"], [list(r.values()) for r in summary])
 
 
-_FLAGS = {"slo_seconds": "--slo-seconds", "min_quality": "--min-quality", "forecast_rps": "--forecast-rps",
-          "slo_quantile": "--slo-quantile"}
-"""The library names a problem's field; here the reader typed a flag."""
-
-
 def capacity(
     sweep: Annotated[Path, typer.Argument(help="CSV, one row per rate: rate_rps, replicas, gpus, latency_p95_s, ...")],
     slo_seconds: Annotated[float, typer.Option("--slo-seconds", help="Latency target at that quantile.")],
@@ -50,8 +45,7 @@ def capacity(
         result = sustainable_capacity(read_sweep(sweep), slo_quantile=slo_quantile, slo_seconds=slo_seconds,
                                       min_quality=min_quality, forecast_rps=forecast_rps, source=str(sweep))
     except ConfigError as exc:
-        flag = _FLAGS.get(exc.field or "")
-        raise fail(f"{flag}: {str(exc).removeprefix(f'{exc.field}: ')}" if flag else str(exc)) from exc
+        raise fail(as_flag(exc)) from exc
     print_capacity(result, format)
     if not result.met:
         raise fail(f"{sweep}: {result.reason}")

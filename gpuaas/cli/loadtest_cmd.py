@@ -13,7 +13,7 @@ from typing import Annotated, Any
 
 import typer
 
-from gpuaas.cli._common import OutputFormat, console, fail, print_json, print_table, settings_or_exit
+from gpuaas.cli._common import OutputFormat, as_flag, console, fail, print_json, print_table, settings_or_exit
 from gpuaas.errors import ConfigError, GpuaasError
 
 __all__ = ["loadtest"]
@@ -82,7 +82,7 @@ def loadtest(
         config.check_target()
         _check_out(out)
     except ConfigError as exc:
-        raise fail(_as_flag(exc)) from exc
+        raise fail(as_flag(exc, _FLAGS)) from exc
     except GpuaasError as exc:
         raise fail(str(exc)) from exc
     from flows.load_test import load_test as load_test_flow
@@ -135,12 +135,4 @@ def _check_out(out: Path) -> None:
 
 _FLAGS = {"request_timeout_seconds": "--request-timeout", "max_lateness_seconds": "--max-lateness",
           "expect_substring": "--expect"}
-
-
-def _as_flag(exc: ConfigError) -> str:
-    """The configuration names its field (``prompt_spread``); the reader typed a flag (``--prompt-spread``)."""
-    text = str(exc)
-    if not exc.field or exc.field.startswith("-") or not text.startswith(f"{exc.field}: "):
-        return text
-    flag = _FLAGS.get(exc.field, "--" + exc.field.replace("_", "-"))
-    return f"{flag}: {text.removeprefix(f'{exc.field}: ')}"
+"""The configuration's fields whose flag is not their name."""

@@ -30,6 +30,7 @@ from typing import Any
 import pandas as pd
 
 from gpuaas.errors import ConfigError
+from gpuaas.models import MAX_GPUS
 
 __all__ = [
     "GROWTH_SLO_SHARE",
@@ -137,8 +138,6 @@ def _flag(df: pd.DataFrame, i: int, column: str, source: str) -> bool:
 
 MAX_RPS = 1e9
 """A rate past a billion requests per second is a typo, and an infinite one has no replica count."""
-_MAX_COUNT = 10_000_000
-"""Replicas or GPUs of one measured step; past that a count is a typo."""
 
 
 def validate_sweep(df: pd.DataFrame, quantile: str, *, need_quality: bool = False,
@@ -161,9 +160,9 @@ def validate_sweep(df: pd.DataFrame, quantile: str, *, need_quality: bool = Fals
             raise ConfigError(f"row {i + 1}, column rate_rps: must be a positive number, at most {MAX_RPS:,.0f}, "
                               f"got {row['rate_rps']:g}", file=source)
         for name in ("replicas", "gpus"):
-            if not 0 < row[name] <= _MAX_COUNT:
+            if not 0 < row[name] <= MAX_GPUS:
                 raise ConfigError(f"row {i + 1}, column {name}: must be > 0, got {row[name]:g}" if row[name] <= 0
-                                  else f"row {i + 1}, column {name}: must be at most {_MAX_COUNT:,}, got {row[name]:g}",
+                                  else f"row {i + 1}, column {name}: must be at most {MAX_GPUS:,}, got {row[name]:g}",
                                   file=source)
         for name in (c for c in columns if c.startswith(("latency_p", "ttft_"))):
             if row[name] < 0:

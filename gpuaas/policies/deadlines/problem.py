@@ -25,6 +25,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 from gpuaas.errors import ConfigError
+from gpuaas.models import MAX_GPUS
 from gpuaas.policies.deadlines._milp import MilpLimits, solve_max_on_time, solve_min_extra
 from gpuaas.policies.deadlines.profile import EPS, Item, Profile, lower_bound_extra, serial_schedule
 
@@ -213,7 +214,7 @@ def validate_problem(capacity: Mapping[str, int], jobs: Sequence[DeadlineJob]) -
     """Reject what cannot be planned, naming the job and field (the file loader adds the file)."""
     for resource, cap in capacity.items():
         if not _is_count(cap) or cap < 0:
-            raise ConfigError(f"must be a whole number of GPUs from 0 to {_MAX_COUNT:,}, got {cap!r}", field=f"capacity.{resource}")
+            raise ConfigError(f"must be a whole number of GPUs from 0 to {MAX_GPUS:,}, got {cap!r}", field=f"capacity.{resource}")
     seen: set[str] = set()
     held: dict[str, int] = {}
     for k, job in enumerate(jobs):
@@ -222,7 +223,7 @@ def validate_problem(capacity: Mapping[str, int], jobs: Sequence[DeadlineJob]) -
             raise ConfigError("duplicate job name", field=f"{where}.name")
         seen.add(job.name)
         if not _is_count(job.gpus) or job.gpus < 1:
-            raise ConfigError(f"must be a whole number of GPUs from 1 to {_MAX_COUNT:,}, got {job.gpus!r}", field=f"{where}.gpus")
+            raise ConfigError(f"must be a whole number of GPUs from 1 to {MAX_GPUS:,}, got {job.gpus!r}", field=f"{where}.gpus")
         if not _is_time(job.duration) or job.duration <= 0:
             raise ConfigError(f"must be a number of minutes above 0, at most {_MAX_TIME:,}, got {job.duration!r}", field=f"{where}.duration")
         if job.deadline is not None and not _is_time(job.deadline):
@@ -247,14 +248,12 @@ def validate_problem(capacity: Mapping[str, int], jobs: Sequence[DeadlineJob]) -
                 )
 
 
-_MAX_COUNT = 10_000_000
-"""Past ten million GPUs a count is a typo; and past 2**53 a float cannot hold it to the GPU."""
 _MAX_TIME = 100_000_000
 """Minutes (some 190 years): a time past that is a typo, and would round to the minute wrongly."""
 
 
 def _is_count(value: object) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool) and value <= _MAX_COUNT
+    return isinstance(value, int) and not isinstance(value, bool) and value <= MAX_GPUS
 
 
 def _is_time(value: object) -> bool:

@@ -50,6 +50,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from gpuaas.errors import ConfigError, PolicyError
+from gpuaas.models import MAX_GPUS
 from gpuaas.policies.quotas._milp import owed_multiplier, segment_cost, solve_lexicographic
 from gpuaas.policies.quotas._reasons import Cell, reasons_for
 
@@ -162,8 +163,8 @@ def validate_quota_input(queues: Sequence[QueueDemand], limits: QuotaLimits) -> 
     """Refuse contradictory input with a ConfigError naming the field (``queues[1].demand.h100``)."""
     for name in ("max_step_gpus", "max_total_moved_gpus", "hysteresis_gpus", "min_step_gpus"):
         value = getattr(limits, name)
-        if not isinstance(value, int) or isinstance(value, bool) or not 0 <= value <= MAX_QUANTITY:
-            raise ConfigError(f"must be a whole number from 0 to {MAX_QUANTITY:,}, got {value!r}",
+        if not isinstance(value, int) or isinstance(value, bool) or not 0 <= value <= MAX_GPUS:
+            raise ConfigError(f"must be a whole number from 0 to {MAX_GPUS:,}, got {value!r}",
                               field=f"limits.{name}")
     if not (isinstance(limits.no_reclaim_keep_factor, int | float) and 0 <= limits.no_reclaim_keep_factor <= 1e6):
         raise ConfigError(f"must be a number >= 0, got {limits.no_reclaim_keep_factor!r}",
@@ -196,12 +197,12 @@ def validate_quota_input(queues: Sequence[QueueDemand], limits: QuotaLimits) -> 
             _whole(value, q.name, f"{where}.guaranteed.{flavor}")
         for flavor, d in q.demand.items():
             if not (isinstance(d, int | float) and not isinstance(d, bool) and math.isfinite(d)
-                    and 0 <= d <= MAX_QUANTITY):
-                raise ConfigError(f"queue {q.name!r}: must be a number from 0 to {MAX_QUANTITY:,}, got {d!r}",
+                    and 0 <= d <= MAX_GPUS):
+                raise ConfigError(f"queue {q.name!r}: must be a number from 0 to {MAX_GPUS:,}, got {d!r}",
                                   field=f"{where}.demand.{flavor}")
         for flavor, r in q.recent_change.items():
-            if not isinstance(r, int) or isinstance(r, bool) or abs(r) > MAX_QUANTITY:
-                raise ConfigError(f"queue {q.name!r}: must be a whole number, at most {MAX_QUANTITY:,} either way, "
+            if not isinstance(r, int) or isinstance(r, bool) or abs(r) > MAX_GPUS:
+                raise ConfigError(f"queue {q.name!r}: must be a whole number, at most {MAX_GPUS:,} either way, "
                                   f"got {r!r}",
                                   field=f"{where}.recent_change.{flavor}")
     for idx, q in enumerate(queues):
@@ -225,14 +226,9 @@ def validate_quota_input(queues: Sequence[QueueDemand], limits: QuotaLimits) -> 
                               f"{total} (the sum of nominal quotas)", field=fields)
 
 
-MAX_QUANTITY = 10_000_000
-"""The most GPUs any count or limit may hold: past that it is a typo, and past 2**53 the solver's
-floats no longer hold it to the GPU, so a cap could be broken by rounding."""
-
-
 def _whole(value: Any, queue: str, where: str) -> None:
-    if not isinstance(value, int) or isinstance(value, bool) or not 0 <= value <= MAX_QUANTITY:
-        raise ConfigError(f"queue {queue!r}: must be a whole number from 0 to {MAX_QUANTITY:,}, got {value!r}",
+    if not isinstance(value, int) or isinstance(value, bool) or not 0 <= value <= MAX_GPUS:
+        raise ConfigError(f"queue {queue!r}: must be a whole number from 0 to {MAX_GPUS:,}, got {value!r}",
                           field=where)
 
 

@@ -17,7 +17,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 import pytest
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from gpuaas.policies.reclaim import (
@@ -189,20 +189,23 @@ def test_a_spells_window_depends_on_nothing_after_it_starts(util: pd.DataFrame, 
     assert early.to_dict() == full.reindex(early.index).to_dict()
 
 
-
 @settings(max_examples=40, deadline=None)
 @given(util=series(), prices=st.lists(st.sampled_from([0.0, 1.0, 15.0, 60.0, 300.0]), min_size=2, max_size=5),
        shrink=st.sampled_from([0.0, 5.0]), cut_share=st.floats(0.0, 1.0))
+@example(util=pd.DataFrame({"pod": ["a", "a"], "t": [60.0, 120.0], "value": [50.0, 50.0]}),  # no idle run
+         prices=[0.0, 15.0], shrink=0.0, cut_share=0.0)
 def test_one_evidence_fits_every_price_as_a_fit_from_scratch(util: pd.DataFrame, prices: list[float], shrink: float,
                                                              cut_share: float) -> None:
     # A budget fits its whole price ladder on one evidence: no fit may change what the next one reads.
     runs = idle_runs(util, 5.0)
     start = runs["start"].to_numpy(dtype=float)
-    mask = start <= start.min() + (start.max() - start.min()) * cut_share
+    cut = start.min() + (start.max() - start.min()) * cut_share if len(start) else 0.0  # no idle run: empty
+    mask = start <= cut
     evidence = SurvivalEvidence.of(runs, mask=mask, shrink=shrink)
     for price in prices:
         fresh = fit_survival(runs, price_gpu_min=price, mask=mask, shrink=shrink)
         assert repr(evidence.fit(price)) == repr(fresh)  # repr: a context with no spell has a NaN median
+
 
 def test_live_state_reclaims_at_the_replays_minute_with_the_survival_rule() -> None:
     rule = fit_survival(idle_runs(_quiet_and_busy(), 5.0), price_gpu_min=30.0, shrink=0.0)

@@ -114,8 +114,11 @@ def test_the_review_lists_every_action_in_order_with_its_evidence(incident: Inci
     last = incident.collects[-1].isoformat()
     assert changes == {("team-a-cq", "h100"): [], ("team-b-cq", "h100"): [(last, 2, 4)],
                        ("team-c-cq", "h100"): [(last, 4, 2)]}
+    # A window that crosses midnight (UTC) dates its instants, one within a day gives the time only.
+    spans_days = window["start"][:10] != window["end"][:10]
+    peak = f"{incident.collects[0]:%m-%d %H:%M}" if spans_days else f"{incident.collects[0]:%H:%M}"
     assert result["summary"].endswith(": 4 reclaims (2 applied, 2 dry-run), 1 quota plan applied; backlog peaked at "
-                                      f"1 workload ({incident.collects[0]:%H:%M}), idle GPUs at most 2 over 4 collects.")
+                                      f"1 workload ({peak}), idle GPUs at most 2 over 4 collects.")
 
     markdown = str(_artifact("incident-review").data)
     assert markdown.splitlines()[0] == f"**{result['summary']}**"

@@ -130,6 +130,13 @@ def test_the_hour_by_hand() -> None:
                                "backlog peaked at 7 workloads (02:35), idle GPUs at most 3 over 12 collects.")
 
 
+def test_a_window_across_midnight_dates_its_instants() -> None:
+    # The same rows, reviewed from the evening before: the window spans two dates, so a bare 02:35 would be ambiguous.
+    r = build_review(queue_rows(), tenant_rows(), [], T0 - timedelta(hours=3), END)
+    assert summary_line(r) == ("2026-11-30 23:00 – 2026-12-01 03:00 UTC: no gpuaas decisions or actions; "
+                               "backlog peaked at 7 workloads (12-01 02:35), idle GPUs at most 3 over 12 collects.")
+
+
 def test_the_markdown_reads_top_to_bottom() -> None:
     text = incident_markdown(review(), plot="iVBORw0KGgo=")
     lines = text.splitlines()

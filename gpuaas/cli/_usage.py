@@ -1,0 +1,50 @@
+"""A usage error (a flag Click or Typer rejected) in one line: what was wrong, with what was given, and where help is."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+from typer import _click as click
+
+__all__ = ["usage_error_line"]
+
+
+def given_value(args: Sequence[str], param: click.Parameter | None) -> str | None:
+    """The text the user gave ``param`` on the command line (its last occurrence), if it was an option given one."""
+    if param is None or param.param_type_name != "option" or getattr(param, "is_flag", False):
+        return None
+    found = None
+    for i, arg in enumerate(args):
+        for opt in param.opts:
+            if arg == opt and i + 1 < len(args):
+                found = args[i + 1]
+            elif arg.startswith(opt + "="):
+                found = arg[len(opt) + 1:]
+    return found
+
+
+def _not_a_number(text: str) -> bool:
+    try:
+        return math.isnan(float(text))
+    except ValueError:
+        return False
+
+
+def usage_error_line(exc: click.ClickException, args: Sequence[str]) -> str:
+    """``--budget: got 'nan', not a number (see gpuaas replay reclaim --help)``: one line, naming the flag.
+
+    A number checked against a range reads NaN as out of it ("should be less than or equal to
+    1440"), which sends the reader after the wrong bound; it is named as not a number instead.
+    """
+    message = exc.format_message().strip().replace("\n", " ").rstrip(".")
+    param = getattr(exc, "param", None)
+    value = given_value(args, param)
+    if value is not None and _not_a_number(value):
+        message = f"Invalid value for '{param.opts[0]}': {value!r} is not a number"  # type: ignore[union-attr]
+    elif value is not None and repr(value) not in message and value not in message:
+        message = f"{message} (got {value!r})"
+    ctx = getattr(exc, "ctx", None)
+    if ctx is not None and ctx.command.get_help_option(ctx) is not None:
+        message += f"; see {ctx.command_path} {ctx.help_option_names[0]}"
+    return message

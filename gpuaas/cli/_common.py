@@ -27,6 +27,7 @@ from gpuaas.errors import ConfigError, GpuaasError
 
 if TYPE_CHECKING:
     from gpuaas.settings import GpuaasSettings
+    from gpuaas.store import Store
 
 __all__ = [
     "EXIT_CODES_HELP",
@@ -47,6 +48,7 @@ __all__ = [
     "progress",
     "set_wide",
     "settings_or_exit",
+    "store_or_exit",
 ]
 
 EXIT_FAILED = 1
@@ -133,6 +135,16 @@ def progress(what: str) -> Iterator[Callable[[str], None]]:
     line(f"{what}…")
     yield lambda message: line(f"  {message}")
     line(f"{what}: done in {time.monotonic() - started:.1f} s")
+
+
+def store_or_exit(settings: GpuaasSettings, *, create: bool = True) -> Store:
+    """The settings' store; one it cannot open (or, ``create=False``, one that is not there) ends the command."""
+    from gpuaas.store import open_store
+
+    try:
+        return open_store(settings, create=create)
+    except GpuaasError as exc:
+        raise fail(str(exc)) from exc
 
 
 def settings_or_exit(**overrides: Any) -> GpuaasSettings:

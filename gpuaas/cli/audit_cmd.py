@@ -8,8 +8,8 @@ from typing import Annotated
 
 import typer
 
-from gpuaas.cli._common import OutputFormat, fail, print_json, print_table, settings_or_exit
-from gpuaas.store import AuditEntry, open_store
+from gpuaas.cli._common import OutputFormat, fail, print_json, print_table, settings_or_exit, store_or_exit
+from gpuaas.store import AuditEntry
 
 _UNITS = {"s": "seconds", "m": "minutes", "h": "hours", "d": "days", "w": "weeks"}
 
@@ -57,7 +57,7 @@ def list_(
         until_at = parse_since(until, option="--until") if until else None
     except ValueError as exc:
         raise fail(str(exc), code=2) from exc
-    store = open_store(settings_or_exit())
+    store = store_or_exit(settings_or_exit(), create=False)
     try:
         rows = store.audit(since=since_at, until=until_at, flow=flow, obj=object, limit=None)[-limit:]
     finally:

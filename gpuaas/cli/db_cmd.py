@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from gpuaas.cli._common import console, settings_or_exit
-from gpuaas.store import Store, redact_url
+from gpuaas.store import Store, redact_url, sqlite_file
 
 __all__ = ["status", "upgrade"]
 
@@ -26,6 +26,11 @@ def upgrade() -> None:
 def status() -> None:
     """Show the database URL (password hidden) and its schema version."""
     settings = settings_or_exit()
+    file = sqlite_file(settings.database_url_value)
+    if file is not None and not file.is_file():  # say so, rather than create one at a mistyped path
+        console.print(f"{redact_url(settings.database_url_value)}: no database there yet; the first flow or "
+                      "'gpuaas db upgrade' creates it", highlight=False, markup=False, soft_wrap=True)
+        return
     store = Store(settings.database_url_value, migrate=False)
     try:
         current, head = store.current_revision(), store.head_revision()

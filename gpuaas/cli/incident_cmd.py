@@ -8,7 +8,7 @@ from typing import Annotated, Any
 
 import typer
 
-from gpuaas.cli._common import console, fail, print_json, print_table, settings_or_exit
+from gpuaas.cli._common import console, fail, print_json, print_table, settings_or_exit, store_or_exit
 from gpuaas.cli._flows import run_flow
 from gpuaas.errors import GpuaasError
 from gpuaas.models import Outcome
@@ -29,9 +29,7 @@ def _check(start: str, end: str, undo: list[int]) -> None:
     except GpuaasError as exc:
         raise fail(str(exc).replace("start: ", "--from: ", 1).replace("end: ", "--to: ", 1)) from exc
     if undo:
-        from gpuaas.store import open_store
-
-        with open_store(settings_or_exit()) as store:
+        with store_or_exit(settings_or_exit(), create=False) as store:
             missing = operation.missing_audit_ids(store, undo)
         if missing:
             raise fail(f"--undo: no audit row {', '.join(f'#{i}' for i in missing)} (see `gpuaas audit list`); "

@@ -6,7 +6,16 @@ from typing import Annotated, Any
 
 import typer
 
-from gpuaas.cli._common import OutputFormat, end_degraded, fail, lead, print_json, print_table, settings_or_exit
+from gpuaas.cli._common import (
+    OutputFormat,
+    end_degraded,
+    fail,
+    lead,
+    print_json,
+    print_table,
+    settings_or_exit,
+    store_or_exit,
+)
 from gpuaas.cli._flows import run_flow
 from gpuaas.models import Outcome
 
@@ -57,9 +66,8 @@ def undo(
     settings = settings_or_exit()
     from flows.reclaim import reclaim as reclaim_flow
     from gpuaas.operations.incident import missing_audit_ids
-    from gpuaas.store import open_store
 
-    with open_store(settings) as store:  # a mistyped id ends here, before anything is restored
+    with store_or_exit(settings, create=False) as store:  # a mistyped id ends here, before anything is restored
         missing = missing_audit_ids(store, audit_ids)
     if missing:
         raise fail(f"no audit row {', '.join(f'#{i}' for i in missing)} (see `gpuaas audit list`); nothing undone")

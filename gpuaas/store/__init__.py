@@ -6,11 +6,11 @@ from typing import TYPE_CHECKING
 
 from gpuaas.store._models import AuditEntry, Outcome, QueueSample, RunLock, SnapshotRecord, TenantSample, utc_now
 from gpuaas.store._recent import load_snapshot, remember_snapshot
-from gpuaas.store._store import Store, redact_url
+from gpuaas.store._store import Store, redact_url, sqlite_file
 
 __all__ = [
     "AuditEntry", "Outcome", "QueueSample", "RunLock", "SnapshotRecord", "Store", "TenantSample", "load_snapshot",
-    "open_store", "redact_url", "remember_snapshot", "utc_now",
+    "open_store", "redact_url", "remember_snapshot", "sqlite_file", "utc_now",
 ]
 
 
@@ -18,6 +18,6 @@ if TYPE_CHECKING:
     from gpuaas.settings import GpuaasSettings
 
 
-def open_store(settings: GpuaasSettings) -> Store:
-    """The store the settings point at, migrated to the newest schema."""
-    return Store(settings.database_url_value)
+def open_store(settings: GpuaasSettings, *, create: bool = True) -> Store:
+    """The store the settings point at, migrated to the newest schema (``create=False``: only if it exists)."""
+    return Store(settings.database_url_value, create=create)

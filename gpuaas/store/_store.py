@@ -32,7 +32,7 @@ from gpuaas.store._models import AuditEntry, QueueSample, RunLock, SnapshotRecor
 if TYPE_CHECKING:
     from alembic.config import Config
 
-__all__ = ["Store", "redact_url"]
+__all__ = ["Store", "redact_url", "sqlite_file"]
 
 _MIGRATIONS = Path(__file__).resolve().parent / "migrations"
 _REOPENING = (Outcome.failed, Outcome.skipped)
@@ -85,13 +85,31 @@ def _in_words(exc: SQLAlchemyError) -> str:
     return str(cause).split("\n")[0].split(" (Background on this error at:")[0]
 
 
+def sqlite_file(url: str) -> Path | None:
+    """The file a SQLite URL names; None for another database or an in-memory one."""
+    if not url.startswith("sqlite:///"):
+        return None
+    name = url.removeprefix("sqlite:///").split("?", 1)[0]
+    return Path(name).expanduser() if name and name != ":memory:" else None
+
+
 class Store:
     """Audit log, snapshots and run locks in one SQL database."""
 
-    def __init__(self, url: str, *, migrate: bool = True) -> None:
+    def __init__(self, url: str, *, migrate: bool = True, create: bool = True) -> None:
+        """Open (and by default migrate) the database at ``url``.
+
+        ``create=False`` is for commands that only read: a SQLite file that does not exist is then an
+        error naming it, where opening would create an empty database at a mistyped path and list
+        nothing from it, as if nothing had happened.
+        """
         self.url = url
-        if url.startswith("sqlite:///"):
-            directory = Path(url.removeprefix("sqlite:///")).expanduser().parent
+        file = sqlite_file(url)
+        if file is not None and not create and not file.is_file():
+            raise StoreError(f"no gpuaas database at {file}: nothing has been recorded there (check "
+                             "GPUAAS_DATABASE_URL or GPUAAS_DATA_DIR; the first flow or `gpuaas db upgrade` creates it)")
+        if file is not None:
+            directory = file.parent
             try:
                 directory.mkdir(parents=True, exist_ok=True)
             except OSError as exc:

@@ -56,6 +56,20 @@ def test_console_script_exits_nonzero_on_bad_environment(tmp_path: Path) -> None
     assert "reclaim.max_actions_per_run" in proc.stderr and "p.yaml" in proc.stderr
 
 
+def test_db_status_and_the_read_only_commands_never_create_a_database(tmp_path: Path) -> None:
+    typo = tmp_path / "tpyo" / "gpuaas.db"
+    env = {"GPUAAS_DATABASE_URL": f"sqlite:///{typo}"}
+    status = runner.invoke(app, ["db", "status"], env=env)
+    assert status.exit_code == 0 and "no database there yet" in status.stdout
+    for args in (["audit", "list"], ["undo", "3"], ["incident", "--undo", "3"]):
+        result = runner.invoke(app, args, env=env)
+        assert result.exit_code == 1 and f"no gpuaas database at {typo}" in result.stderr, (args, result.output)
+    assert not typo.parent.exists()  # not even its directory
+    assert runner.invoke(app, ["db", "upgrade"], env=env).exit_code == 0 and typo.is_file()
+    listed = runner.invoke(app, ["audit", "list", "--format", "json"], env=env)
+    assert listed.exit_code == 0 and json.loads(listed.stdout) == {"entries": []}
+
+
 def test_db_upgrade_creates_then_reports_up_to_date() -> None:
     first = runner.invoke(app, ["db", "upgrade"])
     assert first.exit_code == 0 and "(empty) -> 0004" in first.stdout

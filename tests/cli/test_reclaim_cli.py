@@ -67,6 +67,7 @@ def test_reclaim_fails_with_a_clear_message(tmp_path: Path, monkeypatch: pytest.
 def test_undo_of_an_id_no_audit_row_has_is_refused_before_anything_runs(tmp_path: Path,
                                                                          monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("GPUAAS_KUBECONFIG", str(tmp_path / "missing-kubeconfig"))
+    assert CliRunner().invoke(app, ["db", "upgrade"]).exit_code == 0
     result = CliRunner().invoke(app, ["undo", "1", "99999"])
     assert result.exit_code == 1
     assert result.stderr.strip().splitlines() == [

@@ -49,6 +49,7 @@ __all__ = [
     "set_wide",
     "settings_or_exit",
     "store_or_exit",
+    "visible",
 ]
 
 EXIT_FAILED = 1
@@ -81,9 +82,22 @@ def as_flag(exc: ConfigError, renames: Mapping[str, str] | None = None) -> str:
     return f"{flag}: {text.removeprefix(f'{exc.field}: ')}"
 
 
+_CONTROL = {c: f"\\x{c:02x}" for c in (*range(0x09), *range(0x0b, 0x20), 0x7f)}
+"""Control characters but tab and newline, as the escapes Python writes them with."""
+
+
+def visible(text: str) -> str:
+    """``text`` with its control characters written out (``a\\x00b``), for a terminal.
+
+    Names and reasons come from files and from the cluster: a NUL would vanish on the screen and an
+    escape sequence would be obeyed by the terminal, so the reader would not see what is there.
+    """
+    return text.translate(_CONTROL)
+
+
 def fail(message: str, code: int = EXIT_FAILED) -> typer.Exit:
     """Print ``error: message`` on stderr and return the Exit to raise."""
-    err_console.print(f"[bold red]error:[/] {escape(message)}", highlight=False, markup=True, soft_wrap=True)
+    err_console.print(f"[bold red]error:[/] {escape(visible(message))}", highlight=False, markup=True, soft_wrap=True)
     return typer.Exit(code=code)
 
 
@@ -111,7 +125,7 @@ def handle_errors() -> Iterator[None]:
     try:
         yield
     except (GpuaasError, *BAD_INPUT_ERRORS) as exc:
-        err_console.print(f"error: {describe_error(exc)}", markup=False, highlight=False, soft_wrap=True)
+        err_console.print(f"error: {visible(describe_error(exc))}", markup=False, highlight=False, soft_wrap=True)
         sys.exit(EXIT_FAILED)
 
 
@@ -163,6 +177,7 @@ def lead(result: dict[str, Any], format: OutputFormat) -> None:
     line = result.get("headline")
     if not line:
         return
+    line = visible(line)
     if format is OutputFormat.json:
         err_console.print(line, markup=False, highlight=False, soft_wrap=True)
     else:
@@ -211,7 +226,7 @@ def print_table(title: str, columns: Sequence[str], rows: Sequence[Sequence[Any]
     3. what is left is printed at its narrowest whole-word width, wider than the console (a
        terminal wraps the line; no word is cut).
     """
-    cells = [["" if v is None else str(v) for v in row] for row in rows]
+    cells = [["" if v is None else visible(str(v)) for v in row] for row in rows]
     shown = list(columns)
     moved: list[str] = []
     dropped: list[str] = []
@@ -236,7 +251,7 @@ def print_table(title: str, columns: Sequence[str], rows: Sequence[Sequence[Any]
         widths = _layout(columns, cells, shown, 10**6, narrowest=True)
         assert widths is not None
         width = _frame(sum(widths), len(shown))
-    table = Table(title=title)
+    table = Table(title=visible(title))
     for k, name in enumerate(shown):
         table.add_column(name, overflow="fold", width=widths[k] if widths else None,
                          no_wrap=_wide or name in WHOLE_COLUMNS)

@@ -65,6 +65,8 @@ CASES = {
     "qps-wrong-columns": Case(["replay", "reclaim", "--utilization", "{tmp}/good.csv", "--qps", "{tmp}/wrong.csv"],
                               1, ["{tmp}/wrong.csv", "columns found"]),
     "policy-name-with-brackets": Case(["config", "check", "{tmp}/[/x]"], 1, ["{tmp}/[/x]", "No such file"]),
+    "policy-name-with-an-escape": Case(["config", "check", "{tmp}/\x1b[2Jx.yaml"], 1,
+                                       ["{tmp}/\\x1b[2Jx.yaml", "No such file"]),
     "policy-key-twice": Case(["config", "check", "{tmp}/twice.yaml"], 1,
                              ["{tmp}/twice.yaml", "line 3: 'mode' is given twice"]),
     "kubeconfig-not-one": Case(["replay", "reclaim", "--from-prometheus", "--since", "1h"], 1,

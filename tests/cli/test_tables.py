@@ -118,6 +118,19 @@ def test_brackets_in_a_cell_or_an_error_are_printed_as_they_are(monkeypatch: pyt
     assert capsys.readouterr().err.strip() == "error: [/x].yaml: cannot read policy file"
 
 
+def test_control_characters_are_written_out_not_sent_to_the_terminal(monkeypatch: pytest.MonkeyPatch,
+                                                                      capsys: pytest.CaptureFixture[str]) -> None:
+    """A NUL would vanish on the screen and an escape sequence (clear the screen, recolour) be obeyed."""
+    monkeypatch.setenv("COLUMNS", "120")
+    _common.print_table("pods \x1b[2J", ["pod", "reason"], [["caf\x00e", "idle\x1b[31m since 02:00\x07"]])
+    out = capsys.readouterr().out
+    assert "\x00" not in out and "\x1b" not in out and "\x07" not in out
+    assert "caf\\x00e" in out and "idle\\x1b[31m since 02:00\\x07" in out and "pods \\x1b[2J" in out
+    _common.fail("team\x00a: no such queue")
+    assert capsys.readouterr().err.strip() == "error: team\\x00a: no such queue"
+    assert _common.visible("tab\tand\nnewline stay") == "tab\tand\nnewline stay"
+
+
 def _seed_audit() -> None:
     store = open_store(load_settings())
     reason = "\n".join(f"line {k}: coverage 0.0355 below 0.9 for RayCluster research/ray-hparam-sweep"

@@ -27,7 +27,9 @@ from gpuaas.settings import GpuaasSettings
 
 __all__ = ["FRONTIER_COLUMNS", "fleet_history", "print_frontier"]
 
-FRONTIER_COLUMNS = ("policy", "parameter", "reclaimed_gpu_hours", "wakeups")
+FRONTIER_COLUMNS = ("policy", "parameter", "GPU-hours reclaimed", "wake-ups", "vs fixed at equal wake-ups",
+                    "headroom captured", "context ceiling", "wake-ups per workload-day")
+"""The frontier table's headers, in words (``--format json`` keeps the field names)."""
 
 
 def _progress(message: str) -> None:
@@ -72,5 +74,4 @@ def print_frontier(rows: Sequence[FrontierRow], evidence: CalibrationEvidence, f
                       "-" if r.headroom_captured is None else f"{r.headroom_captured:.0%}",
                       "-" if ceiling is None else f"{ceiling:.2f}x",
                       "-" if r.wakeups_per_workload_day is None else f"{r.wakeups_per_workload_day:.2f}"])
-    print_table(title, [*FRONTIER_COLUMNS, "vs fixed at equal wake-ups", "headroom captured", "context ceiling",
-                        "wake-ups per workload-day"], table)
+    print_table(title, FRONTIER_COLUMNS, table)

@@ -164,6 +164,7 @@ def test_replay_prints_the_headline_before_the_table_and_the_counts_in_json(tmp_
     assert headline[0].endswith("5 of 60 min or more")
     assert text.stderr.index("calibration part:") < text.stderr.index("wrote ")
     assert "context ceiling" in text.stdout and "workload-day" in text.stdout
+    assert "GPU-hours reclaimed" in text.stdout and "reclaimed_gpu_hours" not in text.stdout  # words, not fields
     data = json.loads(runner.invoke(main_app, [*args, "--format", "json"]).stdout)
     assert data["calibration"] == {"spells": 105, "quiet_spells": 3, "long_spells": 5}
     assert [r["policy"] for r in data["frontier"]][:1] == ["fixed"]

@@ -10,24 +10,31 @@ every model class they name, seconds of CPU for a list whose body is parsed as J
 
 from __future__ import annotations
 
+import os
 import threading
+from pathlib import Path
 from typing import Any
 
 import orjson
 from kubernetes import client, config
 from kubernetes.client.exceptions import ApiException
+from kubernetes.config import kube_config
 from kubernetes.config.config_exception import ConfigException
 
 from gpuaas.errors import ConfigError, MalformedResponse
 from gpuaas.settings import GpuaasSettings
 from gpuaas.sources._kube_errors import SOURCE, kube_request
 
-__all__ = ["KubeLister", "make_api_client"]
+__all__ = ["KubeLister", "kubeconfig_path", "make_api_client"]
 
 
 def make_api_client(settings: GpuaasSettings) -> client.ApiClient:
     """An ``ApiClient`` from the kubeconfig (file and context from settings) or the pod's service account."""
     cfg = client.Configuration()
+    file = kubeconfig_path(settings)
+    if file is not None and os.pathsep not in file and not Path(file).expanduser().exists():
+        raise ConfigError("cannot load Kubernetes credentials: no such file (set GPUAAS_KUBECONFIG to the "
+                          "cluster's kubeconfig, or GPUAAS_IN_CLUSTER=true in a pod)", file=file, field="kubeconfig")
     try:
         if settings.in_cluster:
             config.load_incluster_config(client_configuration=cfg)
@@ -39,11 +46,11 @@ def make_api_client(settings: GpuaasSettings) -> client.ApiClient:
                 persist_config=False,
             )
     except (ConfigException, OSError) as exc:
-        raise ConfigError(f"cannot load Kubernetes credentials: {exc}", file=_kubeconfig_path(settings),
+        raise ConfigError(f"cannot load Kubernetes credentials: {exc}", file=file,
                           field="kubeconfig") from exc
     except (TypeError, ValueError, AttributeError, KeyError) as exc:  # the file parsed, but not as a kubeconfig
         raise ConfigError("cannot load Kubernetes credentials: not a kubeconfig (a YAML mapping of clusters, "
-                          "users and contexts)", file=_kubeconfig_path(settings), field="kubeconfig") from exc
+                          "users and contexts)", file=file, field="kubeconfig") from exc
     cfg.retries = 0  # retries belong to the calling task, which knows the error type
     return client.ApiClient(cfg)
 
@@ -102,8 +109,12 @@ class KubeLister:
         return self._pages("/api/v1/pods", "pods/v1", fieldSelector="status.phase=Running")
 
 
-def _kubeconfig_path(settings: GpuaasSettings) -> str | None:
-    """The file credentials were read from, for the error that names it; None in a pod."""
+def kubeconfig_path(settings: GpuaasSettings) -> str | None:
+    """The kubeconfig credentials are read from, as written (for the errors that name it); None in a pod.
+
+    Unset, it is the Kubernetes client's own default: ``$KUBECONFIG`` (one path, or several joined
+    by ``os.pathsep``), else ``~/.kube/config``.
+    """
     if settings.in_cluster:
         return None
-    return str(settings.kubeconfig) if settings.kubeconfig else "~/.kube/config"
+    return str(settings.kubeconfig) if settings.kubeconfig else str(kube_config.KUBE_CONFIG_DEFAULT_LOCATION)

@@ -82,7 +82,9 @@ def in_words(exc: BaseException) -> str:
 def _kube_endpoint(settings: GpuaasSettings) -> str:
     if settings.in_cluster:
         return "the in-cluster service account"
-    path = str(settings.kubeconfig) if settings.kubeconfig else "~/.kube/config"
+    from gpuaas.sources._kube_client import kubeconfig_path
+
+    path = kubeconfig_path(settings)
     try:
         from kubernetes import client, config
 

@@ -72,6 +72,13 @@ CASES = {
     "kubeconfig-not-one": Case(["replay", "reclaim", "--from-prometheus", "--since", "1h"], 1,
                                ["{tmp}/list.yaml", "not a kubeconfig"],
                                env={"GPUAAS_KUBECONFIG": "{tmp}/list.yaml", "GPUAAS_PROMETHEUS_URL": "http://127.0.0.1:9"}),
+    "kubeconfig-missing": Case(["replay", "reclaim", "--from-prometheus", "--since", "1h"], 1,
+                               ["{tmp}/nope.yaml", "no such file", "GPUAAS_KUBECONFIG"],
+                               env={"GPUAAS_KUBECONFIG": "{tmp}/nope.yaml", "GPUAAS_PROMETHEUS_URL": "http://127.0.0.1:9"}),
+    "kubeconfig-default-missing": Case(["replay", "reclaim", "--from-prometheus", "--since", "1h"], 1,
+                                       ["{tmp}/nope-env.yaml", "no such file"],
+                                       env={"KUBECONFIG": "{tmp}/nope-env.yaml",
+                                            "GPUAAS_PROMETHEUS_URL": "http://127.0.0.1:9"}),
     "csv-not-utf8": Case(["replay", "reclaim", "--utilization", "{tmp}/latin1.csv"], 1,
                          ["{tmp}/latin1.csv", "not UTF-8"]),
     # Usage errors (exit 2): one line with the flag, what was given and where help is, not Typer's panel.

@@ -9,13 +9,10 @@ line about a second). There is deliberately no method that updates or deletes an
 
 from __future__ import annotations
 
-import re
 import zlib
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from datetime import UTC, datetime, timedelta
-from functools import cache
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import pandas as pd
@@ -27,36 +24,18 @@ from sqlmodel import Session, col, select
 
 from gpuaas.errors import StoreError
 from gpuaas.models import Outcome
+from gpuaas.store._database import MIGRATIONS, head_revision, in_words, redact_url, sqlite_file, sqlite_pragmas
 from gpuaas.store._models import AuditEntry, QueueSample, RunLock, SnapshotRecord, TenantSample, utc_now
 
 if TYPE_CHECKING:
     from alembic.config import Config
 
-__all__ = ["Store", "redact_url", "sqlite_file"]
+__all__ = ["Store"]
 
-_MIGRATIONS = Path(__file__).resolve().parent / "migrations"
 _REOPENING = (Outcome.failed, Outcome.skipped)
 """Completion outcomes that leave a decided key open for another attempt (nothing was changed)."""
 _IN_LIST = 500
 """Values per ``IN (...)`` list: well inside SQLite's and PostgreSQL's bound-parameter limits."""
-
-
-_REVISION_LINE = re.compile(r'^(down_revision|revision)\s*=\s*(?:"([^"]+)"|None)', re.MULTILINE)
-
-
-@cache
-def _head_revision() -> str:
-    """The newest migration's revision, read from the migration files (the one no other migration follows)."""
-    revisions: set[str] = set()
-    followed: set[str] = set()
-    for path in (_MIGRATIONS / "versions").glob("[0-9]*.py"):
-        for key, value in _REVISION_LINE.findall(path.read_text(encoding="utf-8")):
-            if value:
-                (revisions if key == "revision" else followed).add(value)
-    heads = revisions - followed
-    if len(heads) != 1:
-        raise StoreError(f"the migrations in {_MIGRATIONS} have {len(heads)} heads, not one: {sorted(heads)}")
-    return heads.pop()
 
 
 def _chunks(items: Sequence[Any], size: int = _IN_LIST) -> Iterator[Sequence[Any]]:
@@ -64,33 +43,8 @@ def _chunks(items: Sequence[Any], size: int = _IN_LIST) -> Iterator[Sequence[Any
         yield items[start:start + size]
 
 
-def redact_url(url: str) -> str:
-    """The URL with its password replaced, for messages and logs."""
-    from sqlalchemy.engine import make_url
-
-    try:
-        return make_url(url).render_as_string(hide_password=True)
-    except Exception:  # noqa: BLE001 - an unparsable URL is reported by create_engine itself
-        return "<unparsable database URL>"
-
-
 def _as_utc(value: datetime) -> datetime:
     return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
-
-
-def _in_words(exc: SQLAlchemyError) -> str:
-    """The database's own words (``file is not a database``), without SQLAlchemy's wrapping: the
-    driver's class in brackets, the statement and the link to its documentation."""
-    cause = getattr(exc, "orig", None) or exc
-    return str(cause).split("\n")[0].split(" (Background on this error at:")[0]
-
-
-def sqlite_file(url: str) -> Path | None:
-    """The file a SQLite URL names; None for another database or an in-memory one."""
-    if not url.startswith("sqlite:///"):
-        return None
-    name = url.removeprefix("sqlite:///").split("?", 1)[0]
-    return Path(name).expanduser() if name and name != ":memory:" else None
 
 
 class Store:
@@ -120,7 +74,7 @@ class Store:
         except (SQLAlchemyError, ValueError, ImportError) as exc:
             raise StoreError(f"cannot open database {redact_url(url)}: {exc}") from exc
         if self.engine.dialect.name == "sqlite":
-            event.listen(self.engine, "connect", _sqlite_pragmas)
+            event.listen(self.engine, "connect", sqlite_pragmas)
         if migrate and self.current_revision() != self.head_revision():
             self.upgrade()
 
@@ -130,12 +84,12 @@ class Store:
         from alembic.config import Config
 
         config = Config()
-        config.set_main_option("script_location", str(_MIGRATIONS))
+        config.set_main_option("script_location", str(MIGRATIONS))
         return config
 
     def head_revision(self) -> str:
         """The newest schema's revision (what ``upgrade()`` migrates to)."""
-        return _head_revision()
+        return head_revision()
 
     def current_revision(self) -> str | None:
         """The database's schema revision (Alembic's version table), None before the first migration."""
@@ -145,7 +99,7 @@ class Store:
                     return None
                 return conn.execute(text("SELECT version_num FROM alembic_version")).scalars().first()
         except SQLAlchemyError as exc:
-            raise StoreError(f"cannot read schema version of {redact_url(self.url)}: {_in_words(exc)}") from exc
+            raise StoreError(f"cannot read schema version of {redact_url(self.url)}: {in_words(exc)}") from exc
 
     def upgrade(self, revision: str = "head") -> tuple[str | None, str | None]:
         """Migrate to ``revision``; returns (before, after). Safe to call on an up-to-date database."""
@@ -158,7 +112,7 @@ class Store:
                 config.attributes["connection"] = conn
                 command.upgrade(config, revision)
         except SQLAlchemyError as exc:
-            raise StoreError(f"migrating {redact_url(self.url)} failed: {_in_words(exc)}") from exc
+            raise StoreError(f"migrating {redact_url(self.url)} failed: {in_words(exc)}") from exc
         return before, self.current_revision()
 
     @contextmanager
@@ -461,11 +415,3 @@ def _object_filter(obj: str) -> list[Any]:
     # ``Kind//name``: a cluster-scoped object (no namespace).
     same_ns = namespace == ns if ns else or_(namespace.is_(None), namespace == "")
     return [col(AuditEntry.kind) == kind, same_ns, name == "/".join(parts[2:])]
-
-
-def _sqlite_pragmas(dbapi_connection: Any, _record: Any) -> None:
-    """WAL lets the CLI read while a flow writes; a busy timeout rides out short locks."""
-    cursor = dbapi_connection.cursor()
-    cursor.execute("PRAGMA journal_mode=WAL")
-    cursor.execute("PRAGMA busy_timeout=5000")
-    cursor.close()

@@ -1,0 +1,70 @@
+"""The database a URL names: its file, its name in messages, the newest schema, the SQLite settings.
+
+What the store needs to know about a database before and around opening it, kept apart from what
+it keeps there.
+"""
+
+from __future__ import annotations
+
+import re
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+from sqlalchemy.exc import SQLAlchemyError
+
+from gpuaas.errors import StoreError
+
+__all__ = ["MIGRATIONS", "head_revision", "in_words", "redact_url", "sqlite_file", "sqlite_pragmas"]
+
+MIGRATIONS = Path(__file__).resolve().parent / "migrations"
+
+_REVISION_LINE = re.compile(r'^(down_revision|revision)\s*=\s*(?:"([^"]+)"|None)', re.MULTILINE)
+
+
+@cache
+def head_revision() -> str:
+    """The newest migration's revision, read from the migration files (the one no other migration follows)."""
+    revisions: set[str] = set()
+    followed: set[str] = set()
+    for path in (MIGRATIONS / "versions").glob("[0-9]*.py"):
+        for key, value in _REVISION_LINE.findall(path.read_text(encoding="utf-8")):
+            if value:
+                (revisions if key == "revision" else followed).add(value)
+    heads = revisions - followed
+    if len(heads) != 1:
+        raise StoreError(f"the migrations in {MIGRATIONS} have {len(heads)} heads, not one: {sorted(heads)}")
+    return heads.pop()
+
+
+def redact_url(url: str) -> str:
+    """The URL with its password replaced, for messages and logs."""
+    from sqlalchemy.engine import make_url
+
+    try:
+        return make_url(url).render_as_string(hide_password=True)
+    except Exception:  # noqa: BLE001 - an unparsable URL is reported by create_engine itself
+        return "<unparsable database URL>"
+
+
+def in_words(exc: SQLAlchemyError) -> str:
+    """The database's own words (``file is not a database``), without SQLAlchemy's wrapping: the
+    driver's class in brackets, the statement and the link to its documentation."""
+    cause = getattr(exc, "orig", None) or exc
+    return str(cause).split("\n")[0].split(" (Background on this error at:")[0]
+
+
+def sqlite_file(url: str) -> Path | None:
+    """The file a SQLite URL names; None for another database or an in-memory one."""
+    if not url.startswith("sqlite:///"):
+        return None
+    name = url.removeprefix("sqlite:///").split("?", 1)[0]
+    return Path(name).expanduser() if name and name != ":memory:" else None
+
+
+def sqlite_pragmas(dbapi_connection: Any, _record: Any) -> None:
+    """WAL lets the CLI read while a flow writes; a busy timeout rides out short locks."""
+    cursor = dbapi_connection.cursor()
+    cursor.execute("PRAGMA journal_mode=WAL")
+    cursor.execute("PRAGMA busy_timeout=5000")
+    cursor.close()

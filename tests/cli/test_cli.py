@@ -61,7 +61,7 @@ def test_db_status_and_the_read_only_commands_never_create_a_database(tmp_path: 
     env = {"GPUAAS_DATABASE_URL": f"sqlite:///{typo}"}
     status = runner.invoke(app, ["db", "status"], env=env)
     assert status.exit_code == 0 and "no database there yet" in status.stdout
-    for args in (["audit", "list"], ["undo", "3"], ["incident", "--undo", "3"]):
+    for args in (["audit", "list"], ["undo", "3"], ["incident", "--undo", "3"], ["incident", "--from", "2h"]):
         result = runner.invoke(app, args, env=env)
         assert result.exit_code == 1 and f"no gpuaas database at {typo}" in result.stderr, (args, result.output)
     assert not typo.parent.exists()  # not even its directory

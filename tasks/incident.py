@@ -27,7 +27,7 @@ TABLE_KEY = "incident-review-timeline"
 @gpuaas_task("check-undo-ids")
 def check_undo_ids(settings: GpuaasSettings, audit_ids: Sequence[int]) -> None:
     """Every id names an audit row, or nothing is undone: a typo must not undo the ids around it."""
-    with open_store(settings, create=False) as store:
+    with open_store(settings, read_only=True) as store:
         operation.check_undo_ids(store, audit_ids)
 
 
@@ -35,7 +35,7 @@ def check_undo_ids(settings: GpuaasSettings, audit_ids: Sequence[int]) -> None:
 def read_review(settings: GpuaasSettings, start: datetime, end: datetime, namespaces: Sequence[str],
                 queues: Sequence[str]) -> IncidentReview:
     """The stored history and audit rows of ``[start, end)``, then the review of them (pure)."""
-    with open_store(settings, create=False) as store:
+    with open_store(settings, read_only=True) as store:
         records = operation.read(store, start, end, scoped=bool(namespaces or queues))
     return operation.plan(records, settings.policy, namespaces, queues)
 

@@ -151,12 +151,12 @@ def progress(what: str) -> Iterator[Callable[[str], None]]:
     line(f"{what}: done in {time.monotonic() - started:.1f} s")
 
 
-def store_or_exit(settings: GpuaasSettings, *, create: bool = True) -> Store:
-    """The settings' store; one it cannot open (or, ``create=False``, one that is not there) ends the command."""
+def store_or_exit(settings: GpuaasSettings, *, read_only: bool = False) -> Store:
+    """The settings' store; one it cannot open (``read_only``: or not there at this schema) ends the command."""
     from gpuaas.store import open_store
 
     try:
-        return open_store(settings, create=create)
+        return open_store(settings, read_only=read_only)
     except GpuaasError as exc:
         raise fail(str(exc)) from exc
 

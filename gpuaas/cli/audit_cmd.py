@@ -57,7 +57,7 @@ def list_(
         until_at = parse_since(until, option="--until") if until else None
     except ValueError as exc:
         raise fail(str(exc), code=2) from exc
-    store = store_or_exit(settings_or_exit(), create=False)
+    store = store_or_exit(settings_or_exit(), read_only=True)
     try:
         rows = store.audit(since=since_at, until=until_at, flow=flow, obj=object, limit=None)[-limit:]
     finally:

@@ -29,7 +29,7 @@ def _check(start: str, end: str, undo: list[int]) -> None:
     except GpuaasError as exc:
         raise fail(str(exc).replace("start: ", "--from: ", 1).replace("end: ", "--to: ", 1)) from exc
     if undo:
-        with store_or_exit(settings_or_exit(), create=False) as store:
+        with store_or_exit(settings_or_exit(), read_only=True) as store:
             missing = operation.missing_audit_ids(store, undo)
         if missing:
             raise fail(f"--undo: no audit row {', '.join(f'#{i}' for i in missing)} (see `gpuaas audit list`); "

@@ -67,7 +67,7 @@ def undo(
     from flows.reclaim import reclaim as reclaim_flow
     from gpuaas.operations.incident import missing_audit_ids
 
-    with store_or_exit(settings, create=False) as store:  # a mistyped id ends here, before anything is restored
+    with store_or_exit(settings, read_only=True) as store:  # a mistyped id ends here, before anything is restored
         missing = missing_audit_ids(store, audit_ids)
     if missing:
         raise fail(f"no audit row {', '.join(f'#{i}' for i in missing)} (see `gpuaas audit list`); nothing undone")

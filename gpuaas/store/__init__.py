@@ -19,6 +19,7 @@ if TYPE_CHECKING:
     from gpuaas.settings import GpuaasSettings
 
 
-def open_store(settings: GpuaasSettings, *, create: bool = True) -> Store:
-    """The store the settings point at, migrated to the newest schema (``create=False``: only if it exists)."""
-    return Store(settings.database_url_value, create=create)
+def open_store(settings: GpuaasSettings, *, read_only: bool = False) -> Store:
+    """The store the settings point at, migrated to the newest schema; ``read_only``: only one that is there,
+    at that schema, left as it is (:class:`Store`)."""
+    return Store(settings.database_url_value, read_only=read_only)

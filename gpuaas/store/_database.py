@@ -15,7 +15,8 @@ from sqlalchemy.exc import SQLAlchemyError
 
 from gpuaas.errors import StoreError
 
-__all__ = ["MIGRATIONS", "head_revision", "in_words", "redact_url", "sqlite_file", "sqlite_pragmas"]
+__all__ = ["MIGRATIONS", "head_revision", "in_words", "redact_url", "sqlite_file", "sqlite_pragmas",
+           "sqlite_reader_pragmas"]
 
 MIGRATIONS = Path(__file__).resolve().parent / "migrations"
 
@@ -66,5 +67,13 @@ def sqlite_pragmas(dbapi_connection: Any, _record: Any) -> None:
     """WAL lets the CLI read while a flow writes; a busy timeout rides out short locks."""
     cursor = dbapi_connection.cursor()
     cursor.execute("PRAGMA journal_mode=WAL")
+    cursor.execute("PRAGMA busy_timeout=5000")
+    cursor.close()
+
+
+def sqlite_reader_pragmas(dbapi_connection: Any, _record: Any) -> None:
+    """A reader's: the busy timeout only. Switching to WAL writes to the file, and a reader leaves the
+    file as it found it (a flow's writer has switched it already)."""
+    cursor = dbapi_connection.cursor()
     cursor.execute("PRAGMA busy_timeout=5000")
     cursor.close()

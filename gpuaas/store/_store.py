@@ -24,7 +24,15 @@ from sqlmodel import Session, col, select
 
 from gpuaas.errors import StoreError
 from gpuaas.models import Outcome
-from gpuaas.store._database import MIGRATIONS, head_revision, in_words, redact_url, sqlite_file, sqlite_pragmas
+from gpuaas.store._database import (
+    MIGRATIONS,
+    head_revision,
+    in_words,
+    redact_url,
+    sqlite_file,
+    sqlite_pragmas,
+    sqlite_reader_pragmas,
+)
 from gpuaas.store._models import AuditEntry, QueueSample, RunLock, SnapshotRecord, TenantSample, utc_now
 
 if TYPE_CHECKING:
@@ -50,19 +58,21 @@ def _as_utc(value: datetime) -> datetime:
 class Store:
     """Audit log, snapshots and run locks in one SQL database."""
 
-    def __init__(self, url: str, *, migrate: bool = True, create: bool = True) -> None:
+    def __init__(self, url: str, *, migrate: bool = True, read_only: bool = False) -> None:
         """Open (and by default migrate) the database at ``url``.
 
-        ``create=False`` is for commands that only read: a SQLite file that does not exist is then an
-        error naming it, where opening would create an empty database at a mistyped path and list
-        nothing from it, as if nothing had happened.
+        ``read_only`` is for commands that only read. The database must be there, at the schema this
+        code reads; nothing is created, migrated or switched to WAL. A SQLite file that is not there is
+        an error naming it, where opening would create an empty database at a mistyped path and list
+        nothing from it, as if nothing had happened; a schema behind or ahead of this code is an error
+        saying which, where a read would migrate a shared database from wherever it was run.
         """
         self.url = url
         file = sqlite_file(url)
-        if file is not None and not create and not file.is_file():
+        if file is not None and read_only and not file.is_file():
             raise StoreError(f"no gpuaas database at {file}: nothing has been recorded there (check "
                              "GPUAAS_DATABASE_URL or GPUAAS_DATA_DIR; the first flow or `gpuaas db upgrade` creates it)")
-        if file is not None:
+        if file is not None and not read_only:
             directory = file.parent
             try:
                 directory.mkdir(parents=True, exist_ok=True)
@@ -74,9 +84,25 @@ class Store:
         except (SQLAlchemyError, ValueError, ImportError) as exc:
             raise StoreError(f"cannot open database {redact_url(url)}: {exc}") from exc
         if self.engine.dialect.name == "sqlite":
-            event.listen(self.engine, "connect", sqlite_pragmas)
-        if migrate and self.current_revision() != self.head_revision():
+            event.listen(self.engine, "connect", sqlite_reader_pragmas if read_only else sqlite_pragmas)
+        if read_only:
+            self._check_schema()
+        elif migrate and self.current_revision() != self.head_revision():
             self.upgrade()
+
+    def _check_schema(self) -> None:
+        current, head = self.current_revision(), self.head_revision()
+        if current == head:
+            return
+        self.close()
+        where = redact_url(self.url)
+        if current is None:
+            raise StoreError(f"{where} holds no gpuaas schema: nothing has been recorded there (the first flow or "
+                             "`gpuaas db upgrade` creates it)")
+        if current < head:  # revisions are numbered in order
+            raise StoreError(f"{where} is at schema {current}, behind the {head} this gpuaas reads: run "
+                             "`gpuaas db upgrade` (or let the next flow run upgrade it)")
+        raise StoreError(f"{where} is at schema {current}, newer than the {head} this gpuaas reads: upgrade gpuaas")
 
     # -- schema -------------------------------------------------------------------------
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sqlite3
 import subprocess
 import sys
 from datetime import UTC, datetime, timedelta
@@ -11,6 +12,7 @@ import pytest
 from sqlalchemy import text
 from sqlalchemy.exc import DBAPIError, IntegrityError
 
+from gpuaas.errors import StoreError
 from gpuaas.store import AuditEntry, Store
 
 
@@ -64,6 +66,42 @@ def test_old_database_upgrades_in_place_keeping_rows(db_url: str) -> None:
     assert row.created_at == datetime(2026, 11, 1, tzinfo=UTC)
     assert store.acquire_lock("cluster-writes", "reclaim/1", timedelta(minutes=5))
     store.close()
+
+
+def test_a_reader_neither_migrates_nor_creates_and_says_which_schema_it_found(db_url: str) -> None:
+    empty = Store(db_url, migrate=False)  # there, with no gpuaas schema (an empty file or a fresh PostgreSQL schema)
+    with empty.engine.begin() as conn:
+        conn.execute(text("CREATE TABLE IF NOT EXISTS placeholder (x INTEGER)"))
+    empty.close()
+    with pytest.raises(StoreError, match="holds no gpuaas schema"):
+        Store(db_url, read_only=True)
+    old = Store(db_url, migrate=False)
+    old.upgrade("0003")
+    old.close()
+    with pytest.raises(StoreError, match="is at schema 0003, behind the 0004 this gpuaas reads: run `gpuaas db upgrade`"):
+        Store(db_url, read_only=True)
+    check = Store(db_url, migrate=False)
+    assert check.current_revision() == "0003"  # the reader left it there
+    with check.engine.begin() as conn:
+        conn.execute(text("UPDATE alembic_version SET version_num = '0099'"))
+    check.close()
+    with pytest.raises(StoreError, match="is at schema 0099, newer than the 0004 this gpuaas reads: upgrade gpuaas"):
+        Store(db_url, read_only=True)
+
+
+def test_a_reader_of_a_sqlite_file_leaves_it_as_it_found_it(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path}/copy.db"
+    Store(url).close()
+    with sqlite3.connect(tmp_path / "copy.db") as conn:  # a copy taken with the journal a writer had not switched
+        conn.execute("PRAGMA journal_mode=DELETE")
+    before = (tmp_path / "copy.db").read_bytes()
+    reader = Store(url, read_only=True)
+    assert reader.audit() == []
+    reader.close()
+    assert (tmp_path / "copy.db").read_bytes() == before and sorted(p.name for p in tmp_path.iterdir()) == ["copy.db"]
+    with pytest.raises(StoreError, match=f"no gpuaas database at {tmp_path}/missing.db"):
+        Store(f"sqlite:///{tmp_path}/missing.db", read_only=True)
+    assert not (tmp_path / "missing.db").exists()
 
 
 def test_audit_round_trip_and_filters(db_url: str) -> None:

@@ -82,8 +82,8 @@ def as_flag(exc: ConfigError, renames: Mapping[str, str] | None = None) -> str:
     return f"{flag}: {text.removeprefix(f'{exc.field}: ')}"
 
 
-_CONTROL = {c: f"\\x{c:02x}" for c in (*range(0x09), *range(0x0b, 0x20), 0x7f)}
-"""Control characters but tab and newline, as the escapes Python writes them with."""
+_CONTROL = {c: f"\\x{c:02x}" for c in (*range(0x09), *range(0x0b, 0x20), *range(0x7f, 0xa0))}
+"""Control characters (C0 but tab and newline, DEL, C1) as the escapes Python writes them with."""
 
 
 def visible(text: str) -> str:

@@ -10,7 +10,7 @@ from typer import _click as click
 __all__ = ["usage_error_line"]
 
 
-def given_value(args: Sequence[str], param: click.Parameter | None) -> str | None:
+def _given_value(args: Sequence[str], param: click.Parameter | None) -> str | None:
     """The text the user gave ``param`` on the command line (its last occurrence), if it was an option given one."""
     if param is None or param.param_type_name != "option" or getattr(param, "is_flag", False):
         return None
@@ -32,18 +32,20 @@ def _not_a_number(text: str) -> bool:
 
 
 def usage_error_line(exc: click.ClickException, args: Sequence[str]) -> str:
-    """``--budget: got 'nan', not a number (see gpuaas replay reclaim --help)``: one line, naming the flag.
+    """One line naming the flag, what was given and where help is: ``Invalid value for '--budget': 'nan' is not
+    a number; see gpuaas replay reclaim --help``.
 
     A number checked against a range reads NaN as out of it ("should be less than or equal to
     1440"), which sends the reader after the wrong bound; it is named as not a number instead.
     """
     message = exc.format_message().strip().replace("\n", " ").rstrip(".")
-    param = getattr(exc, "param", None)
-    value = given_value(args, param)
-    if value is not None and _not_a_number(value):
-        message = f"Invalid value for '{param.opts[0]}': {value!r} is not a number"  # type: ignore[union-attr]
-    elif value is not None and repr(value) not in message and value not in message:
-        message = f"{message} (got {value!r})"
+    param: click.Parameter | None = getattr(exc, "param", None)
+    value = _given_value(args, param)
+    if param is not None and value is not None:
+        if _not_a_number(value):
+            message = f"Invalid value for '{param.opts[0]}': {value!r} is not a number"
+        elif repr(value) not in message:
+            message = f"{message} (got {value!r})"
     ctx = getattr(exc, "ctx", None)
     if ctx is not None and ctx.command.get_help_option(ctx) is not None:
         message += f"; see {ctx.command_path} {ctx.help_option_names[0]}"

@@ -31,7 +31,7 @@ def status() -> None:
         console.print(f"{redact_url(settings.database_url_value)}: no database there yet; the first flow or "
                       "'gpuaas db upgrade' creates it", highlight=False, markup=False, soft_wrap=True)
         return
-    store = Store(settings.database_url_value, migrate=False)
+    store = Store(settings.database_url_value, migrate=False, read_only=True)
     try:
         current, head = store.current_revision(), store.head_revision()
     finally:

@@ -7,6 +7,7 @@ it keeps there.
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from functools import cache
 from pathlib import Path
 from typing import Any
@@ -15,8 +16,7 @@ from sqlalchemy.exc import SQLAlchemyError
 
 from gpuaas.errors import StoreError
 
-__all__ = ["MIGRATIONS", "head_revision", "in_words", "redact_url", "sqlite_file", "sqlite_pragmas",
-           "sqlite_reader_pragmas"]
+__all__ = ["MIGRATIONS", "head_revision", "in_words", "redact_url", "sqlite_file", "sqlite_pragmas"]
 
 MIGRATIONS = Path(__file__).resolve().parent / "migrations"
 
@@ -63,17 +63,16 @@ def sqlite_file(url: str) -> Path | None:
     return Path(name).expanduser() if name and name != ":memory:" else None
 
 
-def sqlite_pragmas(dbapi_connection: Any, _record: Any) -> None:
-    """WAL lets the CLI read while a flow writes; a busy timeout rides out short locks."""
-    cursor = dbapi_connection.cursor()
-    cursor.execute("PRAGMA journal_mode=WAL")
-    cursor.execute("PRAGMA busy_timeout=5000")
-    cursor.close()
+def sqlite_pragmas(*, read_only: bool = False) -> Callable[[Any, Any], None]:
+    """The hook each new SQLite connection runs. WAL lets the CLI read while a flow writes; a busy
+    timeout rides out short locks. A reader sets the timeout only: switching to WAL writes to the
+    file, and a reader leaves the file as it found it (a flow's writer has switched it already)."""
+    pragmas = ("busy_timeout=5000",) if read_only else ("journal_mode=WAL", "busy_timeout=5000")
 
+    def on_connect(dbapi_connection: Any, _record: Any) -> None:
+        cursor = dbapi_connection.cursor()
+        for pragma in pragmas:
+            cursor.execute(f"PRAGMA {pragma}")
+        cursor.close()
 
-def sqlite_reader_pragmas(dbapi_connection: Any, _record: Any) -> None:
-    """A reader's: the busy timeout only. Switching to WAL writes to the file, and a reader leaves the
-    file as it found it (a flow's writer has switched it already)."""
-    cursor = dbapi_connection.cursor()
-    cursor.execute("PRAGMA busy_timeout=5000")
-    cursor.close()
+    return on_connect

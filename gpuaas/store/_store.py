@@ -4,7 +4,9 @@ The same code runs on SQLite (the default, a file in the data directory) and Pos
 shared deployment): only the URL differs. Opening a store migrates it to the newest schema,
 so a fresh data directory just works and an old database upgrades in place; one already at the
 newest schema is recognised by a single query, without loading Alembic (which costs a command
-line about a second). There is deliberately no method that updates or deletes an audit row.
+line about a second). A store opened to read only (``read_only``) changes nothing: it opens a
+database that is there, at this schema, or says why not. There is deliberately no method that
+updates or deletes an audit row.
 """
 
 from __future__ import annotations
@@ -31,7 +33,6 @@ from gpuaas.store._database import (
     redact_url,
     sqlite_file,
     sqlite_pragmas,
-    sqlite_reader_pragmas,
 )
 from gpuaas.store._models import AuditEntry, QueueSample, RunLock, SnapshotRecord, TenantSample, utc_now
 
@@ -59,12 +60,12 @@ class Store:
     """Audit log, snapshots and run locks in one SQL database."""
 
     def __init__(self, url: str, *, migrate: bool = True, read_only: bool = False) -> None:
-        """Open (and by default migrate) the database at ``url``.
+        """Open the database at ``url``; ``migrate``: at the newest schema.
 
-        ``read_only`` is for commands that only read. The database must be there, at the schema this
-        code reads; nothing is created, migrated or switched to WAL. A SQLite file that is not there is
-        an error naming it, where opening would create an empty database at a mistyped path and list
-        nothing from it, as if nothing had happened; a schema behind or ahead of this code is an error
+        ``read_only`` is for commands that only read: the database must be there, and nothing is
+        created, migrated or switched to WAL. A SQLite file that is not there is an error naming it,
+        where opening would create an empty database at a mistyped path and list nothing from it, as
+        if nothing had happened. With ``migrate`` a schema behind or ahead of this code is an error
         saying which, where a read would migrate a shared database from wherever it was run.
         """
         self.url = url
@@ -84,8 +85,8 @@ class Store:
         except (SQLAlchemyError, ValueError, ImportError) as exc:
             raise StoreError(f"cannot open database {redact_url(url)}: {exc}") from exc
         if self.engine.dialect.name == "sqlite":
-            event.listen(self.engine, "connect", sqlite_reader_pragmas if read_only else sqlite_pragmas)
-        if read_only:
+            event.listen(self.engine, "connect", sqlite_pragmas(read_only=read_only))
+        if migrate and read_only:
             self._check_schema()
         elif migrate and self.current_revision() != self.head_revision():
             self.upgrade()

@@ -58,6 +58,12 @@ def test_verdicts(over: dict[str, Any], expected: str, reason: str) -> None:
     assert row["verdict"] == expected and reason in row["reason"]
 
 
+def test_an_incomplete_verdict_says_what_the_window_held() -> None:
+    assert verdict(coverage_30m=0.5)["reason"] == "telemetry incomplete for the window (coverage 50%, 2/2 GPUs seen)"
+    unseen = verdict(activity_max_30m=float("nan"), coverage_30m=float("nan"), gpus_observed=0.0)
+    assert unseen["reason"] == "telemetry incomplete for the window (no sample in the window, 0/2 GPUs seen)"
+
+
 def test_a_workload_its_job_no_longer_owns_is_named_with_the_step_that_frees_its_quota() -> None:
     left = {"kind": "Workload", "name": "statefulset-sts-1a2b3", "owner_kind": None, "owner_name": None,
             "job_owner_gvk": "apps/v1, Kind=StatefulSet", "job_owner_name": "sts", "gpus": 1.0, "gpus_observed": 0.0,

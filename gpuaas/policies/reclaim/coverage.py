@@ -54,7 +54,7 @@ def incomplete_detail(coverage: float | None, longest_gap_s: float | None, age_s
         parts.append(f"newest sample {age_s:.0f}s old")
     if longest_gap_s is not None and not pd.isna(longest_gap_s):
         parts.append(f"longest gap {longest_gap_s:.0f}s")
-    parts.append("coverage -" if coverage is None or pd.isna(coverage) else f"coverage {coverage:.0%}")
+    parts.append("no sample in the window" if coverage is None or pd.isna(coverage) else f"coverage {coverage:.0%}")
     parts.append(f"{gpus_seen:g}/{gpus:g} GPUs seen")
     return ", ".join(parts)
 

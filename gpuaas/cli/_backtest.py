@@ -55,6 +55,13 @@ def fleet_history(settings: GpuaasSettings, start: datetime, end: datetime, *, n
     return runs, stream.pods, stream.observed_weighted_s(weights)
 
 
+def _parameter(row: FrontierRow) -> str:
+    """The row's parameter with its unit: a window, a budget, or the fixed row a clairvoyant row is matched to."""
+    if row.policy == "adaptive":
+        return f"{row.parameter:g}/day"
+    return f"{'at ' if row.policy == 'clairvoyant' else ''}{row.parameter:g} min"
+
+
 def print_frontier(rows: Sequence[FrontierRow], evidence: CalibrationEvidence, fmt: OutputFormat,
                    title: str) -> None:
     """The frontier table after its headline (on stderr), or both in one JSON object."""
@@ -69,7 +76,7 @@ def print_frontier(rows: Sequence[FrontierRow], evidence: CalibrationEvidence, f
     for r in rows:
         ratio = ratios.get(id(r))
         ceiling = ceilings.get(r.parameter) if r.policy == "adaptive" else None
-        table.append([r.policy, f"{r.parameter:g}", round(r.reclaimed_gpu_hours, 2), r.wakeups,
+        table.append([r.policy, _parameter(r), f"{r.reclaimed_gpu_hours:.1f}", r.wakeups,
                       "-" if ratio is None else f"{ratio:.2f}x",
                       "-" if r.headroom_captured is None else f"{r.headroom_captured:.0%}",
                       "-" if ceiling is None else f"{ceiling:.2f}x",

@@ -165,6 +165,8 @@ def test_replay_prints_the_headline_before_the_table_and_the_counts_in_json(tmp_
     assert text.stderr.index("calibration part:") < text.stderr.index("wrote ")
     assert "context ceiling" in text.stdout and "workload-day" in text.stdout
     assert "GPU-hours reclaimed" in text.stdout and "reclaimed_gpu_hours" not in text.stdout  # words, not fields
+    cells = [[c.strip() for c in line.split("│")[1:3]] for line in text.stdout.splitlines() if line.startswith("│")]
+    assert ["fixed", "5 min"] in cells and ["adaptive", "1/day"] in cells and ["clairvoyant", "at 30 min"] in cells
     data = json.loads(runner.invoke(main_app, [*args, "--format", "json"]).stdout)
     assert data["calibration"] == {"spells": 105, "quiet_spells": 3, "long_spells": 5}
     assert [r["policy"] for r in data["frontier"]][:1] == ["fixed"]

@@ -91,20 +91,6 @@ class Store:
         elif migrate and self.current_revision() != self.head_revision():
             self.upgrade()
 
-    def _check_schema(self) -> None:
-        current, head = self.current_revision(), self.head_revision()
-        if current == head:
-            return
-        self.close()
-        where = redact_url(self.url)
-        if current is None:
-            raise StoreError(f"{where} holds no gpuaas schema: nothing has been recorded there (the first flow or "
-                             "`gpuaas db upgrade` creates it)")
-        if current < head:  # revisions are numbered in order
-            raise StoreError(f"{where} is at schema {current}, behind the {head} this gpuaas reads: run "
-                             "`gpuaas db upgrade` (or let the next flow run upgrade it)")
-        raise StoreError(f"{where} is at schema {current}, newer than the {head} this gpuaas reads: upgrade gpuaas")
-
     # -- schema -------------------------------------------------------------------------
 
     def _alembic(self) -> Config:
@@ -127,6 +113,21 @@ class Store:
                 return conn.execute(text("SELECT version_num FROM alembic_version")).scalars().first()
         except SQLAlchemyError as exc:
             raise StoreError(f"cannot read schema version of {redact_url(self.url)}: {in_words(exc)}") from exc
+
+    def _check_schema(self) -> None:
+        """A reader's stand-in for the migration: the schema is this code's, or the store closes and says why."""
+        current, head = self.current_revision(), self.head_revision()
+        if current == head:
+            return
+        self.close()
+        where = redact_url(self.url)
+        if current is None:
+            raise StoreError(f"{where} holds no gpuaas schema: nothing has been recorded there (the first flow or "
+                             "`gpuaas db upgrade` creates it)")
+        if current < head:  # revisions are numbered in order
+            raise StoreError(f"{where} is at schema {current}, behind the {head} this gpuaas reads: run "
+                             "`gpuaas db upgrade` (or let the next flow run upgrade it)")
+        raise StoreError(f"{where} is at schema {current}, newer than the {head} this gpuaas reads: upgrade gpuaas")
 
     def upgrade(self, revision: str = "head") -> tuple[str | None, str | None]:
         """Migrate to ``revision``; returns (before, after). Safe to call on an up-to-date database."""

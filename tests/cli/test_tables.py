@@ -9,12 +9,15 @@ of every cell and header appears whole in the output, and no line is wider than 
 
 from __future__ import annotations
 
+import unicodedata
 from collections.abc import Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import example, given, settings
+from hypothesis import strategies as st
 from typer.testing import CliRunner
 
 from gpuaas.cli import _common
@@ -129,6 +132,16 @@ def test_control_characters_are_written_out_not_sent_to_the_terminal(monkeypatch
     _common.fail("team\x00a: no such queue")
     assert capsys.readouterr().err.strip() == "error: team\\x00a: no such queue"
     assert _common.visible("tab\tand\nnewline stay") == "tab\tand\nnewline stay"
+
+
+@given(st.text())
+@settings(deadline=None, max_examples=200)
+@example("caf\x00e \x1b[2J\x9b31m\r\ttab\nline")
+def test_visible_leaves_no_control_character_but_tab_and_newline(text: str) -> None:
+    shown = _common.visible(text)
+    assert not [c for c in shown if unicodedata.category(c) == "Cc" and c not in "\t\n"]
+    plain = all(unicodedata.category(c) != "Cc" or c in "\t\n" for c in text)
+    assert (shown == text) == plain  # text without control characters is left exactly as it is
 
 
 def _seed_audit() -> None:

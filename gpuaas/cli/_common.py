@@ -61,10 +61,31 @@ script must not read "nothing idle" as "nothing idle". Its first line names the 
 EXIT_CODES_HELP = ("Exit codes: 0 ok; 1 failed (the error on stderr); 2 usage; 3 degraded: a source did not "
                    "answer, the first line names it (the output is partial).")
 
+_CONTROL = {c: f"\\x{c:02x}" for c in (*range(0x09), *range(0x0b, 0x20), *range(0x7f, 0xa0))}
+"""Control characters (C0 but tab and newline, DEL, C1) as the escapes Python writes them with."""
+
+
+def visible(text: str) -> str:
+    """``text`` with its control characters written out (``a\\x00b``), for a terminal.
+
+    Names and reasons come from files and from the cluster: a NUL would vanish on the screen and an
+    escape sequence would be obeyed by the terminal, so the reader would not see what is there.
+    """
+    return text.translate(_CONTROL)
+
+
+class _Console(Console):
+    """A console that writes out the control characters of the text it is given (:func:`visible`), whichever
+    command prints it: tables, whose cells are not text until rendered, take :func:`visible` themselves."""
+
+    def print(self, *objects: Any, **options: Any) -> None:
+        super().print(*(visible(o) if isinstance(o, str) else o for o in objects), **options)
+
+
 # No markup by default: what is printed holds names, reasons and paths from the cluster and from files,
 # and rich would read ``[stop, length]`` as a style (and drop it) or ``[/x]`` as a closing tag (and fail).
-console = Console(markup=False)
-err_console = Console(stderr=True, markup=False)
+console = _Console(markup=False)
+err_console = _Console(stderr=True, markup=False)
 
 
 class OutputFormat(str, Enum):
@@ -82,22 +103,9 @@ def as_flag(exc: ConfigError, renames: Mapping[str, str] | None = None) -> str:
     return f"{flag}: {text.removeprefix(f'{exc.field}: ')}"
 
 
-_CONTROL = {c: f"\\x{c:02x}" for c in (*range(0x09), *range(0x0b, 0x20), *range(0x7f, 0xa0))}
-"""Control characters (C0 but tab and newline, DEL, C1) as the escapes Python writes them with."""
-
-
-def visible(text: str) -> str:
-    """``text`` with its control characters written out (``a\\x00b``), for a terminal.
-
-    Names and reasons come from files and from the cluster: a NUL would vanish on the screen and an
-    escape sequence would be obeyed by the terminal, so the reader would not see what is there.
-    """
-    return text.translate(_CONTROL)
-
-
 def fail(message: str, code: int = EXIT_FAILED) -> typer.Exit:
     """Print ``error: message`` on stderr and return the Exit to raise."""
-    err_console.print(f"[bold red]error:[/] {escape(visible(message))}", highlight=False, markup=True, soft_wrap=True)
+    err_console.print(f"[bold red]error:[/] {escape(message)}", highlight=False, markup=True, soft_wrap=True)
     return typer.Exit(code=code)
 
 
@@ -125,7 +133,7 @@ def handle_errors() -> Iterator[None]:
     try:
         yield
     except (GpuaasError, *BAD_INPUT_ERRORS) as exc:
-        err_console.print(f"error: {visible(describe_error(exc))}", markup=False, highlight=False, soft_wrap=True)
+        err_console.print(f"error: {describe_error(exc)}", markup=False, highlight=False, soft_wrap=True)
         sys.exit(EXIT_FAILED)
 
 
@@ -177,7 +185,6 @@ def lead(result: dict[str, Any], format: OutputFormat) -> None:
     line = result.get("headline")
     if not line:
         return
-    line = visible(line)
     if format is OutputFormat.json:
         err_console.print(line, markup=False, highlight=False, soft_wrap=True)
     else:

@@ -25,7 +25,7 @@ import typer
 from typer import _click as click  # Typer vendors click: its commands are these classes
 from typer.core import TyperCommand, TyperGroup
 
-from gpuaas.cli._common import EXIT_CODES_HELP, EXIT_FAILED, err_console, handle_errors, set_wide, visible
+from gpuaas.cli._common import EXIT_CODES_HELP, EXIT_FAILED, err_console, handle_errors, set_wide
 from gpuaas.cli._usage import usage_error_line
 
 __all__ = ["COMMANDS", "app", "main"]
@@ -167,7 +167,7 @@ class _LazyGroup(TyperGroup):
         except click.exceptions.NoArgsIsHelpError as exc:  # the help is printed already
             sys.exit(exc.exit_code)
         except click.ClickException as exc:
-            err_console.print(f"error: {visible(usage_error_line(exc, given))}", markup=False, highlight=False, soft_wrap=True)
+            err_console.print(f"error: {usage_error_line(exc, given)}", markup=False, highlight=False, soft_wrap=True)
             sys.exit(exc.exit_code)
         except typer.Abort:
             err_console.print("aborted", markup=False, highlight=False)

@@ -16,7 +16,7 @@ from functools import cached_property
 from pathlib import Path
 from typing import Annotated, Literal
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, SecretStr, ValidationError
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, SecretStr, ValidationError, model_validator
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict, SettingsError
 
 from gpuaas._secret_blocks import SECRET_BLOCKS, PrefectSecretBlocks, secret_block
@@ -42,6 +42,46 @@ def _http_url(value: str | None) -> str | None:
 
 HttpUrl = Annotated[str | None, AfterValidator(_http_url)]
 """A source's base URL: checked when the settings load, not at the first request."""
+
+
+def _ca_bundle(value: Path | None) -> Path | None:
+    """A CA bundle is read when the settings load: a wrong path or a file of no certificate would
+    otherwise show only as every HTTPS source failing its handshake, one flow run later."""
+    if value is None:
+        return None
+    import ssl
+
+    try:
+        ssl.create_default_context(cafile=str(value))
+    except FileNotFoundError:
+        raise ValueError(f"{str(value)!r}: no such file") from None
+    except IsADirectoryError:
+        raise ValueError(f"{str(value)!r} is a directory, not a PEM file of CA certificates") from None
+    except PermissionError:
+        raise ValueError(f"{str(value)!r}: permission denied") from None
+    except (ssl.SSLError, ValueError, UnicodeDecodeError):
+        raise ValueError(f"{str(value)!r} holds no PEM CA certificate") from None
+    return value
+
+
+def _readable_file(value: Path | None) -> Path | None:
+    """A token file must be there when the settings load; it is read again at each use (it rotates)."""
+    if value is None:
+        return None
+    try:
+        with value.open("rb"):
+            pass
+    except FileNotFoundError:
+        raise ValueError(f"{str(value)!r}: no such file") from None
+    except IsADirectoryError:
+        raise ValueError(f"{str(value)!r} is a directory, not a file") from None
+    except PermissionError:
+        raise ValueError(f"{str(value)!r}: permission denied") from None
+    return value
+
+
+CaBundle = Annotated[Path | None, AfterValidator(_ca_bundle)]
+TokenFile = Annotated[Path | None, AfterValidator(_readable_file)]
 
 
 def default_data_dir() -> Path:
@@ -98,10 +138,16 @@ class GpuaasSettings(BaseSettings):
     """Prometheus with dcgm-exporter, Kueue and vLLM series, e.g. ``http://prometheus.monitoring.svc:9090``."""
     prometheus_token: SecretStr | None = None
     """Bearer token for Prometheus (or the Prefect Secret block ``gpuaas-prometheus-token``); never logged."""
+    prometheus_token_file: TokenFile = None
+    """A file holding the Prometheus bearer token, read at every run, so a rotated service-account token
+    (``/var/run/secrets/kubernetes.io/serviceaccount/token``) is picked up; instead of ``GPUAAS_PROMETHEUS_TOKEN``."""
     opencost_url: HttpUrl = None
     """OpenCost's API, e.g. ``http://opencost.opencost.svc:9003``; unset: OpenCost's metrics in Prometheus."""
     pushgateway_url: HttpUrl = None
     """Pushgateway for Grafana and KEDA; unset: nothing is pushed."""
+    ca_file: CaBundle = None
+    """PEM bundle of the CAs that sign the HTTPS sources' certificates (Prometheus, OpenCost, the Pushgateway),
+    trusted instead of the system's, e.g. OpenShift's ``service-ca.crt``; unset: the system's trust store."""
     metrics: MetricNames = MetricNames()
     """Metric and label names, where an install renamed them (below)."""
 
@@ -121,6 +167,13 @@ class GpuaasSettings(BaseSettings):
     writes_slot_lease_seconds: Annotated[float, Field(ge=60, le=86400)] = 60
     """Lease of the Prefect slot, renewed by its live holder every 3/4 of it (Prefect's minimum is 60 s): a holder
     killed on another machine frees the slot this long after its last renewal, plus the server's repossessor loop."""
+
+    @model_validator(mode="after")
+    def _one_token(self) -> GpuaasSettings:
+        if self.prometheus_token is not None and self.prometheus_token_file is not None:
+            raise ValueError("GPUAAS_PROMETHEUS_TOKEN and GPUAAS_PROMETHEUS_TOKEN_FILE are both set (or the token is "
+                             f"in the Prefect Secret block {SECRET_BLOCKS['prometheus_token']!r}): set one of them")
+        return self
 
     @classmethod
     def settings_customise_sources(
@@ -174,8 +227,12 @@ def load_settings(**overrides: object) -> GpuaasSettings:
     except ValidationError as exc:
         problems = []
         for err in exc.errors():
+            message = err["msg"].removeprefix("Value error, ")
+            if not err["loc"]:  # a check across fields names its variables itself
+                problems.append(message)
+                continue
             var = "GPUAAS_" + "__".join(str(p).upper() for p in err["loc"])
-            problems.append(f"{var}: {err['msg'].removeprefix('Value error, ')}")
+            problems.append(f"{var}: {message}")
         raise ConfigError("; ".join(problems), file="environment") from exc
     except SettingsError as exc:  # a structured field (a list, a mapping) whose variable is not JSON
         match = re.search(r'field "([^"]+)"', str(exc))

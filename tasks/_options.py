@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar, cast
 
 from gpuaas.errors import TransientError
 from gpuaas.settings import GpuaasSettings
+from gpuaas.sources.failures import describe_failure
 from tasks._steps import run_logger
 
 if TYPE_CHECKING:
@@ -112,7 +113,9 @@ def push_or_warn(settings: GpuaasSettings, push: Any, *args: Any, what: str) -> 
     state = push.with_options(**retry_options(settings))(settings, *args, return_state=True)
     if state.is_completed():
         return state.result()
-    run_logger().warning("%s not pushed to the Pushgateway: %s", what, state.result(raise_on_failure=False))
+    failure = state.result(raise_on_failure=False)
+    reason = describe_failure(settings, "pushgateway", failure) if isinstance(failure, BaseException) else failure
+    run_logger().warning("%s not pushed: %s", what, reason)
     return None
 
 

@@ -32,7 +32,7 @@ from typing import Any
 __all__ = ["PlainFuture", "PlainState", "Step", "failed_state", "in_flow_run", "run_logger", "step"]
 
 _quiet = logging.getLogger("gpuaas.run")
-_quiet.addHandler(logging.NullHandler())  # outside a flow run the command line prints the outcome itself
+_quiet.addHandler(logging.NullHandler())  # outside a flow run the command line prints the outcome and warnings
 _quiet.propagate = False
 
 

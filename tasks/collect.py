@@ -61,6 +61,4 @@ def publish_artifacts(snapshot: Snapshot, summary: dict[str, Any], idle_candidat
 
 @step(name="push-metrics", **IO_TASK_OPTIONS)
 def push_summary(settings: GpuaasSettings, snapshot: Snapshot, summary: dict[str, Any], idle_candidates: int) -> int:
-    assert settings.pushgateway_url
-    return push_metrics(settings.pushgateway_url, "gpuaas_collect", collect_metrics(snapshot, summary, idle_candidates),
-                        timeout=settings.request_timeout_seconds)
+    return push_metrics(settings, "gpuaas_collect", collect_metrics(snapshot, summary, idle_candidates))

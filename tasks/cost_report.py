@@ -68,6 +68,4 @@ def publish_cost_artifacts(report: CostReport, previous: CostReport | None, html
 
 @gpuaas_task("push-cost-metrics", io=True)
 def push_cost_metrics(settings: GpuaasSettings, report: CostReport) -> int:
-    assert settings.pushgateway_url
-    return push_metrics(settings.pushgateway_url, "gpuaas_cost_report", cost_report_metrics(report),
-                        timeout=settings.request_timeout_seconds)
+    return push_metrics(settings, "gpuaas_cost_report", cost_report_metrics(report))

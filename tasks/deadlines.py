@@ -51,9 +51,7 @@ def publish_deadline_artifacts(pools: Sequence[PoolPlan]) -> None:
 
 @gpuaas_task("push-deadline-metrics", io=True)
 def push_deadline_metrics(settings: GpuaasSettings, pools: Sequence[PoolPlan]) -> int:
-    assert settings.pushgateway_url
-    return push_metrics(settings.pushgateway_url, "gpuaas_deadlines", deadline_metrics(pools),
-                        timeout=settings.request_timeout_seconds)
+    return push_metrics(settings, "gpuaas_deadlines", deadline_metrics(pools))
 
 
 @gpuaas_task("release-due-holds", io=True)

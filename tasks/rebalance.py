@@ -79,6 +79,4 @@ def publish_rebalance_artifacts(outcomes: list[op.CohortOutcome], mode: Mode, po
 
 @gpuaas_task("push-rebalance-metrics", io=True)
 def push_rebalance_metrics(settings: GpuaasSettings, outcomes: list[op.CohortOutcome]) -> int:
-    assert settings.pushgateway_url
-    return push_metrics(settings.pushgateway_url, "gpuaas_rebalance", rebalance_metrics(outcomes),
-                        timeout=settings.request_timeout_seconds)
+    return push_metrics(settings, "gpuaas_rebalance", rebalance_metrics(outcomes))

@@ -92,13 +92,10 @@ IDLE_JOB = "gpuaas_reclaim"
 def push_idle_metrics(settings: GpuaasSettings, idle: pd.DataFrame, mode: Mode = Mode.dry_run,
                       evidence_at: datetime | None = None) -> int:
     """Replace the idle signal with this run's verdicts (only where it may act) and their instant."""
-    assert settings.pushgateway_url
-    return push_metrics(settings.pushgateway_url, IDLE_JOB, idle_metrics(idle, mode=mode.value, evidence_at=evidence_at),
-                        timeout=settings.request_timeout_seconds)
+    return push_metrics(settings, IDLE_JOB, idle_metrics(idle, mode=mode.value, evidence_at=evidence_at))
 
 
 @gpuaas_task("withdraw-idle-metrics", io=True)
 def withdraw_idle_metrics(settings: GpuaasSettings) -> None:
     """Delete the idle signal a previous run published: this run cannot vouch for it."""
-    assert settings.pushgateway_url
-    delete_metrics(settings.pushgateway_url, IDLE_JOB, timeout=settings.request_timeout_seconds)
+    delete_metrics(settings, IDLE_JOB)

@@ -18,16 +18,21 @@ environment (no Prefect profile, ``.env``, ``prefect.toml`` or ``[tool.prefect]`
 from __future__ import annotations
 
 import importlib
+import logging
 import os
 import sys
-from contextlib import nullcontext
+from collections.abc import Iterator
+from contextlib import contextmanager, nullcontext
 from pathlib import Path
 from typing import Any
 
-from gpuaas.cli._common import fail, progress
+from gpuaas.cli._common import err_console, fail, progress
 from gpuaas.errors import GpuaasError
 
 __all__ = ["BODIES", "prefect_api_url", "run_flow"]
+
+RUN_LOGGER = "gpuaas.run"
+"""The logger of a flow run called outside Prefect (``tasks._steps.run_logger``)."""
 
 BODIES = {"flows.collect:collect": "flows._collect:collect_snapshot"}
 """A flow (``module:name``) -> its Prefect-free body, which the command line calls without Prefect."""
@@ -77,7 +82,7 @@ def run_flow(flow: Any, what: str, **parameters: Any) -> Any:
         flow = _resolve(flow)
     from flows.direct import direct_runs
 
-    with progress(what), (nullcontext() if through_prefect else direct_runs()):
+    with _warnings_after(), progress(what), (nullcontext() if through_prefect else direct_runs()):
         try:
             state = flow(**parameters, return_state=True)
         except RuntimeError as exc:  # Prefect's own start-up errors (API unreachable) come before any state
@@ -90,10 +95,36 @@ def run_flow(flow: Any, what: str, **parameters: Any) -> Any:
     return state.result()
 
 
+class _Kept(logging.Handler):
+    def __init__(self) -> None:
+        super().__init__(logging.WARNING)
+        self.lines: list[str] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.lines.append(record.getMessage())
+
+
+@contextmanager
+def _warnings_after() -> Iterator[None]:
+    """What a run called here warns of (a push that failed), as ``warning:`` lines on stderr once it ends.
+
+    Run through Prefect, warnings are in the run's logs in the UI; called here, the run's logger
+    has no other reader, and a failed push would pass unseen.
+    """
+    logger, kept = logging.getLogger(RUN_LOGGER), _Kept()
+    logger.addHandler(kept)
+    try:
+        yield
+    finally:
+        logger.removeHandler(kept)
+        for line in kept.lines:
+            err_console.print(f"warning: {line}", markup=False, highlight=False, soft_wrap=True)
+
+
 def _run_body(body: Any, what: str, parameters: dict[str, Any]) -> Any:
     """A flow's Prefect-free body called here, failing as a failed run of the flow would."""
     error: Exception | None = None
-    with progress(what):
+    with _warnings_after(), progress(what):
         try:
             result = body(**parameters)
         except Exception as exc:  # noqa: BLE001 - a flow run would end Failed with it; the command says so, once

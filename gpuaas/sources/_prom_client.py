@@ -18,6 +18,7 @@ import requests
 from prometheus_api_client import PrometheusApiClientException, PrometheusConnect
 from urllib3.util.retry import Retry
 
+from gpuaas._https import bearer_token, verify_setting
 from gpuaas.errors import ConfigError, MalformedResponse, SourceError, SourceUnavailable, scrub_secrets
 from gpuaas.settings import GpuaasSettings
 from gpuaas.sources._retry_after import retry_after_seconds
@@ -39,16 +40,16 @@ class PromClient:
     def __init__(self, settings: GpuaasSettings, source: str = "prometheus") -> None:
         if not settings.prometheus_url:
             raise ConfigError("not configured", field="prometheus_url")
-        headers = None
-        if settings.prometheus_token is not None:
-            headers = {"Authorization": f"Bearer {settings.prometheus_token.get_secret_value()}"}
         self.url = settings.prometheus_url.rstrip("/")
         self.source = source
+        token = bearer_token(settings)
+        headers = None if token is None else {"Authorization": f"Bearer {token}"}
         self.queries = 0
         self.bytes_received = 0
         self._count = threading.Lock()  # readers send several queries at once (``_concurrent``)
         self._answer = threading.local()  # what the library drops: Retry-After and warnings
         session = requests.Session()
+        session.verify = verify_setting(settings)
         session.hooks["response"].append(self._inspect)
         self._prom = PrometheusConnect(
             url=self.url,

@@ -17,9 +17,12 @@ from gpuaas.errors import ConfigError, KubeAPIError, redact_endpoint
 if TYPE_CHECKING:
     from gpuaas.settings import GpuaasSettings
 
-__all__ = ["SOURCE_NAMES", "describe_failure", "endpoint_of", "in_words"]
+__all__ = ["HTTPS_SOURCES", "SOURCE_NAMES", "describe_failure", "endpoint_of", "in_words"]
 
-SOURCE_NAMES = {"kube": "Kubernetes API", "prometheus": "Prometheus", "opencost": "OpenCost", "nvml": "NVML"}
+SOURCE_NAMES = {"kube": "Kubernetes API", "prometheus": "Prometheus", "opencost": "OpenCost", "nvml": "NVML",
+                "pushgateway": "Pushgateway"}
+HTTPS_SOURCES = frozenset({"prometheus", "opencost", "pushgateway"})
+"""The sources ``GPUAAS_CA_FILE`` is trusted for (the Kubernetes API's CA is the kubeconfig's)."""
 
 _HTTP_WORDS = {
     400: "bad request (is this the right kind of server?)",
@@ -29,13 +32,16 @@ _HTTP_WORDS = {
     405: "method not allowed (is this the right kind of server?)",
     429: "too many requests (rate limited)",
 }
+_UNTRUSTED = "TLS failed: the certificate is not signed by a trusted CA"
 _PATTERNS = [  # (regular expression on the error text, words); the first that matches wins
     (r"Name or service not known|Failed to resolve|nodename nor servname|Temporary failure in name resolution|"
      r"No address associated with hostname|getaddrinfo failed|NameResolutionError", "name does not resolve"),
     (r"Connection refused|Errno 111|ECONNREFUSED", "connection refused (nothing listens on that port)"),
     (r"No route to host|Network is unreachable|EHOSTUNREACH", "host unreachable (no route)"),
     (r"timed out|Timeout|ReadTimeout|ConnectTimeout", "no answer in time (timed out)"),
-    (r"CERTIFICATE_VERIFY_FAILED|certificate verify failed|SSLError|SSL:", "TLS failed (certificate or protocol)"),
+    (r"Hostname mismatch|IP address mismatch", "TLS failed: the certificate is not for this host name"),
+    (r"CERTIFICATE_VERIFY_FAILED|certificate verify failed", _UNTRUSTED),
+    (r"SSLError|SSL:", "TLS failed (certificate or protocol)"),
     (r"Connection reset|RemoteDisconnected|Connection aborted|closed connection", "connection dropped by the server"),
     (r"No host specified|Invalid URL|InvalidURL|MissingSchema|InvalidSchema", "not a valid URL (scheme and host?)"),
     (r"is not JSON|JSONDecodeError|Expecting value", "answered, but not JSON (is this the right server?)"),
@@ -105,6 +111,9 @@ def endpoint_of(settings: GpuaasSettings, name: str) -> str:
         return redact_endpoint(url) if url else "(GPUAAS_OPENCOST_URL unset)"
     if name == "kube":
         return _kube_endpoint(settings)
+    if name == "pushgateway":
+        url = settings.pushgateway_url
+        return redact_endpoint(url) if url else "(GPUAAS_PUSHGATEWAY_URL unset)"
     return "this host"
 
 
@@ -113,4 +122,8 @@ def describe_failure(settings: GpuaasSettings, name: str, exc: BaseException) ->
     if isinstance(exc, ConfigError) and name == "kube":
         words = str(exc).split("cannot load Kubernetes credentials: ")[-1]
         return f"{SOURCE_NAMES['kube']} at {_kube_endpoint(settings)}: cannot load the credentials: {words}"[:500]
-    return f"{SOURCE_NAMES.get(name, name)} at {endpoint_of(settings, name)}: {in_words(exc)}"[:500]
+    words = in_words(exc)
+    if words == _UNTRUSTED and name in HTTPS_SOURCES:  # the one setting that fixes it is ours, not the system's
+        words += (f" (not by one in GPUAAS_CA_FILE {settings.ca_file})" if settings.ca_file
+                  else " (set GPUAAS_CA_FILE to the CA bundle that signs it)")
+    return f"{SOURCE_NAMES.get(name, name)} at {endpoint_of(settings, name)}: {words}"[:500]

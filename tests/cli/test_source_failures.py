@@ -151,6 +151,14 @@ def test_one_failed_source_degrades_the_run_exit_3_and_json_says_why(
     ("ReadTimeout: HTTPConnectionPool(host='p', port=1): Read timed out. (read timeout=5)",
      "no answer in time (timed out)"),
     ("something new /api/v1/query?query=%28abc", "something new /api/v1/query"),
-], ids=["dns", "refused", "401", "timeout", "unknown-keeps-text-without-query"])
+    ("SSLError(SSLCertVerificationError(1, '[SSL: CERTIFICATE_VERIFY_FAILED] certificate verify failed: "
+     "Hostname mismatch, certificate is not valid for 'prom.example'. (_ssl.c:1006)'))",
+     "TLS failed: the certificate is not for this host name"),
+    ("ConnectError: [SSL: CERTIFICATE_VERIFY_FAILED] certificate verify failed: self-signed certificate in "
+     "certificate chain (_ssl.c:1006)", "TLS failed: the certificate is not signed by a trusted CA"),
+    ("SSLError: [SSL: WRONG_VERSION_NUMBER] wrong version number (_ssl.c:1006)",
+     "TLS failed (certificate or protocol)"),
+], ids=["dns", "refused", "401", "timeout", "unknown-keeps-text-without-query", "tls-name", "tls-untrusted",
+        "tls-protocol"])
 def test_errors_in_words(text: str, words: str) -> None:
     assert in_words(RuntimeError(text)) == words

@@ -28,6 +28,7 @@ import yaml
 from gpuaas.cluster.prometheus import PrometheusServer, free_port
 from gpuaas.cluster.runner import EmbeddedCluster
 from gpuaas.pushgateway import MetricFamily, push_metrics
+from gpuaas.settings import GpuaasSettings
 from reports.reclaim import idle_metrics
 from tasks.reclaim import IDLE_JOB
 from tests.scenarios import embedded, point_at
@@ -48,7 +49,7 @@ def scraper(pushgateway_url: str, tmp_path_factory: pytest.TempPathFactory) -> I
     server = PrometheusServer(tmp_path_factory.mktemp("scraper"), port=free_port(),
                               scrape_targets=[pushgateway_url.removeprefix("http://")], scrape_interval="1s")
     server.start()
-    push_metrics(pushgateway_url, "kube-state-metrics", [MetricFamily(
+    push_metrics(GpuaasSettings(pushgateway_url=pushgateway_url), "kube-state-metrics", [MetricFamily(
         "kube_deployment_spec_replicas", "replicas", ("namespace", "deployment"), [(("team-a", "llm"), 1.0)])])
     yield server
     server.stop()
@@ -80,7 +81,7 @@ def _eventually(server: PrometheusServer, expected: float, idle_series: int) -> 
 
 def _leftover(pushgateway_url: str, server: PrometheusServer, evidence_at: datetime) -> None:
     """What a good earlier run pushed: the verdict, idle, with the instant of its snapshot."""
-    push_metrics(pushgateway_url, IDLE_JOB, idle_metrics(VERDICT, mode="dry-run", evidence_at=evidence_at))
+    push_metrics(GpuaasSettings(pushgateway_url=pushgateway_url), IDLE_JOB, idle_metrics(VERDICT, mode="dry-run", evidence_at=evidence_at))
 
 
 def _run_reclaim(monkeypatch: pytest.MonkeyPatch, **env: str) -> Any:

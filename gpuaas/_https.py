@@ -1,0 +1,61 @@
+"""What the HTTPS sources are verified with, and the Prometheus bearer token, from the settings.
+
+Three clients reach the sources (``requests`` under ``prometheus_api_client`` for Prometheus,
+``httpx`` for OpenCost, ``urllib`` under ``prometheus_client`` for the Pushgateway), and each
+takes its trust in its own form; the one ``ca_file`` setting reaches all three from here. The
+token file is read at each use, not when the settings load: a projected service-account token
+is rotated by the kubelet while a long-lived worker keeps its settings.
+"""
+
+from __future__ import annotations
+
+import ssl
+from functools import cache
+
+from gpuaas.errors import ConfigError
+from gpuaas.settings import GpuaasSettings
+
+__all__ = ["bearer_token", "ssl_context", "verify_setting"]
+
+TOKEN_FILE = "GPUAAS_PROMETHEUS_TOKEN_FILE"
+
+
+@cache
+def _context(ca_file: str, modified_ns: int) -> ssl.SSLContext:
+    return ssl.create_default_context(cafile=ca_file)
+
+
+def ssl_context(settings: GpuaasSettings) -> ssl.SSLContext | None:
+    """The TLS context trusting ``ca_file`` alone, or None for the system's trust store.
+
+    Built once per version of the file: a CA bundle rotated under a long-lived worker is read again.
+    """
+    if settings.ca_file is None:
+        return None
+    try:
+        return _context(str(settings.ca_file), settings.ca_file.stat().st_mtime_ns)
+    except OSError as exc:  # gone or changed since the settings loaded (ssl.SSLError is an OSError too)
+        reason = "holds no PEM CA certificate" if isinstance(exc, ssl.SSLError) else (exc.strerror or str(exc)).lower()
+        raise ConfigError(f"{settings.ca_file}: {reason}", field="GPUAAS_CA_FILE") from None
+
+
+def verify_setting(settings: GpuaasSettings) -> str | bool:
+    """``requests``' form of the same trust: the bundle's path, or True for the system's store."""
+    return True if settings.ca_file is None else str(settings.ca_file)
+
+
+def bearer_token(settings: GpuaasSettings) -> str | None:
+    """The Prometheus bearer token: the setting's, or the token file's as it reads now."""
+    if settings.prometheus_token is not None:
+        return settings.prometheus_token.get_secret_value()
+    path = settings.prometheus_token_file
+    if path is None:
+        return None
+    try:
+        token = path.read_text(encoding="utf-8").strip()
+    except (OSError, UnicodeDecodeError) as exc:
+        reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else "not UTF-8 text"
+        raise ConfigError(f"{path}: cannot read it: {reason.lower()}", field=TOKEN_FILE) from None
+    if not token:
+        raise ConfigError(f"{path} is empty", field=TOKEN_FILE)
+    return token

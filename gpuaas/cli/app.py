@@ -23,9 +23,9 @@ from typing import Any
 
 import typer
 from typer import _click as click  # Typer vendors click: its commands are these classes
-from typer.core import TyperCommand, TyperGroup
+from typer.core import TyperCommand, TyperGroup, TyperOption
 
-from gpuaas.cli._common import EXIT_CODES_HELP, EXIT_FAILED, err_console, handle_errors, set_wide
+from gpuaas.cli._common import EXIT_CODES_HELP, EXIT_FAILED, console, err_console, handle_errors, set_wide
 from gpuaas.cli._usage import usage_error_line
 
 __all__ = ["COMMANDS", "app", "main"]
@@ -65,6 +65,24 @@ GROUPS: dict[str, str] = {
     "config": "Check configuration and policy files.",
     "db": "Manage the gpuaas database (SQLite or PostgreSQL).",
 }
+
+
+
+def _flags_show_no_type() -> None:
+    """Help lists a flag without a type, as Click does: Typer 0.29 prints ``--apply <bool>``, which reads as if
+    the flag took a value (``--apply true`` is then refused as an extra argument)."""
+    show = getattr(TyperOption, "display_type_rich", None)
+    if show is None or getattr(show, "flags_untyped", False):  # a Typer without the column, or done already
+        return
+
+    def display_type_rich(self: TyperOption, ctx: click.Context) -> str | None:
+        return None if self.is_flag else show(self, ctx)
+
+    display_type_rich.flags_untyped = True  # type: ignore[attr-defined]
+    setattr(TyperOption, "display_type_rich", display_type_rich)  # noqa: B010 - mypy refuses a method assigned
+
+
+_flags_show_no_type()
 
 _WIDE_HELP = "Every column of every table, however wide; by default columns that do not fit the terminal are left out."
 
@@ -193,8 +211,22 @@ app = typer.Typer(
 )
 
 
+def _print_version(asked: bool) -> None:
+    if asked:
+        from importlib.metadata import PackageNotFoundError, version
+
+        try:
+            installed = version("gpuaas")
+        except PackageNotFoundError:  # run from a checkout that was never installed
+            from gpuaas import __version__ as installed
+        console.print(f"gpuaas {installed} (Python {sys.version.split()[0]})", markup=False, highlight=False)
+        raise typer.Exit()
+
+
 @app.callback()
-def _options(wide: bool = typer.Option(False, "--wide", help=_WIDE_HELP)) -> None:
+def _options(wide: bool = typer.Option(False, "--wide", help=_WIDE_HELP),
+             version: bool = typer.Option(False, "--version", help="Print the version and exit.", is_eager=True,
+                                          callback=_print_version, expose_value=False)) -> None:
     set_wide(wide)
 
 

@@ -45,6 +45,26 @@ def test_help_lists_every_command_and_the_exit_codes() -> None:
     assert "3 degraded" in out
 
 
+def test_help_gives_a_flag_no_type_and_an_option_its_values() -> None:
+    """A flag takes no value: ``--apply <bool>`` in help reads as if it took one (``--apply true`` is refused)."""
+    out = CliRunner().invoke(app, ["reclaim", "--help"], terminal_width=200).output
+    rows = {line.split()[1]: line for line in out.splitlines() if line.startswith("│ --")}
+    assert set(rows) >= {"--apply", "--format", "--wide", "--help"}
+    for flag in ("--apply", "--wide", "--help"):
+        assert not rows[flag].split()[2].startswith("<"), rows[flag]  # the next word is its help, not a type
+    assert "<table|json>" in rows["--format"]
+    assert "<bool>" not in CliRunner().invoke(app, ["--help"], terminal_width=200).output
+
+
+def test_version_is_the_installed_distributions() -> None:
+    from importlib.metadata import version
+
+    proc = subprocess.run([sys.executable, "-m", "gpuaas.cli.app", "--version"], capture_output=True, text=True,
+                          timeout=60, check=False)
+    assert (proc.returncode, proc.stderr) == (0, "")
+    assert proc.stdout == f"gpuaas {version('gpuaas')} (Python {sys.version.split()[0]})\n"
+
+
 @pytest.mark.parametrize("argv", [["audit", "list", "--wide"], ["--wide", "audit", "list"],
                                   ["audit", "--wide", "list"], ["config", "check", "--wide", "examples/policy.yaml"]])
 def test_wide_is_accepted_before_and_after_the_sub_command(argv: list[str]) -> None:

@@ -80,6 +80,9 @@ def _readable_file(value: Path | None) -> Path | None:
     return value
 
 
+_HEADER_NAME = re.compile(r"[!#$%&'*+.^_`|~0-9A-Za-z-]+")
+"""An HTTP header name (RFC 9110's token): a name with a space or a colon would be sent as another header."""
+
 CaBundle = Annotated[Path | None, AfterValidator(_ca_bundle)]
 TokenFile = Annotated[Path | None, AfterValidator(_readable_file)]
 
@@ -141,6 +144,9 @@ class GpuaasSettings(BaseSettings):
     prometheus_token_file: TokenFile = None
     """A file holding the Prometheus bearer token, read at every run, so a rotated service-account token
     (``/var/run/secrets/kubernetes.io/serviceaccount/token``) is picked up; instead of ``GPUAAS_PROMETHEUS_TOKEN``."""
+    prometheus_headers: dict[str, SecretStr] = Field(default={})
+    """Headers sent with every Prometheus query, as JSON, e.g. ``{"X-Scope-OrgID": "gpu-fleet"}`` for the tenant of a
+    Grafana Mimir, Cortex or Thanos that serves several; values are treated as secrets."""
     opencost_url: HttpUrl = None
     """OpenCost's API, e.g. ``http://opencost.opencost.svc:9003``; unset: OpenCost's metrics in Prometheus."""
     pushgateway_url: HttpUrl = None
@@ -173,6 +179,14 @@ class GpuaasSettings(BaseSettings):
         if self.prometheus_token is not None and self.prometheus_token_file is not None:
             raise ValueError("GPUAAS_PROMETHEUS_TOKEN and GPUAAS_PROMETHEUS_TOKEN_FILE are both set (or the token is "
                              f"in the Prefect Secret block {SECRET_BLOCKS['prometheus_token']!r}): set one of them")
+        for name in self.prometheus_headers:
+            if not _HEADER_NAME.fullmatch(name):
+                raise ValueError(f"GPUAAS_PROMETHEUS_HEADERS: {name!r} is not an HTTP header name")
+            if any(c in self.prometheus_headers[name].get_secret_value() for c in "\r\n\0"):
+                raise ValueError(f"GPUAAS_PROMETHEUS_HEADERS: the value of {name!r} holds a line break or NUL")
+            if name.lower() == "authorization" and (self.prometheus_token or self.prometheus_token_file):
+                raise ValueError("GPUAAS_PROMETHEUS_HEADERS sets Authorization and a Prometheus token is set too: "
+                                 "set one of them")
         return self
 
     @classmethod

@@ -43,7 +43,9 @@ class PromClient:
         self.url = settings.prometheus_url.rstrip("/")
         self.source = source
         token = bearer_token(settings)
-        headers = None if token is None else {"Authorization": f"Bearer {token}"}
+        headers = {name: value.get_secret_value() for name, value in settings.prometheus_headers.items()}
+        if token is not None:
+            headers["Authorization"] = f"Bearer {token}"
         self.queries = 0
         self.bytes_received = 0
         self._count = threading.Lock()  # readers send several queries at once (``_concurrent``)

@@ -154,6 +154,12 @@ def test_bad_tls_and_token_settings_are_one_line_naming_the_variable(tmp_path: P
         "GPUAAS_PROMETHEUS_TOKEN and GPUAAS_PROMETHEUS_TOKEN_FILE are both set (or the token is in the Prefect "
         "Secret block 'gpuaas-prometheus-token'): set one of them": {
             "GPUAAS_PROMETHEUS_TOKEN": "t0ken", "GPUAAS_PROMETHEUS_TOKEN_FILE": str(token)},
+        "GPUAAS_PROMETHEUS_HEADERS: 'X-Scope OrgID' is not an HTTP header name": {
+            "GPUAAS_PROMETHEUS_HEADERS": '{"X-Scope OrgID": "t0ken"}'},
+        "GPUAAS_PROMETHEUS_HEADERS: the value of 'X-Scope-OrgID' holds a line break or NUL": {
+            "GPUAAS_PROMETHEUS_HEADERS": '{"X-Scope-OrgID": "a\\r\\nX-Evil: t0ken"}'},
+        "GPUAAS_PROMETHEUS_HEADERS sets Authorization and a Prometheus token is set too: set one of them": {
+            "GPUAAS_PROMETHEUS_HEADERS": '{"Authorization": "Basic t0ken"}', "GPUAAS_PROMETHEUS_TOKEN": "t0ken"},
     }
     for line, env in cases.items():
         proc = _gpuaas(tmp_path, "collect", GPUAAS_PROMETHEUS_URL="https://prometheus.invalid:9091", **env)
@@ -200,3 +206,23 @@ def test_a_ca_bundle_rotated_under_a_running_worker_is_read_again(tmp_path: Path
     bundle.unlink()
     with pytest.raises(ConfigError, match=f"^GPUAAS_CA_FILE: {bundle}: no such file or directory$"):
         ssl_context(settings)
+
+
+@pytest.mark.integration
+def test_the_tenant_header_of_a_multi_tenant_prometheus_is_sent_with_every_query(
+        tmp_path: Path, reclaim_fleet: EmbeddedCluster, fronts: Fronts) -> None:
+    env = _env(reclaim_fleet, fronts, GPUAAS_CA_FILE=str(fronts.ca_file))
+    try:
+        fronts.prometheus.tenant = "gpu-fleet"
+        without = _gpuaas(tmp_path, "collect", "--format", "json", **env)
+        assert without.returncode == 3, without.stderr
+        assert json.loads(without.stdout)["source_errors"]["prometheus"].startswith(
+            f"Prometheus at {fronts.prometheus.url}: HTTP 401")
+        refused, relayed = fronts.prometheus.refused, len(fronts.prometheus.relayed)
+        env["GPUAAS_PROMETHEUS_HEADERS"] = '{"X-Scope-OrgID": "gpu-fleet"}'
+        run = _gpuaas(tmp_path, "collect", "--format", "json", **env)
+        assert run.returncode == 0, run.stderr
+        assert json.loads(run.stdout)["sources"]["prometheus"]["ok"]
+        assert fronts.prometheus.refused == refused and len(fronts.prometheus.relayed) > relayed
+    finally:
+        fronts.prometheus.tenant = None

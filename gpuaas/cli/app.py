@@ -50,6 +50,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "cluster down": ("cluster_cmd", "down"),
     "config check": ("config_cmd", "check"),
     "config tenant-rules": ("config_cmd", "tenant_rules"),
+    "config preflight": ("config_cmd", "preflight"),
     "db upgrade": ("db_cmd", "upgrade"),
     "db status": ("db_cmd", "status"),
 }
@@ -62,7 +63,7 @@ GROUPS: dict[str, str] = {
     "audit": "Read the append-only audit log.",
     "replay": "Replay policies on recorded traces.",
     "cluster": "Run the embedded GPU cluster (API server, Kueue, Prometheus, OpenCost).",
-    "config": "Check configuration and policy files.",
+    "config": "Check the policy file, and the settings against the cluster.",
     "db": "Manage the gpuaas database (SQLite or PostgreSQL).",
 }
 

@@ -1,4 +1,4 @@
-"""``gpuaas config``: validate a policy file before it reaches a scheduled run."""
+"""``gpuaas config``: validate a policy file, and the settings against the cluster, before a scheduled run."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from typing import Annotated
 import typer
 from rich.markup import escape
 
-from gpuaas.cli._common import OutputFormat, console, fail, print_json
+from gpuaas.cli._common import OutputFormat, console, fail, print_json, print_table, progress, settings_or_exit
 from gpuaas.errors import ConfigError
 from gpuaas.policy import load_policy
 
@@ -49,3 +49,30 @@ def tenant_rules(
         return
     output.write_text(text, encoding="utf-8")
     console.print(f"wrote {output}", highlight=False, markup=False)
+
+
+def preflight(
+    format: Annotated[OutputFormat, typer.Option("--format", help="Output format.")] = OutputFormat.table,
+) -> None:
+    """Check that the settings reach every source and that the GPU telemetry matches the workloads; writes nothing."""
+    from gpuaas.operations.preflight import Outcome
+    from gpuaas.operations.preflight import preflight as run_checks
+
+    settings = settings_or_exit()
+    with progress("reading every source once"):
+        checks = run_checks(settings)
+    counts = {outcome: sum(c.outcome is outcome for c in checks) for outcome in Outcome}
+    failed = [c.name for c in checks if c.outcome is Outcome.failed]
+    said = [f"{counts[o]} {o.value}{'s' if o is Outcome.warning and counts[o] > 1 else ''}"
+            + (f" ({', '.join(failed)})" if o is Outcome.failed else "")
+            for o in Outcome if counts[o]]
+    headline = f"Preflight: {len(checks)} checks: {', '.join(said)}."
+    if format is OutputFormat.json:
+        print_json({"headline": headline, "checks": [{"check": c.name, "outcome": c.outcome.value, "detail": c.detail}
+                                                     for c in checks]})
+    else:
+        console.print(headline, markup=False, highlight=False, soft_wrap=True)
+        print_table("Preflight", ["check", "outcome", "detail"], [[c.name, c.outcome.value, c.detail] for c in checks],
+                    notes=("detail",))
+    if failed:
+        raise fail(f"{len(failed)} of {len(checks)} checks failed: {', '.join(failed)}")

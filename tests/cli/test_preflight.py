@@ -1,0 +1,103 @@
+"""``gpuaas config preflight`` on the embedded cluster, as an operator runs it: a real process.
+
+The reclaim scenario (``gpuaas.cluster.testbed``) holds 17 GPU workloads, two of them without a
+sample (``dark``, whose telemetry is dropped, and ``wl``, a Workload with no pods): a warning names them. The misconfigurations a collect reports only as
+``unknown`` workloads are each a failed check saying what to set: metrics renamed by the install,
+a pod label dcgm-exporter does not set. An unreachable source is its degraded line; the Pushgateway
+is probed with the trust the pushes use; the database is read, never created.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from gpuaas.cluster.runner import EmbeddedCluster
+
+pytestmark = [pytest.mark.integration, pytest.mark.slow]
+
+
+def _preflight(tmp_path: Path, cluster: EmbeddedCluster, **env: str) -> subprocess.CompletedProcess[str]:
+    base = {k: v for k, v in os.environ.items() if not k.startswith(("GPUAAS_", "PREFECT_API_URL"))}
+    base |= cluster.settings_env() | {"GPUAAS_DATA_DIR": str(tmp_path / "data"), "GPUAAS_NVML": "off",
+                                      "GPUAAS_RETRIES": "0", "GPUAAS_REQUEST_TIMEOUT_SECONDS": "10",
+                                      "COLUMNS": "200"}
+    return subprocess.run([sys.executable, "-m", "gpuaas.cli.app", "config", "preflight", "--format", "json"],
+                          env=base | env, capture_output=True, text=True, timeout=240, check=False)
+
+
+def _checks(run: subprocess.CompletedProcess[str]) -> dict[str, tuple[str, str]]:
+    assert "Traceback" not in run.stderr
+    return {c["check"]: (c["outcome"], c["detail"]) for c in json.loads(run.stdout)["checks"]}
+
+
+def _closed_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def test_a_working_setup_passes_and_names_the_workloads_without_telemetry(
+        tmp_path: Path, reclaim_fleet: EmbeddedCluster) -> None:
+    run = _preflight(tmp_path, reclaim_fleet)
+    assert run.returncode == 0, run.stderr
+    checks = _checks(run)
+    assert checks["Kubernetes API and Kueue"][0] == "ok"
+    assert checks["Kubernetes API and Kueue"][1].startswith("kueue.x-k8s.io/v1beta2: 2 ClusterQueues")
+    assert checks["Prometheus"][0] == checks["OpenCost"][0] == "ok"
+    outcome, detail = checks["GPU telemetry"]
+    assert outcome == "warning" and detail.startswith("2 of 17 GPU workloads have incomplete telemetry")
+    assert "(StatefulSet team-a/dark, Workload team-a/wl; 2 with no sample" in detail  # the scenario's two
+    assert checks["Pushgateway"] == ("skipped", "GPUAAS_PUSHGATEWAY_URL not set: nothing is pushed")
+    assert checks["database"][0] == "ok" and "no database there yet" in checks["database"][1]
+    assert not (tmp_path / "data" / "gpuaas.db").exists()  # a check reads; it creates nothing
+    assert json.loads(run.stdout)["headline"] == "Preflight: 6 checks: 4 ok, 1 warning, 1 skipped."
+
+
+@pytest.mark.parametrize(("env", "said"), [
+    ({"GPUAAS_METRICS__GPU_ACTIVITY": "DCGM_RENAMED_ACTIVE", "GPUAAS_METRICS__GPU_UTIL_FALLBACK": "DCGM_RENAMED_UTIL"},
+     "no series of DCGM_RENAMED_ACTIVE or DCGM_RENAMED_UTIL in Prometheus: is dcgm-exporter scraped?"),
+    ({"GPUAAS_METRICS__POD_LABELS": '["container_pod"]'},
+     "carry none of the pod labels container_pod: set GPUAAS_METRICS__POD_LABELS"),
+], ids=["metrics-renamed", "pod-label-unset"])
+def test_telemetry_no_workload_can_use_fails_saying_what_to_set(
+        tmp_path: Path, reclaim_fleet: EmbeddedCluster, env: dict[str, str], said: str) -> None:
+    run = _preflight(tmp_path, reclaim_fleet, **env)
+    assert run.returncode == 1
+    outcome, detail = _checks(run)["GPU telemetry"]
+    assert outcome == "failed" and said in detail, detail
+    assert run.stderr.strip().splitlines()[-1] == "error: 1 of 6 checks failed: GPU telemetry"
+
+
+def test_unreachable_sources_are_named_and_the_telemetry_check_waits_for_them(
+        tmp_path: Path, reclaim_fleet: EmbeddedCluster) -> None:
+    nowhere = f"http://127.0.0.1:{_closed_port()}"
+    run = _preflight(tmp_path, reclaim_fleet, GPUAAS_PROMETHEUS_URL=nowhere, GPUAAS_PUSHGATEWAY_URL=nowhere)
+    assert run.returncode == 1
+    checks = _checks(run)
+    refused = "connection refused (nothing listens on that port)"
+    assert checks["Prometheus"] == ("failed", f"Prometheus at {nowhere}: {refused}")
+    assert checks["Pushgateway"] == ("failed", f"Pushgateway at {nowhere}: {refused}")
+    assert checks["GPU telemetry"][0] == "skipped"
+    assert run.stderr.strip().splitlines()[-1] == "error: 2 of 6 checks failed: Prometheus, Pushgateway"
+
+
+def test_a_reachable_pushgateway_and_a_database_behind_this_gpuaas(
+        tmp_path: Path, reclaim_fleet: EmbeddedCluster, pushgateway_url: str) -> None:
+    from gpuaas.store import Store
+
+    database = tmp_path / "old.db"
+    Store(f"sqlite:///{database}", migrate=False).upgrade("0003")  # a database an older gpuaas left
+    run = _preflight(tmp_path, reclaim_fleet, GPUAAS_PUSHGATEWAY_URL=pushgateway_url,
+                     GPUAAS_DATABASE_URL=f"sqlite:///{database}")
+    checks = _checks(run)
+    assert checks["Pushgateway"] == ("ok", "ready")
+    assert checks["database"][0] == "warning"
+    assert "schema 0003, behind 0004: the next flow run upgrades it, or gpuaas db upgrade" in checks["database"][1]
+    assert run.returncode == 0, run.stderr

@@ -1,0 +1,72 @@
+"""The preflight's checks as pure functions of what was read: each case a setup an operator meets."""
+
+from __future__ import annotations
+
+import pandas as pd
+import pytest
+
+from gpuaas.models import SourceStatus
+from gpuaas.operations.preflight import Outcome, SeriesCensus, kube_check, telemetry_check
+from gpuaas.settings import MetricNames
+from gpuaas.sources.kube import KubeState
+
+OK = SourceStatus("kube", ok=True, latency_s=0.1)
+
+
+def _state(version: str | None, queues: int = 1, not_installed: tuple[str, ...] = ()) -> KubeState:
+    queue = object()  # the check counts them only
+    return KubeState(kueue_version=version, cluster_queues=(queue,) * queues, local_queues=(),  # type: ignore[arg-type]
+                     workloads=(), cohorts=(), resource_flavors=(), owners=(), pods=(), not_installed=not_installed,
+                     requests=1)
+
+
+@pytest.mark.parametrize(("state", "outcome", "words"), [
+    (_state(None), Outcome.failed, "Kueue is not served"),
+    (_state("v1beta1"), Outcome.warning, "only v1beta1 is served, read as a fallback"),
+    (_state("v1beta2", queues=0), Outcome.warning, "no ClusterQueue"),
+    (_state("v1beta2", not_installed=("notebooks",)), Outcome.ok, "not installed: notebooks (not reclaimed)"),
+], ids=["no-kueue", "old-kueue", "no-queues", "optional-kind-missing"])
+def test_the_kueue_a_cluster_serves(state: KubeState, outcome: Outcome, words: str) -> None:
+    check = kube_check(state, OK)
+    assert check.outcome is outcome and words in check.detail
+
+
+def test_a_failed_api_is_its_degraded_line() -> None:
+    failed = SourceStatus("kube", ok=False, latency_s=0.1,
+                          error="Kubernetes API at https://k:6443: name does not resolve")
+    assert kube_check(None, failed).detail == failed.error
+
+
+def _workloads(*rows: tuple[str, float]) -> pd.DataFrame:
+    """(telemetry, GPUs observed) per workload; one that holds no GPU is ``n/a``."""
+    return pd.DataFrame([{"kind": "Workload", "namespace": "ns", "name": f"w{i}", "owner_kind": "RayCluster",
+                          "owner_name": f"ray{i}", "telemetry": t, "gpus_observed": seen}
+                         for i, (t, seen) in enumerate(rows)])
+
+
+M = MetricNames()
+
+
+def test_every_workload_seen_is_ok_and_none_holding_gpus_is_skipped() -> None:
+    assert telemetry_check(_workloads(("complete", 1), ("n/a", 0)), M, None).outcome is Outcome.ok
+    assert telemetry_check(_workloads(("n/a", 0)), M, None).outcome is Outcome.skipped
+
+
+def test_some_workloads_unseen_warn_naming_at_most_three() -> None:
+    check = telemetry_check(_workloads(("complete", 1), *[("unknown", 0)] * 4, ("unknown", 1)), M, None)
+    assert check.outcome is Outcome.warning
+    assert check.detail.startswith("5 of 6 GPU workloads have incomplete telemetry in the window (RayCluster ns/ray1, "
+                                   "RayCluster ns/ray2, RayCluster ns/ray3 and 2 more; 4 with no sample")
+
+
+@pytest.mark.parametrize(("found", "words"), [
+    (SeriesCensus({}, {}), "no series of DCGM_FI_PROF_GR_ENGINE_ACTIVE or DCGM_FI_DEV_GPU_UTIL in Prometheus"),
+    (SeriesCensus({"DCGM_FI_DEV_GPU_UTIL": 8}, {"pod": 0, "exported_pod": 0}),
+     "the 8 series of DCGM_FI_PROF_GR_ENGINE_ACTIVE or DCGM_FI_DEV_GPU_UTIL carry none of the pod labels pod, "
+     "exported_pod"),
+    (SeriesCensus({"DCGM_FI_DEV_GPU_UTIL": 8}, {"pod": 8, "exported_pod": 0}),
+     "none of the 2 GPU workloads' pods is named by the 8 series"),
+], ids=["no-metric", "no-pod-label", "pods-elsewhere"])
+def test_no_workload_seen_fails_with_what_to_set(found: SeriesCensus, words: str) -> None:
+    check = telemetry_check(_workloads(("unknown", 0), ("unknown", 0)), M, found)
+    assert check.outcome is Outcome.failed and words in check.detail

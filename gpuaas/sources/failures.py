@@ -85,6 +85,17 @@ def in_words(exc: BaseException) -> str:
     return re.sub(r"\?\S*", "", first)[:200] or type(exc).__name__  # no URL-encoded queries
 
 
+def _unset(settings: GpuaasSettings, name: str) -> str | None:
+    """Which variable says where the source is, when none does: there is nothing to reach."""
+    if name == "prometheus" and not settings.prometheus_url:
+        return "GPUAAS_PROMETHEUS_URL is not set"
+    if name == "opencost" and not (settings.opencost_url or settings.prometheus_url):
+        return "neither GPUAAS_OPENCOST_URL nor GPUAAS_PROMETHEUS_URL is set"
+    if name == "pushgateway" and not settings.pushgateway_url:
+        return "GPUAAS_PUSHGATEWAY_URL is not set"
+    return None
+
+
 def _kube_endpoint(settings: GpuaasSettings) -> str:
     if settings.in_cluster:
         return "the in-cluster service account"
@@ -122,6 +133,9 @@ def describe_failure(settings: GpuaasSettings, name: str, exc: BaseException) ->
     if isinstance(exc, ConfigError) and name == "kube":
         words = str(exc).split("cannot load Kubernetes credentials: ")[-1]
         return f"{SOURCE_NAMES['kube']} at {_kube_endpoint(settings)}: cannot load the credentials: {words}"[:500]
+    unset = _unset(settings, name)
+    if unset is not None:
+        return f"{SOURCE_NAMES.get(name, name)}: {unset}"
     words = in_words(exc)
     if words == _UNTRUSTED and name in HTTPS_SOURCES:  # the one setting that fixes it is ours, not the system's
         words += (f" (not by one in GPUAAS_CA_FILE {settings.ca_file})" if settings.ca_file

@@ -162,3 +162,19 @@ def test_one_failed_source_degrades_the_run_exit_3_and_json_says_why(
         "tls-protocol"])
 def test_errors_in_words(text: str, words: str) -> None:
     assert in_words(RuntimeError(text)) == words
+
+
+def test_a_source_with_no_url_names_the_variable_to_set() -> None:
+    from gpuaas.errors import ConfigError
+    from gpuaas.settings import GpuaasSettings
+    from gpuaas.sources.failures import describe_failure
+
+    settings = GpuaasSettings(prometheus_url=None, opencost_url=None, pushgateway_url=None)
+    why = ConfigError("not configured", field="prometheus_url")
+    assert describe_failure(settings, "prometheus", why) == "Prometheus: GPUAAS_PROMETHEUS_URL is not set"
+    assert describe_failure(settings, "opencost", why) == (
+        "OpenCost: neither GPUAAS_OPENCOST_URL nor GPUAAS_PROMETHEUS_URL is set")
+    assert describe_failure(settings, "pushgateway", why) == "Pushgateway: GPUAAS_PUSHGATEWAY_URL is not set"
+    with_prometheus = GpuaasSettings(prometheus_url="http://127.0.0.1:9", opencost_url=None)
+    assert describe_failure(with_prometheus, "opencost", RuntimeError("Connection refused")) == (
+        "OpenCost at http://127.0.0.1:9: connection refused (nothing listens on that port)")

@@ -52,15 +52,19 @@ def tenant_rules(
 
 
 def preflight(
+    all_writes: Annotated[bool, typer.Option("--all-writes", help=(
+        "Ask about the writes of every flow, not only of those the policy applies: before switching one to apply."))]
+    = False,
     format: Annotated[OutputFormat, typer.Option("--format", help="Output format.")] = OutputFormat.table,
 ) -> None:
     """Check that the settings reach every source and that the GPU telemetry matches the workloads; writes nothing."""
     from gpuaas.operations.preflight import Outcome
     from gpuaas.operations.preflight import preflight as run_checks
+    from gpuaas.permissions import WRITES
 
     settings = settings_or_exit()
     with progress("reading every source once"):
-        checks = run_checks(settings)
+        checks = run_checks(settings, writes_of=list(WRITES) if all_writes else None)
     counts = {outcome: sum(c.outcome is outcome for c in checks) for outcome in Outcome}
     failed = [c.name for c in checks if c.outcome is Outcome.failed]
     said = [f"{counts[o]} {o.value}{'s' if o is Outcome.warning and counts[o] > 1 else ''}"

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import re
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from enum import StrEnum
@@ -26,12 +26,14 @@ import pandas as pd
 
 from gpuaas.errors import StoreError
 from gpuaas.models import SourceStatus
+from gpuaas.permissions import READS, ROLES, WRITES, Access, allowed
+from gpuaas.policy import Mode
 from gpuaas.settings import GpuaasSettings, MetricNames
 from gpuaas.snapshot import SOURCES, assemble_snapshot, failed_source, read_source, snapshot_windows
 from gpuaas.sources.kube import KubeState
 
-__all__ = ["Check", "Outcome", "SeriesCensus", "census", "database_check", "kube_check", "preflight",
-           "pushgateway_check", "source_check", "telemetry_check"]
+__all__ = ["Check", "Outcome", "SeriesCensus", "applying", "census", "database_check", "kube_check",
+           "permissions_check", "preflight", "pushgateway_check", "source_check", "telemetry_check"]
 
 
 class Outcome(StrEnum):
@@ -85,7 +87,8 @@ def kube_check(state: KubeState | None, status: SourceStatus) -> Check:
         return Check(name, Outcome.warning, f"{found}{missing}; only {state.kueue_version} is served, read as a "
                                             "fallback: Kueue v0.15 or newer serves v1beta2")
     if not state.cluster_queues:
-        return Check(name, Outcome.warning, f"{found}{missing}: no ClusterQueue, so no quota to plan or backlog to read")
+        return Check(name, Outcome.warning,
+                     f"{found}{missing}: no ClusterQueue, so no quota to plan or backlog to read")
     return Check(name, Outcome.ok, f"{found}{missing}")
 
 
@@ -131,6 +134,32 @@ def _owner(row: Any) -> str:
     kind, name = (row.owner_kind, row.owner_name) if isinstance(row.owner_name, str) and row.owner_name else (
         row.kind, row.name)
     return f"{kind} {row.namespace}/{name}"
+
+
+def _few(accesses: Sequence[Access]) -> str:
+    shown = ", ".join(str(a) for a in accesses[:3])
+    return shown + (f" and {len(accesses) - 3} more" if len(accesses) > 3 else "")
+
+
+def permissions_check(answers: Mapping[Access, bool], writes_of: Sequence[str]) -> Check:
+    """The reads every flow makes, and the writes of ``writes_of`` (the flows that apply), each allowed or not;
+    a refusal names the shipped role that grants it."""
+    name = "permissions"
+    problems = []
+    refused = [a for a in READS if not answers[a]]
+    if refused:
+        problems.append(f"{len(refused)} of the {len(READS)} reads every flow makes are refused ({_few(refused)}): "
+                        f"bind {ROLES['reads']}")
+    for flow in writes_of:
+        refused = [a for a in WRITES[flow] if not answers[a]]
+        if refused:
+            problems.append(f"{flow} would write, but {_few(refused)} {'is' if len(refused) == 1 else 'are'} refused: "
+                            f"bind {ROLES[flow]}")
+    if problems:
+        return Check(name, Outcome.failed, "; ".join(problems) + " (deployments/kubernetes/rbac.yaml)")
+    writes = (f" and the writes of {', '.join(writes_of)}" if writes_of
+              else "; no flow applies, so no write was asked about (--all-writes asks)")
+    return Check(name, Outcome.ok, f"allowed: the {len(READS)} reads every flow makes{writes}")
 
 
 def census(settings: GpuaasSettings, now: datetime) -> SeriesCensus:
@@ -196,8 +225,19 @@ def database_check(settings: GpuaasSettings) -> Check:
                                        "upgrade gpuaas")
 
 
-def preflight(settings: GpuaasSettings, now: datetime | None = None) -> list[Check]:
-    """Every check, each source read once as a collect reads it (no retries, nothing stored)."""
+def applying(settings: GpuaasSettings) -> list[str]:
+    """The flows the policy switches to ``apply``: the ones whose writes a preflight asks about."""
+    policy = settings.policy
+    modes = {"reclaim": policy.reclaim.mode, "rebalance": policy.rebalance.mode, "deadlines": policy.deadlines.mode}
+    return [flow for flow, mode in modes.items() if mode is Mode.apply]
+
+
+def preflight(settings: GpuaasSettings, now: datetime | None = None,
+              writes_of: Sequence[str] | None = None) -> list[Check]:
+    """Every check, each source read once as a collect reads it (no retries, nothing stored).
+
+    ``writes_of``: the flows whose writes are asked about; by default the ones the policy applies.
+    """
     now = now or datetime.now(UTC)
     windows = snapshot_windows(settings)
     readings: dict[str, tuple[Any, SourceStatus]] = {}
@@ -208,6 +248,7 @@ def preflight(settings: GpuaasSettings, now: datetime | None = None) -> list[Che
         except Exception as exc:  # noqa: BLE001 - a failed source is a failed check, named, never a traceback
             readings[source] = None, failed_source(settings, source, exc, time.monotonic() - started)
     checks = [kube_check(readings["kube"][0], readings["kube"][1]),
+              _permissions(settings, readings["kube"][1], applying(settings) if writes_of is None else writes_of),
               source_check("Prometheus", readings["prometheus"][1]),
               _telemetry(settings, now, windows, readings),
               source_check("OpenCost", readings["opencost"][1])]
@@ -227,3 +268,16 @@ def _telemetry(settings: GpuaasSettings, now: datetime, windows: Sequence[float]
     except Exception as exc:  # noqa: BLE001 - the census only explains; its failure is said, not raised
         return Check("GPU telemetry", Outcome.failed, f"no GPU workload has a sample, and asking why failed: {exc}")
     return telemetry_check(workloads, settings.metrics, found)
+
+
+def _permissions(settings: GpuaasSettings, kube: SourceStatus, writes_of: Sequence[str]) -> Check:
+    if not kube.ok and "HTTP 403" not in (kube.error or ""):  # a refused read is what this check explains
+        return Check("permissions", Outcome.skipped, "needs the Kubernetes API, above")
+    from gpuaas.sources.failures import describe_failure
+
+    try:
+        answers = allowed(settings, [*READS, *(a for flow in writes_of for a in WRITES[flow])])
+    except Exception as exc:  # noqa: BLE001 - a server that will not say is a warning, not a refusal
+        why = describe_failure(settings, "kube", exc)
+        return Check("permissions", Outcome.warning, f"could not ask what is allowed (SelfSubjectAccessReview): {why}")
+    return permissions_check(answers, writes_of)

@@ -4,7 +4,8 @@ The reclaim scenario (``gpuaas.cluster.testbed``) holds 17 GPU workloads, two of
 sample (``dark``, whose telemetry is dropped, and ``wl``, a Workload with no pods): a warning names them. The misconfigurations a collect reports only as
 ``unknown`` workloads are each a failed check saying what to set: metrics renamed by the install,
 a pod label dcgm-exporter does not set. An unreachable source is its degraded line; the Pushgateway
-is probed with the trust the pushes use; the database is read, never created.
+is probed with the trust the pushes use; the database is read, never created. With the shipped
+roles enforced by the embedded API, the permissions check names the role a flow set to apply lacks.
 """
 
 from __future__ import annotations
@@ -18,17 +19,19 @@ from pathlib import Path
 
 import pytest
 
+from gpuaas.cluster.apiserver import RBACRules
 from gpuaas.cluster.runner import EmbeddedCluster
+from gpuaas.cluster.testbed import write_policy
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
 
-def _preflight(tmp_path: Path, cluster: EmbeddedCluster, **env: str) -> subprocess.CompletedProcess[str]:
+def _preflight(tmp_path: Path, cluster: EmbeddedCluster, *args: str, **env: str) -> subprocess.CompletedProcess[str]:
     base = {k: v for k, v in os.environ.items() if not k.startswith(("GPUAAS_", "PREFECT_API_URL"))}
     base |= cluster.settings_env() | {"GPUAAS_DATA_DIR": str(tmp_path / "data"), "GPUAAS_NVML": "off",
                                       "GPUAAS_RETRIES": "0", "GPUAAS_REQUEST_TIMEOUT_SECONDS": "10",
                                       "COLUMNS": "200"}
-    return subprocess.run([sys.executable, "-m", "gpuaas.cli.app", "config", "preflight", "--format", "json"],
+    return subprocess.run([sys.executable, "-m", "gpuaas.cli.app", "config", "preflight", "--format", "json", *args],
                           env=base | env, capture_output=True, text=True, timeout=240, check=False)
 
 
@@ -57,7 +60,9 @@ def test_a_working_setup_passes_and_names_the_workloads_without_telemetry(
     assert checks["Pushgateway"] == ("skipped", "GPUAAS_PUSHGATEWAY_URL not set: nothing is pushed")
     assert checks["database"][0] == "ok" and "no database there yet" in checks["database"][1]
     assert not (tmp_path / "data" / "gpuaas.db").exists()  # a check reads; it creates nothing
-    assert json.loads(run.stdout)["headline"] == "Preflight: 6 checks: 4 ok, 1 warning, 1 skipped."
+    assert checks["permissions"] == ("ok", "allowed: the 17 reads every flow makes; no flow applies, so no write "
+                                           "was asked about (--all-writes asks)")
+    assert json.loads(run.stdout)["headline"] == "Preflight: 7 checks: 5 ok, 1 warning, 1 skipped."
 
 
 @pytest.mark.parametrize(("env", "said"), [
@@ -72,7 +77,7 @@ def test_telemetry_no_workload_can_use_fails_saying_what_to_set(
     assert run.returncode == 1
     outcome, detail = _checks(run)["GPU telemetry"]
     assert outcome == "failed" and said in detail, detail
-    assert run.stderr.strip().splitlines()[-1] == "error: 1 of 6 checks failed: GPU telemetry"
+    assert run.stderr.strip().splitlines()[-1] == "error: 1 of 7 checks failed: GPU telemetry"
 
 
 def test_unreachable_sources_are_named_and_the_telemetry_check_waits_for_them(
@@ -85,7 +90,7 @@ def test_unreachable_sources_are_named_and_the_telemetry_check_waits_for_them(
     assert checks["Prometheus"] == ("failed", f"Prometheus at {nowhere}: {refused}")
     assert checks["Pushgateway"] == ("failed", f"Pushgateway at {nowhere}: {refused}")
     assert checks["GPU telemetry"][0] == "skipped"
-    assert run.stderr.strip().splitlines()[-1] == "error: 2 of 6 checks failed: Prometheus, Pushgateway"
+    assert run.stderr.strip().splitlines()[-1] == "error: 2 of 7 checks failed: Prometheus, Pushgateway"
 
 
 def test_a_reachable_pushgateway_and_a_database_behind_this_gpuaas(
@@ -101,3 +106,32 @@ def test_a_reachable_pushgateway_and_a_database_behind_this_gpuaas(
     assert checks["database"][0] == "warning"
     assert "schema 0003, behind 0004: the next flow run upgrades it, or gpuaas db upgrade" in checks["database"][1]
     assert run.returncode == 0, run.stderr
+
+
+MANIFEST = Path(__file__).resolve().parents[2] / "deployments" / "kubernetes" / "rbac.yaml"
+
+
+@pytest.mark.parametrize(("roles", "args", "said"), [
+    (["gpuaas-reader"], ("--policy-applies",),
+     "reclaim would write, but patch workloads.kueue.x-k8s.io, patch rayclusters.ray.io, patch "
+     "inferenceservices.serving.kserve.io and 3 more are refused: bind gpuaas-reclaimer"),
+    (["gpuaas-reader", "gpuaas-reclaimer"], ("--all-writes",),
+     "rebalance would write, but get clusterqueues.kueue.x-k8s.io, patch clusterqueues.kueue.x-k8s.io are "
+     "refused: bind gpuaas-rebalancer"),
+    ([], (), "17 of the 17 reads every flow makes are refused (list clusterqueues.kueue.x-k8s.io, list "
+             "localqueues.kueue.x-k8s.io, list workloads.kueue.x-k8s.io and 14 more): bind gpuaas-reader"),
+], ids=["reclaim-applies-without-its-role", "all-writes-without-the-rebalancer", "no-role"])
+def test_a_role_missing_for_what_the_flows_do_is_named(
+        tmp_path: Path, reclaim_fleet: EmbeddedCluster, roles: list[str], args: tuple[str, ...], said: str) -> None:
+    env = {}
+    if "--policy-applies" in args:
+        env["GPUAAS_POLICY_FILE"] = str(write_policy(tmp_path / "policy.yaml", mode="apply"))
+        args = ()
+    reclaim_fleet.api.rbac = RBACRules.from_manifest(MANIFEST, roles) if roles else RBACRules([])
+    try:
+        run = _preflight(tmp_path, reclaim_fleet, *args, **env)
+    finally:
+        reclaim_fleet.api.rbac = None
+    assert run.returncode == 1
+    outcome, detail = _checks(run)["permissions"]
+    assert outcome == "failed" and detail == f"{said} (deployments/kubernetes/rbac.yaml)"

@@ -1,7 +1,7 @@
 """Least privilege, proven by the real RBAC authorizer: the shipped ``deployments/kubernetes/rbac.yaml``
 is applied as is, a token is issued for its ServiceAccount (TokenRequest), and gpuaas runs with it.
 Every read of collect and the writes of reclaim and rebalance are allowed; a write outside the
-roles is refused with 403."""
+roles is refused with 403; the preflight's access reviews get the authorizer's own answers."""
 
 from __future__ import annotations
 
@@ -15,6 +15,8 @@ import yaml
 from gpuaas.actions import KubeWriter
 from gpuaas.cluster.real import KubeHTTP, KubeHTTPError, RealCluster
 from gpuaas.operations.collect import read_snapshot
+from gpuaas.operations.preflight import Outcome, permissions_check
+from gpuaas.permissions import READS, WRITES, allowed
 from gpuaas.settings import load_settings
 
 pytestmark = [pytest.mark.real]
@@ -37,18 +39,22 @@ def sa_token(api: KubeHTTP) -> str:
     return str(review["status"]["token"])
 
 
-@pytest.fixture()
-def sa_kubeconfig(real_cluster: RealCluster, sa_token: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    assert real_cluster.bins is not None
+def _kubeconfig(real_cluster: RealCluster, token: str, path: Path) -> Path:
     ca = base64.b64encode((real_cluster.pki_dir / "ca.crt").read_bytes()).decode()
     config: dict[str, Any] = {
         "apiVersion": "v1", "kind": "Config", "current-context": "sa",
         "clusters": [{"name": "real", "cluster": {"server": real_cluster.api_url, "certificate-authority-data": ca}}],
-        "users": [{"name": "gpuaas", "user": {"token": sa_token}}],
+        "users": [{"name": "gpuaas", "user": {"token": token}}],
         "contexts": [{"name": "sa", "context": {"cluster": "real", "user": "gpuaas"}}],
     }
-    path = tmp_path / "sa-kubeconfig"
     path.write_text(yaml.safe_dump(config))
+    return path
+
+
+@pytest.fixture()
+def sa_kubeconfig(real_cluster: RealCluster, sa_token: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    assert real_cluster.bins is not None
+    path = _kubeconfig(real_cluster, sa_token, tmp_path / "sa-kubeconfig")
     for key, value in {**real_cluster.settings_env(), "GPUAAS_NVML": "off", "GPUAAS_KUBECONFIG": str(path)}.items():
         monkeypatch.setenv(key, value)
     return path
@@ -84,3 +90,28 @@ def test_a_write_outside_the_roles_is_refused(real_cluster: RealCluster, sa_toke
         assert err.value.status == 403
     finally:
         sa.close()
+
+
+def test_the_preflight_asks_the_real_authorizer_what_each_role_allows(
+        real_cluster: RealCluster, api: KubeHTTP, sa_kubeconfig: Path, tmp_path: Path) -> None:
+    """SelfSubjectAccessReview, as the preflight makes it, answered by the real RBAC authorizer: the shipped
+    account (every role bound) may make every access; one bound to the reader alone, every read and no write."""
+    every = [*READS, *(a for accesses in WRITES.values() for a in accesses)]
+    answers = allowed(load_settings(), every)
+    assert [str(a) for a, ok in answers.items() if not ok] == []
+
+    api.create({"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": "reader-only", "namespace": "gpuaas"}})
+    api.create({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding",
+                "metadata": {"name": "gpuaas-reader-only"},
+                "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "gpuaas-reader"},
+                "subjects": [{"kind": "ServiceAccount", "name": "reader-only", "namespace": "gpuaas"}]})
+    token = api.request("POST", "/api/v1/namespaces/gpuaas/serviceaccounts/reader-only/token",
+                        {"apiVersion": "authentication.k8s.io/v1", "kind": "TokenRequest",
+                         "spec": {"expirationSeconds": 3600}})["status"]["token"]
+    reader = load_settings(kubeconfig=_kubeconfig(real_cluster, str(token), tmp_path / "reader-kubeconfig"))
+    answers = allowed(reader, every)
+    assert {a for a, ok in answers.items() if ok} == set(READS)
+    check = permissions_check(answers, ["reclaim", "rebalance"])
+    assert check.outcome is Outcome.failed
+    assert "reclaim would write, but patch workloads.kueue.x-k8s.io" in check.detail
+    assert "bind gpuaas-reclaimer" in check.detail and "bind gpuaas-rebalancer" in check.detail

@@ -209,6 +209,8 @@ class ApiServer:
             return 200, doc
         if group == _discovery.VISIBILITY_GROUP:
             return self._visibility(method, version, rest, query, prefix)
+        if (group, version, rest) == ("authorization.k8s.io", "v1", ["selfsubjectaccessreviews"]):
+            return self._access_review(method, body, prefix)
         target = _parse_target(group, version, rest, prefix)
         self.count(f"{method} {target.template}")
         if query.get("watch") in ("true", "1"):
@@ -216,6 +218,23 @@ class ApiServer:
         if query.get("dryRun"):
             raise ApiError.bad_request("dryRun is not supported by the embedded API server")
         return self._resource(method, target, query, headers, body)
+
+    def _access_review(self, method: str, body: bytes, prefix: str) -> tuple[int, Any]:
+        """``SelfSubjectAccessReview``: whether the caller may make an access, by the rules that answer 403."""
+        self.count(f"{method} {prefix}/selfsubjectaccessreviews")
+        if method != "POST":
+            raise ApiError(405, "MethodNotAllowed", "the server does not allow this method on selfsubjectaccessreviews")
+        try:
+            review = json.loads(body)
+            attributes = review["spec"]["resourceAttributes"]
+        except (ValueError, TypeError, KeyError) as exc:
+            raise ApiError.bad_request(f"not a SelfSubjectAccessReview with spec.resourceAttributes: {exc}") from None
+        resource = str(attributes.get("resource", ""))
+        if attributes.get("subresource"):
+            resource += f"/{attributes['subresource']}"
+        verb, group = str(attributes.get("verb", "")), str(attributes.get("group", ""))
+        allowed = self.rbac is None or self.rbac.allows(verb, group, resource)
+        return 201, {**review, "status": {"allowed": allowed}}
 
     def _authenticate(self, method: str, seg: list[str], headers: dict[str, str]) -> None:
         """The real server's 401 for a missing or wrong bearer token (compared in constant time)."""

@@ -1,0 +1,85 @@
+"""What gpuaas asks of the Kubernetes API, per flow, and whether the credentials in use may ask it.
+
+The shipped roles (``deployments/kubernetes/rbac.yaml``) grant exactly these accesses: the reader
+what every flow reads, the reclaimer what the reclaim flow (and the deadline holds) patch, the
+rebalancer what the rebalance flow patches. A test holds the two to each other. A flow switched
+to ``apply`` without its role bound fails at its first write with a 403; ``allowed`` asks the API
+server beforehand (``SelfSubjectAccessReview``, one request per access), so a preflight can say
+which role to bind before a scheduled run finds out.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from gpuaas.settings import GpuaasSettings
+
+__all__ = ["READS", "ROLES", "WRITES", "Access", "allowed"]
+
+
+@dataclass(frozen=True, order=True)
+class Access:
+    """One verb on one resource: ``patch rayclusters.ray.io``."""
+
+    verb: str
+    group: str
+    resource: str
+
+    def __str__(self) -> str:
+        return f"{self.verb} {self.resource}" + (f".{self.group}" if self.group else "")
+
+
+def _accesses(verbs: Sequence[str], group: str, resources: Sequence[str]) -> tuple[Access, ...]:
+    return tuple(Access(v, group, r) for r in resources for v in verbs)
+
+
+_KINDS = (("ray.io", "rayclusters"), ("serving.kserve.io", "inferenceservices"), ("kubeflow.org", "notebooks"),
+          ("apps", "deployments"), ("apps", "statefulsets"))
+
+READS: tuple[Access, ...] = (
+    *_accesses(["list"], "kueue.x-k8s.io", ["clusterqueues", "localqueues", "workloads", "cohorts",
+                                             "resourceflavors"]),
+    Access("get", "kueue.x-k8s.io", "workloads"),
+    *(a for group, resource in _KINDS for a in _accesses(["get", "list"], group, [resource])),
+    Access("list", "", "pods"),
+)
+"""What every flow reads (the collect), and ``get`` on the kinds re-read before a stop or an undo."""
+
+WRITES: dict[str, tuple[Access, ...]] = {
+    "reclaim": (Access("patch", "kueue.x-k8s.io", "workloads"),
+                *(Access("patch", group, resource) for group, resource in _KINDS)),
+    "rebalance": _accesses(["get", "patch"], "kueue.x-k8s.io", ["clusterqueues"]),
+    "deadlines": (Access("patch", "kueue.x-k8s.io", "workloads"),),
+}
+"""What each flow writes in ``apply`` mode (every patch carries the resourceVersion it read)."""
+
+ROLES: dict[str, str] = {"reads": "gpuaas-reader", "reclaim": "gpuaas-reclaimer", "rebalance": "gpuaas-rebalancer",
+                         "deadlines": "gpuaas-reclaimer"}
+"""The shipped role that grants each set."""
+
+
+def allowed(settings: GpuaasSettings, accesses: Sequence[Access]) -> dict[Access, bool]:
+    """Whether the API server lets the configured credentials make each access, cluster-wide.
+
+    Raises what the Kubernetes client raises (mapped like any source error by the caller) when the
+    review itself cannot be made.
+    """
+    from kubernetes import client
+
+    from gpuaas.sources._kube_client import make_api_client
+
+    api = make_api_client(settings)
+    try:
+        authz = client.AuthorizationV1Api(api)
+        answers: dict[Access, bool] = {}
+        for access in dict.fromkeys(accesses):
+            review: Any = authz.create_self_subject_access_review(client.V1SelfSubjectAccessReview(
+                spec=client.V1SelfSubjectAccessReviewSpec(resource_attributes=client.V1ResourceAttributes(
+                    verb=access.verb, group=access.group, resource=access.resource))),
+                _request_timeout=settings.request_timeout_seconds)
+            answers[access] = bool(review.status and review.status.allowed)
+        return answers
+    finally:
+        api.close()

@@ -33,7 +33,8 @@ from gpuaas.snapshot import SOURCES, assemble_snapshot, failed_source, read_sour
 from gpuaas.sources.kube import KubeState
 
 __all__ = ["Check", "Outcome", "SeriesCensus", "applying", "census", "database_check", "kube_check",
-           "permissions_check", "preflight", "pushgateway_check", "source_check", "telemetry_check"]
+           "permissions_check", "preflight", "prometheus_check", "pushgateway_check", "source_check",
+           "telemetry_check"]
 
 
 class Outcome(StrEnum):
@@ -70,6 +71,19 @@ def source_check(name: str, status: SourceStatus) -> Check:
     if status.ok:
         return Check(name, Outcome.ok, f"answered in {status.latency_s:.2f} s")
     return Check(name, Outcome.failed, status.error or "no answer")
+
+
+def prometheus_check(status: SourceStatus, max_staleness_s: float) -> Check:
+    """Prometheus answered with data fresh enough to act on (``collect.max_staleness_seconds``): the age is the
+    stalest of its newest DCGM, Kueue and vLLM samples, as the reclaim flow reads it."""
+    name = "Prometheus"
+    if not status.ok or status.staleness_s is None:
+        return source_check(name, status)
+    age = f"answered in {status.latency_s:.2f} s, its data {status.staleness_s:.0f} s old"
+    if status.staleness_s > max_staleness_s:
+        return Check(name, Outcome.failed, f"{age}, over the {max_staleness_s:.0f} s collect.max_staleness_seconds "
+                                           "allows: no action is taken on it (is the scrape failing?)")
+    return Check(name, Outcome.ok, age)
 
 
 def kube_check(state: KubeState | None, status: SourceStatus) -> Check:
@@ -249,7 +263,7 @@ def preflight(settings: GpuaasSettings, now: datetime | None = None,
             readings[source] = None, failed_source(settings, source, exc, time.monotonic() - started)
     checks = [kube_check(readings["kube"][0], readings["kube"][1]),
               _permissions(settings, readings["kube"][1], applying(settings) if writes_of is None else writes_of),
-              source_check("Prometheus", readings["prometheus"][1]),
+              prometheus_check(readings["prometheus"][1], settings.policy.collect.max_staleness_seconds),
               _telemetry(settings, now, windows, readings),
               source_check("OpenCost", readings["opencost"][1])]
     return [*checks, pushgateway_check(settings), database_check(settings)]

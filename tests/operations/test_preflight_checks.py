@@ -6,7 +6,7 @@ import pandas as pd
 import pytest
 
 from gpuaas.models import SourceStatus
-from gpuaas.operations.preflight import Outcome, SeriesCensus, kube_check, telemetry_check
+from gpuaas.operations.preflight import Outcome, SeriesCensus, kube_check, prometheus_check, telemetry_check
 from gpuaas.settings import MetricNames
 from gpuaas.sources.kube import KubeState
 
@@ -70,3 +70,12 @@ def test_some_workloads_unseen_warn_naming_at_most_three() -> None:
 def test_no_workload_seen_fails_with_what_to_set(found: SeriesCensus, words: str) -> None:
     check = telemetry_check(_workloads(("unknown", 0), ("unknown", 0)), M, found)
     assert check.outcome is Outcome.failed and words in check.detail
+
+
+def test_telemetry_older_than_the_policy_allows_fails_the_prometheus_check() -> None:
+    fresh = SourceStatus("prometheus", ok=True, latency_s=0.2, staleness_s=30.0)
+    assert prometheus_check(fresh, 600.0).outcome is Outcome.ok
+    stale = prometheus_check(SourceStatus("prometheus", ok=True, latency_s=0.2, staleness_s=900.0), 600.0)
+    assert stale.outcome is Outcome.failed
+    assert stale.detail.startswith("answered in 0.20 s, its data 900 s old, over the 600 s "
+                                   "collect.max_staleness_seconds allows")

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import os
 import re
+from collections.abc import Callable
 from functools import cached_property
 from pathlib import Path
 from typing import Annotated, Literal
@@ -44,6 +45,18 @@ HttpUrl = Annotated[str | None, AfterValidator(_http_url)]
 """A source's base URL: checked when the settings load, not at the first request."""
 
 
+def _open_or_say_why(value: Path, open_it: Callable[[], object], what: str) -> None:
+    """``open_it()``, or the ValueError naming the path and why it cannot be opened."""
+    try:
+        open_it()
+    except FileNotFoundError:
+        raise ValueError(f"{str(value)!r}: no such file") from None
+    except IsADirectoryError:
+        raise ValueError(f"{str(value)!r} is a directory, not {what}") from None
+    except PermissionError:
+        raise ValueError(f"{str(value)!r}: permission denied") from None
+
+
 def _ca_bundle(value: Path | None) -> Path | None:
     """A CA bundle is read when the settings load: a wrong path or a file of no certificate would
     otherwise show only as every HTTPS source failing its handshake, one flow run later."""
@@ -52,31 +65,16 @@ def _ca_bundle(value: Path | None) -> Path | None:
     import ssl
 
     try:
-        ssl.create_default_context(cafile=str(value))
-    except FileNotFoundError:
-        raise ValueError(f"{str(value)!r}: no such file") from None
-    except IsADirectoryError:
-        raise ValueError(f"{str(value)!r} is a directory, not a PEM file of CA certificates") from None
-    except PermissionError:
-        raise ValueError(f"{str(value)!r}: permission denied") from None
-    except (ssl.SSLError, ValueError, UnicodeDecodeError):
+        _open_or_say_why(value, lambda: ssl.create_default_context(cafile=str(value)), "a PEM file of CA certificates")
+    except (ssl.SSLError, UnicodeDecodeError):
         raise ValueError(f"{str(value)!r} holds no PEM CA certificate") from None
     return value
 
 
 def _readable_file(value: Path | None) -> Path | None:
     """A token file must be there when the settings load; it is read again at each use (it rotates)."""
-    if value is None:
-        return None
-    try:
-        with value.open("rb"):
-            pass
-    except FileNotFoundError:
-        raise ValueError(f"{str(value)!r}: no such file") from None
-    except IsADirectoryError:
-        raise ValueError(f"{str(value)!r} is a directory, not a file") from None
-    except PermissionError:
-        raise ValueError(f"{str(value)!r}: permission denied") from None
+    if value is not None:
+        _open_or_say_why(value, value.read_bytes, "a file")
     return value
 
 

@@ -50,8 +50,7 @@ class LossyProxy(LoopbackRelay):
 def _handler(proxy: LossyProxy) -> type[BaseHTTPRequestHandler]:
     class Handler(RelayHandler):
         def _relay(self) -> None:
-            length = int(self.headers.get("Content-Length") or 0)
-            body = self.rfile.read(length) if length else b""
+            body = self.request_body()
             verdict = proxy._verdict(self.command, self.path)
             if verdict == "refuse":
                 self.reset()
@@ -60,12 +59,7 @@ def _handler(proxy: LossyProxy) -> type[BaseHTTPRequestHandler]:
             if verdict == "drop":  # the server has applied the request; its answer never arrives
                 self.reset()
                 return
-            self.send_response(status)
-            for key, value in headers.items():
-                self.send_header(key, value)
-            self.send_header("Content-Length", str(len(data)))
-            self.end_headers()
-            self.wfile.write(data)
+            self.answer(status, data, headers)
 
         do_GET = do_POST = do_PUT = do_PATCH = do_DELETE = _relay
 

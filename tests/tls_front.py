@@ -54,19 +54,13 @@ class TlsFront(LoopbackRelay):
 def _handler(front: TlsFront) -> type[BaseHTTPRequestHandler]:
     class Handler(RelayHandler):
         def _relay(self) -> None:
-            length = int(self.headers.get("Content-Length") or 0)
-            body = self.rfile.read(length) if length else b""
+            body = self.request_body()
             if front._admit(self.command, self.path, self.headers.get("Authorization"),
                             self.headers.get("X-Scope-OrgID")):
                 status, headers, data = self.forward(front.upstream, body, 30, drop=frozenset({"authorization"}))
             else:
                 status, headers, data = 401, {"Content-Type": "text/plain"}, b"Unauthorized\n"
-            self.send_response(status)
-            for key, value in headers.items():
-                self.send_header(key, value)
-            self.send_header("Content-Length", str(len(data)))
-            self.end_headers()
-            self.wfile.write(data)
+            self.answer(status, data, headers)
 
         do_GET = do_POST = do_PUT = do_DELETE = _relay  # noqa: N815 - the stdlib's names
 

@@ -110,16 +110,10 @@ def _handler(proxy: FaultProxy) -> type[BaseHTTPRequestHandler]:
     class Handler(RelayHandler):
         def _answer(self, status: int, body: bytes, headers: dict[str, str] | None = None,
                     length: int | None = None) -> None:
-            self.send_response(status)
-            for key, value in (headers or {"Content-Type": "application/json"}).items():
-                self.send_header(key, value)
-            self.send_header("Content-Length", str(len(body) if length is None else length))
-            self.end_headers()
-            self.wfile.write(body)
+            self.answer(status, body, headers or {"Content-Type": "application/json"}, length)
 
         def _relay(self) -> None:
-            length = int(self.headers.get("Content-Length") or 0)
-            body = self.rfile.read(length) if length else b""
+            body = self.request_body()
             fault = proxy._take(self.command, self.path, body)
             kind = fault.kind if fault else "relay"
             if kind == "hold" and fault is not None:  # the caller kills the client meanwhile

@@ -61,6 +61,20 @@ class RelayHandler(BaseHTTPRequestHandler):
         out = {k: v for k, v in response.getheaders() if k.lower() not in HOP_BY_HOP | {"content-length"}}
         return response.status, out, data
 
+    def request_body(self) -> bytes:
+        """This request's body, read whole (``Content-Length``; none without one)."""
+        length = int(self.headers.get("Content-Length") or 0)
+        return self.rfile.read(length) if length else b""
+
+    def answer(self, status: int, body: bytes, headers: dict[str, str], length: int | None = None) -> None:
+        """Send ``status``, ``headers`` and ``body``; ``length`` announces another size (a truncated answer)."""
+        self.send_response(status)
+        for key, value in headers.items():
+            self.send_header(key, value)
+        self.send_header("Content-Length", str(len(body) if length is None else length))
+        self.end_headers()
+        self.wfile.write(body)
+
     def reset(self) -> None:
         """Close this connection with RST (``ResettingServer``): the client sees 'connection reset by peer'."""
         self.server.resets.add(self.connection.fileno())  # type: ignore[attr-defined]

@@ -122,7 +122,7 @@ def telemetry_check(workloads: pd.DataFrame, metrics: MetricNames, found: Series
     if unknown.empty:
         return Check(name, Outcome.ok, f"{total} of {total} GPU workloads have complete telemetry ({names})")
     if unseen < total or found is None:
-        shown = [f"{_owner(row)}" for row in unknown.head(3).itertuples()]
+        shown = [_owner(row) for row in unknown.head(3).itertuples()]
         more = f" and {len(unknown) - len(shown)} more" if len(unknown) > len(shown) else ""
         return Check(name, Outcome.warning, f"{len(unknown)} of {total} GPU workloads have incomplete telemetry in "
                                             f"the window ({', '.join(shown)}{more}; {unseen} with no sample of "

@@ -15,7 +15,7 @@ import re
 from typing import Any, cast
 from uuid import UUID
 
-__all__ = ["RUN_NAME_MAX", "finished", "run_name"]
+__all__ = ["RUN_NAME_MAX", "failed", "finished", "run_name"]
 
 RUN_NAME_MAX = 100
 """Characters of a run's name: one line of the runs list on a laptop screen."""
@@ -42,6 +42,18 @@ def finished(result: dict[str, Any], headline: str, name: str | None = None) -> 
     logger.info("%s", headline)
     _rename(run_name(name or headline), logger)
     return cast(dict[str, Any], Completed(message=headline, data={**result, "headline": headline}))
+
+
+def failed(result: dict[str, Any], headline: str) -> dict[str, Any]:
+    """As ``finished``, but the run ends Failed: what it found must reach the failure notification and the runs
+    list's red, not only its message. Named and logged the same way."""
+    from prefect import get_run_logger
+    from prefect.states import Failed
+
+    logger = get_run_logger()
+    logger.error("%s", headline)
+    _rename(run_name(headline), logger)
+    return cast(dict[str, Any], Failed(message=headline, data={**result, "headline": headline}))
 
 
 def _rename(name: str, logger: Any) -> None:

@@ -68,7 +68,7 @@ def allowed(settings: GpuaasSettings, accesses: Sequence[Access]) -> dict[Access
     """
     from kubernetes import client
 
-    from gpuaas.sources._kube_client import make_api_client
+    from gpuaas.sources import make_api_client
 
     api = make_api_client(settings)
     try:

@@ -77,7 +77,7 @@ def test_the_policies_are_split_by_concept() -> None:
     assert packages == ["analysis", "cost", "deadlines", "incident", "quotas", "reclaim"]
 
 
-USE_CASES = ("collect", "cost_report", "deadlines", "incident", "load_test", "rebalance", "reclaim")
+USE_CASES = ("collect", "cost_report", "deadlines", "incident", "load_test", "preflight", "rebalance", "reclaim")
 
 
 def test_every_use_case_has_an_operation_module_with_a_plan_called_by_its_tasks() -> None:

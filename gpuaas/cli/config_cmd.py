@@ -58,25 +58,21 @@ def preflight(
     format: Annotated[OutputFormat, typer.Option("--format", help="Output format.")] = OutputFormat.table,
 ) -> None:
     """Check that the settings reach every source and that the GPU telemetry matches the workloads; writes nothing."""
-    from gpuaas.operations.preflight import Outcome
+    from gpuaas.operations.preflight import Outcome, headline
     from gpuaas.operations.preflight import preflight as run_checks
     from gpuaas.permissions import WRITES
 
     settings = settings_or_exit()
     with progress("reading every source once"):
         checks = run_checks(settings, writes_of=list(WRITES) if all_writes else None)
-    counts = {outcome: sum(c.outcome is outcome for c in checks) for outcome in Outcome}
-    failed = [c.name for c in checks if c.outcome is Outcome.failed]
-    said = [f"{counts[o]} {o.value}{'s' if o is Outcome.warning and counts[o] > 1 else ''}"
-            + (f" ({', '.join(failed)})" if o is Outcome.failed else "")
-            for o in Outcome if counts[o]]
-    headline = f"Preflight: {len(checks)} checks: {', '.join(said)}."
+    lead = headline(checks)
     if format is OutputFormat.json:
-        print_json({"headline": headline, "checks": [{"check": c.name, "outcome": c.outcome.value, "detail": c.detail}
-                                                     for c in checks]})
+        print_json({"headline": lead, "checks": [{"check": c.name, "outcome": c.outcome.value, "detail": c.detail}
+                                                 for c in checks]})
     else:
-        console.print(headline, markup=False, highlight=False, soft_wrap=True)
+        console.print(lead, markup=False, highlight=False, soft_wrap=True)
         print_table("Preflight", ["check", "outcome", "detail"], [[c.name, c.outcome.value, c.detail] for c in checks],
                     notes=("detail",))
+    failed = [c.name for c in checks if c.outcome is Outcome.failed]
     if failed:
         raise fail(f"{len(failed)} of {len(checks)} checks failed: {', '.join(failed)}")

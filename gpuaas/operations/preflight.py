@@ -6,15 +6,15 @@ GPU workload ``unknown`` (never idle: nothing is ever reclaimed, and nothing say
 reads each source once, as a collect does, and says per check what holds and what to set where it
 does not. It writes nothing: no snapshot is stored, the database is opened read-only.
 
-The checks are pure functions of what was read (``kube_check``, ``telemetry_check``...), callable in
-a REPL; ``preflight`` does the reading. A GPU workload without telemetry leads to at most a few
-instant queries that find out why (``census``): whether the metrics exist, and which of the pod
-labels their series carry.
+``read`` does the reading (I/O): each source once, as a collect reads it; where no GPU workload has a
+sample, a few instant queries that find out why (whether the metrics exist, and which of the pod labels
+their series carry, ``gpu_series_census``); and the API server's answer to each access the flows need.
+``plan`` turns what was read into the checks, purely; each check is a function callable in a REPL
+(``kube_check``, ``telemetry_check``...).
 """
 
 from __future__ import annotations
 
-import re
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -31,10 +31,11 @@ from gpuaas.policy import Mode
 from gpuaas.settings import GpuaasSettings, MetricNames
 from gpuaas.snapshot import SOURCES, assemble_snapshot, failed_source, read_source, snapshot_windows
 from gpuaas.sources.kube import KubeState
+from gpuaas.sources.prometheus import gpu_series_census
 
-__all__ = ["Check", "Outcome", "SeriesCensus", "applying", "census", "database_check", "kube_check",
-           "permissions_check", "preflight", "prometheus_check", "pushgateway_check", "source_check",
-           "telemetry_check"]
+__all__ = ["Check", "Findings", "Outcome", "SeriesCensus", "applying", "database_check", "headline", "kube_check",
+           "permissions_check", "plan", "preflight", "prometheus_check", "pushgateway_check", "read",
+           "source_check", "telemetry_check"]
 
 
 class Outcome(StrEnum):
@@ -61,9 +62,6 @@ class SeriesCensus:
     """Metric name -> how many series of it there are now (absent: none)."""
     labelled: dict[str, int]
     """Pod label -> how many of those series carry it."""
-
-
-_LABEL = re.compile(r"[a-zA-Z_][a-zA-Z0-9_]*")
 
 
 def source_check(name: str, status: SourceStatus) -> Check:
@@ -112,7 +110,7 @@ def telemetry_check(workloads: pd.DataFrame, metrics: MetricNames, found: Series
     ``found`` is the census, taken only where no workload has a sample (the case a setting fixes).
     """
     name = "GPU telemetry"
-    holding = workloads[workloads["telemetry"] != "n/a"] if "telemetry" in workloads else workloads.iloc[0:0]
+    holding = _holding(workloads)
     if holding.empty:
         return Check(name, Outcome.skipped, "no workload holds GPUs now: nothing to match telemetry to")
     unknown = holding[holding["telemetry"] == "unknown"]
@@ -176,26 +174,6 @@ def permissions_check(answers: Mapping[Access, bool], writes_of: Sequence[str]) 
     return Check(name, Outcome.ok, f"allowed: the {len(READS)} reads every flow makes{writes}")
 
 
-def census(settings: GpuaasSettings, now: datetime) -> SeriesCensus:
-    """The activity metrics' series now, and how many carry each pod label: one query, plus one per label."""
-    from gpuaas.sources._prom_client import PromClient, sample_value
-    from gpuaas.sources._promql import any_of
-
-    m = settings.metrics
-    selector = "{" + any_of("__name__", [m.gpu_activity, m.gpu_util_fallback])
-    prom = PromClient(settings)
-    try:
-        series = {str(r["metric"].get("__name__", "")): int(sample_value(r))
-                  for r in prom.query(f"count by (__name__) ({selector}}})", now)}
-        labelled = {}
-        for label in (label for label in m.pod_labels if _LABEL.fullmatch(label)):
-            answer = prom.query(f'count({selector}, {label}!=""}})', now)
-            labelled[label] = int(sample_value(answer[0])) if answer else 0
-    finally:
-        prom.close()
-    return SeriesCensus(series, labelled)
-
-
 def pushgateway_check(settings: GpuaasSettings) -> Check:
     """The Pushgateway answers its readiness probe, with the same trust the pushes use."""
     import httpx
@@ -239,6 +217,16 @@ def database_check(settings: GpuaasSettings) -> Check:
                                        "upgrade gpuaas")
 
 
+def headline(checks: Sequence[Check]) -> str:
+    """``Preflight: 7 checks: 5 ok, 1 warning, 1 failed (GPU telemetry).``: what the command and the flow lead with."""
+    counts = {outcome: sum(c.outcome is outcome for c in checks) for outcome in Outcome}
+    failed = [c.name for c in checks if c.outcome is Outcome.failed]
+    said = [f"{counts[o]} {o.value}{'s' if o is Outcome.warning and counts[o] > 1 else ''}"
+            + (f" ({', '.join(failed)})" if o is Outcome.failed else "")
+            for o in Outcome if counts[o]]
+    return f"Preflight: {len(checks)} checks: {', '.join(said)}."
+
+
 def applying(settings: GpuaasSettings) -> list[str]:
     """The flows the policy switches to ``apply``: the ones whose writes a preflight asks about."""
     policy = settings.policy
@@ -246,9 +234,31 @@ def applying(settings: GpuaasSettings) -> list[str]:
     return [flow for flow, mode in modes.items() if mode is Mode.apply]
 
 
-def preflight(settings: GpuaasSettings, now: datetime | None = None,
-              writes_of: Sequence[str] | None = None) -> list[Check]:
-    """Every check, each source read once as a collect reads it (no retries, nothing stored).
+@dataclass(frozen=True)
+class Findings:
+    """What a preflight read, before any verdict: the input of ``plan``."""
+
+    kube: KubeState | None
+    sources: dict[str, SourceStatus]
+    """``kube``, ``prometheus`` and ``opencost``, as a collect's snapshot has them."""
+    workloads: pd.DataFrame | None
+    """The snapshot's workloads (their telemetry matched), where the Kubernetes API and Prometheus answered."""
+    census: SeriesCensus | None
+    """Taken only where no GPU workload has a sample."""
+    census_error: str | None
+    answers: dict[Access, bool] | None
+    """Whether each access asked about is allowed; None where it could not be asked."""
+    answers_error: str | None
+    writes_of: tuple[str, ...]
+    pushgateway: Check
+    database: Check
+    """The two probes whose answer is already their verdict."""
+    metrics: MetricNames
+    max_staleness_s: float
+
+
+def read(settings: GpuaasSettings, now: datetime | None = None, writes_of: Sequence[str] | None = None) -> Findings:
+    """Each source once as a collect reads it (no retries, nothing stored), and what the checks then ask.
 
     ``writes_of``: the flows whose writes are asked about; by default the ones the policy applies.
     """
@@ -261,37 +271,72 @@ def preflight(settings: GpuaasSettings, now: datetime | None = None,
             readings[source] = read_source(source, settings, now, windows)
         except Exception as exc:  # noqa: BLE001 - a failed source is a failed check, named, never a traceback
             readings[source] = None, failed_source(settings, source, exc, time.monotonic() - started)
-    checks = [kube_check(readings["kube"][0], readings["kube"][1]),
-              _permissions(settings, readings["kube"][1], applying(settings) if writes_of is None else writes_of),
-              prometheus_check(readings["prometheus"][1], settings.policy.collect.max_staleness_seconds),
-              _telemetry(settings, now, windows, readings),
-              source_check("OpenCost", readings["opencost"][1])]
-    return [*checks, pushgateway_check(settings), database_check(settings)]
+    sources = {name: status for name, (_, status) in readings.items()}
+    workloads, found, census_error = None, None, None
+    if sources["kube"].ok and sources["prometheus"].ok:
+        workloads = assemble_snapshot(settings.model_copy(update={"nvml": "off"}), now, windows, readings).workloads
+        holding = _holding(workloads)
+        if not holding.empty and bool((holding["gpus_observed"].fillna(0) == 0).all()):
+            try:
+                found = SeriesCensus(*gpu_series_census(settings, now))
+            except Exception as exc:  # noqa: BLE001 - the census only explains; its failure is said, not raised
+                census_error = str(exc)
+    flows = tuple(applying(settings) if writes_of is None else writes_of)
+    answers, answers_error = _ask(settings, sources["kube"], flows)
+    return Findings(readings["kube"][0], sources, workloads, found, census_error, answers, answers_error, flows,
+                    pushgateway_check(settings), database_check(settings), settings.metrics,
+                    settings.policy.collect.max_staleness_seconds)
 
 
-def _telemetry(settings: GpuaasSettings, now: datetime, windows: Sequence[float],
-               readings: dict[str, tuple[Any, SourceStatus]]) -> Check:
-    if not (readings["kube"][1].ok and readings["prometheus"][1].ok):
-        return Check("GPU telemetry", Outcome.skipped, "needs the Kubernetes API and Prometheus, above")
-    snapshot = assemble_snapshot(settings.model_copy(update={"nvml": "off"}), now, windows, readings)
-    workloads = snapshot.workloads
-    holding = workloads[workloads["telemetry"] != "n/a"] if "telemetry" in workloads else workloads.iloc[0:0]
-    nothing_seen = not holding.empty and bool((holding["gpus_observed"].fillna(0) == 0).all())
-    try:
-        found = census(settings, now) if nothing_seen else None
-    except Exception as exc:  # noqa: BLE001 - the census only explains; its failure is said, not raised
-        return Check("GPU telemetry", Outcome.failed, f"no GPU workload has a sample, and asking why failed: {exc}")
-    return telemetry_check(workloads, settings.metrics, found)
+def plan(found: Findings) -> list[Check]:
+    """Every check's verdict on what was read, in the order a person fixes them: pure."""
+    return [
+        kube_check(found.kube, found.sources["kube"]),
+        _permissions(found),
+        prometheus_check(found.sources["prometheus"], found.max_staleness_s),
+        _telemetry(found),
+        source_check("OpenCost", found.sources["opencost"]),
+        found.pushgateway,
+        found.database,
+    ]
 
 
-def _permissions(settings: GpuaasSettings, kube: SourceStatus, writes_of: Sequence[str]) -> Check:
-    if not kube.ok and "HTTP 403" not in (kube.error or ""):  # a refused read is what this check explains
-        return Check("permissions", Outcome.skipped, "needs the Kubernetes API, above")
+def preflight(settings: GpuaasSettings, now: datetime | None = None,
+              writes_of: Sequence[str] | None = None) -> list[Check]:
+    """``plan(read(...))``: every check."""
+    return plan(read(settings, now, writes_of))
+
+
+def _holding(workloads: pd.DataFrame) -> pd.DataFrame:
+    """The workloads that hold GPUs now: the ones telemetry is matched to."""
+    return workloads[workloads["telemetry"] != "n/a"] if "telemetry" in workloads else workloads.iloc[0:0]
+
+
+def _ask(settings: GpuaasSettings, kube: SourceStatus,
+         flows: Sequence[str]) -> tuple[dict[Access, bool] | None, str | None]:
+    if not kube.ok and "HTTP 403" not in (kube.error or ""):  # a refused read is what the answers explain
+        return None, None
     from gpuaas.sources.failures import describe_failure
 
     try:
-        answers = allowed(settings, [*READS, *(a for flow in writes_of for a in WRITES[flow])])
+        return allowed(settings, [*READS, *(a for flow in flows for a in WRITES[flow])]), None
     except Exception as exc:  # noqa: BLE001 - a server that will not say is a warning, not a refusal
-        why = describe_failure(settings, "kube", exc)
-        return Check("permissions", Outcome.warning, f"could not ask what is allowed (SelfSubjectAccessReview): {why}")
-    return permissions_check(answers, writes_of)
+        return None, describe_failure(settings, "kube", exc)
+
+
+def _telemetry(found: Findings) -> Check:
+    if found.workloads is None:
+        return Check("GPU telemetry", Outcome.skipped, "needs the Kubernetes API and Prometheus, above")
+    if found.census_error is not None:
+        return Check("GPU telemetry", Outcome.failed,
+                     f"no GPU workload has a sample, and asking why failed: {found.census_error}")
+    return telemetry_check(found.workloads, found.metrics, found.census)
+
+
+def _permissions(found: Findings) -> Check:
+    if found.answers_error is not None:
+        return Check("permissions", Outcome.warning,
+                     f"could not ask what is allowed (SelfSubjectAccessReview): {found.answers_error}")
+    if found.answers is None:
+        return Check("permissions", Outcome.skipped, "needs the Kubernetes API, above")
+    return permissions_check(found.answers, found.writes_of)

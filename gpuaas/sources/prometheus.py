@@ -15,6 +15,7 @@ never read as idle (the rule that uses both: ``gpuaas.policies.reclaim.coverage`
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -31,6 +32,7 @@ __all__ = [
     "GPU_COLUMNS",
     "PrometheusReading",
     "fraction_under",
+    "gpu_series_census",
     "pod_activity",
     "queries_per_cycle",
     "read_prometheus",
@@ -184,6 +186,31 @@ def read_prometheus(
         staleness=staleness,
         queries=prom.queries,
     )
+
+
+def gpu_series_census(settings: GpuaasSettings, now: datetime) -> tuple[dict[str, int], dict[str, int]]:
+    """The GPU activity metrics' series at ``now`` (metric -> count) and how many carry each configured pod label.
+
+    What a preflight asks when no GPU workload has a sample: whether the metrics exist at all, and
+    whether their series name pods with a label gpuaas reads. One query, plus one per pod label.
+    """
+    m = settings.metrics
+    selector = "{" + q.any_of("__name__", [m.gpu_activity, m.gpu_util_fallback])
+    prom = PromClient(settings)
+    try:
+        series = {str(r["metric"].get("__name__", "")): int(sample_value(r))
+                  for r in prom.query(f"count by (__name__) ({selector}}})", now)}
+        labelled = {}
+        for label in (label for label in m.pod_labels if _LABEL_NAME.fullmatch(label)):
+            answer = prom.query(f'count({selector}, {label}!=""}})', now)
+            labelled[label] = int(sample_value(answer[0])) if answer else 0
+    finally:
+        prom.close()
+    return series, labelled
+
+
+_LABEL_NAME = re.compile(r"[a-zA-Z_][a-zA-Z0-9_]*")
+"""A Prometheus label name: a configured one that is not cannot be asked about (and names no series)."""
 
 
 def pod_activity(gpus: pd.DataFrame) -> pd.DataFrame:

@@ -6,7 +6,7 @@ from collections.abc import Sequence
 
 from gpuaas.operations import preflight as operation
 from gpuaas.settings import GpuaasSettings
-from tasks._artifacts import table_artifact
+from tasks._artifacts import markdown_artifact
 from tasks._options import gpuaas_task
 
 
@@ -17,6 +17,7 @@ def run_checks(settings: GpuaasSettings, writes_of: list[str] | None) -> list[op
 
 
 def publish_checks(checks: Sequence[operation.Check]) -> None:
-    table_artifact(key="gpuaas-preflight", table=[{"check": c.name, "outcome": c.outcome.value, "detail": c.detail}
-                                                  for c in checks],
-                   description=operation.headline(checks))
+    """The checks on the run's page, as a list: a table would cut the long details off at the screen's edge."""
+    lines = [operation.headline(checks), ""]
+    lines += [f"- **{c.name}** ({c.outcome.value}): {c.detail}" for c in checks]
+    markdown_artifact(key="gpuaas-preflight", markdown="\n".join(lines), description=operation.headline(checks))

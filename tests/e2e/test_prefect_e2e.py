@@ -38,11 +38,11 @@ pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 
 ROOT = Path(__file__).resolve().parents[2]
 BIN = Path(sys.executable).parent
-SCHEDULED_CYCLE = ["collect", "reclaim", "rebalance", "cost_report"]
+SCHEDULED_CYCLE = ["collect", "reclaim", "preflight", "rebalance", "cost_report"]
 """The scheduled part of the cycle, in the order the schedules run it (deadlines is left out: under 3 min)."""
 NOT_IN_THE_CYCLE = {"load_test"}
 ARTIFACT_KEYS = {"reclaim": "gpuaas-reclaim-decisions", "rebalance": "gpuaas-rebalance-plan",
-                 "incident_review": "incident-review"}
+                 "incident_review": "incident-review", "preflight": "gpuaas-preflight"}
 """The artifact each of these runs must publish (the one a person opens)."""
 SCREEN = (1600, 1000)
 
@@ -175,7 +175,7 @@ def cluster(tmp_path: Path) -> Iterator[EmbeddedCluster]:
 def test_the_cycle_is_derived_from_prefect_yaml(tmp_path: Path) -> None:
     """The incident review joins the cycle as soon as its deployment is in ``prefect.yaml`` (an unscheduled one)."""
     doc = yaml.safe_load((ROOT / "prefect.yaml").read_text())
-    assert cycle(ROOT / "prefect.yaml")[:4] == SCHEDULED_CYCLE
+    assert cycle(ROOT / "prefect.yaml")[:len(SCHEDULED_CYCLE)] == SCHEDULED_CYCLE
     doc["deployments"] = [d for d in doc["deployments"] if d["name"] != "incident_review"]  # there or not yet
     doc["deployments"].append({"name": "incident_review", "entrypoint": "flows/incident.py:incident_review"})
     (tmp_path / "prefect.yaml").write_text(yaml.safe_dump(doc))
@@ -268,6 +268,10 @@ def test_the_cycle_runs_through_a_worker_and_completes(prefect_env: dict[str, st
     queues = sorted({str(row["queue"]) for row in (plan if isinstance(plan, list) else [])})
     _page(browser, f"{ui}/artifacts/artifact/{published['rebalance'].id}", queues or ["No quota"],
           tmp_path / "e2e-rebalance-plan.png")
+    # The preflight's checks: each check's row, with its outcome, on the artifact's page.
+    _page(browser, f"{ui}/artifacts/artifact/{published['preflight'].id}",
+          ["Kubernetes API and Kueue", "permissions", "GPU telemetry", "database", "StatefulSet team-b/dark"],
+          tmp_path / "e2e-preflight.png")
     if "incident_review" in published:
         opening = str(published["incident_review"].data).strip().splitlines()[0]
         plain = " ".join(re.sub(r"[*_`#>\[\]]", " ", opening).split()[:4])  # as rendered: markdown marks gone

@@ -7,7 +7,6 @@ headline, its name the gist, each failed check in its log, and the checks as a t
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 import pytest
@@ -42,11 +41,14 @@ def test_a_working_setup_completes_with_the_checks_on_the_run_page(
     assert state.is_completed(), state.message
     assert state.message == "Preflight: 7 checks: 5 ok, 1 warning, 1 skipped."
     artifacts, run, _ = _run_page(state.state_details.flow_run_id)
-    table = artifacts["gpuaas-preflight"]
-    assert table.description == state.message
-    assert [row["check"] for row in json.loads(table.data)] == [
+    page = artifacts["gpuaas-preflight"]
+    assert page.description == state.message
+    lines = str(page.data).splitlines()
+    assert lines[0] == state.message
+    assert [line.split("**")[1] for line in lines[2:]] == [
         "Kubernetes API and Kueue", "permissions", "Prometheus", "GPU telemetry", "OpenCost", "Pushgateway",
         "database"]
+    assert lines[5].startswith("- **GPU telemetry** (warning): 2 of 17 GPU workloads have incomplete telemetry")
     assert run.name == "Preflight: 7 checks: 5 ok, 1 warning, 1 skipped"
 
 

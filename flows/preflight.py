@@ -15,7 +15,7 @@ from typing import Any
 from prefect import flow
 
 from flows._outcome import failed, finished
-from gpuaas.operations.preflight import Outcome, headline
+from gpuaas.operations.preflight import Verdict, headline
 from gpuaas.permissions import WRITES
 from gpuaas.settings import load_settings
 from tasks.notify import NOTIFY_HOOKS
@@ -33,12 +33,12 @@ def preflight(all_writes: bool = False) -> dict[str, Any]:
     checks = run_checks(settings, list(WRITES) if all_writes else None)
     publish_checks(checks)
     lead = headline(checks)
-    doc = {"checks": [{"check": c.name, "outcome": c.outcome.value, "detail": c.detail} for c in checks]}
-    if any(c.outcome is Outcome.failed for c in checks):
+    doc = {"checks": [{"check": c.name, "verdict": c.verdict.value, "detail": c.detail} for c in checks]}
+    if any(c.verdict is Verdict.failed for c in checks):
         from prefect import get_run_logger
 
         for check in checks:
-            if check.outcome is Outcome.failed:
+            if check.verdict is Verdict.failed:
                 get_run_logger().error("%s: %s", check.name, check.detail)
         return failed(doc, lead)
     return finished(doc, lead)

@@ -19,5 +19,5 @@ def run_checks(settings: GpuaasSettings, writes_of: list[str] | None) -> list[op
 def publish_checks(checks: Sequence[operation.Check]) -> None:
     """The checks on the run's page, as a list: a table would cut the long details off at the screen's edge."""
     lines = [operation.headline(checks), ""]
-    lines += [f"- **{c.name}** ({c.outcome.value}): {c.detail}" for c in checks]
+    lines += [f"- **{c.name}** ({c.verdict.value}): {c.detail}" for c in checks]
     markdown_artifact(key="gpuaas-preflight", markdown="\n".join(lines), description=operation.headline(checks))

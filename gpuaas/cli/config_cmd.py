@@ -58,7 +58,7 @@ def preflight(
     format: Annotated[OutputFormat, typer.Option("--format", help="Output format.")] = OutputFormat.table,
 ) -> None:
     """Check that the settings reach every source and that the GPU telemetry matches the workloads; writes nothing."""
-    from gpuaas.operations.preflight import Outcome, headline
+    from gpuaas.operations.preflight import Verdict, headline
     from gpuaas.operations.preflight import preflight as run_checks
     from gpuaas.permissions import WRITES
 
@@ -67,12 +67,12 @@ def preflight(
         checks = run_checks(settings, writes_of=list(WRITES) if all_writes else None)
     lead = headline(checks)
     if format is OutputFormat.json:
-        print_json({"headline": lead, "checks": [{"check": c.name, "outcome": c.outcome.value, "detail": c.detail}
+        print_json({"headline": lead, "checks": [{"check": c.name, "verdict": c.verdict.value, "detail": c.detail}
                                                  for c in checks]})
     else:
         console.print(lead, markup=False, highlight=False, soft_wrap=True)
-        print_table("Preflight", ["check", "outcome", "detail"], [[c.name, c.outcome.value, c.detail] for c in checks],
+        print_table("Preflight", ["check", "verdict", "detail"], [[c.name, c.verdict.value, c.detail] for c in checks],
                     notes=("detail",))
-    failed = [c.name for c in checks if c.outcome is Outcome.failed]
+    failed = [c.name for c in checks if c.verdict is Verdict.failed]
     if failed:
         raise fail(f"{len(failed)} of {len(checks)} checks failed: {', '.join(failed)}")

@@ -33,12 +33,14 @@ from gpuaas.snapshot import SOURCES, assemble_snapshot, failed_source, read_sour
 from gpuaas.sources.kube import KubeState
 from gpuaas.sources.prometheus import gpu_series_census
 
-__all__ = ["Check", "Findings", "Outcome", "SeriesCensus", "applying", "database_check", "headline", "kube_check",
+__all__ = ["Check", "Findings", "SeriesCensus", "Verdict", "applying", "database_check", "headline", "kube_check",
            "permissions_check", "plan", "preflight", "prometheus_check", "pushgateway_check", "read",
            "source_check", "telemetry_check"]
 
 
-class Outcome(StrEnum):
+class Verdict(StrEnum):
+    """How a check went: its own words, not a decision's ``Outcome``."""
+
     ok = "ok"
     warning = "warning"
     failed = "failed"
@@ -50,7 +52,7 @@ class Check:
     """One thing the preflight looked at: what, how it went, and in words what was found or what to set."""
 
     name: str
-    outcome: Outcome
+    verdict: Verdict
     detail: str
 
 
@@ -67,8 +69,8 @@ class SeriesCensus:
 def source_check(name: str, status: SourceStatus) -> Check:
     """A source answered, or its failure in the words a degraded collect leads with."""
     if status.ok:
-        return Check(name, Outcome.ok, f"answered in {status.latency_s:.2f} s")
-    return Check(name, Outcome.failed, status.error or "no answer")
+        return Check(name, Verdict.ok, f"answered in {status.latency_s:.2f} s")
+    return Check(name, Verdict.failed, status.error or "no answer")
 
 
 def prometheus_check(status: SourceStatus, max_staleness_s: float) -> Check:
@@ -79,9 +81,9 @@ def prometheus_check(status: SourceStatus, max_staleness_s: float) -> Check:
         return source_check(name, status)
     age = f"answered in {status.latency_s:.2f} s, its data {status.staleness_s:.0f} s old"
     if status.staleness_s > max_staleness_s:
-        return Check(name, Outcome.failed, f"{age}, over the {max_staleness_s:.0f} s collect.max_staleness_seconds "
+        return Check(name, Verdict.failed, f"{age}, over the {max_staleness_s:.0f} s collect.max_staleness_seconds "
                                            "allows: no action is taken on it (is the scrape failing?)")
-    return Check(name, Outcome.ok, age)
+    return Check(name, Verdict.ok, age)
 
 
 def kube_check(state: KubeState | None, status: SourceStatus) -> Check:
@@ -90,18 +92,18 @@ def kube_check(state: KubeState | None, status: SourceStatus) -> Check:
     if state is None:
         return source_check(name, status)
     if state.kueue_version is None:
-        return Check(name, Outcome.failed, "the API answers, but Kueue is not served (no kueue.x-k8s.io/v1beta2 or "
+        return Check(name, Verdict.failed, "the API answers, but Kueue is not served (no kueue.x-k8s.io/v1beta2 or "
                                            "v1beta1): install Kueue v0.15 or newer")
     found = (f"kueue.x-k8s.io/{state.kueue_version}: {len(state.cluster_queues)} ClusterQueues, "
              f"{len(state.local_queues)} LocalQueues, {len(state.workloads)} Workloads")
     missing = f"; not installed: {', '.join(state.not_installed)} (not reclaimed)" if state.not_installed else ""
     if state.kueue_version != "v1beta2":
-        return Check(name, Outcome.warning, f"{found}{missing}; only {state.kueue_version} is served, read as a "
+        return Check(name, Verdict.warning, f"{found}{missing}; only {state.kueue_version} is served, read as a "
                                             "fallback: Kueue v0.15 or newer serves v1beta2")
     if not state.cluster_queues:
-        return Check(name, Outcome.warning,
+        return Check(name, Verdict.warning,
                      f"{found}{missing}: no ClusterQueue, so no quota to plan or backlog to read")
-    return Check(name, Outcome.ok, f"{found}{missing}")
+    return Check(name, Verdict.ok, f"{found}{missing}")
 
 
 def telemetry_check(workloads: pd.DataFrame, metrics: MetricNames, found: SeriesCensus | None) -> Check:
@@ -112,30 +114,30 @@ def telemetry_check(workloads: pd.DataFrame, metrics: MetricNames, found: Series
     name = "GPU telemetry"
     holding = _holding(workloads)
     if holding.empty:
-        return Check(name, Outcome.skipped, "no workload holds GPUs now: nothing to match telemetry to")
+        return Check(name, Verdict.skipped, "no workload holds GPUs now: nothing to match telemetry to")
     unknown = holding[holding["telemetry"] == "unknown"]
     unseen = int((holding["gpus_observed"].fillna(0) == 0).sum())
     total = len(holding)
     names = f"{metrics.gpu_activity} or {metrics.gpu_util_fallback}"
     if unknown.empty:
-        return Check(name, Outcome.ok, f"{total} of {total} GPU workloads have complete telemetry ({names})")
+        return Check(name, Verdict.ok, f"{total} of {total} GPU workloads have complete telemetry ({names})")
     if unseen < total or found is None:
         shown = [_owner(row) for row in unknown.head(3).itertuples()]
         more = f" and {len(unknown) - len(shown)} more" if len(unknown) > len(shown) else ""
-        return Check(name, Outcome.warning, f"{len(unknown)} of {total} GPU workloads have incomplete telemetry in "
+        return Check(name, Verdict.warning, f"{len(unknown)} of {total} GPU workloads have incomplete telemetry in "
                                             f"the window ({', '.join(shown)}{more}; {unseen} with no sample of "
                                             f"{names} at all): they stay unknown, never counted as idle")
     if not found.series:
-        return Check(name, Outcome.failed, f"no series of {names} in Prometheus: is dcgm-exporter scraped? A renamed "
+        return Check(name, Verdict.failed, f"no series of {names} in Prometheus: is dcgm-exporter scraped? A renamed "
                                            "metric is set with GPUAAS_METRICS__GPU_ACTIVITY and "
                                            "GPUAAS_METRICS__GPU_UTIL_FALLBACK")
     series = sum(found.series.values())
     labels = ", ".join(metrics.pod_labels)
     if not any(found.labelled.values()):
-        return Check(name, Outcome.failed, f"the {series} series of {names} carry none of the pod labels {labels}: "
+        return Check(name, Verdict.failed, f"the {series} series of {names} carry none of the pod labels {labels}: "
                                            "set GPUAAS_METRICS__POD_LABELS to the label that names the pod "
                                            "(dcgm-exporter maps GPUs to pods with its Kubernetes option)")
-    return Check(name, Outcome.failed, f"none of the {total} GPU workloads' pods is named by the {series} series of "
+    return Check(name, Verdict.failed, f"none of the {total} GPU workloads' pods is named by the {series} series of "
                                        f"{names} (labels {labels}, namespace labels "
                                        f"{', '.join(metrics.namespace_labels)}): check GPUAAS_METRICS__POD_LABELS "
                                        "and GPUAAS_METRICS__NAMESPACE_LABELS")
@@ -168,10 +170,10 @@ def permissions_check(answers: Mapping[Access, bool], writes_of: Sequence[str]) 
             problems.append(f"{flow} would write, but {_few(refused)} {'is' if len(refused) == 1 else 'are'} refused: "
                             f"bind {ROLES[flow]}")
     if problems:
-        return Check(name, Outcome.failed, "; ".join(problems) + " (deployments/kubernetes/rbac.yaml)")
+        return Check(name, Verdict.failed, "; ".join(problems) + " (deployments/kubernetes/rbac.yaml)")
     writes = (f" and the writes of {', '.join(writes_of)}" if writes_of
               else "; no flow applies, so no write was asked about (--all-writes asks)")
-    return Check(name, Outcome.ok, f"allowed: the {len(READS)} reads every flow makes{writes}")
+    return Check(name, Verdict.ok, f"allowed: the {len(READS)} reads every flow makes{writes}")
 
 
 def pushgateway_check(settings: GpuaasSettings) -> Check:
@@ -182,14 +184,14 @@ def pushgateway_check(settings: GpuaasSettings) -> Check:
     from gpuaas.sources.failures import describe_failure
 
     if not settings.pushgateway_url:
-        return Check("Pushgateway", Outcome.skipped, "GPUAAS_PUSHGATEWAY_URL not set: nothing is pushed")
+        return Check("Pushgateway", Verdict.skipped, "GPUAAS_PUSHGATEWAY_URL not set: nothing is pushed")
     url = settings.pushgateway_url.rstrip("/") + "/-/ready"
     try:
         answer = httpx.get(url, timeout=settings.request_timeout_seconds, verify=ssl_context(settings) or True)
         answer.raise_for_status()
     except (httpx.HTTPError, OSError) as exc:
-        return Check("Pushgateway", Outcome.failed, describe_failure(settings, "pushgateway", exc))
-    return Check("Pushgateway", Outcome.ok, "ready")
+        return Check("Pushgateway", Verdict.failed, describe_failure(settings, "pushgateway", exc))
+    return Check("Pushgateway", Verdict.ok, "ready")
 
 
 def database_check(settings: GpuaasSettings) -> Check:
@@ -199,7 +201,7 @@ def database_check(settings: GpuaasSettings) -> Check:
     name, where = "database", redact_url(settings.database_url_value)
     file = sqlite_file(settings.database_url_value)
     if file is not None and not file.is_file():
-        return Check(name, Outcome.ok, f"{where}: no database there yet; the first flow run creates it")
+        return Check(name, Verdict.ok, f"{where}: no database there yet; the first flow run creates it")
     try:
         store = Store(settings.database_url_value, migrate=False, read_only=True)
         try:
@@ -207,23 +209,23 @@ def database_check(settings: GpuaasSettings) -> Check:
         finally:
             store.close()
     except StoreError as exc:
-        return Check(name, Outcome.failed, str(exc))
+        return Check(name, Verdict.failed, str(exc))
     if current == head:
-        return Check(name, Outcome.ok, f"{where}: schema {current}, up to date")
+        return Check(name, Verdict.ok, f"{where}: schema {current}, up to date")
     if current is None or (head is not None and current < head):
-        return Check(name, Outcome.warning, f"{where}: schema {current or '(empty)'}, behind {head}: the next flow "
+        return Check(name, Verdict.warning, f"{where}: schema {current or '(empty)'}, behind {head}: the next flow "
                                             "run upgrades it, or gpuaas db upgrade")
-    return Check(name, Outcome.failed, f"{where}: schema {current}, newer than the {head} this gpuaas reads: "
+    return Check(name, Verdict.failed, f"{where}: schema {current}, newer than the {head} this gpuaas reads: "
                                        "upgrade gpuaas")
 
 
 def headline(checks: Sequence[Check]) -> str:
     """``Preflight: 7 checks: 5 ok, 1 warning, 1 failed (GPU telemetry).``: what the command and the flow lead with."""
-    counts = {outcome: sum(c.outcome is outcome for c in checks) for outcome in Outcome}
-    failed = [c.name for c in checks if c.outcome is Outcome.failed]
-    said = [f"{counts[o]} {o.value}{'s' if o is Outcome.warning and counts[o] > 1 else ''}"
-            + (f" ({', '.join(failed)})" if o is Outcome.failed else "")
-            for o in Outcome if counts[o]]
+    counts = {verdict: sum(c.verdict is verdict for c in checks) for verdict in Verdict}
+    failed = [c.name for c in checks if c.verdict is Verdict.failed]
+    said = [f"{counts[o]} {o.value}{'s' if o is Verdict.warning and counts[o] > 1 else ''}"
+            + (f" ({', '.join(failed)})" if o is Verdict.failed else "")
+            for o in Verdict if counts[o]]
     return f"Preflight: {len(checks)} checks: {', '.join(said)}."
 
 
@@ -326,17 +328,17 @@ def _ask(settings: GpuaasSettings, kube: SourceStatus,
 
 def _telemetry(found: Findings) -> Check:
     if found.workloads is None:
-        return Check("GPU telemetry", Outcome.skipped, "needs the Kubernetes API and Prometheus, above")
+        return Check("GPU telemetry", Verdict.skipped, "needs the Kubernetes API and Prometheus, above")
     if found.census_error is not None:
-        return Check("GPU telemetry", Outcome.failed,
+        return Check("GPU telemetry", Verdict.failed,
                      f"no GPU workload has a sample, and asking why failed: {found.census_error}")
     return telemetry_check(found.workloads, found.metrics, found.census)
 
 
 def _permissions(found: Findings) -> Check:
     if found.answers_error is not None:
-        return Check("permissions", Outcome.warning,
+        return Check("permissions", Verdict.warning,
                      f"could not ask what is allowed (SelfSubjectAccessReview): {found.answers_error}")
     if found.answers is None:
-        return Check("permissions", Outcome.skipped, "needs the Kubernetes API, above")
+        return Check("permissions", Verdict.skipped, "needs the Kubernetes API, above")
     return permissions_check(found.answers, found.writes_of)

@@ -37,7 +37,7 @@ def _preflight(tmp_path: Path, cluster: EmbeddedCluster, *args: str, **env: str)
 
 def _checks(run: subprocess.CompletedProcess[str]) -> dict[str, tuple[str, str]]:
     assert "Traceback" not in run.stderr
-    return {c["check"]: (c["outcome"], c["detail"]) for c in json.loads(run.stdout)["checks"]}
+    return {c["check"]: (c["verdict"], c["detail"]) for c in json.loads(run.stdout)["checks"]}
 
 
 def _closed_port() -> int:
@@ -54,8 +54,8 @@ def test_a_working_setup_passes_and_names_the_workloads_without_telemetry(
     assert checks["Kubernetes API and Kueue"][0] == "ok"
     assert checks["Kubernetes API and Kueue"][1].startswith("kueue.x-k8s.io/v1beta2: 2 ClusterQueues")
     assert checks["Prometheus"][0] == checks["OpenCost"][0] == "ok"
-    outcome, detail = checks["GPU telemetry"]
-    assert outcome == "warning" and detail.startswith("2 of 17 GPU workloads have incomplete telemetry")
+    verdict, detail = checks["GPU telemetry"]
+    assert verdict == "warning" and detail.startswith("2 of 17 GPU workloads have incomplete telemetry")
     assert "(StatefulSet team-a/dark, Workload team-a/wl; 2 with no sample" in detail  # the scenario's two
     assert checks["Pushgateway"] == ("skipped", "GPUAAS_PUSHGATEWAY_URL not set: nothing is pushed")
     assert checks["database"][0] == "ok" and "no database there yet" in checks["database"][1]
@@ -75,8 +75,8 @@ def test_telemetry_no_workload_can_use_fails_saying_what_to_set(
         tmp_path: Path, reclaim_fleet: EmbeddedCluster, env: dict[str, str], said: str) -> None:
     run = _preflight(tmp_path, reclaim_fleet, **env)
     assert run.returncode == 1
-    outcome, detail = _checks(run)["GPU telemetry"]
-    assert outcome == "failed" and said in detail, detail
+    verdict, detail = _checks(run)["GPU telemetry"]
+    assert verdict == "failed" and said in detail, detail
     assert run.stderr.strip().splitlines()[-1] == "error: 1 of 7 checks failed: GPU telemetry"
 
 
@@ -133,5 +133,5 @@ def test_a_role_missing_for_what_the_flows_do_is_named(
     finally:
         reclaim_fleet.api.rbac = None
     assert run.returncode == 1
-    outcome, detail = _checks(run)["permissions"]
-    assert outcome == "failed" and detail == f"{said} (deployments/kubernetes/rbac.yaml)"
+    verdict, detail = _checks(run)["permissions"]
+    assert verdict == "failed" and detail == f"{said} (deployments/kubernetes/rbac.yaml)"

@@ -66,4 +66,4 @@ def test_telemetry_no_workload_can_use_fails_the_run_naming_what_to_set(
     assert run.name == "Preflight: 7 checks: 5 ok, 1 failed, 1 skipped"
     result = state.result(raise_on_failure=False)
     assert result["headline"] == state.message
-    assert [c["check"] for c in result["checks"] if c["outcome"] == "failed"] == ["GPU telemetry"]
+    assert [c["check"] for c in result["checks"] if c["verdict"] == "failed"] == ["GPU telemetry"]

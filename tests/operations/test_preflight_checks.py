@@ -6,7 +6,7 @@ import pandas as pd
 import pytest
 
 from gpuaas.models import SourceStatus
-from gpuaas.operations.preflight import Outcome, SeriesCensus, kube_check, prometheus_check, telemetry_check
+from gpuaas.operations.preflight import SeriesCensus, Verdict, kube_check, prometheus_check, telemetry_check
 from gpuaas.settings import MetricNames
 from gpuaas.sources.kube import KubeState
 
@@ -20,15 +20,15 @@ def _state(version: str | None, queues: int = 1, not_installed: tuple[str, ...] 
                      requests=1)
 
 
-@pytest.mark.parametrize(("state", "outcome", "words"), [
-    (_state(None), Outcome.failed, "Kueue is not served"),
-    (_state("v1beta1"), Outcome.warning, "only v1beta1 is served, read as a fallback"),
-    (_state("v1beta2", queues=0), Outcome.warning, "no ClusterQueue"),
-    (_state("v1beta2", not_installed=("notebooks",)), Outcome.ok, "not installed: notebooks (not reclaimed)"),
+@pytest.mark.parametrize(("state", "verdict", "words"), [
+    (_state(None), Verdict.failed, "Kueue is not served"),
+    (_state("v1beta1"), Verdict.warning, "only v1beta1 is served, read as a fallback"),
+    (_state("v1beta2", queues=0), Verdict.warning, "no ClusterQueue"),
+    (_state("v1beta2", not_installed=("notebooks",)), Verdict.ok, "not installed: notebooks (not reclaimed)"),
 ], ids=["no-kueue", "old-kueue", "no-queues", "optional-kind-missing"])
-def test_the_kueue_a_cluster_serves(state: KubeState, outcome: Outcome, words: str) -> None:
+def test_the_kueue_a_cluster_serves(state: KubeState, verdict: Verdict, words: str) -> None:
     check = kube_check(state, OK)
-    assert check.outcome is outcome and words in check.detail
+    assert check.verdict is verdict and words in check.detail
 
 
 def test_a_failed_api_is_its_degraded_line() -> None:
@@ -48,13 +48,13 @@ M = MetricNames()
 
 
 def test_every_workload_seen_is_ok_and_none_holding_gpus_is_skipped() -> None:
-    assert telemetry_check(_workloads(("complete", 1), ("n/a", 0)), M, None).outcome is Outcome.ok
-    assert telemetry_check(_workloads(("n/a", 0)), M, None).outcome is Outcome.skipped
+    assert telemetry_check(_workloads(("complete", 1), ("n/a", 0)), M, None).verdict is Verdict.ok
+    assert telemetry_check(_workloads(("n/a", 0)), M, None).verdict is Verdict.skipped
 
 
 def test_some_workloads_unseen_warn_naming_at_most_three() -> None:
     check = telemetry_check(_workloads(("complete", 1), *[("unknown", 0)] * 4, ("unknown", 1)), M, None)
-    assert check.outcome is Outcome.warning
+    assert check.verdict is Verdict.warning
     assert check.detail.startswith("5 of 6 GPU workloads have incomplete telemetry in the window (RayCluster ns/ray1, "
                                    "RayCluster ns/ray2, RayCluster ns/ray3 and 2 more; 4 with no sample")
 
@@ -69,13 +69,13 @@ def test_some_workloads_unseen_warn_naming_at_most_three() -> None:
 ], ids=["no-metric", "no-pod-label", "pods-elsewhere"])
 def test_no_workload_seen_fails_with_what_to_set(found: SeriesCensus, words: str) -> None:
     check = telemetry_check(_workloads(("unknown", 0), ("unknown", 0)), M, found)
-    assert check.outcome is Outcome.failed and words in check.detail
+    assert check.verdict is Verdict.failed and words in check.detail
 
 
 def test_telemetry_older_than_the_policy_allows_fails_the_prometheus_check() -> None:
     fresh = SourceStatus("prometheus", ok=True, latency_s=0.2, staleness_s=30.0)
-    assert prometheus_check(fresh, 600.0).outcome is Outcome.ok
+    assert prometheus_check(fresh, 600.0).verdict is Verdict.ok
     stale = prometheus_check(SourceStatus("prometheus", ok=True, latency_s=0.2, staleness_s=900.0), 600.0)
-    assert stale.outcome is Outcome.failed
+    assert stale.verdict is Verdict.failed
     assert stale.detail.startswith("answered in 0.20 s, its data 900 s old, over the 600 s "
                                    "collect.max_staleness_seconds allows")

@@ -15,7 +15,7 @@ import yaml
 from gpuaas.actions import KubeWriter
 from gpuaas.cluster.real import KubeHTTP, KubeHTTPError, RealCluster
 from gpuaas.operations.collect import read_snapshot
-from gpuaas.operations.preflight import Outcome, permissions_check
+from gpuaas.operations.preflight import Verdict, permissions_check
 from gpuaas.permissions import READS, WRITES, allowed
 from gpuaas.settings import load_settings
 
@@ -112,6 +112,6 @@ def test_the_preflight_asks_the_real_authorizer_what_each_role_allows(
     answers = allowed(reader, every)
     assert {a for a, ok in answers.items() if ok} == set(READS)
     check = permissions_check(answers, ["reclaim", "rebalance"])
-    assert check.outcome is Outcome.failed
+    assert check.verdict is Verdict.failed
     assert "reclaim would write, but patch workloads.kueue.x-k8s.io" in check.detail
     assert "bind gpuaas-reclaimer" in check.detail and "bind gpuaas-rebalancer" in check.detail

@@ -1,6 +1,6 @@
 """No credential leaves gpuaas: planted secrets never appear in output, logs, artifacts or the audit log.
 
-Planted: a Prometheus bearer token, a database password (the real PostgreSQL, which trusts
+Planted: a Prometheus bearer token, a Prometheus header's value, a database password (the real PostgreSQL, which trusts
 any password on loopback, so the runs succeed), a password and a ``?token=`` in a Prometheus
 URL that cannot be reached (so the error paths run too), and a database URL that cannot be
 reached. The real commands run (collect, reclaim, audit, all ``--format json``) on the embedded
@@ -39,7 +39,8 @@ PROM_TOKEN = "PLANTED-prom-bearer-5d1e"
 DB_PASSWORD = "PLANTED-db-password-77aa"
 URL_PASSWORD = "PLANTED-url-password-c0de"
 URL_TOKEN = "PLANTED-url-token-b33f"
-PLANTED = (PROM_TOKEN, DB_PASSWORD, URL_PASSWORD, URL_TOKEN)
+HEADER_VALUE = "PLANTED-header-value-9e1d"
+PLANTED = (PROM_TOKEN, DB_PASSWORD, URL_PASSWORD, URL_TOKEN, HEADER_VALUE)
 
 
 @pytest.fixture()
@@ -97,6 +98,7 @@ def test_planted_credentials_appear_nowhere(cluster: EmbeddedCluster, postgres_u
     db_url = make_url(fresh_schema_url(postgres_url, "creds")).set(password=DB_PASSWORD)
     url = db_url.render_as_string(hide_password=False)
     point_at(cluster, monkeypatch, database_url=url, prometheus_token=PROM_TOKEN,
+             prometheus_headers=f'{{"X-Api-Key": "{HEADER_VALUE}"}}',
              policy_file=write_policy(tmp_path / "policy.yaml", max_actions_per_run=2))
     caplog.set_level(logging.DEBUG)
     runner = CliRunner()

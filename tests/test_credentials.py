@@ -1,8 +1,8 @@
 """No credential leaves gpuaas: planted secrets never appear in output, logs, artifacts or the audit log.
 
-Planted: a Prometheus bearer token, a Prometheus header's value, a database password (the real PostgreSQL, which trusts
-any password on loopback, so the runs succeed), a password and a ``?token=`` in a Prometheus
-URL that cannot be reached (so the error paths run too), and a database URL that cannot be
+Planted: a Prometheus bearer token, a Prometheus header's value, a database password (the real
+PostgreSQL, which trusts any password on loopback, so the runs succeed), a password and a
+``?token=`` in a Prometheus URL that cannot be reached (so the error paths run too), and a database URL that cannot be
 reached. The real commands run (collect, reclaim, audit, all ``--format json``) on the embedded
 cluster; then stdout, stderr, every log record, every Prefect artifact, every audit row and
 every stored snapshot summary are searched for each planted string.

@@ -177,6 +177,17 @@ def _hindsight_bounds(runs: pd.DataFrame, scored: np.ndarray, fixed: list[Fronti
                          else f"{ratio:.2f}x ({_pct(headroom_captured(row, fixed, curve))})")
         contexts = len(np.unique(codes[scored]))
         print(f"  {name} ({contexts} context{'' if contexts == 1 else 's'}): {' / '.join(shown)}")
+    ceiling = hindsight_curve(on_scored, context_band(runs)[scored])
+    best = []
+    for k in range(10, fixed[0].wakeups + 1, 10):  # every tenth wake-up up to the 5-minute rule's
+        hours = ceiling.hours_at(k)
+        ratio = ratio_at_equal_wakeups([*fixed, FrontierRow("adaptive", 0.0, hours, k)])[0][1] if hours else None
+        if ratio is not None:
+            best.append((ratio, k))
+    if best:
+        ratio, k = max(best)
+        print(f"the policy's own family at any number of wake-ups (every tenth, {best[0][1]} to {best[-1][1]}): at "
+              f"most {ratio:.2f}x, at {k} wake-ups")
 
 
 def main(argv: list[str]) -> int:

@@ -4,15 +4,15 @@ A change outside gpuaas fails none of the other flows: after a dcgm-exporter upg
 series, every GPU workload is ``unknown`` and reclaim decides nothing, run after run; a writer role
 unbound fails only the next applied write. Run daily, this flow reads each source once
 (``gpuaas.operations.preflight``, what ``gpuaas config preflight`` prints) and ends Failed when a check
-fails, with the headline as its message and the checks as a table, so the failure notification and
-the runs list name what to set. It writes nothing.
+fails, with the headline as its message, each failed check on a log line and the checks listed on
+its page, so the failure notification and the runs list name what to set. It writes nothing.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from prefect import flow
+from prefect import flow, get_run_logger
 
 from flows._outcome import failed, finished
 from gpuaas.operations.preflight import Verdict, headline
@@ -33,13 +33,11 @@ def preflight(all_writes: bool = False) -> dict[str, Any]:
     checks = run_checks(settings, list(WRITES) if all_writes else None)
     publish_checks(checks)
     lead = headline(checks)
-    doc = {"checks": [{"check": c.name, "verdict": c.verdict.value, "detail": c.detail} for c in checks]}
-    if any(c.verdict is Verdict.failed for c in checks):
-        from prefect import get_run_logger
-
-        for check in checks:
-            if check.verdict is Verdict.failed:
-                get_run_logger().error("%s: %s", check.name, check.detail)
+    doc = {"checks": [c.as_dict() for c in checks]}
+    broken = [c for c in checks if c.verdict is Verdict.failed]
+    for check in broken:
+        get_run_logger().error("%s: %s", check.name, check.detail)
+    if broken:
         return failed(doc, lead)
     return finished(doc, lead)
 

@@ -68,7 +68,6 @@ GROUPS: dict[str, str] = {
 }
 
 
-
 def _flags_show_no_type() -> None:
     """Help lists a flag without a type, as Click does: Typer 0.29 prints ``--apply <bool>``, which reads as if
     the flag took a value (``--apply true`` is then refused as an extra argument)."""

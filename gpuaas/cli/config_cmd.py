@@ -67,8 +67,7 @@ def preflight(
         checks = run_checks(settings, writes_of=list(WRITES) if all_writes else None)
     lead = headline(checks)
     if format is OutputFormat.json:
-        print_json({"headline": lead, "checks": [{"check": c.name, "verdict": c.verdict.value, "detail": c.detail}
-                                                 for c in checks]})
+        print_json({"headline": lead, "checks": [c.as_dict() for c in checks]})
     else:
         console.print(lead, markup=False, highlight=False, soft_wrap=True)
         print_table("Preflight", ["check", "verdict", "detail"], [[c.name, c.verdict.value, c.detail] for c in checks],

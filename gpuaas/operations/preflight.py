@@ -55,6 +55,10 @@ class Check:
     verdict: Verdict
     detail: str
 
+    def as_dict(self) -> dict[str, str]:
+        """What JSON output and a run's result carry."""
+        return {"check": self.name, "verdict": self.verdict.value, "detail": self.detail}
+
 
 @dataclass(frozen=True)
 class SeriesCensus:

@@ -176,7 +176,7 @@ def permissions_check(answers: Mapping[Access, bool], writes_of: Sequence[str]) 
     if problems:
         return Check(name, Verdict.failed, "; ".join(problems) + " (deployments/kubernetes/rbac.yaml)")
     writes = (f" and the writes of {', '.join(writes_of)}" if writes_of
-              else "; no flow applies, so no write was asked about (--all-writes asks)")
+              else "; no flow applies, so no write was asked about (--all-writes, or all_writes for the flow, asks)")
     return Check(name, Verdict.ok, f"allowed: the {len(READS)} reads every flow makes{writes}")
 
 

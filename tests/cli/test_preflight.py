@@ -1,9 +1,9 @@
 """``gpuaas config preflight`` on the embedded cluster, as an operator runs it: a real process.
 
 The reclaim scenario (``gpuaas.cluster.testbed``) holds 17 GPU workloads, two of them without a
-sample (``dark``, whose telemetry is dropped, and ``wl``, a Workload with no pods): a warning names them. The misconfigurations a collect reports only as
-``unknown`` workloads are each a failed check saying what to set: metrics renamed by the install,
-a pod label dcgm-exporter does not set. An unreachable source is its degraded line; the Pushgateway
+sample (``dark``, whose telemetry is dropped, and ``wl``, a Workload with no pods): a warning names
+them. The misconfigurations a collect reports only as ``unknown`` workloads are each a failed check
+saying what to set: metrics renamed by the install, a pod label dcgm-exporter does not set. An unreachable source is its degraded line; the Pushgateway
 is probed with the trust the pushes use; the database is read, never created. With the shipped
 roles enforced by the embedded API, the permissions check names the role a flow set to apply lacks.
 """
@@ -61,7 +61,7 @@ def test_a_working_setup_passes_and_names_the_workloads_without_telemetry(
     assert checks["database"][0] == "ok" and "no database there yet" in checks["database"][1]
     assert not (tmp_path / "data" / "gpuaas.db").exists()  # a check reads; it creates nothing
     assert checks["permissions"] == ("ok", "allowed: the 17 reads every flow makes; no flow applies, so no write "
-                                           "was asked about (--all-writes asks)")
+                                           "was asked about (--all-writes, or all_writes for the flow, asks)")
     assert json.loads(run.stdout)["headline"] == "Preflight: 7 checks: 5 ok, 1 warning, 1 skipped."
 
 

@@ -2,7 +2,8 @@
 
 The shipped roles (``deployments/kubernetes/rbac.yaml``) grant exactly these accesses: the reader
 what every flow reads, the reclaimer what the reclaim flow (and the deadline holds) patch, the
-rebalancer what the rebalance flow patches. A test holds the two to each other. A flow switched
+rebalancer what the rebalance flow patches. ``rbac.yaml`` binds the reader; each writer role is
+bound by a file of its own (``BINDINGS``), applied when its flow is switched to apply. A test holds the two to each other. A flow switched
 to ``apply`` without its role bound fails at its first write with a 403; ``allowed`` asks the API
 server beforehand (``SelfSubjectAccessReview``, one request per access), so a preflight can say
 which role to bind before a scheduled run finds out.
@@ -16,7 +17,7 @@ from typing import Any
 
 from gpuaas.settings import GpuaasSettings
 
-__all__ = ["READS", "ROLES", "WRITES", "Access", "allowed"]
+__all__ = ["BINDINGS", "READS", "ROLES", "WRITES", "Access", "allowed"]
 
 
 @dataclass(frozen=True, order=True)
@@ -58,6 +59,10 @@ WRITES: dict[str, tuple[Access, ...]] = {
 ROLES: dict[str, str] = {"reads": "gpuaas-reader", "reclaim": "gpuaas-reclaimer", "rebalance": "gpuaas-rebalancer",
                          "deadlines": "gpuaas-reclaimer"}
 """The shipped role that grants each set."""
+
+BINDINGS: dict[str, str] = {"gpuaas-reader": "rbac.yaml", "gpuaas-reclaimer": "rbac-apply-reclaim.yaml",
+                            "gpuaas-rebalancer": "rbac-apply-rebalance.yaml"}
+"""The file of ``deployments/kubernetes/`` that binds each role to the service account."""
 
 
 def allowed(settings: GpuaasSettings, accesses: Sequence[Access]) -> dict[Access, bool]:

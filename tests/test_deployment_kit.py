@@ -14,6 +14,8 @@ import jsonschema
 import yaml
 from prefect.utilities.templating import find_placeholders
 
+from gpuaas.permissions import BINDINGS
+
 KIT = Path(__file__).resolve().parents[1] / "deployments" / "kubernetes"
 ROOT = KIT.parents[1]
 INSTRUCTIONS = {"FROM", "RUN", "CMD", "LABEL", "EXPOSE", "ENV", "ADD", "COPY", "ENTRYPOINT", "VOLUME", "USER",
@@ -53,7 +55,13 @@ def test_base_job_template_runs_flows_as_the_shipped_service_account() -> None:
     namespace = yaml.safe_load((KIT / "namespace.yaml").read_text())["metadata"]["name"]
     assert variables["properties"]["service_account_name"]["default"] == account["name"]
     assert variables["properties"]["namespace"]["default"] == account["namespace"] == namespace
-    bound = {d["roleRef"]["name"] for d in rbac if d["kind"] == "ClusterRoleBinding"
-             if {"kind": "ServiceAccount", "name": account["name"], "namespace": namespace} in d["subjects"]}
+    subject = {"kind": "ServiceAccount", "name": account["name"], "namespace": namespace}
+
+    def bound(documents: list[dict]) -> set[str]:  # type: ignore[type-arg]
+        return {d["roleRef"]["name"] for d in documents if d["kind"] == "ClusterRoleBinding" if subject in d["subjects"]}
+
     roles = {d["metadata"]["name"] for d in rbac if d["kind"] == "ClusterRole"}
-    assert bound == roles  # every role has its binding, to that account
+    assert bound(rbac) == {"gpuaas-reader"}  # applied alone: read-only, whatever the policy says
+    for role, file in BINDINGS.items():  # each writer role bound by its own file, to that account
+        assert bound(list(yaml.safe_load_all((KIT / file).read_text()))) == {role}, file
+    assert set(BINDINGS) == roles

@@ -26,7 +26,7 @@ import pandas as pd
 
 from gpuaas.errors import StoreError
 from gpuaas.models import SourceStatus
-from gpuaas.permissions import READS, ROLES, WRITES, Access, allowed
+from gpuaas.permissions import BINDINGS, READS, ROLES, WRITES, Access, allowed
 from gpuaas.policy import Mode
 from gpuaas.settings import GpuaasSettings, MetricNames
 from gpuaas.snapshot import SOURCES, assemble_snapshot, failed_source, read_source, snapshot_windows
@@ -159,6 +159,10 @@ def _few(accesses: Sequence[Access]) -> str:
     return shown + (f" and {len(accesses) - 3} more" if len(accesses) > 3 else "")
 
 
+def _bind(role: str) -> str:
+    return f"bind {role} (kubectl apply -f deployments/kubernetes/{BINDINGS[role]})"
+
+
 def permissions_check(answers: Mapping[Access, bool], writes_of: Sequence[str]) -> Check:
     """The reads every flow makes, and the writes of ``writes_of`` (the flows that apply), each allowed or not;
     a refusal names the shipped role that grants it."""
@@ -167,14 +171,14 @@ def permissions_check(answers: Mapping[Access, bool], writes_of: Sequence[str]) 
     refused = [a for a in READS if not answers[a]]
     if refused:
         problems.append(f"{len(refused)} of the {len(READS)} reads every flow makes are refused ({_few(refused)}): "
-                        f"bind {ROLES['reads']}")
+                        f"{_bind(ROLES['reads'])}")
     for flow in writes_of:
         refused = [a for a in WRITES[flow] if not answers[a]]
         if refused:
             problems.append(f"{flow} would write, but {_few(refused)} {'is' if len(refused) == 1 else 'are'} refused: "
-                            f"bind {ROLES[flow]}")
+                            f"{_bind(ROLES[flow])}")
     if problems:
-        return Check(name, Verdict.failed, "; ".join(problems) + " (deployments/kubernetes/rbac.yaml)")
+        return Check(name, Verdict.failed, "; ".join(dict.fromkeys(problems)))
     writes = (f" and the writes of {', '.join(writes_of)}" if writes_of
               else "; no flow applies, so no write was asked about (--all-writes, or all_writes for the flow, asks)")
     return Check(name, Verdict.ok, f"allowed: the {len(READS)} reads every flow makes{writes}")

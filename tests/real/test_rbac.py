@@ -1,7 +1,8 @@
 """Least privilege, proven by the real RBAC authorizer: the shipped ``deployments/kubernetes/rbac.yaml``
 is applied as is, a token is issued for its ServiceAccount (TokenRequest), and gpuaas runs with it.
-Every read of collect and the writes of reclaim and rebalance are allowed; a write outside the
-roles is refused with 403; the preflight's access reviews get the authorizer's own answers."""
+Alone, it allows every read and no write; with the writer roles bound by their own files, every read
+of collect and the writes of reclaim and rebalance are allowed; a write outside the roles is refused
+with 403. The preflight's access reviews get the authorizer's own answers."""
 
 from __future__ import annotations
 
@@ -16,7 +17,7 @@ from gpuaas.actions import KubeWriter
 from gpuaas.cluster.real import KubeHTTP, KubeHTTPError, RealCluster
 from gpuaas.operations.collect import read_snapshot
 from gpuaas.operations.preflight import Verdict, permissions_check
-from gpuaas.permissions import READS, WRITES, allowed
+from gpuaas.permissions import BINDINGS, READS, WRITES, allowed
 from gpuaas.settings import load_settings
 
 pytestmark = [pytest.mark.real]
@@ -60,7 +61,38 @@ def sa_kubeconfig(real_cluster: RealCluster, sa_token: str, tmp_path: Path, monk
     return path
 
 
-def test_the_shipped_roles_allow_every_read_and_write_the_flows_need(sa_kubeconfig: Path, api: KubeHTTP) -> None:
+EVERY = [*READS, *(a for accesses in WRITES.values() for a in accesses)]
+
+
+def test_rbac_yaml_alone_binds_every_read_and_no_write(sa_kubeconfig: Path) -> None:
+    """The preflight's access reviews, answered by the real authorizer: applied alone, ``rbac.yaml`` is read-only,
+    and the check names the file that binds each missing writer role."""
+    answers = allowed(load_settings(), EVERY)
+    assert {a for a, ok in answers.items() if ok} == set(READS)
+    check = permissions_check(answers, ["reclaim", "rebalance"])
+    assert check.verdict is Verdict.failed
+    assert "reclaim would write, but patch workloads.kueue.x-k8s.io" in check.detail
+    assert "bind gpuaas-reclaimer (kubectl apply -f deployments/kubernetes/rbac-apply-reclaim.yaml)" in check.detail
+    assert "bind gpuaas-rebalancer (kubectl apply -f deployments/kubernetes/rbac-apply-rebalance.yaml)" in check.detail
+
+
+@pytest.fixture(scope="module")
+def writers_bound(api: KubeHTTP, sa_token: str) -> None:
+    """The two writer roles bound, as an operator does when switching reclaim and rebalance to apply."""
+    for file in (BINDINGS["gpuaas-reclaimer"], BINDINGS["gpuaas-rebalancer"]):
+        for doc in yaml.safe_load_all((RBAC.parent / file).read_text()):
+            if doc:
+                api.create(doc)
+
+
+def test_with_the_writer_roles_bound_every_access_is_allowed(sa_kubeconfig: Path, writers_bound: None) -> None:
+    answers = allowed(load_settings(), EVERY)
+    assert [str(a) for a, ok in answers.items() if not ok] == []
+    assert permissions_check(answers, list(WRITES)).verdict is Verdict.ok
+
+
+def test_the_shipped_roles_allow_every_read_and_write_the_flows_need(sa_kubeconfig: Path, api: KubeHTTP,
+                                                                     writers_bound: None) -> None:
     settings = load_settings()
     snapshot = read_snapshot(settings)
     assert snapshot.sources["kube"].ok, snapshot.sources["kube"]
@@ -90,28 +122,3 @@ def test_a_write_outside_the_roles_is_refused(real_cluster: RealCluster, sa_toke
         assert err.value.status == 403
     finally:
         sa.close()
-
-
-def test_the_preflight_asks_the_real_authorizer_what_each_role_allows(
-        real_cluster: RealCluster, api: KubeHTTP, sa_kubeconfig: Path, tmp_path: Path) -> None:
-    """SelfSubjectAccessReview, as the preflight makes it, answered by the real RBAC authorizer: the shipped
-    account (every role bound) may make every access; one bound to the reader alone, every read and no write."""
-    every = [*READS, *(a for accesses in WRITES.values() for a in accesses)]
-    answers = allowed(load_settings(), every)
-    assert [str(a) for a, ok in answers.items() if not ok] == []
-
-    api.create({"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": "reader-only", "namespace": "gpuaas"}})
-    api.create({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding",
-                "metadata": {"name": "gpuaas-reader-only"},
-                "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "gpuaas-reader"},
-                "subjects": [{"kind": "ServiceAccount", "name": "reader-only", "namespace": "gpuaas"}]})
-    token = api.request("POST", "/api/v1/namespaces/gpuaas/serviceaccounts/reader-only/token",
-                        {"apiVersion": "authentication.k8s.io/v1", "kind": "TokenRequest",
-                         "spec": {"expirationSeconds": 3600}})["status"]["token"]
-    reader = load_settings(kubeconfig=_kubeconfig(real_cluster, str(token), tmp_path / "reader-kubeconfig"))
-    answers = allowed(reader, every)
-    assert {a for a, ok in answers.items() if ok} == set(READS)
-    check = permissions_check(answers, ["reclaim", "rebalance"])
-    assert check.verdict is Verdict.failed
-    assert "reclaim would write, but patch workloads.kueue.x-k8s.io" in check.detail
-    assert "bind gpuaas-reclaimer" in check.detail and "bind gpuaas-rebalancer" in check.detail

@@ -2,7 +2,8 @@
 
 A broken setup fails none of the other flows (they decide nothing, every GPU workload unknown), so
 this run's own state is what reaches the failure notification: it must end Failed, its message the
-headline, its name the gist, each failed check in its log, and the checks as a table on its page.
+headline, its name the gist, each failed check in its log, the checks listed on its page, and the
+failure notification sent.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ from typing import Any
 import pytest
 
 from gpuaas.cluster.runner import EmbeddedCluster
+from tests.flows.conftest import Received
 from tests.scenarios import point_at
 
 pytestmark = [pytest.mark.integration, pytest.mark.flow]
@@ -53,7 +55,8 @@ def test_a_working_setup_completes_with_the_checks_on_the_run_page(
 
 
 def test_telemetry_no_workload_can_use_fails_the_run_naming_what_to_set(
-        reclaim_fleet: EmbeddedCluster, monkeypatch: pytest.MonkeyPatch, prefect_harness: None) -> None:
+        reclaim_fleet: EmbeddedCluster, monkeypatch: pytest.MonkeyPatch, prefect_harness: None,
+        webhook: Received) -> None:
     from flows.preflight import preflight
 
     point_at(reclaim_fleet, monkeypatch, metrics__pod_labels='["container_pod"]')
@@ -67,3 +70,6 @@ def test_telemetry_no_workload_can_use_fails_the_run_naming_what_to_set(
     result = state.result(raise_on_failure=False)
     assert result["headline"] == state.message
     assert [c["check"] for c in result["checks"] if c["verdict"] == "failed"] == ["GPU telemetry"]
+    # the failure notification fires, with the headline as what failed
+    assert [(w["body"]["flow"], w["body"]["status"], w["body"]["what"]) for w in webhook] == [
+        ("preflight", "failed", state.message)]

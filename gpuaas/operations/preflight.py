@@ -27,14 +27,14 @@ import pandas as pd
 from gpuaas.errors import StoreError
 from gpuaas.models import SourceStatus
 from gpuaas.permissions import BINDINGS, READS, ROLES, WRITES, Access, allowed
-from gpuaas.policy import Mode
+from gpuaas.policy import Mode, Policy
 from gpuaas.settings import GpuaasSettings, MetricNames
 from gpuaas.snapshot import SOURCES, assemble_snapshot, failed_source, read_source, snapshot_windows
 from gpuaas.sources.kube import KubeState
 from gpuaas.sources.prometheus import gpu_series_census
 
 __all__ = ["Check", "Findings", "SeriesCensus", "Verdict", "applying", "database_check", "headline", "kube_check",
-           "permissions_check", "plan", "preflight", "prometheus_check", "pushgateway_check", "read",
+           "permissions_check", "plan", "policy_check", "preflight", "prometheus_check", "pushgateway_check", "read",
            "source_check", "telemetry_check"]
 
 
@@ -108,6 +108,34 @@ def kube_check(state: KubeState | None, status: SourceStatus) -> Check:
         return Check(name, Verdict.warning,
                      f"{found}{missing}: no ClusterQueue, so no quota to plan or backlog to read")
     return Check(name, Verdict.ok, f"{found}{missing}")
+
+
+def policy_check(policy: Policy, state: KubeState | None) -> Check:
+    """What the policy names exists in the cluster: a misspelt ClusterQueue or cohort is otherwise silent
+    (the tenant owns nothing there, the cohort is never rebalanced)."""
+    name = "policy against the cluster"
+    if state is None or state.kueue_version is None:
+        return Check(name, Verdict.skipped, "needs the Kubernetes API and Kueue, above")
+    if not policy.tenants and not policy.rebalance.cohorts:
+        return Check(name, Verdict.skipped, "the policy names no tenant and no cohort")
+    queues = {q.name for q in state.cluster_queues}
+    cohorts = {q.cohort for q in state.cluster_queues if q.cohort} | {c.name for c in state.cohorts}
+    queued = {q.namespace for q in state.local_queues} | {w.namespace for w in state.workloads}
+    problems = []
+    for tenant in policy.tenants:
+        missing = [q for q in tenant.cluster_queues if q not in queues]
+        if missing:
+            problems.append(f"tenant {tenant.name} names ClusterQueue {', '.join(missing)}, which the cluster lacks")
+        idle = [n for n in tenant.namespaces if n not in queued]
+        if idle:
+            problems.append(f"tenant {tenant.name}'s namespace {', '.join(idle)} has no LocalQueue and no Workload")
+    unknown = [c for c in policy.rebalance.cohorts if c not in cohorts]
+    if unknown:
+        problems.append(f"rebalance.cohorts names {', '.join(unknown)}, which no ClusterQueue belongs to")
+    if problems:
+        return Check(name, Verdict.warning, "; ".join(problems) + " (a typo in the policy file?)")
+    return Check(name, Verdict.ok, f"the {len(policy.tenants)} tenants' ClusterQueues and namespaces and the "
+                                   "cohorts it names are in the cluster")
 
 
 def telemetry_check(workloads: pd.DataFrame, metrics: MetricNames, found: SeriesCensus | None) -> Check:
@@ -265,6 +293,7 @@ class Findings:
     """The two probes whose answer is already their verdict."""
     metrics: MetricNames
     max_staleness_s: float
+    policy: Policy
 
 
 def read(settings: GpuaasSettings, now: datetime | None = None, writes_of: Sequence[str] | None = None) -> Findings:
@@ -295,7 +324,7 @@ def read(settings: GpuaasSettings, now: datetime | None = None, writes_of: Seque
     answers, answers_error = _ask(settings, sources["kube"], flows)
     return Findings(readings["kube"][0], sources, workloads, found, census_error, answers, answers_error, flows,
                     pushgateway_check(settings), database_check(settings), settings.metrics,
-                    settings.policy.collect.max_staleness_seconds)
+                    settings.policy.collect.max_staleness_seconds, settings.policy)
 
 
 def plan(found: Findings) -> list[Check]:
@@ -303,6 +332,7 @@ def plan(found: Findings) -> list[Check]:
     return [
         kube_check(found.kube, found.sources["kube"]),
         _permissions(found),
+        policy_check(found.policy, found.kube),
         prometheus_check(found.sources["prometheus"], found.max_staleness_s),
         _telemetry(found),
         source_check("OpenCost", found.sources["opencost"]),

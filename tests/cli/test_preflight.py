@@ -62,7 +62,8 @@ def test_a_working_setup_passes_and_names_the_workloads_without_telemetry(
     assert not (tmp_path / "data" / "gpuaas.db").exists()  # a check reads; it creates nothing
     assert checks["permissions"] == ("ok", "allowed: the 17 reads every flow makes; no flow applies, so no write "
                                            "was asked about (--all-writes, or all_writes for the flow, asks)")
-    assert json.loads(run.stdout)["headline"] == "Preflight: 7 checks: 5 ok, 1 warning, 1 skipped."
+    assert checks["policy against the cluster"] == ("skipped", "the policy names no tenant and no cohort")
+    assert json.loads(run.stdout)["headline"] == "Preflight: 8 checks: 5 ok, 1 warning, 2 skipped."
 
 
 @pytest.mark.parametrize(("env", "said"), [
@@ -77,7 +78,7 @@ def test_telemetry_no_workload_can_use_fails_saying_what_to_set(
     assert run.returncode == 1
     verdict, detail = _checks(run)["GPU telemetry"]
     assert verdict == "failed" and said in detail, detail
-    assert run.stderr.strip().splitlines()[-1] == "error: 1 of 7 checks failed: GPU telemetry"
+    assert run.stderr.strip().splitlines()[-1] == "error: 1 of 8 checks failed: GPU telemetry"
 
 
 def test_unreachable_sources_are_named_and_the_telemetry_check_waits_for_them(
@@ -90,7 +91,7 @@ def test_unreachable_sources_are_named_and_the_telemetry_check_waits_for_them(
     assert checks["Prometheus"] == ("failed", f"Prometheus at {nowhere}: {refused}")
     assert checks["Pushgateway"] == ("failed", f"Pushgateway at {nowhere}: {refused}")
     assert checks["GPU telemetry"][0] == "skipped"
-    assert run.stderr.strip().splitlines()[-1] == "error: 2 of 7 checks failed: Prometheus, Pushgateway"
+    assert run.stderr.strip().splitlines()[-1] == "error: 2 of 8 checks failed: Prometheus, Pushgateway"
 
 
 def test_a_reachable_pushgateway_and_a_database_behind_this_gpuaas(
@@ -137,3 +138,19 @@ def test_a_role_missing_for_what_the_flows_do_is_named(
     assert run.returncode == 1
     verdict, detail = _checks(run)["permissions"]
     assert verdict == "failed" and detail == said
+
+
+def test_what_the_policy_names_is_matched_to_the_cluster(tmp_path: Path, reclaim_fleet: EmbeddedCluster) -> None:
+    """The scenario's tenants (team-a, team-g) are there; a misspelt namespace, ClusterQueue and cohort are named."""
+    good = _checks(_preflight(tmp_path, reclaim_fleet,
+                              GPUAAS_POLICY_FILE=str(write_policy(tmp_path / "good.yaml"))))
+    assert good["policy against the cluster"][0] == "ok"
+    typo = tmp_path / "typo.yaml"
+    typo.write_text("tenants:\n  - {name: team-a, namespaces: [team-a, team-aa], cluster_queues: [team-a-cqq]}\n"
+                    "rebalance: {cohorts: [reserch]}\n")
+    verdict, detail = _checks(_preflight(tmp_path, reclaim_fleet, GPUAAS_POLICY_FILE=str(typo)))[
+        "policy against the cluster"]
+    assert verdict == "warning"
+    assert detail == ("tenant team-a names ClusterQueue team-a-cqq, which the cluster lacks; tenant team-a's "
+                      "namespace team-aa has no LocalQueue and no Workload; rebalance.cohorts names reserch, "
+                      "which no ClusterQueue belongs to (a typo in the policy file?)")

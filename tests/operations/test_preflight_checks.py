@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from types import SimpleNamespace
+
 import pandas as pd
 import pytest
 
@@ -14,8 +16,8 @@ OK = SourceStatus("kube", ok=True, latency_s=0.1)
 
 
 def _state(version: str | None, queues: int = 1, not_installed: tuple[str, ...] = ()) -> KubeState:
-    queue = object()  # the check counts them only
-    return KubeState(kueue_version=version, cluster_queues=(queue,) * queues, local_queues=(),  # type: ignore[arg-type]
+    cluster_queues = tuple(SimpleNamespace(name=f"cq{i}", cohort=None) for i in range(queues))  # what the checks read
+    return KubeState(kueue_version=version, cluster_queues=cluster_queues, local_queues=(),  # type: ignore[arg-type]
                      workloads=(), cohorts=(), resource_flavors=(), owners=(), pods=(), not_installed=not_installed,
                      requests=1)
 
@@ -79,3 +81,15 @@ def test_telemetry_older_than_the_policy_allows_fails_the_prometheus_check() -> 
     assert stale.verdict is Verdict.failed
     assert stale.detail.startswith("answered in 0.20 s, its data 900 s old, over the 600 s "
                                    "collect.max_staleness_seconds allows")
+
+
+def test_a_policy_with_nothing_to_match_or_no_kueue_is_skipped() -> None:
+    from gpuaas.operations.preflight import policy_check
+    from gpuaas.policy import Policy
+
+    assert policy_check(Policy(), _state("v1beta2")).verdict is Verdict.skipped
+    tenants = Policy.model_validate({"tenants": [{"name": "a", "namespaces": ["a"]}]})
+    assert policy_check(tenants, None).verdict is Verdict.skipped
+    assert policy_check(tenants, _state(None)).verdict is Verdict.skipped
+    check = policy_check(tenants, _state("v1beta2"))  # no LocalQueue and no Workload in namespace a
+    assert check.verdict is Verdict.warning and "tenant a's namespace a has no LocalQueue and no Workload" in check.detail

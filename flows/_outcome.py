@@ -11,6 +11,7 @@ command line's first line.
 
 from __future__ import annotations
 
+import logging
 import re
 from typing import Any, cast
 from uuid import UUID
@@ -35,25 +36,26 @@ def finished(result: dict[str, Any], headline: str, name: str | None = None) -> 
     the flow run is renamed to ``run_name(name or headline)``.
 
     The headline is also the run's last log line: the run page opens on its logs."""
-    from prefect import get_run_logger
     from prefect.states import Completed
 
-    logger = get_run_logger()
-    logger.info("%s", headline)
-    _rename(run_name(name or headline), logger)
-    return cast(dict[str, Any], Completed(message=headline, data={**result, "headline": headline}))
+    return _end(Completed, logging.INFO, result, headline, name)
 
 
 def failed(result: dict[str, Any], headline: str) -> dict[str, Any]:
     """As ``finished``, but the run ends Failed: what it found must reach the failure notification and the runs
     list's red, not only its message. Named and logged the same way."""
-    from prefect import get_run_logger
     from prefect.states import Failed
 
+    return _end(Failed, logging.ERROR, result, headline, None)
+
+
+def _end(state: Any, level: int, result: dict[str, Any], headline: str, name: str | None) -> dict[str, Any]:
+    from prefect import get_run_logger
+
     logger = get_run_logger()
-    logger.error("%s", headline)
-    _rename(run_name(headline), logger)
-    return cast(dict[str, Any], Failed(message=headline, data={**result, "headline": headline}))
+    logger.log(level, "%s", headline)
+    _rename(run_name(name or headline), logger)
+    return cast(dict[str, Any], state(message=headline, data={**result, "headline": headline}))
 
 
 def _rename(name: str, logger: Any) -> None:

@@ -15,7 +15,7 @@ from functools import cache
 from gpuaas.errors import ConfigError
 from gpuaas.settings import GpuaasSettings
 
-__all__ = ["bearer_token", "ssl_context", "verify_setting"]
+__all__ = ["bearer_token", "httpx_verify", "ssl_context", "verify_setting"]
 
 TOKEN_FILE = "GPUAAS_PROMETHEUS_TOKEN_FILE"
 
@@ -37,6 +37,11 @@ def ssl_context(settings: GpuaasSettings) -> ssl.SSLContext | None:
     except OSError as exc:  # gone or changed since the settings loaded (ssl.SSLError is an OSError too)
         reason = "holds no PEM CA certificate" if isinstance(exc, ssl.SSLError) else (exc.strerror or str(exc)).lower()
         raise ConfigError(f"{settings.ca_file}: {reason}", field="GPUAAS_CA_FILE") from None
+
+
+def httpx_verify(settings: GpuaasSettings) -> ssl.SSLContext | bool:
+    """``httpx``'s form of the same trust: the context, or True for the system's store."""
+    return ssl_context(settings) or True
 
 
 def verify_setting(settings: GpuaasSettings) -> str | bool:

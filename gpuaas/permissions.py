@@ -2,11 +2,12 @@
 
 The shipped roles (``deployments/kubernetes/rbac.yaml``) grant exactly these accesses: the reader
 what every flow reads, the reclaimer what the reclaim flow (and the deadline holds) patch, the
-rebalancer what the rebalance flow patches. ``rbac.yaml`` binds the reader; each writer role is
-bound by a file of its own (``BINDINGS``), applied when its flow is switched to apply. A test holds the two to each other. A flow switched
-to ``apply`` without its role bound fails at its first write with a 403; ``allowed`` asks the API
-server beforehand (``SelfSubjectAccessReview``, one request per access), so a preflight can say
-which role to bind before a scheduled run finds out.
+rebalancer what the rebalance flow patches; a test holds these lists and the manifest to each other.
+``rbac.yaml`` binds the reader; each writer role is bound by a file of its own (``BINDINGS``),
+applied when its flow is switched to apply. A flow switched to ``apply`` without its role bound
+fails at its first write with a 403; ``allowed`` asks the API server beforehand
+(``SelfSubjectAccessReview``, one request per access), so a preflight can say which role to bind
+before a scheduled run finds out.
 """
 
 from __future__ import annotations

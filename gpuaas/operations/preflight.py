@@ -216,14 +216,14 @@ def pushgateway_check(settings: GpuaasSettings) -> Check:
     """The Pushgateway answers its readiness probe, with the same trust the pushes use."""
     import httpx
 
-    from gpuaas._https import ssl_context
+    from gpuaas._https import httpx_verify
     from gpuaas.sources.failures import describe_failure
 
     if not settings.pushgateway_url:
         return Check("Pushgateway", Verdict.skipped, "GPUAAS_PUSHGATEWAY_URL not set: nothing is pushed")
     url = settings.pushgateway_url.rstrip("/") + "/-/ready"
     try:
-        answer = httpx.get(url, timeout=settings.request_timeout_seconds, verify=ssl_context(settings) or True)
+        answer = httpx.get(url, timeout=settings.request_timeout_seconds, verify=httpx_verify(settings))
         answer.raise_for_status()
     except (httpx.HTTPError, OSError) as exc:
         return Check("Pushgateway", Verdict.failed, describe_failure(settings, "pushgateway", exc))
@@ -256,7 +256,8 @@ def database_check(settings: GpuaasSettings) -> Check:
 
 
 def headline(checks: Sequence[Check]) -> str:
-    """``Preflight: 7 checks: 5 ok, 1 warning, 1 failed (GPU telemetry).``: what the command and the flow lead with."""
+    """``Preflight: 8 checks: 5 ok, 1 warning, 1 failed (GPU telemetry), 1 skipped.``: what the command and the flow
+    lead with."""
     counts = {verdict: sum(c.verdict is verdict for c in checks) for verdict in Verdict}
     failed = [c.name for c in checks if c.verdict is Verdict.failed]
     said = [f"{counts[o]} {o.value}{'s' if o is Verdict.warning and counts[o] > 1 else ''}"
@@ -314,8 +315,7 @@ def read(settings: GpuaasSettings, now: datetime | None = None, writes_of: Seque
     workloads, found, census_error = None, None, None
     if sources["kube"].ok and sources["prometheus"].ok:
         workloads = assemble_snapshot(settings.model_copy(update={"nvml": "off"}), now, windows, readings).workloads
-        holding = _holding(workloads)
-        if not holding.empty and bool((holding["gpus_observed"].fillna(0) == 0).all()):
+        if _none_seen(workloads):
             try:
                 found = SeriesCensus(*gpu_series_census(settings, now))
             except Exception as exc:  # noqa: BLE001 - the census only explains; its failure is said, not raised
@@ -350,6 +350,12 @@ def preflight(settings: GpuaasSettings, now: datetime | None = None,
 def _holding(workloads: pd.DataFrame) -> pd.DataFrame:
     """The workloads that hold GPUs now: the ones telemetry is matched to."""
     return workloads[workloads["telemetry"] != "n/a"] if "telemetry" in workloads else workloads.iloc[0:0]
+
+
+def _none_seen(workloads: pd.DataFrame) -> bool:
+    """Workloads hold GPUs and not one has a sample: the case a census explains (a setting, not a workload)."""
+    holding = _holding(workloads)
+    return not holding.empty and bool((holding["gpus_observed"].fillna(0) == 0).all())
 
 
 def _ask(settings: GpuaasSettings, kube: SourceStatus,

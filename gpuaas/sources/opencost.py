@@ -16,7 +16,7 @@ from typing import Any
 
 import pandas as pd
 
-from gpuaas._https import ssl_context
+from gpuaas._https import httpx_verify
 from gpuaas.errors import ConfigError, MalformedResponse, SourceError, SourceUnavailable
 from gpuaas.settings import GpuaasSettings
 from gpuaas.sources._prom_client import PromClient, sample_value
@@ -113,7 +113,7 @@ def fetch_allocation(settings: GpuaasSettings, params: Mapping[str, str]) -> pd.
     url = settings.opencost_url.rstrip("/") + "/allocation"
     try:
         resp = httpx.get(url, params=dict(params), timeout=settings.request_timeout_seconds,
-                         verify=ssl_context(settings) or True)
+                         verify=httpx_verify(settings))
     except httpx.TransportError as exc:
         raise SourceUnavailable(f"{type(exc).__name__}: {exc}"[:300], source=SOURCE, url=url) from exc
     if resp.status_code == 429 or resp.status_code >= 500:

@@ -16,7 +16,9 @@ import re
 from typing import Any, cast
 from uuid import UUID
 
-__all__ = ["RUN_NAME_MAX", "failed", "finished", "run_name"]
+from gpuaas.policy import FreezeOn
+
+__all__ = ["RUN_NAME_MAX", "failed", "finished", "freeze_dict", "run_name"]
 
 RUN_NAME_MAX = 100
 """Characters of a run's name: one line of the runs list on a laptop screen."""
@@ -29,6 +31,11 @@ def run_name(headline: str) -> str:
     if len(gist) > RUN_NAME_MAX:
         gist = gist[:RUN_NAME_MAX - 1].rsplit(" ", 1)[0].rstrip(",:") + "…"
     return gist or headline[:RUN_NAME_MAX]
+
+
+def freeze_dict(frozen: FreezeOn | None) -> dict[str, str] | None:
+    """The change freeze that held a run back to dry-run, in the run's result (None when none did)."""
+    return {"name": frozen.name, "until": frozen.until.isoformat()} if frozen else None
 
 
 def finished(result: dict[str, Any], headline: str, name: str | None = None) -> dict[str, Any]:

@@ -20,13 +20,13 @@ from typing import Any
 
 from prefect import flow, get_run_logger
 
-from flows._outcome import finished
+from flows._outcome import finished, freeze_dict
 from flows._snapshot import snapshot_for
 from gpuaas.actions import new_holder
 from gpuaas.operations.deadlines import DeadlinesResult
-from gpuaas.policy import Mode
+from gpuaas.policy import Mode, WritingFlow
 from gpuaas.settings import load_settings
-from reports import source_errors, with_failures
+from reports import frozen_lead, source_errors, with_failures
 from reports.deadlines import deadlines_headline, nudge_dicts, object_names, pool_dicts
 from tasks import push_or_warn, unwalked
 from tasks.deadlines import (
@@ -48,7 +48,7 @@ def deadlines(apply: bool = False, at: datetime | None = None, nudge: bool = Tru
     """Plan deadlines once; returns ``{"snapshot_id", "pools", "pushed_samples", "mode", "released", "nudges"}``.
 
     Args:
-        apply: Write the holds the plan proves and the demotions of lost deadlines (off: dry-run, plan and audit only).
+        apply: Write the holds the plan proves and the demotions of lost deadlines (off: dry-run, plan and audit only); a change freeze of the policy still holds it back.
         at: Plan at this instant instead of now (empty: now).
         nudge: Decide holds and demotions and release due ones (off: plan only, write nothing).
         undo: Audit ids of earlier holds or demotions to release instead of planning; nothing else runs.
@@ -63,7 +63,9 @@ def deadlines(apply: bool = False, at: datetime | None = None, nudge: bool = Tru
                 return {"undo": nudge_dicts(undo_deadline_holds(settings, list(undo)).nudges)}
         except WritesBusy as busy:
             return busy_outcome({"undo": []}, busy)
-    mode = Mode.apply if apply or settings.policy.deadlines.mode is Mode.apply else Mode.dry_run
+    mode, frozen = settings.policy.run_mode(WritingFlow.deadlines, apply, datetime.now(UTC))
+    if frozen:
+        logger.warning("%s: dry-run, no hold or demotion written (due releases still are)", frozen)
     now = at or datetime.now(UTC)
     released = release_due_holds(settings, now) if nudge else DeadlinesResult()
     if released.nudges:
@@ -86,8 +88,10 @@ def deadlines(apply: bool = False, at: datetime | None = None, nudge: bool = Tru
     publish_deadline_artifacts(unwalked(plan.pools))
     pushed = push_or_warn(settings, push_deadline_metrics, unwalked(plan.pools), what="deadline metrics")
     planned = pool_dicts(plan.pools)
-    line = with_failures(deadlines_headline(planned), source_errors(snapshot.sources))
+    held_back = f"{frozen_lead(frozen)}no hold or demotion written. " if frozen and nudge else ""
+    line = with_failures(held_back + deadlines_headline(planned), source_errors(snapshot.sources))
     return finished({"snapshot_id": snapshot_id, "pools": planned, "pushed_samples": pushed, "mode": mode.value,
+                     "freeze": freeze_dict(frozen),
                      "released": nudge_dicts(released.nudges), "nudges": nudge_dicts(nudged.nudges),
                      "objects": object_names(snapshot.workloads), "degraded": snapshot.degraded,
                      "source_errors": source_errors(snapshot.sources)}, line)

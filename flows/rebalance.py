@@ -20,13 +20,13 @@ from typing import Any
 import pandas as pd
 from prefect import flow, get_run_logger
 
-from flows._outcome import finished
+from flows._outcome import finished, freeze_dict
 from flows._snapshot import snapshot_for
 from gpuaas.actions import new_holder
 from gpuaas.models import Snapshot
 from gpuaas.operations.rebalance import RebalancePlan
 from gpuaas.policies.deadlines import PoolPlan
-from gpuaas.policy import Mode
+from gpuaas.policy import Mode, WritingFlow
 from gpuaas.settings import GpuaasSettings, load_settings
 from gpuaas.sources.queue_history import HISTORY_COLUMNS
 from reports import source_errors, with_failures
@@ -72,7 +72,7 @@ def rebalance(apply: bool = False, cohort: str | None = None, history_days: floa
               at: datetime | None = None, snapshot_id: int | None = None) -> dict[str, Any]:
     """Rebalance once; returns ``{"mode", "snapshot_id", "degraded", "cohorts": [...]}``.
 
-    ``apply`` is the operator's explicit choice for this run (overrides a dry-run policy; every
+    ``apply`` is the operator's explicit choice for this run (overrides a dry-run policy, not a change freeze; every
     limit still holds); ``cohort`` limits the run to one cohort; ``history_days`` overrides the
     policy's ``usage_lookback_days``; ``snapshot_id`` plans on that collect's snapshot instead of
     collecting again (refused when taken further than ``collect.max_staleness_seconds`` from the
@@ -81,7 +81,9 @@ def rebalance(apply: bool = False, cohort: str | None = None, history_days: floa
     logger = get_run_logger()
     settings = load_settings()
     rb = settings.policy.rebalance
-    mode = Mode.apply if apply or rb.mode is Mode.apply else Mode.dry_run
+    mode, frozen = settings.policy.run_mode(WritingFlow.rebalance, apply, datetime.now(UTC))
+    if frozen:
+        logger.warning("%s: dry-run, nothing written", frozen)
     window = history_days or rb.usage_lookback_days
     now = at or datetime.now(UTC)
     holder = new_holder("rebalance")
@@ -108,11 +110,12 @@ def rebalance(apply: bool = False, cohort: str | None = None, history_days: floa
         counts[o.result] = counts.get(o.result, 0) + 1
     logger.info("act (%s): %s", mode.value, counts or "no cohort")
 
-    publish_rebalance_artifacts(results, mode, unwalked(pools), plan.degraded)
+    publish_rebalance_artifacts(results, mode, unwalked(pools), plan.degraded, frozen)
     pushed = push_or_warn(settings, push_rebalance_metrics, results, what="rebalance metrics")
-    line = with_failures(first_line(results, mode.value, plan.degraded), source_errors(snapshot.sources))
+    line = with_failures(first_line(results, mode.value, plan.degraded, frozen), source_errors(snapshot.sources))
     return finished({"mode": mode.value, "snapshot_id": plan.snapshot_id, "degraded": plan.degraded,
                      "pushed_samples": pushed, "source_errors": source_errors(snapshot.sources),
+                     "freeze": freeze_dict(frozen),
                      "cohorts": outcome_dicts(results)}, line)
 
 

@@ -29,12 +29,12 @@ from typing import Any
 import pandas as pd
 from prefect import flow, get_run_logger
 
-from flows._outcome import finished
+from flows._outcome import finished, freeze_dict
 from flows._snapshot import snapshot_for
 from gpuaas.actions import new_holder
 from gpuaas.models import Outcome, Snapshot
 from gpuaas.policies.reclaim import adaptive_rules, snapshot_problem
-from gpuaas.policy import Mode
+from gpuaas.policy import FreezeOn, Mode, WritingFlow
 from gpuaas.settings import GpuaasSettings, load_settings
 from reports import source_errors
 from reports.reclaim import blind_line, decision_dicts, headline, summary_line
@@ -63,7 +63,7 @@ def reclaim(apply: bool = False, at: datetime | None = None, undo: list[int] | N
     dry-run; the cap and every other rule still hold.
 
     Args:
-        apply: Stop the idle workloads found (off: dry-run, only decide and audit). The policy's max_actions_per_run cap still holds.
+        apply: Stop the idle workloads found (off: dry-run, only decide and audit). The policy's max_actions_per_run cap and change freezes still hold.
         at: Judge the telemetry window ending at this instant instead of now (empty: now); the same window twice acts once.
         undo: Audit ids of earlier reclaims to restore instead of reclaiming (see `gpuaas audit list`); nothing else runs.
         snapshot_id: Judge this collect's snapshot instead of collecting again (empty: collect); refused when it was taken further than collect.max_staleness_seconds from the judged instant.
@@ -85,7 +85,9 @@ def reclaim(apply: bool = False, at: datetime | None = None, undo: list[int] | N
                 + ("" if len(done) == len(restores) else " The others: see each row's result."))
         return finished({"undo": [asdict(r) for r in restores]}, line)
 
-    mode = Mode.apply if apply or settings.policy.reclaim.mode is Mode.apply else Mode.dry_run
+    mode, frozen = settings.policy.run_mode(WritingFlow.reclaim, apply, datetime.now(UTC))
+    if frozen:
+        logger.warning("%s: dry-run, nothing written", frozen)
     now = at or datetime.now(UTC)
     cap = settings.policy.reclaim.max_actions_per_run
     try:
@@ -107,7 +109,7 @@ def reclaim(apply: bool = False, at: datetime | None = None, undo: list[int] | N
             logger.info("act (%s): %s in %.2fs", mode.value,
                         ", ".join(f"{n} {result}" for result, n in sorted(counts.items())) or "nothing to do",
                         time.monotonic() - started)
-            publish_reclaim_artifacts(unwalked(results), unwalked(snapshot), mode, cap)
+            publish_reclaim_artifacts(unwalked(results), unwalked(snapshot), mode, cap, frozen)
     except WritesBusy as busy:  # nothing collected, decided or written: the next run decides again
         return busy_outcome({"mode": mode.value, "snapshot_id": None, "decisions": []}, busy,
                             "gpuaas-reclaim-summary")
@@ -115,10 +117,11 @@ def reclaim(apply: bool = False, at: datetime | None = None, undo: list[int] | N
     if blind:
         logger.warning("degraded run: %s", blind)
     if settings.pushgateway_url:
-        _publish_signal(settings, snapshot, idle, mode)
+        _publish_signal(settings, snapshot, idle, mode, frozen)
     return finished({"mode": mode.value, "snapshot_id": snapshot_id, "degraded": bool(blind) or snapshot.degraded,
                      "source_errors": source_errors(snapshot.sources), "summary": summary_line(results, snapshot),
-                     "decisions": decision_dicts(results)}, headline(results, snapshot, mode.value))
+                     "freeze": freeze_dict(frozen), "decisions": decision_dicts(results)},
+                    headline(results, snapshot, mode.value, frozen=frozen))
 
 
 def _verdicts(settings: GpuaasSettings, snapshot: Snapshot, now: datetime) -> pd.DataFrame:
@@ -149,14 +152,16 @@ def _signal_withdrawn_on_failure(settings: GpuaasSettings) -> Iterator[None]:
         raise
 
 
-def _publish_signal(settings: GpuaasSettings, snapshot: Snapshot, idle: pd.DataFrame, mode: Mode) -> None:
-    """Replace the idle signal with this run's verdicts, or withdraw it when a source is missing or stale.
+def _publish_signal(settings: GpuaasSettings, snapshot: Snapshot, idle: pd.DataFrame, mode: Mode,
+                    frozen: FreezeOn | None) -> None:
+    """Replace the idle signal with this run's verdicts, or withdraw it when a source is missing or stale, or
+    while a change freeze holds reclaim back (KEDA would otherwise scale on it: the freeze covers it too).
 
     Either way a Pushgateway that cannot be reached is a warning: the decisions are made and audited,
     and the ScaledObject ignores a signal older than the age it states.
     """
     logger = get_run_logger()
-    problem = snapshot_problem(snapshot, settings.policy.collect.max_staleness_seconds)
+    problem = str(frozen) if frozen else snapshot_problem(snapshot, settings.policy.collect.max_staleness_seconds)
     options = retry_options(settings)
     state: Any
     if problem:

@@ -10,12 +10,14 @@ than 0``. The complete commented example lives in ``examples/policy.yaml``.
 from __future__ import annotations
 
 import re
+from datetime import datetime
 from enum import Enum
 from pathlib import Path
 from typing import Annotated, Any
 
 from pydantic import AfterValidator, Field, ValidationError, field_validator, model_validator
 
+from gpuaas._policy_freeze import Freeze, FreezeOn, WritingFlow, freeze_on, freezes_phrase
 from gpuaas._policy_model import Fraction, _Model
 from gpuaas._policy_services import (
     CostPolicy,
@@ -36,6 +38,8 @@ __all__ = [
     "CostPolicy",
     "DeadlinesPolicy",
     "FreeGoal",
+    "Freeze",
+    "FreezeOn",
     "Mode",
     "Policy",
     "QualityGate",
@@ -47,7 +51,10 @@ __all__ = [
     "ServiceOutcome",
     "StorePolicy",
     "Tenant",
+    "WritingFlow",
     "format_validation_error",
+    "freeze_on",
+    "freezes_phrase",
     "load_policy",
 ]
 
@@ -292,6 +299,7 @@ class Policy(_Model):
     services: list[ServiceOutcome] = Field(default_factory=list)
     cost: CostPolicy = CostPolicy()
     store: StorePolicy = StorePolicy()
+    freezes: list[Freeze] = Field(default_factory=list)
 
     @model_validator(mode="after")
     def _unique_tenants(self) -> Policy:
@@ -310,17 +318,32 @@ class Policy(_Model):
         return self
 
     @model_validator(mode="after")
-    def _unique_services(self) -> Policy:
-        names = [s.name for s in self.services]
-        twice = sorted({n for n in names if names.count(n) > 1})
-        if twice:
-            raise ValueError(f"service {twice[0]!r} is defined twice")
+    def _unique_names(self) -> Policy:
+        """A service or a freeze is named in reports and headlines: two of one name could not be told apart."""
+        for what, names in (("service", [s.name for s in self.services]), ("freeze", [f.name for f in self.freezes])):
+            twice = sorted({n for n in names if names.count(n) > 1})
+            if twice:
+                raise ValueError(f"{what} {twice[0]!r} is defined twice")
         return self
 
     @field_validator("services")
     @classmethod
     def _one_service_per_series(cls, services: list[ServiceOutcome]) -> list[ServiceOutcome]:
         return check_service_series(services)
+
+    @property
+    def modes(self) -> dict[WritingFlow, Mode]:
+        """Each writing flow's mode as the file sets it."""
+        return {WritingFlow.reclaim: self.reclaim.mode, WritingFlow.rebalance: self.rebalance.mode,
+                WritingFlow.deadlines: self.deadlines.mode}
+
+    def run_mode(self, flow: WritingFlow, apply: bool, now: datetime) -> tuple[Mode, FreezeOn | None]:
+        """The mode a run of ``flow`` at ``now`` writes in, and the change freeze on for it (None when none is):
+        apply when the file or the operator's ``--apply`` says so and no freeze is on. A freeze is returned in
+        dry-run too: what KEDA scales on gpuaas's signal is stopped in every mode, so the freeze covers it."""
+        frozen = freeze_on(self.freezes, flow, now)
+        applying = (apply or self.modes[flow] is Mode.apply) and frozen is None
+        return (Mode.apply if applying else Mode.dry_run), frozen
 
     def tenant_for(self, namespace: str | None, queue: str | None = None) -> Tenant | None:
         """The tenant owning a namespace or ClusterQueue, if the policy names one."""

@@ -7,9 +7,10 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from gpuaas.phrases import counted, duration, verdict_phrase
+from gpuaas.policy import FreezeOn
 
-__all__ = ["BUSY_LINE", "busy_line", "counted", "duration", "gpus", "grouped_notes", "source_errors", "verdict_phrase",
-           "with_failures"]
+__all__ = ["BUSY_LINE", "busy_line", "counted", "duration", "frozen_lead", "gpus", "grouped_notes", "source_errors",
+           "verdict_phrase", "with_failures"]
 
 
 def gpus(value: float | None) -> str:
@@ -26,6 +27,11 @@ BUSY_LINE = "another run is writing; nothing written"
 def busy_line(busy: str) -> str:
     """``Another run is writing; nothing written: <who holds what, how long this run waited>``."""
     return f"{BUSY_LINE[0].upper()}{BUSY_LINE[1:]}: {busy.removeprefix('no writes this run: ')}"
+
+
+def frozen_lead(frozen: FreezeOn | None) -> str:
+    """How a dry-run's headline starts: ``Dry-run: ``, or the change freeze that made it one."""
+    return f"{str(frozen)[0].upper()}{str(frozen)[1:]}: dry-run, " if frozen else "Dry-run: "
 
 
 def source_errors(sources: Mapping[str, Any]) -> dict[str, str]:

@@ -11,7 +11,9 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from gpuaas.models import Outcome
+from gpuaas.policy import FreezeOn
 from gpuaas.pushgateway import MetricFamily
+from reports._format import frozen_lead
 
 if TYPE_CHECKING:  # annotations only: rendering needs no cluster client
     from gpuaas.operations.rebalance import CohortOutcome
@@ -50,17 +52,18 @@ def outcome_dicts(outcomes: Sequence[CohortOutcome]) -> list[dict[str, Any]]:
     return out
 
 
-def first_line(outcomes: Sequence[CohortOutcome], mode: str, degraded: str | None) -> str:
+def first_line(outcomes: Sequence[CohortOutcome], mode: str, degraded: str | None,
+               frozen: FreezeOn | None = None) -> str:
     """What the run did in one sentence: GPUs of quota moved (or that would move), in how many cohorts, and why not;
     then, where every queue of a cohort wants at least its share, that only more GPUs can help there."""
     full = [f"{o.cohort} ({', '.join(o.plan.overloaded)})" for o in outcomes if o.plan is not None and o.plan.overloaded]
     if not full:
-        return _moves_line(outcomes, mode, degraded)
-    return (f"{_moves_line(outcomes, mode, degraded)} In {', '.join(full)} every queue wants at least its share: "
+        return _moves_line(outcomes, mode, degraded, frozen)
+    return (f"{_moves_line(outcomes, mode, degraded, frozen)} In {', '.join(full)} every queue wants at least its share: "
             "moving quota cannot help there, more GPUs can (the deadline plan's gpuaas_extra_gpus_needed says how many).")
 
 
-def _moves_line(outcomes: Sequence[CohortOutcome], mode: str, degraded: str | None) -> str:
+def _moves_line(outcomes: Sequence[CohortOutcome], mode: str, degraded: str | None, frozen: FreezeOn | None) -> str:
     if not outcomes:
         return "Nothing to rebalance: no cohort with GPU quota."
     moving = [o for o in outcomes if o.plan is not None and o.plan.moved_gpus]
@@ -79,14 +82,15 @@ def _moves_line(outcomes: Sequence[CohortOutcome], mode: str, degraded: str | No
         applied = [str(o.plan_id) for o in moving if o.result == Outcome.applied and o.plan_id]
         return (f"{moved:g} of {gpus:g} planned GPUs of quota moved in {cohorts}"
                 + (f"; to reverse: gpuaas undo {' '.join(applied)}." if applied else "."))
-    return (f"Dry-run: {gpus:g} GPUs of quota would move in {cohorts}; nothing was changed; "
-            "to apply: gpuaas rebalance --apply.")
+    return (f"{frozen_lead(frozen)}{gpus:g} GPUs of quota would move in {cohorts}; nothing was changed"
+            + ("." if frozen else "; to apply: gpuaas rebalance --apply."))
 
 
 def rebalance_markdown(outcomes: Sequence[CohortOutcome], mode: str, deadline_extra: dict[str, dict[str, int]],
-                       degraded: str | None) -> str:
-    """``deadline_extra``: cohort -> flavor -> extra GPUs the deadline plan asks for."""
-    lines = [first_line(outcomes, mode, degraded), "", f"# gpuaas rebalance ({mode})", ""]
+                       degraded: str | None, frozen: FreezeOn | None = None) -> str:
+    """``deadline_extra``: cohort -> flavor -> extra GPUs the deadline plan asks for; ``frozen``: the change freeze
+    that held the run back to dry-run."""
+    lines = [first_line(outcomes, mode, degraded, frozen), "", f"# gpuaas rebalance ({mode})", ""]
     if degraded:
         lines += [f":warning: degraded snapshot ({degraded}): plans are shown, none is applied", ""]
     if not outcomes:

@@ -11,8 +11,9 @@ import pandas as pd
 from gpuaas.actions import ActionResult
 from gpuaas.models import Outcome, Snapshot
 from gpuaas.policies.reclaim import blind_run_line
+from gpuaas.policy import FreezeOn
 from gpuaas.pushgateway import MetricFamily
-from reports._format import busy_line, counted, duration, source_errors, with_failures
+from reports._format import busy_line, counted, duration, frozen_lead, source_errors, with_failures
 
 __all__ = ["ASSUMED_GPU_HOURLY_PRICE", "SUCCESS_METRIC", "blind_line", "decision_dicts", "decision_rows", "evidence_lines", "gpu_price",
            "headline", "idle_metrics", "summary_line", "summary_markdown", "telemetry_counts"]
@@ -161,9 +162,11 @@ def _hourly_cost(acted: Sequence[ActionResult], snapshot: Snapshot) -> tuple[flo
     return cost, sources
 
 
-def headline(results: Sequence[ActionResult], snapshot: Snapshot, mode: str, busy: str | None = None) -> str:
+def headline(results: Sequence[ActionResult], snapshot: Snapshot, mode: str, busy: str | None = None,
+             frozen: FreezeOn | None = None) -> str:
     """The run in one sentence, with numbers and the next step: the CLI's first line, the flow run's state
-    message and the summary artifact's first line, so all three say the same. A failed source comes first."""
+    message and the summary artifact's first line, so all three say the same. A failed source comes first;
+    a change freeze that held the run back to dry-run (``frozen``) comes next, in place of the hint to apply."""
     if busy:
         return f"{busy_line(busy)}; the next run decides again."
     acted = [r for r in results if r.result in (Outcome.applied, Outcome.planned)]
@@ -179,16 +182,18 @@ def headline(results: Sequence[ActionResult], snapshot: Snapshot, mode: str, bus
                  f"(${cost:,.2f} per hour)"
                  + (f"; to reverse: gpuaas undo {' '.join(applied)}." if applied else "."))
     else:
-        first = (f"Dry-run: {counted(gpus, 'GPU')} would be freed by stopping {counted(len(acted), 'idle workload')} "
-                 f"(${cost:,.2f} per hour); nothing was changed; to act: gpuaas reclaim --apply.")
+        first = (f"{frozen_lead(frozen)}{counted(gpus, 'GPU')} would be freed by stopping "
+                 f"{counted(len(acted), 'idle workload')} (${cost:,.2f} per hour); nothing was changed"
+                 + ("." if frozen else "; to act: gpuaas reclaim --apply."))
     if blind and results:
         first = f"Degraded run: {blind}. {first}"
     return with_failures(first, source_errors(snapshot.sources))
 
 
 def summary_markdown(results: Sequence[ActionResult], snapshot: Snapshot, mode: str, cap: int,
-                     busy: str | None = None) -> str:
-    """First line: the run's headline. ``busy``: another run held the cluster writes."""
+                     busy: str | None = None, frozen: FreezeOn | None = None) -> str:
+    """First line: the run's headline. ``busy``: another run held the cluster writes; ``frozen``: a change
+    freeze held it back to dry-run."""
     title = f"# gpuaas reclaim ({mode})"
     if busy:
         return f"{headline(results, snapshot, mode, busy)}\n\n{title}\n"
@@ -198,7 +203,7 @@ def summary_markdown(results: Sequence[ActionResult], snapshot: Snapshot, mode: 
     _, sources = _hourly_cost(acted, snapshot)
     counts = pd.Series([r.result for r in results], dtype=object).value_counts().to_dict()
     quota = sum(r.decision.gpus for r in acted if r.frees == "quota")
-    lines = [headline(results, snapshot, mode), "", title, ""]
+    lines = [headline(results, snapshot, mode, frozen=frozen), "", title, ""]
     if acted:
         lines += [
             f"- **{gpus:g}** GPUs: **{quota:g}** with their quota returned to the queue, "

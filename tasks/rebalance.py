@@ -13,7 +13,7 @@ import pandas as pd
 from gpuaas.models import Snapshot
 from gpuaas.operations import rebalance as op
 from gpuaas.policies.deadlines import PoolPlan
-from gpuaas.policy import Mode
+from gpuaas.policy import FreezeOn, Mode
 from gpuaas.pushgateway import push_metrics
 from gpuaas.settings import GpuaasSettings
 from gpuaas.sources.queue_history import read_queue_history
@@ -61,19 +61,20 @@ def apply_rebalance(settings: GpuaasSettings, plan: op.RebalancePlan, mode: Mode
 
 @gpuaas_task("publish-rebalance-artifacts")
 def publish_rebalance_artifacts(outcomes: list[op.CohortOutcome], mode: Mode, pools: list[PoolPlan],
-                                degraded: str | None) -> None:
+                                degraded: str | None, frozen: FreezeOn | None = None) -> None:
     extra: dict[str, dict[str, int]] = {}
     for p in pools:
         n = p.plan.extra_gpus.get(p.problem.flavor, 0)
         if n:
             extra.setdefault(p.problem.cohort, {})[p.problem.flavor] = n
-    summary_artifact(key="gpuaas-rebalance-summary", markdown=rebalance_markdown(outcomes, mode.value, extra, degraded))
+    summary_artifact(key="gpuaas-rebalance-summary", markdown=rebalance_markdown(outcomes, mode.value, extra, degraded,
+                                                                                     frozen))
     rows = change_rows(outcomes)
     if rows:
         table_artifact(key="gpuaas-rebalance-plan", table=rows,
                        description=f"Quota plan ({mode.value}): before -> after per queue and flavor, with reasons")
     else:  # not a one-row table of placeholders: say why there is no move
-        markdown_artifact(key="gpuaas-rebalance-plan", markdown=first_line(outcomes, mode.value, degraded) + "\n",
+        markdown_artifact(key="gpuaas-rebalance-plan", markdown=first_line(outcomes, mode.value, degraded, frozen) + "\n",
                           description=f"Quota plan ({mode.value})")
 
 

@@ -11,7 +11,7 @@ from gpuaas.errors import ActionRefused, StoreError
 from gpuaas.models import Snapshot
 from gpuaas.operations import incident
 from gpuaas.operations import reclaim as operation
-from gpuaas.policy import Mode
+from gpuaas.policy import FreezeOn, Mode
 from gpuaas.pushgateway import delete_metrics, push_metrics
 from gpuaas.settings import GpuaasSettings
 from gpuaas.store import load_snapshot as stored_snapshot
@@ -74,7 +74,8 @@ def undo_actions(settings: GpuaasSettings, audit_ids: list[int]) -> list[UndoRes
 
 
 @gpuaas_task("publish-artifacts")
-def publish_reclaim_artifacts(results: list[ActionResult], snapshot: Snapshot, mode: Mode, cap: int) -> None:
+def publish_reclaim_artifacts(results: list[ActionResult], snapshot: Snapshot, mode: Mode, cap: int,
+                              frozen: FreezeOn | None = None) -> None:
     rows = decision_rows(results)
     if rows:
         table_artifact(key="gpuaas-reclaim-decisions", table=rows,
@@ -82,7 +83,8 @@ def publish_reclaim_artifacts(results: list[ActionResult], snapshot: Snapshot, m
     else:  # not a one-row table of placeholders: say why there is nothing
         markdown_artifact(key="gpuaas-reclaim-decisions", markdown="No reclaim decisions this run.\n",
                           description=f"Reclaim decisions ({mode.value})")
-    summary_artifact(key="gpuaas-reclaim-summary", markdown=summary_markdown(results, snapshot, mode.value, cap))
+    summary_artifact(key="gpuaas-reclaim-summary", markdown=summary_markdown(results, snapshot, mode.value, cap,
+                                                                                          frozen=frozen))
 
 
 IDLE_JOB = "gpuaas_reclaim"

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Annotated
 
@@ -10,7 +11,7 @@ from rich.markup import escape
 
 from gpuaas.cli._common import OutputFormat, console, fail, print_json, print_table, progress, settings_or_exit
 from gpuaas.errors import ConfigError
-from gpuaas.policy import load_policy
+from gpuaas.policy import freezes_phrase, load_policy
 
 
 def check(
@@ -22,13 +23,14 @@ def check(
         policy = load_policy(file)
     except ConfigError as exc:
         raise fail(str(exc)) from exc
+    freezes = freezes_phrase(policy.freezes, datetime.now(UTC))
     if format is OutputFormat.json:
-        print_json({"file": str(file), "valid": True, "policy": policy.model_dump(mode="json")})
+        print_json({"file": str(file), "valid": True, "freezes": freezes, "policy": policy.model_dump(mode="json")})
         return
     console.print(
         f"[green]ok[/]: {escape(str(file))} — reclaim {policy.reclaim.mode.value} (cap {policy.reclaim.max_actions_per_run}), "
-        f"rebalance {policy.rebalance.mode.value}, {len(policy.tenants)} tenants, "
-        f"{len(policy.services)} services",
+        f"rebalance {policy.rebalance.mode.value}, deadlines {policy.deadlines.mode.value}, {len(policy.tenants)} tenants, "
+        f"{len(policy.services)} services, {escape(freezes)}",
         highlight=False, markup=True,
     )
 

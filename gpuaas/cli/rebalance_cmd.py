@@ -26,7 +26,7 @@ _COLUMNS = ["cohort", "queue", "flavor", "before", "after", "change", "demand", 
 
 def rebalance(
     apply: Annotated[bool, typer.Option("--apply", help="Patch the ClusterQueues this run (overrides a dry-run "
-                                        "policy; every limit still holds).")] = False,
+                                        "policy, not a change freeze; every limit still holds).")] = False,
     cohort: Annotated[str | None, typer.Option("--cohort", help="Only this cohort.")] = None,
     history_days: Annotated[float | None, typer.Option("--history-days", min=0.01,
                                                        help="History window (default: the policy's).")] = None,

@@ -30,8 +30,8 @@ def _row(d: dict[str, Any]) -> list[Any]:
 
 
 def reclaim(
-    apply: Annotated[bool, typer.Option("--apply", help="Write to the cluster this run (overrides a dry-run policy; "
-                                        "the cap and every other rule still hold).")] = False,
+    apply: Annotated[bool, typer.Option("--apply", help="Write to the cluster this run (overrides a dry-run policy, "
+                                        "not a change freeze; the cap and every other rule still hold).")] = False,
     format: Annotated[OutputFormat, typer.Option("--format", help="Output format.")] = OutputFormat.table,
 ) -> None:
     """Find idle GPU workloads and stop them (dry-run unless --apply or the policy says apply)."""

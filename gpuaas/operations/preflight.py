@@ -268,9 +268,7 @@ def headline(checks: Sequence[Check]) -> str:
 
 def applying(settings: GpuaasSettings) -> list[str]:
     """The flows the policy switches to ``apply``: the ones whose writes a preflight asks about."""
-    policy = settings.policy
-    modes = {"reclaim": policy.reclaim.mode, "rebalance": policy.rebalance.mode, "deadlines": policy.deadlines.mode}
-    return [flow for flow, mode in modes.items() if mode is Mode.apply]
+    return [flow.value for flow, mode in settings.policy.modes.items() if mode is Mode.apply]
 
 
 @dataclass(frozen=True)

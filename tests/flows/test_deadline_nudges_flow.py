@@ -11,7 +11,7 @@ at ``release_at`` from the objects alone, with no snapshot and no plan.
 from __future__ import annotations
 
 import json
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -133,3 +133,30 @@ def test_release_at_its_time_needs_no_plan(pointed_at: EmbeddedCluster) -> None:
     assert done.result == "released" and done.nudge.name == name
     obj = pointed_at.store.get("Workload", "forecast", name)
     assert obj["spec"]["active"] is True and not _held(pointed_at)
+
+
+def test_a_change_freeze_writes_no_hold_but_still_releases_a_due_one(
+        cluster: EmbeddedCluster, tmp_path: Path, prefect_harness: None, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A freeze must not keep a Workload held past its planned start: the release restores, so it goes through."""
+    policy = tmp_path / "policy.yaml"
+    rules = {"deadlines": {"mode": "apply", "max_holds_per_run": 1, "release_margin_minutes": 30,
+                           "runtime_estimate_error": 1}}
+    policy.write_text(yaml.safe_dump(rules))
+    point_at(cluster, monkeypatch, data_dir=tmp_path / "data", policy_file=policy)  # a store of its own
+    now = cluster.clock.now()
+    first = _run(at=now)
+    assert [n["result"] for n in first["nudges"] if n["action"] == "hold"][0] == "applied"
+    [mark] = _held(cluster).values()
+
+    wall = datetime.now(UTC).replace(microsecond=0)
+    policy.write_text(yaml.safe_dump({**rules, "freezes": [{
+        "name": "launch", "start": (wall - timedelta(hours=1)).isoformat(),
+        "end": (wall + timedelta(hours=1)).isoformat(), "flows": ["deadlines"]}]}))
+    before = writes(cluster)
+    frozen = _run(apply=True, at=datetime.fromisoformat(mark["release_at"]))
+    assert frozen["mode"] == "dry-run" and frozen["freeze"]["name"] == "launch"
+    assert [n["result"] for n in frozen["released"]] == ["released"] and not _held(cluster)
+    assert not [n for n in frozen["nudges"] if n["result"] == "applied"]
+    assert writes(cluster) == before + 1  # the release, and nothing else
+    assert frozen["headline"].startswith(f"Change freeze launch until {wall + timedelta(hours=1):%Y-%m-%d %H:%M} UTC: "
+                                         "dry-run, no hold or demotion written. ")

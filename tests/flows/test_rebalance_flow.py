@@ -11,7 +11,7 @@ the next run rolls it back, finds its own plan stale (changed since the plan) an
 from __future__ import annotations
 
 import json
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -88,6 +88,36 @@ def test_dry_run_plans_publishes_and_writes_nothing(pointed_at: EmbeddedCluster,
                                        "nothing was changed; to apply: gpuaas rebalance --apply.")
     metrics = httpx.get(f"{pushgateway_url}/metrics", timeout=10).text
     assert 'gpuaas_rebalance_moved_gpus{cohort="c",instance="",job="gpuaas_rebalance"} 4' in metrics
+
+
+def test_a_change_freeze_makes_an_apply_from_the_cli_a_dry_run(pointed_at: EmbeddedCluster, prefect_harness: None,
+                                                               tmp_path: Path) -> None:
+    policy = tmp_path / "policy.yaml"
+    data = yaml.safe_load(policy.read_text())
+    now = datetime.now(UTC).replace(microsecond=0)
+    data["rebalance"]["mode"] = "apply"
+    data["freezes"] = [{"name": "maintenance", "start": (now - timedelta(hours=1)).isoformat(),
+                        "end": (now + timedelta(hours=1)).isoformat()},
+                       {"name": "reclaim-only", "start": "2026-01-01T00:00:00Z", "end": "2099-01-01T00:00:00Z",
+                        "flows": ["reclaim"]}]
+    policy.write_text(yaml.safe_dump(data))
+    done = runner.invoke(app, ["rebalance", "--apply", "--cohort", "c", "--format", "json"])
+    assert done.exit_code == 0, done.output
+    result = json.loads(done.stdout)
+    assert result["mode"] == "dry-run" and result["freeze"]["name"] == "maintenance"
+    assert result["headline"] == (f"Change freeze maintenance until {now + timedelta(hours=1):%Y-%m-%d %H:%M} UTC: "
+                                  "dry-run, 4 GPUs of quota would move in 1 of 1 cohorts (planned 1); nothing was "
+                                  "changed.")
+    assert quotas(pointed_at) == NOMINAL
+
+    del data["freezes"][0]  # the one left holds back reclaim only: the policy's apply goes through
+    policy.write_text(yaml.safe_dump(data))
+    done = runner.invoke(app, ["rebalance", "--cohort", "c", "--format", "json"])
+    assert done.exit_code == 0, done.output
+    [c] = json.loads(done.stdout)["cohorts"]
+    assert c["result"] == "applied" and quotas(pointed_at)["team-b-cq"] == 8
+    assert runner.invoke(app, ["undo", str(c["plan_id"])]).exit_code == 0
+    assert quotas(pointed_at) == NOMINAL
 
 
 def test_apply_from_the_cli_then_undo_the_whole_plan(pointed_at: EmbeddedCluster, prefect_harness: None) -> None:

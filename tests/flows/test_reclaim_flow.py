@@ -9,12 +9,13 @@ same window again acts on no object twice; ``undo=[ids]`` restores, and again is
 from __future__ import annotations
 
 import json
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
+import yaml
 
 from gpuaas.cluster.runner import EmbeddedCluster
 from gpuaas.cluster.testbed import write_policy
@@ -87,6 +88,45 @@ def test_dry_run_decides_publishes_and_writes_nothing(pointed_at: EmbeddedCluste
     [success] = [line for line in metrics.splitlines() if line.startswith("gpuaas_last_success_timestamp_seconds{")]
     assert 'job="gpuaas_reclaim"' in success and float(success.split()[-1]) == _at(pointed_at).timestamp()
     assert result["degraded"] is False
+
+
+def _freeze_around_now(policy: Path) -> Path:
+    """Add a change freeze from an hour ago to an hour from now (the wall clock: writes happen now)."""
+    now = datetime.now(UTC).replace(microsecond=0)
+    data = yaml.safe_load(policy.read_text())
+    data["freezes"] = [{"name": "maintenance", "start": (now - timedelta(hours=1)).isoformat(),
+                        "end": (now + timedelta(hours=1)).isoformat()}]
+    policy.write_text(yaml.safe_dump(data))
+    return policy
+
+
+def test_a_change_freeze_holds_an_apply_back_and_withdraws_the_keda_signal(
+        cluster: EmbeddedCluster, tmp_path: Path, pushgateway_url: str, prefect_harness: None,
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """The policy says apply and the operator passes --apply: a freeze still makes the run a dry-run."""
+    policy = _freeze_around_now(write_policy(tmp_path / "policy.yaml", mode="apply", max_actions_per_run=2))
+    point_at(cluster, monkeypatch, data_dir=tmp_path / "data", pushgateway_url=pushgateway_url, policy_file=policy)
+    before = writes(cluster)
+    result = _run(apply=True, at=_at(cluster))
+    assert writes(cluster) == before and result["mode"] == "dry-run"
+    assert result["freeze"]["name"] == "maintenance"
+    assert sorted(d["result"] for d in result["decisions"]).count("planned") == 2
+    until = datetime.fromisoformat(result["freeze"]["until"])
+    assert result["headline"].startswith(f"Change freeze maintenance until {until:%Y-%m-%d %H:%M} UTC: dry-run, "
+                                         "4 GPUs would be freed by stopping 2 idle workloads")  # 2 GPUs each
+    assert "--apply" not in result["headline"]
+
+    # KEDA scales on the idle signal in every mode: the same run without the freeze publishes it, with it not.
+    def published() -> list[str]:
+        return [line for line in httpx.get(f"{pushgateway_url}/metrics", timeout=10).text.splitlines()
+                if line.startswith("gpuaas_workload_idle{")]
+
+    keda = write_policy(tmp_path / "keda.yaml", actuator="keda")
+    monkeypatch.setenv("GPUAAS_POLICY_FILE", str(keda))
+    assert _run(at=_at(cluster))["freeze"] is None and published()
+    monkeypatch.setenv("GPUAAS_POLICY_FILE", str(_freeze_around_now(keda)))
+    assert _run(at=_at(cluster))["freeze"] is not None and not published()
+    assert writes(cluster) == before
 
 
 def test_a_given_snapshot_is_judged_without_collecting_again_and_a_far_one_is_refused(

@@ -1,0 +1,167 @@
+"""Change freezes: stretches of time in which the flows that write run as dry-run, whatever their mode.
+
+Platform teams freeze changes over a holiday, a launch or a weekend. A policy that says
+``mode: apply`` should not need editing twice around each one, and a scheduled run should not be
+the one change made during it. A freeze is either one stretch (``start`` to ``end``) or a recurring
+one (a five-field cron ``schedule`` that starts it, and ``duration_minutes``, read in ``timezone``),
+the way Karpenter's disruption budgets and Argo CD's sync windows are written.
+
+While a freeze names a flow, that flow decides and audits as in dry-run and writes nothing new,
+an explicit ``--apply`` included. What only restores a prior state still happens: ``undo``, and the
+deadlines flow's release of its own holds when their time comes (a freeze must not keep a Workload
+held past its planned start). The functions here are pure: the instant is an argument.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from enum import StrEnum
+from typing import Annotated
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+
+from cronsim import CronSim, CronSimError
+from pydantic import AfterValidator, AwareDatetime, Field, model_validator
+
+from gpuaas._policy_model import _Model
+
+__all__ = ["Freeze", "FreezeOn", "WritingFlow", "freeze_on", "freezes_phrase", "next_freeze"]
+
+_MAX_EXTENSIONS = 400
+"""How many back-to-back recurrences ``until`` follows (a freeze every day for a day is on for a year)."""
+
+
+class WritingFlow(StrEnum):
+    """The flows that write to the cluster, the ones a freeze holds back."""
+
+    reclaim = "reclaim"
+    rebalance = "rebalance"
+    deadlines = "deadlines"
+
+
+def _cron(expr: str) -> str:
+    fields = expr.split()
+    if len(fields) != 5:
+        raise ValueError(f"{expr!r} is not a cron schedule of five fields (minute hour day-of-month month day-of-week)")
+    try:
+        CronSim(expr, datetime(2000, 1, 1, tzinfo=UTC))
+    except CronSimError as exc:
+        raise ValueError(f"{expr!r} is not a cron schedule: {exc}") from None
+    return " ".join(fields)
+
+
+def _zone(name: str) -> str:
+    try:
+        ZoneInfo(name)
+    except (ZoneInfoNotFoundError, ValueError):
+        raise ValueError(f"{name!r} is not an IANA time zone (e.g. UTC, Europe/Berlin, America/New_York)") from None
+    return name
+
+
+class Freeze(_Model):
+    """One change freeze: a stretch (``start``, ``end``) or a recurring one (``schedule``, ``duration_minutes``)."""
+
+    name: Annotated[str, Field(min_length=1, max_length=63)]
+    """Said in every headline and log line of a run it holds back (``year-end``, ``weekend``)."""
+    start: AwareDatetime | None = None
+    """Its beginning, with a time zone (``2026-12-20T00:00:00Z``)."""
+    end: AwareDatetime | None = None
+    """Its end (not included)."""
+    schedule: Annotated[str, AfterValidator(_cron)] | None = None
+    """A cron schedule of five fields that starts it each time (``0 16 * * fri``: Fridays at 16:00)."""
+    duration_minutes: Annotated[float, Field(gt=0, le=31 * 24 * 60)] | None = None
+    """How long each recurrence lasts (``3840``: Friday 16:00 to Monday 08:00)."""
+    timezone: Annotated[str, AfterValidator(_zone)] = "UTC"
+    """The zone the schedule is read in, daylight saving included."""
+    flows: list[WritingFlow] = Field(default_factory=lambda: list(WritingFlow), min_length=1)
+    """The flows it holds back; by default all three that write."""
+
+    @model_validator(mode="after")
+    def _one_form(self) -> Freeze:
+        stretch = (self.start is not None, self.end is not None)
+        recurring = (self.schedule is not None, self.duration_minutes is not None)
+        if any(stretch) and any(recurring):
+            raise ValueError("a freeze is either start and end, or schedule and duration_minutes, not both")
+        if any(stretch) and not all(stretch):
+            raise ValueError(f"{'end' if self.start else 'start'} is missing: a stretch needs both start and end")
+        if any(recurring) and not all(recurring):
+            raise ValueError(f"{'duration_minutes' if self.schedule else 'schedule'} is missing: a recurring "
+                             "freeze needs both schedule and duration_minutes")
+        if not any(stretch) and not any(recurring):
+            raise ValueError("give start and end, or schedule and duration_minutes")
+        if self.start is not None and self.end is not None and self.end <= self.start:
+            raise ValueError(f"end {self.end.isoformat()} is not after start {self.start.isoformat()}")
+        return self
+
+    def last_start(self, now: datetime) -> datetime | None:
+        """The latest start at or before ``now`` (None when it has not started yet)."""
+        if self.start is not None:
+            return self.start if self.start <= now else None
+        local = (now.astimezone(ZoneInfo(self.timezone)).replace(microsecond=0) + timedelta(seconds=1))
+        started: datetime | None = next(iter(CronSim(str(self.schedule), local, reverse=True)), None)
+        return started
+
+    def first_start_after(self, now: datetime) -> datetime | None:
+        """The earliest start after ``now`` (None for a stretch that has started)."""
+        if self.start is not None:
+            return self.start if self.start > now else None
+        local = now.astimezone(ZoneInfo(self.timezone))
+        return next(iter(CronSim(str(self.schedule), local)), None)
+
+    def end_of(self, started: datetime) -> datetime:
+        """When the occurrence that began at ``started`` ends, back-to-back recurrences included."""
+        if self.end is not None:
+            return self.end
+        length = timedelta(minutes=float(self.duration_minutes or 0))
+        until = started + length
+        for _, again in zip(range(_MAX_EXTENSIONS), CronSim(str(self.schedule), started), strict=False):
+            if again > until:
+                break
+            until = again + length
+        return until
+
+
+@dataclass(frozen=True)
+class FreezeOn:
+    """A freeze that holds a flow back now, and until when."""
+
+    name: str
+    until: datetime
+
+    def __str__(self) -> str:
+        """How a held-back run's headline names it: ``change freeze year-end until 2027-01-04 00:00 UTC``."""
+        return f"change freeze {self.name} until {self.until.astimezone(UTC):%Y-%m-%d %H:%M} UTC"
+
+
+def freeze_on(freezes: Sequence[Freeze], flow: WritingFlow, now: datetime) -> FreezeOn | None:
+    """The freeze that holds ``flow`` back at ``now`` (the one that ends last when several do), or None."""
+    now = now if now.tzinfo else now.replace(tzinfo=UTC)
+    on = []
+    for freeze in freezes:
+        if flow not in freeze.flows:
+            continue
+        started = freeze.last_start(now)
+        if started is not None and now < (until := freeze.end_of(started)):
+            on.append(FreezeOn(freeze.name, until))
+    return max(on, key=lambda f: f.until, default=None)
+
+
+def next_freeze(freezes: Sequence[Freeze], now: datetime) -> tuple[Freeze, datetime] | None:
+    """The freeze that starts next after ``now``, and when: what ``gpuaas config check`` announces."""
+    coming = [(f, start) for f in freezes if (start := f.first_start_after(now)) is not None]
+    return min(coming, key=lambda pair: pair[1], default=None)
+
+
+def freezes_phrase(freezes: Sequence[Freeze], now: datetime) -> str:
+    """What ``gpuaas config check`` says of the freezes: how many, the one on now, or the next one."""
+    if not freezes:
+        return "no change freeze"
+    said = f"{len(freezes)} change freeze{'s' if len(freezes) > 1 else ''}"
+    on = [found for flow in WritingFlow if (found := freeze_on(freezes, flow, now))]
+    if on:
+        return f"{said}, on now: {max(on, key=lambda f: f.until)}"
+    coming = next_freeze(freezes, now)
+    if coming is None:
+        return f"{said}, all past"
+    return f"{said}, the next: {coming[0].name} from {coming[1].astimezone(UTC):%Y-%m-%d %H:%M} UTC"

@@ -49,13 +49,16 @@ READS: tuple[Access, ...] = (
 )
 """What every flow reads (the collect), and ``get`` on the kinds re-read before a stop or an undo."""
 
+_EVENTS = Access("create", "events.k8s.io", "events")
+
 WRITES: dict[str, tuple[Access, ...]] = {
     "reclaim": (Access("patch", "kueue.x-k8s.io", "workloads"),
-                *(Access("patch", group, resource) for group, resource in _KINDS)),
-    "rebalance": _accesses(["get", "patch"], "kueue.x-k8s.io", ["clusterqueues"]),
-    "deadlines": (Access("patch", "kueue.x-k8s.io", "workloads"),),
+                *(Access("patch", group, resource) for group, resource in _KINDS), _EVENTS),
+    "rebalance": (*_accesses(["get", "patch"], "kueue.x-k8s.io", ["clusterqueues"]), _EVENTS),
+    "deadlines": (Access("patch", "kueue.x-k8s.io", "workloads"), _EVENTS),
 }
-"""What each flow writes in ``apply`` mode (every patch carries the resourceVersion it read)."""
+"""What each flow writes in ``apply`` mode (every patch carries the resourceVersion it read), and the Event it
+records on each object it changed."""
 
 ROLES: dict[str, str] = {"reads": "gpuaas-reader", "reclaim": "gpuaas-reclaimer", "rebalance": "gpuaas-rebalancer",
                          "deadlines": "gpuaas-reclaimer"}

@@ -35,6 +35,7 @@ from gpuaas.settings import GpuaasSettings
 from gpuaas.store import Store, open_store
 from reports import BUSY_LINE, busy_line
 from tasks._options import gpuaas_task
+from tasks._steps import run_logger
 
 __all__ = ["BUSY_LINE", "CONCURRENCY_LIMIT", "LOCK", "SLOT_LOCK", "WritesBusy", "acquire_writes_lock", "busy_line",
            "busy_outcome", "cluster_writes", "ensure_concurrency_limit", "enter_concurrency_slot", "release_writes_lock",
@@ -224,3 +225,8 @@ def store_and_writer(settings: GpuaasSettings, **writer_options: Any) -> Iterato
     """The audit log and the cluster writer an acting task needs, both closed however the task ends."""
     with open_store(settings) as store, KubeWriter(settings, **writer_options) as writer:
         yield store, writer
+        missed = writer.unrecorded_events
+        if missed:  # the writes stand: an Event is best effort, as Kubernetes' own are
+            more = f" (and {len(missed) - 1} more)" if len(missed) > 1 else ""
+            run_logger().warning("Kubernetes Event not recorded on %d changed objects: %s%s", len(missed), missed[0],
+                                 more)

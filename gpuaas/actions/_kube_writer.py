@@ -19,8 +19,9 @@ from typing import Any
 
 from kubernetes import client
 
+from gpuaas.actions._events import EventReason, event_body
 from gpuaas.actions._patches import KIND_RESOURCES
-from gpuaas.errors import KubeAPIError, MalformedResponse, NotFound, TransientError
+from gpuaas.errors import GpuaasError, KubeAPIError, MalformedResponse, NotFound, TransientError
 from gpuaas.settings import GpuaasSettings
 from gpuaas.sources import make_api_client
 from gpuaas.sources.kube import KUEUE_GROUP, KUEUE_VERSIONS, kube_request
@@ -42,6 +43,8 @@ class KubeWriter:
         self._timeout = settings.request_timeout_seconds
         self._url = str(self._api.configuration.host)
         self._kueue_version: str | None = None
+        self.unrecorded_events: list[str] = []
+        """Why each Event that could not be recorded was not: the acting task warns of them once the run acts."""
 
     def close(self) -> None:
         if self._own:
@@ -129,6 +132,20 @@ class KubeWriter:
                                verb="patching")
         return self._call("patching", kind, "", name, _cluster(self._custom.patch_cluster_custom_object), version,
                           body=body, _content_type=_MERGE_PATCH)
+
+    def record_event(self, obj: dict[str, Any], reason: EventReason, note: str) -> bool:
+        """An Event on ``obj`` (``gpuaas.actions._events``); never raises: a failure is kept in ``unrecorded_events``."""
+        body = event_body(obj, reason, note)
+        try:
+            with kube_request(verb="recording an Event on", kind=str(obj.get("kind")), url=self._url,
+                              namespace=body["regarding"].get("namespace"), name=body["regarding"]["name"]):
+                client.EventsV1Api(self._api).create_namespaced_event(body["metadata"]["namespace"], body,
+                                                                      _preload_content=False,
+                                                                      _request_timeout=self._timeout)
+        except GpuaasError as exc:
+            self.unrecorded_events.append(f"{reason.value}: {exc}")
+            return False
+        return True
 
 
 def _cluster(fn: Any) -> Any:

@@ -26,6 +26,7 @@ from __future__ import annotations
 from datetime import datetime, timedelta
 from typing import Any
 
+from gpuaas.actions._events import EventReason
 from gpuaas.actions._kube_writer import INDEFINITE, KubeWriter
 from gpuaas.actions._patches import differences, left_by_stop, live_values, reclaimed_by, restore_patch
 from gpuaas.actions._undoing import Undone
@@ -198,5 +199,7 @@ def restore_reclaim(store: Store, writer: KubeWriter, reclaim: AuditEntry, flow_
             return finish(outcome, f"the response was lost ({str(exc)[:300]}); read back: {why}")
         except GpuaasError as exc:
             return finish(Outcome.failed, str(exc)[:500] + _left_behind(writer, reclaim, obj, str(exc)))
+        writer.record_event(patched, EventReason.restored, f"Restored by gpuaas: the undo of audit #{reclaim_id} put "
+                                                           "back the state it had before it was stopped")
         return finish(Outcome.restored, f"restored (resourceVersion {patched['metadata'].get('resourceVersion')})")
     return finish(Outcome.failed, "409 Conflict twice: the object keeps changing; try again")

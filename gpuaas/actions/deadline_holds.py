@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
+from gpuaas.actions._events import EventReason
 from gpuaas.actions._kube_writer import KubeWriter
 from gpuaas.actions._undoing import Undone
 from gpuaas.errors import Conflict, GpuaasError, NotFound
@@ -137,6 +138,10 @@ def _hold(n: Nudge, store: Store, writer: KubeWriter, mode: Mode, run: str | Non
         return NudgeResult(n, Outcome.failed, str(exc)[:500], intent.id)
     done = {**after, "resourceVersion": patched["metadata"].get("resourceVersion")}
     _row(store, n, Outcome.applied, n.reason, mode, run, refers_to=intent.id, before=before, after=done)
+    what = (EventReason.demoted, "Demoted one priority by gpuaas") if n.action == "demote" else (
+        EventReason.held, f"Held by gpuaas until {release_at or 'its release'}")
+    writer.record_event(patched, what[0], f"{what[1]}: {n.reason}. Audit #{intent.id}; to release it now: "
+                                          f"gpuaas undo {intent.id}")
     return NudgeResult(n, Outcome.applied, n.reason, intent.id)
 
 
@@ -165,6 +170,8 @@ def _release(n: Nudge, store: Store, writer: KubeWriter, run: str | None) -> Nud
         row = _row(store, n, Outcome.released, n.reason, Mode.apply, run, refers_to=hold_id,
                    before={**current, "hold": hold},
                    after={**written, "resourceVersion": patched["metadata"].get("resourceVersion")})
+        writer.record_event(patched, EventReason.released, f"Released by gpuaas: {n.reason}"
+                                                           + (f" (the hold of audit #{hold_id})" if hold_id else ""))
         return NudgeResult(n, Outcome.released, n.reason, row.id)
     raise AssertionError("unreachable")  # pragma: no cover
 

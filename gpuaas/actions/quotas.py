@@ -34,6 +34,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
+from gpuaas.actions._events import EventReason
 from gpuaas.actions._kube_writer import KubeWriter
 from gpuaas.actions._quota_patches import gpu_nominal, quota_patch
 from gpuaas.actions._undoing import Undone
@@ -117,8 +118,16 @@ def _move(ctx: _Ctx, moves: Moves, why: str) -> tuple[list[str], str | None]:
             except GpuaasError as exc:
                 return done, f"{queue}: {exc}"[:500]
             rv = (patched.get("metadata") or {}).get("resourceVersion")
+            changes = ", ".join(f"{f} {a} -> {b}" for f, (a, b) in step.items())
+            if why == "apply":
+                ctx.writer.record_event(patched, EventReason.quota_moved, f"Nominal GPU quota moved by gpuaas "
+                                        f"rebalance: {changes}. Plan #{ctx.plan_id}; to reverse it: gpuaas undo "
+                                        f"{ctx.plan_id}")
+            else:
+                ctx.writer.record_event(patched, EventReason.quota_restored, f"Nominal GPU quota restored by "
+                                        f"gpuaas ({why} of plan #{ctx.plan_id}): {changes}")
             _row(ctx, CHANGE_ACTION, KIND, queue, Outcome.applied if why == "apply" else Outcome.restored,
-                 f"{why}: " + ", ".join(f"{f} {a} -> {b}" for f, (a, b) in step.items()),
+                 f"{why}: {changes}",
                  before={f: a for f, (a, _) in step.items()},
                  after={**{f: b for f, (_, b) in step.items()}, "resourceVersion": rv})
             done.append(queue)

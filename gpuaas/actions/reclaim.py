@@ -37,6 +37,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
+from gpuaas.actions._events import EventReason
 from gpuaas.actions._kube_writer import INDEFINITE, KubeWriter
 from gpuaas.actions._patches import StopPlan, reclaimed_by, stop_patch, stop_plan, stopped_reason
 from gpuaas.errors import Conflict, GpuaasError, NotFound
@@ -180,6 +181,8 @@ def _act(d: Decision, audit: _Audit, writer: KubeWriter, mode: Mode, now: dateti
         return ActionResult(d, Outcome.failed, str(exc)[:500], intent.id, plan.method, plan.frees)
     done = {**after, "resourceVersion": patched["metadata"].get("resourceVersion")}
     audit.row(d, Outcome.applied, reason, refers_to=intent.id, before=plan.before(), after=done)
+    writer.record_event(patched, EventReason.reclaimed, f"Stopped by gpuaas: {d.reason}; {reason}. "
+                                                        f"Audit #{intent.id}; to restore it: gpuaas undo {intent.id}")
     return ActionResult(d, Outcome.applied, reason, intent.id, plan.method, plan.frees)
 
 

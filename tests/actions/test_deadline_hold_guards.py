@@ -36,6 +36,7 @@ class FakeWriter:
         self.obj = obj
         self.conflict = conflict
         self.patches: list[dict[str, Any]] = []
+        self.events: list[tuple[str, str]] = []
 
     def get(self, kind: str, namespace: str, name: str, *, version: str | None = None) -> dict[str, Any]:
         return self.obj
@@ -47,6 +48,10 @@ class FakeWriter:
                            namespace=namespace, name=name)
         self.patches.append(body)
         return {"metadata": {"resourceVersion": "8"}}
+
+    def record_event(self, obj: dict[str, Any], reason: Any, note: str) -> bool:
+        self.events.append((str(reason), note))
+        return True
 
 
 def workload(conditions: dict[str, str] | None = None, *, active: bool | None = None,
@@ -97,6 +102,9 @@ def test_a_hold_applied_names_its_audit_row_and_release_time(store: Store) -> No
     mark = json.loads(patch["metadata"]["annotations"][HOLD_ANNOTATION])
     assert mark == {"audit_id": result.audit_id, "release_at": (NOW + timedelta(minutes=30)).isoformat(),
                     "before": {"active": None}}
+    [(reason, note)] = writer.events  # what the Workload's team reads in kubectl describe
+    assert reason == "HeldForDeadline" and note.startswith(f"Held by gpuaas until {mark['release_at']}: ")
+    assert note.endswith(f"Audit #{result.audit_id}; to release it now: gpuaas undo {result.audit_id}")
 
 
 def test_a_demotion_records_the_priority_writes_one_lower_and_its_release_puts_it_back(store: Store) -> None:
@@ -112,6 +120,7 @@ def test_a_demotion_records_the_priority_writes_one_lower_and_its_release_puts_i
                     "before": {"priority": 100}}
     [intent] = [r for r in store.audit(limit=None) if r.id == result.audit_id]
     assert intent.action == "deadline-demote" and intent.before == {"priority": 100}
+    assert [(r, n.split(":")[0]) for r, n in writer.events] == [("DemotedForDeadline", "Demoted one priority by gpuaas")]
     writer.obj = workload({"Admitted": "True"}, priority=99, annotations={HOLD_ANNOTATION: json.dumps(mark)})
     [released] = apply_nudges([Nudge("release", "ns", "wl", "admitted")], store, writer, mode=Mode.dry_run,
                               flow_run_id=None)  # type: ignore[arg-type]

@@ -17,6 +17,7 @@ import httpx
 import pytest
 import yaml
 
+from gpuaas.cluster.apiserver import RBACRules
 from gpuaas.cluster.runner import EmbeddedCluster
 from gpuaas.cluster.testbed import write_policy
 from gpuaas.settings import load_settings
@@ -25,6 +26,8 @@ from tests.actions.reclaim_scenario import IDLE_TARGETS, NEVER, target_of, write
 from tests.scenarios import point_at
 
 pytestmark = [pytest.mark.integration, pytest.mark.flow]
+
+MANIFEST = Path(__file__).resolve().parents[2] / "deployments" / "kubernetes" / "rbac.yaml"
 
 
 @pytest.fixture(scope="module")
@@ -159,12 +162,29 @@ def test_a_given_snapshot_is_judged_without_collecting_again_and_a_far_one_is_re
     assert writes(pointed_at) == before
 
 
-def test_apply_is_capped_by_waste_and_the_same_window_acts_once(pointed_at: EmbeddedCluster,
-                                                                 prefect_harness: None) -> None:
+def _events(cluster: EmbeddedCluster, name: str) -> dict[str, str]:
+    """gpuaas's Events on the objects named ``name``: reason -> note."""
+    return {e["reason"]: e["note"] for e in cluster.store.list("Event")
+            if e["regarding"]["name"] == name and e["reportingController"] == "gpuaas.io/gpuaas"}
+
+
+def test_apply_is_capped_by_waste_and_the_same_window_acts_once(pointed_at: EmbeddedCluster, prefect_harness: None,
+                                                                 caplog: pytest.LogCaptureFixture) -> None:
     at = _at(pointed_at)
-    first = _run(apply=True, at=at)
+    # The shipped roles less the Event rule, as a cluster whose own roles omit it: the stops stand, the run warns.
+    roles = RBACRules.from_manifest(MANIFEST, ["gpuaas-reader", "gpuaas-reclaimer"])
+    pointed_at.api.rbac = RBACRules([{"apiGroups": sorted(g), "resources": sorted(r), "verbs": sorted(v)}
+                                     for g, r, v in roles.rules if "events" not in r])
+    try:
+        first = _run(apply=True, at=at)
+    finally:
+        pointed_at.api.rbac = None
     applied = {target_of(d)[1] for d in first["decisions"] if d["result"] == "applied"}
     assert applied == {"ray", "dep"}  # 2 GPUs x 30 min each: the most wasteful
+    [warned] = [r.getMessage() for r in caplog.records if "Kubernetes Event not recorded" in r.getMessage()]
+    assert warned.startswith("Kubernetes Event not recorded on 2 changed objects: Reclaimed: ")
+    assert "403" in warned and warned.endswith("(and 1 more)")
+    assert _events(pointed_at, "dep") == {}
     deferred = [d for d in first["decisions"] if d["result"] == "deferred"]
     assert len(deferred) == len(IDLE_TARGETS) - 2 and all("over the cap of 2" in d["reason"] for d in deferred)
     [ray] = [d for d in first["decisions"] if target_of(d) == ("RayCluster", "ray")]
@@ -196,8 +216,13 @@ def test_apply_is_capped_by_waste_and_the_same_window_acts_once(pointed_at: Embe
         store.close()
     assert len(names) == len(set(names)) == 6
 
+    stopped = next(d for d in third["decisions"] if d["result"] == "applied")  # its Event is recorded
+    assert _events(pointed_at, stopped["name"])["Reclaimed"].endswith(f"to restore it: gpuaas undo {stopped['audit_id']}")
+
     undone = _run(undo=[first["decisions"][0]["audit_id"]])["undo"]
     assert undone[0]["result"] == "restored"
+    assert f"undo of audit #{first['decisions'][0]['audit_id']}" in _events(pointed_at, first["decisions"][0]["name"])[
+        "Restored"]
     assert _run(undo=[first["decisions"][0]["audit_id"]])["undo"][0]["result"] == "no-op"
 
 

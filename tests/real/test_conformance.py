@@ -67,6 +67,15 @@ def decision(settings: GpuaasSettings, name: str) -> Decision:
     return found[0]
 
 
+def events_on(api: KubeHTTP, obj: dict[str, Any]) -> dict[str, str]:
+    """The notes of gpuaas's Events on ``obj`` by reason, as the real API server stored them."""
+    meta = obj["metadata"]
+    found = [e for e in api.list("Event", meta.get("namespace") or "default")
+             if e["regarding"].get("uid") == meta["uid"] and e["reportingController"] == "gpuaas.io/gpuaas"]
+    assert all(e["regarding"]["kind"] == obj["kind"] and e["type"] == "Normal" for e in found), found
+    return {e["reason"]: e["note"] for e in found}
+
+
 def test_kueue_creates_and_admits_the_workloads(api: KubeHTTP) -> None:
     wait_until("wl, ray and b-run admitted", lambda: reserved(api, "Job", "wl") and reserved(api, "RayCluster", "ray")
                and reserved(api, "Job", "b-run", B))
@@ -129,6 +138,12 @@ def test_reclaim_of_a_jobs_workload_is_an_eviction_and_its_undo_a_readmission(
     [restored] = undo(settings, store, [int(result.audit_id)])
     assert restored.result == "restored", restored.message
     wait_until("re-admitted after the undo", lambda: reserved(api, "Job", "wl"))
+    # kubectl describe shows the team what happened and how to undo it.
+    events = events_on(api, workload_of(api, "Job", "wl", A))
+    assert set(events) == {"Reclaimed", "Restored"}, events
+    assert events["Reclaimed"].startswith("Stopped by gpuaas: ")
+    assert events["Reclaimed"].endswith(f"Audit #{result.audit_id}; to restore it: gpuaas undo {result.audit_id}")
+    assert f"the undo of audit #{result.audit_id}" in events["Restored"]
 
 
 def test_a_clients_suspend_of_an_admitted_raycluster_is_set_back_by_kueue(api: KubeHTTP) -> None:
@@ -252,6 +267,9 @@ def test_a_deadline_hold_deactivates_a_pending_workload_and_its_release_requeues
     after = api.get("Workload", name, B)
     assert after["spec"]["active"] is True
     assert "gpuaas.io/deadline-hold" not in (after["metadata"].get("annotations") or {})
+    events = events_on(api, after)
+    assert events["HeldForDeadline"].startswith("Held by gpuaas until its release: deadline test. ")
+    assert events["Released"].startswith("Released by gpuaas: deadline test")
 
 
 def test_a_deadline_demotion_lowers_a_pending_workloads_priority_and_its_release_restores_it(
@@ -294,8 +312,13 @@ def test_a_quota_plan_passes_kueues_validation_admits_and_is_undone(store: Store
                    or reserved(api, "Job", "b-late", B))
         [undone] = incident.undo(store, writer, [result.plan_id], flow_run_id=None)
         assert undone.result == "restored", undone.message
-    quota = api.get("ClusterQueue", qb)["spec"]["resourceGroups"][0]["flavors"][0]["resources"][0]["nominalQuota"]
+    queue = api.get("ClusterQueue", qb)
+    quota = queue["spec"]["resourceGroups"][0]["flavors"][0]["resources"][0]["nominalQuota"]
     assert str(quota) == "4"
+    events = events_on(api, queue)  # a ClusterQueue is cluster-scoped: its Events are in "default"
+    assert events["QuotaMoved"] == (f"Nominal GPU quota moved by gpuaas rebalance: h100 4 -> 8. Plan "
+                                    f"#{result.plan_id}; to reverse it: gpuaas undo {result.plan_id}")
+    assert events["QuotaRestored"] == f"Nominal GPU quota restored by gpuaas (undo of plan #{result.plan_id}): h100 8 -> 4"
     # Lowered below its usage, team-b's queue evicts nothing: it now counts as borrowing.
     assert reserved(api, "Job", "b-big", B) or reserved(api, "Job", "b-late", B)
 

@@ -67,6 +67,7 @@ RESOURCES: dict[str, Resource] = {
         _r("Node", "", ("v1",), "nodes", False, True, "no"),
         _r("Deployment", "apps", ("v1",), "deployments", True, True, "deploy"),
         _r("StatefulSet", "apps", ("v1",), "statefulsets", True, True, "sts"),
+        _r("Event", "events.k8s.io", ("v1",), "events", True, False, "ev"),
     )
 }
 

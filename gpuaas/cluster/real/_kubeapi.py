@@ -47,6 +47,7 @@ _KINDS: dict[str, tuple[str, str, bool]] = {
     "RayCluster": ("apis/ray.io/v1", "rayclusters", True),
     "InferenceService": ("apis/serving.kserve.io/v1beta1", "inferenceservices", True),
     "Notebook": ("apis/kubeflow.org/v1", "notebooks", True),
+    "Event": ("apis/events.k8s.io/v1", "events", True),
 }
 
 

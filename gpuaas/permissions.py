@@ -23,14 +23,17 @@ __all__ = ["BINDINGS", "READS", "ROLES", "WRITES", "Access", "allowed"]
 
 @dataclass(frozen=True, order=True)
 class Access:
-    """One verb on one resource: ``patch rayclusters.ray.io``."""
+    """One verb on one resource, or on one object of it: ``patch rayclusters.ray.io``, ``get namespaces/kube-system``."""
 
     verb: str
     group: str
     resource: str
+    name: str = ""
+    """Where the role grants the verb on this object alone (``resourceNames``)."""
 
     def __str__(self) -> str:
-        return f"{self.verb} {self.resource}" + (f".{self.group}" if self.group else "")
+        return (f"{self.verb} {self.resource}" + (f".{self.group}" if self.group else "")
+                + (f"/{self.name}" if self.name else ""))
 
 
 def _accesses(verbs: Sequence[str], group: str, resources: Sequence[str]) -> tuple[Access, ...]:
@@ -46,8 +49,10 @@ READS: tuple[Access, ...] = (
     Access("get", "kueue.x-k8s.io", "workloads"),
     *(a for group, resource in _KINDS for a in _accesses(["get", "list"], group, [resource])),
     Access("list", "", "pods"),
+    Access("get", "", "namespaces", "kube-system"),
 )
-"""What every flow reads (the collect), and ``get`` on the kinds re-read before a stop or an undo."""
+"""What every flow reads (the collect), ``get`` on the kinds re-read before a stop or an undo, and the
+``kube-system`` Namespace, whose uid tells one cluster's history from another's in the store."""
 
 _EVENTS = Access("create", "events.k8s.io", "events")
 
@@ -86,7 +91,7 @@ def allowed(settings: GpuaasSettings, accesses: Sequence[Access]) -> dict[Access
         for access in dict.fromkeys(accesses):
             review: Any = authz.create_self_subject_access_review(client.V1SelfSubjectAccessReview(
                 spec=client.V1SelfSubjectAccessReviewSpec(resource_attributes=client.V1ResourceAttributes(
-                    verb=access.verb, group=access.group, resource=access.resource))),
+                    verb=access.verb, group=access.group, resource=access.resource, name=access.name or None))),
                 _request_timeout=settings.request_timeout_seconds)
             answers[access] = bool(review.status and review.status.allowed)
         return answers

@@ -308,6 +308,7 @@ def build_snapshot(
         serving=prom.serving if prom is not None else pd.DataFrame(),
         data_quality=data_quality,
         cohorts=_cohort_frame(kube),
+        cluster=kube.cluster_uid,
     )
 
 

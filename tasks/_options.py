@@ -13,7 +13,7 @@ import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar, cast
 
-from gpuaas.errors import TransientError
+from gpuaas.errors import ConfigError, TransientError
 from gpuaas.settings import GpuaasSettings
 from gpuaas.sources.failures import describe_failure
 from tasks._steps import run_logger
@@ -50,6 +50,18 @@ def retry_transient_only(task: Any, task_run: Any, state: Any) -> bool:
         return True
     except Exception:  # noqa: BLE001 - any other failure is permanent by definition
         return False
+    return False
+
+
+def retry_unless_misconfigured(task: Any, task_run: Any, state: Any) -> bool:
+    """Prefect ``retry_condition_fn`` of the store steps: retry whatever failed (a database busy for a moment)
+    but a ``ConfigError``, which the same settings raise again (a database that holds another cluster's history)."""
+    try:
+        state.result()
+    except ConfigError:
+        return False
+    except Exception:  # noqa: BLE001 - anything else may pass on a second try
+        return True
     return False
 
 

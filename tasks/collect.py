@@ -15,7 +15,7 @@ from gpuaas.pushgateway import push_metrics
 from gpuaas.settings import GpuaasSettings
 from reports.collect import backlog_rows, collect_metrics, quality_rows, summary_markdown
 from tasks._artifacts import summary_artifact, table_artifact
-from tasks._options import IO_TASK_OPTIONS
+from tasks._options import IO_TASK_OPTIONS, retry_unless_misconfigured
 from tasks._steps import step
 
 __all__ = ["plan_collect", "publish_artifacts", "push_summary", "read_one_source", "store_snapshot"]
@@ -26,14 +26,16 @@ def read_one_source(name: str, settings: GpuaasSettings, now: datetime, windows:
     return operation.read(name, settings, now, windows)
 
 
-@step(name="plan-collect", retries=2, retry_delay_seconds=2)
+@step(name="plan-collect", retries=2, retry_delay_seconds=2, retry_condition_fn=retry_unless_misconfigured)
 def plan_collect(settings: GpuaasSettings, snapshot: Snapshot) -> operation.CollectPlan:
-    """The idle candidates, the history rows and whether the full document is due (the store's one read)."""
+    """The idle candidates, the history rows and whether the full document is due (the store's two reads); refused
+    when the store holds another cluster's history."""
     from gpuaas.store import open_store  # here: SQLAlchemy is paid by the steps that touch the store
 
     with open_store(settings) as store:
         due = operation.full_due(store, snapshot.collected_at, settings.policy)
-    return operation.plan(snapshot, settings.policy, full_due=due)
+        stored = store.latest_cluster()
+    return operation.plan(snapshot, settings.policy, full_due=due, stored_cluster=stored)
 
 
 @step(name="store-snapshot", retries=2, retry_delay_seconds=2)

@@ -19,8 +19,8 @@ MANIFEST = Path(__file__).resolve().parents[1] / "deployments" / "kubernetes" / 
 def _granted(role: str) -> set[Access]:
     documents = [d for d in yaml.safe_load_all(MANIFEST.read_text()) if d and d.get("kind") == "ClusterRole"]
     rules = next(d["rules"] for d in documents if d["metadata"]["name"] == role)
-    return {Access(verb, group, resource) for rule in rules for group in rule["apiGroups"]
-            for resource in rule["resources"] for verb in rule["verbs"]}
+    return {Access(verb, group, resource, name) for rule in rules for group in rule["apiGroups"]
+            for resource in rule["resources"] for verb in rule["verbs"] for name in rule.get("resourceNames", [""])}
 
 
 def test_the_reads_are_the_reader_role() -> None:
@@ -37,3 +37,4 @@ def test_each_flows_writes_are_granted_by_its_role_and_each_writer_role_by_some_
 def test_an_access_reads_as_kubectl_names_it() -> None:
     assert str(Access("patch", "ray.io", "rayclusters")) == "patch rayclusters.ray.io"
     assert str(Access("list", "", "pods")) == "list pods"
+    assert str(Access("get", "", "namespaces", "kube-system")) == "get namespaces/kube-system"

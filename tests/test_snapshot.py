@@ -80,11 +80,16 @@ def test_summary(snapshot: Snapshot) -> None:
                                    "required": True}},
         "workloads": 6,
         "unknown_telemetry": 2,
+        "cluster": None,
     }
 
 
 def test_json_round_trip(snapshot: Snapshot) -> None:
+    from dataclasses import replace
+
+    snapshot = replace(snapshot, cluster="uid-of-kube-system")
     back = Snapshot.from_json(snapshot.to_json())
+    assert back.cluster == "uid-of-kube-system"
     assert back.collected_at == snapshot.collected_at and back.windows_minutes == (30.0,)
     assert back.summary() == snapshot.summary()
     assert back.workloads["created_at"].tolist() == snapshot.workloads["created_at"].tolist()

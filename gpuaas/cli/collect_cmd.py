@@ -15,7 +15,7 @@ from rich.table import Table
 from gpuaas.cli._common import OutputFormat, console, end_degraded, lead, print_json, print_table, settings_or_exit
 from gpuaas.cli._flows import run_flow
 
-SUMMARY_KEYS = ("queues", "sources", "workloads", "unknown_telemetry")
+SUMMARY_KEYS = ("queues", "sources", "workloads", "unknown_telemetry", "cluster")
 DECISION_KEYS = ("snapshot_id", "idle_candidates", "degraded", "source_errors", "headline")
 
 

@@ -117,8 +117,10 @@ def _cluster_queue(tenant: Tenant) -> dict[str, Any]:
 
 
 def fleet_objects(scenario: Scenario) -> list[dict[str, Any]]:
-    """Namespaces, Nodes, ResourceFlavors, priority classes, ClusterQueues and LocalQueues."""
-    objects: list[dict[str, Any]] = []
+    """Namespaces (``kube-system`` too, as every cluster has it: its uid names the cluster), Nodes, ResourceFlavors,
+    priority classes, ClusterQueues and LocalQueues."""
+    objects: list[dict[str, Any]] = [{"apiVersion": "v1", "kind": "Namespace", "metadata": {
+        "name": "kube-system", "labels": {"kubernetes.io/metadata.name": "kube-system"}}}]
     for tenant in scenario.tenants:
         objects.append({
             "apiVersion": "v1",

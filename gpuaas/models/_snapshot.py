@@ -61,6 +61,9 @@ class Snapshot:
     cohorts: pd.DataFrame = field(default_factory=_empty)
     """Kueue Cohort objects: their parent and own quota, one row per flavor/resource (one with no flavor when none).
     Empty when the cluster has none: a cohort that ClusterQueues name without an object is implicit, as in Kueue."""
+    cluster: str | None = None
+    """The cluster it was read from: its ``kube-system`` Namespace's uid (None where it could not be read).
+    Stored with the snapshot's summary, so that one database never mixes two clusters' history."""
 
     @property
     def degraded(self) -> bool:
@@ -88,6 +91,7 @@ class Snapshot:
             },
             "workloads": len(self.workloads),
             "unknown_telemetry": unknown,
+            "cluster": self.cluster,
         }
 
     def to_json(self) -> str:
@@ -103,6 +107,7 @@ class Snapshot:
             "collected_at": self.collected_at.isoformat(),
             "windows_minutes": list(self.windows_minutes),
             "sources": {name: s.as_dict() for name, s in self.sources.items()},
+            "cluster": self.cluster,
         })
         frames = ",".join(f"{json.dumps(name)}:{_frame_json(getattr(self, name))}" for name in FRAMES)
         return f'{head[:-1]}, "frames": {{{frames}}}}}'
@@ -119,5 +124,6 @@ class Snapshot:
             collected_at=datetime.fromisoformat(doc["collected_at"]),
             windows_minutes=tuple(float(w) for w in doc["windows_minutes"]),
             sources={name: SourceStatus.from_dict(s) for name, s in doc["sources"].items()},
+            cluster=doc.get("cluster"),
             **frames,
         )

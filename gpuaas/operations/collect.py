@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
+from gpuaas.errors import ConfigError
 from gpuaas.fleet_history import queue_aggregates, tenant_aggregates
 from gpuaas.models import Snapshot, SourceStatus
 from gpuaas.policies.reclaim import find_idle
@@ -104,8 +105,26 @@ def full_due(store: Store, collected_at: datetime, policy: Policy) -> bool:
     return store.wants_full_snapshot(collected_at, timedelta(minutes=policy.store.full_snapshot_every_minutes))
 
 
-def plan(snapshot: Snapshot, policy: Policy, *, full_due: bool) -> CollectPlan:
-    """What the store receives and the run reports. Pure: ``full_due`` is the store's answer, read beforehand."""
+def other_cluster(cluster: str | None, stored: tuple[str, datetime] | None) -> str | None:
+    """Why a snapshot of ``cluster`` must not go into a store whose newest snapshot came from another one, or None.
+
+    Two clusters sharing one database would mix their queue and tenant history under the same
+    ClusterQueue and namespace names: the rebalance would plan one cluster's quotas on both's usage.
+    """
+    if stored is None or cluster is None or stored[0] == cluster:
+        return None
+    return (f"this database holds the history of another cluster (kube-system uid {stored[0]}, last collected "
+            f"{stored[1]:%Y-%m-%d %H:%M} UTC) than the one gpuaas reads now ({cluster}): give each cluster "
+            "its own database, or point gpuaas back at that cluster")
+
+
+def plan(snapshot: Snapshot, policy: Policy, *, full_due: bool,
+         stored_cluster: tuple[str, datetime] | None = None) -> CollectPlan:
+    """What the store receives and the run reports. Pure: ``full_due`` and ``stored_cluster`` (``Store.latest_cluster``)
+    are the store's answers, read beforehand. Raises ``ConfigError`` when the store is another cluster's."""
+    problem = other_cluster(snapshot.cluster, stored_cluster)
+    if problem:
+        raise ConfigError(problem, field="GPUAAS_DATABASE_URL")
     idle = find_idle(snapshot.workloads, policy, snapshot.collected_at)
     return CollectPlan(
         snapshot=snapshot,

@@ -26,6 +26,7 @@ import pandas as pd
 
 from gpuaas.errors import StoreError
 from gpuaas.models import SourceStatus
+from gpuaas.operations.collect import other_cluster
 from gpuaas.permissions import BINDINGS, READS, ROLES, WRITES, Access, allowed
 from gpuaas.policy import Mode, Policy
 from gpuaas.settings import GpuaasSettings, MetricNames
@@ -230,8 +231,9 @@ def pushgateway_check(settings: GpuaasSettings) -> Check:
     return Check("Pushgateway", Verdict.ok, "ready")
 
 
-def database_check(settings: GpuaasSettings) -> Check:
-    """The database opens read-only at this gpuaas's schema; a missing one is created by the first run."""
+def database_check(settings: GpuaasSettings, cluster: str | None = None) -> Check:
+    """The database opens read-only at this gpuaas's schema and holds no other cluster's history than ``cluster``'s
+    (the one the settings read); a missing one is created by the first run."""
     from gpuaas.store import Store, redact_url, sqlite_file
 
     name, where = "database", redact_url(settings.database_url_value)
@@ -242,12 +244,17 @@ def database_check(settings: GpuaasSettings) -> Check:
         store = Store(settings.database_url_value, migrate=False, read_only=True)
         try:
             current, head = store.current_revision(), store.head_revision()
+            stored = store.latest_cluster() if current == head else None
         finally:
             store.close()
     except StoreError as exc:
         return Check(name, Verdict.failed, str(exc))
     if current == head:
-        return Check(name, Verdict.ok, f"{where}: schema {current}, up to date")
+        problem = other_cluster(cluster, stored)
+        if problem:
+            return Check(name, Verdict.failed, f"{where}: {problem}")
+        return Check(name, Verdict.ok, f"{where}: schema {current}, up to date"
+                     + (", the history of this cluster" if stored else ""))
     if current is None or (head is not None and current < head):
         return Check(name, Verdict.warning, f"{where}: schema {current or '(empty)'}, behind {head}: the next flow "
                                             "run upgrades it, or gpuaas db upgrade")
@@ -319,9 +326,11 @@ def read(settings: GpuaasSettings, now: datetime | None = None, writes_of: Seque
             except Exception as exc:  # noqa: BLE001 - the census only explains; its failure is said, not raised
                 census_error = str(exc)
     flows = tuple(applying(settings) if writes_of is None else writes_of)
+    kube: KubeState | None = readings["kube"][0]
     answers, answers_error = _ask(settings, sources["kube"], flows)
-    return Findings(readings["kube"][0], sources, workloads, found, census_error, answers, answers_error, flows,
-                    pushgateway_check(settings), database_check(settings), settings.metrics,
+    return Findings(kube, sources, workloads, found, census_error, answers, answers_error, flows,
+                    pushgateway_check(settings), database_check(settings, kube.cluster_uid if kube else None),
+                    settings.metrics,
                     settings.policy.collect.max_staleness_seconds, settings.policy)
 
 

@@ -21,11 +21,14 @@ from kubernetes.client.exceptions import ApiException
 from kubernetes.config import kube_config
 from kubernetes.config.config_exception import ConfigException
 
-from gpuaas.errors import ConfigError, MalformedResponse
+from gpuaas.errors import ConfigError, KubeAPIError, MalformedResponse
 from gpuaas.settings import GpuaasSettings
 from gpuaas.sources._kube_errors import SOURCE, kube_request
 
-__all__ = ["KubeLister", "kubeconfig_path", "make_api_client"]
+__all__ = ["IDENTITY_NAMESPACE", "KubeLister", "kubeconfig_path", "make_api_client"]
+
+IDENTITY_NAMESPACE = "kube-system"
+"""The Namespace whose uid names the cluster: there from the cluster's creation to its end."""
 
 
 def make_api_client(settings: GpuaasSettings) -> client.ApiClient:
@@ -94,6 +97,21 @@ class KubeLister:
             token = (body.get("metadata") or {}).get("continue") or None
             if not token:
                 return items
+
+    def cluster_uid(self) -> str | None:
+        """The uid of the ``kube-system`` Namespace: the cluster's identity, as Kubernetes tools take it (it
+        lives as long as the cluster). None where the role may not read it or it is not there."""
+        with self._count:
+            self.requests += 1
+        try:
+            with kube_request(verb="reading", kind="Namespace", name=IDENTITY_NAMESPACE, url=self.url):
+                body = orjson.loads(self._get(f"/api/v1/namespaces/{IDENTITY_NAMESPACE}", []).data)
+        except KubeAPIError as exc:
+            if exc.status in (403, 404):
+                return None
+            raise
+        uid = ((body if isinstance(body, dict) else {}).get("metadata") or {}).get("uid")
+        return str(uid) if uid else None
 
     def custom_objects(self, group: str, version: str, plural: str) -> list[dict[str, Any]]:
         """Every object of a custom resource, across namespaces."""

@@ -60,6 +60,8 @@ class KubeState:
     pods: tuple[PodGpus, ...]
     not_installed: tuple[str, ...]
     requests: int
+    cluster_uid: str | None = None
+    """The ``kube-system`` Namespace's uid (``KubeLister.cluster_uid``); None where it could not be read."""
 
 
 def _kueue_version(lister: KubeLister) -> tuple[str | None, list[dict[str, Any]]]:
@@ -150,6 +152,7 @@ def _read(lister: KubeLister, gpu_resources: tuple[str, ...]) -> KubeState:
             return objs  # the small lists are parsed after the join below
         return [_parsed("Workload", url, lambda o: parse_workload(o, gpu_resources), o) for o in objs]
 
+    cluster_uid = lister.cluster_uid()
     version, cq_objs = _kueue_version(lister)
     plurals = ("localqueues", "workloads", "cohorts", "resourceflavors") if version is not None else ()
     # The big lists are parsed as they arrive (their raw pages die then); only the pods wait for the owners.
@@ -185,4 +188,5 @@ def _read(lister: KubeLister, gpu_resources: tuple[str, ...]) -> KubeState:
         pods=tuple(pods),
         not_installed=tuple(missing),
         requests=lister.requests,
+        cluster_uid=cluster_uid,
     )

@@ -292,6 +292,17 @@ class Store:
             record = session.exec(query).first()
         return _inflated(record) if record is not None else None
 
+    def latest_cluster(self) -> tuple[str, datetime] | None:
+        """The cluster the newest snapshot row was read from, and when; None before the first, or when that row
+        does not say (its cluster could not be read). One small read: the summary column alone."""
+        query = select(SnapshotRecord.summary, SnapshotRecord.collected_at).order_by(
+            col(SnapshotRecord.collected_at).desc()).limit(1)
+        with self.session() as session:
+            row = session.exec(query).first()
+        if row is None or not isinstance(row[0], dict) or not row[0].get("cluster"):
+            return None
+        return str(row[0]["cluster"]), _as_utc(row[1])
+
     def wants_full_snapshot(self, collected_at: datetime, every: timedelta) -> bool:
         """Whether a snapshot collected at ``collected_at`` should be stored in full: no full one
         was collected in ``(collected_at - every, collected_at]`` (``store.full_snapshot_every_minutes``)."""

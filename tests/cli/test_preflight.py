@@ -60,7 +60,7 @@ def test_a_working_setup_passes_and_names_the_workloads_without_telemetry(
     assert checks["Pushgateway"] == ("skipped", "GPUAAS_PUSHGATEWAY_URL not set: nothing is pushed")
     assert checks["database"][0] == "ok" and "no database there yet" in checks["database"][1]
     assert not (tmp_path / "data" / "gpuaas.db").exists()  # a check reads; it creates nothing
-    assert checks["permissions"] == ("ok", "allowed: the 17 reads every flow makes; no flow applies, so no write "
+    assert checks["permissions"] == ("ok", "allowed: the 18 reads every flow makes; no flow applies, so no write "
                                            "was asked about (--all-writes, or all_writes for the flow, asks)")
     assert checks["policy against the cluster"] == ("skipped", "the policy names no tenant and no cohort")
     assert json.loads(run.stdout)["headline"] == "Preflight: 8 checks: 5 ok, 1 warning, 2 skipped."
@@ -115,13 +115,13 @@ MANIFEST = Path(__file__).resolve().parents[2] / "deployments" / "kubernetes" / 
 @pytest.mark.parametrize(("roles", "args", "said"), [
     (["gpuaas-reader"], ("--policy-applies",),
      "reclaim would write, but patch workloads.kueue.x-k8s.io, patch rayclusters.ray.io, patch "
-     "inferenceservices.serving.kserve.io and 3 more are refused: bind gpuaas-reclaimer "
+     "inferenceservices.serving.kserve.io and 4 more are refused: bind gpuaas-reclaimer "
      "(kubectl apply -f deployments/kubernetes/rbac-apply-reclaim.yaml)"),
     (["gpuaas-reader", "gpuaas-reclaimer"], ("--all-writes",),
      "rebalance would write, but get clusterqueues.kueue.x-k8s.io, patch clusterqueues.kueue.x-k8s.io are "
      "refused: bind gpuaas-rebalancer (kubectl apply -f deployments/kubernetes/rbac-apply-rebalance.yaml)"),
-    ([], (), "17 of the 17 reads every flow makes are refused (list clusterqueues.kueue.x-k8s.io, list "
-             "localqueues.kueue.x-k8s.io, list workloads.kueue.x-k8s.io and 14 more): bind gpuaas-reader "
+    ([], (), "18 of the 18 reads every flow makes are refused (list clusterqueues.kueue.x-k8s.io, list "
+             "localqueues.kueue.x-k8s.io, list workloads.kueue.x-k8s.io and 15 more): bind gpuaas-reader "
              "(kubectl apply -f deployments/kubernetes/rbac.yaml)"),
 ], ids=["reclaim-applies-without-its-role", "all-writes-without-the-rebalancer", "no-role"])
 def test_a_role_missing_for_what_the_flows_do_is_named(

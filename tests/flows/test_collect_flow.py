@@ -253,7 +253,8 @@ def test_cli_collect_json_and_table(pointed_at: EmbeddedCluster, prefect_harness
     assert result.exit_code == 0, result.output
     doc = json.loads(result.stdout)
     assert set(doc) == {"queues", "sources", "workloads", "unknown_telemetry", "snapshot_id", "idle_candidates",
-                        "degraded", "source_errors", "headline"}
+                        "degraded", "source_errors", "headline", "cluster"}
+    assert doc["cluster"] == pointed_at.store.get("Namespace", "", "kube-system")["metadata"]["uid"]
     assert doc["degraded"] is False and doc["source_errors"] == {} and doc["headline"].startswith("Snapshot ")
     queues = {q["name"]: q for q in doc["queues"]}
     assert set(queues["team-b-cq"]) == {"name", "cohort", "pending_workloads", "pending_gpus",
@@ -367,3 +368,35 @@ def test_collect_keeps_queue_and_tenant_history_and_only_the_newest_full_snapsho
     # Every cycle keeps its row and aggregates; the full document every 10 minutes (at-10, at), the newest 1 kept.
     assert kept == ids and full == ids[-1:]
     assert latest is not None and Snapshot.from_json(latest.payload["snapshot"]).collected_at == at
+
+
+def test_a_database_holding_another_clusters_history_is_refused_before_anything_is_stored(
+        pointed_at: EmbeddedCluster, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Two clusters sharing one database would plan one's quotas on both's usage: the collect says so and stops."""
+    from datetime import UTC, datetime
+
+    from typer.testing import CliRunner
+
+    from gpuaas.cli.app import app
+
+    point_at(pointed_at, monkeypatch, data_dir=tmp_path / "shared-data")
+    store = open_store(load_settings())
+    try:
+        store.save_snapshot(datetime(2026, 12, 5, 4, 0, tzinfo=UTC), {"cluster": "uid-of-another-cluster"}, {})
+    finally:
+        store.close()
+    result = CliRunner().invoke(app, ["collect"])
+    ours = pointed_at.store.get("Namespace", "", "kube-system")["metadata"]["uid"]
+    assert result.exit_code == 1, result.output
+    assert "Traceback" not in result.output
+    assert result.stderr.strip().splitlines()[-1] == (
+        "error: GPUAAS_DATABASE_URL: this database holds the history of another cluster (kube-system uid "
+        f"uid-of-another-cluster, last collected 2026-12-05 04:00 UTC) than the one gpuaas reads now ({ours}): give "
+        "each cluster its own database, or point gpuaas back at that cluster")
+    store = open_store(load_settings())
+    try:
+        latest = store.latest_snapshot()
+        assert latest is not None and latest.summary == {"cluster": "uid-of-another-cluster"}  # nothing stored
+        assert store.queue_history(datetime(2000, 1, 1, tzinfo=UTC), datetime(2100, 1, 1, tzinfo=UTC)).empty
+    finally:
+        store.close()

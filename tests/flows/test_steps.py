@@ -14,8 +14,8 @@ from typing import Any
 import pytest
 
 from flows._outcome import RUN_NAME_MAX, run_name
-from gpuaas.errors import MalformedResponse, SourceUnavailable
-from tasks._options import retry_transient_only
+from gpuaas.errors import ConfigError, MalformedResponse, SourceUnavailable, StoreError
+from tasks._options import retry_transient_only, retry_unless_misconfigured
 from tasks._steps import PlainState, step
 
 calls: list[str] = []
@@ -27,6 +27,14 @@ def flaky(fail_times: int, error: type[Exception]) -> str:
     if calls.count("flaky") <= fail_times:
         raise error("down", source="prometheus")  # type: ignore[call-arg]
     return "ok"
+
+
+@step(name="store-step", retries=2, retry_delay_seconds=0, retry_condition_fn=retry_unless_misconfigured)
+def store_step(error: Exception) -> str:
+    calls.append("store")
+    if calls.count("store") == 1:
+        raise error
+    return "stored"
 
 
 @step(name="double")
@@ -44,6 +52,13 @@ def test_outside_a_flow_run_a_step_is_its_function_with_its_retries() -> None:
     state = flaky(2, SourceUnavailable, return_state=True)
     assert isinstance(state, PlainState) and state.is_completed() and state.result() == "ok"
     assert calls == ["flaky"] * 3  # two transient failures retried, then success
+
+
+def test_a_store_step_retries_a_database_error_but_not_a_configuration_one() -> None:
+    assert store_step(StoreError("database is locked"), return_state=True).result() == "stored"
+    calls.clear()
+    state = store_step(ConfigError("this database holds the history of another cluster"), return_state=True)
+    assert state.is_failed() and calls == ["store"]
 
 
 def test_a_permanent_error_is_not_retried_and_retries_stop_at_the_count() -> None:

@@ -17,7 +17,7 @@ from gpuaas.actions import KubeWriter
 from gpuaas.cluster.real import KubeHTTP, KubeHTTPError, RealCluster
 from gpuaas.operations.collect import read_snapshot
 from gpuaas.operations.preflight import Verdict, permissions_check
-from gpuaas.permissions import BINDINGS, READS, WRITES, allowed
+from gpuaas.permissions import BINDINGS, READS, WRITES, Access, allowed
 from gpuaas.settings import load_settings
 
 pytestmark = [pytest.mark.real]
@@ -97,6 +97,10 @@ def test_the_shipped_roles_allow_every_read_and_write_the_flows_need(sa_kubeconf
     snapshot = read_snapshot(settings)
     assert snapshot.sources["kube"].ok, snapshot.sources["kube"]
     assert not snapshot.workloads.empty
+    # The kube-system Namespace alone (resourceNames) is enough to name the cluster; any other is refused.
+    assert snapshot.cluster == api.get("Namespace", "kube-system")["metadata"]["uid"]
+    assert allowed(settings, [Access("get", "", "namespaces", "default")]) == {
+        Access("get", "", "namespaces", "default"): False}
     cq = api.list("LocalQueue", "team-a")[0]["spec"]["clusterQueue"]
     with KubeWriter(settings) as writer:
         nb = writer.get("Notebook", "team-a", "nb")

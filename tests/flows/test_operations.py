@@ -177,7 +177,7 @@ def test_two_overlapping_runs_only_one_writes(pointed_at: EmbeddedCluster, prefe
     assert first["state"].is_completed(), first["state"].message
     applied = [d for d in first["state"].result()["decisions"] if d["result"] == "applied"]
     assert len(applied) == 1  # the cap of 1
-    assert writes(pointed_at) == before + 1  # one PATCH, from the first run only
+    assert writes(pointed_at) == before + 2  # one PATCH and its Event, from the first run only
     assert _audit_runs() == {str(first["state"].state_details.flow_run_id)}
     assert _active_slots() == 0  # both runs gave the Prefect slot back
     # The run that wrote nothing completed degraded: the webhook says so (point 4).
@@ -232,7 +232,7 @@ def test_a_lock_left_by_a_killed_process_is_taken_over_after_its_lease(pointed_a
     taken_over = reclaim(apply=True, at=datetime.now(UTC))
     assert "writes_busy" not in taken_over
     assert [d["result"] for d in taken_over["decisions"]].count("applied") == 1
-    assert writes(pointed_at) == before + 1
+    assert writes(pointed_at) == before + 2  # the stop and its Event
 
 
 HOLD_THE_SLOT_AND_DIE = """
@@ -269,7 +269,7 @@ def test_a_prefect_slot_left_by_a_killed_run_is_given_back(pointed_at: EmbeddedC
     next_run = reclaim(apply=True, at=datetime.now(UTC))
     assert "writes_busy" not in next_run, next_run["writes_busy"]
     assert [d["result"] for d in next_run["decisions"]].count("applied") == 1
-    assert writes(pointed_at) == before + 1
+    assert writes(pointed_at) == before + 2  # the stop and its Event
     assert _active_slots() == 0
 
 

@@ -160,7 +160,8 @@ def freezes_phrase(freezes: Sequence[Freeze], now: datetime) -> str:
     said = f"{len(freezes)} change freeze{'s' if len(freezes) > 1 else ''}"
     on = [found for flow in WritingFlow if (found := freeze_on(freezes, flow, now))]
     if on:
-        return f"{said}, on now: {max(on, key=lambda f: f.until)}"
+        last = max(on, key=lambda f: f.until)
+        return f"{said}, {last.name} on now until {last.until.astimezone(UTC):%Y-%m-%d %H:%M} UTC"
     coming = next_freeze(freezes, now)
     if coming is None:
         return f"{said}, all past"

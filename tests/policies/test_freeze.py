@@ -186,7 +186,7 @@ def test_config_check_says_which_freeze_is_on_or_comes_next(tmp_path: Path) -> N
     for freezes, said in (([], "no change freeze"),
                           ([past], "1 change freeze, all past"),
                           ([past, later], f"2 change freezes, the next: launch from {now + timedelta(days=2):%Y-%m-%d %H:%M} UTC"),
-                          ([later, on], f"2 change freezes, on now: change freeze incident until "
+                          ([later, on], f"2 change freezes, incident on now until "
                                         f"{now + timedelta(hours=5):%Y-%m-%d %H:%M} UTC")):
         path.write_text(yaml.safe_dump({"freezes": freezes}))
         result = CliRunner().invoke(app, ["config", "check", str(path)], env={"COLUMNS": "400"})

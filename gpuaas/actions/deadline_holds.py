@@ -138,10 +138,10 @@ def _hold(n: Nudge, store: Store, writer: KubeWriter, mode: Mode, run: str | Non
         return NudgeResult(n, Outcome.failed, str(exc)[:500], intent.id)
     done = {**after, "resourceVersion": patched["metadata"].get("resourceVersion")}
     _row(store, n, Outcome.applied, n.reason, mode, run, refers_to=intent.id, before=before, after=done)
-    what = (EventReason.demoted, "Demoted one priority by gpuaas") if n.action == "demote" else (
-        EventReason.held, f"Held by gpuaas until {release_at or 'its release'}")
-    writer.record_event(patched, what[0], f"{what[1]}: {n.reason}. Audit #{intent.id}; to release it now: "
-                                          f"gpuaas undo {intent.id}")
+    reason, done_by = ((EventReason.demoted, "Demoted one priority by gpuaas") if n.action == "demote"
+                       else (EventReason.held, f"Held by gpuaas until {release_at or 'its release'}"))
+    writer.record_event(patched, reason, f"{done_by}: {n.reason}. Audit #{intent.id}; to release it now: "
+                                         f"gpuaas undo {intent.id}")
     return NudgeResult(n, Outcome.applied, n.reason, intent.id)
 
 

@@ -30,6 +30,7 @@ from gpuaas.sources._prom_client import PromClient, sample_value
 
 __all__ = [
     "GPU_COLUMNS",
+    "KUEUE_PENDING",
     "PrometheusReading",
     "fraction_under",
     "gpu_series_census",
@@ -38,6 +39,9 @@ __all__ = [
     "read_prometheus",
 ]
 
+
+KUEUE_PENDING = q.KUEUE_PENDING
+"""Kueue's gauge of pending Workloads per ClusterQueue: present in Prometheus only where Kueue's metrics are scraped."""
 
 _KEY_RENAME = {
     "gpuaas_host": "host", "gpu": "gpu", "modelName": "model", "GPU_I_ID": "gpu_instance",

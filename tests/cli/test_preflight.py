@@ -54,6 +54,8 @@ def test_a_working_setup_passes_and_names_the_workloads_without_telemetry(
     assert checks["Kubernetes API and Kueue"][0] == "ok"
     assert checks["Kubernetes API and Kueue"][1].startswith("kueue.x-k8s.io/v1beta2: 2 ClusterQueues")
     assert checks["Prometheus"][0] == checks["OpenCost"][0] == "ok"
+    assert checks["Kueue metrics"][0] == "ok"
+    assert checks["Kueue metrics"][1].startswith("2 ClusterQueues in kueue_pending_workloads, the newest sample ")
     verdict, detail = checks["GPU telemetry"]
     assert verdict == "warning" and detail.startswith("2 of 17 GPU workloads have incomplete telemetry")
     assert "(StatefulSet team-a/dark, Workload team-a/wl; 2 with no sample" in detail  # the scenario's two
@@ -63,7 +65,7 @@ def test_a_working_setup_passes_and_names_the_workloads_without_telemetry(
     assert checks["permissions"] == ("ok", "allowed: the 18 reads every flow makes; no flow applies, so no write "
                                            "was asked about (--all-writes, or all_writes for the flow, asks)")
     assert checks["policy against the cluster"] == ("skipped", "the policy names no tenant and no cohort")
-    assert json.loads(run.stdout)["headline"] == "Preflight: 8 checks: 5 ok, 1 warning, 2 skipped."
+    assert json.loads(run.stdout)["headline"] == "Preflight: 9 checks: 6 ok, 1 warning, 2 skipped."
 
 
 @pytest.mark.parametrize(("env", "said"), [
@@ -78,7 +80,7 @@ def test_telemetry_no_workload_can_use_fails_saying_what_to_set(
     assert run.returncode == 1
     verdict, detail = _checks(run)["GPU telemetry"]
     assert verdict == "failed" and said in detail, detail
-    assert run.stderr.strip().splitlines()[-1] == "error: 1 of 8 checks failed: GPU telemetry"
+    assert run.stderr.strip().splitlines()[-1] == "error: 1 of 9 checks failed: GPU telemetry"
 
 
 def test_unreachable_sources_are_named_and_the_telemetry_check_waits_for_them(
@@ -90,8 +92,8 @@ def test_unreachable_sources_are_named_and_the_telemetry_check_waits_for_them(
     refused = "connection refused (nothing listens on that port)"
     assert checks["Prometheus"] == ("failed", f"Prometheus at {nowhere}: {refused}")
     assert checks["Pushgateway"] == ("failed", f"Pushgateway at {nowhere}: {refused}")
-    assert checks["GPU telemetry"][0] == "skipped"
-    assert run.stderr.strip().splitlines()[-1] == "error: 2 of 8 checks failed: Prometheus, Pushgateway"
+    assert checks["GPU telemetry"][0] == checks["Kueue metrics"][0] == "skipped"
+    assert run.stderr.strip().splitlines()[-1] == "error: 2 of 9 checks failed: Prometheus, Pushgateway"
 
 
 def test_a_reachable_pushgateway_and_a_database_behind_this_gpuaas(

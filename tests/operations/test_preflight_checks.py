@@ -93,3 +93,22 @@ def test_a_policy_with_nothing_to_match_or_no_kueue_is_skipped() -> None:
     assert policy_check(tenants, _state(None)).verdict is Verdict.skipped
     check = policy_check(tenants, _state("v1beta2"))  # no LocalQueue and no Workload in namespace a
     assert check.verdict is Verdict.warning and "tenant a's namespace a has no LocalQueue and no Workload" in check.detail
+
+
+def test_kueue_metrics_missing_from_prometheus_warn_saying_what_goes_without_them() -> None:
+    from gpuaas.operations.preflight import kueue_metrics_check
+    from gpuaas.sources.prometheus import PrometheusReading
+
+    kueue = pd.DataFrame([{"cluster_queue": q, "flavor": "", "resource": "", "stat": "pending_workloads", "value": 0.0}
+                          for q in ("a", "b", "b")])
+    scraped = PrometheusReading(gpus=pd.DataFrame(), kueue=kueue, serving=pd.DataFrame(), staleness={"kueue": 14.2})
+    assert kueue_metrics_check(scraped).as_dict() == {
+        "check": "Kueue metrics", "verdict": "ok",
+        "detail": "2 ClusterQueues in kueue_pending_workloads, the newest sample 14 s old"}
+    unscraped = PrometheusReading(gpus=pd.DataFrame(), kueue=kueue.iloc[0:0], serving=pd.DataFrame(),
+                                  staleness={"dcgm": 20.0})
+    check = kueue_metrics_check(unscraped)
+    assert check.verdict is Verdict.warning
+    assert check.detail.startswith("no kueue_pending_workloads in Prometheus: scrape the Kueue manager's metrics")
+    assert "KEDA-scaled workload is not woken by pending work" in check.detail
+    assert kueue_metrics_check(None).verdict is Verdict.skipped

@@ -1,0 +1,227 @@
+"""The preflight's checks, each a pure function of what was read: its verdict and, in words, what was found or
+what to set. ``gpuaas.operations.preflight`` reads the sources and the probes and lists these in order; they live
+apart from it so that the use case stays its reading and its order, and each check can be called in a REPL."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from enum import StrEnum
+from typing import Any
+
+import pandas as pd
+
+from gpuaas.models import SourceStatus
+from gpuaas.permissions import BINDINGS, READS, ROLES, WRITES, Access
+from gpuaas.policy import Policy
+from gpuaas.settings import MetricNames
+from gpuaas.sources.kube import KubeState
+from gpuaas.sources.prometheus import KUEUE_PENDING, PrometheusReading
+
+__all__ = ["Check", "SeriesCensus", "Verdict", "headline", "holding_gpus", "kube_check", "kueue_metrics_check",
+           "permissions_check", "policy_check", "prometheus_check", "source_check", "telemetry_check"]
+
+
+class Verdict(StrEnum):
+    """How a check went: its own words, not a decision's ``Outcome``."""
+
+    ok = "ok"
+    warning = "warning"
+    failed = "failed"
+    skipped = "skipped"
+
+
+@dataclass(frozen=True)
+class Check:
+    """One thing the preflight looked at: what, how it went, and in words what was found or what to set."""
+
+    name: str
+    verdict: Verdict
+    detail: str
+
+    def as_dict(self) -> dict[str, str]:
+        """What JSON output and a run's result carry."""
+        return {"check": self.name, "verdict": self.verdict.value, "detail": self.detail}
+
+
+@dataclass(frozen=True)
+class SeriesCensus:
+    """What Prometheus holds of the GPU activity metrics: series per metric, and per pod label."""
+
+    series: dict[str, int]
+    """Metric name -> how many series of it there are now (absent: none)."""
+    labelled: dict[str, int]
+    """Pod label -> how many of those series carry it."""
+
+
+def source_check(name: str, status: SourceStatus) -> Check:
+    """A source answered, or its failure in the words a degraded collect leads with."""
+    if status.ok:
+        return Check(name, Verdict.ok, f"answered in {status.latency_s:.2f} s")
+    return Check(name, Verdict.failed, status.error or "no answer")
+
+
+def prometheus_check(status: SourceStatus, max_staleness_s: float) -> Check:
+    """Prometheus answered with data fresh enough to act on (``collect.max_staleness_seconds``): the age is the
+    stalest of its newest DCGM, Kueue and vLLM samples, as the reclaim flow reads it."""
+    name = "Prometheus"
+    if not status.ok or status.staleness_s is None:
+        return source_check(name, status)
+    age = f"answered in {status.latency_s:.2f} s, its data {status.staleness_s:.0f} s old"
+    if status.staleness_s > max_staleness_s:
+        return Check(name, Verdict.failed, f"{age}, over the {max_staleness_s:.0f} s collect.max_staleness_seconds "
+                                           "allows: no action is taken on it (is the scrape failing?)")
+    return Check(name, Verdict.ok, age)
+
+
+def kueue_metrics_check(reading: PrometheusReading | None) -> Check:
+    """Kueue's own metrics are in Prometheus: nothing fails without them, so nothing else would say they are missing."""
+    name = "Kueue metrics"
+    if reading is None:
+        return Check(name, Verdict.skipped, "needs Prometheus, above")
+    age = reading.staleness.get("kueue")
+    if age is None:
+        return Check(name, Verdict.warning, f"no {KUEUE_PENDING} in Prometheus: scrape the Kueue manager's metrics "
+                                            "(its chart's ServiceMonitor); without them the cost report cannot count "
+                                            "allocated GPU-hours where OpenCost is missing, the dashboard shows no "
+                                            "backlog and a KEDA-scaled workload is not woken by pending work")
+    queues = reading.kueue.loc[reading.kueue["stat"] == "pending_workloads", "cluster_queue"].nunique()
+    return Check(name, Verdict.ok, f"{queues} ClusterQueues in {KUEUE_PENDING}, the newest sample {age:.0f} s old")
+
+
+def kube_check(state: KubeState | None, status: SourceStatus) -> Check:
+    """The Kubernetes API answered, Kueue is served, and what gpuaas can act on is installed."""
+    name = "Kubernetes API and Kueue"
+    if state is None:
+        return source_check(name, status)
+    if state.kueue_version is None:
+        return Check(name, Verdict.failed, "the API answers, but Kueue is not served (no kueue.x-k8s.io/v1beta2 or "
+                                           "v1beta1): install Kueue v0.15 or newer")
+    found = (f"kueue.x-k8s.io/{state.kueue_version}: {len(state.cluster_queues)} ClusterQueues, "
+             f"{len(state.local_queues)} LocalQueues, {len(state.workloads)} Workloads")
+    missing = f"; not installed: {', '.join(state.not_installed)} (not reclaimed)" if state.not_installed else ""
+    if state.kueue_version != "v1beta2":
+        return Check(name, Verdict.warning, f"{found}{missing}; only {state.kueue_version} is served, read as a "
+                                            "fallback: Kueue v0.15 or newer serves v1beta2")
+    if not state.cluster_queues:
+        return Check(name, Verdict.warning,
+                     f"{found}{missing}: no ClusterQueue, so no quota to plan or backlog to read")
+    return Check(name, Verdict.ok, f"{found}{missing}")
+
+
+def policy_check(policy: Policy, state: KubeState | None) -> Check:
+    """What the policy names exists in the cluster: a misspelt ClusterQueue or cohort is otherwise silent
+    (the tenant owns nothing there, the cohort is never rebalanced)."""
+    name = "policy against the cluster"
+    if state is None or state.kueue_version is None:
+        return Check(name, Verdict.skipped, "needs the Kubernetes API and Kueue, above")
+    if not policy.tenants and not policy.rebalance.cohorts:
+        return Check(name, Verdict.skipped, "the policy names no tenant and no cohort")
+    queues = {q.name for q in state.cluster_queues}
+    cohorts = {q.cohort for q in state.cluster_queues if q.cohort} | {c.name for c in state.cohorts}
+    queued = {q.namespace for q in state.local_queues} | {w.namespace for w in state.workloads}
+    problems = []
+    for tenant in policy.tenants:
+        missing = [q for q in tenant.cluster_queues if q not in queues]
+        if missing:
+            problems.append(f"tenant {tenant.name} names ClusterQueue {', '.join(missing)}, which the cluster lacks")
+        idle = [n for n in tenant.namespaces if n not in queued]
+        if idle:
+            problems.append(f"tenant {tenant.name}'s namespace {', '.join(idle)} has no LocalQueue and no Workload")
+    unknown = [c for c in policy.rebalance.cohorts if c not in cohorts]
+    if unknown:
+        problems.append(f"rebalance.cohorts names {', '.join(unknown)}, which no ClusterQueue belongs to")
+    if problems:
+        return Check(name, Verdict.warning, "; ".join(problems) + " (a typo in the policy file?)")
+    return Check(name, Verdict.ok, f"the {len(policy.tenants)} tenants' ClusterQueues and namespaces and the "
+                                   "cohorts it names are in the cluster")
+
+
+def telemetry_check(workloads: pd.DataFrame, metrics: MetricNames, found: SeriesCensus | None) -> Check:
+    """Whether the GPU workloads holding GPUs have DCGM samples: without, they stay ``unknown``, never idle.
+
+    ``found`` is the census, taken only where no workload has a sample (the case a setting fixes).
+    """
+    name = "GPU telemetry"
+    holding = holding_gpus(workloads)
+    if holding.empty:
+        return Check(name, Verdict.skipped, "no workload holds GPUs now: nothing to match telemetry to")
+    unknown = holding[holding["telemetry"] == "unknown"]
+    unseen = int((holding["gpus_observed"].fillna(0) == 0).sum())
+    total = len(holding)
+    names = f"{metrics.gpu_activity} or {metrics.gpu_util_fallback}"
+    if unknown.empty:
+        return Check(name, Verdict.ok, f"{total} of {total} GPU workloads have complete telemetry ({names})")
+    if unseen < total or found is None:
+        shown = [_owner(row) for row in unknown.head(3).itertuples()]
+        more = f" and {len(unknown) - len(shown)} more" if len(unknown) > len(shown) else ""
+        return Check(name, Verdict.warning, f"{len(unknown)} of {total} GPU workloads have incomplete telemetry in "
+                                            f"the window ({', '.join(shown)}{more}; {unseen} with no sample of "
+                                            f"{names} at all): they stay unknown, never counted as idle")
+    if not found.series:
+        return Check(name, Verdict.failed, f"no series of {names} in Prometheus: is dcgm-exporter scraped? A renamed "
+                                           "metric is set with GPUAAS_METRICS__GPU_ACTIVITY and "
+                                           "GPUAAS_METRICS__GPU_UTIL_FALLBACK")
+    series = sum(found.series.values())
+    labels = ", ".join(metrics.pod_labels)
+    if not any(found.labelled.values()):
+        return Check(name, Verdict.failed, f"the {series} series of {names} carry none of the pod labels {labels}: "
+                                           "set GPUAAS_METRICS__POD_LABELS to the label that names the pod "
+                                           "(dcgm-exporter maps GPUs to pods with its Kubernetes option)")
+    return Check(name, Verdict.failed, f"none of the {total} GPU workloads' pods is named by the {series} series of "
+                                       f"{names} (labels {labels}, namespace labels "
+                                       f"{', '.join(metrics.namespace_labels)}): check GPUAAS_METRICS__POD_LABELS "
+                                       "and GPUAAS_METRICS__NAMESPACE_LABELS")
+
+
+def _owner(row: Any) -> str:
+    """``Deployment platform/embed-batch``: the object an operator knows, else the Workload."""
+    kind, name = (row.owner_kind, row.owner_name) if isinstance(row.owner_name, str) and row.owner_name else (
+        row.kind, row.name)
+    return f"{kind} {row.namespace}/{name}"
+
+
+def _few(accesses: Sequence[Access]) -> str:
+    shown = ", ".join(str(a) for a in accesses[:3])
+    return shown + (f" and {len(accesses) - 3} more" if len(accesses) > 3 else "")
+
+
+def _bind(role: str) -> str:
+    return f"bind {role} (kubectl apply -f deployments/kubernetes/{BINDINGS[role]})"
+
+
+def permissions_check(answers: Mapping[Access, bool], writes_of: Sequence[str]) -> Check:
+    """The reads every flow makes, and the writes of ``writes_of`` (the flows that apply), each allowed or not;
+    a refusal names the shipped role that grants it."""
+    name = "permissions"
+    problems = []
+    refused = [a for a in READS if not answers[a]]
+    if refused:
+        problems.append(f"{len(refused)} of the {len(READS)} reads every flow makes are refused ({_few(refused)}): "
+                        f"{_bind(ROLES['reads'])}")
+    for flow in writes_of:
+        refused = [a for a in WRITES[flow] if not answers[a]]
+        if refused:
+            problems.append(f"{flow} would write, but {_few(refused)} {'is' if len(refused) == 1 else 'are'} refused: "
+                            f"{_bind(ROLES[flow])}")
+    if problems:
+        return Check(name, Verdict.failed, "; ".join(dict.fromkeys(problems)))
+    writes = (f" and the writes of {', '.join(writes_of)}" if writes_of
+              else "; no flow applies, so no write was asked about (--all-writes, or all_writes for the flow, asks)")
+    return Check(name, Verdict.ok, f"allowed: the {len(READS)} reads every flow makes{writes}")
+
+
+def headline(checks: Sequence[Check]) -> str:
+    """``Preflight: 8 checks: 5 ok, 1 warning, 1 failed (GPU telemetry), 1 skipped.``: what the command and the flow
+    lead with."""
+    counts = {verdict: sum(c.verdict is verdict for c in checks) for verdict in Verdict}
+    failed = [c.name for c in checks if c.verdict is Verdict.failed]
+    said = [f"{counts[o]} {o.value}{'s' if o is Verdict.warning and counts[o] > 1 else ''}"
+            + (f" ({', '.join(failed)})" if o is Verdict.failed else "")
+            for o in Verdict if counts[o]]
+    return f"Preflight: {len(checks)} checks: {', '.join(said)}."
+
+
+def holding_gpus(workloads: pd.DataFrame) -> pd.DataFrame:
+    """The workloads that hold GPUs now: the ones telemetry is matched to."""
+    return workloads[workloads["telemetry"] != "n/a"] if "telemetry" in workloads else workloads.iloc[0:0]

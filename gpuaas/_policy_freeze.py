@@ -98,9 +98,8 @@ class Freeze(_Model):
         """The latest start at or before ``now`` (None when it has not started yet)."""
         if self.start is not None:
             return self.start if self.start <= now else None
-        local = (now.astimezone(ZoneInfo(self.timezone)).replace(microsecond=0) + timedelta(seconds=1))
-        started: datetime | None = next(iter(CronSim(str(self.schedule), local, reverse=True)), None)
-        return started
+        local = now.astimezone(ZoneInfo(self.timezone)).replace(microsecond=0) + timedelta(seconds=1)
+        return next(iter(CronSim(str(self.schedule), local, reverse=True)), None)
 
     def first_start_after(self, now: datetime) -> datetime | None:
         """The earliest start after ``now`` (None for a stretch that has started)."""
@@ -122,6 +121,11 @@ class Freeze(_Model):
         return until
 
 
+def _utc(at: datetime) -> str:
+    """An instant as every freeze line writes it: ``2027-01-04 00:00 UTC``."""
+    return f"{at.astimezone(UTC):%Y-%m-%d %H:%M} UTC"
+
+
 @dataclass(frozen=True)
 class FreezeOn:
     """A freeze that holds a flow back now, and until when."""
@@ -131,7 +135,7 @@ class FreezeOn:
 
     def __str__(self) -> str:
         """How a held-back run's headline names it: ``change freeze year-end until 2027-01-04 00:00 UTC``."""
-        return f"change freeze {self.name} until {self.until.astimezone(UTC):%Y-%m-%d %H:%M} UTC"
+        return f"change freeze {self.name} until {_utc(self.until)}"
 
 
 def freeze_on(freezes: Sequence[Freeze], flow: WritingFlow, now: datetime) -> FreezeOn | None:
@@ -161,8 +165,8 @@ def freezes_phrase(freezes: Sequence[Freeze], now: datetime) -> str:
     on = [found for flow in WritingFlow if (found := freeze_on(freezes, flow, now))]
     if on:
         last = max(on, key=lambda f: f.until)
-        return f"{said}, {last.name} on now until {last.until.astimezone(UTC):%Y-%m-%d %H:%M} UTC"
+        return f"{said}, {last.name} on now until {_utc(last.until)}"
     coming = next_freeze(freezes, now)
     if coming is None:
         return f"{said}, all past"
-    return f"{said}, the next: {coming[0].name} from {coming[1].astimezone(UTC):%Y-%m-%d %H:%M} UTC"
+    return f"{said}, the next: {coming[0].name} from {_utc(coming[1])}"

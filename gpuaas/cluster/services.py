@@ -148,9 +148,13 @@ def stop_session(proc: subprocess.Popen[bytes]) -> None:
 
 @contextmanager
 def pushgateway_server(base: Path) -> Iterator[str]:
-    """Debian's prometheus-pushgateway on a free loopback port; yields its URL."""
+    """Debian's prometheus-pushgateway on a free loopback port, holding its groups in memory only; yields its URL.
+
+    Debian's build persists them to ``/var/lib/prometheus/pushgateway.data`` by default: every
+    server started so would begin with the groups the last one pushed, on any run of the machine."""
     url = f"http://127.0.0.1:{free_port()}"
-    cmd = [require_binary("prometheus-pushgateway"), f"--web.listen-address={url.removeprefix('http://')}"]
+    cmd = [require_binary("prometheus-pushgateway"), f"--web.listen-address={url.removeprefix('http://')}",
+           "--persistence.file="]
     with server_process(cmd, f"{url}/-/ready", base / "pushgateway.log", "pushgateway"):
         yield url
 

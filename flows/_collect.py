@@ -43,6 +43,8 @@ def collect_snapshot(at: datetime | None = None) -> dict[str, Any]:
     summary = dict(plan.summary)
     summary["snapshot_id"] = store_snapshot(settings, unwalked(plan))
     summary["idle_candidates"] = idle = plan.idle_candidates
+    summary["unjudged"] = [u.as_dict() for u in plan.unjudged[:operation.UNJUDGED_LISTED]]
+    summary["unjudged_count"] = len(plan.unjudged)
     summary["degraded"] = snapshot.degraded
     summary["required_sources"] = plan.required_sources
     summary["source_errors"] = source_errors(summary["sources"])

@@ -81,15 +81,18 @@ def collect_metrics(snapshot: Snapshot, summary: dict[str, Any], idle_candidates
         pending.add(q["pending_workloads"], *labels)
         oldest.add(q["oldest_pending_seconds"] or 0.0, *labels)
     up = MetricFamily("gpuaas_source_up", "1 when the source answered this cycle", ("source",))
+    required = MetricFamily("gpuaas_source_required", "1 when the snapshot is degraded without the source, "
+                            "0 for one used only where present (NVML in auto mode)", ("source",))
     latency = MetricFamily("gpuaas_source_latency_seconds", "Time the source took to answer", ("source",))
     stale = MetricFamily("gpuaas_source_staleness_seconds", "Age of the newest data from the source", ("source",))
     for name, status in snapshot.sources.items():
         up.add(1.0 if status.ok else 0.0, name)
+        required.add(1.0 if status.required else 0.0, name)
         latency.add(status.latency_s, name)
         if status.staleness_s is not None:
             stale.add(status.staleness_s, name)
     return [
-        backlog, pending, oldest, up, latency, stale,
+        backlog, pending, oldest, up, required, latency, stale,
         MetricFamily("gpuaas_idle_candidates", "Workloads whose GPUs were idle for the whole reclaim window")
         .add(idle_candidates),
         MetricFamily("gpuaas_unknown_telemetry_workloads", "GPU workloads with incomplete telemetry")

@@ -15,7 +15,7 @@ from rich.table import Table
 from gpuaas.cli._common import OutputFormat, console, end_degraded, lead, print_json, print_table, settings_or_exit
 from gpuaas.cli._flows import run_flow
 
-SUMMARY_KEYS = ("queues", "sources", "workloads", "unknown_telemetry", "cluster")
+SUMMARY_KEYS = ("queues", "sources", "workloads", "unknown_telemetry", "unjudged", "unjudged_count", "cluster")
 DECISION_KEYS = ("snapshot_id", "idle_candidates", "degraded", "source_errors", "headline")
 
 
@@ -61,7 +61,21 @@ def collect(
     end_degraded(summary)
 
 
+def _print_unjudged(summary: dict[str, Any]) -> None:
+    """The GPU workloads the reclaim policy cannot judge, each with what it lacks: they hold GPUs unwatched."""
+    from reports import counted, gpus
+
+    listed, count = summary.get("unjudged") or [], int(summary.get("unjudged_count") or 0)
+    if not count:
+        return
+    more = f" (the {len(listed)} with the most GPUs listed)" if count > len(listed) else ""
+    console.print(f"{counted(count, 'GPU workload')} gpuaas cannot judge, so never reclaims{more}:", highlight=False)
+    print_table("", ["workload", "GPUs", "why"], [[u["workload"], gpus(u["gpus"]), u["why"]] for u in listed],
+                notes=("why",))
+
+
 def print_collect(summary: dict[str, Any]) -> None:
-    """The backlog and the data quality of a snapshot (also the demo's)."""
+    """The backlog, the data quality and the workloads nobody can judge of a snapshot (also the demo's)."""
     console.print(_backlog_table(summary))
     _print_quality(summary)
+    _print_unjudged(summary)

@@ -113,6 +113,7 @@ class PrometheusServer:
         retention: str = "60d",
         extra_scrape_configs: Sequence[dict[str, object]] = (),
         rule_files: Sequence[Path] = (),
+        evaluation_interval: str | None = None,
     ) -> None:
         self.data_dir = Path(data_dir)
         self.port = port or free_port()
@@ -121,6 +122,7 @@ class PrometheusServer:
         self.retention = retention
         self.extra_scrape_configs = list(extra_scrape_configs)  # e.g. Kueue's HTTPS /metrics with a token
         self.rule_files = [Path(p).resolve() for p in rule_files]  # e.g. the tenant rules generated from a policy
+        self.evaluation_interval = evaluation_interval  # None: Prometheus' own (1m)
         self._proc: subprocess.Popen[bytes] | None = None
         self._log_path = self.data_dir / "prometheus.log"
 
@@ -157,6 +159,8 @@ class PrometheusServer:
 
     def _write_config(self) -> Path:
         config: dict[str, object] = {"global": {"scrape_interval": self.scrape_interval}}
+        if self.evaluation_interval:
+            config["global"] = {"scrape_interval": self.scrape_interval, "evaluation_interval": self.evaluation_interval}
         if self.scrape_targets:
             config["scrape_configs"] = [
                 {

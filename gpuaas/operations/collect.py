@@ -35,11 +35,27 @@ from gpuaas.snapshot import SOURCES, assemble_snapshot, failed_source, read_sour
 if TYPE_CHECKING:  # SQLAlchemy is paid by the step that stores, not by every import of the collect
     from gpuaas.store import Store
 
-__all__ = ["SOURCES", "CollectPlan", "Reading", "apply", "assemble", "failed", "full_due", "plan", "read",
-           "read_snapshot", "windows"]
+__all__ = ["SOURCES", "UNJUDGED_LISTED", "CollectPlan", "Reading", "Unjudged", "apply", "assemble", "failed", "full_due",
+           "plan", "read", "read_snapshot", "windows"]
+
+UNJUDGED_LISTED = 50
+"""How many unjudged workloads a run's summary names (the most GPUs first); the count is always whole."""
 
 Reading = tuple[Any, SourceStatus]
 """One source's parsed answer (None where it failed) and its health."""
+
+
+@dataclass(frozen=True)
+class Unjudged:
+    """A GPU workload the reclaim policy cannot call idle or busy, and what it lacks: it is never reclaimed."""
+
+    workload: str
+    """As the team knows it: ``StatefulSet team-b/dark`` (the Workload's owner where it has one)."""
+    gpus: float
+    why: str
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"workload": self.workload, "gpus": self.gpus, "why": self.why}
 
 
 @dataclass(frozen=True)
@@ -51,6 +67,9 @@ class CollectPlan:
     """The snapshot's counts (``Snapshot.summary``): the stored row's payload, the run's report."""
     idle_candidates: int
     """GPU workloads the reclaim policy finds idle now (before the audit log and the cap have their say)."""
+    unjudged: tuple[Unjudged, ...]
+    """GPU workloads it cannot judge (incomplete telemetry, a serving workload without request metrics, a
+    Workload Kueue left without an owner), the most GPUs first."""
     queue_rows: list[dict[str, Any]]
     tenant_rows: list[dict[str, Any]]
     full: bool
@@ -118,6 +137,18 @@ def other_cluster(cluster: str | None, stored: tuple[str, datetime] | None) -> s
             "its own database, or point gpuaas back at that cluster")
 
 
+def _unjudged(idle: Any) -> tuple[Unjudged, ...]:
+    rows = idle[idle["verdict"] == "unknown"]
+    out = []
+    for kind, namespace, name, owner_kind, owner_name, gpus, why in zip(
+            rows["kind"], rows["namespace"], rows["name"], rows["owner_kind"], rows["owner_name"], rows["gpus"],
+            rows["reason"], strict=True):
+        known = isinstance(owner_kind, str) and isinstance(owner_name, str) and owner_kind and owner_name
+        subject = f"{owner_kind} {namespace}/{owner_name}" if known else f"{kind} {namespace}/{name}"
+        out.append(Unjudged(subject, float(gpus), str(why)))
+    return tuple(sorted(out, key=lambda u: (-u.gpus, u.workload)))
+
+
 def plan(snapshot: Snapshot, policy: Policy, *, full_due: bool,
          stored_cluster: tuple[str, datetime] | None = None) -> CollectPlan:
     """What the store receives and the run reports. Pure: ``full_due`` and ``stored_cluster`` (``Store.latest_cluster``)
@@ -130,6 +161,7 @@ def plan(snapshot: Snapshot, policy: Policy, *, full_due: bool,
         snapshot=snapshot,
         summary=snapshot.summary(),
         idle_candidates=int((idle["verdict"] == "idle").sum()),
+        unjudged=_unjudged(idle),
         queue_rows=queue_aggregates(snapshot).to_dict(orient="records"),
         tenant_rows=tenant_aggregates(snapshot, policy).to_dict(orient="records"),
         full=snapshot.degraded or full_due,

@@ -47,6 +47,12 @@ LAYOUTS: dict[str, tuple[list[str], list[list[Any]], tuple[str, ...], tuple[str,
                 [["prometheus", "no", "5.29", "-",
                   "Prometheus at http://prometheus.monitoring.svc.cluster.local:9090: name does not resolve"]],
                 (), ("why not",)),
+    "unjudged": (["workload", "GPUs", "why"],
+                 [["InferenceService platform-serving/llm-chat-70b-long-context", "8",
+                   "no request metrics for a serving workload"],
+                  ["StatefulSet team-b/dark", "1", "telemetry incomplete for the window (no sample in the window, "
+                   "0/1 GPUs seen)"]],
+                 (), ("why",)),
     "idle": (["kind", "workload", "tenant", "GPUs", "max activity", "verdict", "why"],
              [["RayCluster", "research/ray-hparam-sweep", "research", 8, "0.00", "idle",
                "idle 1h00m, max activity 0.00 ≤ 0.05"],
@@ -107,6 +113,20 @@ def test_a_reason_under_the_table_names_its_row(monkeypatch: pytest.MonkeyPatch,
     assert "  RayCluster research/ray-hparam-sweep why: idle 1h00m, max activity 0.00 ≤ 0.05" in out
     assert "  RayCluster vision/vision-train-24 why: inside the grace period" in out
     assert "  Deployment platform/embed-batch why: every GPU at or below" in out
+
+
+def test_the_unjudged_table_says_how_many_it_leaves_out(monkeypatch: pytest.MonkeyPatch,
+                                                         capsys: pytest.CaptureFixture[str]) -> None:
+    from gpuaas.cli.collect_cmd import print_collect
+
+    monkeypatch.setenv("COLUMNS", "120")
+    listed = [{"workload": f"Notebook team-a/nb-{i:02d}", "gpus": 1.0, "why": "no sample"} for i in range(50)]
+    print_collect({"queues": [], "sources": {}, "unjudged": listed, "unjudged_count": 60})
+    out = capsys.readouterr().out
+    assert "60 GPU workloads gpuaas cannot judge, so never reclaims (the 50 with the most GPUs listed):" in out
+    assert "nb-00" in out and "nb-49" in out
+    print_collect({"queues": [], "sources": {}, "unjudged": [], "unjudged_count": 0})
+    assert "cannot judge" not in capsys.readouterr().out
 
 
 def test_brackets_in_a_cell_or_an_error_are_printed_as_they_are(monkeypatch: pytest.MonkeyPatch,

@@ -61,6 +61,10 @@ def test_collect_flow_backlog_usage_activity_exact(pointed_at: EmbeddedCluster, 
         "kube": True, "prometheus": True, "opencost": True, "nvml": False}
     assert summary["degraded"] is False  # NVML is optional in auto mode
     assert summary["workloads"] == 4 and summary["unknown_telemetry"] == 1 and summary["idle_candidates"] == 1
+    # dark's dcgm series were dropped: no sample of its one GPU, so the policy can call it neither idle nor busy.
+    assert summary["unjudged"] == [{"workload": "StatefulSet team-b/dark", "gpus": 1.0,
+                                    "why": "telemetry incomplete for the window (no sample in the window, 0/1 GPUs seen)"}]
+    assert summary["unjudged_count"] == 1
 
     store = open_store(load_settings())
     record = store.latest_snapshot()
@@ -252,8 +256,9 @@ def test_cli_collect_json_and_table(pointed_at: EmbeddedCluster, prefect_harness
     result = runner.invoke(app, ["collect", "--format", "json"])
     assert result.exit_code == 0, result.output
     doc = json.loads(result.stdout)
-    assert set(doc) == {"queues", "sources", "workloads", "unknown_telemetry", "snapshot_id", "idle_candidates",
-                        "degraded", "source_errors", "headline", "cluster"}
+    assert set(doc) == {"queues", "sources", "workloads", "unknown_telemetry", "unjudged", "unjudged_count",
+                        "snapshot_id", "idle_candidates", "degraded", "source_errors", "headline", "cluster"}
+    assert [u["workload"] for u in doc["unjudged"]] == ["StatefulSet team-b/dark"] and doc["unjudged_count"] == 1
     assert doc["cluster"] == pointed_at.store.get("Namespace", "", "kube-system")["metadata"]["uid"]
     assert doc["degraded"] is False and doc["source_errors"] == {} and doc["headline"].startswith("Snapshot ")
     queues = {q["name"]: q for q in doc["queues"]}
@@ -278,6 +283,9 @@ def test_cli_collect_json_and_table(pointed_at: EmbeddedCluster, prefect_harness
     assert quality["prometheus"][0] == "yes" and quality["nvml"][0] == "no (optional)"
     assert quality["nvml"][3].startswith("NVML not available")
     assert f"Snapshot {doc['snapshot_id'] + 1}: 4 workloads" in table.stdout
+    assert "1 GPU workload gpuaas cannot judge, so never reclaims:" in table.stdout
+    [dark] = [line for line in lines if "team-b/dark" in line]
+    assert [c.strip() for c in dark.split("│")[1:3]] == ["StatefulSet team-b/dark", "1"]
 
 
 NEVER_LOADED = ("prefect", "alembic", "kubernetes.client.api.core_v1_api", "kubernetes.client.api.apps_v1_api")

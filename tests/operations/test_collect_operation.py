@@ -57,6 +57,10 @@ def test_plan_counts_only_fully_observed_idle_workloads_and_rows_per_queue_and_t
     assert (tenant["tenant"], tenant["allocated_gpus"], tenant["idle_gpus"], tenant["pending_gpus"]) == (
         "research", 6.0, 2.0, 4.0)
     assert result.summary == result.snapshot.summary()
+    # blind, named as its team knows it (the RayCluster that owns the Workload), with what it lacks.
+    [blind] = result.unjudged
+    assert (blind.workload, blind.gpus) == ("RayCluster team-a/rc-blind", 2.0)
+    assert blind.why.startswith("telemetry incomplete for the window (")
     assert result.required_sources == ["kube", "prometheus"]
     assert (result.retention, result.keep_full) == (timedelta(days=POLICY.collect.retention_days),
                                                     POLICY.store.keep_full_snapshots)

@@ -289,8 +289,13 @@ class DeadlinesPolicy(_Model):
     gpuaas stopping never strands work."""
 
 
+POLICY_VERSIONS = (1,)
+"""The policy schema versions this gpuaas reads; a file written for another is refused, never half-understood."""
+
+
 class Policy(_Model):
     version: int = 1
+    """The policy schema the file is written for (absent means 1)."""
     collect: CollectPolicy = CollectPolicy()
     reclaim: ReclaimPolicy = ReclaimPolicy()
     rebalance: RebalancePolicy = RebalancePolicy()
@@ -300,6 +305,16 @@ class Policy(_Model):
     cost: CostPolicy = CostPolicy()
     store: StorePolicy = StorePolicy()
     freezes: list[Freeze] = Field(default_factory=list)
+
+    @field_validator("version", mode="before")
+    @classmethod
+    def _known_version(cls, version: object) -> object:
+        """A file for a schema this gpuaas does not know may mean something else by the same keys: refuse it
+        rather than guess. Only a plain integer counts (``true`` or ``"1"`` would pass a lax integer check)."""
+        if type(version) is not int or version not in POLICY_VERSIONS:
+            known = " and ".join(str(v) for v in POLICY_VERSIONS)
+            raise ValueError(f"{version!r} is not a policy version this gpuaas reads (it reads version {known})")
+        return version
 
     @model_validator(mode="after")
     def _unique_tenants(self) -> Policy:

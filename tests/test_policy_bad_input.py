@@ -51,6 +51,13 @@ CASES = {
     "queue in two tenants": ("tenants:\n  - {name: a, cluster_queues: [q]}\n  - {name: b, cluster_queues: [q]}\n",
                              "cluster queue 'q' is in tenants 'a' and 'b'"),
     "keep no snapshot": ("store:\n  keep_full_snapshots: 0\n", "store.keep_full_snapshots: Input should be greater"),
+    "unknown schema version": ("version: 99\n",
+                               "version: 99 is not a policy version this gpuaas reads (it reads version 1)"),
+    "version zero": ("version: 0\n", "version: 0 is not a policy version this gpuaas reads (it reads version 1)"),
+    "version a word": ("version: one\n",
+                       "version: 'one' is not a policy version this gpuaas reads (it reads version 1)"),
+    "version a quoted number": ("version: \"1\"\n", "version: '1' is not a policy version"),
+    "version a boolean": ("version: true\n", "version: True is not a policy version"),
     "top level list": ("- 1\n- 2\n", "expected a mapping at the top level, got list"),
     "broken YAML": ("reclaim: [\n", "policy.yaml"),
     "tab indentation": ("reclaim:\n\tmode: apply\n", "policy.yaml"),
@@ -96,3 +103,12 @@ def test_any_document_loads_or_is_a_config_error(doc: Any) -> None:
         return
     assert isinstance(policy, Policy)
     assert parse_policy(yaml.safe_load(yaml.safe_dump(policy.model_dump(mode="json"))), "again.yaml") == policy
+
+
+@pytest.mark.parametrize("text", ["version: 1\n", "reclaim:\n  mode: dry-run\n", ""], ids=["version 1", "no version", "empty"])
+def test_the_known_version_or_none_loads(text: str, tmp_path: Path) -> None:
+    path = tmp_path / "policy.yaml"
+    path.write_text(text)
+    assert load_policy(path).version == 1
+    result = CliRunner().invoke(app, ["config", "check", str(path)])
+    assert result.exit_code == 0, result.output

@@ -7,13 +7,13 @@ computes the samples at scrape time.
 
 from __future__ import annotations
 
-import sys
 import threading
 from collections.abc import Callable
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from typing import Any
 
 from gpuaas.cluster._http_reply import EXPOSITION, reply
+from gpuaas.cluster._http_server import EmbeddedHTTPServer
 from gpuaas.cluster.telemetry import Sample, format_exposition
 
 __all__ = ["MetricsServer"]
@@ -34,15 +34,9 @@ class _Handler(BaseHTTPRequestHandler):
         return
 
 
-class _Server(ThreadingHTTPServer):
-    daemon_threads = True
+class _Server(EmbeddedHTTPServer):
     lock: threading.Lock
     samples: Callable[[], list[Sample]]
-
-    def handle_error(self, request: Any, client_address: Any) -> None:
-        """A scraper that hangs up mid-answer (Prometheus stopping with the cluster) is no error worth a traceback."""
-        if not isinstance(sys.exc_info()[1], ConnectionError):
-            super().handle_error(request, client_address)
 
 
 class MetricsServer:

@@ -18,11 +18,12 @@ import re
 import threading
 from collections.abc import Callable, Iterable
 from datetime import UTC, datetime, timedelta
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
 from gpuaas.cluster._http_reply import reply_json
+from gpuaas.cluster._http_server import EmbeddedHTTPServer
 from gpuaas.cluster._opencost_ledger import Accumulator, AllocationKey, CostLedger
 from gpuaas.cluster._scenario_objects import node_names
 from gpuaas.cluster.scenario import Scenario
@@ -211,8 +212,7 @@ class _Handler(BaseHTTPRequestHandler):
         return
 
 
-class _Server(ThreadingHTTPServer):
-    daemon_threads = True
+class _Server(EmbeddedHTTPServer):
     ledger: CostLedger
     now: Callable[[], datetime]
     lock: threading.Lock

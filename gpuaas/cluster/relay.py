@@ -12,22 +12,22 @@ import socket
 import struct
 import threading
 from collections.abc import Callable
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 from typing import Any, Self
 from urllib.parse import urlsplit
 
 import yaml
 
+from gpuaas.cluster._http_server import EmbeddedHTTPServer
+
 __all__ = ["HOP_BY_HOP", "LoopbackRelay", "RelayHandler", "ResettingServer"]
 
 HOP_BY_HOP = {"connection", "keep-alive", "proxy-connection", "transfer-encoding", "te", "trailer", "upgrade"}
 
 
-class ResettingServer(ThreadingHTTPServer):
+class ResettingServer(EmbeddedHTTPServer):
     """Closes the connections a handler marked with RST (no FIN first): 'connection reset by peer'."""
-
-    daemon_threads = True
 
     def __init__(self, *args: Any) -> None:
         super().__init__(*args)

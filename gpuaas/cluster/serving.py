@@ -43,13 +43,14 @@ import uuid
 from collections import deque
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from typing import Any
 
 from prometheus_client import generate_latest
 
 from gpuaas.cluster._engine import EngineModel, model_capacity_rps
 from gpuaas.cluster._http_reply import EXPOSITION, reply, reply_json
+from gpuaas.cluster._http_server import EmbeddedHTTPServer
 from gpuaas.cluster._scenario_models import Scenario, Serving, WorkloadKind
 from gpuaas.cluster._serving_metrics import TTFT_BUCKETS, ServingMetrics
 
@@ -149,14 +150,9 @@ class _Request:
     include_usage: bool
 
 
-class _HTTP(ThreadingHTTPServer):
-    daemon_threads = True
+class _HTTP(EmbeddedHTTPServer):
     request_queue_size = 1024  # Poisson bursts must not overflow the accept backlog
     endpoint: ServingEndpoint
-
-    def handle_error(self, request: Any, client_address: Any) -> None:
-        """A client that hangs up (the end of a load test) is no error worth a traceback."""
-        return
 
 
 class _Handler(BaseHTTPRequestHandler):

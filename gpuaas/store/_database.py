@@ -10,13 +10,16 @@ import re
 from collections.abc import Callable
 from functools import cache
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from sqlalchemy.exc import SQLAlchemyError
 
 from gpuaas.errors import StoreError
 
-__all__ = ["MIGRATIONS", "head_revision", "in_words", "redact_url", "sqlite_file", "sqlite_pragmas"]
+if TYPE_CHECKING:
+    from sqlalchemy.engine import URL
+
+__all__ = ["MIGRATIONS", "engine_url", "head_revision", "in_words", "redact_url", "sqlite_file", "sqlite_pragmas"]
 
 MIGRATIONS = Path(__file__).resolve().parent / "migrations"
 
@@ -36,6 +39,24 @@ def head_revision() -> str:
     if len(heads) != 1:
         raise StoreError(f"the migrations in {MIGRATIONS} have {len(heads)} heads, not one: {sorted(heads)}")
     return heads.pop()
+
+
+_INSTALLED_DRIVER = {"postgresql": "postgresql+psycopg2", "postgres": "postgresql+psycopg2"}
+"""The driver a URL that names none gets, by the database it names."""
+
+
+def engine_url(url: str) -> URL:
+    """The URL the engine is created from: ``url`` with the installed driver where it names none.
+
+    SQLAlchemy 2.1 gives a bare ``postgresql://`` URL the psycopg 3 driver, which gpuaas does not install
+    (it depends on psycopg2), and no longer knows ``postgres://`` at all, the form many hosted databases
+    hand out; both would fail to open with a missing module. A driver the URL names (``postgresql+psycopg``)
+    is kept as given: the user chose it. Raises what ``make_url`` raises for an unparsable URL."""
+    from sqlalchemy.engine import make_url
+
+    parsed = make_url(url)
+    driver = _INSTALLED_DRIVER.get(parsed.drivername)
+    return parsed.set(drivername=driver) if driver else parsed
 
 
 def redact_url(url: str) -> str:

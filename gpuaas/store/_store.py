@@ -28,6 +28,7 @@ from gpuaas.errors import StoreError
 from gpuaas.models import Outcome
 from gpuaas.store._database import (
     MIGRATIONS,
+    engine_url,
     head_revision,
     in_words,
     redact_url,
@@ -81,7 +82,7 @@ class Store:
                 raise StoreError(f"cannot create the data directory {directory}: {exc.strerror or exc} "
                                  "(set GPUAAS_DATA_DIR to a writable directory)") from exc
         try:
-            self.engine: Engine = create_engine(url, pool_pre_ping=True)
+            self.engine: Engine = create_engine(engine_url(url), pool_pre_ping=True)
         except (SQLAlchemyError, ValueError, ImportError) as exc:
             raise StoreError(f"cannot open database {redact_url(url)}: {exc}") from exc
         if self.engine.dialect.name == "sqlite":

@@ -23,7 +23,7 @@ import socket
 import threading
 from collections.abc import Callable, Collection
 from dataclasses import dataclass
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 from types import TracebackType
 from typing import Any, Self
@@ -32,6 +32,7 @@ from urllib.parse import parse_qs, urlsplit
 import yaml
 
 from gpuaas.cluster._http_reply import reply
+from gpuaas.cluster._http_server import EmbeddedHTTPServer
 
 from . import _discovery
 from ._errors import ApiError
@@ -111,8 +112,7 @@ class ApiServer:
         self.disabled_versions = frozenset(disabled_versions)
         self.requests: collections.Counter[str] = collections.Counter()
         self._count_lock = threading.Lock()
-        self._httpd = ThreadingHTTPServer((host, port), _make_handler(self))
-        self._httpd.daemon_threads = True
+        self._httpd = EmbeddedHTTPServer((host, port), _make_handler(self))
         self._thread: threading.Thread | None = None
 
     @property

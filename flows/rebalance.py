@@ -24,7 +24,7 @@ from flows._outcome import finished, freeze_dict
 from flows._snapshot import snapshot_for
 from gpuaas.actions import new_holder
 from gpuaas.models import Snapshot
-from gpuaas.operations.rebalance import RebalancePlan
+from gpuaas.operations.rebalance import RebalancePlan, history_window
 from gpuaas.policies.deadlines import PoolPlan
 from gpuaas.policy import Mode, WritingFlow
 from gpuaas.settings import GpuaasSettings, load_settings
@@ -80,11 +80,10 @@ def rebalance(apply: bool = False, cohort: str | None = None, history_days: floa
     """
     logger = get_run_logger()
     settings = load_settings()
-    rb = settings.policy.rebalance
     mode, frozen = settings.policy.run_mode(WritingFlow.rebalance, apply, datetime.now(UTC))
     if frozen:
         logger.warning("%s: dry-run, nothing written", frozen)
-    window = history_days or rb.usage_lookback_days
+    window = history_window(history_days, settings.policy)
     now = at or datetime.now(UTC)
     holder = new_holder("rebalance")
 

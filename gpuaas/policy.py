@@ -234,13 +234,20 @@ class Tenant(_Model):
     reclaim: ReclaimRule = ReclaimRule()
 
 
+MAX_HISTORY_DAYS = 366.0
+"""The longest history a rebalance plans on (``usage_lookback_days``, ``--history-days``): a year of one
+query chunk after another, and no fleet keeps its quotas' reasons longer."""
+
+
 class RebalancePolicy(_Model):
     mode: Mode = Mode.dry_run
     max_step_gpus: Gpus = 8
-    """Most GPUs of nominal quota any one queue gains or loses in one run."""
+    """Most GPUs of nominal quota any one queue gains or loses in any 24 hours, however many runs: what plans
+    applied in the last 24 hours moved is spent (an undo gives none of it back)."""
     max_total_moved_gpus: Gpus = 32
+    """Most GPUs of nominal quota all the queues of a cohort gain together in any 24 hours."""
     hysteresis_gpus: Gpus = 1
-    usage_lookback_days: Annotated[float, Field(gt=0, le=366)] = 7
+    usage_lookback_days: Annotated[float, Field(gt=0, le=MAX_HISTORY_DAYS)] = 7
     """The history window demand is computed over."""
     usage_percentile: Annotated[float, Field(gt=0, le=100)] = 90
     max_step_percent: Annotated[float, Field(ge=0, le=10_000)] = 50

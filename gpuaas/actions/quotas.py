@@ -29,7 +29,7 @@ Safety, in order:
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
@@ -44,7 +44,7 @@ from gpuaas.policies.quotas import QuotaPlan, plan_to_dict
 from gpuaas.policy import Mode
 from gpuaas.store import AuditEntry, Store
 
-__all__ = ["FLOW", "PLAN_ACTION", "QuotaApplyResult", "apply_quota_plan", "recent_quota_changes",
+__all__ = ["FLOW", "PLAN_ACTION", "QuotaApplyResult", "apply_quota_plan", "quota_moved_since", "recent_quota_changes",
            "recover_quota_plans", "undo_quota_plan"]
 
 FLOW = "rebalance"
@@ -298,11 +298,38 @@ def _gpu_resources_of(intent: AuditEntry) -> list[str]:
 def recent_quota_changes(store: Store, since: datetime) -> dict[tuple[str, str], int]:
     """(queue, flavor) -> net quota change gpuaas made since ``since`` (applies, rollbacks and undos)."""
     out: dict[tuple[str, str], int] = {}
+    for row, flavor, delta in _quota_deltas(store, since):
+        if row.outcome in (Outcome.applied, Outcome.restored):
+            out[(row.name, flavor)] = out.get((row.name, flavor), 0) + delta
+    return out
+
+
+def quota_moved_since(store: Store, since: datetime) -> dict[tuple[str, str], tuple[int, int]]:
+    """(queue, flavor) -> (GPUs gained, GPUs lost) by the plans gpuaas applied since ``since``.
+
+    Each plan's net move of the cell, summed as gains and losses: the step and the total cap are
+    what may move in a day, so an undo gives none of it back (a plan undone in the morning is not
+    made again at noon); a plan a crash interrupted and gpuaas rolled back moved nothing."""
+    net: dict[tuple[int | None, str, str], int] = {}
+    for row, flavor, delta in _quota_deltas(store, since):
+        if row.outcome == Outcome.applied or (row.outcome == Outcome.restored and row.reason.startswith("rollback")):
+            key = (row.refers_to, row.name, flavor)
+            net[key] = net.get(key, 0) + delta
+    out: dict[tuple[str, str], tuple[int, int]] = {}
+    for (_, queue, flavor), delta in net.items():
+        if not delta:
+            continue
+        gained, lost = out.get((queue, flavor), (0, 0))
+        out[(queue, flavor)] = (gained + max(delta, 0), lost + max(-delta, 0))
+    return out
+
+
+def _quota_deltas(store: Store, since: datetime) -> Iterator[tuple[AuditEntry, str, int]]:
+    """(row, flavor, after - before) of every ``quota-change`` row since ``since``."""
     for row in store.audit(flow=FLOW, since=since, limit=None):
-        if row.action != CHANGE_ACTION or row.outcome not in (Outcome.applied, Outcome.restored):
+        if row.action != CHANGE_ACTION:
             continue
         for f, b in (row.before or {}).items():
             a = (row.after or {}).get(f)
             if isinstance(a, int) and isinstance(b, int):
-                out[(row.name, f)] = out.get((row.name, f), 0) + a - b
-    return out
+                yield row, f, a - b

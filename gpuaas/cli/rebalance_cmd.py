@@ -18,6 +18,7 @@ from gpuaas.cli._common import (
 )
 from gpuaas.cli._flows import run_flow
 from gpuaas.models import Outcome
+from gpuaas.policy import MAX_HISTORY_DAYS
 
 __all__ = ["print_rebalance", "rebalance"]
 
@@ -28,8 +29,9 @@ def rebalance(
     apply: Annotated[bool, typer.Option("--apply", help="Patch the ClusterQueues this run (overrides a dry-run "
                                         "policy, not a change freeze; every limit still holds).")] = False,
     cohort: Annotated[str | None, typer.Option("--cohort", help="Only this cohort.")] = None,
-    history_days: Annotated[float | None, typer.Option("--history-days", min=0.01,
-                                                       help="History window (default: the policy's).")] = None,
+    history_days: Annotated[float | None, typer.Option("--history-days", min=0.01, max=MAX_HISTORY_DAYS,
+                                                       help="History window in days (default: the policy's "
+                                                            "usage_lookback_days).")] = None,
     format: Annotated[OutputFormat, typer.Option("--format", help="Output format.")] = OutputFormat.table,
 ) -> None:
     """Plan nominal GPU quota moves inside each cohort (dry-run unless --apply or the policy says apply)."""

@@ -3,8 +3,10 @@
 The path of one quota change, in order (the flow takes it; so can a test or a REPL):
 
 1. ``read_audit_view``: the net quota change gpuaas itself made per queue and flavor over the last
-   ``no_reversal_days``, read from the audit log. The planner needs it so as not to undo tonight
-   what it did last night; it is read beforehand and passed in as data, so ``plan`` stays pure.
+   ``no_reversal_days``, and what its plans moved in the last 24 hours, read from the audit log. The
+   planner needs the first so as not to undo tonight what it did last night, the second so that a
+   step and the total cap hold per day, however many runs there are; both are read beforehand and
+   passed in as data, so ``plan`` stays pure.
 2. ``plan``: the whole decision, pure. Per cohort the demand (``cohort_demands``), the planner's
    moves (``plan_quotas``) or why there are none (contradictory input, the same flavor's cpu or
    memory quota binding), and the borrowing a lowered quota creates; for the run, whether the
@@ -37,7 +39,7 @@ from gpuaas.policies.quotas import (
     deadline_gpus_per_queue,
     plan_quotas,
 )
-from gpuaas.policy import Mode, Policy
+from gpuaas.policy import MAX_HISTORY_DAYS, Mode, Policy
 from gpuaas.sources.kube import DEFAULT_GPU_RESOURCES
 
 if TYPE_CHECKING:  # the writes load the Kubernetes client and SQLAlchemy; planning (a replay, a REPL) does not
@@ -45,7 +47,7 @@ if TYPE_CHECKING:  # the writes load the Kubernetes client and SQLAlchemy; plann
     from gpuaas.store import AuditEntry, Store
 
 __all__ = ["GPU_RESOURCES", "CohortOutcome", "RebalanceAuditView", "RebalancePlan", "RebalanceResult", "apply",
-           "degraded_reason", "plan", "plan_cohort", "read_audit_view"]
+           "degraded_reason", "gpu_cohorts", "history_window", "plan", "plan_cohort", "read_audit_view"]
 
 GPU_RESOURCES: tuple[str, ...] = DEFAULT_GPU_RESOURCES
 """The extended resources counted as GPUs when the caller names none (the collector's default)."""
@@ -73,6 +75,8 @@ class RebalanceAuditView:
 
     recent_change: Mapping[tuple[str, str], int] = field(default_factory=dict)
     """(queue, flavor) -> net GPUs of quota gpuaas moved there within ``no_reversal_days``."""
+    moved_24h: Mapping[tuple[str, str], tuple[int, int]] = field(default_factory=dict)
+    """(queue, flavor) -> (GPUs gained, GPUs lost) by plans applied in the last 24 hours."""
 
 
 @dataclass(frozen=True)
@@ -109,12 +113,29 @@ class RebalanceResult:
         return [o.cohort for o in self.cohorts if o.result == Outcome.changed]
 
 
+DAY = timedelta(hours=24)
+"""What the steps and the total cap bound: the moves of every plan applied in the last 24 hours."""
+
+
+def history_window(history_days: float | None, policy: Policy) -> float:
+    """The days of history a run plans on: ``history_days`` (a run's override) or the policy's. Raises
+    ``ConfigError`` (field ``history_days``) outside (0, ``MAX_HISTORY_DAYS``]."""
+    if history_days is None:
+        return policy.rebalance.usage_lookback_days
+    if not 0 < history_days <= MAX_HISTORY_DAYS:
+        raise ConfigError(f"must be above 0 and at most {MAX_HISTORY_DAYS:g} days, got {history_days:g}",
+                          field="history_days")
+    return history_days
+
+
 def read_audit_view(store: Store, policy: Policy, now: datetime) -> RebalanceAuditView:
-    """The quota moves gpuaas made within ``no_reversal_days`` before ``now``, net per queue and flavor."""
-    from gpuaas.actions.quotas import recent_quota_changes
+    """The quota moves gpuaas made within ``no_reversal_days`` before ``now``, net per queue and flavor, and
+    those of the last 24 hours, gross."""
+    from gpuaas.actions.quotas import quota_moved_since, recent_quota_changes
 
     since = now - timedelta(days=policy.rebalance.no_reversal_days)
-    return RebalanceAuditView(recent_change=recent_quota_changes(store, since))
+    return RebalanceAuditView(recent_change=recent_quota_changes(store, since),
+                              moved_24h=quota_moved_since(store, now - DAY))
 
 
 def degraded_reason(snapshot: Snapshot, history_error: str | None = None) -> str | None:
@@ -141,6 +162,15 @@ def plan_cohort(demand: CohortDemand, quotas: pd.DataFrame | None = None,
     return CohortOutcome(demand.cohort, demand, quota_plan, flags=flags)
 
 
+def gpu_cohorts(snapshot: Snapshot, gpu_resources: Sequence[str] = GPU_RESOURCES) -> list[str]:
+    """The cohorts whose ClusterQueues hold nominal quota of a GPU resource, sorted: the ones a plan covers."""
+    quotas = snapshot.quotas
+    if quotas.empty:
+        return []
+    gpu = quotas[quotas["resource"].isin(list(gpu_resources)) & quotas["cohort"].notna() & (quotas["cohort"] != "")]
+    return sorted({str(c) for c in gpu["cohort"]})
+
+
 def plan(snapshot: Snapshot, history: pd.DataFrame, policy: Policy, *, audit: RebalanceAuditView | None = None,
          pools: Sequence[PoolPlan] = (), cohort: str | None = None, history_error: str | None = None,
          snapshot_id: int | None = None, gpu_resources: Sequence[str] = GPU_RESOURCES) -> RebalancePlan:
@@ -149,10 +179,19 @@ def plan(snapshot: Snapshot, history: pd.DataFrame, policy: Policy, *, audit: Re
     ``history``: the per-queue percentiles (``gpuaas.sources.queue_history``), empty when it could
     not be read (``history_error`` then says why, and the plan is degraded); ``pools``: the
     deadline plans, whose GPUs per queue are part of the demand; ``audit``: ``read_audit_view``'s answer.
+    Raises ``ConfigError`` (field ``cohort``) for a ``cohort`` that holds no GPU quota: a typo in a nightly
+    job must not read as "nothing to rebalance".
     """
     audit = audit or RebalanceAuditView()
+    if cohort is not None:
+        known = gpu_cohorts(snapshot, gpu_resources)
+        if cohort not in known:
+            raise ConfigError(f"no cohort {cohort!r} holds GPU quota in the cluster"
+                              + (f" (those that do: {', '.join(known)})" if known else " (none does)"),
+                              field="cohort")
     demands = cohort_demands(snapshot, history, policy, deadline_gpus=deadline_gpus_per_queue(pools, snapshot),
-                             recent_change=audit.recent_change, gpu_resources=gpu_resources,
+                             recent_change=audit.recent_change, moved_24h=audit.moved_24h,
+                             gpu_resources=gpu_resources,
                              cohorts=[cohort] if cohort else ())
     return RebalancePlan(cohorts=[plan_cohort(d, snapshot.quotas, gpu_resources) for d in demands],
                          degraded=degraded_reason(snapshot, history_error), snapshot_id=snapshot_id,

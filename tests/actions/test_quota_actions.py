@@ -12,14 +12,14 @@ snapshot's plan is recorded and not applied.
 from __future__ import annotations
 
 from collections.abc import Iterator
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
 
 from gpuaas.actions import KubeWriter, undo_entries
 from gpuaas.actions._quota_patches import gpu_nominal
-from gpuaas.actions.quotas import apply_quota_plan, recent_quota_changes, recover_quota_plans
+from gpuaas.actions.quotas import apply_quota_plan, quota_moved_since, recent_quota_changes, recover_quota_plans
 from gpuaas.cluster.runner import EmbeddedCluster
 from gpuaas.policies.quotas import QueueDemand, QuotaLimits, QuotaPlan, plan_quotas
 from gpuaas.policy import Mode
@@ -118,6 +118,9 @@ def test_undo_restores_the_whole_plan_once(store: Store, writer: KubeWriter) -> 
     assert live(writer) == NOMINAL
     [again] = undo_entries(store, writer, [result.plan_id])
     assert again.result == "no-op" and "already restored" in again.message
+    # The day's step stays spent: the plan's 4 GPUs still count, although undone (it is not made again today).
+    assert quota_moved_since(store, datetime.now(UTC) - timedelta(hours=24)) == {
+        ("team-c-cq", "h100"): (0, 4), ("team-b-cq", "h100"): (4, 0)}
 
 
 def test_undo_refuses_naming_the_queue_someone_changed_since(store: Store, writer: KubeWriter) -> None:
@@ -210,6 +213,8 @@ def test_a_crash_between_patches_is_rolled_back_by_the_next_run(settings: Gpuaas
     assert recover_quota_plans(store, writer, flow_run_id=None, now=datetime.now(UTC), gpu_resources=GPU) == []
     [undone] = undo_entries(store, writer, [int(intent.id or 0)])
     assert undone.result == "no-op"  # rolled back: nothing to undo
+    # A plan a crash cut off and gpuaas rolled back moved nothing: it spends none of the day's steps.
+    assert quota_moved_since(store, datetime.now(UTC) - timedelta(hours=24)) == {}
 
 
 def test_a_degraded_snapshot_is_recorded_and_never_applied(store: Store, writer: KubeWriter) -> None:

@@ -132,6 +132,27 @@ def test_apply_from_the_cli_then_undo_the_whole_plan(pointed_at: EmbeddedCluster
     assert quotas(pointed_at) == NOMINAL
 
 
+def test_the_step_is_a_days_however_many_runs_and_an_undo_gives_none_back(pointed_at: EmbeddedCluster,
+                                                                         prefect_harness: None) -> None:
+    first = runner.invoke(app, ["rebalance", "--apply", "--cohort", "c", "--format", "json"])
+    assert first.exit_code == 0, first.output
+    [c] = json.loads(first.stdout)["cohorts"]
+    assert c["result"] == "applied" and quotas(pointed_at)["team-b-cq"] == 8  # +4: its step, 100 % of 4
+    # At 8 its step would be 8 again and team-b still waits for 4 GPUs; but its day's step is spent.
+    again = runner.invoke(app, ["rebalance", "--apply", "--cohort", "c", "--format", "json"])
+    assert again.exit_code == 0, again.output
+    [c2] = json.loads(again.stdout)["cohorts"]
+    assert c2["moved_gpus"] == 0 and quotas(pointed_at)["team-b-cq"] == 8
+    [b] = [r for r in c2["changes"] if r["queue"] == "team-b-cq"]
+    assert "the step of 4 (100% of 4, 4 of it gained in the last 24 hours) allows no gain" in b["reason"]
+    assert any("4 GPUs of quota already moved in this cohort in the last 24 hours" in n for n in c2["notes"])
+    assert runner.invoke(app, ["undo", str(c["plan_id"])]).exit_code == 0
+    assert quotas(pointed_at) == NOMINAL
+    after_undo = runner.invoke(app, ["rebalance", "--apply", "--cohort", "c", "--format", "json"])
+    [c3] = json.loads(after_undo.stdout)["cohorts"]
+    assert c3["moved_gpus"] == 0 and quotas(pointed_at) == NOMINAL  # the plan undone is not made again today
+
+
 def test_apply_waits_for_no_one_while_reclaim_holds_the_writes_lock(pointed_at: EmbeddedCluster,
                                                                       prefect_harness: None,
                                                                       monkeypatch: pytest.MonkeyPatch) -> None:
@@ -183,3 +204,14 @@ def test_a_crashed_apply_is_rolled_back_and_the_plan_made_again(pointed_at: Embe
         assert quotas(pointed_at) == NOMINAL
     finally:
         store.close()
+
+
+def test_a_misspelt_cohort_or_an_endless_history_is_refused_by_name(pointed_at: EmbeddedCluster,
+                                                                   prefect_harness: None) -> None:
+    typo = runner.invoke(app, ["rebalance", "--cohort", "cc"])
+    assert typo.exit_code == 1
+    assert typo.stderr.strip().splitlines()[-1] == (
+        "error: cohort: no cohort 'cc' holds GPU quota in the cluster (those that do: c)")
+    endless = runner.invoke(app, ["rebalance", "--history-days", "100000"])
+    assert endless.exit_code == 2 and "--history-days" in endless.stderr and "366" in endless.stderr
+    assert quotas(pointed_at) == NOMINAL

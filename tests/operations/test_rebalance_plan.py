@@ -13,9 +13,11 @@ from __future__ import annotations
 from datetime import UTC, datetime
 
 import pandas as pd
+import pytest
 
+from gpuaas.errors import ConfigError
 from gpuaas.models import Outcome, Snapshot, SourceStatus
-from gpuaas.operations.rebalance import RebalanceAuditView, plan
+from gpuaas.operations.rebalance import RebalanceAuditView, history_window, plan
 from gpuaas.policy import Policy
 
 NOW = datetime(2026, 12, 1, 2, 0, tzinfo=UTC)
@@ -70,3 +72,35 @@ def test_what_the_audit_log_says_was_moved_lately_reaches_the_planner() -> None:
     audit = RebalanceAuditView(recent_change={("a", "h100"): -2, ("b", "h100"): 2})
     [c] = plan(snapshot(32.0), pd.DataFrame(), Policy(), audit=audit).cohorts
     assert {q.name: dict(q.recent_change) for q in c.demand.queues} == {"a": {"h100": -2}, "b": {"h100": 2}}
+
+
+def test_the_days_moves_reach_the_planner_and_spend_its_steps_and_cap() -> None:
+    # Earlier today a plan took a from 4 to 8 (its share) and b from 12 to 8. a still waits for 4 more, and b,
+    # allowed to lend below its share here, could give them: a's step, 50 % of its 8, would be 4. But a step
+    # is a day's, of the quota before the day's plans: 50 % of 4 is 2, and a gained 4 already.
+    audit = RebalanceAuditView(moved_24h={("a", "h100"): (4, 0), ("b", "h100"): (0, 4)})
+    policy = Policy.model_validate({"rebalance": {"reclaiming_lends": True}})
+    today = snapshot(64.0)
+    today.quotas.loc[today.quotas["resource"] == GPU, "nominal"] = [8, 8]
+    [c] = plan(today, pd.DataFrame(), policy, audit=audit).cohorts
+    assert {q.name: dict(q.moved_24h) for q in c.demand.queues} == {"a": {"h100": (4, 0)}, "b": {"h100": (0, 4)}}
+    assert c.demand.limits.moved_24h_gpus == 4
+    assert any(n.startswith("4 GPUs of quota already moved in this cohort in the last 24 hours") for n in c.demand.notes)
+    assert c.plan is not None and c.plan.moved_gpus == 0
+    [fresh] = plan(today, pd.DataFrame(), policy).cohorts  # the same quotas with no plan today: a takes its step
+    assert fresh.plan is not None and fresh.plan.moved_gpus == 4
+
+
+def test_a_cohort_that_holds_no_gpu_quota_is_named_not_planned_as_nothing() -> None:
+    with pytest.raises(ConfigError) as refused:
+        plan(snapshot(32.0), pd.DataFrame(), Policy(), cohort="research")
+    assert str(refused.value) == "cohort: no cohort 'research' holds GPU quota in the cluster (those that do: c)"
+    [c] = plan(snapshot(32.0), pd.DataFrame(), Policy(), cohort="c").cohorts
+    assert c.cohort == "c"
+
+
+def test_a_history_window_beyond_a_year_is_refused_by_name() -> None:
+    assert history_window(None, Policy()) == 7 and history_window(366, Policy()) == 366
+    for bad in (0, -1, 366.5, 100_000):
+        with pytest.raises(ConfigError, match=r"^history_days: must be above 0 and at most 366 days"):
+            history_window(bad, Policy())

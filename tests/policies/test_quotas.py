@@ -112,6 +112,7 @@ def instances(draw: st.DrawFn, max_queues: int = 6, max_quota: int = 24) -> tupl
         recent_change={f: draw(st.integers(-4, 4)) for f in flavors if draw(st.booleans())},
         reclaims=draw(st.booleans()),
         busiest={f: float(draw(st.integers(0, 2 * max_quota))) for f in flavors if draw(st.booleans())},
+        moved_24h={f: (draw(st.integers(0, 6)), draw(st.integers(0, 6))) for f in flavors if draw(st.booleans())},
     ) for i, nominal in enumerate(nominals)]
     limits = QuotaLimits(
         max_step_gpus=draw(st.integers(0, 10)),
@@ -121,6 +122,7 @@ def instances(draw: st.DrawFn, max_queues: int = 6, max_quota: int = 24) -> tupl
         min_step_gpus=draw(st.integers(0, 3)),
         no_reclaim_keep_factor=draw(st.sampled_from([0.0, 1.0, 2.5, 12.0])),
         reclaiming_lends=draw(st.booleans()),
+        moved_24h_gpus=draw(st.sampled_from([0, 0, 3, 12, 40])),
     )
     return queues, limits
 
@@ -141,12 +143,14 @@ def allowed(queues: list[QueueDemand], q: QueueDemand, flavor: str, new: int, li
     """Every per-cell rule of the model, written out independently of it."""
     before, guaranteed = q.nominal[flavor], q.guaranteed.get(flavor, 0)
     delta, recent = new - before, q.recent_change.get(flavor, 0)
-    step, owed = step_of(before, guaranteed, limits), math.floor(share_of(queues, q, flavor) + 1e-9)
+    gained, lost = q.moved_24h.get(flavor, (0, 0))  # a step is a day's: what plans of the last 24 h moved is spent,
+    step = step_of(max(0, before - gained + lost), guaranteed, limits)  # and a share of the quota before them
+    owed = math.floor(share_of(queues, q, flavor) + 1e-9)
     if new < min(before, guaranteed):  # never below a guarantee it has, never lower while below it
         return False
-    if delta > step and new > min(wanted(q, flavor), owed):  # past a step only back up to its share
+    if delta > 0 and delta + gained > step and new + gained > min(wanted(q, flavor), owed):  # past it only to its share
         return False
-    if -delta > step and new < owed:  # ... or down to it
+    if delta < 0 and lost - delta > step and new - lost < owed:  # ... or down to it
         return False
     if delta and abs(delta) < limits.hysteresis_gpus:
         return False
@@ -174,7 +178,7 @@ def check_constraints(queues: list[QueueDemand], limits: QuotaLimits, plan: Quot
         for flavor, before in q.nominal.items():
             assert allowed(queues, q, flavor, new[(q.name, flavor)], limits), (q, flavor, new[(q.name, flavor)])
             gains += max(0, new[(q.name, flavor)] - before)
-    assert gains == plan.moved_gpus <= limits.max_total_moved_gpus  # total cap
+    assert gains == plan.moved_gpus <= max(0, limits.max_total_moved_gpus - limits.moved_24h_gpus)  # a day's cap
     if all(q.guaranteed.get(f, 0) <= b for q in queues for f, b in q.nominal.items()):
         assert plan.shortfall_cost <= plan.shortfall_cost_before + 1e-6  # never worse than staying put
     assert plan.shortfall_cost == pytest.approx(fair_cost(queues, new), rel=1e-9, abs=1e-6)
@@ -199,7 +203,7 @@ def brute_force(queues: list[QueueDemand], limits: QuotaLimits) -> tuple[int, fl
     best: tuple[int, float, int] | None = None
     for values in itertools.product(*ranges):
         gains = sum(max(0, v - q.nominal[f]) for (q, f), v in zip(cells, values))
-        if gains > limits.max_total_moved_gpus:
+        if gains > max(0, limits.max_total_moved_gpus - limits.moved_24h_gpus):
             continue
         if any(sum(v for (q, f), v in zip(cells, values) if f == flavor)
                != sum(q.nominal[f] for q, f in cells if f == flavor) for flavor in {f for _, f in cells}):
@@ -256,6 +260,27 @@ def test_later_nights_move_only_to_cut_shortfall_and_never_reverse(
         assert (following.moved_gpus == 0 or following.shortfall_cost < following.shortfall_cost_before - 1e-9
                 or len(following.unmet_guarantees) < gap_before or gap_before > 0)
         plan = following
+
+
+def test_a_second_run_the_same_day_moves_only_what_is_left_of_the_days_step() -> None:
+    queues = [QueueDemand("a", {"a100": 16}, {"a100": 3}), QueueDemand("b", {"a100": 4}, {"a100": 20})]
+    limits = QuotaLimits(max_step_gpus=8, max_step_percent=100, max_total_moved_gpus=32, hysteresis_gpus=1)
+    first = plan_quotas(queues, limits)
+    assert after(first) == {("a", "a100"): 10, ("b", "a100"): 10}  # b back to its share (10 of 20) at once
+    # The same day: b gained 6 and a lost 6. b's step is 100 % of its 4 before the day, all spent (and more:
+    # the return to its share), so it gains nothing, however far below its demand; without the day it would
+    # take another step of 8 from its new 10.
+    again = [replace(q, nominal={"a100": after(first)[(q.name, "a100")]}, moved_24h={"a100": m})
+             for q, m in zip(queues, [(0, 6), (6, 0)], strict=True)]
+    second = plan_quotas(again, limits)
+    assert second.moved_gpus == 0
+    assert second.changes[1].reason.endswith("the step of 4 (100% of 4, 6 of it gained in the last 24 hours) "
+                                             "allows no gain")
+    # The cohort's cap is a day's too: 30 of 32 moved already leaves 2, which b takes.
+    room = [replace(q, moved_24h={}) for q in again]
+    capped = plan_quotas(room, replace(limits, moved_24h_gpus=30))
+    assert capped.moved_gpus == 2 and after(capped)[("b", "a100")] == 12
+    assert "limited by max_total_moved_gpus=32 a day, 30 of it moved in the last 24 hours" in capped.changes[1].reason
 
 
 def test_a_tie_in_shortfall_is_broken_by_moving_less() -> None:

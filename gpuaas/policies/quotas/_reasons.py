@@ -26,6 +26,10 @@ class _Limits(Protocol):
     def max_total_moved_gpus(self) -> int: ...
     @property
     def hysteresis_gpus(self) -> int: ...
+    @property
+    def moved_24h_gpus(self) -> int: ...
+    @property
+    def total_left(self) -> int: ...
 
 
 @dataclass(frozen=True)
@@ -45,6 +49,9 @@ class Cell:
     evidence: str = ""
     share: float = 0.0
     """The queue's weighted share of the flavor's GPUs in the cohort: shortfall within it is owed first."""
+    gained_24h: int = 0
+    """What plans applied in the last 24 hours already gave it: spent of the day's step."""
+    lost_24h: int = 0
 
     @property
     def floor(self) -> int:
@@ -56,12 +63,13 @@ def _num(x: float) -> str:
 
 
 def _step_words(c: Cell, limits: _Limits) -> str:
-    pct = f"{_num(limits.max_step_percent)}% of {max(c.before, c.guaranteed)}"
+    pct = f"{_num(limits.max_step_percent)}% of {max(c.before - c.gained_24h + c.lost_24h, c.guaranteed)}"
+    spent = f", {c.gained_24h} of it gained in the last 24 hours" if c.gained_24h else ""
     if c.step >= limits.max_step_gpus:
-        return f"the step of {c.step} (max_step_gpus)"
+        return f"the step of {c.step} (max_step_gpus{spent})"
     if c.step == limits.min_step_gpus and c.step > 0:
-        return f"the step of {c.step} (min_step_gpus)"
-    return f"the step of {c.step} ({pct})"
+        return f"the step of {c.step} (min_step_gpus{spent})"
+    return f"the step of {c.step} ({pct}{spent})"
 
 
 def reasons_for(cells: Sequence[Cell], after: Sequence[int], limits: _Limits) -> list[str]:
@@ -123,7 +131,10 @@ def _why_not_more(c: Cell, a: int, moved: int, limits: _Limits) -> str:
         return f"limited by {_step_words(c, limits)}"
     if c.step_up < limits.hysteresis_gpus:
         return f"{_step_words(c, limits)} is below hysteresis_gpus={limits.hysteresis_gpus}"
-    if moved >= limits.max_total_moved_gpus:
+    if moved >= limits.total_left:
+        if limits.moved_24h_gpus:
+            return (f"limited by max_total_moved_gpus={limits.max_total_moved_gpus} a day, "
+                    f"{limits.moved_24h_gpus} of it moved in the last 24 hours")
         return f"limited by max_total_moved_gpus={limits.max_total_moved_gpus} for the whole plan"
     return ("no other queue can give more (each is at its demand, guarantee, step, or recent gain"
             + (f", or the change would be under hysteresis_gpus={limits.hysteresis_gpus}"

@@ -206,12 +206,17 @@ def _borrowing_capped(rows: pd.DataFrame) -> bool:
 def cohort_demands(snapshot: Snapshot, history: pd.DataFrame, policy: Policy, *,
                    deadline_gpus: Mapping[Cell, int] | None = None,
                    recent_change: Mapping[Cell, int] | None = None,
+                   moved_24h: Mapping[Cell, tuple[int, int]] | None = None,
                    gpu_resources: Sequence[str] = ("nvidia.com/gpu",),
                    cohorts: Sequence[str] = ()) -> list[CohortDemand]:
-    """One ``CohortDemand`` per cohort (only ``cohorts`` when given), sorted by name."""
+    """One ``CohortDemand`` per cohort (only ``cohorts`` when given), sorted by name.
+
+    ``moved_24h``: (queue, flavor) -> (GPUs gained, lost) by plans applied in the last 24 hours, which
+    the day's steps and total cap have spent."""
     rb = policy.rebalance
     deadline_gpus = deadline_gpus or {}
     recent_change = recent_change or {}
+    moved_24h = moved_24h or {}
     stats, pending_hist = _stats(history)
     quotas = snapshot.quotas
     if quotas.empty:
@@ -291,8 +296,12 @@ def cohort_demands(snapshot: Snapshot, history: pd.DataFrame, policy: Policy, *,
                 weight=tenant.weight if tenant else 1.0,
                 recent_change={f: recent_change[(queue, f)] for f in flavors if recent_change.get((queue, f))},
                 evidence=evidence, reclaims=reclaims[queue], busiest=busiest,
+                moved_24h={f: moved_24h[(queue, f)] for f in flavors if (queue, f) in moved_24h},
             ))
         limits = limits_of(rb)
+        spent = sum(moved_24h.get(cell, (0, 0))[0] for cell in nominal)
+        if spent:
+            limits = replace(limits, moved_24h_gpus=spent)
         if _borrowing_capped(rows):
             limits = replace(limits, reclaiming_lends=True)
         notes: list[str] = _unknown_flavor_notes(policy, {q for q, _ in nominal}, set(gpu["flavor"].astype(str)))
@@ -300,6 +309,10 @@ def cohort_demands(snapshot: Snapshot, history: pd.DataFrame, policy: Policy, *,
             names = ", ".join(f"{name} ({gpus:g} GPUs)" for name, gpus in items)
             notes.append(f"{queue}: pending Workloads larger than anything the queue can ever be admitted "
                          f"({max(g for (q, _), g in reach.items() if q == queue):g} GPUs): {names}; not counted as demand")
+        if spent:
+            notes.append(f"{spent} GPUs of quota already moved in this cohort in the last 24 hours: at most "
+                         f"{limits.total_left} more today (max_total_moved_gpus={limits.max_total_moved_gpus}), "
+                         "and each queue's step less what it already moved")
         little = history_s < rb.min_history_days * 86400
         if little:
             limits = replace(limits, max_total_moved_gpus=min(limits.max_total_moved_gpus, limits.max_step_gpus))

@@ -13,7 +13,8 @@ The model, per cell (queue ``i``, flavor ``f``) with ``b`` the current nominal q
 * ``n`` integer new quota, ``n - b = inc - dec`` with ``inc, dec >= 0``;
 * the cohort's total per flavor is conserved: ``sum_i n = sum_i b``;
 * steps: ``inc, dec <= step`` with ``step = min(max_step_gpus, max(min_step_gpus,
-  floor(max(b, guaranteed) * max_step_percent / 100)))``. The absolute minimum is what lets a
+  floor(max(b, guaranteed) * max_step_percent / 100)))``, less what the queue already gained (or
+  lost) by plans applied in the last 24 hours: the step is a day's, however many runs there are. The absolute minimum is what lets a
   queue at 0 or 1 GPU gain at all: a step that is only a share of the quota stays 0 there, and a
   team shrunk during a quiet week would be held down for good. Back to its weighted share the
   step is no limit (``share_steps``): lent quota returns in one plan;
@@ -25,7 +26,8 @@ The model, per cell (queue ``i``, flavor ``f``) with ``b`` the current nominal q
   (``keeps_share``);
 * a queue that can reclaim lends nothing below its share unless ``reclaiming_lends``: borrowing already
   lends its idle quota, and quota moved away is quota it cannot preempt back until the next plan;
-* all moves together: ``sum inc <= max_total_moved_gpus``;
+* all moves together: ``sum inc <= max_total_moved_gpus`` less what the cohort's plans moved in the
+  last 24 hours;
 * hysteresis: a change is zero or at least ``hysteresis_gpus``;
 * no reversal: a queue whose net change of the last ``no_reversal_days`` is positive loses that
   flavor only down to its demand (or its share, if lower), one whose change is negative gains it
@@ -91,6 +93,14 @@ class QuotaLimits:
     """In a full cohort, a queue that cannot reclaim keeps this many times its busiest demand, up to its share."""
     reclaiming_lends: bool = True
     """Whether a queue that can reclaim lends below its share (the policy's default is off: see ``_cells``)."""
+    moved_24h_gpus: int = 0
+    """GPUs the cohort's queues gained by plans applied in the last 24 hours: ``max_total_moved_gpus`` is a
+    day's cap, so this plan moves at most the rest."""
+
+    @property
+    def total_left(self) -> int:
+        """What this plan may still move in all."""
+        return max(0, self.max_total_moved_gpus - self.moved_24h_gpus)
 
 
 @dataclass(frozen=True)
@@ -117,6 +127,9 @@ class QueueDemand:
     busiest: Mapping[str, float] = field(default_factory=dict)
     """Per flavor, the demand at the window's busiest: GPUs held (at the usage percentile) plus the
     most GPUs pending at once. Says whether the cohort was full within the window (``full_flavors``)."""
+    moved_24h: Mapping[str, tuple[int, int]] = field(default_factory=dict)
+    """Per flavor, the GPUs of quota (gained, lost) by plans applied in the last 24 hours: a step is a day's,
+    so a second run the same day moves the queue only by the rest (an undo gives none of it back)."""
 
 
 @dataclass(frozen=True)
@@ -161,7 +174,7 @@ class QuotaPlanInfeasible(PolicyError):
 
 def validate_quota_input(queues: Sequence[QueueDemand], limits: QuotaLimits) -> None:
     """Refuse contradictory input with a ConfigError naming the field (``queues[1].demand.h100``)."""
-    for name in ("max_step_gpus", "max_total_moved_gpus", "hysteresis_gpus", "min_step_gpus"):
+    for name in ("max_step_gpus", "max_total_moved_gpus", "hysteresis_gpus", "min_step_gpus", "moved_24h_gpus"):
         value = getattr(limits, name)
         if not isinstance(value, int) or isinstance(value, bool) or not 0 <= value <= MAX_GPUS:
             raise ConfigError(f"must be a whole number from 0 to {MAX_GPUS:,}, got {value!r}",
@@ -205,8 +218,11 @@ def validate_quota_input(queues: Sequence[QueueDemand], limits: QuotaLimits) -> 
                 raise ConfigError(f"queue {q.name!r}: must be a whole number, at most {MAX_GPUS:,} either way, "
                                   f"got {r!r}",
                                   field=f"{where}.recent_change.{flavor}")
+        for flavor, moved in q.moved_24h.items():
+            for side, value in zip(("gained", "lost"), moved, strict=True):
+                _whole(value, q.name, f"{where}.moved_24h.{flavor}.{side}")
     for idx, q in enumerate(queues):
-        for part in ("demand", "guaranteed", "recent_change"):
+        for part in ("demand", "guaranteed", "recent_change", "moved_24h"):
             for flavor in getattr(q, part):
                 if flavor not in flavors:
                     raise ConfigError(f"queue {q.name!r}: no queue has nominal quota of flavor {flavor!r}",
@@ -285,12 +301,13 @@ def _cells(queues: Sequence[QueueDemand], limits: QuotaLimits) -> list[Cell]:
     for q in queues:
         for flavor, before in q.nominal.items():
             guaranteed = q.guaranteed.get(flavor, 0)
-            step = step_of(before, guaranteed, limits)
+            gained, lost = q.moved_24h.get(flavor, (0, 0))
+            step = step_of(max(0, before - gained + lost), guaranteed, limits)  # of the quota before the day's plans
             recent = q.recent_change.get(flavor, 0)
             demand = float(q.demand.get(flavor, 0.0))
             if demand < share[(q.name, flavor)]:
                 demand += limits.lend_reserve * (share[(q.name, flavor)] - demand)
-            up, down = share_steps(before, demand, share[(q.name, flavor)], recent, step)
+            up, down = share_steps(before, demand, share[(q.name, flavor)], recent, step, gained, lost)
             if not q.reclaims and flavor in full:
                 busiest = max(demand, float(q.busiest.get(flavor, 0.0)))
                 down = keeps_share(before, share[(q.name, flavor)], down, busiest, limits.no_reclaim_keep_factor)
@@ -299,25 +316,27 @@ def _cells(queues: Sequence[QueueDemand], limits: QuotaLimits) -> list[Cell]:
             cells.append(Cell(
                 queue=q.name, flavor=flavor, before=before, demand=demand,
                 guaranteed=guaranteed, weight=float(q.weight), recent=recent, step=step,
-                step_up=up, step_down=down,
+                step_up=up, step_down=down, gained_24h=gained, lost_24h=lost,
                 evidence=q.evidence.get(flavor, ""), share=share[(q.name, flavor)],
             ))
     return cells
 
 
-def share_steps(before: int, demand: float, share: float, recent: int, step: int) -> tuple[int, int]:
-    """(most GPUs gained, most lost) in one plan, after the share and no-reversal rules.
+def share_steps(before: int, demand: float, share: float, recent: int, step: int,
+                gained: int = 0, lost: int = 0) -> tuple[int, int]:
+    """(most GPUs gained, most lost) in one plan, after the share, day and no-reversal rules.
 
     A queue below its share whose demand is above its quota may regain up to the smaller of the
     two in one plan, and a queue above its share may give down to it in one plan: what a queue
     lent while it did not need it comes back the night its demand returns, not step by step over
-    a week while its jobs wait. No reversal: after a recent loss a queue gains only up to its
+    a week while its jobs wait. Either is what a queue may move in 24 hours: ``gained`` and
+    ``lost`` there already are spent. No reversal: after a recent loss a queue gains only up to its
     demand; after a recent gain it loses only down to its demand or its share, whichever is lower.
     """
     wanted = math.ceil(demand - 1e-9)
     owed = math.floor(share + 1e-9)
-    up = max(step, min(wanted, owed) - before)
-    down = max(step, before - owed)
+    up = max(0, max(step, min(wanted, owed) - before) - gained)
+    down = max(0, max(step, before - owed) - lost)
     if recent < 0:
         up = min(up, max(0, wanted - before))
     if recent > 0:
@@ -330,7 +349,7 @@ def plan_quotas(queues: Sequence[QueueDemand], limits: QuotaLimits) -> QuotaPlan
     validate_quota_input(queues, limits)
     started = time.perf_counter()
     cells = _cells(queues, limits)
-    solution = solve_lexicographic(cells, limits.hysteresis_gpus, limits.max_total_moved_gpus)
+    solution = solve_lexicographic(cells, limits.hysteresis_gpus, limits.total_left)
     if solution is None:
         raise QuotaPlanInfeasible("the quota model has no solution although staying put is one; nothing applied")
     after = solution.after

@@ -6,8 +6,8 @@ killed run left open), decide (the whole decision: targets, the audit log's answ
 the cap), act (intent, write, completion; dry-run audits and writes nothing to the cluster),
 publish (artifacts, the idle signal on the Pushgateway). In apply mode everything from the collect
 to the act runs under ``tasks.writes.cluster_writes``, the Prefect concurrency slot and store lock
-that rebalance and the deadline holds take the same way. ``undo=[audit ids]`` restores earlier reclaims instead and does
-nothing else. A run that cannot get the writes within ``GPUAAS_WRITES_WAIT_SECONDS`` writes
+that rebalance and the deadline holds take the same way. ``undo=[audit ids]`` restores earlier reclaims, quota plans
+and deadline holds instead and does nothing else. A run that cannot get the writes within ``GPUAAS_WRITES_WAIT_SECONDS`` writes
 nothing and says so (``writes_busy``); the next scheduled run decides again.
 
 The idle signal never outlives its evidence: a run that fails withdraws what the previous run
@@ -32,12 +32,12 @@ from prefect import flow, get_run_logger
 from flows._outcome import finished, freeze_dict
 from flows._snapshot import snapshot_for
 from gpuaas.actions import new_holder
-from gpuaas.models import Outcome, Snapshot
+from gpuaas.models import Snapshot
 from gpuaas.policies.reclaim import adaptive_rules, snapshot_problem
 from gpuaas.policy import FreezeOn, Mode, WritingFlow
 from gpuaas.settings import GpuaasSettings, load_settings
 from reports import source_errors
-from reports.reclaim import blind_line, decision_dicts, headline, summary_line
+from reports.reclaim import blind_line, decision_dicts, headline, summary_line, undo_headline
 from tasks import retry_options, unwalked
 from tasks.adaptive import adaptive_history
 from tasks.notify import NOTIFY_HOOKS
@@ -65,7 +65,7 @@ def reclaim(apply: bool = False, at: datetime | None = None, undo: list[int] | N
     Args:
         apply: Stop the idle workloads found (off: dry-run, only decide and audit). The policy's max_actions_per_run cap and change freezes still hold.
         at: Judge the telemetry window ending at this instant instead of now (empty: now); the same window twice acts once.
-        undo: Audit ids of earlier reclaims to restore instead of reclaiming (see `gpuaas audit list`); nothing else runs.
+        undo: Audit ids of earlier reclaims, quota plans or deadline holds to restore instead of reclaiming (see `gpuaas audit list`); nothing else runs.
         snapshot_id: Judge this collect's snapshot instead of collecting again (empty: collect); refused when it was taken further than collect.max_staleness_seconds from the judged instant.
     """
     logger = get_run_logger()
@@ -79,11 +79,7 @@ def reclaim(apply: bool = False, at: datetime | None = None, undo: list[int] | N
             return busy_outcome({"undo": []}, busy)
         for r in restores:
             logger.info("undo #%s: %s %s", r.audit_id, r.result, r.message)
-        done = [r for r in restores if r.result == Outcome.restored]
-        line = (f"Restored {len(done)} of {len(restores)} reclaims"
-                + (f" (audit {', '.join(str(r.audit_id) for r in done)})." if done else ".")
-                + ("" if len(done) == len(restores) else " The others: see each row's result."))
-        return finished({"undo": [asdict(r) for r in restores]}, line)
+        return finished({"undo": [asdict(r) for r in restores]}, undo_headline(restores))
 
     mode, frozen = settings.policy.run_mode(WritingFlow.reclaim, apply, datetime.now(UTC))
     if frozen:

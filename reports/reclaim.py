@@ -8,7 +8,7 @@ from typing import Any
 
 import pandas as pd
 
-from gpuaas.actions import ActionResult
+from gpuaas.actions import ActionResult, UndoResult
 from gpuaas.models import Outcome, Snapshot
 from gpuaas.policies.reclaim import blind_run_line
 from gpuaas.policy import FreezeOn
@@ -162,6 +162,16 @@ def _hourly_cost(acted: Sequence[ActionResult], snapshot: Snapshot) -> tuple[flo
     return cost, sources
 
 
+def _nothing_idle(holding: int) -> str:
+    """The headline of a run with nothing to decide, saying how many workloads it judged: a bare number
+    ("among 23") leaves the reader guessing what was counted, and none at all is a different answer."""
+    if not holding:
+        return "Nothing to reclaim: no workload holds a GPU."
+    if holding == 1:
+        return "Nothing to reclaim: the one GPU workload is not idle."
+    return f"Nothing to reclaim: none of the {holding:,} GPU workloads is idle."
+
+
 def headline(results: Sequence[ActionResult], snapshot: Snapshot, mode: str, busy: str | None = None,
              frozen: FreezeOn | None = None) -> str:
     """The run in one sentence, with numbers and the next step: the CLI's first line, the flow run's state
@@ -175,8 +185,7 @@ def headline(results: Sequence[ActionResult], snapshot: Snapshot, mode: str, bus
     blind = blind_line(results, snapshot)
     applied = [str(r.audit_id) for r in results if r.result == Outcome.applied and r.audit_id]
     if not results:
-        first = (f"Nothing to reclaim (degraded): {blind}." if blind
-                 else f"Nothing to reclaim: no idle GPU workloads among {telemetry_counts(snapshot)[1]}.")
+        first = f"Nothing to reclaim (degraded): {blind}." if blind else _nothing_idle(telemetry_counts(snapshot)[1])
     elif mode == "apply":
         first = (f"Stopped {counted(len(applied), 'idle workload')}, freeing {counted(gpus, 'GPU')} "
                  f"(${cost:,.2f} per hour)"
@@ -188,6 +197,26 @@ def headline(results: Sequence[ActionResult], snapshot: Snapshot, mode: str, bus
     if blind and results:
         first = f"Degraded run: {blind}. {first}"
     return with_failures(first, source_errors(snapshot.sources))
+
+
+_UNDONE_NOUNS = {"reclaim": ("reclaim", "reclaims"), "quota-plan": ("quota plan", "quota plans"),
+                 "deadline-hold": ("deadline hold", "deadline holds"),
+                 "deadline-demote": ("deadline demotion", "deadline demotions")}
+"""What ``gpuaas undo`` restored, by the audit ``action`` it reversed, as its headline counts it."""
+
+
+def undo_headline(restores: Sequence[UndoResult]) -> str:
+    """``Restored 1 of 2 quota plans (audit 23). The other: see its row's result.``: counted by what was asked
+    for (reclaims, quota plans, deadline holds or demotions; "changes" for a mix, or an id that names nothing
+    undoable), so that an operator who undid a quota plan is not told about reclaims."""
+    nouns = {_UNDONE_NOUNS.get(r.action or "", ("change", "changes")) for r in restores}
+    noun, plural = nouns.pop() if len(nouns) == 1 else ("change", "changes")
+    done = [r for r in restores if r.result == Outcome.restored]
+    rest = len(restores) - len(done)
+    return (f"Restored {len(done)} of {counted(len(restores), noun, plural)}"
+            + (f" (audit {', '.join(str(r.audit_id) for r in done)})." if done else ".")
+            + ("" if not rest else " The other: see its row's result." if rest == 1
+               else " The others: see each row's result."))
 
 
 def summary_markdown(results: Sequence[ActionResult], snapshot: Snapshot, mode: str, cap: int,

@@ -39,6 +39,9 @@ class UndoResult:
     name: str | None = None
     restore_audit_id: int | None = None
     """The audit row that completes the undo."""
+    action: str | None = None
+    """The audit ``action`` undone (``reclaim``, ``quota-plan``, ``deadline-hold``...), so that what reports the
+    undo can say what was restored; none for an id that names nothing undoable."""
 
 
 def _intent(store: Store, audit_id: int) -> AuditEntry | str:
@@ -65,5 +68,5 @@ def undo_entries(store: Store, writer: KubeWriter, audit_ids: Iterable[int], *,
             continue
         done = UNDOERS[row.action](store, writer, row, flow_run_id)
         results.append(UndoResult(audit_id, done.result, done.message, row.kind, row.namespace, row.name,
-                                  done.audit_id))
+                                  done.audit_id, row.action))
     return results

@@ -10,6 +10,7 @@ input reaches the user as a traceback; commands map the ones they can name bette
 from __future__ import annotations
 
 import json
+import re
 import sys
 import textwrap
 import time
@@ -22,6 +23,10 @@ import typer
 from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
+from typer._click.core import ParameterSource
+from typer._click.exceptions import BadParameter, UsageError
+from typer._click.globals import get_current_context
+from typer.core import TyperOption
 
 from gpuaas.errors import ConfigError, GpuaasError
 
@@ -41,6 +46,7 @@ __all__ = [
     "err_console",
     "fail",
     "end_degraded",
+    "flag_error",
     "handle_errors",
     "lead",
     "print_json",
@@ -49,6 +55,7 @@ __all__ = [
     "set_wide",
     "settings_or_exit",
     "store_or_exit",
+    "usage_error",
     "visible",
 ]
 
@@ -107,6 +114,40 @@ def fail(message: str, code: int = EXIT_FAILED) -> typer.Exit:
     """Print ``error: message`` on stderr and return the Exit to raise."""
     err_console.print(f"[bold red]error:[/] {escape(message)}", highlight=False, markup=True, soft_wrap=True)
     return typer.Exit(code=code)
+
+
+_GOT = re.compile(r", got [^;]*$")
+"""A message's closing ``, got VALUE``."""
+
+
+def usage_error(message: str, flag: str | None = None) -> UsageError:
+    """A usage error the command found itself (a flag's value it refuses, flags that do not go together), to raise.
+
+    It ends as Click's own refusals do (``--budget nan``): exit 2 and one line, ``error: Invalid value for
+    '--from': expected an ISO time ..., got 'yesterday'; see gpuaas incident --help``, written by the
+    top-level handler (``usage_error_line``). A script can then tell "called wrong" (2) from "ran and
+    failed" (1). ``flag``: the flag whose value is wrong (its name is taken off the front of ``message``);
+    none for flags that do not go together, where ``message`` names them.
+    """
+    ctx = get_current_context(silent=True)
+    if flag is None:
+        return UsageError(message, ctx)
+    param = next((p for p in ctx.command.params if isinstance(p, TyperOption) and flag in p.opts), None) if ctx else None
+    message = message.removeprefix(f"{flag}: ")
+    if ctx and param and param.name and ctx.get_parameter_source(param.name) is ParameterSource.COMMANDLINE:
+        message = _GOT.sub("", message)  # the line ends with the value as typed (``(got '2')``), not as parsed (2.0)
+    return BadParameter(message, ctx, param, None if param else repr(flag))
+
+
+def flag_error(exc: ConfigError, renames: Mapping[str, str] | None = None) -> UsageError | typer.Exit:
+    """``exc`` to raise: a value refused for the flag its field names (``slo_seconds``, ``--budget``; ``renames``
+    as for :func:`as_flag`) is that flag's usage error (:func:`usage_error`, exit 2); one about a file, or
+    naming no flag, is a failure (:func:`fail`, exit 1: the input was read and found wrong)."""
+    if exc.file is None and exc.field:
+        flag, sep, rest = as_flag(exc, renames).partition(": ")
+        if sep and flag.startswith("-"):
+            return usage_error(rest, flag)
+    return fail(str(exc))
 
 
 BAD_INPUT_ERRORS = (OSError, ValueError, ArithmeticError, LookupError, TypeError, RecursionError, MemoryError)
@@ -211,8 +252,9 @@ _wide = False
 
 
 def set_wide(wide: bool) -> None:
-    """``gpuaas --wide``: every column of every table, however wide the terminal (the default drops the optional
-    ones that do not fit, and says so)."""
+    """``gpuaas --wide``: every column of every table, however wide the terminal (by default ``print_table`` moves
+    the notes columns under a table that does not fit, then drops its optional columns and says so, and prints
+    what still does not fit wider than the terminal)."""
     global _wide
     _wide = wide
 

@@ -84,7 +84,10 @@ def _flags_show_no_type() -> None:
 
 _flags_show_no_type()
 
-_WIDE_HELP = "Every column of every table, however wide; by default columns that do not fit the terminal are left out."
+_WIDE_HELP = ("Every column of every table at its full width, however wide the terminal. Without it a table "
+              "that does not fit moves its long reasons under it, then leaves out its optional columns, the least "
+              "important first, and names them after it; one that still does not fit is printed wider than the "
+              "terminal rather than splitting a word.")
 
 
 def _set_wide(value: bool) -> None:

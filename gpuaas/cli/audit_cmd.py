@@ -8,7 +8,7 @@ from typing import Annotated
 
 import typer
 
-from gpuaas.cli._common import OutputFormat, fail, print_json, print_table, settings_or_exit, store_or_exit
+from gpuaas.cli._common import OutputFormat, print_json, print_table, settings_or_exit, store_or_exit, usage_error
 from gpuaas.store import AuditEntry
 
 _UNITS = {"s": "seconds", "m": "minutes", "h": "hours", "d": "days", "w": "weeks"}
@@ -28,6 +28,14 @@ def parse_since(value: str, now: datetime | None = None, option: str = "--since"
     except ValueError as exc:
         raise ValueError(f"{option}: expected a duration like 2h or 7d, or an ISO time, got {value!r}") from exc
     return parsed.replace(tzinfo=UTC) if parsed.tzinfo is None else parsed
+
+
+def _instant(value: str | None, option: str) -> datetime | None:
+    """``option``'s instant; one not understood is a usage error (exit 2), as Click's own refusals are."""
+    try:
+        return parse_since(value, option=option) if value else None
+    except ValueError as exc:
+        raise usage_error(str(exc), option) from exc
 
 
 _FIELDS = ("id", "created_at", "flow", "flow_run_id", "action", "kind", "namespace", "name", "uid", "object",
@@ -52,11 +60,8 @@ def list_(
     format: Annotated[OutputFormat, typer.Option("--format")] = OutputFormat.table,
 ) -> None:
     """List audit entries, oldest first (an incident window: --since 2026-11-29T02:00 --until 2026-11-29T03:00)."""
-    try:
-        since_at = parse_since(since) if since else None
-        until_at = parse_since(until, option="--until") if until else None
-    except ValueError as exc:
-        raise fail(str(exc), code=2) from exc
+    since_at = _instant(since, "--since")
+    until_at = _instant(until, "--until")
     store = store_or_exit(settings_or_exit(), read_only=True)
     try:
         rows = store.audit(since=since_at, until=until_at, flow=flow, obj=object, limit=None)[-limit:]

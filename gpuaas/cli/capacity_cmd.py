@@ -2,7 +2,7 @@
 
 Semantics are :func:`gpuaas.policies.cost.capacity.sustainable_capacity`'s. Exit 0 with an answer;
 exit 1 when the sweep never meets the SLO (the answer is still printed, saying so) or the
-file is malformed (one line naming row and column on stderr).
+file is malformed (one line naming row and column on stderr); exit 2 for a flag's value it refuses.
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from typing import Annotated
 
 import typer
 
-from gpuaas.cli._common import OutputFormat, as_flag, fail, print_json, print_table
+from gpuaas.cli._common import OutputFormat, fail, flag_error, print_json, print_table
 from gpuaas.errors import ConfigError
 from gpuaas.policies.cost import CapacityResult, sustainable_capacity
 from gpuaas.sources.sweep import read_sweep
@@ -44,8 +44,8 @@ def capacity(
     try:
         result = sustainable_capacity(read_sweep(sweep), slo_quantile=slo_quantile, slo_seconds=slo_seconds,
                                       min_quality=min_quality, forecast_rps=forecast_rps, source=str(sweep))
-    except ConfigError as exc:
-        raise fail(as_flag(exc)) from exc
+    except ConfigError as exc:  # a flag's value: exit 2; the sweep file: exit 1
+        raise flag_error(exc) from exc
     print_capacity(result, format)
     if not result.met:
         raise fail(f"{sweep}: {result.reason}")

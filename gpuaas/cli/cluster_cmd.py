@@ -29,7 +29,7 @@ from typing import Annotated
 
 import typer
 
-from gpuaas.cli._common import console, err_console, fail, progress, settings_or_exit
+from gpuaas.cli._common import console, err_console, fail, progress, settings_or_exit, usage_error
 from gpuaas.cli._foreground import held, write_env_file
 from gpuaas.errors import GpuaasError
 
@@ -120,10 +120,13 @@ def up(
         raise fail(f"a cluster is already running from {cluster_dir} (pid {other}); stop it with 'gpuaas cluster down', "
                    "or start another one with its own GPUAAS_DATA_DIR")
     if rbac is not None and not role:
-        raise fail("--rbac needs at least one --role (a ClusterRole name in the manifest)", code=2)
+        raise usage_error("--rbac needs at least one --role (a ClusterRole name in the manifest)")
+    try:
+        window = parse_duration(history)
+    except ValueError as exc:
+        raise usage_error(str(exc), "--history") from exc
     try:
         rules = RBACRules.from_manifest(rbac, role or []) if rbac is not None else None
-        window = parse_duration(history)
         if policy is not None:
             load_policy(policy)  # a bad policy fails now, not at the first command that reads the env file
         if trace is not None:
@@ -136,10 +139,10 @@ def up(
     shutil.rmtree(run_dir, ignore_errors=True)
     if backend is Backend.real:
         if rbac is not None:
-            raise fail("--rbac emulates an authorizer; the real backend runs the API server's own RBAC "
-                       "(bind the roles with kubectl)", code=2)
+            raise usage_error("--rbac emulates an authorizer; the real backend runs the API server's own RBAC "
+                              "(bind the roles with kubectl)")
         if trace is not None:
-            raise fail("--trace replays a time-compressed trace: use the embedded backend", code=2)
+            raise usage_error("--trace replays a time-compressed trace: use the embedded backend")
         from gpuaas.cli._cluster_real import run_real
 
         run_real(chosen, run_dir, port=port, kubeconfig=kubeconfig or cluster_dir / "kubeconfig",

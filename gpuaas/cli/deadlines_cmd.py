@@ -11,7 +11,16 @@ from typing import Annotated
 
 import typer
 
-from gpuaas.cli._common import OutputFormat, console, end_degraded, fail, lead, print_json, print_table
+from gpuaas.cli._common import (
+    OutputFormat,
+    console,
+    end_degraded,
+    fail,
+    lead,
+    print_json,
+    print_table,
+    usage_error,
+)
 from gpuaas.errors import GpuaasError
 
 __all__ = ["deadlines"]
@@ -32,7 +41,7 @@ def deadlines(
     from reports.deadlines import plan_dict, plan_rows, verdict_sentence
 
     if (file is None) == (not from_cluster):
-        raise fail("give either a FILE or --from-cluster", code=2)
+        raise usage_error("give a FILE or --from-cluster" + (", not both" if from_cluster else ""))
     if from_cluster:
         _from_cluster(format)
         return

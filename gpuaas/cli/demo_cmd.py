@@ -25,6 +25,7 @@ from gpuaas.cli._common import (
     print_table,
     progress,
     settings_or_exit,
+    usage_error,
 )
 from gpuaas.cli._flows import run_flow
 from gpuaas.cli.collect_cmd import print_collect
@@ -72,7 +73,8 @@ def demo(
     history: Annotated[str, typer.Option(help="History to backfill into Prometheus.")] = "6h",
     seed: Annotated[int, typer.Option(help="Same seed, same cluster.")] = 0,
 ) -> None:
-    """Start the embedded cluster, run reclaim (with collect) in dry-run and the cost report on it, show the results."""
+    """Start the embedded cluster; run collect and reclaim, then rebalance (deadline and quota plans), all in dry-run,
+    then the cost report on it; show the results and stop the cluster."""
     from gpuaas.cluster.runner import EmbeddedCluster
     from gpuaas.cluster.scenario import default_scenario, load_scenario, parse_duration
 
@@ -80,8 +82,13 @@ def demo(
         os.environ["GPUAAS_POLICY_FILE"] = str(DEMO_POLICY)
     settings = settings_or_exit()
     try:
-        chosen = load_scenario(scenario) if scenario else default_scenario()
         window = parse_duration(history)
+    except ValueError as exc:  # called wrong: exit 2, before anything starts
+        raise usage_error(str(exc), "--history") from exc
+    if not window:  # the cost report at the end needs some history: refused now, not after the flows ran
+        raise usage_error("must be longer than 0s", "--history")
+    try:
+        chosen = load_scenario(scenario) if scenario else default_scenario()
     except (GpuaasError, ValueError) as exc:
         raise fail(str(exc)) from exc
     run_dir = settings.cluster_dir / "demo"

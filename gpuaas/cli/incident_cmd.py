@@ -8,10 +8,18 @@ from typing import Annotated, Any
 
 import typer
 
-from gpuaas.cli._common import console, fail, print_json, print_table, settings_or_exit, store_or_exit
+from gpuaas.cli._common import (
+    console,
+    fail,
+    flag_error,
+    print_json,
+    print_table,
+    settings_or_exit,
+    store_or_exit,
+)
 from gpuaas.cli._flows import run_flow
-from gpuaas.errors import GpuaasError
-from gpuaas.models import Outcome
+from gpuaas.cli.reclaim_cmd import raise_not_undone
+from gpuaas.errors import ConfigError
 
 
 class IncidentFormat(str, Enum):
@@ -26,8 +34,8 @@ def _check(start: str, end: str, undo: list[int]) -> None:
 
     try:
         operation.window(start, end, datetime.now(UTC))
-    except GpuaasError as exc:
-        raise fail(str(exc).replace("start: ", "--from: ", 1).replace("end: ", "--to: ", 1)) from exc
+    except ConfigError as exc:  # a time not understood, or a window that runs backwards: called wrong (exit 2)
+        raise flag_error(exc, {"start": "--from", "end": "--to"}) from exc
     if undo:
         with store_or_exit(settings_or_exit(), read_only=True) as store:
             missing = operation.missing_audit_ids(store, undo)
@@ -96,6 +104,5 @@ def incident(
         _tables(result)
     if result["writes_busy"]:
         raise fail(result["writes_busy"])
-    if any(u["result"] in (Outcome.failed, Outcome.unknown) for u in result["undo"]):
-        raise fail("some undos failed (see above)")
+    raise_not_undone(result["undo"])
 

@@ -1,8 +1,9 @@
 """``gpuaas loadtest``: run the load_test flow now against one OpenAI-compatible endpoint.
 
 The same flow a person would start from the Prefect UI (it is never scheduled). The arguments
-are checked before Prefect starts, so a typo or a non-loopback URL without ``--allow-remote``
-fails at once with exit 1. Exit 1 too when no measured rate meets the SLO (the table says why).
+are checked before Prefect starts: a flag's value it refuses fails at once with exit 2 (usage), a
+non-loopback URL without ``--allow-remote`` or an ``--out`` it cannot write with exit 1. Exit 1 too when no
+measured rate meets the SLO (the table says why).
 """
 
 from __future__ import annotations
@@ -13,7 +14,16 @@ from typing import Annotated, Any
 
 import typer
 
-from gpuaas.cli._common import OutputFormat, as_flag, console, fail, print_json, print_table, settings_or_exit
+from gpuaas.cli._common import (
+    OutputFormat,
+    as_flag,
+    console,
+    fail,
+    flag_error,
+    print_json,
+    print_table,
+    settings_or_exit,
+)
 from gpuaas.errors import ConfigError, GpuaasError
 
 __all__ = ["loadtest"]
@@ -79,6 +89,9 @@ def loadtest(
             request_timeout_seconds=request_timeout, api=api,  # type: ignore[arg-type]
             min_quality=min_quality, expect_substring=expect_substring, replicas=replicas, gpus=gpus, seed=seed,
             max_lateness_seconds=max_lateness, allow_remote=allow_remote, service=service)
+    except ConfigError as exc:  # a flag's value: called wrong (exit 2)
+        raise flag_error(exc, _FLAGS) from exc
+    try:
         config.check_target()
         _check_out(out)
     except ConfigError as exc:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Annotated, Any
 
 import typer
@@ -59,10 +60,13 @@ def print_reclaim(result: dict[str, Any], format: OutputFormat = OutputFormat.ta
 
 
 def undo(
-    audit_ids: Annotated[list[int], typer.Argument(min=1, max=2**63 - 1, help="Audit ids of reclaims to restore.")],
+    audit_ids: Annotated[list[int], typer.Argument(min=1, max=2**63 - 1, help=(
+        "Audit ids of the changes to undo: reclaims, quota plans (rebalance) or deadline holds and demotions "
+        "(see gpuaas audit list)."))],
     format: Annotated[OutputFormat, typer.Option("--format", help="Output format.")] = OutputFormat.table,
 ) -> None:
-    """Restore the prior state recorded by earlier reclaims (a no-op for ones already restored)."""
+    """Undo earlier reclaims, quota plans and deadline holds: restore the state each recorded, never over a later
+    change. Exit 1 when any was not undone (refused, failed or unknown); one undone before is a no-op."""
     settings = settings_or_exit()
     from flows.reclaim import reclaim as reclaim_flow
     from gpuaas.operations.incident import missing_audit_ids
@@ -83,5 +87,19 @@ def undo(
         cols = ["audit_id", "kind", "namespace", "name", "result", "restore_audit_id", "message"]
         print_table("Undo", ["audit id", "kind", "namespace", "name", "result", "restore id", "message"],
                     [[r[c] for c in cols] for r in rows], optional=("restore id", "kind"), notes=("message",))
-    if any(r["result"] in (Outcome.failed, Outcome.unknown) for r in rows):
-        raise fail("some restores failed (see above)")
+    raise_not_undone(rows)
+
+
+UNDONE = (Outcome.restored, Outcome.no_op)
+"""An undo's results that leave the change undone: restored now, or nothing to undo (undone before, a dry-run).
+Every other (skipped: refused over a later change or a deleted object; failed; unknown) left it in place."""
+
+
+def raise_not_undone(rows: Sequence[dict[str, Any]]) -> None:
+    """Exit 1 when an undo asked for was not done, after its rows are printed: a script that runs ``gpuaas undo``
+    must not read "nothing was undone" as success. One line: how many, and which rows say why."""
+    left = [r for r in rows if r["result"] not in UNDONE]
+    if left:
+        which = ", ".join(f"#{r['audit_id']} {r['result']}" for r in left)
+        raise fail(f"{len(left)} of {len(rows)} not undone ({which}); see "
+                   + ("its row's message" if len(left) == 1 else "their rows' messages"))

@@ -18,9 +18,18 @@ import pandas as pd
 import typer
 
 from gpuaas.cli._backtest import fleet_history, print_frontier
-from gpuaas.cli._common import OutputFormat, err_console, fail, print_json, print_table, progress, settings_or_exit
+from gpuaas.cli._common import (
+    OutputFormat,
+    err_console,
+    fail,
+    print_json,
+    print_table,
+    progress,
+    settings_or_exit,
+    usage_error,
+)
 from gpuaas.cli.audit_cmd import parse_since
-from gpuaas.errors import ConfigError, GpuaasError
+from gpuaas.errors import GpuaasError
 from gpuaas.policies.analysis import DETECT_MIN, calibration_evidence
 from gpuaas.policies.analysis import frontier as frontier_rows
 from gpuaas.policies.reclaim import (
@@ -150,23 +159,25 @@ def reclaim(
     format: Annotated[OutputFormat, typer.Option("--format", help="Output format.")] = OutputFormat.table,
 ) -> None:
     """Replay a reclaim policy causally; print GPU-hours reclaimed, wake-ups and the bound."""
+    if budget is not None and budget <= 0:
+        raise usage_error("must be above 0 wake-ups per workload per day", "--budget")
+    if from_prometheus == bool(utilization):
+        raise usage_error("give --utilization CSV(s) or --from-prometheus" + (", not both" if from_prometheus else ""))
+    if not from_prometheus and (since is not None or namespace):  # it would be ignored, and the replay misread
+        raise usage_error(f"{'--since' if since is not None else '--namespace'}: reads the Prometheus history: "
+                          "give it with --from-prometheus, or leave it out")
+    end = datetime.now(UTC)
     try:
-        if budget is not None and budget <= 0:
-            raise ConfigError("must be above 0 wake-ups per workload per day", field="--budget")
-        if from_prometheus == bool(utilization):
-            raise ConfigError("give either --utilization CSV(s) or --from-prometheus", field="--utilization")
-        if not from_prometheus and (since is not None or namespace):
-            raise ConfigError("reads the Prometheus history: give it with --from-prometheus, or leave it out",
-                              field="--since" if since is not None else "--namespace")
+        start = parse_since(since or "7d", end)
+    except (ValueError, OverflowError) as exc:
+        raise usage_error(str(exc) if isinstance(exc, ValueError) else f"{since!r} reaches before year 1",
+                          "--since") from exc
+    if end <= start:
+        raise usage_error("must be in the past", "--since")
+    try:
         rates = None
         if from_prometheus:
             settings = settings_or_exit()
-            end = datetime.now(UTC)
-            try:
-                since = since or "7d"
-                start = parse_since(since, end)
-            except OverflowError as exc:
-                raise ConfigError(f"{since!r} reaches before year 1", field="--since") from exc
             runs, pods, observed_s = fleet_history(settings, start, end, namespaces=namespace or (),
                                                    threshold_pct=threshold, chunk_hours=chunk_hours)
             span = (start.timestamp(), end.timestamp())

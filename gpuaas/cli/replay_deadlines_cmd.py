@@ -15,8 +15,8 @@ from typing import Annotated
 
 import typer
 
-from gpuaas.cli._common import OutputFormat, fail, print_json, print_table
-from gpuaas.errors import GpuaasError
+from gpuaas.cli._common import OutputFormat, fail, flag_error, print_json, print_table
+from gpuaas.errors import ConfigError, GpuaasError
 
 __all__ = ["deadlines"]
 
@@ -58,6 +58,8 @@ def deadlines(
         fifo = replay_deadlines(jobs, gpus, planned=False)
         planned = (replay_flow(jobs, gpus, estimates=estimates, policy=settings) if loop is Loop.flow
                    else replay_deadlines(jobs, gpus, planned=True, estimates=estimates))
+    except ConfigError as exc:  # --runtime-estimate's value: exit 2; the trace or the policy file: exit 1
+        raise flag_error(exc) from exc
     except GpuaasError as exc:
         raise fail(str(exc)) from exc
     runs = {"fifo": fifo.to_dict(), "planned": planned.to_dict()}

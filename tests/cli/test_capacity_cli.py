@@ -1,4 +1,5 @@
-"""``gpuaas capacity``: the answer as JSON and a table, exit 1 on a sweep that never holds or a bad file."""
+"""``gpuaas capacity``: the answer as JSON and a table, exit 1 on a sweep that never holds or a bad file, 2 on a
+bad flag value."""
 
 from __future__ import annotations
 
@@ -62,21 +63,27 @@ def test_malformed_sweep_is_one_line_naming_row_and_column(tmp_path: Path) -> No
     assert "Traceback" not in result.output
 
 
-def test_unknown_quantile_and_missing_file_exit_1(tmp_path: Path) -> None:
+def test_unknown_quantile_is_a_usage_error_and_a_missing_file_exit_1(tmp_path: Path) -> None:
     path = _write(tmp_path, SWEEP)
     result = CliRunner().invoke(app, ["capacity", str(path), "--slo-quantile", "p90", "--slo-seconds", "1"])
-    assert result.exit_code == 1 and "unknown quantile 'p90'" in result.stderr
+    assert result.exit_code == 2 and result.stderr.strip().splitlines() == [
+        "error: Invalid value for '--slo-quantile': unknown quantile 'p90'; expected one of p50, p95, p99; "
+        "see gpuaas capacity --help"]
     result = CliRunner().invoke(app, ["capacity", str(tmp_path / "nope.csv"), "--slo-seconds", "1"])
     assert result.exit_code == 1 and "no such file" in result.stderr
 
 
 @pytest.mark.parametrize(("flags", "message"), [
-    (["--forecast-rps", "inf"], "error: --forecast-rps: must be from 0 to 1,000,000,000 requests per second, got inf"),
-    (["--min-quality", "2"], "error: --min-quality: must be within 0..1, got 2.0"),
-    (["--slo-seconds", "0"], "error: --slo-seconds: must be above 0 and at most a day (86400), got 0.0"),
+    (["--forecast-rps", "inf"], "error: Invalid value for '--forecast-rps': must be from 0 to 1,000,000,000 requests "
+                                "per second (got 'inf'); see gpuaas capacity --help"),
+    (["--min-quality", "2"], "error: Invalid value for '--min-quality': must be within 0..1 (got '2'); "
+                             "see gpuaas capacity --help"),
+    (["--slo-seconds", "0"], "error: Invalid value for '--slo-seconds': must be above 0 and at most a day (86400) "
+                             "(got '0'); see gpuaas capacity --help"),
 ])
-def test_a_bad_flag_is_one_line_naming_the_flag(tmp_path: Path, flags: list[str], message: str) -> None:
+def test_a_bad_flag_is_a_usage_error_naming_the_flag(tmp_path: Path, flags: list[str], message: str) -> None:
+    """A value the command refuses is a usage error (exit 2), one line with the value as typed and where help is."""
     args = ["capacity", str(_write(tmp_path, SWEEP)), "--slo-seconds", "1", *flags]
     result = CliRunner().invoke(app, args)
-    assert result.exit_code == 1
+    assert result.exit_code == 2
     assert result.stderr.strip().splitlines() == [message]

@@ -81,8 +81,10 @@ def test_budget_replays_the_refits_of_the_live_flow(util_args: list[str]) -> Non
     assert json.loads(hourly.stdout)["reclaimed_gpu_hours"] != data["fixed"]["reclaimed_gpu_hours"]
     assert "chosen again at 4 refit boundaries (6 h apart" in hourly.stderr
     zero = runner.invoke(main_app, ["replay", "reclaim", *util_args, "--budget", "0"])
-    assert zero.exit_code == 1 and zero.stdout == ""
-    assert zero.stderr.strip().count("\n") == 0 and "--budget" in zero.stderr
+    assert zero.exit_code == 2 and zero.stdout == ""
+    assert zero.stderr.strip().splitlines() == [
+        "error: Invalid value for '--budget': must be above 0 wake-ups per workload per day (got '0'); "
+        "see gpuaas replay reclaim --help"]
 
 
 @pytest.mark.parametrize(("flags", "name"), [(["--budget", "inf"], "--budget"),
@@ -98,6 +100,30 @@ def test_an_out_of_range_flag_is_refused_naming_it(util_args: list[str], flags: 
 def test_a_prometheus_flag_without_prometheus_is_refused(util_args: list[str], flags: list[str], name: str) -> None:
     """Given with a trace CSV, it would be ignored, and the reader would think the replay covered that span."""
     result = runner.invoke(main_app, ["replay", "reclaim", *util_args, *flags])
-    assert result.exit_code == 1 and result.stdout == ""
+    assert result.exit_code == 2 and result.stdout == ""
     assert result.stderr.strip().splitlines() == [
-        f"error: {name}: reads the Prometheus history: give it with --from-prometheus, or leave it out"]
+        f"error: {name}: reads the Prometheus history: give it with --from-prometheus, or leave it out; "
+        "see gpuaas replay reclaim --help"]
+
+
+@pytest.mark.parametrize(("with_csv", "line"), [
+    (False, "error: give --utilization CSV(s) or --from-prometheus; see gpuaas replay reclaim --help"),
+    (True, "error: give --utilization CSV(s) or --from-prometheus, not both; see gpuaas replay reclaim --help"),
+], ids=["neither", "both"])
+def test_a_replay_needs_one_source_of_history(util_args: list[str], with_csv: bool, line: str) -> None:
+    """Neither a trace nor Prometheus, or both, is how the command was called: a usage error (exit 2)."""
+    result = runner.invoke(main_app, ["replay", "reclaim", *(util_args + ["--from-prometheus"] if with_csv else [])])
+    assert result.exit_code == 2 and result.stdout == ""
+    assert result.stderr.strip().splitlines() == [line]
+
+
+@pytest.mark.parametrize(("since", "line"), [
+    ("2x", "error: Invalid value for '--since': expected a duration like 2h or 7d, or an ISO time (got '2x'); "
+           "see gpuaas replay reclaim --help"),
+    ("2999-01-01", "error: Invalid value for '--since': must be in the past (got '2999-01-01'); "
+                   "see gpuaas replay reclaim --help"),
+], ids=["not-a-time", "in-the-future"])
+def test_a_bad_since_is_a_usage_error_before_prometheus_is_asked(since: str, line: str) -> None:
+    result = runner.invoke(main_app, ["replay", "reclaim", "--from-prometheus", "--since", since])
+    assert result.exit_code == 2 and result.stdout == ""
+    assert result.stderr.strip().splitlines() == [line]

@@ -72,8 +72,9 @@ def test_cli_runs_the_flow_by_default_and_its_cadence_cannot_act_on_jobs_of_seco
 def test_cli_bad_input_is_one_line(tmp_path: Path) -> None:
     path = write_trace(tmp_path, JOBS)
     result = runner.invoke(app, ["replay", "deadlines", "--trace", str(path), "--gpus", "2"])
-    assert result.exit_code == 1 and result.stderr.strip().splitlines() == [
-        "error: --gpus: 2 GPUs cannot run the trace's largest job (4 GPUs)"]
+    assert result.exit_code == 2 and result.stderr.strip().splitlines() == [  # --gpus refused: a usage error
+        "error: Invalid value for '--gpus': 2 GPUs cannot run the trace's largest job (4 GPUs) (got '2'); "
+        "see gpuaas replay deadlines --help"]
     path.write_text(path.read_text().replace(",60\n", ",sixty\n", 1))
     result = runner.invoke(app, ["replay", "deadlines", "--trace", str(path), "--gpus", "4"])
     assert result.exit_code == 1 and "duration: not a number: 'sixty'" in result.stderr
@@ -117,9 +118,9 @@ def test_cli_names_a_bad_runtime_estimate(tmp_path: Path, spec: str) -> None:
     path = write_trace(tmp_path, JOBS)
     result = runner.invoke(app, ["replay", "deadlines", "--trace", str(path), "--gpus", "4",
                                  "--runtime-estimate", spec])
-    assert result.exit_code == 1 and result.stderr.strip().splitlines() == [
-        "error: --runtime-estimate: expected exact, factor:F (0 < F <= 1000) or lognormal:SIGMA (0 <= SIGMA <= 10), "
-        f"got {spec!r}"]
+    assert result.exit_code == 2 and result.stderr.strip().splitlines() == [
+        "error: Invalid value for '--runtime-estimate': expected exact, factor:F (0 < F <= 1000) or lognormal:SIGMA "
+        f"(0 <= SIGMA <= 10) (got {spec!r}); see gpuaas replay deadlines --help"]
 
 
 def test_cli_replays_the_flow_under_a_policy_file(tmp_path: Path) -> None:

@@ -92,7 +92,9 @@ def test_cli_refuses_a_remote_url_before_sending(tmp_path: object) -> None:
     assert "not a loopback address" in result.stderr and "--allow-remote" in result.stderr
     bad = CliRunner().invoke(app, ["loadtest", "--url", "http://127.0.0.1:9/v1", "--model", "m", "--rates", "2,1",
                                    "--slo-seconds", "1", "--out", str(tmp_path)])
-    assert bad.exit_code == 1 and "error: --rates: rates must increase" in bad.stderr
+    assert bad.exit_code == 2 and bad.stderr.strip().splitlines() == [
+        "error: Invalid value for '--rates': rates must increase without repeats (got '2,1'); "
+        "see gpuaas loadtest --help"]
 
 
 def test_cli_refuses_an_output_it_cannot_write_before_sending(tmp_path: Path) -> None:

@@ -18,7 +18,7 @@ import pytest
 from gpuaas.models import Snapshot
 from gpuaas.policies.reclaim import blind_run_line, find_idle, resolve_rule
 from gpuaas.policy import Actuator, parse_policy
-from reports.reclaim import SUCCESS_METRIC, idle_metrics, summary_line, summary_markdown
+from reports.reclaim import SUCCESS_METRIC, headline, idle_metrics, summary_line, summary_markdown
 from tests.policies.test_idle import NOW, workload
 from tests.policies.test_reclaim import OK, owner, plan, snapshot
 
@@ -84,7 +84,17 @@ def test_a_blind_run_says_so_on_its_first_line() -> None:
 
 def test_a_few_unknown_workloads_do_not_make_a_run_degraded() -> None:
     text = summary_markdown([], _blind_snapshot(2, 17), "dry-run", 10)
-    assert text.splitlines()[0] == "Nothing to reclaim: no idle GPU workloads among 19."
+    assert text.splitlines()[0] == "Nothing to reclaim: none of the 19 GPU workloads is idle."
     assert blind_run_line(2, 19, 0) is None
     assert blind_run_line(10, 19, 3) == "telemetry incomplete for 10 of 19 GPU workloads — only 3 judged idle"
     assert blind_run_line(0, 0, 0) is None
+
+
+@pytest.mark.parametrize(("complete", "first"), [
+    (1, "Nothing to reclaim: the one GPU workload is not idle."),
+    (2, "Nothing to reclaim: none of the 2 GPU workloads is idle."),
+    (0, "Nothing to reclaim: no workload holds a GPU."),
+], ids=["one", "several", "none"])
+def test_nothing_idle_says_what_it_counted(complete: int, first: str) -> None:
+    """The headline names what the number counts (the GPU-holding workloads judged), in the singular for one."""
+    assert headline([], _blind_snapshot(0, complete), "dry-run").splitlines()[0] == first

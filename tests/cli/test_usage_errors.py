@@ -1,0 +1,59 @@
+"""A flag's value the command itself refuses, or flags that do not go together, is a usage error: exit 2 and
+one line in the form Click's own refusals take (``error: Invalid value for '--x': ...; see gpuaas CMD --help``),
+never exit 1, which a script reads as "it ran and failed"."""
+
+from __future__ import annotations
+
+import pytest
+from typer.testing import CliRunner
+
+from gpuaas.cli.app import app
+
+runner = CliRunner()
+
+CASES = {
+    "incident-from-not-a-time": (
+        ["incident", "--from", "yesterday"],
+        "error: Invalid value for '--from': expected an ISO time (2026-11-29T02:00), a duration before now (2h, 90m) "
+        "or 'now' (got 'yesterday'); see gpuaas incident --help"),
+    "incident-to-not-a-time": (
+        ["incident", "--to", "soon"],
+        "error: Invalid value for '--to': expected an ISO time (2026-11-29T02:00), a duration before now (2h, 90m) "
+        "or 'now' (got 'soon'); see gpuaas incident --help"),
+    "audit-since-not-a-time": (
+        ["audit", "list", "--since", "2x"],
+        "error: Invalid value for '--since': expected a duration like 2h or 7d, or an ISO time (got '2x'); "
+        "see gpuaas audit list --help"),
+    "audit-until-not-a-time": (
+        ["audit", "list", "--since", "1h", "--until", "3x"],
+        "error: Invalid value for '--until': expected a duration like 2h or 7d, or an ISO time (got '3x'); "
+        "see gpuaas audit list --help"),
+    "cluster-history-not-a-duration": (
+        ["cluster", "up", "--history", "xx"],
+        "error: Invalid value for '--history': not a duration: 'xx' (use seconds or e.g. '90s', '30m', '6h', '2d'); "
+        "see gpuaas cluster up --help"),
+    "cluster-rbac-without-a-role": (
+        ["cluster", "up", "--rbac", "rbac.yaml"],
+        "error: --rbac needs at least one --role (a ClusterRole name in the manifest); see gpuaas cluster up --help"),
+    "demo-history-not-a-duration": (
+        ["demo", "--history", "xx"],
+        "error: Invalid value for '--history': not a duration: 'xx' (use seconds or e.g. '90s', '30m', '6h', '2d'); "
+        "see gpuaas demo --help"),
+    "demo-history-zero": (
+        ["demo", "--history", "0s"],
+        "error: Invalid value for '--history': must be longer than 0s (got '0s'); see gpuaas demo --help"),
+    "plan-deadlines-neither": (
+        ["plan", "deadlines"], "error: give a FILE or --from-cluster; see gpuaas plan deadlines --help"),
+    "plan-deadlines-both": (
+        ["plan", "deadlines", "problem.yaml", "--from-cluster"],
+        "error: give a FILE or --from-cluster, not both; see gpuaas plan deadlines --help"),
+}
+
+
+@pytest.mark.parametrize("name", list(CASES))
+def test_a_usage_error_exits_2_with_one_line(name: str) -> None:
+    args, line = CASES[name]
+    result = runner.invoke(app, args)
+    assert result.exit_code == 2, result.output
+    assert result.stdout == ""  # nothing started: no progress, no tables
+    assert result.stderr.strip().splitlines() == [line]

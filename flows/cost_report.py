@@ -3,6 +3,9 @@
 Over ``gpuaas.operations.cost_report``: read (a fixed number of queries for the window, and as many
 again for the previous period of the same length, to show the change), build (pure), publish (artifacts, the HTML report in the
 reports directory, the Pushgateway). A failed push is a warning: the report is already written.
+A configured OpenCost or Kubernetes API that does not answer (the money then comes from OpenCost's
+metrics in Prometheus, or is unknown; batch outcomes are unknown) makes the run degraded, as a collect
+or a reclaim is: ``degraded`` and ``source_errors`` say so, and the headline starts with the failed sources.
 """
 
 from __future__ import annotations
@@ -16,6 +19,7 @@ from prefect import flow, get_run_logger
 from flows._outcome import finished
 from gpuaas.quantity import parse_window
 from gpuaas.settings import load_settings
+from reports import source_errors, with_failures
 from reports.cost_report import NO_SERVICES, cost_first_line, cost_report_json
 from tasks import push_or_warn, retry_options
 from tasks.cost_report import build_report, publish_cost_artifacts, push_cost_metrics, read_window, write_html_report
@@ -47,8 +51,12 @@ def cost_report(window: str = "1d", at: datetime | None = None, compare: bool = 
                 len(report.tenants), len(report.services), len(report.notes), path or "not written")
     doc = cost_report_json(report, path, previous)
     doc["pushed_samples"] = pushed
-    line = cost_first_line(report)
-    return finished(doc, line, name=line.removeprefix(NO_SERVICES))  # the run's name: the figures, not the caveat
+    errors = {**(source_errors(windows.previous.sources) if windows.previous else {}),
+              **source_errors(windows.current.sources)}
+    doc["degraded"], doc["source_errors"] = bool(errors), errors
+    headline = with_failures(cost_first_line(report), errors)
+    # the run's name: the failed sources and the figures, not the caveat about the policy
+    return finished(doc, headline, name=headline.removeprefix(NO_SERVICES))
 
 
 if __name__ == "__main__":

@@ -8,6 +8,7 @@ reports) take the float.
 
 from __future__ import annotations
 
+import math
 import re
 from decimal import Decimal, InvalidOperation
 from typing import Any
@@ -74,13 +75,18 @@ _UNITS = {"s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0, "w": 7 * 86400.0}
 
 
 def parse_window(text: str) -> float:
-    """``6h``, ``7d``, ``2w`` or plain seconds, as seconds; a ConfigError names the option otherwise."""
+    """``6h``, ``7d``, ``2w`` or plain seconds, as seconds; a ConfigError names the option otherwise.
+
+    ``nan`` and ``inf`` are numbers to ``float`` but no window: refused here, before arithmetic on them
+    fails somewhere else with a message about integers."""
     value = str(text).strip()
     unit = _UNITS.get(value[-1:], None) if value else None
     number = value[:-1] if unit else value
     try:
         seconds = float(number) * (unit or 1.0)
     except ValueError:
+        seconds = math.nan
+    if not math.isfinite(seconds):
         raise ConfigError(f"expected a window like 6h or 7d, got {text!r}", field="window") from None
     if seconds <= 0:
         raise ConfigError(f"the window must be positive, got {text!r}", field="window")

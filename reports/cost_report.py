@@ -30,6 +30,7 @@ __all__ = [
     "service_rows",
     "summary_markdown",
     "waster_rows",
+    "window_length",
 ]
 
 STAGES = ("allocated", "busy", "productive", "in_progress", "unknown", "idle", "active")
@@ -57,6 +58,15 @@ def per_outcome(value: float | None, kind: str = "serving") -> str:
 
 def _hours(value: float | None) -> str:
     return "unknown" if value is None else f"{value:,.1f}"
+
+
+def window_length(seconds: float) -> str:
+    """The report window as people say it: ``2 h``, ``168 h``, ``1.5 h``; under an hour in minutes (``30 min``,
+    ``0.25 min``). At most two decimals, none when whole: a window is what the reader asked for, and
+    ``0.0166667 h`` for one minute reads as a measurement."""
+    value, unit = (seconds / 3600, "h") if seconds >= 3600 else (seconds / 60, "min")
+    text = f"{value:,.2f}".rstrip("0").rstrip(".")
+    return f"{text} {unit}"
 
 
 def _per_outcome(row: dict[str, Any], kind: str = "serving") -> str:
@@ -176,8 +186,8 @@ def cost_first_line(report: CostReport) -> str:
     c = report.cluster
     lead = NO_SERVICES if not report.services else ""
     if not c.get("allocated_gpu_hours"):
-        return f"{lead}No GPU-hours allocated in the {report.window_s / 3600:g} h window: nothing to cost."
-    return (f"{lead}{report.window_s / 3600:g} h of GPUs: {money(c['total_cost'])} spent in all "
+        return f"{lead}No GPU-hours allocated in the {window_length(report.window_s)} window: nothing to cost."
+    return (f"{lead}{window_length(report.window_s)} of GPUs: {money(c['total_cost'])} spent in all "
             f"({money(c['gpu_cost'])} on GPUs), {money(c['waste_cost'])} of it on allocated but idle GPUs; "
             f"{_count(c.get('verified_requests'))} verified requests and {_count(c.get('verified_jobs'))} batch jobs "
             "done in time.")
@@ -210,7 +220,7 @@ def summary_markdown(report: CostReport, previous: CostReport | None, html_path:
     ]
     if previous is not None and previous_complete(previous):
         p = previous.cluster
-        lines.append(f"- previous {report.window_s / 3600:g} h: total cost {money(p['total_cost'], 'no data')} "
+        lines.append(f"- previous {window_length(report.window_s)}: total cost {money(p['total_cost'], 'no data')} "
                      f"({_delta(c['total_cost'], p['total_cost'])}), waste {money(p['waste_cost'], 'no data')}")
     if report.wasters:
         w = report.wasters[0]

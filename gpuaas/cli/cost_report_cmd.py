@@ -1,8 +1,10 @@
 """``gpuaas cost-report``: run the cost_report flow once, now, over a window, and print it.
 
-``--format json`` is the flow's JSON document (unknown values ``null``, reasons in ``notes``);
+``--format json`` is the flow's JSON document (unknown values ``null``, reasons in ``notes``;
+``headline``, ``degraded`` and ``source_errors`` as every command that reads the cluster's sources);
 ``table`` prints the funnel, cost per outcome and top wasters; ``html`` prints only where the
-self-contained HTML report was written (it is written in every format).
+self-contained HTML report was written (it is written in every format). A configured OpenCost or
+Kubernetes API that did not answer ends the command with exit code 3, after its output.
 """
 
 from __future__ import annotations
@@ -12,7 +14,16 @@ from typing import Annotated, Any
 
 import typer
 
-from gpuaas.cli._common import console, fail, print_json, print_table, settings_or_exit
+from gpuaas.cli._common import (
+    OutputFormat,
+    console,
+    end_degraded,
+    flag_error,
+    lead,
+    print_json,
+    print_table,
+    settings_or_exit,
+)
 from gpuaas.cli._flows import run_flow
 from gpuaas.errors import ConfigError
 
@@ -29,7 +40,8 @@ _OPTIONAL = ("replicas needed", "busy GPU-h", "GPU cost", "unknown GPU-h", "acti
 
 
 def print_cost_tables(doc: dict[str, Any]) -> None:
-    """The funnel, cost per outcome and top wasters from the flow's JSON document, then its notes."""
+    """The headline (the failed sources first), the funnel, cost per outcome and top wasters from the flow's JSON
+    document, then its notes."""
     from gpuaas.policies.cost import CostReport
     from reports.cost_report import cost_first_line, cost_notes, funnel_rows, service_rows, waster_rows
 
@@ -37,7 +49,8 @@ def print_cost_tables(doc: dict[str, Any]) -> None:
                         services=doc["services"], cluster=doc["cluster"], wasters=doc["top_wasters"],
                         daily=doc["daily"], batch=doc["batch_jobs"], notes=doc["notes"], queries=doc["queries"],
                         cost_basis=doc["cluster"].get("cost_basis", "total"))
-    console.print(cost_first_line(report), highlight=False, markup=False)
+    lead({"headline": doc.get("headline") or cost_first_line(report), "degraded": doc.get("degraded")},
+         OutputFormat.table)
     for title, rows in (("GPU-hour funnel per tenant", funnel_rows(report)),
                         ("Cost per verified outcome by service", service_rows(report)),
                         ("Top wasters (allocated but idle)", waster_rows(report))):
@@ -54,20 +67,24 @@ def cost_report(
     compare: Annotated[bool, typer.Option(help="Also read the previous period of the same length.")] = True,
 ) -> None:
     """Cost per verified outcome: the GPU-hour funnel, outcomes against SLO and quality, waste; writes the HTML report."""
-    settings_or_exit()
+    settings = settings_or_exit()
     from gpuaas.quantity import parse_window
     from gpuaas.sources.cost_window import report_periods
 
     try:
-        report_periods(parse_window(window))
-    except ConfigError as exc:
-        raise fail(f"--window: {exc}") from exc
+        report_periods(parse_window(window), settings.metrics.sample_interval_seconds)
+    except ConfigError as exc:  # a bad flag value: a usage error (exit 2), worded as Click words its own
+        raise flag_error(exc) from exc
     from flows.cost_report import cost_report as cost_report_flow
 
     doc: dict[str, Any] = run_flow(cost_report_flow, f"cost report over {window}", window=window, compare=compare)
     if format is ReportFormat.json:
+        lead(doc, OutputFormat.json)
         print_json(doc)
-        return
-    if format is ReportFormat.table:
-        print_cost_tables(doc)
-    console.print(f"HTML report: {doc['report']}", highlight=False, soft_wrap=True)
+    else:
+        if format is ReportFormat.table:
+            print_cost_tables(doc)
+        elif doc.get("degraded"):  # html: stdout stays the path; the failed sources go beside it, on stderr
+            lead(doc, OutputFormat.json)
+        console.print(f"HTML report: {doc['report']}", highlight=False, soft_wrap=True)
+    end_degraded(doc)

@@ -14,6 +14,8 @@ from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 
+from gpuaas.models._records import SourceStatus
+
 if TYPE_CHECKING:
     from gpuaas.policy import ServiceOutcome
 
@@ -106,6 +108,10 @@ class CostInputs:
     queries: int = 0
     capacity: dict[str, CapacityEstimate | None] = field(default_factory=dict)
     """Per serving service name: its sustainable per-replica rate (sweep file or load test), None if unmeasured."""
+    sources: dict[str, SourceStatus] = field(default_factory=dict)
+    """Per source the reading asked (``prometheus``; ``opencost`` and ``kube`` where configured): whether it
+    answered. One that did not makes the run degraded: what it gives came from elsewhere (OpenCost's metrics),
+    or is unknown."""
 
     @property
     def period(self) -> timedelta:

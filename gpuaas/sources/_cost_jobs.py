@@ -19,6 +19,7 @@ from gpuaas.models import FinishedJob, RunningJob
 from gpuaas.settings import GpuaasSettings
 from gpuaas.sources._kube_client import KubeLister, make_api_client
 from gpuaas.sources._kube_kueue import parse_time
+from gpuaas.sources.failures import describe_failure
 from gpuaas.sources.kube import KUEUE_GROUP, KUEUE_VERSIONS
 
 __all__ = ["DEADLINE_ANNOTATION", "Jobs", "finished_jobs", "pod_owners", "read_jobs", "running_jobs"]
@@ -92,6 +93,9 @@ class Jobs:
     """(namespace, pod) of each running pod -> the name of the object that controls it (ownerReferences)."""
     requests: int = 0
     why: str | None = None
+    failure: str | None = None
+    """The configured Kubernetes API failed: its one line (``describe_failure``); None when it answered or
+    is not configured (then only ``why`` says so: nothing failed)."""
 
 
 def pod_owners(pods: Sequence[dict[str, Any]]) -> dict[tuple[str, str], str]:
@@ -115,7 +119,7 @@ def read_jobs(settings: GpuaasSettings) -> Jobs:
     try:
         api = make_api_client(settings)
     except GpuaasError as exc:
-        return Jobs(why=f"Kubernetes API: {exc}")
+        return Jobs(why=f"Kubernetes API: {exc}", failure=describe_failure(settings, "kube", exc))
     lister = KubeLister(api, settings)
     try:
         deadlines: dict[tuple[str, str, str], str] = {}
@@ -137,6 +141,6 @@ def read_jobs(settings: GpuaasSettings) -> Jobs:
             return Jobs(finished_jobs(objs, deadlines), running_jobs(objs), owners, lister.requests)
         return Jobs([], [], owners, lister.requests)
     except GpuaasError as exc:
-        return Jobs(requests=lister.requests, why=f"Kubernetes API: {exc}")
+        return Jobs(requests=lister.requests, why=f"Kubernetes API: {exc}", failure=describe_failure(settings, "kube", exc))
     finally:
         api.close()

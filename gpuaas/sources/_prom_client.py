@@ -21,12 +21,25 @@ from urllib3.util.retry import Retry
 from gpuaas._https import bearer_token, verify_setting
 from gpuaas.errors import ConfigError, MalformedResponse, SourceError, SourceUnavailable, scrub_secrets
 from gpuaas.settings import GpuaasSettings
+from gpuaas.sources._promql import duration
 from gpuaas.sources._retry_after import retry_after_seconds
 from gpuaas.sources.failures import in_words
 
 __all__ = ["PromClient", "sample_value"]
 
 _STATUS = re.compile(r"HTTP Status Code (\d+)")
+ERROR_CHARS = 300
+"""How much of Prometheus' own ``error`` text an error message keeps: enough for a parse error and its
+position, not a whole echoed query."""
+
+
+def _error_text(value: object) -> str:
+    """Prometheus' ``error`` field as one bounded line: whitespace runs as one space, other control
+    characters escaped (``\\x1b``), so that the text a server sent cannot move a terminal's cursor or split
+    a log line."""
+    text = " ".join(str(value).split())
+    text = "".join(c if c.isprintable() else c.encode("unicode_escape").decode("ascii") for c in text)
+    return text if len(text) <= ERROR_CHARS else text[:ERROR_CHARS - 1] + "…"
 
 
 def sample_value(result: dict[str, Any]) -> float:
@@ -80,8 +93,11 @@ class PromClient:
         return [r for r in result if not math.isnan(sample_value(r))]
 
     def query_range(self, expr: str, start: datetime, end: datetime, step_s: float) -> list[dict[str, Any]]:
-        """The range matrix of ``expr`` over ``[start, end]`` at ``step_s`` (each row ``metric``, ``values``)."""
-        result = self._call(lambda: self._prom.custom_query_range(expr, start, end, f"{step_s:g}s"),
+        """The range matrix of ``expr`` over ``[start, end]`` at ``step_s`` (each row ``metric``, ``values``).
+
+        The step goes out as a PromQL duration (``1209600s``): ``:g`` would write a 14-day step as
+        ``1.2096e+06s``, which Prometheus refuses."""
+        result = self._call(lambda: self._prom.custom_query_range(expr, start, end, duration(step_s)),
                             "/api/v1/query_range")
         for row in result:
             if not isinstance(row, dict) or "metric" not in row or not isinstance(row.get("values"), list):
@@ -89,13 +105,16 @@ class PromClient:
         return result
 
     def _inspect(self, response: requests.Response, *_: Any, **__: Any) -> None:
-        """Keep the two things ``prometheus_api_client`` throws away: ``Retry-After`` and ``warnings``.
+        """Keep what ``prometheus_api_client`` throws away: ``Retry-After``, ``warnings`` and an error's ``error``.
 
         A partial answer (a store timed out, a query limit hit) is ``status: success`` with
-        ``warnings``; treating it as whole would decide on half the fleet's telemetry.
+        ``warnings``; treating it as whole would decide on half the fleet's telemetry. A refused query
+        (HTTP 400, 422) says why in ``error`` (``invalid parameter "step": ...``, a PromQL parse error):
+        without it a person sees only the status.
         """
         self._answer.retry_after = retry_after_seconds(response.headers.get("Retry-After"))
         self._answer.warnings = []
+        self._answer.error = None
         content = response.content or b""
         with self._count:
             self.bytes_received += len(content)
@@ -108,11 +127,13 @@ class PromClient:
         response.json = lambda **_: body  # type: ignore[method-assign]
         if isinstance(body, dict) and isinstance(body.get("warnings"), list):
             self._answer.warnings = [str(w)[:200] for w in body["warnings"]]
+        if response.status_code >= 400 and isinstance(body, dict) and body.get("error"):
+            self._answer.error = _error_text(body["error"])
 
     def _call(self, fetch: Any, path: str) -> list[Any]:
         with self._count:
             self.queries += 1
-        self._answer.retry_after, self._answer.warnings = None, []
+        self._answer.retry_after, self._answer.warnings, self._answer.error = None, [], None
         try:
             result = fetch()
         except requests.exceptions.JSONDecodeError as exc:
@@ -129,6 +150,8 @@ class PromClient:
             match = _STATUS.search(str(exc))
             status = int(match.group(1)) if match else 0
             text = f"HTTP {status or '?'} from {path}"
+            if self._answer.error:
+                text += f": {self._answer.error}"
             if status == 429 or status >= 500:
                 raise SourceUnavailable(text, source=self.source, url=self.url,
                                         retry_after=self._answer.retry_after, too_slow=status == 503) from exc

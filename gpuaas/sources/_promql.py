@@ -48,8 +48,15 @@ KUEUE_NOMINAL = "kueue_cluster_queue_nominal_quota"
 
 
 def duration(seconds: float) -> str:
-    """A PromQL duration (``1800s``) from seconds."""
-    return f"{int(round(seconds))}s"
+    """A PromQL duration from seconds: ``1800s``, or ``1500ms`` where there is a fraction of a second.
+
+    Always whole digits and one unit, whatever the size: Prometheus parses ``<integer><unit>`` and
+    refuses the exponent form that ``:g`` writes from a million seconds on (``1.2096e+06s`` for 14
+    days), and rounding a fraction to whole seconds would send ``0s`` for half a second, which it
+    refuses too. Milliseconds are the finest unit Prometheus keeps.
+    """
+    ms = int(round(seconds * 1000))
+    return f"{ms // 1000}s" if ms % 1000 == 0 else f"{ms}ms"
 
 
 _STRING_ESCAPES = {"\\": "\\\\", '"': '\\"', "\n": "\\n", "\r": "\\r", "\t": "\\t"}

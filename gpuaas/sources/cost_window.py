@@ -24,7 +24,16 @@ import pandas as pd
 
 from gpuaas.errors import ConfigError, GpuaasError
 from gpuaas.loadtest import serving_capacity
-from gpuaas.models import COST_COLS, GPU_COLS, SERVING_COLS, SERVING_KEYS, CapacityEstimate, CostInputs, selects
+from gpuaas.models import (
+    COST_COLS,
+    GPU_COLS,
+    SERVING_COLS,
+    SERVING_KEYS,
+    CapacityEstimate,
+    CostInputs,
+    SourceStatus,
+    selects,
+)
 from gpuaas.policy import ServiceOutcome
 from gpuaas.settings import GpuaasSettings, MetricNames
 from gpuaas.sources import _promql_cost as q
@@ -33,6 +42,7 @@ from gpuaas.sources._cost_jobs import DEADLINE_ANNOTATION, finished_jobs, read_j
 from gpuaas.sources._prom_client import PromClient
 from gpuaas.sources._promql import union
 from gpuaas.sources.bulk import collector_paused
+from gpuaas.sources.failures import describe_failure
 from gpuaas.sources.kube import DEFAULT_GPU_RESOURCES
 from gpuaas.sources.opencost import fetch_allocation
 from gpuaas.store import open_store
@@ -43,15 +53,22 @@ __all__ = ["DEADLINE_ANNOTATION", "align_end", "allocation_rows", "finished_jobs
 DAY_S = 86400.0
 
 
-def report_periods(window_s: float) -> tuple[int, float]:
-    """(number of periods, period seconds): days, or one period for a window of a day or less."""
+def report_periods(window_s: float, step_s: float | None = None) -> tuple[int, float]:
+    """(number of periods, period seconds): days, or one period for a window of a day or less.
+
+    ``step_s``, the GPU sample interval, is the shortest window: the GPU-hours are counted in whole
+    sample steps, so a window shorter than one would be charged a whole step it does not span.
+    """
     if window_s <= 0:
         raise ConfigError(f"the window must be positive, got {window_s:g}s", field="window")
+    if step_s is not None and window_s < step_s:
+        raise ConfigError(f"a window must span at least one GPU sample step, {step_s:g} s "
+                          "(metrics.sample_interval_seconds): GPU-hours are counted in whole steps", field="window")
     if window_s <= DAY_S:
         return 1, window_s
     days = window_s / DAY_S
     if abs(days - round(days)) > 1e-9:
-        raise ConfigError(f"a window longer than a day must be whole days (got {window_s / 3600:g}h)", field="window")
+        raise ConfigError(f"a window longer than a day must be whole days, not {days:g} days", field="window")
     return int(round(days)), DAY_S
 
 
@@ -156,9 +173,11 @@ def _allocation_labels(frame: pd.DataFrame) -> PodLabels:
 
 
 def _read_costs(settings: GpuaasSettings, prom: PromClient, start: datetime, end: datetime, period_s: float,
-                days: int, interval_s: float, notes: list[str]) -> tuple[pd.DataFrame | None, int, PodLabels]:
+                days: int, interval_s: float, notes: list[str],
+                sources: dict[str, SourceStatus]) -> tuple[pd.DataFrame | None, int, PodLabels]:
     """The costs per pod and period (the API's, else OpenCost's metrics), the requests sent, and the pod
-    labels the API gave (the metrics carry none)."""
+    labels the API gave (the metrics carry none). A configured allocation API that fails is recorded in
+    ``sources``: the report falls back to the metrics, but a person must learn that the API is down."""
     requests = 0
     if settings.opencost_url:
         rfc = "%Y-%m-%dT%H:%M:%SZ"
@@ -167,8 +186,10 @@ def _read_costs(settings: GpuaasSettings, prom: PromClient, start: datetime, end
         requests += 1
         try:
             frame = fetch_allocation(settings, params)
+            sources["opencost"] = SourceStatus("opencost", ok=True)
             return allocation_rows(frame, start, period_s, days), requests, _allocation_labels(frame)
         except GpuaasError as exc:
+            sources["opencost"] = SourceStatus("opencost", ok=False, error=describe_failure(settings, "opencost", exc))
             notes.append(f"OpenCost allocation API did not answer ({exc}); using OpenCost's Prometheus metrics")
     results = prom.query_range(q.opencost_hours_query(period_s, interval_s), start + timedelta(seconds=period_s), end,
                                period_s)
@@ -222,12 +243,13 @@ def read_cost_inputs(settings: GpuaasSettings, end: datetime, window_s: float,
                      gpu_resources: Sequence[str] = DEFAULT_GPU_RESOURCES, chunks: int = GPU_CHUNKS) -> CostInputs:
     """Read the window ``(end - window_s, end]``, ``end`` floored to the sample step (``align_end``);
     raises ``SourceError`` when Prometheus fails."""
-    days, period_s = report_periods(window_s)
-    policy = settings.policy
     interval_s = settings.metrics.sample_interval_seconds
+    days, period_s = report_periods(window_s, interval_s)
+    policy = settings.policy
     end = align_end(end, interval_s)
     start = end - timedelta(seconds=window_s)
     notes: list[str] = []
+    sources: dict[str, SourceStatus] = {}
     first = start + timedelta(seconds=period_s)
     prom = PromClient(settings)
     offset_s = end.timestamp() % interval_s  # every period ends at this phase when a period is whole intervals
@@ -251,7 +273,7 @@ def read_cost_inputs(settings: GpuaasSettings, end: datetime, window_s: float,
     def serving_and_costs() -> tuple[list[dict[str, Any]], tuple[pd.DataFrame | None, int], PodLabels]:
         """Costs first: their pod labels (and ``kube_pod_labels``) decide which pods a label-keyed service's
         series are; then the serving series for the window."""
-        costs, requests, known = _read_costs(settings, prom, start, end, period_s, days, interval_s, notes)
+        costs, requests, known = _read_costs(settings, prom, start, end, period_s, days, interval_s, notes, sources)
         labels = _pod_labels(prom, m, keyed_namespaces, end, window_s, known)
         expr = q.serving_window_query(m, policy.services, period_s, policy.cost.forecast_quantile,
                                       _service_pods(policy.services, labels))
@@ -281,12 +303,17 @@ def read_cost_inputs(settings: GpuaasSettings, end: datetime, window_s: float,
                                columns=["cluster_queue", "allocated_h"])
     if kube.why:
         notes.append(kube.why)
+    sources["prometheus"] = SourceStatus("prometheus", ok=True)  # a Prometheus that fails ends the read
+    if kube.failure is not None:
+        sources["kube"] = SourceStatus("kube", ok=False, error=kube.failure)
+    elif settings.kubeconfig or settings.in_cluster:
+        sources["kube"] = SourceStatus("kube", ok=True)
     serving = _latency_for_services(serving, settings)
     return CostInputs(start=start, end=end, days=days, gpu=gpu, costs=costs, serving=serving, jobs=kube.finished,
                       running=kube.running, last_seen=last_seen, pod_owners=kube.pod_owners, kueue_hours=kueue_hours,
                       pod_labels=pod_labels,
                       notes=notes, queries=prom.queries + opencost_requests + kube.requests,
-                      capacity=_read_capacity(settings, end, notes))
+                      capacity=_read_capacity(settings, end, notes), sources=dict(sorted(sources.items())))
 
 
 def _last_seen(prom: PromClient, m: MetricNames, namespaces: Sequence[str], end: datetime, window_s: float,

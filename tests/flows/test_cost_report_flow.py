@@ -159,6 +159,9 @@ def test_cli_json_has_the_documented_keys(pointed: EmbeddedCluster, prefect_harn
     assert result.exit_code == 0, result.output
     doc = json.loads(result.stdout)
     assert {"window_s", "tenants", "services", "report", "notes"} <= set(doc) and doc["window_s"] == 7200
+    # every source answered: not degraded, and the headline is the figures alone (also on stderr, beside the JSON)
+    assert doc["degraded"] is False and doc["source_errors"] == {} and doc["headline"] == doc["summary"]
+    assert doc["headline"] in result.stderr.splitlines()
     assert all(TENANT_KEYS <= set(t) for t in doc["tenants"]) and doc["tenants"]
     assert all(SERVICE_KEYS <= set(s) for s in doc["services"]) and len(doc["services"]) == 5
     legacy = next(s for s in doc["services"] if s["service"] == "llm-legacy")
@@ -166,4 +169,27 @@ def test_cli_json_has_the_documented_keys(pointed: EmbeddedCluster, prefect_harn
     assert Path(doc["report"]).is_file()
 
     bad = runner.invoke(app, ["cost-report", "--window", "36h"])
-    assert bad.exit_code == 1 and "whole days" in bad.output
+    assert bad.exit_code == 2 and bad.stderr == ("error: Invalid value for '--window': a window longer than a day must "
+                                                 "be whole days, not 1.5 days (got '36h'); see gpuaas cost-report --help\n")
+
+
+def test_cli_json_with_opencost_unreachable_is_degraded(pointed: EmbeddedCluster, prefect_harness: None,
+                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    """OpenCost's allocation API down (nothing listens on port 9): the money still comes from OpenCost's metrics in
+    Prometheus, but the run is degraded as a collect is: ``degraded``, the failed source's line in
+    ``source_errors``, the headline led by it, exit code 3."""
+    from typer.testing import CliRunner
+
+    from gpuaas.cli.app import app
+
+    monkeypatch.setenv("GPUAAS_OPENCOST_URL", "http://127.0.0.1:9")
+    monkeypatch.setenv("GPUAAS_RETRIES", "0")
+    result = CliRunner().invoke(app, ["cost-report", "--window", "2h", "--format", "json", "--no-compare"])
+    assert result.exit_code == 3, result.output
+    doc = json.loads(result.stdout)
+    failure = "OpenCost at http://127.0.0.1:9: connection refused (nothing listens on that port)"
+    assert doc["degraded"] is True and doc["source_errors"] == {"opencost": failure}
+    assert doc["headline"] == f"Degraded: {failure}. {doc['summary']}"
+    assert doc["headline"] in result.stderr.splitlines()
+    assert doc["cluster"]["total_cost"] is not None  # from the metrics: known, only the API failed
+    assert any(n.startswith("OpenCost allocation API did not answer") for n in doc["notes"])

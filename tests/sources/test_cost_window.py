@@ -155,10 +155,17 @@ def test_a_fixed_number_of_requests(read: tuple[CostInputs, CostReport, GpuaasSe
 
 def test_opencost_api_down_falls_back_to_its_metrics(fleet: EmbeddedCluster,
                                                      read: tuple[CostInputs, CostReport, GpuaasSettings]) -> None:
-    settings = cost_settings(fleet, opencost_url=f"http://127.0.0.1:{free_port()}")
+    url = f"http://127.0.0.1:{free_port()}"
+    settings = cost_settings(fleet, opencost_url=url)
     inputs = read_cost_inputs(settings, fleet.clock.now(), WINDOW_S)
     report = build_cost_report(inputs, settings.policy)
     assert any("OpenCost allocation API did not answer" in n for n in report.notes)
+    # the money is still known, but the configured API failed: the source says so, for the run to be degraded
+    assert not inputs.sources["opencost"].ok
+    assert inputs.sources["opencost"].error == f"OpenCost at {url}: connection refused (nothing listens on that port)"
+    assert inputs.sources["prometheus"].ok and inputs.sources["kube"].ok
+    assert all(status.ok for status in read[0].sources.values()) and set(read[0].sources) == {
+        "kube", "opencost", "prometheus"}
     # both sources give both costs with one meaning: GPU cost, and the total with CPU and RAM
     for column in ("gpu_cost", "total_cost"):
         api = {t["tenant"]: t[column] for t in read[1].tenants}
@@ -197,6 +204,7 @@ def test_missing_opencost_means_cost_unknown_with_the_funnel(no_opencost_prometh
     assert inputs.costs is None
     assert any(n.startswith("cost unknown: OpenCost unknown: no OpenCost allocation API configured") for n in
                report.notes)
+    assert list(inputs.sources) == ["prometheus"]  # neither OpenCost's API nor Kubernetes configured: none failed
     assert "Kubernetes API not configured (GPUAAS_KUBECONFIG or GPUAAS_IN_CLUSTER)" in report.notes
     team_a, team_b = report.tenants
     assert team_a["busy_gpu_hours"] == pytest.approx(2.0, abs=0.05) and team_a["total_cost"] is None

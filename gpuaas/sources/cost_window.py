@@ -47,10 +47,15 @@ from gpuaas.sources.kube import DEFAULT_GPU_RESOURCES
 from gpuaas.sources.opencost import fetch_allocation
 from gpuaas.store import open_store
 
-__all__ = ["DEADLINE_ANNOTATION", "align_end", "allocation_rows", "finished_jobs", "gpu_rows", "read_cost_inputs",
+__all__ = ["DEADLINE_ANNOTATION", "MAX_WINDOW_DAYS", "align_end", "allocation_rows", "finished_jobs", "gpu_rows", "read_cost_inputs",
            "report_periods", "running_jobs", "serving_rows"]
 
 DAY_S = 86400.0
+
+
+MAX_WINDOW_DAYS = 366
+"""The longest report window: a year of daily periods. Longer reaches before any Prometheus' retention and,
+far enough, past the dates Python can represent."""
 
 
 def report_periods(window_s: float, step_s: float | None = None) -> tuple[int, float]:
@@ -64,6 +69,9 @@ def report_periods(window_s: float, step_s: float | None = None) -> tuple[int, f
     if step_s is not None and window_s < step_s:
         raise ConfigError(f"a window must span at least one GPU sample step, {step_s:g} s "
                           "(metrics.sample_interval_seconds): GPU-hours are counted in whole steps", field="window")
+    if window_s > MAX_WINDOW_DAYS * DAY_S:
+        raise ConfigError(f"a window of at most {MAX_WINDOW_DAYS} days, not {window_s / DAY_S:,.0f} days",
+                          field="window")
     if window_s <= DAY_S:
         return 1, window_s
     days = window_s / DAY_S

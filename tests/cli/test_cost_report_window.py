@@ -33,6 +33,9 @@ HELP = "; see gpuaas cost-report --help"
     ("36h", "error: Invalid value for '--window': a window longer than a day must be whole days, not 1.5 days "
             "(got '36h')" + HELP),
     ("inf", "error: Invalid value for '--window': expected a window like 6h or 7d (got 'inf')" + HELP),
+    ("367d", "error: Invalid value for '--window': a window of at most 366 days, not 367 days (got '367d')" + HELP),
+    ("99999999d", "error: Invalid value for '--window': a window of at most 366 days, not 99,999,999 days "
+                  "(got '99999999d')" + HELP),
 ])
 def test_a_bad_window_is_a_usage_error_in_one_line(window: str, line: str, tmp_path: Path,
                                                    monkeypatch: pytest.MonkeyPatch) -> None:
@@ -52,6 +55,7 @@ def test_a_bad_window_is_a_usage_error_in_one_line(window: str, line: str, tmp_p
 def test_the_shortest_window_is_one_sample_step() -> None:
     assert report_periods(60.0, 60.0) == (1, 60.0)
     assert report_periods(7 * 86400.0, 60.0) == (7, 86400.0)
+    assert report_periods(366 * 86400.0, 60.0) == (366, 86400.0)  # a year, the longest
     with pytest.raises(ConfigError, match="at least one GPU sample step, 60 s"):
         report_periods(59.0, 60.0)
 

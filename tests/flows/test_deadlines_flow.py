@@ -83,4 +83,5 @@ def test_file_and_from_cluster_together_is_a_usage_error(tmp_path: Path) -> None
     from gpuaas.cli.app import app
 
     result = CliRunner().invoke(app, ["plan", "deadlines", str(tmp_path / "x.yaml"), "--from-cluster"])
-    assert result.exit_code == 2 and "either a FILE or --from-cluster" in result.stderr
+    assert result.exit_code == 2
+    assert result.stderr == "error: give a FILE or --from-cluster, not both; see gpuaas plan deadlines --help\n"

@@ -46,9 +46,16 @@ def headline(summary: dict[str, Any], idle_candidates: int) -> str:
     """The collect in one sentence (CLI first line, state message, summary artifact): a failed source first."""
     pending = sum(q["pending_gpus"] for q in summary["queues"])
     first = (f"Snapshot {summary.get('snapshot_id')}: {summary['workloads']} workloads, {pending:g} GPUs waiting, "
-             f"{summary['unknown_telemetry']} with incomplete telemetry (never counted as idle), "
-             f"{counted(idle_candidates, 'idle candidate')}; next: gpuaas reclaim shows what would be stopped.")
+             f"{counted(idle_candidates, 'idle candidate')}, {_unjudged(summary)}; next: gpuaas reclaim shows what "
+             "would be stopped.")
     return with_failures(first, source_errors(summary["sources"]))
+
+
+def _unjudged(summary: dict[str, Any]) -> str:
+    """The GPU workloads the reclaim policy cannot judge, as the collect lists them: not every workload whose
+    telemetry misses a window (a new one is younger than its longest window, an excluded one is not judged at
+    all), only those it would judge and cannot."""
+    return f"{counted(int(summary.get('unjudged_count') or 0), 'GPU workload')} it cannot judge (never reclaimed)"
 
 
 def summary_markdown(summary: dict[str, Any], idle_candidates: int, degraded: bool) -> str:
@@ -62,7 +69,8 @@ def summary_markdown(summary: dict[str, Any], idle_candidates: int, degraded: bo
         "",
         f"- **{summary['workloads']}** workloads, **{admitted:g}** GPUs admitted, **{pending:g}** GPUs waiting",
         f"- **{idle_candidates}** idle candidates (decided by the reclaim flow, not here)",
-        f"- **{summary['unknown_telemetry']}** workloads with incomplete telemetry (never treated as idle)",
+        f"- **{summary['unknown_telemetry']}** workloads with incomplete telemetry (never treated as idle), "
+        f"{_unjudged(summary)}",
     ]
     if degraded:
         lines += [f"- :warning: degraded snapshot: {error}" for error in failed]
@@ -97,6 +105,8 @@ def collect_metrics(snapshot: Snapshot, summary: dict[str, Any], idle_candidates
         .add(idle_candidates),
         MetricFamily("gpuaas_unknown_telemetry_workloads", "GPU workloads with incomplete telemetry")
         .add(summary["unknown_telemetry"]),
+        MetricFamily("gpuaas_unjudged_workloads", "GPU workloads the reclaim policy cannot judge, so never reclaims")
+        .add(int(summary.get("unjudged_count") or 0)),
         MetricFamily("gpuaas_collect_timestamp_seconds", "When the snapshot was collected")
         .add(snapshot.collected_at.timestamp()),
     ]

@@ -5,7 +5,7 @@
 * End to end: the collect on the hand-checked cluster (``tests/scenarios.py``) with OpenCost unreachable
   pushes to a real Pushgateway, a real Prometheus scrapes it as the file's header asks (``honor_labels``)
   with the file loaded, and exactly the alerts the scenario calls for go pending: OpenCost down (NVML,
-  optional and absent here, is down too and must not alert) and ``dark``'s incomplete telemetry; the
+  optional and absent here, is down too and must not alert) and ``dark``, which it cannot judge (its telemetry was dropped); the
   queue's 110 minutes are under the 4 hours, and the pushes are fresh.
 """
 
@@ -81,7 +81,7 @@ def test_what_the_collect_pushes_raises_the_alerts_it_should(cluster: EmbeddedCl
         point_at(cluster, monkeypatch, pushgateway_url=gateway, nvml="auto", opencost_url="http://127.0.0.1:9",
                  retries="0")
         summary = collect_snapshot(at=cluster.clock.now())
-        assert summary["pushed_samples"] and summary["unknown_telemetry"] == 1
+        assert summary["pushed_samples"] and summary["unjudged_count"] == 1
         assert {n: (s["ok"], s["required"]) for n, s in summary["sources"].items()} == {
             "kube": (True, True), "prometheus": (True, True), "opencost": (False, True), "nvml": (False, False)}
         with PrometheusServer(tmp_path / "prometheus", scrape_targets=[gateway.removeprefix("http://")],
@@ -92,9 +92,9 @@ def test_what_the_collect_pushes_raises_the_alerts_it_should(cluster: EmbeddedCl
             "summary": "gpuaas cannot read opencost",
             "description": "Every collect of the last 15 minutes failed to read opencost: the flows run degraded and "
                            "act on nothing that needs it. `gpuaas config preflight` names the cause."},
-        ("GpuaasTelemetryIncomplete", ""): {
-            "summary": "GPU workloads without complete telemetry for an hour: 1",
-            "description": "gpuaas never reclaims a workload whose GPU telemetry is incomplete. `gpuaas collect` "
-                           "lists the workloads it cannot judge and what is missing (often a node without "
+        ("GpuaasWorkloadsUnjudged", ""): {
+            "summary": "GPU workloads gpuaas has not been able to judge for an hour: 1",
+            "description": "gpuaas never reclaims a workload it cannot call idle or busy. `gpuaas collect` lists "
+                           "them and what each lacks: most often incomplete telemetry (a node without "
                            "dcgm-exporter)."},
     }

@@ -65,6 +65,9 @@ def test_collect_flow_backlog_usage_activity_exact(pointed_at: EmbeddedCluster, 
     assert summary["unjudged"] == [{"workload": "StatefulSet team-b/dark", "gpus": 1.0,
                                     "why": "telemetry incomplete for the window (no sample in the window, 0/1 GPUs seen)"}]
     assert summary["unjudged_count"] == 1
+    assert summary["headline"] == (f"Snapshot {summary['snapshot_id']}: 4 workloads, 6 GPUs waiting, 1 idle candidate, "
+                                   "1 GPU workload it cannot judge (never reclaimed); next: gpuaas reclaim shows "
+                                   "what would be stopped.")
 
     store = open_store(load_settings())
     record = store.latest_snapshot()
@@ -93,6 +96,7 @@ def test_collect_pushes_summary_metrics(pointed_at: EmbeddedCluster, pushgateway
     assert samples[("gpuaas_idle_candidates", (job,))] == 1.0
     assert samples[("gpuaas_source_up", (job, ("source", "prometheus")))] == 1.0
     assert samples[("gpuaas_unknown_telemetry_workloads", (job,))] == 1.0
+    assert samples[("gpuaas_unjudged_workloads", (job,))] == 1.0  # dark, its telemetry dropped
     assert summary["pushed_samples"] == sum(1 for _, labels in samples if job in labels)
 
 

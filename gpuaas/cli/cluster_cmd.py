@@ -13,7 +13,12 @@ a Ctrl-C reaches only ``up``, which then stops it in order.
 
 ``up --backend real`` runs the real control plane instead (etcd, kube-apiserver and the Kueue
 manager built from the Go module proxy, ``gpuaas.cluster.real``), with the same kubeconfig, env
-file and stop signals; the embedded emulator stays the default.
+file (the policy included) and stop signals; the embedded emulator stays the default.
+
+A flag that would change nothing in the cluster being started (``--role`` without ``--rbac``, the
+trace's flags without ``--trace``, the emulator's clock and seed on the real backend) is a usage
+error rather than ignored: a trial run believed to enforce a role, or to replay at 60x, would
+otherwise mislead whoever reads its results.
 """
 
 from __future__ import annotations
@@ -22,18 +27,22 @@ import errno
 import os
 import shutil
 import signal
+import socket
 import time
+from collections.abc import Mapping
 from enum import Enum
 from pathlib import Path
 from typing import Annotated
 
 import typer
+from typer._click.core import ParameterSource
 
 from gpuaas.cli._common import console, err_console, fail, progress, settings_or_exit, usage_error
 from gpuaas.cli._foreground import held, write_env_file
+from gpuaas.cli._trace_format import TraceFormat
 from gpuaas.errors import GpuaasError
 
-__all__ = ["down", "up"]
+__all__ = ["down", "up", "write_trial_env"]
 
 PID_FILE = "cluster.pid"
 
@@ -52,6 +61,74 @@ def scenario_policy(scenario: Path | None) -> Path | None:
     scenario's is ``default-policy.yaml``); None when there is none."""
     path = SCENARIOS / "default-policy.yaml" if scenario is None else scenario.with_name(f"{scenario.stem}-policy.yaml")
     return path.resolve() if path.is_file() else None
+
+
+def write_trial_env(env_file: Path, cluster_env: Mapping[str, str], trial_dir: Path, policy_file: Path | None) -> None:
+    """The env file of either backend: the cluster's own ``GPUAAS_*`` keys, the trial's data dir and its policy.
+
+    Both backends write it here so that a shell sourcing it gets the same keys whichever ran: without
+    ``GPUAAS_POLICY_FILE`` a cost report there counts no outcome and reclaim knows no tenant, which
+    is said on stderr when there is no policy to name.
+    """
+    values = {**cluster_env, "GPUAAS_DATA_DIR": str(trial_dir.resolve())}
+    if policy_file is not None:
+        values["GPUAAS_POLICY_FILE"] = str(policy_file)
+    else:
+        err_console.print("no policy file for this scenario (pass --policy): the cost report will count no "
+                          "outcome and reclaim will know no tenant", markup=False, highlight=False, soft_wrap=True)
+    write_env_file(env_file, values)
+
+
+def _port_refused(port: int, exc: OSError) -> typer.Exit:
+    """The one line for a valid ``--port`` the machine will not let us listen on (taken, reserved, privileged)."""
+    return fail(f"--port {port}: cannot listen on 127.0.0.1:{port}: {exc.strerror} "
+                "(choose another port, or 0 for any free one)")
+
+
+def _check_port_free(port: int) -> None:
+    """Refuse a taken ``--port`` before the real backend starts etcd: kube-apiserver would fail on it only after
+    that, in its own log. SO_REUSEADDR as Go's listeners set it, so a port in TIME_WAIT is not refused."""
+    if not port:
+        return
+    try:
+        with socket.socket() as probe:
+            probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            probe.bind(("127.0.0.1", port))
+    except OSError as exc:
+        raise _port_refused(port, exc) from exc
+
+
+def _refuse_ignored_flags(ctx: typer.Context, backend: Backend, *, scenario: Path | None, trace: Path | None,
+                          rbac: Path | None, role: list[str] | None, policy: Path | None,
+                          env_file: Path | None) -> None:
+    """Flags given where they would change nothing are usage errors: a run believed to enforce a role, replay a
+    trace at some compression, or use a seed, that does not, would mislead whoever reads its results."""
+
+    def given(name: str) -> bool:
+        return ctx.get_parameter_source(name) not in (None, ParameterSource.DEFAULT)
+
+    if role and rbac is None:
+        raise usage_error("--role needs --rbac (the RBAC manifest whose ClusterRole it enforces)")
+    if rbac is not None and not role:
+        raise usage_error("--rbac needs at least one --role (a ClusterRole name in the manifest)")
+    if trace is None:
+        for flag in ("trace_format", "compress"):
+            if given(flag):
+                raise usage_error(f"--{flag.replace('_', '-')} needs --trace (it applies to the trace's CSV)")
+    elif scenario is not None:
+        raise usage_error("--scenario and --trace do not go together: --trace builds the scenario from the trace")
+    if policy is not None and env_file is None:
+        raise usage_error("--policy needs --env-file (the policy is written there as GPUAAS_POLICY_FILE)")
+    if backend is Backend.real:
+        if rbac is not None:
+            raise usage_error("--rbac emulates an authorizer; the real backend runs the API server's own RBAC "
+                              "(bind the roles with kubectl)")
+        if trace is not None:
+            raise usage_error("--trace replays a time-compressed trace: use the embedded backend")
+        for flag in ("speed", "seed", "history"):
+            if given(flag):
+                raise usage_error(f"--{flag} applies to the embedded backend only: the real backend runs in wall-clock "
+                                  "time, with no backfilled history and nothing seeded")
 
 
 def _alive(pid: int) -> bool:
@@ -77,9 +154,10 @@ def _read_pid(path: Path) -> int | None:
 
 
 def up(
+    ctx: typer.Context,
     scenario: Annotated[Path | None, typer.Option("--scenario", help="Scenario YAML (default: built-in demo).")] = None,
     kubeconfig: Annotated[Path | None, typer.Option(help="Where to write the kubeconfig.")] = None,
-    port: Annotated[int, typer.Option(help="API server port (0: any free port).")] = 0,
+    port: Annotated[int, typer.Option(min=0, max=65535, help="API server port (0: any free port).")] = 0,
     env_file: Annotated[Path | None, typer.Option(help="Write GPUAAS_* KEY=value lines here.")] = None,
     speed: Annotated[float, typer.Option(min=0.001, help=(
         "Sim seconds per wall second. Live samples are stamped on the wall clock, so flows querying "
@@ -88,7 +166,7 @@ def up(
     seed: Annotated[int, typer.Option(help="Seed: same seed, same cluster.")] = 0,
     history: Annotated[str, typer.Option(help="History to backfill, e.g. 6h, 30m.")] = "6h",
     trace: Annotated[Path | None, typer.Option(help="Build the scenario from a public trace CSV.")] = None,
-    trace_format: Annotated[str, typer.Option(help="philly | itp")] = "philly",
+    trace_format: Annotated[TraceFormat, typer.Option(help="The layout of --trace.")] = TraceFormat.philly,
     compress: Annotated[float, typer.Option(min=1.0, help="Time compression of the trace.")] = 60.0,
     rbac: Annotated[Path | None, typer.Option(help=(
         "Enforce the rules of an RBAC manifest (e.g. deployments/kubernetes/rbac.yaml): requests the "
@@ -111,6 +189,13 @@ def up(
     from gpuaas.cluster.traces import scenario_from_trace
     from gpuaas.policy import load_policy
 
+    # Called wrong is said before anything is read, written or started.
+    _refuse_ignored_flags(ctx, backend, scenario=scenario, trace=trace, rbac=rbac, role=role, policy=policy,
+                          env_file=env_file)
+    try:
+        window = parse_duration(history)
+    except ValueError as exc:
+        raise usage_error(str(exc), "--history") from exc
     settings = settings_or_exit()
     cluster_dir = settings.cluster_dir
     cluster_dir.mkdir(parents=True, exist_ok=True)
@@ -119,35 +204,31 @@ def up(
     if other is not None and other != os.getpid() and _alive(other):
         raise fail(f"a cluster is already running from {cluster_dir} (pid {other}); stop it with 'gpuaas cluster down', "
                    "or start another one with its own GPUAAS_DATA_DIR")
-    if rbac is not None and not role:
-        raise usage_error("--rbac needs at least one --role (a ClusterRole name in the manifest)")
-    try:
-        window = parse_duration(history)
-    except ValueError as exc:
-        raise usage_error(str(exc), "--history") from exc
     try:
         rules = RBACRules.from_manifest(rbac, role or []) if rbac is not None else None
         if policy is not None:
             load_policy(policy)  # a bad policy fails now, not at the first command that reads the env file
         if trace is not None:
-            chosen = scenario_from_trace(trace, trace_format, compress=compress)
+            chosen = scenario_from_trace(trace, trace_format.value, compress=compress)
         else:
             chosen = load_scenario(scenario) if scenario else default_scenario()
     except (GpuaasError, ValueError) as exc:
         raise fail(str(exc)) from exc
+    # The fleet's policy, for the env file: --policy, else the scenario's own (a trace has none).
+    policy_file = policy.resolve() if policy is not None else (scenario_policy(scenario) if trace is None else None)
+    # 'cluster down' run with the env file sourced looks in the trial data dir's cluster dir.
+    trial_dir = cluster_dir / TRIAL_DATA_DIR
     run_dir = cluster_dir / "run"
-    shutil.rmtree(run_dir, ignore_errors=True)
     if backend is Backend.real:
-        if rbac is not None:
-            raise usage_error("--rbac emulates an authorizer; the real backend runs the API server's own RBAC "
-                              "(bind the roles with kubectl)")
-        if trace is not None:
-            raise usage_error("--trace replays a time-compressed trace: use the embedded backend")
+        _check_port_free(port)
+        shutil.rmtree(run_dir, ignore_errors=True)
         from gpuaas.cli._cluster_real import run_real
 
         run_real(chosen, run_dir, port=port, kubeconfig=kubeconfig or cluster_dir / "kubeconfig",
-                 env_file=env_file, token=token, pid_paths=_pid_paths(cluster_dir, env_file))
+                 env_file=env_file, policy_file=policy_file, trial_dir=trial_dir, token=token,
+                 pid_paths=_pid_paths(cluster_dir, env_file))
         return
+    shutil.rmtree(run_dir, ignore_errors=True)
     try:
         cluster = EmbeddedCluster(chosen, run_dir, seed=seed, history=window, speed=speed, api_port=port,
                                   rbac=rules, kubeconfig=kubeconfig or cluster_dir / "kubeconfig",
@@ -155,11 +236,8 @@ def up(
     except OSError as exc:
         if exc.errno not in (errno.EADDRINUSE, errno.EADDRNOTAVAIL, errno.EACCES):
             raise
-        raise fail(f"--port {port}: cannot listen on 127.0.0.1:{port}: {exc.strerror} "
-                   "(choose another port, or 0 for any free one)") from exc
+        raise _port_refused(port, exc) from exc
 
-    # 'cluster down' run with the env file sourced looks in the trial data dir's cluster dir.
-    trial_dir = cluster_dir / TRIAL_DATA_DIR
     with held(cluster, "embedded cluster", _pid_paths(cluster_dir, env_file), StartCancelled) as stop:
         with progress("starting the embedded cluster") as update:
             cluster._progress = update
@@ -171,15 +249,7 @@ def up(
             console.print(f"OpenAI endpoint {namespace}/{name} ({endpoint.model_name}): {endpoint.url}",
                           highlight=False, soft_wrap=True)
         if env_file is not None:
-            values = {**cluster.settings_env(), "GPUAAS_DATA_DIR": str(trial_dir.resolve())}
-            policy_file = policy.resolve() if policy is not None else (
-                scenario_policy(scenario) if trace is None else None)
-            if policy_file is not None:
-                values["GPUAAS_POLICY_FILE"] = str(policy_file)
-            else:
-                err_console.print("no policy file for this scenario (pass --policy): the cost report will count no "
-                                  "outcome and reclaim will know no tenant")
-            write_env_file(env_file, values)
+            write_trial_env(env_file, cluster.settings_env(), trial_dir, policy_file)
         err_console.print(f"scenario {chosen.name!r}, seed {seed}; Ctrl-C or 'gpuaas cluster down' to stop")
         cluster.wait(stop)
 

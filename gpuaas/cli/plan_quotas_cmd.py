@@ -7,21 +7,69 @@ file, the field and the queue, exit 1.
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 from typing import Annotated, Any
 
 import typer
-from pydantic import BaseModel, ConfigDict, Field, StrictFloat, StrictInt, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, PlainValidator, StrictInt, ValidationError
 
 from gpuaas._yaml import read_yaml
 from gpuaas.cli._common import OutputFormat, handle_errors, print_json, print_table
 from gpuaas.errors import ConfigError
+from gpuaas.models import MAX_GPUS
 from gpuaas.policies.quotas import QueueDemand, QuotaLimits, plan_quotas, plan_to_dict, validate_quota_input
+from gpuaas.policy import RebalancePolicy, Tenant
 
 __all__ = ["load_quota_problem", "quotas"]
 
-_Whole = Annotated[StrictInt, Field(ge=0)]
-_Number = StrictInt | StrictFloat
+
+def _text(bound: float) -> str:
+    """``10,000`` rather than ``10000.0`` or ``1e+06``: a bound as a person writes it."""
+    return f"{int(bound):,}" if float(bound).is_integer() else f"{bound:,}"
+
+
+def _in_range(low: float, high: float, *, whole: bool, unit: str = "", low_open: bool = False) -> PlainValidator:
+    """A number in ``[low, high]`` (``(low, high]`` with ``low_open``), refused with one message of our own.
+
+    Why not pydantic's constraints: ``StrictInt | StrictFloat`` reports a bad value once per branch and puts the
+    branch's name in the path (``demand.a100.int``), and ``ge=0`` tells a NaN it should be at least 0. One check
+    that says the whole expectation, finite included, names the field as the file has it.
+    """
+    words = f"above {_text(low)}, at most {_text(high)}" if low_open else f"from {_text(low)} to {_text(high)}"
+    expected = f"must be a {'whole' if whole else 'finite'} number{unit} {words}"
+
+    def check(value: object) -> int | float:
+        number = (isinstance(value, int) if whole else isinstance(value, int | float)) and not isinstance(value, bool)
+        if not (number and isinstance(value, int | float) and math.isfinite(value)
+                and (low < value if low_open else low <= value) and value <= high):
+            raise ValueError(f"{expected}, got {value!r}")
+        return value
+
+    return PlainValidator(check)
+
+
+def _policy_range(model: type[BaseModel], name: str, *, whole: bool, unit: str = "") -> PlainValidator:
+    """The bounds of the policy file's field ``name``: a problem file holds what the policy would give the
+    planner, so it accepts the same range, and a bound changed there changes here."""
+    low, high, low_open = -math.inf, math.inf, False
+    for bound in model.model_fields[name].metadata:  # pydantic's ``Ge``, ``Gt`` and ``Le`` constraints
+        if (ge := getattr(bound, "ge", None)) is not None:
+            low = float(ge)
+        elif (gt := getattr(bound, "gt", None)) is not None:
+            low, low_open = float(gt), True
+        elif (le := getattr(bound, "le", None)) is not None:
+            high = float(le)
+    return _in_range(low, high, whole=whole, unit=unit, low_open=low_open)
+
+
+def _limit(name: str) -> PlainValidator:
+    """A ``limits`` key, bounded as the policy's ``rebalance.<name>``."""
+    whole = name != "max_step_percent"
+    return _policy_range(RebalancePolicy, name, whole=whole, unit=" of GPUs" if whole else "")
+
+
+_Gpus = Annotated[int, _in_range(0, MAX_GPUS, whole=True, unit=" of GPUs")]
 
 
 class _Strict(BaseModel):
@@ -29,19 +77,20 @@ class _Strict(BaseModel):
 
 
 class _Limits(_Strict):
-    max_step_gpus: _Whole
-    max_step_percent: Annotated[_Number, Field(ge=0)]
-    max_total_moved_gpus: _Whole
-    hysteresis_gpus: _Whole = 1
-    min_step_gpus: _Whole = 0
+    max_step_gpus: Annotated[int, _limit("max_step_gpus")]
+    max_step_percent: Annotated[float, _limit("max_step_percent")]
+    max_total_moved_gpus: Annotated[int, _limit("max_total_moved_gpus")]
+    hysteresis_gpus: Annotated[int, _limit("hysteresis_gpus")] = 1
+    min_step_gpus: Annotated[int, _limit("min_step_gpus")] = 0
 
 
 class _Queue(_Strict):
     name: Annotated[str, Field(min_length=1)]
-    nominal: dict[str, _Whole]
-    demand: dict[str, Annotated[_Number, Field(ge=0)]] = Field(default_factory=dict)
-    guaranteed: dict[str, _Whole] = Field(default_factory=dict)
-    weight: Annotated[_Number, Field(gt=0)] = 1.0
+    nominal: dict[str, _Gpus]
+    demand: dict[str, Annotated[float, _in_range(0, MAX_GPUS, whole=False, unit=" of GPUs")]] = Field(
+        default_factory=dict)
+    guaranteed: dict[str, _Gpus] = Field(default_factory=dict)
+    weight: Annotated[float, _policy_range(Tenant, "weight", whole=False)] = 1.0
     recent_change: dict[str, StrictInt] = Field(default_factory=dict)
 
 
@@ -63,6 +112,26 @@ def _where(loc: tuple[int | str, ...], data: Any) -> str:
     return text
 
 
+def _first_problem(exc: ValidationError, data: Any, path: Path | str) -> ConfigError:
+    """The first problem as one line, and how many more there are.
+
+    Missing keys of one mapping are one problem, all named (``limits: missing max_step_gpus, hysteresis_gpus``):
+    reported one at a time, the first would hide the others behind "(and N more)".
+    """
+    errors = exc.errors()
+    err = errors[0]
+    loc = tuple(err["loc"])
+    if err["type"] == "missing":
+        parent = loc[:-1]
+        keys = [str(e["loc"][-1]) for e in errors if e["type"] == "missing" and tuple(e["loc"][:-1]) == parent]
+        msg, loc, shown = f"missing {', '.join(keys)}", parent, len(keys)
+    else:
+        msg = "unknown field" if err["type"] == "extra_forbidden" else err["msg"].removeprefix("Value error, ")
+        shown = 1
+    more = f" (and {len(errors) - shown} more)" if len(errors) > shown else ""
+    return ConfigError(msg + more, file=path, field=_where(loc, data) or None)
+
+
 def load_quota_problem(path: Path | str) -> tuple[list[QueueDemand], QuotaLimits]:
     """The queues and limits of a problem file; a ConfigError naming file, field and queue."""
     data = read_yaml(path, "quota problem")
@@ -71,10 +140,7 @@ def load_quota_problem(path: Path | str) -> tuple[list[QueueDemand], QuotaLimits
     try:
         problem = _Problem.model_validate(data)
     except ValidationError as exc:
-        err = exc.errors()[0]
-        msg = "unknown field" if err["type"] == "extra_forbidden" else err["msg"]
-        more = f" (and {len(exc.errors()) - 1} more)" if len(exc.errors()) > 1 else ""
-        raise ConfigError(msg + more, file=path, field=_where(tuple(err["loc"]), data) or "(top level)") from exc
+        raise _first_problem(exc, data, path) from exc
     limits = QuotaLimits(**problem.limits.model_dump())
     queues = [QueueDemand(name=q.name, nominal=dict(q.nominal), demand={k: float(v) for k, v in q.demand.items()},
                           guaranteed=dict(q.guaranteed), weight=float(q.weight), recent_change=dict(q.recent_change))

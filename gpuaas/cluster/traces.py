@@ -40,14 +40,16 @@ class TraceJob:
     deadline: float | None = None
 
 
-def _rows(path: Path, required: set[str]) -> list[dict[str, str]]:
+def _rows(path: Path, required: set[str]) -> list[tuple[int, dict[str, str]]]:
+    """The rows with the line each ends on (the header is line 1): an error must point where an editor shows it,
+    and blank lines, which the reader skips, would otherwise shift every number after them."""
     try:
         with path.open(newline="", encoding="utf-8") as handle:
             reader = csv.DictReader(handle)
             missing = required - {c.strip() for c in reader.fieldnames or []}
             if missing:
                 raise ConfigError(f"missing columns {sorted(missing)}", file=path)
-            rows = [{k.strip(): (v or "").strip() for k, v in row.items() if k} for row in reader]
+            rows = [(reader.line_num, {k.strip(): (v or "").strip() for k, v in row.items() if k}) for row in reader]
             if not rows:
                 raise ConfigError("no rows after the header: a trace needs at least one job", file=path)
             return rows
@@ -64,36 +66,52 @@ _MAX_SECONDS = 1e12
 _MAX_GPUS = 1_000_000
 
 
-def _num(row: dict[str, str], column: str, path: Path, line: int) -> float:
-    """A finite number >= 0: a negative duration or GPU count, NaN or inf would corrupt the replay."""
+def _where(line: int, column: str) -> str:
+    """``line 7: num_gpu``: the line as an editor numbers it, then the column, as every loader error reads."""
+    return f"line {line}: {column}"
+
+
+def _num(row: dict[str, str], column: str, path: Path, line: int, *, positive: bool = False) -> float:
+    """A finite number >= 0 (> 0 with ``positive``): a negative or zero duration, NaN or inf would corrupt the replay.
+
+    A job that runs for no time holds no GPUs and meets any deadline: counted, it would only inflate the
+    figures, so a duration must be above 0; a submission time or deadline may be 0 (the trace's start).
+    """
     try:
         value = float(row[column])
     except ValueError as exc:
-        raise ConfigError(f"not a number: {row[column]!r}", file=path, field=f"line {line}.{column}") from exc
-    if not math.isfinite(value) or not 0 <= value <= _MAX_SECONDS:
-        raise ConfigError(f"must be a finite number from 0 to {_MAX_SECONDS:.0e}, got {row[column]!r}", file=path,
-                          field=f"line {line}.{column}")
+        raise ConfigError(f"not a number: {row[column]!r}", file=path, field=_where(line, column)) from exc
+    if not math.isfinite(value) or not (0 < value if positive else 0 <= value) or value > _MAX_SECONDS:
+        bounds = f"above 0, at most {_MAX_SECONDS:.0e}" if positive else f"from 0 to {_MAX_SECONDS:.0e}"
+        raise ConfigError(f"must be a finite number {bounds}, got {row[column]!r}", file=path,
+                          field=_where(line, column))
     return value
 
 
 def _gpus(row: dict[str, str], column: str, path: Path, line: int) -> int:
-    """A whole number of GPUs: a fraction would be cut silently, and a huge count overflows the packing."""
-    value = _num(row, column, path, line)
-    if not value.is_integer() or value > _MAX_GPUS:
-        raise ConfigError(f"must be a whole number of GPUs from 0 to {_MAX_GPUS:,}, got {row[column]!r}", file=path,
-                          field=f"line {line}.{column}")
+    """A whole number of GPUs above 0: a fraction would be cut silently, a huge count overflows the packing, and a
+    job asking for no GPUs takes no quota, so it is admitted at once and meets its deadline whatever the plan:
+    counted, it would only inflate the figures (the published traces hold none)."""
+    try:
+        value = float(row[column])
+    except ValueError as exc:
+        raise ConfigError(f"not a number: {row[column]!r}", file=path, field=_where(line, column)) from exc
+    if not (value.is_integer() and 1 <= value <= _MAX_GPUS):  # NaN and inf are not integers
+        raise ConfigError(f"must be a whole number of GPUs above 0, at most {_MAX_GPUS:,}, got {row[column]!r}",
+                          file=path, field=_where(line, column))
     return int(value)
 
 
 def read_philly(path: Path, max_jobs: int | None = None) -> list[TraceJob]:
     rows = _rows(path, {"timestamp", "duration", "num_gpus", "cluster"})
     parsed = []
-    for i, row in enumerate(rows, start=2):
+    for i, row in rows:
         try:
             ts = datetime.fromisoformat(row["timestamp"]).timestamp()
         except ValueError as exc:
-            raise ConfigError(f"bad timestamp {row['timestamp']!r}", file=path, field=f"line {i}.timestamp") from exc
-        parsed.append((ts, row["cluster"], _num(row, "duration", path, i), _gpus(row, "num_gpus", path, i)))
+            raise ConfigError(f"bad timestamp {row['timestamp']!r}", file=path, field=_where(i, "timestamp")) from exc
+        parsed.append((ts, row["cluster"], _num(row, "duration", path, i, positive=True),
+                       _gpus(row, "num_gpus", path, i)))
     parsed.sort()
     parsed = parsed[:max_jobs] if max_jobs else parsed
     t0 = parsed[0][0] if parsed else 0.0
@@ -103,9 +121,9 @@ def read_philly(path: Path, max_jobs: int | None = None) -> list[TraceJob]:
 def read_itp(path: Path, max_jobs: int | None = None) -> list[TraceJob]:
     rows = _rows(path, {"submission_time", "deadline", "num_gpu", "duration"})
     parsed = sorted(
-        (_num(r, "submission_time", path, i), _num(r, "deadline", path, i), _num(r, "duration", path, i),
-         _gpus(r, "num_gpu", path, i))
-        for i, r in enumerate(rows, start=2)
+        (_num(r, "submission_time", path, i), _num(r, "deadline", path, i),
+         _num(r, "duration", path, i, positive=True), _gpus(r, "num_gpu", path, i))
+        for i, r in rows
     )
     parsed = parsed[:max_jobs] if max_jobs else parsed
     t0 = parsed[0][0] if parsed else 0.0

@@ -88,6 +88,8 @@ CASES = {
                               ["'--budget'", "less than or equal to 1440", "(got '5000')"]),
     "flag-not-an-integer": Case(["audit", "list", "--limit", "zero"], 2,
                                 ["'--limit'", "(got 'zero')", "see gpuaas audit list --help"]),
+    "port-out-of-range": Case(["cluster", "up", "--port", "99999", "--env-file", "{tmp}/cluster.env"], 2,
+                              ["'--port'", "less than or equal to 65535", "(got '99999')", "see gpuaas cluster up --help"]),
     "flag-unknown": Case(["reclaim", "--bogus"], 2, ["No such option: --bogus", "see gpuaas reclaim --help"]),
     "command-unknown": Case(["bogus"], 2, ["No such command 'bogus'", "see gpuaas --help"]),
 }
@@ -122,15 +124,19 @@ def test_bad_input_is_one_line_and_writes_nothing(name: str, tmp_path: Path) -> 
     assert sorted(p.relative_to(tmp) for p in tmp.rglob("*")) == before, "the command wrote something"
 
 
-def test_cluster_up_on_a_busy_port_names_the_port_and_leaves_nothing(tmp_path: Path) -> None:
+@pytest.mark.parametrize("backend", [["--history", "10m"], ["--backend", "real"]], ids=["embedded", "real"])
+def test_cluster_up_on_a_busy_port_names_the_port_and_leaves_nothing(tmp_path: Path, backend: list[str]) -> None:
+    """The port is valid, the machine refuses it: exit 1, one line naming --port and the port, on either backend
+    (the real one before it starts etcd: its API server would say so only in its own log)."""
     tmp = _files(tmp_path)
     with socket.socket() as busy:
         busy.bind(("127.0.0.1", 0))
         busy.listen()
         port = busy.getsockname()[1]
-        proc = _run(["cluster", "up", "--port", str(port), "--history", "10m", "--env-file", "{tmp}/cluster.env"],
-                    tmp)
-    _check(proc, 1, [f"--port {port}", "in use"])
+        proc = _run(["cluster", "up", "--port", str(port), *backend, "--env-file", "{tmp}/cluster.env"], tmp)
+    line = _check(proc, 1, [f"--port {port}", "in use"])
+    assert line == (f"error: --port {port}: cannot listen on 127.0.0.1:{port}: Address already in use "
+                    "(choose another port, or 0 for any free one)")
     assert not (tmp / "cluster.env").exists()
     assert not list((tmp / "data").rglob("cluster.pid")) and not list((tmp / "data").rglob("kubeconfig"))
 

@@ -267,6 +267,8 @@ def test_a_second_run_the_same_day_moves_only_what_is_left_of_the_days_step() ->
     limits = QuotaLimits(max_step_gpus=8, max_step_percent=100, max_total_moved_gpus=32, hysteresis_gpus=1)
     first = plan_quotas(queues, limits)
     assert after(first) == {("a", "a100"): 10, ("b", "a100"): 10}  # b back to its share (10 of 20) at once
+    assert first.changes[1].reason.endswith("back to its weighted share of 10 in one plan (beyond the step of 4 "
+                                            "(100% of 4))")
     # The same day: b gained 6 and a lost 6. b's step is 100 % of its 4 before the day, all spent (and more:
     # the return to its share), so it gains nothing, however far below its demand; without the day it would
     # take another step of 8 from its new 10.

@@ -14,6 +14,8 @@ from pathlib import Path
 import pytest
 from kubernetes import client, config
 
+from gpuaas.policy import Policy, load_policy
+
 pytestmark = [pytest.mark.real]
 
 
@@ -41,7 +43,10 @@ def _serving(proc: subprocess.Popen[bytes], env_file: Path) -> tuple[client.ApiC
         assert time.monotonic() < deadline, "the env file never appeared"
         time.sleep(0.5)
     values = dict(line.split("=", 1) for line in env_file.read_text().splitlines())
-    assert {"GPUAAS_KUBECONFIG", "GPUAAS_PROMETHEUS_URL", "GPUAAS_DATA_DIR"} <= values.keys()
+    assert {"GPUAAS_KUBECONFIG", "GPUAAS_PROMETHEUS_URL", "GPUAAS_DATA_DIR", "GPUAAS_POLICY_FILE"} <= values.keys()
+    # the default scenario's policy, as the embedded backend's env file names it: a file that parses as a policy
+    assert Path(values["GPUAAS_POLICY_FILE"]).name == "default-policy.yaml"
+    assert isinstance(load_policy(Path(values["GPUAAS_POLICY_FILE"])), Policy)
     api = config.new_client_from_config(config_file=values["GPUAAS_KUBECONFIG"])
     custom = client.CustomObjectsApi(api)
     deadline = time.monotonic() + 90

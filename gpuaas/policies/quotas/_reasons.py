@@ -128,6 +128,8 @@ def _why_not_more(c: Cell, a: int, moved: int, limits: _Limits) -> str:
     if c.step_up == 0:
         return f"{_step_words(c, limits)} allows no gain"
     if a >= c.before + c.step_up:
+        if c.step_up > c.step:  # the step gave way to the return of lent quota, up to the share
+            return f"back to its weighted share of {_num(c.share)} in one plan (beyond {_step_words(c, limits)})"
         return f"limited by {_step_words(c, limits)}"
     if c.step_up < limits.hysteresis_gpus:
         return f"{_step_words(c, limits)} is below hysteresis_gpus={limits.hysteresis_gpus}"

@@ -1,0 +1,210 @@
+"""``gpuaas cluster up``: what it is called with is checked before anything starts, and both backends write
+the same env file.
+
+A flag the cluster would not use (``--role`` without ``--rbac``, the trace's flags without ``--trace``,
+the emulator's clock and seed on the real backend) is a usage error, exit 2, one line: a trial believed
+to enforce a role or replay a trace at some speed, that does not, misleads whoever reads its results.
+A ``--port`` outside 0..65535 is refused by the flag's range, not by the socket's OverflowError. The env
+file names the fleet's policy whichever backend runs (docs/embedded-cluster.md, docs/real-cluster.md).
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+from collections.abc import Iterator
+from pathlib import Path
+from threading import Event
+from types import SimpleNamespace
+from typing import Any
+
+import pytest
+from typer.testing import CliRunner
+
+from gpuaas.cli.app import app
+from gpuaas.cli.cluster_cmd import write_trial_env
+from gpuaas.policy import Policy, load_policy
+
+runner = CliRunner()
+
+SCENARIOS = Path(__file__).resolve().parents[2] / "gpuaas" / "cluster" / "scenarios"
+HELP = "; see gpuaas cluster up --help"
+EMBEDDED_ONLY = ("the real backend runs in wall-clock time, with no backfilled history and nothing seeded")
+
+CASES: dict[str, tuple[list[str], str]] = {
+    "port-above-range": (["--port", "99999"],
+                         "error: Invalid value for '--port': Input should be less than or equal to 65535 "
+                         f"(got '99999'){HELP}"),
+    "port-negative": (["--port", "-1"],
+                      f"error: Invalid value for '--port': Input should be greater than or equal to 0 (got '-1'){HELP}"),
+    "trace-format-unknown": (["--trace", "{tmp}/jobs.csv", "--trace-format", "bogus"],
+                             "error: Invalid value for '--trace-format': Value error, 'bogus' is not one of "
+                             f"'philly', 'itp'{HELP}"),
+    "role-without-rbac": (["--role", "gpuaas-reader"],
+                          f"error: --role needs --rbac (the RBAC manifest whose ClusterRole it enforces){HELP}"),
+    "role-without-rbac-real": (["--backend", "real", "--role", "gpuaas-reader"],
+                               f"error: --role needs --rbac (the RBAC manifest whose ClusterRole it enforces){HELP}"),
+    "trace-format-without-trace": (["--trace-format", "itp"],
+                                   f"error: --trace-format needs --trace (it applies to the trace's CSV){HELP}"),
+    "compress-without-trace": (["--compress", "30"],
+                               f"error: --compress needs --trace (it applies to the trace's CSV){HELP}"),
+    "scenario-and-trace": (["--scenario", "{tmp}/s.yaml", "--trace", "{tmp}/jobs.csv"],
+                           "error: --scenario and --trace do not go together: --trace builds the scenario from the "
+                           f"trace{HELP}"),
+    "policy-without-env-file": (["--policy", str(SCENARIOS / "default-policy.yaml")],
+                                "error: --policy needs --env-file (the policy is written there as GPUAAS_POLICY_FILE)"
+                                f"{HELP}"),
+    "real-speed": (["--backend", "real", "--speed", "2"],
+                   f"error: --speed applies to the embedded backend only: {EMBEDDED_ONLY}{HELP}"),
+    "real-seed": (["--backend", "real", "--seed", "0"],
+                  f"error: --seed applies to the embedded backend only: {EMBEDDED_ONLY}{HELP}"),
+    "real-history": (["--backend", "real", "--history", "6h"],
+                     f"error: --history applies to the embedded backend only: {EMBEDDED_ONLY}{HELP}"),
+    "real-rbac": (["--backend", "real", "--rbac", "{tmp}/rbac.yaml", "--role", "gpuaas-reader"],
+                  "error: --rbac emulates an authorizer; the real backend runs the API server's own RBAC (bind the "
+                  f"roles with kubectl){HELP}"),
+    "real-trace": (["--backend", "real", "--trace", "{tmp}/jobs.csv"],
+                   f"error: --trace replays a time-compressed trace: use the embedded backend{HELP}"),
+    # In range, so the refusal is the other flag's: 0 (any free port) and 65535 are valid ports.
+    "port-zero-is-valid": (["--port", "0", "--role", "r"],
+                           f"error: --role needs --rbac (the RBAC manifest whose ClusterRole it enforces){HELP}"),
+    "port-65535-is-valid": (["--port", "65535", "--role", "r"],
+                            f"error: --role needs --rbac (the RBAC manifest whose ClusterRole it enforces){HELP}"),
+}
+
+WITHOUT_ENV_FILE = {"policy-without-env-file"}
+
+
+def _descendants() -> set[int]:
+    """Processes below this test process (a started cluster would leave etcd, Prometheus, ...), read from /proc
+    so that reading them starts no process of its own."""
+    parents: dict[int, int] = {}
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            parents[int(stat.parent.name)] = int(stat.read_text().rsplit(")", 1)[1].split()[1])
+        except (OSError, IndexError, ValueError):
+            continue  # gone meanwhile
+    found: set[int] = set()
+    frontier = {os.getpid()}
+    while frontier:
+        frontier = {pid for pid, parent in parents.items() if parent in frontier} - found
+        found |= frontier
+    return found
+
+
+@pytest.fixture
+def signals_kept() -> Iterator[None]:
+    """``cluster up`` installs its stop handlers in the process: put pytest's back afterwards."""
+    saved = {s: signal.getsignal(s) for s in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)}
+    yield
+    for s, handler in saved.items():
+        signal.signal(s, handler)
+
+
+@pytest.mark.parametrize("name", list(CASES))
+def test_a_flag_the_cluster_would_not_use_is_a_usage_error_and_starts_nothing(name: str, tmp_path: Path) -> None:
+    args, line = CASES[name]
+    (tmp_path / "jobs.csv").write_text("timestamp,duration,gpus\n0,60,1\n")
+    (tmp_path / "s.yaml").write_text("name: s\n")
+    (tmp_path / "rbac.yaml").write_text("")
+    data = tmp_path / "data"
+    before = _descendants()
+    env_file = [] if name in WITHOUT_ENV_FILE else ["--env-file", str(tmp_path / "x.env")]
+    result = runner.invoke(app, ["cluster", "up", *[a.format(tmp=tmp_path) for a in args], *env_file],
+                           env={"GPUAAS_DATA_DIR": str(data)})
+    assert result.exit_code == 2, result.output
+    assert result.stdout == ""
+    assert result.stderr.strip().splitlines() == [line]
+    assert "Traceback" not in result.output
+    # Nothing read, written or started: no data dir (no pid file, no kubeconfig), no env file, no process.
+    assert not data.exists()
+    assert not (tmp_path / "x.env").exists()
+    assert _descendants() <= before
+
+
+class _StandIn:
+    """Stands in for either backend's process tree: starts nothing, and its ``wait`` returns as after a stop.
+    The env file is what is tested: the keys the cluster itself serves come from ``settings_env``."""
+
+    def __init__(self, scenario: Any, run_dir: Path, **kwargs: Any) -> None:
+        self.kubeconfig = kwargs["kubeconfig"]
+        self._progress: Any = None
+        self.api_url = "https://127.0.0.1:1"
+        self.prometheus_url = "http://127.0.0.1:2"
+        self.opencost_url = "http://127.0.0.1:3"
+        self.serving = SimpleNamespace(endpoints={})
+
+    def settings_env(self) -> dict[str, str]:
+        return {"GPUAAS_KUBECONFIG": str(self.kubeconfig), "GPUAAS_PROMETHEUS_URL": self.prometheus_url}
+
+    def start(self) -> None:
+        pass
+
+    def wait(self, stop: Event) -> None:
+        pass
+
+    def cancel(self) -> None:
+        pass
+
+    def stop(self) -> None:
+        pass
+
+
+def _env(path: Path) -> dict[str, str]:
+    return dict(line.split("=", 1) for line in path.read_text().splitlines())
+
+
+def _up_with_stand_in(monkeypatch: pytest.MonkeyPatch, tmp_path: Path, backend: str,
+                      *args: str) -> tuple[Any, dict[str, str]]:
+    import gpuaas.cluster.real
+    import gpuaas.cluster.runner
+
+    monkeypatch.setattr(gpuaas.cluster.real, "RealCluster", _StandIn)
+    monkeypatch.setattr(gpuaas.cluster.runner, "EmbeddedCluster", _StandIn)
+    env_file = tmp_path / "trial.env"
+    result = runner.invoke(app, ["cluster", "up", "--backend", backend, "--env-file", str(env_file), *args],
+                           env={"GPUAAS_DATA_DIR": str(tmp_path / "data")})
+    assert result.exit_code == 0, result.output
+    return result, _env(env_file)
+
+
+@pytest.mark.parametrize("backend", ["embedded", "real"])
+def test_each_backends_env_file_names_the_scenarios_policy(backend: str, tmp_path: Path,
+                                                           monkeypatch: pytest.MonkeyPatch,
+                                                           signals_kept: None) -> None:
+    result, values = _up_with_stand_in(monkeypatch, tmp_path, backend)
+    assert Path(values["GPUAAS_POLICY_FILE"]) == (SCENARIOS / "default-policy.yaml").resolve()
+    assert isinstance(load_policy(Path(values["GPUAAS_POLICY_FILE"])), Policy)
+    assert values["GPUAAS_DATA_DIR"] == str((tmp_path / "data" / "cluster" / "trial").resolve())
+    assert values["GPUAAS_KUBECONFIG"] == str(tmp_path / "data" / "cluster" / "kubeconfig")
+    assert "no policy file" not in result.stderr
+
+
+@pytest.mark.parametrize("backend", ["embedded", "real"])
+def test_each_backends_env_file_names_the_policy_given(backend: str, tmp_path: Path,
+                                                       monkeypatch: pytest.MonkeyPatch, signals_kept: None) -> None:
+    policy = tmp_path / "mine.yaml"
+    policy.write_text((SCENARIOS / "default-policy.yaml").read_text())
+    _, values = _up_with_stand_in(monkeypatch, tmp_path, backend, "--policy", str(policy))
+    assert values["GPUAAS_POLICY_FILE"] == str(policy.resolve())
+
+
+@pytest.mark.parametrize("backend", ["embedded", "real"])
+def test_a_scenario_without_a_policy_is_said_and_the_key_left_out(backend: str, tmp_path: Path,
+                                                                  monkeypatch: pytest.MonkeyPatch,
+                                                                  signals_kept: None) -> None:
+    scenario = tmp_path / "lone.yaml"  # no lone-policy.yaml beside it
+    scenario.write_text((SCENARIOS / "default.yaml").read_text())
+    result, values = _up_with_stand_in(monkeypatch, tmp_path, backend, "--scenario", str(scenario))
+    assert "GPUAAS_POLICY_FILE" not in values
+    assert ("no policy file for this scenario (pass --policy): the cost report will count no outcome and reclaim "
+            "will know no tenant") in result.stderr.splitlines()
+
+
+def test_write_trial_env_writes_the_cluster_keys_the_data_dir_and_the_policy(tmp_path: Path) -> None:
+    policy = (SCENARIOS / "default-policy.yaml").resolve()
+    write_trial_env(tmp_path / "a.env", {"GPUAAS_KUBECONFIG": "/k"}, tmp_path / "trial", policy)
+    assert _env(tmp_path / "a.env") == {"GPUAAS_KUBECONFIG": "/k", "GPUAAS_DATA_DIR": str(tmp_path / "trial"),
+                                        "GPUAAS_POLICY_FILE": str(policy)}
+    write_trial_env(tmp_path / "b.env", {"GPUAAS_KUBECONFIG": "/k"}, tmp_path / "trial", None)
+    assert _env(tmp_path / "b.env") == {"GPUAAS_KUBECONFIG": "/k", "GPUAAS_DATA_DIR": str(tmp_path / "trial")}

@@ -3,13 +3,22 @@
 from __future__ import annotations
 
 import textwrap
+from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
 from typing import Annotated
 
 import typer
 
-from gpuaas.cli._common import OutputFormat, print_json, print_table, settings_or_exit, store_or_exit, usage_error
-from gpuaas.store import AuditEntry
+from gpuaas.cli._common import (
+    OutputFormat,
+    console,
+    print_json,
+    print_table,
+    settings_or_exit,
+    store_or_exit,
+    usage_error,
+)
+from gpuaas.store import AuditEntry, Store, parse_object_ref
 
 _UNITS = {"s": "seconds", "m": "minutes", "h": "hours", "d": "days", "w": "weeks"}
 
@@ -30,51 +39,148 @@ def parse_since(value: str, now: datetime | None = None, option: str = "--since"
     return parsed.replace(tzinfo=UTC) if parsed.tzinfo is None else parsed
 
 
-def _instant(value: str | None, option: str) -> datetime | None:
+def _instant(value: str | None, option: str, now: datetime | None = None) -> datetime | None:
     """``option``'s instant; one not understood is a usage error (exit 2), as Click's own refusals are."""
     try:
-        return parse_since(value, option=option) if value else None
+        return parse_since(value, now, option=option) if value else None
     except ValueError as exc:
         raise usage_error(str(exc), option) from exc
 
 
+def _window(since: str | None, until: str | None) -> tuple[datetime | None, datetime | None]:
+    """Both instants; one not understood, or a window that runs backwards or is empty (``--since 2h --until 3h``),
+    is a usage error, worded as ``gpuaas incident --from --to`` words it: the query could only find nothing."""
+    now = datetime.now(UTC)  # one instant for both: ``--since 2h --until 2h`` is the empty window it reads as
+    since_at, until_at = _instant(since, "--since", now), _instant(until, "--until", now)
+    if since_at is not None and until_at is not None and since_at >= until_at:
+        raise usage_error(f"{since_at.astimezone(UTC):%Y-%m-%d %H:%M:%S} UTC is not before --until "
+                          f"{until_at.astimezone(UTC):%Y-%m-%d %H:%M:%S} UTC", "--since")
+    return since_at, until_at
+
+
+def _object(value: str | None) -> str | None:
+    """``--object`` in one of the store's forms, or a usage error naming them (``a/b/c/d`` would match nothing)."""
+    if value is not None:
+        try:
+            parse_object_ref(value)
+        except ValueError as exc:
+            raise usage_error(str(exc), "--object") from exc
+    return value
+
+
+def audited_flows() -> tuple[str, ...]:
+    """The ``flow`` values audit rows carry: each writer's own constant, so that a new writer is listed by adding
+    it here, never by a copy of its name. Imported when asked: the writers load the Kubernetes client (a second)."""
+    from gpuaas.actions.deadline_holds import FLOW as DEADLINES
+    from gpuaas.actions.quotas import FLOW as REBALANCE
+    from gpuaas.actions.reclaim import FLOW as RECLAIM
+    from gpuaas.loadtest import LOAD_TEST_FLOW
+
+    return (RECLAIM, REBALANCE, DEADLINES, LOAD_TEST_FLOW)
+
+
+def _check_flow(flow: str | None, found: bool) -> None:
+    """An unknown ``--flow`` is a usage error naming the flows there are. Checked only when nothing matched (a flow
+    with rows is one there is), so that a listing does not pay for loading the writers."""
+    if flow and not found and flow not in (known := audited_flows()):
+        raise usage_error(f"--flow: expected one of {', '.join(known)}, got {flow!r}", "--flow")
+
+
+def _owner(entry: AuditEntry) -> str | None:
+    """``Kind name`` of the owner a reclaim stopped through this Workload (``evidence["owner"]``), or None."""
+    owner = entry.evidence.get("owner") if isinstance(entry.evidence, dict) else None
+    return str(owner) if owner and " " in str(owner) else None
+
+
+def owners(store: Store, rows: Sequence[AuditEntry]) -> dict[int, str]:
+    """Each row's owner by id: its own, or, for a row that completes or undoes one about the same object (a
+    restore records no evidence), its referent's, up the ``refers_to`` chain, read from the store where the
+    listing left a referent out (``--limit``, ``--since``)."""
+    known = {int(r.id or 0): r for r in rows}
+    found: dict[int, str | None] = {}
+
+    def owner_of(row: AuditEntry, depth: int = 0) -> str | None:
+        key = int(row.id or 0)
+        if key not in found:
+            found[key] = _owner(row)
+            ref = row.refers_to
+            if found[key] is None and ref is not None and depth < _REFERENT_DEPTH:
+                parent = known.get(ref) or store.get_audit(ref)
+                if parent is not None and parent.object_ref == row.object_ref:
+                    known[ref] = parent
+                    found[key] = owner_of(parent, depth + 1)
+        return found[key]
+
+    return {int(r.id or 0): o for r in rows if (o := owner_of(r))}
+
+
+_REFERENT_DEPTH = 4
+"""How far up ``refers_to`` a row's owner is looked for: an undo's completion, its intent, the reclaim's apply,
+its decision."""
+
+
+def subject(entry: AuditEntry, owner: str | None) -> str:
+    """The row's object as the command that decided it named it: a Workload a reclaim stopped for its owner reads
+    ``RayCluster research/ray (Workload raycluster-ray-9cefe)``, the owner first, as ``gpuaas reclaim`` prints
+    its subject (``Decision.subject``, from the same ``Kind name`` in the evidence); any other row, its object."""
+    kind, _, name = (owner or "").partition(" ")
+    if not name:
+        return entry.object_ref
+    where = f"{entry.namespace}/{name}" if entry.namespace else name
+    return f"{kind} {where} ({entry.kind} {entry.name})"
+
+
 _FIELDS = ("id", "created_at", "flow", "flow_run_id", "action", "kind", "namespace", "name", "uid", "object",
-           "mode", "outcome", "reason", "evidence", "before", "after", "idempotency_key", "refers_to")
+           "subject", "mode", "outcome", "reason", "evidence", "before", "after", "idempotency_key", "refers_to")
 
 
-def entry_to_dict(entry: AuditEntry) -> dict[str, object]:
-    """One row as JSON, keys in a stable, readable order."""
+def entry_to_dict(entry: AuditEntry, owner: str | None = None) -> dict[str, object]:
+    """One row as JSON, keys in a stable, readable order: ``object`` is what was written, ``subject`` what the
+    deciding command named (the owner first, where a reclaim stopped one through its Workload)."""
     data = entry.model_dump(mode="json")
     data["object"] = entry.object_ref
+    data["subject"] = subject(entry, owner or _owner(entry))
     return {key: data.get(key) for key in _FIELDS}
+
+
+def _nothing(argv: list[str]) -> str:
+    """The sentence printed for no rows (no header-only table), with the filters that found none as typed."""
+    return f"audit log: 0 entries match {' '.join(argv)}." if argv else "audit log: 0 entries: nothing recorded yet."
 
 
 def list_(
     since: Annotated[str | None, typer.Option(help="Only rows newer than this: 2h, 7d, or an ISO time.")] = None,
     until: Annotated[str | None, typer.Option(help="Only rows older than this (same forms as --since).")] = None,
     flow: Annotated[str | None, typer.Option(help="Only rows written by this flow (reclaim, rebalance, ...).")] = None,
-    object: Annotated[
-        str | None, typer.Option("--object", help="NAME, NAMESPACE/NAME or KIND/NAMESPACE/NAME.")
-    ] = None,
+    object: Annotated[str | None, typer.Option("--object", help=(
+        "Only rows about this object: NAME, NAMESPACE/NAME, KIND/NAMESPACE/NAME or KIND//NAME (cluster-scoped); "
+        "the kind in any case. Finds a reclaim by the object it wrote (its Workload) or by the owner it stopped, "
+        "as gpuaas reclaim names it, and the rows that undo it."))] = None,
     limit: Annotated[int, typer.Option(min=1, help="At most this many rows (newest kept).")] = 200,
     format: Annotated[OutputFormat, typer.Option("--format")] = OutputFormat.table,
 ) -> None:
     """List audit entries, oldest first (an incident window: --since 2026-11-29T02:00 --until 2026-11-29T03:00)."""
-    since_at = _instant(since, "--since")
-    until_at = _instant(until, "--until")
+    since_at, until_at = _window(since, until)
+    _object(object)
     store = store_or_exit(settings_or_exit(), read_only=True)
     try:
         rows = store.audit(since=since_at, until=until_at, flow=flow, obj=object, limit=None)[-limit:]
+        owner = owners(store, rows)
     finally:
         store.close()
+    _check_flow(flow, bool(rows))
     if format is OutputFormat.json:
-        print_json({"entries": [entry_to_dict(r) for r in rows]})
+        print_json({"entries": [entry_to_dict(r, owner.get(int(r.id or 0))) for r in rows]})
+        return
+    if not rows:
+        given = [("--since", since), ("--until", until), ("--flow", flow), ("--object", object)]
+        console.print(_nothing([f"{k} {v}" for k, v in given if v]), highlight=False, soft_wrap=True)
         return
     print_table(
         f"audit log: {len(rows)} entr{'y' if len(rows) == 1 else 'ies'}",
         ["id", "when (UTC)", "flow", "action", "object", "mode", "outcome", "reason"],
         [
-            [r.id, r.created_at.strftime("%Y-%m-%d %H:%M:%S"), r.flow, r.action, r.object_ref, r.mode, r.outcome,
+            [r.id, r.created_at.strftime("%Y-%m-%d %H:%M:%S"), r.flow, r.action, subject(r, owner.get(int(r.id or 0))), r.mode, r.outcome,
              textwrap.shorten(r.reason, 160, placeholder=" …")]
             for r in rows
         ],

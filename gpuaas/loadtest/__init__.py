@@ -13,11 +13,13 @@ from gpuaas.loadtest._capacity import serving_capacity
 from gpuaas.loadtest._client import RequestResult, client_for, run_step
 from gpuaas.loadtest._config import LoadTestConfig, base_url, is_loopback, parse_rates
 from gpuaas.loadtest._outputs import json_safe, plot_sweep, summary, write_outputs
+from gpuaas.loadtest._record import FLOW as LOAD_TEST_FLOW
 from gpuaas.loadtest._record import latest_load_test, record_load_test
 from gpuaas.loadtest._schedule import poisson_schedule
 from gpuaas.loadtest._sweep import SWEEP_COLUMNS, SweepRun, run_sweep, step_passes, summarize_step
 
 __all__ = [
+    "LOAD_TEST_FLOW",
     "SWEEP_COLUMNS",
     "LoadTestConfig",
     "RequestResult",

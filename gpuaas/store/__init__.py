@@ -7,11 +7,11 @@ from typing import TYPE_CHECKING
 from gpuaas.store._database import redact_url, sqlite_file
 from gpuaas.store._models import AuditEntry, Outcome, QueueSample, RunLock, SnapshotRecord, TenantSample, utc_now
 from gpuaas.store._recent import load_snapshot, remember_snapshot
-from gpuaas.store._store import Store
+from gpuaas.store._store import Store, parse_object_ref
 
 __all__ = [
     "AuditEntry", "Outcome", "QueueSample", "RunLock", "SnapshotRecord", "Store", "TenantSample", "load_snapshot",
-    "open_store", "redact_url", "remember_snapshot", "sqlite_file", "utc_now",
+    "open_store", "parse_object_ref", "redact_url", "remember_snapshot", "sqlite_file", "utc_now",
 ]
 
 

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 from gpuaas.policies.cost import CapacityResult
 
-__all__ = ["capacity_markdown", "capacity_summary_rows", "step_rows"]
+__all__ = ["capacity_headline", "capacity_markdown", "capacity_summary_rows", "load_test_headline", "step_rows"]
 
 
 def _num(value: float | None, fmt: str = "{:.3g}") -> str:
@@ -55,3 +56,64 @@ def capacity_markdown(result: CapacityResult, title: str = "Sustainable capacity
         lines += ["", "| " + " | ".join(steps[0]) + " |", "|" + "---|" * len(steps[0])]
         lines += ["| " + " | ".join(str(v) for v in r.values()) + " |" for r in steps]
     return "\n".join(lines) + "\n"
+
+
+def _slo(capacity: Mapping[str, Any]) -> str:
+    """``p95 <= 1 s``, ``and quality >= 0.99`` added where a quality floor was set."""
+    floor = capacity.get("min_quality")
+    return (f"{capacity['slo_quantile']} <= {capacity['slo_seconds']:g} s"
+            + (f" and quality >= {floor:g}" if floor is not None else ""))
+
+
+def _answer(capacity: Mapping[str, Any], then: str, retry: str) -> str:
+    """What the sweep sustains and where it stopped, ending with the next step: ``retry`` when no rate held,
+    ``then`` (sizing a demand) when a rate failed and no forecast was given.
+
+    ``capacity``: ``CapacityResult.to_dict()``, as both commands print it in JSON (``steps`` lowest rate first)."""
+    if not capacity["met"]:
+        steps = capacity.get("steps") or []
+        why = f" ({steps[0]['reason']})" if steps and steps[0].get("reason") else ""
+        return (f"no sustainable rate: the lowest measured rate, {capacity['knee_rate_rps']:g} rps, already misses "
+                f"{_slo(capacity)}{why}; {retry}")
+    answer = (f"{capacity['sustainable_rate_rps']:g} rps sustained at {_slo(capacity)} "
+              f"({capacity['per_replica_rps']:.4g} per replica, {capacity['per_gpu_rps']:.4g} per GPU)")
+    if capacity["knee_rate_rps"] is None:
+        answer += f", every one of the {_rates(capacity)} held: the limit is higher, measure faster rates"
+    else:
+        answer += f"; {capacity['knee_rate_rps']:g} rps was the first rate to miss it"
+    if capacity.get("forecast_rps") is not None:
+        return (answer + f"; {capacity['forecast_rps']:g} rps of demand needs {capacity['replicas_needed']} replicas "
+                f"({capacity['gpus_needed']} GPUs)")
+    return answer + (f"; {then}" if then and capacity["knee_rate_rps"] is not None else "")
+
+
+def _rates(capacity: Mapping[str, Any]) -> str:
+    """``5 measured rates`` (``1 measured rate``): the sweep's steps, as the headline counts them."""
+    n = len(capacity.get("steps") or [])
+    return f"{n} measured rate{'' if n == 1 else 's'}"
+
+
+def capacity_headline(capacity: Mapping[str, Any]) -> str:
+    """``gpuaas capacity``'s first line: the sustainable rate and what stopped the climb, in one sentence.
+
+    Why here: the table lists every rate; the reader wants the answer, and the step after it (the replicas a
+    demand needs, ``--forecast-rps``), first."""
+    answer = _answer(capacity, "the replicas a demand needs: the same command with --forecast-rps RPS",
+                     "measure lower rates or relax --slo-seconds")
+    return f"Capacity: {answer}."
+
+
+def load_test_headline(result: Mapping[str, Any]) -> str:
+    """``gpuaas loadtest``'s first line: how much load was sent and what the endpoint sustained.
+
+    ``result``: the load_test flow's return value (``LoadTestResult.to_json()``); the next step sizes a demand
+    from the sweep it wrote, with ``gpuaas capacity``."""
+    capacity = result["capacity"]
+    sweep = (result.get("files") or {}).get("sweep")
+    floor = capacity.get("min_quality")
+    then = (f"the replicas a demand needs: gpuaas capacity {sweep} --slo-quantile {capacity['slo_quantile']} "
+            f"--slo-seconds {capacity['slo_seconds']:g}" + (f" --min-quality {floor:g}" if floor is not None else "")
+            + " --forecast-rps RPS") if sweep else ""
+    answer = _answer(capacity, then, "try lower --rates or relax --slo-seconds")
+    stopped = f", {result['stopped']}" if result.get("stopped") else ""
+    return f"Load test: {result['requests']:,} requests at {_rates(capacity)}{stopped}; {answer}."

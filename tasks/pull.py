@@ -14,6 +14,7 @@ import importlib.util
 import logging
 import os
 from pathlib import Path
+from uuid import UUID
 
 __all__ = ["ProjectDirectoryMissing", "installed_project_dir", "set_project_directory"]
 
@@ -34,13 +35,29 @@ def installed_project_dir() -> Path:
     return Path(next(iter(spec.submodule_search_locations))).resolve().parent
 
 
+def _flow_run_logger(run_id: str) -> logging.Logger | logging.LoggerAdapter[logging.Logger]:
+    """Prefect's own logger for the run (``flow_run_logger``), as Prefect logs a run outside its context.
+
+    The step runs before the flow is loaded, so there is no run context and no flow run object, only
+    its id: Prefect's console format names ``flow_run_name`` and ``flow_name``, and a record without
+    them is a "Logging error" with a traceback in the worker's log instead of the line. The helper
+    fills them (``<unknown>`` without the run object). An id that is not a UUID is no run to log under.
+    """
+    try:
+        from prefect.logging.loggers import flow_run_logger
+
+        return flow_run_logger(flow_run_id=UUID(run_id))
+    except (ImportError, ValueError):
+        return logging.getLogger(__name__)
+
+
 def _log_to_flow_run(message: str) -> None:
     """Error lines the Prefect UI shows under the flow run (the worker sets ``PREFECT__FLOW_RUN_ID``)."""
-    run_id = os.environ.get("PREFECT__FLOW_RUN_ID")
+    run_id = os.environ.get("PREFECT__FLOW_RUN_ID", "").strip()
     if not run_id:  # not started by a worker: no run to show it under, the raised error says it
         logging.getLogger(__name__).error(message)
         return
-    logging.getLogger("prefect.flow_runs").error(message, extra={"flow_run_id": run_id})
+    _flow_run_logger(run_id).error(message)
     try:
         from prefect.logging.handlers import APILogWorker
 

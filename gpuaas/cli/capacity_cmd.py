@@ -12,19 +12,23 @@ from typing import Annotated
 
 import typer
 
-from gpuaas.cli._common import OutputFormat, fail, flag_error, print_json, print_table
+from gpuaas.cli._common import OutputFormat, fail, flag_error, lead, print_json, print_table
 from gpuaas.errors import ConfigError
 from gpuaas.policies.cost import CapacityResult, sustainable_capacity
 from gpuaas.sources.sweep import read_sweep
-from reports.capacity import capacity_summary_rows, step_rows
+from reports.capacity import capacity_headline, capacity_summary_rows, step_rows
 
 __all__ = ["capacity", "print_capacity"]
 
 
 def print_capacity(result: CapacityResult, format: OutputFormat) -> None:
-    """The same rows for people and scripts; stderr says so when the SLO is never met."""
+    """The same rows for people and scripts, after the headline (stdout above the tables, stderr beside the JSON,
+    which carries it too); stderr says so when the SLO is never met."""
+    data = result.to_dict()
+    data["headline"] = capacity_headline(data)
+    lead(data, format)
     if format is OutputFormat.json:
-        print_json(result.to_dict())
+        print_json(data)
     else:
         rows = step_rows(result)
         print_table("Measured rates", list(rows[0]), [list(r.values()) for r in rows])

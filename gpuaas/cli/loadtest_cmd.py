@@ -20,11 +20,13 @@ from gpuaas.cli._common import (
     console,
     fail,
     flag_error,
+    lead,
     print_json,
     print_table,
     settings_or_exit,
 )
 from gpuaas.errors import ConfigError, GpuaasError
+from reports.capacity import load_test_headline
 
 __all__ = ["loadtest"]
 
@@ -113,6 +115,8 @@ def loadtest(
         replicas=replicas, gpus=gpus, seed=seed, request_timeout_seconds=request_timeout,
         max_lateness_seconds=max_lateness, allow_remote=allow_remote, service=service)
     capacity = result["capacity"]
+    result["headline"] = load_test_headline(result)
+    lead(result, format)  # the first line: on stdout above the tables, on stderr beside the JSON
     if format is OutputFormat.json:
         print_json(result)
     else:

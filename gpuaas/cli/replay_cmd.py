@@ -22,6 +22,7 @@ from gpuaas.cli._common import (
     OutputFormat,
     err_console,
     fail,
+    lead,
     print_json,
     print_table,
     progress,
@@ -48,6 +49,7 @@ from gpuaas.policies.reclaim import (
 from gpuaas.policy import MAX_MINUTES, AdaptivePolicy, ColdStartBudget
 from gpuaas.sources.traces import load_qps, load_utilization
 from reports.frontier import plot_frontier
+from reports.reclaim_replay import replay_headline
 
 __all__ = ["reclaim"]
 
@@ -209,6 +211,7 @@ def reclaim(
     fixed = replay_table(runs, fixed_windows(base_s), name="fixed", **common)
     results = [fixed]
     policy: WindowRule | None = None
+    refit_note = ""  # printed after the headline: the command's first line says what the replay found
     if adaptive or budget is not None:
         policy = AdaptiveWindow(base_s=base_s)
         if budget is not None:
@@ -217,14 +220,18 @@ def reclaim(
             policy = Decided.by(rule, runs)  # the replay and --reclaims read one decision
             refits = round((refit_boundary(span[1], refit_hours) - refit_boundary(span[0], refit_hours))
                            / (refit_hours * 3600.0))
-            err_console.print(f"--budget {budget:g}: the window chosen again at {refits} refit "
-                              f"boundar{'y' if refits == 1 else 'ies'} ({refit_hours:g} h apart from 00:00 UTC), "
-                              f"each on the {history_hours:g} h before it; the fixed {window:g}-min window until "
-                              "one has a completed idle spell before it", markup=False, highlight=False, soft_wrap=True)
+            refit_note = (f"--budget {budget:g}: the window chosen again at {refits} refit "
+                          f"boundar{'y' if refits == 1 else 'ies'} ({refit_hours:g} h apart from 00:00 UTC), "
+                          f"each on the {history_hours:g} h before it; the fixed {window:g}-min window until "
+                          "one has a completed idle spell before it")
         results.append(replay_table(runs, policy, name="adaptive", **common))
     chosen = results[-1]
+    data = chosen.to_dict()
+    data["headline"] = replay_headline(data, fixed.to_dict() if policy is not None else None, budget)
+    lead(data, format)  # the first line: on stdout above the table, on stderr beside the JSON
+    if refit_note:
+        err_console.print(refit_note, markup=False, highlight=False, soft_wrap=True)
     if format is OutputFormat.json:
-        data = chosen.to_dict()
         if policy is not None:
             data["fixed"] = fixed.to_dict()
         if reclaims:

@@ -87,3 +87,34 @@ def test_a_bad_flag_is_a_usage_error_naming_the_flag(tmp_path: Path, flags: list
     result = CliRunner().invoke(app, args)
     assert result.exit_code == 2
     assert result.stderr.strip().splitlines() == [message]
+
+
+def test_the_first_line_is_the_answer_in_numbers(tmp_path: Path) -> None:
+    """p99 <= 1 s: 0.70 and 0.90 hold at 1 and 2 rps, 1.40 fails at 4 rps; 2 replicas on 4 GPUs."""
+    result = CliRunner().invoke(app, ["capacity", str(_write(tmp_path, SWEEP)), "--slo-quantile", "p99",
+                                      "--slo-seconds", "1"], env={"COLUMNS": "400"})
+    assert result.exit_code == 0, result.output
+    assert result.stdout.splitlines()[0] == (
+        "Capacity: 2 rps sustained at p99 <= 1 s (1 per replica, 0.5 per GPU); 4 rps was the first rate to miss "
+        "it; the replicas a demand needs: the same command with --forecast-rps RPS.")
+    assert result.stdout.splitlines()[1].strip() == "Measured rates"  # the tables follow
+
+
+def test_json_carries_the_headline_and_stderr_leads_with_it(tmp_path: Path) -> None:
+    """The forecast case of ``test_json_answer_with_forecast``: 4 rps, 2 per replica, 9 rps needs 5 replicas."""
+    result = CliRunner().invoke(app, ["capacity", str(_write(tmp_path, SWEEP)), "--slo-seconds", "1.0",
+                                      "--min-quality", "0.99", "--forecast-rps", "9", "--format", "json"])
+    assert result.exit_code == 0, result.output
+    expected = ("Capacity: 4 rps sustained at p95 <= 1 s and quality >= 0.99 (2 per replica, 1 per GPU); 8 rps was "
+                "the first rate to miss it; 9 rps of demand needs 5 replicas (10 GPUs).")
+    assert json.loads(result.stdout)["headline"] == expected
+    assert result.stderr.splitlines() == [expected]
+
+
+def test_a_sweep_that_never_holds_leads_with_the_lowest_rate_and_why(tmp_path: Path) -> None:
+    result = CliRunner().invoke(app, ["capacity", str(_write(tmp_path, SWEEP)), "--slo-seconds", "0.5"],
+                                env={"COLUMNS": "400"})
+    assert result.exit_code == 1
+    assert result.stdout.splitlines()[0] == (
+        "Capacity: no sustainable rate: the lowest measured rate, 1 rps, already misses p95 <= 0.5 s "
+        "(p95 0.6s > SLO 0.5s); measure lower rates or relax --slo-seconds.")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -127,3 +128,40 @@ def test_a_bad_since_is_a_usage_error_before_prometheus_is_asked(since: str, lin
     result = runner.invoke(main_app, ["replay", "reclaim", "--from-prometheus", "--since", since])
     assert result.exit_code == 2 and result.stdout == ""
     assert result.stderr.strip().splitlines() == [line]
+
+
+_FIXED_HEADLINE = re.compile(
+    r"Reclaim replay: the fixed 30-minute window would reclaim (?P<reclaimed>[\d,]+) of (?P<observed>[\d,]+) "
+    r"observed GPU-hours on (?P<pods>\d+) pods \(idle at duty cycle <= 5 %\) for (?P<wakeups>\d+) wake-ups; "
+    r"the trade at every window: the same command with --frontier\.")
+
+
+def test_the_first_line_is_the_replay_in_numbers(util_args: list[str]) -> None:
+    """Above the table, and on stderr beside the JSON that carries it: its numbers are the JSON's own."""
+    table = runner.invoke(main_app, ["replay", "reclaim", *util_args], env={"COLUMNS": "400"})
+    assert table.exit_code == 0, table.output
+    as_json = runner.invoke(main_app, ["replay", "reclaim", *util_args, "--format", "json"])
+    assert as_json.exit_code == 0, as_json.output
+    data = json.loads(as_json.stdout)
+    first = table.stdout.splitlines()[0]
+    assert first == data["headline"] == as_json.stderr.splitlines()[0]
+    shape = _FIXED_HEADLINE.fullmatch(first)
+    assert shape, first
+    assert int(shape["reclaimed"].replace(",", "")) == round(data["reclaimed_gpu_hours"])
+    assert int(shape["observed"].replace(",", "")) == round(data["observed_gpu_hours"])
+    assert (int(shape["pods"]), int(shape["wakeups"])) == (data["pods"], data["wakeups"])
+
+
+def test_an_adaptive_replay_leads_with_both_rows(util_args: list[str]) -> None:
+    result = runner.invoke(main_app, ["replay", "reclaim", *util_args, "--budget", "2", "--refit-hours", "6",
+                                      "--format", "json"])
+    assert result.exit_code == 0, result.output
+    data = json.loads(result.stdout)
+    fixed = data["fixed"]
+    assert result.stderr.splitlines()[0] == data["headline"] == (
+        f"Reclaim replay: the window refit for --budget 2 wake-ups per workload per day (base 30 min) would reclaim "
+        f"{data['reclaimed_gpu_hours']:,.0f} of {data['observed_gpu_hours']:,.0f} observed GPU-hours on "
+        f"{data['pods']} pods (idle at duty cycle <= 5 %) for {data['wakeups']} wake-ups, against "
+        f"{fixed['reclaimed_gpu_hours']:,.0f} for {fixed['wakeups']} wake-ups with the fixed 30-minute window; the "
+        "trade at every window: the same command with --frontier.")
+    assert "chosen again at 4 refit boundaries" in result.stderr.splitlines()[1]  # the refit note after it

@@ -4,10 +4,11 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from gpuaas.store._audit_object import parse_object_ref
 from gpuaas.store._database import redact_url, sqlite_file
 from gpuaas.store._models import AuditEntry, Outcome, QueueSample, RunLock, SnapshotRecord, TenantSample, utc_now
 from gpuaas.store._recent import load_snapshot, remember_snapshot
-from gpuaas.store._store import Store, parse_object_ref
+from gpuaas.store._store import Store
 
 __all__ = [
     "AuditEntry", "Outcome", "QueueSample", "RunLock", "SnapshotRecord", "Store", "TenantSample", "load_snapshot",

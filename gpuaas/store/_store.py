@@ -18,15 +18,15 @@ from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
 import pandas as pd
-from sqlalchemy import Engine, and_, create_engine, delete, event, func, insert, inspect, or_, text, update
+from sqlalchemy import Engine, create_engine, delete, event, func, insert, inspect, text, update
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.exc import IntegrityError, SQLAlchemyError
-from sqlalchemy.orm import aliased
 from sqlmodel import Session, col, select
 
 from gpuaas.errors import StoreError
 from gpuaas.models import Outcome
+from gpuaas.store._audit_object import object_filter
 from gpuaas.store._database import (
     MIGRATIONS,
     engine_url,
@@ -231,7 +231,7 @@ class Store:
     ) -> list[AuditEntry]:
         """Rows oldest first. ``obj`` (``name``, ``namespace/name``, ``Kind/namespace/name`` or ``Kind//name``;
         :func:`parse_object_ref`) matches the object a row wrote or the owner a reclaim stopped through it
-        (:func:`_object_filter`); ``idempotency_keys`` any of those keys (one query per ``IN`` list of 500)."""
+        (:func:`~gpuaas.store._audit_object.object_filter`); ``idempotency_keys`` any of those keys (one query per ``IN`` list of 500)."""
         query = select(AuditEntry)
         if since is not None:
             query = query.where(col(AuditEntry.created_at) >= _as_utc(since))
@@ -244,7 +244,7 @@ class Store:
         if refers_to is not None:
             query = query.where(col(AuditEntry.refers_to).in_(list(refers_to)))
         if obj:
-            query = query.where(*_object_filter(obj))
+            query = query.where(*object_filter(obj))
         order = (col(AuditEntry.created_at), col(AuditEntry.id))
         with self.session() as session:
             if idempotency_keys is None:
@@ -443,58 +443,3 @@ def _plain(row: Mapping[str, Any]) -> dict[str, Any]:
         else:
             out[key] = value.item() if hasattr(value, "item") else value
     return out
-
-
-OBJECT_FORMS = "NAME, NAMESPACE/NAME, KIND/NAMESPACE/NAME or, for a cluster-scoped object, KIND//NAME"
-"""The ways an audit query names an object (``gpuaas audit list --object``)."""
-
-
-def parse_object_ref(obj: str) -> tuple[str | None, str | None, str]:
-    """(kind, namespace, name) of one of :data:`OBJECT_FORMS`: None where the form leaves it out, namespace ``""``
-    for a cluster-scoped object; a ``ValueError`` naming the forms for anything else. A Kubernetes name holds
-    no ``/`` and no space, so a fourth part or an empty one is a typo, refused rather than matching nothing."""
-    parts = obj.strip().split("/")
-    kind, namespace, name = (None, None, parts[0]) if len(parts) == 1 else (
-        (None, parts[0], parts[1]) if len(parts) == 2 else (parts[0], parts[1], parts[-1]))
-    must = [name] + [kind] * (kind is not None) + [namespace] * (namespace is not None and kind is None)
-    if len(parts) > 3 or not all(must) or any(c.isspace() for c in obj.strip()):
-        raise ValueError(f"expected {OBJECT_FORMS}, got {obj!r}")
-    return kind, namespace, name
-
-
-def _object_filter(obj: str) -> list[Any]:
-    """Rows about ``obj``: the object written, or the owner a reclaim stopped through it, or a row completing or
-    undoing one of those (a restore's rows record no evidence; they refer to the reclaim that recorded the owner).
-
-    A reclaim stopped through its Workload records the owner the team knows in ``evidence["owner"]`` as ``Kind
-    name`` (``gpuaas.policies.reclaim.plan``, ``Decision.stops``); the row's namespace is the owner's. It is read
-    in SQL with the JSON operators SQLAlchemy renders for each backend (``JSON_EXTRACT`` on SQLite, ``->>`` on
-    PostgreSQL) and compared with ``substr``/``length``/``lower``, which both have, so the filter stays in the
-    query and ``--limit`` keeps the newest matching rows. The kind matches in any case (people type
-    ``notebook``); a name matches exactly.
-    """
-    kind, namespace, name = parse_object_ref(obj)
-
-    def where(row: Any) -> list[Any]:
-        ns = row.namespace
-        if namespace is None:
-            return []
-        return [ns == namespace] if namespace else [or_(ns.is_(None), ns == "")]
-
-    def owned(row: Any) -> Any:
-        owner = row.evidence["owner"].as_string()
-        if kind:  # ``Kind name``: the kind in any case, then the name exactly
-            named = [func.lower(func.substr(owner, 1, len(kind) + 1)) == f"{kind.lower()} ",
-                     func.substr(owner, len(kind) + 2) == name]
-        else:  # ``... name``: the last word (a kind holds no space)
-            named = [func.length(owner) > len(name) + 1, func.substr(owner, func.length(owner) - len(name)) == f" {name}"]
-        return and_(*where(row), *named)
-
-    written = and_(*where(AuditEntry), col(AuditEntry.name) == name,
-                   *([func.lower(col(AuditEntry.kind)) == kind.lower()] if kind else []))
-    # The owner's rows and, recursively, the rows that refer to them (an undo's intent refers to the reclaim, its
-    # completion to the intent): ``WITH RECURSIVE``, which both backends have, along the indexed ``refers_to``.
-    owners, child = aliased(AuditEntry), aliased(AuditEntry)
-    about = select(owners.id).where(owned(owners)).cte("about", recursive=True)
-    about = about.union(select(child.id).where(child.refers_to == about.c.id))
-    return [or_(written, col(AuditEntry.id).in_(select(about.c.id)))]

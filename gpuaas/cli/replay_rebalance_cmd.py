@@ -21,11 +21,6 @@ from gpuaas.policy import Policy, load_policy
 __all__ = ["rebalance"]
 
 
-_DERIVED = {TraceFormat.philly: "nodes x 8 GPUs from philly_vc_nodes_helios.csv next to the trace",
-            TraceFormat.itp: "each file's mean GPU demand"}
-"""How a tenant's quota is derived from a trace without ``--quotas`` (``gpuaas.cluster.quota_replay.load_quotas``),
-named when no job fits it: the user gave no quotas, so the error must say where they came from."""
-
 _HEADERS = ("configuration", "avg wait s", "p95 wait s", "worst tenant p95 s", "met / deadlines", "allocated",
             "Jain", "preempted GPU-h", "GPUs moved/night")
 _COLUMNS = ("configuration", "avg_queue_s", "p95_queue_s", "worst_tenant_p95_queue_s", "deadline_satisfaction",
@@ -55,10 +50,6 @@ def rebalance(
         result = replay_rebalance(trace, trace_format.value, quotas_file=quotas, days=days, policy=chosen,
                                   progress=lambda line: err_console.print(line, markup=False, highlight=False))
     except ConfigError as exc:
-        if quotas is None and exc.file is None and exc.field == "--quotas":
-            # The quotas came from the trace, not from a flag the user gave: name the trace and what to do.
-            raise fail(f"{', '.join(str(t) for t in trace)}: no job fits its tenant's quota as derived from the "
-                       f"trace ({_DERIVED[trace_format]}); give quotas with --quotas") from exc
         raise fail(str(exc)) from exc
     if format is OutputFormat.json:
         print_json(result)

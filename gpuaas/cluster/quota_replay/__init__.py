@@ -37,7 +37,7 @@ from ..traces import TraceJob, read_itp, read_philly
 from ._engine import Configuration, QuotaReplay
 from ._report import summarise
 
-__all__ = ["CONFIGURATIONS", "load_jobs", "load_quotas", "replay_rebalance", "with_share_weights"]
+__all__ = ["CONFIGURATIONS", "DERIVED_QUOTAS", "load_jobs", "load_quotas", "replay_rebalance", "with_share_weights"]
 
 CONFIGURATIONS = (
     Configuration("static_isolated", cohort=False, rebalance=False),
@@ -117,6 +117,11 @@ def with_share_weights(policy: Policy, quotas: dict[str, int]) -> Policy:
     return policy.model_copy(update={"tenants": [*policy.tenants, *extra]}) if extra else policy
 
 
+DERIVED_QUOTAS = {"philly": "nodes x 8 GPUs from philly_vc_nodes_helios.csv next to the trace",
+                  "itp": "each file's mean GPU demand"}
+"""How ``load_quotas`` derives a tenant's quota from a trace without a quotas file, by trace format."""
+
+
 def replay_rebalance(traces: Sequence[Path], trace_format: str, *, quotas_file: Path | None = None,
                      days: float | None = None, configurations: Sequence[Configuration] = CONFIGURATIONS,
                      policy: Policy | None = None, progress: Callable[[str], None] | None = None) -> dict[str, Any]:
@@ -128,7 +133,11 @@ def replay_rebalance(traces: Sequence[Path], trace_format: str, *, quotas_file: 
     tenants = {j.tenant for j in kept}
     quotas = {t: g for t, g in quotas.items() if t in tenants}
     if not kept:
-        raise ConfigError("no job fits its tenant's quota", field="--quotas")
+        if quotas_file is not None:
+            raise ConfigError("no job fits its tenant's quota", file=quotas_file)
+        # The quotas came from the trace, not from a file the user gave: name the trace and what to do.
+        raise ConfigError(f"no job fits its tenant's quota as derived from the trace ({DERIVED_QUOTAS[trace_format]}); "
+                          "give quotas with --quotas", file=", ".join(str(t) for t in traces))
     policy = with_share_weights(policy or Policy(), quotas)
     results: dict[str, Any] = {}
     for config in configurations:

@@ -12,6 +12,7 @@ a deadline hold and its release; a demotion and its release; reads through ``v1b
 
 from __future__ import annotations
 
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import httpx
@@ -19,7 +20,7 @@ import pytest
 
 from gpuaas.actions import KubeWriter
 from gpuaas.actions.deadline_holds import apply_nudges
-from gpuaas.actions.quotas import apply_quota_plan
+from gpuaas.actions.quotas import apply_quota_plan, quota_moved_since
 from gpuaas.cluster.real import KubeHTTP, RealCluster
 from gpuaas.errors import Conflict
 from gpuaas.operations import incident
@@ -321,6 +322,12 @@ def test_a_quota_plan_passes_kueues_validation_admits_and_is_undone(store: Store
     assert events["QuotaRestored"] == f"Nominal GPU quota restored by gpuaas (undo of plan #{result.plan_id}): h100 8 -> 4"
     # Lowered below its usage, team-b's queue evicts nothing: it now counts as borrowing.
     assert reserved(api, "Job", "b-big", B) or reserved(api, "Job", "b-late", B)
+    # The day's step is spent, undo or not: the same plan made again today moves nothing.
+    moved = quota_moved_since(store, datetime.now(UTC) - timedelta(hours=24))
+    assert moved == {(qa, "h100"): (0, 4), (qb, "h100"): (4, 0)}
+    again = plan_quotas([QueueDemand(qa, {"h100": 8}, {"h100": 4}, moved_24h={"h100": moved[(qa, "h100")]}),
+                         QueueDemand(qb, {"h100": 4}, {"h100": 8}, moved_24h={"h100": moved[(qb, "h100")]})], LIMITS)
+    assert again.moved_gpus == 0
 
 
 def test_objects_read_through_v1beta1(api: KubeHTTP, real_cluster: RealCluster) -> None:

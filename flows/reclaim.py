@@ -78,7 +78,7 @@ def reclaim(apply: bool = False, at: datetime | None = None, undo: list[int] | N
         except WritesBusy as busy:
             return busy_outcome({"undo": []}, busy)
         for r in restores:
-            logger.info("undo #%s: %s %s", r.audit_id, r.result, r.message)
+            logger.info("undo #%s %s: %s %s", r.audit_id, r.subject, r.result, r.message)
         return finished({"undo": [asdict(r) for r in restores]}, undo_headline(restores))
 
     mode, frozen = settings.policy.run_mode(WritingFlow.reclaim, apply, datetime.now(UTC))

@@ -139,7 +139,7 @@ def _what(e: IncidentEvent) -> str:
 def event_rows(review: IncidentReview) -> list[dict[str, Any]]:
     """One row per audit row in the window, oldest first (the table artifact and the CLI table)."""
     return [{"time (UTC)": _clock(review, e.at), "audit id": e.audit_id, "flow": e.flow, "action": _what(e),
-             "object": e.object_ref, "mode": e.mode, "outcome": e.outcome, "reason": e.reason,
+             "object": e.subject, "mode": e.mode, "outcome": e.outcome, "reason": e.reason,
              "evidence": e.evidence, "undoable": "yes" if e.undoable else ""} for e in review.events]
 
 
@@ -257,7 +257,7 @@ def _table(rows: Sequence[Mapping[str, Any]]) -> list[str]:
 
 
 def _event_line(review: IncidentReview, e: IncidentEvent) -> str:
-    text = f"- **{_clock(review, e.at)}** `#{e.audit_id}` {_what(e)} {e.object_ref} — {e.mode}, **{e.outcome}**"
+    text = f"- **{_clock(review, e.at)}** `#{e.audit_id}` {_what(e)} {e.subject} — {e.mode}, **{e.outcome}**"
     if e.reason:
         text += f": {e.reason}"
     starts = e.audit_id in {o.audit_id for o in review.actions}  # its completions and steps repeat it
@@ -278,8 +278,7 @@ def _undo_lines(undo: Sequence[Mapping[str, Any]] | None, busy: str | None) -> l
         return []
     lines = ["## Undo", ""]
     for u in undo:
-        what = f"{u.get('kind')} {u.get('namespace')}/{u.get('name')}" if u.get("namespace") else (
-            f"{u.get('kind')} {u.get('name')}" if u.get("kind") else "")
+        what = u.get("subject") or ""
         if u["result"] == Outcome.restored:
             lines.append(f"- undone: `#{u['audit_id']}` {what}: {u['message']}"
                          + (f" (audit #{u['restore_audit_id']})" if u.get("restore_audit_id") else ""))
@@ -342,11 +341,11 @@ def incident_json(review: IncidentReview, undo: Sequence[Mapping[str, Any]] | No
                                for c in q.changes]} for q in review.quotas],
         "events": [{"at": _utc(e.at).isoformat(), "audit_id": e.audit_id, "flow": e.flow, "flow_run_id": e.flow_run_id,
                     "action": e.action, "kind": e.kind, "namespace": e.namespace, "name": e.name,
-                    "object": e.object_ref, "mode": e.mode, "outcome": e.outcome, "reason": e.reason,
-                    "evidence": e.evidence, "refers_to": e.refers_to, "undoable": e.undoable}
+                    "object": e.object_ref, "subject": e.subject, "mode": e.mode, "outcome": e.outcome,
+                    "reason": e.reason, "evidence": e.evidence, "refers_to": e.refers_to, "undoable": e.undoable}
                    for e in review.events],
-        "actions": [{"audit_id": o.audit_id, "action": o.action, "object": o.object_ref, "mode": o.mode,
-                     "result": o.result} for o in review.actions],
+        "actions": [{"audit_id": o.audit_id, "action": o.action, "object": o.object_ref, "subject": o.subject,
+                     "mode": o.mode, "result": o.result} for o in review.actions],
         "notes": list(review.notes),
         "undo": [dict(u) for u in undo or []],
         "writes_busy": undo_busy,

@@ -18,6 +18,7 @@ from gpuaas.actions._restore import restore_reclaim
 from gpuaas.actions._undoing import Undoer
 from gpuaas.actions.deadline_holds import undo_hold
 from gpuaas.actions.quotas import undo_quota_plan
+from gpuaas.audit_subject import owners, subject
 from gpuaas.models import Outcome
 from gpuaas.store import AuditEntry, Store
 
@@ -42,6 +43,9 @@ class UndoResult:
     action: str | None = None
     """The audit ``action`` undone (``reclaim``, ``quota-plan``, ``deadline-hold``...), so that what reports the
     undo can say what was restored; none for an id that names nothing undoable."""
+    subject: str | None = None
+    """The object as the command that decided it named it: the owner first, where a reclaim stopped one through
+    its Workload (``gpuaas.audit_subject``); none for an id that names nothing undoable."""
 
 
 def _intent(store: Store, audit_id: int) -> AuditEntry | str:
@@ -67,6 +71,7 @@ def undo_entries(store: Store, writer: KubeWriter, audit_ids: Iterable[int], *,
             results.append(UndoResult(audit_id, Outcome.no_op, row))
             continue
         done = UNDOERS[row.action](store, writer, row, flow_run_id)
+        owner = owners([row], store.get_audit).get(int(row.id or 0))
         results.append(UndoResult(audit_id, done.result, done.message, row.kind, row.namespace, row.name,
-                                  done.audit_id, row.action))
+                                  done.audit_id, row.action, subject(row.kind, row.namespace, row.name, owner)))
     return results

@@ -248,6 +248,10 @@ WHOLE_COLUMNS = frozenset({"workload", "name", "job", "queue", "cluster_queue", 
                            "namespace", "tenant", "kind", "pod", "source", "service", "deployment"})
 """Columns whose values are names a person copies into ``kubectl``: never folded or cut; other columns give way."""
 
+NAME_COLUMNS = WHOLE_COLUMNS | {"subject"}
+"""Columns that name a row: a ``subject`` (``RayCluster research/ray (Workload raycluster-ray-9cefe)``) names it in
+several words, and wraps between them like any other column."""
+
 _wide = False
 
 
@@ -268,7 +272,7 @@ def print_table(title: str, columns: Sequence[str], rows: Sequence[Sequence[Any]
     does not fit the console, in this order:
 
     1. the ``notes`` columns (long reasons) move under the table, one paragraph per row, led by the
-       row's first cell and its name (its first ``WHOLE_COLUMNS`` cell after the first);
+       row's first cell and its name (its first ``NAME_COLUMNS`` cell after the first);
     2. the ``optional`` columns are left out, in the order given (the least important first), and
        where that leaves room the more important of them come back; a line after the table names
        the ones left out and ``--wide``;
@@ -314,7 +318,7 @@ def print_table(title: str, columns: Sequence[str], rows: Sequence[Sequence[Any]
         Console(width=width, no_color=console.no_color, force_terminal=console.is_terminal, markup=False).print(table)
     # The row's name, as in the table: its first cell and the first name column after it (a kind alone, or a
     # cohort alone, names several rows).
-    key = next((k for k, c in enumerate(columns) if k and c in WHOLE_COLUMNS), 0)
+    key = next((k for k, c in enumerate(columns) if k and c in NAME_COLUMNS), 0)
     for name in moved:
         for row in cells:
             text = row[columns.index(name)]

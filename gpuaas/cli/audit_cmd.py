@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import textwrap
-from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
 from typing import Annotated
 
 import typer
 
+from gpuaas.audit_subject import owner_named, owners, subject
 from gpuaas.cli._common import (
     OutputFormat,
     console,
@@ -18,7 +18,7 @@ from gpuaas.cli._common import (
     store_or_exit,
     usage_error,
 )
-from gpuaas.store import AuditEntry, Store, parse_object_ref
+from gpuaas.store import AuditEntry, parse_object_ref
 
 _UNITS = {"s": "seconds", "m": "minutes", "h": "hours", "d": "days", "w": "weeks"}
 
@@ -86,50 +86,6 @@ def _check_flow(flow: str | None, found: bool) -> None:
         raise usage_error(f"--flow: expected one of {', '.join(known)}, got {flow!r}", "--flow")
 
 
-def _owner(entry: AuditEntry) -> str | None:
-    """``Kind name`` of the owner a reclaim stopped through this Workload (``evidence["owner"]``), or None."""
-    owner = entry.evidence.get("owner") if isinstance(entry.evidence, dict) else None
-    return str(owner) if owner and " " in str(owner) else None
-
-
-def owners(store: Store, rows: Sequence[AuditEntry]) -> dict[int, str]:
-    """Each row's owner by id: its own, or, for a row that completes or undoes one about the same object (a
-    restore records no evidence), its referent's, up the ``refers_to`` chain, read from the store where the
-    listing left a referent out (``--limit``, ``--since``)."""
-    known = {int(r.id or 0): r for r in rows}
-    found: dict[int, str | None] = {}
-
-    def owner_of(row: AuditEntry, depth: int = 0) -> str | None:
-        key = int(row.id or 0)
-        if key not in found:
-            found[key] = _owner(row)
-            ref = row.refers_to
-            if found[key] is None and ref is not None and depth < _REFERENT_DEPTH:
-                parent = known.get(ref) or store.get_audit(ref)
-                if parent is not None and parent.object_ref == row.object_ref:
-                    known[ref] = parent
-                    found[key] = owner_of(parent, depth + 1)
-        return found[key]
-
-    return {int(r.id or 0): o for r in rows if (o := owner_of(r))}
-
-
-_REFERENT_DEPTH = 4
-"""How far up ``refers_to`` a row's owner is looked for: an undo's completion, its intent, the reclaim's apply,
-its decision."""
-
-
-def subject(entry: AuditEntry, owner: str | None) -> str:
-    """The row's object as the command that decided it named it: a Workload a reclaim stopped for its owner reads
-    ``RayCluster research/ray (Workload raycluster-ray-9cefe)``, the owner first, as ``gpuaas reclaim`` prints
-    its subject (``Decision.subject``, from the same ``Kind name`` in the evidence); any other row, its object."""
-    kind, _, name = (owner or "").partition(" ")
-    if not name:
-        return entry.object_ref
-    where = f"{entry.namespace}/{name}" if entry.namespace else name
-    return f"{kind} {where} ({entry.kind} {entry.name})"
-
-
 _FIELDS = ("id", "created_at", "flow", "flow_run_id", "action", "kind", "namespace", "name", "uid", "object",
            "subject", "mode", "outcome", "reason", "evidence", "before", "after", "idempotency_key", "refers_to")
 
@@ -139,7 +95,7 @@ def entry_to_dict(entry: AuditEntry, owner: str | None = None) -> dict[str, obje
     deciding command named (the owner first, where a reclaim stopped one through its Workload)."""
     data = entry.model_dump(mode="json")
     data["object"] = entry.object_ref
-    data["subject"] = subject(entry, owner or _owner(entry))
+    data["subject"] = subject(entry.kind, entry.namespace, entry.name, owner or owner_named(entry))
     return {key: data.get(key) for key in _FIELDS}
 
 
@@ -165,7 +121,7 @@ def list_(
     store = store_or_exit(settings_or_exit(), read_only=True)
     try:
         rows = store.audit(since=since_at, until=until_at, flow=flow, obj=object, limit=None)[-limit:]
-        owner = owners(store, rows)
+        owner = owners(rows, store.get_audit)
     finally:
         store.close()
     _check_flow(flow, bool(rows))
@@ -178,9 +134,9 @@ def list_(
         return
     print_table(
         f"audit log: {len(rows)} entr{'y' if len(rows) == 1 else 'ies'}",
-        ["id", "when (UTC)", "flow", "action", "object", "mode", "outcome", "reason"],
+        ["id", "when (UTC)", "flow", "action", "subject", "mode", "outcome", "reason"],
         [
-            [r.id, r.created_at.strftime("%Y-%m-%d %H:%M:%S"), r.flow, r.action, subject(r, owner.get(int(r.id or 0))), r.mode, r.outcome,
+            [r.id, r.created_at.strftime("%Y-%m-%d %H:%M:%S"), r.flow, r.action, subject(r.kind, r.namespace, r.name, owner.get(int(r.id or 0))), r.mode, r.outcome,
              textwrap.shorten(r.reason, 160, placeholder=" …")]
             for r in rows
         ],

@@ -45,7 +45,7 @@ def _check(start: str, end: str, undo: list[int]) -> None:
 
 
 def _event_cells(e: dict[str, Any]) -> list[Any]:
-    what = e["action"] + (f" (of #{e['refers_to']})" if e["refers_to"] else "") + f" {e['object']}"
+    what = e["action"] + (f" (of #{e['refers_to']})" if e["refers_to"] else "") + f" {e['subject']}"
     words = e["reason"] + (f"; {e['evidence']}" if e["evidence"] and e["evidence"] not in e["reason"] else "")
     return [f"{e['at'][11:19]} #{e['audit_id']}" + (" undoable" if e["undoable"] else ""), what,
             f"{e['mode']}: {e['outcome']}", words]
@@ -54,8 +54,9 @@ def _event_cells(e: dict[str, Any]) -> list[Any]:
 def _tables(result: dict[str, Any]) -> None:
     console.print(result["summary"], highlight=False)
     if result["undo"]:
-        cols = ["audit_id", "kind", "namespace", "name", "result", "message"]
-        print_table("Undo", cols, [[u.get(c) for c in cols] for u in result["undo"]])
+        cols = ["audit_id", "subject", "result", "message"]
+        print_table("Undo", ["audit id", "subject", "result", "message"], [[u.get(c) for c in cols] for u in result["undo"]],
+                    notes=("message",))
     fleet = result["fleet_changes"]
     if fleet:
         print_table("Fleet (collects where something changed)", list(fleet[0]), [list(r.values()) for r in fleet])

@@ -84,9 +84,9 @@ def undo(
     if format is OutputFormat.json:
         print_json({"headline": result.get("headline"), "undo": rows})
     else:
-        cols = ["audit_id", "kind", "namespace", "name", "result", "restore_audit_id", "message"]
-        print_table("Undo", ["audit id", "kind", "namespace", "name", "result", "restore id", "message"],
-                    [[r[c] for c in cols] for r in rows], optional=("restore id", "kind"), notes=("message",))
+        cols = ["audit_id", "subject", "result", "restore_audit_id", "message"]
+        print_table("Undo", ["audit id", "subject", "result", "restore id", "message"],
+                    [[r[c] for c in cols] for r in rows], optional=("restore id",), notes=("message",))
     raise_not_undone(rows)
 
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator
+from datetime import timedelta
 from pathlib import Path
 
 import pytest
@@ -20,6 +21,7 @@ from gpuaas.cli.app import app
 from gpuaas.cluster.runner import EmbeddedCluster
 from gpuaas.cluster.services import fresh_schema_url
 from gpuaas.cluster.testbed import write_policy
+from gpuaas.operations import incident
 from gpuaas.policy import Mode
 from gpuaas.settings import GpuaasSettings, load_settings
 from gpuaas.store import Store, open_store
@@ -73,6 +75,8 @@ def test_a_reclaim_is_found_by_the_owner_it_stopped_and_by_the_workload_written(
     workload = stopped.decision.name
     [undone] = undo(settings, store, [int(stopped.audit_id or 0)])
     assert undone.result == "restored"
+    named = f"RayCluster {NAMESPACE}/{ray} (Workload {workload})"
+    assert undone.subject == named  # what the undo prints: the RayCluster the team knows, then the Workload
 
     # Every row written for the Workload: the decision, its apply, the undo's restore (written from the rows,
     # not from the filter under test).
@@ -107,6 +111,17 @@ def test_a_reclaim_is_found_by_the_owner_it_stopped_and_by_the_workload_written(
     assert table.exit_code == 0, table.output
     assert f"RayCluster {NAMESPACE}/{ray} (Workload {workload})" in table.stdout
     assert "restore" in table.stdout and "reclaim" in table.stdout
+
+    # the incident review of the same rows names them the same way, every row about the Workload, and its
+    # actions (the reclaim, the undo) too; the Notebook, stopped itself, by its own name
+    rows = store.audit(limit=None)
+    start, end = min(r.created_at for r in rows), max(r.created_at for r in rows) + timedelta(seconds=1)
+    review = incident.plan(incident.read(store, start, end, scoped=False), settings.policy)
+    events = {e.audit_id: e for e in review.events}
+    assert {i for i, e in events.items() if e.subject == named} == about
+    assert {e.object_ref for i, e in events.items() if i in about} == {f"Workload {NAMESPACE}/{workload}"}
+    assert {o.subject for o in review.actions if o.audit_id in about} == {named}
+    assert {e.subject for e in events.values() if e.name == notebook} == {f"Notebook {NAMESPACE}/{notebook}"}
 
 
 # --- without a cluster: the flags refused, and an empty answer ----------------------------------

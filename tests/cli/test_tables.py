@@ -36,9 +36,15 @@ LAYOUTS: dict[str, tuple[list[str], list[list[Any]], tuple[str, ...], tuple[str,
                  [42, "InferenceService platform/llm-legacy", "platform", 1, "45m", "stop-annotation", "compute",
                   "skipped", REASON]],
                 ("tenant", "idle for", "frees", "action"), ("reason",)),
-    "undo": (["audit id", "kind", "namespace", "name", "result", "restore id", "message"],
-             [[41, "RayCluster", "research", "ray-hparam-sweep", "restored", 57, "spec.suspend back to false"]],
-             ("restore id", "kind"), ("message",)),
+    "undo": (["audit id", "subject", "result", "restore id", "message"],
+             [[41, "RayCluster research/ray-hparam-sweep (Workload raycluster-ray-hparam-sweep-3f2a1)", "restored", 57,
+               "spec.suspend back to false"]],
+             ("restore id",), ("message",)),
+    "audit": (["id", "when (UTC)", "flow", "action", "subject", "mode", "outcome", "reason"],
+              [[57, "2026-11-29 02:31:07", "reclaim", "restore",
+                "RayCluster research/ray-hparam-sweep (Workload raycluster-ray-hparam-sweep-3f2a1)", "apply",
+                "restored", "spec.suspend back to false"]],
+              ("action", "flow"), ("reason",)),
     "rebalance": (["cohort", "queue", "flavor", "before", "after", "change", "demand", "shortfall", "reason"],
                   [["research", "vision-cq", "nvidia.com/gpu", 24, 32, "+8", "44", "20 -> 12",
                     "pending GPUs waiting 1h56m; +8 from nlp-cq (step limit 8)"]],
@@ -101,6 +107,19 @@ def test_the_drop_order_is_the_tables_own(monkeypatch: pytest.MonkeyPatch, capsy
     out = capsys.readouterr().out
     assert "(not shown at 80 columns: tenant, idle for, action; --wide shows them)" in out
     assert "  42 InferenceService platform/llm-legacy reason: every GPU at or below" in out  # under the table
+
+
+def test_a_message_under_the_undo_table_names_the_subject(monkeypatch: pytest.MonkeyPatch,
+                                                          capsys: pytest.CaptureFixture[str]) -> None:
+    # The subject wraps between its words in the table, and leads the row's message under it.
+    columns, rows, optional, notes = LAYOUTS["undo"]
+    monkeypatch.setenv("COLUMNS", "60")
+    _common.print_table("undo", columns, rows, optional=optional, notes=notes)
+    out = capsys.readouterr().out
+    assert max(len(line) for line in out.splitlines()) <= 60, out
+    flat = " ".join(out.split())
+    assert "41 RayCluster research/ray-hparam-sweep (Workload raycluster-ray-hparam-sweep-3f2a1) message: spec.suspend" \
+        in flat
 
 
 def test_a_reason_under_the_table_names_its_row(monkeypatch: pytest.MonkeyPatch,

@@ -166,13 +166,14 @@ def test_an_empty_window_says_so() -> None:
 
 
 def test_undo_results_are_said_first() -> None:
-    undo = [{"audit_id": 2, "result": "restored", "message": "restored", "kind": "Notebook", "namespace": "team-a",
-             "name": "nb", "restore_audit_id": 9},
+    undo = [{"audit_id": 2, "result": "restored", "message": "restored", "kind": "Workload", "namespace": "team-a",
+             "name": "raycluster-ray-1", "restore_audit_id": 9,
+             "subject": "RayCluster team-a/ray (Workload raycluster-ray-1)"},
             {"audit_id": 4, "result": "skipped", "message": "team-b-cq: h100 quota is 5, not the plan's 6",
-             "kind": "Cohort", "namespace": None, "name": "c", "restore_audit_id": None}]
+             "kind": "Cohort", "namespace": None, "name": "c", "restore_audit_id": None, "subject": "Cohort c"}]
     text = incident_markdown(review(), undo=undo)
     assert text.splitlines()[0].endswith("; undo: 1 restored, 1 refused.**")
-    assert "- undone: `#2` Notebook team-a/nb: restored (audit #9)" in text
+    assert "- undone: `#2` RayCluster team-a/ray (Workload raycluster-ray-1): restored (audit #9)" in text
     assert "- refused: `#4` Cohort c (skipped): team-b-cq: h100 quota is 5, not the plan's 6" in text
 
 

@@ -21,6 +21,7 @@ from typing import Any
 
 import pandas as pd
 
+from gpuaas.audit_subject import owners, subject
 from gpuaas.models import Outcome
 from gpuaas.policies.incident._scope import AuditRow, Scope, parse_instant, resolve_window, row_in_scope, scope_for
 from gpuaas.policy import Mode
@@ -58,10 +59,18 @@ class IncidentEvent:
     undoable: bool
     """An applied action gpuaas can reverse: pass ``audit_id`` to ``undo``."""
     flow_run_id: str | None = None
+    owner: str | None = None
+    """``Kind name`` of the owner a reclaim stopped through this Workload (its own evidence or its referent's)."""
 
     @property
     def object_ref(self) -> str:
-        return f"{self.kind} {self.namespace}/{self.name}" if self.namespace else f"{self.kind} {self.name}"
+        """The object written."""
+        return subject(self.kind, self.namespace, self.name, None)
+
+    @property
+    def subject(self) -> str:
+        """The object as the deciding command named it: the owner first, where a reclaim stopped one."""
+        return subject(self.kind, self.namespace, self.name, self.owner)
 
 
 @dataclass(frozen=True)
@@ -74,6 +83,8 @@ class ActionOutcome:
     mode: str
     result: str
     """applied | dry-run | skipped | deferred | failed | restored | open (apply mode, no completion row yet)"""
+    subject: str = ""
+    """The object as the deciding command named it (``IncidentEvent.subject``)."""
 
 
 @dataclass(frozen=True)
@@ -166,7 +177,8 @@ def _root_of(row: AuditRow, rows: Mapping[int, AuditRow]) -> int | None:
     return None  # a different action referring to one (an undo of a reclaim): an action of its own
 
 
-def _outcomes(window_rows: Sequence[AuditRow], rows: Mapping[int, AuditRow]) -> list[ActionOutcome]:
+def _outcomes(window_rows: Sequence[AuditRow], rows: Mapping[int, AuditRow],
+              owner: Mapping[int, str]) -> list[ActionOutcome]:
     completions: dict[int, list[AuditRow]] = {}
     for row in rows.values():
         root = _root_of(row, rows)
@@ -180,8 +192,8 @@ def _outcomes(window_rows: Sequence[AuditRow], rows: Mapping[int, AuditRow]) -> 
         result = done[-1].outcome if done else row.outcome
         if result == Outcome.planned:  # nothing closed it: a dry-run, or an apply still open (crashed, in progress)
             result = Outcome.dry_run if row.mode == Mode.dry_run else Outcome.open
-        ref = f"{row.kind} {row.namespace}/{row.name}" if row.namespace else f"{row.kind} {row.name}"
-        out.append(ActionOutcome(row.id, row.action, ref, row.mode, result))
+        out.append(ActionOutcome(row.id, row.action, subject(row.kind, row.namespace, row.name, None), row.mode,
+                                 result, subject(row.kind, row.namespace, row.name, owner.get(row.id))))
     return out
 
 
@@ -198,8 +210,8 @@ def _undone(rows: Mapping[int, AuditRow]) -> set[int]:
     return restored
 
 
-def _events(window_rows: Sequence[AuditRow], rows: Mapping[int, AuditRow],
-            undoable_actions: Collection[str], outcomes: Sequence[ActionOutcome]) -> list[IncidentEvent]:
+def _events(window_rows: Sequence[AuditRow], rows: Mapping[int, AuditRow], undoable_actions: Collection[str],
+            outcomes: Sequence[ActionOutcome], owner: Mapping[int, str]) -> list[IncidentEvent]:
     ended = {o.audit_id: o.result for o in outcomes}
     undone = _undone(rows)
     events = []
@@ -211,7 +223,7 @@ def _events(window_rows: Sequence[AuditRow], rows: Mapping[int, AuditRow],
             at=row.created_at, audit_id=rid, flow=row.flow, action=row.action, kind=row.kind,
             namespace=row.namespace, name=row.name, mode=row.mode, outcome=row.outcome,
             reason=" ".join((row.reason or "").split()), evidence=evidence_phrase(row), refers_to=row.refers_to,
-            undoable=undoable, flow_run_id=row.flow_run_id))
+            undoable=undoable, flow_run_id=row.flow_run_id, owner=owner.get(rid)))
     return events
 
 
@@ -285,8 +297,9 @@ def build_review(queue_rows: pd.DataFrame, tenant_rows: pd.DataFrame, audit_rows
     rows: dict[int, AuditRow] = {int(r.id): r for r in referents if r.id is not None}
     rows.update({int(r.id): r for r in in_window if r.id is not None})
     kept = sorted((r for r in in_window if row_in_scope(r, scope, rows)), key=lambda r: (r.created_at, r.id or 0))
-    outcomes = _outcomes(kept, rows)
-    events = _events(kept, rows, undoable_actions, outcomes)
+    owner = owners(kept, rows.get)
+    outcomes = _outcomes(kept, rows, owner)
+    events = _events(kept, rows, undoable_actions, outcomes, owner)
 
     notes: list[str] = []
     queues = _filter_queue_rows(queue_rows, scope)

@@ -18,7 +18,7 @@ from typing import Any
 
 from gpuaas.settings import GpuaasSettings
 
-__all__ = ["BINDINGS", "READS", "ROLES", "WRITES", "Access", "allowed"]
+__all__ = ["BINDINGS", "READS", "ROLES", "WRITES", "Access", "allowed", "bind_command", "whoami"]
 
 
 @dataclass(frozen=True, order=True)
@@ -74,6 +74,12 @@ BINDINGS: dict[str, str] = {"gpuaas-reader": "rbac.yaml", "gpuaas-reclaimer": "r
 """The file of ``deployments/kubernetes/`` that binds each role to the service account."""
 
 
+def bind_command(role: str) -> str:
+    """``bind gpuaas-reclaimer (kubectl apply -f deployments/kubernetes/rbac-apply-reclaim.yaml)``: what a refusal
+    of the API server tells the operator to do, wherever it is reported."""
+    return f"bind {role} (kubectl apply -f deployments/kubernetes/{BINDINGS[role]})"
+
+
 def allowed(settings: GpuaasSettings, accesses: Sequence[Access]) -> dict[Access, bool]:
     """Whether the API server lets the configured credentials make each access, cluster-wide.
 
@@ -95,5 +101,25 @@ def allowed(settings: GpuaasSettings, accesses: Sequence[Access]) -> dict[Access
                 _request_timeout=settings.request_timeout_seconds)
             answers[access] = bool(review.status and review.status.allowed)
         return answers
+    finally:
+        api.close()
+
+
+def whoami(settings: GpuaasSettings) -> str | None:
+    """The user the API server takes the configured credentials for (``SelfSubjectReview``, Kubernetes 1.28 and
+    newer), or None where it does not say: whose permissions a preflight checked, so that an operator running
+    it with an admin kubeconfig sees the answers are not the service account's."""
+    from kubernetes import client
+
+    from gpuaas.sources import make_api_client
+
+    api = make_api_client(settings)
+    try:
+        review: Any = client.AuthenticationV1Api(api).create_self_subject_review(
+            client.V1SelfSubjectReview(), _request_timeout=settings.request_timeout_seconds)
+        user = review.status.user_info if review.status else None
+        return str(user.username) if user is not None and user.username else None
+    except Exception:  # noqa: BLE001 - an older server or a refusal: the answers stand without a name
+        return None
     finally:
         api.close()

@@ -12,7 +12,7 @@ from typing import Any
 import pandas as pd
 
 from gpuaas.models import SourceStatus
-from gpuaas.permissions import BINDINGS, READS, ROLES, WRITES, Access
+from gpuaas.permissions import READS, ROLES, WRITES, Access, bind_command
 from gpuaas.policy import Policy
 from gpuaas.settings import MetricNames
 from gpuaas.sources.kube import KubeState
@@ -186,29 +186,27 @@ def _few(accesses: Sequence[Access]) -> str:
     return shown + (f" and {len(accesses) - 3} more" if len(accesses) > 3 else "")
 
 
-def _bind(role: str) -> str:
-    return f"bind {role} (kubectl apply -f deployments/kubernetes/{BINDINGS[role]})"
-
-
-def permissions_check(answers: Mapping[Access, bool], writes_of: Sequence[str]) -> Check:
+def permissions_check(answers: Mapping[Access, bool], writes_of: Sequence[str], identity: str | None = None) -> Check:
     """The reads every flow makes, and the writes of ``writes_of`` (the flows that apply), each allowed or not;
-    a refusal names the shipped role that grants it."""
+    a refusal names the shipped role that grants it. ``identity``: whom the API server took the credentials for,
+    said first (an admin kubeconfig is allowed everything, whatever roles are bound to the service account)."""
     name = "permissions"
+    who = f"as {identity}: " if identity else ""
     problems = []
     refused = [a for a in READS if not answers[a]]
     if refused:
         problems.append(f"{len(refused)} of the {len(READS)} reads every flow makes are refused ({_few(refused)}): "
-                        f"{_bind(ROLES['reads'])}")
+                        f"{bind_command(ROLES['reads'])}")
     for flow in writes_of:
         refused = [a for a in WRITES[flow] if not answers[a]]
         if refused:
             problems.append(f"{flow} would write, but {_few(refused)} {'is' if len(refused) == 1 else 'are'} refused: "
-                            f"{_bind(ROLES[flow])}")
+                            f"{bind_command(ROLES[flow])}")
     if problems:
-        return Check(name, Verdict.failed, "; ".join(dict.fromkeys(problems)))
+        return Check(name, Verdict.failed, who + "; ".join(dict.fromkeys(problems)))
     writes = (f" and the writes of {', '.join(writes_of)}" if writes_of
               else "; no flow applies, so no write was asked about (--all-writes, or all_writes for the flow, asks)")
-    return Check(name, Verdict.ok, f"allowed: the {len(READS)} reads every flow makes{writes}")
+    return Check(name, Verdict.ok, f"{who}allowed: the {len(READS)} reads every flow makes{writes}")
 
 
 def headline(checks: Sequence[Check]) -> str:

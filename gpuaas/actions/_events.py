@@ -51,18 +51,36 @@ def _clip(note: str) -> str:
     return note if len(raw) <= _NOTE_BYTES else raw[:_NOTE_BYTES - 3].decode("utf-8", "ignore") + "..."
 
 
-def event_body(obj: dict[str, Any], reason: EventReason, note: str, now: datetime | None = None) -> dict[str, Any]:
-    """The Event regarding ``obj`` (as the API server returned it), in its namespace, or ``default`` for a
-    cluster-scoped object (a ClusterQueue), as Kubernetes places them."""
+def _reference(obj: dict[str, Any]) -> dict[str, Any]:
     meta = obj.get("metadata") or {}
-    name = str(meta.get("name", ""))
-    namespace = meta.get("namespace") or None
-    regarding = {"apiVersion": obj.get("apiVersion"), "kind": obj.get("kind"), "name": name, "uid": meta.get("uid"),
-                 "resourceVersion": meta.get("resourceVersion")}
-    if namespace:
-        regarding["namespace"] = namespace
+    ref = {"apiVersion": obj.get("apiVersion"), "kind": obj.get("kind"), "name": str(meta.get("name", "")),
+           "uid": meta.get("uid"), "resourceVersion": meta.get("resourceVersion"),
+           "namespace": meta.get("namespace") or None}
+    return {k: v for k, v in ref.items() if v is not None}
+
+
+def controller_of(obj: dict[str, Any]) -> dict[str, Any] | None:
+    """The object that controls a Kueue Workload (its RayCluster, Job, JobSet…), as a minimal object in its
+    namespace, or None: what the team runs and looks at with ``kubectl describe``."""
+    if obj.get("kind") != "Workload":
+        return None
+    meta = obj.get("metadata") or {}
+    for ref in meta.get("ownerReferences") or []:
+        if ref.get("controller") and ref.get("kind") and ref.get("name"):
+            return {"apiVersion": ref.get("apiVersion"), "kind": ref["kind"],
+                    "metadata": {"name": ref["name"], "namespace": meta.get("namespace"), "uid": ref.get("uid")}}
+    return None
+
+
+def event_body(obj: dict[str, Any], reason: EventReason, note: str, now: datetime | None = None,
+               related: dict[str, Any] | None = None) -> dict[str, Any]:
+    """The Event regarding ``obj`` (as the API server returned it), in its namespace, or ``default`` for a
+    cluster-scoped object (a ClusterQueue), as Kubernetes places them; ``related``: the object gpuaas wrote, where
+    the Event is on the one that controls it."""
+    regarding = _reference(obj)
+    name, namespace = regarding["name"], regarding.get("namespace")
     at = (now or datetime.now(UTC)).astimezone(UTC)
-    return {
+    body = {
         "apiVersion": "events.k8s.io/v1",
         "kind": "Event",
         "metadata": {"name": f"{name[:230].rstrip('-.')}.{uuid.uuid4().hex[:16]}", "namespace": namespace or "default"},
@@ -72,6 +90,9 @@ def event_body(obj: dict[str, Any], reason: EventReason, note: str, now: datetim
         "action": reason.action,
         "reason": reason.value,
         "type": "Normal",
-        "regarding": {k: v for k, v in regarding.items() if v is not None},
+        "regarding": regarding,
         "note": _clip(note),
     }
+    if related is not None:
+        body["related"] = _reference(related)
+    return body

@@ -19,7 +19,7 @@ from typing import Any
 
 from kubernetes import client
 
-from gpuaas.actions._events import EventReason, event_body
+from gpuaas.actions._events import EventReason, controller_of, event_body
 from gpuaas.actions._patches import KIND_RESOURCES
 from gpuaas.errors import GpuaasError, KubeAPIError, MalformedResponse, NotFound, TransientError
 from gpuaas.settings import GpuaasSettings
@@ -134,11 +134,22 @@ class KubeWriter:
                           body=body, _content_type=_MERGE_PATCH)
 
     def record_event(self, obj: dict[str, Any], reason: EventReason, note: str) -> bool:
-        """An Event on ``obj`` (``gpuaas.actions._events``); never raises: a failure is kept in ``unrecorded_events``."""
-        body = event_body(obj, reason, note)
+        """An Event on ``obj`` (``gpuaas.actions._events``) and, for a Kueue Workload, the same on the object that
+        controls it (the RayCluster a team describes), with the Workload as ``related``; never raises: a failure
+        is kept in ``unrecorded_events``."""
+        recorded = self._record(event_body(obj, reason, note), reason)
+        owner = controller_of(obj)
+        if recorded and owner is not None:  # one refusal per changed object is enough to say
+            name = (obj.get("metadata") or {}).get("name")
+            recorded = self._record(event_body(owner, reason, f"Through its Kueue Workload {name}: {note}",
+                                               related=obj), reason)
+        return recorded
+
+    def _record(self, body: dict[str, Any], reason: EventReason) -> bool:
+        regarding = body["regarding"]
         try:
-            with kube_request(verb="recording an Event on", kind=str(obj.get("kind")), url=self._url,
-                              namespace=body["regarding"].get("namespace"), name=body["regarding"]["name"]):
+            with kube_request(verb="recording an Event on", kind=str(regarding.get("kind")), url=self._url,
+                              namespace=regarding.get("namespace"), name=regarding["name"]):
                 client.EventsV1Api(self._api).create_namespaced_event(body["metadata"]["namespace"], body,
                                                                       _preload_content=False,
                                                                       _request_timeout=self._timeout)

@@ -26,7 +26,7 @@ import pandas as pd
 from gpuaas.errors import StoreError
 from gpuaas.models import SourceStatus
 from gpuaas.operations.collect import other_cluster
-from gpuaas.permissions import READS, WRITES, Access, allowed
+from gpuaas.permissions import READS, WRITES, Access, allowed, whoami
 from gpuaas.policy import Mode, Policy
 from gpuaas.preflight_checks import (
     Check,
@@ -129,6 +129,8 @@ class Findings:
     metrics: MetricNames
     max_staleness_s: float
     policy: Policy
+    identity: str | None = None
+    """The user the API server took the credentials for (``SelfSubjectReview``), where it said."""
 
 
 def read(settings: GpuaasSettings, now: datetime | None = None, writes_of: Sequence[str] | None = None) -> Findings:
@@ -156,11 +158,11 @@ def read(settings: GpuaasSettings, now: datetime | None = None, writes_of: Seque
                 census_error = str(exc)
     flows = tuple(applying(settings) if writes_of is None else writes_of)
     kube: KubeState | None = readings["kube"][0]
-    answers, answers_error = _ask(settings, sources["kube"], flows)
+    answers, answers_error, identity = _ask(settings, sources["kube"], flows)
     return Findings(kube, readings["prometheus"][0], sources, workloads, found, census_error, answers, answers_error, flows,
                     pushgateway_check(settings), database_check(settings, kube.cluster_uid if kube else None),
                     settings.metrics,
-                    settings.policy.collect.max_staleness_seconds, settings.policy)
+                    settings.policy.collect.max_staleness_seconds, settings.policy, identity)
 
 
 def plan(found: Findings) -> list[Check]:
@@ -191,15 +193,17 @@ def _none_seen(workloads: pd.DataFrame) -> bool:
 
 
 def _ask(settings: GpuaasSettings, kube: SourceStatus,
-         flows: Sequence[str]) -> tuple[dict[Access, bool] | None, str | None]:
+         flows: Sequence[str]) -> tuple[dict[Access, bool] | None, str | None, str | None]:
+    """The answers, why there are none, and whose they are."""
     if not kube.ok and "HTTP 403" not in (kube.error or ""):  # a refused read is what the answers explain
-        return None, None
+        return None, None, None
     from gpuaas.sources.failures import describe_failure
 
     try:
-        return allowed(settings, [*READS, *(a for flow in flows for a in WRITES[flow])]), None
+        answers = allowed(settings, [*READS, *(a for flow in flows for a in WRITES[flow])])
     except Exception as exc:  # noqa: BLE001 - a server that will not say is a warning, not a refusal
-        return None, describe_failure(settings, "kube", exc)
+        return None, describe_failure(settings, "kube", exc), None
+    return answers, None, whoami(settings)
 
 
 def _telemetry(found: Findings) -> Check:
@@ -217,4 +221,4 @@ def _permissions(found: Findings) -> Check:
                      f"could not ask what is allowed (SelfSubjectAccessReview): {found.answers_error}")
     if found.answers is None:
         return Check("permissions", Verdict.skipped, "needs the Kubernetes API, above")
-    return permissions_check(found.answers, found.writes_of)
+    return permissions_check(found.answers, found.writes_of, found.identity)

@@ -62,8 +62,11 @@ def test_a_working_setup_passes_and_names_the_workloads_without_telemetry(
     assert checks["Pushgateway"] == ("skipped", "GPUAAS_PUSHGATEWAY_URL not set: nothing is pushed")
     assert checks["database"][0] == "ok" and "no database there yet" in checks["database"][1]
     assert not (tmp_path / "data" / "gpuaas.db").exists()  # a check reads; it creates nothing
-    assert checks["permissions"] == ("ok", "allowed: the 18 reads every flow makes; no flow applies, so no write "
-                                           "was asked about (--all-writes, or all_writes for the flow, asks)")
+    # whose permissions: the embedded cluster without rules takes every caller for an admin, as a real cluster
+    # takes an admin kubeconfig (the answers then say nothing of the service account's roles)
+    assert checks["permissions"] == ("ok", "as embedded-admin: allowed: the 18 reads every flow makes; no flow "
+                                           "applies, so no write was asked about (--all-writes, or all_writes for "
+                                           "the flow, asks)")
     assert checks["policy against the cluster"] == ("skipped", "the policy names no tenant and no cohort")
     assert json.loads(run.stdout)["headline"] == "Preflight: 9 checks: 6 ok, 1 warning, 2 skipped."
 
@@ -139,7 +142,7 @@ def test_a_role_missing_for_what_the_flows_do_is_named(
         reclaim_fleet.api.rbac = None
     assert run.returncode == 1
     verdict, detail = _checks(run)["permissions"]
-    assert verdict == "failed" and detail == said
+    assert verdict == "failed" and detail == f"as gpuaas: {said}"  # the user the rules are bound to
 
 
 def test_what_the_policy_names_is_matched_to_the_cluster(tmp_path: Path, reclaim_fleet: EmbeddedCluster) -> None:

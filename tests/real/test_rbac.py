@@ -17,7 +17,7 @@ from gpuaas.actions import KubeWriter
 from gpuaas.cluster.real import KubeHTTP, KubeHTTPError, RealCluster
 from gpuaas.operations.collect import read_snapshot
 from gpuaas.operations.preflight import Verdict, permissions_check
-from gpuaas.permissions import BINDINGS, READS, WRITES, Access, allowed
+from gpuaas.permissions import BINDINGS, READS, WRITES, Access, allowed, whoami
 from gpuaas.settings import load_settings
 
 pytestmark = [pytest.mark.real]
@@ -69,7 +69,10 @@ def test_rbac_yaml_alone_binds_every_read_and_no_write(sa_kubeconfig: Path) -> N
     and the check names the file that binds each missing writer role."""
     answers = allowed(load_settings(), EVERY)
     assert {a for a, ok in answers.items() if ok} == set(READS)
-    check = permissions_check(answers, ["reclaim", "rebalance"])
+    # whose answers these are, as the real server names the token's account (SelfSubjectReview)
+    assert whoami(load_settings()) == "system:serviceaccount:gpuaas:gpuaas"
+    check = permissions_check(answers, ["reclaim", "rebalance"], whoami(load_settings()))
+    assert check.detail.startswith("as system:serviceaccount:gpuaas:gpuaas: ")
     assert check.verdict is Verdict.failed
     assert "reclaim would write, but patch workloads.kueue.x-k8s.io" in check.detail
     assert "bind gpuaas-reclaimer (kubectl apply -f deployments/kubernetes/rbac-apply-reclaim.yaml)" in check.detail

@@ -211,6 +211,8 @@ class ApiServer:
             return self._visibility(method, version, rest, query, prefix)
         if (group, version, rest) == ("authorization.k8s.io", "v1", ["selfsubjectaccessreviews"]):
             return self._access_review(method, body, prefix)
+        if (group, version, rest) == ("authentication.k8s.io", "v1", ["selfsubjectreviews"]):
+            return self._self_review(method, prefix)
         target = _parse_target(group, version, rest, prefix)
         self.count(f"{method} {target.template}")
         if query.get("watch") in ("true", "1"):
@@ -235,6 +237,17 @@ class ApiServer:
         verb, group = str(attributes.get("verb", "")), str(attributes.get("group", ""))
         allowed = self.rbac is None or self.rbac.allows(verb, group, resource)
         return 201, {**review, "status": {"allowed": allowed}}
+
+    def _self_review(self, method: str, prefix: str) -> tuple[int, Any]:
+        """``SelfSubjectReview``: whom the server takes the caller for: the RBAC rule set's user, else an admin (no
+        rules: every access allowed, as a ``system:masters`` kubeconfig is)."""
+        self.count(f"{method} {prefix}/selfsubjectreviews")
+        if method != "POST":
+            raise ApiError(405, "MethodNotAllowed", "the server does not allow this method on selfsubjectreviews")
+        user = ({"username": self.rbac.user, "groups": ["system:authenticated"]} if self.rbac is not None
+                else {"username": "embedded-admin", "groups": ["system:masters", "system:authenticated"]})
+        return 201, {"apiVersion": "authentication.k8s.io/v1", "kind": "SelfSubjectReview",
+                     "metadata": {"creationTimestamp": None}, "status": {"userInfo": user}}
 
     def _authenticate(self, method: str, seg: list[str], headers: dict[str, str]) -> None:
         """The real server's 401 for a missing or wrong bearer token (compared in constant time)."""

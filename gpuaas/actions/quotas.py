@@ -25,6 +25,10 @@ Safety, in order:
   values (``after`` = landed, ``before`` = not, anything else = someone else's change, left
   alone and named), then closes the intent. Rolling back rather than completing: the plan was
   made on evidence that is now old; the same run plans again from a fresh snapshot.
+* A read or a write the API refuses (a 403 without the rebalancer role bound, any error but a
+  409) closes the intent at once, ``failed``, naming the error and, for a 403, the role to bind;
+  what had landed is rolled back as above. Nothing is left open for the recovery to mistake for
+  an interrupted run.
 """
 
 from __future__ import annotations
@@ -38,8 +42,9 @@ from gpuaas.actions._events import EventReason
 from gpuaas.actions._kube_writer import KubeWriter
 from gpuaas.actions._quota_patches import gpu_nominal, quota_patch
 from gpuaas.actions._undoing import Undone
-from gpuaas.errors import Conflict, GpuaasError, NotFound
+from gpuaas.errors import Conflict, Forbidden, GpuaasError, NotFound
 from gpuaas.models import Outcome
+from gpuaas.permissions import ROLES, bind_command
 from gpuaas.policies.quotas import QuotaPlan, plan_to_dict
 from gpuaas.policy import Mode
 from gpuaas.store import AuditEntry, Store
@@ -92,6 +97,14 @@ def _row(ctx: _Ctx, action: str, kind: str, name: str, outcome: str, reason: str
         refers_to=ctx.plan_id or None))
 
 
+def _refused(exc: GpuaasError) -> str:
+    """The error as the audit row says it; a 403 also names the role that grants the rebalance's accesses."""
+    words = str(exc)[:500]
+    if isinstance(exc, Forbidden) and exc.status == 403:
+        words += f"; {bind_command(ROLES[FLOW])}"
+    return words
+
+
 def _move(ctx: _Ctx, moves: Moves, why: str) -> tuple[list[str], str | None]:
     """Patch in the safe order; (queues patched, or the reason it stopped). Each step audited."""
     done: list[str] = []
@@ -101,6 +114,8 @@ def _move(ctx: _Ctx, moves: Moves, why: str) -> tuple[list[str], str | None]:
                 obj = ctx.writer.get_cluster_scoped(KIND, queue)
             except NotFound:
                 return done, f"{queue}: ClusterQueue deleted"
+            except GpuaasError as exc:  # the read before the patch is part of the write: stop as a refused patch does
+                return done, f"{queue}: {_refused(exc)}"
             now = gpu_nominal(obj, ctx.gpu_resources)
             moved = {f: now.get(f) for f, (frm, _) in step.items() if now.get(f) != frm}
             if moved:
@@ -116,7 +131,7 @@ def _move(ctx: _Ctx, moves: Moves, why: str) -> tuple[list[str], str | None]:
                     return done, f"{queue}: 409 Conflict twice; not overwritten"
                 continue
             except GpuaasError as exc:
-                return done, f"{queue}: {exc}"[:500]
+                return done, f"{queue}: {_refused(exc)}"
             rv = (patched.get("metadata") or {}).get("resourceVersion")
             changes = ", ".join(f"{f} {a} -> {b}" for f, (a, b) in step.items())
             if why == "apply":
@@ -183,6 +198,8 @@ def apply_quota_plan(store: Store, writer: KubeWriter, cohort: str, plan: QuotaP
             now = gpu_nominal(writer.get_cluster_scoped(KIND, queue), gpu_resources)
         except NotFound:
             return close(Outcome.changed, f"{queue}: ClusterQueue deleted since the plan; recompute")
+        except GpuaasError as exc:  # nothing written yet: close the intent now, never leave it to the recovery
+            return close(Outcome.failed, f"nothing written: {_refused(exc)}")
         differ = {f: now.get(f) for f, b in flavors.items() if now.get(f) != b}
         if differ:
             words = ", ".join(f"{f} {flavors[f]} -> {v}" for f, v in differ.items())
@@ -254,7 +271,10 @@ def _audit_unanswered(ctx: _Ctx, queue: str, obj: Mapping[str, Any], moves: Mapp
 
 
 def undo_quota_plan(store: Store, writer: KubeWriter, intent: AuditEntry, flow_run_id: str | None) -> Undone:
-    """The undoer of ``quota-plan``: restore every queue of the plan, or none (naming who changed)."""
+    """The undoer of ``quota-plan``: restore every queue of the plan, or none (naming who changed).
+
+    Every undo that reaches the queues leaves a ``restore`` row referring to the plan: ``restored``, ``failed``
+    (stopped mid-way), or ``skipped`` (refused: a queue changed since or deleted)."""
     later = store.audit(refers_to=[int(intent.id or 0)], limit=None)
     if any(r.action == "restore" and r.outcome == Outcome.restored for r in later):
         return Undone(Outcome.no_op, "already restored")
@@ -268,19 +288,27 @@ def undo_quota_plan(store: Store, writer: KubeWriter, intent: AuditEntry, flow_r
     # An undo cut off by a crash restored some queues already: those are done, not "changed since".
     resumed = {(r.name, f) for r in later if r.action == CHANGE_ACTION and r.outcome == Outcome.restored
                and r.reason.startswith("undo") for f in (r.before or {})}
+
+    def refuse(message: str) -> Undone:
+        """The undo's completion row when it restores nothing: a refused undo is audited like a done one (a later
+        undo, once the quota is put back, is not blocked by it: only a ``restored`` row ends the plan's undo)."""
+        row = _row(ctx, "restore", "Cohort", intent.name, Outcome.skipped, f"undo of plan #{intent.id} refused: {message}",
+                   key=f"restore/{intent.id}")
+        return Undone(Outcome.skipped, message, row.id)
+
     back: Moves = {}
     for queue, flavors in (intent.after or {}).items():
         try:
             live = gpu_nominal(writer.get_cluster_scoped(KIND, queue), gpu)
         except NotFound:
-            return Undone(Outcome.skipped, f"{queue}: ClusterQueue deleted; nothing restored")
+            return refuse(f"{queue}: ClusterQueue deleted; nothing restored")
         for f, to in flavors.items():
             frm = (intent.before or {}).get(queue, {}).get(f)
             if frm == to or ((queue, f) in resumed and live.get(f) == frm):
                 continue
             if live.get(f) != to:
-                return Undone(Outcome.skipped, f"{queue}: {f} quota is {live.get(f)}, not the plan's {to}: someone "
-                                               "changed a quota since; nothing restored")
+                return refuse(f"{queue}: {f} quota is {live.get(f)}, not the plan's {to}: someone changed a quota "
+                              "since; nothing restored")
             back.setdefault(queue, {})[f] = (to, frm)
     rolled, problem = _move(ctx, back, "undo")
     if problem:

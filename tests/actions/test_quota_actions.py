@@ -6,13 +6,16 @@ them; one audit id for the plan; ``undo_entries([plan_id])`` restores all queues
 the queue someone changed; a quota edited after the plan is never overwritten (outcome
 ``changed``); a 409 from a status-only change is retried, one from a quota change stops and
 rolls back; a crash between patches is rolled back by ``recover_quota_plans``; a degraded
-snapshot's plan is recorded and not applied.
+snapshot's plan is recorded and not applied; a 403 (no rebalancer role bound) closes the plan ``failed`` at once,
+naming the role to bind, so the recovery has nothing to close; a refused undo leaves a ``restore`` row and does
+not block a later one.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -20,7 +23,9 @@ import pytest
 from gpuaas.actions import KubeWriter, undo_entries
 from gpuaas.actions._quota_patches import gpu_nominal
 from gpuaas.actions.quotas import apply_quota_plan, quota_moved_since, recent_quota_changes, recover_quota_plans
+from gpuaas.cluster.apiserver import RBACRules
 from gpuaas.cluster.runner import EmbeddedCluster
+from gpuaas.errors import Forbidden, NotFound
 from gpuaas.policies.quotas import QueueDemand, QuotaLimits, QuotaPlan, plan_quotas
 from gpuaas.policy import Mode
 from gpuaas.settings import GpuaasSettings, load_settings
@@ -32,6 +37,8 @@ from tests.scenarios import point_at
 GPU = ["nvidia.com/gpu"]
 LIMITS = QuotaLimits(max_step_gpus=8, max_step_percent=100, max_total_moved_gpus=32, hysteresis_gpus=1)
 KIND = "ClusterQueue"
+MANIFEST = Path(__file__).resolve().parents[2] / "deployments" / "kubernetes" / "rbac.yaml"
+BIND = "bind gpuaas-rebalancer (kubectl apply -f deployments/kubernetes/rbac-apply-rebalance.yaml)"
 
 
 @pytest.fixture(scope="module")
@@ -273,3 +280,100 @@ def test_an_undo_cut_off_by_a_crash_is_finished_by_the_next_undo(settings: Gpuaa
     [undone] = undo_entries(store, writer, [result.plan_id])
     assert undone.result == "restored", undone.message
     assert live(writer) == NOMINAL
+
+
+def test_a_403_on_the_re_read_closes_the_plan_at_once_naming_the_role_to_bind(
+        cluster: EmbeddedCluster, store: Store, writer: KubeWriter) -> None:
+    # apply without the rebalancer role bound: the reader role lists ClusterQueues but may not get one.
+    cluster.api.rbac = RBACRules.from_manifest(MANIFEST, ["gpuaas-reader"])
+    try:
+        result = apply(store, writer, the_plan(DEMAND))
+    finally:
+        cluster.api.rbac = None
+    assert result.outcome == "failed" and result.patched == [], result.message
+    assert result.message.startswith("nothing written: reading ClusterQueue ") and "403 Forbidden" in result.message
+    assert result.message.endswith(BIND)
+    [closed] = store.audit(refers_to=[result.plan_id], limit=None)  # no quota-change row: nothing was patched
+    assert (closed.action, closed.outcome, closed.reason) == ("quota-plan", "failed", result.message)
+    assert live(writer) == NOMINAL
+    # Nothing was interrupted: the next run's recovery has nothing to close, and there is nothing to undo.
+    assert recover_quota_plans(store, writer, flow_run_id=None, now=datetime.now(UTC), gpu_resources=GPU) == []
+    [undone] = undo_entries(store, writer, [result.plan_id])
+    assert undone.result == "no-op"
+
+
+class RefusingWriter(KubeWriter):
+    """The API refuses the ``refuse_at``-th read of ``queue`` with a 403 (from then on, or that once)."""
+
+    def __init__(self, settings: GpuaasSettings, queue: str, refuse_at: int) -> None:
+        super().__init__(settings)
+        self.queue, self.refuse_at, self.reads = queue, refuse_at, 0
+
+    def get_cluster_scoped(self, kind: str, name: str, *, version: str | None = None) -> dict[str, Any]:
+        if name == self.queue:
+            self.reads += 1
+            if self.reads == self.refuse_at:
+                raise Forbidden(f'clusterqueues.kueue.x-k8s.io "{name}" is forbidden', status=403,
+                                reason="Forbidden", kind=kind, name=name, verb="reading")
+        return super().get_cluster_scoped(kind, name, version=version)
+
+
+def test_a_403_after_a_patch_landed_rolls_it_back_and_closes_the_plan(settings: GpuaasSettings, store: Store,
+                                                                      writer: KubeWriter) -> None:
+    # team-c's decrease lands; the read before team-b's increase (its 2nd read) is refused.
+    with RefusingWriter(settings, "team-b-cq", refuse_at=2) as refusing:
+        result = apply(store, refusing, the_plan(DEMAND))
+    assert result.outcome == "failed" and result.patched == ["team-c-cq"], result.message
+    assert "stopped after 1 patches: team-b-cq: reading ClusterQueue team-b-cq: 403 Forbidden" in result.message
+    assert BIND in result.message and result.message.endswith("rolled back 1")
+    assert live(writer) == NOMINAL
+    rows = store.audit(refers_to=[result.plan_id], limit=None)
+    assert [(r.action, r.outcome) for r in rows] == [("quota-change", "applied"), ("quota-change", "restored"),
+                                                      ("quota-plan", "failed")]
+    assert recover_quota_plans(store, writer, flow_run_id=None, now=datetime.now(UTC), gpu_resources=GPU) == []
+
+
+def test_a_refused_undo_is_audited_and_a_later_undo_still_restores(store: Store, writer: KubeWriter) -> None:
+    result = apply(store, writer, the_plan(DEMAND))
+    set_quota(writer, "team-c-cq", 5)
+    [refused] = undo_entries(store, writer, [result.plan_id])
+    assert refused.result == "skipped" and "someone changed" in refused.message
+    assert refused.restore_audit_id is not None
+    row = store.get_audit(refused.restore_audit_id)
+    assert row is not None
+    assert (row.action, row.kind, row.name, row.outcome, row.refers_to) == (
+        "restore", "Cohort", "c", "skipped", result.plan_id)
+    assert row.reason == f"undo of plan #{result.plan_id} refused: {refused.message}" and "team-c-cq" in row.reason
+    assert row in store.audit(flow="rebalance", limit=None)
+    # The operator puts the plan's quota back by hand: the refusal does not block the next undo.
+    set_quota(writer, "team-c-cq", 4)
+    [undone] = undo_entries(store, writer, [result.plan_id])
+    assert undone.result == "restored", undone.message
+    assert undone.restore_audit_id not in (None, refused.restore_audit_id)
+    assert live(writer) == NOMINAL
+    [again] = undo_entries(store, writer, [result.plan_id])
+    assert again.result == "no-op" and "already restored" in again.message
+
+
+class GoneWriter(KubeWriter):
+    """``queue`` has been deleted."""
+
+    def __init__(self, settings: GpuaasSettings, queue: str) -> None:
+        super().__init__(settings)
+        self.queue = queue
+
+    def get_cluster_scoped(self, kind: str, name: str, *, version: str | None = None) -> dict[str, Any]:
+        if name == self.queue:
+            raise NotFound("not found", status=404, reason="Not Found", kind=kind, name=name, verb="reading")
+        return super().get_cluster_scoped(kind, name, version=version)
+
+
+def test_an_undo_refused_because_a_queue_was_deleted_is_audited(settings: GpuaasSettings, store: Store,
+                                                                writer: KubeWriter) -> None:
+    result = apply(store, writer, the_plan(DEMAND))
+    with GoneWriter(settings, "team-b-cq") as gone:
+        [refused] = undo_entries(store, gone, [result.plan_id])
+    assert refused.result == "skipped" and "team-b-cq: ClusterQueue deleted" in refused.message
+    row = store.get_audit(int(refused.restore_audit_id or 0))
+    assert row is not None and (row.action, row.outcome, row.refers_to) == ("restore", "skipped", result.plan_id)
+    assert live(writer) == {"team-a-cq": 12, "team-b-cq": 8, "team-c-cq": 4}  # nothing restored

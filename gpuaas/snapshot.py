@@ -4,9 +4,12 @@
 readings: one failing source degrades the snapshot (its status says why), only all failing is an error.
 The use case that calls them, with or without retries, is ``gpuaas.operations.collect``.
 ``build_snapshot`` is the pure part: records and frames in, joined views out, vectorised
-with merge/groupby. A workload whose GPUs are not all observed for the whole of every
-window (sample-count floor and longest gap, ``gpuaas.policies.reclaim.coverage``) gets
-``telemetry="unknown"``: missing or stale data is never evidence of idleness.
+with merge/groupby. A window in which a workload's GPUs are not all observed throughout
+(sample-count floor and longest gap, ``gpuaas.policies.reclaim.coverage``) is incomplete
+(``complete_Wm``), and a verdict that needs it is ``unknown``: missing or stale data is never
+evidence of idleness. ``telemetry="unknown"`` when even the shortest window is incomplete: the
+data is missing, not merely shorter than a longer window (a workload 45 minutes old is judged
+by a 30-minute rule and waits for a 60-minute one; neither makes the run degraded).
 
 Views (columns):
 - workloads: WORKLOAD_COLUMNS, then per window W minutes ``activity_avg_Wm``,
@@ -143,6 +146,7 @@ def _telemetry(frame: pd.DataFrame, kube: KubeState, prom: PrometheusReading | N
     age = pd.Series(float("nan"), index=frame.index)
     complete = pd.Series(prom is not None, index=frame.index)
     activity = pod_activity(prom.gpus) if prom is not None else pd.DataFrame()
+    shortest = min(windows, default=None)
     for minutes in windows:
         suffix = f"_{minutes:g}m"
         stats = pd.DataFrame(columns=["uid", "activity_avg", "activity_max", "coverage", "longest_gap_s", "age_s",
@@ -171,7 +175,8 @@ def _telemetry(frame: pd.DataFrame, kube: KubeState, prom: PrometheusReading | N
         window_complete = telemetry_complete(merged["coverage"], merged["longest_gap_s"], interval).to_numpy() & (
             seen >= frame["gpus"].to_numpy()) & merged["activity_max"].astype(float).notna().to_numpy()
         frame["complete" + suffix] = window_complete
-        complete &= window_complete
+        if minutes == shortest:
+            complete &= window_complete
     frame["gpus_observed"] = observed
     frame["telemetry_age_s"] = age
     holding = frame["state"].isin(_HOLDING) & (frame["gpus"] > 0)

@@ -164,3 +164,27 @@ def test_cohort_objects_travel_in_the_snapshot_and_back() -> None:
     assert cells.loc["research", "lending_limit"] == 2.0 and pd.isna(cells.loc["org", "flavor"])
     [pool] = deadline_problems(snap)
     assert (pool.cohort, pool.capacity, pool.inexact) == ("org", 6, ())
+
+
+def test_telemetry_is_unknown_only_where_the_shortest_window_lacks_data() -> None:
+    """A workload 45 minutes old is complete for a 30-minute window and not for a 60-minute one: its data is not
+    missing, it is young. Its verdicts see ``complete_60m`` false (a 60-minute rule waits), but the snapshot
+    does not count it as incomplete telemetry, which would make every run with young workloads degraded.
+    A gap inside the last 30 minutes is missing data in every window."""
+    young = _wl("young", WorkloadState.admitted, 1, 45, "rc-young")
+    gappy = _wl("gappy", WorkloadState.admitted, 1, 90, "rc-gap")
+    kube = KubeState("v1beta2", (), (), (young, gappy), (), (), (),
+                     tuple(PodGpus("team-a", f"{rc}-0", "n1", 1, "RayCluster", rc, "RayCluster", rc)
+                           for rc in ("rc-young", "rc-gap")), (), 0)
+    rows = []
+    for minutes, young_cover, gap_cover in ((30.0, 1.0, 0.5), (60.0, 0.75, 0.75)):
+        rows += [_gpu("rc-young-0", "0", young_cover, 0.0) | {"window_minutes": minutes},
+                 _gpu("rc-gap-0", "1", gap_cover, 0.0) | {"window_minutes": minutes}]
+    serving = pd.DataFrame(columns=["namespace", "pod", "model_name", "window_minutes", "stat", "finished_reason",
+                                    "le", "value"])
+    prom = PrometheusReading(gpus=pd.DataFrame(rows), kueue=pd.DataFrame(), serving=serving)
+    sources = {"kube": SourceStatus("kube", True, 0.1, 0.0), "prometheus": SourceStatus("prometheus", True, 0.2, 12.0)}
+    wl = build_snapshot(NOW, [30, 60], sources, kube=kube, prom=prom, policy=Policy()).workloads.set_index("name")
+    assert wl.loc["young", "complete_30m"] and not wl.loc["young", "complete_60m"]
+    assert wl.loc["young", "telemetry"] == "complete"
+    assert not wl.loc["gappy", "complete_30m"] and wl.loc["gappy", "telemetry"] == "unknown"

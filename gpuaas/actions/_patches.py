@@ -42,6 +42,7 @@ __all__ = [
     "left_by_stop",
     "live_values",
     "reclaimed_by",
+    "still_stopped",
     "restore_patch",
     "stop_patch",
     "stop_plan",
@@ -125,10 +126,27 @@ def reclaimed_by(obj: dict[str, Any]) -> dict[str, Any] | None:
     return value if isinstance(value, dict) else None
 
 
+def still_stopped(kind: str, mark: dict[str, Any], obj: dict[str, Any]) -> bool:
+    """Whether the live object still shows the stop its ``gpuaas.io/reclaimed`` mark records.
+
+    A team that starts its workload again by hand (removes a notebook's stop annotation, reactivates a
+    Workload, scales a Deployment back up) leaves the mark behind; such a mark is stale, and the workload
+    runs like any other: judged again, and reclaimed again when idle. A mark whose stop cannot be told from
+    its record (an unreadable one) counts as still stopped, as before.
+    """
+    if kind == "Notebook":
+        return NOTEBOOK_STOP in _annotations(obj)
+    before = mark.get("before")
+    expected = left_by_stop(None, before if isinstance(before, dict) else {})
+    if not expected["fields"] and not expected["workers"]:
+        return True
+    return not differences(expected, obj)
+
+
 def stopped_reason(kind: str, obj: dict[str, Any]) -> str | None:
-    """Why the live object counts as already stopped, or None when it runs."""
+    """Why the live object counts as already stopped, or None when it runs (a stale mark is no stop)."""
     mark = reclaimed_by(obj)
-    if mark is not None:
+    if mark is not None and still_stopped(kind, mark, obj):
         return f"already reclaimed by gpuaas (audit #{mark.get('audit_id')})"
     spec, annotations = obj.get("spec") or {}, _annotations(obj)
     if kind == "RayCluster" and spec.get("suspend"):

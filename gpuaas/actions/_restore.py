@@ -119,6 +119,8 @@ def _refusal(reclaim: AuditEntry, obj: dict[str, Any], completions: list[AuditEn
             return Outcome.no_op, "the reclaim never reached the object: nothing to restore"
         return Outcome.skipped, (f"the object no longer carries the gpuaas.io/reclaimed annotation of audit #{reclaim.id}: "
                                  "changed by someone else, not overwritten")
+    if not differences(reclaim.before or {}, obj):
+        return None  # started again by its team: back in its prior state, the restore only removes the mark
     changed = differences(left_by_stop(reclaim.after, reclaim.before or {}), obj, "the reclaim left")
     if changed:
         return Outcome.skipped, f"{'; '.join(changed)}: changed after the reclaim, not overwritten"

@@ -110,7 +110,6 @@ def test_a_lost_response_and_a_failed_read_back_leave_the_intent_to_the_next_run
 LATER_CHANGES = [
     # kind, name, the user's change after the reclaim, the field and value the skip names
     ("Deployment", "dep", {"spec": {"replicas": 5}}, "spec.replicas", "5"),
-    ("RayCluster", "ray", {"spec": {"active": True}}, "spec.active", "true"),  # on its Workload, reactivated
 ]
 
 
@@ -133,6 +132,36 @@ def test_undo_skips_a_change_made_after_the_reclaim(settings: GpuaasSettings, cl
     assert writes(cluster) == count
     assert obj(cluster, kind, name)["spec"] == changed["spec"]
     assert [(r.outcome, r.refers_to) for r in _restores(store)] == [("skipped", audit_id)]
+
+
+# A team that starts its workload again by hand puts it back in its prior state and leaves the mark.
+RESTARTS = [
+    # kind, name, the team's own start (on the object reclaim wrote)
+    ("RayCluster", "ray", {"spec": {"active": True}}),  # its Workload, reactivated
+    ("Notebook", "nb", {"metadata": {"annotations": {"kubeflow-resource-stopped": None}}}),
+]
+
+
+@pytest.mark.parametrize(("kind", "name", "change"), RESTARTS, ids=[c[1] for c in RESTARTS])
+def test_a_workload_its_team_started_again_is_judged_again_and_its_undo_removes_the_mark(
+        settings: GpuaasSettings, cluster: EmbeddedCluster, store: Store, kind: str, name: str,
+        change: dict[str, Any]) -> None:
+    audit_id = _reclaim(settings, cluster, store, kind, name)
+    entry = store.get_audit(audit_id)
+    assert entry is not None
+    written = (entry.kind, entry.name)
+    cluster.store.patch(*written[:1], "team-a", written[1], change)
+    assert RECLAIMED_ANNOTATION in _annotations(obj(cluster, *written))  # the stale mark stays behind
+
+    # Running again, it is not "already reclaimed": the next window's decision may stop it again.
+    from gpuaas.actions._patches import stopped_reason
+
+    assert stopped_reason(written[0], obj(cluster, *written)) is None
+    # The undo finds it back in its prior state: it restores nothing but the mark, and says so as restored.
+    [result] = undo(settings, store, [audit_id])
+    assert result.result == "restored", result.message
+    assert RECLAIMED_ANNOTATION not in _annotations(obj(cluster, *written))
+    assert [(r.outcome, r.refers_to) for r in _restores(store)][-1][0] == "restored"
 
 
 # --- 1c: undo audits its intent; a crash either side of its PATCH --------------------------------

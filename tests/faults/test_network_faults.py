@@ -48,7 +48,7 @@ CASES: list[tuple[str, str, int, str | None, str]] = [
     ("prometheus", "prom_warnings", 99, None, "degraded"),
     ("prometheus", "down", 99, None, "degraded"),
     ("opencost", "500", 1, None, "same"),
-    ("opencost", "down", 99, None, "same"),
+    ("opencost", "down", 99, None, "degraded"),  # a required source: decided and shown, never acted on
     ("pushgateway", "500", 99, None, "pushless"),
 ]
 

@@ -161,14 +161,15 @@ def test_filters_keep_the_rows_and_series_of_their_scope(incident: Incident, poi
 def test_undo_through_the_review_restores_one_and_refuses_one_changed_since(incident: Incident,
                                                                             pointed_at: EmbeddedCluster) -> None:
     dep_id, nb_id = (next(d["audit_id"] for d in incident.applied["decisions"] if d["name"] == n) for n in ("dep", "nb"))
-    pointed_at.store.patch("Deployment", "team-a", "dep", {"spec": {"replicas": 1}})  # its team scaled it back up
+    # its team scaled it up beyond what it had (back to what it had would be a restart: undone by the mark alone)
+    pointed_at.store.patch("Deployment", "team-a", "dep", {"spec": {"replicas": 5}})
     result = _review(**_window(incident), undo=[nb_id, dep_id])
     by_id = {u["audit_id"]: u for u in result["undo"]}
     assert by_id[nb_id]["result"] == "restored"
     assert by_id[dep_id]["result"] == "skipped" and "replicas" in by_id[dep_id]["message"]
     nb = pointed_at.store.get("Notebook", "team-a", "nb")
     assert "kubeflow-resource-stopped" not in (nb["metadata"].get("annotations") or {})
-    assert pointed_at.store.get("Deployment", "team-a", "dep")["spec"]["replicas"] == 1  # not overwritten
+    assert pointed_at.store.get("Deployment", "team-a", "dep")["spec"]["replicas"] == 5  # not overwritten
     assert result["summary"].endswith("; undo: 1 restored, 1 refused.")
     # The window reaches past now: the undo's own audit rows are in the timeline, and nb is no longer undoable.
     restores = [e for e in result["events"] if e["action"] == "restore"]

@@ -127,6 +127,11 @@ def snapshot_problem(snapshot: Snapshot, max_staleness_seconds: float,
         status = snapshot.sources.get(name)
         if status is None or not status.ok:
             return f"{name} did not answer for this snapshot: no action on missing data"
+    # Any other required source (OpenCost where configured): a degraded snapshot is decided and shown, never
+    # acted on, whichever source failed, as the rebalance does; an optional one (NVML in auto mode) degrades nothing.
+    failed = sorted(n for n, s in snapshot.sources.items() if s.required and not s.ok)
+    if failed:
+        return f"{failed[0]} did not answer for this snapshot: no action on a degraded snapshot"
     staleness = snapshot.sources["prometheus"].staleness_s
     if staleness is not None and staleness > max_staleness_seconds:
         return f"telemetry is {staleness:.0f}s old (limit {max_staleness_seconds:.0f}s): no action on stale data"

@@ -5,8 +5,8 @@
 environment targets the embedded cluster — with the scenario's policy as ``GPUAAS_POLICY_FILE``
 (the tenants and services the fleet was built for: without it a cost report there counts no
 outcome, and reclaim knows no tenant), and a ``GPUAAS_DATA_DIR`` of its own (``trial/`` in
-the cluster directory), so that a trial never shares a database with a real deployment on the
-same host. It stops on Ctrl-C, SIGTERM, SIGHUP (the terminal
+the cluster directory, started afresh with each ``up``: each start is a new cluster), so that a
+trial never shares a database with a real deployment on the same host. It stops on Ctrl-C, SIGTERM, SIGHUP (the terminal
 closed) or ``gpuaas cluster down`` (which signals the pid in ``cluster.pid``), also while it is
 still starting, and stops every process it started: Prometheus runs in its own session so that
 a Ctrl-C reaches only ``up``, which then stops it in order.
@@ -219,6 +219,9 @@ def up(
     # 'cluster down' run with the env file sourced looks in the trial data dir's cluster dir.
     trial_dir = cluster_dir / TRIAL_DATA_DIR
     run_dir = cluster_dir / "run"
+    # Every start is a new cluster (a new kube-system uid): the last trial's history and audit log are another
+    # cluster's, which the store refuses to mix, so the trial starts afresh with it.
+    shutil.rmtree(trial_dir, ignore_errors=True)
     if backend is Backend.real:
         _check_port_free(port)
         shutil.rmtree(run_dir, ignore_errors=True)

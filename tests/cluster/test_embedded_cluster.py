@@ -175,6 +175,24 @@ def test_cli_up_env_file_and_sigterm(tmp_path: Path) -> None:
         assert proc.wait(timeout=30) == 0
         time.sleep(0.2)
         assert not _alive(prom_children[0]), "the Prometheus child outlived 'cluster up'"
+
+        # Started again, it is a new cluster: the trial's database starts afresh with it, so the same env file
+        # and the same commands work (the last trial's history is another cluster's, which the store refuses).
+        env_file.unlink()
+        proc = subprocess.Popen([str(gpuaas), "cluster", "up", "--env-file", str(env_file), "--seed", "1",
+                                 "--history", "30m"], env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+        deadline = time.monotonic() + 90
+        while not env_file.exists():
+            assert proc.poll() is None, proc.stdout.read().decode() if proc.stdout else ""
+            assert time.monotonic() < deadline, "no env file within 90 s"
+            time.sleep(0.2)
+        again = dict(line.split("=", 1) for line in env_file.read_text().splitlines())
+        assert again["GPUAAS_DATA_DIR"] == values["GPUAAS_DATA_DIR"]
+        collected = subprocess.run([str(gpuaas), "collect", "--format", "json"], env={**env, **again},
+                                   capture_output=True, text=True, timeout=240)
+        assert collected.returncode == 0, collected.stderr[-2000:]
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(timeout=30) == 0
     finally:
         if proc.poll() is None:
             proc.kill()

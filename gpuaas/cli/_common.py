@@ -40,6 +40,7 @@ __all__ = [
     "EXIT_FAILED",
     "EXIT_USAGE",
     "WHOLE_COLUMNS",
+    "audit_id",
     "OutputFormat",
     "console",
     "describe_error",
@@ -118,6 +119,17 @@ def fail(message: str, code: int = EXIT_FAILED) -> typer.Exit:
 
 _GOT = re.compile(r", got [^;]*$")
 """A message's closing ``, got VALUE``."""
+
+
+_MAX_AUDIT_ID = 2**63 - 1
+
+
+def audit_id(text: str) -> int:
+    """An audit id as typed, or as pasted from a headline with its full stop (``gpuaas undo 41 42.``)."""
+    digits = text.strip().rstrip(".,;")
+    if not digits.isdigit() or not 1 <= int(digits) <= _MAX_AUDIT_ID:
+        raise typer.BadParameter(f"expected an audit id, a whole number from 1 (see gpuaas audit list), got {text!r}")
+    return int(digits)
 
 
 def usage_error(message: str, flag: str | None = None) -> UsageError:

@@ -9,6 +9,7 @@ from typing import Annotated, Any
 import typer
 
 from gpuaas.cli._common import (
+    audit_id,
     console,
     fail,
     flag_error,
@@ -64,7 +65,7 @@ def _tables(result: dict[str, Any]) -> None:
     if events:  # none: the summary's first line already says so, not an empty table
         print_table(f"Decisions and actions ({len(events)} audit rows, oldest first)",
                     ["when (UTC), audit id", "what", "result", "reason / evidence"],
-                    [_event_cells(e) for e in events])
+                    [_event_cells(e) for e in events], notes=("reason / evidence",))
     changed = [q for q in result["quota"] if q["changes"]]
     if changed:
         print_table("Nominal quota changes", ["queue", "flavor", "at start", "changes", "at end"],
@@ -83,7 +84,7 @@ def incident(
     namespace: Annotated[list[str] | None, typer.Option("--namespace", help="Only this namespace (repeatable).")]
     = None,
     queue: Annotated[list[str] | None, typer.Option("--queue", help="Only this ClusterQueue (repeatable).")] = None,
-    undo: Annotated[list[int] | None, typer.Option("--undo", min=1, max=2**63 - 1, help="Reverse this action by its audit id "
+    undo: Annotated[list[int] | None, typer.Option("--undo", parser=audit_id, metavar="AUDIT_ID", help="Reverse this action by its audit id "
                                                    "(repeatable; like `gpuaas undo`, never over a later change).")]
     = None,
     format: Annotated[IncidentFormat, typer.Option("--format", help="Output format.")] = IncidentFormat.table,

@@ -45,6 +45,11 @@ LAYOUTS: dict[str, tuple[list[str], list[list[Any]], tuple[str, ...], tuple[str,
                 "RayCluster research/ray-hparam-sweep (Workload raycluster-ray-hparam-sweep-3f2a1)", "apply",
                 "restored", "spec.suspend back to false"]],
               ("action", "flow"), ("reason",)),
+    "incident": (["when (UTC), audit id", "what", "result", "reason / evidence"],
+                 [["10:13:01 #14 undoable", "reclaim RayCluster research/ray-hparam-sweep (Workload "
+                   "raycluster-ray-hparam-sweep-3f2a1)", "apply: applied", REASON + "; window 30 m, max activity "
+                   "0.00 ≤ 0.05, coverage 100 %, 8 GPUs"]],
+                 (), ("reason / evidence",)),
     "rebalance": (["cohort", "queue", "flavor", "before", "after", "change", "demand", "shortfall", "reason"],
                   [["research", "vision-cq", "nvidia.com/gpu", 24, 32, "+8", "44", "20 -> 12",
                     "pending GPUs waiting 1h56m; +8 from nlp-cq (step limit 8)"]],

@@ -7,7 +7,9 @@ one (a five-field cron ``schedule`` that starts it, and ``duration_minutes``, re
 the way Karpenter's disruption budgets and Argo CD's sync windows are written.
 
 While a freeze names a flow, that flow decides and audits as in dry-run and writes nothing new,
-an explicit ``--apply`` included. What only restores a prior state still happens: ``undo``, and the
+an explicit ``--apply`` included. A freeze that names ``tenants`` (a team's launch) holds back only
+what is theirs: reclaim does not stop their workloads, deadlines does not hold or demote them, and
+rebalance leaves their ClusterQueues' quota where it is; the rest of the fleet runs in its mode. What only restores a prior state still happens: ``undo``, and the
 deadlines flow's release of its own holds when their time comes (a freeze must not keep a Workload
 held past its planned start). The functions here are pure: the instant is an argument.
 """
@@ -26,7 +28,7 @@ from pydantic import AfterValidator, AwareDatetime, Field, model_validator
 
 from gpuaas._policy_model import _Model
 
-__all__ = ["Freeze", "FreezeOn", "WritingFlow", "freeze_on", "freezes_phrase", "next_freeze"]
+__all__ = ["HELD_BACK", "Freeze", "FreezeOn", "WritingFlow", "freeze_on", "freezes_phrase", "next_freeze", "tenant_freezes"]
 
 _MAX_EXTENSIONS = 400
 """How many back-to-back recurrences ``until`` follows (a freeze every day for a day is on for a year)."""
@@ -76,6 +78,9 @@ class Freeze(_Model):
     """The zone the schedule is read in, daylight saving included."""
     flows: list[WritingFlow] = Field(default_factory=lambda: list(WritingFlow), min_length=1)
     """The flows it holds back; by default all three that write."""
+    tenants: list[Annotated[str, Field(min_length=1)]] = Field(default_factory=list)
+    """The tenants of the policy it holds back: their workloads and their ClusterQueues' quota; empty, the
+    whole fleet."""
 
     @model_validator(mode="after")
     def _one_form(self) -> Freeze:
@@ -128,18 +133,25 @@ def _utc(at: datetime) -> str:
 
 @dataclass(frozen=True)
 class FreezeOn:
-    """A freeze that holds a flow back now, and until when."""
+    """A freeze that holds a flow back now, and until when; ``tenant`` when it holds back one tenant only."""
 
     name: str
     until: datetime
+    tenant: str | None = None
 
     def __str__(self) -> str:
-        """How a held-back run's headline names it: ``change freeze year-end until 2027-01-04 00:00 UTC``."""
-        return f"change freeze {self.name} until {_utc(self.until)}"
+        """How a held-back run's headline names it: ``change freeze year-end until 2027-01-04 00:00 UTC``, or
+        for one tenant ``change freeze launch of tenant team-a until ...``."""
+        of = f" of tenant {self.tenant}" if self.tenant else ""
+        return f"change freeze {self.name}{of} until {_utc(self.until)}"
 
 
-def freeze_on(freezes: Sequence[Freeze], flow: WritingFlow, now: datetime) -> FreezeOn | None:
-    """The freeze that holds ``flow`` back at ``now`` (the one that ends last when several do), or None."""
+HELD_BACK = "held back by the "
+"""How the reason of what a tenant's change freeze held back begins (``str(FreezeOn)`` follows)."""
+
+
+def _on(freezes: Sequence[Freeze], flow: WritingFlow, now: datetime) -> list[tuple[Freeze, datetime]]:
+    """Each freeze that names ``flow`` and is on at ``now``, with when it ends."""
     now = now if now.tzinfo else now.replace(tzinfo=UTC)
     on = []
     for freeze in freezes:
@@ -147,8 +159,26 @@ def freeze_on(freezes: Sequence[Freeze], flow: WritingFlow, now: datetime) -> Fr
             continue
         started = freeze.last_start(now)
         if started is not None and now < (until := freeze.end_of(started)):
-            on.append(FreezeOn(freeze.name, until))
+            on.append((freeze, until))
+    return on
+
+
+def freeze_on(freezes: Sequence[Freeze], flow: WritingFlow, now: datetime) -> FreezeOn | None:
+    """The whole-fleet freeze that holds ``flow`` back at ``now`` (the one that ends last when several do), or
+    None. A freeze of some tenants is :func:`tenant_freezes`'."""
+    on = [FreezeOn(f.name, until) for f, until in _on(freezes, flow, now) if not f.tenants]
     return max(on, key=lambda f: f.until, default=None)
+
+
+def tenant_freezes(freezes: Sequence[Freeze], flow: WritingFlow, now: datetime) -> dict[str, FreezeOn]:
+    """Tenant -> the freeze of named tenants that holds back ``flow``'s changes to what is theirs at ``now`` (the
+    one that ends last when several do)."""
+    out: dict[str, FreezeOn] = {}
+    for freeze, until in _on(freezes, flow, now):
+        for tenant in freeze.tenants:
+            if tenant not in out or until > out[tenant].until:
+                out[tenant] = FreezeOn(freeze.name, until, tenant)
+    return out
 
 
 def next_freeze(freezes: Sequence[Freeze], now: datetime) -> tuple[Freeze, datetime] | None:
@@ -163,10 +193,17 @@ def freezes_phrase(freezes: Sequence[Freeze], now: datetime) -> str:
         return "no change freeze"
     said = f"{len(freezes)} change freeze{'s' if len(freezes) > 1 else ''}"
     on = [found for flow in WritingFlow if (found := freeze_on(freezes, flow, now))]
+    on += [found for flow in WritingFlow for found in tenant_freezes(freezes, flow, now).values()]
     if on:
         last = max(on, key=lambda f: f.until)
-        return f"{said}, {last.name} on now until {_utc(last.until)}"
+        return f"{said}, {_named(freezes, last.name)} on now until {_utc(last.until)}"
     coming = next_freeze(freezes, now)
     if coming is None:
         return f"{said}, all past"
-    return f"{said}, the next: {coming[0].name} from {_utc(coming[1])}"
+    return f"{said}, the next: {_named(freezes, coming[0].name)} from {_utc(coming[1])}"
+
+
+def _named(freezes: Sequence[Freeze], name: str) -> str:
+    """``launch (tenants team-a, team-b)`` for a freeze of some tenants; the whole fleet's, its name alone."""
+    tenants = next((f.tenants for f in freezes if f.name == name), [])
+    return f"{name} ({'tenant' if len(tenants) == 1 else 'tenants'} {', '.join(tenants)})" if tenants else name

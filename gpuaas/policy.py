@@ -17,7 +17,7 @@ from typing import Annotated, Any
 
 from pydantic import AfterValidator, Field, ValidationError, field_validator, model_validator
 
-from gpuaas._policy_freeze import Freeze, FreezeOn, WritingFlow, freeze_on, freezes_phrase
+from gpuaas._policy_freeze import HELD_BACK, Freeze, FreezeOn, WritingFlow, freeze_on, freezes_phrase, tenant_freezes
 from gpuaas._policy_model import Fraction, _Model
 from gpuaas._policy_services import (
     CostPolicy,
@@ -31,6 +31,7 @@ from gpuaas.errors import ConfigError
 from gpuaas.models import MAX_GPUS
 
 __all__ = [
+    "HELD_BACK",
     "Actuator",
     "AdaptivePolicy",
     "ColdStartBudget",
@@ -367,6 +368,11 @@ class Policy(_Model):
         applying = (apply or self.modes[flow] is Mode.apply) and frozen is None
         return (Mode.apply if applying else Mode.dry_run), frozen
 
+    def frozen_tenants(self, flow: WritingFlow, now: datetime) -> dict[str, FreezeOn]:
+        """Tenant -> the change freeze that holds back ``flow``'s changes to its workloads and ClusterQueues at
+        ``now`` (a freeze that names tenants; the whole fleet's is ``run_mode``'s)."""
+        return tenant_freezes(self.freezes, flow, now)
+
     def tenant_for(self, namespace: str | None, queue: str | None = None) -> Tenant | None:
         """The tenant owning a namespace or ClusterQueue, if the policy names one."""
         for tenant in self.tenants:
@@ -407,9 +413,22 @@ def parse_policy(data: Any, file: Path | str = "<policy>") -> Policy:
     if not isinstance(data, dict):
         raise ConfigError(f"expected a mapping at the top level, got {type(data).__name__}", file=file)
     try:
-        return Policy.model_validate(data)
+        policy = Policy.model_validate(data)
     except ValidationError as exc:
         raise format_validation_error(exc, file) from exc
+    _check_freeze_tenants(policy, file)
+    return policy
+
+
+def _check_freeze_tenants(policy: Policy, file: Path | str) -> None:
+    """A freeze of a tenant the policy does not define would hold back nothing: a typo must not read as a freeze."""
+    known = [t.name for t in policy.tenants]
+    for i, freeze in enumerate(policy.freezes):
+        for j, tenant in enumerate(freeze.tenants):
+            if tenant not in known:
+                raise ConfigError(f"{tenant!r} is not a tenant of the policy ("
+                                  + (f"tenants: {', '.join(known)})" if known else "it defines none)"),
+                                  file=file, field=f"freezes[{i}].tenants[{j}]")
 
 
 def load_policy(path: Path | str) -> Policy:

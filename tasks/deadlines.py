@@ -9,12 +9,12 @@ writer and hand them to the operation.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from datetime import datetime
+from datetime import UTC, datetime
 
 from gpuaas.models import Snapshot
 from gpuaas.operations import deadlines as op
 from gpuaas.policies.deadlines import PoolPlan
-from gpuaas.policy import Mode
+from gpuaas.policy import Mode, WritingFlow
 from gpuaas.pushgateway import push_metrics
 from gpuaas.settings import GpuaasSettings
 from gpuaas.sources import KubeLister, make_api_client
@@ -37,7 +37,8 @@ def plan_deadlines(snapshot: Snapshot) -> list[PoolPlan]:
 @gpuaas_task("plan-deadline-run", timeout_seconds=300)
 def plan_deadline_run(settings: GpuaasSettings, snapshot: Snapshot, now: datetime, nudge: bool) -> op.DeadlinesPlan:
     """The pools' plans and, with ``nudge``, the holds and releases: pure, bounded like ``plan_deadlines``."""
-    return op.plan(snapshot, settings.policy.deadlines, now, nudge=nudge)
+    return op.plan(snapshot, settings.policy.deadlines, now, nudge=nudge,
+                   held=settings.policy.frozen_tenants(WritingFlow.deadlines, datetime.now(UTC)))
 
 
 @gpuaas_task("publish-deadline-artifacts")

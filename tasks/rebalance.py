@@ -6,14 +6,14 @@ the retries and the timeouts, and the artifacts.
 
 from __future__ import annotations
 
-from datetime import datetime
+from datetime import UTC, datetime
 
 import pandas as pd
 
 from gpuaas.models import Snapshot
 from gpuaas.operations import rebalance as op
 from gpuaas.policies.deadlines import PoolPlan
-from gpuaas.policy import FreezeOn, Mode
+from gpuaas.policy import FreezeOn, Mode, WritingFlow
 from gpuaas.pushgateway import push_metrics
 from gpuaas.settings import GpuaasSettings
 from gpuaas.sources.queue_history import read_queue_history
@@ -48,7 +48,8 @@ def plan_rebalance(settings: GpuaasSettings, snapshot: Snapshot, history: pd.Dat
                    snapshot_id: int) -> op.RebalancePlan:
     """Demand, then the MILP, per cohort; a contradictory or infeasible cohort is explained, not raised."""
     return op.plan(snapshot, history, settings.policy, audit=audit, pools=pools, cohort=cohort,
-                   history_error=history_error, snapshot_id=snapshot_id)
+                   history_error=history_error, snapshot_id=snapshot_id,
+                   held=settings.policy.frozen_tenants(WritingFlow.rebalance, datetime.now(UTC)))
 
 
 @gpuaas_task("apply-quota-plans", timeout_seconds=600)

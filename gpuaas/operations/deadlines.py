@@ -34,14 +34,15 @@ from gpuaas.policies.deadlines import (
     plan_nudges,
     plan_pools,
 )
-from gpuaas.policy import DeadlinesPolicy, Mode
+from gpuaas.policy import DeadlinesPolicy, FreezeOn, Mode
 
 if TYPE_CHECKING:  # the writes load the Kubernetes client and SQLAlchemy; planning, in a REPL or from a file, does not
     from gpuaas.actions import KubeWriter
     from gpuaas.actions.deadline_holds import NudgeResult
     from gpuaas.store import Store
 
-__all__ = ["DeadlinesPlan", "DeadlinesResult", "apply", "plan", "plan_problem", "pool_plans", "release_sweep", "undo"]
+__all__ = ["DeadlinesPlan", "DeadlinesResult", "apply", "frozen_workloads", "plan", "plan_problem", "pool_plans",
+           "release_sweep", "undo"]
 
 
 @dataclass(frozen=True)
@@ -103,15 +104,26 @@ def plan_problem(capacity: Mapping[str, int], jobs: Sequence[DeadlineJob]) -> De
     return plan_deadlines(capacity, jobs)
 
 
-def plan(snapshot: Snapshot, policy: DeadlinesPolicy, now: datetime, *, nudge: bool = True) -> DeadlinesPlan:
+def plan(snapshot: Snapshot, policy: DeadlinesPolicy, now: datetime, *, nudge: bool = True,
+         held: Mapping[str, FreezeOn] | None = None) -> DeadlinesPlan:
     """The pools' plans and, with ``nudge``, the holds and releases that steer Kueue toward them. Pure.
 
     ``now`` is the instant the nudges are judged at (their ``release_at`` counts from it); the pools
-    count from the snapshot's ``collected_at``, the instant the snapshot describes.
+    count from the snapshot's ``collected_at``, the instant the snapshot describes. ``held``: the tenants a
+    change freeze holds back (``Policy.frozen_tenants``), whose Workloads are neither held nor demoted.
     """
     pools = pool_plans(snapshot)
-    nudges = plan_nudges(pools, snapshot.workloads, now, policy) if nudge else []
+    nudges = plan_nudges(pools, snapshot.workloads, now, policy, frozen_workloads(snapshot, held or {})) if nudge else []
     return DeadlinesPlan(now, pools, tuple(nudges))
+
+
+def frozen_workloads(snapshot: Snapshot, held: Mapping[str, FreezeOn]) -> dict[str, FreezeOn]:
+    """``namespace/name`` -> its tenant's change freeze, for every Workload of a tenant in ``held``."""
+    rows = snapshot.workloads
+    if not held or rows.empty or "tenant" not in rows.columns:
+        return {}
+    mine = rows[rows["tenant"].isin(sorted(held))]
+    return {f"{ns}/{name}": held[str(t)] for ns, name, t in mine[["namespace", "name", "tenant"]].itertuples(index=False)}
 
 
 def release_sweep(workloads: Iterable[dict[str, Any]], store: Store, writer: KubeWriter, *, now: datetime,

@@ -39,7 +39,7 @@ from gpuaas.policies.quotas import (
     deadline_gpus_per_queue,
     plan_quotas,
 )
-from gpuaas.policy import MAX_HISTORY_DAYS, Mode, Policy
+from gpuaas.policy import HELD_BACK, MAX_HISTORY_DAYS, FreezeOn, Mode, Policy
 from gpuaas.sources.kube import DEFAULT_GPU_RESOURCES
 
 if TYPE_CHECKING:  # the writes load the Kubernetes client and SQLAlchemy; planning (a replay, a REPL) does not
@@ -47,7 +47,7 @@ if TYPE_CHECKING:  # the writes load the Kubernetes client and SQLAlchemy; plann
     from gpuaas.store import AuditEntry, Store
 
 __all__ = ["GPU_RESOURCES", "CohortOutcome", "RebalanceAuditView", "RebalancePlan", "RebalanceResult", "apply",
-           "degraded_reason", "gpu_cohorts", "history_window", "plan", "plan_cohort", "read_audit_view"]
+           "degraded_reason", "gpu_cohorts", "history_window", "hold_frozen", "plan", "plan_cohort", "read_audit_view"]
 
 GPU_RESOURCES: tuple[str, ...] = DEFAULT_GPU_RESOURCES
 """The extended resources counted as GPUs when the caller names none (the collector's default)."""
@@ -171,14 +171,27 @@ def gpu_cohorts(snapshot: Snapshot, gpu_resources: Sequence[str] = GPU_RESOURCES
     return sorted({str(c) for c in gpu["cohort"]})
 
 
+def hold_frozen(demand: CohortDemand, policy: Policy, held: Mapping[str, FreezeOn]) -> CohortDemand:
+    """The cohort without the ClusterQueues of a tenant a change freeze holds back (``held``: tenant -> freeze):
+    they keep their quota, the others plan among themselves, and a note says which and why. Pure."""
+    frozen = {q.name: held[t.name] for q in demand.queues
+              if (t := policy.tenant_for(None, q.name)) is not None and t.name in held}
+    if not frozen:
+        return demand
+    notes = [f"{queue} keeps its quota: {HELD_BACK}{freeze}" for queue, freeze in sorted(frozen.items())]
+    return replace(demand, queues=[q for q in demand.queues if q.name not in frozen], notes=[*demand.notes, *notes])
+
+
 def plan(snapshot: Snapshot, history: pd.DataFrame, policy: Policy, *, audit: RebalanceAuditView | None = None,
          pools: Sequence[PoolPlan] = (), cohort: str | None = None, history_error: str | None = None,
-         snapshot_id: int | None = None, gpu_resources: Sequence[str] = GPU_RESOURCES) -> RebalancePlan:
+         snapshot_id: int | None = None, gpu_resources: Sequence[str] = GPU_RESOURCES,
+         held: Mapping[str, FreezeOn] | None = None) -> RebalancePlan:
     """The whole decision for every cohort (only ``cohort`` when given). Pure.
 
     ``history``: the per-queue percentiles (``gpuaas.sources.queue_history``), empty when it could
     not be read (``history_error`` then says why, and the plan is degraded); ``pools``: the
-    deadline plans, whose GPUs per queue are part of the demand; ``audit``: ``read_audit_view``'s answer.
+    deadline plans, whose GPUs per queue are part of the demand; ``audit``: ``read_audit_view``'s answer;
+    ``held``: the tenants a change freeze holds back (``Policy.frozen_tenants``), whose queues keep their quota.
     Raises ``ConfigError`` (field ``cohort``) for a ``cohort`` that holds no GPU quota: a typo in a nightly
     job must not read as "nothing to rebalance".
     """
@@ -193,6 +206,7 @@ def plan(snapshot: Snapshot, history: pd.DataFrame, policy: Policy, *, audit: Re
                              recent_change=audit.recent_change, moved_24h=audit.moved_24h,
                              gpu_resources=gpu_resources,
                              cohorts=[cohort] if cohort else ())
+    demands = [hold_frozen(d, policy, held or {}) for d in demands]
     return RebalancePlan(cohorts=[plan_cohort(d, snapshot.quotas, gpu_resources) for d in demands],
                          degraded=degraded_reason(snapshot, history_error), snapshot_id=snapshot_id,
                          gpu_resources=tuple(gpu_resources), manage_limits=policy.rebalance.manage_limits)

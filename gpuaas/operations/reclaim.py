@@ -5,8 +5,8 @@ The path of one decision, in order (every caller takes it: the flow, ``gpuaas re
 1. ``recover`` (apply mode): close the intents a killed run left open, from the objects themselves.
    First, because what it closes changes what the audit log says is already decided.
 2. ``verdicts``: which GPU workloads are idle (the adaptive rows decided again from their history).
-3. ``plan``: the whole decision, pure. Targets and their order, what the audit log already decided
-   for this window, what an undo restored inside it, and the cap; the audit log's answer is read
+3. ``plan``: the whole decision, pure. Targets and their order, the tenants a change freeze holds
+   back, what the audit log already decided for this window, what an undo restored inside it, and the cap; the audit log's answer is read
    beforehand by ``read_audit_view`` and passed in as data, so ``plan`` can be called in a REPL.
 4. ``apply``: per decision, the intent row, the write (only in apply mode), the completion row.
 
@@ -31,10 +31,11 @@ from gpuaas.actions import (
 )
 from gpuaas.models import Outcome, Snapshot
 from gpuaas.policies.reclaim import Decision, GpuEvidence, apply_adaptive, finalize_decisions, find_idle, plan_reclaim
-from gpuaas.policy import Mode, Policy
+from gpuaas.policy import HELD_BACK, FreezeOn, Mode, Policy, WritingFlow
 from gpuaas.store import AuditEntry, Store
 
-__all__ = ["AuditView", "ReclaimPlan", "apply", "decide", "plan", "propose", "read_audit_view", "recover", "verdicts"]
+__all__ = ["AuditView", "ReclaimPlan", "apply", "decide", "hold_frozen", "plan", "propose", "read_audit_view", "recover",
+           "verdicts"]
 
 
 @dataclass(frozen=True)
@@ -91,17 +92,29 @@ def read_audit_view(store: Store, proposed: Sequence[Decision], now: datetime) -
     )
 
 
-def plan(proposed: Sequence[Decision], audit: AuditView, policy: Policy, mode: Mode, now: datetime) -> ReclaimPlan:
-    """The whole decision: skip what the window already decided or an undo restored, then cap by waste. Pure."""
+def hold_frozen(decisions: Sequence[Decision], held: Mapping[str, FreezeOn]) -> list[Decision]:
+    """The targets of a tenant a change freeze holds back, skipped and saying which freeze, so that they take no
+    place under the cap; the rest as they were. Pure."""
+    return [replace(d, outcome=Outcome.skipped, reason=f"{HELD_BACK}{held[d.tenant]}")
+            if d.outcome == Outcome.planned and d.tenant is not None and d.tenant in held else d for d in decisions]
+
+
+def plan(proposed: Sequence[Decision], audit: AuditView, policy: Policy, mode: Mode, now: datetime,
+         held: Mapping[str, FreezeOn] | None = None) -> ReclaimPlan:
+    """The whole decision: skip what a change freeze of its tenant holds back (``held``: tenant -> freeze, from
+    ``Policy.frozen_tenants``), what the window already decided or an undo restored, then cap by waste. Pure."""
     cap = policy.reclaim.max_actions_per_run
-    return ReclaimPlan(mode, finalize_decisions(proposed, audit.decided, cap, audit.restored, now), cap)
+    kept = hold_frozen(proposed, held or {})
+    return ReclaimPlan(mode, finalize_decisions(kept, audit.decided, cap, audit.restored, now), cap)
 
 
 def decide(snapshot: Snapshot, idle: pd.DataFrame, policy: Policy, mode: Mode, store: Store, *, now: datetime,
            wall_clock: datetime | None = None) -> ReclaimPlan:
-    """``propose``, the audit log's answer, ``plan``: one run's decision, as the flow and the command make it."""
+    """``propose``, the audit log's answer, ``plan``: one run's decision, as the flow and the command make it.
+    The tenants' change freezes are judged on ``wall_clock`` (the instant the run writes), or ``now``."""
     proposed = propose(snapshot, idle, policy, mode, wall_clock)
-    return plan(proposed, read_audit_view(store, proposed, now), policy, mode, now)
+    held = policy.frozen_tenants(WritingFlow.reclaim, wall_clock or now)
+    return plan(proposed, read_audit_view(store, proposed, now), policy, mode, now, held)
 
 
 def apply(reclaim_plan: ReclaimPlan, store: Store, writer: KubeWriter, *, flow_run_id: str | None,

@@ -160,3 +160,25 @@ def test_a_change_freeze_writes_no_hold_but_still_releases_a_due_one(
     assert writes(cluster) == before + 2  # the release and its Event, nothing else
     assert frozen["headline"].startswith(f"Change freeze launch until {wall + timedelta(hours=1):%Y-%m-%d %H:%M} UTC: "
                                          "dry-run, no hold or demotion written. ")
+
+
+def test_a_tenants_change_freeze_holds_none_of_its_workloads(
+        cluster: EmbeddedCluster, tmp_path: Path, prefect_harness: None, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The run applies (no freeze of the fleet), but team forecast's Workloads are neither held nor demoted."""
+    policy = tmp_path / "policy.yaml"
+    wall = datetime.now(UTC).replace(microsecond=0)
+    policy.write_text(yaml.safe_dump({
+        "deadlines": {"mode": "apply", "max_holds_per_run": 1, "release_margin_minutes": 30,
+                      "runtime_estimate_error": 1},
+        "tenants": [{"name": "forecast", "namespaces": ["forecast"]}],
+        "freezes": [{"name": "launch", "start": (wall - timedelta(hours=1)).isoformat(),
+                     "end": (wall + timedelta(hours=1)).isoformat(), "tenants": ["forecast"]}]}))
+    point_at(cluster, monkeypatch, data_dir=tmp_path / "data", policy_file=policy)  # a store of its own
+    before = writes(cluster)
+    result = _run(at=cluster.clock.now())
+    assert result["mode"] == "apply" and result["freeze"] is None
+    held_back = [n for n in result["nudges"] if n["workload"].startswith("forecast/") and n["action"] in ("hold", "demote")]
+    # without the freeze this run holds one of forecast's pending Workloads (the test above)
+    assert held_back and {(n["result"], n["reason"]) for n in held_back} == {
+        ("skipped", f"held back by the change freeze launch of tenant forecast until {wall + timedelta(hours=1):%Y-%m-%d %H:%M} UTC")}
+    assert not _held(cluster) and writes(cluster) == before

@@ -133,7 +133,10 @@ def test_the_headline_names_the_freeze_in_place_of_the_hint_to_apply() -> None:
     frozen = on_at(_policy(YEAR_END).freezes, WritingFlow.rebalance, datetime(2026, 12, 24, tzinfo=UTC))
     assert frozen_lead(frozen) == "Change freeze year-end until 2027-01-04 00:00 UTC: dry-run, "
     assert frozen_lead(None) == "Dry-run: "
-    assert first_line([], "dry-run", None, frozen) == "Nothing to rebalance: no cohort with GPU quota."
+    # with nothing to do, the freeze is still said: an operator who passed --apply must learn it was overridden
+    assert first_line([], "dry-run", None, frozen) == (
+        "Change freeze year-end until 2027-01-04 00:00 UTC: dry-run, nothing to rebalance: no cohort with GPU quota.")
+    assert first_line([], "dry-run", None, None) == "Nothing to rebalance: no cohort with GPU quota."
 
 
 BAD = {
@@ -202,9 +205,51 @@ def test_the_freezes_the_docs_and_the_example_show_are_valid() -> None:
     commented = example.split("# freezes:\n", 1)[1].split("\n\n", 1)[0]
     uncommented = "freezes:\n" + "\n".join(line.removeprefix("#") for line in commented.splitlines())
     for text in (block, uncommented):
-        freezes = parse_policy(yaml.safe_load(text)).freezes
-        assert [f.name for f in freezes] == ["year-end", "weekend"]
+        freezes = parse_policy(yaml.safe_load(text) | {"tenants": [{"name": "team-a"}]}).freezes
+        assert [f.name for f in freezes] == ["year-end", "weekend", "team-a-launch"]
+        assert [f.tenants for f in freezes] == [[], [], ["team-a"]]
         assert freezes[1].flows == [WritingFlow.reclaim, WritingFlow.rebalance] and freezes[1].duration_minutes == 3840
         # Friday 16:00 in Berlin (CET) to Monday 08:00.
         found = on_at(freezes, WritingFlow.reclaim, datetime(2026, 12, 5, 12, tzinfo=UTC))
         assert found is not None and found.until == datetime(2026, 12, 7, 7, tzinfo=UTC)
+
+
+LAUNCH = {"name": "launch", "start": "2026-12-22T00:00:00Z", "end": "2027-01-10T00:00:00Z", "tenants": ["team-a"]}
+TENANTS = [{"name": "team-a", "namespaces": ["team-a"]}, {"name": "team-b", "namespaces": ["team-b"]}]
+
+
+def test_a_freeze_of_tenants_holds_back_theirs_alone_and_not_the_run() -> None:
+    policy = parse_policy({"freezes": [YEAR_END | {"flows": ["rebalance"]}, LAUNCH], "tenants": TENANTS,
+                           "reclaim": {"mode": "apply"}})
+    at = datetime(2026, 12, 24, tzinfo=UTC)
+    assert policy.run_mode(WritingFlow.reclaim, False, at) == (Mode.apply, None)  # the fleet's run still applies
+    held = policy.frozen_tenants(WritingFlow.reclaim, at)
+    assert list(held) == ["team-a"] and str(held["team-a"]) == (
+        "change freeze launch of tenant team-a until 2027-01-10 00:00 UTC")
+    assert policy.frozen_tenants(WritingFlow.reclaim, datetime(2027, 1, 10, tzinfo=UTC)) == {}
+    assert on_at(policy.freezes, WritingFlow.rebalance, at).name == "year-end"  # type: ignore[union-attr]
+
+
+def test_of_two_freezes_of_a_tenant_the_one_that_ends_last_is_named() -> None:
+    early = LAUNCH | {"name": "demo", "end": "2026-12-28T00:00:00Z", "tenants": ["team-a", "team-b"]}
+    held = parse_policy({"freezes": [early, LAUNCH], "tenants": TENANTS}).frozen_tenants(
+        WritingFlow.deadlines, datetime(2026, 12, 24, tzinfo=UTC))
+    assert {t: (f.name, f.until.day) for t, f in held.items()} == {"team-a": ("launch", 10), "team-b": ("demo", 28)}
+
+
+def test_a_freeze_of_a_tenant_the_policy_does_not_define_is_refused_by_its_field() -> None:
+    with pytest.raises(ConfigError) as caught:
+        parse_policy({"freezes": [LAUNCH | {"tenants": ["team-a", "team-z"]}], "tenants": TENANTS}, "policy.yaml")
+    assert caught.value.field == "freezes[0].tenants[1]"
+    assert str(caught.value) == ("policy.yaml: freezes[0].tenants[1]: 'team-z' is not a tenant of the policy "
+                                 "(tenants: team-a, team-b)")
+
+
+def test_config_check_names_the_tenants_of_a_freeze() -> None:
+    policy = parse_policy({"freezes": [LAUNCH | {"tenants": ["team-a", "team-b"]}], "tenants": TENANTS})
+    from gpuaas.policy import freezes_phrase
+
+    assert freezes_phrase(policy.freezes, datetime(2026, 12, 24, tzinfo=UTC)) == (
+        "1 change freeze, launch (tenants team-a, team-b) on now until 2027-01-10 00:00 UTC")
+    assert freezes_phrase(policy.freezes, datetime(2026, 12, 1, tzinfo=UTC)) == (
+        "1 change freeze, the next: launch (tenants team-a, team-b) from 2026-12-22 00:00 UTC")

@@ -62,7 +62,7 @@ from gpuaas.models import Outcome
 from gpuaas.policies.deadlines.pools import PoolPlan
 from gpuaas.policies.deadlines.problem import DeadlineJob
 from gpuaas.policies.deadlines.profile import EPS
-from gpuaas.policy import DeadlinesPolicy
+from gpuaas.policy import HELD_BACK, DeadlinesPolicy
 
 __all__ = ["HOLD_ANNOTATION", "Nudge", "is_demotion", "parse_hold", "plan_nudges", "release_is_due"]
 
@@ -133,8 +133,12 @@ def _held(workloads: pd.DataFrame) -> dict[str, dict[str, Any]]:
 
 
 def plan_nudges(pools: Sequence[PoolPlan], workloads: pd.DataFrame, now: datetime,
-                policy: DeadlinesPolicy) -> list[Nudge]:
-    """Releases first (all planned), then holds (capped: given-up Workloads first, then the least urgent)."""
+                policy: DeadlinesPolicy, held_back: Mapping[str, object] | None = None) -> list[Nudge]:
+    """Releases first (all planned), then holds (capped: given-up Workloads first, then the least urgent).
+
+    ``held_back``: ``namespace/name`` -> the change freeze of its tenant (said in the reason). Such a Workload is
+    neither held nor demoted (a ``skipped`` nudge, outside the cap); a hold it already has is still released.
+    """
     margin = policy.release_margin_minutes * 60.0
     held = _held(workloads)
     releases: list[Nudge] = []
@@ -200,11 +204,15 @@ def plan_nudges(pools: Sequence[PoolPlan], workloads: pd.DataFrame, now: datetim
             releases.append(Nudge("release", ns, name, "in no deadline plan any more: released",
                                   evidence={"hold": hold}))
     holds.sort(key=lambda h: -h[0])
+    frozen = held_back or {}
+    free = [n for _, n in holds if n.ref not in frozen]
     capped = [n if i < policy.max_holds_per_run else
               Nudge(n.action, n.namespace, n.name, f"over the cap of {policy.max_holds_per_run} holds per run",
                     Outcome.deferred, n.release_at, n.evidence)
-              for i, (_, n) in enumerate(holds)]
-    return releases + capped
+              for i, n in enumerate(free)]
+    skipped = [Nudge(n.action, n.namespace, n.name, f"{HELD_BACK}{frozen[n.ref]}", Outcome.skipped,
+                     n.release_at, n.evidence) for _, n in holds if n.ref in frozen]
+    return releases + capped + skipped
 
 
 def _given_up(pool: PoolPlan, policy: DeadlinesPolicy) -> set[str]:

@@ -20,10 +20,10 @@ from typing import Any
 import pandas as pd
 from prefect import flow, get_run_logger
 
-from flows._outcome import finished, freeze_dict
+from flows._outcome import failed, finished, freeze_dict
 from flows._snapshot import snapshot_for
 from gpuaas.actions import new_holder
-from gpuaas.models import Snapshot
+from gpuaas.models import Outcome, Snapshot
 from gpuaas.operations.rebalance import RebalancePlan, history_window
 from gpuaas.policies.deadlines import PoolPlan
 from gpuaas.policy import Mode, WritingFlow
@@ -112,10 +112,10 @@ def rebalance(apply: bool = False, cohort: str | None = None, history_days: floa
     publish_rebalance_artifacts(results, mode, unwalked(pools), plan.degraded, frozen)
     pushed = push_or_warn(settings, push_rebalance_metrics, results, what="rebalance metrics")
     line = with_failures(first_line(results, mode.value, plan.degraded, frozen), source_errors(snapshot.sources))
-    return finished({"mode": mode.value, "snapshot_id": plan.snapshot_id, "degraded": plan.degraded,
-                     "pushed_samples": pushed, "source_errors": source_errors(snapshot.sources),
-                     "freeze": freeze_dict(frozen),
-                     "cohorts": outcome_dicts(results)}, line)
+    end = failed if any(o.result == Outcome.failed for o in results) else finished  # a refused write: a red run
+    return end({"mode": mode.value, "snapshot_id": plan.snapshot_id, "degraded": plan.degraded,
+                "pushed_samples": pushed, "source_errors": source_errors(snapshot.sources),
+                "freeze": freeze_dict(frozen), "cohorts": outcome_dicts(results)}, line)
 
 
 if __name__ == "__main__":

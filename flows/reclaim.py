@@ -29,10 +29,10 @@ from typing import Any
 import pandas as pd
 from prefect import flow, get_run_logger
 
-from flows._outcome import finished, freeze_dict
+from flows._outcome import failed, finished, freeze_dict
 from flows._snapshot import snapshot_for
 from gpuaas.actions import new_holder
-from gpuaas.models import Snapshot
+from gpuaas.models import Outcome, Snapshot
 from gpuaas.policies.reclaim import adaptive_rules, snapshot_problem
 from gpuaas.policy import FreezeOn, Mode, WritingFlow
 from gpuaas.settings import GpuaasSettings, load_settings
@@ -114,10 +114,11 @@ def reclaim(apply: bool = False, at: datetime | None = None, undo: list[int] | N
         logger.warning("degraded run: %s", blind)
     if settings.pushgateway_url:
         _publish_signal(settings, snapshot, idle, mode, frozen)
-    return finished({"mode": mode.value, "snapshot_id": snapshot_id, "degraded": bool(blind) or snapshot.degraded,
-                     "source_errors": source_errors(snapshot.sources), "summary": summary_line(results, snapshot),
-                     "freeze": freeze_dict(frozen), "decisions": decision_dicts(results)},
-                    headline(results, snapshot, mode.value, frozen=frozen))
+    end = failed if any(r.result == Outcome.failed for r in results) else finished  # a refused write: a red run
+    return end({"mode": mode.value, "snapshot_id": snapshot_id, "degraded": bool(blind) or snapshot.degraded,
+                "source_errors": source_errors(snapshot.sources), "summary": summary_line(results, snapshot),
+                "freeze": freeze_dict(frozen), "decisions": decision_dicts(results)},
+               headline(results, snapshot, mode.value, frozen=frozen))
 
 
 def _verdicts(settings: GpuaasSettings, snapshot: Snapshot, now: datetime) -> pd.DataFrame:
@@ -163,7 +164,11 @@ def _publish_signal(settings: GpuaasSettings, snapshot: Snapshot, idle: pd.DataF
     if problem:
         logger.warning("idle signal withdrawn: %s", problem)
         state = withdraw_idle_metrics.with_options(**options)(settings, return_state=True)
-    else:
+    else:  # a tenant's change freeze withdraws its workloads' signal alone
+        held = settings.policy.frozen_tenants(WritingFlow.reclaim, datetime.now(UTC))
+        if held:
+            logger.warning("idle signal withdrawn for %s", "; ".join(str(f) for f in held.values()))
+            idle = idle[~idle["tenant"].isin(sorted(held))]
         state = push_idle_metrics.with_options(**options)(settings, idle, mode, snapshot.collected_at,
                                                           return_state=True)
     if not state.is_completed():

@@ -64,6 +64,13 @@ def first_line(outcomes: Sequence[CohortOutcome], mode: str, degraded: str | Non
 
 
 def _moves_line(outcomes: Sequence[CohortOutcome], mode: str, degraded: str | None, frozen: FreezeOn | None) -> str:
+    line = _moves(outcomes, mode, degraded, frozen)
+    if frozen and not line.startswith(frozen_lead(frozen)):  # a freeze is said whatever the run found to do
+        return f"{frozen_lead(frozen)}{line[0].lower()}{line[1:]}"
+    return line
+
+
+def _moves(outcomes: Sequence[CohortOutcome], mode: str, degraded: str | None, frozen: FreezeOn | None) -> str:
     if not outcomes:
         return "Nothing to rebalance: no cohort with GPU quota."
     moving = [o for o in outcomes if o.plan is not None and o.plan.moved_gpus]

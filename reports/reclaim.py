@@ -10,8 +10,9 @@ import pandas as pd
 
 from gpuaas.actions import ActionResult, UndoResult
 from gpuaas.models import Outcome, Snapshot
+from gpuaas.permissions import ROLES, bind_command
 from gpuaas.policies.reclaim import blind_run_line
-from gpuaas.policy import FreezeOn
+from gpuaas.policy import HELD_BACK, FreezeOn
 from gpuaas.pushgateway import MetricFamily
 from reports._format import busy_line, counted, duration, frozen_lead, source_errors, with_failures
 
@@ -186,9 +187,14 @@ def headline(results: Sequence[ActionResult], snapshot: Snapshot, mode: str, bus
     applied = [str(r.audit_id) for r in results if r.result == Outcome.applied and r.audit_id]
     if not results:
         first = f"Nothing to reclaim (degraded): {blind}." if blind else _nothing_idle(telemetry_counts(snapshot)[1])
+        first = f"{frozen_lead(frozen)}{first[0].lower()}{first[1:]}" if frozen else first
+    elif mode != "apply" and not acted:  # every target skipped (decided before, held back, …): nothing to apply
+        first = (f"{frozen_lead(frozen)}no idle workload would be stopped "
+                 f"({counted(len(results), 'target')} skipped: see {'its' if len(results) == 1 else 'their'} "
+                 "reason); nothing was changed.")
     elif mode == "apply":
         first = (f"Stopped {counted(len(applied), 'idle workload')}, freeing {counted(gpus, 'GPU')} "
-                 f"(${cost:,.2f} per hour)"
+                 f"(${cost:,.2f} per hour)" + _failures(results)
                  + (f"; to reverse: gpuaas undo {' '.join(applied)}." if applied else "."))
     else:
         first = (f"{frozen_lead(frozen)}{counted(gpus, 'GPU')} would be freed by stopping "
@@ -196,7 +202,31 @@ def headline(results: Sequence[ActionResult], snapshot: Snapshot, mode: str, bus
                  + ("." if frozen else "; to act: gpuaas reclaim --apply."))
     if blind and results:
         first = f"Degraded run: {blind}. {first}"
-    return with_failures(first, source_errors(snapshot.sources))
+    return with_failures(first + _held_back(results), source_errors(snapshot.sources))
+
+
+def _failures(results: Sequence[ActionResult]) -> str:
+    """``; 4 failed: 403 Forbidden …, bind gpuaas-reclaimer (kubectl apply -f …)``: writes the cluster refused,
+    the first one's reason, and the role to bind where it refused a permission."""
+    failed = [r for r in results if r.result == Outcome.failed]
+    if not failed:
+        return ""
+    why = " ".join(failed[0].reason.split())
+    why = why if len(why) <= 160 else why[:159].rsplit(" ", 1)[0] + " …"
+    hint = f", {bind_command(ROLES['reclaim'])}" if any("403" in r.reason for r in failed) else ""
+    return f"; {len(failed)} failed: {why}{hint}"
+
+
+def _held_back(results: Sequence[ActionResult]) -> str:
+    """`` 3 more held back by the change freeze launch of tenant team-a until …``: idle workloads a tenant's change
+    freeze kept out of this run, so that the headline's count is not read as the whole fleet's."""
+    freezes = sorted({r.decision.reason.removeprefix(HELD_BACK) for r in results
+                      if r.result == Outcome.skipped and r.decision.reason.startswith(HELD_BACK)})
+    if not freezes:
+        return ""
+    held = sum(1 for r in results if r.result == Outcome.skipped and r.decision.reason.startswith(HELD_BACK))
+    by = f"the {freezes[0]}" if len(freezes) == 1 else f"{len(freezes)} change freezes of their tenants"
+    return f" {counted(held, 'idle workload')} held back by {by}."
 
 
 _UNDONE_NOUNS = {"reclaim": ("reclaim", "reclaims"), "quota-plan": ("quota plan", "quota plans"),

@@ -89,6 +89,8 @@ def run_flow(flow: Any, what: str, **parameters: Any) -> Any:
             raise fail(f"Prefect could not start the run: {exc}") from exc
     if not state.is_completed():
         error = state.result(raise_on_failure=False)
+        if isinstance(error, dict) and "headline" in error:
+            return error  # the run ended Failed on what it found (a refused write): its result, for the command
         if isinstance(error, GpuaasError):
             raise fail(str(error))
         raise fail(f"flow run {state.name.lower()}: {error}")

@@ -47,6 +47,10 @@ def rebalance(
         print_json(result)
     else:
         print_rebalance(result)
+    refused = [c for c in result["cohorts"] if c["result"] == Outcome.failed]
+    if refused:  # the cluster refused a write (or the read before it): exit 1, not 0 or 3
+        raise fail(f"{len(refused)} of {len(result['cohorts'])} cohorts failed ({', '.join(c['cohort'] for c in refused)}); "
+                   + ("see its message" if len(refused) == 1 else "see their messages"))
     end_degraded(result)
 
 

@@ -9,6 +9,7 @@ import typer
 
 from gpuaas.cli._common import (
     OutputFormat,
+    audit_id,
     end_degraded,
     fail,
     lead,
@@ -43,6 +44,11 @@ def reclaim(
     if result.get("writes_busy"):
         raise fail(result["writes_busy"])
     print_reclaim(result, format)
+    refused = [d for d in result["decisions"] if d["result"] == Outcome.failed]
+    if refused:  # the cluster refused a write: exit 1 (as an undo not done does), not 0 or 3
+        ids = ", ".join(f"#{d['audit_id']}" for d in refused)
+        raise fail(f"{len(refused)} of {len(result['decisions'])} reclaims failed ({ids}); see "
+                   + ("its row's reason" if len(refused) == 1 else "their rows' reasons"))
     end_degraded(result)
 
 
@@ -51,8 +57,8 @@ def print_reclaim(result: dict[str, Any], format: OutputFormat = OutputFormat.ta
     almost nothing must not read as "nothing idle"."""
     lead(result, format)
     if format is OutputFormat.json:
-        print_json({k: result[k] for k in ("headline", "degraded", "source_errors", "summary", "mode", "snapshot_id",
-                                           "decisions")})
+        print_json({k: result.get(k) for k in ("headline", "degraded", "source_errors", "summary", "mode",
+                                               "snapshot_id", "freeze", "decisions")})
     elif result["decisions"]:
         print_table(f"Reclaim decisions ({result['mode']}, snapshot {result['snapshot_id']})", _COLUMNS,
                     [_row(r) for r in result["decisions"]], optional=("tenant", "idle for", "frees", "action"),
@@ -60,7 +66,7 @@ def print_reclaim(result: dict[str, Any], format: OutputFormat = OutputFormat.ta
 
 
 def undo(
-    audit_ids: Annotated[list[int], typer.Argument(min=1, max=2**63 - 1, help=(
+    audit_ids: Annotated[list[int], typer.Argument(parser=audit_id, metavar="AUDIT_ID", help=(
         "Audit ids of the changes to undo: reclaims, quota plans (rebalance) or deadline holds and demotions "
         "(see gpuaas audit list)."))],
     format: Annotated[OutputFormat, typer.Option("--format", help="Output format.")] = OutputFormat.table,

@@ -100,3 +100,49 @@ def test_with_a_prefect_api_the_command_runs_through_prefect(pointed_at: Embedde
     assert {a.key for a in artifacts} >= {"gpuaas-collect-summary", "gpuaas-collect-backlog"}
     assert all(a.task_run_id is None and a.description for a in artifacts)
     assert next(a for a in artifacts if a.key == "gpuaas-collect-summary").description == headline
+
+
+@pytest.mark.parametrize("through_prefect", [True, False], ids=["prefect", "direct"])
+def test_an_apply_the_cluster_refuses_exits_1_naming_the_role_to_bind(
+        pointed_at: EmbeddedCluster, prefect_harness: None, monkeypatch: pytest.MonkeyPatch,
+        through_prefect: bool) -> None:
+    """The reader's role alone: every stop is refused with 403. The command must not report a clean run."""
+    from gpuaas.cluster.apiserver import RBACRules
+
+    if not through_prefect:
+        monkeypatch.delenv("PREFECT_API_URL", raising=False)
+    manifest = Path(__file__).resolve().parents[2] / "deployments" / "kubernetes" / "rbac.yaml"
+    before = {(o["kind"], o["metadata"]["name"]): o["metadata"]["resourceVersion"]
+              for kind in ("Deployment", "Workload", "Notebook") for o in pointed_at.store.list(kind)}
+    pointed_at.api.rbac = RBACRules.from_manifest(manifest, ["gpuaas-reader"])
+    try:
+        result = CliRunner().invoke(app, ["reclaim", "--apply", "--format", "json"])
+    finally:
+        pointed_at.api.rbac = None
+    assert result.exit_code == 1, result.output
+    out = json.loads(result.stdout)
+    failed = [d for d in out["decisions"] if d["result"] == "failed"]
+    assert len(failed) == 1 and "403" in failed[0]["reason"]  # the cap of 1: one stop tried, and refused
+    assert out["headline"].startswith("Stopped 0 idle workloads, freeing 0 GPUs ($0.00 per hour); 1 failed: ")
+    assert out["headline"].endswith(
+        ", bind gpuaas-reclaimer (kubectl apply -f deployments/kubernetes/rbac-apply-reclaim.yaml).")
+    assert result.stderr.strip().splitlines()[-1] == (
+        f"error: 1 of {len(out['decisions'])} reclaims failed (#{failed[0]['audit_id']}); see its row's reason")
+    assert {(o["kind"], o["metadata"]["name"]): o["metadata"]["resourceVersion"]
+            for kind in ("Deployment", "Workload", "Notebook") for o in pointed_at.store.list(kind)} == before
+
+
+def test_an_undo_hint_pasted_with_its_full_stop_is_read_and_a_bad_id_is_named(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("GPUAAS_KUBECONFIG", str(tmp_path / "missing-kubeconfig"))
+    assert CliRunner().invoke(app, ["db", "upgrade"]).exit_code == 0
+    pasted = CliRunner().invoke(app, ["undo", "41", "42."])  # `...; to reverse: gpuaas undo 41 42.` copied whole
+    assert pasted.exit_code == 1
+    assert pasted.stderr.strip().splitlines() == [
+        "error: no audit row #41, #42 (see `gpuaas audit list`); nothing undone"]
+    for bad in ("abc", "0", "4x"):
+        for args in (["undo", bad], ["incident", "--undo", bad]):
+            result = CliRunner().invoke(app, args)
+            assert result.exit_code == 2, result.output
+            [line] = result.stderr.strip().splitlines()
+            assert f"expected an audit id, a whole number from 1 (see gpuaas audit list), got {bad!r}" in line

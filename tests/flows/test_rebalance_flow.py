@@ -120,6 +120,48 @@ def test_a_change_freeze_makes_an_apply_from_the_cli_a_dry_run(pointed_at: Embed
     assert quotas(pointed_at) == NOMINAL
 
 
+def test_a_tenants_change_freeze_keeps_its_queues_quota_and_the_rest_plans_without_it(
+        pointed_at: EmbeddedCluster, prefect_harness: None, tmp_path: Path) -> None:
+    policy = tmp_path / "policy.yaml"
+    data = yaml.safe_load(policy.read_text())
+    now = datetime.now(UTC).replace(microsecond=0)
+    until = now + timedelta(hours=1)
+    data["freezes"] = [{"name": "launch", "start": (now - timedelta(hours=1)).isoformat(), "end": until.isoformat(),
+                        "tenants": ["team-b"]}]
+    policy.write_text(yaml.safe_dump(data))
+    done = runner.invoke(app, ["rebalance", "--apply", "--cohort", "c", "--format", "json"])
+    assert done.exit_code == 0, done.output
+    result = json.loads(done.stdout)
+    assert result["mode"] == "apply" and result["freeze"] is None  # the fleet's run applies; team-b's queue is out
+    [c] = result["cohorts"]
+    assert f"team-b-cq keeps its quota: held back by the change freeze launch of tenant team-b until {until:%Y-%m-%d %H:%M} UTC" \
+        in c["notes"]
+    # team-b waits (without the freeze it gains 4), but its queue is out of the plan: nobody else is short
+    assert {ch["queue"] for ch in c["changes"]} == {"team-a-cq", "team-c-cq"}
+    assert c["result"] == "skipped" and c["moved_gpus"] == 0
+    assert quotas(pointed_at) == NOMINAL
+
+
+def test_an_apply_the_cluster_refuses_closes_the_plan_and_exits_1(pointed_at: EmbeddedCluster,
+                                                                   prefect_harness: None) -> None:
+    """The reader's role alone: the plan's read before its patches is refused; the plan is closed as failed at once
+    (nothing left open for a recovery to mistake for a crash) and the command exits 1, naming the role."""
+    from gpuaas.cluster.apiserver import RBACRules
+
+    manifest = Path(__file__).resolve().parents[2] / "deployments" / "kubernetes" / "rbac.yaml"
+    pointed_at.api.rbac = RBACRules.from_manifest(manifest, ["gpuaas-reader"])
+    try:
+        done = runner.invoke(app, ["rebalance", "--apply", "--cohort", "c", "--format", "json"])
+    finally:
+        pointed_at.api.rbac = None
+    assert done.exit_code == 1, done.output
+    [c] = json.loads(done.stdout)["cohorts"]
+    assert c["result"] == "failed" and "403" in c["message"]
+    assert "bind gpuaas-rebalancer (kubectl apply -f deployments/kubernetes/rbac-apply-rebalance.yaml)" in c["message"]
+    assert done.stderr.strip().splitlines()[-1] == "error: 1 of 1 cohorts failed (c); see its message"
+    assert quotas(pointed_at) == NOMINAL
+
+
 def test_apply_from_the_cli_then_undo_the_whole_plan(pointed_at: EmbeddedCluster, prefect_harness: None) -> None:
     done = runner.invoke(app, ["rebalance", "--apply", "--cohort", "c", "--format", "json"])
     assert done.exit_code == 0, done.output

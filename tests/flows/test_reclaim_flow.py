@@ -132,6 +132,47 @@ def test_a_change_freeze_holds_an_apply_back_and_withdraws_the_keda_signal(
     assert writes(cluster) == before
 
 
+def _tenant_freeze(policy: Path) -> dict[str, Any]:
+    """A change freeze of team-a's reclaims around now; team-g's grace cut to 0, so that its idle Notebook is a
+    target of another tenant."""
+    data = yaml.safe_load(_freeze_around_now(policy).read_text())
+    data["freezes"][0] |= {"name": "launch", "tenants": ["team-a"], "flows": ["reclaim"]}
+    [team_g] = [t for t in data["tenants"] if t["name"] == "team-g"]
+    team_g["reclaim"]["grace_minutes"] = 0
+    policy.write_text(yaml.safe_dump(data))
+    return data
+
+
+def test_a_tenants_change_freeze_holds_back_its_workloads_alone(
+        cluster: EmbeddedCluster, tmp_path: Path, pushgateway_url: str, prefect_harness: None,
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """A freeze of team-a: its idle workloads are skipped, saying which freeze, and take no place under the cap;
+    the run itself applies, and KEDA's signal goes for team-a's workloads alone."""
+    policy = write_policy(tmp_path / "policy.yaml", mode="dry-run", max_actions_per_run=1)
+    data = _tenant_freeze(policy)
+    point_at(cluster, monkeypatch, data_dir=tmp_path / "data", pushgateway_url=pushgateway_url, policy_file=policy)
+    result = _run(at=_at(cluster))
+    assert result["freeze"] is None and result["mode"] == "dry-run"
+    until = datetime.fromisoformat(data["freezes"][0]["end"])
+    frozen = f"held back by the change freeze launch of tenant team-a until {until:%Y-%m-%d %H:%M} UTC"
+    mine = [d for d in result["decisions"] if d["tenant"] == "team-a"]
+    others = [d for d in result["decisions"] if d["tenant"] != "team-a"]
+    assert len(mine) >= 2 and {(d["result"], d["reason"]) for d in mine} == {("skipped", frozen)}
+    assert others, "the fleet must hold an idle workload of another tenant for this test to mean anything"
+    # the cap of 1 goes to the most wasteful of the others, not to a frozen one
+    assert [d["result"] for d in others].count("planned") == 1, others
+    assert result["headline"].startswith("Dry-run: 1 GPU would be freed by stopping 1 idle workload")
+    assert result["headline"].endswith(f"; to act: gpuaas reclaim --apply. {len(mine)} idle workloads {frozen}.")
+
+    keda = write_policy(tmp_path / "keda.yaml", actuator="keda")
+    _tenant_freeze(keda)
+    monkeypatch.setenv("GPUAAS_POLICY_FILE", str(keda))
+    _run(at=_at(cluster))
+    published = [line for line in httpx.get(f"{pushgateway_url}/metrics", timeout=10).text.splitlines()
+                 if line.startswith("gpuaas_workload_idle{")]
+    assert published and not [line for line in published if 'namespace="team-a"' in line]
+
+
 def test_a_given_snapshot_is_judged_without_collecting_again_and_a_far_one_is_refused(
         pointed_at: EmbeddedCluster, prefect_harness: None) -> None:
     """One collect serves a whole by-hand cycle (``snapshot_id``), within the staleness bound only."""
@@ -224,6 +265,17 @@ def test_apply_is_capped_by_waste_and_the_same_window_acts_once(pointed_at: Embe
     assert f"undo of audit #{first['decisions'][0]['audit_id']}" in _events(pointed_at, first["decisions"][0]["name"])[
         "Restored"]
     assert _run(undo=[first["decisions"][0]["audit_id"]])["undo"][0]["result"] == "no-op"
+
+    # A RayCluster stopped through its Workload: the team describes the RayCluster, so the Event is on it too,
+    # naming the Workload gpuaas wrote (``related``), as well as on the Workload itself.
+    [ray] = [d for d in first["decisions"] if target_of(d) == ("RayCluster", "ray")]
+    if ray["audit_id"] != first["decisions"][0]["audit_id"]:
+        assert _run(undo=[ray["audit_id"]])["undo"][0]["result"] == "restored"
+    [on_ray] = [e for e in pointed_at.store.list("Event") if e["regarding"]["name"] == "ray"
+                and e["regarding"]["kind"] == "RayCluster" and e["reason"] == "Restored"]
+    assert on_ray["note"].startswith(f"Through its Kueue Workload {ray['name']}: Restored by gpuaas")
+    assert on_ray["related"]["kind"] == "Workload" and on_ray["related"]["name"] == ray["name"]
+    assert "Restored" in _events(pointed_at, ray["name"])
 
 
 def test_the_writes_lock_is_released_when_a_run_fails(pointed_at: EmbeddedCluster, prefect_harness: None,

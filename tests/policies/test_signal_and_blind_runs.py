@@ -9,7 +9,7 @@
 
 from __future__ import annotations
 
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pandas as pd
@@ -98,3 +98,12 @@ def test_a_few_unknown_workloads_do_not_make_a_run_degraded() -> None:
 def test_nothing_idle_says_what_it_counted(complete: int, first: str) -> None:
     """The headline names what the number counts (the GPU-holding workloads judged), in the singular for one."""
     assert headline([], _blind_snapshot(0, complete), "dry-run").splitlines()[0] == first
+
+
+def test_a_freeze_is_said_when_nothing_is_idle() -> None:
+    from gpuaas.policy import FreezeOn
+
+    frozen = FreezeOn("year-end", datetime(2027, 1, 4, tzinfo=UTC))
+    assert headline([], _blind_snapshot(0, 2), "dry-run", frozen=frozen).splitlines()[0] == (
+        "Change freeze year-end until 2027-01-04 00:00 UTC: dry-run, nothing to reclaim: none of the 2 GPU "
+        "workloads is idle.")

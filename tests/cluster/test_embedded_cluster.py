@@ -128,20 +128,31 @@ def _alive(pid: int) -> bool:
     return stat.exists() and stat.read_text().split(") ")[1][0] != "Z"
 
 
+def _up(env_file: Path, env: dict[str, str]) -> tuple[subprocess.Popen[bytes], dict[str, str]]:
+    """``gpuaas cluster up --env-file`` in the background, once its env file is written: the process and the file."""
+    gpuaas = Path(sys.executable).with_name("gpuaas")
+    proc = subprocess.Popen([str(gpuaas), "cluster", "up", "--env-file", str(env_file), "--seed", "1",
+                             "--history", "30m"], env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    deadline = time.monotonic() + 90
+    try:
+        while not env_file.exists():
+            assert proc.poll() is None, proc.stdout.read().decode() if proc.stdout else ""
+            assert time.monotonic() < deadline, "no env file within 90 s"
+            time.sleep(0.2)
+    except BaseException:
+        proc.kill()
+        proc.wait()
+        raise
+    return proc, dict(line.split("=", 1) for line in env_file.read_text().splitlines())
+
+
 def test_cli_up_env_file_and_sigterm(tmp_path: Path) -> None:
     env_file = tmp_path / "cluster.env"
     # GPUAAS_CLUSTER_TOKEN is `cluster up --token`: every request below runs authenticated.
     env = {**os.environ, "GPUAAS_DATA_DIR": str(tmp_path / "data"), "GPUAAS_CLUSTER_TOKEN": "up-token-7f3a"}
     gpuaas = Path(sys.executable).with_name("gpuaas")
-    proc = subprocess.Popen([str(gpuaas), "cluster", "up", "--env-file", str(env_file), "--seed", "1",
-                             "--history", "30m"], env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    proc, values = _up(env_file, env)
     try:
-        deadline = time.monotonic() + 90
-        while not env_file.exists():
-            assert proc.poll() is None, proc.stdout.read().decode() if proc.stdout else ""
-            assert time.monotonic() < deadline, "no env file within 90 s"
-            time.sleep(0.2)
-        values = dict(line.split("=", 1) for line in env_file.read_text().splitlines())
         assert set(values) == {"GPUAAS_KUBECONFIG", "GPUAAS_PROMETHEUS_URL", "GPUAAS_OPENCOST_URL",
                                "GPUAAS_METRICS__SAMPLE_INTERVAL_SECONDS", "GPUAAS_DATA_DIR", "GPUAAS_POLICY_FILE",
                                # an OpenAI endpoint per InferenceService of the default scenario
@@ -179,14 +190,7 @@ def test_cli_up_env_file_and_sigterm(tmp_path: Path) -> None:
         # Started again, it is a new cluster: the trial's database starts afresh with it, so the same env file
         # and the same commands work (the last trial's history is another cluster's, which the store refuses).
         env_file.unlink()
-        proc = subprocess.Popen([str(gpuaas), "cluster", "up", "--env-file", str(env_file), "--seed", "1",
-                                 "--history", "30m"], env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
-        deadline = time.monotonic() + 90
-        while not env_file.exists():
-            assert proc.poll() is None, proc.stdout.read().decode() if proc.stdout else ""
-            assert time.monotonic() < deadline, "no env file within 90 s"
-            time.sleep(0.2)
-        again = dict(line.split("=", 1) for line in env_file.read_text().splitlines())
+        proc, again = _up(env_file, env)
         assert again["GPUAAS_DATA_DIR"] == values["GPUAAS_DATA_DIR"]
         collected = subprocess.run([str(gpuaas), "collect", "--format", "json"], env={**env, **again},
                                    capture_output=True, text=True, timeout=240)

@@ -13,17 +13,17 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any, Protocol
 
+from gpuaas.audit_subject import AuditRowLike
 from gpuaas.errors import ConfigError
 from gpuaas.quantity import parse_window
 
 __all__ = ["AuditRow", "Scope", "parse_instant", "resolve_window", "row_in_scope", "scope_for"]
 
 
-class AuditRow(Protocol):
-    """The fields of an audit row the review reads (``gpuaas.store.AuditEntry`` has them)."""
+class AuditRow(AuditRowLike, Protocol):
+    """The fields of an audit row the review reads (``gpuaas.store.AuditEntry`` has them): those that name its
+    subject (``gpuaas.audit_subject``), and these."""
 
-    @property
-    def id(self) -> int | None: ...
     @property
     def created_at(self) -> datetime: ...
     @property
@@ -32,12 +32,6 @@ class AuditRow(Protocol):
     def flow_run_id(self) -> str | None: ...
     @property
     def action(self) -> str: ...
-    @property
-    def kind(self) -> str: ...
-    @property
-    def namespace(self) -> str | None: ...
-    @property
-    def name(self) -> str: ...
     @property
     def mode(self) -> str: ...
     @property
@@ -50,8 +44,6 @@ class AuditRow(Protocol):
     def before(self) -> dict[str, Any] | None: ...
     @property
     def after(self) -> dict[str, Any] | None: ...
-    @property
-    def refers_to(self) -> int | None: ...
 
 
 # -- the window --------------------------------------------------------------------------------

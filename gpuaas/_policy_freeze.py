@@ -28,7 +28,8 @@ from pydantic import AfterValidator, AwareDatetime, Field, model_validator
 
 from gpuaas._policy_model import _Model
 
-__all__ = ["HELD_BACK", "Freeze", "FreezeOn", "WritingFlow", "freeze_on", "freezes_phrase", "next_freeze", "tenant_freezes"]
+__all__ = ["HELD_BACK", "Freeze", "FreezeOn", "WritingFlow", "freeze_on", "freezes_phrase", "next_freeze", "tenant_freezes",
+           "unknown_freeze_tenant"]
 
 _MAX_EXTENSIONS = 400
 """How many back-to-back recurrences ``until`` follows (a freeze every day for a day is on for a year)."""
@@ -144,6 +145,17 @@ class FreezeOn:
         for one tenant ``change freeze launch of tenant team-a until ...``."""
         of = f" of tenant {self.tenant}" if self.tenant else ""
         return f"change freeze {self.name}{of} until {_utc(self.until)}"
+
+
+def unknown_freeze_tenant(freezes: Sequence[Freeze], tenants: Sequence[str]) -> tuple[str, str] | None:
+    """(field, message) of the first tenant a freeze names that ``tenants`` lacks, or None: a freeze of no tenant
+    the policy knows would hold back nothing, so a typo must not read as a freeze."""
+    for i, freeze in enumerate(freezes):
+        for j, tenant in enumerate(freeze.tenants):
+            if tenant not in tenants:
+                return (f"freezes[{i}].tenants[{j}]", f"{tenant!r} is not a tenant of the policy ("
+                        + (f"tenants: {', '.join(tenants)})" if tenants else "it defines none)"))
+    return None
 
 
 HELD_BACK = "held back by the "

@@ -17,7 +17,16 @@ from typing import Annotated, Any
 
 from pydantic import AfterValidator, Field, ValidationError, field_validator, model_validator
 
-from gpuaas._policy_freeze import HELD_BACK, Freeze, FreezeOn, WritingFlow, freeze_on, freezes_phrase, tenant_freezes
+from gpuaas._policy_freeze import (
+    HELD_BACK,
+    Freeze,
+    FreezeOn,
+    WritingFlow,
+    freeze_on,
+    freezes_phrase,
+    tenant_freezes,
+    unknown_freeze_tenant,
+)
 from gpuaas._policy_model import Fraction, _Model
 from gpuaas._policy_services import (
     CostPolicy,
@@ -416,19 +425,11 @@ def parse_policy(data: Any, file: Path | str = "<policy>") -> Policy:
         policy = Policy.model_validate(data)
     except ValidationError as exc:
         raise format_validation_error(exc, file) from exc
-    _check_freeze_tenants(policy, file)
+    unknown = unknown_freeze_tenant(policy.freezes, [t.name for t in policy.tenants])
+    if unknown is not None:  # a freeze of a tenant the policy lacks would hold back nothing: a typo, not a freeze
+        field, message = unknown
+        raise ConfigError(message, file=file, field=field)
     return policy
-
-
-def _check_freeze_tenants(policy: Policy, file: Path | str) -> None:
-    """A freeze of a tenant the policy does not define would hold back nothing: a typo must not read as a freeze."""
-    known = [t.name for t in policy.tenants]
-    for i, freeze in enumerate(policy.freezes):
-        for j, tenant in enumerate(freeze.tenants):
-            if tenant not in known:
-                raise ConfigError(f"{tenant!r} is not a tenant of the policy ("
-                                  + (f"tenants: {', '.join(known)})" if known else "it defines none)"),
-                                  file=file, field=f"freezes[{i}].tenants[{j}]")
 
 
 def load_policy(path: Path | str) -> Policy:

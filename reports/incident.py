@@ -287,6 +287,11 @@ def _undo_lines(undo: Sequence[Mapping[str, Any]] | None, busy: str | None) -> l
     return lines + [""]
 
 
+QUOTA_SEEN = ("As the collects saw it: a change shows at the first collect after it (gpuaas's own quota plans are "
+              "in the timeline above at the time they were applied).")
+"""Why the quota table's times are the collects', not the changes': said under its title."""
+
+
 def incident_markdown(review: IncidentReview, plot: str | None = None,
                       undo: Sequence[Mapping[str, Any]] | None = None, undo_busy: str | None = None) -> str:
     """The timeline a person reads top to bottom; ``plot`` is ``plot_png``'s base64 (left out when None)."""
@@ -319,6 +324,8 @@ def incident_markdown(review: IncidentReview, plot: str | None = None,
     lines += [_event_line(review, e) for e in review.events] or ["No audit rows in the window for this scope."]
     lines += ["", "## Quota per queue (nominal GPUs)", ""]
     changed = quota_rows(review)
+    if changed:
+        lines += [QUOTA_SEEN, ""]
     lines += _table(changed) or ["No nominal quota changed in the window."]
     unchanged = len(review.quotas) - len(changed)
     if changed and unchanged:

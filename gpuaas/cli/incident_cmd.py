@@ -68,7 +68,7 @@ def _tables(result: dict[str, Any]) -> None:
                     [_event_cells(e) for e in events], notes=("reason / evidence",))
     changed = [q for q in result["quota"] if q["changes"]]
     if changed:
-        print_table("Nominal quota changes", ["queue", "flavor", "at start", "changes", "at end"],
+        print_table("Nominal quota changes (at the collects that saw them)", ["queue", "flavor", "at start", "changes", "at end"],
                     [[q["queue"], q["flavor"], f"{q['at_start']:g}",
                       "; ".join(f"{c['at'][11:19]} {c['before']:g} -> {c['after']:g}" for c in q["changes"]),
                       f"{q['at_end']:g}"] for q in changed])

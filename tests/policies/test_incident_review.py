@@ -143,6 +143,8 @@ def test_the_markdown_reads_top_to_bottom() -> None:
     assert lines[0] == f"**{summary_line(review())}**"
     assert lines.index("## Fleet over the window") < lines.index("## What gpuaas decided and did, oldest first") \
         < lines.index("## Quota per queue (nominal GPUs)")
+    # the quota table's times are the collects' that saw the changes, and it says so under its title
+    assert lines[lines.index("## Quota per queue (nominal GPUs)") + 2].startswith("As the collects saw it: ")
     assert "![backlog and idle GPUs](data:image/png;base64,iVBORw0KGgo=)" in lines
     [nb] = [line for line in lines if line.startswith("- **02:15:00** `#2`")]
     assert nb == ("- **02:15:00** `#2` reclaim Notebook team-a/nb — apply, **planned**: idle 30 m · evidence: window "

@@ -18,7 +18,7 @@ from uuid import UUID
 
 from gpuaas.policy import FreezeOn
 
-__all__ = ["RUN_NAME_MAX", "failed", "finished", "freeze_dict", "run_name"]
+__all__ = ["RUN_NAME_MAX", "RunFailed", "failed", "finished", "freeze_dict", "result_of", "run_name"]
 
 RUN_NAME_MAX = 100
 """Characters of a run's name: one line of the runs list on a laptop screen."""
@@ -48,21 +48,41 @@ def finished(result: dict[str, Any], headline: str, name: str | None = None) -> 
     return _end(Completed, logging.INFO, result, headline, name)
 
 
+class RunFailed(Exception):
+    """What a run that ends Failed on what it found (a failed check, a refused write) carries as its state's data.
+
+    Prefect resolves a Failed state's data into the exception it raises to the run's caller, and logs it
+    where a worker runs the flow; a plain dict there becomes "dict cannot be resolved into an exception". This
+    one reads as the headline, and keeps the run's result for the command line (``result_of``)."""
+
+    def __init__(self, headline: str, result: dict[str, Any]) -> None:
+        super().__init__(headline)
+        self.result = result
+
+
+def result_of(value: Any) -> Any:
+    """A run's result, whether it completed (the dict) or ended Failed on what it found (``RunFailed``'s)."""
+    return value.result if isinstance(value, RunFailed) else value
+
+
 def failed(result: dict[str, Any], headline: str) -> dict[str, Any]:
     """As ``finished``, but the run ends Failed: what it found must reach the failure notification and the runs
-    list's red, not only its message. Named and logged the same way."""
+    list's red, not only its message. Named and logged the same way; the result travels in a ``RunFailed``."""
     from prefect.states import Failed
 
-    return _end(Failed, logging.ERROR, result, headline, None)
+    done = {**result, "headline": headline}
+    return _end(Failed, logging.ERROR, RunFailed(headline, done), headline, None)
 
 
-def _end(state: Any, level: int, result: dict[str, Any], headline: str, name: str | None) -> dict[str, Any]:
+def _end(state: Any, level: int, data: Any, headline: str, name: str | None) -> dict[str, Any]:
     from prefect import get_run_logger
 
     logger = get_run_logger()
     logger.log(level, "%s", headline)
     _rename(run_name(name or headline), logger)
-    return cast(dict[str, Any], state(message=headline, data={**result, "headline": headline}))
+    if isinstance(data, dict):
+        data = {**data, "headline": headline}
+    return cast(dict[str, Any], state(message=headline, data=data))
 
 
 def _rename(name: str, logger: Any) -> None:

@@ -80,6 +80,7 @@ def run_flow(flow: Any, what: str, **parameters: Any) -> Any:
         return _run_body(_resolve(BODIES[flow]), what, parameters)
     if isinstance(flow, str):
         flow = _resolve(flow)
+    from flows._outcome import RunFailed, result_of
     from flows.direct import direct_runs
 
     with _warnings_after(), progress(what), (nullcontext() if through_prefect else direct_runs()):
@@ -89,12 +90,12 @@ def run_flow(flow: Any, what: str, **parameters: Any) -> Any:
             raise fail(f"Prefect could not start the run: {exc}") from exc
     if not state.is_completed():
         error = state.result(raise_on_failure=False)
-        if isinstance(error, dict) and "headline" in error:
-            return error  # the run ended Failed on what it found (a refused write): its result, for the command
+        if isinstance(error, RunFailed):
+            return error.result  # the run ended Failed on what it found (a refused write): its result, for the command
         if isinstance(error, GpuaasError):
             raise fail(str(error))
         raise fail(f"flow run {state.name.lower()}: {error}")
-    return state.result()
+    return result_of(state.result())  # run directly, a returned Failed state is unwrapped into a plain one
 
 
 class _Kept(logging.Handler):

@@ -157,7 +157,7 @@ def test_a_change_freeze_writes_no_hold_but_still_releases_a_due_one(
     assert frozen["mode"] == "dry-run" and frozen["freeze"]["name"] == "launch"
     assert [n["result"] for n in frozen["released"]] == ["released"] and not _held(cluster)
     assert not [n for n in frozen["nudges"] if n["result"] == "applied"]
-    assert writes(cluster) == before + 2  # the release and its Event, nothing else
+    assert writes(cluster) == before + 3  # the release and its Event on the Workload and its RayCluster, nothing else
     assert frozen["headline"].startswith(f"Change freeze launch until {wall + timedelta(hours=1):%Y-%m-%d %H:%M} UTC: "
                                          "dry-run, no hold or demotion written. ")
 

@@ -67,7 +67,9 @@ def test_telemetry_no_workload_can_use_fails_the_run_naming_what_to_set(
     assert "set GPUAAS_METRICS__POD_LABELS" in artifacts["gpuaas-preflight"].data
     assert any(line.startswith("GPU telemetry: the ") and "set GPUAAS_METRICS__POD_LABELS" in line for line in logs)
     assert run.name == "Preflight: 9 checks: 6 ok, 1 failed, 2 skipped"
-    result = state.result(raise_on_failure=False)
+    failure = state.result(raise_on_failure=False)  # what Prefect raises to a caller and logs: the headline
+    assert type(failure).__name__ == "RunFailed" and str(failure) == state.message
+    result = failure.result
     assert result["headline"] == state.message
     assert [c["check"] for c in result["checks"] if c["verdict"] == "failed"] == ["GPU telemetry"]
     # the failure notification fires, with the headline as what failed

@@ -74,7 +74,9 @@ def test_apply_needs_the_reclaimer_role(pointed_at: EmbeddedCluster, prefect_har
 
     pointed_at.api.rbac = RBACRules.from_manifest(MANIFEST, ["gpuaas-reader"])
     before = writes(pointed_at)
-    refused = reclaim(apply=True, at=datetime.now(UTC))["decisions"]
+    state = reclaim(apply=True, at=datetime.now(UTC), return_state=True)
+    assert state.is_failed()  # a write the cluster refused: a red run, its result kept
+    refused = state.result(raise_on_failure=False).result["decisions"]
     attempted = [d for d in refused if d["result"] not in ("deferred",)]
     assert attempted and all(d["result"] == "failed" and "forbidden" in d["reason"].lower() for d in attempted)
     assert writes(pointed_at) == before + len(attempted)  # one PATCH each, refused by the API

@@ -12,7 +12,7 @@ import math
 from collections.abc import Sequence
 from typing import Any
 
-from gpuaas.policies.cost import NO_OUTCOME, CostReport
+from gpuaas.policies.cost import NO_OUTCOME, CostReport, comparison_note, period_complete
 from gpuaas.pushgateway import MetricFamily
 from reports._format import grouped_notes
 
@@ -27,6 +27,7 @@ __all__ = [
     "money",
     "per_outcome",
     "previous_complete",
+    "previous_note",
     "service_rows",
     "summary_markdown",
     "waster_rows",
@@ -143,21 +144,27 @@ def waster_rows(report: CostReport) -> list[dict[str, Any]]:
 
 
 def _delta(now: float | None, before: float | None) -> str:
-    """Change against the previous period; "no data before" where that period had nothing to compare."""
+    """Change against the previous period; "no data before" where that period had nothing to compare (None).
+    A previous $0 is data: no percentage of it exists, so the change is said "from $0"."""
     if now is None:
         return "unknown"
-    if not before:
+    if before is None:
         return "no data before"
+    if before == 0:
+        return "no change" if now == 0 else f"from $0 to {money(now)}"
     return f"{100 * (now - before) / before:+.0f}%"
 
 
 def previous_complete(previous: CostReport | None) -> bool:
-    """Whether the previous period has data from its start: a period that began before the telemetry
-    did (a new cluster, a new tenant) would turn every change into thousands of percent."""
-    if previous is None:
-        return False
-    first = [d for d in previous.daily if d["day"] == 0]
-    return any((d.get("total_cost") or 0) > 0 or (d.get("verified_outcomes") or 0) > 0 for d in first)
+    """Whether the previous period's data spans (nearly) all of it (``COMPLETE_SHARE`` of its length): a period
+    that began before the telemetry did (a new cluster, a new tenant) would turn every change into thousands
+    of percent. ``period_complete`` says how a report that does not record its span is judged."""
+    return previous is not None and period_complete(previous)
+
+
+def previous_note(previous: CostReport | None) -> str | None:
+    """Why no change against the previous period is shown; None where it is (or none was asked for)."""
+    return None if previous is None else comparison_note(previous)
 
 
 def change_rows(report: CostReport, previous: CostReport | None) -> list[dict[str, Any]]:
@@ -189,8 +196,13 @@ def cost_first_line(report: CostReport) -> str:
         return f"{lead}No GPU-hours allocated in the {window_length(report.window_s)} window: nothing to cost."
     return (f"{lead}{window_length(report.window_s)} of GPUs: {money(c['total_cost'])} spent in all "
             f"({money(c['gpu_cost'])} on GPUs), {money(c['waste_cost'])} of it on allocated but idle GPUs; "
-            f"{_count(c.get('verified_requests'))} verified requests and {_count(c.get('verified_jobs'))} batch jobs "
-            "done in time.")
+            f"{_count(c.get('verified_requests'))} verified requests and {_jobs_in_time(c)}.")
+
+
+def _jobs_in_time(cluster: dict[str, Any]) -> str:
+    """``3 batch jobs done in time``; unknown without the Kubernetes API: never a 0 that reads as none done."""
+    jobs = cluster.get("verified_jobs")
+    return "batch jobs done in time unknown" if jobs is None else f"{_count(jobs)} batch jobs done in time"
 
 
 def cost_notes(notes: Sequence[str]) -> list[str]:
@@ -222,6 +234,8 @@ def summary_markdown(report: CostReport, previous: CostReport | None, html_path:
         p = previous.cluster
         lines.append(f"- previous {window_length(report.window_s)}: total cost {money(p['total_cost'], 'no data')} "
                      f"({_delta(c['total_cost'], p['total_cost'])}), waste {money(p['waste_cost'], 'no data')}")
+    elif (why := previous_note(previous)) is not None and why not in report.notes:
+        lines.append(f"- {why}")
     if report.wasters:
         w = report.wasters[0]
         lines.append(f"- top waster: `{w['namespace']}/{w['workload']}` ({w['tenant']}), "

@@ -156,12 +156,18 @@ def _waste_plot(report: CostReport) -> str:
 
 
 def _daily_rows(report: CostReport) -> list[dict[str, Any]]:
+    """One row per service and period; a period the data does not reach reads "no data", not $0 or unknown."""
     kinds = {s["service"]: s["kind"] for s in report.services}
-    return [{"service": d["service"], "period ends (UTC)": d["day_end"][:16].replace("T", " "),
-             "GPU cost": money(d["gpu_cost"]), "total cost": money(d["total_cost"]),
-             "verified outcomes": "unknown" if d["verified_outcomes"] is None else f"{d['verified_outcomes']:,.0f}",
-             "cost per outcome": per_outcome(d["cost_per_outcome"], kinds.get(d["service"], "serving"))
-             if d["cost_per_outcome"] is not None else "-"} for d in report.daily]
+    rows = []
+    for d in report.daily:
+        missing = "no data" if d.get("data") is False else "unknown"
+        outcomes = d["verified_outcomes"]
+        rows.append({"service": d["service"], "period ends (UTC)": d["day_end"][:16].replace("T", " "),
+                     "GPU cost": money(d["gpu_cost"], missing), "total cost": money(d["total_cost"], missing),
+                     "verified outcomes": missing if outcomes is None else f"{outcomes:,.0f}",
+                     "cost per outcome": per_outcome(d["cost_per_outcome"], kinds.get(d["service"], "serving"))
+                     if d["cost_per_outcome"] is not None else (missing if d.get("data") is False else "-")})
+    return rows
 
 
 def _headline(report: CostReport) -> str:
@@ -169,9 +175,10 @@ def _headline(report: CostReport) -> str:
     cells = [("total cost", money(c.get("total_cost"))), ("of it GPUs", money(c.get("gpu_cost"))),
              ("waste (idle GPUs)", money(c.get("waste_cost"))),
              ("verified requests", f"{c.get('verified_requests') or 0:,.0f}"),
-             ("jobs done in time", f"{c.get('verified_jobs') or 0:,.0f}"),
+             ("jobs done in time", "unknown" if c.get("verified_jobs") is None else f"{c['verified_jobs']:,.0f}"),
              ("GPU-hours allocated", f"{c.get('allocated_gpu_hours') or 0:,.1f}"),
-             ("productive", f"{c.get('productive_gpu_hours') or 0:,.1f}")]
+             ("productive", "unknown" if c.get("productive_gpu_hours") is None
+              else f"{c['productive_gpu_hours']:,.1f}")]
     return '<div class="kpis">' + "".join(f'<div><span>{html.escape(v)}</span><small>{html.escape(k)}</small></div>'
                                           for k, v in cells) + "</div>"
 

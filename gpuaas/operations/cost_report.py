@@ -11,11 +11,11 @@ HTML page, the artifacts, the metrics); ``gpuaas cost-report`` runs the flow.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 
 from gpuaas.models import CostInputs
-from gpuaas.policies.cost import CostReport, build_cost_report
+from gpuaas.policies.cost import CostReport, build_cost_report, comparison_note
 from gpuaas.policy import Policy
 from gpuaas.settings import GpuaasSettings
 from gpuaas.sources.cost_window import read_cost_inputs
@@ -47,9 +47,13 @@ def read(settings: GpuaasSettings, end: datetime, window_s: float, *, compare: b
 
 
 def plan(windows: CostWindows, policy: Policy, policy_file: str | None = None) -> CostReportPlan:
-    """The reports, pure; an ambiguous ``pod_labels`` selector is a ``ConfigError`` naming ``policy_file``."""
-    return CostReportPlan(
-        report=build_cost_report(windows.current, policy, policy_file),
-        previous=build_cost_report(windows.previous, policy, policy_file) if windows.previous is not None else None,
-    )
+    """The reports, pure; an ambiguous ``pod_labels`` selector is a ``ConfigError`` naming ``policy_file``.
+
+    A previous period whose data spans less than ``COMPLETE_SHARE`` of it is not compared with: the
+    current report's notes say so (and how much it held), in the JSON, the tables and the HTML alike."""
+    report = build_cost_report(windows.current, policy, policy_file)
+    previous = build_cost_report(windows.previous, policy, policy_file) if windows.previous is not None else None
+    if previous is not None and (why := comparison_note(previous)) is not None:
+        report = replace(report, notes=[*report.notes, why])
+    return CostReportPlan(report=report, previous=previous)
 

@@ -22,9 +22,15 @@ from gpuaas.sources._kube_kueue import parse_time
 from gpuaas.sources.failures import describe_failure
 from gpuaas.sources.kube import KUEUE_GROUP, KUEUE_VERSIONS
 
-__all__ = ["DEADLINE_ANNOTATION", "Jobs", "finished_jobs", "pod_owners", "read_jobs", "running_jobs"]
+__all__ = ["BATCH_KINDS", "DEADLINE_ANNOTATION", "Jobs", "finished_jobs", "pod_owners", "read_jobs", "running_jobs"]
 
 DEADLINE_ANNOTATION = "gpuaas.io/deadline"
+BATCH_KINDS = frozenset({"Job", "JobSet", "RayJob", "RayCluster", "PyTorchJob", "TFJob", "MPIJob", "XGBoostJob",
+                         "PaddleJob", "JAXJob", "TrainJob"})
+"""Owners of a Kueue Workload that run to an end, whose hours can be *in progress*: Kubernetes and Kubeflow
+jobs, and KubeRay's RayJob and RayCluster (the batch jobs gpuaas reads deadlines from, ``_DEADLINE_OWNERS``).
+An InferenceService, Notebook, Deployment or StatefulSet is admitted for good: it never finishes, so its
+busy hours without a verified outcome are just that, never "in progress"."""
 _DEADLINE_OWNERS = (("RayCluster", "ray.io", "v1", "rayclusters"),)
 """Batch job kinds whose deadline annotation is read when their Workload has none."""
 
@@ -69,7 +75,8 @@ def _created(meta: dict[str, Any]) -> datetime | None:
 
 
 def running_jobs(objs: Sequence[dict[str, Any]]) -> list[RunningJob]:
-    """Kueue Workloads admitted (or holding quota) and not finished: jobs whose outcome is still to come."""
+    """Kueue Workloads of batch jobs (``BATCH_KINDS``) admitted (or holding quota) and not finished: jobs whose
+    outcome is still to come."""
     out = []
     for obj in objs:
         meta = obj.get("metadata") or {}
@@ -78,6 +85,8 @@ def running_jobs(objs: Sequence[dict[str, Any]]) -> list[RunningJob]:
             continue
         refs = meta.get("ownerReferences") or []
         owner = next((r for r in refs if r.get("controller")), refs[0] if refs else {})
+        if owner.get("kind") not in BATCH_KINDS:
+            continue
         out.append(RunningJob(namespace=str(meta.get("namespace", "")), owner_kind=str(owner.get("kind") or "Workload"),
                               owner_name=str(owner.get("name") or meta.get("name", "")), created_at=_created(meta)))
     return out

@@ -21,6 +21,10 @@ service or per day.
   differs from a choice per step only for a GPU that has the activity metric for part of a
   period and only GPU_UTIL for the rest: its GPU_UTIL-only steps count as unknown (never idle),
   so observed and busy hours are low by at most those steps (``tests/sources/test_cost_gpu_hours.py``).
+  Each sample step keeps one series per GPU and pod (``max by`` the GPU's identity, ``GPU_IDENTITY``, and
+  the pod's labels): a backfilled and a live series, or a double scrape, of one GPU are one sample.
+* Data span: per period, the first and last step with any GPU telemetry (``data_span_query``), sent with
+  the Kueue query: how much of the window the data covers.
 * Serving per namespace and model: ``increase`` of ``request_success_total`` by reason, of the
   latency histogram's buckets by ``le``, and, per quality metric, the requests finished while
   the metric's minimum over each quality step was at or above the service's threshold (the
@@ -33,6 +37,7 @@ service or per day.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Sequence
 
 from gpuaas.policy import ServiceOutcome
@@ -42,9 +47,12 @@ from gpuaas.sources._promql import KUEUE_USAGE, any_of, duration, normalise, pod
 __all__ = [
     "QUALITY_STEP_S",
     "RATE_STEP_S",
+    "SPAN_STEPS",
+    "data_span_query",
     "fallback_probe_query",
     "gpu_active_query",
     "gpu_busy_query",
+    "gpu_keys",
     "gpu_observed_query",
     "kueue_hours_query",
     "last_seen_query",
@@ -52,6 +60,7 @@ __all__ = [
     "pod_labels_query",
     "quality_metrics",
     "serving_window_query",
+    "span_step",
 ]
 
 QUALITY_STEP_S = 300.0
@@ -67,6 +76,24 @@ def _under(seconds: float) -> str:
 
 def _per_hour(expr: str, step_s: float) -> str:
     return f"({expr}) * {step_s / 3600:.10g}"
+
+
+GPU_IDENTITY = ("UUID", "uuid", "gpu", "GPU_I_ID")
+"""dcgm-exporter's labels that name one GPU (or MIG instance): ``UUID`` (``uuid`` with ``--use-old-namespace``),
+the index ``gpu`` and the MIG instance ``GPU_I_ID``. With the pod labels (a shared GPU has a series per pod) they
+are what two series of one GPU have in common; ``instance``, ``job`` and the hostname label are not (a backfilled
+and a live series, a double scrape, an exporter renamed ``Hostname`` to ``hostname``), so they are left out."""
+
+
+def gpu_keys(m: MetricNames) -> str:
+    """The ``by`` clause of one GPU series per pod and sample step: the GPU's identity and the pod's source labels."""
+    return ", ".join(dict.fromkeys([*GPU_IDENTITY, *pod_source_labels(m).split(", ")]))
+
+
+def _one_per_gpu(expr: str, m: MetricNames) -> str:
+    """``expr`` (a per-series sample step) with one series per GPU and pod: two series of one GPU in the same
+    step (a backfilled and a live series, a double scrape) are one sample, never added."""
+    return f"max by ({gpu_keys(m)}) ({expr})"
 
 
 def _per_pod(expr: str, m: MetricNames, interval_s: float) -> str:
@@ -97,14 +124,15 @@ def _signal(m: MetricNames, period_s: float, offset_s: float, make: Callable[[st
     if not fallback:
         return f"({preferred})"
     fallen_back = make(m.gpu_util_fallback, 100.0)
-    return f"({preferred}) or (({fallen_back}) unless {_presence(m.gpu_activity, period_s, offset_s)})"
+    return (f"({preferred}) or (({fallen_back}) unless on ({gpu_keys(m)}) "
+            f"{_presence(m.gpu_activity, period_s, offset_s)})")
 
 
 def fallback_probe_query(m: MetricNames, period_s: float, offset_s: float = 0.0) -> str:
-    """Per period, how many GPU series the GPU-hour queries would read from the fallback metric (with
-    it, without the activity metric, matched as ``_signal`` matches them); no answer: none."""
-    return (f"count({_presence(m.gpu_util_fallback, period_s, offset_s)}"
-            f" unless {_presence(m.gpu_activity, period_s, offset_s)})")
+    """Per period, how many GPUs the GPU-hour queries would read from the fallback metric (with it, without
+    the activity metric, matched as ``_signal`` matches them: one per GPU and pod); no answer: none."""
+    return (f"count({_one_per_gpu(_presence(m.gpu_util_fallback, period_s, offset_s), m)}"
+            f" unless on ({gpu_keys(m)}) {_presence(m.gpu_activity, period_s, offset_s)})")
 
 
 def gpu_observed_query(m: MetricNames, period_s: float, interval_s: float, offset_s: float = 0.0,
@@ -112,7 +140,8 @@ def gpu_observed_query(m: MetricNames, period_s: float, interval_s: float, offse
     """Per pod and period: GPU-hours with telemetry, i.e. the sample steps where the GPU's series has a sample."""
     sub = f"[{_under(period_s)}:{duration(interval_s)}]"
     return tag(_per_pod(_signal(m, period_s, offset_s, lambda metric, _: (
-        f"count_over_time(max_over_time({metric}[{_under(interval_s)}]){sub})"), fallback), m, interval_s),
+        f"count_over_time(({_one_per_gpu(f'max_over_time({metric}[{_under(interval_s)}])', m)}){sub})"), fallback),
+        m, interval_s),
         "gpuaas_stat", "observed_h")
 
 
@@ -122,7 +151,8 @@ def gpu_active_query(m: MetricNames, period_s: float, interval_s: float, offset_
     sample steps x the interval): the effective utilisation that the thresholded busy hours round up."""
     sub = f"[{_under(period_s)}:{duration(interval_s)}]"
     return tag(_per_pod(_signal(m, period_s, offset_s, lambda metric, scale: (
-        f"sum_over_time(max_over_time({metric}[{_under(interval_s)}]){sub}) / {scale:g}"), fallback), m, interval_s),
+        f"sum_over_time(({_one_per_gpu(f'max_over_time({metric}[{_under(interval_s)}])', m)}){sub}) / {scale:g}"),
+        fallback), m, interval_s),
         "gpuaas_stat", "active_h")
 
 
@@ -135,7 +165,8 @@ def gpu_busy_query(m: MetricNames, threshold: float, period_s: float, interval_s
     """
     sub = f"[{_under(period_s)}:{duration(interval_s)}]"
     return tag(_per_pod(_signal(m, period_s, offset_s, lambda metric, scale: (
-        f"count_over_time((max_over_time({metric}[{_under(interval_s)}]) > {threshold * scale:.12g}){sub})"),
+        f"count_over_time(({_one_per_gpu(f'max_over_time({metric}[{_under(interval_s)}])', m)}"
+        f" > {threshold * scale:.12g}){sub})"),
         fallback), m, interval_s), "gpuaas_stat", "busy_h")
 
 
@@ -224,17 +255,26 @@ def kueue_hours_query(gpu_resources: Sequence[str], period_s: float, interval_s:
     return _per_hour(expr, interval_s)
 
 
+_CONTAINER = "namespace, pod, container, node"
+"""What names one allocation in OpenCost's metrics (``container_gpu_allocation`` and its CPU and RAM siblings)."""
+
+
 def opencost_hours_query(period_s: float, interval_s: float) -> str:
     """Per pod and period, from OpenCost's metrics: GPU-hours allocated, and the GPU, CPU and RAM cost
     (allocation x the node's hourly price; RAM priced per GiB, as OpenCost does)."""
     sub = f"[{_under(period_s)}:{duration(interval_s)}]"
 
+    def one(allocation: str) -> str:
+        """One series per container and step: a double scrape or a backfilled and a live series of one
+        allocation (other ``instance`` or ``job``) are one allocation, not two."""
+        return f"max by ({_CONTAINER}) (max_over_time({allocation}[{_under(interval_s)}]))"
+
     def priced(allocation: str, price: str, scale: str = "") -> str:
-        alloc = f"max_over_time({allocation}[{_under(interval_s)}]){scale}"
+        alloc = f"{one(allocation)}{scale}"
         return _per_hour(f"sum by (namespace, pod) (sum_over_time(({alloc} * on (node) group_left () "
                          f"max by (node) ({price})){sub}))", interval_s)
 
-    gpu_alloc = f"max_over_time(container_gpu_allocation[{_under(interval_s)}])"
+    gpu_alloc = f"({one('container_gpu_allocation')})"
     return union([
         tag(_per_hour(f"sum by (namespace, pod) (sum_over_time({gpu_alloc}{sub}))", interval_s), "gpuaas_stat",
             "gpu_hours"),
@@ -243,6 +283,30 @@ def opencost_hours_query(period_s: float, interval_s: float) -> str:
         tag(priced("container_memory_allocation_bytes", "node_ram_hourly_cost", f" / {2**30}"), "gpuaas_stat",
             "ram_cost"),
     ])
+
+
+SPAN_STEPS = 1440
+"""The data span of a period is read at this many steps at most (a minute for a day), never finer than the
+sample interval: it only has to tell a period held from its start from one that began hours late."""
+
+
+def span_step(period_s: float, interval_s: float) -> float:
+    """The step at which ``data_span_query`` looks for telemetry: a whole number of sample intervals."""
+    return max(math.ceil(period_s / SPAN_STEPS / interval_s), 1) * interval_s
+
+
+def data_span_query(m: MetricNames, period_s: float, interval_s: float) -> str:
+    """Per period: the first and the last step (``span_step``) at which any GPU had telemetry
+    (``gpuaas_stat`` ``data_first`` / ``data_last``, unix seconds); no answer: no telemetry in the period.
+
+    What tells how much of the window the report's data covers: Prometheus may hold 6 h of a 24 h window,
+    or the previous period only its last minutes. One series per period (``count`` first, then the time
+    of the step), so its cost does not grow with the fleet beyond the selector.
+    """
+    sub = f"[{_under(period_s)}:{duration(span_step(period_s, interval_s))}]"
+    seen = f"timestamp(count({m.gpu_activity}) or count({m.gpu_util_fallback}))"
+    return union([tag(f"min_over_time({seen}{sub})", "gpuaas_stat", "data_first"),
+                  tag(f"max_over_time({seen}{sub})", "gpuaas_stat", "data_last")])
 
 
 def last_seen_query(m: MetricNames, namespaces: Sequence[str], window_s: float, interval_s: float) -> str:

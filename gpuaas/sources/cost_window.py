@@ -1,7 +1,8 @@
 """Everything the cost report reads for one window, as ``CostInputs``: a fixed number of requests.
 
 Prometheus: a probe for GPUs that only have GPU_UTIL, then the GPU hours observed and busy (each,
-the probe too, in at most ``GPU_CHUNKS`` range queries over consecutive days), serving and Kueue, plus OpenCost's metrics when its allocation API is not
+the probe too, in at most ``GPU_CHUNKS`` range queries over consecutive days), serving, Kueue (with the span
+of the GPU telemetry per period, ``data_span``), plus OpenCost's metrics when its allocation API is not
 configured or did not answer; OpenCost: one ``/allocation`` request
 with ``step`` = the report period; Kubernetes: one paginated list of Kueue Workloads. The
 count does not grow with the fleet, the number of services or the number of days. The store
@@ -295,7 +296,8 @@ def read_cost_inputs(settings: GpuaasSettings, end: datetime, window_s: float,
                 lambda: read_jobs(settings),
                 gpu_hours,
                 lambda: (serving_and_costs(),
-                         prom.query_range(q.kueue_hours_query(gpu_resources, period_s, interval_s), first, end, period_s),
+                         prom.query_range(union([q.kueue_hours_query(gpu_resources, period_s, interval_s),
+                                                 q.data_span_query(m, period_s, interval_s)]), first, end, period_s),
                          _last_seen(prom, m, batch_namespaces, end, window_s, interval_s)),
             ], workers=3)
     finally:
@@ -306,12 +308,15 @@ def read_cost_inputs(settings: GpuaasSettings, end: datetime, window_s: float,
         notes.append(f"GPU hours: a GPU is read from {m.gpu_activity} in each period it has that metric, else from "
                      f"{m.gpu_util_fallback}; its {m.gpu_util_fallback}-only steps in such a period count as unknown "
                      "(never idle), so its observed and busy hours are low by at most those steps")
+    spans = [r for r in kueue if "gpuaas_stat" in r["metric"]]  # the data span rides in the Kueue query
     kueue_hours = pd.DataFrame([{"cluster_queue": labels.get("cluster_queue", ""), "allocated_h": value}
-                                for labels, _, value in _points(kueue, start, period_s, days)],
+                                for labels, _, value in _points(kueue, start, period_s, days) if "gpuaas_stat" not in labels],
                                columns=["cluster_queue", "allocated_h"])
     if kube.why:
         notes.append(kube.why)
-    sources["prometheus"] = SourceStatus("prometheus", ok=True)  # a Prometheus that fails ends the read
+    # a Prometheus that fails ends the read; one that answers says how much of the window its telemetry covers
+    sources["prometheus"] = SourceStatus("prometheus", ok=True, details=data_span(
+        spans, start, period_s, days, q.span_step(period_s, interval_s)))
     if kube.failure is not None:
         sources["kube"] = SourceStatus("kube", ok=False, error=kube.failure)
     elif settings.kubeconfig or settings.in_cluster:
@@ -322,6 +327,23 @@ def read_cost_inputs(settings: GpuaasSettings, end: datetime, window_s: float,
                       pod_labels=pod_labels,
                       notes=notes, queries=prom.queries + opencost_requests + kube.requests,
                       capacity=_read_capacity(settings, end, notes), sources=dict(sorted(sources.items())))
+
+
+def data_span(results: list[dict[str, Any]], start: datetime, period_s: float, days: int,
+              step_s: float) -> tuple[tuple[str, str], ...]:
+    """``data_span_query``'s answer as ``SourceStatus.details``: ``data_from`` (the window's first telemetry, ISO),
+    ``span_step_s``, and per period ``covered_s:<period>``: its first to last step with telemetry, plus one step."""
+    first: dict[int, float] = {}
+    last: dict[int, float] = {}
+    for labels, day, value in _points(results, start, period_s, days):
+        (first if labels.get("gpuaas_stat") == "data_first" else last)[day] = value
+    covered = {day: min(max(last.get(day, first[day]) - first[day] + step_s, 0.0), period_s) for day in first}
+    out = [("span_step_s", f"{step_s:g}"), *(("covered_s:" + str(day), f"{covered.get(day, 0.0):g}")
+                                            for day in range(days))]
+    if first:
+        out.insert(0, ("data_from", datetime.fromtimestamp(max(min(first.values()) - step_s, start.timestamp()),
+                                                           UTC).isoformat()))
+    return tuple(out)
 
 
 def _last_seen(prom: PromClient, m: MetricNames, namespaces: Sequence[str], end: datetime, window_s: float,

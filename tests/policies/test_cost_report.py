@@ -124,9 +124,32 @@ def test_missing_opencost_leaves_money_unknown_and_keeps_the_funnel() -> None:
 
 
 def test_unknown_kubernetes_means_batch_outcomes_unknown() -> None:
+    """Without the Kubernetes API nothing says which batch job finished in time: every figure that counts
+    them (jobs, outcomes, productive and in-progress hours, cost per outcome) is unknown, never 0; the
+    serving tenant's figures stay known, and so does the busy time of the batch pods."""
+    from reports.cost_report import cost_first_line, funnel_rows, service_rows
+
     report = build_cost_report(_inputs(jobs=False), POLICY)
     assert "batch outcomes unknown: the Kubernetes API did not answer" in report.notes
-    assert report.tenants[1]["productive_gpu_hours"] == 0.0
+    a, b = report.tenants
+    assert (b["productive_gpu_hours"], b["in_progress_gpu_hours"], b["verified_jobs"], b["verified_outcomes"],
+            b["cost_per_outcome"]) == (None, None, None, None, None)
+    assert b["busy_gpu_hours"] == 5.0 and b["total_cost"] == 17.5
+    assert (a["verified_jobs"], a["verified_requests"], a["productive_gpu_hours"]) == (0.0, 72.0, 5.76)
+    etl = report.services[1]
+    assert (etl["requests"], etl["verified_outcomes"], etl["productive_gpu_hours"], etl["cost_per_outcome"]) == (
+        None, None, None, None)
+    assert [d["verified_outcomes"] for d in report.daily if d["service"] == "etl"] == [None]
+    assert (report.cluster["verified_jobs"], report.cluster["productive_gpu_hours"]) == (None, None)
+    assert "0 batch jobs" not in cost_first_line(report)
+    assert cost_first_line(report).endswith("72 verified requests and batch jobs done in time unknown.")
+    assert {r["jobs in time"] for r in funnel_rows(report) if r["tenant"] in ("b", "(cluster)")} == {"unknown"}
+    assert service_rows(report)[1]["requests/jobs"] == service_rows(report)[1]["verified outcomes"] == "unknown"
+    from reports.cost_report_html import _headline
+
+    box = _headline(report)  # the HTML's figures too: unknown, never 0
+    assert "<span>unknown</span><small>jobs done in time</small>" in box
+    assert "<span>unknown</span><small>productive</small>" in box
 
 
 @pytest.mark.parametrize("bad", [

@@ -26,6 +26,7 @@ pytestmark = pytest.mark.integration
 ACT, UTIL = "DCGM_FI_PROF_GR_ENGINE_ACTIVE", "DCGM_FI_DEV_GPU_UTIL"
 S = (NOW - timedelta(hours=2)).timestamp()
 EXPORTER = {"pod": "nvidia-dcgm-exporter-x1", "namespace": "gpu-operator", "container": "nvidia-dcgm-exporter"}
+OPENCOST = {"namespace": "team", "pod": "p7", "container": "main", "node": "node-p7"}
 
 
 def _gpu(pod: str, gpu: int, **extra: str) -> dict[str, str]:
@@ -69,6 +70,19 @@ def prometheus(prometheus_factory: Callable[[Any], PrometheusServer]) -> Prometh
         *_samples(UTIL, _gpu("p6", 0), lambda k: 90.0),
         # p5: scraped every 15 s: steps are counted, not samples -> observed 2 h, busy 2 h (not 8 h)
         *_samples(ACT, _gpu("p5", 0), lambda k: 0.5, every_s=15),
+        # p7: one GPU, two series: backfilled (minutes 1-80) and live (60-120), other instance and job, and the
+        # live exporter writes ``hostname`` -> one sample a step: observed 2 h, busy 2 h (not 2 h 21 min)
+        *_samples(ACT, {**_gpu("p7", 0), "instance": "backfill", "job": "dcgm-backfill"},
+                  lambda k: 0.5 if k <= 80 else None),
+        *_samples(ACT, {**{k: v for k, v in _gpu("p7", 0).items() if k != "Hostname"}, "hostname": "node-p7",
+                        "instance": "10.0.0.7:9400", "job": "dcgm"}, lambda k: 0.5 if k >= 60 else None),
+        # p8: GPU_UTIL only, scraped twice (two jobs) -> observed 2 h, busy 2 h (not 4 h)
+        *_samples(UTIL, {**_gpu("p8", 0), "job": "a"}, lambda k: 50.0),
+        *_samples(UTIL, {**_gpu("p8", 0), "job": "b"}, lambda k: 50.0),
+        # OpenCost's metrics for p7, scraped twice too: 1 GPU x 2 h at $2 -> 2 GPU-h, $4 (not 4 GPU-h, $8)
+        *_samples("container_gpu_allocation", {**OPENCOST, "instance": "a"}, lambda k: 1.0),
+        *_samples("container_gpu_allocation", {**OPENCOST, "instance": "b"}, lambda k: 1.0),
+        *_samples("node_gpu_hourly_cost", {"node": "node-p7", "instance": "a"}, lambda k: 2.0),
     ]
     return prometheus_factory(history)
 
@@ -79,7 +93,12 @@ def test_gpu_hours_per_pod(prometheus: PrometheusServer, tmp_path: Path) -> None
     inputs = read_cost_inputs(settings, NOW, 7200)
     got = {r.pod: (round(r.observed_h, 6), round(r.busy_h, 6)) for r in inputs.gpu.itertuples() if r.namespace == "team"}
     assert got == {"p1": (6.0, 3.0), "p2": (2.0, 0.5), "p3": (2.0, 2.0), "p4": (1.0, 1.0), "p5": (2.0, 2.0),
-                   "p6": (2.0, 0.0)}
+                   "p6": (2.0, 0.0), "p7": (2.0, 2.0), "p8": (2.0, 2.0)}
+    active = {r.pod: round(r.active_h, 6) for r in inputs.gpu.itertuples() if r.pod in ("p7", "p8")}
+    assert active == {"p7": 1.0, "p8": 1.0}
+    assert inputs.costs is not None
+    p7 = inputs.costs[inputs.costs["pod"] == "p7"]
+    assert (round(float(p7["gpu_hours"].sum()), 6), round(float(p7["gpu_cost"].sum()), 6)) == (2.0, 4.0)
     # the fallback probe, GPU hours observed + busy, serving, Kueue, OpenCost's metrics (no allocation API)
     assert inputs.queries == 1 + 4 + 1
     assert any(n.startswith(f"GPU hours: a GPU is read from {ACT} in each period") and "at most those steps" in n
@@ -120,5 +139,28 @@ def test_the_fallback_probe_finds_the_gpus_that_only_have_gpu_util(prometheus: P
             gpu_observed_query(m, 7200, 60, offset, fallback=fallback), NOW, NOW, 7200)} for fallback in (True, False)}
     finally:
         prom.close()
-    assert float(probe["values"][0][1]) == 1
-    assert pods[True] - pods[False] == {"p2"}
+    assert float(probe["values"][0][1]) == 2  # p2, and p8 once although it has two series
+    assert pods[True] - pods[False] == {"p2", "p8"}
+
+
+def test_the_data_span_of_a_window_longer_than_the_history(prometheus: PrometheusServer, tmp_path: Path) -> None:
+    """A 24 h window over the 2 h of history: the reader records 2 h of telemetry from S, and the report says
+    so; the window ending 2 minutes into the history (a previous period) spans 2 minutes, which is too
+    little to compare with."""
+    from gpuaas.policies.cost import build_cost_report, period_complete
+    from gpuaas.policy import Policy
+
+    settings = load_settings(prometheus_url=prometheus.url, nvml="off", data_dir=tmp_path,
+                             metrics=MetricNames(sample_interval_seconds=60))
+    inputs = read_cost_inputs(settings, NOW, 86400)
+    details = dict(inputs.sources["prometheus"].details)
+    assert (details["data_from"], details["covered_s:0"]) == ((NOW - timedelta(hours=2)).isoformat(), "7200")
+    report = build_cost_report(inputs, Policy())
+    assert report.covered_s == 7200 and not period_complete(report)
+    assert "data covers 2.0 h of the 24.0 h window, from 2026-03-10 10:00 UTC" in " ".join(report.notes)
+    assert inputs.queries == 1 + 4 + 1  # the span rides in the Kueue query: no request more
+    start = read_cost_inputs(settings, NOW - timedelta(hours=2) + timedelta(minutes=2), 7200)
+    assert dict(start.sources["prometheus"].details)["covered_s:0"] == "120"
+    whole = build_cost_report(read_cost_inputs(settings, NOW, 7200), Policy())
+    assert whole.covered_s == 7200 and period_complete(whole)
+    assert not any(n.startswith("data covers") for n in whole.notes)

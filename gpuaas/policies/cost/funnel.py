@@ -3,8 +3,11 @@
 Per pod, over a window:
 
 * **allocated**: GPU-hours the pod held (OpenCost's ``gpuHours``: requested GPUs x hours, the
-  figure it charges for). Without OpenCost, the hours DCGM saw the pod's GPUs, and for a tenant
-  at least what Kueue counted as used quota.
+  figure it charges for), exactly, for every pod OpenCost lists: DCGM's hours of such a pod are
+  clamped to it (a pod's last sample step can fall after OpenCost's end of it, and a per-pod
+  maximum of the two would add that step for every pod that finished). For a pod OpenCost does not
+  list, and without OpenCost, the hours DCGM saw the pod's GPUs, and for a tenant at least what
+  Kueue counted as used quota.
 * **observed**: GPU-hours with telemetry (dcgm samples x the sample interval). The rest of the
   allocation is **unknown**: no telemetry is not evidence of idleness, so it is neither idle nor
   busy, and its cost is not counted as waste.
@@ -44,8 +47,10 @@ def pod_funnel(pods: pd.DataFrame, costs_known: bool) -> pd.DataFrame:
     """Funnel columns per pod row (``POD_COLUMNS`` in); hours are clamped so each stage fits in the one before."""
     out = pods.copy()
     observed = out["observed_h"].astype(float).fillna(0.0)
-    allocated = out["allocated_h"].astype(float).fillna(0.0)
-    allocated = np.maximum(allocated, observed)  # a pod OpenCost missed still held what DCGM saw
+    opencost = out["allocated_h"].astype(float)
+    # OpenCost's hours where it lists the pod; a pod it missed (or no OpenCost) held what DCGM saw
+    allocated = opencost.where(opencost.notna(), observed)
+    observed = np.minimum(observed, allocated)
     busy = np.minimum(out["busy_h"].astype(float).fillna(0.0), observed)
     running = out["in_progress"].fillna(False).astype(bool)
     out["allocated_gpu_hours"] = allocated

@@ -5,13 +5,21 @@ one of the service's good reasons: vLLM's ``request_success_total`` also counts 
 ``error``), within the latency SLO, and while the service's quality metric, where one is
 configured, stood at or above its threshold. A batch job is one when its Kueue Workload
 finished successfully (``Finished=True`` with a success reason) no later than its
-``gpuaas.io/deadline``; a job is counted once however many Workloads it went through.
+``gpuaas.io/deadline``; a job is counted once however many Workloads it went through. For the cost
+report a job without a deadline that finished successfully is ``no-deadline``: nothing says it was
+in time, so it is not a verified outcome (the report says how many there were).
 
 The latency share comes from a classic Prometheus histogram, which only knows cumulative
 counts at its bucket bounds. Inside the bucket that holds the threshold the share is linearly
 interpolated (as ``histogram_quantile`` does for the inverse question); the true share lies
 somewhere between the counts at the bucket's two bounds, so the error bound is the share of
 requests in that bucket, and the bucket itself is reported next to it.
+
+The histogram counts every finished request, aborted and failed ones too, so good requests within
+the SLO are estimated as ``good x share within``. Their true number lies between
+``within_low - (all - good)`` (every bad request was fast) and ``min(good, within_high)`` (every
+slow request was a bad one), ``within_low``/``within_high`` being the bucket's bounds:
+``verified_bounds`` gives that range.
 """
 
 from __future__ import annotations
@@ -28,6 +36,7 @@ __all__ = [
     "SloFraction",
     "batch_outcomes",
     "fraction_within",
+    "verified_bounds",
     "verified_requests",
 ]
 
@@ -46,6 +55,10 @@ class SloFraction:
     """Largest possible distance of ``fraction`` from the true share: the bucket's share of requests."""
     bucket: tuple[float, float]
     """Bounds (seconds) of the bucket holding the threshold; its width is the resolution."""
+    within_low: float | None = None
+    """Fewest requests that can be at or under the threshold (the count at the bucket's lower bound)."""
+    within_high: float | None = None
+    """Most requests that can be at or under the threshold (the count at the bucket's upper bound)."""
 
 
 def _cumulative(buckets: Iterable[tuple[float, float]]) -> list[tuple[float, float]]:
@@ -93,7 +106,8 @@ def fraction_within(buckets: Iterable[tuple[float, float]], threshold: float) ->
         within, spread, upper = total, 0.0, math.inf
     if total <= 0:
         return SloFraction(0.0, 0.0, None, None, (lower, upper))
-    return SloFraction(total, within, within / total, spread / total, (lower, upper))
+    return SloFraction(total, within, within / total, spread / total, (lower, upper),
+                       within_low=lower_count if spread else within, within_high=lower_count + spread if spread else within)
 
 
 def verified_requests(good: float, slo: SloFraction) -> float | None:
@@ -101,6 +115,14 @@ def verified_requests(good: float, slo: SloFraction) -> float | None:
     if slo.fraction is None:
         return None if good > 0 else 0.0
     return good * slo.fraction
+
+
+def verified_bounds(good: float, slo: SloFraction) -> tuple[float, float] | None:
+    """The range the true number of good requests within the SLO lies in (see the module docstring);
+    None when the latency share is unknown."""
+    if slo.fraction is None or slo.within_low is None or slo.within_high is None:
+        return None if good > 0 else (0.0, 0.0)
+    return max(slo.within_low - (slo.requests - good), 0.0), min(good, slo.within_high)
 
 
 @dataclass(frozen=True)
@@ -113,7 +135,7 @@ class BatchOutcome:
     finished_at: datetime
     deadline: datetime | None
     verdict: str
-    """``on-time`` | ``late`` | ``failed``."""
+    """``on-time`` | ``no-deadline`` (succeeded, no ``gpuaas.io/deadline``: not verified) | ``late`` | ``failed``."""
     attempt_created_at: datetime | None = None
     """Creation of the Workload that produced the verdict (its attempt); None: unknown, every attempt counts."""
 
@@ -123,20 +145,26 @@ class BatchOutcome:
 
 
 def batch_outcomes(jobs: Sequence[FinishedJob], start: datetime, end: datetime,
-                   success_reasons: Sequence[str]) -> list[BatchOutcome]:
+                   success_reasons: Sequence[str], require_deadline: bool = False) -> list[BatchOutcome]:
     """One verdict per job (namespace, owner) that finished in ``(start, end]``.
 
+    ``require_deadline`` (the cost report's rule): a success without a deadline is ``no-deadline``, not
+    ``on-time``; without it such a job is judged on success alone.
+
     A job whose Workload was replaced (a requeued RayCluster gets a new Workload) is counted
-    once: its best verdict wins (a success before the deadline over a late one over a failure).
+    once: its best verdict wins (a success before the deadline over one without a deadline over a late one
+    over a failure).
     """
-    rank = {"on-time": 0, "late": 1, "failed": 2}
+    rank = {"on-time": 0, "no-deadline": 1, "late": 2, "failed": 3}
     best: dict[tuple[str, str, str], BatchOutcome] = {}
     for job in jobs:
         if not (start < job.finished_at <= end):
             continue
         if job.reason not in success_reasons:
             verdict = "failed"
-        elif job.deadline is not None and job.finished_at > job.deadline:
+        elif job.deadline is None:
+            verdict = "no-deadline" if require_deadline else "on-time"
+        elif job.finished_at > job.deadline:
             verdict = "late"
         else:
             verdict = "on-time"

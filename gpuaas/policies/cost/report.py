@@ -19,7 +19,15 @@ source answered (OpenCost's allocation API or its Prometheus metrics). Cost per 
 one the policy's ``cost.basis`` names (default ``total``); waste is idle GPU-hours at the GPU price.
 
 A value that cannot be known is None, with the reason in ``notes``; a service with cost and no
-verified outcome has ``cost_per_outcome`` None and the note "no verified outcome".
+verified outcome has ``cost_per_outcome`` None and the note "no verified outcome". Without the
+Kubernetes API the batch outcomes, the jobs done in time and the productive and in-progress hours of
+the tenants and services with batch work are None, never 0. A period without data (before the
+telemetry starts) is None in ``daily``, and a note says how much of the window the data covers.
+
+Only the jobs of the policy's batch services are outcomes, and only those that finished successfully
+by their ``gpuaas.io/deadline`` are verified: a job without one is counted (``no-deadline``), not
+verified. Requests and jobs are never added: a tenant (or the cluster) with both kinds of service
+has ``verified_outcomes`` None and its cost per outcome per service only.
 """
 
 from __future__ import annotations
@@ -32,6 +40,15 @@ from typing import Any
 import pandas as pd
 
 from gpuaas.models import COST_COLS, SERVING_KEYS, CostInputs
+from gpuaas.policies.cost._coverage import (
+    COMPLETE_SHARE,
+    Coverage,
+    comparison_note,
+    coverage_note,
+    covered_share,
+    period_complete,
+    read_coverage,
+)
 from gpuaas.policies.cost.funnel import FUNNEL_COLUMNS, POD_COLUMNS, aggregate_funnel, pod_funnel
 from gpuaas.policies.cost.outcomes import BatchOutcome, batch_outcomes
 from gpuaas.policies.cost.services import (
@@ -46,7 +63,8 @@ from gpuaas.policies.cost.services import (
 )
 from gpuaas.policy import Policy, ServiceOutcome
 
-__all__ = ["NO_OUTCOME", "CostReport", "build_cost_report", "cost_per_outcome"]
+__all__ = ["COMPLETE_SHARE", "NO_OUTCOME", "CostReport", "build_cost_report", "comparison_note", "cost_per_outcome",
+           "covered_share", "period_complete"]
 
 NO_OUTCOME = "no verified outcome"
 
@@ -67,6 +85,10 @@ class CostReport:
     queries: int = 0
     cost_basis: str = "total"
     """Which of ``gpu_cost`` and ``total_cost`` cost per outcome divides (the policy's ``cost.basis``)."""
+    covered_s: float | None = None
+    """Seconds of the window its GPU telemetry spans (per period, first to last sample); None: not recorded."""
+    data_from: datetime | None = None
+    """The first GPU telemetry in the window; None when there is none, or it was not recorded."""
 
 
 def cost_per_outcome(cost: float | None, outcomes: float | None) -> float | None:
@@ -130,7 +152,12 @@ def build_cost_report(inputs: CostInputs, policy: Policy, policy_file: str | Non
     names the file in the error about two services selecting one pod."""
     notes = list(inputs.notes)
     costs_known = inputs.costs is not None
+    jobs_known = inputs.jobs is not None
     basis = policy.cost.basis
+    coverage = read_coverage(inputs)
+    window_s = (inputs.end - inputs.start).total_seconds()
+    if coverage is not None and (note := coverage_note(coverage, window_s)) is not None:
+        notes.append(note)
     selected = select_pods(policy.services, inputs.pod_labels, policy_file)
     pods = _pods(inputs, policy, selected)
     serving = inputs.serving.copy()
@@ -139,24 +166,35 @@ def build_cost_report(inputs: CostInputs, policy: Policy, policy_file: str | Non
     pods_of: dict[str, set[tuple[str, str]]] = {}
     for key, name in selected.items():
         pods_of.setdefault(name, set()).add(key)
-    tenant_of_ns = {ns: _tenant(policy, ns) for ns in pods["namespace"].unique()}
+    batch_specs = [s for s in policy.services if s.kind == "batch"]
+
+    def of_service(namespace: str, job: str) -> bool:
+        return any(serves(s, namespace, job) for s in batch_specs)
 
     outcomes: list[BatchOutcome] = []
     if inputs.jobs is None:
         notes.append("batch outcomes unknown: the Kubernetes API did not answer")
     else:
-        reasons = sorted({r for s in policy.services if s.kind == "batch" for r in s.success_reasons} or {"Succeeded"})
-        outcomes = batch_outcomes(inputs.jobs, inputs.start, inputs.end, reasons)
+        reasons = sorted({r for s in batch_specs for r in s.success_reasons} or {"Succeeded"})
+        # a job of no batch service is nobody's outcome: its hours are busy, not productive
+        outcomes = [o for o in batch_outcomes(inputs.jobs, inputs.start, inputs.end, reasons, require_deadline=True)
+                    if of_service(o.namespace, o.job)]
+        undated = sum(o.verdict == "no-deadline" for o in outcomes)
+        if undated:
+            notes.append(f"{undated} batch job{'s' if undated > 1 else ''} finished without a gpuaas.io/deadline: "
+                         "counted as jobs, not as done in time (an outcome is a job finished by its deadline)")
     models: dict[str, int] = {}
     for spec in policy.services:
         if spec.kind == "serving" and spec.model_name:
             models[spec.model_name] = models.get(spec.model_name, 0) + 1
     services = [ServiceTally(s, _tenant(policy, s.namespace)) for s in policy.services]
     for svc in services:
-        if svc.spec.kind == "batch":
+        if svc.spec.kind != "batch":
+            serving_tally(svc, serving, inputs.days, models, notes, pods_of.get(svc.spec.name))
+        elif jobs_known:
             batch_tally(svc, outcomes, inputs.start, inputs.period, inputs.days)
         else:
-            serving_tally(svc, serving, inputs.days, models, notes, pods_of.get(svc.spec.name))
+            svc.daily_verified = dict.fromkeys(range(inputs.days))
 
     # productive share per pod: a service's verified share of its requests; a batch pod's by its job's attempt
     share: dict[tuple[str, str], float] = {}
@@ -164,7 +202,8 @@ def build_cost_report(inputs: CostInputs, policy: Policy, policy_file: str | Non
         if svc.spec.kind == "serving" and svc.requests and svc.verified is not None:
             share[(svc.spec.namespace, svc.spec.name)] = min(svc.verified / svc.requests, 1.0)
     by_job = {(o.namespace, o.job): o for o in outcomes}
-    running = {(r.namespace, r.owner_name): r for r in inputs.running}
+    # in progress: a batch service's job still running (the reader keeps batch kinds only)
+    running = {(r.namespace, r.owner_name): r for r in inputs.running if of_service(r.namespace, r.owner_name)}
     jobs: dict[str, list[str]] = {}
     for ns, job in [*by_job, *running]:
         jobs.setdefault(ns, []).append(job)
@@ -191,36 +230,25 @@ def build_cost_report(inputs: CostInputs, policy: Policy, policy_file: str | Non
                 extra = kueue - tenants.at[tenant.name, "allocated_gpu_hours"]
                 tenants.at[tenant.name, "allocated_gpu_hours"] = kueue
                 tenants.at[tenant.name, "unknown_gpu_hours"] += extra
-    verified_by_tenant: dict[str, float] = {}
-    kinds: dict[str, dict[str, float]] = {}  # requests and jobs are counted apart: a job is not a request
-    for svc in services:
-        if svc.spec.kind == "serving":
-            verified_by_tenant[svc.tenant] = verified_by_tenant.get(svc.tenant, 0.0) + (svc.verified or 0.0)
-            kinds.setdefault(svc.tenant, {}).setdefault("verified_requests", 0.0)
-            kinds[svc.tenant]["verified_requests"] += svc.verified or 0.0
-    for o in outcomes:
-        if o.verified:
-            t = tenant_of_ns.get(o.namespace) or _tenant(policy, o.namespace)
-            verified_by_tenant[t] = verified_by_tenant.get(t, 0.0) + 1.0
-            kinds.setdefault(t, {}).setdefault("verified_jobs", 0.0)
-            kinds[t]["verified_jobs"] += 1.0
-
+    tally = _Outcomes(services, jobs_known)
     tenant_rows = []
     for name, row in tenants.sort_index().iterrows():
-        verified = verified_by_tenant.get(str(name), 0.0)
+        verified = tally.verified(str(name))
         money = _money_cols(row, basis, verified, costs_known)
-        if costs_known and money["cost_per_outcome"] is None:
+        if costs_known and money["cost_per_outcome"] is None and verified is not None:
             notes.append(f"tenant {name}: {basis} cost ${row[f'{basis}_cost']:,.2f}, {NO_OUTCOME}")
-        split = kinds.get(str(name), {})
         tenant_rows.append({
             "tenant": str(name), **{c: _num(row[c]) for c in FUNNEL_COLUMNS if c.endswith("_hours")},
             **money, "verified_outcomes": _num(verified),
-            "verified_requests": _num(split.get("verified_requests", 0.0)),
-            "verified_jobs": _num(split.get("verified_jobs", 0.0)),
+            "verified_requests": _num(tally.requests(str(name))), "verified_jobs": _num(tally.jobs(str(name))),
+            **tally.unknown_hours(str(name)),
         })
     if not costs_known:
         notes.append("cost unknown: " + ("; ".join(n for n in inputs.notes if "opencost" in n.lower())
                                          or "no cost source answered") + " (the funnel is still shown, in GPU-hours)")
+    if any(tally.verified(t["tenant"]) is None and tally.mixed(t["tenant"]) for t in tenant_rows):
+        notes.append("requests and jobs are never added: a tenant with serving and batch services has its cost per "
+                     "outcome per service only")
 
     per_service = funnel.groupby("service")[FUNNEL_COLUMNS].sum(min_count=1)
     service_rows = []
@@ -230,44 +258,96 @@ def build_cost_report(inputs: CostInputs, policy: Policy, policy_file: str | Non
         money = _money_cols(row.fillna(0.0), basis, svc.verified, costs_known)
         if costs_known and money["cost_per_outcome"] is None and svc.verified is not None:
             notes.append(f"service {svc.spec.name}: {basis} cost ${float(row[f'{basis}_cost'] or 0.0):,.2f}, {NO_OUTCOME}")
+        unknown = svc.spec.kind == "batch" and not jobs_known
         service_rows.append({
             "service": svc.spec.name, "tenant": svc.tenant, "kind": svc.spec.kind,
             "requests": _num(svc.requests), "good_requests": _num(svc.good),
             "verified_outcomes": _num(svc.verified),
+            "verified_outcomes_range": [_num(v) for v in svc.verified_range] if svc.verified_range else None,
             "slo_fraction": _num(svc.slo.fraction) if svc.slo else None,
             "slo_error_bound": _num(svc.slo.error_bound) if svc.slo else None,
             "slo_bucket": list(svc.slo.bucket) if svc.slo and svc.spec.kind == "serving" else None,
             **money,
             "busy_gpu_hours": _num(row["busy_gpu_hours"] or 0.0),
-            "productive_gpu_hours": _num(row["productive_gpu_hours"] or 0.0),
-            "in_progress_gpu_hours": _num(row["in_progress_gpu_hours"] or 0.0),
+            "productive_gpu_hours": None if unknown else _num(row["productive_gpu_hours"] or 0.0),
+            "in_progress_gpu_hours": None if unknown else _num(row["in_progress_gpu_hours"] or 0.0),
             **replicas(svc, inputs.capacity.get(svc.spec.name), policy.cost, notes),
         })
 
-    daily = _daily(inputs, services, costs_known, pods, basis)
+    daily = _daily(inputs, services, costs_known, pods, basis, coverage)
     wasters = _wasters(funnel, costs_known)
     cluster: dict[str, Any] = {c: _num(funnel[c].sum(min_count=1)) if c.endswith("_hours")
                                else (_num(funnel[c].sum(min_count=1)) if costs_known else None) for c in FUNNEL_COLUMNS}
-    cluster["verified_outcomes"] = _num(sum(verified_by_tenant.values()))
-    cluster["verified_requests"] = _num(sum(k.get("verified_requests", 0.0) for k in kinds.values()))
-    cluster["verified_jobs"] = _num(sum(k.get("verified_jobs", 0.0) for k in kinds.values()))
+    cluster.update(tally.unknown_hours(None))
+    cluster["verified_outcomes"] = _num(tally.verified(None))
+    cluster["verified_requests"] = _num(tally.requests(None))
+    cluster["verified_jobs"] = _num(tally.jobs(None))
     cluster["cost_basis"] = basis
     if not tenant_rows:
         notes.append("no GPU workload was seen in the window")
     batch = [{"namespace": o.namespace, "job": o.job, "kind": o.owner_kind, "finished_at": o.finished_at.isoformat(),
               "deadline": o.deadline.isoformat() if o.deadline else None, "verdict": o.verdict} for o in outcomes]
     batch += [{"namespace": r.namespace, "job": r.owner_name, "kind": r.owner_kind, "finished_at": None,
-               "deadline": None, "verdict": "in progress"} for key, r in sorted(running.items())
-              if key not in by_job and any(serves(s, r.namespace, r.owner_name) for s in policy.services)]
+               "deadline": None, "verdict": "in progress"} for key, r in sorted(running.items()) if key not in by_job]
     return CostReport(
-        window_s=(inputs.end - inputs.start).total_seconds(), start=inputs.start, end=inputs.end,
+        window_s=window_s, start=inputs.start, end=inputs.end,
         tenants=tenant_rows, services=service_rows, cluster=cluster, wasters=wasters, daily=daily, batch=batch,
         notes=list(dict.fromkeys(notes)), queries=inputs.queries, cost_basis=basis,
+        covered_s=coverage.covered_s if coverage else None, data_from=coverage.data_from if coverage else None,
     )
 
 
+class _Outcomes:
+    """Verified requests and jobs per tenant (None: the whole cluster), never added together; None where
+    unknown (the jobs without the Kubernetes API) or where a tenant has both kinds (``verified``)."""
+
+    def __init__(self, services: list[ServiceTally], jobs_known: bool) -> None:
+        self._services = services
+        self._jobs_known = jobs_known
+
+    def _mine(self, tenant: str | None, kind: str) -> list[ServiceTally]:
+        return [s for s in self._services if s.spec.kind == kind and (tenant is None or s.tenant == tenant)]
+
+    def requests(self, tenant: str | None) -> float:
+        return sum(s.verified or 0.0 for s in self._mine(tenant, "serving"))
+
+    def jobs(self, tenant: str | None) -> float | None:
+        batch = self._mine(tenant, "batch")
+        if batch and not self._jobs_known:
+            return None
+        return sum(s.verified or 0.0 for s in batch)
+
+    def mixed(self, tenant: str | None) -> bool:
+        return bool(self._mine(tenant, "serving")) and bool(self._mine(tenant, "batch"))
+
+    def verified(self, tenant: str | None) -> float | None:
+        """The tenant's outcomes where they are of one kind; None for both kinds (a request is not a job)."""
+        if self.mixed(tenant):
+            return None
+        return self.jobs(tenant) if self._mine(tenant, "batch") else self.requests(tenant)
+
+    def unknown_hours(self, tenant: str | None) -> dict[str, None]:
+        """Productive and in-progress hours are unknown where batch outcomes are: ``{}`` where they are known."""
+        if self._jobs_known or not self._mine(tenant, "batch"):
+            return {}
+        return {"productive_gpu_hours": None, "in_progress_gpu_hours": None}
+
+
+def _periods_with_data(inputs: CostInputs, coverage: Coverage | None) -> set[int]:
+    """The periods anything was read for: telemetry spans (where recorded), GPU hours, costs, requests."""
+    days = set(inputs.gpu["day"].astype(int)) | set(inputs.serving["day"].astype(int))
+    if inputs.costs is not None:
+        days |= set(inputs.costs["day"].astype(int))
+    if coverage is not None:
+        days |= {day for day, covered in coverage.per_period.items() if covered > 0}
+    return days
+
+
 def _daily(inputs: CostInputs, services: list[ServiceTally], costs_known: bool, pods: pd.DataFrame,
-           basis: str) -> list[dict[str, Any]]:
+           basis: str, coverage: Coverage | None = None) -> list[dict[str, Any]]:
+    """Per service and period: cost, verified outcomes, cost per outcome. A period without any data (a window
+    longer than the telemetry) is ``data: False`` with every figure None: no data is not $0 or 0 outcomes."""
+    with_data = _periods_with_data(inputs, coverage)
     costs = inputs.costs if costs_known and inputs.costs is not None else pd.DataFrame(columns=COST_COLS)
     owner = pods.set_index(["namespace", "pod"])["service"].to_dict()
     by_service_day: dict[tuple[str, int], dict[str, float]] = {}
@@ -280,13 +360,14 @@ def _daily(inputs: CostInputs, services: list[ServiceTally], costs_known: bool, 
         for day in range(inputs.days):
             money = by_service_day.get((svc.spec.name, day), {"gpu_cost": 0.0, "total_cost": 0.0})
             verified = svc.daily_verified.get(day)
+            known = costs_known and day in with_data
             out.append({
                 "service": svc.spec.name, "tenant": svc.tenant, "day": day,
-                "day_end": (inputs.start + (day + 1) * inputs.period).isoformat(),
-                "gpu_cost": _num(money["gpu_cost"]) if costs_known else None,
-                "total_cost": _num(money["total_cost"]) if costs_known else None,
-                "verified_outcomes": _num(verified),
-                "cost_per_outcome": _num(cost_per_outcome(money[f"{basis}_cost"], verified)) if costs_known else None,
+                "day_end": (inputs.start + (day + 1) * inputs.period).isoformat(), "data": day in with_data,
+                "gpu_cost": _num(money["gpu_cost"]) if known else None,
+                "total_cost": _num(money["total_cost"]) if known else None,
+                "verified_outcomes": _num(verified) if day in with_data else None,
+                "cost_per_outcome": _num(cost_per_outcome(money[f"{basis}_cost"], verified)) if known else None,
             })
     return out
 

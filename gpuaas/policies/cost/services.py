@@ -27,7 +27,13 @@ import pandas as pd
 from gpuaas.errors import ConfigError
 from gpuaas.models import RunningJob, selects
 from gpuaas.policies.cost.capacity import replicas_needed
-from gpuaas.policies.cost.outcomes import BatchOutcome, SloFraction, fraction_within, verified_requests
+from gpuaas.policies.cost.outcomes import (
+    BatchOutcome,
+    SloFraction,
+    fraction_within,
+    verified_bounds,
+    verified_requests,
+)
 from gpuaas.policy import CostPolicy, ServiceOutcome
 
 if TYPE_CHECKING:
@@ -45,6 +51,8 @@ class ServiceTally:
     good: float | None = None
     slo: SloFraction | None = None
     verified: float | None = None
+    verified_range: tuple[float, float] | None = None
+    """Where the true number of verified requests lies (``verified_bounds``): the histogram counts bad ones too."""
     rate_quantile: float | None = None
     daily_verified: dict[int, float | None] = field(default_factory=dict)
     daily_requests: dict[int, float] = field(default_factory=dict)
@@ -113,6 +121,7 @@ def serving_tally(svc: ServiceTally, serving: pd.DataFrame, days: int, models: d
     svc.good = float(good_rows["value"].sum())
     svc.slo = slo_of(hist)
     svc.verified = verified_requests(svc.good, svc.slo)
+    svc.verified_range = verified_bounds(svc.good, svc.slo)
     # the busiest period's quantile: per period one value, summed over the namespace-less and labelled series
     svc.rate_quantile = float(rates.groupby("day")["value"].sum().max()) if not rates.empty else None
     if svc.slo.fraction is None and svc.requests > 0:

@@ -18,7 +18,7 @@ from uuid import UUID
 
 from gpuaas.policy import FreezeOn
 
-__all__ = ["RUN_NAME_MAX", "RunFailed", "failed", "finished", "freeze_dict", "result_of", "run_name"]
+__all__ = ["RUN_NAME_MAX", "RunFailed", "busy_outcome", "failed", "finished", "freeze_dict", "result_of", "run_name"]
 
 RUN_NAME_MAX = 100
 """Characters of a run's name: one line of the runs list on a laptop screen."""
@@ -72,6 +72,25 @@ def failed(result: dict[str, Any], headline: str) -> dict[str, Any]:
 
     done = {**result, "headline": headline}
     return _end(Failed, logging.ERROR, RunFailed(headline, done), headline, None)
+
+
+def busy_outcome(result: dict[str, Any], busy: Exception, artifact_key: str | None = None) -> dict[str, Any]:
+    """End a run that lost the wait for the cluster writes as Completed: its headline the state's message, the
+    run's name and its artifact's first line, as for any run.
+
+    Not Failed: nothing is wrong with this run, the other one is writing and the next schedule
+    decides again; an ops engineer who sees a red run looks for a fault that is not there. The
+    state's data is ``result`` plus ``writes_busy`` (what the notification reads).
+    """
+    from prefect.states import Completed
+
+    from reports import busy_line
+    from tasks import markdown_artifact
+
+    line = busy_line(str(busy))
+    if artifact_key is not None:
+        markdown_artifact(key=artifact_key, markdown=f"{line}; the next run decides again.\n", description=line)
+    return _end(Completed, logging.WARNING, {**result, "writes_busy": str(busy)}, line, None)
 
 
 def _end(state: Any, level: int, data: Any, headline: str, name: str | None) -> dict[str, Any]:

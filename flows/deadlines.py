@@ -20,7 +20,7 @@ from typing import Any
 
 from prefect import flow, get_run_logger
 
-from flows._outcome import finished, freeze_dict
+from flows._outcome import busy_outcome, finished, freeze_dict
 from flows._snapshot import snapshot_for
 from gpuaas.actions import new_holder
 from gpuaas.operations.deadlines import DeadlinesResult
@@ -38,7 +38,7 @@ from tasks.deadlines import (
     undo_deadline_holds,
 )
 from tasks.notify import NOTIFY_HOOKS
-from tasks.writes import WritesBusy, busy_outcome
+from tasks.writes import WritesBusy
 from tasks.writes import cluster_writes as _writes_lock  # the Prefect slot + store lock reclaim takes too
 
 

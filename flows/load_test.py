@@ -13,9 +13,11 @@ from typing import Any
 
 from prefect import flow, get_run_logger
 
+from flows._outcome import finished
 from gpuaas.loadtest import LoadTestConfig
 from gpuaas.operations import load_test as operation
 from gpuaas.settings import load_settings
+from reports.capacity import load_test_headline
 from tasks.load_test import apply_load_test, plan_load_test, publish_load_test_artifacts, run_load_sweep
 from tasks.notify import NOTIFY_HOOKS
 
@@ -48,7 +50,8 @@ def load_test(url: str, model: str, rates: list[float], slo_quantile: str = "p95
     result = apply_load_test(settings, plan, out_dir)
     publish_load_test_artifacts(result)
     logger.info("capacity: %s", plan.capacity.reason)
-    return result.to_json()
+    doc = result.to_json()
+    return finished(doc, load_test_headline(doc))
 
 
 def _stamp() -> str:

@@ -20,7 +20,7 @@ from typing import Any
 import pandas as pd
 from prefect import flow, get_run_logger
 
-from flows._outcome import failed, finished, freeze_dict
+from flows._outcome import busy_outcome, failed, finished, freeze_dict
 from flows._snapshot import snapshot_for
 from gpuaas.actions import new_holder
 from gpuaas.models import Outcome, Snapshot
@@ -42,7 +42,7 @@ from tasks.rebalance import (
     read_audit_view,
     read_history,
 )
-from tasks.writes import WritesBusy, busy_outcome
+from tasks.writes import WritesBusy
 from tasks.writes import cluster_writes as _writes_lock  # the Prefect slot + store lock reclaim takes too
 
 
@@ -107,7 +107,7 @@ def rebalance(apply: bool = False, cohort: str | None = None, history_days: floa
     counts: dict[str, int] = {}
     for o in results:
         counts[o.result] = counts.get(o.result, 0) + 1
-    logger.info("act (%s): %s", mode.value, counts or "no cohort")
+    logger.info("act (%s): %s", mode.value, ", ".join(f"{n} {str(k)}" for k, n in sorted(counts.items())) or "no cohort")
 
     publish_rebalance_artifacts(results, mode, unwalked(pools), plan.degraded, frozen)
     pushed = push_or_warn(settings, push_rebalance_metrics, results, what="rebalance metrics")

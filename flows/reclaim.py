@@ -29,7 +29,7 @@ from typing import Any
 import pandas as pd
 from prefect import flow, get_run_logger
 
-from flows._outcome import failed, finished, freeze_dict
+from flows._outcome import busy_outcome, failed, finished, freeze_dict
 from flows._snapshot import snapshot_for
 from gpuaas.actions import new_holder
 from gpuaas.models import Outcome, Snapshot
@@ -51,7 +51,7 @@ from tasks.reclaim import (
     undo_actions,
     withdraw_idle_metrics,
 )
-from tasks.writes import WritesBusy, busy_outcome, cluster_writes
+from tasks.writes import WritesBusy, cluster_writes
 
 
 @flow(name="reclaim", log_prints=False, **NOTIFY_HOOKS)

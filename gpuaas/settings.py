@@ -163,7 +163,8 @@ class GpuaasSettings(BaseSettings):
     retries: Annotated[int, Field(ge=0)] = 3
     """Retries of a transient failure (timeout, refused connection, 5xx, 429); a permanent one fails at once."""
     retry_backoff_seconds: Annotated[float, Field(ge=0)] = 2
-    """Factor of the exponential backoff between retries (2, 4, 8 s …); ``Retry-After`` is honoured."""
+    """Factor of the exponential backoff between retries (2, 4, 8 s …, each up to half that again at random, so that
+    runs retrying together spread out); ``Retry-After`` is honoured."""
     writes_wait_seconds: Annotated[float, Field(ge=0)] = 60
     """How long a writing flow waits for another one's cluster writes before it gives up, writing nothing."""
     writes_lease_seconds: Annotated[float, Field(gt=0)] = 900

@@ -49,7 +49,8 @@ def publish_incident_artifacts(review: IncidentReview, undo: list[dict[str, Any]
                       description="Incident review: fleet, decisions and actions in the window")
     rows = event_rows(review)
     if rows:
-        table_artifact(key=TABLE_KEY, table=rows, description=summary)
+        table_artifact(key=TABLE_KEY, table=rows, description=f"Incident review timeline: the {len(rows)} audit "
+                                                                   "rows of the window, oldest first")
     else:
         markdown_artifact(key=TABLE_KEY, markdown=f"{summary}\n\nNo audit rows in the window for this scope.\n",
                           description="Incident review timeline")

@@ -24,7 +24,7 @@ import time
 from collections.abc import Iterator
 from contextlib import ExitStack, contextmanager
 from datetime import timedelta
-from typing import Any, cast
+from typing import Any
 from uuid import UUID
 
 from prefect import get_run_logger
@@ -38,7 +38,7 @@ from tasks._options import gpuaas_task
 from tasks._steps import run_logger
 
 __all__ = ["BUSY_LINE", "CONCURRENCY_LIMIT", "LOCK", "SLOT_LOCK", "WritesBusy", "acquire_writes_lock", "busy_line",
-           "busy_outcome", "cluster_writes", "ensure_concurrency_limit", "enter_concurrency_slot", "release_writes_lock",
+           "cluster_writes", "ensure_concurrency_limit", "enter_concurrency_slot", "release_writes_lock",
            "store_and_writer"]
 
 LOCK = "cluster-writes"
@@ -81,26 +81,6 @@ def ensure_concurrency_limit() -> None:
                 client.create_global_concurrency_limit(GlobalConcurrencyLimitCreate(name=CONCURRENCY_LIMIT, limit=1))
             except Exception:  # noqa: BLE001 - a concurrent first run created it: use that one
                 client.read_global_concurrency_limit_by_name(CONCURRENCY_LIMIT)
-
-
-def busy_outcome(result: dict[str, Any], busy: WritesBusy, artifact_key: str | None = None) -> dict[str, Any]:
-    """End a run that lost the wait as Completed, its message in the UI's state badge and its artifact's first line.
-
-    Not Failed: nothing is wrong with this run, the other one is writing and the next schedule
-    decides again; an ops engineer who sees a red run looks for a fault that is not there. The
-    state's data is ``result`` plus ``writes_busy`` (what the notification reads): Prefect
-    unwraps a returned state, so a caller of the flow still gets the dict.
-    """
-    from prefect.states import Completed
-
-    from tasks._artifacts import markdown_artifact
-
-    line = busy_line(str(busy))
-    get_run_logger().warning("%s", line)
-    if artifact_key is not None:
-        markdown_artifact(key=artifact_key, markdown=f"{line}; the next run decides again.\n",
-                                 description=BUSY_LINE)
-    return cast(dict[str, Any], Completed(message=line, data={**result, "writes_busy": str(busy)}))
 
 
 @gpuaas_task("acquire-writes-lock")

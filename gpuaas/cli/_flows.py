@@ -80,7 +80,7 @@ def run_flow(flow: Any, what: str, **parameters: Any) -> Any:
         return _run_body(_resolve(BODIES[flow]), what, parameters)
     if isinstance(flow, str):
         flow = _resolve(flow)
-    from flows._outcome import RunFailed, result_of
+    from flows import RunFailed, result_of
     from flows.direct import direct_runs
 
     with _warnings_after(), progress(what), (nullcontext() if through_prefect else direct_runs()):

@@ -127,9 +127,11 @@ def test_the_review_lists_every_action_in_order_with_its_evidence(incident: Inci
     lines = [line for line in markdown.splitlines() if line.startswith("- **")]
     assert [int(line.split("`#")[1].split("`")[0]) for line in lines] == [r.id for r in rows]
     assert "undoable (`undo: [" in lines[2] and "| team-b-cq | h100 | 2 |" in markdown
-    table = _artifact("incident-review-timeline").data
-    table_rows = json.loads(table) if isinstance(table, str) else table
+    found = _artifact("incident-review-timeline")
+    table_rows = json.loads(found.data) if isinstance(found.data, str) else found.data
     assert [r["audit id"] for r in table_rows] == [r.id for r in rows]
+    # the table's description says what it lists (the summary is the markdown's first line)
+    assert found.description == f"Incident review timeline: the {len(rows)} audit rows of the window, oldest first"
 
 
 def test_the_deployment_defaults_review_the_last_hour(incident: Incident, pointed_at: EmbeddedCluster) -> None:

@@ -297,9 +297,12 @@ def test_a_busy_rebalance_or_deadlines_run_completes_and_writes_nothing(flow_nam
     assert state.is_completed(), state.message
     assert state.message.startswith("Another run is writing; nothing written: reclaim-elsewhere holds")
     assert "waited 1 s" in state.result()["writes_busy"] and writes(pointed_at) == before
-    if flow_name == "rebalance":
-        with get_client(sync_client=True) as client:
+    with get_client(sync_client=True) as client:  # named for what it found, as every run that completes
+        run = client.read_flow_run(state.state_details.flow_run_id)
+        assert run.name == "Another run is writing"  # the headline's first clause
+        if flow_name == "rebalance":
             summary = client.read_latest_artifacts()
-            first = next(a for a in summary if a.key == "gpuaas-rebalance-summary").data
-        assert str(first).splitlines()[0].startswith("Another run is writing; nothing written: reclaim-elsewhere")
+            found = next(a for a in summary if a.key == "gpuaas-rebalance-summary")
+            assert str(found.data).splitlines()[0].startswith("Another run is writing; nothing written: reclaim-elsewhere")
+            assert str(found.description).startswith("Another run is writing; nothing written: ")
     assert _active_slots() == 0

@@ -153,6 +153,18 @@ def test_load_test_finds_the_models_capacity(cluster: EmbeddedCluster, prefect_h
     assert endpoints == ["GPUAAS_ENDPOINT_TEAM_A_ONE", "GPUAAS_ENDPOINT_TEAM_A_TWO"]
     result = _load_test(cluster, "one", 1, tmp_path / "one")
     found = _check_against_the_model(result, 1)
+    # in the Prefect UI, as every flow: the headline is the state's message and its gist the run's name
+    from prefect.client.orchestration import get_client
+    from prefect.client.schemas.filters import FlowFilter, FlowFilterName
+    from prefect.client.schemas.sorting import FlowRunSort
+
+    from flows._outcome import run_name
+
+    with get_client(sync_client=True) as client:
+        [run] = client.read_flow_runs(flow_filter=FlowFilter(name=FlowFilterName(any_=["load_test"])),
+                                      sort=FlowRunSort.START_TIME_DESC, limit=1)
+    assert run.state is not None and run.state.message == result["headline"]
+    assert run.name == run_name(result["headline"])
     files = {k: Path(v) for k, v in result["files"].items()}
     assert files["plot"].read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     # the sweep file says the same thing to `gpuaas capacity` later

@@ -145,6 +145,11 @@ def test_reclaim_of_a_jobs_workload_is_an_eviction_and_its_undo_a_readmission(
     assert events["Reclaimed"].startswith("Stopped by gpuaas: ")
     assert events["Reclaimed"].endswith(f"Audit #{result.audit_id}; to restore it: gpuaas undo {result.audit_id}")
     assert f"the undo of audit #{result.audit_id}" in events["Restored"]
+    # and `kubectl describe job wl`, what the team runs, shows the same, naming the Workload gpuaas wrote
+    name = workload_of(api, "Job", "wl", A)["metadata"]["name"]
+    on_job = events_on(api, api.get("Job", "wl", A))
+    assert set(on_job) == {"Reclaimed", "Restored"}, on_job
+    assert on_job["Reclaimed"].startswith(f"Through its Kueue Workload {name}: Stopped by gpuaas: ")
 
 
 def test_a_clients_suspend_of_an_admitted_raycluster_is_set_back_by_kueue(api: KubeHTTP) -> None:

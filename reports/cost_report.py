@@ -202,7 +202,9 @@ def cost_first_line(report: CostReport) -> str:
 def _jobs_in_time(cluster: dict[str, Any]) -> str:
     """``3 batch jobs done in time``; unknown without the Kubernetes API: never a 0 that reads as none done."""
     jobs = cluster.get("verified_jobs")
-    return "batch jobs done in time unknown" if jobs is None else f"{_count(jobs)} batch jobs done in time"
+    if jobs is None:
+        return "batch jobs done in time unknown"
+    return f"{_count(jobs)} batch job{'' if round(jobs) == 1 else 's'} done in time"
 
 
 def cost_notes(notes: Sequence[str]) -> list[str]:

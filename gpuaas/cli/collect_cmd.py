@@ -10,7 +10,6 @@ from __future__ import annotations
 from typing import Annotated, Any
 
 import typer
-from rich.table import Table
 
 from gpuaas.cli._common import OutputFormat, console, end_degraded, lead, print_json, print_table, settings_or_exit
 from gpuaas.cli._flows import run_flow
@@ -19,20 +18,17 @@ SUMMARY_KEYS = ("queues", "sources", "workloads", "unknown_telemetry", "unjudged
 DECISION_KEYS = ("snapshot_id", "idle_candidates", "degraded", "source_errors", "headline")
 
 
-def _backlog_table(summary: dict[str, Any]) -> Table:
+def _print_backlog(summary: dict[str, Any]) -> None:
+    """The backlog per ClusterQueue, through ``print_table``: at any width no number or name is cut."""
     from reports import gpus
     from reports.collect import backlog_rows
 
-    table = Table(title="Kueue backlog per ClusterQueue", title_justify="left",
-                  caption="GPUs summed over GPU resources and flavors", caption_justify="left")
-    table.add_column("queue", no_wrap=True)
-    table.add_column("cohort", no_wrap=True)
-    for header in ("pending", "pending GPUs", "oldest pending", "admitted GPUs", "nominal GPUs"):
-        table.add_column(header, justify="right")
-    for row in backlog_rows(summary):
-        table.add_row(row["queue"], row["cohort"], str(row["pending workloads"]), gpus(row["pending GPUs"]),
-                      row["oldest pending"], gpus(row["admitted GPUs"]), gpus(row["nominal GPUs"]))
-    return table
+    rows = [[row["queue"], row["cohort"], str(row["pending workloads"]), gpus(row["pending GPUs"]),
+             row["oldest pending"], gpus(row["admitted GPUs"]), gpus(row["nominal GPUs"])]
+            for row in backlog_rows(summary)]
+    print_table("Kueue backlog per ClusterQueue (GPUs summed over GPU resources and flavors)",
+                ["queue", "cohort", "pending", "pending GPUs", "oldest pending", "admitted GPUs", "nominal GPUs"],
+                rows, optional=("cohort", "admitted GPUs"))
 
 
 def _print_quality(summary: dict[str, Any]) -> None:
@@ -76,6 +72,6 @@ def _print_unjudged(summary: dict[str, Any]) -> None:
 
 def print_collect(summary: dict[str, Any]) -> None:
     """The backlog, the data quality and the workloads nobody can judge of a snapshot (also the demo's)."""
-    console.print(_backlog_table(summary))
+    _print_backlog(summary)
     _print_quality(summary)
     _print_unjudged(summary)

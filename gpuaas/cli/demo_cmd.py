@@ -73,8 +73,9 @@ def demo(
     history: Annotated[str, typer.Option(help="History to backfill into Prometheus.")] = "6h",
     seed: Annotated[int, typer.Option(help="Same seed, same cluster.")] = 0,
 ) -> None:
-    """Start the embedded cluster; run collect and reclaim, then rebalance (deadline and quota plans), all in dry-run,
-    then the cost report on it; show the results and stop the cluster."""
+    """Start the embedded cluster; run collect and reclaim, then rebalance (the quota plan per cohort, the GPUs that
+    deadlines need counted in its demand), all in dry-run, then the cost report on it; show the results and stop
+    the cluster."""
     from gpuaas.cluster.runner import EmbeddedCluster
     from gpuaas.cluster.scenario import default_scenario, load_scenario, parse_duration
 
@@ -93,7 +94,13 @@ def demo(
         raise fail(str(exc)) from exc
     run_dir = settings.cluster_dir / "demo"
     shutil.rmtree(run_dir, ignore_errors=True)
-    cluster = EmbeddedCluster(chosen, run_dir, seed=seed, history=window)
+    # Each demo is a new cluster: its snapshots, audit rows and reports go to a data dir of its own, started
+    # afresh, never to the deployment's database (which would refuse another cluster's history, and must not
+    # hold a demo's rows).
+    os.environ["GPUAAS_DATA_DIR"] = str(run_dir / "data")
+    os.environ.pop("GPUAAS_DATABASE_URL", None)
+    settings = settings_or_exit()
+    cluster = EmbeddedCluster(chosen, run_dir / "cluster", seed=seed, history=window)
     try:
         with progress("starting the embedded cluster") as update:
             cluster._progress = update
@@ -116,8 +123,8 @@ def demo(
             ["kind", "workload", "tenant", "GPUs", "max activity", "verdict", "why"],
             _idle_rows(snapshot, settings.policy), optional=("tenant", "kind"), notes=("why",),
         )
-        console.print(f"Audit log: gpuaas audit list (database {settings.database_url_value.split('///')[-1]}).",
-                      highlight=False)
+        console.print(f"Audit log: GPUAAS_DATA_DIR={settings.data_dir} gpuaas audit list (the demo's own database, "
+                      "started afresh with each demo).", highlight=False, soft_wrap=True)
         _rebalance()
         _cost_report(window)
     finally:
@@ -125,11 +132,12 @@ def demo(
 
 
 def _rebalance() -> None:
-    """The nightly rebalance in dry-run: the deadline plan, then the quota plan per cohort; nothing is patched."""
+    """The nightly rebalance in dry-run: the quota plan per cohort, its demand including what the deadline plans
+    need; nothing is patched."""
     from flows.rebalance import rebalance as rebalance_flow
     from gpuaas.cli.rebalance_cmd import print_rebalance
 
-    result = run_flow(rebalance_flow, "rebalance (dry-run): deadline plan and quota plan", apply=False)
+    result = run_flow(rebalance_flow, "rebalance (dry-run): the quota plan, deadlines in its demand", apply=False)
     lead(result, OutputFormat.table)
     print_rebalance(result)
 

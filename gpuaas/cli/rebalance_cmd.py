@@ -54,6 +54,14 @@ def rebalance(
     end_degraded(result)
 
 
+def _moved(cohort: dict[str, Any], mode: str) -> str:
+    """``8 GPUs moved`` only where they did: a dry-run's plan would move them, a refused one moved none."""
+    gpus = f"{cohort['moved_gpus']} GPU{'' if cohort['moved_gpus'] == 1 else 's'}"
+    if cohort["result"] == Outcome.applied:
+        return f"{gpus} moved"
+    return f"{gpus} would move" if mode != "apply" else f"{gpus} planned, none moved"
+
+
 def print_rebalance(result: dict[str, Any]) -> None:
     """The quota plan per cohort as people read it (also the demo's rebalance step)."""
     rows = [[r["cohort"], r["queue"], r["flavor"], r["before"], r["after"], r["change"], f"{r['demand']:g}",
@@ -63,9 +71,9 @@ def print_rebalance(result: dict[str, Any]) -> None:
                 notes=("reason",))
     for c in result["cohorts"]:
         console.print(f"cohort {c['cohort']}: {c['result']}"
-                      + (f", plan #{c['plan_id']}" if c["plan_id"] else "")
+                      + (f", audit #{c['plan_id']}" if c["plan_id"] else "")
                       + (f" (to reverse: gpuaas undo {c['plan_id']})" if c["plan_id"] and c["result"] == Outcome.applied else "")
-                      + f"; {c['moved_gpus']} GPUs moved" + (f"; {c['error']}" if c["error"] else ""), highlight=False)
+                      + f"; {_moved(c, result['mode'])}" + (f"; {c['error']}" if c["error"] else ""), highlight=False)
         for line in c["notes"] + c["flags"] + ([c["message"]] if c["message"] else []):
             console.print(f"  {line}", highlight=False)
     if result["degraded"]:

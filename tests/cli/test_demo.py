@@ -44,9 +44,11 @@ def test_demo_runs_the_main_job_on_the_embedded_cluster(tmp_path: Path) -> None:
     assert "idle" in verdicts["research/ray-hparam-sweep"] and "unknown" in verdicts["platform/embed-batch"]
     assert "busy" in verdicts["platform/llm-chat"]  # missing telemetry is never idle, busy is busy
     assert "(not shown at 80 columns:" in out and "--wide shows them)" in out
-    assert (tmp_path / "data" / "gpuaas.db").exists()
-    # then the nightly rebalance in dry-run: the quota plan per cohort, nothing patched
-    assert "Quota plan (dry-run)" in out and "GPUs moved" in flat
+    # the demo's rows go to a database of its own, never the deployment's (nothing is changed)
+    assert (tmp_path / "data" / "cluster" / "demo" / "data" / "gpuaas.db").exists()
+    assert not (tmp_path / "data" / "gpuaas.db").exists()
+    # then the nightly rebalance in dry-run: the quota plan per cohort, nothing patched, worded as planned
+    assert "Quota plan (dry-run)" in out and "GPUs would move" in flat
     # the cycle ends with the cost report: the funnel, outcomes, and where the HTML report is
     assert "GPU-hour funnel per tenant" in out and "no verified outcome" in flat
     last = out.strip().splitlines()[-1]
@@ -54,3 +56,7 @@ def test_demo_runs_the_main_job_on_the_embedded_cluster(tmp_path: Path) -> None:
     # Progress on stderr as plain lines (no terminal: no spinner), each long step with its time.
     assert "starting the embedded cluster…" in proc.stderr and "starting the embedded cluster: done in" in proc.stderr
     assert not list((tmp_path / "data" / "cluster").glob("**/*.pid"))
+    # A second demo is a new cluster: it starts afresh, it does not find the first one's history in its way.
+    again = subprocess.run([str(gpuaas), "demo", "--history", "1h"], env=env, capture_output=True, text=True,
+                           timeout=300)
+    assert again.returncode == 0, again.stderr[-3000:]

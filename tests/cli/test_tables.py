@@ -45,6 +45,10 @@ LAYOUTS: dict[str, tuple[list[str], list[list[Any]], tuple[str, ...], tuple[str,
                 "RayCluster research/ray-hparam-sweep (Workload raycluster-ray-hparam-sweep-3f2a1)", "apply",
                 "restored", "spec.suspend back to false"]],
               ("action", "flow"), ("reason",)),
+    "backlog": (["queue", "cohort", "pending", "pending GPUs", "oldest pending", "admitted GPUs", "nominal GPUs"],
+                [["vision-cq", "research", "3", "24", "1h50m", "16", "32"],
+                 ["platform-serving-cq", "research", "0", "0", "-", "9", "12"]],
+                ("cohort", "admitted GPUs"), ()),
     "incident": (["when (UTC), audit id", "what", "result", "reason / evidence"],
                  [["10:13:01 #14 undoable", "reclaim RayCluster research/ray-hparam-sweep (Workload "
                    "raycluster-ray-hparam-sweep-3f2a1)", "apply: applied", REASON + "; window 30 m, max activity "

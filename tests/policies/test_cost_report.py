@@ -235,3 +235,11 @@ def test_replicas_from_the_peak_rate_plus_headroom() -> None:
     chat = build_cost_report(inputs, POLICY).services[0]
     assert (chat["peak_rps"], chat["forecast_rps"], chat["per_replica_rps"], chat["replicas_needed"]) == (
         20.0, 24.0, 5.0, 5)
+
+
+def test_the_headline_counts_one_job_in_the_singular() -> None:
+    from reports.cost_report import _jobs_in_time
+
+    assert [_jobs_in_time({"verified_jobs": n}) for n in (0.0, 1.0, 2.0, None)] == [
+        "0 batch jobs done in time", "1 batch job done in time", "2 batch jobs done in time",
+        "batch jobs done in time unknown"]

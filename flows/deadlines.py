@@ -27,7 +27,7 @@ from gpuaas.operations.deadlines import DeadlinesResult
 from gpuaas.policy import Mode, WritingFlow
 from gpuaas.settings import load_settings
 from reports import frozen_lead, source_errors, with_failures
-from reports.deadlines import deadlines_headline, nudge_dicts, object_names, pool_dicts
+from reports.deadlines import deadlines_headline, nudge_dicts, nudges_sentence, object_names, pool_dicts
 from tasks import push_or_warn, unwalked
 from tasks.deadlines import (
     apply_deadline_nudges,
@@ -89,10 +89,12 @@ def deadlines(apply: bool = False, at: datetime | None = None, nudge: bool = Tru
     pushed = push_or_warn(settings, push_deadline_metrics, unwalked(plan.pools), what="deadline metrics")
     planned = pool_dicts(plan.pools)
     held_back = f"{frozen_lead(frozen)}no hold or demotion written. " if frozen and nudge else ""
-    line = with_failures(held_back + deadlines_headline(planned), source_errors(snapshot.sources))
+    nudges, freed = nudge_dicts(nudged.nudges), nudge_dicts(released.nudges)
+    line = with_failures(held_back + deadlines_headline(planned) + nudges_sentence(nudges, freed, mode.value),
+                         source_errors(snapshot.sources))
     return finished({"snapshot_id": snapshot_id, "pools": planned, "pushed_samples": pushed, "mode": mode.value,
                      "freeze": freeze_dict(frozen),
-                     "released": nudge_dicts(released.nudges), "nudges": nudge_dicts(nudged.nudges),
+                     "released": freed, "nudges": nudges,
                      "objects": object_names(snapshot.workloads), "degraded": snapshot.degraded,
                      "source_errors": source_errors(snapshot.sources)}, line)
 

@@ -121,4 +121,22 @@ def deadlines_headline(pools: Sequence[dict[str, Any]]) -> str:
     for p in pools:
         for flavor, n in p["extra_gpus"].items():
             extra[flavor] = extra.get(flavor, 0) + int(n)
-    return f"{len(pools)} pools planned. " + verdict_sentence(extra, at_risk, missed, all(p["exact"] for p in pools))
+    return (f"{len(pools)} pool{'' if len(pools) == 1 else 's'} planned. "
+            + verdict_sentence(extra, at_risk, missed, all(p["exact"] for p in pools)))
+
+
+def nudges_sentence(nudges: Sequence[dict[str, Any]], released: Sequence[dict[str, Any]], mode: str) -> str:
+    """`` 3 holds and 1 demotion written; 2 released.`` (`` would be written`` in dry-run): what the deadlines flow
+    did to steer Kueue, after what the plan says; empty when it did nothing."""
+    done = {"apply": ("applied",), "dry-run": ("planned",)}.get(mode, ("applied",))
+    holds = sum(1 for n in nudges if n["action"] == "hold" and n["result"] in done)
+    demoted = sum(1 for n in nudges if n["action"] == "demote" and n["result"] in done)
+    freed = sum(1 for n in released if n["result"] == "released")
+    parts = []
+    if holds or demoted:
+        what = " and ".join(p for p in (f"{holds} hold{'' if holds == 1 else 's'}" if holds else "",
+                                        f"{demoted} demotion{'' if demoted == 1 else 's'}" if demoted else "") if p)
+        parts.append(f"{what} {'written' if mode == 'apply' else 'would be written (dry-run)'}")
+    if freed:
+        parts.append(f"{freed} released")
+    return f" {'; '.join(parts)}." if parts else ""

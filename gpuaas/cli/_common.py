@@ -41,6 +41,7 @@ __all__ = [
     "EXIT_USAGE",
     "WHOLE_COLUMNS",
     "audit_id",
+    "flag_given",
     "OutputFormat",
     "console",
     "describe_error",
@@ -119,6 +120,12 @@ def fail(message: str, code: int = EXIT_FAILED) -> typer.Exit:
 
 _GOT = re.compile(r", got [^;]*$")
 """A message's closing ``, got VALUE``."""
+
+
+def flag_given(ctx: typer.Context, name: str) -> bool:
+    """Whether the command line (or its environment variable) gave the parameter ``name``, not its default: what a
+    command checks before it refuses a flag that would change nothing."""
+    return ctx.get_parameter_source(name) not in (None, ParameterSource.DEFAULT)
 
 
 _MAX_AUDIT_ID = 2**63 - 1

@@ -35,9 +35,8 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
-from typer._click.core import ParameterSource
 
-from gpuaas.cli._common import console, err_console, fail, progress, settings_or_exit, usage_error
+from gpuaas.cli._common import console, err_console, fail, flag_given, progress, settings_or_exit, usage_error
 from gpuaas.cli._foreground import held, write_env_file
 from gpuaas.cli._trace_format import TraceFormat
 from gpuaas.errors import GpuaasError
@@ -104,16 +103,13 @@ def _refuse_ignored_flags(ctx: typer.Context, backend: Backend, *, scenario: Pat
     """Flags given where they would change nothing are usage errors: a run believed to enforce a role, replay a
     trace at some compression, or use a seed, that does not, would mislead whoever reads its results."""
 
-    def given(name: str) -> bool:
-        return ctx.get_parameter_source(name) not in (None, ParameterSource.DEFAULT)
-
     if role and rbac is None:
         raise usage_error("--role needs --rbac (the RBAC manifest whose ClusterRole it enforces)")
     if rbac is not None and not role:
         raise usage_error("--rbac needs at least one --role (a ClusterRole name in the manifest)")
     if trace is None:
         for flag in ("trace_format", "compress"):
-            if given(flag):
+            if flag_given(ctx, flag):
                 raise usage_error(f"--{flag.replace('_', '-')} needs --trace (it applies to the trace's CSV)")
     elif scenario is not None:
         raise usage_error("--scenario and --trace do not go together: --trace builds the scenario from the trace")
@@ -126,7 +122,7 @@ def _refuse_ignored_flags(ctx: typer.Context, backend: Backend, *, scenario: Pat
         if trace is not None:
             raise usage_error("--trace replays a time-compressed trace: use the embedded backend")
         for flag in ("speed", "seed", "history"):
-            if given(flag):
+            if flag_given(ctx, flag):
                 raise usage_error(f"--{flag} applies to the embedded backend only: the real backend runs in wall-clock "
                                   "time, with no backfilled history and nothing seeded")
 

@@ -22,6 +22,7 @@ from gpuaas.cli._common import (
     OutputFormat,
     err_console,
     fail,
+    flag_given,
     lead,
     print_json,
     print_table,
@@ -103,6 +104,7 @@ def _iso(t: float) -> str:
 
 
 def reclaim(
+    ctx: typer.Context,
     utilization: Annotated[
         list[Path] | None,
         typer.Option("--utilization", help="Duty-cycle CSV; repeat for part files (concatenated)."),
@@ -165,6 +167,14 @@ def reclaim(
         raise usage_error("must be above 0 wake-ups per workload per day", "--budget")
     if from_prometheus == bool(utilization):
         raise usage_error("give --utilization CSV(s) or --from-prometheus" + (", not both" if from_prometheus else ""))
+    # A flag that would be ignored is refused: the replay would be misread as one it was not.
+    for flag, applies, needs in (("detect_minutes", frontier, "--frontier"), ("plot", frontier, "--frontier"),
+                                 ("calibrate", frontier, "--frontier"), ("refit_hours", budget is not None, "--budget"),
+                                 ("history_hours", budget is not None, "--budget"),
+                                 ("chunk_hours", from_prometheus, "--from-prometheus")):
+        if flag_given(ctx, flag) and not applies:
+            raise usage_error(f"--{flag.replace('_', '-')} applies with {needs} only: give it with {needs}, or leave "
+                              "it out")
     if not from_prometheus and (since is not None or namespace):  # it would be ignored, and the replay misread
         raise usage_error(f"{'--since' if since is not None else '--namespace'}: reads the Prometheus history: "
                           "give it with --from-prometheus, or leave it out")

@@ -42,6 +42,13 @@ CASES = {
     "demo-history-zero": (
         ["demo", "--history", "0s"],
         "error: Invalid value for '--history': must be longer than 0s (got '0s'); see gpuaas demo --help"),
+    **{f"replay-reclaim-{flag}-without-{needs}": (
+        ["replay", "reclaim", "--utilization", "u.csv", f"--{flag}", value],
+        f"error: --{flag} applies with --{needs} only: give it with --{needs}, or leave it out; "
+        "see gpuaas replay reclaim --help")
+       for flag, value, needs in (("detect-minutes", "5", "frontier"), ("plot", "f.png", "frontier"),
+                                  ("calibrate", "0.3", "frontier"), ("refit-hours", "6", "budget"),
+                                  ("history-hours", "12", "budget"), ("chunk-hours", "2", "from-prometheus"))},
     "plan-deadlines-neither": (
         ["plan", "deadlines"], "error: give a FILE or --from-cluster; see gpuaas plan deadlines --help"),
     "plan-deadlines-both": (

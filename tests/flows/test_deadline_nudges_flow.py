@@ -72,6 +72,7 @@ def test_dry_run_plans_holds_and_writes_nothing(pointed_at: EmbeddedCluster, pre
     holds = [n for n in result["nudges"] if n["action"] == "hold"]
     assert [n["result"] for n in holds] == ["planned", "deferred"]  # the cap of 1
     assert all(n["workload"].startswith("forecast/") for n in holds)  # rush's plan is not feasible: no holds there
+    assert result["headline"].endswith(" 1 hold would be written (dry-run).")  # what it would do, in numbers
 
 
 def test_apply_holds_one_with_its_plan_and_undo_releases_it(pointed_at: EmbeddedCluster,
@@ -79,6 +80,7 @@ def test_apply_holds_one_with_its_plan_and_undo_releases_it(pointed_at: Embedded
     now = pointed_at.clock.now()
     result = _run(apply=True, at=now)
     [applied] = [n for n in result["nudges"] if n["result"] == "applied"]
+    assert result["headline"].endswith(" 1 hold written.")
     held = _held(pointed_at)
     assert list(held) == [applied["workload"].split("/")[1]]
     [(name, mark)] = held.items()

@@ -128,7 +128,8 @@ def _plan_resource(resource: str, cap: int, jobs: Sequence[DeadlineJob], limits:
                 continue
             if job.deadline is not None and left > job.deadline + EPS:
                 missed.append(job.name)
-                messages.append(f"{job.name} is running and ends at {left:g}, after its deadline {job.deadline:g}")
+                messages.append(f"{job.name} is running and ends at {round(left, 1):g}, after its deadline "
+                                f"{round(job.deadline, 1):g}")
             items.append(Item(job.name, job.gpus, left, None, fixed_start=0.0))
         elif job.deadline is None:
             best_effort.append(Item(job.name, job.gpus, job.duration, None))

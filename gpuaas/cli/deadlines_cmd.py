@@ -72,8 +72,8 @@ def _from_cluster(format: OutputFormat) -> None:
 
     result = run_flow(deadlines_flow, "collecting a snapshot and planning deadlines", nudge=False)
     lead(result, format)
-    if format is OutputFormat.json:
-        print_json(result)
+    if format is OutputFormat.json:  # a plan decides no hold and releases nothing: no such (always empty) lists
+        print_json({k: v for k, v in result.items() if k not in ("nudges", "released")})
         end_degraded(result)
         return
     names: dict[str, str] = result.get("objects") or {}

@@ -12,13 +12,14 @@ before a scheduled run finds out.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
 from gpuaas.settings import GpuaasSettings
 
-__all__ = ["BINDINGS", "READS", "ROLES", "WRITES", "Access", "allowed", "bind_command", "whoami"]
+__all__ = ["BINDINGS", "READS", "ROLES", "WRITES", "Access", "allowed", "allowed_as", "bind_command", "whoami"]
 
 
 @dataclass(frozen=True, order=True)
@@ -80,46 +81,63 @@ def bind_command(role: str) -> str:
     return f"bind {role} (kubectl apply -f deployments/kubernetes/{BINDINGS[role]})"
 
 
+@contextmanager
+def _api(settings: GpuaasSettings) -> Iterator[Any]:
+    from gpuaas.sources import make_api_client
+
+    api = make_api_client(settings)
+    try:
+        yield api
+    finally:
+        api.close()
+
+
+def _reviews(api: Any, accesses: Sequence[Access], timeout: float) -> dict[Access, bool]:
+    from kubernetes import client
+
+    authz = client.AuthorizationV1Api(api)
+    answers: dict[Access, bool] = {}
+    for access in dict.fromkeys(accesses):
+        review: Any = authz.create_self_subject_access_review(client.V1SelfSubjectAccessReview(
+            spec=client.V1SelfSubjectAccessReviewSpec(resource_attributes=client.V1ResourceAttributes(
+                verb=access.verb, group=access.group, resource=access.resource, name=access.name or None))),
+            _request_timeout=timeout)
+        answers[access] = bool(review.status and review.status.allowed)
+    return answers
+
+
+def _identity(api: Any, timeout: float) -> str | None:
+    from kubernetes import client
+
+    try:
+        review: Any = client.AuthenticationV1Api(api).create_self_subject_review(
+            client.V1SelfSubjectReview(), _request_timeout=timeout)
+    except Exception:  # noqa: BLE001 - an older server or a refusal: the answers stand without a name
+        return None
+    user = review.status.user_info if review.status else None
+    return str(user.username) if user is not None and user.username else None
+
+
 def allowed(settings: GpuaasSettings, accesses: Sequence[Access]) -> dict[Access, bool]:
     """Whether the API server lets the configured credentials make each access, cluster-wide.
 
     Raises what the Kubernetes client raises (mapped like any source error by the caller) when the
     review itself cannot be made.
     """
-    from kubernetes import client
-
-    from gpuaas.sources import make_api_client
-
-    api = make_api_client(settings)
-    try:
-        authz = client.AuthorizationV1Api(api)
-        answers: dict[Access, bool] = {}
-        for access in dict.fromkeys(accesses):
-            review: Any = authz.create_self_subject_access_review(client.V1SelfSubjectAccessReview(
-                spec=client.V1SelfSubjectAccessReviewSpec(resource_attributes=client.V1ResourceAttributes(
-                    verb=access.verb, group=access.group, resource=access.resource, name=access.name or None))),
-                _request_timeout=settings.request_timeout_seconds)
-            answers[access] = bool(review.status and review.status.allowed)
-        return answers
-    finally:
-        api.close()
+    with _api(settings) as api:
+        return _reviews(api, accesses, settings.request_timeout_seconds)
 
 
 def whoami(settings: GpuaasSettings) -> str | None:
     """The user the API server takes the configured credentials for (``SelfSubjectReview``, Kubernetes 1.28 and
     newer), or None where it does not say: whose permissions a preflight checked, so that an operator running
     it with an admin kubeconfig sees the answers are not the service account's."""
-    from kubernetes import client
+    with _api(settings) as api:
+        return _identity(api, settings.request_timeout_seconds)
 
-    from gpuaas.sources import make_api_client
 
-    api = make_api_client(settings)
-    try:
-        review: Any = client.AuthenticationV1Api(api).create_self_subject_review(
-            client.V1SelfSubjectReview(), _request_timeout=settings.request_timeout_seconds)
-        user = review.status.user_info if review.status else None
-        return str(user.username) if user is not None and user.username else None
-    except Exception:  # noqa: BLE001 - an older server or a refusal: the answers stand without a name
-        return None
-    finally:
-        api.close()
+def allowed_as(settings: GpuaasSettings, accesses: Sequence[Access]) -> tuple[dict[Access, bool], str | None]:
+    """``allowed`` and ``whoami`` over one client: the answers, and whose they are."""
+    with _api(settings) as api:
+        answers = _reviews(api, accesses, settings.request_timeout_seconds)
+        return answers, _identity(api, settings.request_timeout_seconds)

@@ -9,7 +9,7 @@ from typing import Any
 from gpuaas.phrases import counted, duration, verdict_phrase
 from gpuaas.policy import FreezeOn
 
-__all__ = ["BUSY_LINE", "busy_line", "counted", "duration", "frozen_lead", "gpus", "grouped_notes", "source_errors",
+__all__ = ["BUSY_LINE", "busy_line", "counted", "duration", "frozen_lead", "said_frozen", "gpus", "grouped_notes", "source_errors",
            "verdict_phrase", "with_failures"]
 
 
@@ -32,6 +32,14 @@ def busy_line(busy: str) -> str:
 def frozen_lead(frozen: FreezeOn | None) -> str:
     """How a dry-run's headline starts: ``Dry-run: ``, or the change freeze that made it one."""
     return f"{str(frozen)[0].upper()}{str(frozen)[1:]}: dry-run, " if frozen else "Dry-run: "
+
+
+def said_frozen(line: str, frozen: FreezeOn | None) -> str:
+    """``line`` led by the change freeze that held the run back, where one did and the line does not say it yet:
+    an operator who passed ``--apply`` learns it was overridden even when there was nothing to do."""
+    if frozen is None or line.startswith(frozen_lead(frozen)):
+        return line
+    return f"{frozen_lead(frozen)}{line[0].lower()}{line[1:]}"
 
 
 def source_errors(sources: Mapping[str, Any]) -> dict[str, str]:

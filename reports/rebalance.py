@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 from gpuaas.models import Outcome
 from gpuaas.policy import FreezeOn
 from gpuaas.pushgateway import MetricFamily
-from reports._format import frozen_lead
+from reports._format import frozen_lead, said_frozen
 
 if TYPE_CHECKING:  # annotations only: rendering needs no cluster client
     from gpuaas.operations.rebalance import CohortOutcome
@@ -64,10 +64,7 @@ def first_line(outcomes: Sequence[CohortOutcome], mode: str, degraded: str | Non
 
 
 def _moves_line(outcomes: Sequence[CohortOutcome], mode: str, degraded: str | None, frozen: FreezeOn | None) -> str:
-    line = _moves(outcomes, mode, degraded, frozen)
-    if frozen and not line.startswith(frozen_lead(frozen)):  # a freeze is said whatever the run found to do
-        return f"{frozen_lead(frozen)}{line[0].lower()}{line[1:]}"
-    return line
+    return said_frozen(_moves(outcomes, mode, degraded, frozen), frozen)
 
 
 def _moves(outcomes: Sequence[CohortOutcome], mode: str, degraded: str | None, frozen: FreezeOn | None) -> str:

@@ -14,7 +14,7 @@ from gpuaas.permissions import ROLES, bind_command
 from gpuaas.policies.reclaim import blind_run_line
 from gpuaas.policy import HELD_BACK, FreezeOn
 from gpuaas.pushgateway import MetricFamily
-from reports._format import busy_line, counted, duration, frozen_lead, source_errors, with_failures
+from reports._format import busy_line, counted, duration, frozen_lead, said_frozen, source_errors, with_failures
 
 __all__ = ["ASSUMED_GPU_HOURLY_PRICE", "SUCCESS_METRIC", "blind_line", "decision_dicts", "decision_rows", "evidence_lines", "gpu_price",
            "headline", "idle_metrics", "summary_line", "summary_markdown", "telemetry_counts"]
@@ -187,7 +187,7 @@ def headline(results: Sequence[ActionResult], snapshot: Snapshot, mode: str, bus
     applied = [str(r.audit_id) for r in results if r.result == Outcome.applied and r.audit_id]
     if not results:
         first = f"Nothing to reclaim (degraded): {blind}." if blind else _nothing_idle(telemetry_counts(snapshot)[1])
-        first = f"{frozen_lead(frozen)}{first[0].lower()}{first[1:]}" if frozen else first
+        first = said_frozen(first, frozen)
     elif mode != "apply" and not acted:  # every target skipped (decided before, held back, …): nothing to apply
         first = (f"{frozen_lead(frozen)}no idle workload would be stopped "
                  f"({counted(len(results), 'target')} skipped: see {'its' if len(results) == 1 else 'their'} "
@@ -220,13 +220,13 @@ def _failures(results: Sequence[ActionResult]) -> str:
 def _held_back(results: Sequence[ActionResult]) -> str:
     """`` 3 more held back by the change freeze launch of tenant team-a until …``: idle workloads a tenant's change
     freeze kept out of this run, so that the headline's count is not read as the whole fleet's."""
-    freezes = sorted({r.decision.reason.removeprefix(HELD_BACK) for r in results
-                      if r.result == Outcome.skipped and r.decision.reason.startswith(HELD_BACK)})
-    if not freezes:
+    held = [r.decision.reason.removeprefix(HELD_BACK) for r in results
+            if r.result == Outcome.skipped and r.decision.reason.startswith(HELD_BACK)]
+    if not held:
         return ""
-    held = sum(1 for r in results if r.result == Outcome.skipped and r.decision.reason.startswith(HELD_BACK))
+    freezes = sorted(set(held))
     by = f"the {freezes[0]}" if len(freezes) == 1 else f"{len(freezes)} change freezes of their tenants"
-    return f" {counted(held, 'idle workload')} held back by {by}."
+    return f" {counted(len(held), 'idle workload')} held back by {by}."
 
 
 _UNDONE_NOUNS = {"reclaim": ("reclaim", "reclaims"), "quota-plan": ("quota plan", "quota plans"),

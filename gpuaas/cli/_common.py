@@ -41,6 +41,7 @@ __all__ = [
     "EXIT_USAGE",
     "WHOLE_COLUMNS",
     "audit_id",
+    "fail_on_refused",
     "flag_given",
     "OutputFormat",
     "console",
@@ -120,6 +121,15 @@ def fail(message: str, code: int = EXIT_FAILED) -> typer.Exit:
 
 _GOT = re.compile(r", got [^;]*$")
 """A message's closing ``, got VALUE``."""
+
+
+def fail_on_refused(refused: Sequence[str], total: int, noun: str, see: tuple[str, str]) -> None:
+    """Exit 1 when the cluster refused a write, after the run's output is printed: ``1 of 11 reclaims failed (#9);
+    see its row's reason``. Not 0 (a script would read success) nor 3 (the sources answered). ``see``: where the
+    reason is, for one and for several."""
+    if refused:
+        raise fail(f"{len(refused)} of {total} {noun} failed ({', '.join(refused)}); see "
+                   + (see[0] if len(refused) == 1 else see[1]))
 
 
 def flag_given(ctx: typer.Context, name: str) -> bool:

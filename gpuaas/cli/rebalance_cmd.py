@@ -11,6 +11,7 @@ from gpuaas.cli._common import (
     console,
     end_degraded,
     fail,
+    fail_on_refused,
     lead,
     print_json,
     print_table,
@@ -47,10 +48,8 @@ def rebalance(
         print_json(result)
     else:
         print_rebalance(result)
-    refused = [c for c in result["cohorts"] if c["result"] == Outcome.failed]
-    if refused:  # the cluster refused a write (or the read before it): exit 1, not 0 or 3
-        raise fail(f"{len(refused)} of {len(result['cohorts'])} cohorts failed ({', '.join(c['cohort'] for c in refused)}); "
-                   + ("see its message" if len(refused) == 1 else "see their messages"))
+    fail_on_refused([c["cohort"] for c in result["cohorts"] if c["result"] == Outcome.failed],  # or the read before
+                    len(result["cohorts"]), "cohorts", ("its message", "their messages"))
     end_degraded(result)
 
 

@@ -12,6 +12,7 @@ from gpuaas.cli._common import (
     audit_id,
     end_degraded,
     fail,
+    fail_on_refused,
     lead,
     print_json,
     print_table,
@@ -44,11 +45,8 @@ def reclaim(
     if result.get("writes_busy"):
         raise fail(result["writes_busy"])
     print_reclaim(result, format)
-    refused = [d for d in result["decisions"] if d["result"] == Outcome.failed]
-    if refused:  # the cluster refused a write: exit 1 (as an undo not done does), not 0 or 3
-        ids = ", ".join(f"#{d['audit_id']}" for d in refused)
-        raise fail(f"{len(refused)} of {len(result['decisions'])} reclaims failed ({ids}); see "
-                   + ("its row's reason" if len(refused) == 1 else "their rows' reasons"))
+    fail_on_refused([f"#{d['audit_id']}" for d in result["decisions"] if d["result"] == Outcome.failed],
+                    len(result["decisions"]), "reclaims", ("its row's reason", "their rows' reasons"))
     end_degraded(result)
 
 

@@ -26,7 +26,7 @@ import pandas as pd
 from gpuaas.errors import StoreError
 from gpuaas.models import SourceStatus
 from gpuaas.operations.collect import other_cluster
-from gpuaas.permissions import READS, WRITES, Access, allowed, whoami
+from gpuaas.permissions import READS, WRITES, Access, allowed_as
 from gpuaas.policy import Mode, Policy
 from gpuaas.preflight_checks import (
     Check,
@@ -200,10 +200,10 @@ def _ask(settings: GpuaasSettings, kube: SourceStatus,
     from gpuaas.sources.failures import describe_failure
 
     try:
-        answers = allowed(settings, [*READS, *(a for flow in flows for a in WRITES[flow])])
+        answers, identity = allowed_as(settings, [*READS, *(a for flow in flows for a in WRITES[flow])])
     except Exception as exc:  # noqa: BLE001 - a server that will not say is a warning, not a refusal
         return None, describe_failure(settings, "kube", exc), None
-    return answers, None, whoami(settings)
+    return answers, None, identity
 
 
 def _telemetry(found: Findings) -> Check:

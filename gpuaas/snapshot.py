@@ -276,6 +276,22 @@ def _resolve_owner_opt_out(owners: pd.DataFrame) -> pd.DataFrame:
     return owners.assign(reclaim=owners["reclaim"].astype(object).where(~never, OPT_OUT_VALUE))
 
 
+def _costs_with_owners(costs: pd.DataFrame | None, kube: KubeState) -> pd.DataFrame:
+    """OpenCost's rows with each running pod's direct and root owner, as the cluster resolves them.
+
+    OpenCost names a pod's controller one step up (a Deployment, a StatefulSet): for an
+    InferenceService or a Notebook that is an object gpuaas never stops, so the price of what it
+    stops is found through the pod's owner chain instead. Empty owner columns where the pod has ended."""
+    if costs is None or costs.empty or "pod" not in costs:
+        return costs if costs is not None else pd.DataFrame()
+    cols = ["owner_kind", "owner_name", "root_kind", "root_name"]
+    pods = pd.DataFrame([_flat(p) for p in kube.pods], columns=["namespace", "pod", *cols])
+    pods = pods.drop_duplicates(["namespace", "pod"]).fillna("")
+    out = costs.drop(columns=[c for c in cols if c in costs]).merge(pods, on=["namespace", "pod"], how="left")
+    out[cols] = out[cols].fillna("")
+    return out
+
+
 def build_snapshot(
     now: datetime,
     windows: Sequence[float],
@@ -309,7 +325,7 @@ def build_snapshot(
         quotas=quotas,
         gpus=_gpu_frame(prom, nvml),
         owners=owners.drop(columns=["annotations"]) if not owners.empty else owners,
-        costs=costs if costs is not None else pd.DataFrame(),
+        costs=_costs_with_owners(costs, kube),
         serving=prom.serving if prom is not None else pd.DataFrame(),
         data_quality=data_quality,
         cohorts=_cohort_frame(kube),

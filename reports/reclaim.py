@@ -107,12 +107,21 @@ def evidence_lines(results: Sequence[ActionResult]) -> list[str]:
     return lines
 
 
+_OWNER_COLUMNS = (("controller_kind", "controller"), ("owner_kind", "owner_name"), ("root_kind", "root_name"))
+"""Where a cost row names an object: OpenCost's controller, and the pod's owner and root owner in the cluster."""
+
+
 def gpu_price(snapshot: Snapshot, kind: str, namespace: str, name: str) -> tuple[float, str]:
-    """$ per GPU-hour for this object and where the figure comes from."""
+    """$ per GPU-hour for this object and where the figure comes from: its pods' OpenCost rows, found by
+    OpenCost's controller or by the pod's owner or root owner (an InferenceService's pods are a Deployment's
+    to OpenCost); the fleet's average when none of its pods has a row."""
     costs = snapshot.costs
     if not costs.empty and {"gpu_cost", "gpu_hours"} <= set(costs.columns):
-        rows = costs[(costs["namespace"] == namespace) & (costs["controller"] == name)
-                     & (costs["controller_kind"].astype(str).str.lower() == kind.lower())]
+        mine = pd.Series(False, index=costs.index)
+        for kind_col, name_col in _OWNER_COLUMNS:
+            if {kind_col, name_col} <= set(costs.columns):
+                mine |= (costs[name_col] == name) & (costs[kind_col].astype(str).str.lower() == kind.lower())
+        rows = costs[(costs["namespace"] == namespace) & mine]
         for scope, frame in (("OpenCost, this workload", rows), ("OpenCost, fleet average", costs)):
             hours = float(frame["gpu_hours"].sum())
             if hours > 0:

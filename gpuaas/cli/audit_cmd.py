@@ -105,8 +105,10 @@ def _nothing(argv: list[str]) -> str:
 
 
 def list_(
-    since: Annotated[str | None, typer.Option(help="Only rows newer than this: 2h, 7d, or an ISO time.")] = None,
-    until: Annotated[str | None, typer.Option(help="Only rows older than this (same forms as --since).")] = None,
+    since: Annotated[str | None, typer.Option("--since", "--from",
+                                              help="Only rows newer than this: 2h, 7d, or an ISO time.")] = None,
+    until: Annotated[str | None, typer.Option("--until", "--to",
+                                              help="Only rows older than this (same forms as --since).")] = None,
     flow: Annotated[str | None, typer.Option(help="Only rows written by this flow (reclaim, rebalance, ...).")] = None,
     object: Annotated[str | None, typer.Option("--object", help=(
         "Only rows about this object: NAME, NAMESPACE/NAME, KIND/NAMESPACE/NAME or KIND//NAME (cluster-scoped); "

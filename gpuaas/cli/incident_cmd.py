@@ -77,9 +77,9 @@ def _tables(result: dict[str, Any]) -> None:
 
 
 def incident(
-    start: Annotated[str, typer.Option("--from", help="Start: an ISO time (UTC unless it has an offset) or a "
+    start: Annotated[str, typer.Option("--from", "--since", help="Start: an ISO time (UTC unless it has an offset) or a "
                                        "duration before now (2h, 90m, 7d).")] = "1h",
-    end: Annotated[str, typer.Option("--to", help="End (exclusive): an ISO time, a duration before now, or now.")]
+    end: Annotated[str, typer.Option("--to", "--until", help="End (exclusive): an ISO time, a duration before now, or now.")]
     = "now",
     namespace: Annotated[list[str] | None, typer.Option("--namespace", help="Only this namespace (repeatable).")]
     = None,

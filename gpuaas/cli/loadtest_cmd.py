@@ -46,7 +46,7 @@ def loadtest(
     model: Annotated[str, typer.Option("--model", help="Model name the endpoint serves.")],
     rates: Annotated[str, typer.Option("--rates", help="Increasing request rates (per second), e.g. 1,2,4,8.")],
     slo_seconds: Annotated[float, typer.Option("--slo-seconds", help="End-to-end latency target at the quantile.")],
-    out: Annotated[Path, typer.Option("--out", help="Directory for requests.csv, sweep.csv, latency.png.")],
+    out: Annotated[Path, typer.Option("--out", "--output", "-o", help="Directory for requests.csv, sweep.csv, latency.png.")],
     slo_quantile: Annotated[str, typer.Option("--slo-quantile", help="p50 | p95 | p99")] = "p95",
     prompt_tokens: Annotated[int, typer.Option("--prompt-tokens", help="Prompt length (words).")] = 128,
     output_tokens: Annotated[int, typer.Option("--output-tokens", help="max_tokens of each request.")] = 32,

@@ -173,7 +173,7 @@ def test_a_window_that_runs_backwards_is_a_usage_error(since: str, until: str) -
     result = runner.invoke(app, ["audit", "list", "--since", since, "--until", until])
     assert result.exit_code == 2, result.output
     [line] = result.stderr.strip().splitlines()
-    assert line.startswith("error: Invalid value for '--since': ") and "is not before --until" in line
+    assert line.startswith("error: Invalid value for '--since' / '--from': ") and "is not before --until" in line
     assert f"(got {since!r})" in line
 
 

@@ -70,6 +70,21 @@ def test_db_status_and_the_read_only_commands_never_create_a_database(tmp_path: 
     assert listed.exit_code == 0 and json.loads(listed.stdout) == {"entries": []}
 
 
+def test_a_time_window_is_typed_the_same_on_audit_list_and_incident(tmp_path: Path) -> None:
+    """An ops engineer who reviews an incident and then lists its audit rows types one window for both."""
+    env = {"GPUAAS_DATABASE_URL": f"sqlite:///{tmp_path / 'gpuaas.db'}"}
+    assert runner.invoke(app, ["db", "upgrade"], env=env).exit_code == 0
+    for args in (["audit", "list", "--from", "3h", "--to", "1h"], ["audit", "list", "--since", "3h", "--until", "1h"]):
+        listed = runner.invoke(app, [*args, "--format", "json"], env=env)
+        assert listed.exit_code == 0 and json.loads(listed.stdout) == {"entries": []}, (args, listed.output)
+    for args in (["incident", "--since", "3h", "--until", "1h"], ["incident", "--from", "3h", "--to", "1h"]):
+        review = runner.invoke(app, [*args, "--format", "json"], env=env)
+        assert review.exit_code == 0, (args, review.output)
+        assert json.loads(review.stdout)["events"] == []
+    backwards = runner.invoke(app, ["incident", "--since", "1h", "--until", "3h"], env=env)
+    assert backwards.exit_code == 2 and "is not before end" in backwards.stderr
+
+
 def test_db_upgrade_creates_then_reports_up_to_date() -> None:
     first = runner.invoke(app, ["db", "upgrade"])
     assert first.exit_code == 0 and "(empty) -> 0004" in first.stdout

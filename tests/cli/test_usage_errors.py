@@ -14,19 +14,19 @@ runner = CliRunner()
 CASES = {
     "incident-from-not-a-time": (
         ["incident", "--from", "yesterday"],
-        "error: Invalid value for '--from': expected an ISO time (2026-11-29T02:00), a duration before now (2h, 90m) "
+        "error: Invalid value for '--from' / '--since': expected an ISO time (2026-11-29T02:00), a duration before now (2h, 90m) "
         "or 'now' (got 'yesterday'); see gpuaas incident --help"),
     "incident-to-not-a-time": (
         ["incident", "--to", "soon"],
-        "error: Invalid value for '--to': expected an ISO time (2026-11-29T02:00), a duration before now (2h, 90m) "
+        "error: Invalid value for '--to' / '--until': expected an ISO time (2026-11-29T02:00), a duration before now (2h, 90m) "
         "or 'now' (got 'soon'); see gpuaas incident --help"),
     "audit-since-not-a-time": (
         ["audit", "list", "--since", "2x"],
-        "error: Invalid value for '--since': expected a duration like 2h or 7d, or an ISO time (got '2x'); "
+        "error: Invalid value for '--since' / '--from': expected a duration like 2h or 7d, or an ISO time (got '2x'); "
         "see gpuaas audit list --help"),
     "audit-until-not-a-time": (
         ["audit", "list", "--since", "1h", "--until", "3x"],
-        "error: Invalid value for '--until': expected a duration like 2h or 7d, or an ISO time (got '3x'); "
+        "error: Invalid value for '--until' / '--to': expected a duration like 2h or 7d, or an ISO time (got '3x'); "
         "see gpuaas audit list --help"),
     "cluster-history-not-a-duration": (
         ["cluster", "up", "--history", "xx"],

@@ -252,7 +252,7 @@ def test_cli_prints_the_review_as_json_table_and_markdown(incident: Incident, po
 
 
 @pytest.mark.parametrize(("args", "code", "message"), [
-    (["--from", "yesterday-ish"], 2, "Invalid value for '--from': expected an ISO time"),
+    (["--from", "yesterday-ish"], 2, "Invalid value for '--from' / '--since': expected an ISO time"),
     (["--from", "2026-11-29T03:00", "--to", "2026-11-29T02:00"], 2, "is not before end"),
     (["--from", "2h", "--to", "3h"], 2, "is not before end"),
     (["--undo", "99999"], 1, "--undo: no audit row #99999"),

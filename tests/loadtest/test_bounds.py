@@ -102,9 +102,10 @@ def test_cli_refuses_an_output_it_cannot_write_before_sending(tmp_path: Path) ->
     taken = tmp_path / "results.csv"
     taken.write_text("x\n")
     args = ["loadtest", "--url", "http://127.0.0.1:9/v1", "--model", "m", "--rates", "1,2", "--slo-seconds", "1"]
-    for out, words in [(taken, f"--out: {taken} exists and is not a directory"),
-                       (taken / "run", f"--out: cannot create {taken / 'run'}")]:
-        result = CliRunner().invoke(app, [*args, "--out", str(out)])
+    for out, words, flag in [(taken, f"--out: {taken} exists and is not a directory", "--out"),
+                             (taken / "run", f"--out: cannot create {taken / 'run'}", "--output"),
+                             (taken, f"--out: {taken} exists and is not a directory", "-o")]:
+        result = CliRunner().invoke(app, [*args, flag, str(out)])
         assert result.exit_code == 1
         assert result.stderr.strip().splitlines()[0].startswith(f"error: {words}"), result.stderr
         assert "load test:" not in result.output  # the flow never started

@@ -12,7 +12,7 @@ from typing import Annotated, Any
 
 import typer
 
-from gpuaas.cli._common import OutputFormat, err_console, fail, print_json, print_table
+from gpuaas.cli._common import OutputFormat, console, err_console, fail, print_json, print_table
 from gpuaas.cli._trace_format import TraceFormat
 from gpuaas.cluster.quota_replay import replay_rebalance
 from gpuaas.errors import ConfigError
@@ -48,13 +48,43 @@ def rebalance(
     try:
         chosen = load_policy(policy) if policy is not None else Policy()
         result = replay_rebalance(trace, trace_format.value, quotas_file=quotas, days=days, policy=chosen,
+                                  policy_file=policy,
                                   progress=lambda line: err_console.print(line, markup=False, highlight=False))
     except ConfigError as exc:
         raise fail(str(exc)) from exc
     if format is OutputFormat.json:
         print_json(result)
         return
+    _print_tables(result)
+
+
+def _print_tables(result: dict[str, Any]) -> None:
+    """The configurations, then every replayed tenant, then one line per tenant of the input left out.
+
+    The headline's jobs, tenants and GPUs are the sums of the tenant table's rows, and its excluded jobs
+    those of the table plus those of the left-out lines, so every tenant and job of the input is accounted for.
+    """
     meta = result["meta"]
-    title = (f"Rebalance replay: {meta['jobs']:,} jobs over {meta['submission_span_days']} days, "
-             f"{meta['total_gpus']:,} GPUs ({meta['excluded_jobs']} jobs excluded)")
-    print_table(title, _HEADERS, [_row(name, data) for name, data in result["configurations"].items()])
+    tenants = meta["tenants"]
+    replayed = {name: t for name, t in tenants.items() if t["left_out"] is None}
+    left_out = [t["why"] for t in tenants.values() if t["left_out"] is not None]
+    title = (f"Rebalance replay: {meta['jobs']:,} jobs of {len(replayed)} tenant{'' if len(replayed) == 1 else 's'} "
+             f"over {meta['submission_span_days']} days, {meta['total_gpus']:,} GPUs "
+             f"({meta['excluded_jobs']} jobs excluded, {len(left_out)} tenant{'' if len(left_out) == 1 else 's'} "
+             "left out)")
+    configurations = result["configurations"]
+    print_table(title, _HEADERS, [_row(name, data) for name, data in configurations.items()])
+    print_table("p95 wait s per tenant", ("tenant", "quota", "jobs", "excluded", *(c.replace("_", " ") for c in configurations)),
+                [[name, t["quota"], t["jobs"], t["excluded_jobs"],
+                  *(_wait(data["tenants"][name]) for data in configurations.values())]
+                 for name, t in replayed.items()])
+    for line in left_out:
+        console.print(line, markup=False, highlight=False, soft_wrap=True)
+
+
+def _wait(tenant: dict[str, Any]) -> str:
+    """A tenant's p95 wait in one configuration, with the jobs that never finished (their waits have no end)."""
+    if tenant["p95_queue_s"] is None:
+        return f"none of {tenant['jobs']:,} finished"
+    wait = str(tenant["p95_queue_s"])
+    return f"{wait} ({tenant['jobs_unfinished']} unfinished)" if tenant["jobs_unfinished"] else wait

@@ -13,7 +13,10 @@ Four configurations on the same jobs and the same total GPUs:
 Quotas: Philly tenants (the ``cluster`` column) get ``nodes x 8`` GPUs from the Helios VC table;
 ITP files are one tenant each with their mean GPU demand; ``--quotas`` overrides either. Jobs
 that could never run in ``static_isolated`` (a tenant without quota, a job bigger than its
-tenant's quota) are left out of all four and counted in ``meta.excluded_jobs``. Each ITP file
+tenant's quota) are left out of all four and counted in ``meta.excluded_jobs``. ``meta.tenants`` accounts
+for every tenant of the trace and of the quota source: a tenant with no job left to replay (none in the
+replayed days, none that fits its quota, no quota) is left out with its reason (``_tenants``); a tenant
+the quotas file or the policy names that the trace does not have is refused as bad input. Each ITP file
 starts at its own first submission (``read_itp`` makes times relative per file). The night comes
 every 24 simulated hours after the first submission (the traces carry no time zone).
 """
@@ -22,7 +25,6 @@ from __future__ import annotations
 
 import csv
 import math
-from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import asdict
 from pathlib import Path
@@ -36,8 +38,10 @@ from gpuaas.policy import Policy, Tenant
 from ..traces import TraceJob, read_itp, read_philly
 from ._engine import Configuration, QuotaReplay
 from ._report import summarise
+from ._tenants import LeftOut, TenantAccount, account_tenants, check_named_tenants, fits, left_out_line
 
-__all__ = ["CONFIGURATIONS", "DERIVED_QUOTAS", "load_jobs", "load_quotas", "replay_rebalance", "with_share_weights"]
+__all__ = ["CONFIGURATIONS", "DERIVED_QUOTAS", "LeftOut", "in_window", "load_jobs", "load_quotas", "read_trace",
+           "replay_rebalance", "with_share_weights"]
 
 CONFIGURATIONS = (
     Configuration("static_isolated", cohort=False, rebalance=False),
@@ -49,18 +53,34 @@ GPUS_PER_NODE = 8
 DAY = 86400.0
 
 
-def load_jobs(paths: Sequence[Path], trace_format: str, days: float | None) -> list[TraceJob]:
+def read_trace(paths: Sequence[Path], trace_format: str) -> list[TraceJob]:
+    """Every job of the trace files, before ``--days``: the trace's tenants are those of all its jobs."""
     if trace_format == "philly":
-        jobs = [job for path in paths for job in read_philly(path)]
-    elif trace_format == "itp":
-        jobs = [job for path in paths for job in read_itp(path)]
-    else:
+        return [job for path in paths for job in read_philly(path)]
+    if trace_format != "itp":
         raise ConfigError(f"unknown trace format {trace_format!r} (philly | itp)", field="--trace-format")
+    seen: dict[str, Path] = {}
+    for path in paths:
+        # An ITP tenant is its file's name: two files of one name would replay as one tenant, and the
+        # second would vanish into the first.
+        if path.stem in seen:
+            raise ConfigError(f"same tenant name {path.stem!r} as {seen[path.stem]} (an ITP tenant is named by its "
+                              "file; rename one)", file=path)
+        seen[path.stem] = path
+    return [job for path in paths for job in read_itp(path)]
+
+
+def in_window(jobs: list[TraceJob], days: float | None) -> list[TraceJob]:
+    """The jobs submitted in the first ``days`` (all without), by submission."""
     if days is not None:
         jobs = [j for j in jobs if j.submit < days * DAY]
     if not jobs:
         raise ConfigError("no jobs in the replayed window", field="--trace")
     return sorted(jobs, key=lambda j: (j.submit, j.tenant))
+
+
+def load_jobs(paths: Sequence[Path], trace_format: str, days: float | None) -> list[TraceJob]:
+    return in_window(read_trace(paths, trace_format), days)
 
 
 def _philly_vc_file(trace: Path) -> Path:
@@ -117,6 +137,13 @@ def with_share_weights(policy: Policy, quotas: dict[str, int]) -> Policy:
     return policy.model_copy(update={"tenants": [*policy.tenants, *extra]}) if extra else policy
 
 
+def _tenant_meta(account: TenantAccount, days: float | None) -> dict[str, Any]:
+    """A tenant's entry in ``meta.tenants``: its quota, jobs replayed and excluded, and why it is left out."""
+    return {"quota": account.quota, "jobs": account.replayed_jobs, "excluded_jobs": account.excluded_jobs,
+            "left_out": account.left_out.value if account.left_out else None,
+            "why": left_out_line(account, days) if account.left_out else None}
+
+
 DERIVED_QUOTAS = {"philly": "nodes x 8 GPUs from philly_vc_nodes_helios.csv next to the trace",
                   "itp": "each file's mean GPU demand"}
 """How ``load_quotas`` derives a tenant's quota from a trace without a quotas file, by trace format."""
@@ -124,31 +151,40 @@ DERIVED_QUOTAS = {"philly": "nodes x 8 GPUs from philly_vc_nodes_helios.csv next
 
 def replay_rebalance(traces: Sequence[Path], trace_format: str, *, quotas_file: Path | None = None,
                      days: float | None = None, configurations: Sequence[Configuration] = CONFIGURATIONS,
-                     policy: Policy | None = None, progress: Callable[[str], None] | None = None) -> dict[str, Any]:
-    """Replay the trace under every configuration; the JSON the command prints."""
-    jobs = load_jobs(traces, trace_format, days)
+                     policy: Policy | None = None, policy_file: Path | None = None,
+                     progress: Callable[[str], None] | None = None) -> dict[str, Any]:
+    """Replay the trace under every configuration; the JSON the command prints.
+
+    ``meta.tenants`` has every tenant of the input, the left-out ones with why (``policy_file`` only names
+    the policy's file in an error).
+    """
+    trace = read_trace(traces, trace_format)
+    jobs = in_window(trace, days)
     quotas = load_quotas(jobs, trace_format, traces, quotas_file)
-    kept = [j for j in jobs if quotas.get(j.tenant, 0) >= j.gpus > 0]
-    excluded = Counter(j.tenant for j in jobs if not quotas.get(j.tenant, 0) >= j.gpus > 0)
-    tenants = {j.tenant for j in kept}
-    quotas = {t: g for t, g in quotas.items() if t in tenants}
+    policy = policy or Policy()
+    check_named_tenants({j.tenant for j in trace}, quotas, quotas_file, policy, policy_file)
+    accounts = account_tenants(trace, jobs, quotas)
+    kept = [j for j in jobs if fits(j, quotas)]
+    excluded = {a.tenant: a.excluded_jobs for a in accounts if a.excluded_jobs}
+    quotas = {a.tenant: a.quota for a in accounts if a.left_out is None and a.quota is not None}
     if not kept:
         if quotas_file is not None:
             raise ConfigError("no job fits its tenant's quota", file=quotas_file)
         # The quotas came from the trace, not from a file the user gave: name the trace and what to do.
         raise ConfigError(f"no job fits its tenant's quota as derived from the trace ({DERIVED_QUOTAS[trace_format]}); "
                           "give quotas with --quotas", file=", ".join(str(t) for t in traces))
-    policy = with_share_weights(policy or Policy(), quotas)
+    policy = with_share_weights(policy, quotas)
     results: dict[str, Any] = {}
     for config in configurations:
         results[config.name] = summarise(QuotaReplay(kept, quotas, config, policy=policy, progress=progress).run())
     span_days = (max(j.submit for j in kept) - min(j.submit for j in kept)) / DAY
     meta = {
         "trace": [str(p) for p in traces], "trace_format": trace_format, "jobs": len(kept),
-        "excluded_jobs": sum(excluded.values()), "excluded_by_tenant": dict(sorted(excluded.items())),
+        "excluded_jobs": sum(excluded.values()), "excluded_by_tenant": excluded,
         "submission_span_days": round(span_days, 2), "total_gpus": sum(quotas.values()),
         "quotas": dict(sorted(quotas.items())), "limits": asdict(limits_of(policy.rebalance)),
         "usage_percentile": policy.rebalance.usage_percentile,
         "gpu_hours": round(sum(j.gpus * j.duration for j in kept) / 3600, 1),
+        "tenants": {a.tenant: _tenant_meta(a, days) for a in accounts},
     }
     return {"meta": meta, "configurations": results}

@@ -7,7 +7,9 @@
 * ``jain_fairness``: Jain's index over the tenants' average queueing delays, 1.0 when every
   tenant waits the same (or nobody waits);
 * ``deadline_satisfaction``: jobs finished by their deadline over jobs with one (None without);
-* ``preempted_gpu_hours``: GPU-hours run by jobs before they were preempted (lost: no checkpoints).
+* ``preempted_gpu_hours``: GPU-hours run by jobs before they were preempted (lost: no checkpoints);
+* ``tenants``: every replayed tenant, its jobs and how many never finished; its waits are over its finished
+  jobs (``None`` when none finished), and the worst tenant and Jain's index are over the tenants with waits.
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ from typing import Any
 
 import numpy as np
 
-from ._engine import ReplayRun
+from ._engine import JobRecord, ReplayRun
 
 __all__ = ["summarise"]
 
@@ -35,13 +37,23 @@ def jain(values: list[float]) -> float:
     return 1.0 if squares == 0 else total * total / (len(values) * squares)
 
 
+def _tenant(jobs: list[JobRecord]) -> dict[str, Any]:
+    """One tenant's waits over its finished jobs (``None`` when none finished), and how many did not finish."""
+    waits = [j.queue_s for j in jobs if j.finished is not None]
+    return {"avg_queue_s": round(_mean(waits), 1) if waits else None,
+            "p95_queue_s": round(_p95(waits), 1) if waits else None,
+            "jobs": len(jobs), "jobs_unfinished": len(jobs) - len(waits)}
+
+
 def summarise(run: ReplayRun) -> dict[str, Any]:
+    """The configuration's figures, with every replayed tenant in ``tenants``: one whose jobs never finished
+    is there too, with ``jobs_unfinished`` and no waits, rather than missing from the per-tenant figures."""
     done = [j for j in run.jobs if j.finished is not None]
-    by_tenant: dict[str, list[float]] = defaultdict(list)
-    for job in done:
-        by_tenant[job.queue_name].append(job.queue_s)
-    tenants = {name: {"avg_queue_s": round(_mean(waits), 1), "p95_queue_s": round(_p95(waits), 1), "jobs": len(waits)}
-               for name, waits in sorted(by_tenant.items())}
+    by_tenant: dict[str, list[JobRecord]] = defaultdict(list)
+    for job in run.jobs:
+        by_tenant[job.queue_name].append(job)
+    tenants = {name: _tenant(jobs) for name, jobs in sorted(by_tenant.items())}
+    timed = [t for t in tenants.values() if t["p95_queue_s"] is not None]
     waits = [j.queue_s for j in done]
     with_deadline = [j for j in run.jobs if j.deadline is not None]
     capacity = run.total_gpus * run.makespan_s
@@ -49,12 +61,12 @@ def summarise(run: ReplayRun) -> dict[str, Any]:
         "tenants": tenants,
         "avg_queue_s": round(_mean(waits), 1),
         "p95_queue_s": round(_p95(waits), 1),
-        "worst_tenant_p95_queue_s": max((t["p95_queue_s"] for t in tenants.values()), default=0.0),
+        "worst_tenant_p95_queue_s": max((t["p95_queue_s"] for t in timed), default=0.0),
         "deadline_satisfaction": round(sum(1 for j in with_deadline if j.finished is not None and j.deadline is not None
                                            and j.finished <= j.deadline) / len(with_deadline), 4)
         if with_deadline else None,
         "gpu_allocation_ratio": round(run.allocated_gpu_s / capacity, 4) if capacity else 0.0,
-        "jain_fairness": round(jain([t["avg_queue_s"] for t in tenants.values()]), 4),
+        "jain_fairness": round(jain([t["avg_queue_s"] for t in timed]), 4),
         "preempted_gpu_hours": round(run.preempted_gpu_hours, 1),
         "preemptions": run.preemptions,
         "gpus_moved_per_night": run.gpus_moved_per_night,

@@ -2,7 +2,8 @@
 is applied as is, a token is issued for its ServiceAccount (TokenRequest), and gpuaas runs with it.
 Alone, it allows every read and no write; with the writer roles bound by their own files, every read
 of collect and the writes of reclaim and rebalance are allowed; a write outside the roles is refused
-with 403. The preflight's access reviews get the authorizer's own answers."""
+with 403. The preflight's access reviews get the authorizer's own answers. A quota plan applied with
+the reader role alone is refused at its first read and closed failed, naming the role to bind."""
 
 from __future__ import annotations
 
@@ -14,11 +15,16 @@ import pytest
 import yaml
 
 from gpuaas.actions import KubeWriter
+from gpuaas.actions._quota_patches import gpu_nominal
+from gpuaas.actions.quotas import apply_quota_plan, recover_quota_plans
 from gpuaas.cluster.real import KubeHTTP, KubeHTTPError, RealCluster
 from gpuaas.operations.collect import read_snapshot
 from gpuaas.operations.preflight import Verdict, permissions_check
 from gpuaas.permissions import BINDINGS, READS, WRITES, Access, allowed, whoami
+from gpuaas.policies.quotas import QueueDemand, QuotaLimits, plan_quotas
+from gpuaas.policy import Mode
 from gpuaas.settings import load_settings
+from gpuaas.store import open_store
 
 pytestmark = [pytest.mark.real]
 
@@ -129,3 +135,44 @@ def test_a_write_outside_the_roles_is_refused(real_cluster: RealCluster, sa_toke
         assert err.value.status == 403
     finally:
         sa.close()
+
+
+def test_a_quota_plan_with_the_reader_role_alone_is_closed_failed_at_its_first_read(
+        real_cluster: RealCluster, api: KubeHTTP, sa_token: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The reader role lists ClusterQueues but may not get one: the re-read before the first patch is refused by
+    the real authorizer, nothing is written, the plan's audit row is closed ``failed`` with the role to bind, and
+    the next run's recovery has nothing to close. An account of its own, so the writer roles the other tests bind
+    do not reach it."""
+    api.create({"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": "read-only", "namespace": "gpuaas"}})
+    api.create({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding",
+                "metadata": {"name": "gpuaas-read-only"},
+                "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "gpuaas-reader"},
+                "subjects": [{"kind": "ServiceAccount", "name": "read-only", "namespace": "gpuaas"}]})
+    token = api.request("POST", "/api/v1/namespaces/gpuaas/serviceaccounts/read-only/token",
+                        {"apiVersion": "authentication.k8s.io/v1", "kind": "TokenRequest",
+                         "spec": {"expirationSeconds": 3600}})["status"]["token"]
+    path = _kubeconfig(real_cluster, str(token), tmp_path / "read-only-kubeconfig")
+    for key, value in {**real_cluster.settings_env(), "GPUAAS_NVML": "off", "GPUAAS_KUBECONFIG": str(path)}.items():
+        monkeypatch.setenv(key, value)
+    queues = {q["metadata"]["name"]: gpu_nominal(q, ["nvidia.com/gpu"]).get("h100", 0)
+              for q in api.list("ClusterQueue") if (q["spec"].get("cohort") or q["spec"].get("cohortName")) == "c"}
+    assert len(queues) == 2 and all(queues.values()), queues
+    # the first queue (by name) needs 2 GPUs more, the other has 2 to spare
+    first, second = sorted(queues)
+    demand = {first: queues[first] + 2.0, second: queues[second] - 2.0}
+    plan = plan_quotas([QueueDemand(q, {"h100": queues[q]}, {"h100": demand[q]}) for q in (first, second)],
+                       QuotaLimits(max_step_gpus=8, max_step_percent=100, max_total_moved_gpus=8, hysteresis_gpus=1))
+    assert plan.moved_gpus == 2
+    settings = load_settings()
+    with open_store(settings) as store, KubeWriter(settings) as writer:
+        result = apply_quota_plan(store, writer, "c", plan, mode=Mode.apply, degraded=None, flow_run_id=None,
+                                  evidence={}, gpu_resources=["nvidia.com/gpu"])
+        assert result.outcome == "failed" and result.patched == [], result.message
+        assert result.message.startswith("nothing written: reading ClusterQueue ") and "403" in result.message
+        assert result.message.endswith(
+            "bind gpuaas-rebalancer (kubectl apply -f deployments/kubernetes/rbac-apply-rebalance.yaml)")
+        [closed] = store.audit(refers_to=[result.plan_id], limit=None)
+        assert (closed.action, closed.outcome) == ("quota-plan", "failed")
+        assert recover_quota_plans(store, writer, flow_run_id=None, now=closed.created_at, gpu_resources=["nvidia.com/gpu"]) == []
+    after = {q["metadata"]["name"]: gpu_nominal(q, ["nvidia.com/gpu"]).get("h100", 0) for q in api.list("ClusterQueue")}
+    assert {q: after[q] for q in queues} == queues

@@ -46,6 +46,8 @@ __all__ = ["Store"]
 _REOPENING = (Outcome.failed, Outcome.skipped)
 """Completion outcomes that leave a decided key open for another attempt (nothing was changed)."""
 _IN_LIST = 500
+CLUSTER_LOOK_BACK = 1440
+"""Snapshot rows ``latest_cluster`` looks through for one that names its cluster: a day of collects at one a minute."""
 """Values per ``IN (...)`` list: well inside SQLite's and PostgreSQL's bound-parameter limits."""
 
 
@@ -295,16 +297,19 @@ class Store:
             record = session.exec(query).first()
         return _inflated(record) if record is not None else None
 
-    def latest_cluster(self) -> tuple[str, datetime] | None:
-        """The cluster the newest snapshot row was read from, and when; None before the first, or when that row
-        does not say (its cluster could not be read). One small read: the summary column alone."""
+    def latest_cluster(self, look_back: int = CLUSTER_LOOK_BACK) -> tuple[str, datetime] | None:
+        """The cluster the newest snapshot row that names one was read from, and when; None before the first.
+
+        A row whose cluster could not be read (the Kubernetes API was down that cycle) names none and is
+        passed over: the guard must still know whose history this is when the API comes back. Among the
+        newest ``look_back`` rows only, so one small read (the summary column) whatever the history's length."""
         query = select(SnapshotRecord.summary, SnapshotRecord.collected_at).order_by(
-            col(SnapshotRecord.collected_at).desc()).limit(1)
+            col(SnapshotRecord.collected_at).desc()).limit(look_back)
         with self.session() as session:
-            row = session.exec(query).first()
-        if row is None or not isinstance(row[0], dict) or not row[0].get("cluster"):
-            return None
-        return str(row[0]["cluster"]), _as_utc(row[1])
+            for summary, collected_at in session.exec(query):
+                if isinstance(summary, dict) and summary.get("cluster"):
+                    return str(summary["cluster"]), _as_utc(collected_at)
+        return None
 
     def wants_full_snapshot(self, collected_at: datetime, every: timedelta) -> bool:
         """Whether a snapshot collected at ``collected_at`` should be stored in full: no full one

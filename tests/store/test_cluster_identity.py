@@ -1,5 +1,6 @@
-"""One database, one cluster: the store says which cluster its newest snapshot came from, and a collect or a
-preflight of another cluster is refused, on SQLite and PostgreSQL."""
+"""One database, one cluster: the store says which cluster its newest snapshot that names one came from (a
+cycle that could not read it does not hide it), and a collect or a preflight of another cluster is refused,
+on SQLite and PostgreSQL."""
 
 from __future__ import annotations
 
@@ -23,6 +24,14 @@ def test_the_newest_snapshot_row_names_the_cluster(store: Store) -> None:
     store.save_snapshot(AT - timedelta(minutes=5), {"cluster": "uid-c"}, {})  # older: not the newest
     assert store.latest_cluster() == ("uid-b", AT + timedelta(minutes=5))
     store.save_snapshot(AT + timedelta(minutes=10), {"workloads": 3}, {})  # its cluster could not be read
+    store.save_snapshot(AT + timedelta(minutes=15), {"cluster": None}, {})
+    # the API came back: this is still uid-b's history, and another cluster is refused
+    assert store.latest_cluster() == ("uid-b", AT + timedelta(minutes=5))
+    assert store.latest_cluster(look_back=2) is None  # bounded: only the newest rows are read
+
+
+def test_a_database_whose_rows_never_named_a_cluster_names_none(store: Store) -> None:
+    store.save_snapshot(AT, {"workloads": 3}, {})
     assert store.latest_cluster() is None
 
 

@@ -6,7 +6,7 @@ from collections.abc import Iterable, Sequence
 from typing import Any
 
 from gpuaas.actions.deadline_holds import NudgeResult
-from gpuaas.policies.deadlines import DeadlinePlan, PoolPlan, ScheduledJob
+from gpuaas.policies.deadlines import DeadlineJob, DeadlinePlan, Inexact, PoolPlan, ScheduledJob
 from gpuaas.pushgateway import MetricFamily
 
 __all__ = ["deadline_metrics", "deadlines_headline", "nudge_dicts", "object_names", "plan_dict",
@@ -22,17 +22,21 @@ def _num(value: float | None) -> float | int | None:
 
 
 def _status(job: ScheduledJob, plan: DeadlinePlan) -> str:
-    if job.name in plan.missed:
-        return "missed"
-    if job.deadline is None:
-        return "best effort"
-    if job.name in plan.at_risk:
-        return "at risk now"
-    return "running" if job.running else "holds"
+    status = _missed(job.name, plan) or ("best effort" if job.deadline is None else "at risk now"
+                                         if job.name in plan.at_risk else "running" if job.running else "holds")
+    return f"{status}, past its estimate" if job.past_estimate else status
+
+
+def _missed(name: str, plan: DeadlinePlan) -> str | None:
+    """``missed by 30``: how late it ends at the earliest; ``None`` when its deadline is not missed."""
+    if name not in plan.missed:
+        return None
+    late = plan.missed_by.get(name)
+    return "missed" if late is None else f"missed by {_num(late)}"
 
 
 def plan_dict(plan: DeadlinePlan) -> dict[str, Any]:
-    """``gpuaas plan deadlines --format json``: the documented keys, then ``at_risk`` and ``messages``."""
+    """``gpuaas plan deadlines --format json``: the documented keys, then ``inexact``, ``at_risk`` and ``messages``."""
     return {
         "feasible": plan.feasible,
         "extra_gpus": dict(plan.extra_gpus),
@@ -43,15 +47,24 @@ def plan_dict(plan: DeadlinePlan) -> dict[str, Any]:
         ],
         "missed": list(plan.missed),
         "exact": plan.exact,
+        "inexact": [r.value for r in plan.inexact],
         "at_risk": list(plan.at_risk),
         "messages": list(plan.messages),
     }
 
 
-def plan_rows(plan: DeadlinePlan) -> list[list[Any]]:
-    """One row per scheduled job, in start order: name, resource, GPUs, start, end, deadline, status."""
-    return [[s.name, s.resource, s.gpus, _num(s.start), _num(s.end), "-" if s.deadline is None else _num(s.deadline),
+def plan_rows(plan: DeadlinePlan, jobs: Sequence[DeadlineJob]) -> list[list[Any]]:
+    """One row per job of ``jobs``: name, resource, GPUs, start, end, deadline, status.
+
+    The scheduled ones in start order, then those that can never start in time (no start, no end):
+    a job left out of the table would read as one the plan forgot.
+    """
+    rows = [[s.name, s.resource, s.gpus, _num(s.start), _num(s.end), "-" if s.deadline is None else _num(s.deadline),
              _status(s, plan)] for s in plan.schedule]
+    scheduled = {s.name for s in plan.schedule}
+    rows += [[j.name, j.resource, j.gpus, "-", "-", "-" if j.deadline is None else _num(j.deadline),
+              _missed(j.name, plan) or "not planned"] for j in jobs if j.name not in scheduled]
+    return rows
 
 
 def pool_dicts(pools: Sequence[PoolPlan]) -> list[dict[str, Any]]:
@@ -88,9 +101,14 @@ def deadline_metrics(pools: Sequence[PoolPlan]) -> list[MetricFamily]:
     return [extra, risk, cap]
 
 
-def verdict_sentence(extra: dict[str, int], at_risk: int, missed: int, exact: bool) -> str:
-    """The plan's answer as a sentence: ``Every deadline holds on current GPUs (exact plan).``"""
-    how = "exact plan" if exact else "heuristic plan: past the size the exact search covers"
+def verdict_sentence(extra: dict[str, int], at_risk: int, missed: int, inexact: Iterable[Inexact | str]) -> str:
+    """The plan's answer as a sentence: ``Every deadline holds on current GPUs (exact plan).``
+
+    ``inexact``: why the plan is not proven (none: it is), ``Inexact`` or its value as in ``plan_dict``;
+    each reason is named, since each calls for a different remedy.
+    """
+    why = {Inexact(r) for r in inexact}
+    how = f"heuristic plan: {'; '.join(r.words for r in Inexact if r in why)}" if why else "exact plan"
     needed = ", ".join(f"{n} {r}" for r, n in extra.items() if n)
     if not needed and not at_risk and not missed:
         return f"Every deadline holds on current GPUs ({how})."
@@ -122,7 +140,7 @@ def deadlines_headline(pools: Sequence[dict[str, Any]]) -> str:
         for flavor, n in p["extra_gpus"].items():
             extra[flavor] = extra.get(flavor, 0) + int(n)
     return (f"{len(pools)} pool{'' if len(pools) == 1 else 's'} planned. "
-            + verdict_sentence(extra, at_risk, missed, all(p["exact"] for p in pools)))
+            + verdict_sentence(extra, at_risk, missed, [r for p in pools for r in p["inexact"]]))
 
 
 def nudges_sentence(nudges: Sequence[dict[str, Any]], released: Sequence[dict[str, Any]], mode: str) -> str:

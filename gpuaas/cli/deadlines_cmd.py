@@ -54,9 +54,10 @@ def deadlines(
     if format is OutputFormat.json:
         print_json(plan_dict(plan))
         return
-    console.print(verdict_sentence(dict(plan.extra_gpus), len(plan.at_risk), len(plan.missed), plan.exact),
+    console.print(verdict_sentence(dict(plan.extra_gpus), len(plan.at_risk), len(plan.missed), plan.inexact),
                   highlight=False, markup=False)
-    print_table("Deadline plan (minutes from now)", _COLUMNS, plan_rows(plan), optional=("resource", "end", "start"))
+    print_table("Deadline plan (minutes from now)", _COLUMNS, plan_rows(plan, jobs),
+                optional=("resource", "end", "start"))
     for line in grouped_notes(plan.messages):
         console.print(f"- {line}", highlight=False, markup=False)
 
@@ -84,7 +85,7 @@ def _from_cluster(format: OutputFormat) -> None:
                     ("object", "Workload", "GPUs", "start", "end", "deadline", "status"), rows,
                     optional=("Workload", "end", "start"))
         console.print(verdict_sentence({pool["flavor"]: pool["extra_gpus"].get(pool["flavor"], 0)},
-                                       len(pool["at_risk"]), len(pool["missed"]), pool["exact"]),
+                                       len(pool["at_risk"]), len(pool["missed"]), pool["inexact"]),
                       highlight=False, markup=False)
         for line in grouped_notes(pool["messages"] + pool["notes"]):
             console.print(f"- {line}", highlight=False, markup=False)

@@ -71,3 +71,104 @@ def test_several_resources_require_resource_per_job(tmp_path: Path) -> None:
     path = write(tmp_path, "capacity: {a100: 2, h100: 2}\njobs:\n  - {name: x, gpus: 1, duration: 5, deadline: 9}\n")
     result = runner.invoke(app, ["plan", "deadlines", str(path)])
     assert result.exit_code == 1 and "jobs[0] (x).resource: missing" in result.stderr
+
+
+def row(stdout: str, name: str) -> str:
+    """The table row of job ``name``, each cell's lines joined by single spaces (a narrow table wraps a cell at spaces)."""
+    lines = [line for line in stdout.splitlines() if line.startswith("│")]
+    [k] = [k for k, line in enumerate(lines) if line.split("│")[1].strip() == name]
+    block = [lines[k]]
+    for line in lines[k + 1:]:
+        if line.split("│")[1].strip():
+            break  # the next row
+        block.append(line)
+    cells = zip(*(line.strip("│").split("│") for line in block), strict=True)
+    return " ".join(" ".join(text.strip() for text in cell if text.strip()) for cell in cells)
+
+
+# Both running jobs are past their estimate. The rule of the cluster path: a job past its estimate holds
+# its GPUs half its estimate more, at least 30 minutes: "long" (estimate 100) until 50, "short" (20) until 30.
+OVERRUN = """\
+capacity: {nvidia.com/gpu: 4}
+jobs:
+  - {name: long, gpus: 2, duration: 100, deadline: null, running_for: 120}
+  - {name: short, gpus: 2, duration: 20, deadline: null, running_for: 25}
+  - {name: urgent, gpus: 2, duration: 10, deadline: 40}
+"""
+
+
+def test_a_running_job_past_its_estimate_still_holds_its_gpus(tmp_path: Path) -> None:
+    path = write(tmp_path, OVERRUN)
+    result = runner.invoke(app, ["plan", "deadlines", str(path), "--format", "json"])
+    assert result.exit_code == 0, result.output
+    by_name = {s["name"]: s for s in json.loads(result.stdout)["schedule"]}
+    assert (by_name["long"]["start"], by_name["long"]["end"]) == (-120, 50)
+    assert (by_name["short"]["start"], by_name["short"]["end"]) == (-25, 30)
+    assert by_name["urgent"]["start"] == 30  # not at 0: all four GPUs are still held until "short" ends
+    table = runner.invoke(app, ["plan", "deadlines", str(path)])
+    assert table.exit_code == 0, table.output
+    for name in ("long", "short"):
+        assert "past its estimate" in row(table.stdout, name)
+    assert "past its estimate" not in row(table.stdout, "urgent")
+
+
+def test_a_job_past_its_estimate_can_put_a_deadline_at_risk(tmp_path: Path) -> None:
+    text = OVERRUN.replace("deadline: 40", "deadline: 20")  # "short" holds its GPUs until 30
+    result = runner.invoke(app, ["plan", "deadlines", str(write(tmp_path, text))])
+    assert result.exit_code == 0, result.output
+    assert "1 deadline at risk. Extra GPUs needed: 2 nvidia.com/gpu" in " ".join(result.stdout.split())
+
+
+MISSED = """\
+capacity: {nvidia.com/gpu: 3}
+jobs:
+  - {name: ok, gpus: 2, duration: 30, deadline: 60}
+  - {name: hopeless, gpus: 1, duration: 90, deadline: 45}
+  - {name: slow, gpus: 1, duration: 60, deadline: 20, running_for: 10}
+"""
+
+
+def test_every_job_of_the_file_is_in_the_table_a_missed_one_with_by_how_much(tmp_path: Path) -> None:
+    result = runner.invoke(app, ["plan", "deadlines", str(write(tmp_path, MISSED))])
+    assert result.exit_code == 0, result.output
+    assert "holds" in row(result.stdout, "ok")
+    assert "missed by 45" in row(result.stdout, "hopeless")  # runs 90, due in 45: late by 45 at the earliest
+    assert "missed by 30" in row(result.stdout, "slow")  # 50 minutes left, due in 20
+
+
+def _cut_short(status: int, answer: bool) -> object:
+    """SciPy's ``milp`` as if HiGHS stopped with ``status`` (1: time limit; 4: gave up), keeping its answer or not."""
+    from scipy.optimize import milp
+
+    def solve(*args: object, **kwargs: object) -> object:
+        result = milp(*args, **kwargs)
+        result.status = status
+        if not answer:
+            result.x = None
+        return result
+    return solve
+
+
+# On 3 GPUs earliest-deadline-first misses a deadline and no bound settles it: only the exact search can.
+EDF_MISSES = """\
+capacity: {nvidia.com/gpu: 3}
+jobs:
+  - {name: w, gpus: 1, duration: 30, deadline: 60}
+  - {name: y, gpus: 1, duration: 60, deadline: 90}
+  - {name: x, gpus: 3, duration: 30, deadline: 90}
+"""
+
+
+@pytest.mark.parametrize(("status", "answer", "reason"), [
+    (1, True, "the exact search hit its time limit"),
+    (1, False, "the exact search hit its time limit"),
+    (4, False, "the exact solver gave up"),
+], ids=["time-limit", "time-limit-no-answer", "gave-up"])
+def test_an_inexact_plan_says_why(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, status: int, answer: bool,
+                                  reason: str) -> None:
+    monkeypatch.setattr("gpuaas.policies.deadlines._milp.milp", _cut_short(status, answer))
+    result = runner.invoke(app, ["plan", "deadlines", str(write(tmp_path, EDF_MISSES))])
+    assert result.exit_code == 0, result.output
+    flat = " ".join(result.stdout.split())
+    assert f"(heuristic plan: {reason})" in flat
+    assert "past the size" not in flat

@@ -10,6 +10,7 @@ import pandas as pd
 
 from gpuaas.models import Snapshot
 from gpuaas.policies.deadlines import deadline_problems, plan_pools
+from reports.deadlines import deadlines_headline, pool_dicts
 
 NOW = datetime(2026, 3, 10, 12, 0, tzinfo=UTC)
 
@@ -90,6 +91,10 @@ def test_a_pool_split_by_borrowing_or_lending_limits_is_planned_but_not_exact() 
     h100, a100 = pools[("c", "h100")], pools[("c", "a100")]
     assert not h100.plan.exact and "cq-b has lendingLimit 1" in h100.plan.messages[-1]
     assert a100.plan.exact  # no limit on a100
+    # the verdict names that reason, not the size of the exact search: planned exactly, the pool is not one set
+    headline = deadlines_headline(pool_dicts([h100, a100]))
+    assert "(heuristic plan: not every queue of the pool can reach all of its GPUs)" in headline
+    assert "past the size" not in headline
 
 
 def tree_snapshot(cohorts: list[dict[str, Any]], queues: list[tuple[str, str, float, dict[str, float]]],

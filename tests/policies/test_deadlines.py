@@ -4,7 +4,7 @@ Cases: the field example (4 GPUs, 4 jobs x 2 GPUs due at twice their run time) a
 where two rounds no longer fit; running jobs that block; EDF, not file order; a hopeless job;
 an instance where EDF list scheduling misses and the exact search meets every deadline; the
 bound past which the answer is called a heuristic; bad input naming job and field.
-Properties: every schedule is valid (running jobs past their estimate included), the reported extra
+Properties: every schedule is valid (running jobs past their estimate still hold their GPUs), the reported extra
 GPUs are the brute-force minimum, the at-risk list is the brute-force fewest, and under a bound on the
 exact method the answer stays valid and says when it is a heuristic.
 """
@@ -19,7 +19,15 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from gpuaas.errors import ConfigError
-from gpuaas.policies.deadlines import DeadlineJob, DeadlinePlan, Item, MilpLimits, plan_deadlines, serial_schedule
+from gpuaas.policies.deadlines import (
+    DeadlineJob,
+    DeadlinePlan,
+    Inexact,
+    Item,
+    MilpLimits,
+    plan_deadlines,
+    serial_schedule,
+)
 
 GPU = "nvidia.com/gpu"
 
@@ -56,6 +64,32 @@ def test_running_job_blocks_until_it_ends() -> None:
     assert starts(tight)["r"] == -10 and tight.at_risk == ["a"]
 
 
+def test_running_job_past_its_estimate_holds_half_its_estimate_more_at_least_30_minutes() -> None:
+    """Not assumed to end now: it still holds its GPUs. Expected 100 min, run 120: 50 more; expected 20, run 25: 30."""
+    long, short = job("long", 2, 100, None, running_for=120), job("short", 2, 20, None, running_for=25)
+    plan = plan_deadlines({GPU: 4}, [long, short, job("a", 2, 10, 40), job("b", 2, 10, 20)])
+    by_name = {s.name: s for s in plan.schedule}
+    assert (by_name["long"].start, by_name["long"].end) == (-120, 50)
+    assert (by_name["short"].start, by_name["short"].end) == (-25, 30)
+    assert by_name["long"].past_estimate and by_name["short"].past_estimate and not by_name["a"].past_estimate
+    assert plan.at_risk == ["b"] and plan.extra_gpus == {GPU: 2}  # nothing is free before 30
+    assert any("long has run 120 of its expected 100, past its estimate" in m for m in plan.messages)
+
+
+def test_past_its_estimate_the_same_rule_in_seconds_as_the_cluster_plan() -> None:
+    """In seconds (``minute=60``) the floor is 1,800 s: an hour's job run for two holds its GPUs 30 min more."""
+    plan = plan_deadlines({GPU: 2}, [job("late", 2, 3600, 1000, running_for=7200)], minute=60)
+    [late] = plan.schedule
+    assert late.end == 1800 and late.past_estimate
+    assert plan.missed == ["late"] and plan.missed_by == {"late": 800}
+
+
+def test_missed_by_how_much() -> None:
+    """Runs 60, due in 50: late by 10 at the earliest; running with 30 left, due in 20: late by 10 too."""
+    plan = plan_deadlines({GPU: 3}, [job("h", 2, 60, 50), job("r", 1, 40, 20, running_for=10)])
+    assert plan.missed_by == {"h": 10, "r": 10}
+
+
 def test_earliest_deadline_first_not_file_order() -> None:
     plan = plan_deadlines({GPU: 2}, [job("late", 2, 60, 200), job("urgent", 2, 30, 30)])
     assert plan.feasible and plan.exact
@@ -86,6 +120,7 @@ def test_edf_list_scheduling_misses_where_the_exact_search_meets_every_deadline(
 def test_past_the_exact_bound_the_answer_is_called_a_heuristic() -> None:
     plan = plan_deadlines({GPU: 3}, EDF_MISSES, limits=MilpLimits(max_time_points=2))
     assert not plan.exact and any("heuristic" in m for m in plan.messages)
+    assert plan.inexact == (Inexact.too_large,)
     assert plan.extra_gpus == {GPU: 1}  # an upper bound: the exact answer above is 0
     assert_valid(plan, {GPU: 3}, EDF_MISSES)
 
@@ -123,22 +158,29 @@ def usage_ok(intervals: Sequence[tuple[float, float, int]], cap: int) -> bool:
     return all(sum(g for s, e, g in intervals if s <= t < e) <= cap for t in points)
 
 
+def left(j: DeadlineJob) -> float:
+    """How long a running job still holds its GPUs: past its estimate, half of it more, at least 30 (minutes)."""
+    assert j.running_for is not None
+    return j.duration - j.running_for if j.running_for < j.duration else max(j.duration / 2, 30)
+
+
 def assert_valid(plan: DeadlinePlan, capacity: dict[str, int], jobs: Sequence[DeadlineJob]) -> None:
     by_name = {s.name: s for s in plan.schedule}
     for j in jobs:
         hopeless = j.running_for is None and j.deadline is not None and j.duration > j.deadline
-        overrun = j.running_for is not None and j.running_for >= j.duration  # assumed to end now
-        assert (j.name in by_name) != (hopeless or overrun)
-        if j.running_for is not None and not overrun and j.deadline is not None:
-            assert (j.name in plan.missed) == (j.duration - j.running_for > j.deadline)
-        if j.name not in by_name:
+        assert (j.name in by_name) != hopeless
+        assert (j.name in plan.missed) == (j.name in plan.missed_by)
+        if hopeless:
+            assert plan.missed_by[j.name] == pytest.approx(j.duration - j.deadline)  # type: ignore[operator]
             continue
         s = by_name[j.name]
-        assert s.end - s.start == pytest.approx(max(j.duration, j.running_for or 0))
+        if j.running_for is not None and j.deadline is not None:
+            assert (j.name in plan.missed) == (left(j) > j.deadline)
         if j.running_for is not None:
             assert s.start == -j.running_for  # never moved
+            assert s.end == pytest.approx(left(j)) and s.past_estimate == (j.running_for >= j.duration)
         else:
-            assert s.start >= 0
+            assert s.start >= 0 and s.end - s.start == pytest.approx(j.duration) and not s.past_estimate
         if j.deadline is not None and j.name not in plan.missed:
             assert s.end <= j.deadline + 1e-9
     for r, cap in capacity.items():
@@ -148,13 +190,12 @@ def assert_valid(plan: DeadlinePlan, capacity: dict[str, int], jobs: Sequence[De
 
 def brute_feasible(jobs: Sequence[DeadlineJob], cap: int) -> bool:
     """Every integer start time for every deadline job (integer data: integer starts suffice)."""
-    fixed = [(0, j.duration - j.running_for, j.gpus) for j in jobs
-             if j.running_for is not None and j.running_for < j.duration]
+    fixed = [(0, left(j), j.gpus) for j in jobs if j.running_for is not None]
     due = [j for j in jobs if j.running_for is None and j.deadline is not None and j.duration <= j.deadline]
     ranges = [range(0, int(j.deadline - j.duration) + 1) for j in due]  # type: ignore[operator]
     for combo in itertools.product(*ranges):
         intervals = fixed + [(s, s + j.duration, j.gpus) for s, j in zip(combo, due, strict=True)]
-        if usage_ok(intervals, cap):  # type: ignore[arg-type]
+        if usage_ok(intervals, cap):
             return True
     return False
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from enum import StrEnum
 
 import numpy as np
 from scipy.optimize import Bounds, LinearConstraint, milp
@@ -19,7 +20,33 @@ from scipy.sparse import coo_array
 
 from gpuaas.policies.deadlines.profile import EPS, Item
 
-__all__ = ["MilpAnswer", "MilpLimits", "candidate_times", "solve_min_extra", "solve_max_on_time"]
+__all__ = ["Inexact", "MilpAnswer", "MilpLimits", "candidate_times", "solve_min_extra", "solve_max_on_time"]
+
+
+class Inexact(StrEnum):
+    """Why a plan is not proven: each calls for a different remedy, so the answer names which."""
+
+    too_large = "too_large"
+    """Past :class:`MilpLimits`' time points or variables: the problem is too large for the exact search."""
+    time_limit = "time_limit"
+    """HiGHS stopped at :attr:`MilpLimits.time_limit_s` before it proved its best answer (or found one)."""
+    solver_failed = "solver_failed"
+    """HiGHS ended without an answer for another reason (a numerical failure, say): a retry may do."""
+    split_pool = "split_pool"
+    """Not every queue of the pool can reach all of its GPUs, so one number of GPUs does not model it."""
+
+    @property
+    def words(self) -> str:
+        """The reason in words, for the plan's messages and its verdict."""
+        return _WORDS[self]
+
+
+_WORDS = {
+    Inexact.too_large: "past the size the exact search covers",
+    Inexact.time_limit: "the exact search hit its time limit",
+    Inexact.solver_failed: "the exact solver gave up",
+    Inexact.split_pool: "not every queue of the pool can reach all of its GPUs",
+}
 
 
 @dataclass(frozen=True)
@@ -33,11 +60,23 @@ class MilpLimits:
 
 @dataclass(frozen=True)
 class MilpAnswer:
-    """``starts`` for the jobs scheduled on time; ``optimal`` when HiGHS proved it."""
+    """``starts`` for the jobs scheduled on time; ``inexact`` says why HiGHS did not prove it (``None``: proven)."""
 
-    optimal: bool
+    inexact: Inexact | None
     extra: int
     starts: dict[str, float]
+
+    @property
+    def optimal(self) -> bool:
+        return self.inexact is None
+
+
+_TIME_LIMIT = 1
+"""``scipy.optimize.milp``'s status when HiGHS reached its time (or iteration) limit; 0 is proven optimal."""
+
+
+def _inexact(status: int) -> Inexact | None:
+    return None if status == 0 else Inexact.time_limit if status == _TIME_LIMIT else Inexact.solver_failed
 
 
 def candidate_times(items: Sequence[Item], limit: int) -> list[float] | None:
@@ -118,11 +157,11 @@ def _model(items: Sequence[Item], limits: MilpLimits) -> _Model | None:
 
 def solve_min_extra(
     items: Sequence[Item], capacity: int, lower: int, upper: int, limits: MilpLimits
-) -> MilpAnswer | None:
-    """Fewest extra GPUs (between ``lower`` and ``upper``) with every deadline met; None past the bound."""
+) -> MilpAnswer | Inexact:
+    """Fewest extra GPUs (between ``lower`` and ``upper``) with every deadline met; why not, when there is no answer."""
     model = _model(items, limits)
     if model is None:
-        return None
+        return Inexact.too_large
     n, m = len(model.columns), len(model.times)
     # Variables: x_(j,t) binary, then e (extra GPUs) integer. Capacity rows: usage - e <= C - held.
     cap = coo_array(
@@ -145,18 +184,18 @@ def solve_min_extra(
         options={"time_limit": limits.time_limit_s, "mip_rel_gap": 0.0},
     )
     if result.x is None:
-        return None
-    return MilpAnswer(optimal=result.status == 0, extra=int(round(result.x[n])), starts=model.starts(result.x))
+        return _inexact(result.status) or Inexact.solver_failed
+    return MilpAnswer(_inexact(result.status), extra=int(round(result.x[n])), starts=model.starts(result.x))
 
 
-def solve_max_on_time(items: Sequence[Item], capacity: int, limits: MilpLimits) -> MilpAnswer | None:
-    """Most deadlines met on ``capacity`` as it is; the others are left out of ``starts``."""
+def solve_max_on_time(items: Sequence[Item], capacity: int, limits: MilpLimits) -> MilpAnswer | Inexact:
+    """Most deadlines met on ``capacity`` as it is (the others left out of ``starts``); why not, without an answer."""
     model = _model(items, limits)
     if model is None:
-        return None
+        return Inexact.too_large
     n, m = len(model.columns), len(model.times)
     if n == 0:
-        return MilpAnswer(optimal=True, extra=0, starts={})
+        return MilpAnswer(None, extra=0, starts={})
     cap = coo_array((model.vals, (model.rows, model.cols)), shape=(m, n))
     result = milp(
         -np.ones(n),
@@ -169,5 +208,5 @@ def solve_max_on_time(items: Sequence[Item], capacity: int, limits: MilpLimits) 
         options={"time_limit": limits.time_limit_s, "mip_rel_gap": 0.0},
     )
     if result.x is None:
-        return None
-    return MilpAnswer(optimal=result.status == 0, extra=0, starts=model.starts(result.x))
+        return _inexact(result.status) or Inexact.solver_failed
+    return MilpAnswer(_inexact(result.status), extra=0, starts=model.starts(result.x))

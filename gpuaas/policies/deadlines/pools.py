@@ -32,9 +32,16 @@ from dataclasses import dataclass, field, replace
 import pandas as pd
 
 from gpuaas.models import CohortTree, Snapshot, WorkloadState
-from gpuaas.policies.deadlines.problem import DeadlineJob, DeadlinePlan, MilpLimits, plan_deadlines
+from gpuaas.policies.deadlines.problem import (
+    DeadlineJob,
+    DeadlinePlan,
+    Inexact,
+    MilpLimits,
+    overrun_buffer,
+    plan_deadlines,
+)
 
-__all__ = ["PoolPlan", "PoolProblem", "deadline_problems", "overrun_buffer", "plan_pools"]
+__all__ = ["PoolPlan", "PoolProblem", "deadline_problems", "plan_pools"]
 
 NO_COHORT = "-"
 _HOLDING = (WorkloadState.admitted.value, WorkloadState.quota_reserved.value)
@@ -234,15 +241,6 @@ def _by_priority(snapshot: Snapshot, tree: CohortTree) -> dict[str, tuple[str, .
     return {k: tuple(v) for k, v in out.items()}
 
 
-def overrun_buffer(runtime: float) -> float:
-    """How much longer a job past its expected run time is assumed to hold its GPUs: half of it, at least 30 min.
-
-    Why not drop it from the plan: it still holds its GPUs, and a plan that counts them free
-    schedules an urgent job into GPUs that are not there.
-    """
-    return max(0.5 * runtime, 1800.0)
-
-
 def _problem(key: tuple[str, str], cap: int, entries: list[tuple[DeadlineJob | None, str, float | None]],
              notes: list[str]) -> PoolProblem:
     horizon = max((j.deadline for j, _, _ in entries if j is not None and j.deadline is not None), default=0.0)
@@ -273,8 +271,10 @@ def plan_pools(problems: Sequence[PoolProblem], limits: MilpLimits | None = None
     """The plan of every pool; a job too big for its pool joins the plan's ``missed``."""
     out = []
     for problem in problems:
-        plan = plan_deadlines({problem.flavor: problem.capacity}, problem.jobs, limits=limits)
+        plan = plan_deadlines({problem.flavor: problem.capacity}, problem.jobs, limits=limits, minute=60.0)
         if problem.inexact:
-            plan = replace(plan, exact=False, messages=[*plan.messages, *problem.inexact])
+            why = (*plan.inexact, Inexact.split_pool)
+            plan = replace(plan, inexact=tuple(r for r in Inexact if r in why), messages=[*plan.messages,
+                                                                                        *problem.inexact])
         out.append(PoolPlan(problem, plan, missed=tuple(plan.missed) + problem.too_big))
     return out

@@ -11,11 +11,12 @@ The method, per resource (resources never share GPUs, so each is its own problem
    plus that bound meeting every deadline proves the bound is the minimum.
 3. Otherwise the exact time-indexed MILP (HiGHS) for the minimum and a schedule, within
    :class:`MilpLimits` (time points, variables, seconds). Past them, EDF with the smallest extra
-   that works is returned as a heuristic upper bound and ``exact`` is false.
+   that works is returned as a heuristic upper bound, and ``inexact`` says why (:class:`Inexact`).
 
 Pure: no I/O, times in one unit relative to now = 0. Running jobs hold their GPUs until
-``duration - running_for`` and are never moved; a job whose duration exceeds its time to deadline
-is ``missed`` (no capacity helps) and counts toward no extra GPU.
+``duration - running_for`` and are never moved; one already past its duration still holds them,
+for :func:`overrun_buffer` more. A job whose duration exceeds its time to deadline is ``missed``
+(no capacity helps) and counts toward no extra GPU.
 """
 
 from __future__ import annotations
@@ -26,10 +27,11 @@ from dataclasses import dataclass, field
 
 from gpuaas.errors import ConfigError
 from gpuaas.models import MAX_GPUS
-from gpuaas.policies.deadlines._milp import MilpLimits, solve_max_on_time, solve_min_extra
+from gpuaas.policies.deadlines._milp import Inexact, MilpAnswer, MilpLimits, solve_max_on_time, solve_min_extra
 from gpuaas.policies.deadlines.profile import EPS, Item, Profile, lower_bound_extra, serial_schedule
 
-__all__ = ["DeadlineJob", "DeadlinePlan", "MilpLimits", "ScheduledJob", "plan_deadlines", "validate_problem"]
+__all__ = ["DeadlineJob", "DeadlinePlan", "Inexact", "MilpLimits", "ScheduledJob", "overrun_buffer", "plan_deadlines",
+           "validate_problem"]
 
 DEFAULT_RESOURCE = "nvidia.com/gpu"
 
@@ -57,6 +59,8 @@ class ScheduledJob:
     end: float
     deadline: float | None
     running: bool = False
+    past_estimate: bool = False
+    """Running past its given duration: planned to hold its GPUs :func:`overrun_buffer` more, not to end now."""
 
     @property
     def on_time(self) -> bool:
@@ -67,54 +71,83 @@ class ScheduledJob:
 class DeadlinePlan:
     """The answer. ``schedule`` fits ``capacity + extra_gpus`` at every instant.
 
-    ``missed`` lists the jobs no capacity can finish in time; ``at_risk`` the deadlines that do not
-    hold on current capacity (the fewest such, when ``exact``); ``messages`` say why, in words.
+    ``missed`` lists the jobs no capacity can finish in time, and ``missed_by`` how late each ends at
+    the earliest (a job that can never start in time is not in ``schedule``); ``at_risk`` the deadlines
+    that do not hold on current capacity (the fewest such, when ``exact``); ``inexact`` why the plan is
+    not proven, when it is not; ``messages`` say why, in words.
     """
 
     feasible: bool
     extra_gpus: dict[str, int]
     schedule: list[ScheduledJob]
     missed: list[str]
-    exact: bool
+    inexact: tuple[Inexact, ...]
     messages: list[str]
     at_risk: list[str] = field(default_factory=list)
+    missed_by: dict[str, float] = field(default_factory=dict)
+
+    @property
+    def exact(self) -> bool:
+        """Proven: the fewest extra GPUs and the fewest deadlines at risk."""
+        return not self.inexact
+
+
+def overrun_buffer(expected: float, minute: float = 60.0) -> float:
+    """How much longer a job past its expected run time is assumed to hold its GPUs: half of it, at least 30 min.
+
+    Why not drop it from the plan: it still holds its GPUs, and a plan that counts them free
+    schedules an urgent job into GPUs that are not there. ``minute`` is a minute in the caller's
+    unit of time (60: seconds, as the cluster's plan; 1: minutes, as a problem file).
+    """
+    return max(0.5 * expected, 30.0 * minute)
 
 
 def plan_deadlines(
-    capacity: Mapping[str, int], jobs: Sequence[DeadlineJob], *, limits: MilpLimits | None = None
+    capacity: Mapping[str, int], jobs: Sequence[DeadlineJob], *, limits: MilpLimits | None = None, minute: float = 1.0
 ) -> DeadlinePlan:
-    """Plan every resource of ``capacity``; a ``ConfigError`` names the job and field of bad input."""
+    """Plan every resource of ``capacity``; a ``ConfigError`` names the job and field of bad input.
+
+    ``minute`` is a minute in the jobs' unit of time (1: minutes, as a problem file; 60: seconds),
+    for :func:`overrun_buffer`'s floor.
+    """
     limits = limits or MilpLimits()
     validate_problem(capacity, jobs)
     schedule: list[ScheduledJob] = []
     missed: list[str] = []
+    missed_by: dict[str, float] = {}
     at_risk: list[str] = []
     messages: list[str] = []
     extra: dict[str, int] = {}
-    exact = True
+    inexact: set[Inexact] = set()
     for resource, cap in capacity.items():
-        part = _plan_resource(resource, cap, [j for j in jobs if j.resource == resource], limits)
+        part = _plan_resource(resource, cap, [j for j in jobs if j.resource == resource], limits, minute)
         schedule += part.schedule
         missed += part.missed
+        missed_by |= part.missed_by
         at_risk += part.at_risk
         messages += part.messages
         extra[resource] = part.extra_gpus[resource]
-        exact = exact and part.exact
+        inexact |= set(part.inexact)
     schedule.sort(key=lambda s: (s.start, s.name))
     return DeadlinePlan(
         feasible=not any(extra.values()),
         extra_gpus=extra,
         schedule=schedule,
         missed=missed,
-        exact=exact,
+        inexact=tuple(r for r in Inexact if r in inexact),
         messages=messages,
         at_risk=at_risk,
+        missed_by=missed_by,
     )
 
 
-def _plan_resource(resource: str, cap: int, jobs: Sequence[DeadlineJob], limits: MilpLimits) -> DeadlinePlan:
+def _plan_resource(
+    resource: str, cap: int, jobs: Sequence[DeadlineJob], limits: MilpLimits, minute: float
+) -> DeadlinePlan:
     messages: list[str] = []
     missed: list[str] = []
+    missed_by: dict[str, float] = {}
+    overrun: set[str] = set()
     by_name = {j.name: j for j in jobs}
     items: list[Item] = []  # running + deadline jobs that can still hold
     best_effort: list[Item] = []
@@ -122,12 +155,13 @@ def _plan_resource(resource: str, cap: int, jobs: Sequence[DeadlineJob], limits:
         if job.running_for is not None:
             left = job.duration - job.running_for
             if left <= EPS:
-                messages.append(
-                    f"{job.name} has run {job.running_for:g} of its expected {job.duration:g}; assumed to end now"
-                )
-                continue
+                overrun.add(job.name)
+                left = overrun_buffer(job.duration, minute)
+                messages.append(f"{job.name} has run {job.running_for:g} of its expected {job.duration:g}, past its "
+                                f"estimate: planned to hold its GPUs {left:g} more")
             if job.deadline is not None and left > job.deadline + EPS:
                 missed.append(job.name)
+                missed_by[job.name] = left - job.deadline
                 messages.append(f"{job.name} is running and ends at {round(left, 1):g}, after its deadline "
                                 f"{round(job.deadline, 1):g}")
             items.append(Item(job.name, job.gpus, left, None, fixed_start=0.0))
@@ -135,6 +169,7 @@ def _plan_resource(resource: str, cap: int, jobs: Sequence[DeadlineJob], limits:
             best_effort.append(Item(job.name, job.gpus, job.duration, None))
         elif job.duration > job.deadline + EPS:
             missed.append(job.name)
+            missed_by[job.name] = job.duration - job.deadline
             messages.append(
                 f"{job.name} cannot meet its deadline on any capacity: it runs {job.duration:g}"
                 f" and its deadline is {job.deadline:g} from now"
@@ -149,17 +184,19 @@ def _plan_resource(resource: str, cap: int, jobs: Sequence[DeadlineJob], limits:
 
     starts = serial_schedule(items, cap, edf)
     at_risk = late(starts)
-    extra, exact = 0, True
+    extra, inexact = 0, set[Inexact]()
     if at_risk:
-        extra, starts, exact, note = _min_extra(items, cap, edf, limits, late)
+        extra, starts, why, note = _min_extra(items, cap, edf, limits, late)
         messages.append(note)
+        inexact |= {why} if why is not None else set()
         best = solve_max_on_time(items, cap, limits)
-        if best is not None and len(best.starts) >= len(due) - len(at_risk):
+        if isinstance(best, MilpAnswer) and len(best.starts) >= len(due) - len(at_risk):
             at_risk = [i.name for i in due if i.name not in best.starts]
-            exact = exact and best.optimal
-        else:
-            exact = False
-            messages.append(f"{resource}: at-risk list from EDF on current capacity (past the exact bound)")
+            inexact |= {best.inexact} if best.inexact is not None else set()
+        else:  # no answer, or one worse than EDF's: cut short before it found better
+            cut = best if isinstance(best, Inexact) else best.inexact or Inexact.solver_failed
+            inexact.add(cut)
+            messages.append(f"{resource}: at-risk list from EDF on current capacity ({cut.words})")
         messages.append(
             f"{resource}: {len(at_risk)} deadline(s) at risk on {cap} GPUs ({', '.join(at_risk)});"
             f" {extra} more GPU(s) make every holdable deadline hold"
@@ -177,36 +214,36 @@ def _plan_resource(resource: str, cap: int, jobs: Sequence[DeadlineJob], limits:
         schedule.append(
             ScheduledJob(
                 item.name, resource, item.gpus, start, starts[item.name] + item.duration,
-                job.deadline, running=job.running_for is not None,
+                job.deadline, running=job.running_for is not None, past_estimate=item.name in overrun,
             )
         )
     return DeadlinePlan(
         feasible=extra == 0, extra_gpus={resource: extra}, schedule=schedule, missed=missed,
-        exact=exact, messages=messages, at_risk=at_risk,
+        inexact=tuple(inexact), messages=messages, at_risk=at_risk, missed_by=missed_by,
     )
 
 
 def _min_extra(
     items: list[Item], cap: int, edf: list[Item], limits: MilpLimits, late: object
-) -> tuple[int, dict[str, float], bool, str]:
-    """The fewest extra GPUs and a schedule on them; whether that is proven; how it was found."""
+) -> tuple[int, dict[str, float], Inexact | None, str]:
+    """The fewest extra GPUs and a schedule on them; why that is not proven (``None``: it is); how it was found."""
     assert callable(late)
     lower = lower_bound_extra(items, cap)  # EDF already failed at 0, but the MILP may not
     starts = serial_schedule(items, cap + lower, edf)
     if lower > 0 and not late(starts):
-        return lower, starts, True, f"EDF meets every deadline with {lower} extra GPU(s), a proven lower bound"
+        return lower, starts, None, f"EDF meets every deadline with {lower} extra GPU(s), a proven lower bound"
     upper = sum(i.gpus for i in edf)
     answer = solve_min_extra(items, cap, lower, upper, limits)
-    if answer is not None:
+    if isinstance(answer, MilpAnswer):
         merged = {i.name: 0.0 for i in items if i.fixed_start is not None} | answer.starts
         how = "proven optimal by the MILP" if answer.optimal else "the MILP's best within its time limit"
-        return answer.extra, merged, answer.optimal, f"{answer.extra} extra GPU(s): {how}"
+        return answer.extra, merged, answer.inexact, f"{answer.extra} extra GPU(s): {how}"
     extra = max(lower, 1)
     while late(starts := serial_schedule(items, cap + extra, edf)):
         extra += 1
     return (
-        extra, starts, False,
-        f"past the exact bound ({len(edf)} jobs): {extra} extra GPU(s) from EDF, a heuristic"
+        extra, starts, answer,
+        f"{answer.words} ({len(edf)} jobs): {extra} extra GPU(s) from EDF, a heuristic"
         f" (at least {lower} are needed)",
     )
 

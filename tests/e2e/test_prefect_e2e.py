@@ -6,7 +6,8 @@ and runs the cycle through the worker: the scheduled collect, reclaim, rebalance
 then every deployment of ``prefect.yaml`` without a schedule except the load test (the incident
 review, ``incident_review/incident_review`` with its default window, the last hour). Checks through
 the Prefect API that each run Completed and made its artifacts (each artifact's first line says
-something), then Debian's headless Chromium, driven by Selenium through ``chromium-driver``, opens the
+something), and that a reclaim given a snapshot that is not there ends Failed with one line naming it
+and no traceback in its logs, then Debian's headless Chromium, driven by Selenium through ``chromium-driver``, opens the
 pages a person opens: the flow runs list, each run's page, the reclaim decisions table (it must fit
 a 1600-pixel screen) and the rebalance plan. Screenshots go to the test's tmp dir (``e2e-*.png``).
 Everything it started is stopped, also on failure.
@@ -186,7 +187,7 @@ def test_the_cycle_is_derived_from_prefect_yaml(tmp_path: Path) -> None:
 def test_the_cycle_runs_through_a_worker_and_completes(prefect_env: dict[str, str], cluster: EmbeddedCluster,
                                                        browser: Any, tmp_path: Path) -> None:
     from prefect.client.orchestration import SyncPrefectClient
-    from prefect.client.schemas.filters import ArtifactFilter, ArtifactFilterFlowRunId
+    from prefect.client.schemas.filters import ArtifactFilter, ArtifactFilterFlowRunId, LogFilter, LogFilterFlowRunId
 
     prefect = str(BIN / "prefect")
     for command in ([prefect, "work-pool", "create", "gpuaas", "--type", "process"],
@@ -237,6 +238,19 @@ def test_the_cycle_runs_through_a_worker_and_completes(prefect_env: dict[str, st
                         published[name] = next((a for a in artifacts if a.key == ARTIFACT_KEYS[name]), None)
                         assert published[name] is not None, f"{name}: no {ARTIFACT_KEYS[name]!r} artifact"
                     runs[name] = client.read_flow_run(run.id)
+            # A run stopped by bad input ends Failed with one line naming it, and its logs hold no traceback.
+            bad = client.create_flow_run_from_deployment(client.read_deployment_by_name("reclaim/reclaim").id,
+                                                         parameters={"snapshot_id": 999999})
+            deadline = time.monotonic() + 120
+            while not (state := client.read_flow_run(bad.id).state) or not state.is_final():
+                assert time.monotonic() < deadline, f"reclaim with a missing snapshot: not finished within 120 s ({state})"
+                time.sleep(1)
+            assert state.is_failed() and "snapshot 999999 is not in the store" in (state.message or ""), state
+            lines = [entry.message for entry in client.read_logs(log_filter=LogFilter(flow_run_id=LogFilterFlowRunId(
+                any_=[bad.id])))]
+            assert any("snapshot 999999 is not in the store" in line for line in lines), lines
+            assert not any("Traceback" in line or "unexpected exception" in line for line in lines), "\n".join(lines)
+            failed_run = client.read_flow_run(bad.id)
     finally:
         stop_session(worker)
         log.close()
@@ -252,6 +266,8 @@ def test_the_cycle_runs_through_a_worker_and_completes(prefect_env: dict[str, st
     browser.execute_script("arguments[0].scrollIntoView({block: 'start'});", top_row)  # the rows, not the chart
     time.sleep(1)
     _shoot(browser, tmp_path / "e2e-runs-rows.png")
+    _page(browser, f"{ui}/runs/flow-run/{failed_run.id}", ["Failed", "snapshot 999999 is not in the store"],
+          tmp_path / "e2e-run-failed.png")
     for name, run in runs.items():  # the run page: the headline in its log, its artifacts' cards on its own tab
         _page(browser, f"{ui}/runs/flow-run/{run.id}", [run.name, "Completed"], tmp_path / f"e2e-run-{name}.png")
         if name in ARTIFACT_KEYS:

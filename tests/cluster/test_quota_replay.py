@@ -20,7 +20,7 @@ import pytest
 from typer.testing import CliRunner
 
 from gpuaas.cli.app import app
-from gpuaas.cluster.quota_replay import CONFIGURATIONS, load_jobs, load_quotas
+from gpuaas.cluster.quota_replay import CONFIGURATIONS, in_window, load_quotas, read_trace
 from gpuaas.cluster.quota_replay._engine import QuotaReplay, ReplayRun
 from gpuaas.policy import Policy, RebalancePolicy
 
@@ -38,7 +38,7 @@ def slice_runs(tmp_path_factory: pytest.TempPathFactory) -> tuple[list[Path], Pa
     quotas = tmp_path_factory.mktemp("quotas") / "quotas.yaml"
     quotas.write_text("cluster10: 8\n195job: 16\n", encoding="utf-8")
     table = load_quotas([], "itp", traces, quotas)
-    jobs = [j for j in load_jobs(traces, "itp", days=20) if j.gpus <= table[j.tenant]]
+    jobs = [j for j in in_window(read_trace(traces, "itp"), 20) if j.gpus <= table[j.tenant]]
     runs = {c.name: QuotaReplay(jobs, table, c).run() for c in CONFIGURATIONS}
     lending = Policy(rebalance=RebalancePolicy(reclaiming_lends=True))
     runs["rebalanced_cohort_lending"] = QuotaReplay(jobs, table, CONFIGURATIONS[3], policy=lending).run()

@@ -40,7 +40,7 @@ from ._engine import Configuration, QuotaReplay
 from ._report import summarise
 from ._tenants import LeftOut, TenantAccount, account_tenants, check_named_tenants, fits, left_out_line
 
-__all__ = ["CONFIGURATIONS", "DERIVED_QUOTAS", "LeftOut", "in_window", "load_jobs", "load_quotas", "read_trace",
+__all__ = ["CONFIGURATIONS", "DERIVED_QUOTAS", "LeftOut", "in_window", "load_quotas", "read_trace",
            "replay_rebalance", "with_share_weights"]
 
 CONFIGURATIONS = (
@@ -77,10 +77,6 @@ def in_window(jobs: list[TraceJob], days: float | None) -> list[TraceJob]:
     if not jobs:
         raise ConfigError("no jobs in the replayed window", field="--trace")
     return sorted(jobs, key=lambda j: (j.submit, j.tenant))
-
-
-def load_jobs(paths: Sequence[Path], trace_format: str, days: float | None) -> list[TraceJob]:
-    return in_window(read_trace(paths, trace_format), days)
 
 
 def _philly_vc_file(trace: Path) -> Path:

@@ -6,10 +6,11 @@ from collections.abc import Iterable, Sequence
 from typing import Any
 
 from gpuaas.actions.deadline_holds import NudgeResult
+from gpuaas.phrases import duration
 from gpuaas.policies.deadlines import DeadlineJob, DeadlinePlan, Inexact, PoolPlan, ScheduledJob
 from gpuaas.pushgateway import MetricFamily
 
-__all__ = ["deadline_metrics", "deadlines_headline", "nudge_dicts", "object_names", "plan_dict",
+__all__ = ["deadline_metrics", "deadlines_headline", "nudge_dicts", "object_names", "plan_dict", "pool_rows",
            "plan_rows", "pool_dicts", "verdict_sentence"]
 
 
@@ -36,7 +37,8 @@ def _missed(name: str, plan: DeadlinePlan) -> str | None:
 
 
 def plan_dict(plan: DeadlinePlan) -> dict[str, Any]:
-    """``gpuaas plan deadlines --format json``: the documented keys, then ``inexact``, ``at_risk`` and ``messages``."""
+    """``gpuaas plan deadlines --format json``: the documented keys, then ``missed_by`` (how late each missed job
+    ends at the earliest), ``inexact``, ``at_risk`` and ``messages``."""
     return {
         "feasible": plan.feasible,
         "extra_gpus": dict(plan.extra_gpus),
@@ -46,6 +48,7 @@ def plan_dict(plan: DeadlinePlan) -> dict[str, Any]:
             for s in plan.schedule
         ],
         "missed": list(plan.missed),
+        "missed_by": {name: _num(late) for name, late in plan.missed_by.items()},
         "exact": plan.exact,
         "inexact": [r.value for r in plan.inexact],
         "at_risk": list(plan.at_risk),
@@ -70,7 +73,53 @@ def plan_rows(plan: DeadlinePlan, jobs: Sequence[DeadlineJob]) -> list[list[Any]
 def pool_dicts(pools: Sequence[PoolPlan]) -> list[dict[str, Any]]:
     """``gpuaas plan deadlines --from-cluster --format json``: the same answer per pool, seconds from now."""
     return [{"cohort": p.problem.cohort, "flavor": p.problem.flavor, "capacity_gpus": p.problem.capacity,
-             **plan_dict(p.plan), "missed": list(p.missed), "notes": list(p.problem.notes)} for p in pools]
+             **plan_dict(p.plan), "missed": list(p.missed), "unscheduled": _unscheduled(p),
+             "notes": list(p.problem.notes)} for p in pools]
+
+
+def _unscheduled(pool: PoolPlan) -> list[dict[str, Any]]:
+    """The pool's missed jobs that have no place in its schedule, so that its table can still show each:
+    one that can never start in time (how late it ends at the earliest) or is larger than the pool."""
+    scheduled = {s.name for s in pool.plan.schedule}
+    larger = {j.name for j in pool.problem.too_big}
+    jobs = {j.name: j for j in (*pool.problem.jobs, *pool.problem.too_big)}
+    return [{"name": name, "gpus": jobs[name].gpus, "deadline": _num(jobs[name].deadline),
+             "missed_by": _num(pool.plan.missed_by.get(name)), "larger_than_pool": name in larger}
+            for name in pool.missed if name not in scheduled and name in jobs]
+
+
+def _clock(seconds: float | None) -> str:
+    """Seconds from now as the cluster's table shows them: ``+50m``, ``-5m`` (past), ``-`` when there is none."""
+    if seconds is None:
+        return "-"
+    return ("-" if seconds < 0 else "+") + duration(abs(seconds))
+
+
+def _pool_missed(name: str, pool: dict[str, Any]) -> str:
+    """``missed by 45m`` (how late it ends at the earliest), or why it has no place in the pool at all."""
+    if any(u["name"] == name and u["larger_than_pool"] for u in pool["unscheduled"]):
+        return "missed: larger than the pool"
+    late = pool["missed_by"].get(name)
+    return "missed" if late is None else f"missed by {_clock(late).lstrip('+')}"
+
+
+def _pool_status(job: dict[str, Any], pool: dict[str, Any]) -> str:
+    name = str(job["name"])
+    if name in pool["missed"]:
+        return _pool_missed(name, pool)
+    if name in pool["at_risk"]:
+        return "at risk now"
+    return "running" if job["running"] else "holds" if job["deadline"] is not None else "best effort"
+
+
+def pool_rows(pool: dict[str, Any], names: dict[str, str]) -> list[list[Any]]:
+    """A pool of ``pool_dicts`` as ``plan deadlines --from-cluster`` tables it: object, Workload, GPUs, start,
+    end, deadline, status; the scheduled jobs in start order, then each missed job with no place in the
+    schedule (no start, no end), so that every job with a deadline in the pool has its row."""
+    rows = [[names.get(s["name"], s["name"]), s["name"], s["gpus"], _clock(s["start"]), _clock(s["end"]),
+             _clock(s["deadline"]), _pool_status(s, pool)] for s in pool["schedule"]]
+    return rows + [[names.get(u["name"], u["name"]), u["name"], u["gpus"], "-", "-", _clock(u["deadline"]),
+                    _pool_missed(u["name"], pool)] for u in pool["unscheduled"]]
 
 
 def nudge_dicts(results: Iterable[NudgeResult]) -> list[dict[str, Any]]:

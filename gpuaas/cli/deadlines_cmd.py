@@ -69,7 +69,7 @@ def _from_cluster(format: OutputFormat) -> None:
     settings_or_exit()
     from flows.deadlines import deadlines as deadlines_flow
     from reports import grouped_notes
-    from reports.deadlines import verdict_sentence
+    from reports.deadlines import pool_rows, verdict_sentence
 
     result = run_flow(deadlines_flow, "collecting a snapshot and planning deadlines", nudge=False)
     lead(result, format)
@@ -79,10 +79,8 @@ def _from_cluster(format: OutputFormat) -> None:
         return
     names: dict[str, str] = result.get("objects") or {}
     for pool in result["pools"]:
-        rows = [[names.get(s["name"], s["name"]), s["name"], s["gpus"], _minutes(s["start"]), _minutes(s["end"]),
-                 _minutes(s["deadline"]), _pool_status(s, pool)] for s in pool["schedule"]]
         print_table(f"cohort {pool['cohort']}, flavor {pool['flavor']}: {pool['capacity_gpus']} GPUs",
-                    ("object", "Workload", "GPUs", "start", "end", "deadline", "status"), rows,
+                    ("object", "Workload", "GPUs", "start", "end", "deadline", "status"), pool_rows(pool, names),
                     optional=("Workload", "end", "start"))
         console.print(verdict_sentence({pool["flavor"]: pool["extra_gpus"].get(pool["flavor"], 0)},
                                        len(pool["at_risk"]), len(pool["missed"]), pool["inexact"]),
@@ -90,20 +88,3 @@ def _from_cluster(format: OutputFormat) -> None:
         for line in grouped_notes(pool["messages"] + pool["notes"]):
             console.print(f"- {line}", highlight=False, markup=False)
     end_degraded(result)
-
-
-def _minutes(seconds: float | None) -> str:
-    from reports import duration
-
-    if seconds is None:
-        return "-"
-    return ("-" if seconds < 0 else "+") + duration(abs(seconds))
-
-
-def _pool_status(job: dict[str, object], pool: dict[str, list[str]]) -> str:
-    name = str(job["name"])
-    if name in pool["missed"]:
-        return "missed"
-    if name in pool["at_risk"]:
-        return "at risk now"
-    return "running" if job["running"] else "holds" if job["deadline"] is not None else "best effort"

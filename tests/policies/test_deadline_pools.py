@@ -10,7 +10,7 @@ import pandas as pd
 
 from gpuaas.models import Snapshot
 from gpuaas.policies.deadlines import deadline_problems, plan_pools
-from reports.deadlines import deadlines_headline, pool_dicts
+from reports.deadlines import deadlines_headline, pool_dicts, pool_rows
 
 NOW = datetime(2026, 3, 10, 12, 0, tzinfo=UTC)
 
@@ -58,7 +58,7 @@ def test_pools_capacity_and_who_is_planned_where() -> None:
     assert set(jobs) == {"ns/run", "ns/run-unknown", "ns/due", "ns/held", "ns/best"}
     assert jobs["ns/run"].running_for == 600 and jobs["ns/due"].deadline == 7200 and jobs["ns/best"].deadline is None
     assert jobs["ns/run-unknown"].duration > 7200 + 60  # holds its GPUs past every deadline of the pool
-    assert h100.too_big == ("ns/big",)
+    assert [j.name for j in h100.too_big] == ["ns/big"] and h100.too_big[0].gpus == 10
     assert any("run-unknown is running with no run time" in n for n in h100.notes)
     [plan] = [p for p in plan_pools([h100])]
     assert "ns/big" in plan.missed and plan.plan.feasible
@@ -78,6 +78,22 @@ def test_a_job_running_past_its_estimate_keeps_its_gpus_in_the_plan() -> None:
     assert late.running_for == 7200 and late.duration == 7200 + 1800
     assert any("past its expected 60 min" in n for n in h100.notes)
     assert h100.uncontrolled == ("ns/no-runtime",)
+
+
+def test_every_missed_job_of_a_pool_has_its_row_saying_by_how_much_or_why() -> None:
+    """Pool c/h100, 8 GPUs: ``big`` asks for 10 (never admitted there), ``slow`` runs 2 h and is due in 90 min
+    (ends 30 min late at the earliest); neither has a place in the schedule, and both are in the table."""
+    snap = snapshot([wl("due", "pending", 2), wl("big", "pending", 10),
+                     wl("slow", "pending", 2, runtime=7200, deadline_in=5400)])
+    [pool] = [p for p in pool_dicts(plan_pools(deadline_problems(snap))) if p["flavor"] == "h100" and p["cohort"] == "c"]
+    assert sorted(pool["missed"]) == ["ns/big", "ns/slow"]
+    rows = {row[1]: row for row in pool_rows(pool, {"ns/big": "RayCluster ns/big"})}
+    assert set(rows) == {"ns/due", "ns/big", "ns/slow"}
+    assert rows["ns/big"][0] == "RayCluster ns/big" and rows["ns/big"][2] == 10
+    assert rows["ns/big"][3:] == ["-", "-", "+2h00m", "missed: larger than the pool"]
+    assert rows["ns/slow"][3:5] == ["-", "-"] and rows["ns/slow"][6] == "missed by 30m"
+    assert pool["missed_by"] == {"ns/slow": 1800}
+    assert rows["ns/due"][6] == "holds"
 
 
 def test_a_pool_split_by_borrowing_or_lending_limits_is_planned_but_not_exact() -> None:

@@ -55,7 +55,8 @@ class PoolProblem:
     flavor: str
     capacity: int
     jobs: tuple[DeadlineJob, ...]
-    too_big: tuple[str, ...] = ()
+    too_big: tuple[DeadlineJob, ...] = ()
+    """Pending jobs larger than the pool: never admitted there, so never planned (each ``missed``)."""
     notes: tuple[str, ...] = ()
     uncontrolled: tuple[str, ...] = ()
     """Pending Workloads of the pool the plan cannot place (no run time): Kueue may admit them into any gap."""
@@ -245,7 +246,7 @@ def _problem(key: tuple[str, str], cap: int, entries: list[tuple[DeadlineJob | N
              notes: list[str]) -> PoolProblem:
     horizon = max((j.deadline for j, _, _ in entries if j is not None and j.deadline is not None), default=0.0)
     jobs: list[DeadlineJob] = []
-    too_big: list[str] = []
+    too_big: list[DeadlineJob] = []
     held = 0
     for job, ref, runtime in entries:
         assert job is not None
@@ -260,7 +261,7 @@ def _problem(key: tuple[str, str], cap: int, entries: list[tuple[DeadlineJob | N
                 held -= job.gpus
                 continue
         elif job.gpus > cap:
-            too_big.append(ref)
+            too_big.append(replace(job, name=ref))
             notes.append(f"{ref} asks for {job.gpus} GPUs, more than the pool's {cap}: it cannot be admitted here")
             continue
         jobs.append(job)
@@ -276,5 +277,5 @@ def plan_pools(problems: Sequence[PoolProblem], limits: MilpLimits | None = None
             why = (*plan.inexact, Inexact.split_pool)
             plan = replace(plan, inexact=tuple(r for r in Inexact if r in why), messages=[*plan.messages,
                                                                                         *problem.inexact])
-        out.append(PoolPlan(problem, plan, missed=tuple(plan.missed) + problem.too_big))
+        out.append(PoolPlan(problem, plan, missed=tuple(plan.missed) + tuple(j.name for j in problem.too_big)))
     return out

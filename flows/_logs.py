@@ -25,7 +25,9 @@ _LOGGED = "_gpuaas_logged"
 
 
 class KnownFailures(logging.Filter):
-    """One line per known failure: the first record keeps its message without the traceback, repeats are dropped."""
+    """One line per known failure: the first error record keeps its message, the error's own line added where
+    the message lacks it, without the traceback; later records of the same exception are dropped. A record
+    below error level (Prefect's "crash details" at debug) loses its traceback but does not count as said."""
 
     def filter(self, record: logging.LogRecord) -> bool:
         error = record.exc_info[1] if record.exc_info else None
@@ -33,8 +35,15 @@ class KnownFailures(logging.Filter):
             return True
         if isinstance(error, RunFailed) or getattr(error, _LOGGED, False):
             return False  # a verdict's headline, or an error already said once
-        setattr(error, _LOGGED, True)
+        said = str(error)
+        if said and said not in record.getMessage():
+            record.msg, record.args = "%s: %s", (record.getMessage(), said)
         record.exc_info, record.exc_text, record.stack_info = None, None, None
+        if record.levelno >= logging.ERROR:
+            try:
+                setattr(error, _LOGGED, True)
+            except (AttributeError, TypeError):  # an exception that takes no attribute is said again, never lost
+                pass
         return True
 
 

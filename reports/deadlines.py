@@ -44,7 +44,7 @@ def plan_dict(plan: DeadlinePlan) -> dict[str, Any]:
         "extra_gpus": dict(plan.extra_gpus),
         "schedule": [
             {"name": s.name, "start": _num(s.start), "end": _num(s.end), "resource": s.resource, "gpus": s.gpus,
-             "deadline": _num(s.deadline), "running": s.running}
+             "deadline": _num(s.deadline), "running": s.running, "past_estimate": s.past_estimate}
             for s in plan.schedule
         ],
         "missed": list(plan.missed),
@@ -105,11 +105,9 @@ def _pool_missed(name: str, pool: dict[str, Any]) -> str:
 
 def _pool_status(job: dict[str, Any], pool: dict[str, Any]) -> str:
     name = str(job["name"])
-    if name in pool["missed"]:
-        return _pool_missed(name, pool)
-    if name in pool["at_risk"]:
-        return "at risk now"
-    return "running" if job["running"] else "holds" if job["deadline"] is not None else "best effort"
+    status = (_pool_missed(name, pool) if name in pool["missed"] else "at risk now" if name in pool["at_risk"]
+              else "running" if job["running"] else "holds" if job["deadline"] is not None else "best effort")
+    return f"{status}, past its estimate" if job.get("past_estimate") else status
 
 
 def pool_rows(pool: dict[str, Any], names: dict[str, str]) -> list[list[Any]]:

@@ -46,9 +46,9 @@ __all__ = ["Store"]
 _REOPENING = (Outcome.failed, Outcome.skipped)
 """Completion outcomes that leave a decided key open for another attempt (nothing was changed)."""
 _IN_LIST = 500
+"""Values per ``IN (...)`` list: well inside SQLite's and PostgreSQL's bound-parameter limits."""
 CLUSTER_LOOK_BACK = 1440
 """Snapshot rows ``latest_cluster`` looks through for one that names its cluster: a day of collects at one a minute."""
-"""Values per ``IN (...)`` list: well inside SQLite's and PostgreSQL's bound-parameter limits."""
 
 
 def _chunks(items: Sequence[Any], size: int = _IN_LIST) -> Iterator[Sequence[Any]]:

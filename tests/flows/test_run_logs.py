@@ -104,3 +104,20 @@ def test_a_fault_keeps_its_traceback(logged: _Formatted) -> None:
     assert isinstance(error, ZeroDivisionError)
     text = "\n".join(logged.lines)
     assert "Traceback" in text and "1 / 0" in text, text
+
+
+def test_the_first_error_record_of_a_known_failure_says_its_line_even_when_prefect_s_message_does_not() -> None:
+    """A flow that fails to load logs "Unexpected exception encountered when trying to load flow" with the
+    error only in its traceback: the traceback goes, the error's line stays in the message."""
+    from flows._logs import KnownFailures
+
+    error = ConfigError(BAD_FIELD)
+    debug = logging.LogRecord("prefect.flow_runs", logging.DEBUG, __file__, 1, "Crash details:", (), (ConfigError, error, None))
+    load = logging.LogRecord("prefect.flow_runs", logging.ERROR, __file__, 1,
+                             "Unexpected exception encountered when trying to load flow", (), (ConfigError, error, None))
+    again = logging.LogRecord("prefect.engine", logging.ERROR, __file__, 1, "Execution exited", (), (ConfigError, error, None))
+    known = KnownFailures()
+    assert known.filter(debug) and debug.exc_info is None  # below error level: not counted as said
+    assert known.filter(load) and load.exc_info is None
+    assert load.getMessage() == f"Unexpected exception encountered when trying to load flow: {BAD_FIELD}"
+    assert not known.filter(again)

@@ -78,6 +78,10 @@ def test_a_job_running_past_its_estimate_keeps_its_gpus_in_the_plan() -> None:
     assert late.running_for == 7200 and late.duration == 7200 + 1800
     assert any("past its expected 60 min" in n for n in h100.notes)
     assert h100.uncontrolled == ("ns/no-runtime",)
+    [pool] = pool_dicts(plan_pools([h100]))
+    [entry] = pool["schedule"]
+    assert entry["past_estimate"] is True and entry["end"] == 1800
+    assert pool_rows(pool, {})[0][6] == "running, past its estimate"
 
 
 def test_every_missed_job_of_a_pool_has_its_row_saying_by_how_much_or_why() -> None:

@@ -64,6 +64,8 @@ class PoolProblem:
     """Why one number of GPUs does not model what each queue of the pool can reach (then the plan is not exact)."""
     by_priority: tuple[str, ...] = ()
     """ClusterQueues of the pool whose preemption compares priorities: no Workload of the pool is demoted."""
+    past_estimate: tuple[str, ...] = ()
+    """Running jobs past their expected run time, planned to hold their GPUs :func:`overrun_buffer` more."""
 
 
 @dataclass(frozen=True)
@@ -265,7 +267,9 @@ def _problem(key: tuple[str, str], cap: int, entries: list[tuple[DeadlineJob | N
             notes.append(f"{ref} asks for {job.gpus} GPUs, more than the pool's {cap}: it cannot be admitted here")
             continue
         jobs.append(job)
-    return PoolProblem(key[0], key[1], cap, tuple(jobs), tuple(too_big), tuple(notes))
+    past = tuple(ref for job, ref, runtime in entries
+                 if job is not None and job.running_for is not None and runtime is not None and job.running_for >= runtime)
+    return PoolProblem(key[0], key[1], cap, tuple(jobs), tuple(too_big), tuple(notes), past_estimate=past)
 
 
 def plan_pools(problems: Sequence[PoolProblem], limits: MilpLimits | None = None) -> list[PoolPlan]:
@@ -273,6 +277,9 @@ def plan_pools(problems: Sequence[PoolProblem], limits: MilpLimits | None = None
     out = []
     for problem in problems:
         plan = plan_deadlines({problem.flavor: problem.capacity}, problem.jobs, limits=limits, minute=60.0)
+        if problem.past_estimate:  # extended before planning: the planner saw their buffered run time only
+            plan = replace(plan, schedule=[replace(s, past_estimate=True) if s.name in problem.past_estimate else s
+                                           for s in plan.schedule])
         if problem.inexact:
             why = (*plan.inexact, Inexact.split_pool)
             plan = replace(plan, inexact=tuple(r for r in Inexact if r in why), messages=[*plan.messages,

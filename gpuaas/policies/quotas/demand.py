@@ -345,7 +345,7 @@ def deadline_gpus_per_queue(pools: Sequence[PoolPlan], snapshot: Snapshot) -> di
             resource = jobs[0].resource
             # No fewer than the largest job, nor than what the running ones hold now: the planner's capacity to start from.
             base = max(max(j.gpus for j in jobs), sum(j.gpus for j in jobs if j.running_for is not None))
-            need = base + plan_deadlines({resource: base}, jobs).extra_gpus.get(resource, 0)
+            need = base + plan_deadlines({resource: base}, jobs, minute=60.0).extra_gpus.get(resource, 0)
             cell = (queue, pool.problem.flavor)
             out[cell] = max(out.get(cell, 0), need)
     return out

@@ -83,8 +83,9 @@ def _print_tables(result: dict[str, Any]) -> None:
 
 
 def _wait(tenant: dict[str, Any]) -> str:
-    """A tenant's p95 wait in one configuration, with the jobs that never finished (their waits have no end)."""
-    if tenant["p95_queue_s"] is None:
-        return f"none of {tenant['jobs']:,} finished"
+    """A tenant's p95 wait in one configuration, with the jobs that never finished (counted until the replay
+    stopped: at least that long)."""
     wait = str(tenant["p95_queue_s"])
-    return f"{wait} ({tenant['jobs_unfinished']} unfinished)" if tenant["jobs_unfinished"] else wait
+    if tenant["jobs_unfinished"] == tenant["jobs"]:
+        return f"at least {wait} (none of {tenant['jobs']:,} finished)"
+    return f"at least {wait} ({tenant['jobs_unfinished']} unfinished)" if tenant["jobs_unfinished"] else wait

@@ -127,10 +127,16 @@ def test_two_itp_files_of_one_name_are_refused_rather_than_merged(tmp_path: Path
     assert result.stderr.startswith(f"error: {paths[1]}: same tenant name 'team'")
 
 
-def test_a_tenant_whose_jobs_never_finish_keeps_its_entry() -> None:
+def test_a_starved_tenant_keeps_its_entry_and_counts_as_the_worst() -> None:
+    """b's job can never be admitted: it waits until the replay stops, and that wait is b's, the worst tenant's
+    and part of Jain's index; a configuration that starves a tenant cannot score better than one that serves it."""
     jobs = [TraceJob("a", 0.0, 3600.0, 1), TraceJob("b", 0.0, 3600.0, 4)]
-    run = QuotaReplay(jobs, {"a": 2, "b": 2}, CONFIGURATIONS[0]).run()  # b's job can never be admitted
+    run = QuotaReplay(jobs, {"a": 2, "b": 2}, CONFIGURATIONS[0]).run()
     figures = summarise(run)
-    assert figures["tenants"]["b"] == {"avg_queue_s": None, "p95_queue_s": None, "jobs": 1, "jobs_unfinished": 1}
-    assert figures["tenants"]["a"]["jobs"] == 1 and figures["tenants"]["a"]["jobs_unfinished"] == 0
-    assert figures["worst_tenant_p95_queue_s"] == figures["tenants"]["a"]["p95_queue_s"]
+    b = figures["tenants"]["b"]
+    assert b["jobs"] == 1 and b["jobs_unfinished"] == 1
+    assert b["p95_queue_s"] == b["avg_queue_s"] == round(run.makespan_s, 1) > 30 * 86400  # waited until the stop
+    assert figures["tenants"]["a"] == {"avg_queue_s": 0.0, "p95_queue_s": 0.0, "jobs": 1, "jobs_unfinished": 0}
+    assert figures["worst_tenant_p95_queue_s"] == b["p95_queue_s"]
+    assert figures["jain_fairness"] == 0.5  # one tenant waits, the other does not
+    assert figures["avg_queue_s"] == round(run.makespan_s / 2, 1)

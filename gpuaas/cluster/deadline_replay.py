@@ -108,7 +108,7 @@ class _Planner:
         self.jobs, self.gpus, self.est = jobs, gpus, estimates
 
     def plan(self, now: float, running: dict[int, float], pending: Sequence[int]) -> dict[int, float]:
-        profile_base = [(end - now if end > now + EPS else overrun_buffer(self.est[i]), self.jobs[i].gpus)
+        profile_base = [(end - now if end > now + EPS else overrun_buffer(self.est[i], minute=60.0), self.jobs[i].gpus)
                         for i, end in running.items()]
         due = sorted((i for i in pending if self._can_hold(i, now)), key=lambda i: (self._deadline(i), i))
         best_effort = [i for i in pending if not self._can_hold(i, now)]

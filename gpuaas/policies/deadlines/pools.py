@@ -213,10 +213,10 @@ def deadline_problems(snapshot: Snapshot, gpu_resources: Sequence[str] = ("nvidi
             ran = max(0.0, -since) if since is not None else 0.0
             duration = runtime if runtime is not None else math.inf
             if runtime is not None and ran >= runtime:
-                duration = ran + overrun_buffer(runtime)
+                duration = ran + overrun_buffer(runtime, minute=60.0)
                 notes.setdefault(key, []).append(
                     f"{ref} has run {ran / 60:.0f} min, past its expected {runtime / 60:.0f} min: planned to hold its "
-                    f"GPUs {overrun_buffer(runtime) / 60:.0f} min more")
+                    f"GPUs {overrun_buffer(runtime, minute=60.0) / 60:.0f} min more")
             job = DeadlineJob(ref, gpus, duration, deadline, flavor, ran)
             pools.setdefault(key, []).append((job, ref, runtime))
         elif runtime is not None:

@@ -92,7 +92,7 @@ class DeadlinePlan:
         return not self.inexact
 
 
-def overrun_buffer(expected: float, minute: float = 60.0) -> float:
+def overrun_buffer(expected: float, minute: float) -> float:
     """How much longer a job past its expected run time is assumed to hold its GPUs: half of it, at least 30 min.
 
     Why not drop it from the plan: it still holds its GPUs, and a plan that counts them free

@@ -243,3 +243,24 @@ def test_the_headline_counts_one_job_in_the_singular() -> None:
     assert [_jobs_in_time({"verified_jobs": n}) for n in (0.0, 1.0, 2.0, None)] == [
         "0 batch jobs done in time", "1 batch job done in time", "2 batch jobs done in time",
         "batch jobs done in time unknown"]
+
+
+def test_large_figures_keep_their_cents_and_units_and_the_notes_agree_with_the_tables() -> None:
+    """A month of a large fleet: money over $10,000 keeps its cents, counts over a million stay whole,
+    and a note about a figure prints the figure the table shows."""
+    inputs = _inputs()
+    scale = 1234.5671
+    costs = inputs.costs.assign(**{c: inputs.costs[c] * scale for c in ("gpu_cost", "total_cost")})
+    serving = pd.DataFrame([("a", "m", 0, "requests", "stop", "", 0.0), ("a", "m", 0, "requests", "abort", "",
+                                                                          12_345_678.0),
+                            ("a", "m", 0, "latency_bucket", "", "2.0", 12_345_678.0),
+                            ("a", "m", 0, "latency_bucket", "", "+Inf", 12_345_678.0)], columns=SERVING_COLS)
+    report = build_cost_report(CostInputs(inputs.start, inputs.end, 1, inputs.gpu, costs, serving, inputs.jobs),
+                               POLICY)
+    a = report.tenants[0]
+    assert (a["gpu_cost"], a["total_cost"]) == (round(76 * scale, 2), round(88.5 * scale, 2))
+    assert report.cluster["total_cost"] == round(106 * scale, 2)
+    chat = report.services[0]
+    assert chat["requests"] == 12_345_678.0 and chat["total_cost"] == round(45 * scale, 2) == 55_555.52
+    assert "service chat: total cost $55,555.52, no verified outcome" in report.notes
+    assert report.wasters[0]["waste_cost"] == round(20 * scale, 2)

@@ -99,11 +99,25 @@ def cost_per_outcome(cost: float | None, outcomes: float | None) -> float | None
 
 
 def _num(value: Any) -> float | None:
-    """Six significant digits (a cost per outcome can be $0.0002); None for unknown."""
+    """Six significant digits, never coarser than a hundredth; None for unknown. A cost per outcome
+    can be $0.0002, and a count of 12,345,678 requests or 123,456.78 GPU-hours must stay whole."""
     if value is None:
         return None
     value = float(value)
-    return None if math.isnan(value) else float(f"{value:.6g}")
+    if math.isnan(value):
+        return None
+    if value == 0.0 or math.isinf(value):
+        return value
+    return round(value, max(2, 5 - math.floor(math.log10(abs(value)))))
+
+
+def _cents(value: Any) -> float | None:
+    """Money to the cent, rounded once: a figure rounded to significant digits first and to cents
+    when shown would print $630.01 in a table and $630.02 in the note about the same tenant."""
+    if value is None:
+        return None
+    value = float(value)
+    return None if math.isnan(value) else round(value, 2)
 
 
 def _owner(services: list[ServiceOutcome], namespace: str, name: str) -> str | None:
@@ -139,12 +153,13 @@ def _pods(inputs: CostInputs, policy: Policy, selected: dict[tuple[str, str], st
 
 
 def _money_cols(row: Any, basis: str, verified: float | None, costs_known: bool) -> dict[str, Any]:
-    """The two named costs, the waste, and cost per outcome on the policy's basis."""
-    def money(column: str) -> float | None:
-        return _num(row[column]) if costs_known else None
-
-    return {"gpu_cost": money("gpu_cost"), "total_cost": money("total_cost"), "waste_cost": money("waste_cost"),
-            "cost_per_outcome": _num(cost_per_outcome(money(f"{basis}_cost"), verified))}
+    """The two named costs and the waste, to the cent, and cost per outcome on the policy's basis,
+    from the unrounded cost."""
+    if not costs_known:
+        return {"gpu_cost": None, "total_cost": None, "waste_cost": None, "cost_per_outcome": None}
+    return {"gpu_cost": _cents(row["gpu_cost"]), "total_cost": _cents(row["total_cost"]),
+            "waste_cost": _cents(row["waste_cost"]),
+            "cost_per_outcome": _num(cost_per_outcome(float(row[f"{basis}_cost"]), verified))}
 
 
 def build_cost_report(inputs: CostInputs, policy: Policy, policy_file: str | None = None) -> CostReport:
@@ -236,7 +251,7 @@ def build_cost_report(inputs: CostInputs, policy: Policy, policy_file: str | Non
         verified = tally.verified(str(name))
         money = _money_cols(row, basis, verified, costs_known)
         if costs_known and money["cost_per_outcome"] is None and verified is not None:
-            notes.append(f"tenant {name}: {basis} cost ${row[f'{basis}_cost']:,.2f}, {NO_OUTCOME}")
+            notes.append(f"tenant {name}: {basis} cost ${money[f'{basis}_cost']:,.2f}, {NO_OUTCOME}")
         tenant_rows.append({
             "tenant": str(name), **{c: _num(row[c]) for c in FUNNEL_COLUMNS if c.endswith("_hours")},
             **money, "verified_outcomes": _num(verified),
@@ -257,7 +272,7 @@ def build_cost_report(inputs: CostInputs, policy: Policy, policy_file: str | Non
             0.0, index=FUNNEL_COLUMNS)
         money = _money_cols(row.fillna(0.0), basis, svc.verified, costs_known)
         if costs_known and money["cost_per_outcome"] is None and svc.verified is not None:
-            notes.append(f"service {svc.spec.name}: {basis} cost ${float(row[f'{basis}_cost'] or 0.0):,.2f}, {NO_OUTCOME}")
+            notes.append(f"service {svc.spec.name}: {basis} cost ${money[f'{basis}_cost'] or 0.0:,.2f}, {NO_OUTCOME}")
         unknown = svc.spec.kind == "batch" and not jobs_known
         service_rows.append({
             "service": svc.spec.name, "tenant": svc.tenant, "kind": svc.spec.kind,
@@ -277,7 +292,7 @@ def build_cost_report(inputs: CostInputs, policy: Policy, policy_file: str | Non
     daily = _daily(inputs, services, costs_known, pods, basis, coverage)
     wasters = _wasters(funnel, costs_known)
     cluster: dict[str, Any] = {c: _num(funnel[c].sum(min_count=1)) if c.endswith("_hours")
-                               else (_num(funnel[c].sum(min_count=1)) if costs_known else None) for c in FUNNEL_COLUMNS}
+                               else (_cents(funnel[c].sum(min_count=1)) if costs_known else None) for c in FUNNEL_COLUMNS}
     cluster.update(tally.unknown_hours(None))
     cluster["verified_outcomes"] = _num(tally.verified(None))
     cluster["verified_requests"] = _num(tally.requests(None))
@@ -364,8 +379,8 @@ def _daily(inputs: CostInputs, services: list[ServiceTally], costs_known: bool, 
             out.append({
                 "service": svc.spec.name, "tenant": svc.tenant, "day": day,
                 "day_end": (inputs.start + (day + 1) * inputs.period).isoformat(), "data": day in with_data,
-                "gpu_cost": _num(money["gpu_cost"]) if known else None,
-                "total_cost": _num(money["total_cost"]) if known else None,
+                "gpu_cost": _cents(money["gpu_cost"]) if known else None,
+                "total_cost": _cents(money["total_cost"]) if known else None,
                 "verified_outcomes": _num(verified) if day in with_data else None,
                 "cost_per_outcome": _num(cost_per_outcome(money[f"{basis}_cost"], verified)) if known else None,
             })
@@ -378,4 +393,4 @@ def _wasters(funnel: pd.DataFrame, costs_known: bool, top: int = 10) -> list[dic
     per = per[per["idle_gpu_hours"] > 0].sort_values([key, "workload"], ascending=[False, True]).head(top)
     return [{"tenant": r.tenant, "namespace": r.namespace, "workload": r.workload,
              "idle_gpu_hours": _num(r.idle_gpu_hours), "allocated_gpu_hours": _num(r.allocated_gpu_hours),
-             "waste_cost": _num(r.waste_cost) if costs_known else None} for r in per.itertuples()]
+             "waste_cost": _cents(r.waste_cost) if costs_known else None} for r in per.itertuples()]

@@ -13,6 +13,11 @@ API, a script). Both are leases, and a killed holder loses both:
   waiting run gives that lease back and goes on. (The test harness's ephemeral server runs no
   repossessor: without this a killed run's slot was never freed there.)
 
+The store lock's lease (``GPUAAS_WRITES_LEASE_SECONDS``, 900 s) is renewed by its holder every
+third of it while the block runs, so a long run keeps it; a renewal that finds the lock gone
+(the holder was frozen past the lease and another run took it) makes every later patch of the
+run refuse, rather than write beside the new holder.
+
 A run that cannot get both within ``GPUAAS_WRITES_WAIT_SECONDS`` raises ``WritesBusy`` and
 writes nothing; the flows end Completed with that message, not a retry storm.
 """
@@ -20,6 +25,7 @@ writes nothing; the flows end Completed with that message, not a retry storm.
 from __future__ import annotations
 
 import logging
+import threading
 import time
 from collections.abc import Iterator
 from contextlib import ExitStack, contextmanager
@@ -39,7 +45,7 @@ from tasks._steps import run_logger
 
 __all__ = ["BUSY_LINE", "CONCURRENCY_LIMIT", "LOCK", "SLOT_LOCK", "WritesBusy", "acquire_writes_lock", "busy_line",
            "cluster_writes", "ensure_concurrency_limit", "enter_concurrency_slot", "release_writes_lock",
-           "store_and_writer"]
+           "store_and_writer", "writes_lost"]
 
 LOCK = "cluster-writes"
 SLOT_LOCK = "cluster-writes-slot"
@@ -107,6 +113,65 @@ def acquire_writes_lock(settings: GpuaasSettings, holder: str, wait_seconds: flo
 def release_writes_lock(settings: GpuaasSettings, holder: str) -> None:
     with open_store(settings) as store:
         store.release_lock(LOCK, holder)
+
+
+class _LockRenewal:
+    """Renew ``holder``'s store lock every third of its lease until stopped; ``lost`` says why it may not
+    write once a renewal found the lock no longer its own (a failed renewal is retried: the lease has
+    two more thirds to run)."""
+
+    def __init__(self, settings: GpuaasSettings, holder: str) -> None:
+        self._settings, self._holder = settings, holder
+        self._ttl = timedelta(seconds=settings.writes_lease_seconds)
+        self._stop = threading.Event()
+        self.lost: str | None = None
+        self._valid_until = time.monotonic() + self._ttl.total_seconds()  # the lock was just taken
+        self._thread = threading.Thread(target=self._run, name=f"renew-{LOCK}", daemon=True)
+
+    def __enter__(self) -> _LockRenewal:
+        self.renew()  # the lease counts from now, not from whenever the lock was taken
+        _RENEWALS.append(self)
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join()
+        _RENEWALS.remove(self)
+
+    def reason(self) -> str | None:
+        """Why this holder may not write now: the lock was lost, or its lease ran out before a renewal
+        (the process was frozen, the store unreachable), which another run may already have seen."""
+        if self.lost is None and time.monotonic() >= self._valid_until:
+            return f"the {LOCK!r} lock of {self._holder} was not renewed within its lease"
+        return self.lost
+
+    def renew(self) -> None:
+        """One renewal; sets ``lost`` when the lock is no longer this holder's."""
+        try:
+            started = time.monotonic()
+            with open_store(self._settings) as store:
+                if store.renew_lock(LOCK, self._holder, self._ttl):
+                    self._valid_until = started + self._ttl.total_seconds()
+                else:
+                    self.lost = f"the {LOCK!r} lock of {self._holder} expired and may be another run's"
+                    logging.getLogger(__name__).error("no more writes this run: %s", self.lost)
+        except Exception as exc:  # noqa: BLE001 - the store is unreachable: retried at the next third
+            logging.getLogger(__name__).warning("could not renew the %r lock: %s", LOCK, exc)
+
+    def _run(self) -> None:
+        while self.lost is None and not self._stop.wait(self._ttl.total_seconds() / 3):
+            self.renew()
+
+
+_RENEWALS: list[_LockRenewal] = []
+"""The renewals of the writes locks this process holds (one per run in flight)."""
+
+
+def writes_lost() -> str | None:
+    """Why this process may no longer write (a writes lock it held was lost), or None: every cluster
+    writer a task opens asks it before each patch."""
+    return next((why for r in list(_RENEWALS) if (why := r.reason()) is not None), None)
 
 
 def _record_slot(settings: GpuaasSettings, lease_id: UUID, holder: str) -> None:
@@ -196,6 +261,7 @@ def cluster_writes(settings: GpuaasSettings, holder: str) -> Iterator[None]:
             enter_concurrency_slot(held, settings, holder, wait)
         acquire_writes_lock(settings, holder, max(0.0, wait - (time.monotonic() - started)))
         held.callback(release_writes_lock, settings, holder)
+        held.enter_context(_LockRenewal(settings, holder))
         get_run_logger().info("cluster writes held by %s", holder)
         yield
 
@@ -203,7 +269,7 @@ def cluster_writes(settings: GpuaasSettings, holder: str) -> Iterator[None]:
 @contextmanager
 def store_and_writer(settings: GpuaasSettings, **writer_options: Any) -> Iterator[tuple[Store, KubeWriter]]:
     """The audit log and the cluster writer an acting task needs, both closed however the task ends."""
-    with open_store(settings) as store, KubeWriter(settings, **writer_options) as writer:
+    with open_store(settings) as store, KubeWriter(settings, guard=writes_lost, **writer_options) as writer:
         yield store, writer
         missed = writer.unrecorded_events
         if missed:  # the writes stand: an Event is best effort, as Kubernetes' own are

@@ -15,6 +15,7 @@ of ``v1beta2``/``v1beta1`` the cluster serves, in the reader's order of preferen
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from typing import Any
 
 from kubernetes import client
@@ -36,8 +37,11 @@ INDEFINITE = (TransientError, MalformedResponse)
 class KubeWriter:
     """GET, LIST and merge-PATCH of the kinds in ``KIND_RESOURCES``."""
 
-    def __init__(self, settings: GpuaasSettings, api_client: client.ApiClient | None = None) -> None:
+    def __init__(self, settings: GpuaasSettings, api_client: client.ApiClient | None = None,
+                 guard: Callable[[], str | None] | None = None) -> None:
         self._own = api_client is None
+        self._guard = guard
+        """Asked before every patch: a reason not to write (the run lost its writes lock), or None."""
         self._api = api_client or make_api_client(settings)
         self._custom = client.CustomObjectsApi(self._api)
         self._timeout = settings.request_timeout_seconds
@@ -103,9 +107,7 @@ class KubeWriter:
     def patch(self, kind: str, namespace: str, name: str, body: dict[str, Any], *,
               version: str | None = None) -> dict[str, Any]:
         """A merge patch; ``body`` should carry ``metadata.resourceVersion`` (409 when it changed)."""
-        if not (body.get("metadata") or {}).get("resourceVersion"):
-            raise KubeAPIError("refusing a patch without a resourceVersion precondition", status=0,
-                               kind=kind, namespace=namespace, name=name, verb="patching")
+        self._may_patch(kind, namespace, name, body)
         return self._call("patching", kind, namespace, name, self._custom.patch_namespaced_custom_object, version,
                           body=body, _content_type=_MERGE_PATCH)
 
@@ -127,11 +129,19 @@ class KubeWriter:
     def patch_cluster_scoped(self, kind: str, name: str, body: dict[str, Any], *,
                              version: str | None = None) -> dict[str, Any]:
         """A merge patch of a cluster-scoped object, with the same resourceVersion precondition."""
-        if not (body.get("metadata") or {}).get("resourceVersion"):
-            raise KubeAPIError("refusing a patch without a resourceVersion precondition", status=0, kind=kind, name=name,
-                               verb="patching")
+        self._may_patch(kind, "", name, body)
         return self._call("patching", kind, "", name, _cluster(self._custom.patch_cluster_custom_object), version,
                           body=body, _content_type=_MERGE_PATCH)
+
+    def _may_patch(self, kind: str, namespace: str, name: str, body: dict[str, Any]) -> None:
+        """Refuse a patch without a resourceVersion precondition, or once the guard says this run may no
+        longer write: a write that races another writer is worse than one not made."""
+        why = None if (body.get("metadata") or {}).get("resourceVersion") else \
+            "refusing a patch without a resourceVersion precondition"
+        if why is None and self._guard is not None and (stop := self._guard()) is not None:
+            why = f"refusing a patch: {stop}"
+        if why is not None:
+            raise KubeAPIError(why, status=0, kind=kind, namespace=namespace or None, name=name, verb="patching")
 
     def record_event(self, obj: dict[str, Any], reason: EventReason, note: str) -> bool:
         """An Event on ``obj`` (``gpuaas.actions._events``) and, for a Kueue Workload, the same on the object that

@@ -418,6 +418,17 @@ class Store:
                 return held is not None and held.holder == holder
         return True
 
+    def renew_lock(self, name: str, holder: str, ttl: timedelta, now: datetime | None = None) -> bool:
+        """Extend ``holder``'s unexpired lock to ``now + ttl``; False when it holds it no longer (expired,
+        released or taken), so a holder learns it lost the lock rather than write on beside another."""
+        now = _as_utc(now or utc_now())
+        with self.session() as session:
+            done = session.execute(update(RunLock).where(col(RunLock.name) == name, col(RunLock.holder) == holder,
+                                                         col(RunLock.expires_at) >= now)
+                                   .values(expires_at=now + ttl))
+            session.commit()
+            return bool(getattr(done, "rowcount", 0))
+
     def lock_holder(self, name: str, now: datetime | None = None) -> str | None:
         """Who holds the named lock unexpired (for the message of a run that has to give up)."""
         now = _as_utc(now or utc_now())

@@ -236,6 +236,47 @@ def test_a_lock_left_by_a_killed_process_is_taken_over_after_its_lease(pointed_a
     assert writes(pointed_at) == before + 2 + (stopped["kind"] == "Workload")
 
 
+def test_a_run_longer_than_its_lease_keeps_the_writes_lock_and_one_that_lost_it_patches_nothing(
+        pointed_at: EmbeddedCluster, prefect_harness: None, monkeypatch: pytest.MonkeyPatch) -> None:
+    from kubernetes import client as k8s
+    from prefect import flow
+
+    from gpuaas.actions import KubeWriter
+    from gpuaas.errors import GpuaasError
+    from tasks.writes import cluster_writes, writes_lost
+
+    monkeypatch.setenv("GPUAAS_WRITES_LEASE_SECONDS", "0.6")
+    settings = load_settings()
+    nowhere = k8s.ApiClient(k8s.Configuration(host="http://127.0.0.1:9"))  # a patch sent would fail otherwise
+
+    @flow
+    def long_run() -> tuple[bool, str | None, str]:
+        with cluster_writes(settings, "reclaim/long"):
+            time.sleep(1.5)  # two and a half leases, renewed every 0.2 s
+            with open_store(settings) as store:
+                kept = not store.acquire_lock(LOCK, "rebalance/next", timedelta(minutes=1))
+                store.release_lock(LOCK, "reclaim/long")  # as if its lease ran out and the next run took it
+                assert store.acquire_lock(LOCK, "rebalance/next", timedelta(minutes=1))
+            time.sleep(0.5)
+            lost = writes_lost()
+            with KubeWriter(settings, api_client=nowhere, guard=writes_lost) as writer:
+                try:
+                    writer.patch("RayCluster", "team-a", "train-7", {"metadata": {"resourceVersion": "7"}})
+                    refused = ""
+                except GpuaasError as exc:
+                    refused = str(exc)
+        return kept, lost, refused
+
+    kept, lost, refused = long_run()
+    assert kept
+    assert lost == "the 'cluster-writes' lock of reclaim/long expired and may be another run's"
+    assert refused.startswith("patching RayCluster team-a/train-7") and "refusing a patch: the 'cluster-writes'" in refused
+    assert writes_lost() is None  # the block is over: nothing of it is left in the process
+    with open_store(settings) as store:
+        assert store.lock_holder(LOCK) == "rebalance/next"  # the run's exit released only its own lock
+        store.release_lock(LOCK, "rebalance/next")
+
+
 HOLD_THE_SLOT_AND_DIE = """
 import os, signal
 from prefect import flow

@@ -165,6 +165,22 @@ def test_run_lock_excludes_a_second_holder_until_expiry(db_url: str) -> None:
     store.close()
 
 
+def test_a_holder_renews_its_lock_and_learns_when_it_is_no_longer_its_own(db_url: str) -> None:
+    store = Store(db_url)
+    now = datetime(2026, 11, 29, 2, 0, tzinfo=UTC)
+    ttl = timedelta(minutes=10)
+    assert store.acquire_lock("cluster-writes", "reclaim/run-1", ttl, now=now)
+    assert store.renew_lock("cluster-writes", "reclaim/run-1", ttl, now=now + timedelta(minutes=8))
+    # renewed: past the first lease another run is still refused
+    assert not store.acquire_lock("cluster-writes", "rebalance/run-9", ttl, now=now + timedelta(minutes=12))
+    assert not store.renew_lock("cluster-writes", "rebalance/run-9", ttl, now=now + timedelta(minutes=12))
+    # a renewal after the lease ran out is refused, and the next run takes the lock
+    assert not store.renew_lock("cluster-writes", "reclaim/run-1", ttl, now=now + timedelta(minutes=19))
+    assert store.acquire_lock("cluster-writes", "rebalance/run-9", ttl, now=now + timedelta(minutes=19))
+    assert not store.renew_lock("cluster-writes", "reclaim/run-1", ttl, now=now + timedelta(minutes=19))
+    store.close()
+
+
 def test_unreachable_database_is_a_store_error(tmp_path: Path) -> None:
     from gpuaas.errors import StoreError
 

@@ -2,7 +2,7 @@
 
 ``make test`` runs the smoke set so that a benchmark cannot rot, and it has to add under a minute to
 the suite. Run one process per benchmark, as a full ``make bench`` does, the set spent most of its
-time importing Prefect, pandas and gpuaas seventeen times and starting a PostgreSQL and a Prefect
+time importing Prefect, pandas and gpuaas once per benchmark and starting a PostgreSQL and a Prefect
 server per benchmark. Here the imports happen once, and PostgreSQL (``GPUAAS_TEST_POSTGRES_URL``) and
 a Prefect server (``PREFECT_API_URL``) are started once for the whole set, unless the caller (the
 test suite) already runs them. Each benchmark still runs its own ``main`` with ``--smoke``: its real

@@ -8,7 +8,7 @@ by reason, the e2e latency histogram). Then reads the report window with the pro
 time. ``python -m bench.bench_cost_report [GPUS] [DAYS] [STEP_S] [SERVICES] [--smoke]``; the default is
 2,000 GPUs, 30 days, hourly samples, 50 services (``--smoke``: 16 GPUs, 1 day, 2 services); 16,000 GPUs
 x 30 days (18 M samples) backfills in ~10 min on the 2-core development machine, then reads in at most
-9 queries whatever the size.
+12 queries whatever the size.
 """
 
 from __future__ import annotations

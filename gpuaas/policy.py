@@ -281,7 +281,7 @@ class RebalancePolicy(_Model):
     min_history_days: Annotated[float, Field(ge=0, le=366)] = 1
     """Less history than this: planned from what there is, said so, and at most one step moved in all."""
     manage_limits: bool = False
-    """Move lendingLimit with nominalQuota and borrowingLimit against it (see README, Rebalance)."""
+    """Move lendingLimit with nominalQuota and borrowingLimit against it (see docs/flows/rebalance.md)."""
     cohorts: list[str] = Field(default_factory=list)
     """Cohorts to rebalance; empty means every cohort."""
 

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from gpuaas.cli._reference import REFERENCE_DIR, cli_reference, configuration_reference
+from gpuaas.cli._reference import OTHER_VARIABLES, REFERENCE_DIR, cli_reference, configuration_reference
 
 ROOT = Path(__file__).resolve().parents[1]
 DOCS = [ROOT / "README.md", ROOT / "CHANGELOG.md", *sorted((ROOT / "docs").rglob("*.md"))]
@@ -22,6 +22,35 @@ def test_references_match_the_code(page: str, render: object) -> None:
     assert callable(render)
     committed = (REFERENCE_DIR / page).read_text(encoding="utf-8")
     assert committed == render(), f"docs/reference/{page} drifted: run .venv/bin/python -m gpuaas.cli._reference"
+
+
+def _variables_named(paths: list[Path]) -> dict[str, Path]:
+    """Every ``GPUAAS_*`` name written in these files (a name ending in ``_`` is a prefix), with one file naming it."""
+    found: dict[str, Path] = {}
+    for path in paths:
+        if path.is_file() and "__pycache__" not in path.parts:
+            for name in re.findall(r"GPUAAS_[A-Z0-9_]+", path.read_text(encoding="utf-8", errors="replace")):
+                found.setdefault(name, path)
+    return found
+
+
+def test_every_environment_variable_is_in_the_configuration_reference() -> None:
+    """A ``GPUAAS_*`` variable named anywhere in the shipped code, deployments or docs is in the generated
+    reference: a setting through ``GpuaasSettings``, any other through ``OTHER_VARIABLES``. The tests' own
+    knobs (``tests/``) are not a user's configuration and are not searched."""
+    page = (REFERENCE_DIR / "configuration.md").read_text(encoding="utf-8")
+    documented = set(re.findall(r"^\| `(GPUAAS_[^`]+)`", page, re.MULTILINE))
+    assert {name for name, *_ in OTHER_VARIABLES} <= documented
+    families = [name.split("<")[0] for name in documented if "<" in name]  # GPUAAS_ENDPOINT_<NAMESPACE>_<NAME>
+    paths = [p for d in ("gpuaas", "flows", "tasks", "reports", "bench", "deployments", "examples", "tools", "docs")
+             for p in (ROOT / d).rglob("*") if REFERENCE_DIR not in p.parents]
+    paths += [ROOT / "README.md", ROOT / "prefect.yaml", ROOT / "Makefile", ROOT / "pyproject.toml"]
+    missing = [f"{name} ({path.relative_to(ROOT)})" for name, path in sorted(_variables_named(paths).items())
+               if name not in documented and not name.startswith(tuple(families))
+               and not (name.endswith("_") and any(d.startswith(name) for d in documented))]
+    assert not missing, (f"not in docs/reference/configuration.md: {missing}; a variable read outside the settings "
+                         "goes into gpuaas.cli._reference.OTHER_VARIABLES, then run .venv/bin/python -m "
+                         "gpuaas.cli._reference")
 
 
 def test_the_readme_is_short_and_starts_with_what_and_for_whom() -> None:

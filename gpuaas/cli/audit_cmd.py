@@ -115,7 +115,7 @@ def list_(
         "the kind in any case. Finds a reclaim by the object it wrote (its Workload) or by the owner it stopped, "
         "as gpuaas reclaim names it, and the rows that undo it."))] = None,
     limit: Annotated[int, typer.Option(min=1, help="At most this many rows (newest kept).")] = 200,
-    format: Annotated[OutputFormat, typer.Option("--format")] = OutputFormat.table,
+    format: Annotated[OutputFormat, typer.Option("--format", help="Output format.")] = OutputFormat.table,
 ) -> None:
     """List audit entries, oldest first (an incident window: --since 2026-11-29T02:00 --until 2026-11-29T03:00)."""
     since_at, until_at = _window(since, until)

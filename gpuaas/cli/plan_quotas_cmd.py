@@ -1,6 +1,6 @@
 """``gpuaas plan quotas FILE``: the quota planner on a hand-written problem, no cluster needed.
 
-The file holds the limits and the queues (see README, "Rebalance"); the output is the plan
+The file holds the limits and the queues (see docs/flows/rebalance.md); the output is the plan
 ``plan_quotas`` returns, every queue and flavor included. Bad input is one line naming the
 file, the field and the queue, exit 1.
 """

@@ -103,12 +103,12 @@ def _num(value: Any) -> float | None:
     can be $0.0002, and a count of 12,345,678 requests or 123,456.78 GPU-hours must stay whole."""
     if value is None:
         return None
-    value = float(value)
-    if math.isnan(value):
+    number = float(value)
+    if math.isnan(number):
         return None
-    if value == 0.0 or math.isinf(value):
-        return value
-    return round(value, max(2, 5 - math.floor(math.log10(abs(value)))))
+    if number == 0.0 or math.isinf(number):
+        return number
+    return round(number, max(2, 5 - math.floor(math.log10(abs(number)))))
 
 
 def _cents(value: Any) -> float | None:
@@ -116,8 +116,8 @@ def _cents(value: Any) -> float | None:
     when shown would print $630.01 in a table and $630.02 in the note about the same tenant."""
     if value is None:
         return None
-    value = float(value)
-    return None if math.isnan(value) else round(value, 2)
+    number = float(value)
+    return None if math.isnan(number) else round(number, 2)
 
 
 def _owner(services: list[ServiceOutcome], namespace: str, name: str) -> str | None:

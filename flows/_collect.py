@@ -15,6 +15,7 @@ import time
 from datetime import UTC, datetime
 from typing import Any
 
+from gpuaas.instant import as_utc
 from gpuaas.operations import collect as operation
 from gpuaas.settings import GpuaasSettings, load_settings
 from gpuaas.sources.bulk import collector_paused
@@ -30,7 +31,7 @@ def collect_snapshot(at: datetime | None = None) -> dict[str, Any]:
     """Collect, store and publish one snapshot; returns its summary (with ``snapshot_id`` and ``headline``)."""
     logger = run_logger()
     settings = load_settings()
-    now = at or datetime.now(UTC)
+    now = as_utc(at) if at is not None else datetime.now(UTC)  # called without Prefect's parameter validation too
     windows = operation.windows(settings)
 
     started = time.monotonic()

@@ -7,18 +7,18 @@ state message.
 
 from __future__ import annotations
 
-from datetime import datetime
 from typing import Any
 
 from prefect import flow
 
 from flows._collect import collect_snapshot
+from flows._instant import UtcInstant
 from flows._outcome import finished
 from tasks.notify import NOTIFY_HOOKS
 
 
 @flow(name="collect", log_prints=False, **NOTIFY_HOOKS)
-def collect(at: datetime | None = None) -> dict[str, Any]:
+def collect(at: UtcInstant | None = None) -> dict[str, Any]:
     """Collect, store and publish one snapshot; returns its summary (with ``snapshot_id``).
 
     Args:

@@ -16,6 +16,7 @@ from typing import Any
 
 from prefect import flow, get_run_logger
 
+from flows._instant import UtcInstant
 from flows._outcome import finished
 from gpuaas.quantity import parse_window
 from gpuaas.settings import load_settings
@@ -27,7 +28,7 @@ from tasks.notify import NOTIFY_HOOKS
 
 
 @flow(name="cost_report", log_prints=False, **NOTIFY_HOOKS)
-def cost_report(window: str = "1d", at: datetime | None = None, compare: bool = True,
+def cost_report(window: str = "1d", at: UtcInstant | None = None, compare: bool = True,
                 html: bool = True) -> dict[str, Any]:
     """Cost per verified outcome over ``window`` ending at ``at`` (default now); returns the JSON document."""
     logger = get_run_logger()

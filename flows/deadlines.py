@@ -20,6 +20,7 @@ from typing import Any
 
 from prefect import flow, get_run_logger
 
+from flows._instant import UtcInstant, decision_instant
 from flows._outcome import busy_outcome, finished, freeze_dict
 from flows._snapshot import snapshot_for
 from gpuaas.actions import new_holder
@@ -43,13 +44,13 @@ from tasks.writes import cluster_writes as _writes_lock  # the Prefect slot + st
 
 
 @flow(name="deadlines", log_prints=False, **NOTIFY_HOOKS)
-def deadlines(apply: bool = False, at: datetime | None = None, nudge: bool = True,
+def deadlines(apply: bool = False, at: UtcInstant | None = None, nudge: bool = True,
               undo: list[int] | None = None, snapshot_id: int | None = None) -> dict[str, Any]:
     """Plan deadlines once; returns ``{"snapshot_id", "pools", "pushed_samples", "mode", "released", "nudges"}``.
 
     Args:
         apply: Write the holds the plan proves and the demotions of lost deadlines (off: dry-run, plan and audit only); a change freeze of the policy still holds it back.
-        at: Plan at this instant instead of now (empty: now).
+        at: Plan at this instant instead of now (empty: now; UTC unless it carries an offset). An apply run refuses one further than collect.max_staleness_seconds from now.
         nudge: Decide holds and demotions and release due ones (off: plan only, write nothing).
         undo: Audit ids of earlier holds or demotions to release instead of planning; nothing else runs.
         snapshot_id: Plan on this collect's snapshot instead of collecting again (empty: collect); refused when it was taken further than collect.max_staleness_seconds from the planned instant.
@@ -63,10 +64,12 @@ def deadlines(apply: bool = False, at: datetime | None = None, nudge: bool = Tru
                 return {"undo": nudge_dicts(undo_deadline_holds(settings, list(undo)).nudges)}
         except WritesBusy as busy:
             return busy_outcome({"undo": []}, busy)
-    mode, frozen = settings.policy.run_mode(WritingFlow.deadlines, apply, datetime.now(UTC))
+    wall_clock = datetime.now(UTC)
+    mode, frozen = settings.policy.run_mode(WritingFlow.deadlines, apply, wall_clock)
     if frozen:
         logger.warning("%s: dry-run, no hold or demotion written (due releases still are)", frozen)
-    now = at or datetime.now(UTC)
+    # before the releases too: an apply run far from now writes nothing; a plan alone (nudge off) writes nothing at all
+    now = decision_instant(at, mode if nudge else Mode.dry_run, settings.policy, wall_clock)
     released = release_due_holds(settings, now) if nudge else DeadlinesResult()
     if released.nudges:
         logger.info("release: %d held Workloads due", len(released.nudges))

@@ -20,6 +20,7 @@ from typing import Any
 import pandas as pd
 from prefect import flow, get_run_logger
 
+from flows._instant import UtcInstant, decision_instant
 from flows._outcome import busy_outcome, failed, finished, freeze_dict
 from flows._snapshot import snapshot_for
 from gpuaas.actions import new_holder
@@ -69,22 +70,25 @@ def _plan(settings: GpuaasSettings, now: datetime, cohort: str | None, window_da
 
 @flow(name="rebalance", log_prints=False, **NOTIFY_HOOKS)
 def rebalance(apply: bool = False, cohort: str | None = None, history_days: float | None = None,
-              at: datetime | None = None, snapshot_id: int | None = None) -> dict[str, Any]:
+              at: UtcInstant | None = None, snapshot_id: int | None = None) -> dict[str, Any]:
     """Rebalance once; returns ``{"mode", "snapshot_id", "degraded", "cohorts": [...]}``.
 
     ``apply`` is the operator's explicit choice for this run (overrides a dry-run policy, not a change freeze; every
     limit still holds); ``cohort`` limits the run to one cohort; ``history_days`` overrides the
     policy's ``usage_lookback_days``; ``snapshot_id`` plans on that collect's snapshot instead of
     collecting again (refused when taken further than ``collect.max_staleness_seconds`` from the
-    planned instant; a re-plan after a concurrent quota edit always collects afresh).
+    planned instant; a re-plan after a concurrent quota edit always collects afresh); ``at`` plans at that
+    instant instead of now (UTC unless it carries an offset), which an apply run refuses further than
+    ``collect.max_staleness_seconds`` from now.
     """
     logger = get_run_logger()
     settings = load_settings()
-    mode, frozen = settings.policy.run_mode(WritingFlow.rebalance, apply, datetime.now(UTC))
+    wall_clock = datetime.now(UTC)
+    mode, frozen = settings.policy.run_mode(WritingFlow.rebalance, apply, wall_clock)
     if frozen:
         logger.warning("%s: dry-run, nothing written", frozen)
     window = history_window(history_days, settings.policy)
-    now = at or datetime.now(UTC)
+    now = decision_instant(at, mode, settings.policy, wall_clock)
     holder = new_holder("rebalance")
 
     try:

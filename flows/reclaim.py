@@ -29,6 +29,7 @@ from typing import Any
 import pandas as pd
 from prefect import flow, get_run_logger
 
+from flows._instant import UtcInstant, decision_instant
 from flows._outcome import busy_outcome, failed, finished, freeze_dict
 from flows._snapshot import snapshot_for
 from gpuaas.actions import new_holder
@@ -55,7 +56,7 @@ from tasks.writes import WritesBusy, cluster_writes
 
 
 @flow(name="reclaim", log_prints=False, **NOTIFY_HOOKS)
-def reclaim(apply: bool = False, at: datetime | None = None, undo: list[int] | None = None,
+def reclaim(apply: bool = False, at: UtcInstant | None = None, undo: list[int] | None = None,
             snapshot_id: int | None = None) -> dict[str, Any]:
     """Reclaim idle GPUs once; returns ``{"mode", "snapshot_id", "decisions": [...]}``.
 
@@ -64,7 +65,7 @@ def reclaim(apply: bool = False, at: datetime | None = None, undo: list[int] | N
 
     Args:
         apply: Stop the idle workloads found (off: dry-run, only decide and audit). The policy's max_actions_per_run cap and change freezes still hold.
-        at: Judge the telemetry window ending at this instant instead of now (empty: now); the same window twice acts once.
+        at: Judge the telemetry window ending at this instant instead of now (empty: now; UTC unless it carries an offset); the same window twice acts once. An apply run refuses one further than collect.max_staleness_seconds from now.
         undo: Audit ids of earlier reclaims, quota plans or deadline holds to restore instead of reclaiming (see `gpuaas audit list`); nothing else runs.
         snapshot_id: Judge this collect's snapshot instead of collecting again (empty: collect); refused when it was taken further than collect.max_staleness_seconds from the judged instant.
     """
@@ -81,10 +82,11 @@ def reclaim(apply: bool = False, at: datetime | None = None, undo: list[int] | N
             logger.info("undo #%s %s: %s %s", r.audit_id, r.subject, r.result, r.message)
         return finished({"undo": [asdict(r) for r in restores]}, undo_headline(restores))
 
-    mode, frozen = settings.policy.run_mode(WritingFlow.reclaim, apply, datetime.now(UTC))
+    wall_clock = datetime.now(UTC)
+    mode, frozen = settings.policy.run_mode(WritingFlow.reclaim, apply, wall_clock)
     if frozen:
         logger.warning("%s: dry-run, nothing written", frozen)
-    now = at or datetime.now(UTC)
+    now = decision_instant(at, mode, settings.policy, wall_clock)
     cap = settings.policy.reclaim.max_actions_per_run
     try:
         with cluster_writes(settings, holder) if mode is Mode.apply else nullcontext(), \

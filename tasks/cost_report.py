@@ -5,6 +5,7 @@ from __future__ import annotations
 from datetime import datetime
 from pathlib import Path
 
+from gpuaas.instant import utc_stamp
 from gpuaas.operations import cost_report as operation
 from gpuaas.policies.cost import CostReport
 from gpuaas.pushgateway import push_metrics
@@ -42,7 +43,7 @@ def write_html_report(settings: GpuaasSettings, report: CostReport, previous: Co
     """The self-contained page under ``reports_dir``; a new file per window end, written atomically."""
     folder = Path(settings.reports_dir)
     folder.mkdir(parents=True, exist_ok=True)
-    path = folder / f"cost-report-{report.end:%Y%m%dT%H%M%SZ}-{int(report.window_s)}s.html"
+    path = folder / f"cost-report-{utc_stamp(report.end, '%Y%m%dT%H%M%SZ')}-{int(report.window_s)}s.html"
     tmp = path.with_suffix(".html.tmp")
     tmp.write_text(render_html(report, previous), encoding="utf-8")
     tmp.replace(path)

@@ -32,6 +32,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
+from gpuaas.instant import utc_stamp
 from gpuaas.models import ELASTIC_ANNOTATION
 
 __all__ = [
@@ -189,8 +190,7 @@ def stop_plan(kind: str, obj: dict[str, Any], free: str, now: datetime) -> StopP
             return StopPlan("min-replicas-zero", "compute", (field(("spec", "predictor", "minReplicas"), 0),))
         return StopPlan("stop-annotation", "quota", (field(("metadata", "annotations", KSERVE_STOP), "true"),))
     if kind == "Notebook":
-        stamp = now.strftime("%Y-%m-%dT%H:%M:%SZ")
-        return StopPlan("stop-annotation", "quota", (field(("metadata", "annotations", NOTEBOOK_STOP), stamp),))
+        return StopPlan("stop-annotation", "quota", (field(("metadata", "annotations", NOTEBOOK_STOP), utc_stamp(now)),))
     if kind in ("Deployment", "StatefulSet"):
         return StopPlan("replicas-to-zero", "quota", (field(("spec", "replicas"), 0),))
     raise ValueError(f"gpuaas does not know how to stop a {kind}")

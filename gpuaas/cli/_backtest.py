@@ -16,6 +16,7 @@ import pandas as pd
 from gpuaas.cli._common import OutputFormat, err_console, print_json, print_table
 from gpuaas.errors import ConfigError
 from gpuaas.idle_history import read_fleet_history
+from gpuaas.instant import utc_stamp
 from gpuaas.policies.analysis import (
     CalibrationEvidence,
     FrontierRow,
@@ -43,7 +44,7 @@ def fleet_history(settings: GpuaasSettings, start: datetime, end: datetime, *, n
 
     A pod gpuaas cannot link to a Workload (gone, or not Kueue's) counts as one GPU."""
     if end <= start:
-        raise ConfigError(f"--since must be in the past (got {start:%Y-%m-%dT%H:%M:%SZ})", field="--since")
+        raise ConfigError(f"--since must be in the past (got {utc_stamp(start)})", field="--since")
     reading, links = read_fleet_history(settings, start, end, thresholds_pct=[threshold_pct],
                                         namespaces=namespaces, chunk_s=chunk_hours * 3600.0, progress=_progress)
     stream = reading.stream

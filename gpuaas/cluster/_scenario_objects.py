@@ -13,6 +13,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from gpuaas.cluster._scenario_models import NodePool, Scenario, Tenant, WorkloadKind, WorkloadSpec
+from gpuaas.instant import utc_stamp
 
 __all__ = [
     "DEADLINE_ANNOTATION",
@@ -38,7 +39,7 @@ SLO_ANNOTATION = "gpuaas.io/latency-slo-seconds"
 
 
 def rfc3339(value: datetime) -> str:
-    return value.strftime("%Y-%m-%dT%H:%M:%SZ")
+    return utc_stamp(value)
 
 
 def node_names(pool: NodePool) -> list[str]:

@@ -27,6 +27,7 @@ from gpuaas.cluster._http_server import EmbeddedHTTPServer
 from gpuaas.cluster._opencost_ledger import Accumulator, AllocationKey, CostLedger
 from gpuaas.cluster._scenario_objects import node_names
 from gpuaas.cluster.scenario import Scenario
+from gpuaas.instant import utc_stamp
 
 __all__ = [
     "AllocationKey",
@@ -124,7 +125,7 @@ def _render(name: str, acc: Accumulator, window: tuple[datetime, datetime]) -> d
     out: dict[str, Any] = {
         "name": name,
         "properties": acc.properties or {},
-        "window": {"start": window[0].strftime("%Y-%m-%dT%H:%M:%SZ"), "end": window[1].strftime("%Y-%m-%dT%H:%M:%SZ")},
+        "window": {"start": utc_stamp(window[0]), "end": utc_stamp(window[1])},
         "start": iso(acc.start), "end": iso(acc.end),
         "minutes": _round(hours * 60),
         "cpuCores": _round(cpu_cores), "cpuCoreRequestAverage": _round(cpu_cores),

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
 import pandas as pd
@@ -130,12 +130,18 @@ def history_window(history_days: float | None, policy: Policy) -> float:
 
 def read_audit_view(store: Store, policy: Policy, now: datetime) -> RebalanceAuditView:
     """The quota moves gpuaas made within ``no_reversal_days`` before ``now``, net per queue and flavor, and
-    those of the last 24 hours, gross."""
+    those of the last 24 hours, gross.
+
+    The windows end at the wall clock when ``now`` is later: the log holds no move after it, and a window
+    that started later would leave out the moves made today, so a run given a future instant would find the
+    whole daily cap and no move to keep from reversing (the windows have no upper end: a past ``now``
+    counts every move since, never fewer)."""
     from gpuaas.actions.quotas import quota_moved_since, recent_quota_changes
 
-    since = now - timedelta(days=policy.rebalance.no_reversal_days)
+    end = min(now, datetime.now(UTC))
+    since = end - timedelta(days=policy.rebalance.no_reversal_days)
     return RebalanceAuditView(recent_change=recent_quota_changes(store, since),
-                              moved_24h=quota_moved_since(store, now - DAY))
+                              moved_24h=quota_moved_since(store, end - DAY))
 
 
 def degraded_reason(snapshot: Snapshot, history_error: str | None = None) -> str | None:

@@ -11,13 +11,14 @@ from __future__ import annotations
 
 import copy
 import json
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta, timezone
 from typing import Any
 
 from hypothesis import given
 from hypothesis import strategies as st
 
 from gpuaas.actions._patches import (
+    NOTEBOOK_STOP,
     RECLAIMED_ANNOTATION,
     differences,
     left_by_stop,
@@ -114,3 +115,13 @@ def test_a_later_change_to_a_restored_field_is_named_with_its_value(
         expected = f"spec.workerGroupSpecs[{group['groupName']}].replicas is 5 (the reclaim left 0)"
     found = differences(left, changed, "the reclaim left")
     assert len(found) == 1 and found[0].startswith(expected), found
+
+
+def test_a_notebooks_stop_stamp_is_the_instant_in_utc_whatever_its_offset() -> None:
+    """Kubeflow reads the annotation as UTC (``Z``): 12:00+02:00 is stamped 10:00Z, as 10:00Z itself is."""
+    obj = {"kind": "Notebook", "metadata": {"name": "nb", "namespace": "team-a", "uid": "u-1", "resourceVersion": "5"},
+           "spec": {}}
+    east = datetime(2026, 3, 1, 12, 0, tzinfo=timezone(timedelta(hours=2)))
+    for when in (east, NOW - timedelta(hours=2)):
+        [(path, _, stamp)] = stop_plan("Notebook", obj, "quota", when).fields
+        assert path == ("metadata", "annotations", NOTEBOOK_STOP) and stamp == "2026-03-01T10:00:00Z"

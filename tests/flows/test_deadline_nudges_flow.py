@@ -184,3 +184,24 @@ def test_a_tenants_change_freeze_holds_none_of_its_workloads(
     assert held_back and {(n["result"], n["reason"]) for n in held_back} == {
         ("skipped", f"held back by the change freeze launch of tenant forecast until {wall + timedelta(hours=1):%Y-%m-%d %H:%M} UTC")}
     assert not _held(cluster) and writes(cluster) == before
+
+
+def test_apply_refuses_an_at_far_from_now_before_it_releases_or_holds(pointed_at: EmbeddedCluster,
+                                                                      prefect_harness: None) -> None:
+    """Two hours ahead the hold below is due, and two hours back a new hold's release time is already past:
+    either way an apply run would write to the live Workloads for another instant. Refused before the
+    releases too; a plan alone (nudge off) writes nothing and may look at either."""
+    from flows.deadlines import deadlines
+
+    now = pointed_at.clock.now()
+    [applied] = [n for n in _run(apply=True, at=now)["nudges"] if n["result"] == "applied"]
+    held = _held(pointed_at)
+    before = writes(pointed_at)
+    for at in (now + timedelta(hours=2), now - timedelta(hours=2)):
+        state = deadlines(apply=True, at=at, return_state=True)
+        assert state.is_failed()
+        assert "at: " in str(state.message) and "collect.max_staleness_seconds" in str(state.message)
+        assert _run(apply=True, at=at, nudge=False)["nudges"] == []
+    assert writes(pointed_at) == before and _held(pointed_at) == held
+    assert _run(undo=[applied["audit_id"]])["undo"][0]["result"] == "released"  # leaves no hold behind
+    assert not _held(pointed_at)

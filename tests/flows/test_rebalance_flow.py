@@ -257,3 +257,57 @@ def test_a_misspelt_cohort_or_an_endless_history_is_refused_by_name(pointed_at: 
     endless = runner.invoke(app, ["rebalance", "--history-days", "100000"])
     assert endless.exit_code == 2 and "--history-days" in endless.stderr and "366" in endless.stderr
     assert quotas(pointed_at) == NOMINAL
+
+
+def test_an_at_without_a_zone_plans_as_utc_through_prefect_and_the_command_lines_direct_run(
+        pointed_at: EmbeddedCluster, prefect_harness: None) -> None:
+    from flows.direct import direct_runs
+    from flows.rebalance import rebalance
+
+    at = pointed_at.clock.now()
+    aware = rebalance(at=at, return_state=True)
+    assert aware.is_completed(), aware.message
+    naive = rebalance(at=at.replace(tzinfo=None), return_state=True)
+    assert naive.is_completed(), naive.message
+    with direct_runs():
+        direct = rebalance(at=at.replace(tzinfo=None), return_state=True)
+    assert direct.is_completed(), direct.message
+    planned = [c["changes"] for c in aware.result()["cohorts"]]
+    assert [c["changes"] for c in naive.result()["cohorts"]] == planned
+    assert [c["changes"] for c in direct.result()["cohorts"]] == planned
+    assert quotas(pointed_at) == NOMINAL
+
+
+def test_the_days_cap_holds_for_a_run_given_a_later_at_and_apply_refuses_it(pointed_at: EmbeddedCluster,
+                                                                             prefect_harness: None) -> None:
+    """A plan applied now; a run told it is 25 hours later (its 24 hours would start after the plan) still counts it:
+    the day's step is spent. Only a dry-run may look there: an apply run for another instant than now is refused
+    and writes nothing."""
+    from flows.rebalance import rebalance
+
+    first = runner.invoke(app, ["rebalance", "--apply", "--cohort", "c", "--format", "json"])
+    assert first.exit_code == 0, first.output
+    [c] = json.loads(first.stdout)["cohorts"]
+    assert c["result"] == "applied" and quotas(pointed_at)["team-b-cq"] == 8
+    moved = quotas(pointed_at)
+    later = datetime.now(UTC) + timedelta(hours=25)
+
+    looked = rebalance(at=later, cohort="c", return_state=True)
+    assert looked.is_completed(), looked.message
+    [c2] = looked.result()["cohorts"]
+    assert c2["moved_gpus"] == 0
+    assert any("4 GPUs of quota already moved in this cohort in the last 24 hours" in n for n in c2["notes"])
+
+    store = open_store(load_settings())
+    try:
+        rows = len(store.audit(flow="rebalance", limit=None))
+        for at in (later, datetime.now(UTC) - timedelta(days=1)):
+            refused = rebalance(apply=True, at=at, cohort="c", return_state=True)
+            assert refused.is_failed()
+            assert "at: " in str(refused.message) and "collect.max_staleness_seconds" in str(refused.message)
+        assert len(store.audit(flow="rebalance", limit=None)) == rows
+    finally:
+        store.close()
+    assert quotas(pointed_at) == moved
+    assert runner.invoke(app, ["undo", str(c["plan_id"])]).exit_code == 0
+    assert quotas(pointed_at) == NOMINAL

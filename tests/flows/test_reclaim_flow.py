@@ -9,7 +9,7 @@ same window again acts on no object twice; ``undo=[ids]`` restores, and again is
 from __future__ import annotations
 
 import json
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any
 
@@ -305,5 +305,40 @@ def test_the_writes_lock_is_released_when_a_run_fails(pointed_at: EmbeddedCluste
         assert failed.is_failed()
         assert store.acquire_lock(LOCK, "probe", timedelta(minutes=5))
         store.release_lock(LOCK, "probe")
+    finally:
+        store.close()
+
+
+def test_an_at_without_a_zone_or_with_an_offset_is_the_same_instant_in_utc(
+        cluster: EmbeddedCluster, tmp_path: Path, prefect_harness: None, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The same window given naive (read as UTC) or as +02:00 decides as given in UTC: the same idempotency keys,
+    so each finds every decision the first run planned already made (no cap in the way: all it may plan)."""
+    point_at(cluster, monkeypatch, data_dir=tmp_path / "data",
+             policy_file=write_policy(tmp_path / "policy.yaml", max_actions_per_run=50))
+    at = _at(cluster)
+    before = writes(cluster)
+    planned = {d["name"]: d["audit_id"] for d in _run(at=at)["decisions"] if d["result"] == "planned"}
+    assert planned
+    for same in (at.replace(tzinfo=None), at.astimezone(timezone(timedelta(hours=2)))):
+        again = {d["name"]: (d["result"], d["reason"]) for d in _run(at=same)["decisions"] if d["name"] in planned}
+        assert again == {name: ("skipped", f"already decided for this window (audit #{audit_id})")
+                         for name, audit_id in planned.items()}
+    assert writes(cluster) == before
+
+
+@pytest.mark.parametrize("apart", [timedelta(hours=20), -timedelta(days=1)])
+def test_apply_refuses_an_at_far_from_now_and_writes_nothing(pointed_at: EmbeddedCluster, prefect_harness: None,
+                                                             apart: timedelta) -> None:
+    """An apply run writes to the live objects now: evidence of another instant is refused, in either direction."""
+    from flows.reclaim import reclaim
+
+    store = open_store(load_settings())
+    try:
+        rows = len(store.audit(flow="reclaim", limit=None))
+        before = writes(pointed_at)
+        state = reclaim(apply=True, at=_at(pointed_at) + apart, return_state=True)
+        assert state.is_failed()
+        assert "at: " in str(state.message) and "collect.max_staleness_seconds" in str(state.message)
+        assert writes(pointed_at) == before and len(store.audit(flow="reclaim", limit=None)) == rows
     finally:
         store.close()

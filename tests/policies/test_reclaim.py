@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 from dataclasses import replace
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta, timezone
 from typing import Any
 
 import pandas as pd
 
 from gpuaas.models import Snapshot, SourceStatus
-from gpuaas.policies.reclaim import finalize_decisions, find_idle, plan_reclaim
+from gpuaas.policies.reclaim import finalize_decisions, find_idle, plan_reclaim, reclaim_key
 from gpuaas.policy import Mode, Policy
 from tests.policies.test_idle import NOW, workload
 
@@ -140,3 +140,11 @@ def test_an_object_restored_inside_its_window_is_not_reclaimed_again() -> None:
     assert recent[0].outcome == "skipped" and "audit #9" in recent[0].reason
     older = finalize_decisions([d], {}, cap=5, restored={key: (9, NOW - pd.Timedelta(minutes=31))}, now=NOW)
     assert older[0].outcome == "planned"
+
+
+def test_one_window_end_is_one_key_whatever_its_offset() -> None:
+    """12:00+02:00 and 10:00Z are one instant: one decision, so a rerun given either acts once."""
+    east = datetime(2026, 3, 1, 12, 0, tzinfo=timezone(timedelta(hours=2)))
+    keys = {reclaim_key("apply", "Notebook", "team-a", "nb", "u-1", end)
+            for end in (east, datetime(2026, 3, 1, 10, 0, tzinfo=UTC), pd.Timestamp("2026-03-01T10:00:00Z"))}
+    assert keys == {"reclaim/apply/Notebook/team-a/nb/u-1/2026-03-01T10:00:00Z"}

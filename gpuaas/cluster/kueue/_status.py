@@ -9,11 +9,13 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
+from gpuaas.instant import utc_stamp
+
 __all__ = ["condition", "rfc3339", "set_condition", "state_conditions"]
 
 
 def rfc3339(moment: datetime) -> str:
-    return moment.strftime("%Y-%m-%dT%H:%M:%SZ")
+    return utc_stamp(moment)
 
 
 def condition(conditions: list[dict[str, Any]], kind: str) -> dict[str, Any] | None:

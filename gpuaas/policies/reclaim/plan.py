@@ -39,6 +39,7 @@ from typing import Any, cast
 import numpy as np
 import pandas as pd
 
+from gpuaas.instant import utc_stamp
 from gpuaas.models import Outcome, Snapshot
 from gpuaas.phrases import verdict_phrase
 from gpuaas.policies.reclaim.opt_out import is_opted_out
@@ -107,8 +108,8 @@ class Decision:
 
 
 def reclaim_key(mode: str, kind: str, namespace: str, name: str, uid: str | None, window_end: datetime) -> str:
-    """Same mode, object and window: same decision."""
-    return f"reclaim/{mode}/{kind}/{namespace}/{name}/{uid or '-'}/{window_end.strftime('%Y-%m-%dT%H:%M:%SZ')}"
+    """Same mode, object and window: same decision (the window's end in UTC: one instant, one key, whatever its offset)."""
+    return f"reclaim/{mode}/{kind}/{namespace}/{name}/{uid or '-'}/{utc_stamp(window_end)}"
 
 
 def snapshot_problem(snapshot: Snapshot, max_staleness_seconds: float,

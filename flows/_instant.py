@@ -1,0 +1,55 @@
+"""The instant a flow run decides for: its ``at`` parameter, read as UTC, and how far from now a writing run may put it.
+
+``at`` reaches a flow from the Prefect UI, a deployment's parameters, ``prefect deployment run --param``
+or a caller in Python, with a time zone or without one. Every flow types it ``UtcInstant``: Prefect's
+parameter validation (``Flow.validate_parameters``, which a run through Prefect and the command line's
+direct run, ``flows.direct``, both call) then reads a naive one as UTC and converts an aware one to UTC.
+So the rest of the run compares aware instants only (a naive one against the snapshot's would raise),
+and what it formats from ``at`` (idempotency keys, annotations, file names) reads the same for the same
+instant, whichever offset it was given in.
+
+A writing run in apply mode writes to the cluster as it is now, whatever instant it decides for: a
+plan for a past ``at`` rests on demand and telemetry the live objects have left behind, and one for a
+future ``at`` reads its windows (the rebalance's 24-hour cap, the reclaim window's idempotency key)
+where they do not hold today's writes. ``decision_instant`` refuses such a run before it reads or
+writes anything, when ``at`` is further from the wall clock than ``collect.max_staleness_seconds``
+(the bound no action may cross on telemetry), in either direction. A dry-run writes no decision to
+the cluster and may look at any instant: replaying a past one is what it is for.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Annotated
+
+from pydantic import AfterValidator
+
+from gpuaas.errors import ActionRefused
+from gpuaas.instant import as_utc
+from gpuaas.policy import Mode, Policy
+
+__all__ = ["UtcInstant", "decision_instant"]
+
+UtcInstant = Annotated[datetime, AfterValidator(as_utc)]
+"""A flow parameter that is an instant: validated by Prefect into an aware UTC datetime (see the module)."""
+
+
+def decision_instant(at: datetime | None, mode: Mode, policy: Policy, wall_clock: datetime) -> datetime:
+    """The instant the run decides for: ``at`` in UTC, or ``wall_clock`` when none is given.
+
+    Raises ``ActionRefused`` (one line naming ``at`` and the limit) in apply mode when ``at`` is further
+    than ``collect.max_staleness_seconds`` from ``wall_clock``: the caller has then collected, decided and
+    written nothing. ``mode`` is what the run would write in: a run that writes nothing passes dry-run.
+    """
+    if at is None:
+        return wall_clock
+    at = as_utc(at)
+    limit = policy.collect.max_staleness_seconds
+    apart = (at - wall_clock).total_seconds()
+    if mode is Mode.apply and abs(apart) > limit:
+        side = "after" if apart > 0 else "before"
+        raise ActionRefused(
+            f"at: {at.isoformat()} is {abs(apart):.0f}s {side} now, over the {limit:g}s collect.max_staleness_seconds "
+            "an apply run may decide from now: nothing written; leave at empty to act now, or dry-run to look at "
+            "that instant")
+    return at

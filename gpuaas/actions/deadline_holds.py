@@ -1,18 +1,25 @@
 """Carry out deadline nudges on Kueue Workloads: hold (``spec.active: false``), demote (``spec.priority``
 one lower) and release (either undone).
 
-Order per hold, as for reclaim: GET the live Workload; refuse when it is no longer a pending,
-active Workload without a hold (it was admitted, deactivated by someone, or changed); append the
-intent row (the prior ``spec.active`` in ``before``, the plan in ``evidence``); in apply mode one
-merge patch with the resourceVersion read sets ``spec.active: false`` and the
-``gpuaas.io/deadline-hold`` annotation (``{"audit_id", "release_at", "before"}``); append the
-completion row. A 409 is never overwritten: decided again next run. A demotion is written the same
-way, with the prior ``spec.priority`` in ``before`` and in the annotation.
+Order per hold, as for reclaim: GET the live Workload; refuse it unless its uid and resourceVersion are
+the ones the snapshot saw (a Workload recreated under the same name, or edited since the plan was made
+on it, is ``changed``: decided again next run, never touched); refuse when it is no longer a pending,
+active Workload without a hold (admitted, deactivated by someone, held); append the intent row (the
+prior ``spec.active`` in ``before``, the plan in ``evidence``); in apply mode one merge patch with that
+resourceVersion sets ``spec.active: false`` and the ``gpuaas.io/deadline-hold`` annotation
+(``{"audit_id", "release_at", "before"}``); append the completion row. A 409 is never overwritten:
+decided again next run. A demotion is written the same way, with the prior ``spec.priority`` in
+``before`` and in the annotation.
 
-A release puts the recorded ``spec.active`` (or ``spec.priority``) back and removes the annotation. Releases are gpuaas
-undoing its own change, so they run in dry-run too (a policy switched back to dry-run must not
-strand a held Workload), are never capped, and re-read once on a 409. ``release_due`` finds the
-held Workloads from the API alone — no snapshot, no plan — so it runs first in every flow run.
+A release puts the recorded ``spec.active`` (or ``spec.priority``) back and removes the annotation.
+Releases are gpuaas undoing its own change, so they run in dry-run too (a policy switched back to
+dry-run must not strand a held Workload), are never capped, and re-read once on a 409 (the patch
+carries the version read then). Audited like a hold: the intent row (the live ``spec.active`` and
+``spec.priority``, the hold) before the patch, a completion row whatever the outcome (``released``,
+``skipped``, ``failed``), so that a refused release is in ``gpuaas audit list`` too. A patch whose
+answer is lost is settled by reading the object back. ``release_due`` finds the held Workloads from
+the API alone — no snapshot, no plan — so it runs first in every flow run, after
+``recover_releases`` has closed the release intents a crash left open, from the objects.
 """
 
 from __future__ import annotations
@@ -20,11 +27,11 @@ from __future__ import annotations
 import json
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from gpuaas.actions._events import EventReason
-from gpuaas.actions._kube_writer import KubeWriter
+from gpuaas.actions._kube_writer import INDEFINITE, KubeWriter
 from gpuaas.actions._undoing import Undone
 from gpuaas.errors import Conflict, GpuaasError, NotFound
 from gpuaas.models import Outcome
@@ -32,34 +39,43 @@ from gpuaas.policies.deadlines import HOLD_ANNOTATION, Nudge, is_demotion, parse
 from gpuaas.policy import Mode
 from gpuaas.store import AuditEntry, Store
 
-__all__ = ["FLOW", "NUDGE_ACTIONS", "NudgeResult", "apply_nudges", "due_releases", "hold_patch", "not_holdable",
-           "prior_state", "release_due", "release_patch", "undo_hold", "undo_holds"]
+__all__ = ["FLOW", "NUDGE_ACTIONS", "RELEASE_ACTION", "NudgeResult", "apply_nudges", "changed_since", "due_releases",
+           "hold_patch", "not_holdable", "prior_state", "recover_releases", "release_due", "release_patch", "undo_hold",
+           "undo_holds"]
 
 FLOW = "deadlines"
 KIND = "Workload"
 NUDGE_ACTIONS = ("deadline-hold", "deadline-demote")
 """The audit actions ``gpuaas undo`` reverses with a release."""
+RELEASE_ACTION = "deadline-release"
+SETTLE_AFTER = timedelta(minutes=10)
+"""A release intent younger than this may still be in flight in an overlapping run (the sweep takes no lock), so
+recovery leaves it alone; a release's GET and PATCH, re-read once, end well within it."""
+SETTLE_LOOKBACK = timedelta(days=1)
+"""How far back recovery looks for open release intents: every run's sweep tries each (96 a day), and the flow
+audits every nudge of every run, so a longer look would read many rows for nothing."""
 _LOWEST_PRIORITY = -(2**31)
 
 
 @dataclass(frozen=True)
 class NudgeResult:
-    """What became of one nudge; ``audit_id`` (the hold's intent row) is what ``undo`` takes."""
+    """What became of one nudge; ``audit_id``: a hold's or demotion's intent row (what ``undo`` takes), a
+    release's last row (how it ended)."""
 
     nudge: Nudge
     result: Outcome
-    """planned | applied | released | deferred | skipped | failed"""
+    """planned | applied | released | deferred | skipped | changed | failed | unknown"""
     reason: str
     audit_id: int | None
 
 
 def _row(store: Store, n: Nudge, outcome: str, reason: str, mode: Mode, flow_run_id: str | None, *,
          refers_to: int | None = None, before: dict[str, Any] | None = None,
-         after: dict[str, Any] | None = None) -> AuditEntry:
+         after: dict[str, Any] | None = None, uid: str | None = None) -> AuditEntry:
     return store.append(AuditEntry(
         flow=FLOW, flow_run_id=flow_run_id, action=f"deadline-{n.action}", kind=KIND, namespace=n.namespace,
-        name=n.name, mode=mode.value, outcome=outcome, reason=reason[:2000], evidence=n.evidence, before=before,
-        after=after, idempotency_key=n.idempotency_key[:200], refers_to=refers_to,
+        name=n.name, uid=uid or n.uid, mode=mode.value, outcome=outcome, reason=reason[:2000], evidence=n.evidence,
+        before=before, after=after, idempotency_key=n.idempotency_key[:200], refers_to=refers_to,
     ))
 
 
@@ -97,12 +113,14 @@ def hold_patch(obj: dict[str, Any], mark: dict[str, Any]) -> dict[str, Any]:
 def release_patch(obj: dict[str, Any], hold: dict[str, Any]) -> dict[str, Any]:
     """The merge patch of a release: the recorded ``spec.priority`` or ``spec.active`` back (true when unknown).
 
-    A priority someone changed since the demotion is theirs: only the annotation goes.
+    A priority someone changed since the demotion is theirs, and one the mark does not say as a number (edited by
+    hand) cannot be put back: only the annotation goes.
     """
-    before = hold.get("before") or {}
+    recorded = hold.get("before")
+    before: dict[str, Any] = recorded if isinstance(recorded, dict) else {}
     if is_demotion(hold):
-        prior = int(before["priority"])
-        ours = int((obj.get("spec") or {}).get("priority") or 0) == prior - 1
+        prior = _whole(before["priority"])
+        ours = prior is not None and int((obj.get("spec") or {}).get("priority") or 0) == prior - 1
         spec: dict[str, Any] = {"priority": prior} if ours else {}
     else:
         spec = {"active": True if before.get("active") is None else before["active"]}
@@ -111,16 +129,49 @@ def release_patch(obj: dict[str, Any], hold: dict[str, Any]) -> dict[str, Any]:
     return patch | {"spec": spec} if spec else patch
 
 
+def _whole(value: Any) -> int | None:
+    try:
+        return int(value)
+    except (TypeError, ValueError):
+        return None
+
+
+def changed_since(n: Nudge, obj: dict[str, Any]) -> tuple[Outcome, str] | None:
+    """Why the live ``obj`` is not the Workload the plan was made on: (outcome, reason), None when it is.
+
+    The plan decided on the snapshot's object: one recreated under the same name, or edited since (its priority,
+    its podSets), may no longer be one to hold or demote, so it is decided again next run, never nudged.
+    """
+    meta = obj["metadata"]
+    uid, rv = meta.get("uid"), meta.get("resourceVersion")
+    if not n.uid or not n.resource_version:
+        return Outcome.skipped, "the snapshot holds no uid and resourceVersion for it: no write on unknown state"
+    if uid != n.uid:
+        return Outcome.changed, (f"a different object now has this name (uid {n.uid} in the snapshot, {uid} now): "
+                                 "deleted and recreated, never touched")
+    if rv != n.resource_version:
+        return Outcome.changed, (f"changed since the snapshot (resourceVersion {n.resource_version} -> {rv}): "
+                                 "decided again next run")
+    return None
+
+
+def _unholdable(n: Nudge, obj: dict[str, Any]) -> tuple[Outcome, str] | None:
+    why = not_holdable(obj)
+    if why is None and n.action == "demote" and prior_state(obj, n.action)["priority"] <= _LOWEST_PRIORITY:
+        why = "already at the lowest priority Kueue allows: left alone"
+    return None if why is None else (Outcome.skipped, why)
+
+
 def _hold(n: Nudge, store: Store, writer: KubeWriter, mode: Mode, run: str | None) -> NudgeResult:
     try:
         obj = writer.get(KIND, n.namespace, n.name)
     except NotFound:
         return NudgeResult(n, Outcome.skipped, "object deleted", _row(store, n, Outcome.skipped, "object deleted", mode, run).id)
+    refused = changed_since(n, obj) or _unholdable(n, obj)
+    if refused:
+        outcome, why = refused
+        return NudgeResult(n, outcome, why, _row(store, n, outcome, why, mode, run).id)
     before = prior_state(obj, n.action)
-    why = not_holdable(obj) or (None if before.get("priority", 0) > _LOWEST_PRIORITY else
-                                "already at the lowest priority Kueue allows: left alone")
-    if why:
-        return NudgeResult(n, Outcome.skipped, why, _row(store, n, Outcome.skipped, why, mode, run).id)
     release_at = n.release_at.isoformat() if n.release_at else None
     after = {**hold_patch(obj, {"before": before})["spec"], "release_at": release_at}
     intent = _row(store, n, Outcome.planned, n.reason, mode, run, before=before, after=after)
@@ -145,35 +196,117 @@ def _hold(n: Nudge, store: Store, writer: KubeWriter, mode: Mode, run: str | Non
     return NudgeResult(n, Outcome.applied, n.reason, intent.id)
 
 
+def _hold_on(obj: dict[str, Any]) -> dict[str, Any] | None:
+    return parse_hold((obj["metadata"].get("annotations") or {}).get(HOLD_ANNOTATION))
+
+
+def _release_intent(store: Store, n: Nudge, obj: dict[str, Any], hold: dict[str, Any], patch: dict[str, Any],
+                    run: str | None) -> AuditEntry:
+    """The row written before a release's patch: what the Workload holds now and the hold lifted, so that a
+    release cut off by a crash, or refused, is on record with the state it would have overwritten."""
+    spec, meta = obj.get("spec") or {}, obj["metadata"]
+    before = {"active": spec.get("active"), "priority": spec.get("priority"),
+              "resourceVersion": meta.get("resourceVersion"), "hold": hold}
+    hold_id = hold.get("audit_id") if isinstance(hold.get("audit_id"), int) else None
+    return _row(store, n, Outcome.planned, n.reason, Mode.apply, run, refers_to=hold_id, before=before,
+                after=patch.get("spec", {}), uid=meta.get("uid"))
+
+
+def _read_back(writer: KubeWriter, namespace: str, name: str, hold: object,
+               uid: str | None) -> tuple[Outcome, str] | None:
+    """Did the release of ``hold`` land? (outcome, why) from the object; None when it cannot be read."""
+    try:
+        obj = writer.get(KIND, namespace, name)
+    except NotFound:
+        return Outcome.skipped, "object deleted"
+    except GpuaasError:
+        return None
+    if uid and obj["metadata"].get("uid") != uid:
+        return Outcome.skipped, "object deleted (a different object now has this name)"
+    if _hold_on(obj) == hold:
+        return Outcome.failed, "the object still carries the hold: the release did not land"
+    return Outcome.released, "the hold is gone from the object"
+
+
 def _release(n: Nudge, store: Store, writer: KubeWriter, run: str | None) -> NudgeResult:
-    """Undo gpuaas's own hold: in any mode, re-reading once on a 409."""
+    """Undo gpuaas's own hold, in any mode: the intent row, the patch (re-read once on a 409), a completion row
+    whatever the outcome; ``audit_id`` is the row that says how it ended."""
+    intent: AuditEntry | None = None
+
+    def finish(outcome: Outcome, reason: str, after: dict[str, Any] | None = None) -> NudgeResult:
+        """The completion row of the intent once there is one, else a row saying why nothing was written."""
+        row = _row(store, n, outcome, reason, Mode.apply, run, refers_to=intent.id if intent else None,
+                   before=intent.before if intent else None, after=after, uid=intent.uid if intent else None)
+        return NudgeResult(n, outcome, reason[:500], row.id)
+
     for attempt in (1, 2):
         try:
             obj = writer.get(KIND, n.namespace, n.name)
         except NotFound:
-            return NudgeResult(n, Outcome.skipped, "object deleted", None)
-        hold = parse_hold((obj["metadata"].get("annotations") or {}).get(HOLD_ANNOTATION))
+            return finish(Outcome.skipped, "object deleted")
+        except GpuaasError as exc:
+            return finish(Outcome.failed, f"not released, the Workload could not be read: {exc}")
+        hold = _hold_on(obj)
         if hold is None:
-            return NudgeResult(n, Outcome.skipped, "not held by gpuaas (no gpuaas.io/deadline-hold annotation)", None)
+            return finish(Outcome.skipped, "not held by gpuaas (no gpuaas.io/deadline-hold annotation)")
         patch = release_patch(obj, hold)
+        intent = intent or _release_intent(store, n, obj, hold, patch, run)
         try:
             patched = writer.patch(KIND, n.namespace, n.name, patch)
         except Conflict:
             if attempt == 2:
-                return NudgeResult(n, Outcome.failed, "409 Conflict twice: released next run", None)
+                return finish(Outcome.failed, "409 Conflict twice: released next run")
             continue
+        except NotFound:
+            return finish(Outcome.skipped, "object deleted")
+        except INDEFINITE as exc:  # a lost answer or a 5xx can hide a release that landed: read the object back
+            error = str(exc)[:300]
+            settled = _read_back(writer, n.namespace, n.name, hold, intent.uid)
+            if settled is None:
+                return NudgeResult(n, Outcome.unknown, f"the PATCH got no usable answer ({error}) and the read-back "
+                                                       "failed: the intent stays open, the next sweep settles it",
+                                   intent.id)
+            return finish(settled[0], f"the response was lost ({error}); read back: {settled[1]}")
         except GpuaasError as exc:
-            return NudgeResult(n, Outcome.failed, str(exc)[:500], None)
-        hold_id = hold.get("audit_id") if isinstance(hold.get("audit_id"), int) else None
-        written = patch.get("spec", {})
-        current = {key: (obj.get("spec") or {}).get(key) for key in written}
-        row = _row(store, n, Outcome.released, n.reason, Mode.apply, run, refers_to=hold_id,
-                   before={**current, "hold": hold},
-                   after={**written, "resourceVersion": patched["metadata"].get("resourceVersion")})
+            return finish(Outcome.failed, str(exc))
+        done = {**patch.get("spec", {}), "resourceVersion": patched["metadata"].get("resourceVersion")}
+        result = finish(Outcome.released, n.reason, done)
+        hold_id = intent.refers_to
         writer.record_event(patched, EventReason.released, f"Released by gpuaas: {n.reason}"
                                                            + (f" (the hold of audit #{hold_id})" if hold_id else ""))
-        return NudgeResult(n, Outcome.released, n.reason, row.id)
+        return result
     raise AssertionError("unreachable")  # pragma: no cover
+
+
+def recover_releases(store: Store, writer: KubeWriter, *, flow_run_id: str | None,
+                     now: datetime) -> list[AuditEntry]:
+    """Close every release intent a crash (or a lost answer) left open, from the object; returns the rows appended.
+
+    Never writes to the object: a hold still there is released again by the sweep or the plan, under an intent
+    of its own. An object that cannot be read leaves its intent open for the next run.
+    """
+    now = now if now.tzinfo else now.replace(tzinfo=UTC)
+    rows = store.audit(flow=FLOW, since=now - SETTLE_LOOKBACK, limit=None)
+    closed = {r.refers_to for r in rows if r.action == RELEASE_ACTION and r.refers_to is not None}
+    appended = []
+    for intent in rows:
+        if (intent.action != RELEASE_ACTION or intent.outcome != Outcome.planned or intent.id in closed
+                or intent.created_at > now - SETTLE_AFTER):
+            continue
+        settled = _read_back(writer, intent.namespace or "", intent.name, (intent.before or {}).get("hold"),
+                             intent.uid)
+        if settled is None:
+            continue
+        outcome, why = settled
+        lead = {Outcome.released: "the release had reached the object before the interruption",
+                Outcome.failed: "interrupted before the release reached the object"}.get(outcome)
+        appended.append(store.append(AuditEntry(
+            flow=FLOW, flow_run_id=flow_run_id, action=RELEASE_ACTION, kind=intent.kind, namespace=intent.namespace,
+            name=intent.name, uid=intent.uid, mode=intent.mode, outcome=outcome,
+            reason=f"recovered: {lead}; {why}" if lead else f"recovered: {why}", evidence=intent.evidence,
+            before=intent.before, after=intent.after, idempotency_key=intent.idempotency_key, refers_to=intent.id,
+        )))
+    return appended
 
 
 def apply_nudges(nudges: Sequence[Nudge], store: Store, writer: KubeWriter, *, mode: Mode,
@@ -192,7 +325,9 @@ def apply_nudges(nudges: Sequence[Nudge], store: Store, writer: KubeWriter, *, m
 
 def release_due(workloads: Iterable[dict[str, Any]], store: Store, writer: KubeWriter, now: datetime, *,
                 flow_run_id: str | None) -> list[NudgeResult]:
-    """Release every held Workload whose ``release_at`` has come; needs no snapshot and no plan."""
+    """Release every held Workload whose ``release_at`` has come; needs no snapshot and no plan.
+
+    One Workload at a time, each audited: one that cannot be released keeps no other held."""
     return [_release(n, store, writer, flow_run_id) for n in due_releases(workloads, now)]
 
 
@@ -217,7 +352,7 @@ def undo_hold(store: Store, writer: KubeWriter, row: AuditEntry, flow_run_id: st
         obj = writer.get(KIND, n.namespace, n.name)
     except NotFound:
         return Undone(Outcome.skipped, "object deleted")
-    hold = parse_hold((obj["metadata"].get("annotations") or {}).get(HOLD_ANNOTATION))
+    hold = _hold_on(obj)
     if not hold or hold.get("audit_id") != row.id:
         return Undone(Outcome.no_op, f"not held by audit #{row.id} any more: nothing to undo")
     done = _release(n, store, writer, flow_run_id)

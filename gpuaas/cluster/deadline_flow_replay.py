@@ -13,7 +13,8 @@ does to Kueue. So every flow interval of simulated time (the ``deadlines`` deplo
 3. the flow's own decision, ``gpuaas.operations.deadlines.plan``, with the policy's settings (so
    the replay and the flow cannot drift apart);
 4. the nudges written as the action writes them (``hold_patch``/``release_patch``): a hold or a
-   demotion only on a Workload that is still pending, active and not held (``not_holdable``).
+   demotion only on the Workload the snapshot read (``changed_since``) that is still pending, active
+   and not held (``not_holdable``).
 
 Between ticks Kueue's model admits as it would (a job submitted between two runs may be admitted
 before the flow ever sees it) and each job ends after its *true* duration; the expected-runtime
@@ -32,7 +33,14 @@ from typing import Any
 
 import yaml
 
-from gpuaas.actions.deadline_holds import due_releases, hold_patch, not_holdable, prior_state, release_patch
+from gpuaas.actions.deadline_holds import (
+    changed_since,
+    due_releases,
+    hold_patch,
+    not_holdable,
+    prior_state,
+    release_patch,
+)
 from gpuaas.cluster.apiserver import ObjectStore
 from gpuaas.cluster.deadline_replay import (
     LOCAL_QUEUE,
@@ -115,7 +123,7 @@ def _release(store: ObjectStore, nudge: Nudge) -> None:
 
 def _hold(store: ObjectStore, nudge: Nudge) -> bool:
     obj = store.get("Workload", nudge.namespace, nudge.name)
-    if not_holdable(obj):
+    if changed_since(nudge, obj) or not_holdable(obj):
         return False
     mark = {"audit_id": None, "release_at": nudge.release_at.isoformat() if nudge.release_at else None,
             "before": prior_state(obj, nudge.action)}

@@ -2,7 +2,8 @@
 
 The path of one run, in order (every caller takes it: the ``deadlines`` flow, the flow replay, the tests):
 
-1. ``release_sweep`` (any mode): release every held Workload whose ``release_at`` has come, read
+1. ``release_sweep`` (any mode): close the release intents a killed run left open (from the objects,
+   writing nothing to them), then release every held Workload whose ``release_at`` has come, read
    from the Workload objects alone. It comes first and needs no snapshot, so a run whose collect or
    plan fails later has already released; a hold is gpuaas's own change, so it is undone in dry-run too.
 2. ``plan``: the whole decision, pure. The pools (one per cohort tree and GPU flavor) and their
@@ -10,8 +11,10 @@ The path of one run, in order (every caller takes it: the ``deadlines`` flow, th
    from the snapshot's Workloads (the ``gpuaas.io/deadline-hold`` annotation), not from the audit
    log: the object is the record of a hold, so there is no audit view to read beforehand.
 3. ``apply``: per nudge, the intent row, the write (a hold only in apply mode), the completion row.
-   There is no recovery step: a hold interrupted before its write left the object unheld and is
+   A hold or demotion is written only on the Workload the snapshot read (same uid and resourceVersion).
+   No recovery step for holds: a hold interrupted before its write left the object unheld and is
    decided again; one interrupted after it is on the object, and the next plan keeps or releases it.
+   A release interrupted either way is closed by the next sweep (step 1).
 
 ``plan_problem`` is the planner of one pool on a problem written by hand: what ``gpuaas plan deadlines FILE`` calls.
 """
@@ -128,9 +131,13 @@ def frozen_workloads(snapshot: Snapshot, held: Mapping[str, FreezeOn]) -> dict[s
 
 def release_sweep(workloads: Iterable[dict[str, Any]], store: Store, writer: KubeWriter, *, now: datetime,
                   flow_run_id: str | None) -> DeadlinesResult:
-    """Release every Workload object in ``workloads`` held by gpuaas whose ``release_at`` has come; audited."""
-    from gpuaas.actions.deadline_holds import release_due
+    """Release every Workload object in ``workloads`` held by gpuaas whose ``release_at`` has come; audited.
 
+    First the release intents an earlier run left open are closed from their objects, so that the audit log
+    says how each release ended before this run adds its own."""
+    from gpuaas.actions.deadline_holds import recover_releases, release_due
+
+    recover_releases(store, writer, flow_run_id=flow_run_id, now=now)
     return DeadlinesResult(tuple(release_due(workloads, store, writer, now, flow_run_id=flow_run_id)))
 
 
@@ -138,10 +145,11 @@ def apply(deadlines_plan: DeadlinesPlan, store: Store, writer: KubeWriter, *, mo
           now: datetime) -> DeadlinesResult:
     """Audit every nudge and carry out the planned ones: releases in any mode, holds only in apply mode.
 
-    A hold: GET the Workload, refuse it when no longer pending, active and unheld, the intent row, the
-    merge patch at the version read (its annotation names the intent row), the completion row; a 409
-    is never overwritten. ``now`` is taken for the same call as every use case's ``apply``; a nudge's
-    own times (its ``release_at``) were fixed by ``plan``, so nothing here reads the clock.
+    A hold: GET the Workload, refuse it when it is not the one the snapshot read (uid, resourceVersion) or
+    no longer pending, active and unheld, the intent row, the merge patch at that version (its annotation
+    names the intent row), the completion row; a 409 is never overwritten. ``now`` is taken for the same
+    call as every use case's ``apply``; a nudge's own times (its ``release_at``) were fixed by ``plan``,
+    so nothing here reads the clock.
     """
     from gpuaas.actions.deadline_holds import apply_nudges
 

@@ -2,15 +2,19 @@
 
 Covers: a Workload that is Admitted, QuotaReserved or Finished by the time the hold is written is
 refused (the plan is decided again next run) and nothing is patched; one already held or
-deactivated by someone else is left alone; a 409 on the patch is never overwritten and audited as
-skipped; a hold applied carries the audit id and release time in its annotation. A demotion: the
-same guards, the prior ``spec.priority`` recorded, one lower written, and put back by its release.
+deactivated by someone else is left alone; one that is not the object the snapshot read (recreated
+under the same name, or edited since: another uid or resourceVersion) is refused as ``changed``, and
+a nudge that names no snapshot version is refused too; a 409 on the patch is never overwritten and
+audited as skipped; a hold applied carries the audit id and release time in its annotation. A
+demotion: the same guards, the prior ``spec.priority`` recorded, one lower written, and put back by
+its release.
 """
 
 from __future__ import annotations
 
 import json
 from collections.abc import Iterator
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -20,13 +24,16 @@ import pytest
 from gpuaas.actions.deadline_holds import apply_nudges, undo_hold, undo_holds
 from gpuaas.actions.undo import UNDOERS
 from gpuaas.errors import Conflict
+from gpuaas.models import Outcome
 from gpuaas.policies.deadlines import HOLD_ANNOTATION, Nudge
 from gpuaas.policy import Mode
 from gpuaas.store import Store
 
 NOW = datetime(2026, 3, 10, 12, 0, tzinfo=UTC)
-HOLD = Nudge("hold", "ns", "wl", "planned start in 60 min", release_at=NOW + timedelta(minutes=30))
-DEMOTE = Nudge("demote", "ns", "wl", "deadline lost", release_at=NOW + timedelta(minutes=60))
+HOLD = Nudge("hold", "ns", "wl", "planned start in 60 min", release_at=NOW + timedelta(minutes=30), uid="u1",
+             resource_version="7")
+DEMOTE = Nudge("demote", "ns", "wl", "deadline lost", release_at=NOW + timedelta(minutes=60), uid="u1",
+               resource_version="7")
 
 
 class FakeWriter:
@@ -55,11 +62,13 @@ class FakeWriter:
 
 
 def workload(conditions: dict[str, str] | None = None, *, active: bool | None = None,
-             annotations: dict[str, str] | None = None, priority: int | None = None) -> dict[str, Any]:
+             annotations: dict[str, str] | None = None, priority: int | None = None, uid: str = "u1",
+             version: str = "7") -> dict[str, Any]:
     spec: dict[str, Any] = {} if active is None else {"active": active}
     if priority is not None:
         spec["priority"] = priority
-    return {"metadata": {"namespace": "ns", "name": "wl", "resourceVersion": "7", "annotations": annotations or {}},
+    return {"metadata": {"namespace": "ns", "name": "wl", "uid": uid, "resourceVersion": version,
+                         "annotations": annotations or {}},
             "spec": spec, "status": {"conditions": [{"type": t, "status": s} for t, s in (conditions or {}).items()]}}
 
 
@@ -84,6 +93,34 @@ def test_a_workload_that_is_no_longer_a_free_pending_one_is_not_held(
     [result] = apply_nudges([nudge], store, writer, mode=Mode.apply, flow_run_id=None)  # type: ignore[arg-type]
     assert result.result == "skipped" and words in result.reason
     assert writer.patches == []
+
+
+@pytest.mark.parametrize(("obj", "words"), [
+    (workload({"QuotaReserved": "False"}, version="9"),
+     "changed since the snapshot (resourceVersion 7 -> 9): decided again next run"),
+    (workload({"QuotaReserved": "False"}, uid="u2"),
+     "a different object now has this name (uid u1 in the snapshot, u2 now): deleted and recreated, never touched"),
+], ids=["edited-since", "recreated"])
+@pytest.mark.parametrize("nudge", [HOLD, DEMOTE], ids=["hold", "demote"])
+@pytest.mark.parametrize("mode", [Mode.apply, Mode.dry_run], ids=["apply", "dry-run"])
+def test_a_workload_that_is_not_the_one_the_plan_was_made_on_is_not_nudged(
+        obj: dict[str, Any], words: str, nudge: Nudge, mode: Mode, store: Store) -> None:
+    writer = FakeWriter(obj)
+    [result] = apply_nudges([nudge], store, writer, mode=mode, flow_run_id=None)  # type: ignore[arg-type]
+    assert result.result == Outcome.changed and result.reason == words
+    assert writer.patches == [] and writer.events == []
+    [row] = store.audit(limit=None)  # the refusal alone: no intent, nothing to undo
+    assert (row.id, row.action, row.outcome, row.reason, row.uid) == (
+        result.audit_id, f"deadline-{nudge.action}", "changed", words, "u1")
+
+
+@pytest.mark.parametrize("nudge", [replace(HOLD, uid=None), replace(DEMOTE, resource_version=None)],
+                         ids=["hold-without-uid", "demote-without-version"])
+def test_a_nudge_that_names_no_snapshot_version_writes_nothing(nudge: Nudge, store: Store) -> None:
+    writer = FakeWriter(workload({"QuotaReserved": "False"}))
+    [result] = apply_nudges([nudge], store, writer, mode=Mode.apply, flow_run_id=None)  # type: ignore[arg-type]
+    assert result.result == Outcome.skipped and "no uid and resourceVersion" in result.reason
+    assert writer.patches == [] and [r.outcome for r in store.audit(limit=None)] == ["skipped"]
 
 
 def test_a_409_on_the_hold_is_never_overwritten(store: Store) -> None:

@@ -4,8 +4,9 @@ An embedded cluster whose API server does not serve ``kueue.x-k8s.io/v1beta2`` (
 with one queue of 4 GPUs: ``busy`` (4 GPUs) is admitted, ``wl`` (4 GPUs) waits. The hold of ``wl``
 is read and written at ``v1beta1``; the release sweep task lists the Workloads and releases the hold
 at ``v1beta1`` too, from the objects alone. On the same live objects: the hold's guard refuses the
-admitted ``busy`` without writing, and a Workload changed between the read and the write gets a real
-409 from the API server, which is never overwritten.
+admitted ``busy`` without writing, a Workload edited since the snapshot the plan was made on is refused
+as ``changed`` without writing, and one changed between the action's own read and its write gets a
+real 409 from the API server, which is never overwritten.
 """
 
 from __future__ import annotations
@@ -50,8 +51,11 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[EmbeddedCluste
         yield running
 
 
-def hold(name: str, release_at: datetime) -> Nudge:
-    return Nudge("hold", "team-a", name, "planned start later", release_at=release_at)
+def hold(cluster: EmbeddedCluster, name: str, release_at: datetime) -> Nudge:
+    """A hold planned on the Workload as it is now (the snapshot's uid and resourceVersion)."""
+    meta = obj(cluster, "Workload", name)["metadata"]
+    return Nudge("hold", "team-a", name, "planned start later", release_at=release_at, uid=meta["uid"],
+                 resource_version=meta["resourceVersion"])
 
 
 def requests(cluster: EmbeddedCluster, method: str, prefix: str) -> int:
@@ -63,7 +67,7 @@ def test_a_hold_and_its_release_sweep_go_through_v1beta1(settings: GpuaasSetting
                                                          store: Store) -> None:
     release_at = datetime.now(UTC) + timedelta(minutes=30)
     with KubeWriter(settings) as writer:
-        [held] = apply_nudges([hold("wl", release_at)], store, writer, mode=Mode.apply, flow_run_id=None)
+        [held] = apply_nudges([hold(cluster, "wl", release_at)], store, writer, mode=Mode.apply, flow_run_id=None)
     assert held.result == Outcome.applied, held.reason
     wl = obj(cluster, "Workload", "wl")
     assert wl["spec"]["active"] is False
@@ -85,12 +89,30 @@ def test_the_guard_refuses_an_admitted_workload_on_the_live_object(settings: Gpu
                                                                    cluster: EmbeddedCluster, store: Store) -> None:
     before = obj(cluster, "Workload", "busy")["metadata"]["resourceVersion"]
     with KubeWriter(settings) as writer:
-        [result] = apply_nudges([hold("busy", datetime.now(UTC) + timedelta(hours=1))], store, writer,
+        [result] = apply_nudges([hold(cluster, "busy", datetime.now(UTC) + timedelta(hours=1))], store, writer,
                                 mode=Mode.apply, flow_run_id=None)
     assert result.result == Outcome.skipped
     assert "no longer pending (Admitted)" in result.reason  # Admitted is checked first, QuotaReserved next
     busy = obj(cluster, "Workload", "busy")
     assert busy["metadata"]["resourceVersion"] == before and busy["spec"].get("active") is not False
+
+
+def test_a_workload_edited_since_the_snapshot_is_not_held(settings: GpuaasSettings, cluster: EmbeddedCluster,
+                                                           store: Store) -> None:
+    planned = hold(cluster, "wl", datetime.now(UTC) + timedelta(hours=1))
+    cluster.store.patch("Workload", "team-a", "wl", {"spec": {"priority": 100}})  # raised by its team meanwhile
+    edited = obj(cluster, "Workload", "wl")["metadata"]["resourceVersion"]
+    patches = requests(cluster, "PATCH", V1BETA1)
+    with KubeWriter(settings) as writer:
+        [result] = apply_nudges([planned], store, writer, mode=Mode.apply, flow_run_id=None)
+    assert result.result == Outcome.changed
+    assert result.reason == (f"changed since the snapshot (resourceVersion {planned.resource_version} -> {edited}): "
+                             "decided again next run")
+    assert requests(cluster, "PATCH", V1BETA1) == patches  # nothing written
+    wl = obj(cluster, "Workload", "wl")
+    assert wl["metadata"]["resourceVersion"] == edited and wl["spec"].get("active") is not False
+    [row] = store.audit(obj="team-a/wl", limit=None)[-1:]
+    assert (row.id, row.outcome) == (result.audit_id, Outcome.changed)
 
 
 class ChangedMeanwhile(KubeWriter):
@@ -109,7 +131,7 @@ class ChangedMeanwhile(KubeWriter):
 def test_a_409_from_the_api_server_is_never_overwritten(settings: GpuaasSettings, cluster: EmbeddedCluster,
                                                         store: Store) -> None:
     with ChangedMeanwhile(settings, cluster) as writer:
-        [result] = apply_nudges([hold("wl", datetime.now(UTC) + timedelta(hours=1))], store, writer,
+        [result] = apply_nudges([hold(cluster, "wl", datetime.now(UTC) + timedelta(hours=1))], store, writer,
                                 mode=Mode.apply, flow_run_id=None)
     assert result.result == Outcome.skipped and "409 Conflict" in result.reason
     wl = obj(cluster, "Workload", "wl")

@@ -1,6 +1,8 @@
 """The nudge rules (pure): holds only where the plan is proven, released by the planned start minus
 the margin (never after the latest start that meets the deadline), capped; releases never capped;
-a deadline lost beyond the estimate's error given up (demoted), never where preemption compares priorities."""
+a deadline lost beyond the estimate's error given up (demoted), never where preemption compares priorities;
+a release time without a zone read as UTC, an unreadable one due; each hold and demotion names the Workload by
+the uid and resourceVersion the snapshot read."""
 
 from __future__ import annotations
 
@@ -11,7 +13,7 @@ import pandas as pd
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from gpuaas.policies.deadlines import DeadlineJob, PoolProblem, plan_nudges, plan_pools
+from gpuaas.policies.deadlines import DeadlineJob, PoolProblem, plan_nudges, plan_pools, release_is_due
 from gpuaas.policy import DeadlinesPolicy
 
 NOW = datetime(2026, 3, 10, 12, 0, tzinfo=UTC)
@@ -175,3 +177,37 @@ def test_a_hold_leaves_slack_for_the_error_of_the_estimates_ahead() -> None:
     loose = [DeadlineJob(f"ns/j{i}", 2, 3600, 4 * 3600, "h100") for i in range(4)]
     holds = [n for n in plan_nudges(plan_pools([pool(4, loose)]), NO_HOLDS, NOW, defaults) if n.action == "hold"]
     assert len(holds) == 2 and all(n.release_at == NOW + timedelta(minutes=30) for n in holds)
+
+
+def test_a_release_time_without_a_zone_is_read_as_utc_and_an_unreadable_one_is_due() -> None:
+    naive = NOW.replace(tzinfo=None)
+    assert release_is_due({"release_at": (naive - timedelta(minutes=1)).isoformat()}, NOW)
+    assert not release_is_due({"release_at": (naive + timedelta(minutes=1)).isoformat()}, NOW)
+    assert release_is_due({"release_at": NOW.isoformat()}, naive)  # a clock without a zone is UTC too
+    for unreadable in ({}, {"release_at": None}, {"release_at": "soon"}, {"release_at": 1234}):
+        assert release_is_due(unreadable, NOW), unreadable
+
+
+def test_a_hold_whose_release_time_lacks_a_zone_is_planned_like_any_other() -> None:
+    jobs = [DeadlineJob(f"ns/j{i}", 2, 3600, 7200, "h100") for i in range(4)]
+    due = held("j3", release_at=NOW.replace(tzinfo=None))
+    nudges = plan_nudges(plan_pools([pool(4, jobs)]), due, NOW, POLICY)
+    assert [(n.action, n.name) for n in nudges if n.action == "release"] == [("release", "j3")]
+    assert "has come" in nudges[0].reason
+    later = held("j3", release_at=(NOW + timedelta(minutes=30)).replace(tzinfo=None))  # its start minus the margin
+    assert not [n for n in plan_nudges(plan_pools([pool(4, jobs)]), later, NOW, POLICY) if n.action == "release"]
+
+
+def test_holds_and_demotions_name_the_workload_as_the_snapshot_read_it() -> None:
+    jobs = [DeadlineJob(f"ns/j{i}", 2, 3600, 7200, "h100") for i in range(4)]
+    jobs += [DeadlineJob(f"ns/late{i}", 2, 5 * 3600, 3600, "h100") for i in range(3)]
+    frame = pd.DataFrame([{"namespace": "ns", "name": j.name[3:], "uid": f"uid-{j.name[3:]}", "resource_version": "41",
+                           "deadline_hold": None} for j in jobs])
+    nudges = plan_nudges(plan_pools([pool(4, jobs)]), frame, NOW, GIVE_UP)
+    assert [(n.action, n.outcome) for n in nudges] == [("demote", "planned")] * 2 + [("demote", "deferred")]
+    assert all((n.uid, n.resource_version) == (f"uid-{n.name}", "41") for n in nudges)
+    plain = plan_nudges(plan_pools([pool(4, jobs[:4])]), frame, NOW, POLICY)
+    assert [n.action for n in plain] == ["hold", "hold"]
+    assert all((n.uid, n.resource_version) == (f"uid-{n.name}", "41") for n in plain)
+    unnamed = plan_nudges(plan_pools([pool(4, jobs[:4])]), NO_HOLDS, NOW, POLICY)  # a frame without them
+    assert [(n.uid, n.resource_version) for n in unnamed] == [(None, None)] * 2  # refused by the action, never guessed

@@ -6,7 +6,7 @@ wait. Covers: Kueue creates the Workloads from the jobs; collect reads the backl
 reclaim of a Job's and of a RayCluster's Workload (``spec.active``): apply, second apply, undo,
 with Kueue's reaction; the stop annotation of a Notebook and of an InferenceService, applied, applied again
 and undone; a client's suspend of an admitted RayCluster set back by Kueue; a real 409; a quota plan applied and undone through the real
-ClusterQueue validation and webhooks, with a pending Workload admitted; a quota lowered below usage;
+ClusterQueue validation and webhooks, with a pending Workload admitted and a lendingLimit lowered and put back; a quota lowered below usage;
 a deadline hold and its release; a demotion and its release; reads through ``v1beta1``.
 """
 
@@ -19,6 +19,7 @@ import httpx
 import pytest
 
 from gpuaas.actions import KubeWriter
+from gpuaas.actions._quota_patches import QUOTA_ANNOTATION
 from gpuaas.actions.deadline_holds import apply_nudges
 from gpuaas.actions.quotas import apply_quota_plan, quota_moved_since
 from gpuaas.cluster.real import KubeHTTP, RealCluster
@@ -256,13 +257,18 @@ def test_a_stale_resource_version_gets_a_real_409(settings: GpuaasSettings, api:
             writer.patch("Notebook", A, "nb", {"metadata": {"resourceVersion": stale, "labels": {"touched": "2"}}})
 
 
+def nudge_now(api: KubeHTTP, action: str, name: str) -> Nudge:
+    """A hold or demotion planned on team-b's Workload ``name`` as it is now: the action refuses any other."""
+    meta = api.get("Workload", name, B)["metadata"]
+    return Nudge(action, B, name, "deadline test", uid=meta["uid"], resource_version=meta["resourceVersion"])
+
+
 def test_a_deadline_hold_deactivates_a_pending_workload_and_its_release_requeues_it(
         store: Store, settings: GpuaasSettings, api: KubeHTTP) -> None:
     wl = settled_pending(api, "b-late")
     name = wl["metadata"]["name"]
     with KubeWriter(settings) as writer:
-        [held] = apply_nudges([Nudge("hold", B, name, "deadline test")], store, writer, mode=Mode.apply,
-                              flow_run_id=None)
+        [held] = apply_nudges([nudge_now(api, "hold", name)], store, writer, mode=Mode.apply, flow_run_id=None)
         assert held.result == "applied", held
         assert api.get("Workload", name, B)["spec"]["active"] is False
         wait_until("Kueue marks the held Workload deactivated",
@@ -284,7 +290,7 @@ def test_a_deadline_demotion_lowers_a_pending_workloads_priority_and_its_release
     name = wl["metadata"]["name"]
     prior = int(wl["spec"].get("priority") or 0)
     with KubeWriter(settings) as writer:
-        [demoted] = apply_nudges([Nudge("demote", B, name, "deadline test")], store, writer, mode=Mode.apply,
+        [demoted] = apply_nudges([nudge_now(api, "demote", name)], store, writer, mode=Mode.apply,
                                  flow_run_id=None)
         assert demoted.result == "applied", demoted
         now = api.get("Workload", name, B)
@@ -303,10 +309,44 @@ def test_a_deadline_demotion_lowers_a_pending_workloads_priority_and_its_release
 LIMITS = QuotaLimits(max_step_gpus=8, max_step_percent=100, max_total_moved_gpus=8, hysteresis_gpus=1)
 
 
+def gpu_entry(api: KubeHTTP, cq: str) -> dict[str, str]:
+    """The queue's one GPU entry without its name, quantities as strings (as the API may store either)."""
+    res = api.get("ClusterQueue", cq)["spec"]["resourceGroups"][0]["flavors"][0]["resources"][0]
+    return {k: str(v) for k, v in res.items() if k != "name"}
+
+
+def set_gpu_entry(api: KubeHTTP, cq: str, fields: dict[str, Any]) -> None:
+    groups = api.get("ClusterQueue", cq)["spec"]["resourceGroups"]
+    name = groups[0]["flavors"][0]["resources"][0]["name"]
+    groups[0]["flavors"][0]["resources"][0] = {"name": name, **fields}
+    api.merge_patch("ClusterQueue", cq, {"spec": {"resourceGroups": groups}})
+
+
+def plan_mark(api: KubeHTTP, cq: str) -> str | None:
+    return (api.get("ClusterQueue", cq)["metadata"].get("annotations") or {}).get(QUOTA_ANNOTATION)
+
+
 def test_a_quota_plan_passes_kueues_validation_admits_and_is_undone(store: Store, settings: GpuaasSettings,
                                                                      api: KubeHTTP) -> None:
+    """Limits included: team-a lends all its 8 GPUs (``lendingLimit: 8``, as good as none, there to be seen
+    moving), so the plan's 8 -> 4 must lower it to 4 in the same patch or Kueue's webhook refuses the patch, and
+    the undo must put 8 back with the quota; team-b carries an earlier plan's mark, which the undo puts back."""
     qa, qb = _cq(api, A), _cq(api, B)
     wait_until("b-big pending", lambda: not reserved(api, "Job", "b-big", B))
+    scenario_a, earlier = gpu_entry(api, qa), '{"before": {"h100": 2}, "plan_id": 1}'
+    try:
+        set_gpu_entry(api, qa, {"nominalQuota": 8, "lendingLimit": 8})
+        api.merge_patch("ClusterQueue", qb, {"metadata": {"annotations": {QUOTA_ANNOTATION: earlier}}})
+        _quota_plan_applied_and_undone(store, settings, api, qa, qb)
+        assert gpu_entry(api, qa) == {"nominalQuota": "8", "lendingLimit": "8"}
+        assert gpu_entry(api, qb) == {"nominalQuota": "4", "borrowingLimit": "0"}
+        assert plan_mark(api, qb) == earlier and plan_mark(api, qa) is None
+    finally:
+        set_gpu_entry(api, qa, scenario_a)
+        api.merge_patch("ClusterQueue", qb, {"metadata": {"annotations": {QUOTA_ANNOTATION: None}}})
+
+
+def _quota_plan_applied_and_undone(store: Store, settings: GpuaasSettings, api: KubeHTTP, qa: str, qb: str) -> None:
     plan = plan_quotas([QueueDemand(qa, {"h100": 8}, {"h100": 4}), QueueDemand(qb, {"h100": 4}, {"h100": 8})],
                        LIMITS)
     assert plan.moved_gpus == 4
@@ -314,6 +354,7 @@ def test_a_quota_plan_passes_kueues_validation_admits_and_is_undone(store: Store
         result = apply_quota_plan(store, writer, "c", plan, mode=Mode.apply, degraded=None, flow_run_id=None,
                                   evidence={}, gpu_resources=["nvidia.com/gpu"])
         assert result.outcome == "applied", result.message
+        assert gpu_entry(api, qa) == {"nominalQuota": "4", "lendingLimit": "4"}  # lowered with the quota
         wait_until("b-big admitted under team-b's new quota of 8", lambda: reserved(api, "Job", "b-big", B)
                    or reserved(api, "Job", "b-late", B))
         [undone] = incident.undo(store, writer, [result.plan_id], flow_run_id=None)

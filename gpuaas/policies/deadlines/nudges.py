@@ -43,6 +43,8 @@ The rules, each a guard against a missed deadline:
   like any lost one, it makes a plan unenforceable: where deadlines are lost, the plan holds nothing.
 - Holds and demotions are capped per run (demotions first, then the least urgent holds); releases
   never are.
+- A hold or a demotion names the Workload as the snapshot read it (uid and resourceVersion): the plan
+  was made on that object, so one recreated under the same name or edited since is not nudged.
 
 Pure: the plans and the snapshot's workloads in, the nudges out.
 """
@@ -52,8 +54,8 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
-from datetime import datetime, timedelta
+from dataclasses import dataclass, field, replace
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pandas as pd
@@ -82,6 +84,10 @@ class Nudge:
     outcome: Outcome = Outcome.planned
     release_at: datetime | None = None
     evidence: dict[str, Any] = field(default_factory=dict)
+    uid: str | None = None
+    """The Workload's uid as the snapshot read it: a hold or demotion is refused on any other object."""
+    resource_version: str | None = None
+    """Its resourceVersion in the snapshot: a hold or demotion is refused once it changed (the plan was made on it)."""
 
     @property
     def ref(self) -> str:
@@ -108,17 +114,26 @@ def parse_hold(value: object) -> dict[str, Any] | None:
 
 
 def release_is_due(hold: Mapping[str, Any], now: datetime) -> bool:
-    """True when the hold's ``release_at`` has come, or it cannot be read."""
+    """True when the hold's ``release_at`` has come, or it cannot be read.
+
+    A time without a zone is taken as UTC (gpuaas writes UTC), so that a hand-edited mark is still compared,
+    never a reason to keep a Workload held.
+    """
     try:
         when = datetime.fromisoformat(str(hold["release_at"]))
     except (KeyError, ValueError):
         return True
-    return when <= now
+    return _utc(when) <= _utc(now)
+
+
+def _utc(at: datetime) -> datetime:
+    return at.replace(tzinfo=UTC) if at.tzinfo is None else at
 
 
 def is_demotion(hold: Mapping[str, Any]) -> bool:
     """True for gpuaas's mark of a demotion (the prior ``spec.priority`` recorded), False for a hold."""
-    return "priority" in (hold.get("before") or {})
+    before = hold.get("before")
+    return isinstance(before, dict) and "priority" in before
 
 
 def _held(workloads: pd.DataFrame) -> dict[str, dict[str, Any]]:
@@ -132,6 +147,21 @@ def _held(workloads: pd.DataFrame) -> dict[str, dict[str, Any]]:
     return out
 
 
+def _versions(workloads: pd.DataFrame) -> dict[str, tuple[str | None, str | None]]:
+    """``namespace/name`` -> (uid, resourceVersion) of each Workload as the snapshot read it (None where unknown)."""
+    if workloads.empty or "uid" not in workloads or "resource_version" not in workloads:
+        return {}
+    rows = workloads[["namespace", "name", "uid", "resource_version"]].itertuples(index=False)
+    return {f"{row.namespace}/{row.name}": (_text(row.uid), _text(row.resource_version)) for row in rows}
+
+
+def _text(value: object) -> str | None:
+    """A uid or resourceVersion as text; None for a cell left empty (a frame built without them)."""
+    if value is None or pd.isna(value) or str(value) == "":
+        return None
+    return str(value)
+
+
 def plan_nudges(pools: Sequence[PoolPlan], workloads: pd.DataFrame, now: datetime,
                 policy: DeadlinesPolicy, held_back: Mapping[str, object] | None = None) -> list[Nudge]:
     """Releases first (all planned), then holds (capped: given-up Workloads first, then the least urgent).
@@ -141,6 +171,7 @@ def plan_nudges(pools: Sequence[PoolPlan], workloads: pd.DataFrame, now: datetim
     """
     margin = policy.release_margin_minutes * 60.0
     held = _held(workloads)
+    versions = _versions(workloads)
     releases: list[Nudge] = []
     holds: list[tuple[float, Nudge]] = []
     seen: set[str] = set()
@@ -173,7 +204,7 @@ def plan_nudges(pools: Sequence[PoolPlan], workloads: pd.DataFrame, now: datetim
                     releases.append(Nudge("release", ns, name, "deadline lost: released, to be demoted instead",
                                           evidence=evidence))
                 elif job.name not in held and not pool.problem.by_priority:
-                    holds.append((math.inf, _give_up(job, where, now, policy, evidence)))
+                    holds.append((math.inf, _give_up(job, where, now, policy, evidence, versions.get(job.name))))
                 continue
             if job.name in held and is_demotion(held[job.name]):
                 releases.append(Nudge("release", ns, name, "not given up any more: its own priority restored",
@@ -197,7 +228,9 @@ def plan_nudges(pools: Sequence[PoolPlan], workloads: pd.DataFrame, now: datetim
             evidence["latest_start_s"] = latest
             reason = (f"{where}: planned start in {start / 60:.0f} min on today's GPUs (proven plan, every deadline"
                       f" holds); held until {release_at:%H:%M} UTC so that the urgent Workloads are admitted first")
-            holds.append((start, Nudge("hold", ns, name, reason, release_at=release_at, evidence=evidence)))
+            uid, version = versions.get(job.name, (None, None))
+            holds.append((start, Nudge("hold", ns, name, reason, release_at=release_at, evidence=evidence, uid=uid,
+                                       resource_version=version)))
     for ref, hold in held.items():
         if ref not in seen:
             ns, _, name = ref.partition("/")
@@ -207,11 +240,10 @@ def plan_nudges(pools: Sequence[PoolPlan], workloads: pd.DataFrame, now: datetim
     frozen = held_back or {}
     free = [n for _, n in holds if n.ref not in frozen]
     capped = [n if i < policy.max_holds_per_run else
-              Nudge(n.action, n.namespace, n.name, f"over the cap of {policy.max_holds_per_run} holds per run",
-                    Outcome.deferred, n.release_at, n.evidence)
+              replace(n, reason=f"over the cap of {policy.max_holds_per_run} holds per run", outcome=Outcome.deferred)
               for i, n in enumerate(free)]
-    skipped = [Nudge(n.action, n.namespace, n.name, f"{HELD_BACK}{frozen[n.ref]}", Outcome.skipped,
-                     n.release_at, n.evidence) for _, n in holds if n.ref in frozen]
+    skipped = [replace(n, reason=f"{HELD_BACK}{frozen[n.ref]}", outcome=Outcome.skipped)
+               for _, n in holds if n.ref in frozen]
     return releases + capped + skipped
 
 
@@ -225,8 +257,9 @@ def _given_up(pool: PoolPlan, policy: DeadlinesPolicy) -> set[str]:
 
 
 def _give_up(job: DeadlineJob, where: str, now: datetime, policy: DeadlinesPolicy,
-             evidence: dict[str, Any]) -> Nudge:
+             evidence: dict[str, Any], seen: tuple[str | None, str | None] | None) -> Nudge:
     ns, _, name = job.name.partition("/")
+    uid, version = seen or (None, None)
     release_at = now + timedelta(minutes=policy.give_up_lease_minutes)
     deadline = job.deadline or 0.0
     when = f"{deadline / 60:.0f} min from now" if deadline >= 0 else f"{-deadline / 60:.0f} min ago"
@@ -235,7 +268,8 @@ def _give_up(job: DeadlineJob, where: str, now: datetime, policy: DeadlinesPolic
               f"the Workloads that can still meet theirs are admitted first, until {release_at:%H:%M} UTC unless "
               f"the next run renews it")
     return Nudge("demote", ns, name, reason, release_at=release_at,
-                 evidence=evidence | {"given_up": True, "release_at": release_at.isoformat()})
+                 evidence=evidence | {"given_up": True, "release_at": release_at.isoformat()}, uid=uid,
+                 resource_version=version)
 
 
 def _unenforceable(pool: PoolPlan, starts: Mapping[str, Any], margin: float, given_up: set[str]) -> list[str]:

@@ -28,10 +28,17 @@ from gpuaas.errors import ActionRefused
 from gpuaas.instant import as_utc
 from gpuaas.policy import Mode, Policy
 
-__all__ = ["UtcInstant", "decision_instant"]
+__all__ = ["UtcInstant", "decision_instant", "far_from_now"]
 
 UtcInstant = Annotated[datetime, AfterValidator(as_utc)]
 """A flow parameter that is an instant: validated by Prefect into an aware UTC datetime (see the module)."""
+
+
+def far_from_now(at: datetime, policy: Policy, wall_clock: datetime) -> float | None:
+    """Seconds ``at`` lies from ``wall_clock`` when that is over ``collect.max_staleness_seconds`` (after
+    is positive), else None: the bound past which a run decides for another instant than now."""
+    apart = (as_utc(at) - wall_clock).total_seconds()
+    return apart if abs(apart) > policy.collect.max_staleness_seconds else None
 
 
 def decision_instant(at: datetime | None, mode: Mode, policy: Policy, wall_clock: datetime) -> datetime:
@@ -45,8 +52,7 @@ def decision_instant(at: datetime | None, mode: Mode, policy: Policy, wall_clock
         return wall_clock
     at = as_utc(at)
     limit = policy.collect.max_staleness_seconds
-    apart = (at - wall_clock).total_seconds()
-    if mode is Mode.apply and abs(apart) > limit:
+    if mode is Mode.apply and (apart := far_from_now(at, policy, wall_clock)) is not None:
         side = "after" if apart > 0 else "before"
         raise ActionRefused(
             f"at: {at.isoformat()} is {abs(apart):.0f}s {side} now, over the {limit:g}s collect.max_staleness_seconds "

@@ -20,7 +20,7 @@ from typing import Any
 
 from prefect import flow, get_run_logger
 
-from flows._instant import UtcInstant, decision_instant
+from flows._instant import UtcInstant, decision_instant, far_from_now
 from flows._outcome import busy_outcome, finished, freeze_dict
 from flows._snapshot import snapshot_for
 from gpuaas.actions import new_holder
@@ -70,7 +70,12 @@ def deadlines(apply: bool = False, at: UtcInstant | None = None, nudge: bool = T
         logger.warning("%s: dry-run, no hold or demotion written (due releases still are)", frozen)
     # before the releases too: an apply run far from now writes nothing; a plan alone (nudge off) writes nothing at all
     now = decision_instant(at, mode if nudge else Mode.dry_run, settings.policy, wall_clock)
-    released = release_due_holds(settings, now) if nudge else DeadlinesResult()
+    # a release is written in a dry-run too: a run for another instant (a dry-run, apply is refused above)
+    # releases nothing, neither the due ones of its instant nor those its plan no longer needs
+    elsewhen = far_from_now(now, settings.policy, wall_clock) is not None
+    if elsewhen and nudge:
+        logger.warning("at %s is not now: no hold is released this run", now.isoformat())
+    released = release_due_holds(settings, now) if nudge and not elsewhen else DeadlinesResult()
     if released.nudges:
         logger.info("release: %d held Workloads due", len(released.nudges))
 
@@ -83,7 +88,8 @@ def deadlines(apply: bool = False, at: UtcInstant | None = None, nudge: bool = T
             logger.info("plan: %d pools, %d extra GPUs needed, %d deadlines at risk in %.2fs", len(plan.pools),
                         sum(plan.extra_gpus.values()), len(plan.at_risk), time.monotonic() - started)
             if nudge:
-                nudged = apply_deadline_nudges(settings, unwalked(plan), mode, now)
+                to_apply = plan.releases_withheld(f"at {now.isoformat()} is not now") if elsewhen else plan
+                nudged = apply_deadline_nudges(settings, unwalked(to_apply), mode, now)
                 logger.info("nudge (%s): %s", mode.value, nudged.counts() or "nothing to do")
     except WritesBusy as busy:  # Completed, nothing collected, planned or written: the next run decides again
         return busy_outcome({"snapshot_id": None, "pools": [], "pushed_samples": None, "mode": mode.value,

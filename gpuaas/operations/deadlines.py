@@ -22,7 +22,7 @@ The path of one run, in order (every caller takes it: the ``deadlines`` flow, th
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
@@ -57,6 +57,14 @@ class DeadlinesPlan:
     nudges: tuple[Nudge, ...] = ()
     """Releases first (never capped), then demotions and holds, least urgent first; each with its reason and
     outcome (``planned``, or ``deferred`` over the cap). Empty when the run plans only."""
+
+    def releases_withheld(self, why: str) -> DeadlinesPlan:
+        """The same plan with no release written: each planned release ``skipped`` for ``why``. A release
+        is written in a dry-run too, so a run that decides for another instant than now must not make one
+        (it would lift a hold the present plan still needs)."""
+        return replace(self, nudges=tuple(replace(n, outcome=Outcome.skipped, reason=f"{n.reason}; {why}")
+                                          if n.action == "release" and n.outcome == Outcome.planned else n
+                                          for n in self.nudges))
 
     @property
     def holds(self) -> tuple[Nudge, ...]:

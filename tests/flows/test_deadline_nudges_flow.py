@@ -137,6 +137,36 @@ def test_release_at_its_time_needs_no_plan(pointed_at: EmbeddedCluster) -> None:
     assert obj["spec"]["active"] is True and not _held(pointed_at)
 
 
+def _make_due(cluster: EmbeddedCluster, now: datetime) -> None:
+    """Move the one hold's release time to a minute before ``now``, as time passing would."""
+    [(name, mark)] = _held(cluster).items()
+    [obj] = [o for o in cluster.store.list("Workload") if o["metadata"]["name"] == name]
+    mark = {**mark, "release_at": (now - timedelta(minutes=1)).isoformat()}
+    cluster.store.patch("Workload", obj["metadata"]["namespace"], name,
+                        {"metadata": {"annotations": {HOLD_ANNOTATION: json.dumps(mark)}}})
+
+
+def test_a_dry_run_for_another_instant_releases_no_hold(
+        cluster: EmbeddedCluster, tmp_path: Path, prefect_harness: None, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A release is written in a dry-run too, so one for a later instant (when the hold is due) or an earlier
+    one (when the plan did not need it yet) must write none: the hold is the present plan's."""
+    policy = tmp_path / "policy.yaml"
+    rules = {"max_holds_per_run": 1, "release_margin_minutes": 30, "runtime_estimate_error": 1}
+    policy.write_text(yaml.safe_dump({"deadlines": {"mode": "apply", **rules}}))
+    point_at(cluster, monkeypatch, data_dir=tmp_path / "data", policy_file=policy)  # a store of its own
+    now = cluster.clock.now()
+    _run(at=now)
+    [mark] = _held(cluster).values()
+    policy.write_text(yaml.safe_dump({"deadlines": rules}))  # dry-run from here on
+    before = writes(cluster)
+    for at in (datetime.fromisoformat(mark["release_at"]) + timedelta(minutes=1), now - timedelta(days=1)):
+        result = _run(at=at)
+        assert result["released"] == [] and _held(cluster) and writes(cluster) == before
+        assert all(n["result"] != "released" for n in result["nudges"])
+    _make_due(cluster, now)  # and at now, the due hold is released
+    assert [n["result"] for n in _run(at=now)["released"]] == ["released"] and not _held(cluster)
+
+
 def test_a_change_freeze_writes_no_hold_but_still_releases_a_due_one(
         cluster: EmbeddedCluster, tmp_path: Path, prefect_harness: None, monkeypatch: pytest.MonkeyPatch) -> None:
     """A freeze must not keep a Workload held past its planned start: the release restores, so it goes through."""
@@ -148,14 +178,14 @@ def test_a_change_freeze_writes_no_hold_but_still_releases_a_due_one(
     now = cluster.clock.now()
     first = _run(at=now)
     assert [n["result"] for n in first["nudges"] if n["action"] == "hold"][0] == "applied"
-    [mark] = _held(cluster).values()
+    _make_due(cluster, now)
 
     wall = datetime.now(UTC).replace(microsecond=0)
     policy.write_text(yaml.safe_dump({**rules, "freezes": [{
         "name": "launch", "start": (wall - timedelta(hours=1)).isoformat(),
         "end": (wall + timedelta(hours=1)).isoformat(), "flows": ["deadlines"]}]}))
     before = writes(cluster)
-    frozen = _run(apply=True, at=datetime.fromisoformat(mark["release_at"]))
+    frozen = _run(apply=True, at=now)
     assert frozen["mode"] == "dry-run" and frozen["freeze"]["name"] == "launch"
     assert [n["result"] for n in frozen["released"]] == ["released"] and not _held(cluster)
     assert not [n for n in frozen["nudges"] if n["result"] == "applied"]

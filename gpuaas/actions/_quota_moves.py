@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from enum import StrEnum
 from typing import Any
 
 from gpuaas.actions._events import EventReason
@@ -22,8 +23,8 @@ from gpuaas.models import Outcome
 from gpuaas.permissions import ROLES, bind_command
 from gpuaas.store import AuditEntry, Store
 
-__all__ = ["CHANGE_ACTION", "FLOW", "KIND", "PLAN_ACTION", "Ctx", "Moves", "audit_row", "changed_words", "landed",
-           "move", "refused"]
+__all__ = ["CHANGE_ACTION", "FLOW", "KIND", "PLAN_ACTION", "Ctx", "Moves", "Why", "audit_row", "changed_words",
+           "landed", "move", "moved_for", "refused"]
 
 FLOW = "rebalance"
 PLAN_ACTION = "quota-plan"
@@ -31,6 +32,27 @@ CHANGE_ACTION = "quota-change"
 KIND = "ClusterQueue"
 Moves = dict[str, dict[str, tuple[int, int]]]
 """queue -> flavor -> (from, to)."""
+
+
+class Why(StrEnum):
+    """Why a step is patched: a plan applied, or one of the three ways it is put back. Kept in each change
+    row's evidence (``why``): the day's cap counts an apply and a rollback, an undo's resumption its own rows."""
+
+    apply = "apply"
+    rollback = "rollback"
+    undo = "undo"
+
+
+def moved_for(row: AuditEntry) -> Why | None:
+    """What a ``quota-change`` row was written for: its evidence's ``why``, or, in a row written before
+    that was kept, ``apply`` when it is ``applied`` (only an apply is) and else the word its reason starts with."""
+    recorded = (row.evidence or {}).get("why")
+    if isinstance(recorded, str) and recorded in Why.__members__:
+        return Why(recorded)
+    if row.outcome == Outcome.applied:
+        return Why.apply
+    word = row.reason.split(":", 1)[0]
+    return Why(word) if word in Why.__members__ else None
 
 
 @dataclass(frozen=True)
@@ -86,14 +108,14 @@ def changed_words(diffs: Sequence[Difference], expected_as: str) -> tuple[str, s
 
 
 def _step_patch(ctx: Ctx, queue: str, obj: Mapping[str, Any], step: Mapping[str, tuple[int, int]],
-                why: str) -> tuple[dict[str, Any], dict[str, Any]] | str:
+                why: Why) -> tuple[dict[str, Any], dict[str, Any]] | str:
     """The step's patch and its change row's evidence, or why it is not written (a recorded entry moved)."""
     record = ctx.records.get(queue)
     if record is None or not record.covers(step):
         target = {f: to for f, (_, to) in step.items()}
         return quota_patch(obj, target, ctx.plan_id, ctx.gpu_resources, manage_limits=ctx.manage_limits,
-                           restore=why != "apply"), {}
-    applying = why == "apply"
+                           restore=why is not Why.apply), {}
+    applying = why is Why.apply
     diffs = record.differences(obj, ctx.gpu_resources, step, landed=not applying)
     if diffs:
         what, words = changed_words(diffs, "expected")
@@ -104,7 +126,7 @@ def _step_patch(ctx: Ctx, queue: str, obj: Mapping[str, Any], step: Mapping[str,
             {"entries": {"before": only(expected, step), "after": only(wanted, step)}})
 
 
-def move(ctx: Ctx, moves: Moves, why: str) -> tuple[list[str], str | None]:
+def move(ctx: Ctx, moves: Moves, why: Why) -> tuple[list[str], str | None]:
     """Patch in the safe order; (queues patched, or the reason it stopped). Each step audited."""
     done: list[str] = []
     for queue, step in ordered(moves):
@@ -138,18 +160,19 @@ def move(ctx: Ctx, moves: Moves, why: str) -> tuple[list[str], str | None]:
     return done, None
 
 
-def _record(ctx: Ctx, queue: str, patched: dict[str, Any], step: Mapping[str, tuple[int, int]], why: str,
+def _record(ctx: Ctx, queue: str, patched: dict[str, Any], step: Mapping[str, tuple[int, int]], why: Why,
             evidence: dict[str, Any]) -> None:
     """The Event on the queue and the ``quota-change`` row of a patch that landed."""
     rv = (patched.get("metadata") or {}).get("resourceVersion")
     changes = ", ".join(f"{f} {a} -> {b}" for f, (a, b) in step.items())
-    if why == "apply":
+    if why is Why.apply:
         ctx.writer.record_event(patched, EventReason.quota_moved, f"Nominal GPU quota moved by gpuaas "
                                 f"rebalance: {changes}. Plan #{ctx.plan_id}; to reverse it: gpuaas undo "
                                 f"{ctx.plan_id}")
     else:
         ctx.writer.record_event(patched, EventReason.quota_restored, f"Nominal GPU quota restored by "
-                                f"gpuaas ({why} of plan #{ctx.plan_id}): {changes}")
-    audit_row(ctx, CHANGE_ACTION, KIND, queue, Outcome.applied if why == "apply" else Outcome.restored,
-              f"{why}: {changes}", before={f: a for f, (a, _) in step.items()},
-              after={**{f: b for f, (_, b) in step.items()}, "resourceVersion": rv}, evidence=evidence)
+                                f"gpuaas ({why.value} of plan #{ctx.plan_id}): {changes}")
+    audit_row(ctx, CHANGE_ACTION, KIND, queue, Outcome.applied if why is Why.apply else Outcome.restored,
+              f"{why.value}: {changes}", before={f: a for f, (a, _) in step.items()},
+              after={**{f: b for f, (_, b) in step.items()}, "resourceVersion": rv},
+              evidence={**evidence, "why": why.value})

@@ -8,7 +8,18 @@ Otherwise someone changed it since and the undo refuses, naming the queue, and w
 from __future__ import annotations
 
 from gpuaas.actions._kube_writer import KubeWriter
-from gpuaas.actions._quota_moves import CHANGE_ACTION, KIND, PLAN_ACTION, Ctx, Moves, audit_row, changed_words, move
+from gpuaas.actions._quota_moves import (
+    CHANGE_ACTION,
+    KIND,
+    PLAN_ACTION,
+    Ctx,
+    Moves,
+    Why,
+    audit_row,
+    changed_words,
+    move,
+    moved_for,
+)
 from gpuaas.actions._quota_patches import gpu_nominal
 from gpuaas.actions._quota_record import records_of
 from gpuaas.actions._undoing import Undone
@@ -42,7 +53,7 @@ def undo_quota_plan(store: Store, writer: KubeWriter, intent: AuditEntry, flow_r
     ctx = Ctx(store, writer, int(intent.id or 0), intent.name, flow_run_id, gpu, False, records_of(intent))
     # An undo cut off by a crash restored some queues already: those are done, not "changed since".
     resumed = {(r.name, f) for r in later if r.action == CHANGE_ACTION and r.outcome == Outcome.restored
-               and r.reason.startswith("undo") for f in (r.before or {})}
+               and moved_for(r) is Why.undo for f in (r.before or {})}
 
     def refuse(message: str) -> Undone:
         """The undo's completion row when it restores nothing: a refused undo is audited like a done one (a later
@@ -72,7 +83,7 @@ def undo_quota_plan(store: Store, writer: KubeWriter, intent: AuditEntry, flow_r
                 return refuse(f"{queue}: {words}: someone changed {'a limit' if what == 'limits' else 'a quota'} "
                               "since; nothing restored")
             back.setdefault(queue, {})[f] = (to, frm)
-    rolled, problem = move(ctx, back, "undo")
+    rolled, problem = move(ctx, back, Why.undo)
     if problem:
         row = audit_row(ctx, "restore", "Cohort", intent.name, Outcome.failed,
                         f"undo stopped after {len(rolled)}: {problem}")

@@ -50,10 +50,12 @@ from gpuaas.actions._quota_moves import (
     PLAN_ACTION,
     Ctx,
     Moves,
+    Why,
     audit_row,
     changed_words,
     landed,
     move,
+    moved_for,
     refused,
 )
 from gpuaas.actions._quota_patches import gpu_nominal, only
@@ -146,10 +148,10 @@ def apply_quota_plan(store: Store, writer: KubeWriter, cohort: str, plan: QuotaP
             return close(Outcome.changed, f"{queue}: quota changed since the plan ({words}); recompute, never forced")
     if not moves:
         return close(Outcome.skipped, "nothing to move")
-    done, stopped = move(ctx, moves, "apply")
+    done, stopped = move(ctx, moves, Why.apply)
     if stopped is None:
         return close(Outcome.applied, f"{len(done)} patches, decreases first", done)
-    rolled, problem = move(ctx, landed(moves, len(done)), "rollback")
+    rolled, problem = move(ctx, landed(moves, len(done)), Why.rollback)
     message = f"stopped after {len(done)} patches: {stopped}; rolled back {len(rolled)}"
     return close(Outcome.failed, message + (f"; rollback stopped: {problem}" if problem else ""), done)
 
@@ -185,7 +187,7 @@ def recover_quota_plans(store: Store, writer: KubeWriter, *, flow_run_id: str | 
                 back[queue] = mine
             foreign += theirs
             _audit_unanswered(ctx, queue, obj, {f: m for f, m in mine.items() if (queue, f) not in audited})
-        rolled, problem = move(ctx, back, "rollback")
+        rolled, problem = move(ctx, back, Why.rollback)
         reason = (f"recovered: the run was interrupted mid-apply; rolled back {len(rolled)} of {len(back)} queues "
                   "that had landed" + (f"; {'; '.join(foreign)}" if foreign else "")
                   + (f"; rollback stopped: {problem}" if problem else ""))
@@ -252,7 +254,7 @@ def quota_moved_since(store: Store, since: datetime) -> dict[tuple[str, str], tu
     made again at noon); a plan a crash interrupted and gpuaas rolled back moved nothing."""
     net: dict[tuple[int | None, str, str], int] = {}
     for row, flavor, delta in _quota_deltas(store, since):
-        if row.outcome == Outcome.applied or (row.outcome == Outcome.restored and row.reason.startswith("rollback")):
+        if moved_for(row) in (Why.apply, Why.rollback):
             key = (row.refers_to, row.name, flavor)
             net[key] = net.get(key, 0) + delta
     out: dict[tuple[str, str], tuple[int, int]] = {}

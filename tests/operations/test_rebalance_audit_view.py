@@ -58,3 +58,28 @@ def test_an_earlier_instant_counts_them_too(store: Store) -> None:
     """The windows have no upper end: a replay of yesterday sees at least what is true now."""
     view = read_audit_view(store, Policy(), datetime.now(UTC) - timedelta(hours=12))
     assert view.moved_24h == MOVED
+
+
+def test_the_days_cap_counts_a_rollback_by_what_its_row_records_not_by_its_wording(tmp_path: Path) -> None:
+    """A rolled-back step gives back what its apply took, so the pair nets to nothing; an undo's does not
+    (a plan undone in the morning is not made again at noon). Rows are told apart by the ``why`` their
+    evidence records, whatever their reason says."""
+    from gpuaas.actions.quotas import quota_moved_since
+
+    store = Store(f"sqlite:///{tmp_path}/gpuaas.db")
+    at = datetime.now(UTC) - timedelta(hours=1)
+
+    def change(plan: int, outcome: str, why: str, before: int, after: int) -> None:
+        store.append(AuditEntry(created_at=at, flow="rebalance", action="quota-change", kind="ClusterQueue",
+                                name=f"q{plan}", mode="apply", outcome=outcome, reason="reworded: h100 moved",
+                                before={"h100": before}, after={"h100": after}, refers_to=plan,
+                                evidence={"why": why}))
+
+    change(1, "applied", "apply", 8, 4)
+    change(1, "restored", "rollback", 4, 8)  # rolled back: nothing moved
+    change(2, "applied", "apply", 8, 4)
+    change(2, "restored", "undo", 4, 8)  # undone later: the day's move stands
+    try:
+        assert quota_moved_since(store, at - timedelta(minutes=1)) == {("q2", "h100"): (0, 4)}
+    finally:
+        store.close()

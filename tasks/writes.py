@@ -10,8 +10,8 @@ API, a script). Both are leases, and a killed holder loses both:
   slot whose holder died anywhere about a minute after its last renewal;
 - the slot's lease id is written to the store next to the holder (``cluster-writes-slot``), so a
   holder killed on *this* host (its process is gone) loses its slot and its row at once: the
-  waiting run gives that lease back and goes on. (The test harness's ephemeral server runs no
-  repossessor: without this a killed run's slot was never freed there.)
+  waiting run gives that lease back and goes on. (A server that runs no repossessor, as the test
+  harness's ephemeral one, frees such a slot only this way.)
 
 The store lock's lease (``GPUAAS_WRITES_LEASE_SECONDS``, 900 s) is renewed by its holder every
 third of it while the block runs, so a long run keeps it; a renewal that finds the lock gone

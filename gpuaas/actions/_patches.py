@@ -133,7 +133,7 @@ def still_stopped(kind: str, mark: dict[str, Any], obj: dict[str, Any]) -> bool:
     A team that starts its workload again by hand (removes a notebook's stop annotation, reactivates a
     Workload, scales a Deployment back up) leaves the mark behind; such a mark is stale, and the workload
     runs like any other: judged again, and reclaimed again when idle. A mark whose stop cannot be told from
-    its record (an unreadable one) counts as still stopped, as before.
+    its record (an unreadable one) counts as still stopped: never judged on a guess.
     """
     if kind == "Notebook":
         return NOTEBOOK_STOP in _annotations(obj)

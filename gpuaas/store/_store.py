@@ -203,7 +203,7 @@ class Store:
             rows = [{**e.model_dump(exclude={"id"}), "decision": f"{e.outcome}#{attempts.get(str(e.idempotency_key), 0)}"}
                     for e in entries]
             # One statement with many parameter sets: SQLAlchemy compiles it once and sends it in batches
-            # ("insertmanyvalues"); a multi-row ``.values(rows)`` was compiled anew per chunk, seconds a run.
+            # ("insertmanyvalues"); a multi-row ``.values(rows)`` would be compiled anew per chunk.
             statement = dialect_insert(AuditEntry).on_conflict_do_nothing().returning(col(AuditEntry.id))
             new_ids = set(session.execute(statement, rows).scalars()) if rows else set()
             session.commit()

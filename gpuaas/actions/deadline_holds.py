@@ -35,7 +35,7 @@ from gpuaas.actions._kube_writer import INDEFINITE, KubeWriter
 from gpuaas.actions._undoing import Undone
 from gpuaas.errors import Conflict, GpuaasError, NotFound
 from gpuaas.models import Outcome
-from gpuaas.policies.deadlines import HOLD_ANNOTATION, Nudge, is_demotion, parse_hold, release_is_due
+from gpuaas.policies.deadlines import HOLD_ANNOTATION, Nudge, NudgeAction, is_demotion, parse_hold, release_is_due
 from gpuaas.policy import Mode
 from gpuaas.store import AuditEntry, Store
 
@@ -95,10 +95,10 @@ def not_holdable(obj: dict[str, Any]) -> str | None:
     return None
 
 
-def prior_state(obj: dict[str, Any], action: str) -> dict[str, Any]:
+def prior_state(obj: dict[str, Any], action: NudgeAction) -> dict[str, Any]:
     """What a hold (``spec.active``) or a demotion (``spec.priority``, Kueue's 0 when unset) changes, as it is now."""
     spec = obj.get("spec") or {}
-    return {"priority": int(spec.get("priority") or 0)} if action == "demote" else {"active": spec.get("active")}
+    return {"priority": int(spec.get("priority") or 0)} if action is NudgeAction.demote else {"active": spec.get("active")}
 
 
 def hold_patch(obj: dict[str, Any], mark: dict[str, Any]) -> dict[str, Any]:
@@ -157,7 +157,7 @@ def changed_since(n: Nudge, obj: dict[str, Any]) -> tuple[Outcome, str] | None:
 
 def _unholdable(n: Nudge, obj: dict[str, Any]) -> tuple[Outcome, str] | None:
     why = not_holdable(obj)
-    if why is None and n.action == "demote" and prior_state(obj, n.action)["priority"] <= _LOWEST_PRIORITY:
+    if why is None and n.action is NudgeAction.demote and prior_state(obj, n.action)["priority"] <= _LOWEST_PRIORITY:
         why = "already at the lowest priority Kueue allows: left alone"
     return None if why is None else (Outcome.skipped, why)
 
@@ -189,7 +189,7 @@ def _hold(n: Nudge, store: Store, writer: KubeWriter, mode: Mode, run: str | Non
         return NudgeResult(n, Outcome.failed, str(exc)[:500], intent.id)
     done = {**after, "resourceVersion": patched["metadata"].get("resourceVersion")}
     _row(store, n, Outcome.applied, n.reason, mode, run, refers_to=intent.id, before=before, after=done)
-    reason, done_by = ((EventReason.demoted, "Demoted one priority by gpuaas") if n.action == "demote"
+    reason, done_by = ((EventReason.demoted, "Demoted one priority by gpuaas") if n.action is NudgeAction.demote
                        else (EventReason.held, f"Held by gpuaas until {release_at or 'its release'}"))
     writer.record_event(patched, reason, f"{done_by}: {n.reason}. Audit #{intent.id}; to release it now: "
                                          f"gpuaas undo {intent.id}")
@@ -316,7 +316,7 @@ def apply_nudges(nudges: Sequence[Nudge], store: Store, writer: KubeWriter, *, m
     for n in nudges:
         if n.outcome != Outcome.planned:
             out.append(NudgeResult(n, n.outcome, n.reason, _row(store, n, n.outcome, n.reason, mode, flow_run_id).id))
-        elif n.action == "release":
+        elif n.action is NudgeAction.release:
             out.append(_release(n, store, writer, flow_run_id))
         else:
             out.append(_hold(n, store, writer, mode, flow_run_id))
@@ -338,7 +338,7 @@ def due_releases(workloads: Iterable[dict[str, Any]], now: datetime) -> list[Nud
         meta = obj.get("metadata") or {}
         hold = parse_hold((meta.get("annotations") or {}).get(HOLD_ANNOTATION))
         if hold is not None and release_is_due(hold, now):
-            due.append(Nudge("release", str(meta.get("namespace", "")), str(meta.get("name", "")),
+            due.append(Nudge(NudgeAction.release, str(meta.get("namespace", "")), str(meta.get("name", "")),
                              f"release time {hold.get('release_at', '(unreadable)')} has come", evidence={"hold": hold}))
     return due
 
@@ -347,7 +347,7 @@ def undo_hold(store: Store, writer: KubeWriter, row: AuditEntry, flow_run_id: st
     """The ``Undoer`` of a hold (``gpuaas undo ID``): release it, if it is still that hold."""
     if row.mode != Mode.apply.value:
         return Undone(Outcome.no_op, "a dry-run decision: nothing was changed")
-    n = Nudge("release", row.namespace or "", row.name, f"undo of audit #{row.id}", evidence={"undo": row.id})
+    n = Nudge(NudgeAction.release, row.namespace or "", row.name, f"undo of audit #{row.id}", evidence={"undo": row.id})
     try:
         obj = writer.get(KIND, n.namespace, n.name)
     except NotFound:
@@ -368,11 +368,11 @@ def undo_holds(store: Store, writer: KubeWriter, audit_ids: Iterable[int], *,
         if row is not None and row.refers_to is not None and row.action in NUDGE_ACTIONS:
             row = store.get_audit(row.refers_to) or row
         if row is None or row.action not in NUDGE_ACTIONS or row.outcome != Outcome.planned:
-            n = Nudge("release", "", "", f"audit #{audit_id} is not a deadline hold or demotion")
+            n = Nudge(NudgeAction.release, "", "", f"audit #{audit_id} is not a deadline hold or demotion")
             out.append(NudgeResult(n, Outcome.no_op, n.reason, None))
             continue
         done = undo_hold(store, writer, row, flow_run_id)
-        n = Nudge("release", row.namespace or "", row.name, done.message)
+        n = Nudge(NudgeAction.release, row.namespace or "", row.name, done.message)
         out.append(NudgeResult(n, Outcome.released if done.result == Outcome.restored else done.result, done.message,
                                done.audit_id))
     return out

@@ -57,7 +57,7 @@ from gpuaas.cluster.traces import TraceJob
 from gpuaas.errors import ConfigError
 from gpuaas.models import Outcome, Snapshot
 from gpuaas.operations.deadlines import plan
-from gpuaas.policies.deadlines import EPS, HOLD_ANNOTATION, Nudge, parse_hold
+from gpuaas.policies.deadlines import EPS, HOLD_ANNOTATION, Nudge, NudgeAction, parse_hold
 from gpuaas.policy import DeadlinesPolicy
 from gpuaas.snapshot import kueue_snapshot
 from gpuaas.sources import (
@@ -139,7 +139,7 @@ def flow_tick(store: ObjectStore, now: datetime, policy: DeadlinesPolicy) -> lis
     for nudge in nudges:
         if nudge.outcome != Outcome.planned:
             continue
-        if nudge.action == "release":
+        if nudge.action is NudgeAction.release:
             _release(store, nudge)
         else:
             _hold(store, nudge)

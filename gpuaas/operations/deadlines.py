@@ -31,6 +31,7 @@ from gpuaas.policies.deadlines import (
     DeadlineJob,
     DeadlinePlan,
     Nudge,
+    NudgeAction,
     PoolPlan,
     deadline_problems,
     plan_deadlines,
@@ -63,13 +64,13 @@ class DeadlinesPlan:
         is written in a dry-run too, so a run that decides for another instant than now must not make one
         (it would lift a hold the present plan still needs)."""
         return replace(self, nudges=tuple(replace(n, outcome=Outcome.skipped, reason=f"{n.reason}; {why}")
-                                          if n.action == "release" and n.outcome == Outcome.planned else n
+                                          if n.action is NudgeAction.release and n.outcome == Outcome.planned else n
                                           for n in self.nudges))
 
     @property
     def holds(self) -> tuple[Nudge, ...]:
         """The holds and demotions this run writes (or, in dry-run, would)."""
-        return tuple(n for n in self.nudges if n.action in ("hold", "demote") and n.outcome == Outcome.planned)
+        return tuple(n for n in self.nudges if n.action in (NudgeAction.hold, NudgeAction.demote) and n.outcome == Outcome.planned)
 
     @property
     def at_risk(self) -> tuple[str, ...]:

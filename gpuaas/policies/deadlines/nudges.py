@@ -56,6 +56,7 @@ import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
+from enum import StrEnum
 from typing import Any
 
 import pandas as pd
@@ -66,18 +67,28 @@ from gpuaas.policies.deadlines.problem import DeadlineJob
 from gpuaas.policies.deadlines.profile import EPS
 from gpuaas.policy import HELD_BACK, DeadlinesPolicy
 
-__all__ = ["HOLD_ANNOTATION", "Nudge", "is_demotion", "parse_hold", "plan_nudges", "release_is_due"]
+__all__ = ["HOLD_ANNOTATION", "Nudge", "NudgeAction", "is_demotion", "parse_hold", "plan_nudges", "release_is_due"]
 
 HOLD_ANNOTATION = "gpuaas.io/deadline-hold"
 _AUDITED_JOBS = 50
+
+
+class NudgeAction(StrEnum):
+    """What a nudge does to a pending Workload (its value is the audit row's ``action``)."""
+
+    hold = "hold"
+    """Deactivate it until ``release_at``, so the work with deadlines goes first."""
+    demote = "demote"
+    """Lower its priority by one: its deadline is lost, so it waits behind those that can still be met."""
+    release = "release"
+    """Undo either: put back what the hold or the demotion changed."""
 
 
 @dataclass(frozen=True)
 class Nudge:
     """One hold or release of a Workload; ``outcome`` is ``planned`` or ``deferred`` (over the cap)."""
 
-    action: str
-    """``hold``, ``demote`` (a lost deadline given up: a lower priority) or ``release`` (either undone)."""
+    action: NudgeAction
     namespace: str
     name: str
     reason: str
@@ -88,6 +99,9 @@ class Nudge:
     """The Workload's uid as the snapshot read it: a hold or demotion is refused on any other object."""
     resource_version: str | None = None
     """Its resourceVersion in the snapshot: a hold or demotion is refused once it changed (the plan was made on it)."""
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "action", NudgeAction(self.action))  # "hold" from a caller or a row: the member
 
     @property
     def ref(self) -> str:
@@ -189,7 +203,7 @@ def plan_nudges(pools: Sequence[PoolPlan], workloads: pd.DataFrame, now: datetim
             if job.running_for is not None:
                 if job.name in held and is_demotion(held[job.name]):
                     seen.add(job.name)
-                    releases.append(Nudge("release", ns, name, "admitted: its own priority restored"))
+                    releases.append(Nudge(NudgeAction.release, ns, name, "admitted: its own priority restored"))
                 continue
             seen.add(job.name)
             scheduled = starts.get(job.name)
@@ -201,20 +215,20 @@ def plan_nudges(pools: Sequence[PoolPlan], workloads: pd.DataFrame, now: datetim
                         "uncontrolled": loose[:_AUDITED_JOBS], "planned_at": now.isoformat()}
             if job.name in given_up:
                 if job.name in held and not is_demotion(held[job.name]):
-                    releases.append(Nudge("release", ns, name, "deadline lost: released, to be demoted instead",
+                    releases.append(Nudge(NudgeAction.release, ns, name, "deadline lost: released, to be demoted instead",
                                           evidence=evidence))
                 elif job.name not in held and not pool.problem.by_priority:
                     holds.append((math.inf, _give_up(job, where, now, policy, evidence, versions.get(job.name))))
                 continue
             if job.name in held and is_demotion(held[job.name]):
-                releases.append(Nudge("release", ns, name, "not given up any more: its own priority restored",
+                releases.append(Nudge(NudgeAction.release, ns, name, "not given up any more: its own priority restored",
                                       evidence=evidence))
                 continue
             if job.name in held:
                 why = ("a best-effort Workload (no deadline) is never held: released" if job.deadline is None
                        else _release_reason(held[job.name], now, proven, start, margin, bool(loose)))
                 if why:
-                    releases.append(Nudge("release", ns, name, why, evidence=evidence))
+                    releases.append(Nudge(NudgeAction.release, ns, name, why, evidence=evidence))
                 continue
             if not proven or start is None or start <= margin or job.deadline is None:
                 continue
@@ -229,12 +243,12 @@ def plan_nudges(pools: Sequence[PoolPlan], workloads: pd.DataFrame, now: datetim
             reason = (f"{where}: planned start in {start / 60:.0f} min on today's GPUs (proven plan, every deadline"
                       f" holds); held until {release_at:%H:%M} UTC so that the urgent Workloads are admitted first")
             uid, version = versions.get(job.name, (None, None))
-            holds.append((start, Nudge("hold", ns, name, reason, release_at=release_at, evidence=evidence, uid=uid,
+            holds.append((start, Nudge(NudgeAction.hold, ns, name, reason, release_at=release_at, evidence=evidence, uid=uid,
                                        resource_version=version)))
     for ref, hold in held.items():
         if ref not in seen:
             ns, _, name = ref.partition("/")
-            releases.append(Nudge("release", ns, name, "in no deadline plan any more: released",
+            releases.append(Nudge(NudgeAction.release, ns, name, "in no deadline plan any more: released",
                                   evidence={"hold": hold}))
     holds.sort(key=lambda h: -h[0])
     frozen = held_back or {}
@@ -267,7 +281,7 @@ def _give_up(job: DeadlineJob, where: str, now: datetime, policy: DeadlinesPolic
               f"{policy.runtime_estimate_error:g}x shorter); given up: demoted one priority below its own, so that "
               f"the Workloads that can still meet theirs are admitted first, until {release_at:%H:%M} UTC unless "
               f"the next run renews it")
-    return Nudge("demote", ns, name, reason, release_at=release_at,
+    return Nudge(NudgeAction.demote, ns, name, reason, release_at=release_at,
                  evidence=evidence | {"given_up": True, "release_at": release_at.isoformat()}, uid=uid,
                  resource_version=version)
 

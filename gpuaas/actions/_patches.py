@@ -30,14 +30,17 @@ import copy
 import json
 from dataclasses import dataclass
 from datetime import datetime
+from enum import StrEnum
 from typing import Any
 
 from gpuaas.instant import utc_stamp
 from gpuaas.models import ELASTIC_ANNOTATION
+from gpuaas.policy import FreeGoal
 
 __all__ = [
     "KIND_RESOURCES",
     "RECLAIMED_ANNOTATION",
+    "StopMethod",
     "StopPlan",
     "differences",
     "left_by_stop",
@@ -68,10 +71,23 @@ KIND_RESOURCES: dict[str, tuple[str, str, str]] = {
 Path = tuple[str, ...]
 
 
+class StopMethod(StrEnum):
+    """How a workload is stopped (recorded in its audit row and annotation as ``method``)."""
+
+    workers_to_zero = "workers-to-zero"
+    """An elastic RayCluster's worker groups to 0 replicas: its head and its Kueue reservation stay."""
+    suspend = "suspend"
+    deactivate = "deactivate"
+    min_replicas_zero = "min-replicas-zero"
+    """An InferenceService an autoscaler takes to zero (Knative or KEDA)."""
+    stop_annotation = "stop-annotation"
+    replicas_to_zero = "replicas-to-zero"
+
+
 @dataclass(frozen=True)
 class StopPlan:
-    method: str
-    frees: str
+    method: StopMethod
+    frees: FreeGoal
     """``compute`` (the reservation stays) or ``quota`` (returned to the queue and its cohort)."""
     fields: tuple[tuple[Path, Any, Any], ...]
     """(path, before, after) of each scalar field the stop changes."""
@@ -169,7 +185,7 @@ def _isvc_reaches_zero(annotations: dict[str, str]) -> bool:
     return mode in ("Knative", "Serverless") or autoscaler == "keda"
 
 
-def stop_plan(kind: str, obj: dict[str, Any], free: str, now: datetime) -> StopPlan:
+def stop_plan(kind: str, obj: dict[str, Any], free: FreeGoal, now: datetime) -> StopPlan:
     """The stop for this kind and goal, read from the live object."""
     annotations = _annotations(obj)
 
@@ -178,21 +194,21 @@ def stop_plan(kind: str, obj: dict[str, Any], free: str, now: datetime) -> StopP
 
     if kind == "RayCluster":
         elastic = str(annotations.get(ELASTIC_ANNOTATION, "")).lower() == "true"
-        if elastic and free == "compute":
+        if elastic and free == FreeGoal.compute:
             groups = (obj.get("spec") or {}).get("workerGroupSpecs") or []
             workers = tuple((str(g.get("groupName")), g.get("replicas"), g.get("minReplicas")) for g in groups)
-            return StopPlan("workers-to-zero", "compute", (), workers)
-        return StopPlan("suspend", "quota", (field(("spec", "suspend"), True),))
+            return StopPlan(StopMethod.workers_to_zero, FreeGoal.compute, (), workers)
+        return StopPlan(StopMethod.suspend, FreeGoal.quota, (field(("spec", "suspend"), True),))
     if kind == "Workload":
-        return StopPlan("deactivate", "quota", (field(("spec", "active"), False),))
+        return StopPlan(StopMethod.deactivate, FreeGoal.quota, (field(("spec", "active"), False),))
     if kind == "InferenceService":
-        if free == "compute" and _isvc_reaches_zero(annotations):
-            return StopPlan("min-replicas-zero", "compute", (field(("spec", "predictor", "minReplicas"), 0),))
-        return StopPlan("stop-annotation", "quota", (field(("metadata", "annotations", KSERVE_STOP), "true"),))
+        if free == FreeGoal.compute and _isvc_reaches_zero(annotations):
+            return StopPlan(StopMethod.min_replicas_zero, FreeGoal.compute, (field(("spec", "predictor", "minReplicas"), 0),))
+        return StopPlan(StopMethod.stop_annotation, FreeGoal.quota, (field(("metadata", "annotations", KSERVE_STOP), "true"),))
     if kind == "Notebook":
-        return StopPlan("stop-annotation", "quota", (field(("metadata", "annotations", NOTEBOOK_STOP), utc_stamp(now)),))
+        return StopPlan(StopMethod.stop_annotation, FreeGoal.quota, (field(("metadata", "annotations", NOTEBOOK_STOP), utc_stamp(now)),))
     if kind in ("Deployment", "StatefulSet"):
-        return StopPlan("replicas-to-zero", "quota", (field(("spec", "replicas"), 0),))
+        return StopPlan(StopMethod.replicas_to_zero, FreeGoal.quota, (field(("spec", "replicas"), 0),))
     raise ValueError(f"gpuaas does not know how to stop a {kind}")
 
 
@@ -247,7 +263,8 @@ def differences(expected: dict[str, Any], obj: dict[str, Any], source: str = "ex
     return out
 
 
-_STOP_VALUES: dict[str, Any] = {"suspend": True, "deactivate": False, "replicas-to-zero": 0, "min-replicas-zero": 0}
+_STOP_VALUES: dict[str, Any] = {StopMethod.suspend: True, StopMethod.deactivate: False, StopMethod.replicas_to_zero: 0,
+                                StopMethod.min_replicas_zero: 0}
 
 
 def left_by_stop(intent_after: dict[str, Any] | None, before: dict[str, Any]) -> dict[str, Any]:
@@ -264,7 +281,7 @@ def left_by_stop(intent_after: dict[str, Any] | None, before: dict[str, Any]) ->
     for path, _ in before.get("fields") or []:
         if method in _STOP_VALUES:
             fields.append([path, _STOP_VALUES[method]])
-        elif method == "stop-annotation" and path[-1] == KSERVE_STOP:
+        elif method == StopMethod.stop_annotation and path[-1] == KSERVE_STOP:
             fields.append([path, "true"])
     workers = [{"groupName": w["groupName"], "replicas": 0, "minReplicas": 0} for w in before.get("workers") or []]
     return {"method": method, "fields": fields, "workers": workers}

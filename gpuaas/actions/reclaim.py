@@ -39,11 +39,11 @@ from typing import Any
 
 from gpuaas.actions._events import EventReason
 from gpuaas.actions._kube_writer import INDEFINITE, KubeWriter
-from gpuaas.actions._patches import StopPlan, reclaimed_by, stop_patch, stop_plan, stopped_reason
+from gpuaas.actions._patches import StopMethod, StopPlan, reclaimed_by, stop_patch, stop_plan, stopped_reason
 from gpuaas.errors import Conflict, GpuaasError, NotFound
 from gpuaas.models import Outcome
 from gpuaas.policies.reclaim import Decision
-from gpuaas.policy import Mode
+from gpuaas.policy import FreeGoal, Mode
 from gpuaas.store import AuditEntry, Store
 
 __all__ = ["FLOW", "ActionResult", "already_decided", "execute_decisions", "read_back_stop", "recently_restored"]
@@ -60,8 +60,8 @@ class ActionResult:
     result: Outcome
     reason: str
     audit_id: int | None
-    method: str | None = None
-    frees: str | None = None
+    method: StopMethod | None = None
+    frees: FreeGoal | None = None
 
 
 class _Audit:
@@ -140,8 +140,8 @@ def read_back_stop(writer: KubeWriter, kind: str, namespace: str, name: str, aud
     return Outcome.failed, "the object does not carry its gpuaas.io/reclaimed annotation: not changed"
 
 
-def _frees(plan_frees: str) -> str:
-    return "compute, the reservation is kept" if plan_frees == "compute" else "quota"
+def _frees(plan_frees: FreeGoal) -> str:
+    return "compute, the reservation is kept" if plan_frees is FreeGoal.compute else "quota"
 
 
 def _act(d: Decision, audit: _Audit, writer: KubeWriter, mode: Mode, now: datetime) -> ActionResult:

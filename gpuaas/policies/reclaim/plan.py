@@ -43,7 +43,7 @@ from gpuaas.instant import utc_stamp
 from gpuaas.models import Outcome, Snapshot
 from gpuaas.phrases import verdict_phrase
 from gpuaas.policies.reclaim.opt_out import is_opted_out
-from gpuaas.policy import WORKLOAD_KINDS, Actuator, Mode, Policy
+from gpuaas.policy import WORKLOAD_KINDS, Actuator, FreeGoal, Mode, Policy
 
 __all__ = [
     "STOPPABLE_KINDS",
@@ -69,14 +69,14 @@ class Decision:
     tenant: str | None
     gpus: float
     idle_seconds: float
-    free: str
+    free: FreeGoal
     """The goal the policy asked for: ``compute`` or ``quota`` (the action reports what it freed)."""
     outcome: Outcome
     reason: str
     resource_version: str | None
     """The target's resourceVersion in the snapshot: the write is refused when it (or the uid) changed."""
     idempotency_key: str
-    mode: str
+    mode: Mode
     evidence: dict[str, Any] = field(default_factory=dict)
     api_version: str | None = None
     """A Workload target's API version as the reader negotiated it (None: the writer's default for the kind)."""
@@ -107,7 +107,7 @@ class Decision:
         return f"{kind} {self.namespace}/{name}"
 
 
-def reclaim_key(mode: str, kind: str, namespace: str, name: str, uid: str | None, window_end: datetime) -> str:
+def reclaim_key(mode: Mode, kind: str, namespace: str, name: str, uid: str | None, window_end: datetime) -> str:
     """Same mode, object and window: same decision (the window's end in UTC: one instant, one key, whatever its offset)."""
     return f"reclaim/{mode}/{kind}/{namespace}/{name}/{uid or '-'}/{utc_stamp(window_end)}"
 
@@ -316,11 +316,11 @@ def plan_reclaim(snapshot: Snapshot, idle: pd.DataFrame, policy: Policy, mode: M
         decisions.append(Decision(
             kind=str(kind), namespace=str(namespace), name=str(name), uid=uid,
             tenant=_none(c.first("tenant", rows)), gpus=c.stat("gpus", rows, "sum", empty=0.0),
-            idle_seconds=idle_seconds, free=str(c.first("free", rows)),
+            idle_seconds=idle_seconds, free=FreeGoal(str(c.first("free", rows))),
             outcome=outcome, reason=reason,
             resource_version=rv,
-            idempotency_key=reclaim_key(mode.value, str(kind), str(namespace), str(name), uid, snapshot.collected_at),
-            mode=mode.value, evidence=evidence, api_version=api_version,
+            idempotency_key=reclaim_key(mode, str(kind), str(namespace), str(name), uid, snapshot.collected_at),
+            mode=mode, evidence=evidence, api_version=api_version,
         ))
     return decisions
 

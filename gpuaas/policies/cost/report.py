@@ -153,13 +153,12 @@ def _pods(inputs: CostInputs, policy: Policy, selected: dict[tuple[str, str], st
 
 
 def _money_cols(row: Any, basis: str, verified: float | None, costs_known: bool) -> dict[str, Any]:
-    """The two named costs and the waste, to the cent, and cost per outcome on the policy's basis,
-    from the unrounded cost."""
+    """The two named costs and the waste, to the cent, and cost per outcome on the policy's basis: the
+    cost shown divided by the outcomes shown, so a reader who divides them gets the same figure."""
     if not costs_known:
         return {"gpu_cost": None, "total_cost": None, "waste_cost": None, "cost_per_outcome": None}
-    return {"gpu_cost": _cents(row["gpu_cost"]), "total_cost": _cents(row["total_cost"]),
-            "waste_cost": _cents(row["waste_cost"]),
-            "cost_per_outcome": _num(cost_per_outcome(float(row[f"{basis}_cost"]), verified))}
+    money = {c: _cents(row[c]) for c in ("gpu_cost", "total_cost", "waste_cost")}
+    return {**money, "cost_per_outcome": _num(cost_per_outcome(money[f"{basis}_cost"], verified))}
 
 
 def build_cost_report(inputs: CostInputs, policy: Policy, policy_file: str | None = None) -> CostReport:
@@ -382,7 +381,7 @@ def _daily(inputs: CostInputs, services: list[ServiceTally], costs_known: bool, 
                 "gpu_cost": _cents(money["gpu_cost"]) if known else None,
                 "total_cost": _cents(money["total_cost"]) if known else None,
                 "verified_outcomes": _num(verified) if day in with_data else None,
-                "cost_per_outcome": _num(cost_per_outcome(money[f"{basis}_cost"], verified)) if known else None,
+                "cost_per_outcome": _num(cost_per_outcome(_cents(money[f"{basis}_cost"]), verified)) if known else None,
             })
     return out
 

@@ -127,9 +127,13 @@ def scrub_secrets(text: str, url: str) -> str:
 class SourceError(GpuaasError):
     """A data source failed. Carries the source name and the URL (never credentials)."""
 
+    detail: str
+    """What went wrong, without the source and URL that ``str()`` leads with: for a line that names them itself."""
+
     def __init__(self, message: str, *, source: str, url: str | None = None) -> None:
         self.source = source
         message = scrub_secrets(message, url) if url else message
+        self.detail = message
         self.url = redact_endpoint(url) if url else url
         where = f"{source} ({self.url})" if self.url else source
         super().__init__(f"{where}: {message}")

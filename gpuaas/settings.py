@@ -21,23 +21,48 @@ from pydantic import AfterValidator, BaseModel, ConfigDict, Field, SecretStr, Va
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict, SettingsError
 
 from gpuaas._secret_blocks import SECRET_BLOCKS, PrefectSecretBlocks, secret_block
-from gpuaas.errors import ConfigError
+from gpuaas.errors import ConfigError, redact_endpoint
 from gpuaas.policy import Policy, load_policy
 
-__all__ = ["SECRET_BLOCKS", "GpuaasSettings", "MetricNames", "default_data_dir", "load_settings", "secret_block"]
+__all__ = ["SECRET_BLOCKS", "GpuaasSettings", "MetricNames", "default_data_dir", "http_url_problem", "load_settings",
+           "secret_block"]
+
+
+def http_url_problem(value: str) -> str | None:
+    """Why ``value`` is not an http(s) URL with a host and a usable port, in words; None when it is one.
+
+    Checked where the URL is given (a setting, a flag): ``prometheus:9090`` parses as scheme ``prometheus``,
+    and a port of ``99999`` or ``abc`` parses until the first request, which then fails as ``No host
+    specified`` or ``not a valid URL``, seconds later and without the variable's name. The URL is shown
+    without its credentials (``redact_endpoint``); one that does not parse at all is not shown.
+    """
+    from urllib.parse import urlsplit
+
+    try:
+        parts = urlsplit(value)
+    except ValueError as exc:  # ``http://[::1``: an unclosed IPv6 bracket
+        return f"not a URL: {exc}"
+    shown = redact_endpoint(value)
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        hint = f"; write it as http://{shown}" if "://" not in value else ""
+        return f"{shown!r} is not an http(s) URL with a host{hint}"
+    try:
+        port = parts.port
+    except ValueError:
+        port = -1
+    if port is not None and not 1 <= port <= 65535:
+        text = parts.netloc.rpartition("@")[2].rpartition("]")[2].partition(":")[2]
+        return f"{shown!r}: the port {text!r} is not a number from 1 to 65535"
+    return None
 
 
 def _http_url(value: str | None) -> str | None:
-    """An endpoint must say ``http://`` or ``https://`` and a host: ``prometheus:9090`` parses as scheme
-    ``prometheus`` and failed only at the first request, seconds later, as ``No host specified``."""
+    """An endpoint must be an http(s) URL with a host and a usable port (``http_url_problem``)."""
     if value is None:
         return None
-    from urllib.parse import urlsplit
-
-    parts = urlsplit(value.strip())
-    if parts.scheme not in ("http", "https") or not parts.hostname:
-        hint = f"; write it as http://{value}" if "://" not in value else ""
-        raise ValueError(f"{value!r} is not an http(s) URL with a host{hint}")
+    problem = http_url_problem(value.strip())
+    if problem is not None:
+        raise ValueError(problem)
     return value.strip()
 
 
@@ -94,7 +119,7 @@ def default_data_dir() -> Path:
 class MetricNames(BaseModel):
     """Metric and label names; the defaults match a standard GPU Operator + Kueue + vLLM install."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
 
     gpu_activity: str = "DCGM_FI_PROF_GR_ENGINE_ACTIVE"
     gpu_util_fallback: str = "DCGM_FI_DEV_GPU_UTIL"
@@ -107,13 +132,20 @@ class MetricNames(BaseModel):
     pod_labels: list[str] = Field(default=["pod", "exported_pod"])
     namespace_labels: list[str] = Field(default=["namespace", "exported_namespace"])
     hostname_labels: list[str] = Field(default=["Hostname", "hostname"])
-    sample_interval_seconds: Annotated[float, Field(gt=0)] = 15
+    sample_interval_seconds: Annotated[float, Field(gt=0, le=3600)] = 15
     """How often GPU series are scraped; coverage of a window = samples seen / samples expected."""
 
 
 class GpuaasSettings(BaseSettings):
+    """Every value is checked when the settings load, naming its variable. A number must be finite
+    (``allow_inf_nan=False``, here and in ``MetricNames``: ``inf``, ``nan``, ``1e400``) and within a range a
+    fleet has: an infinite timeout would fail later, in every request's arithmetic, and a thousand retries
+    would back off for days. A variable set to nothing (``GPUAAS_DATA_DIR=``) is unset (``env_ignore_empty``):
+    read as a path it would be the current directory."""
+
     model_config = SettingsConfigDict(
-        env_prefix="GPUAAS_", env_nested_delimiter="__", extra="forbid", frozen=True
+        env_prefix="GPUAAS_", env_nested_delimiter="__", extra="forbid", frozen=True, allow_inf_nan=False,
+        env_ignore_empty=True,
     )
 
     data_dir: Path = Field(default_factory=default_data_dir)
@@ -158,16 +190,17 @@ class GpuaasSettings(BaseSettings):
     nvml: Literal["auto", "on", "off"] = "auto"
     """Sample this host's GPUs with NVML: ``auto`` where a driver is present (its absence is no fault)."""
 
-    request_timeout_seconds: Annotated[float, Field(gt=0)] = 30
-    """Timeout of each request to a source or the API server."""
-    retries: Annotated[int, Field(ge=0)] = 3
-    """Retries of a transient failure (timeout, refused connection, 5xx, 429); a permanent one fails at once."""
-    retry_backoff_seconds: Annotated[float, Field(ge=0)] = 2
+    request_timeout_seconds: Annotated[float, Field(gt=0, le=3600)] = 30
+    """Timeout of each request to a source or the API server (at most an hour)."""
+    retries: Annotated[int, Field(ge=0, le=10)] = 3
+    """Retries of a transient failure (timeout, refused connection, 5xx, 429), at most 10; a permanent one fails at
+    once."""
+    retry_backoff_seconds: Annotated[float, Field(ge=0, le=60)] = 2
     """Factor of the exponential backoff between retries (2, 4, 8 s …, each up to half that again at random, so that
-    runs retrying together spread out); ``Retry-After`` is honoured."""
-    writes_wait_seconds: Annotated[float, Field(ge=0)] = 60
+    runs retrying together spread out), at most 60; ``Retry-After`` is honoured."""
+    writes_wait_seconds: Annotated[float, Field(ge=0, le=86400)] = 60
     """How long a writing flow waits for another one's cluster writes before it gives up, writing nothing."""
-    writes_lease_seconds: Annotated[float, Field(gt=0)] = 900
+    writes_lease_seconds: Annotated[float, Field(gt=0, le=86400)] = 900
     """Lease of the cluster-writes locks: a killed holder's lock is taken over after this."""
     writes_slot_lease_seconds: Annotated[float, Field(ge=60, le=86400)] = 60
     """Lease of the Prefect slot, renewed by its live holder every 3/4 of it (Prefect's minimum is 60 s): a holder

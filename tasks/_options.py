@@ -29,10 +29,15 @@ __all__ = ["IO_TASK_OPTIONS", "current_run_id", "exponential_backoff", "gpuaas_t
            "retry_transient_only", "unwalked"]
 
 
+MAX_BACKOFF_S = 300.0
+"""The longest wait between two tries: a source down for longer is reported by this run and tried by the next."""
+
+
 def exponential_backoff(backoff_factor: float) -> Callable[[int], list[float]]:
-    """Retry delays ``backoff_factor * 2**n``, as ``prefect.tasks.exponential_backoff`` (without importing Prefect)."""
+    """Retry delays ``backoff_factor * 2**n``, as ``prefect.tasks.exponential_backoff`` (without importing Prefect),
+    each at most ``MAX_BACKOFF_S``."""
     def delays(retries: int) -> list[float]:
-        return [backoff_factor * 2**n for n in range(min(retries, 50))]
+        return [min(backoff_factor * 2**n, MAX_BACKOFF_S) for n in range(min(retries, 50))]
     return delays
 
 

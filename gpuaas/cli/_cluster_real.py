@@ -10,8 +10,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from gpuaas.cli._common import console, err_console, progress
+from gpuaas.cli._common import console, err_console
 from gpuaas.cli._foreground import held
+from gpuaas.cli._progress import progress
 from gpuaas.cli.cluster_cmd import write_trial_env
 from gpuaas.cluster.scenario import Scenario
 

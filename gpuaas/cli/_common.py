@@ -13,8 +13,7 @@ import json
 import re
 import sys
 import textwrap
-import time
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from enum import Enum
 from typing import TYPE_CHECKING, Any
@@ -54,7 +53,6 @@ __all__ = [
     "lead",
     "print_json",
     "print_table",
-    "progress",
     "set_wide",
     "settings_or_exit",
     "store_or_exit",
@@ -205,28 +203,6 @@ def handle_errors() -> Iterator[None]:
     except (GpuaasError, *BAD_INPUT_ERRORS) as exc:
         err_console.print(f"error: {describe_error(exc)}", markup=False, highlight=False, soft_wrap=True)
         sys.exit(EXIT_FAILED)
-
-
-@contextmanager
-def progress(what: str) -> Iterator[Callable[[str], None]]:
-    """A long step's progress on stderr; yields ``update(message)`` for its stages.
-
-    On a terminal a spinner line that changes in place. Otherwise (``make``, CI, a pipe) a
-    spinner prints nothing at all, so plain lines instead: one when the step starts, one per
-    stage, one with the time it took: a log that says where a slow run is.
-    """
-    started = time.monotonic()
-    if err_console.is_terminal:
-        with err_console.status(f"{what}…") as status:
-            yield lambda message: status.update(f"{what}: {message}")
-        return
-
-    def line(text: str) -> None:
-        err_console.print(text, markup=False, highlight=False, soft_wrap=True)
-
-    line(f"{what}…")
-    yield lambda message: line(f"  {message}")
-    line(f"{what}: done in {time.monotonic() - started:.1f} s")
 
 
 def store_or_exit(settings: GpuaasSettings, *, read_only: bool = False) -> Store:

@@ -26,7 +26,8 @@ from contextlib import contextmanager, nullcontext
 from pathlib import Path
 from typing import Any
 
-from gpuaas.cli._common import err_console, fail, progress
+from gpuaas.cli._common import err_console, fail
+from gpuaas.cli._progress import progress
 from gpuaas.errors import GpuaasError
 
 __all__ = ["BODIES", "prefect_api_url", "run_flow"]
@@ -83,11 +84,15 @@ def run_flow(flow: Any, what: str, **parameters: Any) -> Any:
     from flows import RunFailed, result_of
     from flows.direct import direct_runs
 
-    with _warnings_after(), progress(what), (nullcontext() if through_prefect else direct_runs()):
+    not_started: RuntimeError | None = None
+    with _warnings_after(), progress(what) as step, (nullcontext() if through_prefect else direct_runs()):
         try:
             state = flow(**parameters, return_state=True)
+            step.failed = not state.is_completed()
         except RuntimeError as exc:  # Prefect's own start-up errors (API unreachable) come before any state
-            raise fail(f"Prefect could not start the run: {exc}") from exc
+            not_started, step.failed = exc, True
+    if not_started is not None:  # said after the step's last line, as every failure is
+        raise fail(f"Prefect could not start the run: {not_started}") from not_started
     if not state.is_completed():
         error = state.result(raise_on_failure=False)
         if isinstance(error, RunFailed):
@@ -127,11 +132,11 @@ def _warnings_after() -> Iterator[None]:
 def _run_body(body: Any, what: str, parameters: dict[str, Any]) -> Any:
     """A flow's Prefect-free body called here, failing as a failed run of the flow would."""
     error: Exception | None = None
-    with _warnings_after(), progress(what):
+    with _warnings_after(), progress(what) as step:
         try:
             result = body(**parameters)
         except Exception as exc:  # noqa: BLE001 - a flow run would end Failed with it; the command says so, once
-            error = exc
+            error, step.failed = exc, True
     if isinstance(error, GpuaasError):
         raise fail(str(error)) from error
     if error is not None:

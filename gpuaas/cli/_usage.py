@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from typing import get_args
 
 from typer import _click as click
 
@@ -24,6 +25,13 @@ def _given_value(args: Sequence[str], param: click.Parameter | None) -> str | No
     return found
 
 
+def _takes_a_number(param: click.Parameter) -> bool:
+    """Whether Typer parses ``param``'s value as a number: only there is NaN wrong for being NaN; a flag of text
+    (``--since``: a duration or a time) refuses it with its own message, which says what it expects."""
+    annotation = getattr(getattr(param, "type_descriptor", None), "annotation", None)
+    return any(t in (int, float) for t in (annotation, *get_args(annotation)))
+
+
 def _not_a_number(text: str) -> bool:
     try:
         return math.isnan(float(text))
@@ -36,13 +44,15 @@ def usage_error_line(exc: click.ClickException, args: Sequence[str]) -> str:
     a number; see gpuaas replay reclaim --help``.
 
     A number checked against a range reads NaN as out of it ("should be less than or equal to
-    1440"), which sends the reader after the wrong bound; it is named as not a number instead.
+    1440"), which sends the reader after the wrong bound; it is named as not a number instead. The
+    ``Value error, `` that pydantic puts before a refusal (an unknown choice: ``'xml' is not one of 'table',
+    'json'``) says nothing to the reader and is dropped.
     """
-    message = exc.format_message().strip().replace("\n", " ").rstrip(".")
+    message = exc.format_message().strip().replace("\n", " ").rstrip(".").replace(": Value error, ", ": ", 1)
     param: click.Parameter | None = getattr(exc, "param", None)
     value = _given_value(args, param)
     if param is not None and value is not None:
-        if _not_a_number(value):
+        if _not_a_number(value) and _takes_a_number(param):
             message = f"Invalid value for '{param.opts[0]}': {value!r} is not a number"
         elif repr(value) not in message:
             message = f"{message} (got {value!r})"

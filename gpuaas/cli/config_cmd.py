@@ -9,7 +9,8 @@ from typing import Annotated
 import typer
 from rich.markup import escape
 
-from gpuaas.cli._common import OutputFormat, console, fail, print_json, print_table, progress, settings_or_exit
+from gpuaas.cli._common import OutputFormat, console, fail, print_json, print_table, settings_or_exit
+from gpuaas.cli._progress import progress
 from gpuaas.errors import ConfigError
 from gpuaas.policy import freezes_phrase, load_policy
 

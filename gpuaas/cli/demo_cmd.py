@@ -23,11 +23,11 @@ from gpuaas.cli._common import (
     fail,
     lead,
     print_table,
-    progress,
     settings_or_exit,
     usage_error,
 )
 from gpuaas.cli._flows import run_flow
+from gpuaas.cli._progress import progress
 from gpuaas.cli.collect_cmd import print_collect
 from gpuaas.cli.reclaim_cmd import print_reclaim
 from gpuaas.errors import GpuaasError

@@ -91,7 +91,7 @@ def incident(
 ) -> None:
     """What the fleet looked like in a window and every gpuaas decision and action in it, with evidence."""
     settings_or_exit()
-    undo_ids = list(undo or [])
+    undo_ids = list(dict.fromkeys(undo or []))  # an id given twice is undone once, and reported once
     _check(start, end, undo_ids)
     from flows.incident import incident_review
 

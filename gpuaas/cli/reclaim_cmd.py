@@ -72,6 +72,7 @@ def undo(
     """Undo earlier reclaims, quota plans and deadline holds: restore the state each recorded, never over a later
     change. Exit 1 when any was not undone (refused, failed or unknown); one undone before is a no-op."""
     settings = settings_or_exit()
+    audit_ids = list(dict.fromkeys(audit_ids))  # an id given twice is undone once, and reported once
     from flows.reclaim import reclaim as reclaim_flow
     from gpuaas.operations.incident import missing_audit_ids
 

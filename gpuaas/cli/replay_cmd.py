@@ -26,10 +26,10 @@ from gpuaas.cli._common import (
     lead,
     print_json,
     print_table,
-    progress,
     settings_or_exit,
     usage_error,
 )
+from gpuaas.cli._progress import progress
 from gpuaas.cli.audit_cmd import parse_since
 from gpuaas.errors import GpuaasError
 from gpuaas.policies.analysis import DETECT_MIN, calibration_evidence

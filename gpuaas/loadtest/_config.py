@@ -14,6 +14,7 @@ from urllib.parse import urlsplit
 
 from gpuaas.errors import ActionRefused, ConfigError
 from gpuaas.policies.cost import parse_quantile
+from gpuaas.settings import http_url_problem
 
 __all__ = ["LoadTestConfig", "base_url", "is_loopback", "parse_rates"]
 
@@ -130,8 +131,8 @@ class LoadTestConfig:
                 f"{max(self.rates):g} rps x {self.sent_seconds:g} s (warm-up + step) is {needed:,.0f} requests, over "
                 f"the cap of {self.max_requests_per_step:,}; a step is never cut short (it would not reach a steady "
                 "state): lower the top rate or raise the cap", field="max_requests_per_step")
-        if urlsplit(self.url).scheme not in ("http", "https") or not urlsplit(self.url).hostname:
-            raise ConfigError(f"not an http(s) URL: {self.url!r}", field="url")
+        if (problem := http_url_problem(self.url)) is not None:
+            raise ConfigError(problem, field="url")
         if self.service is not None and self.service.count("/") != 1:
             raise ConfigError(f"must be namespace/name, got {self.service!r}", field="service")
 

@@ -58,8 +58,8 @@ def window(start: str | datetime, end: str | datetime, now: datetime) -> tuple[d
 
 
 def missing_audit_ids(store: Store, audit_ids: Iterable[int]) -> list[int]:
-    """The ids that name no audit row."""
-    return [int(i) for i in audit_ids if store.get_audit(int(i)) is None]
+    """The ids that name no audit row, each once, in the order given (``gpuaas undo 7 7`` names #7 once)."""
+    return [i for i in dict.fromkeys(int(i) for i in audit_ids) if store.get_audit(i) is None]
 
 
 def check_undo_ids(store: Store, audit_ids: Sequence[int]) -> None:

@@ -10,19 +10,21 @@ every model class they name, seconds of CPU for a list whose body is parsed as J
 
 from __future__ import annotations
 
+import base64
 import os
 import threading
 from pathlib import Path
 from typing import Any
 
 import orjson
+import yaml
 from kubernetes import client, config
 from kubernetes.client.exceptions import ApiException
 from kubernetes.config import kube_config
 from kubernetes.config.config_exception import ConfigException
 
 from gpuaas.errors import ConfigError, KubeAPIError, MalformedResponse
-from gpuaas.settings import GpuaasSettings
+from gpuaas.settings import GpuaasSettings, http_url_problem
 from gpuaas.sources._kube_errors import SOURCE, kube_request
 
 __all__ = ["IDENTITY_NAMESPACE", "KubeLister", "kubeconfig_path", "make_api_client"]
@@ -52,10 +54,62 @@ def make_api_client(settings: GpuaasSettings) -> client.ApiClient:
         raise ConfigError(f"cannot load Kubernetes credentials: {exc}", file=file,
                           field="kubeconfig") from exc
     except (TypeError, ValueError, AttributeError, KeyError) as exc:  # the file parsed, but not as a kubeconfig
-        raise ConfigError("cannot load Kubernetes credentials: not a kubeconfig (a YAML mapping of clusters, "
-                          "users and contexts)", file=file, field="kubeconfig") from exc
+        why = (_bad_value(file, settings.kube_context) if file else None) or (
+            "not a kubeconfig (a YAML mapping of clusters, users and contexts)")
+        raise ConfigError(f"cannot load Kubernetes credentials: {why}", file=file, field="kubeconfig") from exc
     cfg.retries = 0  # retries belong to the calling task, which knows the error type
     return client.ApiClient(cfg)
+
+
+_BASE64_FIELDS = {"cluster": ("certificate-authority-data",), "user": ("client-certificate-data", "client-key-data")}
+
+
+def _bad_value(file: str, context: str | None) -> str | None:
+    """Which value of the kubeconfig the client could not take, in words (``the server of cluster 'x': not a
+    URL: Invalid IPv6 URL``); None when none of those it reads is wrong (the file is no kubeconfig at all).
+
+    The client fails on one bad value of a well-formed file as it fails on a file of another shape (a
+    ``ValueError`` from ``urlparse`` or ``base64``, naming neither field nor file), so the files are read
+    again here, merged as the client merges them (the first of a name wins, the last ``current-context``),
+    and the selected context's cluster and user are checked the way the client reads them.
+    """
+    docs = []
+    for path in file.split(os.pathsep):
+        try:
+            doc = yaml.safe_load(Path(path).expanduser().read_text(encoding="utf-8")) if path else None
+        except (OSError, UnicodeDecodeError, yaml.YAMLError):
+            continue
+        if isinstance(doc, dict):
+            docs.append(doc)
+
+    def named(kind: str, name: object) -> tuple[str, dict[str, Any]] | None:
+        for doc in docs:
+            items = doc.get(f"{kind}s")
+            for item in items if isinstance(items, list) else []:
+                if isinstance(item, dict) and item.get("name") == name and isinstance(item.get(kind), dict):
+                    return str(name), item[kind]
+        return None
+
+    current = context or next((d["current-context"] for d in reversed(docs) if d.get("current-context")), None)
+    chosen = named("context", current)
+    for kind in ("cluster", "user"):
+        found = named(kind, chosen[1].get(kind)) if chosen else None
+        if found is None:
+            continue
+        name, values = found
+        server = values.get("server") if kind == "cluster" else None
+        problem = http_url_problem(server) if isinstance(server, str) else None
+        if problem is not None:
+            return f"the server of cluster {name!r}: {problem}"
+        for key in _BASE64_FIELDS[kind]:
+            value = values.get(key)
+            if value is None:
+                continue
+            try:
+                base64.standard_b64decode(value)
+            except (ValueError, TypeError):  # binascii.Error is a ValueError
+                return f"the {key} of {kind} {name!r}: not base64"
+    return None
 
 
 class KubeLister:

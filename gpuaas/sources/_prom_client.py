@@ -42,6 +42,22 @@ def _error_text(value: object) -> str:
     return text if len(text) <= ERROR_CHARS else text[:ERROR_CHARS - 1] + "…"
 
 
+def _shape_problem(body: object) -> str | None:
+    """Where a decoded answer departs from ``{"data": {"result": [...]}}``, in words; None where it does not.
+
+    The library indexes the answer blindly, so a wrong shape reaches it as Python's own ``TypeError``
+    (``list indices must be integers or slices, not str``) or a bare ``KeyError``; the phrase names the field."""
+    if not isinstance(body, dict):
+        return "not a JSON object"
+    if "data" not in body:
+        return "'data' is missing"
+    if not isinstance(body["data"], dict):
+        return "'data' is not an object"
+    if "result" not in body["data"]:
+        return "'data.result' is missing"
+    return None if isinstance(body["data"]["result"], list) else "'data.result' is not a list"
+
+
 def sample_value(result: dict[str, Any]) -> float:
     """The float of an instant-vector element (``"NaN"``/``"+Inf"`` included)."""
     return float(result["value"][1])
@@ -105,7 +121,8 @@ class PromClient:
         return result
 
     def _inspect(self, response: requests.Response, *_: Any, **__: Any) -> None:
-        """Keep what ``prometheus_api_client`` throws away: ``Retry-After``, ``warnings`` and an error's ``error``.
+        """Keep what ``prometheus_api_client`` throws away: ``Retry-After``, ``warnings``, an error's ``error``, and
+        where an answer's shape is wrong (``_shape_problem``).
 
         A partial answer (a store timed out, a query limit hit) is ``status: success`` with
         ``warnings``; treating it as whole would decide on half the fleet's telemetry. A refused query
@@ -115,6 +132,7 @@ class PromClient:
         self._answer.retry_after = retry_after_seconds(response.headers.get("Retry-After"))
         self._answer.warnings = []
         self._answer.error = None
+        self._answer.shape = None
         content = response.content or b""
         with self._count:
             self.bytes_received += len(content)
@@ -125,6 +143,7 @@ class PromClient:
         # Decoded once, by orjson: the library would decode again with the standard json module,
         # seconds a cycle for the 16,000-GPU answers (tens of MB).
         response.json = lambda **_: body  # type: ignore[method-assign]
+        self._answer.shape = _shape_problem(body)
         if isinstance(body, dict) and isinstance(body.get("warnings"), list):
             self._answer.warnings = [str(w)[:200] for w in body["warnings"]]
         if response.status_code >= 400 and isinstance(body, dict) and body.get("error"):
@@ -133,13 +152,14 @@ class PromClient:
     def _call(self, fetch: Any, path: str) -> list[Any]:
         with self._count:
             self.queries += 1
-        self._answer.retry_after, self._answer.warnings, self._answer.error = None, [], None
+        self._answer.retry_after, self._answer.warnings, self._answer.error, self._answer.shape = None, [], None, None
         try:
             result = fetch()
         except requests.exceptions.JSONDecodeError as exc:
             raise MalformedResponse("query answer is not JSON", source=self.source, url=self.url) from exc
         except (KeyError, TypeError) as exc:
-            raise MalformedResponse(f"query answer lacks field {exc}", source=self.source, url=self.url) from exc
+            shape = self._answer.shape or "not the documented shape"
+            raise MalformedResponse(f"query answer: {shape}", source=self.source, url=self.url) from exc
         except requests.exceptions.RequestException as exc:
             # Not chained: requests quotes the whole URL (a ``?access_token=`` included) and a logged
             # traceback would print it; the message keeps what failed, scrubbed.
@@ -160,5 +180,5 @@ class PromClient:
             raise SourceUnavailable(f"partial answer from {path}: {'; '.join(self._answer.warnings)}"[:300],
                                     source=self.source, url=self.url)
         if not isinstance(result, list):
-            raise MalformedResponse("field 'data.result' is not a list", source=self.source, url=self.url)
+            raise MalformedResponse("query answer: 'data.result' is not a list", source=self.source, url=self.url)
         return result

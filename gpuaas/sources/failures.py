@@ -12,7 +12,7 @@ from __future__ import annotations
 import re
 from typing import TYPE_CHECKING
 
-from gpuaas.errors import ConfigError, KubeAPIError, redact_endpoint
+from gpuaas.errors import ConfigError, KubeAPIError, SourceError, redact_endpoint
 
 if TYPE_CHECKING:
     from gpuaas.settings import GpuaasSettings
@@ -81,7 +81,8 @@ def in_words(exc: BaseException) -> str:
     for pattern, words in _PATTERNS:
         if re.search(pattern, text):
             return words
-    first = str(exc).split(" (Caused by")[0]
+    # A SourceError's own words: its ``str()`` leads with the source and URL, which the caller names already.
+    first = exc.detail if isinstance(exc, SourceError) else str(exc).split(" (Caused by")[0]
     return re.sub(r"\?\S*", "", first)[:200] or type(exc).__name__  # no URL-encoded queries
 
 

@@ -3,7 +3,8 @@
 Each case checks the exit code (1 failed, 2 usage), that stderr is one line naming what was
 wrong, that no "Traceback" appears anywhere, and that nothing was written (no data directory,
 no database, no env file, no pid file). The last tests pin the top-level handler itself, for
-errors no command maps on its own.
+errors no command maps on its own, a data-directory variable set to nothing, and the progress line
+of a step that ends in an error.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from pathlib import Path
 import pytest
 
 from gpuaas.cli._common import handle_errors
+from gpuaas.cli._progress import progress
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -43,6 +45,11 @@ def _files(tmp: Path) -> Path:
     (tmp / "a-file").write_text("not a directory\n")
     (tmp / "list.yaml").write_text("- a\n- b\n")
     (tmp / "twice.yaml").write_text("reclaim:\n  mode: dry-run\n  mode: apply\n")
+    for name, cluster in (("bad-server.yaml", '{server: "http://[::1"}'),
+                          ("bad-ca-data.yaml", '{server: "https://127.0.0.1:9", certificate-authority-data: "!!!x"}')):
+        (tmp / name).write_text(f"apiVersion: v1\nkind: Config\ncurrent-context: x\nclusters: [{{name: c, cluster: "
+                                f"{cluster}}}]\nusers: [{{name: u, user: {{token: t}}}}]\n"
+                                "contexts: [{name: x, context: {cluster: c, user: u}}]\n")
     return tmp
 
 
@@ -72,6 +79,15 @@ CASES = {
     "kubeconfig-not-one": Case(["replay", "reclaim", "--from-prometheus", "--since", "1h"], 1,
                                ["{tmp}/list.yaml", "not a kubeconfig"],
                                env={"GPUAAS_KUBECONFIG": "{tmp}/list.yaml", "GPUAAS_PROMETHEUS_URL": "http://127.0.0.1:9"}),
+    # A kubeconfig of the right shape with one bad value: the value is named, not the file called no kubeconfig.
+    "kubeconfig-bad-server": Case(["replay", "reclaim", "--from-prometheus", "--since", "1h"], 1,
+                                  ["{tmp}/bad-server.yaml", "the server of cluster 'c': not a URL: Invalid IPv6 URL"],
+                                  env={"GPUAAS_KUBECONFIG": "{tmp}/bad-server.yaml",
+                                       "GPUAAS_PROMETHEUS_URL": "http://127.0.0.1:9"}),
+    "kubeconfig-bad-ca-data": Case(["replay", "reclaim", "--from-prometheus", "--since", "1h"], 1,
+                                   ["{tmp}/bad-ca-data.yaml", "the certificate-authority-data of cluster 'c': not base64"],
+                                   env={"GPUAAS_KUBECONFIG": "{tmp}/bad-ca-data.yaml",
+                                        "GPUAAS_PROMETHEUS_URL": "http://127.0.0.1:9"}),
     "kubeconfig-missing": Case(["replay", "reclaim", "--from-prometheus", "--since", "1h"], 1,
                                ["{tmp}/nope.yaml", "no such file", "GPUAAS_KUBECONFIG"],
                                env={"GPUAAS_KUBECONFIG": "{tmp}/nope.yaml", "GPUAAS_PROMETHEUS_URL": "http://127.0.0.1:9"}),
@@ -163,3 +179,25 @@ def test_the_top_level_handler_maps_what_no_command_caught(
     assert err.startswith("error: ") and "\n" not in err and "Traceback" not in err
     for text in says:
         assert text in err, (text, err)
+
+
+def test_a_data_directory_variable_set_to_nothing_is_the_default_not_the_current_directory(tmp_path: Path) -> None:
+    """``GPUAAS_DATA_DIR=`` (a deployment's template left blank) is unset: ``Path("")`` would be where the command ran."""
+    proc = _run(["db", "upgrade"], tmp_path, {"GPUAAS_DATA_DIR": ""})
+    assert proc.returncode == 0, proc.stderr
+    assert not (tmp_path / "gpuaas.db").exists()
+    assert (tmp_path / ".local" / "share" / "gpuaas" / "gpuaas.db").is_file()  # under HOME, as when unset
+
+
+def test_a_step_that_ends_in_an_error_says_so_not_done(capsys: pytest.CaptureFixture[str]) -> None:
+    """The progress line a step ends with, off a terminal: ``done`` just above an ``error:`` line reads as success."""
+    with progress("reading"):
+        pass
+    with pytest.raises(RuntimeError), progress("writing"):
+        raise RuntimeError("boom")
+    with progress("running a flow") as step:
+        step.failed = True  # a flow run that ended Failed: its error is printed after the step, by the command
+    lines = capsys.readouterr().err.splitlines()
+    assert lines[0::2] == ["reading…", "writing…", "running a flow…"]
+    assert lines[1].startswith("reading: done in ")
+    assert lines[3].startswith("writing: failed after ") and lines[5].startswith("running a flow: failed after ")

@@ -38,7 +38,7 @@ CASES: dict[str, tuple[list[str], str]] = {
     "port-negative": (["--port", "-1"],
                       f"error: Invalid value for '--port': Input should be greater than or equal to 0 (got '-1'){HELP}"),
     "trace-format-unknown": (["--trace", "{tmp}/jobs.csv", "--trace-format", "bogus"],
-                             "error: Invalid value for '--trace-format': Value error, 'bogus' is not one of "
+                             "error: Invalid value for '--trace-format': 'bogus' is not one of "
                              f"'philly', 'itp'{HELP}"),
     "role-without-rbac": (["--role", "gpuaas-reader"],
                           f"error: --role needs --rbac (the RBAC manifest whose ClusterRole it enforces){HELP}"),

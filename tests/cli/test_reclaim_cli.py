@@ -64,6 +64,7 @@ def test_reclaim_fails_with_a_clear_message(tmp_path: Path, monkeypatch: pytest.
     result = CliRunner().invoke(app, ["reclaim"])
     assert result.exit_code == 1
     assert "error:" in result.output and "kubeconfig" in result.output.lower()
+    assert "reclaiming idle GPUs: failed after " in result.stderr and "done in" not in result.stderr
 
 
 def test_undo_of_an_id_no_audit_row_has_is_refused_before_anything_runs(tmp_path: Path,
@@ -75,6 +76,9 @@ def test_undo_of_an_id_no_audit_row_has_is_refused_before_anything_runs(tmp_path
     assert result.stderr.strip().splitlines() == [
         "error: no audit row #1, #99999 (see `gpuaas audit list`); nothing undone"]
     assert "restoring" not in result.output  # the flow never started
+    twice = CliRunner().invoke(app, ["undo", "99999", "1", "99999"])  # an id given twice is named once, in order
+    assert twice.stderr.strip().splitlines() == [
+        "error: no audit row #99999, #1 (see `gpuaas audit list`); nothing undone"]
 
 
 def test_with_a_prefect_api_the_command_runs_through_prefect(pointed_at: EmbeddedCluster,

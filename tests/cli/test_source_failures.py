@@ -103,6 +103,7 @@ def test_every_failure_is_named_in_words_on_the_first_line(tmp_path: Path, statu
         assert "Traceback" not in proc.stderr and proc.stdout == ""
         first = proc.stderr.strip().splitlines()[-1]  # the progress lines come before it on a non-terminal
         assert first.startswith("error: ") and "every source failed" in first
+        assert "collecting a snapshot: failed after " in proc.stderr and "done in" not in proc.stderr
         for source in ("Kubernetes API", "Prometheus", "OpenCost"):
             assert f"{source} at " in first, first
         assert first.count(words) == count, (words, first)

@@ -28,6 +28,25 @@ CASES = {
         ["audit", "list", "--since", "1h", "--until", "3x"],
         "error: Invalid value for '--until' / '--to': expected a duration like 2h or 7d, or an ISO time (got '3x'); "
         "see gpuaas audit list --help"),
+    "audit-since-nan": (  # a text flag: its own message says what it takes, not "'nan' is not a number"
+        ["audit", "list", "--since", "nan"],
+        "error: Invalid value for '--since' / '--from': expected a duration like 2h or 7d, or an ISO time (got 'nan'); "
+        "see gpuaas audit list --help"),
+    "format-not-a-choice": (  # pydantic's "Value error, " says nothing to the reader
+        ["collect", "--format", "xml"],
+        "error: Invalid value for '--format': 'xml' is not one of 'table', 'json'; see gpuaas collect --help"),
+    "unit-not-a-choice": (
+        ["replay", "reclaim", "--utilization", "u.csv", "--unit", "furlong"],
+        "error: Invalid value for '--unit': 'furlong' is not one of 'auto', 'percent', 'fraction'; "
+        "see gpuaas replay reclaim --help"),
+    "loadtest-url-not-a-url": (
+        ["loadtest", "--url", "http://[::1", "--model", "m", "--rates", "1", "--slo-seconds", "1", "--out", "o"],
+        "error: Invalid value for '--url': not a URL: Invalid IPv6 URL (got 'http://[::1'); see gpuaas loadtest --help"),
+    "loadtest-url-bad-port": (
+        ["loadtest", "--url", "http://127.0.0.1:99999/v1", "--model", "m", "--rates", "1", "--slo-seconds", "1",
+         "--out", "o"],
+        "error: Invalid value for '--url': 'http://127.0.0.1:99999/v1': the port '99999' is not a number from 1 to "
+        "65535; see gpuaas loadtest --help"),
     "cluster-history-not-a-duration": (
         ["cluster", "up", "--history", "xx"],
         "error: Invalid value for '--history': not a duration: 'xx' (use seconds or e.g. '90s', '30m', '6h', '2d'); "

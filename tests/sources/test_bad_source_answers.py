@@ -24,6 +24,7 @@ import pytest
 from gpuaas.cluster.prometheus import PrometheusServer
 from gpuaas.errors import MalformedResponse
 from gpuaas.settings import GpuaasSettings
+from gpuaas.sources.failures import describe_failure
 from gpuaas.sources.opencost import parse_allocation
 from gpuaas.sources.prometheus import GPU_COLUMNS, pod_activity, read_prometheus
 from tests.sources.helpers import NOW, Sample, fixture_path, series
@@ -76,15 +77,17 @@ class _Answer(BaseHTTPRequestHandler):
 
 
 @pytest.fixture()
-def answering() -> Iterator[Callable[[Any], str]]:
+def answering() -> Iterator[Callable[..., str]]:
     """An HTTP endpoint giving every query the same body: for answers Prometheus itself never sends."""
-    handler = type("Handler", (_Answer,), {})
+    handler: type[_Answer] = type("Handler", (_Answer,), {})
     httpd = ThreadingHTTPServer(("127.0.0.1", 0), handler)
     thread = threading.Thread(target=httpd.serve_forever, daemon=True)
     thread.start()
 
-    def answer(result: Any) -> str:
-        handler.body = json.dumps({"status": "success", "data": {"resultType": "vector", "result": result}}).encode()
+    def answer(result: Any, *, body: Any = None) -> str:
+        """``result`` as the vector of a well-formed answer, or ``body`` as the whole answer."""
+        whole = {"status": "success", "data": {"resultType": "vector", "result": result}} if body is None else body
+        handler.body = json.dumps(whole).encode()
         return f"http://127.0.0.1:{httpd.server_address[1]}"
 
     yield answer
@@ -110,6 +113,34 @@ def test_a_value_that_is_not_a_sample_is_one_error(answering: Callable[[Any], st
     url = answering([{"metric": {"gpuaas_stat": "activity_max"}, "value": value}])
     with pytest.raises(MalformedResponse, match=r"prometheus .*: result element value .* is not \[time"):
         read_prometheus(GpuaasSettings(prometheus_url=url), NOW, [30])
+
+
+def test_a_value_that_is_not_a_sample_names_prometheus_once(answering: Callable[[Any], str]) -> None:
+    url = answering([{"metric": {"gpuaas_stat": "activity_max"}, "value": [NOW.timestamp(), "abc"]}])
+    settings = GpuaasSettings(prometheus_url=url)
+    with pytest.raises(MalformedResponse) as info:
+        read_prometheus(settings, NOW, [30])
+    assert describe_failure(settings, "prometheus", info.value) == (
+        f"Prometheus at {url}: result element value \"[{NOW.timestamp()}, 'abc']\" is not [time, \"number\"]")
+
+
+@pytest.mark.parametrize(("body", "shape"), [
+    ({"status": "success", "data": [1, 2, 3]}, "'data' is not an object"),
+    ({"status": "success"}, "'data' is missing"),
+    ({"status": "success", "data": {"resultType": "vector"}}, "'data.result' is missing"),
+    ({"status": "success", "data": {"resultType": "vector", "result": {"a": 1}}}, "'data.result' is not a list"),
+    ([1, 2, 3], "not a JSON object"),
+], ids=["data-a-list", "no-data", "no-result", "result-an-object", "a-list"])
+def test_an_answer_of_another_shape_names_the_field_once(
+        answering: Callable[..., str], body: Any, shape: str) -> None:
+    """One phrase naming the field, not Python's ``list indices must be integers``; the source and URL once, by the
+    line that describes the failure (``Degraded: Prometheus at URL: query answer: ...``)."""
+    url = answering(None, body=body)
+    settings = GpuaasSettings(prometheus_url=url)
+    with pytest.raises(MalformedResponse) as info:
+        read_prometheus(settings, NOW, [30])
+    assert str(info.value) == f"prometheus ({url}): query answer: {shape}"
+    assert describe_failure(settings, "prometheus", info.value) == f"Prometheus at {url}: query answer: {shape}"
 
 
 def test_a_result_element_without_labels_is_one_error(answering: Callable[[Any], str]) -> None:

@@ -1,0 +1,114 @@
+"""Settings values no fleet has are refused when the settings load, in one line naming the variable.
+
+A number that is not finite (``inf``, ``nan``, ``1e400``) or past its range would pass a bare ``gt=0`` and fail
+later, in the arithmetic of every request (``timestamp out of range for platform time_t``) or as retries
+that never end; a source URL with a port no socket has would fail at the first request as ``not a valid
+URL``, without the variable's name. A variable set to nothing is read as unset: ``Path("")`` is the
+current directory, so ``GPUAAS_DATA_DIR=`` would put the database wherever the command ran.
+"""
+
+from __future__ import annotations
+
+import typing
+from typing import Any
+
+import pytest
+from pydantic import BaseModel, ValidationError
+
+from gpuaas.errors import ConfigError
+from gpuaas.settings import GpuaasSettings, default_data_dir, load_settings
+
+
+def _float_fields(model: type[BaseModel], prefix: str = "") -> list[str]:
+    """Every float setting, as its field path (``metrics.sample_interval_seconds``), nested models included."""
+    found = []
+    for name, field in model.model_fields.items():
+        annotation = field.annotation
+        if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+            found += _float_fields(annotation, f"{prefix}{name}.")
+        elif annotation is float or float in typing.get_args(annotation):
+            found.append(prefix + name)
+    return found
+
+
+FLOAT_FIELDS = _float_fields(GpuaasSettings)
+
+
+def test_the_float_settings_are_found() -> None:
+    assert "request_timeout_seconds" in FLOAT_FIELDS and "metrics.sample_interval_seconds" in FLOAT_FIELDS
+
+
+@pytest.mark.parametrize("path", FLOAT_FIELDS)
+@pytest.mark.parametrize("value", [float("inf"), float("-inf"), float("nan")], ids=["inf", "-inf", "nan"])
+def test_no_float_setting_takes_a_value_that_is_not_finite(path: str, value: float) -> None:
+    name, _, nested = path.partition(".")
+    given: dict[str, Any] = {name: {nested: value}} if nested else {name: value}
+    with pytest.raises(ValidationError, match="finite number"):
+        GpuaasSettings(**given)
+
+
+@pytest.mark.parametrize(("variable", "value", "says"), [
+    ("GPUAAS_REQUEST_TIMEOUT_SECONDS", "inf", "Input should be a finite number"),
+    ("GPUAAS_REQUEST_TIMEOUT_SECONDS", "1e400", "Input should be a finite number"),
+    ("GPUAAS_RETRY_BACKOFF_SECONDS", "nan", "Input should be a finite number"),
+    ("GPUAAS_METRICS__SAMPLE_INTERVAL_SECONDS", "inf", "Input should be a finite number"),
+    ("GPUAAS_REQUEST_TIMEOUT_SECONDS", "1e9", "Input should be less than or equal to 3600"),
+    ("GPUAAS_RETRIES", "1000", "Input should be less than or equal to 10"),
+    ("GPUAAS_RETRY_BACKOFF_SECONDS", "1e6", "Input should be less than or equal to 60"),
+    ("GPUAAS_WRITES_WAIT_SECONDS", "1e12", "Input should be less than or equal to 86400"),
+    ("GPUAAS_WRITES_LEASE_SECONDS", "1e12", "Input should be less than or equal to 86400"),
+], ids=["timeout-inf", "timeout-1e400", "backoff-nan", "sample-interval-inf", "timeout-1e9", "retries-1000",
+        "backoff-1e6", "writes-wait-1e12", "writes-lease-1e12"])
+def test_a_number_no_fleet_has_is_refused_naming_the_variable(
+        monkeypatch: pytest.MonkeyPatch, variable: str, value: str, says: str) -> None:
+    monkeypatch.setenv(variable, value)
+    with pytest.raises(ConfigError) as info:
+        load_settings()
+    assert str(info.value) == f"environment: {variable}: {says}"
+
+
+@pytest.mark.parametrize(("url", "says"), [
+    ("http://127.0.0.1:99999", "'http://127.0.0.1:99999': the port '99999' is not a number from 1 to 65535"),
+    ("http://127.0.0.1:abc/", "'http://127.0.0.1:abc/': the port 'abc' is not a number from 1 to 65535"),
+    ("http://[::1]:0", "'http://[::1]:0': the port '0' is not a number from 1 to 65535"),
+    ("http://reader:s3cr3t@127.0.0.1:70000", "'http://reader:***@127.0.0.1:70000': the port '70000' is not a number "
+                                             "from 1 to 65535"),
+    ("http://[::1", "not a URL: Invalid IPv6 URL"),
+], ids=["above-range", "not-a-number", "zero", "with-credentials", "unclosed-ipv6"])
+@pytest.mark.parametrize("variable", ["GPUAAS_PROMETHEUS_URL", "GPUAAS_OPENCOST_URL", "GPUAAS_PUSHGATEWAY_URL"])
+def test_a_source_url_with_a_bad_port_is_refused_at_load(
+        monkeypatch: pytest.MonkeyPatch, variable: str, url: str, says: str) -> None:
+    monkeypatch.setenv(variable, url)
+    with pytest.raises(ConfigError) as info:
+        load_settings()
+    assert str(info.value) == f"environment: {variable}: {says}"
+    assert "s3cr3t" not in str(info.value)
+
+
+def test_a_url_with_a_port_in_range_or_none_loads(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("GPUAAS_PROMETHEUS_URL", "http://[::1]:65535/prometheus")
+    monkeypatch.setenv("GPUAAS_OPENCOST_URL", "https://opencost.opencost.svc")
+    settings = load_settings()
+    assert settings.prometheus_url == "http://[::1]:65535/prometheus"
+    assert settings.opencost_url == "https://opencost.opencost.svc"
+
+
+@pytest.mark.parametrize("variable", ["GPUAAS_DATA_DIR", "GPUAAS_POLICY_FILE", "GPUAAS_CA_FILE",
+                                      "GPUAAS_DATABASE_URL", "GPUAAS_KUBECONFIG", "GPUAAS_PROMETHEUS_URL",
+                                      "GPUAAS_PROMETHEUS_TOKEN_FILE", "GPUAAS_METRICS__FB_USED", "GPUAAS_RETRIES"])
+def test_a_variable_set_to_nothing_is_unset(monkeypatch: pytest.MonkeyPatch, variable: str) -> None:
+    monkeypatch.delenv("GPUAAS_DATA_DIR", raising=False)  # the test's own isolation sets it
+    expected = load_settings()
+    monkeypatch.setenv(variable, "")
+    settings = load_settings()
+    assert settings == expected
+    assert settings.data_dir == default_data_dir()  # not Path(""), the current directory
+    assert settings.database_url_value == f"sqlite:///{default_data_dir() / 'gpuaas.db'}"
+
+
+def test_no_wait_between_two_tries_is_longer_than_the_cap() -> None:
+    """The longest factor and the most retries the settings allow still wait at most five minutes a try."""
+    from tasks._options import MAX_BACKOFF_S, exponential_backoff
+
+    delays = exponential_backoff(backoff_factor=60)(10)
+    assert len(delays) == 10 and delays[:3] == [60, 120, 240] and max(delays) == MAX_BACKOFF_S == 300

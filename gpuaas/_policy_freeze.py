@@ -62,14 +62,27 @@ def _zone(name: str) -> str:
     return name
 
 
+def _in_utc(at: datetime) -> datetime:
+    """Every freeze is compared and said in UTC: an instant UTC cannot hold (``9999-12-31T23:59:59-12:00`` is
+    in the year 10000) would pass here and fail every run that reads the policy."""
+    try:
+        at.astimezone(UTC)
+    except OverflowError:
+        raise ValueError(f"{at.isoformat()} is outside what UTC can hold (years 1 to 9999)") from None
+    return at
+
+
+Instant = Annotated[AwareDatetime, AfterValidator(_in_utc)]
+
+
 class Freeze(_Model):
     """One change freeze: a stretch (``start``, ``end``) or a recurring one (``schedule``, ``duration_minutes``)."""
 
     name: Annotated[str, Field(min_length=1, max_length=63)]
     """Said in every headline and log line of a run it holds back (``year-end``, ``weekend``)."""
-    start: AwareDatetime | None = None
+    start: Instant | None = None
     """Its beginning, with a time zone (``2026-12-20T00:00:00Z``)."""
-    end: AwareDatetime | None = None
+    end: Instant | None = None
     """Its end (not included)."""
     schedule: Annotated[str, AfterValidator(_cron)] | None = None
     """A cron schedule of five fields that starts it each time (``0 16 * * fri``: Fridays at 16:00)."""

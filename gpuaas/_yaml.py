@@ -1,4 +1,10 @@
-"""Reading a YAML file a person wrote, with errors that say which file and where."""
+"""Reading a YAML file a person wrote, with errors that say which file and where.
+
+Every YAML file gpuaas takes from a person (policy, scenario, RBAC manifest, planner problems) is
+read here, so that each says what went wrong the same way: one line, ``FILE: line L, column C:
+FIELD: what``, whatever layer refused it (the decoder, PyYAML's reader, parser or constructors,
+or Python's recursion limit).
+"""
 
 from __future__ import annotations
 
@@ -7,7 +13,7 @@ from typing import Any
 
 from gpuaas.errors import ConfigError
 
-__all__ = ["read_yaml"]
+__all__ = ["read_yaml", "read_yaml_documents"]
 
 
 def _where(exc: UnicodeDecodeError) -> str:
@@ -24,13 +30,29 @@ class _DuplicateKey(Exception):
         self.key, self.line = key, line
 
 
+class _BadScalar(Exception):
+    """A scalar PyYAML recognised (a timestamp, an integer) that Python cannot build: 2026-02-30, 5,000 digits."""
+
+    def __init__(self, node: Any, reason: str) -> None:
+        super().__init__(node, reason)
+        self.node, self.reason = node, reason
+
+
+_KINDS = {"timestamp": "timestamp", "int": "integer", "float": "number", "bool": "boolean"}
+_REASONS = {"offset must be a timedelta": "its UTC offset must be less than 24 hours"}
+"""Python's words for what it refused, where they name its own types rather than the value."""
+_SCALAR_FAILURES = (ValueError, ArithmeticError, LookupError, AttributeError, TypeError)
+"""What PyYAML's scalar constructors let escape: ``datetime``'s range checks, ``int``'s digit limit, and
+the lookups of an explicit tag on text it does not fit (``!!timestamp soon``, ``!!bool maybe``)."""
+
 _LOADER: Any = None
 
 
 def _unique_keys_loader() -> Any:
     """PyYAML's safe loader, but a key given twice in one mapping is an error: YAML leaves the
     meaning open and PyYAML keeps the last silently, so a policy edited in two places would run
-    with one of them and nobody would know which."""
+    with one of them and nobody would know which. A scalar it cannot build is a ``_BadScalar``
+    carrying its node, so that the error can say where it is."""
     global _LOADER  # noqa: PLW0603 - built once, on first use, to keep the parser import lazy
     if _LOADER is None:
         import yaml
@@ -47,13 +69,73 @@ def _unique_keys_loader() -> Any:
                     seen.add(key)
                 return super().construct_mapping(node, deep=deep)
 
+            def construct_object(self, node: Any, deep: bool = False) -> Any:
+                try:
+                    return super().construct_object(node, deep=deep)
+                except _SCALAR_FAILURES as exc:
+                    if not isinstance(node, yaml.ScalarNode):
+                        raise  # a collection's own failure, not a value's
+                    said = str(exc).split(";")[0] if isinstance(exc, ValueError | ArithmeticError) else ""
+                    reason = next((ours for theirs, ours in _REASONS.items() if said.startswith(theirs)), said)
+                    raise _BadScalar(node, reason) from exc
+
         _LOADER = UniqueKeys
     return _LOADER
 
 
+def _field(root: Any, target: Any) -> str:
+    """The path from ``root`` to the node ``target`` as every configuration error names a field
+    (``freezes[0].start``); empty at the top. Walked without recursion: the tree may be deep, and an
+    alias may make it a cycle."""
+    import yaml
+
+    stack: list[tuple[Any, str]] = [(root, "")]
+    seen: set[int] = set()
+    while stack:
+        node, path = stack.pop()
+        if node is target:
+            return path
+        if id(node) in seen:
+            continue
+        seen.add(id(node))
+        children: list[tuple[Any, str]] = []
+        if isinstance(node, yaml.SequenceNode):
+            children = [(child, f"{path}[{i}]") for i, child in enumerate(node.value)]
+        elif isinstance(node, yaml.MappingNode):
+            for key, value in node.value:
+                name = str(key.value) if isinstance(key, yaml.ScalarNode) else "?"
+                children += [(key, path), (value, f"{path}.{name}" if path else name)]
+        stack.extend(reversed(children))  # document order: the first place an aliased node appears
+    return ""
+
+
+def _shown(text: str, limit: int = 40) -> str:
+    """A scalar as the file has it, cut short: the value that overflowed may be thousands of digits."""
+    return text if len(text) <= limit else f"{text[:limit]}... ({len(text):,} characters)"
+
+
+def _position(text: str, index: int) -> str:
+    """``line L, column C`` of the character at ``index``, as an editor counts them."""
+    line, line_start = text.count("\n", 0, index) + 1, text.rfind("\n", 0, index) + 1
+    return f"line {line}, column {index - line_start + 1}"
+
+
 def read_yaml(path: Path | str, what: str) -> Any:
-    """The parsed document; a ``ConfigError`` naming the file (and line, column) when it can't be read."""
+    """The parsed document; a ``ConfigError`` naming the file (and line, column, field) when it can't be read."""
+    return _read(path, what, every=False)
+
+
+def read_yaml_documents(path: Path | str, what: str) -> list[Any]:
+    """Every document of a file that holds several (``---`` between them, as a Kubernetes manifest does),
+    read and refused as ``read_yaml`` reads one."""
+    documents: list[Any] = _read(path, what, every=True)
+    return documents
+
+
+def _read(path: Path | str, what: str, *, every: bool) -> Any:
+    """One document, or (``every``) the list of all of them; each failure one ``ConfigError`` line."""
     import yaml  # here: a command run without a policy file never pays for the parser
+    from yaml.reader import ReaderError
 
     path = Path(path)
     try:
@@ -62,13 +144,47 @@ def read_yaml(path: Path | str, what: str) -> Any:
         raise ConfigError(f"cannot read {what}: {exc.strerror or exc}", file=path) from exc
     except UnicodeDecodeError as exc:
         raise ConfigError(f"{what} is not UTF-8: {_where(exc)}", file=path) from exc
+    loader: Any = None
+    root: Any = None
     try:
-        return yaml.load(text, Loader=_unique_keys_loader())  # noqa: S506 - a SafeLoader subclass
+        loader = _unique_keys_loader()(text)  # checks the characters first: a NUL is refused here
+        if not every:
+            root = loader.get_single_node()
+            return None if root is None else loader.construct_document(root)
+        documents = []
+        while loader.check_node():
+            root = loader.get_node()
+            documents.append(loader.construct_document(root))
+        return documents
     except _DuplicateKey as exc:
         raise ConfigError(f"line {exc.line}: {exc.key!r} is given twice in the same mapping; keep one",
                           file=path) from exc
+    except _BadScalar as exc:
+        mark, field = exc.node.start_mark, _field(root, exc.node)
+        kind = _KINDS.get(exc.node.tag.rpartition(":")[2], "value")
+        message = f"{_shown(str(exc.node.value))} is not a valid {kind}" + (f": {exc.reason}" if exc.reason else "")
+        error = ConfigError(f"line {mark.line + 1}, column {mark.column + 1}: "
+                            + (f"{field}: " if field else "") + message, file=path)
+        error.field = field or None
+        raise error from exc
+    except RecursionError as exc:
+        mark = loader.get_mark()  # where the parser was: past the depth it could follow
+        raise ConfigError(f"line {mark.line + 1}, column {mark.column + 1}: invalid YAML: nested too deeply to read",
+                          file=path) from exc
+    except ReaderError as exc:
+        code = exc.character if isinstance(exc.character, int) else ord(exc.character)
+        character = f"0x{code:02x}" if code < 0x100 else f"U+{code:04X}"
+        raise ConfigError(f"{_position(text, exc.position)}: invalid YAML: character {character} is not allowed in "
+                          "YAML text", file=path) from exc
     except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
+        mark = getattr(exc, "problem_mark", None) or getattr(exc, "context_mark", None)
         where = f"line {mark.line + 1}, column {mark.column + 1}: " if mark else ""
-        problem = getattr(exc, "problem", None) or str(exc)
+        problem = str(getattr(exc, "problem", None) or exc)
+        context = getattr(exc, "context", None)
+        if context and problem.startswith("but "):  # "expected a single document in the stream but found another"
+            problem = f"{context} {problem}"
+        problem = " ".join(problem.split())
         raise ConfigError(f"{where}invalid YAML: {problem}", file=path) from exc
+    finally:
+        if loader is not None:
+            loader.dispose()

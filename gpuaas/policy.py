@@ -1,17 +1,18 @@
 """The policy file: what gpuaas may do, to whom, and how carefully.
 
 A policy is a YAML document validated by pydantic models with ``extra="forbid"``, so a typo
-is an error instead of a silently ignored key. ``load_policy`` turns every validation
-problem into one ``ConfigError`` whose text names the file, the field path and what was
-expected, e.g. ``policy.yaml: tenants[2].reclaim.window_minutes: Input should be greater
-than 0``. The complete commented example lives in ``examples/policy.yaml``.
+is an error instead of a silently ignored key. ``load_policy`` turns the validation problems
+into one ``ConfigError`` line that names the file, the first problem's field path and what was
+expected, and how many more there are, e.g. ``policy.yaml: tenants[2].reclaim.window_minutes:
+Input should be greater than 0 (and 1 more)``. The complete commented example lives in
+``examples/policy.yaml``.
 """
 
 from __future__ import annotations
 
 import re
 from datetime import datetime
-from enum import Enum
+from enum import StrEnum
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -35,6 +36,7 @@ from gpuaas._policy_services import (
     ServiceOutcome,
     check_service_series,
 )
+from gpuaas._validation import field_path, first_problem
 from gpuaas._yaml import read_yaml
 from gpuaas.errors import ConfigError
 from gpuaas.models import MAX_GPUS
@@ -71,23 +73,21 @@ __all__ = [
 WORKLOAD_KINDS = ("RayCluster", "Workload", "InferenceService", "Notebook", "Deployment", "StatefulSet")
 
 
-
-
-class Mode(str, Enum):
+class Mode(StrEnum):
     """Dry-run decides and audits but writes nothing to the cluster; apply writes."""
 
     dry_run = "dry-run"
     apply = "apply"
 
 
-class FreeGoal(str, Enum):
+class FreeGoal(StrEnum):
     """What a reclaim gives back: only the GPUs (the team keeps its reservation), or the quota too."""
 
     compute = "compute"
     quota = "quota"
 
 
-class Actuator(str, Enum):
+class Actuator(StrEnum):
     """Who stops an idle workload: gpuaas itself (its patches), or KEDA scaling on gpuaas's idle signal.
 
     ``keda``: a ScaledObject (``deployments/keda/``) scales the workload; gpuaas publishes its idle
@@ -129,7 +129,7 @@ class StorePolicy(_Model):
     snapshot in memory. Every collect stores its aggregates and a snapshot row (summary, no rows)."""
 
 
-class ReclaimStrategy(str, Enum):
+class ReclaimStrategy(StrEnum):
     """``fixed``: the same window for every idle spell. ``adaptive``: a window per idle spell, from
     the workload's idle history: the built-in rule, or with a cold-start budget the survival window
     chosen within it (``docs/reclaim-policy.md``)."""
@@ -390,30 +390,10 @@ class Policy(_Model):
         return None
 
 
-def _loc(loc: tuple[int | str, ...]) -> str:
-    out = ""
-    for part in loc:
-        if isinstance(part, int):
-            out += f"[{part}]"
-        else:
-            out += f".{part}" if out else str(part)
-    return out
-
-
 def format_validation_error(exc: ValidationError, file: Path | str) -> ConfigError:
-    """One ConfigError listing every problem as ``file: field.path: message``."""
-    lines = []
-    first_field = None
-    for err in exc.errors():
-        field = _loc(tuple(err["loc"])) or "(top level)"
-        first_field = first_field or field
-        msg = err["msg"].removeprefix("Value error, ")
-        if err["type"] == "extra_forbidden":
-            msg = "unknown field (check the spelling; see examples/policy.yaml)"
-        lines.append(f"{file}: {field}: {msg}")
-    error = ConfigError("\n".join(lines))
-    error.file, error.field = str(file), first_field
-    return error
+    """One ConfigError line, ``file: field.path: message``, for the first problem, saying how many more."""
+    return first_problem(exc, file, where=lambda loc: field_path(loc) or "(top level)",
+                         unknown="unknown field; check its spelling against examples/policy.yaml")
 
 
 def parse_policy(data: Any, file: Path | str = "<policy>") -> Policy:

@@ -2,7 +2,7 @@
 
 A table of the mistakes an operator makes (wrong types, unknown kinds, negative and absurd
 quotas, infinities, duplicate tenants, a namespace or ClusterQueue in two tenants, broken
-YAML), run through ``gpuaas config check`` (exit 1, one ``error:`` block on stderr) and a
+YAML, dates no calendar has), run through ``gpuaas config check`` (exit 1, one ``error:`` line on stderr) and a
 property: any YAML-like document either loads or raises ``ConfigError``, nothing else.
 """
 
@@ -20,6 +20,8 @@ from typer.testing import CliRunner
 from gpuaas.cli.app import app
 from gpuaas.errors import ConfigError
 from gpuaas.policy import Policy, load_policy, parse_policy
+
+FREEZE = "version: 1\nfreezes:\n  - name: x\n    start: {start}\n    end: 2027-01-04T00:00:00Z\n"
 
 CASES = {
     "wrong type": ("reclaim:\n  max_actions_per_run: ten\n",
@@ -61,6 +63,27 @@ CASES = {
     "top level list": ("- 1\n- 2\n", "expected a mapping at the top level, got list"),
     "broken YAML": ("reclaim: [\n", "policy.yaml"),
     "tab indentation": ("reclaim:\n\tmode: apply\n", "policy.yaml"),
+    # Values PyYAML recognises but Python cannot build: its own errors named no file, field or line.
+    "a day February lacks": (FREEZE.format(start="2026-02-30T00:00:00Z"), "line 4, column 12: freezes[0].start: "
+                             "2026-02-30T00:00:00Z is not a valid timestamp: day is out of range for month"),
+    "month 13": (FREEZE.format(start="2026-13-01"),
+                 "freezes[0].start: 2026-13-01 is not a valid timestamp: month must be in 1..12"),
+    "hour 25": (FREEZE.format(start="2026-12-20T25:00:00Z"), "freezes[0].start: 2026-12-20T25:00:00Z is not a valid "
+                "timestamp: hour must be in 0..23"),
+    "offset past a day": (FREEZE.format(start="2026-12-20T00:00:00+25:00"), "freezes[0].start: 2026-12-20T00:00:00+25:00 "
+                          "is not a valid timestamp: its UTC offset must be less than 24 hours"),
+    "an end UTC cannot hold": (FREEZE.replace("2027-01-04T00:00:00Z", "9999-12-31T23:59:59-12:00").format(
+        start="2026-12-20T00:00:00Z"), "freezes[0].end: 9999-12-31T23:59:59-12:00 is outside what UTC can hold"),
+    "an integer too long to read": ("reclaim:\n  max_actions_per_run: " + "9" * 5000 + "\n",
+                                    "line 2, column 24: reclaim.max_actions_per_run: " + "9" * 40
+                                    + "... (5,000 characters) is not a valid integer"),
+    "a tag its text does not fit": ("reclaim: !!timestamp soon\n", "line 1, column 10: reclaim: soon is not a valid "
+                                    "timestamp"),
+    "nested too deeply": ("version: 1\nx: " + "[" * 20000 + "]" * 20000 + "\n", "invalid YAML: nested too deeply"),
+    "a NUL byte": ("version: 1\x00\n", "line 1, column 11: invalid YAML: character 0x00 is not allowed"),
+    "an escape byte": ("reclaim:\n  mode: \x1b[31mapply\n", "line 2, column 9: invalid YAML: character 0x1b is not"),
+    "two documents": ("version: 1\n---\nversion: 1\n", "line 2, column 1: invalid YAML: expected a single document "
+                      "in the stream but found another document"),
 }
 
 
@@ -74,6 +97,26 @@ def test_config_check_names_file_and_field(text: str, message: str, tmp_path: Pa
     result = CliRunner().invoke(app, ["config", "check", str(path)])
     assert result.exit_code == 1 and isinstance(result.exception, SystemExit)
     assert "error:" in result.stderr and message.split(":")[0] in result.stderr and "Traceback" not in result.output
+    assert len(result.stderr.strip().splitlines()) == 1, result.stderr
+
+
+@pytest.mark.parametrize(("text", "field", "says"), [
+    ("freezes:\n  - name: x\n    start: 2026-12-20\n    end: 2027-01-04\n", "freezes[0].start",
+     "Input should have timezone info (and 1 more)"),
+    ("".join(f"k{i}: 1\n" for i in range(1, 10)), "k1",
+     "unknown field; check its spelling against examples/policy.yaml (and 8 more)"),
+], ids=["a freeze without time zones", "nine unknown keys"])
+def test_several_problems_are_the_first_and_how_many_more(text: str, field: str, says: str, tmp_path: Path) -> None:
+    """One ``error:`` line, as every configuration error: a line per problem put the later ones without the
+    prefix, as if they were output, and nine of them buried the first."""
+    path = tmp_path / "policy.yaml"
+    path.write_text(text)
+    with pytest.raises(ConfigError) as caught:
+        load_policy(path)
+    assert (caught.value.file, caught.value.field) == (str(path), field)
+    result = CliRunner().invoke(app, ["config", "check", str(path)])
+    assert result.exit_code == 1
+    assert result.stderr.splitlines() == [f"error: {path}: {field}: {says}"]
 
 
 def test_a_missing_or_binary_file_is_a_config_error(tmp_path: Path) -> None:

@@ -36,8 +36,9 @@ from typing import Annotated
 
 import typer
 
-from gpuaas.cli._common import console, err_console, fail, flag_given, progress, settings_or_exit, usage_error
+from gpuaas.cli._common import console, err_console, fail, flag_given, settings_or_exit, usage_error
 from gpuaas.cli._foreground import held, write_env_file
+from gpuaas.cli._progress import progress
 from gpuaas.cli._trace_format import TraceFormat
 from gpuaas.errors import GpuaasError
 
@@ -194,7 +195,6 @@ def up(
         raise usage_error(str(exc), "--history") from exc
     settings = settings_or_exit()
     cluster_dir = settings.cluster_dir
-    cluster_dir.mkdir(parents=True, exist_ok=True)
     pid_path = cluster_dir / PID_FILE
     other = _read_pid(pid_path)
     if other is not None and other != os.getpid() and _alive(other):
@@ -210,6 +210,7 @@ def up(
             chosen = load_scenario(scenario) if scenario else default_scenario()
     except (GpuaasError, ValueError) as exc:
         raise fail(str(exc)) from exc
+    cluster_dir.mkdir(parents=True, exist_ok=True)  # only now: a file refused above leaves no data dir behind
     # The fleet's policy, for the env file: --policy, else the scenario's own (a trace has none).
     policy_file = policy.resolve() if policy is not None else (scenario_policy(scenario) if trace is None else None)
     # 'cluster down' run with the env file sourced looks in the trial data dir's cluster dir.

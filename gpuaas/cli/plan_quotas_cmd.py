@@ -14,6 +14,7 @@ from typing import Annotated, Any
 import typer
 from pydantic import BaseModel, ConfigDict, Field, PlainValidator, StrictInt, ValidationError
 
+from gpuaas._validation import field_path, first_problem
 from gpuaas._yaml import read_yaml
 from gpuaas.cli._common import OutputFormat, handle_errors, print_json, print_table
 from gpuaas.errors import ConfigError
@@ -100,9 +101,8 @@ class _Problem(_Strict):
 
 
 def _where(loc: tuple[int | str, ...], data: Any) -> str:
-    text = ""
-    for part in loc:
-        text += f"[{part}]" if isinstance(part, int) else (f".{part}" if text else str(part))
+    """The field path, and the name of the queue it is in: ``queues[1].weight (queue b)``."""
+    text = field_path(loc)
     if len(loc) >= 2 and loc[0] == "queues" and isinstance(loc[1], int) and isinstance(data, dict):
         queues = data.get("queues")
         if isinstance(queues, list) and loc[1] < len(queues) and isinstance(queues[loc[1]], dict):
@@ -110,26 +110,6 @@ def _where(loc: tuple[int | str, ...], data: Any) -> str:
             if name:
                 text += f" (queue {name})"
     return text
-
-
-def _first_problem(exc: ValidationError, data: Any, path: Path | str) -> ConfigError:
-    """The first problem as one line, and how many more there are.
-
-    Missing keys of one mapping are one problem, all named (``limits: missing max_step_gpus, hysteresis_gpus``):
-    reported one at a time, the first would hide the others behind "(and N more)".
-    """
-    errors = exc.errors()
-    err = errors[0]
-    loc = tuple(err["loc"])
-    if err["type"] == "missing":
-        parent = loc[:-1]
-        keys = [str(e["loc"][-1]) for e in errors if e["type"] == "missing" and tuple(e["loc"][:-1]) == parent]
-        msg, loc, shown = f"missing {', '.join(keys)}", parent, len(keys)
-    else:
-        msg = "unknown field" if err["type"] == "extra_forbidden" else err["msg"].removeprefix("Value error, ")
-        shown = 1
-    more = f" (and {len(errors) - shown} more)" if len(errors) > shown else ""
-    return ConfigError(msg + more, file=path, field=_where(loc, data) or None)
 
 
 def load_quota_problem(path: Path | str) -> tuple[list[QueueDemand], QuotaLimits]:
@@ -140,7 +120,7 @@ def load_quota_problem(path: Path | str) -> tuple[list[QueueDemand], QuotaLimits
     try:
         problem = _Problem.model_validate(data)
     except ValidationError as exc:
-        raise _first_problem(exc, data, path) from exc
+        raise first_problem(exc, path, where=lambda loc: _where(loc, data)) from exc
     limits = QuotaLimits(**problem.limits.model_dump())
     queues = [QueueDemand(name=q.name, nominal=dict(q.nominal), demand={k: float(v) for k, v in q.demand.items()},
                           guaranteed=dict(q.guaranteed), weight=float(q.weight), recent_change=dict(q.recent_change))

@@ -10,8 +10,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-import yaml
-
+from gpuaas._yaml import read_yaml_documents
 from gpuaas.errors import ConfigError
 
 from ._errors import ApiError
@@ -32,17 +31,13 @@ class RBACRules:
     @classmethod
     def from_manifest(cls, path: Path | str, roles: Sequence[str], user: str = "gpuaas") -> RBACRules:
         """The union of the named ClusterRoles/Roles in a multi-document RBAC manifest."""
-        path = Path(path)
-        try:
-            documents = [d for d in yaml.safe_load_all(path.read_text(encoding="utf-8")) if isinstance(d, dict)]
-        except (OSError, yaml.YAMLError) as exc:
-            raise ConfigError(f"cannot read RBAC manifest: {exc}", file=path) from exc
-        found = {d.get("metadata", {}).get("name"): d for d in documents if d.get("kind") in ("ClusterRole", "Role")}
+        documents = [d for d in read_yaml_documents(path, "RBAC manifest") if isinstance(d, dict)]
+        found = {_name(d): d for d in documents if d.get("kind") in ("ClusterRole", "Role")}
         missing = [r for r in roles if r not in found]
         if missing:
-            known = ", ".join(sorted(str(n) for n in found)) or "none"
+            known = ", ".join(sorted(str(n) for n in found if n is not None)) or "none"
             raise ConfigError(f"no ClusterRole or Role named {', '.join(missing)} (found: {known})", file=path)
-        return cls([rule for role in roles for rule in found[role].get("rules") or []], user=user)
+        return cls([rule for role in roles for rule in _rules(found[role], path)], user=user)
 
     def allows(self, verb: str, group: str, resource: str) -> bool:
         """``resource`` may carry a subresource: ``workloads/status``."""
@@ -70,3 +65,28 @@ class RBACRules:
         if name:
             details["name"] = name
         raise ApiError(403, "Forbidden", message, details)
+
+
+def _name(document: Mapping[str, Any]) -> object:
+    metadata = document.get("metadata")
+    return metadata.get("name") if isinstance(metadata, dict) else None
+
+
+_RULE_FIELDS = ("apiGroups", "resources", "verbs")
+
+
+def _rules(role: Mapping[str, Any], path: Path | str) -> list[dict[str, list[str]]]:
+    """The role's rules, each field a list of strings as the API server requires: a bare ``verbs: get``
+    would be read as the letters g, e and t, and grant nothing anyone meant."""
+    rules = role.get("rules") or []
+    where = f"{role.get('kind')} {_name(role)}: rules"
+    if not isinstance(rules, list):
+        raise ConfigError(f"must be a list of rules, got {rules!r}", file=path, field=where)
+    for i, rule in enumerate(rules):
+        if not isinstance(rule, dict):
+            raise ConfigError(f"must be a mapping, got {rule!r}", file=path, field=f"{where}[{i}]")
+        for key in _RULE_FIELDS:
+            value = rule.get(key)
+            if value is not None and not (isinstance(value, list) and all(isinstance(v, str) for v in value)):
+                raise ConfigError(f"must be a list of strings, got {value!r}", file=path, field=f"{where}[{i}].{key}")
+    return [{key: rule.get(key) or [] for key in _RULE_FIELDS} for rule in rules]

@@ -24,6 +24,7 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from datetime import date
 
 from gpuaas.errors import ConfigError
 from gpuaas.models import MAX_GPUS
@@ -252,7 +253,7 @@ def validate_problem(capacity: Mapping[str, int], jobs: Sequence[DeadlineJob]) -
     """Reject what cannot be planned, naming the job and field (the file loader adds the file)."""
     for resource, cap in capacity.items():
         if not _is_count(cap) or cap < 0:
-            raise ConfigError(f"must be a whole number of GPUs from 0 to {MAX_GPUS:,}, got {cap!r}", field=f"capacity.{resource}")
+            raise ConfigError(f"must be a whole number of GPUs from 0 to {MAX_GPUS:,}, got {_given(cap)}", field=f"capacity.{resource}")
     seen: set[str] = set()
     held: dict[str, int] = {}
     for k, job in enumerate(jobs):
@@ -261,13 +262,13 @@ def validate_problem(capacity: Mapping[str, int], jobs: Sequence[DeadlineJob]) -
             raise ConfigError("duplicate job name", field=f"{where}.name")
         seen.add(job.name)
         if not _is_count(job.gpus) or job.gpus < 1:
-            raise ConfigError(f"must be a whole number of GPUs from 1 to {MAX_GPUS:,}, got {job.gpus!r}", field=f"{where}.gpus")
+            raise ConfigError(f"must be a whole number of GPUs from 1 to {MAX_GPUS:,}, got {_given(job.gpus)}", field=f"{where}.gpus")
         if not _is_time(job.duration) or job.duration <= 0:
-            raise ConfigError(f"must be a number of minutes above 0, at most {_MAX_TIME:,}, got {job.duration!r}", field=f"{where}.duration")
+            raise ConfigError(f"must be a number of minutes above 0, at most {_MAX_TIME:,}, got {_given(job.duration)}", field=f"{where}.duration")
         if job.deadline is not None and not _is_time(job.deadline):
-            raise ConfigError(f"must be a number of minutes, at most {_MAX_TIME:,} either way, got {job.deadline!r}", field=f"{where}.deadline")
+            raise ConfigError(f"must be a number of minutes from now, at most {_MAX_TIME:,} either way, got {_given(job.deadline)}", field=f"{where}.deadline")
         if job.running_for is not None and (not _is_time(job.running_for) or job.running_for < 0):
-            raise ConfigError(f"must be a number of minutes from 0 to {_MAX_TIME:,}, got {job.running_for!r}", field=f"{where}.running_for")
+            raise ConfigError(f"must be a number of minutes from 0 to {_MAX_TIME:,}, got {_given(job.running_for)}", field=f"{where}.running_for")
         if job.resource not in capacity:
             raise ConfigError(
                 f"{job.resource!r} is not in capacity ({', '.join(capacity) or 'empty'})", field=f"{where}.resource"
@@ -288,6 +289,12 @@ def validate_problem(capacity: Mapping[str, int], jobs: Sequence[DeadlineJob]) -
 
 _MAX_TIME = 100_000_000
 """Minutes (some 190 years): a time past that is a typo, and would round to the minute wrongly."""
+
+
+def _given(value: object) -> str:
+    """A refused value as the file wrote it: YAML reads ``2026-12-06T10:00:00Z`` as a date and time, which
+    Python's repr would quote as ``datetime.datetime(2026, 12, 6, 10, 0, tzinfo=...)``."""
+    return value.isoformat() if isinstance(value, date) else repr(value)
 
 
 def _is_count(value: object) -> bool:

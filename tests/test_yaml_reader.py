@@ -1,0 +1,76 @@
+"""``read_yaml`` and ``read_yaml_documents``: whatever layer refuses a file, the error says where in it.
+
+What PyYAML parses but Python cannot build is named by the node's line, column and field path (an
+aliased node by the first place it appears), in a file of one document or of several; the RBAC
+manifest of ``cluster up --rbac`` is read through the same reader and its rules checked for shape.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from gpuaas._yaml import read_yaml, read_yaml_documents
+from gpuaas.cluster.apiserver import RBACRules
+from gpuaas.errors import ConfigError
+
+
+def _refused(path: Path, text: str) -> ConfigError:
+    path.write_text(text)
+    with pytest.raises(ConfigError) as caught:
+        read_yaml_documents(path, "manifest") if "---" in text else read_yaml(path, "file")
+    return caught.value
+
+
+@pytest.mark.parametrize(("text", "field", "says"), [
+    ("a:\n  - b: 1\n  - b: 2026-02-30\n", "a[1].b", "line 3, column 8: a[1].b: 2026-02-30 is not a valid timestamp: "
+                                                   "day is out of range for month"),
+    ("first: &t 2026-02-30\nagain: [*t]\n", "first", "line 1, column 8: first: 2026-02-30 is not"),
+    ("{2026-02-30: x}\n", None, "line 1, column 2: 2026-02-30 is not a valid timestamp"),
+    ("kind: A\n---\nkind: B\nwhen: {at: 2026-12-20T00:00:00+25:00}\n", "when.at",
+     "line 4, column 12: when.at: 2026-12-20T00:00:00+25:00 is not a valid timestamp: its UTC offset must be"),
+    ("n: !!int 0x\n", "n", "line 1, column 4: n: 0x is not a valid integer"),
+], ids=["nested", "aliased", "a key", "second document", "an explicit tag"])
+def test_a_value_python_cannot_build_names_line_column_and_field(
+    text: str, field: str | None, says: str, tmp_path: Path
+) -> None:
+    error = _refused(tmp_path / "f.yaml", text)
+    assert str(error).startswith(f"{tmp_path / 'f.yaml'}: {says}")
+    assert (error.file, error.field) == (str(tmp_path / "f.yaml"), field)
+
+
+def test_every_document_is_read_and_a_key_twice_in_any_is_refused(tmp_path: Path) -> None:
+    path = tmp_path / "m.yaml"
+    path.write_text("kind: A\n---\n---\nkind: B\n")
+    assert read_yaml_documents(path, "manifest") == [{"kind": "A"}, None, {"kind": "B"}]
+    assert str(_refused(path, "kind: A\n---\nkind: B\nkind: C\n")).endswith(
+        "m.yaml: line 4: 'kind' is given twice in the same mapping; keep one")
+
+
+ROLE = "kind: ClusterRole\nmetadata: {name: r}\nrules:\n"
+
+
+@pytest.mark.parametrize(("rules", "says"), [
+    ("  - {apiGroups: [''], resources: [pods], verbs: get}\n",
+     "ClusterRole r: rules[0].verbs: must be a list of strings, got 'get'"),
+    ("  - [get]\n", "ClusterRole r: rules[0]: must be a mapping, got ['get']"),
+    ("  verbs: [get]\n", "ClusterRole r: rules: must be a list of rules, got {'verbs': ['get']}"),
+], ids=["verbs a string", "a rule a list", "rules a mapping"])
+def test_an_rbac_rule_of_the_wrong_shape_is_refused_by_its_field(rules: str, says: str, tmp_path: Path) -> None:
+    """A bare ``verbs: get`` would have granted the verbs g, e and t: nothing anyone meant, and no error."""
+    path = tmp_path / "rbac.yaml"
+    path.write_text(ROLE + rules)
+    with pytest.raises(ConfigError) as caught:
+        RBACRules.from_manifest(path, ["r"])
+    assert str(caught.value) == f"{path}: {says}"
+
+
+def test_an_rbac_manifest_reads_null_fields_as_empty_and_skips_roles_without_a_name(tmp_path: Path) -> None:
+    path = tmp_path / "rbac.yaml"
+    path.write_text("kind: ClusterRole\nmetadata: [x]\n---\n" + ROLE
+                    + "  - {apiGroups: null, resources: [pods], verbs: [get]}\n  - {apiGroups: [''], verbs: [list]}\n")
+    rules = RBACRules.from_manifest(path, ["r"])
+    assert not rules.allows("get", "", "pods") and not rules.allows("list", "", "pods")
+    with pytest.raises(ConfigError, match=r"no ClusterRole or Role named x \(found: r\)"):
+        RBACRules.from_manifest(path, ["x"])

@@ -15,8 +15,9 @@ from typing import Annotated
 
 import typer
 
-from gpuaas.cli._common import OutputFormat, fail, flag_error, print_json, print_table
+from gpuaas.cli._common import OutputFormat, fail, flag_error, print_json, print_table, usage_error
 from gpuaas.errors import ConfigError, GpuaasError
+from gpuaas.models import MAX_GPUS
 
 __all__ = ["deadlines"]
 
@@ -31,7 +32,7 @@ class Loop(str, Enum):
 
 def deadlines(
     trace: Annotated[Path, typer.Option("--trace", help="Trace CSV with deadlines (ElasticFlow's ITP columns).")],
-    gpus: Annotated[int, typer.Option("--gpus", min=1, help="GPUs of the one ClusterQueue both runs share.")],
+    gpus: Annotated[int, typer.Option("--gpus", help="GPUs of the one ClusterQueue both runs share.")],
     trace_format: Annotated[TraceFormat, typer.Option("--trace-format", help="Trace layout.")] = TraceFormat.itp,
     runtime_estimate: Annotated[str, typer.Option(
         "--runtime-estimate", help="What the planner is told: exact, factor:F or lognormal:SIGMA.")] = "exact",
@@ -45,6 +46,8 @@ def deadlines(
     format: Annotated[OutputFormat, typer.Option("--format", help="Output format.")] = OutputFormat.table,
 ) -> None:
     """Replay the trace through Kueue twice (FIFO, then with the deadlines flow's holds); print deadlines met."""
+    if not 1 <= gpus <= MAX_GPUS:  # the policy's and the planners' cap, in their words
+        raise usage_error(f"must be a whole number of GPUs from 1 to {MAX_GPUS:,}, got {gpus!r}", "--gpus")
     from gpuaas.cluster.deadline_flow_replay import replay_flow
     from gpuaas.cluster.deadline_replay import estimate_runtimes, replay_deadlines
     from gpuaas.cluster.traces import read_itp

@@ -16,7 +16,6 @@ the user points; nothing from a trace is shipped with gpuaas.
 
 from __future__ import annotations
 
-import csv
 import math
 from collections import defaultdict
 from dataclasses import dataclass
@@ -25,6 +24,8 @@ from pathlib import Path
 
 from gpuaas.cluster.scenario import Scenario, parse_scenario
 from gpuaas.errors import ConfigError
+from gpuaas.models import MAX_SECONDS
+from gpuaas.sources.csv_table import read_csv_table, where
 
 __all__ = ["TraceJob", "read_itp", "read_philly", "scenario_from_jobs", "scenario_from_trace"]
 
@@ -41,34 +42,15 @@ class TraceJob:
 
 
 def _rows(path: Path, required: set[str]) -> list[tuple[int, dict[str, str]]]:
-    """The rows with the line each ends on (the header is line 1): an error must point where an editor shows it,
-    and blank lines, which the reader skips, would otherwise shift every number after them."""
-    try:
-        with path.open(newline="", encoding="utf-8") as handle:
-            reader = csv.DictReader(handle)
-            missing = required - {c.strip() for c in reader.fieldnames or []}
-            if missing:
-                raise ConfigError(f"missing columns {sorted(missing)}", file=path)
-            rows = [(reader.line_num, {k.strip(): (v or "").strip() for k, v in row.items() if k}) for row in reader]
-            if not rows:
-                raise ConfigError("no rows after the header: a trace needs at least one job", file=path)
-            return rows
-    except OSError as exc:
-        raise ConfigError(f"cannot read trace: {exc.strerror}", file=path) from exc
-    except UnicodeDecodeError as exc:
-        raise ConfigError(f"cannot read trace: not UTF-8 text (byte {exc.start})", file=path) from exc
-    except csv.Error as exc:
-        raise ConfigError(f"cannot read trace: {exc}", file=path) from exc
+    """The rows with the line each ends on (the header is line 1): an error must point where an editor shows it."""
+    table = read_csv_table(path)
+    table.require(required)
+    if not table.rows:
+        raise ConfigError("no rows after the header: a trace needs at least one job", file=path)
+    return table.records()
 
 
-_MAX_SECONDS = 1e12
-"""Some 30,000 years: a time past it is a typo, and would overflow the replay's clock."""
 _MAX_GPUS = 1_000_000
-
-
-def _where(line: int, column: str) -> str:
-    """``line 7: num_gpu``: the line as an editor numbers it, then the column, as every loader error reads."""
-    return f"line {line}: {column}"
 
 
 def _num(row: dict[str, str], column: str, path: Path, line: int, *, positive: bool = False) -> float:
@@ -80,11 +62,11 @@ def _num(row: dict[str, str], column: str, path: Path, line: int, *, positive: b
     try:
         value = float(row[column])
     except ValueError as exc:
-        raise ConfigError(f"not a number: {row[column]!r}", file=path, field=_where(line, column)) from exc
-    if not math.isfinite(value) or not (0 < value if positive else 0 <= value) or value > _MAX_SECONDS:
-        bounds = f"above 0, at most {_MAX_SECONDS:.0e}" if positive else f"from 0 to {_MAX_SECONDS:.0e}"
+        raise ConfigError(f"not a number: {row[column]!r}", file=path, field=where(line, column)) from exc
+    if not math.isfinite(value) or not (0 < value if positive else 0 <= value) or value > MAX_SECONDS:
+        bounds = f"above 0, at most {MAX_SECONDS:.0e}" if positive else f"from 0 to {MAX_SECONDS:.0e}"
         raise ConfigError(f"must be a finite number {bounds}, got {row[column]!r}", file=path,
-                          field=_where(line, column))
+                          field=where(line, column))
     return value
 
 
@@ -95,10 +77,10 @@ def _gpus(row: dict[str, str], column: str, path: Path, line: int) -> int:
     try:
         value = float(row[column])
     except ValueError as exc:
-        raise ConfigError(f"not a number: {row[column]!r}", file=path, field=_where(line, column)) from exc
+        raise ConfigError(f"not a number: {row[column]!r}", file=path, field=where(line, column)) from exc
     if not (value.is_integer() and 1 <= value <= _MAX_GPUS):  # NaN and inf are not integers
         raise ConfigError(f"must be a whole number of GPUs above 0, at most {_MAX_GPUS:,}, got {row[column]!r}",
-                          file=path, field=_where(line, column))
+                          file=path, field=where(line, column))
     return int(value)
 
 
@@ -109,7 +91,9 @@ def read_philly(path: Path, max_jobs: int | None = None) -> list[TraceJob]:
         try:
             ts = datetime.fromisoformat(row["timestamp"]).timestamp()
         except ValueError as exc:
-            raise ConfigError(f"bad timestamp {row['timestamp']!r}", file=path, field=_where(i, "timestamp")) from exc
+            raise ConfigError(f"bad timestamp {row['timestamp']!r}", file=path, field=where(i, "timestamp")) from exc
+        if not row["cluster"]:  # the tenant: a job of no one's would be charged to a VC named ""
+            raise ConfigError("empty VC name", file=path, field=where(i, "cluster"))
         parsed.append((ts, row["cluster"], _num(row, "duration", path, i, positive=True),
                        _gpus(row, "num_gpus", path, i)))
     parsed.sort()

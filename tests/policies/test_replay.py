@@ -172,6 +172,18 @@ def test_qps_loader_drops_unattributed_rows_and_sums(tmp_path: Path) -> None:
     assert qps.values.tolist() == [["p", 2.0, pytest.approx(0.3)]]
 
 
+@pytest.mark.parametrize(("text", "match"), [
+    ("timestamp_anon,value,container_ip\n1,0.5,p\n2,-0.1,p\n", "q.csv: line 3: value: negative request rate, got '-0.1'"),
+    ("timestamp_anon,value,container_ip\n1,0.5,p,x\n", "q.csv: line 2: 4 fields, header has 3"),
+    ("timestamp_anon,value,container_ip\n-1,0.5,p\n", "q.csv: line 2: timestamp_anon: must be a finite number from 0"),
+], ids=["negative-rate", "extra-field", "negative-time"])
+def test_qps_loader_names_the_line_of_a_bad_row(tmp_path: Path, text: str, match: str) -> None:
+    bad = tmp_path / "q.csv"
+    bad.write_text(text)
+    with pytest.raises(ConfigError, match=match):
+        load_qps(bad)
+
+
 def test_fraction_units_are_scaled_and_parts_concatenate(tmp_path: Path) -> None:
     one, two = tmp_path / "1.csv", tmp_path / "2.csv"
     one.write_text("value,timestamp_anon,container_ip\n0.5,0,p\n")
@@ -184,12 +196,14 @@ def test_fraction_units_are_scaled_and_parts_concatenate(tmp_path: Path) -> None
     ("text", "match"),
     [
         ("value,timestamp_anon\n1,2\n", "bad.csv: container_ip or pod: missing column"),
-        ("value,timestamp_anon,container_ip\nabc,2,p\n", "bad.csv: value: line 2: not a number: 'abc'"),
-        ("value,timestamp_anon,container_ip\n1,,p\n", "bad.csv: timestamp_anon: line 2: not a number"),
-        ("value,timestamp_anon,container_ip\n-1,2,p\n", "bad.csv: value: negative"),
-        ("value,timestamp_anon,container_ip\n1,2,\n", "bad.csv: container_ip: line 2: empty pod id"),
+        ("value,timestamp_anon,container_ip\nabc,2,p\n", "bad.csv: line 2: value: not a number: 'abc'"),
+        ("value,timestamp_anon,container_ip\n1,,p\n", "bad.csv: line 2: timestamp_anon: not a number"),
+        ("value,timestamp_anon,container_ip\n-1,2,p\n", "bad.csv: line 2: value: negative"),
+        ("value,timestamp_anon,container_ip\n1,2,\n", "bad.csv: line 2: container_ip: empty pod id"),
+        ("value,timestamp_anon,container_ip\n1,2,p\n\n1,x,p\n", "bad.csv: line 4: timestamp_anon: not a number"),
+        ("value,timestamp_anon,container_ip\n1,2,p,q\n", "bad.csv: line 2: 4 fields, header has 3"),
     ],
-    ids=["no-pod-column", "text-value", "empty-time", "negative", "empty-pod"],
+    ids=["no-pod-column", "text-value", "empty-time", "negative", "empty-pod", "after-a-blank-line", "extra-field"],
 )
 def test_malformed_csv_names_file_and_column(tmp_path: Path, text: str, match: str) -> None:
     bad = tmp_path / "bad.csv"

@@ -23,7 +23,6 @@ every 24 simulated hours after the first submission (the traces carry no time zo
 
 from __future__ import annotations
 
-import csv
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import asdict
@@ -32,8 +31,10 @@ from typing import Any
 
 from gpuaas._yaml import read_yaml
 from gpuaas.errors import ConfigError
+from gpuaas.models import MAX_GPUS
 from gpuaas.policies.quotas import limits_of
 from gpuaas.policy import Policy, Tenant
+from gpuaas.sources.csv_table import read_csv_table, where
 
 from ..traces import TraceJob, read_itp, read_philly
 from ._engine import Configuration, QuotaReplay
@@ -83,6 +84,37 @@ def _philly_vc_file(trace: Path) -> Path:
     return trace.parent / "philly_vc_nodes_helios.csv"
 
 
+_MAX_NODES = MAX_GPUS // GPUS_PER_NODE
+
+
+def _philly_quotas(path: Path) -> dict[str, int]:
+    """VC -> ``nodes x 8`` GPUs from the Helios VC table; a bad table is refused naming it, its line and column.
+
+    Why here and not later: a table that gives no VC a usable quota would otherwise surface as "no job fits
+    its tenant's quota", blaming the trace for what is wrong in this file.
+    """
+    if not path.exists():
+        raise ConfigError("no such file: the VC sizes are read from it (or pass --quotas)", file=path)
+    table = read_csv_table(path)
+    table.require({"vc", "node num"})
+    if not table.rows:
+        raise ConfigError("no rows after the header: the VC table needs at least one VC (or pass --quotas)",
+                          file=path)
+    out: dict[str, int] = {}
+    lines: dict[str, int] = {}
+    for line, row in table.records():
+        vc, nodes = row["vc"], row["node num"]
+        if not vc:
+            raise ConfigError("empty VC name", file=path, field=where(line, "vc"))
+        if vc in lines:
+            raise ConfigError(f"VC {vc!r} is also on line {lines[vc]}", file=path, field=where(line, "vc"))
+        if not (nodes.isascii() and nodes.isdigit() and int(nodes) <= _MAX_NODES):
+            raise ConfigError(f"must be a whole number of nodes from 0 to {_MAX_NODES:,}, got {nodes!r}", file=path,
+                              field=where(line, "node num"))
+        out[vc], lines[vc] = int(nodes) * GPUS_PER_NODE, line
+    return out
+
+
 def load_quotas(jobs: list[TraceJob], trace_format: str, traces: Sequence[Path], quotas: Path | None) -> dict[str, int]:
     """Tenant -> nominal GPUs: the ``--quotas`` YAML mapping, else the trace format's rule."""
     if quotas is not None:
@@ -91,27 +123,14 @@ def load_quotas(jobs: list[TraceJob], trace_format: str, traces: Sequence[Path],
             raise ConfigError("must be a mapping of tenant to GPUs", file=quotas)
         out = {}
         for tenant, gpus in data.items():
-            if not isinstance(gpus, int) or isinstance(gpus, bool) or gpus < 0:
-                raise ConfigError(f"must be a whole number of GPUs >= 0, got {gpus!r}", file=quotas, field=str(tenant))
+            # The planners' cap: past it a quota is a typo, and the replay's floats would no longer hold it exactly.
+            if not isinstance(gpus, int) or isinstance(gpus, bool) or not 0 <= gpus <= MAX_GPUS:
+                raise ConfigError(f"must be a whole number of GPUs from 0 to {MAX_GPUS:,}, got {gpus!r}", file=quotas,
+                                  field=str(tenant))
             out[str(tenant)] = gpus
         return out
     if trace_format == "philly":
-        path = _philly_vc_file(traces[0])
-        try:
-            with path.open(newline="", encoding="utf-8") as handle:
-                rows = list(csv.DictReader(handle))
-        except OSError as exc:
-            raise ConfigError(f"cannot read the VC sizes (pass --quotas): {exc.strerror}", file=path) from exc
-        except UnicodeDecodeError as exc:
-            raise ConfigError(f"cannot read the VC sizes: not UTF-8 text (byte {exc.start})", file=path) from exc
-        out = {}
-        for line, row in enumerate(rows, start=2):
-            try:
-                out[row["vc"].strip()] = int(row["node num"]) * GPUS_PER_NODE
-            except (KeyError, ValueError) as exc:
-                raise ConfigError("expected columns vc, node num (a whole number)", file=path,
-                                  field=f"line {line}") from exc
-        return out
+        return _philly_quotas(_philly_vc_file(traces[0]))
     span = max(j.submit + j.duration for j in jobs) - min(j.submit for j in jobs)
     demand: dict[str, float] = {}
     for job in jobs:
@@ -166,9 +185,11 @@ def replay_rebalance(traces: Sequence[Path], trace_format: str, *, quotas_file: 
     if not kept:
         if quotas_file is not None:
             raise ConfigError("no job fits its tenant's quota", file=quotas_file)
-        # The quotas came from the trace, not from a file the user gave: name the trace and what to do.
+        # The quotas came from the trace (Philly: from the VC table beside it), not from a file the user gave:
+        # name the files they came from and what to do.
+        source = [*traces, _philly_vc_file(traces[0])] if trace_format == "philly" else traces
         raise ConfigError(f"no job fits its tenant's quota as derived from the trace ({DERIVED_QUOTAS[trace_format]}); "
-                          "give quotas with --quotas", file=", ".join(str(t) for t in traces))
+                          "give quotas with --quotas", file=", ".join(str(t) for t in source))
     policy = with_share_weights(policy, quotas)
     results: dict[str, Any] = {}
     for config in configurations:

@@ -167,6 +167,9 @@ def _hold(n: Nudge, store: Store, writer: KubeWriter, mode: Mode, run: str | Non
         obj = writer.get(KIND, n.namespace, n.name)
     except NotFound:
         return NudgeResult(n, Outcome.skipped, "object deleted", _row(store, n, Outcome.skipped, "object deleted", mode, run).id)
+    except GpuaasError as exc:  # unread: nothing written; the other nudges go on, and the next run decides again
+        why = f"not read, nothing written: {str(exc)[:400]}"
+        return NudgeResult(n, Outcome.failed, why, _row(store, n, Outcome.failed, why, mode, run).id)
     refused = changed_since(n, obj) or _unholdable(n, obj)
     if refused:
         outcome, why = refused
@@ -184,6 +187,10 @@ def _hold(n: Nudge, store: Store, writer: KubeWriter, mode: Mode, run: str | Non
         why = "409 Conflict: changed while acting; not overwritten, decided again next run"
         _row(store, n, Outcome.skipped, why, mode, run, refers_to=intent.id)
         return NudgeResult(n, Outcome.skipped, why, intent.id)
+    except INDEFINITE as exc:  # a lost answer or a 5xx can hide a hold that landed: read the object back
+        outcome, why = _hold_landed(writer, n, intent.id, str(exc)[:300])
+        _row(store, n, outcome, why, mode, run, refers_to=intent.id, before=before, after=after)
+        return NudgeResult(n, outcome, why, intent.id)
     except GpuaasError as exc:
         _row(store, n, Outcome.failed, str(exc), mode, run, refers_to=intent.id)
         return NudgeResult(n, Outcome.failed, str(exc)[:500], intent.id)
@@ -194,6 +201,21 @@ def _hold(n: Nudge, store: Store, writer: KubeWriter, mode: Mode, run: str | Non
     writer.record_event(patched, reason, f"{done_by}: {n.reason}. Audit #{intent.id}; to release it now: "
                                          f"gpuaas undo {intent.id}")
     return NudgeResult(n, Outcome.applied, n.reason, intent.id)
+
+
+def _hold_landed(writer: KubeWriter, n: Nudge, intent_id: int | None, error: str) -> tuple[Outcome, str]:
+    """How a hold whose patch got no answer ended, from the object: held by this intent, or not; ``unknown``
+    when it cannot be read either (its annotation names the intent, so the release sweep and ``gpuaas undo``
+    find it whichever it was)."""
+    try:
+        obj = writer.get(KIND, n.namespace, n.name)
+    except NotFound:
+        return Outcome.skipped, f"{error}; object deleted since"
+    except GpuaasError as exc:
+        return Outcome.unknown, f"{error}; not read back either ({str(exc)[:200]}): the object's annotation says"
+    if (_hold_on(obj) or {}).get("audit_id") == intent_id:
+        return Outcome.applied, f"{n.reason} (the patch's answer was lost: {error}; read back, it landed)"
+    return Outcome.failed, f"{error}; read back, the hold did not land"
 
 
 def _hold_on(obj: dict[str, Any]) -> dict[str, Any] | None:

@@ -130,14 +130,17 @@ def _check(proc: subprocess.CompletedProcess[str], code: int, says: list[str]) -
     return line
 
 
-@pytest.mark.parametrize("name", list(CASES))
-def test_bad_input_is_one_line_and_writes_nothing(name: str, tmp_path: Path) -> None:
-    case = CASES[name]
-    tmp = _files(tmp_path)
+def check_case(case: Case, tmp: Path) -> None:
+    """Run ``case`` in ``tmp``, its input files written there: its one line, its exit code, nothing written."""
     before = sorted(p.relative_to(tmp) for p in tmp.rglob("*"))
     proc = _run(case.args, tmp, case.env)
     _check(proc, case.code, [s.format(tmp=tmp) for s in case.says])
     assert sorted(p.relative_to(tmp) for p in tmp.rglob("*")) == before, "the command wrote something"
+
+
+@pytest.mark.parametrize("name", list(CASES))
+def test_bad_input_is_one_line_and_writes_nothing(name: str, tmp_path: Path) -> None:
+    check_case(CASES[name], _files(tmp_path))
 
 
 @pytest.mark.parametrize("backend", [["--history", "10m"], ["--backend", "real"]], ids=["embedded", "real"])

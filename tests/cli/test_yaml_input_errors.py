@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.cli.test_cli_errors import Case, _check, _run
+from tests.cli.test_cli_errors import Case, check_case
 
 FREEZE = "freezes:\n  - name: x\n    start: {start}\n    end: {end}\n"
 ROLE = "kind: ClusterRole\nmetadata: {name: r}\nrules:\n  - apiGroups: ['']\n    resources: [pods]\n"
@@ -81,9 +81,4 @@ CASES = {
 
 @pytest.mark.parametrize("name", list(CASES))
 def test_a_bad_yaml_file_is_one_line_naming_where_and_writes_nothing(name: str, tmp_path: Path) -> None:
-    case = CASES[name]
-    tmp = _files(tmp_path)
-    before = sorted(p.relative_to(tmp) for p in tmp.rglob("*"))
-    proc = _run(case.args, tmp, case.env)
-    _check(proc, case.code, [s.format(tmp=tmp) for s in case.says])
-    assert sorted(p.relative_to(tmp) for p in tmp.rglob("*")) == before, "the command wrote something"
+    check_case(CASES[name], _files(tmp_path))

@@ -205,7 +205,7 @@ def _gaps(m: MetricNames, window_s: float, sample_interval_s: float, at: float, 
 
     Why a ladder: ``present_over_time`` in a subquery walks each series once, while
     ``timestamp()`` in one re-reads every series at every step: at 16,000 GPUs the timestamp
-    form took Prometheus 10 s a window, the ladder under 2 s. Rungs hold per series; a GPU's
+    form took Prometheus 10 s a window, the ladder about 4 s. Rungs hold per series; a GPU's
     several series (history and live ones, an exporter restarted under a new ``instance``) are
     joined by the caller's ``min by``, an upper bound (more samples can only shorten a gap), and
     the decisive rung is also evaluated on their union (``max without`` the scrape labels at every

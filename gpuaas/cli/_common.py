@@ -269,12 +269,14 @@ def set_wide(wide: bool) -> None:
 
 
 def print_table(title: str, columns: Sequence[str], rows: Sequence[Sequence[Any]],
-                optional: Sequence[str] = (), notes: Sequence[str] = ()) -> None:
+                optional: Sequence[str] = (), notes: Sequence[str] = (), whole: Sequence[str] = ()) -> None:
     """A table that never splits a word or a number, at any width (``make`` pipes stdout: 80 columns).
 
     Cells wrap only at spaces: every column is at least as wide as its longest word (name columns,
-    ``WHOLE_COLUMNS``, as their longest value), and the widest column gives way first. Where that
-    does not fit the console, in this order:
+    ``WHOLE_COLUMNS``, as their longest value), and the widest column gives way first. The ``whole``
+    columns, figures read as one phrase such as ``$0.142 per 1,000 requests``, are kept on one line too
+    where the steps below make room for them, and wrap between their words where they cannot. Where
+    that does not fit the console, in this order:
 
     1. the ``notes`` columns (long reasons) move under the table, one paragraph per row, led by the
        row's first cell and its name (its first ``NAME_COLUMNS`` cell after the first);
@@ -285,34 +287,20 @@ def print_table(title: str, columns: Sequence[str], rows: Sequence[Sequence[Any]
        terminal wraps the line; no word is cut).
     """
     cells = [["" if v is None else visible(str(v)) for v in row] for row in rows]
-    shown = list(columns)
-    moved: list[str] = []
-    dropped: list[str] = []
     width = console.width
-    widths = None if _wide else _layout(columns, cells, shown, width)
-    steps = [("note", c) for c in notes if c in shown] + [("drop", c) for c in optional if c in shown]
-    while widths is None and not _wide and steps:
-        how, name = steps.pop(0)
-        if name not in shown:
-            continue
-        shown.remove(name)
-        (moved if how == "note" else dropped).append(name)
-        widths = _layout(columns, cells, shown, width)
-    for name in reversed(list(dropped)):  # room left once it fits: the more important of the left-out come back
-        if widths is None:
-            break
-        again = [c for c in columns if c in shown or c == name]
-        if (fits := _layout(columns, cells, again, width)) is not None:
-            shown, widths = again, fits
-            dropped.remove(name)
+    keep = WHOLE_COLUMNS | set(whole)
+    shown, widths, moved, dropped = _fit(columns, cells, width, keep, optional, notes)
+    if widths is None and whole:  # a phrase kept whole that cannot fit: let it wrap between its words
+        keep = WHOLE_COLUMNS
+        shown, widths, moved, dropped = _fit(columns, cells, width, keep, optional, notes)
     if widths is None and not _wide:  # even the narrowest whole-word layout is wider than the console
-        widths = _layout(columns, cells, shown, 10**6, narrowest=True)
+        widths = _layout(columns, cells, shown, 10**6, keep, narrowest=True)
         assert widths is not None
         width = _frame(sum(widths), len(shown))
     table = Table(title=visible(title))
     for k, name in enumerate(shown):
         table.add_column(name, overflow="fold", width=widths[k] if widths else None,
-                         no_wrap=_wide or name in WHOLE_COLUMNS)
+                         no_wrap=_wide or name in keep)
     for row in cells:
         table.add_row(*(row[columns.index(c)] for c in shown))
     if _wide:  # the table's own width, past the console's (a terminal wraps the lines; a pager or a file keeps them)
@@ -337,6 +325,32 @@ def print_table(title: str, columns: Sequence[str], rows: Sequence[Sequence[Any]
                       highlight=False)
 
 
+def _fit(columns: Sequence[str], cells: list[list[str]], width: int, keep: frozenset[str] | set[str],
+         optional: Sequence[str], notes: Sequence[str]) -> tuple[list[str], list[int] | None, list[str], list[str]]:
+    """(columns shown, their widths or None where nothing fits, columns moved under the table, columns left out):
+    ``print_table``'s steps 1 and 2, at ``width``."""
+    shown = list(columns)
+    moved: list[str] = []
+    dropped: list[str] = []
+    widths = None if _wide else _layout(columns, cells, shown, width, keep)
+    steps = [("note", c) for c in notes if c in shown] + [("drop", c) for c in optional if c in shown]
+    while widths is None and not _wide and steps:
+        how, name = steps.pop(0)
+        if name not in shown:
+            continue
+        shown.remove(name)
+        (moved if how == "note" else dropped).append(name)
+        widths = _layout(columns, cells, shown, width, keep)
+    for name in reversed(list(dropped)):  # room left once it fits: the more important of the left-out come back
+        if widths is None:
+            break
+        again = [c for c in columns if c in shown or c == name]
+        if (fits := _layout(columns, cells, again, width, keep)) is not None:
+            shown, widths = again, fits
+            dropped.remove(name)
+    return shown, widths, moved, dropped
+
+
 def _frame(cells_width: int, n: int) -> int:
     """Width of a table whose cells take ``cells_width``: a space each side of each cell and n + 1 rules."""
     return cells_width + 3 * n + 1
@@ -351,14 +365,14 @@ def _words(text: str) -> list[str]:
 
 
 def _layout(columns: Sequence[str], cells: list[list[str]], shown: list[str], width: int,
-            narrowest: bool = False) -> list[int] | None:
+            whole: frozenset[str] | set[str] = WHOLE_COLUMNS, narrowest: bool = False) -> list[int] | None:
     """Each shown column's width, or None where even the narrowest whole-word layout is wider than ``width``.
 
-    Whole-name columns: their longest value. The others start at their longest value (``narrowest``:
+    ``whole`` columns: their longest value. The others start at their longest value (``narrowest``:
     at their longest word) and the widest gives way first, down to its longest word (or the header's).
     """
     longest = [_longest(columns, cells, c) for c in shown]
-    floor = [longest[k] if c in WHOLE_COLUMNS else
+    floor = [longest[k] if c in whole else
              max(len(w) for v in [c, *(r[columns.index(c)] for r in cells)] for line in v.splitlines() or [""]
                  for w in _words(line))
              for k, c in enumerate(shown)]

@@ -56,7 +56,8 @@ def print_cost_tables(doc: dict[str, Any]) -> None:
                         ("Top wasters (allocated but idle)", waster_rows(report))):
         if rows:
             print_table(title, list(rows[0]), [list(r.values()) for r in rows],
-                        optional=[c for c in _OPTIONAL if c in list(rows[0])[1:]])  # never the row's name
+                        optional=[c for c in _OPTIONAL if c in list(rows[0])[1:]],  # never the row's name
+                        whole=[c for c in rows[0] if c.startswith("cost per outcome")])  # a figure and its unit
     for note in cost_notes(doc["notes"]):
         console.print(f"note: {note}", highlight=False, markup=False)
 

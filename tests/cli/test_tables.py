@@ -118,6 +118,24 @@ def test_the_drop_order_is_the_tables_own(monkeypatch: pytest.MonkeyPatch, capsy
     assert "  42 InferenceService platform/llm-legacy reason: every GPU at or below" in out  # under the table
 
 
+def test_a_figure_with_its_unit_stays_on_one_line_and_less_important_columns_give_way(
+        monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    """The cost report's per-service table at 80 columns: ``$0.142 per 1,000 requests`` folded one word to a line
+    would read as four rows; kept whole, the optional columns are left out to make room, and named."""
+    columns = ["service", "requests/jobs", "verified outcomes", "within SLO", "GPU cost", "total cost",
+               "cost per outcome (total)"]
+    rows = [["llm-chat", "236,303", "212,491", "90.8%", "$29.96", "$29.96", "$0.142 per 1,000 requests"],
+            ["llm-legacy", "0", "0", "unknown", "$14.98", "$14.98", "no verified outcome"]]
+    monkeypatch.setenv("COLUMNS", "80")
+    _common.set_wide(False)
+    _common.print_table("cost", columns, rows, optional=["GPU cost", "requests/jobs", "within SLO"],
+                        whole=["cost per outcome (total)"])
+    out = capsys.readouterr().out
+    assert "$0.142 per 1,000 requests" in out and "no verified outcome" in out  # each on one line
+    assert "(not shown at 80 columns: GPU cost" in out
+    assert max(len(line) for line in out.splitlines()) <= 80, out
+
+
 def test_a_message_under_the_undo_table_names_the_subject(monkeypatch: pytest.MonkeyPatch,
                                                           capsys: pytest.CaptureFixture[str]) -> None:
     # The subject wraps between its words in the table, and leads the row's message under it.

@@ -197,7 +197,7 @@ class GpuaasSettings(BaseSettings):
     once."""
     retry_backoff_seconds: Annotated[float, Field(ge=0, le=60)] = 2
     """Factor of the exponential backoff between retries (2, 4, 8 s …, each up to half that again at random, so that
-    runs retrying together spread out), at most 60; ``Retry-After`` is honoured."""
+    runs retrying together spread out), at most 60, and no wait longer than 5 minutes; ``Retry-After`` is honoured."""
     writes_wait_seconds: Annotated[float, Field(ge=0, le=86400)] = 60
     """How long a writing flow waits for another one's cluster writes before it gives up, writing nothing."""
     writes_lease_seconds: Annotated[float, Field(gt=0, le=86400)] = 900

@@ -28,7 +28,8 @@ DEADLINE_ANNOTATION = "gpuaas.io/deadline"
 BATCH_KINDS = frozenset({"Job", "JobSet", "RayJob", "RayCluster", "PyTorchJob", "TFJob", "MPIJob", "XGBoostJob",
                          "PaddleJob", "JAXJob", "TrainJob"})
 """Owners of a Kueue Workload that run to an end, whose hours can be *in progress*: Kubernetes and Kubeflow
-jobs, and KubeRay's RayJob and RayCluster (the batch jobs gpuaas reads deadlines from, ``_DEADLINE_OWNERS``).
+jobs, and KubeRay's RayJob and RayCluster (a RayCluster is also where gpuaas reads a deadline its Workload
+lacks, ``_DEADLINE_OWNERS``).
 An InferenceService, Notebook, Deployment or StatefulSet is admitted for good: it never finishes, so its
 busy hours without a verified outcome are just that, never "in progress"."""
 _DEADLINE_OWNERS = (("RayCluster", "ray.io", "v1", "rayclusters"),)

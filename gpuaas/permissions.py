@@ -1,8 +1,8 @@
 """What gpuaas asks of the Kubernetes API, per flow, and whether the credentials in use may ask it.
 
 The shipped roles (``deployments/kubernetes/rbac.yaml``) grant exactly these accesses: the reader
-what every flow reads, the reclaimer what the reclaim flow (and the deadline holds) patch, the
-rebalancer what the rebalance flow patches; a test holds these lists and the manifest to each other.
+what every flow reads, the reclaimer what the reclaim flow patches, the deadlines role what the
+deadline holds patch, the rebalancer what the rebalance flow patches; a test holds these lists and the manifest to each other.
 ``rbac.yaml`` binds the reader; each writer role is bound by a file of its own (``BINDINGS``),
 applied when its flow is switched to apply. A flow switched to ``apply`` without its role bound
 fails at its first write with a 403; ``allowed`` asks the API server beforehand
@@ -67,11 +67,12 @@ WRITES: dict[str, tuple[Access, ...]] = {
 records on each object it changed."""
 
 ROLES: dict[str, str] = {"reads": "gpuaas-reader", "reclaim": "gpuaas-reclaimer", "rebalance": "gpuaas-rebalancer",
-                         "deadlines": "gpuaas-reclaimer"}
+                         "deadlines": "gpuaas-deadlines"}
 """The shipped role that grants each set."""
 
 BINDINGS: dict[str, str] = {"gpuaas-reader": "rbac.yaml", "gpuaas-reclaimer": "rbac-apply-reclaim.yaml",
-                            "gpuaas-rebalancer": "rbac-apply-rebalance.yaml"}
+                            "gpuaas-rebalancer": "rbac-apply-rebalance.yaml",
+                            "gpuaas-deadlines": "rbac-apply-deadlines.yaml"}
 """The file of ``deployments/kubernetes/`` that binds each role to the service account."""
 
 

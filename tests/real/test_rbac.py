@@ -87,8 +87,8 @@ def test_rbac_yaml_alone_binds_every_read_and_no_write(sa_kubeconfig: Path) -> N
 
 @pytest.fixture(scope="module")
 def writers_bound(api: KubeHTTP, sa_token: str) -> None:
-    """The two writer roles bound, as an operator does when switching reclaim and rebalance to apply."""
-    for file in (BINDINGS["gpuaas-reclaimer"], BINDINGS["gpuaas-rebalancer"]):
+    """Every writer role bound, as an operator does when switching reclaim, rebalance and deadlines to apply."""
+    for file in (f for role, f in BINDINGS.items() if role != "gpuaas-reader"):
         for doc in yaml.safe_load_all((RBAC.parent / file).read_text()):
             if doc:
                 api.create(doc)

@@ -55,12 +55,13 @@ def outcome_dicts(outcomes: Sequence[CohortOutcome]) -> list[dict[str, Any]]:
 def first_line(outcomes: Sequence[CohortOutcome], mode: str, degraded: str | None,
                frozen: FreezeOn | None = None) -> str:
     """What the run did in one sentence: GPUs of quota moved (or that would move), in how many cohorts, and why not;
-    then, where every queue of a cohort wants at least its share, that only more GPUs can help there."""
+    then, where every queue of a cohort wants at least its share, that only more GPUs can meet the demand there."""
     full = [f"{o.cohort} ({', '.join(o.plan.overloaded)})" for o in outcomes if o.plan is not None and o.plan.overloaded]
     if not full:
         return _moves_line(outcomes, mode, degraded, frozen)
     return (f"{_moves_line(outcomes, mode, degraded, frozen)} In {', '.join(full)} every queue wants at least its share: "
-            "moving quota cannot help there, more GPUs can (the deadline plan's gpuaas_extra_gpus_needed says how many).")
+            "no quota move can meet it there, more GPUs can (the deadline plan's gpuaas_extra_gpus_needed says how "
+            "many).")
 
 
 def _moves_line(outcomes: Sequence[CohortOutcome], mode: str, degraded: str | None, frozen: FreezeOn | None) -> str:

@@ -193,7 +193,7 @@ def test_a_cohort_where_every_queue_wants_its_share_says_on_the_first_line_that_
                 for name, queues in (("research", short), ("prod", spare))]
     line = first_line(outcomes, "dry-run", None)
     assert line.startswith("Dry-run: 6 GPUs of quota would move in 1 of 2 cohorts")
-    assert line.endswith("In research (a100) every queue wants at least its share: moving quota cannot help there, "
+    assert line.endswith("In research (a100) every queue wants at least its share: no quota move can meet it there, "
                          "more GPUs can (the deadline plan's gpuaas_extra_gpus_needed says how many).")
     assert "prod" not in line.split("In ")[-1]
 

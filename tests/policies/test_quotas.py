@@ -305,8 +305,9 @@ def test_when_every_queue_is_short_the_gpus_are_shared_instead_of_frozen() -> No
     queues = [QueueDemand("a", {"a100": 10}, {"a100": 20}), QueueDemand("b", {"a100": 4}, {"a100": 20})]
     plan = plan_quotas(queues, QuotaLimits(8, 100, 32, 1))
     assert after(plan) == {("a", "a100"): 7, ("b", "a100"): 7}
-    assert plan.notes == ["a100: every queue wants at least its share (40 GPUs wanted of 14): moving quota cannot "
-                          "help; more GPUs can (see the deadline plan's extra GPUs, gpuaas_extra_gpus_needed)"]
+    assert plan.notes == ["a100: every queue wants at least its share (40 GPUs wanted of 14): moving quota can only "
+                          "bring each queue toward its share; more GPUs can (see the deadline plan's extra GPUs, "
+                          "gpuaas_extra_gpus_needed)"]
     assert plan.overloaded == ["a100"]
 
 
@@ -452,3 +453,19 @@ def test_a_solver_out_of_time_keeps_a_feasible_plan_and_says_so() -> None:
                               "kept the previous step's plan"]
     unhurried = solve_lexicographic(cells, limits.hysteresis_gpus, limits.max_total_moved_gpus)
     assert unhurried is not None and unhurried.notes == [] and unhurried.after != [10, 4]
+
+
+def test_the_overloaded_note_says_a_move_helps_where_the_plan_makes_one() -> None:
+    """Both queues want more than their share of 20, but one holds 2 of its 10: the plan moves 8 and the note must
+    not call that useless; where both already hold their share, no move helps and the note says so."""
+    from gpuaas.policies.quotas import QueueDemand, QuotaLimits, plan_quotas
+
+    limits = QuotaLimits(max_step_gpus=8, max_step_percent=50, max_total_moved_gpus=32, hysteresis_gpus=1)
+    uneven = plan_quotas([QueueDemand("a", {"a100": 2}, {"a100": 12}), QueueDemand("b", {"a100": 18}, {"a100": 12})],
+                         limits)
+    assert uneven.moved_gpus == 8 and uneven.overloaded == ["a100"]
+    [note] = [n for n in uneven.notes if n.startswith("a100: every queue wants")]
+    assert "moving quota can only bring each queue toward its share" in note and "cannot help" not in note
+    even = plan_quotas([QueueDemand("a", {"a100": 10}, {"a100": 12}), QueueDemand("b", {"a100": 10}, {"a100": 12})],
+                       limits)
+    assert even.moved_gpus == 0 and any("moving quota cannot help" in n for n in even.notes)

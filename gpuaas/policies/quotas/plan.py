@@ -402,19 +402,22 @@ def overloaded_flavors(cells: Sequence[Cell]) -> list[str]:
 
 
 def overloaded(cells: Sequence[Cell]) -> list[str]:
-    """One sentence per flavor where every queue wants at least its share: no quota move can help there.
+    """One sentence per flavor where every queue wants at least its share: quota moves cannot meet the demand.
 
-    Each queue then keeps (or gets back) its share and nothing more can be given, so the honest
-    answer is more GPUs; the deadline plan's extra GPUs is the signal that says how many.
+    The most a move can do there is bring each queue to its share; where every queue holds it already (to
+    a GPU), no move helps at all. Either way the honest answer is more GPUs; the deadline plan's extra GPUs
+    is the signal that says how many.
     """
     out = []
     for flavor in sorted({c.flavor for c in cells}):
         members = [c for c in cells if c.flavor == flavor]
         total, wanted = sum(c.before for c in members), sum(c.demand for c in members)
         if len(members) > 1 and wanted > total and all(c.demand >= c.share - 1e-9 for c in members):
-            out.append(f"{flavor}: every queue wants at least its share ({wanted:g} GPUs wanted of {total}): moving "
-                       "quota cannot help; more GPUs can (see the deadline plan's extra GPUs, "
-                       "gpuaas_extra_gpus_needed)")
+            at_share = all(abs(c.before - c.share) < 1 for c in members)
+            moves = ("moving quota cannot help" if at_share
+                     else "moving quota can only bring each queue toward its share")
+            out.append(f"{flavor}: every queue wants at least its share ({wanted:g} GPUs wanted of {total}): {moves}; "
+                       "more GPUs can (see the deadline plan's extra GPUs, gpuaas_extra_gpus_needed)")
     return out
 
 

@@ -469,3 +469,17 @@ def test_the_overloaded_note_says_a_move_helps_where_the_plan_makes_one() -> Non
     even = plan_quotas([QueueDemand("a", {"a100": 10}, {"a100": 12}), QueueDemand("b", {"a100": 10}, {"a100": 12})],
                        limits)
     assert even.moved_gpus == 0 and any("moving quota cannot help" in n for n in even.notes)
+
+
+def test_weights_a_million_apart_keep_a_plan_instead_of_failing_the_run() -> None:
+    """Weights at the policy's bounds (1e6 and 1e-6) put coefficients near 1e19 in the model; where the solver gives
+    up on a pass, the plan of the step before stands (here: staying put) and says so, as after a time-out."""
+    from gpuaas.policies.quotas import QueueDemand, QuotaLimits, plan_quotas
+
+    limits = QuotaLimits(max_step_gpus=8, max_step_percent=50, max_total_moved_gpus=32, hysteresis_gpus=1)
+    plan = plan_quotas([QueueDemand("a", {"f": 500}, {"f": 9000}, weight=1_000_000),
+                        QueueDemand("b", {"f": 6000}, {"f": 6500}, weight=0.000001)], limits)
+    assert sum(c.after for c in plan.changes) == sum(c.before for c in plan.changes)  # the cohort's total kept
+    assert all(abs(c.after - c.before) <= 8 for c in plan.changes)
+    assert all("no plan" in n or "could not settle" in n or "not proven" in n
+               for n in plan.notes if n.startswith("the solver"))

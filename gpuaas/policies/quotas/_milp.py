@@ -46,7 +46,6 @@ import numpy as np
 from scipy.optimize import Bounds, LinearConstraint, milp
 from scipy.sparse import coo_matrix
 
-from gpuaas.errors import PolicyError
 from gpuaas.policies.quotas._reasons import Cell
 
 __all__ = ["SEGMENTS", "TIME_LIMIT_SECONDS", "Solution", "owed_multiplier", "segment_cost", "solve_lexicographic"]
@@ -193,8 +192,10 @@ def solve_lexicographic(cells: Sequence[Cell], hysteresis: int, max_total_moved:
         zeroth = _milp(gap_cost, integrality, bounds, rows, _GAP, deadline)
         if zeroth is _INFEASIBLE:
             return None
-        if zeroth is None:
-            return Solution(_after(before, x, inc_, dec_, k), [_out_of_time("raising queues to their guarantees", time_limit)])
+        if zeroth is None or isinstance(zeroth, _Unsolved):
+            what = "raising queues to their guarantees"
+            why = _out_of_time(what, time_limit) if zeroth is None else zeroth.note(what)
+            return Solution(_after(before, x, inc_, dec_, k), [why])
         x = zeroth.x
         gap = float(x[e_:e_ + k].sum())
         rows.add([(e_ + i, 1.0) for i in range(k)], -np.inf, gap + _HOLD * max(1.0, gap))
@@ -205,10 +206,12 @@ def solve_lexicographic(cells: Sequence[Cell], hysteresis: int, max_total_moved:
     first = _milp(shortfall_cost, integrality, bounds, rows, _GAP, deadline)
     if first is _INFEASIBLE:
         return None
-    if first is None or first.status != 0:
+    if first is None or isinstance(first, _Unsolved) or first.status != 0:
         what = "the smallest shortfall"
-        notes.append(_out_of_time(what, time_limit) if first is None else _not_proven(what, time_limit))
-        if first is not None:
+        if first is None or isinstance(first, _Unsolved):
+            notes.append(_out_of_time(what, time_limit) if first is None else first.note(what))
+        else:
+            notes.append(_not_proven(what, time_limit))
             x = first.x
         return Solution(_after(before, x, inc_, dec_, k), notes)
     x = first.x
@@ -221,12 +224,16 @@ def solve_lexicographic(cells: Sequence[Cell], hysteresis: int, max_total_moved:
                    options={"time_limit": max(1.0, deadline - time.monotonic())})
     if not (relaxed.status == 0 and math.ceil(relaxed.fun - 1e-6) >= moved):
         second = _milp(moved_cost, integrality, bounds, rows, _MOVED_GAP, deadline)
-        if second is not None and second is not _INFEASIBLE:
+        what = "the fewest GPUs moved"
+        if second is None:
+            notes.append(_out_of_time(what, time_limit))
+        elif second is _INFEASIBLE or isinstance(second, _Unsolved):
+            # the previous step's plan satisfies the held rows: only the solver's numbers failed there
+            notes.append((second if isinstance(second, _Unsolved) else _Unsolved("held as infeasible")).note(what))
+        else:
             x = second.x
             if second.status != 0:
-                notes.append(_not_proven("the fewest GPUs moved", time_limit))
-        else:
-            notes.append(_out_of_time("the fewest GPUs moved", time_limit))
+                notes.append(_not_proven(what, time_limit))
     return Solution(_after(before, x, inc_, dec_, k), notes)
 
 
@@ -246,9 +253,20 @@ def _not_proven(what: str, limit: float) -> str:
 _INFEASIBLE: Any = object()
 
 
+@dataclass(frozen=True)
+class _Unsolved:
+    """A pass the solver gave up on without a plan, not for time: numerical trouble with weights far apart
+    (1:1,000,000 puts coefficients near 1e19 in the model). The previous step's plan stands, as after a time-out."""
+
+    why: str
+
+    def note(self, what: str) -> str:
+        return f"the solver could not settle {what} ({self.why}): kept the previous step's plan"
+
+
 def _milp(cost: Any, integrality: Any, bounds: Bounds, rows: _Rows, gap: float, deadline: float) -> Any:
     """HiGHS's result with a plan (status 0, or 1 with an incumbent), None when the time ran out
-    without one, ``_INFEASIBLE`` when the model has no solution."""
+    without one, ``_INFEASIBLE`` when the model has no solution, ``_Unsolved`` when HiGHS gave up otherwise."""
     left = deadline - time.monotonic()
     if left <= 0:
         return None
@@ -260,4 +278,4 @@ def _milp(cost: Any, integrality: Any, bounds: Bounds, rows: _Rows, gap: float, 
         return result
     if result.status == 1:
         return None
-    raise PolicyError(f"the quota MILP did not solve: {result.message}")
+    return _Unsolved(f"HiGHS: {result.message}")

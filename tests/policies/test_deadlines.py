@@ -135,7 +135,7 @@ def test_resources_are_planned_apart() -> None:
 @pytest.mark.parametrize(("jobs", "field", "words"), [
     ([job("a", -1, 1, 2)], "jobs[0] (a).gpus", "whole number"),
     ([job("a", 1.5, 1, 2)], "jobs[0] (a).gpus", "whole number"),  # type: ignore[arg-type]
-    ([job("a", 1, 0, 2)], "jobs[0] (a).duration", "above 0"),
+    ([job("a", 1, 0, 2)], "jobs[0] (a).duration", "from 1e-06 to"),
     ([job("a", 10**26, 1, 2)], "jobs[0] (a).gpus", "from 1 to 10,000,000"),
     ([job("a", 1, 1, 1e26)], "jobs[0] (a).deadline", "at most 100,000,000"),
     ([job("a", 1, 1, 2, resource="amd.com/gpu")], "jobs[0] (a).resource", "not in capacity"),
@@ -274,3 +274,18 @@ def test_at_risk_is_the_fewest_by_brute_force_and_any_bound_stays_valid(
         if plan.exact:
             assert len(risky) == fewest
     assert plan.feasible == (not any(plan.extra_gpus.values()))
+
+
+def test_a_job_shorter_than_the_schedules_tolerance_is_refused() -> None:
+    """Two one-GPU jobs of 1e-9 minutes on one GPU were scheduled side by side, over capacity: a run time at or
+    below the schedule's tolerance reads as no time at all, so it is refused, naming the job's field."""
+    import pytest
+
+    from gpuaas.errors import ConfigError
+    from gpuaas.policies.deadlines.problem import DeadlineJob, plan_deadlines
+
+    with pytest.raises(ConfigError, match=r"jobs\[0\] \(x\)\.duration.*from 1e-06 to"):
+        plan_deadlines({"a": 1}, [DeadlineJob("x", 1, 1e-9, 1e-9, "a"), DeadlineJob("y", 1, 1e-9, 1e-9, "a")])
+    plan = plan_deadlines({"a": 1}, [DeadlineJob("x", 1, 1e-6, 1.0, "a"), DeadlineJob("y", 1, 1e-6, 1.0, "a")])
+    starts = sorted(s.start for s in plan.schedule)
+    assert starts[1] >= starts[0] + 1e-6 - 1e-9  # one after the other on the one GPU

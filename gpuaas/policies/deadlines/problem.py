@@ -263,8 +263,8 @@ def validate_problem(capacity: Mapping[str, int], jobs: Sequence[DeadlineJob]) -
         seen.add(job.name)
         if not _is_count(job.gpus) or job.gpus < 1:
             raise ConfigError(f"must be a whole number of GPUs from 1 to {MAX_GPUS:,}, got {_given(job.gpus)}", field=f"{where}.gpus")
-        if not _is_time(job.duration) or job.duration <= 0:
-            raise ConfigError(f"must be a number of minutes above 0, at most {_MAX_TIME:,}, got {_given(job.duration)}", field=f"{where}.duration")
+        if not _is_time(job.duration) or job.duration < MIN_DURATION:
+            raise ConfigError(f"must be a number of minutes from {MIN_DURATION:g} to {_MAX_TIME:,}, got {_given(job.duration)}", field=f"{where}.duration")
         if job.deadline is not None and not _is_time(job.deadline):
             raise ConfigError(f"must be a number of minutes from now, at most {_MAX_TIME:,} either way, got {_given(job.deadline)}", field=f"{where}.deadline")
         if job.running_for is not None and (not _is_time(job.running_for) or job.running_for < 0):
@@ -288,6 +288,9 @@ def validate_problem(capacity: Mapping[str, int], jobs: Sequence[DeadlineJob]) -
 
 
 _MAX_TIME = 100_000_000
+MIN_DURATION = 1e-6
+"""The shortest run time a job may have, in minutes: a thousand times the schedule's tolerance (``EPS``), under
+which two jobs on one GPU would be read as overlapping by nothing."""
 """Minutes (some 190 years): a time past that is a typo, and would round to the minute wrongly."""
 
 

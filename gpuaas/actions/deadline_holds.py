@@ -372,8 +372,11 @@ def undo_hold(store: Store, writer: KubeWriter, row: AuditEntry, flow_run_id: st
     n = Nudge(NudgeAction.release, row.namespace or "", row.name, f"undo of audit #{row.id}", evidence={"undo": row.id})
     try:
         obj = writer.get(KIND, n.namespace, n.name)
-    except NotFound:
-        return Undone(Outcome.skipped, "object deleted")
+    except (NotFound, GpuaasError) as exc:
+        outcome, why = ((Outcome.skipped, "object deleted") if isinstance(exc, NotFound)
+                        else (Outcome.failed, f"not released, the Workload could not be read: {exc}"))
+        done = _row(store, n, outcome, why, Mode.apply, flow_run_id, refers_to=row.id)
+        return Undone(outcome, why, done.id)
     hold = _hold_on(obj)
     if not hold or hold.get("audit_id") != row.id:
         return Undone(Outcome.no_op, f"not held by audit #{row.id} any more: nothing to undo")

@@ -271,6 +271,28 @@ def test_the_undo_of_a_hold_is_audited_as_its_release(store: Store) -> None:
     assert undone.audit_id == failed.id
 
 
+@pytest.mark.parametrize(("fault", "outcome", "words"), [
+    (None, Outcome.skipped, "object deleted"),
+    (TransientError("503 Service Unavailable"), Outcome.failed, "could not be read: 503"),
+])
+def test_the_undo_of_a_hold_whose_workload_cannot_be_found_is_audited(
+        store: Store, fault: Exception | None, outcome: Outcome, words: str) -> None:
+    hold = store.append(AuditEntry(flow="deadlines", action="deadline-hold", kind="Workload", namespace="ns",
+                                   name="wl", mode="apply", outcome="planned", reason="planned start later",
+                                   idempotency_key="deadline-hold/ns/wl/"))
+    cluster = Cluster(held(mark={**MARK, "audit_id": hold.id}))
+    if fault is None:
+        cluster.objs.pop("wl")
+    else:
+        cluster.fail[("get", "wl")] = fault
+    [undone] = undo_holds(store, cluster, [int(hold.id or 0)])  # type: ignore[arg-type]
+    assert undone.result == outcome and words in undone.reason
+    [row] = rows(store)[1:]
+    assert (row.action, row.outcome, row.refers_to, row.mode) == (RELEASE_ACTION, outcome, hold.id, "apply")
+    assert words in row.reason and undone.audit_id == row.id
+    assert cluster.patches == []
+
+
 def test_the_sweep_releases_every_due_workload_whatever_its_mark_says(store: Store) -> None:
     naive = (NOW - timedelta(minutes=5)).replace(tzinfo=None).isoformat()
     cluster = Cluster(

@@ -1,22 +1,30 @@
 """Every Kubernetes API call of a full cycle, with the shipped roles enforced.
 
-collect, reclaim --apply (every idle kind stopped) and undo run against the embedded API with
-``deployments/kubernetes/rbac.yaml``'s gpuaas-reader and gpuaas-reclaimer enforced; every call's
-(verb, group, resource) is recorded at the API's authorizer. The test fails on a 403 and on a
-granted rule that no call needed. Its own cluster: the other modules' runs would have stopped the
-objects already.
+Each writing flow runs apply then undo against the embedded API with ``deployments/kubernetes/rbac.yaml``'s
+reader role and that flow's writer role alone enforced; every call's (verb, group, resource) is recorded
+at the API's authorizer. A test fails on a 403 and on a rule of the writer role that no call needed:
+collect and reclaim (every idle kind stopped) use every reader rule as well. Each on its own cluster:
+the other modules' runs would have stopped the objects or moved the quota already.
 """
 
 from __future__ import annotations
 
+import json
+from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
+import yaml
+from typer.testing import CliRunner
+
+from gpuaas.cli.app import app
 
 from gpuaas.cluster.apiserver import RBACRules
 from gpuaas.cluster.runner import EmbeddedCluster
 from gpuaas.cluster.testbed import write_policy
+from tests.actions.rebalance_scenario import NOMINAL, rebalance_cluster
+from tests.flows.deadline_scenario import deadline_cluster
 from tests.scenarios import point_at
 
 pytestmark = [pytest.mark.integration, pytest.mark.flow]
@@ -53,14 +61,16 @@ class _Recording:
             raise
 
 
+def _granted(roles: list[str]) -> set[tuple[str, str, str]]:
+    documents = [d for d in yaml.safe_load_all(MANIFEST.read_text()) if d and d.get("kind") == "ClusterRole"]
+    return {(verb, group, resource) for d in documents if d["metadata"]["name"] in roles
+            for rule in d["rules"] for group in rule["apiGroups"] for resource in rule["resources"]
+            for verb in rule["verbs"]}
+
+
 def test_a_full_cycle_needs_every_shipped_rule_and_no_other(pointed_at: EmbeddedCluster,
                                                             prefect_harness: None) -> None:
-    """collect, reclaim --apply and undo with the shipped roles enforced: no 403, and no rule that no call used.
-
-    The rebalancer role is not in this cycle: the reclaim fleet gives rebalance no quota to move (no ClusterQueue patch).
-    """
-    import yaml
-
+    """collect, reclaim --apply and undo with the shipped roles enforced: no 403, and no rule that no call used."""
     from flows.reclaim import reclaim
 
     roles = ["gpuaas-reader", "gpuaas-reclaimer"]
@@ -74,9 +84,67 @@ def test_a_full_cycle_needs_every_shipped_rule_and_no_other(pointed_at: Embedded
     finally:
         pointed_at.api.rbac = None
     assert recording.refused == []
-    documents = [d for d in yaml.safe_load_all(MANIFEST.read_text()) if d and d.get("kind") == "ClusterRole"]
-    granted = {(verb, group, resource) for d in documents if d["metadata"]["name"] in roles
-               for rule in d["rules"] for group in rule["apiGroups"] for resource in rule["resources"]
-               for verb in rule["verbs"]}
     # Every rule is used: a RayCluster is stopped through its Workload (get, then patch spec.active).
-    assert granted - recording.calls == set(), "rules no call needs"
+    assert _granted(roles) - recording.calls == set(), "rules no call needs"
+
+
+@pytest.fixture()
+def rebalance_fleet(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[EmbeddedCluster]:
+    policy = tmp_path / "policy.yaml"
+    policy.write_text(yaml.safe_dump({"rebalance": {"max_step_percent": 100},
+                                      "tenants": [{"name": "team-b", "cluster_queues": ["team-b-cq"], "weight": 1}]}))
+    with rebalance_cluster(tmp_path / "cluster") as running:
+        yield point_at(running, monkeypatch, data_dir=tmp_path / "data", policy_file=policy)
+
+
+def test_a_quota_plan_and_its_undo_need_the_rebalancer_role_and_no_other(rebalance_fleet: EmbeddedCluster,
+                                                                         prefect_harness: None) -> None:
+    """``gpuaas rebalance --apply`` then ``gpuaas undo`` of the plan with gpuaas-reader and gpuaas-rebalancer alone."""
+    roles = ["gpuaas-reader", "gpuaas-rebalancer"]
+    recording = _Recording(RBACRules.from_manifest(MANIFEST, roles))
+    rebalance_fleet.api.rbac = recording  # type: ignore[assignment]
+    try:
+        done = CliRunner().invoke(app, ["rebalance", "--apply", "--cohort", "c", "--format", "json"])
+        assert done.exit_code == 0, done.output
+        [cohort] = json.loads(done.stdout)["cohorts"]
+        assert cohort["result"] == "applied", cohort["message"]
+        undone = CliRunner().invoke(app, ["undo", str(cohort["plan_id"]), "--format", "json"])
+        assert undone.exit_code == 0, undone.output
+        assert json.loads(undone.stdout)["undo"][0]["result"] == "restored"
+    finally:
+        rebalance_fleet.api.rbac = None
+    assert recording.refused == []
+    assert {q["metadata"]["name"]: q["spec"]["resourceGroups"][0]["flavors"][0]["resources"][0]["nominalQuota"]
+            for q in rebalance_fleet.store.list("ClusterQueue")} == NOMINAL
+    assert _granted(["gpuaas-rebalancer"]) - recording.calls == set(), "rules no call needs"
+
+
+@pytest.fixture()
+def deadline_fleet_of_its_own(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[EmbeddedCluster]:
+    policy = tmp_path / "policy.yaml"
+    policy.write_text(yaml.safe_dump({"deadlines": {"max_holds_per_run": 1, "release_margin_minutes": 30,
+                                                 "runtime_estimate_error": 1}}))
+    with deadline_cluster(tmp_path / "cluster") as running:
+        yield point_at(running, monkeypatch, data_dir=tmp_path / "data", policy_file=policy)
+
+
+def test_a_deadline_hold_and_its_undo_need_the_deadlines_role_and_no_other(
+        deadline_fleet_of_its_own: EmbeddedCluster, prefect_harness: None) -> None:
+    """The deadlines flow holds a Workload (apply), then ``gpuaas undo`` releases it, with gpuaas-reader and
+    gpuaas-deadlines alone."""
+    from flows.deadlines import deadlines
+
+    cluster = deadline_fleet_of_its_own
+    roles = ["gpuaas-reader", "gpuaas-deadlines"]
+    recording = _Recording(RBACRules.from_manifest(MANIFEST, roles))
+    cluster.api.rbac = recording  # type: ignore[assignment]
+    try:
+        result = deadlines(apply=True, at=cluster.clock.now())
+        [held] = [n for n in result["nudges"] if n["result"] == "applied"]
+        undone = CliRunner().invoke(app, ["undo", str(held["audit_id"]), "--format", "json"])
+        assert undone.exit_code == 0, undone.output
+        assert json.loads(undone.stdout)["undo"][0]["result"] == "restored"
+    finally:
+        cluster.api.rbac = None
+    assert recording.refused == []
+    assert _granted(["gpuaas-deadlines"]) - recording.calls == set(), "rules no call needs"

@@ -68,3 +68,25 @@ def test_bad_input_is_one_line_naming_queue_and_field(tmp_path: Path, text: str,
     assert result.exit_code == 1 and result.stdout == ""
     assert result.stderr.strip() == f"error: {problem.parent}/{expected}"
     assert "Traceback" not in result.output
+
+
+def test_the_solvers_own_prints_stay_out_of_the_json(tmp_path: Path) -> None:
+    """Weights a million apart make HiGHS print internal diagnostics with C's printf, past every option; as a real
+    process (CliRunner sees Python's writes only), stdout is the JSON and nothing else, and stderr stays clean."""
+    import subprocess
+    import sys
+
+    problem = tmp_path / "far-apart.yaml"
+    problem.write_text(
+        "limits: {max_step_gpus: 8, max_step_percent: 50, max_total_moved_gpus: 100000, hysteresis_gpus: 1}\n"
+        "queues:\n"
+        "  - {name: q0, nominal: {x: 1000, y: 50}, demand: {x: 10000, y: 3}, weight: 1000}\n"
+        "  - {name: q1, nominal: {x: 0, y: 100}, demand: {x: 3, y: 3}, weight: 0.001}\n"
+        "  - {name: q2, nominal: {x: 100, y: 10}, demand: {x: 20, y: 10000}, weight: 0.000001}\n"
+        "  - {name: q3, nominal: {y: 1000}, demand: {y: 10000}, weight: 1000}\n")
+    proc = subprocess.run([sys.executable, "-m", "gpuaas.cli.app", "plan", "quotas", str(problem), "--format", "json"],
+                          capture_output=True, text=True, timeout=300, env={"GPUAAS_DATA_DIR": str(tmp_path)})
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads(proc.stdout)["moved_gpus"] > 0
+    assert "Highs" not in proc.stderr
+

@@ -483,3 +483,22 @@ def test_weights_a_million_apart_keep_a_plan_instead_of_failing_the_run() -> Non
     assert all(abs(c.after - c.before) <= 8 for c in plan.changes)
     assert all("no plan" in n or "could not settle" in n or "not proven" in n
                for n in plan.notes if n.startswith("the solver"))
+
+
+def test_a_flavors_plan_does_not_depend_on_another_flavors_costs_while_the_cap_leaves_room() -> None:
+    """Weights a million apart make one flavor's cost near 1e19; a tolerance relative to the whole model's cost
+    then swallowed the other flavor's plan, which moved nothing. Each flavor now gets its own model."""
+    limits = QuotaLimits(max_step_gpus=8, max_step_percent=50, max_total_moved_gpus=100_000, hysteresis_gpus=1)
+    weights = {"q0": 1e-6, "q1": 1e-6, "q2": 1, "q3": 1e3}
+    h100 = {"q0": (50, 10000), "q1": (0, 200), "q2": (100, 10000)}
+
+    def h100_plan(a100: dict[str, tuple[int, int]]) -> dict[str, int]:
+        fleet = [QueueDemand(n, {f: v[n][0] for f, v in (("a100", a100), ("h100", h100)) if n in v},
+                             {f: v[n][1] for f, v in (("a100", a100), ("h100", h100)) if n in v}, weight=w)
+                 for n, w in weights.items()]
+        return {c.queue: c.after for c in plan_quotas(fleet, limits).changes if c.flavor == "h100"}
+
+    calm = h100_plan({"q0": (100, 100), "q1": (1000, 1000), "q2": (100, 100), "q3": (50, 50)})
+    short = h100_plan({"q0": (100, 10000), "q1": (1000, 10000), "q2": (100, 0), "q3": (50, 10000)})
+    assert calm != {"q0": 50, "q1": 0, "q2": 100}  # the h100 plan moves quota on its own
+    assert short == calm

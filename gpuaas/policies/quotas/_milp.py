@@ -27,6 +27,7 @@ Passes: (0) the smallest total guarantee gap, only when a guarantee is above its
 that held, the smallest shortfall cost; (2) with both held, the fewest GPUs moved. Pass 2 has a
 whole-number objective and its LP relaxation is cheap: when the relaxation's bound rounds up to
 the moves of pass 1's answer, that answer is already optimal and the MIP is skipped.
+Flavors share only the day's cap: each gets its own model unless together they would exceed it.
 
 Why a time budget and not a failure: every pass shares one budget of ``TIME_LIMIT_SECONDS``. A pass
 that runs out keeps the best plan it found (each is feasible, so safe to apply, only not proven
@@ -36,9 +37,13 @@ is always feasible. The plan then says so in a note instead of the nightly run f
 
 from __future__ import annotations
 
+import ctypes
 import math
+import os
+import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -123,7 +128,36 @@ class _Rows:
 
 def solve_lexicographic(cells: Sequence[Cell], hysteresis: int, max_total_moved: int,
                         time_limit: float = TIME_LIMIT_SECONDS) -> Solution | None:
-    """The new quota per cell, or None when HiGHS proves the model infeasible."""
+    """The new quota per cell, or None when HiGHS proves the model infeasible.
+
+    Flavors share nothing but the day's cap, so each is solved on its own first: a pass holds its
+    objective to a tolerance relative to the whole, and with one flavor's cost near 1e19 (weights a
+    million apart) that tolerance would swallow every other flavor's plan. Only when the flavors'
+    plans together move more than the cap does one model share it between them.
+    """
+    deadline = time.monotonic() + time_limit
+    owed = owed_multiplier([c.weight for c in cells])
+    by_flavor: dict[str, list[int]] = {}
+    for i, c in enumerate(cells):
+        by_flavor.setdefault(c.flavor, []).append(i)
+    if len(by_flavor) > 1:
+        after = [c.before for c in cells]
+        notes: list[str] = []
+        for flavor, members in by_flavor.items():
+            part = _solve([cells[i] for i in members], hysteresis, max_total_moved, owed, deadline, time_limit)
+            if part is None:
+                return None
+            for i, a in zip(members, part.after):
+                after[i] = a
+            notes += [f"{flavor}: {n}" for n in part.notes]
+        if sum(max(0, a - c.before) for c, a in zip(cells, after)) <= max_total_moved:
+            return Solution(after, notes)
+    return _solve(cells, hysteresis, max_total_moved, owed, deadline, time_limit)
+
+
+def _solve(cells: Sequence[Cell], hysteresis: int, max_total_moved: int, owed: float, deadline: float,
+           time_limit: float) -> Solution | None:
+    """The three passes over one model of ``cells``, within what is left until ``deadline``."""
     k = len(cells)
     binaries = hysteresis >= 2
     inc_, dec_, e_, s_ = 0, k, 2 * k, 3 * k
@@ -136,7 +170,6 @@ def solve_lexicographic(cells: Sequence[Cell], hysteresis: int, max_total_moved:
     weight = np.array([c.weight for c in cells], dtype=float)
     guaranteed = np.array([c.guaranteed for c in cells], dtype=float)
     within = np.minimum(demand, np.array([c.share for c in cells], dtype=float))
-    owed = owed_multiplier([c.weight for c in cells])
     up = np.array([c.step_up for c in cells], dtype=float)
     down = np.minimum(np.array([c.step_down for c in cells], dtype=float), np.maximum(0.0, before - guaranteed))
     if binaries:
@@ -183,7 +216,6 @@ def solve_lexicographic(cells: Sequence[Cell], hysteresis: int, max_total_moved:
     rows.add([(inc_ + i, 1.0) for i in range(k)], -np.inf, float(max_total_moved))
 
     bounds = Bounds(lb, ub)
-    deadline = time.monotonic() + time_limit
     notes: list[str] = []
     x: Any = np.zeros(nvars)  # staying put (inc = dec = 0): the plan until a pass finds a better one
     if ub[e_:e_ + k].sum() > 0:
@@ -220,8 +252,8 @@ def solve_lexicographic(cells: Sequence[Cell], hysteresis: int, max_total_moved:
     moved_cost = np.zeros(nvars)
     moved_cost[inc_:inc_ + k] = 1.0
     moved = float(np.round(x[inc_:inc_ + k]).sum())
-    relaxed = milp(moved_cost, integrality=np.zeros(nvars), bounds=bounds, constraints=rows.constraint(),
-                   options={"time_limit": max(1.0, deadline - time.monotonic())})
+    relaxed = _highs(moved_cost, integrality=np.zeros(nvars), bounds=bounds, constraints=rows.constraint(),
+                     options={"time_limit": max(1.0, deadline - time.monotonic())})
     if not (relaxed.status == 0 and math.ceil(relaxed.fun - 1e-6) >= moved):
         second = _milp(moved_cost, integrality, bounds, rows, _MOVED_GAP, deadline)
         what = "the fewest GPUs moved"
@@ -264,14 +296,49 @@ class _Unsolved:
         return f"the solver could not settle {what} ({self.why}): kept the previous step's plan"
 
 
+@contextmanager
+def _solver_output_discarded() -> Iterator[None]:
+    """HiGHS prints some internal diagnostics (``HighsMipSolverData::...``) with C's printf, whatever its
+    options say: on stdout they would land in the middle of a command's JSON, and they tell a user nothing
+    (what matters reaches the plan's notes). File descriptor 1 points at the null device while it runs, and
+    C's buffers are flushed before it points back."""
+    try:
+        sys.stdout.flush()
+        saved = os.dup(1)
+        null = os.open(os.devnull, os.O_WRONLY)
+    except (OSError, ValueError):  # no file descriptor 1 (a closed stdout): nothing to protect
+        yield
+        return
+    try:
+        os.dup2(null, 1)
+        yield
+    finally:
+        _flush_c_streams()
+        os.dup2(saved, 1)
+        os.close(saved)
+        os.close(null)
+
+
+def _flush_c_streams() -> None:
+    try:
+        ctypes.CDLL(None).fflush(None)
+    except (OSError, AttributeError):  # no C library to ask: its buffers are flushed at exit
+        pass
+
+
+def _highs(cost: Any, **kwargs: Any) -> Any:
+    with _solver_output_discarded():
+        return milp(cost, **kwargs)
+
+
 def _milp(cost: Any, integrality: Any, bounds: Bounds, rows: _Rows, gap: float, deadline: float) -> Any:
     """HiGHS's result with a plan (status 0, or 1 with an incumbent), None when the time ran out
     without one, ``_INFEASIBLE`` when the model has no solution, ``_Unsolved`` when HiGHS gave up otherwise."""
     left = deadline - time.monotonic()
     if left <= 0:
         return None
-    result = milp(cost, integrality=integrality, bounds=bounds, constraints=rows.constraint(),
-                  options={"mip_rel_gap": gap, "time_limit": left, "presolve": True})
+    result = _highs(cost, integrality=integrality, bounds=bounds, constraints=rows.constraint(),
+                    options={"mip_rel_gap": gap, "time_limit": left, "presolve": True})
     if result.status == 2:
         return _INFEASIBLE
     if result.x is not None and result.status in (0, 1):

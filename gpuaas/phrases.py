@@ -9,12 +9,22 @@ from __future__ import annotations
 
 import math
 
-__all__ = ["counted", "duration", "verdict_phrase"]
+__all__ = ["counted", "duration", "figure", "verdict_phrase"]
+
+
+def figure(number: float) -> str:
+    """A count or amount as people write it: ``17,893,000``, ``12.5``, ``0.0003``; never ``1.7893e+07``,
+    which ``:g`` prints from a million on. Two decimals at most, fewer where they are zeros."""
+    if number == 0:
+        return "0"
+    if abs(number) < 0.01:
+        return f"{number:.2g}"
+    return f"{number:,.2f}".rstrip("0").rstrip(".")
 
 
 def counted(number: float, noun: str, plural: str | None = None) -> str:
     """``1 idle workload``, ``3 idle workloads``, ``1 GPU``, ``2.5 GPUs``: a headline never says "1 GPUs"."""
-    return f"{number:g} {noun if number == 1 else plural or noun + 's'}"
+    return f"{figure(number)} {noun if number == 1 else plural or noun + 's'}"
 
 
 def duration(seconds: float | None) -> str:

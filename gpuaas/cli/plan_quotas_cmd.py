@@ -19,6 +19,7 @@ from gpuaas._yaml import read_yaml
 from gpuaas.cli._common import OutputFormat, handle_errors, print_json, print_table
 from gpuaas.errors import ConfigError
 from gpuaas.models import MAX_GPUS
+from gpuaas.phrases import figure
 from gpuaas.policies.quotas import QueueDemand, QuotaLimits, plan_quotas, plan_to_dict, validate_quota_input
 from gpuaas.policy import RebalancePolicy, Tenant
 
@@ -144,7 +145,8 @@ def quotas(
         print_json(plan_to_dict(plan))
         return
     rows = [(c.queue, c.flavor, c.before, c.after, f"{c.delta:+d}" if c.delta else "",
-             f"{plan.shortfall[c.queue][c.flavor]:g}", c.reason) for c in plan.changes]
+             figure(plan.shortfall[c.queue][c.flavor]), c.reason) for c in plan.changes]
     print_table(f"quota plan: {plan.moved_gpus} GPUs moved, weighted shortfall "
-                f"{plan.weighted_shortfall_before:g} -> {plan.weighted_shortfall:g} ({plan.solve_seconds:.2f} s)",
+                f"{figure(plan.weighted_shortfall_before)} -> {figure(plan.weighted_shortfall)} "
+                f"({plan.solve_seconds:.2f} s)",
                 ["queue", "flavor", "before", "after", "change", "shortfall", "reason"], rows)

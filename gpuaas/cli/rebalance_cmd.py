@@ -19,6 +19,7 @@ from gpuaas.cli._common import (
 )
 from gpuaas.cli._flows import run_flow
 from gpuaas.models import Outcome
+from gpuaas.phrases import figure
 from gpuaas.policy import MAX_HISTORY_DAYS
 
 __all__ = ["print_rebalance", "rebalance"]
@@ -63,8 +64,8 @@ def _moved(cohort: dict[str, Any], mode: str) -> str:
 
 def print_rebalance(result: dict[str, Any]) -> None:
     """The quota plan per cohort as people read it (also the demo's rebalance step)."""
-    rows = [[r["cohort"], r["queue"], r["flavor"], r["before"], r["after"], r["change"], f"{r['demand']:g}",
-             f"{r['shortfall before']:g} -> {r['shortfall after']:g}", r["reason"]]
+    rows = [[r["cohort"], r["queue"], r["flavor"], r["before"], r["after"], r["change"], figure(r["demand"]),
+             f"{figure(r['shortfall before'])} -> {figure(r['shortfall after'])}", r["reason"]]
             for c in result["cohorts"] for r in c["changes"]]
     print_table(f"Quota plan ({result['mode']})", _COLUMNS, rows, optional=("change", "cohort", "demand"),
                 notes=("reason",))

@@ -90,3 +90,25 @@ def test_the_solvers_own_prints_stay_out_of_the_json(tmp_path: Path) -> None:
     assert json.loads(proc.stdout)["moved_gpus"] > 0
     assert "Highs" not in proc.stderr
 
+
+def test_large_shortfalls_print_as_numbers_people_write(tmp_path: Path) -> None:
+    problem = tmp_path / "big.yaml"
+    problem.write_text(
+        "limits: {max_step_gpus: 8, max_step_percent: 50, max_total_moved_gpus: 32, hysteresis_gpus: 1}\n"
+        "queues:\n"
+        "  - {name: team-a, nominal: {a100: 16}, demand: {a100: 3}, weight: 1}\n"
+        "  - {name: team-b, nominal: {a100: 8}, demand: {a100: 2000000}, weight: 1000}\n")
+    result = runner.invoke(app, ["plan", "quotas", str(problem)], env={"COLUMNS": "200"})
+    assert result.exit_code == 0, result.output
+    # 1000 x (2,000,000 - 8) before; team-b gains 15 to its share, team-a keeps 1 of its demand of 3: 1000 x 1,999,977 + 2
+    assert "weighted shortfall 1,999,992,000 -> 1,999,977,002" in result.stdout
+    assert "│ 1,999,977 " in result.stdout and "e+0" not in result.stdout
+
+
+@pytest.mark.parametrize(("number", "text"), [
+    (0, "0"), (-0.0, "0"), (0.0003, "0.0003"), (2.5, "2.5"), (12.345, "12.35"), (1000, "1,000"),
+    (17_893_000, "17,893,000"), (-3.25, "-3.25")])
+def test_a_figure_is_written_out_with_thousands_separated(number: float, text: str) -> None:
+    from gpuaas.phrases import figure
+
+    assert figure(number) == text

@@ -45,7 +45,7 @@ from gpuaas.sources._promql import union
 from gpuaas.sources.bulk import collector_paused
 from gpuaas.sources.failures import describe_failure
 from gpuaas.sources.kube import DEFAULT_GPU_RESOURCES
-from gpuaas.sources.opencost import fetch_allocation
+from gpuaas.sources.opencost import IDLE, NO_NAMESPACE, fetch_allocation
 from gpuaas.store import open_store
 
 __all__ = ["DEADLINE_ANNOTATION", "MAX_WINDOW_DAYS", "align_end", "allocation_rows", "finished_jobs", "gpu_rows", "read_cost_inputs",
@@ -137,12 +137,16 @@ def allocation_rows(frame: pd.DataFrame, start: datetime, period_s: float, days:
     """``parse_allocation`` rows (one per set and allocation) as ``COST_COLS``: the GPU cost, and the
     total OpenCost charges (GPU, CPU, RAM and the rest; the sum of the parts when ``totalCost`` is missing).
 
-    OpenCost's ``__idle__`` (capacity nobody requested) and ``__unallocated__`` are dropped: the
-    funnel starts at what workloads hold. A row without a pod (coarser aggregation) is kept as
-    namespace cost, so the tenant still pays for it.
+    OpenCost's ``__idle__`` (capacity nobody requested) and what no namespace holds (``__unallocated__``,
+    ``__unmounted__`` volumes) are dropped: the funnel starts at what workloads hold. A pod whose
+    controller OpenCost does not know (it names Deployments, StatefulSets, DaemonSets, Jobs and
+    Rollouts only, so every RayCluster, PyTorchJob or bare pod) is ``<namespace>/__unallocated__/<pod>``
+    and is kept: that segment says no controller, not no owner. A row without a pod (coarser
+    aggregation) is kept as namespace cost, so the tenant still pays for it.
     """
-    keep = frame[~frame["name"].astype(str).str.contains("__idle__|__unallocated__", regex=True)
-                 & (frame["namespace"].fillna("") != "")]
+    namespace = frame["namespace"].fillna("").astype(str)
+    idle = frame["name"].astype(str).str.split("/").map(lambda parts: IDLE in parts)
+    keep = frame[~idle & (namespace != "") & ~namespace.isin(NO_NAMESPACE)]
     ends = pd.to_datetime(keep["window_end"], utc=True)
     out = pd.DataFrame({
         "namespace": keep["namespace"], "controller_kind": keep["controller_kind"], "controller": keep["controller"],

@@ -33,8 +33,20 @@ COST_COLUMNS = [
 ]
 
 
+IDLE = "__idle__"
+"""OpenCost's name segment for capacity nobody requested."""
+NO_NAMESPACE = frozenset({"__unallocated__", "__unmounted__", IDLE})
+"""What OpenCost writes where a namespace would be for cost no workload holds."""
+
+
 def _num(value: Any) -> float:
     return float("nan") if value is None else float(value)
+
+
+def _adjusted(alloc: Mapping[str, Any], field: str) -> float:
+    """``fooCost + fooCostAdjustment``: OpenCost's own total of a resource (its ``totalCost`` adds the
+    adjustments too: a reconciled bill or a discount), and the cost alone where no adjustment is given."""
+    return _num(alloc.get(f"{field}Cost")) + float(alloc.get(f"{field}CostAdjustment") or 0.0)
 
 
 def _row(name: str, alloc: Mapping[str, Any]) -> dict[str, Any]:
@@ -53,9 +65,9 @@ def _row(name: str, alloc: Mapping[str, Any]) -> dict[str, Any]:
         "minutes": _num(alloc.get("minutes")),
         "gpu_count": _num(alloc.get("gpuCount")),
         "gpu_hours": _num(alloc.get("gpuHours")),
-        "gpu_cost": _num(alloc.get("gpuCost")),
-        "cpu_cost": _num(alloc.get("cpuCost")),
-        "ram_cost": _num(alloc.get("ramCost")),
+        "gpu_cost": _adjusted(alloc, "gpu"),
+        "cpu_cost": _adjusted(alloc, "cpu"),
+        "ram_cost": _adjusted(alloc, "ram"),
         "total_cost": _num(alloc.get("totalCost")),
         "total_efficiency": _num(alloc.get("totalEfficiency")),
         "gpu_usage_average": _num(nested.get("gpuUsageAverage", alloc.get("gpuUsageAverage"))),

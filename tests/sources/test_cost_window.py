@@ -304,6 +304,30 @@ def test_real_opencost_allocation_captures(capture: str) -> None:
     assert set(rows["day"]) == {0}
 
 
+def test_a_pod_whose_controller_opencost_does_not_know_keeps_its_cost() -> None:
+    """OpenCost names controllers from Deployments, StatefulSets, DaemonSets, Jobs and Rollouts only: a RayCluster's
+    pod is ``<namespace>/__unallocated__/<pod>`` under ``aggregate=namespace,controller,pod``. It is somebody's cost;
+    idle capacity and what no namespace holds are not."""
+    from datetime import UTC, datetime
+
+    doc = json.loads(fixture_path("telemetry", "opencost",
+                                  "allocation-compute.aggregate-namespace.swagger-example.json").read_text())
+    base = doc["data"][0]["opencost"]
+    ray = {**base, "gpuCount": 1.0, "gpuHours": 47.99, "gpuCost": 100.0,
+           "properties": {k: v for k, v in base["properties"].items() if not k.startswith("controller")}
+           | {"namespace": "ml-team", "pod": "raycluster-gpu-head-x7k2p"}}
+    idle = {**base, "gpuCost": 7.0, "properties": {"cluster": "cluster-one"}}
+    unmounted = {**base, "properties": {"cluster": "cluster-one", "namespace": "__unmounted__"}}
+    frame = parse_allocation({"code": 200, "data": [{
+        "opencost/deployment:opencost/opencost-75dc7dcc49-xdx5t": base,
+        "ml-team/__unallocated__/raycluster-gpu-head-x7k2p": ray,
+        "__idle__": idle, "__unmounted__/__unmounted__/__unmounted__": unmounted}]})
+    start = datetime.fromisoformat(base["window"]["start"].replace("Z", "+00:00")).astimezone(UTC)
+    rows = allocation_rows(frame, start, 2 * 86400, 1)
+    assert sorted(rows["pod"]) == ["opencost-75dc7dcc49-xdx5t", "raycluster-gpu-head-x7k2p"]
+    assert rows["gpu_hours"].sum() == pytest.approx(47.99) and rows["gpu_cost"].sum() == pytest.approx(100.0)
+
+
 def test_replicas_needed_unknown_without_capacity(read: tuple[CostInputs, CostReport, GpuaasSettings]) -> None:
     """The default policy names no sweep and the store holds no load test: replicas needed is null, with
     the reason; the forecast is still there: the p95 of the 5-minute rate plus 20 % headroom, above the mean."""

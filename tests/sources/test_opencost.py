@@ -76,3 +76,17 @@ def test_fallback_to_opencost_metrics_in_prometheus(
     assert frame.loc["pod1", "gpu_hours"] == pytest.approx(2.0)
     assert frame.loc["pod1", "gpu_cost"] == pytest.approx(6.0)
     assert frame.loc["pod2", "gpu_cost"] == pytest.approx(2.0)
+
+
+def test_the_gpu_cost_is_opencosts_own_total_with_its_adjustment() -> None:
+    """OpenCost's GPU total is ``gpuCost + gpuCostAdjustment`` (a reconciled bill, a discount), as its ``totalCost``
+    counts it; without the adjustment a discounted GPU would cost more than everything the pod was charged."""
+    doc = _fixture("allocation-compute.aggregate-namespace.swagger-example.json")
+    alloc = copy.deepcopy(doc["data"][0]["opencost"])
+    alloc.update(gpuCount=1.0, gpuHours=48.0, gpuCost=100.0, gpuCostAdjustment=-20.0, cpuCostAdjustment=0.5)
+    alloc["totalCost"] = alloc["cpuCost"] + 0.5 + alloc["ramCost"] + 80.0
+    row = parse_allocation({"code": 200, "data": [{"opencost": alloc}]}).iloc[0]
+    assert row["gpu_cost"] == 80.0 and row["cpu_cost"] == pytest.approx(alloc["cpuCost"] + 0.5)
+    assert row["gpu_cost"] <= row["total_cost"]
+    plain = parse_allocation(_fixture("allocation-compute.aggregate-namespace.swagger-example.json"))
+    assert plain.set_index("name").loc["opencost", "cpu_cost"] == doc["data"][0]["opencost"]["cpuCost"]

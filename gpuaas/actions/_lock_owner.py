@@ -5,6 +5,11 @@ holder killed on *this* machine (SIGKILL, the OOM killer, a node drain of a work
 restarts in place) is known dead at once: its process id is gone. Taking its lock over
 immediately lets the next run recover the half-done action now, instead of refusing every
 write for the rest of the TTL. Recovery itself is safe to run: it reads back before writing.
+
+"This machine" is the host name *and* the PID namespace: two containers can share a host name
+(host networking) while each sees only its own processes, and a process id missing from one
+namespace may be alive in the other. Where the namespace cannot be read, nothing is proven dead
+and the TTL decides.
 """
 
 from __future__ import annotations
@@ -16,16 +21,30 @@ import uuid
 __all__ = ["holder_is_dead", "new_holder"]
 
 
+def _pid_namespace() -> str:
+    """``pid:[4026531836]``, the kernel's name of this process's PID namespace; empty where it cannot be read."""
+    try:
+        return os.readlink("/proc/self/ns/pid")
+    except OSError:
+        return ""
+
+
+def _here() -> str:
+    namespace = _pid_namespace()
+    return f"{socket.gethostname()}/{namespace}" if namespace else socket.gethostname()
+
+
 def new_holder(flow: str) -> str:
-    """``flow-<uuid>@<host>:<pid>``: unique per run, and traceable to its process."""
-    return f"{flow}-{uuid.uuid4()}@{socket.gethostname()}:{os.getpid()}"
+    """``flow-<uuid>@<host>/<pid namespace>:<pid>``: unique per run, and traceable to its process."""
+    return f"{flow}-{uuid.uuid4()}@{_here()}:{os.getpid()}"
 
 
 def holder_is_dead(holder: str) -> bool:
-    """True only for a holder of this host whose process no longer exists (never guessed otherwise)."""
+    """True only for a holder of this host and PID namespace whose process no longer exists (never guessed
+    otherwise: a holder of another namespace, or written where none could be read, waits for its TTL)."""
     _, sep, where = holder.rpartition("@")
-    host, sep2, pid_text = where.rpartition(":")
-    if not sep or not sep2 or host != socket.gethostname() or not pid_text.isdigit():
+    place, sep2, pid_text = where.rpartition(":")
+    if not sep or not sep2 or not pid_text.isdigit() or not _pid_namespace() or place != _here():
         return False
     pid = int(pid_text)
     if pid == os.getpid():

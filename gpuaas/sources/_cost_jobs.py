@@ -1,10 +1,14 @@
 """The Kubernetes side of the cost report: finished and running Kueue Workloads, with their deadlines.
 
 A finished Workload is a batch outcome (its ``Finished`` condition, reason and time, and the
-deadline annotation of the Workload or of the job that owns it); an admitted, unfinished one is a
-job still running at the end of the window, whose hours are in progress. Each keeps its creation
-time: the attempt it belongs to. Running pods are mapped to the object that controls them through
-``ownerReferences``, so a job's pods are known without OpenCost's allocation API.
+deadline annotation of the Workload, else of the RayCluster that owns it: ``_DEADLINE_OWNERS``); an
+admitted, unfinished one is a job still running at the end of the window, whose hours are in progress.
+Each keeps its creation time: the attempt it belongs to. Running pods are mapped to the object that
+controls them through ``ownerReferences``, so a job's pods are known without OpenCost's allocation API.
+
+An elastic job's scale-up finishes its previous Workload slice (``Finished=True``, reason
+``WorkloadSliceReplaced``) while the job goes on under the new slice: that is no outcome, and the
+job's attempt began with its first slice, not with the newest.
 """
 
 from __future__ import annotations
@@ -18,13 +22,21 @@ from gpuaas.errors import GpuaasError, NotFound
 from gpuaas.models import FinishedJob, RunningJob
 from gpuaas.settings import GpuaasSettings
 from gpuaas.sources._kube_client import KubeLister, make_api_client
+from gpuaas.sources._kube_deadlines import parse_rfc3339
 from gpuaas.sources._kube_kueue import parse_time
 from gpuaas.sources.failures import describe_failure
 from gpuaas.sources.kube import KUEUE_GROUP, KUEUE_VERSIONS
 
-__all__ = ["BATCH_KINDS", "DEADLINE_ANNOTATION", "Jobs", "finished_jobs", "pod_owners", "read_jobs", "running_jobs"]
+__all__ = ["BATCH_KINDS", "DEADLINE_ANNOTATION", "SLICE_REPLACED", "Jobs", "finished_jobs", "pod_owners", "read_jobs",
+           "running_jobs"]
 
 DEADLINE_ANNOTATION = "gpuaas.io/deadline"
+SLICE_REPLACED = "WorkloadSliceReplaced"
+"""The ``Finished`` reason Kueue gives the Workload slice an elastic job's scale-up replaced (its scheduler's
+``replaceWorkloadSlice``, ``workloadslicing.IsReplaced``): the job runs on under the new slice, so it is
+neither a success nor a failure of the job."""
+_REPLACEMENT_FOR = "kueue.x-k8s.io/workload-slice-replacement-for"
+"""Kueue's annotation on a new Workload slice: ``<namespace>/<name>`` of the slice it replaces."""
 BATCH_KINDS = frozenset({"Job", "JobSet", "RayJob", "RayCluster", "PyTorchJob", "TFJob", "MPIJob", "XGBoostJob",
                          "PaddleJob", "JAXJob", "TrainJob"})
 """Owners of a Kueue Workload that run to an end, whose hours can be *in progress*: Kubernetes and Kubeflow
@@ -33,39 +45,61 @@ lacks, ``_DEADLINE_OWNERS``).
 An InferenceService, Notebook, Deployment or StatefulSet is admitted for good: it never finishes, so its
 busy hours without a verified outcome are just that, never "in progress"."""
 _DEADLINE_OWNERS = (("RayCluster", "ray.io", "v1", "rayclusters"),)
-"""Batch job kinds whose deadline annotation is read when their Workload has none."""
+"""Batch job kinds whose deadline annotation is read when their Workload has none. Kueue copies no job
+annotation onto the Workload it creates by default, so a deadline on any other owner (a batch Job, RayJob,
+JobSet, Kubeflow job) is not seen: it belongs on the Workload. Each kind here is one more list per cycle."""
 
 
-def finished_jobs(objs: Sequence[dict[str, Any]], owner_deadlines: dict[tuple[str, str, str], str] | None = None
-                  ) -> list[FinishedJob]:
+def finished_jobs(objs: Sequence[dict[str, Any]], owner_deadlines: dict[tuple[str, str, str], str] | None = None,
+                  notes: list[str] | None = None) -> list[FinishedJob]:
     """Kueue Workloads with ``Finished=True``: when, why, and the deadline annotation.
 
     The deadline is read from the Workload, else from its owner (``owner_deadlines``, keyed by
     namespace, kind, name): teams annotate the job they submit, and Kueue does not copy job
-    annotations onto the Workload it creates.
+    annotations onto the Workload it creates. It is parsed as the snapshot parses it (RFC 3339 with a
+    zone): a value that is not is no deadline, and ``notes`` gets a line naming the object that carries
+    it, so one bad annotation neither crashes the report nor passes unseen.
+
+    A slice replaced by an elastic job's scale-up (``SLICE_REPLACED``) is skipped: the job has not ended.
     """
     out = []
+    starts = _attempt_starts(objs)
     for obj in objs:
         meta = obj.get("metadata") or {}
         cond = next((c for c in (obj.get("status") or {}).get("conditions") or []
                      if c.get("type") == "Finished" and c.get("status") == "True"), None)
         finished_at = parse_time(cond.get("lastTransitionTime")) if cond else None
-        if cond is None or finished_at is None:
+        if cond is None or finished_at is None or cond.get("reason") == SLICE_REPLACED:
             continue
+        namespace, name = str(meta.get("namespace", "")), str(meta.get("name", ""))
         refs = meta.get("ownerReferences") or []
         owner = next((r for r in refs if r.get("controller")), refs[0] if refs else {})
-        text = (meta.get("annotations") or {}).get(DEADLINE_ANNOTATION) or (owner_deadlines or {}).get(
-            (str(meta.get("namespace", "")), str(owner.get("kind") or ""), str(owner.get("name") or "")))
-        try:
-            deadline = parse_time(text)
-        except ValueError:
-            deadline = None  # an unreadable deadline is no deadline: the job is judged on success alone
+        owner_kind, owner_name = str(owner.get("kind") or ""), str(owner.get("name") or "")
+        text = (meta.get("annotations") or {}).get(DEADLINE_ANNOTATION)
+        where = f"Workload {namespace}/{name}"
+        if not text:
+            text = (owner_deadlines or {}).get((namespace, owner_kind, owner_name))
+            where = f"{owner_kind} {namespace}/{owner_name}"
         out.append(FinishedJob(
-            namespace=str(meta.get("namespace", "")), workload=str(meta.get("name", "")), uid=str(meta.get("uid", "")),
-            owner_kind=str(owner.get("kind") or "Workload"), owner_name=str(owner.get("name") or meta.get("name", "")),
-            finished_at=finished_at, reason=str(cond.get("reason", "")), deadline=deadline,
-            created_at=_created(meta)))
+            namespace=namespace, workload=name, uid=str(meta.get("uid", "")),
+            owner_kind=owner_kind or "Workload", owner_name=owner_name or name,
+            finished_at=finished_at, reason=str(cond.get("reason", "")), deadline=_deadline(text, where, notes),
+            created_at=starts.get((namespace, name))))
     return out
+
+
+def _deadline(text: str | None, where: str, notes: list[str] | None) -> datetime | None:
+    """``text`` as an aware datetime; None (and a note) when it is not RFC 3339 with a zone: the job is
+    then judged as one without a deadline, never against a guessed time zone."""
+    if not text:
+        return None
+    try:
+        return parse_rfc3339(str(text))
+    except ValueError as exc:
+        if notes is not None:
+            notes.append(f"{where}: annotation {DEADLINE_ANNOTATION}={str(text)!r} ignored ({exc}); "
+                         "the job is counted as one without a deadline")
+        return None
 
 
 def _created(meta: dict[str, Any]) -> datetime | None:
@@ -75,10 +109,31 @@ def _created(meta: dict[str, Any]) -> datetime | None:
         return None
 
 
+def _attempt_starts(objs: Sequence[dict[str, Any]]) -> dict[tuple[str, str], datetime | None]:
+    """(namespace, Workload) -> when its attempt began: its creation, or, for an elastic job's slice, the
+    creation of the first slice of its chain (``_REPLACEMENT_FOR``), so that the pods the job ran before a
+    scale-up stay pods of the attempt. A replaced slice already deleted ends the chain there."""
+    metas = {(str(m.get("namespace", "")), str(m.get("name", ""))): m
+             for m in ((o.get("metadata") or {}) for o in objs)}
+    out: dict[tuple[str, str], datetime | None] = {}
+    for key, meta in metas.items():
+        first, seen = meta, {key}
+        while True:
+            ns, _, name = str((first.get("annotations") or {}).get(_REPLACEMENT_FOR) or "").partition("/")
+            before = metas.get((ns, name))
+            if before is None or (ns, name) in seen:
+                break
+            first = before
+            seen.add((ns, name))
+        out[key] = _created(first)
+    return out
+
+
 def running_jobs(objs: Sequence[dict[str, Any]]) -> list[RunningJob]:
     """Kueue Workloads of batch jobs (``BATCH_KINDS``) admitted (or holding quota) and not finished: jobs whose
     outcome is still to come."""
     out = []
+    starts = _attempt_starts(objs)
     for obj in objs:
         meta = obj.get("metadata") or {}
         state = {c.get("type"): c.get("status") for c in (obj.get("status") or {}).get("conditions") or []}
@@ -89,7 +144,8 @@ def running_jobs(objs: Sequence[dict[str, Any]]) -> list[RunningJob]:
         if owner.get("kind") not in BATCH_KINDS:
             continue
         out.append(RunningJob(namespace=str(meta.get("namespace", "")), owner_kind=str(owner.get("kind") or "Workload"),
-                              owner_name=str(owner.get("name") or meta.get("name", "")), created_at=_created(meta)))
+                              owner_name=str(owner.get("name") or meta.get("name", "")),
+                              created_at=starts.get((str(meta.get("namespace", "")), str(meta.get("name", ""))))))
     return out
 
 
@@ -106,6 +162,9 @@ class Jobs:
     failure: str | None = None
     """The configured Kubernetes API failed: its one line (``describe_failure``); None when it answered or
     is not configured (then only ``why`` says so: nothing failed)."""
+    notes: list[str] = field(default_factory=list)
+    """Data problems that did not stop the read, one line each (a deadline annotation that is not RFC 3339
+    with a zone, naming the object): for the report's notes."""
 
 
 def pod_owners(pods: Sequence[dict[str, Any]]) -> dict[tuple[str, str], str]:
@@ -148,7 +207,9 @@ def read_jobs(settings: GpuaasSettings) -> Jobs:
                 objs = lister.custom_objects(KUEUE_GROUP, version, "workloads")
             except NotFound:
                 continue
-            return Jobs(finished_jobs(objs, deadlines), running_jobs(objs), owners, lister.requests)
+            notes: list[str] = []
+            finished = finished_jobs(objs, deadlines, notes)
+            return Jobs(finished, running_jobs(objs), owners, lister.requests, notes=list(dict.fromkeys(notes)))
         return Jobs([], [], owners, lister.requests)
     except GpuaasError as exc:
         return Jobs(requests=lister.requests, why=f"Kubernetes API: {exc}", failure=describe_failure(settings, "kube", exc))

@@ -318,6 +318,7 @@ def read_cost_inputs(settings: GpuaasSettings, end: datetime, window_s: float,
                                columns=["cluster_queue", "allocated_h"])
     if kube.why:
         notes.append(kube.why)
+    notes.extend(kube.notes)
     # a Prometheus that fails ends the read; one that answers says how much of the window its telemetry covers
     sources["prometheus"] = SourceStatus("prometheus", ok=True, details=data_span(
         spans, start, period_s, days, q.span_step(period_s, interval_s)))

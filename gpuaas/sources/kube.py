@@ -44,6 +44,10 @@ _CRD_OWNERS = (
     ("InferenceService", "serving.kserve.io", "v1beta1", "inferenceservices"),
     ("Notebook", "kubeflow.org", "v1", "notebooks"),
 )
+"""Custom kinds that own GPU pods, listed with Deployments and StatefulSets. With them, they are also the only
+owners whose deadline annotations the snapshot reads when a Workload has none: batch Jobs, RayJobs, JobSets and
+Kubeflow jobs are not listed (each kind would be one more list per cycle and one more reader rule), and Kueue
+copies no job annotation onto its Workload, so their deadlines belong on the Workload."""
 
 
 @dataclass(frozen=True)

@@ -371,3 +371,26 @@ def test_replicas_needed_from_the_policys_sweep(fleet: EmbeddedCluster, tmp_path
     assert chat["replicas_needed"] is None and chat["capacity_source"] == f"sweep file {tmp_path / 'chat.csv'}"
     assert any(n.startswith("service llm-chat: replicas needed unknown: its capacity (sweep file")
                and "never meets the SLO" in n for n in report.notes)
+
+
+def test_a_malformed_deadline_is_a_note_of_the_report_not_a_crash(fleet: EmbeddedCluster) -> None:
+    """A finished Workload whose deadline has no zone: the report is built, the job counts without a deadline, and
+    a note names the Workload and the annotation."""
+    from gpuaas.sources._cost_jobs import DEADLINE_ANNOTATION, finished_jobs
+
+    done = finished_jobs(fleet.store.list("Workload"))
+    assert done, "the cost fleet has a finished job"
+    job = done[0]
+    prior = (fleet.store.get("Workload", job.namespace, job.workload)["metadata"].get("annotations") or {}).get(
+        DEADLINE_ANNOTATION)
+    fleet.store.patch("Workload", job.namespace, job.workload,
+                      {"metadata": {"annotations": {DEADLINE_ANNOTATION: "2030-12-01T18:00:00"}}})
+    try:
+        settings = cost_settings(fleet)
+        inputs = read_cost_inputs(settings, fleet.clock.now(), WINDOW_S)
+        build_cost_report(inputs, settings.policy)
+    finally:
+        fleet.store.patch("Workload", job.namespace, job.workload,
+                          {"metadata": {"annotations": {DEADLINE_ANNOTATION: prior}}})
+    assert any(n.startswith(f"Workload {job.namespace}/{job.workload}: annotation {DEADLINE_ANNOTATION}=")
+               for n in inputs.notes)

@@ -68,6 +68,22 @@ def test_little_history_plans_from_what_there_is_and_moves_one_step_at_most() ->
                             "at most 8 GPUs moved in all"]
 
 
+def test_a_plan_held_by_the_short_historys_cap_names_that_cap_not_the_policys() -> None:
+    """The policy's max_total_moved_gpus is 32; with 2 hours of history the plan moves 8 at most, and a queue that
+    wanted more is told which limit held it: one whose number it can find."""
+    from gpuaas.policies.quotas import plan_quotas
+
+    snap = snapshot([("a", "c", "h100", 40, 2.0), ("b", "c", "h100", 8, 8.0)], {"b": (20.0, 3600.0)})
+    hist = history(full("a", "h100", 2, seconds=2 * 3600) + full("b", "h100", 28, seconds=2 * 3600))
+    [cohort] = cohort_demands(snap, hist, Policy())
+    plan = plan_quotas(cohort.queues, cohort.limits)
+    assert plan.moved_gpus == 8
+    [b] = [c for c in plan.changes if c.queue == "b"]
+    assert "max_total_moved_gpus=8" not in b.reason and "max_total_moved_gpus=32" not in b.reason
+    assert ("limited by the short history's cap of 8 GPUs (max_step_gpus, with less than min_history_days=1 of "
+            "history) for the whole plan") in b.reason
+
+
 def test_a_cell_without_history_falls_back_to_what_it_holds_now() -> None:
     [cohort] = cohort_demands(snapshot([("a", "c", "h100", 16, 5.0)], {}), history([]), Policy())
     assert cohort.queues[0].demand == {"h100": 5.0} and "no history" in cohort.queues[0].evidence["h100"]

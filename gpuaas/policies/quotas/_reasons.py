@@ -29,6 +29,8 @@ class _Limits(Protocol):
     @property
     def moved_24h_gpus(self) -> int: ...
     @property
+    def total_cap(self) -> str: ...
+    @property
     def total_left(self) -> int: ...
 
 
@@ -134,10 +136,10 @@ def _why_not_more(c: Cell, a: int, moved: int, limits: _Limits) -> str:
     if c.step_up < limits.hysteresis_gpus:
         return f"{_step_words(c, limits)} is below hysteresis_gpus={limits.hysteresis_gpus}"
     if moved >= limits.total_left:
+        cap = limits.total_cap or f"max_total_moved_gpus={limits.max_total_moved_gpus}"
         if limits.moved_24h_gpus:
-            return (f"limited by max_total_moved_gpus={limits.max_total_moved_gpus} a day, "
-                    f"{limits.moved_24h_gpus} of it moved in the last 24 hours")
-        return f"limited by max_total_moved_gpus={limits.max_total_moved_gpus} for the whole plan"
+            return f"limited by {cap} a day, {limits.moved_24h_gpus} of it moved in the last 24 hours"
+        return f"limited by {cap} for the whole plan"
     return ("no other queue can give more (each is at its demand, guarantee, step, or recent gain"
             + (f", or the change would be under hysteresis_gpus={limits.hysteresis_gpus}"
                if limits.hysteresis_gpus >= 2 else "") + ")")

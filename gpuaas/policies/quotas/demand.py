@@ -314,8 +314,11 @@ def cohort_demands(snapshot: Snapshot, history: pd.DataFrame, policy: Policy, *,
                          f"{limits.total_left} more today (max_total_moved_gpus={limits.max_total_moved_gpus}), "
                          "and each queue's step less what it already moved")
         little = history_s < rb.min_history_days * 86400
+        if little and limits.max_step_gpus < limits.max_total_moved_gpus:
+            limits = replace(limits, max_total_moved_gpus=limits.max_step_gpus, total_cap=(
+                f"the short history's cap of {limits.max_step_gpus} GPUs (max_step_gpus, with less than "
+                f"min_history_days={rb.min_history_days:g} of history)"))
         if little:
-            limits = replace(limits, max_total_moved_gpus=min(limits.max_total_moved_gpus, limits.max_step_gpus))
             notes.append(f"only {_hours(history_s)} of history (less than min_history_days="
                          f"{rb.min_history_days:g}): planned from what there is, at most "
                          f"{limits.max_total_moved_gpus} GPUs moved in all")

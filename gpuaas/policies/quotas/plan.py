@@ -96,6 +96,9 @@ class QuotaLimits:
     moved_24h_gpus: int = 0
     """GPUs the cohort's queues gained by plans applied in the last 24 hours: ``max_total_moved_gpus`` is a
     day's cap, so this plan moves at most the rest."""
+    total_cap: str = ""
+    """What set ``max_total_moved_gpus`` when it is not the policy's own value (a short history's cap), as a
+    reason names it; empty for the policy's own."""
 
     @property
     def total_left(self) -> int:

@@ -42,7 +42,8 @@ class WorkloadState(str, Enum):
 
 @dataclass(frozen=True)
 class Workload:
-    """One Kueue Workload, with its GPU ask summed over pod sets (count x per-pod GPUs)."""
+    """One Kueue Workload and its GPUs: what Kueue holds for it while its quota is reserved (``workload_gpus``),
+    else what it asks for (count x per-pod GPUs over its pod sets)."""
 
     kind: str
     namespace: str

@@ -32,6 +32,7 @@ __all__ = [
     "parse_time",
     "parse_workload",
     "pod_spec_gpus",
+    "workload_gpus",
     "workload_state",
 ]
 
@@ -95,13 +96,50 @@ def _controller(meta: Obj) -> tuple[str | None, str | None]:
     return (chosen.get("kind"), chosen.get("name")) if chosen else (None, None)
 
 
+def _gpu_usage(usage: Obj | None, names: tuple[str, ...]) -> float | None:
+    """The GPUs in a podSetAssignment's ``resourceUsage``; None when it names no GPU resource."""
+    found = [parse_quantity(usage[res]) for res in names if usage and res in usage]
+    return sum(found) if found else None
+
+
+def workload_gpus(obj: Obj, gpu_resources: Iterable[str]) -> float:
+    """GPUs a Workload holds while its quota is reserved, else the GPUs it asks for.
+
+    Kueue's ``totalRequestsFromAdmission``: each podSetAssignment's ``resourceUsage`` (``count`` pods,
+    both fixed at admission) scaled to ``min(count, spec count - reclaimablePods)``, so a partial
+    admission, pods Kueue freed (Dynamic Reclaim) and an elastic scale-down are not counted as held.
+    Without ``resourceUsage`` for a GPU resource, the pod template's request stands in per pod.
+    """
+    spec, status = obj.get("spec") or {}, obj.get("status") or {}
+    names = tuple(gpu_resources)
+    podsets = {str(ps.get("name") or "main"): ps for ps in spec.get("podSets") or []}
+    wanted = {name: int(ps.get("count", 1)) for name, ps in podsets.items()}
+
+    def per_pod(name: str) -> float:
+        return pod_spec_gpus(((podsets.get(name) or {}).get("template") or {}).get("spec"), names)
+
+    assignments = (status.get("admission") or {}).get("podSetAssignments") or []
+    if workload_state(obj) not in (WorkloadState.admitted, WorkloadState.quota_reserved) or not assignments:
+        return float(sum(count * per_pod(name) for name, count in wanted.items()))
+    reclaimable = {str(r.get("name") or ""): int(r.get("count") or 0) for r in status.get("reclaimablePods") or []}
+    total = 0.0
+    for psa in assignments:
+        name = str(psa.get("name") or "main")
+        asked = wanted.get(name, 0)
+        admitted = asked if psa.get("count") is None else int(psa["count"])
+        held = min(admitted, asked - min(reclaimable.get(name, 0), asked))
+        usage = _gpu_usage(psa.get("resourceUsage"), names)
+        if usage is None:
+            total += held * per_pod(name)
+        elif admitted > 0:
+            total += usage * held / admitted
+    return total
+
+
 def parse_workload(obj: Obj, gpu_resources: Iterable[str]) -> Workload:
     meta, spec, status = obj.get("metadata") or {}, obj.get("spec") or {}, obj.get("status") or {}
     names = tuple(gpu_resources)
-    gpus = sum(
-        int(ps.get("count", 1)) * pod_spec_gpus((ps.get("template") or {}).get("spec"), names)
-        for ps in spec.get("podSets") or []
-    )
+    gpus = workload_gpus(obj, names)
     admission = status.get("admission") or {}
     flavors = sorted(
         {

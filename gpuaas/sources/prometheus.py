@@ -217,12 +217,29 @@ _LABEL_NAME = re.compile(r"[a-zA-Z_][a-zA-Z0-9_]*")
 """A Prometheus label name: a configured one that is not cannot be asked about (and names no series)."""
 
 
+def _devices(mapped: pd.DataFrame) -> pd.Series:
+    """The GPU device of each row: ``UUID`` plus ``GPU_I_ID`` (empty for a whole GPU), NaN for none counted.
+
+    dcgm-exporter labels a MIG instance with its parent GPU's ``UUID`` and its ``GPU_I_ID``, and a pod
+    is given instances as it is given GPUs, so each instance is one device. A parent GPU's own series
+    (no ``GPU_I_ID``) beside the pod's instances on it is no device of its own: it must not stand in
+    for an instance that sent nothing.
+    """
+    instance = mapped["gpu_instance"].fillna("").astype(str)
+    keys = [mapped["namespace"], mapped["pod"], mapped["window_minutes"], mapped["uuid"]]
+    has_instances = (instance != "").groupby(keys, dropna=False).transform("any")
+    device = mapped["uuid"].astype(object) + "/" + instance
+    return device.where(mapped["uuid"].notna() & ~(has_instances & (instance == "")))
+
+
 def pod_activity(gpus: pd.DataFrame) -> pd.DataFrame:
     """Per pod and window across its GPUs: mean of averages, max of maxima, worst coverage, longest gap
-    and oldest newest sample (infinite when a GPU's figure is missing: unknown is never "no gap")."""
+    and oldest newest sample (infinite when a GPU's figure is missing: unknown is never "no gap"), and
+    ``gpus_observed``, the GPU devices seen (a MIG instance counts as one, see ``_devices``)."""
     mapped = gpus[(gpus["pod"].fillna("") != "") & gpus["window_minutes"].notna()]
     mapped = mapped.assign(**{col: pd.to_numeric(mapped[col], errors="coerce").fillna(float("inf"))
                               for col in ("longest_gap_s", "age_s")})
+    mapped = mapped.assign(device=_devices(mapped))
     return (
         mapped.groupby(["namespace", "pod", "window_minutes"], as_index=False)
         .agg(
@@ -231,7 +248,7 @@ def pod_activity(gpus: pd.DataFrame) -> pd.DataFrame:
             coverage=("coverage", "min"),
             longest_gap_s=("longest_gap_s", "max"),
             age_s=("age_s", "max"),
-            gpus_observed=("uuid", "nunique"),
+            gpus_observed=("device", "nunique"),
         )
     )
 

@@ -164,3 +164,25 @@ def test_forbidden_is_mapped(tmp_path: Path) -> None:
             read_kube(GpuaasSettings(kubeconfig=server.write_kubeconfig(tmp_path / "kc")))
     finally:
         server.stop()
+
+
+@pytest.mark.parametrize("served", ["v1beta2", "v1beta1"])
+def test_admitted_workloads_hold_what_kueue_admitted(cluster: tuple[ObjectStore, ApiServer, GpuaasSettings],
+                                                     monkeypatch: pytest.MonkeyPatch, served: str) -> None:
+    """Through either served version: a partial admission holds its podSetAssignments count, Dynamic
+    Reclaim frees ``reclaimablePods`` (the admission is left as it was), a pending Workload asks for its spec."""
+    store, _server, settings = cluster
+    admitted = {"Admitted": "True", "QuotaReserved": "True"}
+    partial = workload("wl-partial", "team-a", admitted, count=3, gpus="2")
+    partial["spec"]["podSets"][0]["minCount"] = 1
+    partial["status"]["admission"]["podSetAssignments"][0].update(count=1, resourceUsage={"nvidia.com/gpu": "2"})
+    reclaimed = workload("wl-reclaimed", "team-a", admitted, count=3, gpus="2")
+    reclaimed["status"]["reclaimablePods"] = [{"name": "main", "count": 2}]
+    for obj in (partial, reclaimed, workload("wl-pending", "team-a", {"QuotaReserved": "False"}, count=3, gpus="2")):
+        store.create(obj)
+    real = emulator_http.resource_for_plural
+    monkeypatch.setattr(emulator_http, "resource_for_plural", lambda group, version, plural: None if (
+        group == K and version != served) else real(group, version, plural))
+    state = read_kube(settings)
+    assert state.kueue_version == served
+    assert {w.name: w.gpus for w in state.workloads} == {"wl-partial": 2.0, "wl-reclaimed": 2.0, "wl-pending": 6.0}

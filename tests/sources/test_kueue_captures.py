@@ -13,6 +13,7 @@ import json
 from datetime import UTC, datetime
 from typing import Any
 
+import pytest
 import yaml
 
 from gpuaas.models import WorkloadState
@@ -88,3 +89,60 @@ def test_local_queue_usage_under_both_status_names() -> None:
     assert new.cluster_queue == "cluster-queue" and new.pending_workloads == 2
     assert [(u.flavor, u.resource, u.usage) for u in new.usage] == [("h100", "nvidia.com/gpu", 6.0)]
     assert [(u.flavor, u.resource, u.usage) for u in old.usage] == [("h100", "nvidia.com/gpu", 6.0)]
+
+
+def _gpu_job_workload(version: str) -> dict[str, Any]:
+    """Kueue's docs Workload (podSet ``main``, 3 pods) asking for the GPU of its provisioning sample Job."""
+    (wl,) = _yaml("workload-v1beta2-spec-sample.yaml")
+    job = yaml.safe_load(fixture_path("kueue", "samples", "job-gpu-request-sample.yaml").read_text())
+    wl["apiVersion"] = f"kueue.x-k8s.io/{version}"
+    wl["spec"]["podSets"][0]["template"]["spec"]["containers"][0]["resources"] = (
+        job["spec"]["template"]["spec"]["containers"][0]["resources"])  # nvidia.com/gpu: 1 per pod
+    return wl
+
+
+def _admitted(wl: dict[str, Any], assignments: list[dict[str, Any]], **status: Any) -> dict[str, Any]:
+    conditions = [{"type": t, "status": "True", "reason": t, "message": "",
+                   "lastTransitionTime": "2026-03-10T10:00:00Z"} for t in ("QuotaReserved", "Admitted")]
+    return {**wl, "status": {"admission": {"clusterQueue": "team-a-cq", "podSetAssignments": assignments},
+                             "conditions": conditions, **status}}
+
+
+@pytest.mark.parametrize("version", ["v1beta2", "v1beta1"])
+def test_gpus_held_are_what_kueue_admitted_less_reclaimable_pods(version: str) -> None:
+    """An admitted Workload holds ``min(podSetAssignments[].count, spec count - reclaimablePods)`` pods'
+    worth of ``resourceUsage`` (Kueue's totalRequestsFromAdmission; same fields in both versions);
+    a pending one asks for its spec."""
+    wl = _gpu_job_workload(version)
+    assert parse_workload(wl, GPU).gpus == 3.0  # pending: what it asks for
+    partial = {**wl, "spec": {**wl["spec"], "podSets": [{**wl["spec"]["podSets"][0], "minCount": 1}]}}
+    one_of_three = {"name": "main", "count": 1, "flavors": {"nvidia.com/gpu": "h100"},
+                    "resourceUsage": {"cpu": "100m", "memory": "100Mi", "nvidia.com/gpu": "1"}}
+    assert parse_workload(_admitted(partial, [one_of_three]), GPU).gpus == 1.0  # partial admission
+    # Reserved but not yet Admitted (admission checks pending) holds its quota all the same.
+    reserved = _admitted(partial, [one_of_three])
+    reserved["status"]["conditions"][1]["status"] = "False"
+    assert parse_workload(reserved, GPU).state is WorkloadState.quota_reserved
+    assert parse_workload(reserved, GPU).gpus == 1.0
+
+    (snippet,) = _yaml("workload-status-reclaimablepods-snippet.yaml")  # podset1: 2, podset2: 2 reclaimable
+    main = wl["spec"]["podSets"][0]
+    two_sets = {**wl, "spec": {**wl["spec"], "podSets": [{**main, "name": n} for n in ("podset1", "podset2")]}}
+    no_usage = [{"name": n, "count": 3, "flavors": {"nvidia.com/gpu": "h100"}} for n in ("podset1", "podset2")]
+    assert parse_workload(_admitted(two_sets, no_usage), GPU).gpus == 6.0
+    freed = _admitted(two_sets, no_usage, reclaimablePods=snippet["status"]["reclaimablePods"])
+    assert parse_workload(freed, GPU).gpus == 2.0  # (3 - 2) pods x 1 GPU, twice
+    with_usage = [{**a, "resourceUsage": {"nvidia.com/gpu": "6"}} for a in no_usage]  # 2 GPUs a pod, as admitted
+    freed = _admitted(two_sets, with_usage, reclaimablePods=snippet["status"]["reclaimablePods"])
+    assert parse_workload(freed, GPU).gpus == 4.0  # resourceUsage scaled to the pods still held
+
+    # Elastic scale-down lowers the spec count in place while the admission keeps the old one.
+    shrunk = {**wl, "spec": {**wl["spec"], "podSets": [{**main, "count": 2}]}}
+    whole = [{**one_of_three, "count": 3, "resourceUsage": {"nvidia.com/gpu": "3"}}]
+    assert parse_workload(_admitted(shrunk, whole), GPU).gpus == 2.0
+    # A partial admission keeps its smaller count while the spec, less what is reclaimable, is above it.
+    partial_freed = _admitted(partial, [one_of_three], reclaimablePods=[{"name": "main", "count": 1}])
+    assert parse_workload(partial_freed, GPU).gpus == 1.0
+    # An assignment without count (Workloads admitted before the field existed) stands for the spec's count.
+    legacy = [{"name": "main", "flavors": {"nvidia.com/gpu": "h100"}}]
+    assert parse_workload(_admitted(wl, legacy, reclaimablePods=[{"name": "main", "count": 1}]), GPU).gpus == 2.0

@@ -192,3 +192,22 @@ def test_gpu_util_fallback_is_scaled_and_chosen_per_gpu(prometheus_factory: Fact
     assert set(gpus.drop(index=["0", "1"])["activity_avg"]) == {0.0}
     pods = pod_activity(reading.gpus)
     assert pods[["pod", "activity_avg"]].values.tolist() == [[VLLM_POD, pytest.approx(0.45)]]
+
+
+def test_mig_instances_of_one_gpu_are_each_an_observed_gpu(prometheus_factory: Factory) -> None:
+    """dcgm-exporter labels a MIG instance with its parent GPU's ``UUID`` and ``gpu`` plus ``GPU_I_ID`` and
+    ``GPU_I_PROFILE`` (and reports GR_ENGINE_ACTIVE, not GPU_UTIL, for it): a pod given two instances of
+    GPU 0 has two GPUs observed. The parent's own series (the capture's GPU_UTIL, mapped to the same pod)
+    does not stand in for an instance that sent nothing."""
+    capture = parse_exposition(fixture_path(*H100))
+    parent = next(labels for n, labels, _v in capture if n == "DCGM_FI_DEV_GPU_UTIL" and labels.get("pod"))
+    mig = [("DCGM_FI_PROF_GR_ENGINE_ACTIVE", {**parent, "GPU_I_PROFILE": "3g.40gb", "GPU_I_ID": i}, 0.0)
+           for i in ("1", "2")]
+    reading = _read(prometheus_factory(series(capture + mig, minutes=40)), [30])
+    assert reading.queries == queries_per_cycle([30])
+    mapped = reading.gpus[reading.gpus["pod"] == VLLM_POD]
+    assert sorted(mapped["gpu_instance"]) == ["", "1", "2"] and set(mapped["uuid"]) == {parent["UUID"]}
+    assert pod_activity(reading.gpus)[["pod", "gpus_observed"]].values.tolist() == [[VLLM_POD, 2]]
+
+    one_left = _read(prometheus_factory(series(capture + mig[:1], minutes=40)), [30])
+    assert pod_activity(one_left.gpus)[["pod", "gpus_observed"]].values.tolist() == [[VLLM_POD, 1]]

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import shutil
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -76,6 +77,7 @@ def demo(
     """Start the embedded cluster; run collect and reclaim, then rebalance (the quota plan per cohort, the GPUs that
     deadlines need counted in its demand), all in dry-run, then the cost report on it; show the results and stop
     the cluster."""
+    from gpuaas.cluster.clock import ManualClock
     from gpuaas.cluster.runner import EmbeddedCluster
     from gpuaas.cluster.scenario import default_scenario, load_scenario, parse_duration
 
@@ -100,7 +102,10 @@ def demo(
     os.environ["GPUAAS_DATA_DIR"] = str(run_dir / "data")
     os.environ.pop("GPUAAS_DATABASE_URL", None)
     settings = settings_or_exit()
-    cluster = EmbeddedCluster(chosen, run_dir / "cluster", seed=seed, history=window)
+    # A clock that stands still at the end of the history (samples keep their own time): every step of the cycle
+    # sees the same cluster at the same instant, so the same seed and history print the same figures.
+    end = datetime.now(UTC).replace(second=0, microsecond=0)
+    cluster = EmbeddedCluster(chosen, run_dir / "cluster", seed=seed, history=window, clock=ManualClock(end - window))
     try:
         with progress("starting the embedded cluster") as update:
             cluster._progress = update
@@ -111,9 +116,10 @@ def demo(
             highlight=False,
         )
         os.environ.update(cluster.settings_env())
+        at = cluster.clock.now()
         from flows.reclaim import reclaim as reclaim_flow
 
-        result = run_flow(reclaim_flow, "reclaim (dry-run): collecting a snapshot and deciding")
+        result = run_flow(reclaim_flow, "reclaim (dry-run): collecting a snapshot and deciding", at=at)
         summary, snapshot = _stored_snapshot(settings, result["snapshot_id"])
         # The same renderers as `gpuaas collect` and `gpuaas reclaim`: the same words and counts.
         print_reclaim(result)
@@ -125,29 +131,30 @@ def demo(
         )
         console.print(f"Audit log: GPUAAS_DATA_DIR={settings.data_dir} gpuaas audit list (the demo's own database, "
                       "started afresh with each demo).", highlight=False, soft_wrap=True)
-        _rebalance()
-        _cost_report(window)
+        _rebalance(at)
+        _cost_report(window, at)
     finally:
         cluster.stop()
 
 
-def _rebalance() -> None:
+def _rebalance(at: datetime) -> None:
     """The nightly rebalance in dry-run: the quota plan per cohort, its demand including what the deadline plans
     need; nothing is patched."""
     from flows.rebalance import rebalance as rebalance_flow
     from gpuaas.cli.rebalance_cmd import print_rebalance
 
-    result = run_flow(rebalance_flow, "rebalance (dry-run): the quota plan, deadlines in its demand", apply=False)
+    result = run_flow(rebalance_flow, "rebalance (dry-run): the quota plan, deadlines in its demand", apply=False,
+                      at=at)
     lead(result, OutputFormat.table)
     print_rebalance(result)
 
 
-def _cost_report(window: Any) -> None:
+def _cost_report(window: Any, at: datetime) -> None:
     """The last step of the cycle: cost per verified outcome over the backfilled history."""
     from flows.cost_report import cost_report as cost_report_flow
     from gpuaas.cli.cost_report_cmd import print_cost_tables
 
     doc = run_flow(cost_report_flow, "cost report: funnel, verified outcomes, waste",
-                   window=f"{int(window.total_seconds())}s", compare=False)
+                   window=f"{int(window.total_seconds())}s", at=at, compare=False)
     print_cost_tables(doc)
     console.print(f"HTML report (plots, open it in a browser): {doc['report']}", highlight=False, soft_wrap=True)

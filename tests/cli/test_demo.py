@@ -60,3 +60,21 @@ def test_demo_runs_the_main_job_on_the_embedded_cluster(tmp_path: Path) -> None:
     again = subprocess.run([str(gpuaas), "demo", "--history", "1h"], env=env, capture_output=True, text=True,
                            timeout=300)
     assert again.returncode == 0, again.stderr[-3000:]
+
+
+def test_two_demos_of_one_seed_print_the_same_figures(tmp_path: Path) -> None:
+    """The cycle runs at the instant the history ends, on a cluster that stands still there: a job finishing or a
+    window sliding while the steps run would make two demos of one seed disagree on the cost report."""
+    gpuaas = Path(sys.executable).with_name("gpuaas")
+
+    def figures(run: int) -> list[str]:
+        env = {**os.environ, "GPUAAS_DATA_DIR": str(tmp_path / f"data-{run}"), "COLUMNS": "200"}
+        proc = subprocess.run([str(gpuaas), "demo", "--history", "2h"], env=env, capture_output=True, text=True,
+                              timeout=300)
+        assert proc.returncode == 0, proc.stderr[-3000:]
+        cost = proc.stdout[proc.stdout.index("GPUs: $") - 20:]
+        return [line for line in cost.splitlines() if "$" in line and "HTML report" not in line]
+
+    first, second = figures(1), figures(2)
+    assert any("verified" in line for line in first) and len(first) > 10
+    assert first == second

@@ -33,6 +33,11 @@ Safety, in order:
   409) closes the intent at once, ``failed``, naming the error and, for a 403, the role to bind;
   what had landed is rolled back as above. Nothing is left open for the recovery to mistake for
   an interrupted run.
+* A patch whose answer is lost (``INDEFINITE``: it may have landed) is read back: landed, it is
+  audited and rolled back with the rest; not landed, the apply stops as above. When the read-back
+  fails too, nothing is rolled back or closed on a guess: the plan stays open, the result says so,
+  and the next run's recovery settles it from the objects (a rollback the recovery finds landed
+  without its row is audited then).
 """
 
 from __future__ import annotations
@@ -51,8 +56,10 @@ from gpuaas.actions._quota_moves import (
     Ctx,
     Moves,
     Why,
+    audit_found,
     audit_row,
     changed_words,
+    holds,
     landed,
     move,
     moved_for,
@@ -72,13 +79,16 @@ __all__ = ["FLOW", "PLAN_ACTION", "QuotaApplyResult", "apply_quota_plan", "quota
 
 RECOVERY_LOOKBACK = timedelta(days=7)
 NOT_THE_PLANS = "not the plan's"
+OPEN_WORDS = "the plan is left open: the next run's recovery reads every queue and rolls back what landed"
 
 
 @dataclass(frozen=True)
 class QuotaApplyResult:
     plan_id: int
     outcome: Outcome
-    """planned (dry-run) | applied | skipped (degraded, nothing to do) | changed (recompute) | failed"""
+    """planned (dry-run) | applied | skipped (degraded, nothing to do) | changed (recompute) | failed (closed
+    ``failed``, or, when a write's answer was lost and the queue could not be read back, left open for the next
+    run's recovery: the message says so)"""
     message: str
     patched: list[str] = field(default_factory=list)
 
@@ -148,12 +158,23 @@ def apply_quota_plan(store: Store, writer: KubeWriter, cohort: str, plan: QuotaP
             return close(Outcome.changed, f"{queue}: quota changed since the plan ({words}); recompute, never forced")
     if not moves:
         return close(Outcome.skipped, "nothing to move")
-    done, stopped = move(ctx, moves, Why.apply)
-    if stopped is None:
-        return close(Outcome.applied, f"{len(done)} patches, decreases first", done)
-    rolled, problem = move(ctx, landed(moves, len(done)), Why.rollback)
-    message = f"stopped after {len(done)} patches: {stopped}; rolled back {len(rolled)}"
-    return close(Outcome.failed, message + (f"; rollback stopped: {problem}" if problem else ""), done)
+    went = move(ctx, moves, Why.apply)
+    if went.stopped is None:
+        return close(Outcome.applied, f"{len(went.done)} patches, decreases first", went.done)
+    message = f"stopped after {len(went.done)} patches: {went.stopped}"
+    if went.unsettled:  # rolled back now, an increase that did land would leave the cohort above its capacity
+        return _left_open(ctx, f"{message}; nothing rolled back", went.done)
+    back = move(ctx, landed(moves, len(went.done)), Why.rollback)
+    message += f"; rolled back {len(back.done)}" + (f"; rollback stopped: {back.stopped}" if back.stopped else "")
+    if back.unsettled:
+        return _left_open(ctx, message, went.done)
+    return close(Outcome.failed, message, went.done)
+
+
+def _left_open(ctx: Ctx, message: str, patched: list[str]) -> QuotaApplyResult:
+    """A plan whose write may or may not have landed: no completion row (it would close the plan on a guess),
+    so the next run's recovery, which reads every queue, rolls back whatever landed. ``failed``: the run is red."""
+    return QuotaApplyResult(ctx.plan_id, Outcome.failed, f"{message}; {OPEN_WORDS}", patched)
 
 
 def recover_quota_plans(store: Store, writer: KubeWriter, *, flow_run_id: str | None, now: datetime,
@@ -174,23 +195,36 @@ def recover_quota_plans(store: Store, writer: KubeWriter, *, flow_run_id: str | 
                   records_of(intent))
         back: Moves = {}
         foreign = []
-        audited = {(r.name, f) for r in rows if r.action == CHANGE_ACTION and r.refers_to == intent.id
-                   and r.outcome == Outcome.applied for f in (r.before or {})}
+        found = []
+        mine_rows = [r for r in rows if r.action == CHANGE_ACTION and r.refers_to == intent.id]
+        audited = {(r.name, f) for r in mine_rows if r.outcome == Outcome.applied for f in (r.before or {})}
+        put_back = {(r.name, f) for r in mine_rows if r.outcome == Outcome.restored for f in (r.before or {})}
         for queue, flavors in (intent.after or {}).items():
             try:
                 obj = writer.get_cluster_scoped(KIND, queue)
             except NotFound:
                 foreign.append(f"{queue} deleted")
                 continue
-            mine, theirs = _landed_here(ctx, queue, obj, (intent.before or {}).get(queue, {}), flavors)
+            prior = (intent.before or {}).get(queue, {})
+            mine, theirs = _landed_here(ctx, queue, obj, prior, flavors)
             if mine:
                 back[queue] = mine
             foreign += theirs
             _audit_unanswered(ctx, queue, obj, {f: m for f, m in mine.items() if (queue, f) not in audited})
-        rolled, problem = move(ctx, back, Why.rollback)
-        reason = (f"recovered: the run was interrupted mid-apply; rolled back {len(rolled)} of {len(back)} queues "
-                  "that had landed" + (f"; {'; '.join(foreign)}" if foreign else "")
-                  + (f"; rollback stopped: {problem}" if problem else ""))
+            home = {f: (to, prior[f]) for f, to in flavors.items() if (queue, f) in audited - put_back
+                    and f not in mine and prior.get(f) not in (None, to)}
+            home = {f: m for f, m in home.items() if not holds(ctx, queue, obj, {f: m}, Why.rollback, target=True)}
+            if home:  # a rollback that landed but whose answer (or row) never came: the change is undone
+                audit_found(ctx, queue, obj, home, Why.rollback, "; recovered: this rollback had landed before the "
+                            "interruption (its answer or audit row never came)")
+                found.append(queue)
+        rolled = move(ctx, back, Why.rollback)
+        if rolled.unsettled:
+            continue  # a rollback patch's outcome is unknown: the next run reads the objects again
+        reason = (f"recovered: the run was interrupted mid-apply; rolled back {len(rolled.done)} of {len(back)} "
+                  "queues that had landed" + (f"; {'; '.join(foreign)}" if foreign else "")
+                  + (f"; the rollback of {', '.join(found)} had landed already (read back)" if found else "")
+                  + (f"; rollback stopped: {rolled.stopped}" if rolled.stopped else ""))
         out.append(audit_row(ctx, PLAN_ACTION, "Cohort", intent.name, Outcome.failed, reason))
     return out
 

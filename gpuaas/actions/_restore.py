@@ -32,14 +32,15 @@ from gpuaas.actions._patches import differences, left_by_stop, live_values, recl
 from gpuaas.actions._undoing import Undone
 from gpuaas.actions.reclaim import FLOW, RECOVERY_LOOKBACK
 from gpuaas.errors import Conflict, GpuaasError, NotFound
-from gpuaas.models import Outcome
+from gpuaas.models import Outcome, bounded_key
 from gpuaas.store import AuditEntry, Store
 
 __all__ = ["recover_restores", "restore_key", "restore_reclaim", "settle_restore"]
 
 
 def restore_key(reclaim_id: int) -> str:
-    return f"restore/{reclaim_id}"
+    """One key per reclaim undone: its restores are one decision, retried (bounded as every key is)."""
+    return bounded_key(f"restore/{reclaim_id}")
 
 
 def _append(store: Store, reclaim: AuditEntry, outcome: str, reason: str, flow_run_id: str | None, *,

@@ -75,7 +75,7 @@ def _row(store: Store, n: Nudge, outcome: str, reason: str, mode: Mode, flow_run
     return store.append(AuditEntry(
         flow=FLOW, flow_run_id=flow_run_id, action=f"deadline-{n.action}", kind=KIND, namespace=n.namespace,
         name=n.name, uid=uid or n.uid, mode=mode.value, outcome=outcome, reason=reason[:2000], evidence=n.evidence,
-        before=before, after=after, idempotency_key=n.idempotency_key[:200], refers_to=refers_to,
+        before=before, after=after, idempotency_key=n.idempotency_key, refers_to=refers_to,
     ))
 
 
@@ -375,8 +375,8 @@ def undo_hold(store: Store, writer: KubeWriter, row: AuditEntry, flow_run_id: st
     except (NotFound, GpuaasError) as exc:
         outcome, why = ((Outcome.skipped, "object deleted") if isinstance(exc, NotFound)
                         else (Outcome.failed, f"not released, the Workload could not be read: {exc}"))
-        done = _row(store, n, outcome, why, Mode.apply, flow_run_id, refers_to=row.id)
-        return Undone(outcome, why, done.id)
+        written = _row(store, n, outcome, why, Mode.apply, flow_run_id, refers_to=row.id)
+        return Undone(outcome, why, written.id)
     hold = _hold_on(obj)
     if not hold or hold.get("audit_id") != row.id:
         return Undone(Outcome.no_op, f"not held by audit #{row.id} any more: nothing to undo")

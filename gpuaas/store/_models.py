@@ -16,7 +16,7 @@ from sqlalchemy import JSON, Column, DateTime, Dialect, LargeBinary
 from sqlalchemy.types import TypeDecorator
 from sqlmodel import Field, SQLModel
 
-from gpuaas.models import Outcome
+from gpuaas.models import KEY_MAX_LENGTH, Outcome
 
 __all__ = ["AuditEntry", "Outcome", "QueueSample", "RunLock", "SnapshotRecord", "TenantSample", "UTCDateTime", "utc_now"]
 
@@ -66,8 +66,9 @@ class AuditEntry(SQLModel, table=True):
     evidence: dict[str, Any] = Field(default_factory=dict, sa_column=Column(JSON, nullable=False))
     before: dict[str, Any] | None = Field(default=None, sa_column=Column(JSON, nullable=True))
     after: dict[str, Any] | None = Field(default=None, sa_column=Column(JSON, nullable=True))
-    idempotency_key: str | None = Field(default=None, max_length=200, index=True)
-    """Same key, same decision: lets a re-run of the same window act once."""
+    idempotency_key: str | None = Field(default=None, max_length=KEY_MAX_LENGTH, index=True)
+    """Same key, same decision: lets a re-run of the same window act once. Built with ``gpuaas.models.bounded_key``:
+    PostgreSQL refuses a longer one (SQLite would keep it)."""
     refers_to: int | None = Field(default=None, index=True)
     """An earlier row this one completes (apply after plan) or reverses (restore)."""
     decision: str | None = Field(default=None, max_length=40)

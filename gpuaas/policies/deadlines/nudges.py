@@ -61,7 +61,7 @@ from typing import Any
 
 import pandas as pd
 
-from gpuaas.models import Outcome
+from gpuaas.models import Outcome, bounded_key
 from gpuaas.policies.deadlines.pools import PoolPlan
 from gpuaas.policies.deadlines.problem import DeadlineJob
 from gpuaas.policies.deadlines.profile import EPS
@@ -109,8 +109,10 @@ class Nudge:
 
     @property
     def idempotency_key(self) -> str:
+        """Action, Workload and release time, bounded to the audit log's column (``bounded_key``): a Workload's
+        name may be 253 characters, and a plain cut would drop the release time that tells two holds apart."""
         stamp = self.release_at.isoformat() if self.release_at else ""
-        return f"deadline-{self.action}/{self.namespace}/{self.name}/{stamp}"
+        return bounded_key(f"deadline-{self.action}/{self.namespace}/{self.name}/{stamp}")
 
 
 def parse_hold(value: object) -> dict[str, Any] | None:

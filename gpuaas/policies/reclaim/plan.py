@@ -40,7 +40,7 @@ import numpy as np
 import pandas as pd
 
 from gpuaas.instant import utc_stamp
-from gpuaas.models import Outcome, Snapshot
+from gpuaas.models import Outcome, Snapshot, bounded_key
 from gpuaas.phrases import verdict_phrase
 from gpuaas.policies.reclaim.opt_out import is_opted_out
 from gpuaas.policy import WORKLOAD_KINDS, Actuator, FreeGoal, Mode, Policy
@@ -108,8 +108,9 @@ class Decision:
 
 
 def reclaim_key(mode: Mode, kind: str, namespace: str, name: str, uid: str | None, window_end: datetime) -> str:
-    """Same mode, object and window: same decision (the window's end in UTC: one instant, one key, whatever its offset)."""
-    return f"reclaim/{mode}/{kind}/{namespace}/{name}/{uid or '-'}/{utc_stamp(window_end)}"
+    """Same mode, object and window: same decision (the window's end in UTC: one instant, one key, whatever its offset);
+    bounded to the audit log's column (``bounded_key``): a legal name can make it longer."""
+    return bounded_key(f"reclaim/{mode}/{kind}/{namespace}/{name}/{uid or '-'}/{utc_stamp(window_end)}")
 
 
 def snapshot_problem(snapshot: Snapshot, max_staleness_seconds: float,

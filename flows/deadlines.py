@@ -21,14 +21,22 @@ from typing import Any
 from prefect import flow, get_run_logger
 
 from flows._instant import UtcInstant, decision_instant, far_from_now
-from flows._outcome import busy_outcome, finished, freeze_dict
+from flows._outcome import busy_outcome, failed, finished, freeze_dict
 from flows._snapshot import snapshot_for
 from gpuaas.actions import new_holder
+from gpuaas.models import NOT_OK
 from gpuaas.operations.deadlines import DeadlinesResult
 from gpuaas.policy import Mode, WritingFlow
 from gpuaas.settings import load_settings
 from reports import frozen_lead, source_errors, with_failures
-from reports.deadlines import deadlines_headline, nudge_dicts, nudges_sentence, object_names, pool_dicts
+from reports.deadlines import (
+    deadlines_headline,
+    failures_sentence,
+    nudge_dicts,
+    nudges_sentence,
+    object_names,
+    pool_dicts,
+)
 from tasks import push_or_warn, unwalked
 from tasks.deadlines import (
     apply_deadline_nudges,
@@ -99,13 +107,14 @@ def deadlines(apply: bool = False, at: UtcInstant | None = None, nudge: bool = T
     planned = pool_dicts(plan.pools)
     held_back = f"{frozen_lead(frozen)}no hold or demotion written. " if frozen and nudge else ""
     nudges, freed = nudge_dicts(nudged.nudges), nudge_dicts(released.nudges)
-    line = with_failures(held_back + deadlines_headline(planned) + nudges_sentence(nudges, freed, mode.value),
-                         source_errors(snapshot.sources))
-    return finished({"snapshot_id": snapshot_id, "pools": planned, "pushed_samples": pushed, "mode": mode.value,
-                     "freeze": freeze_dict(frozen),
-                     "released": freed, "nudges": nudges,
-                     "objects": object_names(snapshot.workloads), "degraded": snapshot.degraded,
-                     "source_errors": source_errors(snapshot.sources)}, line)
+    line = with_failures(held_back + deadlines_headline(planned) + nudges_sentence(nudges, freed, mode.value)
+                         + failures_sentence(nudges, freed), source_errors(snapshot.sources))
+    # a hold, demotion or release refused, or one whose answer was lost and could not be read back: a red run
+    end = failed if any(n.result in NOT_OK for n in (*nudged.nudges, *released.nudges)) else finished
+    return end({"snapshot_id": snapshot_id, "pools": planned, "pushed_samples": pushed, "mode": mode.value,
+                "freeze": freeze_dict(frozen), "released": freed, "nudges": nudges,
+                "objects": object_names(snapshot.workloads), "degraded": snapshot.degraded,
+                "source_errors": source_errors(snapshot.sources)}, line)
 
 
 if __name__ == "__main__":

@@ -33,7 +33,7 @@ from flows._instant import UtcInstant, decision_instant
 from flows._outcome import busy_outcome, failed, finished, freeze_dict
 from flows._snapshot import snapshot_for
 from gpuaas.actions import new_holder
-from gpuaas.models import Outcome, Snapshot
+from gpuaas.models import NOT_OK, Snapshot
 from gpuaas.policies.reclaim import adaptive_rules, snapshot_problem
 from gpuaas.policy import FreezeOn, Mode, WritingFlow
 from gpuaas.settings import GpuaasSettings, load_settings
@@ -116,7 +116,8 @@ def reclaim(apply: bool = False, at: UtcInstant | None = None, undo: list[int] |
         logger.warning("degraded run: %s", blind)
     if settings.pushgateway_url:
         _publish_signal(settings, snapshot, idle, mode, frozen)
-    end = failed if any(r.result == Outcome.failed for r in results) else finished  # a refused write: a red run
+    # a refused write, or one whose answer was lost and could not be read back: a red run
+    end = failed if any(r.result in NOT_OK for r in results) else finished
     return end({"mode": mode.value, "snapshot_id": snapshot_id, "degraded": bool(blind) or snapshot.degraded,
                 "source_errors": source_errors(snapshot.sources), "summary": summary_line(results, snapshot),
                 "freeze": freeze_dict(frozen), "decisions": decision_dicts(results)},

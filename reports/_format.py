@@ -9,8 +9,8 @@ from typing import Any
 from gpuaas.phrases import counted, duration, verdict_phrase
 from gpuaas.policy import FreezeOn
 
-__all__ = ["BUSY_LINE", "busy_line", "counted", "duration", "frozen_lead", "said_frozen", "gpus", "grouped_notes", "source_errors",
-           "verdict_phrase", "with_failures"]
+__all__ = ["BUSY_LINE", "brief", "busy_line", "counted", "duration", "frozen_lead", "said_frozen", "gpus", "grouped_notes",
+           "source_errors", "verdict_phrase", "with_failures"]
 
 
 def gpus(value: float | None) -> str:
@@ -52,6 +52,17 @@ def source_errors(sources: Mapping[str, Any]) -> dict[str, str]:
         if not get("ok") and get("required") is not False:
             errors[name] = str(get("error") or f"{name}: no answer")
     return errors
+
+
+BRIEF_REASON = 160
+"""Characters of a refusal's reason in a headline: enough for the API server's status and what it refused."""
+
+
+def brief(reason: str, limit: int = BRIEF_REASON) -> str:
+    """``reason`` on one line, cut at a word past ``limit`` (`` …``): the first failure's reason in a headline, which
+    must stay a line; the whole reason is in the row and the artifact."""
+    said = " ".join(reason.split())
+    return said if len(said) <= limit else said[:limit - 1].rsplit(" ", 1)[0] + " …"
 
 
 def with_failures(headline: str, errors: Mapping[str, str]) -> str:

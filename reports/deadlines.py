@@ -6,12 +6,15 @@ from collections.abc import Iterable, Sequence
 from typing import Any
 
 from gpuaas.actions.deadline_holds import NudgeResult
+from gpuaas.models import Outcome
+from gpuaas.permissions import ROLES, bind_command
 from gpuaas.phrases import duration
 from gpuaas.policies.deadlines import DeadlineJob, DeadlinePlan, Inexact, PoolPlan, ScheduledJob
 from gpuaas.pushgateway import MetricFamily
+from reports._format import brief
 
-__all__ = ["deadline_metrics", "deadlines_headline", "nudge_dicts", "object_names", "plan_dict", "pool_rows",
-           "plan_rows", "pool_dicts", "verdict_sentence"]
+__all__ = ["deadline_metrics", "deadlines_headline", "failures_sentence", "nudge_dicts", "object_names", "plan_dict",
+           "pool_rows", "plan_rows", "pool_dicts", "verdict_sentence"]
 
 
 def _num(value: float | None) -> float | int | None:
@@ -204,4 +207,22 @@ def nudges_sentence(nudges: Sequence[dict[str, Any]], released: Sequence[dict[st
         parts.append(f"{what} {'written' if mode == 'apply' else 'would be written (dry-run)'}")
     if freed:
         parts.append(f"{freed} released")
+    return f" {'; '.join(parts)}." if parts else ""
+
+
+def failures_sentence(nudges: Sequence[dict[str, Any]], released: Sequence[dict[str, Any]]) -> str:
+    """`` 2 failed: patching Workload team-a/w: 403: …, bind gpuaas-deadlines (kubectl apply -f …).``: the holds,
+    demotions and releases the cluster refused, the first one's reason and the role to bind where it refused a
+    permission, then those whose answer was lost and not read back (``unknown``); empty when none. What ends the
+    run Failed, so that the red run's message says why."""
+    done = [*released, *nudges]
+    failed = [n for n in done if n["result"] == Outcome.failed]
+    unknown = sum(n["result"] == Outcome.unknown for n in done)
+    parts = []
+    if failed:
+        hint = f", {bind_command(ROLES['deadlines'])}" if any("403" in n["reason"] for n in failed) else ""
+        parts.append(f"{len(failed)} failed: {brief(failed[0]['reason'])}{hint}")
+    if unknown:
+        parts.append(f"{unknown} unknown (the write's answer was lost and the read-back failed: the next run reads "
+                     f"{'the Workload' if unknown == 1 else 'the Workloads'} again)")
     return f" {'; '.join(parts)}." if parts else ""

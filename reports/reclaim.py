@@ -14,7 +14,7 @@ from gpuaas.permissions import ROLES, bind_command
 from gpuaas.policies.reclaim import blind_run_line
 from gpuaas.policy import HELD_BACK, FreezeOn
 from gpuaas.pushgateway import MetricFamily
-from reports._format import busy_line, counted, duration, frozen_lead, said_frozen, source_errors, with_failures
+from reports._format import brief, busy_line, counted, duration, frozen_lead, said_frozen, source_errors, with_failures
 
 __all__ = ["ASSUMED_GPU_HOURLY_PRICE", "SUCCESS_METRIC", "blind_line", "decision_dicts", "decision_rows", "evidence_lines", "gpu_price",
            "headline", "idle_metrics", "summary_line", "summary_markdown", "telemetry_counts"]
@@ -216,14 +216,20 @@ def headline(results: Sequence[ActionResult], snapshot: Snapshot, mode: str, bus
 
 def _failures(results: Sequence[ActionResult]) -> str:
     """``; 4 failed: 403 Forbidden …, bind gpuaas-reclaimer (kubectl apply -f …)``: writes the cluster refused,
-    the first one's reason, and the role to bind where it refused a permission."""
+    the first one's reason, and the role to bind where it refused a permission; then the stops whose answer was
+    lost and could not be read back (``unknown``): not counted as stopped, yet they may be, so the headline
+    says so rather than read "Stopped 0" as nothing done."""
     failed = [r for r in results if r.result == Outcome.failed]
-    if not failed:
-        return ""
-    why = " ".join(failed[0].reason.split())
-    why = why if len(why) <= 160 else why[:159].rsplit(" ", 1)[0] + " …"
-    hint = f", {bind_command(ROLES['reclaim'])}" if any("403" in r.reason for r in failed) else ""
-    return f"; {len(failed)} failed: {why}{hint}"
+    unknown = sum(r.result == Outcome.unknown for r in results)
+    said = ""
+    if failed:
+        why = brief(failed[0].reason)
+        hint = f", {bind_command(ROLES['reclaim'])}" if any("403" in r.reason for r in failed) else ""
+        said = f"; {len(failed)} failed: {why}{hint}"
+    if unknown:
+        said += (f"; {unknown} unknown (the stop's answer was lost and the read-back failed: "
+                 f"it may have landed; the next run settles {'it' if unknown == 1 else 'them'} from the object)")
+    return said
 
 
 def _held_back(results: Sequence[ActionResult]) -> str:

@@ -121,12 +121,13 @@ _GOT = re.compile(r", got [^;]*$")
 """A message's closing ``, got VALUE``."""
 
 
-def fail_on_refused(refused: Sequence[str], total: int, noun: str, see: tuple[str, str]) -> None:
+def fail_on_refused(refused: Sequence[str], total: int, noun: str, see: tuple[str, str], verb: str = "failed") -> None:
     """Exit 1 when the cluster refused a write, after the run's output is printed: ``1 of 11 reclaims failed (#9);
     see its row's reason``. Not 0 (a script would read success) nor 3 (the sources answered). ``see``: where the
-    reason is, for one and for several."""
+    reason is, for one and for several; ``verb``: what became of them (``failed or unknown``, where a write's
+    answer was lost too)."""
     if refused:
-        raise fail(f"{len(refused)} of {total} {noun} failed ({', '.join(refused)}); see "
+        raise fail(f"{len(refused)} of {total} {noun} {verb} ({', '.join(refused)}); see "
                    + (see[0] if len(refused) == 1 else see[1]))
 
 

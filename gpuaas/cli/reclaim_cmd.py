@@ -20,7 +20,7 @@ from gpuaas.cli._common import (
     store_or_exit,
 )
 from gpuaas.cli._flows import run_flow
-from gpuaas.models import Outcome
+from gpuaas.models import NOT_OK, Outcome
 
 _COLUMNS = ["audit id", "workload", "tenant", "GPUs", "idle for", "action", "frees", "result", "reason"]
 
@@ -45,8 +45,10 @@ def reclaim(
     if result.get("writes_busy"):
         raise fail(result["writes_busy"])
     print_reclaim(result, format)
-    fail_on_refused([f"#{d['audit_id']}" for d in result["decisions"] if d["result"] == Outcome.failed],
-                    len(result["decisions"]), "reclaims", ("its row's reason", "their rows' reasons"))
+    not_ok = [d for d in result["decisions"] if d["result"] in NOT_OK]  # unknown: it may have landed, a person looks
+    verb = "failed" if all(d["result"] == Outcome.failed for d in not_ok) else "failed or unknown"
+    fail_on_refused([f"#{d['audit_id']}" + ("" if d["result"] == Outcome.failed else f" {d['result']}") for d in not_ok],
+                    len(result["decisions"]), "reclaims", ("its row's reason", "their rows' reasons"), verb)
     end_degraded(result)
 
 
@@ -70,7 +72,8 @@ def undo(
     format: Annotated[OutputFormat, typer.Option("--format", help="Output format.")] = OutputFormat.table,
 ) -> None:
     """Undo earlier reclaims, quota plans and deadline holds: restore the state each recorded, never over a later
-    change. Exit 1 when any was not undone (refused, failed or unknown); one undone before is a no-op."""
+    change. Exit 1 when any was not undone (refused, failed or unknown) or an id names no change gpuaas can undo (a
+    restore, a release: the refusal names the id to undo instead); one undone before, or a dry-run, is a no-op."""
     settings = settings_or_exit()
     audit_ids = list(dict.fromkeys(audit_ids))  # an id given twice is undone once, and reported once
     from flows.reclaim import reclaim as reclaim_flow
@@ -97,7 +100,8 @@ def undo(
 
 UNDONE = (Outcome.restored, Outcome.no_op)
 """An undo's results that leave the change undone: restored now, or nothing to undo (undone before, a dry-run).
-Every other (skipped: refused over a later change or a deleted object; failed; unknown) left it in place."""
+Every other (skipped: refused over a later change or a deleted object, or an id of no change gpuaas can undo;
+failed; unknown) left it in place."""
 
 
 def raise_not_undone(rows: Sequence[dict[str, Any]]) -> None:

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from enum import StrEnum
 
-__all__ = ["Outcome"]
+__all__ = ["NOT_OK", "Outcome"]
 
 
 class Outcome(StrEnum):
@@ -36,3 +36,8 @@ class Outcome(StrEnum):
     open = "open"
     """How an apply ended, in an incident review, when no completion row closed its intent yet: a run in
     progress, or one killed before the write's answer (the next run's recovery closes it)."""
+
+
+NOT_OK: frozenset[Outcome] = frozenset({Outcome.failed, Outcome.unknown})
+"""A write's results that end its run Failed and its command with exit 1: refused, or without an answer that says
+whether it landed (a person looks; the next run settles it from the object). Either way not done as decided."""

@@ -12,6 +12,7 @@ from gpuaas.cli.app import app
 from gpuaas.cluster.runner import EmbeddedCluster
 from gpuaas.cluster.testbed import write_policy
 from tests.actions.reclaim_scenario import IDLE_TARGETS, target_of, writes
+from tests.lossy_proxy import lossy_proxy
 from tests.scenarios import point_at
 
 pytestmark = [pytest.mark.integration, pytest.mark.flow]
@@ -150,3 +151,25 @@ def test_an_undo_hint_pasted_with_its_full_stop_is_read_and_a_bad_id_is_named(
             assert result.exit_code == 2, result.output
             [line] = result.stderr.strip().splitlines()
             assert f"expected an audit id, a whole number from 1 (see gpuaas audit list), got {bad!r}" in line
+
+
+def test_an_apply_whose_stop_may_have_landed_unseen_exits_1_and_says_so(
+        pointed_at: EmbeddedCluster, prefect_harness: None, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The stop's answer is lost (it landed) and the read-back is refused: the result is ``unknown``. A script must
+    not read exit 0 and "Stopped 0 idle workloads" as nothing done: the object is stopped."""
+    with lossy_proxy(pointed_at.api_url) as proxy:
+        monkeypatch.setenv("GPUAAS_KUBECONFIG", str(proxy.kubeconfig(pointed_at.kubeconfig, tmp_path / "proxied")))
+        proxy.drop_response("PATCH", then_refuse=1)  # the read-back GET is reset too
+        result = CliRunner().invoke(app, ["reclaim", "--apply", "--format", "json"])
+        out = json.loads(result.stdout)
+        for d in out["decisions"]:  # as it was, for the next test: the stop did land
+            if d["result"] == "unknown":
+                assert CliRunner().invoke(app, ["undo", str(d["audit_id"])]).exit_code == 0
+    assert result.exit_code == 1, result.output
+    [unknown] = [d for d in out["decisions"] if d["result"] == "unknown"]
+    assert out["headline"] == (
+        "Stopped 0 idle workloads, freeing 0 GPUs ($0.00 per hour); 1 unknown (the stop's answer was lost and the "
+        "read-back failed: it may have landed; the next run settles it from the object).")
+    assert result.stderr.strip().splitlines()[-1] == (
+        f"error: 1 of {len(out['decisions'])} reclaims failed or unknown (#{unknown['audit_id']} unknown); "
+        "see its row's reason")

@@ -235,3 +235,31 @@ def test_apply_refuses_an_at_far_from_now_before_it_releases_or_holds(pointed_at
     assert writes(pointed_at) == before and _held(pointed_at) == held
     assert _run(undo=[applied["audit_id"]])["undo"][0]["result"] == "released"  # leaves no hold behind
     assert not _held(pointed_at)
+
+
+def test_holds_the_cluster_refuses_end_the_run_failed_and_say_why(pointed_at: EmbeddedCluster, prefect_harness: None,
+                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    """The deadlines role not bound (a 403 on every hold): as reclaim and rebalance do, the run ends Failed (the
+    failure notification, the runs list's red) and its headline counts the refusals, names the first and the role."""
+    from flows import RunFailed
+    from flows.deadlines import deadlines
+    from gpuaas.errors import Forbidden
+
+    def forbidden(self: KubeWriter, kind: str, namespace: str, name: str, body: dict[str, Any],
+                  **_: Any) -> dict[str, Any]:
+        raise Forbidden(f'workloads.kueue.x-k8s.io "{name}" is forbidden: User "system:serviceaccount:gpuaas:gpuaas" '
+                        "cannot patch resource", status=403, kind=kind, namespace=namespace, name=name,
+                        verb="patching")
+
+    monkeypatch.setattr(KubeWriter, "patch", forbidden)
+    before = writes(pointed_at)
+    state = deadlines(apply=True, at=pointed_at.clock.now(), return_state=True)
+    assert state.is_failed(), state.message
+    ended = state.result(raise_on_failure=False)
+    assert isinstance(ended, RunFailed)
+    [refused] = [n for n in ended.result["nudges"] if n["result"] == "failed"]  # the cap of 1: one hold tried
+    headline = ended.result["headline"]
+    assert state.message == headline and f" 1 failed: {refused['reason'][:40]}" in headline
+    assert headline.endswith(", bind gpuaas-deadlines (kubectl apply -f deployments/kubernetes/"
+                             "rbac-apply-deadlines.yaml).")
+    assert writes(pointed_at) == before and _held(pointed_at) == {}

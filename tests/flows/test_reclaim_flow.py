@@ -342,3 +342,42 @@ def test_apply_refuses_an_at_far_from_now_and_writes_nothing(pointed_at: Embedde
         assert writes(pointed_at) == before and len(store.audit(flow="reclaim", limit=None)) == rows
     finally:
         store.close()
+
+
+def test_a_stop_whose_answer_is_lost_and_cannot_be_read_back_ends_the_run_failed(
+        cluster: EmbeddedCluster, tmp_path: Path, prefect_harness: None, monkeypatch: pytest.MonkeyPatch) -> None:
+    """An ``unknown`` stop may have landed: a run that leaves one is red (its failure notification reaches a person),
+    and its headline counts it and says that the next run settles it, instead of "Stopped 0 idle workloads" alone.
+    (Nothing reaches the cluster here, and the store is the test's own: the open intent binds no other test.)"""
+    from flows import RunFailed
+    from flows.reclaim import reclaim
+    from gpuaas.actions import KubeWriter
+    from gpuaas.errors import TransientError
+
+    point_at(cluster, monkeypatch, data_dir=tmp_path / "data",
+             policy_file=write_policy(tmp_path / "policy.yaml", max_actions_per_run=1))
+    read, patched = KubeWriter.get, []
+
+    def lost_answer(self: KubeWriter, kind: str, namespace: str, name: str, body: dict[str, Any],
+                    **_: Any) -> dict[str, Any]:
+        patched.append(name)
+        raise TransientError(f"patching {kind} {namespace}/{name}: connection reset by peer")
+
+    def read_back(self: KubeWriter, *args: Any, **kwargs: Any) -> dict[str, Any]:
+        if patched:  # the read-back after the lost answer fails too
+            raise TransientError("reading back: connection reset by peer")
+        return read(self, *args, **kwargs)
+
+    monkeypatch.setattr(KubeWriter, "patch", lost_answer)
+    monkeypatch.setattr(KubeWriter, "get", read_back)
+    before = writes(cluster)
+    state = reclaim(apply=True, at=_at(cluster), return_state=True)
+    assert state.is_failed(), state.message
+    ended = state.result(raise_on_failure=False)
+    assert isinstance(ended, RunFailed)
+    [unknown] = [d for d in ended.result["decisions"] if d["result"] == "unknown"]
+    assert not [d for d in ended.result["decisions"] if d["result"] in ("applied", "failed")]
+    assert state.message == ended.result["headline"] == (
+        "Stopped 0 idle workloads, freeing 0 GPUs ($0.00 per hour); 1 unknown (the stop's answer was lost and the "
+        "read-back failed: it may have landed; the next run settles it from the object).")
+    assert unknown["audit_id"] and writes(cluster) == before

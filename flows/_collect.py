@@ -46,7 +46,12 @@ def collect_snapshot(at: datetime | None = None) -> dict[str, Any]:
     summary["idle_candidates"] = idle = plan.idle_candidates
     summary["unjudged"] = [u.as_dict() for u in plan.unjudged[:operation.UNJUDGED_LISTED]]
     summary["unjudged_count"] = len(plan.unjudged)
-    summary["degraded"] = snapshot.degraded
+    from gpuaas.policies.reclaim.coverage import blind_run_line  # loaded once the work has started, as its clients are
+    from reports.reclaim import telemetry_counts
+
+    unknown, judged = telemetry_counts(snapshot)
+    summary["blind"] = blind_run_line(unknown, judged, idle)
+    summary["degraded"] = snapshot.degraded or summary["blind"] is not None  # as a reclaim of it would be
     summary["required_sources"] = plan.required_sources
     summary["source_errors"] = source_errors(summary["sources"])
     publish_artifacts(unwalked(snapshot), summary, idle)
@@ -84,5 +89,5 @@ def _read_sources(settings: GpuaasSettings, now: datetime, windows: list[float])
             if not isinstance(error, BaseException):
                 error = RuntimeError(state.message or state.name)
         readings[name] = operation.failed(settings, name, error, time.monotonic() - started)  # retries included
-        logger.warning("source %s failed after retries: %s", name, readings[name][1].error)
+        logger.warning("source %s failed: %s", name, readings[name][1].error)  # retried first where that could help
     return readings

@@ -10,7 +10,7 @@ from gpuaas.phrases import counted, duration, verdict_phrase
 from gpuaas.policy import FreezeOn
 
 __all__ = ["BUSY_LINE", "brief", "busy_line", "counted", "duration", "frozen_lead", "said_frozen", "gpus", "grouped_notes",
-           "source_errors", "verdict_phrase", "with_failures"]
+           "kube_unread", "source_errors", "verdict_phrase", "with_failures"]
 
 
 def gpus(value: float | None) -> str:
@@ -63,6 +63,12 @@ def brief(reason: str, limit: int = BRIEF_REASON) -> str:
     must stay a line; the whole reason is in the row and the artifact."""
     said = " ".join(reason.split())
     return said if len(said) <= limit else said[:limit - 1].rsplit(" ", 1)[0] + " …"
+
+
+def kube_unread(sources: Mapping[str, Any]) -> bool:
+    """Whether the Kubernetes API failed this cycle: then the snapshot holds no workload and no queue, and a
+    headline must say that nothing could be read, not that there is nothing (``no workload holds a GPU``)."""
+    return "kube" in source_errors(sources)
 
 
 def with_failures(headline: str, errors: Mapping[str, str]) -> str:

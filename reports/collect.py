@@ -6,7 +6,7 @@ from typing import Any
 
 from gpuaas.models import Snapshot
 from gpuaas.pushgateway import MetricFamily
-from reports._format import counted, duration, source_errors, with_failures
+from reports._format import counted, duration, kube_unread, source_errors, with_failures
 
 __all__ = ["backlog_rows", "collect_metrics", "headline", "quality_rows", "summary_markdown"]
 
@@ -45,9 +45,15 @@ def quality_rows(snapshot: Snapshot) -> list[dict[str, Any]]:
 def headline(summary: dict[str, Any], idle_candidates: int) -> str:
     """The collect in one sentence (CLI first line, state message, summary artifact): a failed source first."""
     pending = sum(q["pending_gpus"] for q in summary["queues"])
-    first = (f"Snapshot {summary.get('snapshot_id')}: {summary['workloads']} workloads, {pending:g} GPUs waiting, "
-             f"{counted(idle_candidates, 'idle candidate')}, {_unjudged(summary)}; next: gpuaas reclaim shows what "
-             "would be stopped.")
+    if kube_unread(summary["sources"]):
+        first = (f"Snapshot {summary.get('snapshot_id')}: no workload or queue could be read, so nothing is "
+                 "judged; the next collect reads them again.")
+    else:
+        first = (f"Snapshot {summary.get('snapshot_id')}: {summary['workloads']} workloads, {pending:g} GPUs waiting, "
+                 f"{counted(idle_candidates, 'idle candidate')}, {_unjudged(summary)}; next: gpuaas reclaim shows "
+                 "what would be stopped.")
+    if summary.get("blind"):
+        first = f"Degraded snapshot: {summary['blind']}. {first}"
     return with_failures(first, source_errors(summary["sources"]))
 
 

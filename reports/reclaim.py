@@ -14,7 +14,17 @@ from gpuaas.permissions import ROLES, bind_command
 from gpuaas.policies.reclaim import blind_run_line
 from gpuaas.policy import HELD_BACK, FreezeOn
 from gpuaas.pushgateway import MetricFamily
-from reports._format import brief, busy_line, counted, duration, frozen_lead, said_frozen, source_errors, with_failures
+from reports._format import (
+    brief,
+    busy_line,
+    counted,
+    duration,
+    frozen_lead,
+    kube_unread,
+    said_frozen,
+    source_errors,
+    with_failures,
+)
 
 __all__ = ["ASSUMED_GPU_HOURLY_PRICE", "SUCCESS_METRIC", "blind_line", "decision_dicts", "decision_rows", "evidence_lines", "gpu_price",
            "headline", "idle_metrics", "summary_line", "summary_markdown", "telemetry_counts"]
@@ -194,7 +204,9 @@ def headline(results: Sequence[ActionResult], snapshot: Snapshot, mode: str, bus
     cost, _ = _hourly_cost(acted, snapshot)
     blind = blind_line(results, snapshot)
     applied = [str(r.audit_id) for r in results if r.result == Outcome.applied and r.audit_id]
-    if not results:
+    if not results and kube_unread(snapshot.sources):
+        first = said_frozen("Nothing decided: no workload could be read.", frozen)
+    elif not results:
         first = f"Nothing to reclaim (degraded): {blind}." if blind else _nothing_idle(telemetry_counts(snapshot)[1])
         first = said_frozen(first, frozen)
     elif mode != "apply" and not acted:  # every target skipped (decided before, held back, …): nothing to apply

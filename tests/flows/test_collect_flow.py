@@ -412,3 +412,22 @@ def test_a_database_holding_another_clusters_history_is_refused_before_anything_
         assert store.queue_history(datetime(2000, 1, 1, tzinfo=UTC), datetime(2100, 1, 1, tzinfo=UTC)).empty
     finally:
         store.close()
+
+
+def test_a_collect_with_no_gpu_telemetry_is_degraded_as_a_reclaim_of_it_would_be(
+        pointed_at: EmbeddedCluster, prefect_harness: None, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Prometheus answers, but the GPU metrics named are not there (a dcgm-exporter renamed or not scraped): every GPU
+    workload is unjudged. The collect says so first and is degraded (`gpuaas collect` exits 3), as reclaim is."""
+    from typer.testing import CliRunner
+
+    from gpuaas.cli.app import app
+
+    monkeypatch.setenv("GPUAAS_METRICS__GPU_ACTIVITY", "NO_SUCH_METRIC")
+    monkeypatch.setenv("GPUAAS_METRICS__GPU_UTIL_FALLBACK", "NOR_THIS_ONE")
+    done = CliRunner().invoke(app, ["collect", "--format", "json"])
+    assert done.exit_code == 3, done.output
+    import json
+
+    summary = json.loads(done.stdout)
+    assert summary["degraded"] is True and all(s["ok"] for n, s in summary["sources"].items() if n != "nvml")
+    assert summary["headline"].startswith("Degraded snapshot: telemetry incomplete for 3 of 3 GPU workloads")

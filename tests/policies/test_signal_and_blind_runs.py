@@ -107,3 +107,28 @@ def test_a_freeze_is_said_when_nothing_is_idle() -> None:
     assert headline([], _blind_snapshot(0, 2), "dry-run", frozen=frozen).splitlines()[0] == (
         "Change freeze year-end until 2027-01-04 00:00 UTC: dry-run, nothing to reclaim: none of the 2 GPU "
         "workloads is idle.")
+
+
+def test_with_the_kubernetes_api_down_the_headlines_say_nothing_was_read_not_that_there_is_nothing() -> None:
+    """No workload in the snapshot because the API did not answer is not "no workload holds a GPU"."""
+    from gpuaas.models import SourceStatus
+    from reports.collect import headline as collect_headline
+
+    down = {**OK, "kube": SourceStatus("kube", ok=False, error="Kubernetes API at https://127.0.0.1:1: connection refused")}
+    snap = Snapshot(collected_at=NOW, windows_minutes=(30.0,), sources=down, workloads=pd.DataFrame())
+    assert headline([], snap, "dry-run").splitlines()[0] == (
+        "Degraded: Kubernetes API at https://127.0.0.1:1: connection refused. Nothing decided: no workload could "
+        "be read.")
+    summary = {**snap.summary(), "snapshot_id": 16, "unjudged_count": 0}
+    assert collect_headline(summary, 0) == (
+        "Degraded: Kubernetes API at https://127.0.0.1:1: connection refused. Snapshot 16: no workload or queue "
+        "could be read, so nothing is judged; the next collect reads them again.")
+
+
+def test_a_collect_whose_gpu_workloads_all_lack_telemetry_says_so_first() -> None:
+    from reports.collect import headline as collect_headline
+
+    summary = {**_blind_snapshot(19, 0).summary(), "snapshot_id": 3, "unjudged_count": 19,
+               "blind": blind_run_line(19, 19, 0)}
+    assert collect_headline(summary, 0).startswith(
+        "Degraded snapshot: telemetry incomplete for 19 of 19 GPU workloads — nothing judged idle. Snapshot 3: ")

@@ -102,6 +102,6 @@ def grouped_notes(lines: Sequence[str], shown: int = 3, *, name_first: bool = Tr
         if len(names) == 1 or not any(names):
             out += [f"{kind} {n}: {rest}" if kind else f"{n} {rest}".lstrip() for n in names]
             continue
-        listed = ", ".join(names[:shown]) + (", …" if len(names) > shown else "")
+        listed = ", ".join(n.removesuffix(":") for n in names[:shown]) + (", …" if len(names) > shown else "")
         out.append(f"{rest} — {len(names)} {kind + 's' if kind else 'workloads'} ({listed})")
     return out

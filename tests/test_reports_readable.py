@@ -217,3 +217,8 @@ def test_the_same_note_for_several_objects_is_read_once() -> None:
     waits = [f"team-a/job-{k} waits for 4 GPUs" for k in range(4)]
     assert grouped_notes([*waits, "team-b/x is late"]) == [
         "waits for 4 GPUs — 4 workloads (team-a/job-0, team-a/job-1, team-a/job-2, …)", "team-b/x is late"]
+    # A note that names its workload before a colon lists the names without it, and reads for one as for many.
+    running = [f"ml/ray-{k}: running with no run time, so assumed to hold its GPUs" for k in range(2)]
+    assert grouped_notes([*running, "ml/one: running with no run time"]) == [
+        "running with no run time, so assumed to hold its GPUs — 2 workloads (ml/ray-0, ml/ray-1)",
+        "ml/one: running with no run time"]

@@ -59,7 +59,7 @@ def test_pools_capacity_and_who_is_planned_where() -> None:
     assert jobs["ns/run"].running_for == 600 and jobs["ns/due"].deadline == 7200 and jobs["ns/best"].deadline is None
     assert jobs["ns/run-unknown"].duration > 7200 + 60  # holds its GPUs past every deadline of the pool
     assert [j.name for j in h100.too_big] == ["ns/big"] and h100.too_big[0].gpus == 10
-    assert any("run-unknown is running with no run time" in n for n in h100.notes)
+    assert any("run-unknown: running with no run time, so assumed to hold its GPUs" in n for n in h100.notes)
     [plan] = [p for p in plan_pools([h100])]
     assert "ns/big" in plan.missed and plan.plan.feasible
 

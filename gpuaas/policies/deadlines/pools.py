@@ -254,7 +254,7 @@ def _problem(key: tuple[str, str], cap: int, entries: list[tuple[DeadlineJob | N
         assert job is not None
         if job.running_for is not None:
             if runtime is None:
-                notes.append(f"{ref} is running with no run time: assumed to hold its GPUs past every deadline")
+                notes.append(f"{ref}: running with no run time, so assumed to hold its GPUs past every deadline")
                 job = DeadlineJob(ref, job.gpus, job.running_for + max(horizon, 0.0) + 1.0, job.deadline,
                                   job.resource, job.running_for)
             held += job.gpus
@@ -264,7 +264,7 @@ def _problem(key: tuple[str, str], cap: int, entries: list[tuple[DeadlineJob | N
                 continue
         elif job.gpus > cap:
             too_big.append(replace(job, name=ref))
-            notes.append(f"{ref} asks for {job.gpus} GPUs, more than the pool's {cap}: it cannot be admitted here")
+            notes.append(f"{ref}: asks for {job.gpus} GPUs, more than the pool's {cap}, so it cannot be admitted here")
             continue
         jobs.append(job)
     past = tuple(ref for job, ref, runtime in entries

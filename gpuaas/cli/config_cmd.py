@@ -9,7 +9,7 @@ from typing import Annotated
 import typer
 from rich.markup import escape
 
-from gpuaas.cli._common import OutputFormat, console, fail, print_json, print_table, settings_or_exit
+from gpuaas.cli._common import OutputFormat, console, err_console, fail, print_json, print_table, settings_or_exit
 from gpuaas.cli._progress import progress
 from gpuaas.errors import ConfigError
 from gpuaas.policy import freezes_phrase, load_policy
@@ -68,11 +68,12 @@ def preflight(
     settings = settings_or_exit()
     with progress("reading every source once"):
         checks = run_checks(settings, writes_of=list(WRITES) if all_writes else None)
-    lead = headline(checks)
+    first = headline(checks)
     if format is OutputFormat.json:
-        print_json({"headline": lead, "checks": [c.as_dict() for c in checks]})
+        err_console.print(first, markup=False, highlight=False, soft_wrap=True)  # stdout stays one JSON document
+        print_json({"headline": first, "checks": [c.as_dict() for c in checks]})
     else:
-        console.print(lead, markup=False, highlight=False, soft_wrap=True)
+        console.print(first, markup=False, highlight=False, soft_wrap=True)
         print_table("Preflight", ["check", "verdict", "detail"], [[c.name, c.verdict.value, c.detail] for c in checks],
                     notes=("detail",))
     failed = [c.name for c in checks if c.verdict is Verdict.failed]

@@ -11,6 +11,7 @@ import typer
 from gpuaas.cli._common import (
     audit_id,
     console,
+    err_console,
     fail,
     flag_error,
     print_json,
@@ -99,6 +100,7 @@ def incident(
                                       namespaces=list(namespace or []), queues=list(queue or []), undo=undo_ids)
     markdown = result.pop("markdown")
     if format is IncidentFormat.json:
+        err_console.print(result["summary"], markup=False, highlight=False, soft_wrap=True)  # its first line
         print_json(result)
     elif format is IncidentFormat.markdown:
         typer.echo(markdown, nl=False)

@@ -69,6 +69,7 @@ def test_a_working_setup_passes_and_names_the_workloads_without_telemetry(
                                            "the flow, asks)")
     assert checks["policy against the cluster"] == ("skipped", "the policy names no tenant and no cohort")
     assert json.loads(run.stdout)["headline"] == "Preflight: 9 checks: 6 ok, 1 warning, 2 skipped."
+    assert "Preflight: 9 checks: 6 ok, 1 warning, 2 skipped." in run.stderr  # beside the JSON, as every headline
 
 
 @pytest.mark.parametrize(("env", "said"), [

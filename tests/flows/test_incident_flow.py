@@ -236,6 +236,7 @@ def test_cli_prints_the_review_as_json_table_and_markdown(incident: Incident, po
     assert {"summary", "start", "end", "fleet", "quota", "events", "actions", "notes", "undo"} <= set(doc)
     assert doc["namespaces"] == ["team-a"] and {e["namespace"] for e in doc["events"]} == {"team-a"}
     assert "markdown" not in doc and "base64" not in done.stdout
+    assert " ".join(doc["summary"].split()) in " ".join(done.stderr.split())  # its first line, beside the JSON
 
     table = _cli(*span, "--queue", "team-b-cq", "--format", "table")
     assert table.exit_code == 0, table.output

@@ -61,6 +61,9 @@ def _read_back(writer: KubeWriter, reclaim: AuditEntry) -> tuple[Outcome, str] |
         return Outcome.failed, "the object is gone"
     except GpuaasError:
         return None
+    uid = obj["metadata"].get("uid")
+    if reclaim.uid and uid != reclaim.uid:  # recreated since: its state says nothing of this restore
+        return Outcome.failed, f"the object is gone: a different object now has this name (uid {uid})"
     mark = reclaimed_by(obj)
     if mark is not None and mark.get("audit_id") == reclaim.id:
         return Outcome.failed, f"the object still carries the annotation of audit #{reclaim.id}: the restore did not land"

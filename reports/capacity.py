@@ -78,7 +78,9 @@ def _answer(capacity: Mapping[str, Any], then: str, retry: str) -> str:
     answer = (f"{capacity['sustainable_rate_rps']:g} rps sustained at {_slo(capacity)} "
               f"({capacity['per_replica_rps']:.4g} per replica, {capacity['per_gpu_rps']:.4g} per GPU)")
     if capacity["knee_rate_rps"] is None:
-        answer += f", every one of the {_rates(capacity)} held: the limit is higher, measure faster rates"
+        n = len(capacity.get("steps") or [])
+        held = "the one measured rate held" if n == 1 else f"every one of the {_rates(capacity)} held"
+        answer += f", {held}: the limit is higher, measure faster rates"
     else:
         answer += f"; {capacity['knee_rate_rps']:g} rps was the first rate to miss it"
     if capacity.get("forecast_rps") is not None:

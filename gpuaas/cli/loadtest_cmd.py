@@ -105,7 +105,7 @@ def loadtest(
 
     worst = config.max_step_seconds * len(parsed)
     result = run_flow(
-        load_test_flow, f"load test: {len(parsed)} rates x ({warmup_seconds:g}s warm-up + {step_seconds:g}s) "
+        load_test_flow, f"load test: {len(parsed)} rate{'' if len(parsed) == 1 else 's'} x ({warmup_seconds:g}s warm-up + {step_seconds:g}s) "
                         f"(at most {worst:.0f}s)",
         url=url, model=model, rates=list(parsed), slo_quantile=config.slo_quantile, slo_seconds=slo_seconds,
         prompt_tokens=prompt_tokens, output_tokens=output_tokens, max_requests_per_step=max_requests_per_step,
@@ -127,7 +127,7 @@ def loadtest(
         rows = [["sustainable rate (rps)", _fmt(capacity["sustainable_rate_rps"])],
                 ["per replica / per GPU (rps)", f"{_fmt(capacity['per_replica_rps'])} / {_fmt(capacity['per_gpu_rps'])}"],
                 ["knee: first failing rate (rps)", _fmt(capacity["knee_rate_rps"])],
-                ["requests sent", str(result["requests"])],
+                ["requests sent", f"{result['requests']:,}"],
                 ["lateness p99 (ms)", f"{result['lateness_p99_s'] * 1000:.1f}"],
                 ["why", capacity["reason"] + (f"; {result['stopped']}" if result["stopped"] else "")],
                 ["files", str(Path(result["files"]["sweep"]).parent)]]

@@ -197,7 +197,8 @@ async def _sweep(config: LoadTestConfig, progress: Callable[[dict[str, Any]], No
                 failing += 1
                 if failing >= config.failing_steps_to_stop:
                     left = len(config.rates) - step - 1
-                    run.stopped = (f"stopped after {failing} failing steps at {rate:g} rps "
-                                   f"({left} higher rates not run)")
+                    not_run = f" ({left} higher rate{'' if left == 1 else 's'} not run)" if left else ""
+                    run.stopped = (f"stopped after {failing} failing step{'' if failing == 1 else 's'} at "
+                                   f"{rate:g} rps{not_run}")
                     break
     return run

@@ -51,6 +51,14 @@ def test_capacity_with_a_forecast_ends_with_what_it_needs() -> None:
         "10 rps of demand needs 3 replicas (6 GPUs).")
 
 
+def test_capacity_of_one_rate_that_held_says_so_in_the_singular() -> None:
+    capacity = _capacity(sustainable_rate_rps=2.0, per_replica_rps=2.0, per_gpu_rps=1.0, knee_rate_rps=None,
+                         steps=[_step(2, "ok")])
+    assert capacity_headline(capacity) == (
+        "Capacity: 2 rps sustained at p95 <= 1 s and quality >= 0.99 (2 per replica, 1 per GPU), the one measured "
+        "rate held: the limit is higher, measure faster rates.")
+
+
 def test_capacity_where_every_rate_held_says_the_limit_is_higher() -> None:
     capacity = _capacity(sustainable_rate_rps=8.0, per_replica_rps=8.0, per_gpu_rps=4.0, knee_rate_rps=None,
                          steps=[_step(2, "ok"), _step(4, "ok"), _step(8, "ok")])
@@ -92,9 +100,9 @@ def test_load_test_counts_the_requests_and_sizes_a_demand_from_its_sweep(tmp_pat
 def test_a_load_test_that_stopped_early_with_no_rate_held_says_both(tmp_path: Path) -> None:
     capacity = _capacity(met=False, sustainable_rate_rps=None, per_replica_rps=None, per_gpu_rps=None,
                          knee_rate_rps=2.0, steps=[_step(2, "p95 1.5s > SLO 1s"), _step(4, "p95 2s > SLO 1s")])
-    stopped = "stopped after 2 failing steps at 4 rps (1 higher rates not run)"
+    stopped = "stopped after 2 failing steps at 4 rps (1 higher rate not run)"
     assert load_test_headline(_load_test(tmp_path, capacity=capacity, requests=600, stopped=stopped)) == (
-        "Load test: 600 requests at 2 measured rates, stopped after 2 failing steps at 4 rps (1 higher rates not "
+        "Load test: 600 requests at 2 measured rates, stopped after 2 failing steps at 4 rps (1 higher rate not "
         "run); no sustainable rate: the lowest measured rate, 2 rps, already misses p95 <= 1 s and quality >= 0.99 "
         "(p95 1.5s > SLO 1s); try lower --rates or relax --slo-seconds.")
 

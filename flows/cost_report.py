@@ -6,6 +6,8 @@ reports directory, the Pushgateway). A failed push is a warning: the report is a
 A configured OpenCost or Kubernetes API that does not answer (the money then comes from OpenCost's
 metrics in Prometheus, or is unknown; batch outcomes are unknown) makes the run degraded, as a collect
 or a reclaim is: ``degraded`` and ``source_errors`` say so, and the headline starts with the failed sources.
+So does a window without any GPU telemetry (Prometheus answered, but the GPU metrics are missing or
+renamed): its busy, idle and waste figures are unknown, and the headline starts with where none was found.
 """
 
 from __future__ import annotations
@@ -54,8 +56,10 @@ def cost_report(window: str = "1d", at: UtcInstant | None = None, compare: bool 
     doc["pushed_samples"] = pushed
     errors = {**(source_errors(windows.previous.sources) if windows.previous else {}),
               **source_errors(windows.current.sources)}
-    doc["degraded"], doc["source_errors"] = bool(errors), errors
-    headline = with_failures(cost_first_line(report), errors)
+    # no telemetry is degraded as a blind reclaim is, yet no source failed: it leads the headline, not source_errors
+    blind = {"gpu telemetry": report.telemetry_missing} if report.telemetry_missing else {}
+    doc["degraded"], doc["source_errors"] = bool(errors) or bool(blind), errors
+    headline = with_failures(cost_first_line(report), {**errors, **blind})
     # the run's name: the failed sources and the figures, not the caveat about the policy
     return finished(doc, headline, name=headline.removeprefix(NO_SERVICES))
 

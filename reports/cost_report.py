@@ -12,7 +12,7 @@ import math
 from collections.abc import Sequence
 from typing import Any
 
-from gpuaas.policies.cost import NO_OUTCOME, CostReport, comparison_note, period_complete
+from gpuaas.policies.cost import NO_OUTCOME, CostReport, comparison_note, data_short_s, period_complete
 from gpuaas.pushgateway import MetricFamily
 from reports._format import grouped_notes
 
@@ -186,17 +186,33 @@ NO_SERVICES = "The policy has no services: section, so no outcome is counted (co
 
 
 def cost_first_line(report: CostReport) -> str:
-    """What the run found, in one sentence: the window, the cost, the waste and the verified outcomes.
+    """What the run found, in one sentence: the span, the cost, the waste and the verified outcomes.
 
     A policy without services is said first: every outcome figure below would otherwise read as zero work.
+    The span is the window asked for, or the hours of data where they are fewer ("6.0 h of data in a 168 h
+    window"): the money is that of the hours the data covers. Waste the telemetry cannot tell (none of the
+    GPU-hours had any) is said to be unknown, and why, never a dollar figure.
     """
     c = report.cluster
     lead = NO_SERVICES if not report.services else ""
+    window = window_length(report.window_s)
     if not c.get("allocated_gpu_hours"):
-        return f"{lead}No GPU-hours allocated in the {window_length(report.window_s)} window: nothing to cost."
-    return (f"{lead}{window_length(report.window_s)} of GPUs: {money(c['total_cost'])} spent in all "
-            f"({money(c['gpu_cost'])} on GPUs), {money(c['waste_cost'])} of it on allocated but idle GPUs; "
+        if report.telemetry_missing and c.get("total_cost") is None:
+            return f"{lead}GPU-hours unknown in the {window} window: no GPU telemetry and no cost source."
+        return f"{lead}No GPU-hours allocated in the {window} window: nothing to cost."
+    covered = data_short_s(report)
+    span = f"{_span(covered)} of data in a {window} window" if covered is not None else f"{window} of GPUs"
+    if c.get("waste_cost") is None and c.get("total_cost") is not None:  # the money is known, the idleness is not
+        waste = "idle-GPU waste unknown (no GPU telemetry in Prometheus)"
+    else:
+        waste = f"{money(c.get('waste_cost'))} of it on allocated but idle GPUs"
+    return (f"{lead}{span}: {money(c['total_cost'])} spent in all ({money(c['gpu_cost'])} on GPUs), {waste}; "
             f"{_count(c.get('verified_requests'))} verified requests and {_jobs_in_time(c)}.")
+
+
+def _span(seconds: float) -> str:
+    """Hours of data as measured (``6.0 h``, ``45 min``): unlike the window, a measurement keeps its decimal."""
+    return f"{seconds / 3600:,.1f} h" if seconds >= 3600 else f"{seconds / 60:,.0f} min"
 
 
 def _jobs_in_time(cluster: dict[str, Any]) -> str:

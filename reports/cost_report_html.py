@@ -143,12 +143,13 @@ def cost_per_outcome_plot(report: CostReport, kind: str) -> str | None:
 def _waste_plot(report: CostReport) -> str:
     fig, ax = plt.subplots(figsize=(9, 3.2))
     names = [t["tenant"] for t in report.tenants]
-    known = all(t["waste_cost"] is not None for t in report.tenants)
-    values = [(t["waste_cost"] if known else t["idle_gpu_hours"]) or 0.0 for t in report.tenants]
-    bars = ax.bar(names, values, color="#e15759")
-    # the value on each bar: a tenant with no waste shows "$0", not a gap that could be missing data
-    ax.bar_label(bars, labels=[f"${v:,.0f}" if known else f"{v:,.1f} GPU-h" for v in values], padding=2,
-                 fontsize="small")
+    # in dollars where the cost source answered (a tenant without telemetry has no waste figure, not $0)
+    known = any(t["total_cost"] is not None for t in report.tenants)
+    figures = [t["waste_cost"] if known else t["idle_gpu_hours"] for t in report.tenants]
+    bars = ax.bar(names, [v or 0.0 for v in figures], color="#e15759")
+    # the value on each bar: a tenant with no waste shows "$0", one without telemetry "unknown", not a gap
+    ax.bar_label(bars, labels=["unknown" if v is None else f"${v:,.0f}" if known else f"{v:,.1f} GPU-h"
+                               for v in figures], padding=2, fontsize="small")
     ax.margins(y=0.15)
     ax.set_ylabel("waste ($)" if known else "idle GPU-hours (cost unknown)")
     ax.set_title("Waste by tenant: GPUs allocated but idle")
@@ -186,8 +187,8 @@ def _headline(report: CostReport) -> str:
 def render_html(report: CostReport, previous: CostReport | None = None) -> str:
     """The whole page; pure (the caller writes it where the settings say)."""
     title = f"GPU cost report {report.start:%Y-%m-%d %H:%M} – {report.end:%Y-%m-%d %H:%M} UTC"
-    waste_rows = [{"tenant": t["tenant"], "idle GPU-h": f"{t['idle_gpu_hours'] or 0:,.1f}",
-                   "waste": money(t["waste_cost"])} for t in report.tenants]
+    waste_rows = [{"tenant": t["tenant"], "idle GPU-h": "unknown" if t["idle_gpu_hours"] is None
+                   else f"{t['idle_gpu_hours']:,.1f}", "waste": money(t["waste_cost"])} for t in report.tenants]
     parts = [
         "<!DOCTYPE html>", '<html lang="en"><head><meta charset="utf-8">', f"<title>{html.escape(title)}</title>",
         _STYLE, "</head><body>", f"<h1>{html.escape(title)}</h1>",

@@ -4,7 +4,8 @@
 ``headline``, ``degraded`` and ``source_errors`` as every command that reads the cluster's sources);
 ``table`` prints the funnel, cost per outcome and top wasters; ``html`` prints only where the
 self-contained HTML report was written (it is written in every format). A configured OpenCost or
-Kubernetes API that did not answer ends the command with exit code 3, after its output.
+Kubernetes API that did not answer, or a window without any GPU telemetry, ends the command with exit
+code 3, after its output.
 """
 
 from __future__ import annotations

@@ -319,9 +319,10 @@ def read_cost_inputs(settings: GpuaasSettings, end: datetime, window_s: float,
     if kube.why:
         notes.append(kube.why)
     notes.extend(kube.notes)
-    # a Prometheus that fails ends the read; one that answers says how much of the window its telemetry covers
-    sources["prometheus"] = SourceStatus("prometheus", ok=True, details=data_span(
-        spans, start, period_s, days, q.span_step(period_s, interval_s)))
+    # a failing Prometheus ends the read; one that answers says how much of the window its telemetry spans, and where
+    span = data_span(spans, start, period_s, days, q.span_step(period_s, interval_s))
+    sources["prometheus"] = SourceStatus("prometheus", ok=True, details=(
+        *span, ("gpu_metrics", f"{m.gpu_activity} or {m.gpu_util_fallback}")))
     if kube.failure is not None:
         sources["kube"] = SourceStatus("kube", ok=False, error=kube.failure)
     elif settings.kubeconfig or settings.in_cluster:

@@ -193,3 +193,32 @@ def test_cli_json_with_opencost_unreachable_is_degraded(pointed: EmbeddedCluster
     assert doc["headline"] in result.stderr.splitlines()
     assert doc["cluster"]["total_cost"] is not None  # from the metrics: known, only the API failed
     assert any(n.startswith("OpenCost allocation API did not answer") for n in doc["notes"])
+
+
+def test_cli_without_gpu_telemetry_is_degraded_and_says_unknown(pointed: EmbeddedCluster, prefect_harness: None,
+                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    """The GPU metrics configured under names no exporter writes: every source answers, but the window holds no
+    GPU telemetry. The money is OpenCost's, the outcomes vLLM's and Kueue's; busy, productive and waste are
+    null / "unknown", never 0 or $0; the run is degraded (exit 3), its headline led by where it looked."""
+    from typer.testing import CliRunner
+
+    from gpuaas.cli.app import app
+
+    monkeypatch.setenv("GPUAAS_METRICS__GPU_ACTIVITY", "FOO_METRIC")
+    monkeypatch.setenv("GPUAAS_METRICS__GPU_UTIL_FALLBACK", "BAR_METRIC")
+    runner = CliRunner()
+    result = runner.invoke(app, ["cost-report", "--window", "2h", "--format", "json", "--no-compare"])
+    assert result.exit_code == 3, result.output
+    doc = json.loads(result.stdout)
+    assert doc["degraded"] is True and doc["source_errors"] == {}
+    assert doc["headline"] == ("Degraded: no GPU telemetry in Prometheus (FOO_METRIC or BAR_METRIC) in the window. "
+                               + doc["summary"])
+    assert "idle-GPU waste unknown (no GPU telemetry in Prometheus)" in doc["summary"] and "of it on" not in doc["summary"]
+    c = doc["cluster"]
+    assert c["total_cost"] and c["allocated_gpu_hours"] and c["unknown_gpu_hours"] == c["allocated_gpu_hours"]
+    for row in [c, *doc["tenants"]]:
+        assert (row["busy_gpu_hours"], row["productive_gpu_hours"], row["waste_cost"]) == (None, None, None), row
+    table = runner.invoke(app, ["cost-report", "--window", "2h", "--no-compare"])
+    assert table.exit_code == 3, table.output
+    assert table.stdout.startswith("Degraded: no GPU telemetry in Prometheus")
+    assert "$0.00" not in table.stdout and "unknown" in table.stdout

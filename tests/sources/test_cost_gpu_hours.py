@@ -164,3 +164,30 @@ def test_the_data_span_of_a_window_longer_than_the_history(prometheus: Prometheu
     whole = build_cost_report(read_cost_inputs(settings, NOW, 7200), Policy())
     assert whole.covered_s == 7200 and period_complete(whole)
     assert not any(n.startswith("data covers") for n in whole.notes)
+
+
+def test_no_gpu_telemetry_under_the_metric_names_is_unknown_and_named(prometheus: PrometheusServer,
+                                                                      tmp_path: Path) -> None:
+    """The GPU metrics configured under names the exporter does not write: Prometheus answers with no GPU
+    sample. OpenCost's metrics still say p7 held 1 GPU for the 2 h at $2 (2 GPU-h, $4); busy, idle and
+    waste are unknown, not 0, and the report says where it looked for telemetry."""
+    from gpuaas.policies.cost import build_cost_report
+    from gpuaas.policy import Policy
+    from reports.cost_report import cost_first_line
+
+    settings = load_settings(prometheus_url=prometheus.url, nvml="off", data_dir=tmp_path,
+                             metrics=MetricNames(sample_interval_seconds=60, gpu_activity="FOO_METRIC",
+                                                 gpu_util_fallback="BAR_METRIC"))
+    inputs = read_cost_inputs(settings, NOW, 7200)
+    assert inputs.gpu.empty
+    details = dict(inputs.sources["prometheus"].details)
+    assert "data_from" not in details and details["gpu_metrics"] == "FOO_METRIC or BAR_METRIC"
+    report = build_cost_report(inputs, Policy())
+    [team] = report.tenants
+    assert (team["allocated_gpu_hours"], team["unknown_gpu_hours"], team["gpu_cost"]) == (2.0, 2.0, 4.0)
+    assert (team["busy_gpu_hours"], team["idle_gpu_hours"], team["waste_cost"]) == (None, None, None)
+    assert (report.cluster["busy_gpu_hours"], report.cluster["waste_cost"]) == (None, None)
+    assert report.telemetry_missing == "no GPU telemetry in Prometheus (FOO_METRIC or BAR_METRIC) in the window"
+    assert cost_first_line(report).endswith("2 h of GPUs: $4.00 spent in all ($4.00 on GPUs), idle-GPU waste unknown "
+                                            "(no GPU telemetry in Prometheus); 0 verified requests and 0 batch jobs "
+                                            "done in time.")

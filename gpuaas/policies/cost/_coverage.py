@@ -1,30 +1,37 @@
-"""How much of a report's window its data covers: the note that says so, and whether a period is whole.
+"""How much of a report's window its data covers: the note that says so, whether a period is whole, and
+which figures a row without any telemetry cannot have.
 
 The reader (``gpuaas.sources.cost_window``) hands the span of the GPU telemetry in each period as
 Prometheus' ``SourceStatus.details``: ``data_from`` (the first telemetry in the window),
 ``span_step_s`` (the resolution of the span) and ``covered_s:<period>`` (seconds from the period's
-first to its last telemetry, one step included). Inputs built without them (by hand, in tests) say
-nothing about coverage: every figure is then taken as it is.
+first to its last telemetry, one step included), and ``gpu_metrics`` (the metrics the telemetry is read
+from, for a note that names them). Inputs built without them (by hand, in tests) say nothing about
+coverage: every figure is then taken as it is.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from gpuaas.models import CostInputs
     from gpuaas.policies.cost.report import CostReport
 
-__all__ = ["COMPLETE_SHARE", "Coverage", "comparison_note", "coverage_note", "covered_share", "period_complete",
-           "read_coverage"]
+__all__ = ["COMPLETE_SHARE", "TELEMETRY_FIGURES", "Coverage", "blind", "comparison_note", "coverage_note",
+           "covered_share", "data_short_s", "no_telemetry_line", "period_complete", "read_coverage",
+           "unknown_without_telemetry"]
 
 COMPLETE_SHARE = 0.9
 """A period whose data spans at least this share of its length is compared with the next one. A change
 against a period that held 2 minutes of data would read +100,000 %; one whose telemetry started an hour
 into a day (a restart, a short outage) still compares, off by at most a tenth, which a reader can see
 in the previous period's figures."""
+
+TELEMETRY_FIGURES = ("busy_gpu_hours", "productive_gpu_hours", "in_progress_gpu_hours", "idle_gpu_hours",
+                     "active_gpu_hours", "waste_cost")
+"""What only GPU telemetry can tell: unknown (None) for a row whose GPU-hours had none of it."""
 
 
 @dataclass(frozen=True)
@@ -37,6 +44,8 @@ class Coverage:
     step_s: float
     """The resolution of the span: a shortfall under one step is no shortfall."""
     data_from: datetime | None
+    metrics: str | None = None
+    """The GPU metrics the telemetry was looked for in (``A or B``); None where the inputs do not say."""
 
 
 def read_coverage(inputs: CostInputs) -> Coverage | None:
@@ -48,11 +57,18 @@ def read_coverage(inputs: CostInputs) -> Coverage | None:
     per = {int(k.split(":", 1)[1]): float(v) for k, v in details.items() if k.startswith("covered_s:")}
     start = details.get("data_from")
     return Coverage(sum(per.values()), per, float(details["span_step_s"]),
-                    datetime.fromisoformat(start) if start else None)
+                    datetime.fromisoformat(start) if start else None, details.get("gpu_metrics") or None)
 
 
 def _hours(seconds: float) -> str:
     return f"{seconds / 3600:,.1f} h" if seconds >= 3600 else f"{seconds / 60:,.0f} min"
+
+
+def no_telemetry_line(metrics: str | None, window_s: float | None = None) -> str:
+    """"no GPU telemetry in Prometheus (A or B) in the 6.0 h window": what the run lacks, naming where it
+    looked, so that a reader can tell a renamed or missing exporter from a quiet fleet."""
+    where = f"Prometheus ({metrics})" if metrics else "Prometheus"
+    return f"no GPU telemetry in {where} in the {_hours(window_s) + ' ' if window_s else ''}window"
 
 
 def coverage_note(cov: Coverage, window_s: float) -> str | None:
@@ -61,8 +77,9 @@ def coverage_note(cov: Coverage, window_s: float) -> str | None:
     if window_s - cov.covered_s < cov.step_s:
         return None
     if cov.data_from is None:
-        return (f"no GPU telemetry in the {_hours(window_s)} window: every figure of it is no data, "
-                "not zero")
+        # the costs and the outcomes come from other sources: only what the telemetry measures is unknown
+        return (f"{no_telemetry_line(cov.metrics, window_s)}: busy, productive, in-progress, idle and active "
+                "GPU-hours and the waste are unknown, not 0")
     return (f"data covers {_hours(cov.covered_s)} of the {_hours(window_s)} window, from "
             f"{cov.data_from:%Y-%m-%d %H:%M} UTC: the figures are those of that part, and a period without "
             "telemetry shows no data, not $0")
@@ -73,6 +90,35 @@ def covered_share(report: CostReport) -> float | None:
     if report.covered_s is None or report.window_s <= 0:
         return None
     return min(report.covered_s / report.window_s, 1.0)
+
+
+def blind(row: Any) -> bool:
+    """Whether a row held GPU-hours and none of them had telemetry (all unknown): its busy and idle hours are
+    then not 0 but unknown, and so is its waste."""
+    allocated = float(row["allocated_gpu_hours"] or 0.0)
+    return allocated > 0 and allocated - float(row["unknown_gpu_hours"] or 0.0) <= 1e-9 * allocated
+
+
+def unknown_without_telemetry(figures: dict[str, Any], row: Any, what: str, notes: list[str],
+                              window_blind: bool = False) -> None:
+    """``figures``' ``TELEMETRY_FIGURES`` set to None where ``row`` is ``blind``, with a note naming ``what``; with
+    ``window_blind`` (no telemetry anywhere in the window) every row's, without a note: the window's says it,
+    and a row that held no GPU-hours by the cost source's account is no better known without telemetry."""
+    if not window_blind and not blind(row):
+        return
+    figures.update(dict.fromkeys([k for k in TELEMETRY_FIGURES if k in figures], None))
+    if not window_blind:
+        notes.append(f"{what}: no GPU telemetry for any of its GPU-hours: busy, productive, idle and active "
+                     "GPU-hours and the waste are unknown, not 0")
+
+
+def data_short_s(report: CostReport) -> float | None:
+    """Seconds of the window the report's telemetry spans, where that is short of the window by a step or more
+    (the headline then states them, not the window asked for); None where it spans the window, spans none of
+    it (no telemetry: a figure of its own), or the report does not say."""
+    if report.covered_s is None or report.span_step_s is None or report.covered_s <= 0:
+        return None
+    return report.covered_s if report.window_s - report.covered_s >= report.span_step_s else None
 
 
 def period_complete(report: CostReport) -> bool:

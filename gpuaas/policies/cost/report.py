@@ -24,6 +24,14 @@ Kubernetes API the batch outcomes, the jobs done in time and the productive and 
 the tenants and services with batch work are None, never 0. A period without data (before the
 telemetry starts) is None in ``daily``, and a note says how much of the window the data covers.
 
+No telemetry is not idleness: where a row (a tenant, a service, the cluster) held GPU-hours none of which had
+telemetry, what the telemetry measures (busy, productive, in-progress, idle and active hours, and the
+waste) is None, never 0; ``telemetry_missing`` says why where that is the whole cluster. Where part of a
+row's hours had telemetry, its figures are those of that part, with the rest in ``unknown_gpu_hours``.
+
+Verified requests are whole numbers that add up: services to their tenant, tenants to the cluster
+(``_counts``, the largest-remainder rule); cost per outcome divides the cost shown by the outcomes shown.
+
 Only the jobs of the policy's batch services are outcomes, and only those that finished successfully
 by their ``gpuaas.io/deadline`` are verified: a job without one is counted (``no-deadline``), not
 verified. Requests and jobs are never added: a tenant (or the cluster) with both kinds of service
@@ -40,14 +48,20 @@ from typing import Any
 import pandas as pd
 
 from gpuaas.models import COST_COLS, SERVING_KEYS, CostInputs
+from gpuaas.policies.cost._counts import Outcomes, whole_verified
 from gpuaas.policies.cost._coverage import (
     COMPLETE_SHARE,
+    TELEMETRY_FIGURES,
     Coverage,
+    blind,
     comparison_note,
     coverage_note,
     covered_share,
+    data_short_s,
+    no_telemetry_line,
     period_complete,
     read_coverage,
+    unknown_without_telemetry,
 )
 from gpuaas.policies.cost.funnel import FUNNEL_COLUMNS, POD_COLUMNS, aggregate_funnel, pod_funnel
 from gpuaas.policies.cost.outcomes import BatchOutcome, batch_outcomes
@@ -64,7 +78,7 @@ from gpuaas.policies.cost.services import (
 from gpuaas.policy import Policy, ServiceOutcome
 
 __all__ = ["COMPLETE_SHARE", "NO_OUTCOME", "CostReport", "build_cost_report", "comparison_note", "cost_per_outcome",
-           "covered_share", "period_complete"]
+           "covered_share", "data_short_s", "period_complete"]
 
 NO_OUTCOME = "no verified outcome"
 
@@ -89,6 +103,11 @@ class CostReport:
     """Seconds of the window its GPU telemetry spans (per period, first to last sample); None: not recorded."""
     data_from: datetime | None = None
     """The first GPU telemetry in the window; None when there is none, or it was not recorded."""
+    span_step_s: float | None = None
+    """The resolution of ``covered_s``: a window short of it by less is spanned whole."""
+    telemetry_missing: str | None = None
+    """Why the whole cluster's busy, idle and waste figures are unknown (no GPU telemetry at all, naming where it
+    was looked for); None when some GPU-hours had telemetry. Such a run is degraded."""
 
 
 def cost_per_outcome(cost: float | None, outcomes: float | None) -> float | None:
@@ -215,6 +234,7 @@ def build_cost_report(inputs: CostInputs, policy: Policy, policy_file: str | Non
     for svc in services:
         if svc.spec.kind == "serving" and svc.requests and svc.verified is not None:
             share[(svc.spec.namespace, svc.spec.name)] = min(svc.verified / svc.requests, 1.0)
+    whole_verified(services)  # what is printed adds up; the shares above keep the estimates
     by_job = {(o.namespace, o.job): o for o in outcomes}
     # in progress: a batch service's job still running (the reader keeps batch kinds only)
     running = {(r.namespace, r.owner_name): r for r in inputs.running if of_service(r.namespace, r.owner_name)}
@@ -244,7 +264,15 @@ def build_cost_report(inputs: CostInputs, policy: Policy, policy_file: str | Non
                 extra = kueue - tenants.at[tenant.name, "allocated_gpu_hours"]
                 tenants.at[tenant.name, "allocated_gpu_hours"] = kueue
                 tenants.at[tenant.name, "unknown_gpu_hours"] += extra
-    tally = _Outcomes(services, jobs_known)
+    tally = Outcomes(services, jobs_known)
+    funnel_sums = funnel[FUNNEL_COLUMNS].sum(min_count=1)
+    missing = None
+    if coverage is not None and coverage.data_from is None and coverage.covered_s <= 0:
+        missing = no_telemetry_line(coverage.metrics)
+    elif blind(funnel_sums.fillna(0.0)):
+        missing = f"no GPU telemetry for any of the {funnel_sums['allocated_gpu_hours']:,.1f} GPU-hours allocated"
+        notes.append(f"{missing}: busy, productive, in-progress, idle and active GPU-hours and the waste are unknown, "
+                     "not 0")
     tenant_rows = []
     for name, row in tenants.sort_index().iterrows():
         verified = tally.verified(str(name))
@@ -257,6 +285,7 @@ def build_cost_report(inputs: CostInputs, policy: Policy, policy_file: str | Non
             "verified_requests": _num(tally.requests(str(name))), "verified_jobs": _num(tally.jobs(str(name))),
             **tally.unknown_hours(str(name)),
         })
+        unknown_without_telemetry(tenant_rows[-1], row, f"tenant {name}", notes, missing is not None)
     if not costs_known:
         notes.append("cost unknown: " + ("; ".join(n for n in inputs.notes if "opencost" in n.lower())
                                          or "no cost source answered") + " (the funnel is still shown, in GPU-hours)")
@@ -287,12 +316,16 @@ def build_cost_report(inputs: CostInputs, policy: Policy, policy_file: str | Non
             "in_progress_gpu_hours": None if unknown else _num(row["in_progress_gpu_hours"] or 0.0),
             **replicas(svc, inputs.capacity.get(svc.spec.name), policy.cost, notes),
         })
+        unknown_without_telemetry(service_rows[-1], row.fillna(0.0), f"service {svc.spec.name}", notes,
+                                  missing is not None)
 
     daily = _daily(inputs, services, costs_known, pods, basis, coverage)
     wasters = _wasters(funnel, costs_known)
-    cluster: dict[str, Any] = {c: _num(funnel[c].sum(min_count=1)) if c.endswith("_hours")
-                               else (_cents(funnel[c].sum(min_count=1)) if costs_known else None) for c in FUNNEL_COLUMNS}
+    cluster: dict[str, Any] = {c: _num(funnel_sums[c]) if c.endswith("_hours")
+                               else (_cents(funnel_sums[c]) if costs_known else None) for c in FUNNEL_COLUMNS}
     cluster.update(tally.unknown_hours(None))
+    if missing is not None:
+        cluster.update(dict.fromkeys(TELEMETRY_FIGURES, None))
     cluster["verified_outcomes"] = _num(tally.verified(None))
     cluster["verified_requests"] = _num(tally.requests(None))
     cluster["verified_jobs"] = _num(tally.jobs(None))
@@ -308,43 +341,8 @@ def build_cost_report(inputs: CostInputs, policy: Policy, policy_file: str | Non
         tenants=tenant_rows, services=service_rows, cluster=cluster, wasters=wasters, daily=daily, batch=batch,
         notes=list(dict.fromkeys(notes)), queries=inputs.queries, cost_basis=basis,
         covered_s=coverage.covered_s if coverage else None, data_from=coverage.data_from if coverage else None,
+        span_step_s=coverage.step_s if coverage else None, telemetry_missing=missing,
     )
-
-
-class _Outcomes:
-    """Verified requests and jobs per tenant (None: the whole cluster), never added together; None where
-    unknown (the jobs without the Kubernetes API) or where a tenant has both kinds (``verified``)."""
-
-    def __init__(self, services: list[ServiceTally], jobs_known: bool) -> None:
-        self._services = services
-        self._jobs_known = jobs_known
-
-    def _mine(self, tenant: str | None, kind: str) -> list[ServiceTally]:
-        return [s for s in self._services if s.spec.kind == kind and (tenant is None or s.tenant == tenant)]
-
-    def requests(self, tenant: str | None) -> float:
-        return sum(s.verified or 0.0 for s in self._mine(tenant, "serving"))
-
-    def jobs(self, tenant: str | None) -> float | None:
-        batch = self._mine(tenant, "batch")
-        if batch and not self._jobs_known:
-            return None
-        return sum(s.verified or 0.0 for s in batch)
-
-    def mixed(self, tenant: str | None) -> bool:
-        return bool(self._mine(tenant, "serving")) and bool(self._mine(tenant, "batch"))
-
-    def verified(self, tenant: str | None) -> float | None:
-        """The tenant's outcomes where they are of one kind; None for both kinds (a request is not a job)."""
-        if self.mixed(tenant):
-            return None
-        return self.jobs(tenant) if self._mine(tenant, "batch") else self.requests(tenant)
-
-    def unknown_hours(self, tenant: str | None) -> dict[str, None]:
-        """Productive and in-progress hours are unknown where batch outcomes are: ``{}`` where they are known."""
-        if self._jobs_known or not self._mine(tenant, "batch"):
-            return {}
-        return {"productive_gpu_hours": None, "in_progress_gpu_hours": None}
 
 
 def _periods_with_data(inputs: CostInputs, coverage: Coverage | None) -> set[int]:

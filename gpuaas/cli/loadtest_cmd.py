@@ -31,6 +31,18 @@ from reports.capacity import load_test_headline
 __all__ = ["loadtest"]
 
 
+STEP_COLUMNS = {
+    "rate_rps": "rate (rps)", "offered_rps": "offered (rps)", "achieved_ratio": "achieved", "latency_p50_s": "p50 (s)",
+    "latency_p95_s": "p95 (s)", "latency_p99_s": "p99 (s)", "ttft_p95_s": "TTFT p95 (s)", "itl_p95_s": "ITL p95 (s)",
+    "output_tokens_per_s": "tokens/s", "quality": "quality", "latency_growth": "latency growth",
+    "lateness_p99_s": "lateness p99 (s)", "client_limited": "client-limited",
+}
+"""A sweep step's fields (``sweep.csv``'s columns, the JSON's keys) and their headers in the table."""
+STEP_OPTIONAL = ("lateness p99 (s)", "client-limited", "latency growth", "ITL p95 (s)", "tokens/s", "offered (rps)",
+                 "p50 (s)", "TTFT p95 (s)", "p99 (s)")
+"""What a narrow terminal leaves out first: the client's own health, then the detail beside the SLO's quantile."""
+
+
 def _fmt(value: Any) -> str:
     if value is None:
         return "-"
@@ -120,10 +132,8 @@ def loadtest(
     if format is OutputFormat.json:
         print_json(result)
     else:
-        columns = ["rate_rps", "offered_rps", "achieved_ratio", "latency_growth", "latency_p50_s", "latency_p95_s",
-                   "latency_p99_s", "ttft_p95_s", "itl_p95_s", "output_tokens_per_s", "quality", "lateness_p99_s",
-                   "client_limited"]
-        print_table("Load test: one row per rate", columns, [[_fmt(s[c]) for c in columns] for s in result["steps"]])
+        print_table("Load test: one row per rate", list(STEP_COLUMNS.values()),
+                    [[_fmt(s[key]) for key in STEP_COLUMNS] for s in result["steps"]], optional=STEP_OPTIONAL)
         rows = [["sustainable rate (rps)", _fmt(capacity["sustainable_rate_rps"])],
                 ["per replica / per GPU (rps)", f"{_fmt(capacity['per_replica_rps'])} / {_fmt(capacity['per_gpu_rps'])}"],
                 ["knee: first failing rate (rps)", _fmt(capacity["knee_rate_rps"])],

@@ -166,3 +166,13 @@ def test_loadtest_prints_its_headline_first(flow_result: dict[str, Any], tmp_pat
     assert as_json.exit_code == 0, as_json.output
     assert as_json.stderr.splitlines()[0] == expected
     assert json.loads(as_json.stdout)["headline"] == expected
+
+
+def test_the_load_test_table_fits_80_columns_and_names_what_it_leaves_out(flow_result: dict[str, Any],
+                                                                           tmp_path: Path) -> None:
+    table = CliRunner().invoke(app, _loadtest_args(tmp_path), env={"COLUMNS": "80"})
+    assert table.exit_code == 0, table.output
+    steps = table.stdout.split("Load test: one row per rate")[1].split("(not shown at 80 columns:")[0]
+    assert max(len(line) for line in steps.splitlines()) <= 80
+    assert "rate (rps)" in table.stdout and "p95 (s)" in table.stdout and "quality" in table.stdout
+    assert "(not shown at 80 columns:" in table.stdout and "rate_rps" not in table.stdout

@@ -66,18 +66,14 @@ class DutyUnit(str, Enum):
 _REFIT_HOURS: float = ColdStartBudget.model_fields["refit_hours"].default
 _HISTORY_HOURS: float = AdaptivePolicy.model_fields["history_hours"].default
 
-_COLUMNS = (
-    "policy",
-    "window_min",
-    "pods",
-    "observed_gpu_hours",
-    "reclaimed_gpu_hours",
-    "wakeups",
-    "bound_gpu_hours",
-    "reclaims",
-    "gap_resumes",
-    "never_woke",
-)
+_COLUMNS = {
+    "policy": "policy", "window_min": "window (min)", "pods": "pods", "observed_gpu_hours": "GPU-hours observed",
+    "reclaimed_gpu_hours": "GPU-hours reclaimed", "wakeups": "wake-ups", "bound_gpu_hours": "bound (GPU-hours)",
+    "reclaims": "reclaims", "gap_resumes": "resumed after a gap", "never_woke": "never woke",
+}
+"""A replay's fields (the JSON's keys) and their headers in the table."""
+_OPTIONAL = ("resumed after a gap", "never woke", "reclaims", "bound (GPU-hours)", "pods")
+"""What a narrow terminal leaves out first: the counts behind the two figures compared, GPU-hours and wake-ups."""
 
 
 def _row(result: ReplayResult) -> list[Any]:
@@ -248,4 +244,5 @@ def reclaim(
             data["reclaims"] = _reclaim_times(runs, policy, base_s)
         print_json(data)
         return
-    print_table(f"Reclaim replay, idle <= {threshold:g} %", _COLUMNS, [_row(r) for r in results])
+    print_table(f"Reclaim replay, idle <= {threshold:g} %", list(_COLUMNS.values()), [_row(r) for r in results],
+                optional=_OPTIONAL)

@@ -165,3 +165,11 @@ def test_an_adaptive_replay_leads_with_both_rows(util_args: list[str]) -> None:
         f"{fixed['reclaimed_gpu_hours']:,.0f} for {fixed['wakeups']} wake-ups with the fixed 30-minute window; the "
         "trade at every window: the same command with --frontier.")
     assert "chosen again at 4 refit boundaries" in result.stderr.splitlines()[1]  # the refit note after it
+
+
+def test_the_table_fits_80_columns_with_its_headers_in_words(util_args: list[str]) -> None:
+    result = runner.invoke(main_app, ["replay", "reclaim", *util_args, "--adaptive"], env={"COLUMNS": "80"})
+    assert result.exit_code == 0, result.output
+    table = result.stdout.split("Reclaim replay, idle <=")[1]
+    assert max(len(line) for line in table.splitlines()) <= 80
+    assert "reclaimed" in table and "wake-ups" in table and "reclaimed_gpu_hours" not in table

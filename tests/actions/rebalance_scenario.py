@@ -14,12 +14,17 @@ team-c   8        nothing; lendingLimit 6
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
+import pytest
+
+from gpuaas.actions import KubeWriter
 from gpuaas.cluster.runner import EmbeddedCluster
-from tests.scenarios import embedded
+from gpuaas.settings import GpuaasSettings, load_settings
+from tests.scenarios import embedded, point_at
 
 HISTORY = timedelta(minutes=90)
 BUSY = {"profile": "constant", "value": 0.6}
@@ -46,3 +51,29 @@ NOMINAL = {"team-a-cq": 12, "team-b-cq": 4, "team-c-cq": 8}
 
 def rebalance_cluster(data_dir: Path) -> EmbeddedCluster:
     return embedded(data_dir, SCENARIO, seed=3, history=HISTORY)
+
+
+# The fixtures of the modules that write quotas on this fleet (``from tests.actions.rebalance_scenario import
+# cluster, settings, writer``): one fleet per module, and every test starts from the scenario's quotas and limits.
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[EmbeddedCluster]:
+    with rebalance_cluster(tmp_path_factory.mktemp("rebalance")) as running:
+        yield running
+
+
+@pytest.fixture()
+def settings(cluster: EmbeddedCluster, monkeypatch: pytest.MonkeyPatch) -> GpuaasSettings:
+    point_at(cluster, monkeypatch)
+    return load_settings()
+
+
+@pytest.fixture()
+def writer(settings: GpuaasSettings) -> Iterator[KubeWriter]:
+    with KubeWriter(settings) as w:
+        groups = {q: w.get_cluster_scoped("ClusterQueue", q)["spec"]["resourceGroups"] for q in QUEUES}
+        yield w
+        for queue in QUEUES:
+            obj = w.get_cluster_scoped("ClusterQueue", queue)
+            w.patch_cluster_scoped("ClusterQueue", queue, {
+                "metadata": {"resourceVersion": obj["metadata"]["resourceVersion"]},
+                "spec": {"resourceGroups": groups[queue]}})

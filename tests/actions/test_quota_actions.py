@@ -13,7 +13,6 @@ not block a later one.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -28,40 +27,16 @@ from gpuaas.cluster.runner import EmbeddedCluster
 from gpuaas.errors import Forbidden, NotFound
 from gpuaas.policies.quotas import QueueDemand, QuotaLimits, QuotaPlan, plan_quotas
 from gpuaas.policy import Mode
-from gpuaas.settings import GpuaasSettings, load_settings
+from gpuaas.settings import GpuaasSettings
 from gpuaas.store import Store
-from tests.actions.rebalance_scenario import NOMINAL, QUEUES, rebalance_cluster
+from tests.actions.rebalance_scenario import NOMINAL, QUEUES, cluster, settings, writer  # noqa: F401  (the fixtures)
 from tests.cluster.test_crd_schemas import crd_errors, crd_validators  # noqa: F401  (the fixture)
-from tests.scenarios import point_at
 
 GPU = ["nvidia.com/gpu"]
 LIMITS = QuotaLimits(max_step_gpus=8, max_step_percent=100, max_total_moved_gpus=32, hysteresis_gpus=1)
 KIND = "ClusterQueue"
 MANIFEST = Path(__file__).resolve().parents[2] / "deployments" / "kubernetes" / "rbac.yaml"
 BIND = "bind gpuaas-rebalancer (kubectl apply -f deployments/kubernetes/rbac-apply-rebalance.yaml)"
-
-
-@pytest.fixture(scope="module")
-def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[EmbeddedCluster]:
-    with rebalance_cluster(tmp_path_factory.mktemp("rebalance")) as running:
-        yield running
-
-
-@pytest.fixture()
-def settings(cluster: EmbeddedCluster, monkeypatch: pytest.MonkeyPatch) -> GpuaasSettings:
-    point_at(cluster, monkeypatch)
-    return load_settings()
-
-
-@pytest.fixture()
-def writer(settings: GpuaasSettings) -> Iterator[KubeWriter]:
-    with KubeWriter(settings) as w:
-        groups = {q: w.get_cluster_scoped(KIND, q)["spec"]["resourceGroups"] for q in QUEUES}
-        yield w
-        for queue in QUEUES:  # every test starts from the scenario's quotas and limits
-            obj = w.get_cluster_scoped(KIND, queue)
-            w.patch_cluster_scoped(KIND, queue, {"metadata": {"resourceVersion": obj["metadata"]["resourceVersion"]},
-                                                 "spec": {"resourceGroups": groups[queue]}})
 
 
 def set_quota(w: KubeWriter, queue: str, value: int) -> None:
@@ -91,7 +66,7 @@ def apply(store: Store, w: KubeWriter, plan: QuotaPlan, *, degraded: str | None 
 
 
 def test_apply_moves_decreases_first_under_one_audit_id_and_every_queue_stays_crd_valid(
-        store: Store, writer: KubeWriter, crd_validators: Any) -> None:  # noqa: F811
+        store: Store, writer: KubeWriter, crd_validators: Any) -> None:
     plan = the_plan(DEMAND)
     assert plan.moved_gpus == 4
     result = apply(store, writer, plan)

@@ -92,7 +92,7 @@ def set_mark(w: KubeWriter, queue: str, value: str | None) -> None:
 
 
 @pytest.fixture()
-def writer(settings: GpuaasSettings) -> Iterator[KubeWriter]:  # noqa: F811
+def writer(settings: GpuaasSettings) -> Iterator[KubeWriter]:
     """A writer on queues whose entries are the table's ``before`` (set by the test) and team-c marked by an
     earlier plan; the scenario's quotas, limits and marks are put back after each test."""
     with KubeWriter(settings) as w:
@@ -115,7 +115,7 @@ def prepare(w: KubeWriter, manage: bool) -> None:
 
 @LIMITS
 def test_undo_restores_each_moved_entry_whole_and_the_earlier_plans_mark(
-        store: Store, writer: KubeWriter, crd_validators: Any, manage: bool) -> None:  # noqa: F811
+        store: Store, writer: KubeWriter, crd_validators: Any, manage: bool) -> None:
     prepare(writer, manage)
     result = apply(store, writer, the_plan(DEMAND), manage_limits=manage)
     assert result.outcome == "applied", result.message
@@ -141,7 +141,7 @@ def test_undo_restores_each_moved_entry_whole_and_the_earlier_plans_mark(
 class RacingWriter(KubeWriter):
     """Someone sets ``queue``'s entry to ``fields`` right after gpuaas reads it before patching (a real 409)."""
 
-    def __init__(self, settings: GpuaasSettings, other: KubeWriter, queue: str, fields: dict[str, Any]) -> None:  # noqa: F811
+    def __init__(self, settings: GpuaasSettings, other: KubeWriter, queue: str, fields: dict[str, Any]) -> None:
         super().__init__(settings)
         self.other, self.queue, self.fields, self.reads = other, queue, fields, 0
 
@@ -156,7 +156,7 @@ class RacingWriter(KubeWriter):
 
 @LIMITS
 def test_a_rollback_after_a_stop_restores_each_landed_entry_whole(
-        settings: GpuaasSettings, store: Store, writer: KubeWriter, manage: bool) -> None:  # noqa: F811
+        settings: GpuaasSettings, store: Store, writer: KubeWriter, manage: bool) -> None:
     prepare(writer, manage)
     # team-c's decrease lands; then someone sets team-b's quota to 6 between gpuaas's read and its patch.
     theirs = {**BEFORE[manage][B], "nominalQuota": 6}
@@ -169,7 +169,7 @@ def test_a_rollback_after_a_stop_restores_each_landed_entry_whole(
 
 @LIMITS
 def test_a_limit_changed_between_the_read_and_the_patch_stops_the_apply(
-        settings: GpuaasSettings, store: Store, writer: KubeWriter, manage: bool) -> None:  # noqa: F811
+        settings: GpuaasSettings, store: Store, writer: KubeWriter, manage: bool) -> None:
     prepare(writer, manage)
     theirs = {**BEFORE[manage][B], "borrowingLimit": 3}  # the quota is as planned; a limit is not
     with RacingWriter(settings, writer, B, theirs) as racing:
@@ -183,7 +183,7 @@ def test_a_limit_changed_between_the_read_and_the_patch_stops_the_apply(
 class CrashingWriter(KubeWriter):
     """The process dies right after the ``after``-th patch landed (its Event, its audit row never written)."""
 
-    def __init__(self, settings: GpuaasSettings, after: int) -> None:  # noqa: F811
+    def __init__(self, settings: GpuaasSettings, after: int) -> None:
         super().__init__(settings)
         self.left = after
 
@@ -196,7 +196,7 @@ class CrashingWriter(KubeWriter):
 
 @LIMITS
 def test_the_next_runs_rollback_of_a_crashed_apply_restores_each_entry_whole(
-        settings: GpuaasSettings, store: Store, writer: KubeWriter, manage: bool) -> None:  # noqa: F811
+        settings: GpuaasSettings, store: Store, writer: KubeWriter, manage: bool) -> None:
     prepare(writer, manage)
     with CrashingWriter(settings, after=2) as crashing, pytest.raises(Crash):
         apply(store, crashing, the_plan(DEMAND), manage_limits=manage)

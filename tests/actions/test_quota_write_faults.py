@@ -69,7 +69,7 @@ class FaultyWriter(KubeWriter):
     """The ``n``-th PATCH (from 1) meets ``faults[n]``; with ``blind_after_loss`` the read that follows a lost
     answer fails too (the API unreachable for a moment)."""
 
-    def __init__(self, settings: GpuaasSettings, faults: dict[int, Callable[[Callable[[], dict[str, Any]]],  # noqa: F811
+    def __init__(self, settings: GpuaasSettings, faults: dict[int, Callable[[Callable[[], dict[str, Any]]],
                                                                         dict[str, Any]]],
                  *, blind_after_loss: bool = False) -> None:
         super().__init__(settings)
@@ -106,7 +106,7 @@ def changes(store: Store, plan_id: int) -> list[tuple[str, str, str]]:
 # -- a lost answer ---------------------------------------------------------------------------------
 
 def test_a_patch_whose_answer_was_lost_is_read_back_and_audited_as_landed(
-        cluster: EmbeddedCluster, store: Store, writer: KubeWriter, tmp_path: Path,  # noqa: F811
+        cluster: EmbeddedCluster, store: Store, writer: KubeWriter, tmp_path: Path,
         monkeypatch: pytest.MonkeyPatch) -> None:
     with lossy_proxy(cluster.api_url) as proxy:
         monkeypatch.setenv("GPUAAS_KUBECONFIG", str(proxy.kubeconfig(cluster.kubeconfig, tmp_path / "proxied")))
@@ -133,7 +133,7 @@ def test_a_patch_whose_answer_was_lost_is_read_back_and_audited_as_landed(
 
 
 def test_a_landed_patch_whose_answer_was_lost_is_rolled_back_with_the_rest(
-        settings: GpuaasSettings, store: Store, writer: KubeWriter) -> None:  # noqa: F811
+        settings: GpuaasSettings, store: Store, writer: KubeWriter) -> None:
     # team-c's decrease lands without an answer; team-b's increase is refused: team-c must go back to 8.
     with FaultyWriter(settings, {1: lose, 2: refuse}) as faulty:
         result = apply(store, faulty, the_plan(DEMAND))
@@ -145,7 +145,7 @@ def test_a_landed_patch_whose_answer_was_lost_is_rolled_back_with_the_rest(
 
 
 def test_a_lost_answer_not_read_back_leaves_the_plan_open_for_the_next_runs_recovery(
-        settings: GpuaasSettings, store: Store, writer: KubeWriter) -> None:  # noqa: F811
+        settings: GpuaasSettings, store: Store, writer: KubeWriter) -> None:
     # team-b's increase lands without an answer, and the read-back fails: whether it landed is unknown.
     with FaultyWriter(settings, {2: lose}, blind_after_loss=True) as faulty:
         result = apply(store, faulty, the_plan(DEMAND))
@@ -170,7 +170,7 @@ def test_a_lost_answer_not_read_back_leaves_the_plan_open_for_the_next_runs_reco
 
 
 def test_a_rollback_whose_answer_was_lost_and_not_read_back_is_settled_by_the_next_runs_recovery(
-        settings: GpuaasSettings, store: Store, writer: KubeWriter) -> None:  # noqa: F811
+        settings: GpuaasSettings, store: Store, writer: KubeWriter) -> None:
     # team-c's decrease lands; team-b's increase is refused; team-c's rollback lands, its answer lost, unreadable.
     with FaultyWriter(settings, {2: refuse, 3: lose}, blind_after_loss=True) as faulty:
         result = apply(store, faulty, the_plan(DEMAND))
@@ -190,7 +190,7 @@ def test_a_rollback_whose_answer_was_lost_and_not_read_back_is_settled_by_the_ne
 # -- an undo cut off --------------------------------------------------------------------------------
 
 def test_an_undo_killed_after_a_patch_landed_is_finished_by_the_next_undo(
-        settings: GpuaasSettings, store: Store, writer: KubeWriter) -> None:  # noqa: F811
+        settings: GpuaasSettings, store: Store, writer: KubeWriter) -> None:
     result = apply(store, writer, the_plan(DEMAND))
     assert result.outcome == "applied"
     with FaultyWriter(settings, {1: crash_after}) as killed, pytest.raises(Crash):
@@ -212,7 +212,7 @@ def test_an_undo_killed_after_a_patch_landed_is_finished_by_the_next_undo(
 
 
 def test_an_undo_whose_answer_was_lost_and_not_read_back_is_settled_by_the_next_undo(
-        settings: GpuaasSettings, store: Store, writer: KubeWriter) -> None:  # noqa: F811
+        settings: GpuaasSettings, store: Store, writer: KubeWriter) -> None:
     result = apply(store, writer, the_plan(DEMAND))
     with FaultyWriter(settings, {1: lose}, blind_after_loss=True) as faulty:
         [cut] = undo_entries(store, faulty, [result.plan_id])
@@ -226,7 +226,7 @@ def test_an_undo_whose_answer_was_lost_and_not_read_back_is_settled_by_the_next_
 # -- a rollback that stopped --------------------------------------------------------------------------
 
 def test_an_undo_puts_back_what_a_stopped_rollback_left_in_place(
-        settings: GpuaasSettings, store: Store, writer: KubeWriter) -> None:  # noqa: F811
+        settings: GpuaasSettings, store: Store, writer: KubeWriter) -> None:
     # team-c's decrease lands; team-b's increase is refused; the rollback of team-c meets a 503.
     with FaultyWriter(settings, {2: refuse, 3: unavailable}) as faulty:
         result = apply(store, faulty, the_plan(DEMAND))

@@ -8,52 +8,23 @@ reads as success while the change stays in place.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-
-import pytest
 from typer.testing import CliRunner
 
 from gpuaas.actions import KubeWriter, undo_entries
 from gpuaas.actions._quota_patches import gpu_nominal
 from gpuaas.actions.quotas import apply_quota_plan
 from gpuaas.cli.app import app
-from gpuaas.cluster.runner import EmbeddedCluster
 from gpuaas.models import Outcome
 from gpuaas.policies.quotas import QueueDemand, QuotaLimits, plan_quotas
 from gpuaas.policy import Mode
-from gpuaas.settings import GpuaasSettings, load_settings
 from gpuaas.store import AuditEntry, Store
-from tests.actions.rebalance_scenario import NOMINAL, QUEUES, rebalance_cluster
-from tests.scenarios import point_at
+from tests.actions.rebalance_scenario import NOMINAL, QUEUES, cluster, settings, writer  # noqa: F401  (the fixtures)
 
 GPU = ["nvidia.com/gpu"]
 KIND = "ClusterQueue"
 LIMITS = QuotaLimits(max_step_gpus=8, max_step_percent=100, max_total_moved_gpus=32, hysteresis_gpus=1)
 DEMAND = {"team-a-cq": 12.0, "team-b-cq": 8.0, "team-c-cq": 4.0}
 """team-b needs 8: +4 from team-c, the only queue above its demand."""
-
-
-@pytest.fixture(scope="module")
-def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[EmbeddedCluster]:
-    with rebalance_cluster(tmp_path_factory.mktemp("rebalance")) as running:
-        yield running
-
-
-@pytest.fixture()
-def settings(cluster: EmbeddedCluster, monkeypatch: pytest.MonkeyPatch) -> GpuaasSettings:
-    point_at(cluster, monkeypatch)
-    return load_settings()
-
-
-@pytest.fixture()
-def writer(settings: GpuaasSettings) -> Iterator[KubeWriter]:
-    with KubeWriter(settings) as w:
-        groups = {q: w.get_cluster_scoped(KIND, q)["spec"]["resourceGroups"] for q in QUEUES}
-        yield w
-        for queue in QUEUES:  # every test starts from the scenario's quotas
-            obj = w.get_cluster_scoped(KIND, queue)
-            w.patch_cluster_scoped(KIND, queue, {"metadata": {"resourceVersion": obj["metadata"]["resourceVersion"]},
-                                                 "spec": {"resourceGroups": groups[queue]}})
 
 
 def live(w: KubeWriter) -> dict[str, int]:

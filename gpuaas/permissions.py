@@ -44,16 +44,22 @@ def _accesses(verbs: Sequence[str], group: str, resources: Sequence[str]) -> tup
 _KINDS = (("ray.io", "rayclusters"), ("serving.kserve.io", "inferenceservices"), ("kubeflow.org", "notebooks"),
           ("apps", "deployments"), ("apps", "statefulsets"))
 
+_JOB_KINDS = (("batch", "jobs"), ("ray.io", "rayjobs"), ("jobset.x-k8s.io", "jobsets"), ("kubeflow.org", "pytorchjobs"),
+              ("kubeflow.org", "tfjobs"), ("kubeflow.org", "mpijobs"))
+"""The batch jobs whose deadline annotations a Workload without its own takes (``sources._deadline_owners``):
+listed, never re-read nor written."""
+
 READS: tuple[Access, ...] = (
     *_accesses(["list"], "kueue.x-k8s.io", ["clusterqueues", "localqueues", "workloads", "cohorts",
                                              "resourceflavors"]),
     Access("get", "kueue.x-k8s.io", "workloads"),
     *(a for group, resource in _KINDS for a in _accesses(["get", "list"], group, [resource])),
+    *(Access("list", group, resource) for group, resource in _JOB_KINDS),
     Access("list", "", "pods"),
     Access("get", "", "namespaces", "kube-system"),
 )
-"""What every flow reads (the collect), ``get`` on the kinds re-read before a stop or an undo, and the
-``kube-system`` Namespace, whose uid tells one cluster's history from another's in the store."""
+"""What every flow reads (the collect), ``get`` on the kinds re-read before a stop or an undo, the batch jobs'
+deadlines, and the ``kube-system`` Namespace, whose uid tells one cluster's history from another's in the store."""
 
 _EVENTS = Access("create", "events.k8s.io", "events")
 

@@ -315,7 +315,7 @@ def build_snapshot(
         owners["elastic"] = owners["annotations"].map(lambda a: str(a.get(ELASTIC_ANNOTATION, "")).lower() == "true")
         owners = _resolve_owner_opt_out(owners)
         workloads = _inherit_owner_opt_out(workloads, owners)
-    workloads, data_quality = deadline_columns(workloads, owners)
+    workloads, data_quality = deadline_columns(workloads)
     return Snapshot(
         collected_at=now,
         windows_minutes=tuple(float(w) for w in windows),
@@ -339,7 +339,7 @@ def kueue_snapshot(now: datetime, kube: KubeState, policy: Policy | None = None)
     The same rows ``build_snapshot`` gives for the columns the deadline plan reads, without the
     telemetry and queue views it does not read: the deadline replay builds one every flow interval.
     """
-    workloads, data_quality = deadline_columns(_workload_frame(kube, policy or Policy(), now), pd.DataFrame())
+    workloads, data_quality = deadline_columns(_workload_frame(kube, policy or Policy(), now))
     return Snapshot(collected_at=now, windows_minutes=(), sources={"kube": SourceStatus("kube", True)},
                     workloads=workloads, queues=pd.DataFrame(), quotas=_quota_frame(kube), gpus=pd.DataFrame(),
                     owners=pd.DataFrame(), costs=pd.DataFrame(), serving=pd.DataFrame(), data_quality=data_quality)

@@ -4,16 +4,16 @@ Why in the join and not in the planner: the planner is pure and takes numbers, a
 value must show up where operators read data quality (the snapshot's ``data_quality`` frame,
 with the workload and the value), whether or not a deadline plan runs this cycle.
 
-Precedence: the Workload's own annotation, else the owning job's (teams annotate the object they
-create; Kueue creates the Workload). The run time falls back to Kueue's maximum execution time,
-an upper bound.
+The values are the Workload's own annotations, else the owning job's: the Kubernetes source has
+already applied that precedence (``gpuaas.sources.kube.with_owner_deadlines``, the cost report's
+rule too). The run time falls back to Kueue's maximum execution time, an upper bound.
 """
 
 from __future__ import annotations
 
 import pandas as pd
 
-from gpuaas.sources import DEADLINE, EXPECTED_RUNTIME, parse_deadline_fields
+from gpuaas.sources import parse_deadline_fields
 
 __all__ = ["DATA_QUALITY_COLUMNS", "DEADLINE_COLUMNS", "deadline_columns"]
 
@@ -21,23 +21,9 @@ DEADLINE_COLUMNS = ("deadline_at", "runtime_seconds", "runtime_source")
 DATA_QUALITY_COLUMNS = ["kind", "namespace", "name", "field", "value", "problem"]
 
 
-def _from_owner(workloads: pd.DataFrame, owners: pd.DataFrame, key: str, column: str) -> pd.Series:
-    own = workloads[column].astype(object)
-    if owners.empty or "annotations" not in owners:
-        return own
-    keyed = owners.assign(_v=owners["annotations"].map(lambda a: a.get(key)))[["namespace", "kind", "name", "_v"]]
-    keyed = keyed.rename(columns={"kind": "owner_kind", "name": "owner_name"}).drop_duplicates(
-        ["namespace", "owner_kind", "owner_name"])
-    merged = workloads[["namespace", "owner_kind", "owner_name"]].merge(
-        keyed, on=["namespace", "owner_kind", "owner_name"], how="left")
-    return own.combine_first(pd.Series(merged["_v"].to_numpy(), index=workloads.index, dtype=object))
-
-
-def deadline_columns(workloads: pd.DataFrame, owners: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
+def deadline_columns(workloads: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
     """``workloads`` with the deadline columns filled, and one data-quality row per malformed value."""
     out = workloads.copy()
-    out["deadline"] = _from_owner(workloads, owners, DEADLINE, "deadline")
-    out["expected_runtime"] = _from_owner(workloads, owners, EXPECTED_RUNTIME, "expected_runtime")
     if "max_exec_time" not in out:
         out["max_exec_time"] = None
     when, seconds, source, problems = [], [], [], []

@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 from datetime import timedelta
 from enum import Enum
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, model_validator
 
@@ -260,6 +260,9 @@ class Scenario(_Strict):
     pools: Annotated[list[NodePool], Field(min_length=1)]
     tenants: Annotated[list[Tenant], Field(min_length=1)]
     workloads: list[WorkloadSpec] = Field(default_factory=list)
+    objects: list[dict[str, Any]] = Field(default_factory=list)
+    """Other objects, installed as written after the queues: kinds the emulated Kueue runs nothing for, such
+    as a batch Job, RayJob, JobSet or Kubeflow job that gpuaas only lists for its deadline annotations."""
 
     @model_validator(mode="after")
     def _references(self) -> Scenario:
@@ -276,6 +279,11 @@ class Scenario(_Strict):
                     raise ValueError(f"tenants[{i}].quotas[{j}].flavor: unknown flavor {quota.flavor!r}")
                 if tenant.cohort is None and (quota.borrowing_limit is not None or quota.lending_limit is not None):
                     raise ValueError(f"tenants[{i}].quotas[{j}]: borrowing/lending limits need a cohort")
+        for i, obj in enumerate(self.objects):
+            meta = obj.get("metadata")
+            if not all(isinstance(obj.get(k), str) for k in ("apiVersion", "kind")) or not (
+                    isinstance(meta, dict) and isinstance(meta.get("name"), str)):
+                raise ValueError(f"objects[{i}]: a Kubernetes object needs apiVersion, kind and metadata.name")
         for i, wl in enumerate(self.workloads):
             if wl.tenant not in tenants:
                 raise ValueError(f"workloads[{i}].tenant: unknown tenant {wl.tenant!r} (known: {sorted(tenants)})")

@@ -8,6 +8,7 @@ of the scenario: same scenario, same objects.
 
 from __future__ import annotations
 
+import copy
 import hashlib
 from datetime import datetime, timedelta
 from typing import Any
@@ -119,7 +120,7 @@ def _cluster_queue(tenant: Tenant) -> dict[str, Any]:
 
 def fleet_objects(scenario: Scenario) -> list[dict[str, Any]]:
     """Namespaces (``kube-system`` too, as every cluster has it: its uid names the cluster), Nodes, ResourceFlavors,
-    priority classes, ClusterQueues and LocalQueues."""
+    priority classes, ClusterQueues and LocalQueues, then the scenario's other ``objects`` as written."""
     objects: list[dict[str, Any]] = [{"apiVersion": "v1", "kind": "Namespace", "metadata": {
         "name": "kube-system", "labels": {"kubernetes.io/metadata.name": "kube-system"}}}]
     for tenant in scenario.tenants:
@@ -153,6 +154,7 @@ def fleet_objects(scenario: Scenario) -> list[dict[str, Any]]:
             "metadata": {"name": tenant.lq, "namespace": tenant.ns},
             "spec": {"clusterQueue": tenant.cq},
         })
+    objects.extend(copy.deepcopy(obj) for obj in scenario.objects)
     return objects
 
 

@@ -25,6 +25,10 @@ optout         Notebook          1     gpuaas.io/reclaim: "never": excluded
 young          Notebook (team-g) 1     inside the 2 h grace period: excluded
 *-b            copies of ray, isvc, nb, dep (1 pod), sts, for the race and crash tests
 =============  ================  ====  =====================================================
+
+It also holds one batch job of each kind gpuaas lists for deadline annotations (a Job, RayJob, JobSet,
+PyTorchJob, TFJob and MPIJob, ``train-*``), each with a deadline: no queue-name label, so Kueue admits none
+of them and nothing else changes; a collect lists each kind, and reclaim never acts on one.
 """
 
 from __future__ import annotations
@@ -44,6 +48,26 @@ __all__ = ["RECLAIM_HISTORY", "RECLAIM_SCENARIO", "embedded", "reclaim_cluster",
 RECLAIM_HISTORY = timedelta(minutes=90)
 _IDLE = {"profile": "constant", "value": 0.0}
 _NO_TRAFFIC = {"model_name": "m", "requests_per_second": {"profile": "constant", "value": 0}}
+_DUE = {"gpuaas.io/deadline": "2030-01-01T00:00:00Z", "gpuaas.io/expected-runtime": "1h"}
+_JOB_TEMPLATE = {"spec": {"restartPolicy": "Never", "containers": [{"name": "main", "image": "busybox"}]}}
+
+
+def _batch_job(api_version: str, kind: str, spec: dict[str, Any]) -> dict[str, Any]:
+    name = f"train-{kind.lower()}"
+    return {"apiVersion": api_version, "kind": kind, "metadata": {"name": name, "namespace": "team-a",
+                                                                 "annotations": dict(_DUE)}, "spec": spec}
+
+
+_BATCH_JOBS = [
+    _batch_job("batch/v1", "Job", {"suspend": True, "template": _JOB_TEMPLATE}),
+    _batch_job("ray.io/v1", "RayJob", {"suspend": True, "entrypoint": "python train.py"}),
+    _batch_job("jobset.x-k8s.io/v1alpha2", "JobSet", {"suspend": True, "replicatedJobs": [
+        {"name": "workers", "replicas": 1, "template": {"spec": {"template": _JOB_TEMPLATE}}}]}),
+    *(_batch_job(f"kubeflow.org/{version}", kind, {"runPolicy": {"suspend": True}, replicas: {
+        "Worker": {"replicas": 1, "template": _JOB_TEMPLATE}}})
+      for version, kind, replicas in (("v1", "PyTorchJob", "pytorchReplicaSpecs"), ("v1", "TFJob", "tfReplicaSpecs"),
+                                      ("v2beta1", "MPIJob", "mpiReplicaSpecs"))),
+]
 RECLAIM_SCENARIO: dict[str, Any] = {
     "name": "reclaim",
     "flavors": [{"name": "h100"}],
@@ -75,6 +99,7 @@ RECLAIM_SCENARIO: dict[str, Any] = {
         {"name": "dep-b", "kind": "Deployment", "tenant": "team-a", "utilisation": _IDLE},
         {"name": "sts-b", "kind": "StatefulSet", "tenant": "team-a", "utilisation": _IDLE},
     ],
+    "objects": _BATCH_JOBS,
 }
 
 

@@ -1,10 +1,11 @@
 """The Kubernetes side of the cost report: finished and running Kueue Workloads, with their deadlines.
 
 A finished Workload is a batch outcome (its ``Finished`` condition, reason and time, and the
-deadline annotation of the Workload, else of the RayCluster that owns it: ``_DEADLINE_OWNERS``); an
-admitted, unfinished one is a job still running at the end of the window, whose hours are in progress.
-Each keeps its creation time: the attempt it belongs to. Running pods are mapped to the object that
-controls them through ``ownerReferences``, so a job's pods are known without OpenCost's allocation API.
+deadline annotation of the Workload, else of the job that owns it: ``_DEADLINE_OWNERS``, looked up as
+the snapshot looks it up, ``_deadline_owners.owner_deadlines``); an admitted, unfinished one is a job
+still running at the end of the window, whose hours are in progress. Each keeps its creation time: the
+attempt it belongs to. Running pods are mapped to the object that controls them through ``ownerReferences``,
+so a job's pods are known without OpenCost's allocation API.
 
 An elastic job's scale-up finishes its previous Workload slice (``Finished=True``, reason
 ``WorkloadSliceReplaced``) while the job goes on under the new slice: that is no outcome, and the
@@ -21,6 +22,7 @@ from typing import Any
 from gpuaas.errors import GpuaasError, NotFound
 from gpuaas.models import FinishedJob, RunningJob
 from gpuaas.settings import GpuaasSettings
+from gpuaas.sources._deadline_owners import JOB_OWNERS, DeadlineTable, OwnerKind, owner_deadlines, read_deadline_owners
 from gpuaas.sources._kube_client import KubeLister, make_api_client
 from gpuaas.sources._kube_deadlines import parse_rfc3339
 from gpuaas.sources._kube_kueue import parse_time
@@ -40,22 +42,21 @@ _REPLACEMENT_FOR = "kueue.x-k8s.io/workload-slice-replacement-for"
 BATCH_KINDS = frozenset({"Job", "JobSet", "RayJob", "RayCluster", "PyTorchJob", "TFJob", "MPIJob", "XGBoostJob",
                          "PaddleJob", "JAXJob", "TrainJob"})
 """Owners of a Kueue Workload that run to an end, whose hours can be *in progress*: Kubernetes and Kubeflow
-jobs, and KubeRay's RayJob and RayCluster (a RayCluster is also where gpuaas reads a deadline its Workload
-lacks, ``_DEADLINE_OWNERS``).
+jobs, and KubeRay's RayJob and RayCluster (each the object whose deadline a Workload without one takes,
+``_DEADLINE_OWNERS``, where the kind is listed).
 An InferenceService, Notebook, Deployment or StatefulSet is admitted for good: it never finishes, so its
 busy hours without a verified outcome are just that, never "in progress"."""
-_DEADLINE_OWNERS = (("RayCluster", "ray.io", "v1", "rayclusters"),)
-"""Batch job kinds whose deadline annotation is read when their Workload has none. Kueue copies no job
-annotation onto the Workload it creates by default, so a deadline on any other owner (a batch Job, RayJob,
-JobSet, Kubeflow job) is not seen: it belongs on the Workload. Each kind here is one more list per cycle."""
+_DEADLINE_OWNERS: tuple[OwnerKind, ...] = (OwnerKind("RayCluster", "ray.io", "v1", "rayclusters"), *JOB_OWNERS)
+"""The batch kinds whose deadline annotation a finished Workload without one takes: Kueue copies no job
+annotation onto the Workload it creates. Each kind is one list per report; one not installed is skipped."""
 
 
-def finished_jobs(objs: Sequence[dict[str, Any]], owner_deadlines: dict[tuple[str, str, str], str] | None = None,
+def finished_jobs(objs: Sequence[dict[str, Any]], owners: DeadlineTable | None = None,
                   notes: list[str] | None = None) -> list[FinishedJob]:
     """Kueue Workloads with ``Finished=True``: when, why, and the deadline annotation.
 
-    The deadline is read from the Workload, else from its owner (``owner_deadlines``, keyed by
-    namespace, kind, name): teams annotate the job they submit, and Kueue does not copy job
+    The deadline is read from the Workload, else from its owner (``owners``, keyed by namespace, kind,
+    name, through ``owner_deadlines``): teams annotate the job they submit, and Kueue does not copy job
     annotations onto the Workload it creates. It is parsed as the snapshot parses it (RFC 3339 with a
     zone): a value that is not is no deadline, and ``notes`` gets a line naming the object that carries
     it, so one bad annotation neither crashes the report nor passes unseen.
@@ -75,11 +76,10 @@ def finished_jobs(objs: Sequence[dict[str, Any]], owner_deadlines: dict[tuple[st
         refs = meta.get("ownerReferences") or []
         owner = next((r for r in refs if r.get("controller")), refs[0] if refs else {})
         owner_kind, owner_name = str(owner.get("kind") or ""), str(owner.get("name") or "")
-        text = (meta.get("annotations") or {}).get(DEADLINE_ANNOTATION)
-        where = f"Workload {namespace}/{name}"
-        if not text:
-            text = (owner_deadlines or {}).get((namespace, owner_kind, owner_name))
-            where = f"{owner_kind} {namespace}/{owner_name}"
+        own = meta.get("annotations") or {}
+        text = owner_deadlines(own, (namespace, owner_kind, owner_name), owners or {}).get(DEADLINE_ANNOTATION)
+        where = (f"Workload {namespace}/{name}" if DEADLINE_ANNOTATION in own
+                 else f"{owner_kind} {namespace}/{owner_name}")
         out.append(FinishedJob(
             namespace=namespace, workload=name, uid=str(meta.get("uid", "")),
             owner_kind=owner_kind or "Workload", owner_name=owner_name or name,
@@ -191,16 +191,7 @@ def read_jobs(settings: GpuaasSettings) -> Jobs:
         return Jobs(why=f"Kubernetes API: {exc}", failure=describe_failure(settings, "kube", exc))
     lister = KubeLister(api, settings)
     try:
-        deadlines: dict[tuple[str, str, str], str] = {}
-        for kind, group, version, plural in _DEADLINE_OWNERS:
-            try:
-                for obj in lister.custom_objects(group, version, plural):
-                    meta = obj.get("metadata") or {}
-                    if DEADLINE_ANNOTATION in (meta.get("annotations") or {}):
-                        deadlines[(str(meta.get("namespace", "")), kind, str(meta.get("name", "")))] = str(
-                            meta["annotations"][DEADLINE_ANNOTATION])
-            except NotFound:
-                continue
+        deadlines = read_deadline_owners(lister, _DEADLINE_OWNERS)
         owners = pod_owners(lister.running_pods())
         for version in KUEUE_VERSIONS:
             try:

@@ -129,6 +129,21 @@ def endpoint_of(settings: GpuaasSettings, name: str) -> str:
     return "this host"
 
 
+def _refused_read(exc: BaseException) -> str | None:
+    """``; list jobs.batch is refused: bind gpuaas-reader (kubectl apply -f …/rbac.yaml)`` when a list the
+    reader role grants was refused (403): the role bound lacks that rule of ``rbac.yaml``, and "forbidden"
+    alone would not say which of two dozen reads to look for, nor the file that grants it."""
+    from gpuaas.permissions import READS, ROLES, Access, bind_command
+
+    for e in _chain(exc):
+        if isinstance(e, KubeAPIError) and e.status == 403 and e.verb == "listing" and e.kind:
+            resource, _, group = e.kind.rsplit("/", 1)[0].partition(".")  # jobs.batch/v1, pods/v1
+            access = Access("list", group, resource)
+            if access in READS:
+                return f"; {access} is refused: {bind_command(ROLES['reads'])}"
+    return None
+
+
 def describe_failure(settings: GpuaasSettings, name: str, exc: BaseException) -> str:
     """``Prometheus at http://prometheus:9090: name does not resolve``."""
     if isinstance(exc, ConfigError) and name == "kube":
@@ -137,7 +152,7 @@ def describe_failure(settings: GpuaasSettings, name: str, exc: BaseException) ->
     unset = _unset(settings, name)
     if unset is not None:
         return f"{SOURCE_NAMES.get(name, name)}: {unset}"
-    words = in_words(exc)
+    words = in_words(exc) + ((_refused_read(exc) or "") if name == "kube" else "")
     if words == _UNTRUSTED and name in HTTPS_SOURCES:  # the one setting that fixes it is ours, not the system's
         words += (f" (not by one in GPUAAS_CA_FILE {settings.ca_file})" if settings.ca_file
                   else " (set GPUAAS_CA_FILE to the CA bundle that signs it)")

@@ -1,22 +1,33 @@
-"""Kubernetes source: Kueue objects, the objects that own GPU pods, and running GPU pods.
+"""Kubernetes source: Kueue objects, the objects that own GPU pods, running GPU pods, and the
+deadline annotations of the batch jobs that own Workloads.
 
 One ``ApiClient``, one paginated list per kind: the number of requests per cycle is a
 constant plus one per extra page, never one per object. Kueue is read at ``v1beta2`` and
 falls back to ``v1beta1`` when the cluster does not serve it (404 on the group version);
 field renames are normalised by the parsers. A CRD that is not installed (KServe, KubeRay,
-Kubeflow absent: 404) is reported in ``not_installed`` and is not an error.
+Kubeflow absent: 404) is reported in ``not_installed`` and is not an error; a batch job kind
+that is not installed (``_deadline_owners.JOB_OWNERS``) is only one place deadlines are not read,
+so it is skipped without a word.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, replace
+from functools import partial
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from gpuaas.errors import MalformedResponse, NotFound
 from gpuaas.models import ClusterQueue, Cohort, LocalQueue, Owner, PodGpus, ResourceFlavor, Workload
 from gpuaas.settings import GpuaasSettings
 from gpuaas.sources._concurrent import at_once
+from gpuaas.sources._deadline_owners import (
+    JOB_OWNERS,
+    DeadlineTable,
+    deadline_annotations,
+    list_deadline_owners,
+    owner_deadlines,
+)
 from gpuaas.sources._kube_errors import kube_api_error, kube_request
 from gpuaas.sources._kube_kueue import (
     parse_cluster_queue,
@@ -34,7 +45,7 @@ if TYPE_CHECKING:
     from gpuaas.sources._kube_client import KubeLister
 
 __all__ = ["DEFAULT_GPU_RESOURCES", "KUEUE_GROUP", "KubeState", "kube_api_error", "kube_request", "read_kube",
-           "with_cluster_queues"]
+           "with_cluster_queues", "with_owner_deadlines"]
 
 KUEUE_GROUP = "kueue.x-k8s.io"
 KUEUE_VERSIONS = ("v1beta2", "v1beta1")
@@ -44,10 +55,9 @@ _CRD_OWNERS = (
     ("InferenceService", "serving.kserve.io", "v1beta1", "inferenceservices"),
     ("Notebook", "kubeflow.org", "v1", "notebooks"),
 )
-"""Custom kinds that own GPU pods, listed with Deployments and StatefulSets. With them, they are also the only
-owners whose deadline annotations the snapshot reads when a Workload has none: batch Jobs, RayJobs, JobSets and
-Kubeflow jobs are not listed (each kind would be one more list per cycle and one more reader rule), and Kueue
-copies no job annotation onto its Workload, so their deadlines belong on the Workload."""
+"""Custom kinds that own GPU pods, listed with Deployments and StatefulSets: the objects reclaim acts on. A
+Workload that has no deadline annotation takes theirs, as it takes a batch job's (``JOB_OWNERS``: listed for
+their annotations alone, never acted on)."""
 
 
 @dataclass(frozen=True)
@@ -128,6 +138,22 @@ def with_cluster_queues(workloads: Iterable[Workload], local_queues: Iterable[Lo
                  for wl in workloads)
 
 
+def with_owner_deadlines(workloads: Iterable[Workload], deadlines: DeadlineTable) -> list[Workload]:
+    """Each Workload with the deadline annotations it lacks taken from its owner's (``owner_deadlines``, the
+    rule the cost report follows too): what the snapshot's deadline columns are parsed from.
+
+    Applied after ``owned_through_pods``, so a per-pod Workload of a Deployment takes the Deployment's."""
+    out = []
+    for wl in workloads:
+        key = (wl.namespace, wl.owner_kind or "", wl.owner_name or "")
+        if key not in deadlines:
+            out.append(wl)
+            continue
+        own = dict(wl.annotations)
+        out.append(replace(wl, annotations=tuple({**own, **owner_deadlines(own, key, deadlines)}.items())))
+    return out
+
+
 def _read(lister: KubeLister, gpu_resources: tuple[str, ...]) -> KubeState:
     url = lister.url
 
@@ -167,19 +193,31 @@ def _read(lister: KubeLister, gpu_resources: tuple[str, ...]) -> KubeState:
         ("deployments.apps/v1", lambda: owners_of("Deployment", lister.deployments, True)),
         ("statefulsets.apps/v1", lambda: owners_of("StatefulSet", lister.stateful_sets, True)),
     ]
+    job_reads: list[tuple[str, Callable[[], Any]]] = [
+        (kind.resource, partial(list_deadline_owners, lister, kind)) for kind in JOB_OWNERS]
     reads: list[tuple[str, Callable[[], Any]]] = [
         *((f"{p}.{KUEUE_GROUP}/{version}", lambda p=p: kueue_list(p)) for p in plurals),
         *owner_reads,
+        *job_reads,
         ("pods/v1", lambda: optional(lister.running_pods)),
     ]
     results = dict(zip((name for name, _ in reads), at_once([call for _, call in reads], workers=LISTS_AT_ONCE)))
-    missing = ([] if version is not None else [KUEUE_GROUP]) + [name for name, got in results.items() if got is None]
+    skipped = {name for name, _ in job_reads}
+    missing = ([] if version is not None else [KUEUE_GROUP]) + [
+        name for name, got in results.items() if got is None and name not in skipped]
     kueue = {p: results[f"{p}.{KUEUE_GROUP}/{version}"] or [] for p in plurals}
     owners = [o for name, _ in owner_reads for o in results[name] or []]
     pods = _parsed("Pod", url, lambda ps: parse_pods(ps, owners, gpu_resources), results["pods/v1"] or [])
 
+    deadlines: DeadlineTable = {}
+    for name, _ in job_reads:
+        deadlines.update(results[name] or {})
+    for o in owners:
+        if found := deadline_annotations(dict(o.annotations)):
+            deadlines[(o.namespace, o.kind, o.name)] = found
     local_queues = tuple(_parsed("LocalQueue", url, parse_local_queue, o) for o in kueue.get("localqueues", []))
-    workloads = with_cluster_queues(owned_through_pods(kueue.get("workloads", []), pods), local_queues)
+    workloads = with_cluster_queues(
+        with_owner_deadlines(owned_through_pods(kueue.get("workloads", []), pods), deadlines), local_queues)
     return KubeState(
         kueue_version=version,
         cluster_queues=tuple(_parsed("ClusterQueue", url, parse_cluster_queue, o) for o in cq_objs),

@@ -64,7 +64,7 @@ def test_a_working_setup_passes_and_names_the_workloads_without_telemetry(
     assert not (tmp_path / "data" / "gpuaas.db").exists()  # a check reads; it creates nothing
     # whose permissions: the embedded cluster without rules takes every caller for an admin, as a real cluster
     # takes an admin kubeconfig (the answers then say nothing of the service account's roles)
-    assert checks["permissions"] == ("ok", "as embedded-admin: allowed: the 18 reads every flow makes; no flow "
+    assert checks["permissions"] == ("ok", "as embedded-admin: allowed: the 24 reads every flow makes; no flow "
                                            "applies, so no write was asked about (--all-writes, or all_writes for "
                                            "the flow, asks)")
     assert checks["policy against the cluster"] == ("skipped", "the policy names no tenant and no cohort")
@@ -126,8 +126,8 @@ MANIFEST = Path(__file__).resolve().parents[2] / "deployments" / "kubernetes" / 
     (["gpuaas-reader", "gpuaas-reclaimer"], ("--all-writes",),
      "rebalance would write, but get clusterqueues.kueue.x-k8s.io, patch clusterqueues.kueue.x-k8s.io are "
      "refused: bind gpuaas-rebalancer (kubectl apply -f deployments/kubernetes/rbac-apply-rebalance.yaml)"),
-    ([], (), "18 of the 18 reads every flow makes are refused (list clusterqueues.kueue.x-k8s.io, list "
-             "localqueues.kueue.x-k8s.io, list workloads.kueue.x-k8s.io and 15 more): bind gpuaas-reader "
+    ([], (), "24 of the 24 reads every flow makes are refused (list clusterqueues.kueue.x-k8s.io, list "
+             "localqueues.kueue.x-k8s.io, list workloads.kueue.x-k8s.io and 21 more): bind gpuaas-reader "
              "(kubectl apply -f deployments/kubernetes/rbac.yaml)"),
 ], ids=["reclaim-applies-without-its-role", "all-writes-without-the-rebalancer", "no-role"])
 def test_a_role_missing_for_what_the_flows_do_is_named(

@@ -19,7 +19,6 @@ import yaml
 from typer.testing import CliRunner
 
 from gpuaas.cli.app import app
-
 from gpuaas.cluster.apiserver import RBACRules
 from gpuaas.cluster.runner import EmbeddedCluster
 from gpuaas.cluster.testbed import write_policy
@@ -84,7 +83,8 @@ def test_a_full_cycle_needs_every_shipped_rule_and_no_other(pointed_at: Embedded
     finally:
         pointed_at.api.rbac = None
     assert recording.refused == []
-    # Every rule is used: a RayCluster is stopped through its Workload (get, then patch spec.active).
+    # Every rule is used: a RayCluster is stopped through its Workload (get, then patch spec.active), and the
+    # batch jobs the fleet holds (train-*: a Job, RayJob, JobSet and Kubeflow jobs) are listed for their deadlines.
     assert _granted(roles) - recording.calls == set(), "rules no call needs"
 
 

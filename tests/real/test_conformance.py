@@ -7,7 +7,8 @@ reclaim of a Job's and of a RayCluster's Workload (``spec.active``): apply, seco
 with Kueue's reaction; the stop annotation of a Notebook and of an InferenceService, applied, applied again
 and undone; a client's suspend of an admitted RayCluster set back by Kueue; a real 409; a quota plan applied and undone through the real
 ClusterQueue validation and webhooks, with a pending Workload admitted and a lendingLimit lowered and put back; a quota lowered below usage;
-a deadline hold and its release; a demotion and its release; reads through ``v1beta1``.
+a deadline hold and its release; a demotion and its release; a Job's deadline read for the Workload Kueue made;
+reads through ``v1beta1``.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import httpx
+import pandas as pd
 import pytest
 
 from gpuaas.actions import KubeWriter
@@ -112,6 +114,26 @@ def test_collect_reads_the_backlog_kueue_reports(settings: GpuaasSettings, api: 
     # Kueue updates the gauge on its own schedule: a first scrape may still read 0, the next ones must say 2.
     wait_until("Prometheus scrapes kueue_pending_workloads at 2", lambda: metric() == 2, timeout=90)
     assert metric() == 2
+
+
+def test_a_jobs_deadline_reaches_the_snapshot_through_the_workload_kueue_made(settings: GpuaasSettings,
+                                                                              api: KubeHTTP) -> None:
+    """Annotated on the batch Job ``b-run``, as a team submits it: Kueue copies no annotation onto the Workload it
+    made, and the snapshot still plans that Workload with the Job's deadline and run time. The JobSet and Kubeflow
+    lists answer 404 here (no such CRD installed) and are skipped: the source stays ok."""
+    wait_until("b-run admitted", lambda: reserved(api, "Job", "b-run", B))
+    due = {"gpuaas.io/deadline": "2030-01-01T00:00:00Z", "gpuaas.io/expected-runtime": "2h"}
+    api.merge_patch("Job", "b-run", {"metadata": {"annotations": due}}, B)
+    try:
+        wl = workload_of(api, "Job", "b-run", B)
+        assert not set(due) & set(wl["metadata"].get("annotations") or {})
+        snapshot = read_snapshot(settings)
+        assert snapshot.sources["kube"].ok, snapshot.sources["kube"]
+        row = snapshot.workloads.set_index("name").loc[wl["metadata"]["name"]]
+        assert (row["owner_kind"], row["kind"]) == ("Job", "Workload")
+        assert row["deadline_at"] == pd.Timestamp("2030-01-01T00:00:00Z") and row["runtime_seconds"] == 7200
+    finally:
+        api.merge_patch("Job", "b-run", {"metadata": {"annotations": dict.fromkeys(due)}}, B)
 
 
 def _lq(api: KubeHTTP, ns: str) -> str:

@@ -152,7 +152,7 @@ def test_a_good_owner_deadline_is_read() -> None:
     wl = _owned_by(_finished_workload(), cluster)
     notes: list[str] = []
     key = ("team-a", "RayCluster", cluster["metadata"]["name"])
-    (job,) = finished_jobs([wl], {key: "2026-06-16T10:00:00Z"}, notes)
+    (job,) = finished_jobs([wl], {key: {DEADLINE: "2026-06-16T10:00:00Z"}}, notes)
     assert job.deadline == datetime(2026, 6, 16, 10, tzinfo=UTC) and notes == []
     (outcome,) = batch_outcomes([job], START, END, ["Succeeded"])
     assert outcome.verdict == "late" and job.finished_at - job.deadline == timedelta(seconds=90)

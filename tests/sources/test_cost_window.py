@@ -148,9 +148,9 @@ def test_missing_telemetry_is_unknown_not_idle(read: tuple[CostInputs, CostRepor
 
 def test_a_fixed_number_of_requests(read: tuple[CostInputs, CostReport, GpuaasSettings]) -> None:
     """6 PromQL range queries (the fallback probe; GPU hours observed, busy; serving; Kueue; when the batch
-    services' pods were last seen) + 1 OpenCost request + 3 Kubernetes lists (RayClusters, running pods,
-    Workloads; one page each)."""
-    assert read[0].queries == 10
+    services' pods were last seen) + 1 OpenCost request + 9 Kubernetes lists (the deadline owners: RayClusters and
+    the six batch job kinds; running pods, Workloads; one page each)."""
+    assert read[0].queries == 16
 
 
 def test_opencost_api_down_falls_back_to_its_metrics(fleet: EmbeddedCluster,
@@ -173,7 +173,7 @@ def test_opencost_api_down_falls_back_to_its_metrics(fleet: EmbeddedCluster,
         # ran ~18 short jobs in the window: 18 x 4 GPUs x 1/60 h x $4 = $4.8 at most on $170)
         assert {t["tenant"]: t[column] for t in report.tenants} == pytest.approx(api, rel=0.03)
     assert all(t["total_cost"] > t["gpu_cost"] for t in report.tenants if t["gpu_cost"])
-    assert inputs.queries == 6 + 1 + 1 + 3  # the failed API request and the metrics query
+    assert inputs.queries == 6 + 1 + 1 + 9  # the failed API request and the metrics query
 
 
 @pytest.fixture(scope="module")

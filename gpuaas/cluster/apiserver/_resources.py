@@ -62,6 +62,13 @@ RESOURCES: dict[str, Resource] = {
         _r("RayCluster", "ray.io", ("v1",), "rayclusters", True, True),
         _r("InferenceService", "serving.kserve.io", ("v1beta1",), "inferenceservices", True, True, "isvc"),
         _r("Notebook", "kubeflow.org", ("v1", "v1beta1"), "notebooks", True, True),
+        # Batch jobs Kueue admits: gpuaas reads only their deadline annotations; the emulated Kueue runs none.
+        _r("Job", "batch", ("v1",), "jobs", True, True),
+        _r("RayJob", "ray.io", ("v1",), "rayjobs", True, True),
+        _r("JobSet", "jobset.x-k8s.io", ("v1alpha2",), "jobsets", True, True),
+        _r("PyTorchJob", "kubeflow.org", ("v1",), "pytorchjobs", True, True),
+        _r("TFJob", "kubeflow.org", ("v1",), "tfjobs", True, True),
+        _r("MPIJob", "kubeflow.org", ("v2beta1",), "mpijobs", True, True),
         _r("Namespace", "", ("v1",), "namespaces", False, True, "ns"),
         _r("Pod", "", ("v1",), "pods", True, True, "po"),
         _r("Node", "", ("v1",), "nodes", False, True, "no"),

@@ -1,0 +1,108 @@
+"""Where a Kueue Workload's deadline annotations come from when it carries none: the job that owns it.
+
+Teams annotate what they submit (a batch Job, a RayJob, a JobSet, a Kubeflow training job, a
+RayCluster), and Kueue creates the Workload from it without copying any annotation, so a deadline
+on the job is only seen by looking the Workload's controller owner up. The snapshot (the deadline
+plan) and the cost report both do it with ``owner_deadlines``: one precedence, the Workload's own
+annotation first, key by key, so the two never disagree on a job's deadline.
+
+The batch kinds (``JOB_OWNERS``) are listed for their annotations alone: they never join the owners
+reclaim acts on (a Workload of a Job is stopped through its ``spec.active``). Each is one paginated
+list per cycle whatever the fleet size; a kind whose CRD is not installed (404) is skipped without a
+word, since most clusters run only some of these operators. A 403 is left to fail the read: the
+reader role lacks a rule, and the source's failure line names it (``sources.failures``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from gpuaas.errors import NotFound
+from gpuaas.sources._kube_deadlines import DEADLINE, EXPECTED_RUNTIME
+
+if TYPE_CHECKING:
+    from gpuaas.sources._kube_client import KubeLister
+
+__all__ = ["DEADLINE_KEYS", "JOB_OWNERS", "DeadlineTable", "OwnerKind", "OwnerKey", "deadline_annotations",
+           "list_deadline_owners", "owner_deadlines", "read_deadline_owners"]
+
+DEADLINE_KEYS = (DEADLINE, EXPECTED_RUNTIME)
+"""The annotations a Workload may take from its owner; any other (reclaim opt-out, a hold) is the Workload's own."""
+
+
+@dataclass(frozen=True)
+class OwnerKind:
+    """A kind that owns Kueue Workloads, where the API serves it."""
+
+    kind: str
+    group: str
+    version: str
+    plural: str
+
+    @property
+    def resource(self) -> str:
+        """``jobs.batch/v1``: how the lister names the list (and its errors)."""
+        return f"{self.plural}.{self.group}/{self.version}"
+
+
+JOB_OWNERS: tuple[OwnerKind, ...] = (
+    OwnerKind("Job", "batch", "v1", "jobs"),
+    OwnerKind("RayJob", "ray.io", "v1", "rayjobs"),
+    OwnerKind("JobSet", "jobset.x-k8s.io", "v1alpha2", "jobsets"),
+    OwnerKind("PyTorchJob", "kubeflow.org", "v1", "pytorchjobs"),
+    OwnerKind("TFJob", "kubeflow.org", "v1", "tfjobs"),
+    OwnerKind("MPIJob", "kubeflow.org", "v2beta1", "mpijobs"),
+)
+"""The batch jobs Kueue admits, at the version its integrations serve (MPIJob: mpi-operator's ``v2beta1``),
+read for their deadline annotations only."""
+
+OwnerKey = tuple[str, str, str]
+"""(namespace, kind, name) of an owning object."""
+DeadlineTable = dict[OwnerKey, dict[str, str]]
+"""Each owner that carries a deadline annotation -> those annotations (``DEADLINE_KEYS`` only)."""
+
+
+def deadline_annotations(annotations: Mapping[str, Any] | None) -> dict[str, str]:
+    """The ``DEADLINE_KEYS`` among ``annotations``, as text."""
+    return {key: str(annotations[key]) for key in DEADLINE_KEYS if annotations and key in annotations}
+
+
+def list_deadline_owners(lister: KubeLister, kind: OwnerKind) -> DeadlineTable | None:
+    """One paginated list of ``kind``: the deadline annotations of each object that has any; None when the
+    cluster does not serve the kind (404: its CRD is not installed)."""
+    try:
+        objs = lister.custom_objects(kind.group, kind.version, kind.plural)
+    except NotFound:
+        return None
+    table: DeadlineTable = {}
+    for obj in objs:
+        meta = obj.get("metadata") or {}
+        found = deadline_annotations(meta.get("annotations"))
+        if found:
+            table[(str(meta.get("namespace", "")), kind.kind, str(meta.get("name", "")))] = found
+    return table
+
+
+def read_deadline_owners(lister: KubeLister, kinds: Iterable[OwnerKind]) -> DeadlineTable:
+    """``list_deadline_owners`` of each kind, one after the other, in one table."""
+    table: DeadlineTable = {}
+    for kind in kinds:
+        table.update(list_deadline_owners(lister, kind) or {})
+    return table
+
+
+def owner_deadlines(own: Mapping[str, str], owner: OwnerKey | None, table: Mapping[OwnerKey, Mapping[str, str]]
+                    ) -> dict[str, str]:
+    """The deadline annotations that hold for a Workload: each of ``DEADLINE_KEYS`` from the Workload's own
+    annotations (``own``) where it has it, else from its owner's (``table[owner]``).
+
+    Key by key, so a Workload annotated with a new deadline keeps its job's run time."""
+    inherited = table.get(owner, {}) if owner is not None else {}
+    out = {}
+    for key in DEADLINE_KEYS:
+        value = own.get(key, inherited.get(key))
+        if value is not None:
+            out[key] = str(value)
+    return out

@@ -269,11 +269,17 @@ def undo_headline(restores: Sequence[UndoResult]) -> str:
     nouns = {_UNDONE_NOUNS.get(r.action or "", ("change", "changes")) for r in restores}
     noun, plural = nouns.pop() if len(nouns) == 1 else ("change", "changes")
     done = [r for r in restores if r.result == Outcome.restored]
-    rest = len(restores) - len(done)
+    idle = sum(r.result == Outcome.no_op for r in restores)
+    rest = len(restores) - len(done) - idle
+    said = []
+    if idle:
+        said.append(f"{idle} had nothing to undo (a dry-run, or undone before)")
+    if rest:
+        said.append("the other: see its row's result" if rest == 1 else f"the other {rest}: see each row's result")
+    tail = "; ".join(said)
     return (f"Restored {len(done)} of {counted(len(restores), noun, plural)}"
             + (f" (audit {', '.join(str(r.audit_id) for r in done)})." if done else ".")
-            + ("" if not rest else " The other: see its row's result." if rest == 1
-               else " The others: see each row's result."))
+            + (f" {tail[0].upper()}{tail[1:]}." if tail else ""))
 
 
 def summary_markdown(results: Sequence[ActionResult], snapshot: Snapshot, mode: str, cap: int,

@@ -108,10 +108,16 @@ def _options(command: Any) -> list[str]:
         if not opts or opts == "`--wide`":
             continue
         is_argument = type(param).__name__.endswith("Argument")
-        name = f"`{(param.name or '').upper()}` (argument)" if is_argument else opts
+        name = f"`{_argument_name(param)}` (argument)" if is_argument else opts
         help_text = " ".join((getattr(param, "help", None) or "").split()).replace("|", "\\|")
         rows.append(f"| {name} | {help_text} |")
     return rows
+
+
+def _argument_name(param: Any) -> str:
+    """``AUDIT_ID...``: an argument as ``--help`` names it (its metavar), ``...`` where it takes several."""
+    shown = (getattr(param, "metavar", None) or param.name or "").upper()
+    return shown + ("..." if getattr(param, "nargs", 1) != 1 else "")
 
 
 def _command_section(path: str, command: Any) -> list[str]:

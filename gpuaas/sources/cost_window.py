@@ -202,8 +202,9 @@ def _read_costs(settings: GpuaasSettings, prom: PromClient, start: datetime, end
             sources["opencost"] = SourceStatus("opencost", ok=True)
             return allocation_rows(frame, start, period_s, days), requests, _allocation_labels(frame)
         except GpuaasError as exc:
-            sources["opencost"] = SourceStatus("opencost", ok=False, error=describe_failure(settings, "opencost", exc))
-            notes.append(f"OpenCost allocation API did not answer ({exc}); using OpenCost's Prometheus metrics")
+            failed = describe_failure(settings, "opencost", exc)
+            sources["opencost"] = SourceStatus("opencost", ok=False, error=failed)
+            notes.append(f"{failed}; the costs are read from OpenCost's metrics in Prometheus instead")
     results = prom.query_range(q.opencost_hours_query(period_s, interval_s), start + timedelta(seconds=period_s), end,
                                period_s)
     if not results:

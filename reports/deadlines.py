@@ -151,17 +151,23 @@ def deadline_metrics(pools: Sequence[PoolPlan]) -> list[MetricFamily]:
     return [extra, risk, cap]
 
 
-def verdict_sentence(extra: dict[str, int], at_risk: int, missed: int, inexact: Iterable[Inexact | str]) -> str:
-    """The plan's answer as a sentence: ``Every deadline holds on current GPUs (exact plan).``
+def verdict_sentence(extra: dict[str, int], at_risk: int, missed: int, inexact: Iterable[Inexact | str],
+                     deadlines: int | None = None) -> str:
+    """The plan's answer as a sentence: ``All 6 deadlines hold on current GPUs (exact plan).``
 
     ``inexact``: why the plan is not proven (none: it is), ``Inexact`` or its value as in ``plan_dict``;
-    each reason is named, since each calls for a different remedy.
+    each reason is named, since each calls for a different remedy. ``deadlines``: how many jobs have one,
+    where the caller knows, so that "all hold" says of how many.
     """
     why = {Inexact(r) for r in inexact}
     how = f"heuristic plan: {'; '.join(r.words for r in Inexact if r in why)}" if why else "exact plan"
     needed = ", ".join(f"{n} {r}" for r, n in extra.items() if n)
     if not needed and not at_risk and not missed:
-        return f"Every deadline holds on current GPUs ({how})."
+        if deadlines == 0:
+            return f"No job has a deadline: nothing can be late ({how})."
+        held = {None: "Every deadline holds", 1: "The one deadline holds"}.get(deadlines,
+                                                                              f"All {deadlines} deadlines hold")
+        return f"{held} on current GPUs ({how})."
     parts = [f"{n} deadline{'' if n == 1 else 's'} {what}" for n, what in ((at_risk, "at risk"), (missed, "missed")) if n]
     risk = " and ".join(parts) + ". " if parts else ""
     fix = (f"Extra GPUs needed: {needed}; then every holdable deadline holds" if needed

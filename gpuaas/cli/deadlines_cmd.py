@@ -54,8 +54,8 @@ def deadlines(
     if format is OutputFormat.json:
         print_json(plan_dict(plan))
         return
-    console.print(verdict_sentence(dict(plan.extra_gpus), len(plan.at_risk), len(plan.missed), plan.inexact),
-                  highlight=False, markup=False)
+    console.print(verdict_sentence(dict(plan.extra_gpus), len(plan.at_risk), len(plan.missed), plan.inexact,
+                                   deadlines=sum(j.deadline is not None for j in jobs)), highlight=False, markup=False)
     print_table("Deadline plan (minutes from now)", _COLUMNS, plan_rows(plan, jobs),
                 optional=("resource", "end", "start"))
     for line in grouped_notes(plan.messages):

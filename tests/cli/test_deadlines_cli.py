@@ -172,3 +172,19 @@ def test_an_inexact_plan_says_why(tmp_path: Path, monkeypatch: pytest.MonkeyPatc
     flat = " ".join(result.stdout.split())
     assert f"(heuristic plan: {reason})" in flat
     assert "past the size" not in flat
+
+
+def test_a_plan_where_every_deadline_holds_says_how_many(tmp_path: Path) -> None:
+    """The example file's four deadlines all hold (its comment says why): the first line counts them."""
+    example = Path(__file__).resolve().parents[2] / "examples" / "deadline_problem.yaml"
+    result = runner.invoke(app, ["plan", "deadlines", str(example)], env={"COLUMNS": "200"})
+    assert result.exit_code == 0, result.output
+    assert result.stdout.splitlines()[0] == "All 4 deadlines hold on current GPUs (exact plan)."
+
+
+def test_the_verdict_of_one_deadline_and_of_none() -> None:
+    from reports.deadlines import verdict_sentence
+
+    assert verdict_sentence({}, 0, 0, [], deadlines=1) == "The one deadline holds on current GPUs (exact plan)."
+    assert verdict_sentence({}, 0, 0, [], deadlines=0) == "No job has a deadline: nothing can be late (exact plan)."
+    assert verdict_sentence({}, 0, 0, []) == "Every deadline holds on current GPUs (exact plan)."

@@ -213,6 +213,8 @@ def headline(results: Sequence[ActionResult], snapshot: Snapshot, mode: str, bus
         first = (f"{frozen_lead(frozen)}no idle workload would be stopped "
                  f"({counted(len(results), 'target')} skipped: see {'its' if len(results) == 1 else 'their'} "
                  "reason); nothing was changed.")
+    elif mode == "apply" and not applied and _failures(results):  # nothing stopped: the failures are the news
+        first = f"No idle workload stopped{_failures(results)}."
     elif mode == "apply":
         first = (f"Stopped {counted(len(applied), 'idle workload')}, freeing {counted(gpus, 'GPU')} "
                  f"(${cost:,.2f} per hour)" + _failures(results)

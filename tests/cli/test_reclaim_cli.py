@@ -128,7 +128,7 @@ def test_an_apply_the_cluster_refuses_exits_1_naming_the_role_to_bind(
     out = json.loads(result.stdout)
     failed = [d for d in out["decisions"] if d["result"] == "failed"]
     assert len(failed) == 1 and "403" in failed[0]["reason"]  # the cap of 1: one stop tried, and refused
-    assert out["headline"].startswith("Stopped 0 idle workloads, freeing 0 GPUs ($0.00 per hour); 1 failed: ")
+    assert out["headline"].startswith("No idle workload stopped; 1 failed: ")
     assert out["headline"].endswith(
         ", bind gpuaas-reclaimer (kubectl apply -f deployments/kubernetes/rbac-apply-reclaim.yaml).")
     assert result.stderr.strip().splitlines()[-1] == (
@@ -168,7 +168,7 @@ def test_an_apply_whose_stop_may_have_landed_unseen_exits_1_and_says_so(
     assert result.exit_code == 1, result.output
     [unknown] = [d for d in out["decisions"] if d["result"] == "unknown"]
     assert out["headline"] == (
-        "Stopped 0 idle workloads, freeing 0 GPUs ($0.00 per hour); 1 unknown (the stop's answer was lost and the "
+        "No idle workload stopped; 1 unknown (the stop's answer was lost and the "
         "read-back failed: it may have landed; the next run settles it from the object).")
     assert result.stderr.strip().splitlines()[-1] == (
         f"error: 1 of {len(out['decisions'])} reclaims failed or unknown (#{unknown['audit_id']} unknown); "

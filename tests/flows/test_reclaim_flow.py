@@ -378,6 +378,6 @@ def test_a_stop_whose_answer_is_lost_and_cannot_be_read_back_ends_the_run_failed
     [unknown] = [d for d in ended.result["decisions"] if d["result"] == "unknown"]
     assert not [d for d in ended.result["decisions"] if d["result"] in ("applied", "failed")]
     assert state.message == ended.result["headline"] == (
-        "Stopped 0 idle workloads, freeing 0 GPUs ($0.00 per hour); 1 unknown (the stop's answer was lost and the "
+        "No idle workload stopped; 1 unknown (the stop's answer was lost and the "
         "read-back failed: it may have landed; the next run settles it from the object).")
     assert unknown["audit_id"] and writes(cluster) == before

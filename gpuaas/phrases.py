@@ -17,14 +17,16 @@ def figure(number: float) -> str:
     which ``:g`` prints from a million on. Two decimals at most, fewer where they are zeros."""
     if number == 0:
         return "0"
-    if abs(number) < 0.01:
-        return f"{number:.2g}"
+    if abs(number) < 0.01:  # two significant digits, written out: 0.0003, 0.00000015
+        decimals = 1 - math.floor(math.log10(abs(number)))
+        return f"{number:.{decimals}f}".rstrip("0").rstrip(".")
     return f"{number:,.2f}".rstrip("0").rstrip(".")
 
 
 def counted(number: float, noun: str, plural: str | None = None) -> str:
     """``1 idle workload``, ``3 idle workloads``, ``1 GPU``, ``2.5 GPUs``: a headline never says "1 GPUs"."""
-    return f"{figure(number)} {noun if number == 1 else plural or noun + 's'}"
+    said = figure(number)
+    return f"{said} {noun if said == '1' else plural or noun + 's'}"  # as printed: 0.999 reads "1 GPU"
 
 
 def duration(seconds: float | None) -> str:

@@ -107,8 +107,27 @@ def test_large_shortfalls_print_as_numbers_people_write(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize(("number", "text"), [
     (0, "0"), (-0.0, "0"), (0.0003, "0.0003"), (2.5, "2.5"), (12.345, "12.35"), (1000, "1,000"),
-    (17_893_000, "17,893,000"), (-3.25, "-3.25")])
+    (17_893_000, "17,893,000"), (-3.25, "-3.25"), (0.00001, "0.00001"), (1.5e-7, "0.00000015")])
 def test_a_figure_is_written_out_with_thousands_separated(number: float, text: str) -> None:
     from gpuaas.phrases import figure
 
     assert figure(number) == text
+
+
+def test_a_plan_with_stdout_closed_is_no_traceback(tmp_path: Path) -> None:
+    """A cron job or daemon may start the command with file descriptor 1 closed: the solver's guard of stdout
+    has nothing to guard then, and the plan is made all the same."""
+    import os
+    import subprocess
+    import sys
+
+    proc = subprocess.run([sys.executable, "-m", "gpuaas.cli.app", "plan", "quotas", str(EXAMPLE)],
+                          stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, timeout=300,
+                          env={"GPUAAS_DATA_DIR": str(tmp_path)}, preexec_fn=lambda: os.close(1))
+    assert proc.returncode == 0 and "Traceback" not in proc.stderr, proc.stderr
+
+
+def test_a_count_that_prints_as_one_is_singular() -> None:
+    from gpuaas.phrases import counted
+
+    assert counted(0.999, "GPU") == "1 GPU" and counted(2, "GPU") == "2 GPUs" and counted(1e6, "GPU") == "1,000,000 GPUs"

@@ -37,7 +37,6 @@ is always feasible. The plan then says so in a note instead of the nightly run f
 
 from __future__ import annotations
 
-import ctypes
 import math
 import os
 import sys
@@ -130,17 +129,18 @@ def solve_lexicographic(cells: Sequence[Cell], hysteresis: int, max_total_moved:
                         time_limit: float = TIME_LIMIT_SECONDS) -> Solution | None:
     """The new quota per cell, or None when HiGHS proves the model infeasible.
 
-    Flavors share nothing but the day's cap, so each is solved on its own first: a pass holds its
-    objective to a tolerance relative to the whole, and with one flavor's cost near 1e19 (weights a
-    million apart) that tolerance would swallow every other flavor's plan. Only when the flavors'
-    plans together move more than the cap does one model share it between them.
+    Flavors share nothing but the day's cap, so where the cap cannot bind (every queue's largest gain
+    together is within it) each is solved on its own: a pass holds its objective to a tolerance relative
+    to the whole, and with one flavor's cost near 1e19 (weights a million apart) that tolerance would
+    swallow every other flavor's plan. Where the cap can bind, one model shares it between them, with
+    the whole time budget.
     """
     deadline = time.monotonic() + time_limit
     owed = owed_multiplier([c.weight for c in cells])
     by_flavor: dict[str, list[int]] = {}
     for i, c in enumerate(cells):
         by_flavor.setdefault(c.flavor, []).append(i)
-    if len(by_flavor) > 1:
+    if len(by_flavor) > 1 and sum(c.step_up for c in cells) <= max_total_moved:
         after = [c.before for c in cells]
         notes: list[str] = []
         for flavor, members in by_flavor.items():
@@ -150,8 +150,7 @@ def solve_lexicographic(cells: Sequence[Cell], hysteresis: int, max_total_moved:
             for i, a in zip(members, part.after):
                 after[i] = a
             notes += [f"{flavor}: {n}" for n in part.notes]
-        if sum(max(0, a - c.before) for c, a in zip(cells, after)) <= max_total_moved:
-            return Solution(after, notes)
+        return Solution(after, notes)
     return _solve(cells, hysteresis, max_total_moved, owed, deadline, time_limit)
 
 
@@ -303,7 +302,8 @@ def _solver_output_discarded() -> Iterator[None]:
     (what matters reaches the plan's notes). File descriptor 1 points at the null device while it runs, and
     C's buffers are flushed before it points back."""
     try:
-        sys.stdout.flush()
+        if sys.stdout is not None:
+            sys.stdout.flush()
         saved = os.dup(1)
         null = os.open(os.devnull, os.O_WRONLY)
     except (OSError, ValueError):  # no file descriptor 1 (a closed stdout): nothing to protect
@@ -313,16 +313,20 @@ def _solver_output_discarded() -> Iterator[None]:
         os.dup2(null, 1)
         yield
     finally:
-        _flush_c_streams()
-        os.dup2(saved, 1)
-        os.close(saved)
-        os.close(null)
+        try:
+            _flush_c_streams()
+        finally:
+            os.dup2(saved, 1)
+            os.close(saved)
+            os.close(null)
 
 
 def _flush_c_streams() -> None:
     try:
+        import ctypes
+
         ctypes.CDLL(None).fflush(None)
-    except (OSError, AttributeError):  # no C library to ask: its buffers are flushed at exit
+    except Exception:  # no C library to ask, or another platform's: its buffers are flushed at exit
         pass
 
 

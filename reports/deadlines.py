@@ -80,6 +80,11 @@ def pool_dicts(pools: Sequence[PoolPlan]) -> list[dict[str, Any]]:
              "notes": list(p.problem.notes)} for p in pools]
 
 
+def pool_deadlines(pool: dict[str, Any]) -> int:
+    """The jobs of a pool (``pool_dicts``) that have a deadline, scheduled or not: what a verdict counts."""
+    return sum(j["deadline"] is not None for j in (*pool["schedule"], *pool["unscheduled"]))
+
+
 def _unscheduled(pool: PoolPlan) -> list[dict[str, Any]]:
     """The pool's missed jobs that have no place in its schedule, so that its table can still show each:
     one that can never start in time (how late it ends at the earliest) or is larger than the pool."""
@@ -196,7 +201,8 @@ def deadlines_headline(pools: Sequence[dict[str, Any]]) -> str:
         for flavor, n in p["extra_gpus"].items():
             extra[flavor] = extra.get(flavor, 0) + int(n)
     return (f"{len(pools)} pool{'' if len(pools) == 1 else 's'} planned. "
-            + verdict_sentence(extra, at_risk, missed, [r for p in pools for r in p["inexact"]]))
+            + verdict_sentence(extra, at_risk, missed, [r for p in pools for r in p["inexact"]],
+                               deadlines=sum(pool_deadlines(p) for p in pools)))
 
 
 def nudges_sentence(nudges: Sequence[dict[str, Any]], released: Sequence[dict[str, Any]], mode: str) -> str:

@@ -275,7 +275,8 @@ def undo_headline(restores: Sequence[UndoResult]) -> str:
     rest = len(restores) - len(done) - idle
     said = []
     if idle:
-        said.append(f"{idle} had nothing to undo (a dry-run, or undone before)")
+        said.append(f"{idle} had nothing to undo (nothing of it is in place: a dry-run, or undone or rolled back "
+                    "before)")
     if rest:
         said.append("the other: see its row's result" if rest == 1 else f"the other {rest}: see each row's result")
     tail = "; ".join(said)

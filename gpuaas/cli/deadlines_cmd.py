@@ -69,7 +69,7 @@ def _from_cluster(format: OutputFormat) -> None:
     settings_or_exit()
     from flows.deadlines import deadlines as deadlines_flow
     from reports import grouped_notes
-    from reports.deadlines import pool_rows, verdict_sentence
+    from reports.deadlines import pool_deadlines, pool_rows, verdict_sentence
 
     result = run_flow(deadlines_flow, "collecting a snapshot and planning deadlines", nudge=False)
     lead(result, format)
@@ -83,8 +83,8 @@ def _from_cluster(format: OutputFormat) -> None:
                     ("object", "Workload", "GPUs", "start", "end", "deadline", "status"), pool_rows(pool, names),
                     optional=("Workload", "end", "start"))
         console.print(verdict_sentence({pool["flavor"]: pool["extra_gpus"].get(pool["flavor"], 0)},
-                                       len(pool["at_risk"]), len(pool["missed"]), pool["inexact"]),
-                      highlight=False, markup=False)
+                                       len(pool["at_risk"]), len(pool["missed"]), pool["inexact"],
+                                       deadlines=pool_deadlines(pool)), highlight=False, markup=False)
         for line in grouped_notes(pool["messages"] + pool["notes"]):
             console.print(f"- {line}", highlight=False, markup=False)
     end_degraded(result)

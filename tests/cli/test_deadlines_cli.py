@@ -188,3 +188,15 @@ def test_the_verdict_of_one_deadline_and_of_none() -> None:
     assert verdict_sentence({}, 0, 0, [], deadlines=1) == "The one deadline holds on current GPUs (exact plan)."
     assert verdict_sentence({}, 0, 0, [], deadlines=0) == "No job has a deadline: nothing can be late (exact plan)."
     assert verdict_sentence({}, 0, 0, []) == "Every deadline holds on current GPUs (exact plan)."
+
+
+def test_the_flows_headline_counts_the_deadlines_of_every_pool() -> None:
+    from reports.deadlines import deadlines_headline
+
+    def pool(*deadlines: float | None) -> dict[str, object]:
+        return {"schedule": [{"deadline": d} for d in deadlines], "unscheduled": [], "at_risk": [], "missed": [],
+                "extra_gpus": {}, "inexact": []}
+
+    assert deadlines_headline([pool(None, 3600.0), pool(7200.0)]) == (
+        "2 pools planned. All 2 deadlines hold on current GPUs (exact plan).")
+    assert deadlines_headline([pool(None)]) == "1 pool planned. No job has a deadline: nothing can be late (exact plan)."

@@ -36,12 +36,13 @@ NOTHING = UndoResult(5, Outcome.no_op, "audit #5 is not an action gpuaas can und
     ([STALE], "Restored 0 of 1 quota plan. The other: see its row's result."),
     ([STALE, PLAN], "Restored 1 of 2 quota plans (audit 24). The other: see its row's result."),
     ([RECLAIM], "Restored 1 of 1 reclaim (audit 7)."),
-    ([RECLAIM, LOST, AGAIN], "Restored 1 of 3 reclaims (audit 7). 1 had nothing to undo (a dry-run, or undone "
-                             "before); the other: see its row's result."),
+    ([RECLAIM, LOST, AGAIN], "Restored 1 of 3 reclaims (audit 7). 1 had nothing to undo (nothing of it is in "
+                             "place: a dry-run, or undone or rolled back before); the other: see its row's result."),
     ([STALE, LOST, HOLD], "Restored 0 of 3 changes. The other 3: see each row's result."),
     ([HOLD], "Restored 0 of 1 deadline hold. The other: see its row's result."),
     ([RECLAIM, PLAN], "Restored 2 of 2 changes (audit 7, 24)."),
-    ([NOTHING], "Restored 0 of 1 change. 1 had nothing to undo (a dry-run, or undone before)."),
+    ([NOTHING], "Restored 0 of 1 change. 1 had nothing to undo (nothing of it is in place: a dry-run, or "
+                  "undone or rolled back before)."),
 ], ids=["stale-plan", "plans", "reclaim", "reclaims", "refused", "hold", "mixed", "nothing-to-undo"])
 def test_the_headline_names_what_was_undone(restores: list[UndoResult], line: str) -> None:
     assert undo_headline(restores) == line

@@ -63,11 +63,11 @@ __all__ = [
 EXIT_FAILED = 1
 EXIT_USAGE = 2
 EXIT_DEGRADED = 3
-"""The command ran and printed its answer, but a source it needs failed: the answer is partial, and a
-script must not read "nothing idle" as "nothing idle". Its first line names the source and the error."""
+"""The command ran and printed its answer, but a source it needs failed or GPU telemetry was missing: the
+answer is partial, and a script must not read "nothing idle" as "nothing idle". Its first line says which."""
 
 EXIT_CODES_HELP = ("Exit codes: 0 ok; 1 failed (the error on stderr); 2 usage; 3 degraded: a source did not "
-                   "answer, the first line names it (the output is partial).")
+                   "answer or GPU telemetry was missing, the first line says which (the output is partial).")
 
 _CONTROL = {c: f"\\x{c:02x}" for c in (*range(0x09), *range(0x0b, 0x20), *range(0x7f, 0xa0))}
 """Control characters (C0 but tab and newline, DEL, C1) as the escapes Python writes them with."""

@@ -1,8 +1,8 @@
 """The ``gpuaas`` command line: the flows the scheduler runs, started now, for people at a terminal.
 
 Exit codes (``gpuaas --help`` lists them): 0 ok, 1 failed (a gpuaas error, printed on stderr),
-2 usage, 3 degraded (the command ran, but a source it needs did not answer: its first line names
-the source, where it points and why). Data goes to stdout (Rich tables for people, ``--format
+2 usage, 3 degraded (the command ran, but a source it needs did not answer, or GPU telemetry was
+missing: its first line says which, where it points and why). Data goes to stdout (Rich tables for people, ``--format
 json`` for machines); errors to stderr.
 
 Sub-commands load lazily: their modules pull in pandas, SciPy, SQLAlchemy or Prefect, which took

@@ -15,7 +15,7 @@ from gpuaas.cli._common import OutputFormat, console, end_degraded, lead, print_
 from gpuaas.cli._flows import run_flow
 
 SUMMARY_KEYS = ("queues", "sources", "workloads", "unknown_telemetry", "unjudged", "unjudged_count", "cluster")
-DECISION_KEYS = ("snapshot_id", "idle_candidates", "degraded", "source_errors", "headline")
+DECISION_KEYS = ("snapshot_id", "idle_candidates", "degraded", "source_errors", "blind", "headline")
 
 
 def _print_backlog(summary: dict[str, Any]) -> None:

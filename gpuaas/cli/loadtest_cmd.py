@@ -38,9 +38,14 @@ STEP_COLUMNS = {
     "lateness_p99_s": "lateness p99 (s)", "client_limited": "client-limited",
 }
 """A sweep step's fields (``sweep.csv``'s columns, the JSON's keys) and their headers in the table."""
-STEP_OPTIONAL = ("lateness p99 (s)", "client-limited", "latency growth", "ITL p95 (s)", "tokens/s", "offered (rps)",
-                 "p50 (s)", "TTFT p95 (s)", "p99 (s)")
-"""What a narrow terminal leaves out first: the client's own health, then the detail beside the SLO's quantile."""
+
+
+def step_optional(slo_quantile: str) -> tuple[str, ...]:
+    """What a narrow terminal leaves out first: the client's own health, then the detail beside the SLO's own
+    quantile (``p95``: ``p95 (s)`` is always shown, the other two go)."""
+    others = tuple(f"{q} (s)" for q in ("p50", "p99", "p95") if q != slo_quantile)
+    return ("lateness p99 (s)", "client-limited", "latency growth", "ITL p95 (s)", "tokens/s", "offered (rps)",
+            "TTFT p95 (s)", *others)
 
 
 def _fmt(value: Any) -> str:
@@ -133,7 +138,7 @@ def loadtest(
         print_json(result)
     else:
         print_table("Load test: one row per rate", list(STEP_COLUMNS.values()),
-                    [[_fmt(s[key]) for key in STEP_COLUMNS] for s in result["steps"]], optional=STEP_OPTIONAL)
+                    [[_fmt(s[key]) for key in STEP_COLUMNS] for s in result["steps"]], optional=step_optional(capacity["slo_quantile"]))
         rows = [["sustainable rate (rps)", _fmt(capacity["sustainable_rate_rps"])],
                 ["per replica / per GPU (rps)", f"{_fmt(capacity['per_replica_rps'])} / {_fmt(capacity['per_gpu_rps'])}"],
                 ["knee: first failing rate (rps)", _fmt(capacity["knee_rate_rps"])],

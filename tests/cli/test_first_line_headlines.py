@@ -176,3 +176,10 @@ def test_the_load_test_table_fits_80_columns_and_names_what_it_leaves_out(flow_r
     assert max(len(line) for line in steps.splitlines()) <= 80
     assert "rate (rps)" in table.stdout and "p95 (s)" in table.stdout and "quality" in table.stdout
     assert "(not shown at 80 columns:" in table.stdout and "rate_rps" not in table.stdout
+
+
+def test_a_narrow_load_test_table_keeps_the_slos_own_quantile() -> None:
+    from gpuaas.cli.loadtest_cmd import step_optional
+
+    assert "p99 (s)" not in step_optional("p99") and {"p50 (s)", "p95 (s)"} <= set(step_optional("p99"))
+    assert "p95 (s)" not in step_optional("p95")

@@ -180,7 +180,7 @@ def test_two_overlapping_runs_only_one_writes(pointed_at: EmbeddedCluster, prefe
     assert writes(pointed_at) == before + 2  # one PATCH and its Event, from the first run only
     assert _audit_runs() == {str(first["state"].state_details.flow_run_id)}
     assert _active_slots() == 0  # both runs gave the Prefect slot back
-    # The run that wrote nothing completed degraded: the webhook says so (point 4).
+    # The run that wrote nothing completed degraded: the webhook says so.
     assert [(b["body"]["flow"], b["body"]["status"], b["body"]["flow_run_id"]) for b in webhook] \
         == [("reclaim", "degraded", str(second.state_details.flow_run_id))]
     assert "no writes this run" in webhook[0]["body"]["what"]

@@ -1,7 +1,7 @@
-"""The FinOps review of the cost report, case by case, on inputs small enough to check by hand.
+"""Cost report figures a FinOps reviewer checks, case by case, on inputs small enough to check by hand.
 
 The inputs are ``test_cost_report``'s (tenant ``a``: serving ``chat``; tenant ``b``: batch ``etl``),
-changed where a case needs it. Each test says the figure the review found wrong and the right one.
+changed where a case needs it. Each test states the expected figure and how it is worked out.
 """
 
 from __future__ import annotations

@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import json
 import os
-import socket
 import subprocess
 import sys
 import tempfile
@@ -34,18 +33,23 @@ from gpuaas.cluster.services import prefect_server
 HOLDER = """
 import os, signal, sys
 from contextlib import ExitStack
+from gpuaas.actions._lock_owner import new_holder
 from gpuaas.settings import load_settings
 from tasks.writes import enter_concurrency_slot, ensure_concurrency_limit
 ensure_concurrency_limit()
-enter_concurrency_slot(ExitStack(), load_settings(), sys.argv[1].format(pid=os.getpid()), 0)
+holder = new_holder("bench-killed") if sys.argv[1] == "here" else sys.argv[1].format(pid=os.getpid())
+enter_concurrency_slot(ExitStack(), load_settings(), holder, 0)
 print("held", flush=True)
 os.kill(os.getpid(), signal.SIGKILL)
 """
 
 
 def _seconds_until_free(env: dict[str, str], holder: str, limit_s: float) -> float:
+    """Seconds until the next writer gets the slot a SIGKILLed ``holder`` took (``here``: a holder of this host
+    and PID namespace, as a flow run names itself; else the name, ``{pid}`` filled in by the holder)."""
     from prefect import flow
 
+    from gpuaas.actions._lock_owner import new_holder
     from gpuaas.settings import load_settings
     from tasks.writes import WritesBusy, enter_concurrency_slot
 
@@ -61,8 +65,7 @@ def _seconds_until_free(env: dict[str, str], holder: str, limit_s: float) -> flo
         while True:
             with ExitStack() as held:
                 try:
-                    enter_concurrency_slot(held, load_settings(), f"bench-next@{socket.gethostname()}:{os.getpid()}",
-                                            0)
+                    enter_concurrency_slot(held, load_settings(), new_holder("bench-next"), 0)
                     return time.monotonic() - started
                 except WritesBusy:
                     if time.monotonic() - started > limit_s:
@@ -90,7 +93,7 @@ def main(argv: list[str]) -> int:
         lease = load_settings().writes_slot_lease_seconds
         figures: dict[str, float] = {
             "slot_lease_s": lease, "repossessor_loop_s": args.loop,
-            "this_host_s": round(_seconds_until_free(env, f"bench-killed@{socket.gethostname()}:{{pid}}", 30), 1)}
+            "this_host_s": round(_seconds_until_free(env, "here", 30), 1)}
         if not args.smoke:
             figures["other_host_s"] = round(_seconds_until_free(env, "bench-killed@another-host:{pid}", lease + 60), 1)
         print(json.dumps(figures))

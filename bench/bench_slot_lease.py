@@ -33,7 +33,7 @@ from gpuaas.cluster.services import prefect_server
 HOLDER = """
 import os, signal, sys
 from contextlib import ExitStack
-from gpuaas.actions._lock_owner import new_holder
+from gpuaas.actions import new_holder
 from gpuaas.settings import load_settings
 from tasks.writes import enter_concurrency_slot, ensure_concurrency_limit
 ensure_concurrency_limit()
@@ -49,7 +49,7 @@ def _seconds_until_free(env: dict[str, str], holder: str, limit_s: float) -> flo
     and PID namespace, as a flow run names itself; else the name, ``{pid}`` filled in by the holder)."""
     from prefect import flow
 
-    from gpuaas.actions._lock_owner import new_holder
+    from gpuaas.actions import new_holder
     from gpuaas.settings import load_settings
     from tasks.writes import WritesBusy, enter_concurrency_slot
 

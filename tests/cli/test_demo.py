@@ -62,19 +62,23 @@ def test_demo_runs_the_main_job_on_the_embedded_cluster(tmp_path: Path) -> None:
     assert again.returncode == 0, again.stderr[-3000:]
 
 
-def test_two_demos_of_one_seed_print_the_same_figures(tmp_path: Path) -> None:
+def test_two_demos_of_one_seed_print_the_same_costs(tmp_path: Path) -> None:
     """The cycle runs at the instant the history ends, on a cluster that stands still there: a job finishing or a
-    window sliding while the steps run would make two demos of one seed disagree on the cost report."""
+    window sliding while the steps run would make two demos of one seed disagree on what the GPUs cost. (The
+    requests served follow the time of day the history ends at, so counts and costs per outcome may differ
+    between two demos a minute apart.)"""
+    import re
+
     gpuaas = Path(sys.executable).with_name("gpuaas")
 
-    def figures(run: int) -> list[str]:
+    def costs(run: int) -> list[str]:
         env = {**os.environ, "GPUAAS_DATA_DIR": str(tmp_path / f"data-{run}"), "COLUMNS": "200"}
         proc = subprocess.run([str(gpuaas), "demo", "--history", "2h"], env=env, capture_output=True, text=True,
                               timeout=300)
         assert proc.returncode == 0, proc.stderr[-3000:]
-        cost = proc.stdout[proc.stdout.index("GPUs: $") - 20:]
-        return [line for line in cost.splitlines() if "$" in line and "HTML report" not in line]
+        report = proc.stdout[proc.stdout.index("GPUs: $") - 20:]
+        return re.findall(r"\$[\d,]+\.\d+(?!\d)(?! per)", report)  # not a cost per outcome
 
-    first, second = figures(1), figures(2)
-    assert any("verified" in line for line in first) and len(first) > 10
+    first, second = costs(1), costs(2)
+    assert len(first) > 20
     assert first == second

@@ -17,6 +17,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
+from gpuaas.models import JOB_OWNERS
 from gpuaas.settings import GpuaasSettings
 
 __all__ = ["BINDINGS", "READS", "ROLES", "WRITES", "Access", "allowed", "allowed_as", "bind_command", "whoami"]
@@ -44,17 +45,12 @@ def _accesses(verbs: Sequence[str], group: str, resources: Sequence[str]) -> tup
 _KINDS = (("ray.io", "rayclusters"), ("serving.kserve.io", "inferenceservices"), ("kubeflow.org", "notebooks"),
           ("apps", "deployments"), ("apps", "statefulsets"))
 
-_JOB_KINDS = (("batch", "jobs"), ("ray.io", "rayjobs"), ("jobset.x-k8s.io", "jobsets"), ("kubeflow.org", "pytorchjobs"),
-              ("kubeflow.org", "tfjobs"), ("kubeflow.org", "mpijobs"))
-"""The batch jobs whose deadline annotations a Workload without its own takes (``sources._deadline_owners``):
-listed, never re-read nor written."""
-
 READS: tuple[Access, ...] = (
     *_accesses(["list"], "kueue.x-k8s.io", ["clusterqueues", "localqueues", "workloads", "cohorts",
                                              "resourceflavors"]),
     Access("get", "kueue.x-k8s.io", "workloads"),
     *(a for group, resource in _KINDS for a in _accesses(["get", "list"], group, [resource])),
-    *(Access("list", group, resource) for group, resource in _JOB_KINDS),
+    *(Access("list", kind.group, kind.plural) for kind in JOB_OWNERS),
     Access("list", "", "pods"),
     Access("get", "", "namespaces", "kube-system"),
 )

@@ -42,7 +42,7 @@ from gpuaas.actions._quota_patches import gpu_nominal
 from gpuaas.actions._quota_record import records_of
 from gpuaas.actions._undoing import Undone
 from gpuaas.errors import NotFound
-from gpuaas.models import Outcome
+from gpuaas.models import Outcome, bounded_key
 from gpuaas.policy import Mode
 from gpuaas.store import AuditEntry, Store
 
@@ -53,7 +53,7 @@ UNDO_ACTION = "restore"
 
 def undo_key(plan_id: int) -> str:
     """The idempotency key of every row of a plan's undos (intent, completion, refusal)."""
-    return f"restore/{plan_id}"
+    return bounded_key(f"restore/{plan_id}")
 
 
 def gpu_resources_of(intent: AuditEntry) -> list[str]:

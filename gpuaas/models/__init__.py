@@ -5,6 +5,8 @@ from gpuaas.models._cohort_tree import *  # noqa: F403
 from gpuaas.models._cohort_tree import __all__ as _cohort_tree_all
 from gpuaas.models._cost import *  # noqa: F403
 from gpuaas.models._cost import __all__ as _cost_all
+from gpuaas.models._job_kinds import *  # noqa: F403
+from gpuaas.models._job_kinds import __all__ as _job_kinds_all
 from gpuaas.models._keys import *  # noqa: F403
 from gpuaas.models._keys import __all__ as _keys_all
 from gpuaas.models._limits import *  # noqa: F403
@@ -18,5 +20,5 @@ from gpuaas.models._snapshot import __all__ as _snapshot_all
 from gpuaas.models._telemetry import *  # noqa: F403
 from gpuaas.models._telemetry import __all__ as _telemetry_all
 
-__all__ = [*_cohort_tree_all, *_cost_all, *_keys_all, *_limits_all, *_outcome_all, *_records_all, *_snapshot_all,
+__all__ = [*_cohort_tree_all, *_cost_all, *_job_kinds_all, *_keys_all, *_limits_all, *_outcome_all, *_records_all, *_snapshot_all,
            *_telemetry_all]

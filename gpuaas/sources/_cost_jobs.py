@@ -20,9 +20,9 @@ from datetime import datetime
 from typing import Any
 
 from gpuaas.errors import GpuaasError, NotFound
-from gpuaas.models import FinishedJob, RunningJob
+from gpuaas.models import JOB_OWNERS, FinishedJob, OwnerKind, RunningJob
 from gpuaas.settings import GpuaasSettings
-from gpuaas.sources._deadline_owners import JOB_OWNERS, DeadlineTable, OwnerKind, owner_deadlines, read_deadline_owners
+from gpuaas.sources._deadline_owners import DeadlineTable, owner_deadlines, read_deadline_owners
 from gpuaas.sources._kube_client import KubeLister, make_api_client
 from gpuaas.sources._kube_deadlines import parse_rfc3339
 from gpuaas.sources._kube_kueue import parse_time

@@ -6,7 +6,7 @@ on the job is only seen by looking the Workload's controller owner up. The snaps
 plan) and the cost report both do it with ``owner_deadlines``: one precedence, the Workload's own
 annotation first, key by key, so the two never disagree on a job's deadline.
 
-The batch kinds (``JOB_OWNERS``) are listed for their annotations alone: they never join the owners
+The batch kinds (``models.JOB_OWNERS``) are listed for their annotations alone: they never join the owners
 reclaim acts on (a Workload of a Job is stopped through its ``spec.active``). Each is one paginated
 list per cycle whatever the fleet size; a kind whose CRD is not installed (404) is skipped without a
 word, since most clusters run only some of these operators. A 403 is left to fail the read: the
@@ -16,47 +16,21 @@ reader role lacks a rule, and the source's failure line names it (``sources.fail
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from gpuaas.errors import NotFound
+from gpuaas.models import OwnerKind
 from gpuaas.sources._kube_deadlines import DEADLINE, EXPECTED_RUNTIME
 
 if TYPE_CHECKING:
     from gpuaas.sources._kube_client import KubeLister
 
-__all__ = ["DEADLINE_KEYS", "JOB_OWNERS", "DeadlineTable", "OwnerKind", "OwnerKey", "deadline_annotations",
+__all__ = ["DEADLINE_KEYS", "DeadlineTable", "OwnerKey", "deadline_annotations",
            "list_deadline_owners", "owner_deadlines", "read_deadline_owners"]
 
 DEADLINE_KEYS = (DEADLINE, EXPECTED_RUNTIME)
 """The annotations a Workload may take from its owner; any other (reclaim opt-out, a hold) is the Workload's own."""
 
-
-@dataclass(frozen=True)
-class OwnerKind:
-    """A kind that owns Kueue Workloads, where the API serves it."""
-
-    kind: str
-    group: str
-    version: str
-    plural: str
-
-    @property
-    def resource(self) -> str:
-        """``jobs.batch/v1``: how the lister names the list (and its errors)."""
-        return f"{self.plural}.{self.group}/{self.version}"
-
-
-JOB_OWNERS: tuple[OwnerKind, ...] = (
-    OwnerKind("Job", "batch", "v1", "jobs"),
-    OwnerKind("RayJob", "ray.io", "v1", "rayjobs"),
-    OwnerKind("JobSet", "jobset.x-k8s.io", "v1alpha2", "jobsets"),
-    OwnerKind("PyTorchJob", "kubeflow.org", "v1", "pytorchjobs"),
-    OwnerKind("TFJob", "kubeflow.org", "v1", "tfjobs"),
-    OwnerKind("MPIJob", "kubeflow.org", "v2beta1", "mpijobs"),
-)
-"""The batch jobs Kueue admits, at the version its integrations serve (MPIJob: mpi-operator's ``v2beta1``),
-read for their deadline annotations only."""
 
 OwnerKey = tuple[str, str, str]
 """(namespace, kind, name) of an owning object."""

@@ -6,7 +6,7 @@ constant plus one per extra page, never one per object. Kueue is read at ``v1bet
 falls back to ``v1beta1`` when the cluster does not serve it (404 on the group version);
 field renames are normalised by the parsers. A CRD that is not installed (KServe, KubeRay,
 Kubeflow absent: 404) is reported in ``not_installed`` and is not an error; a batch job kind
-that is not installed (``_deadline_owners.JOB_OWNERS``) is only one place deadlines are not read,
+that is not installed (``models.JOB_OWNERS``) is only one place deadlines are not read,
 so it is skipped without a word.
 """
 
@@ -18,11 +18,10 @@ from functools import partial
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from gpuaas.errors import MalformedResponse, NotFound
-from gpuaas.models import ClusterQueue, Cohort, LocalQueue, Owner, PodGpus, ResourceFlavor, Workload
+from gpuaas.models import JOB_OWNERS, ClusterQueue, Cohort, LocalQueue, Owner, PodGpus, ResourceFlavor, Workload
 from gpuaas.settings import GpuaasSettings
 from gpuaas.sources._concurrent import at_once
 from gpuaas.sources._deadline_owners import (
-    JOB_OWNERS,
     DeadlineTable,
     deadline_annotations,
     list_deadline_owners,

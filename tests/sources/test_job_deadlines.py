@@ -24,11 +24,11 @@ import yaml
 from gpuaas.cluster.apiserver import ApiServer, ObjectStore, RBACRules
 from gpuaas.cluster.apiserver import _http as emulator_http
 from gpuaas.errors import Forbidden
+from gpuaas.models import JOB_OWNERS
 from gpuaas.permissions import READS, Access
 from gpuaas.settings import GpuaasSettings
 from gpuaas.snapshot import build_snapshot, failed_source
 from gpuaas.sources._cost_jobs import read_jobs
-from gpuaas.sources._deadline_owners import JOB_OWNERS
 from gpuaas.sources.kube import read_kube
 from tests.sources.helpers import fixture_path
 

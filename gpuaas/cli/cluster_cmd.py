@@ -166,7 +166,7 @@ def up(
     trace_format: Annotated[TraceFormat, typer.Option(help="The layout of --trace.")] = TraceFormat.philly,
     compress: Annotated[float, typer.Option(min=1.0, help="Time compression of the trace.")] = 60.0,
     rbac: Annotated[Path | None, typer.Option(help=(
-        "Enforce the rules of an RBAC manifest (e.g. deployments/kubernetes/rbac.yaml): requests the "
+        "Enforce the rules of an RBAC manifest (such as the kit's rbac.yaml): requests the "
         "--role(s) do not grant get 403, as from a real API server."))] = None,
     role: Annotated[list[str] | None, typer.Option(help="ClusterRole of --rbac to enforce; repeatable.")] = None,
     policy: Annotated[Path | None, typer.Option(help=(

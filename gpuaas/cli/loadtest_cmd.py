@@ -58,40 +58,47 @@ def _fmt(value: Any) -> str:
     return str(value)
 
 
+_TARGET = "The endpoint"
+_SWEEP = "The sweep and its SLO"
+_REQUESTS = "Each request"
+"""Help panels: each is its own table, so one command's long names and its ``--no-`` switch do not share a
+column that cannot fit 80 characters."""
+
+
 def loadtest(
-    url: Annotated[str, typer.Option("--url", help="OpenAI-compatible base URL (e.g. http://127.0.0.1:8000/v1).")],
-    model: Annotated[str, typer.Option("--model", help="Model name the endpoint serves.")],
-    rates: Annotated[str, typer.Option("--rates", help="Increasing request rates (per second), e.g. 1,2,4,8.")],
-    slo_seconds: Annotated[float, typer.Option("--slo-seconds", help="End-to-end latency target at the quantile.")],
+    url: Annotated[str, typer.Option("--url", rich_help_panel=_TARGET, help="OpenAI-compatible base URL, loopback unless --allow-remote.")],
+    model: Annotated[str, typer.Option("--model", rich_help_panel=_TARGET, help="Model name the endpoint serves.")],
+    rates: Annotated[str, typer.Option("--rates", rich_help_panel=_SWEEP, help="Increasing request rates (per second), e.g. 1,2,4,8.")],
+    slo_seconds: Annotated[float, typer.Option("--slo-seconds", rich_help_panel=_SWEEP, help="End-to-end latency target at the quantile.")],
     out: Annotated[Path, typer.Option("--out", "--output", "-o", help="Directory for requests.csv, sweep.csv, latency.png.")],
-    slo_quantile: Annotated[str, typer.Option("--slo-quantile", help="p50 | p95 | p99")] = "p95",
-    prompt_tokens: Annotated[int, typer.Option("--prompt-tokens", help="Prompt length (words).")] = 128,
-    output_tokens: Annotated[int, typer.Option("--output-tokens", help="max_tokens of each request.")] = 32,
-    max_requests_per_step: Annotated[int, typer.Option("--max-requests-per-step", help=(
+    slo_quantile: Annotated[str, typer.Option("--slo-quantile", rich_help_panel=_SWEEP, help="p50 | p95 | p99")] = "p95",
+    prompt_tokens: Annotated[int, typer.Option("--prompt-tokens", rich_help_panel=_REQUESTS, help="Prompt length (words).")] = 128,
+    output_tokens: Annotated[int, typer.Option("--output-tokens", rich_help_panel=_REQUESTS, help="max_tokens of each request.")] = 32,
+    max_requests_per_step: Annotated[int, typer.Option("--max-requests-per-step", rich_help_panel=_SWEEP, help=(
         "Cap per step (warm-up included); a rate that would need more is refused, a step is never cut short."))
                                      ] = 50_000,
-    step_seconds: Annotated[float, typer.Option("--step-seconds", help=(
+    step_seconds: Annotated[float, typer.Option("--step-seconds", rich_help_panel=_SWEEP, help=(
         "Steady part of each step, the part it is judged on."))] = 60.0,
-    warmup_seconds: Annotated[float, typer.Option("--warmup-seconds", help=(
+    warmup_seconds: Annotated[float, typer.Option("--warmup-seconds", rich_help_panel=_SWEEP, help=(
         "Load sent before each step's steady part at the same rate, not judged."))] = 10.0,
-    prompt_spread: Annotated[float, typer.Option("--prompt-spread", help=(
+    prompt_spread: Annotated[float, typer.Option("--prompt-spread", rich_help_panel=_REQUESTS, help=(
         "Prompt lengths uniform within prompt-tokens x (1 +- spread)."))] = 0.25,
-    output_spread: Annotated[float, typer.Option("--output-spread", help=(
+    output_spread: Annotated[float, typer.Option("--output-spread", rich_help_panel=_REQUESTS, help=(
         "max_tokens uniform within output-tokens x (1 +- spread)."))] = 0.0,
-    ignore_eos: Annotated[bool, typer.Option("--ignore-eos/--no-ignore-eos", help=(
+    ignore_eos: Annotated[bool, typer.Option("--ignore-eos/--no-ignore-eos", rich_help_panel=_REQUESTS, help=(
         "Ask for outputs of exactly max_tokens (vLLM's ignore_eos; dropped if the server refuses it)."))] = True,
-    request_timeout: Annotated[float, typer.Option("--request-timeout", help="Seconds per request (bound).")] = 60.0,
-    api: Annotated[str, typer.Option("--api", help="completions | chat")] = "completions",
-    min_quality: Annotated[float, typer.Option("--min-quality", help="Share of good answers required.")] = 0.99,
-    expect_substring: Annotated[str | None, typer.Option("--expect", help="A good answer contains this.")] = None,
-    replicas: Annotated[int, typer.Option("--replicas", help="Replicas behind the URL.")] = 1,
-    gpus: Annotated[int, typer.Option("--gpus", help="GPUs behind the URL.")] = 1,
-    seed: Annotated[int, typer.Option("--seed", min=0, max=2**32 - 1, help="Seed of the arrival schedule.")] = 0,
-    max_lateness: Annotated[float, typer.Option("--max-lateness", help="p99 send lateness (s) above which a step "
+    request_timeout: Annotated[float, typer.Option("--request-timeout", rich_help_panel=_REQUESTS, help="Seconds per request (bound).")] = 60.0,
+    api: Annotated[str, typer.Option("--api", rich_help_panel=_TARGET, help="completions | chat")] = "completions",
+    min_quality: Annotated[float, typer.Option("--min-quality", rich_help_panel=_SWEEP, help="Share of good answers required.")] = 0.99,
+    expect_substring: Annotated[str | None, typer.Option("--expect", rich_help_panel=_SWEEP, help="A good answer contains this.")] = None,
+    replicas: Annotated[int, typer.Option("--replicas", rich_help_panel=_TARGET, help="Replicas behind the URL.")] = 1,
+    gpus: Annotated[int, typer.Option("--gpus", rich_help_panel=_TARGET, help="GPUs behind the URL.")] = 1,
+    seed: Annotated[int, typer.Option("--seed", rich_help_panel=_REQUESTS, min=0, help="Seed of the arrival times and the prompts.")] = 0,
+    max_lateness: Annotated[float, typer.Option("--max-lateness", rich_help_panel=_SWEEP, help="p99 send lateness (s) above which a step "
                                                 "is flagged as client-limited.")] = 0.05,
-    service: Annotated[str | None, typer.Option("--service", help="namespace/name of the service (for the store).")
+    service: Annotated[str | None, typer.Option("--service", rich_help_panel=_TARGET, help="namespace/name of the service (for the store).")
                        ] = None,
-    allow_remote: Annotated[bool, typer.Option("--allow-remote", help="Allow a URL that is not loopback.")] = False,
+    allow_remote: Annotated[bool, typer.Option("--allow-remote", rich_help_panel=_TARGET, help="Allow a URL that is not loopback.")] = False,
     format: Annotated[OutputFormat, typer.Option("--format", help="Output format.")] = OutputFormat.table,
 ) -> None:
     """Sweep request rates with open-loop Poisson arrivals; find the highest rate that meets the SLO."""

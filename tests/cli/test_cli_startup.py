@@ -35,6 +35,17 @@ def test_each_command_loads_and_its_listed_help_is_its_own(name: str) -> None:
     assert (command.help or "").split("\n\n")[0].replace("\n", " ").strip() == _short_help(name)
 
 
+@pytest.mark.parametrize("name", ["", *COMMANDS])
+def test_help_at_80_columns_cuts_no_option_and_no_word(name: str) -> None:
+    """Rich squeezes a help table that cannot fit and ends what it cut with an ellipsis: an option a
+    reader cannot copy (``--max-requests…``) or half a path."""
+    result = CliRunner().invoke(app, [*name.split(), "--help"], env={"COLUMNS": "80"}, terminal_width=80)
+    assert result.exit_code == 0, result.output
+    assert max(len(line) for line in result.output.splitlines()) <= 80
+    cut = [line for line in result.output.splitlines() if "\u2026" in line]
+    assert not cut, cut
+
+
 def test_help_lists_every_command_and_the_exit_codes() -> None:
     out = CliRunner().invoke(app, ["--help"], terminal_width=200).output
     assert all(f" {name.split()[0]} " in out for name in COMMANDS)

@@ -283,7 +283,9 @@ def print_table(title: str, columns: Sequence[str], rows: Sequence[Sequence[Any]
        row's first cell and its name (its first ``NAME_COLUMNS`` cell after the first);
     2. the ``optional`` columns are left out, in the order given (the least important first), and
        where that leaves room the more important of them come back; a line after the table names
-       the ones left out and ``--wide``;
+       the ones left out and ``--wide``. A column is never left out where two rows would then read
+       the same (``Deployment team-a/llm`` and ``InferenceService team-a/llm`` without their kind):
+       it is what tells them apart, so it stays, even if the table then runs past the console;
     3. what is left is printed at its narrowest whole-word width, wider than the console (a
        terminal wraps the line; no word is cut).
     """
@@ -337,7 +339,7 @@ def _fit(columns: Sequence[str], cells: list[list[str]], width: int, keep: froze
     steps = [("note", c) for c in notes if c in shown] + [("drop", c) for c in optional if c in shown]
     while widths is None and not _wide and steps:
         how, name = steps.pop(0)
-        if name not in shown:
+        if name not in shown or (how == "drop" and _merges(columns, cells, shown, name)):
             continue
         shown.remove(name)
         (moved if how == "note" else dropped).append(name)
@@ -350,6 +352,16 @@ def _fit(columns: Sequence[str], cells: list[list[str]], width: int, keep: froze
             shown, widths = again, fits
             dropped.remove(name)
     return shown, widths, moved, dropped
+
+
+def _merges(columns: Sequence[str], cells: list[list[str]], shown: list[str], name: str) -> bool:
+    """Whether leaving ``name`` out of ``shown`` makes rows that differ read the same: a reader would take them
+    for one row printed twice, and could not tell which is which."""
+    def distinct(names: list[str]) -> int:
+        at = [columns.index(c) for c in names]
+        return len({tuple(row[k] for k in at) for row in cells})
+
+    return distinct([c for c in shown if c != name]) < distinct(shown)
 
 
 def _frame(cells_width: int, n: int) -> int:

@@ -58,8 +58,8 @@ def finished_jobs(objs: Sequence[dict[str, Any]], owners: DeadlineTable | None =
     The deadline is read from the Workload, else from its owner (``owners``, keyed by namespace, kind,
     name, through ``owner_deadlines``): teams annotate the job they submit, and Kueue does not copy job
     annotations onto the Workload it creates. It is parsed as the snapshot parses it (RFC 3339 with a
-    zone): a value that is not is no deadline, and ``notes`` gets a line naming the object that carries
-    it, so one bad annotation neither crashes the report nor passes unseen.
+    zone): a value that is not, an empty one included, is no deadline, and ``notes`` gets a line naming the
+    object that carries it, so one bad annotation neither crashes the report nor passes unseen.
 
     A slice replaced by an elastic job's scale-up (``SLICE_REPLACED``) is skipped: the job has not ended.
     """
@@ -90,8 +90,10 @@ def finished_jobs(objs: Sequence[dict[str, Any]], owners: DeadlineTable | None =
 
 def _deadline(text: str | None, where: str, notes: list[str] | None) -> datetime | None:
     """``text`` as an aware datetime; None (and a note) when it is not RFC 3339 with a zone: the job is
-    then judged as one without a deadline, never against a guessed time zone."""
-    if not text:
+    then judged as one without a deadline, never against a guessed time zone. An empty value is such a
+    value, as the snapshot reports it (the annotation is there, with no time in it): only an absent
+    annotation (None) is no deadline without a word."""
+    if text is None:
         return None
     try:
         return parse_rfc3339(str(text))

@@ -136,6 +136,34 @@ def test_a_figure_with_its_unit_stays_on_one_line_and_less_important_columns_giv
     assert max(len(line) for line in out.splitlines()) <= 80, out
 
 
+def _body(out: str) -> list[str]:
+    """The table's data rows, as printed (each cell's text between the rules, trailing spaces cut)."""
+    return [" ".join(c.strip() for c in line.split("│")[1:-1]) for line in out.splitlines() if line.startswith("│")]
+
+
+def test_a_column_that_tells_two_rows_apart_is_never_left_out(monkeypatch: pytest.MonkeyPatch,
+                                                              capsys: pytest.CaptureFixture[str]) -> None:
+    """An InferenceService and the Deployment of the same name differ only in their kind: left out at 80
+    columns, the idle table would print one row twice, and a reader could not tell which one is idle."""
+    columns = ["kind", "workload", "tenant", "GPUs", "max activity", "verdict", "why"]
+    name = "research-platform/llm-chat-70b-long-context"
+    why = "idle 1h00m, max activity 0.00 ≤ 0.05"
+    rows = [["InferenceService", name, "research-platform", 8, "0.00", "idle", why],
+            ["Deployment", name, "research-platform", 8, "0.00", "idle", why]]
+    monkeypatch.setenv("COLUMNS", "80")
+    _common.set_wide(False)
+    _common.print_table("idle", columns, rows, optional=("tenant", "kind"), notes=("why",))
+    out = capsys.readouterr().out
+    assert _body(out) == [f"InferenceService {name} 8 0.00 idle", f"Deployment {name} 8 0.00 idle"], out
+    assert "(not shown at 80 columns: tenant; --wide shows them)" in out  # the tenant tells no row apart
+
+    # Rows that are the same in every column are the same: nothing is kept for them.
+    _common.print_table("idle", columns, [rows[1], rows[1]], optional=("tenant", "kind"), notes=("why",))
+    out = capsys.readouterr().out
+    assert _body(out) == [f"{name} 8 0.00 idle"] * 2, out
+    assert "(not shown at 80 columns: tenant, kind; --wide shows them)" in out
+
+
 def test_a_message_under_the_undo_table_names_the_subject(monkeypatch: pytest.MonkeyPatch,
                                                           capsys: pytest.CaptureFixture[str]) -> None:
     # The subject wraps between its words in the table, and leads the row's message under it.

@@ -95,7 +95,7 @@ def test_the_last_slice_finishing_is_the_jobs_one_outcome() -> None:
 
 
 @pytest.mark.parametrize("value", ["2030-12-01T18:00:00", "2030-12-01", "2030-12-01T18:00:00+0100",
-                                   "2030-12-01T18:00:00Z", "2030-12-01T19:00:00+01:00", "tomorrow"])
+                                   "2030-12-01T18:00:00Z", "2030-12-01T19:00:00+01:00", "tomorrow", "", " "])
 def test_the_deadline_is_parsed_as_the_snapshot_parses_it(value: str) -> None:
     """One rule for both readers: a value the snapshot reports as a problem is no deadline here, with a note
     naming the Workload and the annotation; one it accepts is the same instant."""
@@ -144,6 +144,27 @@ def test_a_bad_owner_deadline_is_noted_once_naming_the_raycluster(tmp_path: Path
     assert jobs.notes == [f"RayCluster {ns}/{name}: annotation {DEADLINE}='2026-06-16T18:00:00' ignored "
                           "(not an RFC 3339 time with a zone, e.g. 2026-12-01T18:00:00Z); "
                           "the job is counted as one without a deadline"]
+
+
+def test_an_empty_deadline_is_noted_naming_its_object_as_the_snapshot_reports_it() -> None:
+    """``gpuaas.io/deadline: ""`` is a data-quality row in the snapshot; here it is a note naming the object
+    that carries it (the Workload, else the job it takes it from), and the job is one without a deadline.
+    The Workload's own empty value wins over its job's, as it does in the snapshot."""
+    cluster = _sample("raycluster-queue-name-sample.yaml")
+    key = ("team-a", "RayCluster", cluster["metadata"]["name"])
+    why = parse_deadline_fields("", "1h", None).problems[0][2]
+    owned = _owned_by(_finished_workload(), cluster)
+    notes: list[str] = []
+    (job,) = finished_jobs([owned], {key: {DEADLINE: ""}}, notes)
+    assert job.deadline is None
+    assert notes == [f"RayCluster team-a/{key[2]}: annotation {DEADLINE}='' ignored ({why}); "
+                     "the job is counted as one without a deadline"]
+    owned["metadata"]["annotations"] = {DEADLINE: ""}
+    notes = []
+    (job,) = finished_jobs([owned], {key: {DEADLINE: "2026-06-16T10:00:00Z"}}, notes)
+    assert job.deadline is None
+    assert notes == [f"Workload team-a/training-job: annotation {DEADLINE}='' ignored ({why}); "
+                     "the job is counted as one without a deadline"]
 
 
 def test_a_good_owner_deadline_is_read() -> None:

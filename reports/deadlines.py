@@ -25,9 +25,20 @@ def _num(value: float | None) -> float | int | None:
     return int(rounded) if rounded == int(rounded) else rounded
 
 
+_UNKNOWN = "unknown"
+"""A time the plan does not know (the end of a running job with no run time, the start of work waiting for its
+GPUs): said as such, never as a time."""
+
+
+def _unknown_times(status: str, start: float | None, end: float | None) -> str:
+    """``running, end unknown`` / ``best effort, start unknown``: the status says what the table's times cannot."""
+    return f"{status}, start {_UNKNOWN}" if start is None else f"{status}, end {_UNKNOWN}" if end is None else status
+
+
 def _status(job: ScheduledJob, plan: DeadlinePlan) -> str:
     status = _missed(job.name, plan) or ("best effort" if job.deadline is None else "at risk now"
                                          if job.name in plan.at_risk else "running" if job.running else "holds")
+    status = _unknown_times(status, job.start, job.end)
     return f"{status}, past its estimate" if job.past_estimate else status
 
 
@@ -41,7 +52,8 @@ def _missed(name: str, plan: DeadlinePlan) -> str | None:
 
 def plan_dict(plan: DeadlinePlan) -> dict[str, Any]:
     """``gpuaas plan deadlines --format json``: the documented keys, then ``missed_by`` (how late each missed job
-    ends at the earliest), ``inexact``, ``at_risk`` and ``messages``."""
+    ends at the earliest), ``inexact``, ``at_risk`` and ``messages``. A schedule's ``end`` is ``null`` for a
+    running job with no run time, and ``start`` and ``end`` for work that waits for its GPUs: unknown, not 0."""
     return {
         "feasible": plan.feasible,
         "extra_gpus": dict(plan.extra_gpus),
@@ -65,7 +77,8 @@ def plan_rows(plan: DeadlinePlan, jobs: Sequence[DeadlineJob]) -> list[list[Any]
     The scheduled ones in start order, then those that can never start in time (no start, no end):
     a job left out of the table would read as one the plan forgot.
     """
-    rows = [[s.name, s.resource, s.gpus, _num(s.start), _num(s.end), "-" if s.deadline is None else _num(s.deadline),
+    rows = [[s.name, s.resource, s.gpus, _UNKNOWN if s.start is None else _num(s.start),
+             _UNKNOWN if s.end is None else _num(s.end), "-" if s.deadline is None else _num(s.deadline),
              _status(s, plan)] for s in plan.schedule]
     scheduled = {s.name for s in plan.schedule}
     rows += [[j.name, j.resource, j.gpus, "-", "-", "-" if j.deadline is None else _num(j.deadline),
@@ -115,6 +128,7 @@ def _pool_status(job: dict[str, Any], pool: dict[str, Any]) -> str:
     name = str(job["name"])
     status = (_pool_missed(name, pool) if name in pool["missed"] else "at risk now" if name in pool["at_risk"]
               else "running" if job["running"] else "holds" if job["deadline"] is not None else "best effort")
+    status = _unknown_times(status, job["start"], job["end"])
     return f"{status}, past its estimate" if job.get("past_estimate") else status
 
 
@@ -122,8 +136,9 @@ def pool_rows(pool: dict[str, Any], names: dict[str, str]) -> list[list[Any]]:
     """A pool of ``pool_dicts`` as ``plan deadlines --from-cluster`` tables it: object, Workload, GPUs, start,
     end, deadline, status; the scheduled jobs in start order, then each missed job with no place in the
     schedule (no start, no end), so that every job with a deadline in the pool has its row."""
-    rows = [[names.get(s["name"], s["name"]), s["name"], s["gpus"], _clock(s["start"]), _clock(s["end"]),
-             _clock(s["deadline"]), _pool_status(s, pool)] for s in pool["schedule"]]
+    rows = [[names.get(s["name"], s["name"]), s["name"], s["gpus"], _UNKNOWN if s["start"] is None else _clock(s["start"]),
+             _UNKNOWN if s["end"] is None else _clock(s["end"]), _clock(s["deadline"]), _pool_status(s, pool)]
+            for s in pool["schedule"]]
     return rows + [[names.get(u["name"], u["name"]), u["name"], u["gpus"], "-", "-", _clock(u["deadline"]),
                     _pool_missed(u["name"], pool)] for u in pool["unscheduled"]]
 

@@ -7,6 +7,7 @@ the uid and resourceVersion the snapshot read."""
 from __future__ import annotations
 
 import json
+import math
 from datetime import UTC, datetime, timedelta
 
 import pandas as pd
@@ -113,6 +114,22 @@ def test_work_the_plan_cannot_hold_makes_it_hold_nothing() -> None:
     nudges = plan_nudges(plan_pools([blind]), held("j3", release_at=NOW + timedelta(hours=1)), NOW, POLICY)
     assert [(n.action, n.name) for n in nudges] == [("release", "j3")]
     assert "could take the gaps it counts on" in nudges[0].reason
+
+
+def test_a_running_job_with_no_run_time_keeps_its_gpus_and_its_unknown_end_in_the_audit() -> None:
+    """6 GPUs, 2 held by a job running 10 min with no run time: the field example on the 4 left holds its second
+    round (the plan never counts the 2 as free), and the audited schedule says its end is unknown (null). A
+    best-effort job too wide to fit beside it waits for it, start unknown: the plan holds nothing then."""
+    blind = DeadlineJob("ns/blind", 2, math.inf, None, "h100", running_for=600)
+    jobs = [blind, *(DeadlineJob(f"ns/j{i}", 2, 3600, 7200, "h100") for i in range(4))]
+    nudges = plan_nudges(plan_pools([pool(6, jobs)]), NO_HOLDS, NOW, POLICY)
+    holds = [n for n in nudges if n.action == "hold"]
+    assert len(holds) == 2 and all(n.release_at == NOW + timedelta(minutes=30) for n in holds)
+    audited = json.loads(json.dumps(holds[0].evidence["schedule"]))
+    assert ["ns/blind", -600, None] in audited
+    wide = DeadlineJob("ns/wide", 6, 3600, None, "h100")
+    assert [n for n in plan_nudges(plan_pools([pool(6, [*jobs, wide])]), NO_HOLDS, NOW, POLICY)
+            if n.action == "hold"] == []
 
 
 def test_a_lost_deadline_is_demoted_until_admitted_and_never_where_preemption_compares_priorities() -> None:

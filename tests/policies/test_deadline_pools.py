@@ -3,6 +3,7 @@ from nominal quota, running and pending work, what is left out and what is said 
 
 from __future__ import annotations
 
+import json
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -82,6 +83,31 @@ def test_a_job_running_past_its_estimate_keeps_its_gpus_in_the_plan() -> None:
     [entry] = pool["schedule"]
     assert entry["past_estimate"] is True and entry["end"] == 1800
     assert pool_rows(pool, {})[0][6] == "running, past its estimate"
+
+
+def test_a_running_job_with_no_run_time_shows_no_end_in_every_pool() -> None:
+    """Two pools, each running a job with no run time for 10 min: c/h100 next to a job due in 2 h, the solo
+    queue's pool with no deadline at all. In both its end is unknown (table and JSON), never ``+0m``, and
+    best-effort work too wide to fit beside it waits for it: its start is unknown, not now."""
+    snap = snapshot([
+        wl("blind-c", "admitted", 2, flavor="h100", runtime=None, admitted_ago=600, deadline_in=None),
+        wl("due-c", "pending", 2),
+        wl("blind-solo", "admitted", 4, flavor="h100", runtime=None, admitted_ago=600, deadline_in=None, cq="cq-solo"),
+        wl("wide-solo", "pending", 6, deadline_in=None, cq="cq-solo"),
+    ])
+    pools = {(p["cohort"], p["flavor"]): p for p in pool_dicts(plan_pools(deadline_problems(snap)))}
+    with_deadline, without = pools[("c", "h100")], pools[("-cq-solo", "h100")]
+    for pool, blind in ((with_deadline, "ns/blind-c"), (without, "ns/blind-solo")):
+        [entry] = [s for s in pool["schedule"] if s["name"] == blind]
+        assert (entry["start"], entry["end"], entry["running"]) == (-600, None, True)
+        [row] = [r for r in pool_rows(pool, {}) if r[1] == blind]
+        assert row[3:] == ["-10m", "unknown", "-", "running, end unknown"]
+    rows = {r[1]: r for r in pool_rows(with_deadline, {})}
+    assert rows["ns/due-c"][3:] == ["+0m", "+1h00m", "+2h00m", "holds"]  # beside it: known times stay known
+    [wide] = [r for r in pool_rows(without, {}) if r[1] == "ns/wide-solo"]
+    assert wide[3:] == ["unknown", "unknown", "-", "best effort, start unknown"]
+    [waits] = [s for s in json.loads(json.dumps(without))["schedule"] if s["name"] == "ns/wide-solo"]
+    assert (waits["start"], waits["end"]) == (None, None)  # JSON null, not a number
 
 
 def test_every_missed_job_of_a_pool_has_its_row_saying_by_how_much_or_why() -> None:

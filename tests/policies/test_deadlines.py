@@ -12,6 +12,7 @@ exact method the answer stays valid and says when it is a heuristic.
 from __future__ import annotations
 
 import itertools
+import math
 from collections.abc import Sequence
 
 import pytest
@@ -84,6 +85,32 @@ def test_past_its_estimate_the_same_rule_in_seconds_as_the_cluster_plan() -> Non
     assert plan.missed == ["late"] and plan.missed_by == {"late": 800}
 
 
+def test_a_running_job_with_no_run_time_has_no_end_whether_or_not_anything_has_a_deadline() -> None:
+    """Running for 10 min, run time unknown (``duration=inf``): its end is unknown, never "now", and the same with
+    or without deadlines next to it. Its 2 GPUs stay held: on 4 GPUs, 2-GPU work fits beside it; 4-GPU work
+    waits for it, so its start is unknown too."""
+    unknown = job("u", 2, math.inf, None, running_for=10)
+    alone = plan_deadlines({GPU: 4}, [unknown])
+    [u] = alone.schedule
+    assert (u.start, u.end, u.running) == (-10, None, True)
+    beside = plan_deadlines({GPU: 4}, [unknown, job("r", 2, 30, None, running_for=10), job("a", 2, 10, 40),
+                                       job("fits", 2, 5, None), job("wide", 4, 5, None)])
+    by_name = {s.name: s for s in beside.schedule}
+    assert (by_name["u"].start, by_name["u"].end) == (-10, None)
+    assert beside.feasible and beside.exact and by_name["a"].start == 20  # after r: u never gives its GPUs back
+    assert (by_name["fits"].start, by_name["fits"].end) == (30, 35)
+    assert (by_name["wide"].start, by_name["wide"].end) == (None, None)
+    assert [s.name for s in beside.schedule][-1] == "wide"
+    assert any(m.startswith("wide waits for GPUs that a running job with no run time holds") for m in beside.messages)
+
+
+def test_a_running_job_with_no_run_time_and_a_deadline_is_missed_by_an_unknown_amount() -> None:
+    plan = plan_deadlines({GPU: 4}, [job("u", 2, math.inf, 60, running_for=10), job("a", 4, 10, 30)])
+    assert plan.missed == ["u"] and plan.missed_by == {}  # how late it ends is not known
+    assert plan.at_risk == ["a"] and plan.extra_gpus == {GPU: 2}  # u's GPUs are never free for a
+    assert {s.name: s.end for s in plan.schedule}["u"] is None
+
+
 def test_missed_by_how_much() -> None:
     """Runs 60, due in 50: late by 10 at the earliest; running with 30 left, due in 20: late by 10 too."""
     plan = plan_deadlines({GPU: 3}, [job("h", 2, 60, 50), job("r", 1, 40, 20, running_for=10)])
@@ -142,8 +169,9 @@ def test_resources_are_planned_apart() -> None:
     ([job("a", 5, 1, 2)], "jobs[0] (a).gpus", "more than the 4"),
     ([job("a", 1, 1, 2), job("a", 1, 1, 2)], "jobs[1] (a).name", "duplicate"),
     ([job("a", 3, 9, None, running_for=1), job("b", 3, 9, None, running_for=1)], "jobs[1] (b).gpus", "running"),
+    ([job("a", 1, math.inf, 2)], "jobs[0] (a).duration", "from 1e-06 to"),  # only a running job may have no end
 ], ids=["negative", "fractional", "zero-duration", "absurd-gpus", "absurd-deadline", "unknown-resource", "too-big",
-        "duplicate", "over-held"])
+        "duplicate", "over-held", "pending-without-end"])
 def test_bad_input_names_job_and_field(jobs: list[DeadlineJob], field: str, words: str) -> None:
     with pytest.raises(ConfigError, match=words) as err:
         plan_deadlines({GPU: 4}, jobs)

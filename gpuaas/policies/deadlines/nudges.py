@@ -199,7 +199,7 @@ def plan_nudges(pools: Sequence[PoolPlan], workloads: pd.DataFrame, now: datetim
         proven = plan.feasible and plan.exact and not loose
         where = f"cohort {pool.problem.cohort}, flavor {pool.problem.flavor}"
         # The plan that justifies the nudge, in the audit row: its first 50 jobs by start, seconds from now.
-        schedule = [[s.name, round(s.start, 1), round(s.end, 1)] for s in plan.schedule[:_AUDITED_JOBS]]
+        schedule = [[s.name, _rounded(s.start), _rounded(s.end)] for s in plan.schedule[:_AUDITED_JOBS]]
         for job in pool.problem.jobs:
             ns, _, name = job.name.partition("/")
             if job.running_for is not None:
@@ -298,9 +298,14 @@ def _unenforceable(pool: PoolPlan, starts: Mapping[str, Any], margin: float, giv
         scheduled = starts.get(job.name)
         if job.name in given_up or (job.name in lost and scheduled is None):
             out.append(job.name)
-        elif job.deadline is None and scheduled is not None and scheduled.start > margin:
-            out.append(job.name)
+        elif job.deadline is None and scheduled is not None and (scheduled.start is None or scheduled.start > margin):
+            out.append(job.name)  # a start that is unknown (after a job of unknown end) is later than any margin
     return out
+
+
+def _rounded(seconds: float | None) -> float | None:
+    """A planned time for the audit row; ``None`` (unknown: a job of unknown run time) stays ``None``."""
+    return None if seconds is None else round(seconds, 1)
 
 
 def _release_reason(hold: Mapping[str, Any], now: datetime, proven: bool, start: float | None,

@@ -12,8 +12,9 @@ exact and holds nothing.
 
 Which workloads, and how they enter (times in seconds from the snapshot's ``collected_at``):
 - admitted or quota-reserved: running on their flavor since ``admitted_at``; their run time is the
-  annotation or Kueue's maximum execution time; without either they are assumed to hold their
-  GPUs past every deadline of the pool (said in a note: never a silent guess).
+  annotation or Kueue's maximum execution time; without either their end is unknown (the
+  planner's ``math.inf``): they hold their GPUs past every deadline of the pool, whether or not
+  it has any, and the plan shows no end for them (said in a note: never a silent guess).
 - pending and active, with a deadline and a run time: pending on the first GPU flavor of their
   ClusterQueue (the one Kueue tries first). With a run time and no deadline: best-effort work.
   Deactivated workloads (``spec.active: false``) are not queued and are left out, except those
@@ -246,17 +247,14 @@ def _by_priority(snapshot: Snapshot, tree: CohortTree) -> dict[str, tuple[str, .
 
 def _problem(key: tuple[str, str], cap: int, entries: list[tuple[DeadlineJob | None, str, float | None]],
              notes: list[str]) -> PoolProblem:
-    horizon = max((j.deadline for j, _, _ in entries if j is not None and j.deadline is not None), default=0.0)
     jobs: list[DeadlineJob] = []
     too_big: list[DeadlineJob] = []
     held = 0
     for job, ref, runtime in entries:
         assert job is not None
         if job.running_for is not None:
-            if runtime is None:
+            if runtime is None:  # its duration stays math.inf: the planner keeps its end unknown
                 notes.append(f"{ref}: running with no run time, so assumed to hold its GPUs past every deadline")
-                job = DeadlineJob(ref, job.gpus, job.running_for + max(horizon, 0.0) + 1.0, job.deadline,
-                                  job.resource, job.running_for)
             held += job.gpus
             if held > cap:
                 notes.append(f"{ref}: running GPUs exceed the pool's {cap} nominal GPUs; not planned")

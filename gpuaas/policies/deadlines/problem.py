@@ -15,8 +15,11 @@ The method, per resource (resources never share GPUs, so each is its own problem
 
 Pure: no I/O, times in one unit relative to now = 0. Running jobs hold their GPUs until
 ``duration - running_for`` and are never moved; one already past its duration still holds them,
-for :func:`overrun_buffer` more. A job whose duration exceeds its time to deadline is ``missed``
-(no capacity helps) and counts toward no extra GPU.
+for :func:`overrun_buffer` more. A running job whose duration is ``math.inf`` (no run time is known)
+holds them past every deadline and every other job: its end is unknown, and so is the start of
+best-effort work that can only start once it has ended (``None`` in the schedule, never a made-up
+time). A job whose duration exceeds its time to deadline is ``missed`` (no capacity helps) and
+counts toward no extra GPU.
 """
 
 from __future__ import annotations
@@ -39,7 +42,11 @@ DEFAULT_RESOURCE = "nvidia.com/gpu"
 
 @dataclass(frozen=True)
 class DeadlineJob:
-    """A job to plan. ``running_for`` set means it is running and has run that long."""
+    """A job to plan. ``running_for`` set means it is running and has run that long.
+
+    ``duration`` is ``math.inf`` for a running job whose run time is unknown: nobody can say when it
+    ends, so the plan keeps its GPUs held to its end instead of guessing one.
+    """
 
     name: str
     gpus: int
@@ -51,13 +58,18 @@ class DeadlineJob:
 
 @dataclass(frozen=True)
 class ScheduledJob:
-    """Where a job runs in the plan; running jobs start before 0 (they started ``running_for`` ago)."""
+    """Where a job runs in the plan; running jobs start before 0 (they started ``running_for`` ago).
+
+    ``end`` is ``None`` for a running job whose run time is unknown; ``start`` and ``end`` are ``None`` for
+    best-effort work that waits for the GPUs such a job holds. An unknown time stays unknown, so that
+    no reader takes GPUs for free that are not.
+    """
 
     name: str
     resource: str
     gpus: int
-    start: float
-    end: float
+    start: float | None
+    end: float | None
     deadline: float | None
     running: bool = False
     past_estimate: bool = False
@@ -65,7 +77,7 @@ class ScheduledJob:
 
     @property
     def on_time(self) -> bool:
-        return self.deadline is None or self.end <= self.deadline + EPS
+        return self.deadline is None or (self.end is not None and self.end <= self.deadline + EPS)
 
 
 @dataclass(frozen=True)
@@ -129,7 +141,7 @@ def plan_deadlines(
         messages += part.messages
         extra[resource] = part.extra_gpus[resource]
         inexact |= set(part.inexact)
-    schedule.sort(key=lambda s: (s.start, s.name))
+    schedule.sort(key=lambda s: (math.inf if s.start is None else s.start, s.name))
     return DeadlinePlan(
         feasible=not any(extra.values()),
         extra_gpus=extra,
@@ -149,11 +161,18 @@ def _plan_resource(
     missed: list[str] = []
     missed_by: dict[str, float] = {}
     overrun: set[str] = set()
+    unknown: list[DeadlineJob] = []  # running, no run time: their GPUs held past everything else
     by_name = {j.name: j for j in jobs}
     items: list[Item] = []  # running + deadline jobs that can still hold
     best_effort: list[Item] = []
     for job in jobs:
-        if job.running_for is not None:
+        if job.running_for is not None and math.isinf(job.duration):
+            unknown.append(job)
+            if job.deadline is not None:  # missed by how much is unknown: no ``missed_by``
+                missed.append(job.name)
+                messages.append(f"{job.name} is running with no known run time, so it is planned to hold its "
+                                f"GPUs past its deadline {round(job.deadline, 1):g}")
+        elif job.running_for is not None:
             left = job.duration - job.running_for
             if left <= EPS:
                 overrun.add(job.name)
@@ -177,6 +196,8 @@ def _plan_resource(
             )
         else:
             items.append(Item(job.name, job.gpus, job.duration, job.deadline))
+    held_past = _past_every_end(jobs, items, best_effort, minute)
+    items += [Item(j.name, j.gpus, held_past, None, fixed_start=0.0) for j in unknown]
     due = [i for i in items if i.fixed_start is None]
     edf = sorted(due, key=lambda i: (i.deadline, -i.gpus * i.duration))
 
@@ -205,16 +226,28 @@ def _plan_resource(
     profile = Profile()
     for item in items:
         profile.add(starts[item.name], item.duration, item.gpus)
+    waiting: set[str] = set()  # best effort that only fits once a job of unknown end has ended
     for item in best_effort:
-        starts[item.name] = profile.earliest_fit(item.gpus, item.duration, cap + extra)
-        profile.add(starts[item.name], item.duration, item.gpus)
+        start = profile.earliest_fit(item.gpus, item.duration, cap + extra)
+        if unknown and start >= held_past - EPS:
+            waiting.add(item.name)
+            messages.append(f"{item.name} waits for GPUs that a running job with no run time holds, so its start "
+                            "is unknown")
+            continue
+        starts[item.name] = start
+        profile.add(start, item.duration, item.gpus)
+    ends_unknown = {j.name for j in unknown}
     schedule = []
     for item in items + best_effort:
         job = by_name[item.name]
+        if item.name in waiting:
+            schedule.append(ScheduledJob(item.name, resource, item.gpus, None, None, job.deadline))
+            continue
         start = starts[item.name] - (job.running_for or 0.0)
+        end = None if item.name in ends_unknown else starts[item.name] + item.duration
         schedule.append(
             ScheduledJob(
-                item.name, resource, item.gpus, start, starts[item.name] + item.duration,
+                item.name, resource, item.gpus, start, end,
                 job.deadline, running=job.running_for is not None, past_estimate=item.name in overrun,
             )
         )
@@ -222,6 +255,20 @@ def _plan_resource(
         feasible=extra == 0, extra_gpus={resource: extra}, schedule=schedule, missed=missed,
         inexact=tuple(inexact), messages=messages, at_risk=at_risk, missed_by=missed_by,
     )
+
+
+def _past_every_end(jobs: Sequence[DeadlineJob], items: Sequence[Item], best_effort: Sequence[Item],
+                    minute: float) -> float:
+    """How long the plan has a job of unknown run time hold its GPUs: past every end the plan can place.
+
+    Why this length: every deadline, every known end of a running job, then every other job run one
+    after another, and a minute more. Deadline jobs then never count on its GPUs (as if it never
+    ended), and a best-effort job starts before it only where it fits beside it: one placed at it or
+    later is one that waits for its GPUs, whose start is unknown. The number itself is never shown.
+    """
+    latest = max([0.0, *(j.deadline for j in jobs if j.deadline is not None),
+                  *(i.duration for i in items if i.fixed_start is not None)])
+    return latest + sum(i.duration for i in [*items, *best_effort] if i.fixed_start is None) + minute
 
 
 def _min_extra(
@@ -263,7 +310,8 @@ def validate_problem(capacity: Mapping[str, int], jobs: Sequence[DeadlineJob]) -
         seen.add(job.name)
         if not _is_count(job.gpus) or job.gpus < 1:
             raise ConfigError(f"must be a whole number of GPUs from 1 to {MAX_GPUS:,}, got {_given(job.gpus)}", field=f"{where}.gpus")
-        if not _is_time(job.duration) or job.duration < MIN_DURATION:
+        ends_unknown = job.running_for is not None and job.duration == math.inf  # a running job, no run time
+        if not ends_unknown and (not _is_time(job.duration) or job.duration < MIN_DURATION):
             raise ConfigError(f"must be a number of minutes from {MIN_DURATION:g} to {_MAX_TIME:,}, got {_given(job.duration)}", field=f"{where}.duration")
         if job.deadline is not None and not _is_time(job.deadline):
             raise ConfigError(f"must be a number of minutes from now, at most {_MAX_TIME:,} either way, got {_given(job.deadline)}", field=f"{where}.deadline")

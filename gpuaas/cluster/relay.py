@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import http.client
 import socket
+import ssl
 import struct
 import threading
 from collections.abc import Callable
@@ -48,10 +49,13 @@ class RelayHandler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
 
     def forward(self, upstream: tuple[str, int], body: bytes, timeout_s: float,
-                drop: frozenset[str] = frozenset()) -> tuple[int, dict[str, str], bytes]:
-        """This request sent to ``upstream`` (less the hop-by-hop headers and ``drop``); its answer read whole."""
+                drop: frozenset[str] = frozenset(),
+                tls: ssl.SSLContext | None = None) -> tuple[int, dict[str, str], bytes]:
+        """This request sent to ``upstream`` (less the hop-by-hop headers and ``drop``); its answer read whole.
+        With ``tls``, over HTTPS, the upstream's certificate checked by that context."""
         headers = {k: v for k, v in self.headers.items() if k.lower() not in HOP_BY_HOP | drop}
-        connection = http.client.HTTPConnection(*upstream, timeout=timeout_s)
+        connection = (http.client.HTTPSConnection(*upstream, timeout=timeout_s, context=tls) if tls is not None
+                      else http.client.HTTPConnection(*upstream, timeout=timeout_s))
         try:
             connection.request(self.command, self.path, body=body or None, headers=headers)
             response = connection.getresponse()

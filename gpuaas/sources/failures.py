@@ -41,6 +41,9 @@ _PATTERNS = [  # (regular expression on the error text, words); the first that m
     (r"timed out|Timeout|ReadTimeout|ConnectTimeout", "no answer in time (timed out)"),
     (r"Hostname mismatch|IP address mismatch", "TLS failed: the certificate is not for this host name"),
     (r"CERTIFICATE_VERIFY_FAILED|certificate verify failed", _UNTRUSTED),
+    # A TLS connection closed under a request (an answer lost on the way) is a dropped connection, not a TLS fault.
+    (r"UNEXPECTED_EOF_WHILE_READING|EOF occurred in violation of protocol|SSLEOFError|SSLZeroReturnError",
+     "connection dropped by the server"),
     (r"SSLError|SSL:", "TLS failed (certificate or protocol)"),
     (r"Connection reset|RemoteDisconnected|Connection aborted|closed connection", "connection dropped by the server"),
     (r"No host specified|Invalid URL|InvalidURL|MissingSchema|InvalidSchema", "not a valid URL (scheme and host?)"),

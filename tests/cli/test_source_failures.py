@@ -159,8 +159,12 @@ def test_one_failed_source_degrades_the_run_exit_3_and_json_says_why(
      "certificate chain (_ssl.c:1006)", "TLS failed: the certificate is not signed by a trusted CA"),
     ("SSLError: [SSL: WRONG_VERSION_NUMBER] wrong version number (_ssl.c:1006)",
      "TLS failed (certificate or protocol)"),
+    ("ProtocolError: ('Connection aborted.', SSLEOFError(8, '[SSL: UNEXPECTED_EOF_WHILE_READING] EOF occurred in "
+     "violation of protocol (_ssl.c:2427)'))", "connection dropped by the server"),
+    ("ReadError: [SSL: UNEXPECTED_EOF_WHILE_READING] EOF occurred in violation of protocol (_ssl.c:2427)",
+     "connection dropped by the server"),
 ], ids=["dns", "refused", "401", "timeout", "unknown-keeps-text-without-query", "tls-name", "tls-untrusted",
-        "tls-protocol"])
+        "tls-protocol", "tls-closed-under-a-request", "tls-closed-httpx"])
 def test_errors_in_words(text: str, words: str) -> None:
     assert in_words(RuntimeError(text)) == words
 

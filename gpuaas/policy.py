@@ -11,7 +11,7 @@ Input should be greater than 0 (and 1 more)``. The complete commented example li
 from __future__ import annotations
 
 import re
-from datetime import datetime
+from datetime import datetime, timedelta
 from enum import StrEnum
 from pathlib import Path
 from typing import Annotated, Any
@@ -43,6 +43,7 @@ from gpuaas.models import MAX_GPUS
 
 __all__ = [
     "HELD_BACK",
+    "MOVES_WINDOW",
     "Actuator",
     "AdaptivePolicy",
     "ColdStartBudget",
@@ -248,14 +249,24 @@ MAX_HISTORY_DAYS = 366.0
 """The longest history a rebalance plans on (``usage_lookback_days``, ``--history-days``): a year of one
 query chunk after another, and no fleet keeps its quotas' reasons longer."""
 
+MOVES_WINDOW = timedelta(hours=22)
+"""How far back a rebalance counts the quota moves of applied plans as spent of a queue's step and a cohort's
+``max_total_moved_gpus``: a day less two hours. Every run writes its audit rows after its own start
+(collect and planning come first), so with a full 24 hours the previous nightly run's moves, stamped a
+minute or so after that night's start, would fall inside tonight's window and spend every other night's
+step. The two hours are slack for either a nightly run that started up to an hour late (a busy worker) or
+the 23-hour night of a daylight-saving change in the schedule's time zone. A run later the same day (by
+hand, a retry) still finds that night's moves spent: two runs that each move a full step are more than
+22 hours apart."""
+
 
 class RebalancePolicy(_Model):
     mode: Mode = Mode.dry_run
     max_step_gpus: Gpus = 8
-    """Most GPUs of nominal quota any one queue gains or loses in any 24 hours, however many runs: what plans
-    applied in the last 24 hours moved is spent (an undo gives none of it back)."""
+    """Most GPUs of nominal quota any one queue gains or loses in a night, however many runs: what plans applied
+    in the last 22 hours (``MOVES_WINDOW``) moved is spent (an undo gives none of it back)."""
     max_total_moved_gpus: Gpus = 32
-    """Most GPUs of nominal quota all the queues of a cohort gain together in any 24 hours."""
+    """Most GPUs of nominal quota all the queues of a cohort gain together in a night, counted the same way."""
     hysteresis_gpus: Gpus = 1
     usage_lookback_days: Annotated[float, Field(gt=0, le=MAX_HISTORY_DAYS)] = 7
     """The history window demand is computed over."""

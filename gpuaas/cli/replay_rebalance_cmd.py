@@ -12,8 +12,9 @@ from typing import Annotated, Any
 
 import typer
 
-from gpuaas.cli._common import OutputFormat, console, err_console, fail, print_json, print_table
+from gpuaas.cli._common import OutputFormat, console, err_console, fail, flag_error, print_json, print_table
 from gpuaas.cli._trace_format import TraceFormat
+from gpuaas.cluster.deadline_replay import estimate_runtimes
 from gpuaas.cluster.quota_replay import replay_rebalance
 from gpuaas.errors import ConfigError
 from gpuaas.policy import Policy, load_policy
@@ -42,13 +43,21 @@ def rebalance(
     policy: Annotated[Path | None, typer.Option(
         "--policy", help="Policy YAML whose rebalance settings and tenants the nightly plan uses (default: the "
                          "policy's defaults, as the flow runs without one).")] = None,
+    runtime_estimate: Annotated[str, typer.Option(
+        "--runtime-estimate", help="What the nightly plan's deadline need is told of each job's run time: exact, "
+                                   "factor:F or lognormal:SIGMA.")] = "exact",
+    seed: Annotated[int, typer.Option("--seed", min=0, max=2**32 - 1, help="Seed of the lognormal estimate error.")] = 0,
     format: Annotated[OutputFormat, typer.Option("--format", help="Output format.")] = OutputFormat.table,
 ) -> None:
     """Replay a trace under static_isolated, static_cohort, rebalanced_isolated and rebalanced_cohort."""
     try:
+        estimate_runtimes([], runtime_estimate, seed)
+    except ConfigError as exc:  # the flag's value: a usage error (exit 2), before any trace is read
+        raise flag_error(exc) from exc
+    try:
         chosen = load_policy(policy) if policy is not None else Policy()
         result = replay_rebalance(trace, trace_format.value, quotas_file=quotas, days=days, policy=chosen,
-                                  policy_file=policy,
+                                  policy_file=policy, runtime_estimate=runtime_estimate, seed=seed,
                                   progress=lambda line: err_console.print(line, markup=False, highlight=False))
     except ConfigError as exc:
         raise fail(str(exc)) from exc

@@ -3,10 +3,10 @@
 The path of one quota change, in order (the flow takes it; so can a test or a REPL):
 
 1. ``read_audit_view``: the net quota change gpuaas itself made per queue and flavor over the last
-   ``no_reversal_days``, and what its plans moved in the last 24 hours, read from the audit log. The
-   planner needs the first so as not to undo tonight what it did last night, the second so that a
-   step and the total cap hold per day, however many runs there are; both are read beforehand and
-   passed in as data, so ``plan`` stays pure.
+   ``no_reversal_days``, and what its plans moved in the last 22 hours (``MOVES_WINDOW``), read from the
+   audit log. The planner needs the first so as not to undo tonight what it did last night, the second so
+   that a step and the total cap hold per night, however many runs there are; both are read beforehand
+   and passed in as data, so ``plan`` stays pure.
 2. ``plan``: the whole decision, pure. Per cohort the demand (``cohort_demands``), the planner's
    moves (``plan_quotas``) or why there are none (contradictory input, the same flavor's cpu or
    memory quota binding), and the borrowing a lowered quota creates; for the run, whether the
@@ -39,7 +39,7 @@ from gpuaas.policies.quotas import (
     deadline_gpus_per_queue,
     plan_quotas,
 )
-from gpuaas.policy import HELD_BACK, MAX_HISTORY_DAYS, FreezeOn, Mode, Policy
+from gpuaas.policy import HELD_BACK, MAX_HISTORY_DAYS, MOVES_WINDOW, FreezeOn, Mode, Policy
 from gpuaas.sources.kube import DEFAULT_GPU_RESOURCES
 
 if TYPE_CHECKING:  # the writes load the Kubernetes client and SQLAlchemy; planning (a replay, a REPL) does not
@@ -47,7 +47,8 @@ if TYPE_CHECKING:  # the writes load the Kubernetes client and SQLAlchemy; plann
     from gpuaas.store import AuditEntry, Store
 
 __all__ = ["GPU_RESOURCES", "CohortOutcome", "RebalanceAuditView", "RebalancePlan", "RebalanceResult", "apply",
-           "degraded_reason", "gpu_cohorts", "history_window", "hold_frozen", "plan", "plan_cohort", "read_audit_view"]
+           "degraded_reason", "gpu_cohorts", "history_window", "hold_frozen", "moves_window_start", "plan", "plan_cohort",
+           "read_audit_view"]
 
 GPU_RESOURCES: tuple[str, ...] = DEFAULT_GPU_RESOURCES
 """The extended resources counted as GPUs when the caller names none (the collector's default)."""
@@ -76,7 +77,7 @@ class RebalanceAuditView:
     recent_change: Mapping[tuple[str, str], int] = field(default_factory=dict)
     """(queue, flavor) -> net GPUs of quota gpuaas moved there within ``no_reversal_days``."""
     moved_24h: Mapping[tuple[str, str], tuple[int, int]] = field(default_factory=dict)
-    """(queue, flavor) -> (GPUs gained, GPUs lost) by plans applied in the last 24 hours."""
+    """(queue, flavor) -> (GPUs gained, GPUs lost) by plans applied since ``moves_window_start``: the night's."""
 
 
 @dataclass(frozen=True)
@@ -113,8 +114,12 @@ class RebalanceResult:
         return [o.cohort for o in self.cohorts if o.result == Outcome.changed]
 
 
-DAY = timedelta(hours=24)
-"""What the steps and the total cap bound: the moves of every plan applied in the last 24 hours."""
+def moves_window_start(now: datetime) -> datetime:
+    """The earliest instant whose applied quota moves a run deciding at ``now`` counts as spent of the night's
+    steps and total cap: ``MOVES_WINDOW`` (22 hours) before it, so that the previous nightly run's moves do
+    not count and those of any run since do. The flow reads the audit log from there; a replay counts its
+    own moves from there."""
+    return now - MOVES_WINDOW
 
 
 def history_window(history_days: float | None, policy: Policy) -> float:
@@ -130,18 +135,18 @@ def history_window(history_days: float | None, policy: Policy) -> float:
 
 def read_audit_view(store: Store, policy: Policy, now: datetime) -> RebalanceAuditView:
     """The quota moves gpuaas made within ``no_reversal_days`` before ``now``, net per queue and flavor, and
-    those of the last 24 hours, gross.
+    those since ``moves_window_start(now)`` (the night's), gross.
 
     The windows end at the wall clock when ``now`` is later: the log holds no move after it, and a window
     that started later would leave out the moves made today, so a run given a future instant would find the
-    whole daily cap and no move to keep from reversing (the windows have no upper end: a past ``now``
+    night's whole cap and no move to keep from reversing (the windows have no upper end: a past ``now``
     counts every move since, never fewer)."""
     from gpuaas.actions.quotas import quota_moved_since, recent_quota_changes
 
     end = min(now, datetime.now(UTC))
     since = end - timedelta(days=policy.rebalance.no_reversal_days)
     return RebalanceAuditView(recent_change=recent_quota_changes(store, since),
-                              moved_24h=quota_moved_since(store, end - DAY))
+                              moved_24h=quota_moved_since(store, moves_window_start(end)))
 
 
 def degraded_reason(snapshot: Snapshot, history_error: str | None = None) -> str | None:

@@ -13,8 +13,9 @@ from __future__ import annotations
 
 import json
 from collections import deque
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from typing import Any
 
 import pytest
 from typer.testing import CliRunner
@@ -110,9 +111,11 @@ def test_bad_quota_file_is_one_line_naming_file_and_tenant(tmp_path: Path,
     assert f"{bad}: cluster10: must be a whole number of GPUs" in result.output
 
 
-@pytest.mark.parametrize(("reclaim", "lends"), [("Any", False), ("Any", True), ("Never", False)],
-                         ids=["reclaiming", "reclaiming-lends", "never"])
-def test_the_replays_night_plans_what_the_rebalance_flow_plans_on_the_same_state(reclaim: str, lends: bool) -> None:
+@pytest.mark.parametrize(("reclaim", "lends", "b_samples"),
+                         [("Any", False, 6.0), ("Any", True, 6.0), ("Never", False, 6.0), ("Never", False, 0.5)],
+                         ids=["reclaiming", "reclaiming-lends", "never", "never-b-backlog-new"])
+def test_the_replays_night_plans_what_the_rebalance_flow_plans_on_the_same_state(
+        reclaim: str, lends: bool, b_samples: float, tmp_path: Path) -> None:
     """The replay's nightly plan and the flow's (``gpuaas.operations.rebalance.plan``) on one state.
 
     The state: three queues of one cohort, a week of hourly samples. The flow reads the percentile
@@ -121,25 +124,53 @@ def test_the_replays_night_plans_what_the_rebalance_flow_plans_on_the_same_state
     and the queues' ``reclaimWithinCohort``. The cohort is full at its busiest (b and c together
     want more than its 48 GPUs), so a lends its unused share only where it can reclaim it, and
     then only with ``reclaiming_lends`` (the cohort sets no borrowing or lending limit).
+
+    What the flow reads besides: the moves of the audit log, from a store, where the replay counts its
+    own (a plan 6 hours ago is within the night's window, last night's is not); the deadline need of
+    c's Workloads, planned on their estimated run times; b's backlog now, larger than any hourly sample
+    of it when its pending GPUs are new (``b_samples`` their mean over the week), which the busiest
+    demand counts in the flow.
     """
     import numpy as np
     import pandas as pd
 
-    from gpuaas.cluster.quota_replay._nightly import History, plan_night
+    from gpuaas.cluster.quota_replay._nightly import DeadlineWork, History, deadline_gpus, night_demand, plan_night
     from gpuaas.models import Snapshot, SourceStatus
     from gpuaas.operations import rebalance
+    from gpuaas.operations.deadlines import pool_plans
+    from gpuaas.store import AuditEntry, Store
 
+    now = datetime.now(UTC)  # the audit view ends at the wall clock
     rng = np.random.default_rng(7)
     quotas = {"a": 16, "b": 16, "c": 16}
     means = {"a": 2.0, "b": 15.0, "c": 12.0}
     backlog = {"a": (0.0, 0.0), "b": (12.0, 5 * 3600.0), "c": (4.0, 600.0)}
-    history = {q: History(used=deque(np.minimum(quotas[q], rng.poisson(means[q], 168))
-                                                                .astype(float)),
-                          pending=deque(rng.poisson(backlog[q][0] / 2, 168).astype(float)),
-                          changes=deque([-1, 0] if q == "a" else []),
-                          pending_now=backlog[q][0], oldest_wait_s=backlog[q][1]) for q in quotas}
+    waiting = {"a": 0.0, "b": b_samples, "c": 2.0}
+    # (hours ago, net GPUs) of the plans applied to each queue: last night's and one by hand 6 hours ago.
+    applied = {"a": [(23.0, -4), (6.0, -2)], "b": [(23.0, 4), (6.0, 2)], "c": []}
+    history = {q: History(used=deque(np.minimum(quotas[q], rng.poisson(means[q], 168)).astype(float)),
+                          pending=deque(rng.poisson(waiting[q], 168).astype(float)),
+                          changes=deque(d for _, d in applied[q]),
+                          pending_now=backlog[q][0], oldest_wait_s=backlog[q][1],
+                          applied=deque((now - timedelta(hours=h), d) for h, d in applied[q])) for q in quotas}
+    # c's three 10-GPU jobs must end within 2.5 hours and are told to run 2 (they run 3): all at once, 30 GPUs.
+    work = [DeadlineWork("c", f"dl-{i}", 10, 2 * 3600.0, 9000.0) for i in range(3)]
     policy = Policy(rebalance=RebalancePolicy(reclaiming_lends=lends))
-    replayed = plan_night(quotas, history, policy, {q: reclaim != "Never" for q in quotas})
+    need = deadline_gpus(quotas, work, 0.0)  # the replay's clock: its jobs' deadlines 2.5 hours ahead
+    assert need == {"c": 30}
+    reclaims = {q: reclaim != "Never" for q in quotas}
+    replayed = plan_night(quotas, history, policy, reclaims, now=now, deadline_need=need)
+    asked = night_demand(quotas, history, policy, reclaims, now=now, deadline_need=need)
+
+    store = Store(f"sqlite:///{tmp_path}/gpuaas.db")
+    for q, moves in applied.items():
+        for hours, delta in moves:
+            store.append(AuditEntry(created_at=now - timedelta(hours=hours), flow="rebalance", action="quota-change",
+                                    kind="ClusterQueue", name=q, mode="apply", outcome="applied",
+                                    before={"gpu": 16 - delta}, after={"gpu": 16}, refers_to=int(hours)))
+    audit = rebalance.read_audit_view(store, policy, now)
+    store.close()
+    assert audit.moved_24h == {("a", "gpu"): (0, 2), ("b", "gpu"): (2, 0)}
 
     pct = policy.rebalance.usage_percentile
     rows = []
@@ -150,25 +181,72 @@ def test_the_replays_night_plans_what_the_rebalance_flow_plans_on_the_same_state
                  {"cluster_queue": q, "flavor": "gpu", "stat": "history_seconds", "value": 7 * 86400.0},
                  {"cluster_queue": q, "flavor": "", "stat": "pending_median", "value": float(np.median(list(h.pending)))},
                  {"cluster_queue": q, "flavor": "", "stat": "pending_max", "value": float(max(h.pending))}]
+    workloads = pd.DataFrame([{"namespace": "c", "name": w.name, "cluster_queue": "c", "state": "pending",
+                               "gpus": float(w.gpus), "flavor": None, "active": True, "runtime_seconds": w.estimate_s,
+                               "deadline_at": now + timedelta(seconds=w.deadline_s), "admitted_at": None}
+                              for w in work])
     snap = Snapshot(
-        collected_at=datetime(2026, 12, 1, tzinfo=UTC),
+        collected_at=now,
         windows_minutes=(30.0,), sources={"kube": SourceStatus("kube", ok=True)},
         quotas=pd.DataFrame([{"cluster_queue": q, "cohort": "trace", "flavor": "gpu", "resource": "nvidia.com/gpu",
                               "nominal": float(g), "borrowing_limit": None, "lending_limit": None, "reserved": 0.0,
                               "usage": 0.0, "borrowed": 0.0, "reclaim_within_cohort": reclaim}
                              for q, g in quotas.items()]),
         queues=pd.DataFrame([{"name": q, "pending_gpus": p, "oldest_pending_seconds": w}
-                             for q, (p, w) in backlog.items()]))
-    audit = rebalance.RebalanceAuditView(recent_change={("a", "gpu"): -1})
-    [cohort] = rebalance.plan(snap, pd.DataFrame(rows), policy, audit=audit).cohorts
+                             for q, (p, w) in backlog.items()]),
+        workloads=workloads)
+    pools = pool_plans(snap)
+    [cohort] = rebalance.plan(snap, pd.DataFrame(rows), policy, audit=audit, pools=pools).cohorts
     flowed = cohort.plan
     assert flowed is not None, cohort.error
+
+    def inputs(queues: list[Any]) -> list[tuple[Any, ...]]:
+        return [(q.name, q.nominal, q.demand, q.busiest, q.guaranteed, q.weight, q.recent_change, q.reclaims,
+                 q.moved_24h) for q in queues]
+
+    assert inputs(asked.queues) == inputs(cohort.demand.queues)  # every figure the planner reads, busiest included
+    assert asked.limits == cohort.demand.limits
     assert {c.queue: c.after for c in flowed.changes} == replayed.quotas
     assert replayed.moved_gpus == flowed.moved_gpus
     if lends:
         assert replayed.moved_gpus > 0 and replayed.quotas["a"] < quotas["a"]
     else:
         assert replayed.quotas == quotas
+
+
+def test_the_nightly_deadline_need_is_told_each_jobs_estimate_not_its_true_run_time(
+        slice_runs: tuple[list[Path], Path, dict[str, ReplayRun]], monkeypatch: pytest.MonkeyPatch) -> None:
+    """The flow reads a Workload's run time from its annotation, an estimate: so does the replay's nightly
+    deadline need, while the job runs its true duration."""
+    import gpuaas.cluster.quota_replay._engine as engine
+    from gpuaas.cluster.quota_replay._nightly import deadline_gpus
+
+    traces, quotas, _ = slice_runs
+    table = load_quotas([], "itp", traces, quotas)
+    jobs = [j for j in in_window(read_trace(traces, "itp"), 5) if j.gpus <= table[j.tenant]]
+    told: list[Any] = []
+
+    def seen(quotas: dict[str, int], work: list[Any], now: float) -> dict[str, int]:
+        told.extend(work)
+        return deadline_gpus(quotas, work, now)
+
+    monkeypatch.setattr(engine, "deadline_gpus", seen)
+    run = QuotaReplay(jobs, table, CONFIGURATIONS[2], estimates=[3 * j.duration for j in jobs]).run()
+    truth = {r.name: r.duration for r in run.jobs}
+    assert told and all(w.estimate_s == 3 * truth[w.name] for w in told)
+    assert any(w.started_s is not None for w in told) and any(w.started_s is None for w in told)
+    assert all(r.finished is not None and r.started is not None and r.finished - r.started == r.duration
+               for r in run.jobs if r.runs == 1)
+
+
+def test_a_bad_runtime_estimate_is_a_usage_error_naming_the_flag(
+        slice_runs: tuple[list[Path], Path, dict[str, ReplayRun]]) -> None:
+    traces, quotas, _ = slice_runs
+    result = runner.invoke(app, ["replay", "rebalance", "--trace", str(traces[0]), "--trace-format", "itp",
+                                 "--quotas", str(quotas), "--runtime-estimate", "factor:0"])
+    assert result.exit_code == 2 and result.stderr.strip().splitlines() == [
+        "error: Invalid value for '--runtime-estimate': expected exact, factor:F (0 < F <= 1000) or lognormal:SIGMA "
+        "(0 <= SIGMA <= 10) (got 'factor:0'); see gpuaas replay rebalance --help"]
 
 
 def test_a_bad_policy_file_is_one_line_naming_file_and_field(tmp_path: Path,

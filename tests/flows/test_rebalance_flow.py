@@ -186,8 +186,8 @@ def test_the_step_is_a_days_however_many_runs_and_an_undo_gives_none_back(pointe
     [c2] = json.loads(again.stdout)["cohorts"]
     assert c2["moved_gpus"] == 0 and quotas(pointed_at)["team-b-cq"] == 8
     [b] = [r for r in c2["changes"] if r["queue"] == "team-b-cq"]
-    assert "the step of 4 (100% of 4, 4 of it gained in the last 24 hours) allows no gain" in b["reason"]
-    assert any("4 GPUs of quota already moved in this cohort in the last 24 hours" in n for n in c2["notes"])
+    assert "the step of 4 (100% of 4, 4 of it gained in the last 22 hours) allows no gain" in b["reason"]
+    assert any("4 GPUs of quota already moved in this cohort in the last 22 hours" in n for n in c2["notes"])
     assert runner.invoke(app, ["undo", str(c["plan_id"])]).exit_code == 0
     assert quotas(pointed_at) == NOMINAL
     after_undo = runner.invoke(app, ["rebalance", "--apply", "--cohort", "c", "--format", "json"])
@@ -280,7 +280,7 @@ def test_an_at_without_a_zone_plans_as_utc_through_prefect_and_the_command_lines
 
 def test_the_days_cap_holds_for_a_run_given_a_later_at_and_apply_refuses_it(pointed_at: EmbeddedCluster,
                                                                              prefect_harness: None) -> None:
-    """A plan applied now; a run told it is 25 hours later (its 24 hours would start after the plan) still counts it:
+    """A plan applied now; a run told it is 25 hours later (its 22 hours would start after the plan) still counts it:
     the day's step is spent. Only a dry-run may look there: an apply run for another instant than now is refused
     and writes nothing."""
     from flows.rebalance import rebalance
@@ -296,7 +296,7 @@ def test_the_days_cap_holds_for_a_run_given_a_later_at_and_apply_refuses_it(poin
     assert looked.is_completed(), looked.message
     [c2] = looked.result()["cohorts"]
     assert c2["moved_gpus"] == 0
-    assert any("4 GPUs of quota already moved in this cohort in the last 24 hours" in n for n in c2["notes"])
+    assert any("4 GPUs of quota already moved in this cohort in the last 22 hours" in n for n in c2["notes"])
 
     store = open_store(load_settings())
     try:

@@ -1,8 +1,12 @@
-"""``gpuaas.operations.rebalance.read_audit_view``: the day's moves and the no-reversal window, read from a store.
+"""``gpuaas.operations.rebalance.read_audit_view``: the night's moves and the no-reversal window, read from a store.
 
 A plan applied 6 hours ago moved 4 GPUs from ``team-c-cq`` to ``team-b-cq``. Whatever instant a run is
-given, the 24-hour cap and the no-reversal rule must still count that move: a run told it is 20 hours
+given, the night's cap and the no-reversal rule must still count that move: a run told it is 20 hours
 later (the cap's window would then start after the move) must not find the whole cap free again.
+
+Then whole runs on SQLite and PostgreSQL, each planned on what the store says and its moves written as an
+apply writes them, a minute after the run's start: nightly runs a day apart (or the 23 hours of a
+daylight-saving night) each take a full step, and a run by hand the same day only what is left of it.
 """
 
 from __future__ import annotations
@@ -12,9 +16,12 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
+import pandas as pd
 import pytest
 
-from gpuaas.operations.rebalance import read_audit_view
+from gpuaas.cluster.services import fresh_schema_url
+from gpuaas.models import Snapshot, SourceStatus
+from gpuaas.operations.rebalance import plan, read_audit_view
 from gpuaas.policy import Policy
 from gpuaas.store import AuditEntry, Store
 
@@ -83,3 +90,87 @@ def test_the_days_cap_counts_a_rollback_by_what_its_row_records_not_by_its_wordi
         assert quota_moved_since(store, at - timedelta(minutes=1)) == {("q2", "h100"): (0, 4)}
     finally:
         store.close()
+
+
+# Whole runs: cohort c, ``busy`` holds its whole quota and waits for more, ``idle`` (which cannot reclaim, so
+# it lends in a cohort full at its busiest) uses none. Both start at their share, 32 of 64: the step binds,
+# min(max_step_gpus 8, 50 % of 32).
+PLANNING = timedelta(seconds=40)
+"""How long after its start a run writes its moves (collect and planning come first)."""
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def any_store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Store]:
+    if request.param == "sqlite":
+        url = f"sqlite:///{tmp_path}/gpuaas.db"
+    else:
+        url = fresh_schema_url(request.getfixturevalue("postgres_url"), f"s_{abs(hash(request.node.nodeid)) % 10**10}")
+    opened = Store(url)
+    yield opened
+    opened.close()
+
+
+def run(store: Store, start: datetime, quotas: dict[str, int], busy_wants: int) -> tuple[dict[str, int], list[str]]:
+    """One rebalance run at ``start``: the audit view, the plan, and its moves written as applied. The new quotas
+    and the plan's notes."""
+    cells = [{"cluster_queue": q, "cohort": "c", "flavor": "h100", "resource": "nvidia.com/gpu", "nominal": float(g),
+              "borrowing_limit": None, "lending_limit": None, "reserved": float(g if q == "busy" else 0),
+              "usage": float(g if q == "busy" else 0), "borrowed": 0.0, "reclaim_within_cohort": "Never"}
+             for q, g in quotas.items()]
+    waiting = float(busy_wants - quotas["busy"])
+    queues = [{"name": "busy", "pending_gpus": waiting, "oldest_pending_seconds": 5 * 3600.0},
+              {"name": "idle", "pending_gpus": 0.0, "oldest_pending_seconds": float("nan")}]
+    history = pd.DataFrame([{"cluster_queue": q, "flavor": f, "stat": stat, "value": value}
+                            for q, held, pending in (("busy", float(quotas["busy"]), waiting), ("idle", 0.0, 0.0))
+                            for f, stat, value in (("h100", "usage_p", held), ("h100", "reservation_p", held),
+                                                   ("h100", "history_seconds", 7 * 86400.0),
+                                                   ("", "pending_median", pending), ("", "pending_max", pending))])
+    snapshot = Snapshot(collected_at=start, windows_minutes=(30.0,), sources={"kube": SourceStatus("kube", ok=True)},
+                        quotas=pd.DataFrame(cells), queues=pd.DataFrame(queues))
+    [cohort] = plan(snapshot, history, Policy(), audit=read_audit_view(store, Policy(), start)).cohorts
+    assert cohort.plan is not None, cohort.error
+    after = {c.queue: c.after for c in cohort.plan.changes}
+    at = start + PLANNING
+
+    def row(action: str, kind: str, name: str, outcome: str, **kw: Any) -> AuditEntry:
+        return store.append(AuditEntry(created_at=at, flow="rebalance", action=action, kind=kind, name=name,
+                                       mode="apply", outcome=outcome, **kw))
+
+    if after != quotas:
+        intent = row("quota-plan", "Cohort", "c", "planned")
+        for queue in sorted(quotas, key=lambda q: after[q] - quotas[q]):  # decreases first, as an apply lands them
+            row("quota-change", "ClusterQueue", queue, "applied", before={"h100": quotas[queue]},
+                after={"h100": after[queue]}, refers_to=intent.id)
+        row("quota-plan", "Cohort", "c", "applied", refers_to=intent.id)
+    return after, cohort.demand.notes
+
+
+@pytest.mark.parametrize("apart", [timedelta(hours=24), timedelta(hours=23), timedelta(hours=24, minutes=-1)],
+                         ids=["a-day", "a-daylight-saving-night", "a-minute-early"])
+def test_each_nightly_run_takes_a_full_step_although_the_last_ones_moves_are_less_than_24_hours_old(
+        any_store: Store, apart: timedelta) -> None:
+    """Last night's moves are written 40 s after its start, so less than 24 hours before tonight's start: they
+    must not spend tonight's step, or the rebalance moves every other night."""
+    tonight = datetime.now(UTC)
+    first, _ = run(any_store, tonight - apart, {"busy": 32, "idle": 32}, busy_wants=64)
+    assert first == {"busy": 40, "idle": 24}
+    second, notes = run(any_store, tonight, first, busy_wants=64)
+    assert second == {"busy": 48, "idle": 16}  # a full step again, not what was left of last night's
+    assert not any("already moved" in n for n in notes)
+
+
+def test_a_run_by_hand_the_same_day_moves_only_what_is_left_of_the_nights_step(any_store: Store) -> None:
+    """The night moved 4 of busy's step of 8; a run 12 hours later, with more waiting, moves the other 4, one
+    30 minutes after that nothing. The next night, 12 hours after the run by hand, counts that run's moves
+    (they are within 22 hours) but not its own last night's: it moves what the run by hand left, 4."""
+    night = datetime.now(UTC) - timedelta(hours=24, minutes=30)
+    quotas, _ = run(any_store, night, {"busy": 32, "idle": 32}, busy_wants=36)
+    assert quotas == {"busy": 36, "idle": 28}
+    quotas, notes = run(any_store, night + timedelta(hours=12), quotas, busy_wants=64)
+    assert quotas == {"busy": 40, "idle": 24}
+    assert any(n.startswith("4 GPUs of quota already moved in this cohort in the last 22 hours") for n in notes)
+    again, _ = run(any_store, night + timedelta(hours=12, minutes=30), quotas, busy_wants=64)
+    assert again == quotas
+    quotas, notes = run(any_store, night + timedelta(hours=24), quotas, busy_wants=64)
+    assert quotas == {"busy": 44, "idle": 20}
+    assert any(n.startswith("4 GPUs of quota already moved in this cohort in the last 22 hours") for n in notes)

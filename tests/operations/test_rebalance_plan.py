@@ -85,7 +85,7 @@ def test_the_days_moves_reach_the_planner_and_spend_its_steps_and_cap() -> None:
     [c] = plan(today, pd.DataFrame(), policy, audit=audit).cohorts
     assert {q.name: dict(q.moved_24h) for q in c.demand.queues} == {"a": {"h100": (4, 0)}, "b": {"h100": (0, 4)}}
     assert c.demand.limits.moved_24h_gpus == 4
-    assert any(n.startswith("4 GPUs of quota already moved in this cohort in the last 24 hours") for n in c.demand.notes)
+    assert any(n.startswith("4 GPUs of quota already moved in this cohort in the last 22 hours") for n in c.demand.notes)
     assert c.plan is not None and c.plan.moved_gpus == 0
     [fresh] = plan(today, pd.DataFrame(), policy).cohorts  # the same quotas with no plan today: a takes its step
     assert fresh.plan is not None and fresh.plan.moved_gpus == 4

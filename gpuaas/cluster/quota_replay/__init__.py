@@ -8,7 +8,10 @@ Four configurations on the same jobs and the same total GPUs:
 * ``rebalanced_isolated`` / ``rebalanced_cohort``: each of those with the rebalance flow's nightly
   demand formula and planner, under the policy's ``rebalance`` settings (the defaults, or
   ``--policy``), on the replay's own history (see ``_nightly``). Tenants the policy does not name
-  get a weight proportional to their static quota (``with_share_weights``).
+  get a weight proportional to their static quota (``with_share_weights``). The deadline need of
+  the nightly demand is planned on each job's estimated run time (``--runtime-estimate``: exact,
+  ``factor:F`` or ``lognormal:SIGMA`` of the true one, as in ``gpuaas replay deadlines``), while
+  the jobs run their true durations.
 
 Quotas: Philly tenants (the ``cluster`` column) get ``nodes x 8`` GPUs from the Helios VC table;
 ITP files are one tenant each with their mean GPU demand; ``--quotas`` overrides either. Jobs
@@ -36,6 +39,7 @@ from gpuaas.policies.quotas import limits_of
 from gpuaas.policy import Policy, Tenant
 from gpuaas.sources.csv_table import read_csv_table, where
 
+from ..deadline_replay import estimate_runtimes
 from ..traces import TraceJob, read_itp, read_philly
 from ._engine import Configuration, QuotaReplay
 from ._report import summarise
@@ -167,12 +171,16 @@ DERIVED_QUOTAS = {"philly": "nodes x 8 GPUs from philly_vc_nodes_helios.csv next
 def replay_rebalance(traces: Sequence[Path], trace_format: str, *, quotas_file: Path | None = None,
                      days: float | None = None, configurations: Sequence[Configuration] = CONFIGURATIONS,
                      policy: Policy | None = None, policy_file: Path | None = None,
-                     progress: Callable[[str], None] | None = None) -> dict[str, Any]:
+                     progress: Callable[[str], None] | None = None, runtime_estimate: str = "exact",
+                     seed: int = 0) -> dict[str, Any]:
     """Replay the trace under every configuration; the JSON the command prints.
 
     ``meta.tenants`` has every tenant of the input, the left-out ones with why (``policy_file`` only names
-    the policy's file in an error).
+    the policy's file in an error). ``runtime_estimate`` (with ``seed``): what the nightly plan's deadline
+    need is told of each job's run time (``estimate_runtimes``); a bad value is a ``ConfigError`` naming
+    ``--runtime-estimate``.
     """
+    estimate_runtimes([], runtime_estimate, seed)  # a bad spec is refused before the trace is read
     trace = read_trace(traces, trace_format)
     jobs = in_window(trace, days)
     quotas = load_quotas(jobs, trace_format, traces, quotas_file)
@@ -191,16 +199,18 @@ def replay_rebalance(traces: Sequence[Path], trace_format: str, *, quotas_file: 
         raise ConfigError(f"no job fits its tenant's quota as derived from the trace ({DERIVED_QUOTAS[trace_format]}); "
                           "give quotas with --quotas", file=", ".join(str(t) for t in source))
     policy = with_share_weights(policy, quotas)
+    estimates = estimate_runtimes(kept, runtime_estimate, seed)
     results: dict[str, Any] = {}
     for config in configurations:
-        results[config.name] = summarise(QuotaReplay(kept, quotas, config, policy=policy, progress=progress).run())
+        results[config.name] = summarise(QuotaReplay(kept, quotas, config, policy=policy, progress=progress,
+                                                     estimates=estimates).run())
     span_days = (max(j.submit for j in kept) - min(j.submit for j in kept)) / DAY
     meta = {
         "trace": [str(p) for p in traces], "trace_format": trace_format, "jobs": len(kept),
         "excluded_jobs": sum(excluded.values()), "excluded_by_tenant": excluded,
         "submission_span_days": round(span_days, 2), "total_gpus": sum(quotas.values()),
         "quotas": dict(sorted(quotas.items())), "limits": asdict(limits_of(policy.rebalance)),
-        "usage_percentile": policy.rebalance.usage_percentile,
+        "usage_percentile": policy.rebalance.usage_percentile, "runtime_estimate": runtime_estimate, "seed": seed,
         "gpu_hours": round(sum(j.gpus * j.duration for j in kept) / 3600, 1),
         "tenants": {a.tenant: _tenant_meta(a, days) for a in accounts},
     }

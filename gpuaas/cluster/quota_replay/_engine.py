@@ -13,10 +13,11 @@ its full duration again when admitted again; its queueing delay is the sum of al
 from __future__ import annotations
 
 import heapq
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from datetime import UTC, datetime, timedelta
+from datetime import timedelta
 
+from gpuaas.operations.rebalance import moves_window_start
 from gpuaas.policy import Policy
 
 from ...quantity import GPU
@@ -25,12 +26,20 @@ from ..kueue._model import PodSetInfo, WorkloadRecord, WorkloadState
 from ..kueue._preemption import AdmittedIndex, Target
 from ..kueue._quota import ClusterQueueQuota, PreemptionPolicy, QuotaBook, ResourceQuota
 from ..traces import TraceJob
-from ._nightly import FLAVOR, History, history_hours, no_reversal_nights, plan_night
+from ._nightly import (
+    EPOCH,
+    FLAVOR,
+    DeadlineWork,
+    History,
+    deadline_gpus,
+    history_hours,
+    no_reversal_nights,
+    plan_night,
+)
 from ._pending import PendingQueue
 
 __all__ = ["Configuration", "JobRecord", "QuotaReplay", "ReplayRun"]
 
-EPOCH = datetime(2026, 1, 1, tzinfo=UTC)
 HOUR, DAY = 3600.0, 86400.0
 COHORT = "trace"
 COHORT_PREEMPTION = PreemptionPolicy(within_cluster_queue="LowerPriority", reclaim_within_cohort="Any")
@@ -49,6 +58,7 @@ class JobRecord(WorkloadRecord):
 
     gpus: int = 0
     duration: float = 0.0
+    estimate: float = 0.0  # the run time the nightly plan is told (its annotation): the duration when exact
     submit: float = 0.0
     deadline: float | None = None
     pending_since: float = 0.0
@@ -78,7 +88,10 @@ class QuotaReplay:
     """Replays ``jobs`` with ``quotas`` (tenant -> GPUs) under one configuration."""
 
     def __init__(self, jobs: list[TraceJob], quotas: dict[str, int], config: Configuration, *,
-                 policy: Policy | None = None, progress: Callable[[str], None] | None = None) -> None:
+                 policy: Policy | None = None, progress: Callable[[str], None] | None = None,
+                 estimates: Sequence[float] | None = None) -> None:
+        """``estimates``: per job of ``jobs``, the run time the nightly plan's deadline need is told (its
+        Workload's annotation); the true durations when None."""
         self.config = config
         self.quotas = dict(quotas)
         self.policy = policy or Policy()
@@ -97,16 +110,19 @@ class QuotaReplay:
         self._moved: list[int] = []
         self._totals: list[int] = []
         self._failed: list[str] = []
-        self.records = [self._record(i, job) for i, job in enumerate(jobs)]
+        told = [j.duration for j in jobs] if estimates is None else list(estimates)
+        if len(told) != len(jobs):
+            raise ValueError(f"{len(told)} run-time estimates for {len(jobs)} jobs")
+        self.records = [self._record(i, job, estimate) for i, (job, estimate) in enumerate(zip(jobs, told))]
         self._set_quotas()
 
     # --- setup ----------------------------------------------------------------------------------
-    def _record(self, i: int, job: TraceJob) -> JobRecord:
+    def _record(self, i: int, job: TraceJob, estimate: float) -> JobRecord:
         at = EPOCH + timedelta(seconds=job.submit)
         podset = PodSetInfo("main", 1, {GPU: job.gpus * 1000}, {})
         return JobRecord(namespace=job.tenant, name=f"job-{i}", uid=f"job-{i}", queue_name=job.tenant, priority=0,
                          created=at, queued_at=at, podsets=[podset], seq=i, gpus=job.gpus,
-                         duration=max(job.duration, 1.0), submit=job.submit, deadline=job.deadline)
+                         duration=max(job.duration, 1.0), estimate=estimate, submit=job.submit, deadline=job.deadline)
 
     def _set_quotas(self) -> None:
         queues = [ClusterQueueQuota(
@@ -240,15 +256,33 @@ class QuotaReplay:
             h.oldest_wait_s = self.now - min((r.pending_since for r in waiting), default=self.now)
         reclaims = {name: q.cohort is not None and q.preemption.reclaim_within_cohort != "Never"
                     for name, q in self.book.queues.items()}
-        result = plan_night(self.quotas, self.history, self.policy, reclaims)
+        at = EPOCH + timedelta(seconds=self.now)
+        need = deadline_gpus(self.quotas, self._deadline_work(), self.now)
+        result = plan_night(self.quotas, self.history, self.policy, reclaims, now=at, deadline_need=need)
         if result.failed:
             self._failed.append(f"day {int(self.now // DAY)}: {result.failed}")
+        since = moves_window_start(at)
         for name, gpus in result.quotas.items():
             h = self.history[name]
             h.changes.append(gpus - self.quotas[name])
             if len(h.changes) > max(1, self.no_reversal_nights):
                 h.changes.popleft()
+            if gpus != self.quotas[name]:
+                h.applied.append((at, gpus - self.quotas[name]))
+            while h.applied and h.applied[0][0] < since:
+                h.applied.popleft()
         self.quotas = result.quotas
         self._moved.append(result.moved_gpus)
         self._totals.append(sum(self.quotas.values()))
         self._set_quotas()
+
+    def _deadline_work(self) -> list[DeadlineWork]:
+        """Every job with a deadline that is pending or running now, with its estimate: what the flow's snapshot
+        shows of it."""
+        work = [DeadlineWork(name, r.name, r.gpus, r.estimate, r.deadline)
+                for name in sorted(self.pending) for r in self.pending[name].records()
+                if isinstance(r, JobRecord) and r.deadline is not None]
+        for _, epoch, _, r in sorted(self._running, key=lambda e: e[2]):
+            if epoch == r.epoch and r.state is WorkloadState.RESERVED and r.deadline is not None:
+                work.append(DeadlineWork(r.queue_name, r.name, r.gpus, r.estimate, r.deadline, r.started))
+        return work

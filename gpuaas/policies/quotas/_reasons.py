@@ -12,7 +12,12 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
-__all__ = ["Cell", "reasons_for"]
+from gpuaas.policy import MOVES_WINDOW
+
+__all__ = ["MOVES_WINDOW_WORDS", "Cell", "reasons_for"]
+
+MOVES_WINDOW_WORDS = f"{MOVES_WINDOW.total_seconds() / 3600:g} hours"
+"""How the reasons and notes name the window whose moves a plan counts as spent ("22 hours")."""
 
 
 class _Limits(Protocol):
@@ -52,7 +57,7 @@ class Cell:
     share: float = 0.0
     """The queue's weighted share of the flavor's GPUs in the cohort: shortfall within it is owed first."""
     gained_24h: int = 0
-    """What plans applied in the last 24 hours already gave it: spent of the day's step."""
+    """What plans applied in the moves window (``MOVES_WINDOW``) already gave it: spent of the night's step."""
     lost_24h: int = 0
 
     @property
@@ -66,7 +71,7 @@ def _num(x: float) -> str:
 
 def _step_words(c: Cell, limits: _Limits) -> str:
     pct = f"{_num(limits.max_step_percent)}% of {max(c.before - c.gained_24h + c.lost_24h, c.guaranteed)}"
-    spent = f", {c.gained_24h} of it gained in the last 24 hours" if c.gained_24h else ""
+    spent = f", {c.gained_24h} of it gained in the last {MOVES_WINDOW_WORDS}" if c.gained_24h else ""
     if c.step >= limits.max_step_gpus:
         return f"the step of {c.step} (max_step_gpus{spent})"
     if c.step == limits.min_step_gpus and c.step > 0:
@@ -138,7 +143,7 @@ def _why_not_more(c: Cell, a: int, moved: int, limits: _Limits) -> str:
     if moved >= limits.total_left:
         cap = limits.total_cap or f"max_total_moved_gpus={limits.max_total_moved_gpus}"
         if limits.moved_24h_gpus:
-            return f"limited by {cap} a day, {limits.moved_24h_gpus} of it moved in the last 24 hours"
+            return f"limited by {cap} a night, {limits.moved_24h_gpus} of it moved in the last {MOVES_WINDOW_WORDS}"
         return f"limited by {cap} for the whole plan"
     return ("no other queue can give more (each is at its demand, guarantee, step, or recent gain"
             + (f", or the change would be under hysteresis_gpus={limits.hysteresis_gpus}"

@@ -40,12 +40,13 @@ from dataclasses import dataclass, field, replace
 import pandas as pd
 
 from gpuaas.models import CohortTree, FlavorResource, Snapshot
-from gpuaas.policies.deadlines import DeadlineJob, PoolPlan, plan_deadlines
+from gpuaas.policies.deadlines import DeadlineJob, PoolPlan, PoolProblem, plan_deadlines
+from gpuaas.policies.quotas._reasons import MOVES_WINDOW_WORDS
 from gpuaas.policies.quotas.plan import QueueDemand, QuotaLimits
 from gpuaas.policy import Policy, RebalancePolicy
 
-__all__ = ["CohortDemand", "cell_demand", "cohort_demands", "deadline_gpus_per_queue", "limits_of", "pending_demand",
-           "reachable_gpus"]
+__all__ = ["CohortDemand", "cell_demand", "cohort_demands", "deadline_gpus_of_problems", "deadline_gpus_per_queue",
+           "limits_of", "pending_demand", "reachable_gpus"]
 
 Cell = tuple[str, str]
 
@@ -211,8 +212,8 @@ def cohort_demands(snapshot: Snapshot, history: pd.DataFrame, policy: Policy, *,
                    cohorts: Sequence[str] = ()) -> list[CohortDemand]:
     """One ``CohortDemand`` per cohort (only ``cohorts`` when given), sorted by name.
 
-    ``moved_24h``: (queue, flavor) -> (GPUs gained, lost) by plans applied in the last 24 hours, which
-    the day's steps and total cap have spent."""
+    ``moved_24h``: (queue, flavor) -> (GPUs gained, lost) by plans applied in the last 22 hours
+    (``gpuaas.policy.MOVES_WINDOW``), which the night's steps and total cap have spent."""
     rb = policy.rebalance
     deadline_gpus = deadline_gpus or {}
     recent_change = recent_change or {}
@@ -310,8 +311,8 @@ def cohort_demands(snapshot: Snapshot, history: pd.DataFrame, policy: Policy, *,
             notes.append(f"{queue}: pending Workloads larger than anything the queue can ever be admitted "
                          f"({max(g for (q, _), g in reach.items() if q == queue):g} GPUs): {names}; not counted as demand")
         if spent:
-            notes.append(f"{spent} GPUs of quota already moved in this cohort in the last 24 hours: at most "
-                         f"{limits.total_left} more today (max_total_moved_gpus={limits.max_total_moved_gpus}), "
+            notes.append(f"{spent} GPUs of quota already moved in this cohort in the last {MOVES_WINDOW_WORDS}: at "
+                         f"most {limits.total_left} more for now (max_total_moved_gpus={limits.max_total_moved_gpus}), "
                          "and each queue's step less what it already moved")
         little = history_s < rb.min_history_days * 86400
         if little and limits.max_step_gpus < limits.max_total_moved_gpus:
@@ -333,14 +334,20 @@ def deadline_gpus_per_queue(pools: Sequence[PoolPlan], snapshot: Snapshot) -> di
     queue's deadline jobs of the pool, running ones included; jobs no capacity can save count
     for nothing. Not the peak of one schedule, which may run in parallel what could run in turn.
     """
+    return deadline_gpus_of_problems([pool.problem for pool in pools], snapshot)
+
+
+def deadline_gpus_of_problems(problems: Sequence[PoolProblem], snapshot: Snapshot) -> dict[Cell, int]:
+    """``deadline_gpus_per_queue`` from the pools' problems alone: it reads no pool's plan, so a replay that
+    plans no pool gets the flow's answer from ``deadline_problems``."""
     wls = snapshot.workloads
-    if wls.empty or not pools:
+    if wls.empty or not problems:
         return {}
     queue_of = {f"{r.namespace}/{r.name}": str(r.cluster_queue) for r in wls.itertuples(index=False)}
     out: dict[Cell, int] = {}
-    for pool in pools:
+    for problem in problems:
         mine: dict[str, list[DeadlineJob]] = {}
-        for job in pool.problem.jobs:
+        for job in problem.jobs:
             queue = queue_of.get(job.name)
             if queue is not None and job.deadline is not None:
                 mine.setdefault(queue, []).append(job)
@@ -349,6 +356,6 @@ def deadline_gpus_per_queue(pools: Sequence[PoolPlan], snapshot: Snapshot) -> di
             # No fewer than the largest job, nor than what the running ones hold now: the planner's capacity to start from.
             base = max(max(j.gpus for j in jobs), sum(j.gpus for j in jobs if j.running_for is not None))
             need = base + plan_deadlines({resource: base}, jobs, minute=60.0).extra_gpus.get(resource, 0)
-            cell = (queue, pool.problem.flavor)
+            cell = (queue, problem.flavor)
             out[cell] = max(out.get(cell, 0), need)
     return out

@@ -14,9 +14,10 @@ The model, per cell (queue ``i``, flavor ``f``) with ``b`` the current nominal q
 * the cohort's total per flavor is conserved: ``sum_i n = sum_i b``;
 * steps: ``inc, dec <= step`` with ``step = min(max_step_gpus, max(min_step_gpus,
   floor(max(b, guaranteed) * max_step_percent / 100)))``, less what the queue already gained (or
-  lost) by plans applied in the last 24 hours: the step is a day's, however many runs there are. The absolute minimum is what lets a
-  queue at 0 or 1 GPU gain at all: a step that is only a share of the quota stays 0 there, and a
-  team shrunk during a quiet week would be held down for good. Back to its weighted share the
+  lost) by plans applied in the last 22 hours (``gpuaas.policy.MOVES_WINDOW``): the step is a
+  night's, however many runs there are. The absolute minimum is what lets a queue at 0 or 1 GPU
+  gain at all: a step that is only a share of the quota stays 0 there, and a team shrunk during a
+  quiet week would be held down for good. Back to its weighted share the
   step is no limit (``share_steps``): lent quota returns in one plan;
 * guarantees: a queue at or above its guarantee never goes below it; a queue below it is raised
   as far as tonight's limits allow (the gap is minimised first, see ``_quota_milp``), the rest the
@@ -27,7 +28,7 @@ The model, per cell (queue ``i``, flavor ``f``) with ``b`` the current nominal q
 * a queue that can reclaim lends nothing below its share unless ``reclaiming_lends``: borrowing already
   lends its idle quota, and quota moved away is quota it cannot preempt back until the next plan;
 * all moves together: ``sum inc <= max_total_moved_gpus`` less what the cohort's plans moved in the
-  last 24 hours;
+  last 22 hours;
 * hysteresis: a change is zero or at least ``hysteresis_gpus``;
 * no reversal: a queue whose net change of the last ``no_reversal_days`` is positive loses that
   flavor only down to its demand (or its share, if lower), one whose change is negative gains it
@@ -94,8 +95,8 @@ class QuotaLimits:
     reclaiming_lends: bool = True
     """Whether a queue that can reclaim lends below its share (the policy's default is off: see ``_cells``)."""
     moved_24h_gpus: int = 0
-    """GPUs the cohort's queues gained by plans applied in the last 24 hours: ``max_total_moved_gpus`` is a
-    day's cap, so this plan moves at most the rest."""
+    """GPUs the cohort's queues gained by plans applied in the last 22 hours (``gpuaas.policy.MOVES_WINDOW``):
+    ``max_total_moved_gpus`` is a night's cap, so this plan moves at most the rest."""
     total_cap: str = ""
     """What set ``max_total_moved_gpus`` when it is not the policy's own value (a short history's cap), as a
     reason names it; empty for the policy's own."""
@@ -131,8 +132,9 @@ class QueueDemand:
     """Per flavor, the demand at the window's busiest: GPUs held (at the usage percentile) plus the
     most GPUs pending at once. Says whether the cohort was full within the window (``full_flavors``)."""
     moved_24h: Mapping[str, tuple[int, int]] = field(default_factory=dict)
-    """Per flavor, the GPUs of quota (gained, lost) by plans applied in the last 24 hours: a step is a day's,
-    so a second run the same day moves the queue only by the rest (an undo gives none of it back)."""
+    """Per flavor, the GPUs of quota (gained, lost) by plans applied in the last 22 hours
+    (``gpuaas.policy.MOVES_WINDOW``): a step is a night's, so a second run the same day moves the queue only
+    by the rest (an undo gives none of it back), and the next night's run has a whole step again."""
 
 
 @dataclass(frozen=True)
@@ -327,12 +329,12 @@ def _cells(queues: Sequence[QueueDemand], limits: QuotaLimits) -> list[Cell]:
 
 def share_steps(before: int, demand: float, share: float, recent: int, step: int,
                 gained: int = 0, lost: int = 0) -> tuple[int, int]:
-    """(most GPUs gained, most lost) in one plan, after the share, day and no-reversal rules.
+    """(most GPUs gained, most lost) in one plan, after the share, night and no-reversal rules.
 
     A queue below its share whose demand is above its quota may regain up to the smaller of the
     two in one plan, and a queue above its share may give down to it in one plan: what a queue
     lent while it did not need it comes back the night its demand returns, not step by step over
-    a week while its jobs wait. Either is what a queue may move in 24 hours: ``gained`` and
+    a week while its jobs wait. Either is what a queue may move in a night: ``gained`` and
     ``lost`` there already are spent. No reversal: after a recent loss a queue gains only up to its
     demand; after a recent gain it loses only down to its demand or its share, whichever is lower.
     """

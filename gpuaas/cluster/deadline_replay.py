@@ -12,8 +12,8 @@ valid until new work arrives) and releases each held Workload at its planned sta
 
 1. deadlines that can still hold (``now + duration <= deadline``) in EDF order, each at its earliest
    fit next to the running jobs (``gpuaas.policies.deadlines.profile``);
-2. when the next one would miss, the accepted job with the most GPU-seconds (or this one, if it is
-   the biggest) moves to best effort and the placement is tried again (Moore-Hodgson's rule, which
+2. when the next one would miss, the accepted job with the most estimated GPU-seconds (or this one, if
+   it is the biggest) moves to best effort and the placement is tried again (Moore-Hodgson's rule, which
    maximises the deadlines met on one machine), so every remaining deadline holds on these GPUs;
 3. best-effort work (moved, hopeless, without deadline) fills the gaps, fewest GPU-seconds first
    (shortest first keeps the queue short and blocks the next deadline least): never dropped, only
@@ -116,7 +116,7 @@ class _Planner:
         starts: dict[int, float] = {}
         for i in due:
             # Moore-Hodgson, for jobs of several GPUs: when the next deadline would miss, drop the
-            # accepted job (or this one) with the most GPU-seconds to best effort, and try again.
+            # accepted job (or this one) with the most estimated GPU-seconds to best effort, and try again.
             while True:
                 job = self.jobs[i]
                 start = profile.earliest_fit(job.gpus, self.est[i], self.gpus)
@@ -124,7 +124,7 @@ class _Planner:
                     profile.add(start, self.est[i], job.gpus)
                     starts[i] = start
                     break
-                biggest = max(starts, key=lambda k: (self.jobs[k].gpus * self.jobs[k].duration, k), default=None)
+                biggest = max(starts, key=lambda k: (self._work(k), k), default=None)
                 if biggest is None or self._work(biggest) <= self._work(i):
                     best_effort.append(i)
                     break

@@ -113,6 +113,20 @@ def test_with_run_times_estimated_twice_too_long_the_plan_meets_what_fifo_meets(
     assert planned.met == replay_deadlines(JOBS, 4, planned=False).met == 2
 
 
+def test_the_job_given_up_to_best_effort_is_the_longest_by_its_estimate_not_by_its_true_run_time() -> None:
+    from gpuaas.cluster.deadline_replay import _Planner
+
+    # 1 GPU, all due at 100. Told a 50 s (truly 30), b 40 s (truly 60), c 20 s. EDF: a 0-50, b 50-90, then c
+    # would end at 110. The longest accepted job by its estimate is a (by the truth, b), longer than c: a moves
+    # to best effort, c fits at 0-20 before b, and a runs once the gaps are too short for it (at 90).
+    jobs = [TraceJob("t", 0, 30, 1, 100), TraceJob("t", 0, 60, 1, 100), TraceJob("t", 0, 20, 1, 100)]
+    told = [50.0, 40.0, 20.0]
+    plan = _Planner(jobs, 1, told).plan(0.0, {}, [0, 1, 2])
+    assert plan == {0: 90.0, 1: 50.0, 2: 0.0}
+    # The planner sees only the estimates: the same plan as for jobs that run exactly as long as they are told.
+    assert plan == _Planner([TraceJob("t", 0, e, 1, 100) for e in told], 1, told).plan(0.0, {}, [0, 1, 2])
+
+
 @pytest.mark.parametrize("spec", ["factor:zero", "lognormal:1e308", "factor:inf"])
 def test_cli_names_a_bad_runtime_estimate(tmp_path: Path, spec: str) -> None:
     path = write_trace(tmp_path, JOBS)

@@ -13,7 +13,7 @@ import ssl
 from functools import cache
 
 from gpuaas.errors import ConfigError
-from gpuaas.settings import GpuaasSettings
+from gpuaas.settings import GpuaasSettings, read_token_file
 
 __all__ = ["bearer_token", "httpx_verify", "ssl_context", "verify_setting"]
 
@@ -57,10 +57,6 @@ def bearer_token(settings: GpuaasSettings) -> str | None:
     if path is None:
         return None
     try:
-        token = path.read_text(encoding="utf-8").strip()
-    except (OSError, UnicodeDecodeError) as exc:
-        reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else "not UTF-8 text"
-        raise ConfigError(f"{path}: cannot read it: {reason.lower()}", field=TOKEN_FILE) from None
-    if not token:
-        raise ConfigError(f"{path} is empty", field=TOKEN_FILE)
-    return token
+        return read_token_file(path)
+    except ValueError as exc:  # rotated into something unreadable, empty, or that no header can carry
+        raise ConfigError(str(exc), field=TOKEN_FILE) from None

@@ -66,7 +66,8 @@ def delete_metrics(settings: GpuaasSettings, job: str) -> None:
 
 def _gateway(settings: GpuaasSettings) -> str:
     if not settings.pushgateway_url:
-        raise ConfigError("not configured", field="pushgateway_url")
+        raise ConfigError("not set: set it to the Pushgateway's URL, e.g. http://pushgateway.monitoring.svc:9091",
+                          field="GPUAAS_PUSHGATEWAY_URL")
     return settings.pushgateway_url
 
 

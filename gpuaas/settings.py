@@ -24,8 +24,8 @@ from gpuaas._secret_blocks import SECRET_BLOCKS, PrefectSecretBlocks, secret_blo
 from gpuaas.errors import ConfigError, redact_endpoint
 from gpuaas.policy import Policy, load_policy
 
-__all__ = ["SECRET_BLOCKS", "GpuaasSettings", "MetricNames", "default_data_dir", "http_url_problem", "load_settings",
-           "secret_block"]
+__all__ = ["SECRET_BLOCKS", "GpuaasSettings", "MetricNames", "default_data_dir", "header_value_problem",
+           "http_url_problem", "load_settings", "read_token_file", "secret_block", "token_problem"]
 
 
 def http_url_problem(value: str) -> str | None:
@@ -96,6 +96,54 @@ def _ca_bundle(value: Path | None) -> Path | None:
     return value
 
 
+def header_value_problem(value: str) -> str | None:
+    """Why ``value`` cannot go out in an HTTP header (a bearer token, an extra header's value), in words that
+    never quote it; None when it can.
+
+    A line break would end the header and start another (``http.client`` refuses it with the whole value
+    in its message: the token would be printed in the error line), and a character beyond Latin-1 cannot be
+    encoded at all. Tokens and header values are ASCII text.
+    """
+    if any(ord(c) < 32 or ord(c) == 127 for c in value):
+        kind = "a line break" if any(c in value for c in "\r\n") else "a control character"
+        return f"holds {kind}; a token or header value is one line of printable text (the value is not shown)"
+    if not value.isascii():
+        return "holds a character outside ASCII; a token or header value is ASCII text (the value is not shown)"
+    return None
+
+
+def token_problem(token: str) -> str | None:
+    """``header_value_problem`` of a bearer token, or why it is empty."""
+    if not token:
+        return "is empty"
+    return header_value_problem(token)
+
+
+def _token(value: SecretStr | None) -> SecretStr | None:
+    """A bearer token goes into a header: one line of ASCII, without the blanks around it."""
+    if value is None:
+        return None
+    token = value.get_secret_value().strip()
+    problem = token_problem(token)
+    if problem is not None:
+        raise ValueError(problem)
+    return SecretStr(token)
+
+
+def read_token_file(path: Path) -> str:
+    """The token a token file holds (the blanks around it dropped), checked as ``_token`` checks a token;
+    ``ValueError`` naming the file, never the token, when it cannot be read or cannot be sent."""
+    try:
+        token = path.read_text(encoding="utf-8").strip()
+    except (OSError, UnicodeDecodeError) as exc:
+        reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else "not UTF-8 text"
+        raise ValueError(f"{path}: cannot read it: {reason.lower()}") from None
+    problem = token_problem(token)
+    if problem is not None:
+        raise ValueError(f"{path}: its token {problem}" if problem != "is empty" else f"{path} is empty")
+    return token
+
+
 def _readable_file(value: Path | None) -> Path | None:
     """A token file must be there when the settings load; it is read again at each use (it rotates)."""
     if value is not None:
@@ -103,11 +151,21 @@ def _readable_file(value: Path | None) -> Path | None:
     return value
 
 
+def _token_file(value: Path | None) -> Path | None:
+    """A token file must be there, and hold a token that can be sent, when the settings load; it is read
+    again at each use (it rotates), and checked again there (``gpuaas._https.bearer_token``)."""
+    if value is not None:
+        _readable_file(value)
+        read_token_file(value)
+    return value
+
+
 _HEADER_NAME = re.compile(r"[!#$%&'*+.^_`|~0-9A-Za-z-]+")
 """An HTTP header name (RFC 9110's token): a name with a space or a colon would be sent as another header."""
 
 CaBundle = Annotated[Path | None, AfterValidator(_ca_bundle)]
-TokenFile = Annotated[Path | None, AfterValidator(_readable_file)]
+TokenFile = Annotated[Path | None, AfterValidator(_token_file)]
+Token = Annotated[SecretStr | None, AfterValidator(_token)]
 
 
 def default_data_dir() -> Path:
@@ -169,7 +227,7 @@ class GpuaasSettings(BaseSettings):
 
     prometheus_url: HttpUrl = None
     """Prometheus with dcgm-exporter, Kueue and vLLM series, e.g. ``http://prometheus.monitoring.svc:9090``."""
-    prometheus_token: SecretStr | None = None
+    prometheus_token: Token = None
     """Bearer token for Prometheus (or the Prefect Secret block ``gpuaas-prometheus-token``); never logged."""
     prometheus_token_file: TokenFile = None
     """A file holding the Prometheus bearer token, read at every run, so a rotated service-account token
@@ -214,8 +272,9 @@ class GpuaasSettings(BaseSettings):
         for name in self.prometheus_headers:
             if not _HEADER_NAME.fullmatch(name):
                 raise ValueError(f"GPUAAS_PROMETHEUS_HEADERS: {name!r} is not an HTTP header name")
-            if any(c in self.prometheus_headers[name].get_secret_value() for c in "\r\n\0"):
-                raise ValueError(f"GPUAAS_PROMETHEUS_HEADERS: the value of {name!r} holds a line break or NUL")
+            problem = header_value_problem(self.prometheus_headers[name].get_secret_value())
+            if problem is not None:
+                raise ValueError(f"GPUAAS_PROMETHEUS_HEADERS: the value of {name!r} {problem}")
             if name.lower() == "authorization" and (self.prometheus_token or self.prometheus_token_file):
                 raise ValueError("GPUAAS_PROMETHEUS_HEADERS sets Authorization and a Prometheus token is set too: "
                                  "set one of them")

@@ -9,6 +9,10 @@ current directory, so ``GPUAAS_DATA_DIR=`` would put the database wherever the c
 
 from __future__ import annotations
 
+import json
+import os
+import subprocess
+import sys
 import typing
 from typing import Any
 
@@ -112,3 +116,99 @@ def test_no_wait_between_two_tries_is_longer_than_the_cap() -> None:
 
     delays = exponential_backoff(backoff_factor=60)(10)
     assert len(delays) == 10 and delays[:3] == [60, 120, 240] and max(delays) == MAX_BACKOFF_S == 300
+
+
+SECRET = "PLANTED-secret-6f2a"
+
+
+@pytest.mark.parametrize(("token", "says"), [
+    (f"top\n{SECRET}", "holds a line break"),
+    (f"top\r\n{SECRET}", "holds a line break"),
+    (f"top\t{SECRET}", "holds a control character"),
+    (f"top\x1b[2J{SECRET}", "holds a control character"),
+    (f"top\x7f{SECRET}", "holds a control character"),
+    (f"top\u4e2d{SECRET}", "holds a character outside ASCII"),
+], ids=["newline", "crlf", "tab", "escape", "del", "non-ascii"])
+def test_a_token_no_header_can_carry_is_refused_naming_the_variable(
+        monkeypatch: pytest.MonkeyPatch, tmp_path: Any, token: str, says: str) -> None:
+    monkeypatch.setenv("GPUAAS_PROMETHEUS_TOKEN", token)
+    with pytest.raises(ConfigError) as info:
+        load_settings()
+    assert str(info.value).startswith(f"environment: GPUAAS_PROMETHEUS_TOKEN: {says}")
+    assert SECRET not in str(info.value) and "\n" not in str(info.value)
+    monkeypatch.delenv("GPUAAS_PROMETHEUS_TOKEN")
+    file = tmp_path / "token"
+    file.write_text(token + "\n", encoding="utf-8")
+    monkeypatch.setenv("GPUAAS_PROMETHEUS_TOKEN_FILE", str(file))
+    with pytest.raises(ConfigError) as info:
+        load_settings()
+    assert str(info.value).startswith(f"environment: GPUAAS_PROMETHEUS_TOKEN_FILE: {file}: its token {says}")
+    assert SECRET not in str(info.value) and "\n" not in str(info.value)
+    monkeypatch.delenv("GPUAAS_PROMETHEUS_TOKEN_FILE")
+    monkeypatch.setenv("GPUAAS_PROMETHEUS_HEADERS", json.dumps({"X-Scope-OrgID": token}))
+    with pytest.raises(ConfigError) as info:
+        load_settings()
+    assert str(info.value).startswith(f"environment: GPUAAS_PROMETHEUS_HEADERS: the value of 'X-Scope-OrgID' {says}")
+    assert SECRET not in str(info.value) and "\n" not in str(info.value)
+
+
+def test_a_token_file_rotated_into_two_lines_fails_its_run_naming_the_file(tmp_path: Any) -> None:
+    from gpuaas._https import bearer_token
+
+    file = tmp_path / "token"
+    file.write_text("t0ken\n")
+    settings = GpuaasSettings(prometheus_token_file=file)
+    file.write_text(f"t0ken\n{SECRET}\n")
+    with pytest.raises(ConfigError) as info:
+        bearer_token(settings)
+    assert str(info.value) == (f"GPUAAS_PROMETHEUS_TOKEN_FILE: {file}: its token holds a line break; a token or "
+                               "header value is one line of printable text (the value is not shown)")
+
+
+def test_the_blanks_around_a_token_are_dropped(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("GPUAAS_PROMETHEUS_TOKEN", " t0ken\n")
+    token = load_settings().prometheus_token
+    assert token is not None and token.get_secret_value() == "t0ken"
+
+
+@pytest.mark.parametrize(("url", "shown"), [
+    (f"postgresql://u@127.0.0.1:9/db?password={SECRET}", "postgresql://u@127.0.0.1:9/db?password=***"),
+    (f"postgresql://u:{SECRET}@h/db?sslmode=require&sslpassword={SECRET}&token={SECRET}&access_token={SECRET}",
+     "postgresql://u:***@h/db?sslmode=require&sslpassword=***&token=***&access_token=***"),
+    ("sqlite:////var/lib/gpuaas.db", "sqlite:////var/lib/gpuaas.db"),
+], ids=["password", "every-secret", "sqlite"])
+def test_a_database_url_is_shown_without_its_secrets(url: str, shown: str) -> None:
+    from gpuaas.store import redact_url
+
+    assert redact_url(url) == shown
+
+
+def _gpuaas(tmp_path: Any, *args: str, **env: str) -> subprocess.CompletedProcess[str]:
+    base = {k: v for k, v in os.environ.items() if not k.startswith(("GPUAAS_", "PREFECT_API_URL"))}
+    base |= {"GPUAAS_DATA_DIR": str(tmp_path / "data"), "GPUAAS_NVML": "off", "GPUAAS_RETRIES": "0",
+             "GPUAAS_REQUEST_TIMEOUT_SECONDS": "5", "COLUMNS": "200", "HOME": str(tmp_path)}
+    return subprocess.run([sys.executable, "-m", "gpuaas.cli.app", *args], env=base | env, capture_output=True,
+                          text=True, timeout=240, check=False)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("args", [("cost-report", "--window", "6h"), ("collect",)], ids=["cost-report", "collect"])
+def test_a_token_with_a_line_break_is_never_printed(tmp_path: Any, args: tuple[str, ...]) -> None:
+    file = tmp_path / "token"
+    file.write_text(f"top\n{SECRET}\n")
+    for env in ({"GPUAAS_PROMETHEUS_TOKEN": f"top\n{SECRET}"}, {"GPUAAS_PROMETHEUS_TOKEN_FILE": str(file)}):
+        proc = _gpuaas(tmp_path, *args, GPUAAS_PROMETHEUS_URL="http://127.0.0.1:9", **env)
+        assert proc.returncode == 1 and proc.stdout == "" and "Traceback" not in proc.stderr
+        assert SECRET not in proc.stdout + proc.stderr
+        variable = next(iter(env))
+        assert proc.stderr.strip().startswith(f"error: environment: {variable}: "), proc.stderr
+
+
+@pytest.mark.slow
+def test_a_database_url_password_parameter_is_never_printed(tmp_path: Any) -> None:
+    url = f"postgresql://u@127.0.0.1:9/db?password={SECRET}"
+    for args in (("db", "status"), ("db", "upgrade"), ("audit", "list")):
+        proc = _gpuaas(tmp_path, *args, GPUAAS_DATABASE_URL=url)
+        assert proc.returncode == 1 and "Traceback" not in proc.stderr
+        assert SECRET not in proc.stdout + proc.stderr
+        assert "postgresql://u@127.0.0.1:9/db?password=***" in proc.stderr

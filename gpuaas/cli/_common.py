@@ -10,23 +10,27 @@ input reaches the user as a traceback; commands map the ones they can name bette
 from __future__ import annotations
 
 import json
+import os
 import re
 import sys
 import textwrap
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from enum import Enum
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import typer
 from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
+from typer._click.core import Context as ClickContext
 from typer._click.core import ParameterSource
 from typer._click.exceptions import BadParameter, UsageError
 from typer._click.globals import get_current_context
 from typer.core import TyperOption
 
+from gpuaas.cli._usage import shown_value
 from gpuaas.errors import ConfigError, GpuaasError
 
 if TYPE_CHECKING:
@@ -41,6 +45,7 @@ __all__ = [
     "WHOLE_COLUMNS",
     "audit_id",
     "fail_on_refused",
+    "refuse_overwriting_input",
     "flag_given",
     "OutputFormat",
     "console",
@@ -131,7 +136,7 @@ def fail_on_refused(refused: Sequence[str], total: int, noun: str, see: tuple[st
                    + (see[0] if len(refused) == 1 else see[1]))
 
 
-def flag_given(ctx: typer.Context, name: str) -> bool:
+def flag_given(ctx: ClickContext, name: str) -> bool:
     """Whether the command line (or its environment variable) gave the parameter ``name``, not its default: what a
     command checks before it refuses a flag that would change nothing."""
     return ctx.get_parameter_source(name) not in (None, ParameterSource.DEFAULT)
@@ -143,8 +148,12 @@ _MAX_AUDIT_ID = 2**63 - 1
 def audit_id(text: str) -> int:
     """An audit id as typed, or as pasted from a headline with its full stop (``gpuaas undo 41 42.``)."""
     digits = text.strip().rstrip(".,;")
-    if not digits.isdigit() or not 1 <= int(digits) <= _MAX_AUDIT_ID:
-        raise typer.BadParameter(f"expected an audit id, a whole number from 1 (see gpuaas audit list), got {text!r}")
+    # ASCII digits only (``str.isdigit`` takes ``²``, which ``int`` refuses), and no more of them than the
+    # largest id has: ``int`` refuses a string of over 4300 digits with a message about ``sys``.
+    if (not re.fullmatch(r"[0-9]+", digits) or len(digits.lstrip("0")) > len(str(_MAX_AUDIT_ID))
+            or not 1 <= int(digits) <= _MAX_AUDIT_ID):
+        raise typer.BadParameter(f"expected an audit id, a whole number from 1 to {_MAX_AUDIT_ID} "
+                                 f"(see gpuaas audit list), got {shown_value(text)}")
     return int(digits)
 
 
@@ -165,6 +174,31 @@ def usage_error(message: str, flag: str | None = None) -> UsageError:
     if ctx and param and param.name and ctx.get_parameter_source(param.name) is ParameterSource.COMMANDLINE:
         message = _GOT.sub("", message)  # the line ends with the value as typed (``(got '2')``), not as parsed (2.0)
     return BadParameter(message, ctx, param, None if param else repr(flag))
+
+
+def _same_file(a: Path, b: Path) -> bool:
+    """Whether writing ``a`` would write ``b``: the same file (through a link too), or the same path once resolved."""
+    try:
+        if a.exists() and b.exists():
+            return os.path.samefile(a, b)
+        return a.resolve() == b.resolve()
+    except (OSError, RuntimeError):  # unreadable, a loop of links: not provably the same; the write reports it
+        return False
+
+
+def refuse_overwriting_input(outputs: Mapping[str, Path | None],
+                             inputs: Mapping[str, Path | Sequence[Path] | None]) -> None:
+    """A usage error (exit 2), before anything is read or written, when an output path is one of the command's
+    input files: ``gpuaas config tenant-rules p.yaml -o p.yaml`` would replace the policy with its rules.
+    Keys are the options as typed (``--plot``, or ``FILE`` for an argument); an absent one is None."""
+    for out_name, out in outputs.items():
+        if out is None:
+            continue
+        for in_name, given in inputs.items():
+            paths = [given] if isinstance(given, Path) else list(given or [])
+            if any(_same_file(out, path) for path in paths):
+                raise usage_error(f"{out_name} and {in_name} name the same file ({out}): writing it would overwrite "
+                                  f"the input; give {out_name} another path")
 
 
 def flag_error(exc: ConfigError, renames: Mapping[str, str] | None = None) -> UsageError | typer.Exit:

@@ -8,7 +8,7 @@ from typing import get_args
 
 from typer import _click as click
 
-__all__ = ["usage_error_line"]
+__all__ = ["shown_value", "usage_error_line"]
 
 
 def _given_value(args: Sequence[str], param: click.Parameter | None) -> str | None:
@@ -39,6 +39,12 @@ def _not_a_number(text: str) -> bool:
         return False
 
 
+def shown_value(value: str) -> str:
+    """``value`` as a refusal quotes it: in full up to 100 characters, else its start and its length (a
+    pasted 5000-digit number is not worth a screen)."""
+    return repr(value) if len(value) <= 100 else f"{value[:40]!r}… ({len(value)} characters)"
+
+
 def usage_error_line(exc: click.ClickException, args: Sequence[str]) -> str:
     """One line naming the flag, what was given and where help is: ``Invalid value for '--budget': 'nan' is not
     a number; see gpuaas replay reclaim --help``.
@@ -54,8 +60,8 @@ def usage_error_line(exc: click.ClickException, args: Sequence[str]) -> str:
     if param is not None and value is not None:
         if _not_a_number(value) and _takes_a_number(param):
             message = f"Invalid value for '{param.opts[0]}': {value!r} is not a number"
-        elif repr(value) not in message:
-            message = f"{message} (got {value!r})"
+        elif repr(value) not in message and (shown := shown_value(value)) not in message:
+            message = f"{message} (got {shown})"
     ctx = getattr(exc, "ctx", None)
     if ctx is not None and ctx.command.get_help_option(ctx) is not None:
         message += f"; see {ctx.command_path} {ctx.help_option_names[0]}"

@@ -36,7 +36,10 @@ def parse_since(value: str, now: datetime | None = None, option: str = "--since"
         parsed = datetime.fromisoformat(text.replace("Z", "+00:00"))
     except ValueError as exc:
         raise ValueError(f"{option}: expected a duration like 2h or 7d, or an ISO time, got {value!r}") from exc
-    return parsed.replace(tzinfo=UTC) if parsed.tzinfo is None else parsed
+    try:
+        return parsed.replace(tzinfo=UTC) if parsed.tzinfo is None else parsed.astimezone(UTC)
+    except OverflowError:  # 9999-12-31T23:59:59-12:00 is in year 10000 in UTC, 0001-01-01T00:00+14:00 in year 0
+        raise ValueError(f"{option}: {value!r} is outside the years 1 to 9999 in UTC") from None
 
 
 def _instant(value: str | None, option: str, now: datetime | None = None) -> datetime | None:

@@ -9,7 +9,16 @@ from typing import Annotated
 import typer
 from rich.markup import escape
 
-from gpuaas.cli._common import OutputFormat, console, err_console, fail, print_json, print_table, settings_or_exit
+from gpuaas.cli._common import (
+    OutputFormat,
+    console,
+    err_console,
+    fail,
+    print_json,
+    print_table,
+    refuse_overwriting_input,
+    settings_or_exit,
+)
 from gpuaas.cli._progress import progress
 from gpuaas.errors import ConfigError
 from gpuaas.policy import freezes_phrase, load_policy
@@ -43,6 +52,7 @@ def tenant_rules(
     """Prometheus recording rules for the policy's tenant of each namespace (what the Grafana dashboard joins on)."""
     from gpuaas.tenant_rules import tenant_rules_yaml
 
+    refuse_overwriting_input({"--output": output}, {"FILE": file})
     try:
         text = tenant_rules_yaml(load_policy(file), file)
     except ConfigError as exc:

@@ -7,6 +7,7 @@ from enum import Enum
 from typing import Annotated, Any
 
 import typer
+from typer._click.globals import get_current_context
 
 from gpuaas.cli._common import (
     audit_id,
@@ -14,6 +15,7 @@ from gpuaas.cli._common import (
     err_console,
     fail,
     flag_error,
+    flag_given,
     print_json,
     print_table,
     settings_or_exit,
@@ -30,6 +32,11 @@ class IncidentFormat(str, Enum):
     markdown = "markdown"
 
 
+def _given(name: str) -> bool:
+    ctx = get_current_context(silent=True)
+    return ctx is not None and flag_given(ctx, name)
+
+
 def _check(start: str, end: str, undo: list[int]) -> None:
     """Bad input ends here, before Prefect starts and before anything is undone."""
     from gpuaas.operations import incident as operation
@@ -37,7 +44,9 @@ def _check(start: str, end: str, undo: list[int]) -> None:
     try:
         operation.window(start, end, datetime.now(UTC))
     except ConfigError as exc:  # a time not understood, or a window that runs backwards: called wrong (exit 2)
-        raise flag_error(exc, {"start": "--from", "end": "--to"}) from exc
+        # a window that runs backwards is the fault of the end the user gave: --to alone moves it before --from's default
+        blamed = "--to" if exc.field == "start" and _given("end") and not _given("start") else "--from"
+        raise flag_error(exc, {"start": blamed, "end": "--to"}) from exc
     if undo:
         with store_or_exit(settings_or_exit(), read_only=True) as store:
             missing = operation.missing_audit_ids(store, undo)

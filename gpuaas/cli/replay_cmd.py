@@ -26,6 +26,7 @@ from gpuaas.cli._common import (
     lead,
     print_json,
     print_table,
+    refuse_overwriting_input,
     settings_or_exit,
     usage_error,
 )
@@ -171,6 +172,14 @@ def reclaim(
         if flag_given(ctx, flag) and not applies:
             raise usage_error(f"--{flag.replace('_', '-')} applies with {needs} only: give it with {needs}, or leave "
                               "it out")
+    for flag in ("budget", "adaptive", "qps", "reclaims"):  # --frontier walks windows and budgets of its own
+        if frontier and flag_given(ctx, flag):
+            raise usage_error(f"--{flag} does not apply with --frontier (it replays fixed windows, adaptive budgets "
+                              "and the clairvoyant limit of its own): give one or the other")
+    if flag_given(ctx, "reclaims") and format is not OutputFormat.json:
+        raise usage_error("--reclaims lists the reclaims in the JSON only: give it with --format json, or leave it out")
+    if frontier:
+        refuse_overwriting_input({"--plot": plot}, {"--utilization": utilization})  # --qps is refused above
     if not from_prometheus and (since is not None or namespace):  # it would be ignored, and the replay misread
         raise usage_error(f"{'--since' if since is not None else '--namespace'}: reads the Prometheus history: "
                           "give it with --from-prometheus, or leave it out")

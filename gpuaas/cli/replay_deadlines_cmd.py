@@ -30,6 +30,19 @@ class Loop(str, Enum):
     event = "event"
 
 
+_TOLD_MAX_S = 60 * 1_000_000.0
+"""The longest run time the planner may be told, in seconds: some two years (the shortest is a deadline plan's). A
+lognormal estimate's tail (e^30 at SIGMA 10) or a factor on a long job goes past what a plan holds (190 years
+in minutes); told "two years" the planner already treats the job as never ending before any deadline."""
+
+
+def told(estimates: list[float]) -> list[float]:
+    """``estimates`` within what the planner can be told (a plan's ``MIN_DURATION`` to ``_TOLD_MAX_S``)."""
+    from gpuaas.policies.deadlines.problem import MIN_DURATION
+
+    return [min(max(e, 60 * MIN_DURATION), _TOLD_MAX_S) for e in estimates]
+
+
 def deadlines(
     trace: Annotated[Path, typer.Option("--trace", help="Trace CSV with deadlines (ElasticFlow's ITP columns).")],
     gpus: Annotated[int, typer.Option("--gpus", help="GPUs of the one ClusterQueue both runs share.")],
@@ -48,6 +61,7 @@ def deadlines(
     """Replay the trace through Kueue twice (FIFO, then with the deadlines flow's holds); print deadlines met."""
     if not 1 <= gpus <= MAX_GPUS:  # the policy's and the planners' cap, in their words
         raise usage_error(f"must be a whole number of GPUs from 1 to {MAX_GPUS:,}, got {gpus!r}", "--gpus")
+    from gpuaas.cli._trace_format import check_replay_times
     from gpuaas.cluster.deadline_flow_replay import replay_flow
     from gpuaas.cluster.deadline_replay import estimate_runtimes, replay_deadlines
     from gpuaas.cluster.traces import read_itp
@@ -56,13 +70,15 @@ def deadlines(
 
     try:
         settings = (load_policy(policy) if policy is not None else Policy()).deadlines
+        check_replay_times(trace, "itp")
         jobs = read_itp(trace)
-        estimates = None if runtime_estimate == "exact" else estimate_runtimes(jobs, runtime_estimate, seed)
+        estimates = None if runtime_estimate == "exact" else told(estimate_runtimes(jobs, runtime_estimate, seed))
         fifo = replay_deadlines(jobs, gpus, planned=False)
         planned = (replay_flow(jobs, gpus, estimates=estimates, policy=settings) if loop is Loop.flow
                    else replay_deadlines(jobs, gpus, planned=True, estimates=estimates))
     except ConfigError as exc:  # --runtime-estimate's value: exit 2; the trace or the policy file: exit 1
-        raise flag_error(exc) from exc
+        # only a field that is an option is one; another (a job's) is the run's failure, never a flag of its name
+        raise (flag_error(exc) if (exc.field or "").startswith("--") else fail(str(exc))) from exc
     except GpuaasError as exc:
         raise fail(str(exc)) from exc
     runs = {"fifo": fifo.to_dict(), "planned": planned.to_dict()}

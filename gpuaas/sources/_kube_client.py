@@ -24,7 +24,7 @@ from kubernetes.config import kube_config
 from kubernetes.config.config_exception import ConfigException
 
 from gpuaas.errors import ConfigError, KubeAPIError, MalformedResponse
-from gpuaas.settings import GpuaasSettings, http_url_problem
+from gpuaas.settings import GpuaasSettings, http_url_problem, token_problem
 from gpuaas.sources._kube_errors import SOURCE, kube_request
 
 __all__ = ["IDENTITY_NAMESPACE", "KubeLister", "kubeconfig_path", "make_api_client"]
@@ -57,11 +57,54 @@ def make_api_client(settings: GpuaasSettings) -> client.ApiClient:
         why = (_bad_value(file, settings.kube_context) if file else None) or (
             "not a kubeconfig (a YAML mapping of clusters, users and contexts)")
         raise ConfigError(f"cannot load Kubernetes credentials: {why}", file=file, field="kubeconfig") from exc
+    header = next((str(v) for k, v in (cfg.api_key or {}).items() if k in ("BearerToken", "authorization")), None)
+    problem = token_problem(header.removeprefix("Bearer ")) if header else None
+    if problem is not None:  # sent as it is, the header is refused with the token quoted in the message
+        raise ConfigError(f"cannot load Kubernetes credentials: {_token_owner(file, settings.kube_context)} {problem}",
+                          file=file, field="kubeconfig")
     cfg.retries = 0  # retries belong to the calling task, which knows the error type
     return client.ApiClient(cfg)
 
 
+def _token_owner(file: str | None, context: str | None) -> str:
+    """Whose token it is, in words: ``the token of user 'u' in kubeconfig /path``; the token itself never."""
+    if file is None:
+        return "the service account's token"
+    chosen = _selected(_kubeconfig_docs(file), context)
+    user = chosen[1].get("user") if chosen else None
+    return f"the token of user {str(user)!r} in kubeconfig {file}" if user else f"the token in kubeconfig {file}"
+
+
 _BASE64_FIELDS = {"cluster": ("certificate-authority-data",), "user": ("client-certificate-data", "client-key-data")}
+
+
+def _kubeconfig_docs(file: str) -> list[dict[str, Any]]:
+    """The kubeconfig files ``file`` names (joined by ``os.pathsep``), each a mapping; unreadable ones left out."""
+    docs = []
+    for path in file.split(os.pathsep):
+        try:
+            doc = yaml.safe_load(Path(path).expanduser().read_text(encoding="utf-8")) if path else None
+        except (OSError, UnicodeDecodeError, yaml.YAMLError):
+            continue
+        if isinstance(doc, dict):
+            docs.append(doc)
+    return docs
+
+
+def _named(docs: list[dict[str, Any]], kind: str, name: object) -> tuple[str, dict[str, Any]] | None:
+    """The first ``kind`` (cluster, user, context) of that name, as the client merges the files."""
+    for doc in docs:
+        items = doc.get(f"{kind}s")
+        for item in items if isinstance(items, list) else []:
+            if isinstance(item, dict) and item.get("name") == name and isinstance(item.get(kind), dict):
+                return str(name), item[kind]
+    return None
+
+
+def _selected(docs: list[dict[str, Any]], context: str | None) -> tuple[str, dict[str, Any]] | None:
+    """The context in use: ``context``, else the last ``current-context`` of the files."""
+    current = context or next((d["current-context"] for d in reversed(docs) if d.get("current-context")), None)
+    return _named(docs, "context", current)
 
 
 def _bad_value(file: str, context: str | None) -> str | None:
@@ -73,27 +116,10 @@ def _bad_value(file: str, context: str | None) -> str | None:
     again here, merged as the client merges them (the first of a name wins, the last ``current-context``),
     and the selected context's cluster and user are checked the way the client reads them.
     """
-    docs = []
-    for path in file.split(os.pathsep):
-        try:
-            doc = yaml.safe_load(Path(path).expanduser().read_text(encoding="utf-8")) if path else None
-        except (OSError, UnicodeDecodeError, yaml.YAMLError):
-            continue
-        if isinstance(doc, dict):
-            docs.append(doc)
-
-    def named(kind: str, name: object) -> tuple[str, dict[str, Any]] | None:
-        for doc in docs:
-            items = doc.get(f"{kind}s")
-            for item in items if isinstance(items, list) else []:
-                if isinstance(item, dict) and item.get("name") == name and isinstance(item.get(kind), dict):
-                    return str(name), item[kind]
-        return None
-
-    current = context or next((d["current-context"] for d in reversed(docs) if d.get("current-context")), None)
-    chosen = named("context", current)
+    docs = _kubeconfig_docs(file)
+    chosen = _selected(docs, context)
     for kind in ("cluster", "user"):
-        found = named(kind, chosen[1].get(kind)) if chosen else None
+        found = _named(docs, kind, chosen[1].get(kind)) if chosen else None
         if found is None:
             continue
         name, values = found

@@ -68,7 +68,8 @@ class PromClient:
 
     def __init__(self, settings: GpuaasSettings, source: str = "prometheus") -> None:
         if not settings.prometheus_url:
-            raise ConfigError("not configured", field="prometheus_url")
+            raise ConfigError("not set: set it to Prometheus's URL, e.g. http://prometheus.monitoring.svc:9090",
+                              field="GPUAAS_PROMETHEUS_URL")
         self.url = settings.prometheus_url.rstrip("/")
         self.source = source
         token = bearer_token(settings)

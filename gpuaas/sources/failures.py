@@ -17,7 +17,7 @@ from gpuaas.errors import ConfigError, KubeAPIError, SourceError, redact_endpoin
 if TYPE_CHECKING:
     from gpuaas.settings import GpuaasSettings
 
-__all__ = ["HTTPS_SOURCES", "SOURCE_NAMES", "describe_failure", "endpoint_of", "in_words"]
+__all__ = ["HTTPS_SOURCES", "SOURCE_NAMES", "describe_failure", "endpoint_of", "in_words", "mask_credentials"]
 
 SOURCE_NAMES = {"kube": "Kubernetes API", "prometheus": "Prometheus", "opencost": "OpenCost", "nvml": "NVML",
                 "pushgateway": "Pushgateway"}
@@ -47,9 +47,31 @@ _PATTERNS = [  # (regular expression on the error text, words); the first that m
     (r"SSLError|SSL:", "TLS failed (certificate or protocol)"),
     (r"Connection reset|RemoteDisconnected|Connection aborted|closed connection", "connection dropped by the server"),
     (r"No host specified|Invalid URL|InvalidURL|MissingSchema|InvalidSchema", "not a valid URL (scheme and host?)"),
+    (r"InvalidHeader|Invalid header value|Invalid leading whitespace|in header value",
+     "a request header could not be sent: the token or a header value holds a line break or another character "
+     "a header cannot carry"),
     (r"is not JSON|JSONDecodeError|Expecting value", "answered, but not JSON (is this the right server?)"),
 ]
 _STATUS = re.compile(r"\bHTTP (\d{3})\b|\b(\d{3}) (?:Unauthorized|Forbidden|Not Found)|status(?: code)?[ =:]+(\d{3})")
+
+
+_CREDENTIALS = [  # (what leads a credential in a library's message, the credential); each kept, the credential masked
+    # ``Invalid header value b'Bearer <token>'``: the token runs to the quote that closes the value, or to the end.
+    re.compile(r"(\bBearer\s+)[^'\"]+"),
+    # ``{'Authorization': '<value>'}``, ``Authorization: <value>``
+    re.compile(r"(?i)(\b(?:Proxy-)?Authorization\b['\"]?\s*[:=]\s*(?:b?['\"])?)[^'\"]+"),
+    # ``in header value: '<value>'`` (an extra header's value: a tenant, an API key)
+    re.compile(r"(?i)(\bheader value:?\s*b?['\"])[^'\"]+"),
+]
+
+
+def mask_credentials(text: str) -> str:
+    """``text`` with whatever follows ``Bearer ``, ``Authorization:`` or ``header value:`` as ``***``: a library
+    that refuses a header quotes its whole value, and the value of ``Authorization`` is the token. The
+    settings refuse such a token when they load; this is the second line, for what they cannot see."""
+    for pattern in _CREDENTIALS:
+        text = pattern.sub(lambda m: f"{m.group(1)}***", text)
+    return text
 
 
 def _chain(exc: BaseException) -> list[BaseException]:
@@ -73,7 +95,12 @@ def _status(exc: BaseException, text: str) -> int | None:
 
 
 def in_words(exc: BaseException) -> str:
-    """What went wrong, as a short phrase: ``name does not resolve``, ``HTTP 401: unauthorized: ...``."""
+    """What went wrong, as a short phrase: ``name does not resolve``, ``HTTP 401: unauthorized: ...``; never
+    a credential a library quoted (``mask_credentials``)."""
+    return mask_credentials(_in_words(exc))
+
+
+def _in_words(exc: BaseException) -> str:
     text = " ".join(f"{type(e).__name__}: {e}" for e in _chain(exc))
     if isinstance(exc, ConfigError):
         return str(exc)
@@ -151,7 +178,8 @@ def describe_failure(settings: GpuaasSettings, name: str, exc: BaseException) ->
     """``Prometheus at http://prometheus:9090: name does not resolve``."""
     if isinstance(exc, ConfigError) and name == "kube":
         words = str(exc).split("cannot load Kubernetes credentials: ")[-1]
-        return f"{SOURCE_NAMES['kube']} at {_kube_endpoint(settings)}: cannot load the credentials: {words}"[:500]
+        return mask_credentials(
+            f"{SOURCE_NAMES['kube']} at {_kube_endpoint(settings)}: cannot load the credentials: {words}")[:500]
     unset = _unset(settings, name)
     if unset is not None:
         return f"{SOURCE_NAMES.get(name, name)}: {unset}"
@@ -159,4 +187,4 @@ def describe_failure(settings: GpuaasSettings, name: str, exc: BaseException) ->
     if words == _UNTRUSTED and name in HTTPS_SOURCES:  # the one setting that fixes it is ours, not the system's
         words += (f" (not by one in GPUAAS_CA_FILE {settings.ca_file})" if settings.ca_file
                   else " (set GPUAAS_CA_FILE to the CA bundle that signs it)")
-    return f"{SOURCE_NAMES.get(name, name)} at {endpoint_of(settings, name)}: {words}"[:500]
+    return mask_credentials(f"{SOURCE_NAMES.get(name, name)} at {endpoint_of(settings, name)}: {words}")[:500]

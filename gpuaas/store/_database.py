@@ -11,6 +11,7 @@ from collections.abc import Callable
 from functools import cache
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
+from urllib.parse import quote_plus
 
 from sqlalchemy.exc import SQLAlchemyError
 
@@ -59,12 +60,25 @@ def engine_url(url: str) -> URL:
     return parsed.set(drivername=driver) if driver else parsed
 
 
+_SECRET_QUERY = re.compile(r"pass|pwd|token|secret", re.IGNORECASE)
+"""Query parameters that carry a secret: libpq's ``password`` and ``sslpassword``, ``token``, ``access_token``."""
+
+
 def redact_url(url: str) -> str:
-    """The URL with its password replaced, for messages and logs."""
+    """The URL with its password replaced, for messages and logs: the one of ``user:password@`` and the value
+    of every query parameter that carries one (``?password=``, ``sslpassword``, ``token``, ``access_token``)."""
     from sqlalchemy.engine import make_url
 
     try:
-        return make_url(url).render_as_string(hide_password=True)
+        parsed = make_url(url)
+        shown = parsed.render_as_string(hide_password=True)
+        secret = [k for k in parsed.query if _SECRET_QUERY.search(k)]
+        if not secret:
+            return shown
+        base, _, _ = shown.partition("?")
+        pairs = [(k, "***" if k in secret else v) for k, vs in parsed.query.items()
+                 for v in ((vs,) if isinstance(vs, str) else vs)]
+        return f"{base}?" + "&".join(f"{quote_plus(k)}={v if v == '***' else quote_plus(v)}" for k, v in pairs)
     except Exception:  # noqa: BLE001 - an unparsable URL is reported by create_engine itself
         return "<unparsable database URL>"
 

@@ -85,6 +85,24 @@ def test_a_time_window_is_typed_the_same_on_audit_list_and_incident(tmp_path: Pa
     assert backwards.exit_code == 2 and "is not before end" in backwards.stderr
 
 
+@pytest.mark.parametrize(("args", "option"), [
+    (["audit", "list", "--since", "9999-12-31T23:59:59-12:00"], "'--since' / '--from'"),
+    (["audit", "list", "--since", "0001-01-01T00:00:00+14:00"], "'--since' / '--from'"),
+    (["audit", "list", "--until", "0001-01-01T00:00:00+14:00"], "'--until' / '--to'"),
+    (["incident", "--from", "9999-12-31T23:59:59-12:00"], "'--from' / '--since'"),
+    (["incident", "--to", "9999-12-31T23:59:59-12:00"], "'--to' / '--until'"),
+    (["incident", "--to", "0001-01-01"], "'--to' / '--until'"),
+], ids=["audit-since-late", "audit-since-early", "audit-until-early", "incident-from", "incident-to", "incident-to-only"])
+def test_an_instant_utc_cannot_hold_or_a_backwards_end_names_the_option_given(tmp_path: Path, args: list[str],
+                                                                               option: str) -> None:
+    env = {"GPUAAS_DATABASE_URL": f"sqlite:///{tmp_path / 'gpuaas.db'}"}
+    assert runner.invoke(app, ["db", "upgrade"], env=env).exit_code == 0
+    result = runner.invoke(app, args, env=env)
+    lines = result.stderr.strip().splitlines()
+    assert result.exit_code == 2 and len(lines) == 1 and f"Invalid value for {option}" in lines[0], result.output
+    assert "Error" not in lines[0] and "Traceback" not in result.output
+
+
 def test_db_upgrade_creates_then_reports_up_to_date() -> None:
     first = runner.invoke(app, ["db", "upgrade"])
     assert first.exit_code == 0 and "(empty) -> 0004" in first.stdout

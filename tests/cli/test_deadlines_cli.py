@@ -73,6 +73,22 @@ def test_several_resources_require_resource_per_job(tmp_path: Path) -> None:
     assert result.exit_code == 1 and "jobs[0] (x).resource: missing" in result.stderr
 
 
+@pytest.mark.parametrize(("text", "message"), [
+    ("capacity: {a100: 4}\njobs: [{name: a, gpus: 2, duration: 60, deadline: 120, 1: x, z: y}]\n",
+     "jobs[0] (a).1: key must be text, got 1"),
+    ("capacity: {a100: 4}\njobs: []\n1: x\nz: y\n", "1: key must be text, got 1"),
+    ('capacity: {a100: 4, "1": 3, 1: 5}\njobs: []\n', "capacity.1: key must be text, got 1"),
+    ("capacity: {null: 4}\njobs: [{name: a, gpus: 2, duration: 60, deadline: 120}]\n",
+     "capacity.null: key must be text, got null"),
+], ids=["job-key", "top-key", "capacity-merged", "capacity-null"])
+def test_a_key_that_is_not_text_is_named_not_sorted_or_merged(tmp_path: Path, text: str, message: str) -> None:
+    path = write(tmp_path, text)
+    result = runner.invoke(app, ["plan", "deadlines", str(path)])
+    assert result.exit_code == 1 and result.stdout == ""
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith(f"error: {path}: ") and message in lines[0], result.stderr
+
+
 def row(stdout: str, name: str) -> str:
     """The table row of job ``name``, each cell's lines joined by single spaces (a narrow table wraps a cell at spaces)."""
     lines = [line for line in stdout.splitlines() if line.startswith("│")]

@@ -183,3 +183,81 @@ def test_a_source_with_no_url_names_the_variable_to_set() -> None:
     with_prometheus = GpuaasSettings(prometheus_url="http://127.0.0.1:9", opencost_url=None)
     assert describe_failure(with_prometheus, "opencost", RuntimeError("Connection refused")) == (
         "OpenCost at http://127.0.0.1:9: connection refused (nothing listens on that port)")
+
+
+def test_cost_report_without_a_prometheus_url_names_the_variable_to_set(tmp_path: Path) -> None:
+    proc = _gpuaas(tmp_path, "cost-report", "--window", "6h")
+    assert proc.returncode == 1 and proc.stdout == "" and "Traceback" not in proc.stderr
+    assert proc.stderr.strip().splitlines()[-1].startswith("error: GPUAAS_PROMETHEUS_URL: not set")
+    assert "prometheus_url" not in proc.stderr
+
+
+def test_a_push_without_a_pushgateway_url_names_the_variable_to_set() -> None:
+    from gpuaas.errors import ConfigError
+    from gpuaas.pushgateway import _gateway
+    from gpuaas.settings import GpuaasSettings
+
+    with pytest.raises(ConfigError, match=r"^GPUAAS_PUSHGATEWAY_URL: not set"):
+        _gateway(GpuaasSettings(pushgateway_url=None))
+
+
+@pytest.mark.parametrize("text", [
+    "InvalidHeader: Invalid leading whitespace, reserved character(s), or return character(s) in header value: "
+    "'Bearer top\\nPLANTED-secret'",
+    "ValueError: Invalid header value b'Bearer top\nPLANTED-secret'",
+    "headers {'Authorization': 'Bearer PLANTED-secret'} refused",
+    "Authorization: Basic PLANTED-secret",
+    "in header value: 'PLANTED-secret'",
+], ids=["requests", "http.client", "mapping", "header-line", "extra-header"])
+def test_a_credential_quoted_by_a_library_is_masked(text: str) -> None:
+    """The settings refuse such a token when they load; the wording masks what a library quotes all the same."""
+    from gpuaas.settings import GpuaasSettings
+    from gpuaas.sources.failures import describe_failure
+
+    assert "PLANTED-secret" not in in_words(RuntimeError(text))
+    settings = GpuaasSettings(prometheus_url="http://127.0.0.1:9")
+    line = describe_failure(settings, "prometheus", RuntimeError(text))
+    assert "PLANTED-secret" not in line and line.startswith("Prometheus at http://127.0.0.1:9: ")
+
+
+def test_words_without_a_credential_are_kept() -> None:
+    assert in_words(RuntimeError("the bearer token file is fine; no token here")) == (
+        "the bearer token file is fine; no token here")
+
+
+def test_a_kubeconfig_token_with_a_line_break_is_named_not_shown(tmp_path: Path) -> None:
+    kubeconfig = tmp_path / "kubeconfig"
+    kubeconfig.write_text(f"""apiVersion: v1
+kind: Config
+clusters: [{{name: c, cluster: {{server: "http://127.0.0.1:{_closed_port()}"}}}}]
+users: [{{name: u, user: {{token: "kube\\nPLANTED-secret"}}}}]
+contexts: [{{name: x, context: {{cluster: c, user: u}}}}]
+current-context: x
+""")
+    proc = _gpuaas(tmp_path, "collect", GPUAAS_KUBECONFIG=str(kubeconfig))
+    assert proc.returncode == 1 and "Traceback" not in proc.stderr
+    assert "PLANTED-secret" not in proc.stdout + proc.stderr
+    line = proc.stderr.strip().splitlines()[-1]
+    assert f"the token of user 'u' in kubeconfig {kubeconfig} holds a line break" in line
+    assert "not JSON" not in line
+
+
+def test_a_token_past_the_settings_check_is_still_not_quoted() -> None:
+    """Settings built around the check (``model_copy``): the request fails in words, the token masked."""
+    from datetime import UTC, datetime
+
+    from pydantic import SecretStr
+
+    from gpuaas.errors import SourceError
+    from gpuaas.settings import GpuaasSettings
+    from gpuaas.sources._prom_client import PromClient
+    from gpuaas.sources.failures import describe_failure
+
+    settings = GpuaasSettings(prometheus_url="http://127.0.0.1:9", retries=0).model_copy(
+        update={"prometheus_token": SecretStr("top\nPLANTED-secret")})
+    with pytest.raises(SourceError) as raised:
+        PromClient(settings).query("up", datetime.now(UTC))
+    line = describe_failure(settings, "prometheus", raised.value)
+    assert "PLANTED-secret" not in str(raised.value) + line
+    assert line == ("Prometheus at http://127.0.0.1:9: a request header could not be sent: the token or a header value "
+                    "holds a line break or another character a header cannot carry")

@@ -87,3 +87,29 @@ def test_an_undo_with_nothing_left_to_undo_is_success(monkeypatch: pytest.Monkey
     result = _undo(monkeypatch, restores)
     assert result.exit_code == 0, result.output
     assert "error" not in result.stderr
+
+
+@pytest.mark.parametrize(("args", "flag"), [
+    (["undo", "9" * 5000], "'AUDIT_ID'"),
+    (["undo", "9" * 20], "'AUDIT_ID'"),
+    (["undo", "\u00b2"], "'AUDIT_ID'"),
+    (["undo", "0"], "'AUDIT_ID'"),
+    (["undo", "--", "-3"], "'AUDIT_ID'"),
+    (["incident", "--undo", "9" * 5000], "'--undo'"),
+    (["incident", "--undo", "\u00b2"], "'--undo'"),
+], ids=["5000-digits", "past-the-range", "superscript", "zero", "negative", "incident-5000-digits",
+        "incident-superscript"])
+def test_an_id_outside_the_store_range_is_a_usage_error_naming_the_argument(args: list[str], flag: str) -> None:
+    result = runner.invoke(app, args)
+    assert result.exit_code == 2, result.output
+    line = result.output.strip().splitlines()[-1]
+    assert line.startswith(f"error: Invalid value for {flag}: expected an audit id, a whole number from 1 to "
+                           f"{2**63 - 1}"), line
+    assert "set_int_max_str_digits" not in result.output and "Traceback" not in result.output
+    assert "9" * 101 not in result.output  # a pasted 5000-digit number is not echoed whole
+
+
+def test_the_largest_id_is_still_an_id() -> None:
+    from gpuaas.cli._common import audit_id
+
+    assert audit_id(f"{2**63 - 1}.") == 2**63 - 1 and audit_id("007") == 7

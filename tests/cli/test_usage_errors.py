@@ -4,6 +4,8 @@ never exit 1, which a script reads as "it ran and failed"."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 from typer.testing import CliRunner
 
@@ -68,6 +70,15 @@ CASES = {
        for flag, value, needs in (("detect-minutes", "5", "frontier"), ("plot", "f.png", "frontier"),
                                   ("calibrate", "0.3", "frontier"), ("refit-hours", "6", "budget"),
                                   ("history-hours", "12", "budget"), ("chunk-hours", "2", "from-prometheus"))},
+    **{f"replay-reclaim-{flag}-with-frontier": (
+        ["replay", "reclaim", "--utilization", "u.csv", "--frontier", f"--{flag}", *value],
+        f"error: --{flag} does not apply with --frontier (it replays fixed windows, adaptive budgets and the "
+        "clairvoyant limit of its own): give one or the other; see gpuaas replay reclaim --help")
+       for flag, value in (("budget", ["2"]), ("adaptive", []), ("qps", ["q.csv"]), ("reclaims", []))},
+    "replay-reclaim-reclaims-in-a-table": (
+        ["replay", "reclaim", "--utilization", "u.csv", "--reclaims"],
+        "error: --reclaims lists the reclaims in the JSON only: give it with --format json, or leave it out; "
+        "see gpuaas replay reclaim --help"),
     "plan-deadlines-neither": (
         ["plan", "deadlines"], "error: give a FILE or --from-cluster; see gpuaas plan deadlines --help"),
     "plan-deadlines-both": (
@@ -83,3 +94,26 @@ def test_a_usage_error_exits_2_with_one_line(name: str) -> None:
     assert result.exit_code == 2, result.output
     assert result.stdout == ""  # nothing started: no progress, no tables
     assert result.stderr.strip().splitlines() == [line]
+
+
+@pytest.mark.parametrize(("args", "output", "given"), [
+    (["config", "tenant-rules", "{in}", "-o", "{out}"], "--output", "FILE"),
+    (["replay", "reclaim", "--utilization", "{in}", "--frontier", "--plot", "{out}"], "--plot", "--utilization"),
+    (["replay", "reclaim", "--utilization", "part1.csv", "--utilization", "{in}", "--frontier", "--plot", "{out}"],
+     "--plot", "--utilization"),
+], ids=["tenant-rules", "reclaim-plot-utilization", "reclaim-plot-second-part"])
+@pytest.mark.parametrize("spelled", ["same", "through-a-link"])
+def test_an_output_that_is_an_input_is_refused_and_the_input_kept(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                                  args: list[str], output: str, given: str,
+                                                                  spelled: str) -> None:
+    monkeypatch.chdir(tmp_path)
+    source = tmp_path / "input.txt"
+    source.write_text("kept\n")
+    (tmp_path / "link.txt").symlink_to(source)
+    out = "input.txt" if spelled == "same" else "link.txt"
+    result = runner.invoke(app, [a.replace("{in}", str(source)).replace("{out}", out) for a in args])
+    assert result.exit_code == 2 and result.stdout == "", result.output
+    assert result.stderr.strip().splitlines() == [
+        f"error: {output} and {given} name the same file ({out}): writing it would overwrite the input; give "
+        f"{output} another path; see gpuaas {' '.join(args[:2])} --help"]
+    assert source.read_text() == "kept\n"

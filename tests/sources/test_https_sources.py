@@ -156,7 +156,8 @@ def test_bad_tls_and_token_settings_are_one_line_naming_the_variable(tmp_path: P
             "GPUAAS_PROMETHEUS_TOKEN": "t0ken", "GPUAAS_PROMETHEUS_TOKEN_FILE": str(token)},
         "GPUAAS_PROMETHEUS_HEADERS: 'X-Scope OrgID' is not an HTTP header name": {
             "GPUAAS_PROMETHEUS_HEADERS": '{"X-Scope OrgID": "t0ken"}'},
-        "GPUAAS_PROMETHEUS_HEADERS: the value of 'X-Scope-OrgID' holds a line break or NUL": {
+        "GPUAAS_PROMETHEUS_HEADERS: the value of 'X-Scope-OrgID' holds a line break; a token or header value is one "
+        "line of printable text (the value is not shown)": {
             "GPUAAS_PROMETHEUS_HEADERS": '{"X-Scope-OrgID": "a\\r\\nX-Evil: t0ken"}'},
         "GPUAAS_PROMETHEUS_HEADERS sets Authorization and a Prometheus token is set too: set one of them": {
             "GPUAAS_PROMETHEUS_HEADERS": '{"Authorization": "Basic t0ken"}', "GPUAAS_PROMETHEUS_TOKEN": "t0ken"},

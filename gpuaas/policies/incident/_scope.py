@@ -65,7 +65,10 @@ def parse_instant(value: str | datetime, now: datetime, field_name: str) -> date
     except ValueError:
         raise ConfigError(f"expected an ISO time (2026-11-29T02:00), a duration before now (2h, 90m) or 'now', "
                           f"got {text!r}", field=field_name) from None
-    return parsed.replace(tzinfo=UTC) if parsed.tzinfo is None else parsed.astimezone(UTC)
+    try:
+        return parsed.replace(tzinfo=UTC) if parsed.tzinfo is None else parsed.astimezone(UTC)
+    except OverflowError:  # 9999-12-31T23:59:59-12:00 is in year 10000 in UTC, 0001-01-01T00:00+14:00 in year 0
+        raise ConfigError(f"{text!r} is outside the years 1 to 9999 in UTC", field=field_name) from None
 
 
 def resolve_window(start: str | datetime, end: str | datetime, now: datetime) -> tuple[datetime, datetime]:

@@ -30,19 +30,6 @@ class Loop(str, Enum):
     event = "event"
 
 
-_TOLD_MAX_S = 60 * 1_000_000.0
-"""The longest run time the planner may be told, in seconds: some two years (the shortest is a deadline plan's). A
-lognormal estimate's tail (e^30 at SIGMA 10) or a factor on a long job goes past what a plan holds (190 years
-in minutes); told "two years" the planner already treats the job as never ending before any deadline."""
-
-
-def told(estimates: list[float]) -> list[float]:
-    """``estimates`` within what the planner can be told (a plan's ``MIN_DURATION`` to ``_TOLD_MAX_S``)."""
-    from gpuaas.policies.deadlines.problem import MIN_DURATION
-
-    return [min(max(e, 60 * MIN_DURATION), _TOLD_MAX_S) for e in estimates]
-
-
 def deadlines(
     trace: Annotated[Path, typer.Option("--trace", help="Trace CSV with deadlines (ElasticFlow's ITP columns).")],
     gpus: Annotated[int, typer.Option("--gpus", help="GPUs of the one ClusterQueue both runs share.")],
@@ -72,7 +59,7 @@ def deadlines(
         settings = (load_policy(policy) if policy is not None else Policy()).deadlines
         check_replay_times(trace, "itp")
         jobs = read_itp(trace)
-        estimates = None if runtime_estimate == "exact" else told(estimate_runtimes(jobs, runtime_estimate, seed))
+        estimates = None if runtime_estimate == "exact" else estimate_runtimes(jobs, runtime_estimate, seed)
         fifo = replay_deadlines(jobs, gpus, planned=False)
         planned = (replay_flow(jobs, gpus, estimates=estimates, policy=settings) if loop is Loop.flow
                    else replay_deadlines(jobs, gpus, planned=True, estimates=estimates))

@@ -79,9 +79,23 @@ _MAX_SIGMA = 10.0
 """e^N(0, 10) already spans estimates off by a factor of 10^13; larger overflows the clock."""
 
 
+_TOLD_MAX_S = 60 * 1_000_000.0
+"""The longest run time a planner is told, in seconds: some two years. A lognormal estimate's tail (e^30 at
+SIGMA 10) or a factor on a long job goes past what a deadline plan holds (190 years in minutes); told two
+years, the planner already treats the job as never ending before any deadline."""
+
+
+def _told(estimates: list[float]) -> list[float]:
+    """``estimates`` within what a deadline plan can be told (its ``MIN_DURATION`` to ``_TOLD_MAX_S``)."""
+    from gpuaas.policies.deadlines.problem import MIN_DURATION
+
+    return [min(max(e, 60 * MIN_DURATION), _TOLD_MAX_S) for e in estimates]
+
+
 def estimate_runtimes(jobs: Sequence[TraceJob], spec: str, seed: int) -> list[float]:
     """The run time the planner is told per job: ``exact``, ``factor:F`` (F times the truth) or
-    ``lognormal:SIGMA`` (the truth times e^N(0, SIGMA), so the median estimate is right)."""
+    ``lognormal:SIGMA`` (the truth times e^N(0, SIGMA), so the median estimate is right); an estimate is
+    kept within what a deadline plan holds (``_TOLD_MAX_S``)."""
     kind, _, value = spec.partition(":")
     try:
         number = float(value) if value else None
@@ -90,12 +104,12 @@ def estimate_runtimes(jobs: Sequence[TraceJob], spec: str, seed: int) -> list[fl
     if kind == "exact" and not value:
         return [j.duration for j in jobs]
     if kind == "factor" and number is not None and 0 < number <= _MAX_FACTOR:
-        return [j.duration * number for j in jobs]
+        return _told([j.duration * number for j in jobs])
     if kind == "lognormal" and number is not None and 0 <= number <= _MAX_SIGMA:
         import numpy as np
 
         rng = np.random.default_rng(seed)
-        return [j.duration * float(f) for j, f in zip(jobs, np.exp(rng.normal(0.0, number, len(jobs))))]
+        return _told([j.duration * float(f) for j, f in zip(jobs, np.exp(rng.normal(0.0, number, len(jobs))))])
     raise ConfigError(f"expected exact, factor:F (0 < F <= {_MAX_FACTOR:g}) or lognormal:SIGMA "
                       f"(0 <= SIGMA <= {_MAX_SIGMA:g}), got {spec!r}",
                       field="--runtime-estimate")

@@ -78,6 +78,11 @@ def test_a_lognormal_estimate_of_the_advertised_sigma_runs_on_a_real_trace(share
                                    "lognormal:10", "--loop", loop, "--format", "json"])
         assert done.exit_code == 0, done.output
         assert json.loads(done.stdout)["planned"]["jobs"] == 195
+    # the nightly quota plan's deadline need is told the same estimates
+    done = runner.invoke(app, ["replay", "rebalance", "--trace", str(trace), "--trace-format", "itp", "--days", "3",
+                               "--runtime-estimate", "lognormal:10", "--format", "json"])
+    assert done.exit_code == 0, done.output
+    assert json.loads(done.stdout)["meta"]["runtime_estimate"] == "lognormal:10"
 
 
 def test_every_published_trace_is_within_what_a_replay_holds(shared_dir: Path) -> None:

@@ -6,10 +6,11 @@ environment targets the embedded cluster — with the scenario's policy as ``GPU
 (the tenants and services the fleet was built for: without it a cost report there counts no
 outcome, and reclaim knows no tenant), and a ``GPUAAS_DATA_DIR`` of its own (``trial/`` in
 the cluster directory, started afresh with each ``up``: each start is a new cluster), so that a
-trial never shares a database with a real deployment on the same host. It stops on Ctrl-C, SIGTERM, SIGHUP (the terminal
-closed) or ``gpuaas cluster down`` (which signals the pid in ``cluster.pid``), also while it is
-still starting, and stops every process it started: Prometheus runs in its own session so that
-a Ctrl-C reaches only ``up``, which then stops it in order.
+trial never shares a database with a real deployment on the same host. It stops on Ctrl-C, SIGTERM, SIGHUP (the
+terminal closed) or ``gpuaas cluster down`` (which signals the pid in ``cluster.pid`` only when that process is the
+``gpuaas cluster up`` that wrote it, started when the file says), also while it is still starting, and stops every
+process it started: Prometheus runs in its own session so that a Ctrl-C reaches only ``up``, which then stops it in
+order.
 
 ``up --backend real`` runs the real control plane instead (etcd, kube-apiserver and the Kueue
 manager built from the Go module proxy, ``gpuaas.cluster.real``), with the same kubeconfig, env
@@ -24,10 +25,12 @@ otherwise mislead whoever reads its results.
 from __future__ import annotations
 
 import errno
+import math
 import os
 import shutil
 import signal
 import socket
+import tempfile
 import time
 from collections.abc import Mapping
 from enum import Enum
@@ -37,9 +40,10 @@ from typing import Annotated
 import typer
 
 from gpuaas.cli._common import console, err_console, fail, flag_given, settings_or_exit, usage_error
-from gpuaas.cli._foreground import held, write_env_file
+from gpuaas.cli._foreground import held, read_pid_file, start_time, write_env_file
 from gpuaas.cli._progress import progress
 from gpuaas.cli._trace_format import TraceFormat
+from gpuaas.cluster.clock import MAX_HISTORY, MAX_SPEED
 from gpuaas.errors import GpuaasError
 
 __all__ = ["down", "up", "write_trial_env"]
@@ -128,8 +132,28 @@ def _refuse_ignored_flags(ctx: typer.Context, backend: Backend, *, scenario: Pat
                                   "time, with no backfilled history and nothing seeded")
 
 
+def _check_output(path: Path | None, flag: str) -> None:
+    """Refuse a file ``up`` would write only once the cluster has started (the kubeconfig, the env file) when it
+    cannot be written there: said now, before anything starts, rather than after, naming a temporary file. A
+    file is made and removed at once in its folder (or the nearest one that exists) to find out."""
+    if path is None:
+        return
+    if path.is_dir():
+        raise usage_error("is a directory; give the path of a file to write", flag)
+    folder = path.parent
+    while not folder.exists() and folder != folder.parent:  # the folders missing are made when it is written
+        folder = folder.parent
+    if not folder.is_dir():
+        raise usage_error(f"{folder} is not a directory", flag)
+    try:
+        with tempfile.NamedTemporaryFile(dir=folder, prefix=".gpuaas-probe-"):
+            pass
+    except OSError as exc:
+        raise usage_error(f"cannot write in {folder}: {exc.strerror}", flag) from exc
+
+
 def _alive(pid: int) -> bool:
-    """Running (a zombie waiting for its parent to reap it has stopped)."""
+    """Running (a zombie waiting for its parent to reap it has stopped); ``pid`` is one ``read_pid_file`` took."""
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
@@ -143,11 +167,40 @@ def _alive(pid: int) -> bool:
     return state not in ("Z", "X")
 
 
-def _read_pid(path: Path) -> int | None:
+def _is_cluster_up(pid: int, started: int | None) -> bool:
+    """Whether the running process ``pid`` is a ``gpuaas cluster up`` and, where the pid file recorded its start
+    time, the very one that wrote it (not a later process given the same pid). Without ``/proc`` to ask, the pid
+    file's word is all there is."""
+    if not Path("/proc/self").is_dir():
+        return True
+    if started is not None and start_time(pid) != started:
+        return False
     try:
-        return int(path.read_text().strip())
-    except (OSError, ValueError):
-        return None
+        args = [a.decode(errors="replace") for a in Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")]
+    except OSError:
+        return False
+    return any(args[i:i + 2] == ["cluster", "up"] and any("gpuaas" in a for a in args[:i]) for i in range(len(args)))
+
+
+def _running(pid_path: Path) -> tuple[int | None, str | None]:
+    """The pid of the cluster that ``pid_path`` names, when that cluster is running; else None, and what the
+    file held (None: there is no pid file). Only a pid file ``up`` wrote names a process to signal: a stale one
+    (its process gone, or its pid since given to another program) or one holding anything else names none."""
+    try:
+        text = pid_path.read_text(errors="replace")
+    except FileNotFoundError:
+        return None, None
+    except OSError as exc:
+        return None, f"{pid_path} cannot be read ({exc.strerror})"
+    recorded = read_pid_file(text)
+    if recorded is None:
+        return None, f"{pid_path} holds {text.strip()[:40]!r}, not the pid of a running cluster"
+    pid, started = recorded
+    if not _alive(pid):
+        return None, f"{pid_path} names pid {pid}, which is not running"
+    if pid == os.getpid() or not _is_cluster_up(pid, started):
+        return None, f"{pid_path} names pid {pid}, which is not the gpuaas cluster started from this data dir"
+    return pid, None
 
 
 def up(
@@ -156,12 +209,15 @@ def up(
     kubeconfig: Annotated[Path | None, typer.Option(help="Where to write the kubeconfig.")] = None,
     port: Annotated[int, typer.Option(min=0, max=65535, help="API server port (0: any free port).")] = 0,
     env_file: Annotated[Path | None, typer.Option(help="Write GPUAAS_* KEY=value lines here.")] = None,
-    speed: Annotated[float, typer.Option(min=0.001, help=(
+    speed: Annotated[float, typer.Option(min=0.001, max=MAX_SPEED, help=(
         "Sim seconds per wall second. Live samples are stamped on the wall clock, so flows querying "
         "Prometheus at 'now' see the newest state (rates are per wall second, i.e. x speed); object "
-        "timestamps and OpenCost windows stay in sim time, ahead of the wall clock when speed > 1."))] = 1.0,
+        "timestamps and OpenCost windows stay in sim time, ahead of the wall clock when speed > 1. At most "
+        f"{MAX_SPEED:g} (a simulated day per second): the simulation steps every 2 wall seconds."))] = 1.0,
     seed: Annotated[int, typer.Option(help="Seed: same seed, same cluster.")] = 0,
-    history: Annotated[str, typer.Option(help="History to backfill, e.g. 6h, 30m.")] = "6h",
+    history: Annotated[str, typer.Option(help=(
+        f"History to backfill, e.g. 6h, 30m; at most {MAX_HISTORY.days}d, what the embedded Prometheus "
+        "keeps."))] = "6h",
     trace: Annotated[Path | None, typer.Option(help="Build the scenario from a public trace CSV.")] = None,
     trace_format: Annotated[TraceFormat, typer.Option(help="The layout of --trace.")] = TraceFormat.philly,
     compress: Annotated[float, typer.Option(min=1.0, help="Time compression of the trace.")] = 60.0,
@@ -190,14 +246,16 @@ def up(
     _refuse_ignored_flags(ctx, backend, scenario=scenario, trace=trace, rbac=rbac, role=role, policy=policy,
                           env_file=env_file)
     try:
-        window = parse_duration(history)
+        window = parse_duration(history, maximum=MAX_HISTORY)
     except ValueError as exc:
         raise usage_error(str(exc), "--history") from exc
+    _check_output(env_file, "--env-file")
+    _check_output(kubeconfig, "--kubeconfig")
     settings = settings_or_exit()
     cluster_dir = settings.cluster_dir
     pid_path = cluster_dir / PID_FILE
-    other = _read_pid(pid_path)
-    if other is not None and other != os.getpid() and _alive(other):
+    other, _ = _running(pid_path)  # a stale pid file is overwritten
+    if other is not None:
         raise fail(f"a cluster is already running from {cluster_dir} (pid {other}); stop it with 'gpuaas cluster down', "
                    "or start another one with its own GPUAAS_DATA_DIR")
     try:
@@ -260,21 +318,30 @@ def _pid_paths(cluster_dir: Path, env_file: Path | None) -> list[Path]:
     return [pid_path, cluster_dir / TRIAL_DATA_DIR / "cluster" / PID_FILE] if env_file is not None else [pid_path]
 
 
-def down(timeout: Annotated[float, typer.Option(help="Seconds to wait for it to stop.")] = 30.0) -> None:
+def down(timeout: Annotated[float, typer.Option(help="Seconds to wait for it to stop (0 or more).")] = 30.0) -> None:
     """Stop the embedded cluster started by 'gpuaas cluster up'."""
+    if not math.isfinite(timeout) or timeout < 0:  # called wrong: said before anything is signalled
+        raise usage_error(f"expected a number of seconds, 0 or more, got {timeout}", "--timeout")
     settings = settings_or_exit()
     pid_path = settings.cluster_dir / PID_FILE
-    pid = _read_pid(pid_path)
-    if pid is None or not _alive(pid):
-        pid_path.unlink(missing_ok=True)
-        console.print("no embedded cluster is running")
+    pid, found = _running(pid_path)
+    if pid is None:
+        if found is None:
+            console.print("no embedded cluster is running")
+            return
+        try:
+            pid_path.unlink(missing_ok=True)
+        except OSError:
+            console.print(f"no embedded cluster is running ({found})", markup=False, highlight=False, soft_wrap=True)
+        else:
+            console.print(f"no embedded cluster is running ({found}; removed it)", markup=False, highlight=False,
+                          soft_wrap=True)
         return
     os.kill(pid, signal.SIGTERM)
     deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        # 'up' removes its pid file once everything it started has stopped.
-        if not _alive(pid) or _read_pid(pid_path) != pid:
-            console.print(f"stopped (pid {pid})")
-            return
+    # 'up' removes its pid file once everything it started has stopped.
+    while _alive(pid) and _running(pid_path)[0] == pid:
+        if time.monotonic() >= deadline:
+            raise fail(f"pid {pid} did not stop within {timeout:g}s")
         time.sleep(0.2)
-    raise fail(f"pid {pid} did not stop within {timeout:.0f}s")
+    console.print(f"stopped (pid {pid})")

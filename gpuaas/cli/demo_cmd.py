@@ -31,6 +31,7 @@ from gpuaas.cli._flows import run_flow
 from gpuaas.cli._progress import progress
 from gpuaas.cli.collect_cmd import print_collect
 from gpuaas.cli.reclaim_cmd import print_reclaim
+from gpuaas.cluster.clock import MAX_HISTORY
 from gpuaas.errors import GpuaasError
 from gpuaas.policy import Policy
 from gpuaas.settings import GpuaasSettings
@@ -71,7 +72,9 @@ def _idle_rows(snapshot: Any, policy: Policy) -> list[list[Any]]:
 
 def demo(
     scenario: Annotated[Path | None, typer.Option(help="Scenario YAML (default: the built-in one).")] = None,
-    history: Annotated[str, typer.Option(help="History to backfill into Prometheus.")] = "6h",
+    history: Annotated[str, typer.Option(help=(
+        f"History to backfill into Prometheus; at most {MAX_HISTORY.days}d, what the embedded Prometheus "
+        "keeps."))] = "6h",
     seed: Annotated[int, typer.Option(help="Same seed, same cluster.")] = 0,
 ) -> None:
     """Start the embedded cluster; run collect and reclaim, then rebalance (the quota plan per cohort, the GPUs that
@@ -85,7 +88,7 @@ def demo(
         os.environ["GPUAAS_POLICY_FILE"] = str(DEMO_POLICY)
     settings = settings_or_exit()
     try:
-        window = parse_duration(history)
+        window = parse_duration(history, maximum=MAX_HISTORY)
     except ValueError as exc:  # called wrong: exit 2, before anything starts
         raise usage_error(str(exc), "--history") from exc
     if not window:  # the cost report at the end needs some history: refused now, not after the flows ran

@@ -8,6 +8,7 @@ seconds or ``"90s"``, ``"30m"``, ``"6h"``, ``"2d"``, so the same file works what
 
 from __future__ import annotations
 
+import math
 import re
 from datetime import timedelta
 from enum import Enum
@@ -33,31 +34,71 @@ __all__ = [
     "TraceProfile",
     "WorkloadKind",
     "WorkloadSpec",
+    "format_duration",
     "parse_duration",
 ]
 
 _UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
+_LONGEST = timedelta.max.total_seconds()
 _DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([smhd]?)\s*$")
 
 
-def parse_duration(value: object) -> timedelta:
-    """``90``, ``"90s"``, ``"30m"``, ``"1.5h"``, ``"2d"`` or a timedelta, as a timedelta."""
+def _shown(value: object) -> str:
+    """``value`` for a message, cut short: a number of thousands of digits has no place on one line."""
+    if isinstance(value, int) and value.bit_length() > 128:
+        return "a number over 10^38"
+    text = repr(value)
+    return text if len(text) <= 40 else text[:37] + "..."
+
+
+def format_duration(value: timedelta) -> str:
+    """``value`` as a duration is written in a scenario: ``60d``, ``1h``, ``90s``."""
+    seconds = value.total_seconds()
+    unit = next(u for u in ("d", "h", "m", "s") if seconds % _UNITS[u] == 0 or u == "s")
+    return f"{seconds / _UNITS[unit]:g}{unit}"
+
+
+def parse_duration(value: object, maximum: timedelta | None = None) -> timedelta:
+    """``90``, ``"90s"``, ``"30m"``, ``"1.5h"``, ``"2d"`` or a timedelta, as a timedelta; a ``ValueError`` when it is
+    none, or longer than ``maximum`` (or than any timedelta)."""
     if isinstance(value, timedelta):
-        return value
-    if isinstance(value, bool):
+        seconds = value.total_seconds()
+    elif isinstance(value, bool):
         raise ValueError("a duration is a number of seconds or a string like '30m'")
-    if isinstance(value, int | float):
+    elif isinstance(value, int | float):
+        if value != value:  # nan
+            raise ValueError(f"not a duration: {_shown(value)} (use seconds or e.g. '90s', '30m', '6h', '2d')")
         if value < 0:
             raise ValueError("a duration cannot be negative")
-        return timedelta(seconds=float(value))
-    if isinstance(value, str):
-        match = _DURATION.match(value)
-        if match:
-            return timedelta(seconds=float(match.group(1)) * _UNITS[match.group(2) or "s"])
-    raise ValueError(f"not a duration: {value!r} (use seconds or e.g. '90s', '30m', '6h', '2d')")
+        seconds = float(value) if value <= _LONGEST else math.inf  # an int too large for a float is too long too
+    else:
+        match = _DURATION.match(value) if isinstance(value, str) else None
+        if not match:
+            raise ValueError(f"not a duration: {_shown(value)} (use seconds or e.g. '90s', '30m', '6h', '2d')")
+        seconds = float(match.group(1)) * _UNITS[match.group(2) or "s"]  # digits only: never nan, at most inf
+    if maximum is not None and seconds > maximum.total_seconds():
+        raise ValueError(f"at most {format_duration(maximum)}, got {_shown(value)}")
+    try:
+        if seconds > _LONGEST:
+            raise OverflowError
+        return value if isinstance(value, timedelta) else timedelta(seconds=seconds)
+    except OverflowError:  # also a float that rounds past the longest
+        raise ValueError(f"longer than any duration ({timedelta.max.days:,} days at most), got {_shown(value)}") from None
 
 
 Duration = Annotated[timedelta, BeforeValidator(parse_duration)]
+
+SAMPLE_STEP_RANGE = (timedelta(seconds=1), timedelta(hours=1))
+"""The bounds of ``telemetry.step``: at most an hour, as the ``GPUAAS_METRICS__SAMPLE_INTERVAL_SECONDS`` the
+env file passes it on as; at least a second, as each step simulates the whole fleet."""
+
+
+def _sample_step(value: object) -> timedelta:
+    least, most = SAMPLE_STEP_RANGE
+    step = parse_duration(value, maximum=most)
+    if step < least:
+        raise ValueError(f"at least {format_duration(least)}, got {_shown(value)}")
+    return step
 Fraction = Annotated[float, Field(ge=0.0, le=1.0)]
 
 
@@ -247,8 +288,8 @@ class TelemetryOptions(_Strict):
     pod_label_prefix: Literal["", "exported_"] = ""
     """``exported_`` reproduces a ServiceMonitor with ``honorLabels: false``."""
     driver_version: str = "580.105.08"
-    step: Duration = timedelta(seconds=60)
-    """Spacing of backfilled history samples."""
+    step: Annotated[timedelta, BeforeValidator(_sample_step)] = timedelta(seconds=60)
+    """Spacing of backfilled history samples, from 1s to 1h (``SAMPLE_STEP_RANGE``)."""
 
 
 class Scenario(_Strict):

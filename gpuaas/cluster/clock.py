@@ -16,7 +16,16 @@ import time
 from datetime import UTC, datetime, timedelta
 from typing import Protocol, runtime_checkable
 
-__all__ = ["Clock", "ManualClock", "SimClock", "utc"]
+__all__ = ["MAX_HISTORY", "MAX_SPEED", "Clock", "ManualClock", "SimClock", "utc"]
+
+MAX_HISTORY = timedelta(days=60)
+"""The longest history an embedded cluster backfills: its Prometheus keeps this much (its retention), so older
+samples would be dropped as soon as it starts."""
+
+MAX_SPEED = 86400.0
+"""The fastest ``SimClock``, a simulated day per wall second: the live loop steps every 2 wall seconds, so a
+faster clock would jump days per step. Even at this speed the simulated date reaches the year 9999, the last a
+date can have, after some 34 days of running; the cluster then stops, saying so."""
 
 
 def utc(value: datetime) -> datetime:
@@ -62,8 +71,8 @@ class SimClock:
     """
 
     def __init__(self, start: datetime, speed: float = 1.0, *, paused: bool = False) -> None:
-        if speed <= 0:
-            raise ValueError(f"speed must be > 0, got {speed}")
+        if not 0 < speed <= MAX_SPEED:  # nan too
+            raise ValueError(f"speed must be > 0 and at most {MAX_SPEED:g}, got {speed}")
         self.speed = speed
         self._lock = threading.Lock()
         self._base = utc(start)

@@ -36,7 +36,7 @@ from typing import Any
 
 from gpuaas.cluster._history import backfill_history, history_steps, thin
 from gpuaas.cluster.apiserver import ApiServer, ObjectStore, RBACRules
-from gpuaas.cluster.clock import Clock, SimClock
+from gpuaas.cluster.clock import MAX_HISTORY, Clock, SimClock
 from gpuaas.cluster.kueue import KueueController
 from gpuaas.cluster.metrics_server import MetricsServer
 from gpuaas.cluster.opencost import OpenCostServer
@@ -45,8 +45,9 @@ from gpuaas.cluster.scenario import Scenario
 from gpuaas.cluster.serving import ServingEndpoints
 from gpuaas.cluster.simulation import Simulation
 from gpuaas.cluster.telemetry import Sample
+from gpuaas.errors import PermanentError
 
-__all__ = ["EmbeddedCluster", "MetricsEndpoint", "StartCancelled"]
+__all__ = ["EmbeddedCluster", "MetricsEndpoint", "SimulationFailed", "StartCancelled"]
 
 
 class MetricsEndpoint(MetricsServer):
@@ -62,6 +63,10 @@ class MetricsEndpoint(MetricsServer):
         if self.wall_stamp is None:
             return self._sim.current
         return [(name, labels, value, self.wall_stamp) for name, labels, value, _ in self._sim.current]
+
+
+class SimulationFailed(PermanentError):
+    """The live simulation raised: the cluster no longer moves, so it is stopped rather than served frozen."""
 
 
 class StartCancelled(Exception):  # noqa: N818 - it is not an error: the operator asked for it
@@ -98,12 +103,14 @@ class EmbeddedCluster:
         self.serving = ServingEndpoints(scenario)  # OpenAI endpoints per InferenceService (gpuaas.cluster.serving)
         self.prometheus = PrometheusServer(self.data_dir / "prometheus", port=prometheus_port,
                                            scrape_targets=[self.metrics.target, *self.serving.targets],
-                                           scrape_interval=f"{int(scrape_interval.total_seconds())}s")
+                                           scrape_interval=f"{int(scrape_interval.total_seconds())}s",
+                                           retention=f"{MAX_HISTORY.days}d")
         self.kubeconfig = Path(kubeconfig) if kubeconfig else self.data_dir / "kubeconfig"
         self._live_interval = live_interval
         self._progress = progress or (lambda message: None)
         self._stop = threading.Event()
         self._loop: threading.Thread | None = None
+        self._failure: SimulationFailed | None = None
         self._started: list[Any] = []
 
     @property
@@ -177,15 +184,29 @@ class EmbeddedCluster:
             raise StartCancelled("the embedded cluster was stopped while starting")
 
     def _run_live(self) -> None:
-        """Keep the simulation up to the clock; a ManualClock only moves when a test moves it."""
+        """Keep the simulation up to the clock; a ManualClock only moves when a test moves it.
+
+        What it raises ends it with ``failure`` set, which ``wait`` raises in the foreground (one line, and the
+        cluster stopped), rather than a traceback from the thread and a cluster served frozen."""
         wall_stamps = isinstance(self.clock, SimClock)
-        while not self._stop.wait(self._live_interval):
-            with self.lock:
-                if self.clock.now() - self.sim.last >= timedelta(seconds=1):
-                    self.sim.tick()
-                self.serving.sync(self.kueue.gpu_assignments())
-                if wall_stamps:  # the state holds until the next step: it is current now
-                    self.metrics.wall_stamp = time.time()
+        try:
+            while not self._stop.wait(self._live_interval):
+                with self.lock:
+                    if self.clock.now() - self.sim.last >= timedelta(seconds=1):
+                        self.sim.tick()
+                    self.serving.sync(self.kueue.gpu_assignments())
+                    if wall_stamps:  # the state holds until the next step: it is current now
+                        self.metrics.wall_stamp = time.time()
+        except Exception as exc:  # noqa: BLE001 - any of it ends the simulation; wait() says why
+            self._failure = SimulationFailed(
+                f"the simulation stopped at {self.sim.last:%Y-%m-%d %H:%M:%S} simulated time: "
+                f"{type(exc).__name__}: {exc}")
+            self._stop.set()
+
+    @property
+    def failure(self) -> SimulationFailed | None:
+        """Why the live simulation stopped by itself; None while it runs (or once stopped on request)."""
+        return self._failure
 
     def advance(self, dt: timedelta) -> list[Sample]:
         """Move a manual clock and the simulation by ``dt`` (tests)."""
@@ -206,9 +227,11 @@ class EmbeddedCluster:
                 pass
 
     def wait(self, stop: threading.Event) -> None:
-        """Block until ``stop`` is set (the CLI's foreground loop)."""
+        """Block until ``stop`` is set (the CLI's foreground loop); ``SimulationFailed`` if the simulation stops
+        by itself meanwhile."""
         while not stop.wait(0.5):
-            pass
+            if self._failure is not None:
+                raise self._failure
 
     def __enter__(self) -> EmbeddedCluster:
         return self.start()

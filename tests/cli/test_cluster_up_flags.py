@@ -65,6 +65,27 @@ CASES: dict[str, tuple[list[str], str]] = {
                   f"roles with kubectl){HELP}"),
     "real-trace": (["--backend", "real", "--trace", "{tmp}/jobs.csv"],
                    f"error: --trace replays a time-compressed trace: use the embedded backend{HELP}"),
+    # Bounded: more history than the embedded Prometheus keeps, or a clock that would outrun any date, used to
+    # fail later as an OverflowError (leaving a data dir behind) or in the simulation thread.
+    "history-past-retention": (["--history", "61d"],
+                               f"error: Invalid value for '--history': at most 60d (got '61d'){HELP}"),
+    "history-past-any-date": (["--history", "99999999d"],
+                              f"error: Invalid value for '--history': at most 60d (got '99999999d'){HELP}"),
+    "speed-past-a-day-per-second": (["--speed", "1e308"],
+                                    "error: Invalid value for '--speed': Input should be less than or equal to 86400 "
+                                    f"(got '1e308'){HELP}"),
+    "speed-nan": (["--speed", "nan"], f"error: Invalid value for '--speed': 'nan' is not a number{HELP}"),
+    # Where the kubeconfig or the env file cannot be written: said before the cluster starts, not after it.
+    # (Run in the test's directory: relative paths keep the line short of the value's cut.)
+    "env-file-a-directory": (["--env-file", "."],
+                             "error: Invalid value for '--env-file': is a directory; give the path of a file to write "
+                             f"(got '.'){HELP}"),
+    "kubeconfig-a-directory": (["--kubeconfig", "."],
+                               "error: Invalid value for '--kubeconfig': is a directory; give the path of a file to "
+                               f"write (got '.'){HELP}"),
+    "kubeconfig-under-a-file": (["--kubeconfig", "jobs.csv/kc.yaml"],
+                                "error: Invalid value for '--kubeconfig': jobs.csv is not a directory "
+                                f"(got 'jobs.csv/kc.yaml'){HELP}"),
     # In range, so the refusal is the other flag's: 0 (any free port) and 65535 are valid ports.
     "port-zero-is-valid": (["--port", "0", "--role", "r"],
                            f"error: --role needs --rbac (the RBAC manifest whose ClusterRole it enforces){HELP}"),
@@ -72,7 +93,7 @@ CASES: dict[str, tuple[list[str], str]] = {
                             f"error: --role needs --rbac (the RBAC manifest whose ClusterRole it enforces){HELP}"),
 }
 
-WITHOUT_ENV_FILE = {"policy-without-env-file"}
+WITHOUT_ENV_FILE = {"policy-without-env-file", "env-file-a-directory"}
 
 
 def _descendants() -> set[int]:
@@ -102,8 +123,10 @@ def signals_kept() -> Iterator[None]:
 
 
 @pytest.mark.parametrize("name", list(CASES))
-def test_a_flag_the_cluster_would_not_use_is_a_usage_error_and_starts_nothing(name: str, tmp_path: Path) -> None:
+def test_a_flag_the_cluster_would_not_use_is_a_usage_error_and_starts_nothing(name: str, tmp_path: Path,
+                                                                             monkeypatch: pytest.MonkeyPatch) -> None:
     args, line = CASES[name]
+    monkeypatch.chdir(tmp_path)
     (tmp_path / "jobs.csv").write_text("timestamp,duration,gpus\n0,60,1\n")
     (tmp_path / "s.yaml").write_text("name: s\n")
     (tmp_path / "rbac.yaml").write_text("")
@@ -119,6 +142,7 @@ def test_a_flag_the_cluster_would_not_use_is_a_usage_error_and_starts_nothing(na
     # Nothing read, written or started: no data dir (no pid file, no kubeconfig), no env file, no process.
     assert not data.exists()
     assert not (tmp_path / "x.env").exists()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["jobs.csv", "rbac.yaml", "s.yaml"]  # no .tmp either
     assert _descendants() <= before
 
 
@@ -208,3 +232,45 @@ def test_write_trial_env_writes_the_cluster_keys_the_data_dir_and_the_policy(tmp
                                         "GPUAAS_POLICY_FILE": str(policy)}
     write_trial_env(tmp_path / "b.env", {"GPUAAS_KUBECONFIG": "/k"}, tmp_path / "trial", None)
     assert _env(tmp_path / "b.env") == {"GPUAAS_KUBECONFIG": "/k", "GPUAAS_DATA_DIR": str(tmp_path / "trial")}
+
+
+class _FailingStandIn(_StandIn):
+    """A cluster whose simulation stops by itself once it runs."""
+
+    def wait(self, stop: Event) -> None:
+        from gpuaas.cluster.runner import SimulationFailed
+
+        raise SimulationFailed("the simulation stopped at 9999-12-31 23:59:59 simulated time: OverflowError: "
+                               "date value out of range")
+
+
+def test_a_simulation_that_stops_by_itself_ends_up_with_one_line(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                                 signals_kept: None) -> None:
+    import gpuaas.cluster.runner
+
+    monkeypatch.setattr(gpuaas.cluster.runner, "EmbeddedCluster", _FailingStandIn)
+    result = runner.invoke(app, ["cluster", "up"], env={"GPUAAS_DATA_DIR": str(tmp_path / "data")})
+    assert result.exit_code == 1, result.output
+    assert result.stderr.strip().splitlines()[-1] == (
+        "error: the simulation stopped at 9999-12-31 23:59:59 simulated time: OverflowError: date value out of range")
+    assert "Traceback" not in result.output
+    assert not (tmp_path / "data" / "cluster" / "cluster.pid").exists()
+
+
+def test_an_output_that_cannot_be_replaced_leaves_no_partial_file(tmp_path: Path) -> None:
+    """The env file and the kubeconfig (which holds the token) are written aside and renamed: when the rename
+    fails, the file written aside is removed, not left beside the target."""
+    from gpuaas.cli._foreground import write_env_file
+    from gpuaas.cluster.apiserver import ApiServer, ObjectStore
+
+    target = tmp_path / "out"
+    target.mkdir()
+    with pytest.raises(IsADirectoryError):
+        write_env_file(target, {"GPUAAS_KUBECONFIG": "/k"})
+    server = ApiServer(ObjectStore(), token="secret-token")
+    try:
+        with pytest.raises(IsADirectoryError):
+            server.write_kubeconfig(target)
+    finally:
+        server.stop()
+    assert [p.name for p in tmp_path.iterdir()] == ["out"]

@@ -14,7 +14,7 @@ import pytest
 import yaml
 
 from gpuaas.cluster._scenario_objects import DEADLINE_ANNOTATION, EXPECTED_RUNTIME_ANNOTATION, QUEUE_LABEL
-from gpuaas.cluster.clock import ManualClock, SimClock
+from gpuaas.cluster.clock import MAX_SPEED, ManualClock, SimClock
 from gpuaas.cluster.scenario import (
     WorkloadKind,
     default_scenario,
@@ -77,6 +77,53 @@ def test_durations(text: object, seconds: int) -> None:
     assert parse_duration(text) == timedelta(seconds=seconds)
 
 
+@pytest.mark.parametrize(("step", "said"), [
+    (".inf", "at most 1h, got inf"),
+    ("1.0e+308", "at most 1h, got 1e+308"),
+    ("1" + "0" * 400, "at most 1h, got a number over 10^38"),
+    ("2h", "at most 1h, got '2h'"),
+    ("0", "at least 1s, got 0"),
+    (".nan", "not a duration: nan (use seconds or e.g. '90s', '30m', '6h', '2d')"),
+], ids=["inf", "1e308", "huge-int", "2h", "zero", "nan"])
+def test_a_telemetry_step_out_of_range_names_the_file_and_field(tmp_path: Path, step: str, said: str) -> None:
+    """A step the history could not be stepped by (zero, longer than any date, nan) is the file's error, not an
+    OverflowError or a ZeroDivisionError once the cluster starts; an hour at most, as the sample interval."""
+    text = (ROOT / "examples" / "scenario.yaml").read_text()
+    path = tmp_path / "bad.yaml"
+    path.write_text(text.replace("step: 60s", f"step: {step}", 1))
+    with pytest.raises(ConfigError) as err:
+        load_scenario(path)
+    assert str(err.value) == f"{path}: telemetry.step: {said}"
+
+
+@pytest.mark.parametrize("step", ["1s", "1h", 90])
+def test_a_telemetry_step_in_range_is_taken(tmp_path: Path, step: object) -> None:
+    data = yaml.safe_load((ROOT / "examples" / "scenario.yaml").read_text())
+    data["telemetry"]["step"] = step
+    path = tmp_path / "ok.yaml"
+    path.write_text(yaml.safe_dump(data))
+    assert load_scenario(path).telemetry.step == parse_duration(step)
+
+
+@pytest.mark.parametrize(("value", "said"), [
+    (float("inf"), "longer than any duration (999,999,999 days at most), got inf"),
+    (10**400, "longer than any duration (999,999,999 days at most), got a number over 10^38"),
+    ("99999999999999999999d", "longer than any duration (999,999,999 days at most), got '99999999999999999999d'"),
+    (float("nan"), "not a duration: nan (use seconds or e.g. '90s', '30m', '6h', '2d')"),
+])
+def test_a_duration_past_any_date_is_a_value_error(value: object, said: str) -> None:
+    """What pydantic turns into the file's error and the CLI into the flag's: never an OverflowError."""
+    with pytest.raises(ValueError) as err:
+        parse_duration(value)
+    assert str(err.value) == said
+
+
+def test_a_duration_over_its_maximum_says_the_maximum() -> None:
+    assert parse_duration("60d", maximum=timedelta(days=60)) == timedelta(days=60)
+    with pytest.raises(ValueError, match=r"^at most 60d, got '99999999d'$"):
+        parse_duration("99999999d", maximum=timedelta(days=60))
+
+
 def test_objects_use_upstream_field_names() -> None:
     s = load_scenario(ROOT / "examples" / "scenario.yaml")
     by_name = {i.name: i for i in instances(s)}
@@ -130,3 +177,6 @@ def test_clocks() -> None:
     assert sim.now() == EPOCH + timedelta(hours=1)
     sim.resume()
     assert sim.now() >= EPOCH + timedelta(hours=1)
+    for speed in (0, float("nan"), MAX_SPEED * 2, 1e308):
+        with pytest.raises(ValueError, match="speed must be > 0 and at most 86400"):
+            SimClock(EPOCH, speed=speed)

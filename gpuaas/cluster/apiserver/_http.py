@@ -157,10 +157,14 @@ class ApiServer:
         # aside and renamed, so whoever waits for the file never reads it half-written.
         partial = path.with_name(f".{path.name}.{os.getpid()}.tmp")
         fd = os.open(partial, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-        with os.fdopen(fd, "w", encoding="utf-8") as out:
-            out.write(yaml.safe_dump(config, sort_keys=False))
-        os.chmod(partial, 0o600)
-        os.replace(partial, path)
+        try:
+            with os.fdopen(fd, "w", encoding="utf-8") as out:
+                out.write(yaml.safe_dump(config, sort_keys=False))
+            os.chmod(partial, 0o600)
+            os.replace(partial, path)
+        except BaseException:
+            partial.unlink(missing_ok=True)  # it holds the token: never left behind
+            raise
         return path
 
     def count(self, key: str) -> None:

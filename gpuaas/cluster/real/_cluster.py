@@ -301,9 +301,13 @@ class RealCluster:
         path.parent.mkdir(parents=True, exist_ok=True)
         partial = path.with_name(f".{path.name}.{os.getpid()}.tmp")
         fd = os.open(partial, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-        with os.fdopen(fd, "w", encoding="utf-8") as out:
-            out.write(yaml.safe_dump(config, sort_keys=False))
-        os.replace(partial, path)
+        try:
+            with os.fdopen(fd, "w", encoding="utf-8") as out:
+                out.write(yaml.safe_dump(config, sort_keys=False))
+            os.replace(partial, path)
+        except BaseException:
+            partial.unlink(missing_ok=True)  # it holds the token: never left behind
+            raise
 
     def stop(self) -> None:
         self._stop.set()

@@ -207,13 +207,21 @@ def test_a_quota_patch_whose_answer_is_lost_is_read_back_audited_and_undone(
     assert new == [f"Nominal GPU quota moved by gpuaas rebalance: {FLAVOR} {queues.start[a]} -> "
                    f"{queues.moved()[a]}. Plan #{result.plan_id}; to reverse it: gpuaas undo {result.plan_id}"]
     assert [r.outcome for r in rows_of(store, result.plan_id) if r.action == "quota-plan"] == ["applied"]
+    # `gpuaas undo` counts the patch whose answer was lost as in place, and puts it back with the other.
+    undo_after_a_quiet_recovery(store, settings, queues, result.plan_id)
+
+
+def undo_after_a_quiet_recovery(store: Any, settings: Any, queues: Queues, plan_id: int) -> Any:
+    """The next run's recovery finds nothing to do, and ``gpuaas undo`` of the plan puts both queues back as
+    they were found; the undo's result."""
+    a, b = queues.a, queues.b
     with KubeWriter(settings) as direct:
         assert recover_quota_plans(store, direct, flow_run_id=None, now=datetime.now(UTC), gpu_resources=GPU) == []
-        # `gpuaas undo` counts the patch whose answer was lost as in place, and puts it back with the other.
-        [undone] = undo_entries(store, direct, [result.plan_id])
+        [undone] = undo_entries(store, direct, [plan_id])
     assert undone.result == "restored", undone.message
     assert queues.now() == queues.start and queues.as_found()
-    assert changes(store, result.plan_id)[2:] == [(a, "restored", "undo"), (b, "restored", "undo")]
+    assert changes(store, plan_id)[2:] == [(a, "restored", "undo"), (b, "restored", "undo")]
+    return undone
 
 
 def raise_by_one(api: KubeHTTP, queue: str) -> int:
@@ -349,16 +357,12 @@ def test_an_undo_killed_after_its_first_patch_landed_is_finished_by_the_next_und
     assert intent.after == {a: {FLAVOR: queues.start[a]}, b: {FLAVOR: queues.start[b]}}
     assert intent.before == {a: {FLAVOR: queues.moved()[a]}, b: {FLAVOR: queues.moved()[b]}}
     assert changes(store, result.plan_id) == [(b, "applied", "apply"), (a, "applied", "apply")]
+    undone = undo_after_a_quiet_recovery(store, settings, queues, result.plan_id)
+    found = [r for r in rows_of(store, result.plan_id) if r.action == "quota-change"][2]
+    assert f"recovered: the undo of intent #{intent.id} had put it back" in found.reason, found.reason
+    done = store.get_audit(int(undone.restore_audit_id or 0))
+    assert done is not None and (done.action, done.outcome, done.refers_to) == ("restore", "restored", intent.id)
     with KubeWriter(settings) as direct:
-        assert recover_quota_plans(store, direct, flow_run_id=None, now=datetime.now(UTC), gpu_resources=GPU) == []
-        [undone] = undo_entries(store, direct, [result.plan_id])
-        assert undone.result == "restored", undone.message
-        assert queues.now() == queues.start and queues.as_found()
-        assert changes(store, result.plan_id)[2:] == [(a, "restored", "undo"), (b, "restored", "undo")]
-        found = [r for r in rows_of(store, result.plan_id) if r.action == "quota-change"][2]
-        assert f"recovered: the undo of intent #{intent.id} had put it back" in found.reason, found.reason
-        done = store.get_audit(int(undone.restore_audit_id or 0))
-        assert done is not None and (done.action, done.outcome, done.refers_to) == ("restore", "restored", intent.id)
         [again] = undo_entries(store, direct, [result.plan_id])
     assert again.result == "no-op" and "already restored" in again.message
 

@@ -26,8 +26,13 @@ the rest the following nights) while the rest of the cohort is still planned.
 Passes: (0) the smallest total guarantee gap, only when a guarantee is above its quota; (1) with
 that held, the smallest shortfall cost; (2) with both held, the fewest GPUs moved. Pass 2 has a
 whole-number objective and its LP relaxation is cheap: when the relaxation's bound rounds up to
-the moves of pass 1's answer, that answer is already optimal and the MIP is skipped.
-Flavors share only the day's cap: each gets its own model unless together they would exceed it.
+the moves of pass 1's answer, that answer is already optimal and the MIP is skipped. Pass 2's plan
+is kept only where it costs no more than pass 1's, exactly, and where the shortfall cost spans more
+than HiGHS's gaps resolve (``_POLISH_SPAN``), the plan is finished GPU by GPU in exact arithmetic
+(``_exact``).
+Flavors share only the day's cap: each gets its own model where the cap cannot bind; where it can,
+flavors whose weights are within ``_split.SCALE`` of each other share one model, and the cap is split
+exactly between such groups (``_split``: one model's tolerances would drop the lighter group's moves).
 
 Why a time budget and not a failure: every pass shares one budget of ``TIME_LIMIT_SECONDS``. A pass
 that runs out keeps the best plan it found (each is feasible, so safe to apply, only not proven
@@ -40,6 +45,7 @@ from __future__ import annotations
 import math
 import os
 import sys
+import threading
 import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
@@ -50,17 +56,24 @@ import numpy as np
 from scipy.optimize import Bounds, LinearConstraint, milp
 from scipy.sparse import coo_matrix
 
+from gpuaas.policies.quotas._exact import SEGMENTS, costs_more, polish
 from gpuaas.policies.quotas._reasons import Cell
+from gpuaas.policies.quotas._split import Plan, scale_groups, share_cap
 
 __all__ = ["SEGMENTS", "TIME_LIMIT_SECONDS", "Solution", "owed_multiplier", "segment_cost", "solve_lexicographic"]
 
-SEGMENTS = 10
-"""Pieces of the shortfall cost: ratios of short queues end up within 1/SEGMENTS of each other (by weight)."""
 _GAP = 1e-9
 _MOVED_GAP = 1e-7
 """GPUs moved is a whole number, so a relative gap below 1/moved proves the integer optimum; a gap of
 zero has HiGHS chase floating-point noise (399.999999 against 400) until its time limit."""
 _HOLD = 1e-9
+_DEAREST = 1e12
+"""The most one GPU of shortfall may cost in the model, after ``_cost_unit``."""
+_LIFTED = 1e3
+"""What the dearest GPU of shortfall costs in the model where the weights would make it cost under 1."""
+_POLISH_SPAN = 1e6
+"""Where the dearest piece of the shortfall cost is more than this many times the cheapest, the plan is
+checked GPU by GPU in exact arithmetic (``polish``): beyond it, a gain can fall below HiGHS's relative gap."""
 TIME_LIMIT_SECONDS = 120.0
 """For all passes together."""
 
@@ -132,26 +145,26 @@ def solve_lexicographic(cells: Sequence[Cell], hysteresis: int, max_total_moved:
     Flavors share nothing but the day's cap, so where the cap cannot bind (every queue's largest gain
     together is within it) each is solved on its own: a pass holds its objective to a tolerance relative
     to the whole, and with one flavor's cost near 1e19 (weights a million apart) that tolerance would
-    swallow every other flavor's plan. Where the cap can bind, one model shares it between them, with
-    the whole time budget.
+    swallow every other flavor's plan. Where the cap can bind, flavors of like weights share one model,
+    and groups of unlike weights get one each, the cap split between them by ``share_cap``; all within
+    the one time budget.
     """
     deadline = time.monotonic() + time_limit
     owed = owed_multiplier([c.weight for c in cells])
     by_flavor: dict[str, list[int]] = {}
     for i, c in enumerate(cells):
         by_flavor.setdefault(c.flavor, []).append(i)
+    groups = scale_groups(cells)
     if len(by_flavor) > 1 and sum(c.step_up for c in cells) <= max_total_moved:
-        after = [c.before for c in cells]
-        notes: list[str] = []
-        for flavor, members in by_flavor.items():
-            part = _solve([cells[i] for i in members], hysteresis, max_total_moved, owed, deadline, time_limit)
-            if part is None:
-                return None
-            for i, a in zip(members, part.after):
-                after[i] = a
-            notes += [f"{flavor}: {n}" for n in part.notes]
-        return Solution(after, notes)
-    return _solve(cells, hysteresis, max_total_moved, owed, deadline, time_limit)
+        groups = list(by_flavor.values())
+    if len(groups) == 1:
+        return _solve(cells, hysteresis, max_total_moved, owed, deadline, time_limit)
+
+    def plan(members: Sequence[int], cap: int) -> Plan | None:
+        part = _solve([cells[i] for i in members], hysteresis, cap, owed, deadline, time_limit)
+        return None if part is None else (part.after, part.notes)
+
+    return Solution(*share_cap(cells, groups, max_total_moved, plan, owed, deadline, time_limit))
 
 
 def _solve(cells: Sequence[Cell], hysteresis: int, max_total_moved: int, owed: float, deadline: float,
@@ -231,9 +244,10 @@ def _solve(cells: Sequence[Cell], hysteresis: int, max_total_moved: int, owed: f
         gap = float(x[e_:e_ + k].sum())
         rows.add([(e_ + i, 1.0) for i in range(k)], -np.inf, gap + _HOLD * max(1.0, gap))
     shortfall_cost = np.zeros(nvars)
+    unit = _cost_unit(weight, owed)
     for j in range(SEGMENTS):
-        shortfall_cost[s_ + j * k:s_ + (j + 1) * k] = weight * (j + 1)
-        shortfall_cost[o_ + j * k:o_ + (j + 1) * k] = weight * (j + 1) * owed
+        shortfall_cost[s_ + j * k:s_ + (j + 1) * k] = weight * (j + 1) * unit
+        shortfall_cost[o_ + j * k:o_ + (j + 1) * k] = weight * (j + 1) * owed * unit
     first = _milp(shortfall_cost, integrality, bounds, rows, _GAP, deadline)
     if first is _INFEASIBLE:
         return None
@@ -261,11 +275,28 @@ def _solve(cells: Sequence[Cell], hysteresis: int, max_total_moved: int, owed: f
         elif second is _INFEASIBLE or isinstance(second, _Unsolved):
             # the previous step's plan satisfies the held rows: only the solver's numbers failed there
             notes.append((second if isinstance(second, _Unsolved) else _Unsolved("held as infeasible")).note(what))
-        else:
+        elif not costs_more(cells, _after(before, second.x, inc_, dec_, k), _after(before, x, inc_, dec_, k), owed):
             x = second.x
             if second.status != 0:
                 notes.append(_not_proven(what, time_limit))
-    return Solution(_after(before, x, inc_, dec_, k), notes)
+    after = _after(before, x, inc_, dec_, k)
+    if SEGMENTS * owed * float(weight.max() / weight.min()) > _POLISH_SPAN:
+        lows = [int(b - d) for b, d in zip(before, down)]
+        highs = [int(b + u) for b, u in zip(before, up)]
+        after = polish(cells, after, lows, highs, hysteresis, max_total_moved, owed)
+    return Solution(after, notes)
+
+
+def _cost_unit(weight: Any, owed: float) -> float:
+    """What the shortfall cost is multiplied by in the model (one factor for all of it: the same optimum).
+
+    Where the dearest piece lies outside 1 to ``_DEAREST``, it is brought back: HiGHS takes a cost of 1e20
+    for infinite, and its absolute gap (1e-6) would end a search among queues weighted 1e-6 early. Within,
+    the model is left as it is: a larger factor than needed only makes HiGHS's numbers worse."""
+    dearest = float(weight.max()) * owed * SEGMENTS
+    if dearest > _DEAREST:
+        return _DEAREST / dearest
+    return _LIFTED / dearest if dearest < 1.0 else 1.0
 
 
 def _after(before: Any, x: Any, inc_: int, dec_: int, k: int) -> list[int]:
@@ -295,12 +326,23 @@ class _Unsolved:
         return f"the solver could not settle {what} ({self.why}): kept the previous step's plan"
 
 
+_STDOUT_LOCK = threading.Lock()
+"""File descriptor 1 is the process's: one solve at a time points it away (the solves are short)."""
+
+
 @contextmanager
 def _solver_output_discarded() -> Iterator[None]:
     """HiGHS prints some internal diagnostics (``HighsMipSolverData::...``) with C's printf, whatever its
     options say: on stdout they would land in the middle of a command's JSON, and they tell a user nothing
     (what matters reaches the plan's notes). File descriptor 1 points at the null device while it runs, and
-    C's buffers are flushed before it points back."""
+    C's buffers are flushed before it points back. Two threads doing this at once would each save the
+    other's null device as "stdout" and leave it there, so the whole swap holds ``_STDOUT_LOCK``."""
+    with _STDOUT_LOCK, _stdout_to_null():
+        yield
+
+
+@contextmanager
+def _stdout_to_null() -> Iterator[None]:
     try:
         if sys.stdout is not None:
             sys.stdout.flush()

@@ -65,8 +65,8 @@ CASES: dict[str, tuple[list[str], str]] = {
                   f"roles with kubectl){HELP}"),
     "real-trace": (["--backend", "real", "--trace", "{tmp}/jobs.csv"],
                    f"error: --trace replays a time-compressed trace: use the embedded backend{HELP}"),
-    # Bounded: more history than the embedded Prometheus keeps, or a clock that would outrun any date, used to
-    # fail later as an OverflowError (leaving a data dir behind) or in the simulation thread.
+    # Bounded: more history than the embedded Prometheus keeps, or a clock that would outrun any date, would
+    # otherwise fail later as an OverflowError (leaving a data dir behind) or in the simulation thread.
     "history-past-retention": (["--history", "61d"],
                                f"error: Invalid value for '--history': at most 60d (got '61d'){HELP}"),
     "history-past-any-date": (["--history", "99999999d"],

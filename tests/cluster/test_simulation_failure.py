@@ -1,8 +1,8 @@
 """The live simulation thread never dies with a traceback: what it raises stops the cluster with one line.
 
-A clock past the last date a datetime can have (an absurd ``--speed``), or any bug in a step, used to end the
-``simulation`` thread with a traceback on stderr while the API server went on serving a cluster frozen at its
-last step. Now ``wait`` (the foreground loop of ``gpuaas cluster up``) raises ``SimulationFailed``, which the
+A clock past the last date a datetime can have (an absurd ``--speed``), or any bug in a step, would otherwise end
+the ``simulation`` thread with a traceback on stderr while the API server went on serving a cluster frozen at its
+last step. ``wait`` (the foreground loop of ``gpuaas cluster up``) raises ``SimulationFailed`` instead, which the
 command prints as one line before it stops everything. Prometheus and the history replay are left out: the
 thread is what is tested.
 """

@@ -150,7 +150,7 @@ def test_an_undo_hint_pasted_with_its_full_stop_is_read_and_a_bad_id_is_named(
             result = CliRunner().invoke(app, args)
             assert result.exit_code == 2, result.output
             [line] = result.stderr.strip().splitlines()
-            assert f"expected an audit id, a whole number from 1 (see gpuaas audit list), got {bad!r}" in line
+            assert f"expected an audit id, a whole number from 1 to 9223372036854775807 (see gpuaas audit list), got {bad!r}" in line
 
 
 def test_an_apply_whose_stop_may_have_landed_unseen_exits_1_and_says_so(

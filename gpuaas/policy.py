@@ -280,6 +280,9 @@ class RebalancePolicy(_Model):
     no_reclaim_keep_factor: Annotated[float, Field(ge=0, le=1e6)] = 12
     """When the cohort was full within the window, a queue that cannot reclaim (no cohort, or
     reclaimWithinCohort: Never) lends only beyond this many times its busiest demand (up to its share)."""
+    no_reclaim_keep_gpus: Gpus = 2
+    """However quiet its window, a queue that cannot reclaim keeps this many GPUs of its share (all of a smaller
+    share): a burst after a silence longer than the window then starts at once instead of the next night."""
     reclaiming_lends: bool = False
     """Whether a queue that can reclaim (in a cohort, reclaimWithinCohort other than Never) lends quota below its
     weighted share in a cohort without borrowingLimit or lendingLimit. Off: there every queue already borrows
@@ -289,8 +292,9 @@ class RebalancePolicy(_Model):
     """A queue does not move against its own net change of this many days."""
     pending_wait_minutes: WaitMinutes = 30
     """Pending GPUs count as demand now once the oldest has waited this long (else only their median)."""
-    min_history_days: Annotated[float, Field(ge=0, le=366)] = 1
-    """Less history than this: planned from what there is, said so, and at most one step moved in all."""
+    min_history_days: Annotated[float, Field(ge=0, le=366)] = 2
+    """Less history than this: planned from what there is, said so, and at most one step moved in all; a queue
+    with less than this of its own lends nothing below its share (its quiet first day says nothing of its week)."""
     manage_limits: bool = False
     """Move lendingLimit with nominalQuota and borrowingLimit against it (see docs/flows/rebalance.md)."""
     cohorts: list[str] = Field(default_factory=list)

@@ -47,8 +47,8 @@ if TYPE_CHECKING:  # the writes load the Kubernetes client and SQLAlchemy; plann
     from gpuaas.store import AuditEntry, Store
 
 __all__ = ["GPU_RESOURCES", "CohortOutcome", "RebalanceAuditView", "RebalancePlan", "RebalanceResult", "apply",
-           "degraded_reason", "gpu_cohorts", "history_window", "hold_frozen", "moves_window_start", "plan", "plan_cohort",
-           "read_audit_view"]
+           "degraded_reason", "gpu_cohorts", "history_window", "hold_frozen", "moves_window_start", "no_reversal_start",
+           "plan", "plan_cohort", "read_audit_view"]
 
 GPU_RESOURCES: tuple[str, ...] = DEFAULT_GPU_RESOURCES
 """The extended resources counted as GPUs when the caller names none (the collector's default)."""
@@ -122,6 +122,15 @@ def moves_window_start(now: datetime) -> datetime:
     return now - MOVES_WINDOW
 
 
+def no_reversal_start(now: datetime, days: float) -> datetime:
+    """The earliest instant whose applied quota moves count toward a queue's net change for the no-reversal
+    rule: ``days`` nights back, and the two hours ``MOVES_WINDOW`` leaves short of a day besides. A move made
+    by the nightly run ``days`` nights ago is stamped a minute or so after that night's start, so a window of
+    exactly ``days`` would count it on one night and not on the next, by seconds of start-time jitter; with
+    the slack it counts on every night up to that one, as in the replay, which sums its last ``days`` nights."""
+    return now - timedelta(days=days) - (timedelta(days=1) - MOVES_WINDOW)
+
+
 def history_window(history_days: float | None, policy: Policy) -> float:
     """The days of history a run plans on: ``history_days`` (a run's override) or the policy's. Raises
     ``ConfigError`` (field ``history_days``) outside (0, ``MAX_HISTORY_DAYS``]."""
@@ -134,7 +143,7 @@ def history_window(history_days: float | None, policy: Policy) -> float:
 
 
 def read_audit_view(store: Store, policy: Policy, now: datetime) -> RebalanceAuditView:
-    """The quota moves gpuaas made within ``no_reversal_days`` before ``now``, net per queue and flavor, and
+    """The quota moves gpuaas made since ``no_reversal_start(now)``, net per queue and flavor, and
     those since ``moves_window_start(now)`` (the night's), gross.
 
     The windows end at the wall clock when ``now`` is later: the log holds no move after it, and a window
@@ -144,7 +153,7 @@ def read_audit_view(store: Store, policy: Policy, now: datetime) -> RebalanceAud
     from gpuaas.actions.quotas import quota_moved_since, recent_quota_changes
 
     end = min(now, datetime.now(UTC))
-    since = end - timedelta(days=policy.rebalance.no_reversal_days)
+    since = no_reversal_start(end, policy.rebalance.no_reversal_days)
     return RebalanceAuditView(recent_change=recent_quota_changes(store, since),
                               moved_24h=quota_moved_since(store, moves_window_start(end)))
 

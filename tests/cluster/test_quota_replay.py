@@ -111,11 +111,12 @@ def test_bad_quota_file_is_one_line_naming_file_and_tenant(tmp_path: Path,
     assert f"{bad}: cluster10: must be a whole number of GPUs" in result.output
 
 
-@pytest.mark.parametrize(("reclaim", "lends", "b_samples"),
-                         [("Any", False, 6.0), ("Any", True, 6.0), ("Never", False, 6.0), ("Never", False, 0.5)],
-                         ids=["reclaiming", "reclaiming-lends", "never", "never-b-backlog-new"])
+@pytest.mark.parametrize(("reclaim", "lends", "b_samples", "a_hours"),
+                         [("Any", False, 6.0, 168), ("Any", True, 6.0, 168), ("Never", False, 6.0, 168),
+                          ("Never", False, 0.5, 168), ("Any", True, 6.0, 30)],
+                         ids=["reclaiming", "reclaiming-lends", "never", "never-b-backlog-new", "reclaiming-lends-a-new"])
 def test_the_replays_night_plans_what_the_rebalance_flow_plans_on_the_same_state(
-        reclaim: str, lends: bool, b_samples: float, tmp_path: Path) -> None:
+        reclaim: str, lends: bool, b_samples: float, a_hours: int, tmp_path: Path) -> None:
     """The replay's nightly plan and the flow's (``gpuaas.operations.rebalance.plan``) on one state.
 
     The state: three queues of one cohort, a week of hourly samples. The flow reads the percentile
@@ -129,7 +130,8 @@ def test_the_replays_night_plans_what_the_rebalance_flow_plans_on_the_same_state
     own (a plan 6 hours ago is within the night's window, last night's is not); the deadline need of
     c's Workloads, planned on their estimated run times; b's backlog now, larger than any hourly sample
     of it when its pending GPUs are new (``b_samples`` their mean over the week), which the busiest
-    demand counts in the flow.
+    demand counts in the flow. Queue a's history is a week, or 30 hours (``a_hours``: a queue created since,
+    too young to lend below its share).
     """
     import numpy as np
     import pandas as pd
@@ -148,8 +150,9 @@ def test_the_replays_night_plans_what_the_rebalance_flow_plans_on_the_same_state
     waiting = {"a": 0.0, "b": b_samples, "c": 2.0}
     # (hours ago, net GPUs) of the plans applied to each queue: last night's and one by hand 6 hours ago.
     applied = {"a": [(23.0, -4), (6.0, -2)], "b": [(23.0, 4), (6.0, 2)], "c": []}
-    history = {q: History(used=deque(np.minimum(quotas[q], rng.poisson(means[q], 168)).astype(float)),
-                          pending=deque(rng.poisson(waiting[q], 168).astype(float)),
+    samples = {"a": a_hours, "b": 168, "c": 168}
+    history = {q: History(used=deque(np.minimum(quotas[q], rng.poisson(means[q], samples[q])).astype(float)),
+                          pending=deque(rng.poisson(waiting[q], samples[q]).astype(float)),
                           changes=deque(d for _, d in applied[q]),
                           pending_now=backlog[q][0], oldest_wait_s=backlog[q][1],
                           applied=deque((now - timedelta(hours=h), d) for h, d in applied[q])) for q in quotas}
@@ -178,7 +181,7 @@ def test_the_replays_night_plans_what_the_rebalance_flow_plans_on_the_same_state
         use = float(np.percentile(list(h.used), pct))
         rows += [{"cluster_queue": q, "flavor": "gpu", "stat": "usage_p", "value": use},
                  {"cluster_queue": q, "flavor": "gpu", "stat": "reservation_p", "value": use},
-                 {"cluster_queue": q, "flavor": "gpu", "stat": "history_seconds", "value": 7 * 86400.0},
+                 {"cluster_queue": q, "flavor": "gpu", "stat": "history_seconds", "value": samples[q] * 3600.0},
                  {"cluster_queue": q, "flavor": "", "stat": "pending_median", "value": float(np.median(list(h.pending)))},
                  {"cluster_queue": q, "flavor": "", "stat": "pending_max", "value": float(max(h.pending))}]
     workloads = pd.DataFrame([{"namespace": "c", "name": w.name, "cluster_queue": "c", "state": "pending",
@@ -202,13 +205,14 @@ def test_the_replays_night_plans_what_the_rebalance_flow_plans_on_the_same_state
 
     def inputs(queues: list[Any]) -> list[tuple[Any, ...]]:
         return [(q.name, q.nominal, q.demand, q.busiest, q.guaranteed, q.weight, q.recent_change, q.reclaims,
-                 q.moved_24h) for q in queues]
+                 q.moved_24h, q.history_seconds) for q in queues]
 
     assert inputs(asked.queues) == inputs(cohort.demand.queues)  # every figure the planner reads, busiest included
     assert asked.limits == cohort.demand.limits
     assert {c.queue: c.after for c in flowed.changes} == replayed.quotas
     assert replayed.moved_gpus == flowed.moved_gpus
-    if lends:
+    assert asked.history_seconds == cohort.demand.history_seconds == 7 * 86400
+    if lends and a_hours >= 48:
         assert replayed.moved_gpus > 0 and replayed.quotas["a"] < quotas["a"]
     else:
         assert replayed.quotas == quotas

@@ -69,7 +69,8 @@ def _reset(fleet: EmbeddedCluster, original: dict[str, dict[str, Any]]) -> None:
 def _point(fleet: EmbeddedCluster, proxies: dict[str, FaultProxy], data: Path, m: pytest.MonkeyPatch) -> None:
     policy = data / "policy.yaml"
     data.mkdir(parents=True, exist_ok=True)
-    policy.write_text(yaml.safe_dump({"rebalance": {"max_step_percent": 100},
+    # The scenario's history is short: min_history_days 0 lets its quiet queue lend (one decrease, one increase).
+    policy.write_text(yaml.safe_dump({"rebalance": {"max_step_percent": 100, "min_history_days": 0},
                                       "tenants": [{"name": "team-b", "cluster_queues": ["team-b-cq"], "weight": 2}]}))
     point_at(fleet, m, data_dir=data / "data", policy_file=policy, pushgateway_url=proxies["push"].url,
              kubeconfig=proxies["kube"].kubeconfig(fleet.kubeconfig, data / "kubeconfig"),

@@ -62,7 +62,9 @@ def incident_cluster(data_dir: Path) -> EmbeddedCluster:
 
 def write_policy(path: Path) -> Path:
     path.write_text(yaml.safe_dump({
-        "rebalance": {"max_step_percent": 100, "max_step_gpus": 2},
+        # 45 minutes of history: min_history_days 0 lets the quiet team-c lend on it, and a cap of 2 GPUs keeps
+        # the plan to one step, two patches, as the review expects.
+        "rebalance": {"max_step_percent": 100, "max_step_gpus": 2, "max_total_moved_gpus": 2, "min_history_days": 0},
         "tenants": [{"name": t, "namespaces": [t], "cluster_queues": [f"{t}-cq"]} for t in TEAMS],
     }))
     return path

@@ -174,3 +174,23 @@ def test_a_run_by_hand_the_same_day_moves_only_what_is_left_of_the_nights_step(a
     quotas, notes = run(any_store, night + timedelta(hours=24), quotas, busy_wants=64)
     assert quotas == {"busy": 44, "idle": 20}
     assert any(n.startswith("4 GPUs of quota already moved in this cohort in the last 22 hours") for n in notes)
+
+
+@pytest.mark.parametrize("jitter", [timedelta(seconds=-90), timedelta(seconds=90), timedelta(minutes=50)])
+def test_the_no_reversal_window_counts_the_same_nights_whatever_the_start_times_seconds(
+        tmp_path: Path, jitter: timedelta) -> None:
+    """Eight nightly runs each moved one GPU from c to b, writing it a minute after their start. Tonight's run
+    counts the last seven nights (no_reversal_days 7), as the replay does, whether that night's run started
+    90 seconds before tonight's time of day, 90 seconds after or 50 minutes after: never six, never eight."""
+    store = Store(f"sqlite:///{tmp_path}/gpuaas.db")
+    tonight = datetime.now(UTC) - timedelta(hours=1)
+    for nights_ago in range(1, 9):
+        at = tonight - timedelta(days=nights_ago) + jitter + timedelta(minutes=1)
+        for queue, before, after in (("team-b-cq", 8, 9), ("team-c-cq", 8, 7)):
+            store.append(AuditEntry(created_at=at, flow="rebalance", action="quota-change", kind="ClusterQueue",
+                                    name=queue, mode="apply", outcome="applied", before={"h100": before},
+                                    after={"h100": after}, refers_to=nights_ago))
+    view = read_audit_view(store, Policy(), tonight)
+    store.close()
+    assert view.recent_change == {("team-b-cq", "h100"): 7, ("team-c-cq", "h100"): -7}
+    assert view.moved_24h == {}  # last night's move is not tonight's to spend

@@ -79,7 +79,8 @@ def test_the_days_moves_reach_the_planner_and_spend_its_steps_and_cap() -> None:
     # allowed to lend below its share here, could give them: a's step, 50 % of its 8, would be 4. But a step
     # is a day's, of the quota before the day's plans: 50 % of 4 is 2, and a gained 4 already.
     audit = RebalanceAuditView(moved_24h={("a", "h100"): (4, 0), ("b", "h100"): (0, 4)})
-    policy = Policy.model_validate({"rebalance": {"reclaiming_lends": True}})
+    # No history at all here: min_history_days 0 lets b lend on it (the rule for a short history is tested on its own).
+    policy = Policy.model_validate({"rebalance": {"reclaiming_lends": True, "min_history_days": 0}})
     today = snapshot(64.0)
     today.quotas.loc[today.quotas["resource"] == GPU, "nominal"] = [8, 8]
     [c] = plan(today, pd.DataFrame(), policy, audit=audit).cohorts

@@ -64,7 +64,7 @@ def test_little_history_plans_from_what_there_is_and_moves_one_step_at_most() ->
     [cohort] = cohort_demands(snap, hist, Policy())
     assert cohort.little_history and cohort.history_seconds == 7200
     assert cohort.limits.max_total_moved_gpus == 8  # max_step_gpus, not 32
-    assert cohort.notes == ["only 2.0 h of history (less than min_history_days=1): planned from what there is, "
+    assert cohort.notes == ["only 2.0 h of history (less than min_history_days=2): planned from what there is, "
                             "at most 8 GPUs moved in all"]
 
 
@@ -80,8 +80,27 @@ def test_a_plan_held_by_the_short_historys_cap_names_that_cap_not_the_policys() 
     assert plan.moved_gpus == 8
     [b] = [c for c in plan.changes if c.queue == "b"]
     assert "max_total_moved_gpus=8" not in b.reason and "max_total_moved_gpus=32" not in b.reason
-    assert ("limited by the short history's cap of 8 GPUs (max_step_gpus, with less than min_history_days=1 of "
+    assert ("limited by the short history's cap of 8 GPUs (max_step_gpus, with less than min_history_days=2 of "
             "history) for the whole plan") in b.reason
+
+
+@pytest.mark.parametrize(("a_seconds", "a_after"), [(5 * 3600, 16), (2 * DAY - 60, 16), (2 * DAY, 8)])
+def test_a_queue_younger_than_min_history_days_lends_nothing_below_its_share(a_seconds: float, a_after: int) -> None:
+    # The cohort has a week of history, but queue a was created 5 hours ago and has used nothing yet; b wants 8
+    # more (both reclaimWithinCohort: Never, so a quiet queue lends). Its own samples, not the cohort's, say how long it has been quiet: it lends once they cover 2 days.
+    from gpuaas.policies.quotas import plan_quotas
+
+    snap = snapshot([("a", "c", "h100", 16, 0.0), ("b", "c", "h100", 16, 16.0)], {"b": (8.0, 3600.0)})
+    snap.quotas["reclaim_within_cohort"] = "Never"  # the queues that lend: they cannot preempt borrowers
+    hist = history(full("a", "h100", 0, seconds=a_seconds) + full("b", "h100", 16))
+    [cohort] = cohort_demands(snap, hist, Policy())
+    assert not cohort.little_history
+    a = next(q for q in cohort.queues if q.name == "a")
+    assert a.history_seconds == {"h100": a_seconds}
+    plan = plan_quotas(cohort.queues, cohort.limits)
+    assert {c.queue: c.after for c in plan.changes} == {"a": a_after, "b": 32 - a_after}
+    young = "a has less than min_history_days=2 of its own history: it lends nothing below its share until it has"
+    assert (young in plan.notes) == (a_after == 16)
 
 
 def test_a_cell_without_history_falls_back_to_what_it_holds_now() -> None:

@@ -113,6 +113,8 @@ def instances(draw: st.DrawFn, max_queues: int = 6, max_quota: int = 24) -> tupl
         reclaims=draw(st.booleans()),
         busiest={f: float(draw(st.integers(0, 2 * max_quota))) for f in flavors if draw(st.booleans())},
         moved_24h={f: (draw(st.integers(0, 6)), draw(st.integers(0, 6))) for f in flavors if draw(st.booleans())},
+        history_seconds={f: draw(st.sampled_from([0.0, 3600.0, 86400.0, 7 * 86400.0]))
+                         for f in flavors if draw(st.booleans())},
     ) for i, nominal in enumerate(nominals)]
     limits = QuotaLimits(
         max_step_gpus=draw(st.integers(0, 10)),
@@ -123,6 +125,8 @@ def instances(draw: st.DrawFn, max_queues: int = 6, max_quota: int = 24) -> tupl
         no_reclaim_keep_factor=draw(st.sampled_from([0.0, 1.0, 2.5, 12.0])),
         reclaiming_lends=draw(st.booleans()),
         moved_24h_gpus=draw(st.sampled_from([0, 0, 3, 12, 40])),
+        min_lend_history_s=draw(st.sampled_from([0.0, 0.0, 86400.0, 2 * 86400.0])),
+        no_reclaim_keep_gpus=draw(st.sampled_from([0, 0, 2, 5])),
     )
     return queues, limits
 
@@ -159,6 +163,11 @@ def allowed(queues: list[QueueDemand], q: QueueDemand, flavor: str, new: int, li
     if recent > 0 > delta and new < min(before, wanted(q, flavor), owed):  # ... or past demand and share
         return False
     if q.reclaims and not limits.reclaiming_lends and new < min(before, owed):  # lends nothing below its share
+        return False
+    if not q.reclaims and new < min(before, owed, limits.no_reclaim_keep_gpus):  # never lends its last GPUs
+        return False
+    new_queue = q.history_seconds.get(flavor, math.inf) < limits.min_lend_history_s
+    if new_queue and new < min(before, owed):  # too little history of its own: lends nothing below its share
         return False
     if not q.reclaims and delta < 0 and full(queues, flavor):  # cannot take back: keeps a margin over its busiest
         busiest = max(q.demand.get(flavor, 0.0), q.busiest.get(flavor, 0.0))
@@ -396,6 +405,39 @@ def test_a_queue_that_cannot_reclaim_keeps_a_margin_over_its_busiest_in_a_full_c
     assert after(keeping)[("a", "a100")] == 16 and keeping.moved_gpus == 0  # ... unless told not to lend
 
 
+@pytest.mark.parametrize(("a_nominal", "a_weight", "keep", "a_after"),
+                         [(3, 1.0, 2, 2), (3, 1.0, 0, 0), (1, 1.0, 2, 1), (6, 1.0, 4, 4), (3, 1 / 15, 2, 1)])
+def test_a_queue_that_cannot_reclaim_keeps_its_last_gpus_however_quiet(
+        a_nominal: int, a_weight: float, keep: int, a_after: int) -> None:
+    # A (cannot reclaim) has used nothing all window; B wants 40 more of the 16 GPUs. A's busiest is 0, so the
+    # keep factor keeps nothing: without a floor (keep 0) it lends all. With no_reclaim_keep_gpus it keeps that
+    # many (a queue at 1 GPU: its one GPU; a share of 1 GPU, weight 1/15: that one), so a burst after a silence
+    # longer than the window starts at once. A queue that can reclaim lends all: it preempts to get it back.
+    queues = [QueueDemand("a", {"a100": a_nominal}, {"a100": 0.0}, reclaims=False, busiest={"a100": 0.0},
+                          weight=a_weight),
+              QueueDemand("b", {"a100": 16 - a_nominal}, {"a100": 48.0}, reclaims=False, busiest={"a100": 48.0})]
+    limits = QuotaLimits(16, 100, 32, 1, no_reclaim_keep_gpus=keep)
+    assert after(plan_quotas(queues, limits))[("a", "a100")] == a_after
+    assert after(plan_quotas([replace(queues[0], reclaims=True), queues[1]], limits))[("a", "a100")] == 0
+
+
+def test_a_queue_with_too_little_history_of_its_own_lends_nothing_below_its_share() -> None:
+    # A (16 GPUs) was created yesterday and has not started its work; B (16) wants 24. With a day of A's own
+    # history, where two are asked for, A keeps its share and the note names it; with two days it lends 8.
+    # Above its share it still gives back: created at 24 of 32, it returns 8 to B on its first night.
+    def queues(a_nominal: int, seconds: float) -> list[QueueDemand]:
+        return [QueueDemand("a", {"a100": a_nominal}, {"a100": 0.0}, history_seconds={"a100": seconds}),
+                QueueDemand("b", {"a100": 32 - a_nominal}, {"a100": 24.0}, history_seconds={"a100": 30 * 86400.0})]
+    limits = QuotaLimits(16, 100, 32, 1, min_lend_history_s=2 * 86400)
+    young = plan_quotas(queues(16, 86400.0), limits)
+    assert after(young)[("a", "a100")] == 16 and young.moved_gpus == 0
+    assert "a has less than min_history_days=2 of its own history: it lends nothing below its share until it has" in (
+        young.notes)
+    assert after(plan_quotas(queues(16, 2 * 86400.0), limits))[("a", "a100")] == 8
+    assert after(plan_quotas(queues(16, 86400.0), replace(limits, min_lend_history_s=0.0)))[("a", "a100")] == 8
+    assert after(plan_quotas(queues(24, 3600.0), limits))[("a", "a100")] == 16
+
+
 def test_a_queue_that_can_reclaim_and_may_not_lend_still_gives_back_what_it_holds_above_its_share() -> None:
     # A (24 of a 32-GPU cohort, 8 above its share, quiet) and B (8, wants 16). A gives back down to its share,
     # not below it, although it uses only 2.
@@ -428,8 +470,12 @@ def test_quota_lent_to_a_queue_that_cannot_reclaim_still_goes_back_in_a_full_coh
     ([QueueDemand("a", {"a100": 10**26}, {})], "queues[0].nominal.a100", "from 0 to 10,000,000"),
     ([QueueDemand("a", {"a100": 8}, {"a100": 1e30})], "queues[0].demand.a100", "from 0 to 10,000,000"),
     ([QueueDemand("a", {"a100": 1}, {}, weight=0)], "queues[0].weight", "above 0"),
+    ([QueueDemand("a", {"a100": 1}, {}, history_seconds={"a100": float("nan")})], "queues[0].history_seconds.a100",
+     "number of seconds >= 0"),
+    ([QueueDemand("a", {"a100": 1}, {}, history_seconds={"h100": 60.0})], "queues[0].history_seconds.h100",
+     "no queue has nominal quota"),
 ], ids=["guarantees-above-capacity", "flavor-no-queue-has", "flavor-this-queue-lacks", "duplicate", "negative",
-        "absurd-nominal", "absurd-demand", "zero-weight"])
+        "absurd-nominal", "absurd-demand", "zero-weight", "history-not-a-number", "history-of-no-flavor"])
 def test_contradictory_input_names_the_field(queues: list[QueueDemand], field: str, words: str) -> None:
     with pytest.raises(ConfigError) as info:
         plan_quotas(queues, EXAMPLE_LIMITS)

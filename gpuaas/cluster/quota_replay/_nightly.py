@@ -18,6 +18,9 @@ What the flow does each night, with the replay's own history in place of Prometh
 * whether each queue can reclaim what it lends (its ClusterQueue's cohort and ``reclaimWithinCohort``);
 * guarantees from the policy's tenants (none by default), ``recent_change`` the queue's net quota
   change over the last ``no_reversal_days`` nights, the limits :func:`limits_of` the policy;
+* the history each queue has (its hours of samples, as the flow counts a cell's samples in the window)
+  and the cohort's, through the flow's :func:`gpuaas.policies.quotas.demand.short_history`: in the
+  first ``min_history_days`` the night's cap is one step and no queue lends below its share;
 * what the replay's own plans moved since :func:`gpuaas.operations.rebalance.moves_window_start`, as
   the flow reads it from the audit log: spent of the night's steps and total cap. Each night's moves
   are stamped at its decision instant, so at a nightly cadence the previous night's never count, as
@@ -50,6 +53,7 @@ from gpuaas.policies.quotas import (
     deadline_gpus_of_problems,
     limits_of,
     pending_demand,
+    short_history,
 )
 from gpuaas.policy import Policy
 from gpuaas.quantity import GPU
@@ -178,12 +182,16 @@ def night_demand(quotas: Mapping[str, int], history: Mapping[str, History], poli
             reclaims=True if reclaims is None else reclaims[name],
             busiest={FLAVOR: cell_demand(held, max(pending, max(waiting, default=0.0)), need, total)},
             moved_24h={FLAVOR: moved[name]} if name in moved else {},
+            history_seconds={FLAVOR: len(used) * 3600.0},
         ))
     limits = limits_of(rb)
     spent = sum(gained for gained, _ in moved.values())
     if spent:
         limits = replace(limits, moved_24h_gpus=spent)
-    return CohortDemand(COHORT, queues, limits, history_seconds=hours * 3600.0, little_history=False)
+    seen = max((len(h.used) for h in history.values()), default=0) * 3600.0
+    notes: list[str] = []
+    limits, little = short_history(limits, seen, rb, notes)
+    return CohortDemand(COHORT, queues, limits, history_seconds=seen, little_history=little, notes=notes)
 
 
 def plan_night(quotas: dict[str, int], history: dict[str, History], policy: Policy,

@@ -28,7 +28,8 @@ Guarantees come from the tenant owning the queue: ``guaranteed_gpus_per_flavor``
 else ``guaranteed_gpus`` spread over the tenant's cells in proportion to their quota, across
 every cohort the tenant's queues are in (a tenant in two cohorts is owed its guarantee once).
 With less than ``min_history_days`` of history the plan says so and moves at most one step
-(``max_step_gpus``) in all.
+(``max_step_gpus``) in all; a queue with less than that of its own (created since) lends nothing below
+its share.
 """
 
 from __future__ import annotations
@@ -46,7 +47,7 @@ from gpuaas.policies.quotas.plan import QueueDemand, QuotaLimits
 from gpuaas.policy import Policy, RebalancePolicy
 
 __all__ = ["CohortDemand", "cell_demand", "cohort_demands", "deadline_gpus_of_problems", "deadline_gpus_per_queue",
-           "limits_of", "pending_demand", "reachable_gpus"]
+           "limits_of", "pending_demand", "reachable_gpus", "short_history"]
 
 Cell = tuple[str, str]
 
@@ -70,7 +71,9 @@ def limits_of(policy: RebalancePolicy) -> QuotaLimits:
                        max_total_moved_gpus=policy.max_total_moved_gpus, hysteresis_gpus=policy.hysteresis_gpus,
                        min_step_gpus=policy.min_step_gpus, lend_reserve=policy.lend_reserve,
                        no_reclaim_keep_factor=policy.no_reclaim_keep_factor,
-                       reclaiming_lends=policy.reclaiming_lends)
+                       no_reclaim_keep_gpus=policy.no_reclaim_keep_gpus,
+                       reclaiming_lends=policy.reclaiming_lends,
+                       min_lend_history_s=policy.min_history_days * 86400)
 
 
 def pending_demand(median: float, now: float, oldest_wait_s: float, policy: RebalancePolicy) -> float:
@@ -298,6 +301,7 @@ def cohort_demands(snapshot: Snapshot, history: pd.DataFrame, policy: Policy, *,
                 recent_change={f: recent_change[(queue, f)] for f in flavors if recent_change.get((queue, f))},
                 evidence=evidence, reclaims=reclaims[queue], busiest=busiest,
                 moved_24h={f: moved_24h[(queue, f)] for f in flavors if (queue, f) in moved_24h},
+                history_seconds={f: stats.get((queue, f, "history_seconds"), 0.0) for f in flavors},
             ))
         limits = limits_of(rb)
         spent = sum(moved_24h.get(cell, (0, 0))[0] for cell in nominal)
@@ -314,17 +318,24 @@ def cohort_demands(snapshot: Snapshot, history: pd.DataFrame, policy: Policy, *,
             notes.append(f"{spent} GPUs of quota already moved in this cohort in the last {MOVES_WINDOW_WORDS}: at "
                          f"most {limits.total_left} more for now (max_total_moved_gpus={limits.max_total_moved_gpus}), "
                          "and each queue's step less what it already moved")
-        little = history_s < rb.min_history_days * 86400
-        if little and limits.max_step_gpus < limits.max_total_moved_gpus:
-            limits = replace(limits, max_total_moved_gpus=limits.max_step_gpus, total_cap=(
-                f"the short history's cap of {limits.max_step_gpus} GPUs (max_step_gpus, with less than "
-                f"min_history_days={rb.min_history_days:g} of history)"))
-        if little:
-            notes.append(f"only {_hours(history_s)} of history (less than min_history_days="
-                         f"{rb.min_history_days:g}): planned from what there is, at most "
-                         f"{limits.max_total_moved_gpus} GPUs moved in all")
+        limits, little = short_history(limits, history_s, rb, notes)
         out.append(CohortDemand(str(cohort), queues, limits, history_s, little, notes, dict(reserved)))
     return out
+
+
+def short_history(limits: QuotaLimits, history_s: float, rb: RebalancePolicy,
+                  notes: list[str]) -> tuple[QuotaLimits, bool]:
+    """The limits for a cohort with ``history_s`` of history, and whether that is less than ``min_history_days``:
+    then at most one step (``max_step_gpus``) moves in all, and ``notes`` gets a sentence saying so."""
+    if history_s >= rb.min_history_days * 86400:
+        return limits, False
+    if limits.max_step_gpus < limits.max_total_moved_gpus:
+        limits = replace(limits, max_total_moved_gpus=limits.max_step_gpus, total_cap=(
+            f"the short history's cap of {limits.max_step_gpus} GPUs (max_step_gpus, with less than "
+            f"min_history_days={rb.min_history_days:g} of history)"))
+    notes.append(f"only {_hours(history_s)} of history (less than min_history_days={rb.min_history_days:g}): "
+                 f"planned from what there is, at most {limits.max_total_moved_gpus} GPUs moved in all")
+    return limits, True
 
 
 def deadline_gpus_per_queue(pools: Sequence[PoolPlan], snapshot: Snapshot) -> dict[Cell, int]:

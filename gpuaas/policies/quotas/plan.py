@@ -24,9 +24,11 @@ The model, per cell (queue ``i``, flavor ``f``) with ``b`` the current nominal q
   following nights, and the rest of the cohort is planned meanwhile;
 * a queue that cannot reclaim what it lends (``QueueDemand.reclaims``) keeps, where the cohort is
   full (``full_flavors``), ``no_reclaim_keep_factor`` times its busiest demand, up to its share
-  (``keeps_share``);
+  (``keeps_share``), and everywhere ``no_reclaim_keep_gpus`` of its share;
 * a queue that can reclaim lends nothing below its share unless ``reclaiming_lends``: borrowing already
   lends its idle quota, and quota moved away is quota it cannot preempt back until the next plan;
+* a queue with less of its own history than ``min_lend_history_s`` lends nothing below its share: a
+  quiet day is no evidence of a quiet week, and a queue created today has not started its work yet;
 * all moves together: ``sum inc <= max_total_moved_gpus`` less what the cohort's plans moved in the
   last 22 hours;
 * hysteresis: a change is zero or at least ``hysteresis_gpus``;
@@ -66,6 +68,7 @@ __all__ = [
     "full_flavors",
     "keeps_share",
     "kept_shares",
+    "new_queues",
     "plan_quotas",
     "overloaded",
     "plan_to_dict",
@@ -92,8 +95,14 @@ class QuotaLimits:
     ``demand + lend_reserve * (share - demand)``. A lender's next burst waits for a night; this is its cushion."""
     no_reclaim_keep_factor: float = 12.0
     """In a full cohort, a queue that cannot reclaim keeps this many times its busiest demand, up to its share."""
+    no_reclaim_keep_gpus: int = 0
+    """A queue that cannot reclaim keeps this many GPUs of its share (all of a smaller one), full cohort or not:
+    a burst after a silence longer than the window starts at once instead of after the next plan."""
     reclaiming_lends: bool = True
     """Whether a queue that can reclaim lends below its share (the policy's default is off: see ``_cells``)."""
+    min_lend_history_s: float = 0.0
+    """A queue whose own history (``QueueDemand.history_seconds``) is shorter than this lends nothing below its
+    share: its quiet hours may be the hours before its work starts."""
     moved_24h_gpus: int = 0
     """GPUs the cohort's queues gained by plans applied in the last 22 hours (``gpuaas.policy.MOVES_WINDOW``):
     ``max_total_moved_gpus`` is a night's cap, so this plan moves at most the rest."""
@@ -135,6 +144,9 @@ class QueueDemand:
     """Per flavor, the GPUs of quota (gained, lost) by plans applied in the last 22 hours
     (``gpuaas.policy.MOVES_WINDOW``): a step is a night's, so a second run the same day moves the queue only
     by the rest (an undo gives none of it back), and the next night's run has a whole step again."""
+    history_seconds: Mapping[str, float] = field(default_factory=dict)
+    """Per flavor, how much of the window the queue's own samples cover (a queue created today has hours); a
+    flavor left out counts as a whole window. Below ``QuotaLimits.min_lend_history_s`` it lends nothing."""
 
 
 @dataclass(frozen=True)
@@ -179,7 +191,8 @@ class QuotaPlanInfeasible(PolicyError):
 
 def validate_quota_input(queues: Sequence[QueueDemand], limits: QuotaLimits) -> None:
     """Refuse contradictory input with a ConfigError naming the field (``queues[1].demand.h100``)."""
-    for name in ("max_step_gpus", "max_total_moved_gpus", "hysteresis_gpus", "min_step_gpus", "moved_24h_gpus"):
+    for name in ("max_step_gpus", "max_total_moved_gpus", "hysteresis_gpus", "min_step_gpus", "moved_24h_gpus",
+                 "no_reclaim_keep_gpus"):
         value = getattr(limits, name)
         if not isinstance(value, int) or isinstance(value, bool) or not 0 <= value <= MAX_GPUS:
             raise ConfigError(f"must be a whole number from 0 to {MAX_GPUS:,}, got {value!r}",
@@ -187,6 +200,9 @@ def validate_quota_input(queues: Sequence[QueueDemand], limits: QuotaLimits) -> 
     if not (isinstance(limits.no_reclaim_keep_factor, int | float) and 0 <= limits.no_reclaim_keep_factor <= 1e6):
         raise ConfigError(f"must be a number >= 0, got {limits.no_reclaim_keep_factor!r}",
                           field="limits.no_reclaim_keep_factor")
+    if not (isinstance(limits.min_lend_history_s, int | float) and 0 <= limits.min_lend_history_s <= 366 * 86400):
+        raise ConfigError(f"must be a number of seconds from 0 to a year, got {limits.min_lend_history_s!r}",
+                          field="limits.min_lend_history_s")
     if not (isinstance(limits.lend_reserve, int | float) and 0 <= limits.lend_reserve <= 1):
         raise ConfigError(f"must be a number from 0 to 1, got {limits.lend_reserve!r}", field="limits.lend_reserve")
     if not (isinstance(limits.max_step_percent, int | float) and 0 <= limits.max_step_percent <= 10_000):
@@ -223,11 +239,15 @@ def validate_quota_input(queues: Sequence[QueueDemand], limits: QuotaLimits) -> 
                 raise ConfigError(f"queue {q.name!r}: must be a whole number, at most {MAX_GPUS:,} either way, "
                                   f"got {r!r}",
                                   field=f"{where}.recent_change.{flavor}")
+        for flavor, seconds in q.history_seconds.items():
+            if not (isinstance(seconds, int | float) and not isinstance(seconds, bool) and 0 <= seconds <= math.inf):
+                raise ConfigError(f"queue {q.name!r}: must be a number of seconds >= 0, got {seconds!r}",
+                                  field=f"{where}.history_seconds.{flavor}")
         for flavor, moved in q.moved_24h.items():
             for side, value in zip(("gained", "lost"), moved, strict=True):
                 _whole(value, q.name, f"{where}.moved_24h.{flavor}.{side}")
     for idx, q in enumerate(queues):
-        for part in ("demand", "guaranteed", "recent_change", "moved_24h"):
+        for part in ("demand", "guaranteed", "recent_change", "moved_24h", "history_seconds"):
             for flavor in getattr(q, part):
                 if flavor not in flavors:
                     raise ConfigError(f"queue {q.name!r}: no queue has nominal quota of flavor {flavor!r}",
@@ -316,7 +336,11 @@ def _cells(queues: Sequence[QueueDemand], limits: QuotaLimits) -> list[Cell]:
             if not q.reclaims and flavor in full:
                 busiest = max(demand, float(q.busiest.get(flavor, 0.0)))
                 down = keeps_share(before, share[(q.name, flavor)], down, busiest, limits.no_reclaim_keep_factor)
-            if q.reclaims and not limits.reclaiming_lends:
+            if not q.reclaims:
+                kept = min(math.floor(share[(q.name, flavor)] + 1e-9), limits.no_reclaim_keep_gpus)
+                down = min(down, max(0, before - kept))
+            new = q.history_seconds.get(flavor, math.inf) < limits.min_lend_history_s
+            if new or (q.reclaims and not limits.reclaiming_lends):
                 down = min(down, max(0, before - math.floor(share[(q.name, flavor)] + 1e-9)))
             cells.append(Cell(
                 queue=q.name, flavor=flavor, before=before, demand=demand,
@@ -376,7 +400,7 @@ def plan_quotas(queues: Sequence[QueueDemand], limits: QuotaLimits) -> QuotaPlan
         shortfall_cost_before=sum(segment_cost(c.demand, c.weight, c.before, c.share, owed) for c in cells),
         unmet_guarantees=[f"{c.queue} {c.flavor}: {a} of guaranteed {c.guaranteed} (+{c.step_up} a run at most)"
                           for c, a in zip(cells, after) if a < c.guaranteed],
-        notes=solution.notes + overloaded(cells) + kept_shares(queues),
+        notes=solution.notes + overloaded(cells) + kept_shares(queues) + new_queues(queues, limits),
         overloaded=overloaded_flavors(cells),
     )
 
@@ -392,6 +416,19 @@ def kept_shares(queues: Sequence[QueueDemand]) -> list[str]:
                        "what they lend (no cohort, or reclaimWithinCohort: Never) and lend only beyond "
                        "no_reclaim_keep_factor times their busiest demand")
     return out
+
+
+def new_queues(queues: Sequence[QueueDemand], limits: QuotaLimits) -> list[str]:
+    """One sentence naming the queues with too little history of their own to lend: why they lend nothing."""
+    names = sorted({q.name for q in queues for f in q.nominal
+                    if q.history_seconds.get(f, math.inf) < limits.min_lend_history_s})
+    if not names:
+        return []
+    days = f"min_history_days={limits.min_lend_history_s / 86400:g}"
+    if len(names) == 1:
+        return [f"{names[0]} has less than {days} of its own history: it lends nothing below its share until it has"]
+    return [f"{', '.join(names)} have less than {days} of their own history: they lend nothing below their share "
+            "until they have"]
 
 
 def overloaded_flavors(cells: Sequence[Cell]) -> list[str]:

@@ -7,14 +7,15 @@ full, and how many more there are is said after it, so that fixing it is never a
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
+from typing import Any
 
 from pydantic import ValidationError
 
 from gpuaas.errors import ConfigError
 
-__all__ = ["field_path", "first_problem"]
+__all__ = ["field_path", "first_problem", "require_text_keys"]
 
 Loc = tuple[int | str, ...]
 
@@ -48,3 +49,37 @@ def first_problem(exc: ValidationError, file: Path | str, *, where: Callable[[Lo
         shown = 1
     more = f" (and {len(errors) - shown} more)" if len(errors) > shown else ""
     return ConfigError(msg + more, file=file, field=where(loc) or None)
+
+
+def require_text_keys(file: Path | str, data: Any, *, where: Callable[[Loc], str] = field_path, loc: Loc = (),
+                      deep: bool = True) -> None:
+    """Every key of the mapping ``data`` is text, or a ``ConfigError`` naming the first that is not:
+    ``capacity.1: key must be text, got 1 (quote it: '1')``.
+
+    YAML reads ``1:`` as a number, ``true:`` as a boolean and ``null:`` as nothing: such a key could not be
+    sorted with the others to name the first unknown one, ``"1"`` and ``1`` would become one key silently,
+    and a schema's own refusal names it in its words (``Keys should be strings``) at a path the file does
+    not have. ``loc`` is where ``data`` is in the file, and ``where`` names a location as the error's field
+    (the key's as YAML writes it: ``null``, ``true``). ``deep``: the mappings in ``data``'s values and lists
+    too, in document order, each mapping's keys before what they hold; walked without recursion, as an
+    alias may make the document a cycle and its nesting may be deeper than Python's recursion limit.
+    """
+    stack: list[tuple[Any, Loc]] = [(data, loc)]
+    seen: set[int] = set()
+    while stack:
+        node, at = stack.pop()
+        if isinstance(node, Mapping):
+            for key in node:
+                if not isinstance(key, str):
+                    shown = ({None: "null", True: "true", False: "false"}[key] if isinstance(key, bool | None)
+                             else str(key))
+                    raise ConfigError(f"key must be text, got {shown} (quote it: '{shown}')", file=file,
+                                      field=where((*at, shown)) or None)
+            children: list[tuple[Any, Loc]] = [(value, (*at, key)) for key, value in node.items()]
+        elif isinstance(node, list):
+            children = [(item, (*at, k)) for k, item in enumerate(node)]
+        else:
+            continue
+        if deep and id(node) not in seen:
+            seen.add(id(node))
+            stack.extend(reversed(children))

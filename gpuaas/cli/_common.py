@@ -13,6 +13,7 @@ import json
 import os
 import re
 import sys
+import tempfile
 import textwrap
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
@@ -45,7 +46,7 @@ __all__ = [
     "WHOLE_COLUMNS",
     "audit_id",
     "fail_on_refused",
-    "refuse_overwriting_input",
+    "check_outputs",
     "flag_given",
     "OutputFormat",
     "console",
@@ -186,11 +187,18 @@ def _same_file(a: Path, b: Path) -> bool:
         return False
 
 
-def refuse_overwriting_input(outputs: Mapping[str, Path | None],
-                             inputs: Mapping[str, Path | Sequence[Path] | None]) -> None:
-    """A usage error (exit 2), before anything is read or written, when an output path is one of the command's
-    input files: ``gpuaas config tenant-rules p.yaml -o p.yaml`` would replace the policy with its rules.
-    Keys are the options as typed (``--plot``, or ``FILE`` for an argument); an absent one is None."""
+def check_outputs(outputs: Mapping[str, Path | None], inputs: Mapping[str, Path | Sequence[Path] | None],
+                  *, make_folders: bool = False) -> None:
+    """A usage error (exit 2), before anything is read or written, for an output path the command could not
+    write, or should not: said now rather than after the work (or once a cluster has started), naming the flag.
+
+    Refused: an output that is one of the command's input files (``gpuaas config tenant-rules p.yaml -o p.yaml``
+    would replace the policy with its rules; ``cluster up --env-file s.yaml --scenario s.yaml`` the scenario);
+    a directory; a path whose folder does not exist, or is not a folder, or cannot be written in (a file is
+    made and removed there at once to find out). ``make_folders``: the command makes the missing folders when
+    it writes, so the nearest folder that exists is the one that must be writable. Keys are the options as
+    typed (``--plot``, or ``FILE`` for an argument); an absent one is None.
+    """
     for out_name, out in outputs.items():
         if out is None:
             continue
@@ -199,6 +207,27 @@ def refuse_overwriting_input(outputs: Mapping[str, Path | None],
             if any(_same_file(out, path) for path in paths):
                 raise usage_error(f"{out_name} and {in_name} name the same file ({out}): writing it would overwrite "
                                   f"the input; give {out_name} another path")
+        _check_writable(out, out_name, make_folders=make_folders)
+
+
+def _check_writable(path: Path, flag: str, *, make_folders: bool) -> None:
+    """Refuse ``path`` (a file to write) as ``flag``'s usage error when it is a directory or its folder is not
+    one that exists and can be written in."""
+    if path.is_dir():
+        raise usage_error("is a directory; give the path of a file to write", flag)
+    folder = path.parent
+    if make_folders:
+        while not folder.exists() and folder != folder.parent:  # the folders missing are made when it is written
+            folder = folder.parent
+    elif not folder.exists():
+        raise usage_error(f"folder {folder} does not exist; make it first, or give a path in one that does", flag)
+    if not folder.is_dir():
+        raise usage_error(f"{folder} is not a directory", flag)
+    try:
+        with tempfile.NamedTemporaryFile(dir=folder, prefix=".gpuaas-probe-"):
+            pass
+    except OSError as exc:
+        raise usage_error(f"cannot write in {folder}: {exc.strerror}", flag) from exc
 
 
 def flag_error(exc: ConfigError, renames: Mapping[str, str] | None = None) -> UsageError | typer.Exit:

@@ -10,6 +10,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from gpuaas._validation import require_text_keys
 from gpuaas._yaml import read_yaml
 from gpuaas.errors import ConfigError
 from gpuaas.policies.deadlines import DeadlineJob, validate_problem
@@ -25,14 +26,14 @@ def load_deadline_problem(path: Path | str) -> tuple[dict[str, int], list[Deadli
     doc = read_yaml(path, "deadline problem")
     if not isinstance(doc, Mapping):
         raise ConfigError("must be a mapping with 'capacity' and 'jobs'", file=path)
-    _text_keys(path, doc, None)
+    require_text_keys(path, doc, deep=False)
     unknown = sorted(set(doc) - {"capacity", "jobs"})
     if unknown:
         raise ConfigError(f"unknown key {unknown[0]!r} (expected capacity, jobs)", file=path)
     capacity = doc.get("capacity")
     if not isinstance(capacity, Mapping) or not capacity:
         raise ConfigError("must map each resource or flavor to its GPU count", file=path, field="capacity")
-    _text_keys(path, capacity, "capacity")
+    require_text_keys(path, capacity, loc=("capacity",), deep=False)
     jobs_doc = doc.get("jobs")
     if not isinstance(jobs_doc, list):
         raise ConfigError("must be a list of jobs", file=path, field="jobs")
@@ -46,24 +47,11 @@ def load_deadline_problem(path: Path | str) -> tuple[dict[str, int], list[Deadli
     return caps, jobs
 
 
-def _text_keys(path: Path | str, mapping: Mapping[Any, Any], where: str | None) -> None:
-    """Every key of ``mapping`` is text, or a ``ConfigError`` naming the first that is not.
-
-    YAML reads ``1:`` as a number and ``null:`` as nothing: such a key could not be sorted with the
-    others to name the first unknown one, and ``"1"`` and ``1`` would become one resource silently.
-    """
-    for key in mapping:
-        if not isinstance(key, str):
-            shown = {None: "null", True: "true", False: "false"}.get(key, key) if isinstance(key, bool | None) else key
-            field = f"{where}.{shown}" if where else str(shown)
-            raise ConfigError(f"key must be text, got {shown} (quote it: '{shown}')", file=path, field=field)
-
-
 def _job(path: Path | str, k: int, entry: Any, only: str | None) -> DeadlineJob:
     if not isinstance(entry, Mapping):
         raise ConfigError("must be a mapping", file=path, field=f"jobs[{k}]")
     where = f"jobs[{k}] ({entry['name']})" if isinstance(entry.get("name"), str) else f"jobs[{k}]"
-    _text_keys(path, entry, where)
+    require_text_keys(path, entry, where=lambda loc: f"{where}.{loc[-1]}", deep=False)
     for key in _REQUIRED:
         if key not in entry:
             hint = " (null for a job without one)" if key == "deadline" else ""

@@ -30,7 +30,6 @@ import os
 import shutil
 import signal
 import socket
-import tempfile
 import time
 from collections.abc import Mapping
 from enum import Enum
@@ -39,7 +38,15 @@ from typing import Annotated
 
 import typer
 
-from gpuaas.cli._common import console, err_console, fail, flag_given, settings_or_exit, usage_error
+from gpuaas.cli._common import (
+    check_outputs,
+    console,
+    err_console,
+    fail,
+    flag_given,
+    settings_or_exit,
+    usage_error,
+)
 from gpuaas.cli._foreground import held, read_pid_file, start_time, write_env_file
 from gpuaas.cli._progress import progress
 from gpuaas.cli._trace_format import TraceFormat
@@ -130,26 +137,9 @@ def _refuse_ignored_flags(ctx: typer.Context, backend: Backend, *, scenario: Pat
             if flag_given(ctx, flag):
                 raise usage_error(f"--{flag} applies to the embedded backend only: the real backend runs in wall-clock "
                                   "time, with no backfilled history and nothing seeded")
-
-
-def _check_output(path: Path | None, flag: str) -> None:
-    """Refuse a file ``up`` would write only once the cluster has started (the kubeconfig, the env file) when it
-    cannot be written there: said now, before anything starts, rather than after, naming a temporary file. A
-    file is made and removed at once in its folder (or the nearest one that exists) to find out."""
-    if path is None:
-        return
-    if path.is_dir():
-        raise usage_error("is a directory; give the path of a file to write", flag)
-    folder = path.parent
-    while not folder.exists() and folder != folder.parent:  # the folders missing are made when it is written
-        folder = folder.parent
-    if not folder.is_dir():
-        raise usage_error(f"{folder} is not a directory", flag)
-    try:
-        with tempfile.NamedTemporaryFile(dir=folder, prefix=".gpuaas-probe-"):
-            pass
-    except OSError as exc:
-        raise usage_error(f"cannot write in {folder}: {exc.strerror}", flag) from exc
+    repeated = next((name for k, name in enumerate(role or []) if name in (role or [])[:k]), None)
+    if repeated is not None:  # enforced once whatever the count: a second --role of it is a slip for another role
+        raise usage_error(f"role {repeated!r} given twice; name each ClusterRole of --rbac once", "--role")
 
 
 def _alive(pid: int) -> bool:
@@ -249,8 +239,10 @@ def up(
         window = parse_duration(history, maximum=MAX_HISTORY)
     except ValueError as exc:
         raise usage_error(str(exc), "--history") from exc
-    _check_output(env_file, "--env-file")
-    _check_output(kubeconfig, "--kubeconfig")
+    # Where the kubeconfig and the env file cannot be written, or would replace an input: said before anything
+    # starts, not once the cluster has (their folders are made when they are written).
+    check_outputs({"--env-file": env_file, "--kubeconfig": kubeconfig},
+                  {"--scenario": scenario, "--policy": policy, "--rbac": rbac, "--trace": trace}, make_folders=True)
     settings = settings_or_exit()
     cluster_dir = settings.cluster_dir
     pid_path = cluster_dir / PID_FILE

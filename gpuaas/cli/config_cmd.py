@@ -11,12 +11,12 @@ from rich.markup import escape
 
 from gpuaas.cli._common import (
     OutputFormat,
+    check_outputs,
     console,
     err_console,
     fail,
     print_json,
     print_table,
-    refuse_overwriting_input,
     settings_or_exit,
 )
 from gpuaas.cli._progress import progress
@@ -52,7 +52,7 @@ def tenant_rules(
     """Prometheus recording rules for the policy's tenant of each namespace (what the Grafana dashboard joins on)."""
     from gpuaas.tenant_rules import tenant_rules_yaml
 
-    refuse_overwriting_input({"--output": output}, {"FILE": file})
+    check_outputs({"--output": output}, {"FILE": file})
     try:
         text = tenant_rules_yaml(load_policy(file), file)
     except ConfigError as exc:

@@ -20,13 +20,13 @@ import typer
 from gpuaas.cli._backtest import fleet_history, print_frontier
 from gpuaas.cli._common import (
     OutputFormat,
+    check_outputs,
     err_console,
     fail,
     flag_given,
     lead,
     print_json,
     print_table,
-    refuse_overwriting_input,
     settings_or_exit,
     usage_error,
 )
@@ -179,7 +179,7 @@ def reclaim(
     if flag_given(ctx, "reclaims") and format is not OutputFormat.json:
         raise usage_error("--reclaims lists the reclaims in the JSON only: give it with --format json, or leave it out")
     if frontier:
-        refuse_overwriting_input({"--plot": plot}, {"--utilization": utilization})  # --qps is refused above
+        check_outputs({"--plot": plot}, {"--utilization": utilization})  # --qps is refused above
     if not from_prometheus and (since is not None or namespace):  # it would be ignored, and the replay misread
         raise usage_error(f"{'--since' if since is not None else '--namespace'}: reads the Prometheus history: "
                           "give it with --from-prometheus, or leave it out")

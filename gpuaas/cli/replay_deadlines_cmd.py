@@ -48,7 +48,6 @@ def deadlines(
     """Replay the trace through Kueue twice (FIFO, then with the deadlines flow's holds); print deadlines met."""
     if not 1 <= gpus <= MAX_GPUS:  # the policy's and the planners' cap, in their words
         raise usage_error(f"must be a whole number of GPUs from 1 to {MAX_GPUS:,}, got {gpus!r}", "--gpus")
-    from gpuaas.cli._trace_format import check_replay_times
     from gpuaas.cluster.deadline_flow_replay import replay_flow
     from gpuaas.cluster.deadline_replay import estimate_runtimes, replay_deadlines
     from gpuaas.cluster.traces import read_itp
@@ -57,7 +56,6 @@ def deadlines(
 
     try:
         settings = (load_policy(policy) if policy is not None else Policy()).deadlines
-        check_replay_times(trace, "itp")
         jobs = read_itp(trace)
         estimates = None if runtime_estimate == "exact" else estimate_runtimes(jobs, runtime_estimate, seed)
         fifo = replay_deadlines(jobs, gpus, planned=False)

@@ -13,7 +13,7 @@ from typing import Annotated, Any
 import typer
 
 from gpuaas.cli._common import OutputFormat, console, err_console, fail, flag_error, print_json, print_table
-from gpuaas.cli._trace_format import TraceFormat, check_replay_times
+from gpuaas.cli._trace_format import TraceFormat
 from gpuaas.cluster.deadline_replay import estimate_runtimes
 from gpuaas.cluster.quota_replay import replay_rebalance
 from gpuaas.errors import ConfigError
@@ -56,8 +56,6 @@ def rebalance(
         raise flag_error(exc) from exc
     try:
         chosen = load_policy(policy) if policy is not None else Policy()
-        for path in trace:
-            check_replay_times(path, trace_format.value)
         result = replay_rebalance(trace, trace_format.value, quotas_file=quotas, days=days, policy=chosen,
                                   policy_file=policy, runtime_estimate=runtime_estimate, seed=seed,
                                   progress=lambda line: err_console.print(line, markup=False, highlight=False))

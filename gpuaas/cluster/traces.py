@@ -7,6 +7,10 @@
   the file is one tenant, and each job carries ``gpuaas.io/deadline`` and
   ``gpuaas.io/expected-runtime``.
 
+Both readers hold every job within :data:`MAX_REPLAY_SECONDS` (two years) of the trace's first submission,
+and every run within that long: whatever replays a trace (``cluster up --trace``, the deadline and
+rebalance replays) steps through its time, so a job of 30,000 years would run for hours or overflow a clock.
+
 Times are divided by ``compress`` so hours of trace replay in minutes. Each tenant's quota is
 its mean GPU demand over the replayed span (rounded up to whole nodes), so queues form where
 the trace had bursts; the node pool is the sum of the quotas. Jobs become RayClusters (one
@@ -27,9 +31,15 @@ from gpuaas.errors import ConfigError
 from gpuaas.models import MAX_SECONDS
 from gpuaas.sources.csv_table import read_csv_table, where
 
-__all__ = ["TraceJob", "read_itp", "read_philly", "scenario_from_jobs", "scenario_from_trace"]
+__all__ = ["MAX_REPLAY_SECONDS", "TraceJob", "read_itp", "read_philly", "scenario_from_jobs", "scenario_from_trace"]
 
 _GPUS_PER_NODE = 8
+
+MAX_REPLAY_SECONDS = 2 * 365 * 86_400
+"""The longest a replayed job may run, and the latest it may be submitted or due after the trace's first job:
+two years. The published traces span under four months (Philly: 109 days; its longest job 54 days); the
+rebalance replay plans every night until the last job ends, so two years is some 730 plans, where 1e12 s
+would be 11 million and run for hours, and the deadline replays hold times as dates, which end at year 9999."""
 
 
 @dataclass(frozen=True)
@@ -84,18 +94,39 @@ def _gpus(row: dict[str, str], column: str, path: Path, line: int) -> int:
     return int(value)
 
 
+def _check_replay_span(path: Path, rows: list[tuple[int, dict[str, str]]], durations: list[float],
+                       instants: dict[str, list[float]]) -> None:
+    """Refuse ``path`` naming the line and column of the first row (in file order) whose run is longer than
+    :data:`MAX_REPLAY_SECONDS`, or whose submission or deadline is that far after the trace's first submission.
+
+    ``durations`` and each of ``instants`` (the submission first, then any deadline, in seconds) hold the
+    values parsed from ``rows``, one per row; the file is not read again."""
+    submissions = next(iter(instants.values()))
+    first = min(submissions, default=0.0)
+    limit = f"{MAX_REPLAY_SECONDS:,} s (two years)"
+    for k, (line, row) in enumerate(rows):
+        if durations[k] > MAX_REPLAY_SECONDS:
+            raise ConfigError(f"a replay holds runs of at most {limit}, got {row['duration']!r}", file=path,
+                              field=where(line, "duration"))
+        for column, values in instants.items():
+            if values[k] - first > MAX_REPLAY_SECONDS:
+                raise ConfigError(f"a replay holds times up to {limit} after the trace's first submission, got "
+                                  f"{row[column]!r}", file=path, field=where(line, column))
+
+
 def read_philly(path: Path, max_jobs: int | None = None) -> list[TraceJob]:
     rows = _rows(path, {"timestamp", "duration", "num_gpus", "cluster"})
     parsed = []
     for i, row in rows:
         try:
             ts = datetime.fromisoformat(row["timestamp"]).timestamp()
-        except ValueError as exc:
+        except (ValueError, OverflowError, OSError) as exc:  # the last two: a date the platform's clock cannot hold
             raise ConfigError(f"bad timestamp {row['timestamp']!r}", file=path, field=where(i, "timestamp")) from exc
         if not row["cluster"]:  # the tenant: a job of no one's would be charged to a VC named ""
             raise ConfigError("empty VC name", file=path, field=where(i, "cluster"))
         parsed.append((ts, row["cluster"], _num(row, "duration", path, i, positive=True),
                        _gpus(row, "num_gpus", path, i)))
+    _check_replay_span(path, rows, [p[2] for p in parsed], {"timestamp": [p[0] for p in parsed]})
     parsed.sort()
     parsed = parsed[:max_jobs] if max_jobs else parsed
     t0 = parsed[0][0] if parsed else 0.0
@@ -104,11 +135,11 @@ def read_philly(path: Path, max_jobs: int | None = None) -> list[TraceJob]:
 
 def read_itp(path: Path, max_jobs: int | None = None) -> list[TraceJob]:
     rows = _rows(path, {"submission_time", "deadline", "num_gpu", "duration"})
-    parsed = sorted(
-        (_num(r, "submission_time", path, i), _num(r, "deadline", path, i),
-         _num(r, "duration", path, i, positive=True), _gpus(r, "num_gpu", path, i))
-        for i, r in rows
-    )
+    parsed = [(_num(r, "submission_time", path, i), _num(r, "deadline", path, i),
+               _num(r, "duration", path, i, positive=True), _gpus(r, "num_gpu", path, i)) for i, r in rows]
+    _check_replay_span(path, rows, [p[2] for p in parsed],
+                       {"submission_time": [p[0] for p in parsed], "deadline": [p[1] for p in parsed]})
+    parsed.sort()
     parsed = parsed[:max_jobs] if max_jobs else parsed
     t0 = parsed[0][0] if parsed else 0.0
     return [TraceJob(path.stem, s - t0, dur, gpus, dl - t0) for s, dl, dur, gpus in parsed]

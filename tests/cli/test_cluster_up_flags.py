@@ -86,6 +86,21 @@ CASES: dict[str, tuple[list[str], str]] = {
     "kubeconfig-under-a-file": (["--kubeconfig", "jobs.csv/kc.yaml"],
                                 "error: Invalid value for '--kubeconfig': jobs.csv is not a directory "
                                 f"(got 'jobs.csv/kc.yaml'){HELP}"),
+    # An output that is an input: the env file (or the kubeconfig) would replace it once the cluster started.
+    "env-file-the-scenario": (["--scenario", "s.yaml", "--env-file", "s.yaml"],
+                              "error: --env-file and --scenario name the same file (s.yaml): writing it would "
+                              f"overwrite the input; give --env-file another path{HELP}"),
+    "kubeconfig-the-rbac-manifest": (["--rbac", "rbac.yaml", "--role", "r", "--kubeconfig", "./rbac.yaml"],
+                                     "error: --kubeconfig and --rbac name the same file (rbac.yaml): writing it would "
+                                     f"overwrite the input; give --kubeconfig another path{HELP}"),
+    "env-file-the-trace": (["--trace", "jobs.csv", "--env-file", "{tmp}/jobs.csv"],
+                           "error: --env-file and --trace name the same file ({tmp}/jobs.csv): writing it would "
+                           f"overwrite the input; give --env-file another path{HELP}"),
+    # A role named twice is a slip (for another role, most likely): the rules would be the same with it once.
+    "role-twice": (["--rbac", "rbac.yaml", "--role", "gpuaas-reader", "--role", "gpuaas-writer", "--role",
+                    "gpuaas-reader"],
+                   "error: Invalid value for '--role': role 'gpuaas-reader' given twice; name each ClusterRole of "
+                   f"--rbac once{HELP}"),
     # In range, so the refusal is the other flag's: 0 (any free port) and 65535 are valid ports.
     "port-zero-is-valid": (["--port", "0", "--role", "r"],
                            f"error: --role needs --rbac (the RBAC manifest whose ClusterRole it enforces){HELP}"),
@@ -93,7 +108,8 @@ CASES: dict[str, tuple[list[str], str]] = {
                             f"error: --role needs --rbac (the RBAC manifest whose ClusterRole it enforces){HELP}"),
 }
 
-WITHOUT_ENV_FILE = {"policy-without-env-file", "env-file-a-directory"}
+WITHOUT_ENV_FILE = {"policy-without-env-file", "env-file-a-directory", "env-file-the-scenario",
+                    "env-file-the-trace"}
 
 
 def _descendants() -> set[int]:
@@ -137,7 +153,7 @@ def test_a_flag_the_cluster_would_not_use_is_a_usage_error_and_starts_nothing(na
                            env={"GPUAAS_DATA_DIR": str(data)})
     assert result.exit_code == 2, result.output
     assert result.stdout == ""
-    assert result.stderr.strip().splitlines() == [line]
+    assert result.stderr.strip().splitlines() == [line.format(tmp=tmp_path)]
     assert "Traceback" not in result.output
     # Nothing read, written or started: no data dir (no pid file, no kubeconfig), no env file, no process.
     assert not data.exists()
@@ -232,6 +248,40 @@ def test_write_trial_env_writes_the_cluster_keys_the_data_dir_and_the_policy(tmp
                                         "GPUAAS_POLICY_FILE": str(policy)}
     write_trial_env(tmp_path / "b.env", {"GPUAAS_KUBECONFIG": "/k"}, tmp_path / "trial", None)
     assert _env(tmp_path / "b.env") == {"GPUAAS_KUBECONFIG": "/k", "GPUAAS_DATA_DIR": str(tmp_path / "trial")}
+
+
+ITP = "job_id,submission_time,num_iteration,model_name,deadline,batch_size,num_gpu,duration\n"
+PHILLY = "timestamp,duration,num_gpus,gpu_time,cluster\n"
+SPAN = "63,072,000 s (two years)"
+
+
+@pytest.mark.parametrize(("layout", "text", "message"), [
+    ("itp", ITP + "j,0,1,m,10,1,1,1e10\n", f"line 2: duration: a replay holds runs of at most {SPAN}, got '1e10'"),
+    ("itp", ITP + "j,0,1,m,10,1,1,10\nk,1,1,m,1e9,1,1,10\n",
+     f"line 3: deadline: a replay holds times up to {SPAN} after the trace's first submission, got '1e9'"),
+    ("philly", PHILLY + "2017-09-04 10:30:41,10,1,1,vc\n2019-09-04 10:30:42,10,1,1,vc\n",
+     f"line 3: timestamp: a replay holds times up to {SPAN} after the trace's first submission, got "
+     "'2019-09-04 10:30:42'"),
+], ids=["itp-long-run", "itp-late-deadline", "philly-late"])
+def test_a_trace_past_what_a_replay_holds_is_refused_before_anything_starts(
+        layout: str, text: str, message: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+        signals_kept: None) -> None:
+    """``cluster up --trace`` holds the span the replays hold (the trace readers' rule): one line, exit 1, and no
+    data dir, env file or process. The backends are stood in for, so that a trace let through starts nothing."""
+    import gpuaas.cluster.runner
+
+    monkeypatch.setattr(gpuaas.cluster.runner, "EmbeddedCluster", _StandIn)
+    trace = tmp_path / "jobs.csv"
+    trace.write_text(text)
+    data = tmp_path / "data"
+    before = _descendants()
+    result = runner.invoke(app, ["cluster", "up", "--trace", str(trace), "--trace-format", layout,
+                                 "--env-file", str(tmp_path / "x.env")], env={"GPUAAS_DATA_DIR": str(data)})
+    assert result.exit_code == 1, result.output
+    assert result.stdout == ""
+    assert result.stderr.strip().splitlines() == [f"error: {trace}: {message}"]
+    assert not data.exists() and not (tmp_path / "x.env").exists()
+    assert _descendants() <= before
 
 
 class _FailingStandIn(_StandIn):

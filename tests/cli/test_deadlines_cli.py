@@ -79,7 +79,7 @@ def test_several_resources_require_resource_per_job(tmp_path: Path) -> None:
     ("capacity: {a100: 4}\njobs: []\n1: x\nz: y\n", "1: key must be text, got 1"),
     ('capacity: {a100: 4, "1": 3, 1: 5}\njobs: []\n', "capacity.1: key must be text, got 1"),
     ("capacity: {null: 4}\njobs: [{name: a, gpus: 2, duration: 60, deadline: 120}]\n",
-     "capacity.null: key must be text, got null"),
+     "capacity.null: key must be text, got null (quote it: 'null')"),
 ], ids=["job-key", "top-key", "capacity-merged", "capacity-null"])
 def test_a_key_that_is_not_text_is_named_not_sorted_or_merged(tmp_path: Path, text: str, message: str) -> None:
     path = write(tmp_path, text)

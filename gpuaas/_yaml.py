@@ -11,6 +11,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from gpuaas._input_file import MAX_YAML_BYTES, read_input_bytes
 from gpuaas.errors import ConfigError
 
 __all__ = ["read_yaml", "read_yaml_documents"]
@@ -139,9 +140,11 @@ def _read(path: Path | str, what: str, *, every: bool) -> Any:
 
     path = Path(path)
     try:
-        text = path.read_text(encoding="utf-8")
+        data = read_input_bytes(path, MAX_YAML_BYTES, what)  # /dev/zero, a pipe, a huge file: refused unread
     except OSError as exc:
         raise ConfigError(f"cannot read {what}: {exc.strerror or exc}", file=path) from exc
+    try:
+        text = data.decode("utf-8").replace("\r\n", "\n").replace("\r", "\n")  # the newlines read_text makes
     except UnicodeDecodeError as exc:
         raise ConfigError(f"{what} is not UTF-8: {_where(exc)}", file=path) from exc
     loader: Any = None

@@ -241,7 +241,9 @@ class Tenant(_Model):
     """Nominal GPU quota that rebalance never takes away."""
     guaranteed_gpus_per_flavor: dict[str, Gpus] = Field(default_factory=dict)
     """The same per ResourceFlavor; where given it replaces ``guaranteed_gpus`` for that flavor."""
-    weight: Annotated[float, Field(gt=0, le=1e6)] = 1.0
+    weight: Annotated[float, Field(ge=1e-6, le=1e6)] = 1.0
+    """The tenant's share weight in the quota planner: from 0.000001 to 1,000,000, the range the planner solves (a
+    smaller weight, a denormal one such as 1.0e-320, makes its costs overflow)."""
     reclaim: ReclaimRule = ReclaimRule()
 
 

@@ -19,7 +19,7 @@ from typer.testing import CliRunner
 
 from gpuaas.cli.app import app
 from gpuaas.errors import ConfigError
-from gpuaas.policy import Policy, load_policy, parse_policy
+from gpuaas.policy import Policy, Tenant, load_policy, parse_policy
 
 FREEZE = "version: 1\nfreezes:\n  - name: x\n    start: {start}\n    end: 2027-01-04T00:00:00Z\n"
 
@@ -35,6 +35,10 @@ CASES = {
                      "tenants[0].guaranteed_gpus: Input should be less than or equal to 10000000"),
     "negative flavor guarantee": ("tenants:\n  - {name: a, guaranteed_gpus_per_flavor: {h100: -3}}\n",
                                   "tenants[0].guaranteed_gpus_per_flavor.h100: Input should be greater than"),
+    "denormal weight": ("tenants:\n  - {name: a, weight: 1.0e-320}\n",
+                        "tenants[0].weight: Input should be greater than or equal to 0.000001"),
+    "absurd weight": ("tenants:\n  - {name: a, weight: 1.0e+7}\n",
+                      "tenants[0].weight: Input should be less than or equal to 1000000"),
     "absurd window": ("reclaim:\n  window_minutes: 1e308\n",
                       "reclaim.window_minutes: Input should be less than or equal to 44640"),
     "absurd cap": ("reclaim:\n  max_actions_per_run: 99999999999999999999\n",
@@ -155,3 +159,18 @@ def test_the_known_version_or_none_loads(text: str, tmp_path: Path) -> None:
     assert load_policy(path).version == 1
     result = CliRunner().invoke(app, ["config", "check", str(path)])
     assert result.exit_code == 0, result.output
+
+
+def test_the_weights_a_policy_takes_are_weights_the_quota_planner_solves(tmp_path: Path) -> None:
+    """A denormal weight (``1.0e-320``) passed ``config check`` and then failed the nightly plan; the policy's
+    bounds are the planner's range, and a plan with a queue at each end of it solves."""
+    bounds = {type(m).__name__: m for m in Tenant.model_fields["weight"].metadata}
+    low, high = bounds["Ge"].ge, bounds["Le"].le
+    assert (low, high) == (1e-6, 1e6)
+    problem = tmp_path / "p.yaml"
+    problem.write_text("limits: {max_step_gpus: 8, max_step_percent: 50, max_total_moved_gpus: 32}\nqueues:\n"
+                       f"  - {{name: a, nominal: {{a100: 16}}, demand: {{a100: 3}}, weight: {high:.1e}}}\n"
+                       f"  - {{name: b, nominal: {{a100: 8}}, demand: {{a100: 20}}, weight: {low:.1e}}}\n")
+    result = CliRunner().invoke(app, ["plan", "quotas", str(problem), "--format", "json"])
+    assert result.exit_code == 0, result.output
+    assert "Traceback" not in result.output

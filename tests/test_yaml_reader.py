@@ -74,3 +74,22 @@ def test_an_rbac_manifest_reads_null_fields_as_empty_and_skips_roles_without_a_n
     assert not rules.allows("get", "", "pods") and not rules.allows("list", "", "pods")
     with pytest.raises(ConfigError, match=r"no ClusterRole or Role named x \(found: r\)"):
         RBACRules.from_manifest(path, ["x"])
+
+
+def test_a_file_that_is_not_a_regular_file_is_refused_unread() -> None:
+    """``/dev/zero`` never ends (it was read until a ``MemoryError``); ``/dev/null`` read as an empty document."""
+    for device in ("/dev/null", "/dev/zero"):
+        with pytest.raises(ConfigError) as caught:
+            read_yaml(device, "policy file")
+        assert str(caught.value) == f"{device}: policy file is a character device, not a regular file: give the file itself"
+
+
+def test_a_file_larger_than_the_limit_is_refused_before_it_is_read(tmp_path: Path) -> None:
+    """64 MiB: more is a wrong path, not a policy or a planner problem (a sparse file: nothing is written)."""
+    path = tmp_path / "huge.yaml"
+    with path.open("wb") as out:
+        out.truncate(64 * 2**20 + 1)
+    with pytest.raises(ConfigError) as caught:
+        read_yaml_documents(path, "manifest")
+    assert str(caught.value) == (f"{path}: manifest is 67,108,865 bytes, larger than the 64 MiB an input file of this kind may "
+                                 "hold: is it the right file?")

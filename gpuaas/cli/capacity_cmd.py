@@ -28,7 +28,9 @@ def print_capacity(result: CapacityResult, format: OutputFormat) -> None:
     data["headline"] = capacity_headline(data)
     lead(data, format)
     if format is OutputFormat.json:
-        print_json(data)
+        from gpuaas.loadtest import json_safe
+
+        print_json(json_safe(data))  # strict JSON: a step with no answer (latency inf) is null, not Infinity
     else:
         rows = step_rows(result)
         print_table("Measured rates", list(rows[0]), [list(r.values()) for r in rows])

@@ -26,6 +26,8 @@ from gpuaas.cli._common import (
     settings_or_exit,
 )
 from gpuaas.errors import ConfigError, GpuaasError
+from gpuaas.loadtest import MAX_REQUEST_TOKENS
+from gpuaas.models import MAX_GPUS
 from reports.capacity import load_test_headline
 
 __all__ = ["loadtest"]
@@ -72,8 +74,10 @@ def loadtest(
     slo_seconds: Annotated[float, typer.Option("--slo-seconds", rich_help_panel=_SWEEP, help="End-to-end latency target at the quantile.")],
     out: Annotated[Path, typer.Option("--out", "--output", "-o", help="Directory for requests.csv, sweep.csv, latency.png.")],
     slo_quantile: Annotated[str, typer.Option("--slo-quantile", rich_help_panel=_SWEEP, help="p50 | p95 | p99")] = "p95",
-    prompt_tokens: Annotated[int, typer.Option("--prompt-tokens", rich_help_panel=_REQUESTS, help="Prompt length (words).")] = 128,
-    output_tokens: Annotated[int, typer.Option("--output-tokens", rich_help_panel=_REQUESTS, help="max_tokens of each request.")] = 32,
+    prompt_tokens: Annotated[int, typer.Option("--prompt-tokens", rich_help_panel=_REQUESTS, max=MAX_REQUEST_TOKENS, help=(
+        "Prompt length (words), at most 1,048,576: the longest context a serving engine takes."))] = 128,
+    output_tokens: Annotated[int, typer.Option("--output-tokens", rich_help_panel=_REQUESTS, max=MAX_REQUEST_TOKENS, help=(
+        "max_tokens of each request, at most 1,048,576 (as --prompt-tokens)."))] = 32,
     max_requests_per_step: Annotated[int, typer.Option("--max-requests-per-step", rich_help_panel=_SWEEP, help=(
         "Cap per step (warm-up included); a rate that would need more is refused, a step is never cut short."))
                                      ] = 50_000,
@@ -91,8 +95,8 @@ def loadtest(
     api: Annotated[str, typer.Option("--api", rich_help_panel=_TARGET, help="completions | chat")] = "completions",
     min_quality: Annotated[float, typer.Option("--min-quality", rich_help_panel=_SWEEP, help="Share of good answers required.")] = 0.99,
     expect_substring: Annotated[str | None, typer.Option("--expect", rich_help_panel=_SWEEP, help="A good answer contains this.")] = None,
-    replicas: Annotated[int, typer.Option("--replicas", rich_help_panel=_TARGET, help="Replicas behind the URL.")] = 1,
-    gpus: Annotated[int, typer.Option("--gpus", rich_help_panel=_TARGET, help="GPUs behind the URL.")] = 1,
+    replicas: Annotated[int, typer.Option("--replicas", rich_help_panel=_TARGET, max=MAX_GPUS, help="Replicas behind the URL.")] = 1,
+    gpus: Annotated[int, typer.Option("--gpus", rich_help_panel=_TARGET, max=MAX_GPUS, help="GPUs behind the URL.")] = 1,
     seed: Annotated[int, typer.Option("--seed", rich_help_panel=_REQUESTS, min=0, help="Seed of the arrival times and the prompts.")] = 0,
     max_lateness: Annotated[float, typer.Option("--max-lateness", rich_help_panel=_SWEEP, help="p99 send lateness (s) above which a step "
                                                 "is flagged as client-limited.")] = 0.05,

@@ -14,7 +14,7 @@ from typing import Annotated, Any
 import typer
 from pydantic import BaseModel, ConfigDict, Field, PlainValidator, StrictInt, ValidationError
 
-from gpuaas._validation import field_path, first_problem
+from gpuaas._validation import field_path, first_problem, require_text_keys
 from gpuaas._yaml import read_yaml
 from gpuaas.cli._common import OutputFormat, handle_errors, print_json, print_table
 from gpuaas.errors import ConfigError
@@ -27,8 +27,9 @@ __all__ = ["load_quota_problem", "quotas"]
 
 
 def _text(bound: float) -> str:
-    """``10,000`` rather than ``10000.0`` or ``1e+06``: a bound as a person writes it."""
-    return f"{int(bound):,}" if float(bound).is_integer() else f"{bound:,}"
+    """``10,000`` rather than ``10000.0`` or ``1e+06``, ``0.000001`` rather than ``1e-06``: a bound as a person
+    writes it."""
+    return f"{int(bound):,}" if float(bound).is_integer() else f"{bound:,.12f}".rstrip("0")
 
 
 def _in_range(low: float, high: float, *, whole: bool, unit: str = "", low_open: bool = False) -> PlainValidator:
@@ -118,6 +119,7 @@ def load_quota_problem(path: Path | str) -> tuple[list[QueueDemand], QuotaLimits
     data = read_yaml(path, "quota problem")
     if not isinstance(data, dict):
         raise ConfigError("expected a mapping with 'limits' and 'queues'", file=path)
+    require_text_keys(path, data, where=lambda loc: _where(loc, data))  # as the deadline problem says it
     try:
         problem = _Problem.model_validate(data)
     except ValidationError as exc:

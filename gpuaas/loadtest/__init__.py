@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from gpuaas.loadtest._capacity import serving_capacity
 from gpuaas.loadtest._client import RequestResult, client_for, run_step
-from gpuaas.loadtest._config import LoadTestConfig, base_url, is_loopback, parse_rates
+from gpuaas.loadtest._config import MAX_REQUEST_TOKENS, LoadTestConfig, base_url, is_loopback, parse_rates
 from gpuaas.loadtest._outputs import json_safe, plot_sweep, summary, write_outputs
 from gpuaas.loadtest._record import FLOW as LOAD_TEST_FLOW
 from gpuaas.loadtest._record import latest_load_test, record_load_test
@@ -20,6 +20,7 @@ from gpuaas.loadtest._sweep import SWEEP_COLUMNS, SweepRun, run_sweep, step_pass
 
 __all__ = [
     "LOAD_TEST_FLOW",
+    "MAX_REQUEST_TOKENS",
     "SWEEP_COLUMNS",
     "LoadTestConfig",
     "RequestResult",

@@ -13,12 +13,18 @@ from typing import Literal
 from urllib.parse import urlsplit
 
 from gpuaas.errors import ActionRefused, ConfigError
+from gpuaas.models import MAX_GPUS
 from gpuaas.policies.cost import parse_quantile
+from gpuaas.policies.cost.capacity import MIN_RPS
 from gpuaas.settings import http_url_problem
 
-__all__ = ["LoadTestConfig", "base_url", "is_loopback", "parse_rates"]
+__all__ = ["MAX_REQUEST_TOKENS", "LoadTestConfig", "base_url", "is_loopback", "parse_rates"]
 
 HARD_MAX_REQUESTS_PER_STEP = 100_000
+
+MAX_REQUEST_TOKENS = 1_048_576
+"""The most prompt words or ``max_tokens`` one request may ask for: 2**20, the longest context a serving engine
+takes (the one-million-token models). More is a typo, and each step builds its prompts before it sends them."""
 
 
 def is_loopback(url: str) -> bool:
@@ -47,6 +53,9 @@ def parse_rates(text: str) -> tuple[float, ...]:
             raise ConfigError(f"item {i + 1} is not a number: {item!r}", field="rates") from None
         if not value > 0 or value == float("inf"):
             raise ConfigError(f"item {i + 1} must be a positive rate, got {item!r}", field="rates")
+        if value < MIN_RPS:  # the capacity policy refuses a sweep row of less, after the step was sent
+            raise ConfigError(f"item {i + 1} must be at least one request a day ({MIN_RPS:.3g}), got {item!r}",
+                              field="rates")
         rates.append(value)
     if not rates:
         raise ConfigError("at least one rate is required", field="rates")
@@ -104,8 +113,12 @@ class LoadTestConfig:
         object.__setattr__(self, "slo_quantile", parse_quantile(self.slo_quantile))
         checks = [
             ("slo_seconds", self.slo_seconds > 0, "must be > 0"),
+            # the capacity policy's own bound, which judges every step: refused now, not after the first step's load
+            ("slo_seconds", self.slo_seconds <= 86_400, "must be at most a day (86400)"),
             ("prompt_tokens", self.prompt_tokens >= 1, "must be >= 1"),
+            ("prompt_tokens", self.prompt_tokens <= MAX_REQUEST_TOKENS, f"must be at most {MAX_REQUEST_TOKENS:,}"),
             ("output_tokens", self.output_tokens >= 1, "must be >= 1"),
+            ("output_tokens", self.output_tokens <= MAX_REQUEST_TOKENS, f"must be at most {MAX_REQUEST_TOKENS:,}"),
             ("max_requests_per_step", 1 <= self.max_requests_per_step <= HARD_MAX_REQUESTS_PER_STEP,
              f"must be within 1..{HARD_MAX_REQUESTS_PER_STEP}"),
             ("step_seconds", 0 < self.step_seconds <= 3600, "must be within (0, 3600]"),
@@ -115,16 +128,19 @@ class LoadTestConfig:
             ("request_timeout_seconds", 0 < self.request_timeout_seconds <= 3600, "must be within (0, 3600]"),
             ("min_quality", 0 <= self.min_quality <= 1, "must be within 0..1"),
             ("replicas", self.replicas >= 1, "must be >= 1"),
+            ("replicas", self.replicas <= MAX_GPUS, f"must be at most {MAX_GPUS:,}"),
             ("gpus", self.gpus >= 1, "must be >= 1"),
-            ("max_lateness_seconds", self.max_lateness_seconds > 0, "must be > 0"),
+            ("gpus", self.gpus <= MAX_GPUS, f"must be at most {MAX_GPUS:,}"),
+            ("max_lateness_seconds", 0 < self.max_lateness_seconds <= 3600, "must be within (0, 3600]"),
             ("failing_steps_to_stop", self.failing_steps_to_stop >= 1, "must be >= 1"),
             ("api", self.api in ("completions", "chat"), "must be completions or chat"),
         ]
         for name, ok, message in checks:
             if not ok:
                 raise ConfigError(f"{message}, got {getattr(self, name)!r}", field=name)
-        if not self.rates or sorted(set(self.rates)) != list(self.rates) or min(self.rates) <= 0:
-            raise ConfigError(f"must be increasing positive rates, got {self.rates!r}", field="rates")
+        if not self.rates or sorted(set(self.rates)) != list(self.rates) or min(self.rates) < MIN_RPS:
+            raise ConfigError(f"must be increasing rates of at least one request a day ({MIN_RPS:.3g}), got "
+                              f"{self.rates!r}", field="rates")
         needed = max(self.rates) * self.sent_seconds
         if needed > self.max_requests_per_step + 0.5:
             raise ConfigError(

@@ -21,6 +21,7 @@ from collections.abc import Collection
 from dataclasses import dataclass
 from pathlib import Path
 
+from gpuaas._input_file import MAX_CSV_BYTES, read_input_bytes
 from gpuaas.errors import ConfigError
 
 __all__ = ["CsvTable", "read_csv_table", "where"]
@@ -58,7 +59,7 @@ def _text(path: Path) -> str:
     if path.is_dir():
         raise ConfigError("is a directory, not a CSV file", file=path)
     try:
-        data = path.read_bytes()
+        data = read_input_bytes(path, MAX_CSV_BYTES)  # /dev/zero, a pipe, a huge file: refused unread
     except FileNotFoundError as exc:
         raise ConfigError("no such file", file=path) from exc
     except OSError as exc:

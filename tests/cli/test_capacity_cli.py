@@ -118,3 +118,52 @@ def test_a_sweep_that_never_holds_leads_with_the_lowest_rate_and_why(tmp_path: P
     assert result.stdout.splitlines()[0] == (
         "Capacity: no sustainable rate: the lowest measured rate, 1 rps, already misses p95 <= 0.5 s "
         "(p95 0.6s > SLO 0.5s); measure lower rates or relax --slo-seconds.")
+
+
+EXTREME = "rate_rps,replicas,gpus,latency_p95_s,ttft_p95_s,achieved_ratio,latency_growth,latency_growth_s\n"
+"""A sweep header with every column the policy reads; the cases below put one extreme value in one of them."""
+
+
+@pytest.mark.parametrize(("row", "column", "says"), [
+    ("5e-324,1,1,0.5,0.1,1,1,0", "rate_rps", "must be at least one request a day (1.16e-05), got 4.94066e-324"),
+    ("1,5e-324,1,0.5,0.1,1,1,0", "replicas", "must be at least 0.001 (a thousandth), got 4.94066e-324"),
+    ("1,1,5e-324,0.5,0.1,1,1,0", "gpus", "must be at least 0.001 (a thousandth), got 4.94066e-324"),
+    ("1,1,1,1e308,0.1,1,1,0", "latency_p95_s",
+     "must be at most a day (86400 s), or inf for a step with no answer, got 1e+308"),
+    ("1,1,1,0.5,1e308,1,1,0", "ttft_p95_s", "must be at most a day (86400 s), or inf for a step with no answer"),
+    ("1,1,1,0.5,0.1,1e308,1,0", "achieved_ratio", "must be from 0 to 10 (answers over requests offered), got 1e+308"),
+    ("1,1,1,0.5,0.1,-inf,1,0", "achieved_ratio", "must be from 0 to 10 (answers over requests offered), got -inf"),
+    ("1,1,1,0.5,0.1,1,1e308,0", "latency_growth", "must be from 0 to 1,000,000,000"),
+    ("1,1,1,0.5,0.1,1,1,-1e308", "latency_growth_s", "must be within a day (86400 s) either way, got -1e+308"),
+], ids=["denormal-rate", "denormal-replicas", "denormal-gpus", "huge-latency", "huge-ttft", "huge-achieved",
+        "minus-infinite-achieved", "huge-growth", "huge-growth-seconds"])
+def test_an_extreme_value_is_refused_naming_file_row_and_column(tmp_path: Path, row: str, column: str,
+                                                                says: str) -> None:
+    """A denormal rate once ended in ``OverflowError`` (a forecast over a rate per replica of 0) and a denormal count
+    in ``Infinity`` in the JSON; each is refused at input, with the real-world bound it is past."""
+    path = _write(tmp_path, EXTREME + row + "\n")
+    result = CliRunner().invoke(app, ["capacity", str(path), "--slo-seconds", "1", "--forecast-rps", "5",
+                                      "--format", "json"])
+    assert result.exit_code == 1, result.output
+    assert "Traceback" not in result.output and result.stdout == ""
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith(f"error: {path}: row 1, column {column}: {says}"), lines
+
+
+def _strict(text: str) -> object:
+    def refuse(constant: str) -> object:
+        raise AssertionError(f"not JSON: {constant}")
+
+    return json.loads(text, parse_constant=refuse)
+
+
+def test_the_json_is_strict_where_a_step_had_no_answer(tmp_path: Path) -> None:
+    """A load test writes ``inf`` for the latency of a step nothing answered: that is input it reads, and the JSON
+    says ``null`` there, not ``Infinity`` (which strict parsers and PostgreSQL refuse)."""
+    path = _write(tmp_path, EXTREME + "1,1,1,0.5,0.1,1,1,0\n2,1,1,inf,inf,0,1,0\n")
+    result = CliRunner().invoke(app, ["capacity", str(path), "--slo-seconds", "1", "--forecast-rps", "5",
+                                      "--format", "json"])
+    assert result.exit_code == 0, result.output
+    data = _strict(result.stdout)
+    assert isinstance(data, dict) and data["sustainable_rate_rps"] == 1 and data["knee_rate_rps"] == 2
+    assert [s["latency_s"] for s in data["steps"]] == [0.5, None]

@@ -10,6 +10,7 @@ of a step that ends in an error.
 from __future__ import annotations
 
 import os
+import resource
 import socket
 import subprocess
 import sys
@@ -111,13 +112,21 @@ CASES = {
 }
 
 
-def _run(args: list[str], tmp: Path, extra: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+def _run(args: list[str], tmp: Path, extra: dict[str, str] | None = None, *, memory: int | None = None,
+         timeout: float = 120, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
+    """``memory``: the bytes of address space the command may take (a command that read forever fails there)."""
     env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "PYTHONPATH": str(ROOT), "HOME": str(tmp),
            "GPUAAS_DATA_DIR": str(tmp / "data"), "GPUAAS_NVML": "off", "PREFECT_HOME": str(tmp / "prefect"),
            "COLUMNS": "80"}
     env.update({k: v.format(tmp=tmp) for k, v in (extra or {}).items()})
+
+    def cap() -> None:
+        assert memory is not None
+        resource.setrlimit(resource.RLIMIT_AS, (memory, memory))
+
     return subprocess.run([sys.executable, "-m", "gpuaas.cli.app", *[a.format(tmp=tmp) for a in args]],
-                          env=env, capture_output=True, text=True, timeout=120, cwd=tmp)
+                          env=env, capture_output=True, text=True, timeout=timeout, cwd=tmp, input=stdin,
+                          preexec_fn=None if memory is None else cap)
 
 
 def _check(proc: subprocess.CompletedProcess[str], code: int, says: list[str]) -> str:
@@ -141,6 +150,45 @@ def check_case(case: Case, tmp: Path) -> None:
 @pytest.mark.parametrize("name", list(CASES))
 def test_bad_input_is_one_line_and_writes_nothing(name: str, tmp_path: Path) -> None:
     check_case(CASES[name], _files(tmp_path))
+
+
+ENDLESS = {
+    "policy": (["config", "check", "{f}"], "policy file is"),
+    "quota problem": (["plan", "quotas", "{f}"], "quota problem is"),
+    "deadline problem": (["plan", "deadlines", "{f}"], "deadline problem is"),
+    "sweep": (["capacity", "{f}", "--slo-seconds", "1"], "is"),
+    "trace": (["replay", "deadlines", "--trace", "{f}", "--gpus", "8"], "is"),
+    "utilization": (["replay", "reclaim", "--utilization", "{f}"], "is"),
+}
+
+
+@pytest.mark.parametrize("kind", list(ENDLESS))
+def test_a_file_that_never_ends_is_refused_unread_naming_it(kind: str, tmp_path: Path) -> None:
+    """``/dev/zero`` as an input was read until ``MemoryError``: each shared reader (YAML, CSV) refuses a device
+    before reading it. Run with 1.5 GiB of address space, so that a reader that reads it anyway fails fast
+    rather than taking the machine's memory."""
+    args, subject = ENDLESS[kind]
+    tmp = _files(tmp_path)
+    before = sorted(p.relative_to(tmp) for p in tmp.rglob("*"))
+    proc = _run([a.replace("{f}", "/dev/zero") for a in args], tmp, memory=3 * 2**29, timeout=60)
+    line = _check(proc, 1, ["/dev/zero"])
+    assert line == f"error: /dev/zero: {subject} a character device, not a regular file: give the file itself"
+    assert sorted(p.relative_to(tmp) for p in tmp.rglob("*")) == before, "the command wrote something"
+
+
+def test_a_pipe_is_read_to_its_end_within_the_limit_and_never_hangs(tmp_path: Path) -> None:
+    """A policy piped in (``/dev/stdin``, ``<(kubectl get configmap …)``) is read; one that sends more than a policy
+    may hold is refused in one line; a named pipe nobody writes reads as an empty file instead of hanging."""
+    tmp = _files(tmp_path)
+    piped = _run(["config", "check", "/dev/stdin"], tmp, stdin="tenants:\n  - name: a\n    weight: 2\n", timeout=60)
+    assert piped.returncode == 0 and "1 tenants" in piped.stdout, piped.stderr
+    endless = _run(["config", "check", "/dev/stdin"], tmp, stdin="#" * (64 * 2**20 + 1), memory=3 * 2**29, timeout=60)
+    line = _check(endless, 1, ["/dev/stdin"])
+    assert line.endswith("policy file is larger than the 64 MiB an input file of this kind may hold: is it the "
+                         "right file?")
+    os.mkfifo(tmp / "fifo")
+    unwritten = _run(["config", "check", str(tmp / "fifo")], tmp, timeout=60)
+    assert unwritten.returncode == 0 and "0 tenants" in unwritten.stdout, unwritten.stderr
 
 
 @pytest.mark.parametrize("backend", [["--history", "10m"], ["--backend", "real"]], ids=["embedded", "real"])

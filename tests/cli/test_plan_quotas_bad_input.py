@@ -44,7 +44,7 @@ CASES = {
     "guarantee text": (_queue("guaranteed: {a100: four}"),
                        f"queues[0].guaranteed.a100 (queue team-a): {GPUS}, got 'four'"),
     "weight zero": (_queue("weight: 0"),
-                    "queues[0].weight (queue team-a): must be a finite number above 0, at most 1,000,000, got 0"),
+                    "queues[0].weight (queue team-a): must be a finite number from 0.000001 to 1,000,000, got 0"),
     "step percent above the policy's bound": (
         _limits("max_step_gpus: 8, max_step_percent: 10001, max_total_moved_gpus: 32"),
         "limits.max_step_percent: must be a finite number from 0 to 10,000, got 10001"),
@@ -68,6 +68,15 @@ CASES = {
         "limits: missing max_step_gpus (and 1 more)"),
     "queue without name and nominal": (LIMITS + "queues:\n  - {demand: {a100: 2}}\n", "queues[0]: missing name, nominal"),
     "no limits": ("queues:\n  - {name: team-a, nominal: {a100: 16}}\n", "missing limits"),
+    # A key YAML reads as a number, a boolean or null: said as the deadline problem says it, at the file's path.
+    "a flavor key that is a number": (LIMITS + "queues:\n  - {name: team-a, nominal: {1: 16}}\n",
+                                      "queues[0].nominal.1 (queue team-a): key must be text, got 1 (quote it: '1')"),
+    "a queue key that is a number": (_queue("3: x"), "queues[0].3 (queue team-a): key must be text, got 3 (quote it: '3')"),
+    "a limit key that is a boolean": (_limits("max_step_gpus: 8, max_step_percent: 50, max_total_moved_gpus: 32, "
+                                              "true: 1"), "limits.true: key must be text, got true (quote it: 'true')"),
+    "a null key at the top": (_queue() + "null: 3\n", "null: key must be text, got null (quote it: 'null')"),
+    "a number key after a bad value": (_queue("demand: {a100: abc, 2: 1}"),
+                                       "queues[0].demand.2 (queue team-a): key must be text, got 2 (quote it: '2')"),
 }
 
 
@@ -113,3 +122,16 @@ def test_a_step_percent_of_500_lets_a_small_queue_grow_past_its_size_up_to_the_g
     at_50, at_500 = _plan(tmp_path, 50), _plan(tmp_path, 500)
     assert at_50 is not None and at_500 is not None
     assert isinstance(at_50["moved_gpus"], int) and at_50["moved_gpus"] < 8 and at_500["moved_gpus"] == 8
+
+
+@pytest.mark.parametrize(("command", "text", "field"), [
+    ("deadlines", "capacity: {1: 4}\njobs: []\n", "capacity.1"),
+    ("quotas", LIMITS + "queues:\n  - {name: team-a, nominal: {1: 16}}\n", "queues[0].nominal.1 (queue team-a)"),
+], ids=["deadline-problem", "quota-problem"])
+def test_both_planner_problems_refuse_a_key_that_is_not_text_in_one_wording(tmp_path: Path, command: str, text: str,
+                                                                            field: str) -> None:
+    problem = tmp_path / "p.yaml"
+    problem.write_text(text)
+    done = runner.invoke(app, ["plan", command, str(problem)], env={"COLUMNS": "400"})
+    assert done.exit_code == 1 and done.stdout == "", done.output
+    assert done.stderr.strip() == f"error: {problem}: {field}: key must be text, got 1 (quote it: '1')"

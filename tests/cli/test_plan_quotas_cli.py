@@ -51,7 +51,7 @@ def test_the_deadline_example_holds_every_deadline_by_ordering() -> None:
 @pytest.mark.parametrize(("text", "expected"), [
     ("limits: {max_step_gpus: 8, max_step_percent: 50, max_total_moved_gpus: 32}\n"
      "queues:\n  - {name: a, nominal: {a100: 4}}\n  - {name: b, nominal: {a100: 4}, weight: -1}\n",
-     "p.yaml: queues[1].weight (queue b): must be a finite number above 0, at most 1,000,000, got -1"),
+     "p.yaml: queues[1].weight (queue b): must be a finite number from 0.000001 to 1,000,000, got -1"),
     ("limits: {max_step_gpus: 8, max_step_percent: 50, max_total_moved_gpus: 32}\n"
      "queues:\n  - {name: a, nominal: {a100: 4}, demand: {h100: 2}}\n",
      "p.yaml: queues[0].demand.h100: queue 'a': no queue has nominal quota of flavor 'h100'"),

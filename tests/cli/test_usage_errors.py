@@ -117,3 +117,53 @@ def test_an_output_that_is_an_input_is_refused_and_the_input_kept(tmp_path: Path
         f"error: {output} and {given} name the same file ({out}): writing it would overwrite the input; give "
         f"{output} another path; see gpuaas {' '.join(args[:2])} --help"]
     assert source.read_text() == "kept\n"
+
+
+@pytest.mark.parametrize(("args", "flag"), [
+    (["config", "tenant-rules", "{in}", "-o", "{out}"], "'--output' / '-o'"),
+    (["replay", "reclaim", "--utilization", "{in}", "--frontier", "--plot", "{out}"], "'--plot'"),
+], ids=["tenant-rules", "reclaim-plot"])
+@pytest.mark.parametrize(("out", "why"), [
+    ("folder", "is a directory; give the path of a file to write"),
+    ("missing/out.txt", "folder missing does not exist; make it first, or give a path in one that does"),
+    ("input.txt/out.txt", "input.txt is not a directory"),
+], ids=["a-directory", "in-a-missing-folder", "under-a-file"])
+def test_an_output_that_cannot_be_written_is_refused_before_anything_is_read(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, args: list[str], flag: str, out: str, why: str) -> None:
+    """The same check as ``cluster up``'s env file and kubeconfig (one of ``_common``): said at once, as the flag's
+    usage error, not after the work as the write's failure (exit 1) or a traceback."""
+    monkeypatch.chdir(tmp_path)
+    source = tmp_path / "input.txt"
+    source.write_text("kept\n")
+    (tmp_path / "folder").mkdir()
+    result = runner.invoke(app, [a.replace("{in}", str(source)).replace("{out}", out) for a in args])
+    assert result.exit_code == 2 and result.stdout == "", result.output
+    assert result.stderr.strip().splitlines() == [
+        f"error: Invalid value for {flag}: {why} (got '{out}'); see gpuaas {' '.join(args[:2])} --help"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["folder", "input.txt"] and not any((tmp_path / "folder").iterdir())
+
+
+_LOADTEST = ["loadtest", "--url", "http://127.0.0.1:9/v1", "--model", "m", "--rates", "1", "--slo-seconds", "1",
+             "--out", "{out}"]
+
+
+@pytest.mark.parametrize(("flag", "value", "why"), [
+    ("--prompt-tokens", "99999999999", "Input should be less than or equal to 1048576"),
+    ("--output-tokens", "1048577", "Input should be less than or equal to 1048576"),
+    ("--replicas", "10000001", "Input should be less than or equal to 10000000"),
+    ("--gpus", "99999999999", "Input should be less than or equal to 10000000"),
+    ("--slo-seconds", "1e308", "must be at most a day (86400)"),
+    ("--max-lateness", "inf", "must be within (0, 3600]"),
+    ("--rates", "5e-324", "item 1 must be at least one request a day (1.16e-05)"),
+])
+def test_a_loadtest_value_past_its_bound_is_a_usage_error_before_anything_starts(tmp_path: Path, flag: str,
+                                                                                 value: str, why: str) -> None:
+    """A prompt of 99,999,999,999 words was built before the first request (and ran out of memory); a count or an
+    SLO the capacity policy refuses failed only once the first step's load was sent."""
+    out = tmp_path / "out"
+    result = runner.invoke(app, [*(a.replace("{out}", str(out)) for a in _LOADTEST), flag, value])
+    assert result.exit_code == 2, result.output
+    assert "Traceback" not in result.output and result.stdout == ""
+    assert result.stderr.strip().splitlines() == [
+        f"error: Invalid value for '{flag}': {why} (got '{value}'); see gpuaas loadtest --help"]
+    assert not out.exists()  # nothing made, nothing sent

@@ -87,6 +87,7 @@ def test_remote_url_is_refused_unless_allowed() -> None:
 @pytest.mark.parametrize(("text", "message"), [
     ("1,2,x", "rates: item 3 is not a number: 'x'"), ("1,0", "rates: item 2 must be a positive rate"),
     ("4,2", "rates: rates must increase"), ("1,1", "rates: rates must increase"),
+    ("5e-324,1", r"rates: item 1 must be at least one request a day \(1.16e-05\)"),
 ])
 def test_bad_rates_name_the_item(text: str, message: str) -> None:
     with pytest.raises(ConfigError, match=message):
@@ -103,6 +104,26 @@ def test_bad_config_names_the_field() -> None:
     assert (_config().step_seconds, _config().warmup_seconds) == (60.0, 10.0)  # steady state by default
     with pytest.raises(ConfigError, match="slo_quantile: unknown quantile 'p42'"):
         _config(slo_quantile="p42")
+
+
+@pytest.mark.parametrize(("field", "value", "message"), [
+    ("prompt_tokens", 1_048_577, "must be at most 1,048,576"),
+    ("output_tokens", 10**12, "must be at most 1,048,576"),
+    ("replicas", 10_000_001, "must be at most 10,000,000"),
+    ("gpus", 10**30, "must be at most 10,000,000"),
+    ("slo_seconds", 1e308, r"must be at most a day \(86400\)"),
+    ("max_lateness_seconds", float("inf"), r"must be within \(0, 3600\]"),
+    ("rates", (5e-324, 1.0), r"must be increasing rates of at least one request a day"),
+])
+def test_a_value_past_its_bound_is_refused_before_anything_is_sent(field: str, value: object, message: str) -> None:
+    """The flow's own check, whatever starts it (the CLI's flags are bounded too): past these a step builds absurd
+    prompts, or the capacity policy refuses the step's row only after its load was sent."""
+    with pytest.raises(ConfigError, match=f"^{field}: {message}"):
+        _config(**{field: value})
+    if field != "rates":
+        bound = {"prompt_tokens": 1_048_576, "output_tokens": 1_048_576, "replicas": 10_000_000,
+                 "gpus": 10_000_000, "slo_seconds": 86_400.0, "max_lateness_seconds": 3600.0}[field]
+        assert getattr(_config(**{field: bound}), field) == bound  # the bound itself is taken
 
 
 def _result(i: int, lateness: float | None, e2e: float | None = 0.5, ok: bool = True, at: float | None = None,

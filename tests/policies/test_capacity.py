@@ -117,9 +117,15 @@ def test_replicas_needed_is_the_ceiling_of_forecast_over_per_replica(
         (sweep((-1, 0.5)), {}, "row 1, column rate_rps: must be a positive number"),
         (sweep((1, 0.5), client_limited=["maybe"]), {}, "row 1, column client_limited: not true/false"),
         (sweep().iloc[0:0], {}, "no rows"),
+        (sweep((5e-324, 0.5)), {"forecast_rps": 5}, "row 1, column rate_rps: must be at least one request a day"),
+        (sweep((1, 0.5), replicas=5e-324), {}, "row 1, column replicas: must be at least 0.001"),
+        (sweep((1, 0.5), gpus=1e-4), {}, "row 1, column gpus: must be at least 0.001"),
+        (sweep((1, 1e308)), {}, "row 1, column latency_p95_s: must be at most a day (86400 s), or inf"),
+        (sweep((1, 0.5), latency_growth=[1e308]), {}, "row 1, column latency_growth: must be from 0 to"),
     ],
     ids=["no-gpus", "bad-quantile", "no-latency", "non-numeric", "empty-cell", "zero-replicas", "zero-gpus",
-         "duplicate-rate", "quality-floor-without-column", "quality-range", "negative-rate", "bad-flag", "empty"],
+         "duplicate-rate", "quality-floor-without-column", "quality-range", "negative-rate", "bad-flag", "empty",
+         "denormal-rate", "denormal-replicas", "tiny-gpus", "huge-latency", "huge-growth"],
 )
 def test_malformed_sweep_names_row_and_column(df: pd.DataFrame, kwargs: dict[str, object], message: str) -> None:
     args: dict[str, object] = {"slo_quantile": "p95", "slo_seconds": 1.0, "source": "s.csv", **kwargs}

@@ -63,6 +63,29 @@ def test_a_path_that_is_no_file_is_named(tmp_path: Path, missing: str) -> None:
         read_csv_table(tmp_path / missing)
 
 
+@pytest.mark.parametrize("device", ["/dev/zero", "/dev/null"])
+def test_a_file_that_is_not_a_regular_file_is_refused_unread(device: str) -> None:
+    """``/dev/zero`` was read until a ``MemoryError``; ``/dev/null`` was called an empty CSV."""
+    with pytest.raises(ConfigError) as caught:
+        read_csv_table(device)
+    assert str(caught.value) == f"{device}: is a character device, not a regular file: give the file itself"
+
+
+def test_a_file_larger_than_the_limit_is_refused_before_it_is_read(tmp_path: Path,
+                                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    """1 GiB (``gpuaas._input_file.MAX_CSV_BYTES``), lowered here to one byte less than the file."""
+    from gpuaas._input_file import MAX_CSV_BYTES
+
+    assert MAX_CSV_BYTES == 2**30
+    path = _file(tmp_path, SWEEP + "1,1,1,0.1,0.2,0.3,1.0\n")
+    size = path.stat().st_size
+    monkeypatch.setattr("gpuaas.sources.csv_table.MAX_CSV_BYTES", size - 1)  # the limit the reader passes
+    with pytest.raises(ConfigError) as caught:
+        read_csv_table(path)
+    assert str(caught.value) == (f"{path}: is {size} bytes, larger than the {size - 1} bytes an input file of this "
+                                 "kind may hold: is it the right file?")
+
+
 def test_a_sweep_with_one_field_more_on_every_row_is_refused_not_shifted(tmp_path: Path) -> None:
     path = _file(tmp_path, SWEEP + "1,1,1,0.1,0.2,0.3,1.0,1\n2,2,1,1,0.4,0.5,1.0,1\n")
     with pytest.raises(ConfigError, match=r"t\.csv: line 2: 8 fields, header has 7$"):

@@ -138,6 +138,19 @@ def _flag(df: pd.DataFrame, i: int, column: str, source: str) -> bool:
 
 MAX_RPS = 1e9
 """A rate past a billion requests per second is a typo, and an infinite one has no replica count."""
+MIN_RPS = 1 / 86_400
+"""A rate under one request a day measured nothing; over a denormal one (5e-324) a forecast needs infinitely
+many replicas, and the rate per replica of one rounds to 0."""
+MIN_COUNT = 0.001
+"""The fewest replicas or GPUs a row may name: a thousandth (a GPU shared by MIG or time-slicing is a seventh,
+or a few dozenth, of one); the rate per replica or per GPU over a denormal count is infinite."""
+MAX_LATENCY_S = 86_400.0
+"""A latency, or its growth within a step, of more than a day is no measurement (an SLO is at most a day too);
+``inf``, a step with no answer to time, is read as such."""
+_OTHER_RANGES = (("achieved_ratio", 0.0, 10.0, "from 0 to 10 (answers over requests offered)"),
+                 ("latency_growth", 0.0, 1e9, "from 0 to 1,000,000,000 (the last third's median over the first's)"),
+                 ("latency_growth_s", -MAX_LATENCY_S, MAX_LATENCY_S, "within a day (86400 s) either way"))
+"""The step's own columns, each within what a step can measure: a value past it is a typo or an overflow."""
 
 
 def validate_sweep(df: pd.DataFrame, quantile: str, *, need_quality: bool = False,
@@ -159,14 +172,26 @@ def validate_sweep(df: pd.DataFrame, quantile: str, *, need_quality: bool = Fals
         if not 0 < row["rate_rps"] <= MAX_RPS:
             raise ConfigError(f"row {i + 1}, column rate_rps: must be a positive number, at most {MAX_RPS:,.0f}, "
                               f"got {row['rate_rps']:g}", file=source)
+        if row["rate_rps"] < MIN_RPS:
+            raise ConfigError(f"row {i + 1}, column rate_rps: must be at least one request a day ({MIN_RPS:.3g}), "
+                              f"got {row['rate_rps']:g}", file=source)
         for name in ("replicas", "gpus"):
             if not 0 < row[name] <= MAX_GPUS:
                 raise ConfigError(f"row {i + 1}, column {name}: must be > 0, got {row[name]:g}" if row[name] <= 0
                                   else f"row {i + 1}, column {name}: must be at most {MAX_GPUS:,}, got {row[name]:g}",
                                   file=source)
+            if row[name] < MIN_COUNT:
+                raise ConfigError(f"row {i + 1}, column {name}: must be at least {MIN_COUNT:g} (a thousandth), "
+                                  f"got {row[name]:g}", file=source)
         for name in (c for c in columns if c.startswith(("latency_p", "ttft_"))):
             if row[name] < 0:
                 raise ConfigError(f"row {i + 1}, column {name}: a latency cannot be negative", file=source)
+            if MAX_LATENCY_S < row[name] < math.inf:
+                raise ConfigError(f"row {i + 1}, column {name}: must be at most a day ({MAX_LATENCY_S:.0f} s), or inf "
+                                  f"for a step with no answer, got {row[name]:g}", file=source)
+        for name, low, high, expected in _OTHER_RANGES:
+            if name in row and not low <= row[name] <= high:
+                raise ConfigError(f"row {i + 1}, column {name}: must be {expected}, got {row[name]:g}", file=source)
         if "quality" in row and not 0.0 <= row["quality"] <= 1.0:
             raise ConfigError(f"row {i + 1}, column quality: must be within 0..1, got {row['quality']:g}",
                               file=source)

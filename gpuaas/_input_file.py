@@ -18,11 +18,15 @@ from pathlib import Path
 
 from gpuaas.errors import ConfigError
 
-__all__ = ["MAX_CSV_BYTES", "MAX_YAML_BYTES", "read_input_bytes"]
+__all__ = ["MAX_CSV_BYTES", "MAX_TOKEN_BYTES", "MAX_YAML_BYTES", "read_input_bytes"]
 
 MAX_YAML_BYTES = 64 * 2**20
 """64 MiB: a policy, scenario, RBAC manifest or planner problem; the largest real one (a deadline problem of
 thousands of jobs) is a few MB, and PyYAML would take minutes over more."""
+
+MAX_TOKEN_BYTES = 2**16
+"""64 KiB: a bearer token file (a service account's token is about a kilobyte; a header of more is refused by
+most servers anyway)."""
 
 MAX_CSV_BYTES = 2**30
 """1 GiB: a trace, utilization export or load-test sweep; the published job traces the replays read are tens
@@ -39,7 +43,8 @@ def _size(count: int) -> str:
 
 def read_input_bytes(path: Path, limit: int, what: str | None = None) -> bytes:
     """The bytes of ``path``; a ``ConfigError`` naming it, before anything is read, when it is a device or a socket
-    (``is a character device, not a regular file``) or holds more than ``limit`` bytes (a pipe: sends more). ``what``: the file's role
+    (``is a character device, not a regular file``) or holds more than ``limit`` bytes (a pipe: sends more).
+    ``what``: the file's role
     (``policy file``), said first. An ``OSError`` (no such file, permission denied, a directory) is the caller's
     to word, as it words one from ``open``."""
     info = path.stat()  # follows links: a link to a regular file is one

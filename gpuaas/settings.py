@@ -20,6 +20,7 @@ from typing import Annotated, Literal
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, SecretStr, ValidationError, model_validator
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict, SettingsError
 
+from gpuaas._input_file import MAX_TOKEN_BYTES, read_input_bytes
 from gpuaas._secret_blocks import SECRET_BLOCKS, PrefectSecretBlocks, secret_block
 from gpuaas.errors import ConfigError, redact_endpoint
 from gpuaas.policy import Policy, load_policy
@@ -80,6 +81,8 @@ def _open_or_say_why(value: Path, open_it: Callable[[], object], what: str) -> N
         raise ValueError(f"{str(value)!r} is a directory, not {what}") from None
     except PermissionError:
         raise ValueError(f"{str(value)!r}: permission denied") from None
+    except ConfigError as exc:  # a device, or a file larger than it may be (read_input_bytes)
+        raise ValueError(str(exc)) from None
 
 
 def _ca_bundle(value: Path | None) -> Path | None:
@@ -134,7 +137,9 @@ def read_token_file(path: Path) -> str:
     """The token a token file holds (the blanks around it dropped), checked as ``_token`` checks a token;
     ``ValueError`` naming the file, never the token, when it cannot be read or cannot be sent."""
     try:
-        token = path.read_text(encoding="utf-8").strip()
+        token = read_input_bytes(path, MAX_TOKEN_BYTES, "token file").decode("utf-8").strip()
+    except ConfigError as exc:  # a device, or more than a token: said without reading it (nor showing it)
+        raise ValueError(str(exc)) from None
     except (OSError, UnicodeDecodeError) as exc:
         reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else "not UTF-8 text"
         raise ValueError(f"{path}: cannot read it: {reason.lower()}") from None
@@ -147,7 +152,7 @@ def read_token_file(path: Path) -> str:
 def _readable_file(value: Path | None) -> Path | None:
     """A token file must be there when the settings load; it is read again at each use (it rotates)."""
     if value is not None:
-        _open_or_say_why(value, value.read_bytes, "a file")
+        _open_or_say_why(value, lambda: read_input_bytes(value, MAX_TOKEN_BYTES, "token file"), "a file")
     return value
 
 

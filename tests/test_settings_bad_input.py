@@ -212,3 +212,18 @@ def test_a_database_url_password_parameter_is_never_printed(tmp_path: Any) -> No
         assert proc.returncode == 1 and "Traceback" not in proc.stderr
         assert SECRET not in proc.stdout + proc.stderr
         assert "postgresql://u@127.0.0.1:9/db?password=***" in proc.stderr
+
+
+def test_a_token_file_that_is_a_device_or_too_large_is_refused_unread(tmp_path: Any,
+                                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    """``/dev/zero`` as a token file was read until memory ran out when the settings loaded, and again at each
+    request; a file of more than a token is a wrong path. Both are one line naming the variable and the file."""
+    big = tmp_path / "token"
+    big.write_text("t" * (2**16 + 1))
+    for file, says in (("/dev/zero", "/dev/zero: token file is a character device, not a regular file"),
+                       (str(big), f"{big}: token file is 65,537 bytes, larger than the 65,536 bytes")):
+        monkeypatch.setenv("GPUAAS_PROMETHEUS_TOKEN_FILE", file)
+        with pytest.raises(ConfigError) as info:
+            load_settings()
+        assert str(info.value).startswith(f"environment: GPUAAS_PROMETHEUS_TOKEN_FILE: {says}"), str(info.value)
+        assert "\n" not in str(info.value) and "ttttt" not in str(info.value)

@@ -99,7 +99,7 @@ def test_a_queue_younger_than_min_history_days_lends_nothing_below_its_share(a_s
     assert a.history_seconds == {"h100": a_seconds}
     plan = plan_quotas(cohort.queues, cohort.limits)
     assert {c.queue: c.after for c in plan.changes} == {"a": a_after, "b": 32 - a_after}
-    young = "a has less than min_history_days=2 of its own history: it lends nothing below its share until it has"
+    young = "a has less than min_history_days=2 of its own history: it lends nothing below its share until it does"
     assert (young in plan.notes) == (a_after == 16)
 
 

@@ -431,7 +431,7 @@ def test_a_queue_with_too_little_history_of_its_own_lends_nothing_below_its_shar
     limits = QuotaLimits(16, 100, 32, 1, min_lend_history_s=2 * 86400)
     young = plan_quotas(queues(16, 86400.0), limits)
     assert after(young)[("a", "a100")] == 16 and young.moved_gpus == 0
-    assert "a has less than min_history_days=2 of its own history: it lends nothing below its share until it has" in (
+    assert "a has less than min_history_days=2 of its own history: it lends nothing below its share until it does" in (
         young.notes)
     assert after(plan_quotas(queues(16, 2 * 86400.0), limits))[("a", "a100")] == 8
     assert after(plan_quotas(queues(16, 86400.0), replace(limits, min_lend_history_s=0.0)))[("a", "a100")] == 8

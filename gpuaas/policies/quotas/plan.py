@@ -426,9 +426,9 @@ def new_queues(queues: Sequence[QueueDemand], limits: QuotaLimits) -> list[str]:
         return []
     days = f"min_history_days={limits.min_lend_history_s / 86400:g}"
     if len(names) == 1:
-        return [f"{names[0]} has less than {days} of its own history: it lends nothing below its share until it has"]
+        return [f"{names[0]} has less than {days} of its own history: it lends nothing below its share until it does"]
     return [f"{', '.join(names)} have less than {days} of their own history: they lend nothing below their share "
-            "until they have"]
+            "until they do"]
 
 
 def overloaded_flavors(cells: Sequence[Cell]) -> list[str]:

@@ -62,7 +62,7 @@ def _plan(settings: GpuaasSettings, now: datetime, cohort: str | None, window_da
         history = pd.DataFrame(columns=HISTORY_COLUMNS)
         logger.warning("queue history not read: %s", history_error)
     plan = plan_rebalance(settings, unwalked(snapshot), history, unwalked(pools), read_audit_view(settings, now),
-                          cohort, history_error, snapshot_id)
+                          cohort, history_error, snapshot_id, window_days)
     logger.info("plan: snapshot %s, %d cohorts, %d GPUs to move in %.2fs", snapshot_id, len(plan.cohorts),
                 plan.moved_gpus, time.monotonic() - started)
     return snapshot, pools, plan

@@ -45,10 +45,11 @@ def read_audit_view(settings: GpuaasSettings, now: datetime) -> op.RebalanceAudi
 @gpuaas_task("plan-quotas", timeout_seconds=300)
 def plan_rebalance(settings: GpuaasSettings, snapshot: Snapshot, history: pd.DataFrame, pools: list[PoolPlan],
                    audit: op.RebalanceAuditView, cohort: str | None, history_error: str | None,
-                   snapshot_id: int) -> op.RebalancePlan:
-    """Demand, then the MILP, per cohort; a contradictory or infeasible cohort is explained, not raised."""
+                   snapshot_id: int, window_days: float | None = None) -> op.RebalancePlan:
+    """Demand, then the MILP, per cohort; a contradictory or infeasible cohort is explained, not raised.
+    ``window_days``: the history window the run read (``--history-days``, else the policy's)."""
     return op.plan(snapshot, history, settings.policy, audit=audit, pools=pools, cohort=cohort,
-                   history_error=history_error, snapshot_id=snapshot_id,
+                   history_error=history_error, snapshot_id=snapshot_id, window_days=window_days,
                    held=settings.policy.frozen_tenants(WritingFlow.rebalance, datetime.now(UTC)))
 
 

@@ -127,7 +127,10 @@ def no_reversal_start(now: datetime, days: float) -> datetime:
     rule: ``days`` nights back, and the two hours ``MOVES_WINDOW`` leaves short of a day besides. A move made
     by the nightly run ``days`` nights ago is stamped a minute or so after that night's start, so a window of
     exactly ``days`` would count it on one night and not on the next, by seconds of start-time jitter; with
-    the slack it counts on every night up to that one, as in the replay, which sums its last ``days`` nights."""
+    the slack it counts on every night up to that one, as in the replay, which sums its last ``days`` nights.
+    ``days`` 0 turns the rule off: no move counts, as none does in the replay."""
+    if days <= 0:
+        return now
     return now - timedelta(days=days) - (timedelta(days=1) - MOVES_WINDOW)
 
 
@@ -205,13 +208,14 @@ def hold_frozen(demand: CohortDemand, policy: Policy, held: Mapping[str, FreezeO
 def plan(snapshot: Snapshot, history: pd.DataFrame, policy: Policy, *, audit: RebalanceAuditView | None = None,
          pools: Sequence[PoolPlan] = (), cohort: str | None = None, history_error: str | None = None,
          snapshot_id: int | None = None, gpu_resources: Sequence[str] = GPU_RESOURCES,
-         held: Mapping[str, FreezeOn] | None = None) -> RebalancePlan:
+         held: Mapping[str, FreezeOn] | None = None, window_days: float | None = None) -> RebalancePlan:
     """The whole decision for every cohort (only ``cohort`` when given). Pure.
 
     ``history``: the per-queue percentiles (``gpuaas.sources.queue_history``), empty when it could
     not be read (``history_error`` then says why, and the plan is degraded); ``pools``: the
     deadline plans, whose GPUs per queue are part of the demand; ``audit``: ``read_audit_view``'s answer;
-    ``held``: the tenants a change freeze holds back (``Policy.frozen_tenants``), whose queues keep their quota.
+    ``held``: the tenants a change freeze holds back (``Policy.frozen_tenants``), whose queues keep their quota;
+    ``window_days``: the window ``history`` was read over (the policy's ``usage_lookback_days`` when None).
     Raises ``ConfigError`` (field ``cohort``) for a ``cohort`` that holds no GPU quota: a typo in a nightly
     job must not read as "nothing to rebalance".
     """
@@ -224,7 +228,7 @@ def plan(snapshot: Snapshot, history: pd.DataFrame, policy: Policy, *, audit: Re
                               field="cohort")
     demands = cohort_demands(snapshot, history, policy, deadline_gpus=deadline_gpus_per_queue(pools, snapshot),
                              recent_change=audit.recent_change, moved_24h=audit.moved_24h,
-                             gpu_resources=gpu_resources,
+                             gpu_resources=gpu_resources, window_days=window_days,
                              cohorts=[cohort] if cohort else ())
     demands = [hold_frozen(d, policy, held or {}) for d in demands]
     return RebalancePlan(cohorts=[plan_cohort(d, snapshot.quotas, gpu_resources) for d in demands],

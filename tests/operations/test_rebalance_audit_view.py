@@ -194,3 +194,11 @@ def test_the_no_reversal_window_counts_the_same_nights_whatever_the_start_times_
     store.close()
     assert view.recent_change == {("team-b-cq", "h100"): 7, ("team-c-cq", "h100"): -7}
     assert view.moved_24h == {}  # last night's move is not tonight's to spend
+
+
+def test_no_reversal_days_0_counts_no_move(store: Store) -> None:
+    """The rule off: the move made 6 hours ago does not hold anyone back (the night's cap still counts it)."""
+    policy = Policy.model_validate({"rebalance": {"no_reversal_days": 0}})
+    view = read_audit_view(store, policy, datetime.now(UTC))
+    assert view.recent_change == {}
+    assert view.moved_24h == MOVED

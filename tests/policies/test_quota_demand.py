@@ -84,10 +84,12 @@ def test_a_plan_held_by_the_short_historys_cap_names_that_cap_not_the_policys() 
             "history) for the whole plan") in b.reason
 
 
-@pytest.mark.parametrize(("a_seconds", "a_after"), [(5 * 3600, 16), (2 * DAY - 60, 16), (2 * DAY, 8)])
+@pytest.mark.parametrize(("a_seconds", "a_after"),
+                         [(5 * 3600, 16), (2 * DAY - 2 * 3600, 16), (2 * DAY - 1800, 8), (2 * DAY, 8)])
 def test_a_queue_younger_than_min_history_days_lends_nothing_below_its_share(a_seconds: float, a_after: int) -> None:
     # The cohort has a week of history, but queue a was created 5 hours ago and has used nothing yet; b wants 8
-    # more (both reclaimWithinCohort: Never, so a quiet queue lends). Its own samples, not the cohort's, say how long it has been quiet: it lends once they cover 2 days.
+    # more (both reclaimWithinCohort: Never, so a quiet queue lends). Two days less half an hour of samples count
+    # as two days (a scrape gap of up to an hour); less two hours do not. Its own samples, not the cohort's, say how long it has been quiet: it lends once they cover 2 days.
     from gpuaas.policies.quotas import plan_quotas
 
     snap = snapshot([("a", "c", "h100", 16, 0.0), ("b", "c", "h100", 16, 16.0)], {"b": (8.0, 3600.0)})
@@ -99,8 +101,42 @@ def test_a_queue_younger_than_min_history_days_lends_nothing_below_its_share(a_s
     assert a.history_seconds == {"h100": a_seconds}
     plan = plan_quotas(cohort.queues, cohort.limits)
     assert {c.queue: c.after for c in plan.changes} == {"a": a_after, "b": 32 - a_after}
-    young = "a has less than min_history_days=2 of its own history: it lends nothing below its share until it does"
+    young = "a has less than min_history_days of its own history: it lends nothing below its share until it has that much"
     assert (young in plan.notes) == (a_after == 16)
+
+
+@pytest.mark.parametrize("window_days", [1.0, 0.5])
+def test_a_window_shorter_than_min_history_days_is_enough_history_once_it_is_full(window_days: float) -> None:
+    # usage_lookback_days (or --history-days) of a day: no history can be longer, so a full one is enough to lend
+    # on, and the cohort is not capped as a short history, whatever min_history_days says.
+    from gpuaas.policies.quotas import plan_quotas
+
+    snap = snapshot([("a", "c", "h100", 16, 0.0), ("b", "c", "h100", 16, 16.0)], {"b": (8.0, 3600.0)})
+    snap.quotas["reclaim_within_cohort"] = "Never"
+    seconds = window_days * DAY - 300  # one 5-minute sample short of the window
+    hist = history(full("a", "h100", 0, seconds=seconds) + full("b", "h100", 16, seconds=seconds))
+    [cohort] = cohort_demands(snap, hist, Policy(), window_days=window_days)
+    assert not cohort.little_history and cohort.notes == []
+    assert {c.queue: c.after for c in plan_quotas(cohort.queues, cohort.limits).changes} == {"a": 8, "b": 24}
+    [policy_window] = cohort_demands(snap, hist, Policy.model_validate({"rebalance": {
+        "usage_lookback_days": window_days}}))
+    assert policy_window.limits == cohort.limits
+
+
+def test_no_quota_history_at_all_lends_nothing_and_says_which_metric_is_missing() -> None:
+    # Prometheus answered, but no queue of the cohort has a kueue_cluster_queue_nominal_quota sample (Kueue's
+    # metrics.enableClusterQueueResources off): demand is what the queues hold now, and nobody lends on that.
+    from gpuaas.policies.quotas import plan_quotas
+
+    snap = snapshot([("a", "c", "h100", 16, 0.0), ("b", "c", "h100", 16, 16.0)], {"b": (8.0, 3600.0)})
+    snap.quotas["reclaim_within_cohort"] = "Never"
+    [cohort] = cohort_demands(snap, history([]), Policy())
+    assert cohort.little_history
+    assert cohort.notes[0] == (
+        "no quota history for any queue of cohort c (Kueue's kueue_cluster_queue_nominal_quota has no samples in "
+        "the window: Kueue exports it with metrics.enableClusterQueueResources: true): planned from what the "
+        "queues hold now, and nothing is lent below a share")
+    assert {c.queue: c.after for c in plan_quotas(cohort.queues, cohort.limits).changes} == {"a": 16, "b": 16}
 
 
 def test_a_cell_without_history_falls_back_to_what_it_holds_now() -> None:

@@ -417,7 +417,13 @@ def test_a_queue_that_cannot_reclaim_keeps_its_last_gpus_however_quiet(
                           weight=a_weight),
               QueueDemand("b", {"a100": 16 - a_nominal}, {"a100": 48.0}, reclaims=False, busiest={"a100": 48.0})]
     limits = QuotaLimits(16, 100, 32, 1, no_reclaim_keep_gpus=keep)
-    assert after(plan_quotas(queues, limits))[("a", "a100")] == a_after
+    plan = plan_quotas(queues, limits)
+    assert after(plan)[("a", "a100")] == a_after
+    held = keep > 0  # the floor stopped the lending (at 1 GPU, a 1-GPU share: all a holds or is owed)
+    note = "a cannot reclaim what it lends: it keeps no_reclaim_keep_gpus of its share"
+    assert (note in plan.notes) == held
+    [a] = [c for c in plan.changes if c.queue == "a"]
+    assert a.reason.endswith("; it cannot reclaim what it lends: it keeps no_reclaim_keep_gpus of its share") == held
     assert after(plan_quotas([replace(queues[0], reclaims=True), queues[1]], limits))[("a", "a100")] == 0
 
 
@@ -431,7 +437,7 @@ def test_a_queue_with_too_little_history_of_its_own_lends_nothing_below_its_shar
     limits = QuotaLimits(16, 100, 32, 1, min_lend_history_s=2 * 86400)
     young = plan_quotas(queues(16, 86400.0), limits)
     assert after(young)[("a", "a100")] == 16 and young.moved_gpus == 0
-    assert "a has less than min_history_days=2 of its own history: it lends nothing below its share until it does" in (
+    assert "a has less than min_history_days of its own history: it lends nothing below its share until it has that much" in (
         young.notes)
     assert after(plan_quotas(queues(16, 2 * 86400.0), limits))[("a", "a100")] == 8
     assert after(plan_quotas(queues(16, 86400.0), replace(limits, min_lend_history_s=0.0)))[("a", "a100")] == 8

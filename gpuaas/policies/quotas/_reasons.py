@@ -10,14 +10,26 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from enum import Enum
 from typing import Protocol
 
 from gpuaas.policy import MOVES_WINDOW
 
-__all__ = ["MOVES_WINDOW_WORDS", "Cell", "reasons_for"]
+__all__ = ["MOVES_WINDOW_WORDS", "Cell", "Kept", "reasons_for"]
 
 MOVES_WINDOW_WORDS = f"{MOVES_WINDOW.total_seconds() / 3600:g} hours"
 """How the reasons and notes name the window whose moves a plan counts as spent ("22 hours")."""
+
+
+class Kept(Enum):
+    """The lending rule that set how far a queue may lend (``Cell.step_down``) below what its demand leaves."""
+
+    NONE = ""
+    SHARE_RECLAIMS = "it can reclaim, and borrowing already lends its idle quota: it lends nothing below its share"
+    KEEP_FACTOR = ("it cannot reclaim what it lends, in a cohort full at its busiest: it keeps no_reclaim_keep_factor "
+                   "times its busiest demand, up to its share")
+    KEEP_GPUS = "it cannot reclaim what it lends: it keeps no_reclaim_keep_gpus of its share"
+    YOUNG = "it has too little history of its own to lend on (min_history_days): it lends nothing below its share"
 
 
 class _Limits(Protocol):
@@ -59,6 +71,8 @@ class Cell:
     gained_24h: int = 0
     """What plans applied in the moves window (``MOVES_WINDOW``) already gave it: spent of the night's step."""
     lost_24h: int = 0
+    kept: Kept = Kept.NONE
+    """The rule that keeps it from lending as far as its demand would leave (none when nothing did)."""
 
     @property
     def floor(self) -> int:
@@ -99,6 +113,8 @@ def reasons_for(cells: Sequence[Cell], after: Sequence[int], limits: _Limits) ->
         elif a < c.before:
             text = (f"{c.before} -> {a} ({a - c.before} to {partners[i]}): {evidence}{demand}"
                     f"{_owed(c)}, {_num(max(0.0, a - c.demand))} above demand after the move")
+            if c.kept is not Kept.NONE and a == c.floor and a - c.demand >= 1:
+                text += f"; {c.kept.value}"
             if short_after > 0:
                 text += (f" (short {_num(short_after)}: another queue is shorter for its weight, or is owed its "
                          "guarantee)")
@@ -112,6 +128,8 @@ def reasons_for(cells: Sequence[Cell], after: Sequence[int], limits: _Limits) ->
                 text += ", fits"
             elif c.recent > 0 and c.step_down == 0:
                 text += f", {_num(surplus)} above demand; gained {c.recent} recently, so gives none back (no reversal)"
+            elif short.get(c.flavor) and c.kept is not Kept.NONE and a == c.floor:
+                text += f", {_num(surplus)} above demand; {c.kept.value}"
             elif short.get(c.flavor):
                 text += (f", {_num(surplus)} above demand, but no queue short of {c.flavor} may take it "
                          "(steps, guarantees, recent changes, the plan's cap)")
@@ -145,7 +163,8 @@ def _why_not_more(c: Cell, a: int, moved: int, limits: _Limits) -> str:
         if limits.moved_24h_gpus:
             return f"limited by {cap} a night, {limits.moved_24h_gpus} of it moved in the last {MOVES_WINDOW_WORDS}"
         return f"limited by {cap} for the whole plan"
-    return ("no other queue can give more (each is at its demand, guarantee, step, or recent gain"
+    return ("no other queue can give more (each is at its demand, guarantee, step, recent gain, or what a "
+            "lending rule keeps: see the notes"
             + (f", or the change would be under hysteresis_gpus={limits.hysteresis_gpus}"
                if limits.hysteresis_gpus >= 2 else "") + ")")
 

@@ -47,7 +47,7 @@ from gpuaas.policies.quotas.plan import QueueDemand, QuotaLimits
 from gpuaas.policy import Policy, RebalancePolicy
 
 __all__ = ["CohortDemand", "cell_demand", "cohort_demands", "deadline_gpus_of_problems", "deadline_gpus_per_queue",
-           "limits_of", "pending_demand", "reachable_gpus", "short_history"]
+           "history_needed", "limits_of", "pending_demand", "reachable_gpus", "short_history"]
 
 Cell = tuple[str, str]
 
@@ -66,14 +66,28 @@ class CohortDemand:
     """(queue, flavor) -> GPUs quota-reserved now: a new quota below it creates borrowing."""
 
 
-def limits_of(policy: RebalancePolicy) -> QuotaLimits:
+HISTORY_GAP_S = 3600.0
+"""The samples a history may miss and still count as covering its span: an hour (a Prometheus restart, a scrape
+gap), or a twentieth of a window shorter than a day."""
+
+
+def history_needed(policy: RebalancePolicy, window_days: float | None = None) -> float:
+    """Seconds of history that count as enough to lend on: ``min_history_days``, or the whole window the run
+    reads when that is shorter (``usage_lookback_days``, or ``--history-days``: no history can be longer), less
+    ``HISTORY_GAP_S``. Never below 0: ``min_history_days`` 0 turns the short-history rules off."""
+    window_s = (policy.usage_lookback_days if window_days is None else window_days) * 86400
+    return max(0.0, min(policy.min_history_days * 86400, window_s) - min(HISTORY_GAP_S, 0.05 * window_s))
+
+
+def limits_of(policy: RebalancePolicy, window_days: float | None = None) -> QuotaLimits:
+    """The planner's limits under ``policy``, for a run reading ``window_days`` of history (the policy's when None)."""
     return QuotaLimits(max_step_gpus=policy.max_step_gpus, max_step_percent=policy.max_step_percent,
                        max_total_moved_gpus=policy.max_total_moved_gpus, hysteresis_gpus=policy.hysteresis_gpus,
                        min_step_gpus=policy.min_step_gpus, lend_reserve=policy.lend_reserve,
                        no_reclaim_keep_factor=policy.no_reclaim_keep_factor,
                        no_reclaim_keep_gpus=policy.no_reclaim_keep_gpus,
                        reclaiming_lends=policy.reclaiming_lends,
-                       min_lend_history_s=policy.min_history_days * 86400)
+                       min_lend_history_s=history_needed(policy, window_days))
 
 
 def pending_demand(median: float, now: float, oldest_wait_s: float, policy: RebalancePolicy) -> float:
@@ -212,11 +226,12 @@ def cohort_demands(snapshot: Snapshot, history: pd.DataFrame, policy: Policy, *,
                    recent_change: Mapping[Cell, int] | None = None,
                    moved_24h: Mapping[Cell, tuple[int, int]] | None = None,
                    gpu_resources: Sequence[str] = ("nvidia.com/gpu",),
-                   cohorts: Sequence[str] = ()) -> list[CohortDemand]:
+                   cohorts: Sequence[str] = (), window_days: float | None = None) -> list[CohortDemand]:
     """One ``CohortDemand`` per cohort (only ``cohorts`` when given), sorted by name.
 
     ``moved_24h``: (queue, flavor) -> (GPUs gained, lost) by plans applied in the last 22 hours
-    (``gpuaas.policy.MOVES_WINDOW``), which the night's steps and total cap have spent."""
+    (``gpuaas.policy.MOVES_WINDOW``), which the night's steps and total cap have spent; ``window_days``: the
+    window ``history`` was read over (the policy's ``usage_lookback_days`` when None)."""
     rb = policy.rebalance
     deadline_gpus = deadline_gpus or {}
     recent_change = recent_change or {}
@@ -303,7 +318,7 @@ def cohort_demands(snapshot: Snapshot, history: pd.DataFrame, policy: Policy, *,
                 moved_24h={f: moved_24h[(queue, f)] for f in flavors if (queue, f) in moved_24h},
                 history_seconds={f: stats.get((queue, f, "history_seconds"), 0.0) for f in flavors},
             ))
-        limits = limits_of(rb)
+        limits = limits_of(rb, window_days)
         spent = sum(moved_24h.get(cell, (0, 0))[0] for cell in nominal)
         if spent:
             limits = replace(limits, moved_24h_gpus=spent)
@@ -318,6 +333,10 @@ def cohort_demands(snapshot: Snapshot, history: pd.DataFrame, policy: Policy, *,
             notes.append(f"{spent} GPUs of quota already moved in this cohort in the last {MOVES_WINDOW_WORDS}: at "
                          f"most {limits.total_left} more for now (max_total_moved_gpus={limits.max_total_moved_gpus}), "
                          "and each queue's step less what it already moved")
+        if not history_s:
+            notes.append(f"no quota history for any queue of cohort {cohort} (Kueue's kueue_cluster_queue_nominal_quota "
+                         "has no samples in the window: Kueue exports it with metrics.enableClusterQueueResources: "
+                         "true): planned from what the queues hold now, and nothing is lent below a share")
         limits, little = short_history(limits, history_s, rb, notes)
         out.append(CohortDemand(str(cohort), queues, limits, history_s, little, notes, dict(reserved)))
     return out
@@ -325,9 +344,10 @@ def cohort_demands(snapshot: Snapshot, history: pd.DataFrame, policy: Policy, *,
 
 def short_history(limits: QuotaLimits, history_s: float, rb: RebalancePolicy,
                   notes: list[str]) -> tuple[QuotaLimits, bool]:
-    """The limits for a cohort with ``history_s`` of history, and whether that is less than ``min_history_days``:
-    then at most one step (``max_step_gpus``) moves in all, and ``notes`` gets a sentence saying so."""
-    if history_s >= rb.min_history_days * 86400:
+    """The limits for a cohort with ``history_s`` of history, and whether that is too little to lend on
+    (``limits.min_lend_history_s``, ``history_needed``): then at most one step (``max_step_gpus``) moves in all,
+    and ``notes`` gets a sentence saying so."""
+    if history_s >= limits.min_lend_history_s:
         return limits, False
     if limits.max_step_gpus < limits.max_total_moved_gpus:
         limits = replace(limits, max_total_moved_gpus=limits.max_step_gpus, total_cap=(

@@ -57,7 +57,7 @@ from typing import Any
 from gpuaas.errors import ConfigError, PolicyError
 from gpuaas.models import MAX_GPUS
 from gpuaas.policies.quotas._milp import owed_multiplier, segment_cost, solve_lexicographic
-from gpuaas.policies.quotas._reasons import Cell, reasons_for
+from gpuaas.policies.quotas._reasons import Cell, Kept, reasons_for
 
 __all__ = [
     "QueueDemand",
@@ -68,7 +68,6 @@ __all__ = [
     "full_flavors",
     "keeps_share",
     "kept_shares",
-    "new_queues",
     "plan_quotas",
     "overloaded",
     "plan_to_dict",
@@ -333,22 +332,35 @@ def _cells(queues: Sequence[QueueDemand], limits: QuotaLimits) -> list[Cell]:
             if demand < share[(q.name, flavor)]:
                 demand += limits.lend_reserve * (share[(q.name, flavor)] - demand)
             up, down = share_steps(before, demand, share[(q.name, flavor)], recent, step, gained, lost)
-            if not q.reclaims and flavor in full:
-                busiest = max(demand, float(q.busiest.get(flavor, 0.0)))
-                down = keeps_share(before, share[(q.name, flavor)], down, busiest, limits.no_reclaim_keep_factor)
-            if not q.reclaims:
-                kept = min(math.floor(share[(q.name, flavor)] + 1e-9), limits.no_reclaim_keep_gpus)
-                down = min(down, max(0, before - kept))
-            new = q.history_seconds.get(flavor, math.inf) < limits.min_lend_history_s
-            if new or (q.reclaims and not limits.reclaiming_lends):
-                down = min(down, max(0, before - math.floor(share[(q.name, flavor)] + 1e-9)))
+            down, kept = _lending_rules(q, flavor, before, down, demand, share[(q.name, flavor)], flavor in full, limits)
             cells.append(Cell(
                 queue=q.name, flavor=flavor, before=before, demand=demand,
                 guaranteed=guaranteed, weight=float(q.weight), recent=recent, step=step,
                 step_up=up, step_down=down, gained_24h=gained, lost_24h=lost,
-                evidence=q.evidence.get(flavor, ""), share=share[(q.name, flavor)],
+                evidence=q.evidence.get(flavor, ""), share=share[(q.name, flavor)], kept=kept,
             ))
     return cells
+
+
+def _lending_rules(q: QueueDemand, flavor: str, before: int, down: int, demand: float, share: float, full: bool,
+                   limits: QuotaLimits) -> tuple[int, Kept]:
+    """``down`` (the most the queue may lose) after the lending rules, and the rule that lowered it last."""
+    owed = math.floor(share + 1e-9)
+    limits_down = []
+    if not q.reclaims and full:
+        busiest = max(demand, float(q.busiest.get(flavor, 0.0)))
+        limits_down.append((keeps_share(before, share, down, busiest, limits.no_reclaim_keep_factor), Kept.KEEP_FACTOR))
+    if not q.reclaims:
+        limits_down.append((max(0, before - min(owed, limits.no_reclaim_keep_gpus)), Kept.KEEP_GPUS))
+    if q.history_seconds.get(flavor, math.inf) < limits.min_lend_history_s:
+        limits_down.append((max(0, before - owed), Kept.YOUNG))
+    if q.reclaims and not limits.reclaiming_lends:
+        limits_down.append((max(0, before - owed), Kept.SHARE_RECLAIMS))
+    kept = Kept.NONE
+    for most, rule in limits_down:
+        if most < down:
+            down, kept = most, rule
+    return down, kept
 
 
 def share_steps(before: int, demand: float, share: float, recent: int, step: int,
@@ -400,35 +412,38 @@ def plan_quotas(queues: Sequence[QueueDemand], limits: QuotaLimits) -> QuotaPlan
         shortfall_cost_before=sum(segment_cost(c.demand, c.weight, c.before, c.share, owed) for c in cells),
         unmet_guarantees=[f"{c.queue} {c.flavor}: {a} of guaranteed {c.guaranteed} (+{c.step_up} a run at most)"
                           for c, a in zip(cells, after) if a < c.guaranteed],
-        notes=solution.notes + overloaded(cells) + kept_shares(queues) + new_queues(queues, limits),
+        notes=solution.notes + overloaded(cells) + kept_shares(cells, after),
         overloaded=overloaded_flavors(cells),
     )
 
 
-def kept_shares(queues: Sequence[QueueDemand]) -> list[str]:
-    """One sentence per full flavor where a queue that cannot reclaim keeps its share: why it lends nothing."""
-    full = full_flavors(queues)
+def kept_shares(cells: Sequence[Cell], after: Sequence[int]) -> list[str]:
+    """One sentence per lending rule that held a queue back tonight, naming the queues it held (none: no sentence).
+
+    Held: the plan left the queue at the least the rule allows it, with a GPU or more above its demand. Why only
+    those: a note names what the operator can change (the rule's setting) for a queue it changed; a rule that
+    held nobody back is noise."""
+    held = [c for c, a in zip(cells, after, strict=True) if c.kept is not Kept.NONE and a == c.floor and a - c.demand >= 1]
     out = []
-    for flavor in sorted(full):
-        names = [q.name for q in queues if flavor in q.nominal and not q.reclaims]
+    for flavor in sorted({c.flavor for c in held}):
+        names = sorted(c.queue for c in held if c.flavor == flavor and c.kept is Kept.KEEP_FACTOR)
         if names:
+            one = len(names) == 1
             out.append(f"{flavor}: the cohort was full at its busiest this window; {', '.join(names)} cannot reclaim "
-                       "what they lend (no cohort, or reclaimWithinCohort: Never) and lend only beyond "
-                       "no_reclaim_keep_factor times their busiest demand")
+                       f"what {'it lends' if one else 'they lend'} (no cohort, or reclaimWithinCohort: Never) and "
+                       f"{'lends' if one else 'lend'} only beyond no_reclaim_keep_factor times the busiest demand")
+    young = sorted({c.queue for c in held if c.kept is Kept.YOUNG})
+    if young:
+        one = len(young) == 1
+        out.append(f"{', '.join(young)} {'has' if one else 'have'} less than min_history_days of "
+                   f"{'its' if one else 'their'} own history: {'it lends' if one else 'they lend'} nothing below "
+                   f"{'its' if one else 'their'} share until {'it has' if one else 'they have'} that much")
+    keeping = sorted({c.queue for c in held if c.kept is Kept.KEEP_GPUS})
+    if keeping:
+        one = len(keeping) == 1
+        out.append(f"{', '.join(keeping)} cannot reclaim what {'it lends' if one else 'they lend'}: "
+                   f"{'it keeps' if one else 'they keep'} no_reclaim_keep_gpus of {'its' if one else 'their'} share")
     return out
-
-
-def new_queues(queues: Sequence[QueueDemand], limits: QuotaLimits) -> list[str]:
-    """One sentence naming the queues with too little history of their own to lend: why they lend nothing."""
-    names = sorted({q.name for q in queues for f in q.nominal
-                    if q.history_seconds.get(f, math.inf) < limits.min_lend_history_s})
-    if not names:
-        return []
-    days = f"min_history_days={limits.min_lend_history_s / 86400:g}"
-    if len(names) == 1:
-        return [f"{names[0]} has less than {days} of its own history: it lends nothing below its share until it does"]
-    return [f"{', '.join(names)} have less than {days} of their own history: they lend nothing below their share "
-            "until they do"]
 
 
 def overloaded_flavors(cells: Sequence[Cell]) -> list[str]:

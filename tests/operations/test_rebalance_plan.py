@@ -105,3 +105,13 @@ def test_a_history_window_beyond_a_year_is_refused_by_name() -> None:
     for bad in (0, -1, 366.5, 100_000):
         with pytest.raises(ConfigError, match=r"^history_days: must be above 0 and at most 366 days"):
             history_window(bad, Policy())
+
+
+@pytest.mark.parametrize(("window_days", "little"), [(None, True), (1.0, False)])
+def test_the_runs_history_window_decides_whether_a_days_history_is_short(window_days: float | None,
+                                                                         little: bool) -> None:
+    """A day of samples is short against the policy's 7-day window, and the whole of a ``--history-days 1``
+    run's: the window the flow read reaches the demand."""
+    rows = [{"cluster_queue": q, "flavor": "h100", "stat": "history_seconds", "value": 86400.0} for q in ("a", "b")]
+    [c] = plan(snapshot(a_cpu_quota=64.0), pd.DataFrame(rows), Policy(), window_days=window_days).cohorts
+    assert c.demand.little_history is little

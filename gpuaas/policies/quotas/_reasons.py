@@ -15,7 +15,7 @@ from typing import Protocol
 
 from gpuaas.policy import MOVES_WINDOW
 
-__all__ = ["MOVES_WINDOW_WORDS", "Cell", "Kept", "reasons_for"]
+__all__ = ["MOVES_WINDOW_WORDS", "Cell", "Kept", "kept_shares", "overloaded", "overloaded_flavors", "reasons_for"]
 
 MOVES_WINDOW_WORDS = f"{MOVES_WINDOW.total_seconds() / 3600:g} hours"
 """How the reasons and notes name the window whose moves a plan counts as spent ("22 hours")."""
@@ -203,3 +203,64 @@ def _join(parts: list[str]) -> str:
     if len(parts) == 1:
         return parts[0].rsplit(" ", 1)[0]
     return ", ".join(parts)
+
+
+def kept_shares(cells: Sequence[Cell], after: Sequence[int]) -> list[str]:
+    """One sentence per lending rule that held a queue back tonight, naming the queues it held (none: no sentence).
+
+    Held: the plan left the queue at the least the rule allows it, with a GPU or more above its demand. Why only
+    those: a note names what the operator can change (the rule's setting) for a queue it changed; a rule that
+    held nobody back is noise."""
+    held = [c for c, a in zip(cells, after, strict=True) if c.kept is not Kept.NONE and a == c.floor and a - c.demand >= 1]
+    out = []
+    for flavor in sorted({c.flavor for c in held}):
+        names = sorted(c.queue for c in held if c.flavor == flavor and c.kept is Kept.KEEP_FACTOR)
+        if names:
+            one = len(names) == 1
+            out.append(f"{flavor}: the cohort was full at its busiest this window; {', '.join(names)} cannot reclaim "
+                       f"what {'it lends' if one else 'they lend'} (no cohort, or reclaimWithinCohort: Never) and "
+                       f"{'lends' if one else 'lend'} only beyond no_reclaim_keep_factor times the busiest demand")
+    young = sorted({c.queue for c in held if c.kept is Kept.YOUNG})
+    if young:
+        one = len(young) == 1
+        out.append(f"{', '.join(young)} {'has' if one else 'have'} less than min_history_days of "
+                   f"{'its' if one else 'their'} own history: {'it lends' if one else 'they lend'} nothing below "
+                   f"{'its' if one else 'their'} share until {'it has' if one else 'they have'} that much")
+    keeping = sorted({c.queue for c in held if c.kept is Kept.KEEP_GPUS})
+    if keeping:
+        one = len(keeping) == 1
+        out.append(f"{', '.join(keeping)} cannot reclaim what {'it lends' if one else 'they lend'}: "
+                   f"{'it keeps' if one else 'they keep'} no_reclaim_keep_gpus of {'its' if one else 'their'} share")
+    return out
+
+
+def overloaded_flavors(cells: Sequence[Cell]) -> list[str]:
+    """The flavors where every queue wants at least its share (and together more than the cohort has)."""
+    out = []
+    for flavor in sorted({c.flavor for c in cells}):
+        members = [c for c in cells if c.flavor == flavor]
+        wanted = sum(c.demand for c in members)
+        if len(members) > 1 and wanted > sum(c.before for c in members) and all(
+                c.demand >= c.share - 1e-9 for c in members):
+            out.append(flavor)
+    return out
+
+
+def overloaded(cells: Sequence[Cell]) -> list[str]:
+    """One sentence per flavor where every queue wants at least its share: quota moves cannot meet the demand.
+
+    The most a move can do there is bring each queue to its share; where every queue holds it already (to
+    a GPU), no move helps at all. Either way the honest answer is more GPUs; the deadline plan's extra GPUs
+    is the signal that says how many.
+    """
+    out = []
+    for flavor in sorted({c.flavor for c in cells}):
+        members = [c for c in cells if c.flavor == flavor]
+        total, wanted = sum(c.before for c in members), sum(c.demand for c in members)
+        if len(members) > 1 and wanted > total and all(c.demand >= c.share - 1e-9 for c in members):
+            at_share = all(abs(c.before - c.share) < 1 for c in members)
+            moves = ("moving quota cannot help" if at_share
+                     else "moving quota can only bring each queue toward its share")
+            out.append(f"{flavor}: every queue wants at least its share ({wanted:g} GPUs wanted of {total}): {moves}; "
+                       "more GPUs can (see the deadline plan's extra GPUs, gpuaas_extra_gpus_needed)")
+    return out

@@ -54,10 +54,10 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from gpuaas.errors import ConfigError, PolicyError
-from gpuaas.models import MAX_GPUS
+from gpuaas.errors import PolicyError
 from gpuaas.policies.quotas._milp import owed_multiplier, segment_cost, solve_lexicographic
-from gpuaas.policies.quotas._reasons import Cell, Kept, reasons_for
+from gpuaas.policies.quotas._reasons import Cell, Kept, kept_shares, overloaded, overloaded_flavors, reasons_for
+from gpuaas.policies.quotas._validate import validate_quota_input
 
 __all__ = [
     "QueueDemand",
@@ -186,90 +186,6 @@ class QuotaPlan:
 
 class QuotaPlanInfeasible(PolicyError):
     """The solver found no assignment (staying put always is one, so this means a solver fault)."""
-
-
-def validate_quota_input(queues: Sequence[QueueDemand], limits: QuotaLimits) -> None:
-    """Refuse contradictory input with a ConfigError naming the field (``queues[1].demand.h100``)."""
-    for name in ("max_step_gpus", "max_total_moved_gpus", "hysteresis_gpus", "min_step_gpus", "moved_24h_gpus",
-                 "no_reclaim_keep_gpus"):
-        value = getattr(limits, name)
-        if not isinstance(value, int) or isinstance(value, bool) or not 0 <= value <= MAX_GPUS:
-            raise ConfigError(f"must be a whole number from 0 to {MAX_GPUS:,}, got {value!r}",
-                              field=f"limits.{name}")
-    if not (isinstance(limits.no_reclaim_keep_factor, int | float) and 0 <= limits.no_reclaim_keep_factor <= 1e6):
-        raise ConfigError(f"must be a number >= 0, got {limits.no_reclaim_keep_factor!r}",
-                          field="limits.no_reclaim_keep_factor")
-    if not (isinstance(limits.min_lend_history_s, int | float) and 0 <= limits.min_lend_history_s <= 366 * 86400):
-        raise ConfigError(f"must be a number of seconds from 0 to a year, got {limits.min_lend_history_s!r}",
-                          field="limits.min_lend_history_s")
-    if not (isinstance(limits.lend_reserve, int | float) and 0 <= limits.lend_reserve <= 1):
-        raise ConfigError(f"must be a number from 0 to 1, got {limits.lend_reserve!r}", field="limits.lend_reserve")
-    if not (isinstance(limits.max_step_percent, int | float) and 0 <= limits.max_step_percent <= 10_000):
-        raise ConfigError(f"must be a number from 0 to 10,000, got {limits.max_step_percent!r}",
-                          field="limits.max_step_percent")
-    if not queues:
-        raise ConfigError("no queues to plan for", field="queues")
-    seen: dict[str, int] = {}
-    flavors: set[str] = set()
-    for idx, q in enumerate(queues):
-        where = f"queues[{idx}]"
-        if not q.name:
-            raise ConfigError("must be a non-empty string", field=f"{where}.name")
-        if q.name in seen:
-            raise ConfigError(f"queue {q.name!r} is also queues[{seen[q.name]}]", field=f"{where}.name")
-        seen[q.name] = idx
-        if not q.nominal:
-            raise ConfigError(f"queue {q.name!r} has no nominal quota", field=f"{where}.nominal")
-        if not (isinstance(q.weight, int | float) and math.isfinite(q.weight) and 0 < q.weight <= 1e6):
-            raise ConfigError(f"queue {q.name!r}: must be a number above 0, at most 1,000,000, got {q.weight!r}",
-                              field=f"{where}.weight")
-        for flavor, value in q.nominal.items():
-            _whole(value, q.name, f"{where}.nominal.{flavor}")
-            flavors.add(flavor)
-        for flavor, value in q.guaranteed.items():
-            _whole(value, q.name, f"{where}.guaranteed.{flavor}")
-        for flavor, d in q.demand.items():
-            if not (isinstance(d, int | float) and not isinstance(d, bool) and math.isfinite(d)
-                    and 0 <= d <= MAX_GPUS):
-                raise ConfigError(f"queue {q.name!r}: must be a number from 0 to {MAX_GPUS:,}, got {d!r}",
-                                  field=f"{where}.demand.{flavor}")
-        for flavor, r in q.recent_change.items():
-            if not isinstance(r, int) or isinstance(r, bool) or abs(r) > MAX_GPUS:
-                raise ConfigError(f"queue {q.name!r}: must be a whole number, at most {MAX_GPUS:,} either way, "
-                                  f"got {r!r}",
-                                  field=f"{where}.recent_change.{flavor}")
-        for flavor, seconds in q.history_seconds.items():
-            if not (isinstance(seconds, int | float) and not isinstance(seconds, bool) and 0 <= seconds <= math.inf):
-                raise ConfigError(f"queue {q.name!r}: must be a number of seconds >= 0, got {seconds!r}",
-                                  field=f"{where}.history_seconds.{flavor}")
-        for flavor, moved in q.moved_24h.items():
-            for side, value in zip(("gained", "lost"), moved, strict=True):
-                _whole(value, q.name, f"{where}.moved_24h.{flavor}.{side}")
-    for idx, q in enumerate(queues):
-        for part in ("demand", "guaranteed", "recent_change", "moved_24h", "history_seconds"):
-            for flavor in getattr(q, part):
-                if flavor not in flavors:
-                    raise ConfigError(f"queue {q.name!r}: no queue has nominal quota of flavor {flavor!r}",
-                                      field=f"queues[{idx}].{part}.{flavor}")
-                if flavor not in q.nominal:
-                    raise ConfigError(
-                        f"queue {q.name!r} has no nominal quota of flavor {flavor!r} (add it to nominal, even as 0)",
-                        field=f"queues[{idx}].{part}.{flavor}")
-    for flavor in sorted(flavors):
-        total = sum(q.nominal.get(flavor, 0) for q in queues)
-        owed = [(i, q) for i, q in enumerate(queues) if q.guaranteed.get(flavor, 0) > 0]
-        need = sum(q.guaranteed[flavor] for _, q in owed)
-        if need > total:
-            fields = ", ".join(f"queues[{i}].guaranteed.{flavor}" for i, _ in owed)
-            names = ", ".join(f"{q.name} {q.guaranteed[flavor]}" for _, q in owed)
-            raise ConfigError(f"guarantees ({names}) sum to {need} GPUs of {flavor}, above the cohort's "
-                              f"{total} (the sum of nominal quotas)", field=fields)
-
-
-def _whole(value: Any, queue: str, where: str) -> None:
-    if not isinstance(value, int) or isinstance(value, bool) or not 0 <= value <= MAX_GPUS:
-        raise ConfigError(f"queue {queue!r}: must be a whole number from 0 to {MAX_GPUS:,}, got {value!r}",
-                          field=where)
 
 
 def step_of(before: int, guaranteed: int, limits: QuotaLimits) -> int:
@@ -415,67 +331,6 @@ def plan_quotas(queues: Sequence[QueueDemand], limits: QuotaLimits) -> QuotaPlan
         notes=solution.notes + overloaded(cells) + kept_shares(cells, after),
         overloaded=overloaded_flavors(cells),
     )
-
-
-def kept_shares(cells: Sequence[Cell], after: Sequence[int]) -> list[str]:
-    """One sentence per lending rule that held a queue back tonight, naming the queues it held (none: no sentence).
-
-    Held: the plan left the queue at the least the rule allows it, with a GPU or more above its demand. Why only
-    those: a note names what the operator can change (the rule's setting) for a queue it changed; a rule that
-    held nobody back is noise."""
-    held = [c for c, a in zip(cells, after, strict=True) if c.kept is not Kept.NONE and a == c.floor and a - c.demand >= 1]
-    out = []
-    for flavor in sorted({c.flavor for c in held}):
-        names = sorted(c.queue for c in held if c.flavor == flavor and c.kept is Kept.KEEP_FACTOR)
-        if names:
-            one = len(names) == 1
-            out.append(f"{flavor}: the cohort was full at its busiest this window; {', '.join(names)} cannot reclaim "
-                       f"what {'it lends' if one else 'they lend'} (no cohort, or reclaimWithinCohort: Never) and "
-                       f"{'lends' if one else 'lend'} only beyond no_reclaim_keep_factor times the busiest demand")
-    young = sorted({c.queue for c in held if c.kept is Kept.YOUNG})
-    if young:
-        one = len(young) == 1
-        out.append(f"{', '.join(young)} {'has' if one else 'have'} less than min_history_days of "
-                   f"{'its' if one else 'their'} own history: {'it lends' if one else 'they lend'} nothing below "
-                   f"{'its' if one else 'their'} share until {'it has' if one else 'they have'} that much")
-    keeping = sorted({c.queue for c in held if c.kept is Kept.KEEP_GPUS})
-    if keeping:
-        one = len(keeping) == 1
-        out.append(f"{', '.join(keeping)} cannot reclaim what {'it lends' if one else 'they lend'}: "
-                   f"{'it keeps' if one else 'they keep'} no_reclaim_keep_gpus of {'its' if one else 'their'} share")
-    return out
-
-
-def overloaded_flavors(cells: Sequence[Cell]) -> list[str]:
-    """The flavors where every queue wants at least its share (and together more than the cohort has)."""
-    out = []
-    for flavor in sorted({c.flavor for c in cells}):
-        members = [c for c in cells if c.flavor == flavor]
-        wanted = sum(c.demand for c in members)
-        if len(members) > 1 and wanted > sum(c.before for c in members) and all(
-                c.demand >= c.share - 1e-9 for c in members):
-            out.append(flavor)
-    return out
-
-
-def overloaded(cells: Sequence[Cell]) -> list[str]:
-    """One sentence per flavor where every queue wants at least its share: quota moves cannot meet the demand.
-
-    The most a move can do there is bring each queue to its share; where every queue holds it already (to
-    a GPU), no move helps at all. Either way the honest answer is more GPUs; the deadline plan's extra GPUs
-    is the signal that says how many.
-    """
-    out = []
-    for flavor in sorted({c.flavor for c in cells}):
-        members = [c for c in cells if c.flavor == flavor]
-        total, wanted = sum(c.before for c in members), sum(c.demand for c in members)
-        if len(members) > 1 and wanted > total and all(c.demand >= c.share - 1e-9 for c in members):
-            at_share = all(abs(c.before - c.share) < 1 for c in members)
-            moves = ("moving quota cannot help" if at_share
-                     else "moving quota can only bring each queue toward its share")
-            out.append(f"{flavor}: every queue wants at least its share ({wanted:g} GPUs wanted of {total}): {moves}; "
-                       "more GPUs can (see the deadline plan's extra GPUs, gpuaas_extra_gpus_needed)")
-    return out
 
 
 def plan_to_dict(plan: QuotaPlan) -> dict[str, Any]:

@@ -166,7 +166,13 @@ def test_the_weights_a_policy_takes_are_weights_the_quota_planner_solves(tmp_pat
     bounds are the planner's range, and a plan with a queue at each end of it solves."""
     bounds = {type(m).__name__: m for m in Tenant.model_fields["weight"].metadata}
     low, high = bounds["Ge"].ge, bounds["Le"].le
-    assert (low, high) == (1e-6, 1e6)
+    policy = tmp_path / "policy.yaml"
+    for weight, code in ((low, 0), (high, 0), (low * 0.99, 1), (high * 1.01, 1), (1.0e-320, 1)):
+        policy.write_text(f"tenants:\n  - name: a\n    weight: {weight:.6e}\n")  # a float to YAML 1.1: a dot before the e
+        checked = CliRunner().invoke(app, ["config", "check", str(policy)])
+        assert checked.exit_code == code, (weight, checked.output)
+        if code:
+            assert "weight" in checked.stderr and len(checked.stderr.strip().splitlines()) == 1, checked.stderr
     problem = tmp_path / "p.yaml"
     problem.write_text("limits: {max_step_gpus: 8, max_step_percent: 50, max_total_moved_gpus: 32}\nqueues:\n"
                        f"  - {{name: a, nominal: {{a100: 16}}, demand: {{a100: 3}}, weight: {high:.1e}}}\n"

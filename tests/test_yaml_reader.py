@@ -7,6 +7,8 @@ manifest of ``cluster up --rbac`` is read through the same reader and its rules 
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -77,11 +79,33 @@ def test_an_rbac_manifest_reads_null_fields_as_empty_and_skips_roles_without_a_n
 
 
 def test_a_file_that_is_not_a_regular_file_is_refused_unread() -> None:
-    """``/dev/zero`` never ends (it was read until a ``MemoryError``); ``/dev/null`` read as an empty document."""
-    for device in ("/dev/null", "/dev/zero"):
-        with pytest.raises(ConfigError) as caught:
-            read_yaml(device, "policy file")
-        assert str(caught.value) == f"{device}: policy file is a character device, not a regular file: give the file itself"
+    """``/dev/zero`` never ends (it was read until a ``MemoryError``)."""
+    with pytest.raises(ConfigError) as caught:
+        read_yaml("/dev/zero", "policy file")
+    assert str(caught.value) == "/dev/zero: policy file is a character device, not a regular file: give the file itself"
+
+
+def test_dev_null_reads_as_an_empty_document(tmp_path: Path) -> None:
+    """``/dev/null``, or a link to it, is the empty file a script gives for "none", as it always read."""
+    (tmp_path / "none.yaml").symlink_to("/dev/null")
+    for path in ("/dev/null", tmp_path / "none.yaml"):
+        assert read_yaml(path, "policy file") is None
+        assert read_yaml_documents(path, "manifest") == []
+
+
+def test_the_memory_taken_is_the_inputs_not_the_limits(tmp_path: Path) -> None:
+    """``read(limit + 1)`` took the limit in memory before reading a byte: the 64 MiB a YAML file may hold for a
+    3-line policy, 1 GiB for a CSV. With the limit raised to 1 GiB and 600 MiB of address space, a small file
+    and a small pipe (``/dev/stdin``) are read; they were a ``MemoryError``."""
+    path = tmp_path / "policy.yaml"
+    path.write_text("tenants:\n  - name: a\n")
+    code = ("import resource, sys; resource.setrlimit(resource.RLIMIT_AS, (600 * 2**20, 600 * 2**20)); "
+            "import gpuaas._yaml as y; y.MAX_YAML_BYTES = 2**30; "
+            "print(y.read_yaml(sys.argv[1], 'policy file'), y.read_yaml('/dev/stdin', 'policy file'))")
+    proc = subprocess.run([sys.executable, "-c", code, str(path)], input="tenants: []\n", capture_output=True,
+                          text=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.strip() == "{'tenants': [{'name': 'a'}]} {'tenants': []}"
 
 
 def test_a_file_larger_than_the_limit_is_refused_before_it_is_read(tmp_path: Path) -> None:

@@ -9,9 +9,11 @@ input reaches the user as a traceback; commands map the ones they can name bette
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import re
+import stat
 import sys
 import tempfile
 import textwrap
@@ -195,7 +197,9 @@ def check_outputs(outputs: Mapping[str, Path | None], inputs: Mapping[str, Path 
     Refused: an output that is one of the command's input files (``gpuaas config tenant-rules p.yaml -o p.yaml``
     would replace the policy with its rules; ``cluster up --env-file s.yaml --scenario s.yaml`` the scenario);
     a directory; a path whose folder does not exist, or is not a folder, or cannot be written in (a file is
-    made and removed there at once to find out). ``make_folders``: the command makes the missing folders when
+    made and removed there at once to find out, unless the output is a device, a pipe, or a file that exists and
+    may be written: ``-o /dev/null``); a path that cannot be looked up (a folder on the way that may not be
+    searched). ``make_folders``: the command makes the missing folders when
     it writes, so the nearest folder that exists is the one that must be writable. Keys are the options as
     typed (``--plot``, or ``FILE`` for an argument); an absent one is None.
     """
@@ -212,22 +216,41 @@ def check_outputs(outputs: Mapping[str, Path | None], inputs: Mapping[str, Path 
 
 def _check_writable(path: Path, flag: str, *, make_folders: bool) -> None:
     """Refuse ``path`` (a file to write) as ``flag``'s usage error when it is a directory or its folder is not
-    one that exists and can be written in."""
-    if path.is_dir():
-        raise usage_error("is a directory; give the path of a file to write", flag)
-    folder = path.parent
-    if make_folders:
-        while not folder.exists() and folder != folder.parent:  # the folders missing are made when it is written
-            folder = folder.parent
-    elif not folder.exists():
-        raise usage_error(f"folder {folder} does not exist; make it first, or give a path in one that does", flag)
-    if not folder.is_dir():
-        raise usage_error(f"{folder} is not a directory", flag)
+    one that exists and can be written in. A path that exists and may be written (``-o /dev/null``, a writable
+    file in a read-only folder) is not probed: writing it makes nothing in its folder; nor is a device or
+    a pipe, which the write does not replace."""
+    try:
+        if path.is_dir():
+            raise usage_error("is a directory; give the path of a file to write", flag)
+        if _written_in_place(path):
+            return
+        folder = path.parent
+        if make_folders:
+            while not folder.exists() and folder != folder.parent:  # the folders missing are made when it is written
+                folder = folder.parent
+        elif not folder.exists():
+            raise usage_error(f"folder {folder} does not exist; make it first, or give a path in one that does", flag)
+        if not folder.is_dir():
+            raise usage_error(f"{folder} is not a directory", flag)
+    except OSError as exc:  # a folder on the way that may not be looked into: Permission denied
+        raise usage_error(f"cannot look up {path}: {exc.strerror or exc}", flag) from exc
     try:
         with tempfile.NamedTemporaryFile(dir=folder, prefix=".gpuaas-probe-"):
             pass
     except OSError as exc:
         raise usage_error(f"cannot write in {folder}: {exc.strerror}", flag) from exc
+
+
+def _written_in_place(path: Path) -> bool:
+    """Whether writing ``path`` writes what is there, not a file made in its folder: a device or a pipe, or a file
+    that exists and may be written."""
+    try:
+        mode = path.stat().st_mode
+    except OSError as exc:
+        if exc.errno in (errno.ENOENT, errno.ENOTDIR, errno.ELOOP):  # nothing there: the write makes it (or says why)
+            return False
+        raise
+    return stat.S_ISCHR(mode) or stat.S_ISFIFO(mode) or (stat.S_ISREG(mode) and os.access(path, os.W_OK))
 
 
 def flag_error(exc: ConfigError, renames: Mapping[str, str] | None = None) -> UsageError | typer.Exit:

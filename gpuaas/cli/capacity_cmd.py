@@ -12,6 +12,7 @@ from typing import Annotated
 
 import typer
 
+from gpuaas._json_safe import json_safe
 from gpuaas.cli._common import OutputFormat, fail, flag_error, lead, print_json, print_table
 from gpuaas.errors import ConfigError
 from gpuaas.policies.cost import CapacityResult, sustainable_capacity
@@ -28,8 +29,6 @@ def print_capacity(result: CapacityResult, format: OutputFormat) -> None:
     data["headline"] = capacity_headline(data)
     lead(data, format)
     if format is OutputFormat.json:
-        from gpuaas.loadtest import json_safe
-
         print_json(json_safe(data))  # strict JSON: a step with no answer (latency inf) is null, not Infinity
     else:
         rows = step_rows(result)

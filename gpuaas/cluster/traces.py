@@ -7,9 +7,10 @@
   the file is one tenant, and each job carries ``gpuaas.io/deadline`` and
   ``gpuaas.io/expected-runtime``.
 
-Both readers hold every job within :data:`MAX_REPLAY_SECONDS` (two years) of the trace's first submission,
-and every run within that long: whatever replays a trace (``cluster up --trace``, the deadline and
-rebalance replays) steps through its time, so a job of 30,000 years would run for hours or overflow a clock.
+Both readers hold every job they return within :data:`MAX_REPLAY_SECONDS` (two years) of the trace's first
+submission, and every run within that long (with ``max_jobs``, the jobs kept: a row cut is never replayed):
+whatever replays a trace (``cluster up --trace``, the deadline and rebalance replays) steps through its time,
+so a job of 30,000 years would run for hours or overflow a clock.
 
 Times are divided by ``compress`` so hours of trace replay in minutes. Each tenant's quota is
 its mean GPU demand over the replayed span (rounded up to whole nodes), so queues form where
@@ -22,6 +23,7 @@ from __future__ import annotations
 
 import math
 from collections import defaultdict
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
@@ -95,28 +97,36 @@ def _gpus(row: dict[str, str], column: str, path: Path, line: int) -> int:
 
 
 def _check_replay_span(path: Path, rows: list[tuple[int, dict[str, str]]], durations: list[float],
-                       instants: dict[str, list[float]]) -> None:
+                       submissions: tuple[str, list[float]], deadlines: tuple[str, list[float]] | None = None) -> None:
     """Refuse ``path`` naming the line and column of the first row (in file order) whose run is longer than
-    :data:`MAX_REPLAY_SECONDS`, or whose submission or deadline is that far after the trace's first submission.
+    :data:`MAX_REPLAY_SECONDS`, or whose submission or deadline is that far after the first submission of them.
 
-    ``durations`` and each of ``instants`` (the submission first, then any deadline, in seconds) hold the
-    values parsed from ``rows``, one per row; the file is not read again."""
-    submissions = next(iter(instants.values()))
-    first = min(submissions, default=0.0)
+    ``rows`` are the rows replayed, in file order; ``durations``, ``submissions`` and ``deadlines`` (each its
+    column and its values) hold the values parsed from them, one per row; the file is not read again."""
+    first = min(submissions[1], default=0.0)
     limit = f"{MAX_REPLAY_SECONDS:,} s (two years)"
+    instants = [submissions] if deadlines is None else [submissions, deadlines]
     for k, (line, row) in enumerate(rows):
         if durations[k] > MAX_REPLAY_SECONDS:
             raise ConfigError(f"a replay holds runs of at most {limit}, got {row['duration']!r}", file=path,
                               field=where(line, "duration"))
-        for column, values in instants.items():
+        for column, values in instants:
             if values[k] - first > MAX_REPLAY_SECONDS:
                 raise ConfigError(f"a replay holds times up to {limit} after the trace's first submission, got "
                                   f"{row[column]!r}", file=path, field=where(line, column))
 
 
+def _replayed(parsed: Sequence[tuple[object, ...]], max_jobs: int | None) -> list[int]:
+    """The indices (into ``parsed``, one per row in file order) of the jobs replayed, in the order they are: sorted,
+    the first ``max_jobs`` of them (all without). Rows cut are never replayed, so a time of theirs is no reason
+    to refuse the trace: :func:`_check_replay_span` is given these rows alone."""
+    order = sorted(range(len(parsed)), key=lambda k: parsed[k])  # stable: rows alike keep their file order
+    return order[:max_jobs] if max_jobs else order
+
+
 def read_philly(path: Path, max_jobs: int | None = None) -> list[TraceJob]:
     rows = _rows(path, {"timestamp", "duration", "num_gpus", "cluster"})
-    parsed = []
+    parsed: list[tuple[float, str, float, int]] = []
     for i, row in rows:
         try:
             ts = datetime.fromisoformat(row["timestamp"]).timestamp()
@@ -126,23 +136,27 @@ def read_philly(path: Path, max_jobs: int | None = None) -> list[TraceJob]:
             raise ConfigError("empty VC name", file=path, field=where(i, "cluster"))
         parsed.append((ts, row["cluster"], _num(row, "duration", path, i, positive=True),
                        _gpus(row, "num_gpus", path, i)))
-    _check_replay_span(path, rows, [p[2] for p in parsed], {"timestamp": [p[0] for p in parsed]})
-    parsed.sort()
-    parsed = parsed[:max_jobs] if max_jobs else parsed
-    t0 = parsed[0][0] if parsed else 0.0
-    return [TraceJob(vc, ts - t0, dur, gpus) for ts, vc, dur, gpus in parsed]
+    replayed = _replayed(parsed, max_jobs)
+    kept = sorted(replayed)  # the rows replayed, in file order
+    _check_replay_span(path, [rows[k] for k in kept], [parsed[k][2] for k in kept],
+                       ("timestamp", [parsed[k][0] for k in kept]))
+    jobs = [parsed[k] for k in replayed]
+    t0 = jobs[0][0] if jobs else 0.0
+    return [TraceJob(vc, ts - t0, dur, gpus) for ts, vc, dur, gpus in jobs]
 
 
 def read_itp(path: Path, max_jobs: int | None = None) -> list[TraceJob]:
     rows = _rows(path, {"submission_time", "deadline", "num_gpu", "duration"})
     parsed = [(_num(r, "submission_time", path, i), _num(r, "deadline", path, i),
                _num(r, "duration", path, i, positive=True), _gpus(r, "num_gpu", path, i)) for i, r in rows]
-    _check_replay_span(path, rows, [p[2] for p in parsed],
-                       {"submission_time": [p[0] for p in parsed], "deadline": [p[1] for p in parsed]})
-    parsed.sort()
-    parsed = parsed[:max_jobs] if max_jobs else parsed
-    t0 = parsed[0][0] if parsed else 0.0
-    return [TraceJob(path.stem, s - t0, dur, gpus, dl - t0) for s, dl, dur, gpus in parsed]
+    replayed = _replayed(parsed, max_jobs)
+    kept = sorted(replayed)  # the rows replayed, in file order
+    _check_replay_span(path, [rows[k] for k in kept], [parsed[k][2] for k in kept],
+                       ("submission_time", [parsed[k][0] for k in kept]),
+                       ("deadline", [parsed[k][1] for k in kept]))
+    jobs = [parsed[k] for k in replayed]
+    t0 = jobs[0][0] if jobs else 0.0
+    return [TraceJob(path.stem, s - t0, dur, gpus, dl - t0) for s, dl, dur, gpus in jobs]
 
 
 def _slug(text: str) -> str:

@@ -13,6 +13,7 @@ import math
 from pathlib import Path
 from typing import Any
 
+from gpuaas._json_safe import json_safe
 from gpuaas.loadtest._sweep import SweepRun
 from gpuaas.policies.cost import CapacityResult
 
@@ -57,17 +58,6 @@ def plot_sweep(run: SweepRun, capacity: CapacityResult, path: Path) -> Path:
     finally:
         plt.close(fig)
     return path
-
-
-def json_safe(value: Any) -> Any:
-    """JSON without Infinity/NaN (PostgreSQL's JSON and strict parsers refuse them)."""
-    if isinstance(value, float) and not math.isfinite(value):
-        return None
-    if isinstance(value, dict):
-        return {k: json_safe(v) for k, v in value.items()}
-    if isinstance(value, list | tuple):
-        return [json_safe(v) for v in value]
-    return value
 
 
 def summary(run: SweepRun, capacity: CapacityResult) -> dict[str, Any]:

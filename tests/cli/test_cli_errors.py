@@ -152,6 +152,9 @@ def test_bad_input_is_one_line_and_writes_nothing(name: str, tmp_path: Path) -> 
     check_case(CASES[name], _files(tmp_path))
 
 
+MEMORY_FOR_A_SMALL_INPUT = 600 * 2**20
+
+
 ENDLESS = {
     "policy": (["config", "check", "{f}"], "policy file is"),
     "quota problem": (["plan", "quotas", "{f}"], "quota problem is"),
@@ -189,6 +192,39 @@ def test_a_pipe_is_read_to_its_end_within_the_limit_and_never_hangs(tmp_path: Pa
     os.mkfifo(tmp / "fifo")
     unwritten = _run(["config", "check", str(tmp / "fifo")], tmp, timeout=60)
     assert unwritten.returncode == 0 and "0 tenants" in unwritten.stdout, unwritten.stderr
+
+
+SMALL = {
+    "sweep": (["capacity", "{tmp}/sweep.csv", "--slo-seconds", "1"], "1 rps sustained"),
+    "policy": (["config", "check", "{tmp}/policy.yaml"], "1 tenants"),
+}
+
+
+@pytest.mark.parametrize("kind", list(SMALL))
+def test_a_small_input_is_read_in_little_memory(kind: str, tmp_path: Path) -> None:
+    """A 2-line CSV took the 1 GiB a CSV may hold before a byte was read (``read(limit + 1)`` allocates it), and
+    failed with ``MemoryError`` under a cap of address space; a policy the 64 MiB a YAML file may hold. Run with
+    600 MiB of address space (the command takes some 250 MiB of it with nothing read), which the old read of a
+    sweep overflowed (``tests/test_yaml_reader.py`` holds the YAML reader to its input's size too)."""
+    tmp = _files(tmp_path)
+    (tmp / "sweep.csv").write_text("rate_rps,replicas,gpus,latency_p50_s,latency_p95_s,latency_p99_s,quality\n"
+                                   "1,1,1,0.1,0.2,0.3,1.0\n")
+    (tmp / "policy.yaml").write_text("tenants:\n  - name: a\n    weight: 2\n")
+    args, says = SMALL[kind]
+    proc = _run(args, tmp, memory=MEMORY_FOR_A_SMALL_INPUT, timeout=60)
+    assert "Traceback" not in proc.stdout + proc.stderr, proc.stderr
+    assert proc.returncode == 0, proc.stderr
+    assert says in proc.stdout, proc.stdout
+
+
+def test_dev_null_is_an_empty_policy_not_a_device(tmp_path: Path) -> None:
+    """``config check /dev/null`` (a script's "no policy") read as an empty file until devices were refused; it
+    still is, and so is the policy a variable names as ``/dev/null``; ``/dev/zero`` is still refused."""
+    tmp = _files(tmp_path)
+    proc = _run(["config", "check", "/dev/null"], tmp, timeout=60)
+    assert proc.returncode == 0 and "0 tenants" in proc.stdout, proc.stderr
+    zero = _run(["config", "check", "/dev/zero"], tmp, timeout=60)
+    _check(zero, 1, ["/dev/zero", "a character device"])
 
 
 @pytest.mark.parametrize("backend", [["--history", "10m"], ["--backend", "real"]], ids=["embedded", "real"])

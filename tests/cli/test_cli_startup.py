@@ -27,6 +27,18 @@ def test_help_imports_none_of_the_heavy_libraries() -> None:
     assert proc.stdout.strip() == ""
 
 
+def test_capacity_as_json_imports_neither_the_load_tester_nor_its_libraries(tmp_path: Path) -> None:
+    """``gpuaas capacity --format json`` imported ``gpuaas.loadtest`` (httpx, SQLAlchemy) for its JSON alone."""
+    sweep = tmp_path / "sweep.csv"
+    sweep.write_text("rate_rps,replicas,gpus,latency_p50_s,latency_p95_s,latency_p99_s,quality\n1,1,1,0.1,0.2,inf,1\n")
+    code = ("import sys; from gpuaas.cli.app import app; from typer.testing import CliRunner; "
+            f"r = CliRunner().invoke(app, ['capacity', {str(sweep)!r}, '--slo-seconds', '1', '--format', 'json']); "
+            "assert r.exit_code == 0, r.output; assert 'null' in r.output and 'Infinity' not in r.output, r.output; "
+            "print(','.join(m for m in ('gpuaas.loadtest', 'httpx', 'sqlalchemy') if m in sys.modules))")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True)
+    assert proc.stdout.strip() == ""
+
+
 @pytest.mark.parametrize("name", list(COMMANDS))
 def test_each_command_loads_and_its_listed_help_is_its_own(name: str) -> None:
     result = CliRunner().invoke(app, [*name.split(), "--help"])

@@ -143,3 +143,35 @@ def test_a_trace_at_the_edge_of_the_span_loads(tmp_path: Path) -> None:
     trace.write_text(ITP + "a,100,1,m,200,1,1,10\nb,5,1,m,63072005,1,1,63072000\n")
     jobs = read_itp(trace)
     assert [(j.submit, j.deadline) for j in jobs] == [(0.0, 63072000.0), (95.0, 195.0)]
+
+
+@pytest.mark.parametrize(("layout", "text", "line"), [
+    ("itp", ITP + "late,3e8,1,m,3e8,1,1,10\na,5,1,m,50,1,1,10\nb,0,1,m,40,1,1,10\n", "line 2: submission_time"),
+    ("itp", ITP + "a,5,1,m,50,1,1,10\nlong,9,1,m,90,1,1,1e10\nb,0,1,m,40,1,1,10\n", "line 3: duration"),
+    ("philly", PHILLY + "2027-09-04 10:30:41,10,1,1,vc\n2017-09-04 10:30:45,10,1,1,vc\n2017-09-04 10:30:41,10,1,1,vc\n",
+     "line 2: timestamp"),
+], ids=["itp-late-submission", "itp-long-run", "philly-late"])
+def test_a_row_past_the_span_that_max_jobs_cuts_is_not_a_reason_to_refuse(tmp_path: Path, layout: str, text: str,
+                                                                           line: str) -> None:
+    """``cluster up --trace`` replays the first 2,000 jobs (by submission): the readers refused a trace for a row
+    it would never replay. Checked are the jobs kept; the whole trace, without ``max_jobs``."""
+    trace = tmp_path / "trace.csv"
+    trace.write_text(text)
+    read = read_itp if layout == "itp" else read_philly
+    jobs = read(trace, max_jobs=2)
+    assert [j.submit for j in jobs] == [0.0, 4.0 if layout == "philly" else 5.0]
+    with pytest.raises(ConfigError) as caught:
+        read(trace)
+    assert str(caught.value).startswith(f"{trace}: {line}: a replay holds")
+
+
+def test_a_kept_row_past_the_span_is_named_by_its_line_in_the_file(tmp_path: Path) -> None:
+    """Among the jobs kept, the first in the file that is past the span is named: line 4, not the sort's order."""
+    trace = tmp_path / "trace.csv"
+    trace.write_text(ITP + "late,9e8,1,m,9e8,1,1,10\na,5,1,m,50,1,1,1e10\nb,0,1,m,7e8,1,1,10\nc,1,1,m,9,1,1,9\n")
+    with pytest.raises(ConfigError) as caught:
+        read_itp(trace, max_jobs=3)
+    assert str(caught.value).startswith(f"{trace}: line 3: duration: a replay holds runs of at most")
+    with pytest.raises(ConfigError) as caught:
+        read_itp(trace, max_jobs=2)  # b (line 4) and c kept: b's deadline
+    assert str(caught.value).startswith(f"{trace}: line 4: deadline: a replay holds times up to")

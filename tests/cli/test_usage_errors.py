@@ -143,6 +143,54 @@ def test_an_output_that_cannot_be_written_is_refused_before_anything_is_read(
     assert sorted(p.name for p in tmp_path.iterdir()) == ["folder", "input.txt"] and not any((tmp_path / "folder").iterdir())
 
 
+def test_an_output_that_exists_and_may_be_written_is_not_probed_in_its_folder(tmp_path: Path,
+                                                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    """``-o /dev/null`` was refused (``cannot write in /dev``, where ``/dev`` is read-only): the check made a file in
+    the output's folder even where the write makes none there (a device, a file that exists and may be written).
+    Every folder is made unwritable here (the tests run as root, who may write anywhere)."""
+    import tempfile
+
+    def read_only(*args: object, **kwargs: object) -> object:
+        raise PermissionError(13, "Permission denied")
+
+    monkeypatch.setattr(tempfile, "NamedTemporaryFile", read_only)
+    policy = Path(__file__).resolve().parents[2] / "examples" / "policy.yaml"
+    (tmp_path / "rules.yaml").write_text("old\n")
+    for out in ("/dev/null", str(tmp_path / "rules.yaml")):
+        result = runner.invoke(app, ["config", "tenant-rules", str(policy), "-o", out])
+        assert result.exit_code == 0, result.output
+        assert "Traceback" not in result.output
+    assert (tmp_path / "rules.yaml").read_text() != "old\n"
+    new = tmp_path / "new.yaml"  # a file the write would make: still refused at once
+    result = runner.invoke(app, ["config", "tenant-rules", str(policy), "-o", str(new)])
+    assert result.exit_code == 2 and not new.exists(), result.output
+    assert result.stderr.strip().splitlines() == [
+        f"error: Invalid value for '--output' / '-o': cannot write in {tmp_path}: Permission denied (got '{new}'); "
+        "see gpuaas config tenant-rules --help"]
+
+
+def test_an_output_whose_folder_cannot_be_looked_into_is_the_flags_usage_error(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``Path.is_dir`` raises ``PermissionError`` under a folder that may not be searched (not as root: here it is
+    made to); that was a generic error (exit 1), not the flag's usage error (exit 2)."""
+    from typer._click.exceptions import UsageError
+
+    from gpuaas.cli._common import check_outputs
+
+    def denied(self: Path, *args: object, **kwargs: object) -> bool:
+        raise PermissionError(13, "Permission denied", str(self))
+
+    out = tmp_path / "locked" / "rules.yaml"
+    for method in ("is_dir", "exists", "stat"):
+        with monkeypatch.context() as patch:
+            patch.setattr(Path, method, denied)
+            with pytest.raises(UsageError) as caught:
+                check_outputs({"--output": out}, {})
+        assert caught.value.exit_code == 2
+        assert caught.value.format_message() == (f"Invalid value for '--output': cannot look up {out}: "
+                                                 "Permission denied"), method
+
+
 _LOADTEST = ["loadtest", "--url", "http://127.0.0.1:9/v1", "--model", "m", "--rates", "1", "--slo-seconds", "1",
              "--out", "{out}"]
 

@@ -63,27 +63,58 @@ def test_a_path_that_is_no_file_is_named(tmp_path: Path, missing: str) -> None:
         read_csv_table(tmp_path / missing)
 
 
-@pytest.mark.parametrize("device", ["/dev/zero", "/dev/null"])
-def test_a_file_that_is_not_a_regular_file_is_refused_unread(device: str) -> None:
-    """``/dev/zero`` was read until a ``MemoryError``; ``/dev/null`` was called an empty CSV."""
+def test_a_device_is_refused_unread() -> None:
+    """``/dev/zero`` was read until a ``MemoryError``."""
     with pytest.raises(ConfigError) as caught:
-        read_csv_table(device)
-    assert str(caught.value) == f"{device}: is a character device, not a regular file: give the file itself"
+        read_csv_table("/dev/zero")
+    assert str(caught.value) == "/dev/zero: is a character device, not a regular file: give the file itself"
+
+
+def test_dev_null_is_an_empty_csv() -> None:
+    """``/dev/null`` reads as an empty file, as it always did: refused for having no header, not for being a device."""
+    with pytest.raises(ConfigError) as caught:
+        read_csv_table("/dev/null")
+    assert str(caught.value) == "/dev/null: empty file: no header row (expected a CSV with a header)"
 
 
 def test_a_file_larger_than_the_limit_is_refused_before_it_is_read(tmp_path: Path,
                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
-    """1 GiB (``gpuaas._input_file.MAX_CSV_BYTES``), lowered here to one byte less than the file."""
-    from gpuaas._input_file import MAX_CSV_BYTES
-
-    assert MAX_CSV_BYTES == 2**30
+    """The limit (``gpuaas._input_file.MAX_CSV_BYTES``), lowered here to the file's size: read; one byte less:
+    refused."""
     path = _file(tmp_path, SWEEP + "1,1,1,0.1,0.2,0.3,1.0\n")
     size = path.stat().st_size
-    monkeypatch.setattr("gpuaas.sources.csv_table.MAX_CSV_BYTES", size - 1)  # the limit the reader passes
+    monkeypatch.setattr("gpuaas.sources.csv_table.MAX_CSV_BYTES", size)  # the limit the reader passes
+    assert len(read_csv_table(path).rows) == 1
+    monkeypatch.setattr("gpuaas.sources.csv_table.MAX_CSV_BYTES", size - 1)
     with pytest.raises(ConfigError) as caught:
         read_csv_table(path)
     assert str(caught.value) == (f"{path}: is {size} bytes, larger than the {size - 1} bytes an input file of this "
                                  "kind may hold: is it the right file?")
+
+
+@pytest.mark.parametrize("limit", [None, 40], ids=["within-the-limit", "past-the-limit"])
+def test_a_file_that_grew_since_its_size_was_read_is_read_to_its_end_or_refused(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, limit: int | None) -> None:
+    """The file is read to the size its ``stat`` gave and one byte more: when that byte comes (it grew), the rest is
+    read to its end, or refused once past the limit. Here the ``stat`` says 10 bytes of a file of 3 MiB."""
+    import os
+
+    path = _file(tmp_path, SWEEP + "1,1,1,0.1,0.2,0.3,1.0\n" * (3 * 2**20 // 22))
+    real_stat = Path.stat
+
+    def stale(self: Path, **kwargs: object) -> os.stat_result:
+        info = real_stat(self)
+        return os.stat_result((*info[:6], 10, *info[7:])) if self == path else info  # st_size is field 6
+
+    monkeypatch.setattr(Path, "stat", stale)
+    if limit is not None:
+        monkeypatch.setattr("gpuaas.sources.csv_table.MAX_CSV_BYTES", limit)
+        with pytest.raises(ConfigError) as caught:
+            read_csv_table(path)
+        assert str(caught.value) == (f"{path}: is larger than the 40 bytes an input file of this kind may hold: "
+                                     "is it the right file?")
+    else:
+        assert len(read_csv_table(path).rows) == 3 * 2**20 // 22
 
 
 def test_a_sweep_with_one_field_more_on_every_row_is_refused_not_shifted(tmp_path: Path) -> None:

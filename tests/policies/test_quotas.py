@@ -442,6 +442,11 @@ def test_a_queue_with_too_little_history_of_its_own_lends_nothing_below_its_shar
     assert after(plan_quotas(queues(16, 2 * 86400.0), limits))[("a", "a100")] == 8
     assert after(plan_quotas(queues(16, 86400.0), replace(limits, min_lend_history_s=0.0)))[("a", "a100")] == 8
     assert after(plan_quotas(queues(24, 3600.0), limits))[("a", "a100")] == 16
+    twins = [QueueDemand(name, {"a100": 16}, {"a100": 0.0}, history_seconds={"a100": 3600.0}) for name in "ac"]
+    both = plan_quotas([*twins, QueueDemand("b", {"a100": 16}, {"a100": 40.0})], limits)
+    assert both.moved_gpus == 0 and both.notes == [
+        "a, c have less than min_history_days of their own history: they lend nothing below their share until they "
+        "have that much"]
 
 
 def test_a_queue_that_can_reclaim_and_may_not_lend_still_gives_back_what_it_holds_above_its_share() -> None:

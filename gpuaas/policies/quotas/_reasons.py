@@ -205,6 +205,24 @@ def _join(parts: list[str]) -> str:
     return ", ".join(parts)
 
 
+_HELD_WORDS = {
+    Kept.KEEP_FACTOR: (
+        "{names} cannot reclaim what it lends (no cohort, or reclaimWithinCohort: Never) and lends only beyond "
+        "no_reclaim_keep_factor times the busiest demand",
+        "{names} cannot reclaim what they lend (no cohort, or reclaimWithinCohort: Never) and lend only beyond "
+        "no_reclaim_keep_factor times the busiest demand"),
+    Kept.YOUNG: (
+        "{names} has less than min_history_days of its own history: it lends nothing below its share until it "
+        "has that much",
+        "{names} have less than min_history_days of their own history: they lend nothing below their share until "
+        "they have that much"),
+    Kept.KEEP_GPUS: (
+        "{names} cannot reclaim what it lends: it keeps no_reclaim_keep_gpus of its share",
+        "{names} cannot reclaim what they lend: they keep no_reclaim_keep_gpus of their share"),
+}
+"""The notes' sentence for the queues a rule held, naming one queue or several."""
+
+
 def kept_shares(cells: Sequence[Cell], after: Sequence[int]) -> list[str]:
     """One sentence per lending rule that held a queue back tonight, naming the queues it held (none: no sentence).
 
@@ -216,22 +234,17 @@ def kept_shares(cells: Sequence[Cell], after: Sequence[int]) -> list[str]:
     for flavor in sorted({c.flavor for c in held}):
         names = sorted(c.queue for c in held if c.flavor == flavor and c.kept is Kept.KEEP_FACTOR)
         if names:
-            one = len(names) == 1
-            out.append(f"{flavor}: the cohort was full at its busiest this window; {', '.join(names)} cannot reclaim "
-                       f"what {'it lends' if one else 'they lend'} (no cohort, or reclaimWithinCohort: Never) and "
-                       f"{'lends' if one else 'lend'} only beyond no_reclaim_keep_factor times the busiest demand")
-    young = sorted({c.queue for c in held if c.kept is Kept.YOUNG})
-    if young:
-        one = len(young) == 1
-        out.append(f"{', '.join(young)} {'has' if one else 'have'} less than min_history_days of "
-                   f"{'its' if one else 'their'} own history: {'it lends' if one else 'they lend'} nothing below "
-                   f"{'its' if one else 'their'} share until {'it has' if one else 'they have'} that much")
-    keeping = sorted({c.queue for c in held if c.kept is Kept.KEEP_GPUS})
-    if keeping:
-        one = len(keeping) == 1
-        out.append(f"{', '.join(keeping)} cannot reclaim what {'it lends' if one else 'they lend'}: "
-                   f"{'it keeps' if one else 'they keep'} no_reclaim_keep_gpus of {'its' if one else 'their'} share")
+            out.append(f"{flavor}: the cohort was full at its busiest this window; {_held(Kept.KEEP_FACTOR, names)}")
+    for rule in (Kept.YOUNG, Kept.KEEP_GPUS):
+        names = sorted({c.queue for c in held if c.kept is rule})
+        if names:
+            out.append(_held(rule, names))
     return out
+
+
+def _held(rule: Kept, names: list[str]) -> str:
+    one, many = _HELD_WORDS[rule]
+    return (one if len(names) == 1 else many).format(names=", ".join(names))
 
 
 def overloaded_flavors(cells: Sequence[Cell]) -> list[str]:

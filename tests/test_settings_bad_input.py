@@ -216,8 +216,9 @@ def test_a_database_url_password_parameter_is_never_printed(tmp_path: Any) -> No
 
 def test_a_token_file_that_is_a_device_or_too_large_is_refused_unread(tmp_path: Any,
                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
-    """``/dev/zero`` as a token file was read until memory ran out when the settings loaded, and again at each
-    request; a file of more than a token is a wrong path. Both are one line naming the variable and the file."""
+    """``/dev/zero`` as a token file never ends: read whole, when the settings load and at each request, it would
+    take all memory; a file of more than a token is a wrong path. Both are one line naming the variable and the
+    file."""
     big = tmp_path / "token"
     big.write_text("t" * (2**16 + 1))
     for file, says in (("/dev/zero", "/dev/zero: token file is a character device, not a regular file"),

@@ -79,7 +79,7 @@ def test_an_rbac_manifest_reads_null_fields_as_empty_and_skips_roles_without_a_n
 
 
 def test_a_file_that_is_not_a_regular_file_is_refused_unread() -> None:
-    """``/dev/zero`` never ends (it was read until a ``MemoryError``)."""
+    """``/dev/zero`` never ends: refused before a byte of it is read."""
     with pytest.raises(ConfigError) as caught:
         read_yaml("/dev/zero", "policy file")
     assert str(caught.value) == "/dev/zero: policy file is a character device, not a regular file: give the file itself"

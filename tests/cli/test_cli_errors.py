@@ -167,8 +167,8 @@ ENDLESS = {
 
 @pytest.mark.parametrize("kind", list(ENDLESS))
 def test_a_file_that_never_ends_is_refused_unread_naming_it(kind: str, tmp_path: Path) -> None:
-    """``/dev/zero`` as an input was read until ``MemoryError``: each shared reader (YAML, CSV) refuses a device
-    before reading it. Run with 1.5 GiB of address space, so that a reader that reads it anyway fails fast
+    """``/dev/zero`` as an input never ends, and read whole would end in ``MemoryError``: each shared reader (YAML,
+    CSV) refuses a device before reading it. Run with 1.5 GiB of address space, so that a reader that reads it anyway fails fast
     rather than taking the machine's memory."""
     args, subject = ENDLESS[kind]
     tmp = _files(tmp_path)
@@ -202,10 +202,10 @@ SMALL = {
 
 @pytest.mark.parametrize("kind", list(SMALL))
 def test_a_small_input_is_read_in_little_memory(kind: str, tmp_path: Path) -> None:
-    """A 2-line CSV took the 1 GiB a CSV may hold before a byte was read (``read(limit + 1)`` allocates it), and
-    failed with ``MemoryError`` under a cap of address space; a policy the 64 MiB a YAML file may hold. Run with
-    600 MiB of address space (the command takes some 250 MiB of it with nothing read), which the old read of a
-    sweep overflowed (``tests/test_yaml_reader.py`` holds the YAML reader to its input's size too)."""
+    """A small input takes memory for its size, not for the most a file of its kind may hold (1 GiB for a CSV,
+    64 MiB for YAML: ``read(limit + 1)`` would allocate that before reading a byte). Run with 600 MiB of address
+    space (the command takes some 250 MiB of it with nothing read), which a read sized by the CSV limit
+    overflows (``tests/test_yaml_reader.py`` holds the YAML reader to its input's size too)."""
     tmp = _files(tmp_path)
     (tmp / "sweep.csv").write_text("rate_rps,replicas,gpus,latency_p50_s,latency_p95_s,latency_p99_s,quality\n"
                                    "1,1,1,0.1,0.2,0.3,1.0\n")

@@ -145,9 +145,9 @@ def test_an_output_that_cannot_be_written_is_refused_before_anything_is_read(
 
 def test_an_output_that_exists_and_may_be_written_is_not_probed_in_its_folder(tmp_path: Path,
                                                                               monkeypatch: pytest.MonkeyPatch) -> None:
-    """``-o /dev/null`` was refused (``cannot write in /dev``, where ``/dev`` is read-only): the check made a file in
-    the output's folder even where the write makes none there (a device, a file that exists and may be written).
-    Every folder is made unwritable here (the tests run as root, who may write anywhere)."""
+    """``-o /dev/null``, or a file that exists and may be written, is accepted where its folder is read-only: the
+    write makes no file in the folder, so the check does not try one there. Every folder is made unwritable here
+    (the tests run as root, who may write anywhere)."""
     import tempfile
 
     def read_only(*args: object, **kwargs: object) -> object:

@@ -64,7 +64,7 @@ def test_a_path_that_is_no_file_is_named(tmp_path: Path, missing: str) -> None:
 
 
 def test_a_device_is_refused_unread() -> None:
-    """``/dev/zero`` was read until a ``MemoryError``."""
+    """``/dev/zero`` never ends: refused before a byte of it is read."""
     with pytest.raises(ConfigError) as caught:
         read_csv_table("/dev/zero")
     assert str(caught.value) == "/dev/zero: is a character device, not a regular file: give the file itself"

@@ -333,7 +333,7 @@ def cohort_demands(snapshot: Snapshot, history: pd.DataFrame, policy: Policy, *,
             notes.append(f"{spent} GPUs of quota already moved in this cohort in the last {MOVES_WINDOW_WORDS}: at "
                          f"most {limits.total_left} more for now (max_total_moved_gpus={limits.max_total_moved_gpus}), "
                          "and each queue's step less what it already moved")
-        if not history_s:
+        if not history_s and limits.min_lend_history_s > 0:  # with min_history_days 0 it lends all the same
             notes.append(f"no quota history for any queue of cohort {cohort} (Kueue's kueue_cluster_queue_nominal_quota "
                          "has no samples in the window: Kueue exports it with metrics.enableClusterQueueResources: "
                          "true): planned from what the queues hold now, and nothing is lent below a share")

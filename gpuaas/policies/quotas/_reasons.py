@@ -15,7 +15,7 @@ from typing import Protocol
 
 from gpuaas.policy import MOVES_WINDOW
 
-__all__ = ["MOVES_WINDOW_WORDS", "Cell", "Kept", "kept_shares", "overloaded", "overloaded_flavors", "reasons_for"]
+__all__ = ["MOVES_WINDOW_WORDS", "Cell", "Kept", "held_back_notes", "overloaded", "overloaded_flavors", "reasons_for"]
 
 MOVES_WINDOW_WORDS = f"{MOVES_WINDOW.total_seconds() / 3600:g} hours"
 """How the reasons and notes name the window whose moves a plan counts as spent ("22 hours")."""
@@ -78,6 +78,11 @@ class Cell:
     def floor(self) -> int:
         return max(self.guaranteed, self.before - self.step_down)
 
+    def held_back(self, after: int) -> bool:
+        """Whether a lending rule held it back in a plan that leaves it ``after``: at the least the rule allows it,
+        with a GPU or more above its demand."""
+        return self.kept is not Kept.NONE and after == self.floor and after - self.demand >= 1
+
 
 def _num(x: float) -> str:
     return f"{x:.0f}" if abs(x - round(x)) < 1e-9 else f"{x:.1f}"
@@ -113,7 +118,7 @@ def reasons_for(cells: Sequence[Cell], after: Sequence[int], limits: _Limits) ->
         elif a < c.before:
             text = (f"{c.before} -> {a} ({a - c.before} to {partners[i]}): {evidence}{demand}"
                     f"{_owed(c)}, {_num(max(0.0, a - c.demand))} above demand after the move")
-            if c.kept is not Kept.NONE and a == c.floor and a - c.demand >= 1:
+            if c.held_back(a):
                 text += f"; {c.kept.value}"
             if short_after > 0:
                 text += (f" (short {_num(short_after)}: another queue is shorter for its weight, or is owed its "
@@ -128,7 +133,7 @@ def reasons_for(cells: Sequence[Cell], after: Sequence[int], limits: _Limits) ->
                 text += ", fits"
             elif c.recent > 0 and c.step_down == 0:
                 text += f", {_num(surplus)} above demand; gained {c.recent} recently, so gives none back (no reversal)"
-            elif short.get(c.flavor) and c.kept is not Kept.NONE and a == c.floor:
+            elif short.get(c.flavor) and c.held_back(a):
                 text += f", {_num(surplus)} above demand; {c.kept.value}"
             elif short.get(c.flavor):
                 text += (f", {_num(surplus)} above demand, but no queue short of {c.flavor} may take it "
@@ -223,13 +228,13 @@ _HELD_WORDS = {
 """The notes' sentence for the queues a rule held, naming one queue or several."""
 
 
-def kept_shares(cells: Sequence[Cell], after: Sequence[int]) -> list[str]:
+def held_back_notes(cells: Sequence[Cell], after: Sequence[int]) -> list[str]:
     """One sentence per lending rule that held a queue back tonight, naming the queues it held (none: no sentence).
 
     Held: the plan left the queue at the least the rule allows it, with a GPU or more above its demand. Why only
     those: a note names what the operator can change (the rule's setting) for a queue it changed; a rule that
     held nobody back is noise."""
-    held = [c for c, a in zip(cells, after, strict=True) if c.kept is not Kept.NONE and a == c.floor and a - c.demand >= 1]
+    held = [c for c, a in zip(cells, after, strict=True) if c.held_back(a)]
     out = []
     for flavor in sorted({c.flavor for c in held}):
         names = sorted(c.queue for c in held if c.flavor == flavor and c.kept is Kept.KEEP_FACTOR)

@@ -56,7 +56,7 @@ from typing import Any
 
 from gpuaas.errors import PolicyError
 from gpuaas.policies.quotas._milp import owed_multiplier, segment_cost, solve_lexicographic
-from gpuaas.policies.quotas._reasons import Cell, Kept, kept_shares, overloaded, overloaded_flavors, reasons_for
+from gpuaas.policies.quotas._reasons import Cell, Kept, held_back_notes, overloaded, overloaded_flavors, reasons_for
 from gpuaas.policies.quotas._validate import validate_quota_input
 
 __all__ = [
@@ -67,7 +67,7 @@ __all__ = [
     "QuotaPlanInfeasible",
     "full_flavors",
     "keeps_share",
-    "kept_shares",
+    "held_back_notes",
     "plan_quotas",
     "overloaded",
     "plan_to_dict",
@@ -262,18 +262,18 @@ def _lending_rules(q: QueueDemand, flavor: str, before: int, down: int, demand: 
                    limits: QuotaLimits) -> tuple[int, Kept]:
     """``down`` (the most the queue may lose) after the lending rules, and the rule that lowered it last."""
     owed = math.floor(share + 1e-9)
-    limits_down = []
+    caps = []
     if not q.reclaims and full:
         busiest = max(demand, float(q.busiest.get(flavor, 0.0)))
-        limits_down.append((keeps_share(before, share, down, busiest, limits.no_reclaim_keep_factor), Kept.KEEP_FACTOR))
+        caps.append((keeps_share(before, share, down, busiest, limits.no_reclaim_keep_factor), Kept.KEEP_FACTOR))
     if not q.reclaims:
-        limits_down.append((max(0, before - min(owed, limits.no_reclaim_keep_gpus)), Kept.KEEP_GPUS))
+        caps.append((max(0, before - min(owed, limits.no_reclaim_keep_gpus)), Kept.KEEP_GPUS))
     if q.history_seconds.get(flavor, math.inf) < limits.min_lend_history_s:
-        limits_down.append((max(0, before - owed), Kept.YOUNG))
+        caps.append((max(0, before - owed), Kept.YOUNG))
     if q.reclaims and not limits.reclaiming_lends:
-        limits_down.append((max(0, before - owed), Kept.SHARE_RECLAIMS))
+        caps.append((max(0, before - owed), Kept.SHARE_RECLAIMS))
     kept = Kept.NONE
-    for most, rule in limits_down:
+    for most, rule in caps:
         if most < down:
             down, kept = most, rule
     return down, kept
@@ -328,7 +328,7 @@ def plan_quotas(queues: Sequence[QueueDemand], limits: QuotaLimits) -> QuotaPlan
         shortfall_cost_before=sum(segment_cost(c.demand, c.weight, c.before, c.share, owed) for c in cells),
         unmet_guarantees=[f"{c.queue} {c.flavor}: {a} of guaranteed {c.guaranteed} (+{c.step_up} a run at most)"
                           for c, a in zip(cells, after) if a < c.guaranteed],
-        notes=solution.notes + overloaded(cells) + kept_shares(cells, after),
+        notes=solution.notes + overloaded(cells) + held_back_notes(cells, after),
         overloaded=overloaded_flavors(cells),
     )
 

@@ -26,7 +26,7 @@ from pathlib import Path
 
 from bench._run import TRACES, headline, parser, run
 from gpuaas.cluster.deadline_flow_replay import replay_flow
-from gpuaas.cluster.deadline_replay import ReplayStats, estimate_runtimes, replay_deadlines
+from gpuaas.cluster.deadline_replay import DEFAULT_RUNTIME_ESTIMATE, ReplayStats, estimate_runtimes, replay_deadlines
 from gpuaas.cluster.traces import TraceJob, read_itp
 
 DEFAULT_DIR = TRACES / "microsoft-itp-elasticflow"
@@ -66,7 +66,7 @@ def main(argv: list[str]) -> int:
     cli.add_argument("--all", action="store_true", help="every *.csv of DIR instead of DEFAULT_FILES")
     cli.add_argument("--n", nargs="*", default=[], help="FILE=N: skip the search where N is already known")
     cli.add_argument("--loop", choices=("flow", "event"), default="flow")
-    cli.add_argument("--runtime-estimate", default="exact")
+    cli.add_argument("--runtime-estimate", default=DEFAULT_RUNTIME_ESTIMATE)
     cli.add_argument("--seed", type=int, default=0)
     args = cli.parse_args(argv)
     known = {k: int(v) for k, v in (item.split("=") for item in args.n)}

@@ -16,6 +16,7 @@ from typing import Annotated
 import typer
 
 from gpuaas.cli._common import OutputFormat, fail, flag_error, print_json, print_table, usage_error
+from gpuaas.cluster.deadline_replay import DEFAULT_RUNTIME_ESTIMATE
 from gpuaas.errors import ConfigError, GpuaasError
 from gpuaas.models import MAX_GPUS
 
@@ -35,7 +36,10 @@ def deadlines(
     gpus: Annotated[int, typer.Option("--gpus", help="GPUs of the one ClusterQueue both runs share.")],
     trace_format: Annotated[TraceFormat, typer.Option("--trace-format", help="Trace layout.")] = TraceFormat.itp,
     runtime_estimate: Annotated[str, typer.Option(
-        "--runtime-estimate", help="What the planner is told: exact, factor:F or lognormal:SIGMA.")] = "exact",
+        "--runtime-estimate", help="What the planner is told of each job's run time: exact, factor:F or "
+                                   f"lognormal:SIGMA (default {DEFAULT_RUNTIME_ESTIMATE}: the median estimate right;"
+                                   " exact tells it the true run times, which no flow knows).")]
+    = DEFAULT_RUNTIME_ESTIMATE,
     seed: Annotated[int, typer.Option("--seed", min=0, max=2**32 - 1, help="Seed of the lognormal estimate error.")] = 0,
     loop: Annotated[Loop, typer.Option(
         "--loop", help="flow: the deadlines flow's planning and holds every flow interval (prefect.yaml); "

@@ -14,7 +14,7 @@ import typer
 
 from gpuaas.cli._common import OutputFormat, console, err_console, fail, flag_error, print_json, print_table
 from gpuaas.cli._trace_format import TraceFormat
-from gpuaas.cluster.deadline_replay import estimate_runtimes
+from gpuaas.cluster.deadline_replay import DEFAULT_RUNTIME_ESTIMATE, estimate_runtimes
 from gpuaas.cluster.quota_replay import replay_rebalance
 from gpuaas.errors import ConfigError
 from gpuaas.policy import Policy, load_policy
@@ -45,7 +45,9 @@ def rebalance(
                          "policy's defaults, as the flow runs without one).")] = None,
     runtime_estimate: Annotated[str, typer.Option(
         "--runtime-estimate", help="What the nightly plan's deadline need is told of each job's run time: exact, "
-                                   "factor:F or lognormal:SIGMA.")] = "exact",
+                                   f"factor:F or lognormal:SIGMA (default {DEFAULT_RUNTIME_ESTIMATE}: the median "
+                                   "estimate right; exact tells it the true run times, which no flow knows).")]
+    = DEFAULT_RUNTIME_ESTIMATE,
     seed: Annotated[int, typer.Option("--seed", min=0, max=2**32 - 1, help="Seed of the lognormal estimate error.")] = 0,
     format: Annotated[OutputFormat, typer.Option("--format", help="Output format.")] = OutputFormat.table,
 ) -> None:

@@ -53,11 +53,24 @@ def write_trace(tmp_path: Path, jobs: list[TraceJob]) -> Path:
 def test_cli_json_has_both_runs(tmp_path: Path) -> None:
     path = write_trace(tmp_path, JOBS)
     result = runner.invoke(app, ["replay", "deadlines", "--trace", str(path), "--trace-format", "itp", "--gpus", "4",
-                                 "--format", "json", "--loop", "event"])
+                                 "--format", "json", "--loop", "event", "--runtime-estimate", "exact"])
     assert result.exit_code == 0, result.output
     data = json.loads(result.stdout)
     assert KEYS <= data["fifo"].keys() and KEYS <= data["planned"].keys()
     assert (data["fifo"]["met"], data["planned"]["met"], data["loop"]) == (2, 3, "event")
+
+
+def test_by_default_the_planner_is_told_estimates_not_the_true_run_times(tmp_path: Path) -> None:
+    # A flow reads the run time users expect: the default replay tells the planner lognormal estimates
+    # (median right), and on these jobs the plan made on them meets fewer deadlines than one made on the truth.
+    path = write_trace(tmp_path, JOBS)
+    base = ["replay", "deadlines", "--trace", str(path), "--trace-format", "itp", "--gpus", "4", "--format", "json",
+            "--loop", "event"]
+    default, told = (runner.invoke(app, base + extra) for extra in ([], ["--runtime-estimate", "lognormal:0.5"]))
+    exact = runner.invoke(app, base + ["--runtime-estimate", "exact"])
+    assert default.exit_code == told.exit_code == exact.exit_code == 0, default.output
+    assert json.loads(default.stdout) == json.loads(told.stdout)
+    assert json.loads(default.stdout)["planned"]["met"] < json.loads(exact.stdout)["planned"]["met"]
 
 
 def test_cli_runs_the_flow_by_default_and_its_cadence_cannot_act_on_jobs_of_seconds(tmp_path: Path) -> None:

@@ -39,7 +39,7 @@ from gpuaas.policies.quotas import limits_of
 from gpuaas.policy import Policy, Tenant
 from gpuaas.sources.csv_table import read_csv_table, where
 
-from ..deadline_replay import estimate_runtimes
+from ..deadline_replay import DEFAULT_RUNTIME_ESTIMATE, estimate_runtimes
 from ..traces import TraceJob, read_itp, read_philly
 from ._engine import Configuration, QuotaReplay
 from ._report import summarise
@@ -171,7 +171,7 @@ DERIVED_QUOTAS = {"philly": "nodes x 8 GPUs from philly_vc_nodes_helios.csv next
 def replay_rebalance(traces: Sequence[Path], trace_format: str, *, quotas_file: Path | None = None,
                      days: float | None = None, configurations: Sequence[Configuration] = CONFIGURATIONS,
                      policy: Policy | None = None, policy_file: Path | None = None,
-                     progress: Callable[[str], None] | None = None, runtime_estimate: str = "exact",
+                     progress: Callable[[str], None] | None = None, runtime_estimate: str = DEFAULT_RUNTIME_ESTIMATE,
                      seed: int = 0) -> dict[str, Any]:
     """Replay the trace under every configuration; the JSON the command prints.
 

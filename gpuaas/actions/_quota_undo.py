@@ -37,11 +37,12 @@ from gpuaas.actions._quota_moves import (
     holds,
     move,
     moved_for,
+    refused,
 )
 from gpuaas.actions._quota_patches import gpu_nominal
 from gpuaas.actions._quota_record import records_of
 from gpuaas.actions._undoing import Undone
-from gpuaas.errors import NotFound
+from gpuaas.errors import GpuaasError, NotFound
 from gpuaas.models import Outcome, bounded_key
 from gpuaas.policy import Mode
 from gpuaas.store import AuditEntry, Store
@@ -99,12 +100,14 @@ def undo_quota_plan(store: Store, writer: KubeWriter, intent: AuditEntry, flow_r
     resumed = cut_off[-1] if cut_off else None
     covered = {(q, f) for r in cut_off for q, flavors in (r.after or {}).items() for f in flavors}
 
-    def refuse(message: str) -> Undone:
+    def refuse(message: str, outcome: Outcome = Outcome.skipped) -> Undone:
         """The row of an undo that restores nothing: a refused undo is audited like a done one (a later undo, once
-        the quota is put back, is not blocked by it: only a ``restored`` row ends the plan's undo)."""
-        row = audit_row(ctx, UNDO_ACTION, "Cohort", intent.name, Outcome.skipped,
-                        f"undo of plan #{plan_id} refused: {message}", key=undo_key(plan_id))
-        return Undone(Outcome.skipped, message, row.id)
+        the quota is put back, is not blocked by it: only a ``restored`` row ends the plan's undo); ``failed``
+        where a queue could not be read."""
+        words = "refused" if outcome == Outcome.skipped else "failed"
+        row = audit_row(ctx, UNDO_ACTION, "Cohort", intent.name, outcome,
+                        f"undo of plan #{plan_id} {words}: {message}", key=undo_key(plan_id))
+        return Undone(outcome, message, row.id)
 
     def finish(outcome: Outcome, message: str) -> AuditEntry:
         """The completion of the undo's intent (the one resumed, or the one this undo wrote)."""
@@ -125,6 +128,8 @@ def undo_quota_plan(store: Store, writer: KubeWriter, intent: AuditEntry, flow_r
             obj = writer.get_cluster_scoped(KIND, queue)
         except NotFound:
             return refuse(f"{queue}: ClusterQueue deleted; nothing restored")
+        except GpuaasError as exc:  # read before any patch of this undo: nothing is half-done
+            return refuse(f"{queue}: {refused(exc)}; nothing restored", Outcome.failed)
         step = {f: (to, frm) for f, (frm, to) in flavors.items()}
         home = {f: m for f, m in step.items()
                 if (queue, f) in covered and not holds(ctx, queue, obj, {f: m}, Why.undo, target=True)}

@@ -17,7 +17,7 @@ from datetime import datetime
 
 from gpuaas.actions._kube_writer import KubeWriter
 from gpuaas.actions._restore import recover_restores
-from gpuaas.actions.reclaim import FLOW, RECOVERY_LOOKBACK, read_back_stop
+from gpuaas.actions.reclaim import FLOW, RECOVERY_LOOKBACK, settle_reclaim
 from gpuaas.models import Outcome
 from gpuaas.policy import Mode
 from gpuaas.store import AuditEntry, Store
@@ -27,26 +27,19 @@ __all__ = ["recover_interrupted"]
 
 def _recover_reclaims(store: Store, writer: KubeWriter, flow_run_id: str | None, now: datetime) -> list[AuditEntry]:
     rows = store.audit(flow=FLOW, since=now - RECOVERY_LOOKBACK, limit=None)
-    completed = {r.refers_to for r in rows if r.refers_to is not None}
+    # Closed by a reclaim completion; a restore intent (the undo found the stop's mark) says the stop landed. A
+    # refused or failed undo (its row refers to the reclaim too) closes nothing.
+    completed = {r.refers_to for r in rows if r.refers_to is not None
+                 and (r.action == "reclaim" or (r.action == "restore" and r.outcome == Outcome.planned))}
     appended = []
     for intent in rows:
         if intent.action != "reclaim" or intent.outcome != Outcome.planned or intent.mode != Mode.apply.value:
             continue
         if intent.id in completed:
             continue
-        settled = read_back_stop(writer, intent.kind, intent.namespace or "", intent.name, int(intent.id or 0),
-                                 (intent.after or {}).get("api_version"))
-        if settled is None:
-            continue
-        outcome, why = settled
-        reason = (f"recovered: the patch had reached the object before the interruption; {why}"
-                  if outcome == Outcome.applied else f"recovered: the interruption came before the patch landed; {why}")
-        appended.append(store.append(AuditEntry(
-            flow=FLOW, flow_run_id=flow_run_id, action="reclaim", kind=intent.kind, namespace=intent.namespace,
-            name=intent.name, uid=intent.uid, mode=intent.mode, outcome=outcome, reason=reason,
-            evidence=intent.evidence, before=intent.before, after=intent.after,
-            idempotency_key=intent.idempotency_key, refers_to=intent.id,
-        )))
+        closed = settle_reclaim(store, writer, intent, flow_run_id)
+        if closed is not None:
+            appended.append(closed)
     return appended
 
 

@@ -30,7 +30,7 @@ from gpuaas.actions._events import EventReason
 from gpuaas.actions._kube_writer import INDEFINITE, KubeWriter
 from gpuaas.actions._patches import differences, left_by_stop, live_values, reclaimed_by, restore_patch
 from gpuaas.actions._undoing import Undone
-from gpuaas.actions.reclaim import FLOW, RECOVERY_LOOKBACK
+from gpuaas.actions.reclaim import FLOW, RECOVERY_LOOKBACK, settle_reclaim
 from gpuaas.errors import Conflict, GpuaasError, NotFound
 from gpuaas.models import Outcome, bounded_key
 from gpuaas.store import AuditEntry, Store
@@ -168,6 +168,9 @@ def restore_reclaim(store: Store, writer: KubeWriter, reclaim: AuditEntry, flow_
     if reclaim.mode != "apply":
         return Undone(Outcome.no_op, "a dry-run decision: nothing was changed")
     completions = [r for r in store.audit(refers_to=[reclaim_id], limit=None) if r.action == "reclaim"]
+    if not completions:  # a reclaim run killed before its completion: settled from the object first, as its recovery
+        closed = settle_reclaim(store, writer, reclaim, flow_run_id)  # would; an undo's rows would hide it from that
+        completions = [closed] if closed is not None else []
     intent: AuditEntry | None = None
 
     def finish(outcome: Outcome, message: str) -> Undone:
@@ -182,6 +185,8 @@ def restore_reclaim(store: Store, writer: KubeWriter, reclaim: AuditEntry, flow_
             obj = writer.get(reclaim.kind, reclaim.namespace or "", reclaim.name)
         except NotFound:
             return finish(Outcome.skipped, "object deleted")
+        except GpuaasError as exc:  # nothing written since the last read: this undo fails, the next one may not
+            return finish(Outcome.failed, f"not restored, the object could not be read: {str(exc)[:400]}")
         refused = _refusal(reclaim, obj, completions)
         if refused is not None:
             return Undone(*refused) if refused[0] == Outcome.no_op else finish(*refused)

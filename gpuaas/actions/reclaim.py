@@ -46,7 +46,8 @@ from gpuaas.policies.reclaim import Decision
 from gpuaas.policy import FreeGoal, Mode
 from gpuaas.store import AuditEntry, Store
 
-__all__ = ["FLOW", "ActionResult", "already_decided", "execute_decisions", "read_back_stop", "recently_restored"]
+__all__ = ["FLOW", "ActionResult", "already_decided", "execute_decisions", "read_back_stop", "recently_restored",
+           "settle_reclaim"]
 
 FLOW = "reclaim"
 RECOVERY_LOOKBACK = timedelta(days=7)
@@ -138,6 +139,24 @@ def read_back_stop(writer: KubeWriter, kind: str, namespace: str, name: str, aud
     if mark is not None and mark.get("audit_id") == audit_id:
         return Outcome.applied, f"the object carries the gpuaas.io/reclaimed annotation of audit #{audit_id}"
     return Outcome.failed, "the object does not carry its gpuaas.io/reclaimed annotation: not changed"
+
+
+def settle_reclaim(store: Store, writer: KubeWriter, intent: AuditEntry, flow_run_id: str | None) -> AuditEntry | None:
+    """Close the apply intent ``intent`` that has no completion (a run killed between the two) from the object:
+    ``applied`` when it carries the intent's annotation, else ``failed``; None (left open) when it cannot be read."""
+    settled = read_back_stop(writer, intent.kind, intent.namespace or "", intent.name, int(intent.id or 0),
+                             (intent.after or {}).get("api_version"))
+    if settled is None:
+        return None
+    outcome, why = settled
+    reason = (f"recovered: the patch had reached the object before the interruption; {why}"
+              if outcome == Outcome.applied else f"recovered: the interruption came before the patch landed; {why}")
+    return store.append(AuditEntry(
+        flow=FLOW, flow_run_id=flow_run_id, action="reclaim", kind=intent.kind, namespace=intent.namespace,
+        name=intent.name, uid=intent.uid, mode=intent.mode, outcome=outcome, reason=reason,
+        evidence=intent.evidence, before=intent.before, after=intent.after,
+        idempotency_key=intent.idempotency_key, refers_to=intent.id,
+    ))
 
 
 def _frees(plan_frees: FreeGoal) -> str:

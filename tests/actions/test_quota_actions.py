@@ -24,7 +24,7 @@ from gpuaas.actions._quota_patches import gpu_nominal
 from gpuaas.actions.quotas import apply_quota_plan, quota_moved_since, recent_quota_changes, recover_quota_plans
 from gpuaas.cluster.apiserver import RBACRules
 from gpuaas.cluster.runner import EmbeddedCluster
-from gpuaas.errors import Forbidden, NotFound
+from gpuaas.errors import Forbidden, NotFound, TransientError
 from gpuaas.policies.quotas import QueueDemand, QuotaLimits, QuotaPlan, plan_quotas
 from gpuaas.policy import Mode
 from gpuaas.settings import GpuaasSettings
@@ -352,3 +352,30 @@ def test_an_undo_refused_because_a_queue_was_deleted_is_audited(settings: Gpuaas
     row = store.get_audit(int(refused.restore_audit_id or 0))
     assert row is not None and (row.action, row.outcome, row.refers_to) == ("restore", "skipped", result.plan_id)
     assert live(writer) == {"team-a-cq": 12, "team-b-cq": 8, "team-c-cq": 4}  # nothing restored
+
+
+class BlindWriter(KubeWriter):
+    """``queue`` cannot be read (the API unreachable for it, a 503)."""
+
+    def __init__(self, settings: GpuaasSettings, queue: str) -> None:
+        super().__init__(settings)
+        self.queue = queue
+
+    def get_cluster_scoped(self, kind: str, name: str, *, version: str | None = None) -> dict[str, Any]:
+        if name == self.queue:
+            raise TransientError(f"reading ClusterQueue {name}: 503 Service Unavailable")
+        return super().get_cluster_scoped(kind, name, version=version)
+
+
+def test_an_undo_that_cannot_read_a_queue_fails_audited_and_restores_nothing(settings: GpuaasSettings, store: Store,
+                                                                            writer: KubeWriter) -> None:
+    result = apply(store, writer, the_plan(DEMAND))
+    with BlindWriter(settings, "team-c-cq") as blind:
+        [failed] = undo_entries(store, blind, [result.plan_id])
+    assert failed.result == "failed" and "team-c-cq" in failed.message and "503" in failed.message, failed.message
+    row = store.get_audit(int(failed.restore_audit_id or 0))
+    assert row is not None and (row.action, row.outcome, row.refers_to) == ("restore", "failed", result.plan_id)
+    assert live(writer) == {"team-a-cq": 12, "team-b-cq": 8, "team-c-cq": 4}  # nothing restored
+    [undone] = undo_entries(store, writer, [result.plan_id])  # the failure blocks no later undo
+    assert undone.result == "restored", undone.message
+    assert live(writer) == NOMINAL

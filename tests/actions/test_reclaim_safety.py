@@ -24,6 +24,7 @@ import pytest
 
 from gpuaas.actions import RECLAIMED_ANNOTATION, KubeWriter, recover_interrupted
 from gpuaas.cluster.runner import EmbeddedCluster
+from gpuaas.errors import TransientError
 from gpuaas.policy import Mode
 from gpuaas.settings import GpuaasSettings, load_settings
 from gpuaas.store import AuditEntry, Store
@@ -232,3 +233,66 @@ def test_a_workload_deleted_and_recreated_with_the_same_name_is_never_touched(
     [result] = run(settings, cluster, store, [decision])
     assert result.result == "skipped" and "changed since the snapshot" in result.reason, result.reason
     assert writes(cluster) == count
+
+
+# --- 1e: an object that cannot be read during an undo --------------------------------------------
+def test_an_undo_whose_read_fails_is_audited_failed_and_the_other_ids_are_still_undone(
+        settings: GpuaasSettings, cluster: EmbeddedCluster, store: Store, monkeypatch: pytest.MonkeyPatch) -> None:
+    first = _reclaim(settings, cluster, store, "Deployment", "dep-b")
+    second = _reclaim(settings, cluster, store, "StatefulSet", "sts-b")
+    real_get = KubeWriter.get
+
+    def flaky_get(self: KubeWriter, kind: str, namespace: str, name: str, **kw: Any) -> dict[str, Any]:
+        if name == "dep-b":
+            raise TransientError(f"reading {kind} {namespace}/{name}: 503 Service Unavailable")
+        return real_get(self, kind, namespace, name, **kw)
+
+    monkeypatch.setattr(KubeWriter, "get", flaky_get)
+    # The read of the first fails: that undo fails (audited, the command exits 1), and the second is undone all the
+    # same, and reported; not one exception for the whole batch after the second was restored.
+    failed, restored = undo(settings, store, [first, second])
+    assert (failed.audit_id, failed.result) == (first, "failed") and "503" in failed.message, failed.message
+    row = store.get_audit(int(failed.restore_audit_id or 0))
+    assert row is not None and (row.action, row.outcome, row.refers_to) == ("restore", "failed", first)
+    assert (restored.audit_id, restored.result) == (second, "restored"), restored.message
+    assert obj(cluster, "Deployment", "dep-b")["spec"]["replicas"] == 0
+    assert obj(cluster, "StatefulSet", "sts-b")["spec"]["replicas"] == 1
+    monkeypatch.setattr(KubeWriter, "get", real_get)
+    [again] = undo(settings, store, [first])  # the failure blocks no later undo
+    assert again.result == "restored", again.message
+
+
+# --- 1f: an undo of a reclaim whose run was killed before its completion row ---------------------
+def test_an_undo_of_a_reclaim_killed_after_its_patch_settles_the_reclaim_first(
+        settings: GpuaasSettings, cluster: EmbeddedCluster, store: Store, monkeypatch: pytest.MonkeyPatch) -> None:
+    decisions = decide(settings, cluster, store, Mode.apply, only={("Notebook", "nb-b")})
+    with monkeypatch.context() as m:
+        crash_after_each_patch(m)
+        with pytest.raises(RuntimeError):
+            run(settings, cluster, store, decisions)
+    [intent] = [r for r in store.audit(flow="reclaim", limit=None) if r.action == "reclaim" and r.name == "nb-b"]
+    assert intent.outcome == "planned"
+    # Undone before the next reclaim run's recovery: the stop is on the record as applied, then undone.
+    [restored] = undo(settings, store, [int(intent.id or 0)])
+    assert restored.result == "restored", restored.message
+    with KubeWriter(settings) as writer:
+        assert recover_interrupted(store, writer, flow_run_id="next", now=cluster.clock.now()) == []
+    rows = store.audit(refers_to=[int(intent.id or 0)], limit=None)
+    assert [(r.action, r.outcome) for r in rows] == [("reclaim", "applied"), ("restore", "planned")]
+
+
+def test_an_undo_of_a_reclaim_killed_before_its_patch_is_a_no_op_and_the_reclaim_is_closed(
+        settings: GpuaasSettings, cluster: EmbeddedCluster, store: Store, monkeypatch: pytest.MonkeyPatch) -> None:
+    decisions = decide(settings, cluster, store, Mode.apply, only={("InferenceService", "isvc-b")})
+    with monkeypatch.context() as m:
+        m.setattr(KubeWriter, "patch", _crash)
+        with pytest.raises(RuntimeError):
+            run(settings, cluster, store, decisions)
+    [intent] = [r for r in store.audit(flow="reclaim", limit=None) if r.action == "reclaim" and r.name == "isvc-b"]
+    count = writes(cluster)
+    [result] = undo(settings, store, [int(intent.id or 0)])
+    # Not "changed by someone else": the reclaim never reached the object, and the audit log says so.
+    assert result.result == "no-op" and "never reached" in result.message, result.message
+    assert writes(cluster) == count
+    rows = store.audit(refers_to=[int(intent.id or 0)], limit=None)
+    assert [(r.action, r.outcome) for r in rows] == [("reclaim", "failed")]

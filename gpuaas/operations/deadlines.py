@@ -7,7 +7,9 @@ The path of one run, in order (every caller takes it: the ``deadlines`` flow, th
    from the Workload objects alone. It comes first and needs no snapshot, so a run whose collect or
    plan fails later has already released; a hold is gpuaas's own change, so it is undone in dry-run too.
 2. ``plan``: the whole decision, pure. The pools (one per cohort tree and GPU flavor) and their
-   plans, then the nudges with their reasons, holds capped per run. What is already held is read
+   plans, then the nudges with their reasons, holds capped per run. On a degraded snapshot (a required
+   source failed) holds and demotions are decided and shown, never written, as everywhere in gpuaas;
+   releases still are, since they only give Kueue its own order back. What is already held is read
    from the snapshot's Workloads (the ``gpuaas.io/deadline-hold`` annotation), not from the audit
    log: the object is the record of a hold, so there is no audit view to read beforehand.
 3. ``apply``: per nudge, the intent row, the write (a hold only in apply mode), the completion row.
@@ -126,6 +128,11 @@ def plan(snapshot: Snapshot, policy: DeadlinesPolicy, now: datetime, *, nudge: b
     """
     pools = pool_plans(snapshot)
     nudges = plan_nudges(pools, snapshot.workloads, now, policy, frozen_workloads(snapshot, held or {})) if nudge else []
+    failed = sorted(n for n, s in snapshot.sources.items() if s.required and not s.ok)
+    if failed:  # decided and shown, never written; a release only gives Kueue its own order back, so it still is
+        why = f"{failed[0]} did not answer for this snapshot: no hold or demotion on a degraded snapshot"
+        nudges = [n if n.action is NudgeAction.release or n.outcome == Outcome.skipped
+                  else replace(n, reason=why, outcome=Outcome.skipped) for n in nudges]
     return DeadlinesPlan(now, pools, tuple(nudges))
 
 

@@ -3,12 +3,13 @@ holds (capped, least urgent first) and what is at risk out; no store, no cluster
 
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pandas as pd
 
-from gpuaas.models import Outcome, Snapshot
+from gpuaas.models import Outcome, Snapshot, SourceStatus
 from gpuaas.operations.deadlines import plan
 from gpuaas.policy import DeadlinesPolicy
 
@@ -68,3 +69,24 @@ def test_plan_without_nudges_plans_the_same_pools_and_holds_nothing() -> None:
     policy = DeadlinesPolicy(max_holds_per_run=1, release_margin_minutes=30, runtime_estimate_error=1.0)
     only = plan(snapshot(), policy, NOW, nudge=False)
     assert only.nudges == () and only.pools == plan(snapshot(), policy, NOW).pools
+
+
+def test_on_a_degraded_snapshot_holds_are_shown_never_planned_and_releases_still_are() -> None:
+    # The same pools with Prometheus down: the plan is the same, the hold it would write is skipped naming the
+    # source, and a hold it no longer needs (``late``, held by an earlier run) is still released.
+    base = snapshot()
+    base.workloads.loc[base.workloads["name"] == "late", "deadline_hold"] = (
+        '{"audit_id": 7, "release_at": "2026-03-10T15:00:00+00:00", "before": {"active": true}}')
+    policy = DeadlinesPolicy(max_holds_per_run=1, release_margin_minutes=30, runtime_estimate_error=1.0)
+    degraded = replace(base, sources={"kube": SourceStatus("kube", True),
+                                      "prometheus": SourceStatus("prometheus", False, error="connection refused")})
+    clean, result = plan(base, policy, NOW), plan(degraded, policy, NOW)
+    assert result.pools == clean.pools
+    assert [(n.action, n.ref, n.outcome) for n in clean.nudges] == [
+        ("release", "ns/late", Outcome.planned), ("hold", "ns/slack", Outcome.planned),
+        ("hold", "ns/urgent", Outcome.deferred)]
+    assert [(n.action, n.ref, n.outcome) for n in result.nudges] == [
+        ("release", "ns/late", Outcome.planned), ("hold", "ns/slack", Outcome.skipped),
+        ("hold", "ns/urgent", Outcome.skipped)]
+    assert result.holds == ()
+    assert all(n.reason.startswith("prometheus did not answer") for n in result.nudges if n.action != "release")

@@ -15,7 +15,7 @@ from gpuaas.operations.collect import read_snapshot
 from gpuaas.policies.reclaim import Decision
 from gpuaas.policy import Mode
 from gpuaas.settings import GpuaasSettings
-from gpuaas.store import Store
+from gpuaas.store import AuditEntry, Store
 
 IDLE_TARGETS = {("RayCluster", "ray"), ("RayCluster", "eray"), ("InferenceService", "isvc"), ("Notebook", "nb"),
                 ("Deployment", "dep"), ("StatefulSet", "sts"), ("RayCluster", "ray-b"), ("InferenceService", "isvc-b"),
@@ -90,6 +90,32 @@ def workload_decision(settings: GpuaasSettings, cluster: EmbeddedCluster, name: 
     idle.loc[mine, "verdict"] = "idle"
     idle.loc[mine, "idle_seconds"] = 1800.0
     return next(d for d in operation.propose(snapshot, idle, settings.policy, Mode.apply) if d.name == name)
+
+
+def killed_reclaim(settings: GpuaasSettings, cluster: EmbeddedCluster, store: Store, monkeypatch: Any, kind: str,
+                   name: str, *, patch_landed: bool = True) -> AuditEntry:
+    """The open intent row (no completion refers to it) of a reclaim of ``kind``/``name`` in apply mode whose process
+    died after its patch landed (``patch_landed``) or before the patch was sent."""
+    decisions = decide(settings, cluster, store, Mode.apply, only={(kind, name)})
+    with monkeypatch.context() as m:
+        if patch_landed:
+            crash_after_each_patch(m)
+        else:
+            m.setattr(KubeWriter, "patch", _killed)
+        try:
+            run(settings, cluster, store, decisions)
+        except RuntimeError:
+            pass
+        else:
+            raise AssertionError("the reclaim run was not killed")
+    rows = store.audit(flow="reclaim", limit=None)
+    closed = {r.refers_to for r in rows}
+    [intent] = [r for r in rows if r.action == "reclaim" and r.outcome == "planned" and r.id not in closed]
+    return intent
+
+
+def _killed(*_: Any, **__: Any) -> Any:
+    raise RuntimeError("worker killed before the write")
 
 
 def crash_after_each_patch(monkeypatch: Any) -> None:

@@ -24,7 +24,7 @@ from gpuaas.actions._quota_patches import gpu_nominal
 from gpuaas.actions.quotas import apply_quota_plan, quota_moved_since, recent_quota_changes, recover_quota_plans
 from gpuaas.cluster.apiserver import RBACRules
 from gpuaas.cluster.runner import EmbeddedCluster
-from gpuaas.errors import Forbidden, NotFound, TransientError
+from gpuaas.errors import Forbidden, GpuaasError, NotFound, TransientError
 from gpuaas.policies.quotas import QueueDemand, QuotaLimits, QuotaPlan, plan_quotas
 from gpuaas.policy import Mode
 from gpuaas.settings import GpuaasSettings
@@ -330,52 +330,33 @@ def test_a_refused_undo_is_audited_and_a_later_undo_still_restores(store: Store,
     assert again.result == "no-op" and "already restored" in again.message
 
 
-class GoneWriter(KubeWriter):
-    """``queue`` has been deleted."""
+class UnreadableWriter(KubeWriter):
+    """Reading ``queue`` raises ``error``: it has been deleted (``NotFound``), or the API fails for it (a 503)."""
 
-    def __init__(self, settings: GpuaasSettings, queue: str) -> None:
+    def __init__(self, settings: GpuaasSettings, queue: str, error: GpuaasError) -> None:
         super().__init__(settings)
-        self.queue = queue
+        self.queue, self.error = queue, error
 
     def get_cluster_scoped(self, kind: str, name: str, *, version: str | None = None) -> dict[str, Any]:
         if name == self.queue:
-            raise NotFound("not found", status=404, reason="Not Found", kind=kind, name=name, verb="reading")
+            raise self.error
         return super().get_cluster_scoped(kind, name, version=version)
 
 
-def test_an_undo_refused_because_a_queue_was_deleted_is_audited(settings: GpuaasSettings, store: Store,
-                                                                writer: KubeWriter) -> None:
+@pytest.mark.parametrize(("error", "outcome", "said"), [
+    (NotFound("not found", status=404, reason="Not Found", kind="ClusterQueue", name="team-b-cq", verb="reading"),
+     "skipped", "team-b-cq: ClusterQueue deleted"),
+    (TransientError("reading ClusterQueue team-b-cq: 503 Service Unavailable"), "failed", "team-b-cq: 503"),
+], ids=["deleted", "unreadable"])
+def test_an_undo_that_cannot_read_a_queue_is_audited_restores_nothing_and_blocks_no_later_undo(
+        settings: GpuaasSettings, store: Store, writer: KubeWriter, error: GpuaasError, outcome: str, said: str) -> None:
     result = apply(store, writer, the_plan(DEMAND))
-    with GoneWriter(settings, "team-b-cq") as gone:
-        [refused] = undo_entries(store, gone, [result.plan_id])
-    assert refused.result == "skipped" and "team-b-cq: ClusterQueue deleted" in refused.message
+    with UnreadableWriter(settings, "team-b-cq", error) as blind:
+        [refused] = undo_entries(store, blind, [result.plan_id])
+    assert refused.result == outcome and said in refused.message, refused.message
     row = store.get_audit(int(refused.restore_audit_id or 0))
-    assert row is not None and (row.action, row.outcome, row.refers_to) == ("restore", "skipped", result.plan_id)
+    assert row is not None and (row.action, row.outcome, row.refers_to) == ("restore", outcome, result.plan_id)
     assert live(writer) == {"team-a-cq": 12, "team-b-cq": 8, "team-c-cq": 4}  # nothing restored
-
-
-class BlindWriter(KubeWriter):
-    """``queue`` cannot be read (the API unreachable for it, a 503)."""
-
-    def __init__(self, settings: GpuaasSettings, queue: str) -> None:
-        super().__init__(settings)
-        self.queue = queue
-
-    def get_cluster_scoped(self, kind: str, name: str, *, version: str | None = None) -> dict[str, Any]:
-        if name == self.queue:
-            raise TransientError(f"reading ClusterQueue {name}: 503 Service Unavailable")
-        return super().get_cluster_scoped(kind, name, version=version)
-
-
-def test_an_undo_that_cannot_read_a_queue_fails_audited_and_restores_nothing(settings: GpuaasSettings, store: Store,
-                                                                            writer: KubeWriter) -> None:
-    result = apply(store, writer, the_plan(DEMAND))
-    with BlindWriter(settings, "team-c-cq") as blind:
-        [failed] = undo_entries(store, blind, [result.plan_id])
-    assert failed.result == "failed" and "team-c-cq" in failed.message and "503" in failed.message, failed.message
-    row = store.get_audit(int(failed.restore_audit_id or 0))
-    assert row is not None and (row.action, row.outcome, row.refers_to) == ("restore", "failed", result.plan_id)
-    assert live(writer) == {"team-a-cq": 12, "team-b-cq": 8, "team-c-cq": 4}  # nothing restored
-    [undone] = undo_entries(store, writer, [result.plan_id])  # the failure blocks no later undo
+    [undone] = undo_entries(store, writer, [result.plan_id])
     assert undone.result == "restored", undone.message
     assert live(writer) == NOMINAL

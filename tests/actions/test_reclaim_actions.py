@@ -30,8 +30,8 @@ from gpuaas.store import Store
 from tests.actions.reclaim_scenario import (
     IDLE_TARGETS,
     NEVER,
-    crash_after_each_patch,
     decide,
+    killed_reclaim,
     obj,
     reserved,
     run,
@@ -198,12 +198,8 @@ def test_a_crash_before_the_patch_is_reported_and_the_next_run_acts_once(
 
 def test_a_crash_after_the_patch_is_completed_by_the_next_run_never_doubled(
         settings: GpuaasSettings, cluster: EmbeddedCluster, store: Store, monkeypatch: pytest.MonkeyPatch) -> None:
-    decisions = decide(settings, cluster, store, Mode.apply, only={("RayCluster", "ray-b")})
-    with monkeypatch.context() as m:
-        crash_after_each_patch(m)
-        with pytest.raises(RuntimeError):
-            run(settings, cluster, store, decisions)
-    [intent] = store.audit(flow="reclaim")
+    intent = killed_reclaim(settings, cluster, store, monkeypatch, "RayCluster", "ray-b")
+    assert [r.id for r in store.audit(flow="reclaim")] == [intent.id]
     with KubeWriter(settings) as writer:
         [closed] = recover_interrupted(store, writer, flow_run_id="next", now=cluster.clock.now())
     assert (closed.outcome, closed.refers_to) == ("applied", intent.id)

@@ -28,7 +28,16 @@ from gpuaas.errors import TransientError
 from gpuaas.policy import Mode
 from gpuaas.settings import GpuaasSettings, load_settings
 from gpuaas.store import AuditEntry, Store
-from tests.actions.reclaim_scenario import crash_after_each_patch, decide, obj, run, undo, workload_decision, writes
+from tests.actions.reclaim_scenario import (
+    crash_after_each_patch,
+    decide,
+    killed_reclaim,
+    obj,
+    run,
+    undo,
+    workload_decision,
+    writes,
+)
 from tests.lossy_proxy import LossyProxy, lossy_proxy
 
 pytestmark = [pytest.mark.integration]
@@ -265,13 +274,7 @@ def test_an_undo_whose_read_fails_is_audited_failed_and_the_other_ids_are_still_
 # --- 1f: an undo of a reclaim whose run was killed before its completion row ---------------------
 def test_an_undo_of_a_reclaim_killed_after_its_patch_settles_the_reclaim_first(
         settings: GpuaasSettings, cluster: EmbeddedCluster, store: Store, monkeypatch: pytest.MonkeyPatch) -> None:
-    decisions = decide(settings, cluster, store, Mode.apply, only={("Notebook", "nb-b")})
-    with monkeypatch.context() as m:
-        crash_after_each_patch(m)
-        with pytest.raises(RuntimeError):
-            run(settings, cluster, store, decisions)
-    [intent] = [r for r in store.audit(flow="reclaim", limit=None) if r.action == "reclaim" and r.name == "nb-b"]
-    assert intent.outcome == "planned"
+    intent = killed_reclaim(settings, cluster, store, monkeypatch, "Notebook", "nb-b")
     # Undone before the next reclaim run's recovery: the stop is on the record as applied, then undone.
     [restored] = undo(settings, store, [int(intent.id or 0)])
     assert restored.result == "restored", restored.message
@@ -283,12 +286,7 @@ def test_an_undo_of_a_reclaim_killed_after_its_patch_settles_the_reclaim_first(
 
 def test_an_undo_of_a_reclaim_killed_before_its_patch_is_a_no_op_and_the_reclaim_is_closed(
         settings: GpuaasSettings, cluster: EmbeddedCluster, store: Store, monkeypatch: pytest.MonkeyPatch) -> None:
-    decisions = decide(settings, cluster, store, Mode.apply, only={("InferenceService", "isvc-b")})
-    with monkeypatch.context() as m:
-        m.setattr(KubeWriter, "patch", _crash)
-        with pytest.raises(RuntimeError):
-            run(settings, cluster, store, decisions)
-    [intent] = [r for r in store.audit(flow="reclaim", limit=None) if r.action == "reclaim" and r.name == "isvc-b"]
+    intent = killed_reclaim(settings, cluster, store, monkeypatch, "InferenceService", "isvc-b", patch_landed=False)
     count = writes(cluster)
     [result] = undo(settings, store, [int(intent.id or 0)])
     # Not "changed by someone else": the reclaim never reached the object, and the audit log says so.

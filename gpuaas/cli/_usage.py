@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Sequence
 from typing import get_args
 
@@ -54,7 +55,8 @@ def usage_error_line(exc: click.ClickException, args: Sequence[str]) -> str:
     ``Value error, `` that pydantic puts before a refusal (an unknown choice: ``'xml' is not one of 'table',
     'json'``) says nothing to the reader and is dropped.
     """
-    message = exc.format_message().strip().replace("\n", " ").rstrip(".").replace(": Value error, ", ": ", 1)
+    # Click puts a list (the choices of a missing option) on lines of their own, indented by tabs: one line here.
+    message = re.sub(r"\s*\n\s*", " ", exc.format_message().strip()).rstrip(".").replace(": Value error, ", ": ", 1)
     param: click.Parameter | None = getattr(exc, "param", None)
     value = _given_value(args, param)
     if param is not None and value is not None:

@@ -151,4 +151,4 @@ def quotas(
     print_table(f"quota plan: {plan.moved_gpus} GPUs moved, weighted shortfall "
                 f"{figure(plan.weighted_shortfall_before)} -> {figure(plan.weighted_shortfall)} "
                 f"({plan.solve_seconds:.2f} s)",
-                ["queue", "flavor", "before", "after", "change", "shortfall", "reason"], rows)
+                ["queue", "flavor", "before", "after", "change", "shortfall", "reason"], rows, notes=("reason",))

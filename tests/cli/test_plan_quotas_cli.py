@@ -131,3 +131,13 @@ def test_a_count_that_prints_as_one_is_singular() -> None:
     from gpuaas.phrases import counted
 
     assert counted(0.999, "GPU") == "1 GPU" and counted(2, "GPU") == "2 GPUs" and counted(1e6, "GPU") == "1,000,000 GPUs"
+
+
+def test_a_narrow_terminal_moves_the_reasons_under_the_table() -> None:
+    # At 64 columns the table with its reasons does not fit; without them it does: the reasons go under it,
+    # each led by its queue (the reason names the flavor), rather than the table running past the terminal.
+    result = runner.invoke(app, ["plan", "quotas", str(EXAMPLE)], env={"COLUMNS": "64"})
+    assert result.exit_code == 0, result.output
+    assert max(len(line) for line in result.stdout.splitlines()) <= 64, result.stdout
+    flat = " ".join(result.stdout.split())
+    assert "team-b reason: team-b a100: 8 -> 12 (+4 from team-a)" in flat

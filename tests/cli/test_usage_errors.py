@@ -34,6 +34,9 @@ CASES = {
         ["audit", "list", "--since", "nan"],
         "error: Invalid value for '--since' / '--from': expected a duration like 2h or 7d, or an ISO time (got 'nan'); "
         "see gpuaas audit list --help"),
+    "required-choice-missing": (  # Click lists the choices on tab-indented lines: one line, single spaces
+        ["replay", "rebalance", "--trace", "t.csv"],
+        "error: Missing option '--trace-format'. Choose from: philly, itp; see gpuaas replay rebalance --help"),
     "format-not-a-choice": (  # pydantic's "Value error, " says nothing to the reader
         ["collect", "--format", "xml"],
         "error: Invalid value for '--format': 'xml' is not one of 'table', 'json'; see gpuaas collect --help"),

@@ -9,14 +9,27 @@ reference for what planning at every arrival and end could do, not what the flow
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from enum import Enum
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from gpuaas.cli._common import OutputFormat, fail, flag_error, print_json, print_table, usage_error
+from gpuaas.cli._common import (
+    OutputFormat,
+    err_console,
+    fail,
+    flag_error,
+    lead,
+    print_json,
+    print_table,
+    usage_error,
+)
 from gpuaas.cluster.deadline_replay import DEFAULT_RUNTIME_ESTIMATE
+
+if TYPE_CHECKING:
+    from gpuaas.cluster.deadline_replay import ReplayStats
 from gpuaas.errors import ConfigError, GpuaasError
 from gpuaas.models import MAX_GPUS
 
@@ -62,17 +75,23 @@ def deadlines(
         settings = (load_policy(policy) if policy is not None else Policy()).deadlines
         jobs = read_itp(trace)
         estimates = None if runtime_estimate == "exact" else estimate_runtimes(jobs, runtime_estimate, seed)
-        fifo = replay_deadlines(jobs, gpus, planned=False)
-        planned = (replay_flow(jobs, gpus, estimates=estimates, policy=settings) if loop is Loop.flow
-                   else replay_deadlines(jobs, gpus, planned=True, estimates=estimates))
+        def say(line: str) -> None:
+            err_console.print(line, markup=False, highlight=False)
+
+        fifo = replay_deadlines(jobs, gpus, planned=False, progress=say)
+        planned = (replay_flow(jobs, gpus, estimates=estimates, policy=settings, progress=say) if loop is Loop.flow
+                   else replay_deadlines(jobs, gpus, planned=True, estimates=estimates, progress=say))
     except ConfigError as exc:  # --runtime-estimate's value: exit 2; the trace or the policy file: exit 1
         # only a field that is an option is one; another (a job's) is the run's failure, never a flag of its name
         raise (flag_error(exc) if (exc.field or "").startswith("--") else fail(str(exc))) from exc
     except GpuaasError as exc:
         raise fail(str(exc)) from exc
     runs = {"fifo": fifo.to_dict(), "planned": planned.to_dict()}
+    result = {"headline": replay_headline(fifo, planned, gpus, loop, duration)}
+    lead(result, format)  # the first line: on stdout above the table, on stderr beside the JSON
     if format is OutputFormat.json:
-        print_json({"gpus": gpus, "runtime_estimate": runtime_estimate, "seed": seed, "loop": loop.value, **runs})
+        print_json({**result, "gpus": gpus, "runtime_estimate": runtime_estimate, "seed": seed, "loop": loop.value,
+                    **runs})
         return
     # met / feasible: ``deadline_satisfaction`` counts only deadlines that were not hopeless (docs/replays.md);
     # headed "satisfaction" it would read as ElasticFlow's met / all deadlines.
@@ -82,4 +101,15 @@ def deadlines(
              duration(r["avg_jct_s"]), duration(r["p95_queue_s"]), f"{r['gpu_allocation_ratio']:.2f}"]
             for run, r in runs.items()]
     print_table(f"Deadline replay of {trace.name} on {gpus} GPUs ({loop.value} loop, Kueue model, simulated time)",
-                headers, rows)
+                headers, rows, optional=("allocated", "with deadline", "jobs", "hopeless"))
+
+
+def replay_headline(fifo: ReplayStats, planned: ReplayStats, gpus: int, loop: Loop,
+                    duration: Callable[[float], str]) -> str:
+    """The command's first line: deadlines met by the plan against Kueue's own order, then what it cost in waiting."""
+    who = "The deadlines flow" if loop is Loop.flow else "The event-driven planner"
+    feasible = fifo.deadline_jobs - fifo.hopeless
+    ratio = f" ({planned.met / fifo.met:.2f}x)" if fifo.met else ""
+    return (f"{who} met {planned.met:,} of {feasible:,} feasible deadlines on {gpus:,} GPUs, Kueue's own order "
+            f"{fifo.met:,}{ratio}; p95 queueing delay {duration(planned.p95_queue_s)} against "
+            f"{duration(fifo.p95_queue_s)}.")

@@ -26,7 +26,7 @@ nothing is held, and the plan nudges nothing.
 from __future__ import annotations
 
 import heapq
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -46,6 +46,7 @@ from gpuaas.cluster.deadline_replay import (
     LOCAL_QUEUE,
     NAMESPACE,
     START,
+    JobsDone,
     ReplayStats,
     job_name,
     kueue_cluster,
@@ -157,11 +158,13 @@ def _trace_workload(job: TraceJob, i: int, estimate: float) -> dict[str, Any]:
 
 
 def replay_flow(jobs: Sequence[TraceJob], gpus: int, *, estimates: Sequence[float] | None = None,
-                interval: float | None = None, policy: DeadlinesPolicy | None = None) -> ReplayStats:
+                interval: float | None = None, policy: DeadlinesPolicy | None = None,
+                progress: Callable[[str], None] | None = None) -> ReplayStats:
     """Every job once through Kueue on ``gpus`` GPUs, with the ``deadlines`` flow run every ``interval`` seconds.
 
     ``interval`` defaults to the deployment's schedule in ``prefect.yaml``, ``policy`` to the
-    policy model's defaults; ``replans`` in the result counts the ticks that ran.
+    policy model's defaults; ``replans`` in the result counts the ticks that ran; ``progress`` hears each
+    tenth of the jobs that ends.
     """
     if not jobs:
         raise ConfigError("the trace has no jobs")
@@ -172,6 +175,7 @@ def replay_flow(jobs: Sequence[TraceJob], gpus: int, *, estimates: Sequence[floa
     policy = policy or DeadlinesPolicy()
     told = [j.duration for j in jobs] if estimates is None else list(estimates)
     clock, store, kueue = kueue_cluster(gpus)
+    tick = JobsDone("flow", len(jobs), progress)
     order = sorted(range(len(jobs)), key=lambda i: (jobs[i].submit, i))
     started: dict[int, float] = {}
     ended: dict[int, float] = {}
@@ -189,6 +193,7 @@ def replay_flow(jobs: Sequence[TraceJob], gpus: int, *, estimates: Sequence[floa
             kueue.finish(NAMESPACE, job_name(i))
             store.delete("Workload", NAMESPACE, job_name(i))
             ended[i] = now
+            tick(len(ended), now)
         while next_submit < len(order) and jobs[order[next_submit]].submit <= now + EPS:
             i = order[next_submit]
             next_submit += 1

@@ -60,6 +60,21 @@ def test_cli_json_has_both_runs(tmp_path: Path) -> None:
     assert (data["fifo"]["met"], data["planned"]["met"], data["loop"]) == (2, 3, "event")
 
 
+def test_cli_says_what_the_plan_met_first_and_how_far_the_replay_has_come(tmp_path: Path) -> None:
+    # The hand-made jobs above: FIFO meets 2 of the 3 feasible deadlines, the plan all 3.
+    path = write_trace(tmp_path, JOBS)
+    args = ["replay", "deadlines", "--trace", str(path), "--gpus", "4", "--loop", "event", "--runtime-estimate", "exact"]
+    table = runner.invoke(app, args)
+    assert table.exit_code == 0, table.output
+    first = " ".join(table.stdout.split("Deadline replay of")[0].split())
+    assert first == ("The event-driven planner met 3 of 3 feasible deadlines on 4 GPUs, Kueue's own order 2 (1.50x); "
+                     "p95 queueing delay 3m against 3m."), first
+    assert "fifo: 4 of 4 jobs done" in table.stderr and "plan: 4 of 4 jobs done" in table.stderr, table.stderr
+    as_json = runner.invoke(app, [*args, "--format", "json"])
+    assert json.loads(as_json.stdout)["headline"] == first  # beside the JSON, the same line on stderr
+    assert first in " ".join(as_json.stderr.split())
+
+
 def test_by_default_the_planner_is_told_estimates_not_the_true_run_times(tmp_path: Path) -> None:
     # A flow reads the run time users expect: the default replay tells the planner lognormal estimates
     # (median right), and on these jobs the plan made on them meets fewer deadlines than one made on the truth.

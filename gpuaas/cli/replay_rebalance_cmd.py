@@ -12,11 +12,21 @@ from typing import Annotated, Any
 
 import typer
 
-from gpuaas.cli._common import OutputFormat, console, err_console, fail, flag_error, print_json, print_table
+from gpuaas.cli._common import (
+    OutputFormat,
+    console,
+    err_console,
+    fail,
+    flag_error,
+    lead,
+    print_json,
+    print_table,
+)
 from gpuaas.cli._trace_format import TraceFormat
 from gpuaas.cluster.deadline_replay import DEFAULT_RUNTIME_ESTIMATE, estimate_runtimes
 from gpuaas.cluster.quota_replay import replay_rebalance
 from gpuaas.errors import ConfigError
+from gpuaas.phrases import counted, duration, figure
 from gpuaas.policy import Policy, load_policy
 
 __all__ = ["rebalance"]
@@ -24,6 +34,8 @@ __all__ = ["rebalance"]
 
 _HEADERS = ("configuration", "avg wait s", "p95 wait s", "worst tenant p95 s", "met / deadlines", "allocated",
             "Jain", "preempted GPU-h", "GPUs moved/night")
+_OPTIONAL = ("preempted GPU-h", "allocated", "avg wait s", "met / deadlines", "p95 wait s")
+"""Left out in this order where the console is too narrow: the worst tenant's wait, Jain and the GPUs moved stay."""
 _COLUMNS = ("configuration", "avg_queue_s", "p95_queue_s", "worst_tenant_p95_queue_s", "deadline_satisfaction",
             "gpu_allocation_ratio", "jain_fairness", "preempted_gpu_hours", "gpus_moved_per_night")
 
@@ -63,10 +75,30 @@ def rebalance(
                                   progress=lambda line: err_console.print(line, markup=False, highlight=False))
     except ConfigError as exc:
         raise fail(str(exc)) from exc
+    result = {"headline": replay_headline(result["configurations"]), **result}
+    lead(result, format)  # the first line: on stdout above the tables, on stderr beside the JSON
     if format is OutputFormat.json:
         print_json(result)
         return
     _print_tables(result)
+
+
+def replay_headline(configurations: dict[str, dict[str, Any]]) -> str:
+    """The command's first line: the worst-off tenant's p95 wait with the nightly rebalance against static quotas,
+    for isolated queues and for one cohort, and the GPUs it moved a night."""
+    parts, moved = [], []
+    for kind, words in (("isolated", "isolated queues"), ("cohort", "one cohort")):
+        static, rebalanced = configurations.get(f"static_{kind}"), configurations.get(f"rebalanced_{kind}")
+        if static is None or rebalanced is None:
+            continue
+        parts.append(f"{duration(rebalanced['worst_tenant_p95_queue_s'])} against "
+                     f"{duration(static['worst_tenant_p95_queue_s'])} with static quotas ({words})")
+        nights = rebalanced["gpus_moved_per_night"]
+        moved.append(f"{figure(round(sum(nights) / len(nights), 1) if nights else 0)} ({kind})")  # as the table rounds
+    if not parts:
+        return "Rebalance replay: no rebalanced configuration to compare."
+    return (f"Nightly rebalancing: the worst-off tenant's p95 wait {', '.join(parts)}; GPUs moved a night: "
+            f"{', '.join(moved)}.")
 
 
 def _print_tables(result: dict[str, Any]) -> None:
@@ -79,16 +111,15 @@ def _print_tables(result: dict[str, Any]) -> None:
     tenants = meta["tenants"]
     replayed = {name: t for name, t in tenants.items() if t["left_out"] is None}
     left_out = [t["why"] for t in tenants.values() if t["left_out"] is not None]
-    title = (f"Rebalance replay: {meta['jobs']:,} jobs of {len(replayed)} tenant{'' if len(replayed) == 1 else 's'} "
-             f"over {meta['submission_span_days']} days, {meta['total_gpus']:,} GPUs "
-             f"({meta['excluded_jobs']} jobs excluded, {len(left_out)} tenant{'' if len(left_out) == 1 else 's'} "
-             "left out)")
+    title = (f"Rebalance replay: {counted(meta['jobs'], 'job')} of {counted(len(replayed), 'tenant')} "
+             f"over {counted(meta['submission_span_days'], 'day')}, {counted(meta['total_gpus'], 'GPU')} "
+             f"({counted(meta['excluded_jobs'], 'job')} excluded, {counted(len(left_out), 'tenant')} left out)")
     configurations = result["configurations"]
-    print_table(title, _HEADERS, [_row(name, data) for name, data in configurations.items()])
+    print_table(title, _HEADERS, [_row(name, data) for name, data in configurations.items()], optional=_OPTIONAL)
     print_table("p95 wait s per tenant", ("tenant", "quota", "jobs", "excluded", *(c.replace("_", " ") for c in configurations)),
                 [[name, t["quota"], t["jobs"], t["excluded_jobs"],
                   *(_wait(data["tenants"][name]) for data in configurations.values())]
-                 for name, t in replayed.items()])
+                 for name, t in replayed.items()], optional=("excluded", "jobs", "quota"))
     for line in left_out:
         console.print(line, markup=False, highlight=False, soft_wrap=True)
 

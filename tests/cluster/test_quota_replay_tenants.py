@@ -76,7 +76,7 @@ def test_table_names_every_tenant_and_its_headline_adds_up(tmp_path: Path, trace
     rows = [[c.strip() for c in line.strip("│").split("│")] for line in lines if line.startswith("│")]
     tenant_rows = [r for r in rows if not r[0].startswith(("static", "rebalanced"))]
     assert [r[0] for r in tenant_rows] == ["a"]
-    head = re.search(r"(\d+) jobs of (\d+) tenants? over .*, (\d+) GPUs \((\d+) jobs excluded, (\d+) tenants? left out\)",
+    head = re.search(r"(\d+) jobs? of (\d+) tenants? over .*, (\d+) GPUs? \((\d+) jobs? excluded, (\d+) tenants? left out\)",
                      out)
     assert head, out
     jobs, tenants, gpus, excluded, left_out = map(int, head.groups())
@@ -140,3 +140,31 @@ def test_a_starved_tenant_keeps_its_entry_and_counts_as_the_worst() -> None:
     assert figures["worst_tenant_p95_queue_s"] == b["p95_queue_s"]
     assert figures["jain_fairness"] == 0.5  # one tenant waits, the other does not
     assert figures["avg_queue_s"] == round(run.makespan_s / 2, 1)
+
+
+def _seconds(said: str) -> int:
+    """``3h07m`` or ``45m`` back in seconds (the headline's durations are whole minutes)."""
+    match = re.fullmatch(r"(?:(\d+)h)?(\d+)m", said)
+    assert match, said
+    return 3600 * int(match.group(1) or 0) + 60 * int(match.group(2))
+
+
+def test_the_first_line_compares_the_worst_tenants_wait_with_static_quotas(tmp_path: Path, trace: Path) -> None:
+    args = ("--trace", str(trace), "--quotas", str(_quotas(tmp_path)), "--days", "1")
+    code, out, err = _replay(*args)
+    assert code == 0, err
+    first = " ".join(out.split("Rebalance replay:")[0].split())
+    said = re.fullmatch(r"Nightly rebalancing: the worst-off tenant's p95 wait (\S+) against (\S+) with static quotas "
+                        r"\(isolated queues\), (\S+) against (\S+) with static quotas \(one cohort\); GPUs moved a "
+                        r"night: (\S+) \(isolated\), (\S+) \(cohort\)\.", first)
+    assert said, first
+    code, out, err = _replay(*args, "--format", "json")
+    data = json.loads(out)
+    assert data["headline"] == first and first in " ".join(err.split())
+    figures = data["configurations"]
+    for said_wait, name in zip(said.groups()[:4], ("rebalanced_isolated", "static_isolated", "rebalanced_cohort",
+                                                    "static_cohort"), strict=True):
+        assert 0 <= figures[name]["worst_tenant_p95_queue_s"] - _seconds(said_wait) < 60, (name, said_wait)
+    for said_moved, name in zip(said.groups()[4:], ("rebalanced_isolated", "rebalanced_cohort"), strict=True):
+        nights = figures[name]["gpus_moved_per_night"]
+        assert float(said_moved) == pytest.approx(sum(nights) / max(len(nights), 1), abs=0.05)

@@ -35,7 +35,8 @@ def first_problem(exc: ValidationError, file: Path | str, *, where: Callable[[Lo
     ``where`` names a location (a file may add what the index stands for: ``queues[1] (queue b)``);
     ``unknown`` is said of a key the schema does not have. Missing keys of one mapping are one problem,
     all named (``limits: missing max_step_gpus, hysteresis_gpus``): reported one at a time, the first
-    would hide the others behind "(and N more)".
+    would hide the others behind "(and N more)". So are the keys of that mapping the schema does not have,
+    beside them: ``max_step_gpu`` for ``max_step_gpus`` is one mistake, and the line names both halves of it.
     """
     errors = exc.errors()
     err = errors[0]
@@ -43,7 +44,11 @@ def first_problem(exc: ValidationError, file: Path | str, *, where: Callable[[Lo
     if err["type"] == "missing":
         parent = loc[:-1]
         keys = [str(e["loc"][-1]) for e in errors if e["type"] == "missing" and tuple(e["loc"][:-1]) == parent]
-        msg, loc, shown = f"missing {', '.join(keys)}", parent, len(keys)
+        # A key missing beside one the schema does not have is most often that key misspelt: both are said.
+        typos = [str(e["loc"][-1]) for e in errors if e["type"] == "extra_forbidden" and tuple(e["loc"][:-1]) == parent]
+        msg, loc, shown = f"missing {', '.join(keys)}", parent, len(keys) + len(typos)
+        if typos:
+            msg += f"; {unknown} {', '.join(typos)}"
     else:
         msg = unknown if err["type"] == "extra_forbidden" else err["msg"].removeprefix("Value error, ")
         shown = 1

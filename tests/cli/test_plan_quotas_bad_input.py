@@ -62,6 +62,8 @@ CASES = {
                             "limits: missing max_step_gpus"),
     "two limits missing": (_limits("max_total_moved_gpus: 32, hysteresis_gpus: 1"),
                            "limits: missing max_step_gpus, max_step_percent"),
+    "a limit misspelt": (_limits("max_step_gpu: 8, max_step_percent: 50, max_total_moved_gpus: 32, hysteresis_gpus: 1"),
+                         "limits: missing max_step_gpus; unknown field max_step_gpu"),
     "a missing limit and a bad demand": (
         "limits: {max_step_percent: 50, max_total_moved_gpus: 32}\n"
         "queues:\n  - {name: team-a, nominal: {a100: 16}, demand: {a100: abc}}\n",

@@ -117,8 +117,17 @@ class PromClient:
         result = self._call(lambda: self._prom.custom_query_range(expr, start, end, duration(step_s)),
                             "/api/v1/query_range")
         for row in result:
-            if not isinstance(row, dict) or "metric" not in row or not isinstance(row.get("values"), list):
+            if not isinstance(row, dict) or not isinstance(row.get("metric"), dict) or not isinstance(
+                    row.get("values"), list):
                 raise MalformedResponse("result element lacks 'metric'/'values'", source=self.source, url=self.url)
+            for point in row["values"]:  # as ``query`` checks its values: the readers take them as they are
+                try:
+                    float(point[0]), float(point[1])
+                    if len(point) != 2:
+                        raise ValueError
+                except (TypeError, ValueError, IndexError, KeyError) as exc:
+                    raise MalformedResponse(f"result element point {str(point)[:60]!r} is not [time, \"number\"]",
+                                            source=self.source, url=self.url) from exc
         return result
 
     def _inspect(self, response: requests.Response, *_: Any, **__: Any) -> None:

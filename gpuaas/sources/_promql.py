@@ -26,6 +26,7 @@ __all__ = [
     "duration",
     "fallback_probe_query",
     "gpu_activity_query",
+    "kueue_once",
     "kueue_query",
     "last_sample_time",
     "matcher",
@@ -278,13 +279,23 @@ def device_query(m: MetricNames, xid_window_s: float, fallback: bool = True) -> 
     return f"max by ({_by(GPU_KEYS)}, gpuaas_stat) ({normalise(union(parts), m)}) or {newest}"
 
 
+def kueue_once(expr: str, keys: str) -> str:
+    """Kueue's gauge ``expr`` once per ``keys`` (what names one of its values), whatever the replicas.
+
+    With leader election every Kueue replica exports the ClusterQueue gauges (kubernetes-sigs/kueue#6772),
+    as ``replica_role="leader"`` and ``"follower"`` series under their own ``instance``: a ``sum`` over them
+    counts a queue once per replica. Their values are the same cell's, so ``max`` keeps one."""
+    return f"max by ({keys}) ({expr})"
+
+
 def kueue_query() -> str:
     """Kueue's own gauges: pending workloads per ClusterQueue, usage and nominal quota per flavor/resource."""
     cells = "cluster_queue, flavor, resource"
     return union([
-        tag(f"sum by (cluster_queue) ({KUEUE_PENDING})", "gpuaas_stat", "pending_workloads"),
-        tag(f"sum by ({cells}) ({KUEUE_USAGE})", "gpuaas_stat", "usage"),
-        tag(f"sum by ({cells}) ({KUEUE_NOMINAL})", "gpuaas_stat", "nominal"),
+        tag(f"sum by (cluster_queue) ({kueue_once(KUEUE_PENDING, 'cluster_queue, status')})", "gpuaas_stat",
+            "pending_workloads"),
+        tag(kueue_once(KUEUE_USAGE, cells), "gpuaas_stat", "usage"),
+        tag(kueue_once(KUEUE_NOMINAL, cells), "gpuaas_stat", "nominal"),
     ])
 
 

@@ -42,7 +42,17 @@ from collections.abc import Callable, Sequence
 
 from gpuaas.policy import ServiceOutcome
 from gpuaas.settings import MetricNames
-from gpuaas.sources._promql import KUEUE_USAGE, any_of, duration, normalise, pod_source_labels, quote, tag, union
+from gpuaas.sources._promql import (
+    KUEUE_USAGE,
+    any_of,
+    duration,
+    kueue_once,
+    normalise,
+    pod_source_labels,
+    quote,
+    tag,
+    union,
+)
 
 __all__ = [
     "QUALITY_STEP_S",
@@ -250,7 +260,8 @@ def serving_window_query(m: MetricNames, services: Sequence[ServiceOutcome], per
 
 def kueue_hours_query(gpu_resources: Sequence[str], period_s: float, interval_s: float) -> str:
     """Per ClusterQueue and period: GPU quota in use x hours (Kueue's own usage gauge)."""
-    inner = f"max_over_time({KUEUE_USAGE}{{{any_of('resource', gpu_resources)}}}[{_under(interval_s)}])"
+    inner = kueue_once(f"max_over_time({KUEUE_USAGE}{{{any_of('resource', gpu_resources)}}}[{_under(interval_s)}])",
+                       "cluster_queue, flavor, resource")
     expr = f"sum by (cluster_queue) (sum_over_time({inner}[{_under(period_s)}:{duration(interval_s)}]))"
     return _per_hour(expr, interval_s)
 

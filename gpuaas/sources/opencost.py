@@ -128,6 +128,9 @@ def fetch_allocation(settings: GpuaasSettings, params: Mapping[str, str]) -> pd.
                          verify=httpx_verify(settings))
     except httpx.TransportError as exc:
         raise SourceUnavailable(f"{type(exc).__name__}: {exc}"[:300], source=SOURCE, url=url) from exc
+    except httpx.RequestError as exc:  # an answer that came but cannot be read as sent (DecodingError)
+        raise MalformedResponse(f"answer unreadable ({type(exc).__name__}: {exc})"[:300], source=SOURCE,
+                                url=url) from exc
     if resp.status_code == 429 or resp.status_code >= 500:
         retry_after = resp.headers.get("Retry-After")
         raise SourceUnavailable(

@@ -25,7 +25,7 @@ import pandas as pd
 
 from gpuaas.settings import GpuaasSettings
 from gpuaas.sources._prom_client import PromClient, sample_value
-from gpuaas.sources._promql import any_of, duration, tag, union
+from gpuaas.sources._promql import any_of, duration, kueue_once, tag, union
 
 __all__ = ["HISTORY_COLUMNS", "history_query", "read_queue_history"]
 
@@ -46,15 +46,18 @@ def history_query(window_s: float, step_s: float, percentile: float, gpu_resourc
     def per_cell(expr: str) -> str:
         return f"(sum by ({cells}) ({expr}))"
 
-    borrowed = f"clamp_min({_RESERVATION}{sel} - {_NOMINAL}{sel}, 0)"
+    def once(metric: str, keys: str = f"{cells}, resource") -> str:  # one series per cell, whatever the replicas
+        return kueue_once(metric + sel, keys)
+
+    borrowed = f"clamp_min({once(_RESERVATION)} - {once(_NOMINAL)}, 0)"
+    pending = f"(sum by (cluster_queue) ({once(_PENDING, 'cluster_queue, resource')}))"
     return union([
-        tag(f"quantile_over_time({q:g}, {per_cell(_USAGE + sel)}{rng})", "gpuaas_stat", "usage_p"),
-        tag(f"quantile_over_time({q:g}, {per_cell(_RESERVATION + sel)}{rng})", "gpuaas_stat", "reservation_p"),
+        tag(f"quantile_over_time({q:g}, {per_cell(once(_USAGE))}{rng})", "gpuaas_stat", "usage_p"),
+        tag(f"quantile_over_time({q:g}, {per_cell(once(_RESERVATION))}{rng})", "gpuaas_stat", "reservation_p"),
         tag(f"quantile_over_time({q:g}, {per_cell(borrowed)}{rng})", "gpuaas_stat", "borrowed_p"),
-        tag(f"quantile_over_time(0.5, (sum by (cluster_queue) ({_PENDING}{sel})){rng})", "gpuaas_stat",
-            "pending_median"),
-        tag(f"max_over_time((sum by (cluster_queue) ({_PENDING}{sel})){rng})", "gpuaas_stat", "pending_max"),
-        tag(f"count_over_time({per_cell(_NOMINAL + sel)}{rng}) * {step_s:g}", "gpuaas_stat", "history_seconds"),
+        tag(f"quantile_over_time(0.5, {pending}{rng})", "gpuaas_stat", "pending_median"),
+        tag(f"max_over_time({pending}{rng})", "gpuaas_stat", "pending_max"),
+        tag(f"count_over_time({per_cell(once(_NOMINAL))}{rng}) * {step_s:g}", "gpuaas_stat", "history_seconds"),
     ])
 
 

@@ -147,8 +147,9 @@ def _waste_plot(report: CostReport) -> str:
     known = any(t["total_cost"] is not None for t in report.tenants)
     figures = [t["waste_cost"] if known else t["idle_gpu_hours"] for t in report.tenants]
     bars = ax.bar(names, [v or 0.0 for v in figures], color="#e15759")
-    # the value on each bar: a tenant with no waste shows "$0", one without telemetry "unknown", not a gap
-    ax.bar_label(bars, labels=["unknown" if v is None else f"${v:,.0f}" if known else f"{v:,.1f} GPU-h"
+    # the value on each bar, as the waste table prints it ($0.400 is not "$0", the label of no waste); a tenant
+    # without telemetry "unknown", not a gap
+    ax.bar_label(bars, labels=["unknown" if v is None else money(v) if known else f"{v:,.1f} GPU-h"
                                for v in figures], padding=2, fontsize="small")
     ax.margins(y=0.15)
     ax.set_ylabel("waste ($)" if known else "idle GPU-hours (cost unknown)")

@@ -40,19 +40,17 @@ has ``verified_outcomes`` None and its cost per outcome per service only.
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
 import pandas as pd
 
-from gpuaas.models import COST_COLS, SERVING_KEYS, CostInputs
+from gpuaas.models import SERVING_KEYS, CostInputs
 from gpuaas.policies.cost._counts import Outcomes, whole_verified
 from gpuaas.policies.cost._coverage import (
     COMPLETE_SHARE,
     TELEMETRY_FIGURES,
-    Coverage,
     blind,
     comparison_note,
     coverage_note,
@@ -63,7 +61,9 @@ from gpuaas.policies.cost._coverage import (
     read_coverage,
     unknown_without_telemetry,
 )
-from gpuaas.policies.cost.funnel import FUNNEL_COLUMNS, POD_COLUMNS, aggregate_funnel, pod_funnel
+from gpuaas.policies.cost._figures import cents, cost_per_outcome, footed, num
+from gpuaas.policies.cost._periods import period_rows
+from gpuaas.policies.cost.funnel import FUNNEL_COLUMNS, MONEY_COLUMNS, POD_COLUMNS, aggregate_funnel, pod_funnel
 from gpuaas.policies.cost.outcomes import BatchOutcome, batch_outcomes
 from gpuaas.policies.cost.services import (
     ServiceTally,
@@ -110,40 +110,20 @@ class CostReport:
     was looked for); None when some GPU-hours had telemetry. Such a run is degraded."""
 
 
-def cost_per_outcome(cost: float | None, outcomes: float | None) -> float | None:
-    """Money per verified outcome; None (never inf, never 0) when either is unknown or there is none."""
-    if cost is None or outcomes is None or outcomes <= 0 or math.isnan(cost):
-        return None
-    return cost / outcomes
-
-
-def _num(value: Any) -> float | None:
-    """Six significant digits, never coarser than a hundredth; None for unknown. A cost per outcome
-    can be $0.0002, and a count of 12,345,678 requests or 123,456.78 GPU-hours must stay whole."""
-    if value is None:
-        return None
-    number = float(value)
-    if math.isnan(number):
-        return None
-    if number == 0.0 or math.isinf(number):
-        return number
-    return round(number, max(2, 5 - math.floor(math.log10(abs(number)))))
-
-
-def _cents(value: Any) -> float | None:
-    """Money to the cent, rounded once: a figure rounded to significant digits first and to cents
-    when shown would print $630.01 in a table and $630.02 in the note about the same tenant."""
-    if value is None:
-        return None
-    number = float(value)
-    return None if math.isnan(number) else round(number, 2)
-
-
 def _owner(services: list[ServiceOutcome], namespace: str, name: str) -> str | None:
     """The service a pod is by name; a service with ``pod_labels`` is keyed by them, never by name."""
     matches = [s.name for s in services if not s.pod_labels and s.namespace == namespace
                and (name == s.name or name.startswith(s.name + "-"))]
     return max(matches, key=len) if matches else None
+
+
+def _ran_unseen(svc: ServiceTally, found: pd.Index) -> bool:
+    """Whether a service did work (served requests, or finished a job in time) on pods none of which the report
+    found as its own: its cost is then unknown, not $0, and so is its cost per outcome."""
+    if svc.spec.name in found:
+        return False
+    did = svc.requests if svc.spec.kind == "serving" else svc.verified
+    return (did or 0.0) > 0
 
 
 def _tenant(policy: Policy, namespace: str) -> str:
@@ -176,8 +156,8 @@ def _money_cols(row: Any, basis: str, verified: float | None, costs_known: bool)
     cost shown divided by the outcomes shown, so a reader who divides them gets the same figure."""
     if not costs_known:
         return {"gpu_cost": None, "total_cost": None, "waste_cost": None, "cost_per_outcome": None}
-    money = {c: _cents(row[c]) for c in ("gpu_cost", "total_cost", "waste_cost")}
-    return {**money, "cost_per_outcome": _num(cost_per_outcome(money[f"{basis}_cost"], verified))}
+    money = {c: cents(row[c]) for c in ("gpu_cost", "total_cost", "waste_cost")}
+    return {**money, "cost_per_outcome": num(cost_per_outcome(money[f"{basis}_cost"], verified))}
 
 
 def build_cost_report(inputs: CostInputs, policy: Policy, policy_file: str | None = None) -> CostReport:
@@ -256,16 +236,25 @@ def build_cost_report(inputs: CostInputs, policy: Policy, policy_file: str | Non
     funnel = pod_funnel(pods[[*POD_COLUMNS, "service"]], costs_known)
 
     tenants = aggregate_funnel(funnel, ["tenant"], costs_known).set_index("tenant")
+    kueue_extra = 0.0  # Kueue's hours beyond what DCGM saw: in the tenants' rows, so in the cluster's too
     if not costs_known and inputs.kueue_hours is not None and not inputs.kueue_hours.empty:
         for tenant in policy.tenants:
             kueue = float(inputs.kueue_hours[inputs.kueue_hours["cluster_queue"].isin(tenant.cluster_queues)]
                           ["allocated_h"].sum())
+            if kueue > 0 and tenant.name not in tenants.index:  # quota in use, no GPU series of its pods
+                tenants.loc[tenant.name] = pd.Series(
+                    {c: float("nan") if c in MONEY_COLUMNS else 0.0 for c in tenants.columns})
             if tenant.name in tenants.index and kueue > tenants.at[tenant.name, "allocated_gpu_hours"]:
                 extra = kueue - tenants.at[tenant.name, "allocated_gpu_hours"]
                 tenants.at[tenant.name, "allocated_gpu_hours"] = kueue
                 tenants.at[tenant.name, "unknown_gpu_hours"] += extra
+                kueue_extra += extra
     tally = Outcomes(services, jobs_known)
     funnel_sums = funnel[FUNNEL_COLUMNS].sum(min_count=1)
+    if kueue_extra > 0:
+        for column in ("allocated_gpu_hours", "unknown_gpu_hours"):
+            held = funnel_sums[column]
+            funnel_sums[column] = (0.0 if pd.isna(held) else float(held)) + kueue_extra
     missing = None
     if coverage is not None and coverage.data_from is None and coverage.covered_s <= 0:
         missing = no_telemetry_line(coverage.metrics)
@@ -274,15 +263,16 @@ def build_cost_report(inputs: CostInputs, policy: Policy, policy_file: str | Non
         notes.append(f"{missing}: busy, productive, in-progress, idle and active GPU-hours and the waste are unknown, "
                      "not 0")
     tenant_rows = []
+    shown = footed(tenants, funnel_sums) if costs_known else tenants
     for name, row in tenants.sort_index().iterrows():
         verified = tally.verified(str(name))
-        money = _money_cols(row, basis, verified, costs_known)
+        money = _money_cols(shown.loc[name], basis, verified, costs_known)
         if costs_known and money["cost_per_outcome"] is None and verified is not None:
             notes.append(f"tenant {name}: {basis} cost ${money[f'{basis}_cost']:,.2f}, {NO_OUTCOME}")
         tenant_rows.append({
-            "tenant": str(name), **{c: _num(row[c]) for c in FUNNEL_COLUMNS if c.endswith("_hours")},
-            **money, "verified_outcomes": _num(verified),
-            "verified_requests": _num(tally.requests(str(name))), "verified_jobs": _num(tally.jobs(str(name))),
+            "tenant": str(name), **{c: num(row[c]) for c in FUNNEL_COLUMNS if c.endswith("_hours")},
+            **money, "verified_outcomes": num(verified),
+            "verified_requests": num(tally.requests(str(name))), "verified_jobs": num(tally.jobs(str(name))),
             **tally.unknown_hours(str(name)),
         })
         unknown_without_telemetry(tenant_rows[-1], row, f"tenant {name}", notes, missing is not None)
@@ -294,41 +284,47 @@ def build_cost_report(inputs: CostInputs, policy: Policy, policy_file: str | Non
                      "outcome per service only")
 
     per_service = funnel.groupby("service")[FUNNEL_COLUMNS].sum(min_count=1)
+    unpriced = {svc.spec.name for svc in services if costs_known and _ran_unseen(svc, per_service.index)}
     service_rows = []
     for svc in services:
         row = per_service.loc[svc.spec.name] if svc.spec.name in per_service.index else pd.Series(
             0.0, index=FUNNEL_COLUMNS)
-        money = _money_cols(row.fillna(0.0), basis, svc.verified, costs_known)
-        if costs_known and money["cost_per_outcome"] is None and svc.verified is not None:
+        money = _money_cols(row.fillna(0.0), basis, svc.verified, costs_known and svc.spec.name not in unpriced)
+        if svc.spec.name in unpriced:
+            notes.append(f"service {svc.spec.name}: it served {num(svc.requests):,.0f} "
+                         f"{'requests' if svc.spec.kind == 'serving' else 'jobs'}, but no pod of it was found (by "
+                         "controller, pod name or pod_labels) in OpenCost or the GPU telemetry: its cost and cost per "
+                         "outcome are unknown, not $0 (its pods' cost is in its tenant's)")
+        elif costs_known and money["cost_per_outcome"] is None and svc.verified is not None:
             notes.append(f"service {svc.spec.name}: {basis} cost ${money[f'{basis}_cost'] or 0.0:,.2f}, {NO_OUTCOME}")
         unknown = svc.spec.kind == "batch" and not jobs_known
         service_rows.append({
             "service": svc.spec.name, "tenant": svc.tenant, "kind": svc.spec.kind,
-            "requests": _num(svc.requests), "good_requests": _num(svc.good),
-            "verified_outcomes": _num(svc.verified),
-            "verified_outcomes_range": [_num(v) for v in svc.verified_range] if svc.verified_range else None,
-            "slo_fraction": _num(svc.slo.fraction) if svc.slo else None,
-            "slo_error_bound": _num(svc.slo.error_bound) if svc.slo else None,
+            "requests": num(svc.requests), "good_requests": num(svc.good),
+            "verified_outcomes": num(svc.verified),
+            "verified_outcomes_range": [num(v) for v in svc.verified_range] if svc.verified_range else None,
+            "slo_fraction": num(svc.slo.fraction) if svc.slo else None,
+            "slo_error_bound": num(svc.slo.error_bound) if svc.slo else None,
             "slo_bucket": list(svc.slo.bucket) if svc.slo and svc.spec.kind == "serving" else None,
             **money,
-            "busy_gpu_hours": _num(row["busy_gpu_hours"] or 0.0),
-            "productive_gpu_hours": None if unknown else _num(row["productive_gpu_hours"] or 0.0),
-            "in_progress_gpu_hours": None if unknown else _num(row["in_progress_gpu_hours"] or 0.0),
+            "busy_gpu_hours": num(row["busy_gpu_hours"] or 0.0),
+            "productive_gpu_hours": None if unknown else num(row["productive_gpu_hours"] or 0.0),
+            "in_progress_gpu_hours": None if unknown else num(row["in_progress_gpu_hours"] or 0.0),
             **replicas(svc, inputs.capacity.get(svc.spec.name), policy.cost, notes),
         })
         unknown_without_telemetry(service_rows[-1], row.fillna(0.0), f"service {svc.spec.name}", notes,
                                   missing is not None)
 
-    daily = _daily(inputs, services, costs_known, pods, basis, coverage)
+    daily = period_rows(inputs, services, costs_known, pods, basis, coverage, unpriced)
     wasters = _wasters(funnel, costs_known)
-    cluster: dict[str, Any] = {c: _num(funnel_sums[c]) if c.endswith("_hours")
-                               else (_cents(funnel_sums[c]) if costs_known else None) for c in FUNNEL_COLUMNS}
+    cluster: dict[str, Any] = {c: num(funnel_sums[c]) if c.endswith("_hours")
+                               else (cents(funnel_sums[c]) if costs_known else None) for c in FUNNEL_COLUMNS}
     cluster.update(tally.unknown_hours(None))
     if missing is not None:
         cluster.update(dict.fromkeys(TELEMETRY_FIGURES, None))
-    cluster["verified_outcomes"] = _num(tally.verified(None))
-    cluster["verified_requests"] = _num(tally.requests(None))
-    cluster["verified_jobs"] = _num(tally.jobs(None))
+    cluster["verified_outcomes"] = num(tally.verified(None))
+    cluster["verified_requests"] = num(tally.requests(None))
+    cluster["verified_jobs"] = num(tally.jobs(None))
     cluster["cost_basis"] = basis
     if not tenant_rows:
         notes.append("no GPU workload was seen in the window")
@@ -345,49 +341,10 @@ def build_cost_report(inputs: CostInputs, policy: Policy, policy_file: str | Non
     )
 
 
-def _periods_with_data(inputs: CostInputs, coverage: Coverage | None) -> set[int]:
-    """The periods anything was read for: telemetry spans (where recorded), GPU hours, costs, requests."""
-    days = set(inputs.gpu["day"].astype(int)) | set(inputs.serving["day"].astype(int))
-    if inputs.costs is not None:
-        days |= set(inputs.costs["day"].astype(int))
-    if coverage is not None:
-        days |= {day for day, covered in coverage.per_period.items() if covered > 0}
-    return days
-
-
-def _daily(inputs: CostInputs, services: list[ServiceTally], costs_known: bool, pods: pd.DataFrame,
-           basis: str, coverage: Coverage | None = None) -> list[dict[str, Any]]:
-    """Per service and period: cost, verified outcomes, cost per outcome. A period without any data (a window
-    longer than the telemetry) is ``data: False`` with every figure None: no data is not $0 or 0 outcomes."""
-    with_data = _periods_with_data(inputs, coverage)
-    costs = inputs.costs if costs_known and inputs.costs is not None else pd.DataFrame(columns=COST_COLS)
-    owner = pods.set_index(["namespace", "pod"])["service"].to_dict()
-    by_service_day: dict[tuple[str, int], dict[str, float]] = {}
-    if not costs.empty:
-        costs = costs.assign(service=[owner.get((ns, p)) for ns, p in zip(costs["namespace"], costs["pod"])])
-        sums = costs.dropna(subset=["service"]).groupby(["service", "day"])[["gpu_cost", "total_cost"]].sum()
-        by_service_day = {key: row.to_dict() for key, row in sums.iterrows()}
-    out = []
-    for svc in services:
-        for day in range(inputs.days):
-            money = by_service_day.get((svc.spec.name, day), {"gpu_cost": 0.0, "total_cost": 0.0})
-            verified = svc.daily_verified.get(day)
-            known = costs_known and day in with_data
-            out.append({
-                "service": svc.spec.name, "tenant": svc.tenant, "day": day,
-                "day_end": (inputs.start + (day + 1) * inputs.period).isoformat(), "data": day in with_data,
-                "gpu_cost": _cents(money["gpu_cost"]) if known else None,
-                "total_cost": _cents(money["total_cost"]) if known else None,
-                "verified_outcomes": _num(verified) if day in with_data else None,
-                "cost_per_outcome": _num(cost_per_outcome(_cents(money[f"{basis}_cost"]), verified)) if known else None,
-            })
-    return out
-
-
 def _wasters(funnel: pd.DataFrame, costs_known: bool, top: int = 10) -> list[dict[str, Any]]:
     per = aggregate_funnel(funnel, ["tenant", "namespace", "workload"], costs_known)
     key = "waste_cost" if costs_known else "idle_gpu_hours"
     per = per[per["idle_gpu_hours"] > 0].sort_values([key, "workload"], ascending=[False, True]).head(top)
     return [{"tenant": r.tenant, "namespace": r.namespace, "workload": r.workload,
-             "idle_gpu_hours": _num(r.idle_gpu_hours), "allocated_gpu_hours": _num(r.allocated_gpu_hours),
-             "waste_cost": _cents(r.waste_cost) if costs_known else None} for r in per.itertuples()]
+             "idle_gpu_hours": num(r.idle_gpu_hours), "allocated_gpu_hours": num(r.allocated_gpu_hours),
+             "waste_cost": cents(r.waste_cost) if costs_known else None} for r in per.itertuples()]

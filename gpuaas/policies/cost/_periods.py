@@ -1,0 +1,61 @@
+"""The cost report's rows per service and period (a day of a multi-day window): cost, verified outcomes and
+cost per outcome, with a period nothing was read for said as unknown, never as $0 or 0 outcomes."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import pandas as pd
+
+from gpuaas.models import COST_COLS, CostInputs
+from gpuaas.policies.cost._coverage import Coverage
+from gpuaas.policies.cost._figures import cents, cost_per_outcome, num
+from gpuaas.policies.cost.services import ServiceTally
+
+__all__ = ["period_rows", "periods_with_data"]
+
+
+def periods_with_data(inputs: CostInputs, coverage: Coverage | None) -> set[int]:
+    """The periods anything was read for: telemetry spans (where recorded), GPU hours, costs, requests."""
+    days = set(inputs.gpu["day"].astype(int)) | set(inputs.serving["day"].astype(int))
+    if inputs.costs is not None:
+        days |= set(inputs.costs["day"].astype(int))
+    if coverage is not None:
+        days |= {day for day, covered in coverage.per_period.items() if covered > 0}
+    return days
+
+
+def period_rows(inputs: CostInputs, services: list[ServiceTally], costs_known: bool, pods: pd.DataFrame,
+           basis: str, coverage: Coverage | None = None, unpriced: set[str] | None = None) -> list[dict[str, Any]]:
+    """Per service and period: cost, verified outcomes (whole requests, each period's estimate rounded), cost per
+    outcome (the cost shown over the outcomes shown). A period without any data (a window longer than the
+    telemetry) is ``data: False`` with every figure None: no data is not $0 or 0 outcomes. A service in
+    ``unpriced`` (work done, none of its pods found) has its cost unknown in every period, never $0."""
+    with_data = periods_with_data(inputs, coverage)
+    costs = inputs.costs if costs_known and inputs.costs is not None else pd.DataFrame(columns=COST_COLS)
+    owner = pods.set_index(["namespace", "pod"])["service"].to_dict()
+    by_service_day: dict[tuple[str, int], dict[str, float]] = {}
+    if not costs.empty:
+        costs = costs.assign(service=[owner.get((ns, p)) for ns, p in zip(costs["namespace"], costs["pod"])])
+        sums = costs.dropna(subset=["service"]).groupby(["service", "day"])[["gpu_cost", "total_cost"]].sum()
+        by_service_day = {key: row.to_dict() for key, row in sums.iterrows()}
+    out = []
+    for svc in services:
+        for day in range(inputs.days):
+            money = by_service_day.get((svc.spec.name, day), {"gpu_cost": 0.0, "total_cost": 0.0})
+            verified = svc.daily_verified.get(day)
+            if verified is not None and svc.spec.kind == "serving":  # whole requests, as shown: 0.4 is 0, not $x/0.4
+                verified = float(math.floor(verified + 0.5))
+            known = costs_known and day in with_data and svc.spec.name not in (unpriced or set())
+            out.append({
+                "service": svc.spec.name, "tenant": svc.tenant, "day": day,
+                "day_end": (inputs.start + (day + 1) * inputs.period).isoformat(), "data": day in with_data,
+                "gpu_cost": cents(money["gpu_cost"]) if known else None,
+                "total_cost": cents(money["total_cost"]) if known else None,
+                "verified_outcomes": num(verified) if day in with_data else None,
+                "cost_per_outcome": num(cost_per_outcome(cents(money[f"{basis}_cost"]), verified)) if known else None,
+            })
+    return out
+
+

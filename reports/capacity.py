@@ -116,6 +116,9 @@ def load_test_headline(result: Mapping[str, Any]) -> str:
     then = (f"the replicas a demand needs: gpuaas capacity {sweep} --slo-quantile {capacity['slo_quantile']} "
             f"--slo-seconds {capacity['slo_seconds']:g}" + (f" --min-quality {floor:g}" if floor is not None else "")
             + " --forecast-rps RPS") if sweep else ""
-    answer = _answer(capacity, then, "try lower --rates or relax --slo-seconds")
     stopped = f", {result['stopped']}" if result.get("stopped") else ""
+    if result.get("unreached"):  # the sweep measured the URL, not a server: that leads, before any latency
+        return (f"Load test: none of {result['requests']:,} requests at {_rates(capacity)} reached the server "
+                f"({result['unreached']}){stopped}; is it up at {result.get('url') or 'the --url given'}?")
+    answer = _answer(capacity, then, "try lower --rates or relax --slo-seconds")
     return f"Load test: {result['requests']:,} requests at {_rates(capacity)}{stopped}; {answer}."

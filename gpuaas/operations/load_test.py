@@ -49,7 +49,8 @@ class LoadTestResult:
             "capacity": self.plan.capacity.to_dict(), "steps": run.steps, "stopped": run.stopped,
             "lateness_p99_s": run.lateness_p99_s, "client_limited_rates": run.client_limited_rates,
             "requests": len(run.requests), "files": {k: str(v) for k, v in self.files.items()},
-            "audit_id": self.audit_id, "ignore_eos": run.ignore_eos})
+            "audit_id": self.audit_id, "ignore_eos": run.ignore_eos, "url": run.config.url,
+            "unreached": run.unreached})
         return out
 
 

@@ -18,7 +18,8 @@ from gpuaas.cluster._engine import EngineModel
 from gpuaas.cluster._scenario_models import Serving
 from gpuaas.cluster.serving import ServingEndpoint
 from gpuaas.loadtest import LoadTestConfig, run_sweep
-from gpuaas.operations.load_test import plan
+from gpuaas.operations.load_test import LoadTestResult, plan
+from reports.capacity import load_test_headline
 
 
 def _endpoint(model: EngineModel) -> ServingEndpoint:
@@ -69,6 +70,11 @@ def test_a_url_nothing_listens_on_is_said_before_any_latency() -> None:
     reason = plan(run).capacity.reason
     assert reason.startswith(f"no request reached the server ({run.unreached}): is it up at http://127.0.0.1:9/v1? "
                              "never meets the SLO: at the lowest rate 4 rps, no answer to measure its p95 latency by")
+    # the command's first line leads with it too, not with advice about rates and SLOs
+    result = LoadTestResult(plan(run), {}, 0).to_json()
+    assert load_test_headline(result) == (
+        f"Load test: none of {len(run.requests)} requests at 1 measured rate reached the server ({run.unreached}); "
+        "is it up at http://127.0.0.1:9/v1?")
 
 
 def test_chat_stream_and_quality_check(fast: ServingEndpoint) -> None:

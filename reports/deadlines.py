@@ -110,10 +110,11 @@ def _unscheduled(pool: PoolPlan) -> list[dict[str, Any]]:
 
 
 def _clock(seconds: float | None) -> str:
-    """Seconds from now as the cluster's table shows them: ``+50m``, ``-5m`` (past), ``-`` when there is none."""
+    """Seconds from now as the cluster's table shows them: ``+50m``, ``-5m`` (past), ``-`` when there is none.
+    Whole minutes, as ``duration`` counts them: a job that started 20 s ago starts ``+0m``, never ``-0m``."""
     if seconds is None:
         return "-"
-    return ("-" if seconds < 0 else "+") + duration(abs(seconds))
+    return ("-" if seconds <= -60 else "+") + duration(abs(seconds))
 
 
 def _pool_missed(name: str, pool: dict[str, Any]) -> str:

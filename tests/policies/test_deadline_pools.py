@@ -85,6 +85,14 @@ def test_a_job_running_past_its_estimate_keeps_its_gpus_in_the_plan() -> None:
     assert pool_rows(pool, {})[0][6] == "running, past its estimate"
 
 
+def test_a_job_started_less_than_a_minute_ago_starts_at_plus_zero_not_minus_zero() -> None:
+    snap = snapshot([wl("fresh", "admitted", 2, flavor="h100", admitted_ago=20, deadline_in=3600),
+                     wl("older", "admitted", 2, flavor="h100", admitted_ago=90, deadline_in=3600)])
+    [pool] = pool_dicts(plan_pools([p for p in deadline_problems(snap) if (p.cohort, p.flavor) == ("c", "h100")]))
+    starts = {r[1]: r[3] for r in pool_rows(pool, {})}
+    assert starts == {"ns/fresh": "+0m", "ns/older": "-1m"}, starts
+
+
 def test_a_running_job_with_no_run_time_shows_no_end_in_every_pool() -> None:
     """Two pools, each running a job with no run time for 10 min: c/h100 next to a job due in 2 h, the solo
     queue's pool with no deadline at all. In both its end is unknown (table and JSON), never ``+0m``, and

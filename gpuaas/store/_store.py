@@ -75,12 +75,18 @@ class Store:
         self.url = url
         file = sqlite_file(url)
         if file is not None and read_only and not file.is_file():
+            if file.parent.exists() and not file.parent.is_dir():  # a data directory that is a file is a mistake
+                raise StoreError(f"the data directory {file.parent} is a file, not a directory (set GPUAAS_DATA_DIR "
+                                 "to a directory)")
             raise StoreError(f"no gpuaas database at {file}: nothing has been recorded there (check "
                              "GPUAAS_DATABASE_URL or GPUAAS_DATA_DIR; the first flow or `gpuaas db upgrade` creates it)")
         if file is not None and not read_only:
             directory = file.parent
             try:
                 directory.mkdir(parents=True, exist_ok=True)
+            except FileExistsError as exc:
+                raise StoreError(f"the data directory {directory} is a file, not a directory (set GPUAAS_DATA_DIR "
+                                 "to a directory)") from exc
             except OSError as exc:
                 raise StoreError(f"cannot create the data directory {directory}: {exc.strerror or exc} "
                                  "(set GPUAAS_DATA_DIR to a writable directory)") from exc

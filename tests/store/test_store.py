@@ -104,6 +104,13 @@ def test_a_reader_of_a_sqlite_file_leaves_it_as_it_found_it(tmp_path: Path) -> N
     assert not (tmp_path / "missing.db").exists()
 
 
+@pytest.mark.parametrize("read_only", [True, False], ids=["reader", "writer"])
+def test_a_data_directory_that_is_a_file_is_said_so(tmp_path: Path, read_only: bool) -> None:
+    (tmp_path / "data").write_text("not a directory", encoding="utf-8")
+    with pytest.raises(StoreError, match=f"the data directory {tmp_path}/data is a file, not a directory"):
+        Store(f"sqlite:///{tmp_path}/data/gpuaas.db", read_only=read_only)
+
+
 def test_audit_round_trip_and_filters(db_url: str) -> None:
     store = Store(db_url)
     t0 = datetime(2026, 11, 29, 2, 0, tzinfo=UTC)

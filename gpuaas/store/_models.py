@@ -18,11 +18,17 @@ from sqlmodel import Field, SQLModel
 
 from gpuaas.models import KEY_MAX_LENGTH, Outcome
 
-__all__ = ["AuditEntry", "Outcome", "QueueSample", "RunLock", "SnapshotRecord", "TenantSample", "UTCDateTime", "utc_now"]
+__all__ = ["AuditEntry", "Outcome", "QueueSample", "RunLock", "SnapshotRecord", "TenantSample", "UTCDateTime", "as_utc",
+           "utc_now"]
 
 
 def utc_now() -> datetime:
     return datetime.now(UTC)
+
+
+def as_utc(value: datetime) -> datetime:
+    """``value`` in UTC; a time without a zone is taken as UTC (every time gpuaas stores is)."""
+    return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
 
 
 class UTCDateTime(TypeDecorator[datetime]):

@@ -12,16 +12,15 @@ updates or deletes an audit row.
 from __future__ import annotations
 
 import zlib
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
-import pandas as pd
-from sqlalchemy import Engine, create_engine, delete, event, func, insert, inspect, text, update
+from sqlalchemy import Engine, create_engine, delete, event, func, inspect, text, update
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
-from sqlalchemy.exc import IntegrityError, SQLAlchemyError
+from sqlalchemy.exc import SQLAlchemyError
 from sqlmodel import Session, col, select
 
 from gpuaas.errors import StoreError
@@ -36,7 +35,9 @@ from gpuaas.store._database import (
     sqlite_file,
     sqlite_pragmas,
 )
-from gpuaas.store._models import AuditEntry, QueueSample, RunLock, SnapshotRecord, TenantSample, utc_now
+from gpuaas.store._history_rows import HistoryRows
+from gpuaas.store._models import AuditEntry, SnapshotRecord, as_utc, utc_now
+from gpuaas.store._run_locks import RunLocks
 
 if TYPE_CHECKING:
     from alembic.config import Config
@@ -56,12 +57,8 @@ def _chunks(items: Sequence[Any], size: int = _IN_LIST) -> Iterator[Sequence[Any
         yield items[start:start + size]
 
 
-def _as_utc(value: datetime) -> datetime:
-    return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
-
-
-class Store:
-    """Audit log, snapshots and run locks in one SQL database."""
+class Store(HistoryRows, RunLocks):
+    """Audit log, snapshots, fleet history and run locks in one SQL database."""
 
     def __init__(self, url: str, *, migrate: bool = True, read_only: bool = False) -> None:
         """Open the database at ``url``; ``migrate``: at the newest schema.
@@ -242,9 +239,9 @@ class Store:
         (:func:`~gpuaas.store._audit_object.object_filter`); ``idempotency_keys`` any of those keys (one query per ``IN`` list of 500)."""
         query = select(AuditEntry)
         if since is not None:
-            query = query.where(col(AuditEntry.created_at) >= _as_utc(since))
+            query = query.where(col(AuditEntry.created_at) >= as_utc(since))
         if until is not None:
-            query = query.where(col(AuditEntry.created_at) < _as_utc(until))
+            query = query.where(col(AuditEntry.created_at) < as_utc(until))
         if flow:
             query = query.where(AuditEntry.flow == flow)
         if idempotency_key:
@@ -277,7 +274,7 @@ class Store:
         if isinstance(document, str):
             compressed = zlib.compress(document.encode(), 6)
             payload = {k: v for k, v in payload.items() if k != "snapshot"}
-        record = SnapshotRecord(collected_at=_as_utc(collected_at), summary=summary, payload=payload,
+        record = SnapshotRecord(collected_at=as_utc(collected_at), summary=summary, payload=payload,
                                 compressed=compressed)
         with self.session() as session:
             session.add(record)
@@ -314,7 +311,7 @@ class Store:
         with self.session() as session:
             for summary, collected_at in session.exec(query):
                 if isinstance(summary, dict) and summary.get("cluster"):
-                    return str(summary["cluster"]), _as_utc(collected_at)
+                    return str(summary["cluster"]), as_utc(collected_at)
         return None
 
     def wants_full_snapshot(self, collected_at: datetime, every: timedelta) -> bool:
@@ -322,7 +319,7 @@ class Store:
         was collected in ``(collected_at - every, collected_at]`` (``store.full_snapshot_every_minutes``)."""
         if every <= timedelta(0):
             return True
-        at = _as_utc(collected_at)
+        at = as_utc(collected_at)
         query = select(SnapshotRecord.id).where(col(SnapshotRecord.compressed).is_not(None),
                                                 col(SnapshotRecord.collected_at) > at - every,
                                                 col(SnapshotRecord.collected_at) <= at).limit(1)
@@ -338,7 +335,7 @@ class Store:
         run holds never vanishes under it; only the bulky document is thinned, and the reclaim
         flow decides on its collect's snapshot in memory, not on a read-back.
         """
-        cutoff = _as_utc(now or utc_now()) - older_than
+        cutoff = as_utc(now or utc_now()) - older_than
         with self.session() as session:
             result = session.execute(delete(SnapshotRecord).where(col(SnapshotRecord.collected_at) < cutoff))
             removed = int(getattr(result, "rowcount", 0) or 0)
@@ -353,100 +350,6 @@ class Store:
             session.commit()
             return removed
 
-    # -- fleet history (per queue and tenant, every cycle) ------------------------------------
-
-    def save_history(self, collected_at: datetime, queues: Sequence[Mapping[str, Any]],
-                     tenants: Sequence[Mapping[str, Any]]) -> None:
-        """One cycle's aggregates (``gpuaas.fleet_history``), in one transaction."""
-        at = _as_utc(collected_at)
-        with self.session() as session:
-            for table, rows in ((QueueSample, queues), (TenantSample, tenants)):
-                if rows:
-                    session.execute(insert(table), [{**_plain(r), "collected_at": at} for r in rows])
-            session.commit()
-
-    def queue_history(self, since: datetime, until: datetime, *, cluster_queues: Sequence[str] | None = None,
-                      cohort: str | None = None) -> pd.DataFrame:
-        """Per-queue history over ``[since, until)``, oldest first: ``collected_at`` plus
-        ``gpuaas.fleet_history.QUEUE_HISTORY_COLUMNS``, one row per queue, flavor and cycle."""
-        query = select(QueueSample).where(col(QueueSample.collected_at) >= _as_utc(since),
-                                          col(QueueSample.collected_at) < _as_utc(until))
-        if cluster_queues is not None:
-            query = query.where(col(QueueSample.cluster_queue).in_(list(cluster_queues)))
-        if cohort is not None:
-            query = query.where(QueueSample.cohort == cohort)
-        query = query.order_by(col(QueueSample.collected_at), col(QueueSample.cluster_queue),
-                               col(QueueSample.flavor))
-        return self._frame(query, QueueSample)
-
-    def tenant_history(self, since: datetime, until: datetime, *,
-                       tenants: Sequence[str] | None = None) -> pd.DataFrame:
-        """Per-tenant history over ``[since, until)``, oldest first (``TENANT_HISTORY_COLUMNS``)."""
-        query = select(TenantSample).where(col(TenantSample.collected_at) >= _as_utc(since),
-                                           col(TenantSample.collected_at) < _as_utc(until))
-        if tenants is not None:
-            query = query.where(col(TenantSample.tenant).in_(list(tenants)))
-        query = query.order_by(col(TenantSample.collected_at), col(TenantSample.tenant))
-        return self._frame(query, TenantSample)
-
-    def prune_history(self, older_than: timedelta, now: datetime | None = None) -> int:
-        """Delete aggregates collected before ``now - older_than``; returns how many rows."""
-        cutoff = _as_utc(now or utc_now()) - older_than
-        removed = 0
-        with self.session() as session:
-            for table in (QueueSample, TenantSample):
-                result = session.execute(delete(table).where(col(table.collected_at) < cutoff))
-                removed += int(getattr(result, "rowcount", 0) or 0)
-            session.commit()
-        return removed
-
-    def _frame(self, query: Any, table: type[QueueSample] | type[TenantSample]) -> pd.DataFrame:
-        columns = [c for c in table.model_fields if c != "id"]
-        with self.session() as session:
-            rows = [{c: getattr(r, c) for c in columns} for r in session.exec(query)]
-        frame = pd.DataFrame(rows, columns=columns)
-        frame["collected_at"] = pd.to_datetime(frame["collected_at"], utc=True)
-        return frame
-
-    # -- run locks ------------------------------------------------------------------------
-
-    def acquire_lock(self, name: str, holder: str, ttl: timedelta, now: datetime | None = None) -> bool:
-        """Take the named lock unless someone else holds an unexpired one."""
-        now = _as_utc(now or utc_now())
-        with self.session() as session:
-            session.execute(delete(RunLock).where(col(RunLock.name) == name, col(RunLock.expires_at) < now))
-            session.add(RunLock(name=name, holder=holder, acquired_at=now, expires_at=now + ttl))
-            try:
-                session.commit()
-            except IntegrityError:
-                session.rollback()
-                held = session.get(RunLock, name)
-                return held is not None and held.holder == holder
-        return True
-
-    def renew_lock(self, name: str, holder: str, ttl: timedelta, now: datetime | None = None) -> bool:
-        """Extend ``holder``'s unexpired lock to ``now + ttl``; False when it holds it no longer (expired,
-        released or taken), so a holder learns it lost the lock rather than write on beside another."""
-        now = _as_utc(now or utc_now())
-        with self.session() as session:
-            done = session.execute(update(RunLock).where(col(RunLock.name) == name, col(RunLock.holder) == holder,
-                                                         col(RunLock.expires_at) >= now)
-                                   .values(expires_at=now + ttl))
-            session.commit()
-            return bool(getattr(done, "rowcount", 0))
-
-    def lock_holder(self, name: str, now: datetime | None = None) -> str | None:
-        """Who holds the named lock unexpired (for the message of a run that has to give up)."""
-        now = _as_utc(now or utc_now())
-        with self.session() as session:
-            held = session.get(RunLock, name)
-            return held.holder if held is not None and _as_utc(held.expires_at) >= now else None
-
-    def release_lock(self, name: str, holder: str) -> None:
-        with self.session() as session:
-            session.execute(delete(RunLock).where(col(RunLock.name) == name, col(RunLock.holder) == holder))
-            session.commit()
-
 
 def _inflated(record: SnapshotRecord) -> SnapshotRecord:
     """The record as readers expect it: the snapshot document back in ``payload["snapshot"]``."""
@@ -454,14 +357,3 @@ def _inflated(record: SnapshotRecord) -> SnapshotRecord:
         record.payload = {**record.payload, "snapshot": zlib.decompress(record.compressed).decode()}
         record.compressed = None
     return record
-
-
-def _plain(row: Mapping[str, Any]) -> dict[str, Any]:
-    """Python scalars for the driver: NaN becomes NULL, numpy numbers become floats and ints."""
-    out: dict[str, Any] = {}
-    for key, value in row.items():
-        if value is None or (not isinstance(value, str) and bool(pd.isna(value))):
-            out[key] = None
-        else:
-            out[key] = value.item() if hasattr(value, "item") else value
-    return out

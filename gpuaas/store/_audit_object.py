@@ -17,14 +17,19 @@ from gpuaas.store._models import AuditEntry
 __all__ = ["OBJECT_FORMS", "object_filter", "parse_object_ref"]
 
 
-OBJECT_FORMS = "NAME, NAMESPACE/NAME, KIND/NAMESPACE/NAME or, for a cluster-scoped object, KIND//NAME"
+OBJECT_FORMS = ("NAME, NAMESPACE/NAME, KIND/NAMESPACE/NAME (or KIND NAMESPACE/NAME, as the tables print it) or, "
+                "for a cluster-scoped object, KIND//NAME")
 """The ways an audit query names an object (``gpuaas audit list --object``)."""
 
 
 def parse_object_ref(obj: str) -> tuple[str | None, str | None, str]:
     """(kind, namespace, name) of one of :data:`OBJECT_FORMS`: None where the form leaves it out, namespace ``""``
     for a cluster-scoped object; a ``ValueError`` naming the forms for anything else. A Kubernetes name holds
-    no ``/`` and no space, so a fourth part or an empty one is a typo, refused rather than matching nothing."""
+    no ``/`` and no space, so a fourth part or an empty one is a typo, refused rather than matching nothing.
+    ``Notebook team-a/nb``, the subject as every table prints it, is ``Notebook/team-a/nb``."""
+    words = obj.split()
+    if len(words) == 2 and words[1].count("/") == 1:  # a kind holds no "/", and the printed form has one space
+        obj = f"{words[0]}/{words[1]}"
     parts = obj.strip().split("/")
     kind, namespace, name = (None, None, parts[0]) if len(parts) == 1 else (
         (None, parts[0], parts[1]) if len(parts) == 2 else (parts[0], parts[1], parts[-1]))

@@ -83,7 +83,8 @@ def test_a_reclaim_is_found_by_the_owner_it_stopped_and_by_the_workload_written(
     about = {int(r.id or 0) for r in store.audit(limit=None) if r.name == workload}
     actions = {r.action for r in store.audit(limit=None) if r.name == workload}
     assert len(about) >= 3 and actions == {"reclaim", "restore"}
-    for form in (f"RayCluster/{NAMESPACE}/{ray}", f"raycluster/{NAMESPACE}/{ray}", f"{NAMESPACE}/{ray}", ray,
+    for form in (f"RayCluster/{NAMESPACE}/{ray}", f"raycluster/{NAMESPACE}/{ray}", f"RayCluster {NAMESPACE}/{ray}",
+                 f"{NAMESPACE}/{ray}", ray,
                  f"Workload/{NAMESPACE}/{workload}", f"workload/{NAMESPACE}/{workload}", workload):
         entries = _listed("--object", form)
         assert {e["id"] for e in entries} == about, form
@@ -127,7 +128,7 @@ def test_a_reclaim_is_found_by_the_owner_it_stopped_and_by_the_workload_written(
 # --- without a cluster: the flags refused, and an empty answer ----------------------------------
 
 @pytest.mark.parametrize("value", ["a/b/c/d", "/nb", "team-a/", "Notebook/team-a/", "/team-a/nb", "K//", "nb alice",
-                                   ""])
+                                   "", "Notebook team-a/nb/x", "Notebook  team-a/", "a b team-a/nb"])
 def test_a_malformed_object_is_a_usage_error_naming_the_forms(value: str) -> None:
     assert runner.invoke(app, ["db", "upgrade"]).exit_code == 0
     result = runner.invoke(app, ["audit", "list", "--object", value])
@@ -139,7 +140,8 @@ def test_a_malformed_object_is_a_usage_error_naming_the_forms(value: str) -> Non
     assert f"(got {value!r})" in line and "see gpuaas audit list --help" in line
 
 
-@pytest.mark.parametrize("value", ["nb", "team-a/nb", "Notebook/team-a/nb", "ClusterQueue//team-a-cq"])
+@pytest.mark.parametrize("value", ["nb", "team-a/nb", "Notebook/team-a/nb", "ClusterQueue//team-a-cq",
+                                   "Notebook team-a/nb"])
 def test_each_object_form_is_accepted(value: str) -> None:
     assert runner.invoke(app, ["db", "upgrade"]).exit_code == 0
     result = runner.invoke(app, ["audit", "list", "--object", value])

@@ -40,6 +40,9 @@ def make_api_client(settings: GpuaasSettings) -> client.ApiClient:
     if file is not None and os.pathsep not in file and not Path(file).expanduser().exists():
         raise ConfigError("cannot load Kubernetes credentials: no such file (set GPUAAS_KUBECONFIG to the "
                           "cluster's kubeconfig, or GPUAAS_IN_CLUSTER=true in a pod)", file=file, field="kubeconfig")
+    if file is not None and os.pathsep not in file and Path(file).expanduser().is_dir():
+        raise ConfigError("cannot load Kubernetes credentials: a directory, not a kubeconfig file (set "
+                          "GPUAAS_KUBECONFIG to the cluster's kubeconfig file)", file=file, field="kubeconfig")
     try:
         if settings.in_cluster:
             config.load_incluster_config(client_configuration=cfg)
@@ -50,8 +53,11 @@ def make_api_client(settings: GpuaasSettings) -> client.ApiClient:
                 client_configuration=cfg,
                 persist_config=False,
             )
-    except (ConfigException, OSError) as exc:
+    except ConfigException as exc:
         raise ConfigError(f"cannot load Kubernetes credentials: {exc}", file=file,
+                          field="kubeconfig") from exc
+    except OSError as exc:  # in words, not ``[Errno 13] Permission denied: '...'``
+        raise ConfigError(f"cannot load Kubernetes credentials: {(exc.strerror or str(exc)).lower()}", file=file,
                           field="kubeconfig") from exc
     except (TypeError, ValueError, AttributeError, KeyError) as exc:  # the file parsed, but not as a kubeconfig
         why = (_bad_value(file, settings.kube_context) if file else None) or (

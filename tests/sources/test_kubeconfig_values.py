@@ -80,3 +80,10 @@ def test_a_file_of_another_shape_is_still_not_a_kubeconfig(tmp_path: Path) -> No
     path.write_text("- a\n- b\n")
     assert str(_refusal(GpuaasSettings(kubeconfig=path))).endswith(
         "cannot load Kubernetes credentials: not a kubeconfig (a YAML mapping of clusters, users and contexts)")
+
+
+def test_a_directory_is_said_in_words(tmp_path: Path) -> None:
+    refusal = _refusal(GpuaasSettings(kubeconfig=tmp_path))
+    assert str(refusal) == (f"{tmp_path}: kubeconfig: cannot load Kubernetes credentials: a directory, not a kubeconfig "
+                            "file (set GPUAAS_KUBECONFIG to the cluster's kubeconfig file)")
+    assert "Errno" not in describe_failure(GpuaasSettings(kubeconfig=tmp_path), "kube", refusal)

@@ -155,3 +155,43 @@ def test_a_period_row_divides_its_cost_by_the_outcomes_it_shows() -> None:
     printed = _daily_rows(report)
     assert [(r["verified outcomes"], r["cost per outcome"]) for r in printed] == [
         ("900", "$0.107 per request"), ("0", "-")]
+
+
+def test_a_tenant_whose_pods_were_not_found_has_a_row_and_the_tenants_add_up() -> None:
+    """Tenant c's service ``vis`` served 50 requests, all verified, and no pod of namespace c is in OpenCost or the
+    GPU telemetry. Its 50 outcomes are in the cluster's 122, so c has a row with them, no GPU-hours and its cost
+    unknown (never $0), and the tenants' outcomes add up to the cluster's; the known money still foots."""
+    policy = parse_policy({
+        "tenants": [{"name": "a", "namespaces": ["a"], "cluster_queues": ["a-cq"]},
+                    {"name": "b", "namespaces": ["b"], "cluster_queues": ["b-cq"]},
+                    {"name": "c", "namespaces": ["c"], "cluster_queues": ["c-cq"]}],
+        "services": [{"name": "chat", "namespace": "a", "model_name": "m", "latency_slo_seconds": 2.0},
+                     {"name": "etl", "namespace": "b", "kind": "batch"},
+                     {"name": "vis", "namespace": "c", "model_name": "v", "latency_slo_seconds": 2.0}],
+    })
+    inputs = _inputs()
+    extra = pd.DataFrame([("c", "v", 0, "requests", "stop", "", 50.0),
+                          ("c", "v", 0, "latency_bucket", "", "2.0", 50.0),
+                          ("c", "v", 0, "latency_bucket", "", "+Inf", 50.0)], columns=SERVING_COLS)
+    report = build_cost_report(replace(inputs, serving=pd.concat([inputs.serving, extra], ignore_index=True)), policy)
+    c = next((t for t in report.tenants if t["tenant"] == "c"), None)
+    assert c is not None, [t["tenant"] for t in report.tenants]
+    assert (c["verified_requests"], c["allocated_gpu_hours"], c["total_cost"], c["cost_per_outcome"]) == (
+        50.0, 0.0, None, None)
+    assert report.cluster["verified_requests"] == sum(t["verified_requests"] for t in report.tenants) == 122.0
+    known = [t for t in report.tenants if t["total_cost"] is not None]
+    assert round(sum(t["total_cost"] for t in known), 2) == report.cluster["total_cost"] == 106.0
+    assert any(n.startswith("tenant c:") and "unknown, not $0" in n for n in report.notes), report.notes
+
+
+def test_pods_opencost_does_not_list_are_named_not_priced_at_zero_in_silence() -> None:
+    """The telemetry saw ``train-0`` for 2.5 GPU-hours and OpenCost's allocation has no row for it: its hours are in
+    the funnel, its cost in no total, and a note says so, naming it."""
+    inputs = _inputs()
+    gpu = pd.concat([inputs.gpu, pd.DataFrame([("a", "train-0", 0, 2.5, 2.5, 2.0)], columns=GPU_COLS)],
+                    ignore_index=True)
+    report = build_cost_report(replace(inputs, gpu=gpu), POLICY)
+    assert report.cluster["total_cost"] == build_cost_report(inputs, POLICY).cluster["total_cost"]
+    assert ("1 pod with 2.50 GPU-hours of telemetry is not in OpenCost's allocation (the most: a/train-0, 2.50 "
+            "GPU-hours): its cost is in no total") in report.notes, report.notes
+    assert not any("OpenCost's allocation" in n for n in build_cost_report(inputs, POLICY).notes)

@@ -50,15 +50,16 @@ def cents(value: Any) -> float | None:
 def footed(tenants: pd.DataFrame, totals: pd.Series) -> pd.DataFrame:
     """``tenants`` with its money shared out to the cent so that each column adds up to the cluster's, itself
     rounded once (the largest-remainder rule, as for the verified requests): $88.504 and $17.504 print $88.51
-    and $17.50 under $106.01, never $88.50 and $17.50, which add up to $106.00."""
+    and $17.50 under $106.01, never $88.50 and $17.50, which add up to $106.00. A tenant whose cost is unknown
+    stays unknown, and the others add up to the total."""
     out = tenants.copy()
     for column in MONEY_COLUMNS:
         total = cents(totals[column])
-        if total is None or tenants[column].isna().any():
+        known = tenants[column].dropna()  # a tenant of unknown cost has none in the total either
+        if total is None or known.empty:
             continue
-        shares = largest_remainder({k: round(float(v) * 100, 6) for k, v in tenants[column].items()},
-                                   round(total * 100))
-        out[column] = [shares[k] / 100 for k in tenants.index]
+        shares = largest_remainder({k: round(float(v) * 100, 6) for k, v in known.items()}, round(total * 100))
+        out.loc[known.index, column] = [shares[k] / 100 for k in known.index]
     return out
 
 

@@ -151,6 +151,19 @@ def _pods(inputs: CostInputs, policy: Policy, selected: dict[tuple[str, str], st
     return pods
 
 
+def _unpriced_note(pods: pd.DataFrame) -> str | None:
+    """The pods the GPU telemetry saw and OpenCost's allocation does not list: their GPU-hours are in the funnel,
+    their cost in no total, and the report says so rather than price them at $0 in silence."""
+    unpriced = pods[pods["gpu_cost"].isna() & (pods["observed_h"].fillna(0.0) > 0)]
+    if unpriced.empty:
+        return None
+    first = unpriced.sort_values("observed_h", ascending=False).iloc[0]
+    return (f"{len(unpriced)} pod{'s' if len(unpriced) > 1 else ''} with {unpriced['observed_h'].sum():,.2f} GPU-hours "
+            f"of telemetry {'are' if len(unpriced) > 1 else 'is'} not in OpenCost's allocation (the most: "
+            f"{first['namespace']}/{first['pod']}, {first['observed_h']:,.2f} GPU-hours): "
+            f"{'their' if len(unpriced) > 1 else 'its'} cost is in no total")
+
+
 def _money_cols(row: Any, basis: str, verified: float | None, costs_known: bool) -> dict[str, Any]:
     """The two named costs and the waste, to the cent, and cost per outcome on the policy's basis: the
     cost shown divided by the outcomes shown, so a reader who divides them gets the same figure."""
@@ -173,6 +186,8 @@ def build_cost_report(inputs: CostInputs, policy: Policy, policy_file: str | Non
         notes.append(note)
     selected = select_pods(policy.services, inputs.pod_labels, policy_file)
     pods = _pods(inputs, policy, selected)
+    if costs_known and (note := _unpriced_note(pods)) is not None:
+        notes.append(note)
     serving = inputs.serving.copy()
     for column in SERVING_KEYS:  # absent in frames built without them: "" (no pod, no service)
         serving[column] = serving[column].fillna("").astype(str) if column in serving else ""
@@ -250,6 +265,13 @@ def build_cost_report(inputs: CostInputs, policy: Policy, policy_file: str | Non
                 tenants.at[tenant.name, "unknown_gpu_hours"] += extra
                 kueue_extra += extra
     tally = Outcomes(services, jobs_known)
+    # A tenant whose services did work while none of its pods was found: its outcomes are in the cluster's, so it
+    # has a row, with no GPU-hours and its money unknown (never $0), as its services' rows have.
+    for name in sorted({svc.tenant for svc in services} - set(tenants.index)):
+        if tally.requests(name) or tally.jobs(name):
+            tenants.loc[name] = pd.Series({c: float("nan") if c in MONEY_COLUMNS else 0.0 for c in tenants.columns})
+            notes.append(f"tenant {name}: its services did work, but none of its pods was found in OpenCost or the "
+                         "GPU telemetry: its cost is unknown, not $0")
     funnel_sums = funnel[FUNNEL_COLUMNS].sum(min_count=1)
     if kueue_extra > 0:
         for column in ("allocated_gpu_hours", "unknown_gpu_hours"):
@@ -267,7 +289,7 @@ def build_cost_report(inputs: CostInputs, policy: Policy, policy_file: str | Non
     for name, row in tenants.sort_index().iterrows():
         verified = tally.verified(str(name))
         money = _money_cols(shown.loc[name], basis, verified, costs_known)
-        if costs_known and money["cost_per_outcome"] is None and verified is not None:
+        if costs_known and money["cost_per_outcome"] is None and verified is not None and money[f"{basis}_cost"] is not None:
             notes.append(f"tenant {name}: {basis} cost ${money[f'{basis}_cost']:,.2f}, {NO_OUTCOME}")
         tenant_rows.append({
             "tenant": str(name), **{c: num(row[c]) for c in FUNNEL_COLUMNS if c.endswith("_hours")},

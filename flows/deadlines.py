@@ -69,9 +69,14 @@ def deadlines(apply: bool = False, at: UtcInstant | None = None, nudge: bool = T
     if undo:
         try:
             with _writes_lock(settings, holder):
-                return {"undo": nudge_dicts(undo_deadline_holds(settings, list(undo)).nudges)}
+                undone = nudge_dicts(undo_deadline_holds(settings, list(undo)).nudges)
         except WritesBusy as busy:
             return busy_outcome({"undo": []}, busy)
+        # ended as any run is (its headline the message and the run's name); a release refused or lost: a red run
+        line = (f"Undo of {len(undone)} deadline {'hold or demotion' if len(undone) == 1 else 'holds or demotions'}:"
+                + (nudges_sentence([], undone, Mode.apply.value) or " nothing released.") + failures_sentence([], undone))
+        undo_end = failed if any(u["result"] in NOT_OK for u in undone) else finished
+        return undo_end({"undo": undone}, line)
     wall_clock = datetime.now(UTC)
     mode, frozen = settings.policy.run_mode(WritingFlow.deadlines, apply, wall_clock)
     if frozen:

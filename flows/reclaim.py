@@ -80,7 +80,9 @@ def reclaim(apply: bool = False, at: UtcInstant | None = None, undo: list[int] |
             return busy_outcome({"undo": []}, busy)
         for r in restores:
             logger.info("undo #%s %s: %s %s", r.audit_id, r.subject, r.result, r.message)
-        return finished({"undo": [asdict(r) for r in restores]}, undo_headline(restores))
+        # an undo the cluster refused, or whose answer was lost: a red run, as for any other write
+        undo_end = failed if any(r.result in NOT_OK for r in restores) else finished
+        return undo_end({"undo": [asdict(r) for r in restores]}, undo_headline(restores))
 
     wall_clock = datetime.now(UTC)
     mode, frozen = settings.policy.run_mode(WritingFlow.reclaim, apply, wall_clock)

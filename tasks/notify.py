@@ -34,9 +34,11 @@ def degraded_reason(result: Any) -> str | None:
     degraded = result.get("degraded")
     if isinstance(degraded, str) and degraded:
         reasons.append(f"degraded (snapshot {result.get('snapshot_id')}): {degraded}")
-    elif degraded:
+    elif degraded:  # a failed source, or none (a blind run: no GPU telemetry): then the run's headline says why
         failed = sorted(result.get("source_errors") or {})
-        reasons.append(f"degraded snapshot {result.get('snapshot_id')}: {', '.join(failed) or 'a source'} failed")
+        run = f"snapshot {result['snapshot_id']}" if result.get("snapshot_id") is not None else "run"
+        why = f"{', '.join(failed)} failed" if failed else str(result.get("headline") or "see the run")
+        reasons.append(f"degraded {run}: {why}")
     if result.get("writes_busy"):
         reasons.append(str(result["writes_busy"]))
     failed_actions = [d for d in result.get("decisions") or [] if d.get("result") in (Outcome.failed, Outcome.unknown)]

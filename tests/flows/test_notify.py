@@ -37,6 +37,20 @@ def test_degraded_reason_names_what_went_wrong() -> None:
         == "1 actions failed (RayCluster a/r)"
 
 
+def test_a_degraded_run_without_a_failed_source_or_a_snapshot_says_what_it_is() -> None:
+    """A blind reclaim (most GPU workloads unknown: no source failed) and a cost report (no snapshot) with no GPU
+    telemetry: the notification neither blames "a source" nor names "snapshot None"; it says the run's headline."""
+    blind = "Degraded: 9 of 10 GPU workloads unknown (no GPU telemetry matched them); nothing reclaimed."
+    reason = degraded_reason({"degraded": True, "snapshot_id": 7, "source_errors": {}, "decisions": [],
+                              "headline": blind})
+    assert reason == f"degraded snapshot 7: {blind}"
+    cost = "Degraded: no GPU telemetry in Prometheus in the window. GPU-hours unknown in the 24 h window."
+    reason = degraded_reason({"degraded": True, "source_errors": {}, "headline": cost})
+    assert reason == f"degraded run: {cost}"
+    assert degraded_reason({"degraded": True, "source_errors": {"opencost": "refused"}, "headline": cost}) \
+        == "degraded run: opencost failed"
+
+
 @pytest.mark.flow
 def test_a_failed_run_posts_flow_run_cause_and_link(prefect_harness: None, webhook: Received,
                                                     monkeypatch: pytest.MonkeyPatch, tmp_path: Path,

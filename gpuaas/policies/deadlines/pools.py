@@ -34,6 +34,7 @@ import pandas as pd
 
 from gpuaas.models import CohortTree, Snapshot, WorkloadState
 from gpuaas.policies.deadlines.problem import (
+    MAX_TIME,
     DeadlineJob,
     DeadlinePlan,
     Inexact,
@@ -208,7 +209,13 @@ def deadline_problems(snapshot: Snapshot, gpu_resources: Sequence[str] = ("nvidi
         if gpus != float(wl.gpus):
             notes.setdefault(key, []).append(f"{ref} asks for {float(wl.gpus):g} GPUs; planned as {gpus}")
         runtime = None if pd.isna(wl.runtime_seconds) else float(wl.runtime_seconds)
+        if runtime is not None and runtime > MAX_TIME:  # past the planner's horizon (some 3 years): no run time it can use
+            notes.setdefault(key, []).append(f"{ref}: a run time of {runtime:g} s is past the {MAX_TIME:,} s the plan "
+                                             "covers; planned as unknown")
+            runtime = None
         deadline = _seconds_until(now, wl.deadline_at)
+        if deadline is not None:  # a deadline years away (or years ago) is at the planner's horizon: as far, and as lost
+            deadline = min(max(deadline, -MAX_TIME), MAX_TIME)
         if holding:
             since = _seconds_until(now, wl.admitted_at)
             ran = max(0.0, -since) if since is not None else 0.0
@@ -218,6 +225,10 @@ def deadline_problems(snapshot: Snapshot, gpu_resources: Sequence[str] = ("nvidi
                 notes.setdefault(key, []).append(
                     f"{ref} has run {ran / 60:.0f} min, past its expected {runtime / 60:.0f} min: planned to hold its "
                     f"GPUs {overrun_buffer(runtime, minute=60.0) / 60:.0f} min more")
+            # Admitted years ago: what is left of its run is what the plan needs, and the planner's times end at
+            # its horizon. Counted from there, as if it had run only that long.
+            ran = min(ran, MAX_TIME - (duration - ran)) if math.isfinite(duration) else min(ran, MAX_TIME)
+            duration = min(duration, MAX_TIME) if math.isfinite(duration) else duration
             job = DeadlineJob(ref, gpus, duration, deadline, flavor, ran)
             pools.setdefault(key, []).append((job, ref, runtime))
         elif runtime is not None:

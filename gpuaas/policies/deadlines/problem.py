@@ -34,8 +34,8 @@ from gpuaas.models import MAX_GPUS
 from gpuaas.policies.deadlines._milp import Inexact, MilpAnswer, MilpLimits, solve_max_on_time, solve_min_extra
 from gpuaas.policies.deadlines.profile import EPS, Item, Profile, lower_bound_extra, serial_schedule
 
-__all__ = ["DeadlineJob", "DeadlinePlan", "Inexact", "MilpLimits", "ScheduledJob", "overrun_buffer", "plan_deadlines",
-           "validate_problem"]
+__all__ = ["MAX_TIME", "DeadlineJob", "DeadlinePlan", "Inexact", "MilpLimits", "ScheduledJob", "overrun_buffer",
+           "plan_deadlines", "validate_problem"]
 
 DEFAULT_RESOURCE = "nvidia.com/gpu"
 
@@ -312,11 +312,11 @@ def validate_problem(capacity: Mapping[str, int], jobs: Sequence[DeadlineJob]) -
             raise ConfigError(f"must be a whole number of GPUs from 1 to {MAX_GPUS:,}, got {_given(job.gpus)}", field=f"{where}.gpus")
         ends_unknown = job.running_for is not None and job.duration == math.inf  # a running job, no run time
         if not ends_unknown and (not _is_time(job.duration) or job.duration < MIN_DURATION):
-            raise ConfigError(f"must be a number of minutes from {MIN_DURATION:g} to {_MAX_TIME:,}, got {_given(job.duration)}", field=f"{where}.duration")
+            raise ConfigError(f"must be a number of minutes from {MIN_DURATION:g} to {MAX_TIME:,}, got {_given(job.duration)}", field=f"{where}.duration")
         if job.deadline is not None and not _is_time(job.deadline):
-            raise ConfigError(f"must be a number of minutes from now, at most {_MAX_TIME:,} either way, got {_given(job.deadline)}", field=f"{where}.deadline")
+            raise ConfigError(f"must be a number of minutes from now, at most {MAX_TIME:,} either way, got {_given(job.deadline)}", field=f"{where}.deadline")
         if job.running_for is not None and (not _is_time(job.running_for) or job.running_for < 0):
-            raise ConfigError(f"must be a number of minutes from 0 to {_MAX_TIME:,}, got {_given(job.running_for)}", field=f"{where}.running_for")
+            raise ConfigError(f"must be a number of minutes from 0 to {MAX_TIME:,}, got {_given(job.running_for)}", field=f"{where}.running_for")
         if job.resource not in capacity:
             raise ConfigError(
                 f"{job.resource!r} is not in capacity ({', '.join(capacity) or 'empty'})", field=f"{where}.resource"
@@ -335,11 +335,13 @@ def validate_problem(capacity: Mapping[str, int], jobs: Sequence[DeadlineJob]) -
                 )
 
 
-_MAX_TIME = 100_000_000
+MAX_TIME = 100_000_000
+"""The largest time a problem may hold, either way, in the unit of its times: in minutes (a file a person wrote)
+some 190 years, a typo past that, which would round to the minute wrongly; in seconds (a cluster's pools,
+``minute=60``) some 3 years, the horizon ``deadline_problems`` clamps a cluster's times to."""
 MIN_DURATION = 1e-6
 """The shortest run time a job may have, in minutes: a thousand times the schedule's tolerance (``EPS``), under
 which two jobs on one GPU would be read as overlapping by nothing."""
-"""Minutes (some 190 years): a time past that is a typo, and would round to the minute wrongly."""
 
 
 def _given(value: object) -> str:
@@ -354,4 +356,4 @@ def _is_count(value: object) -> bool:
 
 def _is_time(value: object) -> bool:
     return (isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
-            and abs(value) <= _MAX_TIME)
+            and abs(value) <= MAX_TIME)

@@ -99,7 +99,7 @@ def _tier_cost(size: float, short: float, slope: float) -> float:
         piece = min(width, short)
         cost += slope * k * piece
         short -= piece
-        if short <= 1e-12:
+        if short <= 0:  # not a fixed 1e-12: a light queue's owed tier may be 1e-12 GPUs in all (as ``_exact._tier``)
             break
     return cost
 
@@ -385,6 +385,11 @@ def _milp(cost: Any, integrality: Any, bounds: Bounds, rows: _Rows, gap: float, 
         return None
     result = _highs(cost, integrality=integrality, bounds=bounds, constraints=rows.constraint(),
                     options={"mip_rel_gap": gap, "time_limit": left, "presolve": True})
+    if result.status == 2 and (left := deadline - time.monotonic()) > 0:
+        # Every model here has a plan (staying put, or the previous pass's), so "infeasible" is HiGHS's presolve
+        # misreading bounds near its tolerances (a share of 2e-6 GPUs beside costs of 1e8): asked again without it.
+        result = _highs(cost, integrality=integrality, bounds=bounds, constraints=rows.constraint(),
+                        options={"mip_rel_gap": gap, "time_limit": left, "presolve": False})
     if result.status == 2:
         return _INFEASIBLE
     if result.x is not None and result.status in (0, 1):

@@ -59,11 +59,12 @@ def validate_quota_input(queues: Sequence[QueueDemand], limits: QuotaLimits) -> 
             flavors.add(flavor)
         for flavor, value in q.guaranteed.items():
             _whole(value, q.name, f"{where}.guaranteed.{flavor}")
-        for flavor, d in q.demand.items():
-            if not (isinstance(d, int | float) and not isinstance(d, bool) and math.isfinite(d)
-                    and 0 <= d <= MAX_GPUS):
-                raise ConfigError(f"queue {q.name!r}: must be a number from 0 to {MAX_GPUS:,}, got {d!r}",
-                                  field=f"{where}.demand.{flavor}")
+        for part in ("demand", "busiest"):  # the busiest too: a keep of 12 x infinity GPUs is no number
+            for flavor, d in getattr(q, part).items():
+                if not (isinstance(d, int | float) and not isinstance(d, bool) and math.isfinite(d)
+                        and 0 <= d <= MAX_GPUS):
+                    raise ConfigError(f"queue {q.name!r}: must be a number from 0 to {MAX_GPUS:,}, got {d!r}",
+                                      field=f"{where}.{part}.{flavor}")
         for flavor, r in q.recent_change.items():
             if not isinstance(r, int) or isinstance(r, bool) or abs(r) > MAX_GPUS:
                 raise ConfigError(f"queue {q.name!r}: must be a whole number, at most {MAX_GPUS:,} either way, "
@@ -74,6 +75,9 @@ def validate_quota_input(queues: Sequence[QueueDemand], limits: QuotaLimits) -> 
                 raise ConfigError(f"queue {q.name!r}: must be a number of seconds >= 0, got {seconds!r}",
                                   field=f"{where}.history_seconds.{flavor}")
         for flavor, moved in q.moved_24h.items():
+            if not isinstance(moved, tuple | list) or len(moved) != 2:
+                raise ConfigError(f"queue {q.name!r}: must be (GPUs gained, GPUs lost), got {moved!r}",
+                                  field=f"{where}.moved_24h.{flavor}")
             for side, value in zip(("gained", "lost"), moved, strict=True):
                 _whole(value, q.name, f"{where}.moved_24h.{flavor}.{side}")
     for idx, q in enumerate(queues):

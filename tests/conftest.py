@@ -94,8 +94,9 @@ def _isolated_env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     for key in list(os.environ):
         if key.startswith("GPUAAS_") and key != "GPUAAS_TEST_POSTGRES_URL":
             monkeypatch.delenv(key)
-    # Importing gpuaas.cli sets PREFECT_LOGGING_LEVEL=CRITICAL for the terminal; a Prefect worker or flow
-    # process a test starts must not inherit it, or its run logs never reach the API the test reads.
+    # Importing gpuaas.cli quiets Prefect's terminal handler; a Prefect worker or flow process a test starts
+    # starts from Prefect's own logging settings.
+    monkeypatch.delenv("PREFECT_LOGGING_HANDLERS_CONSOLE_LEVEL", raising=False)
     monkeypatch.delenv("PREFECT_LOGGING_LEVEL", raising=False)
     monkeypatch.setenv("GPUAAS_DATA_DIR", str(tmp_path / "gpuaas-data"))
 

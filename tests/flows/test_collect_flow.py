@@ -431,3 +431,29 @@ def test_a_collect_with_no_gpu_telemetry_is_degraded_as_a_reclaim_of_it_would_be
     summary = json.loads(done.stdout)
     assert summary["degraded"] is True and all(s["ok"] for n, s in summary["sources"].items() if n != "nvml")
     assert summary["headline"].startswith("Degraded snapshot: telemetry incomplete for 3 of 3 GPU workloads")
+
+
+def test_a_command_run_through_prefect_sends_its_run_logs_there_and_none_to_the_terminal(
+        pointed_at: EmbeddedCluster, prefect_harness: None) -> None:
+    """``gpuaas collect`` in its own process, with ``PREFECT_API_URL`` set: the run's logs are in the Prefect UI
+    (the API's logs of its flow run), while the terminal gets the command's own lines and no Prefect log line."""
+    import os
+    import subprocess
+    import sys
+
+    from prefect.client.orchestration import get_client
+    from prefect.client.schemas.filters import FlowFilter, FlowFilterName, LogFilter, LogFilterFlowRunId
+    from prefect.client.schemas.sorting import FlowRunSort
+    from prefect.settings import PREFECT_API_URL
+
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PREFECT_LOGGING")}
+    env["PREFECT_API_URL"] = str(PREFECT_API_URL.value())
+    proc = subprocess.run([sys.executable, "-m", "gpuaas.cli.app", "collect"], env=env, capture_output=True,
+                          text=True, timeout=240)
+    assert proc.returncode == 0, proc.stderr
+    assert " | INFO " not in proc.stderr and "Flow run " not in proc.stderr, proc.stderr
+    with get_client(sync_client=True) as client:
+        [run] = client.read_flow_runs(flow_filter=FlowFilter(name=FlowFilterName(any_=["collect"])),
+                                      sort=FlowRunSort.START_TIME_DESC, limit=1)
+        logs = client.read_logs(log_filter=LogFilter(flow_run_id=LogFilterFlowRunId(any_=[run.id])))
+    assert logs, "the run sent no log to the Prefect API"

@@ -28,10 +28,12 @@ class HistoryRows:
 
     def save_history(self, collected_at: datetime, queues: Sequence[Mapping[str, Any]],
                      tenants: Sequence[Mapping[str, Any]]) -> None:
-        """One cycle's aggregates (``gpuaas.fleet_history``), in one transaction."""
+        """One cycle's aggregates (``gpuaas.fleet_history``), in one transaction. They replace any the store holds for
+        the same instant: a collect step retried after this write (its snapshot row failed) writes the cycle once."""
         at = as_utc(collected_at)
         with self.session() as session:
             for table, rows in ((QueueSample, queues), (TenantSample, tenants)):
+                session.execute(delete(table).where(col(table.collected_at) == at))
                 if rows:
                     session.execute(insert(table), [{**_plain(r), "collected_at": at} for r in rows])
             session.commit()

@@ -105,3 +105,21 @@ def test_queue_and_tenant_history_over_a_window(db_url: str) -> None:
     assert list(tenants["idle_gpus"]) == [0.0, 1.0, 2.0, 3.0]
     assert first["oldest_pending_seconds"].isna().all() and first["borrowing_limit_gpus"].isna().all()
     assert list(rest["collected_at"]) == [T0 + timedelta(minutes=10), T0 + timedelta(minutes=15)]
+
+
+def test_a_cycle_written_twice_is_held_once(db_url: str) -> None:
+    """The collect step is retried when its snapshot row fails after its history was written: the cycle's rows
+    replace those of the same instant, so the incident review never counts one instant twice."""
+    store = Store(db_url)
+    tenant = {"tenant": "a", "workloads": 3, "allocated_gpus": 4.0, "idle_gpus": 1.0, "unknown_gpus": 0.0,
+              "pending_gpus": 0.0}
+    store.save_history(T0, [_queue("a-cq"), _queue("b-cq")], [tenant])
+    store.save_history(T0 + timedelta(minutes=5), [_queue("a-cq")], [tenant])
+    store.save_history(T0, [_queue("a-cq", pending_gpus=2.0), _queue("b-cq")], [tenant])  # the retry
+    queues = store.queue_history(T0, T0 + timedelta(hours=1))
+    tenants = store.tenant_history(T0, T0 + timedelta(hours=1))
+    store.close()
+    assert sorted(zip(queues["collected_at"], queues["cluster_queue"])) == [
+        (T0, "a-cq"), (T0, "b-cq"), (T0 + timedelta(minutes=5), "a-cq")]
+    assert list(queues.loc[queues["collected_at"] == T0, "pending_gpus"]) == [2.0, 0.0]  # the retry's rows
+    assert list(tenants["collected_at"]) == [T0, T0 + timedelta(minutes=5)]

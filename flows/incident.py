@@ -18,8 +18,9 @@ from typing import Any
 
 from prefect import flow, get_run_logger
 
-from flows._outcome import finished
+from flows._outcome import failed, finished
 from gpuaas.actions import new_holder
+from gpuaas.models import NOT_OK
 from gpuaas.operations.incident import window
 from gpuaas.settings import load_settings
 from reports.incident import incident_json, incident_markdown
@@ -67,7 +68,9 @@ def incident_review(start: str = "1h", end: str = "now", namespaces: list[str] |
                 len(review.actions), time.monotonic() - started)
     publish_incident_artifacts(review, undone, busy)
     doc = {**incident_json(review, undone, busy), "markdown": incident_markdown(review, None, undone, busy)}
-    return finished(doc, str(doc["summary"]))
+    # an undo the cluster refused, or whose answer was lost: a red run, as `gpuaas incident --undo` exits 1
+    close = failed if any(u["result"] in NOT_OK for u in undone or []) else finished
+    return close(doc, str(doc["summary"]))
 
 
 if __name__ == "__main__":

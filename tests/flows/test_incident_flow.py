@@ -219,6 +219,27 @@ def test_an_unknown_undo_id_fails_the_run_and_undoes_nothing(incident: Incident,
         store.close()
 
 
+def test_an_undo_the_cluster_refuses_ends_the_run_failed_with_its_review(incident: Incident,
+                                                                         pointed_at: EmbeddedCluster) -> None:
+    """The writer's role is not bound (the reader's alone): the undo of the quota plan is refused with a 403. The run
+    ends Failed, as ``gpuaas incident --undo`` exits 1 for it, and still returns the review saying so."""
+    from flows._outcome import result_of
+    from flows.incident import incident_review
+    from gpuaas.cluster.apiserver import RBACRules
+
+    plan_id = incident.rebalanced["cohorts"][0]["plan_id"]
+    manifest = Path(__file__).resolve().parents[2] / "deployments" / "kubernetes" / "rbac.yaml"
+    pointed_at.api.rbac = RBACRules.from_manifest(manifest, ["gpuaas-reader"])
+    try:
+        state = incident_review(**_window(incident), undo=[plan_id], return_state=True)
+    finally:
+        pointed_at.api.rbac = None
+    assert state.is_failed(), state.message
+    review = result_of(state.result(raise_on_failure=False))
+    assert [u["result"] for u in review["undo"]] == ["failed"], review["undo"]
+    assert state.message == review["summary"]
+
+
 def _cli(*args: str) -> Any:
     from typer.testing import CliRunner
 

@@ -38,7 +38,7 @@ def plan_collect(settings: GpuaasSettings, snapshot: Snapshot) -> operation.Coll
     return operation.plan(snapshot, settings.policy, full_due=due, stored_cluster=stored)
 
 
-@step(name="store-snapshot", retries=2, retry_delay_seconds=2)
+@step(name="store-snapshot", retries=2, retry_delay_seconds=2, retry_condition_fn=retry_unless_misconfigured)
 def store_snapshot(settings: GpuaasSettings, plan: operation.CollectPlan) -> int:
     """History, the snapshot row, pruning; returns the snapshot id, whose snapshot this process keeps in memory
     for the deciding flows (``gpuaas.store.load_snapshot``)."""

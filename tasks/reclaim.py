@@ -18,7 +18,7 @@ from gpuaas.store import load_snapshot as stored_snapshot
 from gpuaas.store import open_store
 from reports.reclaim import decision_rows, idle_metrics, summary_markdown
 from tasks._artifacts import markdown_artifact, summary_artifact, table_artifact
-from tasks._options import current_run_id, gpuaas_task
+from tasks._options import current_run_id, gpuaas_task, retry_unless_misconfigured
 from tasks.writes import store_and_writer
 
 __all__ = ["IDLE_JOB", "act", "decide", "find_idle_workloads", "load_snapshot", "publish_reclaim_artifacts",
@@ -26,7 +26,7 @@ __all__ = ["IDLE_JOB", "act", "decide", "find_idle_workloads", "load_snapshot", 
 
 
 
-@gpuaas_task("load-snapshot", retries=2, retry_delay_seconds=2)
+@gpuaas_task("load-snapshot", retries=2, retry_delay_seconds=2, retry_condition_fn=retry_unless_misconfigured)
 def load_snapshot(settings: GpuaasSettings, snapshot_id: int) -> Snapshot:
     """The collect subflow's snapshot, handed over in memory (``gpuaas.store.load_snapshot``)."""
     with open_store(settings) as store:

@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from flows._outcome import RUN_NAME_MAX, run_name
-from gpuaas.errors import ConfigError, MalformedResponse, SourceUnavailable, StoreError
+from gpuaas.errors import ActionRefused, ConfigError, MalformedResponse, SourceUnavailable, StoreError
 from tasks._options import retry_transient_only, retry_unless_misconfigured
 from tasks._steps import PlainState, step
 
@@ -58,6 +58,9 @@ def test_a_store_step_retries_a_database_error_but_not_a_configuration_one() -> 
     assert store_step(StoreError("database is locked"), return_state=True).result() == "stored"
     calls.clear()
     state = store_step(ConfigError("this database holds the history of another cluster"), return_state=True)
+    assert state.is_failed() and calls == ["store"]
+    calls.clear()
+    state = store_step(ActionRefused("snapshot 7 is not in the store"), return_state=True)
     assert state.is_failed() and calls == ["store"]
 
 

@@ -109,8 +109,10 @@ def acquire_writes_lock(settings: GpuaasSettings, holder: str, wait_seconds: flo
             time.sleep(POLL_SECONDS)
 
 
-@gpuaas_task("release-writes-lock")
+@gpuaas_task("release-writes-lock", retries=2, retry_delay_seconds=1)
 def release_writes_lock(settings: GpuaasSettings, holder: str) -> None:
+    """Retried (a release is idempotent: it deletes this holder's row, if any): a database busy for a moment at the
+    end must neither turn a finished run red nor keep every other writer waiting until the lock's lease runs out."""
     with open_store(settings) as store:
         store.release_lock(LOCK, holder)
 

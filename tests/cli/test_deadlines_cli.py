@@ -46,7 +46,7 @@ def test_table_says_how_many_gpus_to_add(tmp_path: Path) -> None:
     # a, b and c must all be running during [40, 60): 6 GPUs, and r holds one until 20
     assert "1 deadline at risk. Extra GPUs needed: 2 nvidia.com/gpu; then every holdable deadline holds" in \
         " ".join(result.stdout.split())
-    assert "1 deadline(s) at risk on 4 GPUs" in result.stdout
+    assert "1 deadline at risk on 4 GPUs" in result.stdout
 
 
 @pytest.mark.parametrize(("edit", "message"), [

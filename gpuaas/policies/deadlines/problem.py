@@ -31,6 +31,7 @@ from datetime import date
 
 from gpuaas.errors import ConfigError
 from gpuaas.models import MAX_GPUS
+from gpuaas.phrases import counted
 from gpuaas.policies.deadlines._milp import Inexact, MilpAnswer, MilpLimits, solve_max_on_time, solve_min_extra
 from gpuaas.policies.deadlines.profile import EPS, Item, Profile, lower_bound_extra, serial_schedule
 
@@ -220,8 +221,8 @@ def _plan_resource(
             inexact.add(cut)
             messages.append(f"{resource}: at-risk list from EDF on current capacity ({cut.words})")
         messages.append(
-            f"{resource}: {len(at_risk)} deadline(s) at risk on {cap} GPUs ({', '.join(at_risk)});"
-            f" {extra} more GPU(s) make every holdable deadline hold"
+            f"{resource}: {counted(len(at_risk), 'deadline')} at risk on {counted(cap, 'GPU')} ({', '.join(at_risk)});"
+            f" {counted(extra, 'more GPU')} {'makes' if extra == 1 else 'make'} every holdable deadline hold"
         )
     profile = Profile()
     for item in items:
@@ -279,19 +280,19 @@ def _min_extra(
     lower = lower_bound_extra(items, cap)  # EDF already failed at 0, but the MILP may not
     starts = serial_schedule(items, cap + lower, edf)
     if lower > 0 and not late(starts):
-        return lower, starts, None, f"EDF meets every deadline with {lower} extra GPU(s), a proven lower bound"
+        return lower, starts, None, f"EDF meets every deadline with {counted(lower, 'extra GPU')}, a proven lower bound"
     upper = sum(i.gpus for i in edf)
     answer = solve_min_extra(items, cap, lower, upper, limits)
     if isinstance(answer, MilpAnswer):
         merged = {i.name: 0.0 for i in items if i.fixed_start is not None} | answer.starts
         how = "proven optimal by the MILP" if answer.optimal else "the MILP's best within its time limit"
-        return answer.extra, merged, answer.inexact, f"{answer.extra} extra GPU(s): {how}"
+        return answer.extra, merged, answer.inexact, f"{counted(answer.extra, 'extra GPU')}: {how}"
     extra = max(lower, 1)
     while late(starts := serial_schedule(items, cap + extra, edf)):
         extra += 1
     return (
         extra, starts, answer,
-        f"{answer.words} ({len(edf)} jobs): {extra} extra GPU(s) from EDF, a heuristic"
+        f"{answer.words} ({counted(len(edf), 'job')}): {counted(extra, 'extra GPU')} from EDF, a heuristic"
         f" (at least {lower} are needed)",
     )
 

@@ -79,7 +79,7 @@ def summary_markdown(summary: dict[str, Any], idle_candidates: int, degraded: bo
         f"{_unjudged(summary)}",
     ]
     if degraded:
-        lines += [f"- :warning: degraded snapshot: {error}" for error in failed]
+        lines += [f"- **Warning:** degraded snapshot: {error}" for error in failed]
     return "\n".join(lines) + "\n"
 
 

@@ -97,7 +97,7 @@ def rebalance_markdown(outcomes: Sequence[CohortOutcome], mode: str, deadline_ex
     that held the run back to dry-run."""
     lines = [first_line(outcomes, mode, degraded, frozen), "", f"# gpuaas rebalance ({mode})", ""]
     if degraded:
-        lines += [f":warning: degraded snapshot ({degraded}): plans are shown, none is applied", ""]
+        lines += [f"**Warning:** degraded snapshot ({degraded}): plans are shown, none is applied", ""]
     if not outcomes:
         lines.append("No cohort with GPU quota to rebalance.")
     for o in outcomes:
@@ -109,7 +109,7 @@ def rebalance_markdown(outcomes: Sequence[CohortOutcome], mode: str, deadline_ex
                          f"**{o.plan.weighted_shortfall_before:g} -> {o.plan.weighted_shortfall:g}** "
                          f"(solved in {o.plan.solve_seconds:.2f} s)")
         lines.append(f"- history: {o.demand.history_seconds / 3600:.1f} h")
-        lines += [f"- {note}" for note in o.demand.notes] + [f"- :warning: {flag}" for flag in o.flags]
+        lines += [f"- {note}" for note in o.demand.notes] + [f"- **Warning:** {flag}" for flag in o.flags]
         extra = deadline_extra.get(o.cohort, {})
         if extra:
             lines.append("- deadline plan: " + ", ".join(f"{f} needs {n} extra GPUs" for f, n in sorted(extra.items()))

@@ -309,7 +309,7 @@ def summary_markdown(results: Sequence[ActionResult], snapshot: Snapshot, mode: 
     lines.append(f"- results: {', '.join(f'{k} {v}' for k, v in sorted(counts.items())) or 'none'}"
                  f" (cap {cap} actions per run)")
     if snapshot.degraded:
-        lines.append("- :warning: degraded snapshot: no action was taken on its missing parts")
+        lines.append("- **Warning:** degraded snapshot: no action was taken on its missing parts")
     if results:
         lines += ["", "## Evidence per decision", "", *evidence_lines(results)]
     return "\n".join(lines) + "\n"

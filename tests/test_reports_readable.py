@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import re
 import subprocess
 import sys
 from datetime import UTC, datetime
@@ -113,6 +114,21 @@ def test_the_rebalance_and_cost_report_artifacts_say_first_what_the_run_found() 
     bare = CostReport(window_s=7200, start=NOW, end=NOW, tenants=[], services=[], cluster=cluster, wasters=[],
                       daily=[], batch=[], notes=[], queries=0)
     assert cost_first_line(bare).startswith("The policy has no services: section, so no outcome is counted")
+
+
+def test_a_degraded_summary_warns_in_words_the_prefect_ui_renders() -> None:
+    """The Prefect UI renders no emoji shortcode: a ``:warning:`` prints as those nine characters."""
+    from reports.collect import summary_markdown as collect_markdown
+    from reports.rebalance import rebalance_markdown
+
+    degraded = Snapshot(NOW, (30.0,), {"kube": SourceStatus("kube", True),
+                                       "prometheus": SourceStatus("prometheus", False, error="connection refused")},
+                        workloads=pd.DataFrame(), costs=pd.DataFrame())
+    texts = [summary_markdown([], degraded, "dry-run", 5),
+             collect_markdown(degraded.summary(), 0, True),
+             rebalance_markdown([], "dry-run", {}, "prometheus: connection refused")]
+    for text in texts:
+        assert "**Warning:** degraded snapshot" in text and not re.search(r":[a-z_]+:", text), text
 
 
 def test_money_keeps_significant_digits() -> None:

@@ -112,7 +112,8 @@ def evidence_lines(results: Sequence[ActionResult]) -> list[str]:
         action = f"; {r.method} (frees {r.frees})" if r.method else ""
         audit = f"; audit #{r.audit_id}" if r.audit_id is not None else ""
         via = f" (its {r.decision.ref})" if r.decision.subject != r.decision.ref else ""
-        lines.append(f"- **{r.decision.subject}**{via}{tenant}, {r.decision.gpus:g} GPUs: {_evidence_text(r.decision.evidence)}"
+        lines.append(f"- **{r.decision.subject}**{via}{tenant}, {counted(r.decision.gpus, 'GPU')}: "
+                     f"{_evidence_text(r.decision.evidence)}"
                      f"{action}; **{r.result}**: {r.reason or 'no reason given'}{audit}")
     return lines
 

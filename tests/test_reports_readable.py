@@ -79,6 +79,9 @@ def test_the_decisions_table_is_narrow_and_the_markdown_has_the_whole_evidence()
     text = summary_markdown([_result("a"), refused], _snapshot(), "dry-run", 5)
     assert "## Evidence per decision" in text and long_reason in text
     assert "- **RayCluster team-a/a**, tenant team-a, 2 GPUs: max activity 0.00 ≤ 0.05 over 30 m, 100% seen" in text
+    one = dataclasses.replace(_result("c"), decision=dataclasses.replace(_result("c").decision, gpus=1))
+    assert "- **RayCluster team-a/c**, tenant team-a, 1 GPU: max activity" in summary_markdown([one], _snapshot(),
+                                                                                               "dry-run", 5)
 
 
 def test_an_optional_absent_source_is_not_shown_as_a_failure() -> None:

@@ -49,7 +49,8 @@ def headline(summary: dict[str, Any], idle_candidates: int) -> str:
         first = (f"Snapshot {summary.get('snapshot_id')}: no workload or queue could be read, so nothing is "
                  "judged; the next collect reads them again.")
     else:
-        first = (f"Snapshot {summary.get('snapshot_id')}: {summary['workloads']} workloads, {pending:g} GPUs waiting, "
+        first = (f"Snapshot {summary.get('snapshot_id')}: {counted(summary['workloads'], 'workload')}, "
+                 f"{counted(pending, 'GPU')} waiting, "
                  f"{counted(idle_candidates, 'idle candidate')}, {_unjudged(summary)}; next: gpuaas reclaim shows "
                  "what would be stopped.")
     if summary.get("blind"):

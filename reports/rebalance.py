@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 from gpuaas.models import Outcome
 from gpuaas.policy import FreezeOn
 from gpuaas.pushgateway import MetricFamily
-from reports._format import frozen_lead, said_frozen
+from reports._format import counted, frozen_lead, said_frozen
 
 if TYPE_CHECKING:  # annotations only: rendering needs no cluster client
     from gpuaas.operations.rebalance import CohortOutcome
@@ -81,13 +81,13 @@ def _moves(outcomes: Sequence[CohortOutcome], mode: str, degraded: str | None, f
         return f"No quota moves: the plan of each of {len(outcomes)} cohorts keeps its quotas ({results})."
     gpus = sum(o.plan.moved_gpus for o in moving if o.plan is not None)
     if degraded:
-        return f"Degraded snapshot ({degraded}): {gpus:g} GPUs of quota planned in {cohorts}, none applied."
+        return f"Degraded snapshot ({degraded}): {counted(gpus, 'GPU')} of quota planned in {cohorts}, none applied."
     if mode == "apply":
         moved = sum(o.plan.moved_gpus for o in moving if o.plan is not None and o.result == Outcome.applied)
         applied = [str(o.plan_id) for o in moving if o.result == Outcome.applied and o.plan_id]
         return (f"{moved:g} of {gpus:g} planned GPUs of quota moved in {cohorts}"
                 + (f"; to reverse: gpuaas undo {' '.join(applied)}." if applied else "."))
-    return (f"{frozen_lead(frozen)}{gpus:g} GPUs of quota would move in {cohorts}; nothing was changed"
+    return (f"{frozen_lead(frozen)}{counted(gpus, 'GPU')} of quota would move in {cohorts}; nothing was changed"
             + ("." if frozen else "; to apply: gpuaas rebalance --apply."))
 
 

@@ -198,6 +198,19 @@ def test_a_count_of_one_is_singular() -> None:
 
     assert [counted(1, "GPU"), counted(2.5, "GPU"), counted(0, "idle workload"), counted(1, "idle workload")] == [
         "1 GPU", "2.5 GPUs", "0 idle workloads", "1 idle workload"]
+    from gpuaas.operations.rebalance import CohortOutcome
+    from gpuaas.policies.quotas import CohortDemand, QueueDemand, QuotaLimits, plan_quotas
+    from reports.collect import headline
+    from reports.rebalance import first_line
+
+    limits = QuotaLimits(8, 100, 32, 1)
+    queues = [QueueDemand("a", {"a100": 7}, {"a100": 8}), QueueDemand("b", {"a100": 7}, {"a100": 6})]
+    one = [CohortOutcome("c", CohortDemand("c", queues, limits, 86400.0, False), plan_quotas(queues, limits))]
+    assert first_line(one, "dry-run", None).startswith("Dry-run: 1 GPU of quota would move in ")
+    assert first_line(one, "dry-run", "prometheus: down").startswith("Degraded snapshot (prometheus: down): 1 GPU of ")
+    summary = {**_snapshot().summary(), "workloads": 1, "snapshot_id": 3,
+               "queues": [{"pending_gpus": 1.0, "admitted_gpus": 0.0}]}
+    assert headline(summary, 1).startswith("Snapshot 3: 1 workload, 1 GPU waiting, 1 idle candidate, ")
 
 
 def test_a_cohort_where_every_queue_wants_its_share_says_on_the_first_line_that_only_more_gpus_help() -> None:

@@ -144,7 +144,7 @@ def find_idle(workloads: pd.DataFrame, policy: Policy, now: datetime) -> pd.Data
     blind = held["reason"] == INCOMPLETE
     held.loc[blind, "reason"] = [_incomplete_reason(held, i, observed) for i in held.index[blind]]
     held["gpus_observed"] = observed
-    held["idle_seconds"] = _idle_seconds(held, observed)
+    held["idle_seconds"] = _idle_seconds(held, observed, serving)
     return held.reindex(columns=IDLE_COLUMNS).reset_index(drop=True)
 
 
@@ -201,14 +201,17 @@ def _windows_of(frame: pd.DataFrame) -> list[float]:
                    if c.startswith("activity_max_") and c.endswith("m")})
 
 
-def _idle_seconds(held: pd.DataFrame, observed: pd.Series | float) -> pd.Series:
+def _idle_seconds(held: pd.DataFrame, observed: pd.Series | float, serving: pd.Series) -> pd.Series:
     """How long an idle workload has been idle, as far as the evidence shows: the longest
-    collected window (at least its rule's) that is quiet with complete telemetry. It ranks
+    collected window (at least its rule's) that is quiet with complete telemetry and served no
+    request (a serving kind: a known zero), as the verdict asks of its own window. It ranks
     reclaims by waste (GPUs x idle time); NaN for every verdict but ``idle``."""
     seconds = held["window_minutes"].astype(float) * 60
     for minutes in _windows_of(held):
+        requests = _column(held, f"requests_{minutes:g}m")
+        unserved = (requests == 0) | (requests.isna() & ~serving)
         quiet = (_column(held, f"activity_max_{minutes:g}m") <= held["threshold"]) & _complete(held, minutes) & (
-            observed >= held["gpus"])
+            observed >= held["gpus"]) & unserved
         longer = quiet & (minutes * 60 > seconds) & (minutes <= held["held_seconds"] / 60)
         seconds = seconds.where(~longer, minutes * 60)
     return seconds.where(held["verdict"] == "idle")

@@ -305,6 +305,9 @@ def plan_reclaim(snapshot: Snapshot, idle: pd.DataFrame, policy: Policy, mode: M
             outcome, reason = Outcome.skipped, f'opted out on the {owner["kind"]} (gpuaas.io/reclaim: "never")'
         elif owner is not None and bool(owner.get("stopped")):
             outcome, reason = Outcome.skipped, "already stopped"
+        elif kind == "RayCluster" and owner is not None and owner.get("elastic") and _none(owner.get("replicas")) == 0:
+            # Its stop is the workers to zero (an elastic one asked for compute): done, the head is all that is left.
+            outcome, reason = Outcome.skipped, "already stopped (no workers left to scale to zero)"
         elif kind == "Workload" and uid in inactive:
             # Deactivated, and Kueue has not evicted it yet: the snapshot still shows it admitted.
             outcome, reason = Outcome.skipped, "already deactivated (spec.active: false)"

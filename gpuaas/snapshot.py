@@ -35,7 +35,7 @@ import numpy as np
 import pandas as pd
 
 from gpuaas.errors import SourceUnavailable
-from gpuaas.models import ELASTIC_ANNOTATION, GpuSample, Snapshot, SourceStatus, WorkloadState
+from gpuaas.models import GpuSample, Snapshot, SourceStatus, WorkloadState, is_elastic
 from gpuaas.policies.reclaim import (
     COMPLETE_COVERAGE,
     OPT_OUT_ANNOTATION,
@@ -312,7 +312,7 @@ def build_snapshot(
     owners = pd.DataFrame([{**_flat(o), "annotations": dict(o.annotations)} for o in kube.owners])
     if not owners.empty:
         owners["reclaim"] = owners["annotations"].map(lambda a: a.get(OPT_OUT_ANNOTATION))
-        owners["elastic"] = owners["annotations"].map(lambda a: str(a.get(ELASTIC_ANNOTATION, "")).lower() == "true")
+        owners["elastic"] = owners["annotations"].map(is_elastic)
         owners = _resolve_owner_opt_out(owners)
         workloads = _inherit_owner_opt_out(workloads, owners)
     workloads, data_quality = deadline_columns(workloads)

@@ -34,7 +34,7 @@ from enum import StrEnum
 from typing import Any
 
 from gpuaas.instant import utc_stamp
-from gpuaas.models import ELASTIC_ANNOTATION
+from gpuaas.models import is_elastic
 from gpuaas.policy import FreeGoal
 
 __all__ = [
@@ -193,7 +193,7 @@ def stop_plan(kind: str, obj: dict[str, Any], free: FreeGoal, now: datetime) -> 
         return (path, _get(obj, path), after)
 
     if kind == "RayCluster":
-        elastic = str(annotations.get(ELASTIC_ANNOTATION, "")).lower() == "true"
+        elastic = is_elastic(annotations)
         if elastic and free == FreeGoal.compute:
             groups = (obj.get("spec") or {}).get("workerGroupSpecs") or []
             workers = tuple((str(g.get("groupName")), g.get("replicas"), g.get("minReplicas")) for g in groups)

@@ -8,12 +8,14 @@ name changed between Kueue API versions carry the v1beta2 meaning whatever versi
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 from enum import Enum
 
 __all__ = [
     "ELASTIC_ANNOTATION",
+    "is_elastic",
     "ClusterQueue",
     "Cohort",
     "GpuSample",
@@ -29,6 +31,12 @@ __all__ = [
 
 ELASTIC_ANNOTATION = "kueue.x-k8s.io/elastic-job"
 """Kueue's opt-in for elastic jobs: an admitted one may shrink in place and keep its reservation."""
+
+
+def is_elastic(annotations: Mapping[str, object]) -> bool:
+    """Whether Kueue reads the object as an elastic job: its annotation is exactly ``"true"``, as Kueue's
+    ``workloadslicing.Enabled`` compares it (``"True"`` is not elastic there, so a shrink would be a restart)."""
+    return annotations.get(ELASTIC_ANNOTATION) == "true"
 
 
 class WorkloadState(str, Enum):

@@ -14,12 +14,14 @@ import json
 from datetime import UTC, datetime, timedelta, timezone
 from typing import Any
 
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
 from gpuaas.actions._patches import (
     NOTEBOOK_STOP,
     RECLAIMED_ANNOTATION,
+    StopMethod,
     differences,
     left_by_stop,
     live_values,
@@ -29,6 +31,7 @@ from gpuaas.actions._patches import (
     stop_plan,
 )
 from gpuaas.cluster.apiserver._patch import apply_patch
+from gpuaas.policy import FreeGoal
 
 NOW = datetime(2026, 3, 1, 12, 0, tzinfo=UTC)
 KINDS = ("RayCluster", "Workload", "InferenceService", "Notebook", "Deployment", "StatefulSet")
@@ -125,3 +128,13 @@ def test_a_notebooks_stop_stamp_is_the_instant_in_utc_whatever_its_offset() -> N
     for when in (east, NOW - timedelta(hours=2)):
         [(path, _, stamp)] = stop_plan("Notebook", obj, "quota", when).fields
         assert path == ("metadata", "annotations", NOTEBOOK_STOP) and stamp == "2026-03-01T10:00:00Z"
+
+
+@pytest.mark.parametrize(("value", "method"), [("true", StopMethod.workers_to_zero), ("True", StopMethod.suspend),
+                                               ("TRUE", StopMethod.suspend), ("yes", StopMethod.suspend)])
+def test_a_raycluster_is_elastic_only_as_kueue_reads_it(value: str, method: StopMethod) -> None:
+    """Kueue's ``workloadslicing.Enabled`` compares the annotation with ``"true"`` exactly: ``"True"`` is not an
+    elastic job there, so scaling its workers to zero would be a suspend and a new Workload, not a shrink in place."""
+    obj = {"kind": "RayCluster", "metadata": {"name": "r", "namespace": "a", "annotations": {
+        "kueue.x-k8s.io/elastic-job": value}}, "spec": {"workerGroupSpecs": [{"groupName": "g", "replicas": 2}]}}
+    assert stop_plan("RayCluster", obj, FreeGoal.compute, NOW).method is method

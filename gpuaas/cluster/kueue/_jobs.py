@@ -21,7 +21,7 @@ import hashlib
 from dataclasses import dataclass
 from typing import Any
 
-from gpuaas.models import ELASTIC_ANNOTATION
+from gpuaas.models import ELASTIC_ANNOTATION, is_elastic
 
 from ._model import PodSetInfo
 from ._requests import pod_requests
@@ -170,7 +170,7 @@ def job_view(obj: dict[str, Any]) -> JobView | None:
         queue_name=queue,
         labels=labels,
         priority_class=labels.get(PRIORITY_LABEL),
-        elastic=str(annotations.get(ELASTIC_ANNOTATION, "")).lower() == "true",
+        elastic=is_elastic(annotations),
         stopped=stopped,
         suspend_gated=kind == "RayCluster",
         suspended=suspended,

@@ -81,12 +81,21 @@ def _answer(capacity: Mapping[str, Any], then: str, retry: str) -> str:
         n = len(capacity.get("steps") or [])
         held = "the one measured rate held" if n == 1 else f"every one of the {_rates(capacity)} held"
         answer += f", {held}: the limit is higher, measure faster rates"
+    elif _client_limited_knee(capacity):  # the climb stopped at the load generator: no server limit was measured
+        answer += (f"; at {capacity['knee_rate_rps']:g} rps the load generator could not keep its schedule (a client "
+                   "limit, not the server's): the server's own limit is not measured")
     else:
         answer += f"; {capacity['knee_rate_rps']:g} rps was the first rate to miss it"
     if capacity.get("forecast_rps") is not None:
         return (answer + f"; {capacity['forecast_rps']:g} rps of demand needs {capacity['replicas_needed']} replicas "
                 f"({capacity['gpus_needed']} GPUs)")
     return answer + (f"; {then}" if then and capacity["knee_rate_rps"] is not None else "")
+
+
+def _client_limited_knee(capacity: Mapping[str, Any]) -> bool:
+    """Whether the step that stopped the climb was one where the client, not the server, fell behind."""
+    return any(s.get("client_limited") and s.get("rate_rps") == capacity["knee_rate_rps"]
+               for s in capacity.get("steps") or [])
 
 
 def _rates(capacity: Mapping[str, Any]) -> str:

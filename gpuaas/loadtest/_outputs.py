@@ -47,7 +47,7 @@ def plot_sweep(run: SweepRun, capacity: CapacityResult, path: Path) -> Path:
         if len(limited):
             ax.scatter(limited["rate_rps"], [capacity.slo_seconds] * len(limited), marker="x", color="purple",
                        zorder=5, label="client could not keep up")
-        ax.set_xlabel("offered rate (requests/s, open-loop Poisson)")
+        ax.set_xlabel("rate (requests/s asked for, open-loop Poisson)")
         ax.set_ylabel("end-to-end latency (s)")
         ax.set_title(f"{run.config.model} at {run.config.url}", fontsize=9)
         ax.grid(True, alpha=0.3)

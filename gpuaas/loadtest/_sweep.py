@@ -70,7 +70,9 @@ def _throughput(steady: Sequence[RequestResult], ok: Sequence[RequestResult], sp
     times) against the rate its requests were due (the same share of the due times): a server that keeps
     up returns answers as fast as they arrive, whatever its latency; one that falls behind stretches them
     over a longer time, and a 503 is no answer. Percentiles rather than the first and last request, so
-    that one slow answer at either end does not decide the verdict.
+    that one slow answer at either end does not decide the verdict. The achieved rate is the offered rate
+    (the steady part's requests over its length) times that ratio: the percentile span of a few dozen points
+    is shorter than 80 % of the step, and 0.8 n over it would read above the offered rate.
     """
     due = np.asarray([r.scheduled_s for r in steady], dtype=float)
     done = np.asarray([d for d in (r.done_s for r in ok) if d is not None], dtype=float)
@@ -81,8 +83,8 @@ def _throughput(steady: Sequence[RequestResult], ok: Sequence[RequestResult], sp
     done_span = float(np.quantile(done, 0.9) - np.quantile(done, 0.1))
     if due_span <= 0 or done_span <= 0:
         return len(done) / span, 1.0
-    achieved = 0.8 * len(done) / done_span
-    return achieved, min(achieved / (0.8 * len(due) / due_span), 1.0)
+    ratio = min((len(done) / done_span) / (len(due) / due_span), 1.0)
+    return ratio * len(due) / span, ratio
 
 
 def summarize_step(results: Sequence[RequestResult], config: LoadTestConfig, rate: float,

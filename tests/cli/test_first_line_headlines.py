@@ -183,3 +183,26 @@ def test_a_narrow_load_test_table_keeps_the_slos_own_quantile() -> None:
 
     assert "p99 (s)" not in step_optional("p99") and {"p50 (s)", "p95 (s)"} <= set(step_optional("p99"))
     assert "p95 (s)" not in step_optional("p95")
+
+
+def test_a_knee_where_the_client_fell_behind_is_not_called_the_server_missing_the_slo(tmp_path: Path) -> None:
+    """10 rps holds; at 20 and 30 rps p95 is 0.35-0.4 s, well under the 1 s SLO, but the load generator left its
+    requests late (client-limited): the first line must say the client stopped the climb, not that 20 rps missed
+    the SLO, or on-call sizes the service on a server limit that was never measured."""
+    import pandas as pd
+
+    from gpuaas.policies.cost import sustainable_capacity
+
+    sweep = pd.DataFrame([
+        {"rate_rps": 10, "replicas": 1, "gpus": 1, "latency_p95_s": 0.3, "quality": 1, "client_limited": False},
+        {"rate_rps": 20, "replicas": 1, "gpus": 1, "latency_p95_s": 0.35, "quality": 1, "client_limited": True},
+        {"rate_rps": 30, "replicas": 1, "gpus": 1, "latency_p95_s": 0.4, "quality": 1, "client_limited": True}])
+    capacity = sustainable_capacity(sweep, slo_quantile="p95", slo_seconds=1.0, min_quality=0.99).to_dict()
+    stopped = "stopped after 2 failing steps at 30 rps"
+    headline = load_test_headline(_load_test(tmp_path, capacity=capacity, requests=4200, stopped=stopped))
+    assert "20 rps was the first rate to miss it" not in headline
+    assert headline.startswith(
+        "Load test: 4,200 requests at 3 measured rates, stopped after 2 failing steps at 30 rps; 10 rps sustained at "
+        "p95 <= 1 s and quality >= 0.99 (10 per replica, 10 per GPU); at 20 rps the load generator could not keep "
+        "its schedule (a client limit, not the server's): the server's own limit is not measured;")
+    assert "20 rps was the first rate to miss it" not in capacity_headline(capacity)

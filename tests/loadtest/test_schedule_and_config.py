@@ -195,6 +195,23 @@ def test_a_growing_queue_fails_although_its_p95_is_under_the_slo() -> None:
     assert "achieved 66.7% of the offered rate (< 95%): the server did not keep up" in verdict.reason
 
 
+def test_the_achieved_rate_is_never_above_the_offered_rate() -> None:
+    """A 4 s steady part with 18 requests (4.5 rps offered, a warm-up rate of 5 rps landing 18 in it), every
+    one answered in 0.1 s: the server kept pace (ratio 1.0), so its answers came back at 4.5 rps. The rate
+    was read as 0.8 x 18 / (the 10th-90th percentile span of the completions) = 4.76 rps, above the offered
+    4.5: the span of 18 points between those percentiles is shorter than 80 % of the step. The achieved rate
+    is the offered rate times the ratio, the one estimate both columns agree on."""
+    config = _config(warmup_seconds=0.0, step_seconds=4.0)
+    results = [_result(i, 0.001, e2e=0.1, at=i * 4.0 / 18) for i in range(18)]
+    row = summarize_step(results, config, 5.0, [r.scheduled_s for r in results], wall_s=4.2)
+    assert row["offered_rps"] == pytest.approx(4.5) and row["achieved_ratio"] == pytest.approx(1.0)
+    assert row["achieved_rps"] == pytest.approx(4.5)
+    behind = [_result(i, 0.0, e2e=0.2 + 0.05 * i, at=i * 0.1) for i in range(100)]
+    behind_row = summarize_step(behind, _config(warmup_seconds=0.0, step_seconds=10.0), 10.0,
+                                [r.scheduled_s for r in behind], wall_s=15)
+    assert behind_row["achieved_rps"] == pytest.approx(behind_row["offered_rps"] * behind_row["achieved_ratio"])
+
+
 def test_prompts_are_distinct_seeded_and_follow_their_length_distributions() -> None:
     from gpuaas.loadtest._corpus import request_specs
 

@@ -90,8 +90,9 @@ def test_never_meeting_the_slo_says_so() -> None:
     ("rate", "replicas", "gpus", "forecast", "want_replicas", "want_gpus"),
     [(4, 2, 4, 10, 5, 10), (4, 2, 4, 8, 4, 8), (4, 2, 4, 8.1, 5, 10), (4, 2, 4, 0, 0, 0),
      (0.1, 1, 1, 3 * 0.1, 3, 3),  # 0.30000000000000004 / 0.1 = 3.0000000000000004: 3 replicas, not 4
-     (6, 3, 3, 7, 4, 4)],
-    ids=["round-up", "exact", "just-over", "no-demand", "float-noise", "one-gpu-per-replica"],
+     (6, 3, 3, 7, 4, 4),
+     (100_000, 1, 1, 0.00001, 1, 1)],  # one request a day on a 100,000 rps replica: 1e-10 of it, still one replica
+    ids=["round-up", "exact", "just-over", "no-demand", "float-noise", "one-gpu-per-replica", "tiny-demand"],
 )
 def test_replicas_needed_is_the_ceiling_of_forecast_over_per_replica(
         rate: float, replicas: float, gpus: float, forecast: float, want_replicas: int, want_gpus: int) -> None:

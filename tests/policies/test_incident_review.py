@@ -260,3 +260,21 @@ def test_a_shortened_fleet_table_keeps_the_peak_and_every_applied_action_and_cou
     left_out = sum(int(g.split()[0].strip("(")) for g in gaps)
     assert left_out + len(shown) == len(full) and left_out > 0
     assert "collects were left out" in incident_markdown(r) or len(full) <= 24
+
+
+def test_a_deadline_hold_released_in_the_window_is_not_offered_for_undo() -> None:
+    """A hold applied at 02:10 and undone at 02:20 (``gpuaas undo 10`` writes a ``deadline-release`` intent
+    referring to the hold and a ``released`` completion): the hold is no longer in place, so the timeline must not
+    offer ``undo: [10]`` (it would answer "nothing to undo"), as it does not for a reclaim already restored."""
+    audit = [
+        row(10, 10, "deadline-hold", "Workload", "w", "apply", "planned", "hold", namespace="team-a", flow="deadlines"),
+        row(11, 10.1, "deadline-hold", "Workload", "w", "apply", "applied", "held", namespace="team-a",
+            flow="deadlines", refers_to=10),
+        row(12, 20, "deadline-release", "Workload", "w", "apply", "planned", "undo of audit #10", namespace="team-a",
+            flow="deadlines", refers_to=10),
+        row(13, 20.1, "deadline-release", "Workload", "w", "apply", "released", "undo of audit #10",
+            namespace="team-a", flow="deadlines", refers_to=12)]
+    r = build_review(queue_rows(), tenant_rows(), audit, T0, END, undoable_actions=UNDOABLE)
+    assert [(o.audit_id, o.result) for o in r.actions] == [(10, "applied"), (12, "released")]
+    assert [e.audit_id for e in r.events if e.undoable] == []
+    assert "undo: [10]" not in incident_markdown(r)

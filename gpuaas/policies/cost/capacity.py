@@ -86,6 +86,8 @@ class StepVerdict:
     counted: bool
     """Passed and every lower rate passed: part of the sustainable range."""
     reason: str
+    client_limited: bool = False
+    """The load generator could not keep its schedule here: the step measured the client, not the server."""
 
 
 @dataclass(frozen=True)
@@ -210,10 +212,12 @@ def _ceil(value: float) -> int:
 
 
 def replicas_needed(forecast_rps: float, per_replica_rps: float) -> int:
-    """``ceil(forecast / per-replica rate)``: what a forecast needs at a measured per-replica rate."""
+    """``ceil(forecast / per-replica rate)``: what a forecast needs at a measured per-replica rate; any demand
+    above zero needs one replica at least (the float-noise allowance must not round a tiny share down to none)."""
     if not per_replica_rps > 0:
         raise ValueError(f"per-replica rate must be > 0, got {per_replica_rps}")
-    return _ceil(forecast_rps / per_replica_rps)
+    needed = _ceil(forecast_rps / per_replica_rps)
+    return max(needed, 1) if forecast_rps > 0 else needed
 
 
 def sustainable_capacity(df: pd.DataFrame, *, slo_quantile: str, slo_seconds: float,
@@ -263,7 +267,7 @@ def sustainable_capacity(df: pd.DataFrame, *, slo_quantile: str, slo_seconds: fl
         if passed and not counted:
             reason = f"passes, but a lower rate ({knee:g} rps) failed: not counted"
         steps.append(StepVerdict(row["rate_rps"], row["replicas"], row["gpus"], row[column], quality,
-                                 passed, counted, reason))
+                                 passed, counted, reason, bool(row["client_limited"])))
     base: dict[str, Any] = {"slo_quantile": quantile, "slo_seconds": slo_seconds, "min_quality": min_quality,
                             "forecast_rps": forecast_rps, "knee_rate_rps": knee, "steps": steps}
     if best is None:

@@ -197,13 +197,18 @@ def _outcomes(window_rows: Sequence[AuditRow], rows: Mapping[int, AuditRow],
     return out
 
 
+_UNDO_ROWS = {"restore": Outcome.restored, "deadline-release": Outcome.released}
+"""The action and outcome of a row that put an earlier action back: a reclaim's or quota plan's restore, a deadline
+hold's release (``gpuaas undo`` of a hold releases it)."""
+
+
 def _undone(rows: Mapping[int, AuditRow]) -> set[int]:
-    """Actions a later undo restored (directly, or through the undo's own intent row)."""
+    """Actions a later undo restored or released (directly, or through the undo's own intent row)."""
     restored = set()
     for row in rows.values():
-        if row.action == "restore" and row.outcome == Outcome.restored and row.refers_to is not None:
+        if _UNDO_ROWS.get(row.action) == row.outcome and row.refers_to is not None:
             target = rows.get(row.refers_to)
-            if target is not None and target.action == "restore" and target.refers_to is not None:
+            if target is not None and target.action == row.action and target.refers_to is not None:
                 restored.add(target.refers_to)  # completion -> restore intent -> the reclaim
             else:
                 restored.add(row.refers_to)

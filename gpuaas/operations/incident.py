@@ -93,6 +93,28 @@ def _referents(store: Store, rows: Sequence[AuditEntry]) -> list[AuditEntry]:
     return out
 
 
+def _followers(store: Store, rows: Sequence[AuditEntry], end: datetime) -> list[AuditEntry]:
+    """Rows written from ``end`` on that refer to ``rows`` (and to those, ``REFERENT_DEPTH`` links on): how an
+    action of the window ended, or that it was undone, may be written after the window closed."""
+    known = {r.id for r in rows}
+    out: list[AuditEntry] = []
+    wanted = sorted(i for i in known if i is not None)
+    for _ in range(REFERENT_DEPTH):
+        found = [row for start in range(0, len(wanted), _IDS_PER_QUERY)
+                 for row in store.audit(since=end, refers_to=wanted[start:start + _IDS_PER_QUERY], limit=None)
+                 if row.id not in known]
+        out += found
+        known |= {r.id for r in found}
+        wanted = sorted(r.id for r in found if r.id is not None)
+        if not wanted:
+            break
+    return out
+
+
+_IDS_PER_QUERY = 500
+"""Ids per ``refers_to`` list: well inside SQLite's and PostgreSQL's bound-parameter limits."""
+
+
 def _placements(store: Store) -> list[tuple[str, str]]:
     record = store.latest_snapshot(full=True)
     if record is None or "snapshot" not in record.payload:
@@ -105,12 +127,14 @@ def _placements(store: Store) -> list[tuple[str, str]]:
 
 
 def read(store: Store, start: datetime, end: datetime, *, scoped: bool) -> IncidentRecords:
-    """The history and audit rows of ``[start, end)``; with ``scoped``, also where the workloads were queued
-    (the map a namespace filter needs when the policy's tenants do not name the namespace)."""
+    """The history and audit rows of ``[start, end)``, with the rows before it they refer to and the rows after it
+    that refer to them (how each action ended, whether it was undone); with ``scoped``, also where the workloads
+    were queued (the map a namespace filter needs when the policy's tenants do not name the namespace)."""
     audit = store.audit(since=start, until=end, limit=None)
     return IncidentRecords(start=start, end=end, queue_rows=store.queue_history(start, end),
                            tenant_rows=store.tenant_history(start, end), audit=audit,
-                           referents=_referents(store, audit), placements=_placements(store) if scoped else [])
+                           referents=[*_referents(store, audit), *_followers(store, audit, end)],
+                           placements=_placements(store) if scoped else [])
 
 
 def _queue_tenants(queue_rows: pd.DataFrame) -> list[tuple[str, str]]:

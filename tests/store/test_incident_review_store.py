@@ -66,3 +66,36 @@ def test_the_review_reads_the_stored_history_and_audit_rows(db_url: str) -> None
     assert raised.fleet["idle_gpus"].tolist() == [0, 0, 0]  # team-b's, through the queue's tenant
     other = read_review.fn(settings, T0, end, [], ["team-x-cq"])
     assert other.events == [] and (other.fleet["pending_workloads"] == 0).all()
+
+
+def test_how_an_action_of_the_window_ended_is_read_from_rows_written_after_it(db_url: str) -> None:
+    """A reclaim applied in the window ``[12:00, 12:15)`` and restored at 12:30, and a reclaim whose intent is at
+    12:14:59 and whose completion lands at 12:15:01: the review says the first is undone (no longer undoable)
+    and the second applied (not open), as the rows written after the window tell."""
+    from tasks.incident import read_review
+
+    def reclaim(minutes: float, name: str, outcome: str, **fields: object) -> AuditEntry:
+        return AuditEntry(created_at=T0 + timedelta(minutes=minutes), flow="reclaim", action="reclaim",
+                          kind="Notebook", namespace="team-a", name=name, mode="apply", outcome=outcome,
+                          reason=f"reclaim {outcome}", **fields)
+
+    store = Store(db_url)
+    try:
+        nb = store.append(reclaim(2, "nb", "planned"))
+        store.append(reclaim(2.1, "nb", "applied", refers_to=nb.id))
+        undo = store.append(AuditEntry(created_at=T0 + timedelta(minutes=30), flow="reclaim", action="restore",
+                                       kind="Notebook", namespace="team-a", name="nb", mode="apply",
+                                       outcome="planned", reason="undo", refers_to=nb.id))
+        store.append(AuditEntry(created_at=T0 + timedelta(minutes=30.1), flow="reclaim", action="restore",
+                                kind="Notebook", namespace="team-a", name="nb", mode="apply", outcome="restored",
+                                reason="restored", refers_to=undo.id))
+        late = store.append(reclaim(15 - 1 / 60, "late", "planned"))
+        store.append(reclaim(15 + 1 / 60, "late", "applied", refers_to=late.id))
+    finally:
+        store.close()
+
+    review = read_review.fn(load_settings(database_url=db_url), T0, T0 + timedelta(minutes=15), [], [])
+    assert {o.audit_id: o.result for o in review.actions} == {nb.id: "applied", late.id: "applied"}
+    undoable = {e.audit_id: e.undoable for e in review.events}
+    assert undoable[nb.id] is False and undoable[late.id] is True
+    assert all(e.audit_id is not None and e.audit_id <= late.id for e in review.events)  # later rows: no events

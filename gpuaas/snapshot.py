@@ -125,7 +125,7 @@ def workload_pods(kube: KubeState) -> pd.DataFrame:
     frame = pd.DataFrame([_flat(w) for w in kube.workloads],
                          columns=["kind", "namespace", "name", "uid", "owner_kind", "owner_name"])
     links = _workload_pods(kube).rename(columns={"kind": "owner_kind", "name": "owner_name"})
-    out = frame.merge(links, on=["namespace", "owner_kind", "owner_name"])
+    out = _own_pods(frame.merge(links, on=["namespace", "owner_kind", "owner_name"]), kube)
     kind = out["owner_kind"].fillna("Workload")
     name = out["owner_name"].fillna(out["name"])
     out["workload"] = kind + " " + out["namespace"] + "/" + name
@@ -135,11 +135,22 @@ def workload_pods(kube: KubeState) -> pd.DataFrame:
         ["namespace", "pod", "uid"]).reset_index(drop=True)
 
 
+def _own_pods(links: pd.DataFrame, kube: KubeState) -> pd.DataFrame:
+    """``links`` (``uid``, ``pod``, ...) less the pods a per-pod Workload does not admit: each of a Deployment's
+    Workloads is linked to its own pod, not to every pod of the Deployment, so that one pod's telemetry never
+    stands for another's (a pod without telemetry leaves its own Workload unknown)."""
+    own = {wl.uid: wl.pod for wl in kube.workloads if wl.pod}
+    if not own or links.empty:
+        return links
+    mine = links["uid"].map(own)
+    return links[mine.isna() | (links["pod"] == mine)]
+
+
 def _telemetry(frame: pd.DataFrame, kube: KubeState, prom: PrometheusReading | None,
                windows: Sequence[float]) -> pd.DataFrame:
     links = _workload_pods(kube).rename(columns={"kind": "owner_kind", "name": "owner_name"})
-    wl_pods = frame[["uid", "namespace", "owner_kind", "owner_name"]].merge(
-        links, on=["namespace", "owner_kind", "owner_name"])
+    wl_pods = _own_pods(frame[["uid", "namespace", "owner_kind", "owner_name"]].merge(
+        links, on=["namespace", "owner_kind", "owner_name"]), kube)
     frame = frame.merge(wl_pods.groupby("uid").size().rename("pods").reset_index(), on="uid", how="left")
     frame["pods"] = frame["pods"].fillna(0).astype(int)
     observed = pd.Series(0, index=frame.index, dtype=float)

@@ -188,3 +188,26 @@ def test_telemetry_is_unknown_only_where_the_shortest_window_lacks_data() -> Non
     assert wl.loc["young", "complete_30m"] and not wl.loc["young", "complete_60m"]
     assert wl.loc["young", "telemetry"] == "complete"
     assert not wl.loc["gappy", "complete_30m"] and wl.loc["gappy", "telemetry"] == "unknown"
+
+
+def test_each_workload_of_a_deployment_is_judged_on_its_own_pods_telemetry() -> None:
+    """Kueue's pod integration makes one Workload per pod of a Deployment; gpuaas reads each as the Deployment's.
+    Pod ``dep-1`` reports no GPU and no request: its Workload is unknown (its own pod is unseen), even though pod
+    ``dep-0`` reports a quiet GPU, and ``dep-0``'s Workload is judged on ``dep-0`` alone."""
+    def per_pod(name: str, pod: str) -> Workload:
+        return replace(_wl(name, WorkloadState.admitted, 1, 90), kind="Deployment", owner_kind="Deployment",
+                       owner_name="dep", annotations=(), pod=pod)
+
+    kube = KubeState("v1beta2", (), (), (per_pod("w0", "dep-0"), per_pod("w1", "dep-1")), (), (), (),
+                     tuple(PodGpus("team-a", f"dep-{i}", "n1", 1, "ReplicaSet", "dep-5f9c7", "Deployment", "dep")
+                           for i in range(2)), (), 0)
+    serving = pd.DataFrame([("team-a", "dep-0", "m", 30.0, "requests", "", "", 0.0)],
+                           columns=["namespace", "pod", "model_name", "window_minutes", "stat", "finished_reason",
+                                    "le", "value"])
+    prom = PrometheusReading(gpus=pd.DataFrame([_gpu("dep-0", "0", 1.0, 0.0)]), kueue=pd.DataFrame(), serving=serving)
+    sources = {"kube": SourceStatus("kube", True, 0.1, 0.0), "prometheus": SourceStatus("prometheus", True, 0.2, 12.0)}
+    wl = build_snapshot(NOW, [30], sources, kube=kube, prom=prom, policy=Policy()).workloads.set_index("name")
+    assert (wl.loc["w0", "gpus_observed"], wl.loc["w0", "telemetry"], wl.loc["w0", "requests_30m"]) == (
+        1.0, "complete", 0.0)
+    assert wl.loc["w1", "gpus_observed"] == 0.0 and wl.loc["w1", "telemetry"] == "unknown"
+    assert pd.isna(wl.loc["w1", "requests_30m"])

@@ -130,5 +130,6 @@ def owned_through_pods(workloads: Iterable[Workload], pods: Iterable[PodGpus]) -
     out = []
     for wl in workloads:
         kind, name = roots.get((wl.namespace, wl.owner_name or ""), (None, None)) if wl.owner_kind == "Pod" else (None, None)
-        out.append(replace(wl, kind=kind, owner_kind=kind, owner_name=name) if kind in OWNER_KINDS and name else wl)
+        out.append(replace(wl, kind=kind, owner_kind=kind, owner_name=name, pod=wl.owner_name)
+                   if kind in OWNER_KINDS and name else wl)
     return out

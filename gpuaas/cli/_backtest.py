@@ -13,7 +13,8 @@ from datetime import datetime
 
 import pandas as pd
 
-from gpuaas.cli._common import OutputFormat, err_console, print_json, print_table
+from gpuaas.cli._common import OutputFormat, err_console, print_json
+from gpuaas.cli._tables import print_table
 from gpuaas.errors import ConfigError
 from gpuaas.idle_history import read_fleet_history
 from gpuaas.instant import utc_stamp

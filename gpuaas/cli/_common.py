@@ -16,7 +16,6 @@ import re
 import stat
 import sys
 import tempfile
-import textwrap
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from enum import Enum
@@ -26,7 +25,6 @@ from typing import TYPE_CHECKING, Any
 import typer
 from rich.console import Console
 from rich.markup import escape
-from rich.table import Table
 from typer._click.core import Context as ClickContext
 from typer._click.core import ParameterSource
 from typer._click.exceptions import BadParameter, UsageError
@@ -45,7 +43,6 @@ __all__ = [
     "EXIT_DEGRADED",
     "EXIT_FAILED",
     "EXIT_USAGE",
-    "WHOLE_COLUMNS",
     "audit_id",
     "fail_on_refused",
     "check_outputs",
@@ -60,8 +57,6 @@ __all__ = [
     "handle_errors",
     "lead",
     "print_json",
-    "print_table",
-    "set_wide",
     "settings_or_exit",
     "store_or_exit",
     "usage_error",
@@ -334,152 +329,3 @@ def end_degraded(result: dict[str, Any]) -> None:
 def print_json(data: Any) -> None:
     """Plain JSON on stdout: no colour, stable key order, dates as ISO strings."""
     sys.stdout.write(json.dumps(data, indent=2, sort_keys=False, default=str) + "\n")
-
-
-WHOLE_COLUMNS = frozenset({"workload", "name", "job", "queue", "cluster_queue", "ClusterQueue", "cohort", "object",
-                           "namespace", "tenant", "kind", "pod", "source", "service", "deployment"})
-"""Columns whose values are names a person copies into ``kubectl``: never folded or cut; other columns give way."""
-
-NAME_COLUMNS = WHOLE_COLUMNS | {"subject"}
-"""Columns that name a row: a ``subject`` (``RayCluster research/ray (Workload raycluster-ray-9cefe)``) names it in
-several words, and wraps between them like any other column."""
-
-_wide = False
-
-
-def set_wide(wide: bool) -> None:
-    """``gpuaas --wide``: every column of every table, however wide the terminal (by default ``print_table`` moves
-    the notes columns under a table that does not fit, then drops its optional columns and says so, and prints
-    what still does not fit wider than the terminal)."""
-    global _wide
-    _wide = wide
-
-
-def print_table(title: str, columns: Sequence[str], rows: Sequence[Sequence[Any]],
-                optional: Sequence[str] = (), notes: Sequence[str] = (), whole: Sequence[str] = ()) -> None:
-    """A table that never splits a word or a number, at any width (``make`` pipes stdout: 80 columns).
-
-    Cells wrap only at spaces: every column is at least as wide as its longest word (name columns,
-    ``WHOLE_COLUMNS``, as their longest value), and the widest column gives way first. The ``whole``
-    columns, figures read as one phrase such as ``$0.142 per 1,000 requests``, are kept on one line too
-    where the steps below make room for them, and wrap between their words where they cannot. Where
-    that does not fit the console, in this order:
-
-    1. the ``notes`` columns (long reasons) move under the table, one paragraph per row, led by the
-       row's first cell and its name (its first ``NAME_COLUMNS`` cell after the first);
-    2. the ``optional`` columns are left out, in the order given (the least important first), and
-       where that leaves room the more important of them come back; a line after the table names
-       the ones left out and ``--wide``. A column is never left out where two rows would then read
-       the same (``Deployment team-a/llm`` and ``InferenceService team-a/llm`` without their kind):
-       it is what tells them apart, so it stays, even if the table then runs past the console;
-    3. what is left is printed at its narrowest whole-word width, wider than the console (a
-       terminal wraps the line; no word is cut).
-    """
-    cells = [["" if v is None else visible(str(v)) for v in row] for row in rows]
-    width = console.width
-    keep = WHOLE_COLUMNS | set(whole)
-    shown, widths, moved, dropped = _fit(columns, cells, width, keep, optional, notes)
-    if widths is None and whole:  # a phrase kept whole that cannot fit: let it wrap between its words
-        keep = WHOLE_COLUMNS
-        shown, widths, moved, dropped = _fit(columns, cells, width, keep, optional, notes)
-    if widths is None and not _wide:  # even the narrowest whole-word layout is wider than the console
-        widths = _layout(columns, cells, shown, 10**6, keep, narrowest=True)
-        assert widths is not None
-        width = _frame(sum(widths), len(shown))
-    table = Table(title=visible(title))
-    for k, name in enumerate(shown):
-        table.add_column(name, overflow="fold", width=widths[k] if widths else None,
-                         no_wrap=_wide or name in keep)
-    for row in cells:
-        table.add_row(*(row[columns.index(c)] for c in shown))
-    if _wide:  # the table's own width, past the console's (a terminal wraps the lines; a pager or a file keeps them)
-        width = max(console.width, _frame(sum(_longest(columns, cells, c) for c in shown), len(shown)))
-    if width == console.width:
-        console.print(table)
-    else:
-        Console(width=width, no_color=console.no_color, force_terminal=console.is_terminal, markup=False).print(table)
-    # The row's name, as in the table: its first cell and the first name column after it (a kind alone, or a
-    # cohort alone, names several rows).
-    key = next((k for k, c in enumerate(columns) if k and c in NAME_COLUMNS), 0)
-    for name in moved:
-        for row in cells:
-            text = row[columns.index(name)]
-            if text:
-                lead = f"{row[0]} {row[key]}" if key else row[0]
-                console.print(textwrap.fill(f"{lead} {name}: {' '.join(text.split())}", width=console.width,
-                                            initial_indent="  ", subsequent_indent="      ", break_long_words=False,
-                                            break_on_hyphens=False), highlight=False, markup=False, soft_wrap=True)
-    if dropped:
-        console.print(f"(not shown at {console.width} columns: {', '.join(dropped)}; --wide shows them)",
-                      highlight=False)
-
-
-def _fit(columns: Sequence[str], cells: list[list[str]], width: int, keep: frozenset[str] | set[str],
-         optional: Sequence[str], notes: Sequence[str]) -> tuple[list[str], list[int] | None, list[str], list[str]]:
-    """(columns shown, their widths or None where nothing fits, columns moved under the table, columns left out):
-    ``print_table``'s steps 1 and 2, at ``width``."""
-    shown = list(columns)
-    moved: list[str] = []
-    dropped: list[str] = []
-    widths = None if _wide else _layout(columns, cells, shown, width, keep)
-    steps = [("note", c) for c in notes if c in shown] + [("drop", c) for c in optional if c in shown]
-    while widths is None and not _wide and steps:
-        how, name = steps.pop(0)
-        if name not in shown or (how == "drop" and _merges(columns, cells, shown, name)):
-            continue
-        shown.remove(name)
-        (moved if how == "note" else dropped).append(name)
-        widths = _layout(columns, cells, shown, width, keep)
-    for name in reversed(list(dropped)):  # room left once it fits: the more important of the left-out come back
-        if widths is None:
-            break
-        again = [c for c in columns if c in shown or c == name]
-        if (fits := _layout(columns, cells, again, width, keep)) is not None:
-            shown, widths = again, fits
-            dropped.remove(name)
-    return shown, widths, moved, dropped
-
-
-def _merges(columns: Sequence[str], cells: list[list[str]], shown: list[str], name: str) -> bool:
-    """Whether leaving ``name`` out of ``shown`` makes rows that differ read the same: a reader would take them
-    for one row printed twice, and could not tell which is which."""
-    def distinct(names: list[str]) -> int:
-        at = [columns.index(c) for c in names]
-        return len({tuple(row[k] for k in at) for row in cells})
-
-    return distinct([c for c in shown if c != name]) < distinct(shown)
-
-
-def _frame(cells_width: int, n: int) -> int:
-    """Width of a table whose cells take ``cells_width``: a space each side of each cell and n + 1 rules."""
-    return cells_width + 3 * n + 1
-
-
-def _longest(columns: Sequence[str], cells: list[list[str]], name: str) -> int:
-    return max([len(r[columns.index(name)]) for r in cells] + [len(name)])
-
-
-def _words(text: str) -> list[str]:
-    return text.split() or [""]
-
-
-def _layout(columns: Sequence[str], cells: list[list[str]], shown: list[str], width: int,
-            whole: frozenset[str] | set[str] = WHOLE_COLUMNS, narrowest: bool = False) -> list[int] | None:
-    """Each shown column's width, or None where even the narrowest whole-word layout is wider than ``width``.
-
-    ``whole`` columns: their longest value. The others start at their longest value (``narrowest``:
-    at their longest word) and the widest gives way first, down to its longest word (or the header's).
-    """
-    longest = [_longest(columns, cells, c) for c in shown]
-    floor = [longest[k] if c in whole else
-             max(len(w) for v in [c, *(r[columns.index(c)] for r in cells)] for line in v.splitlines() or [""]
-                 for w in _words(line))
-             for k, c in enumerate(shown)]
-    room = width - _frame(0, len(shown))
-    if sum(floor) > room:
-        return None
-    widths = list(floor) if narrowest else list(longest)
-    while sum(widths) > room:
-        k = max((k for k in range(len(widths)) if widths[k] > floor[k]), key=lambda k: widths[k])
-        widths[k] -= 1
-    return widths

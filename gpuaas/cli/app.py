@@ -25,7 +25,8 @@ import typer
 from typer import _click as click  # Typer vendors click: its commands are these classes
 from typer.core import TyperCommand, TyperGroup, TyperOption
 
-from gpuaas.cli._common import EXIT_CODES_HELP, EXIT_FAILED, console, err_console, handle_errors, set_wide
+from gpuaas.cli._common import EXIT_CODES_HELP, EXIT_FAILED, console, err_console, handle_errors
+from gpuaas.cli._tables import set_wide
 from gpuaas.cli._usage import usage_error_line
 
 __all__ = ["COMMANDS", "app", "main"]

@@ -9,15 +9,8 @@ from typing import Annotated
 import typer
 
 from gpuaas.audit_subject import owner_named, owners, subject
-from gpuaas.cli._common import (
-    OutputFormat,
-    console,
-    print_json,
-    print_table,
-    settings_or_exit,
-    store_or_exit,
-    usage_error,
-)
+from gpuaas.cli._common import OutputFormat, console, print_json, settings_or_exit, store_or_exit, usage_error
+from gpuaas.cli._tables import print_table
 from gpuaas.store import AuditEntry, parse_object_ref
 
 _UNITS = {"s": "seconds", "m": "minutes", "h": "hours", "d": "days", "w": "weeks"}

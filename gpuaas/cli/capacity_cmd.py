@@ -13,7 +13,8 @@ from typing import Annotated
 import typer
 
 from gpuaas._json_safe import json_safe
-from gpuaas.cli._common import OutputFormat, fail, flag_error, lead, print_json, print_table
+from gpuaas.cli._common import OutputFormat, fail, flag_error, lead, print_json
+from gpuaas.cli._tables import print_table
 from gpuaas.errors import ConfigError
 from gpuaas.policies.cost import CapacityResult, sustainable_capacity
 from gpuaas.sources.sweep import read_sweep

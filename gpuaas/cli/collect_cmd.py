@@ -11,8 +11,9 @@ from typing import Annotated, Any
 
 import typer
 
-from gpuaas.cli._common import OutputFormat, console, end_degraded, lead, print_json, print_table, settings_or_exit
+from gpuaas.cli._common import OutputFormat, console, end_degraded, lead, print_json, settings_or_exit
 from gpuaas.cli._flows import run_flow
+from gpuaas.cli._tables import print_table
 
 SUMMARY_KEYS = ("queues", "sources", "workloads", "unknown_telemetry", "unjudged", "unjudged_count", "cluster")
 DECISION_KEYS = ("snapshot_id", "idle_candidates", "degraded", "source_errors", "blind", "headline")

@@ -9,17 +9,9 @@ from typing import Annotated
 import typer
 from rich.markup import escape
 
-from gpuaas.cli._common import (
-    OutputFormat,
-    check_outputs,
-    console,
-    err_console,
-    fail,
-    print_json,
-    print_table,
-    settings_or_exit,
-)
+from gpuaas.cli._common import OutputFormat, check_outputs, console, err_console, fail, print_json, settings_or_exit
 from gpuaas.cli._progress import progress
+from gpuaas.cli._tables import print_table
 from gpuaas.errors import ConfigError
 from gpuaas.policy import freezes_phrase, load_policy
 

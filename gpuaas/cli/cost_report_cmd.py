@@ -15,17 +15,9 @@ from typing import Annotated, Any
 
 import typer
 
-from gpuaas.cli._common import (
-    OutputFormat,
-    console,
-    end_degraded,
-    flag_error,
-    lead,
-    print_json,
-    print_table,
-    settings_or_exit,
-)
+from gpuaas.cli._common import OutputFormat, console, end_degraded, flag_error, lead, print_json, settings_or_exit
 from gpuaas.cli._flows import run_flow
+from gpuaas.cli._tables import print_table
 from gpuaas.errors import ConfigError
 
 

@@ -11,16 +11,8 @@ from typing import Annotated
 
 import typer
 
-from gpuaas.cli._common import (
-    OutputFormat,
-    console,
-    end_degraded,
-    fail,
-    lead,
-    print_json,
-    print_table,
-    usage_error,
-)
+from gpuaas.cli._common import OutputFormat, console, end_degraded, fail, lead, print_json, usage_error
+from gpuaas.cli._tables import print_table
 from gpuaas.errors import GpuaasError
 
 __all__ = ["deadlines"]

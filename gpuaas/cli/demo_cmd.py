@@ -17,18 +17,10 @@ from typing import Annotated, Any
 import pandas as pd
 import typer
 
-from gpuaas.cli._common import (
-    OutputFormat,
-    console,
-    err_console,
-    fail,
-    lead,
-    print_table,
-    settings_or_exit,
-    usage_error,
-)
+from gpuaas.cli._common import OutputFormat, console, err_console, fail, lead, settings_or_exit, usage_error
 from gpuaas.cli._flows import run_flow
 from gpuaas.cli._progress import progress
+from gpuaas.cli._tables import print_table
 from gpuaas.cli.collect_cmd import print_collect
 from gpuaas.cli.reclaim_cmd import print_reclaim
 from gpuaas.cluster.clock import MAX_HISTORY

@@ -17,11 +17,11 @@ from gpuaas.cli._common import (
     flag_error,
     flag_given,
     print_json,
-    print_table,
     settings_or_exit,
     store_or_exit,
 )
 from gpuaas.cli._flows import run_flow
+from gpuaas.cli._tables import print_table
 from gpuaas.cli.reclaim_cmd import raise_not_undone
 from gpuaas.errors import ConfigError
 

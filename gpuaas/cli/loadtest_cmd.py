@@ -14,17 +14,8 @@ from typing import Annotated, Any
 
 import typer
 
-from gpuaas.cli._common import (
-    OutputFormat,
-    as_flag,
-    console,
-    fail,
-    flag_error,
-    lead,
-    print_json,
-    print_table,
-    settings_or_exit,
-)
+from gpuaas.cli._common import OutputFormat, as_flag, console, fail, flag_error, lead, print_json, settings_or_exit
+from gpuaas.cli._tables import print_table
 from gpuaas.errors import ConfigError, GpuaasError
 from gpuaas.loadtest import MAX_REQUEST_TOKENS
 from gpuaas.models import MAX_GPUS

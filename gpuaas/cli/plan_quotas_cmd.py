@@ -16,7 +16,8 @@ from pydantic import BaseModel, ConfigDict, Field, PlainValidator, StrictInt, Va
 
 from gpuaas._validation import field_path, first_problem, require_text_keys
 from gpuaas._yaml import read_yaml
-from gpuaas.cli._common import OutputFormat, handle_errors, print_json, print_table
+from gpuaas.cli._common import OutputFormat, handle_errors, print_json
+from gpuaas.cli._tables import print_table
 from gpuaas.errors import ConfigError
 from gpuaas.models import MAX_GPUS
 from gpuaas.phrases import figure

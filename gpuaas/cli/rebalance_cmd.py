@@ -14,10 +14,10 @@ from gpuaas.cli._common import (
     fail_on_refused,
     lead,
     print_json,
-    print_table,
     settings_or_exit,
 )
 from gpuaas.cli._flows import run_flow
+from gpuaas.cli._tables import print_table
 from gpuaas.models import Outcome
 from gpuaas.phrases import figure
 from gpuaas.policy import MAX_HISTORY_DAYS

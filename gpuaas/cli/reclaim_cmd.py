@@ -15,11 +15,11 @@ from gpuaas.cli._common import (
     fail_on_refused,
     lead,
     print_json,
-    print_table,
     settings_or_exit,
     store_or_exit,
 )
 from gpuaas.cli._flows import run_flow
+from gpuaas.cli._tables import print_table
 from gpuaas.models import NOT_OK, Outcome
 
 _COLUMNS = ["audit id", "workload", "tenant", "GPUs", "idle for", "action", "frees", "result", "reason"]

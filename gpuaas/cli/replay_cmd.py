@@ -26,11 +26,11 @@ from gpuaas.cli._common import (
     flag_given,
     lead,
     print_json,
-    print_table,
     settings_or_exit,
     usage_error,
 )
 from gpuaas.cli._progress import progress
+from gpuaas.cli._tables import print_table
 from gpuaas.cli.audit_cmd import parse_since
 from gpuaas.errors import GpuaasError
 from gpuaas.policies.analysis import DETECT_MIN, calibration_evidence

@@ -16,16 +16,8 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from gpuaas.cli._common import (
-    OutputFormat,
-    err_console,
-    fail,
-    flag_error,
-    lead,
-    print_json,
-    print_table,
-    usage_error,
-)
+from gpuaas.cli._common import OutputFormat, err_console, fail, flag_error, lead, print_json, usage_error
+from gpuaas.cli._tables import print_table
 from gpuaas.cluster.deadline_replay import DEFAULT_RUNTIME_ESTIMATE
 
 if TYPE_CHECKING:

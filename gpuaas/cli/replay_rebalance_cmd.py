@@ -12,16 +12,8 @@ from typing import Annotated, Any
 
 import typer
 
-from gpuaas.cli._common import (
-    OutputFormat,
-    console,
-    err_console,
-    fail,
-    flag_error,
-    lead,
-    print_json,
-    print_table,
-)
+from gpuaas.cli._common import OutputFormat, console, err_console, fail, flag_error, lead, print_json
+from gpuaas.cli._tables import print_table
 from gpuaas.cli._trace_format import TraceFormat
 from gpuaas.cluster.deadline_replay import DEFAULT_RUNTIME_ESTIMATE, estimate_runtimes
 from gpuaas.cluster.quota_replay import replay_rebalance

@@ -20,7 +20,7 @@ from hypothesis import example, given, settings
 from hypothesis import strategies as st
 from typer.testing import CliRunner
 
-from gpuaas.cli import _common
+from gpuaas.cli import _common, _tables
 from gpuaas.cli.app import app
 from gpuaas.settings import load_settings
 from gpuaas.store import AuditEntry, open_store
@@ -98,8 +98,8 @@ def test_each_layout_keeps_every_word_whole(name: str, width: int, monkeypatch: 
                                             capsys: pytest.CaptureFixture[str]) -> None:
     columns, rows, optional, notes = LAYOUTS[name]
     monkeypatch.setenv("COLUMNS", str(width))
-    _common.set_wide(False)
-    _common.print_table(name, columns, rows, optional=optional, notes=notes)
+    _tables.set_wide(False)
+    _tables.print_table(name, columns, rows, optional=optional, notes=notes)
     out = capsys.readouterr().out
     dropped = [c for c in optional if c not in out.split("(not shown")[0]]
     shown_words = _words([c for c in columns if c not in dropped]) | _words(
@@ -112,7 +112,7 @@ def test_each_layout_keeps_every_word_whole(name: str, width: int, monkeypatch: 
 def test_the_drop_order_is_the_tables_own(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
     columns, rows, optional, notes = LAYOUTS["reclaim"]
     monkeypatch.setenv("COLUMNS", "80")
-    _common.print_table("reclaim", columns, rows, optional=optional, notes=notes)
+    _tables.print_table("reclaim", columns, rows, optional=optional, notes=notes)
     out = capsys.readouterr().out
     assert "(not shown at 80 columns: tenant, idle for, action; --wide shows them)" in out
     assert "  42 InferenceService platform/llm-legacy reason: every GPU at or below" in out  # under the table
@@ -127,8 +127,8 @@ def test_a_figure_with_its_unit_stays_on_one_line_and_less_important_columns_giv
     rows = [["llm-chat", "236,303", "212,491", "90.8%", "$29.96", "$29.96", "$0.142 per 1,000 requests"],
             ["llm-legacy", "0", "0", "unknown", "$14.98", "$14.98", "no verified outcome"]]
     monkeypatch.setenv("COLUMNS", "80")
-    _common.set_wide(False)
-    _common.print_table("cost", columns, rows, optional=["GPU cost", "requests/jobs", "within SLO"],
+    _tables.set_wide(False)
+    _tables.print_table("cost", columns, rows, optional=["GPU cost", "requests/jobs", "within SLO"],
                         whole=["cost per outcome (total)"])
     out = capsys.readouterr().out
     assert "$0.142 per 1,000 requests" in out and "no verified outcome" in out  # each on one line
@@ -151,14 +151,14 @@ def test_a_column_that_tells_two_rows_apart_is_never_left_out(monkeypatch: pytes
     rows = [["InferenceService", name, "research-platform", 8, "0.00", "idle", why],
             ["Deployment", name, "research-platform", 8, "0.00", "idle", why]]
     monkeypatch.setenv("COLUMNS", "80")
-    _common.set_wide(False)
-    _common.print_table("idle", columns, rows, optional=("tenant", "kind"), notes=("why",))
+    _tables.set_wide(False)
+    _tables.print_table("idle", columns, rows, optional=("tenant", "kind"), notes=("why",))
     out = capsys.readouterr().out
     assert _body(out) == [f"InferenceService {name} 8 0.00 idle", f"Deployment {name} 8 0.00 idle"], out
     assert "(not shown at 80 columns: tenant; --wide shows them)" in out  # the tenant tells no row apart
 
     # Rows that are the same in every column are the same: nothing is kept for them.
-    _common.print_table("idle", columns, [rows[1], rows[1]], optional=("tenant", "kind"), notes=("why",))
+    _tables.print_table("idle", columns, [rows[1], rows[1]], optional=("tenant", "kind"), notes=("why",))
     out = capsys.readouterr().out
     assert _body(out) == [f"{name} 8 0.00 idle"] * 2, out
     assert "(not shown at 80 columns: tenant, kind; --wide shows them)" in out
@@ -169,7 +169,7 @@ def test_a_message_under_the_undo_table_names_the_subject(monkeypatch: pytest.Mo
     # The subject wraps between its words in the table, and leads the row's message under it.
     columns, rows, optional, notes = LAYOUTS["undo"]
     monkeypatch.setenv("COLUMNS", "60")
-    _common.print_table("undo", columns, rows, optional=optional, notes=notes)
+    _tables.print_table("undo", columns, rows, optional=optional, notes=notes)
     out = capsys.readouterr().out
     assert max(len(line) for line in out.splitlines()) <= 60, out
     flat = " ".join(out.split())
@@ -182,7 +182,7 @@ def test_a_reason_under_the_table_names_its_row(monkeypatch: pytest.MonkeyPatch,
     # The idle table's first column is a kind, which several rows share: the workload names the row.
     columns, rows, optional, notes = LAYOUTS["idle"]
     monkeypatch.setenv("COLUMNS", "80")
-    _common.print_table("idle", columns, rows, optional=optional, notes=notes)
+    _tables.print_table("idle", columns, rows, optional=optional, notes=notes)
     out = capsys.readouterr().out
     assert "  RayCluster research/ray-hparam-sweep why: idle 1h00m, max activity 0.00 ≤ 0.05" in out
     assert "  RayCluster vision/vision-train-24 why: inside the grace period" in out
@@ -208,7 +208,7 @@ def test_brackets_in_a_cell_or_an_error_are_printed_as_they_are(monkeypatch: pyt
     """Cells and errors hold text from the cluster and from files, which the console must not read as
     its markup: ``[stop, length]`` would vanish as a style, and ``[/x]`` end the command with a traceback."""
     monkeypatch.setenv("COLUMNS", "120")
-    _common.print_table("reasons [bold]", ["service", "reasons"], [["chat", "finished [stop, length] or [/x]"]])
+    _tables.print_table("reasons [bold]", ["service", "reasons"], [["chat", "finished [stop, length] or [/x]"]])
     out = capsys.readouterr().out
     assert "finished [stop, length] or [/x]" in out and "reasons [bold]" in out
     _common.fail("[/x].yaml: cannot read policy file")
@@ -219,7 +219,7 @@ def test_control_characters_are_written_out_not_sent_to_the_terminal(monkeypatch
                                                                       capsys: pytest.CaptureFixture[str]) -> None:
     """A NUL would vanish on the screen and an escape sequence (clear the screen, recolour) be obeyed."""
     monkeypatch.setenv("COLUMNS", "120")
-    _common.print_table("pods \x1b[2J", ["pod", "reason"], [["caf\x00e", "idle\x1b[31m since 02:00\x07"]])
+    _tables.print_table("pods \x1b[2J", ["pod", "reason"], [["caf\x00e", "idle\x1b[31m since 02:00\x07"]])
     out = capsys.readouterr().out
     assert "\x00" not in out and "\x1b" not in out and "\x07" not in out
     assert "caf\\x00e" in out and "idle\\x1b[31m since 02:00\\x07" in out and "pods \\x1b[2J" in out

@@ -42,6 +42,7 @@ CASES = [
     ({"activity_max_30m": float("nan"), "coverage_30m": float("nan")}, "unknown", "telemetry incomplete"),
     ({"reclaim": "never"}, "excluded", "opted out"),
     ({"admitted_at": NOW - timedelta(minutes=20)}, "excluded", "grace period"),
+    ({"admitted_at": None, "created_at": None}, "excluded", "grace period"),  # an age nobody recorded: not past it
     ({"activity_max_30m": 0.05}, "idle", "every GPU"),  # equal to the threshold counts as idle
     ({"activity_max_30m": 0.0501}, "busy", "above the threshold"),
     ({"kind": "InferenceService", "requests_30m": 12.0}, "busy", "served requests"),
@@ -51,7 +52,7 @@ CASES = [
 
 
 @pytest.mark.parametrize(("over", "expected", "reason"), CASES,
-                         ids=["idle", "low-coverage", "gpu-unseen", "no-series", "opt-out", "grace", "threshold-equal",
+                         ids=["idle", "low-coverage", "gpu-unseen", "no-series", "opt-out", "grace", "no-age", "threshold-equal",
                               "above-threshold", "serving-traffic", "serving-no-metrics", "serving-idle"])
 def test_verdicts(over: dict[str, Any], expected: str, reason: str) -> None:
     row = verdict(**over)

@@ -116,7 +116,8 @@ def find_idle(workloads: pd.DataFrame, policy: Policy, now: datetime) -> pd.Data
     excluded_ns = held["namespace"].isin(policy.reclaim.exclude_namespaces)
     excluded_q = held["queue"].isin(policy.reclaim.exclude_queues) | held["cluster_queue"].isin(
         policy.reclaim.exclude_queues)
-    young = held["held_seconds"] < held["grace_minutes"] * 60
+    # An age nobody recorded (neither admitted nor created) is not an age past the grace period: never idle.
+    young = ~(held["held_seconds"] >= held["grace_minutes"] * 60)
 
     left, left_why = _left_without_owner(held)
     conditions = [

@@ -8,19 +8,29 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable
+from contextlib import AbstractContextManager
 from functools import cache
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from urllib.parse import quote_plus
 
 from sqlalchemy.exc import SQLAlchemyError
+from sqlmodel import Session
 
 from gpuaas.errors import StoreError
 
 if TYPE_CHECKING:
     from sqlalchemy.engine import URL
 
-__all__ = ["MIGRATIONS", "engine_url", "head_revision", "in_words", "redact_url", "sqlite_file", "sqlite_pragmas"]
+__all__ = ["MIGRATIONS", "Sessions", "engine_url", "head_revision", "in_words", "redact_url", "sqlite_file", "sqlite_pragmas"]
+
+
+class Sessions:
+    """What a part of the store needs of the whole: sessions on its database (``Store.session``). The parts (its
+    fleet history, its run locks) are mixed into ``Store``, one concept a module; the store owns the engine."""
+
+    def session(self) -> AbstractContextManager[Session]:
+        raise NotImplementedError
 
 MIGRATIONS = Path(__file__).resolve().parent / "migrations"
 

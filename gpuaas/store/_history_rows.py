@@ -1,30 +1,26 @@
 """The fleet history tables of the store: per queue and per tenant, one row per cycle (``gpuaas.fleet_history``).
 
-A part of ``Store``, apart only to keep one concept a module: the class that mixes it in owns the engine
-and hands out sessions.
+A part of ``Store`` (``Sessions``): the store hands out the sessions.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from contextlib import AbstractContextManager
 from datetime import datetime, timedelta
 from typing import Any
 
 import pandas as pd
 from sqlalchemy import delete, insert
-from sqlmodel import Session, col, select
+from sqlmodel import col, select
 
+from gpuaas.store._database import Sessions
 from gpuaas.store._models import QueueSample, TenantSample, as_utc, utc_now
 
 __all__ = ["HistoryRows"]
 
 
-class HistoryRows:
+class HistoryRows(Sessions):
     """Save, read and prune the per-queue and per-tenant aggregates of every cycle."""
-
-    def session(self) -> AbstractContextManager[Session]:
-        raise NotImplementedError  # the store's
 
     def save_history(self, collected_at: datetime, queues: Sequence[Mapping[str, Any]],
                      tenants: Sequence[Mapping[str, Any]]) -> None:

@@ -1,28 +1,24 @@
 """The run locks of the store: a named lock with a holder and an expiry, taken by one flow run at a time.
 
-A part of ``Store``, apart only to keep one concept a module: the class that mixes it in owns the engine
-and hands out sessions.
+A part of ``Store`` (``Sessions``): the store hands out the sessions.
 """
 
 from __future__ import annotations
 
-from contextlib import AbstractContextManager
 from datetime import datetime, timedelta
 
 from sqlalchemy import delete, update
 from sqlalchemy.exc import IntegrityError
-from sqlmodel import Session, col
+from sqlmodel import col
 
+from gpuaas.store._database import Sessions
 from gpuaas.store._models import RunLock, as_utc, utc_now
 
 __all__ = ["RunLocks"]
 
 
-class RunLocks:
+class RunLocks(Sessions):
     """Take, renew, read and release the named run locks."""
-
-    def session(self) -> AbstractContextManager[Session]:
-        raise NotImplementedError  # the store's
 
     def acquire_lock(self, name: str, holder: str, ttl: timedelta, now: datetime | None = None) -> bool:
         """Take the named lock unless someone else holds an unexpired one."""

@@ -11,7 +11,7 @@ import pandas as pd
 import pytest
 
 from gpuaas.models import COST_COLS, GPU_COLS, SERVING_COLS, CostInputs
-from gpuaas.policies.cost import build_cost_report
+from gpuaas.policies.cost import CostReport, build_cost_report
 from gpuaas.policy import parse_policy
 from tests.policies.test_cost_report import POLICY, _inputs
 
@@ -73,24 +73,30 @@ def test_waste_plot_labels_are_the_waste_table_figures(monkeypatch: pytest.Monke
     assert all(label in page for label in shown[0])  # the waste table says the same
 
 
+def _with_unseen_service(name: str, namespace: str) -> CostReport:
+    """The report of ``_inputs`` with one more serving service, ``name`` in ``namespace`` (model ``v``), that served
+    50 requests, all within its SLO, while no pod of it is in OpenCost or the GPU telemetry."""
+    tenants = sorted({"a", "b", namespace})
+    policy = parse_policy({
+        "tenants": [{"name": t, "namespaces": [t], "cluster_queues": [f"{t}-cq"]} for t in tenants],
+        "services": [{"name": "chat", "namespace": "a", "model_name": "m", "latency_slo_seconds": 2.0},
+                     {"name": "etl", "namespace": "b", "kind": "batch"},
+                     {"name": name, "namespace": namespace, "model_name": "v", "latency_slo_seconds": 2.0}],
+    })
+    inputs = _inputs()
+    extra = pd.DataFrame([(namespace, "v", 0, "requests", "stop", "", 50.0),
+                          (namespace, "v", 0, "latency_bucket", "", "2.0", 50.0),
+                          (namespace, "v", 0, "latency_bucket", "", "+Inf", 50.0)], columns=SERVING_COLS)
+    return build_cost_report(replace(inputs, serving=pd.concat([inputs.serving, extra], ignore_index=True)), policy)
+
+
 def test_service_with_requests_and_no_pod_found_has_unknown_cost_not_zero() -> None:
     """``chat2`` served 50 requests, all verified, but none of tenant a's pods is its by controller, name or labels
     (its Deployment is named otherwise): its pods' cost is in tenant a's, not in its own row. Its cost is unknown,
     never $0.00 and never "$0.00 per 1,000 requests", in the service row and in its period row alike."""
     from reports.cost_report import service_rows
 
-    policy = parse_policy({
-        "tenants": [{"name": "a", "namespaces": ["a"], "cluster_queues": ["a-cq"]},
-                    {"name": "b", "namespaces": ["b"], "cluster_queues": ["b-cq"]}],
-        "services": [{"name": "chat", "namespace": "a", "model_name": "m", "latency_slo_seconds": 2.0},
-                     {"name": "etl", "namespace": "b", "kind": "batch"},
-                     {"name": "chat2", "namespace": "a", "model_name": "v", "latency_slo_seconds": 2.0}],
-    })
-    inputs = _inputs()
-    extra = pd.DataFrame([("a", "v", 0, "requests", "stop", "", 50.0),
-                          ("a", "v", 0, "latency_bucket", "", "2.0", 50.0),
-                          ("a", "v", 0, "latency_bucket", "", "+Inf", 50.0)], columns=SERVING_COLS)
-    report = build_cost_report(replace(inputs, serving=pd.concat([inputs.serving, extra], ignore_index=True)), policy)
+    report = _with_unseen_service("chat2", "a")
     chat2 = next(s for s in report.services if s["service"] == "chat2")
     assert chat2["verified_outcomes"] == 50.0
     assert (chat2["gpu_cost"], chat2["total_cost"], chat2["cost_per_outcome"]) == (None, None, None)
@@ -161,19 +167,7 @@ def test_a_tenant_whose_pods_were_not_found_has_a_row_and_the_tenants_add_up() -
     """Tenant c's service ``vis`` served 50 requests, all verified, and no pod of namespace c is in OpenCost or the
     GPU telemetry. Its 50 outcomes are in the cluster's 122, so c has a row with them, no GPU-hours and its cost
     unknown (never $0), and the tenants' outcomes add up to the cluster's; the known money still foots."""
-    policy = parse_policy({
-        "tenants": [{"name": "a", "namespaces": ["a"], "cluster_queues": ["a-cq"]},
-                    {"name": "b", "namespaces": ["b"], "cluster_queues": ["b-cq"]},
-                    {"name": "c", "namespaces": ["c"], "cluster_queues": ["c-cq"]}],
-        "services": [{"name": "chat", "namespace": "a", "model_name": "m", "latency_slo_seconds": 2.0},
-                     {"name": "etl", "namespace": "b", "kind": "batch"},
-                     {"name": "vis", "namespace": "c", "model_name": "v", "latency_slo_seconds": 2.0}],
-    })
-    inputs = _inputs()
-    extra = pd.DataFrame([("c", "v", 0, "requests", "stop", "", 50.0),
-                          ("c", "v", 0, "latency_bucket", "", "2.0", 50.0),
-                          ("c", "v", 0, "latency_bucket", "", "+Inf", 50.0)], columns=SERVING_COLS)
-    report = build_cost_report(replace(inputs, serving=pd.concat([inputs.serving, extra], ignore_index=True)), policy)
+    report = _with_unseen_service("vis", "c")
     c = next((t for t in report.tenants if t["tenant"] == "c"), None)
     assert c is not None, [t["tenant"] for t in report.tenants]
     assert (c["verified_requests"], c["allocated_gpu_hours"], c["total_cost"], c["cost_per_outcome"]) == (

@@ -15,6 +15,7 @@ import json
 import math
 import threading
 from collections.abc import Callable, Iterator
+from datetime import timedelta
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
@@ -25,6 +26,7 @@ from gpuaas.cluster.prometheus import PrometheusServer
 from gpuaas.errors import MalformedResponse
 from gpuaas.settings import GpuaasSettings
 from gpuaas.sources.failures import describe_failure
+from gpuaas.sources.history import pod_history
 from gpuaas.sources.opencost import parse_allocation
 from gpuaas.sources.prometheus import GPU_COLUMNS, pod_activity, read_prometheus
 from tests.sources.helpers import NOW, Sample, fixture_path, series
@@ -201,3 +203,35 @@ def test_opencost_wrong_shapes_are_one_error(doc: Any, message: str) -> None:
     with pytest.raises(MalformedResponse) as caught:
         parse_allocation(doc, url="http://opencost:9003")
     assert message in str(caught.value) and str(caught.value).startswith("opencost (http://opencost:9003)")
+
+
+# --- range answers (``/api/v1/query_range``): the history pull, the cost report -------------------------------
+POD = {"gpuaas_namespace": "team-a", "gpuaas_pod": "p"}
+BAD_RANGES = {
+    "not-a-number": {"metric": POD, "values": [[NOW.timestamp(), "lots"]]},
+    "no-value": {"metric": POD, "values": [[NOW.timestamp()]]},
+    "null-point": {"metric": POD, "values": [None]},
+    "metric-a-list": {"metric": ["gpuaas_pod"], "values": [[NOW.timestamp(), "0.5"]]},
+}
+
+
+def _matrix(result: list[Any]) -> dict[str, Any]:
+    return {"status": "success", "data": {"resultType": "matrix", "result": result}}
+
+
+@pytest.mark.parametrize("row", BAD_RANGES.values(), ids=BAD_RANGES.keys())
+def test_a_range_answer_of_another_shape_is_one_error_naming_prometheus(answering: Callable[..., str],
+                                                                       row: dict[str, Any]) -> None:
+    """Each element must be ``{"metric": {...}, "values": [[time, "number"], ...]}``, as an instant answer's
+    are checked: never a ``ValueError`` or an ``AssertionError`` from a reader that trusted it."""
+    settings = GpuaasSettings(prometheus_url=answering(None, body=_matrix([row])))
+    with pytest.raises(MalformedResponse, match=r"result element") as info:
+        list(pod_history(settings, NOW - timedelta(minutes=10), NOW))
+    assert describe_failure(settings, "prometheus", info.value).startswith(f"Prometheus at {settings.prometheus_url}: ")
+
+
+def test_a_well_formed_range_answer_is_read(answering: Callable[..., str]) -> None:
+    url = answering(None, body=_matrix([{"metric": POD, "values": [[NOW.timestamp(), "0.5"],
+                                                                   [NOW.timestamp() + 60, "NaN"]]}]))
+    (chunk,) = list(pod_history(GpuaasSettings(prometheus_url=url), NOW - timedelta(minutes=10), NOW))
+    assert chunk.samples[["pod", "value"]].values.tolist() == [["p", 50.0]]

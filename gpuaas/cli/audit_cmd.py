@@ -107,8 +107,8 @@ def list_(
                                               help="Only rows older than this (same forms as --since).")] = None,
     flow: Annotated[str | None, typer.Option(help="Only rows written by this flow (reclaim, rebalance, ...).")] = None,
     object: Annotated[str | None, typer.Option("--object", help=(
-        "Only rows about this object: NAME, NAMESPACE/NAME, KIND/NAMESPACE/NAME (or KIND NAMESPACE/NAME, as the tables "
-        "print it) or KIND//NAME (cluster-scoped); "
+        "Only rows about this object: NAME, NAMESPACE/NAME, KIND/NAMESPACE/NAME or KIND//NAME (cluster-scoped), or "
+        "as the tables print it (KIND NAMESPACE/NAME, KIND NAME); "
         "the kind in any case. Finds a reclaim by the object it wrote (its Workload) or by the owner it stopped, "
         "as gpuaas reclaim names it, and the rows that undo it."))] = None,
     limit: Annotated[int, typer.Option(min=1, help="At most this many rows (newest kept).")] = 200,

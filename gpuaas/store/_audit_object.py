@@ -6,6 +6,7 @@ JSON, and the part of ``gpuaas audit list --object`` that decides what "this obj
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from sqlalchemy import and_, func, or_
@@ -17,8 +18,8 @@ from gpuaas.store._models import AuditEntry
 __all__ = ["OBJECT_FORMS", "object_filter", "parse_object_ref"]
 
 
-OBJECT_FORMS = ("NAME, NAMESPACE/NAME, KIND/NAMESPACE/NAME (or KIND NAMESPACE/NAME, as the tables print it) or, "
-                "for a cluster-scoped object, KIND//NAME")
+OBJECT_FORMS = ("NAME, NAMESPACE/NAME, KIND/NAMESPACE/NAME or, for a cluster-scoped object, KIND//NAME (or as "
+                "the tables print it: KIND NAMESPACE/NAME, KIND NAME)")
 """The ways an audit query names an object (``gpuaas audit list --object``)."""
 
 
@@ -26,10 +27,9 @@ def parse_object_ref(obj: str) -> tuple[str | None, str | None, str]:
     """(kind, namespace, name) of one of :data:`OBJECT_FORMS`: None where the form leaves it out, namespace ``""``
     for a cluster-scoped object; a ``ValueError`` naming the forms for anything else. A Kubernetes name holds
     no ``/`` and no space, so a fourth part or an empty one is a typo, refused rather than matching nothing.
-    ``Notebook team-a/nb``, the subject as every table prints it, is ``Notebook/team-a/nb``."""
-    words = obj.split()
-    if len(words) == 2 and words[1].count("/") == 1:  # a kind holds no "/", and the printed form has one space
-        obj = f"{words[0]}/{words[1]}"
+    A subject as every table prints it is read in the slash form: ``Notebook team-a/nb`` is ``Notebook/team-a/nb``,
+    ``ClusterQueue team-a-cq`` is ``ClusterQueue//team-a-cq``."""
+    obj = _as_printed(obj)
     parts = obj.strip().split("/")
     kind, namespace, name = (None, None, parts[0]) if len(parts) == 1 else (
         (None, parts[0], parts[1]) if len(parts) == 2 else (parts[0], parts[1], parts[-1]))
@@ -37,6 +37,21 @@ def parse_object_ref(obj: str) -> tuple[str | None, str | None, str]:
     if len(parts) > 3 or not all(must) or any(c.isspace() for c in obj.strip()):
         raise ValueError(f"expected {OBJECT_FORMS}, got {obj!r}")
     return kind, namespace, name
+
+
+_PRINTED = re.compile(r"(?P<kind>[^\s/()]+) (?P<ref>[^\s()]+)(?: \((?P<via>[^\s/()]+ [^\s()]+)\))?")
+"""A subject as the tables print it: ``Kind ns/name`` or ``Kind name`` (cluster-scoped), with an optional
+``(Kind name)`` after it, the object written for it."""
+
+
+def _as_printed(obj: str) -> str:
+    """``obj`` in the slash form when it is a subject as the tables print it (the object written after it, in
+    brackets, left out: the rows about the owner are found by its own name); else ``obj`` as it is."""
+    match = _PRINTED.fullmatch(obj.strip())
+    if match is None:
+        return obj
+    kind, ref = match["kind"], match["ref"]
+    return f"{kind}/{ref}" if ref.count("/") == 1 else f"{kind}//{ref}" if "/" not in ref else obj
 
 
 def object_filter(obj: str) -> list[Any]:

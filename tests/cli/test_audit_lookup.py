@@ -84,7 +84,7 @@ def test_a_reclaim_is_found_by_the_owner_it_stopped_and_by_the_workload_written(
     actions = {r.action for r in store.audit(limit=None) if r.name == workload}
     assert len(about) >= 3 and actions == {"reclaim", "restore"}
     for form in (f"RayCluster/{NAMESPACE}/{ray}", f"raycluster/{NAMESPACE}/{ray}", f"RayCluster {NAMESPACE}/{ray}",
-                 f"{NAMESPACE}/{ray}", ray,
+                 named, f"{NAMESPACE}/{ray}", ray,
                  f"Workload/{NAMESPACE}/{workload}", f"workload/{NAMESPACE}/{workload}", workload):
         entries = _listed("--object", form)
         assert {e["id"] for e in entries} == about, form
@@ -127,8 +127,8 @@ def test_a_reclaim_is_found_by_the_owner_it_stopped_and_by_the_workload_written(
 
 # --- without a cluster: the flags refused, and an empty answer ----------------------------------
 
-@pytest.mark.parametrize("value", ["a/b/c/d", "/nb", "team-a/", "Notebook/team-a/", "/team-a/nb", "K//", "nb alice",
-                                   "", "Notebook team-a/nb/x", "Notebook  team-a/", "a b team-a/nb"])
+@pytest.mark.parametrize("value", ["a/b/c/d", "/nb", "team-a/", "Notebook/team-a/", "/team-a/nb", "K//", "",
+                                   "Notebook team-a/nb/x", "Notebook  team-a/", "a b team-a/nb", "Notebook (x y)"])
 def test_a_malformed_object_is_a_usage_error_naming_the_forms(value: str) -> None:
     assert runner.invoke(app, ["db", "upgrade"]).exit_code == 0
     result = runner.invoke(app, ["audit", "list", "--object", value])
@@ -141,7 +141,8 @@ def test_a_malformed_object_is_a_usage_error_naming_the_forms(value: str) -> Non
 
 
 @pytest.mark.parametrize("value", ["nb", "team-a/nb", "Notebook/team-a/nb", "ClusterQueue//team-a-cq",
-                                   "Notebook team-a/nb"])
+                                   "Notebook team-a/nb", "ClusterQueue team-a-cq",
+                                   "RayCluster team-a/ray (Workload raycluster-ray-3f2a1)"])
 def test_each_object_form_is_accepted(value: str) -> None:
     assert runner.invoke(app, ["db", "upgrade"]).exit_code == 0
     result = runner.invoke(app, ["audit", "list", "--object", value])

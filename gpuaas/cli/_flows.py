@@ -35,6 +35,9 @@ __all__ = ["BODIES", "prefect_api_url", "run_flow"]
 RUN_LOGGER = "gpuaas.run"
 """The logger of a flow run called outside Prefect (``tasks._steps.run_logger``)."""
 
+WARNING_LOGGERS = (RUN_LOGGER, "tasks", "gpuaas.notify")
+"""The loggers whose warnings and errors the command line prints after a run (``_warnings_after``)."""
+
 BODIES = {"flows.collect:collect": "flows._collect:collect_snapshot"}
 """A flow (``module:name``) -> its Prefect-free body, which the command line calls without Prefect."""
 
@@ -116,17 +119,22 @@ class _Kept(logging.Handler):
 
 @contextmanager
 def _warnings_after() -> Iterator[None]:
-    """What a run called here warns of (a push that failed), as ``warning:`` lines on stderr once it ends.
+    """What a run called here warns of (a push that failed, a lock it could not renew, a notification not
+    delivered), as ``warning:`` lines on stderr once it ends.
 
-    Run through Prefect, warnings are in the run's logs in the UI; called here, the run's logger
-    has no other reader, and a failed push would pass unseen.
+    Run through Prefect, the run's own warnings are in its logs in the UI; called here, the run's logger has no
+    other reader. The steps' and the notifications' loggers (``WARNING_LOGGERS``) reach no terminal either:
+    Prefect's console handler, the one that would print them, is quiet for the command line.
     """
-    logger, kept = logging.getLogger(RUN_LOGGER), _Kept()
-    logger.addHandler(kept)
+    kept = _Kept()
+    loggers = [logging.getLogger(name) for name in WARNING_LOGGERS]
+    for logger in loggers:
+        logger.addHandler(kept)
     try:
         yield
     finally:
-        logger.removeHandler(kept)
+        for logger in loggers:
+            logger.removeHandler(kept)
         for line in kept.lines:
             err_console.print(f"warning: {line}", markup=False, highlight=False, soft_wrap=True)
 

@@ -143,6 +143,22 @@ def test_every_panel_query_runs_and_returns_data(prometheus: PrometheusServer) -
     assert not failed and not empty, {"failed": failed, "empty": empty}
 
 
+def test_kueues_gauges_count_each_queue_once_whatever_the_replicas(prometheus: PrometheusServer) -> None:
+    """With leader election every Kueue replica exports the ClusterQueue gauges (one series each): a panel that
+    sums them shows the backlog, usage and quota once per replica, and disagrees with what gpuaas reports. With a
+    follower's copy of every Kueue series beside the leader's, each Kueue panel reads the same."""
+    def with_a_follower(expr: str) -> str:
+        return re.sub(r"kueue_[a-z_]+(\{[^}]*\})?",
+                      lambda m: f'({m[0]} or label_replace({m[0]}, "replica_role", "follower", "", ""))', expr)
+
+    kueue = [(title, _grafana(expr)) for title, expr in _targets(json.loads(DASHBOARD.read_text())) if "kueue_" in expr]
+    assert kueue
+    for title, expr in kueue:
+        one, two = (httpx.get(f"{prometheus.url}/api/v1/query", params={"query": q, "time": END.timestamp()},
+                              timeout=30).json()["data"]["result"] for q in (expr, with_a_follower(expr)))
+        assert one and sorted(r["value"][1] for r in one) == sorted(r["value"][1] for r in two), title
+
+
 def test_every_template_variable_has_values(prometheus: PrometheusServer) -> None:
     dashboard = json.loads(DASHBOARD.read_text())
     for var in dashboard["templating"]["list"]:

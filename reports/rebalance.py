@@ -112,7 +112,7 @@ def rebalance_markdown(outcomes: Sequence[CohortOutcome], mode: str, deadline_ex
         lines += [f"- {note}" for note in o.demand.notes] + [f"- **Warning:** {flag}" for flag in o.flags]
         extra = deadline_extra.get(o.cohort, {})
         if extra:
-            lines.append("- deadline plan: " + ", ".join(f"{f} needs {n} extra GPUs" for f, n in sorted(extra.items()))
+            lines.append("- deadline plan: " + ", ".join(f"{f} needs {counted(n, 'extra GPU')}" for f, n in sorted(extra.items()))
                          + " to meet every deadline (quota moves cannot create GPUs)")
         else:
             lines.append("- deadline plan: every planned deadline holds on current GPUs")

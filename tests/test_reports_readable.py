@@ -211,6 +211,10 @@ def test_a_count_of_one_is_singular() -> None:
     summary = {**_snapshot().summary(), "workloads": 1, "snapshot_id": 3,
                "queues": [{"pending_gpus": 1.0, "admitted_gpus": 0.0}]}
     assert headline(summary, 1).startswith("Snapshot 3: 1 workload, 1 GPU waiting, 1 idle candidate, ")
+    from reports.rebalance import rebalance_markdown
+
+    assert "- deadline plan: a100 needs 1 extra GPU to meet every deadline" in rebalance_markdown(
+        one, "dry-run", {"c": {"a100": 1}}, None)
 
 
 def test_a_cohort_where_every_queue_wants_its_share_says_on_the_first_line_that_only_more_gpus_help() -> None:

@@ -47,6 +47,7 @@ from typing import Any
 import pandas as pd
 
 from gpuaas.models import SERVING_KEYS, CostInputs
+from gpuaas.phrases import counted
 from gpuaas.policies.cost._counts import Outcomes, whole_verified
 from gpuaas.policies.cost._coverage import (
     COMPLETE_SHARE,
@@ -313,8 +314,8 @@ def build_cost_report(inputs: CostInputs, policy: Policy, policy_file: str | Non
             0.0, index=FUNNEL_COLUMNS)
         money = _money_cols(row.fillna(0.0), basis, svc.verified, costs_known and svc.spec.name not in unpriced)
         if svc.spec.name in unpriced:
-            notes.append(f"service {svc.spec.name}: it served {num(svc.requests):,.0f} "
-                         f"{'requests' if svc.spec.kind == 'serving' else 'jobs'}, but no pod of it was found (by "
+            did = counted(round(num(svc.requests) or 0.0), 'request' if svc.spec.kind == 'serving' else 'job')
+            notes.append(f"service {svc.spec.name}: it served {did}, but no pod of it was found (by "
                          "controller, pod name or pod_labels) in OpenCost or the GPU telemetry: its cost and cost per "
                          "outcome are unknown, not $0 (its pods' cost is in its tenant's)")
         elif costs_known and money["cost_per_outcome"] is None and svc.verified is not None:

@@ -293,7 +293,7 @@ def _min_extra(
     return (
         extra, starts, answer,
         f"{answer.words} ({counted(len(edf), 'job')}): {counted(extra, 'extra GPU')} from EDF, a heuristic"
-        f" (at least {lower} are needed)",
+        f" (at least {lower} {'is' if lower == 1 else 'are'} needed)",
     )
 
 

@@ -126,10 +126,16 @@ def owned_through_pods(workloads: Iterable[Workload], pods: Iterable[PodGpus]) -
     Kueue's pod integration (a Deployment's pods) makes one Workload per pod, owned by the pod; the
     object a team scales, and gpuaas stops, is the Deployment at the root of the pod's owner chain.
     A pod that is not running (gated, say) is not in ``pods``: its Workload keeps the pod as owner."""
+    pods = list(pods)
     roots = {(p.namespace, p.pod): (p.root_kind, p.root_name) for p in pods}
+    gpus = {(p.namespace, p.pod): float(p.gpus) for p in pods}
     out = []
     for wl in workloads:
-        kind, name = roots.get((wl.namespace, wl.owner_name or ""), (None, None)) if wl.owner_kind == "Pod" else (None, None)
-        out.append(replace(wl, kind=kind, owner_kind=kind, owner_name=name, pod=wl.owner_name)
+        key = (wl.namespace, wl.owner_name or "")
+        kind, name = roots.get(key, (None, None)) if wl.owner_kind == "Pod" else (None, None)
+        # One pod's Workload holds that pod's GPUs; a pod group's (one Workload for several pods, each an owner)
+        # holds more, and is linked to every pod of the root, as before.
+        alone = gpus.get(key) is not None and abs(gpus[key] - wl.gpus) < 1e-9
+        out.append(replace(wl, kind=kind, owner_kind=kind, owner_name=name, pod=wl.owner_name if alone else None)
                    if kind in OWNER_KINDS and name else wl)
     return out

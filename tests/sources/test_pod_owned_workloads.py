@@ -45,3 +45,17 @@ def test_a_pod_owned_workload_is_given_the_pods_deployment(owner: tuple[str, str
                        pod("solo", None)], [deployment], GPU)
     [wl] = owned_through_pods([parse_workload(workload("w", owner), GPU)], pods)
     assert (wl.kind, wl.owner_kind, wl.owner_name) == want
+
+
+@pytest.mark.parametrize(("count", "linked"), [(1, "dep-5f9c7-abcde"), (2, None)], ids=["per-pod", "pod-group"])
+def test_a_per_pod_workload_keeps_its_pod_and_a_pod_groups_does_not(count: int, linked: str | None) -> None:
+    """A per-pod Workload holds its pod's GPUs: its telemetry is that pod's alone (``Workload.pod``). One Workload of
+    a pod group (two pods' GPUs, owned by its first pod here) is linked to every pod of the Deployment, as before."""
+    deployment = parse_owner({"metadata": {"name": "dep", "namespace": "ns", "uid": "uid-dep"},
+                              "spec": {"replicas": 2, "template": {"spec": SPEC}}}, "Deployment", GPU)
+    pods = parse_pods([pod(f"dep-5f9c7-{i}", ("ReplicaSet", "dep-5f9c7"), {"pod-template-hash": "5f9c7"})
+                       for i in ("abcde", "fghij")], [deployment], GPU)
+    obj = workload("w", ("Pod", "dep-5f9c7-abcde"))
+    obj["spec"]["podSets"][0]["count"] = count
+    [wl] = owned_through_pods([parse_workload(obj, GPU)], pods)
+    assert (wl.owner_kind, wl.owner_name, wl.gpus, wl.pod) == ("Deployment", "dep", float(count), linked)

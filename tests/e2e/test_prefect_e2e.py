@@ -246,8 +246,14 @@ def test_the_cycle_runs_through_a_worker_and_completes(prefect_env: dict[str, st
                 assert time.monotonic() < deadline, f"reclaim with a missing snapshot: not finished within 120 s ({state})"
                 time.sleep(1)
             assert state.is_failed() and "snapshot 999999 is not in the store" in (state.message or ""), state
-            lines = [entry.message for entry in client.read_logs(log_filter=LogFilter(flow_run_id=LogFilterFlowRunId(
-                any_=[bad.id])))]
+            # A run's process sends its logs in batches, the last at its exit: they may land just after its state.
+            deadline = time.monotonic() + 30
+            while True:
+                lines = [entry.message for entry in client.read_logs(log_filter=LogFilter(
+                    flow_run_id=LogFilterFlowRunId(any_=[bad.id])))]
+                if any("snapshot 999999 is not in the store" in line for line in lines) or time.monotonic() > deadline:
+                    break
+                time.sleep(1)
             assert any("snapshot 999999 is not in the store" in line for line in lines), lines
             assert not any("Traceback" in line or "unexpected exception" in line for line in lines), "\n".join(lines)
             failed_run = client.read_flow_run(bad.id)

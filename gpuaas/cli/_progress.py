@@ -12,7 +12,7 @@ from contextlib import contextmanager
 
 from gpuaas.cli._common import err_console
 
-__all__ = ["Step", "progress"]
+__all__ = ["Step", "progress", "say"]
 
 
 class Step:
@@ -54,3 +54,8 @@ def progress(what: str) -> Iterator[Step]:
         raise
     finally:
         line(f"{what}: {'failed after' if step.failed else 'done in'} {time.monotonic() - started:.1f} s")
+
+
+def say(line: str) -> None:
+    """One line of a long command's progress on stderr, as written (no markup): stdout stays its answer."""
+    err_console.print(line, markup=False, highlight=False)

@@ -9,14 +9,14 @@ reference for what planning at every arrival and end could do, not what the flow
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from enum import Enum
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from gpuaas.cli._common import OutputFormat, err_console, fail, flag_error, lead, print_json, usage_error
+from gpuaas.cli._common import OutputFormat, fail, flag_error, lead, print_json, usage_error
+from gpuaas.cli._progress import say
 from gpuaas.cli._tables import print_table
 from gpuaas.cluster.deadline_replay import DEFAULT_RUNTIME_ESTIMATE
 
@@ -24,6 +24,7 @@ if TYPE_CHECKING:
     from gpuaas.cluster.deadline_replay import ReplayStats
 from gpuaas.errors import ConfigError, GpuaasError
 from gpuaas.models import MAX_GPUS
+from gpuaas.phrases import duration
 
 __all__ = ["deadlines"]
 
@@ -61,15 +62,11 @@ def deadlines(
     from gpuaas.cluster.deadline_replay import estimate_runtimes, replay_deadlines
     from gpuaas.cluster.traces import read_itp
     from gpuaas.policy import Policy, load_policy
-    from reports import duration
 
     try:
         settings = (load_policy(policy) if policy is not None else Policy()).deadlines
         jobs = read_itp(trace)
         estimates = None if runtime_estimate == "exact" else estimate_runtimes(jobs, runtime_estimate, seed)
-        def say(line: str) -> None:
-            err_console.print(line, markup=False, highlight=False)
-
         fifo = replay_deadlines(jobs, gpus, planned=False, progress=say)
         planned = (replay_flow(jobs, gpus, estimates=estimates, policy=settings, progress=say) if loop is Loop.flow
                    else replay_deadlines(jobs, gpus, planned=True, estimates=estimates, progress=say))
@@ -79,7 +76,7 @@ def deadlines(
     except GpuaasError as exc:
         raise fail(str(exc)) from exc
     runs = {"fifo": fifo.to_dict(), "planned": planned.to_dict()}
-    result = {"headline": replay_headline(fifo, planned, gpus, loop, duration)}
+    result = {"headline": replay_headline(fifo, planned, gpus, loop)}
     lead(result, format)  # the first line: on stdout above the table, on stderr beside the JSON
     if format is OutputFormat.json:
         print_json({**result, "gpus": gpus, "runtime_estimate": runtime_estimate, "seed": seed, "loop": loop.value,
@@ -96,8 +93,7 @@ def deadlines(
                 headers, rows, optional=("allocated", "with deadline", "jobs", "hopeless"))
 
 
-def replay_headline(fifo: ReplayStats, planned: ReplayStats, gpus: int, loop: Loop,
-                    duration: Callable[[float], str]) -> str:
+def replay_headline(fifo: ReplayStats, planned: ReplayStats, gpus: int, loop: Loop) -> str:
     """The command's first line: deadlines met by the plan against Kueue's own order, then what it cost in waiting."""
     who = "The deadlines flow" if loop is Loop.flow else "The event-driven planner"
     feasible = fifo.deadline_jobs - fifo.hopeless

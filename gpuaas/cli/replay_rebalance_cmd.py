@@ -12,7 +12,8 @@ from typing import Annotated, Any
 
 import typer
 
-from gpuaas.cli._common import OutputFormat, console, err_console, fail, flag_error, lead, print_json
+from gpuaas.cli._common import OutputFormat, console, fail, flag_error, lead, print_json
+from gpuaas.cli._progress import say
 from gpuaas.cli._tables import print_table
 from gpuaas.cli._trace_format import TraceFormat
 from gpuaas.cluster.deadline_replay import DEFAULT_RUNTIME_ESTIMATE, estimate_runtimes
@@ -64,7 +65,7 @@ def rebalance(
         chosen = load_policy(policy) if policy is not None else Policy()
         result = replay_rebalance(trace, trace_format.value, quotas_file=quotas, days=days, policy=chosen,
                                   policy_file=policy, runtime_estimate=runtime_estimate, seed=seed,
-                                  progress=lambda line: err_console.print(line, markup=False, highlight=False))
+                                  progress=say)
     except ConfigError as exc:
         raise fail(str(exc)) from exc
     result = {"headline": replay_headline(result["configurations"]), **result}

@@ -68,7 +68,12 @@ class Snapshot:
     @property
     def degraded(self) -> bool:
         """True when any required source failed this cycle."""
-        return any(s.required and not s.ok for s in self.sources.values())
+        return bool(self.failed_sources)
+
+    @property
+    def failed_sources(self) -> tuple[str, ...]:
+        """The required sources that failed this cycle, by name: what keeps every write of a run from happening."""
+        return tuple(sorted(n for n, s in self.sources.items() if s.required and not s.ok))
 
     def summary(self) -> dict[str, Any]:
         """Counts for logs, CLI and artifacts; GPU figures summed over GPU resources and flavors."""

@@ -128,8 +128,7 @@ def plan(snapshot: Snapshot, policy: DeadlinesPolicy, now: datetime, *, nudge: b
     """
     pools = pool_plans(snapshot)
     nudges = plan_nudges(pools, snapshot.workloads, now, policy, frozen_workloads(snapshot, held or {})) if nudge else []
-    failed = sorted(n for n, s in snapshot.sources.items() if s.required and not s.ok)
-    if failed:  # decided and shown, never written; a release only gives Kueue its own order back, so it still is
+    if failed := snapshot.failed_sources:  # decided and shown, never written; a release only gives Kueue its own order back, so it still is
         why = f"{failed[0]} did not answer for this snapshot: no hold or demotion on a degraded snapshot"
         nudges = [n if n.action is NudgeAction.release or n.outcome == Outcome.skipped
                   else replace(n, reason=why, outcome=Outcome.skipped) for n in nudges]

@@ -100,19 +100,13 @@ def _followers(store: Store, rows: Sequence[AuditEntry], end: datetime) -> list[
     out: list[AuditEntry] = []
     wanted = sorted(i for i in known if i is not None)
     for _ in range(REFERENT_DEPTH):
-        found = [row for start in range(0, len(wanted), _IDS_PER_QUERY)
-                 for row in store.audit(since=end, refers_to=wanted[start:start + _IDS_PER_QUERY], limit=None)
-                 if row.id not in known]
+        found = [row for row in store.audit(since=end, refers_to=wanted, limit=None) if row.id not in known]
         out += found
         known |= {r.id for r in found}
         wanted = sorted(r.id for r in found if r.id is not None)
         if not wanted:
             break
     return out
-
-
-_IDS_PER_QUERY = 500
-"""Ids per ``refers_to`` list: well inside SQLite's and PostgreSQL's bound-parameter limits."""
 
 
 def _placements(store: Store) -> list[tuple[str, str]]:

@@ -39,7 +39,7 @@ def parse_object_ref(obj: str) -> tuple[str | None, str | None, str]:
     return kind, namespace, name
 
 
-_PRINTED = re.compile(r"(?P<kind>[^\s/()]+) (?P<ref>[^\s()]+)(?: \((?P<via>[^\s/()]+ [^\s()]+)\))?")
+_PRINTED = re.compile(r"(?P<kind>[^\s/()]+) (?P<ref>[^\s()]+)(?: \([^\s/()]+ [^\s()]+\))?")
 """A subject as the tables print it: ``Kind ns/name`` or ``Kind name`` (cluster-scoped), with an optional
 ``(Kind name)`` after it, the object written for it."""
 

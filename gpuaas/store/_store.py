@@ -236,7 +236,8 @@ class Store(HistoryRows, RunLocks):
     ) -> list[AuditEntry]:
         """Rows oldest first. ``obj`` (``name``, ``namespace/name``, ``Kind/namespace/name`` or ``Kind//name``;
         :func:`parse_object_ref`) matches the object a row wrote or the owner a reclaim stopped through it
-        (:func:`~gpuaas.store._audit_object.object_filter`); ``idempotency_keys`` any of those keys (one query per ``IN`` list of 500)."""
+        (:func:`~gpuaas.store._audit_object.object_filter`); ``idempotency_keys`` any of those keys, ``refers_to`` any of
+        those ids (one query per ``IN`` list of 500)."""
         query = select(AuditEntry)
         if since is not None:
             query = query.where(col(AuditEntry.created_at) >= as_utc(since))
@@ -246,16 +247,22 @@ class Store(HistoryRows, RunLocks):
             query = query.where(AuditEntry.flow == flow)
         if idempotency_key:
             query = query.where(AuditEntry.idempotency_key == idempotency_key)
+        listed: tuple[Any, list[Any]] | None = None  # the one long list, asked for one IN list of 500 at a time
+        if idempotency_keys is not None:
+            listed = (col(AuditEntry.idempotency_key), sorted(set(idempotency_keys)))
         if refers_to is not None:
-            query = query.where(col(AuditEntry.refers_to).in_(list(refers_to)))
+            if listed is None:
+                listed = (col(AuditEntry.refers_to), sorted(set(refers_to)))
+            else:
+                query = query.where(col(AuditEntry.refers_to).in_(list(refers_to)))
         if obj:
             query = query.where(*object_filter(obj))
         order = (col(AuditEntry.created_at), col(AuditEntry.id))
         with self.session() as session:
-            if idempotency_keys is None:
+            if listed is None:
                 return list(session.exec(query.order_by(*order).limit(limit)))
-            rows = [row for chunk in _chunks(sorted(set(idempotency_keys)))
-                    for row in session.exec(query.where(col(AuditEntry.idempotency_key).in_(chunk)))]
+            column, values = listed
+            rows = [row for chunk in _chunks(values) for row in session.exec(query.where(column.in_(chunk)))]
         rows.sort(key=lambda r: (r.created_at, r.id or 0))
         return rows if limit is None else rows[:limit]
 

@@ -152,6 +152,11 @@ def _pods(inputs: CostInputs, policy: Policy, selected: dict[tuple[str, str], st
     return pods
 
 
+def _unseen(columns: pd.Index) -> pd.Series:
+    """The funnel row of a tenant none of whose pods was seen: no GPU-hours, and its money unknown (never $0)."""
+    return pd.Series({c: float("nan") if c in MONEY_COLUMNS else 0.0 for c in columns})
+
+
 def _unpriced_note(pods: pd.DataFrame) -> str | None:
     """The pods the GPU telemetry saw and OpenCost's allocation does not list: their GPU-hours are in the funnel,
     their cost in no total, and the report says so rather than price them at $0 in silence."""
@@ -258,8 +263,7 @@ def build_cost_report(inputs: CostInputs, policy: Policy, policy_file: str | Non
             kueue = float(inputs.kueue_hours[inputs.kueue_hours["cluster_queue"].isin(tenant.cluster_queues)]
                           ["allocated_h"].sum())
             if kueue > 0 and tenant.name not in tenants.index:  # quota in use, no GPU series of its pods
-                tenants.loc[tenant.name] = pd.Series(
-                    {c: float("nan") if c in MONEY_COLUMNS else 0.0 for c in tenants.columns})
+                tenants.loc[tenant.name] = _unseen(tenants.columns)
             if tenant.name in tenants.index and kueue > tenants.at[tenant.name, "allocated_gpu_hours"]:
                 extra = kueue - tenants.at[tenant.name, "allocated_gpu_hours"]
                 tenants.at[tenant.name, "allocated_gpu_hours"] = kueue
@@ -270,7 +274,7 @@ def build_cost_report(inputs: CostInputs, policy: Policy, policy_file: str | Non
     # has a row, with no GPU-hours and its money unknown (never $0), as its services' rows have.
     for name in sorted({svc.tenant for svc in services} - set(tenants.index)):
         if tally.requests(name) or tally.jobs(name):
-            tenants.loc[name] = pd.Series({c: float("nan") if c in MONEY_COLUMNS else 0.0 for c in tenants.columns})
+            tenants.loc[name] = _unseen(tenants.columns)
             notes.append(f"tenant {name}: its services did work, but none of its pods was found in OpenCost or the "
                          "GPU telemetry: its cost is unknown, not $0")
     funnel_sums = funnel[FUNNEL_COLUMNS].sum(min_count=1)

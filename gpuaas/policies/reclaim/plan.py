@@ -131,8 +131,7 @@ def snapshot_problem(snapshot: Snapshot, max_staleness_seconds: float,
             return f"{name} did not answer for this snapshot: no action on missing data"
     # Any other required source (OpenCost where configured): a degraded snapshot is decided and shown, never
     # acted on, whichever source failed, as the rebalance does; an optional one (NVML in auto mode) degrades nothing.
-    failed = sorted(n for n, s in snapshot.sources.items() if s.required and not s.ok)
-    if failed:
+    if failed := snapshot.failed_sources:
         return f"{failed[0]} did not answer for this snapshot: no action on a degraded snapshot"
     staleness = snapshot.sources["prometheus"].staleness_s
     if staleness is not None and staleness > max_staleness_seconds:

@@ -5,7 +5,7 @@ value must show up where operators read data quality (the snapshot's ``data_qual
 with the workload and the value), whether or not a deadline plan runs this cycle.
 
 The values are the Workload's own annotations, else the owning job's: the Kubernetes source has
-already applied that precedence (``gpuaas.sources.kube.with_owner_deadlines``, the cost report's
+already applied that precedence (``gpuaas.sources.kube.with_owner_annotations``, the cost report's
 rule too). The run time falls back to Kueue's maximum execution time, an upper bound.
 """
 

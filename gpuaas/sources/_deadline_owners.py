@@ -1,4 +1,5 @@
-"""Where a Kueue Workload's deadline annotations come from when it carries none: the job that owns it.
+"""Where a Kueue Workload's deadline annotations, and a batch job's reclaim opt-out, come from: the job
+that owns it.
 
 Teams annotate what they submit (a batch Job, a RayJob, a JobSet, a Kubeflow training job, a
 RayCluster), and Kueue creates the Workload from it without copying any annotation, so a deadline
@@ -7,10 +8,12 @@ plan) and the cost report both do it with ``owner_deadlines``: one precedence, t
 annotation first, key by key, so the two never disagree on a job's deadline.
 
 The batch kinds (``models.JOB_OWNERS``) are listed for their annotations alone: they never join the owners
-reclaim acts on (a Workload of a Job is stopped through its ``spec.active``). Each is one paginated
-list per cycle whatever the fleet size; a kind whose CRD is not installed (404) is skipped without a
-word, since most clusters run only some of these operators. A 403 is left to fail the read: the
-reader role lacks a rule, and the source's failure line names it (``sources.failures``).
+reclaim acts on (a Workload of a Job is stopped through its ``spec.active``). So the same list carries a
+job's ``gpuaas.io/reclaim: "never"``, which its Workloads take (``owner_opt_out``): a team that opts its
+Job out is heard, as one that opts its RayCluster out is. Each kind is one paginated list per cycle
+whatever the fleet size; a kind whose CRD is not installed (404) is skipped without a word, since most
+clusters run only some of these operators. A 403 is left to fail the read: the reader role lacks a rule,
+and the source's failure line names it (``sources.failures``).
 """
 
 from __future__ import annotations
@@ -19,33 +22,37 @@ from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from gpuaas.errors import NotFound
-from gpuaas.models import OwnerKind
+from gpuaas.models import OPT_OUT_ANNOTATION, OPT_OUT_VALUE, OwnerKind, is_opted_out
 from gpuaas.sources._kube_deadlines import DEADLINE, EXPECTED_RUNTIME
 
 if TYPE_CHECKING:
     from gpuaas.sources._kube_client import KubeLister
 
-__all__ = ["DEADLINE_KEYS", "DeadlineTable", "OwnerKey", "deadline_annotations",
-           "list_deadline_owners", "owner_deadlines", "read_deadline_owners"]
+__all__ = ["DEADLINE_KEYS", "DeadlineTable", "OwnerKey", "deadline_annotations", "list_deadline_owners",
+           "owner_deadlines", "owner_opt_out", "read_deadline_owners"]
 
 DEADLINE_KEYS = (DEADLINE, EXPECTED_RUNTIME)
-"""The annotations a Workload may take from its owner; any other (reclaim opt-out, a hold) is the Workload's own."""
+"""The annotations a Workload takes from its owner where it has none of its own; any other (a hold) is the
+Workload's own, but for a batch job's opt-out (``owner_opt_out``)."""
+_JOB_KEYS = (*DEADLINE_KEYS, OPT_OUT_ANNOTATION)
 
 
 OwnerKey = tuple[str, str, str]
 """(namespace, kind, name) of an owning object."""
 DeadlineTable = dict[OwnerKey, dict[str, str]]
-"""Each owner that carries a deadline annotation -> those annotations (``DEADLINE_KEYS`` only)."""
+"""Each owner that carries a deadline annotation -> those annotations (``DEADLINE_KEYS``; a batch job's
+opt-out too)."""
 
 
-def deadline_annotations(annotations: Mapping[str, Any] | None) -> dict[str, str]:
-    """The ``DEADLINE_KEYS`` among ``annotations``, as text."""
-    return {key: str(annotations[key]) for key in DEADLINE_KEYS if annotations and key in annotations}
+def deadline_annotations(annotations: Mapping[str, Any] | None, keys: tuple[str, ...] = DEADLINE_KEYS
+                         ) -> dict[str, str]:
+    """The ``keys`` among ``annotations``, as text."""
+    return {key: str(annotations[key]) for key in keys if annotations and key in annotations}
 
 
 def list_deadline_owners(lister: KubeLister, kind: OwnerKind) -> DeadlineTable | None:
-    """One paginated list of ``kind``: the deadline annotations of each object that has any; None when the
-    cluster does not serve the kind (404: its CRD is not installed)."""
+    """One paginated list of ``kind``: the deadline and opt-out annotations of each object that has any; None
+    when the cluster does not serve the kind (404: its CRD is not installed)."""
     try:
         objs = lister.custom_objects(kind.group, kind.version, kind.plural)
     except NotFound:
@@ -53,7 +60,7 @@ def list_deadline_owners(lister: KubeLister, kind: OwnerKind) -> DeadlineTable |
     table: DeadlineTable = {}
     for obj in objs:
         meta = obj.get("metadata") or {}
-        found = deadline_annotations(meta.get("annotations"))
+        found = deadline_annotations(meta.get("annotations"), _JOB_KEYS)
         if found:
             table[(str(meta.get("namespace", "")), kind.kind, str(meta.get("name", "")))] = found
     return table
@@ -80,3 +87,13 @@ def owner_deadlines(own: Mapping[str, str], owner: OwnerKey | None, table: Mappi
         if value is not None:
             out[key] = str(value)
     return out
+
+
+def owner_opt_out(own: Mapping[str, str], owner: OwnerKey | None, table: Mapping[OwnerKey, Mapping[str, str]]
+                  ) -> dict[str, str]:
+    """``{OPT_OUT_ANNOTATION: "never"}`` when the owner opts out and the Workload (``own``) does not already,
+    else nothing: an opt-out on either object wins, whatever the other says."""
+    inherited = table.get(owner, {}) if owner is not None else {}
+    if is_opted_out(inherited.get(OPT_OUT_ANNOTATION)) and not is_opted_out(own.get(OPT_OUT_ANNOTATION)):
+        return {OPT_OUT_ANNOTATION: OPT_OUT_VALUE}
+    return {}

@@ -6,8 +6,8 @@ constant plus one per extra page, never one per object. Kueue is read at ``v1bet
 falls back to ``v1beta1`` when the cluster does not serve it (404 on the group version);
 field renames are normalised by the parsers. A CRD that is not installed (KServe, KubeRay,
 Kubeflow absent: 404) is reported in ``not_installed`` and is not an error; a batch job kind
-that is not installed (``models.JOB_OWNERS``) is only one place deadlines are not read,
-so it is skipped without a word.
+that is not installed (``models.JOB_OWNERS``) has no job to read deadlines or an opt-out
+from, so it is skipped without a word.
 """
 
 from __future__ import annotations
@@ -26,6 +26,7 @@ from gpuaas.sources._deadline_owners import (
     deadline_annotations,
     list_deadline_owners,
     owner_deadlines,
+    owner_opt_out,
 )
 from gpuaas.sources._kube_errors import kube_api_error, kube_request
 from gpuaas.sources._kube_kueue import (
@@ -44,7 +45,7 @@ if TYPE_CHECKING:
     from gpuaas.sources._kube_client import KubeLister
 
 __all__ = ["DEFAULT_GPU_RESOURCES", "KUEUE_GROUP", "KubeState", "kube_api_error", "kube_request", "read_kube",
-           "with_cluster_queues", "with_owner_deadlines"]
+           "with_cluster_queues", "with_owner_annotations"]
 
 KUEUE_GROUP = "kueue.x-k8s.io"
 KUEUE_VERSIONS = ("v1beta2", "v1beta1")
@@ -137,19 +138,21 @@ def with_cluster_queues(workloads: Iterable[Workload], local_queues: Iterable[Lo
                  for wl in workloads)
 
 
-def with_owner_deadlines(workloads: Iterable[Workload], deadlines: DeadlineTable) -> list[Workload]:
+def with_owner_annotations(workloads: Iterable[Workload], owners: DeadlineTable) -> list[Workload]:
     """Each Workload with the deadline annotations it lacks taken from its owner's (``owner_deadlines``, the
-    rule the cost report follows too): what the snapshot's deadline columns are parsed from.
+    rule the cost report follows too), and its batch job's opt-out (``owner_opt_out``): what the snapshot's
+    deadline and reclaim columns are parsed from.
 
     Applied after ``owned_through_pods``, so a per-pod Workload of a Deployment takes the Deployment's."""
     out = []
     for wl in workloads:
         key = (wl.namespace, wl.owner_kind or "", wl.owner_name or "")
-        if key not in deadlines:
+        if key not in owners:
             out.append(wl)
             continue
         own = dict(wl.annotations)
-        out.append(replace(wl, annotations=tuple({**own, **owner_deadlines(own, key, deadlines)}.items())))
+        taken = {**owner_deadlines(own, key, owners), **owner_opt_out(own, key, owners)}
+        out.append(replace(wl, annotations=tuple({**own, **taken}.items())))
     return out
 
 
@@ -208,15 +211,15 @@ def _read(lister: KubeLister, gpu_resources: tuple[str, ...]) -> KubeState:
     owners = [o for name, _ in owner_reads for o in results[name] or []]
     pods = _parsed("Pod", url, lambda ps: parse_pods(ps, owners, gpu_resources), results["pods/v1"] or [])
 
-    deadlines: DeadlineTable = {}
+    inherited: DeadlineTable = {}
     for name, _ in job_reads:
-        deadlines.update(results[name] or {})
+        inherited.update(results[name] or {})
     for o in owners:
         if found := deadline_annotations(dict(o.annotations)):
-            deadlines[(o.namespace, o.kind, o.name)] = found
+            inherited[(o.namespace, o.kind, o.name)] = found
     local_queues = tuple(_parsed("LocalQueue", url, parse_local_queue, o) for o in kueue.get("localqueues", []))
     workloads = with_cluster_queues(
-        with_owner_deadlines(owned_through_pods(kueue.get("workloads", []), pods), deadlines), local_queues)
+        with_owner_annotations(owned_through_pods(kueue.get("workloads", []), pods), inherited), local_queues)
     return KubeState(
         kueue_version=version,
         cluster_queues=tuple(_parsed("ClusterQueue", url, parse_cluster_queue, o) for o in cq_objs),

@@ -1,10 +1,8 @@
-"""Opt-out: ``gpuaas.io/reclaim: "never"`` as people actually write it.
+"""Opt-out over the snapshot's columns and owner chains: ``gpuaas.io/reclaim: "never"`` on the Workload, its
+owner or any controller above it (an InferenceService over its Deployment, a Notebook over its StatefulSet).
 
-Annotations are free text typed by people: a YAML block scalar (``reclaim: |``) leaves
-``"never\\n"``, others type ``Never``. An opt-out that silently fails to match is the worst
-outcome a reclaim can have (a team's protected workload stopped), so the value is compared
-stripped and case-folded everywhere it is read: the Workload, its owner and the owner's own
-controllers (an InferenceService over its Deployment, a Notebook over its StatefulSet).
+What counts as ``never`` (stripped, case-folded) is ``gpuaas.models.is_opted_out``, re-exported here: the
+Kubernetes source applies the same rule to the batch job that owns a Workload.
 """
 
 from __future__ import annotations
@@ -14,19 +12,12 @@ from typing import Any
 
 import pandas as pd
 
+from gpuaas.models import OPT_OUT_ANNOTATION, OPT_OUT_VALUE, is_opted_out
+
 __all__ = ["OPT_OUT_ANNOTATION", "OPT_OUT_VALUE", "is_opted_out", "opted_out", "opted_out_chain"]
 
-OPT_OUT_ANNOTATION = "gpuaas.io/reclaim"
-OPT_OUT_VALUE = "never"
 MAX_OWNER_DEPTH = 8
 """Owner chains are short (pod -> ReplicaSet -> Deployment -> InferenceService); this bounds a cycle."""
-
-
-def is_opted_out(value: Any) -> bool:
-    """True for ``never`` in any case, with any surrounding whitespace; False for None/NaN/anything else."""
-    if value is None or (isinstance(value, float) and pd.isna(value)):
-        return False
-    return str(value).strip().casefold() == OPT_OUT_VALUE
 
 
 def opted_out(values: pd.Series) -> pd.Series:

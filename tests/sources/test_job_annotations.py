@@ -1,5 +1,6 @@
-"""Deadlines on the batch jobs Kueue admits (a batch/v1 Job, a RayJob, a JobSet, a Kubeflow PyTorchJob),
-read through the embedded API server with the official client, into the snapshot and the cost report.
+"""Deadlines and reclaim opt-outs on the batch jobs Kueue admits (a batch/v1 Job, a RayJob, a JobSet, a Kubeflow
+PyTorchJob), read through the embedded API server with the official client, into the snapshot, the reclaim
+verdict and the cost report.
 
 Why these inputs: teams annotate the job they submit, and Kueue creates its Workload without copying any
 annotation; the jobs are Kueue's own samples, read in place from the shared fixtures (a JobSet has none
@@ -26,6 +27,8 @@ from gpuaas.cluster.apiserver import _http as emulator_http
 from gpuaas.errors import Forbidden
 from gpuaas.models import JOB_OWNERS
 from gpuaas.permissions import READS, Access
+from gpuaas.policies.reclaim import find_idle
+from gpuaas.policy import Policy
 from gpuaas.settings import GpuaasSettings
 from gpuaas.snapshot import build_snapshot, failed_source
 from gpuaas.sources._cost_jobs import read_jobs
@@ -33,7 +36,7 @@ from gpuaas.sources.kube import read_kube
 from tests.sources.helpers import fixture_path
 
 NOW = datetime(2026, 6, 16, 12, tzinfo=UTC)
-DEADLINE, RUNTIME = "gpuaas.io/deadline", "gpuaas.io/expected-runtime"
+DEADLINE, RUNTIME, OPT_OUT = "gpuaas.io/deadline", "gpuaas.io/expected-runtime", "gpuaas.io/reclaim"
 MANIFEST = Path(__file__).resolve().parents[2] / "deployments" / "kubernetes" / "rbac.yaml"
 JOBSET = {  # jobset.x-k8s.io/v1alpha2, as Kueue's JobSet integration takes it (no sample in the fixtures)
     "apiVersion": "jobset.x-k8s.io/v1alpha2", "kind": "JobSet",
@@ -226,3 +229,44 @@ def test_every_kind_read_is_a_read_the_preflight_asks_about() -> None:
     """The reader role (``READS``, held to ``rbac.yaml`` by ``tests/test_permissions.py``) lists each kind read."""
     assert {Access("list", k.group, k.plural) for k in JOB_OWNERS} <= set(READS)
     assert {k.kind for k in JOB_OWNERS} >= {"Job", "RayJob", "JobSet", "PyTorchJob"}
+
+
+def _admitted_workload(job: dict[str, Any]) -> dict[str, Any]:
+    """Kueue's docs Workload asking for ``job``'s GPU, admitted (QuotaReserved and Admitted) with one pod."""
+    out = _pending_workload()
+    pod_set = out["spec"]["podSets"][0]
+    pod_set["template"]["spec"]["containers"][0]["resources"] = job["spec"]["template"]["spec"]["containers"][0][
+        "resources"]
+    conditions = [{"type": t, "status": "True", "reason": t, "message": "", "lastTransitionTime": "2026-06-16T08:00:00Z"}
+                  for t in ("QuotaReserved", "Admitted")]
+    out["status"] = {"conditions": conditions, "admission": {"clusterQueue": "team-a-cq", "podSetAssignments": [
+        {"name": pod_set["name"], "count": 1, "flavors": {"nvidia.com/gpu": "default"},
+         "resourceUsage": {"nvidia.com/gpu": "1"}}]}}
+    return out
+
+
+@pytest.mark.parametrize("said", ["never", " Never\n", "NEVER"])
+def test_a_jobs_opt_out_keeps_its_workloads_out_of_reclaim(api: tuple[ObjectStore, ApiServer, GpuaasSettings],
+                                                           said: str) -> None:
+    """A team annotates the Job it submits, not the Workload Kueue makes of it: the opt-out is heard, however
+    typed, and wins over a Workload's own value that is not one; a job's other value opts nothing out."""
+    store, _server, settings = api
+    sample = _sample("job-gpu-request-sample.yaml")
+    jobs = {name: store.create({**sample, "metadata": {**sample["metadata"], "name": name,
+                                                        "annotations": {OPT_OUT: value}}})
+            for name, value in (("kept", said), ("allowed", "sometimes"))}
+    names = {}
+    for label, (job, own) in {"kept": ("kept", {}), "kept-own": ("kept", {OPT_OUT: "always"}),
+                              "allowed": ("allowed", {})}.items():
+        workload = _owned(_admitted_workload(sample), jobs[job], own)
+        workload["metadata"]["name"] += f"-{label}"
+        names[label] = store.create(workload)["metadata"]["name"]
+    snapshot = build_snapshot(NOW, [30.0], {}, kube=read_kube(settings), prom=None)
+    verdicts = find_idle(snapshot.workloads, Policy(), NOW).set_index("name")
+    reclaim = snapshot.workloads.set_index("name")["reclaim"]
+    assert [reclaim[names[k]] for k in ("kept", "kept-own")] == ["never", "never"]
+    assert pd.isna(reclaim[names["allowed"]])
+    for label in ("kept", "kept-own"):
+        assert "opted out" in verdicts.loc[names[label], "reason"], label
+    assert "opted out" not in verdicts.loc[names["allowed"], "reason"]
+    assert (snapshot.workloads["gpus"] == 1.0).all()

@@ -15,6 +15,7 @@ import os
 import signal
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -68,10 +69,18 @@ def spawn(kills: Kills) -> Iterator[list[subprocess.Popen[bytes]]]:
 
 
 def _child(spawn: list[subprocess.Popen[bytes]], kills: Kills, *argv: str) -> subprocess.Popen[bytes]:
-    """A python child sleeping a minute; ``argv`` after its code is what its command line says it is."""
+    """A python child sleeping a minute; ``argv`` after its code is what its command line says it is.
+
+    Returned once the child runs that command line: between its fork and its exec it still shows the test's
+    own, which ``down`` rightly reads as another program's (on a loaded machine that window is long)."""
     proc = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)", *argv])
     spawn.append(proc)
     kills.own.add(proc.pid)
+    wanted = "\0".join(["-c", "import time; time.sleep(60)", *argv]).encode()
+    deadline = time.monotonic() + 10
+    while wanted not in Path(f"/proc/{proc.pid}/cmdline").read_bytes():
+        assert time.monotonic() < deadline, "the child did not start within 10 s"
+        time.sleep(0.01)
     return proc
 
 

@@ -16,7 +16,8 @@ Views (columns):
   ``activity_max_Wm``, ``coverage_Wm``, ``gap_Wm`` (longest stretch without a sample, s),
   ``complete_Wm`` (the rule of ``gpuaas.policies.reclaim.coverage``), ``requests_Wm`` (NaN = no serving
   metrics); ``telemetry_age_s`` (the oldest newest-sample of its GPUs) and ``telemetry``
-  (complete | unknown | n/a for workloads that hold no GPUs).
+  (complete | unknown | n/a for workloads that hold no GPUs); ``pods`` and ``pod_names``, the pods its
+  telemetry is joined through (the reclaim's per-GPU evidence lists their GPUs).
 - queues: QUEUE_COLUMNS. quotas: one row per ClusterQueue flavor/resource cell.
 - cohorts: COHORT_COLUMNS, one row per Cohort object's flavor/resource cell (a Cohort without quota: one
   row without a flavor), so the pools see a Cohort's own quota and the cohort tree (``spec.parentName``).
@@ -27,7 +28,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Sequence
-from dataclasses import asdict, fields, replace
+from dataclasses import asdict, replace
 from datetime import datetime
 from typing import Any
 
@@ -39,15 +40,21 @@ from gpuaas.models import GpuSample, Snapshot, SourceStatus, WorkloadState, is_e
 from gpuaas.policies.reclaim import (
     COMPLETE_COVERAGE,
     OPT_OUT_ANNOTATION,
-    OPT_OUT_VALUE,
-    opted_out,
-    opted_out_chain,
     telemetry_complete,
 )
 from gpuaas.policy import Policy
 from gpuaas.settings import GpuaasSettings
 from gpuaas.snapshot_deadlines import DEADLINE_COLUMNS as _DEADLINE_COLUMNS
 from gpuaas.snapshot_deadlines import deadline_columns
+from gpuaas.snapshot_links import (
+    flat,
+    inherit_owner_opt_out,
+    own_pods,
+    pod_links,
+    pod_names,
+    resolve_owner_opt_out,
+    workload_pods,
+)
 from gpuaas.sources.failures import describe_failure
 from gpuaas.sources.kube import DEFAULT_GPU_RESOURCES, KubeState, read_kube
 from gpuaas.sources.nvml import sample_nvml
@@ -62,7 +69,7 @@ __all__ = [
 WORKLOAD_COLUMNS = [
     "kind", "namespace", "name", "uid", "tenant", "queue", "cluster_queue", "cohort", "priority",
     "priority_class", "state", "active", "gpus", "flavor", "created_at", "admitted_at", "age_seconds",
-    "owner_kind", "owner_name", "reclaim", "deadline", "expected_runtime", "pods", "gpus_observed",
+    "owner_kind", "owner_name", "reclaim", "deadline", "expected_runtime", "pods", "pod_names", "gpus_observed",
     "resource_version", "api_version",
     "max_exec_time", "deadline_at", "runtime_seconds", "runtime_source", "deadline_hold",
     "job_owner_gvk", "job_owner_name",
@@ -84,21 +91,16 @@ def _tenants(policy: Policy, namespaces: pd.Series, queues: pd.Series) -> pd.Ser
     return namespaces.map(by_ns).astype(object).combine_first(queues.map(by_cq).astype(object))
 
 
-def _flat(record: Any) -> dict[str, Any]:
-    """A flat record's fields as a dict: ``asdict`` deep-copies every value, a tenth of a 50,000-Workload collect."""
-    return {f.name: getattr(record, f.name) for f in fields(record)}
-
-
 def _workload_frame(kube: KubeState, policy: Policy, now: datetime) -> pd.DataFrame:
     rows = []
     for wl in kube.workloads:
-        row = _flat(wl)
+        row = flat(wl)
         row["state"] = wl.state.value
         annotations = dict(row.pop("annotations"))
         row.update({col: annotations.get(key) for key, col in _ANNOTATION_COLUMNS.items()})
         rows.append(row)
     frame = pd.DataFrame(rows, columns=[c for c in WORKLOAD_COLUMNS if c not in (
-        "tenant", "cohort", "age_seconds", "pods", "gpus_observed", *_DEADLINE_COLUMNS)])
+        "tenant", "cohort", "age_seconds", "pods", "pod_names", "gpus_observed", *_DEADLINE_COLUMNS)])
     frame["created_at"] = pd.to_datetime(frame["created_at"], utc=True)
     frame["admitted_at"] = pd.to_datetime(frame["admitted_at"], utc=True)
     frame["age_seconds"] = (pd.Timestamp(now) - frame["created_at"]).dt.total_seconds()
@@ -108,51 +110,14 @@ def _workload_frame(kube: KubeState, policy: Policy, now: datetime) -> pd.DataFr
     return frame
 
 
-def _workload_pods(kube: KubeState) -> pd.DataFrame:
-    """(namespace, kind, name) -> pod, through the direct owner and the root owner of each pod."""
-    pods = pd.DataFrame([_flat(p) for p in kube.pods],
-                        columns=["namespace", "pod", "node", "gpus", "owner_kind", "owner_name", "root_kind", "root_name"])
-    direct = pods.rename(columns={"owner_kind": "kind", "owner_name": "name"})
-    root = pods.rename(columns={"root_kind": "kind", "root_name": "name"})
-    itself = pods.assign(kind="Pod", name=pods["pod"])
-    cols = ["namespace", "kind", "name", "pod"]
-    return pd.concat([direct[cols], root[cols], itself[cols]]).dropna().drop_duplicates()
-
-
-def workload_pods(kube: KubeState) -> pd.DataFrame:
-    """``namespace, pod, uid, workload, gpus`` for every running GPU pod of a Kueue Workload, linked
-    as the snapshot links telemetry (``workload`` names the object reclaim stops: ``Kind ns/name``)."""
-    frame = pd.DataFrame([_flat(w) for w in kube.workloads],
-                         columns=["kind", "namespace", "name", "uid", "owner_kind", "owner_name"])
-    links = _workload_pods(kube).rename(columns={"kind": "owner_kind", "name": "owner_name"})
-    out = _own_pods(frame.merge(links, on=["namespace", "owner_kind", "owner_name"]), kube)
-    kind = out["owner_kind"].fillna("Workload")
-    name = out["owner_name"].fillna(out["name"])
-    out["workload"] = kind + " " + out["namespace"] + "/" + name
-    gpus = {(p.namespace, p.pod): float(p.gpus) for p in kube.pods}
-    out["gpus"] = [gpus.get(key, 1.0) for key in zip(out["namespace"], out["pod"], strict=True)]
-    return out[["namespace", "pod", "uid", "workload", "gpus"]].drop_duplicates(
-        ["namespace", "pod", "uid"]).reset_index(drop=True)
-
-
-def _own_pods(links: pd.DataFrame, kube: KubeState) -> pd.DataFrame:
-    """``links`` (``uid``, ``pod``, ...) less the pods a per-pod Workload does not admit: each of a Deployment's
-    Workloads is linked to its own pod, not to every pod of the Deployment, so that one pod's telemetry never
-    stands for another's (a pod without telemetry leaves its own Workload unknown)."""
-    own = {wl.uid: wl.pod for wl in kube.workloads if wl.pod}
-    if not own or links.empty:
-        return links
-    mine = links["uid"].map(own)
-    return links[mine.isna() | (links["pod"] == mine)]
-
-
 def _telemetry(frame: pd.DataFrame, kube: KubeState, prom: PrometheusReading | None,
                windows: Sequence[float]) -> pd.DataFrame:
-    links = _workload_pods(kube).rename(columns={"kind": "owner_kind", "name": "owner_name"})
-    wl_pods = _own_pods(frame[["uid", "namespace", "owner_kind", "owner_name"]].merge(
+    links = pod_links(kube).rename(columns={"kind": "owner_kind", "name": "owner_name"})
+    wl_pods = own_pods(frame[["uid", "namespace", "owner_kind", "owner_name"]].merge(
         links, on=["namespace", "owner_kind", "owner_name"]), kube)
     frame = frame.merge(wl_pods.groupby("uid").size().rename("pods").reset_index(), on="uid", how="left")
     frame["pods"] = frame["pods"].fillna(0).astype(int)
+    frame["pod_names"] = pod_names(frame["uid"], wl_pods)
     observed = pd.Series(0, index=frame.index, dtype=float)
     age = pd.Series(float("nan"), index=frame.index)
     complete = pd.Series(prom is not None, index=frame.index)
@@ -256,37 +221,6 @@ def _gpu_frame(prom: PrometheusReading | None, nvml: Sequence[GpuSample]) -> pd.
         columns=GPU_COLUMNS)
 
 
-def _inherit_owner_opt_out(workloads: pd.DataFrame, owners: pd.DataFrame) -> pd.DataFrame:
-    """Teams annotate the object they own (the RayCluster, the Notebook, the InferenceService over
-    its Deployment), not Kueue's Workload.
-
-    An opt-out on either object wins: ``"never"`` (however spelled, see ``gpuaas.policies.reclaim.opt_out``)
-    is never overridden by the other's value. ``owners`` comes from ``_resolve_owner_opt_out``, so an
-    opt-out on a controller above the owner counts as the owner's.
-    """
-    keyed = owners.rename(columns={"kind": "owner_kind", "name": "owner_name", "reclaim": "owner_reclaim"})
-    keyed = keyed[["namespace", "owner_kind", "owner_name", "owner_reclaim"]].drop_duplicates(
-        ["namespace", "owner_kind", "owner_name"])
-    merged = workloads.merge(keyed, on=["namespace", "owner_kind", "owner_name"], how="left")
-    own, owner = merged["reclaim"].astype(object), merged["owner_reclaim"].astype(object)
-    never = opted_out(own) | opted_out(owner)
-    merged["reclaim"] = own.combine_first(owner).where(~never, OPT_OUT_VALUE)
-    return merged.drop(columns=["owner_reclaim"])
-
-
-def _text(value: Any) -> str | None:
-    return value if isinstance(value, str) else None
-
-
-def _resolve_owner_opt_out(owners: pd.DataFrame) -> pd.DataFrame:
-    """Each owner's ``reclaim`` reads ``never`` when it or a controller above it opts out (the decisions check it)."""
-    keys = [(str(r.namespace), str(r.kind), str(r.name)) for r in owners.itertuples(index=False)]
-    chain = {key: (r.reclaim, _text(r.controller_kind), _text(r.controller_name))
-             for key, r in zip(keys, owners.itertuples(index=False))}
-    never = pd.Series([opted_out_chain(key, chain) for key in keys], index=owners.index, dtype=bool)
-    return owners.assign(reclaim=owners["reclaim"].astype(object).where(~never, OPT_OUT_VALUE))
-
-
 def _costs_with_owners(costs: pd.DataFrame | None, kube: KubeState) -> pd.DataFrame:
     """OpenCost's rows with each running pod's direct and root owner, as the cluster resolves them.
 
@@ -296,7 +230,7 @@ def _costs_with_owners(costs: pd.DataFrame | None, kube: KubeState) -> pd.DataFr
     if costs is None or costs.empty or "pod" not in costs:
         return costs if costs is not None else pd.DataFrame()
     cols = ["owner_kind", "owner_name", "root_kind", "root_name"]
-    pods = pd.DataFrame([_flat(p) for p in kube.pods], columns=["namespace", "pod", *cols])
+    pods = pd.DataFrame([flat(p) for p in kube.pods], columns=["namespace", "pod", *cols])
     pods = pods.drop_duplicates(["namespace", "pod"]).fillna("")
     out = costs.drop(columns=[c for c in cols if c in costs]).merge(pods, on=["namespace", "pod"], how="left")
     out[cols] = out[cols].fillna("")
@@ -320,12 +254,12 @@ def build_snapshot(
     kube = kube or KubeState(None, (), (), (), (), (), (), (), (), 0)
     workloads = _telemetry(_workload_frame(kube, policy, now), kube, prom, windows)
     quotas = _quota_frame(kube)
-    owners = pd.DataFrame([{**_flat(o), "annotations": dict(o.annotations)} for o in kube.owners])
+    owners = pd.DataFrame([{**flat(o), "annotations": dict(o.annotations)} for o in kube.owners])
     if not owners.empty:
         owners["reclaim"] = owners["annotations"].map(lambda a: a.get(OPT_OUT_ANNOTATION))
         owners["elastic"] = owners["annotations"].map(is_elastic)
-        owners = _resolve_owner_opt_out(owners)
-        workloads = _inherit_owner_opt_out(workloads, owners)
+        owners = resolve_owner_opt_out(owners)
+        workloads = inherit_owner_opt_out(workloads, owners)
     workloads, data_quality = deadline_columns(workloads)
     return Snapshot(
         collected_at=now,

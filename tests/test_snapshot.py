@@ -141,11 +141,11 @@ def test_deactivated_workload_is_pending_but_not_backlog() -> None:
     ids=["owner-only", "workload-only", "owner-wins", "workload-wins", "no-opt-out", "nothing"],
 )
 def test_an_opt_out_on_either_object_wins(on_workload: str | None, on_owner: str | None, expected: str | None) -> None:
-    from gpuaas.snapshot import _inherit_owner_opt_out
+    from gpuaas.snapshot_links import inherit_owner_opt_out
 
     workloads = pd.DataFrame([{"namespace": "a", "owner_kind": "Notebook", "owner_name": "nb", "reclaim": on_workload}])
     owners = pd.DataFrame([{"namespace": "a", "kind": "Notebook", "name": "nb", "reclaim": on_owner}])
-    got = _inherit_owner_opt_out(workloads, owners).loc[0, "reclaim"]
+    got = inherit_owner_opt_out(workloads, owners).loc[0, "reclaim"]
     assert (None if pd.isna(got) else got) == expected
 
 

@@ -74,12 +74,14 @@ def verdicts(snapshot: Snapshot, policy: Policy, adaptive: pd.DataFrame | None =
 
 def propose(snapshot: Snapshot, idle: pd.DataFrame, policy: Policy, mode: Mode,
             wall_clock: datetime | None = None) -> list[Decision]:
-    """The targets the verdicts give, each with its per-GPU evidence, before the audit log has a say."""
-    evidence = GpuEvidence(snapshot.gpus)
+    """The targets the verdicts give, each with its per-GPU evidence (the GPUs of the pods the verdict judged:
+    those the snapshot links to the target's Workloads), before the audit log has a say."""
+    evidence = GpuEvidence(snapshot.gpus, snapshot.workloads)
     out = []
     for d in plan_reclaim(snapshot, idle, policy, mode, wall_clock):
         window = d.evidence.get("base_window_minutes") or d.evidence["window_minutes"]
-        out.append(replace(d, evidence={**d.evidence, "gpus": evidence.of(d.namespace, d.name, window)}))
+        gpus = evidence.of(d.namespace, d.evidence.get("workloads") or (), window)
+        out.append(replace(d, evidence={**d.evidence, "gpus": gpus}))
     return out
 
 

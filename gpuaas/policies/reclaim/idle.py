@@ -13,6 +13,7 @@ rule for the workload's kind, then the rule of the workload's tenant.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -219,35 +220,48 @@ def _idle_seconds(held: pd.DataFrame, observed: pd.Series | float, serving: pd.S
 
 
 class GpuEvidence:
-    """Per-GPU activity over a window for the pods named ``<pod_prefix>-...`` in a namespace.
+    """Per-GPU activity over a window for the pods the verdict judged: those the snapshot links to each Workload.
 
-    Evidence for people reading the audit log, not an input of the verdict (that uses the
-    snapshot's per-workload maximum, which bounds every GPU): pods are matched by name here
-    because the snapshot does not keep the pod-to-owner links. The GPUs are grouped by namespace
-    and window once: filtering the whole fleet's frame again for each of thousands of idle
-    targets was the largest part of a reclaim run at 16,000 GPUs.
+    Evidence for people reading the audit log, not an input of the verdict (that uses the snapshot's
+    per-workload maximum, which bounds every GPU). The pods are the snapshot's ``pod_names`` of each
+    Workload, the very links its telemetry was joined through (owner chain, and a per-pod Workload's own
+    pod only), never a match by name: a Deployment ``llm`` is not shown ``llm-large``'s GPUs, and a target
+    named after its Workload (a RayCluster stopped through Kueue) is shown its pods'. The link is one pod
+    list a Workload row rather than a Workload uid a GPU row: it is written once per Workload where the
+    GPU view has a row per GPU and window, it round-trips through the snapshot's JSON as a list, and a pod
+    linked to two Workloads needs no second GPU row. A snapshot without the column (stored before it
+    existed) lists no GPUs. The GPUs are grouped by namespace, window and pod once: filtering the whole
+    fleet's frame again for each of thousands of idle targets was the largest part of a reclaim run at
+    16,000 GPUs.
     """
 
-    def __init__(self, gpus: pd.DataFrame) -> None:
-        self._rows: dict[tuple[str, float], list[dict[str, object]]] = {}
+    def __init__(self, gpus: pd.DataFrame, workloads: pd.DataFrame) -> None:
+        self._rows: dict[tuple[str, float, str], list[dict[str, object]]] = {}
+        self._pods: dict[tuple[str, str], list[str]] = {}
+        if "pod_names" in workloads:
+            for namespace, name, pods in zip(workloads["namespace"], workloads["name"], workloads["pod_names"],
+                                             strict=True):
+                if isinstance(pods, list | tuple | np.ndarray):
+                    self._pods[(str(namespace), str(name))] = [str(p) for p in pods]
         if gpus.empty or "pod" not in gpus:
             return
         frame = gpus.assign(pod=gpus["pod"].astype(str), evidence_window=gpus["window_minutes"].astype(float))
         for row in frame.sort_values(["pod", "gpu"]).itertuples(index=False):
-            self._rows.setdefault((str(row.namespace), float(row.evidence_window)), []).append(
+            self._rows.setdefault((str(row.namespace), float(row.evidence_window), row.pod), []).append(
                 {"pod": row.pod, "host": row.host, "gpu": str(row.gpu), "uuid": row.uuid,
                  "activity_max": _num(row.activity_max), "activity_avg": _num(row.activity_avg),
                  "coverage": _num(row.coverage)})
 
-    def of(self, namespace: str, pod_prefix: str, window_minutes: float) -> list[dict[str, object]]:
-        prefix = f"{pod_prefix}-"
-        return [dict(r) for r in self._rows.get((namespace, float(window_minutes)), ())
-                if str(r["pod"]).startswith(prefix)]
+    def of(self, namespace: str, workloads: Iterable[str], window_minutes: float) -> list[dict[str, object]]:
+        """The GPUs of the pods linked to the Workloads named ``workloads`` in ``namespace``, by pod and GPU."""
+        pods = sorted({p for name in workloads for p in self._pods.get((namespace, str(name)), ())})
+        return [dict(r) for pod in pods for r in self._rows.get((namespace, float(window_minutes), pod), ())]
 
 
-def gpu_evidence(gpus: pd.DataFrame, namespace: str, pod_prefix: str, window_minutes: float) -> list[dict[str, object]]:
-    """``GpuEvidence(gpus).of(...)`` for one target (build a ``GpuEvidence`` once for many)."""
-    return GpuEvidence(gpus).of(namespace, pod_prefix, window_minutes)
+def gpu_evidence(gpus: pd.DataFrame, workloads: pd.DataFrame, namespace: str, names: Iterable[str],
+                 window_minutes: float) -> list[dict[str, object]]:
+    """``GpuEvidence(gpus, workloads).of(...)`` for one target (build a ``GpuEvidence`` once for many)."""
+    return GpuEvidence(gpus, workloads).of(namespace, names, window_minutes)
 
 
 def _num(value: Any) -> float | None:

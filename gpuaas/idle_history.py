@@ -3,7 +3,8 @@
 ``gpuaas.sources.history`` reads the activity per pod, a chunk at a time; here each chunk is mapped
 to workloads (pods through their Kueue Workload and its owner, as the snapshot links them; a pod
 gpuaas cannot link stays itself, ``Pod ns/name``), reduced to one value per workload and step (the
-maximum: a workload is idle only when all its pods are), and fed to a
+maximum: a workload is idle only when all its pods are; a step in which one of its pods reported fewer
+GPUs than it holds is no idle evidence, and is a gap like a missing sample), and fed to a
 :class:`~gpuaas.policies.reclaim.RunStream` per threshold, which keeps per workload only its last
 sample and open run. Memory is the chunks in hand (the one being mapped and the ones being read)
 plus the idle runs.
@@ -50,15 +51,29 @@ class HistoryReading:
 
 
 def _per_workload(frame: pd.DataFrame, links: pd.DataFrame, key: str) -> pd.DataFrame:
-    """One sample per workload and step: the maximum over its pods."""
+    """One sample per workload and step: the maximum over its pods, and ``partial`` where one of its pods
+    reported fewer GPUs than it holds (``links``' ``gpus``).
+
+    A partial step's maximum bounds the reported GPUs only: at or below a threshold it is no evidence of
+    idleness and is dropped as a missing sample would be (``_observed``); above it, it is busy whatever the
+    others did. A pod gpuaas cannot link has no known GPU count and is read as it reports."""
     if frame.empty:
         return pd.DataFrame({"pod": pd.Series(dtype=object), "t": pd.Series(dtype=float),
-                             "value": pd.Series(dtype=float)})
-    mapped = frame.merge(links[["namespace", "pod", key]].drop_duplicates(["namespace", "pod"]),
-                         on=["namespace", "pod"], how="left")
+                             "value": pd.Series(dtype=float), "partial": pd.Series(dtype=bool)})
+    held = links.reindex(columns=["namespace", "pod", key, "gpus"]).drop_duplicates(["namespace", "pod"])
+    mapped = frame.merge(held.rename(columns={"gpus": "gpus_held"}), on=["namespace", "pod"], how="left")
     mapped[key] = mapped[key].fillna("Pod " + mapped["namespace"] + "/" + mapped["pod"])
-    return (mapped.groupby([key, "t"], as_index=False, sort=False)["value"].max()
+    seen = mapped["gpus_observed"] if "gpus_observed" in mapped else pd.Series(float("nan"), index=mapped.index)
+    # A count the answer lacks is no proof that every GPU reported.
+    mapped["partial"] = mapped["gpus_held"].notna() & ~(seen.astype(float) >= mapped["gpus_held"].astype(float))
+    return (mapped.groupby([key, "t"], as_index=False, sort=False).agg(value=("value", "max"),
+                                                                       partial=("partial", "any"))
             .rename(columns={key: "pod"}))
+
+
+def _observed(frame: pd.DataFrame, threshold: float) -> pd.DataFrame:
+    """``frame`` less the partial steps that would read as idle at ``threshold``: a gap, like a missing sample."""
+    return frame[~(frame["partial"] & (frame["value"] <= threshold))]
 
 
 def read_activity_history(
@@ -88,7 +103,7 @@ def read_activity_history(
         queries = chunk.queries
         frame = _per_workload(chunk.samples, links, key)
         for stream in streams.values():
-            stream.add(frame)
+            stream.add(_observed(frame, stream.threshold))
         if progress is not None:
             progress(f"history chunk {chunk.index}/{chunk.count} ({chunk.start:%Y-%m-%d %H:%M} .. "
                      f"{chunk.end:%H:%M}): {series} series, {len(frame):,} workload samples")

@@ -9,10 +9,13 @@ workloads and turns the chunks into idle runs.
 How it stays bounded:
 
 * PromQL does the aggregation. One range query per time chunk (``chunk_s``, e.g. 6 h)
-  returns one series per pod, the maximum over the pod's GPUs of the preferred activity
-  metric's ``max_over_time`` over the step (falling back to GPU_UTIL / 100), with the
-  label variants normalised as in collect (after the GPUs are folded to pods: relabelling
-  every GPU series at every step was most of the query's time). The number of queries is
+  returns two series per pod: the maximum over the pod's GPUs of the preferred activity
+  metric's ``max_over_time`` over the step (falling back to GPU_UTIL / 100), and how many
+  of its GPUs had a sample in the step (a step in which some did not is no evidence of
+  idleness), with the label variants normalised as in collect (after the GPUs are folded to
+  pods: relabelling every GPU series at every step was most of the query's time). The count
+  roughly doubles the query's time in Prometheus (the per-GPU selection is evaluated once
+  per fold), not the number of queries. The number of queries is
   ``ceil(span / chunk_s)`` whatever the fleet size: never one per workload or GPU. A chunk
   Prometheus is too slow to answer (a read timeout, or its own query timeout) is asked again
   in halves, up to ``MAX_HALVINGS`` times, so a big fleet on a busy server still gets its
@@ -42,13 +45,14 @@ from gpuaas.sources import _promql as q
 from gpuaas.sources._concurrent import PROMQL_AT_ONCE
 from gpuaas.sources._prom_client import PromClient
 
-__all__ = ["MAX_HALVINGS", "HistoryChunk", "RangeQueries", "activity_history_query", "history_chunks", "pod_history",
-           "query_range_halving"]
+__all__ = ["GPUS_SERIES", "MAX_HALVINGS", "HistoryChunk", "RangeQueries", "activity_history_query", "history_chunks",
+           "pod_history", "query_range_halving"]
 
 
 @dataclass(frozen=True)
 class HistoryChunk:
-    """One chunk's samples per pod (``namespace``, ``pod``, ``t``, ``value`` in percent) and where it lies."""
+    """One chunk's samples per pod (``namespace``, ``pod``, ``t``, ``value`` in percent, ``gpus_observed``: its GPUs
+    that reported in the step) and where it lies."""
 
     index: int
     """1-based, of ``count``."""
@@ -60,17 +64,31 @@ class HistoryChunk:
     """Range queries asked so far, this chunk's included (more than one a chunk when it was halved)."""
 
 
+GPUS_SERIES = "gpus"
+"""The ``gpuaas_stat`` label of a pod's second series in the history query: how many of its GPU series
+had a sample in the step (its first series, without the label, is the activity)."""
+
+
 def activity_history_query(m: MetricNames, step_s: float) -> str:
-    """Per pod: the max over its GPUs of each GPU's activity maximum over the step (0-1).
+    """Per pod: the max over its GPUs of each GPU's activity maximum over the step (0-1), and, tagged
+    ``gpuaas_stat="gpus"``, how many of its GPUs had a sample in the step.
 
     The activity-or-GPU_UTIL choice is made per GPU series and step; the GPUs are then folded by
     the labels that name their pod before those are normalised, which gives the same maximum
-    with one series a pod to relabel at every step instead of one a GPU."""
+    with one series a pod to relabel at every step instead of one a GPU. The count is what tells a
+    pod with 4 GPUs of which 2 reported apart from one whose 4 did: the maximum of 2 idle GPUs says
+    nothing of the other 2. It is asked in the same query (one request a chunk, as before); Prometheus
+    evaluates the per-GPU selection once for each of the two folds."""
     # A window one second shorter than the step: Prometheus 2 closes range selectors on both ends,
     # and a full-step window would also take the previous step's sample.
     per_gpu = q._activity("max_over_time", m, q.duration(max(step_s - 1, 1)))  # noqa: SLF001
-    per_pod = q.normalise(f"max by ({q.pod_source_labels(m)}) ({per_gpu})", m)
-    return f"max by (gpuaas_namespace, gpuaas_pod) ({per_pod})"
+
+    def per_pod(fold: str, across_label_variants: str) -> str:
+        folded = q.normalise(f"{fold} by ({q.pod_source_labels(m)}) ({per_gpu})", m)
+        return f"{across_label_variants} by (gpuaas_namespace, gpuaas_pod) ({folded})"
+
+    # A pod's GPUs may come under two label variants (pod, exported_pod): maxima are folded by max, counts added.
+    return f"{per_pod('max', 'max')} or {q.tag(per_pod('count', 'sum'), 'gpuaas_stat', GPUS_SERIES)}"
 
 
 def history_chunks(start: datetime, end: datetime, step_s: float, chunk_s: float) -> list[tuple[datetime, datetime]]:
@@ -113,10 +131,9 @@ def query_range_halving(prom: RangeQueries, expr: str, a: datetime, b: datetime,
 
 
 def _chunk_frame(result: list[dict[str, object]], namespaces: Sequence[str]) -> pd.DataFrame:
-    rows_ns: list[str] = []
-    rows_pod: list[str] = []
-    rows_t: list[float] = []
-    rows_v: list[float] = []
+    """``namespace, pod, t, value`` (percent) and ``gpus_observed`` (its GPU series with a sample in the step;
+    NaN where the answer has no count for it) per pod and step with a value."""
+    rows: dict[str, list[tuple[str, str, float, float]]] = {"": [], GPUS_SERIES: []}
     for series in result:
         labels = series["metric"]
         assert isinstance(labels, dict)
@@ -125,15 +142,15 @@ def _chunk_frame(result: list[dict[str, object]], namespaces: Sequence[str]) -> 
             continue  # a free GPU, or a namespace the operator did not ask for
         values = series["values"]
         assert isinstance(values, list)
-        for ts, value in values:
-            v = float(value)
-            if math.isnan(v):
-                continue
-            rows_ns.append(namespace)
-            rows_pod.append(pod)
-            rows_t.append(float(ts))
-            rows_v.append(round(v * 100.0, 6))
-    return pd.DataFrame({"namespace": rows_ns, "pod": rows_pod, "t": rows_t, "value": rows_v})
+        out = rows.get(str(labels.get("gpuaas_stat", "")))
+        if out is not None:
+            out.extend((namespace, pod, float(ts), v) for ts, value in values if not math.isnan(v := float(value)))
+    keys = ["namespace", "pod", "t"]
+    frame = pd.DataFrame(rows[""], columns=[*keys, "value"])
+    frame["value"] = (frame["value"] * 100.0).round(6)
+    # One count a pod and step (the halves of a halved chunk do not overlap): never a second activity row.
+    seen = pd.DataFrame(rows[GPUS_SERIES], columns=[*keys, "gpus_observed"]).drop_duplicates(keys)
+    return frame.merge(seen, on=keys, how="left")
 
 
 def pod_history(

@@ -7,6 +7,10 @@ asides left out, 100 characters at most), which the list shows on the run's row,
 message is the whole headline. Prefect unwraps the returned state, so a caller of the flow (the
 command line, a parent flow) still gets the result dict, which also carries the headline for the
 command line's first line.
+
+A run stopped before it could say what it did (a bad policy file, a bad parameter, a snapshot that
+is not there: a ``GpuaasError``, or Prefect refusing the parameters) is renamed the same way, to the
+gist of its error (``failure_name``), by the ``on_failure`` hook every flow carries (``flows._hooks``).
 """
 
 from __future__ import annotations
@@ -16,9 +20,11 @@ import re
 from typing import Any, cast
 from uuid import UUID
 
+from gpuaas.errors import GpuaasError
 from gpuaas.policy import FreezeOn
 
-__all__ = ["RUN_NAME_MAX", "RunFailed", "busy_outcome", "failed", "finished", "freeze_dict", "result_of", "run_name"]
+__all__ = ["RUN_NAME_MAX", "RunFailed", "busy_outcome", "failed", "failure_name", "finished", "freeze_dict",
+           "rename", "result_of", "run_name"]
 
 RUN_NAME_MAX = 100
 """Characters of a run's name: one line of the runs list on a laptop screen."""
@@ -93,24 +99,41 @@ def busy_outcome(result: dict[str, Any], busy: Exception, artifact_key: str | No
     return _end(Completed, logging.WARNING, {**result, "writes_busy": str(busy)}, line, None)
 
 
+def failure_name(error: BaseException | None) -> str | None:
+    """The runs list's name of a run that ``error`` stopped: its gist, a file named without its folders (the state
+    message keeps the whole path); None for an error that is no verdict on the input (a fault: Prefect's name stays)
+    and for a ``RunFailed``, whose run ``failed`` named already."""
+    from prefect.exceptions import ParameterTypeError, SignatureMismatchError
+
+    if isinstance(error, ParameterTypeError):  # "Flow run received invalid parameters:\n - at: Input should be ..."
+        bad = [line.strip().removeprefix("- ") for line in str(error).splitlines()[1:] if line.strip()]
+        return run_name("; ".join(f"invalid parameter {line}" for line in bad) or str(error))
+    if isinstance(error, SignatureMismatchError):
+        return run_name(str(error))
+    if isinstance(error, GpuaasError) and str(error).strip():
+        return run_name(re.sub(r"(?<!\S)/(?:[^\s/]+/)+(?=[^\s/])", "", str(error)))
+    return None
+
+
 def _end(state: Any, level: int, data: Any, headline: str, name: str | None) -> dict[str, Any]:
     from prefect import get_run_logger
 
     logger = get_run_logger()
     logger.log(level, "%s", headline)
-    _rename(run_name(name or headline), logger)
+    rename(run_name(name or headline), logger)
     if isinstance(data, dict):
         data = {**data, "headline": headline}
     return cast(dict[str, Any], state(message=headline, data=data))
 
 
-def _rename(name: str, logger: Any) -> None:
-    """Rename this flow run (nothing outside one); a failed rename is logged, never a reason to fail the run."""
+def rename(name: str, logger: Any, flow_run_id: Any = None) -> bool:
+    """Rename ``flow_run_id``, else this flow run (nothing outside one); whether it was renamed. A failed rename is
+    logged, never a reason to fail the run."""
     from prefect import runtime
 
-    flow_run_id = runtime.flow_run.id
+    flow_run_id = flow_run_id or runtime.flow_run.id
     if not flow_run_id:
-        return
+        return False
     from prefect.client.orchestration import get_client
 
     try:
@@ -118,3 +141,5 @@ def _rename(name: str, logger: Any) -> None:
             client.update_flow_run(UUID(str(flow_run_id)), name=name)
     except Exception as exc:  # noqa: BLE001 - the run's work is done; its name is a convenience
         logger.warning("flow run not renamed to %r: %s", name, exc)
+        return False
+    return True

@@ -12,12 +12,12 @@ from typing import Any
 from prefect import flow
 
 from flows._collect import collect_snapshot
+from flows._hooks import FLOW_HOOKS
 from flows._instant import UtcInstant
 from flows._outcome import finished
-from tasks.notify import NOTIFY_HOOKS
 
 
-@flow(name="collect", log_prints=False, **NOTIFY_HOOKS)
+@flow(name="collect", log_prints=False, **FLOW_HOOKS)
 def collect(at: UtcInstant | None = None) -> dict[str, Any]:
     """Collect, store and publish one snapshot; returns its summary (with ``snapshot_id``).
 

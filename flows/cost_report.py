@@ -18,6 +18,7 @@ from typing import Any
 
 from prefect import flow, get_run_logger
 
+from flows._hooks import FLOW_HOOKS
 from flows._instant import UtcInstant
 from flows._outcome import finished
 from gpuaas.quantity import parse_window
@@ -26,10 +27,9 @@ from reports import source_errors, with_failures
 from reports.cost_report import NO_SERVICES, cost_first_line, cost_report_json
 from tasks import push_or_warn, retry_options
 from tasks.cost_report import build_report, publish_cost_artifacts, push_cost_metrics, read_window, write_html_report
-from tasks.notify import NOTIFY_HOOKS
 
 
-@flow(name="cost_report", log_prints=False, **NOTIFY_HOOKS)
+@flow(name="cost_report", log_prints=False, **FLOW_HOOKS)
 def cost_report(window: str = "1d", at: UtcInstant | None = None, compare: bool = True,
                 html: bool = True) -> dict[str, Any]:
     """Cost per verified outcome over ``window`` ending at ``at`` (default now); returns the JSON document."""

@@ -20,6 +20,7 @@ from typing import Any
 
 from prefect import flow, get_run_logger
 
+from flows._hooks import FLOW_HOOKS
 from flows._instant import UtcInstant, decision_instant, far_from_now
 from flows._outcome import busy_outcome, failed, finished, freeze_dict
 from flows._snapshot import snapshot_for
@@ -46,12 +47,11 @@ from tasks.deadlines import (
     release_due_holds,
     undo_deadline_holds,
 )
-from tasks.notify import NOTIFY_HOOKS
 from tasks.writes import WritesBusy
 from tasks.writes import cluster_writes as _writes_lock  # the Prefect slot + store lock reclaim takes too
 
 
-@flow(name="deadlines", log_prints=False, **NOTIFY_HOOKS)
+@flow(name="deadlines", log_prints=False, **FLOW_HOOKS)
 def deadlines(apply: bool = False, at: UtcInstant | None = None, nudge: bool = True,
               undo: list[int] | None = None, snapshot_id: int | None = None) -> dict[str, Any]:
     """Plan deadlines once; returns ``{"snapshot_id", "pools", "pushed_samples", "mode", "released", "nudges"}``.

@@ -18,6 +18,7 @@ from typing import Any
 
 from prefect import flow, get_run_logger
 
+from flows._hooks import FLOW_HOOKS
 from flows._outcome import failed, finished
 from gpuaas.actions import new_holder
 from gpuaas.models import NOT_OK
@@ -25,12 +26,11 @@ from gpuaas.operations.incident import window
 from gpuaas.settings import load_settings
 from reports.incident import incident_json, incident_markdown
 from tasks.incident import check_undo_ids, publish_incident_artifacts, read_review
-from tasks.notify import NOTIFY_HOOKS
 from tasks.reclaim import undo_actions
 from tasks.writes import WritesBusy, cluster_writes
 
 
-@flow(name="incident_review", log_prints=False, **NOTIFY_HOOKS)
+@flow(name="incident_review", log_prints=False, **FLOW_HOOKS)
 def incident_review(start: str = "1h", end: str = "now", namespaces: list[str] | None = None,
                     queues: list[str] | None = None, undo: list[int] | None = None) -> dict[str, Any]:
     """Review one window; returns the review as JSON (``reports.incident.incident_json``) plus its markdown.

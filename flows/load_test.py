@@ -13,16 +13,16 @@ from typing import Any
 
 from prefect import flow, get_run_logger
 
+from flows._hooks import FLOW_HOOKS
 from flows._outcome import finished
 from gpuaas.loadtest import LoadTestConfig
 from gpuaas.operations import load_test as operation
 from gpuaas.settings import load_settings
 from reports.capacity import load_test_headline
 from tasks.load_test import apply_load_test, plan_load_test, publish_load_test_artifacts, run_load_sweep
-from tasks.notify import NOTIFY_HOOKS
 
 
-@flow(name="load_test", log_prints=False, **NOTIFY_HOOKS)
+@flow(name="load_test", log_prints=False, **FLOW_HOOKS)
 def load_test(url: str, model: str, rates: list[float], slo_quantile: str = "p95", slo_seconds: float = 2.0,
               prompt_tokens: int = 128, output_tokens: int = 32, max_requests_per_step: int = 50_000,
               step_seconds: float = 60.0, warmup_seconds: float = 10.0, prompt_spread: float = 0.25,

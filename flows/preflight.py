@@ -14,15 +14,15 @@ from typing import Any
 
 from prefect import flow, get_run_logger
 
+from flows._hooks import FLOW_HOOKS
 from flows._outcome import failed, finished
 from gpuaas.operations.preflight import Verdict, headline
 from gpuaas.permissions import WRITES
 from gpuaas.settings import load_settings
-from tasks.notify import NOTIFY_HOOKS
 from tasks.preflight import publish_checks, run_checks
 
 
-@flow(name="preflight", log_prints=False, **NOTIFY_HOOKS)
+@flow(name="preflight", log_prints=False, **FLOW_HOOKS)
 def preflight(all_writes: bool = False) -> dict[str, Any]:
     """Check that the settings reach every source and that the flows may do what the policy asks.
 

@@ -20,6 +20,7 @@ from typing import Any
 import pandas as pd
 from prefect import flow, get_run_logger
 
+from flows._hooks import FLOW_HOOKS
 from flows._instant import UtcInstant, decision_instant
 from flows._outcome import busy_outcome, failed, finished, freeze_dict
 from flows._snapshot import snapshot_for
@@ -34,7 +35,6 @@ from reports import source_errors, with_failures
 from reports.rebalance import first_line, outcome_dicts
 from tasks import push_or_warn, retry_options, unwalked
 from tasks.deadlines import plan_deadlines
-from tasks.notify import NOTIFY_HOOKS
 from tasks.rebalance import (
     apply_rebalance,
     plan_rebalance,
@@ -68,7 +68,7 @@ def _plan(settings: GpuaasSettings, now: datetime, cohort: str | None, window_da
     return snapshot, pools, plan
 
 
-@flow(name="rebalance", log_prints=False, **NOTIFY_HOOKS)
+@flow(name="rebalance", log_prints=False, **FLOW_HOOKS)
 def rebalance(apply: bool = False, cohort: str | None = None, history_days: float | None = None,
               at: UtcInstant | None = None, snapshot_id: int | None = None) -> dict[str, Any]:
     """Rebalance once; returns ``{"mode", "snapshot_id", "degraded", "cohorts": [...]}``.

@@ -29,6 +29,7 @@ from typing import Any
 import pandas as pd
 from prefect import flow, get_run_logger
 
+from flows._hooks import FLOW_HOOKS
 from flows._instant import UtcInstant, decision_instant
 from flows._outcome import busy_outcome, failed, finished, freeze_dict
 from flows._snapshot import snapshot_for
@@ -41,7 +42,6 @@ from reports import source_errors
 from reports.reclaim import blind_line, decision_dicts, headline, summary_line, undo_headline
 from tasks import retry_options, unwalked
 from tasks.adaptive import adaptive_history
-from tasks.notify import NOTIFY_HOOKS
 from tasks.reclaim import (
     act,
     decide,
@@ -55,7 +55,7 @@ from tasks.reclaim import (
 from tasks.writes import WritesBusy, cluster_writes
 
 
-@flow(name="reclaim", log_prints=False, **NOTIFY_HOOKS)
+@flow(name="reclaim", log_prints=False, **FLOW_HOOKS)
 def reclaim(apply: bool = False, at: UtcInstant | None = None, undo: list[int] | None = None,
             snapshot_id: int | None = None) -> dict[str, Any]:
     """Reclaim idle GPUs once; returns ``{"mode", "snapshot_id", "decisions": [...]}``.

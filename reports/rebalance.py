@@ -18,7 +18,8 @@ from reports._format import counted, frozen_lead, said_frozen
 if TYPE_CHECKING:  # annotations only: rendering needs no cluster client
     from gpuaas.operations.rebalance import CohortOutcome
 
-__all__ = ["change_rows", "first_line", "outcome_dicts", "rebalance_markdown", "rebalance_metrics"]
+__all__ = ["change_rows", "first_line", "outcome_dicts", "plan_rows", "reason_lines", "rebalance_markdown",
+           "rebalance_metrics"]
 
 
 def change_rows(outcomes: Sequence[CohortOutcome]) -> list[dict[str, Any]]:
@@ -34,6 +35,27 @@ def change_rows(outcomes: Sequence[CohortOutcome]) -> list[dict[str, Any]]:
                          "shortfall before": round(max(0.0, d - c.before), 2),
                          "shortfall after": round(max(0.0, d - c.after), 2), "reason": c.reason})
     return rows
+
+
+def plan_rows(outcomes: Sequence[CohortOutcome]) -> list[dict[str, Any]]:
+    """The people form: the plan table artifact, short cells only, so that it fits a 1600-pixel screen.
+
+    The Prefect UI never wraps a table cell, so a sentence in one widens the table past the screen; each
+    queue's reason is in the summary's list under its cohort's table (``reason_lines``). No cell is a bare
+    "-": the UI renders that as a bullet.
+    """
+    return [{"cohort": r["cohort"], "queue": r["queue"], "flavor": r["flavor"],
+             "quota": f"{r['before']} -> {r['after']}", "change": r["change"], "demand": f"{r['demand']:g}",
+             "shortfall": f"{r['shortfall before']:g} -> {r['shortfall after']:g}"} for r in change_rows(outcomes)]
+
+
+def reason_lines(outcome: CohortOutcome) -> list[str]:
+    """One markdown bullet per queue and flavor of the cohort's plan: why it changed or did not (the words wrap)."""
+    lines = []
+    for r in change_rows([outcome]):
+        head, _, why = str(r["reason"]).partition(": ")
+        lines.append(f"- **{head}**: {why}" if why else f"- {head}")
+    return lines
 
 
 def outcome_dicts(outcomes: Sequence[CohortOutcome]) -> list[dict[str, Any]]:
@@ -119,11 +141,12 @@ def rebalance_markdown(outcomes: Sequence[CohortOutcome], mode: str, deadline_ex
         if o.message:
             lines.append(f"- {o.message}")
         lines.append("")
-        lines.append("| queue | flavor | before | after | shortfall before -> after | reason |")
-        lines.append("|---|---|---|---|---|---|")
-        for r in change_rows([o]):
-            lines.append(f"| {r['queue']} | {r['flavor']} | {r['before']} | {r['after']} | "
-                         f"{r['shortfall before']:g} -> {r['shortfall after']:g} | {r['reason']} |")
+        rows = plan_rows([o])
+        if rows:  # short cells (a table cell never wraps), the reasons as a list under the table
+            lines += ["| queue | flavor | quota | change | demand | shortfall |", "|---|---|---|---|---|---|"]
+            lines += [f"| {r['queue']} | {r['flavor']} | {r['quota']} | {r['change']} | {r['demand']} | {r['shortfall']} |"
+                      for r in rows]
+            lines += ["", "Why:", "", *reason_lines(o)]
         lines.append("")
     return "\n".join(lines) + "\n"
 

@@ -18,7 +18,7 @@ from gpuaas.pushgateway import push_metrics
 from gpuaas.settings import GpuaasSettings
 from gpuaas.sources.queue_history import read_queue_history
 from gpuaas.store import open_store
-from reports.rebalance import change_rows, first_line, rebalance_markdown, rebalance_metrics
+from reports.rebalance import first_line, plan_rows, rebalance_markdown, rebalance_metrics
 from tasks._artifacts import markdown_artifact, summary_artifact, table_artifact
 from tasks._options import current_run_id, gpuaas_task
 from tasks.writes import store_and_writer
@@ -71,10 +71,11 @@ def publish_rebalance_artifacts(outcomes: list[op.CohortOutcome], mode: Mode, po
             extra.setdefault(p.problem.cohort, {})[p.problem.flavor] = n
     summary_artifact(key="gpuaas-rebalance-summary", markdown=rebalance_markdown(outcomes, mode.value, extra, degraded,
                                                                                      frozen))
-    rows = change_rows(outcomes)
+    rows = plan_rows(outcomes)
     if rows:
         table_artifact(key="gpuaas-rebalance-plan", table=rows,
-                       description=f"Quota plan ({mode.value}): before -> after per queue and flavor, with reasons")
+                       description=f"Quota plan ({mode.value}): before -> after per queue and flavor; why each, in "
+                                   "gpuaas-rebalance-summary")
     else:  # not a one-row table of placeholders: say why there is no move
         markdown_artifact(key="gpuaas-rebalance-plan", markdown=first_line(outcomes, mode.value, degraded, frozen) + "\n",
                           description=f"Quota plan ({mode.value})")

@@ -81,8 +81,9 @@ def test_dry_run_plans_publishes_and_writes_nothing(pointed_at: EmbeddedCluster,
     latest = {key: max(artifacts, key=lambda a: a.created) for key, artifacts in found.items()}
     table = latest["gpuaas-rebalance-plan"].data
     rows = json.loads(table) if isinstance(table, str) else table
-    assert {r["queue"] for r in rows} == set(QUEUES) and "shortfall before" in rows[0]
+    assert {r["queue"] for r in rows} == set(QUEUES) and {r["queue"]: r["quota"] for r in rows}["team-b-cq"] == "4 -> 8"
     summary = str(latest["gpuaas-rebalance-summary"].data)
+    assert "- **team-b-cq h100**: 4 -> 8 (+4 from " in summary  # the reasons: a list under the table
     assert "# gpuaas rebalance (dry-run)" in summary and "weighted shortfall **8 -> 4**" in summary
     assert summary.splitlines()[0] == ("Dry-run: 4 GPUs of quota would move in 1 of 1 cohorts (planned 1); "
                                        "nothing was changed; to apply: gpuaas rebalance --apply.")

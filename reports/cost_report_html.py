@@ -15,7 +15,7 @@ from typing import Any
 
 from matplotlib.dates import DateFormatter, date2num
 
-from gpuaas.policies.cost import CostReport
+from gpuaas.policies.cost import FUNNEL_STAGES, CostReport, funnel_stages
 from reports._plots import plt
 from reports._plots import png_base64 as _png
 from reports.cost_report import (
@@ -32,10 +32,8 @@ from reports.cost_report import (
 
 __all__ = ["cost_per_outcome_plot", "funnel_plot", "render_html"]
 
-_STAGES = (("productive", "productive_gpu_hours", "#59a14f"), ("in progress", "in_progress_gpu_hours", "#8cd17d"),
-           ("busy, no verified outcome", None, "#4c78a8"), ("idle", "idle_gpu_hours", "#e15759"),
-           ("unknown (no telemetry)", "unknown_gpu_hours", "#f2cf5b"))
-"""The funnel's stages, left to right; each GPU-hour allocated is in exactly one of them."""
+_COLOURS = ("#59a14f", "#8cd17d", "#4c78a8", "#bab0ac", "#e15759", "#f2cf5b")
+"""One colour per stage of ``FUNNEL_STAGES``, left to right; each GPU-hour allocated is in exactly one of them."""
 _SCRIPT = """<script>
 window.addEventListener('load', function () {
   var ok = 0, imgs = document.querySelectorAll('img.plot');
@@ -73,27 +71,20 @@ def _table(title: str, rows: Sequence[dict[str, Any]]) -> str:
             f"<tbody>{body}</tbody></table>")
 
 
-def _stage_hours(row: dict[str, Any]) -> list[float]:
-    """Allocated GPU-hours split into the funnel's stages (busy without outcome = busy - productive - in progress)."""
-    busy = row["busy_gpu_hours"] or 0.0
-    productive, running = row["productive_gpu_hours"] or 0.0, row.get("in_progress_gpu_hours") or 0.0
-    return [productive, running, max(busy - productive - running, 0.0), row["idle_gpu_hours"] or 0.0,
-            row["unknown_gpu_hours"] or 0.0]
-
-
 def funnel_plot(report: CostReport) -> str:
     """Per tenant, the allocated GPU-hours as one bar split into stages: a true funnel, nothing counted twice."""
     tenants = [t["tenant"] for t in report.tenants]
     fig, ax = plt.subplots(figsize=(9, 0.9 + 0.55 * max(len(tenants), 1)))
     left = [0.0] * len(tenants)
-    for i, (label, _, colour) in enumerate(_STAGES):
-        values = [_stage_hours(t)[i] for t in report.tenants]
+    stages = [funnel_stages(t) for t in report.tenants]
+    for label, colour in zip(FUNNEL_STAGES, _COLOURS, strict=True):
+        values = [s[label] for s in stages]
         ax.barh(tenants, values, left=left, label=label, color=colour)
         left = [a + b for a, b in zip(left, values)]
     ax.invert_yaxis()
     ax.set_xlabel("GPU-hours allocated in the window (hours)")
     ax.set_title("Where the allocated GPU-hours went, per tenant")
-    ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.22), ncol=len(_STAGES), fontsize="medium", frameon=False)
+    ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.22), ncol=3, fontsize="medium", frameon=False)
     return _png(fig)
 
 

@@ -67,8 +67,13 @@ class Outcomes:
     def _mine(self, tenant: str | None, kind: str) -> list[ServiceTally]:
         return [s for s in self._services if s.spec.kind == kind and (tenant is None or s.tenant == tenant)]
 
-    def requests(self, tenant: str | None) -> float:
-        return sum(s.verified or 0.0 for s in self._mine(tenant, "serving"))
+    def requests(self, tenant: str | None) -> float | None:
+        """Verified requests; None where a service served requests none of which could be verified (no latency
+        histogram): 0 would say none met the SLO. A service without any series adds nothing."""
+        serving = self._mine(tenant, "serving")
+        if any(s.outcomes_unknown(self._jobs_known) for s in serving):
+            return None
+        return sum(s.verified or 0.0 for s in serving)
 
     def jobs(self, tenant: str | None) -> float | None:
         batch = self._mine(tenant, "batch")
@@ -86,7 +91,11 @@ class Outcomes:
         return self.jobs(tenant) if self._mine(tenant, "batch") else self.requests(tenant)
 
     def unknown_hours(self, tenant: str | None) -> dict[str, None]:
-        """Productive and in-progress hours are unknown where batch outcomes are: ``{}`` where they are known."""
-        if self._jobs_known or not self._mine(tenant, "batch"):
-            return {}
-        return {"productive_gpu_hours": None, "in_progress_gpu_hours": None}
+        """Productive and in-progress hours are unknown where batch outcomes are, productive hours where a serving
+        service's are (``ServiceTally.outcomes_unknown``): ``{}`` where they are known."""
+        out: dict[str, None] = {}
+        if any(s.outcomes_unknown(self._jobs_known) for s in self._mine(tenant, "serving")):
+            out["productive_gpu_hours"] = None
+        if not self._jobs_known and self._mine(tenant, "batch"):
+            out.update(productive_gpu_hours=None, in_progress_gpu_hours=None)
+        return out

@@ -4,13 +4,15 @@ cost per outcome, with a period nothing was read for said as unknown, never as $
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from typing import Any
 
 import pandas as pd
 
 from gpuaas.models import COST_COLS, CostInputs
+from gpuaas.policies.cost._counts import largest_remainder
 from gpuaas.policies.cost._coverage import Coverage
-from gpuaas.policies.cost._figures import cents, cost_per_outcome, num
+from gpuaas.policies.cost._figures import cost_per_outcome, num
 from gpuaas.policies.cost.services import ServiceTally
 
 __all__ = ["period_rows", "periods_with_data"]
@@ -26,12 +28,31 @@ def periods_with_data(inputs: CostInputs, coverage: Coverage | None) -> set[int]
     return days
 
 
+def _footed_days(by_day: dict[int, float], total: float | None) -> dict[int, float]:
+    """A service's money per period to the cent, shared out so that the periods add up to ``total`` (its
+    window's figure as shown, itself rounded once; the periods' own sum rounded where None), each within
+    a cent of its own figure: three days of $10.004 print $10.01, $10.00 and $10.00 under $30.01."""
+    if not by_day:
+        return {}
+    own = round(sum(by_day.values()), 2)
+    if total is None or abs(total - own) > 0.01 * len(by_day):  # not the same money (no row): the periods' own
+        total = own
+    whole = round(total * 100)
+    shares = largest_remainder({day: round(value * 100, 6) for day, value in by_day.items()}, whole)
+    return {day: shares[day] / 100 for day in by_day}
+
+
 def period_rows(inputs: CostInputs, services: list[ServiceTally], costs_known: bool, pods: pd.DataFrame,
-           basis: str, coverage: Coverage | None = None, unpriced: set[str] | None = None) -> list[dict[str, Any]]:
+           basis: str, coverage: Coverage | None = None, unpriced: set[str] | None = None,
+           shown: Mapping[str, Mapping[str, Any]] | None = None) -> list[dict[str, Any]]:
     """Per service and period: cost, verified outcomes (whole requests, each period's estimate rounded), cost per
     outcome (the cost shown over the outcomes shown). A period without any data (a window longer than the
     telemetry) is ``data: False`` with every figure None: no data is not $0 or 0 outcomes. A service in
-    ``unpriced`` (work done, none of its pods found) has its cost unknown in every period, never $0."""
+    ``unpriced`` (work done, none of its pods found or priced by OpenCost) has its cost unknown in every
+    period, never $0.
+
+    A service's periods add up to its money over the window, to the cent: ``shown`` (service -> its row) gives
+    the figures they add up to, else each service's periods' own sum, rounded once."""
     with_data = periods_with_data(inputs, coverage)
     costs = inputs.costs if costs_known and inputs.costs is not None else pd.DataFrame(columns=COST_COLS)
     owner = pods.set_index(["namespace", "pod"])["service"].to_dict()
@@ -42,8 +63,13 @@ def period_rows(inputs: CostInputs, services: list[ServiceTally], costs_known: b
         by_service_day = {key: row.to_dict() for key, row in sums.iterrows()}
     out = []
     for svc in services:
+        known_days = [day for day in range(inputs.days) if day in with_data]
+        row = (shown or {}).get(svc.spec.name, {})
+        footed = {column: _footed_days({day: by_service_day.get((svc.spec.name, day), {}).get(column, 0.0)
+                                        for day in known_days}, row.get(column))
+                  for column in ("gpu_cost", "total_cost")}
         for day in range(inputs.days):
-            money = by_service_day.get((svc.spec.name, day), {"gpu_cost": 0.0, "total_cost": 0.0})
+            money = {column: footed[column].get(day, 0.0) for column in footed}
             verified = svc.daily_verified.get(day)
             if verified is not None and svc.spec.kind == "serving":  # whole requests, as shown: 0.4 is 0, not $x/0.4
                 verified = float(math.floor(verified + 0.5))
@@ -51,10 +77,10 @@ def period_rows(inputs: CostInputs, services: list[ServiceTally], costs_known: b
             out.append({
                 "service": svc.spec.name, "tenant": svc.tenant, "day": day,
                 "day_end": (inputs.start + (day + 1) * inputs.period).isoformat(), "data": day in with_data,
-                "gpu_cost": cents(money["gpu_cost"]) if known else None,
-                "total_cost": cents(money["total_cost"]) if known else None,
+                "gpu_cost": money["gpu_cost"] if known else None,
+                "total_cost": money["total_cost"] if known else None,
                 "verified_outcomes": num(verified) if day in with_data else None,
-                "cost_per_outcome": num(cost_per_outcome(cents(money[f"{basis}_cost"]), verified)) if known else None,
+                "cost_per_outcome": num(cost_per_outcome(money[f"{basis}_cost"], verified)) if known else None,
             })
     return out
 

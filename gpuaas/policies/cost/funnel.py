@@ -29,16 +29,21 @@ answer: never 0.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 import numpy as np
 import pandas as pd
 
-__all__ = ["FUNNEL_COLUMNS", "MONEY_COLUMNS", "POD_COLUMNS", "aggregate_funnel", "pod_funnel"]
+__all__ = ["FUNNEL_COLUMNS", "FUNNEL_STAGES", "MONEY_COLUMNS", "POD_COLUMNS", "aggregate_funnel", "funnel_stages",
+           "pod_funnel"]
 
 POD_COLUMNS = ["namespace", "pod", "workload", "tenant", "allocated_h", "observed_h", "busy_h", "active_h",
                "gpu_cost", "total_cost", "share", "in_progress"]
 MONEY_COLUMNS = ["gpu_cost", "total_cost", "waste_cost"]
+FUNNEL_STAGES = ("productive", "in progress", "busy, no verified outcome", "busy, outcome unknown", "idle",
+                 "unknown (no telemetry)")
+"""The stages a row's allocated GPU-hours are split into, in order: each GPU-hour is in exactly one."""
 FUNNEL_COLUMNS = ["allocated_gpu_hours", "busy_gpu_hours", "productive_gpu_hours", "in_progress_gpu_hours",
                   "unknown_gpu_hours", "idle_gpu_hours", "active_gpu_hours", *MONEY_COLUMNS]
 
@@ -79,3 +84,27 @@ def aggregate_funnel(frame: pd.DataFrame, by: Sequence[str], costs_known: bool) 
     if not costs_known:
         sums[MONEY_COLUMNS] = np.nan
     return sums
+
+
+def funnel_stages(row: Mapping[str, Any]) -> dict[str, float]:
+    """A report row's (tenant's, service's, the cluster's) allocated GPU-hours split into ``FUNNEL_STAGES``,
+    adding up to them: what a plot of the funnel draws, so that it shows what the tables say.
+
+    Busy hours whose outcome is unknown (productive or in-progress hours None: batch outcomes without the
+    Kubernetes API, requests served without a latency histogram) are "busy, outcome unknown", never "busy, no
+    verified outcome" (which would call them waste) nor productive; what is known (in-progress hours) stays
+    its own stage. Hours without telemetry (the row's busy and idle hours None, or its
+    ``unknown_gpu_hours``) are "unknown (no telemetry)"."""
+    allocated = float(row.get("allocated_gpu_hours") or 0.0)
+    busy, idle = row.get("busy_gpu_hours"), row.get("idle_gpu_hours")
+    if busy is None or idle is None:  # no telemetry for the row: nothing is known but what it held
+        return {**dict.fromkeys(FUNNEL_STAGES, 0.0), FUNNEL_STAGES[-1]: allocated}
+    productive, running = row.get("productive_gpu_hours"), row.get("in_progress_gpu_hours")
+    known = float(productive or 0.0) + float(running or 0.0)
+    rest = max(float(busy) - known, 0.0)
+    outcome_known = productive is not None and running is not None
+    stages = [float(productive or 0.0), float(running or 0.0), rest if outcome_known else 0.0,
+              0.0 if outcome_known else rest, float(idle)]
+    unknown = row.get("unknown_gpu_hours")
+    stages.append(float(unknown) if unknown is not None else max(allocated - sum(stages), 0.0))
+    return dict(zip(FUNNEL_STAGES, stages, strict=True))

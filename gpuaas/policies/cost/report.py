@@ -68,10 +68,12 @@ from gpuaas.policies.cost.funnel import FUNNEL_COLUMNS, MONEY_COLUMNS, POD_COLUM
 from gpuaas.policies.cost.outcomes import BatchOutcome, batch_outcomes
 from gpuaas.policies.cost.services import (
     ServiceTally,
+    attempt_starts,
     batch_tally,
     job_of,
     pod_share,
     replicas,
+    retried,
     select_pods,
     serves,
     serving_tally,
@@ -119,8 +121,9 @@ def _owner(services: list[ServiceOutcome], namespace: str, name: str) -> str | N
 
 
 def _ran_unseen(svc: ServiceTally, found: pd.Index) -> bool:
-    """Whether a service did work (served requests, or finished a job in time) on pods none of which the report
-    found as its own: its cost is then unknown, not $0, and so is its cost per outcome."""
+    """Whether a service did work (served requests, or finished a job in time) on pods none of which is in
+    ``found`` (the services with a pod OpenCost priced): its cost is then unknown, not $0, and so is its cost per
+    outcome."""
     if svc.spec.name in found:
         return False
     did = svc.requests if svc.spec.kind == "serving" else svc.verified
@@ -242,6 +245,7 @@ def build_cost_report(inputs: CostInputs, policy: Policy, policy_file: str | Non
     jobs: dict[str, list[str]] = {}
     for ns, job in [*by_job, *running]:
         jobs.setdefault(ns, []).append(job)
+    starts = attempt_starts(inputs)
     shares, in_progress = [], []
     for ns, svc_name, controller, pod in zip(pods["namespace"], pods["service"], pods["controller"], pods["pod"]):
         if (ns, svc_name) in share:
@@ -249,8 +253,9 @@ def build_cost_report(inputs: CostInputs, policy: Policy, policy_file: str | Non
             in_progress.append(False)
             continue
         owner = controller or inputs.pod_owners.get((ns, pod), "")
-        value, progress = pod_share(job_of(ns, owner, pod, jobs), ns, inputs.last_seen.get((ns, pod)), by_job,
-                                    running)
+        pod_job = job_of(ns, owner, pod, jobs)
+        value, progress = pod_share(pod_job, ns, inputs.last_seen.get((ns, pod)), by_job, running,
+                                    starts.get((ns, pod_job or ""), []))
         shares.append(value)
         in_progress.append(progress)
     pods["share"], pods["in_progress"] = shares, in_progress
@@ -289,11 +294,22 @@ def build_cost_report(inputs: CostInputs, policy: Policy, policy_file: str | Non
         missing = f"no GPU telemetry for any of the {funnel_sums['allocated_gpu_hours']:,.1f} GPU-hours allocated"
         notes.append(f"{missing}: busy, productive, in-progress, idle and active GPU-hours and the waste are unknown, "
                      "not 0")
+    per_service = funnel.groupby("service")[FUNNEL_COLUMNS].sum(min_count=1)
+    # a service that did work with no pod OpenCost priced: its cost is unknown, not $0 (and $0 per outcome)
+    priced = pd.Index(pods.loc[pods["gpu_cost"].notna(), "service"].dropna().unique())
+    unpriced = {svc.spec.name for svc in services if costs_known and _ran_unseen(svc, priced)}
     tenant_rows = []
     shown = footed(tenants, funnel_sums) if costs_known else tenants
     for name, row in tenants.sort_index().iterrows():
         verified = tally.verified(str(name))
         money = _money_cols(shown.loc[name], basis, verified, costs_known)
+        # its outcomes count such a service's, its cost (in no total) does not: the quotient would be too low
+        dark = [s.spec.name for s in services
+                if s.tenant == name and s.spec.name in unpriced and s.spec.name in per_service.index]
+        if dark and money["cost_per_outcome"] is not None:
+            money["cost_per_outcome"] = None
+            notes.append(f"tenant {name}: cost per outcome unknown: the cost of service {', '.join(dark)} is in no "
+                         "total (none of its pods is in OpenCost's allocation)")
         if costs_known and money["cost_per_outcome"] is None and verified is not None and money[f"{basis}_cost"] is not None:
             notes.append(f"tenant {name}: {basis} cost ${money[f'{basis}_cost']:,.2f}, {NO_OUTCOME}")
         tenant_rows.append({
@@ -310,21 +326,24 @@ def build_cost_report(inputs: CostInputs, policy: Policy, policy_file: str | Non
         notes.append("requests and jobs are never added: a tenant with serving and batch services has its cost per "
                      "outcome per service only")
 
-    per_service = funnel.groupby("service")[FUNNEL_COLUMNS].sum(min_count=1)
-    unpriced = {svc.spec.name for svc in services if costs_known and _ran_unseen(svc, per_service.index)}
     service_rows = []
     for svc in services:
         row = per_service.loc[svc.spec.name] if svc.spec.name in per_service.index else pd.Series(
             0.0, index=FUNNEL_COLUMNS)
         money = _money_cols(row.fillna(0.0), basis, svc.verified, costs_known and svc.spec.name not in unpriced)
-        if svc.spec.name in unpriced:
+        if svc.spec.name in unpriced and svc.spec.name in per_service.index:
+            seen = float(pods.loc[pods["service"] == svc.spec.name, "observed_h"].fillna(0.0).sum())
+            notes.append(f"service {svc.spec.name}: none of its pods ({seen:,.2f} GPU-hours of telemetry) is in "
+                         "OpenCost's allocation: its cost and cost per outcome are unknown, not $0")
+        elif svc.spec.name in unpriced:
             did = counted(round(num(svc.requests) or 0.0), 'request' if svc.spec.kind == 'serving' else 'job')
             notes.append(f"service {svc.spec.name}: it served {did}, but no pod of it was found (by "
                          "controller, pod name or pod_labels) in OpenCost or the GPU telemetry: its cost and cost per "
                          "outcome are unknown, not $0 (its pods' cost is in its tenant's)")
         elif costs_known and money["cost_per_outcome"] is None and svc.verified is not None:
             notes.append(f"service {svc.spec.name}: {basis} cost ${money[f'{basis}_cost'] or 0.0:,.2f}, {NO_OUTCOME}")
-        unknown = svc.spec.kind == "batch" and not jobs_known
+        unknown = svc.outcomes_unknown(jobs_known)  # a serving service is never in progress: 0, known
+        running_unknown = unknown and svc.spec.kind == "batch"
         service_rows.append({
             "service": svc.spec.name, "tenant": svc.tenant, "kind": svc.spec.kind,
             "requests": num(svc.requests), "good_requests": num(svc.good),
@@ -336,13 +355,14 @@ def build_cost_report(inputs: CostInputs, policy: Policy, policy_file: str | Non
             **money,
             "busy_gpu_hours": num(row["busy_gpu_hours"] or 0.0),
             "productive_gpu_hours": None if unknown else num(row["productive_gpu_hours"] or 0.0),
-            "in_progress_gpu_hours": None if unknown else num(row["in_progress_gpu_hours"] or 0.0),
+            "in_progress_gpu_hours": None if running_unknown else num(row["in_progress_gpu_hours"] or 0.0),
             **replicas(svc, inputs.capacity.get(svc.spec.name), policy.cost, notes),
         })
         unknown_without_telemetry(service_rows[-1], row.fillna(0.0), f"service {svc.spec.name}", notes,
                                   missing is not None)
 
-    daily = period_rows(inputs, services, costs_known, pods, basis, coverage, unpriced)
+    daily = period_rows(inputs, services, costs_known, pods, basis, coverage, unpriced,
+                        {r["service"]: r for r in service_rows})
     wasters = _wasters(funnel, costs_known)
     cluster: dict[str, Any] = {c: num(funnel_sums[c]) if c.endswith("_hours")
                                else (cents(funnel_sums[c]) if costs_known else None) for c in FUNNEL_COLUMNS}
@@ -358,7 +378,8 @@ def build_cost_report(inputs: CostInputs, policy: Policy, policy_file: str | Non
     batch = [{"namespace": o.namespace, "job": o.job, "kind": o.owner_kind, "finished_at": o.finished_at.isoformat(),
               "deadline": o.deadline.isoformat() if o.deadline else None, "verdict": o.verdict} for o in outcomes]
     batch += [{"namespace": r.namespace, "job": r.owner_name, "kind": r.owner_kind, "finished_at": None,
-               "deadline": None, "verdict": "in progress"} for key, r in sorted(running.items()) if key not in by_job]
+               "deadline": None, "verdict": "in progress"} for key, r in sorted(running.items())
+              if key not in by_job or retried(by_job[key], r)]
     return CostReport(
         window_s=window_s, start=inputs.start, end=inputs.end,
         tenants=tenant_rows, services=service_rows, cluster=cluster, wasters=wasters, daily=daily, batch=batch,

@@ -10,9 +10,10 @@ select is an error naming both (``select_pods``), never a request or a GPU-hour 
 A batch service's outcomes are its namespace's jobs whose name is the service's or starts with
 ``<name>-``. Its pods are the job's: OpenCost's controller, the running pod's ``ownerReferences``, or
 the pod's name under the job's (controllers name pods ``<job>-…``; a finished pod is gone). Only the pods of the attempt that produced the outcome are
-productive: a pod last seen before that attempt's Workload was created belongs to an attempt that
-failed. A job still running at the end of the window (an admitted, unfinished Workload) has no
-outcome yet: its pods' busy hours are *in progress*, neither productive nor wasted.
+productive: a pod belongs to the attempt (Workload) created last at or before its last sample, so a pod
+of an attempt that failed, or of one run after the outcome, is not. A job still running at the end of
+the window (an admitted, unfinished Workload) has no outcome yet: its pods' busy hours are *in
+progress*, neither productive nor wasted, a retry's after a failed attempt too.
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ from typing import TYPE_CHECKING, Any
 import pandas as pd
 
 from gpuaas.errors import ConfigError
-from gpuaas.models import RunningJob, selects
+from gpuaas.models import CostInputs, FinishedJob, RunningJob, selects
 from gpuaas.policies.cost.capacity import replicas_needed
 from gpuaas.policies.cost.outcomes import (
     BatchOutcome,
@@ -39,8 +40,8 @@ from gpuaas.policy import CostPolicy, ServiceOutcome
 if TYPE_CHECKING:
     from gpuaas.models import CapacityEstimate
 
-__all__ = ["ServiceTally", "batch_tally", "job_of", "pod_share", "replicas", "select_pods",
-           "serves", "serving_tally"]
+__all__ = ["ServiceTally", "attempt_starts", "batch_tally", "job_of", "pod_share", "replicas", "retried",
+           "select_pods", "serves", "serving_tally"]
 
 
 @dataclass
@@ -57,6 +58,14 @@ class ServiceTally:
     daily_verified: dict[int, float | None] = field(default_factory=dict)
     daily_requests: dict[int, float] = field(default_factory=dict)
     outcomes: list[BatchOutcome] = field(default_factory=list)
+
+    def outcomes_unknown(self, jobs_known: bool) -> bool:
+        """Whether the service did work whose verified outcomes cannot be known: a batch service's without the
+        Kubernetes API, a serving service's requests without a latency histogram. Its productive hours are then
+        unknown too, never 0 (which would call its busy hours work without an outcome)."""
+        if self.spec.kind == "batch":
+            return not jobs_known
+        return self.verified is None and (self.requests or 0.0) > 0
 
 
 def select_pods(services: Sequence[ServiceOutcome], pod_labels: Mapping[tuple[str, str], Mapping[str, str]],
@@ -170,26 +179,50 @@ def job_of(namespace: str, controller: str, pod: str, jobs: dict[str, list[str]]
 
 
 def pod_share(job: str | None, namespace: str, last_seen: float | None, outcomes: dict[tuple[str, str], BatchOutcome],
-              running: dict[tuple[str, str], RunningJob]) -> tuple[float, bool]:
+              running: dict[tuple[str, str], RunningJob], starts: Sequence[datetime] = ()) -> tuple[float, bool]:
     """(productive share, in progress) of a batch pod's busy hours.
 
-    1 for a pod of the attempt that produced an on-time outcome, 0 for a pod of an earlier attempt
-    (last seen before the producing Workload was created) or of a late or failed job; in progress
-    for a pod of a job still running at the end of the window with no outcome in it.
+    A pod belongs to the job's attempt created last at or before its last sample: ``starts`` are the creation
+    times of all of the job's Workloads (attempts) the report read, the producing and the running one included.
+    1 for a pod of the attempt that produced an on-time outcome; in progress for a pod of the attempt still
+    running at the end of the window (a retry after a failed attempt too); 0 for a pod of any other attempt
+    (one that failed, or ran again after the outcome) or of a late or failed job. Where the times do not tell
+    (no last sample, no creation time), the finished attempt's verdict decides, as for a job with one attempt.
     """
     if job is None:
         return 0.0, False
+    outcome, attempt = outcomes.get((namespace, job)), running.get((namespace, job))
+    made = [c for c in (*starts, outcome.attempt_created_at if outcome else None,
+                        attempt.created_at if attempt else None) if c is not None]
 
-    def of_attempt(created: datetime | None) -> bool:
-        return created is None or last_seen is None or last_seen >= created.timestamp()
+    def of_attempt(created: datetime | None, unknown: bool) -> bool:
+        if created is None or last_seen is None:
+            return unknown
+        return created.timestamp() <= last_seen and not any(created < c and c.timestamp() <= last_seen for c in made)
 
-    outcome = outcomes.get((namespace, job))
-    if outcome is not None:
-        return (1.0 if outcome.verified and of_attempt(outcome.attempt_created_at) else 0.0), False
-    attempt = running.get((namespace, job))
-    if attempt is not None and of_attempt(attempt.created_at):
+    if attempt is not None and of_attempt(attempt.created_at, unknown=outcome is None):
         return 0.0, True
+    if outcome is not None:
+        return (1.0 if outcome.verified and of_attempt(outcome.attempt_created_at, unknown=True) else 0.0), False
     return 0.0, False
+
+
+def attempt_starts(inputs: CostInputs) -> dict[tuple[str, str], list[datetime]]:
+    """(namespace, job) -> the creation times of every Workload (attempt) of the job that the report read: what
+    tells a pod of a failed attempt from one of the attempt after it."""
+    out: dict[tuple[str, str], list[datetime]] = {}
+    attempts: list[FinishedJob | RunningJob] = [*(inputs.jobs or []), *inputs.running]
+    for attempt in attempts:
+        if attempt.created_at is not None:
+            out.setdefault((attempt.namespace, attempt.owner_name), []).append(attempt.created_at)
+    return out
+
+
+def retried(outcome: BatchOutcome, attempt: RunningJob) -> bool:
+    """Whether a job's running attempt began after the attempt that gave its verdict (a retry, or a run
+    again): it is then listed as in progress too, as its pods' hours are."""
+    made = outcome.attempt_created_at
+    return made is not None and attempt.created_at is not None and attempt.created_at > made
 
 
 def replicas(svc: ServiceTally, capacity: CapacityEstimate | None, cost: CostPolicy, notes: list[str]

@@ -8,7 +8,7 @@ with Kueue's reaction; the stop annotation of a Notebook and of an InferenceServ
 and undone; a client's suspend of an admitted RayCluster set back by Kueue; a real 409; a quota plan applied and undone through the real
 ClusterQueue validation and webhooks, with a pending Workload admitted and a lendingLimit lowered and put back; a quota lowered below usage;
 a deadline hold and its release; a demotion and its release; a Job's deadline read for the Workload Kueue made;
-reads through ``v1beta1``.
+reads through ``v1beta1``; a Job's reclaim opt-out read for the Workload Kueue made.
 """
 
 from __future__ import annotations
@@ -134,6 +134,28 @@ def test_a_jobs_deadline_reaches_the_snapshot_through_the_workload_kueue_made(se
         assert row["deadline_at"] == pd.Timestamp("2030-01-01T00:00:00Z") and row["runtime_seconds"] == 7200
     finally:
         api.merge_patch("Job", "b-run", {"metadata": {"annotations": dict.fromkeys(due)}}, B)
+
+
+def test_a_jobs_opt_out_keeps_the_workload_kueue_made_out_of_reclaim(settings: GpuaasSettings, api: KubeHTTP) -> None:
+    """``gpuaas.io/reclaim: "Never"`` on the batch Job ``wl``, as a team writes it: the Workload Kueue made carries
+    no annotation of the Job's, and the reclaim verdict still excludes it as opted out; the opt-out removed, the
+    Workload is judged on its telemetry again."""
+    wait_until("wl admitted", lambda: reserved(api, "Job", "wl"))
+    name = workload_of(api, "Job", "wl", A)["metadata"]["name"]
+
+    def verdict() -> tuple[str, str]:
+        snapshot = read_snapshot(settings)
+        assert snapshot.sources["kube"].ok, snapshot.sources["kube"]
+        row = reclaim_operation.verdicts(snapshot, settings.policy).set_index("name").loc[name]
+        return str(row["verdict"]), str(row["reason"])
+
+    api.merge_patch("Job", "wl", {"metadata": {"annotations": {"gpuaas.io/reclaim": "Never"}}}, A)
+    try:
+        assert "gpuaas.io/reclaim" not in (workload_of(api, "Job", "wl", A)["metadata"].get("annotations") or {})
+        assert verdict() == ("excluded", 'opted out (gpuaas.io/reclaim: "never")')
+    finally:
+        api.merge_patch("Job", "wl", {"metadata": {"annotations": {"gpuaas.io/reclaim": None}}}, A)
+    assert "opted out" not in verdict()[1]
 
 
 def _lq(api: KubeHTTP, ns: str) -> str:

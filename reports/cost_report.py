@@ -12,12 +12,23 @@ import math
 from collections.abc import Sequence
 from typing import Any
 
-from gpuaas.policies.cost import NO_OUTCOME, CostReport, comparison_note, data_short_s, period_complete
+from gpuaas.policies.cost import (
+    FUNNEL_STAGES,
+    NO_OUTCOME,
+    CostReport,
+    comparison_note,
+    data_short_s,
+    funnel_stages,
+    period_complete,
+)
+from gpuaas.policies.cost._counts import largest_remainder
 from gpuaas.pushgateway import MetricFamily
 from reports._format import grouped_notes
 
 __all__ = [
+    "HOURS_COLUMNS",
     "STAGES",
+    "STAGE_COLUMNS",
     "change_rows",
     "cost_report_json",
     "cost_report_metrics",
@@ -29,7 +40,9 @@ __all__ = [
     "previous_complete",
     "previous_note",
     "service_rows",
+    "stage_cells",
     "summary_markdown",
+    "tenant_tables",
     "waster_rows",
     "window_length",
 ]
@@ -73,9 +86,11 @@ def window_length(seconds: float) -> str:
 def _per_outcome(row: dict[str, Any], kind: str = "serving") -> str:
     if row["cost_per_outcome"] is not None:
         return per_outcome(row["cost_per_outcome"], kind)
-    if row["total_cost"] is None:
+    # a cost with no outcome is said so; one with outcomes and no quotient is unknown (the notes say why: a pod of
+    # it that OpenCost does not list, so that the quotient would only be a lower bound)
+    if row["total_cost"] is None or row["verified_outcomes"] != 0:
         return "unknown"
-    return NO_OUTCOME if row["verified_outcomes"] is not None else "unknown"
+    return NO_OUTCOME
 
 
 def _replicas(row: dict[str, Any]) -> str:
@@ -91,18 +106,46 @@ def _count(value: float | None) -> str:
     return "unknown" if value is None else f"{value:,.0f}"
 
 
+STAGE_COLUMNS = {"productive": "productive GPU-h", "in progress": "in progress GPU-h",
+                 "busy, no verified outcome": "busy, no verified outcome GPU-h",
+                 "busy, outcome unknown": "busy, outcome unknown GPU-h", "idle": "idle GPU-h",
+                 "unknown (no telemetry)": "no telemetry GPU-h"}
+"""The funnel table's column for each of ``FUNNEL_STAGES``, in order: with ``allocated GPU-h`` they foot."""
+HOURS_COLUMNS = ("allocated GPU-h", *STAGE_COLUMNS.values(), "busy GPU-h", "active GPU-h")
+"""The GPU-hour columns of ``funnel_rows``: the funnel table; the other columns are the tenant's cost table."""
+
+
+def stage_cells(row: dict[str, Any]) -> dict[str, str]:
+    """A row's allocated GPU-hours and its ``FUNNEL_STAGES``, printed in tenths that add up to the allocated
+    hours as printed (the largest-remainder rule, as for money): 3.35 + 3.35 + 3.3 print 3.4, 3.3 and 3.3 under
+    10.0, never 3.4 + 3.4 + 3.3. A stage the row cannot know is "unknown", never 0: every stage but the hours
+    without telemetry where the row had no telemetry at all; productive (and in progress) where its outcomes
+    are unknown, and then "busy, no verified outcome" too (those hours are in "busy, outcome unknown")."""
+    allocated = float(row.get("allocated_gpu_hours") or 0.0)
+    stages = funnel_stages(row)
+    tenths = largest_remainder({k: round(v * 10, 6) for k, v in stages.items()}, round(allocated * 10))
+    cells = {"allocated GPU-h": f"{round(allocated * 10) / 10:,.1f}",
+             **{STAGE_COLUMNS[k]: f"{v / 10:,.1f}" for k, v in tenths.items()}}
+    unknown: list[str] = []
+    if row.get("busy_gpu_hours") is None or row.get("idle_gpu_hours") is None:
+        unknown = list(FUNNEL_STAGES[:-1])
+    elif row.get("productive_gpu_hours") is None or row.get("in_progress_gpu_hours") is None:
+        unknown = ["busy, no verified outcome", *(k for k, c in (("productive", "productive_gpu_hours"),
+                                                                 ("in progress", "in_progress_gpu_hours"))
+                                                  if row.get(c) is None)]
+    return {**cells, **{STAGE_COLUMNS[k]: "unknown" for k in unknown}}
+
+
 def funnel_rows(report: CostReport) -> list[dict[str, Any]]:
-    """Funnel per tenant, then the cluster total."""
+    """Per tenant, then the cluster total: the funnel (``HOURS_COLUMNS``: allocated, split into its stages, which
+    add up to it), then the cost and the outcomes."""
     rows = [{**t} for t in report.tenants] + [{"tenant": "(cluster)", **report.cluster,
                                                 "cost_per_outcome": None}]
     return [{
         "tenant": r["tenant"],
-        "allocated GPU-h": _hours(r["allocated_gpu_hours"]),
+        **stage_cells(r),
         "busy GPU-h": _hours(r["busy_gpu_hours"]),
         "active GPU-h": _hours(r["active_gpu_hours"]),
-        "productive GPU-h": _hours(r["productive_gpu_hours"]),
-        "in progress GPU-h": _hours(r["in_progress_gpu_hours"]),
-        "unknown GPU-h": _hours(r["unknown_gpu_hours"]),
         "GPU cost": money(r["gpu_cost"]),
         "total cost": money(r["total_cost"]),
         "waste": money(r["waste_cost"]),
@@ -110,6 +153,16 @@ def funnel_rows(report: CostReport) -> list[dict[str, Any]]:
         "jobs in time": _count(r.get("verified_jobs")),
         f"cost per outcome ({report.cost_basis})": _tenant_per_outcome(r) if r["tenant"] != "(cluster)" else "",
     } for r in rows]
+
+
+def tenant_tables(report: CostReport) -> list[tuple[str, list[dict[str, Any]]]]:
+    """``funnel_rows`` as two tables that each fit a page: the GPU-hour funnel (its stages add up to the allocated
+    hours, row by row) and the cost and outcomes per tenant."""
+    rows = funnel_rows(report)
+    hours = [{k: v for k, v in r.items() if k == "tenant" or k in HOURS_COLUMNS} for r in rows]
+    money_rows = [{k: v for k, v in r.items() if k not in HOURS_COLUMNS} for r in rows]
+    return [("GPU-hour funnel per tenant: the stages add up to the hours allocated", hours),
+            ("Cost and verified outcomes per tenant", money_rows)]
 
 
 def _tenant_per_outcome(row: dict[str, Any]) -> str:

@@ -22,11 +22,11 @@ from reports.cost_report import (
     change_rows,
     cost_first_line,
     cost_notes,
-    funnel_rows,
     money,
     per_outcome,
     previous_complete,
     service_rows,
+    tenant_tables,
     waster_rows,
 )
 
@@ -159,8 +159,16 @@ def _daily_rows(report: CostReport) -> list[dict[str, Any]]:
                      "GPU cost": money(d["gpu_cost"], missing), "total cost": money(d["total_cost"], missing),
                      "verified outcomes": missing if outcomes is None else f"{outcomes:,.0f}",
                      "cost per outcome": per_outcome(d["cost_per_outcome"], kinds.get(d["service"], "serving"))
-                     if d["cost_per_outcome"] is not None else (missing if d.get("data") is False else "-")})
+                     if d["cost_per_outcome"] is not None else _no_quotient(d)})
     return rows
+
+
+def _no_quotient(period: dict[str, Any]) -> str:
+    """A period's cost per outcome where there is none: "no data", "-" (no outcome to divide by), or "unknown"
+    where it had outcomes (its cost is unknown, or leaves out a pod OpenCost does not list: the notes say)."""
+    if period.get("data") is False:
+        return "no data"
+    return "unknown" if period["verified_outcomes"] else "-"
 
 
 def _headline(report: CostReport) -> str:
@@ -187,10 +195,11 @@ def render_html(report: CostReport, previous: CostReport | None = None) -> str:
         f'<p class="lead">{html.escape(cost_first_line(report))}</p>', _headline(report),
         '<p class="note">allocated: GPU-hours held (OpenCost); busy: activity above the policy threshold (DCGM); '
         "productive: busy hours that produced verified outcomes; in progress: busy hours of jobs still running; "
-        "unknown: held without telemetry (never counted as idle). Total cost includes CPU and RAM; cost per "
+        "busy, outcome unknown: busy hours whose outcome cannot be known (never waste); no telemetry: held without "
+        "telemetry (never counted as idle). Each GPU-hour allocated is in one stage: they add up to it. Total cost includes CPU and RAM; cost per "
         f"outcome uses the {html.escape(report.cost_basis)} cost.</p>",
         "<h2>Where the GPU-hours went</h2>", _img(funnel_plot(report), "GPU-hour funnel per tenant"),
-        _table("GPU-hour funnel and cost per tenant", funnel_rows(report)),
+        *(_table(title, rows) for title, rows in tenant_tables(report)),
         "<h2>Cost per verified outcome</h2>",
     ]
     for kind in ("serving", "batch"):

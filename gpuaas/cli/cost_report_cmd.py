@@ -27,16 +27,24 @@ class ReportFormat(str, Enum):
     html = "html"
 
 
-_OPTIONAL = ("replicas needed", "busy GPU-h", "GPU cost", "unknown GPU-h", "active GPU-h", "in progress GPU-h",
-             "tenant", "namespace", "kind", "requests/jobs", "within SLO", "verified requests", "jobs in time")
-"""Left out where they do not fit, the first first (``--wide`` shows them): the cost, waste and outcome columns stay."""
+_OPTIONAL = ("replicas needed", "busy GPU-h", "GPU cost", "active GPU-h", "tenant", "namespace", "kind",
+             "requests/jobs", "within SLO", "verified requests", "jobs in time")
+"""Left out where they do not fit, the first first (``--wide`` shows them): the cost, waste and outcome columns stay,
+and so do the funnel's stages, which add up to the hours allocated only all together."""
 
 
 def print_cost_tables(doc: dict[str, Any]) -> None:
     """The headline (the failed sources first), the funnel, cost per outcome and top wasters from the flow's JSON
     document, then its notes."""
     from gpuaas.policies.cost import CostReport
-    from reports.cost_report import cost_first_line, cost_notes, funnel_rows, service_rows, waster_rows
+    from reports.cost_report import (
+        STAGE_COLUMNS,
+        cost_first_line,
+        cost_notes,
+        service_rows,
+        tenant_tables,
+        waster_rows,
+    )
 
     report = CostReport(window_s=doc["window_s"], start=doc["start"], end=doc["end"], tenants=doc["tenants"],
                         services=doc["services"], cluster=doc["cluster"], wasters=doc["top_wasters"],
@@ -44,12 +52,14 @@ def print_cost_tables(doc: dict[str, Any]) -> None:
                         cost_basis=doc["cluster"].get("cost_basis", "total"))
     lead({"headline": doc.get("headline") or cost_first_line(report), "degraded": doc.get("degraded")},
          OutputFormat.table)
-    for title, rows in (("GPU-hour funnel per tenant", funnel_rows(report)),
+    for title, rows in (*tenant_tables(report),
                         ("Cost per verified outcome by service", service_rows(report)),
                         ("Top wasters (allocated but idle)", waster_rows(report))):
         if rows:
+            # a stage with no hours in any row can go where the table does not fit: the others still add up
+            empty = [c for c in STAGE_COLUMNS.values() if c in rows[0] and all(r[c] == "0.0" for r in rows)]
             print_table(title, list(rows[0]), [list(r.values()) for r in rows],
-                        optional=[c for c in _OPTIONAL if c in list(rows[0])[1:]],  # never the row's name
+                        optional=[*empty, *(c for c in _OPTIONAL if c in list(rows[0])[1:])],  # never the row's name
                         whole=[c for c in rows[0] if c.startswith("cost per outcome")])  # a figure and its unit
     for note in cost_notes(doc["notes"]):
         console.print(f"note: {note}", highlight=False, markup=False)

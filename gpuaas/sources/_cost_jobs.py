@@ -30,7 +30,7 @@ from gpuaas.sources.failures import describe_failure
 from gpuaas.sources.kube import KUEUE_GROUP, KUEUE_VERSIONS
 
 __all__ = ["BATCH_KINDS", "DEADLINE_ANNOTATION", "SLICE_REPLACED", "Jobs", "finished_jobs", "pod_owners", "read_jobs",
-           "running_jobs"]
+           "running_at", "running_jobs"]
 
 DEADLINE_ANNOTATION = "gpuaas.io/deadline"
 SLICE_REPLACED = "WorkloadSliceReplaced"
@@ -148,6 +148,24 @@ def running_jobs(objs: Sequence[dict[str, Any]]) -> list[RunningJob]:
         out.append(RunningJob(namespace=str(meta.get("namespace", "")), owner_kind=str(owner.get("kind") or "Workload"),
                               owner_name=str(owner.get("name") or meta.get("name", "")),
                               created_at=starts.get((str(meta.get("namespace", "")), str(meta.get("name", ""))))))
+    return out
+
+
+def running_at(finished: Sequence[FinishedJob] | None, running: Sequence[RunningJob], end: datetime) -> list[RunningJob]:
+    """The batch jobs running at ``end`` (a window's end), from the Workloads as they are read now: those still
+    running that were created by then, and those finished since that were created by then.
+
+    The Workloads are listed when the report runs, not at the window's end: for the window before (the
+    comparison), a job that ran then and has finished since would not be in progress, and one created since
+    would be. A Workload without a creation time is kept: its pods are in progress only where they were seen in
+    the window. A Workload deleted since (with its job) cannot be known, and is not.
+    """
+    def by_then(created: datetime | None) -> bool:
+        return created is None or created <= end
+
+    out = [r for r in running if by_then(r.created_at)]
+    out += [RunningJob(namespace=f.namespace, owner_kind=f.owner_kind, owner_name=f.owner_name, created_at=f.created_at)
+            for f in finished or () if f.owner_kind in BATCH_KINDS and f.finished_at > end and by_then(f.created_at)]
     return out
 
 

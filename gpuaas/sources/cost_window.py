@@ -39,7 +39,7 @@ from gpuaas.policy import ServiceOutcome
 from gpuaas.settings import GpuaasSettings, MetricNames
 from gpuaas.sources import _promql_cost as q
 from gpuaas.sources._concurrent import at_once
-from gpuaas.sources._cost_jobs import DEADLINE_ANNOTATION, finished_jobs, read_jobs, running_jobs
+from gpuaas.sources._cost_jobs import DEADLINE_ANNOTATION, finished_jobs, read_jobs, running_at, running_jobs
 from gpuaas.sources._prom_client import PromClient
 from gpuaas.sources._promql import union
 from gpuaas.sources.bulk import collector_paused
@@ -63,7 +63,10 @@ def report_periods(window_s: float, step_s: float | None = None) -> tuple[int, f
     """(number of periods, period seconds): days, or one period for a window of a day or less.
 
     ``step_s``, the GPU sample interval, is the shortest window: the GPU-hours are counted in whole
-    sample steps, so a window shorter than one would be charged a whole step it does not span.
+    sample steps, so a window shorter than one would be charged a whole step it does not span. A window
+    of a day or less is whole minutes: OpenCost's ``step`` (one set per period) is sent in minutes, and
+    OpenCost does not cut its last step at the window's end, so a 100 s window with a 1-minute step
+    would be charged 120 s.
     """
     if window_s <= 0:
         raise ConfigError(f"the window must be positive, got {window_s:g}s", field="window")
@@ -74,6 +77,10 @@ def report_periods(window_s: float, step_s: float | None = None) -> tuple[int, f
         raise ConfigError(f"a window of at most {MAX_WINDOW_DAYS} days, not {window_s / DAY_S:,.0f} days",
                           field="window")
     if window_s <= DAY_S:
+        if window_s % 60:
+            raise ConfigError(f"a window must be whole minutes, not {window_s:g} s: OpenCost prices in steps of whole "
+                              "minutes, so its last step would run past the window's end",
+                              field="window")
         return 1, window_s
     days = window_s / DAY_S
     if abs(days - round(days)) > 1e-9:
@@ -195,7 +202,7 @@ def _read_costs(settings: GpuaasSettings, prom: PromClient, start: datetime, end
     if settings.opencost_url:
         rfc = "%Y-%m-%dT%H:%M:%SZ"
         params = {"window": f"{start.astimezone(UTC).strftime(rfc)},{end.astimezone(UTC).strftime(rfc)}",
-                  "aggregate": "namespace,controller,pod", "step": f"{max(int(period_s // 60), 1)}m"}
+                  "aggregate": "namespace,controller,pod", "step": f"{round(period_s / 60)}m"}  # whole minutes
         requests += 1
         try:
             frame = fetch_allocation(settings, params)
@@ -330,7 +337,7 @@ def read_cost_inputs(settings: GpuaasSettings, end: datetime, window_s: float,
         sources["kube"] = SourceStatus("kube", ok=True)
     serving = _latency_for_services(serving, settings)
     return CostInputs(start=start, end=end, days=days, gpu=gpu, costs=costs, serving=serving, jobs=kube.finished,
-                      running=kube.running, last_seen=last_seen, pod_owners=kube.pod_owners, kueue_hours=kueue_hours,
+                      running=running_at(kube.finished, kube.running, end), last_seen=last_seen, pod_owners=kube.pod_owners, kueue_hours=kueue_hours,
                       pod_labels=pod_labels,
                       notes=notes, queries=prom.queries + opencost_requests + kube.requests,
                       capacity=_read_capacity(settings, end, notes), sources=dict(sorted(sources.items())))

@@ -44,12 +44,14 @@ def _footed_days(by_day: dict[int, float], total: float | None) -> dict[int, flo
 
 def period_rows(inputs: CostInputs, services: list[ServiceTally], costs_known: bool, pods: pd.DataFrame,
            basis: str, coverage: Coverage | None = None, unpriced: set[str] | None = None,
-           shown: Mapping[str, Mapping[str, Any]] | None = None) -> list[dict[str, Any]]:
+           shown: Mapping[str, Mapping[str, Any]] | None = None,
+           understated: set[tuple[str, int]] | None = None) -> list[dict[str, Any]]:
     """Per service and period: cost, verified outcomes (whole requests, each period's estimate rounded), cost per
     outcome (the cost shown over the outcomes shown). A period without any data (a window longer than the
     telemetry) is ``data: False`` with every figure None: no data is not $0 or 0 outcomes. A service in
     ``unpriced`` (work done, none of its pods found or priced by OpenCost) has its cost unknown in every
-    period, never $0.
+    period, never $0. A (service, period) in ``understated`` (a pod of it that OpenCost does not list had
+    telemetry then) has its cost per outcome unknown: its cost leaves that pod out, its outcomes do not.
 
     A service's periods add up to its money over the window, to the cent: ``shown`` (service -> its row) gives
     the figures they add up to, else each service's periods' own sum, rounded once."""
@@ -80,7 +82,8 @@ def period_rows(inputs: CostInputs, services: list[ServiceTally], costs_known: b
                 "gpu_cost": money["gpu_cost"] if known else None,
                 "total_cost": money["total_cost"] if known else None,
                 "verified_outcomes": num(verified) if day in with_data else None,
-                "cost_per_outcome": num(cost_per_outcome(money[f"{basis}_cost"], verified)) if known else None,
+                "cost_per_outcome": num(cost_per_outcome(money[f"{basis}_cost"], verified))
+                if known and (svc.spec.name, day) not in (understated or set()) else None,
             })
     return out
 

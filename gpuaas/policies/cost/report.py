@@ -64,6 +64,14 @@ from gpuaas.policies.cost._coverage import (
 )
 from gpuaas.policies.cost._figures import cents, cost_per_outcome, footed, num
 from gpuaas.policies.cost._periods import period_rows
+from gpuaas.policies.cost._unpriced import (
+    left_out_note,
+    material,
+    understated_note,
+    unpriced_days,
+    unpriced_note,
+    unpriced_pods,
+)
 from gpuaas.policies.cost.funnel import FUNNEL_COLUMNS, MONEY_COLUMNS, POD_COLUMNS, aggregate_funnel, pod_funnel
 from gpuaas.policies.cost.outcomes import BatchOutcome, batch_outcomes
 from gpuaas.policies.cost.services import (
@@ -160,19 +168,6 @@ def _unseen(columns: pd.Index) -> pd.Series:
     return pd.Series({c: float("nan") if c in MONEY_COLUMNS else 0.0 for c in columns})
 
 
-def _unpriced_note(pods: pd.DataFrame) -> str | None:
-    """The pods the GPU telemetry saw and OpenCost's allocation does not list: their GPU-hours are in the funnel,
-    their cost in no total, and the report says so rather than price them at $0 in silence."""
-    unpriced = pods[pods["gpu_cost"].isna() & (pods["observed_h"].fillna(0.0) > 0)]
-    if unpriced.empty:
-        return None
-    first = unpriced.sort_values("observed_h", ascending=False).iloc[0]
-    return (f"{len(unpriced)} pod{'s' if len(unpriced) > 1 else ''} with {unpriced['observed_h'].sum():,.2f} GPU-hours "
-            f"of telemetry {'are' if len(unpriced) > 1 else 'is'} not in OpenCost's allocation (the most: "
-            f"{first['namespace']}/{first['pod']}, {first['observed_h']:,.2f} GPU-hours): "
-            f"{'their' if len(unpriced) > 1 else 'its'} cost is in no total")
-
-
 def _money_cols(row: Any, basis: str, verified: float | None, costs_known: bool) -> dict[str, Any]:
     """The two named costs and the waste, to the cent, and cost per outcome on the policy's basis: the
     cost shown divided by the outcomes shown, so a reader who divides them gets the same figure."""
@@ -195,7 +190,8 @@ def build_cost_report(inputs: CostInputs, policy: Policy, policy_file: str | Non
         notes.append(note)
     selected = select_pods(policy.services, inputs.pod_labels, policy_file)
     pods = _pods(inputs, policy, selected)
-    if costs_known and (note := _unpriced_note(pods)) is not None:
+    dark_pods = unpriced_pods(pods, costs_known)
+    if (note := unpriced_note(dark_pods)) is not None:
         notes.append(note)
     serving = inputs.serving.copy()
     for column in SERVING_KEYS:  # absent in frames built without them: "" (no pod, no service)
@@ -310,7 +306,13 @@ def build_cost_report(inputs: CostInputs, policy: Policy, policy_file: str | Non
             money["cost_per_outcome"] = None
             notes.append(f"tenant {name}: cost per outcome unknown: the cost of service {', '.join(dark)} is in no "
                          "total (none of its pods is in OpenCost's allocation)")
-        if costs_known and money["cost_per_outcome"] is None and verified is not None and money[f"{basis}_cost"] is not None:
+        elif money["cost_per_outcome"] is not None and not (mine := dark_pods[dark_pods["tenant"] == name]).empty:
+            if material(mine, row["allocated_gpu_hours"]):
+                notes.append(understated_note(f"tenant {name}", mine, money[f"{basis}_cost"], verified, basis))
+                money["cost_per_outcome"] = None
+            else:
+                notes.append(left_out_note(f"tenant {name}", mine, float(row["allocated_gpu_hours"])))
+        elif costs_known and money["cost_per_outcome"] is None and verified is not None and money[f"{basis}_cost"] is not None:
             notes.append(f"tenant {name}: {basis} cost ${money[f'{basis}_cost']:,.2f}, {NO_OUTCOME}")
         tenant_rows.append({
             "tenant": str(name), **{c: num(row[c]) for c in FUNNEL_COLUMNS if c.endswith("_hours")},
@@ -326,7 +328,7 @@ def build_cost_report(inputs: CostInputs, policy: Policy, policy_file: str | Non
         notes.append("requests and jobs are never added: a tenant with serving and batch services has its cost per "
                      "outcome per service only")
 
-    service_rows = []
+    service_rows, understated = [], set()
     for svc in services:
         row = per_service.loc[svc.spec.name] if svc.spec.name in per_service.index else pd.Series(
             0.0, index=FUNNEL_COLUMNS)
@@ -340,6 +342,15 @@ def build_cost_report(inputs: CostInputs, policy: Policy, policy_file: str | Non
             notes.append(f"service {svc.spec.name}: it served {did}, but no pod of it was found (by "
                          "controller, pod name or pod_labels) in OpenCost or the GPU telemetry: its cost and cost per "
                          "outcome are unknown, not $0 (its pods' cost is in its tenant's)")
+        elif money["cost_per_outcome"] is not None and not (
+                mine := dark_pods[dark_pods["service"] == svc.spec.name]).empty:
+            if material(mine, row["allocated_gpu_hours"]):
+                notes.append(understated_note(f"service {svc.spec.name}", mine, money[f"{basis}_cost"],
+                                              svc.verified, basis))
+                money["cost_per_outcome"] = None
+                understated.add(svc.spec.name)
+            else:
+                notes.append(left_out_note(f"service {svc.spec.name}", mine, float(row["allocated_gpu_hours"])))
         elif costs_known and money["cost_per_outcome"] is None and svc.verified is not None:
             notes.append(f"service {svc.spec.name}: {basis} cost ${money[f'{basis}_cost'] or 0.0:,.2f}, {NO_OUTCOME}")
         unknown = svc.outcomes_unknown(jobs_known)  # a serving service is never in progress: 0, known
@@ -362,7 +373,7 @@ def build_cost_report(inputs: CostInputs, policy: Policy, policy_file: str | Non
                                   missing is not None)
 
     daily = period_rows(inputs, services, costs_known, pods, basis, coverage, unpriced,
-                        {r["service"]: r for r in service_rows})
+                        {r["service"]: r for r in service_rows}, unpriced_days(inputs.gpu, dark_pods[dark_pods["service"].isin(understated)]))
     wasters = _wasters(funnel, costs_known)
     cluster: dict[str, Any] = {c: num(funnel_sums[c]) if c.endswith("_hours")
                                else (cents(funnel_sums[c]) if costs_known else None) for c in FUNNEL_COLUMNS}

@@ -24,7 +24,7 @@ from typing import Annotated
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from cronsim import CronSim, CronSimError
-from pydantic import AfterValidator, AwareDatetime, Field, model_validator
+from pydantic import AfterValidator, AwareDatetime, BeforeValidator, Field, model_validator
 
 from gpuaas._policy_model import _Model
 
@@ -72,7 +72,16 @@ def _in_utc(at: datetime) -> datetime:
     return at
 
 
-Instant = Annotated[AwareDatetime, AfterValidator(_in_utc)]
+def _not_a_number(at: object) -> object:
+    """An instant is written as a date and time: pydantic would read a number as seconds since 1970, so
+    ``20261220`` (a date without its dashes) would be a day in August 1970, and the freeze on ever since."""
+    if isinstance(at, int | float):
+        raise ValueError(f"{str(at).lower()} is not a date and time: write one with a time zone, "
+                         "e.g. 2026-12-20T00:00:00Z")
+    return at
+
+
+Instant = Annotated[AwareDatetime, BeforeValidator(_not_a_number), AfterValidator(_in_utc)]
 
 
 class Freeze(_Model):

@@ -14,7 +14,8 @@ from typing import Annotated, Literal
 
 from pydantic import Field, model_validator
 
-from gpuaas._policy_model import Fraction, _Model
+from gpuaas._policy_model import Fraction, Namespace, _Model
+from gpuaas._validation import FieldProblem
 
 __all__ = ["BAD_FINISHED_REASONS", "CostPolicy", "LabelKey", "LabelValue", "MetricName", "QualityGate",
            "ServiceCapacity", "ServiceOutcome", "check_service_series"]
@@ -55,14 +56,17 @@ class ServiceOutcome(_Model):
     """
 
     name: Annotated[str, Field(min_length=1)]
-    namespace: str
+    namespace: Namespace
+    """Where its pods and series are: a name Kubernetes could not give a namespace (``Team-B``) would match none,
+    and the service would report no outcome and no cost, with nothing to say why."""
     kind: Literal["serving", "batch"] = "serving"
     model_name: str | None = None
     pod_labels: dict[LabelKey, LabelValue] = Field(default_factory=dict)
     """The service's pods, as a Kubernetes ``matchLabels``: the pods of its namespace that carry every one of
     these labels. Set, it decides which pods' GPU-hours and cost are the service's (instead of pods named
     ``<name>-…``) and, for serving, whose requests are its outcomes (with ``model_name`` too, if set)."""
-    latency_slo_seconds: Annotated[float, Field(gt=0)] | None = None
+    latency_slo_seconds: Annotated[float, Field(gt=0, le=86400)] | None = None
+    """At most a day: a request answered in time past that is no serving SLO, and ``1e300`` would be a typo."""
     good_finished_reasons: list[str] = Field(default_factory=lambda: ["stop", "length"])
     capacity: ServiceCapacity | None = None
     latency_metric: MetricName | None = None
@@ -74,14 +78,17 @@ class ServiceOutcome(_Model):
     @model_validator(mode="after")
     def _kind_fields(self) -> ServiceOutcome:
         if self.kind == "serving" and self.latency_slo_seconds is None:
-            raise ValueError("a serving service needs latency_slo_seconds")
+            raise FieldProblem(("latency_slo_seconds",), "missing: a serving service needs it")
         if self.kind == "batch" and (self.latency_slo_seconds is not None or self.quality is not None):
-            raise ValueError("a batch service has no latency_slo_seconds or quality: its outcome is a job done in time")
+            raise FieldProblem(("latency_slo_seconds" if self.latency_slo_seconds is not None else "quality",),
+                               "a batch service has no latency_slo_seconds or quality: its outcome is a job done "
+                               "in time")
         if self.quality is not None and not self.model_name:
-            raise ValueError("a quality gate needs the service's model_name (its series are matched on it)")
-        bad = sorted(set(self.good_finished_reasons) & set(BAD_FINISHED_REASONS))
-        if bad:
-            raise ValueError(f"good_finished_reasons: {', '.join(bad)} never counts as a verified outcome")
+            raise FieldProblem(("quality",), "a quality gate needs the service's model_name (its series are "
+                                             "matched on it)")
+        for i, reason in enumerate(self.good_finished_reasons):
+            if reason in BAD_FINISHED_REASONS:
+                raise FieldProblem(("good_finished_reasons", i), f"{reason} never counts as a verified outcome")
         return self
 
 

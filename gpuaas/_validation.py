@@ -15,16 +15,33 @@ from pydantic import ValidationError
 
 from gpuaas.errors import ConfigError
 
-__all__ = ["field_path", "first_problem", "require_text_keys"]
+__all__ = ["FieldProblem", "field_path", "first_problem", "require_text_keys"]
 
 Loc = tuple[int | str, ...]
 
 
+class FieldProblem(ValueError):
+    """A validator's refusal of one part of what it checks: ``at`` is that part's place below the validator's own
+    (``("tenants", 1, "name")`` from the policy's, ``(1,)`` from a list field's), so that the line names the field
+    the file has wrong, not the model or the list that holds it."""
+
+    def __init__(self, at: Loc, message: str) -> None:
+        super().__init__(message)
+        self.at = at
+
+
 def field_path(loc: Loc) -> str:
-    """``tenants[2].reclaim.window_minutes``: pydantic's location as a person reads the file."""
+    """``tenants[2].reclaim.window_minutes``: pydantic's location as a person reads the file.
+
+    A key with a character that prints as nothing, or as a blank (a zero-width space, a byte-order mark, a
+    no-break space pasted from a web page), is written with it escaped: ``reclaim.mo\\u200bde: unknown field``
+    printed as it is would name a key that looks right (``reclaim.mode``)."""
     out = ""
     for part in loc:
-        out += f"[{part}]" if isinstance(part, int) else (f".{part}" if out else str(part))
+        name = str(part)
+        if not name.isprintable() or any(c.isspace() and c != " " for c in name):
+            name = name.encode("unicode_escape").decode("ascii")
+        out += f"[{part}]" if isinstance(part, int) else (f".{name}" if out else name)
     return out
 
 
@@ -41,6 +58,9 @@ def first_problem(exc: ValidationError, file: Path | str, *, where: Callable[[Lo
     errors = exc.errors()
     err = errors[0]
     loc = tuple(err["loc"])
+    problem = (err.get("ctx") or {}).get("error")
+    if isinstance(problem, FieldProblem):
+        loc += problem.at
     if err["type"] == "missing":
         parent = loc[:-1]
         keys = [str(e["loc"][-1]) for e in errors if e["type"] == "missing" and tuple(e["loc"][:-1]) == parent]
@@ -49,11 +69,29 @@ def first_problem(exc: ValidationError, file: Path | str, *, where: Callable[[Lo
         msg, loc, shown = f"missing {', '.join(keys)}", parent, len(keys) + len(typos)
         if typos:
             msg += f"; {unknown} {', '.join(typos)}"
+    elif err["type"] in ("model_type", "dict_type"):  # pydantic names its own class: "instance of Tenant"
+        msg, shown = f"expected a mapping of keys to values, got {_kind(err['input'])}", 1
     else:
         msg = unknown if err["type"] == "extra_forbidden" else err["msg"].removeprefix("Value error, ")
         shown = 1
     more = f" (and {len(errors) - shown} more)" if len(errors) > shown else ""
     return ConfigError(msg + more, file=file, field=where(loc) or None)
+
+
+def _kind(value: Any) -> str:
+    """What a YAML value is, as its writer would say it: ``a list``, ``nothing (null)``, ``text 'team-a'``."""
+    if value is None:
+        return "nothing (null)"
+    if isinstance(value, list):
+        return "a list"
+    if isinstance(value, str):
+        return f"text {value[:40]!r}" + ("..." if len(value) > 40 else "")
+    if isinstance(value, bool):
+        return f"a boolean ({str(value).lower()})"
+    if isinstance(value, int | float):
+        shown = repr(value) if not isinstance(value, int) or value.bit_length() < 64 else f"{str(value)[:20]}..."
+        return f"a number ({shown})"
+    return type(value).__name__
 
 
 def require_text_keys(file: Path | str, data: Any, *, where: Callable[[Loc], str] = field_path, loc: Loc = (),

@@ -10,13 +10,12 @@ Input should be greater than 0 (and 1 more)``. The complete commented example li
 
 from __future__ import annotations
 
-import re
 from datetime import datetime, timedelta
 from enum import StrEnum
 from pathlib import Path
 from typing import Annotated, Any
 
-from pydantic import AfterValidator, Field, ValidationError, field_validator, model_validator
+from pydantic import Field, ValidationError, field_validator, model_validator
 
 from gpuaas._policy_freeze import (
     HELD_BACK,
@@ -28,7 +27,7 @@ from gpuaas._policy_freeze import (
     tenant_freezes,
     unknown_freeze_tenant,
 )
-from gpuaas._policy_model import Fraction, _Model
+from gpuaas._policy_model import Fraction, Namespace, ObjectName, _Model
 from gpuaas._policy_services import (
     CostPolicy,
     QualityGate,
@@ -36,7 +35,7 @@ from gpuaas._policy_services import (
     ServiceOutcome,
     check_service_series,
 )
-from gpuaas._validation import field_path, first_problem
+from gpuaas._validation import FieldProblem, field_path, first_problem, require_text_keys
 from gpuaas._yaml import read_yaml
 from gpuaas.errors import ConfigError
 from gpuaas.models import MAX_GPUS
@@ -122,8 +121,10 @@ class StorePolicy(_Model):
     the incident review read the per-queue and per-tenant history and the audit rows instead.
     """
 
-    keep_full_snapshots: Annotated[int, Field(ge=1)] = 12
-    """Newest full snapshots kept (12 at ``full_snapshot_every_minutes: 60`` = hourly for the last 12 hours)."""
+    keep_full_snapshots: Annotated[int, Field(ge=1, le=1_000_000)] = 12
+    """Newest full snapshots kept (12 at ``full_snapshot_every_minutes: 60`` = hourly for the last 12 hours). At
+    most a million (one a minute for two years): the count is the store's ``LIMIT``, and one past 64 bits
+    failed every collect's pruning with an ``OverflowError``."""
     full_snapshot_every_minutes: WaitMinutes = 60
     """A collect stores its full snapshot only when the store has none from the last this many minutes
     (0: every collect), or when the snapshot is degraded; the reclaim flow decides on its own collect's
@@ -196,8 +197,10 @@ class ReclaimPolicy(_Model):
     adaptive: AdaptivePolicy = AdaptivePolicy()
     actuator: Actuator = Actuator.gpuaas
     kinds: dict[str, ReclaimRule] = Field(default_factory=dict)
-    exclude_namespaces: list[str] = Field(default_factory=list)
-    exclude_queues: list[str] = Field(default_factory=list)
+    exclude_namespaces: list[Namespace] = Field(default_factory=list)
+    """Opt-outs by namespace and ClusterQueue: a name Kubernetes could not give one (``kube_system``) would
+    exclude nothing, and reclaim would act where the file says it must not."""
+    exclude_queues: list[ObjectName] = Field(default_factory=list)
     serving_kinds: list[str] = Field(default_factory=lambda: ["InferenceService"])
     """Kinds that serve requests: idle only with a *known* zero request count (missing metrics = unknown)."""
 
@@ -209,28 +212,6 @@ class ReclaimPolicy(_Model):
                     raise ValueError(
                         f"unknown workload kind {kind!r} in {where}; expected one of {', '.join(WORKLOAD_KINDS)}")
         return self
-
-
-_LABEL = re.compile(r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?")
-_SUBDOMAIN = re.compile(r"[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?")
-
-
-def _kubernetes_name(pattern: re.Pattern[str], what: str, spelling: str) -> AfterValidator:
-    def check(value: str) -> str:
-        if not pattern.fullmatch(value):
-            raise ValueError(f"{value!r} is not a Kubernetes {what}: {spelling}, starting and ending with a letter "
-                             "or digit")
-        return value
-
-    return AfterValidator(check)
-
-
-Namespace = Annotated[str, _kubernetes_name(_LABEL, "namespace", "lowercase letters, digits and '-', at most 63")]
-"""A Kubernetes namespace (an RFC 1123 label): one the API server cannot hold is a typo that would
-match no workload, and the tenant would silently own nothing."""
-ObjectName = Annotated[str, _kubernetes_name(_SUBDOMAIN, "object name",
-                                             "lowercase letters, digits, '-' and '.', at most 253")]
-"""A Kubernetes object name (an RFC 1123 subdomain), such as a ClusterQueue's."""
 
 
 class Tenant(_Model):
@@ -299,8 +280,8 @@ class RebalancePolicy(_Model):
     with less than this of its own lends nothing below its share (its quiet first day says nothing of its week)."""
     manage_limits: bool = False
     """Move lendingLimit with nominalQuota and borrowingLimit against it (see docs/flows/rebalance.md)."""
-    cohorts: list[str] = Field(default_factory=list)
-    """Cohorts to rebalance; empty means every cohort."""
+    cohorts: list[ObjectName] = Field(default_factory=list)
+    """Cohorts to rebalance; empty means every cohort. A name Kueue could not give a cohort would match none."""
 
 
 class DeadlinesPolicy(_Model):
@@ -314,10 +295,11 @@ class DeadlinesPolicy(_Model):
     give_up_lost: bool = True
     """Demote a pending Workload whose deadline is lost (one priority below its own), so that Kueue admits
     the Workloads that can still meet theirs first; never in a pool whose preemption compares priorities."""
-    runtime_estimate_error: Annotated[float, Field(ge=1)] = 2.0
+    runtime_estimate_error: Annotated[float, Field(ge=1, le=1000)] = 2.0
     """An expected run time may be off by this factor either way. A Workload is held for its planned start
     only when it still starts in time if the work ahead runs this many times longer; a deadline is given
-    up only when it is lost at the shortest run time this allows."""
+    up only when it is lost at the shortest run time this allows. At most 1,000, the widest estimate factor the
+    replays take (``--runtime-estimate factor:F``): a larger one is a typo, not an estimate."""
     give_up_lease_minutes: Minutes = 60
     """A given-up Workload's demotion lasts this long and is renewed by the next run while the reason stands:
     gpuaas stopping never strands work."""
@@ -354,25 +336,27 @@ class Policy(_Model):
     def _unique_tenants(self) -> Policy:
         seen: set[str] = set()
         owner: dict[tuple[str, str], str] = {}
-        for tenant in self.tenants:
+        for i, tenant in enumerate(self.tenants):
             if tenant.name in seen:
                 raise ValueError(f"tenant {tenant.name!r} is defined twice")
             seen.add(tenant.name)
             # One owner per namespace and ClusterQueue: tenant_for would silently pick the first.
-            for what, names in (("namespace", tenant.namespaces), ("cluster queue", tenant.cluster_queues)):
-                for name in names:
+            for what, field, names in (("namespace", "namespaces", tenant.namespaces),
+                                       ("cluster queue", "cluster_queues", tenant.cluster_queues)):
+                for j, name in enumerate(names):
                     other = owner.setdefault((what, name), tenant.name)
                     if other != tenant.name:
-                        raise ValueError(f"{what} {name!r} is in tenants {other!r} and {tenant.name!r}")
+                        raise FieldProblem(("tenants", i, field, j),
+                                           f"{what} {name!r} is in tenants {other!r} and {tenant.name!r}")
         return self
 
     @model_validator(mode="after")
     def _unique_names(self) -> Policy:
         """A service or a freeze is named in reports and headlines: two of one name could not be told apart."""
         for what, names in (("service", [s.name for s in self.services]), ("freeze", [f.name for f in self.freezes])):
-            twice = sorted({n for n in names if names.count(n) > 1})
-            if twice:
-                raise ValueError(f"{what} {twice[0]!r} is defined twice")
+            for i, name in enumerate(names):
+                if name in names[:i]:
+                    raise FieldProblem((f"{what}s", i, "name"), f"{what} {name!r} is defined twice")
         return self
 
     @field_validator("services")
@@ -418,6 +402,7 @@ def parse_policy(data: Any, file: Path | str = "<policy>") -> Policy:
         data = {}
     if not isinstance(data, dict):
         raise ConfigError(f"expected a mapping at the top level, got {type(data).__name__}", file=file)
+    require_text_keys(file, data)  # ``1:`` or ``null:`` would be refused in pydantic's words, at no path the file has
     try:
         policy = Policy.model_validate(data)
     except ValidationError as exc:

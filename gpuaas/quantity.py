@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import math
 import re
-from decimal import Decimal, InvalidOperation
+from decimal import Decimal, DecimalException
 from typing import Any
 
 from gpuaas.errors import ConfigError
@@ -27,24 +27,40 @@ _SUFFIXES: dict[str, Decimal] = {
     "Pi": Decimal(2**50), "Ei": Decimal(2**60),
 }
 _PATTERN = re.compile(r"^([+-]?(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]+)?)(Ki|Mi|Gi|Ti|Pi|Ei|n|u|m|k|M|G|T|P|E)?$")
+_LARGEST = Decimal(2**63 - 1)
+"""Kubernetes' own bound: no quantity may represent a number greater than 2^63-1 in magnitude. Past it a value
+is no amount a cluster has (``1e400`` would be an infinite float, ``1e100000000`` overflows ``Decimal`` with an
+``ArithmeticError`` that no reader catching ``ValueError`` expects)."""
+_BOUND = "the ±(2^63-1) a Kubernetes quantity holds"
 _BINARY = [("Ei", 1024**6), ("Pi", 1024**5), ("Ti", 1024**4), ("Gi", 1024**3), ("Mi", 1024**2), ("Ki", 1024)]
 
 
 def _decimal(value: Any) -> Decimal:
+    """``value`` as an exact number; a ``ValueError`` (never another error) when it is no Kubernetes quantity."""
     if isinstance(value, bool):
         raise ValueError(f"not a quantity: {value!r}")
     if isinstance(value, int):
-        return Decimal(value)
-    if isinstance(value, float):
-        value = repr(value)
-    text = str(value).strip()
-    match = _PATTERN.match(text)
-    if not match:
-        raise ValueError(f"not a quantity: {text!r}")
-    try:
-        return Decimal(match.group(1)) * _SUFFIXES[match.group(2) or ""]
-    except InvalidOperation as exc:
-        raise ValueError(f"not a quantity: {text!r}") from exc
+        if abs(value) > _LARGEST:  # past about 4,300 digits Python would not even write it (its digit limit)
+            said = str(value) if value.bit_length() <= 128 else f"an integer of {value.bit_length():,} bits"
+            raise ValueError(f"not a quantity: {said} is beyond {_BOUND}")
+        number, text = Decimal(value), str(value)
+    else:
+        text = (repr(value) if isinstance(value, float) else str(value)).strip()
+        match = _PATTERN.match(text)
+        if not match:
+            raise ValueError(f"not a quantity: {_shown(text)}")
+        try:
+            number = Decimal(match.group(1)) * _SUFFIXES[match.group(2) or ""]
+        except DecimalException as exc:  # an exponent past what Decimal holds: 1e100000000
+            raise ValueError(f"not a quantity: {_shown(text)} is out of range") from exc
+    if abs(number) > _LARGEST:
+        raise ValueError(f"not a quantity: {_shown(text)} is beyond {_BOUND}")
+    return number
+
+
+def _shown(text: str) -> str:
+    """A quantity as an error quotes it: a pasted 5,000-digit number is cut to its start and its length."""
+    return repr(text) if len(text) <= 40 else f"{text[:20]!r}... ({len(text):,} characters)"
 
 
 def parse_quantity_milli(value: Any) -> int:

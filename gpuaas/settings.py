@@ -15,7 +15,7 @@ import re
 from collections.abc import Callable
 from functools import cached_property
 from pathlib import Path
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, SecretStr, ValidationError, model_validator
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict, SettingsError
@@ -179,22 +179,40 @@ def default_data_dir() -> Path:
     return Path(base) / "gpuaas"
 
 
+def _named(pattern: str, what: str) -> AfterValidator:
+    """A metric or label name goes into PromQL as it is written: one Prometheus cannot hold (a blank, a brace,
+    ``dcgm-util``) would fail every query of every run as a source error, or change what the query asks, so it
+    is refused when the settings load, naming the variable."""
+    def check(value: str) -> str:
+        if not re.fullmatch(pattern, value):
+            raise ValueError(f"{value!r} is not a Prometheus {what} name ({pattern})")
+        return value
+
+    return AfterValidator(check)
+
+
+MetricName = Annotated[str, _named(r"[a-zA-Z_:][a-zA-Z0-9_:]*", "metric")]
+LabelNames = Annotated[list[Annotated[str, _named(r"[a-zA-Z_][a-zA-Z0-9_]*", "label")]], Field(min_length=1)]
+"""At least one: with none, no series would carry the pod, namespace or host, and every workload's telemetry
+would read as missing."""
+
+
 class MetricNames(BaseModel):
     """Metric and label names; the defaults match a standard GPU Operator + Kueue + vLLM install."""
 
     model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
 
-    gpu_activity: str = "DCGM_FI_PROF_GR_ENGINE_ACTIVE"
-    gpu_util_fallback: str = "DCGM_FI_DEV_GPU_UTIL"
-    fb_used: str = "DCGM_FI_DEV_FB_USED"
-    power: str = "DCGM_FI_DEV_POWER_USAGE"
-    temperature: str = "DCGM_FI_DEV_GPU_TEMP"
-    xid_errors: str = "DCGM_FI_DEV_XID_ERRORS"
-    vllm_request_success: str = "vllm:request_success_total"
-    vllm_e2e_latency: str = "vllm:e2e_request_latency_seconds"
-    pod_labels: list[str] = Field(default=["pod", "exported_pod"])
-    namespace_labels: list[str] = Field(default=["namespace", "exported_namespace"])
-    hostname_labels: list[str] = Field(default=["Hostname", "hostname"])
+    gpu_activity: MetricName = "DCGM_FI_PROF_GR_ENGINE_ACTIVE"
+    gpu_util_fallback: MetricName = "DCGM_FI_DEV_GPU_UTIL"
+    fb_used: MetricName = "DCGM_FI_DEV_FB_USED"
+    power: MetricName = "DCGM_FI_DEV_POWER_USAGE"
+    temperature: MetricName = "DCGM_FI_DEV_GPU_TEMP"
+    xid_errors: MetricName = "DCGM_FI_DEV_XID_ERRORS"
+    vllm_request_success: MetricName = "vllm:request_success_total"
+    vllm_e2e_latency: MetricName = "vllm:e2e_request_latency_seconds"
+    pod_labels: LabelNames = Field(default=["pod", "exported_pod"])
+    namespace_labels: LabelNames = Field(default=["namespace", "exported_namespace"])
+    hostname_labels: LabelNames = Field(default=["Hostname", "hostname"])
     sample_interval_seconds: Annotated[float, Field(gt=0, le=3600)] = 15
     """How often GPU series are scraped; coverage of a window = samples seen / samples expected."""
 
@@ -330,8 +348,50 @@ class GpuaasSettings(BaseSettings):
         return load_policy(self.policy_file) if self.policy_file else Policy()
 
 
+def _variable(loc: tuple[int | str, ...]) -> str:
+    """The variable a problem at ``loc`` is in, as the person set it: ``GPUAAS_METRICS__FB_USED``, then the place
+    within its JSON value where it has one (``GPUAAS_METRICS__POD_LABELS[1]``, ``GPUAAS_PROMETHEUS_HEADERS['X-A']``):
+    an item or a key of a value is no variable of its own."""
+    model: Any = GpuaasSettings
+    names: list[str] = []
+    for i, part in enumerate(loc):
+        if model is None or not isinstance(part, str):
+            return "GPUAAS_" + "__".join(names) + "".join(f"[{p!r}]" for p in loc[i:])
+        names.append(part.upper())
+        field = model.model_fields.get(part)
+        annotation = field.annotation if field is not None else None
+        model = annotation if isinstance(annotation, type) and issubclass(annotation, BaseModel) else None
+    return "GPUAAS_" + "__".join(names)
+
+
+def _misspelt_variable() -> str | None:
+    """The first ``GPUAAS_*`` variable that no one reads but that is one typo from one that is read, with the
+    name it is close to: pydantic-settings skips a variable that names no setting, so a misspelt
+    GPUAAS_POLICY_FILE left the policy at its defaults (its exclusions and disabled tenants gone) without a
+    word. Only near misses are refused: a variable of another tool (or a script's own) is none of gpuaas's
+    business, and one set to nothing is unset, as every setting's is."""
+    import difflib
+
+    from gpuaas._variables import OTHER_VARIABLES
+
+    read = [f"GPUAAS_{name.upper()}" for name in GpuaasSettings.model_fields]
+    read += [f"GPUAAS_METRICS__{name.upper()}" for name in MetricNames.model_fields]
+    read += [name for name, *_ in OTHER_VARIABLES if "<" not in name]
+    for name in sorted(key.upper() for key, value in os.environ.items() if key.upper().startswith("GPUAAS_") and value):
+        if name in read or name.startswith(("GPUAAS_ENDPOINT_", "GPUAAS_TEST_")) \
+                or any(name.startswith(f"{known}__") for known in read):
+            continue
+        close = difflib.get_close_matches(name, read, n=1, cutoff=0.85)
+        if close:
+            return f"{name} is no gpuaas variable: did you mean {close[0]}? (as it is, it is ignored)"
+    return None
+
+
 def load_settings(**overrides: object) -> GpuaasSettings:
     """Settings from the environment, with errors that name the variable; the policy is read eagerly."""
+    misspelt = _misspelt_variable()
+    if misspelt is not None:
+        raise ConfigError(misspelt, file="environment")
     try:
         settings = GpuaasSettings(**overrides)  # type: ignore[arg-type]
     except ValidationError as exc:
@@ -341,8 +401,7 @@ def load_settings(**overrides: object) -> GpuaasSettings:
             if not err["loc"]:  # a check across fields names its variables itself
                 problems.append(message)
                 continue
-            var = "GPUAAS_" + "__".join(str(p).upper() for p in err["loc"])
-            problems.append(f"{var}: {message}")
+            problems.append(f"{_variable(tuple(err['loc']))}: {message}")
         raise ConfigError("; ".join(problems), file="environment") from exc
     except SettingsError as exc:  # a structured field (a list, a mapping) whose variable is not JSON
         match = re.search(r'field "([^"]+)"', str(exc))

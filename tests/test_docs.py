@@ -49,7 +49,7 @@ def test_every_environment_variable_is_in_the_configuration_reference() -> None:
                if name not in documented and not name.startswith(tuple(families))
                and not (name.endswith("_") and any(d.startswith(name) for d in documented))]
     assert not missing, (f"not in docs/reference/configuration.md: {missing}; a variable read outside the settings "
-                         "goes into gpuaas.cli._reference.OTHER_VARIABLES, then run .venv/bin/python -m "
+                         "goes into gpuaas._variables.OTHER_VARIABLES, then run .venv/bin/python -m "
                          "gpuaas.cli._reference")
 
 

@@ -50,18 +50,22 @@ def load_deadline_problem(path: Path | str) -> tuple[dict[str, int], list[Deadli
 def _job(path: Path | str, k: int, entry: Any, only: str | None) -> DeadlineJob:
     if not isinstance(entry, Mapping):
         raise ConfigError("must be a mapping", file=path, field=f"jobs[{k}]")
-    where = f"jobs[{k}] ({entry['name']})" if isinstance(entry.get("name"), str) else f"jobs[{k}]"
+    where = f"jobs[{k}] ({entry['name']})" if isinstance(entry.get("name"), str) and entry["name"] else f"jobs[{k}]"
     require_text_keys(path, entry, where=lambda loc: f"{where}.{loc[-1]}", deep=False)
+    extra = sorted(set(entry) - set(_REQUIRED) - set(_OPTIONAL))
     for key in _REQUIRED:
         if key not in entry:
             hint = " (null for a job without one)" if key == "deadline" else ""
-            raise ConfigError(f"missing{hint}", file=path, field=f"{where}.{key}")
-    extra = sorted(set(entry) - set(_REQUIRED) - set(_OPTIONAL))
+            # a key missing beside one no job has is most often that key misspelt (gpu: for gpus:): say both
+            typo = f"; unknown field {', '.join(extra)}" if extra else ""
+            raise ConfigError(f"missing{hint}{typo}", file=path, field=f"{where}.{key}")
     if extra:
         raise ConfigError("unknown field", file=path, field=f"{where}.{extra[0]}")
     if not isinstance(entry["name"], str) or not entry["name"]:
         raise ConfigError("must be a non-empty string", file=path, field=f"{where}.name")
-    resource = entry.get("resource", only)
+    resource = entry.get("resource")
+    if resource is None:  # left out or null: the one resource of capacity, where it names only one
+        resource = only
     if resource is None:
         raise ConfigError("missing: capacity names several resources", file=path, field=f"{where}.resource")
     return DeadlineJob(

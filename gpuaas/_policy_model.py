@@ -10,7 +10,7 @@ from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationInf
 
 from gpuaas._validation import FieldProblem
 
-__all__ = ["Fraction", "Namespace", "ObjectName", "_Model"]
+__all__ = ["SUBDOMAIN", "Fraction", "Namespace", "ObjectName", "_Model"]
 
 Fraction = Annotated[float, Field(ge=0, le=1)]
 
@@ -75,7 +75,7 @@ _YAML_BOOLEANS = "YAML reads yes, no, on, off, true and false as booleans"
 
 
 _LABEL = re.compile(r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?")
-_SUBDOMAIN = re.compile(r"[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?")
+SUBDOMAIN = re.compile(r"[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?")
 
 
 def _kubernetes_name(pattern: re.Pattern[str], what: str, spelling: str) -> AfterValidator:
@@ -91,6 +91,6 @@ def _kubernetes_name(pattern: re.Pattern[str], what: str, spelling: str) -> Afte
 Namespace = Annotated[str, _kubernetes_name(_LABEL, "namespace", "lowercase letters, digits and '-', at most 63")]
 """A Kubernetes namespace (an RFC 1123 label): one the API server cannot hold is a typo that would
 match no workload, and a tenant or service would silently own nothing."""
-ObjectName = Annotated[str, _kubernetes_name(_SUBDOMAIN, "object name",
+ObjectName = Annotated[str, _kubernetes_name(SUBDOMAIN, "object name",
                                              "lowercase letters, digits, '-' and '.', at most 253")]
 """A Kubernetes object name (an RFC 1123 subdomain), such as a ClusterQueue's."""

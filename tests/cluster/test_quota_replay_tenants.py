@@ -168,3 +168,14 @@ def test_the_first_line_compares_the_worst_tenants_wait_with_static_quotas(tmp_p
     for said_moved, name in zip(said.groups()[4:], ("rebalanced_isolated", "rebalanced_cohort"), strict=True):
         nights = figures[name]["gpus_moved_per_night"]
         assert float(said_moved) == pytest.approx(sum(nights) / max(len(nights), 1), abs=0.05)
+
+
+def test_an_itp_file_whose_name_is_no_kubernetes_name_is_refused_naming_it(tmp_path: Path) -> None:
+    """An ITP tenant is named by its file, and becomes a ClusterQueue: ``My_Trace.csv`` cannot, and the error says
+    so naming the file and a name it could have, where a validation error of the tenant model escaped."""
+    path = tmp_path / "My_Trace.csv"
+    path.write_text("submission_time,deadline,num_gpu,duration\n0,7200,1,3600\n", encoding="utf-8")
+    result = runner.invoke(app, ["replay", "rebalance", "--trace-format", "itp", "--trace", str(path)])
+    assert result.exit_code == 1 and result.stdout == ""
+    [line] = result.stderr.strip().splitlines()
+    assert line.startswith(f"error: {path}: 'My_Trace' is no Kubernetes object name") and "my-trace.csv" in line

@@ -27,11 +27,13 @@ every 24 simulated hours after the first submission (the traces carry no time zo
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Callable, Sequence
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
+from gpuaas._policy_model import SUBDOMAIN as _SUBDOMAIN
 from gpuaas._yaml import read_yaml
 from gpuaas.errors import ConfigError
 from gpuaas.models import MAX_GPUS
@@ -68,11 +70,20 @@ def read_trace(paths: Sequence[Path], trace_format: str) -> list[TraceJob]:
     for path in paths:
         # An ITP tenant is its file's name: two files of one name would replay as one tenant, and the
         # second would vanish into the first.
+        if not _SUBDOMAIN.fullmatch(path.stem):
+            raise ConfigError(f"{path.stem!r} is no Kubernetes object name (lowercase letters, digits, '-' and '.'), "
+                              "and an ITP tenant is named by its file, as its ClusterQueue: rename the file "
+                              f"(e.g. {_k8s_like(path.stem)}.csv)", file=path)
         if path.stem in seen:
             raise ConfigError(f"same tenant name {path.stem!r} as {seen[path.stem]} (an ITP tenant is named by its "
                               "file; rename one)", file=path)
         seen[path.stem] = path
     return [job for path in paths for job in read_itp(path)]
+
+
+def _k8s_like(name: str) -> str:
+    """``name`` as a Kubernetes object name could spell it: ``My_Trace`` -> ``my-trace``."""
+    return re.sub(r"[^a-z0-9.-]+", "-", name.lower()).strip("-.") or "tenant"
 
 
 def in_window(jobs: list[TraceJob], days: float | None) -> list[TraceJob]:

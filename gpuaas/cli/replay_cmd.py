@@ -176,6 +176,8 @@ def reclaim(
         if frontier and flag_given(ctx, flag):
             raise usage_error(f"--{flag} does not apply with --frontier (it replays fixed windows, adaptive budgets "
                               "and the clairvoyant limit of its own): give one or the other")
+    if window <= 0:  # a 0-minute window stops every spell as it starts: no rule a policy may hold (above 0)
+        raise usage_error(f"--window must be above 0 minutes, as the policy's window_minutes, got {window:g}")
     if flag_given(ctx, "reclaims") and format is not OutputFormat.json:
         raise usage_error("--reclaims lists the reclaims in the JSON only: give it with --format json, or leave it out")
     if frontier:

@@ -173,3 +173,11 @@ def test_the_table_fits_80_columns_with_its_headers_in_words(util_args: list[str
     table = result.stdout.split("Reclaim replay, idle <=")[1]
     assert max(len(line) for line in table.splitlines()) <= 80
     assert "reclaimed" in table and "wake-ups" in table and "reclaimed_gpu_hours" not in table
+
+
+def test_a_window_of_zero_minutes_is_refused_as_the_policy_refuses_it(util_args: list[str]) -> None:
+    """A 0-minute window stops every idle spell as it starts, a rule no policy may hold (``window_minutes`` is
+    above 0): the replay would print GPU-hours a deployed reclaim can never save."""
+    result = runner.invoke(main_app, ["replay", "reclaim", *util_args, "--window", "0"])
+    assert result.exit_code == 2 and result.stdout == ""
+    assert "--window must be above 0 minutes" in result.stderr and "Traceback" not in result.output

@@ -197,6 +197,16 @@ LabelNames = Annotated[list[Annotated[str, _named(r"[a-zA-Z_][a-zA-Z0-9_]*", "la
 would read as missing."""
 
 
+def _database_url(value: SecretStr) -> SecretStr:
+    """A database URL names its dialect (``sqlite:///…``, ``postgresql+psycopg://…``): anything else fails when the
+    store opens, as "cannot open database", without the variable's name. Checked without SQLAlchemy (whose import
+    every command would pay) and without showing the value (it may hold a password)."""
+    if not re.match(r"[A-Za-z][A-Za-z0-9]*(\+[A-Za-z0-9_]+)?://", value.get_secret_value()):
+        raise ValueError("not a database URL: write dialect://…, e.g. sqlite:////var/lib/gpuaas/gpuaas.db or "
+                         "postgresql+psycopg://gpuaas@db:5432/gpuaas")
+    return value
+
+
 class MetricNames(BaseModel):
     """Metric and label names; the defaults match a standard GPU Operator + Kueue + vLLM install."""
 
@@ -232,7 +242,7 @@ class GpuaasSettings(BaseSettings):
     data_dir: Path = Field(default_factory=default_data_dir)
     """Where the SQLite store, the HTML reports and the embedded cluster live (``$XDG_DATA_HOME/gpuaas`` or
     ``~/.local/share/gpuaas``)."""
-    database_url: SecretStr | None = None
+    database_url: Annotated[SecretStr, AfterValidator(_database_url)] | None = None
     """SQLAlchemy URL; unset means SQLite at ``DATA_DIR/gpuaas.db``. PostgreSQL for a shared deployment."""
     database_password: SecretStr | None = None
     """Put into ``database_url`` when that has none: the URL can live in plain config, the password in a secret."""

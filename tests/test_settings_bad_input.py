@@ -228,3 +228,20 @@ def test_a_token_file_that_is_a_device_or_too_large_is_refused_unread(tmp_path: 
             load_settings()
         assert str(info.value).startswith(f"environment: GPUAAS_PROMETHEUS_TOKEN_FILE: {says}"), str(info.value)
         assert "\n" not in str(info.value) and "ttttt" not in str(info.value)
+
+
+@pytest.mark.parametrize("url", ["notaurl", "localhost:5432/gpuaas", "postgres//u:hunter2@db/gpuaas"])
+def test_a_database_url_with_no_dialect_is_refused_naming_the_variable_not_the_password(
+        monkeypatch: pytest.MonkeyPatch, url: str) -> None:
+    """Else the store fails to open, later, as "cannot open database <unparsable database URL>"."""
+    monkeypatch.setenv("GPUAAS_DATABASE_URL", url)
+    with pytest.raises(ConfigError) as refused:
+        load_settings()
+    said = str(refused.value)
+    assert "GPUAAS_DATABASE_URL: not a database URL" in said and "hunter2" not in said and url not in said
+
+
+@pytest.mark.parametrize("url", ["sqlite:////tmp/g.db", "postgresql+psycopg://u:p@db:5432/g", "sqlite://"])
+def test_a_database_url_with_a_dialect_loads(monkeypatch: pytest.MonkeyPatch, url: str) -> None:
+    monkeypatch.setenv("GPUAAS_DATABASE_URL", url)
+    assert load_settings().database_url is not None

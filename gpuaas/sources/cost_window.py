@@ -74,7 +74,7 @@ def report_periods(window_s: float, step_s: float | None = None) -> tuple[int, f
         raise ConfigError(f"a window must span at least one GPU sample step, {step_s:g} s "
                           "(metrics.sample_interval_seconds): GPU-hours are counted in whole steps", field="window")
     if window_s > MAX_WINDOW_DAYS * DAY_S:
-        raise ConfigError(f"a window of at most {MAX_WINDOW_DAYS} days, not {window_s / DAY_S:,.0f} days",
+        raise ConfigError(f"a window of at most {MAX_WINDOW_DAYS} days, not {window_s / DAY_S:,.6g} days",
                           field="window")
     if window_s <= DAY_S:
         if window_s % 60:

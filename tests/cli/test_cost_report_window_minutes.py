@@ -42,3 +42,10 @@ def test_whole_minutes_and_whole_days_are_one_step_each() -> None:
     assert report_periods(86400.0, 15.0) == (1, 86400.0)
     with pytest.raises(ConfigError, match="whole minutes, not 100 s"):
         report_periods(100.0, 15.0)
+
+
+def test_a_window_of_astronomical_days_is_refused_in_a_short_line() -> None:
+    """``1e300w`` printed its 300-digit number of days into the one line."""
+    with pytest.raises(ConfigError) as refused:
+        report_periods(1e300 * 7 * 86400.0, 15.0)
+    assert str(refused.value).endswith("a window of at most 366 days, not 7e+300 days") and len(str(refused.value)) < 80

@@ -10,8 +10,9 @@ The method, per resource (resources never share GPUs, so each is its own problem
 2. Otherwise a proven lower bound on the extra GPUs (energy and mandatory parts); EDF on capacity
    plus that bound meeting every deadline proves the bound is the minimum.
 3. Otherwise the exact time-indexed MILP (HiGHS) for the minimum and a schedule, within
-   :class:`MilpLimits` (time points, variables, seconds). Past them, EDF with the smallest extra
-   that works is returned as a heuristic upper bound, and ``inexact`` says why (:class:`Inexact`).
+   :class:`MilpLimits` (time points, variables, seconds). Past them, EDF with the fewest extra GPUs
+   it is found to work on (a bounded search, :func:`~gpuaas.policies.deadlines._search.fewest_working`)
+   is returned as a heuristic upper bound, and ``inexact`` says why (:class:`Inexact`).
 
 Pure: no I/O, times in one unit relative to now = 0. Running jobs hold their GPUs until
 ``duration - running_for`` and are never moved; one already past its duration still holds them,
@@ -25,7 +26,7 @@ counts toward no extra GPU.
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import date
 
@@ -33,7 +34,15 @@ from gpuaas.errors import ConfigError
 from gpuaas.models import MAX_GPUS
 from gpuaas.phrases import counted
 from gpuaas.policies.deadlines._milp import Inexact, MilpAnswer, MilpLimits, solve_max_on_time, solve_min_extra
-from gpuaas.policies.deadlines.profile import EPS, Item, Profile, lower_bound_extra, serial_schedule
+from gpuaas.policies.deadlines._search import Probe, SearchAnswer, fewest_working
+from gpuaas.policies.deadlines.profile import (
+    EPS,
+    CapacityRange,
+    Item,
+    Profile,
+    lower_bound_extra,
+    serial_schedule,
+)
 
 __all__ = ["MAX_TIME", "DeadlineJob", "DeadlinePlan", "Inexact", "MilpLimits", "ScheduledJob", "overrun_buffer",
            "plan_deadlines", "validate_problem"]
@@ -273,10 +282,9 @@ def _past_every_end(jobs: Sequence[DeadlineJob], items: Sequence[Item], best_eff
 
 
 def _min_extra(
-    items: list[Item], cap: int, edf: list[Item], limits: MilpLimits, late: object
+    items: list[Item], cap: int, edf: list[Item], limits: MilpLimits, late: Callable[[Mapping[str, float]], list[str]]
 ) -> tuple[int, dict[str, float], Inexact | None, str]:
     """The fewest extra GPUs and a schedule on them; why that is not proven (``None``: it is); how it was found."""
-    assert callable(late)
     lower = lower_bound_extra(items, cap)  # EDF already failed at 0, but the MILP may not
     starts = serial_schedule(items, cap + lower, edf)
     if lower > 0 and not late(starts):
@@ -287,14 +295,36 @@ def _min_extra(
         merged = {i.name: 0.0 for i in items if i.fixed_start is not None} | answer.starts
         how = "proven optimal by the MILP" if answer.optimal else "the MILP's best within its time limit"
         return answer.extra, merged, answer.inexact, f"{counted(answer.extra, 'extra GPU')}: {how}"
-    extra = max(lower, 1)
-    while late(starts := serial_schedule(items, cap + extra, edf)):
-        extra += 1
+    found = _fewest_for_edf(items, cap, edf, max(lower, 1), upper, late)
     return (
-        extra, starts, answer,
-        f"{answer.words} ({counted(len(edf), 'job')}): {counted(extra, 'extra GPU')} from EDF, a heuristic"
-        f" (at least {lower} {'is' if lower == 1 else 'are'} needed)",
+        found.extra, found.found, answer,
+        f"{answer.words} ({counted(len(edf), 'job')}): {counted(found.extra, 'extra GPU')} from EDF, a heuristic"
+        f" (at least {lower} {'is' if lower == 1 else 'are'} needed"
+        f"{'' if found.exhaustive else '; fewer may also do, not every number was tried'})",
     )
+
+
+SCAN_TRIES = 32
+"""How many distinct EDF schedules :func:`_fewest_for_edf` tries one after another before it bisects: below it, the
+answer is the first number of extra GPUs on which EDF meets every deadline; past it, a few dozen more schedules
+find one whose predecessor fails, on a pool of any size."""
+
+
+def _fewest_for_edf(items: list[Item], cap: int, edf: list[Item], start: int, upper: int,
+                    late: Callable[[Mapping[str, float]], list[str]]) -> SearchAnswer[dict[str, float]]:
+    """The fewest extra GPUs from ``start`` on which EDF meets every deadline (:func:`fewest_working`).
+
+    ``upper`` (the GPUs of every job with a deadline) always works: each such job fits at 0 beside the
+    running ones, which hold at most ``cap``, and ends by its deadline, since a job that cannot
+    (duration past its deadline) is ``missed`` and left out of ``items``, and a running job is never late.
+    """
+
+    def probe(extra: int) -> Probe[dict[str, float]]:
+        same = CapacityRange()
+        starts = serial_schedule(items, cap + extra, edf, same)
+        return Probe(not late(starts), starts, same.lo - cap, same.hi - cap)
+
+    return fewest_working(probe, start, upper, SCAN_TRIES)
 
 
 def validate_problem(capacity: Mapping[str, int], jobs: Sequence[DeadlineJob]) -> None:

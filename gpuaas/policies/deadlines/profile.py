@@ -13,7 +13,7 @@ from bisect import bisect_right
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
-__all__ = ["EPS", "Item", "Profile", "lower_bound_extra", "serial_schedule"]
+__all__ = ["EPS", "CapacityRange", "Item", "Profile", "lower_bound_extra", "serial_schedule"]
 
 EPS = 1e-9
 
@@ -27,6 +27,25 @@ class Item:
     duration: float
     deadline: float | None
     fixed_start: float | None = None
+
+
+@dataclass
+class CapacityRange:
+    """Capacities ``lo <= c < hi`` on which a list schedule comes out the same (``hi`` infinite: no upper end).
+
+    Why: a list schedule depends on its capacity only through tests "do ``need`` GPUs fit", so every
+    capacity from the largest ``need`` that fitted to below the smallest that did not answers them all
+    alike. A search over capacities skips such a range in one step instead of one GPU at a time.
+    """
+
+    lo: int = 0
+    hi: float = math.inf
+
+    def narrow(self, fitted: int, refused: int | None) -> None:
+        """Record a fit test's answers: ``fitted`` GPUs fitted, ``refused`` (if any) did not."""
+        self.lo = max(self.lo, fitted)
+        if refused is not None:
+            self.hi = min(self.hi, refused)
 
 
 class Profile:
@@ -51,20 +70,31 @@ class Profile:
         for k in range(first, last):
             self._use[k] += gpus
 
-    def earliest_fit(self, gpus: int, duration: float, capacity: int, not_before: float = 0.0) -> float:
-        """The earliest start >= ``not_before`` where ``gpus`` fit for ``duration`` (always exists)."""
+    def earliest_fit(self, gpus: int, duration: float, capacity: int, not_before: float = 0.0,
+                     same_on: CapacityRange | None = None) -> float:
+        """The earliest start >= ``not_before`` where ``gpus`` fit for ``duration`` (always exists).
+
+        ``same_on``, when given, is narrowed to the capacities on which every fit test made here answers as it
+        did on ``capacity`` (so the same start comes out on any of them).
+        """
         ts, use = self._ts, self._use
         i = max(bisect_right(ts, not_before + EPS) - 1, 0)
         start = max(not_before, ts[i])
+        fitted = 0  # the most GPUs a test found room for
         while True:
             end = start + duration
             k = i
             blocked = -1
             while k < len(ts) and ts[k] < end - EPS:
-                if use[k] + gpus > capacity:
+                need = use[k] + gpus
+                if need > capacity:
                     blocked = k
                     break
+                if need > fitted:
+                    fitted = need
                 k += 1
+            if same_on is not None:
+                same_on.narrow(fitted, use[blocked] + gpus if blocked >= 0 else None)
             if blocked < 0:
                 return start
             i = blocked + 1
@@ -77,12 +107,15 @@ class Profile:
 
 
 def serial_schedule(
-    items: Sequence[Item], capacity: int, order: Iterable[Item] | None = None
+    items: Sequence[Item], capacity: int, order: Iterable[Item] | None = None, same_on: CapacityRange | None = None
 ) -> dict[str, float]:
     """Start times: fixed items where they are, the others in ``order`` at their earliest fit.
 
     With ``order`` by deadline this is EDF list scheduling: a fast first answer, optimal for
     one-GPU jobs of equal length, but not in general when jobs need several GPUs at once.
+    ``same_on``, when given, is narrowed to the capacities on which these same starts come out: the
+    capacity enters only through "do these GPUs fit", so every capacity that answers each such test
+    alike gives the same schedule.
     """
     profile = Profile()
     starts: dict[str, float] = {}
@@ -93,7 +126,7 @@ def serial_schedule(
     for item in order if order is not None else items:
         if item.fixed_start is not None:
             continue
-        start = profile.earliest_fit(item.gpus, item.duration, capacity)
+        start = profile.earliest_fit(item.gpus, item.duration, capacity, same_on=same_on)
         profile.add(start, item.duration, item.gpus)
         starts[item.name] = start
     return starts

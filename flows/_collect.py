@@ -19,7 +19,7 @@ from gpuaas.instant import as_utc
 from gpuaas.operations import collect as operation
 from gpuaas.settings import GpuaasSettings, load_settings
 from gpuaas.sources.bulk import collector_paused
-from reports import source_errors
+from reports import counted, source_errors
 from reports.collect import headline
 from tasks import IO_TASK_OPTIONS, push_or_warn, retry_options, run_logger, unwalked
 from tasks.collect import plan_collect, publish_artifacts, push_summary, read_one_source, store_snapshot
@@ -38,7 +38,7 @@ def collect_snapshot(at: datetime | None = None) -> dict[str, Any]:
     with collector_paused():  # the pages die by refcount once joined, before the collector walks them
         readings = _read_sources(settings, now, windows)
         snapshot = operation.assemble(settings, now, windows, readings)
-    logger.info("collect: %d sources read in %.2fs", len(readings), time.monotonic() - started)
+    logger.info("collect: %s read in %.2fs", counted(len(readings), "source"), time.monotonic() - started)
 
     plan = plan_collect(settings, unwalked(snapshot))
     summary = dict(plan.summary)

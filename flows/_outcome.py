@@ -82,7 +82,7 @@ def failed(result: dict[str, Any], headline: str) -> dict[str, Any]:
 
 def busy_outcome(result: dict[str, Any], busy: Exception, artifact_key: str | None = None) -> dict[str, Any]:
     """End a run that lost the wait for the cluster writes as Completed: its headline the state's message, the
-    run's name and its artifact's first line, as for any run.
+    run's name and its artifact's description, as for any run.
 
     Not Failed: nothing is wrong with this run, the other one is writing and the next schedule
     decides again; an ops engineer who sees a red run looks for a fault that is not there. The
@@ -91,11 +91,11 @@ def busy_outcome(result: dict[str, Any], busy: Exception, artifact_key: str | No
     from prefect.states import Completed
 
     from reports import busy_line
-    from tasks import markdown_artifact
+    from tasks import summary_artifact
 
     line = busy_line(str(busy))
     if artifact_key is not None:
-        markdown_artifact(key=artifact_key, markdown=f"{line}; the next run decides again.\n", description=line)
+        summary_artifact(key=artifact_key, markdown=f"{line}\n\nThe next run decides again.\n")
     return _end(Completed, logging.WARNING, {**result, "writes_busy": str(busy)}, line, None)
 
 

@@ -23,7 +23,7 @@ from flows._instant import UtcInstant
 from flows._outcome import finished
 from gpuaas.quantity import parse_window
 from gpuaas.settings import load_settings
-from reports import source_errors, with_failures
+from reports import counted, source_errors, with_failures
 from reports.cost_report import NO_SERVICES, cost_first_line, cost_report_json
 from tasks import push_or_warn, retry_options
 from tasks.cost_report import build_report, publish_cost_artifacts, push_cost_metrics, read_window, write_html_report
@@ -41,7 +41,7 @@ def cost_report(window: str = "1d", at: UtcInstant | None = None, compare: bool 
 
     started = time.monotonic()
     windows = reader(settings, end, window_s, compare)
-    logger.info("read: %d requests for the window%s in %.2fs", windows.current.queries,
+    logger.info("read: %s for the window%s in %.2fs", counted(windows.current.queries, "request"),
                 f" and {windows.previous.queries} for the previous one" if windows.previous else "",
                 time.monotonic() - started)
 
@@ -50,8 +50,9 @@ def cost_report(window: str = "1d", at: UtcInstant | None = None, compare: bool 
     path = write_html_report(settings, report, previous) if html else None
     publish_cost_artifacts(report, previous, path)
     pushed = push_or_warn(settings, push_cost_metrics, report, what="cost metrics")
-    logger.info("cost report %s – %s: %d tenants, %d services, %d notes; HTML %s", report.start, report.end,
-                len(report.tenants), len(report.services), len(report.notes), path or "not written")
+    logger.info("cost report %s – %s: %s, %s, %s; HTML %s", report.start, report.end,
+                counted(len(report.tenants), "tenant"), counted(len(report.services), "service"),
+                counted(len(report.notes), "note"), path or "not written")
     doc = cost_report_json(report, path, previous)
     doc["pushed_samples"] = pushed
     errors = {**(source_errors(windows.previous.sources) if windows.previous else {}),

@@ -29,7 +29,7 @@ from gpuaas.models import NOT_OK
 from gpuaas.operations.deadlines import DeadlinesResult
 from gpuaas.policy import Mode, WritingFlow
 from gpuaas.settings import load_settings
-from reports import frozen_lead, source_errors, with_failures
+from reports import counted, frozen_lead, source_errors, with_failures
 from reports.deadlines import (
     deadlines_headline,
     failures_sentence,
@@ -90,7 +90,7 @@ def deadlines(apply: bool = False, at: UtcInstant | None = None, nudge: bool = T
         logger.warning("at %s is not now: no hold is released this run", now.isoformat())
     released = release_due_holds(settings, now) if nudge and not elsewhen else DeadlinesResult()
     if released.nudges:
-        logger.info("release: %d held Workloads due", len(released.nudges))
+        logger.info("release: %s due", counted(len(released.nudges), "held Workload"))
 
     nudged = DeadlinesResult()
     try:
@@ -98,8 +98,9 @@ def deadlines(apply: bool = False, at: UtcInstant | None = None, nudge: bool = T
             snapshot_id, snapshot = snapshot_for(settings, now, snapshot_id)
             started = time.monotonic()
             plan = plan_deadline_run(settings, unwalked(snapshot), now, nudge)
-            logger.info("plan: %d pools, %d extra GPUs needed, %d deadlines at risk in %.2fs", len(plan.pools),
-                        sum(plan.extra_gpus.values()), len(plan.at_risk), time.monotonic() - started)
+            logger.info("plan: %s, %s needed, %s at risk in %.2fs", counted(len(plan.pools), "pool"),
+                        counted(sum(plan.extra_gpus.values()), "extra GPU"), counted(len(plan.at_risk), "deadline"),
+                        time.monotonic() - started)
             if nudge:
                 to_apply = plan.releases_withheld(f"at {now.isoformat()} is not now") if elsewhen else plan
                 nudged = apply_deadline_nudges(settings, unwalked(to_apply), mode, now)

@@ -24,6 +24,7 @@ from gpuaas.actions import new_holder
 from gpuaas.models import NOT_OK
 from gpuaas.operations.incident import window
 from gpuaas.settings import load_settings
+from reports import counted
 from reports.incident import incident_json, incident_markdown
 from tasks.incident import check_undo_ids, publish_incident_artifacts, read_review
 from tasks.reclaim import undo_actions
@@ -58,14 +59,14 @@ def incident_review(start: str = "1h", end: str = "now", namespaces: list[str] |
             logger.warning("undo: %s", busy)
         for u in undone or []:
             logger.info("undo #%s: %s, %s", u["audit_id"], u["result"], u["message"])
-        logger.info("undo: %d ids in %.2fs", len(undo), time.monotonic() - started)
+        logger.info("undo: %s in %.2fs", counted(len(undo), "id"), time.monotonic() - started)
 
     # Resolved again after the undo, so that a window ending now includes the undo's own audit rows.
     begin, until = window(start, end, datetime.now(UTC))
     started = time.monotonic()
     review = read_review(settings, begin, until, list(namespaces or []), list(queues or []))
-    logger.info("read: %d collects, %d audit rows, %d actions in %.2fs", len(review.fleet), len(review.events),
-                len(review.actions), time.monotonic() - started)
+    logger.info("read: %s, %s, %s in %.2fs", counted(len(review.fleet), "collect"),
+                counted(len(review.events), "audit row"), counted(len(review.actions), "action"), time.monotonic() - started)
     publish_incident_artifacts(review, undone, busy)
     doc = {**incident_json(review, undone, busy), "markdown": incident_markdown(review, None, undone, busy)}
     # an undo the cluster refused, or whose answer was lost: a red run, as `gpuaas incident --undo` exits 1

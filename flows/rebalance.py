@@ -31,7 +31,7 @@ from gpuaas.policies.deadlines import PoolPlan
 from gpuaas.policy import Mode, WritingFlow
 from gpuaas.settings import GpuaasSettings, load_settings
 from gpuaas.sources.queue_history import HISTORY_COLUMNS
-from reports import source_errors, with_failures
+from reports import counted, source_errors, with_failures
 from reports.rebalance import first_line, outcome_dicts
 from tasks import push_or_warn, retry_options, unwalked
 from tasks.deadlines import plan_deadlines
@@ -63,8 +63,8 @@ def _plan(settings: GpuaasSettings, now: datetime, cohort: str | None, window_da
         logger.warning("queue history not read: %s", history_error)
     plan = plan_rebalance(settings, unwalked(snapshot), history, unwalked(pools), read_audit_view(settings, now),
                           cohort, history_error, snapshot_id, window_days)
-    logger.info("plan: snapshot %s, %d cohorts, %d GPUs to move in %.2fs", snapshot_id, len(plan.cohorts),
-                plan.moved_gpus, time.monotonic() - started)
+    logger.info("plan: snapshot %s, %s, %s to move in %.2fs", snapshot_id, counted(len(plan.cohorts), "cohort"),
+                counted(plan.moved_gpus, "GPU"), time.monotonic() - started)
     return snapshot, pools, plan
 
 

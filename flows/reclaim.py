@@ -38,8 +38,8 @@ from gpuaas.models import NOT_OK, Snapshot
 from gpuaas.policies.reclaim import adaptive_rules, snapshot_problem
 from gpuaas.policy import FreezeOn, Mode, WritingFlow
 from gpuaas.settings import GpuaasSettings, load_settings
-from reports import source_errors
-from reports.reclaim import blind_line, decision_dicts, headline, summary_line, undo_headline
+from reports import counted, source_errors
+from reports.reclaim import blind_line, decision_dicts, headline, summary_line, undo_headline, undo_line
 from tasks import retry_options, unwalked
 from tasks.adaptive import adaptive_history
 from tasks.reclaim import (
@@ -47,6 +47,7 @@ from tasks.reclaim import (
     decide,
     find_idle_workloads,
     publish_reclaim_artifacts,
+    publish_undo_artifact,
     push_idle_metrics,
     recover,
     undo_actions,
@@ -79,7 +80,8 @@ def reclaim(apply: bool = False, at: UtcInstant | None = None, undo: list[int] |
         except WritesBusy as busy:
             return busy_outcome({"undo": []}, busy)
         for r in restores:
-            logger.info("undo #%s %s: %s %s", r.audit_id, r.subject, r.result, r.message)
+            logger.info("undo %s", undo_line(r))
+        publish_undo_artifact(unwalked(restores))
         # an undo the cluster refused, or whose answer was lost: a red run, as for any other write
         undo_end = failed if any(r.result in NOT_OK for r in restores) else finished
         return undo_end({"undo": [asdict(r) for r in restores]}, undo_headline(restores))
@@ -99,8 +101,8 @@ def reclaim(apply: bool = False, at: UtcInstant | None = None, undo: list[int] |
             if mode is Mode.apply:
                 recover(settings, now)
             plan = decide(settings, unwalked(snapshot), idle, mode, now, datetime.now(UTC))
-            logger.info("decide: %d GPU workloads, %d idle targets, %d to act on, in %.2fs", len(idle),
-                        len(plan.decisions), len(plan.targets), time.monotonic() - started)
+            logger.info("decide: %s, %s, %d to act on, in %.2fs", counted(len(idle), "GPU workload"),
+                        counted(len(plan.decisions), "idle target"), len(plan.targets), time.monotonic() - started)
             started = time.monotonic()
             results = act(settings, unwalked(plan), now)
             counts: dict[str, int] = {}

@@ -137,10 +137,15 @@ def _what(e: IncidentEvent) -> str:
 
 
 def event_rows(review: IncidentReview) -> list[dict[str, Any]]:
-    """One row per audit row in the window, oldest first (the table artifact and the CLI table)."""
+    """One row per audit row in the window, oldest first (the timeline table artifact): short cells only.
+
+    The Prefect UI never wraps a table cell, so a reason or an evidence sentence in one widened the table
+    past a 1600-pixel screen and hid the columns after it, ``undoable`` among them; both are on each
+    row's line of the review's markdown, where the words wrap.
+    """
     return [{"time (UTC)": _clock(review, e.at), "audit id": e.audit_id, "flow": e.flow, "action": _what(e),
-             "object": e.subject, "mode": e.mode, "outcome": e.outcome, "reason": e.reason,
-             "evidence": e.evidence, "undoable": "yes" if e.undoable else ""} for e in review.events]
+             "object": e.subject, "mode": e.mode, "outcome": e.outcome, "undoable": "yes" if e.undoable else "no"}
+            for e in review.events]
 
 
 def _known(value: float) -> str:

@@ -11,6 +11,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from gpuaas.models import Outcome
+from gpuaas.phrases import figure
 from gpuaas.policy import FreezeOn
 from gpuaas.pushgateway import MetricFamily
 from reports._format import counted, frozen_lead, said_frozen
@@ -98,19 +99,26 @@ def _moves(outcomes: Sequence[CohortOutcome], mode: str, degraded: str | None, f
     for o in outcomes:
         counts[o.result] = counts.get(o.result, 0) + 1
     results = ", ".join(f"{k} {v}" for k, v in sorted(counts.items()))
-    cohorts = f"{len(moving)} of {len(outcomes)} cohorts ({results})"
+    cohorts = f"{_some_of(len(moving), len(outcomes))} ({results})"
     if not moving:
-        return f"No quota moves: the plan of each of {len(outcomes)} cohorts keeps its quotas ({results})."
+        kept = ("the plan of the 1 cohort keeps its" if len(outcomes) == 1
+                else f"the plans of all {len(outcomes)} cohorts keep their")
+        return f"No quota moves: {kept} quotas ({results})."
     gpus = sum(o.plan.moved_gpus for o in moving if o.plan is not None)
     if degraded:
         return f"Degraded snapshot ({degraded}): {counted(gpus, 'GPU')} of quota planned in {cohorts}, none applied."
     if mode == "apply":
         moved = sum(o.plan.moved_gpus for o in moving if o.plan is not None and o.result == Outcome.applied)
         applied = [str(o.plan_id) for o in moving if o.result == Outcome.applied and o.plan_id]
-        return (f"{moved:g} of {gpus:g} planned GPUs of quota moved in {cohorts}"
+        return (f"{figure(moved)} of {counted(gpus, 'planned GPU')} of quota moved in {cohorts}"
                 + (f"; to reverse: gpuaas undo {' '.join(applied)}." if applied else "."))
     return (f"{frozen_lead(frozen)}{counted(gpus, 'GPU')} of quota would move in {cohorts}; nothing was changed"
             + ("." if frozen else "; to apply: gpuaas rebalance --apply."))
+
+
+def _some_of(part: int, total: int) -> str:
+    """``1 of 3 cohorts``; ``1 cohort`` where it is the only one (not "1 of 1 cohorts")."""
+    return counted(total, "cohort") if part == total == 1 else f"{part} of {total} cohorts"
 
 
 def rebalance_markdown(outcomes: Sequence[CohortOutcome], mode: str, deadline_extra: dict[str, dict[str, int]],
@@ -127,7 +135,7 @@ def rebalance_markdown(outcomes: Sequence[CohortOutcome], mode: str, deadline_ex
         if o.error:
             lines.append(f"- no plan: {o.error}")
         if o.plan:
-            lines.append(f"- **{o.plan.moved_gpus}** GPUs moved; weighted shortfall "
+            lines.append(f"- **{counted(o.plan.moved_gpus, 'GPU')}** moved; weighted shortfall "
                          f"**{o.plan.weighted_shortfall_before:g} -> {o.plan.weighted_shortfall:g}** "
                          f"(solved in {o.plan.solve_seconds:.2f} s)")
         lines.append(f"- history: {o.demand.history_seconds / 3600:.1f} h")

@@ -27,7 +27,8 @@ from reports._format import (
 )
 
 __all__ = ["ASSUMED_GPU_HOURLY_PRICE", "SUCCESS_METRIC", "blind_line", "decision_dicts", "decision_rows", "evidence_lines", "gpu_price",
-           "headline", "idle_metrics", "summary_line", "summary_markdown", "telemetry_counts"]
+           "headline", "idle_metrics", "summary_line", "summary_markdown", "telemetry_counts", "undo_headline", "undo_line",
+           "undo_markdown"]
 
 ASSUMED_GPU_HOURLY_PRICE = 3.0
 """$ per GPU-hour used only when OpenCost has no figure for the fleet at all (the report says so)."""
@@ -284,6 +285,28 @@ def undo_headline(restores: Sequence[UndoResult]) -> str:
     return (f"Restored {len(done)} of {counted(len(restores), noun, plural)}"
             + (f" (audit {', '.join(str(r.audit_id) for r in done)})." if done else ".")
             + (f" {tail[0].upper()}{tail[1:]}." if tail else ""))
+
+
+def _undone_parts(r: UndoResult) -> tuple[str, str]:
+    """(`` Deployment team-a/dep``, ``restored: restored (resourceVersion 56); restore audit #12``): the object (none
+    for an id that names nothing undoable) and what became of it."""
+    restore = f"; restore audit #{r.restore_audit_id}" if r.restore_audit_id else ""
+    return (f" {r.subject}" if r.subject else ""), f"{r.result}: {r.message}{restore}"
+
+
+def undo_line(r: UndoResult) -> str:
+    """What became of one audit id asked for, as the run logs it: ``#3 Deployment team-a/dep: restored: …``."""
+    who, what = _undone_parts(r)
+    return f"#{r.audit_id}{who}: {what}"
+
+
+def undo_markdown(restores: Sequence[UndoResult]) -> str:
+    """First line: the undo's headline; then one bullet per audit id asked for, the rows its headline points at.
+
+    A list, not a table: a refusal names the field and its current value, a sentence that a table cell would
+    not wrap. The id is code, so that it never reads as a heading."""
+    bullets = [f"- `#{r.audit_id}`{who}: {what}" for r in restores for who, what in [_undone_parts(r)]]
+    return f"{undo_headline(restores)}\n\n# gpuaas undo\n\n" + "\n".join(bullets) + "\n"
 
 
 def summary_markdown(results: Sequence[ActionResult], snapshot: Snapshot, mode: str, cap: int,

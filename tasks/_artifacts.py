@@ -16,7 +16,7 @@ from uuid import UUID
 
 from tasks._steps import in_flow_run
 
-__all__ = ["headline_of", "markdown_artifact", "summary_artifact", "table_artifact"]
+__all__ = ["headline_of", "markdown_artifact", "summary_artifact", "table_artifact", "without_headline"]
 
 
 def _publish(artifact: Any) -> None:
@@ -48,9 +48,28 @@ def headline_of(markdown: str) -> str:
     return next((line.lstrip("# ").strip() for line in markdown.splitlines() if line.strip()), "")
 
 
+def without_headline(markdown: str) -> str:
+    """``markdown`` from the line after its headline (the blank lines after it dropped too).
+
+    A markdown that is its headline alone is kept whole: an artifact needs a body, and a page with
+    only the description would read as if its content had failed to load.
+    """
+    lines = markdown.splitlines(keepends=True)
+    first = next((i for i, line in enumerate(lines) if line.strip()), len(lines))
+    rest = lines[first + 1:]
+    while rest and not rest[0].strip():
+        rest.pop(0)
+    return "".join(rest) if rest else markdown
+
+
 def summary_artifact(*, key: str, markdown: str) -> None:
-    """A summary whose first line is the run's headline: that line is also the card's description."""
-    markdown_artifact(key=key, markdown=markdown, description=headline_of(markdown))
+    """A summary whose first line is the run's headline: that line becomes the artifact's description only.
+
+    The Prefect UI shows the description above the markdown on the artifact's page, and alone on its
+    card (the run page's Artifacts tab, the artifacts list), so the headline published in both places
+    read twice on the page; as the description it is still on every card and page that shows the artifact.
+    """
+    markdown_artifact(key=key, markdown=without_headline(markdown), description=headline_of(markdown))
 
 
 def table_artifact(*, key: str, table: list[dict[str, Any]] | dict[str, list[Any]], description: str) -> None:

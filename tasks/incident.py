@@ -50,7 +50,8 @@ def publish_incident_artifacts(review: IncidentReview, undo: list[dict[str, Any]
     rows = event_rows(review)
     if rows:
         table_artifact(key=TABLE_KEY, table=rows, description=f"Incident review timeline: the {len(rows)} audit "
-                                                                   "rows of the window, oldest first")
+                                                                   "rows of the window, oldest first; each one's "
+                                                                   f"reason and evidence in {MARKDOWN_KEY}")
     else:
         markdown_artifact(key=TABLE_KEY, markdown=f"{summary}\n\nNo audit rows in the window for this scope.\n",
                           description="Incident review timeline")

@@ -17,7 +17,7 @@ from gpuaas.loadtest import LoadTestConfig, SweepRun
 from gpuaas.operations import load_test as operation
 from gpuaas.settings import GpuaasSettings
 from gpuaas.store import open_store
-from reports.capacity import capacity_markdown
+from reports.capacity import capacity_markdown, load_test_headline
 from tasks._artifacts import summary_artifact, table_artifact
 from tasks._options import current_run_id, gpuaas_task
 
@@ -63,6 +63,7 @@ def publish_load_test_artifacts(result: operation.LoadTestResult) -> None:
                      + " rps: those steps are not the server's capacity.")
     if run.stopped:
         notes.append(run.stopped + ".")
-    markdown = (capacity_markdown(capacity, f"Sustainable capacity of {run.config.model}") + "\n" + " ".join(notes)
+    markdown = (f"{load_test_headline(result.to_json())}\n\n"  # the description: summary_artifact takes it off
+                + capacity_markdown(capacity, f"Sustainable capacity of {run.config.model}") + "\n" + " ".join(notes)
                 + f"\n\n![latency against rate](data:image/png;base64,{png})\n\nFiles: {files['sweep'].parent}\n")
     summary_artifact(key="gpuaas-load-test", markdown=markdown)

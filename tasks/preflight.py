@@ -6,7 +6,7 @@ from collections.abc import Sequence
 
 from gpuaas.operations import preflight as operation
 from gpuaas.settings import GpuaasSettings
-from tasks._artifacts import markdown_artifact
+from tasks._artifacts import summary_artifact
 from tasks._options import gpuaas_task
 
 
@@ -20,4 +20,4 @@ def publish_checks(checks: Sequence[operation.Check]) -> None:
     """The checks on the run's page, as a list: a table would cut the long details off at the screen's edge."""
     lines = [operation.headline(checks), ""]
     lines += [f"- **{c.name}** ({c.verdict.value}): {c.detail}" for c in checks]
-    markdown_artifact(key="gpuaas-preflight", markdown="\n".join(lines), description=operation.headline(checks))
+    summary_artifact(key="gpuaas-preflight", markdown="\n".join(lines))

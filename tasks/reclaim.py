@@ -16,13 +16,13 @@ from gpuaas.pushgateway import delete_metrics, push_metrics
 from gpuaas.settings import GpuaasSettings
 from gpuaas.store import load_snapshot as stored_snapshot
 from gpuaas.store import open_store
-from reports.reclaim import decision_rows, idle_metrics, summary_markdown
+from reports.reclaim import decision_rows, idle_metrics, summary_markdown, undo_markdown
 from tasks._artifacts import markdown_artifact, summary_artifact, table_artifact
 from tasks._options import current_run_id, gpuaas_task, retry_unless_misconfigured
 from tasks.writes import store_and_writer
 
 __all__ = ["IDLE_JOB", "act", "decide", "find_idle_workloads", "load_snapshot", "publish_reclaim_artifacts",
-           "push_idle_metrics", "recover", "undo_actions", "withdraw_idle_metrics"]
+           "publish_undo_artifact", "push_idle_metrics", "recover", "undo_actions", "withdraw_idle_metrics"]
 
 
 
@@ -71,6 +71,12 @@ def undo_actions(settings: GpuaasSettings, audit_ids: list[int]) -> list[UndoRes
     """The undo of ``gpuaas undo`` and of an incident review (``gpuaas.operations.incident.undo``)."""
     with store_and_writer(settings) as (store, writer):
         return incident.undo(store, writer, audit_ids, flow_run_id=current_run_id())
+
+
+@gpuaas_task("publish-undo-artifact")
+def publish_undo_artifact(restores: list[UndoResult]) -> None:
+    """What became of each audit id asked for, on the run's page: the rows its headline tells one to see."""
+    summary_artifact(key="gpuaas-undo", markdown=undo_markdown(restores))
 
 
 @gpuaas_task("publish-artifacts")

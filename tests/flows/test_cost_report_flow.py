@@ -88,7 +88,8 @@ def test_flow_publishes_artifacts_metrics_and_the_html(flow_doc: dict, pushgatew
     summary = str(found["gpuaas-cost-summary"].data)
     assert str(path) in summary
     # the same headline numbers as the HTML, and its plots inlined: no need for the worker's disk
-    assert summary.splitlines()[0] == flow_doc["summary"]
+    assert found["gpuaas-cost-summary"].description == flow_doc["summary"]
+    assert flow_doc["summary"] not in summary  # the headline once: as the description, above the markdown
     assert summary.count("](data:image/png;base64,iVBOR") == 3  # funnel, serving and batch cost per outcome
 
     text = httpx.get(f"{pushgateway_url}/metrics", timeout=5).text

@@ -131,7 +131,8 @@ def test_the_review_lists_every_action_in_order_with_its_evidence(incident: Inci
     table_rows = json.loads(found.data) if isinstance(found.data, str) else found.data
     assert [r["audit id"] for r in table_rows] == [r.id for r in rows]
     # the table's description says what it lists (the summary is the markdown's first line)
-    assert found.description == f"Incident review timeline: the {len(rows)} audit rows of the window, oldest first"
+    assert found.description == (f"Incident review timeline: the {len(rows)} audit rows of the window, oldest first; "
+                                 "each one's reason and evidence in incident-review")
 
 
 def test_the_deployment_defaults_review_the_last_hour(incident: Incident, pointed_at: EmbeddedCluster) -> None:

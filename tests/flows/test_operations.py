@@ -344,6 +344,6 @@ def test_a_busy_rebalance_or_deadlines_run_completes_and_writes_nothing(flow_nam
         if flow_name == "rebalance":
             summary = client.read_latest_artifacts()
             found = next(a for a in summary if a.key == "gpuaas-rebalance-summary")
-            assert str(found.data).splitlines()[0].startswith("Another run is writing; nothing written: reclaim-elsewhere")
-            assert str(found.description).startswith("Another run is writing; nothing written: ")
+            assert str(found.description).startswith("Another run is writing; nothing written: reclaim-elsewhere")
+            assert str(found.data) == "The next run decides again.\n"  # the headline once: as the description
     assert _active_slots() == 0

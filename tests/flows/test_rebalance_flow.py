@@ -85,8 +85,10 @@ def test_dry_run_plans_publishes_and_writes_nothing(pointed_at: EmbeddedCluster,
     summary = str(latest["gpuaas-rebalance-summary"].data)
     assert "- **team-b-cq h100**: 4 -> 8 (+4 from " in summary  # the reasons: a list under the table
     assert "# gpuaas rebalance (dry-run)" in summary and "weighted shortfall **8 -> 4**" in summary
-    assert summary.splitlines()[0] == ("Dry-run: 4 GPUs of quota would move in 1 of 1 cohorts (planned 1); "
-                                       "nothing was changed; to apply: gpuaas rebalance --apply.")
+    assert latest["gpuaas-rebalance-summary"].description == (
+        "Dry-run: 4 GPUs of quota would move in 1 cohort (planned 1); nothing was changed; "
+        "to apply: gpuaas rebalance --apply.")
+    assert summary.splitlines()[0] == "# gpuaas rebalance (dry-run)"  # the headline once: as the description
     metrics = httpx.get(f"{pushgateway_url}/metrics", timeout=10).text
     assert 'gpuaas_rebalance_moved_gpus{cohort="c",instance="",job="gpuaas_rebalance"} 4' in metrics
 
@@ -107,7 +109,7 @@ def test_a_change_freeze_makes_an_apply_from_the_cli_a_dry_run(pointed_at: Embed
     result = json.loads(done.stdout)
     assert result["mode"] == "dry-run" and result["freeze"]["name"] == "maintenance"
     assert result["headline"] == (f"Change freeze maintenance until {now + timedelta(hours=1):%Y-%m-%d %H:%M} UTC: "
-                                  "dry-run, 4 GPUs of quota would move in 1 of 1 cohorts (planned 1); nothing was "
+                                  "dry-run, 4 GPUs of quota would move in 1 cohort (planned 1); nothing was "
                                   "changed.")
     assert quotas(pointed_at) == NOMINAL
 

@@ -83,7 +83,8 @@ def test_dry_run_decides_publishes_and_writes_nothing(pointed_at: EmbeddedCluste
     assert {"workload", "GPUs", "idle for", "evidence", "action", "result"} <= set(rows[0])
     assert {r["workload"] for r in rows} == {f"{k} team-a/{n}" for k, n in IDLE_TARGETS}
     summary = str(latest["gpuaas-reclaim-summary"].data)
-    assert "would be freed" in summary and "GPU-hours" in summary and "$" in summary and "per hour" in summary
+    said = str(latest["gpuaas-reclaim-summary"].description)  # the headline: the description, once on the page
+    assert "would be freed" in said and "$" in said and "per hour" in said and "GPU-hours" in summary
     # A dry-run publishes no verdict for workloads gpuaas stops itself (KEDA would act on it): only the
     # instant of its evidence (the KEDA path: tests/flows/test_idle_signal.py, test_signal_and_blind_runs.py).
     metrics = httpx.get(f"{pushgateway_url}/metrics").text

@@ -1,0 +1,57 @@
+"""An undo run shows the rows its headline points at: "The other: see its row's result" names a row on its page.
+
+``gpuaas undo`` prints a table of what became of each audit id; a run started from the Prefect UI had only its
+headline, and its log named an id that is no change as ``undo #987654 None: skipped …``. Real parts: the embedded
+cluster, the store, the Prefect test server.
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import pytest
+
+from gpuaas.actions import UndoResult
+from gpuaas.models import Outcome
+from reports.reclaim import undo_line, undo_markdown
+from tests.scenarios import embedded, point_at
+
+MISSING = 987654
+
+
+def test_each_id_is_a_bullet_under_the_headline() -> None:
+    restores = [UndoResult(MISSING, Outcome.skipped, f"no audit row #{MISSING}: nothing undone"),
+                UndoResult(3, Outcome.restored, "restored (resourceVersion 56)", subject="Deployment team-a/dep",
+                           restore_audit_id=12, action="reclaim")]
+    lines = undo_markdown(restores).splitlines()
+    assert lines[0] == "Restored 1 of 2 changes (audit 3). The other: see its row's result."
+    assert lines[-2:] == [f"- `#{MISSING}`: skipped: no audit row #{MISSING}: nothing undone",
+                          "- `#3` Deployment team-a/dep: restored: restored (resourceVersion 56); restore audit #12"]
+    assert undo_line(restores[0]) == f"#{MISSING}: skipped: no audit row #{MISSING}: nothing undone"  # no "None"
+
+
+@pytest.mark.integration
+@pytest.mark.flow
+def test_an_undo_run_publishes_its_rows(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, prefect_harness: None) -> None:
+    from prefect.client.orchestration import get_client
+    from prefect.client.schemas.filters import ArtifactFilter, ArtifactFilterFlowRunId, LogFilter, LogFilterFlowRunId
+
+    from flows.reclaim import reclaim
+
+    with embedded(tmp_path / "cluster") as cluster:
+        point_at(cluster, monkeypatch, data_dir=tmp_path / "data")
+        state = reclaim(undo=[MISSING], return_state=True)
+    run_id = state.state_details.flow_run_id
+    assert state.is_completed() and run_id is not None, state.message
+    assert state.message == "Restored 0 of 1 change. The other: see its row's result."
+    line = f"undo #{MISSING}: skipped: no audit row #{MISSING}: nothing undone"
+    with get_client(sync_client=True) as client:
+        [artifact] = client.read_artifacts(artifact_filter=ArtifactFilter(flow_run_id=ArtifactFilterFlowRunId(any_=[run_id])))
+        deadline = time.monotonic() + 30  # the logs go to the server in batches: they may land after the state
+        while line not in (logs := [entry.message for entry in client.read_logs(
+                log_filter=LogFilter(flow_run_id=LogFilterFlowRunId(any_=[run_id])))]) and time.monotonic() < deadline:
+            time.sleep(0.5)
+    assert artifact.key == "gpuaas-undo" and artifact.description == state.message
+    assert f"- `#{MISSING}`: skipped: no audit row #{MISSING}: nothing undone" in str(artifact.data).splitlines()
+    assert line in logs, logs

@@ -15,7 +15,7 @@ from gpuaas.policies.incident import IncidentReview
 from gpuaas.settings import GpuaasSettings
 from gpuaas.store import open_store
 from reports.incident import event_rows, incident_markdown, plot_png, summary_line
-from tasks._artifacts import markdown_artifact, table_artifact
+from tasks._artifacts import markdown_artifact, table_artifact, without_headline
 from tasks._options import gpuaas_task
 
 __all__ = ["MARKDOWN_KEY", "TABLE_KEY", "check_undo_ids", "publish_incident_artifacts", "read_review"]
@@ -45,8 +45,9 @@ def publish_incident_artifacts(review: IncidentReview, undo: list[dict[str, Any]
                                busy: str | None) -> None:
     """The timeline as markdown (with the plot) and as a table; no table of placeholders when it is empty."""
     summary = summary_line(review, undo, busy)
-    markdown_artifact(key=MARKDOWN_KEY, markdown=incident_markdown(review, plot_png(review), undo, busy),
-                      description="Incident review: fleet, decisions and actions in the window")
+    # the review's sentence as the description, on every card that lists it, and once on its page
+    markdown = without_headline(incident_markdown(review, plot_png(review), undo, busy))
+    markdown_artifact(key=MARKDOWN_KEY, markdown=markdown, description=summary)
     rows = event_rows(review)
     if rows:
         table_artifact(key=TABLE_KEY, table=rows, description=f"Incident review timeline: the {len(rows)} audit "

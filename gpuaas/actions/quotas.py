@@ -70,6 +70,7 @@ from gpuaas.actions._quota_record import RECORD_KEY, record_queue, records_evide
 from gpuaas.actions._quota_undo import undo_quota_plan
 from gpuaas.errors import GpuaasError, NotFound
 from gpuaas.models import Outcome
+from gpuaas.phrases import counted
 from gpuaas.policies.quotas import QuotaPlan, plan_to_dict
 from gpuaas.policy import Mode
 from gpuaas.store import AuditEntry, Store
@@ -132,7 +133,7 @@ def apply_quota_plan(store: Store, writer: KubeWriter, cohort: str, plan: QuotaP
     recorded = {RECORD_KEY: records_evidence(records)} if applying else {}
     ctx = Ctx(store, writer, 0, cohort, flow_run_id, gpu_resources, manage_limits)
     intent = audit_row(ctx, PLAN_ACTION, "Cohort", cohort, Outcome.planned,
-                       f"{plan.moved_gpus} GPUs moved, weighted shortfall {plan.weighted_shortfall_before:g} -> "
+                       f"{counted(plan.moved_gpus, 'GPU')} moved, weighted shortfall {plan.weighted_shortfall_before:g} -> "
                        f"{plan.weighted_shortfall:g}", mode=mode.value, before=before, after=after,
                        evidence={"plan": plan_to_dict(plan), "gpu_resources": list(gpu_resources), **evidence,
                                  "manage_limits": manage_limits, **recorded})
@@ -160,8 +161,8 @@ def apply_quota_plan(store: Store, writer: KubeWriter, cohort: str, plan: QuotaP
         return close(Outcome.skipped, "nothing to move")
     went = move(ctx, moves, Why.apply)
     if went.stopped is None:
-        return close(Outcome.applied, f"{len(went.done)} patches, decreases first", went.done)
-    message = f"stopped after {len(went.done)} patches: {went.stopped}"
+        return close(Outcome.applied, f"{counted(len(went.done), 'patch', 'patches')}, decreases first", went.done)
+    message = f"stopped after {counted(len(went.done), 'patch', 'patches')}: {went.stopped}"
     if went.unsettled:  # rolled back now, an increase that did land would leave the cohort above its capacity
         return _left_open(ctx, f"{message}; nothing rolled back", went.done)
     back = move(ctx, landed(moves, len(went.done)), Why.rollback)

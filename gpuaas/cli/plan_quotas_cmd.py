@@ -20,7 +20,7 @@ from gpuaas.cli._common import OutputFormat, handle_errors, print_json
 from gpuaas.cli._tables import print_table
 from gpuaas.errors import ConfigError
 from gpuaas.models import MAX_GPUS
-from gpuaas.phrases import figure
+from gpuaas.phrases import counted, figure
 from gpuaas.policies.quotas import QueueDemand, QuotaLimits, plan_quotas, plan_to_dict, validate_quota_input
 from gpuaas.policy import RebalancePolicy, Tenant
 
@@ -149,7 +149,7 @@ def quotas(
         return
     rows = [(c.queue, c.flavor, c.before, c.after, f"{c.delta:+d}" if c.delta else "",
              figure(plan.shortfall[c.queue][c.flavor]), c.reason) for c in plan.changes]
-    print_table(f"quota plan: {plan.moved_gpus} GPUs moved, weighted shortfall "
+    print_table(f"quota plan: {counted(plan.moved_gpus, 'GPU')} moved, weighted shortfall "
                 f"{figure(plan.weighted_shortfall_before)} -> {figure(plan.weighted_shortfall)} "
                 f"({plan.solve_seconds:.2f} s)",
                 ["queue", "flavor", "before", "after", "change", "shortfall", "reason"], rows, notes=("reason",))

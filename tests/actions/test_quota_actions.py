@@ -159,7 +159,7 @@ def test_a_409_from_a_quota_change_stops_and_rolls_back(settings: GpuaasSettings
         result = apply(store, racing, the_plan(DEMAND))
     assert racing.raced and result.outcome == "failed", result.message
     assert "team-b-cq: quota changed by someone else (h100 is 6, expected 4)" in result.message
-    assert "stopped after 1 patches" in result.message and "rolled back 1" in result.message
+    assert "stopped after 1 patch" in result.message and "rolled back 1" in result.message
     assert live(writer) == {"team-a-cq": 12, "team-b-cq": 6, "team-c-cq": 8}  # the other's edit stays
 
 
@@ -299,7 +299,7 @@ def test_a_403_after_a_patch_landed_rolls_it_back_and_closes_the_plan(settings: 
     with RefusingWriter(settings, "team-b-cq", refuse_at=2) as refusing:
         result = apply(store, refusing, the_plan(DEMAND))
     assert result.outcome == "failed" and result.patched == ["team-c-cq"], result.message
-    assert "stopped after 1 patches: team-b-cq: reading ClusterQueue team-b-cq: 403 Forbidden" in result.message
+    assert "stopped after 1 patch: team-b-cq: reading ClusterQueue team-b-cq: 403 Forbidden" in result.message
     assert BIND in result.message and result.message.endswith("rolled back 1")
     assert live(writer) == NOMINAL
     rows = store.audit(refers_to=[result.plan_id], limit=None)

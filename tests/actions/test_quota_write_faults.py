@@ -138,7 +138,7 @@ def test_a_landed_patch_whose_answer_was_lost_is_rolled_back_with_the_rest(
     with FaultyWriter(settings, {1: lose, 2: refuse}) as faulty:
         result = apply(store, faulty, the_plan(DEMAND))
     assert live(writer) == NOMINAL
-    assert result.outcome == "failed" and "stopped after 1 patches" in result.message, result.message
+    assert result.outcome == "failed" and "stopped after 1 patch" in result.message, result.message
     assert result.message.endswith("rolled back 1")
     assert changes(store, result.plan_id) == [(C, "applied", "apply"), (C, "restored", "rollback")]
     assert rows_of(store, result.plan_id)[-1].outcome == "failed"

@@ -120,8 +120,10 @@ def test_the_review_lists_every_action_in_order_with_its_evidence(incident: Inci
     assert result["summary"].endswith(": 4 reclaims (2 applied, 2 dry-run), 1 quota plan applied; backlog peaked at "
                                       f"1 workload ({peak}), idle GPUs at most 2 over 4 collects.")
 
-    markdown = str(_artifact("incident-review").data)
-    assert markdown.splitlines()[0] == f"**{result['summary']}**"
+    review = _artifact("incident-review")
+    markdown = str(review.data)
+    # its sentence is the artifact's description, shown above the page and on every card: once, not twice
+    assert review.description == result["summary"] and result["summary"] not in markdown
     assert "10 audit rows: 5 decisions or actions begun in the window, 5 steps or completions." in markdown
     assert "data:image/png;base64,iVBOR" in markdown  # the plot: a PNG (base64 of \\x89PNG)
     lines = [line for line in markdown.splitlines() if line.startswith("- **")]
@@ -130,7 +132,7 @@ def test_the_review_lists_every_action_in_order_with_its_evidence(incident: Inci
     found = _artifact("incident-review-timeline")
     table_rows = json.loads(found.data) if isinstance(found.data, str) else found.data
     assert [r["audit id"] for r in table_rows] == [r.id for r in rows]
-    # the table's description says what it lists (the summary is the markdown's first line)
+    # the table's description says what it lists (the summary is the markdown's description)
     assert found.description == (f"Incident review timeline: the {len(rows)} audit rows of the window, oldest first; "
                                  "each one's reason and evidence in incident-review")
 
@@ -139,7 +141,7 @@ def test_the_deployment_defaults_review_the_last_hour(incident: Incident, pointe
     """``prefect deployment run incident_review/incident_review`` with no parameters: the hour up to now."""
     result = _review()
     assert len(result["fleet"]) == 4 and len(result["events"]) == 10 and result["undo"] == []
-    assert str(_artifact("incident-review").data).startswith(f"**{result['summary']}**")
+    assert _artifact("incident-review").description == result["summary"]
 
 
 @pytest.mark.parametrize(("filters", "objects", "pending", "idle", "nominal"), [

@@ -245,7 +245,7 @@ def test_a_landed_patch_whose_answer_is_lost_is_rolled_back_with_the_rest(
     assert proxy.dropped == [f"PATCH {path_of_queue(b)}"] and not proxy.refused
     assert queues.now() == {a: raised, b: queues.start[b]}  # team-b rolled back; the operator's change left alone
     assert result.outcome == "failed", result.message
-    assert "stopped after 1 patches" in result.message and result.message.endswith("rolled back 1"), result.message
+    assert "stopped after 1 patch" in result.message and result.message.endswith("rolled back 1"), result.message
     assert f"{a}: quota changed by someone else ({FLAVOR} is {raised}, expected {queues.start[a]})" in result.message
     assert changes(store, result.plan_id) == [(b, "applied", "apply"), (b, "restored", "rollback")]
     landed, back = [r for r in rows_of(store, result.plan_id) if r.action == "quota-change"]

@@ -41,6 +41,7 @@ from dataclasses import dataclass, field, replace
 import pandas as pd
 
 from gpuaas.models import CohortTree, FlavorResource, Snapshot
+from gpuaas.phrases import counted
 from gpuaas.policies.deadlines import DeadlineJob, PoolPlan, PoolProblem, plan_deadlines
 from gpuaas.policies.quotas._reasons import MOVES_WINDOW_WORDS
 from gpuaas.policies.quotas.plan import QueueDemand, QuotaLimits
@@ -354,7 +355,7 @@ def short_history(limits: QuotaLimits, history_s: float, rb: RebalancePolicy,
             f"the short history's cap of {limits.max_step_gpus} GPUs (max_step_gpus, with less than "
             f"min_history_days={rb.min_history_days:g} of history)"))
     notes.append(f"only {_hours(history_s)} of history (less than min_history_days={rb.min_history_days:g}): "
-                 f"planned from what there is, at most {limits.max_total_moved_gpus} GPUs moved in all")
+                 f"planned from what there is, at most {counted(limits.max_total_moved_gpus, 'GPU')} moved in all")
     return limits, True
 
 

@@ -26,13 +26,13 @@ from flows._outcome import busy_outcome, failed, finished, freeze_dict
 from flows._snapshot import snapshot_for
 from gpuaas.actions import new_holder
 from gpuaas.models import Outcome, Snapshot
-from gpuaas.operations.rebalance import RebalancePlan, history_window
+from gpuaas.operations.rebalance import RebalancePlan, degraded_reason, history_window
 from gpuaas.policies.deadlines import PoolPlan
 from gpuaas.policy import Mode, WritingFlow
 from gpuaas.settings import GpuaasSettings, load_settings
 from gpuaas.sources.queue_history import HISTORY_COLUMNS
 from reports import counted, source_errors, with_failures
-from reports.rebalance import first_line, outcome_dicts
+from reports.rebalance import NAMED_BEFORE, first_line, outcome_dicts
 from tasks import push_or_warn, retry_options, unwalked
 from tasks.deadlines import plan_deadlines
 from tasks.rebalance import (
@@ -66,6 +66,15 @@ def _plan(settings: GpuaasSettings, now: datetime, cohort: str | None, window_da
     logger.info("plan: snapshot %s, %s, %s to move in %.2fs", snapshot_id, counted(len(plan.cohorts), "cohort"),
                 counted(plan.moved_gpus, "GPU"), time.monotonic() - started)
     return snapshot, pools, plan
+
+
+def _not_led(degraded: str | None, snapshot: Snapshot, errors: dict[str, str]) -> str | None:
+    """``degraded`` less the failed sources the line is already led by (``with_failures``), so that a failure is
+    named once: the history's failure where it is left, else ``NAMED_BEFORE``."""
+    led = degraded_reason(snapshot) if errors else None
+    if not degraded or not led or not degraded.startswith(led):
+        return degraded
+    return degraded[len(led):].removeprefix("; ") or NAMED_BEFORE
 
 
 @flow(name="rebalance", log_prints=False, **FLOW_HOOKS)
@@ -115,7 +124,8 @@ def rebalance(apply: bool = False, cohort: str | None = None, history_days: floa
 
     publish_rebalance_artifacts(results, mode, unwalked(pools), plan.degraded, frozen)
     pushed = push_or_warn(settings, push_rebalance_metrics, results, what="rebalance metrics")
-    line = with_failures(first_line(results, mode.value, plan.degraded, frozen), source_errors(snapshot.sources))
+    errors = source_errors(snapshot.sources)
+    line = with_failures(first_line(results, mode.value, _not_led(plan.degraded, snapshot, errors), frozen), errors)
     end = failed if any(o.result == Outcome.failed for o in results) else finished  # a refused write: a red run
     return end({"mode": mode.value, "snapshot_id": plan.snapshot_id, "degraded": plan.degraded,
                 "pushed_samples": pushed, "source_errors": source_errors(snapshot.sources),

@@ -19,9 +19,12 @@ from reports._format import counted, frozen_lead, said_frozen
 if TYPE_CHECKING:  # annotations only: rendering needs no cluster client
     from gpuaas.operations.rebalance import CohortOutcome
 
-__all__ = ["change_rows", "first_line", "outcome_dicts", "plan_rows", "reason_lines", "rebalance_markdown",
+__all__ = ["NAMED_BEFORE", "change_rows", "first_line", "outcome_dicts", "plan_rows", "reason_lines", "rebalance_markdown",
            "rebalance_metrics"]
 
+
+NAMED_BEFORE = "(named before)"
+"""``first_line``'s ``degraded`` where the line is led by what failed already (``with_failures``): said once."""
 
 def change_rows(outcomes: Sequence[CohortOutcome]) -> list[dict[str, Any]]:
     rows = []
@@ -106,7 +109,8 @@ def _moves(outcomes: Sequence[CohortOutcome], mode: str, degraded: str | None, f
         return f"No quota moves: {kept} quotas ({results})."
     gpus = sum(o.plan.moved_gpus for o in moving if o.plan is not None)
     if degraded:
-        return f"Degraded snapshot ({degraded}): {counted(gpus, 'GPU')} of quota planned in {cohorts}, none applied."
+        why = "" if degraded == NAMED_BEFORE else f" ({degraded})"
+        return f"Degraded snapshot{why}: {counted(gpus, 'GPU')} of quota planned in {cohorts}, none applied."
     if mode == "apply":
         moved = sum(o.plan.moved_gpus for o in moving if o.plan is not None and o.result == Outcome.applied)
         applied = [str(o.plan_id) for o in moving if o.result == Outcome.applied and o.plan_id]

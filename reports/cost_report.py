@@ -18,10 +18,9 @@ from gpuaas.policies.cost import (
     CostReport,
     comparison_note,
     data_short_s,
-    funnel_stages,
     period_complete,
+    stages_in_tenths,
 )
-from gpuaas.policies.cost._counts import largest_remainder
 from gpuaas.pushgateway import MetricFamily
 from reports._format import grouped_notes
 
@@ -122,10 +121,8 @@ def stage_cells(row: dict[str, Any]) -> dict[str, str]:
     without telemetry where the row had no telemetry at all; productive (and in progress) where its outcomes
     are unknown, and then "busy, no verified outcome" too (those hours are in "busy, outcome unknown")."""
     allocated = float(row.get("allocated_gpu_hours") or 0.0)
-    stages = funnel_stages(row)
-    tenths = largest_remainder({k: round(v * 10, 6) for k, v in stages.items()}, round(allocated * 10))
     cells = {"allocated GPU-h": f"{round(allocated * 10) / 10:,.1f}",
-             **{STAGE_COLUMNS[k]: f"{v / 10:,.1f}" for k, v in tenths.items()}}
+             **{STAGE_COLUMNS[k]: f"{v:,.1f}" for k, v in stages_in_tenths(row).items()}}
     unknown: list[str] = []
     if row.get("busy_gpu_hours") is None or row.get("idle_gpu_hours") is None:
         unknown = list(FUNNEL_STAGES[:-1])

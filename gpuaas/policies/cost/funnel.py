@@ -35,8 +35,10 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from gpuaas.policies.cost._counts import largest_remainder
+
 __all__ = ["FUNNEL_COLUMNS", "FUNNEL_STAGES", "MONEY_COLUMNS", "POD_COLUMNS", "aggregate_funnel", "funnel_stages",
-           "pod_funnel"]
+           "pod_funnel", "stages_in_tenths"]
 
 POD_COLUMNS = ["namespace", "pod", "workload", "tenant", "allocated_h", "observed_h", "busy_h", "active_h",
                "gpu_cost", "total_cost", "share", "in_progress"]
@@ -108,3 +110,12 @@ def funnel_stages(row: Mapping[str, Any]) -> dict[str, float]:
     unknown = row.get("unknown_gpu_hours")
     stages.append(float(unknown) if unknown is not None else max(allocated - sum(stages), 0.0))
     return dict(zip(FUNNEL_STAGES, stages, strict=True))
+
+
+def stages_in_tenths(row: Mapping[str, Any]) -> dict[str, float]:
+    """``funnel_stages(row)`` in tenths of a GPU-hour that add up to the row's allocated hours in tenths (the
+    largest-remainder rule, as for money): 3.35 + 3.35 + 3.3 are 3.4, 3.3 and 3.3 under 10.0, never 3.4 + 3.4 +
+    3.3, so a table that prints them foots."""
+    allocated = round(float(row.get("allocated_gpu_hours") or 0.0) * 10)
+    tenths = largest_remainder({k: round(v * 10, 6) for k, v in funnel_stages(row).items()}, allocated)
+    return {k: v / 10 for k, v in tenths.items()}

@@ -11,7 +11,7 @@ from typing import Any
 
 import pandas as pd
 
-from gpuaas.models import SourceStatus
+from gpuaas.models import SourceStatus, WorkloadState
 from gpuaas.permissions import READS, ROLES, WRITES, Access, bind_command
 from gpuaas.policy import Policy
 from gpuaas.settings import MetricNames
@@ -100,13 +100,33 @@ def kube_check(state: KubeState | None, status: SourceStatus) -> Check:
     found = (f"kueue.x-k8s.io/{state.kueue_version}: {len(state.cluster_queues)} ClusterQueues, "
              f"{len(state.local_queues)} LocalQueues, {len(state.workloads)} Workloads")
     missing = f"; not installed: {', '.join(state.not_installed)} (not reclaimed)" if state.not_installed else ""
+    problems = [p for p in (_unqueued(state),) if p]
     if state.kueue_version != "v1beta2":
-        return Check(name, Verdict.warning, f"{found}{missing}; only {state.kueue_version} is served, read as a "
-                                            "fallback: Kueue v0.15 or newer serves v1beta2")
+        problems.insert(0, f"only {state.kueue_version} is served, read as a fallback: Kueue v0.15 or newer serves "
+                           "v1beta2")
     if not state.cluster_queues:
-        return Check(name, Verdict.warning,
-                     f"{found}{missing}: no ClusterQueue, so no quota to plan or backlog to read")
+        problems.insert(0, "no ClusterQueue, so no quota to plan or backlog to read")
+    if problems:
+        return Check(name, Verdict.warning, f"{found}{missing}; {'; '.join(problems)}")
     return Check(name, Verdict.ok, f"{found}{missing}")
+
+
+def _unqueued(state: KubeState) -> str | None:
+    """The pending Workloads whose LocalQueue their namespace lacks (a misspelt ``kueue.x-k8s.io/queue-name``, a
+    namespace nobody gave a queue): Kueue never admits them, and no ClusterQueue's backlog counts them, so every
+    other figure leaves them out without a word."""
+    queues = {(q.namespace, q.name) for q in state.local_queues}
+    lost = [w for w in state.workloads
+            if w.state is WorkloadState.pending and w.queue and (w.namespace, w.queue) not in queues]
+    if not lost:
+        return None
+    shown = "; ".join(f"{_owner(w)} asks for {w.queue}" for w in lost[:3])
+    more = f"; and {len(lost) - 3} more" if len(lost) > 3 else ""
+    many = len(lost) > 1
+    return (f"{len(lost)} pending Workload{'s' if many else ''} ask{'' if many else 's'} for a LocalQueue "
+            f"{'their namespaces lack' if many else 'its namespace lacks'}: {shown}{more}; "
+            f"{sum(w.gpus for w in lost):g} GPUs that Kueue never admits and no ClusterQueue's backlog counts (create "
+            "the LocalQueue, or correct the job's kueue.x-k8s.io/queue-name label)")
 
 
 def policy_check(policy: Policy, state: KubeState | None) -> Check:

@@ -23,14 +23,24 @@ from kubernetes.client.exceptions import ApiException
 from kubernetes.config import kube_config
 from kubernetes.config.config_exception import ConfigException
 
-from gpuaas.errors import ConfigError, KubeAPIError, MalformedResponse
+from gpuaas.errors import ConfigError, KubeAPIError, MalformedResponse, NotFound, PermanentError, SourceError
 from gpuaas.settings import GpuaasSettings, http_url_problem, token_problem
 from gpuaas.sources._kube_errors import SOURCE, kube_request
+from gpuaas.sources.kube import KUEUE_GROUP
 
-__all__ = ["IDENTITY_NAMESPACE", "KubeLister", "kubeconfig_path", "make_api_client"]
+__all__ = ["IDENTITY_NAMESPACE", "KubeLister", "KueueNotServed", "credentials_owner", "kubeconfig_path",
+           "make_api_client"]
 
 IDENTITY_NAMESPACE = "kube-system"
 """The Namespace whose uid names the cluster: there from the cluster's creation to its end."""
+
+
+class KueueNotServed(SourceError, PermanentError):
+    """The API server serves no version of a Kueue resource: Kueue is not installed (or its CRDs are not).
+
+    A source failure, not an empty cluster: every GPU workload gpuaas judges is a Kueue Workload, so without
+    Kueue a collect would count no workload and a reclaim say nothing holds a GPU while pods hold every one.
+    """
 
 
 def make_api_client(settings: GpuaasSettings) -> client.ApiClient:
@@ -54,8 +64,8 @@ def make_api_client(settings: GpuaasSettings) -> client.ApiClient:
                 persist_config=False,
             )
     except ConfigException as exc:
-        raise ConfigError(f"cannot load Kubernetes credentials: {exc}", file=file,
-                          field="kubeconfig") from exc
+        why = (_missing_context(file, settings.kube_context) if file else None) or str(exc)
+        raise ConfigError(f"cannot load Kubernetes credentials: {why}", file=file, field="kubeconfig") from exc
     except OSError as exc:  # in words, not ``[Errno 13] Permission denied: '...'``
         raise ConfigError(f"cannot load Kubernetes credentials: {(exc.strerror or str(exc)).lower()}", file=file,
                           field="kubeconfig") from exc
@@ -70,6 +80,36 @@ def make_api_client(settings: GpuaasSettings) -> client.ApiClient:
                           file=file, field="kubeconfig")
     cfg.retries = 0  # retries belong to the calling task, which knows the error type
     return client.ApiClient(cfg)
+
+
+def _missing_context(file: str, context: str | None) -> str | None:
+    """``context 'prod' is not in the kubeconfig (it has: dev, staging): ...`` where the context asked for (the
+    setting's, else the file's ``current-context``) is not among the file's; the client's own words name a path
+    that does not exist (``.../config/contexts list``) and neither the contexts there nor the setting."""
+    docs = _kubeconfig_docs(file)
+    if not docs or _selected(docs, context) is not None:
+        return None
+    current = context or next((d["current-context"] for d in reversed(docs) if d.get("current-context")), None)
+    listed = [d["contexts"] for d in docs if isinstance(d.get("contexts"), list)]
+    names = [str(c["name"]) for contexts in listed for c in contexts if isinstance(c, dict) and c.get("name")]
+    has = f"it has: {', '.join(dict.fromkeys(names))}" if names else "it has none"
+    if current is None:
+        return f"the kubeconfig names no current-context ({has}): set GPUAAS_KUBE_CONTEXT to one of them"
+    if context:
+        return f"context {context!r} of GPUAAS_KUBE_CONTEXT is not in the kubeconfig ({has})"
+    return (f"its current-context {str(current)!r} is not among its contexts ({has}): set GPUAAS_KUBE_CONTEXT to one "
+            "of them, or run kubectl config use-context")
+
+
+def credentials_owner(settings: GpuaasSettings) -> str:
+    """Whose credentials the API server was sent, in words: ``user 'gpuaas' of kubeconfig /path``, for a refusal
+    (401) to say which entry to renew; the credential itself never."""
+    if settings.in_cluster:
+        return "the pod's service account token"
+    file = kubeconfig_path(settings)
+    chosen = _selected(_kubeconfig_docs(file), settings.kube_context) if file else None
+    user = chosen[1].get("user") if chosen else None
+    return f"user {str(user)!r} of kubeconfig {file}" if user else f"kubeconfig {file}"
 
 
 def _token_owner(file: str | None, context: str | None) -> str:
@@ -200,8 +240,39 @@ class KubeLister:
         return str(uid) if uid else None
 
     def custom_objects(self, group: str, version: str, plural: str) -> list[dict[str, Any]]:
-        """Every object of a custom resource, across namespaces."""
-        return self._pages(f"/apis/{group}/{version}/{plural}", f"{plural}.{group}/{version}")
+        """Every object of a custom resource, across namespaces.
+
+        A Kueue resource that is not there (404) is told apart: another version of it served (v1beta1 on
+        Kueue v0.14) leaves the ``NotFound`` for the caller's fallback; none served raises ``KueueNotServed``.
+        """
+        try:
+            return self._pages(f"/apis/{group}/{version}/{plural}", f"{plural}.{group}/{version}")
+        except NotFound:
+            if group == KUEUE_GROUP and not self._served_versions(group, plural):
+                raise KueueNotServed(f"Kueue is not installed: no version of {plural}.{group} is served (install "
+                                     "Kueue v0.15 or newer)",
+                                     source=SOURCE, url=self.url) from None
+            raise
+
+    def _discovery(self, path: str) -> dict[str, Any]:
+        """A discovery document (``/apis``, ``/apis/<group>/<version>``); empty where it is not served."""
+        with self._count:
+            self.requests += 1
+        try:
+            with kube_request(verb="reading", kind="API discovery", name=path, url=self.url):
+                body = orjson.loads(self._get(path, []).data)
+        except NotFound:
+            return {}
+        return body if isinstance(body, dict) else {}
+
+    def _served_versions(self, group: str, plural: str) -> list[str]:
+        """The versions of ``group`` whose discovery lists ``plural``: a few requests, only after a 404."""
+        groups = self._discovery("/apis").get("groups") or []
+        versions = [str(v.get("version")) for g in groups if isinstance(g, dict) and g.get("name") == group
+                    for v in g.get("versions") or [] if isinstance(v, dict)]
+        return [v for v in versions
+                if any(isinstance(r, dict) and r.get("name") == plural
+                       for r in self._discovery(f"/apis/{group}/{v}").get("resources") or [])]
 
     def deployments(self) -> list[dict[str, Any]]:
         return self._pages("/apis/apps/v1/deployments", "deployments.apps/v1")

@@ -79,7 +79,8 @@ def _chain(exc: BaseException) -> list[BaseException]:
     current: BaseException | None = exc
     while current is not None and current not in seen:
         seen.append(current)
-        current = current.__cause__ or current.__context__
+        # ``raise ... from None`` says the error it replaced is no part of it, as a traceback would not show it
+        current = current.__cause__ or (None if current.__suppress_context__ else current.__context__)
     return seen
 
 
@@ -174,6 +175,26 @@ def _refused_read(exc: BaseException) -> str | None:
     return None
 
 
+def _the_request(exc: BaseException) -> str | None:
+    """`` (listing resourceflavors.kueue.x-k8s.io/v1beta1: 500 Internal Server Error: conversion webhook ...
+    failed: ...)`` for an error status of the API server other than 401 and 403 (said on their own): "HTTP 500:
+    server error" alone names neither the request nor what the server (or a webhook behind it) said."""
+    for e in _chain(exc):
+        if isinstance(e, KubeAPIError) and e.status not in (401, 403):
+            return f" ({e})"
+    return None
+
+
+def _unauthorized(settings: GpuaasSettings) -> str:
+    """``HTTP 401: unauthorized: the credentials of user 'gpuaas' of kubeconfig /k were refused ...``: which
+    kubeconfig entry to renew. A service account token from ``kubectl create token`` expires (its ``--duration``),
+    and the API server says no more than 401 for an expired, a revoked or another cluster's token."""
+    from gpuaas.sources._kube_client import credentials_owner
+
+    return (f"HTTP 401: unauthorized: the credentials of {credentials_owner(settings)} were refused (a token "
+            "expired, revoked or of another cluster: issue a new one with kubectl create token)")
+
+
 def describe_failure(settings: GpuaasSettings, name: str, exc: BaseException) -> str:
     """``Prometheus at http://prometheus:9090: name does not resolve``."""
     if isinstance(exc, ConfigError) and name == "kube":
@@ -183,7 +204,9 @@ def describe_failure(settings: GpuaasSettings, name: str, exc: BaseException) ->
     unset = _unset(settings, name)
     if unset is not None:
         return f"{SOURCE_NAMES.get(name, name)}: {unset}"
-    words = in_words(exc) + ((_refused_read(exc) or "") if name == "kube" else "")
+    words = in_words(exc) + ((_refused_read(exc) or _the_request(exc) or "") if name == "kube" else "")
+    if name == "kube" and _status(exc, "") == 401:
+        words = _unauthorized(settings)
     if words == _UNTRUSTED and name in HTTPS_SOURCES:  # the one setting that fixes it is ours, not the system's
         words += (f" (not by one in GPUAAS_CA_FILE {settings.ca_file})" if settings.ca_file
                   else " (set GPUAAS_CA_FILE to the CA bundle that signs it)")

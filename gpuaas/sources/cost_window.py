@@ -59,6 +59,12 @@ MAX_WINDOW_DAYS = 366
 far enough, past the dates Python can represent."""
 
 
+def _days(window_s: float) -> str:
+    """A window's days as a person reads them: ``99,999,999``, and a number past any calendar as ``7e+300``."""
+    days = window_s / DAY_S
+    return f"{days:,.0f}" if days < 1e12 else f"{days:.3g}"
+
+
 def report_periods(window_s: float, step_s: float | None = None) -> tuple[int, float]:
     """(number of periods, period seconds): days, or one period for a window of a day or less.
 
@@ -74,7 +80,7 @@ def report_periods(window_s: float, step_s: float | None = None) -> tuple[int, f
         raise ConfigError(f"a window must span at least one GPU sample step, {step_s:g} s "
                           "(metrics.sample_interval_seconds): GPU-hours are counted in whole steps", field="window")
     if window_s > MAX_WINDOW_DAYS * DAY_S:
-        raise ConfigError(f"a window of at most {MAX_WINDOW_DAYS} days, not {window_s / DAY_S:,.6g} days",
+        raise ConfigError(f"a window of at most {MAX_WINDOW_DAYS} days, not {_days(window_s)} days",
                           field="window")
     if window_s <= DAY_S:
         if window_s % 60:

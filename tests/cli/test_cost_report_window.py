@@ -36,6 +36,11 @@ HELP = "; see gpuaas cost-report --help"
     ("367d", "error: Invalid value for '--window': a window of at most 366 days, not 367 days (got '367d')" + HELP),
     ("99999999d", "error: Invalid value for '--window': a window of at most 366 days, not 99,999,999 days "
                   "(got '99999999d')" + HELP),
+    ("1e300w", "error: Invalid value for '--window': a window of at most 366 days, not 7e+300 days "
+               "(got '1e300w')" + HELP),
+    *((w, "error: Invalid value for '--window': a window must be whole minutes, not " + s + " s: OpenCost prices in "
+       "steps of whole minutes, so its last step would run past the window's end (got '" + w + "')" + HELP)
+      for w, s in (("100s", "100"), ("90s", "90"), ("1.5m", "90"), ("1.01h", "3636"))),
 ])
 def test_a_bad_window_is_a_usage_error_in_one_line(window: str, line: str, tmp_path: Path,
                                                    monkeypatch: pytest.MonkeyPatch) -> None:

@@ -13,6 +13,7 @@ import pandas as pd
 
 from gpuaas.models import SourceStatus, WorkloadState
 from gpuaas.permissions import READS, ROLES, WRITES, Access, bind_command
+from gpuaas.phrases import counted
 from gpuaas.policy import Policy
 from gpuaas.settings import MetricNames
 from gpuaas.sources.kube import KubeState
@@ -100,7 +101,8 @@ def kube_check(state: KubeState | None, status: SourceStatus) -> Check:
     found = (f"kueue.x-k8s.io/{state.kueue_version}: {len(state.cluster_queues)} ClusterQueues, "
              f"{len(state.local_queues)} LocalQueues, {len(state.workloads)} Workloads")
     missing = f"; not installed: {', '.join(state.not_installed)} (not reclaimed)" if state.not_installed else ""
-    problems = [p for p in (_unqueued(state),) if p]
+    unqueued = _unqueued(state)
+    problems = [unqueued] if unqueued else []
     if state.kueue_version != "v1beta2":
         problems.insert(0, f"only {state.kueue_version} is served, read as a fallback: Kueue v0.15 or newer serves "
                            "v1beta2")
@@ -125,7 +127,7 @@ def _unqueued(state: KubeState) -> str | None:
     many = len(lost) > 1
     return (f"{len(lost)} pending Workload{'s' if many else ''} ask{'' if many else 's'} for a LocalQueue "
             f"{'their namespaces lack' if many else 'its namespace lacks'}: {shown}{more}; "
-            f"{sum(w.gpus for w in lost):g} GPUs that Kueue never admits and no ClusterQueue's backlog counts (create "
+            f"{counted(sum(w.gpus for w in lost), 'GPU')} that Kueue never admits and no ClusterQueue's backlog counts (create "
             "the LocalQueue, or correct the job's kueue.x-k8s.io/queue-name label)")
 
 

@@ -3,14 +3,18 @@ with prometheus-api-client exactly as the collect flow will query it."""
 
 from __future__ import annotations
 
+import socket
 import time
 from collections.abc import Callable
 from pathlib import Path
 
+import httpx
+import pytest
 from prometheus_api_client import PrometheusConnect
 from prometheus_client.parser import text_string_to_metric_families
 
-from gpuaas.cluster.prometheus import PrometheusServer, to_openmetrics
+from gpuaas.cluster.prometheus import PrometheusServer, free_port, to_openmetrics
+from gpuaas.errors import GpuaasError
 
 CAPTURE = "fixtures/telemetry/dcgm/metrics-h100x8-k8s-podmapped.aicr.prom"
 
@@ -48,3 +52,34 @@ def test_backfilled_dcgm_capture_is_queryable(
     assert [(r["metric"]["namespace"], r["metric"]["pod"], r["value"][1]) for r in per_pod] == [
         ("dynamo-workload", "vllm-agg-0-vllmdecodeworker-s65j5", "30")
     ]
+
+
+def _listening_on(port: int) -> socket.socket:
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    sock.bind(("127.0.0.1", port))
+    sock.listen()
+    return sock
+
+
+def test_a_port_of_its_own_choice_taken_before_the_start_is_chosen_again(tmp_path: Path) -> None:
+    server = PrometheusServer(tmp_path / "prometheus")
+    chosen = server.port
+    with _listening_on(chosen):  # another worker's server took it in between
+        with server:
+            assert server.port != chosen
+            assert httpx.get(f"{server.url}/-/ready", timeout=5).status_code == 200
+
+
+def test_a_port_the_caller_gave_is_not_changed_behind_its_back(tmp_path: Path) -> None:
+    port = free_port()
+    server = PrometheusServer(tmp_path / "prometheus", port=port)
+    with _listening_on(port), pytest.raises(GpuaasError, match="address already in use"):
+        server.start()
+    assert server.port == port
+
+
+def test_free_ports_lie_below_the_ports_the_kernel_hands_out_itself() -> None:
+    low = int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
+    ports = {free_port() for _ in range(20)}
+    assert all(20000 <= port < low for port in ports)
+    assert len(ports) > 1  # chosen at random, so two workers rarely try the same one

@@ -9,6 +9,7 @@ arrive by scraping (honouring the exporter's timestamps).
 
 from __future__ import annotations
 
+import random
 import shutil
 import socket
 import subprocess
@@ -26,8 +27,36 @@ from gpuaas.errors import GpuaasError
 __all__ = ["Backfill", "PrometheusServer", "free_port", "require_binary", "to_openmetrics"]
 
 
+_EPHEMERAL_RANGE = Path("/proc/sys/net/ipv4/ip_local_port_range")
+_LOWEST_PORT = 20000  # above the registered services an operator runs on a workstation
+_RANDOM = random.SystemRandom()  # not the global generator: a test that seeds it must not give two workers one port
+
+
+def _ports_below_ephemeral() -> range:
+    """The ports between ``_LOWEST_PORT`` and the kernel's ephemeral range; empty where it cannot be read."""
+    try:
+        low = int(_EPHEMERAL_RANGE.read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        return range(0)
+    return range(_LOWEST_PORT, low)
+
+
 def free_port() -> int:
-    """A TCP port on 127.0.0.1 that nothing listens on right now."""
+    """A TCP port on 127.0.0.1 that nothing listens on right now.
+
+    The port is handed to a process that binds it a moment later, so between the two nothing else
+    may take it. The kernel hands out ports of its ephemeral range to every socket bound to port 0
+    and to every outgoing connection, so a port chosen there can be gone by then; one chosen at
+    random below that range is taken only by another caller of this function.
+    """
+    candidates = _ports_below_ephemeral()
+    for port in _RANDOM.sample(candidates, min(len(candidates), 50)):
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+            try:
+                sock.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+            return port
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
         sock.bind(("127.0.0.1", 0))
         return int(sock.getsockname()[1])
@@ -100,6 +129,13 @@ class Backfill:
         self._log.unlink(missing_ok=True)
 
 
+_PORT_TRIES = 3
+
+
+class _PortTaken(GpuaasError):
+    """Prometheus could not listen: something took its port between the choice and the start."""
+
+
 class PrometheusServer:
     """One Prometheus process with its own TSDB directory, started and stopped by us."""
 
@@ -117,6 +153,7 @@ class PrometheusServer:
     ) -> None:
         self.data_dir = Path(data_dir)
         self.port = port or free_port()
+        self._port_is_ours = port is None  # another port may be tried when this one is taken before the start
         self.scrape_targets = list(scrape_targets)
         self.scrape_interval = scrape_interval
         self.retention = retention
@@ -125,6 +162,7 @@ class PrometheusServer:
         self.evaluation_interval = evaluation_interval  # None: Prometheus' own (1m)
         self._proc: subprocess.Popen[bytes] | None = None
         self._log_path = self.data_dir / "prometheus.log"
+        self._log_start = 0
 
     @property
     def url(self) -> str:
@@ -181,11 +219,26 @@ class PrometheusServer:
         return path
 
     def start(self, timeout: float = 60) -> None:
-        """Start the server and wait until ``/-/ready`` answers."""
+        """Start the server and wait until ``/-/ready`` answers.
+
+        A port this server chose itself can be taken between the choice and the start; then it
+        starts again on another, a few times. A port the caller gave is the caller's to mend.
+        """
+        for _ in range(_PORT_TRIES - 1):
+            try:
+                return self._start_once(timeout)
+            except _PortTaken:
+                if not self._port_is_ours:
+                    raise
+                self.port = free_port()
+        self._start_once(timeout)
+
+    def _start_once(self, timeout: float) -> None:
         binary = require_binary("prometheus")
         self.data_dir.mkdir(parents=True, exist_ok=True)
         self.tsdb_dir.mkdir(parents=True, exist_ok=True)
         config = self._write_config()
+        self._log_start = self._log_path.stat().st_size if self._log_path.exists() else 0
         log = self._log_path.open("ab")
         self._proc = subprocess.Popen(
             [
@@ -214,7 +267,10 @@ class PrometheusServer:
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if proc.poll() is not None:
-                raise GpuaasError(f"prometheus exited with {proc.returncode}: {self._log_tail()}")
+                message = f"prometheus exited with {proc.returncode}: {self._log_tail()}"
+                if "address already in use" in self._log_since_start():
+                    raise _PortTaken(message)
+                raise GpuaasError(message)
             try:
                 if httpx.get(f"{self.url}/-/ready", timeout=1).status_code == 200:
                     return
@@ -228,6 +284,14 @@ class PrometheusServer:
             return self._log_path.read_text(errors="replace")[-800:]
         except OSError:
             return "(no log)"
+
+    def _log_since_start(self) -> str:
+        try:
+            with self._log_path.open("rb") as log:
+                log.seek(self._log_start)
+                return log.read().decode(errors="replace")
+        except OSError:
+            return ""
 
     def stop(self) -> None:
         proc, self._proc = self._proc, None

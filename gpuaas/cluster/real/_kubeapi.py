@@ -3,11 +3,19 @@
 The cluster's own set-up (CRDs, webhooks, the scenario) and the tests use it; gpuaas itself talks to
 the cluster through its production client and the kubeconfig. Paths come from a table of the kinds
 the set-up writes, so no discovery round trip is needed.
+
+One ``KubeHTTP`` is shared by threads (the pod stand-in's loop, the caller, the differential cases),
+so each thread sends through its own ``httpx.Client``: in one shared connection pool, a thread's pass
+over the pool may close a connection it still sees idle that another thread has just been handed, under
+that thread's request, whose read then fails with ``[Errno 9] Bad file descriptor`` or waits out its
+timeout. httpcore (1.0.9) closes idle connections on almost every request once a pool holds more than
+20 (its keep-alive limit is checked against all connections, not the idle ones), as two dozen threads do.
 """
 
 from __future__ import annotations
 
 import ssl
+import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -70,21 +78,45 @@ def path_of(kind: str, namespace: str | None = None, name: str | None = None) ->
 
 
 class KubeHTTP:
-    """Requests with our CA and a bearer token."""
+    """Requests with our CA and a bearer token; safe to share between threads (each has its own client)."""
 
     def __init__(self, server: str, ca_file: Path, token: str, timeout: float = 30.0) -> None:
         self.server = server
-        self._client = httpx.Client(base_url=server, verify=ssl.create_default_context(cafile=str(ca_file)),
-                                    timeout=timeout,
-                                    headers={"Authorization": f"Bearer {token}"})
+        self._tls = ssl.create_default_context(cafile=str(ca_file))
+        self._timeout = timeout
+        self._headers = {"Authorization": f"Bearer {token}"}
+        self._lock = threading.Lock()
+        self._clients: dict[threading.Thread, httpx.Client] = {}
+        self._closed = False
+
+    def _client(self) -> httpx.Client:
+        """The calling thread's client, made on its first request; those of finished threads are closed
+        then, so a pool of short-lived threads leaves no sockets open behind it."""
+        me = threading.current_thread()
+        with self._lock:
+            if self._closed:
+                raise RuntimeError(f"{self.server}: request on a closed KubeHTTP")
+            client = self._clients.get(me)
+            if client is None:
+                gone = [t for t in self._clients if not t.is_alive()]
+                for thread in gone:
+                    self._clients.pop(thread).close()
+                client = self._clients[me] = httpx.Client(base_url=self.server, verify=self._tls,
+                                                          timeout=self._timeout, headers=self._headers)
+            return client
 
     def close(self) -> None:
-        self._client.close()
+        """Close every thread's client; a request after this fails instead of opening a new one."""
+        with self._lock:
+            self._closed = True
+            clients, self._clients = list(self._clients.values()), {}
+        for client in clients:
+            client.close()
 
     def request(self, method: str, path: str, body: Any = None, content_type: str = "application/json",
                 params: dict[str, str] | None = None) -> Any:
         headers = {"Content-Type": content_type} if body is not None else {}
-        response = self._client.request(method, path, json=body, headers=headers, params=params)
+        response = self._client().request(method, path, json=body, headers=headers, params=params)
         if response.status_code >= 400:
             try:
                 message = str(response.json().get("message", ""))[:300]
@@ -95,7 +127,7 @@ class KubeHTTP:
 
     def ok(self, path: str) -> bool:
         """A 200 from a health endpoint (``/readyz``), which answers text, not JSON."""
-        return self._client.get(path).status_code == 200
+        return self._client().get(path).status_code == 200
 
     def create(self, obj: dict[str, Any], *, exist_ok: bool = True) -> dict[str, Any] | None:
         meta = obj["metadata"]

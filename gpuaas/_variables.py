@@ -1,12 +1,19 @@
-"""The ``GPUAAS_*`` variables read or written outside ``GpuaasSettings``, named once.
+"""The ``GPUAAS_*`` variables read or written outside ``GpuaasSettings``, named once, and the checks of what is set
+that need no settings model.
 
 Below the settings and the command line both: the settings refuse a variable one typo away from any
-name gpuaas reads (these included), and the configuration reference documents them.
+name gpuaas reads (these included, ``misspelt_variable``) and a database URL without its dialect
+(``check_database_url``), and the configuration reference documents the variables.
 """
 
 from __future__ import annotations
 
-__all__ = ["OTHER_VARIABLES"]
+import re
+from collections.abc import Iterable, Mapping
+
+from pydantic import SecretStr
+
+__all__ = ["OTHER_VARIABLES", "check_database_url", "misspelt_variable"]
 
 OTHER_VARIABLES: tuple[tuple[str, str, str, str], ...] = (
     ("GPUAAS_NOTIFY_WEBHOOK_URL", "str", "unset",
@@ -30,3 +37,32 @@ OTHER_VARIABLES: tuple[tuple[str, str, str, str], ...] = (
 """The ``GPUAAS_*`` variables read (or written) outside ``GpuaasSettings``: name, type, default, what for.
 The configuration reference lists them after the settings; ``tests/test_docs.py`` fails when the code
 names a ``GPUAAS_`` variable that the reference does not."""
+
+
+def misspelt_variable(settings: Iterable[str], environ: Mapping[str, str]) -> str | None:
+    """The first ``GPUAAS_*`` variable of ``environ`` that no one reads but that is one typo from one that is read
+    (``settings``, the settings' variables, or ``OTHER_VARIABLES``), with the name it is close to: pydantic-settings
+    skips a variable that names no setting, so a misspelt GPUAAS_POLICY_FILE left the policy at its defaults (its
+    exclusions and disabled tenants gone) without a word. Only near misses are refused: a variable of another tool
+    (or a script's own) is none of gpuaas's business, and one set to nothing is unset, as every setting's is."""
+    import difflib
+
+    read = [*settings, *(name for name, *_ in OTHER_VARIABLES if "<" not in name)]
+    for name in sorted(key.upper() for key, value in environ.items() if key.upper().startswith("GPUAAS_") and value):
+        if name in read or name.startswith(("GPUAAS_ENDPOINT_", "GPUAAS_TEST_")) \
+                or any(name.startswith(f"{known}__") for known in read):
+            continue
+        close = difflib.get_close_matches(name, read, n=1, cutoff=0.85)
+        if close:
+            return f"{name} is no gpuaas variable: did you mean {close[0]}? (as it is, it is ignored)"
+    return None
+
+
+def check_database_url(value: SecretStr) -> SecretStr:
+    """A database URL names its dialect (``sqlite:///…``, ``postgresql+psycopg://…``): anything else fails when the
+    store opens, as "cannot open database", without the variable's name. Checked without SQLAlchemy (whose import
+    every command would pay) and without showing the value (it may hold a password)."""
+    if not re.match(r"[A-Za-z][A-Za-z0-9]*(\+[A-Za-z0-9_]+)?://", value.get_secret_value()):
+        raise ValueError("not a database URL: write dialect://…, e.g. sqlite:////var/lib/gpuaas/gpuaas.db or "
+                         "postgresql+psycopg://gpuaas@db:5432/gpuaas")
+    return value

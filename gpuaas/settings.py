@@ -22,6 +22,7 @@ from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, Settings
 
 from gpuaas._input_file import MAX_TOKEN_BYTES, read_input_bytes
 from gpuaas._secret_blocks import SECRET_BLOCKS, PrefectSecretBlocks, secret_block
+from gpuaas._variables import check_database_url, misspelt_variable
 from gpuaas.errors import ConfigError, redact_endpoint
 from gpuaas.policy import Policy, load_policy
 
@@ -197,16 +198,6 @@ LabelNames = Annotated[list[Annotated[str, _named(r"[a-zA-Z_][a-zA-Z0-9_]*", "la
 would read as missing."""
 
 
-def _database_url(value: SecretStr) -> SecretStr:
-    """A database URL names its dialect (``sqlite:///…``, ``postgresql+psycopg://…``): anything else fails when the
-    store opens, as "cannot open database", without the variable's name. Checked without SQLAlchemy (whose import
-    every command would pay) and without showing the value (it may hold a password)."""
-    if not re.match(r"[A-Za-z][A-Za-z0-9]*(\+[A-Za-z0-9_]+)?://", value.get_secret_value()):
-        raise ValueError("not a database URL: write dialect://…, e.g. sqlite:////var/lib/gpuaas/gpuaas.db or "
-                         "postgresql+psycopg://gpuaas@db:5432/gpuaas")
-    return value
-
-
 class MetricNames(BaseModel):
     """Metric and label names; the defaults match a standard GPU Operator + Kueue + vLLM install."""
 
@@ -242,7 +233,7 @@ class GpuaasSettings(BaseSettings):
     data_dir: Path = Field(default_factory=default_data_dir)
     """Where the SQLite store, the HTML reports and the embedded cluster live (``$XDG_DATA_HOME/gpuaas`` or
     ``~/.local/share/gpuaas``)."""
-    database_url: Annotated[SecretStr, AfterValidator(_database_url)] | None = None
+    database_url: Annotated[SecretStr, AfterValidator(check_database_url)] | None = None
     """SQLAlchemy URL; unset means SQLite at ``DATA_DIR/gpuaas.db``. PostgreSQL for a shared deployment."""
     database_password: SecretStr | None = None
     """Put into ``database_url`` when that has none: the URL can live in plain config, the password in a secret."""
@@ -375,26 +366,10 @@ def _variable(loc: tuple[int | str, ...]) -> str:
 
 
 def _misspelt_variable() -> str | None:
-    """The first ``GPUAAS_*`` variable that no one reads but that is one typo from one that is read, with the
-    name it is close to: pydantic-settings skips a variable that names no setting, so a misspelt
-    GPUAAS_POLICY_FILE left the policy at its defaults (its exclusions and disabled tenants gone) without a
-    word. Only near misses are refused: a variable of another tool (or a script's own) is none of gpuaas's
-    business, and one set to nothing is unset, as every setting's is."""
-    import difflib
-
-    from gpuaas._variables import OTHER_VARIABLES
-
+    """``misspelt_variable`` of the environment, against every variable the settings read."""
     read = [f"GPUAAS_{name.upper()}" for name in GpuaasSettings.model_fields]
     read += [f"GPUAAS_METRICS__{name.upper()}" for name in MetricNames.model_fields]
-    read += [name for name, *_ in OTHER_VARIABLES if "<" not in name]
-    for name in sorted(key.upper() for key, value in os.environ.items() if key.upper().startswith("GPUAAS_") and value):
-        if name in read or name.startswith(("GPUAAS_ENDPOINT_", "GPUAAS_TEST_")) \
-                or any(name.startswith(f"{known}__") for known in read):
-            continue
-        close = difflib.get_close_matches(name, read, n=1, cutoff=0.85)
-        if close:
-            return f"{name} is no gpuaas variable: did you mean {close[0]}? (as it is, it is ignored)"
-    return None
+    return misspelt_variable(read, os.environ)
 
 
 def load_settings(**overrides: object) -> GpuaasSettings:

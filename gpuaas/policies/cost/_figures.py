@@ -1,5 +1,6 @@
 """How the cost report writes its figures: money to the cent, counts to six significant digits, cost per
-outcome never inf or 0, and tenant rows that add up to the cluster's to the cent.
+outcome never inf or 0, and parts that add up to their total to the cent (tenants to the cluster, a service's
+periods to the service), by one rule (``footed_cents``).
 
 Why one place: a figure rounded one way in a table and another in a note, or tenants that add up to a cent
 more than their total, is a number a FinOps reviewer cannot sign.
@@ -8,14 +9,17 @@ more than their total, is a number a FinOps reviewer cannot sign.
 from __future__ import annotations
 
 import math
-from typing import Any
+from collections.abc import Hashable, Mapping
+from typing import Any, TypeVar
 
 import pandas as pd
 
 from gpuaas.policies.cost._counts import largest_remainder
 from gpuaas.policies.cost.funnel import MONEY_COLUMNS
 
-__all__ = ["cents", "cost_per_outcome", "footed", "num"]
+__all__ = ["cents", "cost_per_outcome", "footed", "footed_cents", "num"]
+
+K = TypeVar("K", bound=Hashable)
 
 
 def cost_per_outcome(cost: float | None, outcomes: float | None) -> float | None:
@@ -47,19 +51,30 @@ def cents(value: Any) -> float | None:
     return None if math.isnan(number) else round(number, 2)
 
 
+def footed_cents(parts: Mapping[K, float], total: float | None) -> dict[K, float]:
+    """``parts`` to the cent, shared out with the largest-remainder rule (as the verified requests are) so that they
+    add up to ``total`` (itself rounded once), each within a cent of its own figure: $88.504 and $17.503 print
+    $88.51 and $17.50 under $106.01, never $88.50 and $17.50, which add up to $106.00.
+
+    Where ``total`` is None, or is not the same money (it and the parts' own sum, each to the cent, are more than a
+    cent per part apart), the parts add up to their own sum, rounded once: a total that is not theirs must not move
+    a part by more than its rounding does."""
+    if not parts:
+        return {}
+    own = round(sum(parts.values()), 2)
+    if total is None or abs(round(total * 100) - round(own * 100)) > len(parts):
+        total = own
+    shares = largest_remainder({key: round(float(value) * 100, 6) for key, value in parts.items()}, round(total * 100))
+    return {key: shares[key] / 100 for key in parts}
+
+
 def footed(tenants: pd.DataFrame, totals: pd.Series) -> pd.DataFrame:
-    """``tenants`` with its money shared out to the cent so that each column adds up to the cluster's, itself
-    rounded once (the largest-remainder rule, as for the verified requests): $88.504 and $17.504 print $88.51
-    and $17.50 under $106.01, never $88.50 and $17.50, which add up to $106.00. A tenant whose cost is unknown
-    stays unknown, and the others add up to the total."""
+    """``tenants`` with its money to the cent so that each column adds up to the cluster's (``footed_cents``). A
+    tenant whose cost is unknown stays unknown, and the others add up to the total."""
     out = tenants.copy()
     for column in MONEY_COLUMNS:
-        total = cents(totals[column])
         known = tenants[column].dropna()  # a tenant of unknown cost has none in the total either
-        if total is None or known.empty:
-            continue
-        shares = largest_remainder({k: round(float(v) * 100, 6) for k, v in known.items()}, round(total * 100))
-        out.loc[known.index, column] = [shares[k] / 100 for k in known.index]
+        if not known.empty:
+            shares = footed_cents(known.to_dict(), cents(totals[column]))
+            out.loc[known.index, column] = [shares[k] for k in known.index]
     return out
-
-

@@ -10,9 +10,8 @@ from typing import Any
 import pandas as pd
 
 from gpuaas.models import COST_COLS, CostInputs
-from gpuaas.policies.cost._counts import largest_remainder
 from gpuaas.policies.cost._coverage import Coverage
-from gpuaas.policies.cost._figures import cost_per_outcome, num
+from gpuaas.policies.cost._figures import cost_per_outcome, footed_cents, num
 from gpuaas.policies.cost.services import ServiceTally
 
 __all__ = ["period_rows", "periods_with_data"]
@@ -28,20 +27,6 @@ def periods_with_data(inputs: CostInputs, coverage: Coverage | None) -> set[int]
     return days
 
 
-def _footed_days(by_day: dict[int, float], total: float | None) -> dict[int, float]:
-    """A service's money per period to the cent, shared out so that the periods add up to ``total`` (its
-    window's figure as shown, itself rounded once; the periods' own sum rounded where None), each within
-    a cent of its own figure: three days of $10.004 print $10.01, $10.00 and $10.00 under $30.01."""
-    if not by_day:
-        return {}
-    own = round(sum(by_day.values()), 2)
-    if total is None or abs(total - own) > 0.01 * len(by_day):  # not the same money (no row): the periods' own
-        total = own
-    whole = round(total * 100)
-    shares = largest_remainder({day: round(value * 100, 6) for day, value in by_day.items()}, whole)
-    return {day: shares[day] / 100 for day in by_day}
-
-
 def period_rows(inputs: CostInputs, services: list[ServiceTally], costs_known: bool, pods: pd.DataFrame,
            basis: str, coverage: Coverage | None = None, unpriced: set[str] | None = None,
            shown: Mapping[str, Mapping[str, Any]] | None = None,
@@ -53,8 +38,9 @@ def period_rows(inputs: CostInputs, services: list[ServiceTally], costs_known: b
     period, never $0. A (service, period) in ``understated`` (a pod of it that OpenCost does not list had
     telemetry then) has its cost per outcome unknown: its cost leaves that pod out, its outcomes do not.
 
-    A service's periods add up to its money over the window, to the cent: ``shown`` (service -> its row) gives
-    the figures they add up to, else each service's periods' own sum, rounded once."""
+    A service's periods add up to its money over the window, to the cent (``footed_cents``): ``shown`` (service ->
+    its row) gives the figures they add up to, else each service's periods' own sum, rounded once; three days of
+    $10.004 print $10.01, $10.00 and $10.00 under $30.01."""
     with_data = periods_with_data(inputs, coverage)
     costs = inputs.costs if costs_known and inputs.costs is not None else pd.DataFrame(columns=COST_COLS)
     owner = pods.set_index(["namespace", "pod"])["service"].to_dict()
@@ -67,7 +53,7 @@ def period_rows(inputs: CostInputs, services: list[ServiceTally], costs_known: b
     for svc in services:
         known_days = [day for day in range(inputs.days) if day in with_data]
         row = (shown or {}).get(svc.spec.name, {})
-        footed = {column: _footed_days({day: by_service_day.get((svc.spec.name, day), {}).get(column, 0.0)
+        footed = {column: footed_cents({day: by_service_day.get((svc.spec.name, day), {}).get(column, 0.0)
                                         for day in known_days}, row.get(column))
                   for column in ("gpu_cost", "total_cost")}
         for day in range(inputs.days):

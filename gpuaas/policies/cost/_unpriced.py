@@ -6,19 +6,29 @@ count the work of all of them: cost divided by outcomes would understate what an
 hold more than ``MATERIAL_SHARE`` of its GPU-hours, its cost per outcome is unknown, never that quotient, and a note
 names the pods and their GPU-hours and gives the quotient as what it is, a lower bound. Below it, the figure stands
 and a note says what it leaves out: OpenCost misses pods that lived less than its resolution (a minute or two of
-GPU time), and one such pod must not blank a fleet's cost per outcome. (A service none of whose pods is listed
-has its cost unknown too: ``report``.)
+GPU time), and one such pod must not blank a fleet's cost per outcome. A service that did work while none of its
+pods is priced has its cost unknown too (``unpriced_services``), and so has its tenant's cost per outcome.
+
+The notes on a tenant's and a service's row are written here (``tenant_note``, ``service_note``), one rule each,
+so that the two kinds of row say the same thing the same way.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
+from typing import Any
 
 import pandas as pd
 
-from gpuaas.policies.cost._figures import cost_per_outcome
+from gpuaas.phrases import counted
+from gpuaas.policies.cost._figures import cost_per_outcome, num
+from gpuaas.policies.cost.services import ServiceTally
 
-__all__ = ["MATERIAL_SHARE", "left_out_note", "material", "understated_note", "unpriced_days", "unpriced_note", "unpriced_pods"]
+__all__ = ["MATERIAL_SHARE", "NO_OUTCOME", "left_out_note", "material", "service_note", "tenant_note",
+           "understated_note", "unpriced_days", "unpriced_note", "unpriced_pods", "unpriced_services"]
+
+NO_OUTCOME = "no verified outcome"
+"""What a note says of a row with a cost and no verified outcome (its cost per outcome None)."""
 
 MATERIAL_SHARE = 0.01
 """The share of a row's allocated GPU-hours that unpriced pods may hold before its cost per outcome is unknown."""
@@ -86,3 +96,66 @@ def unpriced_days(gpu: pd.DataFrame, unpriced: pd.DataFrame) -> set[tuple[str, i
              if isinstance(svc, str) and svc}
     rows: Iterable[tuple[str, str, int, float]] = zip(gpu["namespace"], gpu["pod"], gpu["day"], gpu["observed_h"])
     return {(owner[(ns, pod)], int(day)) for ns, pod, day, seen in rows if (ns, pod) in owner and seen > 0}
+
+
+def unpriced_services(services: Sequence[ServiceTally], pods: pd.DataFrame, costs_known: bool) -> set[str]:
+    """The services that did work (served requests, or finished a job in time) while none of their pods is one
+    OpenCost priced (``pods``: the report's per-pod frame): their cost is unknown, not $0, and so is their cost per
+    outcome. Empty when no cost source answered (then every cost is unknown, and says so)."""
+    if not costs_known:
+        return set()
+    priced = set(pods.loc[pods["gpu_cost"].notna(), "service"].dropna())
+    return {svc.spec.name for svc in services if svc.spec.name not in priced
+            and ((svc.requests if svc.spec.kind == "serving" else svc.verified) or 0.0) > 0}
+
+
+def _priced_note(what: str, money: dict[str, Any], outcomes: float | None, unpriced: pd.DataFrame,
+                 allocated_hours: float, basis: str, notes: list[str]) -> bool:
+    """The note on a priced row (``money``: its figures as shown) whose pods are partly ``unpriced`` (where they are
+    ``material``, its cost per outcome is made unknown, and True), or which has a cost and no verified outcome."""
+    cost = money[f"{basis}_cost"]
+    if money["cost_per_outcome"] is not None and not unpriced.empty:
+        if material(unpriced, allocated_hours):
+            notes.append(understated_note(what, unpriced, cost, outcomes, basis))
+            money["cost_per_outcome"] = None
+            return True
+        notes.append(left_out_note(what, unpriced, float(allocated_hours)))
+    elif money["cost_per_outcome"] is None and outcomes is not None and cost is not None:
+        notes.append(f"{what}: {basis} cost ${cost:,.2f}, {NO_OUTCOME}")
+    return False
+
+
+def tenant_note(name: str, money: dict[str, Any], outcomes: float | None, dark: Sequence[str],
+                unpriced: pd.DataFrame, allocated_hours: float, basis: str, notes: list[str]) -> None:
+    """The note on tenant ``name``'s row, its cost per outcome made unknown where it would be too low: ``dark``, its
+    services in ``unpriced_services`` that have pods, count in its outcomes and not in its cost; ``unpriced``: the
+    pods of ``unpriced_pods``, of every tenant."""
+    if dark and money["cost_per_outcome"] is not None:
+        money["cost_per_outcome"] = None
+        notes.append(f"tenant {name}: cost per outcome unknown: the cost of service {', '.join(dark)} is in no "
+                     "total (none of its pods is in OpenCost's allocation)")
+    else:
+        _priced_note(f"tenant {name}", money, outcomes, unpriced[unpriced["tenant"] == name], allocated_hours, basis,
+                     notes)
+
+
+def service_note(svc: ServiceTally, money: dict[str, Any], dark: bool, pods: pd.DataFrame, unpriced: pd.DataFrame,
+                 allocated_hours: float, basis: str, notes: list[str]) -> bool:
+    """The note on ``svc``'s row; True where its cost per outcome is made unknown for pods of it that OpenCost does
+    not list (``unpriced``: the pods of ``unpriced_pods``, of every service), so that its periods' are too. ``dark``:
+    it is in ``unpriced_services`` (its cost unknown already), said with its pods' telemetry where ``pods`` (the
+    report's per-pod frame) has any."""
+    if dark:
+        mine = pods[pods["service"] == svc.spec.name]
+        if not mine.empty:
+            seen = float(mine["observed_h"].fillna(0.0).sum())
+            notes.append(f"service {svc.spec.name}: none of its pods ({seen:,.2f} GPU-hours of telemetry) is in "
+                         "OpenCost's allocation: its cost and cost per outcome are unknown, not $0")
+        else:
+            did = counted(round(num(svc.requests) or 0.0), "request" if svc.spec.kind == "serving" else "job")
+            notes.append(f"service {svc.spec.name}: it served {did}, but no pod of it was found (by controller, pod "
+                         "name or pod_labels) in OpenCost or the GPU telemetry: its cost and cost per outcome are "
+                         "unknown, not $0 (its pods' cost is in its tenant's)")
+        return False
+    return _priced_note(f"service {svc.spec.name}", money, svc.verified, unpriced[unpriced["service"] == svc.spec.name],
+                        allocated_hours, basis, notes)

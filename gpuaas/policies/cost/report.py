@@ -47,7 +47,6 @@ from typing import Any
 import pandas as pd
 
 from gpuaas.models import SERVING_KEYS, CostInputs
-from gpuaas.phrases import counted
 from gpuaas.policies.cost._counts import Outcomes, whole_verified
 from gpuaas.policies.cost._coverage import (
     COMPLETE_SHARE,
@@ -65,12 +64,13 @@ from gpuaas.policies.cost._coverage import (
 from gpuaas.policies.cost._figures import cents, cost_per_outcome, footed, num
 from gpuaas.policies.cost._periods import period_rows
 from gpuaas.policies.cost._unpriced import (
-    left_out_note,
-    material,
-    understated_note,
+    NO_OUTCOME,
+    service_note,
+    tenant_note,
     unpriced_days,
     unpriced_note,
     unpriced_pods,
+    unpriced_services,
 )
 from gpuaas.policies.cost.funnel import FUNNEL_COLUMNS, MONEY_COLUMNS, POD_COLUMNS, aggregate_funnel, pod_funnel
 from gpuaas.policies.cost.outcomes import BatchOutcome, batch_outcomes
@@ -90,8 +90,6 @@ from gpuaas.policy import Policy, ServiceOutcome
 
 __all__ = ["COMPLETE_SHARE", "NO_OUTCOME", "CostReport", "build_cost_report", "comparison_note", "cost_per_outcome",
            "covered_share", "data_short_s", "period_complete"]
-
-NO_OUTCOME = "no verified outcome"
 
 
 @dataclass(frozen=True)
@@ -126,16 +124,6 @@ def _owner(services: list[ServiceOutcome], namespace: str, name: str) -> str | N
     matches = [s.name for s in services if not s.pod_labels and s.namespace == namespace
                and (name == s.name or name.startswith(s.name + "-"))]
     return max(matches, key=len) if matches else None
-
-
-def _ran_unseen(svc: ServiceTally, found: pd.Index) -> bool:
-    """Whether a service did work (served requests, or finished a job in time) on pods none of which is in
-    ``found`` (the services with a pod OpenCost priced): its cost is then unknown, not $0, and so is its cost per
-    outcome."""
-    if svc.spec.name in found:
-        return False
-    did = svc.requests if svc.spec.kind == "serving" else svc.verified
-    return (did or 0.0) > 0
 
 
 def _tenant(policy: Policy, namespace: str) -> str:
@@ -291,29 +279,15 @@ def build_cost_report(inputs: CostInputs, policy: Policy, policy_file: str | Non
         notes.append(f"{missing}: busy, productive, in-progress, idle and active GPU-hours and the waste are unknown, "
                      "not 0")
     per_service = funnel.groupby("service")[FUNNEL_COLUMNS].sum(min_count=1)
-    # a service that did work with no pod OpenCost priced: its cost is unknown, not $0 (and $0 per outcome)
-    priced = pd.Index(pods.loc[pods["gpu_cost"].notna(), "service"].dropna().unique())
-    unpriced = {svc.spec.name for svc in services if costs_known and _ran_unseen(svc, priced)}
+    unpriced = unpriced_services(services, pods, costs_known)  # their cost unknown, not $0 (and $0 per outcome)
     tenant_rows = []
     shown = footed(tenants, funnel_sums) if costs_known else tenants
     for name, row in tenants.sort_index().iterrows():
         verified = tally.verified(str(name))
         money = _money_cols(shown.loc[name], basis, verified, costs_known)
-        # its outcomes count such a service's, its cost (in no total) does not: the quotient would be too low
         dark = [s.spec.name for s in services
                 if s.tenant == name and s.spec.name in unpriced and s.spec.name in per_service.index]
-        if dark and money["cost_per_outcome"] is not None:
-            money["cost_per_outcome"] = None
-            notes.append(f"tenant {name}: cost per outcome unknown: the cost of service {', '.join(dark)} is in no "
-                         "total (none of its pods is in OpenCost's allocation)")
-        elif money["cost_per_outcome"] is not None and not (mine := dark_pods[dark_pods["tenant"] == name]).empty:
-            if material(mine, row["allocated_gpu_hours"]):
-                notes.append(understated_note(f"tenant {name}", mine, money[f"{basis}_cost"], verified, basis))
-                money["cost_per_outcome"] = None
-            else:
-                notes.append(left_out_note(f"tenant {name}", mine, float(row["allocated_gpu_hours"])))
-        elif costs_known and money["cost_per_outcome"] is None and verified is not None and money[f"{basis}_cost"] is not None:
-            notes.append(f"tenant {name}: {basis} cost ${money[f'{basis}_cost']:,.2f}, {NO_OUTCOME}")
+        tenant_note(str(name), money, verified, dark, dark_pods, row["allocated_gpu_hours"], basis, notes)
         tenant_rows.append({
             "tenant": str(name), **{c: num(row[c]) for c in FUNNEL_COLUMNS if c.endswith("_hours")},
             **money, "verified_outcomes": num(verified),
@@ -333,26 +307,9 @@ def build_cost_report(inputs: CostInputs, policy: Policy, policy_file: str | Non
         row = per_service.loc[svc.spec.name] if svc.spec.name in per_service.index else pd.Series(
             0.0, index=FUNNEL_COLUMNS)
         money = _money_cols(row.fillna(0.0), basis, svc.verified, costs_known and svc.spec.name not in unpriced)
-        if svc.spec.name in unpriced and svc.spec.name in per_service.index:
-            seen = float(pods.loc[pods["service"] == svc.spec.name, "observed_h"].fillna(0.0).sum())
-            notes.append(f"service {svc.spec.name}: none of its pods ({seen:,.2f} GPU-hours of telemetry) is in "
-                         "OpenCost's allocation: its cost and cost per outcome are unknown, not $0")
-        elif svc.spec.name in unpriced:
-            did = counted(round(num(svc.requests) or 0.0), 'request' if svc.spec.kind == 'serving' else 'job')
-            notes.append(f"service {svc.spec.name}: it served {did}, but no pod of it was found (by "
-                         "controller, pod name or pod_labels) in OpenCost or the GPU telemetry: its cost and cost per "
-                         "outcome are unknown, not $0 (its pods' cost is in its tenant's)")
-        elif money["cost_per_outcome"] is not None and not (
-                mine := dark_pods[dark_pods["service"] == svc.spec.name]).empty:
-            if material(mine, row["allocated_gpu_hours"]):
-                notes.append(understated_note(f"service {svc.spec.name}", mine, money[f"{basis}_cost"],
-                                              svc.verified, basis))
-                money["cost_per_outcome"] = None
-                understated.add(svc.spec.name)
-            else:
-                notes.append(left_out_note(f"service {svc.spec.name}", mine, float(row["allocated_gpu_hours"])))
-        elif costs_known and money["cost_per_outcome"] is None and svc.verified is not None:
-            notes.append(f"service {svc.spec.name}: {basis} cost ${money[f'{basis}_cost'] or 0.0:,.2f}, {NO_OUTCOME}")
+        if service_note(svc, money, svc.spec.name in unpriced, pods, dark_pods, row["allocated_gpu_hours"], basis,
+                        notes):
+            understated.add(svc.spec.name)
         unknown = svc.outcomes_unknown(jobs_known)  # a serving service is never in progress: 0, known
         running_unknown = unknown and svc.spec.kind == "batch"
         service_rows.append({

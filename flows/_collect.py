@@ -21,7 +21,7 @@ from gpuaas.settings import GpuaasSettings, load_settings
 from gpuaas.sources.bulk import collector_paused
 from reports import counted, source_errors
 from reports.collect import headline
-from tasks import IO_TASK_OPTIONS, push_or_warn, retry_options, run_logger, unwalked
+from tasks import IO_TASK_OPTIONS, OUTCOME_SAYS, push_or_warn, retry_options, run_logger, unwalked
 from tasks.collect import plan_collect, publish_artifacts, push_summary, read_one_source, store_snapshot
 
 __all__ = ["collect_snapshot"]
@@ -89,5 +89,8 @@ def _read_sources(settings: GpuaasSettings, now: datetime, windows: list[float])
             if not isinstance(error, BaseException):
                 error = RuntimeError(state.message or state.name)
         readings[name] = operation.failed(settings, name, error, time.monotonic() - started)  # retries included
-        logger.warning("source %s failed: %s", name, readings[name][1].error)  # retried first where that could help
+        said = readings[name][1].error  # retried first where that could help
+        # the outcome names a required source's failure (the headline, or the error when every source failed): a
+        # terminal that prints it need not read this line too (``OUTCOME_SAYS``); the run's logs keep it
+        logger.warning("source %s failed: %s", name, said, extra={OUTCOME_SAYS: said})
     return readings

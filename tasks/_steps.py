@@ -29,7 +29,12 @@ from dataclasses import dataclass
 from functools import cache
 from typing import Any
 
-__all__ = ["PlainFuture", "PlainState", "Step", "failed_state", "in_flow_run", "run_logger", "step"]
+__all__ = ["OUTCOME_SAYS", "PlainFuture", "PlainState", "Step", "failed_state", "in_flow_run", "run_logger", "step"]
+
+OUTCOME_SAYS = "gpuaas_outcome_says"
+"""A log record's attribute, ``extra={OUTCOME_SAYS: text}``: the run's outcome (its headline, or the error that ends
+it) will say ``text`` too. The command line prints that outcome, so it leaves such a warning out where the outcome it
+printed does say ``text`` (``gpuaas.cli._flows``): a reader meets each failure once. The run's own logs keep it."""
 
 _quiet = logging.getLogger("gpuaas.run")
 _quiet.addHandler(logging.NullHandler())  # outside a flow run the command line prints the outcome and warnings

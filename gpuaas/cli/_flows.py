@@ -90,12 +90,14 @@ def run_flow(flow: Any, what: str, **parameters: Any) -> Any:
     from flows.direct import direct_runs
 
     not_started: RuntimeError | None = None
-    with _warnings_after(), progress(what) as step, (nullcontext() if through_prefect else direct_runs()):
+    with _warnings_after() as kept, progress(what) as step, (nullcontext() if through_prefect else direct_runs()):
         try:
             state = flow(**parameters, return_state=True)
             step.failed = not state.is_completed()
         except RuntimeError as exc:  # Prefect's own start-up errors (API unreachable) come before any state
             not_started, step.failed = exc, True
+        else:
+            kept.outcome = _outcome_line(result_of(state.result(raise_on_failure=False)))
     if not_started is not None:  # said after the step's last line, as every failure is
         raise fail(f"Prefect could not start the run: {not_started}") from not_started
     if not state.is_completed():
@@ -108,45 +110,65 @@ def run_flow(flow: Any, what: str, **parameters: Any) -> Any:
     return result_of(state.result())  # run directly, a returned Failed state is unwrapped into a plain one
 
 
+def _outcome_line(value: Any) -> str:
+    """What the command prints of a run's outcome: its result's headline (``lead``), or the error that ended it."""
+    if isinstance(value, BaseException):
+        return str(value)
+    return str(value.get("headline") or "") if isinstance(value, dict) else ""
+
+
 class _Kept(logging.Handler):
-    def __init__(self) -> None:
+    """The warnings of a run, each with what its outcome says of it too (``tasks.OUTCOME_SAYS``); ``outcome``: the
+    line the command prints of the run's outcome, set once the run has ended."""
+
+    def __init__(self, says: str) -> None:
         super().__init__(logging.WARNING)
-        self.lines: list[str] = []
+        self.says = says
+        self.kept: list[tuple[str, str | None]] = []
+        self.outcome = ""
 
     def emit(self, record: logging.LogRecord) -> None:
-        self.lines.append(record.getMessage())
+        self.kept.append((record.getMessage(), getattr(record, self.says, None)))
+
+    def lines(self) -> list[str]:
+        """The warnings the outcome does not say already: a failed source that leads the headline is named there."""
+        return [line for line, said in self.kept if not (said and said in self.outcome)]
 
 
 @contextmanager
-def _warnings_after() -> Iterator[None]:
+def _warnings_after() -> Iterator[_Kept]:
     """What a run called here warns of (a push that failed, a lock it could not renew, a notification not
-    delivered), as ``warning:`` lines on stderr once it ends.
+    delivered), as ``warning:`` lines on stderr once it ends; not those its outcome says too (``_Kept.lines``).
 
     Run through Prefect, the run's own warnings are in its logs in the UI; called here, the run's logger has no
     other reader. The steps' and the notifications' loggers (``WARNING_LOGGERS``) reach no terminal either:
     Prefect's console handler, the one that would print them, is quiet for the command line.
     """
-    kept = _Kept()
+    from tasks import OUTCOME_SAYS  # here: the flow it runs has loaded it already, a command alone need not
+
+    kept = _Kept(OUTCOME_SAYS)
     loggers = [logging.getLogger(name) for name in WARNING_LOGGERS]
     for logger in loggers:
         logger.addHandler(kept)
     try:
-        yield
+        yield kept
     finally:
         for logger in loggers:
             logger.removeHandler(kept)
-        for line in kept.lines:
+        for line in kept.lines():
             err_console.print(f"warning: {line}", markup=False, highlight=False, soft_wrap=True)
 
 
 def _run_body(body: Any, what: str, parameters: dict[str, Any]) -> Any:
     """A flow's Prefect-free body called here, failing as a failed run of the flow would."""
     error: Exception | None = None
-    with _warnings_after(), progress(what) as step:
+    result: Any = None
+    with _warnings_after() as kept, progress(what) as step:
         try:
             result = body(**parameters)
         except Exception as exc:  # noqa: BLE001 - a flow run would end Failed with it; the command says so, once
             error, step.failed = exc, True
+        kept.outcome = _outcome_line(result if error is None else error)
     if isinstance(error, GpuaasError):
         raise fail(str(error)) from error
     if error is not None:

@@ -44,6 +44,7 @@ from tasks import retry_options, unwalked
 from tasks.adaptive import adaptive_history
 from tasks.reclaim import (
     act,
+    check_undo_ids,
     decide,
     find_idle_workloads,
     publish_reclaim_artifacts,
@@ -74,6 +75,7 @@ def reclaim(apply: bool = False, at: UtcInstant | None = None, undo: list[int] |
     settings = load_settings()
     holder = new_holder("reclaim")
     if undo:
+        check_undo_ids(settings, list(undo))  # an id that names nothing fails the run before the writes are taken
         try:
             with cluster_writes(settings, holder):
                 restores = undo_actions(settings, list(undo))

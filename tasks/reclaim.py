@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from datetime import datetime
 
 import pandas as pd
 
 from gpuaas.actions import ActionResult, UndoResult
-from gpuaas.errors import ActionRefused, StoreError
+from gpuaas.errors import ActionRefused, ConfigError, StoreError
 from gpuaas.models import Snapshot
 from gpuaas.operations import incident
 from gpuaas.operations import reclaim as operation
@@ -21,8 +22,9 @@ from tasks._artifacts import markdown_artifact, summary_artifact, table_artifact
 from tasks._options import current_run_id, gpuaas_task, retry_unless_misconfigured
 from tasks.writes import store_and_writer
 
-__all__ = ["IDLE_JOB", "act", "decide", "find_idle_workloads", "load_snapshot", "publish_reclaim_artifacts",
-           "publish_undo_artifact", "push_idle_metrics", "recover", "undo_actions", "withdraw_idle_metrics"]
+__all__ = ["IDLE_JOB", "act", "check_undo_ids", "decide", "find_idle_workloads", "load_snapshot", "no_audit_rows",
+           "publish_reclaim_artifacts", "publish_undo_artifact", "push_idle_metrics", "recover", "undo_actions",
+           "withdraw_idle_metrics"]
 
 
 
@@ -64,6 +66,22 @@ def act(settings: GpuaasSettings, plan: operation.ReclaimPlan, now: datetime) ->
     what the audit log and the recovery guard against."""
     with store_and_writer(settings) as (store, writer):
         return operation.apply(plan, store, writer, flow_run_id=current_run_id(), now=now)
+
+
+def no_audit_rows(missing: Sequence[int]) -> str:
+    """The refusal of an undo of ids that name no audit row, as ``gpuaas undo`` and the reclaim flow both say it."""
+    return f"no audit row {', '.join(f'#{i}' for i in missing)} (see `gpuaas audit list`); nothing undone"
+
+
+@gpuaas_task("check-undo-ids")
+def check_undo_ids(settings: GpuaasSettings, audit_ids: Sequence[int]) -> None:
+    """Every id names an audit row, or a ``ConfigError`` naming the missing ones, before anything is undone: an undo
+    of an id that names nothing must end Failed, as an incident review's does, not Completed with a skipped row
+    (a mistyped id in a deployment's parameters would read as done)."""
+    with open_store(settings, read_only=True) as store:
+        missing = incident.missing_audit_ids(store, audit_ids)
+    if missing:
+        raise ConfigError(no_audit_rows(missing), field="undo")
 
 
 @gpuaas_task("undo", timeout_seconds=600)

@@ -78,11 +78,12 @@ def undo(
     audit_ids = list(dict.fromkeys(audit_ids))  # an id given twice is undone once, and reported once
     from flows.reclaim import reclaim as reclaim_flow
     from gpuaas.operations.incident import missing_audit_ids
+    from tasks.reclaim import no_audit_rows
 
     with store_or_exit(settings, read_only=True) as store:  # a mistyped id ends here, before anything is restored
         missing = missing_audit_ids(store, audit_ids)
     if missing:
-        raise fail(f"no audit row {', '.join(f'#{i}' for i in missing)} (see `gpuaas audit list`); nothing undone")
+        raise fail(no_audit_rows(missing))
 
     result: dict[str, Any] = run_flow(reclaim_flow, "restoring", undo=audit_ids)
     if result.get("writes_busy"):

@@ -6,7 +6,8 @@ headline as its message, so it reaches the failure notification and shows red in
 (docs/prefect.md, "What the UI shows"). A deadlines undo ends as every other run does: its headline
 the state's message and the run named by its gist, not a Prefect-generated name and no message.
 The undo itself is faked here (its real path: tests/flows/test_reclaim_flow.py,
-test_deadline_nudges_flow.py); this checks only the flow's ending.
+test_deadline_nudges_flow.py); this checks only the flow's ending. An id that names no audit row
+is refused before the undo, as an incident review refuses it: the run ends Failed, named after it.
 """
 
 from __future__ import annotations
@@ -50,6 +51,7 @@ def _reclaim_undo(result: Outcome, monkeypatch: pytest.MonkeyPatch) -> Any:
                         kind="Deployment", namespace="team-a", name="chat", action="reclaim",
                         subject="Deployment team-a/chat")
     monkeypatch.setattr(module, "cluster_writes", _no_lock)
+    monkeypatch.setattr(module, "check_undo_ids", lambda settings, ids: None)  # #7 is in no store here
     monkeypatch.setattr(module, "undo_actions", lambda settings, ids: [undone])
     return module.reclaim(undo=[7], return_state=True)
 
@@ -66,6 +68,32 @@ def test_a_reclaim_undo_that_restored_stays_completed(monkeypatch: pytest.Monkey
     state = _reclaim_undo(Outcome.restored, monkeypatch)
     assert state.is_completed(), state.message
     assert state.result()["undo"][0]["result"] == "restored"
+
+
+def test_a_reclaim_undo_of_an_id_no_audit_row_has_ends_failed_naming_it(monkeypatch: pytest.MonkeyPatch) -> None:
+    import flows.reclaim as module
+    from gpuaas.errors import ConfigError
+    from gpuaas.settings import load_settings
+    from gpuaas.store import open_store
+
+    open_store(load_settings()).close()  # an audit log without #99999
+    touched: list[str] = []
+
+    @contextmanager
+    def lock(*_: Any) -> Iterator[None]:
+        touched.append("lock")
+        yield
+
+    monkeypatch.setattr(module, "cluster_writes", lock)
+    monkeypatch.setattr(module, "undo_actions", lambda settings, ids: touched.append("undo") or [])
+    state = module.reclaim(undo=[99999], return_state=True)
+    assert state.is_failed(), state.message
+    error = state.result(raise_on_failure=False)
+    line = "undo: no audit row #99999 (see `gpuaas audit list`); nothing undone"
+    assert isinstance(error, ConfigError) and str(error) == line
+    assert state.message is not None and line in state.message and "\n" not in state.message
+    assert _flow_run_name(state.state_details.flow_run_id) == "undo: no audit row #99999"
+    assert touched == []  # refused before the writes were taken, nothing undone
 
 
 def _deadlines_undo(result: Outcome, reason: str, monkeypatch: pytest.MonkeyPatch) -> Any:

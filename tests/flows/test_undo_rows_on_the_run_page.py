@@ -38,14 +38,21 @@ def test_an_undo_run_publishes_its_rows(tmp_path: Path, monkeypatch: pytest.Monk
     from prefect.client.schemas.filters import ArtifactFilter, ArtifactFilterFlowRunId, LogFilter, LogFilterFlowRunId
 
     from flows.reclaim import reclaim
+    from gpuaas.settings import load_settings
+    from gpuaas.store import AuditEntry, open_store
 
     with embedded(tmp_path / "cluster") as cluster:
         point_at(cluster, monkeypatch, data_dir=tmp_path / "data")
-        state = reclaim(undo=[MISSING], return_state=True)
+        with open_store(load_settings()) as store:  # a row of no change: the undo refuses it in its row
+            row = store.append(AuditEntry(flow="collect", action="collect", kind="Snapshot", name="1", mode="apply",
+                                          outcome="applied"))
+        state = reclaim(undo=[row.id], return_state=True)
     run_id = state.state_details.flow_run_id
     assert state.is_completed() and run_id is not None, state.message
     assert state.message == "Restored 0 of 1 change. The other: see its row's result."
-    line = f"undo #{MISSING}: skipped: no audit row #{MISSING}: nothing undone"
+    why = (f"audit #{row.id} is a collect row (applied), not a change gpuaas can undo: nothing undone; gpuaas undo "
+           "takes the id of a reclaim, a quota plan or a deadline hold or demotion (gpuaas audit list)")
+    line = f"undo #{row.id}: skipped: {why}"
     with get_client(sync_client=True) as client:
         [artifact] = client.read_artifacts(artifact_filter=ArtifactFilter(flow_run_id=ArtifactFilterFlowRunId(any_=[run_id])))
         deadline = time.monotonic() + 30  # the logs go to the server in batches: they may land after the state
@@ -53,5 +60,5 @@ def test_an_undo_run_publishes_its_rows(tmp_path: Path, monkeypatch: pytest.Monk
                 log_filter=LogFilter(flow_run_id=LogFilterFlowRunId(any_=[run_id])))]) and time.monotonic() < deadline:
             time.sleep(0.5)
     assert artifact.key == "gpuaas-undo" and artifact.description == state.message
-    assert f"- `#{MISSING}`: skipped: no audit row #{MISSING}: nothing undone" in str(artifact.data).splitlines()
+    assert f"- `#{row.id}`: skipped: {why}" in str(artifact.data).splitlines()
     assert line in logs, logs

@@ -1,9 +1,11 @@
 """Nudging Kueue toward the deadline plan, end to end on the embedded cluster (official client, real
 Prometheus, Prefect harness). Scenario: ``tests/flows/deadline_scenario.py``.
 
-Cohort fc has a proven plan: its two pending Workloads start in 50 min, so with a 30 min release
-margin they are held (``spec.active: false``) until 20 min from now. Cohort rush cannot meet every
-deadline on its GPUs: nothing there is held. Covers dry-run (no writes), apply with a cap of 1
+Cohort fc has a proven plan that Kueue's own order would miss: its two late Workloads start in 50 min
+and the wide one, which Kueue would admit first, in 110 min. With a 30 min release margin each is
+held (``spec.active: false``) until its start less the margin, the least urgent first under the cap:
+the wide one until 80 min from now. Cohort rush cannot meet every deadline on its GPUs: nothing there
+is held. Covers dry-run (no writes), apply with a cap of 1
 (one held, one deferred, audited with the plan), undo (released, annotation gone), and the release
 at ``release_at`` from the objects alone, with no snapshot and no plan.
 """
@@ -70,7 +72,8 @@ def test_dry_run_plans_holds_and_writes_nothing(pointed_at: EmbeddedCluster, pre
     result = _run(at=pointed_at.clock.now())
     assert writes(pointed_at) == before and result["mode"] == "dry-run"
     holds = [n for n in result["nudges"] if n["action"] == "hold"]
-    assert [n["result"] for n in holds] == ["planned", "deferred"]  # the cap of 1
+    assert [n["result"] for n in holds] == ["planned", "deferred", "deferred"]  # the cap of 1
+    assert "-fc-wide-" in holds[0]["workload"]  # the least urgent first
     assert all(n["workload"].startswith("forecast/") for n in holds)  # rush's plan is not feasible: no holds there
     assert result["headline"].endswith(" 1 hold would be written (dry-run).")  # what it would do, in numbers
 
@@ -86,7 +89,7 @@ def test_apply_holds_one_with_its_plan_and_undo_releases_it(pointed_at: Embedded
     [(name, mark)] = held.items()
     assert mark["audit_id"] == applied["audit_id"] and mark["before"] == {"active": True}
     release_at = datetime.fromisoformat(mark["release_at"])
-    assert release_at == pytest.approx(now + timedelta(minutes=20), abs=timedelta(minutes=2))
+    assert release_at == pytest.approx(now + timedelta(minutes=80), abs=timedelta(minutes=2))
     obj = pointed_at.store.get("Workload", "forecast", name)
     assert obj["spec"]["active"] is False
 
@@ -95,9 +98,11 @@ def test_apply_holds_one_with_its_plan_and_undo_releases_it(pointed_at: Embedded
         intent = store.get_audit(applied["audit_id"])
         assert intent is not None and intent.action == "deadline-hold" and intent.outcome == "planned"
         assert intent.evidence["plan_exact"] and intent.evidence["plan_feasible"]
-        assert intent.evidence["planned_start_s"] == pytest.approx(3000, abs=90)
+        assert intent.evidence["planned_start_s"] == pytest.approx(6600, abs=90)
         assert intent.evidence["latest_start_s"] >= intent.evidence["planned_start_s"]
-        assert len(intent.evidence["schedule"]) == 4  # the pool's plan: 2 running, 2 pending
+        assert len(intent.evidence["schedule"]) == 5  # the pool's plan: 2 running, 3 pending
+        # why it is held at all: Kueue's own order meets fewer of the pool's deadlines on the same estimates
+        assert (intent.evidence["plan_on_time"], intent.evidence["kueue_order_on_time"]) == (5, 3)
     finally:
         store.close()
     again = _run(apply=True, at=now)  # the held one stays held; the other is the one new hold

@@ -1,7 +1,7 @@
 """The deadline plan from the live cluster: embedded cluster, real Prometheus and Pushgateway, Prefect.
 
-Scenario: ``tests/flows/deadline_scenario.py`` (cohort fc holds on its GPUs, cohort rush needs 4
-more). Covers the ``deadlines`` flow's pools and workload names, the metrics on the Pushgateway,
+Scenario: ``tests/flows/deadline_scenario.py`` (cohort fc holds on its GPUs in the plan's order, not in
+Kueue's; cohort rush needs 4 more). Covers the ``deadlines`` flow's pools and workload names, the metrics on the Pushgateway,
 and ``gpuaas plan deadlines --from-cluster`` printing the same answer.
 """
 
@@ -49,8 +49,11 @@ def test_flow_plans_each_cohort_and_pushes_the_scale_signal(pointed_at: Embedded
     assert fc["capacity_gpus"] == 4
     running = {s["name"] for s in fc["schedule"] if s["running"]}
     pending = {s["name"]: s for s in fc["schedule"] if not s["running"]}
-    assert len(running) == 2 and len(pending) == 2 and all(n.startswith("forecast/raycluster-fc-") for n in running | set(pending))
-    assert all(s["start"] == pytest.approx(3000, abs=90) for s in pending.values())  # when the running two end
+    assert len(running) == 2 and len(pending) == 3 and all(n.startswith("forecast/raycluster-fc-") for n in running | set(pending))
+    late = [s for name, s in pending.items() if "-fc-late-" in name]
+    [wide] = [s for name, s in pending.items() if "-fc-wide-" in name]
+    assert len(late) == 2 and all(s["start"] == pytest.approx(3000, abs=90) for s in late)  # when the running two end
+    assert wide["start"] == pytest.approx(6600, abs=90)  # after them, though Kueue would admit it first
     assert rush["extra_gpus"] == {"h100": 4} and rush["exact"] and len(rush["at_risk"]) == 2
     assert state.result()["pushed_samples"] == 6
 

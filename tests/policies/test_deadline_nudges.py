@@ -228,3 +228,70 @@ def test_holds_and_demotions_name_the_workload_as_the_snapshot_read_it() -> None
     assert all((n.uid, n.resource_version) == (f"uid-{n.name}", "41") for n in plain)
     unnamed = plan_nudges(plan_pools([pool(4, jobs[:4])]), NO_HOLDS, NOW, POLICY)  # a frame without them
     assert [(n.uid, n.resource_version) for n in unnamed] == [(None, None)] * 2  # refused by the action, never guessed
+
+
+def _queued(order: list[tuple[str, int]], **marks: str) -> pd.DataFrame:
+    """The snapshot's Workloads in creation order (a minute apart), each with its priority and any mark."""
+    return pd.DataFrame([{"namespace": "ns", "name": name, "priority": priority,
+                          "created_at": pd.Timestamp(NOW) - pd.Timedelta(minutes=len(order) - i),
+                          "deadline_hold": marks.get(name)} for i, (name, priority) in enumerate(order)])
+
+
+def test_a_proven_plan_holds_only_where_kueues_own_order_would_miss_a_deadline_it_meets() -> None:
+    """4 GPUs, two jobs running 50 min more. Pending: a wide job (4 GPUs, due in 5 h) and two late ones (2 GPUs,
+    due in 1 h 55 min). The plan runs the late ones first (+50 min) and the wide one at +110 min. In Kueue's own
+    order the wide one, created or ranked first, takes the four GPUs at +50 min and both late ones miss: there the
+    plan holds. Created after them at the same priority, Kueue's order meets every deadline: nothing is held, and a
+    hold placed before is released with the reason."""
+    running = [DeadlineJob(f"ns/r{i}", 2, 3600, 6900, "h100", running_for=600) for i in range(2)]
+    wide = DeadlineJob("ns/wide", 4, 3600, 5 * 3600, "h100")
+    late = [DeadlineJob(f"ns/late{i}", 2, 3600, 6900, "h100") for i in range(2)]
+    plans = plan_pools([pool(4, [*running, wide, *late])])
+    jobs = [("r0", 0), ("r1", 0)]
+
+    first = plan_nudges(plans, _queued([*jobs, ("wide", 0), ("late0", 0), ("late1", 0)]), NOW, POLICY)
+    holds = [n for n in first if n.action == "hold"]
+    assert holds and holds[0].name == "wide" and holds[0].release_at == NOW + timedelta(minutes=80)
+    assert (holds[0].evidence["plan_on_time"], holds[0].evidence["kueue_order_on_time"]) == (5, 3)
+    ranked = plan_nudges(plans, _queued([*jobs, ("late0", 0), ("late1", 0), ("wide", 5)]), NOW, POLICY)
+    assert [n.name for n in ranked if n.action == "hold"] == [n.name for n in holds]  # priority before creation
+
+    mark = held("wide", release_at=NOW + timedelta(minutes=80))["deadline_hold"][0]
+    after = plan_nudges(plans, _queued([*jobs, ("late0", 0), ("late1", 0), ("wide", 0)], wide=mark), NOW, POLICY)
+    assert [(n.action, n.name) for n in after] == [("release", "wide")]
+    assert "Kueue's own order meets as many deadlines on the same estimates (5 of the plan's 5)" in after[0].reason
+
+
+def test_a_demoted_workload_takes_its_recorded_priority_in_kueues_order() -> None:
+    """Kueue's order is the baseline without gpuaas: a Workload demoted from 5 to 4 ranks at 5 there."""
+    running = [DeadlineJob(f"ns/r{i}", 2, 3600, 6900, "h100", running_for=600) for i in range(2)]
+    wide = DeadlineJob("ns/wide", 4, 3600, 5 * 3600, "h100")
+    late = [DeadlineJob(f"ns/late{i}", 2, 3600, 6900, "h100") for i in range(2)]
+    plans = plan_pools([pool(4, [*running, wide, *late])])
+    order = [("r0", 0), ("r1", 0), ("late0", 4), ("late1", 4), ("wide", 4)]
+    assert not [n for n in plan_nudges(plans, _queued(order), NOW, POLICY) if n.action == "hold"]
+    mark = json.dumps({"audit_id": 1, "release_at": (NOW + timedelta(hours=1)).isoformat(), "before": {"priority": 5}})
+    nudges = plan_nudges(plans, _queued(order, wide=mark), NOW, POLICY)
+    # Ranked at 5, it goes first in Kueue's order and the late ones would miss: they are held (its own demotion,
+    # no longer called for, is released).
+    assert sorted((n.action, n.name) for n in nudges) == [("hold", "late0"), ("hold", "late1"), ("release", "wide")]
+
+
+def test_a_lost_deadline_is_not_demoted_where_kueues_order_would_then_meet_fewer_deadlines() -> None:
+    """3 GPUs. "late" (1 GPU) is lost even at half its estimate. In creation order it runs beside "short" (1 GPU,
+    2 h, due in 4 h) and "wide" (3 GPUs, 3 h, due in 6 h) starts when both are done: both meet their deadlines.
+    Demoted, "late" lets "wide" go first, and "short" waits 3 h and misses: so it is not demoted, and one
+    demoted before gets its own priority back. Where the demotion costs nothing on the estimates it is made:
+    what it is for is the work that arrives later, which then goes ahead of the lost one."""
+    late = DeadlineJob("ns/late", 1, 3 * 3600, 3600, "h100")
+    wide = DeadlineJob("ns/wide", 3, 3 * 3600, 6 * 3600, "h100")
+    short = DeadlineJob("ns/short", 1, 2 * 3600, 4 * 3600, "h100")
+    plans = plan_pools([pool(3, [late, wide, short])])
+    assert plan_nudges(plans, _queued([("late", 0), ("wide", 0), ("short", 0)]), NOW, GIVE_UP) == []
+    mark = demoted("late")["deadline_hold"][0]
+    restored = plan_nudges(plans, _queued([("late", -1), ("wide", 0), ("short", 0)], late=mark), NOW, GIVE_UP)
+    assert [(n.action, n.name) for n in restored] == [("release", "late")]
+    assert "meets fewer deadlines" in restored[0].reason and "own priority restored" in restored[0].reason
+    harmless = plan_pools([pool(3, [late, short])])
+    assert [(n.action, n.name) for n in plan_nudges(harmless, _queued([("late", 0), ("short", 0)]), NOW, GIVE_UP)] == [
+        ("demote", "late")]

@@ -17,6 +17,12 @@ The rules, each a guard against a missed deadline:
   best-effort one planned to start later, one whose deadline is lost by its estimate but not given
   up). Anywhere else such holds are released: Kueue's own order, the baseline, is never made worse
   by a plan it cannot enforce.
+- A hold is placed only where it is **needed**: Kueue's own order (priority, then creation time),
+  played on the same GPUs and estimates (``kueue_order``), misses a deadline the plan meets. A hold
+  leaves GPUs idle until its release, and the plan proves only the deadlines it knows of: where
+  Kueue's order meets as many, a hold buys nothing and a later arrival could pay for the idle GPUs.
+  Where the snapshot does not say some pending Workload's place in the queue, the order cannot be
+  played and the proven plan stands.
 - A best-effort Workload (no deadline) is never held: holding it would only delay it, and again
   at every run.
 - A hold is placed only when the planned start is more than ``release_margin`` away, and its
@@ -62,6 +68,13 @@ from typing import Any
 import pandas as pd
 
 from gpuaas.models import Outcome, bounded_key
+from gpuaas.policies.deadlines.kueue_order import (
+    QueueKey,
+    demotion_harmless,
+    kueue_order_on_time,
+    on_time_count,
+    queue_keys,
+)
 from gpuaas.policies.deadlines.pools import PoolPlan
 from gpuaas.policies.deadlines.problem import DeadlineJob
 from gpuaas.policies.deadlines.profile import EPS
@@ -70,6 +83,8 @@ from gpuaas.policy import HELD_BACK, DeadlinesPolicy
 __all__ = ["HOLD_ANNOTATION", "Nudge", "NudgeAction", "is_demotion", "parse_hold", "plan_nudges", "release_is_due"]
 
 HOLD_ANNOTATION = "gpuaas.io/deadline-hold"
+_NEEDLESS_DEMOTION = ("deadline lost, but Kueue's own order meets fewer deadlines on the same estimates with the "
+                      "lost Workloads demoted: its own priority restored")
 _AUDITED_JOBS = 50
 
 
@@ -187,6 +202,7 @@ def plan_nudges(pools: Sequence[PoolPlan], workloads: pd.DataFrame, now: datetim
     """
     margin = policy.release_margin_minutes * 60.0
     held = _held(workloads)
+    keys = queue_keys(workloads, _recorded_priorities(held))
     versions = _versions(workloads)
     releases: list[Nudge] = []
     holds: list[tuple[float, Nudge]] = []
@@ -195,8 +211,13 @@ def plan_nudges(pools: Sequence[PoolPlan], workloads: pd.DataFrame, now: datetim
         plan = pool.plan
         starts = {s.name: s for s in plan.schedule}
         given_up = _given_up(pool, policy)
+        harmless = demotion_harmless(pool.problem.jobs, pool.problem.capacity, keys, given_up,
+                                     policy.runtime_estimate_error)
+        demote = given_up if given_up and harmless else set()
         loose = _unenforceable(pool, starts, margin, given_up)
         proven = plan.feasible and plan.exact and not loose
+        baseline = _versus_kueue_order(pool, keys) if proven else None
+        needless = baseline is not None and baseline[1] >= baseline[0]
         where = f"cohort {pool.problem.cohort}, flavor {pool.problem.flavor}"
         # The plan that justifies the nudge, in the audit row: its first 50 jobs by start, seconds from now.
         schedule = [[s.name, _rounded(s.start), _rounded(s.end)] for s in plan.schedule[:_AUDITED_JOBS]]
@@ -215,11 +236,16 @@ def plan_nudges(pools: Sequence[PoolPlan], workloads: pd.DataFrame, now: datetim
                         "plan_exact": plan.exact, "plan_feasible": plan.feasible,
                         "at_risk": list(plan.at_risk), "missed": list(pool.missed), "schedule": schedule,
                         "uncontrolled": loose[:_AUDITED_JOBS], "planned_at": now.isoformat()}
+            if baseline is not None:
+                evidence["plan_on_time"], evidence["kueue_order_on_time"] = baseline
             if job.name in given_up:
                 if job.name in held and not is_demotion(held[job.name]):
-                    releases.append(Nudge(NudgeAction.release, ns, name, "deadline lost: released, to be demoted instead",
-                                          evidence=evidence))
-                elif job.name not in held and not pool.problem.by_priority:
+                    lost = ("deadline lost: released, to be demoted instead" if job.name in demote
+                            else "deadline lost: released (demoted, Kueue's order would meet fewer deadlines)")
+                    releases.append(Nudge(NudgeAction.release, ns, name, lost, evidence=evidence))
+                elif job.name in held and job.name not in demote:
+                    releases.append(Nudge(NudgeAction.release, ns, name, _NEEDLESS_DEMOTION, evidence=evidence))
+                elif job.name not in held and job.name in demote and not pool.problem.by_priority:
                     holds.append((math.inf, _give_up(job, where, now, policy, evidence, versions.get(job.name))))
                 continue
             if job.name in held and is_demotion(held[job.name]):
@@ -228,11 +254,11 @@ def plan_nudges(pools: Sequence[PoolPlan], workloads: pd.DataFrame, now: datetim
                 continue
             if job.name in held:
                 why = ("a best-effort Workload (no deadline) is never held: released" if job.deadline is None
-                       else _release_reason(held[job.name], now, proven, start, margin, bool(loose)))
+                       else _release_reason(held[job.name], now, proven, start, margin, bool(loose), baseline))
                 if why:
                     releases.append(Nudge(NudgeAction.release, ns, name, why, evidence=evidence))
                 continue
-            if not proven or start is None or start <= margin or job.deadline is None:
+            if not proven or needless or start is None or start <= margin or job.deadline is None:
                 continue
             release_at = now + timedelta(seconds=start - margin)
             latest = None if job.deadline is None else job.deadline - job.duration
@@ -261,6 +287,19 @@ def plan_nudges(pools: Sequence[PoolPlan], workloads: pd.DataFrame, now: datetim
     skipped = [replace(n, reason=f"{HELD_BACK}{frozen[n.ref]}", outcome=Outcome.skipped)
                for _, n in holds if n.ref in frozen]
     return releases + capped + skipped
+
+
+def _recorded_priorities(held: Mapping[str, Mapping[str, Any]]) -> dict[str, Any]:
+    """``namespace/name`` -> the priority a demotion's mark recorded: Kueue's order without gpuaas ranks it there."""
+    return {ref: mark["before"]["priority"] for ref, mark in held.items() if is_demotion(mark)}
+
+
+def _versus_kueue_order(pool: PoolPlan, keys: Mapping[str, QueueKey]) -> tuple[int, int] | None:
+    """The deadlines the plan meets and those Kueue's own order would meet (None where it cannot be played)."""
+    kueue = kueue_order_on_time(pool.problem.jobs, pool.problem.capacity, keys)
+    if kueue is None:
+        return None
+    return on_time_count(pool.problem.jobs, {s.name: s.end for s in pool.plan.schedule}), kueue
 
 
 def _given_up(pool: PoolPlan, policy: DeadlinesPolicy) -> set[str]:
@@ -309,7 +348,7 @@ def _rounded(seconds: float | None) -> float | None:
 
 
 def _release_reason(hold: Mapping[str, Any], now: datetime, proven: bool, start: float | None,
-                    margin: float, loose: bool = False) -> str | None:
+                    margin: float, loose: bool = False, baseline: tuple[int, int] | None = None) -> str | None:
     if release_is_due(hold, now):
         return f"release time {hold.get('release_at', '(unreadable)')} has come"
     if loose:
@@ -317,6 +356,9 @@ def _release_reason(hold: Mapping[str, Any], now: datetime, proven: bool, start:
                 "the gaps it counts on: released")
     if not proven:
         return "the plan no longer proves every deadline holds on today's GPUs: released"
+    if baseline is not None and baseline[1] >= baseline[0]:
+        return (f"Kueue's own order meets as many deadlines on the same estimates ({baseline[1]} of the plan's "
+                f"{baseline[0]}): no hold is needed, released")
     if start is None:
         return "no longer in the plan's schedule: released"
     if start <= margin:

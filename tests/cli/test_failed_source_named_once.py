@@ -7,33 +7,28 @@ error line naming them all; a ``warning: source ... failed`` line before either 
 
 from __future__ import annotations
 
-import os
 import socket
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
 from gpuaas.cluster.runner import EmbeddedCluster
+from tests.cli.test_source_failures import _gpuaas as gpuaas_cli
 
 pytestmark = pytest.mark.slow
 
 REFUSED = "connection refused (nothing listens on that port)"
 
 
+def _gpuaas(tmp_path: Path, *args: str, **env: str) -> subprocess.CompletedProcess[str]:
+    return gpuaas_cli(tmp_path, *args, **{"COLUMNS": "250"} | env)  # the headline on one line
+
+
 def _closed_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return int(s.getsockname()[1])
-
-
-def _gpuaas(tmp_path: Path, *args: str, **env: str) -> subprocess.CompletedProcess[str]:
-    base = {k: v for k, v in os.environ.items() if not k.startswith(("GPUAAS_", "PREFECT_API_URL"))}
-    base |= {"GPUAAS_DATA_DIR": str(tmp_path / "data"), "GPUAAS_NVML": "off", "GPUAAS_RETRIES": "0",
-             "GPUAAS_REQUEST_TIMEOUT_SECONDS": "5", "COLUMNS": "250"}
-    return subprocess.run([sys.executable, "-m", "gpuaas.cli.app", *args], env=base | env, capture_output=True,
-                          text=True, timeout=240, check=False)
 
 
 @pytest.mark.integration

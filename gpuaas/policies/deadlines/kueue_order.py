@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import heapq
 import math
+from collections import deque
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from typing import Any
@@ -42,8 +43,9 @@ def kueue_order_ends(jobs: Sequence[DeadlineJob], capacity: int, order: Sequence
     pending job that can never fit (more GPUs than the pool) is left out.
     """
     rank = {name: i for i, name in enumerate(order)}
-    pending = sorted((j for j in jobs if j.running_for is None and j.gpus <= capacity),
-                     key=lambda j: (rank.get(j.name, len(rank)), j.name))
+    queue = sorted((j for j in jobs if j.running_for is None and j.gpus <= capacity),
+                   key=lambda j: (rank.get(j.name, len(rank)), j.name))
+    pending = _Pending(queue)
     ends: dict[str, float] = {}
     running: list[tuple[float, int]] = []
     free = capacity
@@ -55,15 +57,10 @@ def kueue_order_ends(jobs: Sequence[DeadlineJob], capacity: int, order: Sequence
             free -= job.gpus
     now = 0.0
     while pending:
-        waiting = []
-        for job in pending:
-            if job.gpus <= free:
-                free -= job.gpus
-                ends[job.name] = now + job.duration
-                heapq.heappush(running, (now + job.duration, job.gpus))
-            else:
-                waiting.append(job)
-        pending = waiting
+        while (admitted := pending.first_fitting(free)) is not None:
+            free -= admitted.gpus
+            ends[admitted.name] = now + admitted.duration
+            heapq.heappush(running, (now + admitted.duration, admitted.gpus))
         if not pending or not running or math.isinf(running[0][0]):
             break  # what waits now waits for a job of unknown end: it ends past every deadline
         now, gpus = heapq.heappop(running)
@@ -71,6 +68,37 @@ def kueue_order_ends(jobs: Sequence[DeadlineJob], capacity: int, order: Sequence
         while running and running[0][0] <= now + EPS:
             free += heapq.heappop(running)[1]
     return ends
+
+
+class _Pending:
+    """The queue, one line per width: the first job that fits ``free`` GPUs is the first of the heads that do.
+
+    Why: walking every pending job at every end is quadratic, seconds on a pool of thousands; there are
+    few widths. Taking the first that fits, again and again, admits what a walk in queue order admits:
+    the free GPUs only shrink while it admits, so a job passed over would not fit later in the same walk.
+    """
+
+    def __init__(self, queue: Sequence[DeadlineJob]) -> None:
+        self._lines: dict[int, deque[tuple[int, DeadlineJob]]] = {}
+        for place, job in enumerate(queue):
+            if job.gpus not in self._lines:
+                self._lines[job.gpus] = deque()
+            self._lines[job.gpus].append((place, job))
+
+    def __bool__(self) -> bool:
+        return bool(self._lines)
+
+    def first_fitting(self, free: int) -> DeadlineJob | None:
+        """Take the first job in queue order of at most ``free`` GPUs out of the queue; None if none fits."""
+        heads = [(line[0][0], width) for width, line in self._lines.items() if width <= free]
+        if not heads:
+            return None
+        width = min(heads)[1]
+        line = self._lines[width]
+        job = line.popleft()[1]
+        if not line:
+            del self._lines[width]
+        return job
 
 
 def on_time_count(jobs: Sequence[DeadlineJob], ends: Mapping[str, float | None]) -> int:
@@ -105,21 +133,31 @@ def queue_keys(workloads: pd.DataFrame, recorded: Mapping[str, Any]) -> dict[str
 
 
 def kueue_order_on_time(jobs: Sequence[DeadlineJob], capacity: int, keys: Mapping[str, QueueKey],
-                        demoted: frozenset[str] = frozenset(), longer: float = 1.0) -> int | None:
+                        demoted: frozenset[str] = frozenset(), longer: float = 1.0,
+                        past_estimate: frozenset[str] = frozenset()) -> int | None:
     """The deadlines Kueue's order meets, ``demoted`` one priority lower, every run ``longer`` times its estimate.
 
-    A running job's whole run is scaled, so it ends later too. None where the place of some pending job is
-    unknown: then Kueue's order cannot be played.
+    A running job's whole run is scaled, so it ends later too; one in ``past_estimate`` (running past its estimate,
+    its duration extended by what the plan gives it more) only that extension: what has run is not an estimate.
+    None where the place of some pending job is unknown: then Kueue's order cannot be played.
     """
-    scaled = [replace(job, duration=job.duration * longer) for job in jobs]
+    scaled = [_stretched(job, longer, job.name in past_estimate) for job in jobs]
     if any(job.running_for is None and job.name not in keys for job in scaled):
         return None
-    order = sorted(keys, key=lambda ref: (keys[ref][0] + (ref in demoted), keys[ref][1], ref))
+    pending = [job.name for job in scaled if job.running_for is None]  # the snapshot's others are not in the play
+    order = sorted(pending, key=lambda ref: (keys[ref][0] + (ref in demoted), keys[ref][1], ref))
     return on_time_count(scaled, kueue_order_ends(scaled, capacity, order))
 
 
+def _stretched(job: DeadlineJob, longer: float, past: bool) -> DeadlineJob:
+    """The job with its run ``longer`` times its estimate; for one past its estimate, what is left of it."""
+    if past and job.running_for is not None:
+        return replace(job, duration=job.running_for + (job.duration - job.running_for) * longer)
+    return replace(job, duration=job.duration * longer)
+
+
 def demotion_harmless(jobs: Sequence[DeadlineJob], capacity: int, keys: Mapping[str, QueueKey],
-                      given_up: set[str], error: float) -> bool:
+                      given_up: set[str], error: float, past_estimate: frozenset[str] = frozenset()) -> bool:
     """Whether Kueue's order meets at least as many deadlines with ``given_up`` demoted as without, on the
     estimates and with every run ``error`` times longer.
 
@@ -127,9 +165,11 @@ def demotion_harmless(jobs: Sequence[DeadlineJob], capacity: int, keys: Mapping[
     for is mostly the work that has not arrived yet, which then goes ahead of the lost Workloads. Where the
     order cannot be played, the rule stands as it is.
     """
+    if not given_up:
+        return True  # nothing reordered: the same play twice
     for longer in {1.0, error}:
-        before = kueue_order_on_time(jobs, capacity, keys, longer=longer)
-        after = kueue_order_on_time(jobs, capacity, keys, frozenset(given_up), longer=longer)
+        before = kueue_order_on_time(jobs, capacity, keys, longer=longer, past_estimate=past_estimate)
+        after = kueue_order_on_time(jobs, capacity, keys, frozenset(given_up), longer, past_estimate)
         if before is not None and after is not None and after < before:
             return False
     return True

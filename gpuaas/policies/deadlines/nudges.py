@@ -212,7 +212,7 @@ def plan_nudges(pools: Sequence[PoolPlan], workloads: pd.DataFrame, now: datetim
         starts = {s.name: s for s in plan.schedule}
         given_up = _given_up(pool, policy)
         harmless = demotion_harmless(pool.problem.jobs, pool.problem.capacity, keys, given_up,
-                                     policy.runtime_estimate_error)
+                                     policy.runtime_estimate_error, frozenset(pool.problem.past_estimate))
         demote = given_up if given_up and harmless else set()
         loose = _unenforceable(pool, starts, margin, given_up)
         proven = plan.feasible and plan.exact and not loose

@@ -40,7 +40,9 @@ The rules, each a guard against a missed deadline:
   lost even if it runs ``runtime_estimate_error`` times shorter than expected is **demoted**, its
   ``spec.priority`` one below its own, so that Kueue admits every Workload of its priority that can
   still meet its deadline first, and the lost one whenever GPUs are left (nothing is kept idle). The
-  factor keeps a long estimate from giving up a deadline that Kueue's order would meet. Not in a pool
+  factor keeps a long estimate from giving up a deadline that Kueue's order would meet. Not where
+  Kueue's order, played with the lost Workloads demoted, meets fewer deadlines than without, on the
+  estimates or with every run that factor longer (``demotion_harmless``). Not in a pool
   where a ClusterQueue's preemption compares priorities: there a lower priority would also make the
   Workload easier to preempt once it runs. The demotion is a lease (``give_up_lease_minutes``): the
   release sweep restores the recorded priority and the same run demotes again while the reason

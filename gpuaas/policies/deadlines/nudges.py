@@ -219,7 +219,7 @@ def plan_nudges(pools: Sequence[PoolPlan], workloads: pd.DataFrame, now: datetim
         loose = _unenforceable(pool, starts, margin, given_up)
         proven = plan.feasible and plan.exact and not loose
         baseline = _versus_kueue_order(pool, keys) if proven else None
-        needless = baseline is not None and baseline[1] >= baseline[0]
+        needless = baseline if baseline is not None and baseline[1] >= baseline[0] else None
         where = f"cohort {pool.problem.cohort}, flavor {pool.problem.flavor}"
         # The plan that justifies the nudge, in the audit row: its first 50 jobs by start, seconds from now.
         schedule = [[s.name, _rounded(s.start), _rounded(s.end)] for s in plan.schedule[:_AUDITED_JOBS]]
@@ -256,11 +256,11 @@ def plan_nudges(pools: Sequence[PoolPlan], workloads: pd.DataFrame, now: datetim
                 continue
             if job.name in held:
                 why = ("a best-effort Workload (no deadline) is never held: released" if job.deadline is None
-                       else _release_reason(held[job.name], now, proven, start, margin, bool(loose), baseline))
+                       else _release_reason(held[job.name], now, proven, start, margin, bool(loose), needless))
                 if why:
                     releases.append(Nudge(NudgeAction.release, ns, name, why, evidence=evidence))
                 continue
-            if not proven or needless or start is None or start <= margin or job.deadline is None:
+            if not proven or needless is not None or start is None or start <= margin or job.deadline is None:
                 continue
             release_at = now + timedelta(seconds=start - margin)
             latest = None if job.deadline is None else job.deadline - job.duration
@@ -350,7 +350,9 @@ def _rounded(seconds: float | None) -> float | None:
 
 
 def _release_reason(hold: Mapping[str, Any], now: datetime, proven: bool, start: float | None,
-                    margin: float, loose: bool = False, baseline: tuple[int, int] | None = None) -> str | None:
+                    margin: float, loose: bool = False, needless: tuple[int, int] | None = None) -> str | None:
+    """Why a hold is released now, or None to keep it. ``needless``: the plan's and Kueue's order's deadlines met,
+    where Kueue's order meets as many."""
     if release_is_due(hold, now):
         return f"release time {hold.get('release_at', '(unreadable)')} has come"
     if loose:
@@ -358,9 +360,9 @@ def _release_reason(hold: Mapping[str, Any], now: datetime, proven: bool, start:
                 "the gaps it counts on: released")
     if not proven:
         return "the plan no longer proves every deadline holds on today's GPUs: released"
-    if baseline is not None and baseline[1] >= baseline[0]:
-        return (f"Kueue's own order meets as many deadlines on the same estimates ({baseline[1]} of the plan's "
-                f"{baseline[0]}): no hold is needed, released")
+    if needless is not None:
+        return (f"Kueue's own order meets as many deadlines on the same estimates ({needless[1]} of the plan's "
+                f"{needless[0]}): no hold is needed, released")
     if start is None:
         return "no longer in the plan's schedule: released"
     if start <= margin:

@@ -77,6 +77,9 @@ class Workload:
     """``kueue.x-k8s.io/v1beta2`` or ``/v1beta1``: the version the reader negotiated, used by writes too."""
     max_exec_time: str | None = None
     """``spec.maximumExecutionTimeSeconds`` (or the job's ``kueue.x-k8s.io/max-exec-time-seconds`` label), raw."""
+    queued_at: datetime | None = None
+    """Where Kueue's FIFO places it: the creation time, or the time of its last eviction by a PodsReady timeout or
+    an admission check (Kueue's ``GetQueueOrderTimestamp`` with the default ``Eviction`` requeuing timestamp)."""
     pod: str | None = None
     """The pod a per-pod Workload admits (Kueue's pod integration), once its owner is read as the pod's root
     (a Deployment): its telemetry and requests are that pod's alone, not every pod of the Deployment's."""

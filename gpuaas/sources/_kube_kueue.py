@@ -176,7 +176,23 @@ def parse_workload(obj: Obj, gpu_resources: Iterable[str]) -> Workload:
         resource_version=str(meta.get("resourceVersion", "")),
         api_version=str(obj.get("apiVersion", "")),
         max_exec_time=_max_exec_time(spec, meta),
+        queued_at=_queued_at(conds, meta),
     )
+
+
+_REQUEUED_AT_EVICTION = ("PodsReadyTimeout", "AdmissionCheck")
+"""Evictions after which Kueue queues a Workload at the eviction's time rather than its creation's."""
+
+
+def _queued_at(conds: dict[str, Obj], meta: Obj) -> datetime | None:
+    """Kueue's queue-order timestamp: an eviction by a PodsReady timeout or an admission check moves the
+    Workload to the back of its priority, as of the eviction; otherwise it keeps its creation time."""
+    evicted = conds.get("Evicted") or {}
+    if evicted.get("status") == "True" and evicted.get("reason") in _REQUEUED_AT_EVICTION:
+        at = parse_time(evicted.get("lastTransitionTime"))
+        if at is not None:
+            return at
+    return parse_time(meta.get("creationTimestamp"))
 
 
 def _max_exec_time(spec: Obj, meta: Obj) -> str | None:

@@ -49,6 +49,21 @@ def test_evicted_without_reservation_is_pending() -> None:
     assert workload_state(doc) is WorkloadState.pending
 
 
+def test_a_workload_evicted_by_a_pods_ready_timeout_queues_as_of_its_eviction_a_preempted_one_as_of_its_creation(
+        ) -> None:
+    """Kueue's queue-order timestamp (``GetQueueOrderTimestamp``, default ``Eviction`` requeuing timestamp)."""
+    (preempted,) = _yaml("workload-status-preempted-then-pending.yaml")
+    preempted["metadata"] = {"name": "w", "namespace": "ns", "creationTimestamp": "2024-03-21T15:40:00Z"}
+    created = datetime(2024, 3, 21, 15, 40, tzinfo=UTC)
+    assert parse_workload(preempted, GPU).queued_at == created
+    evicted = next(c for c in preempted["status"]["conditions"] if c["type"] == "Evicted")
+    for reason in ("PodsReadyTimeout", "AdmissionCheck"):
+        evicted.update(reason=reason, message="Exceeded the PodsReady timeout")
+        assert parse_workload(preempted, GPU).queued_at == datetime(2024, 3, 21, 15, 49, 55, tzinfo=UTC), reason
+    evicted["status"] = "False"  # requeued and admitted again since: its creation time
+    assert parse_workload(preempted, GPU).queued_at == created
+
+
 def test_v1beta2_priority_class_ref_and_pod_set_counts() -> None:
     (ref,) = _yaml("workload-v1beta2-priorityclassref-snippet.yaml")
     wl = parse_workload(ref, GPU)

@@ -173,7 +173,7 @@ class ObjectStore:
             if key in table.objects:
                 raise ApiError.already_exists(res.qualified, key[1], group=res.group, kind=res.plural)
             self._rv += 1
-            meta.update(uid=str(uuid.uuid4()), resourceVersion=str(self._rv), generation=1,
+            meta.update(uid=_uid(self._rv), resourceVersion=str(self._rv), generation=1,
                         creationTimestamp=self._timestamp())
             table.objects[key] = new
             table.created[key] = self._rv
@@ -314,3 +314,13 @@ def _matching(table: _Table, keys: list[Key], start: int, stop: int,
         obj = objects[keys[index]]
         if all(p(obj) for p in preds):
             yield obj
+
+
+def _uid(rv: int) -> str:
+    """A UUID that sorts in creation order (the resourceVersion first, random bits after).
+
+    Why: Kueue breaks a tie of priority and queue time (creation timestamps have whole seconds) by uid. A
+    real API server's uids are random, so that order is arbitrary but fixed; here it is the order of
+    creation, the order in which the embedded Kueue breaks the same tie, so the two agree.
+    """
+    return str(uuid.UUID(int=(rv << 64) | uuid.uuid4().int >> 64))

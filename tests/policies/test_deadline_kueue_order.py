@@ -1,18 +1,31 @@
 """Kueue's own order played on the plan's estimates (``kueue_order_ends``): BestEffortFIFO on one pool.
 
-A head that does not fit lets smaller Workloads pass; a job waiting behind one of unknown end never ends; and at
-no instant do the admitted jobs hold more than the pool's GPUs, each starting now or when another ends.
+A head that does not fit lets smaller Workloads pass; a job waiting behind one of unknown end never ends; at no
+instant do the admitted jobs hold more than the pool's GPUs, each starting now or when another ends; and in a
+cohort of several ClusterQueues every job starts when the embedded Kueue's scheduling pass admits it.
 """
 
 from __future__ import annotations
 
 import math
+from datetime import UTC, datetime
 
+import pandas as pd
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from gpuaas.cluster.kueue._admission import schedule
+from gpuaas.cluster.kueue._model import PodSetInfo, WorkloadRecord
+from gpuaas.cluster.kueue._quota import ClusterQueueQuota, QuotaBook, ResourceQuota
 from gpuaas.policies.deadlines import DeadlineJob
-from gpuaas.policies.deadlines.kueue_order import kueue_order_ends, on_time_count
+from gpuaas.policies.deadlines.kueue_order import (
+    ClusterQueues,
+    kueue_order_ends,
+    kueue_order_on_time,
+    on_time_count,
+    queue_keys,
+)
+from gpuaas.quantity import GPU
 
 MIN = 60.0
 
@@ -56,3 +69,100 @@ def test_the_admitted_never_exceed_the_pool_and_each_starts_now_or_at_an_end(
         busy = sum(j.gpus for j in jobs if j.running_for is not None and ends[j.name] > t)
         busy += sum(j.gpus for j in pending if starts[j.name] <= t < ends[j.name])
         assert busy <= capacity
+
+
+def test_in_a_cohort_a_head_within_its_own_quota_goes_before_an_older_one_that_would_borrow() -> None:
+    # Two ClusterQueues of 2 GPUs each; b runs 3 (one borrowed from a), one GPU is free, another frees in 10 min.
+    queues = ClusterQueues({"b-run": "b", "b-short": "b", "b-old": "b", "a-new": "a"}, {"a": 2, "b": 2})
+    jobs = [DeadlineJob("b-run", 2, 60 * MIN, None, running_for=0.0),
+            DeadlineJob("b-short", 1, 10 * MIN, None, running_for=0.0),
+            DeadlineJob("b-old", 1, 30 * MIN, 35 * MIN), DeadlineJob("a-new", 1, 30 * MIN, 35 * MIN)]
+    ends = kueue_order_ends(jobs, 4, ["b-old", "a-new"], queues)
+    assert (ends["a-new"], ends["b-old"]) == (30 * MIN, 40 * MIN)  # a is within its quota, b would borrow: a first
+    one_queue = kueue_order_ends(jobs, 4, ["b-old", "a-new"])
+    assert (one_queue["b-old"], one_queue["a-new"]) == (30 * MIN, 40 * MIN)  # one queue: the older first
+
+
+def test_kueues_order_is_priority_then_queue_time_then_uid() -> None:
+    t0 = pd.Timestamp("2026-03-10T12:00:00Z")
+    rows = [("evicted", 0, t0, t0 + pd.Timedelta(minutes=30), "a"),  # a PodsReady timeout queued it anew
+            ("newer", 0, t0 + pd.Timedelta(minutes=10), t0 + pd.Timedelta(minutes=10), "b"),
+            ("tie-z", 0, t0 + pd.Timedelta(minutes=20), t0 + pd.Timedelta(minutes=20), "0"),  # the same second:
+            ("tie-a", 0, t0 + pd.Timedelta(minutes=20), t0 + pd.Timedelta(minutes=20), "f"),  # the smaller uid first
+            ("unread", 0, t0 + pd.Timedelta(minutes=5), pd.NaT, "c"),  # no queue time read: its creation
+            ("urgent", 5, t0 + pd.Timedelta(hours=1), t0 + pd.Timedelta(hours=1), "d")]
+    frame = pd.DataFrame(rows, columns=["name", "priority", "created_at", "queued_at", "uid"]).assign(namespace="ns")
+    keys = queue_keys(frame, {})
+    assert sorted(keys, key=keys.__getitem__) == ["ns/urgent", "ns/unread", "ns/newer", "ns/tie-z", "ns/tie-a",
+                                                  "ns/evicted"]
+    assert queue_keys(frame, {"ns/urgent": 0})["ns/urgent"][0] == 0.0  # a demoted one at its recorded priority
+    # One GPU: of the two created in the same second, the one Kueue takes first (uid "0") meets its deadline.
+    jobs = [DeadlineJob("ns/tie-a", 1, 30 * MIN, 30 * MIN), DeadlineJob("ns/tie-z", 1, 30 * MIN, 60 * MIN)]
+    assert kueue_order_on_time(jobs, 1, keys) == 1
+    assert kueue_order_on_time(jobs, 1, keys | {"ns/tie-a": (0.0, keys["ns/tie-a"][1], "/")}) == 2
+
+
+@settings(max_examples=300, deadline=None, derandomize=True)
+@given(st.lists(st.integers(0, 3), min_size=2, max_size=3),
+       st.lists(st.tuples(st.integers(0, 2), st.integers(1, 3), st.integers(1, 6), st.integers(0, 1), st.booleans()),
+                min_size=1, max_size=9))
+def test_a_cohort_plays_as_the_embedded_kueues_scheduling_passes_admit(
+        nominal: list[int], raw: list[tuple[int, int, int, int, bool]]) -> None:
+    """Each job starts when the embedded Kueue's scheduling pass (nominal before borrowing, then priority and
+    FIFO, BestEffortFIFO in each ClusterQueue, no preemption), run at every end, admits it."""
+    capacity = sum(nominal)
+    if capacity == 0:
+        return
+    names = [f"q{i}" for i in range(len(nominal))]
+    jobs, queue_of, priority, held = [], {}, {}, 0
+    for i, (q, gpus, tens, prio, running) in enumerate(raw):
+        cq, gpus, name = names[q % len(names)], min(gpus, capacity), f"j{i:02d}"
+        queue_of[name], priority[name] = cq, prio
+        if running and held + gpus <= capacity:
+            held += gpus
+            jobs.append(DeadlineJob(name, gpus, tens * 10 * MIN, None, running_for=0.0))
+        else:
+            jobs.append(DeadlineJob(name, gpus, tens * 10 * MIN, None))
+    order = sorted((j.name for j in jobs if j.running_for is None), key=lambda n: (-priority[n], n))
+    played = kueue_order_ends(jobs, capacity, order, ClusterQueues(queue_of, dict(zip(names, nominal, strict=True))))
+    assert played == _embedded_kueue_ends(jobs, names, nominal, queue_of, priority)
+
+
+def _embedded_kueue_ends(jobs: list[DeadlineJob], names: list[str], nominal: list[int], queue_of: dict[str, str],
+                         priority: dict[str, int]) -> dict[str, float]:
+    """The jobs through the embedded cluster's own scheduling pass, in simulated time."""
+    book = QuotaBook()
+    book.set_queues([ClusterQueueQuota(cq, "cohort", [((GPU,), ("gpu",))], {("gpu", GPU): ResourceQuota(n * 1000)})
+                     for cq, n in zip(names, nominal, strict=True)], [])
+    at = datetime(2026, 1, 1, tzinfo=UTC)
+    records = {j.name: WorkloadRecord("ns", j.name, j.name, "lq", priority[j.name], at, at,
+                                      [PodSetInfo("main", 1, {GPU: j.gpus * 1000}, {})], seq=i)
+               for i, j in enumerate(jobs)}
+    ends: dict[str, float] = {}
+    running: list[tuple[float, str]] = []
+    for job in jobs:
+        if job.running_for is not None:
+            book.add(queue_of[job.name], {("gpu", GPU): job.gpus * 1000})
+            ends[job.name] = job.duration
+            running.append((job.duration, job.name))
+    pending = {j.name for j in jobs if j.running_for is None}
+    duration = {j.name: j.duration for j in jobs}
+    now = 0.0
+
+    def admit(cq: str, record: WorkloadRecord, assignment: tuple[object, dict[tuple[str, str], int]]) -> None:
+        book.add(cq, assignment[1])
+        pending.discard(record.name)
+        ends[record.name] = now + duration[record.name]
+        running.append((ends[record.name], record.name))
+
+    while True:
+        queues = {cq: sorted((records[n] for n in pending if queue_of[n] == cq), key=WorkloadRecord.order_key)
+                  for cq in names}
+        schedule(book, {cq: q for cq, q in queues.items() if q}, admit, lambda *_: None)
+        running.sort()
+        if not pending or not running:
+            return ends
+        now = running[0][0]
+        while running and running[0][0] == now:  # every job that ends now gives its GPUs back, then a pass
+            name = running.pop(0)[1]
+            book.add(queue_of[name], {("gpu", GPU): records[name].podsets[0].per_pod[GPU]}, -1)

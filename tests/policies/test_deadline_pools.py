@@ -4,13 +4,16 @@ from nominal quota, running and pending work, what is left out and what is said 
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pandas as pd
 
 from gpuaas.models import Snapshot
-from gpuaas.policies.deadlines import deadline_problems, plan_pools
+from gpuaas.policies.deadlines import deadline_problems, plan_nudges, plan_pools
+from gpuaas.policies.deadlines.kueue_order import ClusterQueues
+from gpuaas.policy import DeadlinesPolicy
 from reports.deadlines import deadlines_headline, pool_dicts, pool_rows
 
 NOW = datetime(2026, 3, 10, 12, 0, tzinfo=UTC)
@@ -240,3 +243,31 @@ def test_a_pool_knows_its_queues_whose_preemption_compares_priorities() -> None:
     pools = {(p.cohort, p.flavor): p for p in deadline_problems(snap)}
     assert pools[("c", "h100")].by_priority == ("cq-b",) and pools[("c", "a100")].by_priority == ("cq-b",)
     assert pools[("-cq-solo", "h100")].by_priority == ()
+
+
+def test_a_pool_knows_each_jobs_cluster_queue_and_kueues_order_admits_within_quota_before_borrowing() -> None:
+    """cq-a and cq-b lend each other their 4 GPUs. Running: 4 GPUs in each, 50 min more. Pending: a wide job of
+    cq-b (8 GPUs, due in 5 h), created before two late ones of cq-a (4 GPUs each, due in 1 h 55 min). Played as one
+    queue, Kueue would give the wide (older) job all 8 GPUs at +50 min and both late ones would miss: a hold. Kueue
+    admits cq-a's head first, within cq-a's own quota, while the wide one would borrow; the late ones take the GPUs
+    at +50 min, the wide one at +110 min: every deadline met without gpuaas, so nothing is held."""
+    rows = [wl("r-a", "admitted", 4, flavor="h100", admitted_ago=600, deadline_in=None),
+            wl("r-b", "admitted", 4, flavor="h100", admitted_ago=600, deadline_in=None, cq="cq-b"),
+            wl("wide", "pending", 8, deadline_in=5 * 3600, cq="cq-b"),
+            wl("late0", "pending", 4, deadline_in=6900), wl("late1", "pending", 4, deadline_in=6900)]
+    snap = snapshot(rows)
+    snap.workloads["priority"] = 0
+    snap.workloads["created_at"] = [pd.Timestamp(NOW - timedelta(minutes=60 - i)) for i in range(len(rows))]
+    snap.workloads["uid"] = [f"uid-{r['name']}" for r in rows]
+    h100 = {(p.cohort, p.flavor): p for p in deadline_problems(snap)}[("c", "h100")]
+    assert dict(h100.queues.nominal) == {"cq-a": 4, "cq-b": 4}
+    assert dict(h100.queues.queue_of) == {"ns/r-a": "cq-a", "ns/r-b": "cq-b", "ns/wide": "cq-b",
+                                          "ns/late0": "cq-a", "ns/late1": "cq-a"}
+    policy = DeadlinesPolicy(runtime_estimate_error=1.0, give_up_lost=False)
+    [plan] = plan_pools([h100])
+    assert {s.name: s.start for s in plan.plan.schedule}["ns/wide"] == 6600  # the plan: the late ones first
+    assert [n for n in plan_nudges([plan], snap.workloads, NOW, policy) if n.action == "hold"] == []
+    one_queue = plan_pools([replace(h100, queues=ClusterQueues())])
+    holds = [n for n in plan_nudges(one_queue, snap.workloads, NOW, policy) if n.action == "hold"]
+    assert {(n.name, n.evidence["plan_on_time"], n.evidence["kueue_order_on_time"]) for n in holds} == {
+        ("wide", 3, 1), ("late0", 3, 1), ("late1", 3, 1)}  # each until its planned start less the margin

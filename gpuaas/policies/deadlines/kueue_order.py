@@ -6,10 +6,12 @@ those deadlines on the same GPUs and the same estimates, the hold buys nothing t
 and costs the GPUs it leaves idle to whatever arrives next. So a pool is held only where Kueue's
 order, played here, misses a deadline the plan meets.
 
-The play is Kueue's ``BestEffortFIFO`` on one pool: running jobs keep their GPUs until their
-expected end (never, for one whose run time is unknown); whenever GPUs free up, the pending jobs
-are walked in queue order and each one that fits now is admitted, a head that does not fit letting
-smaller ones pass. Pure: jobs in, ends out, times relative to now = 0 as in the plan.
+The play is Kueue's ``BestEffortFIFO`` on one pool, in the scheduler's rounds: running jobs keep their GPUs
+until their expected end (never, for one whose run time is unknown); whenever GPUs free up, each
+ClusterQueue of the pool nominates its first pending job that fits now (a head that does not fit lets
+smaller ones pass), the heads within their own queue's nominal quota go before those that must borrow,
+then by priority and queue time, and each is admitted while it still fits. Pure: jobs in, ends out,
+times relative to now = 0 as in the plan.
 
 The same play judges a demotion (``demotion_harmless``): it reorders the queue, and with Workloads of
 different widths a new order can leave GPUs idle that the old one filled, or put a wide job that runs
@@ -22,7 +24,7 @@ import heapq
 import math
 from collections import deque
 from collections.abc import Mapping, Sequence
-from dataclasses import replace
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import pandas as pd
@@ -30,75 +32,108 @@ import pandas as pd
 from gpuaas.policies.deadlines.problem import DeadlineJob
 from gpuaas.policies.deadlines.profile import EPS
 
-__all__ = ["QueueKey", "demotion_harmless", "kueue_order_ends", "kueue_order_on_time", "on_time_count", "queue_keys"]
+__all__ = ["ClusterQueues", "QueueKey", "demotion_harmless", "kueue_order_ends", "kueue_order_on_time", "on_time_count",
+           "queue_keys"]
 
-QueueKey = tuple[float, float]
-"""(minus the priority, the creation time in seconds): Kueue's order is the order of these keys."""
+QueueKey = tuple[float, float, str]
+"""(minus the priority, the queue time in seconds, the uid): Kueue's order within a ClusterQueue."""
 
 
-def kueue_order_ends(jobs: Sequence[DeadlineJob], capacity: int, order: Sequence[str]) -> dict[str, float]:
+@dataclass(frozen=True)
+class ClusterQueues:
+    """The ClusterQueues of a pool: the one each job queues in, and each one's nominal GPUs of the pool's flavor.
+
+    Why: in a cohort of several ClusterQueues, Kueue admits a head within its own queue's nominal quota before
+    one that has to borrow, whatever their priorities and ages. Empty (the default): the pool is one queue.
+    """
+
+    queue_of: Mapping[str, str] = field(default_factory=dict)
+    nominal: Mapping[str, int] = field(default_factory=dict)
+
+
+def kueue_order_ends(jobs: Sequence[DeadlineJob], capacity: int, order: Sequence[str],
+                     queues: ClusterQueues | None = None) -> dict[str, float]:
     """Each job's expected end when Kueue admits the pending ones in ``order`` (names; others after, by name).
 
     A running job ends at ``duration - running_for`` (at once if already past it, ``inf`` if unknown); a
-    pending job that can never fit (more GPUs than the pool) is left out.
+    pending job that can never fit (more GPUs than the pool) is left out. ``queues``: the pool's ClusterQueues
+    (one queue of the pool's GPUs when None).
     """
+    queues = queues if queues is not None and queues.queue_of else ClusterQueues({}, {"": capacity})
+    queue_of = queues.queue_of
     rank = {name: i for i, name in enumerate(order)}
     queue = sorted((j for j in jobs if j.running_for is None and j.gpus <= capacity),
                    key=lambda j: (rank.get(j.name, len(rank)), j.name))
-    pending = _Pending(queue)
+    pending = _Pending(queue, queue_of)
     ends: dict[str, float] = {}
-    running: list[tuple[float, int]] = []
+    running: list[tuple[float, int, str]] = []
+    used: dict[str, int] = {}
     free = capacity
     for job in jobs:
         if job.running_for is not None:
             end = max(0.0, job.duration - job.running_for)
             ends[job.name] = end
-            heapq.heappush(running, (end, job.gpus))
+            cq = queue_of.get(job.name, "")
+            heapq.heappush(running, (end, job.gpus, cq))
+            used[cq] = used.get(cq, 0) + job.gpus
             free -= job.gpus
     now = 0.0
     while pending:
-        while (admitted := pending.first_fitting(free)) is not None:
-            free -= admitted.gpus
-            ends[admitted.name] = now + admitted.duration
-            heapq.heappush(running, (now + admitted.duration, admitted.gpus))
+        while heads := pending.heads(free):
+            heads.sort(key=lambda h: (used.get(h[1], 0) + h[2].gpus > queues.nominal.get(h[1], 0), h[0]))
+            for _, cq, job in heads:
+                if job.gpus > free:
+                    continue  # an earlier head of this round took the GPUs: nominated again in the next
+                pending.take(cq, job)
+                free -= job.gpus
+                used[cq] = used.get(cq, 0) + job.gpus
+                ends[job.name] = now + job.duration
+                heapq.heappush(running, (now + job.duration, job.gpus, cq))
         if not pending or not running or math.isinf(running[0][0]):
             break  # what waits now waits for a job of unknown end: it ends past every deadline
-        now, gpus = heapq.heappop(running)
-        free += gpus
+        now = running[0][0]
         while running and running[0][0] <= now + EPS:
-            free += heapq.heappop(running)[1]
+            _, gpus, cq = heapq.heappop(running)
+            free += gpus
+            used[cq] -= gpus
     return ends
 
 
 class _Pending:
-    """The queue, one line per width: the first job that fits ``free`` GPUs is the first of the heads that do.
+    """The queue, one line per ClusterQueue and width: a queue's head is the first of its lines' heads that fits.
 
     Why: walking every pending job at every end is quadratic, seconds on a pool of thousands; there are
-    few widths. Taking the first that fits, again and again, admits what a walk in queue order admits:
-    the free GPUs only shrink while it admits, so a job passed over would not fit later in the same walk.
+    few widths. Taking a queue's first job that fits, round after round, admits what a walk in queue order
+    admits: the free GPUs only shrink while it admits, so a job passed over would not fit later in the same walk.
     """
 
-    def __init__(self, queue: Sequence[DeadlineJob]) -> None:
-        self._lines: dict[int, deque[tuple[int, DeadlineJob]]] = {}
+    def __init__(self, queue: Sequence[DeadlineJob], queue_of: Mapping[str, str]) -> None:
+        self._lines: dict[str, dict[int, deque[tuple[int, DeadlineJob]]]] = {}
         for place, job in enumerate(queue):
-            if job.gpus not in self._lines:
-                self._lines[job.gpus] = deque()
-            self._lines[job.gpus].append((place, job))
+            lines = self._lines.setdefault(queue_of.get(job.name, ""), {})
+            lines.setdefault(job.gpus, deque()).append((place, job))
 
     def __bool__(self) -> bool:
         return bool(self._lines)
 
-    def first_fitting(self, free: int) -> DeadlineJob | None:
-        """Take the first job in queue order of at most ``free`` GPUs out of the queue; None if none fits."""
-        heads = [(line[0][0], width) for width, line in self._lines.items() if width <= free]
-        if not heads:
-            return None
-        width = min(heads)[1]
-        line = self._lines[width]
-        job = line.popleft()[1]
-        if not line:
-            del self._lines[width]
-        return job
+    def heads(self, free: int) -> list[tuple[int, str, DeadlineJob]]:
+        """Each ClusterQueue's first job in queue order of at most ``free`` GPUs: (its place, the queue, the job)."""
+        out = []
+        for cq, lines in self._lines.items():
+            fitting = [line[0] for width, line in lines.items() if width <= free]
+            if fitting:
+                place, job = min(fitting, key=lambda head: head[0])
+                out.append((place, cq, job))
+        return out
+
+    def take(self, cq: str, job: DeadlineJob) -> None:
+        """Admit a head :meth:`heads` named: out of the queue."""
+        lines = self._lines[cq]
+        lines[job.gpus].popleft()
+        if not lines[job.gpus]:
+            del lines[job.gpus]
+        if not lines:
+            del self._lines[cq]
 
 
 def on_time_count(jobs: Sequence[DeadlineJob], ends: Mapping[str, float | None]) -> int:
@@ -112,29 +147,35 @@ def on_time_count(jobs: Sequence[DeadlineJob], ends: Mapping[str, float | None])
 
 
 def queue_keys(workloads: pd.DataFrame, recorded: Mapping[str, Any]) -> dict[str, QueueKey]:
-    """``namespace/name`` -> its place in Kueue's order without gpuaas: priority, then creation time.
+    """``namespace/name`` -> its place in Kueue's order without gpuaas: priority, then queue time, then uid.
 
-    ``recorded``: the priority a demoted Workload had before (the baseline is Kueue untouched). A Workload
-    whose creation time or priority the snapshot does not say is left out: its place is unknown.
+    The queue time is ``queued_at`` where the snapshot has it (an eviction by a PodsReady timeout or an admission
+    check queues a Workload anew), else the creation time. ``recorded``: the priority a demoted Workload had
+    before (the baseline is Kueue untouched). A Workload whose queue time or priority the snapshot does not say
+    is left out: its place is unknown.
     """
     if workloads.empty or "priority" not in workloads or "created_at" not in workloads:
         return {}
+    frame = workloads.assign(
+        queued=workloads["queued_at"].fillna(workloads["created_at"]) if "queued_at" in workloads
+        else workloads["created_at"],
+        uid_=workloads["uid"].fillna("").astype(str) if "uid" in workloads else "")
     keys = {}
-    for row in workloads[["namespace", "name", "priority", "created_at"]].itertuples(index=False):
+    for row in frame[["namespace", "name", "priority", "queued", "uid_"]].itertuples(index=False):
         ref = f"{row.namespace}/{row.name}"
-        created = pd.Timestamp(row.created_at)
+        queued = pd.Timestamp(row.queued)
         try:
             rank = -float(recorded.get(ref, row.priority))
         except (TypeError, ValueError):
             continue
-        if not pd.isna(created) and not math.isnan(rank):
-            keys[ref] = (rank, created.timestamp())
+        if not pd.isna(queued) and not math.isnan(rank):
+            keys[ref] = (rank, queued.timestamp(), row.uid_)
     return keys
 
 
 def kueue_order_on_time(jobs: Sequence[DeadlineJob], capacity: int, keys: Mapping[str, QueueKey],
                         demoted: frozenset[str] = frozenset(), longer: float = 1.0,
-                        past_estimate: frozenset[str] = frozenset()) -> int | None:
+                        past_estimate: frozenset[str] = frozenset(), queues: ClusterQueues | None = None) -> int | None:
     """The deadlines Kueue's order meets, ``demoted`` one priority lower, every run ``longer`` times its estimate.
 
     A running job's whole run is scaled, so it ends later too; one in ``past_estimate`` (running past its estimate,
@@ -145,8 +186,8 @@ def kueue_order_on_time(jobs: Sequence[DeadlineJob], capacity: int, keys: Mappin
     if any(job.running_for is None and job.name not in keys for job in scaled):
         return None
     pending = [job.name for job in scaled if job.running_for is None]  # the snapshot's others are not in the play
-    order = sorted(pending, key=lambda ref: (keys[ref][0] + (ref in demoted), keys[ref][1], ref))
-    return on_time_count(scaled, kueue_order_ends(scaled, capacity, order))
+    order = sorted(pending, key=lambda ref: (keys[ref][0] + (ref in demoted), *keys[ref][1:], ref))
+    return on_time_count(scaled, kueue_order_ends(scaled, capacity, order, queues))
 
 
 def _stretched(job: DeadlineJob, longer: float, past: bool) -> DeadlineJob:
@@ -157,7 +198,8 @@ def _stretched(job: DeadlineJob, longer: float, past: bool) -> DeadlineJob:
 
 
 def demotion_harmless(jobs: Sequence[DeadlineJob], capacity: int, keys: Mapping[str, QueueKey],
-                      given_up: set[str], error: float, past_estimate: frozenset[str] = frozenset()) -> bool:
+                      given_up: set[str], error: float, past_estimate: frozenset[str] = frozenset(),
+                      queues: ClusterQueues | None = None) -> bool:
     """Whether Kueue's order meets at least as many deadlines with ``given_up`` demoted as without, on the
     estimates and with every run ``error`` times longer.
 
@@ -168,8 +210,8 @@ def demotion_harmless(jobs: Sequence[DeadlineJob], capacity: int, keys: Mapping[
     if not given_up:
         return True  # nothing reordered: the same play twice
     for longer in {1.0, error}:
-        before = kueue_order_on_time(jobs, capacity, keys, longer=longer, past_estimate=past_estimate)
-        after = kueue_order_on_time(jobs, capacity, keys, frozenset(given_up), longer, past_estimate)
+        before = kueue_order_on_time(jobs, capacity, keys, longer=longer, past_estimate=past_estimate, queues=queues)
+        after = kueue_order_on_time(jobs, capacity, keys, frozenset(given_up), longer, past_estimate, queues)
         if before is not None and after is not None and after < before:
             return False
     return True

@@ -17,8 +17,9 @@ The rules, each a guard against a missed deadline:
   best-effort one planned to start later, one whose deadline is lost by its estimate but not given
   up). Anywhere else such holds are released: Kueue's own order, the baseline, is never made worse
   by a plan it cannot enforce.
-- A hold is placed only where it is **needed**: Kueue's own order (priority, then creation time),
-  played on the same GPUs and estimates (``kueue_order``), misses a deadline the plan meets. A hold
+- A hold is placed only where it is **needed**: Kueue's own order (within nominal quota before
+  borrowing, then priority, then queue time), played on the same GPUs and estimates
+  (``kueue_order``), misses a deadline the plan meets. A hold
   leaves GPUs idle until its release, and the plan proves only the deadlines it knows of: where
   Kueue's order meets as many, a hold buys nothing and a later arrival could pay for the idle GPUs.
   Where the snapshot does not say some pending Workload's place in the queue, the order cannot be
@@ -214,7 +215,8 @@ def plan_nudges(pools: Sequence[PoolPlan], workloads: pd.DataFrame, now: datetim
         starts = {s.name: s for s in plan.schedule}
         given_up = _given_up(pool, policy)
         harmless = demotion_harmless(pool.problem.jobs, pool.problem.capacity, keys, given_up,
-                                     policy.runtime_estimate_error, frozenset(pool.problem.past_estimate))
+                                     policy.runtime_estimate_error, frozenset(pool.problem.past_estimate),
+                                     pool.problem.queues)
         demote = given_up if given_up and harmless else set()
         loose = _unenforceable(pool, starts, margin, given_up)
         proven = plan.feasible and plan.exact and not loose
@@ -298,7 +300,7 @@ def _recorded_priorities(held: Mapping[str, Mapping[str, Any]]) -> dict[str, Any
 
 def _versus_kueue_order(pool: PoolPlan, keys: Mapping[str, QueueKey]) -> tuple[int, int] | None:
     """The deadlines the plan meets and those Kueue's own order would meet (None where it cannot be played)."""
-    kueue = kueue_order_on_time(pool.problem.jobs, pool.problem.capacity, keys)
+    kueue = kueue_order_on_time(pool.problem.jobs, pool.problem.capacity, keys, queues=pool.problem.queues)
     if kueue is None:
         return None
     return on_time_count(pool.problem.jobs, {s.name: s.end for s in pool.plan.schedule}), kueue

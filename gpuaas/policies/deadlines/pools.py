@@ -33,6 +33,7 @@ from dataclasses import dataclass, field, replace
 import pandas as pd
 
 from gpuaas.models import CohortTree, Snapshot, WorkloadState
+from gpuaas.policies.deadlines.kueue_order import ClusterQueues
 from gpuaas.policies.deadlines.problem import (
     MAX_TIME,
     DeadlineJob,
@@ -68,6 +69,8 @@ class PoolProblem:
     """ClusterQueues of the pool whose preemption compares priorities: no Workload of the pool is demoted."""
     past_estimate: tuple[str, ...] = ()
     """Running jobs past their expected run time, planned to hold their GPUs :func:`overrun_buffer` more."""
+    queues: ClusterQueues = ClusterQueues()
+    """Each job's ClusterQueue and each queue's nominal GPUs: Kueue's own order admits within nominal quota first."""
 
 
 @dataclass(frozen=True)
@@ -94,8 +97,9 @@ def _whole(value: float) -> int:
 
 
 def _capacities(snapshot: Snapshot, tree: CohortTree, gpu_resources: Sequence[str]
-                ) -> tuple[dict[tuple[str, str], int], dict[str, str]]:
-    """GPUs per (pool, flavor): the tree's ClusterQueues' and Cohort objects' nominal quota; each queue's first GPU flavor.
+                ) -> tuple[dict[tuple[str, str], int], dict[str, str], dict[tuple[str, str], dict[str, int]]]:
+    """GPUs per (pool, flavor): the tree's ClusterQueues' and Cohort objects' nominal quota; each queue's first GPU
+    flavor; per (pool, flavor) each ClusterQueue's own nominal GPUs.
 
     A Cohort's quota of a flavor counts only in a pool where some ClusterQueue of the tree lists the
     flavor: Kueue lends a flavor only to a queue that lists it.
@@ -103,19 +107,22 @@ def _capacities(snapshot: Snapshot, tree: CohortTree, gpu_resources: Sequence[st
     quotas = snapshot.quotas
     caps: dict[tuple[str, str], int] = {}
     first: dict[str, str] = {}
+    own: dict[tuple[str, str], dict[str, int]] = {}
     if quotas.empty:
-        return caps, first
+        return caps, first, own
     gpu = quotas[quotas["resource"].isin(list(gpu_resources))]
     for row in gpu.itertuples(index=False):
         key = (_pool_key(tree, str(row.cluster_queue)), str(row.flavor))
         caps[key] = caps.get(key, 0) + _whole(float(row.nominal))
+        queues = own.setdefault(key, {})
+        queues[str(row.cluster_queue)] = queues.get(str(row.cluster_queue), 0) + _whole(float(row.nominal))
         first.setdefault(str(row.cluster_queue), str(row.flavor))
     for root, flavor in list(caps):
         for cohort in [] if root.startswith(NO_COHORT) else tree.cohorts_under(root):
             for resource in gpu_resources:
-                own = tree.quota((True, cohort), (flavor, resource))
-                caps[(root, flavor)] += _whole(own.nominal) if own is not None else 0
-    return caps, first
+                quota = tree.quota((True, cohort), (flavor, resource))
+                caps[(root, flavor)] += _whole(quota.nominal) if quota is not None else 0
+    return caps, first, own
 
 
 def _split(tree: CohortTree, key: tuple[str, str], gpu_resources: Sequence[str]) -> tuple[str, ...]:
@@ -182,7 +189,7 @@ def _seconds_until(now: pd.Timestamp, value: object) -> float | None:
 def deadline_problems(snapshot: Snapshot, gpu_resources: Sequence[str] = ("nvidia.com/gpu",)) -> list[PoolProblem]:
     """Every cohort-tree/flavor pool with GPU quota, sorted by root cohort and flavor."""
     tree = CohortTree.of(snapshot)
-    caps, first_flavor = _capacities(snapshot, tree, gpu_resources)
+    caps, first_flavor, nominal = _capacities(snapshot, tree, gpu_resources)
     wls = snapshot.workloads
     if wls.empty or "deadline_at" not in wls:
         return [replace(_problem(key, caps[key], [], _tree_notes(tree, key, gpu_resources)),
@@ -191,6 +198,7 @@ def deadline_problems(snapshot: Snapshot, gpu_resources: Sequence[str] = ("nvidi
     pools: dict[tuple[str, str], list[tuple[DeadlineJob | None, str, float | None]]] = {}
     notes: dict[tuple[str, str], list[str]] = {}
     blind: dict[tuple[str, str], list[str]] = {}
+    queue_of: dict[tuple[str, str], dict[str, str]] = {}
     for wl in wls[wls["gpus"] > 0].itertuples(index=False):
         ref = f"{wl.namespace}/{wl.name}"
         holding = wl.state in _HOLDING
@@ -205,6 +213,7 @@ def deadline_problems(snapshot: Snapshot, gpu_resources: Sequence[str] = ("nvidi
         key = (_pool_key(tree, str(wl.cluster_queue)), flavor)
         if key not in caps:
             continue
+        queue_of.setdefault(key, {})[ref] = str(wl.cluster_queue)
         gpus = int(math.ceil(float(wl.gpus) - 1e-9))
         if gpus != float(wl.gpus):
             notes.setdefault(key, []).append(f"{ref} asks for {float(wl.gpus):g} GPUs; planned as {gpus}")
@@ -241,7 +250,8 @@ def deadline_problems(snapshot: Snapshot, gpu_resources: Sequence[str] = ("nvidi
     return [replace(_problem(key, caps[key], pools.get(key, []), [*_tree_notes(tree, key, gpu_resources),
                                                                  *notes.get(key, [])]),
                     uncontrolled=tuple(blind.get(key, [])), inexact=_split(tree, key, gpu_resources),
-                    by_priority=by_priority.get(key[0], ()))
+                    by_priority=by_priority.get(key[0], ()),
+                    queues=ClusterQueues(queue_of.get(key, {}), nominal.get(key, {})))
             for key in sorted(caps)]
 
 

@@ -1,10 +1,10 @@
 """Kueue's own order, played on the plan's estimates: the baseline a hold has to beat.
 
 Why: a hold leaves GPUs idle until its release, and the plan that justifies it proves only the
-deadlines it knows of. Where Kueue's own order (priority, then creation time) would meet as many of
-those deadlines on the same GPUs and the same estimates, the hold buys nothing that can be shown
-and costs the GPUs it leaves idle to whatever arrives next. So a pool is held only where Kueue's
-order, played here, misses a deadline the plan meets.
+deadlines it knows of. Where Kueue's own order would meet as many of those deadlines on the same
+GPUs and the same estimates, the hold buys nothing that can be shown and costs the GPUs it leaves
+idle to whatever arrives next. So a pool is held only where Kueue's order, played here, misses a
+deadline the plan meets.
 
 The play is Kueue's ``BestEffortFIFO`` on one pool, in the scheduler's rounds: running jobs keep their GPUs
 until their expected end (never, for one whose run time is unknown); whenever GPUs free up, each
@@ -57,7 +57,7 @@ def kueue_order_ends(jobs: Sequence[DeadlineJob], capacity: int, order: Sequence
 
     A running job ends at ``duration - running_for`` (at once if already past it, ``inf`` if unknown); a
     pending job that can never fit (more GPUs than the pool) is left out. ``queues``: the pool's ClusterQueues
-    (one queue of the pool's GPUs when None).
+    (one queue of the pool's GPUs when None or empty).
     """
     queues = queues if queues is not None and queues.queue_of else ClusterQueues({}, {"": capacity})
     queue_of = queues.queue_of

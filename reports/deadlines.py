@@ -13,8 +13,8 @@ from gpuaas.policies.deadlines import DeadlineJob, DeadlinePlan, Inexact, PoolPl
 from gpuaas.pushgateway import MetricFamily
 from reports._format import brief
 
-__all__ = ["deadline_metrics", "deadlines_headline", "failures_sentence", "nudge_dicts", "object_names", "plan_dict",
-           "pool_rows", "plan_rows", "pool_dicts", "verdict_sentence"]
+__all__ = ["deadline_metrics", "deadlines_headline", "failures_sentence", "kueue_alone", "nudge_dicts", "object_names",
+           "plan_dict", "pool_rows", "plan_rows", "pool_dicts", "verdict_sentence"]
 
 
 def _num(value: float | None) -> float | int | None:
@@ -90,7 +90,16 @@ def pool_dicts(pools: Sequence[PoolPlan]) -> list[dict[str, Any]]:
     """``gpuaas plan deadlines --from-cluster --format json``: the same answer per pool, seconds from now."""
     return [{"cohort": p.problem.cohort, "flavor": p.problem.flavor, "capacity_gpus": p.problem.capacity,
              **plan_dict(p.plan), "missed": list(p.missed), "unscheduled": _unscheduled(p),
-             "notes": list(p.problem.notes)} for p in pools]
+             "notes": list(p.problem.notes), "plan_on_time": None if p.versus_kueue is None else p.versus_kueue[0],
+             "kueue_order_on_time": None if p.versus_kueue is None else p.versus_kueue[1]} for p in pools]
+
+
+def kueue_alone(pool: dict[str, Any]) -> str:
+    """``3 of 5`` (the deadlines Kueue's own order would meet on the same GPUs and estimates, of the pool's), or
+    why it was not played: what the plan adds over Kueue untouched."""
+    if pool.get("kueue_order_on_time") is None:
+        return "not played (a pending Workload's place in the queue is unknown)"
+    return f"{pool['kueue_order_on_time']} of {pool_deadlines(pool)}"
 
 
 def pool_deadlines(pool: dict[str, Any]) -> int:

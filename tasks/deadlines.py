@@ -19,7 +19,7 @@ from gpuaas.pushgateway import push_metrics
 from gpuaas.settings import GpuaasSettings
 from gpuaas.sources import KubeLister, make_api_client
 from gpuaas.sources.kube import KUEUE_GROUP
-from reports.deadlines import deadline_metrics, deadlines_headline, pool_dicts
+from reports.deadlines import deadline_metrics, deadlines_headline, kueue_alone, pool_dicts
 from tasks._artifacts import markdown_artifact, table_artifact
 from tasks._options import current_run_id, gpuaas_task
 from tasks.writes import store_and_writer
@@ -46,7 +46,8 @@ def publish_deadline_artifacts(pools: Sequence[PoolPlan]) -> None:
     """No cell is a bare "-" (the UI renders that as a bullet); an empty plan is a sentence, not a placeholder row."""
     rows = [{"cohort": p["cohort"], "flavor": p["flavor"], "GPUs": p["capacity_gpus"],
              "extra GPUs": p["extra_gpus"].get(p["flavor"], 0), "at risk": ", ".join(p["at_risk"]) or "none",
-             "missed": ", ".join(p["missed"]) or "none", "exact": p["exact"]} for p in pool_dicts(pools)]
+             "missed": ", ".join(p["missed"]) or "none", "exact": p["exact"],
+             "deadlines Kueue alone meets": kueue_alone(p)} for p in pool_dicts(pools)]
     if not rows:
         markdown_artifact(key="gpuaas-deadline-plan", markdown=deadlines_headline([]) + "\n",
                           description="Deadline plan per cohort and flavor")

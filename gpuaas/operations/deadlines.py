@@ -39,6 +39,7 @@ from gpuaas.policies.deadlines import (
     plan_deadlines,
     plan_nudges,
     plan_pools,
+    with_kueue_order,
 )
 from gpuaas.policy import DeadlinesPolicy, FreezeOn, Mode
 
@@ -107,8 +108,9 @@ class DeadlinesResult:
 
 
 def pool_plans(snapshot: Snapshot) -> tuple[PoolPlan, ...]:
-    """The plan of every cohort-tree/flavor pool of ``snapshot``; what the rebalance flow's demand reads too. Pure."""
-    return tuple(plan_pools(deadline_problems(snapshot)))
+    """The plan of every cohort-tree/flavor pool of ``snapshot``, beside the deadlines Kueue's own order would meet;
+    what the rebalance flow's demand reads too. Pure."""
+    return tuple(with_kueue_order(plan_pools(deadline_problems(snapshot)), snapshot.workloads))
 
 
 def plan_problem(capacity: Mapping[str, int], jobs: Sequence[DeadlineJob]) -> DeadlinePlan:

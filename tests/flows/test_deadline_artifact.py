@@ -33,6 +33,14 @@ def test_no_cell_of_the_deadline_plan_is_a_bare_dash(monkeypatch: pytest.MonkeyP
     assert cells and not [c for c in cells if c.strip() in {"-", "*", "+"}], published["table"]
 
 
+def test_each_pool_says_how_many_deadlines_kueue_alone_would_meet(monkeypatch: pytest.MonkeyPatch) -> None:
+    played = POOL | {"plan_on_time": 2, "kueue_order_on_time": 1, "unscheduled": [],
+                     "schedule": [{"deadline": 600.0}, {"deadline": 900.0}, {"deadline": None}]}
+    [(_, published)] = _published([played, POOL], monkeypatch)
+    assert [row["deadlines Kueue alone meets"] for row in published["table"]] == [
+        "1 of 2", "not played (a pending Workload's place in the queue is unknown)"]
+
+
 def test_an_empty_deadline_plan_is_a_sentence_not_a_table_of_placeholders(monkeypatch: pytest.MonkeyPatch) -> None:
     [(kind, published)] = _published([], monkeypatch)
     assert kind == "markdown" and published["key"] == "gpuaas-deadline-plan", published

@@ -54,6 +54,8 @@ def test_flow_plans_each_cohort_and_pushes_the_scale_signal(pointed_at: Embedded
     [wide] = [s for name, s in pending.items() if "-fc-wide-" in name]
     assert len(late) == 2 and all(s["start"] == pytest.approx(3000, abs=90) for s in late)  # when the running two end
     assert wide["start"] == pytest.approx(6600, abs=90)  # after them, though Kueue would admit it first
+    # Kueue alone gives the wide job the four GPUs first and both late ones miss (the nudges flow holds it).
+    assert (fc["plan_on_time"], fc["kueue_order_on_time"]) == (5, 3)
     assert rush["extra_gpus"] == {"h100": 4} and rush["exact"] and len(rush["at_risk"]) == 2
     assert state.result()["pushed_samples"] == 6
 
@@ -82,6 +84,7 @@ def test_cli_from_cluster_prints_the_same_answer(pointed_at: EmbeddedCluster, pr
     flat = " ".join(table.stdout.split())
     assert "cohort rush, flavor h100: 4 GPUs" in table.stdout and "Extra GPUs needed: 4 h100" in flat
     assert "RayCluster rush/" in table.stdout  # the object, as everywhere else (the Workload with --wide)
+    assert "Kueue's own order, on the same GPUs and estimates, would meet 3 of 5 deadlines." in flat  # pool fc
 
 
 def test_file_and_from_cluster_together_is_a_usage_error(tmp_path: Path) -> None:

@@ -83,7 +83,8 @@ from gpuaas.policies.deadlines.problem import DeadlineJob
 from gpuaas.policies.deadlines.profile import EPS
 from gpuaas.policy import HELD_BACK, DeadlinesPolicy
 
-__all__ = ["HOLD_ANNOTATION", "Nudge", "NudgeAction", "is_demotion", "parse_hold", "plan_nudges", "release_is_due"]
+__all__ = ["HOLD_ANNOTATION", "Nudge", "NudgeAction", "is_demotion", "parse_hold", "plan_nudges", "release_is_due",
+           "with_kueue_order"]
 
 HOLD_ANNOTATION = "gpuaas.io/deadline-hold"
 _NEEDLESS_DEMOTION = ("deadline lost, but Kueue's own order meets fewer deadlines on the same estimates with the "
@@ -205,7 +206,7 @@ def plan_nudges(pools: Sequence[PoolPlan], workloads: pd.DataFrame, now: datetim
     """
     margin = policy.release_margin_minutes * 60.0
     held = _held(workloads)
-    keys = queue_keys(workloads, _recorded_priorities(held))
+    keys = _kueue_keys(workloads, held)
     versions = _versions(workloads)
     releases: list[Nudge] = []
     holds: list[tuple[float, Nudge]] = []
@@ -293,9 +294,16 @@ def plan_nudges(pools: Sequence[PoolPlan], workloads: pd.DataFrame, now: datetim
     return releases + capped + skipped
 
 
-def _recorded_priorities(held: Mapping[str, Mapping[str, Any]]) -> dict[str, Any]:
-    """``namespace/name`` -> the priority a demotion's mark recorded: Kueue's order without gpuaas ranks it there."""
-    return {ref: mark["before"]["priority"] for ref, mark in held.items() if is_demotion(mark)}
+def with_kueue_order(pools: Sequence[PoolPlan], workloads: pd.DataFrame) -> list[PoolPlan]:
+    """Each pool with the deadlines its plan meets and those Kueue's own order, untouched by gpuaas, would meet
+    (``versus_kueue``): what the plan adds, shown beside it; None where the order cannot be played."""
+    keys = _kueue_keys(workloads, _held(workloads))
+    return [replace(pool, versus_kueue=_versus_kueue_order(pool, keys)) for pool in pools]
+
+
+def _kueue_keys(workloads: pd.DataFrame, held: Mapping[str, Mapping[str, Any]]) -> dict[str, QueueKey]:
+    """Kueue's order without gpuaas: a demoted Workload at the priority its mark recorded."""
+    return queue_keys(workloads, {ref: mark["before"]["priority"] for ref, mark in held.items() if is_demotion(mark)})
 
 
 def _versus_kueue_order(pool: PoolPlan, keys: Mapping[str, QueueKey]) -> tuple[int, int] | None:

@@ -80,6 +80,9 @@ class PoolPlan:
     problem: PoolProblem
     plan: DeadlinePlan
     missed: tuple[str, ...] = field(default=())
+    versus_kueue: tuple[int, int] | None = None
+    """The deadlines the plan meets and those Kueue's own order meets on the same GPUs and estimates
+    (``with_kueue_order``); None where not played."""
 
     @property
     def at_risk_count(self) -> int:

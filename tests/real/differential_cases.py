@@ -139,6 +139,11 @@ CASES: tuple[Case, ...] = (
         step("a blocker, then low, then high", wl("w0", "a", 4), wl("w1", "a", 4, priority=LOW),
              wl("w2", "a", 4, priority=HIGH)),
         step("the blocker goes: high is admitted", off("w0")))),
+    Case("nominal-first", "in a cohort, a head within its own nominal quota before an older one that borrows",
+         (cq("a", {"h100": {GPU: 4}}, cohort="c"), cq("b", {"h100": {GPU: 4}}, cohort="c")), (
+        step("a and b each run 4", wl("w1", "a", 4), wl("w2", "b", 4)),
+        step("b's 4, then a's 4, wait", wl("w3", "b", 4), wl("w4", "a", 4)),
+        step("w1 deactivated: a's newer one, within a's quota, before b's, which would borrow", off("w1")))),
     Case("reclaim-any", "reclaimWithinCohort Any: a lender takes its quota back",
          (cq("a", {"h100": {GPU: 4}}, cohort="c"), cq("b", {"h100": {GPU: 4}}, cohort="c", **{RWC: "Any"})), (
         step("a borrows all of the cohort", wl("w1", "a", 8)),

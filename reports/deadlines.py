@@ -99,7 +99,8 @@ def kueue_alone(pool: dict[str, Any]) -> str:
     why it was not played: what the plan adds over Kueue untouched."""
     if pool.get("kueue_order_on_time") is None:
         return "not played (a pending Workload's place in the queue is unknown)"
-    return f"{pool['kueue_order_on_time']} of {pool_deadlines(pool)}"
+    deadlines = pool_deadlines(pool)
+    return f"{pool['kueue_order_on_time']} of {deadlines}" if deadlines else "no deadline in the pool"
 
 
 def pool_deadlines(pool: dict[str, Any]) -> int:

@@ -77,8 +77,9 @@ def _from_cluster(format: OutputFormat) -> None:
         console.print(verdict_sentence({pool["flavor"]: pool["extra_gpus"].get(pool["flavor"], 0)},
                                        len(pool["at_risk"]), len(pool["missed"]), pool["inexact"],
                                        deadlines=pool_deadlines(pool)), highlight=False, markup=False)
-        console.print(f"Kueue's own order, on the same GPUs and estimates, would meet {kueue_alone(pool)} deadlines.",
-                      highlight=False, markup=False)
+        if pool_deadlines(pool):
+            console.print(f"Kueue's own order, on the same GPUs and estimates, would meet {kueue_alone(pool)} "
+                          "deadlines.", highlight=False, markup=False)
         for line in grouped_notes(pool["messages"] + pool["notes"]):
             console.print(f"- {line}", highlight=False, markup=False)
     end_degraded(result)

@@ -36,9 +36,10 @@ def test_no_cell_of_the_deadline_plan_is_a_bare_dash(monkeypatch: pytest.MonkeyP
 def test_each_pool_says_how_many_deadlines_kueue_alone_would_meet(monkeypatch: pytest.MonkeyPatch) -> None:
     played = POOL | {"plan_on_time": 2, "kueue_order_on_time": 1, "unscheduled": [],
                      "schedule": [{"deadline": 600.0}, {"deadline": 900.0}, {"deadline": None}]}
-    [(_, published)] = _published([played, POOL], monkeypatch)
+    none = POOL | {"plan_on_time": 0, "kueue_order_on_time": 0, "unscheduled": [], "schedule": [{"deadline": None}]}
+    [(_, published)] = _published([played, POOL, none], monkeypatch)
     assert [row["deadlines Kueue alone meets"] for row in published["table"]] == [
-        "1 of 2", "not played (a pending Workload's place in the queue is unknown)"]
+        "1 of 2", "not played (a pending Workload's place in the queue is unknown)", "no deadline in the pool"]
 
 
 def test_an_empty_deadline_plan_is_a_sentence_not_a_table_of_placeholders(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -85,6 +85,7 @@ def test_cli_from_cluster_prints_the_same_answer(pointed_at: EmbeddedCluster, pr
     assert "cohort rush, flavor h100: 4 GPUs" in table.stdout and "Extra GPUs needed: 4 h100" in flat
     assert "RayCluster rush/" in table.stdout  # the object, as everywhere else (the Workload with --wide)
     assert "Kueue's own order, on the same GPUs and estimates, would meet 3 of 5 deadlines." in flat  # pool fc
+    assert flat.count("Kueue's own order") == 2  # one line under each pool's table: fc's and rush's
 
 
 def test_file_and_from_cluster_together_is_a_usage_error(tmp_path: Path) -> None:

@@ -6,12 +6,13 @@ GPUs and the same estimates, the hold buys nothing that can be shown and costs t
 idle to whatever arrives next. So a pool is held only where Kueue's order, played here, misses a
 deadline the plan meets.
 
-The play is Kueue's ``BestEffortFIFO`` on one pool, in the scheduler's rounds: running jobs keep their GPUs
+The play is Kueue v0.17's classical scheduler on one pool, cycle by cycle: running jobs keep their GPUs
 until their expected end (never, for one whose run time is unknown); whenever GPUs free up, each
-ClusterQueue of the pool nominates its first pending job that fits now (a head that does not fit lets
-smaller ones pass), the heads within their own queue's nominal quota go before those that must borrow,
-then by priority and queue time, and each is admitted while it still fits. Pure: jobs in, ends out,
-times relative to now = 0 as in the plan.
+ClusterQueue of the pool puts forward its next pending job in each cycle, one that does not fit is set
+aside until GPUs free up again (``BestEffortFIFO``: smaller ones behind it pass in later cycles), and the
+others are admitted while they fit, those within their own queue's nominal quota before those that
+would borrow, then by priority and queue time. Pure: jobs in, ends out, times relative to now = 0 as in
+the plan.
 
 The same play judges a demotion (``demotion_harmless``): it reorders the queue, and with Workloads of
 different widths a new order can leave GPUs idle that the old one filled, or put a wide job that runs
@@ -22,7 +23,7 @@ from __future__ import annotations
 
 import heapq
 import math
-from collections import deque
+from bisect import bisect_left
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -79,19 +80,22 @@ def kueue_order_ends(jobs: Sequence[DeadlineJob], capacity: int, order: Sequence
             free -= job.gpus
     now = 0.0
     while pending:
-        while heads := pending.heads(free):
+        pending.requeue()
+        while heads := pending.nominate(free):
             heads.sort(key=lambda h: (used.get(h[1], 0) + h[2].gpus > queues.nominal.get(h[1], 0), h[0]))
-            for _, cq, job in heads:
+            for place, cq, job in heads:
                 if job.gpus > free:
-                    continue  # an earlier head of this round took the GPUs: nominated again in the next
-                pending.take(cq, job)
+                    continue  # an earlier head of this cycle took the GPUs: its queue puts it forward again
+                pending.take(cq, place)
                 free -= job.gpus
                 used[cq] = used.get(cq, 0) + job.gpus
                 ends[job.name] = now + job.duration
                 heapq.heappush(running, (now + job.duration, job.gpus, cq))
         if not pending or not running or math.isinf(running[0][0]):
             break  # what waits now waits for a job of unknown end: it ends past every deadline
-        now = running[0][0]
+        now, gpus, cq = heapq.heappop(running)
+        free += gpus
+        used[cq] -= gpus
         while running and running[0][0] <= now + EPS:
             _, gpus, cq = heapq.heappop(running)
             free += gpus
@@ -100,40 +104,91 @@ def kueue_order_ends(jobs: Sequence[DeadlineJob], capacity: int, order: Sequence
 
 
 class _Pending:
-    """The queue, one line per ClusterQueue and width: a queue's head is the first of its lines' heads that fits.
+    """The pending jobs of each ClusterQueue, in Kueue's scheduling cycles.
 
-    Why: walking every pending job at every end is quadratic, seconds on a pool of thousands; there are
-    few widths. Taking a queue's first job that fits, round after round, admits what a walk in queue order
-    admits: the free GPUs only shrink while it admits, so a job passed over would not fit later in the same walk.
+    In a cycle each ClusterQueue puts forward one job, the next it has not tried since GPUs last freed up.
+    One that does not fit is set aside until then, and its queue puts forward nothing else in that
+    cycle: a queue with wide jobs ahead loses cycles to the others (Kueue v0.17's heap and inadmissible
+    list). Why lines per width and a cursor per queue: walking every job at every end is quadratic,
+    seconds on a pool of thousands, and there are few widths. Where no queue has a job that fits, its
+    cycles are skipped in bulk: the free GPUs only shrink until the next end, so a job that does not fit
+    now does not fit later in the same pass.
     """
 
     def __init__(self, queue: Sequence[DeadlineJob], queue_of: Mapping[str, str]) -> None:
-        self._lines: dict[str, dict[int, deque[tuple[int, DeadlineJob]]]] = {}
+        self._jobs = list(queue)
+        self._lines: dict[str, dict[int, list[int]]] = {}
         for place, job in enumerate(queue):
-            lines = self._lines.setdefault(queue_of.get(job.name, ""), {})
-            lines.setdefault(job.gpus, deque()).append((place, job))
+            self._lines.setdefault(queue_of.get(job.name, ""), {}).setdefault(job.gpus, []).append(place)
+        self._cursor: dict[str, int] = {}
 
     def __bool__(self) -> bool:
         return bool(self._lines)
 
-    def heads(self, free: int) -> list[tuple[int, str, DeadlineJob]]:
-        """Each ClusterQueue's first job in queue order of at most ``free`` GPUs: (its place, the queue, the job)."""
-        out = []
-        for cq, lines in self._lines.items():
-            fitting = [line[0] for width, line in lines.items() if width <= free]
-            if fitting:
-                place, job = min(fitting, key=lambda head: head[0])
-                out.append((place, cq, job))
-        return out
+    def requeue(self) -> None:
+        """GPUs freed up: every job set aside is tried again, each queue from its first."""
+        self._cursor = dict.fromkeys(self._lines, 0)
 
-    def take(self, cq: str, job: DeadlineJob) -> None:
-        """Admit a head :meth:`heads` named: out of the queue."""
+    def nominate(self, free: int) -> list[tuple[int, str, DeadlineJob]]:
+        """The heads of the next cycle in which some queue puts forward a job that fits ``free`` GPUs:
+        (its place, the queue, the job). The cycles before it, and the queues whose own job does not fit
+        in it, set aside one job each per cycle."""
+        firsts = {}
+        for cq in self._lines:
+            found = self._first_fit(cq, free)
+            if found is not None:
+                firsts[cq] = found
+        if not firsts:
+            return []
+        cycles = min(ahead for _, ahead in firsts.values())
+        heads = []
+        for cq, (place, ahead) in firsts.items():
+            if ahead == cycles:
+                self._cursor[cq] = place
+                heads.append((place, cq, self._jobs[place]))
+            else:
+                self._skip(cq, cycles + 1, free)
+        return heads
+
+    def take(self, cq: str, place: int) -> None:
+        """Admit a head :meth:`nominate` put forward: out of the queue."""
         lines = self._lines[cq]
-        lines[job.gpus].popleft()
-        if not lines[job.gpus]:
-            del lines[job.gpus]
+        line = lines[self._jobs[place].gpus]
+        line.pop(bisect_left(line, place))
+        if not line:
+            del lines[self._jobs[place].gpus]
         if not lines:
             del self._lines[cq]
+
+    def _first_fit(self, cq: str, free: int) -> tuple[int, int] | None:
+        """The queue's next untried job that fits, and how many untried jobs (none fitting) are ahead of it."""
+        cursor = self._cursor.get(cq, 0)
+        fit = None
+        for width, line in self._lines[cq].items():
+            if width <= free:
+                i = bisect_left(line, cursor)
+                if i < len(line) and (fit is None or line[i] < fit):
+                    fit = line[i]
+        if fit is None:
+            return None
+        return fit, self._untried(cq, free, cursor, fit)
+
+    def _untried(self, cq: str, free: int, start: int, stop: int) -> int:
+        """The queue's jobs wider than ``free`` with a place in ``[start, stop)``."""
+        return sum(bisect_left(line, stop) - bisect_left(line, start)
+                   for width, line in self._lines[cq].items() if width > free)
+
+    def _skip(self, cq: str, count: int, free: int) -> None:
+        """Set aside the queue's next ``count`` untried jobs (all wider than ``free``): the cursor moves past them."""
+        cursor = self._cursor.get(cq, 0)
+        low, high = cursor, len(self._jobs)
+        while low < high:  # the first place at which ``count`` of them lie behind the cursor
+            middle = (low + high) // 2
+            if self._untried(cq, free, cursor, middle + 1) >= count:
+                high = middle
+            else:
+                low = middle + 1
+        self._cursor[cq] = low + 1
 
 
 def on_time_count(jobs: Sequence[DeadlineJob], ends: Mapping[str, float | None]) -> int:
@@ -156,10 +211,10 @@ def queue_keys(workloads: pd.DataFrame, recorded: Mapping[str, Any]) -> dict[str
     """
     if workloads.empty or "priority" not in workloads or "created_at" not in workloads:
         return {}
-    frame = workloads.assign(
-        queued=workloads["queued_at"].fillna(workloads["created_at"]) if "queued_at" in workloads
-        else workloads["created_at"],
-        uid_=workloads["uid"].fillna("").astype(str) if "uid" in workloads else "")
+    created = pd.to_datetime(workloads["created_at"], utc=True, errors="coerce")
+    queued = pd.to_datetime(workloads["queued_at"], utc=True, errors="coerce") if "queued_at" in workloads else created
+    frame = workloads.assign(queued=queued.fillna(created),
+                             uid_=workloads["uid"].fillna("").astype(str) if "uid" in workloads else "")
     keys = {}
     for row in frame[["namespace", "name", "priority", "queued", "uid_"]].itertuples(index=False):
         ref = f"{row.namespace}/{row.name}"

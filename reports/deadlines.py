@@ -13,8 +13,8 @@ from gpuaas.policies.deadlines import DeadlineJob, DeadlinePlan, Inexact, PoolPl
 from gpuaas.pushgateway import MetricFamily
 from reports._format import brief
 
-__all__ = ["deadline_metrics", "deadlines_headline", "failures_sentence", "kueue_alone", "nudge_dicts", "object_names",
-           "plan_dict", "pool_rows", "plan_rows", "pool_dicts", "verdict_sentence"]
+__all__ = ["deadline_metrics", "deadlines_headline", "failures_sentence", "kueue_alone", "kueue_alone_sentence",
+           "nudge_dicts", "object_names", "plan_dict", "pool_rows", "plan_rows", "pool_dicts", "verdict_sentence"]
 
 
 def _num(value: float | None) -> float | int | None:
@@ -94,13 +94,24 @@ def pool_dicts(pools: Sequence[PoolPlan]) -> list[dict[str, Any]]:
              "kueue_order_on_time": None if p.versus_kueue is None else p.versus_kueue[1]} for p in pools]
 
 
+def kueue_alone_sentence(pool: dict[str, Any]) -> str | None:
+    """Under a pool's table: what Kueue's own order would meet; None for a pool without deadlines."""
+    if not pool_deadlines(pool):
+        return None
+    if pool.get("kueue_order_on_time") is None:
+        return "Kueue's own order could not be played: a pending Workload's place in the queue is unknown."
+    return f"Kueue's own order, on the same GPUs and estimates, would meet {kueue_alone(pool)} deadlines."
+
+
 def kueue_alone(pool: dict[str, Any]) -> str:
     """``3 of 5`` (the deadlines Kueue's own order would meet on the same GPUs and estimates, of the pool's), or
     why it was not played: what the plan adds over Kueue untouched."""
+    deadlines = pool_deadlines(pool)
+    if not deadlines:
+        return "no deadline in the pool"
     if pool.get("kueue_order_on_time") is None:
         return "not played (a pending Workload's place in the queue is unknown)"
-    deadlines = pool_deadlines(pool)
-    return f"{pool['kueue_order_on_time']} of {deadlines}" if deadlines else "no deadline in the pool"
+    return f"{pool['kueue_order_on_time']} of {deadlines}"
 
 
 def pool_deadlines(pool: dict[str, Any]) -> int:

@@ -61,7 +61,7 @@ def _from_cluster(format: OutputFormat) -> None:
     settings_or_exit()
     from flows.deadlines import deadlines as deadlines_flow
     from reports import grouped_notes
-    from reports.deadlines import kueue_alone, pool_deadlines, pool_rows, verdict_sentence
+    from reports.deadlines import kueue_alone_sentence, pool_deadlines, pool_rows, verdict_sentence
 
     result = run_flow(deadlines_flow, "collecting a snapshot and planning deadlines", nudge=False)
     lead(result, format)
@@ -77,9 +77,8 @@ def _from_cluster(format: OutputFormat) -> None:
         console.print(verdict_sentence({pool["flavor"]: pool["extra_gpus"].get(pool["flavor"], 0)},
                                        len(pool["at_risk"]), len(pool["missed"]), pool["inexact"],
                                        deadlines=pool_deadlines(pool)), highlight=False, markup=False)
-        if pool_deadlines(pool):
-            console.print(f"Kueue's own order, on the same GPUs and estimates, would meet {kueue_alone(pool)} "
-                          "deadlines.", highlight=False, markup=False)
+        if alone := kueue_alone_sentence(pool):
+            console.print(alone, highlight=False, markup=False)
         for line in grouped_notes(pool["messages"] + pool["notes"]):
             console.print(f"- {line}", highlight=False, markup=False)
     end_degraded(result)

@@ -17,9 +17,8 @@ The rules, each a guard against a missed deadline:
   best-effort one planned to start later, one whose deadline is lost by its estimate but not given
   up). Anywhere else such holds are released: Kueue's own order, the baseline, is never made worse
   by a plan it cannot enforce.
-- A hold is placed only where it is **needed**: Kueue's own order (within nominal quota before
-  borrowing, then priority, then queue time), played on the same GPUs and estimates
-  (``kueue_order``), misses a deadline the plan meets. A hold
+- A hold is placed only where it is **needed**: Kueue's own order, played in its scheduling cycles
+  on the same GPUs and estimates (``kueue_order``), misses a deadline the plan meets. A hold
   leaves GPUs idle until its release, and the plan proves only the deadlines it knows of: where
   Kueue's order meets as many, a hold buys nothing and a later arrival could pay for the idle GPUs.
   Where the snapshot does not say some pending Workload's place in the queue, the order cannot be

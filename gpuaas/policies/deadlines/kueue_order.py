@@ -110,9 +110,9 @@ class _Pending:
     One that does not fit is set aside until then, and its queue puts forward nothing else in that
     cycle: a queue with wide jobs ahead loses cycles to the others (Kueue v0.17's heap and inadmissible
     list). Why lines per width and a cursor per queue: walking every job at every end is quadratic,
-    seconds on a pool of thousands, and there are few widths. Where no queue has a job that fits, its
-    cycles are skipped in bulk: the free GPUs only shrink until the next end, so a job that does not fit
-    now does not fit later in the same pass.
+    seconds on a pool of thousands, and there are few widths. Cycles in which no queue puts forward a job
+    that fits are skipped in bulk, by counting: the free GPUs only shrink until the next end, so a job
+    that does not fit now does not fit later in the same pass.
     """
 
     def __init__(self, queue: Sequence[DeadlineJob], queue_of: Mapping[str, str]) -> None:

@@ -200,6 +200,7 @@ def plan_nudges(pools: Sequence[PoolPlan], workloads: pd.DataFrame, now: datetim
                 policy: DeadlinesPolicy, held_back: Mapping[str, object] | None = None) -> list[Nudge]:
     """Releases first (all planned), then holds (capped: given-up Workloads first, then the least urgent).
 
+    A pool that carries ``versus_kueue`` (``with_kueue_order`` on the same ``workloads``) is not played again.
     ``held_back``: ``namespace/name`` -> the change freeze of its tenant (said in the reason). Such a Workload is
     neither held nor demoted (a ``skipped`` nudge, outside the cap); a hold it already has is still released.
     """
@@ -220,7 +221,7 @@ def plan_nudges(pools: Sequence[PoolPlan], workloads: pd.DataFrame, now: datetim
         demote = given_up if given_up and harmless else set()
         loose = _unenforceable(pool, starts, margin, given_up)
         proven = plan.feasible and plan.exact and not loose
-        baseline = _versus_kueue_order(pool, keys) if proven else None
+        baseline = (pool.versus_kueue or _versus_kueue_order(pool, keys)) if proven else None
         needless = baseline if baseline is not None and baseline[1] >= baseline[0] else None
         where = f"cohort {pool.problem.cohort}, flavor {pool.problem.flavor}"
         # The plan that justifies the nudge, in the audit row: its first 50 jobs by start, seconds from now.

@@ -198,7 +198,4 @@ CASES: tuple[Case, ...] = (
 )
 
 KNOWN_DIFFERENCES: dict[str, str] = {
-    "head-no-fit": "the emulator's queue whose head does not fit puts forward its next Workload in the same pass "
-                   "(a's 2, within a's quota, before b's borrower); Kueue sets the head aside and the queue loses "
-                   "that cycle, so b's head takes the GPUs. The deadline guards play Kueue's rule.",
 }

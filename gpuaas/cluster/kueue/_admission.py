@@ -3,15 +3,16 @@
 Order. Each ClusterQueue orders its pending Workloads by priority (higher first), then by the
 time they were queued (FIFO: creation, or the last requeue), as Kueue's queue heap does. The
 queueing strategy is **BestEffortFIFO** by default: a head that does not fit is marked
-inadmissible for this pass and the next one is tried, so a large job never blocks smaller ones
-behind it. Under **StrictFIFO** a head that does not fit (and cannot preempt) blocks its queue
-for the pass: the Workloads behind it are not tried.
+inadmissible for this pass and the next one is tried in the next round, so a large job never blocks
+smaller ones behind it (it costs its queue a round). Under **StrictFIFO** a head that does not fit
+(and cannot preempt) blocks its queue for the pass: the Workloads behind it are not tried.
 
-Rounds. Like Kueue's scheduler cycle, every round takes the next nominated head of each
-ClusterQueue and admits them in the order: heads that fit in nominal quota first, then
-borrowers; within each, priority then FIFO. A head whose fit was spoiled by an earlier admission in
-the same round is nominated again next round. Each round admits at least one head or exhausts
-the queues, so a pass is O(workloads x pod sets x flavors).
+Rounds. Like Kueue's scheduler cycle, every round takes the head of each ClusterQueue; a head
+that does not fit is set aside and its queue puts forward nothing else that round. The nominated
+heads are admitted in the order: heads that fit in nominal quota first, then borrowers; within
+each, priority then FIFO. A head whose fit was spoiled by an earlier admission in
+the same round is nominated again next round. Each round admits at least one head or sets one
+aside, so a pass is O(workloads x (pod sets x flavors + ClusterQueues)).
 
 Flavors. For each pod set and resource group, the ClusterQueue's flavors are tried in order and
 the first where every requested covered resource fits (borrowing included: ``whenCanBorrow:
@@ -142,56 +143,92 @@ def _request_key(record: WorkloadRecord) -> tuple[object, ...]:
 
 def schedule(
     book: QuotaBook,
-    queues: Mapping[str, Iterable[WorkloadRecord]],
+    queues: Mapping[str, Iterable[WorkloadRecord | int]],
     admit: Callable[[str, WorkloadRecord, Assignment], None],
     reject: Callable[[str, WorkloadRecord, str], None],
     preemption: Preemption | None = None,
 ) -> None:
     """Admit what fits from ``queues`` (ClusterQueue -> pending records, already ordered).
 
-    A queue may be any iterable; it is consumed lazily, so a caller can skip records that cannot
-    fit without changing the outcome (the replay's size-bucketed queues do).
+    Kueue's cycles: every round each ClusterQueue puts forward its next record only. One that does
+    not fit (and cannot preempt) is set aside for the pass and costs its queue the round; the next
+    record is tried next round. A queue may be any iterable, consumed lazily; besides records it may
+    yield an ``int`` n: the next n records of the queue, left out by the caller because they cannot
+    fit (the replay's size-bucketed queues), each costing the queue a round as if it were set aside.
+    Those are left out on the book as it was: when a preemption frees quota while such a queue still
+    has rounds to lose, the queue (a generator) is sent how many it has lost, and answers with its
+    next item again from there.
     """
-    cursors: dict[str, Iterator[WorkloadRecord]] = {cq: iter(queues[cq]) for cq in queues}
-    current: dict[str, WorkloadRecord | None] = {cq: next(cursors[cq], None) for cq in cursors}
-    live = [cq for cq in sorted(queues) if current[cq] is not None and cq in book.queues]
+    cursors: dict[str, Iterator[WorkloadRecord | int]] = {cq: iter(queues[cq]) for cq in queues}
+    current: dict[str, WorkloadRecord | int | None] = {}
+    skipped: dict[str, int] = {}  # the last count of left-out records each queue yielded
+    # A record asking what an earlier one of the same queue and priority was refused on the same book
+    # (no admission or eviction since; queued no earlier, so with no more preemption candidates) is
+    # refused the same way, without another search of a full cohort.
+    version = 0
+    refused: dict[tuple[str, tuple[object, ...]], tuple[int, str]] = {}
 
     def advance(cq: str) -> None:
-        current[cq] = next(cursors[cq], None)
+        current[cq] = item = next(cursors[cq], None)
+        if isinstance(item, int):
+            skipped[cq] = item
+
+    def loosened() -> None:
+        """Quota was freed: queues losing rounds to left-out records say again what comes next."""
+        for cq in live:
+            item, send = current[cq], getattr(cursors[cq], "send", None)
+            if isinstance(item, int) and send is not None:
+                try:
+                    current[cq] = again = send(skipped[cq] - item)
+                except StopIteration:
+                    current[cq] = None
+                    continue
+                if isinstance(again, int):
+                    skipped[cq] = again
+
+    for cq in cursors:
+        advance(cq)
+    live = [cq for cq in sorted(queues) if current[cq] is not None and cq in book.queues]
 
     while live:
+        skipping = [item for cq in live if isinstance(item := current[cq], int)]
+        if len(skipping) == len(live):  # no queue puts a record forward: the book stays as it is
+            lost = min(skipping) - 1
+            for cq in live:
+                item = current[cq]
+                assert isinstance(item, int)
+                current[cq] = item - lost
         heads: list[tuple[bool, tuple[object, ...], str, WorkloadRecord]] = []
-        still: list[str] = []
         for cq in live:
-            # The book does not change while heads are chosen: a record asking what an earlier one of
-            # the same queue and priority was refused (queued no earlier, so with no more preemption
-            # candidates) is refused the same way, without another search of a full cohort.
-            refused: dict[tuple[object, ...], str] = {}
-            while (record := current[cq]) is not None:
-                ask = _request_key(record)
-                if ask in refused:
-                    reject(cq, record, refused[ask])
-                    advance(cq)
-                    continue
-                result = assign_flavors(book, cq, record)
-                if isinstance(result, str):
-                    plan = preemption.plan(cq, record) if preemption is not None else None
-                    if plan is None:
-                        refused[ask] = result
-                        reject(cq, record, result)
-                        if book.queues[cq].strict_fifo:
-                            current[cq] = None  # the head blocks the queue
-                            break
-                        advance(cq)
-                        continue
-                    usage = plan[0][1]
+            record = current[cq]
+            if isinstance(record, int):  # one record left out by the caller: this round is lost
+                if book.queues[cq].strict_fifo:
+                    current[cq] = None  # the head blocks the queue
+                elif record > 1:
+                    current[cq] = record - 1
                 else:
-                    usage = result[1]
-                heads.append((book.would_borrow(cq, usage), record.order_key(), cq, record))
-                still.append(cq)
-                break
-        if not heads:
-            return
+                    advance(cq)
+                continue
+            assert record is not None
+            ask = (cq, _request_key(record))
+            known = refused.get(ask)
+            result: Assignment | str = known[1] if known is not None and known[0] == version else \
+                assign_flavors(book, cq, record)
+            if isinstance(result, str):
+                plan = None if known is not None and known[0] == version or preemption is None else \
+                    preemption.plan(cq, record)
+                if plan is None:
+                    refused[ask] = (version, result)
+                    reject(cq, record, result)
+                    if book.queues[cq].strict_fifo:
+                        current[cq] = None  # the head blocks the queue
+                    else:
+                        advance(cq)  # set aside: the queue's next record is tried next round
+                    continue
+                usage = plan[0][1]
+            else:
+                usage = result[1]
+            heads.append((book.would_borrow(cq, usage), record.order_key(), cq, record))
         heads.sort(key=lambda head: (head[0], head[1]))
         for _, _, cq, record in heads:
             result = assign_flavors(book, cq, record)
@@ -199,11 +236,14 @@ def schedule(
                 plan = preemption.plan(cq, record)
                 if plan is not None:
                     preemption.issue(cq, record, plan[1])
+                    version += 1
+                    loosened()
                     result = assign_flavors(book, cq, record)
             if isinstance(result, str):
                 continue  # spoiled by an earlier admission this round: nominate again
             admit(cq, record, result)
+            version += 1
             if preemption is not None:
                 preemption.admitted(record)
             advance(cq)
-        live = still
+        live = [cq for cq in live if current[cq] is not None]

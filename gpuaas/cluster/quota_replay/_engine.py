@@ -13,7 +13,7 @@ its full duration again when admitted again; its queueing delay is the sum of al
 from __future__ import annotations
 
 import heapq
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import timedelta
 
@@ -189,11 +189,16 @@ class QuotaReplay:
         return 0.0 if record.started is None else self.now - record.started
 
     def _schedule(self) -> None:
-        queues = {cq: self.pending[cq].walk(self._bound(cq)) for cq in self.pending if self.pending[cq].count}
+        queues = self._queues()
         if not queues:
             return
         preemption = Preemption(self.book, self.index, self._evict) if self.config.cohort else None
         schedule(self.book, queues, self._admit, self._reject, preemption)
+
+    def _queues(self) -> dict[str, Iterable[WorkloadRecord | int]]:
+        """Each queue's pending records for one pass, walked by size bucket: what cannot fit is counted, not tried."""
+        return {cq: pending.walk(self._bound(cq), self.config.cohort)
+                for cq, pending in self.pending.items() if pending.count}
 
     def _bound(self, cq: str) -> Callable[[], int]:
         """The largest job the queue could admit now: what fits, or (cohort) what may reclaim.
@@ -215,7 +220,7 @@ class QuotaReplay:
     def _admit(self, cq: str, record: WorkloadRecord, assignment: Assignment) -> None:
         assert isinstance(record, JobRecord)
         flavors, usage = assignment
-        self.pending[cq].pop_head(record, record.gpus)
+        self.pending[cq].remove(record, record.gpus)
         self.book.add(cq, usage)
         record.state, record.cluster_queue, record.flavors, record.usage = WorkloadState.RESERVED, cq, flavors, usage
         record.admitted_at = EPOCH + timedelta(seconds=self.now)
@@ -232,6 +237,8 @@ class QuotaReplay:
         record = target.record
         assert isinstance(record, JobRecord)
         self.lost_gpu_h += record.gpus * self._ran(record) / HOUR
+        for pending in self.pending.values():
+            pending.loosened()
         self.preemptions += 1
         self._release(record)
         record.state, record.admitted_at, record.started = WorkloadState.PENDING, None, None

@@ -4,44 +4,61 @@ Why: the Kueue model walks every pending Workload of a queue in order each pass
 (BestEffortFIFO), which costs O(backlog) per pass; a trace with a backlog of thousands and
 160,000 passes would take hours. With one resource and one flavor a Workload fits exactly when
 its GPUs are at most what the queue may take, so the walk can skip every Workload bigger than
-that bound without changing what is admitted. Only the head of each size bucket is ever a
-candidate: once a head is rejected, every bigger-or-equal Workload of the queue would be too, so
-the walk's bound drops below its size for the rest of the pass.
+that bound without changing what is admitted. Once a record is rejected, every bigger-or-equal
+Workload of the queue would be too, so the walk's bound drops below its size for the rest of the pass.
+Kueue puts forward one Workload per queue per cycle, and one that does not fit costs its queue
+that cycle: the walk says how many records it left out before each one it yields (an ``int``), and
+the scheduler counts them as rounds lost. Each bucket is kept sorted, so that count is a bisection
+per bucket. A pass sees the records pending when it starts (as the emulator's controller does): a
+record pushed during a pass (a preempted job) joins the buckets when the next pass starts.
 """
 
 from __future__ import annotations
 
 import heapq
-from collections.abc import Callable, Iterator
+from bisect import bisect_left, bisect_right, insort
+from collections.abc import Callable, Generator, Iterator
+from datetime import datetime
+from itertools import islice
 
 from ..kueue._model import WorkloadRecord
 
 __all__ = ["PendingQueue"]
+
+Key = tuple[int, datetime, int]
+Entry = tuple[Key, WorkloadRecord]
+
+
+def _key(entry: Entry) -> Key:
+    return entry[0]
 
 
 class PendingQueue:
     """Pending records of one ClusterQueue in Kueue's order (priority, queueing time, arrival)."""
 
     def __init__(self) -> None:
-        self._buckets: dict[int, list[tuple[tuple[int, object, int], WorkloadRecord]]] = {}
+        self._buckets: dict[int, list[Entry]] = {}  # GPUs -> entries sorted by order key
+        self._late: list[tuple[Entry, int]] = []  # pushed since the last pass started
         self._cap: int | None = None  # the current pass's bound after a rejection
         self.gpus = 0  # pending GPUs in total (the backlog the demand history samples)
         self.count = 0
 
     def push(self, record: WorkloadRecord, gpus: int) -> None:
-        heapq.heappush(self._buckets.setdefault(gpus, []), (record.order_key(), record))
+        self._late.append(((record.order_key(), record), gpus))
         self.gpus += gpus
         self.count += 1
 
-    def pop_head(self, record: WorkloadRecord, gpus: int) -> None:
-        """Remove ``record``: its bucket's head, unless a job preempted in this pass has since been
-        requeued in front of it (then it is found and taken out of the middle)."""
+    def _settle(self) -> None:
+        for entry, gpus in self._late:
+            insort(self._buckets.setdefault(gpus, []), entry, key=_key)
+        self._late.clear()
+
+    def remove(self, record: WorkloadRecord, gpus: int) -> None:
+        """Take ``record`` (one the current pass put forward) out of its bucket."""
         bucket = self._buckets[gpus]
-        if bucket[0][1] is record:
-            heapq.heappop(bucket)
-        else:
-            bucket[:] = [entry for entry in bucket if entry[1] is not record]
-            heapq.heapify(bucket)
+        i = bisect_left(bucket, record.order_key(), key=_key)
+        assert bucket[i][1] is record
+        del bucket[i]
         if not bucket:
             del self._buckets[gpus]
         self.gpus -= gpus
@@ -52,22 +69,59 @@ class PendingQueue:
         for bucket in self._buckets.values():
             for _, record in bucket:
                 yield record
+        for (_, record), _ in self._late:
+            yield record
+
+    def ordered(self) -> list[WorkloadRecord]:
+        """Every pending record in queue order (the un-bucketed walk, to check the bucketed one)."""
+        self._settle()
+        self._cap = None
+        return [record for _, record in heapq.merge(*self._buckets.values(), key=_key)]
 
     def rejected(self, gpus: int) -> None:
         """The scheduler found no room for a head of ``gpus``: nothing as big fits this pass."""
         self._cap = gpus - 1 if self._cap is None else min(self._cap, gpus - 1)
 
-    def walk(self, bound: Callable[[], int]) -> Iterator[WorkloadRecord]:
-        """Heads in queue order whose GPUs are within ``bound()`` (re-read before every yield)."""
+    def loosened(self) -> None:
+        """Quota was freed in this pass (a preemption): a rejection no longer bounds what fits."""
         self._cap = None
+
+    def _after(self, last: Key | None, n: int) -> Key:
+        """The order key of the ``n``-th record after ``last`` (1-based)."""
+        tails = [islice(b, 0 if last is None else bisect_right(b, last, key=_key), None) for b in self._buckets.values()]
+        return next(islice(heapq.merge(*tails, key=_key), n - 1, None))[0]
+
+    def walk(self, bound: Callable[[], int], loosens: bool = False) -> Generator[WorkloadRecord | int, int | None, None]:
+        """Records in queue order whose GPUs are within ``bound()`` (re-read before every one), each
+        after the number of records left out before it, when there are any. Sent ``n`` instead of
+        resumed after such a number: quota was freed after ``n`` of them had been passed over, so what
+        follows them is walked again. ``loosens``: quota may be freed in the pass (preemption), so the
+        records after the last that fits are counted out too, for the scheduler to send back."""
+        self._settle()
+        self._cap = None
+        last: Key | None = None  # the order key of the last record yielded
         while True:
             limit = bound()
             if self._cap is not None:
                 limit = min(limit, self._cap)
-            best: tuple[tuple[int, object, int], WorkloadRecord] | None = None
+            best: Entry | None = None
             for gpus, bucket in self._buckets.items():
-                if gpus <= limit and (best is None or bucket[0][0] < best[0]):
-                    best = bucket[0]
+                if gpus > limit:
+                    continue
+                i = 0 if last is None else bisect_right(bucket, last, key=_key)
+                if i < len(bucket) and (best is None or bucket[i][0] < best[0]):
+                    best = bucket[i]
+            if best is None and not loosens:
+                return
+            skipped = sum((len(bucket) if best is None else bisect_left(bucket, best[0], key=_key))
+                          - (0 if last is None else bisect_right(bucket, last, key=_key))
+                          for bucket in self._buckets.values())
+            if skipped:
+                passed = yield skipped
+                if passed is not None:
+                    last = self._after(last, passed) if passed else last
+                    continue
             if best is None:
                 return
             yield best[1]
+            last = best[0]

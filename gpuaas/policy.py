@@ -268,9 +268,16 @@ class RebalancePolicy(_Model):
     share): a burst after a silence longer than the window then starts at once instead of the next night."""
     reclaiming_lends: bool = False
     """Whether a queue that can reclaim (in a cohort, reclaimWithinCohort other than Never) lends quota below its
-    weighted share in a cohort without borrowingLimit or lendingLimit. Off: there every queue already borrows
-    the idle quota, and lending it only keeps the lender from preempting it back until the next plan
-    (docs/planners.md). Where such a limit is set, these queues lend: that is how a capped borrower reaches it."""
+    weighted share in a cohort without borrowingLimit or lendingLimit, keeping what the two settings below say.
+    Off: there every queue already borrows the idle quota, and lending it made the worst tenant wait longer on
+    a trace it was not tuned on (docs/planners.md). Where such a limit is set, these queues lend all their
+    demand leaves: that is how a capped borrower reaches it."""
+    reclaiming_keep_factor: Annotated[float, Field(ge=0, le=1e6)] = 4
+    """With ``reclaiming_lends``, when the cohort was full within the window, a queue that can reclaim lends only
+    beyond this many times its busiest demand (up to its share)."""
+    reclaiming_keep_gpus: Gpus = 2
+    """With ``reclaiming_lends``, however quiet its window, a queue that can reclaim keeps this many GPUs of its
+    share (all of a smaller share)."""
     no_reversal_days: Annotated[float, Field(ge=0, le=366)] = 7
     """A queue does not move against its own net change of this many days."""
     pending_wait_minutes: WaitMinutes = 30

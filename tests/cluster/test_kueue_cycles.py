@@ -119,7 +119,7 @@ def test_the_bucketed_walk_admits_what_the_full_queue_admits(
 
 
 def test_on_a_real_trace_slice_the_bucketed_walk_matches_the_full_queue(tmp_path: Path) -> None:
-    """Twenty days of two ITP clusters, every configuration and the lending rule: event for event."""
+    """Twenty days of two ITP clusters, every configuration and lending with no margin: event for event."""
     from tests.conftest import SHARED
 
     itp = SHARED / "fixtures" / "traces" / "microsoft-itp-elasticflow"
@@ -128,7 +128,7 @@ def test_on_a_real_trace_slice_the_bucketed_walk_matches_the_full_queue(tmp_path
     quotas.write_text("cluster10: 8\n195job: 16\n", encoding="utf-8")
     table = load_quotas([], "itp", traces, quotas)
     jobs = [j for j in in_window(read_trace(traces, "itp"), 20) if j.gpus <= table[j.tenant]]
-    lending = Policy(rebalance=RebalancePolicy(reclaiming_lends=True))
+    lending = Policy(rebalance=RebalancePolicy(reclaiming_lends=True, reclaiming_keep_factor=0, reclaiming_keep_gpus=0))
     preempted = 0
     for config, policy in [(c, None) for c in CONFIGURATIONS] + [(CONFIGURATIONS[3], lending)]:
         bucketed = QuotaReplay(jobs, table, config, policy=policy).run()

@@ -69,6 +69,7 @@ def instances(draw: st.DrawFn) -> tuple[list[QueueDemand], QuotaLimits]:
         max_total_moved_gpus=draw(st.sampled_from([0, 1, 3, 32])), hysteresis_gpus=draw(st.integers(0, 3)),
         min_step_gpus=draw(st.integers(0, 2)), no_reclaim_keep_factor=draw(st.sampled_from([0.0, 12.0, 1e6])),
         no_reclaim_keep_gpus=draw(st.sampled_from([0, 2])), reclaiming_lends=draw(st.booleans()),
+        reclaiming_keep_factor=draw(st.sampled_from([0.0, 4.0])), reclaiming_keep_gpus=draw(st.sampled_from([0, 2])),
         min_lend_history_s=draw(st.sampled_from([0.0, 86_400.0])), moved_24h_gpus=draw(st.sampled_from([0, 0, 2, 100])),
     )
     return queues, limits

@@ -273,14 +273,17 @@ def test_a_borrowing_limit_on_a_child_cohort_caps_the_reach() -> None:
     assert a.demand == {"h100": 20.0} and "capped at the 20 GPUs it can reach" in a.evidence["h100"]
 
 
-@pytest.mark.parametrize(("limit", "lends"), [(None, False), ("borrowing_limit", True), ("lending_limit", True)],
+@pytest.mark.parametrize("limit", [None, "borrowing_limit", "lending_limit"],
                          ids=["no-limit", "borrowing-limit", "lending-limit"])
-def test_reclaiming_queues_lend_below_their_share_only_where_a_limit_caps_borrowing(limit: str | None,
-                                                                                    lends: bool) -> None:
+def test_reclaiming_queues_keep_a_margin_only_where_no_limit_caps_borrowing(limit: str | None) -> None:
+    """Where a limit caps borrowing, a reclaiming queue lends all its demand leaves, whatever the policy: nominal quota
+    is then what a capped borrower can reach. Elsewhere it lends only if the policy says so, keeping its margins."""
     snap = snapshot([("a", "c", "h100", 8, 0.0), ("b", "c", "h100", 8, 8.0)], {"b": (8.0, 3 * 3600.0)})
     if limit is not None:
         snap.quotas.loc[snap.quotas["cluster_queue"] == "b", limit] = 2.0
-    [cohort] = cohort_demands(snap, history(full("a", "h100", 0) + full("b", "h100", 8)), Policy())
-    assert cohort.limits.reclaiming_lends is lends
-    everywhere = Policy.model_validate({"rebalance": {"reclaiming_lends": True}})
-    assert cohort_demands(snap, history(full("a", "h100", 0)), everywhere)[0].limits.reclaiming_lends
+    demand = history(full("a", "h100", 0) + full("b", "h100", 8))
+    assert cohort_demands(snap, demand, Policy())[0].limits.reclaiming_lends is (limit is not None)
+    lending = Policy.model_validate({"rebalance": {"reclaiming_lends": True}})
+    limits = cohort_demands(snap, demand, lending)[0].limits
+    keeps = (limits.reclaiming_lends, limits.reclaiming_keep_factor, limits.reclaiming_keep_gpus)
+    assert keeps == ((True, 4.0, 2) if limit is None else (True, 0.0, 0))

@@ -124,6 +124,8 @@ def instances(draw: st.DrawFn, max_queues: int = 6, max_quota: int = 24) -> tupl
         min_step_gpus=draw(st.integers(0, 3)),
         no_reclaim_keep_factor=draw(st.sampled_from([0.0, 1.0, 2.5, 12.0])),
         reclaiming_lends=draw(st.booleans()),
+        reclaiming_keep_factor=draw(st.sampled_from([0.0, 1.0, 4.0])),
+        reclaiming_keep_gpus=draw(st.sampled_from([0, 2])),
         moved_24h_gpus=draw(st.sampled_from([0, 0, 3, 12, 40])),
         min_lend_history_s=draw(st.sampled_from([0.0, 0.0, 86400.0, 2 * 86400.0])),
         no_reclaim_keep_gpus=draw(st.sampled_from([0, 0, 2, 5])),
@@ -164,14 +166,16 @@ def allowed(queues: list[QueueDemand], q: QueueDemand, flavor: str, new: int, li
         return False
     if q.reclaims and not limits.reclaiming_lends and new < min(before, owed):  # lends nothing below its share
         return False
-    if not q.reclaims and new < min(before, owed, limits.no_reclaim_keep_gpus):  # never lends its last GPUs
+    floor = limits.reclaiming_keep_gpus if q.reclaims else limits.no_reclaim_keep_gpus
+    if new < min(before, owed, floor):  # never lends its last GPUs
         return False
     new_queue = q.history_seconds.get(flavor, math.inf) < limits.min_lend_history_s
     if new_queue and new < min(before, owed):  # too little history of its own: lends nothing below its share
         return False
-    if not q.reclaims and delta < 0 and full(queues, flavor):  # cannot take back: keeps a margin over its busiest
+    if delta < 0 and full(queues, flavor):  # keeps a margin over its busiest: wider where it cannot take back
         busiest = max(q.demand.get(flavor, 0.0), q.busiest.get(flavor, 0.0))
-        if new < min(owed, math.ceil(limits.no_reclaim_keep_factor * busiest - 1e-9)):
+        factor = limits.reclaiming_keep_factor if q.reclaims else limits.no_reclaim_keep_factor
+        if new < min(owed, math.ceil(factor * busiest - 1e-9)):
             return False
     return True
 
@@ -403,6 +407,28 @@ def test_a_queue_that_cannot_reclaim_keeps_a_margin_over_its_busiest_in_a_full_c
     assert after(reclaiming)[("a", "a100")] == 8  # a queue that can reclaim lends what it does not use
     keeping = plan_quotas([replace(queues[0], reclaims=True), queues[1]], replace(limits, reclaiming_lends=False))
     assert after(keeping)[("a", "a100")] == 16 and keeping.moved_gpus == 0  # ... unless told not to lend
+
+
+
+@pytest.mark.parametrize(("b_wants", "busiest_b", "busiest_a", "factor", "floor", "a_after", "note"), [
+    (32.0, 40.0, 3.0, 4.0, 2, 12, "h100: the cohort was full at its busiest this window; a lends only beyond "
+                                 "reclaiming_keep_factor times the busiest demand"),
+    (32.0, 40.0, 0.0, 4.0, 2, 2, "a keeps reclaiming_keep_gpus of its share"),
+    (32.0, 40.0, 3.0, 0.0, 0, 0, None),
+    (28.0, 20.0, 3.0, 4.0, 2, 4, None),
+])
+def test_a_queue_that_can_reclaim_lends_keeping_its_own_margins(
+        b_wants: float, busiest_b: float, busiest_a: float, factor: float, floor: int, a_after: int,
+        note: str | None) -> None:
+    # A (16 GPUs, reclaims, uses nothing tonight) and B (16, wants 32). Where B's busiest (40) filled the cohort, A
+    # keeps reclaiming_keep_factor times its busiest (4 x 3 = 12), and always reclaiming_keep_gpus (its busiest 0:
+    # the factor keeps nothing, the floor 2); with neither it lends all 16. Where the cohort was never full (B
+    # wants 28, its busiest 20, A's 3), A lends the 12 B wants and keeps 4: no margin held it back.
+    queues = [QueueDemand("a", {"h100": 16}, {"h100": 0.0}, busiest={"h100": busiest_a}),
+              QueueDemand("b", {"h100": 16}, {"h100": b_wants}, busiest={"h100": busiest_b})]
+    plan = plan_quotas(queues, QuotaLimits(16, 100, 32, 1, reclaiming_keep_factor=factor, reclaiming_keep_gpus=floor))
+    assert after(plan)[("a", "h100")] == a_after
+    assert plan.notes == ([] if note is None else [note])
 
 
 @pytest.mark.parametrize(("a_nominal", "a_weight", "keep", "a_after"),

@@ -28,6 +28,9 @@ class Kept(Enum):
     SHARE_RECLAIMS = "it can reclaim, and borrowing already lends its idle quota: it lends nothing below its share"
     KEEP_FACTOR = ("it cannot reclaim what it lends, in a cohort full at its busiest: it keeps no_reclaim_keep_factor "
                    "times its busiest demand, up to its share")
+    KEEP_FACTOR_RECLAIMS = ("in a cohort full at its busiest, it keeps reclaiming_keep_factor times its busiest "
+                            "demand, up to its share")
+    KEEP_GPUS_RECLAIMS = "it keeps reclaiming_keep_gpus of its share"
     KEEP_GPUS = "it cannot reclaim what it lends: it keeps no_reclaim_keep_gpus of its share"
     YOUNG = "it has too little history of its own to lend on (min_history_days): it lends nothing below its share"
 
@@ -224,6 +227,12 @@ _HELD_WORDS = {
     Kept.KEEP_GPUS: (
         "{names} cannot reclaim what it lends: it keeps no_reclaim_keep_gpus of its share",
         "{names} cannot reclaim what they lend: they keep no_reclaim_keep_gpus of their share"),
+    Kept.KEEP_FACTOR_RECLAIMS: (
+        "{names} lends only beyond reclaiming_keep_factor times the busiest demand",
+        "{names} lend only beyond reclaiming_keep_factor times the busiest demand"),
+    Kept.KEEP_GPUS_RECLAIMS: (
+        "{names} keeps reclaiming_keep_gpus of its share",
+        "{names} keep reclaiming_keep_gpus of their share"),
 }
 """The notes' sentence for the queues a rule held, naming one queue or several."""
 
@@ -237,10 +246,11 @@ def held_back_notes(cells: Sequence[Cell], after: Sequence[int]) -> list[str]:
     held = [c for c, a in zip(cells, after, strict=True) if c.held_back(a)]
     out = []
     for flavor in sorted({c.flavor for c in held}):
-        names = sorted(c.queue for c in held if c.flavor == flavor and c.kept is Kept.KEEP_FACTOR)
-        if names:
-            out.append(f"{flavor}: the cohort was full at its busiest this window; {_held(Kept.KEEP_FACTOR, names)}")
-    for rule in (Kept.YOUNG, Kept.KEEP_GPUS):
+        for rule in (Kept.KEEP_FACTOR, Kept.KEEP_FACTOR_RECLAIMS):
+            names = sorted(c.queue for c in held if c.flavor == flavor and c.kept is rule)
+            if names:
+                out.append(f"{flavor}: the cohort was full at its busiest this window; {_held(rule, names)}")
+    for rule in (Kept.YOUNG, Kept.KEEP_GPUS, Kept.KEEP_GPUS_RECLAIMS):
         names = sorted({c.queue for c in held if c.kept is rule})
         if names:
             out.append(_held(rule, names))

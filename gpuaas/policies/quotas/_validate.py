@@ -22,14 +22,15 @@ __all__ = ["validate_quota_input"]
 def validate_quota_input(queues: Sequence[QueueDemand], limits: QuotaLimits) -> None:
     """Refuse contradictory input with a ConfigError naming the field (``queues[1].demand.h100``)."""
     for name in ("max_step_gpus", "max_total_moved_gpus", "hysteresis_gpus", "min_step_gpus", "moved_24h_gpus",
-                 "no_reclaim_keep_gpus"):
+                 "no_reclaim_keep_gpus", "reclaiming_keep_gpus"):
         value = getattr(limits, name)
         if not isinstance(value, int) or isinstance(value, bool) or not 0 <= value <= MAX_GPUS:
             raise ConfigError(f"must be a whole number from 0 to {MAX_GPUS:,}, got {value!r}",
                               field=f"limits.{name}")
-    if not (isinstance(limits.no_reclaim_keep_factor, int | float) and 0 <= limits.no_reclaim_keep_factor <= 1e6):
-        raise ConfigError(f"must be a number >= 0, got {limits.no_reclaim_keep_factor!r}",
-                          field="limits.no_reclaim_keep_factor")
+    for name in ("no_reclaim_keep_factor", "reclaiming_keep_factor"):
+        value = getattr(limits, name)
+        if not (isinstance(value, int | float) and not isinstance(value, bool) and 0 <= value <= 1e6):
+            raise ConfigError(f"must be a number >= 0, got {value!r}", field=f"limits.{name}")
     if not (isinstance(limits.min_lend_history_s, int | float) and 0 <= limits.min_lend_history_s <= 366 * 86400):
         raise ConfigError(f"must be a number of seconds from 0 to a year, got {limits.min_lend_history_s!r}",
                           field="limits.min_lend_history_s")

@@ -88,6 +88,8 @@ def limits_of(policy: RebalancePolicy, window_days: float | None = None) -> Quot
                        no_reclaim_keep_factor=policy.no_reclaim_keep_factor,
                        no_reclaim_keep_gpus=policy.no_reclaim_keep_gpus,
                        reclaiming_lends=policy.reclaiming_lends,
+                       reclaiming_keep_factor=policy.reclaiming_keep_factor,
+                       reclaiming_keep_gpus=policy.reclaiming_keep_gpus,
                        min_lend_history_s=history_needed(policy, window_days))
 
 
@@ -324,7 +326,7 @@ def cohort_demands(snapshot: Snapshot, history: pd.DataFrame, policy: Policy, *,
         if spent:
             limits = replace(limits, moved_24h_gpus=spent)
         if _borrowing_capped(rows):
-            limits = replace(limits, reclaiming_lends=True)
+            limits = replace(limits, reclaiming_lends=True, reclaiming_keep_factor=0.0, reclaiming_keep_gpus=0)
         notes: list[str] = _unknown_flavor_notes(policy, {q for q, _ in nominal}, set(gpu["flavor"].astype(str)))
         for queue, items in sorted(never.items()):
             names = ", ".join(f"{name} ({gpus:g} GPUs)" for name, gpus in items)

@@ -25,8 +25,9 @@ The model, per cell (queue ``i``, flavor ``f``) with ``b`` the current nominal q
 * a queue that cannot reclaim what it lends (``QueueDemand.reclaims``) keeps, where the cohort is
   full (``full_flavors``), ``no_reclaim_keep_factor`` times its busiest demand, up to its share
   (``keeps_share``), and everywhere ``no_reclaim_keep_gpus`` of its share;
-* a queue that can reclaim lends nothing below its share unless ``reclaiming_lends``: borrowing already
-  lends its idle quota, and quota moved away is quota it cannot preempt back until the next plan;
+* a queue that can reclaim lends nothing below its share unless ``reclaiming_lends``; when it lends, it
+  keeps the same way ``reclaiming_keep_factor`` times its busiest and ``reclaiming_keep_gpus``: what it lends
+  it gets back only at the next plan, as quota moved away is quota it cannot preempt back;
 * a queue with less of its own history than ``min_lend_history_s`` lends nothing below its share: a
   quiet day is no evidence of a quiet week, and a queue created today has not started its work yet;
 * all moves together: ``sum inc <= max_total_moved_gpus`` less what the cohort's plans moved in the
@@ -98,7 +99,11 @@ class QuotaLimits:
     """A queue that cannot reclaim keeps this many GPUs of its share (all of a smaller one), full cohort or not:
     a burst after a silence longer than the window starts at once instead of after the next plan."""
     reclaiming_lends: bool = True
-    """Whether a queue that can reclaim lends below its share (the policy's default is off: see ``_cells``)."""
+    """Whether a queue that can reclaim lends below its share."""
+    reclaiming_keep_factor: float = 0.0
+    """In a full cohort, a queue that can reclaim and lends keeps this many times its busiest demand, up to its share."""
+    reclaiming_keep_gpus: int = 0
+    """A queue that can reclaim and lends keeps this many GPUs of its share (all of a smaller one), full cohort or not."""
     min_lend_history_s: float = 0.0
     """A queue whose own history (``QueueDemand.history_seconds``) is shorter than this lends nothing below its
     share: its quiet hours may be the hours before its work starts."""
@@ -258,19 +263,26 @@ def _cells(queues: Sequence[QueueDemand], limits: QuotaLimits) -> list[Cell]:
     return cells
 
 
+_KEEPS = (Kept.KEEP_FACTOR, Kept.KEEP_GPUS)
+_RECLAIMING_KEEPS = (Kept.KEEP_FACTOR_RECLAIMS, Kept.KEEP_GPUS_RECLAIMS)
+
+
 def _lending_rules(q: QueueDemand, flavor: str, before: int, down: int, demand: float, share: float, full: bool,
                    limits: QuotaLimits) -> tuple[int, Kept]:
     """``down`` (the most the queue may lose) after the lending rules, and the rule that lowered it last."""
     owed = math.floor(share + 1e-9)
     caps = []
-    if not q.reclaims and full:
-        busiest = max(demand, float(q.busiest.get(flavor, 0.0)))
-        caps.append((keeps_share(before, share, down, busiest, limits.no_reclaim_keep_factor), Kept.KEEP_FACTOR))
-    if not q.reclaims:
-        caps.append((max(0, before - min(owed, limits.no_reclaim_keep_gpus)), Kept.KEEP_GPUS))
+    lends = not q.reclaims or limits.reclaiming_lends
+    if lends:
+        factor, floor, rules = ((limits.reclaiming_keep_factor, limits.reclaiming_keep_gpus, _RECLAIMING_KEEPS)
+                                if q.reclaims else (limits.no_reclaim_keep_factor, limits.no_reclaim_keep_gpus, _KEEPS))
+        if full:
+            busiest = max(demand, float(q.busiest.get(flavor, 0.0)))
+            caps.append((keeps_share(before, share, down, busiest, factor), rules[0]))
+        caps.append((max(0, before - min(owed, floor)), rules[1]))
     if q.history_seconds.get(flavor, math.inf) < limits.min_lend_history_s:
         caps.append((max(0, before - owed), Kept.YOUNG))
-    if q.reclaims and not limits.reclaiming_lends:
+    if not lends:
         caps.append((max(0, before - owed), Kept.SHARE_RECLAIMS))
     kept = Kept.NONE
     for most, rule in caps:

@@ -86,6 +86,7 @@ def test_left_out_records_cost_their_queue_one_cycle_each() -> None:
 def test_strict_fifo_head_that_does_not_fit_blocks_its_queue() -> None:
     book = _book({"a": 2}, strict=True)
     assert _admitted(book, {"a": [_wl("a-4", "a", 4, 1), _wl("a-1", "a", 1, 2)]}) == []
+    assert _admitted(_book({"a": 2}, strict=True), {"a": [1, _wl("a-1", "a", 1, 2)]}) == []  # a left-out head too
 
 
 class FullQueues(QuotaReplay):
@@ -111,6 +112,9 @@ jobs_st = st.lists(st.builds(TraceJob, tenant=st.sampled_from(["a", "b", "c"]),
 @example(jobs=[TraceJob("a", 0.0, 600.0, 4), TraceJob("a", 0.0, 600.0, 8), TraceJob("a", 1.0, 600.0, 2),
                TraceJob("b", 2.0, 600.0, 2), TraceJob("c", 3.0, 600.0, 4)],
          quotas=(4, 2, 4), config=CONFIGURATIONS[1])
+@example(jobs=[TraceJob("c", 0.0, 1000.0, 8), TraceJob("a", 1.0, 600.0, 2), TraceJob("b", 1.0, 600.0, 4),
+               TraceJob("b", 1.0, 600.0, 4)],
+         quotas=(2, 2, 4), config=CONFIGURATIONS[1])  # b's second 4 is asked again after a's admission changed the book
 def test_the_bucketed_walk_admits_what_the_full_queue_admits(
         jobs: list[TraceJob], quotas: tuple[int, int, int], config: object) -> None:
     table = dict(zip("abc", quotas, strict=True))

@@ -431,6 +431,20 @@ def test_a_queue_that_can_reclaim_lends_keeping_its_own_margins(
     assert plan.notes == ([] if note is None else [note])
 
 
+
+def test_both_margins_held_in_one_flavor_are_one_note() -> None:
+    # A cannot reclaim (keeps 12 x 1), C can and lends (keeps 4 x 3): B, wanting 48 of the 48 GPUs, gets the rest.
+    queues = [QueueDemand("a", {"h100": 16}, {"h100": 0.0}, reclaims=False, busiest={"h100": 1.0}),
+              QueueDemand("b", {"h100": 16}, {"h100": 48.0}, busiest={"h100": 48.0}),
+              QueueDemand("c", {"h100": 16}, {"h100": 0.0}, busiest={"h100": 3.0})]
+    plan = plan_quotas(queues, QuotaLimits(32, 100, 32, 1, reclaiming_keep_factor=4, no_reclaim_keep_factor=12))
+    assert after(plan) == {("a", "h100"): 12, ("b", "h100"): 24, ("c", "h100"): 12}
+    assert plan.notes == [
+        "h100: the cohort was full at its busiest this window; a cannot reclaim what it lends (no cohort, or "
+        "reclaimWithinCohort: Never) and lends only beyond no_reclaim_keep_factor times the busiest demand; c lends "
+        "only beyond reclaiming_keep_factor times the busiest demand"]
+
+
 @pytest.mark.parametrize(("a_nominal", "a_weight", "keep", "a_after"),
                          [(3, 1.0, 2, 2), (3, 1.0, 0, 0), (1, 1.0, 2, 1), (6, 1.0, 4, 4), (3, 1 / 15, 2, 1)])
 def test_a_queue_that_cannot_reclaim_keeps_its_last_gpus_however_quiet(

@@ -28,7 +28,7 @@ is admitted. A flavor that fits is preferred to an earlier one that needs preemp
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Generator, Iterable, Iterator, Mapping
 
 from ...quantity import format_quantity
 from ._model import WorkloadRecord
@@ -171,15 +171,16 @@ def schedule(
     def advance(cq: str) -> None:
         current[cq] = item = next(cursors[cq], None)
         if isinstance(item, int):
+            assert item > 0, f"{cq}: a queue left out {item} records"
             skipped[cq] = item
 
     def loosened() -> None:
         """Quota was freed: queues losing rounds to left-out records say again what comes next."""
         for cq in live:
-            item, send = current[cq], getattr(cursors[cq], "send", None)
-            if isinstance(item, int) and send is not None:
+            item, cursor = current[cq], cursors[cq]
+            if isinstance(item, int) and isinstance(cursor, Generator):
                 try:
-                    current[cq] = again = send(skipped[cq] - item)
+                    current[cq] = again = cursor.send(skipped[cq] - item)
                 except StopIteration:
                     current[cq] = None
                     continue

@@ -230,15 +230,12 @@ class QuotaReplay:
         heapq.heappush(self._running, (self.now + record.duration, record.epoch, record.seq, record))
 
     def _reject(self, cq: str, record: WorkloadRecord, message: str) -> None:
-        assert isinstance(record, JobRecord)
-        self.pending[cq].rejected(record.gpus)
+        """A record put forward and refused stays pending; its queue lost the round (``schedule`` counts it)."""
 
     def _evict(self, target: Target, preemptor: WorkloadRecord, cq: str) -> None:
         record = target.record
         assert isinstance(record, JobRecord)
         self.lost_gpu_h += record.gpus * self._ran(record) / HOUR
-        for pending in self.pending.values():
-            pending.loosened()
         self.preemptions += 1
         self._release(record)
         record.state, record.admitted_at, record.started = WorkloadState.PENDING, None, None

@@ -4,9 +4,7 @@ Why: the Kueue model walks every pending Workload of a queue in order each pass
 (BestEffortFIFO), which costs O(backlog) per pass; a trace with a backlog of thousands and
 160,000 passes would take hours. With one resource and one flavor a Workload fits exactly when
 its GPUs are at most what the queue may take, so the walk can skip every Workload bigger than
-that bound without changing what is admitted. Once a record is rejected, every bigger-or-equal
-Workload of the queue would be too, so the walk's bound drops below its size for the rest of the pass.
-Kueue puts forward one Workload per queue per cycle, and one that does not fit costs its queue
+that bound without changing what is admitted. Kueue puts forward one Workload per queue per cycle, and one that does not fit costs its queue
 that cycle: the walk says how many records it left out before each one it yields (an ``int``), and
 the scheduler counts them as rounds lost. Each bucket is kept sorted, so that count is a bisection
 per bucket. A pass sees the records pending when it starts (as the emulator's controller does): a
@@ -39,7 +37,6 @@ class PendingQueue:
     def __init__(self) -> None:
         self._buckets: dict[int, list[Entry]] = {}  # GPUs -> entries sorted by order key
         self._late: list[tuple[Entry, int]] = []  # pushed since the last pass started
-        self._cap: int | None = None  # the current pass's bound after a rejection
         self.gpus = 0  # pending GPUs in total (the backlog the demand history samples)
         self.count = 0
 
@@ -75,16 +72,7 @@ class PendingQueue:
     def ordered(self) -> list[WorkloadRecord]:
         """Every pending record in queue order (the un-bucketed walk, to check the bucketed one)."""
         self._settle()
-        self._cap = None
         return [record for _, record in heapq.merge(*self._buckets.values(), key=_key)]
-
-    def rejected(self, gpus: int) -> None:
-        """The scheduler found no room for a head of ``gpus``: nothing as big fits this pass."""
-        self._cap = gpus - 1 if self._cap is None else min(self._cap, gpus - 1)
-
-    def loosened(self) -> None:
-        """Quota was freed in this pass (a preemption): a rejection no longer bounds what fits."""
-        self._cap = None
 
     def _after(self, last: Key | None, n: int) -> Key:
         """The order key of the ``n``-th record after ``last`` (1-based)."""
@@ -98,12 +86,9 @@ class PendingQueue:
         follows them is walked again. ``loosens``: quota may be freed in the pass (preemption), so the
         records after the last that fits are counted out too, for the scheduler to send back."""
         self._settle()
-        self._cap = None
         last: Key | None = None  # the order key of the last record yielded
         while True:
             limit = bound()
-            if self._cap is not None:
-                limit = min(limit, self._cap)
             best: Entry | None = None
             for gpus, bucket in self._buckets.items():
                 if gpus > limit:

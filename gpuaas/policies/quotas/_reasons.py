@@ -246,10 +246,10 @@ def held_back_notes(cells: Sequence[Cell], after: Sequence[int]) -> list[str]:
     held = [c for c, a in zip(cells, after, strict=True) if c.held_back(a)]
     out = []
     for flavor in sorted({c.flavor for c in held}):
-        for rule in (Kept.KEEP_FACTOR, Kept.KEEP_FACTOR_RECLAIMS):
-            names = sorted(c.queue for c in held if c.flavor == flavor and c.kept is rule)
-            if names:
-                out.append(f"{flavor}: the cohort was full at its busiest this window; {_held(rule, names)}")
+        kept = [_held(rule, names) for rule in (Kept.KEEP_FACTOR, Kept.KEEP_FACTOR_RECLAIMS)
+                if (names := sorted(c.queue for c in held if c.flavor == flavor and c.kept is rule))]
+        if kept:
+            out.append(f"{flavor}: the cohort was full at its busiest this window; " + "; ".join(kept))
     for rule in (Kept.YOUNG, Kept.KEEP_GPUS, Kept.KEEP_GPUS_RECLAIMS):
         names = sorted({c.queue for c in held if c.kept is rule})
         if names:

@@ -227,13 +227,14 @@ def full_flavors(queues: Sequence[QueueDemand]) -> set[str]:
 
 
 def keeps_share(before: int, share: float, down: int, busiest: float, factor: float) -> int:
-    """The most a queue that cannot reclaim may lose in a full cohort: down to ``factor`` times its
-    busiest demand of the window, or its share if lower; never below.
+    """The most a queue may lose in a full cohort: down to ``factor`` times its busiest demand of the
+    window, or its share if lower; never below.
 
-    Why: there, quota it lends and then wants back comes back only after the next plan and the
-    borrower's jobs, and with no preemption its own jobs wait for them. What it keeps covers its
-    busiest with a wide margin (a quiet week says little about the next burst); what lies beyond,
-    a team using a few GPUs of a large share, is lent. Quota above its share still goes back.
+    Why: there, quota it lends and then wants back comes back only after the next plan (and, for a
+    queue that cannot reclaim, after the borrower's jobs: with no preemption its own jobs wait for
+    them). What it keeps covers its busiest with a margin (a quiet week says little about the next
+    burst); what lies beyond, a team using a few GPUs of a large share, is lent. Quota above its
+    share still goes back.
     """
     keep = min(math.floor(share + 1e-9), math.ceil(factor * busiest - 1e-9))
     return min(down, max(0, before - keep))

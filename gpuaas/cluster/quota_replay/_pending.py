@@ -4,10 +4,10 @@ Why: the Kueue model walks every pending Workload of a queue in order each pass
 (BestEffortFIFO), which costs O(backlog) per pass; a trace with a backlog of thousands and
 160,000 passes would take hours. With one resource and one flavor a Workload fits exactly when
 its GPUs are at most what the queue may take, so the walk can skip every Workload bigger than
-that bound without changing what is admitted. Kueue puts forward one Workload per queue per cycle, and one that does not fit costs its queue
-that cycle: the walk says how many records it left out before each one it yields (an ``int``), and
-the scheduler counts them as rounds lost. Each bucket is kept sorted, so that count is a bisection
-per bucket. A pass sees the records pending when it starts (as the emulator's controller does): a
+that bound without changing what is admitted. Kueue puts forward one Workload per queue per
+cycle, and one that does not fit costs its queue that cycle: the walk says how many records it left
+out before each one it yields (an ``int``), and the scheduler counts them as rounds lost. Each
+bucket is kept sorted, so that count is a bisection per bucket. A pass sees the records pending when it starts (as the emulator's controller does): a
 record pushed during a pass (a preempted job) joins the buckets when the next pass starts.
 """
 

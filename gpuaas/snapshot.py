@@ -68,7 +68,8 @@ __all__ = [
 
 WORKLOAD_COLUMNS = [
     "kind", "namespace", "name", "uid", "tenant", "queue", "cluster_queue", "cohort", "priority",
-    "priority_class", "state", "active", "gpus", "flavor", "created_at", "admitted_at", "queued_at", "age_seconds",
+    "priority_class", "state", "active", "gpus", "flavor", "created_at", "admitted_at", "queued_at", "requeue_at",
+    "age_seconds",
     "owner_kind", "owner_name", "reclaim", "deadline", "expected_runtime", "pods", "pod_names", "gpus_observed",
     "resource_version", "api_version",
     "max_exec_time", "deadline_at", "runtime_seconds", "runtime_source", "deadline_hold",
@@ -104,6 +105,7 @@ def _workload_frame(kube: KubeState, policy: Policy, now: datetime) -> pd.DataFr
     frame["created_at"] = pd.to_datetime(frame["created_at"], utc=True)
     frame["admitted_at"] = pd.to_datetime(frame["admitted_at"], utc=True)
     frame["queued_at"] = pd.to_datetime(frame["queued_at"], utc=True)
+    frame["requeue_at"] = pd.to_datetime(frame["requeue_at"], utc=True)
     frame["age_seconds"] = (pd.Timestamp(now) - frame["created_at"]).dt.total_seconds()
     cohorts = {cq.name: cq.cohort for cq in kube.cluster_queues}
     frame["cohort"] = frame["cluster_queue"].map(cohorts)

@@ -80,6 +80,9 @@ class Workload:
     queued_at: datetime | None = None
     """Where Kueue's FIFO places it: the creation time, or the time of its last eviction by a PodsReady timeout or
     an admission check (Kueue's ``GetQueueOrderTimestamp`` with the default ``Eviction`` requeuing timestamp)."""
+    requeue_at: datetime | None = None
+    """``status.requeueState.requeueAt``: after an eviction with a requeue backoff, Kueue keeps the Workload out of
+    its queue until then (``backoffWaitingTimeExpired``); cleared once the backoff has elapsed."""
     pod: str | None = None
     """The pod a per-pod Workload admits (Kueue's pod integration), once its owner is read as the pod's root
     (a Deployment): its telemetry and requests are that pod's alone, not every pod of the Deployment's."""

@@ -177,6 +177,7 @@ def parse_workload(obj: Obj, gpu_resources: Iterable[str]) -> Workload:
         api_version=str(obj.get("apiVersion", "")),
         max_exec_time=_max_exec_time(spec, meta),
         queued_at=_queued_at(conds, meta),
+        requeue_at=parse_time((status.get("requeueState") or {}).get("requeueAt")),
     )
 
 

@@ -116,6 +116,26 @@ def test_work_the_plan_cannot_hold_makes_it_hold_nothing() -> None:
     assert "could take the gaps it counts on" in nudges[0].reason
 
 
+
+def test_a_workload_in_its_requeue_backoff_is_not_planned_to_start_before_kueue_queues_it() -> None:
+    """The field example: j0 and j1 start now, j2 and j3 in an hour. Kueue keeps j0 out of its queue for 20 more
+    minutes (a requeue backoff after an eviction): a plan that starts it now leaves its GPUs idle, so it proves
+    nothing and a hold is released, naming j0. Where the backoff ends before the start the plan gives the Workload
+    (j3, backing off for 20 minutes, planned in an hour), the plan stands and holds as before."""
+    jobs = tuple(DeadlineJob(f"ns/j{i}", 2, 3600, 7200, "h100") for i in range(4))
+    plain = plan_pools([pool(4, list(jobs))])
+    starts = {s.name: s.start for s in plain[0].plan.schedule}
+    assert starts["ns/j0"] == 0 and starts["ns/j3"] == 3600
+    early = PoolProblem("c", "h100", 4, jobs, backoff=(("ns/j0", 1200.0),))
+    nudges = plan_nudges(plan_pools([early]), held("j3", release_at=NOW + timedelta(hours=1)), NOW, POLICY)
+    assert [(n.action, n.name) for n in nudges] == [("release", "j3")]
+    assert "ns/j0 (requeued in 20 min, planned to start in 0 min)" in nudges[0].reason
+    assert nudges[0].evidence["requeue_backoff"] == ["ns/j0 (requeued in 20 min, planned to start in 0 min)"]
+    late = PoolProblem("c", "h100", 4, jobs, backoff=(("ns/j3", 1200.0),))
+    holds = [n.name for n in plan_nudges(plan_pools([late]), NO_HOLDS, NOW, POLICY) if n.action == "hold"]
+    assert sorted(holds) == ["j2", "j3"]
+
+
 def test_a_running_job_with_no_run_time_keeps_its_gpus_and_its_unknown_end_in_the_audit() -> None:
     """6 GPUs, 2 held by a job running 10 min with no run time: the field example on the 4 left holds its second
     round (the plan never counts the 2 as free), and the audited schedule says its end is unknown (null). A

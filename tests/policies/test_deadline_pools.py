@@ -21,8 +21,9 @@ NOW = datetime(2026, 3, 10, 12, 0, tzinfo=UTC)
 
 def wl(name: str, state: str, gpus: float, *, runtime: float | None = 3600, deadline_in: float | None = 7200,
        active: bool = True, flavor: str | None = None, cq: str = "cq-a", hold: str | None = None,
-       admitted_ago: float | None = None) -> dict[str, Any]:
+       admitted_ago: float | None = None, requeue_in: float | None = None) -> dict[str, Any]:
     return {"namespace": "ns", "name": name, "state": state, "gpus": gpus, "active": active, "flavor": flavor,
+            "requeue_at": None if requeue_in is None else pd.Timestamp(NOW + timedelta(seconds=requeue_in)),
             "cluster_queue": cq, "cohort": {"cq-a": "c", "cq-b": "c", "cq-solo": None}[cq],
             "runtime_seconds": runtime, "deadline_hold": hold,
             "deadline_at": None if deadline_in is None else pd.Timestamp(NOW + timedelta(seconds=deadline_in)),
@@ -40,6 +41,7 @@ def snapshot(rows: list[dict[str, Any]]) -> Snapshot:
     frame = pd.DataFrame(rows)
     frame["deadline_at"] = pd.to_datetime(frame["deadline_at"], utc=True)
     frame["admitted_at"] = pd.to_datetime(frame["admitted_at"], utc=True)
+    frame["requeue_at"] = pd.to_datetime(frame["requeue_at"], utc=True)
     return Snapshot(collected_at=NOW, windows_minutes=(30.0,), sources={}, workloads=frame, quotas=quotas)
 
 
@@ -164,6 +166,7 @@ def tree_snapshot(cohorts: list[dict[str, Any]], queues: list[tuple[str, str, fl
     if rows:
         frame["deadline_at"] = pd.to_datetime(frame["deadline_at"], utc=True)
         frame["admitted_at"] = pd.to_datetime(frame["admitted_at"], utc=True)
+        frame["requeue_at"] = pd.to_datetime(frame["requeue_at"], utc=True)
     return Snapshot(collected_at=NOW, windows_minutes=(30.0,), sources={}, workloads=frame, quotas=quotas,
                     cohorts=pd.DataFrame(cohorts))
 
@@ -271,3 +274,12 @@ def test_a_pool_knows_each_jobs_cluster_queue_and_kueues_order_admits_within_quo
     holds = [n for n in plan_nudges(one_queue, snap.workloads, NOW, policy) if n.action == "hold"]
     assert {(n.name, n.evidence["plan_on_time"], n.evidence["kueue_order_on_time"]) for n in holds} == {
         ("wide", 3, 1), ("late0", 3, 1), ("late1", 3, 1)}  # each until its planned start less the margin
+
+
+def test_a_pool_knows_which_pending_workloads_wait_out_a_requeue_backoff() -> None:
+    """Kueue keeps a Workload evicted with a backoff out of its queue until ``requeueAt``; one whose backoff has
+    passed (or that has none) is queued like any other."""
+    snap = snapshot([wl("backing-off", "pending", 2, requeue_in=600), wl("passed", "pending", 2, requeue_in=-60),
+                     wl("plain", "pending", 2)])
+    [h100] = [p for p in deadline_problems(snap) if (p.cohort, p.flavor) == ("c", "h100")]
+    assert h100.backoff == (("ns/backing-off", 600.0),)

@@ -62,6 +62,9 @@ def test_a_workload_evicted_by_a_pods_ready_timeout_queues_as_of_its_eviction_a_
         assert parse_workload(preempted, GPU).queued_at == datetime(2024, 3, 21, 15, 49, 55, tzinfo=UTC), reason
     evicted["status"] = "False"  # requeued and admitted again since: its creation time
     assert parse_workload(preempted, GPU).queued_at == created
+    assert parse_workload(preempted, GPU).requeue_at is None
+    preempted["status"]["requeueState"] = {"count": 1, "requeueAt": "2024-03-21T15:51:00Z"}
+    assert parse_workload(preempted, GPU).requeue_at == datetime(2024, 3, 21, 15, 51, tzinfo=UTC)
 
 
 def test_v1beta2_priority_class_ref_and_pod_set_counts() -> None:

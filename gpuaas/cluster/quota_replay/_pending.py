@@ -74,9 +74,14 @@ class PendingQueue:
         self._settle()
         return [record for _, record in heapq.merge(*self._buckets.values(), key=_key)]
 
+    def _starts(self, last: Key | None) -> dict[int, int]:
+        """Per bucket, the index of its first record after ``last`` (all of it when None)."""
+        return {gpus: 0 if last is None else bisect_right(bucket, last, key=_key)
+                for gpus, bucket in self._buckets.items()}
+
     def _after(self, last: Key | None, n: int) -> Key:
         """The order key of the ``n``-th record after ``last`` (1-based)."""
-        tails = [islice(b, 0 if last is None else bisect_right(b, last, key=_key), None) for b in self._buckets.values()]
+        tails = [islice(self._buckets[gpus], i, None) for gpus, i in self._starts(last).items()]
         return next(islice(heapq.merge(*tails, key=_key), n - 1, None))[0]
 
     def walk(self, bound: Callable[[], int], loosens: bool = False) -> Generator[WorkloadRecord | int, int | None, None]:
@@ -89,18 +94,16 @@ class PendingQueue:
         last: Key | None = None  # the order key of the last record yielded
         while True:
             limit = bound()
+            starts = self._starts(last)
             best: Entry | None = None
-            for gpus, bucket in self._buckets.items():
-                if gpus > limit:
-                    continue
-                i = 0 if last is None else bisect_right(bucket, last, key=_key)
-                if i < len(bucket) and (best is None or bucket[i][0] < best[0]):
+            for gpus, i in starts.items():
+                bucket = self._buckets[gpus]
+                if gpus <= limit and i < len(bucket) and (best is None or bucket[i][0] < best[0]):
                     best = bucket[i]
             if best is None and not loosens:
                 return
-            skipped = sum((len(bucket) if best is None else bisect_left(bucket, best[0], key=_key))
-                          - (0 if last is None else bisect_right(bucket, last, key=_key))
-                          for bucket in self._buckets.values())
+            skipped = sum((len(self._buckets[gpus]) if best is None else
+                           bisect_left(self._buckets[gpus], best[0], key=_key)) - i for gpus, i in starts.items())
             if skipped:
                 passed = yield skipped
                 if passed is not None:

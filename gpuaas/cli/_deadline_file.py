@@ -18,7 +18,7 @@ from gpuaas.policies.deadlines import DeadlineJob, validate_problem
 __all__ = ["load_deadline_problem"]
 
 _REQUIRED = ("name", "gpus", "duration", "deadline")
-_OPTIONAL = ("resource", "running_for")
+_OPTIONAL = ("resource", "running_for", "earliest_start")
 
 
 def load_deadline_problem(path: Path | str) -> tuple[dict[str, int], list[DeadlineJob]]:
@@ -75,4 +75,5 @@ def _job(path: Path | str, k: int, entry: Any, only: str | None) -> DeadlineJob:
         deadline=entry["deadline"],
         resource=str(resource),
         running_for=entry.get("running_for"),
+        earliest_start=0.0 if entry.get("earliest_start") is None else entry["earliest_start"],
     )

@@ -39,6 +39,17 @@ def test_json_has_the_documented_keys_and_a_valid_plan(tmp_path: Path) -> None:
     assert sorted(by_name[n]["start"] for n in "abc") == [0, 20, 60]
 
 
+def test_a_job_with_an_earliest_start_starts_no_sooner(tmp_path: Path) -> None:
+    """c may start only at 70 (a requeue backoff, say): a and b share the GPUs first, c ends at 130, past its 120."""
+    text = FIELD.replace("name: c, gpus: 2", "name: c, earliest_start: 70, gpus: 2")
+    result = runner.invoke(app, ["plan", "deadlines", str(write(tmp_path, text)), "--format", "json"])
+    assert result.exit_code == 0, result.output
+    data = json.loads(result.stdout)
+    assert data["missed"] == ["c"] and data["feasible"] is True
+    table = runner.invoke(app, ["plan", "deadlines", str(write(tmp_path, text))]).stdout
+    assert "missed by 10" in table
+
+
 def test_table_says_how_many_gpus_to_add(tmp_path: Path) -> None:
     text = FIELD.replace("deadline: 120", "deadline: 100")
     result = runner.invoke(app, ["plan", "deadlines", str(write(tmp_path, text))])
@@ -56,7 +67,12 @@ def test_table_says_how_many_gpus_to_add(tmp_path: Path) -> None:
     (("name: b, gpus: 2", "name: b, resource: amd.com/gpu, gpus: 2"), "jobs[1] (b).resource: 'amd.com/gpu' is not in"),
     (("name: c, gpus: 2", "name: c, gpus: 6"), "jobs[2] (c).gpus: 6 GPUs is more than the 4"),
     (("name: c,", "name: a,"), "jobs[2] (a).name: duplicate job name"),
-], ids=["negative", "fractional", "missing", "unknown-resource", "too-big", "duplicate"])
+    (("name: c, gpus: 2", "name: c, earliest_start: soon, gpus: 2"),
+     "jobs[2] (c).earliest_start: must be a number of minutes from now, 0 to 100,000,000, got 'soon'"),
+    (("running_for: 10", "running_for: 10, earliest_start: 5"),
+     "jobs[3] (r).earliest_start: a running job has started: only a pending one has an earliest start"),
+], ids=["negative", "fractional", "missing", "unknown-resource", "too-big", "duplicate", "earliest-text",
+        "earliest-running"])
 def test_bad_input_is_one_line_naming_job_and_field(tmp_path: Path, edit: tuple[str, str], message: str) -> None:
     path = write(tmp_path, FIELD.replace(*edit, 1))
     result = runner.invoke(app, ["plan", "deadlines", str(path)])

@@ -110,26 +110,43 @@ def test_a_queue_whose_head_does_not_fit_puts_forward_nothing_else_in_that_cycle
     assert on_time_count(jobs, ends) == 1
 
 
+def test_a_job_whose_backoff_ends_joins_its_queue_untried_while_the_set_aside_stay_aside() -> None:
+    """Queues a and b of 1 GPU each; b's running job holds b's GPU for an hour. a's wide head is set aside at once.
+    At 5 min the backoffs of a2 (queue a) and b2 (queue b) end: both are their queues' heads in the next cycle,
+    and a2, within a's nominal quota, goes before b2, which would borrow. Were a's wide head tried again when the
+    backoffs end (GPUs did not free up), a would lose that cycle to b and b2 would take the GPU."""
+    queues = ClusterQueues({"b-run": "b", "a1": "a", "a2": "a", "b2": "b"}, {"a": 1, "b": 1})
+    jobs = [DeadlineJob("b-run", 1, 60 * MIN, None, running_for=0.0), DeadlineJob("a1", 2, 30 * MIN, None),
+            DeadlineJob("a2", 1, 30 * MIN, 40 * MIN, earliest_start=5 * MIN),
+            DeadlineJob("b2", 1, 30 * MIN, None, earliest_start=5 * MIN)]
+    ends = kueue_order_ends(jobs, 2, ["a1", "a2", "b2"], queues)
+    assert (ends["a2"], ends["b2"], ends["a1"]) == (35 * MIN, 65 * MIN, 95 * MIN)
+    assert on_time_count(jobs, ends) == 1
+    assert kueue_order_ends([*jobs[:2], DeadlineJob("a2", 1, 30 * MIN, 40 * MIN), jobs[3]], 2, ["a1", "a2", "b2"],
+                            queues)["a2"] == 30 * MIN  # without its backoff it starts at once
+
+
 @settings(max_examples=300, deadline=None, derandomize=True)
 @given(st.lists(st.integers(0, 3), min_size=2, max_size=3),
-       st.lists(st.tuples(st.integers(0, 2), st.integers(1, 3), st.integers(1, 6), st.integers(0, 1), st.booleans()),
-                min_size=1, max_size=9))
+       st.lists(st.tuples(st.integers(0, 2), st.integers(1, 3), st.integers(1, 6), st.integers(0, 1), st.booleans(),
+                          st.sampled_from([0, 0, 5, 10, 25])), min_size=1, max_size=9))
 def test_a_cohort_plays_as_kueues_scheduling_cycles_admit(
-        nominal: list[int], raw: list[tuple[int, int, int, int, bool]]) -> None:
-    """Each job starts when Kueue's classical scheduler, played cycle by cycle (``_kueue_cycles``), admits it."""
+        nominal: list[int], raw: list[tuple[int, int, int, int, bool, int]]) -> None:
+    """Each job starts when Kueue's classical scheduler, played cycle by cycle (``_kueue_cycles``), admits it; a job
+    in its requeue backoff joins its queue when the backoff ends (also between two ends, and at one)."""
     capacity = sum(nominal)
     if capacity == 0:
         return
     names = [f"q{i}" for i in range(len(nominal))]
     jobs, queue_of, priority, held = [], {}, {}, 0
-    for i, (q, gpus, tens, prio, running) in enumerate(raw):
+    for i, (q, gpus, tens, prio, running, backoff) in enumerate(raw):
         cq, gpus, name = names[q % len(names)], min(gpus, capacity), f"j{i:02d}"
         queue_of[name], priority[name] = cq, prio
         if running and held + gpus <= capacity:
             held += gpus
             jobs.append(DeadlineJob(name, gpus, tens * 10 * MIN, None, running_for=0.0))
         else:
-            jobs.append(DeadlineJob(name, gpus, tens * 10 * MIN, None))
+            jobs.append(DeadlineJob(name, gpus, tens * 10 * MIN, None, earliest_start=backoff * MIN))
     order = sorted((j.name for j in jobs if j.running_for is None), key=lambda n: (-priority[n], n))
     quota = dict(zip(names, nominal, strict=True))
     assert kueue_order_ends(jobs, capacity, order, ClusterQueues(queue_of, quota)) == _kueue_cycles(
@@ -141,7 +158,8 @@ def _kueue_cycles(jobs: list[DeadlineJob], nominal: dict[str, int], queue_of: di
     """Kueue v0.17's classical scheduler, literally, in simulated time. Each ClusterQueue keeps a heap in queue
     order and a list of jobs set aside; when GPUs free up, the set-aside jobs go back on the heaps. Each cycle
     takes every heap's top: a top that does not fit is set aside, the others are admitted within nominal quota
-    first, then in queue order, while they fit (one that no longer fits goes back on top of its heap)."""
+    first, then in queue order, while they fit (one that no longer fits goes back on top of its heap). A job in
+    its requeue backoff goes on its heap when the backoff ends, and nothing else moves then."""
     place = {name: i for i, name in enumerate(order)}
     heaps: dict[str, list[DeadlineJob]] = {q: [] for q in nominal}
     aside: dict[str, list[DeadlineJob]] = {q: [] for q in nominal}
@@ -149,17 +167,25 @@ def _kueue_cycles(jobs: list[DeadlineJob], nominal: dict[str, int], queue_of: di
     free, now = sum(nominal.values()), 0.0
     ends: dict[str, float] = {}
     running: list[tuple[float, str, DeadlineJob]] = []
+    later = sorted((job.earliest_start, place[job.name], job) for job in jobs if job.earliest_start)
     for job in jobs:
-        if job.running_for is None:
+        if job.running_for is None and not job.earliest_start:
             aside[queue_of[job.name]].append(job)
+        elif job.running_for is None:
+            continue
         else:
             used[queue_of[job.name]] += job.gpus
             free -= job.gpus
             ends[job.name] = job.duration
             running.append((job.duration, job.name, job))
+    freed = True
     while True:
+        back = [job for at, _, job in later if at <= now]
+        later = [w for w in later if w[0] > now]
         for q in nominal:
-            heaps[q], aside[q] = sorted(heaps[q] + aside[q], key=lambda j: place[j.name]), []
+            again = [j for j in back if queue_of[j.name] == q] + (aside[q] if freed else [])
+            heaps[q] = sorted(heaps[q] + again, key=lambda j: place[j.name])
+            aside[q] = [] if freed else aside[q]
         while any(heaps.values()):
             fitting = []
             for q in nominal:
@@ -179,9 +205,13 @@ def _kueue_cycles(jobs: list[DeadlineJob], nominal: dict[str, int], queue_of: di
                 ends[job.name] = now + job.duration
                 running.append((now + job.duration, job.name, job))
         running.sort()
-        if not any(aside.values()) or not running:
+        end = running[0][0] if running else math.inf
+        if later and later[0][0] < end:
+            now, freed = later[0][0], False
+            continue
+        if (not any(aside.values()) and not later) or not running:
             return ends
-        now = running[0][0]
+        now, freed = end, True
         while running and running[0][0] == now:
             job = running.pop(0)[2]
             used[queue_of[job.name]] -= job.gpus

@@ -117,24 +117,24 @@ def test_work_the_plan_cannot_hold_makes_it_hold_nothing() -> None:
 
 
 
-def test_a_workload_in_its_requeue_backoff_is_not_planned_to_start_before_kueue_queues_it() -> None:
-    """The field example: j0 and j1 start now, j2 and j3 in an hour. Kueue keeps j0 out of its queue for 20 more
-    minutes (a requeue backoff after an eviction): a plan that starts it now leaves its GPUs idle, so it proves
-    nothing and a hold is released, naming j0. Where the backoff ends before the start the plan gives the Workload
-    (j3, backing off for 20 minutes, planned in an hour), the plan stands and holds as before."""
-    jobs = tuple(DeadlineJob(f"ns/j{i}", 2, 3600, 7200, "h100") for i in range(4))
-    plain = plan_pools([pool(4, list(jobs))])
-    starts = {s.name: s.start for s in plain[0].plan.schedule}
-    assert starts["ns/j0"] == 0 and starts["ns/j3"] == 3600
-    early = PoolProblem("c", "h100", 4, jobs, backoff=(("ns/j0", 1200.0),))
-    nudges = plan_nudges(plan_pools([early]), held("j3", release_at=NOW + timedelta(hours=1)), NOW, POLICY)
-    assert [(n.action, n.name) for n in nudges] == [("release", "j3")]
-    assert "ns/j0 (requeued in 20 min, planned to start in 0 min)" in nudges[0].reason
-    assert nudges[0].evidence["requeue_backoff"] == ["ns/j0 (requeued in 20 min, planned to start in 0 min)"]
-    late = PoolProblem("c", "h100", 4, jobs, backoff=(("ns/j3", 1200.0),))
-    holds = [n.name for n in plan_nudges(plan_pools([late]), NO_HOLDS, NOW, POLICY) if n.action == "hold"]
-    assert sorted(holds) == ["j2", "j3"]
-
+def test_a_workload_in_its_requeue_backoff_is_planned_after_it_and_held_only_past_it() -> None:
+    """The field example (4 GPUs, four jobs of 2 GPUs for an hour, due in two), j0 kept out of Kueue's queue for a
+    while after an eviction. The four fill the GPUs to their deadlines, so j0 must start at 60 min beside one of
+    the others: EDF alone starts j0 when its backoff ends and misses, the exact search meets every deadline. Backing
+    off for 40 min, j0 is not held: its backoff keeps it out past the 30 min at which a hold would release it (and a
+    hold would clear the backoff). Backing off for 20 min, it is held like the other, with its earliest start in
+    the evidence."""
+    for backoff, held_names in ((2400.0, 1), (1200.0, 2)):
+        jobs = [DeadlineJob("ns/j0", 2, 3600, 7200, "h100", earliest_start=backoff),
+                *(DeadlineJob(f"ns/j{i}", 2, 3600, 7200, "h100") for i in range(1, 4))]
+        [planned] = plan_pools([pool(4, jobs)])
+        assert planned.plan.feasible and planned.plan.exact
+        starts = {s.name: s.start for s in planned.plan.schedule}
+        assert starts["ns/j0"] == 3600 and sorted(starts.values()) == [0, 0, 3600, 3600]
+        holds = [n for n in plan_nudges([planned], NO_HOLDS, NOW, POLICY) if n.action == "hold"]
+        assert len(holds) == held_names and all(n.release_at == NOW + timedelta(minutes=30) for n in holds)
+        assert ("j0" in {n.name for n in holds}) == (backoff < 1800)
+        assert all(n.evidence.get("earliest_start_s") == (backoff if n.name == "j0" else None) for n in holds)
 
 def test_a_running_job_with_no_run_time_keeps_its_gpus_and_its_unknown_end_in_the_audit() -> None:
     """6 GPUs, 2 held by a job running 10 min with no run time: the field example on the 4 left holds its second
@@ -184,6 +184,11 @@ def test_a_deadline_lost_only_by_its_estimate_is_not_given_up() -> None:
     trusting = GIVE_UP.model_copy(update={"runtime_estimate_error": 1.0})
     nudges = plan_nudges(plan_pools([pool(2, [maybe, urgent])]), NO_HOLDS, NOW, trusting)
     assert [(n.action, n.name) for n in nudges] == [("demote", "maybe")]
+    # In a requeue backoff: lost if, even 2x shorter, it cannot end in time from the backoff's end.
+    for backoff, action in ((1800.0, []), (3600.0, [("demote", "maybe")])):
+        backing_off = DeadlineJob("ns/maybe", 2, 3 * 3600, 2 * 3600, "h100", earliest_start=backoff)
+        nudges = plan_nudges(plan_pools([pool(2, [backing_off, urgent])]), NO_HOLDS, NOW, GIVE_UP)
+        assert [(n.action, n.name) for n in nudges] == action
     late = DeadlineJob("ns/late", 2, 3 * 3600, 3600, "h100")  # give_up_lost off
     assert [n for n in plan_nudges(plan_pools([pool(2, [late, urgent])]), NO_HOLDS, NOW, POLICY) if n.action == "hold"] == []
 

@@ -276,10 +276,14 @@ def test_a_pool_knows_each_jobs_cluster_queue_and_kueues_order_admits_within_quo
         ("wide", 3, 1), ("late0", 3, 1), ("late1", 3, 1)}  # each until its planned start less the margin
 
 
-def test_a_pool_knows_which_pending_workloads_wait_out_a_requeue_backoff() -> None:
-    """Kueue keeps a Workload evicted with a backoff out of its queue until ``requeueAt``; one whose backoff has
-    passed (or that has none) is queued like any other."""
+def test_a_pool_plans_a_workload_in_its_requeue_backoff_to_start_after_it() -> None:
+    """Kueue keeps a Workload evicted with a backoff out of its queue until ``requeueAt``: the pool plans it to start
+    no sooner. One whose backoff has passed (or that has none) is queued like any other."""
     snap = snapshot([wl("backing-off", "pending", 2, requeue_in=600), wl("passed", "pending", 2, requeue_in=-60),
                      wl("plain", "pending", 2)])
     [h100] = [p for p in deadline_problems(snap) if (p.cohort, p.flavor) == ("c", "h100")]
-    assert h100.backoff == (("ns/backing-off", 600.0),)
+    assert {j.name: j.earliest_start for j in h100.jobs} == {"ns/backing-off": 600.0, "ns/passed": 0.0,
+                                                             "ns/plain": 0.0}
+    [plan] = plan_pools([h100])
+    assert {s.name: s.start for s in plan.plan.schedule} == {"ns/backing-off": 600.0, "ns/passed": 0.0,
+                                                             "ns/plain": 0.0}

@@ -16,7 +16,7 @@ import math
 from collections.abc import Sequence
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from gpuaas.errors import ConfigError
@@ -26,6 +26,7 @@ from gpuaas.policies.deadlines import (
     Inexact,
     Item,
     MilpLimits,
+    lower_bound_extra,
     plan_deadlines,
     serial_schedule,
 )
@@ -159,6 +160,32 @@ def test_resources_are_planned_apart() -> None:
     assert plan.extra_gpus == {"a100": 2, "h100": 0}
 
 
+def test_a_job_in_its_requeue_backoff_starts_no_sooner_and_one_it_makes_late_is_missed() -> None:
+    """The field example (4 GPUs, 4 jobs of 2 GPUs for 60 min due in 120) with j0 kept out of the queue for 30 min:
+    two others start now, j0 and the last at 60, and every deadline still holds. Kept out for 70 min, j0 ends at 130
+    at the earliest: missed by 10 whatever the capacity, and no GPU is bought for it."""
+    jobs = [job(f"j{i}", 2, 60, 120, earliest_start=30 if i == 0 else 0) for i in range(4)]
+    plan = plan_deadlines({GPU: 4}, jobs)
+    assert plan.feasible and plan.exact and starts(plan)["j0"] >= 30
+    assert all(s.end <= 120 for s in plan.schedule)
+    late = [job("j0", 2, 60, 120, earliest_start=70), *jobs[1:]]
+    plan = plan_deadlines({GPU: 4}, late)
+    assert plan.missed == ["j0"] and plan.missed_by == {"j0": pytest.approx(10)}
+    assert plan.extra_gpus == {GPU: 0} and "j0" not in starts(plan)
+    assert "from 70, its earliest start," in plan.messages[0]
+
+
+def test_the_exact_search_may_start_a_job_at_its_earliest_start_and_nowhere_else() -> None:
+    """One GPU, a job of 2 min due at 3, kept out until 1: the only start that meets the deadline is 1, which no
+    sum of run times reaches. The exact model's time points include the earliest starts."""
+    from gpuaas.policies.deadlines._milp import candidate_times, solve_max_on_time
+
+    item = Item("a", 1, 2.0, 3.0, earliest_start=1.0)
+    assert candidate_times([item], 100) == [0.0, 1.0]
+    answer = solve_max_on_time([item], 1, MilpLimits())
+    assert not isinstance(answer, Inexact) and answer.starts == {"a": 1.0}
+
+
 @pytest.mark.parametrize(("jobs", "field", "words"), [
     ([job("a", -1, 1, 2)], "jobs[0] (a).gpus", "whole number"),
     ([job("a", 1.5, 1, 2)], "jobs[0] (a).gpus", "whole number"),  # type: ignore[arg-type]
@@ -170,8 +197,11 @@ def test_resources_are_planned_apart() -> None:
     ([job("a", 1, 1, 2), job("a", 1, 1, 2)], "jobs[1] (a).name", "duplicate"),
     ([job("a", 3, 9, None, running_for=1), job("b", 3, 9, None, running_for=1)], "jobs[1] (b).gpus", "running"),
     ([job("a", 1, math.inf, 2)], "jobs[0] (a).duration", "from 1e-06 to"),  # only a running job may have no end
+    ([job("a", 1, 1, 2, earliest_start=-1)], "jobs[0] (a).earliest_start", "0 to 100,000,000"),
+    ([job("a", 1, 1, 2, earliest_start=math.nan)], "jobs[0] (a).earliest_start", "0 to 100,000,000"),
+    ([job("a", 1, 9, None, running_for=1, earliest_start=2)], "jobs[0] (a).earliest_start", "only a pending one"),
 ], ids=["negative", "fractional", "zero-duration", "absurd-gpus", "absurd-deadline", "unknown-resource", "too-big",
-        "duplicate", "over-held", "pending-without-end"])
+        "duplicate", "over-held", "pending-without-end", "earliest-negative", "earliest-nan", "earliest-running"])
 def test_bad_input_names_job_and_field(jobs: list[DeadlineJob], field: str, words: str) -> None:
     with pytest.raises(ConfigError, match=words) as err:
         plan_deadlines({GPU: 4}, jobs)
@@ -195,11 +225,11 @@ def left(j: DeadlineJob) -> float:
 def assert_valid(plan: DeadlinePlan, capacity: dict[str, int], jobs: Sequence[DeadlineJob]) -> None:
     by_name = {s.name: s for s in plan.schedule}
     for j in jobs:
-        hopeless = j.running_for is None and j.deadline is not None and j.duration > j.deadline
+        hopeless = j.running_for is None and j.deadline is not None and j.earliest_start + j.duration > j.deadline
         assert (j.name in by_name) != hopeless
         assert (j.name in plan.missed) == (j.name in plan.missed_by)
         if hopeless:
-            assert plan.missed_by[j.name] == pytest.approx(j.duration - j.deadline)  # type: ignore[operator]
+            assert plan.missed_by[j.name] == pytest.approx(j.earliest_start + j.duration - j.deadline)  # type: ignore[operator]
             continue
         s = by_name[j.name]
         if j.running_for is not None and j.deadline is not None:
@@ -208,7 +238,7 @@ def assert_valid(plan: DeadlinePlan, capacity: dict[str, int], jobs: Sequence[De
             assert s.start == -j.running_for  # never moved
             assert s.end == pytest.approx(left(j)) and s.past_estimate == (j.running_for >= j.duration)
         else:
-            assert s.start >= 0 and s.end - s.start == pytest.approx(j.duration) and not s.past_estimate
+            assert s.start >= j.earliest_start and s.end - s.start == pytest.approx(j.duration) and not s.past_estimate
         if j.deadline is not None and j.name not in plan.missed:
             assert s.end <= j.deadline + 1e-9
     for r, cap in capacity.items():
@@ -219,8 +249,9 @@ def assert_valid(plan: DeadlinePlan, capacity: dict[str, int], jobs: Sequence[De
 def brute_feasible(jobs: Sequence[DeadlineJob], cap: int) -> bool:
     """Every integer start time for every deadline job (integer data: integer starts suffice)."""
     fixed = [(0, left(j), j.gpus) for j in jobs if j.running_for is not None]
-    due = [j for j in jobs if j.running_for is None and j.deadline is not None and j.duration <= j.deadline]
-    ranges = [range(0, int(j.deadline - j.duration) + 1) for j in due]  # type: ignore[operator]
+    due = [j for j in jobs if j.running_for is None and j.deadline is not None
+           and j.earliest_start + j.duration <= j.deadline]
+    ranges = [range(int(j.earliest_start), int(j.deadline - j.duration) + 1) for j in due]  # type: ignore[operator]
     for combo in itertools.product(*ranges):
         intervals = fixed + [(s, s + j.duration, j.gpus) for s, j in zip(combo, due, strict=True)]
         if usage_ok(intervals, cap):
@@ -239,11 +270,13 @@ def problems(draw: st.DrawFn) -> tuple[dict[str, int], list[DeadlineJob]]:
         gpus = draw(st.integers(1, capacity[r]))
         duration = draw(st.integers(1, 3))
         deadline = draw(st.one_of(st.none(), st.integers(1, 6)))
-        running_for = None
+        running_for, earliest = None, 0
         if held[r] + gpus <= capacity[r] and draw(st.booleans()) and draw(st.booleans()):
             running_for = draw(st.integers(0, duration + 1))  # from duration on: running past its estimate
             held[r] += gpus
-        jobs.append(DeadlineJob(f"j{k}", gpus, duration, deadline, r, running_for))
+        elif draw(st.booleans()):
+            earliest = draw(st.integers(1, 3))  # in a requeue backoff
+        jobs.append(DeadlineJob(f"j{k}", gpus, duration, deadline, r, running_for, earliest))
     return capacity, jobs
 
 
@@ -264,7 +297,8 @@ def test_schedule_valid_and_extra_gpus_minimal_by_brute_force(problem: tuple[dic
 
 
 def holdable(jobs: Sequence[DeadlineJob]) -> list[DeadlineJob]:
-    return [j for j in jobs if j.running_for is None and j.deadline is not None and j.duration <= j.deadline]
+    return [j for j in jobs if j.running_for is None and j.deadline is not None
+            and j.earliest_start + j.duration <= j.deadline]
 
 
 def fewest_at_risk(jobs: Sequence[DeadlineJob], cap: int) -> int:
@@ -302,6 +336,23 @@ def test_at_risk_is_the_fewest_by_brute_force_and_any_bound_stays_valid(
         if plan.exact:
             assert len(risky) == fewest
     assert plan.feasible == (not any(plan.extra_gpus.values()))
+
+
+@settings(max_examples=200, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow])
+@given(problems())
+@example(({"a100": 1}, [job("b", 1, 1, 1, resource="a100"), job("c", 1, 2, 3, resource="a100")]))
+@example(({"a100": 1}, [job("b", 1, 2, 3, resource="a100", earliest_start=1), job("c", 1, 1, 1, resource="a100")]))
+def test_the_lower_bound_never_passes_the_brute_force_minimum(problem: tuple[dict[str, int], list[DeadlineJob]]) -> None:
+    """The bound that proves an EDF answer optimal (energy, and the parts each job must run between its latest start
+    and its earliest end from its earliest start) is never above the fewest extra GPUs that meet every deadline."""
+    capacity, jobs = problem
+    for r, cap in capacity.items():
+        mine = [j for j in jobs if j.resource == r]
+        items = [Item(j.name, j.gpus, left(j), None, fixed_start=0.0) if j.running_for is not None else
+                 Item(j.name, j.gpus, j.duration, j.deadline, earliest_start=j.earliest_start) for j in holdable(mine)
+                 + [j for j in mine if j.running_for is not None]]
+        fewest = next(k for k in itertools.count() if brute_feasible(mine, cap + k))
+        assert lower_bound_extra(items, cap) <= fewest
 
 
 def test_a_job_shorter_than_the_schedules_tolerance_is_refused() -> None:

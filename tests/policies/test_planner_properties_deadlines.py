@@ -59,7 +59,8 @@ def problems(draw: st.DrawFn) -> tuple[dict[str, int], list[DeadlineJob]]:
             if draw(st.integers(0, 3)) == 0:
                 duration = math.inf  # running, no run time known
             held[r] += gpus
-        jobs.append(DeadlineJob(f"j{k}", gpus, duration, deadline, r, running_for))
+        earliest = draw(st.sampled_from([0.0, 0.0, 0.0, 0.5, 2.0, 1 / 3])) if running_for is None else 0.0
+        jobs.append(DeadlineJob(f"j{k}", gpus, duration, deadline, r, running_for, earliest))
     return capacity, jobs
 
 
@@ -80,7 +81,7 @@ def check_plan(capacity: dict[str, int], jobs: list[DeadlineJob], plan: Deadline
             assert s.start == -j.running_for  # never moved
             assert s.end is None or s.end > 0  # it holds its GPUs from now on
         elif s.start is not None:
-            assert s.start >= -EPS, (s.name, s.start)  # never before now
+            assert s.start >= j.earliest_start - EPS, (s.name, s.start)  # never before now, nor its earliest start
             assert s.end is not None and abs(s.end - s.start - j.duration) <= TOL
     for j in jobs:  # a pending job out of the schedule is one that can never start in time
         if j.name not in by_name:
@@ -182,7 +183,8 @@ def nudge_cases(draw: st.DrawFn) -> tuple[PoolProblem, DeadlinesPolicy, pd.DataF
             held += gpus
             if draw(st.integers(0, 3)) == 0:
                 duration = math.inf
-        jobs.append(DeadlineJob(f"ns/j{k}", gpus, duration, deadline, "h100", running_for))
+        earliest = draw(st.sampled_from([0.0, 0.0, 0.0, 600.0, 2400.0])) if running_for is None else 0.0
+        jobs.append(DeadlineJob(f"ns/j{k}", gpus, duration, deadline, "h100", running_for, earliest))
     problem = PoolProblem("c", "h100", cap, tuple(jobs),
                           uncontrolled=("ns/blind",) if draw(st.integers(0, 4)) == 0 else (),
                           by_priority=("cq",) if draw(st.integers(0, 4)) == 0 else ())
@@ -226,6 +228,7 @@ def test_nudges_hold_only_deadline_work_on_a_proven_plan_release_it_in_time_and_
             continue
         assert pool.plan.exact and pool.plan.feasible
         assert n.release_at is not None and n.release_at > NOW
+        assert (n.release_at - NOW).total_seconds() > job.earliest_start  # else its backoff keeps it out as long
         assert (n.release_at - NOW).total_seconds() <= job.deadline - job.duration + 1e-6  # the latest start
         end = planned[job.name].end
         assert end is not None and end <= job.deadline + 1e-6

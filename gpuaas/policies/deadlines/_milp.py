@@ -1,10 +1,10 @@
 """The exact deadline planner: a time-indexed MILP solved by SciPy's HiGHS.
 
 Why these time points and no others: in a schedule where no job can start earlier (every valid
-schedule can be shifted left into one), a job starts at 0 or at the moment another job ends —
-if nothing ended at its start, it would already have fitted an instant before. So the starts lie
-in the closure of {0, the ends of running jobs} under adding durations, cut at the last latest
-start. Restricting the MILP to that set loses no schedule, for any real durations, and the answer
+schedule can be shifted left into one), a job starts at 0, at its earliest start, or at the moment
+another job ends — if nothing ended at its start, it would already have fitted an instant before. So
+the starts lie in the closure of {0, the earliest starts, the ends of running jobs} under adding
+durations, cut at the last latest start. Restricting the MILP to that set loses no schedule, for any real durations, and the answer
 is exact; usage only rises at those points, so checking capacity there checks it everywhere.
 """
 
@@ -86,7 +86,8 @@ def candidate_times(items: Sequence[Item], limit: int) -> list[float] | None:
         return [0.0]
     horizon = max(_latest_start(i) for i in pending)
     durations = sorted({round(i.duration, 9) for i in pending})
-    seeds = {0.0} | {round(i.duration, 9) for i in items if i.fixed_start is not None}
+    seeds = ({0.0} | {round(i.duration, 9) for i in items if i.fixed_start is not None}
+             | {round(i.earliest_start, 9) for i in pending})
     points = {t for t in seeds if t <= horizon + EPS}
     frontier = sorted(points)
     while frontier:
@@ -137,7 +138,8 @@ def _model(items: Sequence[Item], limits: MilpLimits) -> _Model | None:
     if times is None:
         return None
     pending = [i for i in items if i.fixed_start is None and i.deadline is not None]
-    columns = [(j, t) for j, item in enumerate(pending) for t in times if t <= _latest_start(item) + EPS]
+    columns = [(j, t) for j, item in enumerate(pending) for t in times
+               if item.earliest_start - EPS <= t <= _latest_start(item) + EPS]
     if len(columns) > limits.max_variables:
         return None
     held = np.array(

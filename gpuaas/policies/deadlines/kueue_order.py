@@ -11,8 +11,9 @@ until their expected end (never, for one whose run time is unknown); whenever GP
 ClusterQueue of the pool puts forward its next pending job in each cycle, one that does not fit is set
 aside until GPUs free up again (``BestEffortFIFO``: smaller ones behind it pass in later cycles), and the
 others are admitted while they fit, those within their own queue's nominal quota before those that
-would borrow, then by priority and queue time. Pure: jobs in, ends out, times relative to now = 0 as in
-the plan.
+would borrow, then by priority and queue time. A job in its requeue backoff (``earliest_start``) joins its
+queue when the backoff ends, untried, without putting the set-aside ones forward again (GPUs did not free
+up). Pure: jobs in, ends out, times relative to now = 0 as in the plan.
 
 The same play judges a demotion (``demotion_harmless``): it reorders the queue, and with Workloads of
 different widths a new order can leave GPUs idle that the old one filled, or put a wide job that runs
@@ -23,7 +24,7 @@ from __future__ import annotations
 
 import heapq
 import math
-from bisect import bisect_left
+from bisect import bisect_left, insort
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -57,8 +58,8 @@ def kueue_order_ends(jobs: Sequence[DeadlineJob], capacity: int, order: Sequence
     """Each job's expected end when Kueue admits the pending ones in ``order`` (names; others after, by name).
 
     A running job ends at ``duration - running_for`` (at once if already past it, ``inf`` if unknown); a
-    pending job that can never fit (more GPUs than the pool) is left out. ``queues``: the pool's ClusterQueues
-    (one queue of the pool's GPUs when None or empty).
+    pending job joins its queue at its ``earliest_start``; one that can never fit (more GPUs than the pool) is
+    left out. ``queues``: the pool's ClusterQueues (one queue of the pool's GPUs when None or empty).
     """
     queues = queues if queues is not None and queues.queue_of else ClusterQueues({}, {"": capacity})
     queue_of = queues.queue_of
@@ -66,6 +67,10 @@ def kueue_order_ends(jobs: Sequence[DeadlineJob], capacity: int, order: Sequence
     queue = sorted((j for j in jobs if j.running_for is None and j.gpus <= capacity),
                    key=lambda j: (rank.get(j.name, len(rank)), j.name))
     pending = _Pending(queue, queue_of)
+    backoff = sorted((job.earliest_start, place) for place, job in enumerate(queue) if job.earliest_start > EPS)
+    for place, job in enumerate(queue):
+        if job.earliest_start <= EPS:
+            pending.join(place)
     ends: dict[str, float] = {}
     running: list[tuple[float, int, str]] = []
     used: dict[str, int] = {}
@@ -78,9 +83,12 @@ def kueue_order_ends(jobs: Sequence[DeadlineJob], capacity: int, order: Sequence
             heapq.heappush(running, (end, job.gpus, cq))
             used[cq] = used.get(cq, 0) + job.gpus
             free -= job.gpus
-    now = 0.0
-    while pending:
-        pending.requeue()
+    now, freed = 0.0, True
+    while pending or backoff:
+        if freed:
+            pending.requeue()
+        while backoff and backoff[0][0] <= now + EPS:
+            pending.join(heapq.heappop(backoff)[1])
         while heads := pending.nominate(free):
             heads.sort(key=lambda h: (used.get(h[1], 0) + h[2].gpus > queues.nominal.get(h[1], 0), h[0]))
             for place, cq, job in heads:
@@ -91,11 +99,15 @@ def kueue_order_ends(jobs: Sequence[DeadlineJob], capacity: int, order: Sequence
                 used[cq] = used.get(cq, 0) + job.gpus
                 ends[job.name] = now + job.duration
                 heapq.heappush(running, (now + job.duration, job.gpus, cq))
-        if not pending or not running or math.isinf(running[0][0]):
+        if not pending and not backoff:
+            break
+        end = running[0][0] if running else math.inf
+        if backoff and backoff[0][0] < end - EPS:  # a backoff ends first: its job joins, nothing freed up
+            now, freed = backoff[0][0], False
+            continue
+        if math.isinf(end):
             break  # what waits now waits for a job of unknown end: it ends past every deadline
-        now, gpus, cq = heapq.heappop(running)
-        free += gpus
-        used[cq] -= gpus
+        now, freed = end, True
         while running and running[0][0] <= now + EPS:
             _, gpus, cq = heapq.heappop(running)
             free += gpus
@@ -112,22 +124,33 @@ class _Pending:
     list). Why lines per width and a cursor per queue: walking every job at every end is quadratic,
     seconds on a pool of thousands, and there are few widths. Cycles in which no queue puts forward a job
     that fits are skipped in bulk, by counting: the free GPUs only shrink until the next end, so a job
-    that does not fit now does not fit later in the same pass.
+    that does not fit now does not fit later in the same pass. A job that joins behind its queue's cursor
+    (its backoff ended) is untried: it goes forward before the cursor's next, as Kueue's heap pops it first.
     """
 
     def __init__(self, queue: Sequence[DeadlineJob], queue_of: Mapping[str, str]) -> None:
         self._jobs = list(queue)
+        self._queue_of = queue_of
         self._lines: dict[str, dict[int, list[int]]] = {}
-        for place, job in enumerate(queue):
-            self._lines.setdefault(queue_of.get(job.name, ""), {}).setdefault(job.gpus, []).append(place)
         self._cursor: dict[str, int] = {}
+        self._joined: dict[str, list[int]] = {}
+        """Per queue, the places behind its cursor that joined since GPUs last freed up and are untried, in order."""
 
     def __bool__(self) -> bool:
         return bool(self._lines)
 
+    def join(self, place: int) -> None:
+        """The job at ``place`` enters its queue, untried."""
+        job = self._jobs[place]
+        cq = self._queue_of.get(job.name, "")
+        insort(self._lines.setdefault(cq, {}).setdefault(job.gpus, []), place)
+        if place < self._cursor.get(cq, 0):
+            insort(self._joined.setdefault(cq, []), place)
+
     def requeue(self) -> None:
         """GPUs freed up: every job set aside is tried again, each queue from its first."""
         self._cursor = dict.fromkeys(self._lines, 0)
+        self._joined = {}
 
     def nominate(self, free: int) -> list[tuple[int, str, DeadlineJob]]:
         """The heads of the next cycle in which some queue puts forward a job that fits ``free`` GPUs:
@@ -138,13 +161,15 @@ class _Pending:
             found = self._first_fit(cq, free)
             if found is not None:
                 firsts[cq] = found
-        if not firsts:
+        if not firsts:  # the cycles go on until every untried job is set aside
+            self._cursor = dict.fromkeys(self._lines, len(self._jobs))
+            self._joined = {}
             return []
         cycles = min(ahead for _, ahead in firsts.values())
         heads = []
         for cq, (place, ahead) in firsts.items():
             if ahead == cycles:
-                self._cursor[cq] = place
+                self._skip(cq, cycles, free)  # the set-aside ones ahead of it: none fits, so the count moves past them
                 heads.append((place, cq, self._jobs[place]))
             else:
                 self._skip(cq, cycles + 1, free)
@@ -159,9 +184,16 @@ class _Pending:
             del lines[self._jobs[place].gpus]
         if not lines:
             del self._lines[cq]
+        joined = self._joined.get(cq, [])
+        if joined and joined[0] == place:
+            joined.pop(0)
 
     def _first_fit(self, cq: str, free: int) -> tuple[int, int] | None:
         """The queue's next untried job that fits, and how many untried jobs (none fitting) are ahead of it."""
+        joined = self._joined.get(cq, [])
+        for ahead, place in enumerate(joined):
+            if self._jobs[place].gpus <= free:
+                return place, ahead
         cursor = self._cursor.get(cq, 0)
         fit = None
         for width, line in self._lines[cq].items():
@@ -171,7 +203,7 @@ class _Pending:
                     fit = line[i]
         if fit is None:
             return None
-        return fit, self._untried(cq, free, cursor, fit)
+        return fit, len(joined) + self._untried(cq, free, cursor, fit)
 
     def _untried(self, cq: str, free: int, start: int, stop: int) -> int:
         """The queue's jobs wider than ``free`` with a place in ``[start, stop)``."""
@@ -179,7 +211,14 @@ class _Pending:
                    for width, line in self._lines[cq].items() if width > free)
 
     def _skip(self, cq: str, count: int, free: int) -> None:
-        """Set aside the queue's next ``count`` untried jobs (all wider than ``free``): the cursor moves past them."""
+        """Set aside the queue's next ``count`` untried jobs (all wider than ``free``): the joined ones first, then
+        the cursor moves past the rest."""
+        joined = self._joined.get(cq, [])
+        taken = min(count, len(joined))
+        del joined[:taken]
+        count -= taken
+        if count == 0:
+            return
         cursor = self._cursor.get(cq, 0)
         low, high = cursor, len(self._jobs)
         while low < high:  # the first place at which ``count`` of them lie behind the cursor

@@ -15,10 +15,9 @@ The rules, each a guard against a missed deadline:
   every holdable deadline on today's GPUs (``feasible``) and **enforceable**: no pending Workload
   the plan cannot hold could be admitted into a gap it counts on (one without a run time, a
   best-effort one planned to start later, one whose deadline is lost by its estimate but not given
-  up), and no Workload it starts is still in Kueue's requeue backoff then (after an eviction,
-  Kueue keeps it out of its queue until ``status.requeueState.requeueAt``: GPUs the plan gives it
-  would stay idle). Anywhere else such holds are released: Kueue's own order, the baseline, is never
-  made worse by a plan it cannot enforce.
+  up). Anywhere else such holds are released: Kueue's own order, the baseline, is never made worse by
+  a plan it cannot enforce. (A Workload in Kueue's requeue backoff, kept out of its queue until
+  ``status.requeueState.requeueAt`` after an eviction, is planned to start no sooner.)
 - A hold is placed only where it is **needed**: Kueue's own order, played in its scheduling cycles
   on the same GPUs and estimates (``kueue_order``), misses a deadline the plan meets. A hold
   leaves GPUs idle until its release, and the plan proves only the deadlines it knows of: where
@@ -29,7 +28,8 @@ The rules, each a guard against a missed deadline:
   at every run.
 - A hold is placed only when the planned start is more than ``release_margin`` away, and its
   ``release_at`` (stored on the object) is the planned start minus that margin — never after the
-  latest start that still meets the deadline.
+  latest start that still meets the deadline. A Workload whose requeue backoff lasts until then is
+  not held: the backoff keeps it out as long (and deactivating it would clear its ``requeueState``).
 - A hold leaves slack for estimate error: it is placed only when the job's latest start is at least
   ``runtime_estimate_error`` times its planned start away, so that it still starts in time if the
   work planned ahead of it runs that many times longer than expected (released on time, a held job
@@ -222,8 +222,7 @@ def plan_nudges(pools: Sequence[PoolPlan], workloads: pd.DataFrame, now: datetim
                                      pool.problem.queues)
         demote = given_up if given_up and harmless else set()
         loose = _unenforceable(pool, starts, margin, given_up)
-        early = _before_backoff(pool, starts)
-        proven = plan.feasible and plan.exact and not loose and not early
+        proven = plan.feasible and plan.exact and not loose
         baseline = (pool.versus_kueue or _versus_kueue_order(pool, keys)) if proven else None
         needless = baseline if baseline is not None and baseline[1] >= baseline[0] else None
         where = f"cohort {pool.problem.cohort}, flavor {pool.problem.flavor}"
@@ -244,8 +243,8 @@ def plan_nudges(pools: Sequence[PoolPlan], workloads: pd.DataFrame, now: datetim
                         "plan_exact": plan.exact, "plan_feasible": plan.feasible,
                         "at_risk": list(plan.at_risk), "missed": list(pool.missed), "schedule": schedule,
                         "uncontrolled": loose[:_AUDITED_JOBS], "planned_at": now.isoformat()}
-            if early:
-                evidence["requeue_backoff"] = early[:_AUDITED_JOBS]
+            if job.earliest_start:
+                evidence["earliest_start_s"] = job.earliest_start
             if baseline is not None:
                 evidence["plan_on_time"], evidence["kueue_order_on_time"] = baseline
             if job.name in given_up:
@@ -264,12 +263,14 @@ def plan_nudges(pools: Sequence[PoolPlan], workloads: pd.DataFrame, now: datetim
                 continue
             if job.name in held:
                 why = ("a best-effort Workload (no deadline) is never held: released" if job.deadline is None
-                       else _release_reason(held[job.name], now, proven, start, margin, bool(loose), needless, early))
+                       else _release_reason(held[job.name], now, proven, start, margin, bool(loose), needless))
                 if why:
                     releases.append(Nudge(NudgeAction.release, ns, name, why, evidence=evidence))
                 continue
             if not proven or needless is not None or start is None or start <= margin or job.deadline is None:
                 continue
+            if start - margin <= job.earliest_start:
+                continue  # Kueue's requeue backoff keeps it out of the queue as long as the hold would
             release_at = now + timedelta(seconds=start - margin)
             latest = None if job.deadline is None else job.deadline - job.duration
             if latest is not None and start > latest + 1e-6:  # the plan never does this; the guard says so
@@ -325,7 +326,7 @@ def _given_up(pool: PoolPlan, policy: DeadlinesPolicy) -> set[str]:
         return set()
     return {job.name for job in pool.problem.jobs
             if job.running_for is None and job.deadline is not None
-            and job.duration / policy.runtime_estimate_error > job.deadline + EPS}
+            and job.earliest_start + job.duration / policy.runtime_estimate_error > job.deadline + EPS}
 
 
 def _give_up(job: DeadlineJob, where: str, now: datetime, policy: DeadlinesPolicy,
@@ -359,34 +360,20 @@ def _unenforceable(pool: PoolPlan, starts: Mapping[str, Any], margin: float, giv
     return out
 
 
-def _before_backoff(pool: PoolPlan, starts: Mapping[str, Any]) -> list[str]:
-    """Pending Workloads the plan starts before Kueue queues them again (their requeue backoff ends later): the
-    plan counts on GPUs being taken that stay idle, so it proves nothing there."""
-    out = []
-    for ref, wait in pool.problem.backoff:
-        scheduled = starts.get(ref)
-        if scheduled is not None and scheduled.start is not None and scheduled.start < wait - EPS:
-            out.append(f"{ref} (requeued in {wait / 60:.0f} min, planned to start in {scheduled.start / 60:.0f} min)")
-    return out
-
-
 def _rounded(seconds: float | None) -> float | None:
     """A planned time for the audit row; ``None`` (unknown: a job of unknown run time) stays ``None``."""
     return None if seconds is None else round(seconds, 1)
 
 
 def _release_reason(hold: Mapping[str, Any], now: datetime, proven: bool, start: float | None,
-                    margin: float, loose: bool = False, needless: tuple[int, int] | None = None,
-                    early: Sequence[str] = ()) -> str | None:
+                    margin: float, loose: bool = False, needless: tuple[int, int] | None = None) -> str | None:
     """Why a hold is released now, or None to keep it. ``needless``: the plan's and Kueue's order's deadlines met,
-    where Kueue's order meets as many. ``early``: Workloads the plan starts before their requeue backoff ends."""
+    where Kueue's order meets as many."""
     if release_is_due(hold, now):
         return f"release time {hold.get('release_at', '(unreadable)')} has come"
     if loose:
         return ("pending Workloads the plan cannot hold (no run time, best effort, or a lost deadline) could take "
                 "the gaps it counts on: released")
-    if early:
-        return f"the plan starts {early[0]} before Kueue's requeue backoff lets it in: released"
     if not proven:
         return "the plan no longer proves every deadline holds on today's GPUs: released"
     if needless is not None:

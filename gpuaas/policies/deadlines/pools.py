@@ -71,8 +71,6 @@ class PoolProblem:
     """Running jobs past their expected run time, planned to hold their GPUs :func:`overrun_buffer` more."""
     queues: ClusterQueues = ClusterQueues()
     """Each job's ClusterQueue and each queue's nominal GPUs: Kueue's own order admits within nominal quota first."""
-    backoff: tuple[tuple[str, float], ...] = ()
-    """Pending jobs Kueue keeps out of its queue for a requeue backoff, with the seconds until it ends."""
 
 
 @dataclass(frozen=True)
@@ -204,7 +202,6 @@ def deadline_problems(snapshot: Snapshot, gpu_resources: Sequence[str] = ("nvidi
     notes: dict[tuple[str, str], list[str]] = {}
     blind: dict[tuple[str, str], list[str]] = {}
     queue_of: dict[tuple[str, str], dict[str, str]] = {}
-    backoff: dict[tuple[str, str], list[tuple[str, float]]] = {}
     for wl in wls[wls["gpus"] > 0].itertuples(index=False):
         ref = f"{wl.namespace}/{wl.name}"
         holding = wl.state in _HOLDING
@@ -246,11 +243,11 @@ def deadline_problems(snapshot: Snapshot, gpu_resources: Sequence[str] = ("nvidi
             duration = min(duration, MAX_TIME) if math.isfinite(duration) else duration
             job = DeadlineJob(ref, gpus, duration, deadline, flavor, ran)
             pools.setdefault(key, []).append((job, ref, runtime))
-        elif runtime is not None:
-            pools.setdefault(key, []).append((DeadlineJob(ref, gpus, runtime, deadline, flavor), ref, runtime))
+        elif runtime is not None:  # after an eviction with a requeue backoff, Kueue queues it at ``requeue_at``
             wait = _seconds_until(now, getattr(wl, "requeue_at", None))
-            if wait is not None and wait > 0:
-                backoff.setdefault(key, []).append((ref, wait))
+            earliest = min(max(wait, 0.0), MAX_TIME) if wait is not None else 0.0
+            job = DeadlineJob(ref, gpus, runtime, deadline, flavor, earliest_start=earliest)
+            pools.setdefault(key, []).append((job, ref, runtime))
         else:
             blind.setdefault(key, []).append(ref)
     # Every pool, with or without deadlines: "0 extra GPUs" is a signal too (a node-pool scaler that
@@ -260,8 +257,7 @@ def deadline_problems(snapshot: Snapshot, gpu_resources: Sequence[str] = ("nvidi
                                                                  *notes.get(key, [])]),
                     uncontrolled=tuple(blind.get(key, [])), inexact=_split(tree, key, gpu_resources),
                     by_priority=by_priority.get(key[0], ()),
-                    queues=ClusterQueues(queue_of.get(key, {}), nominal.get(key, {})),
-                    backoff=tuple(backoff.get(key, [])))
+                    queues=ClusterQueues(queue_of.get(key, {}), nominal.get(key, {})))
             for key in sorted(caps)]
 
 

@@ -55,7 +55,9 @@ class DeadlineJob:
     """A job to plan. ``running_for`` set means it is running and has run that long.
 
     ``duration`` is ``math.inf`` for a running job whose run time is unknown: nobody can say when it
-    ends, so the plan keeps its GPUs held to its end instead of guessing one.
+    ends, so the plan keeps its GPUs held to its end instead of guessing one. ``earliest_start``: a
+    pending job starts no sooner (Kueue keeps a Workload evicted with a requeue backoff out of its queue
+    until ``status.requeueState.requeueAt``; GPUs a plan gave it before then would stay idle).
     """
 
     name: str
@@ -64,6 +66,7 @@ class DeadlineJob:
     deadline: float | None
     resource: str = DEFAULT_RESOURCE
     running_for: float | None = None
+    earliest_start: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -196,16 +199,17 @@ def _plan_resource(
                                 f"{round(job.deadline, 1):g}")
             items.append(Item(job.name, job.gpus, left, None, fixed_start=0.0))
         elif job.deadline is None:
-            best_effort.append(Item(job.name, job.gpus, job.duration, None))
-        elif job.duration > job.deadline + EPS:
+            best_effort.append(Item(job.name, job.gpus, job.duration, None, earliest_start=job.earliest_start))
+        elif job.earliest_start + job.duration > job.deadline + EPS:
             missed.append(job.name)
-            missed_by[job.name] = job.duration - job.deadline
+            missed_by[job.name] = job.earliest_start + job.duration - job.deadline
+            after = f" from {job.earliest_start:g}, its earliest start," if job.earliest_start else ""
             messages.append(
-                f"{job.name} cannot meet its deadline on any capacity: it runs {job.duration:g}"
+                f"{job.name} cannot meet its deadline on any capacity: it runs {job.duration:g}{after}"
                 f" and its deadline is {job.deadline:g} from now"
             )
         else:
-            items.append(Item(job.name, job.gpus, job.duration, job.deadline))
+            items.append(Item(job.name, job.gpus, job.duration, job.deadline, earliest_start=job.earliest_start))
     held_past = _past_every_end(jobs, items, best_effort, minute)
     items += [Item(j.name, j.gpus, held_past, None, fixed_start=0.0) for j in unknown]
     due = [i for i in items if i.fixed_start is None]
@@ -238,7 +242,7 @@ def _plan_resource(
         profile.add(starts[item.name], item.duration, item.gpus)
     waiting: set[str] = set()  # best effort that only fits once a job of unknown end has ended
     for item in best_effort:
-        start = profile.earliest_fit(item.gpus, item.duration, cap + extra)
+        start = profile.earliest_fit(item.gpus, item.duration, cap + extra, item.earliest_start)
         if unknown and start >= held_past - EPS:
             waiting.add(item.name)
             messages.append(f"{item.name} waits for GPUs that a running job with no run time holds, so its start "
@@ -271,13 +275,14 @@ def _past_every_end(jobs: Sequence[DeadlineJob], items: Sequence[Item], best_eff
                     minute: float) -> float:
     """How long the plan has a job of unknown run time hold its GPUs: past every end the plan can place.
 
-    Why this length: every deadline, every known end of a running job, then every other job run one
-    after another, and a minute more. Deadline jobs then never count on its GPUs (as if it never
+    Why this length: every deadline, every known end of a running job and every earliest start, then
+    every other job run one after another, and a minute more. Deadline jobs then never count on its GPUs (as if it never
     ended), and a best-effort job starts before it only where it fits beside it: one placed at it or
     later is one that waits for its GPUs, whose start is unknown. The number itself is never shown.
     """
     latest = max([0.0, *(j.deadline for j in jobs if j.deadline is not None),
-                  *(i.duration for i in items if i.fixed_start is not None)])
+                  *(i.duration for i in items if i.fixed_start is not None),
+                  *(i.earliest_start for i in [*items, *best_effort])])
     return latest + sum(i.duration for i in [*items, *best_effort] if i.fixed_start is None) + minute
 
 
@@ -314,9 +319,10 @@ def _fewest_for_edf(items: list[Item], cap: int, edf: list[Item], start: int, up
                     late: Callable[[Mapping[str, float]], list[str]]) -> SearchAnswer[dict[str, float]]:
     """The fewest extra GPUs from ``start`` on which EDF meets every deadline (:func:`fewest_working`).
 
-    ``upper`` (the GPUs of every job with a deadline) always works: each such job fits at 0 beside the
-    running ones, which hold at most ``cap``, and ends by its deadline, since a job that cannot
-    (duration past its deadline) is ``missed`` and left out of ``items``, and a running job is never late.
+    ``upper`` (the GPUs of every job with a deadline) always works: each such job fits at its earliest start
+    beside the running ones, which hold at most ``cap``, and ends by its deadline, since a job that cannot
+    (its earliest end past its deadline) is ``missed`` and left out of ``items``, and a running job is never
+    late.
     """
 
     def probe(extra: int) -> Probe[dict[str, float]]:
@@ -348,6 +354,12 @@ def validate_problem(capacity: Mapping[str, int], jobs: Sequence[DeadlineJob]) -
             raise ConfigError(f"must be a number of minutes from now, at most {MAX_TIME:,} either way, got {_given(job.deadline)}", field=f"{where}.deadline")
         if job.running_for is not None and (not _is_time(job.running_for) or job.running_for < 0):
             raise ConfigError(f"must be a number of minutes from 0 to {MAX_TIME:,}, got {_given(job.running_for)}", field=f"{where}.running_for")
+        if not _is_time(job.earliest_start) or job.earliest_start < 0:
+            raise ConfigError(f"must be a number of minutes from now, 0 to {MAX_TIME:,}, got {_given(job.earliest_start)}",
+                              field=f"{where}.earliest_start")
+        if job.running_for is not None and job.earliest_start:
+            raise ConfigError("a running job has started: only a pending one has an earliest start",
+                              field=f"{where}.earliest_start")
         if job.resource not in capacity:
             raise ConfigError(
                 f"{job.resource!r} is not in capacity ({', '.join(capacity) or 'empty'})", field=f"{where}.resource"

@@ -20,13 +20,17 @@ EPS = 1e-9
 
 @dataclass(frozen=True)
 class Item:
-    """One job of one resource, in the planner's own terms (running jobs have a fixed start 0)."""
+    """One job of one resource, in the planner's own terms (running jobs have a fixed start 0).
+
+    ``earliest_start``: a pending job starts no sooner (Kueue keeps it out of its queue until then).
+    """
 
     name: str
     gpus: int
     duration: float
     deadline: float | None
     fixed_start: float | None = None
+    earliest_start: float = 0.0
 
 
 @dataclass
@@ -109,7 +113,7 @@ class Profile:
 def serial_schedule(
     items: Sequence[Item], capacity: int, order: Iterable[Item] | None = None, same_on: CapacityRange | None = None
 ) -> dict[str, float]:
-    """Start times: fixed items where they are, the others in ``order`` at their earliest fit.
+    """Start times: fixed items where they are, the others in ``order`` at their earliest fit from their earliest start.
 
     With ``order`` by deadline this is EDF list scheduling: a fast first answer, optimal for
     one-GPU jobs of equal length, but not in general when jobs need several GPUs at once.
@@ -126,7 +130,7 @@ def serial_schedule(
     for item in order if order is not None else items:
         if item.fixed_start is not None:
             continue
-        start = profile.earliest_fit(item.gpus, item.duration, capacity, same_on=same_on)
+        start = profile.earliest_fit(item.gpus, item.duration, capacity, item.earliest_start, same_on)
         profile.add(start, item.duration, item.gpus)
         starts[item.name] = start
     return starts
@@ -137,7 +141,8 @@ def lower_bound_extra(items: Sequence[Item], capacity: int) -> int:
 
     Two arguments, both necessary conditions of any valid schedule: the work due by each deadline
     fits in capacity × deadline (energy), and at each instant the jobs that must be running then
-    (their latest start is before it and their earliest end after it) fit at once (mandatory parts).
+    (their latest start is before it and their earliest end, from their earliest start, after it) fit at
+    once (mandatory parts).
     """
     need = 0
     fixed = [i for i in items if i.fixed_start is not None]
@@ -150,7 +155,8 @@ def lower_bound_extra(items: Sequence[Item], capacity: int) -> int:
             continue
         held = sum(f.gpus * max(0.0, min(f.duration, horizon)) for f in fixed)
         need = max(need, math.ceil((work + held) / horizon - EPS) - capacity)
-    parts = [(_deadline(i) - i.duration, i.duration, i.gpus) for i in due if _deadline(i) - i.duration < i.duration]
+    parts = [(_deadline(i) - i.duration, i.earliest_start + i.duration, i.gpus) for i in due
+             if _deadline(i) - i.duration < i.earliest_start + i.duration]
     parts += [(0.0, f.duration, f.gpus) for f in fixed]
     for t, _, _ in parts:
         at_t = sum(g for s, e, g in parts if s <= t + EPS and t < e - EPS)

@@ -6,8 +6,9 @@ and the wide one, which Kueue would admit first, in 110 min. With a 30 min relea
 held (``spec.active: false``) until its start less the margin, the least urgent first under the cap:
 the wide one until 80 min from now. Cohort rush cannot meet every deadline on its GPUs: nothing there
 is held. Covers dry-run (no writes), apply with a cap of 1
-(one held, one deferred, audited with the plan), undo (released, annotation gone), and the release
-at ``release_at`` from the objects alone, with no snapshot and no plan.
+(one held, one deferred, audited with the plan), undo (released, annotation gone), the release
+at ``release_at`` from the objects alone, with no snapshot and no plan, and a Workload in Kueue's requeue
+backoff planned after it.
 """
 
 from __future__ import annotations
@@ -76,6 +77,28 @@ def test_dry_run_plans_holds_and_writes_nothing(pointed_at: EmbeddedCluster, pre
     assert "-fc-wide-" in holds[0]["workload"]  # the least urgent first
     assert all(n["workload"].startswith("forecast/") for n in holds)  # rush's plan is not feasible: no holds there
     assert result["headline"].endswith(" 1 hold would be written (dry-run).")  # what it would do, in numbers
+
+
+def test_a_workload_in_its_requeue_backoff_is_planned_after_it_and_needs_no_hold(
+        pointed_at: EmbeddedCluster, prefect_harness: None) -> None:
+    """Evicted with a backoff, the wide Workload stays out of Kueue's queue for two hours
+    (``status.requeueState.requeueAt``): the plan starts it then, Kueue's own order (which would otherwise give it
+    the GPUs first) now meets every deadline too, and nothing is held."""
+    [wide] = [o for o in _workloads(pointed_at, "forecast") if "-fc-wide-" in o["metadata"]["name"]]
+    name, now = wide["metadata"]["name"], pointed_at.clock.now()
+    requeue_at = (now + timedelta(hours=2)).strftime("%Y-%m-%dT%H:%M:%SZ")
+    pointed_at.store.patch("Workload", "forecast", name, {"status": {"requeueState": {"count": 1, "requeueAt": requeue_at}}},
+                           subresource="status")
+    try:
+        result = _run(at=now)
+    finally:
+        pointed_at.store.patch("Workload", "forecast", name, {"status": {"requeueState": None}}, subresource="status")
+    [fc] = [p for p in result["pools"] if p["cohort"] == "fc"]
+    starts = {s["name"]: s["start"] for s in fc["schedule"]}
+    assert starts[f"forecast/{name}"] == pytest.approx(7200, abs=1)
+    assert fc["feasible"] and fc["exact"] and (fc["plan_on_time"], fc["kueue_order_on_time"]) == (5, 5)
+    assert [n for n in result["nudges"] if n["action"] == "hold"] == []
+    assert "requeueState" not in pointed_at.store.get("Workload", "forecast", name)["status"]
 
 
 def test_apply_holds_one_with_its_plan_and_undo_releases_it(pointed_at: EmbeddedCluster,

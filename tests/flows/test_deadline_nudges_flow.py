@@ -96,6 +96,7 @@ def test_a_workload_in_its_requeue_backoff_is_planned_after_it_and_needs_no_hold
     [fc] = [p for p in result["pools"] if p["cohort"] == "fc"]
     starts = {s["name"]: s["start"] for s in fc["schedule"]}
     assert starts[f"forecast/{name}"] == pytest.approx(7200, abs=1)
+    assert f"forecast/{name} is in Kueue's requeue backoff for 120 min more" in " ".join(fc["notes"])
     assert fc["feasible"] and fc["exact"] and (fc["plan_on_time"], fc["kueue_order_on_time"]) == (5, 5)
     assert [n for n in result["nudges"] if n["action"] == "hold"] == []
     assert "requeueState" not in pointed_at.store.get("Workload", "forecast", name)["status"]

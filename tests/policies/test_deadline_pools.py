@@ -284,6 +284,9 @@ def test_a_pool_plans_a_workload_in_its_requeue_backoff_to_start_after_it() -> N
     [h100] = [p for p in deadline_problems(snap) if (p.cohort, p.flavor) == ("c", "h100")]
     assert {j.name: j.earliest_start for j in h100.jobs} == {"ns/backing-off": 600.0, "ns/passed": 0.0,
                                                              "ns/plain": 0.0}
+    assert [n for n in h100.notes if "backoff" in n] == [
+        "ns/backing-off is in Kueue's requeue backoff for 10 min more (status.requeueState.requeueAt): planned to "
+        "start no sooner"]
     [plan] = plan_pools([h100])
     assert {s.name: s.start for s in plan.plan.schedule} == {"ns/backing-off": 600.0, "ns/passed": 0.0,
                                                              "ns/plain": 0.0}

@@ -246,6 +246,9 @@ def deadline_problems(snapshot: Snapshot, gpu_resources: Sequence[str] = ("nvidi
         elif runtime is not None:  # after an eviction with a requeue backoff, Kueue queues it at ``requeue_at``
             wait = _seconds_until(now, getattr(wl, "requeue_at", None))
             earliest = min(max(wait, 0.0), MAX_TIME) if wait is not None else 0.0
+            if earliest:
+                notes.setdefault(key, []).append(f"{ref} is in Kueue's requeue backoff for {earliest / 60:.0f} min more "
+                                                 "(status.requeueState.requeueAt): planned to start no sooner")
             job = DeadlineJob(ref, gpus, runtime, deadline, flavor, earliest_start=earliest)
             pools.setdefault(key, []).append((job, ref, runtime))
         else:

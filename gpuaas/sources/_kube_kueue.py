@@ -242,9 +242,13 @@ _BY_PRIORITY = ("LowerPriority", "LowerOrNewerEqualPriority")
 
 
 def _priority_preemption(preemption: dict[str, Any]) -> bool:
-    borrow = preemption.get("borrowWithinCohort") or {}
     return (preemption.get("withinClusterQueue") in _BY_PRIORITY or preemption.get("reclaimWithinCohort") in _BY_PRIORITY
-            or (isinstance(borrow, dict) and borrow.get("policy") in _BY_PRIORITY))
+            or _borrow_policy(preemption) in _BY_PRIORITY)
+
+
+def _borrow_policy(preemption: dict[str, Any]) -> str:
+    borrow = preemption.get("borrowWithinCohort") or {}
+    return str((borrow.get("policy") if isinstance(borrow, dict) else None) or "Never")
 
 
 def parse_cluster_queue(obj: Obj) -> ClusterQueue:
@@ -257,6 +261,8 @@ def parse_cluster_queue(obj: Obj) -> ClusterQueue:
         reserving_workloads=int(status.get("reservingWorkloads") or 0),
         admitted_workloads=int(status.get("admittedWorkloads") or 0),
         reclaim_within_cohort=str((spec.get("preemption") or {}).get("reclaimWithinCohort") or "Never"),
+        within_cluster_queue=str((spec.get("preemption") or {}).get("withinClusterQueue") or "Never"),
+        borrow_within_cohort=_borrow_policy(spec.get("preemption") or {}),
         priority_preemption=_priority_preemption(spec.get("preemption") or {}),
     )
 

@@ -16,8 +16,10 @@ from hypothesis import strategies as st
 from gpuaas.policies.deadlines import DeadlineJob
 from gpuaas.policies.deadlines.kueue_order import (
     ClusterQueues,
+    Preemption,
     kueue_order_ends,
     kueue_order_on_time,
+    may_preempt,
     on_time_count,
     queue_keys,
 )
@@ -216,3 +218,33 @@ def _kueue_cycles(jobs: list[DeadlineJob], nominal: dict[str, int], queue_of: di
             job = running.pop(0)[2]
             used[queue_of[job.name]] -= job.gpus
             free += job.gpus
+
+
+def test_who_may_preempt_whom_follows_each_queues_rules() -> None:
+    """Queue a (2 GPUs) runs ``low`` (priority 0) and ``peer`` (priority 5, queued after ``high``); queue b (2 GPUs)
+    runs ``lent`` (3 GPUs: it borrows). ``high`` (priority 5) waits in a. Kueue v0.17's classical preemption:
+    ``withinClusterQueue`` LowerPriority evicts only ``low``, LowerOrNewerEqualPriority also ``peer`` (same priority,
+    queued later); ``reclaimWithinCohort`` Any evicts ``lent`` whatever its priority, because b borrows;
+    ``borrowWithinCohort`` LowerPriority evicts what has a lower priority in other queues. A priority nobody read
+    may be lower: counted as evictable."""
+    jobs = [DeadlineJob("low", 1, 60 * MIN, None, running_for=0.0), DeadlineJob("peer", 1, 60 * MIN, None, running_for=0.0),
+            DeadlineJob("lent", 3, 60 * MIN, None, running_for=0.0), DeadlineJob("high", 2, 30 * MIN, 90 * MIN)]
+    keys = {"low": (0.0, 1.0, "a"), "peer": (-5.0, 3.0, "b"), "lent": (-9.0, 0.0, "c"), "high": (-5.0, 2.0, "d")}
+    queue_of = {"low": "a", "peer": "a", "high": "a", "lent": "b"}
+
+    def pairs(rules: Preemption, known: dict[str, tuple[float, float, str]] = keys) -> list[tuple[str, str]]:
+        return may_preempt(jobs, ClusterQueues(queue_of, {"a": 2, "b": 2}, {"a": rules}), known)
+
+    assert pairs(Preemption()) == [] and may_preempt(jobs, ClusterQueues(queue_of, {"a": 2, "b": 2}), keys) == []
+    assert pairs(Preemption(within_cluster_queue="LowerPriority")) == [("high", "low")]
+    assert pairs(Preemption(within_cluster_queue="LowerOrNewerEqualPriority")) == [("high", "low"), ("high", "peer")]
+    assert pairs(Preemption(reclaim_within_cohort="Any")) == [("high", "lent")]
+    assert pairs(Preemption(reclaim_within_cohort="LowerPriority")) == []  # lent's priority is higher
+    assert pairs(Preemption(borrow_within_cohort="LowerPriority"), keys | {"lent": (-1.0, 0.0, "c")}) == [
+        ("high", "lent")]
+    not_borrowing = [*jobs[:2], DeadlineJob("lent", 2, 60 * MIN, None, running_for=0.0), jobs[3]]
+    assert may_preempt(not_borrowing, ClusterQueues(queue_of, {"a": 2, "b": 2},
+                                                    {"a": Preemption(reclaim_within_cohort="Any")}), keys) == []
+    unread = {k: v for k, v in keys.items() if k != "low"}
+    assert pairs(Preemption(within_cluster_queue="LowerPriority"), unread) == [("high", "low")]
+    assert pairs(Preemption(within_cluster_queue="Never", reclaim_within_cohort="Never"), unread) == []

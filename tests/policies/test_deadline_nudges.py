@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import math
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 
 import pandas as pd
@@ -15,6 +16,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from gpuaas.policies.deadlines import DeadlineJob, PoolProblem, plan_nudges, plan_pools, release_is_due
+from gpuaas.policies.deadlines.kueue_order import ClusterQueues, Preemption
 from gpuaas.policy import DeadlinesPolicy
 
 NOW = datetime(2026, 3, 10, 12, 0, tzinfo=UTC)
@@ -135,6 +137,30 @@ def test_a_workload_in_its_requeue_backoff_is_planned_after_it_and_held_only_pas
         assert len(holds) == held_names and all(n.release_at == NOW + timedelta(minutes=30) for n in holds)
         assert ("j0" in {n.name for n in holds}) == (backoff < 1800)
         assert all(n.evidence.get("earliest_start_s") == (backoff if n.name == "j0" else None) for n in holds)
+
+def test_no_hold_where_a_pending_workload_may_preempt_a_running_one_the_plan_counts_on() -> None:
+    """4 GPUs in queue a. r (priority 0) runs another hour on 2; u (priority 0, 1 h) is due in 95 min, l (priority 5,
+    1 h) in 3 h. Kueue's order gives l the 2 free GPUs first and u misses; the plan starts u now and l when r ends, so
+    l is held. Where a's ``withinClusterQueue`` is LowerPriority, l would preempt r the moment it is released, and
+    the plan, which has r run to its end, proves nothing: no hold, and one placed before is released, naming both."""
+    r = DeadlineJob("ns/r", 2, 3600, None, "h100", running_for=0.0)
+    u, late = DeadlineJob("ns/u", 2, 3600, 5700, "h100"), DeadlineJob("ns/l", 2, 3600, 10800, "h100")
+    created = [pd.Timestamp(NOW - timedelta(minutes=m)) for m in (30, 20, 10)]
+    frame = pd.DataFrame({"namespace": "ns", "name": ["r", "u", "l"], "priority": [0, 0, 5], "created_at": created,
+                          "deadline_hold": [None] * 3})
+    queues = ClusterQueues({"ns/r": "a", "ns/u": "a", "ns/l": "a"}, {"a": 4})
+    plain = PoolProblem("c", "h100", 4, (r, u, late), queues=queues)
+    holds = [n for n in plan_nudges(plan_pools([plain]), frame, NOW, POLICY) if n.action == "hold"]
+    assert [(n.name, n.evidence["plan_on_time"], n.evidence["kueue_order_on_time"]) for n in holds] == [("l", 2, 1)]
+    rules = replace(queues, preemption={"a": Preemption(within_cluster_queue="LowerPriority")})
+    preempting = plan_pools([replace(plain, queues=rules)])
+    assert [n for n in plan_nudges(preempting, frame, NOW, POLICY) if n.action == "hold"] == []
+    mark = json.dumps({"audit_id": 1, "release_at": (NOW + timedelta(minutes=30)).isoformat(), "before": {"active": True}})
+    [release] = plan_nudges(preempting, frame.assign(deadline_hold=[None, None, mark]), NOW, POLICY)
+    assert (release.action, release.name) == ("release", "l")
+    assert "a pending Workload evict a running one the plan counts on (ns/l may preempt ns/r)" in release.reason
+    assert release.evidence["may_preempt"] == ["ns/l may preempt ns/r"]
+
 
 def test_a_running_job_with_no_run_time_keeps_its_gpus_and_its_unknown_end_in_the_audit() -> None:
     """6 GPUs, 2 held by a job running 10 min with no run time: the field example on the 4 left holds its second

@@ -12,7 +12,7 @@ import pandas as pd
 
 from gpuaas.models import Snapshot
 from gpuaas.policies.deadlines import deadline_problems, plan_nudges, plan_pools
-from gpuaas.policies.deadlines.kueue_order import ClusterQueues
+from gpuaas.policies.deadlines.kueue_order import ClusterQueues, Preemption
 from gpuaas.policy import DeadlinesPolicy
 from reports.deadlines import deadlines_headline, pool_dicts, pool_rows
 
@@ -246,6 +246,18 @@ def test_a_pool_knows_its_queues_whose_preemption_compares_priorities() -> None:
     pools = {(p.cohort, p.flavor): p for p in deadline_problems(snap)}
     assert pools[("c", "h100")].by_priority == ("cq-b",) and pools[("c", "a100")].by_priority == ("cq-b",)
     assert pools[("-cq-solo", "h100")].by_priority == ()
+
+
+def test_a_pool_knows_each_queues_preemption_rules() -> None:
+    """Each ClusterQueue's rules as the snapshot read them, for who may preempt whom; a queue whose rules are all
+    Kueue's default (Never), or unread, is left out."""
+    snap = snapshot([wl("due", "pending", 2), wl("solo", "pending", 1, cq="cq-solo")])
+    assert all(p.queues.preemption == {} for p in deadline_problems(snap))  # a frame without the columns: none
+    snap.quotas["within_cluster_queue"] = snap.quotas["cluster_queue"].map({"cq-b": "LowerPriority", "cq-a": "Never"})
+    snap.quotas["reclaim_within_cohort"] = snap.quotas["cluster_queue"].map({"cq-solo": "Any"})
+    pools = {(p.cohort, p.flavor): p for p in deadline_problems(snap)}
+    assert pools[("c", "h100")].queues.preemption == {"cq-b": Preemption(within_cluster_queue="LowerPriority")}
+    assert pools[("-cq-solo", "h100")].queues.preemption == {"cq-solo": Preemption(reclaim_within_cohort="Any")}
 
 
 def test_a_pool_knows_each_jobs_cluster_queue_and_kueues_order_admits_within_quota_before_borrowing() -> None:

@@ -32,6 +32,7 @@ from gpuaas.policies.deadlines import (
     plan_nudges,
     plan_pools,
 )
+from gpuaas.policies.deadlines.kueue_order import ClusterQueues, Preemption, may_preempt
 from gpuaas.policies.deadlines.profile import EPS
 from gpuaas.policy import DeadlinesPolicy
 from tests.policies.test_deadline_pools import snapshot, wl
@@ -185,9 +186,12 @@ def nudge_cases(draw: st.DrawFn) -> tuple[PoolProblem, DeadlinesPolicy, pd.DataF
                 duration = math.inf
         earliest = draw(st.sampled_from([0.0, 0.0, 0.0, 600.0, 2400.0])) if running_for is None else 0.0
         jobs.append(DeadlineJob(f"ns/j{k}", gpus, duration, deadline, "h100", running_for, earliest))
+    rule = draw(st.sampled_from(["Never", "Never", "LowerPriority", "LowerOrNewerEqualPriority"]))
+    queues = ClusterQueues({j.name: "cq" for j in jobs}, {"cq": cap},
+                           {} if rule == "Never" else {"cq": Preemption(within_cluster_queue=rule)})
     problem = PoolProblem("c", "h100", cap, tuple(jobs),
                           uncontrolled=("ns/blind",) if draw(st.integers(0, 4)) == 0 else (),
-                          by_priority=("cq",) if draw(st.integers(0, 4)) == 0 else ())
+                          by_priority=("cq",) if draw(st.integers(0, 4)) == 0 else (), queues=queues)
     policy = DeadlinesPolicy(max_holds_per_run=draw(st.integers(0, 3)),
                              release_margin_minutes=draw(st.sampled_from([1, 30])),
                              runtime_estimate_error=draw(st.sampled_from([1.0, 2.0])), give_up_lost=draw(st.booleans()))
@@ -227,6 +231,7 @@ def test_nudges_hold_only_deadline_work_on_a_proven_plan_release_it_in_time_and_
             assert policy.give_up_lost and not problem.by_priority
             continue
         assert pool.plan.exact and pool.plan.feasible
+        assert may_preempt(problem.jobs, problem.queues, {}) == []  # nothing running it could evict
         assert n.release_at is not None and n.release_at > NOW
         assert (n.release_at - NOW).total_seconds() > job.earliest_start  # else its backoff keeps it out as long
         assert (n.release_at - NOW).total_seconds() <= job.deadline - job.duration + 1e-6  # the latest start

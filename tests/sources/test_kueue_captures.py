@@ -97,6 +97,13 @@ def test_cluster_queue_lending_limit_and_cohort_in_both_versions() -> None:
                                    "borrowWithinCohort": {"policy": "Never"}}, False)]:
         old["spec"]["preemption"] = preemption
         assert parse_cluster_queue(old).priority_preemption is compares, preemption
+    # Each rule as written, for who may preempt whom; Kueue's default Never where it is left out.
+    assert (team_a.within_cluster_queue, team_a.borrow_within_cohort) == ("Never", "Never")
+    old["spec"]["preemption"] = {"withinClusterQueue": "LowerOrNewerEqualPriority",
+                                 "borrowWithinCohort": {"policy": "LowerPriority", "maxPriorityThreshold": 100}}
+    parsed = parse_cluster_queue(old)
+    assert (parsed.within_cluster_queue, parsed.borrow_within_cohort, parsed.reclaim_within_cohort) == (
+        "LowerOrNewerEqualPriority", "LowerPriority", "Never")
 
 
 def test_local_queue_usage_under_both_status_names() -> None:

@@ -34,11 +34,20 @@ import pandas as pd
 from gpuaas.policies.deadlines.problem import DeadlineJob
 from gpuaas.policies.deadlines.profile import EPS
 
-__all__ = ["ClusterQueues", "QueueKey", "demotion_harmless", "kueue_order_ends", "kueue_order_on_time", "on_time_count",
-           "queue_keys"]
+__all__ = ["ClusterQueues", "Preemption", "QueueKey", "demotion_harmless", "kueue_order_ends", "kueue_order_on_time",
+           "may_preempt", "on_time_count", "queue_keys"]
 
 QueueKey = tuple[float, float, str]
 """(minus the priority, the queue time in seconds, the uid): Kueue's order within a ClusterQueue."""
+
+
+@dataclass(frozen=True)
+class Preemption:
+    """A ClusterQueue's ``spec.preemption`` rules, each Kueue's default ``Never`` where it is left out."""
+
+    within_cluster_queue: str = "Never"
+    reclaim_within_cohort: str = "Never"
+    borrow_within_cohort: str = "Never"
 
 
 @dataclass(frozen=True)
@@ -51,6 +60,8 @@ class ClusterQueues:
 
     queue_of: Mapping[str, str] = field(default_factory=dict)
     nominal: Mapping[str, int] = field(default_factory=dict)
+    preemption: Mapping[str, Preemption] = field(default_factory=dict)
+    """The queues whose rules let a pending Workload preempt (a queue left out preempts nothing)."""
 
 
 def kueue_order_ends(jobs: Sequence[DeadlineJob], capacity: int, order: Sequence[str],
@@ -228,6 +239,54 @@ class _Pending:
             else:
                 low = middle + 1
         self._cursor[cq] = low + 1
+
+
+def may_preempt(jobs: Sequence[DeadlineJob], queues: ClusterQueues, keys: Mapping[str, QueueKey]) -> list[tuple[str, str]]:
+    """(pending, running) pairs of the pool where Kueue v0.17's classical preemption may evict the running job for
+    the pending one: in its own queue under ``withinClusterQueue``; in another queue that uses more than its nominal
+    GPUs under ``reclaimWithinCohort``; in any other queue under ``borrowWithinCohort``.
+
+    Why: the plan has a running job keep its GPUs to its expected end; a pending Workload its rules let preempt it
+    (once released, for one gpuaas holds) would end it sooner and run it again later, so the plan proves nothing
+    there. A priority or queue time the snapshot does not say counts as one that may preempt.
+    """
+    if not queues.preemption:
+        return []
+    cq = {job.name: queues.queue_of.get(job.name, "") for job in jobs}
+    running = [job for job in jobs if job.running_for is not None]
+    used: dict[str, int] = {}
+    for job in running:
+        used[cq[job.name]] = used.get(cq[job.name], 0) + job.gpus
+    pairs = []
+    for job in jobs:
+        rules = queues.preemption.get(cq[job.name])
+        if job.running_for is not None or rules is None:
+            continue
+        for other in running:
+            key, other_key = keys.get(job.name), keys.get(other.name)
+            if cq[other.name] == cq[job.name]:
+                evicts = _satisfies(key, other_key, rules.within_cluster_queue)
+            else:
+                borrowing = used[cq[other.name]] > queues.nominal.get(cq[other.name], 0)
+                evicts = ((borrowing and _satisfies(key, other_key, rules.reclaim_within_cohort))
+                          or _satisfies(key, other_key, rules.borrow_within_cohort))
+            if evicts:
+                pairs.append((job.name, other.name))
+    return pairs
+
+
+def _satisfies(preemptor: QueueKey | None, candidate: QueueKey | None, policy: str) -> bool:
+    """Kueue's ``SatisfiesPreemptionPolicy``: a lower priority, or (``LowerOrNewerEqualPriority``) the same and queued
+    later; ``Any``: every candidate; ``Never`` (or a rule Kueue does not know): none."""
+    if policy == "Any":
+        return True
+    if policy not in ("LowerPriority", "LowerOrNewerEqualPriority"):
+        return False
+    if preemptor is None or candidate is None:
+        return True
+    lower = candidate[0] > preemptor[0]  # keys hold minus the priority
+    newer = candidate[0] == preemptor[0] and candidate[1] > preemptor[1]
+    return lower or (policy == "LowerOrNewerEqualPriority" and newer)
 
 
 def on_time_count(jobs: Sequence[DeadlineJob], ends: Mapping[str, float | None]) -> int:

@@ -15,8 +15,10 @@ The rules, each a guard against a missed deadline:
   every holdable deadline on today's GPUs (``feasible``) and **enforceable**: no pending Workload
   the plan cannot hold could be admitted into a gap it counts on (one without a run time, a
   best-effort one planned to start later, one whose deadline is lost by its estimate but not given
-  up). Anywhere else such holds are released: Kueue's own order, the baseline, is never made worse by
-  a plan it cannot enforce. (A Workload in Kueue's requeue backoff, kept out of its queue until
+  up), and no pending Workload may preempt a running one the plan counts on (its ClusterQueue's
+  ``withinClusterQueue``, ``reclaimWithinCohort`` or ``borrowWithinCohort`` rule; a held one would
+  preempt when released). Anywhere else such holds are released: Kueue's own order, the baseline, is
+  never made worse by a plan it cannot enforce. (A Workload in Kueue's requeue backoff, kept out of its queue until
   ``status.requeueState.requeueAt`` after an eviction, is planned to start no sooner.)
 - A hold is placed only where it is **needed**: Kueue's own order, played in its scheduling cycles
   on the same GPUs and estimates (``kueue_order``), misses a deadline the plan meets. A hold
@@ -76,6 +78,7 @@ from gpuaas.policies.deadlines.kueue_order import (
     QueueKey,
     demotion_harmless,
     kueue_order_on_time,
+    may_preempt,
     on_time_count,
     queue_keys,
 )
@@ -222,7 +225,8 @@ def plan_nudges(pools: Sequence[PoolPlan], workloads: pd.DataFrame, now: datetim
                                      pool.problem.queues)
         demote = given_up if given_up and harmless else set()
         loose = _unenforceable(pool, starts, margin, given_up)
-        proven = plan.feasible and plan.exact and not loose
+        evicting = [f"{a} may preempt {b}" for a, b in may_preempt(pool.problem.jobs, pool.problem.queues, keys)]
+        proven = plan.feasible and plan.exact and not loose and not evicting
         baseline = (pool.versus_kueue or _versus_kueue_order(pool, keys)) if proven else None
         needless = baseline if baseline is not None and baseline[1] >= baseline[0] else None
         where = f"cohort {pool.problem.cohort}, flavor {pool.problem.flavor}"
@@ -243,6 +247,8 @@ def plan_nudges(pools: Sequence[PoolPlan], workloads: pd.DataFrame, now: datetim
                         "plan_exact": plan.exact, "plan_feasible": plan.feasible,
                         "at_risk": list(plan.at_risk), "missed": list(pool.missed), "schedule": schedule,
                         "uncontrolled": loose[:_AUDITED_JOBS], "planned_at": now.isoformat()}
+            if evicting:
+                evidence["may_preempt"] = evicting[:_AUDITED_JOBS]
             if job.earliest_start:
                 evidence["earliest_start_s"] = job.earliest_start
             if baseline is not None:
@@ -263,7 +269,8 @@ def plan_nudges(pools: Sequence[PoolPlan], workloads: pd.DataFrame, now: datetim
                 continue
             if job.name in held:
                 why = ("a best-effort Workload (no deadline) is never held: released" if job.deadline is None
-                       else _release_reason(held[job.name], now, proven, start, margin, bool(loose), needless))
+                       else _release_reason(held[job.name], now, proven, start, margin, bool(loose), needless,
+                                           evicting))
                 if why:
                     releases.append(Nudge(NudgeAction.release, ns, name, why, evidence=evidence))
                 continue
@@ -366,14 +373,18 @@ def _rounded(seconds: float | None) -> float | None:
 
 
 def _release_reason(hold: Mapping[str, Any], now: datetime, proven: bool, start: float | None,
-                    margin: float, loose: bool = False, needless: tuple[int, int] | None = None) -> str | None:
+                    margin: float, loose: bool = False, needless: tuple[int, int] | None = None,
+                    evicting: Sequence[str] = ()) -> str | None:
     """Why a hold is released now, or None to keep it. ``needless``: the plan's and Kueue's order's deadlines met,
-    where Kueue's order meets as many."""
+    where Kueue's order meets as many. ``evicting``: which pending Workload may preempt which running one."""
     if release_is_due(hold, now):
         return f"release time {hold.get('release_at', '(unreadable)')} has come"
     if loose:
         return ("pending Workloads the plan cannot hold (no run time, best effort, or a lost deadline) could take "
                 "the gaps it counts on: released")
+    if evicting:
+        return (f"Kueue's preemption rules let a pending Workload evict a running one the plan counts on "
+                f"({evicting[0]}): released")
     if not proven:
         return "the plan no longer proves every deadline holds on today's GPUs: released"
     if needless is not None:

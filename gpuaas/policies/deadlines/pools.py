@@ -33,7 +33,7 @@ from dataclasses import dataclass, field, replace
 import pandas as pd
 
 from gpuaas.models import CohortTree, Snapshot, WorkloadState
-from gpuaas.policies.deadlines.kueue_order import ClusterQueues
+from gpuaas.policies.deadlines.kueue_order import ClusterQueues, Preemption
 from gpuaas.policies.deadlines.problem import (
     MAX_TIME,
     DeadlineJob,
@@ -256,11 +256,13 @@ def deadline_problems(snapshot: Snapshot, gpu_resources: Sequence[str] = ("nvidi
     # Every pool, with or without deadlines: "0 extra GPUs" is a signal too (a node-pool scaler that
     # hears nothing for a pool must not scale it down on silence, nor keep it up forever).
     by_priority = _by_priority(snapshot, tree)
+    preemption = _preemption(snapshot)
     return [replace(_problem(key, caps[key], pools.get(key, []), [*_tree_notes(tree, key, gpu_resources),
                                                                  *notes.get(key, [])]),
                     uncontrolled=tuple(blind.get(key, [])), inexact=_split(tree, key, gpu_resources),
                     by_priority=by_priority.get(key[0], ()),
-                    queues=ClusterQueues(queue_of.get(key, {}), nominal.get(key, {})))
+                    queues=ClusterQueues(queue_of.get(key, {}), nominal.get(key, {}),
+                                         {cq: preemption[cq] for cq in nominal.get(key, {}) if cq in preemption}))
             for key in sorted(caps)]
 
 
@@ -273,6 +275,21 @@ def _by_priority(snapshot: Snapshot, tree: CohortTree) -> dict[str, tuple[str, .
     for cq in sorted(set(quotas.loc[quotas["priority_preemption"].fillna(False).astype(bool), "cluster_queue"])):
         out.setdefault(_pool_key(tree, str(cq)), []).append(str(cq))
     return {k: tuple(v) for k, v in out.items()}
+
+
+_RULES = ("within_cluster_queue", "reclaim_within_cohort", "borrow_within_cohort")
+
+
+def _preemption(snapshot: Snapshot) -> dict[str, Preemption]:
+    """Each ClusterQueue's preemption rules, where one is other than Kueue's default ``Never``."""
+    quotas = snapshot.quotas
+    out = {}
+    for row in quotas.drop_duplicates("cluster_queue").to_dict("records") if not quotas.empty else []:
+        rules = {rule: row[rule] if isinstance(row[rule], str) and row[rule] else "Never" for rule in _RULES
+                 if rule in quotas}
+        if any(value != "Never" for value in rules.values()):
+            out[str(row["cluster_queue"])] = Preemption(**rules)
+    return out
 
 
 def _problem(key: tuple[str, str], cap: int, entries: list[tuple[DeadlineJob | None, str, float | None]],

@@ -130,8 +130,8 @@ def test_a_job_whose_backoff_ends_joins_its_queue_untried_while_the_set_aside_st
 
 @settings(max_examples=300, deadline=None, derandomize=True)
 @given(st.lists(st.integers(0, 3), min_size=2, max_size=3),
-       st.lists(st.tuples(st.integers(0, 2), st.integers(1, 3), st.integers(1, 6), st.integers(0, 1), st.booleans(),
-                          st.sampled_from([0, 0, 5, 10, 25])), min_size=1, max_size=9))
+       st.lists(st.tuples(st.integers(0, 2), st.integers(1, 3), st.integers(1, 8), st.integers(0, 1), st.booleans(),
+                          st.sampled_from([0, 0, 5, 10, 25, 50, 60, 180])), min_size=1, max_size=12))
 def test_a_cohort_plays_as_kueues_scheduling_cycles_admit(
         nominal: list[int], raw: list[tuple[int, int, int, int, bool, int]]) -> None:
     """Each job starts when Kueue's classical scheduler, played cycle by cycle (``_kueue_cycles``), admits it; a job
@@ -153,6 +153,20 @@ def test_a_cohort_plays_as_kueues_scheduling_cycles_admit(
     quota = dict(zip(names, nominal, strict=True))
     assert kueue_order_ends(jobs, capacity, order, ClusterQueues(queue_of, quota)) == _kueue_cycles(
         jobs, quota, queue_of, order)
+
+
+def test_a_job_joining_after_its_queue_skipped_past_set_aside_heads_is_admitted_as_the_literal_cycles_admit() -> None:
+    """A regression found on random cases: queue q0's heads wider than the free GPUs are set aside one per cycle
+    while q1 admits, and jobs whose backoffs end at 50 and 60 min join q0 behind and ahead of its cursor."""
+    raw = [("j00", "q0", 3, 10, 50), ("j01", "q0", 2, 60, 180), ("j02", "q0", 3, 60, 60), ("j03", "q1", 1, 80, 0),
+           ("j04", "q0", 1, 60, 60)]
+    jobs = [DeadlineJob(name, gpus, minutes * MIN, None, earliest_start=backoff * MIN)
+            for name, _, gpus, minutes, backoff in raw]
+    queue_of, quota = {name: cq for name, cq, *_ in raw}, {"q0": 2, "q1": 1}
+    order = ["j00", "j02", "j03", "j04", "j01"]
+    ends = kueue_order_ends(jobs, 3, order, ClusterQueues(queue_of, quota))
+    assert ends == _kueue_cycles(jobs, quota, queue_of, order) == {
+        "j03": 80 * MIN, "j04": 120 * MIN, "j00": 130 * MIN, "j02": 190 * MIN, "j01": 250 * MIN}
 
 
 def _kueue_cycles(jobs: list[DeadlineJob], nominal: dict[str, int], queue_of: dict[str, str],

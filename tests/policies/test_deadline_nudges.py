@@ -138,6 +138,22 @@ def test_a_workload_in_its_requeue_backoff_is_planned_after_it_and_held_only_pas
         assert ("j0" in {n.name for n in holds}) == (backoff < 1800)
         assert all(n.evidence.get("earliest_start_s") == (backoff if n.name == "j0" else None) for n in holds)
 
+def test_a_best_effort_workload_in_its_backoff_planned_at_its_end_takes_no_gap_the_plan_counts_on() -> None:
+    """The field example beside a best-effort Workload kept out of the queue for 2 h: Kueue cannot admit it before
+    then, and the plan starts it then, so the second round is still held; planned later than its backoff's end, it
+    could take a gap, and nothing is held."""
+    jobs = [DeadlineJob(f"ns/j{i}", 2, 3600, 7200, "h100") for i in range(4)]
+    best_effort = DeadlineJob("ns/be", 2, 3600, None, "h100", earliest_start=7200)
+    [planned] = plan_pools([pool(4, [*jobs, best_effort])])
+    assert {s.name: s.start for s in planned.plan.schedule}["ns/be"] == 7200
+    holds = [n.name for n in plan_nudges([planned], NO_HOLDS, NOW, POLICY) if n.action == "hold"]
+    assert len(holds) == 2
+    sooner = DeadlineJob("ns/be", 4, 3600, None, "h100", earliest_start=1800)  # planned after the second round
+    [planned] = plan_pools([pool(4, [*jobs, sooner])])
+    assert {s.name: s.start for s in planned.plan.schedule}["ns/be"] == 7200
+    assert [n for n in plan_nudges([planned], NO_HOLDS, NOW, POLICY) if n.action == "hold"] == []
+
+
 def test_no_hold_where_a_pending_workload_may_preempt_a_running_one_the_plan_counts_on() -> None:
     """4 GPUs in queue a. r (priority 0) runs another hour on 2; u (priority 0, 1 h) is due in 95 min, l (priority 5,
     1 h) in 3 h. Kueue's order gives l the 2 free GPUs first and u misses; the plan starts u now and l when r ends, so
@@ -215,6 +231,7 @@ def test_a_deadline_lost_only_by_its_estimate_is_not_given_up() -> None:
         backing_off = DeadlineJob("ns/maybe", 2, 3 * 3600, 2 * 3600, "h100", earliest_start=backoff)
         nudges = plan_nudges(plan_pools([pool(2, [backing_off, urgent])]), NO_HOLDS, NOW, GIVE_UP)
         assert [(n.action, n.name) for n in nudges] == action
+    assert "expected to run 180 min once its requeue backoff ends in 60 min, lost even if 2x shorter" in nudges[0].reason
     late = DeadlineJob("ns/late", 2, 3 * 3600, 3600, "h100")  # give_up_lost off
     assert [n for n in plan_nudges(plan_pools([pool(2, [late, urgent])]), NO_HOLDS, NOW, POLICY) if n.action == "hold"] == []
 

@@ -343,7 +343,8 @@ def _give_up(job: DeadlineJob, where: str, now: datetime, policy: DeadlinesPolic
     release_at = now + timedelta(minutes=policy.give_up_lease_minutes)
     deadline = job.deadline or 0.0
     when = f"{deadline / 60:.0f} min from now" if deadline >= 0 else f"{-deadline / 60:.0f} min ago"
-    reason = (f"{where}: deadline lost (due {when}, expected to run {job.duration / 60:.0f} min, lost even if "
+    backoff = f" once its requeue backoff ends in {job.earliest_start / 60:.0f} min" if job.earliest_start else ""
+    reason = (f"{where}: deadline lost (due {when}, expected to run {job.duration / 60:.0f} min{backoff}, lost even if "
               f"{policy.runtime_estimate_error:g}x shorter); given up: demoted one priority below its own, so that "
               f"the Workloads that can still meet theirs are admitted first, until {release_at:%H:%M} UTC unless "
               f"the next run renews it")
@@ -362,7 +363,8 @@ def _unenforceable(pool: PoolPlan, starts: Mapping[str, Any], margin: float, giv
         scheduled = starts.get(job.name)
         if job.name in given_up or (job.name in lost and scheduled is None):
             out.append(job.name)
-        elif job.deadline is None and scheduled is not None and (scheduled.start is None or scheduled.start > margin):
+        elif job.deadline is None and scheduled is not None and (
+                scheduled.start is None or scheduled.start > max(margin, job.earliest_start) + EPS):
             out.append(job.name)  # a start that is unknown (after a job of unknown end) is later than any margin
     return out
 

@@ -166,12 +166,11 @@ def _telemetry(frame: pd.DataFrame, kube: KubeState, prom: PrometheusReading | N
 
 def _quota_frame(kube: KubeState) -> pd.DataFrame:
     rows = [{"cluster_queue": cq.name, "cohort": cq.cohort, **asdict(q), "reclaim_within_cohort": cq.reclaim_within_cohort,
-             "within_cluster_queue": cq.within_cluster_queue, "borrow_within_cohort": cq.borrow_within_cohort,
+             "within_cluster_queue": cq.within_cluster_queue,
              "priority_preemption": cq.priority_preemption}
             for cq in kube.cluster_queues for q in cq.quotas]
     cols = ["cluster_queue", "cohort", "flavor", "resource", "nominal", "borrowing_limit", "lending_limit",
-            "reserved", "usage", "borrowed", "reclaim_within_cohort", "within_cluster_queue", "borrow_within_cohort",
-            "priority_preemption"]
+            "reserved", "usage", "borrowed", "reclaim_within_cohort", "within_cluster_queue", "priority_preemption"]
     return pd.DataFrame(rows, columns=cols)
 
 

@@ -121,9 +121,6 @@ class ClusterQueue:
     within_cluster_queue: str = "Never"
     """``spec.preemption.withinClusterQueue`` (Kueue's default ``Never``): which of its own Workloads a pending one
     may preempt (``LowerPriority``, ``LowerOrNewerEqualPriority``)."""
-    borrow_within_cohort: str = "Never"
-    """``spec.preemption.borrowWithinCohort.policy`` (Kueue's default ``Never``): whether a pending Workload that
-    borrows may preempt lower-priority Workloads of other queues of the cohort."""
     priority_preemption: bool = False
     """Whether any of its preemption rules compares priorities (``withinClusterQueue``, ``reclaimWithinCohort``
     or ``borrowWithinCohort`` at ``LowerPriority``/``LowerOrNewerEqualPriority``): a lowered priority then

@@ -262,7 +262,6 @@ def parse_cluster_queue(obj: Obj) -> ClusterQueue:
         admitted_workloads=int(status.get("admittedWorkloads") or 0),
         reclaim_within_cohort=str((spec.get("preemption") or {}).get("reclaimWithinCohort") or "Never"),
         within_cluster_queue=str((spec.get("preemption") or {}).get("withinClusterQueue") or "Never"),
-        borrow_within_cohort=_borrow_policy(spec.get("preemption") or {}),
         priority_preemption=_priority_preemption(spec.get("preemption") or {}),
     )
 

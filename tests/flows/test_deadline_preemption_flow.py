@@ -3,7 +3,7 @@
 
 The nudges flow holds cohort fc's wide Workload until its planned start, when the two running ones end. Once the
 held Workload's priority is raised above theirs, releasing it would preempt them at once: the plan, which has them
-run to their end, proves nothing any more, and the next run releases the hold, naming the pairs.
+run to their end, proves nothing any more, and the next run releases the hold, naming a pair.
 """
 
 from __future__ import annotations
@@ -54,8 +54,8 @@ def test_a_held_workload_that_would_preempt_what_the_plan_counts_on_is_released(
     result = _run(cluster)
     [release] = [n for n in result["nudges"] if n["action"] == "release"]
     assert release["workload"] == f"forecast/{name}" and release["result"] == "released"
-    pairs = [f"forecast/{name} may preempt {r}" for r in running]
-    assert f"a pending Workload evict a running one the plan counts on ({pairs[0]})" in release["reason"]
+    assert f"a pending Workload evict one the plan runs before it (forecast/{name} may preempt " in release["reason"]
+    assert any(f"may preempt {r})" in release["reason"] for r in running)  # a running one, named
     assert [n for n in result["nudges"] if n["action"] == "hold"] == []
     obj = cluster.store.get("Workload", "forecast", name)
     assert obj["spec"]["active"] is True and HOLD_ANNOTATION not in (obj["metadata"].get("annotations") or {})

@@ -154,11 +154,12 @@ def test_a_best_effort_workload_in_its_backoff_planned_at_its_end_takes_no_gap_t
     assert [n for n in plan_nudges([planned], NO_HOLDS, NOW, POLICY) if n.action == "hold"] == []
 
 
-def test_no_hold_where_a_pending_workload_may_preempt_a_running_one_the_plan_counts_on() -> None:
+def test_no_hold_where_a_pending_workload_may_preempt_what_the_plan_runs_before_it() -> None:
     """4 GPUs in queue a. r (priority 0) runs another hour on 2; u (priority 0, 1 h) is due in 95 min, l (priority 5,
     1 h) in 3 h. Kueue's order gives l the 2 free GPUs first and u misses; the plan starts u now and l when r ends, so
-    l is held. Where a's ``withinClusterQueue`` is LowerPriority, l would preempt r the moment it is released, and
-    the plan, which has r run to its end, proves nothing: no hold, and one placed before is released, naming both."""
+    l is held. Where a's ``withinClusterQueue`` is LowerPriority, l would preempt r or u the moment it is released,
+    and the plan, which has them run to their end, proves nothing: no hold, and one placed before is released,
+    naming the pairs."""
     r = DeadlineJob("ns/r", 2, 3600, None, "h100", running_for=0.0)
     u, late = DeadlineJob("ns/u", 2, 3600, 5700, "h100"), DeadlineJob("ns/l", 2, 3600, 10800, "h100")
     created = [pd.Timestamp(NOW - timedelta(minutes=m)) for m in (30, 20, 10)]
@@ -174,8 +175,12 @@ def test_no_hold_where_a_pending_workload_may_preempt_a_running_one_the_plan_cou
     mark = json.dumps({"audit_id": 1, "release_at": (NOW + timedelta(minutes=30)).isoformat(), "before": {"active": True}})
     [release] = plan_nudges(preempting, frame.assign(deadline_hold=[None, None, mark]), NOW, POLICY)
     assert (release.action, release.name) == ("release", "l")
-    assert "a pending Workload evict a running one the plan counts on (ns/l may preempt ns/r)" in release.reason
-    assert release.evidence["may_preempt"] == ["ns/l may preempt ns/r"]
+    assert "a pending Workload evict one the plan runs before it (ns/l may preempt ns/r)" in release.reason
+    assert release.evidence["may_preempt"] == ["ns/l may preempt ns/r", "ns/l may preempt ns/u"]
+    # All of one priority (l queued before u, so Kueue's order still misses u): nothing to preempt, l is held.
+    alike = frame.assign(priority=[0, 0, 0], created_at=[created[0], created[2], created[1]])
+    holds = [n for n in plan_nudges(preempting, alike, NOW, POLICY) if n.action == "hold"]
+    assert [(n.name, n.evidence["plan_on_time"], n.evidence["kueue_order_on_time"]) for n in holds] == [("l", 2, 1)]
 
 
 def test_a_running_job_with_no_run_time_keeps_its_gpus_and_its_unknown_end_in_the_audit() -> None:

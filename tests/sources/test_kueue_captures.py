@@ -98,12 +98,11 @@ def test_cluster_queue_lending_limit_and_cohort_in_both_versions() -> None:
         old["spec"]["preemption"] = preemption
         assert parse_cluster_queue(old).priority_preemption is compares, preemption
     # Each rule as written, for who may preempt whom; Kueue's default Never where it is left out.
-    assert (team_a.within_cluster_queue, team_a.borrow_within_cohort) == ("Never", "Never")
-    old["spec"]["preemption"] = {"withinClusterQueue": "LowerOrNewerEqualPriority",
+    assert team_a.within_cluster_queue == "Never"
+    old["spec"]["preemption"] = {"withinClusterQueue": "LowerOrNewerEqualPriority", "reclaimWithinCohort": "Any",
                                  "borrowWithinCohort": {"policy": "LowerPriority", "maxPriorityThreshold": 100}}
     parsed = parse_cluster_queue(old)
-    assert (parsed.within_cluster_queue, parsed.borrow_within_cohort, parsed.reclaim_within_cohort) == (
-        "LowerOrNewerEqualPriority", "LowerPriority", "Never")
+    assert (parsed.within_cluster_queue, parsed.reclaim_within_cohort) == ("LowerOrNewerEqualPriority", "Any")
 
 
 def test_local_queue_usage_under_both_status_names() -> None:

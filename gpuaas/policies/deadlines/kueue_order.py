@@ -43,11 +43,12 @@ QueueKey = tuple[float, float, str]
 
 @dataclass(frozen=True)
 class Preemption:
-    """A ClusterQueue's ``spec.preemption`` rules, each Kueue's default ``Never`` where it is left out."""
+    """A ClusterQueue's ``spec.preemption`` rules that pick targets, each Kueue's default ``Never`` where it is left
+    out. (``borrowWithinCohort`` picks none of its own: it only lets reclaim's candidates be taken while borrowing,
+    and Kueue refuses it beside ``reclaimWithinCohort: Never``.)"""
 
     within_cluster_queue: str = "Never"
     reclaim_within_cohort: str = "Never"
-    borrow_within_cohort: str = "Never"
 
 
 @dataclass(frozen=True)
@@ -62,6 +63,10 @@ class ClusterQueues:
     nominal: Mapping[str, int] = field(default_factory=dict)
     preemption: Mapping[str, Preemption] = field(default_factory=dict)
     """The queues whose rules let a pending Workload preempt (a queue left out preempts nothing)."""
+    borrowing: frozenset[str] = frozenset()
+    """The queues that borrow some resource now (any flavor or resource, not only the pool's GPUs)."""
+    waiting: tuple[tuple[str, str], ...] = ()
+    """Pending Workloads of the pool's queues that its plan does not place, with their queue: each may preempt."""
 
 
 def kueue_order_ends(jobs: Sequence[DeadlineJob], capacity: int, order: Sequence[str],
@@ -241,38 +246,67 @@ class _Pending:
         self._cursor[cq] = low + 1
 
 
-def may_preempt(jobs: Sequence[DeadlineJob], queues: ClusterQueues, keys: Mapping[str, QueueKey]) -> list[tuple[str, str]]:
-    """(pending, running) pairs of the pool where Kueue v0.17's classical preemption may evict the running job for
-    the pending one: in its own queue under ``withinClusterQueue``; in another queue that uses more than its nominal
-    GPUs under ``reclaimWithinCohort``; in any other queue under ``borrowWithinCohort``.
+def may_preempt(jobs: Sequence[DeadlineJob], queues: ClusterQueues, keys: Mapping[str, QueueKey],
+                schedule: Mapping[str, tuple[float | None, float | None]]) -> list[tuple[str, str]]:
+    """(pending, target) pairs of the pool where Kueue v0.17's classical preemption may evict the target for the
+    pending Workload while it waits: a job running now, or one the plan (``schedule``: name -> start, end) starts
+    before it. In its own queue under ``withinClusterQueue``; in another queue under ``reclaimWithinCohort`` where
+    that queue may borrow (the plan takes it past its nominal GPUs at some time, or it borrows some resource now:
+    ``queues.borrowing``). The pending ones are the plan's and ``queues.waiting`` (Workloads of the pool's queues
+    the plan does not place: another flavor first, no GPUs, no run time), which wait past every planned start.
 
-    Why: the plan has a running job keep its GPUs to its expected end; a pending Workload its rules let preempt it
-    (once released, for one gpuaas holds) would end it sooner and run it again later, so the plan proves nothing
-    there. A priority or queue time the snapshot does not say counts as one that may preempt.
+    Why: the plan has each job keep its GPUs from its start to its expected end; a pending Workload that its rules
+    let preempt one of them (once released, for one gpuaas holds) would end it sooner and run it again later, so
+    the plan proves nothing there. Conservative where Kueue would look closer: a priority or queue time the
+    snapshot does not say counts as one that may preempt, and whether the pending one would fit without
+    preempting, or within its own quota when reclaiming, is not asked.
     """
     if not queues.preemption:
         return []
-    cq = {job.name: queues.queue_of.get(job.name, "") for job in jobs}
-    running = [job for job in jobs if job.running_for is not None]
-    used: dict[str, int] = {}
-    for job in running:
-        used[cq[job.name]] = used.get(cq[job.name], 0) + job.gpus
+    cq = {job.name: queues.queue_of.get(job.name, "") for job in jobs} | dict(queues.waiting)
+    start = {job.name: -math.inf if job.running_for is not None else _start(schedule, job.name) for job in jobs}
+    borrowing = _borrowing(jobs, cq, queues, schedule)
+    pending = [job.name for job in jobs if job.running_for is None] + [name for name, _ in queues.waiting]
+    targets = [job.name for job in jobs if job.name in schedule or job.running_for is not None]
     pairs = []
-    for job in jobs:
-        rules = queues.preemption.get(cq[job.name])
-        if job.running_for is not None or rules is None:
+    for name in pending:
+        rules = queues.preemption.get(cq[name])
+        if rules is None:
             continue
-        for other in running:
-            key, other_key = keys.get(job.name), keys.get(other.name)
-            if cq[other.name] == cq[job.name]:
-                evicts = _satisfies(key, other_key, rules.within_cluster_queue)
+        for other in targets:
+            if other == name or start[other] >= start.get(name, math.inf) - EPS:
+                continue
+            if cq[other] == cq[name]:
+                evicts = _satisfies(keys.get(name), keys.get(other), rules.within_cluster_queue)
             else:
-                borrowing = used[cq[other.name]] > queues.nominal.get(cq[other.name], 0)
-                evicts = ((borrowing and _satisfies(key, other_key, rules.reclaim_within_cohort))
-                          or _satisfies(key, other_key, rules.borrow_within_cohort))
+                evicts = cq[other] in borrowing and _satisfies(keys.get(name), keys.get(other),
+                                                               rules.reclaim_within_cohort)
             if evicts:
-                pairs.append((job.name, other.name))
+                pairs.append((name, other))
     return pairs
+
+
+def _start(schedule: Mapping[str, tuple[float | None, float | None]], name: str) -> float:
+    """A planned start; one the plan does not know (after a job of unknown end) or does not place is past them all."""
+    start = schedule.get(name, (None, None))[0]
+    return math.inf if start is None else start
+
+
+def _borrowing(jobs: Sequence[DeadlineJob], cq: Mapping[str, str], queues: ClusterQueues,
+               schedule: Mapping[str, tuple[float | None, float | None]]) -> set[str]:
+    """The queues that may borrow while the plan runs: past their nominal GPUs at some planned start, or borrowing
+    some resource now."""
+    spans: dict[str, list[tuple[float, float, int]]] = {}
+    for job in jobs:
+        begin, end = schedule.get(job.name, (None, None))
+        if begin is not None or job.running_for is not None:
+            spans.setdefault(cq[job.name], []).append((max(begin or 0.0, 0.0), math.inf if end is None else end, job.gpus))
+    out = set(queues.borrowing)
+    for queue, mine in spans.items():
+        if any(sum(g for b, e, g in mine if b <= t + EPS and t < e - EPS) > queues.nominal.get(queue, 0)
+               for t, _, _ in mine):
+            out.add(queue)
+    return out
 
 
 def _satisfies(preemptor: QueueKey | None, candidate: QueueKey | None, policy: str) -> bool:

@@ -54,7 +54,7 @@ def test_a_held_workload_that_would_preempt_what_the_plan_counts_on_is_released(
     result = _run(cluster)
     [release] = [n for n in result["nudges"] if n["action"] == "release"]
     assert release["workload"] == f"forecast/{name}" and release["result"] == "released"
-    assert f"a pending Workload evict one the plan runs before it (forecast/{name} may preempt " in release["reason"]
+    assert f"a pending Workload evict one the plan runs (forecast/{name} may preempt " in release["reason"]
     assert any(f"may preempt {r})" in release["reason"] for r in running)  # a running one, named
     assert [n for n in result["nudges"] if n["action"] == "hold"] == []
     obj = cluster.store.get("Workload", "forecast", name)

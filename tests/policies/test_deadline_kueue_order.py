@@ -8,7 +8,6 @@ cohort of several ClusterQueues every job starts when Kueue's scheduling cycles,
 from __future__ import annotations
 
 import math
-from dataclasses import replace
 
 import pandas as pd
 from hypothesis import given, settings
@@ -236,21 +235,19 @@ def _kueue_cycles(jobs: list[DeadlineJob], nominal: dict[str, int], queue_of: di
 
 
 def test_who_may_preempt_whom_follows_each_queues_rules() -> None:
-    """Queue a (2 GPUs) runs ``low`` (priority 0) and ``peer`` (priority 5, queued after ``high``); queue b (2 GPUs)
-    runs ``lent`` (3 GPUs: it borrows). ``high`` (priority 5) waits in a. Kueue v0.17's classical preemption:
+    """Queue a runs ``low`` (priority 0) and ``peer`` (priority 5, queued after ``high``); queue b runs ``lent``
+    (priority 9). ``high`` (priority 5) waits in a. Kueue v0.17's classical preemption, read conservatively:
     ``withinClusterQueue`` LowerPriority evicts only ``low``, LowerOrNewerEqualPriority also ``peer`` (same priority,
-    queued later); ``reclaimWithinCohort`` Any evicts ``lent`` whatever its priority, because b borrows; the rules
-    are the waiting one's queue's. A priority nobody read may be lower: counted as evictable."""
+    queued later, not in the same second); ``reclaimWithinCohort`` Any evicts ``lent`` whatever its priority (whether
+    b borrows then depends on admissions no plan can promise), LowerPriority not; the rules are the waiting one's
+    queue's. A priority nobody read may be lower: counted as evictable."""
     jobs = [DeadlineJob("low", 1, 60 * MIN, None, running_for=0.0), DeadlineJob("peer", 1, 60 * MIN, None, running_for=0.0),
             DeadlineJob("lent", 3, 60 * MIN, None, running_for=0.0), DeadlineJob("high", 2, 30 * MIN, 90 * MIN)]
     keys = {"low": (0.0, 1.0, "a"), "peer": (-5.0, 3.0, "b"), "lent": (-9.0, 0.0, "c"), "high": (-5.0, 2.0, "d")}
     queue_of = {"low": "a", "peer": "a", "high": "a", "lent": "b"}
-    plan = {"low": (0.0, 60 * MIN), "peer": (0.0, 60 * MIN), "lent": (0.0, 60 * MIN), "high": (60 * MIN, 90 * MIN)}
 
-    def pairs(rules: dict[str, Preemption], known: dict[str, tuple[float, float, str]] = keys,
-              nominal: dict[str, int] | None = None) -> list[tuple[str, str]]:
-        queues = ClusterQueues(queue_of, {"a": 2, "b": 2} if nominal is None else nominal, rules)
-        return may_preempt(jobs, queues, known, plan)
+    def pairs(rules: dict[str, Preemption], known: dict[str, tuple[float, float, str]] = keys) -> list[tuple[str, str]]:
+        return may_preempt(jobs, ClusterQueues(queue_of, {"a": 2, "b": 2}, rules), known)
 
     assert pairs({}) == [] and pairs({"a": Preemption()}) == []
     assert pairs({"a": Preemption(within_cluster_queue="LowerPriority")}) == [("high", "low")]
@@ -261,38 +258,25 @@ def test_who_may_preempt_whom_follows_each_queues_rules() -> None:
     assert pairs({"a": Preemption(reclaim_within_cohort="Any")}) == [("high", "lent")]
     assert pairs({"a": Preemption(reclaim_within_cohort="LowerPriority")}) == []  # lent's priority is higher
     assert pairs({"b": Preemption(within_cluster_queue="LowerPriority", reclaim_within_cohort="Any")}) == []
-    assert pairs({"a": Preemption(reclaim_within_cohort="Any")}, nominal={"a": 2}) == [("high", "lent")]
     unread = {k: v for k, v in keys.items() if k != "low"}
     assert pairs({"a": Preemption(within_cluster_queue="LowerPriority")}, unread) == [("high", "low")]
+    assert may_preempt(jobs, ClusterQueues(queue_of, {"a": 2, "b": 2}, {"a": Preemption(reclaim_within_cohort="Any",
+                       within_cluster_queue="LowerOrNewerEqualPriority")}), keys, limit=2) == [("high", "low"),
+                                                                                              ("high", "peer")]
 
 
-def test_a_waiting_workload_may_preempt_what_the_plan_runs_before_it_and_a_queue_may_borrow_later() -> None:
-    """Queue a runs ``low`` (priority 0, no known end); the plan starts ``urgent`` (priority 0) now and ``high``
-    (priority 5) after it, so once released ``high`` could preempt both. ``after`` (priority 0) starts after
-    ``high``: not a target. A best-effort, a backing-off and an unplaced Workload of a (``waiting``) are pending too.
-    Queue b (2 GPUs) runs ``b1`` (2 GPUs) and the plan adds ``b2`` later: b borrows then, so ``reclaimWithinCohort``
-    may take either; or b borrows CPU now (``borrowing``)."""
+def test_every_pending_workload_of_the_tree_may_preempt_any_job_of_the_pool() -> None:
+    """Queue a: ``low`` (priority 0) has no known end; ``urgent`` (priority 0) and ``after`` (priority 0) are pending,
+    whenever the plan starts them; ``best`` (best effort, priority 5) and ``back`` (in a requeue backoff, priority 5)
+    are pending too, and so is ``elsewhere`` (priority 5), which the pool does not place (``waiting``). Each of the
+    three may preempt every job of priority 0, whatever the plan's order."""
     jobs = [DeadlineJob("low", 1, math.inf, None, running_for=0.0), DeadlineJob("urgent", 1, 60 * MIN, 70 * MIN),
-            DeadlineJob("high", 1, 60 * MIN, 200 * MIN), DeadlineJob("after", 1, 60 * MIN, 300 * MIN),
-            DeadlineJob("best", 1, 10 * MIN, None), DeadlineJob("back", 1, 10 * MIN, 400 * MIN, earliest_start=30 * MIN)]
-    keys = {"low": (0.0, 0.0, "l"), "urgent": (0.0, 1.0, "u"), "high": (-5.0, 2.0, "h"), "after": (0.0, 3.0, "a"),
+            DeadlineJob("after", 1, 60 * MIN, 300 * MIN), DeadlineJob("best", 1, 10 * MIN, None),
+            DeadlineJob("back", 1, 10 * MIN, 400 * MIN, earliest_start=30 * MIN)]
+    keys = {"low": (0.0, 0.0, "l"), "urgent": (0.0, 1.0, "u"), "after": (0.0, 3.0, "a"),
             "best": (-5.0, 4.0, "e"), "back": (-5.0, 5.0, "k"), "elsewhere": (-5.0, 6.0, "w")}
-    plan = {"low": (0.0, None), "urgent": (0.0, 60 * MIN), "high": (60 * MIN, 120 * MIN),
-            "after": (120 * MIN, 180 * MIN), "best": (180 * MIN, 190 * MIN), "back": (190 * MIN, 200 * MIN)}
-    queue_of = dict.fromkeys(plan, "a")
-    queues = ClusterQueues(queue_of, {"a": 3}, {"a": Preemption(within_cluster_queue="LowerPriority")},
+    queues = ClusterQueues(dict.fromkeys(keys, "a"), {"a": 3}, {"a": Preemption(within_cluster_queue="LowerPriority")},
                            waiting=(("elsewhere", "a"),))
-    found = may_preempt(jobs, queues, keys, plan)
-    assert {(a, b) for a, b in found if a == "high"} == {("high", "low"), ("high", "urgent")}
-    assert {b for a, b in found if a == "best"} == {"low", "urgent", "after"}
-    assert {b for a, b in found if a == "back"} == {"low", "urgent", "after"}
-    assert {b for a, b in found if a == "elsewhere"} == {"low", "urgent", "after"}  # it waits past every start
-    two = [DeadlineJob("b1", 2, 60 * MIN, None, running_for=0.0), DeadlineJob("b2", 1, 30 * MIN, None),
-           DeadlineJob("w", 1, 30 * MIN, 500 * MIN)]
-    spans = {"b1": (0.0, 60 * MIN), "b2": (30 * MIN, 60 * MIN), "w": (60 * MIN, 90 * MIN)}
-    rules = {"a": Preemption(reclaim_within_cohort="Any")}
-    cohort = ClusterQueues({"b1": "b", "b2": "b", "w": "a"}, {"a": 1, "b": 2}, rules)
-    assert may_preempt(two, cohort, {}, spans) == [("w", "b1"), ("w", "b2")]
-    later = spans | {"b2": (60 * MIN, 90 * MIN)}  # b2 after b1: b never past its 2 GPUs
-    assert may_preempt(two, cohort, {}, later) == []
-    assert may_preempt(two, replace(cohort, borrowing=frozenset({"b"})), {}, later) == [("w", "b1")]
+    found = may_preempt(jobs, queues, keys)
+    assert {a for a, _ in found} == {"best", "back", "elsewhere"}
+    assert all({b for a, b in found if a == name} == {"low", "urgent", "after"} for name in ("best", "back", "elsewhere"))

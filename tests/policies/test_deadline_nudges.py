@@ -175,7 +175,7 @@ def test_no_hold_where_a_pending_workload_may_preempt_what_the_plan_runs_before_
     mark = json.dumps({"audit_id": 1, "release_at": (NOW + timedelta(minutes=30)).isoformat(), "before": {"active": True}})
     [release] = plan_nudges(preempting, frame.assign(deadline_hold=[None, None, mark]), NOW, POLICY)
     assert (release.action, release.name) == ("release", "l")
-    assert "a pending Workload evict one the plan runs before it (ns/l may preempt ns/r)" in release.reason
+    assert "a pending Workload evict one the plan runs (ns/l may preempt ns/r)" in release.reason
     assert release.evidence["may_preempt"] == ["ns/l may preempt ns/r", "ns/l may preempt ns/u"]
     # All of one priority (l queued before u, so Kueue's order still misses u): nothing to preempt, l is held.
     alike = frame.assign(priority=[0, 0, 0], created_at=[created[0], created[2], created[1]])

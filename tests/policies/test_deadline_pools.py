@@ -260,20 +260,17 @@ def test_a_pool_knows_each_queues_preemption_rules() -> None:
     assert pools[("-cq-solo", "h100")].queues.preemption == {"cq-solo": Preemption(reclaim_within_cohort="Any")}
 
 
-def test_a_pool_knows_the_pending_workloads_of_its_queues_it_does_not_place_and_who_borrows() -> None:
+def test_a_pool_knows_the_pending_workloads_of_its_tree_it_does_not_place() -> None:
     """cq-a lists h100 first, then a100: its pending GPU Workload is planned in the h100 pool, yet Kueue may try it on
-    a100 too (preempting there), and a CPU-only one may preempt in either; both wait in the a100 pool, the CPU-only
-    one in the h100 pool. A queue that borrows any resource now (cpu here) is known as borrowing."""
-    snap = snapshot([wl("gpu", "pending", 2), wl("cpu-only", "pending", 0), wl("off", "pending", 0, active=False)])
-    snap.quotas["borrowed"] = [0.0, 0.0, 0.0, 0.0, 8.0]  # cq-a borrows 8 CPUs
+    a100 too (preempting there), and a CPU-only one may preempt in either; cq-b has no a100 quota, and its pending
+    Workload may still reclaim there. Each waits in the pools that do not place it; a deactivated one nowhere."""
+    snap = snapshot([wl("gpu", "pending", 2), wl("cpu-only", "pending", 0), wl("off", "pending", 0, active=False),
+                     wl("b", "pending", 2, cq="cq-b"), wl("solo", "pending", 1, cq="cq-solo")])
     pools = {(p.cohort, p.flavor): p for p in deadline_problems(snap)}
-    h100, a100 = pools[("c", "h100")].queues, pools[("c", "a100")].queues
-    assert [j.name for j in pools[("c", "h100")].jobs] == ["ns/gpu"]
-    assert h100.waiting == (("ns/cpu-only", "cq-a"),)
-    assert a100.waiting == (("ns/gpu", "cq-a"), ("ns/cpu-only", "cq-a"))
-    assert h100.borrowing == frozenset({"cq-a"}) and a100.borrowing == frozenset({"cq-a"})
-    assert pools[("-cq-solo", "h100")].queues.borrowing == frozenset()
-
+    assert sorted(j.name for j in pools[("c", "h100")].jobs) == ["ns/b", "ns/gpu"]
+    assert pools[("c", "h100")].queues.waiting == (("ns/cpu-only", "cq-a"),)
+    assert pools[("c", "a100")].queues.waiting == (("ns/gpu", "cq-a"), ("ns/cpu-only", "cq-a"), ("ns/b", "cq-b"))
+    assert pools[("-cq-solo", "h100")].queues.waiting == ()
 
 def test_a_pool_knows_each_jobs_cluster_queue_and_kueues_order_admits_within_quota_before_borrowing() -> None:
     """cq-a and cq-b lend each other their 4 GPUs. Running: 4 GPUs in each, 50 min more. Pending: a wide job of

@@ -231,8 +231,7 @@ def test_nudges_hold_only_deadline_work_on_a_proven_plan_release_it_in_time_and_
             assert policy.give_up_lost and not problem.by_priority
             continue
         assert pool.plan.exact and pool.plan.feasible
-        spans = {s.name: (s.start, s.end) for s in pool.plan.schedule}
-        assert may_preempt(problem.jobs, problem.queues, {}, spans) == []  # nothing it runs first could be evicted
+        assert may_preempt(problem.jobs, problem.queues, {}) == []  # nothing it runs could be evicted
         assert n.release_at is not None and n.release_at > NOW
         assert (n.release_at - NOW).total_seconds() > job.earliest_start  # else its backoff keeps it out as long
         assert (n.release_at - NOW).total_seconds() <= job.deadline - job.duration + 1e-6  # the latest start

@@ -62,11 +62,10 @@ class ClusterQueues:
     queue_of: Mapping[str, str] = field(default_factory=dict)
     nominal: Mapping[str, int] = field(default_factory=dict)
     preemption: Mapping[str, Preemption] = field(default_factory=dict)
-    """The queues whose rules let a pending Workload preempt (a queue left out preempts nothing)."""
-    borrowing: frozenset[str] = frozenset()
-    """The queues that borrow some resource now (any flavor or resource, not only the pool's GPUs)."""
+    """The cohort tree's queues whose rules let a pending Workload preempt (a queue left out preempts nothing)."""
     waiting: tuple[tuple[str, str], ...] = ()
-    """Pending Workloads of the pool's queues that its plan does not place, with their queue: each may preempt."""
+    """Pending Workloads of the cohort tree's queues that the pool's plan does not place (another flavor, no GPUs,
+    a queue without this flavor), with their queue: each may still preempt a job of the pool."""
 
 
 def kueue_order_ends(jobs: Sequence[DeadlineJob], capacity: int, order: Sequence[str],
@@ -247,66 +246,37 @@ class _Pending:
 
 
 def may_preempt(jobs: Sequence[DeadlineJob], queues: ClusterQueues, keys: Mapping[str, QueueKey],
-                schedule: Mapping[str, tuple[float | None, float | None]]) -> list[tuple[str, str]]:
-    """(pending, target) pairs of the pool where Kueue v0.17's classical preemption may evict the target for the
-    pending Workload while it waits: a job running now, or one the plan (``schedule``: name -> start, end) starts
-    before it. In its own queue under ``withinClusterQueue``; in another queue under ``reclaimWithinCohort`` where
-    that queue may borrow (the plan takes it past its nominal GPUs at some time, or it borrows some resource now:
-    ``queues.borrowing``). The pending ones are the plan's and ``queues.waiting`` (Workloads of the pool's queues
-    the plan does not place: another flavor first, no GPUs, no run time), which wait past every planned start.
+                limit: int | None = None) -> list[tuple[str, str]]:
+    """(pending, target) pairs where Kueue v0.17's classical preemption may evict the target, a job of the pool the
+    plan runs (now or later), for the pending Workload: in the pending one's own queue under its
+    ``withinClusterQueue``, in any other queue of the cohort tree under its ``reclaimWithinCohort``. The pending ones
+    are the plan's and ``queues.waiting``. At most ``limit`` pairs.
 
     Why: the plan has each job keep its GPUs from its start to its expected end; a pending Workload that its rules
     let preempt one of them (once released, for one gpuaas holds) would end it sooner and run it again later, so
-    the plan proves nothing there. Conservative where Kueue would look closer: a priority or queue time the
-    snapshot does not say counts as one that may preempt, and whether the pending one would fit without
-    preempting, or within its own quota when reclaiming, is not asked.
+    the plan proves nothing there. Deliberately simple and conservative: when a job runs, what else Kueue admits
+    meanwhile, and so which queue borrows, depend on run times and admissions no plan can promise, so every job of
+    the pool counts whatever its planned start, a job of another queue whether or not that queue borrows, and a
+    priority or queue time the snapshot does not say as one that may preempt.
     """
     if not queues.preemption:
         return []
     cq = {job.name: queues.queue_of.get(job.name, "") for job in jobs} | dict(queues.waiting)
-    start = {job.name: -math.inf if job.running_for is not None else _start(schedule, job.name) for job in jobs}
-    borrowing = _borrowing(jobs, cq, queues, schedule)
     pending = [job.name for job in jobs if job.running_for is None] + [name for name, _ in queues.waiting]
-    targets = [job.name for job in jobs if job.name in schedule or job.running_for is not None]
-    pairs = []
+    pairs: list[tuple[str, str]] = []
     for name in pending:
         rules = queues.preemption.get(cq[name])
         if rules is None:
             continue
-        for other in targets:
-            if other == name or start[other] >= start.get(name, math.inf) - EPS:
+        for other in jobs:
+            if other.name == name:
                 continue
-            if cq[other] == cq[name]:
-                evicts = _satisfies(keys.get(name), keys.get(other), rules.within_cluster_queue)
-            else:
-                evicts = cq[other] in borrowing and _satisfies(keys.get(name), keys.get(other),
-                                                               rules.reclaim_within_cohort)
-            if evicts:
-                pairs.append((name, other))
+            rule = rules.within_cluster_queue if cq[other.name] == cq[name] else rules.reclaim_within_cohort
+            if _satisfies(keys.get(name), keys.get(other.name), rule):
+                pairs.append((name, other.name))
+                if limit is not None and len(pairs) >= limit:
+                    return pairs
     return pairs
-
-
-def _start(schedule: Mapping[str, tuple[float | None, float | None]], name: str) -> float:
-    """A planned start; one the plan does not know (after a job of unknown end) or does not place is past them all."""
-    start = schedule.get(name, (None, None))[0]
-    return math.inf if start is None else start
-
-
-def _borrowing(jobs: Sequence[DeadlineJob], cq: Mapping[str, str], queues: ClusterQueues,
-               schedule: Mapping[str, tuple[float | None, float | None]]) -> set[str]:
-    """The queues that may borrow while the plan runs: past their nominal GPUs at some planned start, or borrowing
-    some resource now."""
-    spans: dict[str, list[tuple[float, float, int]]] = {}
-    for job in jobs:
-        begin, end = schedule.get(job.name, (None, None))
-        if begin is not None or job.running_for is not None:
-            spans.setdefault(cq[job.name], []).append((max(begin or 0.0, 0.0), math.inf if end is None else end, job.gpus))
-    out = set(queues.borrowing)
-    for queue, mine in spans.items():
-        if any(sum(g for b, e, g in mine if b <= t + EPS and t < e - EPS) > queues.nominal.get(queue, 0)
-               for t, _, _ in mine):
-            out.add(queue)
-    return out
 
 
 def _satisfies(preemptor: QueueKey | None, candidate: QueueKey | None, policy: str) -> bool:

@@ -15,8 +15,8 @@ The rules, each a guard against a missed deadline:
   every holdable deadline on today's GPUs (``feasible``) and **enforceable**: no pending Workload
   the plan cannot hold could be admitted into a gap it counts on (one without a run time, a
   best-effort one planned to start later, one whose deadline is lost by its estimate but not given
-  up), and no pending Workload may preempt a job the plan runs before it (its ClusterQueue's
-  ``withinClusterQueue`` or ``reclaimWithinCohort`` rule; a held one would preempt when released). Anywhere else such holds are released: Kueue's own order, the baseline, is
+  up), and no pending Workload may preempt a job the plan runs (its ClusterQueue's ``withinClusterQueue``
+  or ``reclaimWithinCohort`` rule; a held one would preempt when released). Anywhere else such holds are released: Kueue's own order, the baseline, is
   never made worse by a plan it cannot enforce. (A Workload in Kueue's requeue backoff, kept out of its queue until
   ``status.requeueState.requeueAt`` after an eviction, is planned to start no sooner.)
 - A hold is placed only where it is **needed**: Kueue's own order, played in its scheduling cycles
@@ -224,8 +224,8 @@ def plan_nudges(pools: Sequence[PoolPlan], workloads: pd.DataFrame, now: datetim
                                      pool.problem.queues)
         demote = given_up if given_up and harmless else set()
         loose = _unenforceable(pool, starts, margin, given_up)
-        spans = {s.name: (s.start, s.end) for s in plan.schedule}
-        evicting = [f"{a} may preempt {b}" for a, b in may_preempt(pool.problem.jobs, pool.problem.queues, keys, spans)]
+        evicting = [f"{a} may preempt {b}"
+                    for a, b in may_preempt(pool.problem.jobs, pool.problem.queues, keys, _AUDITED_JOBS)]
         proven = plan.feasible and plan.exact and not loose and not evicting
         baseline = (pool.versus_kueue or _versus_kueue_order(pool, keys)) if proven else None
         needless = baseline if baseline is not None and baseline[1] >= baseline[0] else None
@@ -385,7 +385,7 @@ def _release_reason(hold: Mapping[str, Any], now: datetime, proven: bool, start:
         return ("pending Workloads the plan cannot hold (no run time, best effort, or a lost deadline) could take "
                 "the gaps it counts on: released")
     if evicting:
-        return (f"Kueue's preemption rules let a pending Workload evict one the plan runs before it "
+        return (f"Kueue's preemption rules let a pending Workload evict one the plan runs "
                 f"({evicting[0]}): released")
     if not proven:
         return "the plan no longer proves every deadline holds on today's GPUs: released"

@@ -256,15 +256,15 @@ def deadline_problems(snapshot: Snapshot, gpu_resources: Sequence[str] = ("nvidi
     # Every pool, with or without deadlines: "0 extra GPUs" is a signal too (a node-pool scaler that
     # hears nothing for a pool must not scale it down on silence, nor keep it up forever).
     by_priority = _by_priority(snapshot, tree)
-    preemption, borrowing = _preemption(snapshot), _borrowing(snapshot)
-    waiting = _waiting(wls, nominal, queue_of)
+    preemption = _preemption(snapshot)
+    waiting = _waiting(wls, tree, caps, queue_of)
     return [replace(_problem(key, caps[key], pools.get(key, []), [*_tree_notes(tree, key, gpu_resources),
                                                                  *notes.get(key, [])]),
                     uncontrolled=tuple(blind.get(key, [])), inexact=_split(tree, key, gpu_resources),
                     by_priority=by_priority.get(key[0], ()),
                     queues=ClusterQueues(queue_of.get(key, {}), nominal.get(key, {}),
-                                         {cq: preemption[cq] for cq in nominal.get(key, {}) if cq in preemption},
-                                         frozenset(cq for cq in nominal.get(key, {}) if cq in borrowing),
+                                         {cq: rules for cq, rules in preemption.items()
+                                          if _pool_key(tree, cq) == key[0]},
                                          tuple(waiting.get(key, ()))))
             for key in sorted(caps)]
 
@@ -295,27 +295,19 @@ def _preemption(snapshot: Snapshot) -> dict[str, Preemption]:
     return out
 
 
-def _borrowing(snapshot: Snapshot) -> set[str]:
-    """The ClusterQueues that borrow some flavor or resource now."""
-    quotas = snapshot.quotas
-    if quotas.empty or "borrowed" not in quotas:
-        return set()
-    return {str(cq) for cq in quotas.loc[pd.to_numeric(quotas["borrowed"], errors="coerce").fillna(0) > 0,
-                                          "cluster_queue"]}
-
-
-def _waiting(wls: pd.DataFrame, nominal: dict[tuple[str, str], dict[str, int]],
+def _waiting(wls: pd.DataFrame, tree: CohortTree, caps: dict[tuple[str, str], int],
              placed: dict[tuple[str, str], dict[str, str]]) -> dict[tuple[str, str], list[tuple[str, str]]]:
-    """Per pool, the pending Workloads of its queues that it does not place (another flavor first, no GPUs): Kueue
-    may still try them on the pool's flavor, preempting there."""
+    """Per pool, the pending Workloads of its cohort tree's queues that it does not place (another flavor first, no
+    GPUs, a queue without this flavor): Kueue may still preempt a job of the pool for them."""
     out: dict[tuple[str, str], list[tuple[str, str]]] = {}
     pending = wls[wls["state"] == WorkloadState.pending.value]
     for wl in pending.itertuples(index=False):
         if not (bool(wl.active) or _held(wl)):
             continue
         ref, cq = f"{wl.namespace}/{wl.name}", str(wl.cluster_queue)
-        for key, queues in nominal.items():
-            if cq in queues and ref not in placed.get(key, {}):
+        root = _pool_key(tree, cq)
+        for key in caps:
+            if key[0] == root and ref not in placed.get(key, {}):
                 out.setdefault(key, []).append((ref, cq))
     return out
 

@@ -15,9 +15,10 @@ The rules, each a guard against a missed deadline:
   every holdable deadline on today's GPUs (``feasible``) and **enforceable**: no pending Workload
   the plan cannot hold could be admitted into a gap it counts on (one without a run time, a
   best-effort one planned to start later, one whose deadline is lost by its estimate but not given
-  up), and no pending Workload may preempt a job the plan runs (its ClusterQueue's ``withinClusterQueue``
-  or ``reclaimWithinCohort`` rule; a held one would preempt when released). Anywhere else such holds are released: Kueue's own order, the baseline, is
-  never made worse by a plan it cannot enforce. (A Workload in Kueue's requeue backoff, kept out of its queue until
+  up), and no pending Workload may preempt a job the plan runs (its ClusterQueue's
+  ``withinClusterQueue`` or ``reclaimWithinCohort`` rule; a held one would preempt when released).
+  Anywhere else such holds are released: Kueue's own order, the baseline, is never made worse by a
+  plan it cannot enforce. (A Workload in Kueue's requeue backoff, kept out of its queue until
   ``status.requeueState.requeueAt`` after an eviction, is planned to start no sooner.)
 - A hold is placed only where it is **needed**: Kueue's own order, played in its scheduling cycles
   on the same GPUs and estimates (``kueue_order``), misses a deadline the plan meets. A hold
@@ -378,7 +379,7 @@ def _release_reason(hold: Mapping[str, Any], now: datetime, proven: bool, start:
                     margin: float, loose: bool = False, needless: tuple[int, int] | None = None,
                     evicting: Sequence[str] = ()) -> str | None:
     """Why a hold is released now, or None to keep it. ``needless``: the plan's and Kueue's order's deadlines met,
-    where Kueue's order meets as many. ``evicting``: which pending Workload may preempt which running one."""
+    where Kueue's order meets as many. ``evicting``: which pending Workload may preempt which job the plan runs."""
     if release_is_due(hold, now):
         return f"release time {hold.get('release_at', '(unreadable)')} has come"
     if loose:

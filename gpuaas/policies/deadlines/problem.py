@@ -276,9 +276,10 @@ def _past_every_end(jobs: Sequence[DeadlineJob], items: Sequence[Item], best_eff
     """How long the plan has a job of unknown run time hold its GPUs: past every end the plan can place.
 
     Why this length: every deadline, every known end of a running job and every earliest start, then
-    every other job run one after another, and a minute more. Deadline jobs then never count on its GPUs (as if it never
-    ended), and a best-effort job starts before it only where it fits beside it: one placed at it or
-    later is one that waits for its GPUs, whose start is unknown. The number itself is never shown.
+    every other job run one after another, and a minute more. Deadline jobs then never count on its GPUs
+    (as if it never ended), and a best-effort job starts before it only where it fits beside it: one
+    placed at it or later is one that waits for its GPUs, whose start is unknown. The number itself is
+    never shown.
     """
     latest = max([0.0, *(j.deadline for j in jobs if j.deadline is not None),
                   *(i.duration for i in items if i.fixed_start is not None),

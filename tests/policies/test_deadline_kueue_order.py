@@ -280,3 +280,39 @@ def test_every_pending_workload_of_the_tree_may_preempt_any_job_of_the_pool() ->
     found = may_preempt(jobs, queues, keys)
     assert {a for a, _ in found} == {"best", "back", "elsewhere"}
     assert all({b for a, b in found if a == name} == {"low", "urgent", "after"} for name in ("best", "back", "elsewhere"))
+
+
+RULES = st.sampled_from(["Never", "LowerPriority", "LowerOrNewerEqualPriority", "Any"])
+
+
+@settings(max_examples=300, deadline=None, derandomize=True)
+@given(st.lists(st.tuples(st.sampled_from("ab"), st.one_of(st.none(), st.tuples(st.integers(0, 2), st.integers(0, 3))),
+                          st.booleans()), min_size=1, max_size=10),
+       st.dictionaries(st.sampled_from("ab"), st.tuples(RULES, RULES)), st.integers(0, 2))
+def test_the_pairs_are_every_pair_the_rules_allow_looked_for_only_where_some_is(
+        raw: list[tuple[str, tuple[int, int] | None, bool]], rules: dict[str, tuple[str, str]], waiting: int) -> None:
+    """Against a literal reading of each pair: the same queue's ``withinClusterQueue``, another's
+    ``reclaimWithinCohort``; a lower priority, or (``LowerOrNewerEqualPriority``) the same queued later; ``Any``: all;
+    an unknown priority or queue time: may."""
+    jobs = [DeadlineJob(f"j{i}", 1, 60 * MIN, None, running_for=0.0 if running else None)
+            for i, (_, _, running) in enumerate(raw)]
+    queue_of = {f"j{i}": q for i, (q, _, _) in enumerate(raw)}
+    keys = {f"j{i}": (-float(k[0]), float(k[1]), f"u{i}") for i, (_, k, _) in enumerate(raw) if k is not None}
+    extra = tuple((f"w{i}", "ab"[i % 2]) for i in range(waiting))
+    queues = ClusterQueues(queue_of, {}, {q: Preemption(*r) for q, r in rules.items()}, extra)
+
+    def allows(policy: str, mine: tuple[float, float, str] | None, theirs: tuple[float, float, str] | None) -> bool:
+        if policy == "Never":
+            return False
+        if policy == "Any" or mine is None or theirs is None:
+            return True
+        return -theirs[0] < -mine[0] or (policy == "LowerOrNewerEqualPriority" and theirs[0] == mine[0]
+                                         and theirs[1] > mine[1])
+
+    where = queue_of | dict(extra)
+    expected = [(name, job.name) for name in [j.name for j in jobs if j.running_for is None] + [w for w, _ in extra]
+                if where[name] in rules for job in jobs if job.name != name
+                and allows(rules[where[name]][0 if where[job.name] == where[name] else 1], keys.get(name),
+                           keys.get(job.name))]
+    assert may_preempt(jobs, queues, keys) == expected
+    assert may_preempt(jobs, queues, keys, limit=3) == expected[:3]

@@ -263,11 +263,15 @@ def may_preempt(jobs: Sequence[DeadlineJob], queues: ClusterQueues, keys: Mappin
         return []
     cq = {job.name: queues.queue_of.get(job.name, "") for job in jobs} | dict(queues.waiting)
     pending = [job.name for job in jobs if job.running_for is None] + [name for name, _ in queues.waiting]
+    weakest = _weakest(jobs, cq, keys)
     pairs: list[tuple[str, str]] = []
     for name in pending:
         rules = queues.preemption.get(cq[name])
-        if rules is None:
-            continue
+        if rules is None or not any(
+                _satisfies(keys.get(name), keys.get(other), rules.within_cluster_queue if queue == cq[name]
+                           else rules.reclaim_within_cohort)
+                for queue, few in weakest.items() for other in few if other != name):
+            continue  # none of each queue's most preemptable jobs: none of its others either
         for other in jobs:
             if other.name == name:
                 continue
@@ -277,6 +281,22 @@ def may_preempt(jobs: Sequence[DeadlineJob], queues: ClusterQueues, keys: Mappin
                 if limit is not None and len(pairs) >= limit:
                     return pairs
     return pairs
+
+
+def _weakest(jobs: Sequence[DeadlineJob], cq: Mapping[str, str], keys: Mapping[str, QueueKey]) -> dict[str, list[str]]:
+    """Per queue, its two most preemptable jobs: those whose priority or queue time is not known, else the lowest
+    priority queued last. Why two: the waiting one may be one of them. A rule that spares both spares the queue's
+    every other job (a lower priority, or the same one queued later, is what every rule asks), so the pairs are
+    looked for only where one of them is taken: linear in the pool where nothing may be preempted."""
+    out: dict[str, list[tuple[tuple[bool, float, float], str]]] = {}
+    for job in jobs:
+        key = keys.get(job.name)
+        rank = (True, 0.0, 0.0) if key is None else (False, key[0], key[1])
+        few = out.setdefault(cq[job.name], [])
+        few.append((rank, job.name))
+        few.sort(reverse=True)
+        del few[2:]
+    return {queue: [name for _, name in few] for queue, few in out.items()}
 
 
 def _satisfies(preemptor: QueueKey | None, candidate: QueueKey | None, policy: str) -> bool:

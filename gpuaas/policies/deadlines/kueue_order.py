@@ -50,6 +50,10 @@ class Preemption:
     within_cluster_queue: str = "Never"
     reclaim_within_cohort: str = "Never"
 
+    def against(self, same_queue: bool) -> str:
+        """The rule for a target in the pending Workload's own queue, or in another queue of the cohort tree."""
+        return self.within_cluster_queue if same_queue else self.reclaim_within_cohort
+
 
 @dataclass(frozen=True)
 class ClusterQueues:
@@ -264,19 +268,17 @@ def may_preempt(jobs: Sequence[DeadlineJob], queues: ClusterQueues, keys: Mappin
     cq = {job.name: queues.queue_of.get(job.name, "") for job in jobs} | dict(queues.waiting)
     pending = [job.name for job in jobs if job.running_for is None] + [name for name, _ in queues.waiting]
     weakest = _weakest(jobs, cq, keys)
+
+    def evicts(name: str, other: str) -> bool:
+        rule = queues.preemption[cq[name]].against(cq[other] == cq[name])
+        return other != name and _satisfies(keys.get(name), keys.get(other), rule)
+
     pairs: list[tuple[str, str]] = []
     for name in pending:
-        rules = queues.preemption.get(cq[name])
-        if rules is None or not any(
-                _satisfies(keys.get(name), keys.get(other), rules.within_cluster_queue if queue == cq[name]
-                           else rules.reclaim_within_cohort)
-                for queue, few in weakest.items() for other in few if other != name):
+        if cq[name] not in queues.preemption or not any(evicts(name, o) for few in weakest.values() for o in few):
             continue  # none of each queue's most preemptable jobs: none of its others either
         for other in jobs:
-            if other.name == name:
-                continue
-            rule = rules.within_cluster_queue if cq[other.name] == cq[name] else rules.reclaim_within_cohort
-            if _satisfies(keys.get(name), keys.get(other.name), rule):
+            if evicts(name, other.name):
                 pairs.append((name, other.name))
                 if limit is not None and len(pairs) >= limit:
                     return pairs

@@ -69,9 +69,9 @@ def test_a_pod_that_held_under_one_percent_leaves_the_figure_standing_with_a_not
     report = build_cost_report(_with_unlisted_pod(hours=0.05), POLICY)
     chat, a = report.services[0], report.tenants[0]
     assert chat["cost_per_outcome"] == 0.625 and a["cost_per_outcome"] is not None
-    [said] = [n for n in report.notes if n.startswith("service chat: cost per outcome leaves out 1 pod with 0.05 ")]
-    assert said.endswith("(under 1%): understated by at most what it cost"), said
-    assert any(n.startswith("tenant a: cost per outcome leaves out 1 pod") for n in report.notes)
+    [said] = [n for n in report.notes if n.startswith("service chat: 1 pod with 0.05 GPU-hours of telemetry is not in ")]
+    assert said.endswith("(under 1%): its cost per outcome leaves out what it cost, understated by at most that"), said
+    assert any(n.startswith("tenant a: 1 pod with 0.05 ") and "cost per outcome leaves out" in n for n in report.notes)
     assert not any("cost per outcome unknown" in n for n in report.notes)
     (day,) = [d for d in report.daily if d["service"] == "chat"]
     assert day["cost_per_outcome"] == 0.625

@@ -69,8 +69,9 @@ def material(unpriced: pd.DataFrame, allocated_hours: float | None) -> bool:
 def left_out_note(what: str, unpriced: pd.DataFrame, allocated_hours: float) -> str:
     """Why ``what``'s cost per outcome stands though some of its pods are unpriced: how little they held."""
     share = float(unpriced["observed_h"].sum()) / allocated_hours
-    return (f"{what}: cost per outcome leaves out {_pods_phrase(unpriced)}, {share:.1%} of its GPU-hours "
-            f"(under {MATERIAL_SHARE:.0%}): understated by at most what {'they' if len(unpriced) > 1 else 'it'} cost")
+    they = "they" if len(unpriced) > 1 else "it"
+    return (f"{what}: {_pods_phrase(unpriced)}, {share:.1%} of its GPU-hours (under {MATERIAL_SHARE:.0%}): its cost "
+            f"per outcome leaves out what {they} cost, understated by at most that")
 
 
 def _dollars(value: float) -> str:

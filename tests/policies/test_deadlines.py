@@ -143,6 +143,8 @@ def test_edf_list_scheduling_misses_where_the_exact_search_meets_every_deadline(
     plan = plan_deadlines({GPU: 3}, EDF_MISSES)
     assert plan.feasible and plan.exact and plan.extra_gpus == {GPU: 0}
     assert starts(plan) == {"w": 0, "y": 0, "x": 60}
+    assert plan.messages == [f"{GPU}: every deadline holds on 3 GPUs in this plan's order; earliest deadline first "
+                             "would miss 1 deadline (y)"]  # not "0 at risk (); 0 more GPUs"
 
 
 def test_past_the_exact_bound_the_answer_is_called_a_heuristic() -> None:

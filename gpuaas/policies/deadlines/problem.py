@@ -222,8 +222,8 @@ def _plan_resource(
     at_risk = late(starts)
     extra, inexact = 0, set[Inexact]()
     if at_risk:
+        edf_late = at_risk
         extra, starts, why, note = _min_extra(items, cap, edf, limits, late)
-        messages.append(note)
         inexact |= {why} if why is not None else set()
         best = solve_max_on_time(items, cap, limits)
         if isinstance(best, MilpAnswer) and len(best.starts) >= len(due) - len(at_risk):
@@ -233,10 +233,14 @@ def _plan_resource(
             cut = best if isinstance(best, Inexact) else best.inexact or Inexact.solver_failed
             inexact.add(cut)
             messages.append(f"{resource}: at-risk list from EDF on current capacity ({cut.words})")
-        messages.append(
-            f"{resource}: {counted(len(at_risk), 'deadline')} at risk on {counted(cap, 'GPU')} ({', '.join(at_risk)});"
-            f" {counted(extra, 'more GPU')} {'makes' if extra == 1 else 'make'} every holdable deadline hold"
-        )
+        if at_risk or extra:
+            messages += [note, f"{resource}: {counted(len(at_risk), 'deadline')} at risk on {counted(cap, 'GPU')} "
+                         f"({', '.join(at_risk)}); {counted(extra, 'more GPU')} {'makes' if extra == 1 else 'make'} "
+                         "every holdable deadline hold"]
+        else:  # the order matters, not the GPUs: say so rather than "0 at risk, 0 more GPUs"
+            messages.append(f"{resource}: every deadline holds on {counted(cap, 'GPU')} in this plan's order; "
+                            f"earliest deadline first would miss {counted(len(edf_late), 'deadline')} "
+                            f"({', '.join(edf_late)})")
     profile = Profile()
     for item in items:
         profile.add(starts[item.name], item.duration, item.gpus)

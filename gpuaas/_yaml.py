@@ -49,6 +49,26 @@ the lookups of an explicit tag on text it does not fit (``!!timestamp soon``, ``
 _LOADER: Any = None
 
 
+def _unambiguous(construct: Any) -> Any:
+    """PyYAML's number constructor, refusing the two forms YAML 1.1 reads otherwise than YAML 1.2 and than anyone
+    editing a policy means: a leading zero (``010`` is octal 8) and colons (``1:30`` is 90, in base 60). (YAML 1.1's
+    other difference stays: ``1e3``, without a dot, is text, which keeps names such as Philly's VC ``6214e9`` text.)"""
+
+    def checked(loader: Any, node: Any) -> Any:
+        text = str(node.value).replace("_", "").lstrip("+-")
+        if ":" in text:
+            raise ValueError(f"YAML 1.1 reads it in base 60 as {construct(loader, node)}, write the number you mean "
+                             "or quote it as text")
+        value = construct(loader, node)
+        if node.tag.endswith(":int") and text[:1] == "0" and text[1:2].isdigit() \
+                and value != (decimal := int(str(node.value).replace("_", ""), 10)):
+            raise ValueError(f"with a leading zero YAML 1.1 reads it as octal {value} and YAML 1.2 as {decimal}, "
+                             "write the number you mean or quote it as text")
+        return value
+
+    return checked
+
+
 def _unique_keys_loader() -> Any:
     """PyYAML's safe loader, but a key given twice in one mapping is an error: YAML leaves the
     meaning open and PyYAML keeps the last silently, so a policy edited in two places would run
@@ -80,6 +100,8 @@ def _unique_keys_loader() -> Any:
                     reason = next((ours for theirs, ours in _REASONS.items() if said.startswith(theirs)), said)
                     raise _BadScalar(node, reason) from exc
 
+        UniqueKeys.add_constructor("tag:yaml.org,2002:int", _unambiguous(yaml.SafeLoader.construct_yaml_int))
+        UniqueKeys.add_constructor("tag:yaml.org,2002:float", _unambiguous(yaml.SafeLoader.construct_yaml_float))
         _LOADER = UniqueKeys
     return _LOADER
 

@@ -7,6 +7,7 @@ manifest of ``cluster up --rbac`` is read through the same reader and its rules 
 
 from __future__ import annotations
 
+import math
 import subprocess
 import sys
 from pathlib import Path
@@ -117,3 +118,27 @@ def test_a_file_larger_than_the_limit_is_refused_before_it_is_read(tmp_path: Pat
         read_yaml_documents(path, "manifest")
     assert str(caught.value) == (f"{path}: manifest is 67,108,865 bytes, larger than the 64 MiB an input file of this kind may "
                                  "hold: is it the right file?")
+
+
+@pytest.mark.parametrize(("text", "says"), [
+    ("tenants:\n  - guaranteed_gpus: 010\n", "line 2, column 22: tenants[0].guaranteed_gpus: 010 is not a valid "
+     "integer: with a leading zero YAML 1.1 reads it as octal 8 and YAML 1.2 as 10, write the number you mean"),
+    ("n: -0_10\n", "line 1, column 4: n: -0_10 is not a valid integer: with a leading zero YAML 1.1 reads it as "
+     "octal -8 and YAML 1.2 as -10"),
+    ("grace_minutes: 1:30\n", "line 1, column 16: grace_minutes: 1:30 is not a valid integer: YAML 1.1 reads it "
+     "in base 60 as 90, write the number you mean or quote it as text"),
+    ("x: 1:30.5\n", "line 1, column 4: x: 1:30.5 is not a valid number: YAML 1.1 reads it in base 60 as 90.5"),
+], ids=["octal", "signed octal", "base 60", "base 60 float"])
+def test_a_number_yaml_versions_read_apart_is_refused_not_guessed(text: str, says: str, tmp_path: Path) -> None:
+    """YAML 1.1 (PyYAML) and 1.2 read these as different numbers; whichever the file meant, one reading is wrong."""
+    assert str(_refused(tmp_path / "f.yaml", text)).startswith(f"{tmp_path / 'f.yaml'}: {says}")
+
+
+def test_numbers_yaml_versions_read_alike_are_read_and_an_exponent_without_a_dot_stays_text(tmp_path: Path) -> None:
+    """What only YAML 1.1 reads as a number is refused above; what both read alike, or 1.1 as text, is kept."""
+    path = tmp_path / "f.yaml"
+    path.write_text("a: [.nan, 1.5e+2, 07.5, 0, 00, 07, -07, 0x10, 0b11, 1_000, '010', '1:30', 6214e9]\n6214e9: 1\n")
+    data = read_yaml(path, "file")
+    nan, *read = data.pop("a")
+    assert math.isnan(nan) and data == {"6214e9": 1}
+    assert read == [150.0, 7.5, 0, 0, 7, -7, 16, 3, 1000, "010", "1:30", "6214e9"]

@@ -53,25 +53,32 @@ def _append(store: Store, reclaim: AuditEntry, outcome: str, reason: str, flow_r
     ))
 
 
-def _read_back(writer: KubeWriter, reclaim: AuditEntry) -> tuple[Outcome, str] | None:
-    """Did a restore of ``reclaim`` land? (outcome, why) from the object; None when it cannot be read."""
+def _read_back(writer: KubeWriter, reclaim: AuditEntry) -> tuple[Outcome, str, dict[str, Any] | None] | None:
+    """Did a restore of ``reclaim`` land? (outcome, why, the object where it did) from the object; None when it
+    cannot be read."""
     try:
         obj = writer.get(reclaim.kind, reclaim.namespace or "", reclaim.name)
     except NotFound:
-        return Outcome.failed, "the object is gone"
+        return Outcome.failed, "the object is gone", None
     except GpuaasError:
         return None
     uid = obj["metadata"].get("uid")
     if reclaim.uid and uid != reclaim.uid:  # recreated since: its state says nothing of this restore
-        return Outcome.failed, f"the object is gone: a different object now has this name (uid {uid})"
+        return Outcome.failed, f"the object is gone: a different object now has this name (uid {uid})", None
     mark = reclaimed_by(obj)
     if mark is not None and mark.get("audit_id") == reclaim.id:
-        return Outcome.failed, f"the object still carries the annotation of audit #{reclaim.id}: the restore did not land"
+        return (Outcome.failed, f"the object still carries the annotation of audit #{reclaim.id}: the restore did "
+                                "not land", None)
     changed = differences(reclaim.before or {}, obj, "the restore sets")
     if changed:
         return Outcome.skipped, (f"the annotation of audit #{reclaim.id} is gone but {'; '.join(changed)}: "
-                                 "changed by someone else, not restored again")
-    return Outcome.restored, "the object holds the recorded prior state"
+                                 "changed by someone else, not restored again"), None
+    return Outcome.restored, "the object holds the recorded prior state", obj
+
+
+def _restored_event(writer: KubeWriter, obj: dict[str, Any], reclaim_id: int) -> None:
+    writer.record_event(obj, EventReason.restored, f"Restored by gpuaas: the undo of audit #{reclaim_id} put back the "
+                                                   "state it had before it was stopped")
 
 
 def settle_restore(store: Store, writer: KubeWriter, reclaim: AuditEntry,
@@ -86,7 +93,7 @@ def settle_restore(store: Store, writer: KubeWriter, reclaim: AuditEntry,
         settled = _read_back(writer, reclaim)
         if settled is None:
             continue  # still unreadable: the next undo or run tries again
-        outcome, why = settled
+        outcome, why, _ = settled
         reason = (f"recovered: interrupted before the restore reached the object; {why}" if outcome == Outcome.failed
                   else f"recovered: the restore had reached the object before the interruption; {why}"
                   if outcome == Outcome.restored else f"recovered: {why}")
@@ -206,11 +213,12 @@ def restore_reclaim(store: Store, writer: KubeWriter, reclaim: AuditEntry, flow_
             if settled is None:
                 return Undone(Outcome.unknown, f"the PATCH got no usable answer ({str(exc)[:300]}) and the read-back "
                                                "failed: the next undo or reclaim run settles it from the object")
-            outcome, why = settled
+            outcome, why, restored = settled
+            if restored is not None:  # its team is told as if the answer had come
+                _restored_event(writer, restored, reclaim_id)
             return finish(outcome, f"the response was lost ({str(exc)[:300]}); read back: {why}")
         except GpuaasError as exc:
             return finish(Outcome.failed, str(exc)[:500] + _left_behind(writer, reclaim, obj, str(exc)))
-        writer.record_event(patched, EventReason.restored, f"Restored by gpuaas: the undo of audit #{reclaim_id} put "
-                                                           "back the state it had before it was stopped")
+        _restored_event(writer, patched, reclaim_id)
         return finish(Outcome.restored, f"restored (resourceVersion {patched['metadata'].get('resourceVersion')})")
     return finish(Outcome.failed, "409 Conflict twice: the object keeps changing; try again")

@@ -188,34 +188,42 @@ def _hold(n: Nudge, store: Store, writer: KubeWriter, mode: Mode, run: str | Non
         _row(store, n, Outcome.skipped, why, mode, run, refers_to=intent.id)
         return NudgeResult(n, Outcome.skipped, why, intent.id)
     except INDEFINITE as exc:  # a lost answer or a 5xx can hide a hold that landed: read the object back
-        outcome, why = _hold_landed(writer, n, intent.id, str(exc)[:300])
+        outcome, why, landed = _hold_landed(writer, n, intent.id, str(exc)[:300])
         _row(store, n, outcome, why, mode, run, refers_to=intent.id, before=before, after=after)
+        if landed is not None:  # its team is told as if the answer had come
+            _held_event(writer, landed, n, intent, release_at)
         return NudgeResult(n, outcome, why, intent.id)
     except GpuaasError as exc:
         _row(store, n, Outcome.failed, str(exc), mode, run, refers_to=intent.id)
         return NudgeResult(n, Outcome.failed, str(exc)[:500], intent.id)
     done = {**after, "resourceVersion": patched["metadata"].get("resourceVersion")}
     _row(store, n, Outcome.applied, n.reason, mode, run, refers_to=intent.id, before=before, after=done)
-    reason, done_by = ((EventReason.demoted, "Demoted one priority by gpuaas") if n.action is NudgeAction.demote
-                       else (EventReason.held, f"Held by gpuaas until {release_at or 'its release'}"))
-    writer.record_event(patched, reason, f"{done_by}: {n.reason}. Audit #{intent.id}; to release it now: "
-                                         f"gpuaas undo {intent.id}")
+    _held_event(writer, patched, n, intent, release_at)
     return NudgeResult(n, Outcome.applied, n.reason, intent.id)
 
 
-def _hold_landed(writer: KubeWriter, n: Nudge, intent_id: int | None, error: str) -> tuple[Outcome, str]:
-    """How a hold whose patch got no answer ended, from the object: held by this intent, or not; ``unknown``
-    when it cannot be read either (its annotation names the intent, so the release sweep and ``gpuaas undo``
-    find it whichever it was)."""
+def _held_event(writer: KubeWriter, obj: dict[str, Any], n: Nudge, intent: AuditEntry, release_at: str | None) -> None:
+    """The Event its team sees in ``kubectl describe``: why it waits, until when, and how to release it now."""
+    reason, done_by = ((EventReason.demoted, "Demoted one priority by gpuaas") if n.action is NudgeAction.demote
+                       else (EventReason.held, f"Held by gpuaas until {release_at or 'its release'}"))
+    writer.record_event(obj, reason, f"{done_by}: {n.reason}. Audit #{intent.id}; to release it now: "
+                                     f"gpuaas undo {intent.id}")
+
+
+def _hold_landed(writer: KubeWriter, n: Nudge, intent_id: int | None,
+                 error: str) -> tuple[Outcome, str, dict[str, Any] | None]:
+    """How a hold whose patch got no answer ended, from the object: held by this intent (and the object, held),
+    or not; ``unknown`` when it cannot be read either (its annotation names the intent, so the release sweep and
+    ``gpuaas undo`` find it whichever it was)."""
     try:
         obj = writer.get(KIND, n.namespace, n.name)
     except NotFound:
-        return Outcome.skipped, f"{error}; object deleted since"
+        return Outcome.skipped, f"{error}; object deleted since", None
     except GpuaasError as exc:
-        return Outcome.unknown, f"{error}; not read back either ({str(exc)[:200]}): the object's annotation says"
+        return Outcome.unknown, f"{error}; not read back either ({str(exc)[:200]}): the object's annotation says", None
     if (_hold_on(obj) or {}).get("audit_id") == intent_id:
-        return Outcome.applied, f"{n.reason} (the patch's answer was lost: {error}; read back, it landed)"
-    return Outcome.failed, f"{error}; read back, the hold did not land"
+        return Outcome.applied, f"{n.reason} (the patch's answer was lost: {error}; read back, it landed)", obj
+    return Outcome.failed, f"{error}; read back, the hold did not land", None
 
 
 def _hold_on(obj: dict[str, Any]) -> dict[str, Any] | None:
@@ -235,19 +243,20 @@ def _release_intent(store: Store, n: Nudge, obj: dict[str, Any], hold: dict[str,
 
 
 def _read_back(writer: KubeWriter, namespace: str, name: str, hold: object,
-               uid: str | None) -> tuple[Outcome, str] | None:
-    """Did the release of ``hold`` land? (outcome, why) from the object; None when it cannot be read."""
+               uid: str | None) -> tuple[Outcome, str, dict[str, Any] | None] | None:
+    """Did the release of ``hold`` land? (outcome, why, the object where it did) from the object; None when it
+    cannot be read."""
     try:
         obj = writer.get(KIND, namespace, name)
     except NotFound:
-        return Outcome.skipped, "object deleted"
+        return Outcome.skipped, "object deleted", None
     except GpuaasError:
         return None
     if uid and obj["metadata"].get("uid") != uid:
-        return Outcome.skipped, "object deleted (a different object now has this name)"
+        return Outcome.skipped, "object deleted (a different object now has this name)", None
     if _hold_on(obj) == hold:
-        return Outcome.failed, "the object still carries the hold: the release did not land"
-    return Outcome.released, "the hold is gone from the object"
+        return Outcome.failed, "the object still carries the hold: the release did not land", None
+    return Outcome.released, "the hold is gone from the object", obj
 
 
 def _release(n: Nudge, store: Store, writer: KubeWriter, run: str | None) -> NudgeResult:
@@ -288,16 +297,24 @@ def _release(n: Nudge, store: Store, writer: KubeWriter, run: str | None) -> Nud
                 return NudgeResult(n, Outcome.unknown, f"the PATCH got no usable answer ({error}) and the read-back "
                                                        "failed: the intent stays open, the next sweep settles it",
                                    intent.id)
-            return finish(settled[0], f"the response was lost ({error}); read back: {settled[1]}")
+            outcome, why, released = settled
+            result = finish(outcome, f"the response was lost ({error}); read back: {why}")
+            if released is not None:  # its team is told as if the answer had come
+                _released_event(writer, released, n, intent)
+            return result
         except GpuaasError as exc:
             return finish(Outcome.failed, str(exc))
         done = {**patch.get("spec", {}), "resourceVersion": patched["metadata"].get("resourceVersion")}
         result = finish(Outcome.released, n.reason, done)
-        hold_id = intent.refers_to
-        writer.record_event(patched, EventReason.released, f"Released by gpuaas: {n.reason}"
-                                                           + (f" (the hold of audit #{hold_id})" if hold_id else ""))
+        _released_event(writer, patched, n, intent)
         return result
     raise AssertionError("unreachable")  # pragma: no cover
+
+
+def _released_event(writer: KubeWriter, obj: dict[str, Any], n: Nudge, intent: AuditEntry) -> None:
+    hold_id = intent.refers_to
+    writer.record_event(obj, EventReason.released, f"Released by gpuaas: {n.reason}"
+                                                   + (f" (the hold of audit #{hold_id})" if hold_id else ""))
 
 
 def recover_releases(store: Store, writer: KubeWriter, *, flow_run_id: str | None,
@@ -319,7 +336,7 @@ def recover_releases(store: Store, writer: KubeWriter, *, flow_run_id: str | Non
                              intent.uid)
         if settled is None:
             continue
-        outcome, why = settled
+        outcome, why, _ = settled
         lead = {Outcome.released: "the release had reached the object before the interruption",
                 Outcome.failed: "interrupted before the release reached the object"}.get(outcome)
         appended.append(store.append(AuditEntry(

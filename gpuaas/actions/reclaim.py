@@ -127,18 +127,19 @@ def _changed(d: Decision, obj: dict[str, Any]) -> str | None:
 
 
 def read_back_stop(writer: KubeWriter, kind: str, namespace: str, name: str, audit_id: int,
-                   version: str | None = None) -> tuple[Outcome, str] | None:
-    """Did the stop of intent ``audit_id`` land? (outcome, why) from the object, or None when it cannot be read."""
+                   version: str | None = None) -> tuple[Outcome, str, dict[str, Any] | None] | None:
+    """Did the stop of intent ``audit_id`` land? (outcome, why, the object read) from the object, or None when it
+    cannot be read."""
     try:
         obj = writer.get(kind, namespace, name, version=version)
     except NotFound:
-        return Outcome.failed, "the object is gone"
+        return Outcome.failed, "the object is gone", None
     except GpuaasError:
         return None
     mark = reclaimed_by(obj)
     if mark is not None and mark.get("audit_id") == audit_id:
-        return Outcome.applied, f"the object carries the gpuaas.io/reclaimed annotation of audit #{audit_id}"
-    return Outcome.failed, "the object does not carry its gpuaas.io/reclaimed annotation: not changed"
+        return Outcome.applied, f"the object carries the gpuaas.io/reclaimed annotation of audit #{audit_id}", obj
+    return Outcome.failed, "the object does not carry its gpuaas.io/reclaimed annotation: not changed", obj
 
 
 def settle_reclaim(store: Store, writer: KubeWriter, intent: AuditEntry, flow_run_id: str | None) -> AuditEntry | None:
@@ -148,7 +149,7 @@ def settle_reclaim(store: Store, writer: KubeWriter, intent: AuditEntry, flow_ru
                              (intent.after or {}).get("api_version"))
     if settled is None:
         return None
-    outcome, why = settled
+    outcome, why, _ = settled
     reason = (f"recovered: the patch had reached the object before the interruption; {why}"
               if outcome == Outcome.applied else f"recovered: the interruption came before the patch landed; {why}")
     return store.append(AuditEntry(
@@ -200,9 +201,14 @@ def _act(d: Decision, audit: _Audit, writer: KubeWriter, mode: Mode, now: dateti
         return ActionResult(d, Outcome.failed, str(exc)[:500], intent.id, plan.method, plan.frees)
     done = {**after, "resourceVersion": patched["metadata"].get("resourceVersion")}
     audit.row(d, Outcome.applied, reason, refers_to=intent.id, before=plan.before(), after=done)
-    writer.record_event(patched, EventReason.reclaimed, f"Stopped by gpuaas: {d.reason}; {reason}. "
-                                                        f"Audit #{intent.id}; to restore it: gpuaas undo {intent.id}")
+    _stopped_event(writer, patched, d, reason, intent)
     return ActionResult(d, Outcome.applied, reason, intent.id, plan.method, plan.frees)
+
+
+def _stopped_event(writer: KubeWriter, obj: dict[str, Any], d: Decision, reason: str, intent: AuditEntry) -> None:
+    """The Event its team sees in ``kubectl describe``: why it was stopped, and how to restore it."""
+    writer.record_event(obj, EventReason.reclaimed, f"Stopped by gpuaas: {d.reason}; {reason}. "
+                                                    f"Audit #{intent.id}; to restore it: gpuaas undo {intent.id}")
 
 
 def _settle(d: Decision, audit: _Audit, writer: KubeWriter, intent: AuditEntry, plan: StopPlan,
@@ -213,10 +219,12 @@ def _settle(d: Decision, audit: _Audit, writer: KubeWriter, intent: AuditEntry, 
         why = (f"the PATCH got no usable answer ({error}) and the read-back failed: the intent stays open, "
                "the next run settles it from the object")
         return ActionResult(d, Outcome.unknown, why, intent.id, plan.method, plan.frees)
-    outcome, seen = settled
+    outcome, seen, obj = settled
     why = (f"{reason} (the response was lost: {error}; read back: {seen})" if outcome == Outcome.applied
            else f"{error} (read back: {seen})")
     audit.row(d, outcome, why, refers_to=intent.id, before=plan.before(), after=after)
+    if outcome == Outcome.applied and obj is not None:  # it landed: its team is told as if the answer had come
+        _stopped_event(writer, obj, d, reason, intent)
     return ActionResult(d, outcome, why[:500], intent.id, plan.method, plan.frees)
 
 

@@ -76,3 +76,7 @@ def test_a_lost_answer_is_settled_from_the_object(store: Store, landed: bool, re
     assert cluster.held() == landed  # the object says what happened, whatever the row could tell
     if landed:
         assert f'"audit_id": {rows[0].id}' in cluster.objs["wl"]["metadata"]["annotations"][HOLD_ANNOTATION]
+    # a hold found landed is told to the Workload's team as if the answer had come: why, and how to release it
+    assert cluster.events == ([("HeldForDeadline", f"Held by gpuaas until {(NOW + timedelta(hours=1)).isoformat()}: "
+                                f"its deadline needs the GPUs first. Audit #{rows[0].id}; to release it now: "
+                                f"gpuaas undo {rows[0].id}")] if expected == Outcome.applied else [])

@@ -179,6 +179,9 @@ def test_a_lost_answer_is_settled_from_the_object(store: Store, landed: bool, ou
     result = release(store, cluster)
     assert result.result == outcome and "the response was lost (patching Workload ns/wl: connection reset)" in result.reason
     assert words in result.reason and [r.outcome for r in rows(store)] == ["planned", outcome]
+    # the Workload's team reads the release in kubectl describe whether or not its answer came back
+    assert cluster.events == ([("Released", "Released by gpuaas: release time has come (the hold of audit #3)")]
+                              if landed else [])
 
 
 def test_a_lost_answer_that_cannot_be_read_back_leaves_the_intent_to_the_next_sweep(store: Store) -> None:

@@ -68,6 +68,11 @@ def _reclaim(settings: GpuaasSettings, cluster: EmbeddedCluster, store: Store, k
     return int(result.audit_id)
 
 
+def _events(cluster: EmbeddedCluster, name: str) -> dict[str, str]:
+    """gpuaas's Events on the objects named ``name``: reason -> note."""
+    return {e["reason"]: e["note"] for e in cluster.store.list("Event") if e["regarding"]["name"] == name}
+
+
 def _crash(*_: Any, **__: Any) -> Any:
     raise RuntimeError("worker killed")
 
@@ -89,9 +94,14 @@ def test_a_lost_patch_response_is_settled_by_reading_the_object_back(
         assert result.result == "applied", result.reason
         assert "response was lost" in result.reason
         assert [r.outcome for r in store.audit(flow="reclaim")] == ["planned", "applied"]
+        # its team reads the stop in kubectl describe as if the answer had come
+        assert _events(cluster, "nb")["Reclaimed"].endswith(f"to restore it: gpuaas undo {result.audit_id}")
 
+        proxy.drop_response("PATCH")  # the restore's answer is lost too
         [restored] = undo(via_proxy, store, [int(result.audit_id)])
-    assert restored.result == "restored", restored.message
+        assert len(proxy.dropped) == 2
+    assert restored.result == "restored" and "response was lost" in restored.message, restored.message
+    assert _events(cluster, "nb")["Restored"].startswith(f"Restored by gpuaas: the undo of audit #{result.audit_id}")
     back = obj(cluster, "Notebook", "nb")
     assert _annotations(back) == _annotations(original) and back["spec"] == original["spec"]
 

@@ -23,11 +23,11 @@ class _Writer:
 
 def test_an_object_recreated_at_the_prior_state_is_not_taken_for_a_landed_restore() -> None:
     recreated = {"metadata": {"uid": "another-uid", "annotations": {}}, "spec": {"replicas": 1}}
-    outcome, why = _read_back(_Writer(recreated), RECLAIM)  # type: ignore[arg-type, misc]
-    assert outcome == Outcome.failed and "a different object now has this name" in why
+    outcome, why, landed = _read_back(_Writer(recreated), RECLAIM)  # type: ignore[arg-type, misc]
+    assert outcome == Outcome.failed and "a different object now has this name" in why and landed is None
 
 
 def test_the_same_object_at_the_prior_state_is_a_landed_restore() -> None:
     same = {"metadata": {"uid": "uid-when-reclaimed", "annotations": {}}, "spec": {"replicas": 1}}
-    outcome, _ = _read_back(_Writer(same), RECLAIM)  # type: ignore[arg-type, misc]
-    assert outcome == Outcome.restored
+    outcome, _, landed = _read_back(_Writer(same), RECLAIM)  # type: ignore[arg-type, misc]
+    assert outcome == Outcome.restored and landed == same

@@ -7,7 +7,8 @@ stored, then loaded by id), plan (pure, per cohort and flavor, and the holds, de
 that follow), nudge (audited; holds and demotions written only in apply mode). Then publish (an artifact and, on the
 Pushgateway, ``gpuaas_extra_gpus_needed`` and ``gpuaas_deadlines_at_risk`` — the signal to add GPU
 nodes on, instead of raw queue length). Each step is a phase of ``gpuaas.operations.deadlines``.
-``nudge=False`` plans only and writes nothing (``gpuaas plan deadlines --from-cluster``);
+``nudge=False`` plans only and writes nothing (``gpuaas plan deadlines --from-cluster``): its ``would`` lists the
+due releases, holds and demotions a run in apply mode would write at that instant;
 ``undo=[audit ids]`` releases those holds and demotions.
 """
 
@@ -26,7 +27,7 @@ from flows._outcome import busy_outcome, failed, finished, freeze_dict
 from flows._snapshot import snapshot_for
 from gpuaas.actions import new_holder
 from gpuaas.models import NOT_OK
-from gpuaas.operations.deadlines import DeadlinesResult
+from gpuaas.operations.deadlines import DeadlinesResult, would_write
 from gpuaas.policy import Mode, WritingFlow
 from gpuaas.settings import load_settings
 from reports import counted, frozen_lead, source_errors, with_failures
@@ -37,6 +38,7 @@ from reports.deadlines import (
     nudges_sentence,
     object_names,
     pool_dicts,
+    would_dicts,
 )
 from tasks import push_or_warn, unwalked
 from tasks.deadlines import (
@@ -97,7 +99,7 @@ def deadlines(apply: bool = False, at: UtcInstant | None = None, nudge: bool = T
         with _writes_lock(settings, holder) if nudge and mode is Mode.apply else nullcontext():
             snapshot_id, snapshot = snapshot_for(settings, now, snapshot_id)
             started = time.monotonic()
-            plan = plan_deadline_run(settings, unwalked(snapshot), now, nudge)
+            plan = plan_deadline_run(settings, unwalked(snapshot), now, True)  # pure: a plan alone shows them too
             logger.info("plan: %s, %s needed, %s at risk in %.2fs", counted(len(plan.pools), "pool"),
                         counted(sum(plan.extra_gpus.values()), "extra GPU"), counted(len(plan.at_risk), "deadline"),
                         time.monotonic() - started)
@@ -117,8 +119,9 @@ def deadlines(apply: bool = False, at: UtcInstant | None = None, nudge: bool = T
                          + failures_sentence(nudges, freed), source_errors(snapshot.sources))
     # a hold, demotion or release refused, or one whose answer was lost and could not be read back: a red run
     end = failed if any(n.result in NOT_OK for n in (*nudged.nudges, *released.nudges)) else finished
+    would = {} if nudge else {"would": would_dicts(would_write(plan, snapshot, frozen))}
     return end({"snapshot_id": snapshot_id, "pools": planned, "pushed_samples": pushed, "mode": mode.value,
-                "freeze": freeze_dict(frozen), "released": freed, "nudges": nudges,
+                "freeze": freeze_dict(frozen), "released": freed, "nudges": nudges, **would,
                 "objects": object_names(snapshot.workloads), "degraded": snapshot.degraded,
                 "source_errors": source_errors(snapshot.sources)}, line)
 

@@ -9,7 +9,7 @@ from gpuaas.actions.deadline_holds import NudgeResult
 from gpuaas.models import Outcome
 from gpuaas.permissions import ROLES, bind_command
 from gpuaas.phrases import duration
-from gpuaas.policies.deadlines import DeadlineJob, DeadlinePlan, Inexact, PoolPlan, ScheduledJob
+from gpuaas.policies.deadlines import DeadlineJob, DeadlinePlan, Inexact, Nudge, PoolPlan, ScheduledJob
 from gpuaas.pushgateway import MetricFamily
 from reports._format import brief
 
@@ -167,9 +167,17 @@ def pool_rows(pool: dict[str, Any], names: dict[str, str]) -> list[list[Any]]:
 
 def nudge_dicts(results: Iterable[NudgeResult]) -> list[dict[str, Any]]:
     """The ``deadlines`` flow's ``released``, ``nudges`` and ``undo``: one row per nudge, its ``audit_id`` what undo takes."""
-    return [{"action": r.nudge.action, "workload": r.nudge.ref, "result": r.result, "reason": r.reason,
-             "audit_id": r.audit_id, "release_at": r.nudge.release_at.isoformat() if r.nudge.release_at else None}
-            for r in results]
+    return [{**_nudge_dict(r.nudge, r.result, r.reason), "audit_id": r.audit_id} for r in results]
+
+
+def would_dicts(nudges: Iterable[Nudge]) -> list[dict[str, Any]]:
+    """A plan's ``would``: what a run in apply mode would write, one row per nudge, no audit row behind it."""
+    return [_nudge_dict(n, n.outcome, n.reason) for n in nudges]
+
+
+def _nudge_dict(n: Nudge, result: str, reason: str) -> dict[str, Any]:
+    return {"action": n.action, "workload": n.ref, "result": result, "reason": reason,
+            "release_at": n.release_at.isoformat() if n.release_at else None}
 
 
 def deadline_metrics(pools: Sequence[PoolPlan]) -> list[MetricFamily]:

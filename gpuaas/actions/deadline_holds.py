@@ -35,7 +35,7 @@ from gpuaas.actions._kube_writer import INDEFINITE, KubeWriter
 from gpuaas.actions._undoing import Undone
 from gpuaas.errors import Conflict, GpuaasError, NotFound
 from gpuaas.models import Outcome
-from gpuaas.policies.deadlines import HOLD_ANNOTATION, Nudge, NudgeAction, is_demotion, parse_hold, release_is_due
+from gpuaas.policies.deadlines import HOLD_ANNOTATION, Nudge, NudgeAction, due_release, is_demotion, parse_hold
 from gpuaas.policy import Mode
 from gpuaas.store import AuditEntry, Store
 
@@ -372,14 +372,10 @@ def release_due(workloads: Iterable[dict[str, Any]], store: Store, writer: KubeW
 
 def due_releases(workloads: Iterable[dict[str, Any]], now: datetime) -> list[Nudge]:
     """The release sweep's rule: every Workload object held by gpuaas whose ``release_at`` has come."""
-    due = []
-    for obj in workloads:
-        meta = obj.get("metadata") or {}
-        hold = parse_hold((meta.get("annotations") or {}).get(HOLD_ANNOTATION))
-        if hold is not None and release_is_due(hold, now):
-            due.append(Nudge(NudgeAction.release, str(meta.get("namespace", "")), str(meta.get("name", "")),
-                             f"release time {hold.get('release_at', '(unreadable)')} has come", evidence={"hold": hold}))
-    return due
+    metas = [obj.get("metadata") or {} for obj in workloads]
+    due = (due_release(str(m.get("namespace", "")), str(m.get("name", "")), (m.get("annotations") or {}).get(HOLD_ANNOTATION),
+                       now) for m in metas)
+    return [n for n in due if n is not None]
 
 
 def undo_hold(store: Store, writer: KubeWriter, row: AuditEntry, flow_run_id: str | None) -> Undone:

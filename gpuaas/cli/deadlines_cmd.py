@@ -6,8 +6,9 @@ problem a person can read before anyone scales a node pool on it. Reads only; ne
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
@@ -81,4 +82,32 @@ def _from_cluster(format: OutputFormat) -> None:
             console.print(alone, highlight=False, markup=False)
         for line in grouped_notes(pool["messages"] + pool["notes"]):
             console.print(f"- {line}", highlight=False, markup=False)
+    _print_would(result.get("would") or [], names)
     end_degraded(result)
+
+
+_WOULD = {"planned": "write", "skipped": "skip", "deferred": "defer"}
+"""How the plan's nudges read as what a run would do: written, held back (a freeze, a degraded snapshot), or
+left to a later run (over ``max_holds_per_run``)."""
+
+
+def _print_would(would: list[dict[str, Any]], names: dict[str, str]) -> None:
+    """The holds, demotions and releases a run in apply mode would write now, so that they can be read before the
+    flow is let write them; none is written here."""
+    if not would:
+        console.print("A deadlines run in apply mode would hold, demote and release nothing now.", highlight=False,
+                      markup=False)
+        return
+    writes = sum(n["result"] == "planned" for n in would)
+    which = ("this" if len(would) == 1 else f"these {len(would)}") if writes == len(would) else \
+        f"{writes} of these {len(would)}"
+    console.print(f"Nothing was written. A deadlines run in apply mode would now write {which}:", highlight=False,
+                  markup=False)
+    rows = [[n["action"], names.get(n["workload"], f"Workload {n['workload']}"), n["workload"],
+             _WOULD.get(str(n["result"]), str(n["result"])), _clock_utc(n["release_at"]), n["reason"]] for n in would]
+    print_table("Deadline holds, demotions and releases", ("action", "object", "Workload", "would", "until", "reason"),
+                rows, optional=("Workload", "until"), notes=("reason",))
+
+
+def _clock_utc(instant: str | None) -> str:
+    return "" if instant is None else f"{datetime.fromisoformat(instant).astimezone(UTC):%H:%M} UTC"

@@ -36,6 +36,7 @@ from gpuaas.policies.deadlines import (
     NudgeAction,
     PoolPlan,
     deadline_problems,
+    due_release,
     plan_deadlines,
     plan_nudges,
     plan_pools,
@@ -49,7 +50,7 @@ if TYPE_CHECKING:  # the writes load the Kubernetes client and SQLAlchemy; plann
     from gpuaas.store import Store
 
 __all__ = ["DeadlinesPlan", "DeadlinesResult", "apply", "frozen_workloads", "plan", "plan_problem", "pool_plans",
-           "release_sweep", "undo"]
+           "release_sweep", "undo", "would_write"]
 
 
 @dataclass(frozen=True)
@@ -135,6 +136,27 @@ def plan(snapshot: Snapshot, policy: DeadlinesPolicy, now: datetime, *, nudge: b
         nudges = [n if n.action is NudgeAction.release or n.outcome == Outcome.skipped
                   else replace(n, reason=why, outcome=Outcome.skipped) for n in nudges]
     return DeadlinesPlan(now, pools, tuple(nudges))
+
+
+def would_write(deadlines_plan: DeadlinesPlan, snapshot: Snapshot, frozen: FreezeOn | None = None) -> tuple[Nudge, ...]:
+    """What a run in apply mode at the plan's instant would write, for a plan that writes nothing (``gpuaas plan
+    deadlines --from-cluster``): the releases its sweep would make (the holds of the snapshot's Workloads whose
+    ``release_at`` has come), then the plan's own nudges but the releases of those same Workloads. A change freeze
+    of the whole flow (``frozen``) turns its holds and demotions ``skipped``, as a run would. Pure.
+
+    A Workload released by the sweep is planned here as still held: a run plans on a snapshot taken after its
+    sweep, and may hold it again; this says only that its hold ends now."""
+    rows = snapshot.workloads
+    marks = [] if rows.empty or "deadline_hold" not in rows else \
+        rows[["namespace", "name", "deadline_hold"]].itertuples(index=False)
+    due = [n for n in (due_release(str(ns), str(name), mark, deadlines_plan.at) for ns, name, mark in marks)
+           if n is not None]
+    swept = {n.ref for n in due}
+    planned = [n for n in deadlines_plan.nudges if not (n.action is NudgeAction.release and n.ref in swept)]
+    if frozen is not None:
+        planned = [n if n.action is NudgeAction.release or n.outcome != Outcome.planned
+                   else replace(n, outcome=Outcome.skipped, reason=f"{n.reason}; not written: {frozen}") for n in planned]
+    return (*due, *planned)
 
 
 def frozen_workloads(snapshot: Snapshot, held: Mapping[str, FreezeOn]) -> dict[str, FreezeOn]:

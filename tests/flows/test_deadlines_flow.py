@@ -8,6 +8,7 @@ and ``gpuaas plan deadlines --from-cluster`` printing the same answer.
 from __future__ import annotations
 
 import json
+from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -16,6 +17,7 @@ import pytest
 from typer.testing import CliRunner
 
 from gpuaas.cluster.runner import EmbeddedCluster
+from gpuaas.policies.deadlines import HOLD_ANNOTATION
 from tests.scenarios import point_at
 
 pytestmark = [pytest.mark.integration, pytest.mark.flow]
@@ -73,6 +75,7 @@ def test_flow_plans_each_cohort_and_pushes_the_scale_signal(pointed_at: Embedded
 def test_cli_from_cluster_prints_the_same_answer(pointed_at: EmbeddedCluster, prefect_harness: None) -> None:
     from gpuaas.cli.app import app
 
+    events = len(pointed_at.store.list("Event"))
     result = CliRunner().invoke(app, ["plan", "deadlines", "--from-cluster", "--format", "json"])
     assert result.exit_code == 0, result.output
     doc = json.loads(result.stdout)
@@ -86,6 +89,18 @@ def test_cli_from_cluster_prints_the_same_answer(pointed_at: EmbeddedCluster, pr
     assert "RayCluster rush/" in table.stdout  # the object, as everywhere else (the Workload with --wide)
     assert "Kueue's own order, on the same GPUs and estimates, would meet 3 of 5 deadlines." in flat  # pool fc
     assert flat.count("Kueue's own order") == 2  # one line under each pool's table: fc's and rush's
+    # What the flow in apply mode would write now, shown without writing it: the wide job of fc held until its
+    # planned start less the margin (Kueue alone would admit it first; rush is short of GPUs: nothing to hold).
+    [hold] = doc["would"]
+    assert (hold["action"], hold["result"]) == ("hold", "planned") and "-fc-wide-" in hold["workload"]
+    [wide] = [s for s in pools["fc"]["schedule"] if s["name"] == hold["workload"]]
+    planned_start = pointed_at.clock.now() + timedelta(seconds=wide["start"])
+    assert datetime.fromisoformat(hold["release_at"]) == pytest.approx(planned_start - timedelta(minutes=30),
+                                                                       abs=timedelta(minutes=2))
+    assert "Nothing was written. A deadlines run in apply mode would now write this:" in flat
+    assert "hold RayCluster forecast/fc-wide reason: cohort fc, flavor h100: planned start in" in flat
+    assert not [o for o in pointed_at.store.list("Workload") if HOLD_ANNOTATION in (o["metadata"].get("annotations") or {})]
+    assert len(pointed_at.store.list("Event")) == events  # nothing written
 
 
 def test_file_and_from_cluster_together_is_a_usage_error(tmp_path: Path) -> None:

@@ -10,8 +10,8 @@ from typing import Any
 import pandas as pd
 
 from gpuaas.models import Outcome, Snapshot, SourceStatus
-from gpuaas.operations.deadlines import plan
-from gpuaas.policy import DeadlinesPolicy
+from gpuaas.operations.deadlines import plan, would_write
+from gpuaas.policy import DeadlinesPolicy, FreezeOn
 
 NOW = datetime(2026, 3, 10, 12, 0, tzinfo=UTC)
 H = 3600.0
@@ -90,3 +90,26 @@ def test_on_a_degraded_snapshot_holds_are_shown_never_planned_and_releases_still
         ("hold", "ns/urgent", Outcome.skipped)]
     assert result.holds == ()
     assert all(n.reason.startswith("prometheus did not answer") for n in result.nudges if n.action != "release")
+
+
+def test_what_a_run_would_write_lists_the_sweeps_releases_once_then_the_plan_and_a_freeze_skips_its_holds() -> None:
+    # late (pool -cq-solo) held by an earlier run until 11:59: the sweep of a run at NOW releases it, and the plan's
+    # own release of it ("in no plan any more") is not listed a second time. ``run`` held until 13:00 is not due.
+    base = snapshot()
+    mark = '{{"audit_id": {id}, "release_at": "{at}", "before": {{"active": true}}}}'
+    base.workloads.loc[base.workloads["name"] == "late", "deadline_hold"] = mark.format(id=7, at="2026-03-10T11:59:00Z")
+    base.workloads.loc[base.workloads["name"] == "slack", "deadline_hold"] = mark.format(id=8, at="2026-03-10T13:00:00Z")
+    policy = DeadlinesPolicy(max_holds_per_run=1, release_margin_minutes=30, runtime_estimate_error=1.0)
+    planned = plan(base, policy, NOW)
+    assert ("release", "ns/late") in [(n.action, n.ref) for n in planned.nudges]  # the plan alone would list it too
+
+    would = would_write(planned, base)
+    assert [(n.action, n.ref, n.outcome) for n in would] == [
+        ("release", "ns/late", Outcome.planned), ("hold", "ns/urgent", Outcome.planned)]
+    assert would[0].reason == "release time 2026-03-10T11:59:00Z has come"
+
+    freeze = FreezeOn("year-end", NOW + timedelta(days=1))
+    frozen = would_write(planned, base, freeze)
+    assert [(n.action, n.outcome) for n in frozen] == [("release", Outcome.planned), ("hold", Outcome.skipped)]
+    assert frozen[1].reason.endswith("; not written: change freeze year-end until 2026-03-11 12:00 UTC")
+    assert would_write(plan(snapshot(), policy, NOW, nudge=False), snapshot()) == ()

@@ -87,8 +87,8 @@ from gpuaas.policies.deadlines.problem import DeadlineJob
 from gpuaas.policies.deadlines.profile import EPS
 from gpuaas.policy import HELD_BACK, DeadlinesPolicy
 
-__all__ = ["HOLD_ANNOTATION", "Nudge", "NudgeAction", "is_demotion", "parse_hold", "plan_nudges", "release_is_due",
-           "with_kueue_order"]
+__all__ = ["HOLD_ANNOTATION", "Nudge", "NudgeAction", "due_release", "is_demotion", "parse_hold", "plan_nudges",
+           "release_is_due", "with_kueue_order"]
 
 HOLD_ANNOTATION = "gpuaas.io/deadline-hold"
 _NEEDLESS_DEMOTION = ("deadline lost, but Kueue's own order meets fewer deadlines on the same estimates with the "
@@ -163,6 +163,16 @@ def release_is_due(hold: Mapping[str, Any], now: datetime) -> bool:
     except (KeyError, ValueError):
         return True
     return _utc(when) <= _utc(now)
+
+
+def due_release(namespace: str, name: str, annotation: object, now: datetime) -> Nudge | None:
+    """The release sweep's rule for one Workload (its ``gpuaas.io/deadline-hold`` annotation's value): the release
+    of gpuaas's hold on it once its ``release_at`` has come, else None."""
+    hold = parse_hold(annotation)
+    if hold is None or not release_is_due(hold, now):
+        return None
+    return Nudge(NudgeAction.release, namespace, name, f"release time {hold.get('release_at', '(unreadable)')} has come",
+                 evidence={"hold": hold})
 
 
 def _utc(at: datetime) -> datetime:

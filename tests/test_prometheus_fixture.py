@@ -4,6 +4,7 @@ with prometheus-api-client exactly as the collect flow will query it."""
 from __future__ import annotations
 
 import socket
+import subprocess
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -83,3 +84,32 @@ def test_free_ports_lie_below_the_ports_the_kernel_hands_out_itself() -> None:
     ports = {free_port() for _ in range(20)}
     assert all(20000 <= port < low for port in ports)
     assert len(ports) > 1  # chosen at random, so two workers rarely try the same one
+
+
+def test_a_server_its_killed_owner_left_running_is_stopped_by_the_next_start_and_no_other_process(
+        tmp_path: Path) -> None:
+    """The server runs in a session of its own, so ``kill -9`` of its owner (``gpuaas cluster up``) leaves it
+    serving: the next start on the same directory stops it first. A pid file naming another process is ignored."""
+    orphaned = PrometheusServer(tmp_path / "prometheus")
+    orphaned.start()
+    left = orphaned._proc
+    assert left is not None
+    orphaned._proc = None  # its owner died: nothing will stop it
+    try:
+        with PrometheusServer(tmp_path / "prometheus") as again:
+            assert left.wait(timeout=20) is not None  # stopped before the new one started
+            assert httpx.get(f"{again.url}/-/ready", timeout=5).status_code == 200
+            assert (tmp_path / "prometheus" / "prometheus.pid").read_text().strip() == str(again._proc.pid)  # type: ignore[union-attr]
+        assert not (tmp_path / "prometheus" / "prometheus.pid").exists()  # stopped cleanly: nothing to stop next time
+    finally:
+        if left.poll() is None:
+            left.kill()
+    bystander = subprocess.Popen(["sleep", "30"])
+    try:
+        (tmp_path / "other").mkdir()
+        (tmp_path / "other" / "prometheus.pid").write_text(f"{bystander.pid}\n")
+        with PrometheusServer(tmp_path / "other"):
+            assert bystander.poll() is None  # not a Prometheus of this directory: left alone
+    finally:
+        bystander.kill()
+        bystander.wait()

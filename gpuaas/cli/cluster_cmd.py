@@ -269,6 +269,9 @@ def up(
     # Every start is a new cluster (a new kube-system uid): the last trial's history and audit log are another
     # cluster's, which the store refuses to mix, so the trial starts afresh with it.
     shutil.rmtree(trial_dir, ignore_errors=True)
+    from gpuaas.cluster.prometheus import stop_orphan
+
+    stop_orphan(run_dir / "prometheus")  # an earlier 'up' killed outright left it serving; its pid file goes next
     if backend is Backend.real:
         _check_port_free(port)
         shutil.rmtree(run_dir, ignore_errors=True)

@@ -9,8 +9,10 @@ arrive by scraping (honouring the exporter's timestamps).
 
 from __future__ import annotations
 
+import os
 import random
 import shutil
+import signal
 import socket
 import subprocess
 import tempfile
@@ -136,6 +138,32 @@ class _PortTaken(GpuaasError):
     """Prometheus could not listen: something took its port between the choice and the start."""
 
 
+PID_FILE = "prometheus.pid"
+
+
+def stop_orphan(data_dir: Path) -> None:
+    """Stop the server an earlier owner of ``data_dir`` left running. It runs in a session of its own, so an owner
+    killed outright (``kill -9`` of ``gpuaas cluster up``) takes no signal to it, and it would keep its port and
+    memory, writing beside the next one. Only a live process whose command line names this directory's TSDB is
+    stopped: a pid since given to anything else is left alone. Call it before removing ``data_dir``."""
+    try:
+        pid = int((data_dir / PID_FILE).read_text(encoding="utf-8").strip())
+        cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+    except (OSError, ValueError):
+        return
+    if f"--storage.tsdb.path={data_dir / 'tsdb'}".encode() not in cmdline:
+        return
+    try:
+        os.kill(pid, signal.SIGTERM)
+        deadline = time.monotonic() + 15
+        while time.monotonic() < deadline and Path(f"/proc/{pid}").exists():
+            time.sleep(0.1)
+        if Path(f"/proc/{pid}").exists():
+            os.kill(pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+
+
 class PrometheusServer:
     """One Prometheus process with its own TSDB directory, started and stopped by us."""
 
@@ -233,10 +261,15 @@ class PrometheusServer:
                 self.port = free_port()
         self._start_once(timeout)
 
+    @property
+    def _pid_path(self) -> Path:
+        return self.data_dir / PID_FILE
+
     def _start_once(self, timeout: float) -> None:
         binary = require_binary("prometheus")
         self.data_dir.mkdir(parents=True, exist_ok=True)
         self.tsdb_dir.mkdir(parents=True, exist_ok=True)
+        stop_orphan(self.data_dir)
         config = self._write_config()
         self._log_start = self._log_path.stat().st_size if self._log_path.exists() else 0
         log = self._log_path.open("ab")
@@ -255,6 +288,7 @@ class PrometheusServer:
             start_new_session=True,
         )
         log.close()
+        self._pid_path.write_text(f"{self._proc.pid}\n", encoding="utf-8")
         try:
             self._wait_ready(self._proc, timeout)
         except BaseException:
@@ -295,7 +329,10 @@ class PrometheusServer:
 
     def stop(self) -> None:
         proc, self._proc = self._proc, None
-        if proc is None or proc.poll() is not None:
+        if proc is None:
+            return
+        self._pid_path.unlink(missing_ok=True)
+        if proc.poll() is not None:
             return
         proc.terminate()
         try:

@@ -22,6 +22,7 @@ import pytest
 
 from gpuaas.cli._common import handle_errors
 from gpuaas.cli._progress import progress
+from gpuaas.cluster.prometheus import PrometheusServer
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -247,6 +248,24 @@ def test_cluster_up_on_a_busy_port_names_the_port_and_leaves_nothing(tmp_path: P
                     "(choose another port, or 0 for any free one)")
     assert not (tmp / "cluster.env").exists()
     assert not list((tmp / "data").rglob("cluster.pid")) and not list((tmp / "data").rglob("kubeconfig"))
+
+
+def test_cluster_up_stops_the_prometheus_a_killed_cluster_up_left_running(tmp_path: Path) -> None:
+    """``kill -9`` of ``cluster up`` leaves its Prometheus serving (a session of its own): the next ``up`` stops it
+    before it clears the run directory, even one that fails after that (here on a busy port)."""
+    tmp = _files(tmp_path)
+    left = PrometheusServer(tmp / "data" / "cluster" / "run" / "prometheus")
+    left.start()
+    orphan = left._proc
+    assert orphan is not None
+    try:
+        with socket.socket() as busy:
+            busy.bind(("127.0.0.1", 0))
+            busy.listen()
+            _run(["cluster", "up", "--port", str(busy.getsockname()[1]), "--history", "10m"], tmp)
+        assert orphan.wait(timeout=30) is not None
+    finally:
+        left.stop()
 
 
 def test_no_arguments_still_print_the_help(tmp_path: Path) -> None:

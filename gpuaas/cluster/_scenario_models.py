@@ -102,8 +102,20 @@ def _sample_step(value: object) -> timedelta:
 Fraction = Annotated[float, Field(ge=0.0, le=1.0)]
 
 
+MAX_NODES = 10_000
+"""Nodes in all of a scenario's pools: far past any fleet the emulator is used for (its benchmark runs 2,000), and a
+bound on the memory ``cluster up`` takes before it starts (a typo of 100,000,000 nodes took gigabytes)."""
+MAX_INSTANCES = 100_000
+"""Workloads a scenario submits in all (``copies`` included): twice the emulator's largest benchmark."""
+MAX_GPUS = 10_000_000
+"""A quota past ten million GPUs is a typo, as everywhere in gpuaas (the policy refuses it the same way)."""
+MAX_HOURLY_PRICE = 1_000_000.0
+"""Dollars per hour for one GPU, core or GiB: past any price, and far below where cost arithmetic overflows."""
+Price = Annotated[float, Field(ge=0, le=MAX_HOURLY_PRICE)]
+
+
 class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)  # .inf or .nan is no level or price
 
 
 # --- utilisation and traffic profiles ------------------------------------------------------
@@ -184,17 +196,17 @@ class Flavor(_Strict):
 
 class NodePool(_Strict):
     name: str
-    count: Annotated[int, Field(gt=0)]
+    count: Annotated[int, Field(gt=0, le=MAX_NODES)]
     gpus_per_node: Annotated[int, Field(gt=0, le=16)] = 8
     gpu_model: str = "NVIDIA H100 80GB HBM3"
     """As dcgm-exporter's ``modelName`` label shows it."""
     flavor: str
-    gpu_hourly_price: Annotated[float, Field(ge=0)]
+    gpu_hourly_price: Price
     """Price of one GPU for one hour, as OpenCost's ``node_gpu_hourly_cost``."""
     cpu_cores: Annotated[int, Field(gt=0)] = 96
     memory_gib: Annotated[int, Field(gt=0)] = 1024
-    cpu_hourly_price: Annotated[float, Field(ge=0)] = 0.0
-    ram_gib_hourly_price: Annotated[float, Field(ge=0)] = 0.0
+    cpu_hourly_price: Price = 0.0
+    ram_gib_hourly_price: Price = 0.0
     fb_total_mib: Annotated[int, Field(gt=0)] = 81559
     instance_type: str = "p5.48xlarge"
     region: str = "us-east-1"
@@ -202,9 +214,9 @@ class NodePool(_Strict):
 
 class Quota(_Strict):
     flavor: str
-    gpus: Annotated[int, Field(ge=0)]
-    borrowing_limit: Annotated[int, Field(ge=0)] | None = None
-    lending_limit: Annotated[int, Field(ge=0)] | None = None
+    gpus: Annotated[int, Field(ge=0, le=MAX_GPUS)]
+    borrowing_limit: Annotated[int, Field(ge=0, le=MAX_GPUS)] | None = None
+    lending_limit: Annotated[int, Field(ge=0, le=MAX_GPUS)] | None = None
 
     @model_validator(mode="after")
     def _lending_within_nominal(self) -> Quota:
@@ -251,7 +263,7 @@ class WorkloadSpec(_Strict):
     kind: WorkloadKind
     tenant: str
     gpus_per_pod: Annotated[int, Field(ge=1, le=16)] = 1
-    pods: Annotated[int, Field(ge=1)] = 1
+    pods: Annotated[int, Field(ge=1, le=1_000)] = 1
     priority: int = 0
     submit_at: Duration = timedelta(0)
     duration: Duration | None = None
@@ -268,7 +280,7 @@ class WorkloadSpec(_Strict):
     labels: dict[str, str] = Field(default_factory=dict)
     drop_telemetry: bool = False
     """No dcgm or vLLM series at all for this workload's GPUs: data is missing, not zero."""
-    copies: Annotated[int, Field(ge=1)] = 1
+    copies: Annotated[int, Field(ge=1, le=MAX_INSTANCES)] = 1
     """Submit ``copies`` identical workloads named ``<name>-<i>``, ``every`` apart."""
     every: Duration = timedelta(0)
     cpu_per_pod: Annotated[float, Field(gt=0)] = 4.0
@@ -307,6 +319,10 @@ class Scenario(_Strict):
 
     @model_validator(mode="after")
     def _references(self) -> Scenario:
+        if (nodes := sum(p.count for p in self.pools)) > MAX_NODES:
+            raise ValueError(f"pools: {nodes:,} nodes in all, at most {MAX_NODES:,}")
+        if (submitted := sum(w.copies for w in self.workloads)) > MAX_INSTANCES:
+            raise ValueError(f"workloads: {submitted:,} workloads in all (copies included), at most {MAX_INSTANCES:,}")
         flavors = _unique("flavors", [f.name for f in self.flavors])
         _unique("pools", [p.name for p in self.pools])
         tenants = _unique("tenants", [t.name for t in self.tenants])

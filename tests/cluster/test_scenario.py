@@ -59,8 +59,20 @@ def test_example_scenario_loads() -> None:
         (lambda d: d["pools"][0].update(flavor="tpu"), "pools[0].flavor"),
         (lambda d: d["workloads"][0].update(utilisation={"profile": "constant", "value": -1}),
          "workloads[0].utilisation.value"),
+        # no fleet has these; each would take gigabytes, or break the cost arithmetic, before anything started
+        (lambda d: d["pools"][0].update(count=100_000_000), "pools[0].count"),
+        (lambda d: d["pools"].extend({**d["pools"][0], "name": f"p{i}", "count": 5_000} for i in range(2)), "pools"),
+        (lambda d: d["pools"][0].update(gpu_hourly_price=float("inf")), "pools[0].gpu_hourly_price"),
+        (lambda d: d["pools"][0].update(cpu_hourly_price=1e300), "pools[0].cpu_hourly_price"),
+        (lambda d: d["workloads"][0].update(utilisation={"profile": "constant", "value": float("nan")}),
+         "workloads[0].utilisation.value"),
+        (lambda d: d["tenants"][0]["quotas"][0].update(gpus=10**20), "tenants[0].quotas[0].gpus"),
+        (lambda d: d["workloads"][0].update(copies=10**9), "workloads[0].copies"),
+        (lambda d: d["workloads"].extend({**d["workloads"][0], "name": f"w{i}", "copies": 60_000} for i in range(2)),
+         "workloads"),
     ],
-    ids=["unknown-key", "bad-duration", "unknown-tenant", "unknown-flavor", "negative-level"],
+    ids=["unknown-key", "bad-duration", "unknown-tenant", "unknown-flavor", "negative-level", "nodes", "nodes-in-all",
+         "price-inf", "price-huge", "level-nan", "quota-huge", "copies", "copies-in-all"],
 )
 def test_errors_name_file_and_field(tmp_path: Path, mutate, field: str) -> None:  # type: ignore[no-untyped-def]
     data = yaml.safe_load((ROOT / "examples" / "scenario.yaml").read_text())

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import asdict
-from datetime import datetime
+from datetime import datetime, timedelta
 
 import pandas as pd
 
@@ -27,7 +27,14 @@ from gpuaas.policies.analysis import (
 )
 from gpuaas.settings import GpuaasSettings
 
-__all__ = ["FRONTIER_COLUMNS", "fleet_history", "print_frontier"]
+__all__ = ["FRONTIER_COLUMNS", "MAX_SINCE", "fleet_history", "print_frontier"]
+
+MAX_SINCE = timedelta(days=90)
+"""How far back ``--since`` may reach: 90 days, the longest history a Prometheus is commonly set to keep (its own
+default is 15 days, an embedded cluster's 60; the live adaptive policy reads at most 31). Every
+``--chunk-hours`` of the span is a range query whether the server still holds it or not, so 90 days is 2,160
+queries at the default 1 h chunk and 21,600 at the smallest (0.1 h), where ``--since 0001-01-01`` would be
+some 17.7 million."""
 
 FRONTIER_COLUMNS = ("policy", "parameter", "GPU-hours reclaimed", "wake-ups", "vs fixed at equal wake-ups",
                     "headroom captured", "context ceiling", "wake-ups per workload-day")
@@ -46,6 +53,8 @@ def fleet_history(settings: GpuaasSettings, start: datetime, end: datetime, *, n
     A pod gpuaas cannot link to a Workload (gone, or not Kueue's) counts as one GPU."""
     if end <= start:
         raise ConfigError(f"--since must be in the past (got {utc_stamp(start)})", field="--since")
+    if end - start > MAX_SINCE:  # the command refuses it first; here the request count is bounded for any caller
+        raise ConfigError(f"at most {MAX_SINCE.days}d back (got {utc_stamp(start)})", field="--since")
     reading, links = read_fleet_history(settings, start, end, thresholds_pct=[threshold_pct],
                                         namespaces=namespaces, chunk_s=chunk_hours * 3600.0, progress=_progress)
     stream = reading.stream

@@ -17,7 +17,7 @@ from typing import Annotated, Any
 import pandas as pd
 import typer
 
-from gpuaas.cli._backtest import fleet_history, print_frontier
+from gpuaas.cli._backtest import MAX_SINCE, fleet_history, print_frontier
 from gpuaas.cli._common import (
     OutputFormat,
     check_outputs,
@@ -193,6 +193,9 @@ def reclaim(
                           "--since") from exc
     if end <= start:
         raise usage_error("must be in the past", "--since")
+    if end - start > MAX_SINCE:  # one range query per chunk of it: an unbounded count (0001-01-01: 17.7 million)
+        raise usage_error(f"at most {MAX_SINCE.days}d back, the longest history a Prometheus is commonly set to "
+                          "keep", "--since")
     try:
         rates = None
         if from_prometheus:

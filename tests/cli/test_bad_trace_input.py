@@ -36,7 +36,18 @@ CASES: dict[str, tuple[list[str], str | bytes, str]] = {
                                  DUTY + "50,1662858720.0,x\n500,1662858780.0,x\n",
                                  "line 3: value: duty cycle above 100 % ('500' read as a percentage); is --unit right?"),
     "reclaim negative time": (["replay", "reclaim", "--utilization", "{f}"], DUTY + "0.0,-1662858720.0,x\n",
-                              "line 2: timestamp_anon: must be a finite number from 0 to 1e+12, got '-1662858720.0'"),
+                              "line 2: timestamp_anon: must be a finite number from 0 to 253402300799 (Unix seconds to "
+                              "the end of the year 9999), got '-1662858720.0'"),
+    # A date ends with the year 9999, and the replay prints its times as dates (the refits, --reclaims).
+    "reclaim time after the year 9999": (["replay", "reclaim", "--utilization", "{f}"],
+                                         "timestamp,pod,value\n300000000000,a,0\n300000000060,a,0\n",
+                                         "line 2: timestamp: must be a finite number from 0 to 253402300799 (Unix "
+                                         "seconds to the end of the year 9999), got '300000000000'"),
+    # --budget refits every --refit-hours across the span: 3e9 s at 0.01 h would never end.
+    "reclaim samples over two years apart": (["replay", "reclaim", "--utilization", "{f}"],
+                                             "timestamp,pod,value\n0,a,0\n3000000000,a,0\n",
+                                             "line 3: timestamp: a replay holds samples up to 63,072,000 s (two "
+                                             "years) after the first ('0'), got '3000000000'"),
     "reclaim binary": (["replay", "reclaim", "--utilization", "{f}"], b"\xff\xfe\x00\x01",
                        "line 1: not UTF-8 text (byte 0xff: invalid start byte)"),
     "reclaim not UTF-8 on line 3": (["replay", "reclaim", "--utilization", "{f}"],

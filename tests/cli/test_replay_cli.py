@@ -4,12 +4,17 @@ from __future__ import annotations
 
 import json
 import re
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from typing import cast
 
 import pytest
 from typer.testing import CliRunner
 
+from gpuaas.cli import _backtest, replay_cmd
 from gpuaas.cli.app import app as main_app
+from gpuaas.errors import ConfigError
+from gpuaas.settings import GpuaasSettings
 
 TRACE = Path(__file__).resolve().parents[2] / ".." / "shared" / "fixtures" / "traces" / "alibaba-genai-2026"
 PARTS = [TRACE / "pod_gpu_duty_cycle_part1.csv", TRACE / "pod_gpu_duty_cycle_part2.csv"]
@@ -123,11 +128,50 @@ def test_a_replay_needs_one_source_of_history(util_args: list[str], with_csv: bo
            "see gpuaas replay reclaim --help"),
     ("2999-01-01", "error: Invalid value for '--since': must be in the past (got '2999-01-01'); "
                    "see gpuaas replay reclaim --help"),
-], ids=["not-a-time", "in-the-future"])
+    # One range query per --chunk-hours of history: 0001-01-01 would be 17.7 million of them.
+    *[(since, f"error: Invalid value for '--since': at most 90d back, the longest history a Prometheus is commonly "
+              f"set to keep (got '{since}'); see gpuaas replay reclaim --help")
+      for since in ("0001-01-01", "100000d", "91d")],
+], ids=["not-a-time", "in-the-future", "year-1", "100000-days", "91-days"])
 def test_a_bad_since_is_a_usage_error_before_prometheus_is_asked(since: str, line: str) -> None:
     result = runner.invoke(main_app, ["replay", "reclaim", "--from-prometheus", "--since", since])
     assert result.exit_code == 2 and result.stdout == ""
     assert result.stderr.strip().splitlines() == [line]
+
+
+def test_ninety_days_back_is_read(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The bound itself is allowed: the history asked for is the 90 days before now."""
+    asked: list[timedelta] = []
+
+    def history(settings: object, start: datetime, end: datetime, **_: object) -> None:
+        asked.append(end - start)
+        raise ConfigError("stop here")
+
+    monkeypatch.setattr(replay_cmd, "fleet_history", history)
+    result = runner.invoke(main_app, ["replay", "reclaim", "--from-prometheus", "--since", "90d"])
+    assert result.exit_code == 1 and "stop here" in result.stderr, result.output
+    assert asked == [timedelta(days=90)]
+
+
+def test_the_history_pull_bounds_its_own_span(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Called past the command, ``fleet_history`` still refuses a span its range queries could not bound."""
+    monkeypatch.setattr(_backtest, "read_fleet_history", lambda *a, **k: pytest.fail("Prometheus was asked"))
+    end = datetime(2026, 11, 29, tzinfo=UTC)
+    with pytest.raises(ConfigError, match=r"^--since: at most 90d back \(got 2026-08-30"):
+        _backtest.fleet_history(cast(GpuaasSettings, None), end - timedelta(days=91), end, namespaces=(),
+                                threshold_pct=5.0, chunk_hours=1.0)
+
+
+def test_a_trace_may_span_two_years_to_the_end_of_the_year_9999(tmp_path: Path) -> None:
+    """Both bounds on a duty-cycle CSV's times are allowed, and its reclaims print as dates."""
+    last = 253402300799
+    trace = tmp_path / "edge.csv"
+    trace.write_text("timestamp,pod,value\n" + f"{last - 2 * 365 * 86400},a,50\n"
+                     + "".join(f"{t},a,0\n" for t in range(last - 1200, last + 1, 60)))
+    result = runner.invoke(main_app, ["replay", "reclaim", "--utilization", str(trace), "--window", "5",
+                                      "--format", "json", "--reclaims"])
+    assert result.exit_code == 0, result.output
+    assert [r["reclaim_at"] for r in json.loads(result.stdout)["reclaims"]] == ["9999-12-31T23:44:59Z"]
 
 
 _FIXED_HEADLINE = re.compile(

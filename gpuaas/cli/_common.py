@@ -185,7 +185,7 @@ def _same_file(a: Path, b: Path) -> bool:
 
 
 def check_outputs(outputs: Mapping[str, Path | None], inputs: Mapping[str, Path | Sequence[Path] | None],
-                  *, make_folders: bool = False) -> None:
+                  *, make_folders: bool = False, renamed: bool = False) -> None:
     """A usage error (exit 2), before anything is read or written, for an output path the command could not
     write, or should not: said now rather than after the work (or once a cluster has started), naming the flag.
 
@@ -195,8 +195,11 @@ def check_outputs(outputs: Mapping[str, Path | None], inputs: Mapping[str, Path 
     made and removed there at once to find out, unless the output is a device, a pipe, or a file that exists and
     may be written: ``-o /dev/null``); a path that cannot be looked up (a folder on the way that may not be
     searched). ``make_folders``: the command makes the missing folders when
-    it writes, so the nearest folder that exists is the one that must be writable. Keys are the options as
-    typed (``--plot``, or ``FILE`` for an argument); an absent one is None.
+    it writes, so the nearest folder that exists is the one that must be writable. ``renamed``: the outputs are
+    written beside and renamed into place (a reader never sees half of one), so a device or a pipe there is
+    refused too: the rename would replace it with a file (``--env-file /dev/null`` run as root would replace the
+    system's ``/dev/null``). Keys are the options as typed (``--plot``, or ``FILE`` for an argument); an absent
+    one is None.
     """
     for out_name, out in outputs.items():
         if out is None:
@@ -206,7 +209,19 @@ def check_outputs(outputs: Mapping[str, Path | None], inputs: Mapping[str, Path 
             if any(_same_file(out, path) for path in paths):
                 raise usage_error(f"{out_name} and {in_name} name the same file ({out}): writing it would overwrite "
                                   f"the input; give {out_name} another path")
+        if renamed and _special(out):
+            raise usage_error(f"{out} is a device or a pipe, which the file written beside and renamed into place "
+                              "would replace; give the path of a file", out_name)
         _check_writable(out, out_name, make_folders=make_folders)
+
+
+def _special(path: Path) -> bool:
+    """Whether something other than a file or a folder is there (a device, a pipe, a socket)."""
+    try:
+        mode = path.stat().st_mode
+    except OSError:
+        return False  # nothing there, or not to be looked up: the writability check says which
+    return not (stat.S_ISREG(mode) or stat.S_ISDIR(mode))
 
 
 def _check_writable(path: Path, flag: str, *, make_folders: bool) -> None:

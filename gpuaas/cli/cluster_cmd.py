@@ -242,7 +242,8 @@ def up(
     # Where the kubeconfig and the env file cannot be written, or would replace an input: said before anything
     # starts, not once the cluster has (their folders are made when they are written).
     check_outputs({"--env-file": env_file, "--kubeconfig": kubeconfig},
-                  {"--scenario": scenario, "--policy": policy, "--rbac": rbac, "--trace": trace}, make_folders=True)
+                  {"--scenario": scenario, "--policy": policy, "--rbac": rbac, "--trace": trace}, make_folders=True,
+                  renamed=True)
     settings = settings_or_exit()
     cluster_dir = settings.cluster_dir
     pid_path = cluster_dir / PID_FILE

@@ -52,7 +52,10 @@ def tenant_rules(
     if output is None:
         console.print(text, end="", highlight=False, markup=False, soft_wrap=True)
         return
-    output.write_text(text, encoding="utf-8")
+    try:
+        output.write_text(text, encoding="utf-8")
+    except OSError as exc:  # a full disk or an I/O error at the write names no file of its own
+        raise fail(f"{output}: cannot write the rules ({exc.strerror or exc})") from exc
     console.print(f"wrote {output}", highlight=False, markup=False)
 
 

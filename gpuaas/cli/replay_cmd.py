@@ -33,6 +33,7 @@ from gpuaas.cli._progress import progress
 from gpuaas.cli._tables import print_table
 from gpuaas.cli.audit_cmd import parse_since
 from gpuaas.errors import GpuaasError
+from gpuaas.phrases import counted
 from gpuaas.policies.analysis import DETECT_MIN, calibration_evidence
 from gpuaas.policies.analysis import frontier as frontier_rows
 from gpuaas.policies.reclaim import (
@@ -214,7 +215,7 @@ def reclaim(
     base_s = window * 60.0
     if frontier:
         split = span[0] + (span[1] - span[0]) * calibrate if calibrate > 0 else None
-        with progress(f"frontier: {len(runs):,} idle runs, 9 windows, 7 budgets and the clairvoyant limit"):
+        with progress(f"frontier: {counted(len(runs), 'idle run')}, 9 windows, 7 budgets and the clairvoyant limit"):
             rows = frontier_rows(runs, split_t=split, base_s=base_s, detect_s=detect_minutes * 60.0)
             evidence = calibration_evidence(runs, split)
         how = "all hours" if split is None else f"chosen on the first {calibrate:.0%} of the hours, scored on the rest"

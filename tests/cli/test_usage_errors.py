@@ -4,6 +4,8 @@ never exit 1, which a script reads as "it ran and failed"."""
 
 from __future__ import annotations
 
+import os
+import stat
 from pathlib import Path
 
 import pytest
@@ -218,3 +220,33 @@ def test_a_loadtest_value_past_its_bound_is_a_usage_error_before_anything_starts
     assert result.stderr.strip().splitlines() == [
         f"error: Invalid value for '{flag}': {why} (got '{value}'); see gpuaas loadtest --help"]
     assert not out.exists()  # nothing made, nothing sent
+
+
+@pytest.mark.parametrize(("args", "what"), [
+    (["config", "tenant-rules", str(Path(__file__).parents[2] / "examples" / "policy.yaml"), "-o", "/dev/full"],
+     "cannot write the rules"),
+    (["replay", "reclaim", "--utilization", "{good}", "--frontier", "--plot", "/dev/full"], "cannot write the plot"),
+], ids=["tenant-rules", "reclaim-plot"])
+def test_an_output_the_write_itself_fails_on_is_named(tmp_path: Path, args: list[str], what: str) -> None:
+    """A full disk is known only at the write (``/dev/full`` passes every check before it): the one line names the
+    file, not only the system's "No space left on device"."""
+    good = tmp_path / "u.csv"
+    good.write_text("timestamp,pod,value\n" + "".join(f"{60 * i},p,{0 if i > 3 else 50}\n" for i in range(240)))
+    result = runner.invoke(app, [a.format(good=good) for a in args])
+    assert result.exit_code == 1
+    assert result.stderr.splitlines()[-1] == f"error: /dev/full: {what} (No space left on device)"
+
+
+@pytest.mark.parametrize("flag", ["--env-file", "--kubeconfig"])
+def test_cluster_up_refuses_to_rename_a_file_over_a_device_or_pipe(tmp_path: Path, flag: str) -> None:
+    """``cluster up`` writes its env file and kubeconfig beside and renames them into place: over ``/dev/null``, run
+    as root, that replaced the system's ``/dev/null`` with a file. A pipe stands in for the device here."""
+    pipe = tmp_path / "pipe"
+    os.mkfifo(pipe)
+    result = runner.invoke(app, ["cluster", "up", flag, str(pipe), "--history", "10m"],
+                           env={"GPUAAS_DATA_DIR": str(tmp_path / "data")})
+    assert result.exit_code == 2, result.output
+    assert result.stderr == (f"error: Invalid value for '{flag}': {pipe} is a device or a pipe, which the file written "
+                             f"beside and renamed into place would replace; give the path of a file (got '{pipe}'); "
+                             "see gpuaas cluster up --help\n")
+    assert stat.S_ISFIFO(pipe.stat().st_mode) and not (tmp_path / "data").exists()

@@ -78,19 +78,27 @@ _LABEL = re.compile(r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?")
 SUBDOMAIN = re.compile(r"[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?")
 
 
-def _kubernetes_name(pattern: re.Pattern[str], what: str, spelling: str) -> AfterValidator:
+def kubernetes_name_problem(value: str, *, label: bool) -> str | None:
+    """Why ``value`` is no Kubernetes namespace (``label``) or object name, else None: one the API server cannot
+    hold is a typo that would match nothing."""
+    pattern, what, spelling = ((_LABEL, "namespace", "lowercase letters, digits and '-', at most 63") if label
+                               else (SUBDOMAIN, "object name", "lowercase letters, digits, '-' and '.', at most 253"))
+    if pattern.fullmatch(value):
+        return None
+    return f"{value!r} is not a Kubernetes {what}: {spelling}, starting and ending with a letter or digit"
+
+
+def _kubernetes_name(*, label: bool) -> AfterValidator:
     def check(value: str) -> str:
-        if not pattern.fullmatch(value):
-            raise ValueError(f"{value!r} is not a Kubernetes {what}: {spelling}, starting and ending with a letter "
-                             "or digit")
+        if (problem := kubernetes_name_problem(value, label=label)) is not None:
+            raise ValueError(problem)
         return value
 
     return AfterValidator(check)
 
 
-Namespace = Annotated[str, _kubernetes_name(_LABEL, "namespace", "lowercase letters, digits and '-', at most 63")]
+Namespace = Annotated[str, _kubernetes_name(label=True)]
 """A Kubernetes namespace (an RFC 1123 label): one the API server cannot hold is a typo that would
 match no workload, and a tenant or service would silently own nothing."""
-ObjectName = Annotated[str, _kubernetes_name(SUBDOMAIN, "object name",
-                                             "lowercase letters, digits, '-' and '.', at most 253")]
+ObjectName = Annotated[str, _kubernetes_name(label=False)]
 """A Kubernetes object name (an RFC 1123 subdomain), such as a ClusterQueue's."""

@@ -47,6 +47,8 @@ __all__ = [
     "fail_on_refused",
     "check_outputs",
     "flag_given",
+    "namespace_name",
+    "object_name",
     "OutputFormat",
     "console",
     "describe_error",
@@ -153,6 +155,24 @@ def audit_id(text: str) -> int:
         raise typer.BadParameter(f"expected an audit id, a whole number from 1 to {_MAX_AUDIT_ID} "
                                  f"(see gpuaas audit list), got {shown_value(text)}")
     return int(digits)
+
+
+def namespace_name(text: str) -> str:
+    """A ``--namespace`` as the API server can hold one: another (``''``, ``Team_A``) matches nothing, silently."""
+    from gpuaas._policy_model import kubernetes_name_problem
+
+    if (problem := kubernetes_name_problem(text, label=True)) is not None:
+        raise typer.BadParameter(problem)
+    return text
+
+
+def object_name(text: str) -> str:
+    """A ``--queue`` (a ClusterQueue's name) as the API server can hold one."""
+    from gpuaas._policy_model import kubernetes_name_problem
+
+    if (problem := kubernetes_name_problem(text, label=False)) is not None:
+        raise typer.BadParameter(problem)
+    return text
 
 
 def usage_error(message: str, flag: str | None = None) -> UsageError:

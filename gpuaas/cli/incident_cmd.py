@@ -16,6 +16,8 @@ from gpuaas.cli._common import (
     fail,
     flag_error,
     flag_given,
+    namespace_name,
+    object_name,
     print_json,
     settings_or_exit,
     store_or_exit,
@@ -91,9 +93,10 @@ def incident(
                                        "duration before now (2h, 90m, 7d).")] = "1h",
     end: Annotated[str, typer.Option("--to", "--until", help="End (exclusive): an ISO time, a duration before now, or now.")]
     = "now",
-    namespace: Annotated[list[str] | None, typer.Option("--namespace", help="Only this namespace (repeatable).")]
-    = None,
-    queue: Annotated[list[str] | None, typer.Option("--queue", help="Only this ClusterQueue (repeatable).")] = None,
+    namespace: Annotated[list[str] | None, typer.Option("--namespace", parser=namespace_name, metavar="NAMESPACE",
+                                                        help="Only this namespace (repeatable).")] = None,
+    queue: Annotated[list[str] | None, typer.Option("--queue", parser=object_name, metavar="CLUSTERQUEUE",
+                                                    help="Only this ClusterQueue (repeatable).")] = None,
     undo: Annotated[list[int] | None, typer.Option("--undo", parser=audit_id, metavar="AUDIT_ID", help="Reverse this action by its audit id "
                                                    "(repeatable; like `gpuaas undo`, never over a later change).")]
     = None,

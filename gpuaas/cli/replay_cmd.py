@@ -25,6 +25,7 @@ from gpuaas.cli._common import (
     fail,
     flag_given,
     lead,
+    namespace_name,
     print_json,
     settings_or_exit,
     usage_error,
@@ -149,7 +150,8 @@ def reclaim(
     since: Annotated[str | None, typer.Option("--since", help="--from-prometheus: how far back (7d, 12h, ISO; "
                                               "default 7d).")] = None,
     namespace: Annotated[
-        list[str] | None, typer.Option("--namespace", help="--from-prometheus: only these namespaces (repeat).")
+        list[str] | None, typer.Option("--namespace", parser=namespace_name, metavar="NAMESPACE",
+                                       help="--from-prometheus: only these namespaces (repeat).")
     ] = None,
     chunk_hours: Annotated[
         float, typer.Option("--chunk-hours", min=0.1, max=24 * 31, help="--from-prometheus: hours per range query "

@@ -89,6 +89,19 @@ CASES = {
     "plan-deadlines-both": (
         ["plan", "deadlines", "problem.yaml", "--from-cluster"],
         "error: give a FILE or --from-cluster, not both; see gpuaas plan deadlines --help"),
+    # a name the API server cannot hold matches nothing: refused, not an empty answer that reads as "all quiet"
+    "incident-namespace-empty": (
+        ["incident", "--namespace", ""],
+        "error: Invalid value for '--namespace': '' is not a Kubernetes namespace: lowercase letters, digits and '-', "
+        "at most 63, starting and ending with a letter or digit; see gpuaas incident --help"),
+    "incident-queue-underscore": (
+        ["incident", "--queue", "Q_1"],
+        "error: Invalid value for '--queue': 'Q_1' is not a Kubernetes object name: lowercase letters, digits, '-' "
+        "and '.', at most 253, starting and ending with a letter or digit; see gpuaas incident --help"),
+    "replay-namespace-uppercase": (
+        ["replay", "reclaim", "--from-prometheus", "--namespace", "team-a", "--namespace", "Bad_NS"],
+        "error: Invalid value for '--namespace': 'Bad_NS' is not a Kubernetes namespace: lowercase letters, digits "
+        "and '-', at most 63, starting and ending with a letter or digit; see gpuaas replay reclaim --help"),
 }
 
 

@@ -21,10 +21,14 @@ def check(
     format: Annotated[OutputFormat, typer.Option("--format", help="Output format.")] = OutputFormat.table,
 ) -> None:
     """Validate a policy file; exit 1 naming the file and field when it is wrong."""
+    from gpuaas.loadtest import sweep_problem
+
     try:
         policy = load_policy(file)
     except ConfigError as exc:
         raise fail(str(exc)) from exc
+    if (problem := sweep_problem(policy.services, file)) is not None:  # a file it names, read as the report will
+        raise fail(str(problem))
     freezes = freezes_phrase(policy.freezes, datetime.now(UTC))
     if format is OutputFormat.json:
         print_json({"file": str(file), "valid": True, "freezes": freezes, "policy": policy.model_dump(mode="json")})

@@ -9,7 +9,7 @@ test (``_capacity``). The capacity rule itself is :mod:`gpuaas.policies.cost.cap
 
 from __future__ import annotations
 
-from gpuaas.loadtest._capacity import serving_capacity
+from gpuaas.loadtest._capacity import serving_capacity, sweep_problem
 from gpuaas.loadtest._client import RequestResult, client_for, run_step
 from gpuaas.loadtest._config import MAX_REQUEST_TOKENS, LoadTestConfig, base_url, is_loopback, parse_rates
 from gpuaas.loadtest._outputs import json_safe, plot_sweep, summary, write_outputs
@@ -37,6 +37,7 @@ __all__ = [
     "run_step",
     "run_sweep",
     "serving_capacity",
+    "sweep_problem",
     "step_passes",
     "summarize_step",
     "summary",

@@ -14,8 +14,10 @@ What the cost report ("replicas needed for the forecast") and the deadline/rebal
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from contextlib import nullcontext
 from datetime import UTC, datetime
+from pathlib import Path
 
 import pandas as pd
 
@@ -28,7 +30,35 @@ from gpuaas.settings import GpuaasSettings
 from gpuaas.sources.sweep import read_sweep
 from gpuaas.store import Store, open_store
 
-__all__ = ["CapacityEstimate", "serving_capacity"]
+__all__ = ["CapacityEstimate", "serving_capacity", "sweep_path", "sweep_problem"]
+
+
+def sweep_path(service: ServiceOutcome, policy_file: Path | None) -> Path:
+    """The service's sweep file; a relative path starts at the policy file's folder."""
+    assert service.capacity is not None
+    path = service.capacity.sweep
+    return policy_file.parent / path if not path.is_absolute() and policy_file is not None else path
+
+
+def _judged(service: ServiceOutcome, path: Path) -> CapacityResult:
+    assert service.capacity is not None and service.latency_slo_seconds is not None
+    return sustainable_capacity(read_sweep(path), slo_quantile=service.capacity.slo_quantile,
+                                slo_seconds=service.latency_slo_seconds, min_quality=service.capacity.min_quality,
+                                source=str(path))
+
+
+def sweep_problem(services: Sequence[ServiceOutcome], policy_file: Path) -> ConfigError | None:
+    """The first sweep file a policy names that the cost report could not judge (missing, unreadable, not a
+    sweep), as an error on its field (``services[0].capacity.sweep``); None when every one reads. What ``config
+    check`` asks, so that a typo in the path is said when the policy is checked, not as a note in a report."""
+    for i, service in enumerate(services):
+        if service.capacity is None or service.latency_slo_seconds is None:
+            continue  # the policy's own validation requires the SLO beside a sweep
+        try:
+            _judged(service, sweep_path(service, policy_file))
+        except ConfigError as exc:
+            return ConfigError(str(exc), file=policy_file, field=f"services[{i}].capacity.sweep")
+    return None
 
 
 def _service(settings: GpuaasSettings, namespace: str, name: str) -> tuple[int, ServiceOutcome] | None:
@@ -56,12 +86,8 @@ def serving_capacity(settings: GpuaasSettings, namespace: str, name: str, *, mod
     if found and service is not None and service.capacity is not None:
         if service.latency_slo_seconds is None:
             raise ConfigError(f"services: {namespace}/{name}: a capacity sweep needs latency_slo_seconds")
-        path = service.capacity.sweep
-        if not path.is_absolute() and settings.policy_file is not None:
-            path = settings.policy_file.parent / path
-        result = sustainable_capacity(read_sweep(path), slo_quantile=service.capacity.slo_quantile,
-                                      slo_seconds=service.latency_slo_seconds,
-                                      min_quality=service.capacity.min_quality, source=str(path))
+        path = sweep_path(service, settings.policy_file)
+        result = _judged(service, path)
         measured_at = datetime.fromtimestamp(path.stat().st_mtime, UTC)
         return _estimate(namespace, name, result, f"sweep file {path}", measured_at, now)
     with nullcontext(store) if store is not None else open_store(settings) as opened:

@@ -100,3 +100,40 @@ def test_bad_sweep_file_names_itself(tmp_path: Path, monkeypatch: pytest.MonkeyP
     monkeypatch.setenv("GPUAAS_POLICY_FILE", str(_policy(tmp_path, ", capacity: {sweep: chat-sweep.csv}")))
     with pytest.raises(ConfigError, match=r"chat-sweep.csv: row 2, column latency_p95_s: not a number: 'slow'"):
         serving_capacity(load_settings(), "platform", "chat")
+
+
+@pytest.mark.parametrize(("sweep", "says"), [
+    (None, "{tmp}/chat-sweep.csv: no such file"),
+    ("rate_rps,replicas\n1,1\n", "{tmp}/chat-sweep.csv: column gpus: missing"),
+], ids=["missing", "not-a-sweep"])
+def test_config_check_reads_the_sweep_a_policy_names_as_the_report_will(tmp_path: Path, sweep: str | None,
+                                                                        says: str) -> None:
+    """A typo in a sweep path used to pass the check and surface only as a note of the cost report."""
+    from typer.testing import CliRunner
+
+    from gpuaas.cli.app import app
+
+    policy = _policy(tmp_path, ", capacity: {sweep: chat-sweep.csv}")
+    if sweep is not None:
+        (tmp_path / "chat-sweep.csv").write_text(sweep)
+    result = CliRunner().invoke(app, ["config", "check", str(policy)])
+    assert result.exit_code == 1, result.output
+    assert result.stderr.startswith(f"error: {policy}: services[0].capacity.sweep: {says.format(tmp=tmp_path)}")
+    (tmp_path / "chat-sweep.csv").write_text(SWEEP)  # the path is relative to the policy file, as the report reads it
+    assert CliRunner().invoke(app, ["config", "check", str(policy)]).exit_code == 0
+
+
+@pytest.mark.parametrize(("capacity", "why"), [
+    ({"sweep": "gone.csv"}, "its capacity sweep could not be read (its note says why)"),
+    (None, "no capacity sweep in the policy and no load test of it in the store"),
+], ids=["sweep-unreadable", "no-sweep"])
+def test_replicas_unknown_says_why_without_denying_the_sweep_the_policy_names(capacity: dict[str, str] | None,
+                                                                            why: str) -> None:
+    from gpuaas.policies.cost.services import ServiceTally, replicas
+    from gpuaas.policy import CostPolicy, ServiceOutcome
+
+    spec = ServiceOutcome.model_validate({"name": "chat", "namespace": "platform", "latency_slo_seconds": 1.0,
+                                          **({"capacity": capacity} if capacity else {})})
+    notes: list[str] = []
+    out = replicas(ServiceTally(spec, "platform", rate_quantile=2.0), None, CostPolicy(), notes)
+    assert out["replicas_needed"] is None and notes == [f"service chat: replicas needed unknown: {why}"]

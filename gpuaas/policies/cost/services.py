@@ -239,7 +239,8 @@ def replicas(svc: ServiceTally, capacity: CapacityEstimate | None, cost: CostPol
         out["forecast_rps"] = float(f"{svc.rate_quantile * (1 + cost.headroom):.6g}")
     why = None
     if capacity is None:
-        why = "no capacity sweep in the policy and no load test of it in the store"
+        why = ("its capacity sweep could not be read (its note says why)" if svc.spec.capacity is not None
+               else "no capacity sweep in the policy and no load test of it in the store")
     else:
         out["capacity_source"] = capacity.source
         out["capacity_age_s"] = float(f"{capacity.age_seconds:.6g}") if capacity.age_seconds is not None else None

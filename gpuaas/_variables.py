@@ -2,8 +2,8 @@
 that need no settings model.
 
 Below the settings and the command line both: the settings refuse a variable one typo away from any
-name gpuaas reads (these included, ``misspelt_variable``) and a database URL without its dialect
-(``check_database_url``), and the configuration reference documents the variables.
+name gpuaas reads (these included, ``misspelt_variable``) and a database URL without its dialect, or a SQLite one
+without a file or with options (``check_database_url``), and the configuration reference documents the variables.
 """
 
 from __future__ import annotations
@@ -61,8 +61,49 @@ def misspelt_variable(settings: Iterable[str], environ: Mapping[str, str]) -> st
 def check_database_url(value: SecretStr) -> SecretStr:
     """A database URL names its dialect (``sqlite:///…``, ``postgresql+psycopg://…``): anything else fails when the
     store opens, as "cannot open database", without the variable's name. Checked without SQLAlchemy (whose import
-    every command would pay) and without showing the value (it may hold a password)."""
-    if not re.match(r"[A-Za-z][A-Za-z0-9]*(\+[A-Za-z0-9_]+)?://", value.get_secret_value()):
+    every command would pay) and without showing the value (it may hold a password). A SQLite URL is checked
+    further (``_sqlite_url_problem``)."""
+    url = value.get_secret_value()
+    if not re.match(r"[A-Za-z][A-Za-z0-9]*(\+[A-Za-z0-9_]+)?://", url):
         raise ValueError("not a database URL: write dialect://…, e.g. sqlite:////var/lib/gpuaas/gpuaas.db or "
                          "postgresql+psycopg://gpuaas@db:5432/gpuaas")
+    if url.partition("://")[0].partition("+")[0] == "sqlite":
+        problem = _sqlite_url_problem(url.partition("://")[2])
+        if problem is not None:
+            raise ValueError(problem)
     return value
+
+
+_SQLITE_FORMS = "sqlite:////absolute/path/gpuaas.db or sqlite:///relative/path/gpuaas.db"
+
+
+def _sqlite_url_problem(rest: str) -> str | None:
+    """What is wrong with a SQLite URL (``rest``: what follows ``sqlite://``), or None.
+
+    The database must outlive the process: the audit log is what ``gpuaas undo`` and ``gpuaas audit`` read, and the
+    writes lock is a row other processes must see. SQLAlchemy opens an in-memory database for a URL with no file
+    (``sqlite://``, ``sqlite:///``, ``:memory:``), so a reclaim applied there kept its audit rows in memory only.
+
+    The URL takes no query options. SQLAlchemy's pysqlite dialect (``create_connect_args``) drops, with a warning,
+    all but ``uri``, ``timeout``, ``isolation_level``, ``detect_types``, ``check_same_thread`` and
+    ``cached_statements``, and none of those is one gpuaas can honour: the store sets the busy timeout itself on each
+    connection (replacing ``timeout``); ``uri`` makes the path a SQLite URI whose options (``mode=ro``,
+    ``mode=memory``, ``immutable``) get past the store's own checks of the file; ``detect_types`` and
+    ``isolation_level`` change what the driver hands SQLAlchemy (dates, transactions); ``check_same_thread=true``
+    breaks the pool's connections across a flow's threads; ``cached_statements`` tunes nothing gpuaas needs. An
+    option is refused by name rather than dropped, so that what the URL says is what is done."""
+    from urllib.parse import parse_qsl, unquote
+
+    where, _, query = rest.partition("?")
+    host, slash, path = where.partition("/")
+    if host:
+        return f"a SQLite URL names a file, not a host: write {_SQLITE_FORMS}"
+    if unquote(path) in ("", ":memory:") or not slash:
+        return ("a SQLite URL without a file is an in-memory database, gone when the process ends (its audit log "
+                f"and writes lock with it): write {_SQLITE_FORMS}")
+    options = sorted({name for name, _ in parse_qsl(query, keep_blank_values=True)})
+    if options:
+        named = ", ".join(repr(name) for name in options)
+        return (f"a SQLite URL takes no query options (this one has {named}): gpuaas decides how the file is opened "
+                "(WAL, its own busy timeout); remove the '?' and what follows")
+    return None

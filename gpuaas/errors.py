@@ -35,6 +35,7 @@ __all__ = [
     "KubeAPIError",
     "MalformedResponse",
     "NotFound",
+    "NotStored",
     "PermanentError",
     "PolicyError",
     "SourceError",
@@ -76,6 +77,11 @@ class ConfigError(PermanentError):
 
 class StoreError(PermanentError):
     """The database could not be opened, migrated or written."""
+
+
+class NotStored(StoreError):
+    """The store answered, and does not hold what was asked for (a snapshot id, its rows): unlike a database that
+    is busy or gone for a moment, asking again finds nothing more."""
 
 
 _SECRET_PARAMS = ("token", "key", "secret", "password", "passwd", "sig", "signature", "auth", "credential")

@@ -234,7 +234,8 @@ class GpuaasSettings(BaseSettings):
     """Where the SQLite store, the HTML reports and the embedded cluster live (``$XDG_DATA_HOME/gpuaas`` or
     ``~/.local/share/gpuaas``)."""
     database_url: Annotated[SecretStr, AfterValidator(check_database_url)] | None = None
-    """SQLAlchemy URL; unset means SQLite at ``DATA_DIR/gpuaas.db``. PostgreSQL for a shared deployment."""
+    """SQLAlchemy URL; unset means SQLite at ``DATA_DIR/gpuaas.db``. PostgreSQL for a shared deployment. A SQLite URL
+    names a file and takes no query options (an in-memory database would take the audit log with it)."""
     database_password: SecretStr | None = None
     """Put into ``database_url`` when that has none: the URL can live in plain config, the password in a secret."""
     policy_file: Path | None = None

@@ -8,7 +8,7 @@ from datetime import datetime
 import pandas as pd
 
 from gpuaas.actions import ActionResult, UndoResult
-from gpuaas.errors import ActionRefused, ConfigError, StoreError
+from gpuaas.errors import ActionRefused, ConfigError, NotStored
 from gpuaas.models import Snapshot
 from gpuaas.operations import incident
 from gpuaas.operations import reclaim as operation
@@ -34,7 +34,7 @@ def load_snapshot(settings: GpuaasSettings, snapshot_id: int) -> Snapshot:
     with open_store(settings) as store:
         try:
             return stored_snapshot(store, snapshot_id)
-        except StoreError as exc:
+        except NotStored as exc:  # a database busy for a moment is a StoreError too, and is tried again
             raise ActionRefused(str(exc)) from exc
 
 

@@ -241,7 +241,7 @@ def test_a_database_url_with_no_dialect_is_refused_naming_the_variable_not_the_p
     assert "GPUAAS_DATABASE_URL: not a database URL" in said and "hunter2" not in said and url not in said
 
 
-@pytest.mark.parametrize("url", ["sqlite:////tmp/g.db", "postgresql+psycopg://u:p@db:5432/g", "sqlite://"])
+@pytest.mark.parametrize("url", ["sqlite:////tmp/g.db", "postgresql+psycopg://u:p@db:5432/g", "sqlite:///relative/g.db"])
 def test_a_database_url_with_a_dialect_loads(monkeypatch: pytest.MonkeyPatch, url: str) -> None:
     monkeypatch.setenv("GPUAAS_DATABASE_URL", url)
     assert load_settings().database_url is not None

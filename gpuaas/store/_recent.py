@@ -14,7 +14,7 @@ from collections import OrderedDict
 from threading import Lock
 from typing import TYPE_CHECKING
 
-from gpuaas.errors import StoreError
+from gpuaas.errors import NotStored
 
 if TYPE_CHECKING:
     from gpuaas.models import Snapshot
@@ -45,9 +45,9 @@ def load_snapshot(store: Store, snapshot_id: int) -> Snapshot:
         return held
     record = store.get_snapshot(snapshot_id)
     if record is None:
-        raise StoreError(f"snapshot {snapshot_id} is not in the store")
+        raise NotStored(f"snapshot {snapshot_id} is not in the store")
     document = record.payload.get("snapshot")
     if not isinstance(document, str):
-        raise StoreError(f"snapshot {snapshot_id} was stored without its rows (store.full_snapshot_every_minutes, "
+        raise NotStored(f"snapshot {snapshot_id} was stored without its rows (store.full_snapshot_every_minutes, "
                          "store.keep_full_snapshots): decide on a fresh collect")
     return Snapshot.from_json(document)

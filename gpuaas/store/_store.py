@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 from sqlalchemy import Engine, create_engine, delete, event, func, inspect, text, update
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
-from sqlalchemy.exc import SQLAlchemyError
+from sqlalchemy.exc import DBAPIError, SQLAlchemyError
 from sqlmodel import Session, col, select
 
 from gpuaas.errors import StoreError
@@ -152,8 +152,16 @@ class Store(HistoryRows, RunLocks):
 
     @contextmanager
     def session(self) -> Iterator[Session]:
-        with Session(self.engine, expire_on_commit=False) as session:
-            yield session
+        """A session on the database. What the database or its driver refuses in it (``DBAPIError``: locked, gone,
+        full, read-only) leaves as a ``StoreError`` naming the database and the driver's words (``in_words``):
+        SQLAlchemy's own text adds the statement, its parameters (a row's values) and a link on several lines, and
+        names no database. What is caught within the block (a lock already taken) is the block's to handle; an
+        error of SQLAlchemy itself (a misuse, not the database) stays as it is."""
+        try:
+            with Session(self.engine, expire_on_commit=False) as session:
+                yield session
+        except DBAPIError as exc:
+            raise StoreError(f"the gpuaas database at {redact_url(self.url)}: {in_words(exc)}") from exc
 
     def close(self) -> None:
         self.engine.dispose()

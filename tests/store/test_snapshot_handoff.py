@@ -12,7 +12,7 @@ from datetime import UTC, datetime, timedelta
 import pandas as pd
 import pytest
 
-from gpuaas.errors import StoreError
+from gpuaas.errors import ActionRefused, NotStored, StoreError
 from gpuaas.models import Snapshot
 from gpuaas.store import Store, load_snapshot, remember_snapshot
 
@@ -41,9 +41,9 @@ def test_a_pruned_document_under_a_running_reclaim(store: Store) -> None:
 
 def test_a_row_without_its_document_elsewhere_is_a_clear_error(store: Store) -> None:
     row = store.save_snapshot(T0, {"workloads": 3}, {})
-    with pytest.raises(StoreError, match=rf"snapshot {row.id} was stored without its rows"):
+    with pytest.raises(NotStored, match=rf"snapshot {row.id} was stored without its rows"):
         load_snapshot(store, int(row.id or 0))
-    with pytest.raises(StoreError, match="snapshot 999 is not in the store"):
+    with pytest.raises(NotStored, match="snapshot 999 is not in the store"):
         load_snapshot(store, 999)
     full = _snapshot(T0, 4)
     kept = store.save_snapshot(T0, full.summary(), {"snapshot": full.to_json()})
@@ -57,3 +57,25 @@ def test_the_newest_full_snapshot_is_found_past_newer_rows(store: Store) -> None
     newest, newest_full = store.latest_snapshot(), store.latest_snapshot(full=True)
     assert newest is not None and newest.id == row.id
     assert newest_full is not None and newest_full.id == full.id and "snapshot" in newest_full.payload
+
+
+@pytest.mark.parametrize(("raised", "ends"), [
+    (StoreError("the gpuaas database at sqlite:///g.db: database is locked"), StoreError),
+    (NotStored("snapshot 7 is not in the store"), ActionRefused),
+], ids=["busy-database", "not-stored"])
+def test_the_flows_snapshot_step_leaves_a_busy_database_to_its_retries_and_refuses_a_missing_snapshot(
+        monkeypatch: pytest.MonkeyPatch, raised: StoreError, ends: type[Exception]) -> None:
+    """The step's retries (``retry_unless_misconfigured``) ask a database locked for a moment again, and not for a
+    refusal (``ActionRefused``): only a snapshot the store does not hold becomes one."""
+    from contextlib import nullcontext
+
+    import tasks.reclaim as steps
+
+    def failing(store: object, snapshot_id: int) -> Snapshot:
+        raise raised
+
+    monkeypatch.setattr(steps, "open_store", lambda settings: nullcontext(None))
+    monkeypatch.setattr(steps, "stored_snapshot", failing)
+    with pytest.raises(ends) as caught:
+        steps.load_snapshot.fn(None, 7)  # type: ignore[arg-type]
+    assert str(caught.value) == str(raised)

@@ -16,7 +16,6 @@ import threading
 from pathlib import Path
 from typing import Any
 
-import orjson
 import yaml
 from kubernetes import client, config
 from kubernetes.client.exceptions import ApiException
@@ -25,6 +24,7 @@ from kubernetes.config.config_exception import ConfigException
 
 from gpuaas.errors import ConfigError, KubeAPIError, MalformedResponse, NotFound, PermanentError, SourceError
 from gpuaas.settings import GpuaasSettings, http_url_problem, token_problem
+from gpuaas.sources._json_answer import read_json
 from gpuaas.sources._kube_errors import SOURCE, kube_request
 from gpuaas.sources.kube import KUEUE_GROUP
 
@@ -216,7 +216,7 @@ class KubeLister:
             with kube_request(verb="listing", kind=what, url=self.url):
                 query = [(k, v) for k, v in (("continue", token), *selectors.items()) if v is not None]
                 resp = self._get(path, [*query, ("limit", self.page_size)])
-                body = orjson.loads(resp.data)  # several times faster than json on 50,000 Workloads
+                body = read_json(resp.data)  # orjson: several times faster than json on 50,000 Workloads
             if not isinstance(body, dict) or not isinstance(body.get("items"), list):
                 raise MalformedResponse(f"listing {what}: missing field 'items'", source=SOURCE, url=self.url)
             items.extend(body["items"])
@@ -231,7 +231,7 @@ class KubeLister:
             self.requests += 1
         try:
             with kube_request(verb="reading", kind="Namespace", name=IDENTITY_NAMESPACE, url=self.url):
-                body = orjson.loads(self._get(f"/api/v1/namespaces/{IDENTITY_NAMESPACE}", []).data)
+                body = read_json(self._get(f"/api/v1/namespaces/{IDENTITY_NAMESPACE}", []).data)
         except KubeAPIError as exc:
             if exc.status in (403, 404):
                 return None
@@ -260,7 +260,7 @@ class KubeLister:
             self.requests += 1
         try:
             with kube_request(verb="reading", kind="API discovery", name=path, url=self.url):
-                body = orjson.loads(self._get(path, []).data)
+                body = read_json(self._get(path, []).data)
         except NotFound:
             return {}
         return body if isinstance(body, dict) else {}

@@ -6,7 +6,8 @@
   from the status, its phrase and, when the body is a ``kind: Status``, its reason and message
   (cut to one line of 256 characters: a body can quote anything, kopf does the same);
 * no answer (timeout, reset, refused): ``SourceUnavailable``, the cause in words (``in_words``);
-* an answer that is not JSON: ``MalformedResponse``.
+* an answer that is not JSON, or JSON nested too deeply to read (the standard decoder's ``RecursionError``,
+  from a caller that decodes with it): ``MalformedResponse``.
 
 Each names the request the same way (``patching RayCluster team-a/train-7``), so an error never
 has to be rebuilt from another one's message, and ``raise ... from exc`` keeps the client's error.
@@ -14,7 +15,6 @@ has to be rebuilt from another one's message, and ``raise ... from exc`` keeps t
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterator
 from contextlib import contextmanager
 from http import HTTPStatus
@@ -30,6 +30,7 @@ from gpuaas.errors import (
     kube_error_for_status,
     kube_target,
 )
+from gpuaas.sources._json_answer import NESTED_TOO_DEEPLY, UnreadableJSON, read_json
 from gpuaas.sources._retry_after import retry_after_seconds
 from gpuaas.sources.failures import in_words
 
@@ -46,8 +47,8 @@ def _status_body(body: object) -> tuple[str | None, str]:
     """The ``reason`` and ``message`` of a ``kind: Status`` body; nothing from any other body (an HTML
     page of a proxy, a truncated answer) since only a Status is written to be shown."""
     try:
-        parsed = json.loads(body or "{}")  # type: ignore[arg-type]
-    except (TypeError, ValueError):
+        parsed = read_json(body or "{}")  # type: ignore[arg-type]
+    except UnreadableJSON:
         return None, ""
     if not isinstance(parsed, dict) or parsed.get("kind") != "Status":
         return None, ""
@@ -90,6 +91,12 @@ def kube_request(*, verb: str, kind: str, url: str, namespace: str | None = None
     except (urllib3.exceptions.HTTPError, OSError) as exc:
         target = kube_target(verb, kind, namespace, name)
         raise SourceUnavailable(f"{target}: {in_words(exc)}", source=SOURCE, url=url) from exc
+    except UnreadableJSON as exc:  # ``read_json``'s own words: not JSON, or nested too deeply
+        target = kube_target(verb, kind, namespace, name)
+        raise MalformedResponse(f"{target}: the answer is {exc}", source=SOURCE, url=url) from exc
     except ValueError as exc:
         target = kube_target(verb, kind, namespace, name)
         raise MalformedResponse(f"{target}: the answer is not JSON", source=SOURCE, url=url) from exc
+    except RecursionError as exc:  # a caller's own ``json.loads`` of a deeply nested answer (the writer's)
+        target = kube_target(verb, kind, namespace, name)
+        raise MalformedResponse(f"{target}: the answer is {NESTED_TOO_DEEPLY}", source=SOURCE, url=url) from exc

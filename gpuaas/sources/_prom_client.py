@@ -10,10 +10,10 @@ from __future__ import annotations
 import math
 import re
 import threading
+from collections.abc import Callable
 from datetime import datetime
 from typing import Any
 
-import orjson
 import requests
 from prometheus_api_client import PrometheusApiClientException, PrometheusConnect
 from urllib3.util.retry import Retry
@@ -21,6 +21,7 @@ from urllib3.util.retry import Retry
 from gpuaas._https import bearer_token, verify_setting
 from gpuaas.errors import ConfigError, MalformedResponse, SourceError, SourceUnavailable, scrub_secrets
 from gpuaas.settings import GpuaasSettings
+from gpuaas.sources._json_answer import UnreadableJSON, read_json
 from gpuaas.sources._promql import duration
 from gpuaas.sources._retry_after import retry_after_seconds
 from gpuaas.sources.failures import in_words
@@ -56,6 +57,13 @@ def _shape_problem(body: object) -> str | None:
     if "result" not in body["data"]:
         return "'data.result' is missing"
     return None if isinstance(body["data"]["result"], list) else "'data.result' is not a list"
+
+
+def _raising(exc: UnreadableJSON) -> Callable[..., Any]:
+    """A ``response.json`` that raises ``exc``, the answer's own decoding failure, instead of decoding again."""
+    def json(**_: Any) -> Any:
+        raise exc
+    return json
 
 
 def sample_value(result: dict[str, Any]) -> float:
@@ -147,10 +155,13 @@ class PromClient:
         with self._count:
             self.bytes_received += len(content)
         try:
-            body = orjson.loads(content)
-        except orjson.JSONDecodeError:
-            return  # the library's own decoding fails too, and ``_call`` says so
-        # Decoded once, by orjson: the library would decode again with the standard json module,
+            body = read_json(content)
+        except UnreadableJSON as exc:
+            # The library must not decode it again: the standard json module raises ``RecursionError`` on a
+            # deeply nested answer, which is no error ``_call`` could name. It gets this one instead.
+            response.json = _raising(exc)  # type: ignore[method-assign]
+            return
+        # Decoded once, by orjson (``read_json``): the library would decode again with the standard json module,
         # seconds a cycle for the 16,000-GPU answers (tens of MB).
         response.json = lambda **_: body  # type: ignore[method-assign]
         self._answer.shape = _shape_problem(body)
@@ -165,8 +176,8 @@ class PromClient:
         self._answer.retry_after, self._answer.warnings, self._answer.error, self._answer.shape = None, [], None, None
         try:
             result = fetch()
-        except requests.exceptions.JSONDecodeError as exc:
-            raise MalformedResponse("query answer is not JSON", source=self.source, url=self.url) from exc
+        except UnreadableJSON as exc:  # from ``_inspect``, through the library's ``response.json()``
+            raise MalformedResponse(f"query answer is {exc}", source=self.source, url=self.url) from exc
         except (KeyError, TypeError) as exc:
             shape = self._answer.shape or "not the documented shape"
             raise MalformedResponse(f"query answer: {shape}", source=self.source, url=self.url) from exc

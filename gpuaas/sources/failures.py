@@ -50,6 +50,9 @@ _PATTERNS = [  # (regular expression on the error text, words); the first that m
     (r"InvalidHeader|Invalid header value|Invalid leading whitespace|in header value",
      "a request header could not be sent: the token or a header value holds a line break or another character "
      "a header cannot carry"),
+    # Before "not JSON": the cause it chains is a decoder's JSONDecodeError. The second form is the decoder's own
+    # RecursionError, where one reaches a caller that did not decode through ``_json_answer.read_json``.
+    (r"nested too deeply|recursion depth exceeded while decoding", "answered JSON nested too deeply to read"),
     (r"is not JSON|JSONDecodeError|Expecting value", "answered, but not JSON (is this the right server?)"),
 ]
 _STATUS = re.compile(r"\bHTTP (\d{3})\b|\b(\d{3}) (?:Unauthorized|Forbidden|Not Found)|status(?: code)?[ =:]+(\d{3})")

@@ -19,6 +19,7 @@ import pandas as pd
 from gpuaas._https import httpx_verify
 from gpuaas.errors import ConfigError, MalformedResponse, SourceError, SourceUnavailable
 from gpuaas.settings import GpuaasSettings
+from gpuaas.sources._json_answer import UnreadableJSON, read_json
 from gpuaas.sources._prom_client import PromClient, sample_value
 from gpuaas.sources._promql import duration, tag, union
 from gpuaas.sources._retry_after import retry_after_seconds
@@ -140,9 +141,9 @@ def fetch_allocation(settings: GpuaasSettings, params: Mapping[str, str]) -> pd.
     if resp.status_code >= 400:
         raise SourceError(f"HTTP {resp.status_code}", source=SOURCE, url=url)
     try:
-        payload = resp.json()
-    except ValueError as exc:
-        raise MalformedResponse("answer is not JSON", source=SOURCE, url=url) from exc
+        payload = read_json(resp.content)  # not ``resp.json()``: its ``RecursionError`` would end the report
+    except UnreadableJSON as exc:
+        raise MalformedResponse(f"answer is {exc}", source=SOURCE, url=url) from exc
     return parse_allocation(payload, url=url)
 
 

@@ -14,7 +14,6 @@ of ``v1beta2``/``v1beta1`` the cluster serves, in the reader's order of preferen
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable
 from typing import Any
 
@@ -24,7 +23,7 @@ from gpuaas.actions._events import EventReason, controller_of, event_body
 from gpuaas.actions._patches import KIND_RESOURCES
 from gpuaas.errors import GpuaasError, KubeAPIError, MalformedResponse, NotFound, TransientError
 from gpuaas.settings import GpuaasSettings
-from gpuaas.sources import make_api_client
+from gpuaas.sources import UnreadableJSON, make_api_client, read_json
 from gpuaas.sources.kube import KUEUE_GROUP, KUEUE_VERSIONS, kube_request
 
 __all__ = ["INDEFINITE", "KubeWriter"]
@@ -98,7 +97,7 @@ class KubeWriter:
         with kube_request(verb=what, kind=kind, namespace=namespace, name=name, url=self._url):
             resp = fn(group, version, namespace, plural, name, _preload_content=False,
                       _request_timeout=self._timeout, **kwargs)
-            return dict(json.loads(resp.data))
+            return _object(resp.data)
 
     def get(self, kind: str, namespace: str, name: str, *, version: str | None = None) -> dict[str, Any]:
         """The live object; raises ``NotFound`` when it is gone."""
@@ -119,7 +118,9 @@ class KubeWriter:
             resp = self._custom.list_namespaced_custom_object(group, version, namespace, plural,
                                                               label_selector=label_selector, _preload_content=False,
                                                               _request_timeout=self._timeout)
-            items: list[dict[str, Any]] = json.loads(resp.data).get("items") or []
+            items = _object(resp.data).get("items") or []
+            if not isinstance(items, list) or not all(isinstance(i, dict) for i in items):
+                raise UnreadableJSON("not a list of objects (its items)")
             return items
 
     def get_cluster_scoped(self, kind: str, name: str, *, version: str | None = None) -> dict[str, Any]:
@@ -172,3 +173,12 @@ class KubeWriter:
 def _cluster(fn: Any) -> Any:
     """Adapt a cluster-scoped client call to ``_call``'s (group, version, namespace, plural, name) order."""
     return lambda group, version, _namespace, plural, name, **kwargs: fn(group, version, plural, name, **kwargs)
+
+
+def _object(data: bytes) -> dict[str, Any]:
+    """The API server's answer, an object: anything else (not JSON, nested too deeply, a list) is an
+    ``UnreadableJSON`` that ``kube_request`` words as a malformed answer naming the object."""
+    value = read_json(data)
+    if not isinstance(value, dict):
+        raise UnreadableJSON(f"not a JSON object (a {type(value).__name__})")
+    return value

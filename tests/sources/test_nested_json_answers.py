@@ -135,6 +135,24 @@ def test_the_kubernetes_writer_names_it(serve: Callable[..., str], tmp_path: Pat
     assert info.value.detail == f"reading RayCluster team-a/train-7: the answer is {NESTED_TOO_DEEPLY}"
 
 
+@pytest.mark.parametrize(("body", "words"), [
+    (b"[" * 300 + b"]" * 300, NESTED_TOO_DEEPLY),  # decodes, and is still too deep to quote
+    (b"[1, 2]", "not a JSON object (a list)"),
+    (b'{"items": 3}', "not a list of objects (its items)"),
+], ids=["deep", "a-list", "items-not-a-list"])
+def test_the_kubernetes_writer_reads_only_an_object(serve: Callable[..., str], tmp_path: Path, body: bytes,
+                                                    words: str) -> None:
+    """The writer reads through the sources' one reader: an answer of the wrong shape is a malformed answer naming
+    the object, not an ``AttributeError`` or a ``TypeError`` out of ``dict()``."""
+    settings = GpuaasSettings(kubeconfig=_kubeconfig(tmp_path, serve(body)), request_timeout_seconds=5)
+    with KubeWriter(settings) as writer, pytest.raises(MalformedResponse) as info:
+        if words.startswith("not a list"):
+            writer.list("RayCluster", "team-a", label_selector="app=x")
+        else:
+            writer.get("RayCluster", "team-a", "train-7")
+    assert info.value.detail.endswith(f": the answer is {words}")
+
+
 def test_kube_request_takes_the_standard_decoders_recursion_error() -> None:
     with pytest.raises(MalformedResponse, match=f"listing pods/v1: the answer is {NESTED_TOO_DEEPLY}"), \
             kube_request(verb="listing", kind="pods/v1", url="http://127.0.0.1:1"):

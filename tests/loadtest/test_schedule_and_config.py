@@ -227,3 +227,21 @@ def test_prompts_are_distinct_seeded_and_follow_their_length_distributions() -> 
     assert {s.max_tokens for s in specs} <= set(range(24, 41)) and len({s.max_tokens for s in specs}) > 5
     fixed = request_specs(3, prompt_tokens=16, output_tokens=4)
     assert [(s.prompt_tokens, s.max_tokens) for s in fixed] == [(16, 4)] * 3
+
+
+def test_a_step_whose_requests_fail_says_so_not_that_the_server_fell_behind() -> None:
+    """Every request answered HTTP 500: no success to measure a rate or a latency by, and the reason is the errors
+    (before, "the server did not keep up", with the 500s only in requests.csv)."""
+    import pandas as pd
+
+    from gpuaas.policies.cost import sustainable_capacity
+
+    row = {"rate_rps": 2.0, "replicas": 1, "gpus": 1, "latency_p95_s": float("inf"), "quality": 0.0,
+           "success_ratio": 0.0, "achieved_ratio": 0.0, "client_limited": False}
+    verdict = sustainable_capacity(pd.DataFrame([row]), slo_quantile="p95", slo_seconds=1.0)
+    assert not verdict.met
+    assert "100.0% of its requests failed (their status and error are in requests.csv)" in verdict.reason
+    assert "did not keep up" not in verdict.reason
+    mostly = sustainable_capacity(pd.DataFrame([{**row, "latency_p95_s": 0.5, "quality": 0.9, "success_ratio": 0.9,
+                                                 "achieved_ratio": 0.9}]), slo_quantile="p95", slo_seconds=1.0)
+    assert not mostly.met and "10.0% of its requests failed" in mostly.reason

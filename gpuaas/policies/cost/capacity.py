@@ -48,7 +48,7 @@ __all__ = [
 
 QUANTILES = ("p50", "p95", "p99")
 _OPTIONAL = ("latency_p50_s", "latency_p95_s", "latency_p99_s", "ttft_p95_s", "quality", "achieved_ratio",
-             "latency_growth", "latency_growth_s")
+             "latency_growth", "latency_growth_s", "success_ratio")
 MIN_ACHIEVED_RATIO = 0.95
 """A step whose server completed less than this share of the offered rate did not keep up."""
 MAX_LATENCY_GROWTH = 1.5
@@ -150,6 +150,7 @@ MAX_LATENCY_S = 86_400.0
 """A latency, or its growth within a step, of more than a day is no measurement (an SLO is at most a day too);
 ``inf``, a step with no answer to time, is read as such."""
 _OTHER_RANGES = (("achieved_ratio", 0.0, 10.0, "from 0 to 10 (answers over requests offered)"),
+                 ("success_ratio", 0.0, 1.0, "within 0..1 (requests answered without an error, over all)"),
                  ("latency_growth", 0.0, 1e9, "from 0 to 1,000,000,000 (the last third's median over the first's)"),
                  ("latency_growth_s", -MAX_LATENCY_S, MAX_LATENCY_S, "within a day (86400 s) either way"))
 """The step's own columns, each within what a step can measure: a value past it is a typo or an overflow."""
@@ -249,7 +250,10 @@ def sustainable_capacity(df: pd.DataFrame, *, slo_quantile: str, slo_seconds: fl
             problems.append(f"quality {quality:.3g} < {min_quality:g}")
         if row["client_limited"]:
             problems.append("the client could not keep its schedule (a client limit, not the server's)")
-        if row.get("achieved_ratio", 1.0) < MIN_ACHIEVED_RATIO:
+        if row.get("success_ratio", 1.0) < MIN_ACHIEVED_RATIO:  # the shortfall is errors, not a slow server
+            problems.append(f"{100 * (1 - row['success_ratio']):.1f}% of its requests failed (their status and "
+                            "error are in requests.csv)")
+        elif row.get("achieved_ratio", 1.0) < MIN_ACHIEVED_RATIO:
             problems.append(f"achieved {100 * row['achieved_ratio']:.1f}% of the offered rate "
                             f"(< {100 * MIN_ACHIEVED_RATIO:g}%): the server did not keep up")
         if (row.get("latency_growth", 1.0) > MAX_LATENCY_GROWTH

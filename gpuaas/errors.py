@@ -38,6 +38,7 @@ __all__ = [
     "NotStored",
     "PermanentError",
     "PolicyError",
+    "SOURCE_NAMES",
     "SourceError",
     "SourceUnavailable",
     "StaleData",
@@ -130,8 +131,14 @@ def scrub_secrets(text: str, url: str) -> str:
     return text
 
 
+SOURCE_NAMES = {"kube": "Kubernetes API", "prometheus": "Prometheus", "opencost": "OpenCost", "nvml": "NVML",
+                "pushgateway": "Pushgateway"}
+"""Each source as a person names it, in every line that names one (``Prometheus at http://…: …``)."""
+
+
 class SourceError(GpuaasError):
-    """A data source failed. Carries the source name and the URL (never credentials)."""
+    """A data source failed. Carries the source name and the URL (never credentials); ``str()`` names the source as
+    a degraded snapshot's headline does (``Prometheus at http://prometheus:9090: connection refused``)."""
 
     detail: str
     """What went wrong, without the source and URL that ``str()`` leads with: for a line that names them itself."""
@@ -141,7 +148,8 @@ class SourceError(GpuaasError):
         message = scrub_secrets(message, url) if url else message
         self.detail = message
         self.url = redact_endpoint(url) if url else url
-        where = f"{source} ({self.url})" if self.url else source
+        name = SOURCE_NAMES.get(source, source)
+        where = f"{name} at {self.url}" if self.url else name
         super().__init__(f"{where}: {message}")
 
 

@@ -147,7 +147,7 @@ def test_planted_credentials_appear_nowhere(cluster: EmbeddedCluster, postgres_u
 def test_source_errors_carry_the_endpoint_without_its_credentials(url: str, shown: str) -> None:
     assert redact_endpoint(url) == shown
     error = SourceUnavailable("HTTP 503", source="prometheus", url=url)
-    assert error.url == shown and str(error) == f"prometheus ({shown}): HTTP 503"
+    assert error.url == shown and str(error) == f"Prometheus at {shown}: HTTP 503"
 
 
 def test_library_messages_quoting_the_url_are_scrubbed() -> None:

@@ -12,15 +12,13 @@ from __future__ import annotations
 import re
 from typing import TYPE_CHECKING
 
-from gpuaas.errors import ConfigError, KubeAPIError, SourceError, redact_endpoint
+from gpuaas.errors import SOURCE_NAMES, ConfigError, KubeAPIError, SourceError, redact_endpoint
 
 if TYPE_CHECKING:
     from gpuaas.settings import GpuaasSettings
 
 __all__ = ["HTTPS_SOURCES", "SOURCE_NAMES", "describe_failure", "endpoint_of", "in_words", "mask_credentials"]
 
-SOURCE_NAMES = {"kube": "Kubernetes API", "prometheus": "Prometheus", "opencost": "OpenCost", "nvml": "NVML",
-                "pushgateway": "Pushgateway"}
 HTTPS_SOURCES = frozenset({"prometheus", "opencost", "pushgateway"})
 """The sources ``GPUAAS_CA_FILE`` is trusted for (the Kubernetes API's CA is the kubeconfig's)."""
 

@@ -113,7 +113,7 @@ def test_duplicate_series_keep_the_larger_value(answering: Callable[[Any], str])
                          ids=["not-a-number", "no-value", "bare-string", "null", "object"])
 def test_a_value_that_is_not_a_sample_is_one_error(answering: Callable[[Any], str], value: Any) -> None:
     url = answering([{"metric": {"gpuaas_stat": "activity_max"}, "value": value}])
-    with pytest.raises(MalformedResponse, match=r"prometheus .*: result element value .* is not \[time"):
+    with pytest.raises(MalformedResponse, match=r"Prometheus at .*: result element value .* is not \[time"):
         read_prometheus(GpuaasSettings(prometheus_url=url), NOW, [30])
 
 
@@ -141,7 +141,7 @@ def test_an_answer_of_another_shape_names_the_field_once(
     settings = GpuaasSettings(prometheus_url=url)
     with pytest.raises(MalformedResponse) as info:
         read_prometheus(settings, NOW, [30])
-    assert str(info.value) == f"prometheus ({url}): query answer: {shape}"
+    assert str(info.value) == f"Prometheus at {url}: query answer: {shape}"
     assert describe_failure(settings, "prometheus", info.value) == f"Prometheus at {url}: query answer: {shape}"
 
 
@@ -202,7 +202,7 @@ MALFORMED = {
 def test_opencost_wrong_shapes_are_one_error(doc: Any, message: str) -> None:
     with pytest.raises(MalformedResponse) as caught:
         parse_allocation(doc, url="http://opencost:9003")
-    assert message in str(caught.value) and str(caught.value).startswith("opencost (http://opencost:9003)")
+    assert message in str(caught.value) and str(caught.value).startswith("OpenCost at http://opencost:9003: ")
 
 
 # --- range answers (``/api/v1/query_range``): the history pull, the cost report -------------------------------

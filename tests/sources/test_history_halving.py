@@ -116,7 +116,7 @@ def test_a_chunk_too_slow_to_answer_is_read_in_halves_with_the_same_samples(
 def test_a_server_that_stays_too_slow_is_given_up_after_the_last_halving(
         slow_proxy: Callable[[int], tuple[str, list[int]]]) -> None:
     url, seen = slow_proxy(0)
-    with pytest.raises(SourceUnavailable, match=r"prometheus \(http://127\.0\.0\.1:\d+\): HTTP 503"):
+    with pytest.raises(SourceUnavailable, match=r"Prometheus at http://127\.0\.0\.1:\d+: HTTP 503"):
         query_range_halving(_client(url), EXPR, START, END, STEP)
     assert len(seen) == MAX_HALVINGS + 1  # down one branch, then the first refusal at the last depth is final
 
@@ -127,7 +127,7 @@ def test_a_refused_connection_is_not_asked_again_in_pieces() -> None:
         query_range_halving(client, EXPR, START, END, STEP)
     assert not caught.value.too_slow and client.queries == 1
     # In words, as every source failure is put, not the HTTP library's exception with the query's URL.
-    assert str(caught.value) == "prometheus (http://127.0.0.1:9): connection refused (nothing listens on that port)"
+    assert str(caught.value) == "Prometheus at http://127.0.0.1:9: connection refused (nothing listens on that port)"
 
 
 def _settings(url: str) -> GpuaasSettings:
@@ -188,5 +188,5 @@ def test_the_history_has_at_most_two_queries_in_flight(prometheus: PrometheusSer
 def test_a_history_chunk_that_fails_raises_in_its_turn_naming_the_source(
         slow_proxy: Callable[[int], tuple[str, list[int]]]) -> None:
     url, _ = slow_proxy(0)
-    with pytest.raises(SourceUnavailable, match=r"prometheus \(http://127\.0\.0\.1:\d+\): HTTP 503"):
+    with pytest.raises(SourceUnavailable, match=r"Prometheus at http://127\.0\.0\.1:\d+: HTTP 503"):
         list(pod_history(_settings(url), START, END, chunk_s=1800))

@@ -197,7 +197,7 @@ def test_the_writer_raises_one_error_naming_the_request(server: Server, case: st
     settings = GpuaasSettings(request_timeout_seconds=TIMEOUT_S)
     with KubeWriter(settings, api_client=_api(server.url)) as writer:
         error = _raised(server, answer, lambda: writer.patch("RayCluster", "team-a", "train-7", RV))
-    where = f"kube ({server.url}): " if cls is SourceUnavailable else ""
+    where = f"Kubernetes API at {server.url}: " if cls is SourceUnavailable else ""
     _check(error, case, cls, f"{where}patching RayCluster team-a/train-7: {tail}")
     assert server.requests == ["PATCH /apis/ray.io/v1/namespaces/team-a/rayclusters/train-7"]
     assert isinstance(error, INDEFINITE) is (case in TRANSIENT)  # no answer: the write may have landed
@@ -209,6 +209,6 @@ def test_the_reader_raises_the_same_error(server: Server, case: str, answer: Ans
     settings = GpuaasSettings(request_timeout_seconds=TIMEOUT_S)
     lister = KubeLister(_api(server.url), settings)
     error = _raised(server, answer, lambda: lister.custom_objects("ray.io", "v1", "rayclusters"))
-    where = f"kube ({server.url}): " if cls is SourceUnavailable else ""
+    where = f"Kubernetes API at {server.url}: " if cls is SourceUnavailable else ""
     _check(error, case, cls, f"{where}listing rayclusters.ray.io/v1: {tail}")
     assert server.requests == ["GET /apis/ray.io/v1/rayclusters"]

@@ -77,10 +77,10 @@ def test_a_refused_query_says_what_prometheus_said(prometheus_factory: Callable[
         client.close()
     assert not isinstance(instant.value, SourceUnavailable)  # a 400 is not retried
     text = str(instant.value)
-    assert text.startswith(f"prometheus ({server.url}): HTTP 400 from /api/v1/query: "), text
+    assert text.startswith(f"Prometheus at {server.url}: HTTP 400 from /api/v1/query: "), text
     assert "parse error" in text  # Prometheus' own words, from its JSON body
     text = str(ranged.value)
-    assert text.startswith(f"prometheus ({server.url}): HTTP 400 from /api/v1/query_range: "), text
+    assert text.startswith(f"Prometheus at {server.url}: HTTP 400 from /api/v1/query_range: "), text
     assert "expected type range vector" in text  # rate() of an instant vector
 
 
@@ -121,7 +121,7 @@ def test_the_error_text_is_one_bounded_line_with_control_characters_written_out(
     finally:
         client.close()
     text = str(refused.value)
-    prefix = f"prometheus ({url}): HTTP 400 from /api/v1/query: "
+    prefix = f"Prometheus at {url}: HTTP 400 from /api/v1/query: "
     assert text.startswith(prefix + "bad\\x1b[2J query\\x00 xxx"), text  # the newline is a space, the rest escaped
     assert "\x1b" not in text and "\x00" not in text and "\n" not in text
     assert len(text) == len(prefix) + ERROR_CHARS and text.endswith("x…")
@@ -136,4 +136,4 @@ def test_an_error_without_a_json_body_keeps_the_status(refusing: ThreadingHTTPSe
             client.query_range("up", NOW - timedelta(hours=1), NOW, 60.0)
     finally:
         client.close()
-    assert str(refused.value) == f"prometheus ({url}): HTTP 400 from /api/v1/query_range"
+    assert str(refused.value) == f"Prometheus at {url}: HTTP 400 from /api/v1/query_range"

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Mapping
+from pathlib import Path
 
 from pydantic import SecretStr
 
@@ -101,6 +102,8 @@ def _sqlite_url_problem(rest: str) -> str | None:
     if unquote(path) in ("", ":memory:") or not slash:
         return ("a SQLite URL without a file is an in-memory database, gone when the process ends (its audit log "
                 f"and writes lock with it): write {_SQLITE_FORMS}")
+    if Path(unquote(path)).expanduser().is_dir():  # "no database there yet", then an upgrade that cannot open it
+        return f"a SQLite URL names the database's file, and {unquote(path)} is a directory: write {_SQLITE_FORMS}"
     options = sorted({name for name, _ in parse_qsl(query, keep_blank_values=True)})
     if options:
         named = ", ".join(repr(name) for name in options)

@@ -9,6 +9,8 @@ dropped with a SAWarning on the terminal; those it does take, gpuaas overrides o
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from gpuaas.errors import ConfigError
@@ -55,3 +57,11 @@ def test_a_sqlite_url_with_query_options_is_refused_naming_them(monkeypatch: pyt
 def test_a_url_naming_a_file_or_a_server_still_loads(monkeypatch: pytest.MonkeyPatch, url: str) -> None:
     monkeypatch.setenv("GPUAAS_DATABASE_URL", url)
     assert load_settings().database_url_value == url
+
+
+def test_a_sqlite_url_naming_a_directory_is_refused(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """``db status`` said "no database there yet; 'gpuaas db upgrade' creates it", and the upgrade could not open it."""
+    said = _refusal(monkeypatch, f"sqlite:///{tmp_path}")
+    assert f"a SQLite URL names the database's file, and {tmp_path} is a directory" in said
+    monkeypatch.setenv("GPUAAS_DATABASE_URL", f"sqlite:///{tmp_path}/gpuaas.db")
+    assert load_settings().database_url is not None  # a file in it, not there yet: the first run creates it

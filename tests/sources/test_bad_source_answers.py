@@ -13,10 +13,8 @@ from __future__ import annotations
 import copy
 import json
 import math
-import threading
 from collections.abc import Callable, Iterator
 from datetime import timedelta
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 import pandas as pd
@@ -29,6 +27,7 @@ from gpuaas.sources.failures import describe_failure
 from gpuaas.sources.history import pod_history
 from gpuaas.sources.opencost import parse_allocation
 from gpuaas.sources.prometheus import GPU_COLUMNS, pod_activity, read_prometheus
+from tests.fixed_answer import fixed_answer_server
 from tests.sources.helpers import NOW, Sample, fixture_path, series
 
 Factory = Callable[[list[Sample]], PrometheusServer]
@@ -63,38 +62,16 @@ def test_no_dcgm_series_is_an_empty_frame(prometheus_factory: Factory) -> None:
     assert "dcgm" not in reading.staleness
 
 
-class _Answer(BaseHTTPRequestHandler):
-    body: bytes = b""
-
-    def do_POST(self) -> None:  # noqa: N802 - http.server's naming
-        self.rfile.read(int(self.headers.get("Content-Length") or 0))
-        self.send_response(200)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(self.body)))
-        self.end_headers()
-        self.wfile.write(self.body)
-
-    def log_message(self, *args: Any) -> None:
-        pass
-
-
 @pytest.fixture()
 def answering() -> Iterator[Callable[..., str]]:
     """An HTTP endpoint giving every query the same body: for answers Prometheus itself never sends."""
-    handler: type[_Answer] = type("Handler", (_Answer,), {})
-    httpd = ThreadingHTTPServer(("127.0.0.1", 0), handler)
-    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
-    thread.start()
+    with fixed_answer_server() as fixed:
+        def answer(result: Any, *, body: Any = None) -> str:
+            """``result`` as the vector of a well-formed answer, or ``body`` as the whole answer."""
+            whole = {"status": "success", "data": {"resultType": "vector", "result": result}} if body is None else body
+            return fixed(json.dumps(whole).encode(), 200)
 
-    def answer(result: Any, *, body: Any = None) -> str:
-        """``result`` as the vector of a well-formed answer, or ``body`` as the whole answer."""
-        whole = {"status": "success", "data": {"resultType": "vector", "result": result}} if body is None else body
-        handler.body = json.dumps(whole).encode()
-        return f"http://127.0.0.1:{httpd.server_address[1]}"
-
-    yield answer
-    httpd.shutdown()
-    httpd.server_close()
+        yield answer
 
 
 def _stat(stat: str, value: str, uuid: str = "GPU-0") -> dict[str, Any]:

@@ -20,6 +20,7 @@ from gpuaas.cluster.prometheus import PrometheusServer, free_port
 from gpuaas.errors import SourceUnavailable
 from gpuaas.operations.collect import read_snapshot
 from gpuaas.settings import GpuaasSettings
+from tests.fixed_answer import token_kubeconfig
 from tests.sources.helpers import NOW, Sample, fixture_path, parse_exposition, series
 from tests.sources.test_kube import cluster_queue, workload
 
@@ -127,12 +128,7 @@ def test_malformed_prometheus_marks_telemetry_unknown(fleet: dict[str, object]) 
 
 def test_every_source_failing_is_an_error(tmp_path: Path, silent_port: int) -> None:
     dead = f"http://127.0.0.1:{free_port()}"
-    kubeconfig = tmp_path / "kc"
-    kubeconfig.write_text(json.dumps({
-        "apiVersion": "v1", "kind": "Config", "current-context": "x",
-        "clusters": [{"name": "x", "cluster": {"server": dead}}],
-        "users": [{"name": "x", "user": {"token": "t"}}],
-        "contexts": [{"name": "x", "context": {"cluster": "x", "user": "x"}}]}))
+    kubeconfig = token_kubeconfig(tmp_path / "kc", dead)
     settings = GpuaasSettings(kubeconfig=kubeconfig, prometheus_url=dead,
                               opencost_url=f"http://127.0.0.1:{silent_port}", request_timeout_seconds=0.5)
     with pytest.raises(SourceUnavailable, match="every source failed"):

@@ -15,12 +15,9 @@ sources read before (NaN, UTF-16), so no answer a server sends today is refused 
 from __future__ import annotations
 
 import json
-import threading
 from collections.abc import Callable, Iterator
 from datetime import timedelta
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from typing import Any
 
 import pytest
 
@@ -33,6 +30,7 @@ from gpuaas.sources.history import pod_history
 from gpuaas.sources.kube import kube_api_error, kube_request, read_kube
 from gpuaas.sources.opencost import fetch_allocation, read_opencost
 from gpuaas.sources.prometheus import read_prometheus
+from tests.fixed_answer import fixed_answer_server, token_kubeconfig
 from tests.sources.helpers import NOW
 
 WORDS = "answered JSON nested too deeply to read"
@@ -44,50 +42,18 @@ def _nested(depth: int, inner: str = "") -> str:
     return "[" * depth + inner + "]" * depth
 
 
-class _Answer(BaseHTTPRequestHandler):
-    status = 200
-    body = FUZZED
-
-    def _answer(self) -> None:
-        self.rfile.read(int(self.headers.get("Content-Length") or 0))
-        self.send_response(self.status)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(self.body)))
-        self.end_headers()
-        self.wfile.write(self.body)
-
-    do_GET = do_POST = do_PATCH = _answer  # http.server dispatches on these names
-
-    def log_message(self, *args: Any) -> None:
-        pass
-
-
 @pytest.fixture()
 def serve() -> Iterator[Callable[..., str]]:
     """An HTTP endpoint on 127.0.0.1 that gives every request the same answer (the fuzzer's, unless told)."""
-    handler: type[_Answer] = type("Handler", (_Answer,), {})
-    httpd = ThreadingHTTPServer(("127.0.0.1", 0), handler)
-    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
-    thread.start()
+    with fixed_answer_server() as answer:
+        def serve(body: bytes = FUZZED, status: int = 200) -> str:
+            return answer(body, status)
 
-    def serve(body: bytes = FUZZED, status: int = 200) -> str:
-        handler.body, handler.status = body, status
-        return f"http://127.0.0.1:{httpd.server_address[1]}"
-
-    yield serve
-    httpd.shutdown()
-    httpd.server_close()
-    thread.join(timeout=5)
+        yield serve
 
 
 def _kubeconfig(tmp_path: Path, server: str) -> Path:
-    path = tmp_path / "kubeconfig"
-    path.write_text(json.dumps({
-        "apiVersion": "v1", "kind": "Config", "current-context": "x",
-        "clusters": [{"name": "x", "cluster": {"server": server}}],
-        "users": [{"name": "x", "user": {"token": "t"}}],
-        "contexts": [{"name": "x", "context": {"cluster": "x", "user": "x"}}]}))
-    return path
+    return token_kubeconfig(tmp_path / "kubeconfig", server)
 
 
 def _one_line(settings: GpuaasSettings, source: str, exc: BaseException, name: str, url: str) -> None:

@@ -13,13 +13,21 @@ import threading
 from collections.abc import Callable
 from datetime import datetime
 from typing import Any
+from urllib.parse import urlsplit
 
 import requests
 from prometheus_api_client import PrometheusApiClientException, PrometheusConnect
 from urllib3.util.retry import Retry
 
 from gpuaas._https import bearer_token, verify_setting
-from gpuaas.errors import ConfigError, MalformedResponse, SourceError, SourceUnavailable, scrub_secrets
+from gpuaas.errors import (
+    ConfigError,
+    MalformedResponse,
+    SourceError,
+    SourceUnavailable,
+    redact_endpoint,
+    scrub_secrets,
+)
 from gpuaas.settings import GpuaasSettings
 from gpuaas.sources._json_answer import UnreadableJSON, read_json
 from gpuaas.sources._promql import duration
@@ -70,6 +78,18 @@ def sample_value(result: dict[str, Any]) -> float:
     """The float of an instant-vector element (``"NaN"``/``"+Inf"`` included)."""
     return float(result["value"][1])
 
+
+
+def _redirected(exc: requests.exceptions.RequestException, configured: str) -> str:
+    """``redirected to http://other:9090: `` where the request that failed went to another server than the one
+    configured (a proxy's redirect to a login page, or to https): the failure is that server's, not the URL's the
+    error names."""
+    request = getattr(exc, "request", None)
+    went = urlsplit(str(getattr(request, "url", "") or ""))
+    asked = urlsplit(configured)
+    if not went.netloc or (went.scheme, went.netloc) == (asked.scheme, asked.netloc):
+        return ""
+    return f"redirected to {redact_endpoint(f'{went.scheme}://{went.netloc}')}: "
 
 class PromClient:
     """Instant and range queries against one Prometheus; ``queries`` counts what was sent."""
@@ -184,7 +204,7 @@ class PromClient:
         except requests.exceptions.RequestException as exc:
             # Not chained: requests quotes the whole URL (a ``?access_token=`` included) and a logged
             # traceback would print it; the message keeps what failed, scrubbed.
-            text = scrub_secrets(in_words(exc), self.url)[:300]  # scrub, then cut
+            text = scrub_secrets(_redirected(exc, self.url) + in_words(exc), self.url)[:300]  # scrub, then cut
             raise SourceUnavailable(text, source=self.source, url=self.url,
                                     too_slow=isinstance(exc, requests.exceptions.ReadTimeout)) from None
         except PrometheusApiClientException as exc:

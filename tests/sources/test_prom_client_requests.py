@@ -19,7 +19,7 @@ from typing import Any
 
 import pytest
 
-from gpuaas.cluster.prometheus import PrometheusServer
+from gpuaas.cluster.prometheus import PrometheusServer, free_port
 from gpuaas.errors import SourceError, SourceUnavailable
 from gpuaas.settings import GpuaasSettings
 from gpuaas.sources._prom_client import ERROR_CHARS, PromClient
@@ -137,3 +137,39 @@ def test_an_error_without_a_json_body_keeps_the_status(refusing: ThreadingHTTPSe
     finally:
         client.close()
     assert str(refused.value) == f"Prometheus at {url}: HTTP 400 from /api/v1/query_range"
+
+
+class _Redirect(BaseHTTPRequestHandler):
+    """A proxy in front of Prometheus that sends every query elsewhere (a login page, another port)."""
+
+    def _answer(self) -> None:
+        self.rfile.read(int(self.headers.get("Content-Length") or 0))
+        self.send_response(302)
+        self.send_header("Location", f"http://127.0.0.1:{free_port()}/login")
+        self.send_header("Content-Length", "0")
+        self.end_headers()
+
+    do_GET = do_POST = _answer  # http.server dispatches on these names
+
+    def log_message(self, *args: Any) -> None:
+        pass
+
+
+def test_a_failure_behind_a_redirect_names_where_it_was_sent() -> None:
+    """Before, a query redirected to a port nothing listens on read as the configured URL refusing: the one port
+    that was answering."""
+    httpd = ThreadingHTTPServer(("127.0.0.1", 0), _Redirect)
+    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
+    thread.start()
+    url = f"http://127.0.0.1:{httpd.server_address[1]}"
+    client = PromClient(GpuaasSettings(prometheus_url=url, request_timeout_seconds=5, retries=0))
+    try:
+        with pytest.raises(SourceUnavailable) as refused:
+            client.query("up", NOW)
+    finally:
+        client.close()
+        httpd.shutdown()
+        httpd.server_close()
+    text = str(refused.value)
+    assert text.startswith(f"Prometheus at {url}: redirected to http://127.0.0.1:"), text
+    assert text.endswith(": connection refused (nothing listens on that port)"), text

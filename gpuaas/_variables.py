@@ -102,7 +102,11 @@ def _sqlite_url_problem(rest: str) -> str | None:
     if unquote(path) in ("", ":memory:") or not slash:
         return ("a SQLite URL without a file is an in-memory database, gone when the process ends (its audit log "
                 f"and writes lock with it): write {_SQLITE_FORMS}")
-    if Path(unquote(path)).expanduser().is_dir():  # "no database there yet", then an upgrade that cannot open it
+    try:
+        folder = Path(unquote(path)).expanduser().is_dir()  # "no database there yet", then an upgrade that cannot open
+    except OSError:  # not to be looked at from here (a folder of the service's own): the store says what it finds
+        folder = False
+    if folder:
         return f"a SQLite URL names the database's file, and {unquote(path)} is a directory: write {_SQLITE_FORMS}"
     options = sorted({name for name, _ in parse_qsl(query, keep_blank_values=True)})
     if options:

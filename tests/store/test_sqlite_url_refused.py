@@ -65,3 +65,11 @@ def test_a_sqlite_url_naming_a_directory_is_refused(monkeypatch: pytest.MonkeyPa
     assert f"a SQLite URL names the database's file, and {tmp_path} is a directory" in said
     monkeypatch.setenv("GPUAAS_DATABASE_URL", f"sqlite:///{tmp_path}/gpuaas.db")
     assert load_settings().database_url is not None  # a file in it, not there yet: the first run creates it
+
+
+def test_a_sqlite_url_in_a_folder_this_user_may_not_search_still_loads(monkeypatch: pytest.MonkeyPatch,
+                                                                       tmp_path: Path) -> None:
+    """The settings load for every command, most of which never open the database: a path that cannot be looked
+    at (a name too long here, a service's mode-0700 folder in the field) is the store's to report, not a crash."""
+    monkeypatch.setenv("GPUAAS_DATABASE_URL", f"sqlite:///{tmp_path}/{'x' * 300}/gpuaas.db")
+    assert load_settings().database_url is not None

@@ -138,7 +138,7 @@ def reclaimed_by(obj: dict[str, Any]) -> dict[str, Any] | None:
         return None
     try:
         value = json.loads(raw)
-    except ValueError:
+    except (ValueError, RecursionError):  # RecursionError: an annotation nested past the decoder's depth
         return None
     return value if isinstance(value, dict) else None
 

@@ -148,7 +148,7 @@ def marked_by(obj: Mapping[str, Any]) -> int | None:
     """The plan id in the queue's ``gpuaas.io/quota-plan`` (``None``: unset or not one gpuaas wrote)."""
     try:
         found = json.loads(annotation_of(obj) or "null")
-    except ValueError:
+    except (ValueError, RecursionError):  # RecursionError: an annotation nested past the decoder's depth
         return None
     plan_id = found.get("plan_id") if isinstance(found, dict) else None
     return plan_id if isinstance(plan_id, int) else None

@@ -147,7 +147,7 @@ def parse_hold(value: object) -> dict[str, Any] | None:
         return None
     try:
         data = json.loads(value)
-    except ValueError:
+    except (ValueError, RecursionError):  # RecursionError: an annotation nested past the decoder's depth
         return {}
     return data if isinstance(data, dict) else {}
 

@@ -206,6 +206,8 @@ class KubeAPIError(GpuaasError):
         self.name = name
         self.verb = verb
         self.status_reason = status_reason
+        self.url: str | None = None
+        """The API server that answered, where the caller knows it: a command that ends on the error names it."""
         answer = f"{status} {reason}".strip() if status else ""
         if answer and status_reason and status_reason.lower() != reason.replace(" ", "").lower():
             answer += f" ({status_reason})"

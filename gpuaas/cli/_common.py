@@ -32,7 +32,7 @@ from typer._click.globals import get_current_context
 from typer.core import TyperOption
 
 from gpuaas.cli._usage import shown_value
-from gpuaas.errors import ConfigError, GpuaasError
+from gpuaas.errors import SOURCE_NAMES, ConfigError, GpuaasError, KubeAPIError
 
 if TYPE_CHECKING:
     from gpuaas.settings import GpuaasSettings
@@ -300,7 +300,9 @@ BAD_INPUT_ERRORS = (OSError, ValueError, ArithmeticError, LookupError, TypeError
 
 def describe_error(exc: BaseException) -> str:
     """One line naming what was wrong: the path and the system's reason for an ``OSError``."""
-    if isinstance(exc, GpuaasError):
+    if isinstance(exc, KubeAPIError) and exc.url:  # the command ends on it: which API answered, as a source's does
+        text = f"{SOURCE_NAMES['kube']} at {exc.url}: {exc}"
+    elif isinstance(exc, GpuaasError):
         text = str(exc)
     elif isinstance(exc, OSError) and exc.strerror:
         names = [str(n) for n in (exc.filename, exc.filename2) if n is not None]

@@ -21,6 +21,7 @@ from gpuaas.cli._backtest import MAX_SINCE, fleet_history, print_frontier
 from gpuaas.cli._common import (
     OutputFormat,
     check_outputs,
+    describe_error,
     err_console,
     fail,
     flag_given,
@@ -212,7 +213,9 @@ def reclaim(
             runs, pods = idle_runs(util, threshold), int(util["pod"].nunique())
             observed_s = observed_seconds(util)
             span = (float(util["t"].min()), float(util["t"].max())) if len(util) else (0.0, 0.0)
-    except (GpuaasError, ValueError, OverflowError) as exc:
+    except GpuaasError as exc:
+        raise fail(describe_error(exc)) from exc  # an API error status names the API that answered
+    except (ValueError, OverflowError) as exc:
         raise fail(str(exc)) from exc
     base_s = window * 60.0
     if frontier:

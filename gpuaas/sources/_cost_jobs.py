@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from gpuaas.errors import GpuaasError, NotFound
+from gpuaas.errors import GpuaasError, NotFound, SourceError
 from gpuaas.models import JOB_OWNERS, FinishedJob, OwnerKind, RunningJob
 from gpuaas.settings import GpuaasSettings
 from gpuaas.sources._deadline_owners import DeadlineTable, owner_deadlines, read_deadline_owners
@@ -208,7 +208,7 @@ def read_jobs(settings: GpuaasSettings) -> Jobs:
     try:
         api = make_api_client(settings)
     except GpuaasError as exc:
-        return Jobs(why=f"Kubernetes API: {exc}", failure=describe_failure(settings, "kube", exc))
+        return Jobs(why=_kube_why(exc), failure=describe_failure(settings, "kube", exc))
     lister = KubeLister(api, settings)
     try:
         deadlines = read_deadline_owners(lister, _DEADLINE_OWNERS)
@@ -223,6 +223,11 @@ def read_jobs(settings: GpuaasSettings) -> Jobs:
             return Jobs(finished, running_jobs(objs), owners, lister.requests, notes=list(dict.fromkeys(notes)))
         return Jobs([], [], owners, lister.requests)
     except GpuaasError as exc:
-        return Jobs(requests=lister.requests, why=f"Kubernetes API: {exc}", failure=describe_failure(settings, "kube", exc))
+        return Jobs(requests=lister.requests, why=_kube_why(exc), failure=describe_failure(settings, "kube", exc))
     finally:
         api.close()
+
+
+def _kube_why(exc: GpuaasError) -> str:
+    """``Kubernetes API at URL: …`` once: a source's error names its source itself, an API error status does not."""
+    return str(exc) if isinstance(exc, SourceError) else f"Kubernetes API: {exc}"

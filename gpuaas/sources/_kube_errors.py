@@ -29,6 +29,7 @@ from gpuaas.errors import (
     TransientError,
     kube_error_for_status,
     kube_target,
+    redact_endpoint,
 )
 from gpuaas.sources._json_answer import NESTED_TOO_DEEPLY, UnreadableJSON, read_json
 from gpuaas.sources._retry_after import retry_after_seconds
@@ -87,7 +88,9 @@ def kube_request(*, verb: str, kind: str, url: str, namespace: str | None = None
     try:
         yield
     except ApiException as exc:
-        raise kube_api_error(exc, verb=verb, kind=kind, namespace=namespace, name=name) from exc
+        error = kube_api_error(exc, verb=verb, kind=kind, namespace=namespace, name=name)
+        error.url = redact_endpoint(url) if url else None
+        raise error from exc
     except (urllib3.exceptions.HTTPError, OSError) as exc:
         target = kube_target(verb, kind, namespace, name)
         raise SourceUnavailable(f"{target}: {in_words(exc)}", source=SOURCE, url=url) from exc

@@ -191,3 +191,16 @@ def _api(tmp_path: Path, *objs: dict[str, Any]) -> Iterator[GpuaasSettings]:
         yield GpuaasSettings(kubeconfig=server.write_kubeconfig(tmp_path / "kubeconfig"))
     finally:
         server.stop()
+
+
+def test_an_unreachable_api_is_named_once_in_the_reports_note(tmp_path: Path) -> None:
+    """The note read "Kubernetes API: Kubernetes API at URL: …" once a source's error named its source itself."""
+    from gpuaas.cluster.prometheus import free_port
+    from gpuaas.settings import GpuaasSettings
+    from gpuaas.sources._cost_jobs import read_jobs
+    from tests.fixed_answer import token_kubeconfig
+
+    dead = f"http://127.0.0.1:{free_port()}"
+    jobs = read_jobs(GpuaasSettings(kubeconfig=token_kubeconfig(tmp_path / "kc", dead), request_timeout_seconds=2,
+                                    retries=0))
+    assert jobs.why is not None and jobs.why.startswith(f"Kubernetes API at {dead}: ") and jobs.why.count("Kubernetes") == 1

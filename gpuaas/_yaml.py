@@ -69,11 +69,12 @@ def _unambiguous(construct: Any) -> Any:
     return checked
 
 
-def _unique_keys_loader() -> Any:
+def _unique_keys_loader(*, own_format: bool) -> Any:
     """PyYAML's safe loader, but a key given twice in one mapping is an error: YAML leaves the
     meaning open and PyYAML keeps the last silently, so a policy edited in two places would run
     with one of them and nobody would know which. A scalar it cannot build is a ``_BadScalar``
-    carrying its node, so that the error can say where it is."""
+    carrying its node, so that the error can say where it is. ``own_format``: also refuse the numbers YAML 1.1
+    and 1.2 read apart (``_unambiguous``); a Kubernetes manifest keeps YAML 1.1's, as kubectl reads it."""
     global _LOADER  # noqa: PLW0603 - built once, on first use, to keep the parser import lazy
     if _LOADER is None:
         import yaml
@@ -100,10 +101,13 @@ def _unique_keys_loader() -> Any:
                     reason = next((ours for theirs, ours in _REASONS.items() if said.startswith(theirs)), said)
                     raise _BadScalar(node, reason) from exc
 
-        UniqueKeys.add_constructor("tag:yaml.org,2002:int", _unambiguous(yaml.SafeLoader.construct_yaml_int))
-        UniqueKeys.add_constructor("tag:yaml.org,2002:float", _unambiguous(yaml.SafeLoader.construct_yaml_float))
-        _LOADER = UniqueKeys
-    return _LOADER
+        class OwnFormat(UniqueKeys):
+            """A file in one of gpuaas's own formats: a number YAML's versions read apart is refused."""
+
+        OwnFormat.add_constructor("tag:yaml.org,2002:int", _unambiguous(yaml.SafeLoader.construct_yaml_int))
+        OwnFormat.add_constructor("tag:yaml.org,2002:float", _unambiguous(yaml.SafeLoader.construct_yaml_float))
+        _LOADER = (UniqueKeys, OwnFormat)
+    return _LOADER[1 if own_format else 0]
 
 
 def _field(root: Any, target: Any) -> str:
@@ -172,7 +176,8 @@ def _read(path: Path | str, what: str, *, every: bool) -> Any:
     loader: Any = None
     root: Any = None
     try:
-        loader = _unique_keys_loader()(text)  # checks the characters first: a NUL is refused here
+        # A Kubernetes manifest (several documents) keeps YAML 1.1's numbers, as kubectl reads them (0644 is 420)
+        loader = _unique_keys_loader(own_format=not every)(text)  # checks the characters: a NUL is refused here
         if not every:
             root = loader.get_single_node()
             return None if root is None else loader.construct_document(root)

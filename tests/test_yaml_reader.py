@@ -142,3 +142,11 @@ def test_numbers_yaml_versions_read_alike_are_read_and_an_exponent_without_a_dot
     nan, *read = data.pop("a")
     assert math.isnan(nan) and data == {"6214e9": 1}
     assert read == [150.0, 7.5, 0, 0, 7, -7, 16, 3, 1000, "010", "1:30", "6214e9"]
+
+
+def test_a_kubernetes_manifest_keeps_yaml_1_1_numbers_as_kubectl_reads_them(tmp_path: Path) -> None:
+    """``defaultMode: 0644`` is 420 to kubectl (go-yaml reads YAML 1.1 octal): another document of an RBAC manifest
+    is not refused for it."""
+    path = tmp_path / "m.yaml"
+    path.write_text("kind: ClusterRole\n---\nkind: Deployment\nvolumes: [{configMap: {defaultMode: 0644}}]\n")
+    assert read_yaml_documents(path, "manifest")[1]["volumes"][0]["configMap"]["defaultMode"] == 0o644

@@ -147,6 +147,20 @@ def test_edf_list_scheduling_misses_where_the_exact_search_meets_every_deadline(
                              "would miss 1 deadline (y)"]  # not "0 at risk (); 0 more GPUs"
 
 
+def test_when_the_fewest_gpus_search_stops_short_a_plan_meeting_every_deadline_still_needs_none(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """The min-extra MILP out of time (EDF's heuristic then asks for a GPU) while the max-on-time MILP meets every
+    deadline on today's GPUs: that plan stands, 0 extra, exact (nothing is below 0), and the note says the order."""
+    import gpuaas.policies.deadlines.problem as problem
+
+    monkeypatch.setattr(problem, "solve_min_extra", lambda *args, **kwargs: Inexact.time_limit)
+    plan = plan_deadlines({GPU: 3}, EDF_MISSES)
+    assert plan.feasible and plan.exact and plan.extra_gpus == {GPU: 0} and plan.at_risk == []
+    assert_valid(plan, {GPU: 3}, EDF_MISSES)
+    assert plan.messages == [f"{GPU}: every deadline holds on 3 GPUs in this plan's order; earliest deadline first "
+                             "would miss 1 deadline (y)"]
+
+
 def test_past_the_exact_bound_the_answer_is_called_a_heuristic() -> None:
     plan = plan_deadlines({GPU: 3}, EDF_MISSES, limits=MilpLimits(max_time_points=2))
     assert not plan.exact and any("heuristic" in m for m in plan.messages)

@@ -100,6 +100,6 @@ def kube_request(*, verb: str, kind: str, url: str, namespace: str | None = None
     except ValueError as exc:
         target = kube_target(verb, kind, namespace, name)
         raise MalformedResponse(f"{target}: the answer is not JSON", source=SOURCE, url=url) from exc
-    except RecursionError as exc:  # a caller's own ``json.loads`` of a deeply nested answer (the writer's)
+    except RecursionError as exc:  # a caller's own decoder recursing out on a deeply nested answer
         target = kube_target(verb, kind, namespace, name)
         raise MalformedResponse(f"{target}: the answer is {NESTED_TOO_DEEPLY}", source=SOURCE, url=url) from exc

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from contextlib import nullcontext
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -46,7 +45,7 @@ from gpuaas.sources.bulk import collector_paused
 from gpuaas.sources.failures import describe_failure
 from gpuaas.sources.kube import DEFAULT_GPU_RESOURCES
 from gpuaas.sources.opencost import IDLE, NO_NAMESPACE, fetch_allocation
-from gpuaas.store import open_store
+from gpuaas.store import Store, open_store
 
 __all__ = ["DEADLINE_ANNOTATION", "MAX_WINDOW_DAYS", "align_end", "allocation_rows", "finished_jobs", "gpu_rows", "read_cost_inputs",
            "report_periods", "running_jobs", "serving_rows"]
@@ -390,19 +389,25 @@ def _read_capacity(settings: GpuaasSettings, end: datetime, notes: list[str]) ->
     out: dict[str, CapacityEstimate | None] = {}
     if not serving:
         return out
-    needs_store = any(s.capacity is None for s in serving)
-    try:
-        with open_store(settings) if needs_store else nullcontext() as store:
-            for svc in serving:
-                try:
-                    out[svc.name] = serving_capacity(settings, svc.namespace, svc.name, model_name=svc.model_name,
-                                                     now=end, store=store)
-                except GpuaasError as exc:
-                    out[svc.name] = None
-                    notes.append(f"service {svc.name}: capacity unreadable ({exc})")
-    except GpuaasError as exc:
-        notes.append(f"capacity unknown: the store did not open ({exc})")
-    return out
+
+    def read(group: list[ServiceOutcome], store: Store | None) -> None:
+        for svc in group:
+            try:
+                out[svc.name] = serving_capacity(settings, svc.namespace, svc.name, model_name=svc.model_name,
+                                                 now=end, store=store)
+            except GpuaasError as exc:
+                out[svc.name] = None
+                notes.append(f"service {svc.name}: capacity unreadable ({exc})")
+
+    read([s for s in serving if s.capacity is not None], None)  # their sweep files: no store asked
+    measured = [s for s in serving if s.capacity is None]  # their latest load test, in the store
+    if measured:
+        try:
+            with open_store(settings) as store:
+                read(measured, store)
+        except GpuaasError as exc:
+            notes.append(f"capacity unknown: the store did not open ({exc})")
+    return {svc.name: out.get(svc.name) for svc in serving}
 
 
 def _latency_for_services(serving: pd.DataFrame, settings: GpuaasSettings) -> pd.DataFrame:

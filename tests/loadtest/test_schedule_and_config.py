@@ -245,3 +245,15 @@ def test_a_step_whose_requests_fail_says_so_not_that_the_server_fell_behind() ->
     mostly = sustainable_capacity(pd.DataFrame([{**row, "latency_p95_s": 0.5, "quality": 0.9, "success_ratio": 0.9,
                                                  "achieved_ratio": 0.9}]), slo_quantile="p95", slo_seconds=1.0)
     assert not mostly.met and "10.0% of its requests failed" in mostly.reason
+
+
+
+def test_a_step_that_sent_no_request_is_not_called_a_hundred_percent_failed() -> None:
+    import pandas as pd
+
+    from gpuaas.policies.cost import sustainable_capacity
+
+    row = {"rate_rps": 0.01, "replicas": 1, "gpus": 1, "latency_p95_s": float("inf"), "success_ratio": 0.0,
+           "requests": 0, "client_limited": False}
+    verdict = sustainable_capacity(pd.DataFrame([row]), slo_quantile="p95", slo_seconds=1.0)
+    assert not verdict.met and "failed" not in verdict.reason and "no answer to measure" in verdict.reason

@@ -137,3 +137,22 @@ def test_replicas_unknown_says_why_without_denying_the_sweep_the_policy_names(ca
     notes: list[str] = []
     out = replicas(ServiceTally(spec, "platform", rate_quantile=2.0), None, CostPolicy(), notes)
     assert out["replicas_needed"] is None and notes == [f"service chat: replicas needed unknown: {why}"]
+
+
+def test_a_store_that_does_not_open_leaves_the_sweep_backed_capacity_standing(tmp_path: Path,
+                                                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    """Only a service measured by a load test needs the store: one with a sweep file keeps its capacity when the
+    store fails (it was read inside the store's block, and lost with it)."""
+    from gpuaas.sources.cost_window import _read_capacity
+
+    (tmp_path / "chat-sweep.csv").write_text(SWEEP)
+    policy = _policy(tmp_path, ", capacity: {sweep: chat-sweep.csv}")
+    with policy.open("a") as more:
+        more.write("  - {name: other, namespace: platform, model_name: org/other, latency_slo_seconds: 1.0}\n")
+    (tmp_path / "not-a-db").write_text("not a database\n" * 100)
+    monkeypatch.setenv("GPUAAS_POLICY_FILE", str(policy))
+    monkeypatch.setenv("GPUAAS_DATABASE_URL", f"sqlite:///{tmp_path}/not-a-db")
+    notes: list[str] = []
+    read = _read_capacity(load_settings(), NOW, notes)
+    assert read["chat"] is not None and read["chat"].per_replica_rps == 2 and read["other"] is None
+    assert [n.split(" (")[0] for n in notes] == ["capacity unknown: the store did not open"]

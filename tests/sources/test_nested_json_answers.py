@@ -93,8 +93,8 @@ def test_the_kubernetes_reader_names_it(serve: Callable[..., str], tmp_path: Pat
 
 
 def test_the_kubernetes_writer_names_it(serve: Callable[..., str], tmp_path: Path) -> None:
-    """``undo`` reads the object back through the writer, which decodes with ``json.loads`` inside the sources'
-    ``kube_request``: that is where its ``RecursionError`` becomes the one error (a write's ``INDEFINITE``)."""
+    """``undo`` reads the object back through the writer, which decodes with the sources' one reader inside
+    ``kube_request``: a malformed answer naming the object, never a ``RecursionError``."""
     settings = GpuaasSettings(kubeconfig=_kubeconfig(tmp_path, serve()), request_timeout_seconds=5)
     with KubeWriter(settings) as writer, pytest.raises(MalformedResponse) as info:
         writer.get("RayCluster", "team-a", "train-7")

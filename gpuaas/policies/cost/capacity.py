@@ -48,7 +48,7 @@ __all__ = [
 
 QUANTILES = ("p50", "p95", "p99")
 _OPTIONAL = ("latency_p50_s", "latency_p95_s", "latency_p99_s", "ttft_p95_s", "quality", "achieved_ratio",
-             "latency_growth", "latency_growth_s", "success_ratio")
+             "latency_growth", "latency_growth_s", "success_ratio", "requests")
 MIN_ACHIEVED_RATIO = 0.95
 """A step whose server completed less than this share of the offered rate did not keep up."""
 MAX_LATENCY_GROWTH = 1.5
@@ -151,6 +151,7 @@ MAX_LATENCY_S = 86_400.0
 ``inf``, a step with no answer to time, is read as such."""
 _OTHER_RANGES = (("achieved_ratio", 0.0, 10.0, "from 0 to 10 (answers over requests offered)"),
                  ("success_ratio", 0.0, 1.0, "within 0..1 (requests answered without an error, over all)"),
+                 ("requests", 0.0, 1e12, "a count of requests, from 0"),
                  ("latency_growth", 0.0, 1e9, "from 0 to 1,000,000,000 (the last third's median over the first's)"),
                  ("latency_growth_s", -MAX_LATENCY_S, MAX_LATENCY_S, "within a day (86400 s) either way"))
 """The step's own columns, each within what a step can measure: a value past it is a typo or an overflow."""
@@ -250,7 +251,7 @@ def sustainable_capacity(df: pd.DataFrame, *, slo_quantile: str, slo_seconds: fl
             problems.append(f"quality {quality:.3g} < {min_quality:g}")
         if row["client_limited"]:
             problems.append("the client could not keep its schedule (a client limit, not the server's)")
-        if row.get("success_ratio", 1.0) < MIN_ACHIEVED_RATIO:  # the shortfall is errors, not a slow server
+        if row.get("success_ratio", 1.0) < MIN_ACHIEVED_RATIO and row.get("requests", 1.0) > 0:  # errors, not slow
             problems.append(f"{100 * (1 - row['success_ratio']):.1f}% of its requests failed (their status and "
                             "error are in requests.csv)")
         elif row.get("achieved_ratio", 1.0) < MIN_ACHIEVED_RATIO:

@@ -67,10 +67,21 @@ def _standard_loads(data: bytes | bytearray | memoryview | str) -> Any:
 def _within_depth(value: list[Any] | dict[str, Any]) -> None:
     """Raise ``UnreadableJSON`` where ``value`` nests deeper than ``MAX_DEPTH``: orjson refuses to encode it.
 
-    Only that refusal counts: a lone surrogate the standard module decoded is refused by orjson's encoder
-    too, and is no reason to refuse the answer."""
+    A lone surrogate the standard module decoded is refused by orjson's encoder too, before it has measured the
+    depth, and is no reason to refuse the answer: then the depth is measured here, without recursing."""
     try:
         orjson.dumps(value)
     except orjson.JSONEncodeError as exc:
-        if "recursion" in str(exc).lower():
+        if "recursion" in str(exc).lower() or _deeper_than(value, MAX_DEPTH):
             raise UnreadableJSON(NESTED_TOO_DEEPLY) from exc
+
+
+def _deeper_than(value: list[Any] | dict[str, Any], limit: int) -> bool:
+    stack: list[tuple[Any, int]] = [(value, 1)]
+    while stack:
+        node, depth = stack.pop()
+        if depth > limit:
+            return True
+        children = node.values() if isinstance(node, dict) else node if isinstance(node, list) else ()
+        stack.extend((child, depth + 1) for child in children if isinstance(child, (list, dict)))
+    return False

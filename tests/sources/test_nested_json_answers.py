@@ -179,3 +179,10 @@ def test_in_words_names_a_recursion_error_that_escaped_a_decoder() -> None:
         assert in_words(exc) == WORDS
     else:
         pytest.fail("json decoded 100,000 levels")
+
+
+def test_a_lone_surrogate_does_not_hide_the_depth() -> None:
+    """orjson's encoder stops at the surrogate before it measures the depth; the bound holds all the same."""
+    with pytest.raises(UnreadableJSON, match=NESTED_TOO_DEEPLY):
+        read_json(b'["\\ud800",' + b"[" * 300 + b"]" * 300 + b"]")
+    assert read_json(b'["\\ud800", [[1]]]') == ["\ud800", [[1]]]

@@ -79,7 +79,6 @@ def sample_value(result: dict[str, Any]) -> float:
     return float(result["value"][1])
 
 
-
 def _redirected(exc: requests.exceptions.RequestException, configured: str) -> str:
     """``redirected to http://other:9090: `` where the request that failed went to another server than the one
     configured (a proxy's redirect to a login page, or to https): the failure is that server's, not the URL's the
@@ -90,6 +89,7 @@ def _redirected(exc: requests.exceptions.RequestException, configured: str) -> s
     if not went.netloc or (went.scheme, went.netloc) == (asked.scheme, asked.netloc):
         return ""
     return f"redirected to {redact_endpoint(f'{went.scheme}://{went.netloc}')}: "
+
 
 class PromClient:
     """Instant and range queries against one Prometheus; ``queries`` counts what was sent."""

@@ -191,19 +191,35 @@ jobs:
 """
 
 
-@pytest.mark.parametrize(("status", "answer", "reason"), [
-    (1, True, "the exact search hit its time limit"),
-    (1, False, "the exact search hit its time limit"),
-    (4, False, "the exact solver gave up"),
+# On 4 GPUs two of these four can never meet their deadline: the fewest on time is for the exact search to prove.
+TWO_AT_RISK = """\
+capacity: {nvidia.com/gpu: 4}
+jobs:
+""" + "".join(f"  - {{name: {n}, gpus: 2, duration: 60, deadline: 100}}\n" for n in "abcd")
+
+
+@pytest.mark.parametrize(("problem", "status", "answer", "reason"), [
+    (TWO_AT_RISK, 1, True, "the exact search hit its time limit"),
+    (EDF_MISSES, 1, False, "the exact search hit its time limit"),
+    (EDF_MISSES, 4, False, "the exact solver gave up"),
 ], ids=["time-limit", "time-limit-no-answer", "gave-up"])
-def test_an_inexact_plan_says_why(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, status: int, answer: bool,
-                                  reason: str) -> None:
+def test_an_inexact_plan_says_why(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, problem: str, status: int,
+                                  answer: bool, reason: str) -> None:
     monkeypatch.setattr("gpuaas.policies.deadlines._milp.milp", _cut_short(status, answer))
-    result = runner.invoke(app, ["plan", "deadlines", str(write(tmp_path, EDF_MISSES))])
+    result = runner.invoke(app, ["plan", "deadlines", str(write(tmp_path, problem))])
     assert result.exit_code == 0, result.output
     flat = " ".join(result.stdout.split())
     assert f"(heuristic plan: {reason})" in flat
     assert "past the size" not in flat
+
+
+def test_a_search_cut_short_whose_answer_meets_every_deadline_is_an_exact_plan(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every deadline met on today's GPUs: nothing can do better, however the search ended."""
+    monkeypatch.setattr("gpuaas.policies.deadlines._milp.milp", _cut_short(1, True))
+    result = runner.invoke(app, ["plan", "deadlines", str(write(tmp_path, EDF_MISSES))])
+    assert result.exit_code == 0, result.output
+    assert result.stdout.splitlines()[0] == "All 3 deadlines hold on current GPUs (exact plan)."
 
 
 def test_a_plan_where_every_deadline_holds_says_how_many(tmp_path: Path) -> None:

@@ -159,18 +159,18 @@ def audit_id(text: str) -> int:
 
 def namespace_name(text: str) -> str:
     """A ``--namespace`` as the API server can hold one: another (``''``, ``Team_A``) matches nothing, silently."""
-    from gpuaas._policy_model import kubernetes_name_problem
-
-    if (problem := kubernetes_name_problem(text, label=True)) is not None:
-        raise typer.BadParameter(problem)
-    return text
+    return _kubernetes_name(text, label=True)
 
 
 def object_name(text: str) -> str:
     """A ``--queue`` (a ClusterQueue's name) as the API server can hold one."""
+    return _kubernetes_name(text, label=False)
+
+
+def _kubernetes_name(text: str, *, label: bool) -> str:
     from gpuaas._policy_model import kubernetes_name_problem
 
-    if (problem := kubernetes_name_problem(text, label=False)) is not None:
+    if (problem := kubernetes_name_problem(text, label=label)) is not None:
         raise typer.BadParameter(problem)
     return text
 

@@ -6,7 +6,7 @@ problem a person can read before anyone scales a node pool on it. Reads only; ne
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
+from datetime import datetime
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -15,6 +15,7 @@ import typer
 from gpuaas.cli._common import OutputFormat, console, end_degraded, fail, lead, print_json, usage_error
 from gpuaas.cli._tables import print_table
 from gpuaas.errors import GpuaasError
+from gpuaas.instant import utc_stamp
 
 __all__ = ["deadlines"]
 
@@ -110,4 +111,4 @@ def _print_would(would: list[dict[str, Any]], names: dict[str, str]) -> None:
 
 
 def _clock_utc(instant: str | None) -> str:
-    return "" if instant is None else f"{datetime.fromisoformat(instant).astimezone(UTC):%H:%M} UTC"
+    return "" if instant is None else utc_stamp(datetime.fromisoformat(instant), "%H:%M UTC")

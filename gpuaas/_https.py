@@ -1,8 +1,8 @@
-"""What the HTTPS sources are verified with, and the Prometheus bearer token, from the settings.
+"""What the HTTPS sources are verified with, and the credentials Prometheus and OpenCost are sent, from the settings.
 
 Three clients reach the sources (``requests`` under ``prometheus_api_client`` for Prometheus,
 ``httpx`` for OpenCost, ``urllib`` under ``prometheus_client`` for the Pushgateway), and each
-takes its trust in its own form; the one ``ca_file`` setting reaches all three from here. The
+takes its trust in its own form; the one ``ca_file`` setting reaches all three from here. A
 token file is read at each use, not when the settings load: a projected service-account token
 is rotated by the kubelet while a long-lived worker keeps its settings.
 """
@@ -11,13 +11,15 @@ from __future__ import annotations
 
 import ssl
 from functools import cache
+from typing import Literal
 
 from gpuaas.errors import ConfigError
 from gpuaas.settings import GpuaasSettings, read_token_file
 
-__all__ = ["bearer_token", "httpx_verify", "ssl_context", "verify_setting"]
+__all__ = ["Source", "auth_headers", "bearer_token", "httpx_verify", "ssl_context", "verify_setting"]
 
-TOKEN_FILE = "GPUAAS_PROMETHEUS_TOKEN_FILE"
+Source = Literal["prometheus", "opencost"]
+"""The sources that take a bearer token and extra headers."""
 
 
 @cache
@@ -49,14 +51,24 @@ def verify_setting(settings: GpuaasSettings) -> str | bool:
     return True if settings.ca_file is None else str(settings.ca_file)
 
 
-def bearer_token(settings: GpuaasSettings) -> str | None:
-    """The Prometheus bearer token: the setting's, or the token file's as it reads now."""
-    if settings.prometheus_token is not None:
-        return settings.prometheus_token.get_secret_value()
-    path = settings.prometheus_token_file
+def bearer_token(settings: GpuaasSettings, source: Source = "prometheus") -> str | None:
+    """The source's bearer token: the setting's, or the token file's as it reads now."""
+    token = getattr(settings, f"{source}_token")
+    if token is not None:
+        return str(token.get_secret_value())
+    path = getattr(settings, f"{source}_token_file")
     if path is None:
         return None
     try:
         return read_token_file(path)
     except ValueError as exc:  # rotated into something unreadable, empty, or that no header can carry
-        raise ConfigError(str(exc), field=TOKEN_FILE) from None
+        raise ConfigError(str(exc), field=f"GPUAAS_{source.upper()}_TOKEN_FILE") from None
+
+
+def auth_headers(settings: GpuaasSettings, source: Source) -> dict[str, str]:
+    """The headers every request to ``source`` carries: its extra headers, and its bearer token."""
+    headers = {name: value.get_secret_value() for name, value in getattr(settings, f"{source}_headers").items()}
+    token = bearer_token(settings, source)
+    if token is not None:
+        headers["Authorization"] = f"Bearer {token}"
+    return headers

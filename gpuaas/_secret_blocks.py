@@ -1,6 +1,6 @@
 """Prefect Secret blocks as a settings source: the last, lowest-priority source of ``GpuaasSettings``.
 
-A shared deployment keeps the Prometheus token and the database password in Prefect Secret
+A shared deployment keeps the source tokens and the database password in Prefect Secret
 blocks (``prefect block create secret``, names in ``SECRET_BLOCKS``) rather than in the work
 pool's environment. Being a pydantic-settings source, they reach every caller of
 ``load_settings()`` (every flow, the CLI, the benchmarks) through one path; a set environment
@@ -30,7 +30,8 @@ from pydantic_settings import PydanticBaseSettingsSource
 
 __all__ = ["SECRET_BLOCKS", "PrefectSecretBlocks", "prefect_api_configured", "secret_block"]
 
-SECRET_BLOCKS = {"prometheus_token": "gpuaas-prometheus-token", "database_password": "gpuaas-database-password"}
+SECRET_BLOCKS = {"prometheus_token": "gpuaas-prometheus-token", "opencost_token": "gpuaas-opencost-token",
+                 "database_password": "gpuaas-database-password"}
 """Settings field -> the name of the Prefect Secret block that may hold it."""
 
 

@@ -1,7 +1,7 @@
 """The one configuration object: ``GpuaasSettings``.
 
 Values come from arguments, then ``GPUAAS_*`` environment variables (``__`` nests), then the
-Prefect Secret blocks for the two secrets (``gpuaas._secret_blocks``: only where a Prefect API is
+Prefect Secret blocks for the secrets (``gpuaas._secret_blocks``: only where a Prefect API is
 configured), then defaults; ``load_settings()`` is the one way every flow, task and command loads
 them. The policy YAML named by ``GPUAAS_POLICY_FILE`` is validated into ``settings.policy``. Anything
 that says *where* (endpoints, files, database) is a setting; anything that says *what may be
@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import os
 import re
-from collections.abc import Callable
 from functools import cached_property
 from pathlib import Path
 from typing import Annotated, Any, Literal
@@ -20,158 +19,24 @@ from typing import Annotated, Any, Literal
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, SecretStr, ValidationError, model_validator
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict, SettingsError
 
-from gpuaas._input_file import MAX_TOKEN_BYTES, read_input_bytes
 from gpuaas._secret_blocks import SECRET_BLOCKS, PrefectSecretBlocks, secret_block
+from gpuaas._source_access import (
+    CaBundle,
+    HttpUrl,
+    Token,
+    TokenFile,
+    auth_problem,
+    header_value_problem,
+    http_url_problem,
+    read_token_file,
+    token_problem,
+)
 from gpuaas._variables import check_database_url, misspelt_variable
-from gpuaas.errors import ConfigError, redact_endpoint
+from gpuaas.errors import ConfigError
 from gpuaas.policy import Policy, load_policy
 
 __all__ = ["SECRET_BLOCKS", "GpuaasSettings", "MetricNames", "default_data_dir", "header_value_problem",
            "http_url_problem", "load_settings", "read_token_file", "secret_block", "token_problem"]
-
-
-def http_url_problem(value: str) -> str | None:
-    """Why ``value`` is not an http(s) URL with a host and a usable port, in words; None when it is one.
-
-    Checked where the URL is given (a setting, a flag): ``prometheus:9090`` parses as scheme ``prometheus``,
-    and a port of ``99999`` or ``abc`` parses until the first request, which then fails as ``No host
-    specified`` or ``not a valid URL``, seconds later and without the variable's name. The URL is shown
-    without its credentials (``redact_endpoint``); one that does not parse at all is not shown.
-    """
-    from urllib.parse import urlsplit
-
-    try:
-        parts = urlsplit(value)
-    except ValueError as exc:  # ``http://[::1``: an unclosed IPv6 bracket
-        return f"not a URL: {exc}"
-    shown = redact_endpoint(value)
-    if parts.scheme not in ("http", "https") or not parts.hostname:
-        hint = f"; write it as http://{shown}" if "://" not in value else ""
-        return f"{shown!r} is not an http(s) URL with a host{hint}"
-    try:
-        port = parts.port
-    except ValueError:
-        port = -1
-    if port is not None and not 1 <= port <= 65535:
-        text = parts.netloc.rpartition("@")[2].rpartition("]")[2].partition(":")[2]
-        return f"{shown!r}: the port {text!r} is not a number from 1 to 65535"
-    return None
-
-
-def _http_url(value: str | None) -> str | None:
-    """An endpoint must be an http(s) URL with a host and a usable port (``http_url_problem``)."""
-    if value is None:
-        return None
-    problem = http_url_problem(value.strip())
-    if problem is not None:
-        raise ValueError(problem)
-    return value.strip()
-
-
-HttpUrl = Annotated[str | None, AfterValidator(_http_url)]
-"""A source's base URL: checked when the settings load, not at the first request."""
-
-
-def _open_or_say_why(value: Path, open_it: Callable[[], object], what: str) -> None:
-    """``open_it()``, or the ValueError naming the path and why it cannot be opened."""
-    try:
-        open_it()
-    except FileNotFoundError:
-        raise ValueError(f"{str(value)!r}: no such file") from None
-    except IsADirectoryError:
-        raise ValueError(f"{str(value)!r} is a directory, not {what}") from None
-    except PermissionError:
-        raise ValueError(f"{str(value)!r}: permission denied") from None
-    except ConfigError as exc:  # a device, or a file larger than it may be (read_input_bytes)
-        raise ValueError(str(exc)) from None
-
-
-def _ca_bundle(value: Path | None) -> Path | None:
-    """A CA bundle is read when the settings load: a wrong path or a file of no certificate would
-    otherwise show only as every HTTPS source failing its handshake, one flow run later."""
-    if value is None:
-        return None
-    import ssl
-
-    try:
-        _open_or_say_why(value, lambda: ssl.create_default_context(cafile=str(value)), "a PEM file of CA certificates")
-    except (ssl.SSLError, UnicodeDecodeError):
-        raise ValueError(f"{str(value)!r} holds no PEM CA certificate") from None
-    return value
-
-
-def header_value_problem(value: str) -> str | None:
-    """Why ``value`` cannot go out in an HTTP header (a bearer token, an extra header's value), in words that
-    never quote it; None when it can.
-
-    A line break would end the header and start another (``http.client`` refuses it with the whole value
-    in its message: the token would be printed in the error line), and a character beyond Latin-1 cannot be
-    encoded at all. Tokens and header values are ASCII text.
-    """
-    if any(ord(c) < 32 or ord(c) == 127 for c in value):
-        kind = "a line break" if any(c in value for c in "\r\n") else "a control character"
-        return f"holds {kind}; a token or header value is one line of printable text (the value is not shown)"
-    if not value.isascii():
-        return "holds a character outside ASCII; a token or header value is ASCII text (the value is not shown)"
-    return None
-
-
-def token_problem(token: str) -> str | None:
-    """``header_value_problem`` of a bearer token, or why it is empty."""
-    if not token:
-        return "is empty"
-    return header_value_problem(token)
-
-
-def _token(value: SecretStr | None) -> SecretStr | None:
-    """A bearer token goes into a header: one line of ASCII, without the blanks around it."""
-    if value is None:
-        return None
-    token = value.get_secret_value().strip()
-    problem = token_problem(token)
-    if problem is not None:
-        raise ValueError(problem)
-    return SecretStr(token)
-
-
-def read_token_file(path: Path) -> str:
-    """The token a token file holds (the blanks around it dropped), checked as ``_token`` checks a token;
-    ``ValueError`` naming the file, never the token, when it cannot be read or cannot be sent."""
-    try:
-        token = read_input_bytes(path, MAX_TOKEN_BYTES, "token file").decode("utf-8").strip()
-    except ConfigError as exc:  # a device, or more than a token: said without reading it (nor showing it)
-        raise ValueError(str(exc)) from None
-    except (OSError, UnicodeDecodeError) as exc:
-        reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else "not UTF-8 text"
-        raise ValueError(f"{path}: cannot read it: {reason.lower()}") from None
-    problem = token_problem(token)
-    if problem is not None:
-        raise ValueError(f"{path}: its token {problem}" if problem != "is empty" else f"{path} is empty")
-    return token
-
-
-def _readable_file(value: Path | None) -> Path | None:
-    """A token file must be there when the settings load; it is read again at each use (it rotates)."""
-    if value is not None:
-        _open_or_say_why(value, lambda: read_input_bytes(value, MAX_TOKEN_BYTES, "token file"), "a file")
-    return value
-
-
-def _token_file(value: Path | None) -> Path | None:
-    """A token file must be there, and hold a token that can be sent, when the settings load; it is read
-    again at each use (it rotates), and checked again there (``gpuaas._https.bearer_token``)."""
-    if value is not None:
-        _readable_file(value)
-        read_token_file(value)
-    return value
-
-
-_HEADER_NAME = re.compile(r"[!#$%&'*+.^_`|~0-9A-Za-z-]+")
-"""An HTTP header name (RFC 9110's token): a name with a space or a colon would be sent as another header."""
-
-CaBundle = Annotated[Path | None, AfterValidator(_ca_bundle)]
-TokenFile = Annotated[Path | None, AfterValidator(_token_file)]
-Token = Annotated[SecretStr | None, AfterValidator(_token)]
 
 
 def default_data_dir() -> Path:
@@ -262,6 +127,15 @@ class GpuaasSettings(BaseSettings):
     Grafana Mimir, Cortex or Thanos that serves several; values are treated as secrets."""
     opencost_url: HttpUrl = None
     """OpenCost's API, e.g. ``http://opencost.opencost.svc:9003``; unset: OpenCost's metrics in Prometheus."""
+    opencost_token: Token = None
+    """Bearer token for OpenCost's API behind an auth proxy (or the Prefect Secret block ``gpuaas-opencost-token``);
+    never logged. OpenCost's metrics in Prometheus go with Prometheus's token."""
+    opencost_token_file: TokenFile = None
+    """A file holding the OpenCost bearer token, read at every run (a rotated token is picked up); instead of
+    ``GPUAAS_OPENCOST_TOKEN``."""
+    opencost_headers: dict[str, SecretStr] = Field(default={})
+    """Headers sent with every request to OpenCost's API, as JSON, e.g. ``{"X-Api-Key": "..."}`` for a gateway that
+    asks for one; values are treated as secrets."""
     pushgateway_url: HttpUrl = None
     """Pushgateway for Grafana and KEDA; unset: nothing is pushed."""
     ca_file: CaBundle = None
@@ -291,18 +165,11 @@ class GpuaasSettings(BaseSettings):
 
     @model_validator(mode="after")
     def _one_token(self) -> GpuaasSettings:
-        if self.prometheus_token is not None and self.prometheus_token_file is not None:
-            raise ValueError("GPUAAS_PROMETHEUS_TOKEN and GPUAAS_PROMETHEUS_TOKEN_FILE are both set (or the token is "
-                             f"in the Prefect Secret block {SECRET_BLOCKS['prometheus_token']!r}): set one of them")
-        for name in self.prometheus_headers:
-            if not _HEADER_NAME.fullmatch(name):
-                raise ValueError(f"GPUAAS_PROMETHEUS_HEADERS: {name!r} is not an HTTP header name")
-            problem = header_value_problem(self.prometheus_headers[name].get_secret_value())
+        for source in ("prometheus", "opencost"):
+            problem = auth_problem(source, SECRET_BLOCKS[f"{source}_token"], getattr(self, f"{source}_token"),
+                                   getattr(self, f"{source}_token_file"), getattr(self, f"{source}_headers"))
             if problem is not None:
-                raise ValueError(f"GPUAAS_PROMETHEUS_HEADERS: the value of {name!r} {problem}")
-            if name.lower() == "authorization" and (self.prometheus_token or self.prometheus_token_file):
-                raise ValueError("GPUAAS_PROMETHEUS_HEADERS sets Authorization and a Prometheus token is set too: "
-                                 "set one of them")
+                raise ValueError(problem)
         return self
 
     @classmethod

@@ -1,6 +1,7 @@
 """No credential leaves gpuaas: planted secrets never appear in output, logs, artifacts or the audit log.
 
-Planted: a Prometheus bearer token, a Prometheus header's value, a database password (the real
+Planted: a Prometheus bearer token, a Prometheus header's value, an OpenCost bearer token and header
+value, a database password (the real
 PostgreSQL, which trusts any password on loopback, so the runs succeed), a password and a
 ``?token=`` in a Prometheus URL that cannot be reached (so the error paths run too), and a database URL that cannot be
 reached. The real commands run (collect, reclaim, audit, all ``--format json``) on the embedded
@@ -40,7 +41,9 @@ DB_PASSWORD = "PLANTED-db-password-77aa"
 URL_PASSWORD = "PLANTED-url-password-c0de"
 URL_TOKEN = "PLANTED-url-token-b33f"
 HEADER_VALUE = "PLANTED-header-value-9e1d"
-PLANTED = (PROM_TOKEN, DB_PASSWORD, URL_PASSWORD, URL_TOKEN, HEADER_VALUE)
+OPENCOST_TOKEN = "PLANTED-opencost-bearer-41f0"
+OPENCOST_HEADER = "PLANTED-opencost-header-a7c2"
+PLANTED = (PROM_TOKEN, DB_PASSWORD, URL_PASSWORD, URL_TOKEN, HEADER_VALUE, OPENCOST_TOKEN, OPENCOST_HEADER)
 
 
 @pytest.fixture()
@@ -98,7 +101,8 @@ def test_planted_credentials_appear_nowhere(cluster: EmbeddedCluster, postgres_u
     db_url = make_url(fresh_schema_url(postgres_url, "creds")).set(password=DB_PASSWORD)
     url = db_url.render_as_string(hide_password=False)
     point_at(cluster, monkeypatch, database_url=url, prometheus_token=PROM_TOKEN,
-             prometheus_headers=f'{{"X-Api-Key": "{HEADER_VALUE}"}}',
+             prometheus_headers=f'{{"X-Api-Key": "{HEADER_VALUE}"}}', opencost_token=OPENCOST_TOKEN,
+             opencost_headers=f'{{"X-Api-Key": "{OPENCOST_HEADER}"}}',
              policy_file=write_policy(tmp_path / "policy.yaml", max_actions_per_run=2))
     caplog.set_level(logging.DEBUG)
     runner = CliRunner()

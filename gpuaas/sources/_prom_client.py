@@ -19,7 +19,7 @@ import requests
 from prometheus_api_client import PrometheusApiClientException, PrometheusConnect
 from urllib3.util.retry import Retry
 
-from gpuaas._https import bearer_token, verify_setting
+from gpuaas._https import auth_headers, verify_setting
 from gpuaas.errors import (
     ConfigError,
     MalformedResponse,
@@ -100,10 +100,7 @@ class PromClient:
                               field="GPUAAS_PROMETHEUS_URL")
         self.url = settings.prometheus_url.rstrip("/")
         self.source = source
-        token = bearer_token(settings)
-        headers = {name: value.get_secret_value() for name, value in settings.prometheus_headers.items()}
-        if token is not None:
-            headers["Authorization"] = f"Bearer {token}"
+        headers = auth_headers(settings, "prometheus")
         self.queries = 0
         self.bytes_received = 0
         self._count = threading.Lock()  # readers send several queries at once (``_concurrent``)

@@ -16,7 +16,7 @@ from typing import Any
 
 import pandas as pd
 
-from gpuaas._https import httpx_verify
+from gpuaas._https import auth_headers, httpx_verify
 from gpuaas.errors import ConfigError, MalformedResponse, SourceError, SourceUnavailable
 from gpuaas.settings import GpuaasSettings
 from gpuaas.sources._json_answer import UnreadableJSON, read_json
@@ -125,8 +125,8 @@ def fetch_allocation(settings: GpuaasSettings, params: Mapping[str, str]) -> pd.
     assert settings.opencost_url
     url = settings.opencost_url.rstrip("/") + "/allocation"
     try:
-        resp = httpx.get(url, params=dict(params), timeout=settings.request_timeout_seconds,
-                         verify=httpx_verify(settings))
+        resp = httpx.get(url, params=dict(params), headers=auth_headers(settings, "opencost"),
+                         timeout=settings.request_timeout_seconds, verify=httpx_verify(settings))
     except httpx.TransportError as exc:
         raise SourceUnavailable(f"{type(exc).__name__}: {exc}"[:300], source=SOURCE, url=url) from exc
     except httpx.RequestError as exc:  # an answer that came but cannot be read as sent (DecodingError)

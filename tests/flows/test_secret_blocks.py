@@ -2,8 +2,8 @@
 
 Cases:
 - every flow in ``flows/`` (found by scanning, so a new flow is covered too), cost report and load
-  test included, run on the session's Prefect test server with the Prometheus token and the
-  database password held only in Secret blocks, loads settings that carry both; each run is
+  test included, run on the session's Prefect test server with the Prometheus and OpenCost tokens
+  and the database password held only in Secret blocks, loads settings that carry all three; each run is
   stopped right after it loaded them (what it does next is its own test's business);
 - a set environment variable wins over its block;
 - with no Prefect API configured, loading settings neither imports Prefect nor asks a server
@@ -29,7 +29,8 @@ from gpuaas.settings import SECRET_BLOCKS, GpuaasSettings, load_settings
 pytestmark = [pytest.mark.flow]
 
 ROOT = Path(__file__).resolve().parents[2]
-BLOCK_VALUES = {"prometheus_token": "prom-token-only-in-a-block", "database_password": "db-pw-only-in-a-block"}
+BLOCK_VALUES = {"prometheus_token": "prom-token-only-in-a-block", "opencost_token": "opencost-token-only-in-a-block",
+                "database_password": "db-pw-only-in-a-block"}
 REQUIRED = {"load_test": {"url": "http://127.0.0.1:9/v1", "model": "m", "rates": [1.0]}}
 """Parameters a flow cannot run without (the others all have defaults)."""
 
@@ -56,7 +57,7 @@ class _Loaded(Exception):  # noqa: N818 - a stop signal, not an error
 
 @pytest.fixture()
 def blocks_only(prefect_harness: None, monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
-    """The two secrets in Secret blocks on the test server, and nowhere else."""
+    """The secrets in Secret blocks on the test server, and nowhere else."""
     from prefect.blocks.system import Secret
     from prefect.client.orchestration import get_client
 
@@ -88,24 +89,25 @@ def test_every_flow_sees_the_secrets_held_only_in_blocks(module: str, flow: Flow
     state = flow(**REQUIRED.get(module, {}), return_state=True)
     error = state.result(raise_on_failure=False)
     assert isinstance(error, _Loaded), f"{module}: the flow did not load its settings with load_settings(): {error!r}"
-    assert error.settings.prometheus_token is not None and error.settings.database_password is not None
-    assert error.settings.prometheus_token.get_secret_value() == BLOCK_VALUES["prometheus_token"]
-    assert error.settings.database_password.get_secret_value() == BLOCK_VALUES["database_password"]
+    held = {field: getattr(error.settings, field) for field in BLOCK_VALUES}
+    assert {field: value and value.get_secret_value() for field, value in held.items()} == BLOCK_VALUES
 
 
 def test_an_environment_variable_wins_over_its_block(blocks_only: None, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("GPUAAS_PROMETHEUS_TOKEN", "from-the-environment")
     settings = load_settings()
     assert settings.prometheus_token is not None and settings.database_password is not None
+    assert settings.opencost_token is not None
     assert settings.prometheus_token.get_secret_value() == "from-the-environment"
     assert settings.database_password.get_secret_value() == BLOCK_VALUES["database_password"]
+    assert settings.opencost_token.get_secret_value() == BLOCK_VALUES["opencost_token"]
 
 
 def test_without_a_prefect_api_no_block_is_asked_and_prefect_is_not_imported(tmp_path: Path) -> None:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("PREFECT_", "GPUAAS_"))}
     env.update(PYTHONPATH=str(ROOT), GPUAAS_DATA_DIR=str(tmp_path), PREFECT_HOME=str(tmp_path / "prefect"))
     script = ("import sys; from gpuaas.settings import load_settings; s = load_settings(); "
-              "print('prefect' in sys.modules, s.prometheus_token, s.database_password)")
+              "print('prefect' in sys.modules, s.prometheus_token, s.opencost_token, s.database_password)")
     done = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr[-2000:]
-    assert done.stdout.split() == ["False", "None", "None"]
+    assert done.stdout.split() == ["False", "None", "None", "None"]

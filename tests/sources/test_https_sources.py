@@ -2,9 +2,9 @@
 
 The embedded cluster's real Prometheus, its OpenCost API and Debian's Pushgateway each sit behind
 a loopback HTTPS front (``tests/tls_front.py``) with a certificate of a CA made for the test; the
-Prometheus front lets one bearer token through. ``gpuaas collect`` runs as an operator runs it,
-a real process. With ``GPUAAS_CA_FILE`` and ``GPUAAS_PROMETHEUS_TOKEN_FILE`` every source answers
-and the summary is pushed; without the CA file each HTTPS source fails its handshake, named;
+Prometheus and OpenCost fronts each let one bearer token through. ``gpuaas collect`` runs as an operator
+runs it, a real process. With ``GPUAAS_CA_FILE``, ``GPUAAS_PROMETHEUS_TOKEN_FILE`` and
+``GPUAAS_OPENCOST_TOKEN`` every source answers and the summary is pushed; without the CA file each HTTPS source fails its handshake, named;
 a token rotated in its file is the one the next run sends. Bad values of either setting are one
 line naming the variable, before anything runs.
 """
@@ -16,7 +16,7 @@ import os
 import ssl
 import subprocess
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -25,13 +25,16 @@ import pytest
 from gpuaas._https import ssl_context
 from gpuaas.cluster.real._pki import Pki
 from gpuaas.cluster.runner import EmbeddedCluster
-from gpuaas.errors import ConfigError
+from gpuaas.errors import SOURCE_NAMES, ConfigError
 from gpuaas.settings import GpuaasSettings
 from gpuaas.sources._prom_client import PromClient
 from gpuaas.sources.failures import describe_failure
+from gpuaas.sources.opencost import fetch_allocation
 from tests.tls_front import TlsFront
 
 pytestmark = pytest.mark.slow
+
+OPENCOST_TOKEN = "opencost-token"
 
 
 @dataclass
@@ -50,7 +53,7 @@ def fronts(reclaim_fleet: EmbeddedCluster, pushgateway_url: str,
     token_file = tmp_path_factory.mktemp("token") / "token"
     token_file.write_text("first-token\n")
     with (TlsFront(reclaim_fleet.prometheus_url, pki, "prometheus", token="first-token") as prometheus,
-          TlsFront(reclaim_fleet.opencost_url, pki, "opencost") as opencost,
+          TlsFront(reclaim_fleet.opencost_url, pki, "opencost", token=OPENCOST_TOKEN) as opencost,
           TlsFront(pushgateway_url, pki, "pushgateway") as pushgateway):
         yield Fronts(pki.ca_file, token_file, prometheus, opencost, pushgateway)
 
@@ -68,6 +71,7 @@ def _env(cluster: EmbeddedCluster, fronts: Fronts, **extra: str) -> dict[str, st
     return cluster.settings_env() | {
         "GPUAAS_PROMETHEUS_URL": fronts.prometheus.url, "GPUAAS_OPENCOST_URL": fronts.opencost.url,
         "GPUAAS_PUSHGATEWAY_URL": fronts.pushgateway.url, "GPUAAS_PROMETHEUS_TOKEN_FILE": str(fronts.token_file),
+        "GPUAAS_OPENCOST_TOKEN": OPENCOST_TOKEN,
     } | extra
 
 
@@ -82,7 +86,7 @@ def test_every_https_source_answers_with_the_ca_file_and_the_token_file(
     assert doc["degraded"] is False and doc["source_errors"] == {}
     assert doc["sources"]["prometheus"]["ok"] and doc["sources"]["opencost"]["ok"]
     assert doc["workloads"] > 0
-    assert fronts.prometheus.refused == 0
+    assert fronts.prometheus.refused == 0 and fronts.opencost.refused == 0
     prometheus, opencost, pushed = (fronts.prometheus.relayed[before[0]:], fronts.opencost.relayed[before[1]:],
                                     fronts.pushgateway.relayed[before[2]:])
     assert any(r.startswith("POST /api/v1/query") for r in prometheus)
@@ -159,8 +163,19 @@ def test_bad_tls_and_token_settings_are_one_line_naming_the_variable(tmp_path: P
         "GPUAAS_PROMETHEUS_HEADERS: the value of 'X-Scope-OrgID' holds a line break; a token or header value is one "
         "line of printable text (the value is not shown)": {
             "GPUAAS_PROMETHEUS_HEADERS": '{"X-Scope-OrgID": "a\\r\\nX-Evil: t0ken"}'},
-        "GPUAAS_PROMETHEUS_HEADERS sets Authorization and a Prometheus token is set too: set one of them": {
+        "GPUAAS_PROMETHEUS_HEADERS sets Authorization, and so does the Prometheus token (GPUAAS_PROMETHEUS_TOKEN or its "
+        "file): set one of them": {
             "GPUAAS_PROMETHEUS_HEADERS": '{"Authorization": "Basic t0ken"}', "GPUAAS_PROMETHEUS_TOKEN": "t0ken"},
+        "GPUAAS_OPENCOST_TOKEN and GPUAAS_OPENCOST_TOKEN_FILE are both set (or the token is in the Prefect "
+        "Secret block 'gpuaas-opencost-token'): set one of them": {
+            "GPUAAS_OPENCOST_TOKEN": "t0ken", "GPUAAS_OPENCOST_TOKEN_FILE": str(token)},
+        f"GPUAAS_OPENCOST_TOKEN_FILE: {str(tmp_path / 'gone')!r}: no such file": {
+            "GPUAAS_OPENCOST_TOKEN_FILE": str(tmp_path / "gone")},
+        "GPUAAS_OPENCOST_HEADERS: 'X-Api-Key:' is not an HTTP header name": {
+            "GPUAAS_OPENCOST_HEADERS": '{"X-Api-Key:": "t0ken"}'},
+        "GPUAAS_OPENCOST_HEADERS sets Authorization, and so does the OpenCost token (GPUAAS_OPENCOST_TOKEN or its "
+        "file): set one of them": {
+            "GPUAAS_OPENCOST_HEADERS": '{"Authorization": "Basic t0ken"}', "GPUAAS_OPENCOST_TOKEN": "t0ken"},
     }
     for line, env in cases.items():
         proc = _gpuaas(tmp_path, "collect", GPUAAS_PROMETHEUS_URL="https://prometheus.invalid:9091", **env)
@@ -169,24 +184,37 @@ def test_bad_tls_and_token_settings_are_one_line_naming_the_variable(tmp_path: P
         assert "t0ken" not in proc.stderr
 
 
+def _open_prometheus(settings: GpuaasSettings) -> None:
+    PromClient(settings)
+
+
+def _ask_opencost(settings: GpuaasSettings) -> None:
+    fetch_allocation(settings, {"window": "1h"})
+
+
 @pytest.mark.parametrize(("content", "words"), [
     (None, "cannot read it: no such file or directory"),
     ("\n", "is empty"),
 ], ids=["gone", "empty"])
-def test_a_token_file_unreadable_at_the_run_fails_prometheus_naming_the_file(
-        tmp_path: Path, content: str | None, words: str) -> None:
+@pytest.mark.parametrize(("source", "url", "send"), [
+    ("prometheus", "https://prometheus.example:9091", _open_prometheus),
+    ("opencost", "https://opencost.example:9003", _ask_opencost),
+], ids=["prometheus", "opencost"])
+def test_a_token_file_unreadable_at_the_run_fails_its_source_naming_the_file(
+        tmp_path: Path, content: str | None, words: str, source: str, url: str,
+        send: Callable[[GpuaasSettings], None]) -> None:
     """The file is checked when the settings load and read at each run: between the two it can go."""
     token = tmp_path / "token"
     token.write_text("t0ken")
-    settings = GpuaasSettings(prometheus_url="https://prometheus.example:9091", prometheus_token_file=token)
+    settings = GpuaasSettings(**{f"{source}_url": url, f"{source}_token_file": token})
     if content is None:
         token.unlink()
     else:
         token.write_text(content)
     with pytest.raises(ConfigError) as raised:
-        PromClient(settings)
-    assert describe_failure(settings, "prometheus", raised.value) == (
-        "Prometheus at https://prometheus.example:9091: GPUAAS_PROMETHEUS_TOKEN_FILE: "
+        send(settings)
+    assert describe_failure(settings, source, raised.value) == (
+        f"{SOURCE_NAMES[source]} at {url}: GPUAAS_{source.upper()}_TOKEN_FILE: "
         f"{token}{':' if content is None else ''} {words}")
 
 
@@ -227,3 +255,36 @@ def test_the_tenant_header_of_a_multi_tenant_prometheus_is_sent_with_every_query
         assert fronts.prometheus.refused == refused and len(fronts.prometheus.relayed) > relayed
     finally:
         fronts.prometheus.tenant = None
+
+
+@pytest.mark.integration
+def test_opencost_behind_its_proxy_takes_its_own_token_and_headers(
+        tmp_path: Path, reclaim_fleet: EmbeddedCluster, fronts: Fronts) -> None:
+    """OpenCost's API behind an auth proxy: without its token the source fails by name (Prometheus's token is
+    not sent there); with it and the gateway's header it answers, and the proxy saw no refusal."""
+    env = _env(reclaim_fleet, fronts, GPUAAS_CA_FILE=str(fronts.ca_file))
+    del env["GPUAAS_OPENCOST_TOKEN"]
+    without = _gpuaas(tmp_path, "collect", "--format", "json", **env)
+    assert without.returncode == 3, without.stderr
+    doc = json.loads(without.stdout)
+    assert doc["sources"]["prometheus"]["ok"]
+    assert doc["source_errors"] == {"opencost": f"OpenCost at {fronts.opencost.url}: HTTP 401: unauthorized: the "
+                                                "credentials were refused (check the token)"}
+    try:
+        fronts.opencost.tenant = "finops"
+        refused = fronts.opencost.refused
+        env |= {"GPUAAS_OPENCOST_TOKEN_FILE": str(fronts.token_file)}  # Prometheus's token: refused there
+        wrong = _gpuaas(tmp_path, "collect", "--format", "json", **env)
+        assert json.loads(wrong.stdout)["source_errors"]["opencost"].startswith(
+            f"OpenCost at {fronts.opencost.url}: HTTP 401")
+        assert fronts.opencost.refused > refused
+        env.pop("GPUAAS_OPENCOST_TOKEN_FILE")
+        env |= {"GPUAAS_OPENCOST_TOKEN": OPENCOST_TOKEN, "GPUAAS_OPENCOST_HEADERS": '{"X-Scope-OrgID": "finops"}'}
+        refused, relayed = fronts.opencost.refused, len(fronts.opencost.relayed)
+        run = _gpuaas(tmp_path, "collect", "--format", "json", **env)
+        assert run.returncode == 0, run.stderr
+        assert json.loads(run.stdout)["sources"]["opencost"]["ok"]
+        assert fronts.opencost.refused == refused
+        assert any(r.startswith("GET /allocation") for r in fronts.opencost.relayed[relayed:])
+    finally:
+        fronts.opencost.tenant = None

@@ -24,6 +24,7 @@ from gpuaas._policy_freeze import (
     WritingFlow,
     freeze_on,
     freezes_phrase,
+    next_freeze,
     tenant_freezes,
     unknown_freeze_tenant,
 )
@@ -68,6 +69,7 @@ __all__ = [
     "freeze_on",
     "freezes_phrase",
     "load_policy",
+    "next_freeze",
 ]
 
 WORKLOAD_KINDS = ("RayCluster", "Workload", "InferenceService", "Notebook", "Deployment", "StatefulSet")

@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import Any
 
 from gpuaas.models import Snapshot
+from gpuaas.policy import Mode, Policy, WritingFlow, next_freeze
 from gpuaas.pushgateway import MetricFamily
 from reports._format import counted, duration, kube_unread, source_errors, with_failures
 
-__all__ = ["backlog_rows", "collect_metrics", "headline", "quality_rows", "summary_markdown"]
+__all__ = ["backlog_rows", "collect_metrics", "headline", "policy_metrics", "quality_rows", "summary_markdown"]
 
 
 def backlog_rows(summary: dict[str, Any]) -> list[dict[str, Any]]:
@@ -117,3 +119,31 @@ def collect_metrics(snapshot: Snapshot, summary: dict[str, Any], idle_candidates
         MetricFamily("gpuaas_collect_timestamp_seconds", "When the snapshot was collected")
         .add(snapshot.collected_at.timestamp()),
     ]
+
+
+def policy_metrics(policy: Policy, now: datetime) -> list[MetricFamily]:
+    """What the policy lets each writing flow do at ``now``: its mode, whether a scheduled run would write, each
+    change freeze on and until when, and the next one.
+
+    A flow set to apply that writes nothing during a freeze looks, on a dashboard, like a flow that found
+    nothing to do; these say which it is, and when writing resumes.
+    """
+    mode = MetricFamily("gpuaas_flow_apply_mode", "1 when the policy file sets the flow to apply", ("flow",))
+    writes = MetricFamily("gpuaas_flow_writes_enabled", "1 when a scheduled run of the flow writes now: the policy "
+                          "sets it to apply and no change freeze of the whole fleet holds it back", ("flow",))
+    frozen = MetricFamily("gpuaas_change_freeze_end_timestamp_seconds", "End of each change freeze on now, per flow "
+                          "it holds back (tenant empty: the whole fleet)", ("flow", "freeze", "tenant"))
+    for flow in WritingFlow:
+        run_mode, whole = policy.run_mode(flow, apply=False, now=now)
+        mode.add(policy.modes[flow] is Mode.apply, flow.value)
+        writes.add(run_mode is Mode.apply, flow.value)
+        if whole is not None:
+            frozen.add(whole.until.timestamp(), flow.value, whole.name, "")
+        for tenant, on in sorted(policy.frozen_tenants(flow, now).items()):
+            frozen.add(on.until.timestamp(), flow.value, on.name, tenant)
+    upcoming = MetricFamily("gpuaas_next_change_freeze_timestamp_seconds", "Start of the next change freeze",
+                            ("freeze",))
+    coming = next_freeze(policy.freezes, now)
+    if coming is not None:
+        upcoming.add(coming[1].timestamp(), coming[0].name)
+    return [mode, writes, frozen, upcoming]

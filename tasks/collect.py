@@ -13,7 +13,7 @@ from gpuaas.models import Snapshot
 from gpuaas.operations import collect as operation
 from gpuaas.pushgateway import push_metrics
 from gpuaas.settings import GpuaasSettings
-from reports.collect import backlog_rows, collect_metrics, quality_rows, summary_markdown
+from reports.collect import backlog_rows, collect_metrics, policy_metrics, quality_rows, summary_markdown
 from tasks._artifacts import summary_artifact, table_artifact
 from tasks._options import IO_TASK_OPTIONS, retry_unless_misconfigured
 from tasks._steps import step
@@ -63,4 +63,5 @@ def publish_artifacts(snapshot: Snapshot, summary: dict[str, Any], idle_candidat
 
 @step(name="push-metrics", **IO_TASK_OPTIONS)
 def push_summary(settings: GpuaasSettings, snapshot: Snapshot, summary: dict[str, Any], idle_candidates: int) -> int:
-    return push_metrics(settings, "gpuaas_collect", collect_metrics(snapshot, summary, idle_candidates))
+    return push_metrics(settings, "gpuaas_collect", collect_metrics(snapshot, summary, idle_candidates)
+                        + policy_metrics(settings.policy, snapshot.collected_at))

@@ -100,6 +100,36 @@ def test_collect_pushes_summary_metrics(pointed_at: EmbeddedCluster, pushgateway
     assert summary["pushed_samples"] == sum(1 for _, labels in samples if job in labels)
 
 
+def test_collect_pushes_what_the_policy_lets_each_flow_write(pointed_at: EmbeddedCluster, pushgateway_url: str,
+                                                              prefect_harness: None, tmp_path: Path,
+                                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    """Reclaim set to apply, under a freeze of the whole fleet that ends in 2 h: the Pushgateway holds its mode,
+    that it does not write, and until when; the freeze names reclaim only, so the others are not held back."""
+    from flows.collect import collect
+
+    at = pointed_at.clock.now()
+    ends = at + timedelta(hours=2)
+    policy = tmp_path / "policy.yaml"
+    policy.write_text(f"reclaim: {{mode: apply}}\nfreezes:\n- {{name: incident, start: '{at.isoformat()}', "
+                      f"end: '{ends.isoformat()}', flows: [reclaim]}}\n")
+    monkeypatch.setenv("GPUAAS_POLICY_FILE", str(policy))
+    collect(at=at)
+    text = httpx.get(f"{pushgateway_url}/metrics", timeout=5).text
+    samples = {(s.name, tuple(sorted((k, v) for k, v in s.labels.items() if k not in ("instance", "job")))): s.value
+               for fam in text_string_to_metric_families(text) for s in fam.samples
+               if s.labels.get("job") == "gpuaas_collect" and s.name.startswith(("gpuaas_flow", "gpuaas_change"))}
+    assert samples == {
+        ("gpuaas_flow_apply_mode", (("flow", "reclaim"),)): 1.0,
+        ("gpuaas_flow_apply_mode", (("flow", "rebalance"),)): 0.0,
+        ("gpuaas_flow_apply_mode", (("flow", "deadlines"),)): 0.0,
+        ("gpuaas_flow_writes_enabled", (("flow", "reclaim"),)): 0.0,
+        ("gpuaas_flow_writes_enabled", (("flow", "rebalance"),)): 0.0,
+        ("gpuaas_flow_writes_enabled", (("flow", "deadlines"),)): 0.0,
+        ("gpuaas_change_freeze_end_timestamp_seconds", (("flow", "reclaim"), ("freeze", "incident"), ("tenant", ""))):
+            ends.timestamp(),
+    }
+
+
 def test_collect_publishes_artifacts(pointed_at: EmbeddedCluster, prefect_harness: None) -> None:
     from prefect.client.orchestration import get_client
     from prefect.client.schemas.filters import ArtifactFilter, ArtifactFilterKey

@@ -253,3 +253,36 @@ def test_config_check_names_the_tenants_of_a_freeze() -> None:
         "1 change freeze, launch (tenants team-a, team-b) on now until 2027-01-10 00:00 UTC")
     assert freezes_phrase(policy.freezes, datetime(2026, 12, 1, tzinfo=UTC)) == (
         "1 change freeze, the next: launch (tenants team-a, team-b) from 2026-12-22 00:00 UTC")
+
+
+def _pushed(policy: Policy, at: datetime) -> dict[tuple[str, tuple[str, ...]], float]:
+    from reports.collect import policy_metrics
+
+    return {(family.name, labels): value for family in policy_metrics(policy, at) for labels, value in family.samples}
+
+
+def test_the_pushed_figures_say_which_flow_writes_which_freeze_holds_it_back_and_until_when() -> None:
+    launch = {"name": "launch", "start": "2026-12-22T00:00:00Z", "end": "2026-12-28T00:00:00Z",
+              "flows": ["reclaim"], "tenants": ["team-a"]}
+    weekend = {"name": "weekend", "schedule": "0 16 * * fri", "duration_minutes": 3840, "flows": ["rebalance"]}
+    policy = parse_policy({"tenants": [{"name": "team-a", "namespaces": ["team-a"]}],
+                           "freezes": [YEAR_END, launch, weekend], "reclaim": {"mode": "apply"},
+                           "rebalance": {"mode": "apply"}})
+    before = datetime(2026, 12, 16, 9, tzinfo=UTC)  # a Wednesday: nothing on, the weekend's freeze next
+    assert _pushed(policy, before) == {
+        ("gpuaas_flow_apply_mode", ("reclaim",)): 1.0, ("gpuaas_flow_apply_mode", ("rebalance",)): 1.0,
+        ("gpuaas_flow_apply_mode", ("deadlines",)): 0.0,
+        ("gpuaas_flow_writes_enabled", ("reclaim",)): 1.0, ("gpuaas_flow_writes_enabled", ("rebalance",)): 1.0,
+        ("gpuaas_flow_writes_enabled", ("deadlines",)): 0.0,
+        ("gpuaas_next_change_freeze_timestamp_seconds", ("weekend",)): datetime(2026, 12, 18, 16, tzinfo=UTC).timestamp(),
+    }
+    inside = datetime(2026, 12, 26, 12, tzinfo=UTC)  # a Saturday: year-end, the weekend and team-a's launch
+    pushed = _pushed(policy, inside)
+    assert {k: v for k, v in pushed.items() if k[0] == "gpuaas_flow_writes_enabled"} == {
+        ("gpuaas_flow_writes_enabled", (flow,)): 0.0 for flow in ("reclaim", "rebalance", "deadlines")}
+    year_end = datetime(2027, 1, 4, tzinfo=UTC).timestamp()  # the weekend's freeze is on too; year-end ends last
+    assert {k[1]: v for k, v in pushed.items() if k[0] == "gpuaas_change_freeze_end_timestamp_seconds"} == {
+        ("reclaim", "year-end", ""): year_end, ("reclaim", "launch", "team-a"): datetime(2026, 12, 28, tzinfo=UTC).timestamp(),
+        ("rebalance", "year-end", ""): year_end, ("deadlines", "year-end", ""): year_end}
+    assert pushed[("gpuaas_next_change_freeze_timestamp_seconds", ("weekend",))] == datetime(
+        2027, 1, 1, 16, tzinfo=UTC).timestamp()

@@ -19,7 +19,7 @@ from pydantic import AfterValidator, SecretStr
 from gpuaas._input_file import MAX_TOKEN_BYTES, read_input_bytes
 from gpuaas.errors import SOURCE_NAMES, ConfigError, redact_endpoint
 
-__all__ = ["CaBundle", "HttpUrl", "Token", "TokenFile", "auth_problem", "header_value_problem", "http_url_problem",
+__all__ = ["CaBundle", "Headers", "HttpUrl", "Token", "TokenFile", "auth_problem", "header_value_problem", "http_url_problem",
            "read_token_file", "token_problem"]
 
 
@@ -165,6 +165,16 @@ _HEADER_NAME = re.compile(r"[!#$%&'*+.^_`|~0-9A-Za-z-]+")
 CaBundle = Annotated[Path | None, AfterValidator(_ca_bundle)]
 TokenFile = Annotated[Path | None, AfterValidator(_token_file)]
 Token = Annotated[SecretStr | None, AfterValidator(_token)]
+
+
+def _headers(value: dict[str, SecretStr]) -> dict[str, SecretStr]:
+    """Header values without the blanks around them, as HTTP reads them (RFC 9110's optional whitespace): a
+    client library refuses a value that ends in a blank, at the first request and in its own words."""
+    return {name: SecretStr(v.get_secret_value().strip(" \t")) for name, v in value.items()}
+
+
+Headers = Annotated[dict[str, SecretStr], AfterValidator(_headers)]
+"""Extra headers of a source (a tenant, an API key), checked with its token by :func:`auth_problem`."""
 
 
 def auth_problem(source: str, secret_block: str, token: SecretStr | None, token_file: Path | None,

@@ -22,6 +22,7 @@ from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, Settings
 from gpuaas._secret_blocks import SECRET_BLOCKS, PrefectSecretBlocks, secret_block
 from gpuaas._source_access import (
     CaBundle,
+    Headers,
     HttpUrl,
     Token,
     TokenFile,
@@ -122,7 +123,7 @@ class GpuaasSettings(BaseSettings):
     prometheus_token_file: TokenFile = None
     """A file holding the Prometheus bearer token, read at every run, so a rotated service-account token
     (``/var/run/secrets/kubernetes.io/serviceaccount/token``) is picked up; instead of ``GPUAAS_PROMETHEUS_TOKEN``."""
-    prometheus_headers: dict[str, SecretStr] = Field(default={})
+    prometheus_headers: Headers = Field(default={})
     """Headers sent with every Prometheus query, as JSON, e.g. ``{"X-Scope-OrgID": "gpu-fleet"}`` for the tenant of a
     Grafana Mimir, Cortex or Thanos that serves several; values are treated as secrets."""
     opencost_url: HttpUrl = None
@@ -133,7 +134,7 @@ class GpuaasSettings(BaseSettings):
     opencost_token_file: TokenFile = None
     """A file holding the OpenCost bearer token, read at every run (a rotated token is picked up); instead of
     ``GPUAAS_OPENCOST_TOKEN``."""
-    opencost_headers: dict[str, SecretStr] = Field(default={})
+    opencost_headers: Headers = Field(default={})
     """Headers sent with every request to OpenCost's API, as JSON, e.g. ``{"X-Api-Key": "..."}`` for a gateway that
     asks for one; values are treated as secrets."""
     pushgateway_url: HttpUrl = None

@@ -1,7 +1,7 @@
 """Test servers that give every request the same answer, for what a real source never sends.
 
 ``fixed_answer_server`` listens on 127.0.0.1 (a port the system picks) and answers GET, POST and PATCH with the
-body and status last set; ``token_kubeconfig`` is a kubeconfig whose only cluster is such a server.
+body, status and extra headers last set; ``token_kubeconfig`` is a kubeconfig whose only cluster is such a server.
 """
 
 from __future__ import annotations
@@ -18,10 +18,13 @@ from typing import Any
 class _Answer(BaseHTTPRequestHandler):
     status = 200
     body = b""
+    extra: dict[str, str] = {}
 
     def _answer(self) -> None:
         self.rfile.read(int(self.headers.get("Content-Length") or 0))
         self.send_response(self.status)
+        for name, value in self.extra.items():
+            self.send_header(name, value)
         self.send_header("Content-Type", "application/json")
         self.send_header("Content-Length", str(len(self.body)))
         self.end_headers()
@@ -34,15 +37,16 @@ class _Answer(BaseHTTPRequestHandler):
 
 
 @contextmanager
-def fixed_answer_server() -> Iterator[Callable[[bytes, int], str]]:
-    """Yields ``answer(body, status)``: every request from then on gets that answer; it returns the server's URL."""
+def fixed_answer_server() -> Iterator[Callable[..., str]]:
+    """Yields ``answer(body, status, headers)``: every request from then on gets that answer; it returns the
+    server's URL."""
     handler: type[_Answer] = type("Handler", (_Answer,), {})
     httpd = ThreadingHTTPServer(("127.0.0.1", 0), handler)
     thread = threading.Thread(target=httpd.serve_forever, daemon=True)
     thread.start()
 
-    def answer(body: bytes, status: int = 200) -> str:
-        handler.body, handler.status = body, status
+    def answer(body: bytes, status: int = 200, headers: dict[str, str] | None = None) -> str:
+        handler.body, handler.status, handler.extra = body, status, dict(headers or {})
         return f"http://127.0.0.1:{httpd.server_address[1]}"
 
     try:

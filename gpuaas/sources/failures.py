@@ -45,7 +45,7 @@ _PATTERNS = [  # (regular expression on the error text, words); the first that m
     (r"SSLError|SSL:", "TLS failed (certificate or protocol)"),
     (r"Connection reset|RemoteDisconnected|Connection aborted|closed connection", "connection dropped by the server"),
     (r"No host specified|Invalid URL|InvalidURL|MissingSchema|InvalidSchema", "not a valid URL (scheme and host?)"),
-    (r"InvalidHeader|Invalid header value|Invalid leading whitespace|in header value",
+    (r"InvalidHeader|Invalid header value|Illegal header value|Invalid leading whitespace|in header value",
      "a request header could not be sent: the token or a header value holds a line break or another character "
      "a header cannot carry"),
     # Before "not JSON": the cause it chains is a decoder's JSONDecodeError. The second form is the decoder's own

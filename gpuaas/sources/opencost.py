@@ -13,16 +13,18 @@ from __future__ import annotations
 from collections.abc import Mapping
 from datetime import UTC, datetime, timedelta
 from typing import Any
+from urllib.parse import urljoin, urlsplit
 
 import pandas as pd
 
 from gpuaas._https import auth_headers, httpx_verify
-from gpuaas.errors import ConfigError, MalformedResponse, SourceError, SourceUnavailable
+from gpuaas.errors import ConfigError, MalformedResponse, SourceError, SourceUnavailable, redact_endpoint
 from gpuaas.settings import GpuaasSettings
 from gpuaas.sources._json_answer import UnreadableJSON, read_json
 from gpuaas.sources._prom_client import PromClient, sample_value
 from gpuaas.sources._promql import duration, tag, union
 from gpuaas.sources._retry_after import retry_after_seconds
+from gpuaas.sources.failures import in_words
 
 __all__ = ["COST_COLUMNS", "fetch_allocation", "parse_allocation", "read_opencost", "read_opencost_metrics"]
 
@@ -127,6 +129,8 @@ def fetch_allocation(settings: GpuaasSettings, params: Mapping[str, str]) -> pd.
     try:
         resp = httpx.get(url, params=dict(params), headers=auth_headers(settings, "opencost"),
                          timeout=settings.request_timeout_seconds, verify=httpx_verify(settings))
+    except httpx.LocalProtocolError as exc:  # a request this client cannot send: no retry sends it either
+        raise SourceError(in_words(exc), source=SOURCE, url=url) from None
     except httpx.TransportError as exc:
         raise SourceUnavailable(f"{type(exc).__name__}: {exc}"[:300], source=SOURCE, url=url) from exc
     except httpx.RequestError as exc:  # an answer that came but cannot be read as sent (DecodingError)
@@ -140,11 +144,23 @@ def fetch_allocation(settings: GpuaasSettings, params: Mapping[str, str]) -> pd.
         )
     if resp.status_code >= 400:
         raise SourceError(f"HTTP {resp.status_code}", source=SOURCE, url=url)
+    if resp.has_redirect_location:
+        raise SourceError(_redirect(resp.status_code, url, resp.headers["Location"]), source=SOURCE, url=url)
     try:
         payload = read_json(resp.content)  # not ``resp.json()``: its ``RecursionError`` would end the report
     except UnreadableJSON as exc:
         raise MalformedResponse(f"answer is {exc}", source=SOURCE, url=url) from exc
     return parse_allocation(payload, url=url)
+
+
+def _redirect(status: int, url: str, location: str) -> str:
+    """Where a redirect pointed: its server, or its path on this one, never its query (a login page's carries a
+    state or a token). Not followed, since the credentials are for the configured server alone."""
+    went, asked = urlsplit(urljoin(url, location)), urlsplit(url)
+    same = (went.scheme, went.netloc) == (asked.scheme, asked.netloc)
+    where = f"this server's {went.path or '/'}" if same else redact_endpoint(f"{went.scheme}://{went.netloc}")
+    return (f"HTTP {status}: redirected to {where}, not followed (an auth proxy asking to log in: set "
+            "GPUAAS_OPENCOST_TOKEN, or point GPUAAS_OPENCOST_URL where it sends)")
 
 
 def read_opencost_metrics(settings: GpuaasSettings, now: datetime, window_minutes: float) -> pd.DataFrame:

@@ -1,8 +1,8 @@
 """Operating gpuaas: a cycle on PostgreSQL with planted secrets, and one writer at a time.
 
 One embedded cluster for the module. First, collect -> reclaim --apply -> undo with the store on
-the test suite's real PostgreSQL, the database password and the Prometheus token from Prefect
-Secret blocks and the webhook URL from the environment: none of the three appears in the flow
+the test suite's real PostgreSQL, the database password and the Prometheus and OpenCost tokens from
+Prefect Secret blocks and the webhook URL from the environment: none of the four appears in the flow
 runs' logs, the artifacts, the audit rows or the CLI's output.
 
 Then write concurrency:
@@ -53,7 +53,8 @@ def pointed_at(cluster: EmbeddedCluster, tmp_path: Path, monkeypatch: pytest.Mon
     return point_at(cluster, monkeypatch, policy_file=write_policy(tmp_path / "policy.yaml", max_actions_per_run=1))
 
 
-SECRETS = {"db": "db-pw-7f3a9c", "token": "prom-token-5d21e8", "hook": "hook-token-c0ffee"}
+SECRETS = {"db": "db-pw-7f3a9c", "token": "prom-token-5d21e8", "opencost": "opencost-token-9b47d2",
+           "hook": "hook-token-c0ffee"}
 
 
 def _own_database(postgres_url: str) -> str:
@@ -86,6 +87,7 @@ def test_a_cycle_on_postgresql_never_shows_a_secret(cluster: EmbeddedCluster, po
     monkeypatch.setenv("GPUAAS_NOTIFY_WEBHOOK_URL", f"http://127.0.0.1:9/hook?token={SECRETS['hook']}")
     Secret(value=SECRETS["db"]).save(SECRET_BLOCKS["database_password"], overwrite=True)
     Secret(value=SECRETS["token"]).save(SECRET_BLOCKS["prometheus_token"], overwrite=True)
+    Secret(value=SECRETS["opencost"]).save(SECRET_BLOCKS["opencost_token"], overwrite=True)
     try:
         first = reclaim(apply=True, at=datetime.now(UTC), return_state=True)
         assert first.is_completed(), first.message

@@ -8,11 +8,14 @@ import json
 from collections.abc import Callable
 
 import pytest
+from pydantic import SecretStr
 
 from gpuaas.cluster.prometheus import PrometheusServer
-from gpuaas.errors import MalformedResponse
+from gpuaas.errors import MalformedResponse, SourceError, SourceUnavailable
 from gpuaas.settings import GpuaasSettings
+from gpuaas.sources.failures import describe_failure
 from gpuaas.sources.opencost import COST_COLUMNS, parse_allocation, read_opencost
+from tests.fixed_answer import fixed_answer_server
 from tests.sources.helpers import NOW, Sample, fixture_path, parse_exposition, series
 
 
@@ -90,3 +93,42 @@ def test_the_gpu_cost_is_opencosts_own_total_with_its_adjustment() -> None:
     assert row["gpu_cost"] <= row["total_cost"]
     plain = parse_allocation(_fixture("allocation-compute.aggregate-namespace.swagger-example.json"))
     assert plain.set_index("name").loc["opencost", "cpu_cost"] == doc["data"][0]["opencost"]["cpuCost"]
+
+
+@pytest.mark.parametrize(("location", "shown"), [
+    ("https://login.example/oauth2/start?rd=%2Fallocation&state=s3cret", "https://login.example"),
+    ("/oauth2/sign_in?state=s3cret", "this server's /oauth2/sign_in"),
+], ids=["another-server", "same-server"])
+def test_a_redirect_is_not_followed_and_names_where_it_pointed(location: str, shown: str) -> None:
+    """An auth proxy sends a request without its credentials to a login page: the failure says so, names the
+    page's server (never its query), and the credentials are not carried there."""
+    with fixed_answer_server() as answer:
+        url = answer(b"", 302, {"Location": location})
+        settings = GpuaasSettings(opencost_url=url, opencost_token="t0ken")
+        with pytest.raises(SourceError) as raised:
+            read_opencost(settings, NOW, 60)
+    said = describe_failure(settings, "opencost", raised.value)
+    assert said == (f"OpenCost at {url}: HTTP 302: redirected to {shown}, not followed (an auth proxy asking to "
+                    "log in: set GPUAAS_OPENCOST_TOKEN, or point GPUAAS_OPENCOST_URL where it sends)")
+    assert not isinstance(raised.value, SourceUnavailable)  # no retry: the proxy answers the same each time
+    assert "s3cret" not in said and "t0ken" not in said
+
+
+def test_header_values_lose_the_blanks_around_them_as_http_reads_them() -> None:
+    settings = GpuaasSettings(opencost_headers={"X-Api-Key": " k3y\t"}, prometheus_headers={"X-Scope-OrgID": "a "})
+    assert settings.opencost_headers["X-Api-Key"].get_secret_value() == "k3y"
+    assert settings.prometheus_headers["X-Scope-OrgID"].get_secret_value() == "a"
+
+
+def test_a_header_the_client_cannot_send_is_one_failure_not_retried() -> None:
+    """A value past the settings' checks (set on the object, not loaded) that the HTTP client refuses."""
+    with fixed_answer_server() as answer:
+        url = answer(b"{}", 200)
+        settings = GpuaasSettings(opencost_url=url).model_copy(
+            update={"opencost_headers": {"X-Api-Key": SecretStr("k3y ")}})
+        with pytest.raises(SourceError) as raised:
+            read_opencost(settings, NOW, 60)
+    assert not isinstance(raised.value, SourceUnavailable)
+    assert describe_failure(settings, "opencost", raised.value) == (
+        f"OpenCost at {url}: a request header could not be sent: the token or a header value holds a "
+        "line break or another character a header cannot carry")

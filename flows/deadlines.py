@@ -30,7 +30,7 @@ from gpuaas.models import NOT_OK
 from gpuaas.operations.deadlines import DeadlinesResult, would_write
 from gpuaas.policy import Mode, WritingFlow
 from gpuaas.settings import load_settings
-from reports import counted, frozen_lead, source_errors, with_failures
+from reports import counted, frozen_lead, kube_unread, source_errors, with_failures
 from reports.deadlines import (
     deadlines_headline,
     failures_sentence,
@@ -115,7 +115,8 @@ def deadlines(apply: bool = False, at: UtcInstant | None = None, nudge: bool = T
     planned = pool_dicts(plan.pools)
     held_back = f"{frozen_lead(frozen)}no hold or demotion written. " if frozen and nudge else ""
     nudges, freed = nudge_dicts(nudged.nudges), nudge_dicts(released.nudges)
-    line = with_failures(held_back + deadlines_headline(planned) + nudges_sentence(nudges, freed, mode.value)
+    line = with_failures(held_back + deadlines_headline(planned, unread=kube_unread(snapshot.sources))
+                         + nudges_sentence(nudges, freed, mode.value)
                          + failures_sentence(nudges, freed), source_errors(snapshot.sources))
     # a hold, demotion or release refused, or one whose answer was lost and could not be read back: a red run
     end = failed if any(n.result in NOT_OK for n in (*nudged.nudges, *released.nudges)) else finished

@@ -31,7 +31,7 @@ from gpuaas.policies.deadlines import PoolPlan
 from gpuaas.policy import Mode, WritingFlow
 from gpuaas.settings import GpuaasSettings, load_settings
 from gpuaas.sources.queue_history import HISTORY_COLUMNS
-from reports import counted, source_errors, with_failures
+from reports import counted, kube_unread, source_errors, with_failures
 from reports.rebalance import NAMED_BEFORE, first_line, outcome_dicts
 from tasks import push_or_warn, retry_options, unwalked
 from tasks.deadlines import plan_deadlines
@@ -125,7 +125,8 @@ def rebalance(apply: bool = False, cohort: str | None = None, history_days: floa
     publish_rebalance_artifacts(results, mode, unwalked(pools), plan.degraded, frozen)
     pushed = push_or_warn(settings, push_rebalance_metrics, results, what="rebalance metrics")
     errors = source_errors(snapshot.sources)
-    line = with_failures(first_line(results, mode.value, _not_led(plan.degraded, snapshot, errors), frozen), errors)
+    line = with_failures(first_line(results, mode.value, _not_led(plan.degraded, snapshot, errors), frozen,
+                                    unread=kube_unread(snapshot.sources)), errors)
     end = failed if any(o.result == Outcome.failed for o in results) else finished  # a refused write: a red run
     return end({"mode": mode.value, "snapshot_id": plan.snapshot_id, "degraded": plan.degraded,
                 "pushed_samples": pushed, "source_errors": source_errors(snapshot.sources),

@@ -235,10 +235,12 @@ def object_names(workloads: Any) -> dict[str, str]:
     return names
 
 
-def deadlines_headline(pools: Sequence[dict[str, Any]]) -> str:
-    """The run in one sentence over every pool: what holds, what is at risk, the extra GPUs."""
+def deadlines_headline(pools: Sequence[dict[str, Any]], *, unread: bool = False) -> str:
+    """The run in one sentence over every pool: what holds, what is at risk, the extra GPUs; ``unread`` when the
+    Kubernetes API failed, so that no pool means none could be read, not none there."""
     if not pools:
-        return "Nothing to plan: no ClusterQueue with GPU quota."
+        return ("Nothing planned: no ClusterQueue could be read." if unread
+                else "Nothing to plan: no ClusterQueue with GPU quota.")
     at_risk = sum(len(p["at_risk"]) for p in pools)
     missed = sum(len(p["missed"]) for p in pools)
     extra: dict[str, int] = {}

@@ -79,9 +79,11 @@ def outcome_dicts(outcomes: Sequence[CohortOutcome]) -> list[dict[str, Any]]:
 
 
 def first_line(outcomes: Sequence[CohortOutcome], mode: str, degraded: str | None,
-               frozen: FreezeOn | None = None) -> str:
+               frozen: FreezeOn | None = None, *, unread: bool = False) -> str:
     """What the run did in one sentence: GPUs of quota moved (or that would move), in how many cohorts, and why not;
     then, where every queue of a cohort wants at least its share, that only more GPUs can meet the demand there."""
+    if unread and not outcomes:  # the Kubernetes API failed: no quota was read, not none there
+        return said_frozen("Nothing rebalanced: no ClusterQueue could be read.", frozen)
     full = [f"{o.cohort} ({', '.join(o.plan.overloaded)})" for o in outcomes if o.plan is not None and o.plan.overloaded]
     if not full:
         return _moves_line(outcomes, mode, degraded, frozen)

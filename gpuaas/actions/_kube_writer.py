@@ -38,20 +38,35 @@ class KubeWriter:
 
     def __init__(self, settings: GpuaasSettings, api_client: client.ApiClient | None = None,
                  guard: Callable[[], str | None] | None = None) -> None:
+        self._settings = settings
         self._own = api_client is None
+        self._client = api_client
         self._guard = guard
         """Asked before every patch: a reason not to write (the run lost its writes lock), or None."""
-        self._api = api_client or make_api_client(settings)
-        self._custom = client.CustomObjectsApi(self._api)
         self._timeout = settings.request_timeout_seconds
-        self._url = str(self._api.configuration.host)
         self._kueue_version: str | None = None
         self.unrecorded_events: list[str] = []
         """Why each Event that could not be recorded was not: the acting task warns of them once the run acts."""
 
+    @property
+    def _api(self) -> client.ApiClient:
+        """The API client, made at the first request: a run that writes nothing (dry-run, a degraded snapshot)
+        needs no credentials, and one the kubeconfig cannot give is the snapshot's failure, said once."""
+        if self._client is None:
+            self._client = make_api_client(self._settings)
+        return self._client
+
+    @property
+    def _custom(self) -> client.CustomObjectsApi:
+        return client.CustomObjectsApi(self._api)
+
+    @property
+    def _url(self) -> str:
+        return str(self._api.configuration.host)
+
     def close(self) -> None:
-        if self._own:
-            self._api.close()
+        if self._own and self._client is not None:
+            self._client.close()
 
     def __enter__(self) -> KubeWriter:
         return self

@@ -123,6 +123,13 @@ def test_with_the_kubernetes_api_down_the_headlines_say_nothing_was_read_not_tha
     assert collect_headline(summary, 0) == (
         "Degraded: Kubernetes API at https://127.0.0.1:1: connection refused. Snapshot 16: no workload or queue "
         "could be read, so nothing is judged; the next collect reads them again.")
+    from reports.deadlines import deadlines_headline
+    from reports.rebalance import first_line
+
+    assert first_line([], "dry-run", None, unread=True) == "Nothing rebalanced: no ClusterQueue could be read."
+    assert first_line([], "dry-run", None) == "Nothing to rebalance: no cohort with GPU quota."
+    assert deadlines_headline([], unread=True) == "Nothing planned: no ClusterQueue could be read."
+    assert deadlines_headline([]) == "Nothing to plan: no ClusterQueue with GPU quota."
 
 
 def test_a_collect_whose_gpu_workloads_all_lack_telemetry_says_so_first() -> None:

@@ -96,18 +96,25 @@ def read_activity_history(
     Raises ``SourceError`` subclasses as the instant queries do.
     """
     streams = {float(t): RunStream(float(t), max(MAX_GAP_S, 2 * step_s)) for t in thresholds_pct}
-    series = queries = 0
+    series = queries = samples = 0
     started = time.monotonic()
     for chunk in pod_history(settings, start, end, namespaces=namespaces, step_s=step_s, chunk_s=chunk_s):
         series = max(series, int(chunk.samples[["namespace", "pod"]].drop_duplicates().shape[0]))
         queries = chunk.queries
         frame = _per_workload(chunk.samples, links, key)
+        samples += len(frame)
         for stream in streams.values():
             stream.add(_observed(frame, stream.threshold))
-        if progress is not None:
-            progress(f"history chunk {chunk.index}/{chunk.count} ({chunk.start:%Y-%m-%d %H:%M} .. "
-                     f"{chunk.end:%H:%M}): {series} series, {len(frame):,} workload samples")
+        if progress is not None and _tenth(chunk.index, chunk.count):
+            progress(f"history chunk {chunk.index}/{chunk.count} (up to {chunk.end:%Y-%m-%d %H:%M}): {series} series, "
+                     f"{samples:,} workload samples so far")
     return HistoryReading(streams, start, end, queries, series, time.monotonic() - started)
+
+
+def _tenth(index: int, count: int) -> bool:
+    """Whether chunk ``index`` of ``count`` ends a tenth of them (the first and last included): a progress line
+    per chunk would be 2,160 lines for 90 days of history, most of them alike."""
+    return index in (1, count) or index * 10 // count != (index - 1) * 10 // count
 
 
 def read_fleet_history(

@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Collection
 from typing import Any
 
+from ._core_events import DISCOVERY as CORE_EVENTS
 from ._resources import RESOURCES
 
 __all__ = ["VISIBILITY_GROUP", "VISIBILITY_VERSIONS", "api_group_list", "api_resource_list", "api_versions", "version"]
@@ -57,6 +58,8 @@ def api_resource_list(group: str, version: str) -> dict[str, Any] | None:
                               "kind": kind, "verbs": ["get"]})
             resources.append({"name": f"{plural}/pendingworkloads", "singularName": "", "namespaced": namespaced,
                               "kind": "PendingWorkloadsSummary", "verbs": ["get"]})
+    if (group, version) == ("", "v1"):
+        resources.append(dict(CORE_EVENTS))
     for res in RESOURCES.values():
         if res.group != group or version not in res.versions:
             continue

@@ -12,8 +12,6 @@ test of a Kueue that serves only ``v1beta1`` uses it.
 
 from __future__ import annotations
 
-import base64
-import binascii
 import collections
 import hmac
 import json
@@ -34,8 +32,9 @@ import yaml
 from gpuaas.cluster._http_reply import reply
 from gpuaas.cluster._http_server import EmbeddedHTTPServer
 
-from . import _discovery
+from . import _core_events, _discovery
 from ._errors import ApiError
+from ._listing import list_body
 from ._patch import CONTENT_TYPES
 from ._rbac import RBACRules
 from ._resources import Resource, convert, resource_for_plural
@@ -63,21 +62,6 @@ class _Target:
     name: str | None
     subresource: str | None
     template: str
-
-
-def _encode_continue(key: tuple[str, str], resource_version: str) -> str:
-    """Where to resume and the list's resourceVersion (the real token carries both too)."""
-    data = {"v": 1, "rv": int(resource_version), "k": list(key)}
-    return base64.urlsafe_b64encode(json.dumps(data).encode()).decode()
-
-
-def _decode_continue(token: str) -> tuple[tuple[str, str], int]:
-    try:
-        data = json.loads(base64.urlsafe_b64decode(token.encode()))
-        namespace, name = data["k"]
-        return (str(namespace), str(name)), int(data["rv"])
-    except (ValueError, KeyError, TypeError, binascii.Error) as exc:
-        raise ApiError.bad_request("continue key is not valid: incorrect encoded start resourceVersion") from exc
 
 
 def _parse_target(group: str, version: str, rest: list[str], prefix: str) -> _Target:
@@ -217,12 +201,11 @@ class ApiServer:
             return self._access_review(method, body, prefix)
         if (group, version, rest) == ("authentication.k8s.io", "v1", ["selfsubjectreviews"]):
             return self._self_review(method, prefix)
+        if (group, version) == ("", "v1") and (where := _core_events.parse_path(rest)) is not None:
+            return self._core_events(method, *where, query, prefix)
         target = _parse_target(group, version, rest, prefix)
         self.count(f"{method} {target.template}")
-        if query.get("watch") in ("true", "1"):
-            raise ApiError(405, "MethodNotAllowed", "watch is not supported by the embedded API server")
-        if query.get("dryRun"):
-            raise ApiError.bad_request("dryRun is not supported by the embedded API server")
+        _refuse_unsupported(query)
         return self._resource(method, target, query, headers, body)
 
     def _access_review(self, method: str, body: bytes, prefix: str) -> tuple[int, Any]:
@@ -329,23 +312,24 @@ class ApiServer:
         return obj
 
     def _list(self, t: _Target, query: dict[str, str]) -> bytes:
-        raw_limit = query.get("limit", "0")
-        if not raw_limit.isdigit():
-            raise ApiError.bad_request(f"invalid limit: {raw_limit!r}")
-        limit = int(raw_limit) or None
-        after, snapshot = _decode_continue(query["continue"]) if query.get("continue") else (None, None)
-        page = self.store.page(t.res.kind, t.namespace, query.get("labelSelector"), query.get("fieldSelector"),
-                               limit, after, snapshot)
-        metadata: dict[str, Any] = {"resourceVersion": page.resource_version}
-        if page.next_key is not None:
-            metadata["continue"] = _encode_continue(page.next_key, page.resource_version)
-            if page.remaining is not None:
-                metadata["remainingItemCount"] = page.remaining
-        body = {
-            "kind": f"{t.res.kind}List", "apiVersion": t.res.api_version(t.version), "metadata": metadata,
-            "items": [convert(obj, t.version) for obj in page.items],
-        }
-        return json.dumps(body, separators=(",", ":")).encode()
+        return list_body(self.store, t.res.kind, t.namespace, query, query.get("fieldSelector"), f"{t.res.kind}List",
+                         t.res.api_version(t.version), lambda obj: convert(obj, t.version))
+
+    def _core_events(self, method: str, namespace: str | None, name: str | None, query: dict[str, str],
+                     prefix: str) -> tuple[int, Any]:
+        """core/v1 Events, where ``kubectl describe`` reads them: the stored events.k8s.io/v1 ones, read-only."""
+        where = f"{prefix}/namespaces/{{namespace}}/events" if namespace is not None else f"{prefix}/events"
+        self.count(f"{method} {where}" + ("/{name}" if name is not None else ""))
+        _refuse_unsupported(query)
+        if method != "GET":
+            raise ApiError(405, "MethodNotAllowed", "the embedded API server serves core/v1 events read-only; "
+                                                    "write them through events.k8s.io/v1")
+        if self.rbac is not None:
+            self.rbac.check("list" if name is None else "get", "", "events", None, namespace, name)
+        if namespace is not None and name is not None:
+            return 200, _core_events.get(self.store, namespace, name)
+        selector = _core_events.field_selector(query.get("fieldSelector"))
+        return 200, list_body(self.store, "Event", namespace, query, selector, "EventList", "v1", _core_events.to_core)
 
     def _visibility(self, method: str, version: str, rest: list[str], query: dict[str, str],
                     prefix: str) -> tuple[int, Any]:
@@ -375,6 +359,14 @@ class ApiServer:
             raise ApiError.not_found(f"{plural}.{_discovery.VISIBILITY_GROUP}", name,
                                      group=_discovery.VISIBILITY_GROUP, kind=plural)
         return 200, {**summary, "apiVersion": f"{_discovery.VISIBILITY_GROUP}/{version}"}
+
+
+def _refuse_unsupported(query: dict[str, str]) -> None:
+    """Refuse what the emulator does not do rather than answer as if it had."""
+    if query.get("watch") in ("true", "1"):
+        raise ApiError(405, "MethodNotAllowed", "watch is not supported by the embedded API server")
+    if query.get("dryRun"):
+        raise ApiError.bad_request("dryRun is not supported by the embedded API server")
 
 
 def _json(body: bytes) -> Any:

@@ -8,12 +8,12 @@ Field selectors only support the fields the real server indexes for our kinds.
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Collection, Mapping
 from typing import Any
 
 from ._errors import ApiError
 
-__all__ = ["Predicate", "parse_field_selector", "parse_label_selector"]
+__all__ = ["Predicate", "parse_field_selector", "parse_label_selector", "rename_field_selector"]
 
 Predicate = Callable[[dict[str, Any]], bool]
 
@@ -27,6 +27,12 @@ _FIELDS: dict[str, tuple[str, ...]] = {
 }
 _KIND_FIELDS: dict[str, dict[str, tuple[str, ...]]] = {
     "Pod": {"spec.nodeName": ("spec", "nodeName"), "status.phase": ("status", "phase")},
+    # events.k8s.io/v1's selectable fields (upstream's EventToSelectableFields, less the computed ``source``).
+    "Event": {
+        **{f"regarding.{f}": ("regarding", f)
+           for f in ("kind", "namespace", "name", "uid", "apiVersion", "resourceVersion", "fieldPath")},
+        **{f: (f,) for f in ("reason", "reportingController", "type")},
+    },
 }
 
 
@@ -84,21 +90,39 @@ def _field_value(obj: dict[str, Any], path: tuple[str, ...]) -> str:
     return "" if node is None else str(node)
 
 
+def _field_requirements(selector: str, supported: Collection[str]) -> list[tuple[str, str, str]]:
+    """``(label, operator, value)`` of each requirement; a malformed one or an unsupported label is a 400."""
+    requirements = []
+    for part in _split(selector):
+        m = _CMP_RE.match(part)
+        if not m:
+            raise ApiError.bad_request(f"invalid field selector: {part!r}")
+        if m["key"] not in supported:
+            raise ApiError.bad_request(f'field label not supported: {m["key"]}')
+        requirements.append((m["key"], m["op"], m["value"]))
+    return requirements
+
+
 def parse_field_selector(selector: str | None, kind: str) -> Predicate | None:
     """Like :func:`parse_label_selector`; an unsupported field is a 400, as upstream."""
     if not selector or not selector.strip():
         return None
     fields = {**_FIELDS, **_KIND_FIELDS.get(kind, {})}
-    checks: list[tuple[tuple[str, ...], str, bool]] = []
-    for part in _split(selector):
-        m = _CMP_RE.match(part)
-        if not m:
-            raise ApiError.bad_request(f"invalid field selector: {part!r}")
-        if m["key"] not in fields:
-            raise ApiError.bad_request(f'field label not supported: {m["key"]}')
-        checks.append((fields[m["key"]], m["value"], m["op"] != "!="))
+    checks = [(fields[key], value, op != "!=") for key, op, value in _field_requirements(selector, fields)]
 
     def matches(obj: dict[str, Any]) -> bool:
         return all((_field_value(obj, path) == value) == equal for path, value, equal in checks)
 
     return matches
+
+
+def rename_field_selector(selector: str | None, labels: Mapping[str, str]) -> str | None:
+    """``selector`` with each field label renamed by ``labels``, or None when it selects everything.
+
+    Why: one kind served by two groups (core/v1 and events.k8s.io/v1 Events) is stored once; the real
+    server converts the other group's field labels (``involvedObject.name``) to the stored ones
+    (``regarding.name``) before it selects. A label ``labels`` lacks is a 400, as upstream.
+    """
+    if not selector or not selector.strip():
+        return None
+    return ",".join(f"{labels[key]}{op}{value}" for key, op, value in _field_requirements(selector, labels))

@@ -149,7 +149,9 @@ def policy_check(policy: Policy, state: KubeState | None) -> Check:
             problems.append(f"tenant {tenant.name} names ClusterQueue {', '.join(missing)}, which the cluster lacks")
         idle = [n for n in tenant.namespaces if n not in queued]
         if idle:
-            problems.append(f"tenant {tenant.name}'s namespace {', '.join(idle)} has no LocalQueue and no Workload")
+            many = len(idle) > 1  # each of them has neither
+            problems.append(f"tenant {tenant.name}'s namespace{'s' if many else ''} {_listed(idle)} "
+                            f"ha{'ve' if many else 's'} no LocalQueue and no Workload")
     unknown = [c for c in policy.rebalance.cohorts if c not in cohorts]
     if unknown:
         problems.append(f"rebalance.cohorts names {', '.join(unknown)}, which no ClusterQueue belongs to")
@@ -157,6 +159,11 @@ def policy_check(policy: Policy, state: KubeState | None) -> Check:
         return Check(name, Verdict.warning, "; ".join(problems) + " (a typo in the policy file?)")
     return Check(name, Verdict.ok, f"the {len(policy.tenants)} tenants' ClusterQueues and namespaces and the "
                                    "cohorts it names are in the cluster")
+
+
+def _listed(names: Sequence[str]) -> str:
+    """``a``, ``a and b``, ``a, b and c``: names in a sentence."""
+    return names[0] if len(names) == 1 else f"{', '.join(names[:-1])} and {names[-1]}"
 
 
 def telemetry_check(workloads: pd.DataFrame, metrics: MetricNames, found: SeriesCensus | None) -> Check:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from gpuaas.actions.deadline_holds import NudgeResult
@@ -14,7 +14,7 @@ from gpuaas.pushgateway import MetricFamily
 from reports._format import brief
 
 __all__ = ["deadline_metrics", "deadlines_headline", "failures_sentence", "kueue_alone", "kueue_alone_sentence",
-           "nudge_dicts", "object_names", "plan_dict", "pool_rows", "plan_rows", "pool_dicts", "verdict_sentence"]
+           "nudge_dicts", "object_names", "on_gpus", "plan_dict", "plan_title", "pool_rows", "plan_rows", "pool_dicts", "verdict_sentence"]
 
 
 def _num(value: float | None) -> float | int | None:
@@ -50,13 +50,34 @@ def _missed(name: str, plan: DeadlinePlan) -> str | None:
     return "missed" if late is None else f"missed by {_num(late)}"
 
 
-def plan_dict(plan: DeadlinePlan) -> dict[str, Any]:
+def on_gpus(capacity: int, extra: int) -> str:
+    """The GPUs a schedule runs on: ``6 GPUs (4 + 2 extra)`` where it needs extra ones, else ``4 GPUs``."""
+    return f"{capacity + extra} GPUs ({capacity} + {extra} extra)" if extra else f"{capacity} GPUs"
+
+
+def plan_title(capacity: Mapping[str, int], plan: DeadlinePlan) -> str:
+    """The file plan's table title, which says the GPUs its schedule runs on: ``capacity`` plus the extra GPUs
+    (``DeadlinePlan.schedule`` fits both), since a schedule that needs extra GPUs starts more work at once
+    than there are GPUs today. One resource: ``Deadline plan on 6 GPUs (4 + 2 extra), minutes from now``;
+    several: each named (``on a100: 6 GPUs (4 + 2 extra); h100: 8 GPUs``)."""
+    parts = [(r, on_gpus(cap, plan.extra_gpus.get(r, 0))) for r, cap in capacity.items()]
+    where = parts[0][1] if len(parts) == 1 else "; ".join(f"{r}: {gpus}" for r, gpus in parts)
+    return f"Deadline plan on {where}, minutes from now"
+
+
+def plan_dict(plan: DeadlinePlan, capacity: Mapping[str, int] | None = None) -> dict[str, Any]:
     """``gpuaas plan deadlines --format json``: the documented keys, then ``missed_by`` (how late each missed job
     ends at the earliest), ``inexact``, ``at_risk`` and ``messages``. A schedule's ``end`` is ``null`` for a
-    running job with no run time, and ``start`` and ``end`` for work that waits for its GPUs: unknown, not 0."""
+    running job with no run time, and ``start`` and ``end`` for work that waits for its GPUs: unknown, not 0.
+    With the problem's ``capacity`` (a file's plan), also ``capacity`` and ``schedule_gpus``, the GPUs per
+    resource the schedule runs on: ``capacity`` plus ``extra_gpus``."""
+    where = {} if capacity is None else {
+        "capacity": dict(capacity),
+        "schedule_gpus": {r: cap + plan.extra_gpus.get(r, 0) for r, cap in capacity.items()}}
     return {
         "feasible": plan.feasible,
         "extra_gpus": dict(plan.extra_gpus),
+        **where,
         "schedule": [
             {"name": s.name, "start": _num(s.start), "end": _num(s.end), "resource": s.resource, "gpus": s.gpus,
              "deadline": _num(s.deadline), "running": s.running, "past_estimate": s.past_estimate}

@@ -16,7 +16,7 @@ from rich.table import Table
 
 from gpuaas.cli._common import console, visible
 
-__all__ = ["NAME_COLUMNS", "WHOLE_COLUMNS", "print_table", "set_wide"]
+__all__ = ["NAME_COLUMNS", "NOTE_LINES", "WHOLE_COLUMNS", "print_table", "set_wide"]
 
 
 WHOLE_COLUMNS = frozenset({"workload", "name", "job", "queue", "cluster_queue", "ClusterQueue", "cohort", "object",
@@ -26,6 +26,10 @@ WHOLE_COLUMNS = frozenset({"workload", "name", "job", "queue", "cluster_queue", 
 NAME_COLUMNS = WHOLE_COLUMNS | {"subject"}
 """Columns that name a row: a ``subject`` (``RayCluster research/ray (Workload raycluster-ray-9cefe)``) names it in
 several words, and wraps between them like any other column."""
+
+NOTE_LINES = 3
+"""The most lines a ``notes`` cell may wrap to in the table: a reason folded into a narrow column, five or six
+lines to each row, is a table that does not fit the terminal, however narrow its frame; it moves under the table."""
 
 _wide = False
 
@@ -49,7 +53,9 @@ def print_table(title: str, columns: Sequence[str], rows: Sequence[Sequence[Any]
     that does not fit the console, in this order:
 
     1. the ``notes`` columns (long reasons) move under the table, one paragraph per row, led by the
-       row's first cell and its name (its first ``NAME_COLUMNS`` cell after the first);
+       row's first cell and its name (its first ``NAME_COLUMNS`` cell after the first); a notes column
+       moves too, even where the table would fit, when one of its cells would wrap to more than
+       ``NOTE_LINES`` lines in it (a reason folded into a narrow column makes every row five lines tall);
     2. the ``optional`` columns are left out, in the order given (the least important first), and
        where that leaves room the more important of them come back; a line after the table names
        the ones left out and ``--wide``. A column is never left out where two rows would then read
@@ -105,6 +111,10 @@ def _fit(columns: Sequence[str], cells: list[list[str]], width: int, keep: froze
     moved: list[str] = []
     dropped: list[str] = []
     widths = None if _wide else _layout(columns, cells, shown, width, keep)
+    while widths is not None and not _wide and (tall := _tall(columns, cells, shown, widths, notes)):
+        shown.remove(tall)  # it fits only with its reasons folded into a column too narrow to read them
+        moved.append(tall)
+        widths = _layout(columns, cells, shown, width, keep)
     steps = [("note", c) for c in notes if c in shown] + [("drop", c) for c in optional if c in shown]
     while widths is None and not _wide and steps:
         how, name = steps.pop(0)
@@ -121,6 +131,23 @@ def _fit(columns: Sequence[str], cells: list[list[str]], width: int, keep: froze
             shown, widths = again, fits
             dropped.remove(name)
     return shown, widths, moved, dropped
+
+
+def _tall(columns: Sequence[str], cells: list[list[str]], shown: list[str], widths: list[int],
+          notes: Sequence[str]) -> str | None:
+    """The first shown ``notes`` column with a cell that wraps to more than ``NOTE_LINES`` lines at ``widths``."""
+    for name in notes:
+        if name in shown:
+            at, w = columns.index(name), widths[shown.index(name)]
+            if any(_lines(row[at], w) > NOTE_LINES for row in cells):
+                return name
+    return None
+
+
+def _lines(text: str, width: int) -> int:
+    """How many lines ``text`` takes in a cell ``width`` wide that wraps only at spaces."""
+    return sum(max(1, len(textwrap.wrap(line, width, break_long_words=False, break_on_hyphens=False)))
+               for line in text.splitlines() or [""])
 
 
 def _merges(columns: Sequence[str], cells: list[list[str]], shown: list[str], name: str) -> bool:

@@ -32,7 +32,7 @@ def deadlines(
     from gpuaas.cli._deadline_file import load_deadline_problem
     from gpuaas.operations.deadlines import plan_problem
     from reports import grouped_notes
-    from reports.deadlines import plan_dict, plan_rows, verdict_sentence
+    from reports.deadlines import plan_dict, plan_rows, plan_title, verdict_sentence
 
     if (file is None) == (not from_cluster):
         raise usage_error("give a FILE or --from-cluster" + (", not both" if from_cluster else ""))
@@ -46,11 +46,11 @@ def deadlines(
     except GpuaasError as exc:
         raise fail(str(exc)) from exc
     if format is OutputFormat.json:
-        print_json(plan_dict(plan))
+        print_json(plan_dict(plan, capacity))
         return
     console.print(verdict_sentence(dict(plan.extra_gpus), len(plan.at_risk), len(plan.missed), plan.inexact,
                                    deadlines=sum(j.deadline is not None for j in jobs)), highlight=False, markup=False)
-    print_table("Deadline plan (minutes from now)", _COLUMNS, plan_rows(plan, jobs),
+    print_table(plan_title(capacity, plan), _COLUMNS, plan_rows(plan, jobs),
                 optional=("resource", "end", "start"))
     for line in grouped_notes(plan.messages):
         console.print(f"- {line}", highlight=False, markup=False)
@@ -63,7 +63,7 @@ def _from_cluster(format: OutputFormat) -> None:
     settings_or_exit()
     from flows.deadlines import deadlines as deadlines_flow
     from reports import grouped_notes
-    from reports.deadlines import kueue_alone_sentence, pool_deadlines, pool_rows, verdict_sentence
+    from reports.deadlines import kueue_alone_sentence, on_gpus, pool_deadlines, pool_rows, verdict_sentence
 
     result = run_flow(deadlines_flow, "collecting a snapshot and planning deadlines", nudge=False)
     lead(result, format)
@@ -73,10 +73,12 @@ def _from_cluster(format: OutputFormat) -> None:
         return
     names: dict[str, str] = result.get("objects") or {}
     for pool in result["pools"]:
-        print_table(f"cohort {pool['cohort']}, flavor {pool['flavor']}: {pool['capacity_gpus']} GPUs",
+        extra = pool["extra_gpus"].get(pool["flavor"], 0)  # the schedule runs on them too: the title says so
+        print_table(f"cohort {pool['cohort']}, flavor {pool['flavor']}: {pool['capacity_gpus']} GPUs"
+                    + (f"; schedule on {on_gpus(pool['capacity_gpus'], extra)}" if extra else ""),
                     ("object", "Workload", "GPUs", "start", "end", "deadline", "status"), pool_rows(pool, names),
                     optional=("Workload", "end", "start"))
-        console.print(verdict_sentence({pool["flavor"]: pool["extra_gpus"].get(pool["flavor"], 0)},
+        console.print(verdict_sentence({pool["flavor"]: extra},
                                        len(pool["at_risk"]), len(pool["missed"]), pool["inexact"],
                                        deadlines=pool_deadlines(pool)), highlight=False, markup=False)
         if alone := kueue_alone_sentence(pool):

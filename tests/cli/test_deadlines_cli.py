@@ -60,6 +60,37 @@ def test_table_says_how_many_gpus_to_add(tmp_path: Path) -> None:
     assert "1 deadline at risk on 4 GPUs" in result.stdout
 
 
+def test_a_plan_that_needs_extra_gpus_says_its_schedule_runs_on_them(tmp_path: Path) -> None:
+    """Raise one job of the example to 4 GPUs: the schedule starts a and b at once on 6 GPUs, 2 more than the
+    file's 4, and the table's title and the JSON say so; a plan on today's GPUs says only those."""
+    example = Path(__file__).resolve().parents[2] / "examples" / "deadline_problem.yaml"
+    text = example.read_text().replace("name: train-a, gpus: 2", "name: train-a, gpus: 4")
+    assert text != example.read_text()
+    path = write(tmp_path, text)
+    result = runner.invoke(app, ["plan", "deadlines", str(path)], env={"COLUMNS": "200"})
+    assert result.exit_code == 0, result.output
+    assert "Deadline plan on 6 GPUs (4 + 2 extra), minutes from now" in result.stdout, result.stdout
+    data = json.loads(runner.invoke(app, ["plan", "deadlines", str(path), "--format", "json"]).stdout)
+    assert (data["capacity"], data["extra_gpus"], data["schedule_gpus"]) == ({"a100": 4}, {"a100": 2}, {"a100": 6})
+    at_zero = sum(s["gpus"] for s in data["schedule"] if s["start"] == 0)
+    assert at_zero == data["schedule_gpus"]["a100"] == 6  # the schedule uses the extra GPUs, as its title says
+
+    plain = runner.invoke(app, ["plan", "deadlines", str(example)], env={"COLUMNS": "200"})
+    assert "Deadline plan on 4 GPUs, minutes from now" in plain.stdout, plain.stdout
+    data = json.loads(runner.invoke(app, ["plan", "deadlines", str(example), "--format", "json"]).stdout)
+    assert data["schedule_gpus"] == data["capacity"] == {"a100": 4}
+
+
+def test_the_title_of_a_plan_on_several_resources_names_each() -> None:
+    from gpuaas.policies.deadlines import DeadlinePlan
+    from reports.deadlines import plan_title
+
+    plan = DeadlinePlan(feasible=False, extra_gpus={"a100": 2, "h100": 0}, schedule=[], missed=[], inexact=(),
+                        messages=[])
+    assert plan_title({"a100": 4, "h100": 8}, plan) == \
+        "Deadline plan on a100: 6 GPUs (4 + 2 extra); h100: 8 GPUs, minutes from now"
+
+
 @pytest.mark.parametrize(("edit", "message"), [
     (("gpus: 1,", "gpus: -1,"), "jobs[3] (r).gpus: must be a whole number of GPUs from 1 to 10,000,000, got -1"),
     (("gpus: 1,", "gpus: 0.5,"), "jobs[3] (r).gpus: must be a whole number of GPUs from 1 to 10,000,000, got 0.5"),

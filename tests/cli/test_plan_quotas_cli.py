@@ -141,3 +141,21 @@ def test_a_narrow_terminal_moves_the_reasons_under_the_table() -> None:
     assert max(len(line) for line in result.stdout.splitlines()) <= 64, result.stdout
     flat = " ".join(result.stdout.split())
     assert "team-b reason: team-b a100: 8 -> 12 (+4 from team-a)" in flat
+
+
+def test_at_80_columns_the_reasons_go_under_the_table_rather_than_five_lines_to_a_row() -> None:
+    # The table with its reasons fits 80 columns only with each reason folded into a 22-character column, five
+    # or six lines to a row: that is a table that does not fit, and the reasons move under it like reclaim's.
+    result = runner.invoke(app, ["plan", "quotas", str(EXAMPLE)], env={"COLUMNS": "80"})
+    assert result.exit_code == 0, result.output
+    header = next(line for line in result.stdout.splitlines() if line.startswith("┃"))
+    assert "reason" not in header, result.stdout
+    rows = [line for line in result.stdout.splitlines() if line.startswith("│")]
+    assert len(rows) == 2, result.stdout  # one line to a row
+    flat = " ".join(result.stdout.split())
+    assert "team-a reason: team-a a100: 16 -> 12 (-4 to team-b)" in flat
+    assert "team-b reason: team-b a100: 8 -> 12 (+4 from team-a)" in flat
+    # Where the reasons wrap to two lines in the table, they stay in it.
+    wide = runner.invoke(app, ["plan", "quotas", str(EXAMPLE)], env={"COLUMNS": "120"})
+    assert "reason" in next(line for line in wide.stdout.splitlines() if line.startswith("┃")), wide.stdout
+    assert "team-b reason:" not in wide.stdout

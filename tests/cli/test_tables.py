@@ -281,3 +281,60 @@ def _dropped_values(wide: str, dropped: str) -> set[str]:
                 if head in names:
                     out |= set(cell.split())
     return out
+
+
+def test_a_reason_that_would_fold_into_a_narrow_column_moves_under_the_table(
+        monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    """A table that fits only with its reason folded to five lines a row does not fit: the reason goes under it,
+    as where the table is wider than the terminal. A reason of two lines stays in its column."""
+    columns = ["queue", "flavor", "before", "after", "change", "shortfall", "reason"]
+    long = "team-b a100: 8 -> 12 (+4 from team-a): demand 20, shortfall 12 -> 8; limited by the step of 4 (50% of 8)"
+    rows = [["team-b", "a100", 8, 12, "+4", 8, long]]
+    monkeypatch.setenv("COLUMNS", "80")
+    _tables.set_wide(False)
+    _tables.print_table("plan", columns, rows, notes=("reason",))
+    out = capsys.readouterr().out
+    assert "reason" not in next(line for line in out.splitlines() if line.startswith("┃")), out
+    assert "  team-b reason: team-b a100: 8 -> 12" in out
+    assert _body(out) == ["team-b a100 8 12 +4 8"], out
+
+    monkeypatch.setenv("COLUMNS", "120")
+    _tables.print_table("plan", columns, rows, notes=("reason",))
+    out = capsys.readouterr().out
+    assert "team-b reason:" not in out and len(_body(out)) <= _tables.NOTE_LINES, out
+    _tables.set_wide(True)  # --wide: everything in the table, on one line
+    try:
+        monkeypatch.setenv("COLUMNS", "80")
+        _tables.print_table("plan", columns, rows, notes=("reason",))
+        out = capsys.readouterr().out
+        assert "team-b reason:" not in out and long in out
+    finally:
+        _tables.set_wide(False)
+
+
+def test_the_incident_timeline_moves_its_reasons_and_evidence_under_the_table(
+        monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    """``gpuaas incident`` at 100 columns: the reason and evidence of each row under the table, not six lines a row."""
+    from gpuaas.cli.incident_cmd import _tables as incident_tables
+
+    def event(audit_id: int, at: str) -> dict[str, Any]:
+        return {"at": f"2026-12-01T{at}+00:00", "audit_id": audit_id, "undoable": audit_id == 14,
+                "action": "reclaim", "refers_to": None, "subject": "RayCluster research/ray-hparam-sweep",
+                "mode": "apply", "outcome": "applied",
+                "reason": "idle 1h00m, max activity 0.00 ≤ 0.05; every GPU at or below the threshold for the whole "
+                          "window",
+                "evidence": "window 30 m, max activity 0.00 ≤ 0.05, coverage 100 %, 8 GPUs"}
+
+    result = {"summary": "2 audit rows in the window", "undo": [], "fleet_changes": [], "quota": [], "notes": [],
+              "events": [event(14, "10:13:01"), event(15, "10:43:01")]}
+    monkeypatch.setenv("COLUMNS", "100")
+    _tables.set_wide(False)
+    incident_tables(result)
+    out = capsys.readouterr().out
+    assert max(len(line) for line in out.splitlines()) <= 100, out
+    assert "reason / evidence" not in next(line for line in out.splitlines() if line.startswith("┃")), out
+    assert len(_body(out)) == 2, out  # one line a row
+    flat = " ".join(out.split())
+    assert ("10:13:01 #14 undoable reason / evidence: idle 1h00m, max activity 0.00 ≤ 0.05; every GPU at or below "
+            "the threshold for the whole window; window 30 m") in flat, out
+    assert "10:43:01 #15 reason / evidence: idle 1h00m" in flat, out

@@ -93,6 +93,12 @@ def test_a_policy_with_nothing_to_match_or_no_kueue_is_skipped() -> None:
     assert policy_check(tenants, _state(None)).verdict is Verdict.skipped
     check = policy_check(tenants, _state("v1beta2"))  # no LocalQueue and no Workload in namespace a
     assert check.verdict is Verdict.warning and "tenant a's namespace a has no LocalQueue and no Workload" in check.detail
+    two = Policy.model_validate({"tenants": [{"name": "b", "namespaces": ["b", "b-serving"]}]})
+    assert "tenant b's namespaces b and b-serving have no LocalQueue and no Workload" in \
+        policy_check(two, _state("v1beta2")).detail
+    three = Policy.model_validate({"tenants": [{"name": "c", "namespaces": ["c", "c-serving", "c-batch"]}]})
+    assert "tenant c's namespaces c, c-serving and c-batch have no LocalQueue and no Workload" in \
+        policy_check(three, _state("v1beta2")).detail
 
 
 def test_kueue_metrics_missing_from_prometheus_warn_saying_what_goes_without_them() -> None:

@@ -222,17 +222,18 @@ def permissions_check(answers: Mapping[Access, bool], writes_of: Sequence[str], 
     name = "permissions"
     who = f"as {identity}: " if identity else ""
     problems = []
-    refused = [a for a in READS if not answers[a]]
-    if refused:
-        problems.append(f"{len(refused)} of the {len(READS)} reads every flow makes are refused ({_few(refused)}): "
+    unread = [a for a in READS if not answers[a]]
+    if unread:
+        problems.append(f"{len(unread)} of the {len(READS)} reads every flow makes are refused ({_few(unread)}): "
                         f"{bind_command(ROLES['reads'])}")
     for flow in writes_of:
         refused = [a for a in WRITES[flow] if not answers[a]]
         if refused:
             problems.append(f"{flow} would write, but {_few(refused)} {'is' if len(refused) == 1 else 'are'} refused: "
                             f"{bind_command(ROLES[flow])}")
-    if problems:
-        return Check(name, Verdict.failed, who + "; ".join(dict.fromkeys(problems)))
+    if problems:  # the reads allowed, where they are: a refused write must not read as a role that reads nothing
+        reads = "" if unread else f"allowed: the {len(READS)} reads every flow makes; refused: "
+        return Check(name, Verdict.failed, who + reads + "; ".join(dict.fromkeys(problems)))
     writes = (f" and the writes of {', '.join(writes_of)}" if writes_of
               else "; no flow applies, so no write was asked about (--all-writes, or all_writes for the flow, asks)")
     return Check(name, Verdict.ok, f"{who}allowed: the {len(READS)} reads every flow makes{writes}")

@@ -78,7 +78,8 @@ def test_rbac_yaml_alone_binds_every_read_and_no_write(sa_kubeconfig: Path) -> N
     # whose answers these are, as the real server names the token's account (SelfSubjectReview)
     assert whoami(load_settings()) == "system:serviceaccount:gpuaas:gpuaas"
     check = permissions_check(answers, ["reclaim", "rebalance"], whoami(load_settings()))
-    assert check.detail.startswith("as system:serviceaccount:gpuaas:gpuaas: ")
+    assert check.detail.startswith(f"as system:serviceaccount:gpuaas:gpuaas: allowed: the {len(READS)} reads every "
+                                   "flow makes; refused: reclaim would write, but ")
     assert check.verdict is Verdict.failed
     assert "reclaim would write, but patch workloads.kueue.x-k8s.io" in check.detail
     assert "bind gpuaas-reclaimer (kubectl apply -f deployments/kubernetes/rbac-apply-reclaim.yaml)" in check.detail

@@ -67,8 +67,9 @@ def print_rebalance(result: dict[str, Any]) -> None:
     rows = [[r["cohort"], r["queue"], r["flavor"], r["before"], r["after"], r["change"], figure(r["demand"]),
              f"{figure(r['shortfall before'])} -> {figure(r['shortfall after'])}", r["reason"]]
             for c in result["cohorts"] for r in c["changes"]]
-    print_table(f"Quota plan ({result['mode']})", _COLUMNS, rows, optional=("change", "cohort", "demand"),
-                notes=("reason",))
+    if rows:  # no quota change in any cohort: the lines below say why, under no empty table
+        print_table(f"Quota plan ({result['mode']})", _COLUMNS, rows, optional=("change", "cohort", "demand"),
+                    notes=("reason",))
     for c in result["cohorts"]:
         console.print(f"cohort {c['cohort']}: {c['result']}"
                       + (f", audit #{c['plan_id']}" if c["plan_id"] else "")

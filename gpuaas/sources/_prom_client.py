@@ -91,6 +91,21 @@ def _redirected(exc: requests.exceptions.RequestException, configured: str) -> s
     return f"redirected to {redact_endpoint(f'{went.scheme}://{went.netloc}')}: "
 
 
+class _Session(requests.Session):
+    """A session that drops the extra headers on a redirect to another server, as ``requests`` drops
+    ``Authorization`` there: an API key or a tenant is for the configured Prometheus alone."""
+
+    def __init__(self, private: frozenset[str]) -> None:
+        super().__init__()
+        self._private = private
+
+    def rebuild_auth(self, prepared_request: requests.PreparedRequest, response: requests.Response) -> None:
+        if self.should_strip_auth(str(response.request.url), str(prepared_request.url)):
+            for name in [n for n in prepared_request.headers if n.lower() in self._private]:
+                del prepared_request.headers[name]
+        super().rebuild_auth(prepared_request, response)
+
+
 class PromClient:
     """Instant and range queries against one Prometheus; ``queries`` counts what was sent."""
 
@@ -105,7 +120,7 @@ class PromClient:
         self.bytes_received = 0
         self._count = threading.Lock()  # readers send several queries at once (``_concurrent``)
         self._answer = threading.local()  # what the library drops: Retry-After and warnings
-        session = requests.Session()
+        session = _Session(frozenset(name.lower() for name in settings.prometheus_headers))
         session.verify = verify_setting(settings)
         session.hooks["response"].append(self._inspect)
         self._prom = PrometheusConnect(

@@ -173,3 +173,65 @@ def test_a_failure_behind_a_redirect_names_where_it_was_sent() -> None:
     text = str(refused.value)
     assert text.startswith(f"Prometheus at {url}: redirected to http://127.0.0.1:"), text
     assert text.endswith(": connection refused (nothing listens on that port)"), text
+
+
+class _SendsElsewhere(BaseHTTPRequestHandler):
+    """A front that sends every query on to ``target`` with a 307 (the method and body kept)."""
+
+    target = ""
+
+    def do_POST(self) -> None:  # noqa: N802 - http.server dispatches on this name
+        self.rfile.read(int(self.headers.get("Content-Length") or 0))
+        self.send_response(307)
+        self.send_header("Location", f"{self.target}{self.path}")
+        self.send_header("Content-Length", "0")
+        self.end_headers()
+
+    def log_message(self, *args: Any) -> None:
+        pass
+
+
+class _Recorder(BaseHTTPRequestHandler):
+    """Where a redirect lands: records each request's headers, answers an empty vector."""
+
+    seen: list[dict[str, str]] = []
+
+    def _answer(self) -> None:
+        self.rfile.read(int(self.headers.get("Content-Length") or 0))
+        type(self).seen.append({k.lower(): v for k, v in self.headers.items()})
+        body = json.dumps({"status": "success", "data": {"resultType": "vector", "result": []}}).encode()
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    do_GET = do_POST = _answer  # http.server dispatches on these names
+
+    def log_message(self, *args: Any) -> None:
+        pass
+
+
+def test_a_redirect_to_another_server_carries_neither_the_token_nor_the_extra_headers() -> None:
+    """``requests`` drops ``Authorization`` on a redirect to another server; an API key in
+    ``GPUAAS_PROMETHEUS_HEADERS`` is as much a credential, and is dropped there too."""
+    recorder = type("Recorder", (_Recorder,), {"seen": []})
+    landing = ThreadingHTTPServer(("127.0.0.1", 0), recorder)
+    target = f"http://127.0.0.1:{landing.server_address[1]}"
+    redirect = type("SendsThere", (_SendsElsewhere,), {"target": target})
+    front = ThreadingHTTPServer(("127.0.0.1", 0), redirect)
+    servers = [landing, front]
+    for server in servers:
+        threading.Thread(target=server.serve_forever, daemon=True).start()
+    settings = GpuaasSettings(prometheus_url=f"http://127.0.0.1:{front.server_address[1]}", retries=0,
+                              prometheus_token="t0ken", prometheus_headers={"X-Api-Key": "k3y", "X-Scope-OrgID": "a"})
+    client = PromClient(settings)
+    try:
+        assert client.query("up", NOW) == []
+    finally:
+        client.close()
+        for server in servers:
+            server.shutdown()
+            server.server_close()
+    [landed] = recorder.seen
+    assert not {"authorization", "x-api-key", "x-scope-orgid"} & set(landed), landed

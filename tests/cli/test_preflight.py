@@ -144,7 +144,7 @@ def test_a_role_missing_for_what_the_flows_do_is_named(
     assert run.returncode == 1
     verdict, detail = _checks(run)["permissions"]
     reads = "" if not roles else "allowed: the 24 reads every flow makes; refused: "  # the reader role reads
-    assert verdict == "failed" and detail == f"as gpuaas: {reads}{said}"  # the user the rules are bound to
+    assert verdict == "failed" and detail == f"as system:serviceaccount:gpuaas:gpuaas: {reads}{said}"  # the user the rules are bound to
 
 
 def test_what_the_policy_names_is_matched_to_the_cluster(tmp_path: Path, reclaim_fleet: EmbeddedCluster) -> None:

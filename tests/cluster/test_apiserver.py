@@ -271,8 +271,8 @@ def test_rbac_forbids_verbs_the_rules_do_not_grant(make_cluster: MakeCluster) ->
     body = status_of(exc)
     assert exc.value.status == 403 and body["reason"] == "Forbidden"
     assert body["message"] == (
-        'workloads.kueue.x-k8s.io "train-1" is forbidden: User "gpuaas" cannot patch resource "workloads" '
-        'in API group "kueue.x-k8s.io" in the namespace "team-a"')
+        'workloads.kueue.x-k8s.io "train-1" is forbidden: User "system:serviceaccount:gpuaas:gpuaas" cannot patch '
+        'resource "workloads" in API group "kueue.x-k8s.io" in the namespace "team-a"')
     c.custom.patch_namespaced_custom_object_status(
         KUEUE, V2, "team-a", "workloads", "train-1", {"status": {"requeueState": {"count": 1}}})
     with pytest.raises(ApiException) as create_exc:

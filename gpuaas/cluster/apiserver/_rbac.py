@@ -15,13 +15,17 @@ from gpuaas.errors import ConfigError
 
 from ._errors import ApiError
 
-__all__ = ["RBACRules"]
+__all__ = ["SERVICE_ACCOUNT", "RBACRules"]
+
+
+SERVICE_ACCOUNT = "system:serviceaccount:gpuaas:gpuaas"
+"""Whom the rules are bound to, as a real API server names the ServiceAccount ``rbac.yaml`` binds its roles to."""
 
 
 class RBACRules:
     """Rules like ``{"apiGroups": ["kueue.x-k8s.io"], "resources": ["workloads/status"], "verbs": ["patch"]}``."""
 
-    def __init__(self, rules: Iterable[Mapping[str, Sequence[str]]], user: str = "gpuaas") -> None:
+    def __init__(self, rules: Iterable[Mapping[str, Sequence[str]]], user: str = SERVICE_ACCOUNT) -> None:
         self.rules = [
             (frozenset(r.get("apiGroups", ())), frozenset(r.get("resources", ())), frozenset(r.get("verbs", ())))
             for r in rules
@@ -29,7 +33,7 @@ class RBACRules:
         self.user = user
 
     @classmethod
-    def from_manifest(cls, path: Path | str, roles: Sequence[str], user: str = "gpuaas") -> RBACRules:
+    def from_manifest(cls, path: Path | str, roles: Sequence[str], user: str = SERVICE_ACCOUNT) -> RBACRules:
         """The union of the named ClusterRoles/Roles in a multi-document RBAC manifest."""
         documents = [d for d in read_yaml_documents(path, "RBAC manifest") if isinstance(d, dict)]
         found = {_name(d): d for d in documents if d.get("kind") in ("ClusterRole", "Role")}

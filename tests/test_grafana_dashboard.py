@@ -34,6 +34,7 @@ from gpuaas.policy import Policy, load_policy, parse_policy
 from gpuaas.settings import MetricNames, load_settings
 from gpuaas.sources.cost_window import read_cost_inputs
 from gpuaas.tenant_rules import TENANT_RECORD, tenant_rules_yaml
+from reports.collect import policy_metrics
 from reports.cost_report import cost_report_metrics
 from tests.cost_fleet import COST_POLICY
 
@@ -98,6 +99,11 @@ def prometheus(prometheus_factory: Callable[[Any], PrometheusServer],
         for values, value in family.samples:
             labels = {**dict(zip(family.labels, values)), "job": "gpuaas_cost_report"}
             pushed += [(family.name, labels, value, (END - timedelta(minutes=m)).timestamp()) for m in range(9, -1, -1)]
+    freeze = {"name": "year-end", "start": (END - timedelta(days=1)).isoformat(), "end": (END + timedelta(days=9)).isoformat()}
+    for family in policy_metrics(parse_policy({"reclaim": {"mode": "apply"}, "freezes": [freeze]}), END):
+        for values, value in family.samples:
+            labels = {**dict(zip(family.labels, values)), "job": "gpuaas_collect"}
+            pushed += [(family.name, labels, value, (END - timedelta(minutes=m)).timestamp()) for m in range(9, -1, -1)]
     server = _with_tenant_rules(load_policy(COST_POLICY), samples + pushed, cluster_only,
                                 tmp_path_factory.mktemp("dashboard"))
     yield server
@@ -125,6 +131,19 @@ def test_dashboard_is_valid_grafana_json() -> None:
                   "per project", "per gpu", "per tenant"):
         assert topic in titles, topic
     assert {v["name"] for v in dashboard["templating"]["list"]} >= {"tenant", "namespace", "gpu"}
+
+
+def test_no_panel_lies_on_another() -> None:
+    """Grafana pushes an overlapping panel down wherever it finds room: the layout the file means is lost."""
+    panels = json.loads(DASHBOARD.read_text())["panels"]
+    cells: dict[tuple[int, int], str] = {}
+    for panel in panels:
+        grid = panel["gridPos"]
+        for x in range(grid["x"], grid["x"] + grid["w"]):
+            for y in range(grid["y"], grid["y"] + grid["h"]):
+                assert (x, y) not in cells, f"{panel['title']!r} lies on {cells[(x, y)]!r}"
+                cells[(x, y)] = panel["title"]
+    assert all(p["gridPos"]["x"] + p["gridPos"]["w"] <= 24 for p in panels)
 
 
 def test_every_panel_query_runs_and_returns_data(prometheus: PrometheusServer) -> None:

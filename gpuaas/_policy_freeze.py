@@ -28,8 +28,8 @@ from pydantic import AfterValidator, AwareDatetime, BeforeValidator, Field, mode
 
 from gpuaas._policy_model import _Model
 
-__all__ = ["HELD_BACK", "Freeze", "FreezeOn", "WritingFlow", "freeze_on", "freezes_phrase", "next_freeze", "tenant_freezes",
-           "unknown_freeze_tenant"]
+__all__ = ["HELD_BACK", "Freeze", "FreezeOn", "WritingFlow", "freeze_on", "freezes_on", "freezes_phrase", "next_freeze",
+           "tenant_freezes", "unknown_freeze_tenant"]
 
 _MAX_EXTENSIONS = 400
 """How many back-to-back recurrences ``until`` follows (a freeze every day for a day is on for a year)."""
@@ -195,6 +195,13 @@ def _on(freezes: Sequence[Freeze], flow: WritingFlow, now: datetime) -> list[tup
         if started is not None and now < (until := freeze.end_of(started)):
             on.append((freeze, until))
     return on
+
+
+def freezes_on(freezes: Sequence[Freeze], flow: WritingFlow, now: datetime) -> list[FreezeOn]:
+    """Every freeze that holds ``flow`` back at ``now``: one for the whole fleet, one per tenant for a freeze of
+    some tenants (what a dashboard lists; a run names the one that ends last, :func:`freeze_on`)."""
+    return [FreezeOn(f.name, until, tenant) for f, until in _on(freezes, flow, now)
+            for tenant in (f.tenants if f.tenants else [None])]
 
 
 def freeze_on(freezes: Sequence[Freeze], flow: WritingFlow, now: datetime) -> FreezeOn | None:

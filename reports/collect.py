@@ -6,7 +6,7 @@ from datetime import datetime
 from typing import Any
 
 from gpuaas.models import Snapshot
-from gpuaas.policy import Mode, Policy, WritingFlow, next_freeze
+from gpuaas.policy import Mode, Policy, WritingFlow, freezes_on, next_freeze
 from gpuaas.pushgateway import MetricFamily
 from reports._format import counted, duration, kube_unread, source_errors, with_failures
 
@@ -129,18 +129,17 @@ def policy_metrics(policy: Policy, now: datetime) -> list[MetricFamily]:
     nothing to do; these say which it is, and when writing resumes.
     """
     mode = MetricFamily("gpuaas_flow_apply_mode", "1 when the policy file sets the flow to apply", ("flow",))
-    writes = MetricFamily("gpuaas_flow_writes_enabled", "1 when a scheduled run of the flow writes now: the policy "
-                          "sets it to apply and no change freeze of the whole fleet holds it back", ("flow",))
+    writes = MetricFamily("gpuaas_flow_writes_enabled", "1 when a scheduled run of the flow writes its changes now "
+                          "(stops, quota, holds and demotions): the policy sets it to apply and no change freeze of "
+                          "the whole fleet holds it back", ("flow",))
     frozen = MetricFamily("gpuaas_change_freeze_end_timestamp_seconds", "End of each change freeze on now, per flow "
                           "it holds back (tenant empty: the whole fleet)", ("flow", "freeze", "tenant"))
     for flow in WritingFlow:
-        run_mode, whole = policy.run_mode(flow, apply=False, now=now)
+        run_mode, _ = policy.run_mode(flow, apply=False, now=now)
         mode.add(policy.modes[flow] is Mode.apply, flow.value)
         writes.add(run_mode is Mode.apply, flow.value)
-        if whole is not None:
-            frozen.add(whole.until.timestamp(), flow.value, whole.name, "")
-        for tenant, on in sorted(policy.frozen_tenants(flow, now).items()):
-            frozen.add(on.until.timestamp(), flow.value, on.name, tenant)
+        for on in freezes_on(policy.freezes, flow, now):
+            frozen.add(on.until.timestamp(), flow.value, on.name, on.tenant or "")
     upcoming = MetricFamily("gpuaas_next_change_freeze_timestamp_seconds", "Start of the next change freeze",
                             ("freeze",))
     coming = next_freeze(policy.freezes, now)

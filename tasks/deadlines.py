@@ -81,7 +81,7 @@ def release_due_holds(settings: GpuaasSettings, now: datetime) -> op.DeadlinesRe
 def apply_deadline_nudges(settings: GpuaasSettings, plan: op.DeadlinesPlan, mode: Mode,
                           now: datetime) -> op.DeadlinesResult:
     """Not retried: a half-done nudge is re-decided from the objects next run."""
-    with store_and_writer(settings) as (store, writer):
+    with store_and_writer(settings, deciding=True) as (store, writer):
         return op.apply(plan, store, writer, mode=mode, flow_run_id=current_run_id(), now=now)
 
 

@@ -57,7 +57,7 @@ def plan_rebalance(settings: GpuaasSettings, snapshot: Snapshot, history: pd.Dat
 def apply_rebalance(settings: GpuaasSettings, plan: op.RebalancePlan, mode: Mode,
                     now: datetime) -> op.RebalanceResult:
     """Not retried: a retry of a half-applied plan is exactly what the audit log and the recovery guard against."""
-    with store_and_writer(settings) as (store, writer):
+    with store_and_writer(settings, deciding=True) as (store, writer):
         return op.apply(plan, store, writer, mode=mode, flow_run_id=current_run_id(), now=now)
 
 

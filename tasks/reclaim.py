@@ -64,7 +64,7 @@ def decide(settings: GpuaasSettings, snapshot: Snapshot, idle: pd.DataFrame, mod
 def act(settings: GpuaasSettings, plan: operation.ReclaimPlan, now: datetime) -> list[ActionResult]:
     """Audit every decision and act on the targets. Not retried: a retry of a half-done action is exactly
     what the audit log and the recovery guard against."""
-    with store_and_writer(settings) as (store, writer):
+    with store_and_writer(settings, deciding=True) as (store, writer):
         return operation.apply(plan, store, writer, flow_run_id=current_run_id(), now=now)
 
 

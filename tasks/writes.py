@@ -269,9 +269,17 @@ def cluster_writes(settings: GpuaasSettings, holder: str) -> Iterator[None]:
 
 
 @contextmanager
-def store_and_writer(settings: GpuaasSettings, **writer_options: Any) -> Iterator[tuple[Store, KubeWriter]]:
-    """The audit log and the cluster writer an acting task needs, both closed however the task ends."""
+def store_and_writer(settings: GpuaasSettings, *, deciding: bool = False,
+                     **writer_options: Any) -> Iterator[tuple[Store, KubeWriter]]:
+    """The audit log and the cluster writer an acting task needs, both closed however the task ends.
+
+    The writer's credentials are loaded before anything is recorded, but for a ``deciding`` task (reclaim's and
+    rebalance's acts, the deadline nudges): it records its decisions in dry-run and on a degraded snapshot too,
+    writing nothing, and a kubeconfig that cannot give credentials is then the snapshot's failure, not the run's.
+    """
     with open_store(settings) as store, KubeWriter(settings, guard=writes_lost, **writer_options) as writer:
+        if not deciding:
+            writer.connect()
         yield store, writer
         missed = writer.unrecorded_events
         if missed:  # the writes stand: an Event is best effort, as Kubernetes' own are

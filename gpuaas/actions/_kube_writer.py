@@ -50,11 +50,18 @@ class KubeWriter:
 
     @property
     def _api(self) -> client.ApiClient:
-        """The API client, made at the first request: a run that writes nothing (dry-run, a degraded snapshot)
-        needs no credentials, and one the kubeconfig cannot give is the snapshot's failure, said once."""
+        """The API client, made at the first request (or by :meth:`connect`): a deciding run that writes nothing
+        (dry-run, a degraded snapshot) needs no credentials, and one the kubeconfig cannot give is the snapshot's
+        failure, said once."""
         if self._client is None:
             self._client = make_api_client(self._settings)
         return self._client
+
+    def connect(self) -> KubeWriter:
+        """Load the credentials now: for a task that always asks the cluster (an undo, a recovery, a release
+        sweep), a kubeconfig that cannot give them must end it before it records anything."""
+        self._api  # noqa: B018 - made for its error
+        return self
 
     @property
     def _custom(self) -> client.CustomObjectsApi:

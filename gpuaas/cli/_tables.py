@@ -55,7 +55,8 @@ def print_table(title: str, columns: Sequence[str], rows: Sequence[Sequence[Any]
     1. the ``notes`` columns (long reasons) move under the table, one paragraph per row, led by the
        row's first cell and its name (its first ``NAME_COLUMNS`` cell after the first); a notes column
        moves too, even where the table would fit, when one of its cells would wrap to more than
-       ``NOTE_LINES`` lines in it (a reason folded into a narrow column makes every row five lines tall);
+       ``NOTE_LINES`` lines in it and to half as many or fewer under the table (a reason folded into a
+       narrow column makes every row five lines tall);
     2. the ``optional`` columns are left out, in the order given (the least important first), and
        where that leaves room the more important of them come back; a line after the table names
        the ones left out and ``--wide``. A column is never left out where two rows would then read
@@ -111,7 +112,7 @@ def _fit(columns: Sequence[str], cells: list[list[str]], width: int, keep: froze
     moved: list[str] = []
     dropped: list[str] = []
     widths = None if _wide else _layout(columns, cells, shown, width, keep)
-    while widths is not None and not _wide and (tall := _tall(columns, cells, shown, widths, notes)):
+    while widths is not None and not _wide and (tall := _tall(columns, cells, shown, widths, notes, width)):
         shown.remove(tall)  # it fits only with its reasons folded into a column too narrow to read them
         moved.append(tall)
         widths = _layout(columns, cells, shown, width, keep)
@@ -134,13 +135,18 @@ def _fit(columns: Sequence[str], cells: list[list[str]], width: int, keep: froze
 
 
 def _tall(columns: Sequence[str], cells: list[list[str]], shown: list[str], widths: list[int],
-          notes: Sequence[str]) -> str | None:
-    """The first shown ``notes`` column with a cell that wraps to more than ``NOTE_LINES`` lines at ``widths``."""
+          notes: Sequence[str], width: int) -> str | None:
+    """The first shown ``notes`` column with a cell that wraps to more than ``NOTE_LINES`` lines at ``widths``, and
+    to at most half as many under the table, ``width`` wide: a column already as wide as most of the terminal
+    (a preflight's detail beside its check) stays, since under the table its text would take nearly as many
+    lines, apart from the row it explains."""
     for name in notes:
         if name in shown:
             at, w = columns.index(name), widths[shown.index(name)]
-            if any(_lines(row[at], w) > NOTE_LINES for row in cells):
-                return name
+            for row in cells:
+                folded = _lines(row[at], w)
+                if folded > NOTE_LINES and 2 * _lines(row[at], max(1, width - 4)) <= folded:
+                    return name
     return None
 
 

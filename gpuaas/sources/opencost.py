@@ -131,6 +131,10 @@ def fetch_allocation(settings: GpuaasSettings, params: Mapping[str, str]) -> pd.
                          timeout=settings.request_timeout_seconds, verify=httpx_verify(settings))
     except httpx.LocalProtocolError as exc:  # a request this client cannot send: no retry sends it either
         raise SourceError(in_words(exc), source=SOURCE, url=url) from None
+    except httpx.RemoteProtocolError as exc:
+        if "location header" not in str(exc).lower():
+            raise SourceUnavailable(f"{type(exc).__name__}: {exc}"[:300], source=SOURCE, url=url) from exc
+        raise SourceError(_redirect(None, url, None), source=SOURCE, url=url) from None
     except httpx.TransportError as exc:
         raise SourceUnavailable(f"{type(exc).__name__}: {exc}"[:300], source=SOURCE, url=url) from exc
     except httpx.RequestError as exc:  # an answer that came but cannot be read as sent (DecodingError)
@@ -144,8 +148,8 @@ def fetch_allocation(settings: GpuaasSettings, params: Mapping[str, str]) -> pd.
         )
     if resp.status_code >= 400:
         raise SourceError(f"HTTP {resp.status_code}", source=SOURCE, url=url)
-    if resp.has_redirect_location:
-        raise SourceError(_redirect(resp.status_code, url, resp.headers["Location"]), source=SOURCE, url=url)
+    if resp.is_redirect or 300 <= resp.status_code < 400:
+        raise SourceError(_redirect(resp.status_code, url, resp.headers.get("Location")), source=SOURCE, url=url)
     try:
         payload = read_json(resp.content)  # not ``resp.json()``: its ``RecursionError`` would end the report
     except UnreadableJSON as exc:
@@ -153,14 +157,24 @@ def fetch_allocation(settings: GpuaasSettings, params: Mapping[str, str]) -> pd.
     return parse_allocation(payload, url=url)
 
 
-def _redirect(status: int, url: str, location: str) -> str:
+def _redirect(status: int | None, url: str, location: str | None) -> str:
     """Where a redirect pointed: its server, or its path on this one, never its query (a login page's carries a
-    state or a token). Not followed, since the credentials are for the configured server alone."""
-    went, asked = urlsplit(urljoin(url, location)), urlsplit(url)
-    same = (went.scheme, went.netloc) == (asked.scheme, asked.netloc)
-    where = f"this server's {went.path or '/'}" if same else redact_endpoint(f"{went.scheme}://{went.netloc}")
-    return (f"HTTP {status}: redirected to {where}, not followed (an auth proxy asking to log in: set "
-            "GPUAAS_OPENCOST_TOKEN, or point GPUAAS_OPENCOST_URL where it sends)")
+    state or a token). Not followed, since the credentials are for the configured server alone. ``status`` is
+    None where the client refused the redirect's Location before its status could be read."""
+    try:
+        went = urlsplit(urljoin(url, location)) if location is not None else None
+    except ValueError:  # ``http://[::1/login``: no URL at all
+        went = None
+    if went is None or not went.netloc:
+        what = ("a redirect to an unreadable Location" if status is None or location is not None
+                else f"HTTP {status}: a redirect without a Location")
+    else:
+        asked = urlsplit(url)
+        same = (went.scheme, went.netloc) == (asked.scheme, asked.netloc)
+        where = f"this server's {went.path or '/'}" if same else redact_endpoint(f"{went.scheme}://{went.netloc}")
+        what = f"HTTP {status}: redirected to {where}"
+    return (f"{what}, not followed (an auth proxy asking to log in: set GPUAAS_OPENCOST_TOKEN, or point "
+            "GPUAAS_OPENCOST_URL where it sends)")
 
 
 def read_opencost_metrics(settings: GpuaasSettings, now: datetime, window_minutes: float) -> pd.DataFrame:

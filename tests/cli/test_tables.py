@@ -312,6 +312,20 @@ def test_a_reason_that_would_fold_into_a_narrow_column_moves_under_the_table(
         _tables.set_wide(False)
 
 
+def test_a_detail_as_wide_as_most_of_the_terminal_stays_beside_its_check(
+        monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    """A preflight's detail folds to five lines in a column 90 wide; under the table it would take four, apart
+    from the check it explains: it stays in the table."""
+    detail = " ".join(["none of the 12 GPU workloads' pods is named by the DCGM_FI_DEV_GPU_UTIL series"] * 5)
+    monkeypatch.setenv("COLUMNS", "120")
+    _tables.set_wide(False)
+    _tables.print_table("Preflight", ["check", "verdict", "detail"], [["GPU telemetry", "failed", detail]],
+                        notes=("detail",))
+    out = capsys.readouterr().out
+    assert "detail" in next(line for line in out.splitlines() if line.startswith("┃")), out
+    assert "GPU telemetry detail:" not in out and len(_body(out)) > _tables.NOTE_LINES, out
+
+
 def test_the_incident_timeline_moves_its_reasons_and_evidence_under_the_table(
         monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
     """``gpuaas incident`` at 100 columns: the reason and evidence of each row under the table, not six lines a row."""

@@ -280,9 +280,11 @@ def test_the_pushed_figures_say_which_flow_writes_which_freeze_holds_it_back_and
     pushed = _pushed(policy, inside)
     assert {k: v for k, v in pushed.items() if k[0] == "gpuaas_flow_writes_enabled"} == {
         ("gpuaas_flow_writes_enabled", (flow,)): 0.0 for flow in ("reclaim", "rebalance", "deadlines")}
-    year_end = datetime(2027, 1, 4, tzinfo=UTC).timestamp()  # the weekend's freeze is on too; year-end ends last
+    year_end = datetime(2027, 1, 4, tzinfo=UTC).timestamp()
+    monday = datetime(2026, 12, 28, 8, tzinfo=UTC).timestamp()  # the weekend's, beside year-end: each freeze on
     assert {k[1]: v for k, v in pushed.items() if k[0] == "gpuaas_change_freeze_end_timestamp_seconds"} == {
         ("reclaim", "year-end", ""): year_end, ("reclaim", "launch", "team-a"): datetime(2026, 12, 28, tzinfo=UTC).timestamp(),
-        ("rebalance", "year-end", ""): year_end, ("deadlines", "year-end", ""): year_end}
+        ("rebalance", "year-end", ""): year_end, ("rebalance", "weekend", ""): monday,
+        ("deadlines", "year-end", ""): year_end}
     assert pushed[("gpuaas_next_change_freeze_timestamp_seconds", ("weekend",))] == datetime(
         2027, 1, 1, 16, tzinfo=UTC).timestamp()

@@ -95,23 +95,26 @@ def test_the_gpu_cost_is_opencosts_own_total_with_its_adjustment() -> None:
     assert plain.set_index("name").loc["opencost", "cpu_cost"] == doc["data"][0]["opencost"]["cpuCost"]
 
 
-@pytest.mark.parametrize(("location", "shown"), [
-    ("https://login.example/oauth2/start?rd=%2Fallocation&state=s3cret", "https://login.example"),
-    ("/oauth2/sign_in?state=s3cret", "this server's /oauth2/sign_in"),
-], ids=["another-server", "same-server"])
-def test_a_redirect_is_not_followed_and_names_where_it_pointed(location: str, shown: str) -> None:
+@pytest.mark.parametrize(("location", "said"), [
+    ("https://login.example/oauth2/start?rd=%2Fallocation&state=s3cret", "HTTP 302: redirected to https://login.example"),
+    ("/oauth2/sign_in?state=s3cret", "HTTP 302: redirected to this server's /oauth2/sign_in"),
+    (None, "HTTP 302: a redirect without a Location"),
+    ("http://[::1/login?state=s3cret", "a redirect to an unreadable Location"),
+], ids=["another-server", "same-server", "no-location", "unreadable-location"])
+def test_a_redirect_is_not_followed_and_names_where_it_pointed(location: str | None, said: str) -> None:
     """An auth proxy sends a request without its credentials to a login page: the failure says so, names the
-    page's server (never its query), and the credentials are not carried there."""
+    page's server (never its query), is not retried (the proxy answers the same each time), and the credentials
+    are not carried there."""
     with fixed_answer_server() as answer:
-        url = answer(b"", 302, {"Location": location})
+        url = answer(b"<html>login</html>", 302, {"Location": location} if location is not None else {})
         settings = GpuaasSettings(opencost_url=url, opencost_token="t0ken")
         with pytest.raises(SourceError) as raised:
             read_opencost(settings, NOW, 60)
-    said = describe_failure(settings, "opencost", raised.value)
-    assert said == (f"OpenCost at {url}: HTTP 302: redirected to {shown}, not followed (an auth proxy asking to "
-                    "log in: set GPUAAS_OPENCOST_TOKEN, or point GPUAAS_OPENCOST_URL where it sends)")
-    assert not isinstance(raised.value, SourceUnavailable)  # no retry: the proxy answers the same each time
-    assert "s3cret" not in said and "t0ken" not in said
+    line = describe_failure(settings, "opencost", raised.value)
+    assert line == (f"OpenCost at {url}: {said}, not followed (an auth proxy asking to log in: set "
+                    "GPUAAS_OPENCOST_TOKEN, or point GPUAAS_OPENCOST_URL where it sends)")
+    assert not isinstance(raised.value, SourceUnavailable)
+    assert "s3cret" not in line and "t0ken" not in line
 
 
 def test_header_values_lose_the_blanks_around_them_as_http_reads_them() -> None:

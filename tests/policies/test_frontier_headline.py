@@ -81,6 +81,16 @@ def test_the_headline_gives_the_range_and_the_best_budget() -> None:
         "workload-day (1.20x, 40% of the clairvoyant headroom)")
 
 
+def test_with_no_spell_to_learn_from_the_headline_says_the_rules_window_was_kept() -> None:
+    """The budgets fall back to the rule's own window, which a shorter fixed window beats where nothing wakes:
+    the line says why the rows are what they are, not that the policy lost."""
+    rows = [*FIXED, FrontierRow("adaptive", 1.0, 12.0, 150), FrontierRow("adaptive", 4.0, 12.0, 150)]
+    # the fixed frontier at 150 wake-ups: 15 GPU-hours; 12 / 15 = 0.80x
+    assert frontier_headline(rows, CalibrationEvidence(0, 0, 0))[1] == (
+        "the calibration part holds no idle spell to learn from: every budget keeps the rule's own window, 0.80x "
+        "the best fixed window at its wake-ups; backtest a longer history")
+
+
 def test_the_headline_places_the_best_row_against_its_contexts_ceiling() -> None:
     # Best row: 18 GPU-hours at 150 wake-ups, where the fixed frontier has 15 (1.20x).
     near = [*FIXED, FrontierRow("adaptive", 1.0, 18.0, 150, 0.3, context_ceiling_gpu_hours=18.6)]

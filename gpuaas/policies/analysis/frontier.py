@@ -129,6 +129,11 @@ def frontier_headline(rows: Sequence[FrontierRow], evidence: CalibrationEvidence
     lines = [evidence.describe()]
     if not measured:
         lines.append("no adaptive row falls within the fixed windows' wake-ups: nothing to compare")
+    elif evidence.spells == 0:  # nothing was learned: every budget keeps the rule's own window
+        low, high = min(x for _, x in measured), max(x for _, x in measured)
+        said = f"{low:.2f}x" if round(low, 2) == round(high, 2) else f"{low:.2f}x to {high:.2f}x"
+        lines.append(f"the calibration part holds no idle spell to learn from: every budget keeps the rule's own "
+                     f"window, {said} the best fixed window at its wake-ups; backtest a longer history")
     elif all(abs(x - 1.0) < 0.005 for _, x in measured):
         lines.append("every budget matched the fixed rule at its wake-ups (1.00x); the adaptive policy learns "
                      "from the spells counted above, so a longer history can tell it more")

@@ -92,4 +92,5 @@ def print_frontier(rows: Sequence[FrontierRow], evidence: CalibrationEvidence, f
                       "-" if r.headroom_captured is None else f"{r.headroom_captured:.0%}",
                       "-" if ceiling is None else f"{ceiling:.2f}x",
                       "-" if r.wakeups_per_workload_day is None else f"{r.wakeups_per_workload_day:.2f}"])
-    print_table(title, FRONTIER_COLUMNS, table)
+    print_table(title, FRONTIER_COLUMNS, table,  # left out first where the terminal is narrow: the diagnostics
+                optional=("wake-ups per workload-day", "context ceiling", "headroom captured"))

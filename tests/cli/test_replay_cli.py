@@ -225,3 +225,17 @@ def test_a_window_of_zero_minutes_is_refused_as_the_policy_refuses_it(util_args:
     result = runner.invoke(main_app, ["replay", "reclaim", *util_args, "--window", "0"])
     assert result.exit_code == 2 and result.stdout == ""
     assert "--window must be above 0 minutes" in result.stderr and "Traceback" not in result.output
+
+
+def test_the_frontier_table_fits_80_columns_leaving_its_diagnostics_out() -> None:
+    """Eight columns do not fit 80: the per-workload-day rate and the context's ceiling go first, named under the
+    table, and the ratio and the headroom stay."""
+    part = TRACE / "pod_gpu_duty_cycle_part1.csv"
+    result = runner.invoke(main_app, ["replay", "reclaim", "--utilization", str(part), "--frontier"],
+                           env={"COLUMNS": "80"})
+    assert result.exit_code == 0, result.output
+    lines = result.stdout.splitlines()
+    assert max(len(line) for line in lines) <= 80
+    assert "headroom" in result.stdout and "vs fixed at" in result.stdout
+    assert "(not shown at 80 columns: wake-ups per workload-day, context ceiling; --wide shows them)" in " ".join(
+        " ".join(lines).split())

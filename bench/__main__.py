@@ -87,6 +87,17 @@ def summary(outcomes: list[Outcome], smoke: bool) -> str:
     return "\n".join(lines)
 
 
+def _said(exc: Exception) -> str:
+    """An exception in one line: a failed command's own last words where it left some (``initdb``'s)."""
+    said = " ".join(str(exc).split())
+    output = getattr(exc, "stderr", None) or getattr(exc, "output", None)
+    if isinstance(output, bytes):
+        output = output.decode(errors="replace")
+    if isinstance(output, str) and output.strip():
+        said += ": " + " ".join(output.strip().splitlines()[-1].split())
+    return f"{type(exc).__name__}: {said}"[:600]
+
+
 def main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench", description=__doc__.splitlines()[0] if __doc__ else None)
     parser.add_argument("names", nargs="*", metavar="NAME", help=f"some of: {' '.join(NAMES)} (default: all)")
@@ -108,6 +119,9 @@ def main(argv: list[str]) -> int:
         outcomes.append(Outcome(name, 130, last_error="interrupted"))
         print(summary(outcomes, args.smoke), flush=True)
         return 130
+    except Exception as exc:  # noqa: BLE001 - the shared servers' start: one line, as a benchmark's failure is
+        print(f"bench: the shared servers did not start: {_said(exc)}", file=sys.stderr, flush=True)
+        return 1
     print(summary(outcomes, args.smoke), flush=True)
     return 0 if all(o.ok for o in outcomes) else 1
 

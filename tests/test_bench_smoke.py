@@ -89,3 +89,28 @@ def test_benchmark_runs_at_smoke_size(
                           f"{done.stderr[-1500:]}"
     assert lines[name].startswith("ok"), f"{lines[name]}\n{done.stderr[-1500:]}"
     assert f"bench_{name}: failed" not in done.stderr and "Traceback" not in done.stderr, done.stderr[-1500:]
+
+
+def test_shared_servers_that_do_not_start_are_one_line(monkeypatch: pytest.MonkeyPatch,
+                                                        capsys: pytest.CaptureFixture[str]) -> None:
+    """PostgreSQL's ``initdb`` refused (run as root with a ``TMPDIR`` the postgres user cannot enter): one line
+    with the command's last words, exit 1, no traceback."""
+    from collections.abc import Iterator
+    from contextlib import contextmanager
+
+    import bench.__main__ as runner
+
+    @contextmanager
+    def refused() -> Iterator[None]:
+        raise subprocess.CalledProcessError(1, ["runuser", "-u", "postgres", "--", "initdb"],
+                                            stderr="initdb: error: could not access directory \"/tmp/x\": "
+                                                   "Permission denied\n")
+        yield
+
+    monkeypatch.setattr(runner, "shared_servers", refused)
+    assert runner.main(["--smoke", "quota_plan"]) == 1
+    err = capsys.readouterr().err
+    assert err.splitlines() == [
+        "bench: the shared servers did not start: CalledProcessError: Command '['runuser', '-u', 'postgres', '--', "
+        "'initdb']' returned non-zero exit status 1.: initdb: error: could not access directory \"/tmp/x\": "
+        "Permission denied"]

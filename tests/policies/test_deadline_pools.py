@@ -85,6 +85,9 @@ def test_a_job_running_past_its_estimate_keeps_its_gpus_in_the_plan() -> None:
     assert any("past its expected 60 min" in n for n in h100.notes)
     assert h100.uncontrolled == ("ns/no-runtime",)
     [pool] = pool_dicts(plan_pools([h100]))
+    # the pending Workload the plan leaves out is said, not a table that reads as every job of the pool
+    assert "1 pending Workload without a run time (the gpuaas.io/expected-runtime annotation) is not planned; Kueue " \
+           "may admit it into any gap: ns/no-runtime" in pool["notes"]
     [entry] = pool["schedule"]
     assert entry["past_estimate"] is True and entry["end"] == 1800
     assert pool_rows(pool, {})[0][6] == "running, past its estimate"

@@ -259,7 +259,7 @@ def deadline_problems(snapshot: Snapshot, gpu_resources: Sequence[str] = ("nvidi
     preemption = _preemption(snapshot)
     waiting = _waiting(wls, tree, caps, queue_of)
     return [replace(_problem(key, caps[key], pools.get(key, []), [*_tree_notes(tree, key, gpu_resources),
-                                                                 *notes.get(key, [])]),
+                                                                 *notes.get(key, []), *_blind_note(blind.get(key))]),
                     uncontrolled=tuple(blind.get(key, [])), inexact=_split(tree, key, gpu_resources),
                     by_priority=by_priority.get(key[0], ()),
                     queues=ClusterQueues(queue_of.get(key, {}), nominal.get(key, {}),
@@ -267,6 +267,18 @@ def deadline_problems(snapshot: Snapshot, gpu_resources: Sequence[str] = ("nvidi
                                           if _pool_key(tree, cq) == key[0]},
                                          tuple(waiting.get(key, ()))))
             for key in sorted(caps)]
+
+
+def _blind_note(refs: Sequence[str] | None) -> list[str]:
+    """The pending Workloads the plan leaves out, said (a table of every job but these would read as all of
+    them): with no run time there is no place to give them, and Kueue may admit them into any gap."""
+    if not refs:
+        return []
+    shown = ", ".join(refs[:3]) + (f" and {len(refs) - 3} more" if len(refs) > 3 else "")
+    one = len(refs) == 1
+    return [f"{len(refs)} pending Workload{'' if one else 's'} without a run time (the gpuaas.io/expected-runtime "
+            f"annotation) {'is' if one else 'are'} not planned; Kueue may admit {'it' if one else 'them'} into any "
+            f"gap: {shown}"]
 
 
 def _by_priority(snapshot: Snapshot, tree: CohortTree) -> dict[str, tuple[str, ...]]:

@@ -8,8 +8,9 @@ numbers wherever a person reads about it (``reports._format`` re-exports them fo
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 
-__all__ = ["counted", "duration", "figure", "verdict_phrase"]
+__all__ = ["counted", "duration", "figure", "first_few", "listed", "verdict_phrase"]
 
 
 def figure(number: float) -> str:
@@ -27,6 +28,16 @@ def counted(number: float, noun: str, plural: str | None = None) -> str:
     """``1 idle workload``, ``3 idle workloads``, ``1 GPU``, ``2.5 GPUs``: a headline never says "1 GPUs"."""
     said = figure(number)
     return f"{said} {noun if said == '1' else plural or noun + 's'}"  # as printed: 0.999 reads "1 GPU"
+
+
+def listed(names: Sequence[str]) -> str:
+    """``a``, ``a and b``, ``a, b and c``: names in a sentence."""
+    return names[0] if len(names) == 1 else f"{', '.join(names[:-1])} and {names[-1]}"
+
+
+def first_few(names: Sequence[str], shown: int = 3) -> str:
+    """``a, b, c and 4 more``: the first ``shown`` names and how many others, where a line must stay short."""
+    return ", ".join(names[:shown]) + (f" and {len(names) - shown} more" if len(names) > shown else "")
 
 
 def duration(seconds: float | None) -> str:

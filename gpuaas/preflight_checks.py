@@ -13,7 +13,7 @@ import pandas as pd
 
 from gpuaas.models import SourceStatus, WorkloadState
 from gpuaas.permissions import READS, ROLES, WRITES, Access, bind_command
-from gpuaas.phrases import counted
+from gpuaas.phrases import counted, first_few, listed
 from gpuaas.policy import Policy
 from gpuaas.settings import MetricNames
 from gpuaas.sources.kube import KubeState
@@ -150,7 +150,7 @@ def policy_check(policy: Policy, state: KubeState | None) -> Check:
         idle = [n for n in tenant.namespaces if n not in queued]
         if idle:
             many = len(idle) > 1  # each of them has neither
-            problems.append(f"tenant {tenant.name}'s namespace{'s' if many else ''} {_listed(idle)} "
+            problems.append(f"tenant {tenant.name}'s namespace{'s' if many else ''} {listed(idle)} "
                             f"ha{'ve' if many else 's'} no LocalQueue and no Workload")
     unknown = [c for c in policy.rebalance.cohorts if c not in cohorts]
     if unknown:
@@ -159,11 +159,6 @@ def policy_check(policy: Policy, state: KubeState | None) -> Check:
         return Check(name, Verdict.warning, "; ".join(problems) + " (a typo in the policy file?)")
     return Check(name, Verdict.ok, f"the {len(policy.tenants)} tenants' ClusterQueues and namespaces and the "
                                    "cohorts it names are in the cluster")
-
-
-def _listed(names: Sequence[str]) -> str:
-    """``a``, ``a and b``, ``a, b and c``: names in a sentence."""
-    return names[0] if len(names) == 1 else f"{', '.join(names[:-1])} and {names[-1]}"
 
 
 def telemetry_check(workloads: pd.DataFrame, metrics: MetricNames, found: SeriesCensus | None) -> Check:
@@ -211,8 +206,7 @@ def _owner(row: Any) -> str:
 
 
 def _few(accesses: Sequence[Access]) -> str:
-    shown = ", ".join(str(a) for a in accesses[:3])
-    return shown + (f" and {len(accesses) - 3} more" if len(accesses) > 3 else "")
+    return first_few([str(a) for a in accesses])
 
 
 def permissions_check(answers: Mapping[Access, bool], writes_of: Sequence[str], identity: str | None = None) -> Check:

@@ -161,20 +161,29 @@ def _redirect(status: int | None, url: str, location: str | None) -> str:
     """Where a redirect pointed: its server, or its path on this one, never its query (a login page's carries a
     state or a token). Not followed, since the credentials are for the configured server alone. ``status`` is
     None where the client refused the redirect's Location before its status could be read."""
-    try:
-        went = urlsplit(urljoin(url, location)) if location is not None else None
-    except ValueError:  # ``http://[::1/login``: no URL at all
-        went = None
-    if went is None or not went.netloc:
-        what = ("a redirect to an unreadable Location" if status is None or location is not None
-                else f"HTTP {status}: a redirect without a Location")
+    if location is None and status is not None:
+        what = f"HTTP {status}: a redirect without a Location"
+    elif not (went := _where(url, location)):
+        what = "a redirect to an unreadable Location"
     else:
-        asked = urlsplit(url)
-        same = (went.scheme, went.netloc) == (asked.scheme, asked.netloc)
-        where = f"this server's {went.path or '/'}" if same else redact_endpoint(f"{went.scheme}://{went.netloc}")
-        what = f"HTTP {status}: redirected to {where}"
+        what = f"HTTP {status}: redirected to {went}"
     return (f"{what}, not followed (an auth proxy asking to log in: set GPUAAS_OPENCOST_TOKEN, or point "
             "GPUAAS_OPENCOST_URL where it sends)")
+
+
+def _where(url: str, location: str | None) -> str | None:
+    """``this server's /login`` or ``https://login.example`` (credentials hidden); None for no URL at all."""
+    if location is None:
+        return None
+    try:
+        went, asked = urlsplit(urljoin(url, location)), urlsplit(url)
+    except ValueError:  # ``http://[::1/login``
+        return None
+    if not went.netloc:
+        return None
+    if (went.scheme, went.netloc) == (asked.scheme, asked.netloc):
+        return f"this server's {went.path or '/'}"
+    return redact_endpoint(f"{went.scheme}://{went.netloc}")
 
 
 def read_opencost_metrics(settings: GpuaasSettings, now: datetime, window_minutes: float) -> pd.DataFrame:

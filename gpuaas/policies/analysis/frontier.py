@@ -37,6 +37,7 @@ from dataclasses import asdict, dataclass, replace
 import numpy as np
 import pandas as pd
 
+from gpuaas.phrases import listed
 from gpuaas.policies.analysis.clairvoyant import DETECT_MIN, ClairvoyantCurve, clairvoyant_curve
 from gpuaas.policies.analysis.hindsight import hindsight_curve
 from gpuaas.policies.reclaim import (
@@ -168,8 +169,7 @@ def _budget_line(rows: Sequence[FrontierRow]) -> list[str]:
 
 def _listed(budgets: Sequence[float]) -> str:
     """``0.25``, ``0.25 and 1``, ``0.25, 0.5 and 1``."""
-    names = [f"{b:g}" for b in budgets]
-    return names[0] if len(names) == 1 else f"{', '.join(names[:-1])} and {names[-1]}"
+    return listed([f"{b:g}" for b in budgets])
 
 
 def _ceiling_line(best: FrontierRow, rows: Sequence[FrontierRow]) -> list[str]:

@@ -33,6 +33,7 @@ from dataclasses import dataclass, field, replace
 import pandas as pd
 
 from gpuaas.models import CohortTree, Snapshot, WorkloadState
+from gpuaas.phrases import first_few
 from gpuaas.policies.deadlines.kueue_order import ClusterQueues, Preemption
 from gpuaas.policies.deadlines.problem import (
     MAX_TIME,
@@ -274,11 +275,10 @@ def _blind_note(refs: Sequence[str] | None) -> list[str]:
     them): with no run time there is no place to give them, and Kueue may admit them into any gap."""
     if not refs:
         return []
-    shown = ", ".join(refs[:3]) + (f" and {len(refs) - 3} more" if len(refs) > 3 else "")
     one = len(refs) == 1
     return [f"{len(refs)} pending Workload{'' if one else 's'} without a run time (the gpuaas.io/expected-runtime "
             f"annotation) {'is' if one else 'are'} not planned; Kueue may admit {'it' if one else 'them'} into any "
-            f"gap: {shown}"]
+            f"gap: {first_few(refs)}"]
 
 
 def _by_priority(snapshot: Snapshot, tree: CohortTree) -> dict[str, tuple[str, ...]]:

@@ -46,6 +46,8 @@ def test_the_cached_binaries_carry_their_versions_and_a_second_build_is_a_cache_
     for binary in (bins.kube_apiserver, bins.kube_controller_manager, bins.kube_scheduler):
         version = subprocess.run([str(binary), "--version"], capture_output=True, text=True, timeout=60)
         assert version.stdout.strip() == f"Kubernetes {KUBERNETES_VERSION}", binary.name
+    kubectl = subprocess.run([str(bins.kubectl), "version", "--client"], capture_output=True, text=True, timeout=60)
+    assert f"Client Version: {KUBERNETES_VERSION}" in kubectl.stdout, kubectl.stdout
     kwok = subprocess.run([str(bins.kwok), "--version"], capture_output=True, text=True, timeout=60)
     assert KWOK_VERSION.lstrip("v") in kwok.stdout, kwok.stdout
     assert sorted(p.name for p in (bins.manifests / "kwok-stages").iterdir()) == ["pod-delete.yaml", "pod-ready.yaml"]

@@ -39,6 +39,7 @@ from ._patch import CONTENT_TYPES
 from ._rbac import RBACRules
 from ._resources import Resource, convert, resource_for_plural
 from ._store import ObjectStore
+from ._tables import printed, table_of
 
 __all__ = ["ApiServer", "Visibility"]
 
@@ -202,7 +203,7 @@ class ApiServer:
         if (group, version, rest) == ("authentication.k8s.io", "v1", ["selfsubjectreviews"]):
             return self._self_review(method, prefix)
         if (group, version) == ("", "v1") and (where := _core_events.parse_path(rest)) is not None:
-            return self._core_events(method, *where, query, prefix)
+            return self._core_events(method, *where, query, headers, prefix)
         target = _parse_target(group, version, rest, prefix)
         self.count(f"{method} {target.template}")
         _refuse_unsupported(query)
@@ -255,7 +256,7 @@ class ApiServer:
         if t.name is None:
             if method == "GET":
                 self._authorize("list", t)
-                return 200, self._list(t, query)
+                return 200, self._list(t, query, headers)
             if method == "POST":
                 self._authorize("create", t)
                 obj = self._body(body, t)
@@ -268,7 +269,8 @@ class ApiServer:
             self._authorize("get", t)
             if t.subresource == "status" and not res.has_status:
                 raise _not_found()
-            return 200, convert(store.get(res.kind, t.namespace, t.name), t.version)
+            table = table_of(headers, query, res.kind, t.version, store.now) if t.subresource is None else None
+            return 200, printed(convert(store.get(res.kind, t.namespace, t.name), t.version), table)
         if method == "PUT":
             self._authorize("update", t)
             obj = self._body(body, t)
@@ -311,12 +313,13 @@ class ApiServer:
             meta["namespace"] = t.namespace
         return obj
 
-    def _list(self, t: _Target, query: dict[str, str]) -> bytes:
+    def _list(self, t: _Target, query: dict[str, str], headers: dict[str, str]) -> bytes:
+        table = table_of(headers, query, t.res.kind, t.version, self.store.now)
         return list_body(self.store, t.res.kind, t.namespace, query, query.get("fieldSelector"), f"{t.res.kind}List",
-                         t.res.api_version(t.version), lambda obj: convert(obj, t.version))
+                         t.res.api_version(t.version), lambda obj: convert(obj, t.version), table)
 
     def _core_events(self, method: str, namespace: str | None, name: str | None, query: dict[str, str],
-                     prefix: str) -> tuple[int, Any]:
+                     headers: dict[str, str], prefix: str) -> tuple[int, Any]:
         """core/v1 Events, where ``kubectl describe`` reads them: the stored events.k8s.io/v1 ones, read-only."""
         where = f"{prefix}/namespaces/{{namespace}}/events" if namespace is not None else f"{prefix}/events"
         self.count(f"{method} {where}" + ("/{name}" if name is not None else ""))
@@ -326,10 +329,12 @@ class ApiServer:
                                                     "write them through events.k8s.io/v1")
         if self.rbac is not None:
             self.rbac.check("list" if name is None else "get", "", "events", None, namespace, name)
+        table = table_of(headers, query, "Event", "v1", self.store.now)
         if namespace is not None and name is not None:
-            return 200, _core_events.get(self.store, namespace, name)
+            return 200, printed(_core_events.get(self.store, namespace, name), table)
         selector = _core_events.field_selector(query.get("fieldSelector"))
-        return 200, list_body(self.store, "Event", namespace, query, selector, "EventList", "v1", _core_events.to_core)
+        return 200, list_body(self.store, "Event", namespace, query, selector, "EventList", "v1", _core_events.to_core,
+                              table)
 
     def _visibility(self, method: str, version: str, rest: list[str], query: dict[str, str],
                     prefix: str) -> tuple[int, Any]:

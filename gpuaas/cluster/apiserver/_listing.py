@@ -35,9 +35,11 @@ def _decode_continue(token: str) -> tuple[tuple[str, str], int]:
 
 def list_body(store: ObjectStore, kind: str, namespace: str | None, query: dict[str, str],
               field_selector: str | None, list_kind: str, api_version: str,
-              view: Callable[[dict[str, Any]], dict[str, Any]]) -> bytes:
+              view: Callable[[dict[str, Any]], dict[str, Any]],
+              table: Callable[[list[dict[str, Any]], dict[str, Any]], dict[str, Any]] | None = None) -> bytes:
     """The page of stored ``kind`` that ``query`` asks for (``labelSelector``, ``limit``, ``continue``),
-    selected by ``field_selector`` (in the stored kind's field labels), each item as ``view`` shows it."""
+    selected by ``field_selector`` (in the stored kind's field labels), each item as ``view`` shows it; with
+    ``table``, the Table it prints of the items and the list's metadata instead of the list."""
     raw_limit = query.get("limit", "0")
     if not raw_limit.isdigit():
         raise ApiError.bad_request(f"invalid limit: {raw_limit!r}")
@@ -49,6 +51,7 @@ def list_body(store: ObjectStore, kind: str, namespace: str | None, query: dict[
         metadata["continue"] = _encode_continue(page.next_key, page.resource_version)
         if page.remaining is not None:
             metadata["remainingItemCount"] = page.remaining
-    body = {"kind": list_kind, "apiVersion": api_version, "metadata": metadata,
-            "items": [view(obj) for obj in page.items]}
+    items = [view(obj) for obj in page.items]
+    body = table(items, metadata) if table is not None else {
+        "kind": list_kind, "apiVersion": api_version, "metadata": metadata, "items": items}
     return json.dumps(body, separators=(",", ":")).encode()

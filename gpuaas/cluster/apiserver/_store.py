@@ -84,6 +84,10 @@ class ObjectStore:
     def resource_version(self) -> str:
         return str(self._rv)
 
+    def now(self) -> datetime:
+        """The time of the emulated cluster (the clock it stamps objects with), which their ages are read against."""
+        return self._clock()
+
     def subscribe(self, callback: Subscriber) -> None:
         """Call ``callback(event_type, obj)`` after every committed write (obj is a copy)."""
         self._subscribers.append(callback)

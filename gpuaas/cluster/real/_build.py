@@ -1,5 +1,5 @@
 """Build the real control plane once per machine: etcd, kube-apiserver, kube-controller-manager,
-kube-scheduler, the Kueue manager and kwok.
+kube-scheduler, the Kueue manager and kwok, and kubectl of the same Kubernetes version.
 
 Each binary is built from the Go module proxy by ``go build`` inside a small tool module of ours
 (``tools/k8s/<name>/go.mod``: only go.mod and go.sum are committed, no upstream code). The binaries
@@ -70,6 +70,7 @@ class Binaries:
     kube_controller_manager: Path
     kube_scheduler: Path
     kwok: Path
+    kubectl: Path
 
     @property
     def manifests(self) -> Path:
@@ -173,6 +174,9 @@ _TARGETS = {
     "kube-scheduler": ("apiserver", "k8s.io/kubernetes/cmd/kube-scheduler"),
     # Fake GPU nodes: kwok marks the pods the scheduler binds to them Running (no kubelet).
     "kwok": ("kwok", "sigs.k8s.io/kwok/cmd/kwok"),
+    # The client a person points at either backend: Debian packages none of this version, and the tests read
+    # the embedded cluster's columns through it (same module, so it reuses the API server's compiled packages).
+    "kubectl": ("apiserver", "k8s.io/kubernetes/cmd/kubectl"),
 }
 
 
@@ -203,7 +207,7 @@ def build_all(progress: Progress | None = None) -> Binaries:
     say = progress or (lambda message: None)
     root = cache_dir() / "bin"
     bins = Binaries(root / "kube-apiserver", root / "etcd", root / "kueue", root / "kube-controller-manager",
-                    root / "kube-scheduler", root / "kwok")
+                    root / "kube-scheduler", root / "kwok", root / "kubectl")
     manifests = cache_dir() / "manifests"
     missing = [name for name in _TARGETS if not (root / name).is_file()]
     if not missing and manifests.is_dir():

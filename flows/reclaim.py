@@ -100,8 +100,7 @@ def reclaim(apply: bool = False, at: UtcInstant | None = None, undo: list[int] |
             snapshot_id, snapshot = snapshot_for(settings, now, snapshot_id)
             idle = _verdicts(settings, snapshot, now)
             started = time.monotonic()
-            if mode is Mode.apply:
-                recover(settings, now)
+            settled = recover(settings, now) if mode is Mode.apply else []
             plan = decide(settings, unwalked(snapshot), idle, mode, now, datetime.now(UTC))
             logger.info("decide: %s, %s, %d to act on, in %.2fs", counted(len(idle), "GPU workload"),
                         counted(len(plan.decisions), "idle target"), len(plan.targets), time.monotonic() - started)
@@ -113,7 +112,7 @@ def reclaim(apply: bool = False, at: UtcInstant | None = None, undo: list[int] |
             logger.info("act (%s): %s in %.2fs", mode.value,
                         ", ".join(f"{n} {result}" for result, n in sorted(counts.items())) or "nothing to do",
                         time.monotonic() - started)
-            publish_reclaim_artifacts(unwalked(results), unwalked(snapshot), mode, cap, frozen)
+            publish_reclaim_artifacts(unwalked(results), unwalked(snapshot), mode, cap, frozen, settled)
     except WritesBusy as busy:  # nothing collected, decided or written: the next run decides again
         return busy_outcome({"mode": mode.value, "snapshot_id": None, "decisions": []}, busy,
                             "gpuaas-reclaim-summary")
@@ -126,8 +125,9 @@ def reclaim(apply: bool = False, at: UtcInstant | None = None, undo: list[int] |
     end = failed if any(r.result in NOT_OK for r in results) else finished
     return end({"mode": mode.value, "snapshot_id": snapshot_id, "degraded": bool(blind) or snapshot.degraded,
                 "source_errors": source_errors(snapshot.sources), "summary": summary_line(results, snapshot),
-                "freeze": freeze_dict(frozen), "decisions": decision_dicts(results)},
-               headline(results, snapshot, mode.value, frozen=frozen))
+                "freeze": freeze_dict(frozen), "decisions": decision_dicts(results),
+                "settled": [s._asdict() for s in settled]},
+               headline(results, snapshot, mode.value, frozen=frozen, settled=settled))
 
 
 def _verdicts(settings: GpuaasSettings, snapshot: Snapshot, now: datetime) -> pd.DataFrame:

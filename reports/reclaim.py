@@ -8,9 +8,10 @@ from typing import Any
 
 import pandas as pd
 
-from gpuaas.actions import ActionResult, UndoResult
+from gpuaas.actions import ActionResult, Settled, UndoResult
 from gpuaas.models import Outcome, Snapshot
 from gpuaas.permissions import ROLES, bind_command
+from gpuaas.phrases import listed
 from gpuaas.policies.reclaim import blind_run_line
 from gpuaas.policy import HELD_BACK, FreezeOn
 from gpuaas.pushgateway import MetricFamily
@@ -27,7 +28,7 @@ from reports._format import (
 )
 
 __all__ = ["ASSUMED_GPU_HOURLY_PRICE", "SUCCESS_METRIC", "blind_line", "decision_dicts", "decision_rows", "evidence_lines", "gpu_price",
-           "headline", "idle_metrics", "summary_line", "summary_markdown", "telemetry_counts", "undo_headline", "undo_line",
+           "headline", "idle_metrics", "settled_line", "summary_line", "summary_markdown", "telemetry_counts", "undo_headline", "undo_line",
            "undo_markdown"]
 
 ASSUMED_GPU_HOURLY_PRICE = 3.0
@@ -195,10 +196,11 @@ def _nothing_idle(holding: int) -> str:
 
 
 def headline(results: Sequence[ActionResult], snapshot: Snapshot, mode: str, busy: str | None = None,
-             frozen: FreezeOn | None = None) -> str:
+             frozen: FreezeOn | None = None, settled: Sequence[Settled] = ()) -> str:
     """The run in one sentence, with numbers and the next step: the CLI's first line, the flow run's state
     message and the summary artifact's first line, so all three say the same. A failed source comes first;
-    a change freeze that held the run back to dry-run (``frozen``) comes next, in place of the hint to apply."""
+    a change freeze that held the run back to dry-run (``frozen``) comes next, in place of the hint to apply;
+    the writes of an interrupted run that this run's recovery closed (``settled``) come last."""
     if busy:
         return f"{busy_line(busy)}; the next run decides again."
     acted = [r for r in results if r.result in (Outcome.applied, Outcome.planned)]
@@ -227,7 +229,32 @@ def headline(results: Sequence[ActionResult], snapshot: Snapshot, mode: str, bus
                  + ("." if frozen else "; to act: gpuaas reclaim --apply."))
     if blind and results:
         first = f"Degraded run: {blind}. {first}"
-    return with_failures(first + _held_back(results), source_errors(snapshot.sources))
+    return with_failures(first + _held_back(results) + settled_line(settled), source_errors(snapshot.sources))
+
+
+def settled_line(settled: Sequence[Settled]) -> str:
+    """`` An interrupted run had left 2 writes open, settled now from the objects: 1 stop had landed (to reverse:
+    gpuaas undo 4); 1 had not.``: what a killed run did to the cluster, which this run's own counts leave out
+    and which the operator would otherwise find only in the audit log. Empty when there was nothing to settle."""
+    if not settled:
+        return ""
+    stops = [s for s in settled if s.action == "reclaim"]
+    landed = [str(s.intent_id) for s in stops if s.outcome == Outcome.applied]
+    undos = [s for s in settled if s.action != "reclaim"]
+    restored = [s.target for s in undos if s.outcome == Outcome.restored]
+    unrestored = [s.target for s in undos if s.outcome != Outcome.restored]
+    parts = []
+    if landed:
+        parts.append(f"{counted(len(landed), 'stop')} had landed (to reverse: gpuaas undo {' '.join(landed)})")
+    if len(stops) > len(landed):
+        parts.append(f"{counted(len(stops) - len(landed), 'stop')} had not" if landed
+                     else f"{counted(len(stops), 'stop')} had not landed")
+    if restored:
+        parts.append(f"the undo of {listed(restored)} had restored {'it' if len(restored) == 1 else 'them'}")
+    if unrestored:
+        parts.append(f"the undo of {listed(unrestored)} had not (see gpuaas audit list)")
+    return (f" An interrupted run had left {counted(len(settled), 'write')} open, settled now from the objects: "
+            + "; ".join(parts) + ".")
 
 
 def _failures(results: Sequence[ActionResult]) -> str:
@@ -310,9 +337,9 @@ def undo_markdown(restores: Sequence[UndoResult]) -> str:
 
 
 def summary_markdown(results: Sequence[ActionResult], snapshot: Snapshot, mode: str, cap: int,
-                     busy: str | None = None, frozen: FreezeOn | None = None) -> str:
+                     busy: str | None = None, frozen: FreezeOn | None = None, settled: Sequence[Settled] = ()) -> str:
     """First line: the run's headline. ``busy``: another run held the cluster writes; ``frozen``: a change
-    freeze held it back to dry-run."""
+    freeze held it back to dry-run; ``settled``: an interrupted run's writes this run's recovery closed."""
     title = f"# gpuaas reclaim ({mode})"
     if busy:
         return f"{headline(results, snapshot, mode, busy)}\n\n{title}\n"
@@ -322,7 +349,7 @@ def summary_markdown(results: Sequence[ActionResult], snapshot: Snapshot, mode: 
     _, sources = _hourly_cost(acted, snapshot)
     counts = pd.Series([r.result for r in results], dtype=object).value_counts().to_dict()
     quota = sum(r.decision.gpus for r in acted if r.frees == "quota")
-    lines = [headline(results, snapshot, mode, frozen=frozen), "", title, ""]
+    lines = [headline(results, snapshot, mode, frozen=frozen, settled=settled), "", title, ""]
     if acted:
         lines += [
             f"- **{gpus:g}** GPUs: **{quota:g}** with their quota returned to the queue, "

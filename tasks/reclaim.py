@@ -7,7 +7,7 @@ from datetime import datetime
 
 import pandas as pd
 
-from gpuaas.actions import ActionResult, UndoResult
+from gpuaas.actions import ActionResult, Settled, UndoResult, settled_writes
 from gpuaas.errors import ActionRefused, ConfigError, NotStored
 from gpuaas.models import Snapshot
 from gpuaas.operations import incident
@@ -46,10 +46,10 @@ def find_idle_workloads(settings: GpuaasSettings, snapshot: Snapshot,
 
 
 @gpuaas_task("recover", timeout_seconds=600)
-def recover(settings: GpuaasSettings, now: datetime) -> int:
+def recover(settings: GpuaasSettings, now: datetime) -> list[Settled]:
     """Close the intents a killed run left open (apply mode, before deciding: it changes what is decided)."""
     with store_and_writer(settings) as (store, writer):
-        return len(operation.recover(store, writer, flow_run_id=current_run_id(), now=now))
+        return settled_writes(operation.recover(store, writer, flow_run_id=current_run_id(), now=now))
 
 
 @gpuaas_task("decide")
@@ -99,7 +99,7 @@ def publish_undo_artifact(restores: list[UndoResult]) -> None:
 
 @gpuaas_task("publish-artifacts")
 def publish_reclaim_artifacts(results: list[ActionResult], snapshot: Snapshot, mode: Mode, cap: int,
-                              frozen: FreezeOn | None = None) -> None:
+                              frozen: FreezeOn | None = None, settled: Sequence[Settled] = ()) -> None:
     rows = decision_rows(results)
     if rows:
         table_artifact(key="gpuaas-reclaim-decisions", table=rows,
@@ -108,7 +108,7 @@ def publish_reclaim_artifacts(results: list[ActionResult], snapshot: Snapshot, m
         markdown_artifact(key="gpuaas-reclaim-decisions", markdown="No reclaim decisions this run.\n",
                           description=f"Reclaim decisions ({mode.value})")
     summary_artifact(key="gpuaas-reclaim-summary", markdown=summary_markdown(results, snapshot, mode.value, cap,
-                                                                                          frozen=frozen))
+                                                                                          frozen=frozen, settled=settled))
 
 
 IDLE_JOB = "gpuaas_reclaim"

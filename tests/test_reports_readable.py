@@ -258,3 +258,26 @@ def test_the_same_note_for_several_objects_is_read_once() -> None:
     assert grouped_notes([*running, "ml/one: running with no run time"]) == [
         "running with no run time, so assumed to hold its GPUs — 2 workloads (ml/ray-0, ml/ray-1)",
         "ml/one: running with no run time"]
+
+
+def test_the_writes_an_interrupted_run_left_open_are_counted_apart_with_what_to_undo() -> None:
+    from gpuaas.actions import Settled
+    from gpuaas.models import Outcome
+    from reports.reclaim import headline, settled_line
+
+    assert settled_line([]) == ""
+    missed = [Settled("reclaim", Outcome.failed, 3, "Notebook team-a/nb")]
+    assert settled_line(missed) == (" An interrupted run had left 1 write open, settled now from the objects: "
+                                    "1 stop had not landed.")
+    mixed = [Settled("reclaim", Outcome.applied, 2, "RayCluster team-a/ray"),
+             Settled("reclaim", Outcome.applied, 5, "Deployment team-b/dep"), *missed,
+             Settled("restore", Outcome.restored, 7, "Notebook team-c/lab"),
+             Settled("restore", Outcome.failed, 9, "StatefulSet team-c/sts")]
+    assert settled_line(mixed) == (
+        " An interrupted run had left 5 writes open, settled now from the objects: 2 stops had landed (to reverse: "
+        "gpuaas undo 2 5); 1 stop had not; the undo of Notebook team-c/lab had restored it; the undo of "
+        "StatefulSet team-c/sts had not (see gpuaas audit list).")
+    # after this run's own sentence, and in the artifact's first line as in the CLI's
+    first = headline([], _snapshot(), "apply", settled=mixed[:1])
+    assert first.startswith("Nothing to reclaim") and first.endswith("(to reverse: gpuaas undo 2).")
+    assert summary_markdown([], _snapshot(), "apply", 5, settled=mixed[:1]).splitlines()[0] == first

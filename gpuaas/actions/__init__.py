@@ -3,7 +3,7 @@
 from gpuaas.actions._kube_writer import KubeWriter
 from gpuaas.actions._lock_owner import holder_is_dead, new_holder
 from gpuaas.actions._patches import RECLAIMED_ANNOTATION, StopPlan, reclaimed_by, restore_patch, stop_patch, stop_plan
-from gpuaas.actions._recovery import recover_interrupted
+from gpuaas.actions._recovery import Settled, recover_interrupted, settled_writes
 from gpuaas.actions.reclaim import (
     ActionResult,
     already_decided,
@@ -13,7 +13,7 @@ from gpuaas.actions.reclaim import (
 from gpuaas.actions.undo import UNDOERS, UndoResult, undo_entries
 
 __all__ = [
-    "RECLAIMED_ANNOTATION", "UNDOERS", "ActionResult", "KubeWriter", "StopPlan", "UndoResult", "already_decided",
-    "execute_decisions", "holder_is_dead", "new_holder", "reclaimed_by", "recently_restored", "recover_interrupted", "restore_patch", "stop_patch",
-    "stop_plan", "undo_entries",
+    "RECLAIMED_ANNOTATION", "UNDOERS", "ActionResult", "KubeWriter", "Settled", "StopPlan", "UndoResult", "already_decided",
+    "execute_decisions", "holder_is_dead", "new_holder", "reclaimed_by", "recently_restored", "recover_interrupted", "restore_patch",
+    "settled_writes", "stop_patch", "stop_plan", "undo_entries",
 ]

@@ -14,6 +14,7 @@ An object that cannot be read leaves its intent open for the next run.
 from __future__ import annotations
 
 from datetime import datetime
+from typing import NamedTuple
 
 from gpuaas.actions._kube_writer import KubeWriter
 from gpuaas.actions._restore import recover_restores
@@ -22,7 +23,27 @@ from gpuaas.models import Outcome
 from gpuaas.policy import Mode
 from gpuaas.store import AuditEntry, Store
 
-__all__ = ["recover_interrupted"]
+__all__ = ["Settled", "recover_interrupted", "settled_writes"]
+
+
+class Settled(NamedTuple):
+    """A write an interrupted run left open, as the recovery closed it from the object: what this run's own
+    counts leave out, so its headline says it (a killed run's stop is otherwise seen only in the audit log)."""
+
+    action: str
+    """``reclaim`` (a stop) or ``restore`` (an undo)."""
+    outcome: Outcome
+    """``applied`` / ``restored`` where the write had reached the object, else what the recovery recorded."""
+    intent_id: int
+    """The open intent it closed: for a stop, the id ``gpuaas undo`` takes."""
+    target: str
+    """``RayCluster team-a/train``."""
+
+
+def settled_writes(rows: list[AuditEntry]) -> list[Settled]:
+    """The completion rows ``recover_interrupted`` appended, as a run reports them."""
+    return [Settled(r.action, Outcome(r.outcome), int(r.refers_to or 0),
+                    f"{r.kind} {r.namespace}/{r.name}" if r.namespace else f"{r.kind} {r.name}") for r in rows]
 
 
 def _recover_reclaims(store: Store, writer: KubeWriter, flow_run_id: str | None, now: datetime) -> list[AuditEntry]:

@@ -58,7 +58,7 @@ def print_reclaim(result: dict[str, Any], format: OutputFormat = OutputFormat.ta
     lead(result, format)
     if format is OutputFormat.json:
         print_json({k: result.get(k) for k in ("headline", "degraded", "source_errors", "summary", "mode",
-                                               "snapshot_id", "freeze", "decisions")})
+                                               "snapshot_id", "freeze", "decisions", "settled")})
     elif result["decisions"]:
         print_table(f"Reclaim decisions ({result['mode']}, snapshot {result['snapshot_id']})", _COLUMNS,
                     [_row(r) for r in result["decisions"]], optional=("tenant", "idle for", "frees", "action"),

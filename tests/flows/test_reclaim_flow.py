@@ -382,3 +382,38 @@ def test_a_stop_whose_answer_is_lost_and_cannot_be_read_back_ends_the_run_failed
         "No idle workload stopped; 1 unknown (the stop's answer was lost and the "
         "read-back failed: it may have landed; the next run settles it from the object).")
     assert unknown["audit_id"] and writes(cluster) == before
+
+
+def test_the_stop_of_a_killed_run_is_settled_and_named_in_the_next_runs_headline(
+        cluster: EmbeddedCluster, tmp_path: Path, prefect_harness: None, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A run killed after its patch landed left an open intent: the next apply run closes it from the object, and
+    its headline says so with the id to undo, instead of counting only its own stops (the killed run's GPUs would
+    otherwise be found only in the audit log). Both stops are undone at the end: the cluster is the module's."""
+    from flows.reclaim import reclaim
+    from tests.actions.reclaim_scenario import crash_after_each_patch
+
+    point_at(cluster, monkeypatch, data_dir=tmp_path / "data",
+             policy_file=write_policy(tmp_path / "policy.yaml", max_actions_per_run=1))
+    with monkeypatch.context() as killed:
+        crash_after_each_patch(killed)
+        state = reclaim(apply=True, at=_at(cluster), return_state=True)
+    assert state.is_failed(), state.message
+    store = open_store(load_settings())
+    try:
+        rows = store.audit(flow="reclaim", limit=None)
+    finally:
+        store.close()
+    # the intent, and no completion row: the run died between the patch and its record
+    [intent] = [r for r in rows if r.action == "reclaim" and r.outcome == "planned"]
+    assert not [r for r in rows if r.refers_to == intent.id]
+
+    after = _run(apply=True, at=_at(cluster))
+    target = f"{intent.kind} {intent.namespace}/{intent.name}"
+    assert after["settled"] == [{"action": "reclaim", "outcome": "applied", "intent_id": intent.id, "target": target}]
+    assert after["headline"].endswith(
+        f" An interrupted run had left 1 write open, settled now from the objects: 1 stop had landed "
+        f"(to reverse: gpuaas undo {intent.id}).")
+    own = [d["audit_id"] for d in after["decisions"] if d["result"] == "applied"]
+    assert own and intent.id not in own  # this run's own stop is counted apart from the killed run's
+    undone = _run(undo=[intent.id, *own])
+    assert sorted(u["result"] for u in undone["undo"]) == ["restored"] * (1 + len(own))

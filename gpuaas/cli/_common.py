@@ -122,6 +122,14 @@ def fail(message: str, code: int = EXIT_FAILED) -> typer.Exit:
     return typer.Exit(code=code)
 
 
+def busy(writes_busy: str) -> typer.Exit:
+    """``error: Another run is writing; nothing written: <who holds what, how long this run waited>``, the run's
+    own headline (the flow run's state message says the same), and the Exit 1 to raise: the run wrote nothing."""
+    from reports import busy_line
+
+    return fail(busy_line(writes_busy))
+
+
 _GOT = re.compile(r", got [^;]*$")
 """A message's closing ``, got VALUE``."""
 

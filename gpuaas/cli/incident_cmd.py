@@ -11,6 +11,7 @@ from typer._click.globals import get_current_context
 
 from gpuaas.cli._common import (
     audit_id,
+    busy,
     console,
     err_console,
     fail,
@@ -119,6 +120,6 @@ def incident(
     else:
         _tables(result)
     if result["writes_busy"]:
-        raise fail(result["writes_busy"])
+        raise busy(result["writes_busy"])
     raise_not_undone(result["undo"])
 

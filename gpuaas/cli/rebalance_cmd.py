@@ -8,9 +8,9 @@ import typer
 
 from gpuaas.cli._common import (
     OutputFormat,
+    busy,
     console,
     end_degraded,
-    fail,
     fail_on_refused,
     lead,
     print_json,
@@ -43,7 +43,7 @@ def rebalance(
     result: dict[str, Any] = run_flow(rebalance_flow, "rebalancing quotas", apply=apply, cohort=cohort,
                                       history_days=history_days)
     if result.get("writes_busy"):
-        raise fail(result["writes_busy"])
+        raise busy(result["writes_busy"])
     lead(result, format)
     if format is OutputFormat.json:
         print_json(result)

@@ -10,6 +10,7 @@ import typer
 from gpuaas.cli._common import (
     OutputFormat,
     audit_id,
+    busy,
     end_degraded,
     fail,
     fail_on_refused,
@@ -43,7 +44,7 @@ def reclaim(
 
     result: dict[str, Any] = run_flow(reclaim_flow, "reclaiming idle GPUs", apply=apply)
     if result.get("writes_busy"):
-        raise fail(result["writes_busy"])
+        raise busy(result["writes_busy"])
     print_reclaim(result, format)
     not_ok = [d for d in result["decisions"] if d["result"] in NOT_OK]  # unknown: it may have landed, a person looks
     verb = "failed" if all(d["result"] == Outcome.failed for d in not_ok) else "failed or unknown"
@@ -87,7 +88,7 @@ def undo(
 
     result: dict[str, Any] = run_flow(reclaim_flow, "restoring", undo=audit_ids)
     if result.get("writes_busy"):
-        raise fail(result["writes_busy"])
+        raise busy(result["writes_busy"])
     rows = result["undo"]
     lead(result, format)
     if format is OutputFormat.json:

@@ -173,3 +173,30 @@ def test_an_apply_whose_stop_may_have_landed_unseen_exits_1_and_says_so(
     assert result.stderr.strip().splitlines()[-1] == (
         f"error: 1 of {len(out['decisions'])} reclaims failed or unknown (#{unknown['audit_id']} unknown); "
         "see its row's reason")
+
+
+@pytest.mark.parametrize("command", [["reclaim", "--apply"], ["rebalance", "--apply"], ["undo", "1"]])
+def test_a_run_that_cannot_get_the_writes_exits_1_with_the_runs_own_line(
+        command: list[str], pointed_at: EmbeddedCluster, prefect_harness: None, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The documented line, as the flow run's state message says it: not the lock's internal wording."""
+    from datetime import timedelta
+
+    from gpuaas.settings import load_settings
+    from gpuaas.store import open_store
+    from tasks.writes import LOCK
+
+    monkeypatch.setenv("GPUAAS_WRITES_WAIT_SECONDS", "1")
+    store = open_store(load_settings())
+    try:
+        assert store.acquire_lock(LOCK, "nightly-rebalance", timedelta(minutes=15))
+        before = writes(pointed_at)
+        if command[0] == "undo":  # an id the store holds, so that the undo gets as far as the writes
+            assert CliRunner().invoke(app, ["reclaim"]).exit_code == 0
+        busy = CliRunner().invoke(app, command)
+    finally:
+        store.release_lock(LOCK, "nightly-rebalance")
+        store.close()
+    assert busy.exit_code == 1, busy.output
+    assert busy.stderr.splitlines()[-1] == ("error: Another run is writing; nothing written: nightly-rebalance holds "
+                                            "the 'cluster-writes' lock (waited 1 s)")
+    assert writes(pointed_at) == before

@@ -294,9 +294,10 @@ _UNDONE_NOUNS = {"reclaim": ("reclaim", "reclaims"), "quota-plan": ("quota plan"
 
 
 def undo_headline(restores: Sequence[UndoResult]) -> str:
-    """``Restored 1 of 2 quota plans (audit 23). The other: see its row's result.``: counted by what was asked
-    for (reclaims, quota plans, deadline holds or demotions; "changes" for a mix, or an id that names nothing
-    undoable), so that an operator who undid a quota plan is not told about reclaims."""
+    """``Restored 1 of 2 quota plans (audit 23). #24 skipped: vision-cq: h100 quota is 30, …``: counted by what was
+    asked for (reclaims, quota plans, deadline holds or demotions; "changes" for a mix, or an id that names nothing
+    undoable), so that an operator who undid a quota plan is not told about reclaims. One id not done is named with
+    its result and why; several point at their rows, which follow."""
     nouns = {_UNDONE_NOUNS.get(r.action or "", ("change", "changes")) for r in restores}
     noun, plural = nouns.pop() if len(nouns) == 1 else ("change", "changes")
     done = [r for r in restores if r.result == Outcome.restored]
@@ -306,8 +307,11 @@ def undo_headline(restores: Sequence[UndoResult]) -> str:
     if idle:
         said.append(f"{idle} had nothing to undo (nothing of it is in place: a dry-run, or undone or rolled back "
                     "before)")
-    if rest:
-        said.append("the other: see its row's result" if rest == 1 else f"the other {rest}: see each row's result")
+    if rest == 1:
+        [r] = [r for r in restores if r.result not in (Outcome.restored, Outcome.no_op)]
+        said.append(f"#{r.audit_id} {r.result}: {brief(r.message)}")
+    elif rest:
+        said.append(f"the other {rest}: see each row's result")
     tail = "; ".join(said)
     return (f"Restored {len(done)} of {counted(len(restores), noun, plural)}"
             + (f" (audit {', '.join(str(r.audit_id) for r in done)})." if done else ".")

@@ -1,4 +1,4 @@
-"""An undo run shows the rows its headline points at: "The other: see its row's result" names a row on its page.
+"""An undo run shows the rows its headline points at: "The other 3: see each row's result" names rows on its page.
 
 ``gpuaas undo`` prints a table of what became of each audit id; a run started from the Prefect UI had only its
 headline, and its log named an id that is no change as ``undo #987654 None: skipped …``. Real parts: the embedded
@@ -25,7 +25,7 @@ def test_each_id_is_a_bullet_under_the_headline() -> None:
                 UndoResult(3, Outcome.restored, "restored (resourceVersion 56)", subject="Deployment team-a/dep",
                            restore_audit_id=12, action="reclaim")]
     lines = undo_markdown(restores).splitlines()
-    assert lines[0] == "Restored 1 of 2 changes (audit 3). The other: see its row's result."
+    assert lines[0] == f"Restored 1 of 2 changes (audit 3). #{MISSING} skipped: no audit row #{MISSING}: nothing undone."
     assert lines[-2:] == [f"- `#{MISSING}`: skipped: no audit row #{MISSING}: nothing undone",
                           "- `#3` Deployment team-a/dep: restored: restored (resourceVersion 56); restore audit #12"]
     assert undo_line(restores[0]) == f"#{MISSING}: skipped: no audit row #{MISSING}: nothing undone"  # no "None"
@@ -49,7 +49,7 @@ def test_an_undo_run_publishes_its_rows(tmp_path: Path, monkeypatch: pytest.Monk
         state = reclaim(undo=[row.id], return_state=True)
     run_id = state.state_details.flow_run_id
     assert state.is_completed() and run_id is not None, state.message
-    assert state.message == "Restored 0 of 1 change. The other: see its row's result."
+    assert state.message.startswith(f"Restored 0 of 1 change. #{row.id} skipped: audit #{row.id} is a collect row")
     why = (f"audit #{row.id} is a collect row (applied), not a change gpuaas can undo: nothing undone; gpuaas undo "
            "takes the id of a reclaim, a quota plan or a deadline hold or demotion (gpuaas audit list)")
     line = f"undo #{row.id}: skipped: {why}"

@@ -149,7 +149,8 @@ class GpuaasSettings(BaseSettings):
     """Sample this host's GPUs with NVML: ``auto`` where a driver is present (its absence is no fault)."""
 
     request_timeout_seconds: Annotated[float, Field(gt=0, le=3600)] = 30
-    """Timeout of each request to a source or the API server (at most an hour)."""
+    """Timeout of each request to a source or the API server (at most an hour), and of the kubeconfig's exec
+    credential plugin, which the client would otherwise wait for without a limit."""
     retries: Annotated[int, Field(ge=0, le=10)] = 3
     """Retries of a transient failure (timeout, refused connection, 5xx, 429), at most 10; a permanent one fails at
     once."""

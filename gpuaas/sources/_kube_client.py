@@ -26,10 +26,11 @@ from gpuaas.errors import ConfigError, KubeAPIError, MalformedResponse, NotFound
 from gpuaas.settings import GpuaasSettings, http_url_problem, token_problem
 from gpuaas.sources._json_answer import read_json
 from gpuaas.sources._kube_errors import SOURCE, kube_request
+from gpuaas.sources._kube_exec import loading_credentials
 from gpuaas.sources.kube import KUEUE_GROUP
 
-__all__ = ["IDENTITY_NAMESPACE", "KubeLister", "KueueNotServed", "credentials_owner", "kubeconfig_path",
-           "make_api_client"]
+__all__ = ["IDENTITY_NAMESPACE", "KubeLister", "KueueNotServed", "credentials_owner", "exec_plugin_server",
+           "kubeconfig_path", "make_api_client"]
 
 IDENTITY_NAMESPACE = "kube-system"
 """The Namespace whose uid names the cluster: there from the cluster's creation to its end."""
@@ -57,12 +58,17 @@ def make_api_client(settings: GpuaasSettings) -> client.ApiClient:
         if settings.in_cluster:
             config.load_incluster_config(client_configuration=cfg)
         else:
-            config.load_kube_config(
-                config_file=str(settings.kubeconfig) if settings.kubeconfig else None,
-                context=settings.kube_context,
-                client_configuration=cfg,
-                persist_config=False,
-            )
+            with loading_credentials(settings.request_timeout_seconds) as plugin_errors:
+                config.load_kube_config(
+                    config_file=str(settings.kubeconfig) if settings.kubeconfig else None,
+                    context=settings.kube_context,
+                    client_configuration=cfg,
+                    persist_config=False,
+                )
+            if plugin_errors:  # the client went on without a credential: every request would be anonymous
+                raise ConfigError(f"cannot load Kubernetes credentials: {_plugin_owner(file, settings.kube_context)} "
+                                  f"{_one_line(plugin_errors[0].removeprefix('exec: '))}", file=file,
+                                  field="kubeconfig")
     except ConfigException as exc:
         why = (_missing_context(file, settings.kube_context) if file else None) or str(exc)
         raise ConfigError(f"cannot load Kubernetes credentials: {why}", file=file, field="kubeconfig") from exc
@@ -80,6 +86,33 @@ def make_api_client(settings: GpuaasSettings) -> client.ApiClient:
                           file=file, field="kubeconfig")
     cfg.retries = 0  # retries belong to the calling task, which knows the error type
     return client.ApiClient(cfg)
+
+
+def _plugin_owner(file: str | None, context: str | None) -> str:
+    """``the exec credential plugin of user 'u' in kubeconfig /path:``, for the line that says it failed."""
+    chosen = _selected(_kubeconfig_docs(file), context) if file else None
+    user = chosen[1].get("user") if chosen else None
+    return (f"the exec credential plugin of user {str(user)!r} in kubeconfig {file}:" if user
+            else f"the exec credential plugin in kubeconfig {file}:")
+
+
+def _one_line(said: str, limit: int = 300) -> str:
+    """A plugin's error on one line, cut at ``limit`` characters: it may quote the plugin's whole stderr."""
+    said = " ".join(said.split())
+    return said if len(said) <= limit else said[:limit - 1] + "…"
+
+
+def exec_plugin_server(settings: GpuaasSettings) -> str | None:
+    """The API server of the kubeconfig's context where its user is an exec credential plugin, read from the file
+    alone (no credential is loaded, so the plugin does not run again); None for another kind of user, or where
+    the file or the entry cannot be read."""
+    file = kubeconfig_path(settings)
+    docs = _kubeconfig_docs(file) if file else []
+    chosen = _selected(docs, settings.kube_context)
+    user = _named(docs, "user", chosen[1].get("user")) if chosen else None
+    cluster = _named(docs, "cluster", chosen[1].get("cluster")) if chosen else None
+    server = cluster[1].get("server") if cluster and user and "exec" in user[1] else None
+    return str(server) if server else None
 
 
 def _missing_context(file: str, context: str | None) -> str | None:

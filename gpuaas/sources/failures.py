@@ -132,9 +132,12 @@ def _unset(settings: GpuaasSettings, name: str) -> str | None:
 def _kube_endpoint(settings: GpuaasSettings) -> str:
     if settings.in_cluster:
         return "the in-cluster service account"
-    from gpuaas.sources._kube_client import kubeconfig_path
+    from gpuaas.sources._kube_client import exec_plugin_server, kubeconfig_path
 
     path = kubeconfig_path(settings)
+    server = exec_plugin_server(settings)  # read from the file: naming the server must not run the plugin again
+    if server is not None:
+        return redact_endpoint(server)
     try:
         from kubernetes import client, config
 

@@ -8,6 +8,7 @@ attempt, ``PermanentError`` is not.
 * GpuaasError
   x ConfigError            a settings value or policy file is wrong (names file and field)
   x StoreError             the audit/snapshot database refused or is out of date
+    + SchemaMismatch       (permanent) its schema is not the one this gpuaas reads, and it may not migrate it
   x SourceError            a data source could not be read (names source and URL)
     + SourceUnavailable    (transient) timeout, refused connection, 5xx, 429
     + MalformedResponse    (permanent) the answer did not have the documented shape
@@ -39,6 +40,7 @@ __all__ = [
     "PermanentError",
     "PolicyError",
     "SOURCE_NAMES",
+    "SchemaMismatch",
     "SourceError",
     "SourceUnavailable",
     "StaleData",
@@ -78,6 +80,12 @@ class ConfigError(PermanentError):
 
 class StoreError(PermanentError):
     """The database could not be opened, migrated or written."""
+
+
+class SchemaMismatch(StoreError):
+    """The database's schema is not the one this gpuaas reads, and this process may not migrate it: newer (written by a
+    newer gpuaas), or behind where only ``gpuaas db upgrade`` may migrate it. Asking again finds the same schema, so a
+    step does not retry it; the message says what to run."""
 
 
 class NotStored(StoreError):

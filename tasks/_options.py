@@ -13,7 +13,7 @@ import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar, cast
 
-from gpuaas.errors import ActionRefused, ConfigError, TransientError
+from gpuaas.errors import ActionRefused, ConfigError, SchemaMismatch, TransientError
 from gpuaas.settings import GpuaasSettings
 from gpuaas.sources.failures import describe_failure
 from tasks._steps import run_logger
@@ -61,11 +61,12 @@ def retry_transient_only(task: Any, task_run: Any, state: Any) -> bool:
 def retry_unless_misconfigured(task: Any, task_run: Any, state: Any) -> bool:
     """Prefect ``retry_condition_fn`` of the store steps: retry whatever failed (a database busy for a moment)
     but a ``ConfigError``, which the same settings raise again (a database that holds another cluster's history),
-    and a refusal of gpuaas's own (``ActionRefused``: a snapshot id the store does not hold), which a second try
-    only delays."""
+    a database at a schema the run may not use (``SchemaMismatch``: it is there again on the next try), and a
+    refusal of gpuaas's own (``ActionRefused``: a snapshot id the store does not hold), which a second try only
+    delays."""
     try:
         state.result()
-    except (ConfigError, ActionRefused):
+    except (ConfigError, SchemaMismatch, ActionRefused):
         return False
     except Exception:  # noqa: BLE001 - anything else may pass on a second try
         return True

@@ -36,7 +36,8 @@ from uuid import UUID
 from prefect import get_run_logger
 
 from gpuaas.actions import KubeWriter, holder_is_dead
-from gpuaas.errors import ActionRefused
+from gpuaas.errors import ActionRefused, ConfigError
+from gpuaas.operations.collect import other_cluster
 from gpuaas.settings import GpuaasSettings
 from gpuaas.store import Store, open_store
 from reports import BUSY_LINE, busy_line
@@ -44,8 +45,8 @@ from tasks._options import gpuaas_task
 from tasks._steps import run_logger
 
 __all__ = ["BUSY_LINE", "CONCURRENCY_LIMIT", "LOCK", "SLOT_LOCK", "WritesBusy", "acquire_writes_lock", "busy_line",
-           "cluster_writes", "ensure_concurrency_limit", "enter_concurrency_slot", "release_writes_lock",
-           "store_and_writer", "writes_lost"]
+           "cluster_writes", "ensure_concurrency_limit", "enter_concurrency_slot", "refuse_another_clusters_store",
+           "release_writes_lock", "store_and_writer", "writes_lost"]
 
 LOCK = "cluster-writes"
 SLOT_LOCK = "cluster-writes-slot"
@@ -268,18 +269,32 @@ def cluster_writes(settings: GpuaasSettings, holder: str) -> Iterator[None]:
         yield
 
 
+def refuse_another_clusters_store(store: Store, writer: KubeWriter) -> None:
+    """A ``ConfigError`` naming GPUAAS_DATABASE_URL, as a collect refuses it, where the store's newest snapshot came
+    from another cluster than the one ``writer`` writes to. An undo, a recovery or a release sweep reads the cluster
+    through no collect: with the kubeconfig of another cluster, its uid guard keeps that cluster's objects as they
+    are, but the rows it would record (a restore of an object that is not there, a release) would go into this
+    cluster's audit log. Nothing to compare (no snapshot yet, a role that may not read the identity) is no refusal."""
+    problem = other_cluster(writer.cluster_uid(), store.latest_cluster())
+    if problem:
+        raise ConfigError(problem, field="GPUAAS_DATABASE_URL")
+
+
 @contextmanager
 def store_and_writer(settings: GpuaasSettings, *, deciding: bool = False,
                      **writer_options: Any) -> Iterator[tuple[Store, KubeWriter]]:
     """The audit log and the cluster writer an acting task needs, both closed however the task ends.
 
-    The writer's credentials are loaded before anything is recorded, but for a ``deciding`` task (reclaim's and
+    The writer's credentials are loaded, and its cluster checked against the store's
+    (``refuse_another_clusters_store``), before anything is recorded, but for a ``deciding`` task (reclaim's and
     rebalance's acts, the deadline nudges): it records its decisions in dry-run and on a degraded snapshot too,
-    writing nothing, and a kubeconfig that cannot give credentials is then the snapshot's failure, not the run's.
+    writing nothing, and a kubeconfig that cannot give credentials is then the snapshot's failure, not the run's;
+    it acts on a snapshot whose collect refused another cluster's store.
     """
     with open_store(settings) as store, KubeWriter(settings, guard=writes_lost, **writer_options) as writer:
         if not deciding:
             writer.connect()
+            refuse_another_clusters_store(store, writer)
         yield store, writer
         missed = writer.unrecorded_events
         if missed:  # the writes stand: an Event is best effort, as Kubernetes' own are

@@ -63,6 +63,13 @@ class KubeWriter:
         self._api  # noqa: B018 - made for its error
         return self
 
+    def cluster_uid(self) -> str | None:
+        """The cluster this writer writes to, named as a collect names it (its ``kube-system`` Namespace's uid; None
+        where the role may not read it): an acting task compares it with the store's before it records anything."""
+        from gpuaas.sources import KubeLister
+
+        return KubeLister(self._api, self._settings).cluster_uid()
+
     @property
     def _custom(self) -> client.CustomObjectsApi:
         return client.CustomObjectsApi(self._api)

@@ -35,8 +35,9 @@ __all__ = ["BODIES", "prefect_api_url", "run_flow"]
 RUN_LOGGER = "gpuaas.run"
 """The logger of a flow run called outside Prefect (``tasks._steps.run_logger``)."""
 
-WARNING_LOGGERS = (RUN_LOGGER, "tasks", "gpuaas.notify")
-"""The loggers whose warnings and errors the command line prints after a run (``_warnings_after``)."""
+WARNING_LOGGERS = (RUN_LOGGER, "tasks", "gpuaas.notify", "gpuaas.store")
+"""The loggers whose warnings and errors the command line prints after a run (``_warnings_after``); the store's
+says that the run upgraded a SQLite file."""
 
 BODIES = {"flows.collect:collect": "flows._collect:collect_snapshot"}
 """A flow (``module:name``) -> its Prefect-free body, which the command line calls without Prefect."""

@@ -9,7 +9,15 @@ from typing import Annotated
 import typer
 
 from gpuaas.audit_subject import owner_named, owners, subject
-from gpuaas.cli._common import OutputFormat, console, print_json, settings_or_exit, store_or_exit, usage_error
+from gpuaas.cli._common import (
+    OutputFormat,
+    audit_id,
+    console,
+    print_json,
+    settings_or_exit,
+    store_or_exit,
+    usage_error,
+)
 from gpuaas.cli._tables import print_table
 from gpuaas.store import AuditEntry, parse_object_ref
 
@@ -111,28 +119,38 @@ def list_(
         "as the tables print it (KIND NAMESPACE/NAME, KIND NAME); "
         "the kind in any case. Finds a reclaim by the object it wrote (its Workload) or by the owner it stopped, "
         "as gpuaas reclaim names it, and the rows that undo it."))] = None,
-    limit: Annotated[int, typer.Option(min=1, help="At most this many rows (newest kept).")] = 200,
+    limit: Annotated[int, typer.Option(min=1, help=(
+        "At most this many rows: the newest, shown oldest first; the title says when more match."))] = 200,
+    before: Annotated[int | None, typer.Option("--before", parser=audit_id, metavar="ID", help=(
+        "Only rows with an id below ID: page back from the oldest row shown (the title of a cut listing names it)."
+    ))] = None,
     format: Annotated[OutputFormat, typer.Option("--format", help="Output format.")] = OutputFormat.table,
 ) -> None:
-    """List audit entries, oldest first (an incident window: --since 2026-11-29T02:00 --until 2026-11-29T03:00)."""
+    """List audit entries, oldest first (an incident window: --since 2026-11-29T02:00 --until 2026-11-29T03:00).
+
+    The newest --limit (200) entries that match; a longer log is cut, and the title says how many match in all (the
+    JSON's total) and the --before that shows the ones before."""
     since_at, until_at = _window(since, until)
     _object(object)
     store = store_or_exit(settings_or_exit(), read_only=True)
     try:
-        rows = store.audit(since=since_at, until=until_at, flow=flow, obj=object, limit=None)[-limit:]
+        rows = store.audit(since=since_at, until=until_at, flow=flow, obj=object, before=before, limit=limit,
+                           newest=True)
+        total = len(rows) if len(rows) < limit else store.count_audit(  # counted only where the listing may be cut
+            since=since_at, until=until_at, flow=flow, obj=object, before=before)
         owner = owners(rows, store.get_audit)
     finally:
         store.close()
     _check_flow(flow, bool(rows))
     if format is OutputFormat.json:
-        print_json({"entries": [entry_to_dict(r, owner.get(int(r.id or 0))) for r in rows]})
+        print_json({"entries": [entry_to_dict(r, owner.get(int(r.id or 0))) for r in rows], "total": total})
         return
     if not rows:
-        given = [("--since", since), ("--until", until), ("--flow", flow), ("--object", object)]
+        given = [("--since", since), ("--until", until), ("--flow", flow), ("--object", object), ("--before", before)]
         console.print(_nothing([f"{k} {v}" for k, v in given if v]), highlight=False, soft_wrap=True)
         return
     print_table(
-        f"audit log: {len(rows)} entr{'y' if len(rows) == 1 else 'ies'}",
+        _title(len(rows), total, rows[0].id),
         ["id", "when (UTC)", "flow", "action", "subject", "mode", "outcome", "reason"],
         [
             [r.id, r.created_at.strftime("%Y-%m-%d %H:%M:%S"), r.flow, r.action, subject(r.kind, r.namespace, r.name, owner.get(int(r.id or 0))), r.mode, r.outcome,
@@ -142,3 +160,10 @@ def list_(
         optional=("action", "flow"),  # never "mode": whether a row was a dry-run or applied is the point
         notes=("reason",),
     )
+
+
+def _title(shown: int, total: int, oldest: int | None) -> str:
+    """``audit log: 12 entries``, or where the listing is cut, how many of how many and how to see the ones before."""
+    if shown >= total:
+        return f"audit log: {shown} entr{'y' if shown == 1 else 'ies'}"
+    return f"audit log: the newest {shown:,} of {total:,} entries (older: --before {oldest})"

@@ -72,8 +72,10 @@ def pushgateway_check(settings: GpuaasSettings) -> Check:
 
 def database_check(settings: GpuaasSettings, cluster: str | None = None) -> Check:
     """The database opens read-only at this gpuaas's schema and holds no other cluster's history than ``cluster``'s
-    (the one the settings read); a missing one is created by the first run."""
-    from gpuaas.store import Store, redact_url, sqlite_file
+    (the one the settings read). What the next flow run would do decides the verdict: it creates a missing or empty
+    one (ok) and upgrades a SQLite file that is behind (a warning), and it fails on a newer schema or on a shared
+    database that is behind, which only ``gpuaas db upgrade`` migrates (failed)."""
+    from gpuaas.store import Store, known_revisions, redact_url, schema_problem, sqlite_file
 
     name, where = "database", redact_url(settings.database_url_value)
     file = sqlite_file(settings.database_url_value)
@@ -94,11 +96,16 @@ def database_check(settings: GpuaasSettings, cluster: str | None = None) -> Chec
             return Check(name, Verdict.failed, f"{where}: {problem}")
         return Check(name, Verdict.ok, f"{where}: schema {current}, up to date"
                      + (", the history of this cluster" if stored else ""))
-    if current is None or (head is not None and current < head):
-        return Check(name, Verdict.warning, f"{where}: schema {current or '(empty)'}, behind {head}: the next flow "
+    if current is None:
+        return Check(name, Verdict.ok, f"{where}: no gpuaas schema yet; the first flow run creates it")
+    if current not in known_revisions():
+        return Check(name, Verdict.failed, str(schema_problem(settings.database_url_value, current, head)))
+    if file is not None:
+        return Check(name, Verdict.warning, f"{where}: schema {current}, behind {head}: the next flow "
                                             "run upgrades it, or gpuaas db upgrade")
-    return Check(name, Verdict.failed, f"{where}: schema {current}, newer than the {head} this gpuaas reads: "
-                                       "upgrade gpuaas")
+    return Check(name, Verdict.failed, f"{where}: schema {current}, behind {head}: the next flow run fails on it (a "
+                                       "flow does not migrate a shared database): run gpuaas db upgrade once every "
+                                       "worker runs this version")
 
 
 def applying(settings: GpuaasSettings) -> list[str]:

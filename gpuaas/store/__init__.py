@@ -5,14 +5,16 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from gpuaas.store._audit_object import parse_object_ref
-from gpuaas.store._database import redact_url, sqlite_file
+from gpuaas.store._database import known_revisions, redact_url, sqlite_file
 from gpuaas.store._models import AuditEntry, Outcome, QueueSample, RunLock, SnapshotRecord, TenantSample, utc_now
 from gpuaas.store._recent import load_snapshot, remember_snapshot
+from gpuaas.store._schema import schema_problem
 from gpuaas.store._store import Store
 
 __all__ = [
-    "AuditEntry", "Outcome", "QueueSample", "RunLock", "SnapshotRecord", "Store", "TenantSample", "load_snapshot",
-    "open_store", "parse_object_ref", "redact_url", "remember_snapshot", "sqlite_file", "utc_now",
+    "AuditEntry", "Outcome", "QueueSample", "RunLock", "SnapshotRecord", "Store", "TenantSample", "known_revisions",
+    "load_snapshot", "open_store", "parse_object_ref", "redact_url", "remember_snapshot", "schema_problem",
+    "sqlite_file", "utc_now",
 ]
 
 
@@ -21,6 +23,7 @@ if TYPE_CHECKING:
 
 
 def open_store(settings: GpuaasSettings, *, read_only: bool = False) -> Store:
-    """The store the settings point at, migrated to the newest schema; ``read_only``: only one that is there,
-    at that schema, left as it is (:class:`Store`)."""
+    """The store the settings point at, opened as a flow run opens it (an empty one created, a SQLite file behind
+    upgraded, any other schema refused); ``read_only``: only one that is there, at that schema, left as it is
+    (:class:`Store`)."""
     return Store(settings.database_url_value, read_only=read_only)

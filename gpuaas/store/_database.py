@@ -22,7 +22,8 @@ from gpuaas.errors import StoreError
 if TYPE_CHECKING:
     from sqlalchemy.engine import URL
 
-__all__ = ["MIGRATIONS", "Sessions", "engine_url", "head_revision", "in_words", "redact_url", "sqlite_file", "sqlite_pragmas"]
+__all__ = ["MIGRATIONS", "Sessions", "engine_url", "head_revision", "in_words", "known_revisions", "redact_url",
+           "sqlite_file", "sqlite_pragmas"]
 
 
 class Sessions:
@@ -38,18 +39,31 @@ _REVISION_LINE = re.compile(r'^(down_revision|revision)\s*=\s*(?:"([^"]+)"|None)
 
 
 @cache
-def head_revision() -> str:
-    """The newest migration's revision, read from the migration files (the one no other migration follows)."""
+def _revision_links() -> tuple[frozenset[str], frozenset[str]]:
+    """(every migration's revision, the revisions another migration follows), read from the migration files."""
     revisions: set[str] = set()
     followed: set[str] = set()
     for path in (MIGRATIONS / "versions").glob("[0-9]*.py"):
         for key, value in _REVISION_LINE.findall(path.read_text(encoding="utf-8")):
             if value:
                 (revisions if key == "revision" else followed).add(value)
+    return frozenset(revisions), frozenset(followed)
+
+
+def known_revisions() -> frozenset[str]:
+    """Every schema this gpuaas has a migration for. A database at any other revision was migrated by a newer
+    gpuaas: this one can neither read it nor migrate it (Alembic cannot locate the revision)."""
+    return _revision_links()[0]
+
+
+@cache
+def head_revision() -> str:
+    """The newest migration's revision, read from the migration files (the one no other migration follows)."""
+    revisions, followed = _revision_links()
     heads = revisions - followed
     if len(heads) != 1:
         raise StoreError(f"the migrations in {MIGRATIONS} have {len(heads)} heads, not one: {sorted(heads)}")
-    return heads.pop()
+    return next(iter(heads))
 
 
 _INSTALLED_DRIVER = {"postgresql": "postgresql+psycopg2", "postgres": "postgresql+psycopg2"}

@@ -1,12 +1,13 @@
 """The store: one object that owns the database connection and its schema version.
 
 The same code runs on SQLite (the default, a file in the data directory) and PostgreSQL (a
-shared deployment): only the URL differs. Opening a store migrates it to the newest schema,
-so a fresh data directory just works and an old database upgrades in place; one already at the
-newest schema is recognised by a single query, without loading Alembic (which costs a command
-line about a second). A store opened to read only (``read_only``) changes nothing: it opens a
-database that is there, at this schema, or says why not. There is deliberately no method that
-updates or deletes an audit row.
+shared deployment): only the URL differs. Opening a store for a flow run creates an empty
+database, so a fresh data directory just works, and upgrades a SQLite file that is behind; a
+shared database that is behind is left to ``gpuaas db upgrade`` (``gpuaas.store._schema``). One
+already at the newest schema is recognised by a single query, without loading Alembic (which
+costs a command line about a second). A store opened to read only (``read_only``) changes
+nothing: it opens a database that is there, at this schema, or says why not. There is
+deliberately no method that updates or deletes an audit row.
 """
 
 from __future__ import annotations
@@ -15,9 +16,9 @@ import zlib
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from datetime import datetime, timedelta
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from sqlalchemy import Engine, create_engine, delete, event, func, inspect, text, update
+from sqlalchemy import Engine, create_engine, delete, event, func, update
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.exc import DBAPIError, SQLAlchemyError
@@ -26,21 +27,11 @@ from sqlmodel import Session, col, select
 from gpuaas.errors import StoreError
 from gpuaas.models import Outcome
 from gpuaas.store._audit_object import object_filter
-from gpuaas.store._database import (
-    MIGRATIONS,
-    engine_url,
-    head_revision,
-    in_words,
-    redact_url,
-    sqlite_file,
-    sqlite_pragmas,
-)
+from gpuaas.store._database import engine_url, in_words, redact_url, sqlite_file, sqlite_pragmas
 from gpuaas.store._history_rows import HistoryRows
 from gpuaas.store._models import AuditEntry, SnapshotRecord, as_utc, utc_now
 from gpuaas.store._run_locks import RunLocks
-
-if TYPE_CHECKING:
-    from alembic.config import Config
+from gpuaas.store._schema import SchemaVersions
 
 __all__ = ["Store"]
 
@@ -57,17 +48,19 @@ def _chunks(items: Sequence[Any], size: int = _IN_LIST) -> Iterator[Sequence[Any
         yield items[start:start + size]
 
 
-class Store(HistoryRows, RunLocks):
+class Store(HistoryRows, RunLocks, SchemaVersions):
     """Audit log, snapshots, fleet history and run locks in one SQL database."""
 
     def __init__(self, url: str, *, migrate: bool = True, read_only: bool = False) -> None:
-        """Open the database at ``url``; ``migrate``: at the newest schema.
+        """Open the database at ``url``; ``migrate``: as a flow run opens it (``SchemaVersions._open_for_a_run``:
+        an empty one created, a SQLite file behind upgraded, any other schema but this code's refused).
 
         ``read_only`` is for commands that only read: the database must be there, and nothing is
         created, migrated or switched to WAL. A SQLite file that is not there is an error naming it,
         where opening would create an empty database at a mistyped path and list nothing from it, as
         if nothing had happened. With ``migrate`` a schema behind or ahead of this code is an error
         saying which, where a read would migrate a shared database from wherever it was run.
+        ``migrate=False`` opens it as it is: for ``gpuaas db`` and the checks that say what they found.
         """
         self.url = url
         file = sqlite_file(url)
@@ -95,60 +88,8 @@ class Store(HistoryRows, RunLocks):
             event.listen(self.engine, "connect", sqlite_pragmas(read_only=read_only))
         if migrate and read_only:
             self._check_schema()
-        elif migrate and self.current_revision() != self.head_revision():
-            self.upgrade()
-
-    # -- schema -------------------------------------------------------------------------
-
-    def _alembic(self) -> Config:
-        from alembic.config import Config
-
-        config = Config()
-        config.set_main_option("script_location", str(MIGRATIONS))
-        return config
-
-    def head_revision(self) -> str:
-        """The newest schema's revision (what ``upgrade()`` migrates to)."""
-        return head_revision()
-
-    def current_revision(self) -> str | None:
-        """The database's schema revision (Alembic's version table), None before the first migration."""
-        try:
-            with self.engine.connect() as conn:
-                if not inspect(conn).has_table("alembic_version"):
-                    return None
-                return conn.execute(text("SELECT version_num FROM alembic_version")).scalars().first()
-        except SQLAlchemyError as exc:
-            raise StoreError(f"cannot read schema version of {redact_url(self.url)}: {in_words(exc)}") from exc
-
-    def _check_schema(self) -> None:
-        """A reader's stand-in for the migration: the schema is this code's, or the store closes and says why."""
-        current, head = self.current_revision(), self.head_revision()
-        if current == head:
-            return
-        self.close()
-        where = redact_url(self.url)
-        if current is None:
-            raise StoreError(f"{where} holds no gpuaas schema: nothing has been recorded there (the first flow or "
-                             "`gpuaas db upgrade` creates it)")
-        if current < head:  # revisions are numbered in order
-            raise StoreError(f"{where} is at schema {current}, behind the {head} this gpuaas reads: run "
-                             "`gpuaas db upgrade` (or let the next flow run upgrade it)")
-        raise StoreError(f"{where} is at schema {current}, newer than the {head} this gpuaas reads: upgrade gpuaas")
-
-    def upgrade(self, revision: str = "head") -> tuple[str | None, str | None]:
-        """Migrate to ``revision``; returns (before, after). Safe to call on an up-to-date database."""
-        from alembic import command
-
-        before = self.current_revision()
-        config = self._alembic()
-        try:
-            with self.engine.begin() as conn:
-                config.attributes["connection"] = conn
-                command.upgrade(config, revision)
-        except SQLAlchemyError as exc:
-            raise StoreError(f"migrating {redact_url(self.url)} failed: {in_words(exc)}") from exc
-        return before, self.current_revision()
+        elif migrate:
+            self._open_for_a_run()
 
     @contextmanager
     def session(self) -> Iterator[Session]:
@@ -240,21 +181,17 @@ class Store(HistoryRows, RunLocks):
         idempotency_key: str | None = None,
         idempotency_keys: Sequence[str] | None = None,
         refers_to: Sequence[int] | None = None,
+        before: int | None = None,
         limit: int | None = 1000,
+        newest: bool = False,
     ) -> list[AuditEntry]:
         """Rows oldest first. ``obj`` (``name``, ``namespace/name``, ``Kind/namespace/name`` or ``Kind//name``;
         :func:`parse_object_ref`) matches the object a row wrote or the owner a reclaim stopped through it
         (:func:`~gpuaas.store._audit_object.object_filter`); ``idempotency_keys`` any of those keys, ``refers_to`` any of
-        those ids (one query per ``IN`` list of 500)."""
-        query = select(AuditEntry)
-        if since is not None:
-            query = query.where(col(AuditEntry.created_at) >= as_utc(since))
-        if until is not None:
-            query = query.where(col(AuditEntry.created_at) < as_utc(until))
-        if flow:
-            query = query.where(AuditEntry.flow == flow)
-        if idempotency_key:
-            query = query.where(AuditEntry.idempotency_key == idempotency_key)
+        those ids (one query per ``IN`` list of 500); ``before`` only ids below it (paging back from a listing's
+        oldest row). ``limit`` keeps the oldest rows, or with ``newest`` the newest, still returned oldest first:
+        the query itself asks for that many, so a look at the last few rows of a long log reads only those."""
+        query = select(AuditEntry).where(*self._audit_filters(since, until, flow, obj, idempotency_key, before))
         listed: tuple[Any, list[Any]] | None = None  # the one long list, asked for one IN list of 500 at a time
         if idempotency_keys is not None:
             listed = (col(AuditEntry.idempotency_key), sorted(set(idempotency_keys)))
@@ -263,16 +200,45 @@ class Store(HistoryRows, RunLocks):
                 listed = (col(AuditEntry.refers_to), sorted(set(refers_to)))
             else:
                 query = query.where(col(AuditEntry.refers_to).in_(list(refers_to)))
-        if obj:
-            query = query.where(*object_filter(obj))
         order = (col(AuditEntry.created_at), col(AuditEntry.id))
         with self.session() as session:
+            if listed is None and newest:
+                return list(session.exec(query.order_by(*(c.desc() for c in order)).limit(limit)))[::-1]
             if listed is None:
                 return list(session.exec(query.order_by(*order).limit(limit)))
             column, values = listed
             rows = [row for chunk in _chunks(values) for row in session.exec(query.where(column.in_(chunk)))]
         rows.sort(key=lambda r: (r.created_at, r.id or 0))
-        return rows if limit is None else rows[:limit]
+        if limit is None:
+            return rows
+        return rows[-limit:] if newest else rows[:limit]
+
+    def count_audit(self, *, since: datetime | None = None, until: datetime | None = None, flow: str | None = None,
+                    obj: str | None = None, before: int | None = None) -> int:
+        """How many rows ``audit`` would return without a limit, in one ``COUNT`` query (what a cut listing says)."""
+        query = select(func.count()).select_from(AuditEntry).where(
+            *self._audit_filters(since, until, flow, obj, None, before))
+        with self.session() as session:
+            return int(session.exec(query).one())
+
+    @staticmethod
+    def _audit_filters(since: datetime | None, until: datetime | None, flow: str | None, obj: str | None,
+                       idempotency_key: str | None, before: int | None) -> list[Any]:
+        """The WHERE clauses of the audit filters given, shared by the listing and its count."""
+        clauses: list[Any] = []
+        if since is not None:
+            clauses.append(col(AuditEntry.created_at) >= as_utc(since))
+        if until is not None:
+            clauses.append(col(AuditEntry.created_at) < as_utc(until))
+        if flow:
+            clauses.append(col(AuditEntry.flow) == flow)
+        if idempotency_key:
+            clauses.append(col(AuditEntry.idempotency_key) == idempotency_key)
+        if before is not None:
+            clauses.append(col(AuditEntry.id) < before)
+        if obj:
+            clauses.extend(object_filter(obj))
+        return clauses
 
     # -- snapshots ------------------------------------------------------------------------
 

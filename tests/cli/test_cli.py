@@ -67,7 +67,7 @@ def test_db_status_and_the_read_only_commands_never_create_a_database(tmp_path: 
     assert not typo.parent.exists()  # not even its directory
     assert runner.invoke(app, ["db", "upgrade"], env=env).exit_code == 0 and typo.is_file()
     listed = runner.invoke(app, ["audit", "list", "--format", "json"], env=env)
-    assert listed.exit_code == 0 and json.loads(listed.stdout) == {"entries": []}
+    assert listed.exit_code == 0 and json.loads(listed.stdout) == {"entries": [], "total": 0}
 
 
 def test_a_time_window_is_typed_the_same_on_audit_list_and_incident(tmp_path: Path) -> None:
@@ -76,7 +76,7 @@ def test_a_time_window_is_typed_the_same_on_audit_list_and_incident(tmp_path: Pa
     assert runner.invoke(app, ["db", "upgrade"], env=env).exit_code == 0
     for args in (["audit", "list", "--from", "3h", "--to", "1h"], ["audit", "list", "--since", "3h", "--until", "1h"]):
         listed = runner.invoke(app, [*args, "--format", "json"], env=env)
-        assert listed.exit_code == 0 and json.loads(listed.stdout) == {"entries": []}, (args, listed.output)
+        assert listed.exit_code == 0 and json.loads(listed.stdout) == {"entries": [], "total": 0}, (args, listed.output)
     for args in (["incident", "--since", "3h", "--until", "1h"], ["incident", "--from", "3h", "--to", "1h"]):
         review = runner.invoke(app, [*args, "--format", "json"], env=env)
         assert review.exit_code == 0, (args, review.output)

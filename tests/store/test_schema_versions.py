@@ -1,0 +1,136 @@
+"""Who may migrate the database, and what each way in says of a schema it does not read; on SQLite and a real
+PostgreSQL.
+
+* a flow's opening (``Store(url)``) creates an empty database, and upgrades a SQLite file that is behind, saying so in
+  one line;
+* it leaves a PostgreSQL database that is behind as it is and refuses, in one line naming GPUAAS_DATABASE_URL, both
+  schemas and what to run: one run of a newer gpuaas must not migrate a database older workers share;
+* ``upgrade`` (``gpuaas db upgrade``) still migrates it, keeping its rows;
+* a newer schema is refused by a flow's opening, a reader and ``upgrade`` alike, in the same line, naming the
+  database without its password; nothing is asked of Alembic, which knows no such revision.
+"""
+
+from __future__ import annotations
+
+import logging
+from datetime import UTC, datetime
+from pathlib import Path
+
+import pytest
+from sqlalchemy import text
+
+from gpuaas.errors import SchemaMismatch, StoreError
+from gpuaas.store import Store
+
+
+def _at(url: str, revision: str) -> None:
+    """A database an older gpuaas left at ``revision`` ("9999": one a newer gpuaas migrated), with one audit row."""
+    store = Store(url, migrate=False)
+    store.upgrade(min(revision, store.head_revision()))
+    with store.engine.begin() as conn:
+        conn.execute(text("INSERT INTO audit_log (created_at, flow, action, kind, name, mode, outcome, reason, "
+                          "evidence) VALUES (:t, 'reclaim', 'reclaim', 'Notebook', 'nb', 'apply', 'applied', 'idle', "
+                          "'{}')"), {"t": datetime(2026, 11, 1, tzinfo=UTC)})
+        conn.execute(text("UPDATE alembic_version SET version_num = :v"), {"v": revision})
+    store.close()
+
+
+def _revision(url: str) -> str | None:
+    store = Store(url, migrate=False)
+    try:
+        return store.current_revision()
+    finally:
+        store.close()
+
+
+def _upgrade(url: str) -> None:
+    """``gpuaas db upgrade``'s migration."""
+    store = Store(url, migrate=False)
+    try:
+        store.upgrade()
+    finally:
+        store.close()
+
+
+def _with_password(url: str) -> str:
+    """The URL with a password in it (the test server trusts local connections, so any password opens it)."""
+    return url.replace("://postgres@", "://postgres:s3cret-db@") if url.startswith("postgresql") else url
+
+
+def test_a_flow_creates_an_empty_database_on_either_kind(db_url: str, caplog: pytest.LogCaptureFixture) -> None:
+    with caplog.at_level(logging.WARNING, logger="gpuaas.store"):
+        store = Store(db_url)
+    assert store.current_revision() == store.head_revision()
+    store.close()
+    assert caplog.records == []  # a fresh deployment: nothing was upgraded, nothing to say
+
+
+def test_a_flow_upgrades_a_sqlite_file_that_is_behind_and_says_so(tmp_path: Path,
+                                                                  caplog: pytest.LogCaptureFixture) -> None:
+    file = f"{tmp_path}/gpuaas.db"
+    _at(f"sqlite:///{file}", "0003")
+    with caplog.at_level(logging.WARNING, logger="gpuaas.store"):
+        store = Store(f"sqlite:///{file}")
+    [row] = store.audit()
+    store.close()
+    assert store.current_revision() == store.head_revision() and row.name == "nb"
+    assert [r.getMessage() for r in caplog.records] == [
+        f"upgraded the database {file} from schema 0003 to {store.head_revision()}"]
+
+
+def test_a_flow_leaves_a_shared_database_behind_as_it_is_and_refuses(postgres_url: str) -> None:
+    from gpuaas.cluster.services import fresh_schema_url
+
+    url = _with_password(fresh_schema_url(postgres_url, "behind_flow"))
+    _at(url, "0003")
+    with pytest.raises(SchemaMismatch) as refused:
+        Store(url)
+    said = str(refused.value)
+    assert said.startswith("GPUAAS_DATABASE_URL: postgresql") and "\n" not in said
+    assert "at schema 0003, behind the 0004" in said and "`gpuaas db upgrade` once every worker runs" in said
+    assert "s3cret-db" not in said
+    assert _revision(url) == "0003"  # not migrated
+    with pytest.raises(SchemaMismatch, match="behind the 0004 this gpuaas reads: run `gpuaas db upgrade` once"):
+        Store(url, read_only=True)  # a reader says what to run too
+
+    store = Store(url, migrate=False)  # what `gpuaas db upgrade` does
+    assert store.upgrade() == ("0003", "0004")
+    store.close()
+    with Store(url) as reopened:  # and the flows open it again
+        assert [r.name for r in reopened.audit()] == ["nb"]
+
+
+def test_a_newer_schema_is_refused_the_same_way_by_every_way_in(db_url: str) -> None:
+    url = _with_password(db_url)
+    _at(url, "9999")
+    line = "is at schema 9999, newer than the 0004 this gpuaas reads: upgrade gpuaas"
+    said = []
+    for opening in (lambda: Store(url), lambda: Store(url, read_only=True), lambda: _upgrade(url)):
+        with pytest.raises(StoreError) as refused:
+            opening()
+        said.append(str(refused.value))
+    assert len(set(said)) == 1 and said[0].endswith(line) and "\n" not in said[0], said
+    assert "s3cret-db" not in said[0] and "Can't locate revision" not in said[0]
+    assert _revision(url) == "9999"
+
+
+def test_the_preflight_says_what_the_next_flow_run_will_do(db_url: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Empty: the run creates it (ok); behind: a SQLite file is upgraded (a warning), a shared database fails the run
+    (failed, saying what to run); newer: every run fails (failed)."""
+    from gpuaas.operations.preflight import database_check
+    from gpuaas.preflight_checks import Verdict
+    from gpuaas.settings import load_settings
+
+    monkeypatch.setenv("GPUAAS_DATABASE_URL", db_url)
+    shared = not db_url.startswith("sqlite")
+    Store(db_url, migrate=False).close()  # there, and empty (a fresh PostgreSQL schema, an empty SQLite file)
+    assert database_check(load_settings()).verdict is Verdict.ok
+    _at(db_url, "0003")
+    behind = database_check(load_settings())
+    assert behind.verdict is (Verdict.failed if shared else Verdict.warning)
+    assert "gpuaas db upgrade" in behind.detail
+    assert ("every worker" in behind.detail) is shared and ("next flow run upgrades it" in behind.detail) is not shared
+    with Store(db_url, migrate=False) as store, store.engine.begin() as conn:
+        conn.execute(text("UPDATE alembic_version SET version_num = '9999'"))
+    newer = database_check(load_settings())
+    assert newer.verdict is Verdict.failed and newer.detail.endswith("newer than the 0004 this gpuaas reads: upgrade gpuaas")

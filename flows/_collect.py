@@ -15,7 +15,7 @@ import time
 from datetime import UTC, datetime
 from typing import Any
 
-from gpuaas.instant import as_utc
+from flows._instant import looked_at
 from gpuaas.operations import collect as operation
 from gpuaas.settings import GpuaasSettings, load_settings
 from gpuaas.sources.bulk import collector_paused
@@ -28,10 +28,12 @@ __all__ = ["collect_snapshot"]
 
 
 def collect_snapshot(at: datetime | None = None) -> dict[str, Any]:
-    """Collect, store and publish one snapshot; returns its summary (with ``snapshot_id`` and ``headline``)."""
+    """Collect, store and publish one snapshot; returns its summary (with ``snapshot_id`` and ``headline``).
+
+    An ``at`` in the future is refused (``flows._instant.looked_at``) before anything is read or stored."""
+    now = looked_at(at, datetime.now(UTC))  # UTC: called without Prefect's parameter validation too
     logger = run_logger()
     settings = load_settings()
-    now = as_utc(at) if at is not None else datetime.now(UTC)  # called without Prefect's parameter validation too
     windows = operation.windows(settings)
 
     started = time.monotonic()

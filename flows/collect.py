@@ -22,7 +22,7 @@ def collect(at: UtcInstant | None = None) -> dict[str, Any]:
     """Collect, store and publish one snapshot; returns its summary (with ``snapshot_id``).
 
     Args:
-        at: Evaluate every query at this instant instead of now (empty: now), e.g. to look again at an incident window.
+        at: Evaluate every query at this instant instead of now (empty: now), e.g. to look again at an incident window; one in the future is refused.
     """
     summary = collect_snapshot(at)
     return finished(summary, summary["headline"])

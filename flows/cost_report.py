@@ -19,7 +19,7 @@ from typing import Any
 from prefect import flow, get_run_logger
 
 from flows._hooks import FLOW_HOOKS
-from flows._instant import UtcInstant
+from flows._instant import UtcInstant, looked_at
 from flows._outcome import finished
 from gpuaas.quantity import parse_window
 from gpuaas.settings import load_settings
@@ -32,11 +32,12 @@ from tasks.cost_report import build_report, publish_cost_artifacts, push_cost_me
 @flow(name="cost_report", log_prints=False, **FLOW_HOOKS)
 def cost_report(window: str = "1d", at: UtcInstant | None = None, compare: bool = True,
                 html: bool = True) -> dict[str, Any]:
-    """Cost per verified outcome over ``window`` ending at ``at`` (default now); returns the JSON document."""
+    """Cost per verified outcome over ``window`` ending at ``at`` (default now; one in the future is refused before
+    anything is read); returns the JSON document."""
+    end = looked_at(at, datetime.now(UTC))
     logger = get_run_logger()
     settings = load_settings()
     window_s = parse_window(window)
-    end = at or datetime.now(UTC)
     reader = read_window.with_options(**retry_options(settings))
 
     started = time.monotonic()

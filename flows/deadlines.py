@@ -60,7 +60,7 @@ def deadlines(apply: bool = False, at: UtcInstant | None = None, nudge: bool = T
 
     Args:
         apply: Write the holds the plan proves and the demotions of lost deadlines (off: dry-run, plan and audit only); a change freeze of the policy still holds it back.
-        at: Plan at this instant instead of now (empty: now; UTC unless it carries an offset). An apply run refuses one further than collect.max_staleness_seconds from now.
+        at: Plan at this instant instead of now (empty: now; UTC unless it carries an offset). One in the future is refused, and an apply run refuses one further back than collect.max_staleness_seconds.
         nudge: Decide holds and demotions and release due ones (off: plan only, write nothing).
         undo: Audit ids of earlier holds or demotions to release instead of planning; nothing else runs.
         snapshot_id: Plan on this collect's snapshot instead of collecting again (empty: collect); refused when it was taken further than collect.max_staleness_seconds from the planned instant.

@@ -87,8 +87,8 @@ def rebalance(apply: bool = False, cohort: str | None = None, history_days: floa
     policy's ``usage_lookback_days``; ``snapshot_id`` plans on that collect's snapshot instead of
     collecting again (refused when taken further than ``collect.max_staleness_seconds`` from the
     planned instant; a re-plan after a concurrent quota edit always collects afresh); ``at`` plans at that
-    instant instead of now (UTC unless it carries an offset), which an apply run refuses further than
-    ``collect.max_staleness_seconds`` from now.
+    instant instead of now (UTC unless it carries an offset): one in the future is refused, and an apply run
+    refuses one further back than ``collect.max_staleness_seconds``.
     """
     logger = get_run_logger()
     settings = load_settings()

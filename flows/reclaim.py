@@ -67,7 +67,7 @@ def reclaim(apply: bool = False, at: UtcInstant | None = None, undo: list[int] |
 
     Args:
         apply: Stop the idle workloads found (off: dry-run, only decide and audit). The policy's max_actions_per_run cap and change freezes still hold.
-        at: Judge the telemetry window ending at this instant instead of now (empty: now; UTC unless it carries an offset); the same window twice acts once. An apply run refuses one further than collect.max_staleness_seconds from now.
+        at: Judge the telemetry window ending at this instant instead of now (empty: now; UTC unless it carries an offset); the same window twice acts once. One in the future is refused, and an apply run refuses one further back than collect.max_staleness_seconds.
         undo: Audit ids of earlier reclaims, quota plans or deadline holds to restore instead of reclaiming (see `gpuaas audit list`); nothing else runs.
         snapshot_id: Judge this collect's snapshot instead of collecting again (empty: collect); refused when it was taken further than collect.max_staleness_seconds from the judged instant.
     """

@@ -30,6 +30,7 @@ from gpuaas._policy_freeze import (
     unknown_freeze_tenant,
 )
 from gpuaas._policy_model import Fraction, Namespace, ObjectName, _Model
+from gpuaas._policy_retention import RetentionDays, retention_warnings
 from gpuaas._policy_services import (
     CostPolicy,
     QualityGate,
@@ -72,6 +73,7 @@ __all__ = [
     "freezes_phrase",
     "load_policy",
     "next_freeze",
+    "retention_warnings",
 ]
 
 WORKLOAD_KINDS = ("RayCluster", "Workload", "InferenceService", "Notebook", "Deployment", "StatefulSet")
@@ -113,7 +115,8 @@ Gpus = Annotated[int, Field(ge=0, le=MAX_GPUS)]
 
 class CollectPolicy(_Model):
     windows_minutes: list[Minutes] = Field(default=[30.0], min_length=1)
-    retention_days: Annotated[float, Field(gt=0, le=3660)] = 14
+    retention_days: RetentionDays = 14
+    """How long the store keeps each collect's history and snapshot row: at least a day (``gpuaas._policy_retention``)."""
     max_staleness_seconds: Annotated[float, Field(gt=0, le=MAX_MINUTES * 60)] = 600
     """Telemetry older than this is stale: no action may be based on it."""
 

@@ -2,14 +2,14 @@
 
 from __future__ import annotations
 
-from datetime import datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
-from gpuaas.instant import utc_stamp
 from gpuaas.operations import cost_report as operation
 from gpuaas.policies.cost import CostReport
 from gpuaas.pushgateway import push_metrics
 from gpuaas.settings import GpuaasSettings
+from reports import counted
 from reports.cost_report import (
     change_rows,
     cost_report_metrics,
@@ -21,6 +21,7 @@ from reports.cost_report import (
 from reports.cost_report_html import cost_per_outcome_plot, funnel_plot, render_html
 from tasks._artifacts import summary_artifact, table_artifact
 from tasks._options import gpuaas_task
+from tasks._steps import run_logger
 
 __all__ = ["build_report", "publish_cost_artifacts", "push_cost_metrics", "read_window", "write_html_report"]
 
@@ -40,13 +41,23 @@ def build_report(settings: GpuaasSettings, windows: operation.CostWindows) -> op
 
 @gpuaas_task("write-html-report", retries=1)
 def write_html_report(settings: GpuaasSettings, report: CostReport, previous: CostReport | None) -> str:
-    """The self-contained page under ``reports_dir``; a new file per window end, written atomically."""
+    """The self-contained page under ``reports_dir``; a new file per window end, written atomically. Then the pages
+    written more than ``collect.retention_days`` ago go (``operation.prune_reports``); one that cannot be removed
+    is a warning, never a reason to fail the report."""
     folder = Path(settings.reports_dir)
     folder.mkdir(parents=True, exist_ok=True)
-    path = folder / f"cost-report-{utc_stamp(report.end, '%Y%m%dT%H%M%SZ')}-{int(report.window_s)}s.html"
+    path = folder / operation.report_file(report)
     tmp = path.with_suffix(".html.tmp")
     tmp.write_text(render_html(report, previous), encoding="utf-8")
     tmp.replace(path)
+    retention = timedelta(days=settings.policy.collect.retention_days)
+    removed, failed = operation.prune_reports(folder, retention, datetime.now(UTC), keep=path)
+    logger = run_logger()
+    if removed:
+        logger.info("removed %s older than collect.retention_days (%g)", counted(len(removed), "cost report"),
+                    settings.policy.collect.retention_days)
+    for line in failed:
+        logger.warning("old cost report not removed: %s", line)
     return str(path)
 
 

@@ -13,14 +13,15 @@ from gpuaas.cli._common import OutputFormat, check_outputs, console, err_console
 from gpuaas.cli._progress import progress
 from gpuaas.cli._tables import print_table
 from gpuaas.errors import ConfigError
-from gpuaas.policy import freezes_phrase, load_policy
+from gpuaas.policy import freezes_phrase, load_policy, retention_warnings
 
 
 def check(
     file: Annotated[Path, typer.Argument(help="Policy YAML file to validate.")],
     format: Annotated[OutputFormat, typer.Option("--format", help="Output format.")] = OutputFormat.table,
 ) -> None:
-    """Validate a policy file; exit 1 naming the file and field when it is wrong."""
+    """Validate a policy file; exit 1 naming the file and field when it is wrong. A setting that asks the store for
+    more than collect.retention_days keeps is a warning on stderr; the check still passes."""
     from gpuaas.loadtest import sweep_problem
 
     try:
@@ -30,15 +31,19 @@ def check(
     if (problem := sweep_problem(policy.services, file)) is not None:  # a file it names, read as the report will
         raise fail(str(problem))
     freezes = freezes_phrase(policy.freezes, datetime.now(UTC))
+    warnings = retention_warnings(policy)
     if format is OutputFormat.json:
-        print_json({"file": str(file), "valid": True, "freezes": freezes, "policy": policy.model_dump(mode="json")})
-        return
-    console.print(
-        f"[green]ok[/]: {escape(str(file))} — reclaim {policy.reclaim.mode.value} (cap {policy.reclaim.max_actions_per_run}), "
-        f"rebalance {policy.rebalance.mode.value}, deadlines {policy.deadlines.mode.value}, {len(policy.tenants)} tenants, "
-        f"{len(policy.services)} services, {escape(freezes)}",
-        highlight=False, markup=True,
-    )
+        print_json({"file": str(file), "valid": True, "freezes": freezes, "warnings": warnings,
+                    "policy": policy.model_dump(mode="json")})
+    else:
+        console.print(
+            f"[green]ok[/]: {escape(str(file))} — reclaim {policy.reclaim.mode.value} (cap {policy.reclaim.max_actions_per_run}), "
+            f"rebalance {policy.rebalance.mode.value}, deadlines {policy.deadlines.mode.value}, {len(policy.tenants)} tenants, "
+            f"{len(policy.services)} services, {escape(freezes)}",
+            highlight=False, markup=True,
+        )
+    for line in warnings:  # after the verdict, as a run's warnings come after its outcome
+        err_console.print(f"warning: {file}: {line}", markup=False, highlight=False, soft_wrap=True)
 
 
 def tenant_rules(

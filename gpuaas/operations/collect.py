@@ -10,7 +10,8 @@ The path of one collect, in order (every caller takes it: the flow, ``gpuaas col
    history rows, the idle candidates, and whether the full document is kept. Whether the
    ``store.full_snapshot_every_minutes`` cadence is due is read from the store beforehand
    (``full_due``) and passed in as data, so ``plan`` can be called in a REPL.
-4. ``apply``: the history, the snapshot row (with its document when planned), then the pruning.
+4. ``apply``: the history, the snapshot row (with its document when planned), then the pruning (by the
+   wall clock, never by the snapshot's instant).
 
 ``read_snapshot`` is 1 and 2 without retries, one source after the other: the plain read a REPL, a
 benchmark or a test takes. The flow reads the sources in its own tasks, with retries and timeouts.
@@ -170,8 +171,14 @@ def plan(snapshot: Snapshot, policy: Policy, *, full_due: bool,
     )
 
 
-def apply(collect_plan: CollectPlan, store: Store) -> int:
+def apply(collect_plan: CollectPlan, store: Store, *, wall_clock: datetime | None = None) -> int:
     """Store the plan: history, the snapshot row (its document when planned), then prune; returns the snapshot id.
+
+    Rows are stamped with the snapshot's instant but pruned by ``wall_clock`` (default: the current time), never
+    by that instant: the retention counts back from now. Pruned by a later instant, a collect would delete rows
+    younger than the retention (all of them, a retention ahead); by an earlier one (an incident looked at
+    again), it would keep rows past it. So the rows of a collect for an instant older than the retention go
+    with its own pruning, as the next collect's would take them; the run still has its snapshot in memory.
 
     The snapshot is also kept in this process's memory for the flows that decide on it
     (``gpuaas.store.load_snapshot``), whether or not its document is stored.
@@ -184,6 +191,7 @@ def apply(collect_plan: CollectPlan, store: Store) -> int:
     record = store.save_snapshot(at, collect_plan.summary, {"snapshot": snap.to_json()} if collect_plan.full else {})
     snapshot_id = int(record.id or 0)
     remember_snapshot(store, snapshot_id, snap)
-    store.prune_snapshots(collect_plan.retention, now=at, keep_latest=collect_plan.keep_full)
-    store.prune_history(collect_plan.retention, now=at)
+    now = wall_clock or datetime.now(UTC)
+    store.prune_snapshots(collect_plan.retention, now=now, keep_latest=collect_plan.keep_full)
+    store.prune_history(collect_plan.retention, now=now)
     return snapshot_id

@@ -6,21 +6,32 @@
    verified outcome, waste; for both windows.
 
 Nothing is applied: the report writes no cluster object and no audit row. The flow publishes it (the
-HTML page, the artifacts, the metrics); ``gpuaas cost-report`` runs the flow.
+HTML page, the artifacts, the metrics); ``gpuaas cost-report`` runs the flow. Each page is a file of its
+own in the reports directory (``report_file``), so that a run never overwrites another window's;
+``prune_reports`` removes those older than ``collect.retention_days`` once a new one is written, as the
+store prunes its rows, or a daily report would fill the disk by some 100 KB a day for ever.
 """
 
 from __future__ import annotations
 
+import os
+import re
 from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
+from pathlib import Path
 
+from gpuaas.instant import utc_stamp
 from gpuaas.models import CostInputs
 from gpuaas.policies.cost import CostReport, build_cost_report, comparison_note
 from gpuaas.policy import Policy
 from gpuaas.settings import GpuaasSettings
 from gpuaas.sources.cost_window import read_cost_inputs
 
-__all__ = ["CostReportPlan", "CostWindows", "plan", "read"]
+__all__ = ["REPORT_FILE", "CostReportPlan", "CostWindows", "plan", "prune_reports", "read", "report_file"]
+
+REPORT_FILE = re.compile(r"cost-report-\d{8}T\d{6}Z-\d+s\.html(?:\.tmp)?")
+"""The name of every HTML page ``report_file`` gives (and of one still being written, ``.tmp``): the only files
+``prune_reports`` may remove."""
 
 
 @dataclass(frozen=True)
@@ -57,3 +68,38 @@ def plan(windows: CostWindows, policy: Policy, policy_file: str | None = None) -
         report = replace(report, notes=[*report.notes, why])
     return CostReportPlan(report=report, previous=previous)
 
+
+def report_file(report: CostReport) -> str:
+    """The HTML page's file name: the window's end (UTC, to the second) and length, one file per window."""
+    return f"cost-report-{utc_stamp(report.end, '%Y%m%dT%H%M%SZ')}-{int(report.window_s)}s.html"
+
+
+def prune_reports(folder: Path, older_than: timedelta, now: datetime,
+                  keep: Path | None = None) -> tuple[list[Path], list[str]]:
+    """Remove the pages in ``folder`` last written before ``now - older_than``; returns those removed, and a line
+    for each that could not be (a run publishes its report all the same).
+
+    Only regular files directly in ``folder`` whose name is ``REPORT_FILE``'s, never ``keep`` (the page just
+    written): whatever else an operator keeps there, the load tests' folder, or a link, stays untouched. The age
+    is the file's modification time, when the page was written, whatever window it covers. A page another run
+    removed first is no failure.
+    """
+    cutoff = (now - older_than).timestamp()
+    removed: list[Path] = []
+    failed: list[str] = []
+    with os.scandir(folder) as entries:
+        for entry in entries:
+            path = Path(entry.path)
+            if not REPORT_FILE.fullmatch(entry.name) or path == keep:
+                continue
+            try:
+                if not entry.is_file(follow_symlinks=False) or entry.stat(follow_symlinks=False).st_mtime >= cutoff:
+                    continue
+                path.unlink()
+            except FileNotFoundError:
+                continue
+            except OSError as exc:
+                failed.append(f"{path}: {exc.strerror or exc}")
+                continue
+            removed.append(path)
+    return removed, failed

@@ -93,3 +93,20 @@ def test_a_fault_keeps_prefects_name_and_a_verdict_keeps_its_own() -> None:
     assert failure_name(long) == run_name("policy.yaml: tenants[3].cluster_queues: " + "x" * 200)
     url = ConfigError("GPUAAS_PROMETHEUS_URL: http://prom.monitoring:9090/api/v1/query is no Prometheus")
     assert failure_name(url) == str(url)  # a URL is no file: said whole
+
+
+@pytest.mark.usefixtures("prefect_harness", "data_dir")
+def test_a_collect_told_to_look_ahead_is_refused_before_anything_is_stored(data_dir: Path) -> None:
+    """``prefect deployment run collect/collect --param at=…`` with a later instant: the run fails on the parameter
+    (named after it in the runs list) and the store, whose pruning counts back from the run's instant, is never
+    opened."""
+    from datetime import UTC, datetime, timedelta
+
+    from flows.collect import collect
+
+    ahead = (datetime.now(UTC) + timedelta(days=30)).replace(microsecond=0)
+    state = collect(at=ahead.isoformat(), return_state=True)
+    assert state.is_failed(), state.message
+    assert f"at: {ahead:%Y-%m-%dT%H:%M:%S}Z is in the future (" in str(state.message)
+    assert _name(state).startswith(f"at: {ahead:%Y-%m-%dT%H:%M:%S}Z is in the future")
+    assert not data_dir.exists()

@@ -177,8 +177,11 @@ def _make_due(cluster: EmbeddedCluster, now: datetime) -> None:
 
 def test_a_dry_run_for_another_instant_releases_no_hold(
         cluster: EmbeddedCluster, tmp_path: Path, prefect_harness: None, monkeypatch: pytest.MonkeyPatch) -> None:
-    """A release is written in a dry-run too, so one for a later instant (when the hold is due) or an earlier
-    one (when the plan did not need it yet) must write none: the hold is the present plan's."""
+    """A release is written in a dry-run too, so one for an earlier instant (when the plan did not need it yet)
+    must write none: the hold is the present plan's. One for a later instant (when the hold is due) is refused
+    before it reads anything, as every run looking ahead is."""
+    from flows.deadlines import deadlines
+
     policy = tmp_path / "policy.yaml"
     rules = {"max_holds_per_run": 1, "release_margin_minutes": 30, "runtime_estimate_error": 1}
     policy.write_text(yaml.safe_dump({"deadlines": {"mode": "apply", **rules}}))
@@ -188,10 +191,12 @@ def test_a_dry_run_for_another_instant_releases_no_hold(
     [mark] = _held(cluster).values()
     policy.write_text(yaml.safe_dump({"deadlines": rules}))  # dry-run from here on
     before = writes(cluster)
-    for at in (datetime.fromisoformat(mark["release_at"]) + timedelta(minutes=1), now - timedelta(days=1)):
-        result = _run(at=at)
-        assert result["released"] == [] and _held(cluster) and writes(cluster) == before
-        assert all(n["result"] != "released" for n in result["nudges"])
+    result = _run(at=now - timedelta(days=1))
+    assert result["released"] == [] and _held(cluster) and writes(cluster) == before
+    assert all(n["result"] != "released" for n in result["nudges"])
+    ahead = deadlines(at=datetime.fromisoformat(mark["release_at"]) + timedelta(minutes=1), return_state=True)
+    assert ahead.is_failed() and "is in the future" in str(ahead.message)
+    assert _held(cluster) and writes(cluster) == before
     _make_due(cluster, now)  # and at now, the due hold is released
     assert [n["result"] for n in _run(at=now)["released"]] == ["released"] and not _held(cluster)
 
@@ -249,18 +254,20 @@ def test_apply_refuses_an_at_far_from_now_before_it_releases_or_holds(pointed_at
                                                                       prefect_harness: None) -> None:
     """Two hours ahead the hold below is due, and two hours back a new hold's release time is already past:
     either way an apply run would write to the live Workloads for another instant. Refused before the
-    releases too; a plan alone (nudge off) writes nothing and may look at either."""
+    releases too; a plan alone (nudge off) writes nothing and may look back, never ahead."""
     from flows.deadlines import deadlines
 
     now = pointed_at.clock.now()
     [applied] = [n for n in _run(apply=True, at=now)["nudges"] if n["result"] == "applied"]
     held = _held(pointed_at)
     before = writes(pointed_at)
-    for at in (now + timedelta(hours=2), now - timedelta(hours=2)):
+    for at, says in ((now + timedelta(hours=2), "is in the future"),
+                     (now - timedelta(hours=2), "collect.max_staleness_seconds")):
         state = deadlines(apply=True, at=at, return_state=True)
         assert state.is_failed()
-        assert "at: " in str(state.message) and "collect.max_staleness_seconds" in str(state.message)
-        assert _run(apply=True, at=at, nudge=False)["nudges"] == []
+        assert "at: " in str(state.message) and says in str(state.message)
+    assert _run(apply=True, at=now - timedelta(hours=2), nudge=False)["nudges"] == []
+    assert deadlines(apply=True, at=now + timedelta(hours=2), nudge=False, return_state=True).is_failed()
     assert writes(pointed_at) == before and _held(pointed_at) == held
     assert _run(undo=[applied["audit_id"]])["undo"][0]["result"] == "released"  # leaves no hold behind
     assert not _held(pointed_at)

@@ -4,16 +4,19 @@ the history rows and whether the full document is kept out; no store, no source.
 from __future__ import annotations
 
 from dataclasses import replace
-from datetime import timedelta
+from datetime import datetime, timedelta
+from pathlib import Path
 
 import pandas as pd
+import pytest
 
 from gpuaas.models import ClusterQueue, PodGpus, QuotaEntry, Snapshot, SourceStatus, Workload, WorkloadState
-from gpuaas.operations.collect import plan
+from gpuaas.operations.collect import apply, plan
 from gpuaas.policy import Policy, Tenant
 from gpuaas.snapshot import build_snapshot
 from gpuaas.sources.kube import KubeState
 from gpuaas.sources.prometheus import PrometheusReading
+from gpuaas.store import Store
 from tests.test_snapshot import NOW, _gpu
 
 POLICY = Policy(tenants=[Tenant(name="research", namespaces=["team-a"])])
@@ -73,3 +76,35 @@ def test_the_full_document_is_kept_when_due_or_when_degraded_whatever_the_cadenc
     degraded = snapshot(down)
     assert degraded.degraded
     assert plan(degraded, POLICY, full_due=False).full is True
+
+
+RETENTION = timedelta(days=POLICY.collect.retention_days)
+WALL = NOW + timedelta(days=30)
+"""The wall clock of the store tests: a month after the snapshot's own instant, as a replayed collect is."""
+
+
+@pytest.mark.parametrize("at", [WALL + timedelta(days=400), WALL - timedelta(days=10)],
+                         ids=["a collect for a later instant", "a collect for an earlier instant"])
+def test_pruning_counts_the_retention_back_from_the_wall_clock_never_from_the_snapshots_instant(
+        tmp_path: Path, at: datetime) -> None:
+    """Rows younger than ``collect.retention_days`` by the wall clock stay, whatever instant the collect was for;
+    older ones go. Pruned from a later instant, every row went; from an earlier one, old rows stayed."""
+    store = Store(f"sqlite:///{tmp_path}/gpuaas.db")
+    try:
+        ages = {"a day": timedelta(days=1), "within": RETENTION - timedelta(hours=1),
+                "past": RETENTION + timedelta(hours=1)}
+        kept = plan(snapshot(), POLICY, full_due=False)
+        ids = {}
+        for name, age in ages.items():
+            store.save_history(WALL - age, kept.queue_rows, kept.tenant_rows)
+            ids[name] = store.save_snapshot(WALL - age, kept.summary, {}).id
+        replayed = replace(kept, snapshot=replace(kept.snapshot, collected_at=at))
+        apply(replayed, store, wall_clock=WALL)
+
+        assert {n for n, i in ids.items() if i is not None and store.get_snapshot(i)} == {"a day", "within"}
+        stamps = set(store.queue_history(WALL - timedelta(days=3650), WALL + timedelta(days=3650))["collected_at"])
+        assert {WALL - ages["a day"], WALL - ages["within"]} <= stamps and WALL - ages["past"] not in stamps
+        tenants = set(store.tenant_history(WALL - timedelta(days=3650), WALL + timedelta(days=3650))["collected_at"])
+        assert WALL - ages["within"] in tenants and WALL - ages["past"] not in tenants
+    finally:
+        store.close()

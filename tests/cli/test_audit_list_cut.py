@@ -102,3 +102,10 @@ def test_a_listing_that_is_not_cut_counts_what_it_shows() -> None:
 def test_before_takes_an_audit_id() -> None:
     result = runner.invoke(app, ["audit", "list", "--before", "x"])
     assert result.exit_code == 2 and "'--before'" in result.stderr
+
+
+@pytest.mark.parametrize("limit", ["99999999999999999999999", "1000001", "0"])
+def test_a_limit_out_of_range_is_a_usage_error_naming_it(limit: str) -> None:
+    result = runner.invoke(app, ["audit", "list", "--limit", limit])
+    assert result.exit_code == 2, result.output
+    assert "--limit" in result.stderr and "Traceback" not in result.output

@@ -7,7 +7,11 @@ here: a device or socket, or a file larger than the reader's limit, is refused w
 naming it, before anything is read from it (and a file that grows while it is read is cut at the limit and
 refused the same way). A pipe is read, as ``<(kubectl get configmap …)`` or ``/dev/stdin`` gives one, up to the
 limit: one that sends more is refused the same way, one that nobody writes is an empty file, never a hang.
-``/dev/null`` (:data:`os.devnull`) is the one device read: as an empty file, as it always was.
+That empty file is why an input read more than once, or whose empty reading is a valid one, takes only a
+regular file (``regular=True``): a policy piped from a FIFO whose writer had not started yet read as the empty
+policy (no freezes, no caps), and a token file is read again at each use, where a pipe the check drained is
+empty. ``/dev/null`` (:data:`os.devnull`) is the one device read: as an empty file, as it always was; it can
+hold nothing that reading it would lose.
 
 Nothing is allocated for the limit itself: a regular file is read to its size (and one chunk more, to see
 whether it grew), a pipe in chunks; a 2-line CSV must not take the 1 GiB a CSV may hold.
@@ -49,17 +53,19 @@ def _size(count: int) -> str:
     return f"{count / 2**20:,.4g} MiB" if count >= 2**20 else f"{count:,} bytes"
 
 
-def read_input_bytes(path: Path, limit: int, what: str | None = None) -> bytes:
+def read_input_bytes(path: Path, limit: int, what: str | None = None, *, regular: bool = False) -> bytes:
     """The bytes of ``path``; a ``ConfigError`` naming it, before anything is read, when it is a device or a socket
-    (``is a character device, not a regular file``) or holds more than ``limit`` bytes (a pipe: sends more);
-    ``/dev/null`` (:data:`os.devnull`, or a link to it) is an empty file. ``what``: the file's role
-    (``policy file``), said first. An ``OSError`` (no such file, permission denied, a directory) is the caller's
-    to word, as it words one from ``open``."""
-    info = path.stat()  # follows links: a link to a regular file is one
+    (``is a character device, not a regular file``), a pipe where ``regular`` (``is a pipe, not a regular file``),
+    or holds more than ``limit`` bytes (a pipe: sends more); ``/dev/null`` (:data:`os.devnull`, or a link to it) is
+    an empty file. ``what``: the file's role (``policy file``), said first. An ``OSError`` (no such file, permission
+    denied, a directory) is the caller's to word, as it words one from ``open``."""
+    info = path.stat()  # follows links: a link to a regular file is one (a ConfigMap's mounted key is)
     if stat.S_ISDIR(info.st_mode):
         raise IsADirectoryError(errno.EISDIR, os.strerror(errno.EISDIR), str(path))
     subject = f"{what} " if what else ""
     too_big = f"larger than the {_size(limit)} an input file of this kind may hold: is it the right file?"
+    if stat.S_ISFIFO(info.st_mode) and regular:  # one nobody writes yet would read as an empty file
+        raise ConfigError(f"{subject}is a pipe, not a regular file: give the file itself", file=path)
     if stat.S_ISFIFO(info.st_mode):
         return _read_pipe(path, limit, f"{subject}is {too_big}")
     if stat.S_ISCHR(info.st_mode) and _is_devnull(path, info):

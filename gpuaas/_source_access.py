@@ -30,8 +30,13 @@ def http_url_problem(value: str) -> str | None:
     and a port of ``99999`` or ``abc`` parses until the first request, which then fails as ``No host
     specified`` or ``not a valid URL``, seconds later and without the variable's name. The URL is shown
     without its credentials (``redact_endpoint``); one that does not parse at all is not shown.
+
+    It is a base URL: every client appends its API's path to it (``/api/v1/query``, ``/allocation``,
+    ``/metrics/job/…``), so a path stays (a Prometheus behind a path prefix), but a query string or fragment
+    (``?``, ``#``, even empty) would take the API's path into it, and every request would go to the base
+    (``HTTP 405``). Neither is shown: a query may carry a token.
     """
-    from urllib.parse import urlsplit
+    from urllib.parse import urlsplit, urlunsplit
 
     try:
         parts = urlsplit(value)
@@ -48,6 +53,11 @@ def http_url_problem(value: str) -> str | None:
     if port is not None and not 1 <= port <= 65535:
         text = parts.netloc.rpartition("@")[2].rpartition("]")[2].partition(":")[2]
         return f"{shown!r}: the port {text!r} is not a number from 1 to 65535"
+    if "?" in value or "#" in value:
+        base = redact_endpoint(urlunsplit((parts.scheme, parts.netloc, parts.path, "", "")))
+        part = "a query string (?…)" if "?" in value.partition("#")[0] else "a fragment (#…)"
+        return (f"{base!r} has {part}: a base URL takes none, as the API's paths are appended to it; give the "
+                "scheme, host, port and any path prefix only")
     return None
 
 
@@ -131,7 +141,7 @@ def read_token_file(path: Path) -> str:
     """The token a token file holds (the blanks around it dropped), checked as ``_token`` checks a token;
     ``ValueError`` naming the file, never the token, when it cannot be read or cannot be sent."""
     try:
-        token = read_input_bytes(path, MAX_TOKEN_BYTES, "token file").decode("utf-8").strip()
+        token = read_input_bytes(path, MAX_TOKEN_BYTES, "token file", regular=True).decode("utf-8").strip()
     except ConfigError as exc:  # a device, or more than a token: said without reading it (nor showing it)
         raise ValueError(str(exc)) from None
     except (OSError, UnicodeDecodeError) as exc:
@@ -144,9 +154,10 @@ def read_token_file(path: Path) -> str:
 
 
 def _readable_file(value: Path | None) -> Path | None:
-    """A token file must be there when the settings load; it is read again at each use (it rotates)."""
+    """A token file must be there when the settings load; it is read again at each use (it rotates), so it is a
+    regular file: a pipe would be drained by this check and read empty at the use."""
     if value is not None:
-        _open_or_say_why(value, lambda: read_input_bytes(value, MAX_TOKEN_BYTES, "token file"), "a file")
+        _open_or_say_why(value, lambda: read_input_bytes(value, MAX_TOKEN_BYTES, "token file", regular=True), "a file")
     return value
 
 

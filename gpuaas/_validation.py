@@ -15,9 +15,15 @@ from pydantic import ValidationError
 
 from gpuaas.errors import ConfigError
 
-__all__ = ["FieldProblem", "field_path", "first_problem", "require_text_keys"]
+__all__ = ["FieldProblem", "field_path", "first_problem", "require_text_keys", "shown_message"]
 
 Loc = tuple[int | str, ...]
+
+SHOWN_VALUE_CHARS = 200
+"""How much of a value an error line quotes: enough to recognise it; a value of a YAML alias bomb (seven nested
+aliases) expands to millions of items, and quoted whole made one error line of megabytes."""
+MESSAGE_CHARS = 1000
+"""The longest message an error line keeps, whatever it quotes in a form other than the value's own."""
 
 
 class FieldProblem(ValueError):
@@ -43,6 +49,21 @@ def field_path(loc: Loc) -> str:
             name = name.encode("unicode_escape").decode("ascii")
         out += f"[{part}]" if isinstance(part, int) else (f".{name}" if out else name)
     return out
+
+
+def shown_message(message: str, value: Any) -> str:
+    """``message`` (a validator's, which may quote the value it refused) with that value cut to
+    :data:`SHOWN_VALUE_CHARS` characters and an ellipsis, wherever it quotes it as Python prints it (``repr`` or
+    ``str``); past :data:`MESSAGE_CHARS` in all, its start and its end (what it says of the value) are kept."""
+    if len(message) <= SHOWN_VALUE_CHARS:
+        return message
+    for form in dict.fromkeys((repr(value), str(value))):
+        if len(form) > SHOWN_VALUE_CHARS and form in message:
+            message = message.replace(form, f"{form[:SHOWN_VALUE_CHARS]}... ({len(form):,} characters)")
+    if len(message) > MESSAGE_CHARS:
+        half = MESSAGE_CHARS // 2
+        message = f"{message[:half]}... ({len(message):,} characters) ...{message[-half:]}"
+    return message
 
 
 def first_problem(exc: ValidationError, file: Path | str, *, where: Callable[[Loc], str] = field_path,
@@ -73,7 +94,7 @@ def first_problem(exc: ValidationError, file: Path | str, *, where: Callable[[Lo
         msg, shown = f"expected a mapping of keys to values, got {_kind(err['input'])}", 1
     else:
         msg = unknown if err["type"] == "extra_forbidden" else err["msg"].removeprefix("Value error, ")
-        shown = 1
+        msg, shown = shown_message(msg, err.get("input")), 1
     more = f" (and {len(errors) - shown} more)" if len(errors) > shown else ""
     return ConfigError(msg + more, file=file, field=where(loc) or None)
 

@@ -3,7 +3,8 @@
 Every YAML file gpuaas takes from a person (policy, scenario, RBAC manifest, planner problems) is
 read here, so that each says what went wrong the same way: one line, ``FILE: line L, column C:
 FIELD: what``, whatever layer refused it (the decoder, PyYAML's reader, parser or constructors,
-or Python's recursion limit).
+or Python's recursion limit). What YAML readers read differently is refused rather than read one way: a key given
+twice, a number YAML 1.1 and 1.2 read apart, a merge of several mappings (``<<: [a, b]``).
 """
 
 from __future__ import annotations
@@ -29,6 +30,16 @@ class _DuplicateKey(Exception):
     def __init__(self, key: object, line: int) -> None:
         super().__init__(key, line)
         self.key, self.line = key, line
+
+
+class _ListMerge(Exception):
+    """A merge key given a list of mappings (``<<: [*a, *b]``): YAML's merge rules keep the first mapping's value of
+    a key they share, PyYAML the last, so ``<<: [{mode: dry-run}, {mode: apply}]`` would run in apply mode where
+    other readers (and the person who read the spec) see dry-run. ``key`` and ``value``: the ``<<`` and its list."""
+
+    def __init__(self, key: Any, value: Any) -> None:
+        super().__init__(key, value)
+        self.key, self.value = key, value
 
 
 class _BadScalar(Exception):
@@ -91,6 +102,17 @@ def _unique_keys_loader(*, own_format: bool) -> Any:
                     seen.add(key)
                 return super().construct_mapping(node, deep=deep)
 
+            def flatten_mapping(self, node: Any) -> None:
+                # One ``<<`` of one mapping, overridden by the keys beside it, is read alike by every reader; two
+                # ``<<`` or a list of mappings leave which value wins to the reader (``_ListMerge``).
+                merges = [(key, value) for key, value in node.value if key.tag == "tag:yaml.org,2002:merge"]
+                if len(merges) > 1:
+                    raise _DuplicateKey("<<", merges[1][0].start_mark.line + 1)
+                for key_node, value_node in merges:
+                    if isinstance(value_node, yaml.SequenceNode):
+                        raise _ListMerge(key_node, value_node)
+                super().flatten_mapping(node)
+
             def construct_object(self, node: Any, deep: bool = False) -> Any:
                 try:
                     return super().construct_object(node, deep=deep)
@@ -147,9 +169,10 @@ def _position(text: str, index: int) -> str:
     return f"line {line}, column {index - line_start + 1}"
 
 
-def read_yaml(path: Path | str, what: str) -> Any:
-    """The parsed document; a ``ConfigError`` naming the file (and line, column, field) when it can't be read."""
-    return _read(path, what, every=False)
+def read_yaml(path: Path | str, what: str, *, regular: bool = False) -> Any:
+    """The parsed document; a ``ConfigError`` naming the file (and line, column, field) when it can't be read.
+    ``regular``: a pipe is refused, not read (``read_input_bytes``), for a file whose empty reading is valid."""
+    return _read(path, what, every=False, regular=regular)
 
 
 def read_yaml_documents(path: Path | str, what: str) -> list[Any]:
@@ -159,14 +182,14 @@ def read_yaml_documents(path: Path | str, what: str) -> list[Any]:
     return documents
 
 
-def _read(path: Path | str, what: str, *, every: bool) -> Any:
+def _read(path: Path | str, what: str, *, every: bool, regular: bool = False) -> Any:
     """One document, or (``every``) the list of all of them; each failure one ``ConfigError`` line."""
     import yaml  # here: a command run without a policy file never pays for the parser
     from yaml.reader import ReaderError
 
     path = Path(path)
     try:
-        data = read_input_bytes(path, MAX_YAML_BYTES, what)  # /dev/zero, a pipe, a huge file: refused unread
+        data = read_input_bytes(path, MAX_YAML_BYTES, what, regular=regular)  # /dev/zero, a huge file: refused unread
     except OSError as exc:
         raise ConfigError(f"cannot read {what}: {exc.strerror or exc}", file=path) from exc
     try:
@@ -189,6 +212,14 @@ def _read(path: Path | str, what: str, *, every: bool) -> Any:
     except _DuplicateKey as exc:
         raise ConfigError(f"line {exc.line}: {exc.key!r} is given twice in the same mapping; keep one",
                           file=path) from exc
+    except _ListMerge as exc:
+        mark, field = exc.key.start_mark, _field(root, exc.value)
+        error = ConfigError(f"line {mark.line + 1}, column {mark.column + 1}: {field}: a merge of several mappings "
+                            "(<<: [a, b]) is refused: YAML's merge rules keep the first one's value of a key they "
+                            "share and PyYAML the last; merge one mapping (<<: *defaults) and write the other keys "
+                            "out", file=path)
+        error.field = field
+        raise error from exc
     except _BadScalar as exc:
         mark, field = exc.node.start_mark, _field(root, exc.node)
         kind = _KINDS.get(exc.node.tag.rpartition(":")[2], "value")

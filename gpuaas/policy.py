@@ -429,5 +429,7 @@ def parse_policy(data: Any, file: Path | str = "<policy>") -> Policy:
 
 
 def load_policy(path: Path | str) -> Policy:
-    """Read and validate a policy file; every failure is a ConfigError naming the file."""
-    return parse_policy(read_yaml(path, "policy file"), path)
+    """Read and validate a policy file; every failure is a ConfigError naming the file. Only a regular file (or a
+    link to one, as a ConfigMap mounts it) is read: a FIFO whose writer has not started would read as the empty
+    policy, with none of the file's freezes and caps."""
+    return parse_policy(read_yaml(path, "policy file", regular=True), path)

@@ -32,6 +32,7 @@ from gpuaas._source_access import (
     read_token_file,
     token_problem,
 )
+from gpuaas._validation import shown_message
 from gpuaas._variables import check_database_url, misspelt_variable
 from gpuaas.errors import ConfigError
 from gpuaas.policy import Policy, load_policy
@@ -252,7 +253,7 @@ def load_settings(**overrides: object) -> GpuaasSettings:
     except ValidationError as exc:
         problems = []
         for err in exc.errors():
-            message = err["msg"].removeprefix("Value error, ")
+            message = shown_message(err["msg"].removeprefix("Value error, "), err.get("input"))
             if not err["loc"]:  # a check across fields names its variables itself
                 problems.append(message)
                 continue

@@ -2,9 +2,9 @@
 
 Planted: a Prometheus bearer token, a Prometheus header's value, an OpenCost bearer token and header
 value, a database password (the real
-PostgreSQL, which trusts any password on loopback, so the runs succeed), a password and a
-``?token=`` in a Prometheus URL that cannot be reached (so the error paths run too), and a database URL that cannot be
-reached. The real commands run (collect, reclaim, audit, all ``--format json``) on the embedded
+PostgreSQL, which trusts any password on loopback, so the runs succeed), a password in a Prometheus URL that cannot
+be reached (so the error paths run too), an ``?access_token=`` in one (refused when the settings load: a base URL
+takes no query), and a database URL that cannot be reached. The real commands run (collect, reclaim, audit, all ``--format json``) on the embedded
 cluster; then stdout, stderr, every log record, every Prefect artifact, every audit row and
 every stored snapshot summary are searched for each planted string.
 """
@@ -114,8 +114,14 @@ def test_planted_credentials_appear_nowhere(cluster: EmbeddedCluster, postgres_u
         documents.append(json.loads(result.stdout))
     assert documents[1]["decisions"]  # the dry run decided and audited something
 
-    # Prometheus unreachable at a URL carrying a password and a token: the error paths.
+    # A token in the URL's query: refused when the settings load, without showing it.
     monkeypatch.setenv("GPUAAS_PROMETHEUS_URL", f"http://gpuaas:{URL_PASSWORD}@127.0.0.1:9/?access_token={URL_TOKEN}")
+    refused = runner.invoke(app, ["collect", "--format", "json"])
+    assert refused.exit_code == 1 and "GPUAAS_PROMETHEUS_URL" in refused.stderr, refused.output
+    outputs.append(refused.stdout + refused.stderr)
+
+    # Prometheus unreachable at a URL carrying a password: the error paths.
+    monkeypatch.setenv("GPUAAS_PROMETHEUS_URL", f"http://gpuaas:{URL_PASSWORD}@127.0.0.1:9/")
     monkeypatch.setenv("GPUAAS_RETRIES", "0")
     degraded = runner.invoke(app, ["collect", "--format", "json"])
     assert degraded.exit_code == EXIT_DEGRADED, degraded.output  # degraded is its own exit code, the JSON still printed

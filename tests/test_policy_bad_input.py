@@ -17,6 +17,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from typer.testing import CliRunner
 
+from gpuaas._validation import shown_message
 from gpuaas.cli.app import app
 from gpuaas.errors import ConfigError
 from gpuaas.policy import Policy, Tenant, load_policy, parse_policy
@@ -88,6 +89,9 @@ CASES = {
     "an escape byte": ("reclaim:\n  mode: \x1b[31mapply\n", "line 2, column 9: invalid YAML: character 0x1b is not"),
     "two documents": ("version: 1\n---\nversion: 1\n", "line 2, column 1: invalid YAML: expected a single document "
                       "in the stream but found another document"),
+    "a merge of several mappings": ("reclaim:\n  <<: [{mode: dry-run}, {mode: apply, max_actions_per_run: 5}]\n",
+                                    "line 2, column 3: reclaim.<<: a merge of several mappings (<<: [a, b]) is "
+                                    "refused"),
 }
 
 
@@ -121,6 +125,37 @@ def test_several_problems_are_the_first_and_how_many_more(text: str, field: str,
     result = CliRunner().invoke(app, ["config", "check", str(path)])
     assert result.exit_code == 1
     assert result.stderr.splitlines() == [f"error: {path}: {field}: {says}"]
+
+
+LAUGHS = "a: &a [lol, lol, lol, lol, lol, lol, lol, lol, lol]\n" + "".join(
+    f"{name}: &{name} [{', '.join([f'*{prev}'] * 9)}]\n" for prev, name in zip("abcdef", "bcdefg", strict=True)
+) + "version: *g\n"
+"""Seven nested aliases of nine: ``version`` is 9**7 (4.8 million) items once expanded, 34 MB as Python prints it."""
+
+
+def test_a_value_an_alias_bomb_expands_is_cut_in_the_error_line(tmp_path: Path) -> None:
+    """The error quoted the refused value whole: one line of 34 MB. It quotes its first 200 characters, and says
+    how long it was and what was wrong with it."""
+    path = tmp_path / "laughs.yaml"
+    path.write_text(LAUGHS)
+    with pytest.raises(ConfigError) as caught:
+        load_policy(path)
+    said = str(caught.value)
+    shown = "[[[[[[['lol', 'lol', 'lol', 'lol', 'lol', 'lol', 'lol', 'lol', 'lol'], ['lol', "
+    assert said.startswith(f"{path}: version: {shown}"), said[:300]
+    assert said.endswith(" is not a policy version this gpuaas reads (it reads version 1) (and 7 more)"), said[-300:]
+    assert len(said) < len(str(path)) + 400 and "characters)" in said
+    result = CliRunner().invoke(app, ["config", "check", str(path)])
+    assert result.exit_code == 1 and result.stderr.splitlines() == [f"error: {said}"]
+
+
+def test_a_message_quoting_a_value_in_another_form_is_kept_to_its_ends() -> None:
+    """A check may quote a value other than as Python prints it (converted, joined): the message is then kept to
+    its start and its end, where it says what was wrong."""
+    said = shown_message("got " + "x" * 5000 + ", expected a name", ["y"] * 3000)
+    assert len(said) < 1100 and said.startswith("got xxx") and said.endswith("x, expected a name")
+    assert "... (5,021 characters) ..." in said
+    assert shown_message("short: " + "z" * 100, "z" * 100) == "short: " + "z" * 100
 
 
 def test_a_missing_or_binary_file_is_a_config_error(tmp_path: Path) -> None:

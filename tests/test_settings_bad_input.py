@@ -89,6 +89,27 @@ def test_a_source_url_with_a_bad_port_is_refused_at_load(
     assert "s3cr3t" not in str(info.value)
 
 
+@pytest.mark.parametrize(("url", "says"), [
+    ("http://127.0.0.1:9090?x=1", "'http://127.0.0.1:9090' has a query string (?…)"),
+    ("http://127.0.0.1:9090/#anchor", "'http://127.0.0.1:9090/' has a fragment (#…)"),
+    ("http://127.0.0.1:9090?", "'http://127.0.0.1:9090' has a query string (?…)"),
+    ("https://reader:s3cr3t@prom/prefix/?access_token=s3cr3t-t0ken#x",
+     "'https://reader:***@prom/prefix/' has a query string (?…)"),
+], ids=["query", "fragment", "empty-query", "with-credentials"])
+@pytest.mark.parametrize("variable", ["GPUAAS_PROMETHEUS_URL", "GPUAAS_OPENCOST_URL", "GPUAAS_PUSHGATEWAY_URL"])
+def test_a_source_url_with_a_query_or_fragment_is_refused_at_load(
+        monkeypatch: pytest.MonkeyPatch, variable: str, url: str, says: str) -> None:
+    """Each client appends its API's path to the base URL (``/api/v1/query``): after a ``?`` or a ``#`` the path is
+    part of the query, every request goes to the base, and each fails as ``HTTP 405``, a run later and without the
+    variable's name. Neither part is shown: a query may carry a token."""
+    monkeypatch.setenv(variable, url)
+    with pytest.raises(ConfigError) as info:
+        load_settings()
+    assert str(info.value) == (f"environment: {variable}: {says}: a base URL takes none, as the API's paths are "
+                               "appended to it; give the scheme, host, port and any path prefix only")
+    assert "s3cr3t" not in str(info.value) and "x=1" not in str(info.value) and "anchor" not in str(info.value)
+
+
 def test_a_url_with_a_port_in_range_or_none_loads(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("GPUAAS_PROMETHEUS_URL", "http://[::1]:65535/prometheus")
     monkeypatch.setenv("GPUAAS_OPENCOST_URL", "https://opencost.opencost.svc")
@@ -228,6 +249,33 @@ def test_a_token_file_that_is_a_device_or_too_large_is_refused_unread(tmp_path: 
             load_settings()
         assert str(info.value).startswith(f"environment: GPUAAS_PROMETHEUS_TOKEN_FILE: {says}"), str(info.value)
         assert "\n" not in str(info.value) and "ttttt" not in str(info.value)
+
+
+def test_a_token_file_that_is_a_pipe_is_refused_naming_it(tmp_path: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A token file is read when the settings load and again at each request (it rotates): a pipe would be drained
+    by the first read, and one nobody writes is empty. Only a regular file, or a link to one (a projected
+    service-account token is), is read."""
+    os.mkfifo(tmp_path / "token.fifo")
+    (tmp_path / "token").write_text("t0ken\n")
+    (tmp_path / "linked").symlink_to(tmp_path / "token")
+    monkeypatch.setenv("GPUAAS_PROMETHEUS_TOKEN_FILE", str(tmp_path / "token.fifo"))
+    with pytest.raises(ConfigError) as info:
+        load_settings()
+    assert str(info.value) == (f"environment: GPUAAS_PROMETHEUS_TOKEN_FILE: {tmp_path / 'token.fifo'}: token file is a "
+                               "pipe, not a regular file: give the file itself")
+    monkeypatch.setenv("GPUAAS_PROMETHEUS_TOKEN_FILE", str(tmp_path / "linked"))
+    assert load_settings().prometheus_token_file == tmp_path / "linked"
+
+
+def test_a_long_value_is_cut_in_the_error_line(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A metric name of 10,000 characters is refused by a check that quotes it: the line quotes its first 200."""
+    monkeypatch.setenv("GPUAAS_METRICS__FB_USED", "a-" * 5000)
+    with pytest.raises(ConfigError) as info:
+        load_settings()
+    said = str(info.value)
+    assert said.startswith(f"environment: GPUAAS_METRICS__FB_USED: {repr('a-' * 5000)[:200]}... (10,002 characters) "
+                           "is not a Prometheus metric name"), said
+    assert len(said) < 400
 
 
 @pytest.mark.parametrize("url", ["notaurl", "localhost:5432/gpuaas", "postgres//u:hunter2@db/gpuaas"])

@@ -150,3 +150,42 @@ def test_a_kubernetes_manifest_keeps_yaml_1_1_numbers_as_kubectl_reads_them(tmp_
     path = tmp_path / "m.yaml"
     path.write_text("kind: ClusterRole\n---\nkind: Deployment\nvolumes: [{configMap: {defaultMode: 0644}}]\n")
     assert read_yaml_documents(path, "manifest")[1]["volumes"][0]["configMap"]["defaultMode"] == 0o644
+
+
+MERGE_REFUSED = ("a merge of several mappings (<<: [a, b]) is refused: YAML's merge rules keep the first one's value "
+                 "of a key they share and PyYAML the last; merge one mapping (<<: *defaults) and write the other keys out")
+
+
+@pytest.mark.parametrize(("text", "field", "says"), [
+    ("reclaim:\n  <<: [{mode: dry-run}, {mode: apply, max_actions_per_run: 5}]\n", "reclaim.<<",
+     f"line 2, column 3: reclaim.<<: {MERGE_REFUSED}"),
+    ("d: &d {mode: dry-run}\na: &a {mode: apply}\nreclaim:\n  <<: [*d, *a]\n", "reclaim.<<",
+     f"line 4, column 3: reclaim.<<: {MERGE_REFUSED}"),
+    ("<<: [{mode: apply}]\n", "<<", f"line 1, column 1: <<: {MERGE_REFUSED}"),
+    ("kind: A\n---\nrules:\n  - <<: [{verbs: [get]}, {verbs: [get, delete]}]\n", "rules[0].<<",
+     f"line 4, column 5: rules[0].<<: {MERGE_REFUSED}"),
+], ids=["flow mappings", "aliases", "one in a list", "a manifest"])
+def test_a_merge_of_several_mappings_is_refused_not_guessed(
+        text: str, field: str, says: str, tmp_path: Path) -> None:
+    """YAML's merge rules keep the first mapping's value of a key two share, PyYAML the last: the first file would
+    run in apply mode where YAML and a person reading it see dry-run. Refused in every file the reader reads, with a
+    manifest's documents."""
+    error = _refused(tmp_path / "f.yaml", text)
+    assert str(error) == f"{tmp_path / 'f.yaml'}: {says}"
+    assert error.field == field
+
+
+def test_a_merge_key_given_twice_is_a_key_given_twice(tmp_path: Path) -> None:
+    """Two ``<<`` in one mapping leave the winner to the reader, as any other key given twice does."""
+    error = _refused(tmp_path / "f.yaml", "reclaim:\n  <<: {mode: dry-run}\n  <<: {mode: apply}\n")
+    assert str(error) == f"{tmp_path / 'f.yaml'}: line 3: '<<' is given twice in the same mapping; keep one"
+
+
+def test_a_merge_of_one_mapping_is_read_with_the_keys_beside_it_winning(tmp_path: Path) -> None:
+    """``<<: *defaults`` means the same to every reader: the mapping's keys, each overridden by one written beside
+    it; nested merges too."""
+    path = tmp_path / "f.yaml"
+    path.write_text("base: &b {mode: apply, max_actions_per_run: 5}\n"
+                    "more: &m {<<: *b, idle_minutes: 30}\n"
+                    "reclaim:\n  <<: *m\n  mode: dry-run\n")
+    assert read_yaml(path, "file")["reclaim"] == {"mode": "dry-run", "max_actions_per_run": 5, "idle_minutes": 30}

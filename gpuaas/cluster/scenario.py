@@ -17,6 +17,7 @@ from typing import Any
 import yaml
 from pydantic import ValidationError
 
+from gpuaas._validation import shown_message
 from gpuaas._yaml import read_yaml
 from gpuaas.cluster._scenario_models import *  # noqa: F403
 from gpuaas.cluster._scenario_models import Scenario, Tenant, WorkloadSpec
@@ -56,7 +57,7 @@ def parse_scenario(data: Any, source: str = "<scenario>") -> Scenario:
         return Scenario.model_validate(data)
     except ValidationError as exc:
         err = exc.errors()[0]
-        msg = str(err["msg"]).removeprefix("Value error, ")
+        msg = shown_message(str(err["msg"]).removeprefix("Value error, "), err.get("input"))
         field = _field_path(tuple(err["loc"])) or None
         if field is None and ": " in msg and not msg.startswith(" "):
             field, _, msg = msg.partition(": ")

@@ -23,6 +23,7 @@ import pytest
 from gpuaas.cli._common import handle_errors
 from gpuaas.cli._progress import progress
 from gpuaas.cluster.prometheus import PrometheusServer
+from gpuaas.settings import load_settings
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -186,18 +187,51 @@ def test_a_file_that_never_ends_is_refused_unread_naming_it(kind: str, tmp_path:
 
 
 def test_a_pipe_is_read_to_its_end_within_the_limit_and_never_hangs(tmp_path: Path) -> None:
-    """A policy piped in (``/dev/stdin``, ``<(kubectl get configmap …)``) is read; one that sends more than a policy
-    may hold is refused in one line; a named pipe nobody writes reads as an empty file instead of hanging."""
+    """A planner problem piped in (``/dev/stdin``, ``<(…)``) is read; one that sends more than such a file may hold
+    is refused in one line; a named pipe nobody writes reads as an empty file (refused: a problem holds jobs)
+    instead of hanging."""
     tmp = _files(tmp_path)
-    piped = _run(["config", "check", "/dev/stdin"], tmp, stdin="tenants:\n  - name: a\n    weight: 2\n", timeout=60)
-    assert piped.returncode == 0 and "1 tenants" in _words(piped.stdout), piped.stderr
-    endless = _run(["config", "check", "/dev/stdin"], tmp, stdin="#" * (64 * 2**20 + 1), memory=3 * 2**29, timeout=60)
+    problem = "capacity: {a100: 4}\njobs:\n  - {name: a, gpus: 2, duration: 60, deadline: 120}\n"
+    piped = _run(["plan", "deadlines", "/dev/stdin"], tmp, stdin=problem, timeout=60)
+    assert piped.returncode == 0 and "The one deadline holds" in _words(piped.stdout), piped.stderr
+    endless = _run(["plan", "deadlines", "/dev/stdin"], tmp, stdin="#" * (64 * 2**20 + 1), memory=3 * 2**29,
+                   timeout=60)
     line = _check(endless, 1, ["/dev/stdin"])
-    assert line.endswith("policy file is larger than the 64 MiB an input file of this kind may hold: is it the "
+    assert line.endswith("deadline problem is larger than the 64 MiB an input file of this kind may hold: is it the "
                          "right file?")
     os.mkfifo(tmp / "fifo")
-    unwritten = _run(["config", "check", str(tmp / "fifo")], tmp, timeout=60)
-    assert unwritten.returncode == 0 and "0 tenants" in _words(unwritten.stdout), unwritten.stderr
+    unwritten = _run(["plan", "deadlines", str(tmp / "fifo")], tmp, timeout=60)
+    assert _check(unwritten, 1, []) == f"error: {tmp / 'fifo'}: must be a mapping with 'capacity' and 'jobs'"
+
+
+@pytest.mark.parametrize("how", ["config check", "GPUAAS_POLICY_FILE"])
+def test_a_policy_that_is_not_a_regular_file_is_refused_not_read_as_empty(how: str, tmp_path: Path,
+                                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    """A named pipe whose writer has not started reads as an empty file: as a policy, the defaults, without the
+    file's freezes and caps, and ``config check`` said ok. A policy is read from a regular file only, or a link to
+    one (a ConfigMap's mounted key): a pipe, named or ``/dev/stdin``, is refused in one line naming it, exit 1, by
+    the check and by every command that loads the settings, before any run."""
+    tmp = _files(tmp_path)
+    os.mkfifo(tmp / "policy.fifo")
+    (tmp / "linked.yaml").symlink_to(tmp / "policy.fifo")
+    (tmp / "policy.yaml").write_text("tenants:\n  - name: a\n")
+    (tmp / "mounted.yaml").symlink_to(tmp / "policy.yaml")
+
+    def run(path: str, *command: str) -> subprocess.CompletedProcess[str]:
+        if how == "config check":
+            return _run(["config", "check", path], tmp, stdin="tenants: []\n", timeout=60)
+        return _run(list(command), tmp, {"GPUAAS_POLICY_FILE": path}, stdin="tenants: []\n", timeout=60)
+
+    for path in (str(tmp / "policy.fifo"), str(tmp / "linked.yaml"), "/dev/stdin"):
+        line = _check(run(path, "reclaim"), 1, [])
+        assert line == f"error: {path}: policy file is a pipe, not a regular file: give the file itself", line
+    assert not (tmp / "data").exists()
+    if how == "config check":
+        mounted = run(str(tmp / "mounted.yaml"))
+        assert mounted.returncode == 0 and "1 tenants" in _words(mounted.stdout), mounted.stderr
+    else:
+        monkeypatch.setenv("GPUAAS_POLICY_FILE", str(tmp / "mounted.yaml"))
+        assert [t.name for t in load_settings().policy.tenants] == ["a"]
 
 
 SMALL = {

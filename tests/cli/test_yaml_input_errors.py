@@ -3,8 +3,9 @@
 One ``error:`` line naming the file, and the line, column and field where YAML gives them, exit 1, no
 traceback, and nothing written (``cluster up`` included: no data directory, no env file). The cases are
 what PyYAML parses but Python cannot build (a day February lacks, an offset past a day), bytes YAML does
-not allow, nesting past the recursion limit, several problems at once, and the RBAC manifest of
-``cluster up --rbac``, read through the same reader as every other file.
+not allow, nesting past the recursion limit, several problems at once, a merge of several mappings (which
+readers resolve differently) in each kind of file, and the RBAC manifest of ``cluster up --rbac``, read through the
+same reader as every other file.
 """
 
 from __future__ import annotations
@@ -35,6 +36,12 @@ def _files(tmp: Path) -> Path:
     (tmp / "rbac-letters.yaml").write_text(ROLE + "    verbs: get\n")
     (tmp / "rbac-unclosed.yaml").write_text("reclaim: [unclosed\n")
     (tmp / "rbac-latin1.yaml").write_bytes(b"kind: ClusterRole\nmetadata: {name: r\xc5}\n")
+    (tmp / "merge.yaml").write_text("reclaim:\n  <<: [{mode: dry-run}, {mode: apply, max_actions_per_run: 5}]\n")
+    (tmp / "merge-top.yaml").write_text("name: s\n<<: [{a: 1}, {a: 2}]\n")
+    (tmp / "jobs-merge.yaml").write_text("capacity: {a100: 4}\njobs:\n  - <<: [{name: a, gpus: 2}, {name: b}]\n"
+                                         "    duration: 60\n    deadline: 120\n")
+    (tmp / "queues-merge.yaml").write_text("queues:\n  - <<: [{name: a}, {name: b}]\n")
+    (tmp / "rbac-merge.yaml").write_text(ROLE + "    <<: [{verbs: [get]}, {verbs: [get, delete]}]\n")
     return tmp
 
 
@@ -43,6 +50,7 @@ def _cluster_up(*args: str) -> list[str]:
 
 
 FEB30 = "{tmp}/feb30.yaml: line 3, column 12: freezes[0].start: 2026-02-30T00:00:00Z is not a valid timestamp: "
+MERGE = ": a merge of several mappings (<<: [a, b]) is refused: YAML's merge rules keep the first one's value"
 CASES = {
     "config check": Case(["config", "check", "{tmp}/feb30.yaml"], 1, [FEB30 + "day is out of range for month"]),
     "policy of the environment": Case(["reclaim"], 1, [FEB30], env={"GPUAAS_POLICY_FILE": "{tmp}/feb30.yaml"}),
@@ -76,6 +84,22 @@ CASES = {
     "cluster up --rbac, not UTF-8": Case(_cluster_up("--rbac", "{tmp}/rbac-latin1.yaml", "--role", "r"), 1,
                                          ["{tmp}/rbac-latin1.yaml: RBAC manifest is not UTF-8: line 2, column 19: "
                                           "byte 0xc5"]),
+    # A merge of several mappings: PyYAML keeps the last one's value of a key they share, YAML's rules the first.
+    "config check, a merge of several mappings": Case(["config", "check", "{tmp}/merge.yaml"], 1,
+                                                      ["{tmp}/merge.yaml: line 2, column 3: reclaim.<<" + MERGE]),
+    "policy of the environment, a merge": Case(["reclaim"], 1, ["{tmp}/merge.yaml: line 2, column 3: reclaim.<<" + MERGE],
+                                               env={"GPUAAS_POLICY_FILE": "{tmp}/merge.yaml"}),
+    "plan deadlines, a merge": Case(["plan", "deadlines", "{tmp}/jobs-merge.yaml"], 1,
+                                    ["{tmp}/jobs-merge.yaml: line 3, column 5: jobs[0].<<" + MERGE]),
+    "plan quotas, a merge": Case(["plan", "quotas", "{tmp}/queues-merge.yaml"], 1,
+                                 ["{tmp}/queues-merge.yaml: line 2, column 5: queues[0].<<" + MERGE]),
+    "replay rebalance --quotas, a merge": Case(["replay", "rebalance", "--trace", "{tmp}/philly.csv", "--trace-format",
+                                                "philly", "--quotas", "{tmp}/merge-top.yaml"], 1,
+                                               ["{tmp}/merge-top.yaml: line 2, column 1: <<" + MERGE]),
+    "cluster up --scenario, a merge": Case(_cluster_up("--scenario", "{tmp}/merge-top.yaml"), 1,
+                                           ["{tmp}/merge-top.yaml: line 2, column 1: <<" + MERGE]),
+    "cluster up --rbac, a merge": Case(_cluster_up("--rbac", "{tmp}/rbac-merge.yaml", "--role", "r"), 1,
+                                       ["{tmp}/rbac-merge.yaml: line 6, column 5: rules[0].<<" + MERGE]),
 }
 
 

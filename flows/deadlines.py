@@ -4,7 +4,8 @@ Release (first, from the API alone: every held Workload whose release time has c
 whatever happens later in the run, and without waiting for the writes lock), then, under the store
 lock ``cluster-writes`` in apply mode: collect (the collect flow as a subflow; a fresh snapshot,
 stored, then loaded by id), plan (pure, per cohort and flavor, and the holds, demotions and releases
-that follow), nudge (audited; holds and demotions written only in apply mode). Then publish (an artifact and, on the
+that follow), nudge (audited; holds and demotions written only in apply mode, and there not while a tenant a change
+freeze holds back names a ClusterQueue the cluster lacks: the run ends Failed). Then publish (an artifact and, on the
 Pushgateway, ``gpuaas_extra_gpus_needed`` and ``gpuaas_deadlines_at_risk`` — the signal to add GPU
 nodes on, instead of raw queue length). Each step is a phase of ``gpuaas.operations.deadlines``.
 ``nudge=False`` plans only and writes nothing (``gpuaas plan deadlines --from-cluster``): its ``would`` lists the
@@ -30,7 +31,7 @@ from gpuaas.models import NOT_OK
 from gpuaas.operations.deadlines import DeadlinesResult, would_write
 from gpuaas.policy import Mode, WritingFlow
 from gpuaas.settings import load_settings
-from reports import counted, frozen_lead, kube_unread, source_errors, with_failures
+from reports import counted, frozen_lead, kube_unread, misnamed_lead, source_errors, with_failures
 from reports.deadlines import (
     deadlines_headline,
     failures_sentence,
@@ -114,15 +115,19 @@ def deadlines(apply: bool = False, at: UtcInstant | None = None, nudge: bool = T
     pushed = push_or_warn(settings, push_deadline_metrics, unwalked(plan.pools), what="deadline metrics")
     planned = pool_dicts(plan.pools)
     held_back = f"{frozen_lead(frozen)}no hold or demotion written. " if frozen and nudge else ""
+    # a frozen tenant's ClusterQueue the cluster lacks: its freeze may miss Workloads, so apply writes no hold
+    refused = bool(plan.misnamed) and nudge and mode is Mode.apply
+    held_back = misnamed_lead(plan.misnamed, "No hold or demotion written" if refused else None) + held_back
     nudges, freed = nudge_dicts(nudged.nudges), nudge_dicts(released.nudges)
     line = with_failures(held_back + deadlines_headline(planned, unread=kube_unread(snapshot.sources))
                          + nudges_sentence(nudges, freed, mode.value)
                          + failures_sentence(nudges, freed), source_errors(snapshot.sources))
     # a hold, demotion or release refused, or one whose answer was lost and could not be read back: a red run
-    end = failed if any(n.result in NOT_OK for n in (*nudged.nudges, *released.nudges)) else finished
+    end = failed if refused or any(n.result in NOT_OK for n in (*nudged.nudges, *released.nudges)) else finished
     would = {} if nudge else {"would": would_dicts(would_write(plan, snapshot, frozen))}
     return end({"snapshot_id": snapshot_id, "pools": planned, "pushed_samples": pushed, "mode": mode.value,
-                "freeze": freeze_dict(frozen), "released": freed, "nudges": nudges, **would,
+                "freeze": freeze_dict(frozen), "misnamed_queues": list(plan.misnamed), "refused": refused,
+                "released": freed, "nudges": nudges, **would,
                 "objects": object_names(snapshot.workloads), "degraded": snapshot.degraded,
                 "source_errors": source_errors(snapshot.sources)}, line)
 

@@ -7,7 +7,8 @@ HiGHS; ``apply`` writes in apply mode only), publish (artifacts, Pushgateway). I
 store lock ``cluster-writes``, which reclaim takes too, is held around collect, plan and apply:
 the two never write at the same time, and never on a snapshot the other has outdated. A plan
 whose queues changed since it was made is recomputed once from a fresh snapshot, never forced; a
-degraded snapshot or missing history is planned and never applied.
+degraded snapshot or missing history is planned and never applied; while a tenant of the policy names a
+ClusterQueue the cluster lacks an apply run writes nothing, its headline says which and it ends Failed.
 """
 
 from __future__ import annotations
@@ -104,6 +105,10 @@ def rebalance(apply: bool = False, cohort: str | None = None, history_days: floa
         with _writes_lock(settings, holder) if mode is Mode.apply else nullcontext():
             snapshot, pools, plan = _plan(settings, now, cohort, window, snapshot_id)
             applied = apply_rebalance(settings, plan, mode, now)
+            refused = applied.refused  # a tenant's ClusterQueue the cluster lacks: recorded as a dry-run, none written
+            for line in refused:
+                logger.error("nothing applied: %s", line)
+            late: tuple[str, ...] = ()  # the same, found by a re-plan's fresh snapshot: that cohort is not applied
             for row in applied.recovered:
                 logger.warning("plan #%s of cohort %s: %s", row.refers_to, row.name, row.reason)
             results = applied.cohorts
@@ -112,25 +117,31 @@ def rebalance(apply: bool = False, cohort: str | None = None, history_days: floa
                 again = datetime.now(UTC) if at is None else now
                 for name in applied.changed:
                     snapshot, pools, plan = _plan(settings, again, name, window)
-                    redone = apply_rebalance(settings, plan, mode, again).cohorts
-                    results = [o for o in results if o.cohort != name] + redone
+                    redone = apply_rebalance(settings, plan, mode, again)
+                    late += redone.refused
+                    results = [o for o in results if o.cohort != name] + redone.cohorts
     except WritesBusy as busy:  # Completed, nothing planned or written: the next night plans again
         return busy_outcome({"mode": mode.value, "snapshot_id": None, "degraded": None, "pushed_samples": None,
                              "cohorts": []}, busy, "gpuaas-rebalance-summary")
     counts: dict[str, int] = {}
     for o in results:
         counts[o.result] = counts.get(o.result, 0) + 1
+    if refused:
+        mode = Mode.dry_run  # what the plans were recorded as, and what the run's result says
     logger.info("act (%s): %s", mode.value, ", ".join(f"{n} {str(k)}" for k, n in sorted(counts.items())) or "no cohort")
 
-    publish_rebalance_artifacts(results, mode, unwalked(pools), plan.degraded, frozen)
+    publish_rebalance_artifacts(results, mode, unwalked(pools), plan.degraded, frozen, plan.misnamed, bool(refused))
     pushed = push_or_warn(settings, push_rebalance_metrics, results, what="rebalance metrics")
     errors = source_errors(snapshot.sources)
     line = with_failures(first_line(results, mode.value, _not_led(plan.degraded, snapshot, errors), frozen,
-                                    unread=kube_unread(snapshot.sources)), errors)
-    end = failed if any(o.result == Outcome.failed for o in results) else finished  # a refused write: a red run
+                                    unread=kube_unread(snapshot.sources), misnamed=plan.misnamed,
+                                    refused=bool(refused)), errors)
+    # a refused write, or an apply refused over a misnamed ClusterQueue: a red run
+    end = failed if refused or late or any(o.result == Outcome.failed for o in results) else finished
     return end({"mode": mode.value, "snapshot_id": plan.snapshot_id, "degraded": plan.degraded,
                 "pushed_samples": pushed, "source_errors": source_errors(snapshot.sources),
-                "freeze": freeze_dict(frozen), "cohorts": outcome_dicts(results)}, line)
+                "freeze": freeze_dict(frozen), "misnamed_queues": list(plan.misnamed), "refused": bool(refused),
+                "cohorts": outcome_dicts(results)}, line)
 
 
 if __name__ == "__main__":

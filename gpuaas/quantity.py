@@ -15,7 +15,7 @@ from typing import Any
 
 from gpuaas.errors import ConfigError
 
-__all__ = ["GPU", "format_quantity", "parse_quantity", "parse_quantity_milli", "parse_window"]
+__all__ = ["GPU", "format_quantity", "parse_quantity", "parse_quantity_exact", "parse_quantity_milli", "parse_window"]
 
 GPU = "nvidia.com/gpu"
 
@@ -73,6 +73,12 @@ def parse_quantity_milli(value: Any) -> int:
 def parse_quantity(value: Any) -> float:
     """The plain numeric value: ``"16Gi"`` -> 17179869184.0, ``"500m"`` -> 0.5."""
     return float(_decimal(value))
+
+
+def parse_quantity_exact(value: Any) -> Decimal:
+    """The exact value, never rounded: ``"1500m"`` -> ``Decimal("1.500")``. What a quota read to be written back
+    is compared and moved by: a float makes ``"1.0000000000000001"`` a whole 1, a milli-unit rounds ``"1n"`` up."""
+    return _decimal(value)
 
 
 def format_quantity(resource: str, milli: int) -> str:

@@ -10,7 +10,7 @@ from gpuaas.phrases import counted, duration, verdict_phrase
 from gpuaas.policy import FreezeOn
 
 __all__ = ["BUSY_LINE", "brief", "busy_line", "counted", "duration", "frozen_lead", "said_frozen", "gpus", "grouped_notes",
-           "kube_unread", "source_errors", "verdict_phrase", "with_failures"]
+           "kube_unread", "misnamed_lead", "source_errors", "verdict_phrase", "with_failures"]
 
 
 def gpus(value: float | None) -> str:
@@ -32,6 +32,13 @@ def busy_line(busy: str) -> str:
 def frozen_lead(frozen: FreezeOn | None) -> str:
     """How a dry-run's headline starts: ``Dry-run: ``, or the change freeze that made it one."""
     return f"{str(frozen)[0].upper()}{str(frozen)[1:]}: dry-run, " if frozen else "Dry-run: "
+
+
+def misnamed_lead(misnamed: Sequence[str], refused: str | None = None) -> str:
+    """How a writing flow's headline starts while a tenant names a ClusterQueue the cluster lacks (``misnamed``: one
+    sentence per tenant): ``<refused>: ...`` where that kept an apply run from writing (``Nothing applied``), else
+    ``Warning: ...``; empty when there is none."""
+    return f"{refused or 'Warning'}: {'; '.join(misnamed)}. " if misnamed else ""
 
 
 def said_frozen(line: str, frozen: FreezeOn | None) -> str:

@@ -14,7 +14,7 @@ from gpuaas.models import Outcome
 from gpuaas.phrases import figure
 from gpuaas.policy import FreezeOn
 from gpuaas.pushgateway import MetricFamily
-from reports._format import counted, frozen_lead, said_frozen
+from reports._format import counted, frozen_lead, misnamed_lead, said_frozen
 
 if TYPE_CHECKING:  # annotations only: rendering needs no cluster client
     from gpuaas.operations.rebalance import CohortOutcome
@@ -79,24 +79,26 @@ def outcome_dicts(outcomes: Sequence[CohortOutcome]) -> list[dict[str, Any]]:
 
 
 def first_line(outcomes: Sequence[CohortOutcome], mode: str, degraded: str | None,
-               frozen: FreezeOn | None = None, *, unread: bool = False) -> str:
+               frozen: FreezeOn | None = None, *, unread: bool = False, misnamed: Sequence[str] = (),
+               refused: bool = False) -> str:
     """What the run did in one sentence: GPUs of quota moved (or that would move), in how many cohorts, and why not;
-    then, where every queue of a cohort wants at least its share, that only more GPUs can meet the demand there."""
+    then, where every queue of a cohort wants at least its share, that only more GPUs can meet the demand there.
+    Led by ``misnamed_lead`` (``refused``: it kept this apply run from writing): a tenant's ClusterQueue the
+    cluster lacks stops every apply, so a dry-run's line then offers no ``--apply`` either."""
+    lead = misnamed_lead(misnamed, "Nothing applied" if refused else None)
     if unread and not outcomes:  # the Kubernetes API failed: no quota was read, not none there
-        return said_frozen("Nothing rebalanced: no ClusterQueue could be read.", frozen)
+        return lead + said_frozen("Nothing rebalanced: no ClusterQueue could be read.", frozen)
     full = [f"{o.cohort} ({', '.join(o.plan.overloaded)})" for o in outcomes if o.plan is not None and o.plan.overloaded]
+    line = lead + said_frozen(_moves(outcomes, mode, degraded, frozen, offer_apply=not misnamed), frozen)
     if not full:
-        return _moves_line(outcomes, mode, degraded, frozen)
-    return (f"{_moves_line(outcomes, mode, degraded, frozen)} In {', '.join(full)} every queue wants at least its share: "
+        return line
+    return (f"{line} In {', '.join(full)} every queue wants at least its share: "
             "no quota move can meet it there, more GPUs can (the deadline plan's gpuaas_extra_gpus_needed says how "
             "many).")
 
 
-def _moves_line(outcomes: Sequence[CohortOutcome], mode: str, degraded: str | None, frozen: FreezeOn | None) -> str:
-    return said_frozen(_moves(outcomes, mode, degraded, frozen), frozen)
-
-
-def _moves(outcomes: Sequence[CohortOutcome], mode: str, degraded: str | None, frozen: FreezeOn | None) -> str:
+def _moves(outcomes: Sequence[CohortOutcome], mode: str, degraded: str | None, frozen: FreezeOn | None, *,
+           offer_apply: bool = True) -> str:
     if not outcomes:
         return "Nothing to rebalance: no cohort with GPU quota."
     moving = [o for o in outcomes if o.plan is not None and o.plan.moved_gpus]
@@ -119,7 +121,7 @@ def _moves(outcomes: Sequence[CohortOutcome], mode: str, degraded: str | None, f
         return (f"{figure(moved)} of {counted(gpus, 'planned GPU')} of quota moved in {cohorts}"
                 + (f"; to reverse: gpuaas undo {' '.join(applied)}." if applied else "."))
     return (f"{frozen_lead(frozen)}{counted(gpus, 'GPU')} of quota would move in {cohorts}; nothing was changed"
-            + ("." if frozen else "; to apply: gpuaas rebalance --apply."))
+            + ("; to apply: gpuaas rebalance --apply." if offer_apply and not frozen else "."))
 
 
 def _some_of(part: int, total: int) -> str:
@@ -128,12 +130,18 @@ def _some_of(part: int, total: int) -> str:
 
 
 def rebalance_markdown(outcomes: Sequence[CohortOutcome], mode: str, deadline_extra: dict[str, dict[str, int]],
-                       degraded: str | None, frozen: FreezeOn | None = None) -> str:
+                       degraded: str | None, frozen: FreezeOn | None = None, *, misnamed: Sequence[str] = (),
+                       refused: bool = False) -> str:
     """``deadline_extra``: cohort -> flavor -> extra GPUs the deadline plan asks for; ``frozen``: the change freeze
-    that held the run back to dry-run."""
-    lines = [first_line(outcomes, mode, degraded, frozen), "", f"# gpuaas rebalance ({mode})", ""]
+    that held the run back to dry-run; ``misnamed`` and ``refused``: as ``first_line`` takes them."""
+    lines = [first_line(outcomes, mode, degraded, frozen, misnamed=misnamed, refused=refused), "",
+             f"# gpuaas rebalance ({mode})", ""]
     if degraded:
         lines += [f"**Warning:** degraded snapshot ({degraded}): plans are shown, none is applied", ""]
+    if misnamed:
+        said = "nothing was applied" if refused else "an apply run would write nothing"
+        lines += [f"**Warning:** {line} ({said})" for line in misnamed]
+        lines.append("")
     if not outcomes:
         lines.append("No cohort with GPU quota to rebalance.")
     for o in outcomes:

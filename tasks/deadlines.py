@@ -36,9 +36,12 @@ def plan_deadlines(snapshot: Snapshot) -> list[PoolPlan]:
 
 @gpuaas_task("plan-deadline-run", timeout_seconds=300)
 def plan_deadline_run(settings: GpuaasSettings, snapshot: Snapshot, now: datetime, nudge: bool) -> op.DeadlinesPlan:
-    """The pools' plans and, with ``nudge``, the holds and releases: pure, bounded like ``plan_deadlines``."""
-    return op.plan(snapshot, settings.policy.deadlines, now, nudge=nudge,
-                   held=settings.policy.frozen_tenants(WritingFlow.deadlines, datetime.now(UTC)))
+    """The pools' plans and, with ``nudge``, the holds and releases: pure, bounded like ``plan_deadlines``; with the
+    tenants a change freeze holds back now, and those of them that name a ClusterQueue the snapshot lacks."""
+    held = settings.policy.frozen_tenants(WritingFlow.deadlines, datetime.now(UTC))
+    file = settings.policy_file.name if settings.policy_file else "policy.yaml"
+    return op.plan(snapshot, settings.policy.deadlines, now, nudge=nudge, held=held,
+                   misnamed=op.frozen_misnamed(snapshot, settings.policy, held, file))
 
 
 @gpuaas_task("publish-deadline-artifacts")

@@ -50,7 +50,8 @@ def plan_rebalance(settings: GpuaasSettings, snapshot: Snapshot, history: pd.Dat
     ``window_days``: the history window the run read (``--history-days``, else the policy's)."""
     return op.plan(snapshot, history, settings.policy, audit=audit, pools=pools, cohort=cohort,
                    history_error=history_error, snapshot_id=snapshot_id, window_days=window_days,
-                   held=settings.policy.frozen_tenants(WritingFlow.rebalance, datetime.now(UTC)))
+                   held=settings.policy.frozen_tenants(WritingFlow.rebalance, datetime.now(UTC)),
+                   policy_file=settings.policy_file.name if settings.policy_file else "policy.yaml")
 
 
 @gpuaas_task("apply-quota-plans", timeout_seconds=600)
@@ -63,21 +64,24 @@ def apply_rebalance(settings: GpuaasSettings, plan: op.RebalancePlan, mode: Mode
 
 @gpuaas_task("publish-rebalance-artifacts")
 def publish_rebalance_artifacts(outcomes: list[op.CohortOutcome], mode: Mode, pools: list[PoolPlan],
-                                degraded: str | None, frozen: FreezeOn | None = None) -> None:
+                                degraded: str | None, frozen: FreezeOn | None = None, misnamed: tuple[str, ...] = (),
+                                refused: bool = False) -> None:
+    """The summary (markdown) and the plan table; ``misnamed`` and ``refused``: as ``first_line`` takes them."""
     extra: dict[str, dict[str, int]] = {}
     for p in pools:
         n = p.plan.extra_gpus.get(p.problem.flavor, 0)
         if n:
             extra.setdefault(p.problem.cohort, {})[p.problem.flavor] = n
-    summary_artifact(key="gpuaas-rebalance-summary", markdown=rebalance_markdown(outcomes, mode.value, extra, degraded,
-                                                                                     frozen))
+    summary_artifact(key="gpuaas-rebalance-summary", markdown=rebalance_markdown(
+        outcomes, mode.value, extra, degraded, frozen, misnamed=misnamed, refused=refused))
     rows = plan_rows(outcomes)
     if rows:
         table_artifact(key="gpuaas-rebalance-plan", table=rows,
                        description=f"Quota plan ({mode.value}): before -> after per queue and flavor; why each, in "
                                    "gpuaas-rebalance-summary")
     else:  # not a one-row table of placeholders: say why there is no move
-        markdown_artifact(key="gpuaas-rebalance-plan", markdown=first_line(outcomes, mode.value, degraded, frozen) + "\n",
+        markdown_artifact(key="gpuaas-rebalance-plan", markdown=first_line(outcomes, mode.value, degraded, frozen,
+                                                                            misnamed=misnamed, refused=refused) + "\n",
                           description=f"Quota plan ({mode.value})")
 
 

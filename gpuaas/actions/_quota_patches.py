@@ -5,6 +5,12 @@ A merge patch replaces lists whole, so the patch carries the queue's complete
 everything else in the ClusterQueue is left as it was. Quantities keep the type they were read
 with (``16`` or ``"16"``).
 
+Every quantity read here is exact and never rounded (``Decimal``): a ``1500m`` quota rounded to 2 and
+moved by a whole GPU would write a cohort total it does not have. The planner plans no cohort whose GPU
+quota is not a whole number of GPUs, so a plan's target always is one; a queue someone edits to such a
+quota between the plan and its write no longer equals the plan's ``before`` (``gpu_nominal``), and the
+write is refused as someone else's change.
+
 An *entry* is one GPU resource's quota as the queue holds it: ``nominalQuota`` and, where the
 queue sets them, ``lendingLimit`` and ``borrowingLimit`` (a limit not set is absent, which Kueue
 reads as no limit: never the same as 0). A plan's patch moves the nominal quota and its limits by
@@ -28,12 +34,14 @@ from __future__ import annotations
 
 import copy
 import json
+import operator
 from collections.abc import Collection, Iterator, Mapping, Sequence
+from decimal import Decimal
 from typing import Any, NamedTuple
 
-from gpuaas.quantity import parse_quantity
+from gpuaas.quantity import parse_quantity_exact
 
-__all__ = ["QUOTA_ANNOTATION", "QUOTA_FIELDS", "Difference", "Entries", "annotation_of", "entries_patch",
+__all__ = ["QUOTA_ANNOTATION", "QUOTA_FIELDS", "Amount", "Difference", "Entries", "annotation_of", "entries_patch",
            "entry_differences", "gpu_entries", "gpu_nominal", "marked_by", "moved_entries", "only", "plan_mark",
            "quota_patch"]
 
@@ -44,12 +52,27 @@ Entries = dict[str, dict[str, dict[str, Any]]]
 """flavor -> GPU resource -> its entry (the ``QUOTA_FIELDS`` it sets, each as read; a field not set is absent)."""
 
 
-def _amount(value: Any) -> int:
-    return int(round(parse_quantity(value))) if value is not None else 0
+Amount = int | Decimal
+"""A quantity as read: an ``int`` when it is a whole number (what plans, audit rows and JSON hold), else the
+exact ``Decimal``, which equals no whole number."""
 
 
-def _like(read: Any, value: int) -> Any:
-    return str(value) if isinstance(read, str) else value
+def _amount(value: Any) -> Decimal:
+    """The exact quantity (absent: 0), never rounded."""
+    return parse_quantity_exact(value) if value is not None else Decimal(0)
+
+
+def _plain(number: Decimal) -> Amount:
+    """A whole number as the ``int`` plans and JSON hold; any other kept exact, so that it equals no whole one."""
+    return int(number) if number == number.to_integral_value() else number.normalize()
+
+
+def _like(read: Any, value: Decimal) -> Any:
+    """``value`` in the type ``read`` has (``16`` or ``"16"``); one that is no whole number as its exact text."""
+    plain = _plain(value)
+    if isinstance(plain, Decimal):
+        return format(plain, "f")
+    return str(plain) if isinstance(read, str) else plain
 
 
 def _groups(obj: Mapping[str, Any]) -> list[dict[str, Any]]:
@@ -68,12 +91,13 @@ def _resources(groups: Sequence[Mapping[str, Any]], gpu_resources: Collection[st
                     yield flavor["name"], res
 
 
-def gpu_nominal(obj: Mapping[str, Any], gpu_resources: Sequence[str]) -> dict[str, int]:
-    """flavor -> GPU nominal quota of a ClusterQueue as read (GPU resources summed per flavor)."""
-    out: dict[str, int] = {}
+def gpu_nominal(obj: Mapping[str, Any], gpu_resources: Sequence[str]) -> dict[str, Amount]:
+    """flavor -> GPU nominal quota of a ClusterQueue as read (GPU resources summed per flavor), exact: a ``1500m``
+    is 1.5, which equals no plan's whole ``before``."""
+    out: dict[str, Decimal] = {}
     for flavor, res in _resources(_groups(obj), gpu_resources):
-        out[flavor] = out.get(flavor, 0) + _amount(res.get("nominalQuota"))
-    return out
+        out[flavor] = out.get(flavor, Decimal(0)) + _amount(res.get("nominalQuota"))
+    return {flavor: _plain(total) for flavor, total in out.items()}
 
 
 def gpu_entries(obj: Mapping[str, Any], gpu_resources: Sequence[str], flavors: Collection[str]) -> Entries:
@@ -96,7 +120,7 @@ def moved_entries(before: Entries, target: Mapping[str, int], manage_limits: boo
     for flavor, resources in before.items():
         if flavor not in target:
             continue
-        new = int(target[flavor])
+        new = Decimal(operator.index(target[flavor]))  # a whole number of GPUs, else a TypeError: never truncated
         for name, entry in resources.items():
             res = dict(entry)
             res["nominalQuota"] = _like(entry.get("nominalQuota"), new)
@@ -105,14 +129,14 @@ def moved_entries(before: Entries, target: Mapping[str, int], manage_limits: boo
     return out
 
 
-def _follow_limits(res: dict[str, Any], delta: int, new: int, manage: bool) -> None:
+def _follow_limits(res: dict[str, Any], delta: Decimal, new: Decimal, manage: bool) -> None:
     lending = res.get("lendingLimit")
     if lending is not None:
         value = _amount(lending) + (delta if manage else 0)
-        res["lendingLimit"] = _like(lending, max(0, min(new, value)))
+        res["lendingLimit"] = _like(lending, max(Decimal(0), min(new, value)))
     borrowing = res.get("borrowingLimit")
     if manage and borrowing is not None:
-        res["borrowingLimit"] = _like(borrowing, max(0, _amount(borrowing) - delta))
+        res["borrowingLimit"] = _like(borrowing, max(Decimal(0), _amount(borrowing) - delta))
 
 
 def entries_patch(obj: Mapping[str, Any], entries: Entries, mark: str | None) -> dict[str, Any]:
@@ -134,7 +158,8 @@ def entries_patch(obj: Mapping[str, Any], entries: Entries, mark: str | None) ->
 
 def plan_mark(plan_id: int, before: Entries) -> str:
     """The ``gpuaas.io/quota-plan`` a plan's patch sets: its id, and what the flavors it moves held before it."""
-    nominal = {f: sum(_amount(e.get("nominalQuota")) for e in res.values()) for f, res in before.items()}
+    nominal = {f: _like(0, sum((_amount(e.get("nominalQuota")) for e in res.values()), Decimal(0)))
+               for f, res in before.items()}
     return json.dumps({"plan_id": plan_id, "before": nominal, "entries": before}, sort_keys=True)
 
 
@@ -184,10 +209,10 @@ def _shown(value: Any) -> str:
 
 
 def _same(a: Any, b: Any) -> bool:
-    """Equal quantities (``16`` and ``"16"`` are); absent equals absent only."""
+    """Equal quantities (``16`` and ``"16"`` are), exactly; absent equals absent only."""
     if a is None or b is None:
         return a is None and b is None
-    return parse_quantity(a) == parse_quantity(b)
+    return _amount(a) == _amount(b)
 
 
 def entry_differences(live: Entries, expected: Entries) -> list[Difference]:

@@ -11,6 +11,7 @@ from gpuaas.cli._common import (
     busy,
     console,
     end_degraded,
+    fail,
     fail_on_refused,
     lead,
     print_json,
@@ -49,6 +50,8 @@ def rebalance(
         print_json(result)
     else:
         print_rebalance(result)
+    if result.get("refused"):  # nothing applied: a tenant's freeze and guarantee would have held none of its queues
+        raise fail("nothing applied: " + "; ".join(result.get("misnamed_queues") or []))
     fail_on_refused([c["cohort"] for c in result["cohorts"] if c["result"] == Outcome.failed],  # or the read before
                     len(result["cohorts"]), "cohorts", ("its message", "their messages"))
     end_degraded(result)

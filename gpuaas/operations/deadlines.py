@@ -11,7 +11,10 @@ The path of one run, in order (every caller takes it: the ``deadlines`` flow, th
    source failed) holds and demotions are decided and shown, never written, as everywhere in gpuaas;
    releases still are, since they only give Kueue its own order back. What is already held is read
    from the snapshot's Workloads (the ``gpuaas.io/deadline-hold`` annotation), not from the audit
-   log: the object is the record of a hold, so there is no audit view to read beforehand.
+   log: the object is the record of a hold, so there is no audit view to read beforehand. A tenant a
+   change freeze holds back is found by its namespaces and, for Workloads elsewhere, its ClusterQueues:
+   while such a tenant names a ClusterQueue the snapshot lacks (``misnamed``), the freeze may miss
+   Workloads of its real queue, so no hold or demotion is written in apply mode (``apply``).
 3. ``apply``: per nudge, the intent row, the write (a hold only in apply mode), the completion row.
    A hold or demotion is written only on the Workload the snapshot read (same uid and resourceVersion).
    No recovery step for holds: a hold interrupted before its write left the object unheld and is
@@ -29,6 +32,7 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from gpuaas.models import Outcome, Snapshot
+from gpuaas.operations._misnamed_queues import DEADLINES_MEANING, misnamed_queues
 from gpuaas.policies.deadlines import (
     DeadlineJob,
     DeadlinePlan,
@@ -42,15 +46,15 @@ from gpuaas.policies.deadlines import (
     plan_pools,
     with_kueue_order,
 )
-from gpuaas.policy import DeadlinesPolicy, FreezeOn, Mode
+from gpuaas.policy import DeadlinesPolicy, FreezeOn, Mode, Policy
 
 if TYPE_CHECKING:  # the writes load the Kubernetes client and SQLAlchemy; planning, in a REPL or from a file, does not
     from gpuaas.actions import KubeWriter
     from gpuaas.actions.deadline_holds import NudgeResult
     from gpuaas.store import Store
 
-__all__ = ["DeadlinesPlan", "DeadlinesResult", "apply", "frozen_workloads", "plan", "plan_problem", "pool_plans",
-           "release_sweep", "undo", "would_write"]
+__all__ = ["DeadlinesPlan", "DeadlinesResult", "apply", "frozen_misnamed", "frozen_workloads", "plan", "plan_problem",
+           "pool_plans", "release_sweep", "undo", "would_write"]
 
 
 @dataclass(frozen=True)
@@ -62,6 +66,16 @@ class DeadlinesPlan:
     nudges: tuple[Nudge, ...] = ()
     """Releases first (never capped), then demotions and holds, least urgent first; each with its reason and
     outcome (``planned``, or ``deferred`` over the cap). Empty when the run plans only."""
+    misnamed: tuple[str, ...] = ()
+    """One sentence per tenant a change freeze holds back that names a ClusterQueue the snapshot lacks
+    (``frozen_misnamed``): in apply mode no hold or demotion is written while there is one."""
+
+    def holds_withheld(self) -> DeadlinesPlan:
+        """The same plan with no hold or demotion written, each ``skipped`` for ``misnamed``; releases stay."""
+        why = "not written: " + "; ".join(self.misnamed)
+        return replace(self, nudges=tuple(replace(n, outcome=Outcome.skipped, reason=f"{n.reason}; {why}")
+                                          if n.action is not NudgeAction.release and n.outcome == Outcome.planned
+                                          else n for n in self.nudges))
 
     def releases_withheld(self, why: str) -> DeadlinesPlan:
         """The same plan with no release written: each planned release ``skipped`` for ``why``. A release
@@ -121,13 +135,22 @@ def plan_problem(capacity: Mapping[str, int], jobs: Sequence[DeadlineJob]) -> De
     return plan_deadlines(capacity, jobs)
 
 
+def frozen_misnamed(snapshot: Snapshot, policy: Policy, held: Mapping[str, FreezeOn],
+                    file: str = "policy.yaml") -> tuple[str, ...]:
+    """The tenants of ``held`` (those a change freeze holds back now) that name a ClusterQueue the snapshot lacks,
+    one sentence each: a Workload of the real queue outside the tenant's namespaces would be nudged past the
+    freeze. Only a freeze is lost so (the deadlines flow reads no guarantee), so other tenants are not named. Pure."""
+    return misnamed_queues(snapshot, policy, DEADLINES_MEANING, file=file, tenants=held) if held else ()
+
+
 def plan(snapshot: Snapshot, policy: DeadlinesPolicy, now: datetime, *, nudge: bool = True,
-         held: Mapping[str, FreezeOn] | None = None) -> DeadlinesPlan:
+         held: Mapping[str, FreezeOn] | None = None, misnamed: Sequence[str] = ()) -> DeadlinesPlan:
     """The pools' plans and, with ``nudge``, the holds and releases that steer Kueue toward them. Pure.
 
     ``now`` is the instant the nudges are judged at (their ``release_at`` counts from it); the pools
     count from the snapshot's ``collected_at``, the instant the snapshot describes. ``held``: the tenants a
-    change freeze holds back (``Policy.frozen_tenants``), whose Workloads are neither held nor demoted.
+    change freeze holds back (``Policy.frozen_tenants``), whose Workloads are neither held nor demoted;
+    ``misnamed``: ``frozen_misnamed``'s answer, kept on the plan for ``apply`` and the headline.
     """
     pools = pool_plans(snapshot)
     nudges = plan_nudges(pools, snapshot.workloads, now, policy, frozen_workloads(snapshot, held or {})) if nudge else []
@@ -135,14 +158,15 @@ def plan(snapshot: Snapshot, policy: DeadlinesPolicy, now: datetime, *, nudge: b
         why = f"{failed[0]} did not answer for this snapshot: no hold or demotion on a degraded snapshot"
         nudges = [n if n.action is NudgeAction.release or n.outcome == Outcome.skipped
                   else replace(n, reason=why, outcome=Outcome.skipped) for n in nudges]
-    return DeadlinesPlan(now, pools, tuple(nudges))
+    return DeadlinesPlan(now, pools, tuple(nudges), tuple(misnamed))
 
 
 def would_write(deadlines_plan: DeadlinesPlan, snapshot: Snapshot, frozen: FreezeOn | None = None) -> tuple[Nudge, ...]:
     """What a run in apply mode at the plan's instant would write, for a plan that writes nothing (``gpuaas plan
     deadlines --from-cluster``): the releases its sweep would make (the holds of the snapshot's Workloads whose
     ``release_at`` has come), then the plan's own nudges but the releases of those same Workloads. A change freeze
-    of the whole flow (``frozen``) turns its holds and demotions ``skipped``, as a run would. Pure.
+    of the whole flow (``frozen``), or a frozen tenant's ClusterQueue the cluster lacks (the plan's ``misnamed``),
+    turns its holds and demotions ``skipped``, as a run would. Pure.
 
     A Workload released by the sweep is planned here as still held: a run plans on a snapshot taken after its
     sweep, and may hold it again; this says only that its hold ends now."""
@@ -156,6 +180,8 @@ def would_write(deadlines_plan: DeadlinesPlan, snapshot: Snapshot, frozen: Freez
     if frozen is not None:
         planned = [n if n.action is NudgeAction.release or n.outcome != Outcome.planned
                    else replace(n, outcome=Outcome.skipped, reason=f"{n.reason}; not written: {frozen}") for n in planned]
+    if deadlines_plan.misnamed:
+        planned = list(replace(deadlines_plan, nudges=tuple(planned)).holds_withheld().nudges)
     return (*due, *planned)
 
 
@@ -182,7 +208,8 @@ def release_sweep(workloads: Iterable[dict[str, Any]], store: Store, writer: Kub
 
 def apply(deadlines_plan: DeadlinesPlan, store: Store, writer: KubeWriter, *, mode: Mode, flow_run_id: str | None,
           now: datetime) -> DeadlinesResult:
-    """Audit every nudge and carry out the planned ones: releases in any mode, holds only in apply mode.
+    """Audit every nudge and carry out the planned ones: releases in any mode, holds only in apply mode, and there
+    none while the plan's ``misnamed`` names a frozen tenant's ClusterQueue the cluster lacks (each ``skipped``).
 
     A hold: GET the Workload, refuse it when it is not the one the snapshot read (uid, resourceVersion) or
     no longer pending, active and unheld, the intent row, the merge patch at that version (its annotation
@@ -192,6 +219,8 @@ def apply(deadlines_plan: DeadlinesPlan, store: Store, writer: KubeWriter, *, mo
     """
     from gpuaas.actions.deadline_holds import apply_nudges
 
+    if mode is Mode.apply and deadlines_plan.misnamed:
+        deadlines_plan = deadlines_plan.holds_withheld()
     return DeadlinesResult(tuple(apply_nudges(deadlines_plan.nudges, store, writer, mode=mode,
                                               flow_run_id=flow_run_id)))
 

@@ -10,7 +10,8 @@ The path of one quota change, in order (the flow takes it; so can a test or a RE
 2. ``plan``: the whole decision, pure. Per cohort the demand (``cohort_demands``), the planner's
    moves (``plan_quotas``) or why there are none (contradictory input, the same flavor's cpu or
    memory quota binding), and the borrowing a lowered quota creates; for the run, whether the
-   snapshot or the history is degraded: such plans are recorded and never applied.
+   snapshot or the history is degraded: such plans are recorded and never applied; and whether a
+   tenant names a ClusterQueue the cluster lacks (``misnamed``): then nothing is applied at all.
 3. ``apply``: in apply mode first the recovery of plans a killed run left half-applied (it
    changes the quotas the new plans are checked against); then per cohort with a plan the intent
    row, the patches (apply mode and a complete snapshot only) and the completion row, all in
@@ -29,6 +30,7 @@ import pandas as pd
 
 from gpuaas.errors import ConfigError, PolicyError
 from gpuaas.models import Outcome, Snapshot
+from gpuaas.operations._misnamed_queues import REBALANCE_MEANING, misnamed_queues
 from gpuaas.policies.deadlines import PoolPlan
 from gpuaas.policies.quotas import (
     CohortDemand,
@@ -93,6 +95,9 @@ class RebalancePlan:
     gpu_resources: tuple[str, ...] = GPU_RESOURCES
     manage_limits: bool = False
     """Whether applying moves lendingLimit and borrowingLimit with the quota (``rebalance.manage_limits``)."""
+    misnamed: tuple[str, ...] = ()
+    """One sentence per tenant naming a ClusterQueue the snapshot lacks (``misnamed_queues``): while there is one,
+    ``apply`` writes nothing, as the tenant's change freeze and guarantee would hold none of its real queues."""
 
     @property
     def moved_gpus(self) -> int:
@@ -107,6 +112,8 @@ class RebalanceResult:
     cohorts: list[CohortOutcome]
     recovered: list[AuditEntry] = field(default_factory=list)
     """Completion rows of interrupted plans the recovery closed before this run's plans."""
+    refused: tuple[str, ...] = ()
+    """Why an apply run wrote nothing (``RebalancePlan.misnamed``): its plans were recorded as a dry-run's."""
 
     @property
     def changed(self) -> list[str]:
@@ -173,7 +180,10 @@ def plan_cohort(demand: CohortDemand, quotas: pd.DataFrame | None = None,
                 gpu_resources: Sequence[str] = GPU_RESOURCES) -> CohortOutcome:
     """One cohort's decision from its demand: the planner's moves, or the sentence saying why there are none
     (never raised). Pure. ``quotas``: the snapshot's quota cells, so that no plan gives a queue GPUs its cpu or
-    memory quota would not let it use (none: GPUs alone, as in a replay that models only them)."""
+    memory quota would not let it use (none: GPUs alone, as in a replay that models only them). A cohort with a GPU
+    quota that is not a whole number of GPUs has none, the quota named: the planner moves whole GPUs."""
+    if demand.not_whole:
+        return CohortOutcome(demand.cohort, demand, None, error="; ".join(demand.not_whole), result=Outcome.no_plan)
     try:
         quota_plan = plan_quotas(demand.queues, demand.limits)
     except (ConfigError, PolicyError) as exc:
@@ -208,14 +218,16 @@ def hold_frozen(demand: CohortDemand, policy: Policy, held: Mapping[str, FreezeO
 def plan(snapshot: Snapshot, history: pd.DataFrame, policy: Policy, *, audit: RebalanceAuditView | None = None,
          pools: Sequence[PoolPlan] = (), cohort: str | None = None, history_error: str | None = None,
          snapshot_id: int | None = None, gpu_resources: Sequence[str] = GPU_RESOURCES,
-         held: Mapping[str, FreezeOn] | None = None, window_days: float | None = None) -> RebalancePlan:
+         held: Mapping[str, FreezeOn] | None = None, window_days: float | None = None,
+         policy_file: str = "policy.yaml") -> RebalancePlan:
     """The whole decision for every cohort (only ``cohort`` when given). Pure.
 
     ``history``: the per-queue percentiles (``gpuaas.sources.queue_history``), empty when it could
     not be read (``history_error`` then says why, and the plan is degraded); ``pools``: the
     deadline plans, whose GPUs per queue are part of the demand; ``audit``: ``read_audit_view``'s answer;
     ``held``: the tenants a change freeze holds back (``Policy.frozen_tenants``), whose queues keep their quota;
-    ``window_days``: the window ``history`` was read over (the policy's ``usage_lookback_days`` when None).
+    ``window_days``: the window ``history`` was read over (the policy's ``usage_lookback_days`` when None);
+    ``policy_file``: the policy's file, as ``misnamed`` names it.
     Raises ``ConfigError`` (field ``cohort``) for a ``cohort`` that holds no GPU quota: a typo in a nightly
     job must not read as "nothing to rebalance".
     """
@@ -233,18 +245,24 @@ def plan(snapshot: Snapshot, history: pd.DataFrame, policy: Policy, *, audit: Re
     demands = [hold_frozen(d, policy, held or {}) for d in demands]
     return RebalancePlan(cohorts=[plan_cohort(d, snapshot.quotas, gpu_resources) for d in demands],
                          degraded=degraded_reason(snapshot, history_error), snapshot_id=snapshot_id,
-                         gpu_resources=tuple(gpu_resources), manage_limits=policy.rebalance.manage_limits)
+                         gpu_resources=tuple(gpu_resources), manage_limits=policy.rebalance.manage_limits,
+                         misnamed=misnamed_queues(snapshot, policy, REBALANCE_MEANING, file=policy_file))
 
 
 def apply(rebalance_plan: RebalancePlan, store: Store, writer: KubeWriter, *, mode: Mode, flow_run_id: str | None,
           now: datetime) -> RebalanceResult:
     """Recover interrupted plans (apply mode), then record every cohort's plan and, in apply mode, carry it out.
 
+    A plan whose policy names a ClusterQueue the cluster lacks (``RebalancePlan.misnamed``) is recorded as a
+    dry-run's and nothing is written, the recovery's rollbacks neither: the result's ``refused`` says why.
     Not to be retried by its callers: a retry of a half-applied plan is what the audit log and the recovery
     guard against.
     """
     from gpuaas.actions.quotas import apply_quota_plan, recover_quota_plans
 
+    refused = rebalance_plan.misnamed if mode is Mode.apply else ()
+    if refused:
+        mode = Mode.dry_run
     gpu = list(rebalance_plan.gpu_resources)
     recovered = []
     if mode is Mode.apply:
@@ -262,4 +280,4 @@ def apply(rebalance_plan: RebalancePlan, store: Store, writer: KubeWriter, *, mo
                                   flow_run_id=flow_run_id, evidence=evidence, gpu_resources=gpu,
                                   manage_limits=rebalance_plan.manage_limits)
         done.append(replace(o, plan_id=result.plan_id, result=result.outcome, message=result.message))
-    return RebalanceResult(done, recovered)
+    return RebalanceResult(done, recovered, refused)

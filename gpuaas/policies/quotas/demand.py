@@ -27,6 +27,7 @@ Pending work has no flavor until Kueue admits it; it is counted on the queue's f
 Guarantees come from the tenant owning the queue: ``guaranteed_gpus_per_flavor`` where given,
 else ``guaranteed_gpus`` spread over the tenant's cells in proportion to their quota, across
 every cohort the tenant's queues are in (a tenant in two cohorts is owed its guarantee once).
+A cohort with a GPU quota or limit that is not a whole number of GPUs is not planned (``_whole``).
 With less than ``min_history_days`` of history the plan says so and moves at most one step
 (``max_step_gpus``) in all; a queue with less than that of its own (created since) lends nothing below
 its share.
@@ -44,6 +45,7 @@ from gpuaas.models import CohortTree, FlavorResource, Snapshot
 from gpuaas.phrases import counted
 from gpuaas.policies.deadlines import DeadlineJob, PoolPlan, PoolProblem, plan_deadlines
 from gpuaas.policies.quotas._reasons import MOVES_WINDOW_WORDS
+from gpuaas.policies.quotas._whole import not_whole
 from gpuaas.policies.quotas.plan import QueueDemand, QuotaLimits
 from gpuaas.policy import Policy, RebalancePolicy
 
@@ -65,6 +67,9 @@ class CohortDemand:
     notes: list[str] = field(default_factory=list)
     lowest_flavor_use: dict[Cell, float] = field(default_factory=dict)
     """(queue, flavor) -> GPUs quota-reserved now: a new quota below it creates borrowing."""
+    not_whole: list[str] = field(default_factory=list)
+    """Each GPU quota of the cohort that is not a whole number of GPUs, in words: the cohort is not planned (it
+    holds no queue then), as rounding it would write a total the cohort does not have."""
 
 
 HISTORY_GAP_S = 3600.0
@@ -175,7 +180,7 @@ def _stats(history: pd.DataFrame) -> tuple[dict[tuple[str, str, str], float], di
     return cells, pending
 
 
-def _guarantees(policy: Policy, nominal: Mapping[Cell, int]) -> dict[Cell, int]:
+def _guarantees(policy: Policy, nominal: Mapping[Cell, float]) -> dict[Cell, int]:
     out: dict[Cell, int] = {}
     for tenant in policy.tenants:
         mine = sorted(c for c in nominal if c[0] in tenant.cluster_queues)
@@ -190,7 +195,7 @@ def _guarantees(policy: Policy, nominal: Mapping[Cell, int]) -> dict[Cell, int]:
     return out
 
 
-def _spread(total: int, members: Sequence[Cell], nominal: Mapping[Cell, int]) -> dict[Cell, int]:
+def _spread(total: int, members: Sequence[Cell], nominal: Mapping[Cell, float]) -> dict[Cell, int]:
     """``total`` over ``members`` in proportion to their quota (largest remainders), all to one if alone."""
     if total <= 0:
         return {}
@@ -246,12 +251,17 @@ def cohort_demands(snapshot: Snapshot, history: pd.DataFrame, policy: Policy, *,
     gpu = quotas[quotas["resource"].isin(list(gpu_resources)) & quotas["cohort"].notna() & (quotas["cohort"] != "")]
     backlog = {str(r.name): r for r in snapshot.queues.itertuples(index=False)} if not snapshot.queues.empty else {}
     wanted = set(cohorts or rb.cohorts)
-    everywhere = {(str(r.cluster_queue), str(r.flavor)): int(round(float(r.nominal))) for r in gpu.itertuples(index=False)}
+    everywhere = {(str(r.cluster_queue), str(r.flavor)): float(r.nominal) for r in gpu.itertuples(index=False)}
     guaranteed = _guarantees(policy, everywhere)
     tree = CohortTree.of(snapshot)
     out = []
     for cohort, rows in sorted(gpu.groupby("cohort"), key=lambda kv: str(kv[0])):
         if wanted and cohort not in wanted:
+            continue
+        if unplanned := not_whole(rows):  # no queue: nothing of it is planned, nor rounded to be
+            seen_s = max(stats.get((str(q), str(f), "history_seconds"), 0.0)
+                         for q, f in rows[["cluster_queue", "flavor"]].values)
+            out.append(CohortDemand(str(cohort), [], limits_of(rb, window_days), seen_s, False, not_whole=unplanned))
             continue
         nominal: dict[Cell, int] = {}
         reserved: dict[Cell, float] = {}
@@ -259,7 +269,7 @@ def cohort_demands(snapshot: Snapshot, history: pd.DataFrame, policy: Policy, *,
         reclaims: dict[str, bool] = {}
         for r in rows.itertuples(index=False):
             cell = (str(r.cluster_queue), str(r.flavor))
-            nominal[cell] = nominal.get(cell, 0) + int(round(float(r.nominal)))
+            nominal[cell] = nominal.get(cell, 0) + int(float(r.nominal))  # whole: ``not_whole`` said none is not
             reserved[cell] = reserved.get(cell, 0.0) + float(r.reserved or 0.0)
             reclaim = getattr(r, "reclaim_within_cohort", "Any")  # a frame without the column: as reclaiming
             reclaims[cell[0]] = isinstance(reclaim, str) and reclaim != "Never"

@@ -3,8 +3,8 @@
 Why a run refuses rather than warns: the flows find a ClusterQueue's tenant by the names in
 ``tenants[].cluster_queues``. A misspelt name (``visoin-cq`` for ``vision-cq``) matches nothing, so the
 real queue belongs to no tenant: the rebalance moves its quota past the tenant's change freeze and
-``guaranteed_gpus`` (and plans it at weight 1), and the deadlines flow holds and demotes the Workloads
-queued there past the tenant's freeze. Nothing else says so; ``gpuaas config preflight`` warns, but
+``guaranteed_gpus`` (and plans it at weight 1), the deadlines flow holds and demotes the Workloads queued
+there past the tenant's freeze, and the reclaim stops those outside the tenant's namespaces past it. Nothing else says so; ``gpuaas config preflight`` warns, but
 nobody reads it at 02:00. So while the policy names such a queue an applying run writes none of what
 the tenant's rules would hold back, and its headline says which tenant, which queue and what to fix.
 
@@ -21,10 +21,11 @@ from gpuaas.models import Snapshot
 from gpuaas.phrases import listed
 from gpuaas.policy import Policy
 
-__all__ = ["DEADLINES_MEANING", "REBALANCE_MEANING", "cluster_queue_names", "misnamed_queues"]
+__all__ = ["DEADLINES_MEANING", "REBALANCE_MEANING", "RECLAIM_MEANING", "cluster_queue_names", "misnamed_queues"]
 
 REBALANCE_MEANING = "its change freeze and guarantee would hold no queue"
 DEADLINES_MEANING = "its change freeze would hold back no Workload queued there"
+RECLAIM_MEANING = "its change freeze would not hold back a workload queued there, which belongs to no tenant"
 
 
 def cluster_queue_names(snapshot: Snapshot) -> set[str] | None:

@@ -30,11 +30,12 @@ from gpuaas.actions import (
     recover_interrupted,
 )
 from gpuaas.models import Outcome, Snapshot
+from gpuaas.operations._misnamed_queues import RECLAIM_MEANING, misnamed_queues
 from gpuaas.policies.reclaim import Decision, GpuEvidence, apply_adaptive, finalize_decisions, find_idle, plan_reclaim
 from gpuaas.policy import HELD_BACK, FreezeOn, Mode, Policy, WritingFlow
 from gpuaas.store import AuditEntry, Store
 
-__all__ = ["AuditView", "ReclaimPlan", "apply", "decide", "hold_frozen", "plan", "propose", "read_audit_view", "recover",
+__all__ = ["AuditView", "ReclaimPlan", "apply", "decide", "hold_frozen", "hold_tenantless", "plan", "propose", "read_audit_view", "recover",
            "verdicts"]
 
 
@@ -101,12 +102,24 @@ def hold_frozen(decisions: Sequence[Decision], held: Mapping[str, FreezeOn]) -> 
             if d.outcome == Outcome.planned and d.tenant is not None and d.tenant in held else d for d in decisions]
 
 
+def hold_tenantless(decisions: Sequence[Decision], misnamed: Sequence[str]) -> list[Decision]:
+    """While a frozen tenant names a ClusterQueue the cluster lacks (``misnamed``, one sentence per tenant), the
+    targets of no tenant skipped, saying why: a Workload queued in the ClusterQueue the typo meant belongs to no
+    tenant, so its tenant's freeze would not hold it back. Those of a tenant are that tenant's, and stay. Pure."""
+    if not misnamed:
+        return list(decisions)
+    why = "not stopped: " + "; ".join(misnamed)
+    return [replace(d, outcome=Outcome.skipped, reason=why) if d.outcome == Outcome.planned and d.tenant is None
+            else d for d in decisions]
+
+
 def plan(proposed: Sequence[Decision], audit: AuditView, policy: Policy, mode: Mode, now: datetime,
-         held: Mapping[str, FreezeOn] | None = None) -> ReclaimPlan:
+         held: Mapping[str, FreezeOn] | None = None, misnamed: Sequence[str] = ()) -> ReclaimPlan:
     """The whole decision: skip what a change freeze of its tenant holds back (``held``: tenant -> freeze, from
-    ``Policy.frozen_tenants``), what the window already decided or an undo restored, then cap by waste. Pure."""
+    ``Policy.frozen_tenants``) or might (``hold_tenantless``), what the window already decided or an undo restored,
+    then cap by waste. Pure."""
     cap = policy.reclaim.max_actions_per_run
-    kept = hold_frozen(proposed, held or {})
+    kept = hold_tenantless(hold_frozen(proposed, held or {}), misnamed)
     return ReclaimPlan(mode, finalize_decisions(kept, audit.decided, cap, audit.restored, now), cap)
 
 
@@ -116,7 +129,8 @@ def decide(snapshot: Snapshot, idle: pd.DataFrame, policy: Policy, mode: Mode, s
     The tenants' change freezes are judged on ``wall_clock`` (the instant the run writes), or ``now``."""
     proposed = propose(snapshot, idle, policy, mode, wall_clock)
     held = policy.frozen_tenants(WritingFlow.reclaim, wall_clock or now)
-    return plan(proposed, read_audit_view(store, proposed, now), policy, mode, now, held)
+    misnamed = misnamed_queues(snapshot, policy, RECLAIM_MEANING, tenants=held) if held else ()
+    return plan(proposed, read_audit_view(store, proposed, now), policy, mode, now, held, misnamed)
 
 
 def apply(reclaim_plan: ReclaimPlan, store: Store, writer: KubeWriter, *, flow_run_id: str | None,

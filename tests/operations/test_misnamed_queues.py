@@ -133,3 +133,34 @@ def test_a_tenant_no_freeze_holds_back_stops_no_hold() -> None:
     assert deadlines.frozen_misnamed(frozen_deadline_snapshot(), policy, {}) == ()
     other = {"text": FreezeOn("launch", NOW + timedelta(hours=1), "text")}
     assert deadlines.frozen_misnamed(frozen_deadline_snapshot(), policy, other) == ()
+
+
+def _target(name: str, tenant: str | None) -> Any:
+    from gpuaas.policies.reclaim import Decision
+
+    return Decision(kind="Workload", namespace="shared", name=name, uid=name, tenant=tenant, gpus=1,
+                    idle_seconds=3600, free="quota", outcome=Outcome.planned, reason="idle", resource_version="1",
+                    idempotency_key=name, mode="apply", evidence={})
+
+
+def test_a_frozen_tenant_naming_a_missing_queue_keeps_the_reclaim_off_the_workloads_of_no_tenant() -> None:
+    """A Workload queued in the ClusterQueue the typo meant belongs to no tenant: the freeze would not hold it back,
+    so while that tenant is frozen the targets of no tenant are skipped, saying why; a tenant's own stay its own."""
+    from gpuaas.operations import reclaim
+    from gpuaas.operations._misnamed_queues import RECLAIM_MEANING
+
+    held = {"vision": FreezeOn("launch", NOW + timedelta(days=1), "vision")}
+    misnamed = misnamed_queues(snapshot(), POLICY, RECLAIM_MEANING, tenants=held)
+    assert misnamed == ("tenant vision names ClusterQueue visoin-cq, which the cluster lacks: its change freeze would "
+                        "not hold back a workload queued there, which belongs to no tenant; fix "
+                        "tenants[vision].cluster_queues in policy.yaml",)
+    targets = [_target("orphan", None), _target("texts", "text"), _target("visions", "vision")]
+    planned = reclaim.plan(targets, reclaim.AuditView(), POLICY, Mode.apply, NOW, held, misnamed)
+    got = {d.name: d for d in planned.decisions}
+    assert got["orphan"].outcome == Outcome.skipped and got["orphan"].reason == f"not stopped: {misnamed[0]}"
+    assert got["texts"].outcome == Outcome.planned  # another tenant's: no freeze of vision's could hold it
+    assert got["visions"].outcome == Outcome.skipped and "launch" in got["visions"].reason  # the freeze itself
+    # no freeze on: the same typo stops nothing (the rebalance and the preflight still name it)
+    assert misnamed_queues(snapshot(), POLICY, RECLAIM_MEANING, tenants={}) == ()
+    assert [d.outcome for d in reclaim.plan(targets, reclaim.AuditView(), POLICY, Mode.apply, NOW).decisions] == [
+        Outcome.planned] * 3

@@ -76,7 +76,9 @@ def prometheus_check(status: SourceStatus, max_staleness_s: float) -> Check:
 
 
 def kueue_metrics_check(reading: PrometheusReading | None) -> Check:
-    """Kueue's own metrics are in Prometheus: nothing fails without them, so nothing else would say they are missing."""
+    """Kueue's own metrics are in Prometheus, and their newest sample is not after the instant asked about. Without
+    them nothing fails, so nothing else would say they are missing; a sample from the future has an age no action
+    can be judged on, so every snapshot would be degraded."""
     name = "Kueue metrics"
     if reading is None:
         return Check(name, Verdict.skipped, "needs Prometheus, above")
@@ -86,6 +88,10 @@ def kueue_metrics_check(reading: PrometheusReading | None) -> Check:
                                             "(its chart's ServiceMonitor); without them the cost report cannot count "
                                             "allocated GPU-hours where OpenCost is missing, the dashboard shows no "
                                             "backlog and a KEDA-scaled workload is not woken by pending work")
+    if age < 0:
+        return Check(name, Verdict.failed, f"the newest {KUEUE_PENDING} sample is {-age:.0f} s after the instant "
+                                           "asked about: its age cannot be trusted (a proxy rewriting answers, or a "
+                                           "broken clock), so no snapshot is fresh")
     queues = reading.kueue.loc[reading.kueue["stat"] == "pending_workloads", "cluster_queue"].nunique()
     return Check(name, Verdict.ok, f"{queues} ClusterQueues in {KUEUE_PENDING}, the newest sample {age:.0f} s old")
 

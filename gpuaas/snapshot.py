@@ -46,6 +46,7 @@ from gpuaas.policy import Policy
 from gpuaas.settings import GpuaasSettings
 from gpuaas.snapshot_deadlines import DEADLINE_COLUMNS as _DEADLINE_COLUMNS
 from gpuaas.snapshot_deadlines import deadline_columns
+from gpuaas.snapshot_health import untrusted_sources
 from gpuaas.snapshot_links import (
     flat,
     inherit_owner_opt_out,
@@ -59,7 +60,15 @@ from gpuaas.sources.failures import describe_failure
 from gpuaas.sources.kube import DEFAULT_GPU_RESOURCES, KubeState, read_kube
 from gpuaas.sources.nvml import sample_nvml
 from gpuaas.sources.opencost import read_opencost
-from gpuaas.sources.prometheus import GPU_COLUMNS, PrometheusReading, pod_activity, read_prometheus
+from gpuaas.sources.prometheus import (
+    GPU_COLUMNS,
+    WORST_ACTIVITY,
+    PrometheusReading,
+    pod_activity,
+    read_prometheus,
+    with_unknown_flag,
+    worst_activity,
+)
 
 __all__ = [
     "COHORT_COLUMNS", "COMPLETE_COVERAGE", "QUEUE_COLUMNS", "SOURCES", "WORKLOAD_COLUMNS", "assemble_snapshot", "build_snapshot",
@@ -133,10 +142,13 @@ def _telemetry(frame: pd.DataFrame, kube: KubeState, prom: PrometheusReading | N
         requests = pd.DataFrame(columns=["uid", "requests"])
         if prom is not None:
             acts = activity[activity["window_minutes"] == float(minutes)]
-            stats = wl_pods.merge(acts, on=["namespace", "pod"]).groupby("uid", as_index=False).agg(
-                activity_avg=("activity_avg", "mean"), activity_max=("activity_max", "max"),
+            # a pod whose activity is unknown or below 0 makes its Workload's unknown: another pod's quiet GPUs
+            # must not speak for it (``worst_activity``)
+            stats = worst_activity(with_unknown_flag(wl_pods.merge(acts, on=["namespace", "pod"])).groupby(
+                "uid", as_index=False).agg(
+                activity_avg=("activity_avg", "mean"), **WORST_ACTIVITY,
                 coverage=("coverage", "min"), longest_gap_s=("longest_gap_s", "max"), age_s=("age_s", "max"),
-                gpus_observed=("gpus_observed", "sum"))
+                gpus_observed=("gpus_observed", "sum")))
             served = prom.serving[(prom.serving["stat"] == "requests")
                                   & (prom.serving["window_minutes"] == float(minutes))]
             requests = wl_pods.merge(served, on=["namespace", "pod"]).groupby("uid", as_index=False).agg(
@@ -152,7 +164,7 @@ def _telemetry(frame: pd.DataFrame, kube: KubeState, prom: PrometheusReading | N
         observed = observed.where(observed > 0, pd.Series(seen, index=frame.index))
         interval = prom.sample_interval_s if prom is not None else 1.0
         window_complete = telemetry_complete(merged["coverage"], merged["longest_gap_s"], interval).to_numpy() & (
-            seen >= frame["gpus"].to_numpy()) & merged["activity_max"].astype(float).notna().to_numpy()
+            seen >= frame["gpus"].to_numpy()) & (merged["activity_max"].astype(float) >= 0).to_numpy()
         frame["complete" + suffix] = window_complete
         if minutes == shortest:
             complete &= window_complete
@@ -335,6 +347,7 @@ def assemble_snapshot(
     Raises ``SourceUnavailable`` only when no source answered at all.
     """
     sources = {name: status for name, (_, status) in readings.items()}
+    sources.update(untrusted_sources(settings, now, windows, readings))  # answers whose data cannot be used
     nvml: tuple[GpuSample, ...] = ()
     if settings.nvml != "off":
         nvml, nvml_status = sample_nvml()

@@ -252,11 +252,15 @@ def cost_first_line(report: CostReport) -> str:
         return f"{lead}No GPU-hours allocated in the {window} window: nothing to cost."
     covered = data_short_s(report)
     span = f"{_span(covered)} of data in a {window} window" if covered is not None else f"{window} of GPUs"
-    if c.get("waste_cost") is None and c.get("total_cost") is not None:  # the money is known, the idleness is not
+    if c.get("waste_cost") is None and c.get("gpu_cost") is None and c.get("total_cost") is not None:
+        waste = "idle-GPU waste unknown (the GPU cost is unknown)"  # OpenCost left a GPU cost null
+    elif c.get("waste_cost") is None and c.get("total_cost") is not None:  # the money is known, the idleness is not
         waste = "idle-GPU waste unknown (no GPU telemetry in Prometheus)"
     else:
         waste = f"{money(c.get('waste_cost'))} of it on allocated but idle GPUs"
-    return (f"{lead}{span}: {money(c['total_cost'])} spent in all ({money(c['gpu_cost'])} on GPUs), {waste}; "
+    spent = "spend unknown in all" if c["total_cost"] is None else f"{money(c['total_cost'])} spent in all"
+    on_gpus = "GPU spend unknown" if c["gpu_cost"] is None else f"{money(c['gpu_cost'])} on GPUs"
+    return (f"{lead}{span}: {spent} ({on_gpus}), {waste}; "
             f"{_count(c.get('verified_requests'))} verified requests and {_jobs_in_time(c)}.")
 
 

@@ -16,7 +16,7 @@ from typing import Any
 from matplotlib.dates import DateFormatter, date2num
 
 from gpuaas.policies.cost import FUNNEL_STAGES, CostReport, funnel_stages
-from reports._plots import plt
+from reports._plots import drawn, plt
 from reports._plots import png_base64 as _png
 from reports.cost_report import (
     change_rows,
@@ -73,7 +73,7 @@ def _table(title: str, rows: Sequence[dict[str, Any]]) -> str:
 
 def funnel_plot(report: CostReport) -> str:
     """Per tenant, the allocated GPU-hours as one bar split into stages: a true funnel, nothing counted twice."""
-    tenants = [t["tenant"] for t in report.tenants]
+    tenants = [drawn(t["tenant"]) for t in report.tenants]
     fig, ax = plt.subplots(figsize=(9, 0.9 + 0.55 * max(len(tenants), 1)))
     left = [0.0] * len(tenants)
     stages = [funnel_stages(t) for t in report.tenants]
@@ -103,7 +103,7 @@ def cost_per_outcome_plot(report: CostReport, kind: str) -> str | None:
     scale, unit = (1000.0, "$ per 1,000 verified requests") if kind == "serving" else (1.0, "$ per job done in time")
     fig, ax = plt.subplots(figsize=(9, 3.6))
     if len({d["day"] for d in report.daily}) == 1:
-        ax.barh([d["service"] for d in rows], [d["cost_per_outcome"] * scale for d in rows], color="#4c78a8")
+        ax.barh([drawn(d["service"]) for d in rows], [d["cost_per_outcome"] * scale for d in rows], color="#4c78a8")
         ax.invert_yaxis()
         ax.set_xlabel(unit)
     else:
@@ -111,7 +111,7 @@ def cost_per_outcome_plot(report: CostReport, kind: str) -> str | None:
         for name in names:
             mine = [d for d in rows if d["service"] == name]
             if mine:
-                ax.plot(_dates(mine), [d["cost_per_outcome"] * scale for d in mine], marker="o", label=name)
+                ax.plot(_dates(mine), [d["cost_per_outcome"] * scale for d in mine], marker="o", label=drawn(name))
                 # a period with no point is said to be empty, not left for the reader to guess at
                 empty |= set(_dates([d for d in report.daily if d["service"] == name and d["cost_per_outcome"] is None]))
         for end in sorted(empty):
@@ -133,7 +133,7 @@ def cost_per_outcome_plot(report: CostReport, kind: str) -> str | None:
 
 def _waste_plot(report: CostReport) -> str:
     fig, ax = plt.subplots(figsize=(9, 3.2))
-    names = [t["tenant"] for t in report.tenants]
+    names = [drawn(t["tenant"]) for t in report.tenants]
     # in dollars where the cost source answered (a tenant without telemetry has no waste figure, not $0)
     known = any(t["total_cost"] is not None for t in report.tenants)
     figures = [t["waste_cost"] if known else t["idle_gpu_hours"] for t in report.tenants]

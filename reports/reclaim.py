@@ -127,15 +127,17 @@ _OWNER_COLUMNS = (("controller_kind", "controller"), ("owner_kind", "owner_name"
 def gpu_price(snapshot: Snapshot, kind: str, namespace: str, name: str) -> tuple[float, str]:
     """$ per GPU-hour for this object and where the figure comes from: its pods' OpenCost rows, found by
     OpenCost's controller or by the pod's owner or root owner (an InferenceService's pods are a Deployment's
-    to OpenCost); the fleet's average when none of its pods has a row."""
+    to OpenCost); the fleet's average when none of its pods has a row. Rows whose GPU cost or hours OpenCost
+    left null price nothing (that would read as $0 an hour)."""
     costs = snapshot.costs
     if not costs.empty and {"gpu_cost", "gpu_hours"} <= set(costs.columns):
         mine = pd.Series(False, index=costs.index)
         for kind_col, name_col in _OWNER_COLUMNS:
             if {kind_col, name_col} <= set(costs.columns):
                 mine |= (costs[name_col] == name) & (costs[kind_col].astype(str).str.lower() == kind.lower())
-        rows = costs[(costs["namespace"] == namespace) & mine]
-        for scope, frame in (("OpenCost, this workload", rows), ("OpenCost, fleet average", costs)):
+        priced = costs["gpu_cost"].notna() & costs["gpu_hours"].notna()  # a cost OpenCost left null is not $0
+        rows = costs[(costs["namespace"] == namespace) & mine & priced]
+        for scope, frame in (("OpenCost, this workload", rows), ("OpenCost, fleet average", costs[priced])):
             hours = float(frame["gpu_hours"].sum())
             if hours > 0:
                 return float(frame["gpu_cost"].sum()) / hours, scope

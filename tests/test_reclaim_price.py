@@ -8,6 +8,7 @@ the top, so the snapshot joins each running pod's owner chain to its cost rows. 
 
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import UTC, datetime
 
 import pandas as pd
@@ -61,3 +62,16 @@ def test_a_pod_that_has_ended_leaves_the_fleet_average() -> None:
 def test_the_owners_survive_the_stored_snapshot() -> None:
     stored = Snapshot.from_json(_snapshot().to_json())
     assert gpu_price(stored, "InferenceService", "team-a", "chat") == (4.0, "OpenCost, this workload")
+
+
+def test_a_gpu_cost_opencost_left_null_prices_nothing() -> None:
+    """OpenCost writes null for a cost it could not compute: ``chat``'s pod then has no price of its own (not $0 an
+    hour), and the fleet average is of the pods that have one."""
+    snapshot = _snapshot()
+    costs = snapshot.costs.copy()
+    costs.loc[costs["pod"] == "chat-predictor-7d9-x", "gpu_cost"] = float("nan")
+    price, source = gpu_price(replace(snapshot, costs=costs), "InferenceService", "team-a", "chat")
+    assert (round(price, 4), source) == (round(9.5 / 10.0, 4), "OpenCost, fleet average")
+    costs["gpu_cost"] = float("nan")
+    price, source = gpu_price(replace(snapshot, costs=costs), "InferenceService", "team-a", "chat")
+    assert price > 0 and source.startswith("assumed $")

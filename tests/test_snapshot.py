@@ -211,3 +211,42 @@ def test_each_workload_of_a_deployment_is_judged_on_its_own_pods_telemetry() -> 
         1.0, "complete", 0.0)
     assert wl.loc["w1", "gpus_observed"] == 0.0 and wl.loc["w1", "telemetry"] == "unknown"
     assert pd.isna(wl.loc["w1", "requests_30m"])
+
+
+@pytest.mark.parametrize("reading", [-1.0, float("-inf"), float("nan")], ids=["-1", "-inf", "nan"])
+def test_a_pod_whose_activity_is_below_zero_or_nan_makes_its_workload_unknown(reading: float) -> None:
+    """A RayCluster with two pods, one quiet (0.0) and one whose GPU reads ``reading``: the Workload's activity is
+    not the quiet pod's 0 (it would be idle), but unknown, and stays so once stored and read back (the reclaim flow
+    decides on the stored snapshot)."""
+    kube = KubeState("v1beta2", (), (), (_wl("rc", WorkloadState.admitted, 2, 90, "rc"),), (), (), (),
+                     tuple(PodGpus("team-a", f"rc-{i}", "n1", 1, "RayCluster", "rc", "RayCluster", "rc")
+                           for i in range(2)), (), 0)
+    gpus = pd.DataFrame([_gpu("rc-0", "0", 1.0, 0.0), _gpu("rc-1", "1", 1.0, reading)])
+    serving = pd.DataFrame(columns=["namespace", "pod", "model_name", "window_minutes", "stat", "finished_reason",
+                                    "le", "value"])
+    prom = PrometheusReading(gpus=gpus, kueue=pd.DataFrame(), serving=serving)
+    sources = {"kube": SourceStatus("kube", True, 0.1, 0.0), "prometheus": SourceStatus("prometheus", True, 0.2, 12.0)}
+    snap = Snapshot.from_json(build_snapshot(NOW, [30], sources, kube=kube, prom=prom, policy=Policy()).to_json())
+    row = snap.workloads.set_index("name").loc["rc"]
+    assert row["gpus_observed"] == 2.0 and not row["complete_30m"] and row["telemetry"] == "unknown"
+    assert not row["activity_max_30m"] >= 0  # NaN or below 0: never read as a quiet GPU
+
+
+def test_an_opencost_answer_without_any_allocation_while_gpus_are_held_fails_the_source() -> None:
+    """OpenCost answered ``{"data": [null]}`` (or ``[]``, ``[{}]``: parsed, no row) while Kueue had 2 GPUs admitted:
+    it was not pricing, and reclaim must not price what it frees at nothing known. The same answer with no GPU held
+    is no failure: nothing ran to be priced."""
+    from gpuaas.settings import GpuaasSettings
+    from gpuaas.snapshot import assemble_snapshot
+    from gpuaas.sources.opencost import COST_COLUMNS
+
+    settings = GpuaasSettings(opencost_url="http://opencost:9003", nvml="off")
+    empty = pd.DataFrame(columns=COST_COLUMNS)
+    for held, fails in ((WorkloadState.admitted, True), (WorkloadState.pending, False)):
+        kube = KubeState("v1beta2", (), (), (_wl("rc", held, 2, 90, "rc"),), (), (), (), (), (), 0)
+        readings = {"kube": (kube, SourceStatus("kube", True)), "opencost": (empty, SourceStatus("opencost", True))}
+        status = assemble_snapshot(settings, NOW, [30, 60], readings).sources["opencost"]
+        assert status.ok is not fails
+        if fails:  # the source, the window (the longest, 60 minutes before NOW) and what was held
+            assert status.error is not None and status.error.startswith("OpenCost at http://opencost:9003: ")
+            assert "2026-03-10 11:00 – 2026-03-10 12:00 UTC" in status.error and "2 GPUs" in status.error

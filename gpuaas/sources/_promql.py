@@ -315,14 +315,17 @@ def vllm_query(m: MetricNames, window_s: float) -> str:
     ])
 
 
-def staleness_query(m: MetricNames) -> str:
+def staleness_query(m: MetricNames, window_s: float) -> str:
     """Seconds since the newest sample, per sub-source (kueue, vllm); absent when none.
 
+    Kueue's is the age of its newest sample within ``window_s`` (``last_sample_time``): a scrape that stopped
+    8 minutes ago is 480 s old, not absent as Prometheus' 5-minute lookback alone would make it, so the age
+    is judged against ``collect.max_staleness_seconds``; absent means no sample in the whole window.
     The GPU telemetry's staleness is the smallest of the per-GPU ages that ``device_query`` already
     returns (``read_prometheus``): ``time() - max(timestamp(A or B))`` answered 0 whatever the age,
     because ``timestamp()`` of anything but a plain selector is the evaluation time.
     """
     return union([
-        tag(f"time() - max(timestamp({KUEUE_PENDING}))", "gpuaas_source", "kueue"),
+        tag(f"time() - max({last_sample_time(KUEUE_PENDING, duration(window_s))})", "gpuaas_source", "kueue"),
         tag(f"time() - max(timestamp({m.vllm_request_success}))", "gpuaas_source", "vllm"),
     ])

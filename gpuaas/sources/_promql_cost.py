@@ -13,8 +13,9 @@ service or per day.
   counting steps rather than raw samples keeps the figure right when a live scrape is denser
   than the backfilled history. Inner ranges are a millisecond short of the step so a sample is
   counted once, and a series that ended is not carried on for Prometheus' 5-minute lookback.
-  What runs at every sample step is only ``max_over_time`` and, for busy, one comparison used
-  as a filter: the activity-or-GPU_UTIL choice is made once per GPU and period (outside the
+  What runs at every sample step is only ``max_over_time`` and one comparison used as a filter (busy:
+  above the threshold; observed and active: at or above 0, so that a reading below 0 or NaN is unknown, never
+  idle): the activity-or-GPU_UTIL choice is made once per GPU and period (outside the
   subquery), and GPUs are summed to pods before their labels are normalised. At 16,000 GPUs x
   30 days that is what lets the query finish (the per-step ``or`` and ``bool``, and relabelling
   every GPU series every day, ran past Prometheus' 2-minute timeout). The choice per period
@@ -147,21 +148,25 @@ def fallback_probe_query(m: MetricNames, period_s: float, offset_s: float = 0.0)
 
 def gpu_observed_query(m: MetricNames, period_s: float, interval_s: float, offset_s: float = 0.0,
                        fallback: bool = True) -> str:
-    """Per pod and period: GPU-hours with telemetry, i.e. the sample steps where the GPU's series has a sample."""
+    """Per pod and period: GPU-hours with telemetry, i.e. the sample steps where the GPU's series has a sample that
+    is a reading: one below 0 (no duty cycle reads so) or NaN is no telemetry, so its step is unknown, never idle."""
     sub = f"[{_under(period_s)}:{duration(interval_s)}]"
     return tag(_per_pod(_signal(m, period_s, offset_s, lambda metric, _: (
-        f"count_over_time(({_one_per_gpu(f'max_over_time({metric}[{_under(interval_s)}])', m)}){sub})"), fallback),
-        m, interval_s),
+        f"count_over_time(({_one_per_gpu(f'max_over_time({metric}[{_under(interval_s)}])', m)} >= 0){sub})"),
+        fallback), m, interval_s),
         "gpuaas_stat", "observed_h")
 
 
 def gpu_active_query(m: MetricNames, period_s: float, interval_s: float, offset_s: float = 0.0,
                      fallback: bool = True) -> str:
     """Per pod and period: activity-weighted GPU-hours (the activity ratio, or GPU_UTIL / 100, summed over the
-    sample steps x the interval): the effective utilisation that the thresholded busy hours round up."""
+    sample steps x the interval): the effective utilisation that the thresholded busy hours round up. The steps are
+    those ``gpu_observed_query`` counts, each at most fully active: a reading past the scale (``1e308``) adds one
+    step's hours, not an overflow."""
     sub = f"[{_under(period_s)}:{duration(interval_s)}]"
     return tag(_per_pod(_signal(m, period_s, offset_s, lambda metric, scale: (
-        f"sum_over_time(({_one_per_gpu(f'max_over_time({metric}[{_under(interval_s)}])', m)}){sub}) / {scale:g}"),
+        f"sum_over_time(clamp_max({_one_per_gpu(f'max_over_time({metric}[{_under(interval_s)}])', m)} >= 0, "
+        f"{scale:g}){sub}) / {scale:g}"),
         fallback), m, interval_s),
         "gpuaas_stat", "active_h")
 

@@ -9,7 +9,8 @@ count does not grow with the fleet, the number of services or the number of days
 (and each sweep file the policy names) is read for the serving services' measured capacity.
 
 A cost source that does not answer leaves the money unknown (``costs=None``) with the reason
-in ``notes``; the GPU-hour funnel is still read. A Kubernetes API that does not answer leaves
+in ``notes``; the GPU-hour funnel is still read. An allocation API that answers figures no bill holds, or no
+allocation for a period the fleet held GPUs in, is a failed source too (``_cost_allocation``). A Kubernetes API that does not answer leaves
 batch outcomes unknown. Prometheus is required: without telemetry there is no funnel.
 """
 
@@ -25,7 +26,6 @@ import pandas as pd
 from gpuaas.errors import ConfigError, GpuaasError
 from gpuaas.loadtest import serving_capacity
 from gpuaas.models import (
-    COST_COLS,
     GPU_COLS,
     SERVING_COLS,
     SERVING_KEYS,
@@ -38,13 +38,12 @@ from gpuaas.policy import ServiceOutcome
 from gpuaas.settings import GpuaasSettings, MetricNames
 from gpuaas.sources import _promql_cost as q
 from gpuaas.sources._concurrent import at_once
+from gpuaas.sources._cost_allocation import PodLabels, allocation_gaps, allocation_rows, points, read_costs
 from gpuaas.sources._cost_jobs import DEADLINE_ANNOTATION, finished_jobs, read_jobs, running_at, running_jobs
 from gpuaas.sources._prom_client import PromClient
 from gpuaas.sources._promql import union
 from gpuaas.sources.bulk import collector_paused
-from gpuaas.sources.failures import describe_failure
 from gpuaas.sources.kube import DEFAULT_GPU_RESOURCES
-from gpuaas.sources.opencost import IDLE, NO_NAMESPACE, fetch_allocation
 from gpuaas.store import Store, open_store
 
 __all__ = ["DEADLINE_ANNOTATION", "MAX_WINDOW_DAYS", "align_end", "allocation_rows", "finished_jobs", "gpu_rows", "read_cost_inputs",
@@ -105,25 +104,9 @@ def align_end(end: datetime, step_s: float) -> datetime:
     return datetime.fromtimestamp(math.floor(math.floor(end.timestamp()) / step) * step, UTC)
 
 
-def _day(ts: float, start: datetime, period_s: float, days: int) -> int:
-    """The period a range-query point (or an OpenCost set ending at ``ts``) closes: the nearest
-    period end, so a point a little off its period end (a rounded timestamp) still lands in it."""
-    return min(max(int(round((ts - start.timestamp()) / period_s)) - 1, 0), days - 1)
-
-
-def _points(results: list[dict[str, Any]], start: datetime, period_s: float, days: int) -> list[tuple[dict[str, str],
-                                                                                                        int, float]]:
-    out = []
-    for r in results:
-        for ts, value in r["values"]:
-            if not math.isnan(float(value)):  # NaN: no data at that point, not a number to add
-                out.append((r["metric"], _day(float(ts), start, period_s, days), float(value)))
-    return out
-
-
 def gpu_rows(results: list[dict[str, Any]], start: datetime, period_s: float, days: int) -> pd.DataFrame:
     cells: dict[tuple[str, str, int], dict[str, Any]] = {}
-    for labels, day, value in _points(results, start, period_s, days):
+    for labels, day, value in points(results, start, period_s, days):
         key = (labels.get("gpuaas_namespace", ""), labels.get("gpuaas_pod", ""), day)
         row = cells.setdefault(key, {"namespace": key[0], "pod": key[1], "day": day,
                                      **dict.fromkeys(GPU_COLS[3:], 0.0)})
@@ -136,94 +119,13 @@ def gpu_rows(results: list[dict[str, Any]], start: datetime, period_s: float, da
 def serving_rows(results: list[dict[str, Any]], start: datetime, period_s: float, days: int) -> pd.DataFrame:
     """vLLM series in tidy rows; series without a namespace (a live endpoint) get ``namespace=""``."""
     rows = []
-    for labels, day, value in _points(results, start, period_s, days):
+    for labels, day, value in points(results, start, period_s, days):
         stat = labels.get("gpuaas_stat", "")
         rows.append({"namespace": labels.get("gpuaas_namespace", ""), "model_name": labels.get("model_name", ""),
                      "day": day, "stat": stat, "finished_reason": labels.get("finished_reason", ""),
                      "le": labels.get("le", ""), "value": value, "pod": labels.get("gpuaas_pod", ""),
                      "service": labels.get("gpuaas_service", ""), "hist": labels.get("gpuaas_hist", "")})
     return pd.DataFrame(rows, columns=[*SERVING_COLS, *SERVING_KEYS, "hist"])
-
-
-def allocation_rows(frame: pd.DataFrame, start: datetime, period_s: float, days: int) -> pd.DataFrame:
-    """``parse_allocation`` rows (one per set and allocation) as ``COST_COLS``: the GPU cost, and the
-    total OpenCost charges (GPU, CPU, RAM and the rest; the sum of the parts when ``totalCost`` is missing).
-
-    OpenCost's ``__idle__`` (capacity nobody requested) and what no namespace holds (``__unallocated__``,
-    ``__unmounted__`` volumes) are dropped: the funnel starts at what workloads hold. A pod whose
-    controller OpenCost does not know (it names Deployments, StatefulSets, DaemonSets, Jobs and
-    Rollouts only, so every RayCluster, PyTorchJob or bare pod) is ``<namespace>/__unallocated__/<pod>``
-    and is kept: that segment says no controller, not no owner. A row without a pod (coarser
-    aggregation) is kept as namespace cost, so the tenant still pays for it.
-    """
-    namespace = frame["namespace"].fillna("").astype(str)
-    idle = frame["name"].astype(str).str.split("/").map(lambda parts: IDLE in parts)
-    keep = frame[~idle & (namespace != "") & ~namespace.isin(NO_NAMESPACE)]
-    ends = pd.to_datetime(keep["window_end"], utc=True)
-    out = pd.DataFrame({
-        "namespace": keep["namespace"], "controller_kind": keep["controller_kind"], "controller": keep["controller"],
-        "pod": keep["pod"], "day": [_day(t.timestamp(), start, period_s, days) for t in ends],
-        "gpu_hours": keep["gpu_hours"].astype(float).fillna(0.0),
-        "gpu_cost": keep["gpu_cost"].astype(float).fillna(0.0),
-        "total_cost": keep["total_cost"].astype(float).fillna(
-            keep[["gpu_cost", "cpu_cost", "ram_cost"]].astype(float).fillna(0.0).sum(axis=1)),
-    })
-    return out.reindex(columns=COST_COLS).reset_index(drop=True)
-
-
-def _opencost_metric_rows(results: list[dict[str, Any]], start: datetime, period_s: float, days: int) -> pd.DataFrame:
-    cells: dict[tuple[str, str, int], dict[str, Any]] = {}
-    for labels, day, value in _points(results, start, period_s, days):
-        key = (labels.get("namespace", ""), labels.get("pod", ""), day)
-        row = cells.setdefault(key, {"namespace": key[0], "controller_kind": "", "controller": "", "pod": key[1],
-                                     "day": day, "gpu_hours": 0.0, "gpu_cost": 0.0, "total_cost": 0.0})
-        stat = labels.get("gpuaas_stat", "")
-        if stat in ("gpu_hours", "gpu_cost"):
-            row[stat] += value
-        if stat in ("gpu_cost", "cpu_cost", "ram_cost"):
-            row["total_cost"] += value
-    return pd.DataFrame(list(cells.values()), columns=COST_COLS)
-
-
-PodLabels = dict[tuple[str, str], dict[str, str]]
-
-
-def _allocation_labels(frame: pd.DataFrame) -> PodLabels:
-    """(namespace, pod) -> labels, from the allocation API's ``properties.labels``."""
-    out: PodLabels = {}
-    for ns, pod, labels in zip(frame["namespace"], frame["pod"], frame["labels"]):
-        if ns and pod and isinstance(labels, dict) and labels:
-            out.setdefault((str(ns), str(pod)), {}).update(labels)
-    return out
-
-
-def _read_costs(settings: GpuaasSettings, prom: PromClient, start: datetime, end: datetime, period_s: float,
-                days: int, interval_s: float, notes: list[str],
-                sources: dict[str, SourceStatus]) -> tuple[pd.DataFrame | None, int, PodLabels]:
-    """The costs per pod and period (the API's, else OpenCost's metrics), the requests sent, and the pod
-    labels the API gave (the metrics carry none). A configured allocation API that fails is recorded in
-    ``sources``: the report falls back to the metrics, but a person must learn that the API is down."""
-    requests = 0
-    if settings.opencost_url:
-        rfc = "%Y-%m-%dT%H:%M:%SZ"
-        params = {"window": f"{start.astimezone(UTC).strftime(rfc)},{end.astimezone(UTC).strftime(rfc)}",
-                  "aggregate": "namespace,controller,pod", "step": f"{round(period_s / 60)}m"}  # whole minutes
-        requests += 1
-        try:
-            frame = fetch_allocation(settings, params)
-            sources["opencost"] = SourceStatus("opencost", ok=True)
-            return allocation_rows(frame, start, period_s, days), requests, _allocation_labels(frame)
-        except GpuaasError as exc:
-            failed = describe_failure(settings, "opencost", exc)
-            sources["opencost"] = SourceStatus("opencost", ok=False, error=failed)
-            notes.append(f"{failed}; the costs are read from OpenCost's metrics in Prometheus instead")
-    results = prom.query_range(q.opencost_hours_query(period_s, interval_s), start + timedelta(seconds=period_s), end,
-                               period_s)
-    if not results:
-        why = "no OpenCost allocation API configured" if not settings.opencost_url else "OpenCost API failed"
-        notes.append(f"OpenCost unknown: {why} and no OpenCost metrics (container_gpu_allocation) in Prometheus")
-        return None, requests, {}
-    return _opencost_metric_rows(results, start, period_s, days), requests, {}
 
 
 def _pod_labels(prom: PromClient, m: MetricNames, namespaces: Sequence[str], end: datetime, window_s: float,
@@ -299,7 +201,7 @@ def read_cost_inputs(settings: GpuaasSettings, end: datetime, window_s: float,
     def serving_and_costs() -> tuple[list[dict[str, Any]], tuple[pd.DataFrame | None, int], PodLabels]:
         """Costs first: their pod labels (and ``kube_pod_labels``) decide which pods a label-keyed service's
         series are; then the serving series for the window."""
-        costs, requests, known = _read_costs(settings, prom, start, end, period_s, days, interval_s, notes, sources)
+        costs, requests, known = read_costs(settings, prom, start, end, period_s, days, interval_s, notes, sources)
         labels = _pod_labels(prom, m, keyed_namespaces, end, window_s, known)
         expr = q.serving_window_query(m, policy.services, period_s, policy.cost.forecast_quantile,
                                       _service_pods(policy.services, labels))
@@ -317,9 +219,11 @@ def read_cost_inputs(settings: GpuaasSettings, end: datetime, window_s: float,
                                                  q.data_span_query(m, period_s, interval_s)]), first, end, period_s),
                          _last_seen(prom, m, batch_namespaces, end, window_s, interval_s)),
             ], workers=3)
+        gpu = gpu_rows([*observed, *busy], start, period_s, days)
+        costs = allocation_gaps(settings, prom, costs, gpu, kueue, (start, end, period_s, days, interval_s), notes,
+                                 sources)
     finally:
         prom.close()
-    gpu = gpu_rows([*observed, *busy], start, period_s, days)
     serving = serving_rows(serving_raw, start, period_s, days)
     if not gpu.empty:
         notes.append(f"GPU hours: a GPU is read from {m.gpu_activity} in each period it has that metric, else from "
@@ -327,7 +231,7 @@ def read_cost_inputs(settings: GpuaasSettings, end: datetime, window_s: float,
                      "(never idle), so its observed and busy hours are low by at most those steps")
     spans = [r for r in kueue if "gpuaas_stat" in r["metric"]]  # the data span rides in the Kueue query
     kueue_hours = pd.DataFrame([{"cluster_queue": labels.get("cluster_queue", ""), "allocated_h": value}
-                                for labels, _, value in _points(kueue, start, period_s, days) if "gpuaas_stat" not in labels],
+                                for labels, _, value in points(kueue, start, period_s, days) if "gpuaas_stat" not in labels],
                                columns=["cluster_queue", "allocated_h"])
     if kube.why:
         notes.append(kube.why)
@@ -354,7 +258,7 @@ def data_span(results: list[dict[str, Any]], start: datetime, period_s: float, d
     ``span_step_s``, and per period ``covered_s:<period>``: its first to last step with telemetry, plus one step."""
     first: dict[int, float] = {}
     last: dict[int, float] = {}
-    for labels, day, value in _points(results, start, period_s, days):
+    for labels, day, value in points(results, start, period_s, days):
         (first if labels.get("gpuaas_stat") == "data_first" else last)[day] = value
     covered = {day: min(max(last.get(day, first[day]) - first[day] + step_s, 0.0), period_s) for day in first}
     out = [("span_step_s", f"{step_s:g}"), *(("covered_s:" + str(day), f"{covered.get(day, 0.0):g}")

@@ -6,10 +6,16 @@ read with ``httpx``. Both response generations are accepted: the older flat GPU 
 ``gpuAllocation``. Without an OpenCost URL the same figures are computed in PromQL from
 OpenCost's own metrics (``container_gpu_allocation`` x ``node_gpu_hourly_cost``).
 Note: OpenCost's GPU cost is requested GPUs x hours x price, whatever the utilisation.
+
+Its figures are checked before anything adds them (``checked_figure``): null (OpenCost writes null for a figure it
+could not compute) or NaN is unknown; a negative cost, amount of hours, GPUs or minutes, a value that is not finite
+(``Infinity``) and one past ``MAX_FIGURE`` is no figure a bill holds, and the whole answer is refused
+(``MalformedResponse``, naming the field and the allocation), so that nothing is summed from it.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -26,7 +32,8 @@ from gpuaas.sources._promql import duration, tag, union
 from gpuaas.sources._retry_after import retry_after_seconds
 from gpuaas.sources.failures import in_words
 
-__all__ = ["COST_COLUMNS", "fetch_allocation", "parse_allocation", "read_opencost", "read_opencost_metrics"]
+__all__ = ["COST_COLUMNS", "MAX_FIGURE", "checked_figure", "fetch_allocation", "parse_allocation", "read_opencost",
+           "read_opencost_metrics"]
 
 SOURCE = "opencost"
 COST_COLUMNS = [
@@ -42,14 +49,46 @@ NO_NAMESPACE = frozenset({"__unallocated__", "__unmounted__", IDLE})
 """What OpenCost writes where a namespace would be for cost no workload holds."""
 
 
+MAX_FIGURE = 10_000_000.0
+"""The most dollars, GPU-hours, GPUs or minutes one allocation of one answer may hold. An allocation is one pod's
+(at most one namespace's) share of one step, and a step is at most a day in the cost report (its whole window,
+at most a year, in a collect): ten million GPU-hours in a day is over 400,000 GPUs in one pod, and ten million
+dollars a pod-day is no bill. Bounded so, a million allocations still add up in a float to the exact cent, far
+from the overflow that ``1e308`` brings; the policy file bounds GPU counts at the same ten million."""
+_NEVER_NEGATIVE = ("minutes", "gpuCount", "gpuHours", "gpuCost", "cpuCost", "ramCost", "totalCost")
+"""The figures that are amounts: a negative one is no cost, hour or count. An adjustment (``gpuCostAdjustment``, a
+reconciled bill's credit) may be below 0, within the bound."""
+
+
 def _num(value: Any) -> float:
     return float("nan") if value is None else float(value)
+
+
+def checked_figure(field: str, value: Any, *, may_be_negative: bool = False) -> float:
+    """OpenCost's ``field`` as a float: NaN for null or NaN (unknown); a ``ValueError`` saying what is wrong for a
+    value no bill holds (not finite, negative where it is an amount, past ``MAX_FIGURE``)."""
+    number = _num(value)
+    if math.isnan(number):
+        return number
+    if math.isinf(number):
+        raise ValueError(f"{field} is {number:g}, not a finite number")
+    if number < 0 and not may_be_negative:
+        raise ValueError(f"{field} is {number:g}, below 0: a cost, an amount of hours, GPUs or minutes never is")
+    if abs(number) > MAX_FIGURE:
+        raise ValueError(f"{field} is {number:g}, past {MAX_FIGURE:,.0f}, the most one allocation of one window may "
+                         "hold")
+    return number
+
+
+def _figure(alloc: Mapping[str, Any], field: str) -> float:
+    return checked_figure(field, alloc.get(field), may_be_negative=field not in _NEVER_NEGATIVE)
 
 
 def _adjusted(alloc: Mapping[str, Any], field: str) -> float:
     """``fooCost + fooCostAdjustment``: OpenCost's own total of a resource (its ``totalCost`` adds the
     adjustments too: a reconciled bill or a discount), and the cost alone where no adjustment is given."""
-    return _num(alloc.get(f"{field}Cost")) + float(alloc.get(f"{field}CostAdjustment") or 0.0)
+    adjustment = _figure(alloc, f"{field}CostAdjustment")
+    return _figure(alloc, f"{field}Cost") + (0.0 if math.isnan(adjustment) else adjustment)
 
 
 def _row(name: str, alloc: Mapping[str, Any]) -> dict[str, Any]:
@@ -65,13 +104,13 @@ def _row(name: str, alloc: Mapping[str, Any]) -> dict[str, Any]:
         "node": props.get("node") or "",
         "window_start": window.get("start", alloc.get("start")),
         "window_end": window.get("end", alloc.get("end")),
-        "minutes": _num(alloc.get("minutes")),
-        "gpu_count": _num(alloc.get("gpuCount")),
-        "gpu_hours": _num(alloc.get("gpuHours")),
+        "minutes": _figure(alloc, "minutes"),
+        "gpu_count": _figure(alloc, "gpuCount"),
+        "gpu_hours": _figure(alloc, "gpuHours"),
         "gpu_cost": _adjusted(alloc, "gpu"),
         "cpu_cost": _adjusted(alloc, "cpu"),
         "ram_cost": _adjusted(alloc, "ram"),
-        "total_cost": _num(alloc.get("totalCost")),
+        "total_cost": _figure(alloc, "totalCost"),
         "total_efficiency": _num(alloc.get("totalEfficiency")),
         "gpu_usage_average": _num(nested.get("gpuUsageAverage", alloc.get("gpuUsageAverage"))),
         "gpu_request_average": _num(nested.get("gpuRequestAverage", alloc.get("gpuRequestAverage"))),
@@ -100,8 +139,15 @@ def parse_allocation(payload: Any, *, url: str | None = None) -> pd.DataFrame:
             try:
                 rows.append(_row(str(name), alloc))
             except (TypeError, ValueError, AttributeError) as exc:  # AttributeError: an object that is not one
-                raise MalformedResponse(f"field 'data[{i}].{name}': {exc}"[:300], source=SOURCE, url=url) from exc
+                raise MalformedResponse(f"field 'data[{i}].{_printable(str(name))}': {_printable(str(exc))}"[:300],
+                                        source=SOURCE, url=url) from exc
     return pd.DataFrame(rows, columns=COST_COLUMNS)
+
+
+def _printable(text: str) -> str:
+    """``text`` on one line, its control characters escaped (``\\x1b``): an allocation's name is the cluster's, and
+    the line that names it goes to a terminal and a log."""
+    return "".join(c if c.isprintable() else c.encode("unicode_escape").decode("ascii") for c in text)
 
 
 def _rfc3339(t: datetime) -> str:

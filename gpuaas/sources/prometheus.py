@@ -11,6 +11,13 @@ Coverage is observed samples over expected samples (window / sample interval, ca
 the first one and after the newest one, which is the GPU's ``age_s``), so a GPU whose series
 has a hole in the window is visibly partial even when most samples are there: missing data is
 never read as idle (the rule that uses both: ``gpuaas.policies.reclaim.coverage``).
+
+Activity is a duty cycle, 0 to 1 (``ACTIVITY_SCALE``), and is bounded here, before any arithmetic
+(``bounded_activity``): a value below 0 is no reading a GPU can give (a recording rule that subtracts, a
+``GPUAAS_METRICS__GPU_ACTIVITY`` naming another metric, a proxy rewriting answers), so it is kept as
+evidence, floored at -1, and makes that GPU's window unknown, as NaN does (``worst_activity``), never idle;
+a value above 1 (``+Inf``, ``1e308``) is busy, read as 1, fully active, so that no mean or sum overflows.
+Serving counts are bounded the same way (``MAX_COUNT``).
 """
 
 from __future__ import annotations
@@ -29,14 +36,21 @@ from gpuaas.sources._concurrent import at_once
 from gpuaas.sources._prom_client import PromClient, sample_value
 
 __all__ = [
+    "ACTIVITY_SCALE",
     "GPU_COLUMNS",
     "KUEUE_PENDING",
+    "KUEUE_SCRAPE_LOOKBACK_S",
+    "MAX_COUNT",
+    "WORST_ACTIVITY",
     "PrometheusReading",
+    "bounded_activity",
     "fraction_under",
     "gpu_series_census",
     "pod_activity",
     "queries_per_cycle",
     "read_prometheus",
+    "with_unknown_flag",
+    "worst_activity",
 ]
 
 
@@ -70,8 +84,49 @@ class PrometheusReading:
     """The scrape interval the coverage and gap figures were computed against."""
 
 
+ACTIVITY_SCALE = 1.0
+"""The top of the activity scale: ``DCGM_FI_PROF_*`` ratios are 0 to 1, and GPU_UTIL is divided by 100 in PromQL."""
+INVALID_ACTIVITY = -1.0
+"""Where a reading below 0 is floored: still below 0 (so still unknown), and finite, as the stored snapshot (JSON,
+which has no infinity) and the reason that quotes it need."""
+MAX_COUNT = 1e15
+"""The most requests (or latency-bucket counts) one pod's series may add in one window: a million billion, which no
+fleet serves; a larger count (``1e308``, ``+Inf``) is read as this, still "served requests", so sums never
+overflow."""
+
+
+def bounded_activity(values: pd.Series) -> pd.Series:
+    """Activity readings as the decisions may use them: above the scale read as fully active (busy, never idle);
+    below 0 floored at ``INVALID_ACTIVITY`` (unknown, see ``worst_activity``); NaN stays NaN (unknown)."""
+    return pd.to_numeric(values, errors="coerce").astype(float).clip(INVALID_ACTIVITY, ACTIVITY_SCALE)
+
+
+WORST_ACTIVITY = {"activity_max": ("activity_max", "max"), "activity_low": ("activity_max", "min"),
+                  "activity_unknown": ("activity_unknown", "any")}
+"""The named aggregations ``worst_activity`` reads: give them to ``.agg`` of a frame ``with_unknown_flag`` made."""
+
+
+def with_unknown_flag(frame: pd.DataFrame) -> pd.DataFrame:
+    """``frame`` with ``activity_unknown``, per row whether its ``activity_max`` is missing (for ``WORST_ACTIVITY``)."""
+    return frame.assign(activity_unknown=frame["activity_max"].isna())
+
+
+def worst_activity(aggregated: pd.DataFrame) -> pd.DataFrame:
+    """The groups of ``WORST_ACTIVITY`` with one ``activity_max``: the maximum, unless a member cannot be trusted:
+    NaN where any member is NaN (its samples held no value), else the lowest reading where any is below 0 (no duty
+    cycle reads so). A pod's maximum over its GPUs, or a Workload's over its pods, must not let a quiet GPU speak
+    for one whose reading is missing or impossible."""
+    top, low = aggregated["activity_max"].astype(float), aggregated["activity_low"].astype(float)
+    worst = top.where(~(low < 0), low).where(~aggregated["activity_unknown"].astype(bool))
+    return aggregated.assign(activity_max=worst).drop(columns=["activity_low", "activity_unknown"])
+
+
 LOOKBACK_S = 300.0
 """Prometheus' default ``--query.lookback-delta``."""
+KUEUE_SCRAPE_LOOKBACK_S = 6 * 3600.0
+"""How far back the age of Kueue's newest gauge sample is looked for: a scrape that stopped within it has its real
+age, judged against ``collect.max_staleness_seconds`` (so a snapshot on it acts on nothing); none in it reads as a
+cluster that does not scrape Kueue, which the flows do without (``gpuaas config preflight`` warns)."""
 
 
 def queries_per_cycle(windows: Sequence[float]) -> int:
@@ -112,6 +167,8 @@ def _gpu_frame(activity: list[dict[str, Any]], devices: list[dict[str, Any]]) ->
     dev = _wide(devices, KEYS, DEVICE_STATS)
     merged = wide.merge(dev, on=KEYS, how="outer") if len(dev) else wide.assign(**{s: float("nan") for s in DEVICE_STATS})
     merged["longest_gap_s"] = longest_gap(merged)
+    for stat in ("activity_avg", "activity_max"):
+        merged[stat] = bounded_activity(merged[stat])
     return merged.reindex(columns=GPU_COLUMNS).reset_index(drop=True)
 
 
@@ -165,7 +222,8 @@ def read_prometheus(
         devices = _gpu_rows(prom.query(q.device_query(m, longest_s, fallback), now), {})
         kueue = _label_frame(prom.query(q.kueue_query(), now), ["cluster_queue", "flavor", "resource"], {})
         staleness = {
-            r["metric"].get("gpuaas_source", ""): sample_value(r) for r in prom.query(q.staleness_query(m), now)
+            r["metric"].get("gpuaas_source", ""): sample_value(r)
+            for r in prom.query(q.staleness_query(m, max(longest_s + LOOKBACK_S, KUEUE_SCRAPE_LOOKBACK_S)), now)
         }
         return devices, kueue, staleness
 
@@ -186,10 +244,16 @@ def read_prometheus(
         gpus=gpus,
         sample_interval_s=sample_interval_s,
         kueue=pd.DataFrame(kueue, columns=kueue_cols),
-        serving=pd.DataFrame(serving, columns=serving_cols),
+        serving=_bounded_counts(pd.DataFrame(serving, columns=serving_cols)),
         staleness=staleness,
         queries=prom.queries,
     )
+
+
+def _bounded_counts(serving: pd.DataFrame) -> pd.DataFrame:
+    """The serving counts with anything past ``MAX_COUNT`` (``1e308``, ``+Inf``) read as it: still requests served,
+    and a sum over pods or buckets stays finite (pandas warns on an overflow; 0 and NaN keep their meaning)."""
+    return serving.assign(value=pd.to_numeric(serving["value"], errors="coerce").astype(float).clip(upper=MAX_COUNT))
 
 
 def gpu_series_census(settings: GpuaasSettings, now: datetime) -> tuple[dict[str, int], dict[str, int]]:
@@ -233,18 +297,20 @@ def _devices(mapped: pd.DataFrame) -> pd.Series:
 
 
 def pod_activity(gpus: pd.DataFrame) -> pd.DataFrame:
-    """Per pod and window across its GPUs: mean of averages, max of maxima, worst coverage, longest gap
-    and oldest newest sample (infinite when a GPU's figure is missing: unknown is never "no gap"), and
-    ``gpus_observed``, the GPU devices seen (a MIG instance counts as one, see ``_devices``)."""
+    """Per pod and window across its GPUs: mean of averages, max of maxima (unknown where a GPU's is unknown or
+    below 0: ``worst_activity``), worst coverage, longest gap and oldest newest sample (infinite when a GPU's
+    figure is missing: unknown is never "no gap"), and ``gpus_observed``, the GPU devices seen (a MIG instance
+    counts as one, see ``_devices``). Activity is bounded first (``bounded_activity``), whoever built the frame."""
     mapped = gpus[(gpus["pod"].fillna("") != "") & gpus["window_minutes"].notna()]
     mapped = mapped.assign(**{col: pd.to_numeric(mapped[col], errors="coerce").fillna(float("inf"))
-                              for col in ("longest_gap_s", "age_s")})
-    mapped = mapped.assign(device=_devices(mapped))
-    return (
+                              for col in ("longest_gap_s", "age_s")},
+                           **{col: bounded_activity(mapped[col]) for col in ("activity_avg", "activity_max")})
+    mapped = with_unknown_flag(mapped.assign(device=_devices(mapped)))
+    return worst_activity(
         mapped.groupby(["namespace", "pod", "window_minutes"], as_index=False)
         .agg(
             activity_avg=("activity_avg", "mean"),
-            activity_max=("activity_max", "max"),
+            **WORST_ACTIVITY,
             coverage=("coverage", "min"),
             longest_gap_s=("longest_gap_s", "max"),
             age_s=("age_s", "max"),

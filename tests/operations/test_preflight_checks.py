@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from types import SimpleNamespace
 
 import pandas as pd
@@ -101,7 +102,9 @@ def test_a_policy_with_nothing_to_match_or_no_kueue_is_skipped() -> None:
         policy_check(three, _state("v1beta2")).detail
 
 
-def test_kueue_metrics_missing_from_prometheus_warn_saying_what_goes_without_them() -> None:
+def test_kueue_metrics_missing_from_prometheus_warn_and_from_the_future_fail() -> None:
+    """Without Kueue's metrics the flows go on (a warning saying what goes without them); with a newest sample after
+    the instant asked about no snapshot is fresh, so the flows act on nothing: a failed check."""
     from gpuaas.operations.preflight import kueue_metrics_check
     from gpuaas.sources.prometheus import PrometheusReading
 
@@ -117,4 +120,7 @@ def test_kueue_metrics_missing_from_prometheus_warn_saying_what_goes_without_the
     assert check.verdict is Verdict.warning
     assert check.detail.startswith("no kueue_pending_workloads in Prometheus: scrape the Kueue manager's metrics")
     assert "KEDA-scaled workload is not woken by pending work" in check.detail
+    future = replace(scraped, staleness={"kueue": -3600.0})
+    assert kueue_metrics_check(future).verdict is Verdict.failed
+    assert "3600 s after the instant asked about" in kueue_metrics_check(future).detail
     assert kueue_metrics_check(None).verdict is Verdict.skipped

@@ -189,3 +189,33 @@ def test_pods_opencost_does_not_list_are_named_not_priced_at_zero_in_silence() -
     assert ("1 pod with 2.50 GPU-hours of telemetry is not in OpenCost's allocation (the most: a/train-0, 2.50 "
             "GPU-hours): its cost is in no total") in report.notes, report.notes
     assert not any("OpenCost's allocation" in n for n in build_cost_report(inputs, POLICY).notes)
+
+
+def test_names_with_control_characters_are_drawn_written_out(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A tenant and a service named with an ESC (and a tenant with dollar signs): the plots draw them written out, as
+    the tables do (``\\x1b``), with no warning from matplotlib about a glyph no font has, and no formula made of
+    ``$a$``."""
+    import warnings
+
+    from matplotlib.axes import Axes
+
+    from reports.cost_report_html import render_html
+
+    report = build_cost_report(_inputs(), POLICY)
+    names = {"a": "team\x1b[31ma", "b": "$b$"}
+    report = replace(report, tenants=[{**t, "tenant": names[t["tenant"]]} for t in report.tenants],
+                     services=[{**s, "service": f"{s['service']}\x1b"} for s in report.services],
+                     daily=[{**d, "service": f"{d['service']}\x1b"} for d in report.daily])
+    drawn: list[str] = []
+    original = Axes.barh
+
+    def record(self: Axes, y: Any, *args: Any, **kwargs: Any) -> Any:
+        drawn.extend(str(label) for label in y)
+        return original(self, y, *args, **kwargs)
+
+    monkeypatch.setattr(Axes, "barh", record)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # "Glyph 27 (\x1b) missing from font(s)" would reach the terminal
+        render_html(report)
+    assert "team\\x1b[31ma" in drawn and "\\$b\\$" in drawn
+    assert not any("\x1b" in label for label in drawn)

@@ -124,3 +124,18 @@ def test_nan_activity_with_full_coverage_is_unknown_never_idle() -> None:
     row = verdict(activity_max_30m=float("nan"), activity_avg_30m=float("nan"))
     assert row["verdict"] == "unknown" and "telemetry incomplete" in row["reason"]
     assert verdict(activity_max_30m=float("inf"))["verdict"] == "busy"
+
+
+@pytest.mark.parametrize("reading", [-1.0, -0.001, -1e308, float("-inf")], ids=["-1", "just-below-0", "-1e308", "-inf"])
+def test_activity_below_zero_is_unknown_never_idle(reading: float) -> None:
+    """A duty cycle is never below 0: such a reading (a recording rule that subtracts, a metric that is not
+    activity) is no evidence of a quiet GPU, and the reason says what was read."""
+    row = verdict(activity_max_30m=reading, activity_max_60m=reading)
+    assert row["verdict"] == "unknown" and not row["activity_decides"]
+    assert "below 0" in row["reason"] and "GPUAAS_METRICS__GPU_ACTIVITY" in row["reason"]
+    assert pd.isna(row["idle_seconds"])
+
+
+def test_nan_activity_says_its_samples_hold_no_value() -> None:
+    row = verdict(activity_max_30m=float("nan"), activity_avg_30m=float("nan"))
+    assert "no activity value" in row["reason"]

@@ -1,7 +1,9 @@
 """Odd Prometheus and OpenCost answers: read with a safe meaning, or one ``MalformedResponse``.
 
 Prometheus (a real one, backfilled): a GPU whose samples are all NaN has full coverage but no
-activity (so its workload's telemetry is unknown, never idle); +Inf activity is busy, never idle; a series
+activity (so its workload's telemetry is unknown, never idle); +Inf activity is busy, never idle; activity below 0
+(which no duty cycle reads) makes the pod's window unknown, whatever its other GPUs read, and a value past the
+scale (``1e308``) is read as fully active without any warning from the arithmetic; a series
 without ``UUID``/``Hostname`` is kept with empty keys; no dcgm series at all is an empty frame.
 What Prometheus cannot produce is fed to the parsers directly: duplicate series (the larger
 value wins: never more idle than any copy says) and values that are not numbers (one error).
@@ -13,6 +15,7 @@ from __future__ import annotations
 import copy
 import json
 import math
+import warnings
 from collections.abc import Callable, Iterator
 from datetime import timedelta
 from typing import Any
@@ -23,6 +26,7 @@ import pytest
 from gpuaas.cluster.prometheus import PrometheusServer
 from gpuaas.errors import MalformedResponse
 from gpuaas.settings import GpuaasSettings
+from gpuaas.snapshot import build_snapshot
 from gpuaas.sources.failures import describe_failure
 from gpuaas.sources.history import pod_history
 from gpuaas.sources.opencost import parse_allocation
@@ -49,10 +53,35 @@ def test_nan_inf_and_missing_labels_from_a_real_prometheus(prometheus_factory: F
     # NaN samples count towards coverage but carry no activity: find_idle calls that 'unknown'
     # (tests/policies/test_idle.py), and the snapshot marks its telemetry unknown.
     assert math.isnan(pods.loc["nan-pod", "activity_max"]) and pods.loc["nan-pod", "coverage"] == pytest.approx(1.0)
-    assert pods.loc["inf-pod", "activity_max"] == math.inf  # above any threshold: busy
+    assert pods.loc["inf-pod", "activity_max"] == 1.0  # above the scale: fully active, busy over any threshold
     assert pods.loc["ok-pod", "activity_max"] == 0.0 and pods.loc["ok-pod", "coverage"] == pytest.approx(1.0)
     bare = reading.gpus[reading.gpus["pod"] == "bare-pod"]
     assert bare[["uuid", "host"]].drop_duplicates().values.tolist() == [["", ""]]
+
+
+def test_activity_below_zero_or_past_the_scale_from_a_real_prometheus(prometheus_factory: Factory) -> None:
+    """-1 on one GPU of a two-GPU pod: the pod's window is unknown, not the other GPU's 0; -Inf likewise; 1e308 is
+    busy (1.0), and neither it nor a vLLM count of 1e308 raises a warning in the sums over GPUs, pods and buckets."""
+    capture = [_gpu(0, "neg-pod", -1.0), _gpu(1, "neg-pod", 0.0), _gpu(2, "neginf-pod", float("-inf")),
+               _gpu(3, "huge-pod", 1e308), _gpu(4, "huge-pod", 1e308),
+               ("vllm:request_success_total", {"namespace": "team-a", "pod": "huge-pod", "model_name": "m",
+                                               "finished_reason": "stop"}, 1e308)]
+    # the counter jumps from 0 to 1e308 mid-window: an increase of 1e308 (or more, extrapolated: +Inf)
+    server = prometheus_factory(series(capture, minutes=35, value=lambda n, _l, v, i: (v if i > 70 else 0.0) if n.startswith(
+        "vllm") else v))
+    settings = GpuaasSettings(prometheus_url=server.url)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # an overflow in pandas' sums is a RuntimeWarning on the operator's terminal
+        reading = read_prometheus(settings, NOW, [30])
+        pods = pod_activity(reading.gpus).set_index("pod")
+        snapshot = build_snapshot(NOW, [30], {}, kube=None, prom=reading)
+    assert pods.loc["neg-pod", "activity_max"] < 0 and pods.loc["neginf-pod", "activity_max"] < 0
+    assert pods.loc["neg-pod", "coverage"] == pytest.approx(1.0)  # every sample there: only the reading is wrong
+    assert pods.loc["huge-pod", "activity_max"] == 1.0 and pods.loc["huge-pod", "activity_avg"] == 1.0
+    assert reading.gpus["activity_max"].between(-1.0, 1.0).all()  # finite: the stored snapshot is JSON
+    requests = reading.serving[reading.serving["stat"] == "requests"]["value"]
+    assert not requests.empty and bool(requests.map(math.isfinite).all()) and (requests > 0).all()
+    assert snapshot.gpus["activity_max"].notna().all()
 
 
 def test_no_dcgm_series_is_an_empty_frame(prometheus_factory: Factory) -> None:
@@ -180,6 +209,38 @@ def test_opencost_wrong_shapes_are_one_error(doc: Any, message: str) -> None:
     with pytest.raises(MalformedResponse) as caught:
         parse_allocation(doc, url="http://opencost:9003")
     assert message in str(caught.value) and str(caught.value).startswith("OpenCost at http://opencost:9003: ")
+
+
+REFUSED = {
+    "negative cost": (_with("gpuCost", -1000.0), "gpuCost is -1000, below 0"),
+    "negative hours": (_with("gpuHours", -1.5), "gpuHours is -1.5, below 0"),
+    "negative minutes": (_with("minutes", -5), "minutes is -5, below 0"),
+    "infinite total": (_with("totalCost", float("inf")), "totalCost is inf, not a finite number"),
+    "-infinite adjustment": (_with("gpuCostAdjustment", float("-inf")), "gpuCostAdjustment is -inf, not a finite"),
+    "huge cost": (_with("gpuCost", 1e308), "gpuCost is 1e+308, past 10,000,000"),
+    "huge hours": (_with("gpuHours", 10_000_001.0), "gpuHours is 1e+07, past 10,000,000"),
+}
+
+
+@pytest.mark.parametrize(("doc", "says"), REFUSED.values(), ids=REFUSED.keys())
+def test_opencost_figures_no_bill_holds_are_one_error_naming_field_and_allocation(doc: dict[str, Any],
+                                                                                 says: str) -> None:
+    """Refused before anything adds them: a negative amount, a value that is not finite, one past the bound."""
+    with pytest.raises(MalformedResponse) as caught:
+        parse_allocation(doc, url="http://opencost:9003")
+    assert str(caught.value).startswith("OpenCost at http://opencost:9003: field 'data[0].opencost': " + says)
+
+
+def test_opencost_adjustments_may_be_credits_and_names_are_escaped() -> None:
+    """A reconciled bill's credit is a negative adjustment, within the bound; an allocation's name with an escape
+    character is written out in the error line, not sent to the terminal."""
+    row = parse_allocation(_with("gpuCostAdjustment", -0.25)).set_index("name").loc["opencost"]
+    assert row["gpu_cost"] == pytest.approx(-0.25)  # the fixture's gpuCost is 0
+    doc = _with("gpuCost", -1.0)
+    doc["data"][0]["evil\x1b[31m"] = doc["data"][0].pop("opencost")
+    with pytest.raises(MalformedResponse) as caught:
+        parse_allocation(doc)
+    assert "\x1b" not in str(caught.value) and "evil\\x1b[31m" in str(caught.value)
 
 
 # --- range answers (``/api/v1/query_range``): the history pull, the cost report -------------------------------

@@ -5,7 +5,8 @@ Window: the 2 h before NOW, one period, 60 s samples at ``S + 60 s * k`` (k = 1.
 chosen per GPU and period (the activity metric where the GPU has it in the period, else
 GPU_UTIL): a GPU that switches signal inside a period keeps only its activity metric's steps, and
 the rest of its hours are unknown, never idle. That is the one difference from choosing per
-sample step, and its bound: the steps where that GPU had GPU_UTIL and no activity sample.
+sample step, and its bound: the steps where that GPU had GPU_UTIL and no activity sample. A step whose reading
+is below 0 is unknown too, and one past the scale is busy and fully active, never more.
 """
 
 from __future__ import annotations
@@ -79,6 +80,11 @@ def prometheus(prometheus_factory: Callable[[Any], PrometheusServer]) -> Prometh
         # p8: GPU_UTIL only, scraped twice (two jobs) -> observed 2 h, busy 2 h (not 4 h)
         *_samples(UTIL, {**_gpu("p8", 0), "job": "a"}, lambda k: 50.0),
         *_samples(UTIL, {**_gpu("p8", 0), "job": "b"}, lambda k: 50.0),
+        # p9: -1 for the first hour (no duty cycle reads below 0), then 0: the first hour is unknown, not idle ->
+        # observed 1 h, busy 0
+        *_samples(ACT, _gpu("p9", 0), lambda k: -1.0 if k <= 60 else 0.0),
+        # p10: 1e308, past the scale: busy -> observed 2 h, busy 2 h, active 2 h (fully active, not 1e308 x 2 h)
+        *_samples(ACT, _gpu("p10", 0), lambda k: 1e308),
         # OpenCost's metrics for p7, scraped twice too: 1 GPU x 2 h at $2 -> 2 GPU-h, $4 (not 4 GPU-h, $8)
         *_samples("container_gpu_allocation", {**OPENCOST, "instance": "a"}, lambda k: 1.0),
         *_samples("container_gpu_allocation", {**OPENCOST, "instance": "b"}, lambda k: 1.0),
@@ -93,9 +99,9 @@ def test_gpu_hours_per_pod(prometheus: PrometheusServer, tmp_path: Path) -> None
     inputs = read_cost_inputs(settings, NOW, 7200)
     got = {r.pod: (round(r.observed_h, 6), round(r.busy_h, 6)) for r in inputs.gpu.itertuples() if r.namespace == "team"}
     assert got == {"p1": (6.0, 3.0), "p2": (2.0, 0.5), "p3": (2.0, 2.0), "p4": (1.0, 1.0), "p5": (2.0, 2.0),
-                   "p6": (2.0, 0.0), "p7": (2.0, 2.0), "p8": (2.0, 2.0)}
-    active = {r.pod: round(r.active_h, 6) for r in inputs.gpu.itertuples() if r.pod in ("p7", "p8")}
-    assert active == {"p7": 1.0, "p8": 1.0}
+                   "p6": (2.0, 0.0), "p7": (2.0, 2.0), "p8": (2.0, 2.0), "p9": (1.0, 0.0), "p10": (2.0, 2.0)}
+    active = {r.pod: round(r.active_h, 6) for r in inputs.gpu.itertuples() if r.pod in ("p7", "p8", "p9", "p10")}
+    assert active == {"p7": 1.0, "p8": 1.0, "p9": 0.0, "p10": 2.0}
     assert inputs.costs is not None
     p7 = inputs.costs[inputs.costs["pod"] == "p7"]
     assert (round(float(p7["gpu_hours"].sum()), 6), round(float(p7["gpu_cost"].sum()), 6)) == (2.0, 4.0)

@@ -199,3 +199,42 @@ def test_the_gap_is_an_upper_bound_that_is_tight_up_to_the_rules_limit(
         if around > limit:
             assert reported[pod] > limit, (pod, reported[pod], around)
     assert 0 < passed < len(truth)  # the draw has GPUs on both sides of the limit
+
+
+def test_kueue_metrics_are_aged_past_the_lookback_and_missing_ones_are_not_fresh(prometheus_factory: Factory) -> None:
+    """Kueue's gauge last scraped 8 minutes ago is 480 s old (Prometheus' 5-minute lookback alone would call it absent,
+    which read as fresh); with one whose newest sample is after the instant asked about the snapshot has a failed
+    ``kueue_metrics`` source naming why, so the reclaim acts on nothing; with no Kueue gauge at all (a cluster that
+    does not scrape Kueue) none."""
+    from gpuaas.models import Snapshot
+    from gpuaas.policies.reclaim import snapshot_problem
+    from gpuaas.snapshot import assemble_snapshot
+
+    kueue = {"cluster_queue": "cq", "status": "active"}
+    gpu = _samples(ACTIVE, _gpu("fresh", "0"), 0.0, interval_s=30, newest_age_s=30.0)
+    stopped = prometheus_factory([*gpu, *_samples("kueue_pending_workloads", kueue, 1.0, interval_s=30,
+                                                  newest_age_s=480.0)])
+    unscraped = prometheus_factory(gpu)
+    settings = {name: GpuaasSettings(prometheus_url=server.url, nvml="off",
+                                     metrics=MetricNames(sample_interval_seconds=30))
+                for name, server in (("stopped", stopped), ("unscraped", unscraped))}
+    aged = read_prometheus(settings["stopped"], NOW, [30])
+    assert aged.staleness["kueue"] == pytest.approx(480.0)
+
+    def snapshot(name: str, reading: PrometheusReading) -> Snapshot:
+        readings = {"prometheus": (reading, SourceStatus("prometheus", True, staleness_s=30.0)),
+                    "kube": (KubeState("v1beta2", (), (), (), (), (), (), (), (), 0), SourceStatus("kube", True))}
+        return assemble_snapshot(settings[name], NOW, [30], readings)
+
+    assert "kueue_metrics" not in snapshot("stopped", aged).sources  # an age: judged against the staleness limit
+    missing = read_prometheus(settings["unscraped"], NOW, [30])
+    future = PrometheusReading(gpus=aged.gpus, kueue=aged.kueue, serving=aged.serving,
+                               staleness={**aged.staleness, "kueue": -3600.0})
+    assert "kueue_metrics" not in snapshot("unscraped", missing).sources  # a cluster that does not scrape Kueue
+    for name, reading, says in (("stopped", future, "3600 s after the instant asked about"),):
+        snap = snapshot(name, reading)
+        status = snap.sources["kueue_metrics"]
+        assert snap.degraded and not status.ok and status.error is not None
+        assert status.error.startswith(f"Kueue metrics in Prometheus at {settings[name].prometheus_url}: ")
+        assert says in status.error
+        assert snapshot_problem(snap, 600) is not None  # nothing is acted on

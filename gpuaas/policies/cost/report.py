@@ -18,7 +18,8 @@ Money has two named columns everywhere: ``gpu_cost`` (the GPUs' share) and ``tot
 source answered (OpenCost's allocation API or its Prometheus metrics). Cost per outcome divides the
 one the policy's ``cost.basis`` names (default ``total``); waste is idle GPU-hours at the GPU price.
 
-A value that cannot be known is None, with the reason in ``notes``; a service with cost and no
+A value that cannot be known is None, with the reason in ``notes`` (a cost OpenCost left null too, and every sum
+that adds it: ``_unknown_money``); a service with cost and no
 verified outcome has ``cost_per_outcome`` None and the note "no verified outcome". Without the
 Kubernetes API the batch outcomes, the jobs done in time and the productive and in-progress hours of
 the tenants and services with batch work are None, never 0. A period without data (before the
@@ -63,6 +64,7 @@ from gpuaas.policies.cost._coverage import (
 )
 from gpuaas.policies.cost._figures import cents, cost_per_outcome, footed, num
 from gpuaas.policies.cost._periods import period_rows
+from gpuaas.policies.cost._unknown_money import blank_unknown_money, unknown_costs
 from gpuaas.policies.cost._unpriced import (
     NO_OUTCOME,
     service_note,
@@ -135,9 +137,12 @@ def _pods(inputs: CostInputs, policy: Policy, selected: dict[tuple[str, str], st
     """One row per pod over the window: hours, costs, controller, service, tenant."""
     gpu = inputs.gpu.groupby(["namespace", "pod"], as_index=False)[["observed_h", "busy_h", "active_h"]].sum()
     if inputs.costs is not None and not inputs.costs.empty:
-        costs = inputs.costs.groupby(["namespace", "pod"], as_index=False).agg(
-            controller=("controller", "first"), allocated_h=("gpu_hours", "sum"), gpu_cost=("gpu_cost", "sum"),
-            total_cost=("total_cost", "sum"))
+        by_pod = inputs.costs.groupby(["namespace", "pod"])
+        # GPU-hours OpenCost left null are unknown (the pod's DCGM hours stand in), not 0; an unknown cost counts $0
+        # here, and ``blank_unknown_money`` makes every figure that adds it unknown
+        costs = by_pod.agg(controller=("controller", "first"), gpu_cost=("gpu_cost", "sum"),
+                           total_cost=("total_cost", "sum")).join(
+            by_pod["gpu_hours"].sum(min_count=1).rename("allocated_h")).reset_index()
         pods = gpu.merge(costs, on=["namespace", "pod"], how="outer")
     else:
         pods = gpu.assign(controller="", allocated_h=float("nan"), gpu_cost=float("nan"), total_cost=float("nan"))
@@ -348,6 +353,9 @@ def build_cost_report(inputs: CostInputs, policy: Policy, policy_file: str | Non
     batch += [{"namespace": r.namespace, "job": r.owner_name, "kind": r.owner_kind, "finished_at": None,
                "deadline": None, "verdict": "in progress"} for key, r in sorted(running.items())
               if key not in by_job or retried(by_job[key], r)]
+    blank_unknown_money(unknown_costs(inputs.costs if costs_known else None), pods, basis,
+                        {"tenants": tenant_rows, "services": service_rows, "cluster": cluster, "daily": daily,
+                         "wasters": wasters}, notes)
     return CostReport(
         window_s=window_s, start=inputs.start, end=inputs.end,
         tenants=tenant_rows, services=service_rows, cluster=cluster, wasters=wasters, daily=daily, batch=batch,

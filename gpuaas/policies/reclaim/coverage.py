@@ -47,9 +47,16 @@ def telemetry_complete(coverage: pd.Series, longest_gap_s: pd.Series, sample_int
 
 
 def incomplete_detail(coverage: float | None, longest_gap_s: float | None, age_s: float | None,
-                      gpus_seen: float, gpus: float) -> str:
-    """What the evidence showed, for the verdict's reason: ``newest sample 240s old, longest gap 240s, ...``."""
+                      gpus_seen: float, gpus: float, *, activity_max: float | None = None) -> str:
+    """What the evidence showed, for the verdict's reason: ``newest sample 240s old, longest gap 240s, ...``;
+    where the samples are there but their activity is not a reading (``activity_max``: None for NaN, or below
+    0), that first: it is why a window with every sample reads as unknown."""
     parts = []
+    if activity_max is not None and activity_max < 0:
+        parts.append(f"GPU activity {activity_max:.2f}, below 0, which no duty cycle reads: check "
+                     "GPUAAS_METRICS__GPU_ACTIVITY and any recording rule behind it")
+    elif activity_max is None and coverage is not None and not pd.isna(coverage) and coverage > 0:
+        parts.append("its samples hold no activity value (NaN)")
     if age_s is not None and not pd.isna(age_s):
         parts.append(f"newest sample {age_s:.0f}s old")
     if longest_gap_s is not None and not pd.isna(longest_gap_s):

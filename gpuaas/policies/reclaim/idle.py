@@ -1,7 +1,8 @@
 """Which GPU workloads hold GPUs and do nothing: a pure function of a snapshot.
 
 A workload is idle only on positive evidence: every GPU it holds at or below the activity
-threshold for the whole window (``activity_max`` is the maximum over its GPUs and the window),
+threshold for the whole window (``activity_max`` is the maximum over its GPUs and the window; a GPU whose
+samples hold no value, NaN, or a value below 0, which no duty cycle reads, makes it unknown),
 telemetry complete for that window (the snapshot's sample-count floor and longest-gap rule,
 ``gpuaas.policies.reclaim.coverage``, which stale telemetry fails, and every requested GPU seen), no serving
 requests in the window, older than the grace period, and not opted out. Anything less is
@@ -107,8 +108,9 @@ def find_idle(workloads: pd.DataFrame, policy: Policy, now: datetime) -> pd.Data
     for minutes in held["window_minutes"].unique():
         rows = held["window_minutes"] == minutes
         held.loc[rows, "complete"] = _complete(held, minutes)[rows]
-    # NaN samples are counted by count_over_time but carry no activity: incomplete, never idle.
-    complete = held["complete"].astype(bool) & (observed >= held["gpus"]) & held["activity_max"].notna()
+    # NaN samples are counted by count_over_time but carry no activity, and a reading below 0 is no duty cycle:
+    # incomplete, never idle (NaN >= 0 is False).
+    complete = held["complete"].astype(bool) & (observed >= held["gpus"]) & (held["activity_max"] >= 0)
     serving = held["kind"].isin(policy.reclaim.serving_kinds)
     requests_known_zero = held["requests"].fillna(-1) == 0
     has_requests = held["requests"].fillna(0) > 0
@@ -189,8 +191,9 @@ def _incomplete_reason(held: pd.DataFrame, i: Any, observed: pd.Series | float) 
     row = held.loc[i]
     gap = row.get(f"gap_{row['window_minutes']:g}m")
     seen = float(observed[i]) if isinstance(observed, pd.Series) else float(observed)
+    activity = None if pd.isna(row["activity_max"]) else float(row["activity_max"])  # -inf stays: it is below 0
     detail = incomplete_detail(_finite(row["coverage"]), _finite(gap), _finite(row.get("telemetry_age_s")), seen,
-                               float(row["gpus"]))
+                               float(row["gpus"]), activity_max=activity)
     return f"telemetry incomplete for the window ({detail})"
 
 
@@ -212,7 +215,8 @@ def _idle_seconds(held: pd.DataFrame, observed: pd.Series | float, serving: pd.S
     for minutes in _windows_of(held):
         requests = _column(held, f"requests_{minutes:g}m")
         unserved = (requests == 0) | (requests.isna() & ~serving)
-        quiet = (_column(held, f"activity_max_{minutes:g}m") <= held["threshold"]) & _complete(held, minutes) & (
+        activity = _column(held, f"activity_max_{minutes:g}m")
+        quiet = (activity >= 0) & (activity <= held["threshold"]) & _complete(held, minutes) & (
             observed >= held["gpus"]) & unserved
         longer = quiet & (minutes * 60 > seconds) & (minutes <= held["held_seconds"] / 60)
         seconds = seconds.where(~longer, minutes * 60)

@@ -1,0 +1,191 @@
+"""The money the cost report reads: OpenCost's allocation per pod and period, else OpenCost's metrics in Prometheus.
+
+``allocation_rows`` keeps a null or NaN figure as NaN (OpenCost writes null for a figure it could not compute): a
+GPU cost nobody computed is not $0, and GPU-hours nobody counted are not 0 (the report then takes DCGM's hours for
+the pod, as for a pod OpenCost does not list). ``unpriced_periods`` finds the periods OpenCost's answer holds no
+allocation for while the fleet held GPUs: an empty answer (``[]``, ``[null]``, ``[{}]``) for a window GPUs ran in
+is a failed source, never a window that cost $0. Either way the costs are then read as when the API fails: from
+OpenCost's metrics in Prometheus, else unknown.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import pandas as pd
+
+from gpuaas.errors import GpuaasError, MalformedResponse
+from gpuaas.models import COST_COLS, SourceStatus
+from gpuaas.phrases import first_few
+from gpuaas.settings import GpuaasSettings
+from gpuaas.sources import _promql_cost as q
+from gpuaas.sources._prom_client import PromClient
+from gpuaas.sources.failures import describe_failure
+from gpuaas.sources.opencost import IDLE, NO_NAMESPACE, fetch_allocation
+
+__all__ = ["PodLabels", "allocation_gaps", "allocation_rows", "no_allocation_detail", "period_of", "points",
+           "read_costs", "unpriced_periods"]
+
+
+def period_of(ts: float, start: datetime, period_s: float, days: int) -> int:
+    """The period a range-query point (or an OpenCost set ending at ``ts``) closes: the nearest
+    period end, so a point a little off its period end (a rounded timestamp) still lands in it."""
+    return min(max(int(round((ts - start.timestamp()) / period_s)) - 1, 0), days - 1)
+
+
+def points(results: list[dict[str, Any]], start: datetime, period_s: float, days: int) -> list[tuple[dict[str, str],
+                                                                                                        int, float]]:
+    """``(labels, period, value)`` for every point of a range answer; NaN points (no data there) are left out."""
+    out = []
+    for r in results:
+        for ts, value in r["values"]:
+            if not math.isnan(float(value)):  # NaN: no data at that point, not a number to add
+                out.append((r["metric"], period_of(float(ts), start, period_s, days), float(value)))
+    return out
+
+
+def allocation_rows(frame: pd.DataFrame, start: datetime, period_s: float, days: int) -> pd.DataFrame:
+    """``parse_allocation`` rows (one per set and allocation) as ``COST_COLS``: the GPU-hours, the GPU cost, and the
+    total OpenCost charges (GPU, CPU, RAM and the rest; the sum of the parts when ``totalCost`` is missing). A figure
+    OpenCost left null is NaN here, unknown, never 0; the report says whose it was.
+
+    OpenCost's ``__idle__`` (capacity nobody requested) and what no namespace holds (``__unallocated__``,
+    ``__unmounted__`` volumes) are dropped: the funnel starts at what workloads hold. A pod whose
+    controller OpenCost does not know (it names Deployments, StatefulSets, DaemonSets, Jobs and
+    Rollouts only, so every RayCluster, PyTorchJob or bare pod) is ``<namespace>/__unallocated__/<pod>``
+    and is kept: that segment says no controller, not no owner. A row without a pod (coarser
+    aggregation) is kept as namespace cost, so the tenant still pays for it.
+    """
+    namespace = frame["namespace"].fillna("").astype(str)
+    idle = frame["name"].astype(str).str.split("/").map(lambda parts: IDLE in parts)
+    keep = frame[~idle & (namespace != "") & ~namespace.isin(NO_NAMESPACE)]
+    ends = pd.to_datetime(keep["window_end"], utc=True)
+    gpu_cost = keep["gpu_cost"].astype(float)
+    parts = gpu_cost + keep[["cpu_cost", "ram_cost"]].astype(float).fillna(0.0).sum(axis=1)
+    out = pd.DataFrame({
+        "namespace": keep["namespace"], "controller_kind": keep["controller_kind"], "controller": keep["controller"],
+        "pod": keep["pod"], "day": [period_of(t.timestamp(), start, period_s, days) for t in ends],
+        "gpu_hours": keep["gpu_hours"].astype(float),
+        "gpu_cost": gpu_cost,
+        "total_cost": keep["total_cost"].astype(float).fillna(parts),
+    })
+    return out.reindex(columns=COST_COLS).reset_index(drop=True)
+
+
+def unpriced_periods(costs: pd.DataFrame, gpu: pd.DataFrame, kueue: Sequence[tuple[int, float]],
+                     days: int) -> dict[int, float]:
+    """The periods (and the GPU-hours held in each) that the fleet held GPUs in, by DCGM (a pod's observed hours) or
+    by Kueue (quota in use), and that OpenCost's answer holds no allocation for."""
+    held: dict[int, float] = {}
+    seen = gpu[(gpu["namespace"].fillna("") != "") & (gpu["observed_h"].astype(float) > 0)]
+    for day, hours in seen.groupby("day")["observed_h"].sum().items():
+        held[int(day)] = float(hours)
+    quota: dict[int, float] = {}
+    for day, hours in kueue:  # one point per ClusterQueue and period
+        quota[day] = quota.get(day, 0.0) + max(hours, 0.0)
+    for day, hours in quota.items():
+        if hours > 0:
+            held[day] = max(held.get(day, 0.0), hours)
+    priced = set(costs["day"].astype(int)) if not costs.empty else set()
+    return {day: hours for day, hours in sorted(held.items()) if day not in priced and 0 <= day < days}
+
+
+def no_allocation_detail(periods: dict[int, float], start: datetime, period_s: float, days: int) -> str:
+    """What the answer lacked, in words: ``no allocation for the window 2026-12-07 06:00 – 08:00 UTC, while the
+    fleet held 40.0 GPU-hours in it``, or for the days of a longer window, the first few of them."""
+    hours = sum(periods.values())
+    if days == 1:
+        end = start + timedelta(seconds=period_s)
+        where = f"the window {start:%Y-%m-%d %H:%M} – {end:%Y-%m-%d %H:%M} UTC"
+    else:
+        ends = [f"{start + timedelta(seconds=(day + 1) * period_s):%Y-%m-%d %H:%M}" for day in periods]
+        where = (f"{len(periods)} of the window's {days} days (those ending {first_few(ends)} UTC)"
+                 if len(periods) > 1 else f"the day ending {ends[0]} UTC")
+    return (f"no allocation for {where}, while the fleet held {hours:,.1f} GPU-hours in it: its cost is unknown, "
+            "not $0")
+
+
+def _opencost_metric_rows(results: list[dict[str, Any]], start: datetime, period_s: float, days: int) -> pd.DataFrame:
+    cells: dict[tuple[str, str, int], dict[str, Any]] = {}
+    for labels, day, value in points(results, start, period_s, days):
+        key = (labels.get("namespace", ""), labels.get("pod", ""), day)
+        row = cells.setdefault(key, {"namespace": key[0], "controller_kind": "", "controller": "", "pod": key[1],
+                                     "day": day, "gpu_hours": 0.0, "gpu_cost": 0.0, "total_cost": 0.0})
+        stat = labels.get("gpuaas_stat", "")
+        if stat in ("gpu_hours", "gpu_cost"):
+            row[stat] += value
+        if stat in ("gpu_cost", "cpu_cost", "ram_cost"):
+            row["total_cost"] += value
+    return pd.DataFrame(list(cells.values()), columns=COST_COLS)
+
+
+PodLabels = dict[tuple[str, str], dict[str, str]]
+
+
+def _allocation_labels(frame: pd.DataFrame) -> PodLabels:
+    """(namespace, pod) -> labels, from the allocation API's ``properties.labels``."""
+    out: PodLabels = {}
+    for ns, pod, labels in zip(frame["namespace"], frame["pod"], frame["labels"]):
+        if ns and pod and isinstance(labels, dict) and labels:
+            out.setdefault((str(ns), str(pod)), {}).update(labels)
+    return out
+
+
+def read_costs(settings: GpuaasSettings, prom: PromClient, start: datetime, end: datetime, period_s: float,
+               days: int, interval_s: float, notes: list[str],
+               sources: dict[str, SourceStatus]) -> tuple[pd.DataFrame | None, int, PodLabels]:
+    """The costs per pod and period (the API's, else OpenCost's metrics), the requests sent, and the pod
+    labels the API gave (the metrics carry none). A configured allocation API that fails is recorded in
+    ``sources``: the report falls back to the metrics, but a person must learn that the API is down."""
+    requests = 0
+    if settings.opencost_url:
+        rfc = "%Y-%m-%dT%H:%M:%SZ"
+        params = {"window": f"{start.astimezone(UTC).strftime(rfc)},{end.astimezone(UTC).strftime(rfc)}",
+                  "aggregate": "namespace,controller,pod", "step": f"{round(period_s / 60)}m"}  # whole minutes
+        requests += 1
+        try:
+            frame = fetch_allocation(settings, params)
+            sources["opencost"] = SourceStatus("opencost", ok=True)
+            return allocation_rows(frame, start, period_s, days), requests, _allocation_labels(frame)
+        except GpuaasError as exc:
+            failed = describe_failure(settings, "opencost", exc)
+            sources["opencost"] = SourceStatus("opencost", ok=False, error=failed)
+            notes.append(f"{failed}; the costs are read from OpenCost's metrics in Prometheus instead")
+    return _metric_costs(settings, prom, start, end, period_s, days, interval_s, notes), requests, {}
+
+
+def _metric_costs(settings: GpuaasSettings, prom: PromClient, start: datetime, end: datetime, period_s: float,
+                  days: int, interval_s: float, notes: list[str]) -> pd.DataFrame | None:
+    """The costs per pod and period from OpenCost's metrics in Prometheus; None (money unknown) without them."""
+    results = prom.query_range(q.opencost_hours_query(period_s, interval_s), start + timedelta(seconds=period_s), end,
+                               period_s)
+    if not results:
+        why = "no OpenCost allocation API configured" if not settings.opencost_url else "OpenCost API failed"
+        notes.append(f"OpenCost unknown: {why} and no OpenCost metrics (container_gpu_allocation) in Prometheus")
+        return None
+    return _opencost_metric_rows(results, start, period_s, days)
+
+
+def allocation_gaps(settings: GpuaasSettings, prom: PromClient, costs: pd.DataFrame | None, gpu: pd.DataFrame,
+                    kueue: list[dict[str, Any]], window: tuple[datetime, datetime, float, int, float],
+                    notes: list[str], sources: dict[str, SourceStatus]) -> pd.DataFrame | None:
+    """``costs``, unless OpenCost's allocation API answered without an allocation for a period the fleet held GPUs
+    in (``[]``, ``[null]``, ``[{}]``: OpenCost not running then, or its own Prometheus without that data). Then the
+    API is a failed source naming the period, and the costs are read as when it fails: from OpenCost's metrics in
+    Prometheus, else unknown; never $0 for hours that were held."""
+    start, end, period_s, days, interval_s = window
+    if costs is None or not settings.opencost_url or not sources.get("opencost", SourceStatus("opencost", False)).ok:
+        return costs
+    held = [(day, value) for labels, day, value in points(kueue, start, period_s, days) if "gpuaas_stat" not in labels]
+    gaps = unpriced_periods(costs, gpu, held, days)
+    if not gaps:
+        return costs
+    url = settings.opencost_url.rstrip("/") + "/allocation"
+    failed = describe_failure(settings, "opencost", MalformedResponse(
+        no_allocation_detail(gaps, start, period_s, days), source="opencost", url=url))
+    sources["opencost"] = SourceStatus("opencost", ok=False, error=failed)
+    notes.append(f"{failed}; the costs are read from OpenCost's metrics in Prometheus instead")
+    return _metric_costs(settings, prom, start, end, period_s, days, interval_s, notes)

@@ -31,8 +31,8 @@ from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
+from gpuaas.misnamed_queues import DEADLINES_MEANING, misnamed_queues
 from gpuaas.models import Outcome, Snapshot
-from gpuaas.operations._misnamed_queues import DEADLINES_MEANING, misnamed_queues
 from gpuaas.policies.deadlines import (
     DeadlineJob,
     DeadlinePlan,

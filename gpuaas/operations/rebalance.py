@@ -29,8 +29,8 @@ from typing import TYPE_CHECKING, Any
 import pandas as pd
 
 from gpuaas.errors import ConfigError, PolicyError
+from gpuaas.misnamed_queues import REBALANCE_MEANING, misnamed_queues
 from gpuaas.models import Outcome, Snapshot
-from gpuaas.operations._misnamed_queues import REBALANCE_MEANING, misnamed_queues
 from gpuaas.policies.deadlines import PoolPlan
 from gpuaas.policies.quotas import (
     CohortDemand,

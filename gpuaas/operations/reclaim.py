@@ -29,8 +29,8 @@ from gpuaas.actions import (
     recently_restored,
     recover_interrupted,
 )
+from gpuaas.misnamed_queues import RECLAIM_MEANING, misnamed_queues
 from gpuaas.models import Outcome, Snapshot
-from gpuaas.operations._misnamed_queues import RECLAIM_MEANING, misnamed_queues
 from gpuaas.policies.reclaim import Decision, GpuEvidence, apply_adaptive, finalize_decisions, find_idle, plan_reclaim
 from gpuaas.policy import HELD_BACK, FreezeOn, Mode, Policy, WritingFlow
 from gpuaas.store import AuditEntry, Store

@@ -17,9 +17,9 @@ from typing import Any
 import pandas as pd
 import pytest
 
+from gpuaas.misnamed_queues import REBALANCE_MEANING, misnamed_queues
 from gpuaas.models import Outcome, Snapshot, SourceStatus
 from gpuaas.operations import deadlines, rebalance
-from gpuaas.operations._misnamed_queues import REBALANCE_MEANING, misnamed_queues
 from gpuaas.policies.quotas import QueueDemand, QuotaLimits, plan_quotas
 from gpuaas.policy import DeadlinesPolicy, FreezeOn, Mode, Policy
 from tests.operations.test_deadlines_operation import snapshot as deadline_snapshot
@@ -146,8 +146,8 @@ def _target(name: str, tenant: str | None) -> Any:
 def test_a_frozen_tenant_naming_a_missing_queue_keeps_the_reclaim_off_the_workloads_of_no_tenant() -> None:
     """A Workload queued in the ClusterQueue the typo meant belongs to no tenant: the freeze would not hold it back,
     so while that tenant is frozen the targets of no tenant are skipped, saying why; a tenant's own stay its own."""
+    from gpuaas.misnamed_queues import RECLAIM_MEANING
     from gpuaas.operations import reclaim
-    from gpuaas.operations._misnamed_queues import RECLAIM_MEANING
 
     held = {"vision": FreezeOn("launch", NOW + timedelta(days=1), "vision")}
     misnamed = misnamed_queues(snapshot(), POLICY, RECLAIM_MEANING, tenants=held)

@@ -311,8 +311,13 @@ SOURCES = ("kube", "prometheus", "opencost")
 
 
 def _staleness(name: str, value: Any) -> float | None:
-    if name == "prometheus" and value.staleness:
-        return float(max(value.staleness.values()))
+    """A source's age for the freshness no action may lack. Prometheus's is that of the telemetry decisions read
+    (DCGM, serving), not of Kueue's gauges, which no decision reads (the cost report, the dashboard and KEDA do): a
+    Kueue scrape that stopped must not hold back every reclaim under a reason that names the GPU telemetry. Their
+    age stays in the reading, and one from the future fails the snapshot (``gpuaas.snapshot_health``)."""
+    if name == "prometheus":
+        ages = [age for source, age in value.staleness.items() if source != "kueue"]
+        return float(max(ages)) if ages else None
     return 0.0 if name == "kube" else None
 
 

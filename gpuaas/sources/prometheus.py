@@ -125,8 +125,8 @@ LOOKBACK_S = 300.0
 """Prometheus' default ``--query.lookback-delta``."""
 KUEUE_SCRAPE_LOOKBACK_S = 6 * 3600.0
 """How far back the age of Kueue's newest gauge sample is looked for: a scrape that stopped within it has its real
-age, judged against ``collect.max_staleness_seconds`` (so a snapshot on it acts on nothing); none in it reads as a
-cluster that does not scrape Kueue, which the flows do without (``gpuaas config preflight`` warns)."""
+age (reported; no decision reads Kueue's gauges, so it holds no action back); none in it reads as a cluster that
+does not scrape Kueue, which the flows do without (``gpuaas config preflight`` warns)."""
 
 
 def queries_per_cycle(windows: Sequence[float]) -> int:

@@ -15,6 +15,7 @@ The number of queries stays fixed.
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import replace
 from datetime import timedelta
 
 import pandas as pd
@@ -238,3 +239,14 @@ def test_kueue_metrics_are_aged_past_the_lookback_and_missing_ones_are_not_fresh
         assert status.error.startswith(f"Kueue metrics in Prometheus at {settings[name].prometheus_url}: ")
         assert says in status.error
         assert snapshot_problem(snap, 600) is not None  # nothing is acted on
+
+
+def test_a_stopped_kueue_scrape_does_not_age_the_telemetry_decisions_read() -> None:
+    """No decision reads Kueue's gauges: their age (a scrape stopped an hour ago) is reported, and a Prometheus whose
+    GPU telemetry is 30 s old is 30 s old for the freshness an action needs, not an hour."""
+    from gpuaas.snapshot import _staleness
+
+    reading = PrometheusReading(gpus=pd.DataFrame(), kueue=pd.DataFrame(), serving=pd.DataFrame(),
+                                staleness={"dcgm": 30.0, "kueue": 3600.0})
+    assert _staleness("prometheus", reading) == 30.0
+    assert _staleness("prometheus", replace(reading, staleness={"kueue": 3600.0})) is None

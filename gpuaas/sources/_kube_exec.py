@@ -6,8 +6,9 @@ afford: it waits for the plugin without a limit (a plugin stuck on a browser log
 provider hangs the run for ever, past every request timeout), and when the plugin fails or answers without a
 credential it logs the error at the root logger and goes on with no credentials at all (the API server then
 refuses every request as anonymous, and the cause is a stray ``ERROR:root:exec: …`` line). ``loading_credentials``
-closes both for the loads gpuaas makes: the plugin is killed after the run's request timeout, and what the
-client would have logged is collected, for the caller to raise as the one line that names the kubeconfig.
+closes both for the loads gpuaas makes: the plugin is killed after the run's request timeout (unless a person is
+at the terminal, logging in), and what the client would have logged is collected, for the caller to raise as the
+one line that names the kubeconfig.
 
 The client's own module globals are replaced once, by shims that change nothing outside ``loading_credentials``
 (in another thread, or when the client refreshes an expired credential mid-request, it behaves as it always did).
@@ -17,6 +18,7 @@ from __future__ import annotations
 
 import logging
 import subprocess
+import sys
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -57,6 +59,11 @@ def _error(message: object, *args: Any, **kwargs: Any) -> None:
         collected.append(str(message) % args if args else str(message))
 
 
+def _interactive() -> bool:
+    """Whether the client would run the plugin interactively (its own test: standard output is a terminal)."""
+    return hasattr(sys.stdout, "isatty") and sys.stdout.isatty()
+
+
 def _install() -> None:
     """Point the client's exec provider and kubeconfig loader at the shims (once; idempotent)."""
     from kubernetes.config import exec_provider, kube_config
@@ -70,10 +77,13 @@ def _install() -> None:
 @contextmanager
 def loading_credentials(timeout: float) -> Iterator[list[str]]:
     """Within: an exec plugin the kubeconfig loader runs is stopped after ``timeout`` seconds, and the errors the
-    loader would log (the plugin failed, timed out, or answered without a credential) fill the list yielded."""
+    loader would log (the plugin failed, timed out, or answered without a credential) fill the list yielded.
+
+    Not stopped where a person is at the terminal: the client then hands the plugin this terminal for a login
+    (a browser flow, a second factor) that takes as long as the person does."""
     _install()
     errors: list[str] = []
-    _local.timeout, _local.errors = timeout, errors
+    _local.timeout, _local.errors = (None if _interactive() else timeout), errors
     try:
         yield errors
     finally:

@@ -85,3 +85,14 @@ def test_the_failure_line_names_the_server_without_running_the_plugin(tmp_path: 
     started = time.monotonic()
     assert endpoint_of(settings, "kube") == "https://127.0.0.1:9"
     assert time.monotonic() - started < 5 and _runs(tmp_path) == 0
+
+
+def test_a_login_at_the_terminal_is_not_cut_short(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Where a person is at the terminal the client hands the plugin the terminal for a login, which takes as long as
+    the person does: no bound then; a scheduled run (no terminal) has the request timeout."""
+    from gpuaas.sources import _kube_exec
+
+    for at_terminal, bound in ((True, None), (False, 1.0)):
+        monkeypatch.setattr(_kube_exec, "_interactive", lambda at_terminal=at_terminal: at_terminal)
+        with _kube_exec.loading_credentials(1.0):
+            assert _kube_exec._local.timeout == bound

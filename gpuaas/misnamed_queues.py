@@ -42,13 +42,17 @@ def cluster_queue_names(snapshot: Snapshot) -> set[str] | None:
 
 def misnamed_queues(snapshot: Snapshot, policy: Policy, meaning: str, *, file: str = "policy.yaml",
                     tenants: Collection[str] | None = None) -> tuple[str, ...]:
-    """One sentence per tenant (only those in ``tenants`` when given) that names a ClusterQueue the snapshot lacks:
+    """One sentence per tenant (only those in ``tenants`` when given) that names a ClusterQueue the snapshot lacks,
+    while a ClusterQueue there belongs to no tenant (the one a typo may have meant; where every queue there is
+    named by a tenant, a missing name hides none and stops nothing):
     ``tenant vision names ClusterQueue visoin-cq, which the cluster lacks: <meaning>; fix
     tenants[vision].cluster_queues in policy.yaml``. Empty where every one is there, or where the ClusterQueues
     could not be read (``cluster_queue_names``)."""
     known = cluster_queue_names(snapshot)
     if known is None:
         return ()
+    if known <= {q for tenant in policy.tenants for q in tenant.cluster_queues}:
+        return ()  # every queue there is a tenant's: a stale name (a deleted queue, a policy shared by clusters) hides none
     out = []
     for tenant in policy.tenants:
         if tenants is not None and tenant.name not in tenants:

@@ -164,3 +164,16 @@ def test_a_frozen_tenant_naming_a_missing_queue_keeps_the_reclaim_off_the_worklo
     assert misnamed_queues(snapshot(), POLICY, RECLAIM_MEANING, tenants={}) == ()
     assert [d.outcome for d in reclaim.plan(targets, reclaim.AuditView(), POLICY, Mode.apply, NOW).decisions] == [
         Outcome.planned] * 3
+
+
+def test_a_stale_name_while_every_queue_there_is_a_tenants_stops_nothing() -> None:
+    """A name left after its ClusterQueue was deleted, or a policy shared by several clusters: where every queue the
+    cluster has is named by a tenant, no queue can have lost its tenant to the missing name, so nothing is held."""
+    named = Policy.model_validate({"tenants": [
+        {"name": "vision", "cluster_queues": ["vision-cq", "vision-old-cq"]},
+        {"name": "text", "cluster_queues": ["text-cq", "empty-cq"]}]})
+    assert misnamed_queues(snapshot(), named, REBALANCE_MEANING) == ()
+    orphan = snapshot(queues=("vision-cq", "text-cq", "speech-cq"))  # a queue of no tenant: the typo may mean it
+    assert misnamed_queues(orphan, named, REBALANCE_MEANING) == (
+        "tenant vision names ClusterQueue vision-old-cq, which the cluster lacks: its change freeze and guarantee "
+        "would hold no queue; fix tenants[vision].cluster_queues in policy.yaml",)

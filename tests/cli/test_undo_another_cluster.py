@@ -1,8 +1,8 @@
 """An undo with the kubeconfig of another cluster than the one whose history the database holds.
 
-The uid guard keeps that cluster's objects as they are, but the undo used to record its restores in this database's
-audit log all the same. It is refused now as a collect refuses such a database: before anything is recorded or
-written, in the collect's line, exit 1; through ``gpuaas undo``, ``gpuaas incident --undo`` and the deadlines
+The uid guard keeps that cluster's objects as they are, but the restores it would record would go into this
+database's audit log: such an undo is refused as a collect refuses such a database, before anything is recorded
+or written, in the collect's line, exit 1; through ``gpuaas undo``, ``gpuaas incident --undo`` and the deadlines
 flow's undo alike.
 """
 

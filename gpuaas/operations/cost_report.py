@@ -29,7 +29,7 @@ from gpuaas.sources.cost_window import read_cost_inputs
 
 __all__ = ["REPORT_FILE", "CostReportPlan", "CostWindows", "plan", "prune_reports", "read", "report_file"]
 
-REPORT_FILE = re.compile(r"cost-report-\d{8}T\d{6}Z-\d+s\.html(?:\.tmp)?")
+REPORT_FILE = re.compile(r"cost-report-\d{8}T\d{6}Z-(\d+)s\.html(?:\.tmp)?")
 """The name of every HTML page ``report_file`` gives (and of one still being written, ``.tmp``): the only files
 ``prune_reports`` may remove."""
 
@@ -81,17 +81,19 @@ def prune_reports(folder: Path, older_than: timedelta, now: datetime,
 
     Only regular files directly in ``folder`` whose name is ``REPORT_FILE``'s, never ``keep`` (the page just
     written): whatever else an operator keeps there, the load tests' folder, or a link, stays untouched. The age
-    is the file's modification time, when the page was written, whatever window it covers. A page another run
-    removed first is no failure.
+    is the file's modification time, when the page was written; a page is kept at least as long as the window it
+    covers (its name says it), so a month's report outlives a 14-day retention until the next month's is written.
+    A page another run removed first is no failure.
     """
-    cutoff = (now - older_than).timestamp()
     removed: list[Path] = []
     failed: list[str] = []
     with os.scandir(folder) as entries:
         for entry in entries:
             path = Path(entry.path)
-            if not REPORT_FILE.fullmatch(entry.name) or path == keep:
+            named = REPORT_FILE.fullmatch(entry.name)
+            if named is None or path == keep:
                 continue
+            cutoff = (now - max(older_than, timedelta(seconds=int(named.group(1))))).timestamp()
             try:
                 if not entry.is_file(follow_symlinks=False) or entry.stat(follow_symlinks=False).st_mtime >= cutoff:
                     continue

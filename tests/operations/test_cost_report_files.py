@@ -101,3 +101,16 @@ def test_writing_a_page_removes_those_written_more_than_the_retention_ago(tmp_pa
 
     assert written.parent == folder and written.read_text(encoding="utf-8") == "<html>report</html>"
     assert not old.exists() and recent.exists() and foreign.exists()
+
+
+def test_a_page_is_kept_at_least_as_long_as_the_window_it_covers(tmp_path: Path) -> None:
+    """A month's report, written 20 days ago, outlives a 14-day retention until the next month's is written; one
+    written 31 days ago goes, as does a day's report of 20 days ago."""
+    month = _file(tmp_path, "cost-report-20261111T000000Z-2592000s.html", timedelta(days=20))
+    last_month = _file(tmp_path, "cost-report-20261031T000000Z-2592000s.html", timedelta(days=31))
+    day = _file(tmp_path, "cost-report-20261111T000000Z-86400s.html", timedelta(days=20))
+
+    removed, failed = prune_reports(tmp_path, RETENTION, NOW)
+
+    assert sorted(removed) == sorted([last_month, day]) and failed == []
+    assert month.exists()

@@ -214,6 +214,11 @@ class GpuaasSettings(BaseSettings):
             return parsed.set(password=self.database_password.get_secret_value()).render_as_string(hide_password=False)
         return f"sqlite:///{self.sqlite_path}"
 
+    @property
+    def policy_file_name(self) -> str:
+        """The policy file as a line that tells what to fix names it: its name, ``policy.yaml`` where none is set."""
+        return self.policy_file.name if self.policy_file else "policy.yaml"
+
     @cached_property
     def policy(self) -> Policy:
         """The validated policy; defaults (dry-run everywhere) when no file is configured."""

@@ -39,7 +39,7 @@ def plan_deadline_run(settings: GpuaasSettings, snapshot: Snapshot, now: datetim
     """The pools' plans and, with ``nudge``, the holds and releases: pure, bounded like ``plan_deadlines``; with the
     tenants a change freeze holds back now, and those of them that name a ClusterQueue the snapshot lacks."""
     held = settings.policy.frozen_tenants(WritingFlow.deadlines, datetime.now(UTC))
-    file = settings.policy_file.name if settings.policy_file else "policy.yaml"
+    file = settings.policy_file_name
     return op.plan(snapshot, settings.policy.deadlines, now, nudge=nudge, held=held,
                    misnamed=op.frozen_misnamed(snapshot, settings.policy, held, file))
 

@@ -51,7 +51,7 @@ def plan_rebalance(settings: GpuaasSettings, snapshot: Snapshot, history: pd.Dat
     return op.plan(snapshot, history, settings.policy, audit=audit, pools=pools, cohort=cohort,
                    history_error=history_error, snapshot_id=snapshot_id, window_days=window_days,
                    held=settings.policy.frozen_tenants(WritingFlow.rebalance, datetime.now(UTC)),
-                   policy_file=settings.policy_file.name if settings.policy_file else "policy.yaml")
+                   policy_file=settings.policy_file_name)
 
 
 @gpuaas_task("apply-quota-plans", timeout_seconds=600)

@@ -57,7 +57,8 @@ def decide(settings: GpuaasSettings, snapshot: Snapshot, idle: pd.DataFrame, mod
            wall_clock: datetime) -> operation.ReclaimPlan:
     """The whole decision (targets, the audit log's answer for this window, the cap), written nowhere yet."""
     with open_store(settings) as store:
-        return operation.decide(snapshot, idle, settings.policy, mode, store, now=now, wall_clock=wall_clock)
+        return operation.decide(snapshot, idle, settings.policy, mode, store, now=now, wall_clock=wall_clock,
+                               policy_file=settings.policy_file_name)
 
 
 @gpuaas_task("act", timeout_seconds=600)

@@ -124,12 +124,13 @@ def plan(proposed: Sequence[Decision], audit: AuditView, policy: Policy, mode: M
 
 
 def decide(snapshot: Snapshot, idle: pd.DataFrame, policy: Policy, mode: Mode, store: Store, *, now: datetime,
-           wall_clock: datetime | None = None) -> ReclaimPlan:
+           wall_clock: datetime | None = None, policy_file: str = "policy.yaml") -> ReclaimPlan:
     """``propose``, the audit log's answer, ``plan``: one run's decision, as the flow and the command make it.
-    The tenants' change freezes are judged on ``wall_clock`` (the instant the run writes), or ``now``."""
+    The tenants' change freezes are judged on ``wall_clock`` (the instant the run writes), or ``now``;
+    ``policy_file`` is named where a tenant's ClusterQueue is to be fixed there."""
     proposed = propose(snapshot, idle, policy, mode, wall_clock)
     held = policy.frozen_tenants(WritingFlow.reclaim, wall_clock or now)
-    misnamed = misnamed_queues(snapshot, policy, RECLAIM_MEANING, tenants=held) if held else ()
+    misnamed = misnamed_queues(snapshot, policy, RECLAIM_MEANING, file=policy_file, tenants=held) if held else ()
     return plan(proposed, read_audit_view(store, proposed, now), policy, mode, now, held, misnamed)
 
 

@@ -177,3 +177,15 @@ def test_a_stale_name_while_every_queue_there_is_a_tenants_stops_nothing() -> No
     assert misnamed_queues(orphan, named, REBALANCE_MEANING) == (
         "tenant vision names ClusterQueue vision-old-cq, which the cluster lacks: its change freeze and guarantee "
         "would hold no queue; fix tenants[vision].cluster_queues in policy.yaml",)
+
+
+def test_the_line_names_the_policy_file_in_use(tmp_path: Any) -> None:
+    """The fix is in the file the flows read, whatever its name: the settings name it for all three flows."""
+    from gpuaas.settings import GpuaasSettings
+
+    prod = tmp_path / "prod-policy.yaml"
+    prod.write_text("version: 1\n")
+    assert GpuaasSettings(policy_file=prod).policy_file_name == "prod-policy.yaml"
+    assert GpuaasSettings().policy_file_name == "policy.yaml"
+    assert misnamed_queues(snapshot(), POLICY, REBALANCE_MEANING, file="prod-policy.yaml")[0].endswith(
+        "fix tenants[vision].cluster_queues in prod-policy.yaml")

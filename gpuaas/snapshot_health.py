@@ -1,7 +1,7 @@
 """Sources that answered with data no decision may use: the snapshot counts them failed, and says why.
 
 An answer can be well formed and still not be evidence. ``untrusted_sources`` finds two such: OpenCost's
-allocation API answering no allocation at all while Kueue had GPUs admitted (it was not pricing: its silence is not
+allocation API answering no allocation at all while running pods held GPUs (it was not pricing: its silence is not
 $0), and Kueue's metrics in Prometheus whose newest sample is after the instant asked about (their age cannot be
 told). Each is a failed source of the snapshot, named in one line, so that the run is degraded and acts on nothing,
 as it is when a source does not answer.
@@ -14,15 +14,13 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from gpuaas.errors import MalformedResponse, redact_endpoint
-from gpuaas.models import SourceStatus, WorkloadState
+from gpuaas.models import SourceStatus
 from gpuaas.settings import GpuaasSettings
 from gpuaas.sources.failures import describe_failure
 from gpuaas.sources.prometheus import KUEUE_PENDING
 
 __all__ = ["KUEUE_METRICS", "untrusted_sources"]
 
-HOLDING = (WorkloadState.admitted.value, WorkloadState.quota_reserved.value)
-"""The Workload states that hold quota, so GPUs."""
 Readings = dict[str, tuple[Any, SourceStatus]]
 KUEUE_METRICS = "kueue_metrics"
 """The snapshot's name for Kueue's own gauges in Prometheus, a source of their own where their age cannot be told."""
@@ -39,20 +37,20 @@ def untrusted_sources(settings: GpuaasSettings, now: datetime, windows: Sequence
 def _no_allocation(settings: GpuaasSettings, now: datetime, windows: Sequence[float],
                    readings: Readings) -> SourceStatus | None:
     """The OpenCost status of an allocation API that answered with no allocation at all (``[]``, ``[null]``,
-    ``[{}]``) while Kueue had GPUs admitted: OpenCost was not pricing then (not running, or its own Prometheus
+    ``[{}]``) while running pods held GPUs: OpenCost was not pricing then (not running, or its own Prometheus
     without the data), and its silence would price what reclaim frees at nothing known. None when it answered
     something, or nothing was held."""
     costs, status = readings.get("opencost", (None, None))
     kube = readings.get("kube", (None, None))[0]
     if not settings.opencost_url or status is None or not status.ok or costs is None or not costs.empty:
         return None
-    held = sum(w.gpus for w in getattr(kube, "workloads", ()) if w.state.value in HOLDING and w.gpus > 0)
+    held = sum(p.gpus for p in getattr(kube, "pods", ()) if p.gpus > 0)  # OpenCost prices pods, not Workloads
     if held <= 0:
         return None
     end = now.astimezone(UTC)
     start = end - timedelta(minutes=max(windows, default=0.0))
-    detail = (f"no allocation for the window {start:%Y-%m-%d %H:%M} – {end:%Y-%m-%d %H:%M} UTC, while Kueue had "
-              f"{held:g} GPUs admitted: its cost is unknown, not $0")
+    detail = (f"no allocation for the window {start:%Y-%m-%d %H:%M} – {end:%Y-%m-%d %H:%M} UTC, while running pods "
+              f"held {held:g} GPUs: their cost is unknown, not $0")
     url = settings.opencost_url.rstrip("/") + "/allocation"
     return SourceStatus("opencost", ok=False, latency_s=status.latency_s, error=describe_failure(
         settings, "opencost", MalformedResponse(detail, source="opencost", url=url)))

@@ -233,17 +233,18 @@ def test_a_pod_whose_activity_is_below_zero_or_nan_makes_its_workload_unknown(re
 
 
 def test_an_opencost_answer_without_any_allocation_while_gpus_are_held_fails_the_source() -> None:
-    """OpenCost answered ``{"data": [null]}`` (or ``[]``, ``[{}]``: parsed, no row) while Kueue had 2 GPUs admitted:
-    it was not pricing, and reclaim must not price what it frees at nothing known. The same answer with no GPU held
-    is no failure: nothing ran to be priced."""
+    """OpenCost answered ``{"data": [null]}`` (or ``[]``, ``[{}]``: parsed, no row) while running pods held 2 GPUs:
+    it was not pricing, and reclaim must not price what it frees at nothing known. The same answer with no pod
+    holding a GPU is no failure, a Workload admitted without a running pod (OpenCost prices pods) included."""
     from gpuaas.settings import GpuaasSettings
     from gpuaas.snapshot import assemble_snapshot
     from gpuaas.sources.opencost import COST_COLUMNS
 
     settings = GpuaasSettings(opencost_url="http://opencost:9003", nvml="off")
     empty = pd.DataFrame(columns=COST_COLUMNS)
-    for held, fails in ((WorkloadState.admitted, True), (WorkloadState.pending, False)):
-        kube = KubeState("v1beta2", (), (), (_wl("rc", held, 2, 90, "rc"),), (), (), (), (), (), 0)
+    pod = (PodGpus("team-a", "rc-0", "n1", 2, "RayCluster", "rc", "RayCluster", "rc"),)
+    for pods, fails in ((pod, True), ((), False)):
+        kube = KubeState("v1beta2", (), (), (_wl("rc", WorkloadState.admitted, 2, 90, "rc"),), (), (), (), pods, (), 0)
         readings = {"kube": (kube, SourceStatus("kube", True)), "opencost": (empty, SourceStatus("opencost", True))}
         status = assemble_snapshot(settings, NOW, [30, 60], readings).sources["opencost"]
         assert status.ok is not fails

@@ -126,7 +126,8 @@ def list_(
     limit: Annotated[int, typer.Option(min=1, max=MAX_LISTED, help=(
         "At most this many rows: the newest, shown oldest first; the title says when more match."))] = 200,
     before: Annotated[int | None, typer.Option("--before", parser=audit_id, metavar="ID", help=(
-        "Only rows with an id below ID: page back from the oldest row shown (the title of a cut listing names it)."
+        "Only the rows listed before row ID (by time, then id): page back from the oldest row shown (the title of a "
+        "cut listing names it)."
     ))] = None,
     format: Annotated[OutputFormat, typer.Option("--format", help="Output format.")] = OutputFormat.table,
 ) -> None:
@@ -138,6 +139,8 @@ def list_(
     _object(object)
     store = store_or_exit(settings_or_exit(), read_only=True)
     try:
+        if before is not None and store.get_audit(before) is None:
+            raise usage_error("--before: no audit entry has that id (see `gpuaas audit list`)", "--before")
         rows = store.audit(since=since_at, until=until_at, flow=flow, obj=object, before=before, limit=limit,
                            newest=True)
         total = len(rows) if len(rows) < limit else store.count_audit(  # counted only where the listing may be cut

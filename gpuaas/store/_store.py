@@ -18,7 +18,7 @@ from contextlib import contextmanager
 from datetime import datetime, timedelta
 from typing import Any
 
-from sqlalchemy import Engine, create_engine, delete, event, func, update
+from sqlalchemy import Engine, and_, create_engine, delete, event, func, or_, update
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.exc import DBAPIError, SQLAlchemyError
@@ -188,8 +188,9 @@ class Store(HistoryRows, RunLocks, SchemaVersions):
         """Rows oldest first. ``obj`` (``name``, ``namespace/name``, ``Kind/namespace/name`` or ``Kind//name``;
         :func:`parse_object_ref`) matches the object a row wrote or the owner a reclaim stopped through it
         (:func:`~gpuaas.store._audit_object.object_filter`); ``idempotency_keys`` any of those keys, ``refers_to`` any of
-        those ids (one query per ``IN`` list of 500); ``before`` only ids below it (paging back from a listing's
-        oldest row). ``limit`` keeps the oldest rows, or with ``newest`` the newest, still returned oldest first:
+        those ids (one query per ``IN`` list of 500); ``before`` only the rows listed before that row, in the listing's
+        own order (time, then id), so paging back from a listing's oldest row neither repeats nor skips a row where
+        workers' clocks disagree with the order their rows were numbered in (none for an id no row has). ``limit`` keeps the oldest rows, or with ``newest`` the newest, still returned oldest first:
         the query itself asks for that many, so a look at the last few rows of a long log reads only those."""
         query = select(AuditEntry).where(*self._audit_filters(since, until, flow, obj, idempotency_key, before))
         listed: tuple[Any, list[Any]] | None = None  # the one long list, asked for one IN list of 500 at a time
@@ -235,7 +236,9 @@ class Store(HistoryRows, RunLocks, SchemaVersions):
         if idempotency_key:
             clauses.append(col(AuditEntry.idempotency_key) == idempotency_key)
         if before is not None:
-            clauses.append(col(AuditEntry.id) < before)
+            anchor = select(AuditEntry.created_at).where(col(AuditEntry.id) == before).scalar_subquery()
+            clauses.append(or_(col(AuditEntry.created_at) < anchor,
+                               and_(col(AuditEntry.created_at) == anchor, col(AuditEntry.id) < before)))
         if obj:
             clauses.extend(object_filter(obj))
         return clauses

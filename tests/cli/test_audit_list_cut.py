@@ -104,6 +104,14 @@ def test_before_takes_an_audit_id() -> None:
     assert result.exit_code == 2 and "'--before'" in result.stderr
 
 
+def test_before_an_id_no_row_has_is_a_usage_error_naming_it(ids: list[int]) -> None:
+    """Rows are listed by time, so "before" a row needs the row: an id past the log is refused, not read as all."""
+    result = runner.invoke(app, ["audit", "list", "--before", str(ids[-1] + 1)])
+    assert result.exit_code == 2, result.output
+    assert "'--before'" in result.stderr and "no audit entry has that id" in result.stderr
+    assert "Traceback" not in result.output
+
+
 @pytest.mark.parametrize("limit", ["99999999999999999999999", "1000001", "0"])
 def test_a_limit_out_of_range_is_a_usage_error_naming_it(limit: str) -> None:
     result = runner.invoke(app, ["audit", "list", "--limit", limit])

@@ -61,3 +61,22 @@ def test_before_pages_back_and_the_count_matches_the_same_filters(long_log: Stor
     assert long_log.count_audit(since=T0 + timedelta(seconds=ROWS - 10), flow="reclaim") == 7
     names, fetched = _loaded(long_log, flow="rebalance", limit=2, newest=True)
     assert names == ["nb-2994", "nb-2997"] and fetched == 2
+
+
+def test_before_pages_in_the_listings_order_where_clocks_disagree_with_ids(store: Store) -> None:
+    """Two workers whose clocks differ number rows in one order and time them in another: paging back with ``before``
+    from each page's oldest row must visit every row once, in the listing's order (time, then id)."""
+    offsets = [0, 600, 10, 610, 20, 5, 615, 15]  # seconds after T0, in the order the rows were inserted (numbered)
+    with store.session() as session:
+        session.add_all(AuditEntry(created_at=T0 + timedelta(seconds=s), flow="reclaim", action="reclaim",
+                                   kind="Notebook", namespace="a", name=f"nb-{s}", mode="dry-run", outcome="planned")
+                        for s in offsets)
+        session.commit()
+    pages: list[list[str]] = []
+    before: int | None = None
+    while page := store.audit(limit=3, newest=True, before=before):
+        pages.append([r.name for r in page])
+        before = int(page[0].id or 0)
+        assert store.count_audit(before=before) == len(offsets) - sum(map(len, pages))
+    assert [name for page in reversed(pages) for name in page] == [f"nb-{s}" for s in sorted(offsets)]
+    assert store.audit(before=10_000) == []

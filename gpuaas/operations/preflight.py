@@ -98,14 +98,13 @@ def database_check(settings: GpuaasSettings, cluster: str | None = None) -> Chec
                      + (", the history of this cluster" if stored else ""))
     if current is None:
         return Check(name, Verdict.ok, f"{where}: no gpuaas schema yet; the first flow run creates it")
+    problem = str(schema_problem(settings.database_url_value, current, head))
     if current not in known_revisions():
-        return Check(name, Verdict.failed, str(schema_problem(settings.database_url_value, current, head)))
+        return Check(name, Verdict.failed, problem)
     if file is not None:
-        return Check(name, Verdict.warning, f"{where}: schema {current}, behind {head}: the next flow "
-                                            "run upgrades it, or gpuaas db upgrade")
-    return Check(name, Verdict.failed, f"{where}: schema {current}, behind {head}: the next flow run fails on it (a "
-                                       "flow does not migrate a shared database): run gpuaas db upgrade once every "
-                                       "worker runs this version")
+        return Check(name, Verdict.warning, problem)
+    return Check(name, Verdict.failed, f"{problem}; until then every flow run fails on it (a flow does not migrate a "
+                                       "shared database)")
 
 
 def applying(settings: GpuaasSettings) -> list[str]:

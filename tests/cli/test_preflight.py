@@ -111,7 +111,8 @@ def test_a_reachable_pushgateway_and_a_database_behind_this_gpuaas(
     checks = _checks(run)
     assert checks["Pushgateway"] == ("ok", "ready")
     assert checks["database"][0] == "warning"
-    assert "schema 0003, behind 0004: the next flow run upgrades it, or gpuaas db upgrade" in checks["database"][1]
+    assert ("is at schema 0003, behind the 0004 this gpuaas reads: run `gpuaas db upgrade` (or let the next flow run "
+            "upgrade it)") in checks["database"][1]
     assert run.returncode == 0, run.stderr
 
 

@@ -129,7 +129,8 @@ def test_the_preflight_says_what_the_next_flow_run_will_do(db_url: str, monkeypa
     behind = database_check(load_settings())
     assert behind.verdict is (Verdict.failed if shared else Verdict.warning)
     assert "gpuaas db upgrade" in behind.detail
-    assert ("every worker" in behind.detail) is shared and ("next flow run upgrades it" in behind.detail) is not shared
+    assert ("every worker" in behind.detail) is shared and ("let the next flow run upgrade it" in behind.detail) is not shared
+    assert ("every flow run fails on it" in behind.detail) is shared
     with Store(db_url, migrate=False) as store, store.engine.begin() as conn:
         conn.execute(text("UPDATE alembic_version SET version_num = '9999'"))
     newer = database_check(load_settings())

@@ -49,7 +49,8 @@ def find_idle_workloads(settings: GpuaasSettings, snapshot: Snapshot,
 def recover(settings: GpuaasSettings, now: datetime) -> list[Settled]:
     """Close the intents a killed run left open (apply mode, before deciding: it changes what is decided)."""
     with store_and_writer(settings) as (store, writer):
-        return settled_writes(operation.recover(store, writer, flow_run_id=current_run_id(), now=now))
+        return settled_writes(operation.recover(store, writer, flow_run_id=current_run_id(), now=now),
+                              store.get_audit)
 
 
 @gpuaas_task("decide")

@@ -13,12 +13,14 @@ An object that cannot be read leaves its intent open for the next run.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from datetime import datetime
 from typing import NamedTuple
 
 from gpuaas.actions._kube_writer import KubeWriter
 from gpuaas.actions._restore import recover_restores
 from gpuaas.actions.reclaim import FLOW, RECOVERY_LOOKBACK, settle_reclaim
+from gpuaas.audit_subject import owners, subject
 from gpuaas.models import Outcome
 from gpuaas.policy import Mode
 from gpuaas.store import AuditEntry, Store
@@ -37,13 +39,15 @@ class Settled(NamedTuple):
     intent_id: int
     """The open intent it closed: for a stop, the id ``gpuaas undo`` takes."""
     target: str
-    """``RayCluster team-a/train``."""
+    """``RayCluster team-a/train (Workload raycluster-train-1a2b3)``, or the object alone where no owner is known."""
 
 
-def settled_writes(rows: list[AuditEntry]) -> list[Settled]:
-    """The completion rows ``recover_interrupted`` appended, as a run reports them."""
+def settled_writes(rows: list[AuditEntry], lookup: Callable[[int], AuditEntry | None]) -> list[Settled]:
+    """The completion rows ``recover_interrupted`` appended, as a run reports them: each named as ``audit list``
+    names it, a stop by the owner it stopped (found up ``refers_to`` with ``lookup``, ``Store.get_audit``)."""
+    owner = owners(rows, lookup)
     return [Settled(r.action, Outcome(r.outcome), int(r.refers_to or 0),
-                    f"{r.kind} {r.namespace}/{r.name}" if r.namespace else f"{r.kind} {r.name}") for r in rows]
+                    subject(r.kind, r.namespace, r.name, owner.get(int(r.id or 0)))) for r in rows]
 
 
 def _recover_reclaims(store: Store, writer: KubeWriter, flow_run_id: str | None, now: datetime) -> list[AuditEntry]:

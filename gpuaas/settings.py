@@ -104,7 +104,8 @@ class GpuaasSettings(BaseSettings):
     """SQLAlchemy URL; unset means SQLite at ``DATA_DIR/gpuaas.db``. PostgreSQL for a shared deployment. A SQLite URL
     names a file and takes no query options (an in-memory database would take the audit log with it)."""
     database_password: SecretStr | None = None
-    """Put into ``database_url`` when that has none: the URL can live in plain config, the password in a secret."""
+    """Put into ``database_url`` when that has none: the URL can live in plain config, the password in a secret. A
+    different password in both is refused."""
     policy_file: Path | None = None
     """The policy YAML: what may be done (dry-run or apply, thresholds, caps); unset: dry-run everywhere."""
 
@@ -165,6 +166,25 @@ class GpuaasSettings(BaseSettings):
     writes_slot_lease_seconds: Annotated[float, Field(ge=60, le=86400)] = 60
     """Lease of the Prefect slot, renewed by its live holder every 3/4 of it (Prefect's minimum is 60 s): a holder
     killed on another machine frees the slot this long after its last renewal, plus the server's repossessor loop."""
+
+    @model_validator(mode="after")
+    def _one_password(self) -> GpuaasSettings:
+        """Two different database passwords are refused: the URL's would be sent, and a run that then fails to log
+        in, after a rotated Secret, would leave no clue that GPUAAS_DATABASE_PASSWORD was never read."""
+        if self.database_url is None or self.database_password is None:
+            return self
+        from sqlalchemy.engine import make_url
+        from sqlalchemy.exc import ArgumentError
+
+        try:
+            in_url = make_url(self.database_url.get_secret_value()).password
+        except ArgumentError:
+            return self  # not a URL: its own check names it
+        if in_url and in_url != self.database_password.get_secret_value():
+            raise ValueError(f"GPUAAS_DATABASE_PASSWORD (or the Prefect Secret block "
+                             f"{SECRET_BLOCKS['database_password']}) differs from the password in GPUAAS_DATABASE_URL: "
+                             "keep the password in one of them (the URL's alone would be used)")
+        return self
 
     @model_validator(mode="after")
     def _one_token(self) -> GpuaasSettings:

@@ -293,3 +293,20 @@ def test_a_database_url_with_no_dialect_is_refused_naming_the_variable_not_the_p
 def test_a_database_url_with_a_dialect_loads(monkeypatch: pytest.MonkeyPatch, url: str) -> None:
     monkeypatch.setenv("GPUAAS_DATABASE_URL", url)
     assert load_settings().database_url is not None
+
+
+def test_two_different_database_passwords_are_refused_without_showing_either(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A password in the URL and another in GPUAAS_DATABASE_PASSWORD (a Secret rotated, the ConfigMap's URL not): the
+    URL's alone would be sent, so the settings refuse the pair, naming both variables and neither password."""
+    monkeypatch.setenv("GPUAAS_DATABASE_URL", "postgresql+psycopg://gpuaas:old-s3cret@127.0.0.1:5432/gpuaas")
+    monkeypatch.setenv("GPUAAS_DATABASE_PASSWORD", "new-s3cret")
+    with pytest.raises(ConfigError) as refused:
+        load_settings()
+    said = str(refused.value)
+    assert "GPUAAS_DATABASE_PASSWORD" in said and "GPUAAS_DATABASE_URL" in said and "\n" not in said
+    assert "s3cret" not in said
+    monkeypatch.setenv("GPUAAS_DATABASE_PASSWORD", "old-s3cret")  # the same password twice is one password
+    assert load_settings().database_url_value.endswith("gpuaas:old-s3cret@127.0.0.1:5432/gpuaas")
+    monkeypatch.setenv("GPUAAS_DATABASE_URL", "postgresql+psycopg://gpuaas@127.0.0.1:5432/gpuaas")
+    monkeypatch.setenv("GPUAAS_DATABASE_PASSWORD", "new-s3cret")  # the URL has none: the variable's is put in it
+    assert "gpuaas:new-s3cret@127.0.0.1" in load_settings().database_url_value

@@ -177,8 +177,9 @@ def apply(collect_plan: CollectPlan, store: Store, *, wall_clock: datetime | Non
     Rows are stamped with the snapshot's instant but pruned by ``wall_clock`` (default: the current time), never
     by that instant: the retention counts back from now. Pruned by a later instant, a collect would delete rows
     younger than the retention (all of them, a retention ahead); by an earlier one (an incident looked at
-    again), it would keep rows past it. So the rows of a collect for an instant older than the retention go
-    with its own pruning, as the next collect's would take them; the run still has its snapshot in memory.
+    again), it would keep rows past it. So the history rows of a collect for an instant older than the retention
+    go with its own pruning, as the next collect's would take them; its snapshot row stays until then, so the id
+    it reports names a stored row (``gpuaas reclaim --snapshot-id`` decides on it again).
 
     The snapshot is also kept in this process's memory for the flows that decide on it
     (``gpuaas.store.load_snapshot``), whether or not its document is stored.
@@ -192,6 +193,6 @@ def apply(collect_plan: CollectPlan, store: Store, *, wall_clock: datetime | Non
     snapshot_id = int(record.id or 0)
     remember_snapshot(store, snapshot_id, snap)
     now = wall_clock or datetime.now(UTC)
-    store.prune_snapshots(collect_plan.retention, now=now, keep_latest=collect_plan.keep_full)
+    store.prune_snapshots(collect_plan.retention, now=now, keep_latest=collect_plan.keep_full, keep=snapshot_id)
     store.prune_history(collect_plan.retention, now=now)
     return snapshot_id

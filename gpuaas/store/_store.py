@@ -311,17 +311,20 @@ class Store(HistoryRows, RunLocks, SchemaVersions):
             return session.exec(query).first() is None
 
     def prune_snapshots(self, older_than: timedelta, now: datetime | None = None,
-                        keep_latest: int | None = None) -> int:
-        """Delete snapshots collected before ``now - older_than``, and drop the full document of
-        all but the newest ``keep_latest`` that have one; returns how many rows changed.
+                        keep_latest: int | None = None, keep: int | None = None) -> int:
+        """Delete snapshots collected before ``now - older_than``, but the row ``keep``, and drop the full
+        document of all but the newest ``keep_latest`` that have one; returns how many rows changed.
 
         A snapshot row (its id, instant and summary) stays for the whole retention, so an id a
         run holds never vanishes under it; only the bulky document is thinned, and the reclaim
-        flow decides on its collect's snapshot in memory, not on a read-back.
+        flow decides on its collect's snapshot in memory, not on a read-back. ``keep``: the collect's own row,
+        which a collect for an instant older than the retention would otherwise delete as it reports its id;
+        the next collect's pruning takes it.
         """
         cutoff = as_utc(now or utc_now()) - older_than
         with self.session() as session:
-            result = session.execute(delete(SnapshotRecord).where(col(SnapshotRecord.collected_at) < cutoff))
+            result = session.execute(delete(SnapshotRecord).where(col(SnapshotRecord.collected_at) < cutoff,
+                                                                  col(SnapshotRecord.id) != (keep or 0)))
             removed = int(getattr(result, "rowcount", 0) or 0)
             if keep_latest is not None:
                 full = col(SnapshotRecord.compressed).is_not(None)

@@ -83,8 +83,9 @@ WALL = NOW + timedelta(days=30)
 """The wall clock of the store tests: a month after the snapshot's own instant, as a replayed collect is."""
 
 
-@pytest.mark.parametrize("at", [WALL + timedelta(days=400), WALL - timedelta(days=10)],
-                         ids=["a collect for a later instant", "a collect for an earlier instant"])
+@pytest.mark.parametrize("at", [WALL + timedelta(days=400), WALL - timedelta(days=10), WALL - RETENTION * 3],
+                         ids=["a collect for a later instant", "a collect for an earlier instant",
+                              "a collect for an instant past the retention"])
 def test_pruning_counts_the_retention_back_from_the_wall_clock_never_from_the_snapshots_instant(
         tmp_path: Path, at: datetime) -> None:
     """Rows younger than ``collect.retention_days`` by the wall clock stay, whatever instant the collect was for;
@@ -99,7 +100,8 @@ def test_pruning_counts_the_retention_back_from_the_wall_clock_never_from_the_sn
             store.save_history(WALL - age, kept.queue_rows, kept.tenant_rows)
             ids[name] = store.save_snapshot(WALL - age, kept.summary, {}).id
         replayed = replace(kept, snapshot=replace(kept.snapshot, collected_at=at))
-        apply(replayed, store, wall_clock=WALL)
+        own = apply(replayed, store, wall_clock=WALL)
+        assert store.get_snapshot(own) is not None  # the id the collect reports names a row, even past the retention
 
         assert {n for n, i in ids.items() if i is not None and store.get_snapshot(i)} == {"a day", "within"}
         stamps = set(store.queue_history(WALL - timedelta(days=3650), WALL + timedelta(days=3650))["collected_at"])

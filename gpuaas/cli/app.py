@@ -54,6 +54,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "config preflight": ("config_cmd", "preflight"),
     "db upgrade": ("db_cmd", "upgrade"),
     "db status": ("db_cmd", "status"),
+    "db copy": ("db_cmd", "copy"),
 }
 """Every command, by its words after ``gpuaas`` -> (module in ``gpuaas.cli``, its function), in the order help
 lists them. The one way a command is registered: a group (``plan``, ``replay``...) is the first word of its

@@ -2,11 +2,17 @@
 
 from __future__ import annotations
 
-from gpuaas.cli._common import console, fail, settings_or_exit
-from gpuaas.errors import GpuaasError
-from gpuaas.store import Store, redact_url, schema_problem, sqlite_file
+from pathlib import Path
+from typing import Annotated
 
-__all__ = ["status", "upgrade"]
+import typer
+
+from gpuaas.cli._common import console, fail, settings_or_exit
+from gpuaas.cli._progress import progress
+from gpuaas.errors import GpuaasError
+from gpuaas.store import Store, copy_database, redact_url, schema_problem, sqlite_file
+
+__all__ = ["copy", "status", "upgrade"]
 
 
 def upgrade() -> None:
@@ -51,3 +57,27 @@ def status() -> None:
     if problem is not None:
         raise fail(problem)
     console.print(f"{url}: schema {current}, up to date", highlight=False, markup=False, soft_wrap=True)
+
+
+def copy(
+    source: Annotated[str, typer.Option("--from", metavar="URL|FILE", help=(
+        "The database to copy: a SQLAlchemy URL, or the path of a SQLite file (the trial's "
+        "~/.local/share/gpuaas/gpuaas.db). Only read."))],
+) -> None:
+    """Copy the audit log, snapshots and fleet history of another gpuaas database into this one (GPUAAS_DATABASE_URL),
+    which must hold none yet: moving from a trial's SQLite file to a shared PostgreSQL. Audit ids are kept, so
+    `gpuaas undo ID` and the ids in the cluster's Events still name the same rows. Stop the flows first; the copy is
+    one transaction, and a row the database refuses leaves it empty."""
+    settings = settings_or_exit()
+    url = source if "://" in source else f"sqlite:///{Path(source).expanduser().resolve()}"
+    try:
+        with Store(url, migrate=False, read_only=True) as reading, \
+                Store(settings.database_url_value, migrate=False) as writing, \
+                progress("copying the gpuaas database") as step:
+            copied = copy_database(reading, writing, step)
+    except GpuaasError as exc:
+        raise fail(str(exc)) from exc
+    console.print(f"Copied {copied.audit:,} audit entries, {copied.snapshots:,} snapshots and "
+                  f"{copied.queue_history + copied.tenant_history:,} fleet-history rows from {redact_url(url)} into "
+                  f"{redact_url(settings.database_url_value)}; audit ids kept, so `gpuaas undo ID` and the ids in "
+                  "the cluster's Events name the same rows.", highlight=False, markup=False, soft_wrap=True)

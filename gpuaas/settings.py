@@ -235,6 +235,12 @@ class GpuaasSettings(BaseSettings):
         return f"sqlite:///{self.sqlite_path}"
 
     @property
+    def database_variable(self) -> str:
+        """The variable that chose the database, for a line that tells what to change: ``GPUAAS_DATABASE_URL``
+        where it is set, else ``GPUAAS_DATA_DIR`` (the SQLite file in it)."""
+        return "GPUAAS_DATABASE_URL" if self.database_url is not None else "GPUAAS_DATA_DIR"
+
+    @property
     def policy_file_name(self) -> str:
         """The policy file as a line that tells what to fix names it: its name, ``policy.yaml`` where none is set."""
         return self.policy_file.name if self.policy_file else "policy.yaml"

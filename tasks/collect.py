@@ -35,7 +35,8 @@ def plan_collect(settings: GpuaasSettings, snapshot: Snapshot) -> operation.Coll
     with open_store(settings) as store:
         due = operation.full_due(store, snapshot.collected_at, settings.policy)
         stored = store.latest_cluster()
-    return operation.plan(snapshot, settings.policy, full_due=due, stored_cluster=stored)
+    return operation.plan(snapshot, settings.policy, full_due=due, stored_cluster=stored,
+                          database_variable=settings.database_variable)
 
 
 @step(name="store-snapshot", retries=2, retry_delay_seconds=2, retry_condition_fn=retry_unless_misconfigured)

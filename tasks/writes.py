@@ -269,15 +269,15 @@ def cluster_writes(settings: GpuaasSettings, holder: str) -> Iterator[None]:
         yield
 
 
-def refuse_another_clusters_store(store: Store, writer: KubeWriter) -> None:
-    """A ``ConfigError`` naming GPUAAS_DATABASE_URL, as a collect refuses it, where the store's newest snapshot came
+def refuse_another_clusters_store(store: Store, writer: KubeWriter, database_variable: str) -> None:
+    """A ``ConfigError`` naming ``database_variable`` (``GpuaasSettings.database_variable``), as a collect refuses it, where the store's newest snapshot came
     from another cluster than the one ``writer`` writes to. An undo, a recovery or a release sweep reads the cluster
     through no collect: with the kubeconfig of another cluster, its uid guard keeps that cluster's objects as they
     are, but the rows it would record (a restore of an object that is not there, a release) would go into this
     cluster's audit log. Nothing to compare (no snapshot yet, a role that may not read the identity) is no refusal."""
     problem = other_cluster(writer.cluster_uid(), store.latest_cluster())
     if problem:
-        raise ConfigError(problem, field="GPUAAS_DATABASE_URL")
+        raise ConfigError(problem, field=database_variable)
 
 
 @contextmanager
@@ -294,7 +294,7 @@ def store_and_writer(settings: GpuaasSettings, *, deciding: bool = False,
     with open_store(settings) as store, KubeWriter(settings, guard=writes_lost, **writer_options) as writer:
         if not deciding:
             writer.connect()
-            refuse_another_clusters_store(store, writer)
+            refuse_another_clusters_store(store, writer, settings.database_variable)
         yield store, writer
         missed = writer.unrecorded_events
         if missed:  # the writes stand: an Event is best effort, as Kubernetes' own are

@@ -151,12 +151,14 @@ def _unjudged(idle: Any) -> tuple[Unjudged, ...]:
 
 
 def plan(snapshot: Snapshot, policy: Policy, *, full_due: bool,
-         stored_cluster: tuple[str, datetime] | None = None) -> CollectPlan:
+         stored_cluster: tuple[str, datetime] | None = None, database_variable: str = "GPUAAS_DATABASE_URL",
+         ) -> CollectPlan:
     """What the store receives and the run reports. Pure: ``full_due`` and ``stored_cluster`` (``Store.latest_cluster``)
-    are the store's answers, read beforehand. Raises ``ConfigError`` when the store is another cluster's."""
+    are the store's answers, read beforehand. Raises ``ConfigError`` naming ``database_variable`` (the setting that
+    chose the database, ``GpuaasSettings.database_variable``) when the store is another cluster's."""
     problem = other_cluster(snapshot.cluster, stored_cluster)
     if problem:
-        raise ConfigError(problem, field="GPUAAS_DATABASE_URL")
+        raise ConfigError(problem, field=database_variable)
     idle = find_idle(snapshot.workloads, policy, snapshot.collected_at)
     return CollectPlan(
         snapshot=snapshot,

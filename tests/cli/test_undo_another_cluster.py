@@ -58,12 +58,12 @@ def test_an_undo_against_another_clusters_database_records_nothing(
     for args in (["undo", str(done["audit_id"])], ["incident", "--from", "1h", "--undo", str(done["audit_id"])]):
         result = runner.invoke(app, args)
         assert result.exit_code == 1, (args, result.output)
-        assert result.stderr.strip().splitlines()[-1] == f"error: GPUAAS_DATABASE_URL: {refusal}", args
+        assert result.stderr.strip().splitlines()[-1] == f"error: GPUAAS_DATA_DIR: {refusal}", args
         assert "Traceback" not in result.output
         assert (_audit_rows(), writes(cluster)) == (rows, written), args  # nothing recorded, nothing written
 
     from flows.deadlines import deadlines
 
     state = deadlines(undo=[done["audit_id"]], return_state=True)
-    assert state.is_failed() and str(state.result(raise_on_failure=False)) == f"GPUAAS_DATABASE_URL: {refusal}"
+    assert state.is_failed() and str(state.result(raise_on_failure=False)) == f"GPUAAS_DATA_DIR: {refusal}"
     assert (_audit_rows(), writes(cluster)) == (rows, written)

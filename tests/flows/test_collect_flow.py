@@ -432,7 +432,7 @@ def test_a_database_holding_another_clusters_history_is_refused_before_anything_
     assert result.exit_code == 1, result.output
     assert "Traceback" not in result.output
     assert result.stderr.strip().splitlines()[-1] == (
-        "error: GPUAAS_DATABASE_URL: this database holds the history of another cluster (kube-system uid "
+        "error: GPUAAS_DATA_DIR: this database holds the history of another cluster (kube-system uid "
         f"uid-of-another-cluster, last collected 2026-12-05 04:00 UTC) than the one gpuaas reads now ({ours}): give "
         "each cluster its own database, or point gpuaas back at that cluster")
     store = open_store(load_settings())
@@ -442,6 +442,11 @@ def test_a_database_holding_another_clusters_history_is_refused_before_anything_
         assert store.queue_history(datetime(2000, 1, 1, tzinfo=UTC), datetime(2100, 1, 1, tzinfo=UTC)).empty
     finally:
         store.close()
+    # the line names the setting that chose the database: the data directory above, the URL where one is set
+    monkeypatch.setenv("GPUAAS_DATABASE_URL", f"sqlite:///{tmp_path / 'shared-data' / 'gpuaas.db'}")
+    by_url = CliRunner().invoke(app, ["collect"])
+    assert by_url.exit_code == 1 and by_url.stderr.strip().splitlines()[-1].startswith(
+        "error: GPUAAS_DATABASE_URL: this database holds the history of another cluster"), by_url.output
 
 
 def test_a_collect_with_no_gpu_telemetry_is_degraded_as_a_reclaim_of_it_would_be(

@@ -31,10 +31,19 @@ from tasks.cost_report import build_report, publish_cost_artifacts, push_cost_me
 
 @flow(name="cost_report", log_prints=False, **FLOW_HOOKS)
 def cost_report(window: str = "1d", at: UtcInstant | None = None, compare: bool = True,
-                html: bool = True) -> dict[str, Any]:
+                html: bool = True, whole_days: bool = False) -> dict[str, Any]:
     """Cost per verified outcome over ``window`` ending at ``at`` (default now; one in the future is refused before
-    anything is read); returns the JSON document."""
+    anything is read); returns the JSON document.
+
+    Args:
+        whole_days: End the window at the last 00:00 UTC at or before ``at``: the daily run then reports the day
+            before as a calendar day, so consecutive reports neither overlap nor leave a gap however late a worker
+            starts them, and they add up to a month. Scheduled a few minutes after midnight, it also leaves OpenCost
+            time to price the day's last minutes.
+    """
     end = looked_at(at, datetime.now(UTC))
+    if whole_days:
+        end = end.replace(hour=0, minute=0, second=0, microsecond=0)
     logger = get_run_logger()
     settings = load_settings()
     window_s = parse_window(window)

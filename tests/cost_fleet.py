@@ -29,14 +29,16 @@ POD_EXTRA_PER_HOUR = 4 * CPU_PRICE + 32 * RAM_PRICE
 """CPU and RAM of one pod of the scenario per hour: $0.32."""
 
 
-def cost_cluster(data_dir: Path, scenario: Scenario | None = None) -> EmbeddedCluster:
-    """``scenario`` (default: the default scenario) with CPU and RAM priced, its history ending on the hour."""
-    end = datetime.now(UTC).replace(minute=0, second=0, microsecond=0)
+def cost_cluster(data_dir: Path, scenario: Scenario | None = None, end: datetime | None = None,
+                 history: timedelta = COST_HISTORY) -> EmbeddedCluster:
+    """``scenario`` (default: the default scenario) with CPU and RAM priced, its ``history`` ending at ``end``
+    (default: the last full hour)."""
+    end = end or datetime.now(UTC).replace(minute=0, second=0, microsecond=0)
     scenario = scenario or default_scenario()
     priced = scenario.model_copy(update={"pools": [
         pool.model_copy(update={"cpu_hourly_price": CPU_PRICE, "ram_gib_hourly_price": RAM_PRICE})
         for pool in scenario.pools]})
-    return EmbeddedCluster(priced, data_dir, seed=5, history=COST_HISTORY, clock=ManualClock(end - COST_HISTORY))
+    return EmbeddedCluster(priced, data_dir, seed=5, history=history, clock=ManualClock(end - history))
 
 
 def cost_settings(cluster: EmbeddedCluster, **overrides: Any) -> GpuaasSettings:

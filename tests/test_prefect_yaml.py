@@ -34,9 +34,10 @@ def test_deployment_entrypoint_loads_and_parameters_match(deployment: object, mo
 
 
 def test_cost_report_runs_daily_over_one_day() -> None:
+    """The day before, 00:00 to 00:00 UTC, run once OpenCost has priced its last minutes."""
     report = next(d for d in DEPLOYMENTS if d.name == "cost_report")
     assert [s.cron for s in report.schedules] == ["15 0 * * *"]  # type: ignore[union-attr]
-    assert report.parameters == {"window": "1d"}
+    assert report.parameters == {"window": "1d", "whole_days": True}
 
 
 def test_incident_review_is_on_demand_over_the_last_hour() -> None:

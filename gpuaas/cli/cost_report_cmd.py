@@ -69,6 +69,8 @@ def cost_report(
     window: Annotated[str, typer.Option("--window", help="Report window: 6h, 1d, 7d, 30d.")] = "7d",
     format: Annotated[ReportFormat, typer.Option("--format", help="Output format.")] = ReportFormat.table,
     compare: Annotated[bool, typer.Option(help="Also read the previous period of the same length.")] = True,
+    whole_days: Annotated[bool, typer.Option("--whole-days", help=(
+        "End the window at the last 00:00 UTC: --window 1d --whole-days is yesterday, as a calendar day."))] = False,
 ) -> None:
     """Cost per verified outcome: the GPU-hour funnel, outcomes against SLO and quality, waste; writes the HTML report."""
     settings = settings_or_exit()
@@ -81,7 +83,8 @@ def cost_report(
         raise flag_error(exc) from exc
     from flows.cost_report import cost_report as cost_report_flow
 
-    doc: dict[str, Any] = run_flow(cost_report_flow, f"cost report over {window}", window=window, compare=compare)
+    doc: dict[str, Any] = run_flow(cost_report_flow, f"cost report over {window}", window=window, compare=compare,
+                                   whole_days=whole_days)
     if format is ReportFormat.json:
         lead(doc, OutputFormat.json)
         print_json(doc)

@@ -60,14 +60,14 @@ def misspelt_variable(settings: Iterable[str], environ: Mapping[str, str]) -> st
 
 
 def check_database_url(value: SecretStr) -> SecretStr:
-    """A database URL names its dialect (``sqlite:///…``, ``postgresql+psycopg://…``): anything else fails when the
+    """A database URL names its dialect (``sqlite:///…``, ``postgresql+psycopg2://…``): anything else fails when the
     store opens, as "cannot open database", without the variable's name. Checked without SQLAlchemy (whose import
     every command would pay) and without showing the value (it may hold a password). A SQLite URL is checked
     further (``_sqlite_url_problem``)."""
     url = value.get_secret_value()
     if not re.match(r"[A-Za-z][A-Za-z0-9]*(\+[A-Za-z0-9_]+)?://", url):
         raise ValueError("not a database URL: write dialect://…, e.g. sqlite:////var/lib/gpuaas/gpuaas.db or "
-                         "postgresql+psycopg://gpuaas@db:5432/gpuaas")
+                         "postgresql+psycopg2://gpuaas@db:5432/gpuaas")
     if url.partition("://")[0].partition("+")[0] == "sqlite":
         problem = _sqlite_url_problem(url.partition("://")[2])
         if problem is not None:

@@ -1,10 +1,12 @@
 """Sources that answered with data no decision may use: the snapshot counts them failed, and says why.
 
-An answer can be well formed and still not be evidence. ``untrusted_sources`` finds two such: OpenCost's
-allocation API answering no allocation at all while running pods held GPUs (it was not pricing: its silence is not
-$0), and Kueue's metrics in Prometheus whose newest sample is after the instant asked about (their age cannot be
-told). Each is a failed source of the snapshot, named in one line, so that the run is degraded and acts on nothing,
-as it is when a source does not answer.
+An answer can be well formed and still not be evidence. ``untrusted_sources`` finds two such: OpenCost answering no
+allocation at all while running pods held GPUs (it was not pricing: its silence is not $0), whether through its
+allocation API or through its metrics in Prometheus (where no API is configured, and OpenCost's metrics priced
+nodes in the window: without any of them OpenCost is not installed, and there is nothing it failed to say), and
+Kueue's metrics in Prometheus whose newest sample is after the instant asked about (their age cannot be told).
+Each is a failed source of the snapshot, named in one line, so that the run is degraded and acts on nothing, as it
+is when a source does not answer.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from gpuaas.errors import MalformedResponse, redact_endpoint
 from gpuaas.models import SourceStatus
 from gpuaas.settings import GpuaasSettings
 from gpuaas.sources.failures import describe_failure
+from gpuaas.sources.opencost import PRICED_NODES
 from gpuaas.sources.prometheus import KUEUE_PENDING
 
 __all__ = ["KUEUE_METRICS", "untrusted_sources"]
@@ -36,22 +39,27 @@ def untrusted_sources(settings: GpuaasSettings, now: datetime, windows: Sequence
 
 def _no_allocation(settings: GpuaasSettings, now: datetime, windows: Sequence[float],
                    readings: Readings) -> SourceStatus | None:
-    """The OpenCost status of an allocation API that answered with no allocation at all (``[]``, ``[null]``,
-    ``[{}]``) while running pods held GPUs: OpenCost was not pricing then (not running, or its own Prometheus
-    without the data), and its silence would price what reclaim frees at nothing known. None when it answered
-    something, or nothing was held."""
+    """The OpenCost status of an answer with no allocation at all while running pods held GPUs: the allocation
+    API's (``[]``, ``[null]``, ``[{}]``), or, where no API is configured, OpenCost's metrics in Prometheus pricing
+    nodes (``PRICED_NODES``) and no ``container_gpu_allocation``. OpenCost was not pricing then (not running, or its
+    own Prometheus without the data), and its silence would price what reclaim frees at nothing known. None when it
+    answered something, nothing was held, or Prometheus holds none of OpenCost's metrics (no OpenCost to ask)."""
     costs, status = readings.get("opencost", (None, None))
     kube = readings.get("kube", (None, None))[0]
-    if not settings.opencost_url or status is None or not status.ok or costs is None or not costs.empty:
+    if status is None or not status.ok or costs is None or not costs.empty:
+        return None
+    metrics = not settings.opencost_url
+    if metrics and not (costs.attrs.get(PRICED_NODES, 0) > 0 and settings.prometheus_url):
         return None
     held = sum(p.gpus for p in getattr(kube, "pods", ()) if p.gpus > 0)  # OpenCost prices pods, not Workloads
     if held <= 0:
         return None
     end = now.astimezone(UTC)
     start = end - timedelta(minutes=max(windows, default=0.0))
-    detail = (f"no allocation for the window {start:%Y-%m-%d %H:%M} – {end:%Y-%m-%d %H:%M} UTC, while running pods "
+    what = "no allocation in OpenCost's metrics (container_gpu_allocation)" if metrics else "no allocation"
+    detail = (f"{what} for the window {start:%Y-%m-%d %H:%M} – {end:%Y-%m-%d %H:%M} UTC, while running pods "
               f"held {held:g} GPUs: their cost is unknown, not $0")
-    url = settings.opencost_url.rstrip("/") + "/allocation"
+    url = settings.prometheus_url if metrics else (settings.opencost_url or "").rstrip("/") + "/allocation"
     return SourceStatus("opencost", ok=False, latency_s=status.latency_s, error=describe_failure(
         settings, "opencost", MalformedResponse(detail, source="opencost", url=url)))
 

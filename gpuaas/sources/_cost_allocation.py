@@ -6,6 +6,14 @@ the pod, as for a pod OpenCost does not list). ``unpriced_periods`` finds the pe
 allocation for while the fleet held GPUs: an empty answer (``[]``, ``[null]``, ``[{}]``) for a window GPUs ran in
 is a failed source, never a window that cost $0. Either way the costs are then read as when the API fails: from
 OpenCost's metrics in Prometheus, else unknown.
+
+OpenCost's metrics are held to the same rules, through the same functions: each figure to the API's bounds
+(``checked_metric``; NaN, a figure Prometheus could not compute, is unknown as a null is, and so is the GPU cost of
+a pod with GPU-hours and no node price), and their answer, where it holds any of OpenCost's metrics, to
+``unpriced_periods``. A refused figure or a period without an allocation fails the OpenCost source (where no API
+is configured; beside the API's failure where one is) and leaves the money unknown: there is nothing further to
+fall back on. A Prometheus without any of OpenCost's metrics has no OpenCost to have failed: the money is unknown
+and a note says why.
 """
 
 from __future__ import annotations
@@ -24,7 +32,7 @@ from gpuaas.settings import GpuaasSettings
 from gpuaas.sources import _promql_cost as q
 from gpuaas.sources._prom_client import PromClient
 from gpuaas.sources.failures import describe_failure
-from gpuaas.sources.opencost import IDLE, NO_NAMESPACE, fetch_allocation
+from gpuaas.sources.opencost import IDLE, METRIC_SOURCES, NO_NAMESPACE, checked_metric, fetch_allocation
 
 __all__ = ["PodLabels", "allocation_gaps", "allocation_rows", "no_allocation_detail", "period_of", "points",
            "read_costs", "unpriced_periods"]
@@ -64,7 +72,7 @@ def allocation_rows(frame: pd.DataFrame, start: datetime, period_s: float, days:
     keep = frame[~idle & (namespace != "") & ~namespace.isin(NO_NAMESPACE)]
     ends = pd.to_datetime(keep["window_end"], utc=True)
     gpu_cost = keep["gpu_cost"].astype(float)
-    parts = gpu_cost + keep[["cpu_cost", "ram_cost"]].astype(float).fillna(0.0).sum(axis=1)
+    parts = _parts(keep)
     out = pd.DataFrame({
         "namespace": keep["namespace"], "controller_kind": keep["controller_kind"], "controller": keep["controller"],
         "pod": keep["pod"], "day": [period_of(t.timestamp(), start, period_s, days) for t in ends],
@@ -73,6 +81,12 @@ def allocation_rows(frame: pd.DataFrame, start: datetime, period_s: float, days:
         "total_cost": keep["total_cost"].astype(float).fillna(parts),
     })
     return out.reindex(columns=COST_COLS).reset_index(drop=True)
+
+
+def _parts(frame: pd.DataFrame) -> pd.Series:
+    """The total of an allocation's parts: its GPU cost (unknown, NaN, makes the total unknown) and its CPU and RAM
+    cost (a missing one adds nothing). The total where OpenCost gives none, and always for its metrics."""
+    return frame["gpu_cost"].astype(float) + frame[["cpu_cost", "ram_cost"]].astype(float).fillna(0.0).sum(axis=1)
 
 
 def unpriced_periods(costs: pd.DataFrame, gpu: pd.DataFrame, kueue: Sequence[tuple[int, float]],
@@ -93,9 +107,11 @@ def unpriced_periods(costs: pd.DataFrame, gpu: pd.DataFrame, kueue: Sequence[tup
     return {day: hours for day, hours in sorted(held.items()) if day not in priced and 0 <= day < days}
 
 
-def no_allocation_detail(periods: dict[int, float], start: datetime, period_s: float, days: int) -> str:
+def no_allocation_detail(periods: dict[int, float], start: datetime, period_s: float, days: int,
+                         what: str = "no allocation") -> str:
     """What the answer lacked, in words: ``no allocation for the window 2026-12-07 06:00 – 08:00 UTC, while the
-    fleet held 40.0 GPU-hours in it``, or for the days of a longer window, the first few of them."""
+    fleet held 40.0 GPU-hours in it``, or for the days of a longer window, the first few of them. ``what``: where
+    no allocation was (the API's answer, or OpenCost's metrics)."""
     hours = sum(periods.values())
     if days == 1:
         end = start + timedelta(seconds=period_s)
@@ -104,22 +120,34 @@ def no_allocation_detail(periods: dict[int, float], start: datetime, period_s: f
         ends = [f"{start + timedelta(seconds=(day + 1) * period_s):%Y-%m-%d %H:%M}" for day in periods]
         where = (f"{len(periods)} of the window's {days} days (those ending {first_few(ends)} UTC)"
                  if len(periods) > 1 else f"the day ending {ends[0]} UTC")
-    return (f"no allocation for {where}, while the fleet held {hours:,.1f} GPU-hours in it: its cost is unknown, "
+    return (f"{what} for {where}, while the fleet held {hours:,.1f} GPU-hours in it: its cost is unknown, "
             "not $0")
 
 
-def _opencost_metric_rows(results: list[dict[str, Any]], start: datetime, period_s: float, days: int) -> pd.DataFrame:
+def _opencost_metric_rows(results: list[dict[str, Any]], start: datetime, period_s: float, days: int,
+                          url: str) -> pd.DataFrame:
+    """``opencost_hours_query``'s answer as ``COST_COLS`` rows, one per pod and period, each figure checked as the
+    API's are (``checked_metric``: ``MalformedResponse`` naming the series). NaN (a figure Prometheus could not
+    compute) is unknown, and so is the GPU cost of a pod with GPU-hours and no node price: no GPU cost is not $0."""
     cells: dict[tuple[str, str, int], dict[str, Any]] = {}
-    for labels, day, value in points(results, start, period_s, days):
-        key = (labels.get("namespace", ""), labels.get("pod", ""), day)
-        row = cells.setdefault(key, {"namespace": key[0], "controller_kind": "", "controller": "", "pod": key[1],
-                                     "day": day, "gpu_hours": 0.0, "gpu_cost": 0.0, "total_cost": 0.0})
+    for r in results:
+        labels = r["metric"]
         stat = labels.get("gpuaas_stat", "")
-        if stat in ("gpu_hours", "gpu_cost"):
-            row[stat] += value
-        if stat in ("gpu_cost", "cpu_cost", "ram_cost"):
-            row["total_cost"] += value
-    return pd.DataFrame(list(cells.values()), columns=COST_COLS)
+        if stat not in METRIC_SOURCES:  # the nodes priced: OpenCost's presence, no money
+            continue
+        for ts, raw in r["values"]:
+            value = checked_metric(labels, stat, raw, url=url)
+            day = period_of(float(ts), start, period_s, days)
+            key = (labels.get("namespace", ""), labels.get("pod", ""), day)
+            # no container_gpu_allocation is no GPU held: 0 GPU-hours (a NaN one is unknown, as a null gpuHours)
+            row = cells.setdefault(key, {"namespace": key[0], "controller_kind": "", "controller": "", "pod": key[1],
+                                         "day": day, "gpu_hours": 0.0})
+            row[stat] = row.get(stat, 0.0) + value  # NaN stays NaN: a sum with an unknown term is unknown
+    frame = pd.DataFrame(list(cells.values()), columns=[*COST_COLS, "cpu_cost", "ram_cost"])
+    held = frame["gpu_hours"].astype(float) != 0.0  # NaN included: hours nobody counted may have been held
+    frame["gpu_cost"] = frame["gpu_cost"].astype(float).where(held | frame["gpu_cost"].notna(), 0.0)
+    frame["total_cost"] = _parts(frame)
+    return frame.reindex(columns=COST_COLS)
 
 
 PodLabels = dict[tuple[str, str], dict[str, str]]
@@ -154,38 +182,67 @@ def read_costs(settings: GpuaasSettings, prom: PromClient, start: datetime, end:
             failed = describe_failure(settings, "opencost", exc)
             sources["opencost"] = SourceStatus("opencost", ok=False, error=failed)
             notes.append(f"{failed}; the costs are read from OpenCost's metrics in Prometheus instead")
-    return _metric_costs(settings, prom, start, end, period_s, days, interval_s, notes), requests, {}
+    return _metric_costs(settings, prom, start, end, period_s, days, interval_s, notes, sources), requests, {}
 
 
 def _metric_costs(settings: GpuaasSettings, prom: PromClient, start: datetime, end: datetime, period_s: float,
-                  days: int, interval_s: float, notes: list[str]) -> pd.DataFrame | None:
-    """The costs per pod and period from OpenCost's metrics in Prometheus; None (money unknown) without them."""
+                  days: int, interval_s: float, notes: list[str],
+                  sources: dict[str, SourceStatus]) -> pd.DataFrame | None:
+    """The costs per pod and period from OpenCost's metrics in Prometheus; None (money unknown) without them, or
+    where a figure of theirs is no figure a bill holds (a failed source: ``_metrics_failed``)."""
     results = prom.query_range(q.opencost_hours_query(period_s, interval_s), start + timedelta(seconds=period_s), end,
                                period_s)
     if not results:
         why = "no OpenCost allocation API configured" if not settings.opencost_url else "OpenCost API failed"
         notes.append(f"OpenCost unknown: {why} and no OpenCost metrics (container_gpu_allocation) in Prometheus")
         return None
-    return _opencost_metric_rows(results, start, period_s, days)
+    try:
+        return _opencost_metric_rows(results, start, period_s, days, prom.url)
+    except MalformedResponse as exc:
+        _metrics_failed(settings, exc, notes, sources)
+        return None
+
+
+def _metrics_failed(settings: GpuaasSettings, exc: MalformedResponse, notes: list[str],
+                    sources: dict[str, SourceStatus]) -> None:
+    """Say that OpenCost's metrics cannot be used, and why: the OpenCost source's failure where they are the source
+    (no API configured), else beside the API's failure, which stays the source's. The money is then unknown."""
+    if settings.opencost_url:
+        said = f"OpenCost's metrics in Prometheus at {exc.url}: {exc.detail}"
+    else:
+        said = describe_failure(settings, "opencost", exc)
+        sources["opencost"] = SourceStatus("opencost", ok=False, error=said)
+    notes.append(f"{said}; the costs are unknown, not $0")
 
 
 def allocation_gaps(settings: GpuaasSettings, prom: PromClient, costs: pd.DataFrame | None, gpu: pd.DataFrame,
                     kueue: list[dict[str, Any]], window: tuple[datetime, datetime, float, int, float],
                     notes: list[str], sources: dict[str, SourceStatus]) -> pd.DataFrame | None:
-    """``costs``, unless OpenCost's allocation API answered without an allocation for a period the fleet held GPUs
-    in (``[]``, ``[null]``, ``[{}]``: OpenCost not running then, or its own Prometheus without that data). Then the
-    API is a failed source naming the period, and the costs are read as when it fails: from OpenCost's metrics in
-    Prometheus, else unknown; never $0 for hours that were held."""
+    """``costs``, unless their answer holds no allocation for a period the fleet held GPUs in (``unpriced_periods``).
+
+    The allocation API's answer (``[]``, ``[null]``, ``[{}]``: OpenCost not running then, or its own Prometheus
+    without that data): the API is a failed source naming the period, and the costs are read as when it fails,
+    from OpenCost's metrics in Prometheus. OpenCost's metrics (read because no API is configured, or in its place)
+    held no allocation there either: the money is unknown and the metrics' failure is said (``_metrics_failed``);
+    never $0 for hours that were held."""
     start, end, period_s, days, interval_s = window
-    if costs is None or not settings.opencost_url or not sources.get("opencost", SourceStatus("opencost", False)).ok:
+    if costs is None:
         return costs
     held = [(day, value) for labels, day, value in points(kueue, start, period_s, days) if "gpuaas_stat" not in labels]
     gaps = unpriced_periods(costs, gpu, held, days)
     if not gaps:
         return costs
-    url = settings.opencost_url.rstrip("/") + "/allocation"
-    failed = describe_failure(settings, "opencost", MalformedResponse(
-        no_allocation_detail(gaps, start, period_s, days), source="opencost", url=url))
-    sources["opencost"] = SourceStatus("opencost", ok=False, error=failed)
-    notes.append(f"{failed}; the costs are read from OpenCost's metrics in Prometheus instead")
-    return _metric_costs(settings, prom, start, end, period_s, days, interval_s, notes)
+    if settings.opencost_url and sources.get("opencost", SourceStatus("opencost", False)).ok:  # the API's answer
+        url = settings.opencost_url.rstrip("/") + "/allocation"
+        failed = describe_failure(settings, "opencost", MalformedResponse(
+            no_allocation_detail(gaps, start, period_s, days), source="opencost", url=url))
+        sources["opencost"] = SourceStatus("opencost", ok=False, error=failed)
+        notes.append(f"{failed}; the costs are read from OpenCost's metrics in Prometheus instead")
+        costs = _metric_costs(settings, prom, start, end, period_s, days, interval_s, notes, sources)
+        gaps = unpriced_periods(costs, gpu, held, days) if costs is not None else {}
+        if not gaps:
+            return costs
+    what = "no allocation in OpenCost's metrics (container_gpu_allocation)"
+    _metrics_failed(settings, MalformedResponse(no_allocation_detail(gaps, start, period_s, days, what),
+                                                source="opencost", url=prom.url), notes, sources)
+    return None

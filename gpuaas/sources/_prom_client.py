@@ -3,6 +3,14 @@
 Every query is evaluated at an explicit ``time`` so a snapshot is reproducible, retries are
 left to the calling task (they depend on the error type), and the library's exceptions are
 translated into ``gpuaas.errors`` here, once.
+
+Every point of an answer is checked here too, before any reader sees it: ``[time, "number"]``, its time a finite
+one within ``TIME_SLACK_S`` of what was asked (``1e308`` or ``+Inf`` from a proxy rewriting answers would
+otherwise put a point in the wrong period, or end a report with Python's ``timestamp out of range``). A value may
+be any number (a GPU reading ``1e308`` is read as busy), so where a reader knows more, it asks here: values a query
+computed with ``timestamp()`` are times of samples it could read (``PromClient.check_sample_times``), and figures
+with a bound stay within it (``PromClient.check_bounded``). What fails is one ``MalformedResponse`` naming the
+source and the field.
 """
 
 from __future__ import annotations
@@ -11,7 +19,7 @@ import math
 import re
 import threading
 from collections.abc import Callable
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -34,7 +42,7 @@ from gpuaas.sources._promql import duration
 from gpuaas.sources._retry_after import retry_after_seconds
 from gpuaas.sources.failures import in_words
 
-__all__ = ["PromClient", "sample_value"]
+__all__ = ["TIME_SLACK_S", "PromClient", "sample_value"]
 
 _STATUS = re.compile(r"HTTP Status Code (\d+)")
 ERROR_CHARS = 300
@@ -77,6 +85,25 @@ def _raising(exc: UnreadableJSON) -> Callable[..., Any]:
 def sample_value(result: dict[str, Any]) -> float:
     """The float of an instant-vector element (``"NaN"``/``"+Inf"`` included)."""
     return float(result["value"][1])
+
+
+TIME_SLACK_S = 60.0
+"""How far past what was asked a point's time may lie. Prometheus answers at exactly the instant asked, and a range
+at whole seconds from its start; a query frontend that aligns a range to its step (Cortex, Mimir) moves it by up to
+one step, which the range check allows on top. A minute is far more than any of that, and far less than a period."""
+
+
+def _utc(t: float) -> str:
+    return f"{datetime.fromtimestamp(t, UTC):%Y-%m-%d %H:%M:%S} UTC"
+
+
+def _time_problem(t: float, lo: float, hi: float, slack_s: float) -> str:
+    """What is wrong with ``t`` as the time of a point asked for within ``[lo, hi]`` (unix seconds), give or take
+    ``slack_s``, in words."""
+    if not math.isfinite(t):
+        return f"time {t:g} is not a finite number"
+    asked = f"the time asked, {_utc(lo)}" if hi == lo else f"the range asked, {_utc(lo)} – {_utc(hi)}"
+    return f"time {t:g} is not within {slack_s:g} s of {asked}"
 
 
 def _redirected(exc: requests.exceptions.RequestException, configured: str) -> str:
@@ -139,14 +166,20 @@ class PromClient:
         """The result vector of ``expr`` evaluated at ``at``."""
         result = self._call(lambda: self._prom.custom_query(expr, params={"time": f"{at.timestamp():.3f}"}),
                             "/api/v1/query")
-        for row in result:
+        asked = round(at.timestamp(), 3)  # as sent
+        for i, row in enumerate(result):
             if not isinstance(row, dict) or not isinstance(row.get("metric"), dict) or "value" not in row:
                 raise MalformedResponse("result element lacks 'metric'/'value'", source=self.source, url=self.url)
             try:
+                t = float(row["value"][0])
                 sample_value(row)
             except (TypeError, ValueError, IndexError, KeyError) as exc:
                 raise MalformedResponse(f"result element value {str(row['value'])[:60]!r} is not [time, \"number\"]",
                                         source=self.source, url=self.url) from exc
+            if not asked - TIME_SLACK_S <= t <= asked + TIME_SLACK_S:  # NaN fails it too
+                raise MalformedResponse(f"field 'data.result[{i}].value': "
+                                        f"{_time_problem(t, asked, asked, TIME_SLACK_S)}", source=self.source,
+                                        url=self.url)
         return [r for r in result if not math.isnan(sample_value(r))]
 
     def query_range(self, expr: str, start: datetime, end: datetime, step_s: float) -> list[dict[str, Any]]:
@@ -156,19 +189,60 @@ class PromClient:
         ``1.2096e+06s``, which Prometheus refuses."""
         result = self._call(lambda: self._prom.custom_query_range(expr, start, end, duration(step_s)),
                             "/api/v1/query_range")
-        for row in result:
+        lo, hi, slack = round(start.timestamp()), round(end.timestamp()), step_s + TIME_SLACK_S  # as sent: seconds
+        for i, row in enumerate(result):
             if not isinstance(row, dict) or not isinstance(row.get("metric"), dict) or not isinstance(
                     row.get("values"), list):
                 raise MalformedResponse("result element lacks 'metric'/'values'", source=self.source, url=self.url)
-            for point in row["values"]:  # as ``query`` checks its values: the readers take them as they are
+            for j, point in enumerate(row["values"]):  # as ``query`` checks its values: readers take them as they are
                 try:
-                    float(point[0]), float(point[1])
+                    t, _ = float(point[0]), float(point[1])
                     if len(point) != 2:
                         raise ValueError
                 except (TypeError, ValueError, IndexError, KeyError) as exc:
                     raise MalformedResponse(f"result element point {str(point)[:60]!r} is not [time, \"number\"]",
                                             source=self.source, url=self.url) from exc
+                if not lo - slack <= t <= hi + slack:  # NaN fails it too; worded only then, off the hot path
+                    raise MalformedResponse(f"field 'data.result[{i}].values[{j}]': {_time_problem(t, lo, hi, slack)}",
+                                            source=self.source, url=self.url)
         return result
+
+    def check_sample_times(self, rows: list[dict[str, Any]], lookback_s: float, field: str) -> None:
+        """Raise ``MalformedResponse`` where a value of ``rows`` (a ``query_range`` answer, or part of one) is no
+        time of a sample its query could have read: the values a query computes with ``timestamp()`` (when GPU
+        telemetry began and ended in a period, when a pod was last seen) lie in the ``lookback_s`` up to their
+        point's own time. NaN is no sample, as everywhere. ``field`` names the figure where the series' own
+        ``gpuaas_stat`` does not.
+
+        Prometheus computes no other; read as a date, a ``1e308`` a proxy wrote ended the cost report with
+        Python's ``timestamp out of range``, and one within the calendar would have moved a period's data."""
+        for row in rows:
+            for t, value in row["values"]:
+                v, at = float(value), float(t)
+                if math.isnan(v) or at - lookback_s - TIME_SLACK_S <= v <= at + TIME_SLACK_S:
+                    continue
+                name = row["metric"].get("gpuaas_stat") or field
+                series = "/".join(x for x in (row["metric"].get("gpuaas_namespace"), row["metric"].get("gpuaas_pod"))
+                                  if x)
+                raise MalformedResponse(
+                    f"{name}{f' of {series}' if series else ''} at {_utc(at)} is {v:g}: not the time of a sample in "
+                    f"the {lookback_s:,.0f} s up to then", source=self.source, url=self.url)
+
+    def check_bounded(self, rows: list[dict[str, Any]], high: float, field: str) -> None:
+        """Raise ``MalformedResponse`` where a value of ``rows`` (a ``query_range`` answer, or part of one) is below 0
+        or past ``high`` (``+Inf`` included): a figure its query cannot compute, such as GPU-hours of one pod in one
+        period past every GPU a fleet may hold all period long. A proxy rewriting answers writes them (``1e308``),
+        and summed they overflow into an infinity no report can print. NaN is no sample, as everywhere."""
+        for row in rows:
+            for t, value in row["values"]:
+                v = float(value)
+                if math.isnan(v) or 0.0 <= v <= high:
+                    continue
+                name = row["metric"].get("gpuaas_stat") or field
+                who = ", ".join(f"{k}={row['metric'][k]}" for k in sorted(row["metric"]) if k != "gpuaas_stat")
+                raise MalformedResponse(
+                    f"{name} of {{{who[:120]}}} at {_utc(float(t))} is {v:g}: not {field} from 0 to {high:,.0f}",
+                    source=self.source, url=self.url)
 
     def _inspect(self, response: requests.Response, *_: Any, **__: Any) -> None:
         """Keep what ``prometheus_api_client`` throws away: ``Retry-After``, ``warnings``, an error's ``error``, and

@@ -32,6 +32,7 @@ __all__ = [
     "matcher",
     "normalise",
     "pod_source_labels",
+    "priced_nodes_query",
     "quote",
     "staleness_query",
     "tag",
@@ -329,3 +330,10 @@ def staleness_query(m: MetricNames, window_s: float) -> str:
         tag(f"time() - max({last_sample_time(KUEUE_PENDING, duration(window_s))})", "gpuaas_source", "kueue"),
         tag(f"time() - max(timestamp({m.vllm_request_success}))", "gpuaas_source", "vllm"),
     ])
+
+
+def priced_nodes_query(window: str) -> str:
+    """How many nodes OpenCost priced in the ``window`` up to the evaluation time (``node_gpu_hourly_cost``, which
+    it writes for every node; tagged ``gpuaas_stat="priced_nodes"``); no answer where OpenCost's metrics are not in
+    Prometheus. It tells an OpenCost that priced nothing while pods held GPUs (a failed source) from no OpenCost."""
+    return tag(f"count(max by (node) (max_over_time(node_gpu_hourly_cost[{window}])))", "gpuaas_stat", "priced_nodes")

@@ -33,7 +33,8 @@ service or per day.
 * Kueue: GPU quota in use x hours per ClusterQueue. OpenCost fallback: GPU-hours per pod from
   ``container_gpu_allocation``, and GPU, CPU and RAM cost from each allocation x its node's price
   (``node_gpu_hourly_cost``, ``node_cpu_hourly_cost``, ``node_ram_hourly_cost``), so that the
-  fallback's total means what the allocation API's ``totalCost`` means.
+  fallback's total means what the allocation API's ``totalCost`` means; with the nodes OpenCost priced in each
+  period, which tell an OpenCost that priced no allocation from a Prometheus without OpenCost.
 """
 
 from __future__ import annotations
@@ -50,6 +51,7 @@ from gpuaas.sources._promql import (
     kueue_once,
     normalise,
     pod_source_labels,
+    priced_nodes_query,
     quote,
     tag,
     union,
@@ -277,7 +279,9 @@ _CONTAINER = "namespace, pod, container, node"
 
 def opencost_hours_query(period_s: float, interval_s: float) -> str:
     """Per pod and period, from OpenCost's metrics: GPU-hours allocated, and the GPU, CPU and RAM cost
-    (allocation x the node's hourly price; RAM priced per GiB, as OpenCost does)."""
+    (allocation x the node's hourly price; RAM priced per GiB, as OpenCost does); and per period the nodes OpenCost
+    priced (``priced_nodes_query``), so that a period it priced nodes in and no allocation tells an OpenCost that
+    priced nothing from a Prometheus without OpenCost."""
     sub = f"[{_under(period_s)}:{duration(interval_s)}]"
 
     def one(allocation: str) -> str:
@@ -298,6 +302,7 @@ def opencost_hours_query(period_s: float, interval_s: float) -> str:
         tag(priced("container_cpu_allocation", "node_cpu_hourly_cost"), "gpuaas_stat", "cpu_cost"),
         tag(priced("container_memory_allocation_bytes", "node_ram_hourly_cost", f" / {2**30}"), "gpuaas_stat",
             "ram_cost"),
+        priced_nodes_query(_under(period_s)),
     ])
 
 

@@ -9,9 +9,12 @@ count does not grow with the fleet, the number of services or the number of days
 (and each sweep file the policy names) is read for the serving services' measured capacity.
 
 A cost source that does not answer leaves the money unknown (``costs=None``) with the reason
-in ``notes``; the GPU-hour funnel is still read. An allocation API that answers figures no bill holds, or no
-allocation for a period the fleet held GPUs in, is a failed source too (``_cost_allocation``). A Kubernetes API that does not answer leaves
-batch outcomes unknown. Prometheus is required: without telemetry there is no funnel.
+in ``notes``; the GPU-hour funnel is still read. An answer of OpenCost's, its allocation API's or its metrics', that
+holds figures no bill holds, or no allocation for a period the fleet held GPUs in, is a failed source too
+(``_cost_allocation``). A Kubernetes API that does not answer leaves batch outcomes unknown. Prometheus is
+required: without telemetry there is no funnel, and an answer of its with a time or a figure its query cannot
+compute (a time outside what was asked, GPU-hours past ``MAX_GPUS`` all period long) ends the read with one
+``MalformedResponse`` naming the field; serving counts past ``MAX_COUNT`` are read as it, as the snapshot reads them.
 """
 
 from __future__ import annotations
@@ -27,6 +30,7 @@ from gpuaas.errors import ConfigError, GpuaasError
 from gpuaas.loadtest import serving_capacity
 from gpuaas.models import (
     GPU_COLS,
+    MAX_GPUS,
     SERVING_COLS,
     SERVING_KEYS,
     CapacityEstimate,
@@ -44,6 +48,7 @@ from gpuaas.sources._prom_client import PromClient
 from gpuaas.sources._promql import union
 from gpuaas.sources.bulk import collector_paused
 from gpuaas.sources.kube import DEFAULT_GPU_RESOURCES
+from gpuaas.sources.prometheus import MAX_COUNT
 from gpuaas.store import Store, open_store
 
 __all__ = ["DEADLINE_ANNOTATION", "MAX_WINDOW_DAYS", "align_end", "allocation_rows", "finished_jobs", "gpu_rows", "read_cost_inputs",
@@ -117,9 +122,12 @@ def gpu_rows(results: list[dict[str, Any]], start: datetime, period_s: float, da
 
 
 def serving_rows(results: list[dict[str, Any]], start: datetime, period_s: float, days: int) -> pd.DataFrame:
-    """vLLM series in tidy rows; series without a namespace (a live endpoint) get ``namespace=""``."""
+    """vLLM series in tidy rows; series without a namespace (a live endpoint) get ``namespace=""``. A count past
+    ``MAX_COUNT`` (``1e308``, ``+Inf``) is read as it, as the snapshot reads serving counts: still requests served,
+    and no sum over pods, buckets or days overflows."""
     rows = []
-    for labels, day, value in points(results, start, period_s, days):
+    for labels, day, raw in points(results, start, period_s, days):
+        value = min(raw, MAX_COUNT)
         stat = labels.get("gpuaas_stat", "")
         rows.append({"namespace": labels.get("gpuaas_namespace", ""), "model_name": labels.get("model_name", ""),
                      "day": day, "stat": stat, "finished_reason": labels.get("finished_reason", ""),
@@ -219,6 +227,12 @@ def read_cost_inputs(settings: GpuaasSettings, end: datetime, window_s: float,
                                                  q.data_span_query(m, period_s, interval_s)]), first, end, period_s),
                          _last_seen(prom, m, batch_namespaces, end, window_s, interval_s)),
             ], workers=3)
+        most_hours = MAX_GPUS * period_s / 3600  # every GPU a fleet may hold, all period long
+        prom.check_bounded([*observed, *busy], most_hours, "GPU-hours")
+        prom.check_bounded([r for r in kueue if "gpuaas_stat" not in r["metric"]], most_hours, "Kueue's GPU-hours")
+        spans = [r for r in kueue if "gpuaas_stat" in r["metric"]]  # the data span rides in the Kueue query
+        # times, not figures: each the time of a step of its period with telemetry (read as a date by ``data_span``)
+        prom.check_sample_times(spans, period_s + q.span_step(period_s, interval_s), "data span")
         gpu = gpu_rows([*observed, *busy], start, period_s, days)
         costs = allocation_gaps(settings, prom, costs, gpu, kueue, (start, end, period_s, days, interval_s), notes,
                                  sources)
@@ -229,7 +243,6 @@ def read_cost_inputs(settings: GpuaasSettings, end: datetime, window_s: float,
         notes.append(f"GPU hours: a GPU is read from {m.gpu_activity} in each period it has that metric, else from "
                      f"{m.gpu_util_fallback}; its {m.gpu_util_fallback}-only steps in such a period count as unknown "
                      "(never idle), so its observed and busy hours are low by at most those steps")
-    spans = [r for r in kueue if "gpuaas_stat" in r["metric"]]  # the data span rides in the Kueue query
     kueue_hours = pd.DataFrame([{"cluster_queue": labels.get("cluster_queue", ""), "allocated_h": value}
                                 for labels, _, value in points(kueue, start, period_s, days) if "gpuaas_stat" not in labels],
                                columns=["cluster_queue", "allocated_h"])
@@ -275,6 +288,9 @@ def _last_seen(prom: PromClient, m: MetricNames, namespaces: Sequence[str], end:
     if not namespaces:
         return {}
     rows = prom.query_range(q.last_seen_query(m, namespaces, window_s, interval_s), end, end, window_s)
+    # times, compared with Workloads' creation; a raw selector's sample may precede the window's first step by
+    # Prometheus' lookback (5 minutes unless --query.lookback-delta says more): a day past the window allows any
+    prom.check_sample_times(rows, window_s + DAY_S, "last seen")
     out: dict[tuple[str, str], float] = {}
     for r in rows:
         values = [float(v) for _, v in r["values"] if not math.isnan(float(v))]

@@ -10,7 +10,9 @@ Note: OpenCost's GPU cost is requested GPUs x hours x price, whatever the utilis
 Its figures are checked before anything adds them (``checked_figure``): null (OpenCost writes null for a figure it
 could not compute) or NaN is unknown; a negative cost, amount of hours, GPUs or minutes, a value that is not finite
 (``Infinity``) and one past ``MAX_FIGURE`` is no figure a bill holds, and the whole answer is refused
-(``MalformedResponse``, naming the field and the allocation), so that nothing is summed from it.
+(``MalformedResponse``, naming the field and the allocation), so that nothing is summed from it. The figures
+computed from OpenCost's metrics go through the same check (``checked_metric``, naming the series and the metrics
+it came from), in the snapshot's reading here and in the cost report's (``gpuaas.sources._cost_allocation``).
 """
 
 from __future__ import annotations
@@ -28,12 +30,12 @@ from gpuaas.errors import ConfigError, MalformedResponse, SourceError, SourceUna
 from gpuaas.settings import GpuaasSettings
 from gpuaas.sources._json_answer import UnreadableJSON, read_json
 from gpuaas.sources._prom_client import PromClient, sample_value
-from gpuaas.sources._promql import duration, tag, union
+from gpuaas.sources._promql import duration, priced_nodes_query, tag, union
 from gpuaas.sources._retry_after import retry_after_seconds
 from gpuaas.sources.failures import in_words
 
-__all__ = ["COST_COLUMNS", "MAX_FIGURE", "checked_figure", "fetch_allocation", "parse_allocation", "read_opencost",
-           "read_opencost_metrics"]
+__all__ = ["COST_COLUMNS", "MAX_FIGURE", "METRIC_SOURCES", "PRICED_NODES", "checked_figure", "checked_metric",
+           "fetch_allocation", "parse_allocation", "read_opencost", "read_opencost_metrics"]
 
 SOURCE = "opencost"
 COST_COLUMNS = [
@@ -78,6 +80,29 @@ def checked_figure(field: str, value: Any, *, may_be_negative: bool = False) -> 
         raise ValueError(f"{field} is {number:g}, past {MAX_FIGURE:,.0f}, the most one allocation of one window may "
                          "hold")
     return number
+
+
+METRIC_SOURCES = {
+    "gpu_count": "container_gpu_allocation",
+    "gpu_hours": "container_gpu_allocation",
+    "cost_per_hour": "container_gpu_allocation x node_gpu_hourly_cost",
+    "gpu_cost": "container_gpu_allocation x node_gpu_hourly_cost",
+    "cpu_cost": "container_cpu_allocation x node_cpu_hourly_cost",
+    "ram_cost": "container_memory_allocation_bytes x node_ram_hourly_cost",
+}
+"""Each figure gpuaas computes from OpenCost's metrics (its ``gpuaas_stat``), with the metrics it is computed from."""
+
+
+def checked_metric(labels: Mapping[str, str], stat: str, value: Any, *, url: str | None) -> float:
+    """``checked_figure`` for the ``stat`` (one of ``METRIC_SOURCES``) of the series ``labels`` of an answer on
+    OpenCost's metrics: the same figures as the allocation API's, held to the same bounds; ``MalformedResponse``
+    naming the series and the metrics it came from where one is no figure a bill holds."""
+    try:
+        return checked_figure(stat, value)
+    except ValueError as exc:
+        who = _printable("/".join(labels.get(k) or "-" for k in ("namespace", "pod")))[:160]  # the cluster's names
+        raise MalformedResponse(f"series '{who}' of OpenCost's metrics ({METRIC_SOURCES[stat]}): {exc}", source=SOURCE,
+                                url=url) from exc
 
 
 def _figure(alloc: Mapping[str, Any], field: str) -> float:
@@ -232,8 +257,21 @@ def _where(url: str, location: str | None) -> str | None:
     return redact_endpoint(f"{went.scheme}://{went.netloc}")
 
 
+PRICED_NODES = "gpuaas_priced_nodes"
+"""The ``attrs`` key of a reading from OpenCost's metrics: how many nodes OpenCost priced (``node_gpu_hourly_cost``,
+which it writes for every node) in the window. None: OpenCost's metrics are not in Prometheus at all (OpenCost not
+installed, or not scraped) and their empty answer is no answer; some, with no allocation while running pods held
+GPUs, is OpenCost answering nothing while it ran, a failed source as the allocation API's empty answer is
+(``gpuaas.snapshot_health``)."""
+
+
+_OVER_THE_WINDOW = {"gpu_count": "gpu_hours", "cost_per_hour": "gpu_cost"}
+"""The figures the snapshot's query reads per pod, with what each adds up to over the window."""
+
+
 def read_opencost_metrics(settings: GpuaasSettings, now: datetime, window_minutes: float) -> pd.DataFrame:
-    """GPU count and cost per pod from ``container_gpu_allocation`` and ``node_gpu_hourly_cost``, in one query."""
+    """GPU count and cost per pod from ``container_gpu_allocation`` and ``node_gpu_hourly_cost``, in one query, each
+    figure held to the allocation API's bounds (``checked_metric``); the nodes priced in ``attrs[PRICED_NODES]``."""
     if not settings.prometheus_url:
         raise ConfigError("neither opencost_url nor prometheus_url is configured", field="opencost_url")
     w = duration(window_minutes * 60)
@@ -242,6 +280,7 @@ def read_opencost_metrics(settings: GpuaasSettings, now: datetime, window_minute
     expr = union([
         tag(f"sum by (namespace, pod, node) ({alloc})", "gpuaas_stat", "gpu_count"),
         tag(f"sum by (namespace, pod, node) ({alloc} * on (node) group_left () {price})", "gpuaas_stat", "cost_per_hour"),
+        priced_nodes_query(w),
     ])
     prom = PromClient(settings, source=SOURCE)
     try:
@@ -250,15 +289,24 @@ def read_opencost_metrics(settings: GpuaasSettings, now: datetime, window_minute
         prom.close()
     hours = window_minutes / 60
     rows: dict[tuple[str, str, str], dict[str, Any]] = {}
+    priced = 0.0
     for r in results:
-        labels = r["metric"]
+        labels, stat = r["metric"], r["metric"].get("gpuaas_stat", "")
+        if stat == "priced_nodes":
+            priced = sample_value(r)
+        if stat not in _OVER_THE_WINDOW:
+            continue
         key = (labels.get("namespace", ""), labels.get("pod", ""), labels.get("node", ""))
         row = rows.setdefault(key, {"name": "/".join(key[:2]), "namespace": key[0], "pod": key[1], "node": key[2]})
-        row[labels.get("gpuaas_stat", "")] = sample_value(r)
+        row[stat] = checked_metric(labels, stat, sample_value(r), url=prom.url)
+        # and what it adds up to over the window, held to the bound of an allocation of the API's answer
+        checked_metric(labels, _OVER_THE_WINDOW[stat], row[stat] * hours, url=prom.url)
     frame = pd.DataFrame(list(rows.values()), columns=["name", "namespace", "pod", "node", "gpu_count", "cost_per_hour"])
     frame["gpu_hours"] = frame["gpu_count"] * hours
     frame["gpu_cost"] = frame["cost_per_hour"] * hours
     frame["minutes"] = float(window_minutes)
     frame["window_start"] = _rfc3339(now - timedelta(minutes=window_minutes))
     frame["window_end"] = _rfc3339(now)
-    return frame.reindex(columns=COST_COLUMNS)
+    out = frame.reindex(columns=COST_COLUMNS)
+    out.attrs[PRICED_NODES] = priced
+    return out

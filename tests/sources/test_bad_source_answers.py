@@ -6,7 +6,8 @@ activity (so its workload's telemetry is unknown, never idle); +Inf activity is 
 scale (``1e308``) is read as fully active without any warning from the arithmetic; a series
 without ``UUID``/``Hostname`` is kept with empty keys; no dcgm series at all is an empty frame.
 What Prometheus cannot produce is fed to the parsers directly: duplicate series (the larger
-value wins: never more idle than any copy says) and values that are not numbers (one error).
+value wins: never more idle than any copy says), values that are not numbers and points at times
+other than those asked (``1e308``, ``+Inf``, an hour late: one error naming the field).
 OpenCost: null or missing fields read as unknown (NaN, empty), wrongly typed ones are one error.
 """
 
@@ -273,3 +274,47 @@ def test_a_well_formed_range_answer_is_read(answering: Callable[..., str]) -> No
                                                                    [NOW.timestamp() + 60, "NaN"]]}]))
     (chunk,) = list(pod_history(GpuaasSettings(prometheus_url=url), NOW - timedelta(minutes=10), NOW))
     assert chunk.samples[["pod", "value"]].values.tolist() == [["p", 50.0]]
+
+
+# --- times no Prometheus answers: a proxy's rewrite, at the client, for every reader -----------------------------
+BAD_TIMES = {  # (the point's time, how the line words it)
+    "1e308": (1e308, "time 1e+308 is not within"),
+    "inf": ("+Inf", "time inf is not a finite number"),
+    "nan": ("NaN", "time nan is not a finite number"),
+    "-1e308": (-1e308, "time -1e+308 is not within"),
+    "an-hour-late": (NOW.timestamp() + 3600, f"time {NOW.timestamp() + 3600:g} is not within"),
+}
+
+
+@pytest.mark.parametrize(("at", "says"), BAD_TIMES.values(), ids=BAD_TIMES.keys())
+def test_a_range_point_at_a_time_not_asked_is_one_error_naming_the_field(answering: Callable[..., str], at: Any,
+                                                                        says: str) -> None:
+    """A range is answered at its steps, each within a step of the range asked (a query frontend aligning it moves
+    it by less): any other time, read as a date, ends a reader in Python's ``timestamp out of range``, or, within
+    the calendar, puts the point in another period. One line names Prometheus, the field and the range asked."""
+    url = answering(None, body=_matrix([{"metric": POD, "values": [[NOW.timestamp(), "0.5"], [at, "0.5"]]}]))
+    settings = GpuaasSettings(prometheus_url=url)
+    with pytest.raises(MalformedResponse) as info:
+        list(pod_history(settings, NOW - timedelta(minutes=10), NOW))
+    line = describe_failure(settings, "prometheus", info.value)
+    assert line.startswith(f"Prometheus at {url}: field 'data.result[0].values[1]': {says}")
+    if "within" in says:
+        assert line.endswith("of the range asked, 2026-03-10 11:50:00 UTC – 2026-03-10 12:00:00 UTC")
+
+
+@pytest.mark.parametrize(("at", "says"), BAD_TIMES.values(), ids=BAD_TIMES.keys())
+def test_an_instant_answer_at_a_time_not_asked_is_one_error_naming_the_field(answering: Callable[..., str], at: Any,
+                                                                            says: str) -> None:
+    url = answering([_stat("coverage", "1"), {**_stat("activity_max", "0.5"), "value": [at, "0.5"]}])
+    settings = GpuaasSettings(prometheus_url=url)
+    with pytest.raises(MalformedResponse) as info:
+        read_prometheus(settings, NOW, [30])
+    line = describe_failure(settings, "prometheus", info.value)
+    assert line.startswith(f"Prometheus at {url}: field 'data.result[1].value': {says}")
+
+
+def test_a_range_answer_a_query_frontend_aligned_to_its_step_is_read(answering: Callable[..., str]) -> None:
+    """Cortex and Mimir may align a range to its step: points up to a step before the start asked are no error."""
+    url = answering(None, body=_matrix([{"metric": POD, "values": [[NOW.timestamp() - 660, "0.5"]]}]))
+    (chunk,) = list(pod_history(GpuaasSettings(prometheus_url=url), NOW - timedelta(minutes=10), NOW))
+    assert chunk.samples["pod"].tolist() == ["p"]

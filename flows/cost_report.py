@@ -23,8 +23,8 @@ from flows._instant import UtcInstant, looked_at
 from flows._outcome import finished
 from gpuaas.quantity import parse_window
 from gpuaas.settings import load_settings
-from reports import counted, source_errors, with_failures
-from reports.cost_report import NO_SERVICES, cost_first_line, cost_report_json
+from reports import counted
+from reports.cost_report import NO_SERVICES, cost_headline, cost_report_json, cost_source_errors
 from tasks import push_or_warn, retry_options
 from tasks.cost_report import build_report, publish_cost_artifacts, push_cost_metrics, read_window, write_html_report
 
@@ -65,12 +65,10 @@ def cost_report(window: str = "1d", at: UtcInstant | None = None, compare: bool 
                 counted(len(report.notes), "note"), path or "not written")
     doc = cost_report_json(report, path, previous)
     doc["pushed_samples"] = pushed
-    errors = {**(source_errors(windows.previous.sources) if windows.previous else {}),
-              **source_errors(windows.current.sources)}
+    errors = cost_source_errors(report, previous)
     # no telemetry is degraded as a blind reclaim is, yet no source failed: it leads the headline, not source_errors
-    blind = {"gpu telemetry": report.telemetry_missing} if report.telemetry_missing else {}
-    doc["degraded"], doc["source_errors"] = bool(errors) or bool(blind), errors
-    headline = with_failures(cost_first_line(report), {**errors, **blind})
+    doc["degraded"], doc["source_errors"] = bool(errors) or bool(report.telemetry_missing), errors
+    headline = cost_headline(report, previous)  # the JSON's summary, the markdown's and the page's lead say it too
     # the run's name: the failed sources and the figures, not the caveat about the policy
     return finished(doc, headline, name=headline.removeprefix(NO_SERVICES))
 

@@ -1,16 +1,19 @@
-"""How gpuaas words a verdict, once for every place that shows it.
+"""How gpuaas words a verdict, and writes an amount of money, once for every place that shows it.
 
 The idle table, ``gpuaas reclaim``, the demo, the artifacts and the audit log's rows all say why a
 workload is (or is not) idle with these functions, so that the same object gets the same words and
-numbers wherever a person reads about it (``reports._format`` re-exports them for the reports).
+numbers wherever a person reads about it (``reports._format`` re-exports them for the reports). The cost
+report's tables and its notes (written in ``gpuaas.policies.cost``) price with ``money`` and ``per_outcome``,
+so that a note's lower bound reads as the table's figures do.
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from decimal import ROUND_HALF_UP, Decimal
 
-__all__ = ["counted", "duration", "figure", "first_few", "listed", "verdict_phrase"]
+__all__ = ["counted", "duration", "figure", "first_few", "listed", "money", "per_outcome", "verdict_phrase"]
 
 
 def figure(number: float) -> str:
@@ -38,6 +41,31 @@ def listed(names: Sequence[str]) -> str:
 def first_few(names: Sequence[str], shown: int = 3) -> str:
     """``a, b, c and 4 more``: the first ``shown`` names and how many others, where a line must stay short."""
     return ", ".join(names[:shown]) + (f" and {len(names) - shown} more" if len(names) > shown else "")
+
+
+def money(value: float | None, unknown: str = "unknown") -> str:
+    """Dollars with two decimals, or three significant digits under a dollar: $0.000064 and $0.00012 must not
+    both read "$0.0001". ``unknown`` where the amount is None.
+
+    Rounded half up, as a FinOps reader rounds by hand: 9.79 / 2 is 4.895 and reads $4.90, though the binary
+    float is 4.89499999.... The float is first rounded seven digits past those shown, which drops that
+    binary error and keeps every digit an amount in cents (or a cost per outcome) really has."""
+    if value is None:
+        return unknown
+    if not math.isfinite(value):  # no bill holds one (the sources refuse it); printed as it is, never hidden
+        return f"${value:,.2f}"
+    decimals = 2 if value == 0 or abs(value) >= 1 else max(2, 2 - math.floor(math.log10(abs(value))))
+    exact = Decimal(repr(round(value, decimals + 7))).quantize(Decimal(1).scaleb(-decimals), ROUND_HALF_UP)
+    return f"${exact:,.{decimals}f}"
+
+
+def per_outcome(value: float | None, kind: str = "serving") -> str:
+    """Cost per outcome; a cost per request under a cent is shown per 1,000 requests, as it is priced."""
+    if value is None:
+        return "unknown"
+    if kind == "serving" and abs(value) < 0.01:
+        return f"{money(value * 1000)} per 1,000 requests"
+    return money(value) + {"serving": " per request", "batch": " per job"}.get(kind, "")
 
 
 def duration(seconds: float | None) -> str:

@@ -8,32 +8,49 @@ shows "no verified outcome", never infinity or zero.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
 from typing import Any
 
+from gpuaas.phrases import money, per_outcome
 from gpuaas.policies.cost import (
     FUNNEL_STAGES,
     NO_OUTCOME,
     CostReport,
     comparison_note,
-    data_short_s,
     period_complete,
     stages_in_tenths,
 )
 from gpuaas.pushgateway import MetricFamily
+from reports._cost_words import (
+    NO_SERVICES,
+    cost_first_line,
+    cost_headline,
+    cost_source_errors,
+    costs_note,
+    count_cell,
+    hours_cell,
+    window_length,
+)
 from reports._format import grouped_notes
 
 __all__ = [
     "HOURS_COLUMNS",
+    "NO_SERVICES",
+    "PER_SERVICE",
     "STAGES",
     "STAGE_COLUMNS",
     "change_rows",
+    "cost_first_line",
+    "cost_headline",
+    "cost_notes",
+    "cost_per_outcome_cell",
     "cost_report_json",
     "cost_report_metrics",
-    "cost_first_line",
-    "cost_notes",
+    "cost_source_errors",
+    "costs_note",
+    "count_cell",
     "funnel_rows",
+    "hours_cell",
     "money",
     "per_outcome",
     "previous_complete",
@@ -49,44 +66,15 @@ __all__ = [
 STAGES = ("allocated", "busy", "productive", "in_progress", "unknown", "idle", "active")
 
 
-def money(value: float | None, unknown: str = "unknown") -> str:
-    """Dollars with two decimals, or three significant digits under a dollar: $0.000064 and $0.00012
-    must not both read "$0.0001"."""
-    if value is None:
-        return unknown
-    if value == 0 or abs(value) >= 1:
-        return f"${value:,.2f}"
-    decimals = max(2, 2 - math.floor(math.log10(abs(value))))
-    return f"${value:,.{decimals}f}"
-
-
-def per_outcome(value: float | None, kind: str = "serving") -> str:
-    """Cost per outcome; a cost per request under a cent is shown per 1,000 requests, as it is priced."""
-    if value is None:
-        return "unknown"
-    if kind == "serving" and abs(value) < 0.01:
-        return f"{money(value * 1000)} per 1,000 requests"
-    return money(value) + {"serving": " per request", "batch": " per job"}.get(kind, "")
-
-
-def _hours(value: float | None) -> str:
-    return "unknown" if value is None else f"{value:,.1f}"
-
-
-def window_length(seconds: float) -> str:
-    """The report window as people say it: ``2 h``, ``168 h``, ``1.5 h``; under an hour in minutes (``30 min``,
-    ``0.25 min``). At most two decimals, none when whole: a window is what the reader asked for, and
-    ``0.0166667 h`` for one minute reads as a measurement."""
-    value, unit = (seconds / 3600, "h") if seconds >= 3600 else (seconds / 60, "min")
-    text = f"{value:,.2f}".rstrip("0").rstrip(".")
-    return f"{text} {unit}"
-
-
-def _per_outcome(row: dict[str, Any], kind: str = "serving") -> str:
+def cost_per_outcome_cell(row: dict[str, Any], kind: str = "serving") -> str:
+    """A row's cost per outcome as every table and plot says it: the figure (``per_outcome``); "no data" for a
+    period nothing was read for; NO_OUTCOME where it has a cost and no verified outcome to divide it by; else
+    "unknown": its cost or its outcomes cannot be known (None, never 0 or "no outcome"), or it has outcomes and no
+    quotient (the notes say why: a pod of it that OpenCost does not list, so that it would only be a lower bound)."""
     if row["cost_per_outcome"] is not None:
         return per_outcome(row["cost_per_outcome"], kind)
-    # a cost with no outcome is said so; one with outcomes and no quotient is unknown (the notes say why: a pod of
-    # it that OpenCost does not list, so that the quotient would only be a lower bound)
+    if row.get("data") is False:
+        return "no data"
     if row["total_cost"] is None or row["verified_outcomes"] != 0:
         return "unknown"
     return NO_OUTCOME
@@ -99,10 +87,6 @@ def _replicas(row: dict[str, Any]) -> str:
     if row.get("replicas_needed") is None:
         return "unknown"
     return f"{row['replicas_needed']} ({row['forecast_rps']:.3g}/{row['per_replica_rps']:.3g} rps)"
-
-
-def _count(value: float | None) -> str:
-    return "unknown" if value is None else f"{value:,.0f}"
 
 
 STAGE_COLUMNS = {"productive": "productive GPU-h", "in progress": "in progress GPU-h",
@@ -141,13 +125,13 @@ def funnel_rows(report: CostReport) -> list[dict[str, Any]]:
     return [{
         "tenant": r["tenant"],
         **stage_cells(r),
-        "busy GPU-h": _hours(r["busy_gpu_hours"]),
-        "active GPU-h": _hours(r["active_gpu_hours"]),
+        "busy GPU-h": hours_cell(r["busy_gpu_hours"]),
+        "active GPU-h": hours_cell(r["active_gpu_hours"]),
         "GPU cost": money(r["gpu_cost"]),
         "total cost": money(r["total_cost"]),
         "waste": money(r["waste_cost"]),
-        "verified requests": _count(r.get("verified_requests")),
-        "jobs in time": _count(r.get("verified_jobs")),
+        "verified requests": count_cell(r.get("verified_requests")),
+        "jobs in time": count_cell(r.get("verified_jobs")),
         f"cost per outcome ({report.cost_basis})": _tenant_per_outcome(r) if r["tenant"] != "(cluster)" else "",
     } for r in rows]
 
@@ -162,11 +146,20 @@ def tenant_tables(report: CostReport) -> list[tuple[str, list[dict[str, Any]]]]:
             ("Cost and verified outcomes per tenant", money_rows)]
 
 
+PER_SERVICE = "see per service (requests and jobs)"
+"""A tenant's cost per outcome, and its change, where it has both kinds of outcome: a request is not a job."""
+
+
+def _both_kinds(row: dict[str, Any]) -> bool:
+    """Whether a tenant's row has verified requests and jobs done in time: no one cost per outcome divides both."""
+    return bool(row.get("verified_requests") and row.get("verified_jobs"))
+
+
 def _tenant_per_outcome(row: dict[str, Any]) -> str:
-    """A tenant's cost per outcome only where its outcomes are of one kind: a request is not a job."""
-    if row.get("verified_requests") and row.get("verified_jobs"):
-        return "see per service (requests and jobs)"
-    return _per_outcome(row, "batch" if row.get("verified_jobs") else "serving")
+    """A tenant's cost per outcome only where its outcomes are of one kind (``PER_SERVICE`` otherwise)."""
+    if _both_kinds(row):
+        return PER_SERVICE
+    return cost_per_outcome_cell(row, "batch" if row.get("verified_jobs") else "serving")
 
 
 def service_rows(report: CostReport) -> list[dict[str, Any]]:
@@ -177,11 +170,11 @@ def service_rows(report: CostReport) -> list[dict[str, Any]]:
             slo += f" ±{100 * s['slo_error_bound']:.1f}%"
         out.append({
             "service": s["service"], "tenant": s["tenant"], "kind": s["kind"],
-            "requests" if s["kind"] == "serving" else "jobs": _count(s["requests"]),
-            "verified outcomes": _count(s["verified_outcomes"]),
+            "requests" if s["kind"] == "serving" else "jobs": count_cell(s["requests"]),
+            "verified outcomes": count_cell(s["verified_outcomes"]),
             "within SLO": slo if s["kind"] == "serving" else ("in time: " + slo),
             "GPU cost": money(s["gpu_cost"]), "total cost": money(s["total_cost"]),
-            f"cost per outcome ({report.cost_basis})": _per_outcome(s, s["kind"]),
+            f"cost per outcome ({report.cost_basis})": cost_per_outcome_cell(s, s["kind"]),
             "replicas needed": _replicas(s),
         })
     return [{("requests/jobs" if k in ("requests", "jobs") else k): v for k, v in r.items()} for r in out]
@@ -189,20 +182,22 @@ def service_rows(report: CostReport) -> list[dict[str, Any]]:
 
 def waster_rows(report: CostReport) -> list[dict[str, Any]]:
     return [{"tenant": w["tenant"], "namespace": w["namespace"], "workload": w["workload"],
-             "idle GPU-h": _hours(w["idle_gpu_hours"]), "allocated GPU-h": _hours(w["allocated_gpu_hours"]),
+             "idle GPU-h": hours_cell(w["idle_gpu_hours"]), "allocated GPU-h": hours_cell(w["allocated_gpu_hours"]),
              "waste": money(w["waste_cost"])} for w in report.wasters]
 
 
 def _delta(now: float | None, before: float | None) -> str:
     """Change against the previous period; "no data before" where that period had nothing to compare (None).
-    A previous $0 is data: no percentage of it exists, so the change is said "from $0"."""
+    A previous $0 is data: no percentage of it exists, so the change is said "from $0". One form for no change,
+    "no change", wherever the change rounds to 0 %: "+0%" and "-0%" beside it would read as three answers."""
     if now is None:
         return "unknown"
     if before is None:
         return "no data before"
     if before == 0:
         return "no change" if now == 0 else f"from $0 to {money(now)}"
-    return f"{100 * (now - before) / before:+.0f}%"
+    percent = round(100 * (now - before) / before)
+    return "no change" if percent == 0 else f"{percent:+d}%"
 
 
 def previous_complete(previous: CostReport | None) -> bool:
@@ -228,53 +223,10 @@ def change_rows(report: CostReport, previous: CostReport | None) -> list[dict[st
         rows.append({"tenant": t["tenant"], "cost": money(t[basis]), "previous cost": money(p.get(basis), "no data"),
                      "cost change": _delta(t[basis], p.get(basis)),
                      "waste change": _delta(t["waste_cost"], p.get("waste_cost")),
-                     "cost per outcome change": _delta(t["cost_per_outcome"], p.get("cost_per_outcome"))})
+                     # a tenant with requests and jobs has no cost per outcome: its change is said as its cell is
+                     "cost per outcome change": PER_SERVICE if _both_kinds(t)
+                     else _delta(t["cost_per_outcome"], p.get("cost_per_outcome"))})
     return rows
-
-
-NO_SERVICES = "The policy has no services: section, so no outcome is counted (cost per outcome unknown). "
-
-
-def cost_first_line(report: CostReport) -> str:
-    """What the run found, in one sentence: the span, the cost, the waste and the verified outcomes.
-
-    A policy without services is said first: every outcome figure below would otherwise read as zero work.
-    The span is the window asked for, or the hours of data where they are fewer ("6.0 h of data in a 168 h
-    window"): the money is that of the hours the data covers. Waste the telemetry cannot tell (none of the
-    GPU-hours had any) is said to be unknown, and why, never a dollar figure.
-    """
-    c = report.cluster
-    lead = NO_SERVICES if not report.services else ""
-    window = window_length(report.window_s)
-    if not c.get("allocated_gpu_hours"):
-        if report.telemetry_missing and c.get("total_cost") is None:
-            return f"{lead}GPU-hours unknown in the {window} window: no GPU telemetry and no cost source."
-        return f"{lead}No GPU-hours allocated in the {window} window: nothing to cost."
-    covered = data_short_s(report)
-    span = f"{_span(covered)} of data in a {window} window" if covered is not None else f"{window} of GPUs"
-    if c.get("waste_cost") is None and c.get("gpu_cost") is None and c.get("total_cost") is not None:
-        waste = "idle-GPU waste unknown (the GPU cost is unknown)"  # OpenCost left a GPU cost null
-    elif c.get("waste_cost") is None and c.get("total_cost") is not None:  # the money is known, the idleness is not
-        waste = "idle-GPU waste unknown (no GPU telemetry in Prometheus)"
-    else:
-        waste = f"{money(c.get('waste_cost'))} of it on allocated but idle GPUs"
-    spent = "spend unknown in all" if c["total_cost"] is None else f"{money(c['total_cost'])} spent in all"
-    on_gpus = "GPU spend unknown" if c["gpu_cost"] is None else f"{money(c['gpu_cost'])} on GPUs"
-    return (f"{lead}{span}: {spent} ({on_gpus}), {waste}; "
-            f"{_count(c.get('verified_requests'))} verified requests and {_jobs_in_time(c)}.")
-
-
-def _span(seconds: float) -> str:
-    """Hours of data as measured (``6.0 h``, ``45 min``): unlike the window, a measurement keeps its decimal."""
-    return f"{seconds / 3600:,.1f} h" if seconds >= 3600 else f"{seconds / 60:,.0f} min"
-
-
-def _jobs_in_time(cluster: dict[str, Any]) -> str:
-    """``3 batch jobs done in time``; unknown without the Kubernetes API: never a 0 that reads as none done."""
-    jobs = cluster.get("verified_jobs")
-    if jobs is None:
-        return "batch jobs done in time unknown"
-    return f"{_count(jobs)} batch job{'' if round(jobs) == 1 else 's'} done in time"
 
 
 def cost_notes(notes: Sequence[str]) -> list[str]:
@@ -285,33 +237,38 @@ def cost_notes(notes: Sequence[str]) -> list[str]:
 
 def summary_markdown(report: CostReport, previous: CostReport | None, html_path: str | None,
                      plots: Sequence[tuple[str, str]] = ()) -> str:
-    """The headline numbers, then the plots inlined (``(alt, base64 PNG)``): the Prefect UI shows them without
-    the worker's disk, where the HTML report lies."""
+    """The headline (``cost_headline``: a degraded run says so first, as everywhere), the headline numbers, then the
+    plots inlined (``(alt, base64 PNG)``): the Prefect UI shows them without the worker's disk, where the HTML
+    report lies."""
     c = report.cluster
+    hours = {k: hours_cell(c[f"{k}_gpu_hours"]) for k in ("allocated", "busy", "productive", "in_progress",
+                                                          "unknown", "active")}
     lines = [
-        cost_first_line(report),
+        cost_headline(report, previous),
         "",
         f"# gpuaas cost report: {report.start:%Y-%m-%d %H:%M} – {report.end:%Y-%m-%d %H:%M} UTC",
         "",
-        f"- GPU-hours: **{_hours(c['allocated_gpu_hours'])}** allocated → **{_hours(c['busy_gpu_hours'])}** busy → "
-        f"**{_hours(c['productive_gpu_hours'])}** productive (+ **{_hours(c['in_progress_gpu_hours'])}** of jobs "
-        f"still running); **{_hours(c['unknown_gpu_hours'])}** without telemetry (unknown, not idle); effective "
-        f"utilisation **{_hours(c['active_gpu_hours'])}** activity-weighted GPU-h",
-        f"- total cost **{money(c['total_cost'])}** (GPU **{money(c['gpu_cost'])}**), of which waste (allocated "
-        f"but idle GPUs) **{money(c['waste_cost'])}**; cost per outcome on the {report.cost_basis} cost",
-        f"- **{_count(c.get('verified_requests'))}** verified requests, **{_count(c.get('verified_jobs'))}** batch "
-        "jobs done in time",
+        f"- GPU-hours: **{hours['allocated']}** allocated → **{hours['busy']}** busy → **{hours['productive']}** "
+        f"productive (+ **{hours['in_progress']}** of jobs still running); **{hours['unknown']}** without telemetry "
+        f"(unknown, not idle); effective utilisation **{hours['active']}** activity-weighted GPU-h",
+        f"- allocated to workloads **{money(c['total_cost'])}** in all (GPU **{money(c['gpu_cost'])}**), of which "
+        f"waste (allocated but idle GPUs) **{money(c['waste_cost'])}**; cost per outcome on the {report.cost_basis} "
+        "cost",
+        f"- **{count_cell(c.get('verified_requests'))}** verified requests, **{count_cell(c.get('verified_jobs'))}** "
+        "batch jobs done in time",
+        f"- {costs_note(report, '`__idle__`')}",
     ]
     if previous is not None and previous_complete(previous):
         p = previous.cluster
-        lines.append(f"- previous {window_length(report.window_s)}: total cost {money(p['total_cost'], 'no data')} "
-                     f"({_delta(c['total_cost'], p['total_cost'])}), waste {money(p['waste_cost'], 'no data')}")
+        lines.append(f"- previous {window_length(report.window_s)}: allocated to workloads "
+                     f"{money(p['total_cost'], 'no data')} ({_delta(c['total_cost'], p['total_cost'])}), waste "
+                     f"{money(p['waste_cost'], 'no data')}")
     elif (why := previous_note(previous)) is not None and why not in report.notes:
         lines.append(f"- {why}")
     if report.wasters:
         w = report.wasters[0]
         lines.append(f"- top waster: `{w['namespace']}/{w['workload']}` ({w['tenant']}), "
-                     f"{_hours(w['idle_gpu_hours'])} idle GPU-h, {money(w['waste_cost'])}")
+                     f"{hours_cell(w['idle_gpu_hours'])} idle GPU-h, {money(w['waste_cost'])}")
     if html_path:
         lines.append(f"- HTML report with plots (on the worker): `{html_path}`")
     for alt, data in plots:
@@ -323,9 +280,12 @@ def summary_markdown(report: CostReport, previous: CostReport | None, html_path:
 
 def cost_report_json(report: CostReport, html_path: str | None, previous: CostReport | None = None
                      ) -> dict[str, Any]:
-    """The ``--format json`` document: plain values, None where unknown (reasons in ``notes``)."""
+    """The ``--format json`` document: plain values, None where unknown (reasons in ``notes``). ``summary`` is the
+    headline (``cost_headline``: led by what failed, as the flow's ``headline``); ``cost_source`` says where the
+    money came from (``COST_SOURCES``' keys; None where it is unknown)."""
     doc: dict[str, Any] = {
-        "summary": cost_first_line(report), "cost_basis": report.cost_basis,
+        "summary": cost_headline(report, previous), "cost_basis": report.cost_basis,
+        "cost_source": report.cost_source,
         "window_s": report.window_s,
         "start": report.start.isoformat(), "end": report.end.isoformat(),
         "tenants": report.tenants, "services": report.services, "cluster": report.cluster,

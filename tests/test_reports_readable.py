@@ -107,9 +107,9 @@ def test_the_rebalance_and_cost_report_artifacts_say_first_what_the_run_found() 
     report = CostReport(window_s=7200, start=NOW, end=NOW, tenants=[], services=[service], cluster=cluster,
                         wasters=[], daily=[], batch=[], notes=[], queries=0)
     first = cost_markdown(report, None, None).splitlines()[0]
-    assert first == cost_first_line(report) == ("2 h of GPUs: $357.70 spent in all ($300.00 on GPUs), $45.30 of it on "
-                                                "allocated but idle GPUs; 132,021 verified requests and 1 batch job "
-                                                "done in time.")
+    assert first == cost_first_line(report) == ("2 h of GPUs: $357.70 allocated to workloads ($300.00 on GPUs), $45.30 "
+                                                "of it on allocated but idle GPUs; 132,021 verified requests and 1 "
+                                                "batch job done in time.")
     empty = CostReport(window_s=3600, start=NOW, end=NOW, tenants=[], services=[service],
                        cluster={"allocated_gpu_hours": 0}, wasters=[], daily=[], batch=[], notes=[], queries=0)
     assert cost_first_line(empty) == "No GPU-hours allocated in the 1 h window: nothing to cost."

@@ -39,7 +39,7 @@ def print_cost_tables(doc: dict[str, Any]) -> None:
     from gpuaas.policies.cost import CostReport
     from reports.cost_report import (
         STAGE_COLUMNS,
-        cost_first_line,
+        cost_headline,
         cost_notes,
         service_rows,
         tenant_tables,
@@ -50,7 +50,7 @@ def print_cost_tables(doc: dict[str, Any]) -> None:
                         services=doc["services"], cluster=doc["cluster"], wasters=doc["top_wasters"],
                         daily=doc["daily"], batch=doc["batch_jobs"], notes=doc["notes"], queries=doc["queries"],
                         cost_basis=doc["cluster"].get("cost_basis", "total"))
-    lead({"headline": doc.get("headline") or cost_first_line(report), "degraded": doc.get("degraded")},
+    lead({"headline": doc.get("headline") or cost_headline(report), "degraded": doc.get("degraded")},
          OutputFormat.table)
     for title, rows in (*tenant_tables(report),
                         ("Cost per verified outcome by service", service_rows(report)),

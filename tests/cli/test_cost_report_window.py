@@ -79,7 +79,7 @@ def test_the_headline_of_a_one_minute_window() -> None:
                "verified_requests": 10.0, "verified_jobs": 0.0}
     report = CostReport(window_s=60.0, start=now, end=now, tenants=[], services=[{"service": "s"}], cluster=cluster,
                         wasters=[], daily=[], batch=[], notes=[], queries=0)
-    assert cost_first_line(report).startswith("1 min of GPUs: $4.25 spent in all ($4.00 on GPUs), $2.50 of it")
+    assert cost_first_line(report).startswith("1 min of GPUs: $4.25 allocated to workloads ($4.00 on GPUs), $2.50 of it")
     empty = CostReport(window_s=60.0, start=now, end=now, tenants=[], services=[{"service": "s"}],
                        cluster={"allocated_gpu_hours": 0.0}, wasters=[], daily=[], batch=[], notes=[], queries=0)
     assert cost_first_line(empty) == "No GPU-hours allocated in the 1 min window: nothing to cost."

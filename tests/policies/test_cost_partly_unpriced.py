@@ -32,11 +32,11 @@ def test_a_partly_priced_service_and_its_tenant_have_cost_per_outcome_unknown_wi
     assert (chat["verified_outcomes"], chat["total_cost"], chat["cost_per_outcome"]) == (72.0, 45.0, None)
     assert ("service chat: cost per outcome unknown: 1 pod with 6.00 GPU-hours of telemetry is not in OpenCost's "
             "allocation (the most: a/chat-predictor-1, 6.00 GPU-hours), so its total cost leaves out what that pod "
-            "cost, while its outcomes count that pod's work; $45.00 over 72 outcomes, at least $0.625 per outcome") in report.notes
+            "cost, while its outcomes count that pod's work; $45.00 over 72 outcomes, at least $0.625 per request") in report.notes
     a, b = report.tenants
     assert (a["total_cost"], a["verified_outcomes"], a["cost_per_outcome"]) == (88.5, 72.0, None)
     assert any(n.startswith("tenant a: cost per outcome unknown: 1 pod with 6.00 GPU-hours") and
-               n.endswith("$88.50 over 72 outcomes, at least $1.23 per outcome") for n in report.notes)
+               n.endswith("$88.50 over 72 outcomes, at least $1.23 per request") for n in report.notes)
     assert not any(n.startswith("tenant a: total cost") for n in report.notes)  # it has outcomes: not "none"
     assert (b["cost_per_outcome"], etl["cost_per_outcome"]) == (17.5, 17.5)  # every pod priced: as before
     (day,) = [d for d in report.daily if d["service"] == "chat"]

@@ -238,7 +238,7 @@ def test_replicas_from_the_peak_rate_plus_headroom() -> None:
 
 
 def test_the_headline_counts_one_job_in_the_singular() -> None:
-    from reports.cost_report import _jobs_in_time
+    from reports._cost_words import _jobs_in_time
 
     assert [_jobs_in_time({"verified_jobs": n}) for n in (0.0, 1.0, 2.0, None)] == [
         "0 batch jobs done in time", "1 batch job done in time", "2 batch jobs done in time",

@@ -160,7 +160,7 @@ def test_a_period_row_divides_its_cost_by_the_outcomes_it_shows() -> None:
         (900.0, float(f"{96 / 900:.6g}")), (0.0, None)]
     printed = _daily_rows(report)
     assert [(r["verified outcomes"], r["cost per outcome"]) for r in printed] == [
-        ("900", "$0.107 per request"), ("0", "-")]
+        ("900", "$0.107 per request"), ("0", "no verified outcome")]
 
 
 def test_a_tenant_whose_pods_were_not_found_has_a_row_and_the_tenants_add_up() -> None:

@@ -41,7 +41,7 @@ def test_a_previous_zero_is_a_change_from_zero_not_no_data() -> None:
     rows = {r["tenant"]: r for r in change_rows(now, before)}
     assert rows["b"]["waste change"] == "no change"  # $0 then, $0 now
     assert rows["a"]["waste change"] == "from $0 to $28.00"
-    assert rows["a"]["cost change"] == "+0%"
+    assert rows["a"]["cost change"] == "no change"  # one form: never "+0%" beside "no change"
     grown = build_cost_report(_spanned(replace(quiet, gpu=quiet.gpu.assign(busy_h=0.0)), 86400.0), POLICY)
     assert {r["tenant"]: r for r in change_rows(grown, before)}["b"]["waste change"] == "from $0 to $15.00"
     # a tenant the previous period did not have: that is no data
@@ -68,7 +68,7 @@ def test_a_previous_period_with_minutes_of_data_gives_no_percentage() -> None:
     nearly = plan(CostWindows(current, _spanned(early, 0.9 * 86400, data_from=START.isoformat())), POLICY)
     assert nearly.previous is not None and previous_complete(nearly.previous)
     assert not any(n.startswith("no change against") for n in nearly.report.notes)
-    assert {r["cost change"] for r in change_rows(nearly.report, nearly.previous)} == {"+0%"}
+    assert {r["cost change"] for r in change_rows(nearly.report, nearly.previous)} == {"no change"}
 
 
 # --- C: a window longer than the data -------------------------------------------------------------------------

@@ -59,7 +59,7 @@ def test_no_telemetry_in_the_window_is_unknown_not_zero() -> None:
     # every view: "unknown" in the tables and the HTML, absent from the metrics, and no $ of waste in the headline
     for row in funnel_rows(report):
         assert (row["busy GPU-h"], row["productive GPU-h"], row["active GPU-h"], row["waste"]) == ("unknown",) * 4
-    assert cost_first_line(report) == ("24 h of GPUs: $106.00 spent in all ($91.00 on GPUs), idle-GPU waste unknown "
+    assert cost_first_line(report) == ("24 h of GPUs: $106.00 allocated to workloads ($91.00 on GPUs), idle-GPU waste unknown "
                                        "(no GPU telemetry in Prometheus); 72 verified requests and 1 batch job done "
                                        "in time.")
     assert "**unknown** busy" in summary_markdown(report, None, None)
@@ -107,7 +107,8 @@ def test_a_tenant_without_telemetry_is_unknown_and_the_rest_is_computed() -> Non
 def test_the_headline_states_the_hours_of_data_when_fewer_than_the_window() -> None:
     six = _spanned(_inputs(), 6 * 3600.0, data_from=(END - timedelta(hours=6)).isoformat())
     assert cost_first_line(build_cost_report(six, POLICY)).startswith(
-        "6.0 h of data in a 24 h window: $106.00 spent in all ($91.00 on GPUs), $28.00 of it on allocated but idle")
+        "6.0 h of data in a 24 h window: $106.00 allocated to workloads ($91.00 on GPUs), $28.00 of it on allocated "
+        "but idle")
     # 7 daily periods, the last one with 6 h of data
     week = _spanned(replace(_inputs(), start=END - timedelta(days=7), days=7, gpu=_inputs().gpu.assign(day=6),
                             costs=_inputs().costs.assign(day=6),  # type: ignore[union-attr]
@@ -119,7 +120,7 @@ def test_the_headline_states_the_hours_of_data_when_fewer_than_the_window() -> N
     # the whole window, or short of it by less than a step: the window
     for covered in (86400.0, 86400.0 - 59):
         whole = _spanned(_inputs(), covered, data_from=START.isoformat())
-        assert cost_first_line(build_cost_report(whole, POLICY)).startswith("24 h of GPUs: $106.00 spent in all")
+        assert cost_first_line(build_cost_report(whole, POLICY)).startswith("24 h of GPUs: $106.00 allocated to workloads")
 
 
 # --- counts that add up ---------------------------------------------------------------------------------------

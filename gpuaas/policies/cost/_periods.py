@@ -14,7 +14,7 @@ from gpuaas.policies.cost._coverage import Coverage
 from gpuaas.policies.cost._figures import cost_per_outcome, footed_cents, num
 from gpuaas.policies.cost.services import ServiceTally
 
-__all__ = ["period_rows", "periods_with_data"]
+__all__ = ["period_rows", "periods_with_data", "period_span"]
 
 
 def periods_with_data(inputs: CostInputs, coverage: Coverage | None) -> set[int]:
@@ -27,13 +27,26 @@ def periods_with_data(inputs: CostInputs, coverage: Coverage | None) -> set[int]
     return days
 
 
+def period_span(coverage: Coverage | None, day: int, period_s: float, with_data: bool) -> dict[str, Any]:
+    """``covered_hours`` (the hours of the period its GPU telemetry spans; None where the reader did not record it)
+    and ``partial``: the period has data, and its telemetry spans less of it by a step or more (it began or stopped
+    in the period), so its figures are those of that part, not of a whole period beside the others. A window
+    without any telemetry is said once, in the headline, not as every period partial."""
+    if coverage is None:
+        return {"covered_hours": None, "partial": False}
+    covered = coverage.per_period.get(day, 0.0)
+    partial = with_data and coverage.data_from is not None and period_s - covered >= coverage.step_s
+    return {"covered_hours": num(covered / 3600), "partial": partial}
+
+
 def period_rows(inputs: CostInputs, services: list[ServiceTally], costs_known: bool, pods: pd.DataFrame,
            basis: str, coverage: Coverage | None = None, unpriced: set[str] | None = None,
            shown: Mapping[str, Mapping[str, Any]] | None = None,
            understated: set[tuple[str, int]] | None = None) -> list[dict[str, Any]]:
     """Per service and period: cost, verified outcomes (whole requests, each period's estimate rounded), cost per
     outcome (the cost shown over the outcomes shown). A period without any data (a window longer than the
-    telemetry) is ``data: False`` with every figure None: no data is not $0 or 0 outcomes. A service in
+    telemetry) is ``data: False`` with every figure None: no data is not $0 or 0 outcomes; one with data for part
+    of it only is ``partial`` (``period_span``). A service in
     ``unpriced`` (work done, none of its pods found or priced by OpenCost) has its cost unknown in every
     period, never $0. A (service, period) in ``understated`` (a pod of it that OpenCost does not list had
     telemetry then) has its cost per outcome unknown: its cost leaves that pod out, its outcomes do not.
@@ -65,6 +78,7 @@ def period_rows(inputs: CostInputs, services: list[ServiceTally], costs_known: b
             out.append({
                 "service": svc.spec.name, "tenant": svc.tenant, "day": day,
                 "day_end": (inputs.start + (day + 1) * inputs.period).isoformat(), "data": day in with_data,
+                **period_span(coverage, day, inputs.period.total_seconds(), day in with_data),
                 "gpu_cost": money["gpu_cost"] if known else None,
                 "total_cost": money["total_cost"] if known else None,
                 "verified_outcomes": num(verified) if day in with_data else None,

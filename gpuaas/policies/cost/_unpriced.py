@@ -20,7 +20,7 @@ from typing import Any
 
 import pandas as pd
 
-from gpuaas.phrases import counted
+from gpuaas.phrases import counted, money, per_outcome
 from gpuaas.policies.cost._figures import cost_per_outcome, num
 from gpuaas.policies.cost.services import ServiceTally
 
@@ -74,16 +74,13 @@ def left_out_note(what: str, unpriced: pd.DataFrame, allocated_hours: float) -> 
             f"per outcome leaves out what {they} cost, understated by at most that")
 
 
-def _dollars(value: float) -> str:
-    return f"${value:,.2f}" if abs(value) >= 1 else f"${value:.3g}"
-
-
 def understated_note(what: str, unpriced: pd.DataFrame, cost: float | None, outcomes: float | None,
-                     basis: str) -> str:
+                     basis: str, kind: str = "serving") -> str:
     """Why ``what``'s cost per outcome is unknown: the pods of it that OpenCost does not list, and the quotient of
-    what is priced as the lower bound it is."""
+    what is priced as the lower bound it is, priced as the tables price ``kind``'s outcomes (``per_outcome``: a
+    request under a cent per 1,000 requests), never in scientific notation."""
     bound = cost_per_outcome(cost, outcomes)
-    at_least = f"; {_dollars(cost or 0.0)} over {outcomes:,.0f} outcomes, at least {_dollars(bound)} per outcome" \
+    at_least = f"; {money(cost or 0.0)} over {outcomes:,.0f} outcomes, at least {per_outcome(bound, kind)}" \
         if bound is not None and outcomes is not None else ""
     those, theirs = ("those pods", "those pods'") if len(unpriced) > 1 else ("that pod", "that pod's")
     return (f"{what}: cost per outcome unknown: {_pods_phrase(unpriced)}, so its {basis} cost leaves out what "
@@ -110,37 +107,39 @@ def unpriced_services(services: Sequence[ServiceTally], pods: pd.DataFrame, cost
             and ((svc.requests if svc.spec.kind == "serving" else svc.verified) or 0.0) > 0}
 
 
-def _priced_note(what: str, money: dict[str, Any], outcomes: float | None, unpriced: pd.DataFrame,
-                 allocated_hours: float, basis: str, notes: list[str]) -> bool:
-    """The note on a priced row (``money``: its figures as shown) whose pods are partly ``unpriced`` (where they are
-    ``material``, its cost per outcome is made unknown, and True), or which has a cost and no verified outcome."""
-    cost = money[f"{basis}_cost"]
-    if money["cost_per_outcome"] is not None and not unpriced.empty:
+def _priced_note(what: str, figures: dict[str, Any], outcomes: float | None, unpriced: pd.DataFrame,
+                 allocated_hours: float, basis: str, notes: list[str], kind: str) -> bool:
+    """The note on a priced row (``figures``: its money as shown) whose pods are partly ``unpriced`` (where they are
+    ``material``, its cost per outcome is made unknown, and True), or which has a cost and no verified outcome.
+    ``kind``: what its outcomes are (``serving`` requests or ``batch`` jobs), for the lower bound's unit."""
+    cost = figures[f"{basis}_cost"]
+    if figures["cost_per_outcome"] is not None and not unpriced.empty:
         if material(unpriced, allocated_hours):
-            notes.append(understated_note(what, unpriced, cost, outcomes, basis))
-            money["cost_per_outcome"] = None
+            notes.append(understated_note(what, unpriced, cost, outcomes, basis, kind))
+            figures["cost_per_outcome"] = None
             return True
         notes.append(left_out_note(what, unpriced, float(allocated_hours)))
-    elif money["cost_per_outcome"] is None and outcomes is not None and cost is not None:
-        notes.append(f"{what}: {basis} cost ${cost:,.2f}, {NO_OUTCOME}")
+    elif figures["cost_per_outcome"] is None and outcomes is not None and cost is not None:
+        notes.append(f"{what}: {basis} cost {money(cost)}, {NO_OUTCOME}")
     return False
 
 
-def tenant_note(name: str, money: dict[str, Any], outcomes: float | None, dark: Sequence[str],
-                unpriced: pd.DataFrame, allocated_hours: float, basis: str, notes: list[str]) -> None:
+def tenant_note(name: str, figures: dict[str, Any], outcomes: float | None, dark: Sequence[str],
+                unpriced: pd.DataFrame, allocated_hours: float, basis: str, notes: list[str],
+                kind: str = "serving") -> None:
     """The note on tenant ``name``'s row, its cost per outcome made unknown where it would be too low: ``dark``, its
     services in ``unpriced_services`` that have pods, count in its outcomes and not in its cost; ``unpriced``: the
-    pods of ``unpriced_pods``, of every tenant."""
-    if dark and money["cost_per_outcome"] is not None:
-        money["cost_per_outcome"] = None
+    pods of ``unpriced_pods``, of every tenant. ``kind``: what its outcomes are, as its row prices them."""
+    if dark and figures["cost_per_outcome"] is not None:
+        figures["cost_per_outcome"] = None
         notes.append(f"tenant {name}: cost per outcome unknown: the cost of service {', '.join(dark)} is in no "
                      "total (none of its pods is in OpenCost's allocation)")
     else:
-        _priced_note(f"tenant {name}", money, outcomes, unpriced[unpriced["tenant"] == name], allocated_hours, basis,
-                     notes)
+        _priced_note(f"tenant {name}", figures, outcomes, unpriced[unpriced["tenant"] == name], allocated_hours, basis,
+                     notes, kind)
 
 
-def service_note(svc: ServiceTally, money: dict[str, Any], dark: bool, pods: pd.DataFrame, unpriced: pd.DataFrame,
+def service_note(svc: ServiceTally, figures: dict[str, Any], dark: bool, pods: pd.DataFrame, unpriced: pd.DataFrame,
                  allocated_hours: float, basis: str, notes: list[str]) -> bool:
     """The note on ``svc``'s row; True where its cost per outcome is made unknown for pods of it that OpenCost does
     not list (``unpriced``: the pods of ``unpriced_pods``, of every service), so that its periods' are too. ``dark``:
@@ -158,5 +157,5 @@ def service_note(svc: ServiceTally, money: dict[str, Any], dark: bool, pods: pd.
                          "name or pod_labels) in OpenCost or the GPU telemetry: its cost and cost per outcome are "
                          "unknown, not $0 (its pods' cost is in its tenant's)")
         return False
-    return _priced_note(f"service {svc.spec.name}", money, svc.verified, unpriced[unpriced["service"] == svc.spec.name],
-                        allocated_hours, basis, notes)
+    return _priced_note(f"service {svc.spec.name}", figures, svc.verified,
+                        unpriced[unpriced["service"] == svc.spec.name], allocated_hours, basis, notes, svc.spec.kind)

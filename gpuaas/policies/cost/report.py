@@ -41,13 +41,14 @@ has ``verified_outcomes`` None and its cost per outcome per service only.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
 import pandas as pd
 
-from gpuaas.models import SERVING_KEYS, CostInputs
+from gpuaas.models import SERVING_KEYS, CostInputs, SourceStatus
+from gpuaas.policies.cost._cost_source import COST_SOURCES, cost_source
 from gpuaas.policies.cost._counts import Outcomes, whole_verified
 from gpuaas.policies.cost._coverage import (
     COMPLETE_SHARE,
@@ -90,7 +91,7 @@ from gpuaas.policies.cost.services import (
 )
 from gpuaas.policy import Policy, ServiceOutcome
 
-__all__ = ["COMPLETE_SHARE", "NO_OUTCOME", "CostReport", "build_cost_report", "comparison_note", "cost_per_outcome",
+__all__ = ["COMPLETE_SHARE", "COST_SOURCES", "NO_OUTCOME", "CostReport", "build_cost_report", "comparison_note", "cost_per_outcome",
            "covered_share", "data_short_s", "period_complete"]
 
 
@@ -104,7 +105,8 @@ class CostReport:
     cluster: dict[str, Any]
     wasters: list[dict[str, Any]]
     daily: list[dict[str, Any]]
-    """Per service and period: ``service, tenant, day_end, gpu_cost, total_cost, verified_outcomes, cost_per_outcome``."""
+    """Per service and period: ``service, tenant, day, day_end, data, covered_hours, partial, gpu_cost, total_cost,
+    verified_outcomes, cost_per_outcome`` (``_periods``)."""
     batch: list[dict[str, Any]]
     notes: list[str]
     queries: int = 0
@@ -119,6 +121,11 @@ class CostReport:
     telemetry_missing: str | None = None
     """Why the whole cluster's busy, idle and waste figures are unknown (no GPU telemetry at all, naming where it
     was looked for); None when some GPU-hours had telemetry. Such a run is degraded."""
+    sources: dict[str, SourceStatus] = field(default_factory=dict)
+    """What each source answered while the window was read: a failed one makes the run degraded, and every view of
+    the report (the headline, the page, the summary) says so first."""
+    cost_source: str | None = None
+    """Where the money came from (``COST_SOURCES``); None where no cost source answered, or it was not recorded."""
 
 
 def _owner(services: list[ServiceOutcome], namespace: str, name: str) -> str | None:
@@ -292,7 +299,8 @@ def build_cost_report(inputs: CostInputs, policy: Policy, policy_file: str | Non
         money = _money_cols(shown.loc[name], basis, verified, costs_known)
         dark = [s.spec.name for s in services
                 if s.tenant == name and s.spec.name in unpriced and s.spec.name in per_service.index]
-        tenant_note(str(name), money, verified, dark, dark_pods, row["allocated_gpu_hours"], basis, notes)
+        tenant_note(str(name), money, verified, dark, dark_pods, row["allocated_gpu_hours"], basis, notes,
+                    "batch" if tally.jobs(str(name)) else "serving")  # as its row prices its outcomes
         tenant_rows.append({
             "tenant": str(name), **{c: num(row[c]) for c in FUNNEL_COLUMNS if c.endswith("_hours")},
             **money, "verified_outcomes": num(verified),
@@ -362,6 +370,7 @@ def build_cost_report(inputs: CostInputs, policy: Policy, policy_file: str | Non
         notes=list(dict.fromkeys(notes)), queries=inputs.queries, cost_basis=basis,
         covered_s=coverage.covered_s if coverage else None, data_from=coverage.data_from if coverage else None,
         span_step_s=coverage.step_s if coverage else None, telemetry_missing=missing,
+        sources=dict(inputs.sources), cost_source=cost_source(inputs),
     )
 
 

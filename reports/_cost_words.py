@@ -1,0 +1,119 @@
+"""How the cost report words its first line, its cells and where its money came from. Pure.
+
+One place for each phrase, so that the flow's state, the JSON's ``headline`` and ``summary``, the markdown
+summary, the HTML page and the command line's tables say the same thing the same way: a degraded run is said
+first wherever its figures are read (``cost_headline``), not only in the place a person happens not to look.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from gpuaas.phrases import money
+from gpuaas.policies.cost import COST_SOURCES, data_short_s
+from reports._format import source_errors, with_failures
+
+if TYPE_CHECKING:
+    from gpuaas.policies.cost import CostReport
+
+__all__ = ["NO_SERVICES", "cost_first_line", "cost_headline", "cost_source_errors", "costs_note", "count_cell",
+           "hours_cell", "window_length"]
+
+NO_SERVICES = "The policy has no services: section, so no outcome is counted (cost per outcome unknown). "
+
+
+def hours_cell(value: float | None) -> str:
+    """GPU-hours in tenths; ``unknown`` where they cannot be known, never 0."""
+    return "unknown" if value is None else f"{value:,.1f}"
+
+
+def count_cell(value: float | None) -> str:
+    """A whole count (``132,021``); ``unknown`` where it cannot be known, never 0, which would say none."""
+    return "unknown" if value is None else f"{value:,.0f}"
+
+
+def window_length(seconds: float) -> str:
+    """The report window as people say it: ``2 h``, ``168 h``, ``1.5 h``; under an hour in minutes (``30 min``,
+    ``0.25 min``). At most two decimals, none when whole: a window is what the reader asked for, and
+    ``0.0166667 h`` for one minute reads as a measurement."""
+    value, unit = (seconds / 3600, "h") if seconds >= 3600 else (seconds / 60, "min")
+    text = f"{value:,.2f}".rstrip("0").rstrip(".")
+    return f"{text} {unit}"
+
+
+def cost_first_line(report: CostReport) -> str:
+    """What the run found, in one sentence: the span, the cost, the waste and the verified outcomes.
+
+    A policy without services is said first: every outcome figure below would otherwise read as zero work.
+    The span is the window asked for, or the hours of data where they are fewer ("6.0 h of data in a 168 h
+    window"): the money is that of the hours the data covers. The money is said as what it is, the cost
+    OpenCost allocated to workloads: unallocated node capacity is not in it, and "spent" would read as the
+    bill. Waste the telemetry cannot tell (none of the GPU-hours had any) is said to be unknown, and why,
+    never a dollar figure.
+    """
+    c = report.cluster
+    lead = NO_SERVICES if not report.services else ""
+    window = window_length(report.window_s)
+    if not c.get("allocated_gpu_hours"):
+        if report.telemetry_missing and c.get("total_cost") is None:
+            return f"{lead}GPU-hours unknown in the {window} window: no GPU telemetry and no cost source."
+        return f"{lead}No GPU-hours allocated in the {window} window: nothing to cost."
+    covered = data_short_s(report)
+    span = f"{_span(covered)} of data in a {window} window" if covered is not None else f"{window} of GPUs"
+    if c.get("waste_cost") is None and c.get("gpu_cost") is None and c.get("total_cost") is not None:
+        waste = "idle-GPU waste unknown (the GPU cost is unknown)"  # OpenCost left a GPU cost null
+    elif c.get("waste_cost") is None and c.get("total_cost") is not None:  # the money is known, the idleness is not
+        waste = "idle-GPU waste unknown (no GPU telemetry in Prometheus)"
+    else:
+        waste = f"{money(c.get('waste_cost'))} of it on allocated but idle GPUs"
+    allocated = ("cost allocated to workloads unknown" if c["total_cost"] is None
+                 else f"{money(c['total_cost'])} allocated to workloads")
+    on_gpus = "GPU spend unknown" if c["gpu_cost"] is None else f"{money(c['gpu_cost'])} on GPUs"
+    return (f"{lead}{span}: {allocated} ({on_gpus}), {waste}; "
+            f"{count_cell(c.get('verified_requests'))} verified requests and {_jobs_in_time(c)}.")
+
+
+def _span(seconds: float) -> str:
+    """Hours of data as measured (``6.0 h``, ``45 min``): unlike the window, a measurement keeps its decimal."""
+    return f"{seconds / 3600:,.1f} h" if seconds >= 3600 else f"{seconds / 60:,.0f} min"
+
+
+def _jobs_in_time(cluster: dict[str, Any]) -> str:
+    """``3 batch jobs done in time``; unknown without the Kubernetes API: never a 0 that reads as none done."""
+    jobs = cluster.get("verified_jobs")
+    if jobs is None:
+        return "batch jobs done in time unknown"
+    return f"{count_cell(jobs)} batch job{'' if round(jobs) == 1 else 's'} done in time"
+
+
+def cost_source_errors(report: CostReport, previous: CostReport | None = None) -> dict[str, str]:
+    """Each source that failed while the window, or the previous one it is compared with, was read: its
+    one-line error, by name (``source_errors``). What makes the run degraded, with ``telemetry_missing``."""
+    return {**(source_errors(previous.sources) if previous is not None else {}), **source_errors(report.sources)}
+
+
+def cost_headline(report: CostReport, previous: CostReport | None = None) -> str:
+    """``cost_first_line``, led by what the run lacked (``with_failures``): each failed source, and a window
+    without any GPU telemetry (degraded too, though no source failed). The one line the flow's state, the JSON's
+    ``headline`` and ``summary``, the markdown summary and the HTML page's lead start with: a degraded page must
+    not read as a normal one with a note at its bottom."""
+    blind = {"gpu telemetry": report.telemetry_missing} if report.telemetry_missing else {}
+    return with_failures(cost_first_line(report), {**cost_source_errors(report, previous), **blind})
+
+
+def costs_note(report: CostReport, idle_row: str = "__idle__") -> str:
+    """Where the money came from and what it leaves out: OpenCost's allocation API or, as the fallback, its metrics
+    in Prometheus; and that it is the cost allocated to workloads, without unallocated node capacity (OpenCost's
+    ``__idle__``), which the report does not ask for, so that no reader signs it as the cluster's bill.
+    ``idle_row``: that row's name as the page writes it (markdown, which would read ``__idle__`` as bold, quotes
+    it)."""
+    source = COST_SOURCES.get(report.cost_source or "")
+    if source is not None:
+        said = f"Costs come from {source}."
+    elif report.cluster.get("total_cost") is None:
+        said = "No cost source answered: the costs are unknown."
+    else:
+        said = "Where the costs came from was not recorded."
+    return (f"{said} They are the cost allocated to workloads (their pods' GPU, CPU and RAM): unallocated node "
+            f"capacity (OpenCost's {idle_row}) is not included, so they are short of the cluster's bill by its cost, "
+            "which this report does not read.")

@@ -81,7 +81,7 @@ class SchemaVersions:
                     return None
                 return conn.execute(text("SELECT version_num FROM alembic_version")).scalars().first()
         except SQLAlchemyError as exc:
-            raise StoreError(f"cannot read schema version of {redact_url(self.url)}: {in_words(exc)}") from exc
+            raise StoreError(f"cannot read the gpuaas database at {redact_url(self.url)}: {in_words(exc)}") from exc
 
     def _refuse(self, problem: str) -> SchemaMismatch:
         """The store closed, and the error to raise: nothing may be read or written at a schema it does not know."""

@@ -179,7 +179,7 @@ def test_an_apply_whose_stop_may_have_landed_unseen_exits_1_and_says_so(
 def test_a_run_that_cannot_get_the_writes_exits_1_with_the_runs_own_line(
         command: list[str], pointed_at: EmbeddedCluster, prefect_harness: None, monkeypatch: pytest.MonkeyPatch) -> None:
     """The documented line, as the flow run's state message says it: not the lock's internal wording."""
-    from datetime import timedelta
+    from datetime import UTC, datetime, timedelta
 
     from gpuaas.settings import load_settings
     from gpuaas.store import open_store
@@ -197,6 +197,10 @@ def test_a_run_that_cannot_get_the_writes_exits_1_with_the_runs_own_line(
         store.release_lock(LOCK, "nightly-rebalance")
         store.close()
     assert busy.exit_code == 1, busy.output
-    assert busy.stderr.splitlines()[-1] == ("error: Another run is writing; nothing written: nightly-rebalance holds "
-                                            "the 'cluster-writes' lock (waited 1 s)")
+    last, until = busy.stderr.splitlines()[-1], datetime.now(UTC) + timedelta(minutes=15)
+    assert last.startswith("error: Another run is writing; nothing written: nightly-rebalance holds the "
+                           "'cluster-writes' lock (waited 1 s); its lease runs to "), last
+    ran_to = datetime.strptime(last.split("its lease runs to ")[1][:19], "%Y-%m-%d %H:%M:%S").replace(tzinfo=UTC)
+    assert abs((ran_to - until).total_seconds()) < 120, last  # the 15-minute lease taken above
+    assert last.endswith(" UTC unless renewed, so a run killed holding it keeps it until then"), last
     assert writes(pointed_at) == before

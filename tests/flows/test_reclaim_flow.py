@@ -419,3 +419,35 @@ def test_the_stop_of_a_killed_run_is_settled_and_named_in_the_next_runs_headline
     assert own and intent.id not in own  # this run's own stop is counted apart from the killed run's
     undone = _run(undo=[intent.id, *own])
     assert sorted(u["result"] for u in undone["undo"]) == ["restored"] * (1 + len(own))
+
+
+def test_a_lock_the_database_cannot_release_after_the_writes_leaves_the_run_completed(
+        cluster: EmbeddedCluster, tmp_path: Path, prefect_harness: None, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The database gone for good at the very end: the stop is made and recorded, so the run is Completed with its
+    headline and undo hint (it was Failed, its headline lost), and the lock waits for its lease, with a warning."""
+    import tasks.writes as writes_module
+    from flows.reclaim import reclaim
+    from gpuaas.errors import StoreError
+
+    point_at(cluster, monkeypatch, data_dir=tmp_path / "data",
+             policy_file=write_policy(tmp_path / "policy.yaml", max_actions_per_run=1))
+    attempts: list[str] = []
+
+    def unreachable(settings: object, holder: str) -> None:
+        attempts.append(holder)
+        raise StoreError("the gpuaas database at postgresql://gpuaas:***@db/gpuaas: server closed the connection "
+                         "unexpectedly")
+
+    original = writes_module.release_writes_lock
+    monkeypatch.setattr(writes_module, "release_writes_lock", unreachable)
+    state = reclaim(apply=True, at=_at(cluster), return_state=True)
+    assert state.is_completed(), state.message
+    result = state.result()
+    [applied] = [d["audit_id"] for d in result["decisions"] if d["result"] == "applied"]
+    assert f"to reverse: gpuaas undo {applied}" in result["headline"] and len(attempts) == 1
+    with open_store(load_settings()) as store:
+        assert store.lock_holder(writes_module.LOCK) == attempts[0]  # left to its lease
+        store.release_lock(writes_module.LOCK, attempts[0])
+    monkeypatch.setattr(writes_module, "release_writes_lock", original)
+    undone = _run(undo=[applied])
+    assert [u["result"] for u in undone["undo"]] == ["restored"]  # the cluster is the module's

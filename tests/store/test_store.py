@@ -204,5 +204,5 @@ def test_a_file_that_is_not_a_database_is_named_in_the_databases_words(tmp_path:
     junk.write_text("reclaim:\n  mode: apply\n" * 200)
     with pytest.raises(StoreError) as caught:
         Store(f"sqlite:///{junk}")
-    assert str(caught.value) == f"cannot read schema version of sqlite:///{junk}: file is not a database"
+    assert str(caught.value) == f"cannot read the gpuaas database at sqlite:///{junk}: file is not a database"
     assert junk.read_text() == "reclaim:\n  mode: apply\n" * 200  # nothing written to it

@@ -73,8 +73,9 @@ def pushgateway_check(settings: GpuaasSettings) -> Check:
 def database_check(settings: GpuaasSettings, cluster: str | None = None) -> Check:
     """The database opens read-only at this gpuaas's schema and holds no other cluster's history than ``cluster``'s
     (the one the settings read). What the next flow run would do decides the verdict: it creates a missing or empty
-    one (ok) and upgrades a SQLite file that is behind (a warning), and it fails on a newer schema or on a shared
-    database that is behind, which only ``gpuaas db upgrade`` migrates (failed)."""
+    one (ok) and upgrades a SQLite file that is behind (a warning), and it fails on a newer schema, on a shared
+    database that is behind, which only ``gpuaas db upgrade`` migrates, and on a shared database that refuses
+    writes (a user granted SELECT only, a standby: ``write_problem``, a write rolled back) (failed)."""
     from gpuaas.store import Store, known_revisions, redact_url, schema_problem, sqlite_file
 
     name, where = "database", redact_url(settings.database_url_value)
@@ -86,6 +87,7 @@ def database_check(settings: GpuaasSettings, cluster: str | None = None) -> Chec
         try:
             current, head = store.current_revision(), store.head_revision()
             stored = store.latest_cluster() if current == head else None
+            refused = store.write_problem() if current == head and file is None else None
         finally:
             store.close()
     except StoreError as exc:
@@ -94,6 +96,10 @@ def database_check(settings: GpuaasSettings, cluster: str | None = None) -> Chec
         problem = other_cluster(cluster, stored)
         if problem:
             return Check(name, Verdict.failed, f"{where}: {problem}")
+        if refused:  # every flow run writes its snapshot, history and audit rows
+            return Check(name, Verdict.failed, f"{refused}: every flow run writes to it (grant the user INSERT, "
+                                               "UPDATE and DELETE on gpuaas's tables, and point at the primary, "
+                                               "not a standby)")
         return Check(name, Verdict.ok, f"{where}: schema {current}, up to date"
                      + (", the history of this cluster" if stored else ""))
     if current is None:

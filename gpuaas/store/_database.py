@@ -84,6 +84,24 @@ def engine_url(url: str) -> URL:
     return parsed.set(drivername=driver) if driver else parsed
 
 
+CONNECT_TIMEOUT_S = 10
+"""How long a connection to PostgreSQL may take to open: a server that accepts and never answers (a hung host, a
+firewall that drops) would otherwise hold a run, and the writes lock it holds, for as long as the kernel retries."""
+
+_KEEPALIVES = {"keepalives": 1, "keepalives_idle": 30, "keepalives_interval": 10, "keepalives_count": 3}
+"""TCP keepalives on every PostgreSQL connection: one whose server went away mid-run (a partition, a host that
+died) is found dead about a minute later instead of waiting on it without end."""
+
+
+def connect_args(url: URL) -> dict[str, object]:
+    """What every connection to ``url`` is opened with: for PostgreSQL through psycopg2, the connect timeout and the
+    keepalives, where the URL does not set them itself (its own ``?connect_timeout=`` wins)."""
+    if url.get_backend_name() != "postgresql" or url.get_driver_name() != "psycopg2":
+        return {}
+    wanted: dict[str, object] = {"connect_timeout": CONNECT_TIMEOUT_S, **_KEEPALIVES}
+    return {k: v for k, v in wanted.items() if k not in url.query}
+
+
 _SECRET_QUERY = re.compile(r"pass|pwd|token|secret", re.IGNORECASE)
 """Query parameters that carry a secret: libpq's ``password`` and ``sslpassword``, ``token``, ``access_token``."""
 

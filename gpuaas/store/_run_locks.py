@@ -81,6 +81,26 @@ class RunLocks(Sessions):
         held = self.held_lock(name, now)
         return held.holder if held is not None else None
 
+    def write_problem(self) -> str | None:
+        """Why this database refuses the writes every flow run makes (a user granted SELECT only, a hot standby,
+        a transaction read-only by default), in the database's words; None when it takes them. Found by taking a
+        lock row in a transaction that is rolled back: nothing is written."""
+        from sqlalchemy import insert
+
+        from gpuaas.errors import StoreError
+
+        now = utc_now()
+        try:
+            with self.session() as session:
+                try:
+                    session.execute(insert(RunLock).values(name="gpuaas-write-probe", holder="preflight",
+                                                           acquired_at=now, expires_at=now))
+                finally:
+                    session.rollback()
+        except StoreError as exc:
+            return str(exc)
+        return None
+
     def release_lock(self, name: str, holder: str) -> None:
         with self.session() as session:
             session.execute(delete(RunLock).where(col(RunLock.name) == name, col(RunLock.holder) == holder))

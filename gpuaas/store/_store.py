@@ -27,7 +27,7 @@ from sqlmodel import Session, col, select
 from gpuaas.errors import StoreError
 from gpuaas.models import Outcome
 from gpuaas.store._audit_object import object_filter
-from gpuaas.store._database import engine_url, in_words, redact_url, sqlite_file, sqlite_pragmas
+from gpuaas.store._database import connect_args, engine_url, in_words, redact_url, sqlite_file, sqlite_pragmas
 from gpuaas.store._history_rows import HistoryRows
 from gpuaas.store._models import AuditEntry, SnapshotRecord, as_utc, utc_now
 from gpuaas.store._run_locks import RunLocks
@@ -81,7 +81,8 @@ class Store(HistoryRows, RunLocks, SchemaVersions):
                 raise StoreError(f"cannot create the data directory {directory}: {exc.strerror or exc} "
                                  "(set GPUAAS_DATA_DIR to a writable directory)") from exc
         try:
-            self.engine: Engine = create_engine(engine_url(url), pool_pre_ping=True)
+            parsed = engine_url(url)
+            self.engine: Engine = create_engine(parsed, pool_pre_ping=True, connect_args=connect_args(parsed))
         except (SQLAlchemyError, ValueError, ImportError) as exc:
             raise StoreError(f"cannot open database {redact_url(url)}: {exc}") from exc
         if self.engine.dialect.name == "sqlite":

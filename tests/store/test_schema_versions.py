@@ -135,3 +135,43 @@ def test_the_preflight_says_what_the_next_flow_run_will_do(db_url: str, monkeypa
         conn.execute(text("UPDATE alembic_version SET version_num = '9999'"))
     newer = database_check(load_settings())
     assert newer.verdict is Verdict.failed and newer.detail.endswith("newer than the 0004 this gpuaas reads: upgrade gpuaas")
+
+
+@pytest.mark.parametrize("refusal", ["SELECT only", "read-only transactions"])
+def test_the_preflight_fails_a_shared_database_that_refuses_writes(postgres_url: str, refusal: str,
+                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    """A user granted SELECT only, or one whose transactions are read-only (as on a hot standby): every flow run
+    would fail on its first write, so the preflight must not say ok; it names the database and what to grant."""
+    from sqlalchemy import create_engine
+    from sqlalchemy.engine import make_url
+
+    from gpuaas.cluster.services import fresh_schema_url
+    from gpuaas.operations.preflight import database_check
+    from gpuaas.preflight_checks import Verdict
+    from gpuaas.settings import load_settings
+
+    schema = "refuses_writes" if refusal == "SELECT only" else "read_only_tx"
+    url = fresh_schema_url(postgres_url, schema)
+    Store(url).close()  # at this gpuaas's schema, written by the owner
+    role = f"gpuaas_{schema}"
+    admin = create_engine(postgres_url)
+    with admin.begin() as conn:
+        if conn.execute(text("SELECT 1 FROM pg_roles WHERE rolname = :r"), {"r": role}).first():
+            conn.execute(text(f'DROP OWNED BY "{role}"'))
+            conn.execute(text(f'DROP ROLE "{role}"'))
+        conn.execute(text(f'CREATE ROLE "{role}" LOGIN'))
+        conn.execute(text(f'GRANT USAGE ON SCHEMA "{schema}" TO "{role}"'))
+        if refusal == "SELECT only":
+            conn.execute(text(f'GRANT SELECT ON ALL TABLES IN SCHEMA "{schema}" TO "{role}"'))
+        else:
+            conn.execute(text(f'GRANT ALL ON ALL TABLES IN SCHEMA "{schema}" TO "{role}"'))
+            conn.execute(text(f'ALTER ROLE "{role}" SET default_transaction_read_only = on'))
+    admin.dispose()
+    as_role = make_url(url).set(username=role, password=None).render_as_string(hide_password=False)
+    monkeypatch.setenv("GPUAAS_DATABASE_URL", as_role)
+    check = database_check(load_settings())
+    assert check.verdict is Verdict.failed, check
+    assert "every flow run writes to it" in check.detail and "\n" not in check.detail
+    assert ("permission denied" if refusal == "SELECT only" else "read-only transaction") in check.detail
+    monkeypatch.setenv("GPUAAS_DATABASE_URL", url)  # the owner: the same database passes
+    assert database_check(load_settings()).verdict is Verdict.ok

@@ -39,7 +39,7 @@ from gpuaas.actions import KubeWriter, holder_is_dead
 from gpuaas.errors import ActionRefused, ConfigError
 from gpuaas.operations.collect import other_cluster
 from gpuaas.settings import GpuaasSettings
-from gpuaas.store import HeldLock, Store, open_store
+from gpuaas.store import WRITES_LOCK, HeldLock, Store, open_store
 from reports import BUSY_LINE, busy_line
 from tasks._options import gpuaas_task
 from tasks._steps import run_logger
@@ -48,7 +48,7 @@ __all__ = ["BUSY_LINE", "CONCURRENCY_LIMIT", "LOCK", "SLOT_LOCK", "WritesBusy", 
            "cluster_writes", "ensure_concurrency_limit", "enter_concurrency_slot", "refuse_another_clusters_store",
            "release_writes_lock", "store_and_writer", "writes_lost"]
 
-LOCK = "cluster-writes"
+LOCK = WRITES_LOCK
 SLOT_LOCK = "cluster-writes-slot"
 """Store row naming the Prefect lease of the slot's holder: ``<lease id>/<holder>``."""
 CONCURRENCY_LIMIT = "gpuaas-cluster-writes"

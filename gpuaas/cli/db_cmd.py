@@ -10,7 +10,7 @@ import typer
 from gpuaas.cli._common import console, fail, settings_or_exit
 from gpuaas.cli._progress import progress
 from gpuaas.errors import GpuaasError
-from gpuaas.store import Store, copy_database, redact_url, schema_problem, sqlite_file
+from gpuaas.store import WRITES_LOCK, Store, copy_database, redact_url, schema_problem, sqlite_file
 
 __all__ = ["copy", "status", "upgrade"]
 
@@ -34,9 +34,9 @@ def upgrade() -> None:
 
 
 def status() -> None:
-    """Show the database URL (password hidden) and its schema version. Exit 0 when it is at the schema this gpuaas
-    reads, or when there is no database yet (the first flow creates it); 1 when it is behind (run gpuaas db upgrade)
-    or newer (upgrade gpuaas), or cannot be read, so that a health check can run it."""
+    """Show the database URL (password hidden), its schema version and who holds the cluster writes. Exit 0 when it
+    is at the schema this gpuaas reads, or when there is no database yet (the first flow creates it); 1 when it is
+    behind (run gpuaas db upgrade) or newer (upgrade gpuaas), or cannot be read, so that a health check can run it."""
     settings = settings_or_exit()
     url = redact_url(settings.database_url_value)
     file = sqlite_file(settings.database_url_value)
@@ -47,6 +47,7 @@ def status() -> None:
     store = Store(settings.database_url_value, migrate=False, read_only=True)
     try:
         current, head = store.current_revision(), store.head_revision()
+        held = store.held_lock(WRITES_LOCK) if current == head else None
     finally:
         store.close()
     if current is None:
@@ -57,6 +58,10 @@ def status() -> None:
     if problem is not None:
         raise fail(problem)
     console.print(f"{url}: schema {current}, up to date", highlight=False, markup=False, soft_wrap=True)
+    writes = "free" if held is None else (
+        f"held by {held.holder} until {held.expires_at:%Y-%m-%d %H:%M:%S} UTC unless it renews it (a run killed "
+        "holding it keeps it until then)")
+    console.print(f"cluster writes ({WRITES_LOCK!r} lock): {writes}", highlight=False, markup=False, soft_wrap=True)
 
 
 def copy(

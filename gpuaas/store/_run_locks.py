@@ -20,7 +20,11 @@ from sqlmodel import Session, col
 from gpuaas.store._database import Sessions
 from gpuaas.store._models import RunLock, as_utc, utc_now
 
-__all__ = ["HeldLock", "RunLocks"]
+__all__ = ["WRITES_LOCK", "HeldLock", "RunLocks"]
+
+WRITES_LOCK = "cluster-writes"
+"""The lock every run that writes to the cluster holds while it writes (``tasks.writes``); ``gpuaas db status``
+says who holds it."""
 
 
 class HeldLock(NamedTuple):

@@ -145,3 +145,22 @@ def test_a_flow_leaves_a_shared_database_behind_it_to_db_upgrade(
     assert runner.invoke(app, ["collect"]).exit_code == 0
     assert _at(shared_url) == ("0004", 1)
 
+
+
+def test_db_status_says_who_holds_the_cluster_writes_and_until_when(shared_url: str) -> None:
+    """On a bad day the first question is whether a run (maybe one killed on another host) holds the writes."""
+    from datetime import timedelta
+
+    from gpuaas.store import WRITES_LOCK, Store
+
+    assert runner.invoke(app, ["db", "upgrade"]).exit_code == 0
+    free = runner.invoke(app, ["db", "status"])
+    assert free.exit_code == 0 and "cluster writes ('cluster-writes' lock): free" in free.stdout
+    with Store(shared_url) as store:
+        assert store.acquire_lock(WRITES_LOCK, "rebalance-1a2b@worker-7/pid:311", timedelta(minutes=15))
+        held = store.held_lock(WRITES_LOCK)
+    assert held is not None
+    busy = runner.invoke(app, ["db", "status"])
+    assert busy.exit_code == 0, busy.output
+    assert (f"cluster writes ('cluster-writes' lock): held by rebalance-1a2b@worker-7/pid:311 until "
+            f"{held.expires_at:%Y-%m-%d %H:%M:%S} UTC unless it renews it") in busy.stdout

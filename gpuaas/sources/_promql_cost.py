@@ -29,7 +29,9 @@ service or per day.
 * Serving per namespace and model: ``increase`` of ``request_success_total`` by reason, of the
   latency histogram's buckets by ``le``, and, per quality metric, the requests finished while
   the metric's minimum over each quality step was at or above the service's threshold (the
-  thresholds travel inside the query as ``vector()`` literals, one per service).
+  thresholds travel inside the query as ``vector()`` literals, one per service), with the same
+  steps' requests ungated (``quality_span``): the steps partition the period exactly (``_quality_gate``),
+  and ``gpuaas.sources._cost_quality`` applies the share that quality held for to the period's requests.
 * Kueue: GPU quota in use x hours per ClusterQueue. OpenCost fallback: GPU-hours per pod from
   ``container_gpu_allocation``, and GPU, CPU and RAM cost from each allocation x its node's price
   (``node_gpu_hourly_cost``, ``node_cpu_hourly_cost``, ``node_ram_hourly_cost``), so that the
@@ -78,7 +80,8 @@ __all__ = [
 
 QUALITY_STEP_S = 300.0
 """Resolution at which a quality gate is applied: requests of a 5-minute step count only if the
-metric held its threshold for the whole step."""
+metric held its threshold for the whole step. The steps are counted back from the period's end
+(``_quality_gate``), so they never reach outside it."""
 _WHO = "gpuaas_namespace, model_name"
 
 
@@ -234,9 +237,11 @@ def _service_rates(m: MetricNames, services: Sequence[ServiceOutcome], service_p
 
 def serving_window_query(m: MetricNames, services: Sequence[ServiceOutcome], period_s: float,
                          rate_quantile: float = 0.95,
-                         service_pods: dict[str, list[tuple[str, str]]] | None = None) -> str:
-    """Per namespace, model and period: requests by reason, latency buckets, requests while quality held,
-    and the ``rate_quantile`` of the 5-minute request rate (``stat="rate_quantile"``, requests per second).
+                         service_pods: dict[str, list[tuple[str, str]]] | None = None, end_s: float = 0.0) -> str:
+    """Per namespace, model and period: requests by reason, latency buckets, requests in the quality steps where
+    quality held and in all of them (``quality_ok:`` / ``quality_span:``, steps ending at the period end ``end_s``,
+    unix seconds), and the ``rate_quantile`` of the 5-minute request rate (``stat="rate_quantile"``, requests per
+    second).
 
     With a service keyed by ``pod_labels`` the counts are also split by pod (``gpuaas_pod``: the rows
     it sums are its pods'), and its rate quantile is its own pods' (``service_pods``, tagged ``gpuaas_service``).
@@ -255,14 +260,50 @@ def serving_window_query(m: MetricNames, services: Sequence[ServiceOutcome], per
     parts.append(tag(f"quantile_over_time({rate_quantile:g}, ({rate})[{_under(period_s)}:{r}])", "gpuaas_stat",
                      "rate_quantile"))
     parts += _service_rates(m, services, service_pods or {}, period_s, rate_quantile)
-    q = duration(QUALITY_STEP_S)
     for metric in quality_metrics(services):
-        quality = f"min by ({_WHO}) ({normalise(f'min_over_time({metric}[{q}])', m)})"
-        held = f"({quality}) >= on ({_WHO}) ({_thresholds(services, metric)})"
-        gated = f"{normalise(f'increase({m.vllm_request_success}[{q}])', m)} and on ({_WHO}) ({held})"
-        expr = f"sum by ({who}, finished_reason) (sum_over_time(({gated})[{_under(period_s)}:{q}]))"
-        parts.append(tag(expr, "gpuaas_stat", f"quality_ok:{metric}"))
+        for stat, gated in ((f"quality_ok:{metric}", True), (f"quality_span:{metric}", False)):
+            expr = _quality_gate(m, services, metric, gated, period_s, end_s)
+            parts.append(tag(f"sum by ({who}, finished_reason) ({expr})", "gpuaas_stat", stat))
     return union(parts)
+
+
+def _quality_piece(m: MetricNames, services: Sequence[ServiceOutcome], metric: str, gated: bool, range_s: float,
+                   offset_s: float) -> str:
+    """Per series, the requests finished in ``(t - offset_s - range_s, t - offset_s]``; ``gated``: only where the
+    ``metric``'s every sample in that span is at or above the service's threshold (none: not held), else
+    (the span) wherever the service has a threshold for ``metric``."""
+    off = f" offset {duration(offset_s)}" if offset_s else ""
+    served = normalise(f"increase({m.vllm_request_success}[{duration(range_s)}]{off})", m)
+    thresholds = _thresholds(services, metric)
+    if not gated:
+        return f"{served} and on ({_WHO}) ({thresholds})"
+    quality = f"min by ({_WHO}) ({normalise(f'min_over_time({metric}[{_under(range_s)}]{off})', m)})"
+    return f"{served} and on ({_WHO}) (({quality}) >= on ({_WHO}) ({thresholds}))"
+
+
+def _quality_gate(m: MetricNames, services: Sequence[ServiceOutcome], metric: str, gated: bool, period_s: float,
+                  end_s: float) -> str:
+    """The period's requests in quality steps (``_quality_piece``), per series and step kind (``gpuaas_piece``).
+
+    A subquery's steps are aligned to multiples of its step since 1970, not to the period's end, so
+    ``increase(...[5m])`` summed over ``[P:5m]`` would count the 5 minutes before its first step (all 5 of them for
+    a period under 5 minutes) and drop those after its last. Here the steps end at the period's end and every
+    5 minutes before it: the subquery runs ``shift`` late (a negative offset: Prometheus 2.33 or later) and reads
+    ``shift`` early, ``shift`` taking the period's end (``end_s``; all of a range query's period ends have the same
+    time past a 5-minute mark, a period being one or whole days) to the next mark. What is left at the period's
+    start, shorter than a step, is one step of its own, judged on its own samples, so the steps partition the period.
+    """
+    step = QUALITY_STEP_S
+    whole = math.floor(period_s / step) * step
+    shift = -(end_s % step) % step
+    pieces = []
+    if whole:
+        sub = f"[{_under(whole)}:{duration(step)}]" + (f" offset -{duration(shift)}" if shift else "")
+        steps = f"sum_over_time(({_quality_piece(m, services, metric, gated, step, shift)}){sub})"
+        pieces.append(tag(steps, "gpuaas_piece", "steps"))
+    if period_s > whole:
+        pieces.append(tag(_quality_piece(m, services, metric, gated, period_s - whole, whole), "gpuaas_piece", "head"))
+    return union(pieces)
 
 
 def kueue_hours_query(gpu_resources: Sequence[str], period_s: float, interval_s: float) -> str:

@@ -44,6 +44,7 @@ from gpuaas.sources import _promql_cost as q
 from gpuaas.sources._concurrent import at_once
 from gpuaas.sources._cost_allocation import PodLabels, allocation_gaps, allocation_rows, points, read_costs
 from gpuaas.sources._cost_jobs import DEADLINE_ANNOTATION, finished_jobs, read_jobs, running_at, running_jobs
+from gpuaas.sources._cost_quality import requests_while_held
 from gpuaas.sources._prom_client import PromClient
 from gpuaas.sources._promql import union
 from gpuaas.sources.bulk import collector_paused
@@ -212,7 +213,7 @@ def read_cost_inputs(settings: GpuaasSettings, end: datetime, window_s: float,
         costs, requests, known = read_costs(settings, prom, start, end, period_s, days, interval_s, notes, sources)
         labels = _pod_labels(prom, m, keyed_namespaces, end, window_s, known)
         expr = q.serving_window_query(m, policy.services, period_s, policy.cost.forecast_quantile,
-                                      _service_pods(policy.services, labels))
+                                      _service_pods(policy.services, labels), end.timestamp())
         return prom.query_range(expr, first, end, period_s), (costs, requests), labels
 
     # The GPU-hour queries (the heaviest, after their probe) two at a time; the Kubernetes lists from the
@@ -238,7 +239,7 @@ def read_cost_inputs(settings: GpuaasSettings, end: datetime, window_s: float,
                                  sources)
     finally:
         prom.close()
-    serving = serving_rows(serving_raw, start, period_s, days)
+    serving = requests_while_held(serving_rows(serving_raw, start, period_s, days), policy.services, notes)
     if not gpu.empty:
         notes.append(f"GPU hours: a GPU is read from {m.gpu_activity} in each period it has that metric, else from "
                      f"{m.gpu_util_fallback}; its {m.gpu_util_fallback}-only steps in such a period count as unknown "

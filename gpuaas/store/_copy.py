@@ -17,12 +17,13 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any, NamedTuple
 
-from sqlalchemy import Table, func, insert, select, text
+from sqlalchemy import Table, func, insert, inspect, select, text
 from sqlalchemy.exc import DBAPIError
 
 from gpuaas.errors import StoreError
 from gpuaas.store._database import in_words, redact_url, sqlite_file
-from gpuaas.store._models import AuditEntry, QueueSample, SnapshotRecord, TenantSample
+from gpuaas.store._models import AuditEntry, QueueSample, RunLock, SnapshotRecord, TenantSample
+from gpuaas.store._run_locks import WRITES_LOCK
 from gpuaas.store._schema import schema_problem
 from gpuaas.store._store import Store
 
@@ -49,21 +50,28 @@ class Copied(NamedTuple):
 def copy_database(source: Store, target: Store, progress: Callable[[str], None] = lambda _: None) -> Copied:
     """Copy every audit entry, snapshot and fleet-history row of ``source`` into ``target``, ids kept.
 
-    Raises ``StoreError`` (one line naming the database) and writes nothing when both are one database, when
-    ``source`` is not at this gpuaas's schema (it is left as it is: ``gpuaas db upgrade`` it first), when ``target``
-    is at a newer schema or already holds any of those rows, or when the target refuses a row. ``target`` is
-    created or migrated to this gpuaas's schema first, as ``gpuaas db upgrade`` would. ``progress`` hears one
-    line per table.
+    Raises ``StoreError`` (one line naming the database) and changes nothing when both are one database, when
+    ``source`` is not at this gpuaas's schema (it is left as it is: ``gpuaas db upgrade`` it first), when a run
+    holds the cluster writes on either (the flows are not stopped: rows written meanwhile would be left behind),
+    when ``target`` already holds any of those rows (checked before anything is migrated: a live shared database
+    named by mistake keeps its schema), is at a newer schema, or refuses a row. An empty ``target`` is created or
+    migrated to this gpuaas's schema first, as ``gpuaas db upgrade`` would. ``progress`` hears one line per table.
     """
     _not_the_same(source, target)
     problem = schema_problem(source.url, source.current_revision(), source.head_revision())
     if problem is not None:
         raise StoreError(f"the database to copy from: {problem}")
-    target.upgrade()
     held = _held(target)
     if held:
         raise StoreError(f"{redact_url(target.url)} already holds {held}: copy into an empty database, so that "
                          "every audit id keeps naming the row it named")
+    for store in (source, target):
+        busy = store.held_lock(WRITES_LOCK) if _has(store, RunLock.__table__) else None  # type: ignore[attr-defined]
+        if busy is not None:
+            raise StoreError(f"{busy.holder} holds the cluster writes on {redact_url(store.url)} until "
+                             f"{busy.expires_at:%Y-%m-%d %H:%M:%S} UTC: stop the flows first, so that no row is "
+                             "written while the database is copied")
+    target.upgrade()
     counts: list[int] = []
     at = ""  # the rows being written, for the line that says which the target refused
     try:
@@ -98,12 +106,22 @@ def _not_the_same(source: Store, target: Store) -> None:
         raise StoreError(f"{redact_url(target.url)} is the database to copy from: give --from another database")
 
 
+def _has(store: Store, table: Table) -> bool:
+    """Whether ``store``'s database has ``table`` yet (an empty database, or one at an older schema, may not)."""
+    try:
+        with store.engine.connect() as connection:
+            return bool(inspect(connection).has_table(table.name))
+    except DBAPIError as exc:
+        raise StoreError(f"cannot read the gpuaas database at {redact_url(store.url)}: {in_words(exc)}") from exc
+
+
 def _held(store: Store) -> str:
-    """What ``store`` already holds of the copied tables, in words (``12 audit entries, 3 snapshots``); empty if
-    nothing."""
+    """What ``store`` already holds of the copied tables that it has, in words (``12 audit entries, 3
+    snapshots``); empty if nothing. Read before any migration: on a database with rows, none is made."""
     held: list[str] = []
+    present = [(noun, table) for noun, table in _TABLES if _has(store, table)]
     with store.engine.connect() as connection:
-        for noun, table in _TABLES:
+        for noun, table in present:
             count: Any = connection.execute(select(func.count()).select_from(table)).scalar_one()
             if count:
                 held.append(f"{int(count):,} {noun}")

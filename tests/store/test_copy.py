@@ -118,3 +118,32 @@ def test_the_command_says_what_it_copied_and_refuses_a_second_copy(tmp_path: Pat
     assert "Traceback" not in again.output
     missing = runner.invoke(app, ["db", "copy", "--from", str(tmp_path / "nowhere.db")])
     assert missing.exit_code == 1 and "no gpuaas database at" in missing.stderr and "nowhere.db" in missing.stderr
+
+
+def test_a_target_with_rows_at_an_older_schema_is_refused_before_it_is_migrated(tmp_path: Path) -> None:
+    """A live shared database named by mistake: migrating it first would move it ahead of the workers still on the
+    older gpuaas, and every one of their runs would fail. It keeps its schema."""
+    from datetime import UTC, datetime
+
+    older = Store(f"sqlite:///{tmp_path}/older.db", migrate=False)
+    older.upgrade("0003")
+    older.save_snapshot(datetime(2026, 11, 1, tzinfo=UTC), {"cluster": "prod"}, {})
+    with _trial(tmp_path / "trial.db", audit_rows=2) as source, older:
+        with pytest.raises(StoreError, match="already holds 1 snapshots: copy into an empty database"):
+            copy_database(source, older)
+        assert older.current_revision() == "0003"
+
+
+def test_a_copy_while_a_run_holds_the_writes_is_refused(tmp_path: Path) -> None:
+    """Rows a running flow wrote while the tables were read would be left behind: stop the flows first."""
+    from gpuaas.store import WRITES_LOCK
+
+    with _trial(tmp_path / "trial.db", audit_rows=2) as source, \
+            Store(f"sqlite:///{tmp_path}/new.db", migrate=False) as target:
+        assert source.acquire_lock(WRITES_LOCK, "reclaim-1a2b@worker/pid:7", timedelta(minutes=15))
+        with pytest.raises(StoreError, match=r"^reclaim-1a2b@worker/pid:7 holds the cluster writes on sqlite:///.*"
+                                             r"trial\.db until .* UTC: stop the flows first"):
+            copy_database(source, target)
+        assert target.current_revision() is None  # nothing made, not even the schema
+        source.release_lock(WRITES_LOCK, "reclaim-1a2b@worker/pid:7")
+        assert copy_database(source, target).audit == 2

@@ -13,7 +13,7 @@ import math
 from collections.abc import Sequence
 from decimal import ROUND_HALF_UP, Decimal
 
-__all__ = ["counted", "duration", "figure", "first_few", "listed", "money", "per_outcome", "verdict_phrase"]
+__all__ = ["counted", "duration", "figure", "first_few", "half_up", "listed", "money", "per_outcome", "verdict_phrase"]
 
 
 def figure(number: float) -> str:
@@ -52,11 +52,20 @@ def money(value: float | None, unknown: str = "unknown") -> str:
     binary error and keeps every digit an amount in cents (or a cost per outcome) really has."""
     if value is None:
         return unknown
+    value = float(value)  # a numpy scalar's repr is not a number's
     if not math.isfinite(value):  # no bill holds one (the sources refuse it); printed as it is, never hidden
         return f"${value:,.2f}"
     decimals = 2 if value == 0 or abs(value) >= 1 else max(2, 2 - math.floor(math.log10(abs(value))))
-    exact = Decimal(repr(round(value, decimals + 7))).quantize(Decimal(1).scaleb(-decimals), ROUND_HALF_UP)
-    return f"${exact:,.{decimals}f}"
+    return f"${half_up(value, decimals):,.{decimals}f}"
+
+
+def half_up(value: float, decimals: int) -> Decimal:
+    """``value`` rounded half up to ``decimals``, as a person rounds the amount it stands for: 9.79 / 2 is 4.895
+    and rounds to 4.90, though the binary float is 4.89499999.... The float is first rounded seven digits past
+    ``decimals``, which drops that binary error and keeps every digit the amount really has. Every cent the cost
+    report prints, a table's or a total's, is rounded here, so one amount never prints two ways."""
+    exact = Decimal(repr(round(float(value), decimals + 7)))
+    return exact.quantize(Decimal(1).scaleb(-decimals), ROUND_HALF_UP)
 
 
 def per_outcome(value: float | None, kind: str = "serving") -> str:

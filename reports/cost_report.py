@@ -8,10 +8,11 @@ shows "no verified outcome", never infinity or zero.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from typing import Any
 
-from gpuaas.phrases import money, per_outcome
+from gpuaas.phrases import half_up, money, per_outcome
 from gpuaas.policies.cost import (
     FUNNEL_STAGES,
     NO_OUTCOME,
@@ -188,16 +189,23 @@ def waster_rows(report: CostReport) -> list[dict[str, Any]]:
 
 def _delta(now: float | None, before: float | None) -> str:
     """Change against the previous period; "no data before" where that period had nothing to compare (None).
-    A previous $0 is data: no percentage of it exists, so the change is said "from $0". One form for no change,
-    "no change", wherever the change rounds to 0 %: "+0%" and "-0%" beside it would read as three answers."""
+    A previous $0 is data: no percentage of it exists, so the change is said "from $0". "no change" only where the
+    amount did not change (the same to a billionth): a $4,000 rise on $1,000,000 reads "+0.4%", never "no change",
+    in a table a reviewer signs; under 0.1 % it reads "+<0.1%". Whole percents are rounded half up, as money is."""
     if now is None:
         return "unknown"
     if before is None:
         return "no data before"
     if before == 0:
         return "no change" if now == 0 else f"from $0 to {money(now)}"
-    percent = round(100 * (now - before) / before)
-    return "no change" if percent == 0 else f"{percent:+d}%"
+    if math.isclose(now, before, rel_tol=1e-9):
+        return "no change"
+    percent = 100 * (now - before) / before
+    if abs(percent) < 0.1:
+        return f"{'+' if percent > 0 else '-'}<0.1%"
+    if abs(percent) < 1:
+        return f"{half_up(percent, 1):+}%"
+    return f"{int(half_up(percent, 0)):+d}%"
 
 
 def previous_complete(previous: CostReport | None) -> bool:

@@ -131,11 +131,14 @@ def _period(tenant: dict[str, object]) -> CostReport:
 
 
 def test_no_change_is_said_one_way_and_a_mixed_tenant_as_its_cell() -> None:
-    for now, before in ((100.2, 100.0), (99.8, 100.0), (100.0, 100.0), (0.0, 0.0)):
+    for now, before in ((100.0, 100.0), (0.0, 0.0), (0.1 + 0.2, 0.3)):
         [row] = change_rows(_period(_tenant(now, 1.0, requests=5)), _period(_tenant(before, 1.0, requests=5)))
         assert (row["cost change"], row["cost per outcome change"]) == ("no change", "no change"), (now, before)
-    [row] = change_rows(_period(_tenant(101.0)), _period(_tenant(100.0)))
-    assert row["cost change"] == "+1%"
+    # a change that rounds to 0 % is still a change: $4,000 on $1,000,000 is no "no change" in a signed table
+    said = {now: change_rows(_period(_tenant(now)), _period(_tenant(1_000_000.0)))[0]["cost change"]
+            for now in (1_004_000.0, 995_500.0, 1_000_400.0, 999_990.0, 1_010_000.0, 1_025_000.0)}
+    assert said == {1_004_000.0: "+0.4%", 995_500.0: "-0.5%", 1_000_400.0: "+<0.1%", 999_990.0: "-<0.1%",
+                    1_010_000.0: "+1%", 1_025_000.0: "+3%"}  # 2.5 % rounds half up
     mixed = _period(_tenant(100.0, None, requests=50, jobs=2))
     [row] = change_rows(mixed, mixed)
     assert row["cost per outcome change"] == "see per service (requests and jobs)"
@@ -170,3 +173,19 @@ def test_the_page_and_the_json_say_where_the_money_came_from() -> None:
     assert "No cost source answered: the costs are unknown." in summary_markdown(none, None, None)
     assert build_cost_report(_inputs(), POLICY).cost_source is None  # built by hand: not recorded, not guessed
     assert "Where the costs came from was not recorded." in render_html(build_cost_report(_inputs(), POLICY))
+
+
+def test_every_printed_cent_is_rounded_half_up_so_one_amount_never_prints_two_ways() -> None:
+    """Tenant b's total at 9.79 / 2 (4.895, 4.89499... as a binary float): the figures were rounded to the cent
+    with Python's ``round`` before ``money`` saw them, so the table read $4.89 where ``money`` alone reads $4.90."""
+    import numpy as np
+
+    costs = _inputs().costs
+    assert costs is not None
+    costs = costs.copy()
+    costs.loc[costs["pod"] == "etl-daily-head", ["gpu_cost", "total_cost"]] = [4.0, 9.79 / 2]
+    costs.loc[costs["pod"] == "etl-late-head", ["gpu_cost", "total_cost"]] = [0.0, 0.0]
+    report = build_cost_report(replace(_inputs(), costs=costs), POLICY)
+    [b] = [t for t in report.tenants if t["tenant"] == "b"]
+    assert b["total_cost"] == 4.9 and money(b["total_cost"]) == "$4.90"
+    assert money(np.float64(9.79 / 2)) == "$4.90"  # a pandas value, as a table cell may hand it over

@@ -14,6 +14,7 @@ from typing import Any, TypeVar
 
 import pandas as pd
 
+from gpuaas.phrases import half_up
 from gpuaas.policies.cost._counts import largest_remainder
 from gpuaas.policies.cost.funnel import MONEY_COLUMNS
 
@@ -48,7 +49,14 @@ def cents(value: Any) -> float | None:
     if value is None:
         return None
     number = float(value)
-    return None if math.isnan(number) else round(number, 2)
+    if math.isnan(number) or math.isinf(number):
+        return None if math.isnan(number) else number
+    return float(half_up(number, 2))
+
+
+def _in_cents(amount: float) -> int:
+    """``amount`` in whole cents, rounded half up as every printed cent is (``half_up``)."""
+    return int(half_up(amount, 2).scaleb(2))
 
 
 def footed_cents(parts: Mapping[K, float], total: float | None) -> dict[K, float]:
@@ -61,10 +69,10 @@ def footed_cents(parts: Mapping[K, float], total: float | None) -> dict[K, float
     a part by more than its rounding does."""
     if not parts:
         return {}
-    own = round(sum(parts.values()), 2)
-    if total is None or abs(round(total * 100) - round(own * 100)) > len(parts):
+    own = float(half_up(sum(parts.values()), 2))
+    if total is None or abs(_in_cents(total) - _in_cents(own)) > len(parts):
         total = own
-    shares = largest_remainder({key: round(float(value) * 100, 6) for key, value in parts.items()}, round(total * 100))
+    shares = largest_remainder({key: round(float(value) * 100, 6) for key, value in parts.items()}, _in_cents(total))
     return {key: shares[key] / 100 for key in parts}
 
 

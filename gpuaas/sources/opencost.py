@@ -259,7 +259,7 @@ def _where(url: str, location: str | None) -> str | None:
 
 PRICED_NODES = "gpuaas_priced_nodes"
 """The ``attrs`` key of a reading from OpenCost's metrics: how many nodes OpenCost priced (``node_gpu_hourly_cost``,
-which it writes for every node) in the window. None: OpenCost's metrics are not in Prometheus at all (OpenCost not
+which it writes for every node) in the window. 0: OpenCost's metrics are not in Prometheus at all (OpenCost not
 installed, or not scraped) and their empty answer is no answer; some, with no allocation while running pods held
 GPUs, is OpenCost answering nothing while it ran, a failed source as the allocation API's empty answer is
 (``gpuaas.snapshot_health``)."""

@@ -94,9 +94,10 @@ died) is found dead about a minute later instead of waiting on it without end.""
 
 
 def connect_args(url: URL) -> dict[str, object]:
-    """What every connection to ``url`` is opened with: for PostgreSQL through psycopg2, the connect timeout and the
-    keepalives, where the URL does not set them itself (its own ``?connect_timeout=`` wins)."""
-    if url.get_backend_name() != "postgresql" or url.get_driver_name() != "psycopg2":
+    """What every connection to ``url`` is opened with: for PostgreSQL through libpq (psycopg2, or psycopg where the
+    URL names it), the connect timeout and the keepalives, where the URL does not set them itself (its own
+    ``?connect_timeout=`` wins)."""
+    if url.get_backend_name() != "postgresql" or url.get_driver_name() not in ("psycopg2", "psycopg"):
         return {}
     wanted: dict[str, object] = {"connect_timeout": CONNECT_TIMEOUT_S, **_KEEPALIVES}
     return {k: v for k, v in wanted.items() if k not in url.query}

@@ -320,7 +320,8 @@ class Store(HistoryRows, RunLocks, SchemaVersions):
         run holds never vanishes under it; only the bulky document is thinned, and the reclaim
         flow decides on its collect's snapshot in memory, not on a read-back. ``keep``: the collect's own row,
         which a collect for an instant older than the retention would otherwise delete as it reports its id;
-        the next collect's pruning takes it.
+        the next collect's pruning takes it, and its full document with it: the newest ``keep_latest`` are the newest
+        by instant, which an old instant's is not.
         """
         cutoff = as_utc(now or utc_now()) - older_than
         with self.session() as session:
@@ -332,8 +333,8 @@ class Store(HistoryRows, RunLocks, SchemaVersions):
                 newest = select(SnapshotRecord.id).where(full).order_by(
                     col(SnapshotRecord.collected_at).desc(), col(SnapshotRecord.id).desc()).limit(keep_latest)
                 kept = [int(i) for i in session.exec(newest) if i is not None]
-                result = session.execute(update(SnapshotRecord).where(full, col(SnapshotRecord.id).not_in(kept))
-                                         .values(compressed=None))
+                result = session.execute(update(SnapshotRecord).where(full, col(SnapshotRecord.id).not_in(
+                    [*kept, keep or 0])).values(compressed=None))
                 removed += int(getattr(result, "rowcount", 0) or 0)
             session.commit()
             return removed

@@ -99,9 +99,11 @@ def test_pruning_counts_the_retention_back_from_the_wall_clock_never_from_the_sn
         for name, age in ages.items():
             store.save_history(WALL - age, kept.queue_rows, kept.tenant_rows)
             ids[name] = store.save_snapshot(WALL - age, kept.summary, {}).id
-        replayed = replace(kept, snapshot=replace(kept.snapshot, collected_at=at))
+        store.save_snapshot(WALL - ages["a day"], kept.summary, {"snapshot": "{}"})  # the newest full document
+        replayed = replace(kept, snapshot=replace(kept.snapshot, collected_at=at), full=True, keep_full=1)
         own = apply(replayed, store, wall_clock=WALL)
-        assert store.get_snapshot(own) is not None  # the id the collect reports names a row, even past the retention
+        stored = store.get_snapshot(own)  # the id the collect reports names a row, and its document, until the next
+        assert stored is not None and "snapshot" in stored.payload
 
         assert {n for n, i in ids.items() if i is not None and store.get_snapshot(i)} == {"a day", "within"}
         stamps = set(store.queue_history(WALL - timedelta(days=3650), WALL + timedelta(days=3650))["collected_at"])

@@ -61,4 +61,5 @@ def test_the_urls_own_timeout_wins_and_other_databases_get_none() -> None:
     ours = connect_args(make_url("postgresql+psycopg2://gpuaas@db/gpuaas"))
     assert ours["connect_timeout"] == CONNECT_TIMEOUT_S and ours["keepalives"] == 1
     assert "connect_timeout" not in connect_args(make_url("postgresql+psycopg2://gpuaas@db/gpuaas?connect_timeout=3"))
+    assert connect_args(make_url("postgresql+psycopg://gpuaas@db/gpuaas"))["connect_timeout"] == CONNECT_TIMEOUT_S
     assert connect_args(make_url("sqlite:////var/lib/gpuaas/gpuaas.db")) == {}

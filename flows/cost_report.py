@@ -24,7 +24,7 @@ from flows._outcome import finished
 from gpuaas.quantity import parse_window
 from gpuaas.settings import load_settings
 from reports import counted
-from reports.cost_report import NO_SERVICES, cost_headline, cost_report_json, cost_source_errors
+from reports.cost_report import NO_SERVICES, cost_degraded, cost_headline, cost_report_json, cost_source_errors
 from tasks import push_or_warn, retry_options
 from tasks.cost_report import build_report, publish_cost_artifacts, push_cost_metrics, read_window, write_html_report
 
@@ -67,7 +67,7 @@ def cost_report(window: str = "1d", at: UtcInstant | None = None, compare: bool 
     doc["pushed_samples"] = pushed
     errors = cost_source_errors(report, previous)
     # no telemetry is degraded as a blind reclaim is, yet no source failed: it leads the headline, not source_errors
-    doc["degraded"], doc["source_errors"] = bool(errors) or bool(report.telemetry_missing), errors
+    doc["degraded"], doc["source_errors"] = cost_degraded(report, previous), errors
     headline = cost_headline(report, previous)  # the JSON's summary, the markdown's and the page's lead say it too
     # the run's name: the failed sources and the figures, not the caveat about the policy
     return finished(doc, headline, name=headline.removeprefix(NO_SERVICES))

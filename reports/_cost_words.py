@@ -16,8 +16,8 @@ from reports._format import source_errors, with_failures
 if TYPE_CHECKING:
     from gpuaas.policies.cost import CostReport
 
-__all__ = ["NO_SERVICES", "cost_first_line", "cost_headline", "cost_source_errors", "costs_note", "count_cell",
-           "hours_cell", "window_length"]
+__all__ = ["NO_SERVICES", "cost_degraded", "cost_first_line", "cost_headline", "cost_source_errors", "costs_note",
+           "count_cell", "hours_cell", "window_length"]
 
 NO_SERVICES = "The policy has no services: section, so no outcome is counted (cost per outcome unknown). "
 
@@ -90,6 +90,12 @@ def cost_source_errors(report: CostReport, previous: CostReport | None = None) -
     """Each source that failed while the window, or the previous one it is compared with, was read: its
     one-line error, by name (``source_errors``). What makes the run degraded, with ``telemetry_missing``."""
     return {**(source_errors(previous.sources) if previous is not None else {}), **source_errors(report.sources)}
+
+
+def cost_degraded(report: CostReport, previous: CostReport | None = None) -> bool:
+    """Whether the run is degraded: a source failed (``cost_source_errors``), or the window holds no GPU telemetry
+    (no source failed, yet busy, idle and waste are unknown, as a blind reclaim's are)."""
+    return bool(cost_source_errors(report, previous)) or bool(report.telemetry_missing)
 
 
 def cost_headline(report: CostReport, previous: CostReport | None = None) -> str:

@@ -24,6 +24,7 @@ from gpuaas.policies.cost import (
 from gpuaas.pushgateway import MetricFamily
 from reports._cost_words import (
     NO_SERVICES,
+    cost_degraded,
     cost_first_line,
     cost_headline,
     cost_source_errors,
@@ -41,6 +42,7 @@ __all__ = [
     "STAGES",
     "STAGE_COLUMNS",
     "change_rows",
+    "cost_degraded",
     "cost_first_line",
     "cost_headline",
     "cost_notes",

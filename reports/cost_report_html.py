@@ -17,10 +17,10 @@ from gpuaas.policies.cost import CostReport
 from reports._cost_plots import cost_per_outcome_plot, funnel_plot, partial_label, waste_plot
 from reports.cost_report import (
     change_rows,
+    cost_degraded,
     cost_headline,
     cost_notes,
     cost_per_outcome_cell,
-    cost_source_errors,
     costs_note,
     count_cell,
     hours_cell,
@@ -103,7 +103,7 @@ def _headline(report: CostReport) -> str:
 
 def _lead_class(report: CostReport, previous: CostReport | None) -> str:
     """The lead's style: in red where the run is degraded (a failed source, or no GPU telemetry)."""
-    return "lead degraded" if cost_source_errors(report, previous) or report.telemetry_missing else "lead"
+    return "lead degraded" if cost_degraded(report, previous) else "lead"
 
 
 def render_html(report: CostReport, previous: CostReport | None = None) -> str:

@@ -82,6 +82,9 @@ def real_client(real_cluster: RealCluster, api: KubeHTTP) -> Iterator[Client]:
     api.create(WAITS)
     wait_until("Kueue holds the second Workload",
                lambda: _settled(api.get("ClusterQueue", CQ).get("status") or {}), timeout=60)
+    # the LocalQueue's status is another reconcile of Kueue's, which may come a moment after the ClusterQueue's
+    wait_until("Kueue counts both Workloads in the LocalQueue",
+               lambda: _settled(api.get("LocalQueue", "q", NS).get("status") or {}), timeout=60)
     with httpx.Client(base_url=real_cluster.api_url, headers={"Authorization": f"Bearer {real_cluster.token}"},
                       verify=ssl.create_default_context(cafile=str(real_cluster.pki_dir / "ca.crt"))) as client:
         yield client

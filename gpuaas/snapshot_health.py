@@ -19,7 +19,7 @@ from gpuaas.errors import MalformedResponse, redact_endpoint
 from gpuaas.models import SourceStatus
 from gpuaas.settings import GpuaasSettings
 from gpuaas.sources.failures import describe_failure
-from gpuaas.sources.opencost import PRICED_NODES
+from gpuaas.sources.opencost import NO_METRICS_ALLOCATION, PRICED_NODES
 from gpuaas.sources.prometheus import KUEUE_PENDING
 
 __all__ = ["KUEUE_METRICS", "untrusted_sources"]
@@ -56,7 +56,7 @@ def _no_allocation(settings: GpuaasSettings, now: datetime, windows: Sequence[fl
         return None
     end = now.astimezone(UTC)
     start = end - timedelta(minutes=max(windows, default=0.0))
-    what = "no allocation in OpenCost's metrics (container_gpu_allocation)" if metrics else "no allocation"
+    what = NO_METRICS_ALLOCATION if metrics else "no allocation"
     detail = (f"{what} for the window {start:%Y-%m-%d %H:%M} – {end:%Y-%m-%d %H:%M} UTC, while running pods "
               f"held {held:g} GPUs: their cost is unknown, not $0")
     url = settings.prometheus_url if metrics else (settings.opencost_url or "").rstrip("/") + "/allocation"

@@ -32,7 +32,14 @@ from gpuaas.settings import GpuaasSettings
 from gpuaas.sources import _promql_cost as q
 from gpuaas.sources._prom_client import PromClient
 from gpuaas.sources.failures import describe_failure
-from gpuaas.sources.opencost import IDLE, METRIC_SOURCES, NO_NAMESPACE, checked_metric, fetch_allocation
+from gpuaas.sources.opencost import (
+    IDLE,
+    METRIC_SOURCES,
+    NO_METRICS_ALLOCATION,
+    NO_NAMESPACE,
+    checked_metric,
+    fetch_allocation,
+)
 
 __all__ = ["PodLabels", "allocation_gaps", "allocation_rows", "no_allocation_detail", "period_of", "points",
            "read_costs", "unpriced_periods"]
@@ -242,7 +249,7 @@ def allocation_gaps(settings: GpuaasSettings, prom: PromClient, costs: pd.DataFr
         gaps = unpriced_periods(costs, gpu, held, days) if costs is not None else {}
         if not gaps:
             return costs
-    what = "no allocation in OpenCost's metrics (container_gpu_allocation)"
-    _metrics_failed(settings, MalformedResponse(no_allocation_detail(gaps, start, period_s, days, what),
+    _metrics_failed(settings, MalformedResponse(no_allocation_detail(gaps, start, period_s, days,
+                                                                     NO_METRICS_ALLOCATION),
                                                 source="opencost", url=prom.url), notes, sources)
     return None

@@ -34,8 +34,8 @@ from gpuaas.sources._promql import duration, priced_nodes_query, tag, union
 from gpuaas.sources._retry_after import retry_after_seconds
 from gpuaas.sources.failures import in_words
 
-__all__ = ["COST_COLUMNS", "MAX_FIGURE", "METRIC_SOURCES", "PRICED_NODES", "checked_figure", "checked_metric",
-           "fetch_allocation", "parse_allocation", "read_opencost", "read_opencost_metrics"]
+__all__ = ["COST_COLUMNS", "MAX_FIGURE", "METRIC_SOURCES", "NO_METRICS_ALLOCATION", "PRICED_NODES", "checked_figure",
+           "checked_metric", "fetch_allocation", "parse_allocation", "read_opencost", "read_opencost_metrics"]
 
 SOURCE = "opencost"
 COST_COLUMNS = [
@@ -256,6 +256,9 @@ def _where(url: str, location: str | None) -> str | None:
         return f"this server's {went.path or '/'}"
     return redact_endpoint(f"{went.scheme}://{went.netloc}")
 
+
+NO_METRICS_ALLOCATION = "no allocation in OpenCost's metrics (container_gpu_allocation)"
+"""What OpenCost's metrics hold where they price nodes and no pod: the snapshot's and the cost report's words."""
 
 PRICED_NODES = "gpuaas_priced_nodes"
 """The ``attrs`` key of a reading from OpenCost's metrics: how many nodes OpenCost priced (``node_gpu_hourly_cost``,

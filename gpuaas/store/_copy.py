@@ -61,12 +61,12 @@ def copy_database(source: Store, target: Store, progress: Callable[[str], None] 
     problem = schema_problem(source.url, source.current_revision(), source.head_revision())
     if problem is not None:
         raise StoreError(f"the database to copy from: {problem}")
-    held = _held(target)
+    held = _held(target, _tables(target))
     if held:
         raise StoreError(f"{redact_url(target.url)} already holds {held}: copy into an empty database, so that "
                          "every audit id keeps naming the row it named")
     for store in (source, target):
-        busy = store.held_lock(WRITES_LOCK) if _has(store, RunLock.__table__) else None  # type: ignore[attr-defined]
+        busy = store.held_lock(WRITES_LOCK) if RunLock.__tablename__ in _tables(store) else None
         if busy is not None:
             raise StoreError(f"{busy.holder} holds the cluster writes on {redact_url(store.url)} until "
                              f"{busy.expires_at:%Y-%m-%d %H:%M:%S} UTC: stop the flows first, so that no row is "
@@ -106,20 +106,20 @@ def _not_the_same(source: Store, target: Store) -> None:
         raise StoreError(f"{redact_url(target.url)} is the database to copy from: give --from another database")
 
 
-def _has(store: Store, table: Table) -> bool:
-    """Whether ``store``'s database has ``table`` yet (an empty database, or one at an older schema, may not)."""
+def _tables(store: Store) -> set[str]:
+    """The tables ``store``'s database has yet (an empty database, or one at an older schema, lacks some)."""
     try:
         with store.engine.connect() as connection:
-            return bool(inspect(connection).has_table(table.name))
+            return set(inspect(connection).get_table_names())
     except DBAPIError as exc:
         raise StoreError(f"cannot read the gpuaas database at {redact_url(store.url)}: {in_words(exc)}") from exc
 
 
-def _held(store: Store) -> str:
-    """What ``store`` already holds of the copied tables that it has, in words (``12 audit entries, 3
+def _held(store: Store, tables: set[str]) -> str:
+    """What ``store`` already holds of the copied tables among its ``tables``, in words (``12 audit entries, 3
     snapshots``); empty if nothing. Read before any migration: on a database with rows, none is made."""
     held: list[str] = []
-    present = [(noun, table) for noun, table in _TABLES if _has(store, table)]
+    present = [(noun, table) for noun, table in _TABLES if table.name in tables]
     with store.engine.connect() as connection:
         for noun, table in present:
             count: Any = connection.execute(select(func.count()).select_from(table)).scalar_one()

@@ -74,7 +74,7 @@ def copy(
     `gpuaas undo ID` and the ids in the cluster's Events still name the same rows. Stop the flows first; the copy is
     one transaction, and a row the database refuses leaves it empty."""
     settings = settings_or_exit()
-    url = source if "://" in source else f"sqlite:///{Path(source).expanduser().resolve()}"
+    url = source if "://" in source else f"sqlite:///{_copy_source_file(source)}"
     try:
         with Store(url, migrate=False, read_only=True) as reading, \
                 Store(settings.database_url_value, migrate=False) as writing, \
@@ -86,3 +86,16 @@ def copy(
                   f"{copied.queue_history + copied.tenant_history:,} fleet-history rows from {redact_url(url)} into "
                   f"{redact_url(settings.database_url_value)}; audit ids kept, so `gpuaas undo ID` and the ids in "
                   "the cluster's Events name the same rows.", highlight=False, markup=False, soft_wrap=True)
+
+
+def _copy_source_file(source: str) -> Path:
+    """The SQLite file ``--from`` names, resolved; a path that holds no file is refused naming ``--from``: the
+    store's own words for a missing file point at GPUAAS_DATABASE_URL and GPUAAS_DATA_DIR, which name the target."""
+    file = Path(source).expanduser().resolve()
+    if file.is_dir():
+        raise fail(f"--from {source}: a directory, not a SQLite file (a trial's database is "
+                   "~/.local/share/gpuaas/gpuaas.db, or gpuaas.db in the GPUAAS_DATA_DIR it ran with)")
+    if not file.exists():
+        raise fail(f"--from {source}: no such file (a trial's database is ~/.local/share/gpuaas/gpuaas.db, or "
+                   "gpuaas.db in the GPUAAS_DATA_DIR it ran with)")
+    return file

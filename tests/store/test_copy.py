@@ -117,7 +117,11 @@ def test_the_command_says_what_it_copied_and_refuses_a_second_copy(tmp_path: Pat
     assert again.exit_code == 1 and "already holds 4 audit entries, 2 snapshots" in again.stderr
     assert "Traceback" not in again.output
     missing = runner.invoke(app, ["db", "copy", "--from", str(tmp_path / "nowhere.db")])
-    assert missing.exit_code == 1 and "no gpuaas database at" in missing.stderr and "nowhere.db" in missing.stderr
+    assert missing.exit_code == 1 and "no such file" in missing.stderr
+    assert missing.stderr.startswith(f"error: --from {tmp_path / 'nowhere.db'}: ")
+    assert "GPUAAS_DATABASE_URL" not in missing.stderr  # that variable names the target, not the file to copy
+    directory = runner.invoke(app, ["db", "copy", "--from", str(tmp_path)])
+    assert directory.exit_code == 1 and f"--from {tmp_path}: a directory, not a SQLite file" in directory.stderr
 
 
 def test_a_target_with_rows_at_an_older_schema_is_refused_before_it_is_migrated(tmp_path: Path) -> None:

@@ -13,7 +13,8 @@ import math
 from collections.abc import Sequence
 from decimal import ROUND_HALF_UP, Decimal
 
-__all__ = ["counted", "duration", "figure", "first_few", "half_up", "listed", "money", "per_outcome", "verdict_phrase"]
+__all__ = ["counted", "duration", "figure", "first_few", "half_up", "listed", "money", "per_outcome", "printable",
+           "verdict_phrase"]
 
 
 def figure(number: float) -> str:
@@ -41,6 +42,12 @@ def listed(names: Sequence[str]) -> str:
 def first_few(names: Sequence[str], shown: int = 3) -> str:
     """``a, b, c and 4 more``: the first ``shown`` names and how many others, where a line must stay short."""
     return ", ".join(names[:shown]) + (f" and {len(names) - shown} more" if len(names) > shown else "")
+
+
+def printable(text: str) -> str:
+    """``text`` with its control characters escaped (``\\x1b``, ``\\n``): a name or an error a server sent, put in a
+    line for a terminal or a log, cannot move the cursor or start a line that reads as the tool's own."""
+    return "".join(c if c.isprintable() else c.encode("unicode_escape").decode("ascii") for c in text)
 
 
 def money(value: float | None, unknown: str = "unknown") -> str:

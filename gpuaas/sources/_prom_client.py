@@ -15,6 +15,7 @@ source and the field.
 
 from __future__ import annotations
 
+import json
 import math
 import re
 import threading
@@ -36,6 +37,7 @@ from gpuaas.errors import (
     redact_endpoint,
     scrub_secrets,
 )
+from gpuaas.phrases import printable
 from gpuaas.settings import GpuaasSettings
 from gpuaas.sources._json_answer import UnreadableJSON, read_json
 from gpuaas.sources._promql import duration
@@ -55,7 +57,7 @@ def _error_text(value: object) -> str:
     characters escaped (``\\x1b``), so that the text a server sent cannot move a terminal's cursor or split
     a log line."""
     text = " ".join(str(value).split())
-    text = "".join(c if c.isprintable() else c.encode("unicode_escape").decode("ascii") for c in text)
+    text = printable(text)
     return text if len(text) <= ERROR_CHARS else text[:ERROR_CHARS - 1] + "…"
 
 
@@ -221,7 +223,7 @@ class PromClient:
                 v, at = float(value), float(t)
                 if math.isnan(v) or at - lookback_s - TIME_SLACK_S <= v <= at + TIME_SLACK_S:
                     continue
-                name = row["metric"].get("gpuaas_stat") or field
+                name = printable(str(row["metric"].get("gpuaas_stat") or field))
                 series = "/".join(x for x in (row["metric"].get("gpuaas_namespace"), row["metric"].get("gpuaas_pod"))
                                   if x)
                 raise MalformedResponse(
@@ -238,8 +240,10 @@ class PromClient:
                 v = float(value)
                 if math.isnan(v) or 0.0 <= v <= high:
                     continue
-                name = row["metric"].get("gpuaas_stat") or field
-                who = ", ".join(f"{k}={row['metric'][k]}" for k in sorted(row["metric"]) if k != "gpuaas_stat")
+                name = printable(str(row["metric"].get("gpuaas_stat") or field))
+                # The labels are the server's: quoted and escaped, so that none can end the line or fake a label.
+                who = ", ".join(f"{printable(k)}={printable(json.dumps(str(row['metric'][k]), ensure_ascii=False))}"
+                                for k in sorted(row["metric"]) if k != "gpuaas_stat")
                 raise MalformedResponse(
                     f"{name} of {{{who[:120]}}} at {_utc(float(t))} is {v:g}: not {field} from 0 to {high:,.0f}",
                     source=self.source, url=self.url)

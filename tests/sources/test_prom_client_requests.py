@@ -235,3 +235,17 @@ def test_a_redirect_to_another_server_carries_neither_the_token_nor_the_extra_he
             server.server_close()
     [landed] = recorder.seen
     assert not {"authorization", "x-api-key", "x-scope-orgid"} & set(landed), landed
+
+
+def test_a_figure_out_of_bounds_names_its_series_with_the_servers_label_values_quoted_and_escaped() -> None:
+    """The label values are the server's: one holding a newline and an escape sequence must neither end the error's
+    line (a log would read the rest as a line of its own) nor move a terminal's cursor, nor read as another label."""
+    client = PromClient(GpuaasSettings(prometheus_url="http://127.0.0.1:9"))
+    rows = [{"metric": {"gpuaas_stat": "observed_h", "pod": 'p", namespace="prod\nerror: \x1b[2Jall clear'},
+             "values": [[1_700_000_000, "1e308"]]}]
+    with pytest.raises(SourceError) as raised:
+        client.check_bounded(rows, 100.0, "GPU-hours")
+    text = str(raised.value)
+    assert "\n" not in text and "\x1b" not in text
+    assert 'observed_h of {pod="p\\", namespace=\\"prod\\nerror: \\u001b[2Jall clear"}' in text, text
+    client.close()

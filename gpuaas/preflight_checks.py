@@ -16,6 +16,7 @@ from gpuaas.permissions import READS, ROLES, WRITES, Access, bind_command
 from gpuaas.phrases import counted, first_few, listed
 from gpuaas.policy import Policy
 from gpuaas.settings import MetricNames
+from gpuaas.snapshot_health import clock_problem
 from gpuaas.sources.kube import KubeState
 from gpuaas.sources.prometheus import KUEUE_PENDING, PrometheusReading
 
@@ -62,10 +63,13 @@ def source_check(name: str, status: SourceStatus) -> Check:
     return Check(name, Verdict.failed, status.error or "no answer")
 
 
-def prometheus_check(status: SourceStatus, max_staleness_s: float) -> Check:
+def prometheus_check(status: SourceStatus, max_staleness_s: float, reading: PrometheusReading | None = None) -> Check:
     """Prometheus answered with data fresh enough to act on (``collect.max_staleness_seconds``): the age is the
-    stalest of its newest DCGM, Kueue and vLLM samples, as the reclaim flow reads it."""
+    stalest of its newest DCGM, Kueue and vLLM samples, as the reclaim flow reads it, counted on a clock that agrees
+    with Prometheus's (``gpuaas.snapshot_health.clock_problem``, which fails every cycle's snapshot too)."""
     name = "Prometheus"
+    if status.ok and (clock := clock_problem(reading)) is not None:
+        return Check(name, Verdict.failed, f"answered in {status.latency_s:.2f} s, but {clock}")
     if not status.ok or status.staleness_s is None:
         return source_check(name, status)
     age = f"answered in {status.latency_s:.2f} s, its data {status.staleness_s:.0f} s old"

@@ -183,7 +183,7 @@ def plan(found: Findings) -> list[Check]:
         kube_check(found.kube, found.sources["kube"]),
         _permissions(found),
         policy_check(found.policy, found.kube),
-        prometheus_check(found.sources["prometheus"], found.max_staleness_s),
+        prometheus_check(found.sources["prometheus"], found.max_staleness_s, found.prometheus),
         kueue_metrics_check(found.prometheus),
         _telemetry(found),
         source_check("OpenCost", found.sources["opencost"]),

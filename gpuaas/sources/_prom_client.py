@@ -19,8 +19,10 @@ import json
 import math
 import re
 import threading
+import time
 from collections.abc import Callable
 from datetime import UTC, datetime
+from email.utils import parsedate_to_datetime
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -59,6 +61,18 @@ def _error_text(value: object) -> str:
     text = " ".join(str(value).split())
     text = printable(text)
     return text if len(text) <= ERROR_CHARS else text[:ERROR_CHARS - 1] + "…"
+
+
+def _http_date(value: str | None) -> float | None:
+    """An HTTP ``Date`` header as Unix seconds; None where there is none, or none a clock could have written."""
+    try:
+        at = parsedate_to_datetime(value) if value else None
+    except (TypeError, ValueError, IndexError, OverflowError):
+        return None
+    if at is None:
+        return None
+    stamp = (at if at.tzinfo else at.replace(tzinfo=UTC)).timestamp()
+    return stamp if math.isfinite(stamp) else None
 
 
 def _shape_problem(body: object) -> str | None:
@@ -152,6 +166,7 @@ class PromClient:
         session = _Session(frozenset(name.lower() for name in settings.prometheus_headers))
         session.verify = verify_setting(settings)
         session.hooks["response"].append(self._inspect)
+        self._ahead = (-math.inf, math.inf)  # bounds on how far this worker's clock runs ahead of Prometheus's
         self._prom = PrometheusConnect(
             url=self.url,
             session=session,
@@ -163,6 +178,18 @@ class PromClient:
 
     def close(self) -> None:
         self._prom.close()
+
+    @property
+    def clock_ahead_s(self) -> tuple[float, float] | None:
+        """How far this worker's clock runs ahead of Prometheus's (behind where negative), as (at least, at most)
+        seconds; None where no answer carried a ``Date`` header.
+
+        Every window and age is counted on this worker's clock and evaluated by Prometheus on its own: a worker
+        behind reads the telemetry of minutes ago as current (the last minutes of activity unseen), one ahead reads
+        fresh data as stale. Each answer's ``Date`` (whole seconds, written while it was sent) was true at some
+        instant between the request leaving and its answer arriving here, which bounds the difference; the bounds of
+        every answer of the cycle are intersected."""
+        return None if self._ahead == (-math.inf, math.inf) else self._ahead
 
     def query(self, expr: str, at: datetime) -> list[dict[str, Any]]:
         """The result vector of ``expr`` evaluated at ``at``."""
@@ -257,6 +284,8 @@ class PromClient:
         (HTTP 400, 422) says why in ``error`` (``invalid parameter "step": ...``, a PromQL parse error):
         without it a person sees only the status.
         """
+        self._answer.received = time.time()
+        self._answer.date = _http_date(response.headers.get("Date"))
         self._answer.retry_after = retry_after_seconds(response.headers.get("Retry-After"))
         self._answer.warnings = []
         self._answer.error = None
@@ -284,6 +313,8 @@ class PromClient:
         with self._count:
             self.queries += 1
         self._answer.retry_after, self._answer.warnings, self._answer.error, self._answer.shape = None, [], None, None
+        self._answer.date = None
+        sent = time.time()
         try:
             result = fetch()
         except UnreadableJSON as exc:  # from ``_inspect``, through the library's ``response.json()``
@@ -307,6 +338,10 @@ class PromClient:
                 raise SourceUnavailable(text, source=self.source, url=self.url,
                                         retry_after=self._answer.retry_after, too_slow=status == 503) from exc
             raise SourceError(text, source=self.source, url=self.url) from exc
+        if self._answer.date is not None:
+            with self._count:
+                low, high = self._ahead
+                self._ahead = (max(low, sent - self._answer.date - 1.0), min(high, self._answer.received - self._answer.date))
         if self._answer.warnings:  # transient: the next attempt usually gets the whole answer
             raise SourceUnavailable(f"partial answer from {path}: {'; '.join(self._answer.warnings)}"[:300],
                                     source=self.source, url=self.url)

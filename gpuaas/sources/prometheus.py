@@ -82,6 +82,9 @@ class PrometheusReading:
     queries: int = 0
     sample_interval_s: float = 15.0
     """The scrape interval the coverage and gap figures were computed against."""
+    clock_ahead_s: tuple[float, float] | None = None
+    """How far this worker's clock ran ahead of Prometheus's, (at least, at most) seconds, by the answers' ``Date``
+    headers (``PromClient.clock_ahead_s``); None where none carried one."""
 
 
 ACTIVITY_SCALE = 1.0
@@ -247,6 +250,7 @@ def read_prometheus(
         serving=_bounded_counts(pd.DataFrame(serving, columns=serving_cols)),
         staleness=staleness,
         queries=prom.queries,
+        clock_ahead_s=prom.clock_ahead_s,
     )
 
 

@@ -10,17 +10,32 @@ import typer
 from gpuaas.cli._common import console, fail, settings_or_exit
 from gpuaas.cli._progress import progress
 from gpuaas.errors import GpuaasError
-from gpuaas.store import WRITES_LOCK, Store, copy_database, redact_url, schema_problem, sqlite_file
+from gpuaas.store import (
+    WRITES_LOCK,
+    HeldLock,
+    Store,
+    before_upgrade,
+    copy_database,
+    redact_url,
+    schema_problem,
+    sqlite_file,
+)
 
 __all__ = ["copy", "status", "upgrade"]
 
 
 def upgrade() -> None:
     """Create the database if needed and migrate it to the newest schema, in place. The one way to migrate a shared
-    (PostgreSQL) database, which flow runs leave as it is: run it once every worker runs this version."""
+    (PostgreSQL) database, which flow runs leave as it is: with the scheduled runs paused, then roll this version
+    out. Refused while a run holds the cluster writes. A SQLite file is copied beside itself first."""
     settings = settings_or_exit()
     store = Store(settings.database_url_value, migrate=False)
     try:
+        busy = _writes_held(store)
+        if busy is not None:
+            raise fail(f"{redact_url(settings.database_url_value)}: {busy.holder} holds the cluster writes until "
+                       f"{busy.expires_at:%Y-%m-%d %H:%M:%S} UTC: pause the scheduled runs and let it finish first; "
+                       "nothing was migrated")
         before, after = store.upgrade()
     except GpuaasError as exc:  # a newer schema, a migration the database refused: one line, no traceback
         raise fail(str(exc)) from exc
@@ -29,8 +44,20 @@ def upgrade() -> None:
     url = redact_url(settings.database_url_value)
     if before == after:
         console.print(f"{url}: already at schema {after}", highlight=False)
-    else:
-        console.print(f"{url}: upgraded schema {before or '(empty)'} -> {after}", highlight=False)
+        return
+    kept = before_upgrade(settings.database_url_value, before) if before is not None else None
+    console.print(f"{url}: upgraded schema {before or '(empty)'} -> {after}"
+                  + (f" (the file as it was: {kept})" if kept is not None else ""),
+                  highlight=False, markup=False, soft_wrap=True)
+
+
+def _writes_held(store: Store) -> HeldLock | None:
+    """Who holds the cluster writes unexpired, and until when; None where nobody does. Read at any schema that has
+    the locks' table (a database behind this gpuaas too: before an upgrade is when it matters)."""
+    try:
+        return store.held_lock(WRITES_LOCK) if store.current_revision() is not None else None
+    except GpuaasError:  # no locks' table yet (an empty database, or one from before the locks)
+        return None
 
 
 def status() -> None:
@@ -47,7 +74,7 @@ def status() -> None:
     store = Store(settings.database_url_value, migrate=False, read_only=True)
     try:
         current, head = store.current_revision(), store.head_revision()
-        held = store.held_lock(WRITES_LOCK) if current == head else None
+        held = _writes_held(store)
     finally:
         store.close()
     if current is None:
@@ -55,13 +82,15 @@ def status() -> None:
                       highlight=False, markup=False, soft_wrap=True)
         return
     problem = schema_problem(settings.database_url_value, current, head)
-    if problem is not None:
-        raise fail(problem)
-    console.print(f"{url}: schema {current}, up to date", highlight=False, markup=False, soft_wrap=True)
+    if problem is None:
+        console.print(f"{url}: schema {current}, up to date", highlight=False, markup=False, soft_wrap=True)
+    # Said at any schema: before an upgrade, who still writes is what the operator must know.
     writes = "free" if held is None else (
         f"held by {held.holder} until {held.expires_at:%Y-%m-%d %H:%M:%S} UTC unless it renews it (a run killed "
         "holding it keeps it until then)")
     console.print(f"cluster writes ({WRITES_LOCK!r} lock): {writes}", highlight=False, markup=False, soft_wrap=True)
+    if problem is not None:
+        raise fail(problem)
 
 
 def copy(

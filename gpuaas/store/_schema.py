@@ -4,7 +4,8 @@ A part of ``Store``. Three ways in, three rules:
 
 - ``gpuaas db upgrade`` migrates any database behind this gpuaas (``upgrade``): an operator's explicit act;
 - a flow run (a store opened with ``migrate``) creates an empty database, so a fresh deployment just works, and
-  upgrades a SQLite file that is behind (it is this machine's own) saying so in one line; a shared database
+  upgrades a SQLite file that is behind (it is this machine's own) saying so in one line; either way a SQLite
+  file is copied beside itself first (``before_upgrade``), the way back to the older gpuaas; a shared database
   (PostgreSQL) that is behind it leaves as it is and refuses, because the workers still on the older gpuaas
   would all fail on the schema one run from a newer one had migrated;
 - a reader (``read_only``) changes nothing and refuses any other schema than its own.
@@ -16,6 +17,8 @@ it in the same line, which names the database and says to upgrade gpuaas.
 from __future__ import annotations
 
 import logging
+import sqlite3
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from sqlalchemy import Engine, inspect, text
@@ -27,7 +30,7 @@ from gpuaas.store._database import MIGRATIONS, head_revision, in_words, known_re
 if TYPE_CHECKING:
     from alembic.config import Config
 
-__all__ = ["SchemaVersions", "schema_problem"]
+__all__ = ["SchemaVersions", "before_upgrade", "schema_problem"]
 
 log = logging.getLogger("gpuaas.store")
 """Where a flow's upgrade of a SQLite file is said (the command line prints its warnings after a run)."""
@@ -44,8 +47,16 @@ def schema_problem(url: str, current: str | None, head: str) -> str | None:
                 "`gpuaas db upgrade` creates it)")
     if current not in known_revisions():
         return f"{where} is at schema {current}, newer than the {head} this gpuaas reads: upgrade gpuaas"
-    then = "(or let the next flow run upgrade it)" if _local(url) else "once every worker runs this version"
+    then = "(or let the next flow run upgrade it)" if _local(url) else (
+        "with the scheduled runs paused, then roll this version out to every worker")
     return f"{where} is at schema {current}, behind the {head} this gpuaas reads: run `gpuaas db upgrade` {then}"
+
+
+def before_upgrade(url: str, revision: str) -> Path | None:
+    """Where a SQLite file's copy from before its migration from ``revision`` is kept: beside it,
+    ``gpuaas.db.schema-0003.bak``. None for another database."""
+    file = sqlite_file(url)
+    return None if file is None else file.with_name(f"{file.name}.schema-{revision}.bak")
 
 
 def _local(url: str) -> bool:
@@ -105,11 +116,30 @@ class SchemaVersions:
         if current is not None and not _local(self.url):  # a shared database behind: the run's settings name it
             raise self._refuse(f"GPUAAS_DATABASE_URL: {redact_url(self.url)} is at schema {current}, behind the {head} "
                                "this gpuaas reads, and a flow run does not migrate a shared database (the workers "
-                               "still on the older gpuaas would fail on it): run `gpuaas db upgrade` once every "
-                               "worker runs this version")
+                               "still on the older gpuaas would fail on it): with the scheduled runs paused, run "
+                               "`gpuaas db upgrade`, then roll this version out to every worker")
         before, after = self.upgrade()
         if before is not None:
-            log.warning("upgraded the database %s from schema %s to %s", sqlite_file(self.url), before, after)
+            log.warning("upgraded the database %s from schema %s to %s (the file as it was: %s)",
+                        sqlite_file(self.url), before, after, before_upgrade(self.url, before))
+
+    def _keep_a_copy(self, before: str) -> None:
+        """A SQLite file's copy as it was before a migration (``before_upgrade``), taken with SQLite's online backup,
+        so that a migration that goes wrong, or a version rolled back, has its file to return to. A PostgreSQL
+        database is backed up by its owners (``pg_dump``): a shared database is migrated by hand, never by a run."""
+        file, copy = sqlite_file(self.url), before_upgrade(self.url, before)
+        if file is None or copy is None:
+            return
+        try:
+            source, target = sqlite3.connect(file), sqlite3.connect(copy)
+            try:
+                source.backup(target)
+            finally:
+                target.close()
+                source.close()
+        except (sqlite3.Error, OSError) as exc:
+            raise StoreError(f"migrating {redact_url(self.url)} refused: its copy {copy} could not be written "
+                             f"({exc}); nothing was migrated") from exc
 
     def upgrade(self, revision: str = "head") -> tuple[str | None, str | None]:
         """Migrate to ``revision``; returns (before, after). Safe to call on an up-to-date database; a database at a
@@ -121,6 +151,8 @@ class SchemaVersions:
         if before is not None and before not in known_revisions():
             raise SchemaMismatch(str(schema_problem(self.url, before, self.head_revision())))
         config = self._alembic()
+        if before is not None and before != self.head_revision():
+            self._keep_a_copy(before)
         try:
             with self.engine.begin() as conn:
                 config.attributes["connection"] = conn

@@ -88,6 +88,36 @@ def test_db_status_on_an_empty_shared_database_is_not_a_failure_and_hides_the_pa
     assert "s3cret-db" not in behind.output and "***" in behind.stderr
 
 
+def test_before_an_upgrade_status_says_who_holds_the_writes_and_upgrade_waits_for_them(sqlite_url: str) -> None:
+    """The first step of an upgrade is to stop the runs: the status of a database behind says who still writes, and
+    the migration is refused while a run holds the writes (its tables would change under it)."""
+    from datetime import timedelta
+
+    from gpuaas.store import WRITES_LOCK
+
+    _leave_at(sqlite_url, "0003")  # as the older gpuaas left it, a run of it holding the writes
+    with Store(sqlite_url, migrate=False) as store:
+        assert store.acquire_lock(WRITES_LOCK, "reclaim-9f@worker-2/pid:77", timedelta(minutes=15))
+        held = store.held_lock(WRITES_LOCK)
+    assert held is not None
+    status = runner.invoke(app, ["db", "status"])
+    assert status.exit_code == 1 and "behind the 0004" in status.stderr
+    assert ("cluster writes ('cluster-writes' lock): held by reclaim-9f@worker-2/pid:77 until "
+            f"{held.expires_at:%Y-%m-%d %H:%M:%S} UTC") in status.stdout
+    refused = runner.invoke(app, ["db", "upgrade"])
+    _one_error_line(refused, f"{sqlite_url}: reclaim-9f@worker-2/pid:77 holds the cluster writes until "
+                             f"{held.expires_at:%Y-%m-%d %H:%M:%S} UTC: pause the scheduled runs and let it finish "
+                             "first; nothing was migrated")
+    assert _at(sqlite_url)[0] == "0003"
+    with Store(sqlite_url, migrate=False) as store:
+        store.release_lock(WRITES_LOCK, "reclaim-9f@worker-2/pid:77")
+    file = sqlite_url.removeprefix("sqlite:///")
+    done = runner.invoke(app, ["db", "upgrade"])
+    assert done.exit_code == 0, done.output
+    assert done.stdout.strip() == f"{sqlite_url}: upgraded schema 0003 -> 0004 (the file as it was: {file}.schema-0003.bak)"
+    assert _at(sqlite_url)[0] == "0004" and _at(f"sqlite:///{file}.schema-0003.bak")[0] == "0003"
+
+
 def test_db_upgrade_of_a_newer_database_is_one_line(shared_url: str) -> None:
     _leave_at(shared_url, "9999")
     result = runner.invoke(app, ["db", "upgrade"])
@@ -124,7 +154,9 @@ def test_a_flow_upgrades_a_sqlite_file_behind_it_and_says_so(cluster: EmbeddedCl
     assert result.exit_code == 0, result.output
     file = sqlite_url.removeprefix("sqlite:///")
     said = [line for line in result.stderr.splitlines() if "upgraded" in line]
-    assert said == [f"warning: upgraded the database {file} from schema 0003 to 0004"]
+    assert said == [f"warning: upgraded the database {file} from schema 0003 to 0004 (the file as it was: "
+                    f"{file}.schema-0003.bak)"]
+    assert _at(f"sqlite:///{file}.schema-0003.bak") == ("0003", 0)  # the way back to the older gpuaas
     assert _at(sqlite_url) == ("0004", 1)
 
 

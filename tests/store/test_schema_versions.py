@@ -75,7 +75,12 @@ def test_a_flow_upgrades_a_sqlite_file_that_is_behind_and_says_so(tmp_path: Path
     store.close()
     assert store.current_revision() == store.head_revision() and row.name == "nb"
     assert [r.getMessage() for r in caplog.records] == [
-        f"upgraded the database {file} from schema 0003 to {store.head_revision()}"]
+        f"upgraded the database {file} from schema 0003 to {store.head_revision()} (the file as it was: "
+        f"{file}.schema-0003.bak)"]
+    with Store(f"sqlite:///{file}.schema-0003.bak", migrate=False) as kept:  # the file as the older gpuaas left it
+        with kept.engine.connect() as conn:
+            names = conn.execute(text("SELECT name FROM audit_log")).scalars().all()
+        assert kept.current_revision() == "0003" and names == ["nb"]
 
 
 def test_a_flow_leaves_a_shared_database_behind_as_it_is_and_refuses(postgres_url: str) -> None:
@@ -87,10 +92,10 @@ def test_a_flow_leaves_a_shared_database_behind_as_it_is_and_refuses(postgres_ur
         Store(url)
     said = str(refused.value)
     assert said.startswith("GPUAAS_DATABASE_URL: postgresql") and "\n" not in said
-    assert "at schema 0003, behind the 0004" in said and "`gpuaas db upgrade` once every worker runs" in said
+    assert "at schema 0003, behind the 0004" in said and "with the scheduled runs paused, run `gpuaas db upgrade`, then roll" in said
     assert "s3cret-db" not in said
     assert _revision(url) == "0003"  # not migrated
-    with pytest.raises(SchemaMismatch, match="behind the 0004 this gpuaas reads: run `gpuaas db upgrade` once"):
+    with pytest.raises(SchemaMismatch, match="behind the 0004 this gpuaas reads: run `gpuaas db upgrade` with the scheduled runs paused"):
         Store(url, read_only=True)  # a reader says what to run too
 
     store = Store(url, migrate=False)  # what `gpuaas db upgrade` does

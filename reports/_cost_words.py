@@ -17,7 +17,7 @@ if TYPE_CHECKING:
     from gpuaas.policies.cost import CostReport
 
 __all__ = ["NO_SERVICES", "cost_degraded", "cost_first_line", "cost_headline", "cost_source_errors", "costs_note",
-           "count_cell", "hours_cell", "window_length"]
+           "count_cell", "hours_cell", "node_cost_line", "window_length"]
 
 NO_SERVICES = "The policy has no services: section, so no outcome is counted (cost per outcome unknown). "
 
@@ -107,12 +107,35 @@ def cost_headline(report: CostReport, previous: CostReport | None = None) -> str
     return with_failures(cost_first_line(report), {**cost_source_errors(report, previous), **blind})
 
 
+def node_cost_line(report: CostReport, idle_row: str = "__idle__") -> str:
+    """What the nodes' GPUs cost, as the allocated cost and the idle (OpenCost's ``__idle__``) that add up to it,
+    with the GPU-hours nobody held, and the nodes' cost in all: the line under the headline. An idle cost that
+    cannot be known is said so, with why, never $0. ``idle_row``: that row's name as the page writes it."""
+    n = report.node_cost
+    if not n:  # a report that did not record it (built by hand, or from an older document)
+        return "What the nodes cost beside the workloads' allocation was not recorded."
+    allocated = ("allocated cost unknown" if n.get("allocated_gpu_cost") is None
+                 else f"{money(n['allocated_gpu_cost'])} allocated to workloads")
+    unheld = n.get("unheld_gpu_hours")
+    nobody = ("GPU-hours nobody held unknown: no GPU telemetry" if unheld is None
+              else f"{hours_cell(unheld)} GPU-hours nobody held")
+    if n.get("idle_gpu_cost") is None:
+        why = str(n.get("idle_unknown") or "not read").replace("__idle__", idle_row)
+        return f"The nodes' GPUs cost unknown: {allocated}, idle capacity unknown ({why}), never $0; {nobody}."
+    line = (f"The nodes' GPUs cost {money(n['gpu_cost'])}: {allocated}, {money(n['idle_gpu_cost'])} idle "
+            f"({nobody})")
+    if n.get("total_cost") is None:
+        return f"{line}; the nodes' cost in all (GPU, CPU, RAM) unknown."
+    return (f"{line}; the nodes cost {money(n['total_cost'])} in all (GPU, CPU, RAM), "
+            f"{money(n['idle_total_cost'])} of it idle.")
+
+
 def costs_note(report: CostReport, idle_row: str = "__idle__") -> str:
     """Where the money came from and what it leaves out: OpenCost's allocation API or, as the fallback, its metrics
     in Prometheus; and that it is the cost allocated to workloads, without unallocated node capacity (OpenCost's
-    ``__idle__``), which the report does not ask for, so that no reader signs it as the cluster's bill.
-    ``idle_row``: that row's name as the page writes it (markdown, which would read ``__idle__`` as bold, quotes
-    it)."""
+    ``__idle__``), which is priced apart (``node_cost_line``) or unknown, so that no reader signs it as the cluster's
+    bill. ``idle_row``: that row's name as the page writes it (markdown, which would read ``__idle__`` as bold,
+    quotes it)."""
     source = COST_SOURCES.get(report.cost_source or "")
     if source is not None:
         said = f"Costs come from {source}."
@@ -120,6 +143,9 @@ def costs_note(report: CostReport, idle_row: str = "__idle__") -> str:
         said = "No cost source answered: the costs are unknown."
     else:
         said = "Where the costs came from was not recorded."
+    idle = report.node_cost.get("idle_total_cost")
+    short = (", unknown here" if idle is None
+             else f": {money(idle)} over the window, read apart from OpenCost's {idle_row} (the nodes' cost line)")
     return (f"{said} They are the cost allocated to workloads (their pods' GPU, CPU and RAM): unallocated node "
-            f"capacity (OpenCost's {idle_row}) is not included, so they are short of the cluster's bill by its cost, "
-            "which this report does not read.")
+            f"capacity (OpenCost's {idle_row}) is not included, so they are short of the cluster's bill by its cost"
+            f"{short}.")

@@ -31,6 +31,7 @@ from reports._cost_words import (
     costs_note,
     count_cell,
     hours_cell,
+    node_cost_line,
     window_length,
 )
 from reports._format import grouped_notes
@@ -55,6 +56,7 @@ __all__ = [
     "funnel_rows",
     "hours_cell",
     "money",
+    "node_cost_line",
     "per_outcome",
     "previous_complete",
     "previous_note",
@@ -264,6 +266,7 @@ def summary_markdown(report: CostReport, previous: CostReport | None, html_path:
         f"- allocated to workloads **{money(c['total_cost'])}** in all (GPU **{money(c['gpu_cost'])}**), of which "
         f"waste (allocated but idle GPUs) **{money(c['waste_cost'])}**; cost per outcome on the {report.cost_basis} "
         "cost",
+        f"- {node_cost_line(report, '`__idle__`')}",
         f"- **{count_cell(c.get('verified_requests'))}** verified requests, **{count_cell(c.get('verified_jobs'))}** "
         "batch jobs done in time",
         f"- {costs_note(report, '`__idle__`')}",
@@ -292,13 +295,15 @@ def cost_report_json(report: CostReport, html_path: str | None, previous: CostRe
                      ) -> dict[str, Any]:
     """The ``--format json`` document: plain values, None where unknown (reasons in ``notes``). ``summary`` is the
     headline (``cost_headline``: led by what failed, as the flow's ``headline``); ``cost_source`` says where the
-    money came from (``COST_SOURCES``' keys; None where it is unknown)."""
+    money came from (``COST_SOURCES``' keys; None where it is unknown); ``node_cost`` what the nodes cost, allocated
+    plus idle (OpenCost's ``__idle__``), its idle figures None where unknown (``idle_unknown`` says why)."""
     doc: dict[str, Any] = {
         "summary": cost_headline(report, previous), "cost_basis": report.cost_basis,
         "cost_source": report.cost_source,
         "window_s": report.window_s,
         "start": report.start.isoformat(), "end": report.end.isoformat(),
         "tenants": report.tenants, "services": report.services, "cluster": report.cluster,
+        "node_cost": report.node_cost,
         "top_wasters": report.wasters, "batch_jobs": report.batch, "daily": report.daily,
         "notes": report.notes, "queries": report.queries, "report": html_path,
     }

@@ -25,6 +25,7 @@ from reports.cost_report import (
     count_cell,
     hours_cell,
     money,
+    node_cost_line,
     previous_complete,
     service_rows,
     tenant_tables,
@@ -93,6 +94,7 @@ def _headline(report: CostReport) -> str:
     c = report.cluster
     cells = [("allocated to workloads (total cost)", money(c.get("total_cost"))),
              ("of it GPUs", money(c.get("gpu_cost"))), ("waste (idle GPUs)", money(c.get("waste_cost"))),
+             ("GPUs no workload held (idle node capacity)", money(report.node_cost.get("idle_gpu_cost"))),
              ("verified requests", count_cell(c.get("verified_requests"))),
              ("jobs done in time", count_cell(c.get("verified_jobs"))),
              ("GPU-hours allocated", hours_cell(c.get("allocated_gpu_hours"))),
@@ -115,6 +117,7 @@ def render_html(report: CostReport, previous: CostReport | None = None) -> str:
         "<!DOCTYPE html>", '<html lang="en"><head><meta charset="utf-8">', f"<title>{html.escape(title)}</title>",
         _STYLE, "</head><body>", f"<h1>{html.escape(title)}</h1>",
         f'<p class="{_lead_class(report, previous)}">{html.escape(cost_headline(report, previous))}</p>',
+        f'<p class="lead">{html.escape(node_cost_line(report))}</p>',
         _headline(report), f'<p class="note">{html.escape(costs_note(report))}</p>',
         '<p class="note">allocated: GPU-hours held (OpenCost); busy: activity above the policy threshold (DCGM); '
         "productive: busy hours that produced verified outcomes; in progress: busy hours of jobs still running; "

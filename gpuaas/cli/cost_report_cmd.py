@@ -34,13 +34,14 @@ and so do the funnel's stages, which add up to the hours allocated only all toge
 
 
 def print_cost_tables(doc: dict[str, Any]) -> None:
-    """The headline (the failed sources first), the funnel, cost per outcome and top wasters from the flow's JSON
-    document, then its notes."""
+    """The headline (the failed sources first), what the nodes cost (allocated and idle), the funnel, cost per
+    outcome and top wasters from the flow's JSON document, then its notes."""
     from gpuaas.policies.cost import CostReport
     from reports.cost_report import (
         STAGE_COLUMNS,
         cost_headline,
         cost_notes,
+        node_cost_line,
         service_rows,
         tenant_tables,
         waster_rows,
@@ -49,9 +50,11 @@ def print_cost_tables(doc: dict[str, Any]) -> None:
     report = CostReport(window_s=doc["window_s"], start=doc["start"], end=doc["end"], tenants=doc["tenants"],
                         services=doc["services"], cluster=doc["cluster"], wasters=doc["top_wasters"],
                         daily=doc["daily"], batch=doc["batch_jobs"], notes=doc["notes"], queries=doc["queries"],
-                        cost_basis=doc["cluster"].get("cost_basis", "total"))
+                        cost_basis=doc["cluster"].get("cost_basis", "total"), node_cost=doc.get("node_cost") or {})
     lead({"headline": doc.get("headline") or cost_headline(report), "degraded": doc.get("degraded")},
          OutputFormat.table)
+    if report.node_cost:  # what the nodes cost beside what workloads were allocated: idle GPUs are the first waste
+        console.print(node_cost_line(report), highlight=False, markup=False)
     for title, rows in (*tenant_tables(report),
                         ("Cost per verified outcome by service", service_rows(report)),
                         ("Top wasters (allocated but idle)", waster_rows(report))):

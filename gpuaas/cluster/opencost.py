@@ -10,13 +10,23 @@ flat GPU fields (``gpuRequestAverage``, ``gpuUsageAverage``) and the newer neste
 Costs follow OpenCost: ``gpuCost = GPUs requested x hours x node_gpu_hourly_cost``, whatever the
 utilisation. The same prices appear as OpenCost's own Prometheus metrics
 (``node_gpu_hourly_cost``, ``container_gpu_allocation``, ...) through ``opencost_samples``.
+
+``includeIdle=true`` adds what the nodes cost that no allocation held, as OpenCost does
+(``computeIdleAllocations`` in ``pkg/costmodel/costmodel.go``): per node and resource, the node's cost over the
+set's window (``NodeCapacity``, from the node pool's prices) less the allocations' cost on it, without GPU-hours.
+Aggregated, the nodes' idle rows are one ``__idle__`` per set (``AllocationSet.AggregateBy``, step 11, in
+``core/pkg/opencost/allocation.go``); unaggregated, one ``<cluster>/<node>/__idle__`` per node. A set without any
+allocation is empty, idle or not, as OpenCost's ``AggregateBy`` leaves it. ``shareIdle=true`` (idle spread over the
+allocations' costs) is not emulated: a 400 says so. A server given no nodes answers no idle row, as an OpenCost
+without node assets does.
 """
 
 from __future__ import annotations
 
 import re
 import threading
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from http.server import BaseHTTPRequestHandler
 from typing import Any
@@ -30,11 +40,14 @@ from gpuaas.cluster.scenario import Scenario
 from gpuaas.instant import utc_stamp
 
 __all__ = [
+    "IDLE",
     "AllocationKey",
     "CostLedger",
+    "NodeCapacity",
     "OpenCostServer",
     "WindowError",
     "allocation_response",
+    "fleet_nodes",
     "opencost_samples",
     "parse_window",
 ]
@@ -45,8 +58,42 @@ _UNIT = {"m": timedelta(minutes=1), "h": timedelta(hours=1), "d": timedelta(days
 _PLAIN = ("cluster", "node", "namespace", "controllerKind", "controller", "pod", "container")
 
 
+IDLE = "__idle__"
+"""OpenCost's ``IdleSuffix``: the name (or last segment) of an idle allocation."""
+
+
 class WindowError(ValueError):
     """A ``window``/``step``/``aggregate`` parameter OpenCost would reject with 400."""
+
+
+@dataclass(frozen=True)
+class NodeCapacity:
+    """One node as OpenCost's assets price it, from its pool: what ``includeIdle`` compares its allocations with."""
+
+    cluster: str
+    node: str
+    gpus: int
+    gpu_price: float
+    """Per GPU-hour (``node_gpu_hourly_cost``)."""
+    cpu_cores: float
+    cpu_price: float
+    ram_gib: float
+    ram_gib_price: float
+    since: datetime
+    """When the node came up: it costs nothing before."""
+
+    def cost(self, start: datetime, end: datetime) -> tuple[float, float, float, float]:
+        """(hours up, GPU, CPU, RAM cost) over ``[start, end)``, from when the node came up."""
+        hours = max((end - max(start, self.since)).total_seconds(), 0.0) / 3600.0
+        return (hours, self.gpus * hours * self.gpu_price, self.cpu_cores * hours * self.cpu_price,
+                self.ram_gib * hours * self.ram_gib_price)
+
+
+def fleet_nodes(scenario: Scenario, since: datetime) -> tuple[NodeCapacity, ...]:
+    """Every node of ``scenario``'s pools at its pool's prices, up from ``since`` (the simulation's start)."""
+    return tuple(NodeCapacity(scenario.cluster, node, pool.gpus_per_node, pool.gpu_hourly_price, pool.cpu_cores,
+                              pool.cpu_hourly_price, pool.memory_gib, pool.ram_gib_hourly_price, since)
+                 for pool in scenario.pools for node in node_names(pool))
 
 
 def _instant(text: str) -> datetime:
@@ -157,25 +204,68 @@ def _render(name: str, acc: Accumulator, window: tuple[datetime, datetime]) -> d
     return out
 
 
-def _one_set(ledger: CostLedger, window: tuple[datetime, datetime], aggregate: list[str]) -> dict[str, Any]:
+def _idle(nodes: Sequence[NodeCapacity], allocations: dict[AllocationKey, Accumulator],
+          window: tuple[datetime, datetime], now: datetime) -> dict[str, Accumulator]:
+    """Per node up in ``window`` (until ``now``): its cost less its allocations', per resource, as OpenCost's
+    ``computeIdleAllocations`` does (no GPU-hours, properties ``cluster``, ``node``)."""
+    held: dict[tuple[str, str], list[Accumulator]] = {}
+    for key, acc in allocations.items():
+        held.setdefault((key.cluster, key.node), []).append(acc)
+    out: dict[str, Accumulator] = {}
+    end = min(window[1], now).timestamp()
+    for node in nodes:
+        hours, gpu, cpu, ram = node.cost(window[0], min(window[1], now))
+        if hours <= 0:
+            continue
+        on = held.get((node.cluster, node.node), [])
+        out[f"{node.cluster}/{node.node}/{IDLE}"] = Accumulator(
+            start=end - hours * 3600.0, end=end, properties={"cluster": node.cluster, "node": node.node},
+            gpu_cost=gpu - sum(a.gpu_cost for a in on), cpu_cost=cpu - sum(a.cpu_cost for a in on),
+            ram_cost=ram - sum(a.ram_cost for a in on))
+    return out
+
+
+def _one_set(ledger: CostLedger, window: tuple[datetime, datetime], aggregate: list[str],
+             idle: tuple[Sequence[NodeCapacity], datetime] | None = None) -> dict[str, Any]:
+    """One step's set; with ``idle`` (the nodes, and now), the nodes' idle rows too, one ``__idle__`` where
+    aggregated. Aggregated, a set without any allocation is empty, idle or not (OpenCost's ``AggregateBy``)."""
+    allocations = ledger.allocations(*window)
+    # the nodes' idle first: aggregating below merges into the allocations' own accumulators
+    idle_rows = _idle(idle[0], allocations, window, idle[1]) if idle is not None else {}
     groups: dict[str, Accumulator] = {}
-    for key, acc in sorted(ledger.allocations(*window).items(), key=lambda kv: kv[0].name):
+    for key, acc in sorted(allocations.items(), key=lambda kv: kv[0].name):
         name = "/".join(_agg_part(p, acc.properties or {}) for p in aggregate) if aggregate else key.name
         if name in groups:
             groups[name].merge(acc)
         else:
             groups[name] = acc
+    if groups or not aggregate:
+        for name, acc in idle_rows.items():
+            name = IDLE if aggregate else name
+            if name in groups:
+                groups[name].merge(acc)
+            else:
+                groups[name] = acc
     return {name: _render(name, acc, window) for name, acc in groups.items()}
 
 
-def allocation_response(ledger: CostLedger, params: dict[str, str], now: datetime) -> dict[str, Any]:
-    """The JSON body OpenCost returns for ``/allocation`` with ``params``; ``WindowError`` means 400."""
+def _flag(params: dict[str, str], name: str) -> bool:
+    return params.get(name, "false").lower() in ("true", "1")
+
+
+def allocation_response(ledger: CostLedger, params: dict[str, str], now: datetime,
+                        nodes: Sequence[NodeCapacity] = ()) -> dict[str, Any]:
+    """The JSON body OpenCost returns for ``/allocation`` with ``params``; ``WindowError`` means 400. ``nodes``: the
+    fleet ``includeIdle`` prices (none: no idle row, as an OpenCost without node assets answers)."""
     if "window" not in params:
         raise WindowError("missing required parameter 'window'")
     start, end = parse_window(params["window"], now)
     aggregate = [p.strip() for p in params.get("aggregate", "").split(",") if p.strip()]
     for prop in aggregate:
         _agg_part(prop, {})
+    if _flag(params, "shareIdle"):
+        raise WindowError("shareIdle is not emulated: ask includeIdle for an __idle__ row of its own")
+    idle = (nodes, now) if _flag(params, "includeIdle") and nodes else None
     accumulate = params.get("accumulate", "false").lower() in ("true", "1", "all")
     step = parse_duration(params["step"]) if params.get("step") and not accumulate else end - start
     windows = []
@@ -183,7 +273,7 @@ def allocation_response(ledger: CostLedger, params: dict[str, str], now: datetim
     while t < end:
         windows.append((t, min(t + step, end)))
         t += step
-    return {"code": 200, "status": "success", "data": [_one_set(ledger, w, aggregate) for w in windows]}
+    return {"code": 200, "status": "success", "data": [_one_set(ledger, w, aggregate, idle) for w in windows]}
 
 
 class _Handler(BaseHTTPRequestHandler):
@@ -200,7 +290,7 @@ class _Handler(BaseHTTPRequestHandler):
         params = {k: v[-1] for k, v in parse_qs(url.query).items()}
         try:
             with self.server.lock:
-                body = allocation_response(self.server.ledger, params, self.server.now())
+                body = allocation_response(self.server.ledger, params, self.server.now(), self.server.nodes)
         except WindowError as exc:
             self._send(400, {"code": 400, "message": f"Error: {exc}"})
             return
@@ -217,18 +307,26 @@ class _Server(EmbeddedHTTPServer):
     ledger: CostLedger
     now: Callable[[], datetime]
     lock: threading.Lock
+    nodes: tuple[NodeCapacity, ...]
 
 
 class OpenCostServer:
-    """The allocation API on ``127.0.0.1:<port>``, answering from a ``CostLedger``."""
+    """The allocation API on ``127.0.0.1:<port>``, answering from a ``CostLedger``; ``nodes`` (``fleet_nodes``)
+    are what ``includeIdle`` prices."""
 
     def __init__(self, ledger: CostLedger, clock: Callable[[], datetime], lock: threading.Lock | None = None,
-                 port: int = 0) -> None:
+                 port: int = 0, nodes: Sequence[NodeCapacity] = ()) -> None:
         self._httpd = _Server(("127.0.0.1", port), _Handler)
         self._httpd.ledger = ledger
         self._httpd.now = clock
         self._httpd.lock = lock or threading.Lock()
+        self._httpd.nodes = tuple(nodes)
         self._thread: threading.Thread | None = None
+
+    def price_nodes(self, nodes: Sequence[NodeCapacity]) -> None:
+        """Price ``nodes`` for ``includeIdle`` from the next request on: a fleet known after the server was built."""
+        with self._httpd.lock:
+            self._httpd.nodes = tuple(nodes)
 
     @property
     def url(self) -> str:

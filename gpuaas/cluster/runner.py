@@ -39,7 +39,7 @@ from gpuaas.cluster.apiserver import ApiServer, ObjectStore, RBACRules
 from gpuaas.cluster.clock import MAX_HISTORY, Clock, SimClock
 from gpuaas.cluster.kueue import KueueController
 from gpuaas.cluster.metrics_server import MetricsServer
-from gpuaas.cluster.opencost import OpenCostServer
+from gpuaas.cluster.opencost import OpenCostServer, fleet_nodes
 from gpuaas.cluster.prometheus import PrometheusServer
 from gpuaas.cluster.scenario import Scenario
 from gpuaas.cluster.serving import ServingEndpoints
@@ -98,7 +98,8 @@ class EmbeddedCluster:
         # disabled_api_versions: e.g. {"kueue.x-k8s.io/v1beta2"}, a cluster with an older Kueue.
         self.api = ApiServer(self.store, port=api_port, rbac=rbac, visibility=self.kueue.pending_workloads,
                              disabled_versions=disabled_api_versions, token=token)  # token: 401 without it
-        self.opencost = OpenCostServer(self.sim.ledger, self.clock.now, self.lock, port=opencost_port)
+        self.opencost = OpenCostServer(self.sim.ledger, self.clock.now, self.lock, port=opencost_port,
+                                       nodes=fleet_nodes(scenario, self.sim.epoch))  # priced: it answers __idle__
         self.metrics = MetricsEndpoint(self.sim, self.lock)
         self.serving = ServingEndpoints(scenario)  # OpenAI endpoints per InferenceService (gpuaas.cluster.serving)
         self.prometheus = PrometheusServer(self.data_dir / "prometheus", port=prometheus_port,

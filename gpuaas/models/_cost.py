@@ -7,7 +7,7 @@ neither imports the other.
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
@@ -19,8 +19,8 @@ from gpuaas.models._records import SourceStatus
 if TYPE_CHECKING:
     from gpuaas.policy import ServiceOutcome
 
-__all__ = ["COST_COLS", "GPU_COLS", "SERVING_COLS", "SERVING_KEYS", "CapacityEstimate", "CostInputs", "FinishedJob",
-           "RunningJob", "prom_label", "selects"]
+__all__ = ["COST_COLS", "GPU_COLS", "IDLE_CAPACITY", "SERVING_COLS", "SERVING_KEYS", "CapacityEstimate", "CostInputs",
+           "FinishedJob", "IdlePeriod", "RunningJob", "idle_capacity", "prom_label", "selects", "with_idle"]
 
 GPU_COLS = ["namespace", "pod", "day", "observed_h", "busy_h", "active_h"]
 COST_COLS = ["namespace", "controller_kind", "controller", "pod", "day", "gpu_hours", "gpu_cost", "total_cost"]
@@ -28,6 +28,37 @@ SERVING_COLS = ["namespace", "model_name", "day", "stat", "finished_reason", "le
 SERVING_KEYS = ["pod", "service"]
 """Optional serving columns, read only for services with ``pod_labels``: the series' pod, and the service a
 row was measured for (its request-rate quantile over its own pods); "" where absent."""
+
+
+@dataclass(frozen=True)
+class IdlePeriod:
+    """OpenCost's ``__idle__`` in one period: what the nodes cost that no allocation held (node cost less allocated
+    cost, per resource), GPUs alone and in all (GPU, CPU, RAM). NaN: OpenCost wrote null (unknown, never $0)."""
+
+    day: int
+    gpu_cost: float
+    total_cost: float
+
+
+IDLE_CAPACITY = "gpuaas_idle_capacity"
+"""The ``attrs`` key of the cost frame under which the allocation API's ``__idle__`` rows travel, per period
+(``tuple[IdlePeriod, ...]``). They ride with the answer they came in: where that answer is replaced (OpenCost's
+metrics read in its place), the new frame has none, and the idle capacity is unknown, never $0."""
+
+
+def with_idle(costs: pd.DataFrame, periods: Sequence[IdlePeriod]) -> pd.DataFrame:
+    """``costs`` carrying ``periods`` (OpenCost's ``__idle__`` per period): the same frame, for the report to read."""
+    costs.attrs[IDLE_CAPACITY] = tuple(periods)
+    return costs
+
+
+def idle_capacity(costs: pd.DataFrame | None) -> tuple[IdlePeriod, ...] | None:
+    """The ``__idle__`` periods the costs were read with; None where the answer held none (an OpenCost that does not
+    answer ``includeIdle``, OpenCost's metrics, or no cost source): the idle capacity is then unknown."""
+    if costs is None:
+        return None
+    periods = costs.attrs.get(IDLE_CAPACITY)
+    return tuple(periods) if periods else None
 
 
 @dataclass(frozen=True)
@@ -116,6 +147,11 @@ class CostInputs:
     @property
     def period(self) -> timedelta:
         return (self.end - self.start) / max(self.days, 1)
+
+    @property
+    def idle(self) -> tuple[IdlePeriod, ...] | None:
+        """OpenCost's ``__idle__`` per period, as the costs were read with it (``idle_capacity``)."""
+        return idle_capacity(self.costs)
 
 
 def prom_label(key: str) -> str:

@@ -26,7 +26,7 @@ from typing import Any
 import pandas as pd
 
 from gpuaas.errors import GpuaasError, MalformedResponse
-from gpuaas.models import COST_COLS, SourceStatus
+from gpuaas.models import COST_COLS, IdlePeriod, SourceStatus, with_idle
 from gpuaas.phrases import first_few
 from gpuaas.settings import GpuaasSettings
 from gpuaas.sources import _promql_cost as q
@@ -41,8 +41,14 @@ from gpuaas.sources.opencost import (
     fetch_allocation,
 )
 
-__all__ = ["PodLabels", "allocation_gaps", "allocation_rows", "no_allocation_detail", "period_of", "points",
-           "read_costs", "unpriced_periods"]
+__all__ = ["IDLE_PARAMS", "PodLabels", "allocation_gaps", "allocation_rows", "idle_periods", "no_allocation_detail",
+           "period_of", "points", "read_costs", "unpriced_periods"]
+
+IDLE_PARAMS = {"includeIdle": "true", "shareIdle": "false"}
+"""Asked of the allocation API with the costs, in the same request: ``includeIdle`` adds, per set, OpenCost's
+``__idle__`` (node cost less allocated cost, per resource: ``computeIdleAllocations`` in
+``pkg/costmodel/costmodel.go``); ``shareIdle`` false keeps it a row of its own, never spread over the workloads'
+rows (``QueryAllocation`` then aggregates with ``ShareNone``), so their costs stay what they were allocated."""
 
 
 def period_of(ts: float, start: datetime, period_s: float, days: int) -> int:
@@ -67,16 +73,15 @@ def allocation_rows(frame: pd.DataFrame, start: datetime, period_s: float, days:
     total OpenCost charges (GPU, CPU, RAM and the rest; the sum of the parts when ``totalCost`` is missing). A figure
     OpenCost left null is NaN here, unknown, never 0; the report says whose it was.
 
-    OpenCost's ``__idle__`` (capacity nobody requested) and what no namespace holds (``__unallocated__``,
-    ``__unmounted__`` volumes) are dropped: the funnel starts at what workloads hold. A pod whose
+    OpenCost's ``__idle__`` (capacity nobody requested: ``idle_periods`` reads it apart) and what no namespace holds
+    (``__unallocated__``, ``__unmounted__`` volumes) are left out: the funnel starts at what workloads hold. A pod whose
     controller OpenCost does not know (it names Deployments, StatefulSets, DaemonSets, Jobs and
     Rollouts only, so every RayCluster, PyTorchJob or bare pod) is ``<namespace>/__unallocated__/<pod>``
     and is kept: that segment says no controller, not no owner. A row without a pod (coarser
     aggregation) is kept as namespace cost, so the tenant still pays for it.
     """
     namespace = frame["namespace"].fillna("").astype(str)
-    idle = frame["name"].astype(str).str.split("/").map(lambda parts: IDLE in parts)
-    keep = frame[~idle & (namespace != "") & ~namespace.isin(NO_NAMESPACE)]
+    keep = frame[~_is_idle(frame) & (namespace != "") & ~namespace.isin(NO_NAMESPACE)]
     ends = pd.to_datetime(keep["window_end"], utc=True)
     gpu_cost = keep["gpu_cost"].astype(float)
     parts = _parts(keep)
@@ -88,6 +93,27 @@ def allocation_rows(frame: pd.DataFrame, start: datetime, period_s: float, days:
         "total_cost": keep["total_cost"].astype(float).fillna(parts),
     })
     return out.reindex(columns=COST_COLS).reset_index(drop=True)
+
+
+def _is_idle(frame: pd.DataFrame) -> pd.Series:
+    """OpenCost's idle rows: ``__idle__``, or ``<cluster>/<node>/__idle__`` where it keeps them apart."""
+    return frame["name"].astype(str).str.split("/").map(lambda parts: IDLE in parts).astype(bool)
+
+
+def idle_periods(frame: pd.DataFrame, start: datetime, period_s: float, days: int) -> list[IdlePeriod]:
+    """The ``__idle__`` rows of ``parse_allocation``'s answer per period (the set they close), added where OpenCost
+    keeps several (per node or cluster): the GPU cost (``gpuCost`` + ``gpuCostAdjustment``) and the total
+    (``totalCost``, else the sum of the parts). Their figures were checked as every allocation's (``checked_figure``);
+    a null one is NaN, and the period's idle cost is unknown. A period without a row has none here: unknown too."""
+    idle = frame[_is_idle(frame)]
+    if idle.empty:
+        return []
+    ends = pd.to_datetime(idle["window_end"], utc=True)
+    rows = pd.DataFrame({"day": [period_of(t.timestamp(), start, period_s, days) for t in ends],
+                         "gpu_cost": idle["gpu_cost"].astype(float).to_numpy(),
+                         "total_cost": idle["total_cost"].astype(float).fillna(_parts(idle)).to_numpy()})
+    sums = rows.groupby("day")[["gpu_cost", "total_cost"]].sum(min_count=1, skipna=False)
+    return [IdlePeriod(int(r.Index), float(r.gpu_cost), float(r.total_cost)) for r in sums.itertuples()]
 
 
 def _parts(frame: pd.DataFrame) -> pd.Series:
@@ -174,17 +200,22 @@ def read_costs(settings: GpuaasSettings, prom: PromClient, start: datetime, end:
                sources: dict[str, SourceStatus]) -> tuple[pd.DataFrame | None, int, PodLabels]:
     """The costs per pod and period (the API's, else OpenCost's metrics), the requests sent, and the pod
     labels the API gave (the metrics carry none). A configured allocation API that fails is recorded in
-    ``sources``: the report falls back to the metrics, but a person must learn that the API is down."""
+    ``sources``: the report falls back to the metrics, but a person must learn that the API is down.
+
+    The API's ``__idle__`` rows, asked for in the same request (``IDLE_PARAMS``), travel with its costs
+    (``with_idle``); the metrics price no idle capacity, so costs read from them carry none (unknown)."""
     requests = 0
     if settings.opencost_url:
         rfc = "%Y-%m-%dT%H:%M:%SZ"
         params = {"window": f"{start.astimezone(UTC).strftime(rfc)},{end.astimezone(UTC).strftime(rfc)}",
-                  "aggregate": "namespace,controller,pod", "step": f"{round(period_s / 60)}m"}  # whole minutes
+                  "aggregate": "namespace,controller,pod", "step": f"{round(period_s / 60)}m",  # whole minutes
+                  **IDLE_PARAMS}
         requests += 1
         try:
             frame = fetch_allocation(settings, params)
             sources["opencost"] = SourceStatus("opencost", ok=True)
-            return allocation_rows(frame, start, period_s, days), requests, _allocation_labels(frame)
+            rows = with_idle(allocation_rows(frame, start, period_s, days), idle_periods(frame, start, period_s, days))
+            return rows, requests, _allocation_labels(frame)
         except GpuaasError as exc:
             failed = describe_failure(settings, "opencost", exc)
             sources["opencost"] = SourceStatus("opencost", ok=False, error=failed)

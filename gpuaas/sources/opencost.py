@@ -105,18 +105,24 @@ def checked_metric(labels: Mapping[str, str], stat: str, value: Any, *, url: str
                                 url=url) from exc
 
 
-def _figure(alloc: Mapping[str, Any], field: str) -> float:
-    return checked_figure(field, alloc.get(field), may_be_negative=field not in _NEVER_NEGATIVE)
+def _figure(alloc: Mapping[str, Any], field: str, idle: bool = False) -> float:
+    """``checked_figure`` of ``field``. An ``__idle__`` row's costs may be below 0: OpenCost computes them as the
+    nodes' cost less what it allocated on them, and does not stop there when its node and allocation prices disagree
+    (its own issues call such "negative idle" possible); the report reads it as an unknown idle cost, and it must not
+    refuse the workloads' costs in the same answer."""
+    negative = field not in _NEVER_NEGATIVE or (idle and field.endswith("Cost"))
+    return checked_figure(field, alloc.get(field), may_be_negative=negative)
 
 
-def _adjusted(alloc: Mapping[str, Any], field: str) -> float:
+def _adjusted(alloc: Mapping[str, Any], field: str, idle: bool = False) -> float:
     """``fooCost + fooCostAdjustment``: OpenCost's own total of a resource (its ``totalCost`` adds the
     adjustments too: a reconciled bill or a discount), and the cost alone where no adjustment is given."""
     adjustment = _figure(alloc, f"{field}CostAdjustment")
-    return _figure(alloc, f"{field}Cost") + (0.0 if math.isnan(adjustment) else adjustment)
+    return _figure(alloc, f"{field}Cost", idle) + (0.0 if math.isnan(adjustment) else adjustment)
 
 
 def _row(name: str, alloc: Mapping[str, Any]) -> dict[str, Any]:
+    idle = IDLE in name.split("/")
     props = alloc.get("properties") or {}
     window = alloc.get("window") or {}
     nested = alloc.get("gpuAllocation") or {}
@@ -132,10 +138,10 @@ def _row(name: str, alloc: Mapping[str, Any]) -> dict[str, Any]:
         "minutes": _figure(alloc, "minutes"),
         "gpu_count": _figure(alloc, "gpuCount"),
         "gpu_hours": _figure(alloc, "gpuHours"),
-        "gpu_cost": _adjusted(alloc, "gpu"),
-        "cpu_cost": _adjusted(alloc, "cpu"),
-        "ram_cost": _adjusted(alloc, "ram"),
-        "total_cost": _figure(alloc, "totalCost"),
+        "gpu_cost": _adjusted(alloc, "gpu", idle),
+        "cpu_cost": _adjusted(alloc, "cpu", idle),
+        "ram_cost": _adjusted(alloc, "ram", idle),
+        "total_cost": _figure(alloc, "totalCost", idle),
         "total_efficiency": _num(alloc.get("totalEfficiency")),
         "gpu_usage_average": _num(nested.get("gpuUsageAverage", alloc.get("gpuUsageAverage"))),
         "gpu_request_average": _num(nested.get("gpuRequestAverage", alloc.get("gpuRequestAverage"))),

@@ -3,6 +3,8 @@
 Cases: cost = GPUs x hours x node GPU price, whatever the utilisation; every field of the
 real swagger example is present, plus the nested ``gpuAllocation``; aggregate by namespace,
 controller, label and comma lists; ``step`` splits into sets and ``accumulate`` merges them;
+``includeIdle`` adds the nodes' cost less the allocations' (one ``__idle__`` aggregated, one per node not), and
+nothing for a set without allocations, for a server without nodes, or without ``includeIdle``;
 windows (``24h``, RFC3339 and unix pairs) and the 400 for a bad one over HTTP; OpenCost's
 Prometheus metrics carry the labels of the real scraper test data.
 """
@@ -19,6 +21,7 @@ import pytest
 from gpuaas.cluster.opencost import (
     AllocationKey,
     CostLedger,
+    NodeCapacity,
     OpenCostServer,
     WindowError,
     allocation_response,
@@ -96,6 +99,49 @@ def test_step_and_accumulate(ledger: CostLedger) -> None:
     acc = allocation_response(ledger, {"window": "4h", "aggregate": "namespace", "step": "1h",
                                        "accumulate": "true"}, NOW)["data"]
     assert len(acc) == 1 and acc[0]["a"]["gpuCost"] == 30.0
+
+
+NODES = (NodeCapacity("embedded", "n1", 8, 3.0, 4, 0.5, 32, 0.0, T0),
+         NodeCapacity("embedded", "n2", 4, 2.0, 0, 0.0, 0, 0.0, T0 - timedelta(days=1)))
+"""n1: 8 GPUs at $3 and 4 cores at $0.5 (the ledger's pods run there); n2: 4 GPUs at $2, up a day before, no pod."""
+
+
+def test_include_idle_prices_what_no_allocation_held(ledger: CostLedger) -> None:
+    """Per hour: n1's 8 GPUs x $3 = $24 less its pods' GPU cost (p1 $6; p2 $3 in hours 0-1; p3 $8 in hour 3), plus n2's
+    4 x $2 = $8 that nobody held; CPU: n1's 4 cores x $0.5 = $2 an hour less p1's and p2's 4 cores each at $0."""
+    params = {"window": "4h", "aggregate": "namespace,controller,pod", "step": "1h", "includeIdle": "true"}
+    sets = allocation_response(ledger, params, NOW, NODES)["data"]
+    held = [6 + 3, 6 + 3, 6, 6 + 8]
+    assert [s["__idle__"]["gpuCost"] for s in sets] == [24 - h + 8 for h in held] == [23, 23, 26, 18]
+    idle = sets[0]["__idle__"]
+    assert (idle["cpuCost"], idle["ramCost"], idle["totalCost"], idle["gpuHours"], idle["minutes"]) == (
+        2.0, 0.0, 25.0, 0.0, 60.0)
+    assert idle["properties"] == {"cluster": "embedded"}  # the nodes' idle rows merged: only the cluster is common
+    assert not any("__idle__" in name for s in sets for name in s if name != "__idle__")
+    whole = allocation_response(ledger, {"window": "4h", "aggregate": "namespace", "includeIdle": "true"}, NOW, NODES)
+    assert whole["data"][0]["__idle__"]["gpuCost"] == 4 * (24 + 8) - sum(held) == 90
+    per_node = allocation_response(ledger, {"window": "4h", "includeIdle": "true"}, NOW, NODES)["data"][0]
+    assert (per_node["embedded/n1/__idle__"]["gpuCost"], per_node["embedded/n2/__idle__"]["gpuCost"]) == (58.0, 32.0)
+    # no idle without includeIdle, from a server that prices no node, or in a set without any allocation
+    assert "__idle__" not in allocation_response(ledger, {"window": "4h", "aggregate": "namespace"}, NOW, NODES)[
+        "data"][0]
+    assert "__idle__" not in allocation_response(ledger, {**params, "step": "4h"}, NOW)["data"][0]
+    before = f"{int((T0 - timedelta(hours=2)).timestamp())},{int(T0.timestamp())}"
+    assert allocation_response(ledger, {**params, "window": before}, NOW, NODES)["data"] == [{}, {}]
+    with pytest.raises(WindowError, match="shareIdle is not emulated"):
+        allocation_response(ledger, {**params, "shareIdle": "true"}, NOW, NODES)
+
+
+def test_http_api_prices_the_nodes_it_is_given(ledger: CostLedger) -> None:
+    server = OpenCostServer(ledger, lambda: NOW)
+    server.start()
+    try:
+        params = {"window": "4h", "aggregate": "namespace", "includeIdle": "true", "shareIdle": "false"}
+        assert "__idle__" not in httpx.get(f"{server.url}/allocation", params=params).json()["data"][0]
+        server.price_nodes(NODES)
+        assert httpx.get(f"{server.url}/allocation", params=params).json()["data"][0]["__idle__"]["gpuCost"] == 90.0
+    finally:
+        server.stop()
 
 
 @pytest.mark.parametrize(

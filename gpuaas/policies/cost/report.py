@@ -64,6 +64,7 @@ from gpuaas.policies.cost._coverage import (
     unknown_without_telemetry,
 )
 from gpuaas.policies.cost._figures import cents, cost_per_outcome, footed, num
+from gpuaas.policies.cost._node_cost import NODE_COST_KEYS, node_cost
 from gpuaas.policies.cost._periods import period_rows
 from gpuaas.policies.cost._unknown_money import blank_unknown_money, unknown_costs
 from gpuaas.policies.cost._unpriced import (
@@ -91,7 +92,7 @@ from gpuaas.policies.cost.services import (
 )
 from gpuaas.policy import Policy, ServiceOutcome
 
-__all__ = ["COMPLETE_SHARE", "COST_SOURCES", "NO_OUTCOME", "CostReport", "build_cost_report", "comparison_note", "cost_per_outcome",
+__all__ = ["COMPLETE_SHARE", "COST_SOURCES", "NODE_COST_KEYS", "NO_OUTCOME", "CostReport", "build_cost_report", "comparison_note", "cost_per_outcome",
            "covered_share", "data_short_s", "period_complete"]
 
 
@@ -126,6 +127,9 @@ class CostReport:
     the report (the headline, the page, the summary) says so first."""
     cost_source: str | None = None
     """Where the money came from (``COST_SOURCES``); None where no cost source answered, or it was not recorded."""
+    node_cost: dict[str, Any] = field(default_factory=dict)
+    """What the nodes cost: the allocated cost plus OpenCost's ``__idle__`` (``NODE_COST_KEYS``), and per period
+    (``periods``); the idle figures None where unknown, with ``idle_unknown`` saying why (``_node_cost``)."""
 
 
 def _owner(services: list[ServiceOutcome], namespace: str, name: str) -> str | None:
@@ -371,6 +375,7 @@ def build_cost_report(inputs: CostInputs, policy: Policy, policy_file: str | Non
         covered_s=coverage.covered_s if coverage else None, data_from=coverage.data_from if coverage else None,
         span_step_s=coverage.step_s if coverage else None, telemetry_missing=missing,
         sources=dict(inputs.sources), cost_source=cost_source(inputs),
+        node_cost=node_cost(inputs, cluster, telemetry=missing is None),
     )
 
 

@@ -16,7 +16,17 @@ from functools import cached_property
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, SecretStr, ValidationError, model_validator
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    ConfigDict,
+    Field,
+    SecretStr,
+    ValidationError,
+    ValidationInfo,
+    field_validator,
+    model_validator,
+)
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict, SettingsError
 
 from gpuaas._secret_blocks import SECRET_BLOCKS, PrefectSecretBlocks, secret_block
@@ -65,13 +75,35 @@ LabelNames = Annotated[list[Annotated[str, _named(r"[a-zA-Z_][a-zA-Z0-9_]*", "la
 would read as missing."""
 
 
+def dcgm_scale(metric: str) -> float | None:
+    """The full scale of a DCGM field as dcgm-exporter writes it: 1 for the ``DCGM_FI_PROF_*`` ratios (0-1), 100
+    for the ``DCGM_FI_DEV_*_UTIL`` percentages (0-100); None for any other name (a recording rule), whose scale
+    only the operator knows."""
+    if re.fullmatch(r"DCGM_FI_PROF_\w+", metric):
+        return 1.0
+    if re.fullmatch(r"DCGM_FI_DEV_\w*_UTIL", metric):
+        return 100.0
+    return None
+
+
+ActivityScale = Annotated[float, Field(gt=0)] | None
+
+
 class MetricNames(BaseModel):
     """Metric and label names; the defaults match a standard GPU Operator + Kueue + vLLM install."""
 
     model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
 
     gpu_activity: MetricName = "DCGM_FI_PROF_GR_ENGINE_ACTIVE"
+    """The GPU's duty cycle, read first (``DCGM_FI_PROF_GR_ENGINE_ACTIVE`` is reported per MIG instance)."""
+    gpu_activity_scale: ActivityScale = Field(default=None, validate_default=True)
+    """What ``GPU_ACTIVITY`` reads when fully busy; its readings are divided by it. Unset for a DCGM field, whose
+    scale is known (1 for the ``DCGM_FI_PROF_*`` ratios, 100 for the ``DCGM_FI_DEV_*_UTIL`` percentages, whichever
+    variable names them); required for any other name (a recording rule): 1 for a ratio, 100 for a percentage."""
     gpu_util_fallback: MetricName = "DCGM_FI_DEV_GPU_UTIL"
+    """Read for a GPU without ``GPU_ACTIVITY`` in the window (no profiling metrics: older GPUs)."""
+    gpu_util_fallback_scale: ActivityScale = Field(default=None, validate_default=True)
+    """What ``GPU_UTIL_FALLBACK`` reads when fully busy, as ``GPU_ACTIVITY_SCALE`` is for its metric."""
     fb_used: MetricName = "DCGM_FI_DEV_FB_USED"
     power: MetricName = "DCGM_FI_DEV_POWER_USAGE"
     temperature: MetricName = "DCGM_FI_DEV_GPU_TEMP"
@@ -83,6 +115,35 @@ class MetricNames(BaseModel):
     hostname_labels: LabelNames = Field(default=["Hostname", "hostname"])
     sample_interval_seconds: Annotated[float, Field(gt=0, le=3600)] = 15
     """How often GPU series are scraped; coverage of a window = samples seen / samples expected."""
+
+    @field_validator("gpu_activity_scale", "gpu_util_fallback_scale")
+    @classmethod
+    def _scale_of_its_metric(cls, value: float | None, info: ValidationInfo) -> float | None:
+        """The scale goes with the metric a slot names, never with the slot: read at the other slot's scale, a
+        ratio divided by 100 reads a MIG instance at 70 % as idle, and a percentage left undivided reads every GPU
+        at 1 % or more as fully busy. A name whose scale is known (``dcgm_scale``) takes it, and a different one
+        set is refused; any other name needs one, refused when the settings load."""
+        metric = info.data.get(str(info.field_name).removesuffix("_scale"))
+        if metric is None:
+            return value  # the name itself was refused
+        known = dcgm_scale(metric)
+        if value is None and known is None:
+            raise ValueError(f"{metric} is not a DCGM field whose scale is known (DCGM_FI_PROF_* 0-1, "
+                             "DCGM_FI_DEV_*_UTIL 0-100): set the reading that means fully busy, 1 for a ratio or "
+                             "100 for a percentage")
+        if value is not None and known is not None and value != known:
+            raise ValueError(f"{metric} reads 0-{known:g}, not 0-{value:g}: leave the scale unset")
+        return value
+
+    @property
+    def gpu_activity_full_scale(self) -> float:
+        """What ``gpu_activity`` reads when fully busy: what its readings are divided by to read 0-1."""
+        return self.gpu_activity_scale or dcgm_scale(self.gpu_activity) or 1.0
+
+    @property
+    def gpu_util_fallback_full_scale(self) -> float:
+        """What ``gpu_util_fallback`` reads when fully busy: what its readings are divided by to read 0-1."""
+        return self.gpu_util_fallback_scale or dcgm_scale(self.gpu_util_fallback) or 1.0
 
 
 class GpuaasSettings(BaseSettings):

@@ -64,6 +64,7 @@ def test_settings_come_from_gpuaas_environment(tmp_path: Path, monkeypatch: pyte
     monkeypatch.setenv("GPUAAS_DATA_DIR", str(tmp_path / "d"))
     monkeypatch.setenv("GPUAAS_PROMETHEUS_URL", "http://127.0.0.1:9090")
     monkeypatch.setenv("GPUAAS_METRICS__GPU_ACTIVITY", "my_activity")
+    monkeypatch.setenv("GPUAAS_METRICS__GPU_ACTIVITY_SCALE", "1")
     monkeypatch.setenv("GPUAAS_POLICY_FILE", str(EXAMPLE))
     settings = load_settings()
     assert settings.prometheus_url == "http://127.0.0.1:9090"

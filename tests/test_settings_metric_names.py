@@ -38,6 +38,7 @@ def test_a_name_prometheus_cannot_hold_is_refused_naming_the_variable(
 
 def test_the_names_of_a_renamed_install_load(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("GPUAAS_METRICS__GPU_ACTIVITY", "gpu:engine_active:ratio")
+    monkeypatch.setenv("GPUAAS_METRICS__GPU_ACTIVITY_SCALE", "1")  # a recording rule's scale is the operator's
     monkeypatch.setenv("GPUAAS_METRICS__POD_LABELS", '["container_pod"]')
     settings = load_settings()
     assert settings.metrics.gpu_activity == "gpu:engine_active:ratio"

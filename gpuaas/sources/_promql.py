@@ -9,23 +9,31 @@ Label variants are normalised inside the query with ``label_replace`` into ``gpu
 labels: ``pod``/``exported_pod`` (later names in ``MetricNames.pod_labels`` win, because
 ``exported_*`` only exists when the exporter's own label lost the collision), the same for
 namespaces and ``Hostname``/``hostname``. A series whose ``pod`` is the dcgm-exporter pod
-itself (``honorLabels: true`` on an unallocated GPU) gets no pod.
+itself (``honorLabels: true`` on an unallocated GPU, or any series scraped without it) gets no pod.
+
+The activity metrics are read at their own scale (``Signal``): a reading divided by it is 0-1,
+whichever setting names the metric.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from typing import NamedTuple
 
 from gpuaas.models import MAX_GAP_INTERVALS
 from gpuaas.settings import MetricNames
 
 __all__ = [
+    "GPU_IDENTITY",
     "GPU_KEYS",
+    "Signal",
+    "activity",
     "any_of",
     "device_query",
     "duration",
     "fallback_probe_query",
     "gpu_activity_query",
+    "gpu_source_labels",
     "kueue_once",
     "kueue_query",
     "last_sample_time",
@@ -34,15 +42,28 @@ __all__ = [
     "pod_source_labels",
     "priced_nodes_query",
     "quote",
+    "scaled",
+    "signals",
     "staleness_query",
     "tag",
+    "under",
     "union",
     "vllm_query",
 ]
 
 GPU_KEYS = ("gpuaas_host", "gpu", "UUID", "uuid", "modelName", "GPU_I_ID",
             "gpuaas_namespace", "gpuaas_pod", "gpuaas_container")
-EXPORTER_CONTAINER = ".*dcgm-exporter.*"
+GPU_IDENTITY = ("UUID", "uuid", "gpu", "GPU_I_ID")
+"""dcgm-exporter's labels that name one GPU or MIG instance (``uuid`` with ``--use-old-namespace``): with the pod
+labels, what two series of one GPU share; ``instance``, ``job``, ``prometheus_replica`` and the hostname label are
+not (a backfilled and a live series, a double scrape, an HA pair, ``Hostname`` renamed ``hostname``)."""
+EXPORTER_CONTAINER = "exporter|.*dcgm-exporter.*"
+"""The dcgm-exporter's own container: ``exporter`` in its Helm chart (``deployment/templates/daemonset.yaml``),
+``nvidia-dcgm-exporter`` in the GPU Operator; a series carries it where no pod holds the GPU (``honorLabels: true``)
+and on every series scraped without ``honorLabels``."""
+EXPORTER_POD = ".*dcgm-exporter.*"
+"""Its pod, by name (the chart's ``<release>-dcgm-exporter-…`` unless ``fullnameOverride``, the GPU Operator's
+``nvidia-dcgm-exporter-…``): an install that renamed the container or the pod is still known by the other."""
 CONTAINER_LABELS = ("container", "exported_container")
 KUEUE_PENDING = "kueue_pending_workloads"
 KUEUE_USAGE = "kueue_cluster_queue_resource_usage"
@@ -105,6 +126,12 @@ def union(exprs: Sequence[str]) -> str:
     return " or ".join(f"({e})" for e in exprs)
 
 
+def under(seconds: float) -> str:
+    """A range one millisecond shorter than ``seconds``: ``[t - r, t]`` is closed at both ends (Prometheus 2), so a
+    range of a whole sample interval at each step of a subquery at that interval would see some samples twice."""
+    return f"{max(int(round(seconds * 1000)) - 1, 1)}ms"
+
+
 def _copy(expr: str, dst: str, labels: Sequence[str]) -> str:
     # ``(?s)``: RE2's ``.`` stops at a newline, and a label value may hold one.
     for label in labels:
@@ -125,8 +152,11 @@ def normalise(expr: str, m: MetricNames) -> str:
     expr = _copy(expr, "gpuaas_pod", m.pod_labels[:1])
     expr = _copy(expr, "gpuaas_namespace", m.namespace_labels[:1])
     expr = _copy(expr, "gpuaas_container", (first,))
-    for dst in ("gpuaas_pod", "gpuaas_namespace", "gpuaas_container"):
-        expr = f'label_replace({expr}, "{dst}", "", "{first}", "{EXPORTER_CONTAINER}")'
+    # The exporter's own pod is no workload: known by its container or its pod (the exporter's labels, never the
+    # ``exported_*`` ones, which name the workload's pod and are copied after).
+    for source, exporter in ((first, EXPORTER_CONTAINER), (m.pod_labels[0], EXPORTER_POD)):
+        for dst in ("gpuaas_pod", "gpuaas_namespace", "gpuaas_container"):
+            expr = f'label_replace({expr}, "{dst}", "", "{source}", "(?s){exporter}")'
     expr = _copy(expr, "gpuaas_pod", m.pod_labels[1:])
     expr = _copy(expr, "gpuaas_namespace", m.namespace_labels[1:])
     expr = _copy(expr, "gpuaas_container", rest)
@@ -137,21 +167,42 @@ def _by(keys: Sequence[str]) -> str:
     return ", ".join(keys)
 
 
-def _per_signal(make: Callable[[str, bool], str], m: MetricNames, fallback: bool = True) -> str:
-    """``make(metric, is_percent)`` of the preferred activity metric, else of GPU_UTIL, per GPU series;
+class Signal(NamedTuple):
+    """One of the two activity metrics, as the queries read it."""
+
+    metric: str
+    scale: float
+    """Its full scale (``MetricNames.gpu_activity_full_scale``), the metric's whichever setting names it."""
+    fallback: bool
+    """Whether it is the fallback, read only for a GPU without the preferred metric."""
+
+
+def signals(m: MetricNames) -> tuple[Signal, Signal]:
+    """The preferred activity metric and the fallback, each with its scale."""
+    return (Signal(m.gpu_activity, m.gpu_activity_full_scale, False),
+            Signal(m.gpu_util_fallback, m.gpu_util_fallback_full_scale, True))
+
+
+def scaled(expr: str, scale: float) -> str:
+    """``expr`` (readings of a metric, or a statistic of them that keeps their unit) at 0-1."""
+    return expr if scale == 1 else f"{expr} / {scale:.12g}"
+
+
+def _per_signal(make: Callable[[Signal], str], m: MetricNames, fallback: bool = True) -> str:
+    """``make(signal)`` of the preferred activity metric, else of the fallback, per GPU series;
     the preferred one alone with ``fallback=False`` (``fallback_probe_query`` found no GPU needing
-    GPU_UTIL: Prometheus evaluates both sides of ``or`` in full, the discarded one too)."""
-    preferred = tag(make(m.gpu_activity, False), 'gpuaas_signal', m.gpu_activity)
+    the fallback: Prometheus evaluates both sides of ``or`` in full, the discarded one too)."""
+    preferred, fallen_back = signals(m)
+    first = tag(make(preferred), "gpuaas_signal", preferred.metric)
     if not fallback:
-        return preferred
-    return (f"{preferred}"
-            f" or ignoring(gpuaas_signal) {tag(make(m.gpu_util_fallback, True), 'gpuaas_signal', m.gpu_util_fallback)}")
+        return first
+    return f"{first} or ignoring(gpuaas_signal) {tag(make(fallen_back), 'gpuaas_signal', fallen_back.metric)}"
 
 
-def _activity(fn: str, m: MetricNames, window: str, percent: bool = True, fallback: bool = True) -> str:
-    """``fn`` of the preferred activity metric, else of GPU_UTIL (scaled from percent), per GPU series."""
-    return _per_signal(lambda metric, pct: f"{fn}({metric}[{window}])" + (" / 100" if pct and percent else ""), m,
-                       fallback)
+def activity(fn: str, m: MetricNames, window: str, fallback: bool = True) -> str:
+    """``fn`` (a statistic that keeps the unit: ``avg_over_time``, ``max_over_time``) of the preferred activity
+    metric, else of the fallback, per GPU series, at 0-1 (each divided by its own scale)."""
+    return _per_signal(lambda s: scaled(f"{fn}({s.metric}[{window}])", s.scale), m, fallback)
 
 
 def fallback_probe_query(m: MetricNames, ranges_s: Sequence[float]) -> str:
@@ -221,8 +272,9 @@ def _gaps(m: MetricNames, window_s: float, sample_interval_s: float, at: float, 
     has_preferred = f"count_over_time({m.gpu_activity}[{w}] @ {at:.3f})"
     steps = f"scalar(count_over_time(vector(1)[{w}:{step}]))"
 
-    def gap(metric: str, is_fallback: bool) -> str:
-        only = f" unless {has_preferred}" if is_fallback else ""
+    def gap(signal: Signal) -> str:
+        metric = signal.metric
+        only = f" unless {has_preferred}" if signal.fallback else ""
 
         def rung(k: int, joined: bool) -> str:
             present = f"present_over_time({metric}[{duration(k * i)}]){only}"
@@ -240,10 +292,32 @@ def _gaps(m: MetricNames, window_s: float, sample_interval_s: float, at: float, 
     return f"min by ({_by(GPU_KEYS)}, gpuaas_stat, gpuaas_signal) ({normalise(gaps, m)})"
 
 
+def gpu_source_labels(m: MetricNames) -> str:
+    """The labels ``normalise`` makes ``GPU_KEYS`` of, for a ``by`` clause: a GPU's series that differ only by the
+    scrape (``job``, ``instance``, ``prometheus_replica``) are one under them."""
+    return _by(list(dict.fromkeys([*GPU_IDENTITY, "modelName", *pod_source_labels(m).split(", "), *m.hostname_labels])))
+
+
+def _samples_seen(m: MetricNames, window_s: float, sample_interval_s: float, fallback: bool = True) -> str:
+    """Per GPU, its samples in the window, counted a sample interval at a time (the steps of a subquery at the
+    interval) on its series merged: at each step the most any of them holds (``max by`` its
+    ``gpu_source_labels``).
+
+    Why merged per step: two series of one GPU that differ only by the scrape (an HA pair's
+    ``prometheus_replica``, two jobs scraping one exporter) hold the same samples twice; added up, a feed at half
+    the scrape rate would read as full coverage. A backfilled and a live series, or an exporter restarted under
+    a new ``instance``, still add up, each in the steps it holds; and a late sample is still counted, in the
+    step it fell in (counting the steps with a sample would miss one of two samples that share a step).
+    """
+    w, step, last = duration(window_s), duration(sample_interval_s), under(sample_interval_s)
+    return _per_signal(lambda s: f"sum_over_time((max by ({gpu_source_labels(m)})"
+                                 f" (count_over_time({s.metric}[{last}])))[{w}:{step}])", m, fallback)
+
+
 def gpu_activity_query(m: MetricNames, window_s: float, sample_interval_s: float, at: float,
                        fallback: bool = True) -> str:
     """Per GPU over the window ending at ``at`` (Unix s): activity avg and max (0-1), coverage
-    (observed/expected samples) and ``gap``, the longest stretch without a sample.
+    (observed/expected samples, ``_samples_seen``) and ``gap``, the longest stretch without a sample.
 
     ``gap`` is an upper bound, in whole sample intervals (``_gaps``): never smaller than the longest
     stretch between two samples, from the window's start to the first or from the newest to ``at``,
@@ -253,13 +327,13 @@ def gpu_activity_query(m: MetricNames, window_s: float, sample_interval_s: float
     w = duration(window_s)
     expected = max(window_s / sample_interval_s, 1.0)
     parts = [
-        tag(f"({_activity('avg_over_time', m, w, fallback=fallback)})", "gpuaas_stat", "activity_avg"),
-        tag(f"({_activity('max_over_time', m, w, fallback=fallback)})", "gpuaas_stat", "activity_max"),
+        tag(f"({activity('avg_over_time', m, w, fallback=fallback)})", "gpuaas_stat", "activity_avg"),
+        tag(f"({activity('max_over_time', m, w, fallback=fallback)})", "gpuaas_stat", "activity_max"),
     ]
     by = f"{_by(GPU_KEYS)}, gpuaas_stat, gpuaas_signal"
-    # Samples of all of a GPU's series count (history and live series with different labels); an HA
-    # pair may double-count, which the cap hides and the gap rule, computed on their union, does not.
-    counted = f"sum by ({by}) ({normalise(tag(_activity('count_over_time', m, w, percent=False, fallback=fallback), 'gpuaas_stat', 'coverage'), m)})"
+    # What is still apart after the merge (a GPU under ``Hostname``, then ``hostname``) is added up.
+    seen = tag(_samples_seen(m, window_s, sample_interval_s, fallback), "gpuaas_stat", "coverage")
+    counted = f"sum by ({by}) ({normalise(seen, m)})"
     coverage = f"clamp_max({counted} / {expected:g}, 1)"
     return (f"max by ({by}) ({normalise(union(parts), m)}) or {coverage}"
             f" or ({_gaps(m, window_s, sample_interval_s, at, fallback)})")
@@ -269,7 +343,7 @@ def device_query(m: MetricNames, xid_window_s: float, fallback: bool = True) -> 
     """Per GPU, latest framebuffer used (MiB), power (W), temperature (C); last XID in the window; and
     ``age_s``, the seconds since the GPU's newest activity sample (within the window)."""
     window = duration(xid_window_s)
-    age = _per_signal(lambda metric, _pct: f"time() - {last_sample_time(metric, window)}", m, fallback)
+    age = _per_signal(lambda s: f"time() - {last_sample_time(s.metric, window)}", m, fallback)
     parts = [
         tag(m.fb_used, "gpuaas_stat", "fb_used_mib"),
         tag(m.power, "gpuaas_stat", "power_w"),

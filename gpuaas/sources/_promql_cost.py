@@ -47,7 +47,9 @@ from collections.abc import Callable, Sequence
 from gpuaas.policy import ServiceOutcome
 from gpuaas.settings import MetricNames
 from gpuaas.sources._promql import (
+    GPU_IDENTITY,
     KUEUE_USAGE,
+    Signal,
     any_of,
     duration,
     kueue_once,
@@ -55,9 +57,11 @@ from gpuaas.sources._promql import (
     pod_source_labels,
     priced_nodes_query,
     quote,
+    signals,
     tag,
     union,
 )
+from gpuaas.sources._promql import under as _under
 
 __all__ = [
     "QUALITY_STEP_S",
@@ -85,20 +89,8 @@ metric held its threshold for the whole step. The steps are counted back from th
 _WHO = "gpuaas_namespace, model_name"
 
 
-def _under(seconds: float) -> str:
-    """A range one millisecond shorter than ``seconds``: ``[t - r, t]`` is closed at both ends."""
-    return f"{max(int(round(seconds * 1000)) - 1, 1)}ms"
-
-
 def _per_hour(expr: str, step_s: float) -> str:
     return f"({expr}) * {step_s / 3600:.10g}"
-
-
-GPU_IDENTITY = ("UUID", "uuid", "gpu", "GPU_I_ID")
-"""dcgm-exporter's labels that name one GPU (or MIG instance): ``UUID`` (``uuid`` with ``--use-old-namespace``),
-the index ``gpu`` and the MIG instance ``GPU_I_ID``. With the pod labels (a shared GPU has a series per pod) they
-are what two series of one GPU have in common; ``instance``, ``job`` and the hostname label are not (a backfilled
-and a live series, a double scrape, an exporter renamed ``Hostname`` to ``hostname``), so they are left out."""
 
 
 def gpu_keys(m: MetricNames) -> str:
@@ -126,22 +118,23 @@ def _presence(metric: str, period_s: float, offset_s: float) -> str:
     return f"present_over_time({metric}[{_under(period_s)}]{offset})"
 
 
-def _signal(m: MetricNames, period_s: float, offset_s: float, make: Callable[[str, float], str],
+def _signal(m: MetricNames, period_s: float, offset_s: float, make: Callable[[Signal], str],
             fallback: bool = True) -> str:
-    """``make(metric, scale)`` of the activity metric for the GPUs that have it in the period, else of the
-    fallback (``scale`` 100: a percentage). The choice is made per GPU and period, outside the
-    subquery, so it costs one match per GPU and period instead of one per sample step.
+    """``make(signal)`` of the activity metric for the GPUs that have it in the period, else of the
+    fallback, each with its own scale (``Signal.scale``: 100 for a percentage, whichever setting names it). The
+    choice is made per GPU and period, outside the subquery, so it costs one match per GPU and period instead of
+    one per sample step.
 
     ``fallback=False`` (``fallback_probe_query`` found no GPU that would use it) leaves the fallback
     out: Prometheus evaluates both sides of ``or`` in full, and the fallback's subquery for GPUs that
     have the activity metric was half of the query's time.
     """
-    preferred = make(m.gpu_activity, 1.0)
+    first, second = signals(m)
+    preferred = make(first)
     if not fallback:
         return f"({preferred})"
-    fallen_back = make(m.gpu_util_fallback, 100.0)
-    return (f"({preferred}) or (({fallen_back}) unless on ({gpu_keys(m)}) "
-            f"{_presence(m.gpu_activity, period_s, offset_s)})")
+    return (f"({preferred}) or (({make(second)}) unless on ({gpu_keys(m)}) "
+            f"{_presence(first.metric, period_s, offset_s)})")
 
 
 def fallback_probe_query(m: MetricNames, period_s: float, offset_s: float = 0.0) -> str:
@@ -156,22 +149,22 @@ def gpu_observed_query(m: MetricNames, period_s: float, interval_s: float, offse
     """Per pod and period: GPU-hours with telemetry, i.e. the sample steps where the GPU's series has a sample that
     is a reading: one below 0 (no duty cycle reads so) or NaN is no telemetry, so its step is unknown, never idle."""
     sub = f"[{_under(period_s)}:{duration(interval_s)}]"
-    return tag(_per_pod(_signal(m, period_s, offset_s, lambda metric, _: (
-        f"count_over_time(({_one_per_gpu(f'max_over_time({metric}[{_under(interval_s)}])', m)} >= 0){sub})"),
+    return tag(_per_pod(_signal(m, period_s, offset_s, lambda s: (
+        f"count_over_time(({_one_per_gpu(f'max_over_time({s.metric}[{_under(interval_s)}])', m)} >= 0){sub})"),
         fallback), m, interval_s),
         "gpuaas_stat", "observed_h")
 
 
 def gpu_active_query(m: MetricNames, period_s: float, interval_s: float, offset_s: float = 0.0,
                      fallback: bool = True) -> str:
-    """Per pod and period: activity-weighted GPU-hours (the activity ratio, or GPU_UTIL / 100, summed over the
+    """Per pod and period: activity-weighted GPU-hours (each reading over its metric's scale, summed over the
     sample steps x the interval): the effective utilisation that the thresholded busy hours round up. The steps are
     those ``gpu_observed_query`` counts, each at most fully active: a reading past the scale (``1e308``) adds one
     step's hours, not an overflow."""
     sub = f"[{_under(period_s)}:{duration(interval_s)}]"
-    return tag(_per_pod(_signal(m, period_s, offset_s, lambda metric, scale: (
-        f"sum_over_time(clamp_max({_one_per_gpu(f'max_over_time({metric}[{_under(interval_s)}])', m)} >= 0, "
-        f"{scale:g}){sub}) / {scale:g}"),
+    return tag(_per_pod(_signal(m, period_s, offset_s, lambda s: (
+        f"sum_over_time(clamp_max({_one_per_gpu(f'max_over_time({s.metric}[{_under(interval_s)}])', m)} >= 0, "
+        f"{s.scale:.12g}){sub}) / {s.scale:.12g}"),
         fallback), m, interval_s),
         "gpuaas_stat", "active_h")
 
@@ -184,9 +177,9 @@ def gpu_busy_query(m: MetricNames, threshold: float, period_s: float, interval_s
     ``count_over_time``; a GPU never busy in the period has no series (0 busy hours).
     """
     sub = f"[{_under(period_s)}:{duration(interval_s)}]"
-    return tag(_per_pod(_signal(m, period_s, offset_s, lambda metric, scale: (
-        f"count_over_time(({_one_per_gpu(f'max_over_time({metric}[{_under(interval_s)}])', m)}"
-        f" > {threshold * scale:.12g}){sub})"),
+    return tag(_per_pod(_signal(m, period_s, offset_s, lambda s: (
+        f"count_over_time(({_one_per_gpu(f'max_over_time({s.metric}[{_under(interval_s)}])', m)}"
+        f" > {threshold * s.scale:.12g}){sub})"),
         fallback), m, interval_s), "gpuaas_stat", "busy_h")
 
 

@@ -10,12 +10,13 @@ How it stays bounded:
 
 * PromQL does the aggregation. One range query per time chunk (``chunk_s``, e.g. 6 h)
   returns two series per pod: the maximum over the pod's GPUs of the preferred activity
-  metric's ``max_over_time`` over the step (falling back to GPU_UTIL / 100), and how many
-  of its GPUs had a sample in the step (a step in which some did not is no evidence of
-  idleness), with the label variants normalised as in collect (after the GPUs are folded to
-  pods: relabelling every GPU series at every step was most of the query's time). The count
-  roughly doubles the query's time in Prometheus (the per-GPU selection is evaluated once
-  per fold), not the number of queries. The number of queries is
+  metric's ``max_over_time`` over the step (falling back to GPU_UTIL, each over its own
+  scale), and how many of its GPUs (devices: a MIG instance is one) had a sample in the step
+  (a step in which some did not is no evidence of idleness), with the label variants
+  normalised as in collect (after the GPUs are folded to pods: relabelling every GPU series
+  at every step was most of the query's time). The count roughly doubles the query's time
+  in Prometheus (the per-GPU selection is evaluated once per fold), not the number of
+  queries. The number of queries is
   ``ceil(span / chunk_s)`` whatever the fleet size: never one per workload or GPU. A chunk
   Prometheus is too slow to answer (a read timeout, or its own query timeout) is asked again
   in halves, up to ``MAX_HALVINGS`` times, so a big fleet on a busy server still gets its
@@ -65,8 +66,8 @@ class HistoryChunk:
 
 
 GPUS_SERIES = "gpus"
-"""The ``gpuaas_stat`` label of a pod's second series in the history query: how many of its GPU series
-had a sample in the step (its first series, without the label, is the activity)."""
+"""The ``gpuaas_stat`` label of a pod's second series in the history query: how many of its GPUs (devices, not
+series) had a sample in the step (its first series, without the label, is the activity)."""
 
 
 def activity_history_query(m: MetricNames, step_s: float) -> str:
@@ -77,18 +78,24 @@ def activity_history_query(m: MetricNames, step_s: float) -> str:
     the labels that name their pod before those are normalised, which gives the same maximum
     with one series a pod to relabel at every step instead of one a GPU. The count is what tells a
     pod with 4 GPUs of which 2 reported apart from one whose 4 did: the maximum of 2 idle GPUs says
-    nothing of the other 2. It is asked in the same query (one request a chunk, as before); Prometheus
-    evaluates the per-GPU selection once for each of the two folds."""
+    nothing of the other 2. It counts devices, not series: a GPU's series that differ only by the
+    scrape (an HA pair's ``prometheus_replica``, two jobs scraping one exporter, a backfilled and a live
+    series) are merged first (``max by`` its identity, ``GPU_IDENTITY``, and its pod's labels), or one
+    GPU seen twice would stand in for another that sent nothing. It is asked in the same query (one
+    request a chunk, as before); Prometheus evaluates the per-GPU selection once for each of the two folds."""
     # A window one second shorter than the step: Prometheus 2 closes range selectors on both ends,
     # and a full-step window would also take the previous step's sample.
-    per_gpu = q._activity("max_over_time", m, q.duration(max(step_s - 1, 1)))  # noqa: SLF001
+    per_gpu = q.activity("max_over_time", m, q.duration(max(step_s - 1, 1)))
+    pod = q.pod_source_labels(m)
+    devices = f"max by ({', '.join(q.GPU_IDENTITY)}, {pod}) ({per_gpu})"
 
-    def per_pod(fold: str, across_label_variants: str) -> str:
-        folded = q.normalise(f"{fold} by ({q.pod_source_labels(m)}) ({per_gpu})", m)
+    def per_pod(fold: str, of: str, across_label_variants: str) -> str:
+        folded = q.normalise(f"{fold} by ({pod}) ({of})", m)
         return f"{across_label_variants} by (gpuaas_namespace, gpuaas_pod) ({folded})"
 
     # A pod's GPUs may come under two label variants (pod, exported_pod): maxima are folded by max, counts added.
-    return f"{per_pod('max', 'max')} or {q.tag(per_pod('count', 'sum'), 'gpuaas_stat', GPUS_SERIES)}"
+    return (f"{per_pod('max', per_gpu, 'max')}"
+            f" or {q.tag(per_pod('count', devices, 'sum'), 'gpuaas_stat', GPUS_SERIES)}")
 
 
 def history_chunks(start: datetime, end: datetime, step_s: float, chunk_s: float) -> list[tuple[datetime, datetime]]:
@@ -131,7 +138,7 @@ def query_range_halving(prom: RangeQueries, expr: str, a: datetime, b: datetime,
 
 
 def _chunk_frame(result: list[dict[str, object]], namespaces: Sequence[str]) -> pd.DataFrame:
-    """``namespace, pod, t, value`` (percent) and ``gpus_observed`` (its GPU series with a sample in the step;
+    """``namespace, pod, t, value`` (percent) and ``gpus_observed`` (its GPUs with a sample in the step;
     NaN where the answer has no count for it) per pod and step with a value."""
     rows: dict[str, list[tuple[str, str, float, float]]] = {"": [], GPUS_SERIES: []}
     for series in result:

@@ -73,7 +73,8 @@ def test_a_working_setup_passes_and_names_the_workloads_without_telemetry(
 
 
 @pytest.mark.parametrize(("env", "said"), [
-    ({"GPUAAS_METRICS__GPU_ACTIVITY": "DCGM_RENAMED_ACTIVE", "GPUAAS_METRICS__GPU_UTIL_FALLBACK": "DCGM_RENAMED_UTIL"},
+    ({"GPUAAS_METRICS__GPU_ACTIVITY": "DCGM_RENAMED_ACTIVE", "GPUAAS_METRICS__GPU_UTIL_FALLBACK": "DCGM_RENAMED_UTIL",
+      "GPUAAS_METRICS__GPU_ACTIVITY_SCALE": "1", "GPUAAS_METRICS__GPU_UTIL_FALLBACK_SCALE": "100"},
      "no series of DCGM_RENAMED_ACTIVE or DCGM_RENAMED_UTIL in Prometheus: is dcgm-exporter scraped?"),
     ({"GPUAAS_METRICS__POD_LABELS": '["container_pod"]'},
      "carry none of the pod labels container_pod: set GPUAAS_METRICS__POD_LABELS"),

@@ -459,6 +459,8 @@ def test_a_collect_with_no_gpu_telemetry_is_degraded_as_a_reclaim_of_it_would_be
 
     monkeypatch.setenv("GPUAAS_METRICS__GPU_ACTIVITY", "NO_SUCH_METRIC")
     monkeypatch.setenv("GPUAAS_METRICS__GPU_UTIL_FALLBACK", "NOR_THIS_ONE")
+    monkeypatch.setenv("GPUAAS_METRICS__GPU_ACTIVITY_SCALE", "1")  # names no DCGM field: their scales are set
+    monkeypatch.setenv("GPUAAS_METRICS__GPU_UTIL_FALLBACK_SCALE", "100")
     done = CliRunner().invoke(app, ["collect", "--format", "json"])
     assert done.exit_code == 3, done.output
     import json

@@ -212,6 +212,8 @@ def test_cli_without_gpu_telemetry_is_degraded_and_says_unknown(pointed: Embedde
 
     monkeypatch.setenv("GPUAAS_METRICS__GPU_ACTIVITY", "FOO_METRIC")
     monkeypatch.setenv("GPUAAS_METRICS__GPU_UTIL_FALLBACK", "BAR_METRIC")
+    monkeypatch.setenv("GPUAAS_METRICS__GPU_ACTIVITY_SCALE", "1")  # names no DCGM field: their scales are set
+    monkeypatch.setenv("GPUAAS_METRICS__GPU_UTIL_FALLBACK_SCALE", "100")
     runner = CliRunner()
     result = runner.invoke(app, ["cost-report", "--window", "2h", "--format", "json", "--no-compare"])
     assert result.exit_code == 3, result.output

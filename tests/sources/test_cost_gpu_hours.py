@@ -183,7 +183,8 @@ def test_no_gpu_telemetry_under_the_metric_names_is_unknown_and_named(prometheus
 
     settings = load_settings(prometheus_url=prometheus.url, nvml="off", data_dir=tmp_path,
                              metrics=MetricNames(sample_interval_seconds=60, gpu_activity="FOO_METRIC",
-                                                 gpu_util_fallback="BAR_METRIC"))
+                                                 gpu_activity_scale=1, gpu_util_fallback="BAR_METRIC",
+                                                 gpu_util_fallback_scale=100))
     inputs = read_cost_inputs(settings, NOW, 7200)
     assert inputs.gpu.empty
     details = dict(inputs.sources["prometheus"].details)

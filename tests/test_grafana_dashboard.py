@@ -191,17 +191,29 @@ def test_every_template_variable_has_values(prometheus: PrometheusServer) -> Non
         assert body["status"] == "success" and body["data"]["result"], var["name"]
 
 
+_HELM_CHART = {"container": "exporter", "pod": "dcgm-exporter-7xk2p"}
+"""The dcgm-exporter's own labels as its Helm chart names them (``deployment/templates/daemonset.yaml``), where the
+GPU Operator of the capture names them ``nvidia-dcgm-exporter``."""
+
+
+@pytest.mark.parametrize("exporter", [{}, _HELM_CHART], ids=["gpu-operator", "helm-chart"])
 def test_projects_and_tenants_come_from_the_workloads_not_the_exporter(
-        prometheus_factory: Callable[[Any], PrometheusServer], tmp_path: Path) -> None:
+        prometheus_factory: Callable[[Any], PrometheusServer], tmp_path: Path, exporter: dict[str, str]) -> None:
     """The real aicr capture (16 H100s on 2 nodes, scraped with honorLabels: true): the 15 GPUs no pod holds
     carry the exporter's own ``namespace="gpu-operator"``; "GPUs held per project" must show the one GPU the
     vLLM pod holds, not 15 under gpu-operator. Per tenant, through the policy's mapping (the recording rule
     generated from a policy whose tenant ``serving`` owns ``dynamo-workload``, and ``ops`` owns
-    ``gpu-operator``): that GPU is the serving tenant's, and the exporter's namespace holds none."""
+    ``gpu-operator``): that GPU is the serving tenant's, and the exporter's namespace holds none. The same with
+    the exporter's container and pod named as its Helm chart names them."""
     capture = json.loads((Path(__file__).resolve().parents[1] / ".." / "shared" / "fixtures" / "telemetry" / "dcgm"
                           / "prometheus-api-query.DCGM_FI_DEV_GPU_UTIL.aicr.json").read_text())
-    samples: list[Sample] = [(r["metric"]["__name__"], {k: v for k, v in r["metric"].items() if k != "__name__"},
-                              float(r["value"][1]), (END - timedelta(minutes=m)).timestamp())
+
+    def labels(metric: dict[str, str]) -> dict[str, str]:
+        own = metric.get("container") == "nvidia-dcgm-exporter"  # a GPU no pod holds: the exporter's labels
+        return {k: v for k, v in metric.items() if k != "__name__"} | (exporter if own else {})
+
+    samples: list[Sample] = [(r["metric"]["__name__"], labels(r["metric"]), float(r["value"][1]),
+                              (END - timedelta(minutes=m)).timestamp())
                              for r in capture["data"]["result"] for m in range(5)]
     policy = parse_policy({"tenants": [{"name": "serving", "namespaces": ["dynamo-workload"]},
                                        {"name": "ops", "namespaces": ["gpu-operator"]}]})

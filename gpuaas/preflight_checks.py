@@ -183,7 +183,7 @@ def telemetry_check(workloads: pd.DataFrame, metrics: MetricNames, found: Series
     unknown = holding[holding["telemetry"] == "unknown"]
     unseen = int((holding["gpus_observed"].fillna(0) == 0).sum())
     total = len(holding)
-    names = " or ".join(dict.fromkeys([metrics.gpu_activity, metrics.gpu_util_fallback]))  # each named once
+    names = metrics.activity_names
     if unknown.empty:
         return Check(name, Verdict.ok, f"{total} of {total} GPU workloads have complete telemetry ({names})")
     if unseen < total or found is None:

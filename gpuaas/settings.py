@@ -145,6 +145,11 @@ class MetricNames(BaseModel):
         """What ``gpu_util_fallback`` reads when fully busy: what its readings are divided by to read 0-1."""
         return self.gpu_util_fallback_scale or dcgm_scale(self.gpu_util_fallback) or 1.0
 
+    @property
+    def activity_names(self) -> str:
+        """``A or B``: the activity metrics as a sentence names them, each once (both settings may name one)."""
+        return " or ".join(dict.fromkeys([self.gpu_activity, self.gpu_util_fallback]))
+
 
 class GpuaasSettings(BaseSettings):
     """Every value is checked when the settings load, naming its variable. A number must be finite

@@ -1,4 +1,4 @@
-"""The preflight's telemetry check names each activity metric once.
+"""The preflight's telemetry check, and the cost report's coverage, name each activity metric once.
 
 With ``GPUAAS_METRICS__GPU_ACTIVITY=DCGM_FI_DEV_GPU_UTIL`` (a fleet without profiling metrics) both settings name
 GPU_UTIL, and the check said ``no series of DCGM_FI_DEV_GPU_UTIL or DCGM_FI_DEV_GPU_UTIL``.
@@ -24,3 +24,8 @@ def test_the_metrics_are_named_once_each(metrics: MetricNames, named: str) -> No
     check = telemetry_check(blind, metrics, SeriesCensus(series={}, labelled={}))
     assert check.verdict is Verdict.failed
     assert check.detail.startswith(f"no series of {named} in Prometheus: is dcgm-exporter scraped?"), check.detail
+
+
+def test_the_sentence_the_cost_reports_coverage_quotes_names_the_metrics_once_each() -> None:
+    assert MetricNames(gpu_activity=UTIL).activity_names == UTIL
+    assert MetricNames().activity_names == f"DCGM_FI_PROF_GR_ENGINE_ACTIVE or {UTIL}"

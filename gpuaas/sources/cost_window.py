@@ -253,7 +253,7 @@ def read_cost_inputs(settings: GpuaasSettings, end: datetime, window_s: float,
     # a failing Prometheus ends the read; one that answers says how much of the window its telemetry spans, and where
     span = data_span(spans, start, period_s, days, q.span_step(period_s, interval_s))
     sources["prometheus"] = SourceStatus("prometheus", ok=True, details=(
-        *span, ("gpu_metrics", f"{m.gpu_activity} or {m.gpu_util_fallback}")))
+        *span, ("gpu_metrics", m.activity_names)))
     if kube.failure is not None:
         sources["kube"] = SourceStatus("kube", ok=False, error=kube.failure)
     elif settings.kubeconfig or settings.in_cluster:

@@ -36,6 +36,7 @@ import numpy as np
 import pandas as pd
 
 from gpuaas.errors import SourceUnavailable
+from gpuaas.kueue_gaps import with_gap_rows
 from gpuaas.models import GpuSample, Snapshot, SourceStatus, WorkloadState, is_elastic
 from gpuaas.policies.reclaim import (
     COMPLETE_COVERAGE,
@@ -179,10 +180,11 @@ def _telemetry(frame: pd.DataFrame, kube: KubeState, prom: PrometheusReading | N
 def _quota_frame(kube: KubeState) -> pd.DataFrame:
     rows = [{"cluster_queue": cq.name, "cohort": cq.cohort, **asdict(q), "reclaim_within_cohort": cq.reclaim_within_cohort,
              "within_cluster_queue": cq.within_cluster_queue,
-             "priority_preemption": cq.priority_preemption}
+             "priority_preemption": cq.priority_preemption, "inactive": cq.inactive}
             for cq in kube.cluster_queues for q in cq.quotas]
     cols = ["cluster_queue", "cohort", "flavor", "resource", "nominal", "borrowing_limit", "lending_limit",
-            "reserved", "usage", "borrowed", "reclaim_within_cohort", "within_cluster_queue", "priority_preemption"]
+            "reserved", "usage", "borrowed", "reclaim_within_cohort", "within_cluster_queue", "priority_preemption",
+            "inactive"]
     return pd.DataFrame(rows, columns=cols)
 
 
@@ -209,6 +211,11 @@ def _queue_frame(kube: KubeState, workloads: pd.DataFrame, quotas: pd.DataFrame,
     # manager drops it from the queue: it is not backlog, and counting it would report every
     # Workload the reclaim flow deactivated as demand.
     queued = (workloads["state"] == WorkloadState.pending.value) & workloads["active"].astype(bool)
+    # Nor is the work of a stopped LocalQueue (spec.stopPolicy): Kueue drops the LocalQueue from its queueing.
+    stopped = {(lq.namespace, lq.name) for lq in kube.local_queues if lq.stop_policy}
+    if stopped:
+        queued &= ~pd.Series([(ns, q) in stopped for ns, q in zip(workloads["namespace"], workloads["queue"])],
+                             index=workloads.index, dtype=bool)
     pending = workloads[queued]
     backlog = pending.groupby("cluster_queue").agg(
         pending_workloads=("uid", "size"), pending_gpus=("gpus", "sum"), oldest_pending_seconds=("age_seconds", "max"))
@@ -277,6 +284,7 @@ def build_snapshot(
         owners = resolve_owner_opt_out(owners)
         workloads = inherit_owner_opt_out(workloads, owners)
     workloads, data_quality = deadline_columns(workloads)
+    data_quality = with_gap_rows(data_quality, kube, gpu_resources)  # what gpuaas reads and cannot act on
     return Snapshot(
         collected_at=now,
         windows_minutes=tuple(float(w) for w in windows),
@@ -301,6 +309,7 @@ def kueue_snapshot(now: datetime, kube: KubeState, policy: Policy | None = None)
     telemetry and queue views it does not read: the deadline replay builds one every flow interval.
     """
     workloads, data_quality = deadline_columns(_workload_frame(kube, policy or Policy(), now))
+    data_quality = with_gap_rows(data_quality, kube)
     return Snapshot(collected_at=now, windows_minutes=(), sources={"kube": SourceStatus("kube", True)},
                     workloads=workloads, queues=pd.DataFrame(), quotas=_quota_frame(kube), gpus=pd.DataFrame(),
                     owners=pd.DataFrame(), costs=pd.DataFrame(), serving=pd.DataFrame(), data_quality=data_quality)

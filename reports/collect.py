@@ -81,6 +81,7 @@ def summary_markdown(summary: dict[str, Any], idle_candidates: int, degraded: bo
         f"- **{summary['unknown_telemetry']}** workloads with incomplete telemetry (never treated as idle), "
         f"{_unjudged(summary)}",
     ]
+    lines += [f"- **Note:** {note}" for note in summary.get("notes") or ()]
     if degraded:
         lines += [f"- **Warning:** degraded snapshot: {error}" for error in failed]
     return "\n".join(lines) + "\n"

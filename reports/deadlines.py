@@ -8,8 +8,9 @@ from typing import Any
 from gpuaas.actions.deadline_holds import NudgeResult
 from gpuaas.models import Outcome
 from gpuaas.permissions import ROLES, bind_command
-from gpuaas.phrases import duration
+from gpuaas.phrases import counted, duration
 from gpuaas.policies.deadlines import DeadlineJob, DeadlinePlan, Inexact, Nudge, PoolPlan, ScheduledJob
+from gpuaas.policies.deadlines.stranded import MissingQueuePool, NoPlace
 from gpuaas.pushgateway import MetricFamily
 from reports._format import brief
 
@@ -108,16 +109,24 @@ def plan_rows(plan: DeadlinePlan, jobs: Sequence[DeadlineJob]) -> list[list[Any]
 
 
 def pool_dicts(pools: Sequence[PoolPlan]) -> list[dict[str, Any]]:
-    """``gpuaas plan deadlines --from-cluster --format json``: the same answer per pool, seconds from now."""
+    """``gpuaas plan deadlines --from-cluster --format json``: the same answer per pool, seconds from now.
+    ``missing_cluster_queue``: the ClusterQueue a pool's work is queued to and which does not exist (its jobs all
+    missed), else null."""
     return [{"cohort": p.problem.cohort, "flavor": p.problem.flavor, "capacity_gpus": p.problem.capacity,
+             "missing_cluster_queue": _missing_queue(p),
              **plan_dict(p.plan), "missed": list(p.missed), "unscheduled": _unscheduled(p),
              "notes": list(p.problem.notes), "plan_on_time": None if p.versus_kueue is None else p.versus_kueue[0],
              "kueue_order_on_time": None if p.versus_kueue is None else p.versus_kueue[1]} for p in pools]
 
 
+def _missing_queue(pool: PoolPlan) -> str | None:
+    return pool.problem.cluster_queue if isinstance(pool.problem, MissingQueuePool) else None
+
+
 def kueue_alone_sentence(pool: dict[str, Any]) -> str | None:
-    """Under a pool's table: what Kueue's own order would meet; None for a pool without deadlines."""
-    if not pool_deadlines(pool):
+    """Under a pool's table: what Kueue's own order would meet; None for a pool without deadlines, or of a
+    ClusterQueue that does not exist (Kueue admits none of it)."""
+    if not pool_deadlines(pool) or pool.get("missing_cluster_queue"):
         return None
     if pool.get("kueue_order_on_time") is None:
         return "Kueue's own order could not be played: a pending Workload's place in the queue is unknown."
@@ -142,12 +151,16 @@ def pool_deadlines(pool: dict[str, Any]) -> int:
 
 def _unscheduled(pool: PoolPlan) -> list[dict[str, Any]]:
     """The pool's missed jobs that have no place in its schedule, so that its table can still show each:
-    one that can never start in time (how late it ends at the earliest) or is larger than the pool."""
+    one that can never start in time (how late it ends at the earliest), or that Kueue can never admit
+    (``no_place``: larger than the pool, or its ClusterQueue does not exist; null for the others)."""
     scheduled = {s.name for s in pool.plan.schedule}
-    larger = {j.name for j in pool.problem.too_big}
+    never = {j.name for j in pool.problem.too_big}
+    why = NoPlace.no_cluster_queue if isinstance(pool.problem, MissingQueuePool) else NoPlace.larger_than_pool
     jobs = {j.name: j for j in (*pool.problem.jobs, *pool.problem.too_big)}
     return [{"name": name, "gpus": jobs[name].gpus, "deadline": _num(jobs[name].deadline),
-             "missed_by": _num(pool.plan.missed_by.get(name)), "larger_than_pool": name in larger}
+             "missed_by": _num(pool.plan.missed_by.get(name)),
+             "larger_than_pool": name in never and why is NoPlace.larger_than_pool,
+             "no_place": why.value if name in never else None}
             for name in pool.missed if name not in scheduled and name in jobs]
 
 
@@ -160,9 +173,14 @@ def _clock(seconds: float | None) -> str:
 
 
 def _pool_missed(name: str, pool: dict[str, Any]) -> str:
-    """``missed by 45m`` (how late it ends at the earliest), or why it has no place in the pool at all."""
-    if any(u["name"] == name and u["larger_than_pool"] for u in pool["unscheduled"]):
-        return "missed: larger than the pool"
+    """``missed by 45m`` (how late it ends at the earliest), or why it has no place in the pool at all: ``missed:
+    larger than the pool``, ``missed: ClusterQueue ghost-cq does not exist``."""
+    why = next((u.get("no_place") or ("larger than the pool" if u["larger_than_pool"] else None)
+                for u in pool["unscheduled"] if u["name"] == name), None)
+    if why == NoPlace.no_cluster_queue and pool.get("missing_cluster_queue"):
+        return f"missed: ClusterQueue {pool['missing_cluster_queue']} does not exist"
+    if why is not None:
+        return f"missed: {why}"
     late = pool["missed_by"].get(name)
     return "missed" if late is None else f"missed by {_clock(late).lstrip('+')}"
 
@@ -259,6 +277,8 @@ def object_names(workloads: Any) -> dict[str, str]:
 def deadlines_headline(pools: Sequence[dict[str, Any]], *, unread: bool = False) -> str:
     """The run in one sentence over every pool: what holds, what is at risk, the extra GPUs; ``unread`` when the
     Kubernetes API failed, so that no pool means none could be read, not none there."""
+    stranded = sum(len(p["unscheduled"]) for p in pools if p.get("missing_cluster_queue"))
+    planned = [p for p in pools if not p.get("missing_cluster_queue")]
     if not pools:
         return ("Nothing planned: no ClusterQueue could be read." if unread
                 else "Nothing to plan: no ClusterQueue with GPU quota.")
@@ -268,7 +288,9 @@ def deadlines_headline(pools: Sequence[dict[str, Any]], *, unread: bool = False)
     for p in pools:
         for flavor, n in p["extra_gpus"].items():
             extra[flavor] = extra.get(flavor, 0) + int(n)
-    return (f"{len(pools)} pool{'' if len(pools) == 1 else 's'} planned. "
+    lost = (f"; {counted(stranded, 'Workload')} with a deadline queued to a ClusterQueue that does not exist"
+            if stranded else "")
+    return (f"{len(planned)} pool{'' if len(planned) == 1 else 's'} planned{lost}. "
             + verdict_sentence(extra, at_risk, missed, [r for p in pools for r in p["inexact"]],
                                deadlines=sum(pool_deadlines(p) for p in pools)))
 

@@ -15,7 +15,7 @@ from gpuaas.cli._common import OutputFormat, console, end_degraded, lead, print_
 from gpuaas.cli._flows import run_flow
 from gpuaas.cli._tables import print_table
 
-SUMMARY_KEYS = ("queues", "sources", "workloads", "unknown_telemetry", "unjudged", "unjudged_count", "cluster")
+SUMMARY_KEYS = ("queues", "sources", "workloads", "unknown_telemetry", "unjudged", "unjudged_count", "notes", "cluster")
 DECISION_KEYS = ("snapshot_id", "idle_candidates", "degraded", "source_errors", "blind", "headline")
 
 
@@ -71,8 +71,17 @@ def _print_unjudged(summary: dict[str, Any]) -> None:
                 notes=("why",))
 
 
+def _print_notes(summary: dict[str, Any]) -> None:
+    """What gpuaas reads but cannot act on (accelerators it does not manage, a missing ClusterQueue): under the
+    backlog, whose rows leave that capacity and work out."""
+    for note in summary.get("notes") or ():
+        console.print(f"Note: {note}.", highlight=False, markup=False)
+
+
 def print_collect(summary: dict[str, Any]) -> None:
-    """The backlog, the data quality and the workloads nobody can judge of a snapshot (also the demo's)."""
+    """The backlog, what it leaves out, the data quality and the workloads nobody can judge of a snapshot (also the
+    demo's)."""
     _print_backlog(summary)
+    _print_notes(summary)
     _print_quality(summary)
     _print_unjudged(summary)

@@ -168,6 +168,17 @@ class CohortTree:
         cohort = self.queue_cohort.get(queue)
         return () if cohort is None else self.root(cohort)[1]
 
+    def loop_words(self, queue: str) -> str | None:
+        """The sentence naming the loop of parents above the queue's cohort; None when there is none.
+
+        One sentence for every planner that refuses such a tree (the deadline plan, the rebalance), so they
+        say it alike: Kueue leaves a ClusterQueue under a loop out of its scheduling snapshot."""
+        cycle = self.cycle(queue)
+        if not cycle:
+            return None
+        return (f"cohort {cycle[0]}: its parents loop ({' -> '.join((*cycle, cycle[0]))}) and Kueue "
+                "admits nothing in its ClusterQueues until that is fixed")
+
     def _members(self) -> dict[str, tuple[list[str], list[str]]]:
         """root -> (its cohorts, its queues), sorted; computed once."""
         if self._by_root is None:

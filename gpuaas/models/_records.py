@@ -125,6 +125,23 @@ class ClusterQueue:
     """Whether any of its preemption rules compares priorities (``withinClusterQueue``, ``reclaimWithinCohort``
     or ``borrowWithinCohort`` at ``LowerPriority``/``LowerOrNewerEqualPriority``): a lowered priority then
     also makes a running Workload easier to preempt."""
+    stop_policy: str | None = None
+    """``spec.stopPolicy`` when it stops the queue (``Hold``, ``HoldAndDrain``; None for Kueue's ``None``)."""
+    inactive_reason: str | None = None
+    """The reason of ``status.conditions[type=Active]`` when its status is ``False`` (``Stopped``,
+    ``FlavorNotFound``...); None while Kueue reports the queue active."""
+
+    @property
+    def inactive(self) -> str | None:
+        """Why Kueue's scheduler leaves the queue out (it admits nothing into it), in words; None when it admits.
+
+        Kueue's ``skipInactiveCQReason``: a stopped queue (``spec.stopPolicy``), or one whose ``Active`` condition
+        is ``False``. Its quota still counts in its cohort's, so active queues may borrow it."""
+        if self.stop_policy:
+            return f"stopped (spec.stopPolicy: {self.stop_policy})"
+        if self.inactive_reason is not None:
+            return f"inactive (status Active=False, reason {self.inactive_reason})"
+        return None
 
 
 @dataclass(frozen=True)
@@ -137,6 +154,9 @@ class LocalQueue:
     admitted_workloads: int = 0
     usage: tuple[QuotaEntry, ...] = ()
     """``status.flavorsUsage`` (v1beta1 ``flavorUsage``): only ``usage`` is meaningful here."""
+    stop_policy: str | None = None
+    """``spec.stopPolicy`` when it stops the queue (``Hold``, ``HoldAndDrain``): Kueue drops it from its queueing,
+    so its pending Workloads are no ClusterQueue's backlog."""
 
 
 @dataclass(frozen=True)

@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING, Any
 
 from gpuaas.errors import ConfigError
 from gpuaas.fleet_history import queue_aggregates, tenant_aggregates
+from gpuaas.kueue_gaps import gap_notes
 from gpuaas.models import Snapshot, SourceStatus
 from gpuaas.policies.reclaim import find_idle
 from gpuaas.policy import Policy
@@ -65,7 +66,9 @@ class CollectPlan:
 
     snapshot: Snapshot
     summary: dict[str, Any]
-    """The snapshot's counts (``Snapshot.summary``): the stored row's payload, the run's report."""
+    """The snapshot's counts (``Snapshot.summary``) and its ``notes``: what gpuaas reads but cannot act on
+    (``gpuaas.kueue_gaps``: accelerators it does not manage, LocalQueues of a missing ClusterQueue), one sentence
+    each. The stored row's payload, the run's report."""
     idle_candidates: int
     """GPU workloads the reclaim policy finds idle now (before the audit log and the cap have their say)."""
     unjudged: tuple[Unjudged, ...]
@@ -162,7 +165,7 @@ def plan(snapshot: Snapshot, policy: Policy, *, full_due: bool,
     idle = find_idle(snapshot.workloads, policy, snapshot.collected_at)
     return CollectPlan(
         snapshot=snapshot,
-        summary=snapshot.summary(),
+        summary={**snapshot.summary(), "notes": gap_notes(snapshot.data_quality, snapshot.workloads)},
         idle_candidates=int((idle["verdict"] == "idle").sum()),
         unjudged=_unjudged(idle),
         queue_rows=queue_aggregates(snapshot).to_dict(orient="records"),

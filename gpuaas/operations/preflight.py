@@ -42,6 +42,7 @@ from gpuaas.preflight_checks import (
     source_check,
     telemetry_check,
 )
+from gpuaas.preflight_gaps import gap_check, kube_gaps
 from gpuaas.settings import GpuaasSettings, MetricNames
 from gpuaas.snapshot import SOURCES, assemble_snapshot, failed_source, read_source, snapshot_windows
 from gpuaas.sources.kube import KubeState
@@ -143,6 +144,8 @@ class Findings:
     policy: Policy
     identity: str | None = None
     """The user the API server took the credentials for (``SelfSubjectReview``), where it said."""
+    gaps: tuple[str, ...] | None = None
+    """What gpuaas reads in Kueue but cannot act on, in the collect's words (``kube_gaps``); None without the API."""
 
 
 def read(settings: GpuaasSettings, now: datetime | None = None, writes_of: Sequence[str] | None = None) -> Findings:
@@ -174,7 +177,8 @@ def read(settings: GpuaasSettings, now: datetime | None = None, writes_of: Seque
     return Findings(kube, readings["prometheus"][0], sources, workloads, found, census_error, answers, answers_error, flows,
                     pushgateway_check(settings), database_check(settings, kube.cluster_uid if kube else None),
                     settings.metrics,
-                    settings.policy.collect.max_staleness_seconds, settings.policy, identity)
+                    settings.policy.collect.max_staleness_seconds, settings.policy, identity,
+                    kube_gaps(kube, now, settings.policy))
 
 
 def plan(found: Findings) -> list[Check]:
@@ -183,6 +187,7 @@ def plan(found: Findings) -> list[Check]:
         kube_check(found.kube, found.sources["kube"]),
         _permissions(found),
         policy_check(found.policy, found.kube),
+        gap_check(found.gaps),
         prometheus_check(found.sources["prometheus"], found.max_staleness_s, found.prometheus),
         kueue_metrics_check(found.prometheus),
         _telemetry(found),

@@ -42,7 +42,7 @@ from gpuaas.policies.quotas import (
     plan_quotas,
 )
 from gpuaas.policy import HELD_BACK, MAX_HISTORY_DAYS, MOVES_WINDOW, FreezeOn, Mode, Policy
-from gpuaas.sources.kube import DEFAULT_GPU_RESOURCES
+from gpuaas.sources.kube import DEFAULT_GPU_RESOURCES, unmanaged_accelerators
 
 if TYPE_CHECKING:  # the writes load the Kubernetes client and SQLAlchemy; planning (a replay, a REPL) does not
     from gpuaas.actions import KubeWriter
@@ -204,6 +204,18 @@ def gpu_cohorts(snapshot: Snapshot, gpu_resources: Sequence[str] = GPU_RESOURCES
     return sorted({str(c) for c in gpu["cohort"]})
 
 
+def _no_such_cohort(snapshot: Snapshot, cohort: str, known: Sequence[str], gpu_resources: Sequence[str]) -> str:
+    """Why ``--cohort`` names nothing to rebalance: no quota of the resources gpuaas manages, and what the cohort
+    holds instead where it is an accelerator gpuaas does not (MIG slices, AMD GPUs): not "no GPUs" when it has some."""
+    managed = ", ".join(gpu_resources)
+    quotas = snapshot.quotas
+    mine = quotas.loc[quotas["cohort"] == cohort, "resource"] if not quotas.empty else pd.Series(dtype=object)
+    other = unmanaged_accelerators((str(r) for r in mine), gpu_resources)
+    held = f"; it holds {', '.join(other)}, which gpuaas does not manage" if other else ""
+    return (f"no cohort {cohort!r} holds {managed} quota in the cluster{held}"
+            + (f" (those that do: {', '.join(known)})" if known else " (none does)"))
+
+
 def hold_frozen(demand: CohortDemand, policy: Policy, held: Mapping[str, FreezeOn]) -> CohortDemand:
     """The cohort without the ClusterQueues of a tenant a change freeze holds back (``held``: tenant -> freeze):
     they keep their quota, the others plan among themselves, and a note says which and why. Pure."""
@@ -235,9 +247,7 @@ def plan(snapshot: Snapshot, history: pd.DataFrame, policy: Policy, *, audit: Re
     if cohort is not None:
         known = gpu_cohorts(snapshot, gpu_resources)
         if cohort not in known:
-            raise ConfigError(f"no cohort {cohort!r} holds GPU quota in the cluster"
-                              + (f" (those that do: {', '.join(known)})" if known else " (none does)"),
-                              field="cohort")
+            raise ConfigError(_no_such_cohort(snapshot, cohort, known, gpu_resources), field="cohort")
     demands = cohort_demands(snapshot, history, policy, deadline_gpus=deadline_gpus_per_queue(pools, snapshot),
                              recent_change=audit.recent_change, moved_24h=audit.moved_24h,
                              gpu_resources=gpu_resources, window_days=window_days,

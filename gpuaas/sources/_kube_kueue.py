@@ -263,7 +263,21 @@ def parse_cluster_queue(obj: Obj) -> ClusterQueue:
         reclaim_within_cohort=str((spec.get("preemption") or {}).get("reclaimWithinCohort") or "Never"),
         within_cluster_queue=str((spec.get("preemption") or {}).get("withinClusterQueue") or "Never"),
         priority_preemption=_priority_preemption(spec.get("preemption") or {}),
+        stop_policy=_stop_policy(spec),
+        inactive_reason=_inactive_reason(obj),
     )
+
+
+def _stop_policy(spec: Obj) -> str | None:
+    """``spec.stopPolicy`` when it stops the queue; Kueue's ``None`` (or no field) is None."""
+    value = spec.get("stopPolicy")
+    return str(value) if value and value != "None" else None
+
+
+def _inactive_reason(obj: Obj) -> str | None:
+    """The ``Active`` condition's reason when its status is ``False`` (``Unknown`` when it names none)."""
+    active = _conditions(obj).get("Active") or {}
+    return str(active.get("reason") or "Unknown") if active.get("status") == "False" else None
 
 
 def parse_local_queue(obj: Obj) -> LocalQueue:
@@ -277,6 +291,7 @@ def parse_local_queue(obj: Obj) -> LocalQueue:
         reserving_workloads=int(status.get("reservingWorkloads") or 0),
         admitted_workloads=int(status.get("admittedWorkloads") or 0),
         usage=tuple(QuotaEntry(f, r, 0.0, usage=t) for (f, r), (t, _) in usage.items()),
+        stop_policy=_stop_policy(spec),
     )
 
 

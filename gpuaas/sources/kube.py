@@ -12,8 +12,9 @@ from, so it is skipped without a word.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Collection, Iterable
 from dataclasses import dataclass, replace
+from fnmatch import fnmatchcase
 from functools import partial
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -44,12 +45,60 @@ if TYPE_CHECKING:
 
     from gpuaas.sources._kube_client import KubeLister
 
-__all__ = ["DEFAULT_GPU_RESOURCES", "KUEUE_GROUP", "KubeState", "kube_api_error", "kube_request", "read_kube",
-           "with_cluster_queues", "with_owner_annotations"]
+__all__ = ["ACCELERATOR_RESOURCES", "DEFAULT_GPU_RESOURCES", "KUEUE_GROUP", "AcceleratorRequest", "KubeState",
+           "kube_api_error", "kube_request", "read_kube", "unmanaged_accelerators", "with_cluster_queues",
+           "with_owner_annotations"]
 
 KUEUE_GROUP = "kueue.x-k8s.io"
 KUEUE_VERSIONS = ("v1beta2", "v1beta1")
 DEFAULT_GPU_RESOURCES: tuple[str, ...] = ("nvidia.com/gpu",)
+"""The only GPU resource gpuaas manages: its quota is planned and moved, its Workloads judged and reclaimed."""
+ACCELERATOR_RESOURCES: tuple[str, ...] = (
+    "nvidia.com/*", "amd.com/gpu", "gpu.intel.com/*", "habana.ai/*", "aws.amazon.com/neuron*", "google.com/tpu")
+"""Extended resource names (shell patterns) of accelerators, as their device plugins advertise them. Those not in
+``DEFAULT_GPU_RESOURCES`` are read but not managed: a ClusterQueue's quota of them or a Workload's request for them
+is said (``unmanaged_accelerators``), so that a team's MIG or AMD capacity never reads as no capacity at all.
+
+- ``nvidia.com/*``: NVIDIA's k8s-device-plugin (github.com/NVIDIA/k8s-device-plugin): ``nvidia.com/gpu``, and
+  ``nvidia.com/mig-<profile>`` (``mig-1g.10gb``) under the mixed MIG strategy, ``nvidia.com/gpu.shared`` when
+  time-slicing renames its replicas.
+- ``amd.com/gpu``: AMD's ROCm device plugin (github.com/ROCm/k8s-device-plugin).
+- ``gpu.intel.com/*``: Intel's GPU plugin (github.com/intel/intel-device-plugins-for-kubernetes):
+  ``gpu.intel.com/i915``, ``gpu.intel.com/xe``.
+- ``habana.ai/*``: the Intel Gaudi device plugin (docs.habana.ai, "Intel Gaudi Device Plugin for Kubernetes"):
+  ``habana.ai/gaudi``.
+- ``aws.amazon.com/neuron*``: the AWS Neuron device plugin (awsdocs-neuron, "k8s neuron device plugin"):
+  ``aws.amazon.com/neuron``, ``aws.amazon.com/neuroncore`` (and ``neurondevice`` before Neuron 2.20).
+- ``google.com/tpu``: Cloud TPU on GKE (cloud.google.com/kubernetes-engine/docs/concepts/tpus).
+"""
+
+
+def unmanaged_accelerators(resources: Iterable[str], gpu_resources: Collection[str] = DEFAULT_GPU_RESOURCES,
+                           ) -> tuple[str, ...]:
+    """The names of ``resources`` that are accelerators (``ACCELERATOR_RESOURCES``) gpuaas does not manage (not in
+    ``gpu_resources``), sorted, each once."""
+    return tuple(sorted({r for r in resources if r not in gpu_resources
+                         and any(fnmatchcase(r, pattern) for pattern in ACCELERATOR_RESOURCES)}))
+
+
+def _requested(obj: Any) -> set[str]:
+    """Every resource a Workload's pod templates request or limit: where an unmanaged accelerator is found."""
+    names: set[str] = set()
+    for podset in ((obj.get("spec") or {}).get("podSets") or []) if isinstance(obj, dict) else []:
+        spec = ((podset or {}).get("template") or {}).get("spec") or {}
+        for container in [*(spec.get("containers") or []), *(spec.get("initContainers") or [])]:
+            resources = (container or {}).get("resources") or {}
+            names |= {str(r) for part in ("requests", "limits") for r in (resources.get(part) or {})}
+    return names
+
+
+@dataclass(frozen=True)
+class AcceleratorRequest:
+    """A Workload that asks for accelerators gpuaas does not manage: it counts 0 GPUs, and is never judged or moved."""
+
+    namespace: str
+    name: str
+    resources: tuple[str, ...]
 _CRD_OWNERS = (
     ("RayCluster", "ray.io", "v1", "rayclusters"),
     ("InferenceService", "serving.kserve.io", "v1beta1", "inferenceservices"),
@@ -76,6 +125,8 @@ class KubeState:
     requests: int
     cluster_uid: str | None = None
     """The ``kube-system`` Namespace's uid (``KubeLister.cluster_uid``); None where it could not be read."""
+    unmanaged_requests: tuple[AcceleratorRequest, ...] = ()
+    """The Workloads that ask for accelerators gpuaas does not manage (``unmanaged_accelerators``)."""
 
 
 def _kueue_version(lister: KubeLister) -> tuple[str | None, list[dict[str, Any]]]:
@@ -178,11 +229,19 @@ def _read(lister: KubeLister, gpu_resources: tuple[str, ...]) -> KubeState:
             return None
         return [owner(kind, o) for o in objs if not by_template or template_gpus(kind, o) > 0]
 
+    unmanaged: list[AcceleratorRequest] = []
+
+    def workload(obj: Any) -> Any:
+        parsed = _parsed("Workload", url, lambda o: parse_workload(o, gpu_resources), obj)
+        if found := unmanaged_accelerators(_parsed("Workload", url, _requested, obj), gpu_resources):
+            unmanaged.append(AcceleratorRequest(parsed.namespace, parsed.name, found))
+        return parsed
+
     def kueue_list(plural: str) -> list[Any] | None:
         objs = optional(lambda: lister.custom_objects(KUEUE_GROUP, str(version), plural))
         if objs is None or plural != "workloads":
             return objs  # the small lists are parsed after the join below
-        return [_parsed("Workload", url, lambda o: parse_workload(o, gpu_resources), o) for o in objs]
+        return [workload(o) for o in objs]
 
     cluster_uid = lister.cluster_uid()
     version, cq_objs = _kueue_version(lister)
@@ -233,4 +292,5 @@ def _read(lister: KubeLister, gpu_resources: tuple[str, ...]) -> KubeState:
         not_installed=tuple(missing),
         requests=lister.requests,
         cluster_uid=cluster_uid,
+        unmanaged_requests=tuple(unmanaged),
     )

@@ -291,7 +291,9 @@ def test_cli_collect_json_and_table(pointed_at: EmbeddedCluster, prefect_harness
     assert result.exit_code == 0, result.output
     doc = json.loads(result.stdout)
     assert set(doc) == {"queues", "sources", "workloads", "unknown_telemetry", "unjudged", "unjudged_count",
-                        "snapshot_id", "idle_candidates", "degraded", "source_errors", "blind", "headline", "cluster"}
+                        "notes", "snapshot_id", "idle_candidates", "degraded", "source_errors", "blind", "headline",
+                        "cluster"}
+    assert doc["notes"] == []  # every GPU of the fleet is nvidia.com/gpu, every LocalQueue's ClusterQueue exists
     assert [u["workload"] for u in doc["unjudged"]] == ["StatefulSet team-b/dark"] and doc["unjudged_count"] == 1
     assert doc["cluster"] == pointed_at.store.get("Namespace", "", "kube-system")["metadata"]["uid"]
     assert doc["degraded"] is False and doc["source_errors"] == {} and doc["headline"].startswith("Snapshot ")

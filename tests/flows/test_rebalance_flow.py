@@ -256,7 +256,7 @@ def test_a_misspelt_cohort_or_an_endless_history_is_refused_by_name(pointed_at: 
     typo = runner.invoke(app, ["rebalance", "--cohort", "cc"])
     assert typo.exit_code == 1
     assert typo.stderr.strip().splitlines()[-1] == (
-        "error: cohort: no cohort 'cc' holds GPU quota in the cluster (those that do: c)")
+        "error: cohort: no cohort 'cc' holds nvidia.com/gpu quota in the cluster (those that do: c)")
     endless = runner.invoke(app, ["rebalance", "--history-days", "100000"])
     assert endless.exit_code == 2 and "--history-days" in endless.stderr and "366" in endless.stderr
     assert quotas(pointed_at) == NOMINAL

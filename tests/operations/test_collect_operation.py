@@ -59,7 +59,7 @@ def test_plan_counts_only_fully_observed_idle_workloads_and_rows_per_queue_and_t
     [tenant] = result.tenant_rows
     assert (tenant["tenant"], tenant["allocated_gpus"], tenant["idle_gpus"], tenant["pending_gpus"]) == (
         "research", 6.0, 2.0, 4.0)
-    assert result.summary == result.snapshot.summary()
+    assert result.summary == {**result.snapshot.summary(), "notes": []}  # nothing it cannot act on
     # blind, named as its team knows it (the RayCluster that owns the Workload), with what it lacks.
     [blind] = result.unjudged
     assert (blind.workload, blind.gpus) == ("RayCluster team-a/rc-blind", 2.0)

@@ -95,7 +95,7 @@ def test_the_days_moves_reach_the_planner_and_spend_its_steps_and_cap() -> None:
 def test_a_cohort_that_holds_no_gpu_quota_is_named_not_planned_as_nothing() -> None:
     with pytest.raises(ConfigError) as refused:
         plan(snapshot(32.0), pd.DataFrame(), Policy(), cohort="research")
-    assert str(refused.value) == "cohort: no cohort 'research' holds GPU quota in the cluster (those that do: c)"
+    assert str(refused.value) == "cohort: no cohort 'research' holds nvidia.com/gpu quota in the cluster (those that do: c)"
     [c] = plan(snapshot(32.0), pd.DataFrame(), Policy(), cohort="c").cohorts
     assert c.cohort == "c"
 

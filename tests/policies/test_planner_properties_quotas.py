@@ -1,6 +1,6 @@
 """The quota planner under adversarial input: weights at their bounds (1e-6 and 1e6) or all equal, guarantees
 equal to the quota, cohorts of one queue, queues of 0 or 1 GPU, demand far above the cohort's GPUs, steps and
-caps of 0. Every rule of ``tests.policies.test_quotas.allowed`` (the per-queue step, the night's cap, guarantees
+caps of 0, lendingLimits that keep all, some or none of a quota. Every rule of ``tests.policies.test_quotas.allowed`` (the per-queue step, the night's cap, guarantees
 kept, floors of queues that cannot reclaim), the cohort's total conserved, no quota below 0, the same plan for
 the same input, and the solver never calling the model infeasible (staying put is always a plan). Bad values
 are a ``ConfigError``, never another exception. Pure."""
@@ -60,6 +60,7 @@ def instances(draw: st.DrawFn) -> tuple[list[QueueDemand], QuotaLimits]:
             moved_24h={f: (draw(st.integers(0, 4)), draw(st.integers(0, 4))) for f in flavors if draw(st.booleans())},
             history_seconds={f: draw(st.sampled_from([0.0, 3600.0, math.inf])) for f in flavors
                              if draw(st.booleans())},
+            lendable={f: draw(st.integers(0, nominal[f])) for f in flavors if draw(st.booleans())},
         ))
     for f in flavors:  # guarantees above the cohort's GPUs are a configuration error, tested apart
         if sum(q.guaranteed.get(f, 0) for q in queues) > sum(q.nominal[f] for q in queues):
@@ -85,6 +86,10 @@ def test_every_rule_holds_with_weights_at_their_bounds_and_the_plan_is_the_same_
     plan = plan_quotas(queues, limits)
     check_constraints(queues, limits, plan)  # conserved, steps, cap, guarantees, floors, cost as written out
     assert all(c.after >= 0 for c in plan.changes)
+    nominal = {(q.name, f): (b, q.lendable.get(f)) for q in queues for f, b in q.nominal.items()}
+    for c in plan.changes:  # never below what the lendingLimit keeps: nominalQuota - lendingLimit
+        before, lendable = nominal[(c.queue, c.flavor)]
+        assert lendable is None or c.after >= before - lendable, (c, lendable)
     again = plan_quotas([replace(q) for q in queues], limits)
     assert after(again) == after(plan) and again.notes == plan.notes and again.moved_gpus == plan.moved_gpus
 

@@ -8,5 +8,7 @@ from gpuaas.policies.deadlines.problem import *  # noqa: F403
 from gpuaas.policies.deadlines.problem import __all__ as _problem_all
 from gpuaas.policies.deadlines.profile import *  # noqa: F403
 from gpuaas.policies.deadlines.profile import __all__ as _profile_all
+from gpuaas.policies.deadlines.stranded import *  # noqa: F403
+from gpuaas.policies.deadlines.stranded import __all__ as _stranded_all
 
-__all__ = [*_nudges_all, *_pools_all, *_problem_all, *_profile_all]
+__all__ = [*_nudges_all, *_pools_all, *_problem_all, *_profile_all, *_stranded_all]

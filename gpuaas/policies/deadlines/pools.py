@@ -27,13 +27,14 @@ Pure: the snapshot in, the plans out.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
+from typing import Any
 
 import pandas as pd
 
 from gpuaas.models import CohortTree, Snapshot, WorkloadState
-from gpuaas.phrases import first_few
+from gpuaas.phrases import counted, first_few
 from gpuaas.policies.deadlines.kueue_order import ClusterQueues, Preemption
 from gpuaas.policies.deadlines.problem import (
     MAX_TIME,
@@ -45,7 +46,7 @@ from gpuaas.policies.deadlines.problem import (
     plan_deadlines,
 )
 
-__all__ = ["PoolPlan", "PoolProblem", "deadline_problems", "plan_pools"]
+__all__ = ["PoolPlan", "PoolProblem", "plan_pools", "pool_problems"]
 
 NO_COHORT = "-"
 _HOLDING = (WorkloadState.admitted.value, WorkloadState.quota_reserved.value)
@@ -115,9 +116,10 @@ def _capacities(snapshot: Snapshot, tree: CohortTree, gpu_resources: Sequence[st
     if quotas.empty:
         return caps, first, own
     gpu = quotas[quotas["resource"].isin(list(gpu_resources))]
+    inactive = _inactive(snapshot)
     for row in gpu.itertuples(index=False):
         key = (_pool_key(tree, str(row.cluster_queue)), str(row.flavor))
-        caps[key] = caps.get(key, 0) + _whole(float(row.nominal))
+        caps[key] = caps.get(key, 0) + _whole(_usable(row, inactive))
         queues = own.setdefault(key, {})
         queues[str(row.cluster_queue)] = queues.get(str(row.cluster_queue), 0) + _whole(float(row.nominal))
         first.setdefault(str(row.cluster_queue), str(row.flavor))
@@ -127,6 +129,38 @@ def _capacities(snapshot: Snapshot, tree: CohortTree, gpu_resources: Sequence[st
                 quota = tree.quota((True, cohort), (flavor, resource))
                 caps[(root, flavor)] += _whole(quota.nominal) if quota is not None else 0
     return caps, first, own
+
+
+def _inactive(snapshot: Snapshot) -> dict[str, str]:
+    """ClusterQueue -> why Kueue admits nothing into it (``stopped (spec.stopPolicy: Hold)``...): the quota
+    frame's ``inactive`` column."""
+    quotas = snapshot.quotas
+    if quotas.empty or "inactive" not in quotas:
+        return {}
+    return {str(q): why for q, why in zip(quotas["cluster_queue"], quotas["inactive"]) if isinstance(why, str) and why}
+
+
+def _usable(row: Any, inactive: Mapping[str, str]) -> float:
+    """A quota cell's GPUs the pool's jobs can run on: Kueue leaves an inactive queue out of its scheduling snapshot,
+    not its quota out of the cohort's, so others borrow all of it but what its lendingLimit keeps."""
+    nominal = float(row.nominal)
+    limit = getattr(row, "lending_limit", None)
+    if str(row.cluster_queue) not in inactive or limit is None or pd.isna(limit):
+        return nominal
+    return min(nominal, float(limit))
+
+
+def _inactive_notes(snapshot: Snapshot, tree: CohortTree, inactive: Mapping[str, str],
+                    skipped: Mapping[str, int]) -> dict[str, list[str]]:
+    """Per pool (root cohort), a sentence per inactive ClusterQueue of it: its pending work is not planned."""
+    out: dict[str, list[str]] = {}
+    for queue, why in sorted(inactive.items()):
+        left = skipped.get(queue, 0)
+        out.setdefault(_pool_key(tree, queue), []).append(
+            f"{queue} is {why}: Kueue admits nothing into it, and the plan leaves out its "
+            f"{counted(left, 'pending Workload')}; its quota still counts, as Kueue lends it to the cohort (but for "
+            "what a lendingLimit keeps)")
+    return out
 
 
 def _split(tree: CohortTree, key: tuple[str, str], gpu_resources: Sequence[str]) -> tuple[str, ...]:
@@ -141,10 +175,9 @@ def _split(tree: CohortTree, key: tuple[str, str], gpu_resources: Sequence[str])
     queues = [] if root.startswith(NO_COHORT) else tree.queues_under(root)
     if not queues:
         return ()
-    cycle = tree.cycle(queues[0])
-    if cycle:
-        return (f"cohort {root}: its parents loop ({' -> '.join((*cycle, cycle[0]))}) and Kueue admits nothing in "
-                "its ClusterQueues until that is fixed; the plan is not exact and holds nothing",)
+    loop = tree.loop_words(queues[0])
+    if loop is not None:
+        return (f"{loop}; the plan is not exact and holds nothing",)
     out = []
     for resource in gpu_resources:
         fr = (flavor, resource)
@@ -190,8 +223,9 @@ def _seconds_until(now: pd.Timestamp, value: object) -> float | None:
     return float((pd.Timestamp(value) - now).total_seconds())
 
 
-def deadline_problems(snapshot: Snapshot, gpu_resources: Sequence[str] = ("nvidia.com/gpu",)) -> list[PoolProblem]:
-    """Every cohort-tree/flavor pool with GPU quota, sorted by root cohort and flavor."""
+def pool_problems(snapshot: Snapshot, gpu_resources: Sequence[str] = ("nvidia.com/gpu",)) -> list[PoolProblem]:
+    """Every cohort-tree/flavor pool with GPU quota, sorted by root cohort and flavor (``deadline_problems`` adds
+    the work queued to a ClusterQueue that does not exist)."""
     tree = CohortTree.of(snapshot)
     caps, first_flavor, nominal = _capacities(snapshot, tree, gpu_resources)
     wls = snapshot.workloads
@@ -199,6 +233,8 @@ def deadline_problems(snapshot: Snapshot, gpu_resources: Sequence[str] = ("nvidi
         return [replace(_problem(key, caps[key], [], _tree_notes(tree, key, gpu_resources)),
                         inexact=_split(tree, key, gpu_resources)) for key in sorted(caps)]
     now = pd.Timestamp(snapshot.collected_at)
+    inactive = _inactive(snapshot)
+    skipped: dict[str, int] = {}
     pools: dict[tuple[str, str], list[tuple[DeadlineJob | None, str, float | None]]] = {}
     notes: dict[tuple[str, str], list[str]] = {}
     blind: dict[tuple[str, str], list[str]] = {}
@@ -208,6 +244,10 @@ def deadline_problems(snapshot: Snapshot, gpu_resources: Sequence[str] = ("nvidi
         holding = wl.state in _HOLDING
         if holding:
             flavor = str(wl.flavor).split(",")[0] if isinstance(wl.flavor, str) and wl.flavor else None
+        elif str(wl.cluster_queue) in inactive:  # pending in a queue Kueue admits nothing into: said in a note
+            if wl.state == WorkloadState.pending.value and bool(wl.active):
+                skipped[str(wl.cluster_queue)] = skipped.get(str(wl.cluster_queue), 0) + 1
+            continue
         elif wl.state == WorkloadState.pending.value and (bool(wl.active) or _held(wl)):
             flavor = first_flavor.get(str(wl.cluster_queue))
         else:
@@ -259,6 +299,10 @@ def deadline_problems(snapshot: Snapshot, gpu_resources: Sequence[str] = ("nvidi
     by_priority = _by_priority(snapshot, tree)
     preemption = _preemption(snapshot)
     waiting = _waiting(wls, tree, caps, queue_of)
+    for root, said in _inactive_notes(snapshot, tree, inactive, skipped).items():
+        for key in caps:
+            if key[0] == root:
+                notes.setdefault(key, []).extend(said)
     return [replace(_problem(key, caps[key], pools.get(key, []), [*_tree_notes(tree, key, gpu_resources),
                                                                  *notes.get(key, []), *_blind_note(blind.get(key))]),
                     uncontrolled=tuple(blind.get(key, [])), inexact=_split(tree, key, gpu_resources),

@@ -33,6 +33,7 @@ class Kept(Enum):
     KEEP_GPUS_RECLAIMS = "it keeps reclaiming_keep_gpus of its share"
     KEEP_GPUS = "it cannot reclaim what it lends: it keeps no_reclaim_keep_gpus of its share"
     YOUNG = "it has too little history of its own to lend on (min_history_days): it lends nothing below its share"
+    LENDING_LIMIT = "its lendingLimit keeps nominalQuota - lendingLimit from other queues: that part is never taken"
 
 
 class _Limits(Protocol):
@@ -233,6 +234,9 @@ _HELD_WORDS = {
     Kept.KEEP_GPUS_RECLAIMS: (
         "{names} keeps reclaiming_keep_gpus of its share",
         "{names} keep reclaiming_keep_gpus of their share"),
+    Kept.LENDING_LIMIT: (
+        "{names} gives at most its lendingLimit: nominalQuota - lendingLimit is kept from other queues",
+        "{names} give at most their lendingLimit: nominalQuota - lendingLimit is kept from other queues"),
 }
 """The notes' sentence for the queues a rule held, naming one queue or several."""
 
@@ -250,7 +254,7 @@ def held_back_notes(cells: Sequence[Cell], after: Sequence[int]) -> list[str]:
                 if (names := sorted(c.queue for c in held if c.flavor == flavor and c.kept is rule))]
         if kept:
             out.append(f"{flavor}: the cohort was full at its busiest this window; " + "; ".join(kept))
-    for rule in (Kept.YOUNG, Kept.KEEP_GPUS, Kept.KEEP_GPUS_RECLAIMS):
+    for rule in (Kept.YOUNG, Kept.KEEP_GPUS, Kept.KEEP_GPUS_RECLAIMS, Kept.LENDING_LIMIT):
         names = sorted({c.queue for c in held if c.kept is rule})
         if names:
             out.append(_held(rule, names))

@@ -58,8 +58,9 @@ def validate_quota_input(queues: Sequence[QueueDemand], limits: QuotaLimits) -> 
         for flavor, value in q.nominal.items():
             _whole(value, q.name, f"{where}.nominal.{flavor}")
             flavors.add(flavor)
-        for flavor, value in q.guaranteed.items():
-            _whole(value, q.name, f"{where}.guaranteed.{flavor}")
+        for part in ("guaranteed", "lendable"):
+            for flavor, value in getattr(q, part).items():
+                _whole(value, q.name, f"{where}.{part}.{flavor}")
         for part in ("demand", "busiest"):  # the busiest too: a keep of 12 x infinity GPUs is no number
             for flavor, d in getattr(q, part).items():
                 if not (isinstance(d, int | float) and not isinstance(d, bool) and math.isfinite(d)
@@ -82,7 +83,7 @@ def validate_quota_input(queues: Sequence[QueueDemand], limits: QuotaLimits) -> 
             for side, value in zip(("gained", "lost"), moved, strict=True):
                 _whole(value, q.name, f"{where}.moved_24h.{flavor}.{side}")
     for idx, q in enumerate(queues):
-        for part in ("demand", "guaranteed", "recent_change", "moved_24h", "history_seconds"):
+        for part in ("demand", "guaranteed", "recent_change", "moved_24h", "history_seconds", "lendable"):
             for flavor in getattr(q, part):
                 if flavor not in flavors:
                     raise ConfigError(f"queue {q.name!r}: no queue has nominal quota of flavor {flavor!r}",

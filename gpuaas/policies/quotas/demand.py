@@ -27,7 +27,12 @@ Pending work has no flavor until Kueue admits it; it is counted on the queue's f
 Guarantees come from the tenant owning the queue: ``guaranteed_gpus_per_flavor`` where given,
 else ``guaranteed_gpus`` spread over the tenant's cells in proportion to their quota, across
 every cohort the tenant's queues are in (a tenant in two cohorts is owed its guarantee once).
-A cohort with a GPU quota or limit that is not a whole number of GPUs is not planned (``_whole``).
+A cohort with a GPU quota or limit that is not a whole number of GPUs is not planned (``_whole``), nor one
+whose Cohort parents loop (Kueue admits nothing under the loop: ``CohortTree.loop_words``). A ClusterQueue
+Kueue admits nothing into (``spec.stopPolicy``, or ``Active=False``: its ``inactive`` column) neither gives
+nor receives, and its pending work is no demand: Kueue leaves it out of its scheduling snapshot, so quota
+moved to it would serve nothing, and quota taken from it its owners would miss once they resume it. A queue
+never gives more than its ``lendingLimit`` lets it lend (``lendable_gpus``).
 With less than ``min_history_days`` of history the plan says so and moves at most one step
 (``max_step_gpus``) in all; a queue with less than that of its own (created since) lends nothing below
 its share.
@@ -44,13 +49,14 @@ import pandas as pd
 from gpuaas.models import CohortTree, FlavorResource, Snapshot
 from gpuaas.phrases import counted
 from gpuaas.policies.deadlines import DeadlineJob, PoolPlan, PoolProblem, plan_deadlines
+from gpuaas.policies.quotas._queue_bounds import inactive_queues, lendable_gpus
 from gpuaas.policies.quotas._reasons import MOVES_WINDOW_WORDS
 from gpuaas.policies.quotas._whole import not_whole
 from gpuaas.policies.quotas.plan import QueueDemand, QuotaLimits
 from gpuaas.policy import Policy, RebalancePolicy
 
 __all__ = ["CohortDemand", "cell_demand", "cohort_demands", "deadline_gpus_of_problems", "deadline_gpus_per_queue",
-           "history_needed", "limits_of", "pending_demand", "reachable_gpus", "short_history"]
+           "history_needed", "lendable_gpus", "limits_of", "pending_demand", "reachable_gpus", "short_history"]
 
 Cell = tuple[str, str]
 
@@ -68,8 +74,8 @@ class CohortDemand:
     lowest_flavor_use: dict[Cell, float] = field(default_factory=dict)
     """(queue, flavor) -> GPUs quota-reserved now: a new quota below it creates borrowing."""
     not_whole: list[str] = field(default_factory=list)
-    """Each GPU quota of the cohort that is not a whole number of GPUs, in words: the cohort is not planned (it
-    holds no queue then), as rounding it would write a total the cohort does not have."""
+    """Why the cohort is not planned, in words (it holds no queue then): each GPU quota that is not a whole number
+    of GPUs (rounding it would write a total the cohort does not have), or the loop of its Cohort parents."""
 
 
 HISTORY_GAP_S = 3600.0
@@ -263,6 +269,14 @@ def cohort_demands(snapshot: Snapshot, history: pd.DataFrame, policy: Policy, *,
                          for q, f in rows[["cluster_queue", "flavor"]].values)
             out.append(CohortDemand(str(cohort), [], limits_of(rb, window_days), seen_s, False, not_whole=unplanned))
             continue
+        loop = next((said for q in rows["cluster_queue"].unique() if (said := tree.loop_words(str(q)))), None)
+        if loop is not None:  # Kueue admits nothing under the loop: a plan there moves quota nobody can use
+            out.append(CohortDemand(str(cohort), [], limits_of(rb, window_days), 0.0, False,
+                                    not_whole=[f"{loop}: not planned"]))
+            continue
+        stopped = inactive_queues(rows)
+        rows = rows[~rows["cluster_queue"].astype(str).isin(list(stopped))]
+        lendable = lendable_gpus(rows)
         nominal: dict[Cell, int] = {}
         reserved: dict[Cell, float] = {}
         order: dict[str, list[str]] = {}
@@ -330,6 +344,7 @@ def cohort_demands(snapshot: Snapshot, history: pd.DataFrame, policy: Policy, *,
                 evidence=evidence, reclaims=reclaims[queue], busiest=busiest,
                 moved_24h={f: moved_24h[(queue, f)] for f in flavors if (queue, f) in moved_24h},
                 history_seconds={f: stats.get((queue, f, "history_seconds"), 0.0) for f in flavors},
+                lendable={f: lendable[(queue, f)] for f in flavors if (queue, f) in lendable},
             ))
         limits = limits_of(rb, window_days)
         spent = sum(moved_24h.get(cell, (0, 0))[0] for cell in nominal)
@@ -337,7 +352,8 @@ def cohort_demands(snapshot: Snapshot, history: pd.DataFrame, policy: Policy, *,
             limits = replace(limits, moved_24h_gpus=spent)
         if _borrowing_capped(rows):
             limits = replace(limits, reclaiming_lends=True, reclaiming_keep_factor=0.0, reclaiming_keep_gpus=0)
-        notes: list[str] = _unknown_flavor_notes(policy, {q for q, _ in nominal}, set(gpu["flavor"].astype(str)))
+        notes: list[str] = [f"{queue} is {why}: not planned" for queue, why in sorted(stopped.items())]
+        notes += _unknown_flavor_notes(policy, {q for q, _ in nominal}, set(gpu["flavor"].astype(str)))
         for queue, items in sorted(never.items()):
             names = ", ".join(f"{name} ({gpus:g} GPUs)" for name, gpus in items)
             notes.append(f"{queue}: pending Workloads larger than anything the queue can ever be admitted "

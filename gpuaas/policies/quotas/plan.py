@@ -28,6 +28,8 @@ The model, per cell (queue ``i``, flavor ``f``) with ``b`` the current nominal q
 * a queue that can reclaim lends nothing below its share unless ``reclaiming_lends``; when it lends, it
   keeps the same way ``reclaiming_keep_factor`` times its busiest and ``reclaiming_keep_gpus``: what it lends
   it gets back only at the next plan, as quota moved away is quota it cannot preempt back;
+* a queue never gives more than ``QueueDemand.lendable`` (what its ClusterQueue's ``lendingLimit`` lets it
+  lend): the rest, ``nominalQuota - lendingLimit``, its owners keep from every other queue;
 * a queue with less of its own history than ``min_lend_history_s`` lends nothing below its share: a
   quiet day is no evidence of a quiet week, and a queue created today has not started its work yet;
 * all moves together: ``sum inc <= max_total_moved_gpus`` less what the cohort's plans moved in the
@@ -151,6 +153,10 @@ class QueueDemand:
     history_seconds: Mapping[str, float] = field(default_factory=dict)
     """Per flavor, how much of the window the queue's own samples cover (a queue created today has hours); a
     flavor left out counts as a whole window. Below ``QuotaLimits.min_lend_history_s`` it lends nothing."""
+    lendable: Mapping[str, int] = field(default_factory=dict)
+    """Per flavor, the most GPUs of quota a plan may take from the queue (a flavor left out: no such bound): what its
+    ClusterQueue's ``lendingLimit`` lets it lend. ``nominalQuota - lendingLimit`` is what its owners keep from every
+    other queue; a plan that took it would hand others what Kueue never lends them (``lendable_gpus``)."""
 
 
 @dataclass(frozen=True)
@@ -281,6 +287,8 @@ def _lending_rules(q: QueueDemand, flavor: str, before: int, down: int, demand: 
             busiest = max(demand, float(q.busiest.get(flavor, 0.0)))
             caps.append((keeps_share(before, share, down, busiest, factor), rules[0]))
         caps.append((max(0, before - min(owed, floor)), rules[1]))
+    if flavor in q.lendable:
+        caps.append((max(0, min(before, q.lendable[flavor])), Kept.LENDING_LIMIT))
     if q.history_seconds.get(flavor, math.inf) < limits.min_lend_history_s:
         caps.append((max(0, before - owed), Kept.YOUNG))
     if not lends:

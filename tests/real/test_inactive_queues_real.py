@@ -8,8 +8,7 @@
 - a ClusterQueue under a cohort whose ``spec.parentName`` loops admits nothing.
 
 Each case gets its own names (a prefix), so the cases share the session's real cluster. The embedded
-emulator does neither yet (it admits into both: docs/embedded-cluster.md); ``EMULATED`` turns its run on
-once it does.
+emulator does neither (it admits into both: docs/embedded-cluster.md), so these run on the real manager only.
 """
 
 from __future__ import annotations
@@ -21,13 +20,11 @@ import pytest
 from gpuaas.cluster.kueue import testing as t
 from gpuaas.cluster.real import KubeHTTP
 from gpuaas.quantity import GPU
-from tests.real.differential import Backend, EmbeddedBackend, Observation, RealBackend, observe
+from tests.real.differential import Backend, Observation, RealBackend, observe
 
 pytestmark = [pytest.mark.real]
 
 KUEUE = t.KUEUE
-EMULATED = False
-"""Whether the emulator is held to the same answers (see the module docstring)."""
 
 
 def _active(backend: Backend, name: str) -> tuple[str, str]:
@@ -83,16 +80,6 @@ def real_backend(api: KubeHTTP) -> RealBackend:
     return backend
 
 
-def _backends(real: RealBackend) -> list[tuple[str, Backend]]:
-    return [("real", real)] + ([("embedded", _embedded())] if EMULATED else [])
-
-
-def _embedded() -> EmbeddedBackend:
-    backend = EmbeddedBackend()
-    backend.create(t.resource_flavor("h100"))
-    return backend
-
-
 def _cleanup(backend: Backend, ns: str) -> None:
     """Deactivate the case's Workloads so its pods leave the nodes for the tests after it."""
     for wl in backend.workloads(ns):
@@ -100,21 +87,16 @@ def _cleanup(backend: Backend, ns: str) -> None:
 
 
 def test_a_stopped_queue_admits_nothing_and_its_quota_is_still_borrowed(real_backend: RealBackend) -> None:
-    want: dict[str, Any] = {"condition": ("False", "Stopped"), "admitted": {"borrows": "h100"}}
-    for name, backend in _backends(real_backend):
-        p = f"stop-{name[0]}-"
-        try:
-            condition, (admitted, _) = _stopped(backend, p)
-        finally:
-            _cleanup(backend, f"{p}ns")
-        assert {"condition": condition, "admitted": admitted} == want, name
+    try:
+        condition, (admitted, _) = _stopped(real_backend, "stop-")
+    finally:
+        _cleanup(real_backend, "stop-ns")
+    assert condition == ("False", "Stopped") and admitted == {"borrows": "h100"}
 
 
 def test_a_queue_under_a_cohort_loop_admits_nothing(real_backend: RealBackend) -> None:
-    for name, backend in _backends(real_backend):
-        p = f"loop-{name[0]}-"
-        try:
-            _, (admitted, _) = _looping(backend, p)
-        finally:
-            _cleanup(backend, f"{p}ns")
-        assert admitted == {}, name
+    try:
+        _, (admitted, _) = _looping(real_backend, "loop-")
+    finally:
+        _cleanup(real_backend, "loop-ns")
+    assert admitted == {}

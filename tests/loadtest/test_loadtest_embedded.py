@@ -217,7 +217,10 @@ def test_two_replicas_find_about_twice_the_rate(cluster: EmbeddedCluster, prefec
             break
         time.sleep(0.5)
     assert len(pods) == 2 and seen.keys() == want.keys()
-    assert all(abs(seen[k] - v) <= 1.0 for k, v in want.items()), (seen, want)
+    assert abs(sum(seen.values()) - sum(want.values())) <= 1.0, (seen, want)  # every answered request, once
+    # Half each within the few refused: a request refused past saturation (its replica's queue full, or a slot not
+    # freed in time on a loaded host) takes its turn of the round robin without being answered.
+    assert all(abs(seen[k] - v) <= max(1.0, 0.005 * v) for k, v in want.items()), (seen, want)
 
 
 @pytest.mark.timeout(600)  # run alone, it sweeps one replica first

@@ -15,6 +15,7 @@ from datetime import datetime
 from gpuaas.kueue_gaps import gap_notes
 from gpuaas.policy import Policy
 from gpuaas.preflight_checks import Check, Verdict
+from gpuaas.snapshot import kueue_snapshot
 from gpuaas.sources.kube import DEFAULT_GPU_RESOURCES, KubeState
 
 __all__ = ["GAPS_CHECK", "gap_check", "kube_gaps"]
@@ -27,8 +28,6 @@ def kube_gaps(kube: KubeState | None, now: datetime, policy: Policy | None = Non
     snapshot, its deadline columns included, so that a Workload's deadline counts as it would there."""
     if kube is None:
         return None
-    from gpuaas.snapshot import kueue_snapshot
-
     snap = kueue_snapshot(now, kube, policy)
     return tuple(gap_notes(snap.data_quality, snap.workloads))
 

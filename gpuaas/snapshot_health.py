@@ -114,8 +114,7 @@ def clock_problem(reading: PrometheusReading | None) -> str | None:
 def _clock(settings: GpuaasSettings, readings: Readings) -> SourceStatus | None:
     """Prometheus failed, for this snapshot, where its clock and this worker's disagree (``clock_problem``)."""
     prom, status = readings.get("prometheus", (None, None))
-    problem = clock_problem(prom) if status is not None and status.ok else None
-    if problem is None or status is None:
+    if status is None or not status.ok or (problem := clock_problem(prom)) is None:
         return None
     return SourceStatus("prometheus", ok=False, latency_s=status.latency_s, error=describe_failure(
         settings, "prometheus", SourceError(problem, source="prometheus", url=settings.prometheus_url)))

@@ -30,7 +30,7 @@ import pandas as pd
 
 from gpuaas.models._snapshot import Snapshot
 
-__all__ = ["CohortTree", "FlavorResource", "Quota"]
+__all__ = ["CohortTree", "FlavorResource", "Quota", "inactive_queues"]
 
 FlavorResource = tuple[str, str]
 Node = tuple[bool, str]
@@ -263,3 +263,12 @@ class CohortTree:
                 if words:
                     out.append(f"{'cohort ' if is_cohort else ''}{name} has {', '.join(words)}")
         return out
+
+
+def inactive_queues(quotas: pd.DataFrame) -> dict[str, str]:
+    """ClusterQueue -> why Kueue admits nothing into it (``stopped (spec.stopPolicy: Hold)``...), from a snapshot's
+    quota frame or some of its rows (its ``inactive`` column, ``ClusterQueue.inactive``): what the rebalance plans
+    no quota for and the deadline plan plans no pending work in."""
+    if quotas.empty or "inactive" not in quotas.columns:
+        return {}
+    return {str(q): why for q, why in zip(quotas["cluster_queue"], quotas["inactive"]) if isinstance(why, str) and why}

@@ -12,9 +12,10 @@ from, so it is skipped without a word.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Collection, Iterable
 from dataclasses import dataclass, replace
-from fnmatch import fnmatchcase
+from fnmatch import translate
 from functools import partial
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -73,12 +74,15 @@ is said (``unmanaged_accelerators``), so that a team's MIG or AMD capacity never
 """
 
 
+_ACCELERATOR = re.compile("|".join(translate(pattern) for pattern in ACCELERATOR_RESOURCES))
+"""``ACCELERATOR_RESOURCES`` as one expression: every container of every Workload is matched on each read."""
+
+
 def unmanaged_accelerators(resources: Iterable[str], gpu_resources: Collection[str] = DEFAULT_GPU_RESOURCES,
                            ) -> tuple[str, ...]:
     """The names of ``resources`` that are accelerators (``ACCELERATOR_RESOURCES``) gpuaas does not manage (not in
     ``gpu_resources``), sorted, each once."""
-    return tuple(sorted({r for r in resources if r not in gpu_resources
-                         and any(fnmatchcase(r, pattern) for pattern in ACCELERATOR_RESOURCES)}))
+    return tuple(sorted({r for r in resources if r not in gpu_resources and _ACCELERATOR.match(r)}))
 
 
 def _requested(obj: Any) -> set[str]:
@@ -99,6 +103,8 @@ class AcceleratorRequest:
     namespace: str
     name: str
     resources: tuple[str, ...]
+
+
 _CRD_OWNERS = (
     ("RayCluster", "ray.io", "v1", "rayclusters"),
     ("InferenceService", "serving.kserve.io", "v1beta1", "inferenceservices"),

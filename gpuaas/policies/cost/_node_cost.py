@@ -19,7 +19,7 @@ import math
 from typing import Any
 
 from gpuaas.models import CostInputs, IdlePeriod
-from gpuaas.phrases import first_few, half_up
+from gpuaas.phrases import first_few
 from gpuaas.policies.cost._cost_source import ALLOCATION_API, PROMETHEUS_METRICS, cost_source
 from gpuaas.policies.cost._figures import cents, footed_cents, num
 
@@ -32,7 +32,7 @@ NODE_COST_KEYS = ("gpu_cost", "allocated_gpu_cost", "idle_gpu_cost", "total_cost
 
 def _plus(a: float | None, b: float | None) -> float | None:
     """Two amounts to the cent added, exactly as printed; None where either is unknown."""
-    return None if a is None or b is None else float(half_up(a + b, 2))
+    return None if a is None or b is None else cents(a + b)
 
 
 def _why_unknown(inputs: CostInputs, idle: dict[int, IdlePeriod], needed: set[int]) -> str | None:

@@ -33,7 +33,7 @@ from typing import Any
 
 import pandas as pd
 
-from gpuaas.models import CohortTree, Snapshot, WorkloadState
+from gpuaas.models import CohortTree, Snapshot, WorkloadState, inactive_queues
 from gpuaas.phrases import counted, first_few
 from gpuaas.policies.deadlines.kueue_order import ClusterQueues, Preemption
 from gpuaas.policies.deadlines.problem import (
@@ -116,7 +116,7 @@ def _capacities(snapshot: Snapshot, tree: CohortTree, gpu_resources: Sequence[st
     if quotas.empty:
         return caps, first, own
     gpu = quotas[quotas["resource"].isin(list(gpu_resources))]
-    inactive = _inactive(snapshot)
+    inactive = inactive_queues(snapshot.quotas)
     for row in gpu.itertuples(index=False):
         key = (_pool_key(tree, str(row.cluster_queue)), str(row.flavor))
         caps[key] = caps.get(key, 0) + _whole(_usable(row, inactive))
@@ -129,15 +129,6 @@ def _capacities(snapshot: Snapshot, tree: CohortTree, gpu_resources: Sequence[st
                 quota = tree.quota((True, cohort), (flavor, resource))
                 caps[(root, flavor)] += _whole(quota.nominal) if quota is not None else 0
     return caps, first, own
-
-
-def _inactive(snapshot: Snapshot) -> dict[str, str]:
-    """ClusterQueue -> why Kueue admits nothing into it (``stopped (spec.stopPolicy: Hold)``...): the quota
-    frame's ``inactive`` column."""
-    quotas = snapshot.quotas
-    if quotas.empty or "inactive" not in quotas:
-        return {}
-    return {str(q): why for q, why in zip(quotas["cluster_queue"], quotas["inactive"]) if isinstance(why, str) and why}
 
 
 def _usable(row: Any, inactive: Mapping[str, str]) -> float:
@@ -233,7 +224,7 @@ def pool_problems(snapshot: Snapshot, gpu_resources: Sequence[str] = ("nvidia.co
         return [replace(_problem(key, caps[key], [], _tree_notes(tree, key, gpu_resources)),
                         inexact=_split(tree, key, gpu_resources)) for key in sorted(caps)]
     now = pd.Timestamp(snapshot.collected_at)
-    inactive = _inactive(snapshot)
+    inactive = inactive_queues(snapshot.quotas)
     skipped: dict[str, int] = {}
     pools: dict[tuple[str, str], list[tuple[DeadlineJob | None, str, float | None]]] = {}
     notes: dict[tuple[str, str], list[str]] = {}

@@ -1,5 +1,5 @@
-"""What Kueue lets the rebalance plan of a ClusterQueue, read off its quota cells: whether it admits at all
-(``inactive_queues``) and how much of its quota it may give (``lendable_gpus``). Pure."""
+"""How much of a ClusterQueue's quota Kueue lets the rebalance give (``lendable_gpus``), read off its quota cells
+(whether it admits at all: ``gpuaas.models.inactive_queues``). Pure."""
 
 from __future__ import annotations
 
@@ -7,16 +7,9 @@ import math
 
 import pandas as pd
 
-__all__ = ["inactive_queues", "lendable_gpus"]
+__all__ = ["lendable_gpus"]
 
 Cell = tuple[str, str]
-
-
-def inactive_queues(rows: pd.DataFrame) -> dict[str, str]:
-    """queue -> why Kueue admits nothing into it (``stopped (spec.stopPolicy: Hold)``...), for the cohort's rows."""
-    if "inactive" not in rows.columns:
-        return {}
-    return {str(q): why for q, why in zip(rows["cluster_queue"], rows["inactive"]) if isinstance(why, str) and why}
 
 
 def lendable_gpus(rows: pd.DataFrame) -> dict[Cell, int]:

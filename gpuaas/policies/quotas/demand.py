@@ -46,10 +46,10 @@ from dataclasses import dataclass, field, replace
 
 import pandas as pd
 
-from gpuaas.models import CohortTree, FlavorResource, Snapshot
+from gpuaas.models import CohortTree, FlavorResource, Snapshot, inactive_queues
 from gpuaas.phrases import counted
 from gpuaas.policies.deadlines import DeadlineJob, PoolPlan, PoolProblem, plan_deadlines
-from gpuaas.policies.quotas._queue_bounds import inactive_queues, lendable_gpus
+from gpuaas.policies.quotas._queue_bounds import lendable_gpus
 from gpuaas.policies.quotas._reasons import MOVES_WINDOW_WORDS
 from gpuaas.policies.quotas._whole import not_whole
 from gpuaas.policies.quotas.plan import QueueDemand, QuotaLimits

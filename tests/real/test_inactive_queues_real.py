@@ -13,6 +13,7 @@ emulator does neither (it admits into both: docs/embedded-cluster.md), so these 
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 import pytest
@@ -52,6 +53,11 @@ def _stopped(backend: Backend, p: str) -> tuple[tuple[str, str], Observation]:
     backend.next_second()
     backend.create(t.raycluster(ns, f"{p}borrows", f"{p}a", [("workers", 2, 4)]))
     backend.settle(ns)
+    # Under load Kueue may first find the job inadmissible and retry it only after its backoff, past the 3 quiet
+    # seconds ``settle`` waits for: wait a bounded minute more for the admission the stopped queue's quota allows.
+    deadline = time.monotonic() + 60
+    while not observe(backend.workloads(ns), p)[0] and time.monotonic() < deadline:
+        time.sleep(0.5)
     return _active(backend, f"{p}s"), observe(backend.workloads(ns), p)
 
 

@@ -52,10 +52,12 @@ READS: tuple[Access, ...] = (
     *(a for group, resource in _KINDS for a in _accesses(["get", "list"], group, [resource])),
     *(Access("list", kind.group, kind.plural) for kind in JOB_OWNERS),
     Access("list", "", "pods"),
+    Access("list", "", "namespaces"),
     Access("get", "", "namespaces", "kube-system"),
 )
 """What every flow reads (the collect), ``get`` on the kinds re-read before a stop or an undo, the batch jobs'
-deadlines, and the ``kube-system`` Namespace, whose uid tells one cluster's history from another's in the store."""
+deadlines, the Namespaces' labels (which a ClusterQueue's ``namespaceSelector`` selects), and the ``kube-system``
+Namespace, whose uid tells one cluster's history from another's in the store."""
 
 _EVENTS = Access("create", "events.k8s.io", "events")
 

@@ -36,7 +36,7 @@ import numpy as np
 import pandas as pd
 
 from gpuaas.errors import SourceUnavailable
-from gpuaas.kueue_gaps import with_gap_rows
+from gpuaas.kueue_gaps import STRANDED, missing_queues, with_gap_rows
 from gpuaas.models import GpuSample, Snapshot, SourceStatus, WorkloadState, is_elastic
 from gpuaas.policies.reclaim import (
     COMPLETE_COVERAGE,
@@ -201,7 +201,7 @@ def _cohort_frame(kube: KubeState) -> pd.DataFrame:
 
 
 def _queue_frame(kube: KubeState, workloads: pd.DataFrame, quotas: pd.DataFrame, policy: Policy,
-                 gpu_resources: Sequence[str]) -> pd.DataFrame:
+                 gpu_resources: Sequence[str], data_quality: pd.DataFrame) -> pd.DataFrame:
     gpu = quotas[quotas["resource"].isin(list(gpu_resources))]
     cells = gpu.groupby("cluster_queue").agg(
         nominal_gpus=("nominal", "sum"), borrowing_limit_gpus=("borrowing_limit", lambda s: s.sum(min_count=1)),
@@ -212,7 +212,10 @@ def _queue_frame(kube: KubeState, workloads: pd.DataFrame, quotas: pd.DataFrame,
     # Workload the reclaim flow deactivated as demand.
     queued = (workloads["state"] == WorkloadState.pending.value) & workloads["active"].astype(bool)
     # Nor is the work of a stopped LocalQueue (spec.stopPolicy): Kueue drops the LocalQueue from its queueing.
+    # Nor that of a LocalQueue its ClusterQueue never admits from (its namespaceSelector), which Kueue still
+    # counts pending: it is said in a note instead (``gpuaas.kueue_gaps``).
     stopped = {(lq.namespace, lq.name) for lq in kube.local_queues if lq.stop_policy}
+    stopped |= set(missing_queues(data_quality, *STRANDED))
     if stopped:
         queued &= ~pd.Series([(ns, q) in stopped for ns, q in zip(workloads["namespace"], workloads["queue"])],
                              index=workloads.index, dtype=bool)
@@ -290,7 +293,7 @@ def build_snapshot(
         windows_minutes=tuple(float(w) for w in windows),
         sources=dict(sources),
         workloads=workloads,
-        queues=_queue_frame(kube, workloads, quotas, policy, gpu_resources),
+        queues=_queue_frame(kube, workloads, quotas, policy, gpu_resources, data_quality),
         quotas=quotas,
         gpus=_gpu_frame(prom, nvml),
         owners=owners.drop(columns=["annotations"]) if not owners.empty else owners,

@@ -152,15 +152,20 @@ def pool_deadlines(pool: dict[str, Any]) -> int:
 def _unscheduled(pool: PoolPlan) -> list[dict[str, Any]]:
     """The pool's missed jobs that have no place in its schedule, so that its table can still show each:
     one that can never start in time (how late it ends at the earliest), or that Kueue can never admit
-    (``no_place``: larger than the pool, or its ClusterQueue does not exist; null for the others)."""
+    (``no_place``: larger than the pool, its ClusterQueue does not exist or does not admit from its namespace;
+    null for the others)."""
     scheduled = {s.name for s in pool.plan.schedule}
     never = {j.name for j in pool.problem.too_big}
-    why = NoPlace.no_cluster_queue if isinstance(pool.problem, MissingQueuePool) else NoPlace.larger_than_pool
+    pool_why = NoPlace.no_cluster_queue if isinstance(pool.problem, MissingQueuePool) else NoPlace.larger_than_pool
+
+    def why(name: str) -> NoPlace:
+        return NoPlace.namespace_not_selected if name in pool.problem.unselected else pool_why
+
     jobs = {j.name: j for j in (*pool.problem.jobs, *pool.problem.too_big)}
     return [{"name": name, "gpus": jobs[name].gpus, "deadline": _num(jobs[name].deadline),
              "missed_by": _num(pool.plan.missed_by.get(name)),
-             "larger_than_pool": name in never and why is NoPlace.larger_than_pool,
-             "no_place": why.value if name in never else None}
+             "larger_than_pool": name in never and why(name) is NoPlace.larger_than_pool,
+             "no_place": why(name).value if name in never else None}
             for name in pool.missed if name not in scheduled and name in jobs]
 
 

@@ -17,10 +17,12 @@ from gpuaas.models._outcome import *  # noqa: F403
 from gpuaas.models._outcome import __all__ as _outcome_all
 from gpuaas.models._records import *  # noqa: F403
 from gpuaas.models._records import __all__ as _records_all
+from gpuaas.models._selector import *  # noqa: F403
+from gpuaas.models._selector import __all__ as _selector_all
 from gpuaas.models._snapshot import *  # noqa: F403
 from gpuaas.models._snapshot import __all__ as _snapshot_all
 from gpuaas.models._telemetry import *  # noqa: F403
 from gpuaas.models._telemetry import __all__ as _telemetry_all
 
-__all__ = [*_cohort_tree_all, *_cost_all, *_job_kinds_all, *_keys_all, *_limits_all, *_opt_out_all, *_outcome_all, *_records_all, *_snapshot_all,
-           *_telemetry_all]
+__all__ = [*_cohort_tree_all, *_cost_all, *_job_kinds_all, *_keys_all, *_limits_all, *_opt_out_all, *_outcome_all,
+           *_records_all, *_selector_all, *_snapshot_all, *_telemetry_all]

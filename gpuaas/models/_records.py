@@ -13,6 +13,8 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from enum import Enum
 
+from gpuaas.models._selector import EVERY_NAMESPACE, LabelSelector
+
 __all__ = [
     "ELASTIC_ANNOTATION",
     "is_elastic",
@@ -130,6 +132,8 @@ class ClusterQueue:
     inactive_reason: str | None = None
     """The reason of ``status.conditions[type=Active]`` when its status is ``False`` (``Stopped``,
     ``FlavorNotFound``...); None while Kueue reports the queue active."""
+    namespace_selector: LabelSelector = EVERY_NAMESPACE
+    """``spec.namespaceSelector``: the namespaces Kueue admits its Workloads from (none where the field is unset)."""
 
     @property
     def inactive(self) -> str | None:

@@ -313,6 +313,24 @@ class KubeLister:
     def stateful_sets(self) -> list[dict[str, Any]]:
         return self._pages("/apis/apps/v1/statefulsets", "statefulsets.apps/v1")
 
+    def namespace_labels(self) -> dict[str, dict[str, str]] | None:
+        """Every Namespace's labels, by name: what a ClusterQueue's ``namespaceSelector`` is matched against.
+        None where the role may not list Namespaces (an older ``gpuaas`` role): the selectors then go unchecked,
+        and the collect says so, rather than the whole read failing."""
+        try:
+            items = self._pages("/api/v1/namespaces", "namespaces/v1")
+        except KubeAPIError as exc:
+            if exc.status == 403:
+                return None
+            raise
+        out: dict[str, dict[str, str]] = {}
+        for item in items:
+            meta = (item.get("metadata") if isinstance(item, dict) else None) or {}
+            labels = meta.get("labels") or {}
+            if isinstance(meta.get("name"), str) and isinstance(labels, dict):
+                out[meta["name"]] = {str(k): str(v) for k, v in labels.items()}
+        return out
+
     def running_pods(self) -> list[dict[str, Any]]:
         return self._pages("/api/v1/pods", "pods/v1", fieldSelector="status.phase=Running")
 

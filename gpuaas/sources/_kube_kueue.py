@@ -15,6 +15,7 @@ from typing import Any
 from gpuaas.models import (
     ClusterQueue,
     Cohort,
+    LabelSelector,
     LocalQueue,
     QuotaEntry,
     ResourceFlavor,
@@ -265,6 +266,7 @@ def parse_cluster_queue(obj: Obj) -> ClusterQueue:
         priority_preemption=_priority_preemption(spec.get("preemption") or {}),
         stop_policy=_stop_policy(spec),
         inactive_reason=_inactive_reason(obj),
+        namespace_selector=LabelSelector.parse(spec.get("namespaceSelector")),
     )
 
 

@@ -13,7 +13,7 @@ from, so it is skipped without a word.
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Collection, Iterable
+from collections.abc import Callable, Collection, Iterable, Mapping
 from dataclasses import dataclass, replace
 from fnmatch import translate
 from functools import partial
@@ -133,6 +133,9 @@ class KubeState:
     """The ``kube-system`` Namespace's uid (``KubeLister.cluster_uid``); None where it could not be read."""
     unmanaged_requests: tuple[AcceleratorRequest, ...] = ()
     """The Workloads that ask for accelerators gpuaas does not manage (``unmanaged_accelerators``)."""
+    namespace_labels: Mapping[str, Mapping[str, str]] | None = None
+    """Every Namespace's labels, by name (``ClusterQueue.namespace_selector`` is matched against them); None where
+    they were not read (the role may not list Namespaces)."""
 
 
 def _kueue_version(lister: KubeLister) -> tuple[str | None, list[dict[str, Any]]]:
@@ -183,6 +186,7 @@ def _parsed(kind: str, url: str, parse: Callable[[Any], T], obj: Any) -> T:
         raise MalformedResponse(f"{kind} {where or '?'}: {detail}"[:300], source="kube", url=url) from exc
 
 
+_NAMESPACES = "namespaces/v1"
 LISTS_AT_ONCE = 3
 """Lists in flight at once: pages of one list follow each other (``continue`` tokens), different kinds
 need not, so the API server encodes one page while this process decodes another."""
@@ -267,9 +271,11 @@ def _read(lister: KubeLister, gpu_resources: tuple[str, ...]) -> KubeState:
         *owner_reads,
         *job_reads,
         ("pods/v1", lambda: optional(lister.running_pods)),
+        (_NAMESPACES, lambda: (lister.namespace_labels(),)),  # boxed: None is "may not list", not "not installed"
     ]
     results = dict(zip((name for name, _ in reads), at_once([call for _, call in reads], workers=LISTS_AT_ONCE)))
     skipped = {name for name, _ in job_reads}
+    (namespace_labels,) = results.pop(_NAMESPACES)
     missing = ([] if version is not None else [KUEUE_GROUP]) + [
         name for name, got in results.items() if got is None and name not in skipped]
     kueue = {p: results[f"{p}.{KUEUE_GROUP}/{version}"] or [] for p in plurals}
@@ -299,4 +305,5 @@ def _read(lister: KubeLister, gpu_resources: tuple[str, ...]) -> KubeState:
         requests=lister.requests,
         cluster_uid=cluster_uid,
         unmanaged_requests=tuple(unmanaged),
+        namespace_labels=namespace_labels,
     )

@@ -45,7 +45,7 @@ def cq(name: str, gpus: int, cohort: str = "c", lending: int | None = None, stop
     if lending is not None:
         res["lendingLimit"] = lending
     spec: dict[str, Any] = {"cohortName": cohort, "preemption": {"reclaimWithinCohort": "Any"},
-                            "resourceGroups": [{"coveredResources": [GPU],
+                            "namespaceSelector": {}, "resourceGroups": [{"coveredResources": [GPU],
                                                 "flavors": [{"name": "h100", "resources": [res]}]}]}
     if stop:
         spec["stopPolicy"] = stop

@@ -42,7 +42,7 @@ def cluster_queue(name: str, cohort: str, entries: dict[str, dict[str, Any]]) ->
     """A ClusterQueue as the API serves it: ``entries`` flavor -> its GPU resource's quota fields."""
     return {"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "ClusterQueue",
             "metadata": {"name": name, "resourceVersion": "7"},
-            "spec": {"cohortName": cohort, "preemption": {"reclaimWithinCohort": "Any"},
+            "spec": {"cohortName": cohort, "preemption": {"reclaimWithinCohort": "Any"}, "namespaceSelector": {},
                      "resourceGroups": [{"coveredResources": [GPU], "flavors": [
                          {"name": f, "resources": [{"name": GPU, **fields}]} for f, fields in entries.items()]}]}}
 

@@ -66,8 +66,7 @@ class EmbeddedBackend:
         self.kueue = KueueController(self.store, self.clock)
 
     def create(self, obj: dict[str, Any]) -> None:
-        if obj["kind"] != "Namespace":
-            self.store.create(obj)
+        self.store.create(obj)  # Namespaces too: a ClusterQueue's namespaceSelector reads their labels
 
     def patch(self, kind: str, namespace: str | None, name: str, patch: dict[str, Any]) -> None:
         self.store.patch(kind, namespace, name, patch)

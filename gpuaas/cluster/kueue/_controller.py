@@ -7,7 +7,8 @@ A pass (``reconcile()``) has numbered phases, like Kueue's scheduler cycle:
 2. take in Workloads: all of them on the first pass or when not attached, otherwise only those
    a write touched since the last pass;
 3. sync jobs (RayCluster, Notebook, InferenceService, StatefulSet, Deployment) the same way;
-4. schedule: admit pending Workloads per ClusterQueue, preempting where ``spec.preemption``
+4. schedule: admit pending Workloads per ClusterQueue (from the namespaces its ``namespaceSelector``
+   selects; none where it has none), preempting where ``spec.preemption``
    allows (see ``_admission`` and ``_preemption``);
 5. bind pods still Pending where GPUs have freed up;
 6. write ClusterQueue and LocalQueue status where it changed.
@@ -26,6 +27,8 @@ from collections.abc import Callable
 from dataclasses import replace
 from datetime import datetime
 from typing import Any
+
+from gpuaas.models import LabelSelector
 
 from ..apiserver import ApiError, ObjectStore
 from ._admission import Preemption, schedule
@@ -67,6 +70,8 @@ class KueueController:
         self._writer: int | None = None  # the thread running a pass, while it runs
         self._lq_to_cq: dict[tuple[str, str], str] = {}
         self._inactive_cqs: dict[str, str] = {}  # name -> why
+        self._closed: dict[str, LabelSelector] = {}  # name -> a namespaceSelector that is not ``{}``
+        self._namespace_labels: dict[str, dict[str, str]] = {}
         self._written: dict[tuple[str, str, str], dict[str, Any]] = {}  # last status written per queue
         self._quiet: tuple[str, ReconcileResult] | None = None  # (store rv, result) of a pass that wrote nothing
 
@@ -140,6 +145,16 @@ class KueueController:
                 self._inactive_cqs[cq.name] = f"Can't admit new workloads: references missing ResourceFlavor(s): {missing}"
         self._lq_to_cq = {(lq["metadata"]["namespace"], lq["metadata"]["name"]): (lq.get("spec") or {}).get(
             "clusterQueue", "") for lq in store.list("LocalQueue")}
+        self._closed = {}
+        for obj in store.list("ClusterQueue"):
+            try:
+                selector = LabelSelector.parse((obj.get("spec") or {}).get("namespaceSelector"))
+            except ValueError:  # the API server's schema keeps such a selector out
+                continue
+            if selector.nothing or selector.requirements:
+                self._closed[obj["metadata"]["name"]] = selector
+        self._namespace_labels = {ns["metadata"]["name"]: dict((ns.get("metadata") or {}).get("labels") or {})
+                                  for ns in store.list("Namespace")} if self._closed else {}
         if nodes:
             engine.nodes.set_nodes(store.list("Node"))
 
@@ -208,6 +223,9 @@ class KueueController:
                 continue
             if cq not in engine.book.queues:
                 engine.mark_pending(record, "Inadmissible", f"ClusterQueue {cq} doesn't exist")
+                continue
+            if cq in self._closed and not self._closed[cq].selects(self._namespace_labels.get(record.namespace, {})):
+                engine.mark_pending(record, "Pending", "Workload namespace doesn't match ClusterQueue selector")
                 continue
             queues.setdefault(cq, []).append(record)
         for records in queues.values():

@@ -19,7 +19,8 @@ Which workloads, and how they enter (times in seconds from the snapshot's ``coll
   ClusterQueue (the one Kueue tries first). With a run time and no deadline: best-effort work.
   Deactivated workloads (``spec.active: false``) are not queued and are left out, except those
   gpuaas itself holds for the plan (``gpuaas.io/deadline-hold``): they are still pending work.
-- a pending job larger than its pool can never be admitted there: it is ``missed``, with a note.
+- a pending job larger than its pool can never be admitted there: it is ``missed``, with a note; so is one
+  queued from a namespace its ClusterQueue's ``namespaceSelector`` does not select (``gpuaas.kueue_gaps``).
 
 Pure: the snapshot in, the plans out.
 """
@@ -33,6 +34,7 @@ from typing import Any
 
 import pandas as pd
 
+from gpuaas.kueue_gaps import Gap, missing_note, missing_queues
 from gpuaas.models import CohortTree, Snapshot, WorkloadState, inactive_queues
 from gpuaas.phrases import counted, first_few
 from gpuaas.policies.deadlines.kueue_order import ClusterQueues, Preemption
@@ -61,7 +63,8 @@ class PoolProblem:
     capacity: int
     jobs: tuple[DeadlineJob, ...]
     too_big: tuple[DeadlineJob, ...] = ()
-    """Pending jobs larger than the pool: never admitted there, so never planned (each ``missed``)."""
+    """Pending jobs larger than the pool, or in ``unselected``: never admitted there, so never planned (each
+    ``missed``)."""
     notes: tuple[str, ...] = ()
     uncontrolled: tuple[str, ...] = ()
     """Pending Workloads of the pool the plan cannot place (no run time): Kueue may admit them into any gap."""
@@ -73,6 +76,8 @@ class PoolProblem:
     """Running jobs past their expected run time, planned to hold their GPUs :func:`overrun_buffer` more."""
     queues: ClusterQueues = ClusterQueues()
     """Each job's ClusterQueue and each queue's nominal GPUs: Kueue's own order admits within nominal quota first."""
+    unselected: tuple[str, ...] = ()
+    """The jobs of ``too_big`` queued from a namespace their ClusterQueue's ``namespaceSelector`` does not select."""
 
 
 @dataclass(frozen=True)
@@ -230,6 +235,10 @@ def pool_problems(snapshot: Snapshot, gpu_resources: Sequence[str] = ("nvidia.co
     notes: dict[tuple[str, str], list[str]] = {}
     blind: dict[tuple[str, str], list[str]] = {}
     queue_of: dict[tuple[str, str], dict[str, str]] = {}
+    unadmitted = {lq: (cq, gap) for gap in (Gap.unselected_namespace, Gap.no_namespace_selector)
+                  for lq, cq in missing_queues(snapshot.data_quality, gap).items()}
+    stranded: dict[tuple[str, str], list[DeadlineJob]] = {}
+    noted: set[tuple[tuple[str, str], tuple[str, str]]] = set()
     for wl in wls[wls["gpus"] > 0].itertuples(index=False):
         ref = f"{wl.namespace}/{wl.name}"
         holding = wl.state in _HOLDING
@@ -247,6 +256,16 @@ def pool_problems(snapshot: Snapshot, gpu_resources: Sequence[str] = ("nvidia.co
             continue
         key = (_pool_key(tree, str(wl.cluster_queue)), flavor)
         if key not in caps:
+            continue
+        local = (str(wl.namespace), str(getattr(wl, "queue", "")))
+        if not holding and local in unadmitted:  # Kueue never admits it, whatever the pool holds
+            if (key, local) not in noted:
+                noted.add((key, local))
+                cluster_queue, gap = unadmitted[local]
+                notes.setdefault(key, []).append(missing_note(*local, cluster_queue, wls, gap))
+            if (due := _seconds_until(now, wl.deadline_at)) is not None:
+                stranded.setdefault(key, []).append(DeadlineJob(
+                    ref, int(math.ceil(float(wl.gpus) - 1e-9)), 0.0, min(max(due, -MAX_TIME), MAX_TIME), flavor))
             continue
         queue_of.setdefault(key, {})[ref] = str(wl.cluster_queue)
         gpus = int(math.ceil(float(wl.gpus) - 1e-9))
@@ -294,15 +313,19 @@ def pool_problems(snapshot: Snapshot, gpu_resources: Sequence[str] = ("nvidia.co
         for key in caps:
             if key[0] == root:
                 notes.setdefault(key, []).extend(said)
-    return [replace(_problem(key, caps[key], pools.get(key, []), [*_tree_notes(tree, key, gpu_resources),
-                                                                 *notes.get(key, []), *_blind_note(blind.get(key))]),
-                    uncontrolled=tuple(blind.get(key, [])), inexact=_split(tree, key, gpu_resources),
-                    by_priority=by_priority.get(key[0], ()),
-                    queues=ClusterQueues(queue_of.get(key, {}), nominal.get(key, {}),
-                                         {cq: rules for cq, rules in preemption.items()
-                                          if _pool_key(tree, cq) == key[0]},
-                                         tuple(waiting.get(key, ()))))
-            for key in sorted(caps)]
+    out = []
+    for key in sorted(caps):
+        problem = _problem(key, caps[key], pools.get(key, []), [*_tree_notes(tree, key, gpu_resources),
+                                                                *notes.get(key, []), *_blind_note(blind.get(key))])
+        out.append(replace(problem, too_big=(*problem.too_big, *stranded.get(key, ())),
+                           unselected=tuple(job.name for job in stranded.get(key, ())),
+                           uncontrolled=tuple(blind.get(key, [])), inexact=_split(tree, key, gpu_resources),
+                           by_priority=by_priority.get(key[0], ()),
+                           queues=ClusterQueues(queue_of.get(key, {}), nominal.get(key, {}),
+                                                {cq: rules for cq, rules in preemption.items()
+                                                 if _pool_key(tree, cq) == key[0]},
+                                                tuple(waiting.get(key, ())))))
+    return out
 
 
 def _blind_note(refs: Sequence[str] | None) -> list[str]:

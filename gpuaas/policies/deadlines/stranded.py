@@ -36,6 +36,7 @@ class NoPlace(StrEnum):
 
     larger_than_pool = "larger than the pool"
     no_cluster_queue = "its ClusterQueue does not exist"
+    namespace_not_selected = "its ClusterQueue does not admit from its namespace"
 
 
 @dataclass(frozen=True)

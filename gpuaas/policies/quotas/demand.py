@@ -46,6 +46,7 @@ from dataclasses import dataclass, field, replace
 
 import pandas as pd
 
+from gpuaas.kueue_gaps import Gap, missing_queues, stranded_workloads
 from gpuaas.models import CohortTree, FlavorResource, Snapshot, inactive_queues
 from gpuaas.phrases import counted
 from gpuaas.policies.deadlines import DeadlineJob, PoolPlan, PoolProblem, plan_deadlines
@@ -148,8 +149,25 @@ def reachable_gpus(rows: pd.DataFrame, tree: CohortTree | None = None) -> dict[C
     return reach
 
 
-def _never_admissible(snapshot: Snapshot, reach: Mapping[Cell, float]) -> dict[str, list[tuple[str, float]]]:
-    """queue -> [(namespace/name, GPUs)] of pending Workloads bigger than any flavor the queue can reach."""
+def _unadmitted(snapshot: Snapshot) -> tuple[set[tuple[str, str]], dict[str, float]]:
+    """The LocalQueues a ClusterQueue never admits from (its ``namespaceSelector``), and queue -> the GPUs pending
+    in them: the snapshot's backlog leaves them out, Kueue's pending metrics (the history) do not."""
+    local = missing_queues(snapshot.data_quality, Gap.unselected_namespace, Gap.no_namespace_selector)
+    wls = snapshot.workloads
+    gpus: dict[str, float] = {}
+    if local and not wls.empty and {"namespace", "queue", "state", "gpus"} <= set(wls.columns):
+        for (namespace, queue), cluster_queue in local.items():
+            waiting = stranded_workloads(wls, namespace, queue)
+            if "active" in waiting.columns:
+                waiting = waiting[waiting["active"].astype(bool)]
+            gpus[cluster_queue] = gpus.get(cluster_queue, 0.0) + float(waiting["gpus"].sum())
+    return set(local), gpus
+
+
+def _never_admissible(snapshot: Snapshot, reach: Mapping[Cell, float],
+                      unadmitted: set[tuple[str, str]]) -> dict[str, list[tuple[str, float]]]:
+    """queue -> [(namespace/name, GPUs)] of pending Workloads bigger than any flavor the queue can reach (those
+    of a LocalQueue it never admits from are left to ``_unadmitted``)."""
     wls = snapshot.workloads
     if wls.empty or not {"state", "gpus", "cluster_queue"} <= set(wls.columns):
         return {}
@@ -162,6 +180,8 @@ def _never_admissible(snapshot: Snapshot, reach: Mapping[Cell, float]) -> dict[s
         if r.state != "pending" or queue not in best or not float(r.gpus or 0.0) > best[queue] + 1e-9:
             continue
         if "active" in wls.columns and not bool(r.active):
+            continue
+        if (str(getattr(r, "namespace", "")), str(getattr(r, "queue", ""))) in unadmitted:
             continue
         out.setdefault(queue, []).append((f"{r.namespace}/{r.name}", float(r.gpus)))
     return out
@@ -260,6 +280,7 @@ def cohort_demands(snapshot: Snapshot, history: pd.DataFrame, policy: Policy, *,
     everywhere = {(str(r.cluster_queue), str(r.flavor)): float(r.nominal) for r in gpu.itertuples(index=False)}
     guaranteed = _guarantees(policy, everywhere)
     tree = CohortTree.of(snapshot)
+    unadmitted, unselected = _unadmitted(snapshot)
     out = []
     for cohort, rows in sorted(gpu.groupby("cohort"), key=lambda kv: str(kv[0])):
         if wanted and cohort not in wanted:
@@ -291,7 +312,7 @@ def cohort_demands(snapshot: Snapshot, history: pd.DataFrame, policy: Policy, *,
             if cell[1] not in flavors_of:
                 flavors_of.append(cell[1])
         reach = reachable_gpus(rows, tree)
-        never = _never_admissible(snapshot, reach)
+        never = _never_admissible(snapshot, reach, unadmitted)
         seen = [stats.get((q, f, "history_seconds"), 0.0) for q, f in nominal]
         history_s = max(seen, default=0.0)
         queues = []
@@ -305,9 +326,10 @@ def cohort_demands(snapshot: Snapshot, history: pd.DataFrame, policy: Policy, *,
             if math.isnan(waited):
                 waited = 0.0
             ignored = sum(g for _, g in never.get(queue, []))
-            pending = pending_demand(max(0.0, pending_hist.get(queue, 0.0) - ignored), max(0.0, pending_now - ignored),
-                                     waited, rb)
-            most_pending = max(pending, stats.get((queue, "", "pending_max"), 0.0) - ignored)
+            elsewhere = unselected.get(queue, 0.0)  # in Kueue's pending history, not in the backlog
+            pending = pending_demand(max(0.0, pending_hist.get(queue, 0.0) - ignored - elsewhere),
+                                     max(0.0, pending_now - ignored), waited, rb)
+            most_pending = max(pending, stats.get((queue, "", "pending_max"), 0.0) - ignored - elsewhere)
             busiest: dict[str, float] = {}
             for i, flavor in enumerate(flavors):
                 cell = (queue, flavor)
@@ -331,6 +353,9 @@ def cohort_demands(snapshot: Snapshot, history: pd.DataFrame, policy: Policy, *,
                     words.append(f"{pending_now - ignored:g} GPUs pending, oldest waited {_hours(waited)}")
                 if i == 0 and ignored:
                     words.append(f"{ignored:g} pending GPUs never admissible, ignored")
+                if i == 0 and elsewhere:
+                    words.append(f"{elsewhere:g} pending GPUs from namespaces its namespaceSelector does not select, "
+                                 "ignored")
                 if demand[flavor] < max(held + mine, need) - 1e-9:
                     words.append(f"capped at the {reach[cell]:g} GPUs it can reach")
                 if need:

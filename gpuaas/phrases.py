@@ -63,7 +63,9 @@ def money(value: float | None, unknown: str = "unknown") -> str:
     if not math.isfinite(value):  # no bill holds one (the sources refuse it); printed as it is, never hidden
         return f"${value:,.2f}"
     decimals = 2 if value == 0 or abs(value) >= 1 else max(2, 2 - math.floor(math.log10(abs(value))))
-    return f"${half_up(value, decimals):,.{decimals}f}"
+    amount = half_up(value, decimals)
+    # A credit reads as an accountant writes it, the sign before the symbol: -$4.90, never $-4.90.
+    return f"{'-' if amount < 0 else ''}${abs(amount):,.{decimals}f}"
 
 
 def half_up(value: float, decimals: int) -> Decimal:

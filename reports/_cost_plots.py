@@ -23,7 +23,7 @@ from matplotlib.patches import Patch
 from gpuaas.policies.cost import FUNNEL_STAGES, CostReport, funnel_stages
 from reports._plots import drawn, plt
 from reports._plots import png_base64 as _png
-from reports.cost_report import cost_per_outcome_cell, hours_cell, money
+from reports.cost_report import cost_per_outcome_cell, hours_cell, money, tenant_cell
 
 __all__ = ["cost_per_outcome_plot", "funnel_plot", "partial_label", "waste_plot"]
 
@@ -45,7 +45,7 @@ def partial_label(period: dict[str, Any]) -> str | None:
 
 def funnel_plot(report: CostReport) -> str:
     """Per tenant, the allocated GPU-hours as one bar split into stages: a true funnel, nothing counted twice."""
-    tenants = [drawn(t["tenant"]) for t in report.tenants]
+    tenants = [drawn(tenant_cell(t)) for t in report.tenants]
     fig, ax = plt.subplots(figsize=(9, 0.9 + 0.55 * max(len(tenants), 1)))
     left = [0.0] * len(tenants)
     stages = [funnel_stages(t) for t in report.tenants]
@@ -179,7 +179,7 @@ def _bars(ax: Axes, rows: list[dict[str, Any]], kind: str, scale: float) -> None
 def waste_plot(report: CostReport) -> str:
     """Waste per tenant, each bar labelled with the waste table's figure."""
     fig, ax = plt.subplots(figsize=(9, 3.2))
-    names = [drawn(t["tenant"]) for t in report.tenants]
+    names = [drawn(tenant_cell(t)) for t in report.tenants]
     # in dollars where the cost source answered (a tenant without telemetry has no waste figure, not $0)
     known = any(t["total_cost"] is not None for t in report.tenants)
     figures = [t["waste_cost"] if known else t["idle_gpu_hours"] for t in report.tenants]

@@ -10,16 +10,24 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from gpuaas.phrases import money
-from gpuaas.policies.cost import COST_SOURCES, data_short_s
+from gpuaas.policies.cost import COST_SOURCES, NO_TENANT, data_short_s
 from reports._format import source_errors, with_failures
 
 if TYPE_CHECKING:
     from gpuaas.policies.cost import CostReport
 
 __all__ = ["NO_SERVICES", "cost_degraded", "cost_first_line", "cost_headline", "cost_source_errors", "costs_note",
-           "count_cell", "hours_cell", "node_cost_line", "window_length"]
+           "count_cell", "hours_cell", "node_cost_line", "tenant_cell", "window_length", "ALL_PARTS"]
 
 NO_SERVICES = "The policy has no services: section, so no outcome is counted (cost per outcome unknown). "
+
+
+def tenant_cell(row: dict[str, Any]) -> str:
+    """A row's tenant as every table and plot names it: a namespace no tenant of the policy names is marked
+    (``kube-system (no tenant)``), so that it does not read as a tenant someone is charged as. A row that does not say
+    (the cluster's, or one from an older document) is named as it is."""
+    name = str(row["tenant"])
+    return name if row.get("configured_tenant", True) else f"{name} {NO_TENANT}"
 
 
 def hours_cell(value: float | None) -> str:
@@ -107,10 +115,19 @@ def cost_headline(report: CostReport, previous: CostReport | None = None) -> str
     return with_failures(cost_first_line(report), {**cost_source_errors(report, previous), **blind})
 
 
+ALL_PARTS = "GPU, CPU, RAM, and the volumes, network, load balancers and external costs OpenCost charges workloads"
+"""What OpenCost's ``totalCost`` holds, and so the "in all" figures: its allocations' total is every part it charges a
+pod, not GPU, CPU and RAM only (a pod with a $10 volume and $50 of external cost has them in its total)."""
+
+
 def node_cost_line(report: CostReport, idle_row: str = "__idle__") -> str:
-    """What the nodes' GPUs cost, as the allocated cost and the idle (OpenCost's ``__idle__``) that add up to it,
-    with the GPU-hours nobody held, and the nodes' cost in all: the line under the headline. An idle cost that
-    cannot be known is said so, with why, never $0. ``idle_row``: that row's name as the page writes it."""
+    """What the nodes' GPUs cost at OpenCost's prices, as the allocated cost and the idle (OpenCost's ``__idle__``)
+    that add up to it, with the GPU-hours nobody held, and the cost in all with what that holds: the line under the
+    headline. An idle cost that cannot be known is said so, with why, never $0. ``idle_row``: that row's name as the
+    page writes it.
+
+    Said at OpenCost's prices, never as the bill: OpenCost does not discount GPUs, reconciles its prices with a cloud
+    bill only where that is set up, and keeps cost of no namespace (``__unallocated__``) out of both figures."""
     n = report.node_cost
     if not n:  # a report that did not record it (built by hand, or from an older document)
         return "What the nodes cost beside the workloads' allocation was not recorded."
@@ -121,21 +138,24 @@ def node_cost_line(report: CostReport, idle_row: str = "__idle__") -> str:
               else f"{hours_cell(unheld)} GPU-hours nobody held")
     if n.get("idle_gpu_cost") is None:
         why = str(n.get("idle_unknown") or "not read").replace("__idle__", idle_row)
-        return f"The nodes' GPUs cost unknown: {allocated}, idle capacity unknown ({why}), never $0; {nobody}."
-    line = (f"The nodes' GPUs cost {money(n['gpu_cost'])}: {allocated}, {money(n['idle_gpu_cost'])} idle "
-            f"({nobody})")
+        return (f"The nodes' GPUs cost unknown at OpenCost's prices: {allocated}, idle capacity unknown ({why}), "
+                f"never $0; {nobody}.")
+    line = (f"The nodes' GPUs cost {money(n['gpu_cost'])} at OpenCost's prices: {allocated}, "
+            f"{money(n['idle_gpu_cost'])} idle ({nobody})")
     if n.get("total_cost") is None:
-        return f"{line}; the nodes' cost in all (GPU, CPU, RAM) unknown."
-    return (f"{line}; the nodes cost {money(n['total_cost'])} in all (GPU, CPU, RAM), "
+        return f"{line}; with the rest OpenCost prices, the cost in all ({ALL_PARTS}) unknown."
+    return (f"{line}; with the rest OpenCost prices, {money(n['total_cost'])} in all ({ALL_PARTS}), "
             f"{money(n['idle_total_cost'])} of it idle.")
 
 
 def costs_note(report: CostReport, idle_row: str = "__idle__") -> str:
-    """Where the money came from and what it leaves out: OpenCost's allocation API or, as the fallback, its metrics
-    in Prometheus; and that it is the cost allocated to workloads, without unallocated node capacity (OpenCost's
-    ``__idle__``), which is priced apart (``node_cost_line``) or unknown, so that no reader signs it as the cluster's
-    bill. ``idle_row``: that row's name as the page writes it (markdown, which would read ``__idle__`` as bold,
-    quotes it)."""
+    """Where the money came from and what it is: OpenCost's allocation API or, as the fallback, its metrics in
+    Prometheus; the cost OpenCost allocated to workloads at its prices, with what its total holds; and what it leaves
+    out: node capacity no workload held (OpenCost's ``__idle__``, priced apart by ``node_cost_line``, or unknown) and
+    cost of no namespace (OpenCost's ``__unallocated__``, which the report does not read). So that no reader signs it,
+    or the nodes' cost beside it, as the cluster's bill: OpenCost does not discount GPUs and reconciles with a cloud
+    bill only where that is set up. ``idle_row``: that row's name as the page writes it (markdown, which would read
+    ``__idle__`` as bold, quotes it)."""
     source = COST_SOURCES.get(report.cost_source or "")
     if source is not None:
         said = f"Costs come from {source}."
@@ -143,9 +163,12 @@ def costs_note(report: CostReport, idle_row: str = "__idle__") -> str:
         said = "No cost source answered: the costs are unknown."
     else:
         said = "Where the costs came from was not recorded."
+    unallocated = "`__unallocated__`" if idle_row.startswith("`") else "__unallocated__"
     idle = report.node_cost.get("idle_total_cost")
     short = (", unknown here" if idle is None
              else f": {money(idle)} over the window, read apart from OpenCost's {idle_row} (the nodes' cost line)")
-    return (f"{said} They are the cost allocated to workloads (their pods' GPU, CPU and RAM): unallocated node "
-            f"capacity (OpenCost's {idle_row}) is not included, so they are short of the cluster's bill by its cost"
-            f"{short}.")
+    return (f"{said} They are the cost allocated to workloads at OpenCost's prices (their pods' {ALL_PARTS}): "
+            f"unallocated node capacity (OpenCost's {idle_row}) is not included{short}; nor is cost OpenCost assigns "
+            f"to no namespace (its {unallocated} row), which the report does not read. Neither these figures nor the "
+            "nodes' cost are the cluster's bill: OpenCost does not discount GPUs, and its prices match a cloud bill "
+            "only where reconciliation is set up.")

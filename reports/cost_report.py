@@ -19,6 +19,7 @@ from gpuaas.policies.cost import (
     CostReport,
     comparison_note,
     period_complete,
+    pricing_differs,
     stages_in_tenths,
 )
 from gpuaas.pushgateway import MetricFamily
@@ -32,6 +33,7 @@ from reports._cost_words import (
     count_cell,
     hours_cell,
     node_cost_line,
+    tenant_cell,
     window_length,
 )
 from reports._format import grouped_notes
@@ -42,6 +44,8 @@ __all__ = [
     "PER_SERVICE",
     "STAGES",
     "STAGE_COLUMNS",
+    "OTHER_PRICES",
+    "change_note",
     "change_rows",
     "cost_degraded",
     "cost_first_line",
@@ -63,6 +67,7 @@ __all__ = [
     "service_rows",
     "stage_cells",
     "summary_markdown",
+    "tenant_cell",
     "tenant_tables",
     "waster_rows",
     "window_length",
@@ -128,7 +133,7 @@ def funnel_rows(report: CostReport) -> list[dict[str, Any]]:
     rows = [{**t} for t in report.tenants] + [{"tenant": "(cluster)", **report.cluster,
                                                 "cost_per_outcome": None}]
     return [{
-        "tenant": r["tenant"],
+        "tenant": tenant_cell(r),
         **stage_cells(r),
         "busy GPU-h": hours_cell(r["busy_gpu_hours"]),
         "active GPU-h": hours_cell(r["active_gpu_hours"]),
@@ -186,7 +191,7 @@ def service_rows(report: CostReport) -> list[dict[str, Any]]:
 
 
 def waster_rows(report: CostReport) -> list[dict[str, Any]]:
-    return [{"tenant": w["tenant"], "namespace": w["namespace"], "workload": w["workload"],
+    return [{"tenant": tenant_cell(w), "namespace": w["namespace"], "workload": w["workload"],
              "idle GPU-h": hours_cell(w["idle_gpu_hours"]), "allocated GPU-h": hours_cell(w["allocated_gpu_hours"]),
              "waste": money(w["waste_cost"])} for w in report.wasters]
 
@@ -229,16 +234,30 @@ def change_rows(report: CostReport, previous: CostReport | None) -> list[dict[st
     where that period has data (from its start, and for that tenant)."""
     before = {t["tenant"]: t for t in previous.tenants} if previous and previous_complete(previous) else {}
     basis = f"{report.cost_basis}_cost"
+    # two periods priced by different sources (list prices against discounted, reconciled ones): no change in cost
+    apart = previous is not None and pricing_differs(report.cost_source, previous.cost_source) is not None
     rows = []
     for t in report.tenants:
         p = before.get(t["tenant"], {})
-        rows.append({"tenant": t["tenant"], "cost": money(t[basis]), "previous cost": money(p.get(basis), "no data"),
-                     "cost change": _delta(t[basis], p.get(basis)),
-                     "waste change": _delta(t["waste_cost"], p.get("waste_cost")),
+        rows.append({"tenant": tenant_cell(t), "cost": money(t[basis]), "previous cost": money(p.get(basis), "no data"),
+                     "cost change": OTHER_PRICES if apart else _delta(t[basis], p.get(basis)),
+                     "waste change": OTHER_PRICES if apart else _delta(t["waste_cost"], p.get("waste_cost")),
                      # a tenant with requests and jobs has no cost per outcome: its change is said as its cell is
-                     "cost per outcome change": PER_SERVICE if _both_kinds(t)
+                     "cost per outcome change": PER_SERVICE if _both_kinds(t) else OTHER_PRICES if apart
                      else _delta(t["cost_per_outcome"], p.get("cost_per_outcome"))})
     return rows
+
+
+OTHER_PRICES = "not comparable: other cost source"
+"""A change cell where the two periods' money came from different cost sources (``pricing_differs`` says why)."""
+
+
+def change_note(report: CostReport, previous: CostReport | None) -> str | None:
+    """Why the change table shows no change in money though the previous period is complete: its money came from
+    another cost source (``pricing_differs``); None where the change is shown, or none is asked for."""
+    if previous is None or not previous_complete(previous):
+        return None
+    return pricing_differs(report.cost_source, previous.cost_source)
 
 
 def cost_notes(notes: Sequence[str]) -> list[str]:
@@ -271,7 +290,11 @@ def summary_markdown(report: CostReport, previous: CostReport | None, html_path:
         "batch jobs done in time",
         f"- {costs_note(report, '`__idle__`')}",
     ]
-    if previous is not None and previous_complete(previous):
+    if previous is not None and (apart := change_note(report, previous)) is not None:
+        p = previous.cluster
+        lines.append(f"- previous {window_length(report.window_s)}: allocated to workloads "
+                     f"{money(p['total_cost'], 'no data')}, waste {money(p['waste_cost'], 'no data')}; {apart}")
+    elif previous is not None and previous_complete(previous):
         p = previous.cluster
         lines.append(f"- previous {window_length(report.window_s)}: allocated to workloads "
                      f"{money(p['total_cost'], 'no data')} ({_delta(c['total_cost'], p['total_cost'])}), waste "
@@ -280,7 +303,7 @@ def summary_markdown(report: CostReport, previous: CostReport | None, html_path:
         lines.append(f"- {why}")
     if report.wasters:
         w = report.wasters[0]
-        lines.append(f"- top waster: `{w['namespace']}/{w['workload']}` ({w['tenant']}), "
+        lines.append(f"- top waster: `{w['namespace']}/{w['workload']}` ({tenant_cell(w)}), "
                      f"{hours_cell(w['idle_gpu_hours'])} idle GPU-h, {money(w['waste_cost'])}")
     if html_path:
         lines.append(f"- HTML report with plots (on the worker): `{html_path}`")

@@ -16,6 +16,7 @@ from typing import Any
 from gpuaas.policies.cost import CostReport
 from reports._cost_plots import cost_per_outcome_plot, funnel_plot, partial_label, waste_plot
 from reports.cost_report import (
+    change_note,
     change_rows,
     cost_degraded,
     cost_headline,
@@ -28,6 +29,7 @@ from reports.cost_report import (
     node_cost_line,
     previous_complete,
     service_rows,
+    tenant_cell,
     tenant_tables,
     waster_rows,
 )
@@ -111,7 +113,7 @@ def _lead_class(report: CostReport, previous: CostReport | None) -> str:
 def render_html(report: CostReport, previous: CostReport | None = None) -> str:
     """The whole page; pure (the caller writes it where the settings say)."""
     title = f"GPU cost report {report.start:%Y-%m-%d %H:%M} – {report.end:%Y-%m-%d %H:%M} UTC"
-    waste_rows = [{"tenant": t["tenant"], "idle GPU-h": "unknown" if t["idle_gpu_hours"] is None
+    waste_rows = [{"tenant": tenant_cell(t), "idle GPU-h": "unknown" if t["idle_gpu_hours"] is None
                    else f"{t['idle_gpu_hours']:,.1f}", "waste": money(t["waste_cost"])} for t in report.tenants]
     parts = [
         "<!DOCTYPE html>", '<html lang="en"><head><meta charset="utf-8">', f"<title>{html.escape(title)}</title>",
@@ -122,7 +124,8 @@ def render_html(report: CostReport, previous: CostReport | None = None) -> str:
         '<p class="note">allocated: GPU-hours held (OpenCost); busy: activity above the policy threshold (DCGM); '
         "productive: busy hours that produced verified outcomes; in progress: busy hours of jobs still running; "
         "busy, outcome unknown: busy hours whose outcome cannot be known (never waste); no telemetry: held without "
-        "telemetry (never counted as idle). Each GPU-hour allocated is in one stage: they add up to it. Total cost includes CPU and RAM; cost per "
+        "telemetry (never counted as idle). Each GPU-hour allocated is in one stage: they add up to it. Total cost is OpenCost's total: GPU, CPU, RAM, and the "
+        "volumes, network, load balancers and external costs it charges the pods, at OpenCost's prices; cost per "
         f"outcome uses the {html.escape(report.cost_basis)} cost.</p>",
         "<h2>Where the GPU-hours went</h2>", _img(funnel_plot(report), "GPU-hour funnel per tenant"),
         *(_table(title, rows) for title, rows in tenant_tables(report)),
@@ -137,7 +140,9 @@ def render_html(report: CostReport, previous: CostReport | None = None) -> str:
               "<h2>Waste</h2>", _img(waste_plot(report), "waste by tenant"), _table("Waste by tenant", waste_rows),
               _table("Top wasters: allocated but idle", waster_rows(report))]
     if previous is not None and previous_complete(previous):
+        apart = change_note(report, previous)
         parts += ["<h2>Change against the previous period</h2>",
+                  *([f'<p class="note">{html.escape(apart[0].upper() + apart[1:])}.</p>'] if apart else []),
                   _table("Change against the previous period of the same length", change_rows(report, previous))]
     elif previous is not None:
         parts += ["<h2>Change against the previous period</h2>",

@@ -70,8 +70,8 @@ def points(results: list[dict[str, Any]], start: datetime, period_s: float, days
 
 def allocation_rows(frame: pd.DataFrame, start: datetime, period_s: float, days: int) -> pd.DataFrame:
     """``parse_allocation`` rows (one per set and allocation) as ``COST_COLS``: the GPU-hours, the GPU cost, and the
-    total OpenCost charges (GPU, CPU, RAM and the rest; the sum of the parts when ``totalCost`` is missing). A figure
-    OpenCost left null is NaN here, unknown, never 0; the report says whose it was.
+    total OpenCost charges (GPU, CPU, RAM and the rest; where ``totalCost`` is null, ``_total``). A figure OpenCost
+    left null is NaN here, unknown, never 0; the report says whose it was.
 
     OpenCost's ``__idle__`` (capacity nobody requested: ``idle_periods`` reads it apart) and what no namespace holds
     (``__unallocated__``, ``__unmounted__`` volumes) are left out: the funnel starts at what workloads hold. A pod whose
@@ -84,13 +84,12 @@ def allocation_rows(frame: pd.DataFrame, start: datetime, period_s: float, days:
     keep = frame[~_is_idle(frame) & (namespace != "") & ~namespace.isin(NO_NAMESPACE)]
     ends = pd.to_datetime(keep["window_end"], utc=True)
     gpu_cost = keep["gpu_cost"].astype(float)
-    parts = _parts(keep)
     out = pd.DataFrame({
         "namespace": keep["namespace"], "controller_kind": keep["controller_kind"], "controller": keep["controller"],
         "pod": keep["pod"], "day": [period_of(t.timestamp(), start, period_s, days) for t in ends],
         "gpu_hours": keep["gpu_hours"].astype(float),
         "gpu_cost": gpu_cost,
-        "total_cost": keep["total_cost"].astype(float).fillna(parts),
+        "total_cost": _total(keep),
     })
     return out.reindex(columns=COST_COLS).reset_index(drop=True)
 
@@ -103,22 +102,33 @@ def _is_idle(frame: pd.DataFrame) -> pd.Series:
 def idle_periods(frame: pd.DataFrame, start: datetime, period_s: float, days: int) -> list[IdlePeriod]:
     """The ``__idle__`` rows of ``parse_allocation``'s answer per period (the set they close), added where OpenCost
     keeps several (per node or cluster): the GPU cost (``gpuCost`` + ``gpuCostAdjustment``) and the total
-    (``totalCost``, else the sum of the parts). Their figures were checked as every allocation's (``checked_figure``);
-    a null one is NaN, and the period's idle cost is unknown. A period without a row has none here: unknown too."""
+    (``totalCost``, else ``_total``'s sum of its parts). Their figures were checked as every allocation's
+    (``checked_figure``); a null one is NaN, and the period's idle cost is unknown. A period without a row has none
+    here: unknown too."""
     idle = frame[_is_idle(frame)]
     if idle.empty:
         return []
     ends = pd.to_datetime(idle["window_end"], utc=True)
     rows = pd.DataFrame({"day": [period_of(t.timestamp(), start, period_s, days) for t in ends],
                          "gpu_cost": idle["gpu_cost"].astype(float).to_numpy(),
-                         "total_cost": idle["total_cost"].astype(float).fillna(_parts(idle)).to_numpy()})
+                         "total_cost": _total(idle).to_numpy()})
     sums = rows.groupby("day")[["gpu_cost", "total_cost"]].sum(min_count=1, skipna=False)
     return [IdlePeriod(int(r.Index), float(r.gpu_cost), float(r.total_cost)) for r in sums.itertuples()]
 
 
+def _total(frame: pd.DataFrame) -> pd.Series:
+    """The allocation API's total of each row: OpenCost's ``totalCost``, else (null: OpenCost writes null for a NaN,
+    and a NaN part makes its ``TotalCost()`` NaN) the sum of every part ``TotalCost()`` adds (``parts_cost``: CPU,
+    GPU, RAM, PV, network and load balancer costs with their adjustments, shared and external costs), NaN as soon as
+    one of them is unknown. GPU, CPU and RAM alone would count a pod's volumes, traffic and shared costs as $0, and an
+    unknown CPU or RAM cost as $0 too; NaN is said as unknown by the report, never $0."""
+    return frame["total_cost"].astype(float).fillna(frame["parts_cost"].astype(float))
+
+
 def _parts(frame: pd.DataFrame) -> pd.Series:
-    """The total of an allocation's parts: its GPU cost (unknown, NaN, makes the total unknown) and its CPU and RAM
-    cost (a missing one adds nothing). The total where OpenCost gives none, and always for its metrics."""
+    """The total of OpenCost's metrics for a pod: its GPU cost (unknown, NaN, makes the total unknown) and its CPU and
+    RAM cost (a missing one adds nothing). The metrics price nothing else (``METRIC_SOURCES``), so this is their whole
+    total; the allocation API's is ``_total``."""
     return frame["gpu_cost"].astype(float) + frame[["cpu_cost", "ram_cost"]].astype(float).fillna(0.0).sum(axis=1)
 
 

@@ -10,7 +10,10 @@ Note: OpenCost's GPU cost is requested GPUs x hours x price, whatever the utilis
 Its figures are checked before anything adds them (``checked_figure``): null (OpenCost writes null for a figure it
 could not compute) or NaN is unknown; a negative cost, amount of hours, GPUs or minutes, a value that is not finite
 (``Infinity``) and one past ``MAX_FIGURE`` is no figure a bill holds, and the whole answer is refused
-(``MalformedResponse``, naming the field and the allocation), so that nothing is summed from it. The figures
+(``MalformedResponse``, naming the field and the allocation), so that nothing is summed from it. A ``totalCost``
+below 0 is a bill only where the credits of its adjustments take it there (``_total``). An answer whose envelope
+says OpenCost failed (``"code": 500, "status": "error"`` under HTTP 200, as OpenCost's ``WrapData`` writes one) is
+a failed source as an HTTP 5xx is (``_envelope_failure``), never data. The figures
 computed from OpenCost's metrics go through the same check (``checked_metric``, naming the series and the metrics
 it came from), in the snapshot's reading here and in the cost report's (``gpuaas.sources._cost_allocation``).
 """
@@ -34,13 +37,14 @@ from gpuaas.sources._promql import duration, priced_nodes_query, tag, union
 from gpuaas.sources._retry_after import retry_after_seconds
 from gpuaas.sources.failures import in_words
 
-__all__ = ["COST_COLUMNS", "MAX_FIGURE", "METRIC_SOURCES", "NO_METRICS_ALLOCATION", "PRICED_NODES", "checked_figure",
-           "checked_metric", "fetch_allocation", "parse_allocation", "read_opencost", "read_opencost_metrics"]
+__all__ = ["COST_COLUMNS", "MAX_FIGURE", "METRIC_SOURCES", "NO_METRICS_ALLOCATION", "PRICED_NODES", "TOTAL_PARTS",
+           "checked_figure", "checked_metric", "fetch_allocation", "parse_allocation", "read_opencost",
+           "read_opencost_metrics"]
 
 SOURCE = "opencost"
 COST_COLUMNS = [
     "name", "namespace", "controller_kind", "controller", "pod", "node", "window_start", "window_end",
-    "minutes", "gpu_count", "gpu_hours", "gpu_cost", "cpu_cost", "ram_cost", "total_cost",
+    "minutes", "gpu_count", "gpu_hours", "gpu_cost", "cpu_cost", "ram_cost", "total_cost", "parts_cost",
     "total_efficiency", "gpu_usage_average", "gpu_request_average", "gpu_model", "labels",
 ]
 
@@ -57,9 +61,20 @@ MAX_FIGURE = 10_000_000.0
 at most a year, in a collect): ten million GPU-hours in a day is over 400,000 GPUs in one pod, and ten million
 dollars a pod-day is no bill. Bounded so, a million allocations still add up in a float to the exact cent, far
 from the overflow that ``1e308`` brings; the policy file bounds GPU counts at the same ten million."""
-_NEVER_NEGATIVE = ("minutes", "gpuCount", "gpuHours", "gpuCost", "cpuCost", "ramCost", "totalCost")
+_NEVER_NEGATIVE = ("minutes", "gpuCount", "gpuHours", "gpuCost", "cpuCost", "ramCost")
 """The figures that are amounts: a negative one is no cost, hour or count. An adjustment (``gpuCostAdjustment``, a
-reconciled bill's credit) may be below 0, within the bound."""
+reconciled bill's credit) may be below 0, within the bound; so may ``totalCost`` where such credits explain it
+(``_total``)."""
+TOTAL_PARTS = ("cpuCost", "cpuCostAdjustment", "gpuCost", "gpuCostAdjustment", "ramCost", "ramCostAdjustment",
+               "pvCost", "pvCostAdjustment", "networkCost", "networkCostAdjustment", "loadBalancerCost",
+               "loadBalancerCostAdjustment", "sharedCost", "externalCost")
+"""Every figure OpenCost's ``Allocation.TotalCost()`` adds (``core/pkg/opencost/allocation.go``: CPU, GPU, RAM, PV,
+network and load balancer costs with their adjustments, the shared and the external cost). What stands in for a
+``totalCost`` OpenCost left null must add all of them: GPU, CPU and RAM alone would leave a pod's volumes, traffic,
+load balancers and shared costs out of the bill, as $0, without a word."""
+_CENT = 0.01
+"""How far a ``totalCost`` may fall below the sum of its parts: OpenCost rounds every figure it writes to 5
+decimals, so its parts add up to its total within a few hundred-thousandths, never a cent."""
 
 
 def _num(value: Any) -> float:
@@ -121,6 +136,29 @@ def _adjusted(alloc: Mapping[str, Any], field: str, idle: bool = False) -> float
     return _figure(alloc, f"{field}Cost", idle) + (0.0 if math.isnan(adjustment) else adjustment)
 
 
+def _parts_sum(alloc: Mapping[str, Any], idle: bool = False) -> float:
+    """The sum of ``TOTAL_PARTS``, each checked as every figure is: what OpenCost's ``TotalCost()`` adds up. NaN
+    (unknown) as soon as one of them is null or absent (read as null): OpenCost writes null for a NaN part, which makes
+    its own total NaN too, so an unknown part is never $0 in a total that stands in for one."""
+    return sum((_figure(alloc, field, idle) for field in TOTAL_PARTS), 0.0)
+
+
+def _total(alloc: Mapping[str, Any], idle: bool = False) -> float:
+    """OpenCost's ``totalCost``, checked. Below 0 it is a bill only where the credits (negative ``*CostAdjustment``)
+    explain it: it must not fall below the sum of its parts with their adjustments (within ``_CENT``; an unknown part
+    adds nothing there, as the smallest amount it could be), else it is a broken answer and refused as any negative
+    amount is. An ``__idle__`` row's total may be below 0 as its other costs may (``_figure``)."""
+    total = checked_figure("totalCost", alloc.get("totalCost"), may_be_negative=True)
+    if idle or math.isnan(total) or total >= 0:
+        return total
+    parts = [_figure(alloc, field) for field in TOTAL_PARTS]
+    explained = sum((part for part in parts if not math.isnan(part)), 0.0)
+    if total < explained - _CENT:
+        raise ValueError(f"totalCost is {total:g}, below 0, and its parts with their adjustments add up to "
+                         f"{explained:g}: only a credit (a negative adjustment) takes a total below 0")
+    return total
+
+
 def _row(name: str, alloc: Mapping[str, Any]) -> dict[str, Any]:
     idle = IDLE in name.split("/")
     props = alloc.get("properties") or {}
@@ -141,7 +179,9 @@ def _row(name: str, alloc: Mapping[str, Any]) -> dict[str, Any]:
         "gpu_cost": _adjusted(alloc, "gpu", idle),
         "cpu_cost": _adjusted(alloc, "cpu", idle),
         "ram_cost": _adjusted(alloc, "ram", idle),
-        "total_cost": _figure(alloc, "totalCost", idle),
+        "total_cost": _total(alloc, idle),
+        # what stands in for a null totalCost: its parts' sum, unknown where one of them is
+        "parts_cost": _parts_sum(alloc, idle),
         "total_efficiency": _num(alloc.get("totalEfficiency")),
         "gpu_usage_average": _num(nested.get("gpuUsageAverage", alloc.get("gpuUsageAverage"))),
         "gpu_request_average": _num(nested.get("gpuRequestAverage", alloc.get("gpuRequestAverage"))),
@@ -152,7 +192,9 @@ def _row(name: str, alloc: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def parse_allocation(payload: Any, *, url: str | None = None) -> pd.DataFrame:
-    """One row per allocation in every step set of an ``/allocation`` answer (``COST_COLUMNS``)."""
+    """One row per allocation in every step set of an ``/allocation`` answer (``COST_COLUMNS``): ``total_cost`` is
+    OpenCost's ``totalCost`` (NaN where it left it null), ``parts_cost`` the sum of the parts it adds
+    (``_parts_sum``)."""
     if not isinstance(payload, Mapping):
         raise MalformedResponse("answer is not a JSON object", source=SOURCE, url=url)
     data = payload.get("data")
@@ -231,7 +273,49 @@ def fetch_allocation(settings: GpuaasSettings, params: Mapping[str, str]) -> pd.
         payload = read_json(resp.content)  # not ``resp.json()``: its ``RecursionError`` would end the report
     except UnreadableJSON as exc:
         raise MalformedResponse(f"answer is {exc}", source=SOURCE, url=url) from exc
+    _envelope_failure(payload, url)
     return parse_allocation(payload, url=url)
+
+
+def _envelope_failure(payload: Any, url: str) -> None:
+    """Raise where OpenCost's envelope (``{"code": 200, "status": "success", "data": ...}``) says it failed, though
+    the HTTP status said 200: its ``WrapData`` writes ``"code": 500, "status": "error"`` and its error's message with
+    whatever data it had (a partial answer, or none), and a proxy may pass that on as HTTP 200. Its data is then no
+    bill, so the source fails as under an HTTP 5xx (``SourceUnavailable``; a 4xx ``code`` other than 429 as a refusal,
+    ``SourceError``), in one line with OpenCost's own message. A ``code`` or ``status`` that is absent or null
+    (OpenCost's newer ``HTTPProtocol`` envelope has no ``status``) says nothing either way."""
+    if not isinstance(payload, Mapping):
+        return  # ``parse_allocation`` names that
+    code, status = payload.get("code"), payload.get("status")
+    number = _status_code(code)
+    code_failed = code is not None and not (number is not None and 200 <= number < 300)
+    status_failed = status is not None and str(status).strip().lower() != "success"
+    if not (code_failed or status_failed):
+        return
+    if code is not None and number is None:
+        raise MalformedResponse(f"field 'code' is {_printable(repr(code))[:60]}, not an HTTP status", source=SOURCE,
+                                url=url)
+    said = [f"code {number}"] if number is not None else []
+    said += [f"status '{_printable(str(status))[:40]}'"] if status is not None else []
+    message = payload.get("message")
+    words = _printable(" ".join(str(message).split()))[:200] if message not in (None, "") else "no message"
+    detail = f"its answer says {', '.join(said)}: {words}"
+    if number is not None and (300 <= number < 500) and number != 429:
+        raise SourceError(detail, source=SOURCE, url=url)
+    raise SourceUnavailable(detail, source=SOURCE, url=url)
+
+
+def _status_code(code: Any) -> int | None:
+    """The envelope's ``code`` as an int (OpenCost writes one; a proxy may write ``"500"`` or ``500.0``), else None."""
+    if isinstance(code, bool):
+        return None
+    if isinstance(code, int):
+        return code
+    if isinstance(code, float) and code.is_integer():
+        return int(code)
+    if isinstance(code, str) and code.strip().isdigit():
+        return int(code.strip())
+    return None
 
 
 def _redirect(status: int | None, url: str, location: str | None) -> str:

@@ -34,8 +34,9 @@ def _read(idle: list[IdlePeriod] | None, api: bool = True) -> CostInputs:
 
 def test_the_nodes_cost_is_the_allocated_plus_the_idle_to_the_cent() -> None:
     report = build_cost_report(_read([IdlePeriod(0, 13.004, 20.005)]), POLICY)
-    line = ("The nodes' GPUs cost $104.00: $91.00 allocated to workloads, $13.00 idle (7.0 GPU-hours nobody held); "
-            "the nodes cost $126.01 in all (GPU, CPU, RAM), $20.01 of it idle.")
+    line = ("The nodes' GPUs cost $104.00 at OpenCost's prices: $91.00 allocated to workloads, $13.00 idle (7.0 "
+            "GPU-hours nobody held); with the rest OpenCost prices, $126.01 in all (GPU, CPU, RAM, and the volumes, "
+            "network, load balancers and external costs OpenCost charges workloads), $20.01 of it idle.")
     assert node_cost_line(report) == line
     doc = cost_report_json(report, None)["node_cost"]
     assert {k: v for k, v in doc.items() if k != "periods"} == {
@@ -47,8 +48,12 @@ def test_the_nodes_cost_is_the_allocated_plus_the_idle_to_the_cent() -> None:
     page = render_html(report)
     assert f'<p class="lead">{line.replace(chr(39), "&#x27;")}</p>' in page
     assert "<span>$13.00</span><small>GPUs no workload held (idle node capacity)</small>" in page
-    assert costs_note(report).endswith("short of the cluster's bill by its cost: $20.01 over the window, read apart "
-                                       "from OpenCost's __idle__ (the nodes' cost line).")
+    assert ("unallocated node capacity (OpenCost's __idle__) is not included: $20.01 over the window, read apart from "
+            "OpenCost's __idle__ (the nodes' cost line); nor is cost OpenCost assigns to no namespace (its "
+            "__unallocated__ row), which the report does not read.") in costs_note(report)
+    assert costs_note(report).endswith("Neither these figures nor the nodes' cost are the cluster's bill: OpenCost "
+                                       "does not discount GPUs, and its prices match a cloud bill only where "
+                                       "reconciliation is set up.")
 
 
 def test_the_terminal_says_the_nodes_cost_under_the_headline(capsys: pytest.CaptureFixture[str]) -> None:
@@ -57,8 +62,9 @@ def test_the_terminal_says_the_nodes_cost_under_the_headline(capsys: pytest.Capt
     report = build_cost_report(_read([IdlePeriod(0, 13.004, 20.005)]), POLICY)
     print_cost_tables({**cost_report_json(report, None), "headline": "the headline", "degraded": False})
     said = " ".join(capsys.readouterr().out.split())  # wrapped at the terminal's width
-    assert said.startswith("the headline The nodes' GPUs cost $104.00: $91.00 allocated to workloads, $13.00 idle "
-                           "(7.0 GPU-hours nobody held); the nodes cost $126.01 in all")
+    assert said.startswith("the headline The nodes' GPUs cost $104.00 at OpenCost's prices: $91.00 allocated to "
+                           "workloads, $13.00 idle (7.0 GPU-hours nobody held); with the rest OpenCost prices, $126.01 "
+                           "in all")
 
 
 @pytest.mark.parametrize(("idle", "api", "why"), [
@@ -73,14 +79,15 @@ def test_the_terminal_says_the_nodes_cost_under_the_headline(capsys: pytest.Capt
 def test_an_idle_cost_that_cannot_be_known_is_said_unknown_never_0(idle: list[IdlePeriod] | None, api: bool,
                                                                      why: str) -> None:
     report = build_cost_report(_read(idle, api), POLICY)
-    assert node_cost_line(report) == (f"The nodes' GPUs cost unknown: $91.00 allocated to workloads, idle capacity "
-                                      f"unknown ({why}), never $0; 7.0 GPU-hours nobody held.")
+    assert node_cost_line(report) == (f"The nodes' GPUs cost unknown at OpenCost's prices: $91.00 allocated to "
+                                      f"workloads, idle capacity unknown ({why}), never $0; 7.0 GPU-hours nobody held.")
     doc = cost_report_json(report, None)["node_cost"]
     assert (doc["gpu_cost"], doc["idle_gpu_cost"], doc["allocated_gpu_cost"], doc["idle_unknown"]) == (
         None, None, 91.0, why)
     assert doc["periods"][0]["idle_gpu_cost"] is None
     assert "$0.00" not in node_cost_line(report)
-    assert costs_note(report).endswith("short of the cluster's bill by its cost, unknown here.")
+    assert "(OpenCost's __idle__) is not included, unknown here; nor is cost OpenCost assigns to no namespace" in (
+        costs_note(report))
     assert "OpenCost's `__idle__`" in summary_markdown(report, None, None)  # markdown would read __idle__ as bold
 
 

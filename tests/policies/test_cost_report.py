@@ -72,7 +72,7 @@ def test_funnel_outcomes_and_cost_per_outcome() -> None:
                  "in_progress_gpu_hours": 0.0, "unknown_gpu_hours": 4.0, "idle_gpu_hours": 7.0,
                  "active_gpu_hours": 3.0, "gpu_cost": 76.0, "total_cost": 88.5, "waste_cost": 28.0,
                  "verified_outcomes": 72.0, "cost_per_outcome": float(f"{88.5 / 72:.6g}"),
-                 "verified_requests": 72.0, "verified_jobs": 0.0}
+                 "verified_requests": 72.0, "verified_jobs": 0.0, "configured_tenant": True}
     assert (b["allocated_gpu_hours"], b["productive_gpu_hours"], b["gpu_cost"], b["total_cost"],
             b["verified_outcomes"], b["cost_per_outcome"]) == (5.0, 2.0, 15.0, 17.5, 1.0, 17.5)
     chat, etl, quiet = report.services
@@ -250,6 +250,7 @@ def test_large_figures_keep_their_cents_and_units_and_the_notes_agree_with_the_t
     and a note about a figure prints the figure the table shows."""
     inputs = _inputs()
     scale = 1234.5671
+    assert inputs.costs is not None
     costs = inputs.costs.assign(**{c: inputs.costs[c] * scale for c in ("gpu_cost", "total_cost")})
     serving = pd.DataFrame([("a", "m", 0, "requests", "stop", "", 0.0), ("a", "m", 0, "requests", "abort", "",
                                                                           12_345_678.0),

@@ -102,7 +102,7 @@ def test_a_periods_unknown_outcomes_read_unknown_not_a_dash() -> None:
 
 def test_money_rounds_half_up_on_the_decimal_amount() -> None:
     assert [money(9.79 / 2), money(1.005), money(2.675), money(4.885), money(0.0001235), money(-4.895)] == [
-        "$4.90", "$1.01", "$2.68", "$4.89", "$0.000124", "$-4.90"]
+        "$4.90", "$1.01", "$2.68", "$4.89", "$0.000124", "-$4.90"]
     # what it did already stays: three significant digits under a dollar, two decimals above, "unknown" for None
     assert [money(0.000064), money(0.5), money(1234.5), money(0.0), money(12_345_678.125), money(None, "no data")] == [
         "$0.0000640", "$0.500", "$1,234.50", "$0.00", "$12,345,678.13", "no data"]
@@ -168,8 +168,8 @@ def test_the_page_and_the_json_say_where_the_money_came_from() -> None:
         "opencost-allocation-api", "opencost-prometheus-metrics", "opencost-prometheus-metrics", None]
     assert cost_report_json(api, None)["cost_source"] == "opencost-allocation-api"
     assert "Costs come from OpenCost&#x27;s allocation API." in render_html(api)
-    assert ("Costs come from OpenCost's metrics in Prometheus (the fallback: it counts whole minutes of allocation"
-            in summary_markdown(metrics, None, None))
+    assert ("Costs come from OpenCost's metrics in Prometheus (the fallback: OpenCost's list prices per node, "
+            "without the custom-pricing discounts or the reconciliation adjustments" in summary_markdown(metrics, None, None))
     assert "No cost source answered: the costs are unknown." in summary_markdown(none, None, None)
     assert build_cost_report(_inputs(), POLICY).cost_source is None  # built by hand: not recorded, not guessed
     assert "Where the costs came from was not recorded." in render_html(build_cost_report(_inputs(), POLICY))

@@ -42,14 +42,18 @@ def _alloc(end: datetime, namespace: str | None = None, **figures: Any) -> dict[
 
 def _answer(idle_gpu_cost: Any = 7.0) -> dict[str, Any]:
     """Two hourly sets: the first with one ``__idle__``, the second with two per-node idle rows (one without a
-    ``totalCost``: the sum of its parts)."""
+    ``totalCost``: the sum of its parts, each of which OpenCost writes, known)."""
     first, second = START + HOUR, START + 2 * HOUR
+    unpriced: dict[str, Any] = dict.fromkeys((
+        "cpuCostAdjustment", "ramCostAdjustment", "pvCost", "pvCostAdjustment", "networkCost", "networkCostAdjustment",
+        "loadBalancerCost", "loadBalancerCostAdjustment", "sharedCost", "externalCost"), 0.0)
     return {"code": 200, "data": [
         {"a/deployment:web/a-0": _alloc(first, "a", gpuHours=1.0, gpuCost=3.0, totalCost=4.0),
          "__idle__": _alloc(first, gpuCost=idle_gpu_cost, cpuCost=1.0, ramCost=2.0, totalCost=10.0)},
         {"a/deployment:web/a-0": _alloc(second, "a", gpuHours=1.0, gpuCost=3.0, totalCost=4.0),
          "c1/n1/__idle__": _alloc(second, gpuCost=3.0, totalCost=3.5),
-         "c1/n2/__idle__": _alloc(second, gpuCost=4.0, gpuCostAdjustment=-1.0, cpuCost=0.5, ramCost=0.5)}]}
+         "c1/n2/__idle__": _alloc(second, gpuCost=4.0, gpuCostAdjustment=-1.0, cpuCost=0.5, ramCost=0.5,
+                                  **unpriced)}]}
 
 
 def test_idle_rows_are_kept_apart_per_period() -> None:
@@ -113,7 +117,7 @@ def test_the_embedded_opencost_prices_the_gpus_nobody_held(fleet: EmbeddedCluste
     assert round(node["allocated_gpu_cost"] + node["idle_gpu_cost"], 2) == node["gpu_cost"]
     assert round(node["allocated_total_cost"] + node["idle_total_cost"], 2) == node["total_cost"]
     assert node["idle_unknown"] is None and node["unheld_gpu_hours"] > 0
-    assert node_cost_line(report).startswith(f"The nodes' GPUs cost ${nodes_gpu:,.2f}: ")
+    assert node_cost_line(report).startswith(f"The nodes' GPUs cost ${nodes_gpu:,.2f} at OpenCost's prices: ")
 
 
 @pytest.mark.integration
@@ -133,4 +137,4 @@ def test_an_opencost_without_idle_and_its_metrics_leave_the_idle_cost_unknown(fl
         node = cost_report_json(report, None)["node_cost"]
         assert node["idle_gpu_cost"] is None and node["gpu_cost"] is None and node["allocated_gpu_cost"] > 0
         assert why in node["idle_unknown"]
-        assert node_cost_line(report).startswith("The nodes' GPUs cost unknown: ")
+        assert node_cost_line(report).startswith("The nodes' GPUs cost unknown at OpenCost's prices: ")

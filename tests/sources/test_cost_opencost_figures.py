@@ -159,3 +159,74 @@ def test_null_gpu_hours_are_the_telemetry_s_hours_not_zero(fleet: EmbeddedCluste
     assert report.cluster["allocated_gpu_hours"] == pytest.approx(before.cluster["allocated_gpu_hours"], rel=0.05)
     assert report.cluster["idle_gpu_hours"] == pytest.approx(before.cluster["idle_gpu_hours"], rel=0.05)
     assert any(n.startswith("OpenCost gave no gpuHours (null) for ") for n in report.notes)
+
+
+def _one_platform_pod(change: Callable[[dict[str, Any]], None]) -> Rewrite:
+    """A rewrite that changes the allocations of the platform tenant's notebook pod ``nb-alice-0`` alone."""
+    def rewrite(doc: dict[str, Any]) -> dict[str, Any]:
+        def each(_name: str, alloc: dict[str, Any]) -> None:
+            if (alloc.get("properties") or {}).get("pod") == "nb-alice-0":
+                change(alloc)
+        return _each_allocation(doc, each)
+    return rewrite
+
+
+def test_a_null_total_with_a_null_part_is_unknown_for_its_tenant_not_the_other_parts(
+        fleet: EmbeddedCluster, relay: Callable[[Rewrite], str]) -> None:
+    """OpenCost writes null for a NaN PV cost, and its total, NaN with it, is null too: the platform tenant's total
+    cost is unknown, as the cluster's is, never its GPU, CPU and RAM with the volume at $0; its GPU cost stands."""
+    _, before = _report(fleet, relay(lambda doc: doc))
+    inputs, report = _report(fleet, relay(_one_platform_pod(lambda a: a.update(pvCost=None, totalCost=None))))
+    assert inputs.sources["opencost"].ok
+    tenants = {t["tenant"]: t for t in report.tenants}
+    was = {t["tenant"]: t for t in before.tenants}
+    assert tenants["platform"]["total_cost"] is None and report.cluster["total_cost"] is None
+    assert tenants["platform"]["gpu_cost"] == was["platform"]["gpu_cost"] > 0
+    assert tenants["forecast"]["total_cost"] == was["forecast"]["total_cost"] > 0
+    assert any(n.startswith("OpenCost gave no totalCost (null) for ") and "nb-alice-0" in n for n in report.notes)
+
+
+def test_a_null_total_is_every_part_opencost_adds(fleet: EmbeddedCluster, relay: Callable[[Rewrite], str]) -> None:
+    """The pod's $3 volume, $2 of traffic and $4 of external cost are in its tenant's total where OpenCost left the
+    total null and every part known."""
+    _, before = _report(fleet, relay(lambda doc: doc))
+    inputs, report = _report(fleet, relay(_one_platform_pod(
+        lambda a: a.update(pvCost=3.0, networkCost=2.0, externalCost=4.0, totalCost=None))))
+    assert inputs.sources["opencost"].ok
+    platform = next(t for t in report.tenants if t["tenant"] == "platform")
+    was = next(t for t in before.tenants if t["tenant"] == "platform")
+    assert platform["total_cost"] == pytest.approx(was["total_cost"] + 9.0, abs=0.011)
+
+
+def test_a_credit_that_makes_a_pod_s_total_negative_is_the_api_s_answer(
+        fleet: EmbeddedCluster, relay: Callable[[Rewrite], str]) -> None:
+    """A reconciliation credit $100 larger than the notebook pod's GPU cost: OpenCost's total for it is below 0, and
+    the answer is read (not refused for OpenCost's undiscounted metrics); the cluster's total is $100 + that GPU cost
+    lower."""
+    credited: list[float] = []
+
+    def credit(alloc: dict[str, Any]) -> None:
+        credited.append(alloc["gpuCost"] + 100.0)
+        alloc["gpuCostAdjustment"] = -(alloc["gpuCost"] + 100.0)
+        alloc["totalCost"] = alloc["totalCost"] - credited[-1]
+
+    _, before = _report(fleet, relay(lambda doc: doc))
+    inputs, report = _report(fleet, relay(_one_platform_pod(credit)))
+    assert inputs.sources["opencost"].ok and report.cost_source == "opencost-allocation-api"
+    assert credited and report.cluster["total_cost"] == pytest.approx(before.cluster["total_cost"] - sum(credited),
+                                                                      abs=0.011)
+
+
+def test_an_error_inside_an_http_200_answer_is_a_failed_source(fleet: EmbeddedCluster,
+                                                               relay: Callable[[Rewrite], str]) -> None:
+    """OpenCost's ``WrapData`` on an error: HTTP 200, ``"code": 500, "status": "error"``, its message, and what data
+    it had. The source failed as under an HTTP 503, in one line with OpenCost's message; the money is its metrics'."""
+    message = "error querying Prometheus: partial data (1 of 3 queries failed)"
+    url = relay(lambda doc: {**doc, "code": 500, "status": "error", "message": message})
+    inputs, report = _report(fleet, url)
+    status = inputs.sources["opencost"]
+    assert not status.ok
+    assert status.error == f"OpenCost at {url}: its answer says code 500, status 'error': {message}"
+    assert report.cost_source == "opencost-prometheus-metrics"
+    assert report.cluster["total_cost"] > 0 and report.cluster["gpu_cost"] > 0
+    assert f"{status.error}; the costs are read from OpenCost's metrics in Prometheus instead" in report.notes

@@ -24,7 +24,7 @@ from gpuaas.phrases import counted, money, per_outcome
 from gpuaas.policies.cost._figures import cost_per_outcome, num
 from gpuaas.policies.cost.services import ServiceTally
 
-__all__ = ["MATERIAL_SHARE", "NO_OUTCOME", "left_out_note", "material", "service_note", "tenant_note",
+__all__ = ["MATERIAL_SHARE", "NO_OUTCOME", "gpus_unpriced_note", "left_out_note", "material", "service_note", "tenant_note",
            "understated_note", "unpriced_days", "unpriced_note", "unpriced_pods", "unpriced_services"]
 
 NO_OUTCOME = "no verified outcome"
@@ -57,6 +57,33 @@ def unpriced_note(unpriced: pd.DataFrame) -> str | None:
     if unpriced.empty:
         return None
     return f"{_pods_phrase(unpriced)}: {'their' if len(unpriced) > 1 else 'its'} cost is in no total"
+
+
+def gpus_unpriced_note(pods: pd.DataFrame, funnel: pd.DataFrame) -> str | None:
+    """The note on pods OpenCost lists with 0 GPU-hours while the GPU telemetry saw their GPUs (``pods``: the report's
+    per-pod frame; ``funnel``: ``pod_funnel`` of it, row for row); None where there are none.
+
+    Why: OpenCost counts ``nvidia.com/gpu`` (and ``k8s.amazonaws.com/vgpu``) only, so a pod that asks for a MIG slice
+    (``nvidia.com/mig-*``) or a time-sliced ``nvidia.com/gpu.shared`` has no GPU, GPU-hour or GPU cost there. The
+    funnel keeps the hours the telemetry saw (as for a pod OpenCost does not list); what those GPUs cost is in no
+    workload's cost and no waste: OpenCost counts it in the nodes' idle. Said, so that no one reads the pod's $0 GPU
+    cost, or its idle hours' $0 waste, as what they cost."""
+    seen = pods["observed_h"].astype(float).fillna(0.0)
+    hit = (pods["allocated_h"].astype(float) == 0) & (seen > 0)
+    if not hit.any():
+        return None
+    listed = pods[hit].assign(observed_h=seen[hit])
+    first = listed.sort_values(["observed_h", "pod"], ascending=[False, True]).iloc[0]
+    many = len(listed) > 1
+    idle = float(funnel.loc[hit, "idle_gpu_hours"].sum())
+    return (f"{len(listed)} pod{'s' if many else ''} with {listed['observed_h'].sum():,.2f} GPU-hours of telemetry "
+            f"{'are' if many else 'is'} in OpenCost's allocation with 0 GPUs (the most: {first['namespace']}/"
+            f"{first['pod']}, {first['observed_h']:,.2f} GPU-hours): OpenCost counts nvidia.com/gpu (and "
+            "k8s.amazonaws.com/vgpu) only, not MIG slices (nvidia.com/mig-*) or time-sliced nvidia.com/gpu.shared, so "
+            "it priced none of "
+            f"{'their' if many else 'its'} GPUs. The funnel keeps the GPU-hours the telemetry saw; the GPUs' cost "
+            f"is in OpenCost's idle for the nodes, not in {'their' if many else 'its'} GPU or total cost, and "
+            f"{'their' if many else 'its'} {idle:,.2f} idle GPU-hours are in no waste figure")
 
 
 def material(unpriced: pd.DataFrame, allocated_hours: float | None) -> bool:

@@ -6,8 +6,10 @@ Per pod, over a window:
   figure it charges for), exactly, for every pod OpenCost lists: DCGM's hours of such a pod are
   clamped to it (a pod's last sample step can fall after OpenCost's end of it, and a per-pod
   maximum of the two would add that step for every pod that finished). For a pod OpenCost does not
-  list, and without OpenCost, the hours DCGM saw the pod's GPUs, and for a tenant at least what
-  Kueue counted as used quota.
+  list, one it lists with 0 GPU-hours (OpenCost counts ``nvidia.com/gpu`` only, so a MIG slice or a
+  time-sliced ``nvidia.com/gpu.shared`` is no GPU to it: clamping to its 0 would drop hours the GPUs
+  were seen held), and without OpenCost, the hours DCGM saw the pod's GPUs, and for a tenant at least
+  what Kueue counted as used quota.
 * **observed**: GPU-hours with telemetry (dcgm samples x the sample interval). The rest of the
   allocation is **unknown**: no telemetry is not evidence of idleness, so it is neither idle nor
   busy, and its cost is not counted as waste.
@@ -55,8 +57,9 @@ def pod_funnel(pods: pd.DataFrame, costs_known: bool) -> pd.DataFrame:
     out = pods.copy()
     observed = out["observed_h"].astype(float).fillna(0.0)
     opencost = out["allocated_h"].astype(float)
-    # OpenCost's hours where it lists the pod; a pod it missed (or no OpenCost) held what DCGM saw
-    allocated = opencost.where(opencost.notna(), observed)
+    # OpenCost's hours where it lists the pod with GPUs; a pod it missed, one it lists with none (it counts
+    # nvidia.com/gpu only: a MIG slice or a time-sliced GPU is 0 there), or no OpenCost: what DCGM saw
+    allocated = opencost.where(opencost > 0, observed)
     observed = np.minimum(observed, allocated)
     busy = np.minimum(out["busy_h"].astype(float).fillna(0.0), observed)
     running = out["in_progress"].fillna(False).astype(bool)
@@ -71,7 +74,9 @@ def pod_funnel(pods: pd.DataFrame, costs_known: bool) -> pd.DataFrame:
         gpu_cost = out["gpu_cost"].astype(float).fillna(0.0)
         price = gpu_cost / allocated.where(allocated > 0)
         out["gpu_cost"] = gpu_cost
-        out["total_cost"] = np.maximum(out["total_cost"].astype(float).fillna(0.0), gpu_cost)
+        # OpenCost's total as it is, even below the GPU cost: a credit on CPU, RAM or another part
+        # (``cpuCostAdjustment`` < 0) lowers it legitimately, and raising it to the GPU cost would bill the credit
+        out["total_cost"] = out["total_cost"].astype(float).fillna(0.0)
         out["waste_cost"] = (out["idle_gpu_hours"] * price).fillna(0.0)
     else:
         out[MONEY_COLUMNS] = np.nan

@@ -48,7 +48,8 @@ from typing import Any
 import pandas as pd
 
 from gpuaas.models import SERVING_KEYS, CostInputs, SourceStatus
-from gpuaas.policies.cost._cost_source import COST_SOURCES, cost_source
+from gpuaas.phrases import first_few
+from gpuaas.policies.cost._cost_source import COST_SOURCES, cost_source, pricing_differs
 from gpuaas.policies.cost._counts import Outcomes, whole_verified
 from gpuaas.policies.cost._coverage import (
     COMPLETE_SHARE,
@@ -69,6 +70,7 @@ from gpuaas.policies.cost._periods import period_rows
 from gpuaas.policies.cost._unknown_money import blank_unknown_money, unknown_costs
 from gpuaas.policies.cost._unpriced import (
     NO_OUTCOME,
+    gpus_unpriced_note,
     service_note,
     tenant_note,
     unpriced_days,
@@ -92,8 +94,8 @@ from gpuaas.policies.cost.services import (
 )
 from gpuaas.policy import Policy, ServiceOutcome
 
-__all__ = ["COMPLETE_SHARE", "COST_SOURCES", "NODE_COST_KEYS", "NO_OUTCOME", "CostReport", "build_cost_report", "comparison_note", "cost_per_outcome",
-           "covered_share", "data_short_s", "period_complete"]
+__all__ = ["COMPLETE_SHARE", "COST_SOURCES", "NODE_COST_KEYS", "NO_OUTCOME", "NO_TENANT", "CostReport", "build_cost_report", "comparison_note", "cost_per_outcome",
+           "covered_share", "data_short_s", "period_complete", "pricing_differs"]
 
 
 @dataclass(frozen=True)
@@ -139,7 +141,13 @@ def _owner(services: list[ServiceOutcome], namespace: str, name: str) -> str | N
     return max(matches, key=len) if matches else None
 
 
+NO_TENANT = "(no tenant)"
+"""How a table marks the row of a namespace that no tenant of the policy names (its ``configured_tenant`` False)."""
+
+
 def _tenant(policy: Policy, namespace: str) -> str:
+    """The policy's tenant of ``namespace``; a namespace no tenant names is a row of its own under its own name,
+    marked ``configured_tenant`` False (``NO_TENANT`` in the tables), so that every GPU-hour and dollar is in a row."""
     tenant = policy.tenant_for(namespace)
     return tenant.name if tenant else namespace
 
@@ -260,6 +268,8 @@ def build_cost_report(inputs: CostInputs, policy: Policy, policy_file: str | Non
         in_progress.append(progress)
     pods["share"], pods["in_progress"] = shares, in_progress
     funnel = pod_funnel(pods[[*POD_COLUMNS, "service"]], costs_known)
+    if costs_known and (note := gpus_unpriced_note(pods, funnel)) is not None:
+        notes.append(note)
 
     tenants = aggregate_funnel(funnel, ["tenant"], costs_known).set_index("tenant")
     kueue_extra = 0.0  # Kueue's hours beyond what DCGM saw: in the tenants' rows, so in the cluster's too
@@ -297,6 +307,7 @@ def build_cost_report(inputs: CostInputs, policy: Policy, policy_file: str | Non
     per_service = funnel.groupby("service")[FUNNEL_COLUMNS].sum(min_count=1)
     unpriced = unpriced_services(services, pods, costs_known)  # their cost unknown, not $0 (and $0 per outcome)
     tenant_rows = []
+    configured = {t.name for t in policy.tenants}
     shown = footed(tenants, funnel_sums) if costs_known else tenants
     for name, row in tenants.sort_index().iterrows():
         verified = tally.verified(str(name))
@@ -310,8 +321,11 @@ def build_cost_report(inputs: CostInputs, policy: Policy, policy_file: str | Non
             **money, "verified_outcomes": num(verified),
             "verified_requests": num(tally.requests(str(name))), "verified_jobs": num(tally.jobs(str(name))),
             **tally.unknown_hours(str(name)),
+            "configured_tenant": str(name) in configured,
         })
         unknown_without_telemetry(tenant_rows[-1], row, f"tenant {name}", notes, missing is not None)
+    if (note := _no_tenant_note([t["tenant"] for t in tenant_rows if not t["configured_tenant"]])) is not None:
+        notes.append(note)
     if not costs_known:
         notes.append("cost unknown: " + ("; ".join(n for n in inputs.notes if "opencost" in n.lower())
                                          or "no cost source answered") + " (the funnel is still shown, in GPU-hours)")
@@ -348,7 +362,7 @@ def build_cost_report(inputs: CostInputs, policy: Policy, policy_file: str | Non
 
     daily = period_rows(inputs, services, costs_known, pods, basis, coverage, unpriced,
                         {r["service"]: r for r in service_rows}, unpriced_days(inputs.gpu, dark_pods[dark_pods["service"].isin(understated)]))
-    wasters = _wasters(funnel, costs_known)
+    wasters = _wasters(funnel, costs_known, configured)
     cluster: dict[str, Any] = {c: num(funnel_sums[c]) if c.endswith("_hours")
                                else (cents(funnel_sums[c]) if costs_known else None) for c in FUNNEL_COLUMNS}
     cluster.update(tally.unknown_hours(None))
@@ -379,10 +393,28 @@ def build_cost_report(inputs: CostInputs, policy: Policy, policy_file: str | Non
     )
 
 
-def _wasters(funnel: pd.DataFrame, costs_known: bool, top: int = 10) -> list[dict[str, Any]]:
+def _wasters(funnel: pd.DataFrame, costs_known: bool, configured: set[str], top: int = 10) -> list[dict[str, Any]]:
+    """The ``top`` workloads by waste (by idle GPU-hours without costs); ``configured``: the policy's tenants, so that
+    a namespace of none is marked as its tenant row is."""
     per = aggregate_funnel(funnel, ["tenant", "namespace", "workload"], costs_known)
     key = "waste_cost" if costs_known else "idle_gpu_hours"
     per = per[per["idle_gpu_hours"] > 0].sort_values([key, "workload"], ascending=[False, True]).head(top)
     return [{"tenant": r.tenant, "namespace": r.namespace, "workload": r.workload,
              "idle_gpu_hours": num(r.idle_gpu_hours), "allocated_gpu_hours": num(r.allocated_gpu_hours),
-             "waste_cost": cents(r.waste_cost) if costs_known else None} for r in per.itertuples()]
+             "waste_cost": cents(r.waste_cost) if costs_known else None,
+             "configured_tenant": r.tenant in configured} for r in per.itertuples()]
+
+
+def _no_tenant_note(namespaces: list[str]) -> str | None:
+    """The note on the rows of namespaces that no tenant of the policy names (``_tenant`` gives them their own row,
+    so that the rows still add up to the cluster); None where there are none.
+
+    Why: without it, ``kube-system`` or ``monitoring`` reads as a tenant someone is charged as, and a reader may
+    take the tenants' rows for the whole cost spread over them."""
+    if not namespaces:
+        return None
+    many = len(namespaces) > 1
+    return (f"namespace{'s' if many else ''} {first_few(sorted(namespaces))} {'are' if many else 'is'} in no tenant "
+            f"of the policy: {'each has a row' if many else 'it has a row'} of its own, marked \"{NO_TENANT}\" "
+            "(configured_tenant false in the JSON), so that the rows add up to the cluster's; what such namespaces "
+            "cost (shared overhead: system and monitoring pods) is not spread over the tenants")

@@ -4,7 +4,10 @@ Platform teams freeze changes over a holiday, a launch or a weekend. A policy th
 ``mode: apply`` should not need editing twice around each one, and a scheduled run should not be
 the one change made during it. A freeze is either one stretch (``start`` to ``end``) or a recurring
 one (a five-field cron ``schedule`` that starts it, and ``duration_minutes``, read in ``timezone``),
-the way Karpenter's disruption budgets and Argo CD's sync windows are written.
+the way Karpenter's disruption budgets and Argo CD's sync windows are written. Both are read on the local
+clock, so that a weekend is Friday 16:00 to Monday 08:00 there whatever the clocks did; whether a freeze
+is on is decided in absolute time, so that it never switches off inside the window it announced, the
+nights the clocks change included.
 
 While a freeze names a flow, that flow decides and audits as in dry-run and writes nothing new,
 an explicit ``--apply`` included. A freeze that names ``tenants`` (a team's launch) holds back only
@@ -16,10 +19,12 @@ held past its planned start). The functions here are pure: the instant is an arg
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from enum import StrEnum
+from functools import lru_cache
 from typing import Annotated
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
@@ -96,9 +101,10 @@ class Freeze(_Model):
     schedule: Annotated[str, AfterValidator(_cron)] | None = None
     """A cron schedule of five fields that starts it each time (``0 16 * * fri``: Fridays at 16:00)."""
     duration_minutes: Annotated[float, Field(gt=0, le=31 * 24 * 60)] | None = None
-    """How long each recurrence lasts (``3840``: Friday 16:00 to Monday 08:00)."""
+    """How long each recurrence lasts, in minutes on the clock of ``timezone`` (``3840``: Friday 16:00 to Monday
+    08:00 there, on the weekends the clocks change too)."""
     timezone: Annotated[str, AfterValidator(_zone)] = "UTC"
-    """The zone the schedule is read in, daylight saving included."""
+    """The zone the schedule and the duration are read in, daylight saving included."""
     flows: list[WritingFlow] = Field(default_factory=lambda: list(WritingFlow), min_length=1)
     """The flows it holds back; by default all three that write."""
     tenants: list[Annotated[str, Field(min_length=1)]] = Field(default_factory=list)
@@ -123,30 +129,100 @@ class Freeze(_Model):
         return self
 
     def last_start(self, now: datetime) -> datetime | None:
-        """The latest start at or before ``now`` (None when it has not started yet)."""
+        """The latest start at or before ``now`` (None when it has not started yet), in UTC for a schedule."""
         if self.start is not None:
             return self.start if self.start <= now else None
-        local = now.astimezone(ZoneInfo(self.timezone)).replace(microsecond=0) + timedelta(seconds=1)
-        return next(iter(CronSim(str(self.schedule), local, reverse=True)), None)
+        return _last_start(str(self.schedule), self.timezone, now)
 
     def first_start_after(self, now: datetime) -> datetime | None:
-        """The earliest start after ``now`` (None for a stretch that has started)."""
+        """The earliest start after ``now`` (None for a stretch that has started), in UTC for a schedule: the
+        first time of the schedule the local clock has not reached by ``now``."""
         if self.start is not None:
             return self.start if self.start > now else None
-        local = now.astimezone(ZoneInfo(self.timezone))
-        return next(iter(CronSim(str(self.schedule), local)), None)
+        zone = ZoneInfo(self.timezone)
+        for wall in CronSim(str(self.schedule), _clock(now, zone)):
+            if (at := _reached(wall, zone)) > now:
+                return at
+        return None
 
     def end_of(self, started: datetime) -> datetime:
         """When the occurrence that began at ``started`` ends, back-to-back recurrences included."""
         if self.end is not None:
             return self.end
-        length = timedelta(minutes=float(self.duration_minutes or 0))
-        until = started + length
-        for _, again in zip(range(_MAX_EXTENSIONS), CronSim(str(self.schedule), started), strict=False):
-            if again > until:
-                break
-            until = again + length
-        return until
+        return _end_of(str(self.schedule), self.timezone, float(self.duration_minutes or 0), started)
+
+
+def _clock(at: datetime, zone: ZoneInfo) -> datetime:
+    """What the clock of ``zone`` reads at ``at``, without a zone: the time a cron schedule is matched on."""
+    return at.astimezone(zone).replace(tzinfo=None)
+
+
+def _reached(wall: datetime, zone: ZoneInfo) -> datetime:
+    """The first instant (UTC) the clock of ``zone`` reads ``wall`` or later: when a recurrence due at ``wall``
+    starts or ends.
+
+    A time the clocks show twice (they go back) is reached the first time, so a start there happens
+    once, as Prefect runs it. A time they skip (they go forward) is reached at the jump, the first
+    instant after the gap, so a freeze due to start there is not dropped and covers what is left of
+    its window, and one due to end there ends when the clock passes its end.
+    """
+    first = wall.replace(tzinfo=zone, fold=0).astimezone(UTC)  # the first pass of a repeated time
+    if _clock(first, zone) == wall:
+        return first
+    # Skipped: the jump lies between the readings before and after the gap, both whole seconds apart from it.
+    before = wall.replace(tzinfo=zone, fold=1).astimezone(UTC)
+    low, high = math.floor(min(first, before).timestamp()), math.ceil(max(first, before).timestamp())
+    while high - low > 1:  # the clock reads less than wall at low, wall or more at high
+        middle = (low + high) // 2
+        if _clock(datetime.fromtimestamp(middle, UTC), zone) >= wall:
+            high = middle
+        else:
+            low = middle
+    return datetime.fromtimestamp(high, UTC)
+
+
+def _last_start(schedule: str, timezone: str, now: datetime) -> datetime | None:
+    """The latest start of a recurring freeze at or before ``now``, found in absolute time.
+
+    Not by a search back from the local clock's reading: in the hour the clocks repeat, that reading
+    is earlier than times already passed, and the search would miss the start of this very night.
+    Every time of the schedule up to the reading has been reached, so the latest of those is a safe
+    point; the times after it are followed forward while the clock has reached them by ``now``.
+    """
+    zone = ZoneInfo(timezone)
+    reading = _clock(now, zone)
+    safe = next(iter(CronSim(schedule, reading.replace(microsecond=0) + timedelta(seconds=1), reverse=True)), None)
+    latest = None if safe is None else _reached(safe, zone)
+    for wall in CronSim(schedule, reading if safe is None else safe):
+        at = _reached(wall, zone)
+        if at > now:
+            break
+        latest = at
+    return latest
+
+
+def _end_of_one(timezone: str, minutes: float, started: datetime) -> datetime:
+    """When the one recurrence that began at ``started`` ends: ``minutes`` later on the local clock, so that
+    Friday 16:00 plus 3840 minutes is Monday 08:00 there whether or not the clocks changed over the weekend."""
+    zone = ZoneInfo(timezone)
+    return _reached(_clock(started, zone) + timedelta(minutes=minutes), zone)
+
+
+@lru_cache(maxsize=256)
+def _end_of(schedule: str, timezone: str, minutes: float, started: datetime) -> datetime:
+    """When the recurrence that began at ``started`` ends, back-to-back recurrences included.
+
+    A start that comes later ends no sooner (both are read on one clock that only moves on), so the
+    latest start by the end found so far carries the freeze furthest: follow it until none does.
+    Remembered, as every run and every collect while a freeze is on asks for the same start's end.
+    """
+    until = _end_of_one(timezone, minutes, started)
+    for _ in range(_MAX_EXTENSIONS):
+        latest = _last_start(schedule, timezone, until)
+        if latest is None or (further := _end_of_one(timezone, minutes, latest)) <= until:
+            break
+        until = further
+    return until
 
 
 def _utc(at: datetime) -> str:

@@ -28,10 +28,13 @@ and a number past the database's integers is refused as a usage error, not a dri
 _UNITS = {"s": "seconds", "m": "minutes", "h": "hours", "d": "days", "w": "weeks"}
 
 
-def parse_since(value: str, now: datetime | None = None, option: str = "--since") -> datetime:
-    """``90m``, ``2h``, ``7d`` (relative) or an ISO-8601 time (UTC when no offset is given)."""
+def parse_since(value: str, now: datetime | None = None, option: str = "--since", *, allow_now: bool = False) -> datetime:
+    """``90m``, ``2h``, ``7d`` (relative), an ISO-8601 time (UTC when no offset is given), or with ``allow_now``
+    ``now`` (the end of a window, as ``gpuaas incident --to`` takes it)."""
     now = now or datetime.now(UTC)
     text = value.strip()
+    if allow_now and text.lower() == "now":
+        return now
     if len(text) >= 2 and text[-1] in _UNITS and text[:-1].replace(".", "", 1).isdigit():
         try:
             return now - timedelta(**{_UNITS[text[-1]]: float(text[:-1])})
@@ -40,17 +43,29 @@ def parse_since(value: str, now: datetime | None = None, option: str = "--since"
     try:
         parsed = datetime.fromisoformat(text.replace("Z", "+00:00"))
     except ValueError as exc:
-        raise ValueError(f"{option}: expected a duration like 2h or 7d, or an ISO time, got {value!r}") from exc
+        raise ValueError(f"{option}: {_not_a_time(str(exc), allow_now)}, got {value!r}") from exc
     try:
         return parsed.replace(tzinfo=UTC) if parsed.tzinfo is None else parsed.astimezone(UTC)
     except OverflowError:  # 9999-12-31T23:59:59-12:00 is in year 10000 in UTC, 0001-01-01T00:00+14:00 in year 0
         raise ValueError(f"{option}: {value!r} is outside the years 1 to 9999 in UTC") from None
 
 
+def _not_a_time(reason: str, allow_now: bool) -> str:
+    """Why a value is no time: a time written right that no calendar has (``2026-02-30``: the day is out of range
+    for the month) says which part is wrong; anything else, the forms there are."""
+    if reason.startswith("offset must be"):
+        return "no such time: the offset from UTC must be less than 24 hours"
+    if not reason.startswith("Invalid isoformat string"):
+        return f"no such time: {reason}"  # day is out of range for month, month must be in 1..12, ...
+    if allow_now:
+        return "expected a duration like 2h or 7d, an ISO time (UTC unless it has an offset) or now"
+    return "expected a duration like 2h or 7d or an ISO time (UTC unless it has an offset)"
+
+
 def _instant(value: str | None, option: str, now: datetime | None = None) -> datetime | None:
     """``option``'s instant; one not understood is a usage error (exit 2), as Click's own refusals are."""
     try:
-        return parse_since(value, now, option=option) if value else None
+        return parse_since(value, now, option=option, allow_now=option == "--until") if value else None
     except ValueError as exc:
         raise usage_error(str(exc), option) from exc
 
@@ -107,16 +122,24 @@ def entry_to_dict(entry: AuditEntry, owner: str | None = None) -> dict[str, obje
     return {key: data.get(key) for key in _FIELDS}
 
 
+def _as_given(value: str | None, at: datetime | None) -> str | None:
+    """An instant's option as typed, with the UTC instant it was read as (``2h (2026-11-29 01:00:00 UTC)``): an
+    empty answer then says which window found nothing, a time without an offset included."""
+    return None if value is None or at is None else f"{value} ({at.astimezone(UTC):%Y-%m-%d %H:%M:%S} UTC)"
+
+
 def _nothing(argv: list[str]) -> str:
     """The sentence printed for no rows (no header-only table), with the filters that found none as typed."""
     return f"audit log: 0 entries match {' '.join(argv)}." if argv else "audit log: 0 entries: nothing recorded yet."
 
 
 def list_(
-    since: Annotated[str | None, typer.Option("--since", "--from",
-                                              help="Only rows newer than this: 2h, 7d, or an ISO time.")] = None,
-    until: Annotated[str | None, typer.Option("--until", "--to",
-                                              help="Only rows older than this (same forms as --since).")] = None,
+    since: Annotated[str | None, typer.Option("--since", "--from", help=(
+        "Only rows newer than this: a duration before now (2h, 7d) or an ISO time, UTC unless it has an offset "
+        "(2026-11-29T02:00, 2026-11-29T03:00+01:00)."))] = None,
+    until: Annotated[str | None, typer.Option("--until", "--to", help=(
+        "Only rows older than this: a duration before now, an ISO time (UTC unless it has an offset) or now."
+    ))] = None,
     flow: Annotated[str | None, typer.Option(help="Only rows written by this flow (reclaim, rebalance, ...).")] = None,
     object: Annotated[str | None, typer.Option("--object", help=(
         "Only rows about this object: NAME, NAMESPACE/NAME, KIND/NAMESPACE/NAME or KIND//NAME (cluster-scoped), or "
@@ -153,7 +176,8 @@ def list_(
         print_json({"entries": [entry_to_dict(r, owner.get(int(r.id or 0))) for r in rows], "total": total})
         return
     if not rows:
-        given = [("--since", since), ("--until", until), ("--flow", flow), ("--object", object), ("--before", before)]
+        given = [("--since", _as_given(since, since_at)), ("--until", _as_given(until, until_at)), ("--flow", flow),
+                 ("--object", object), ("--before", before)]
         console.print(_nothing([f"{k} {v}" for k, v in given if v]), highlight=False, soft_wrap=True)
         return
     print_table(

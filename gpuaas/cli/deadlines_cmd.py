@@ -113,4 +113,7 @@ def _print_would(would: list[dict[str, Any]], names: dict[str, str]) -> None:
 
 
 def _clock_utc(instant: str | None) -> str:
-    return "" if instant is None else utc_stamp(datetime.fromisoformat(instant), "%H:%M UTC")
+    """A release time as the reasons write it, date included: a hold planned now may run past midnight."""
+    from gpuaas.policies.deadlines.nudges import RELEASE_TIME
+
+    return "" if instant is None else utc_stamp(datetime.fromisoformat(instant), RELEASE_TIME)

@@ -125,7 +125,10 @@ def reclaim(
                                    "live flow chooses it.")
     ] = None,
     refit_hours: Annotated[
-        float, typer.Option("--refit-hours", min=0.01, max=24 * 7, help="--budget: hours between refits (from 00:00 UTC).")
+        float, typer.Option("--refit-hours", min=0.01, max=24 * 7, help=(
+            "--budget: hours between refits, at the multiples of it since 1970-01-01 00:00 UTC: a divisor of 24 "
+            "refits at 00:00 UTC and every that many hours after; 5 at an hour that moves from day to day, 168 on "
+            "Thursdays at 00:00 UTC."))
     ] = _REFIT_HOURS,
     history_hours: Annotated[
         float, typer.Option("--history-hours", min=0.01, max=24 * 31, help="--budget: hours of history each refit reads.")
@@ -247,7 +250,7 @@ def reclaim(
             refits = round((refit_boundary(span[1], refit_hours) - refit_boundary(span[0], refit_hours))
                            / (refit_hours * 3600.0))
             refit_note = (f"--budget {budget:g}: the window chosen again at {refits} refit "
-                          f"boundar{'y' if refits == 1 else 'ies'} ({refit_hours:g} h apart from 00:00 UTC), "
+                          f"boundar{'y' if refits == 1 else 'ies'} ({_apart(refit_hours)}), "
                           f"each on the {history_hours:g} h before it; the fixed {window:g}-min window until "
                           "one has a completed idle spell before it")
         results.append(replay_table(runs, policy, name="adaptive", **common))
@@ -266,3 +269,12 @@ def reclaim(
         return
     print_table(f"Reclaim replay, idle <= {threshold:g} %", list(_COLUMNS.values()), [_row(r) for r in results],
                 optional=_OPTIONAL)
+
+
+def _apart(refit_hours: float) -> str:
+    """Where the refit boundaries fall, as the live flow puts them: the multiples of the period since the Unix epoch.
+    Only a period that divides a day puts one at 00:00 UTC each day (5 h puts them at 14:00 UTC on some days)."""
+    per_day = 24 / refit_hours
+    if abs(per_day - round(per_day)) < 1e-9:
+        return f"{refit_hours:g} h apart from 00:00 UTC"
+    return f"{refit_hours:g} h apart, counted from 1970-01-01 00:00 UTC"

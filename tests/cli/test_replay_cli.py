@@ -124,8 +124,8 @@ def test_a_replay_needs_one_source_of_history(util_args: list[str], with_csv: bo
 
 
 @pytest.mark.parametrize(("since", "line"), [
-    ("2x", "error: Invalid value for '--since': expected a duration like 2h or 7d, or an ISO time (got '2x'); "
-           "see gpuaas replay reclaim --help"),
+    ("2x", "error: Invalid value for '--since': expected a duration like 2h or 7d or an ISO time (UTC unless it has "
+           "an offset) (got '2x'); see gpuaas replay reclaim --help"),
     ("2999-01-01", "error: Invalid value for '--since': must be in the past (got '2999-01-01'); "
                    "see gpuaas replay reclaim --help"),
     # One range query per --chunk-hours of history: 0001-01-01 would be 17.7 million of them.

@@ -26,16 +26,16 @@ CASES = {
         "or 'now' (got 'soon'); see gpuaas incident --help"),
     "audit-since-not-a-time": (
         ["audit", "list", "--since", "2x"],
-        "error: Invalid value for '--since' / '--from': expected a duration like 2h or 7d, or an ISO time (got '2x'); "
-        "see gpuaas audit list --help"),
+        "error: Invalid value for '--since' / '--from': expected a duration like 2h or 7d or an ISO time (UTC unless it "
+        "has an offset) (got '2x'); see gpuaas audit list --help"),
     "audit-until-not-a-time": (
         ["audit", "list", "--since", "1h", "--until", "3x"],
-        "error: Invalid value for '--until' / '--to': expected a duration like 2h or 7d, or an ISO time (got '3x'); "
-        "see gpuaas audit list --help"),
+        "error: Invalid value for '--until' / '--to': expected a duration like 2h or 7d, an ISO time (UTC unless it has "
+        "an offset) or now (got '3x'); see gpuaas audit list --help"),
     "audit-since-nan": (  # a text flag: its own message says what it takes, not "'nan' is not a number"
         ["audit", "list", "--since", "nan"],
-        "error: Invalid value for '--since' / '--from': expected a duration like 2h or 7d, or an ISO time (got 'nan'); "
-        "see gpuaas audit list --help"),
+        "error: Invalid value for '--since' / '--from': expected a duration like 2h or 7d or an ISO time (UTC unless it "
+        "has an offset) (got 'nan'); see gpuaas audit list --help"),
     "required-choice-missing": (  # Click lists the choices on tab-indented lines: one line, single spaces
         ["replay", "rebalance", "--trace", "t.csv"],
         "error: Missing option '--trace-format'. Choose from: philly, itp; see gpuaas replay rebalance --help"),

@@ -73,6 +73,7 @@ from typing import Any
 
 import pandas as pd
 
+from gpuaas.instant import utc_stamp
 from gpuaas.models import Outcome, bounded_key
 from gpuaas.policies.deadlines.kueue_order import (
     QueueKey,
@@ -87,8 +88,8 @@ from gpuaas.policies.deadlines.problem import DeadlineJob
 from gpuaas.policies.deadlines.profile import EPS
 from gpuaas.policy import HELD_BACK, DeadlinesPolicy
 
-__all__ = ["HOLD_ANNOTATION", "Nudge", "NudgeAction", "due_release", "is_demotion", "parse_hold", "plan_nudges",
-           "release_is_due", "with_kueue_order"]
+__all__ = ["HOLD_ANNOTATION", "RELEASE_TIME", "Nudge", "NudgeAction", "due_release", "is_demotion", "parse_hold",
+           "plan_nudges", "release_is_due", "with_kueue_order"]
 
 HOLD_ANNOTATION = "gpuaas.io/deadline-hold"
 _NEEDLESS_DEMOTION = ("deadline lost, but Kueue's own order meets fewer deadlines on the same estimates with the "
@@ -298,7 +299,7 @@ def plan_nudges(pools: Sequence[PoolPlan], workloads: pd.DataFrame, now: datetim
             evidence["release_at"] = release_at.isoformat()
             evidence["latest_start_s"] = latest
             reason = (f"{where}: planned start in {start / 60:.0f} min on today's GPUs (proven plan, every deadline"
-                      f" holds); held until {release_at:%H:%M} UTC so that the urgent Workloads are admitted first")
+                      f" holds); held until {_when(release_at)} so that the urgent Workloads are admitted first")
             uid, version = versions.get(job.name, (None, None))
             holds.append((start, Nudge(NudgeAction.hold, ns, name, reason, release_at=release_at, evidence=evidence, uid=uid,
                                        resource_version=version)))
@@ -347,6 +348,16 @@ def _given_up(pool: PoolPlan, policy: DeadlinesPolicy) -> set[str]:
             and job.earliest_start + job.duration / policy.runtime_estimate_error > job.deadline + EPS}
 
 
+RELEASE_TIME = "%Y-%m-%d %H:%M UTC"
+"""How a hold's or a demotion's release time is written, in its reason and in ``plan deadlines``: with the date,
+always, as the reason is also read later (an audit row, a Kubernetes Event) when "05:08" no longer says which day."""
+
+
+def _when(at: datetime) -> str:
+    """``at`` as a release time is written: ``2026-12-08 05:08 UTC``."""
+    return utc_stamp(at, RELEASE_TIME)
+
+
 def _give_up(job: DeadlineJob, where: str, now: datetime, policy: DeadlinesPolicy,
              evidence: dict[str, Any], seen: tuple[str | None, str | None] | None) -> Nudge:
     ns, _, name = job.name.partition("/")
@@ -357,7 +368,7 @@ def _give_up(job: DeadlineJob, where: str, now: datetime, policy: DeadlinesPolic
     backoff = f" once its requeue backoff ends in {job.earliest_start / 60:.0f} min" if job.earliest_start else ""
     reason = (f"{where}: deadline lost (due {when}, expected to run {job.duration / 60:.0f} min{backoff}, lost even if "
               f"{policy.runtime_estimate_error:g}x shorter); given up: demoted one priority below its own, so that "
-              f"the Workloads that can still meet theirs are admitted first, until {release_at:%H:%M} UTC unless "
+              f"the Workloads that can still meet theirs are admitted first, until {_when(release_at)} unless "
               f"the next run renews it")
     return Nudge(NudgeAction.demote, ns, name, reason, release_at=release_at,
                  evidence=evidence | {"given_up": True, "release_at": release_at.isoformat()}, uid=uid,

@@ -13,8 +13,19 @@ import math
 from collections.abc import Sequence
 from decimal import ROUND_HALF_UP, Decimal
 
-__all__ = ["counted", "duration", "figure", "first_few", "half_up", "listed", "money", "per_outcome", "printable",
-           "verdict_phrase"]
+__all__ = ["CURRENCY_SYMBOLS", "DEFAULT_CURRENCY", "counted", "currency_unit", "duration", "figure", "first_few",
+           "half_up", "listed", "minor_units", "money", "per_outcome", "printable", "verdict_phrase", "zero_money"]
+
+DEFAULT_CURRENCY = "USD"
+"""The ISO 4217 code of an amount that does not say its currency (OpenCost's default, and an older report's)."""
+CURRENCY_SYMBOLS = {"USD": "$", "EUR": "€", "GBP": "£", "JPY": "¥"}
+"""The currencies written with a symbol before the amount (``€1,234.56``); any other code is written after it
+(``1,234.56 CHF``), since a symbol such as ``kr`` or ``$`` names several currencies."""
+_MINOR_UNITS = {**dict.fromkeys(("BIF", "CLP", "DJF", "GNF", "ISK", "JPY", "KMF", "KRW", "PYG", "RWF", "UGX", "UYI",
+                                 "VND", "VUV", "XAF", "XOF", "XPF"), 0),
+                **dict.fromkeys(("BHD", "IQD", "JOD", "KWD", "LYD", "OMR", "TND"), 3),
+                **dict.fromkeys(("CLF", "UYW"), 4)}
+"""ISO 4217's minor units of the currencies that do not have two (a yen has no cents, a dinar has fils)."""
 
 
 def figure(number: float) -> str:
@@ -50,9 +61,34 @@ def printable(text: str) -> str:
     return "".join(c if c.isprintable() else c.encode("unicode_escape").decode("ascii") for c in text)
 
 
-def money(value: float | None, unknown: str = "unknown") -> str:
-    """Dollars with two decimals, or three significant digits under a dollar: $0.000064 and $0.00012 must not
-    both read "$0.0001". ``unknown`` where the amount is None.
+def minor_units(currency: str = DEFAULT_CURRENCY) -> int:
+    """The decimals an amount in ``currency`` (an ISO 4217 code) is written with: ISO 4217's minor units, 0 for JPY
+    and KRW, 3 for KWD, 2 for most."""
+    return _MINOR_UNITS.get(currency, 2)
+
+
+def currency_unit(currency: str = DEFAULT_CURRENCY) -> str:
+    """How an axis or a column names the currency: its symbol where ``CURRENCY_SYMBOLS`` has one (``$``, ``€``),
+    else its code (``CHF``)."""
+    return CURRENCY_SYMBOLS.get(currency, currency)
+
+
+def _written(amount: str, currency: str) -> str:
+    """``amount`` (digits, no sign) with the currency: the symbol before it (``€12.50``), else the code after it."""
+    symbol = CURRENCY_SYMBOLS.get(currency)
+    return f"{symbol}{amount}" if symbol is not None else f"{amount} {currency}"
+
+
+def zero_money(currency: str = DEFAULT_CURRENCY) -> str:
+    """No money, as a sentence says a cost is not nothing: ``$0``, ``€0``, ``0 CHF``."""
+    return _written("0", currency)
+
+
+def money(value: float | None, unknown: str = "unknown", currency: str = DEFAULT_CURRENCY) -> str:
+    """An amount in ``currency`` (an ISO 4217 code; OpenCost's prices' own, never converted) with its minor units
+    (``minor_units``: $1,234.56, ¥1,235), or three significant digits under one unit: $0.000064 and $0.00012 must not
+    both read "$0.0001". ``unknown`` where the amount is None. The currency is written as ``currency_unit`` says:
+    ``€1,234.56``, ``1,234.56 CHF``.
 
     Rounded half up, as a FinOps reader rounds by hand: 9.79 / 2 is 4.895 and reads $4.90, though the binary
     float is 4.89499999.... The float is first rounded seven digits past those shown, which drops that
@@ -61,11 +97,12 @@ def money(value: float | None, unknown: str = "unknown") -> str:
         return unknown
     value = float(value)  # a numpy scalar's repr is not a number's
     if not math.isfinite(value):  # no bill holds one (the sources refuse it); printed as it is, never hidden
-        return f"${value:,.2f}"
-    decimals = 2 if value == 0 or abs(value) >= 1 else max(2, 2 - math.floor(math.log10(abs(value))))
+        return f"{'-' if value < 0 else ''}{_written(f'{abs(value):,.2f}', currency)}"
+    minor = minor_units(currency)
+    decimals = minor if value == 0 or abs(value) >= 1 else max(minor, 2 - math.floor(math.log10(abs(value))))
     amount = half_up(value, decimals)
     # A credit reads as an accountant writes it, the sign before the symbol: -$4.90, never $-4.90.
-    return f"{'-' if amount < 0 else ''}${abs(amount):,.{decimals}f}"
+    return f"{'-' if amount < 0 else ''}{_written(f'{abs(amount):,.{decimals}f}', currency)}"
 
 
 def half_up(value: float, decimals: int) -> Decimal:
@@ -77,13 +114,14 @@ def half_up(value: float, decimals: int) -> Decimal:
     return exact.quantize(Decimal(1).scaleb(-decimals), ROUND_HALF_UP)
 
 
-def per_outcome(value: float | None, kind: str = "serving") -> str:
-    """Cost per outcome; a cost per request under a cent is shown per 1,000 requests, as it is priced."""
+def per_outcome(value: float | None, kind: str = "serving", currency: str = DEFAULT_CURRENCY) -> str:
+    """Cost per outcome in ``currency``; a cost per request under the currency's smallest unit (a cent, a yen) is
+    shown per 1,000 requests, as it is priced."""
     if value is None:
         return "unknown"
-    if kind == "serving" and abs(value) < 0.01:
-        return f"{money(value * 1000)} per 1,000 requests"
-    return money(value) + {"serving": " per request", "batch": " per job"}.get(kind, "")
+    if kind == "serving" and abs(value) < 10.0 ** -minor_units(currency):
+        return f"{money(value * 1000, currency=currency)} per 1,000 requests"
+    return money(value, currency=currency) + {"serving": " per request", "batch": " per job"}.get(kind, "")
 
 
 def duration(seconds: float | None) -> str:

@@ -89,6 +89,18 @@ def dcgm_scale(metric: str) -> float | None:
 ActivityScale = Annotated[float, Field(gt=0)] | None
 
 
+def _currency_code(value: str) -> str:
+    """An ISO 4217 code as OpenCost's ``currencyCode`` names its prices' currency: three capital letters. Anything
+    else (``eur``, ``€``, ``EURO``) is refused when the settings load, naming the variable, rather than printed
+    after every amount of the cost report."""
+    if not re.fullmatch(r"[A-Z]{3}", value):
+        raise ValueError(f"{value!r} is not an ISO 4217 currency code: three capital letters, e.g. USD, EUR, JPY")
+    return value
+
+
+CurrencyCode = Annotated[str, AfterValidator(_currency_code)]
+
+
 class MetricNames(BaseModel):
     """Metric and label names; the defaults match a standard GPU Operator + Kueue + vLLM install."""
 
@@ -205,6 +217,9 @@ class GpuaasSettings(BaseSettings):
     opencost_headers: Headers = Field(default={})
     """Headers sent with every request to OpenCost's API, as JSON, e.g. ``{"X-Api-Key": "..."}`` for a gateway that
     asks for one; values are treated as secrets."""
+    opencost_currency: CurrencyCode = "USD"
+    """The ISO 4217 code of OpenCost's prices (its custom pricing's or ``currencyCode``'s, e.g. ``EUR``, ``JPY``): the
+    cost report writes its amounts in it (``€1,234.56``, ``¥1,235``, ``1,234.56 CHF``) and converts nothing."""
     pushgateway_url: HttpUrl = None
     """Pushgateway for Grafana and KEDA; unset: nothing is pushed."""
     ca_file: CaBundle = None

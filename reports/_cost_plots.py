@@ -20,6 +20,7 @@ from matplotlib.dates import DateFormatter, date2num
 from matplotlib.lines import Line2D
 from matplotlib.patches import Patch
 
+from gpuaas.phrases import currency_unit
 from gpuaas.policies.cost import FUNNEL_STAGES, CostReport, funnel_stages
 from reports._plots import drawn, plt
 from reports._plots import png_base64 as _png
@@ -124,10 +125,12 @@ def cost_per_outcome_plot(report: CostReport, kind: str) -> str | None:
     rows = [d for d in report.daily if d["service"] in names]
     if not rows:
         return None
-    scale, unit = (1000.0, "$ per 1,000 verified requests") if kind == "serving" else (1.0, "$ per job done in time")
+    sign = currency_unit(report.currency)  # $, €, or the code (CHF): what the amounts on the axis are in
+    scale, unit = ((1000.0, f"{sign} per 1,000 verified requests") if kind == "serving"
+                   else (1.0, f"{sign} per job done in time"))
     fig, ax = plt.subplots(figsize=(9, 3.6))
     if len({d["day"] for d in report.daily}) == 1:
-        _bars(ax, rows, kind, scale)
+        _bars(ax, rows, kind, scale, report.currency)
         ax.set_xlabel(unit + (f" ({partial_label(rows[0])})" if partial_label(rows[0]) else ""))
     else:
         by_day = {day: list(group) for day, group in groupby(sorted(rows, key=lambda d: (d["day"], names.index(
@@ -162,16 +165,17 @@ def cost_per_outcome_plot(report: CostReport, kind: str) -> str | None:
     return _png(fig)
 
 
-def _bars(ax: Axes, rows: list[dict[str, Any]], kind: str, scale: float) -> None:
+def _bars(ax: Axes, rows: list[dict[str, Any]], kind: str, scale: float, currency: str) -> None:
     """One period: a bar per service, its figure at its end; a service without a figure has no bar and says why in
-    its table's words (a zero-length bar would read as $0 an outcome)."""
+    its table's words (a zero-length bar would read as $0 an outcome). ``currency``: the report's."""
     names = [drawn(d["service"]) for d in rows]
     values = [0.0 if d["cost_per_outcome"] is None else d["cost_per_outcome"] * scale for d in rows]
     ax.barh(names, values, color="#4c78a8")
     ax.invert_yaxis()
     ax.set_xlim(0, max(values, default=0.0) * 1.25 or 1.0)
     for y, (d, value) in enumerate(zip(rows, values)):
-        text = money(value) if d["cost_per_outcome"] is not None else cost_per_outcome_cell(d, kind)
+        text = (money(value, currency=currency) if d["cost_per_outcome"] is not None
+                else cost_per_outcome_cell(d, kind, currency))
         ax.annotate(drawn(text), (value, y), xytext=(4, 0), textcoords="offset points", va="center",
                     fontsize="small", color="#222222" if d["cost_per_outcome"] is not None else "#555555")
 
@@ -186,9 +190,10 @@ def waste_plot(report: CostReport) -> str:
     bars = ax.bar(names, [v or 0.0 for v in figures], color="#e15759")
     # the value on each bar, as the waste table prints it ($0.400 is not "$0", the label of no waste); a tenant
     # without telemetry "unknown", not a gap
-    ax.bar_label(bars, labels=["unknown" if v is None else money(v) if known else f"{v:,.1f} GPU-h"
+    ax.bar_label(bars, labels=["unknown" if v is None else money(v, currency=report.currency) if known
+                               else f"{v:,.1f} GPU-h"
                                for v in figures], padding=2, fontsize="small")
     ax.margins(y=0.15)
-    ax.set_ylabel("waste ($)" if known else "idle GPU-hours (cost unknown)")
+    ax.set_ylabel(f"waste ({currency_unit(report.currency)})" if known else "idle GPU-hours (cost unknown)")
     ax.set_title("Waste by tenant: GPUs allocated but idle")
     return _png(fig)

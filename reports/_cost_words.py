@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from gpuaas.phrases import money
+from gpuaas.phrases import money, zero_money
 from gpuaas.policies.cost import COST_SOURCES, NO_TENANT, data_short_s
 from reports._format import source_errors, with_failures
 
@@ -59,7 +59,7 @@ def cost_first_line(report: CostReport) -> str:
     bill. Waste the telemetry cannot tell (none of the GPU-hours had any) is said to be unknown, and why,
     never a dollar figure.
     """
-    c = report.cluster
+    c, cur = report.cluster, report.currency
     lead = NO_SERVICES if not report.services else ""
     window = window_length(report.window_s)
     if not c.get("allocated_gpu_hours"):
@@ -73,10 +73,10 @@ def cost_first_line(report: CostReport) -> str:
     elif c.get("waste_cost") is None and c.get("total_cost") is not None:  # the money is known, the idleness is not
         waste = "idle-GPU waste unknown (no GPU telemetry in Prometheus)"
     else:
-        waste = f"{money(c.get('waste_cost'))} of it on allocated but idle GPUs"
+        waste = f"{money(c.get('waste_cost'), currency=cur)} of it on allocated but idle GPUs"
     allocated = ("cost allocated to workloads unknown" if c["total_cost"] is None
-                 else f"{money(c['total_cost'])} allocated to workloads")
-    on_gpus = "GPU spend unknown" if c["gpu_cost"] is None else f"{money(c['gpu_cost'])} on GPUs"
+                 else f"{money(c['total_cost'], currency=cur)} allocated to workloads")
+    on_gpus = "GPU spend unknown" if c["gpu_cost"] is None else f"{money(c['gpu_cost'], currency=cur)} on GPUs"
     return (f"{lead}{span}: {allocated} ({on_gpus}), {waste}; "
             f"{count_cell(c.get('verified_requests'))} verified requests and {_jobs_in_time(c)}.")
 
@@ -128,24 +128,24 @@ def node_cost_line(report: CostReport, idle_row: str = "__idle__") -> str:
 
     Said at OpenCost's prices, never as the bill: OpenCost does not discount GPUs, reconciles its prices with a cloud
     bill only where that is set up, and keeps cost of no namespace (``__unallocated__``) out of both figures."""
-    n = report.node_cost
+    n, cur = report.node_cost, report.currency
     if not n:  # a report that did not record it (built by hand, or from an older document)
         return "What the nodes cost beside the workloads' allocation was not recorded."
     allocated = ("allocated cost unknown" if n.get("allocated_gpu_cost") is None
-                 else f"{money(n['allocated_gpu_cost'])} allocated to workloads")
+                 else f"{money(n['allocated_gpu_cost'], currency=cur)} allocated to workloads")
     unheld = n.get("unheld_gpu_hours")
     nobody = ("GPU-hours nobody held unknown: no GPU telemetry" if unheld is None
               else f"{hours_cell(unheld)} GPU-hours nobody held")
     if n.get("idle_gpu_cost") is None:
         why = str(n.get("idle_unknown") or "not read").replace("__idle__", idle_row)
         return (f"The nodes' GPUs cost unknown at OpenCost's prices: {allocated}, idle capacity unknown ({why}), "
-                f"never $0; {nobody}.")
-    line = (f"The nodes' GPUs cost {money(n['gpu_cost'])} at OpenCost's prices: {allocated}, "
-            f"{money(n['idle_gpu_cost'])} idle ({nobody})")
+                f"never {zero_money(cur)}; {nobody}.")
+    line = (f"The nodes' GPUs cost {money(n['gpu_cost'], currency=cur)} at OpenCost's prices: {allocated}, "
+            f"{money(n['idle_gpu_cost'], currency=cur)} idle ({nobody})")
     if n.get("total_cost") is None:
         return f"{line}; with the rest OpenCost prices, the cost in all ({ALL_PARTS}) unknown."
-    return (f"{line}; with the rest OpenCost prices, {money(n['total_cost'])} in all ({ALL_PARTS}), "
-            f"{money(n['idle_total_cost'])} of it idle.")
+    return (f"{line}; with the rest OpenCost prices, {money(n['total_cost'], currency=cur)} in all ({ALL_PARTS}), "
+            f"{money(n['idle_total_cost'], currency=cur)} of it idle.")
 
 
 def costs_note(report: CostReport, idle_row: str = "__idle__") -> str:
@@ -166,7 +166,7 @@ def costs_note(report: CostReport, idle_row: str = "__idle__") -> str:
     unallocated = "`__unallocated__`" if idle_row.startswith("`") else "__unallocated__"
     idle = report.node_cost.get("idle_total_cost")
     short = (", unknown here" if idle is None
-             else f": {money(idle)} over the window, read apart from OpenCost's {idle_row} (the nodes' cost line)")
+             else f": {money(idle, currency=report.currency)} over the window, read apart from OpenCost's {idle_row} (the nodes' cost line)")
     return (f"{said} They are the cost allocated to workloads at OpenCost's prices (their pods' {ALL_PARTS}): "
             f"unallocated node capacity (OpenCost's {idle_row}) is not included{short}; nor is cost OpenCost assigns "
             f"to no namespace (its {unallocated} row), which the report does not read. Neither these figures nor the "

@@ -12,7 +12,7 @@ import math
 from collections.abc import Sequence
 from typing import Any
 
-from gpuaas.phrases import half_up, money, per_outcome
+from gpuaas.phrases import DEFAULT_CURRENCY, half_up, money, per_outcome, zero_money
 from gpuaas.policies.cost import (
     FUNNEL_STAGES,
     NO_OUTCOME,
@@ -76,13 +76,14 @@ __all__ = [
 STAGES = ("allocated", "busy", "productive", "in_progress", "unknown", "idle", "active")
 
 
-def cost_per_outcome_cell(row: dict[str, Any], kind: str = "serving") -> str:
+def cost_per_outcome_cell(row: dict[str, Any], kind: str = "serving", currency: str = DEFAULT_CURRENCY) -> str:
     """A row's cost per outcome as every table and plot says it: the figure (``per_outcome``); "no data" for a
     period nothing was read for; NO_OUTCOME where it has a cost and no verified outcome to divide it by; else
     "unknown": its cost or its outcomes cannot be known (None, never 0 or "no outcome"), or it has outcomes and no
-    quotient (the notes say why: a pod of it that OpenCost does not list, so that it would only be a lower bound)."""
+    quotient (the notes say why: a pod of it that OpenCost does not list, so that it would only be a lower bound).
+    ``currency``: the report's (``CostReport.currency``)."""
     if row["cost_per_outcome"] is not None:
-        return per_outcome(row["cost_per_outcome"], kind)
+        return per_outcome(row["cost_per_outcome"], kind, currency)
     if row.get("data") is False:
         return "no data"
     if row["total_cost"] is None or row["verified_outcomes"] != 0:
@@ -137,12 +138,13 @@ def funnel_rows(report: CostReport) -> list[dict[str, Any]]:
         **stage_cells(r),
         "busy GPU-h": hours_cell(r["busy_gpu_hours"]),
         "active GPU-h": hours_cell(r["active_gpu_hours"]),
-        "GPU cost": money(r["gpu_cost"]),
-        "total cost": money(r["total_cost"]),
-        "waste": money(r["waste_cost"]),
+        "GPU cost": money(r["gpu_cost"], currency=report.currency),
+        "total cost": money(r["total_cost"], currency=report.currency),
+        "waste": money(r["waste_cost"], currency=report.currency),
         "verified requests": count_cell(r.get("verified_requests")),
         "jobs in time": count_cell(r.get("verified_jobs")),
-        f"cost per outcome ({report.cost_basis})": _tenant_per_outcome(r) if r["tenant"] != "(cluster)" else "",
+        f"cost per outcome ({report.cost_basis})": (_tenant_per_outcome(r, report.currency)
+                                                  if r["tenant"] != "(cluster)" else ""),
     } for r in rows]
 
 
@@ -165,11 +167,11 @@ def _both_kinds(row: dict[str, Any]) -> bool:
     return bool(row.get("verified_requests") and row.get("verified_jobs"))
 
 
-def _tenant_per_outcome(row: dict[str, Any]) -> str:
+def _tenant_per_outcome(row: dict[str, Any], currency: str) -> str:
     """A tenant's cost per outcome only where its outcomes are of one kind (``PER_SERVICE`` otherwise)."""
     if _both_kinds(row):
         return PER_SERVICE
-    return cost_per_outcome_cell(row, "batch" if row.get("verified_jobs") else "serving")
+    return cost_per_outcome_cell(row, "batch" if row.get("verified_jobs") else "serving", currency)
 
 
 def service_rows(report: CostReport) -> list[dict[str, Any]]:
@@ -183,8 +185,9 @@ def service_rows(report: CostReport) -> list[dict[str, Any]]:
             "requests" if s["kind"] == "serving" else "jobs": count_cell(s["requests"]),
             "verified outcomes": count_cell(s["verified_outcomes"]),
             "within SLO": slo if s["kind"] == "serving" else ("in time: " + slo),
-            "GPU cost": money(s["gpu_cost"]), "total cost": money(s["total_cost"]),
-            f"cost per outcome ({report.cost_basis})": cost_per_outcome_cell(s, s["kind"]),
+            "GPU cost": money(s["gpu_cost"], currency=report.currency),
+            "total cost": money(s["total_cost"], currency=report.currency),
+            f"cost per outcome ({report.cost_basis})": cost_per_outcome_cell(s, s["kind"], report.currency),
             "replicas needed": _replicas(s),
         })
     return [{("requests/jobs" if k in ("requests", "jobs") else k): v for k, v in r.items()} for r in out]
@@ -193,20 +196,20 @@ def service_rows(report: CostReport) -> list[dict[str, Any]]:
 def waster_rows(report: CostReport) -> list[dict[str, Any]]:
     return [{"tenant": tenant_cell(w), "namespace": w["namespace"], "workload": w["workload"],
              "idle GPU-h": hours_cell(w["idle_gpu_hours"]), "allocated GPU-h": hours_cell(w["allocated_gpu_hours"]),
-             "waste": money(w["waste_cost"])} for w in report.wasters]
+             "waste": money(w["waste_cost"], currency=report.currency)} for w in report.wasters]
 
 
-def _delta(now: float | None, before: float | None) -> str:
+def _delta(now: float | None, before: float | None, currency: str = DEFAULT_CURRENCY) -> str:
     """Change against the previous period; "no data before" where that period had nothing to compare (None).
     A previous $0 is data: no percentage of it exists, so the change is said "from $0". "no change" only where the
     amount did not change (the same to a billionth): a $4,000 rise on $1,000,000 reads "+0.4%", never "no change",
-    in a table a reviewer signs; under 0.1 % it reads "+<0.1%". Whole percents are rounded half up, as money is."""
+    in a table a reviewer signs; under 0.1 % it reads "+<0.1%". Whole percents are rounded half up, as money is; the amounts are in ``currency``."""
     if now is None:
         return "unknown"
     if before is None:
         return "no data before"
     if before == 0:
-        return "no change" if now == 0 else f"from $0 to {money(now)}"
+        return "no change" if now == 0 else f"from {zero_money(currency)} to {money(now, currency=currency)}"
     if math.isclose(now, before, rel_tol=1e-9):
         return "no change"
     percent = 100 * (now - before) / before
@@ -236,15 +239,17 @@ def change_rows(report: CostReport, previous: CostReport | None) -> list[dict[st
     basis = f"{report.cost_basis}_cost"
     # two periods priced by different sources (list prices against discounted, reconciled ones): no change in cost
     apart = previous is not None and pricing_differs(report.cost_source, previous.cost_source) is not None
+    cur = report.currency
     rows = []
     for t in report.tenants:
         p = before.get(t["tenant"], {})
-        rows.append({"tenant": tenant_cell(t), "cost": money(t[basis]), "previous cost": money(p.get(basis), "no data"),
-                     "cost change": OTHER_PRICES if apart else _delta(t[basis], p.get(basis)),
-                     "waste change": OTHER_PRICES if apart else _delta(t["waste_cost"], p.get("waste_cost")),
+        rows.append({"tenant": tenant_cell(t), "cost": money(t[basis], currency=cur),
+                     "previous cost": money(p.get(basis), "no data", cur),
+                     "cost change": OTHER_PRICES if apart else _delta(t[basis], p.get(basis), cur),
+                     "waste change": OTHER_PRICES if apart else _delta(t["waste_cost"], p.get("waste_cost"), cur),
                      # a tenant with requests and jobs has no cost per outcome: its change is said as its cell is
                      "cost per outcome change": PER_SERVICE if _both_kinds(t) else OTHER_PRICES if apart
-                     else _delta(t["cost_per_outcome"], p.get("cost_per_outcome"))})
+                     else _delta(t["cost_per_outcome"], p.get("cost_per_outcome"), cur)})
     return rows
 
 
@@ -271,7 +276,7 @@ def summary_markdown(report: CostReport, previous: CostReport | None, html_path:
     """The headline (``cost_headline``: a degraded run says so first, as everywhere), the headline numbers, then the
     plots inlined (``(alt, base64 PNG)``): the Prefect UI shows them without the worker's disk, where the HTML
     report lies."""
-    c = report.cluster
+    c, cur = report.cluster, report.currency
     hours = {k: hours_cell(c[f"{k}_gpu_hours"]) for k in ("allocated", "busy", "productive", "in_progress",
                                                           "unknown", "active")}
     lines = [
@@ -282,8 +287,9 @@ def summary_markdown(report: CostReport, previous: CostReport | None, html_path:
         f"- GPU-hours: **{hours['allocated']}** allocated → **{hours['busy']}** busy → **{hours['productive']}** "
         f"productive (+ **{hours['in_progress']}** of jobs still running); **{hours['unknown']}** without telemetry "
         f"(unknown, not idle); effective utilisation **{hours['active']}** activity-weighted GPU-h",
-        f"- allocated to workloads **{money(c['total_cost'])}** in all (GPU **{money(c['gpu_cost'])}**), of which "
-        f"waste (allocated but idle GPUs) **{money(c['waste_cost'])}**; cost per outcome on the {report.cost_basis} "
+        f"- allocated to workloads **{money(c['total_cost'], currency=cur)}** in all (GPU "
+        f"**{money(c['gpu_cost'], currency=cur)}**), of which waste (allocated but idle GPUs) "
+        f"**{money(c['waste_cost'], currency=cur)}**; cost per outcome on the {report.cost_basis} "
         "cost",
         f"- {node_cost_line(report, '`__idle__`')}",
         f"- **{count_cell(c.get('verified_requests'))}** verified requests, **{count_cell(c.get('verified_jobs'))}** "
@@ -293,18 +299,19 @@ def summary_markdown(report: CostReport, previous: CostReport | None, html_path:
     if previous is not None and (apart := change_note(report, previous)) is not None:
         p = previous.cluster
         lines.append(f"- previous {window_length(report.window_s)}: allocated to workloads "
-                     f"{money(p['total_cost'], 'no data')}, waste {money(p['waste_cost'], 'no data')}; {apart}")
+                     f"{money(p['total_cost'], 'no data', cur)}, waste {money(p['waste_cost'], 'no data', cur)}; "
+                     f"{apart}")
     elif previous is not None and previous_complete(previous):
         p = previous.cluster
         lines.append(f"- previous {window_length(report.window_s)}: allocated to workloads "
-                     f"{money(p['total_cost'], 'no data')} ({_delta(c['total_cost'], p['total_cost'])}), waste "
-                     f"{money(p['waste_cost'], 'no data')}")
+                     f"{money(p['total_cost'], 'no data', cur)} ({_delta(c['total_cost'], p['total_cost'], cur)}), "
+                     f"waste {money(p['waste_cost'], 'no data', cur)}")
     elif (why := previous_note(previous)) is not None and why not in report.notes:
         lines.append(f"- {why}")
     if report.wasters:
         w = report.wasters[0]
         lines.append(f"- top waster: `{w['namespace']}/{w['workload']}` ({tenant_cell(w)}), "
-                     f"{hours_cell(w['idle_gpu_hours'])} idle GPU-h, {money(w['waste_cost'])}")
+                     f"{hours_cell(w['idle_gpu_hours'])} idle GPU-h, {money(w['waste_cost'], currency=cur)}")
     if html_path:
         lines.append(f"- HTML report with plots (on the worker): `{html_path}`")
     for alt, data in plots:
@@ -318,11 +325,12 @@ def cost_report_json(report: CostReport, html_path: str | None, previous: CostRe
                      ) -> dict[str, Any]:
     """The ``--format json`` document: plain values, None where unknown (reasons in ``notes``). ``summary`` is the
     headline (``cost_headline``: led by what failed, as the flow's ``headline``); ``cost_source`` says where the
-    money came from (``COST_SOURCES``' keys; None where it is unknown); ``node_cost`` what the nodes cost, allocated
-    plus idle (OpenCost's ``__idle__``), its idle figures None where unknown (``idle_unknown`` says why)."""
+    money came from (``COST_SOURCES``' keys; None where it is unknown); ``currency`` the ISO 4217 code of every amount
+    (OpenCost's prices', never converted); ``node_cost`` what the nodes cost, allocated plus idle (OpenCost's
+    ``__idle__``), its idle figures None where unknown (``idle_unknown`` says why)."""
     doc: dict[str, Any] = {
         "summary": cost_headline(report, previous), "cost_basis": report.cost_basis,
-        "cost_source": report.cost_source,
+        "cost_source": report.cost_source, "currency": report.currency,
         "window_s": report.window_s,
         "start": report.start.isoformat(), "end": report.end.isoformat(),
         "tenants": report.tenants, "services": report.services, "cluster": report.cluster,
@@ -337,14 +345,17 @@ def cost_report_json(report: CostReport, html_path: str | None, previous: CostRe
 
 
 def cost_report_metrics(report: CostReport) -> list[MetricFamily]:
-    """What the flow pushes; an unknown value is left out (absent), never pushed as 0."""
+    """What the flow pushes; an unknown value is left out (absent), never pushed as 0. The money families say their
+    currency (the report's ISO 4217 code, OpenCost's prices') in their help text, so that their names and labels stay
+    the same whatever the currency, and a dashboard's queries with them."""
+    unit = f" (OpenCost, in {report.currency})"
     hours = MetricFamily("gpuaas_gpu_hours", "GPU-hours in the report window by funnel stage", ("stage", "tenant"))
-    gpu_cost = MetricFamily("gpuaas_gpu_cost", "GPU cost over the report window (OpenCost)", ("tenant",))
-    total_cost = MetricFamily("gpuaas_total_cost", "Total cost (GPU, CPU, RAM) over the report window (OpenCost)",
+    gpu_cost = MetricFamily("gpuaas_gpu_cost", f"GPU cost over the report window{unit}", ("tenant",))
+    total_cost = MetricFamily("gpuaas_total_cost", f"Total cost (GPU, CPU, RAM) over the report window{unit}",
                               ("tenant",))
-    waste = MetricFamily("gpuaas_waste_cost", "Cost of allocated but idle GPU-hours in the window", ("tenant",))
-    tenant_cpo = MetricFamily("gpuaas_tenant_cost_per_outcome", "Tenant cost per verified outcome", ("tenant",))
-    cpo = MetricFamily("gpuaas_cost_per_outcome", "Service cost per verified outcome", ("service", "tenant"))
+    waste = MetricFamily("gpuaas_waste_cost", f"Cost of allocated but idle GPU-hours in the window{unit}", ("tenant",))
+    tenant_cpo = MetricFamily("gpuaas_tenant_cost_per_outcome", f"Tenant cost per verified outcome{unit}", ("tenant",))
+    cpo = MetricFamily("gpuaas_cost_per_outcome", f"Service cost per verified outcome{unit}", ("service", "tenant"))
     outcomes = MetricFamily("gpuaas_verified_outcomes", "Verified outcomes in the window", ("service", "tenant"))
     slo = MetricFamily("gpuaas_slo_fraction", "Share of requests within the latency SLO", ("service", "tenant"))
     replicas = MetricFamily("gpuaas_replicas_needed", "Replicas the peak 5-minute rate (policy quantile) plus "

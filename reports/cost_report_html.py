@@ -77,6 +77,7 @@ def _daily_rows(report: CostReport) -> list[dict[str, Any]]:
     """One row per service and period; a period the data does not reach reads "no data", not $0 or unknown, and one
     it reaches part of is marked partial, with the hours it covers (a 6-hour day beside whole ones is no dip)."""
     kinds = {s["service"]: s["kind"] for s in report.services}
+    cur = report.currency
     rows = []
     for d in report.daily:
         missing = "no data" if d.get("data") is False else "unknown"
@@ -84,19 +85,20 @@ def _daily_rows(report: CostReport) -> list[dict[str, Any]]:
         end = d["day_end"][:16].replace("T", " ")
         rows.append({"service": d["service"],
                      "period ends (UTC)": f"{end} ({partial})" if (partial := partial_label(d)) else end,
-                     "GPU cost": money(d["gpu_cost"], missing), "total cost": money(d["total_cost"], missing),
+                     "GPU cost": money(d["gpu_cost"], missing, cur), "total cost": money(d["total_cost"], missing, cur),
                      "verified outcomes": missing if outcomes is None else f"{outcomes:,.0f}",
-                     "cost per outcome": cost_per_outcome_cell(d, kinds.get(d["service"], "serving"))})
+                     "cost per outcome": cost_per_outcome_cell(d, kinds.get(d["service"], "serving"), cur)})
     return rows
 
 
 def _headline(report: CostReport) -> str:
     """The headline figures as cards; one that cannot be known reads "unknown", never 0. The money is what was
     allocated to workloads, as the lead says, not the cluster's bill."""
-    c = report.cluster
-    cells = [("allocated to workloads (total cost)", money(c.get("total_cost"))),
-             ("of it GPUs", money(c.get("gpu_cost"))), ("waste (idle GPUs)", money(c.get("waste_cost"))),
-             ("GPUs no workload held (idle node capacity)", money(report.node_cost.get("idle_gpu_cost"))),
+    c, cur = report.cluster, report.currency
+    cells = [("allocated to workloads (total cost)", money(c.get("total_cost"), currency=cur)),
+             ("of it GPUs", money(c.get("gpu_cost"), currency=cur)),
+             ("waste (idle GPUs)", money(c.get("waste_cost"), currency=cur)),
+             ("GPUs no workload held (idle node capacity)", money(report.node_cost.get("idle_gpu_cost"), currency=cur)),
              ("verified requests", count_cell(c.get("verified_requests"))),
              ("jobs done in time", count_cell(c.get("verified_jobs"))),
              ("GPU-hours allocated", hours_cell(c.get("allocated_gpu_hours"))),
@@ -114,7 +116,8 @@ def render_html(report: CostReport, previous: CostReport | None = None) -> str:
     """The whole page; pure (the caller writes it where the settings say)."""
     title = f"GPU cost report {report.start:%Y-%m-%d %H:%M} – {report.end:%Y-%m-%d %H:%M} UTC"
     waste_rows = [{"tenant": tenant_cell(t), "idle GPU-h": "unknown" if t["idle_gpu_hours"] is None
-                   else f"{t['idle_gpu_hours']:,.1f}", "waste": money(t["waste_cost"])} for t in report.tenants]
+                   else f"{t['idle_gpu_hours']:,.1f}", "waste": money(t["waste_cost"], currency=report.currency)}
+                  for t in report.tenants]
     parts = [
         "<!DOCTYPE html>", '<html lang="en"><head><meta charset="utf-8">', f"<title>{html.escape(title)}</title>",
         _STYLE, "</head><body>", f"<h1>{html.escape(title)}</h1>",

@@ -36,7 +36,7 @@ def read_window(settings: GpuaasSettings, end: datetime, window_s: float, compar
 def build_report(settings: GpuaasSettings, windows: operation.CostWindows) -> operation.CostReportPlan:
     """Pure; an ambiguous ``pod_labels`` selector fails the run with an error naming the policy file."""
     policy_file = str(settings.policy_file) if settings.policy_file else None
-    return operation.plan(windows, settings.policy, policy_file)
+    return operation.plan(windows, settings.policy, policy_file, settings.opencost_currency)
 
 
 @gpuaas_task("write-html-report", retries=1)

@@ -36,6 +36,7 @@ and so do the funnel's stages, which add up to the hours allocated only all toge
 def print_cost_tables(doc: dict[str, Any]) -> None:
     """The headline (the failed sources first), what the nodes cost (allocated and idle), the funnel, cost per
     outcome and top wasters from the flow's JSON document, then its notes."""
+    from gpuaas.phrases import DEFAULT_CURRENCY
     from gpuaas.policies.cost import CostReport
     from reports.cost_report import (
         STAGE_COLUMNS,
@@ -50,7 +51,8 @@ def print_cost_tables(doc: dict[str, Any]) -> None:
     report = CostReport(window_s=doc["window_s"], start=doc["start"], end=doc["end"], tenants=doc["tenants"],
                         services=doc["services"], cluster=doc["cluster"], wasters=doc["top_wasters"],
                         daily=doc["daily"], batch=doc["batch_jobs"], notes=doc["notes"], queries=doc["queries"],
-                        cost_basis=doc["cluster"].get("cost_basis", "total"), node_cost=doc.get("node_cost") or {})
+                        cost_basis=doc["cluster"].get("cost_basis", "total"), node_cost=doc.get("node_cost") or {},
+                        currency=doc.get("currency") or DEFAULT_CURRENCY)  # an older document's money is in USD
     lead({"headline": doc.get("headline") or cost_headline(report), "degraded": doc.get("degraded")},
          OutputFormat.table)
     if report.node_cost:  # what the nodes cost beside what workloads were allocated: idle GPUs are the first waste

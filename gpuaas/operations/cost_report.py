@@ -22,6 +22,7 @@ from pathlib import Path
 
 from gpuaas.instant import utc_stamp
 from gpuaas.models import CostInputs
+from gpuaas.phrases import DEFAULT_CURRENCY
 from gpuaas.policies.cost import CostReport, build_cost_report, comparison_note
 from gpuaas.policy import Policy
 from gpuaas.settings import GpuaasSettings
@@ -57,13 +58,16 @@ def read(settings: GpuaasSettings, end: datetime, window_s: float, *, compare: b
     return CostWindows(current, previous)
 
 
-def plan(windows: CostWindows, policy: Policy, policy_file: str | None = None) -> CostReportPlan:
+def plan(windows: CostWindows, policy: Policy, policy_file: str | None = None,
+         currency: str = DEFAULT_CURRENCY) -> CostReportPlan:
     """The reports, pure; an ambiguous ``pod_labels`` selector is a ``ConfigError`` naming ``policy_file``.
+    ``currency``: the ISO 4217 code of OpenCost's prices (``GPUAAS_OPENCOST_CURRENCY``), for both windows alike.
 
     A previous period whose data spans less than ``COMPLETE_SHARE`` of it is not compared with: the
     current report's notes say so (and how much it held), in the JSON, the tables and the HTML alike."""
-    report = build_cost_report(windows.current, policy, policy_file)
-    previous = build_cost_report(windows.previous, policy, policy_file) if windows.previous is not None else None
+    report = build_cost_report(windows.current, policy, policy_file, currency)
+    previous = (build_cost_report(windows.previous, policy, policy_file, currency) if windows.previous is not None
+                else None)
     if previous is not None and (why := comparison_note(previous)) is not None:
         report = replace(report, notes=[*report.notes, why])
     return CostReportPlan(report=report, previous=previous)

@@ -15,6 +15,8 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
+from gpuaas.phrases import DEFAULT_CURRENCY, zero_money
+
 if TYPE_CHECKING:
     from gpuaas.models import CostInputs
     from gpuaas.policies.cost.report import CostReport
@@ -71,9 +73,9 @@ def no_telemetry_line(metrics: str | None, window_s: float | None = None) -> str
     return f"no GPU telemetry in {where} in the {_hours(window_s) + ' ' if window_s else ''}window"
 
 
-def coverage_note(cov: Coverage, window_s: float) -> str | None:
+def coverage_note(cov: Coverage, window_s: float, currency: str = DEFAULT_CURRENCY) -> str | None:
     """"data covers 6.0 h of the 24.0 h window, from 2026-11-01 04:31 UTC ..." where the telemetry spans less
-    than the window by a step or more; None where it spans all of it."""
+    than the window by a step or more; None where it spans all of it. ``currency``: the ISO 4217 code of the money."""
     if window_s - cov.covered_s < cov.step_s:
         return None
     if cov.data_from is None:
@@ -82,7 +84,7 @@ def coverage_note(cov: Coverage, window_s: float) -> str | None:
                 "GPU-hours and the waste are unknown, not 0")
     return (f"data covers {_hours(cov.covered_s)} of the {_hours(window_s)} window, from "
             f"{cov.data_from:%Y-%m-%d %H:%M} UTC: the figures are those of that part, and a period without "
-            "telemetry shows no data, not $0")
+            f"telemetry shows no data, not {zero_money(currency)}")
 
 
 def covered_share(report: CostReport) -> float | None:

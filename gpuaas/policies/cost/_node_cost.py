@@ -30,9 +30,9 @@ NODE_COST_KEYS = ("gpu_cost", "allocated_gpu_cost", "idle_gpu_cost", "total_cost
 """The window's figures of ``node_cost`` (beside its ``periods``): the nodes' cost is the allocated plus the idle."""
 
 
-def _plus(a: float | None, b: float | None) -> float | None:
+def _plus(a: float | None, b: float | None, decimals: int) -> float | None:
     """Two amounts to the cent added, exactly as printed; None where either is unknown."""
-    return None if a is None or b is None else cents(a + b)
+    return None if a is None or b is None else cents(a + b, decimals)
 
 
 def _why_unknown(inputs: CostInputs, idle: dict[int, IdlePeriod], needed: set[int]) -> str | None:
@@ -60,10 +60,10 @@ def _why_unknown(inputs: CostInputs, idle: dict[int, IdlePeriod], needed: set[in
     return f"{what} for {len(lacking)} of the window's {inputs.days} periods (ending {first_few(ends)} UTC)"
 
 
-def node_cost(inputs: CostInputs, cluster: dict[str, Any], telemetry: bool) -> dict[str, Any]:
+def node_cost(inputs: CostInputs, cluster: dict[str, Any], telemetry: bool, decimals: int = 2) -> dict[str, Any]:
     """The nodes' cost over the window (``NODE_COST_KEYS``) and per period (``periods``), beside ``cluster``'s
     allocated cost (the report's, after unknown money is blanked). ``telemetry``: whether any GPU telemetry was
-    read (without it the GPU-hours nobody held are unknown, not 0)."""
+    read (without it the GPU-hours nobody held are unknown, not 0). ``decimals``: the currency's minor units."""
     gpu = inputs.gpu
     seen = gpu[gpu["observed_h"].astype(float) > 0]
     unheld = seen[seen["namespace"].fillna("") == ""].groupby("day")["observed_h"].sum()
@@ -72,11 +72,13 @@ def node_cost(inputs: CostInputs, cluster: dict[str, Any], telemetry: bool) -> d
         needed |= {int(d) for d in inputs.costs["day"]}
     idle = {p.day: p for p in inputs.idle or ()}
     why = _why_unknown(inputs, idle, needed)
-    idle_gpu = None if why else cents(sum(p.gpu_cost for p in idle.values()))
+    idle_gpu = None if why else cents(sum(p.gpu_cost for p in idle.values()), decimals)
     totals = [p.total_cost for p in idle.values()]
-    idle_total = None if why or any(math.isnan(t) for t in totals) else cents(sum(totals))
-    gpu_shares = footed_cents({d: p.gpu_cost for d, p in idle.items()}, idle_gpu) if idle_gpu is not None else {}
-    total_shares = (footed_cents({d: p.total_cost for d, p in idle.items()}, idle_total) if idle_total is not None
+    idle_total = None if why or any(math.isnan(t) for t in totals) else cents(sum(totals), decimals)
+    gpu_shares = (footed_cents({d: p.gpu_cost for d, p in idle.items()}, idle_gpu, decimals) if idle_gpu is not None
+                  else {})
+    total_shares = (footed_cents({d: p.total_cost for d, p in idle.items()}, idle_total, decimals)
+                    if idle_total is not None
                     else {})
     periods = []
     for day in range(inputs.days):  # a period nothing was read for has no figure: no data, not $0
@@ -87,8 +89,8 @@ def node_cost(inputs: CostInputs, cluster: dict[str, Any], telemetry: bool) -> d
                         "unheld_gpu_hours": num(float(unheld.get(day, 0.0))) if data and telemetry else None})
     allocated_gpu, allocated_total = cluster.get("gpu_cost"), cluster.get("total_cost")
     return {
-        "gpu_cost": _plus(allocated_gpu, idle_gpu), "allocated_gpu_cost": allocated_gpu, "idle_gpu_cost": idle_gpu,
-        "total_cost": _plus(allocated_total, idle_total), "allocated_total_cost": allocated_total,
+        "gpu_cost": _plus(allocated_gpu, idle_gpu, decimals), "allocated_gpu_cost": allocated_gpu, "idle_gpu_cost": idle_gpu,
+        "total_cost": _plus(allocated_total, idle_total, decimals), "allocated_total_cost": allocated_total,
         "idle_total_cost": idle_total,
         "unheld_gpu_hours": num(float(unheld.sum())) if telemetry else None,
         "idle_unknown": why, "periods": periods,

@@ -42,7 +42,7 @@ def period_span(coverage: Coverage | None, day: int, period_s: float, with_data:
 def period_rows(inputs: CostInputs, services: list[ServiceTally], costs_known: bool, pods: pd.DataFrame,
            basis: str, coverage: Coverage | None = None, unpriced: set[str] | None = None,
            shown: Mapping[str, Mapping[str, Any]] | None = None,
-           understated: set[tuple[str, int]] | None = None) -> list[dict[str, Any]]:
+           understated: set[tuple[str, int]] | None = None, decimals: int = 2) -> list[dict[str, Any]]:
     """Per service and period: cost, verified outcomes (whole requests, each period's estimate rounded), cost per
     outcome (the cost shown over the outcomes shown). A period without any data (a window longer than the
     telemetry) is ``data: False`` with every figure None: no data is not $0 or 0 outcomes; one with data for part
@@ -53,7 +53,7 @@ def period_rows(inputs: CostInputs, services: list[ServiceTally], costs_known: b
 
     A service's periods add up to its money over the window, to the cent (``footed_cents``): ``shown`` (service ->
     its row) gives the figures they add up to, else each service's periods' own sum, rounded once; three days of
-    $10.004 print $10.01, $10.00 and $10.00 under $30.01."""
+    $10.004 print $10.01, $10.00 and $10.00 under $30.01. ``decimals``: the currency's minor units (the cent)."""
     with_data = periods_with_data(inputs, coverage)
     costs = inputs.costs if costs_known and inputs.costs is not None else pd.DataFrame(columns=COST_COLS)
     owner = pods.set_index(["namespace", "pod"])["service"].to_dict()
@@ -67,7 +67,7 @@ def period_rows(inputs: CostInputs, services: list[ServiceTally], costs_known: b
         known_days = [day for day in range(inputs.days) if day in with_data]
         row = (shown or {}).get(svc.spec.name, {})
         footed = {column: footed_cents({day: by_service_day.get((svc.spec.name, day), {}).get(column, 0.0)
-                                        for day in known_days}, row.get(column))
+                                        for day in known_days}, row.get(column), decimals)
                   for column in ("gpu_cost", "total_cost")}
         for day in range(inputs.days):
             money = {column: footed[column].get(day, 0.0) for column in footed}

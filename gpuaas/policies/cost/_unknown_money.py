@@ -17,7 +17,7 @@ from typing import Any
 
 import pandas as pd
 
-from gpuaas.phrases import first_few
+from gpuaas.phrases import DEFAULT_CURRENCY, first_few, zero_money
 
 __all__ = ["blank_unknown_money", "unknown_costs"]
 
@@ -51,10 +51,11 @@ def _blank(rows: Iterable[dict[str, Any]], keys: list[str], hit: set[tuple[Any, 
 
 
 def blank_unknown_money(unknown: dict[str, pd.DataFrame], pods: pd.DataFrame, basis: str,
-                        report: dict[str, Any], notes: list[str]) -> None:
+                        report: dict[str, Any], notes: list[str], currency: str = DEFAULT_CURRENCY) -> None:
     """Make unknown, in ``report`` (its ``tenants``, ``services``, ``cluster``, ``daily`` and ``wasters`` rows, changed
     in place), every figure that adds a cost OpenCost left unknown (``unknown_costs``), and say so in ``notes``.
-    ``pods``: the report's per-pod frame (tenant, service and workload of each pod)."""
+    ``pods``: the report's per-pod frame (tenant, service and workload of each pod); ``currency``: the ISO 4217 code
+    the notes write money in."""
     owners = pods.set_index(["namespace", "pod"])[["tenant", "service", "workload"]]
     for column, rows in unknown.items():
         keys = list(zip(rows["namespace"], rows["pod"], strict=True))
@@ -79,4 +80,4 @@ def blank_unknown_money(unknown: dict[str, pd.DataFrame], pods: pd.DataFrame, ba
         field, words = FIELDS[column]
         whose = first_few(sorted(t for (t,) in tenants)) if tenants else "no tenant"
         notes.append(f"OpenCost gave no {field} (null) for {pods_named}: the {words} of {whose} and of the cluster is "
-                     "unknown, not $0" + (", and so is the waste" if column == "gpu_cost" else ""))
+                     f"unknown, not {zero_money(currency)}" + (", and so is the waste" if column == "gpu_cost" else ""))

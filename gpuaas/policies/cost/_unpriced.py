@@ -20,7 +20,7 @@ from typing import Any
 
 import pandas as pd
 
-from gpuaas.phrases import counted, money, per_outcome
+from gpuaas.phrases import DEFAULT_CURRENCY, counted, money, per_outcome, zero_money
 from gpuaas.policies.cost._figures import cost_per_outcome, num
 from gpuaas.policies.cost.services import ServiceTally
 
@@ -102,12 +102,13 @@ def left_out_note(what: str, unpriced: pd.DataFrame, allocated_hours: float) -> 
 
 
 def understated_note(what: str, unpriced: pd.DataFrame, cost: float | None, outcomes: float | None,
-                     basis: str, kind: str = "serving") -> str:
+                     basis: str, kind: str = "serving", currency: str = DEFAULT_CURRENCY) -> str:
     """Why ``what``'s cost per outcome is unknown: the pods of it that OpenCost does not list, and the quotient of
     what is priced as the lower bound it is, priced as the tables price ``kind``'s outcomes (``per_outcome``: a
-    request under a cent per 1,000 requests), never in scientific notation."""
+    request under a cent per 1,000 requests), never in scientific notation, in ``currency``."""
     bound = cost_per_outcome(cost, outcomes)
-    at_least = f"; {money(cost or 0.0)} over {outcomes:,.0f} outcomes, at least {per_outcome(bound, kind)}" \
+    at_least = (f"; {money(cost or 0.0, currency=currency)} over {outcomes:,.0f} outcomes, at least "
+                f"{per_outcome(bound, kind, currency)}") \
         if bound is not None and outcomes is not None else ""
     those, theirs = ("those pods", "those pods'") if len(unpriced) > 1 else ("that pod", "that pod's")
     return (f"{what}: cost per outcome unknown: {_pods_phrase(unpriced)}, so its {basis} cost leaves out what "
@@ -135,25 +136,26 @@ def unpriced_services(services: Sequence[ServiceTally], pods: pd.DataFrame, cost
 
 
 def _priced_note(what: str, figures: dict[str, Any], outcomes: float | None, unpriced: pd.DataFrame,
-                 allocated_hours: float, basis: str, notes: list[str], kind: str) -> bool:
+                 allocated_hours: float, basis: str, notes: list[str], kind: str, currency: str) -> bool:
     """The note on a priced row (``figures``: its money as shown) whose pods are partly ``unpriced`` (where they are
     ``material``, its cost per outcome is made unknown, and True), or which has a cost and no verified outcome.
-    ``kind``: what its outcomes are (``serving`` requests or ``batch`` jobs), for the lower bound's unit."""
+    ``kind``: what its outcomes are (``serving`` requests or ``batch`` jobs), for the lower bound's unit; ``currency``:
+    the ISO 4217 code the money is written in."""
     cost = figures[f"{basis}_cost"]
     if figures["cost_per_outcome"] is not None and not unpriced.empty:
         if material(unpriced, allocated_hours):
-            notes.append(understated_note(what, unpriced, cost, outcomes, basis, kind))
+            notes.append(understated_note(what, unpriced, cost, outcomes, basis, kind, currency))
             figures["cost_per_outcome"] = None
             return True
         notes.append(left_out_note(what, unpriced, float(allocated_hours)))
     elif figures["cost_per_outcome"] is None and outcomes is not None and cost is not None:
-        notes.append(f"{what}: {basis} cost {money(cost)}, {NO_OUTCOME}")
+        notes.append(f"{what}: {basis} cost {money(cost, currency=currency)}, {NO_OUTCOME}")
     return False
 
 
 def tenant_note(name: str, figures: dict[str, Any], outcomes: float | None, dark: Sequence[str],
                 unpriced: pd.DataFrame, allocated_hours: float, basis: str, notes: list[str],
-                kind: str = "serving") -> None:
+                kind: str = "serving", currency: str = DEFAULT_CURRENCY) -> None:
     """The note on tenant ``name``'s row, its cost per outcome made unknown where it would be too low: ``dark``, its
     services in ``unpriced_services`` that have pods, count in its outcomes and not in its cost; ``unpriced``: the
     pods of ``unpriced_pods``, of every tenant. ``kind``: what its outcomes are, as its row prices them."""
@@ -163,11 +165,11 @@ def tenant_note(name: str, figures: dict[str, Any], outcomes: float | None, dark
                      "total (none of its pods is in OpenCost's allocation)")
     else:
         _priced_note(f"tenant {name}", figures, outcomes, unpriced[unpriced["tenant"] == name], allocated_hours, basis,
-                     notes, kind)
+                     notes, kind, currency)
 
 
 def service_note(svc: ServiceTally, figures: dict[str, Any], dark: bool, pods: pd.DataFrame, unpriced: pd.DataFrame,
-                 allocated_hours: float, basis: str, notes: list[str]) -> bool:
+                 allocated_hours: float, basis: str, notes: list[str], currency: str = DEFAULT_CURRENCY) -> bool:
     """The note on ``svc``'s row; True where its cost per outcome is made unknown for pods of it that OpenCost does
     not list (``unpriced``: the pods of ``unpriced_pods``, of every service), so that its periods' are too. ``dark``:
     it is in ``unpriced_services`` (its cost unknown already), said with its pods' telemetry where ``pods`` (the
@@ -177,12 +179,13 @@ def service_note(svc: ServiceTally, figures: dict[str, Any], dark: bool, pods: p
         if not mine.empty:
             seen = float(mine["observed_h"].fillna(0.0).sum())
             notes.append(f"service {svc.spec.name}: none of its pods ({seen:,.2f} GPU-hours of telemetry) is in "
-                         "OpenCost's allocation: its cost and cost per outcome are unknown, not $0")
+                         f"OpenCost's allocation: its cost and cost per outcome are unknown, not {zero_money(currency)}")
         else:
             did = counted(round(num(svc.requests) or 0.0), "request" if svc.spec.kind == "serving" else "job")
             notes.append(f"service {svc.spec.name}: it served {did}, but no pod of it was found (by controller, pod "
                          "name or pod_labels) in OpenCost or the GPU telemetry: its cost and cost per outcome are "
-                         "unknown, not $0 (its pods' cost is in its tenant's)")
+                         f"unknown, not {zero_money(currency)} (its pods' cost is in its tenant's)")
         return False
     return _priced_note(f"service {svc.spec.name}", figures, svc.verified,
-                        unpriced[unpriced["service"] == svc.spec.name], allocated_hours, basis, notes, svc.spec.kind)
+                        unpriced[unpriced["service"] == svc.spec.name], allocated_hours, basis, notes, svc.spec.kind,
+                        currency)

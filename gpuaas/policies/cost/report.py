@@ -48,7 +48,7 @@ from typing import Any
 import pandas as pd
 
 from gpuaas.models import SERVING_KEYS, CostInputs, SourceStatus
-from gpuaas.phrases import first_few
+from gpuaas.phrases import DEFAULT_CURRENCY, first_few, minor_units, zero_money
 from gpuaas.policies.cost._cost_source import COST_SOURCES, cost_source, pricing_differs
 from gpuaas.policies.cost._counts import Outcomes, whole_verified
 from gpuaas.policies.cost._coverage import (
@@ -132,6 +132,10 @@ class CostReport:
     node_cost: dict[str, Any] = field(default_factory=dict)
     """What the nodes cost: the allocated cost plus OpenCost's ``__idle__`` (``NODE_COST_KEYS``), and per period
     (``periods``); the idle figures None where unknown, with ``idle_unknown`` saying why (``_node_cost``)."""
+    currency: str = DEFAULT_CURRENCY
+    """The ISO 4217 code of every amount (OpenCost's prices' currency, ``GPUAAS_OPENCOST_CURRENCY``), never converted:
+    the views write money in it (``money``), and it is rounded to its minor units (a yen has no cents). A document
+    that does not say (an older one) is in USD."""
 
 
 def _owner(services: list[ServiceOutcome], namespace: str, name: str) -> str | None:
@@ -180,25 +184,30 @@ def _unseen(columns: pd.Index) -> pd.Series:
     return pd.Series({c: float("nan") if c in MONEY_COLUMNS else 0.0 for c in columns})
 
 
-def _money_cols(row: Any, basis: str, verified: float | None, costs_known: bool) -> dict[str, Any]:
-    """The two named costs and the waste, to the cent, and cost per outcome on the policy's basis: the
-    cost shown divided by the outcomes shown, so a reader who divides them gets the same figure."""
+def _money_cols(row: Any, basis: str, verified: float | None, costs_known: bool, decimals: int) -> dict[str, Any]:
+    """The two named costs and the waste, to the cent (``decimals``: the currency's minor units), and cost per outcome
+    on the policy's basis: the cost shown divided by the outcomes shown, so a reader who divides them gets the same
+    figure."""
     if not costs_known:
         return {"gpu_cost": None, "total_cost": None, "waste_cost": None, "cost_per_outcome": None}
-    money = {c: cents(row[c]) for c in ("gpu_cost", "total_cost", "waste_cost")}
+    money = {c: cents(row[c], decimals) for c in ("gpu_cost", "total_cost", "waste_cost")}
     return {**money, "cost_per_outcome": num(cost_per_outcome(money[f"{basis}_cost"], verified))}
 
 
-def build_cost_report(inputs: CostInputs, policy: Policy, policy_file: str | None = None) -> CostReport:
+def build_cost_report(inputs: CostInputs, policy: Policy, policy_file: str | None = None,
+                      currency: str = DEFAULT_CURRENCY) -> CostReport:
     """The whole report for ``inputs``' window (see the module docstring for the rules); ``policy_file``
-    names the file in the error about two services selecting one pod."""
+    names the file in the error about two services selecting one pod. ``currency``: the ISO 4217 code of OpenCost's
+    prices (``GPUAAS_OPENCOST_CURRENCY``): the money is rounded to its minor units and its notes written in it,
+    never converted."""
+    decimals = minor_units(currency)
     notes = list(inputs.notes)
     costs_known = inputs.costs is not None
     jobs_known = inputs.jobs is not None
     basis = policy.cost.basis
     coverage = read_coverage(inputs)
     window_s = (inputs.end - inputs.start).total_seconds()
-    if coverage is not None and (note := coverage_note(coverage, window_s)) is not None:
+    if coverage is not None and (note := coverage_note(coverage, window_s, currency)) is not None:
         notes.append(note)
     selected = select_pods(policy.services, inputs.pod_labels, policy_file)
     pods = _pods(inputs, policy, selected)
@@ -291,7 +300,7 @@ def build_cost_report(inputs: CostInputs, policy: Policy, policy_file: str | Non
         if tally.requests(name) or tally.jobs(name):
             tenants.loc[name] = _unseen(tenants.columns)
             notes.append(f"tenant {name}: its services did work, but none of its pods was found in OpenCost or the "
-                         "GPU telemetry: its cost is unknown, not $0")
+                         f"GPU telemetry: its cost is unknown, not {zero_money(currency)}")
     funnel_sums = funnel[FUNNEL_COLUMNS].sum(min_count=1)
     if kueue_extra > 0:
         for column in ("allocated_gpu_hours", "unknown_gpu_hours"):
@@ -308,14 +317,14 @@ def build_cost_report(inputs: CostInputs, policy: Policy, policy_file: str | Non
     unpriced = unpriced_services(services, pods, costs_known)  # their cost unknown, not $0 (and $0 per outcome)
     tenant_rows = []
     configured = {t.name for t in policy.tenants}
-    shown = footed(tenants, funnel_sums) if costs_known else tenants
+    shown = footed(tenants, funnel_sums, decimals) if costs_known else tenants
     for name, row in tenants.sort_index().iterrows():
         verified = tally.verified(str(name))
-        money = _money_cols(shown.loc[name], basis, verified, costs_known)
+        money = _money_cols(shown.loc[name], basis, verified, costs_known, decimals)
         dark = [s.spec.name for s in services
                 if s.tenant == name and s.spec.name in unpriced and s.spec.name in per_service.index]
         tenant_note(str(name), money, verified, dark, dark_pods, row["allocated_gpu_hours"], basis, notes,
-                    "batch" if tally.jobs(str(name)) else "serving")  # as its row prices its outcomes
+                    "batch" if tally.jobs(str(name)) else "serving", currency)  # as its row prices its outcomes
         tenant_rows.append({
             "tenant": str(name), **{c: num(row[c]) for c in FUNNEL_COLUMNS if c.endswith("_hours")},
             **money, "verified_outcomes": num(verified),
@@ -337,9 +346,10 @@ def build_cost_report(inputs: CostInputs, policy: Policy, policy_file: str | Non
     for svc in services:
         row = per_service.loc[svc.spec.name] if svc.spec.name in per_service.index else pd.Series(
             0.0, index=FUNNEL_COLUMNS)
-        money = _money_cols(row.fillna(0.0), basis, svc.verified, costs_known and svc.spec.name not in unpriced)
+        money = _money_cols(row.fillna(0.0), basis, svc.verified, costs_known and svc.spec.name not in unpriced,
+                            decimals)
         if service_note(svc, money, svc.spec.name in unpriced, pods, dark_pods, row["allocated_gpu_hours"], basis,
-                        notes):
+                        notes, currency):
             understated.add(svc.spec.name)
         unknown = svc.outcomes_unknown(jobs_known)  # a serving service is never in progress: 0, known
         running_unknown = unknown and svc.spec.kind == "batch"
@@ -361,10 +371,11 @@ def build_cost_report(inputs: CostInputs, policy: Policy, policy_file: str | Non
                                   missing is not None)
 
     daily = period_rows(inputs, services, costs_known, pods, basis, coverage, unpriced,
-                        {r["service"]: r for r in service_rows}, unpriced_days(inputs.gpu, dark_pods[dark_pods["service"].isin(understated)]))
-    wasters = _wasters(funnel, costs_known, configured)
+                        {r["service"]: r for r in service_rows}, unpriced_days(inputs.gpu, dark_pods[dark_pods["service"].isin(understated)]),
+                        decimals)
+    wasters = _wasters(funnel, costs_known, configured, decimals)
     cluster: dict[str, Any] = {c: num(funnel_sums[c]) if c.endswith("_hours")
-                               else (cents(funnel_sums[c]) if costs_known else None) for c in FUNNEL_COLUMNS}
+                               else (cents(funnel_sums[c], decimals) if costs_known else None) for c in FUNNEL_COLUMNS}
     cluster.update(tally.unknown_hours(None))
     if missing is not None:
         cluster.update(dict.fromkeys(TELEMETRY_FIGURES, None))
@@ -381,7 +392,7 @@ def build_cost_report(inputs: CostInputs, policy: Policy, policy_file: str | Non
               if key not in by_job or retried(by_job[key], r)]
     blank_unknown_money(unknown_costs(inputs.costs if costs_known else None), pods, basis,
                         {"tenants": tenant_rows, "services": service_rows, "cluster": cluster, "daily": daily,
-                         "wasters": wasters}, notes)
+                         "wasters": wasters}, notes, currency)
     return CostReport(
         window_s=window_s, start=inputs.start, end=inputs.end,
         tenants=tenant_rows, services=service_rows, cluster=cluster, wasters=wasters, daily=daily, batch=batch,
@@ -389,19 +400,20 @@ def build_cost_report(inputs: CostInputs, policy: Policy, policy_file: str | Non
         covered_s=coverage.covered_s if coverage else None, data_from=coverage.data_from if coverage else None,
         span_step_s=coverage.step_s if coverage else None, telemetry_missing=missing,
         sources=dict(inputs.sources), cost_source=cost_source(inputs),
-        node_cost=node_cost(inputs, cluster, telemetry=missing is None),
+        node_cost=node_cost(inputs, cluster, telemetry=missing is None, decimals=decimals), currency=currency,
     )
 
 
-def _wasters(funnel: pd.DataFrame, costs_known: bool, configured: set[str], top: int = 10) -> list[dict[str, Any]]:
+def _wasters(funnel: pd.DataFrame, costs_known: bool, configured: set[str], decimals: int = 2,
+             top: int = 10) -> list[dict[str, Any]]:
     """The ``top`` workloads by waste (by idle GPU-hours without costs); ``configured``: the policy's tenants, so that
-    a namespace of none is marked as its tenant row is."""
+    a namespace of none is marked as its tenant row is; ``decimals``: the currency's minor units."""
     per = aggregate_funnel(funnel, ["tenant", "namespace", "workload"], costs_known)
     key = "waste_cost" if costs_known else "idle_gpu_hours"
     per = per[per["idle_gpu_hours"] > 0].sort_values([key, "workload"], ascending=[False, True]).head(top)
     return [{"tenant": r.tenant, "namespace": r.namespace, "workload": r.workload,
              "idle_gpu_hours": num(r.idle_gpu_hours), "allocated_gpu_hours": num(r.allocated_gpu_hours),
-             "waste_cost": cents(r.waste_cost) if costs_known else None,
+             "waste_cost": cents(r.waste_cost, decimals) if costs_known else None,
              "configured_tenant": r.tenant in configured} for r in per.itertuples()]
 
 

@@ -21,9 +21,10 @@ from gpuaas.cli._common import (
 from gpuaas.cli._tables import print_table
 from gpuaas.store import AuditEntry, parse_object_ref
 
-MAX_LISTED = 1_000_000
-"""The most rows one listing prints: past it a terminal or a script is better served by --since or --before pages,
-and a number past the database's integers is refused as a usage error, not a driver's overflow."""
+MAX_LISTED = 10_000
+"""The most rows one listing prints. A listing is built in memory, and a reclaim row carries its per-GPU evidence
+(about 1.3 KB, more in the JSON): a million rows of a months-old log took gigabytes. Past it, a terminal or a script
+pages with --before (the title of a cut listing names where), or narrows with --since and --flow."""
 
 _UNITS = {"s": "seconds", "m": "minutes", "h": "hours", "d": "days", "w": "weeks"}
 
@@ -147,7 +148,8 @@ def list_(
         "the kind in any case. Finds a reclaim by the object it wrote (its Workload) or by the owner it stopped, "
         "as gpuaas reclaim names it, and the rows that undo it."))] = None,
     limit: Annotated[int, typer.Option(min=1, max=MAX_LISTED, help=(
-        "At most this many rows: the newest, shown oldest first; the title says when more match."))] = 200,
+        f"At most this many rows (up to {MAX_LISTED:,}): the newest, shown oldest first; the title says when more "
+        "match, and --before pages back."))] = 200,
     before: Annotated[int | None, typer.Option("--before", parser=audit_id, metavar="ID", help=(
         "Only the rows listed before row ID (by time, then id): page back from the oldest row shown (the title of a "
         "cut listing names it)."

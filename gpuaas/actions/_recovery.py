@@ -51,17 +51,13 @@ def settled_writes(rows: list[AuditEntry], lookup: Callable[[int], AuditEntry | 
 
 
 def _recover_reclaims(store: Store, writer: KubeWriter, flow_run_id: str | None, now: datetime) -> list[AuditEntry]:
-    rows = store.audit(flow=FLOW, since=now - RECOVERY_LOOKBACK, limit=None)
     # Closed by a reclaim completion; a restore intent (the undo found the stop's mark) says the stop landed. A
-    # refused or failed undo (its row refers to the reclaim too) closes nothing.
-    completed = {r.refers_to for r in rows if r.refers_to is not None
-                 and (r.action == "reclaim" or (r.action == "restore" and r.outcome == Outcome.planned))}
+    # refused or failed undo (its row refers to the reclaim too) closes nothing. The store returns only the intents
+    # still open: reading the whole lookback would load every decision of a week to find none.
+    intents = store.open_intents(flow=FLOW, action="reclaim", mode=Mode.apply.value, since=now - RECOVERY_LOOKBACK,
+                                 closed_by=[("reclaim", None), ("restore", Outcome.planned.value)])
     appended = []
-    for intent in rows:
-        if intent.action != "reclaim" or intent.outcome != Outcome.planned or intent.mode != Mode.apply.value:
-            continue
-        if intent.id in completed:
-            continue
+    for intent in intents:
         closed = settle_reclaim(store, writer, intent, flow_run_id)
         if closed is not None:
             appended.append(closed)

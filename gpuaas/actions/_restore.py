@@ -105,12 +105,10 @@ def settle_restore(store: Store, writer: KubeWriter, reclaim: AuditEntry,
 def recover_restores(store: Store, writer: KubeWriter, *, flow_run_id: str | None,
                      now: datetime, lookback: timedelta = RECOVERY_LOOKBACK) -> list[AuditEntry]:
     """Settle every dangling restore intent of the lookback window (the reclaim run's recovery step)."""
-    rows = store.audit(flow=FLOW, since=now - lookback, limit=None)
-    completed = {r.refers_to for r in rows if r.refers_to is not None}
-    reclaims = {r.refers_to for r in rows
-                if r.action == "restore" and r.outcome == Outcome.planned and r.id not in completed}
+    # Only the restore intents no row refers to yet, from the store: not the whole window's decisions.
+    intents = store.open_intents(flow=FLOW, action="restore", since=now - lookback)
     appended: list[AuditEntry] = []
-    for reclaim_id in sorted(i for i in reclaims if i is not None):
+    for reclaim_id in sorted({r.refers_to for r in intents if r.refers_to is not None}):
         reclaim = store.get_audit(reclaim_id)
         if reclaim is not None:
             appended.extend(settle_restore(store, writer, reclaim, flow_run_id))

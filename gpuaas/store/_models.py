@@ -12,7 +12,7 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import Any
 
-from sqlalchemy import JSON, Column, DateTime, Dialect, LargeBinary
+from sqlalchemy import JSON, Column, DateTime, Dialect, Index, LargeBinary
 from sqlalchemy.types import TypeDecorator
 from sqlmodel import Field, SQLModel
 
@@ -54,10 +54,13 @@ def _utc_column(index: bool = False) -> Any:
 
 class AuditEntry(SQLModel, table=True):
     __tablename__ = "audit_log"
+    __table_args__ = (Index("ix_audit_log_flow_created_at_id", "flow", "created_at", "id"),)
+    """A flow's rows of a window in the order ``Store.audit`` lists them (migration 0005); it also serves a lookup by
+    ``flow`` alone, and the unique (idempotency_key, decision) index one by ``idempotency_key``."""
 
     id: int | None = Field(default=None, primary_key=True)
     created_at: datetime = _utc_column(index=True)
-    flow: str = Field(index=True, max_length=64)
+    flow: str = Field(max_length=64)
     """Which flow (or ``cli``) wrote the row: collect, reclaim, rebalance, undo, ..."""
     flow_run_id: str | None = Field(default=None, max_length=64)
     action: str = Field(max_length=64)
@@ -72,7 +75,7 @@ class AuditEntry(SQLModel, table=True):
     evidence: dict[str, Any] = Field(default_factory=dict, sa_column=Column(JSON, nullable=False))
     before: dict[str, Any] | None = Field(default=None, sa_column=Column(JSON, nullable=True))
     after: dict[str, Any] | None = Field(default=None, sa_column=Column(JSON, nullable=True))
-    idempotency_key: str | None = Field(default=None, max_length=KEY_MAX_LENGTH, index=True)
+    idempotency_key: str | None = Field(default=None, max_length=KEY_MAX_LENGTH)
     """Same key, same decision: lets a re-run of the same window act once. Built with ``gpuaas.models.bounded_key``:
     PostgreSQL refuses a longer one (SQLite would keep it)."""
     refers_to: int | None = Field(default=None, index=True)

@@ -18,16 +18,25 @@ from contextlib import contextmanager
 from datetime import datetime, timedelta
 from typing import Any
 
-from sqlalchemy import Engine, and_, create_engine, delete, event, func, or_, update
+from sqlalchemy import Engine, and_, create_engine, delete, event, exists, func, or_, update
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.exc import DBAPIError, SQLAlchemyError
+from sqlalchemy.orm import aliased
 from sqlmodel import Session, col, select
 
 from gpuaas.errors import StoreError
 from gpuaas.models import Outcome
 from gpuaas.store._audit_object import object_filter
-from gpuaas.store._database import connect_args, engine_url, in_words, redact_url, sqlite_file, sqlite_pragmas
+from gpuaas.store._database import (
+    connect_args,
+    engine_url,
+    in_words,
+    redact_url,
+    sqlite_file,
+    sqlite_optimize,
+    sqlite_pragmas,
+)
 from gpuaas.store._history_rows import HistoryRows
 from gpuaas.store._models import AuditEntry, SnapshotRecord, as_utc, utc_now
 from gpuaas.store._run_locks import RunLocks
@@ -87,6 +96,8 @@ class Store(HistoryRows, RunLocks, SchemaVersions):
             raise StoreError(f"cannot open database {redact_url(url)}: {exc}") from exc
         if self.engine.dialect.name == "sqlite":
             event.listen(self.engine, "connect", sqlite_pragmas(read_only=read_only))
+            if not read_only:  # a reader leaves the file as it found it: statistics are written into it
+                event.listen(self.engine, "close", sqlite_optimize)
         if migrate and read_only:
             self._check_schema()
         elif migrate:
@@ -223,6 +234,35 @@ class Store(HistoryRows, RunLocks, SchemaVersions):
         with self.session() as session:
             return int(session.exec(query).one())
 
+    def open_intents(self, *, flow: str, action: str, since: datetime, mode: str | None = None,
+                     closed_by: Sequence[tuple[str, str | None]] | None = None) -> list[AuditEntry]:
+        """The ``planned`` rows of ``action`` that ``flow`` wrote since ``since`` (and in ``mode``) that no row of the
+        window refers to, oldest first: the writes a killed run left open, which a recovery closes.
+
+        ``closed_by`` names the rows that close an intent, as (action, outcome) pairs (outcome None: any); without it
+        any row referring to the intent does. The database answers with those intents alone: a recovery that read the
+        whole window would load every decision of the lookback, with its evidence, to keep the handful still open
+        (normally none).
+
+        The closing rows are found through the ``refers_to`` index, one probe an intent. They are not filtered by
+        ``flow``: a row refers only to rows its own flow wrote, and a flow condition would let SQLite (which has no
+        statistics before its first ``PRAGMA optimize``) probe the (flow, created_at) index instead, reading the whole
+        window once per intent."""
+        start = as_utc(since)
+        closer = aliased(AuditEntry)
+        closes: list[Any] = [col(closer.refers_to) == col(AuditEntry.id), col(closer.created_at) >= start]
+        if closed_by is not None:
+            closes.append(or_(*(col(closer.action) == act if outcome is None
+                                else and_(col(closer.action) == act, col(closer.outcome) == outcome)
+                                for act, outcome in closed_by)))
+        query = select(AuditEntry).where(
+            col(AuditEntry.flow) == flow, col(AuditEntry.created_at) >= start, col(AuditEntry.action) == action,
+            col(AuditEntry.outcome) == Outcome.planned, ~exists().where(*closes))
+        if mode is not None:
+            query = query.where(col(AuditEntry.mode) == mode)
+        with self.session() as session:
+            return list(session.exec(query.order_by(col(AuditEntry.created_at), col(AuditEntry.id))))
+
     @staticmethod
     def _audit_filters(since: datetime | None, until: datetime | None, flow: str | None, obj: str | None,
                        idempotency_key: str | None, before: int | None) -> list[Any]:
@@ -290,14 +330,21 @@ class Store(HistoryRows, RunLocks, SchemaVersions):
 
         A row whose cluster could not be read (the Kubernetes API was down that cycle) names none and is
         passed over: the guard must still know whose history this is when the API comes back. Among the
-        newest ``look_back`` rows only, so one small read (the summary column) whatever the history's length."""
-        query = select(SnapshotRecord.summary, SnapshotRecord.collected_at).order_by(
-            col(SnapshotRecord.collected_at).desc()).limit(look_back)
+        newest ``look_back`` rows only. The database walks the rows newest first and stops at the first that names a
+        cluster (normally the newest), handing back that name alone: decoding a day of summaries to keep one cost
+        every collect a second at a fleet's size."""
+        if look_back < 1:
+            return None
+        newest_first = (col(SnapshotRecord.collected_at).desc(), col(SnapshotRecord.id).desc())
+        oldest_looked_at = select(SnapshotRecord.collected_at).order_by(*newest_first).offset(
+            look_back - 1).limit(1).scalar_subquery()  # NULL while the store holds fewer rows
+        cluster = SnapshotRecord.summary["cluster"].as_string()
+        query = select(cluster, SnapshotRecord.collected_at).where(
+            or_(oldest_looked_at.is_(None), col(SnapshotRecord.collected_at) >= oldest_looked_at),
+            cluster.is_not(None), cluster != "").order_by(*newest_first).limit(1)
         with self.session() as session:
-            for summary, collected_at in session.exec(query):
-                if isinstance(summary, dict) and summary.get("cluster"):
-                    return str(summary["cluster"]), as_utc(collected_at)
-        return None
+            found = session.exec(query).first()
+        return None if found is None else (str(found[0]), as_utc(found[1]))
 
     def wants_full_snapshot(self, collected_at: datetime, every: timedelta) -> bool:
         """Whether a snapshot collected at ``collected_at`` should be stored in full: no full one

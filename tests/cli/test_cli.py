@@ -105,9 +105,9 @@ def test_an_instant_utc_cannot_hold_or_a_backwards_end_names_the_option_given(tm
 
 def test_db_upgrade_creates_then_reports_up_to_date() -> None:
     first = runner.invoke(app, ["db", "upgrade"])
-    assert first.exit_code == 0 and "(empty) -> 0004" in first.stdout
+    assert first.exit_code == 0 and "(empty) -> 0005" in first.stdout
     again = runner.invoke(app, ["db", "upgrade"])
-    assert again.exit_code == 0 and "already at schema 0004" in again.stdout
+    assert again.exit_code == 0 and "already at schema 0005" in again.stdout
 
 
 def test_audit_list_filters_and_formats() -> None:
@@ -156,7 +156,7 @@ def test_db_upgrade_and_audit_on_postgresql(postgres_url: str, monkeypatch: pyte
     url = fresh_schema_url(postgres_url, "cli_test")
     monkeypatch.setenv("GPUAAS_DATABASE_URL", url)
     first = runner.invoke(app, ["db", "upgrade"])
-    assert first.exit_code == 0 and "(empty) -> 0004" in first.stdout and first.stdout.startswith("postgresql")
+    assert first.exit_code == 0 and "(empty) -> 0005" in first.stdout and first.stdout.startswith("postgresql")
     store = open_store(load_settings())
     store.append(AuditEntry(flow="reclaim", action="reclaim", kind="Notebook", namespace="a", name="nb",
                             mode="dry-run", outcome="planned"))

@@ -23,7 +23,7 @@ from gpuaas.store import Store
 from tests.scenarios import point_at
 
 runner = CliRunner()
-NEWER = "is at schema 9999, newer than the 0004 this gpuaas reads: upgrade gpuaas"
+NEWER = "is at schema 9999, newer than the 0005 this gpuaas reads: upgrade gpuaas"
 
 
 def _leave_at(url: str, revision: str) -> None:
@@ -74,7 +74,7 @@ def test_db_status_exits_0_only_at_this_schema_or_with_no_database_yet(sqlite_ur
     assert current.exit_code == 0 and "up to date" in current.stdout
     _leave_at(sqlite_url, "0003")
     behind = runner.invoke(app, ["db", "status"])
-    assert behind.exit_code == 1 and "behind the 0004" in behind.stderr and "gpuaas db upgrade" in behind.stderr
+    assert behind.exit_code == 1 and "behind the 0005" in behind.stderr and "gpuaas db upgrade" in behind.stderr
     _leave_at(sqlite_url, "9999")
     _one_error_line(runner.invoke(app, ["db", "status"]), f"{sqlite_url} {NEWER}")
 
@@ -84,7 +84,7 @@ def test_db_status_on_an_empty_shared_database_is_not_a_failure_and_hides_the_pa
     assert empty.exit_code == 0 and "s3cret-db" not in empty.output
     _leave_at(shared_url, "0003")
     behind = runner.invoke(app, ["db", "status"])
-    assert behind.exit_code == 1 and "at schema 0003, behind the 0004" in behind.stderr
+    assert behind.exit_code == 1 and "at schema 0003, behind the 0005" in behind.stderr
     assert "s3cret-db" not in behind.output and "***" in behind.stderr
 
 
@@ -101,7 +101,7 @@ def test_before_an_upgrade_status_says_who_holds_the_writes_and_upgrade_waits_fo
         held = store.held_lock(WRITES_LOCK)
     assert held is not None
     status = runner.invoke(app, ["db", "status"])
-    assert status.exit_code == 1 and "behind the 0004" in status.stderr
+    assert status.exit_code == 1 and "behind the 0005" in status.stderr
     assert ("cluster writes ('cluster-writes' lock): held by reclaim-9f@worker-2/pid:77 until "
             f"{held.expires_at:%Y-%m-%d %H:%M:%S} UTC") in status.stdout
     refused = runner.invoke(app, ["db", "upgrade"])
@@ -114,8 +114,8 @@ def test_before_an_upgrade_status_says_who_holds_the_writes_and_upgrade_waits_fo
     file = sqlite_url.removeprefix("sqlite:///")
     done = runner.invoke(app, ["db", "upgrade"])
     assert done.exit_code == 0, done.output
-    assert done.stdout.strip() == f"{sqlite_url}: upgraded schema 0003 -> 0004 (the file as it was: {file}.schema-0003.bak)"
-    assert _at(sqlite_url)[0] == "0004" and _at(f"sqlite:///{file}.schema-0003.bak")[0] == "0003"
+    assert done.stdout.strip() == f"{sqlite_url}: upgraded schema 0003 -> 0005 (the file as it was: {file}.schema-0003.bak)"
+    assert _at(sqlite_url)[0] == "0005" and _at(f"sqlite:///{file}.schema-0003.bak")[0] == "0003"
 
 
 def test_db_upgrade_of_a_newer_database_is_one_line(shared_url: str) -> None:
@@ -154,10 +154,10 @@ def test_a_flow_upgrades_a_sqlite_file_behind_it_and_says_so(cluster: EmbeddedCl
     assert result.exit_code == 0, result.output
     file = sqlite_url.removeprefix("sqlite:///")
     said = [line for line in result.stderr.splitlines() if "upgraded" in line]
-    assert said == [f"warning: upgraded the database {file} from schema 0003 to 0004 (the file as it was: "
+    assert said == [f"warning: upgraded the database {file} from schema 0003 to 0005 (the file as it was: "
                     f"{file}.schema-0003.bak)"]
     assert _at(f"sqlite:///{file}.schema-0003.bak") == ("0003", 0)  # the way back to the older gpuaas
-    assert _at(sqlite_url) == ("0004", 1)
+    assert _at(sqlite_url) == ("0005", 1)
 
 
 @pytest.mark.integration
@@ -170,12 +170,12 @@ def test_a_flow_leaves_a_shared_database_behind_it_to_db_upgrade(
     assert result.exit_code == 1 and "Traceback" not in result.output, result.output
     line = result.stderr.strip().splitlines()[-1]
     assert line.startswith("error: GPUAAS_DATABASE_URL: postgresql"), line
-    assert all(said in line for said in ("schema 0003", "0004", "`gpuaas db upgrade`", "every worker"))
+    assert all(said in line for said in ("schema 0003", "0005", "`gpuaas db upgrade`", "every worker"))
     assert "s3cret-db" not in result.output
     assert _at(shared_url) == ("0003", 0)
     assert runner.invoke(app, ["db", "upgrade"]).exit_code == 0  # the operator's step, then the flows run
     assert runner.invoke(app, ["collect"]).exit_code == 0
-    assert _at(shared_url) == ("0004", 1)
+    assert _at(shared_url) == ("0005", 1)
 
 
 

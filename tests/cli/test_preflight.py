@@ -64,7 +64,7 @@ def test_a_working_setup_passes_and_names_the_workloads_without_telemetry(
     assert not (tmp_path / "data" / "gpuaas.db").exists()  # a check reads; it creates nothing
     # whose permissions: the embedded cluster without rules takes every caller for an admin, as a real cluster
     # takes an admin kubeconfig (the answers then say nothing of the service account's roles)
-    assert checks["permissions"] == ("ok", "as embedded-admin: allowed: the 24 reads every flow makes; no flow "
+    assert checks["permissions"] == ("ok", "as embedded-admin: allowed: the 25 reads every flow makes; no flow "
                                            "applies, so no write was asked about (--all-writes, or all_writes for "
                                            "the flow, asks)")
     assert checks["policy against the cluster"] == ("skipped", "the policy names no tenant and no cohort")
@@ -112,7 +112,7 @@ def test_a_reachable_pushgateway_and_a_database_behind_this_gpuaas(
     checks = _checks(run)
     assert checks["Pushgateway"] == ("ok", "ready")
     assert checks["database"][0] == "warning"
-    assert ("is at schema 0003, behind the 0004 this gpuaas reads: run `gpuaas db upgrade` (or let the next flow run "
+    assert ("is at schema 0003, behind the 0005 this gpuaas reads: run `gpuaas db upgrade` (or let the next flow run "
             "upgrade it)") in checks["database"][1]
     assert run.returncode == 0, run.stderr
 
@@ -128,8 +128,8 @@ MANIFEST = Path(__file__).resolve().parents[2] / "deployments" / "kubernetes" / 
     (["gpuaas-reader", "gpuaas-reclaimer"], ("--all-writes",),
      "rebalance would write, but get clusterqueues.kueue.x-k8s.io, patch clusterqueues.kueue.x-k8s.io are "
      "refused: bind gpuaas-rebalancer (kubectl apply -f deployments/kubernetes/rbac-apply-rebalance.yaml)"),
-    ([], (), "24 of the 24 reads every flow makes are refused (list clusterqueues.kueue.x-k8s.io, list "
-             "localqueues.kueue.x-k8s.io, list workloads.kueue.x-k8s.io and 21 more): bind gpuaas-reader "
+    ([], (), "25 of the 25 reads every flow makes are refused (list clusterqueues.kueue.x-k8s.io, list "
+             "localqueues.kueue.x-k8s.io, list workloads.kueue.x-k8s.io and 22 more): bind gpuaas-reader "
              "(kubectl apply -f deployments/kubernetes/rbac.yaml)"),
 ], ids=["reclaim-applies-without-its-role", "all-writes-without-the-rebalancer", "no-role"])
 def test_a_role_missing_for_what_the_flows_do_is_named(
@@ -145,7 +145,7 @@ def test_a_role_missing_for_what_the_flows_do_is_named(
         reclaim_fleet.api.rbac = None
     assert run.returncode == 1
     verdict, detail = _checks(run)["permissions"]
-    reads = "" if not roles else "allowed: the 24 reads every flow makes; refused: "  # the reader role reads
+    reads = "" if not roles else "allowed: the 25 reads every flow makes; refused: "  # the reader role reads
     assert verdict == "failed" and detail == f"as system:serviceaccount:gpuaas:gpuaas: {reads}{said}"  # the user the rules are bound to
 
 

@@ -43,7 +43,7 @@ def test_a_0002_database_keeps_its_uncompressed_snapshot(db_url: str) -> None:
     store = Store(db_url)
     record = store.latest_snapshot()
     store.close()
-    assert store.current_revision() == "0004"
+    assert store.current_revision() == "0005"
     assert record is not None and record.payload == {"snapshot": '{"old": true}'}
 
 

@@ -92,14 +92,14 @@ def test_a_flow_leaves_a_shared_database_behind_as_it_is_and_refuses(postgres_ur
         Store(url)
     said = str(refused.value)
     assert said.startswith("GPUAAS_DATABASE_URL: postgresql") and "\n" not in said
-    assert "at schema 0003, behind the 0004" in said and "with the scheduled runs paused, run `gpuaas db upgrade`, then roll" in said
+    assert "at schema 0003, behind the 0005" in said and "with the scheduled runs paused, run `gpuaas db upgrade`, then roll" in said
     assert "s3cret-db" not in said
     assert _revision(url) == "0003"  # not migrated
-    with pytest.raises(SchemaMismatch, match="behind the 0004 this gpuaas reads: run `gpuaas db upgrade` with the scheduled runs paused"):
+    with pytest.raises(SchemaMismatch, match="behind the 0005 this gpuaas reads: run `gpuaas db upgrade` with the scheduled runs paused"):
         Store(url, read_only=True)  # a reader says what to run too
 
     store = Store(url, migrate=False)  # what `gpuaas db upgrade` does
-    assert store.upgrade() == ("0003", "0004")
+    assert store.upgrade() == ("0003", "0005")
     store.close()
     with Store(url) as reopened:  # and the flows open it again
         assert [r.name for r in reopened.audit()] == ["nb"]
@@ -108,7 +108,7 @@ def test_a_flow_leaves_a_shared_database_behind_as_it_is_and_refuses(postgres_ur
 def test_a_newer_schema_is_refused_the_same_way_by_every_way_in(db_url: str) -> None:
     url = _with_password(db_url)
     _at(url, "9999")
-    line = "is at schema 9999, newer than the 0004 this gpuaas reads: upgrade gpuaas"
+    line = "is at schema 9999, newer than the 0005 this gpuaas reads: upgrade gpuaas"
     said = []
     for opening in (lambda: Store(url), lambda: Store(url, read_only=True), lambda: _upgrade(url)):
         with pytest.raises(StoreError) as refused:
@@ -139,7 +139,7 @@ def test_the_preflight_says_what_the_next_flow_run_will_do(db_url: str, monkeypa
     with Store(db_url, migrate=False) as store, store.engine.begin() as conn:
         conn.execute(text("UPDATE alembic_version SET version_num = '9999'"))
     newer = database_check(load_settings())
-    assert newer.verdict is Verdict.failed and newer.detail.endswith("newer than the 0004 this gpuaas reads: upgrade gpuaas")
+    assert newer.verdict is Verdict.failed and newer.detail.endswith("newer than the 0005 this gpuaas reads: upgrade gpuaas")
 
 
 @pytest.mark.parametrize("refusal", ["SELECT only", "read-only transactions"])

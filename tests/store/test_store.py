@@ -28,7 +28,7 @@ def _entry(**overrides: object) -> AuditEntry:
 
 def test_fresh_database_is_created_and_migrated(db_url: str) -> None:
     store = Store(db_url)
-    assert store.current_revision() == store.head_revision() == "0004"
+    assert store.current_revision() == store.head_revision() == "0005"
     assert store.audit() == []
     store.close()
 
@@ -62,7 +62,7 @@ def test_old_database_upgrades_in_place_keeping_rows(db_url: str) -> None:
     old.close()
 
     store = Store(db_url)  # a flow's opening: SQLite upgrades here
-    assert store.current_revision() == "0004"
+    assert store.current_revision() == "0005"
     [row] = store.audit()
     assert (row.kind, row.name, row.outcome) == ("Notebook", "nb", "applied")
     assert row.created_at == datetime(2026, 11, 1, tzinfo=UTC)
@@ -80,14 +80,14 @@ def test_a_reader_neither_migrates_nor_creates_and_says_which_schema_it_found(db
     old = Store(db_url, migrate=False)
     old.upgrade("0003")
     old.close()
-    with pytest.raises(StoreError, match="is at schema 0003, behind the 0004 this gpuaas reads: run `gpuaas db upgrade`"):
+    with pytest.raises(StoreError, match="is at schema 0003, behind the 0005 this gpuaas reads: run `gpuaas db upgrade`"):
         Store(db_url, read_only=True)
     check = Store(db_url, migrate=False)
     assert check.current_revision() == "0003"  # the reader left it there
     with check.engine.begin() as conn:
         conn.execute(text("UPDATE alembic_version SET version_num = '0099'"))
     check.close()
-    with pytest.raises(StoreError, match="is at schema 0099, newer than the 0004 this gpuaas reads: upgrade gpuaas"):
+    with pytest.raises(StoreError, match="is at schema 0099, newer than the 0005 this gpuaas reads: upgrade gpuaas"):
         Store(db_url, read_only=True)
 
 

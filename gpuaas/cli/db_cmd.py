@@ -13,9 +13,11 @@ from gpuaas.errors import GpuaasError
 from gpuaas.store import (
     WRITES_LOCK,
     HeldLock,
+    Holdings,
     Store,
     before_upgrade,
     copy_database,
+    holdings,
     redact_url,
     schema_problem,
     sqlite_file,
@@ -60,8 +62,17 @@ def _writes_held(store: Store) -> HeldLock | None:
         return None
 
 
+def _holdings(store: Store) -> Holdings | None:
+    """What the store holds, or None where it cannot be counted: the status still says the schema and the lock."""
+    try:
+        return holdings(store)
+    except GpuaasError:
+        return None
+
+
 def status() -> None:
-    """Show the database URL (password hidden), its schema version and who holds the cluster writes. Exit 0 when it
+    """Show the database URL (password hidden), its schema version, what it holds (the audit log, never pruned, grows
+    for as long as gpuaas runs) and who holds the cluster writes. Exit 0 when it
     is at the schema this gpuaas reads, or when there is no database yet (the first flow creates it); 1 when it is
     behind (run gpuaas db upgrade) or newer (upgrade gpuaas), or cannot be read, so that a health check can run it."""
     settings = settings_or_exit()
@@ -72,9 +83,12 @@ def status() -> None:
                       highlight=False, markup=False, soft_wrap=True)
         return
     store = Store(settings.database_url_value, migrate=False, read_only=True)
+    held_now: Holdings | None = None
     try:
         current, head = store.current_revision(), store.head_revision()
         held = _writes_held(store)
+        if current is not None and current == head:
+            held_now = _holdings(store)
     finally:
         store.close()
     if current is None:
@@ -84,6 +98,8 @@ def status() -> None:
     problem = schema_problem(settings.database_url_value, current, head)
     if problem is None:
         console.print(f"{url}: schema {current}, up to date", highlight=False, markup=False, soft_wrap=True)
+        if held_now is not None:
+            console.print(f"It {held_now.words()}.", highlight=False, markup=False, soft_wrap=True)
     # Said at any schema: before an upgrade, who still writes is what the operator must know.
     writes = "free" if held is None else (
         f"held by {held.holder} until {held.expires_at:%Y-%m-%d %H:%M:%S} UTC unless it renews it (a run killed "

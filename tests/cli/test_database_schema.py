@@ -72,6 +72,7 @@ def test_db_status_exits_0_only_at_this_schema_or_with_no_database_yet(sqlite_ur
     assert runner.invoke(app, ["db", "upgrade"]).exit_code == 0
     current = runner.invoke(app, ["db", "status"])
     assert current.exit_code == 0 and "up to date" in current.stdout
+    assert "It holds 0 audit entries (never pruned), 0 snapshots and 0 fleet-history rows" in current.stdout
     _leave_at(sqlite_url, "0003")
     behind = runner.invoke(app, ["db", "status"])
     assert behind.exit_code == 1 and "behind the 0005" in behind.stderr and "gpuaas db upgrade" in behind.stderr

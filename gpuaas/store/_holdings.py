@@ -1,0 +1,73 @@
+"""What a gpuaas database holds, for ``gpuaas db status``: rows per kind, the oldest audit entry, size on disk.
+
+Why an operator needs it: a collect prunes the snapshots and the fleet history to ``collect.retention_days``, but the
+audit log is never pruned (it is the record of every decision and the undo chain), so it is the one part that grows
+for as long as gpuaas runs: about 4,000 rows (9 MB) a day on a 2,000-GPU fleet reclaimed every 10 minutes. Growth is
+watched, not discovered when the disk is full. One count per table and one size query: cheap at any size.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+from typing import TYPE_CHECKING
+
+from sqlalchemy import func, text
+from sqlalchemy.exc import DBAPIError
+from sqlmodel import select
+
+from gpuaas.store._database import sqlite_file
+from gpuaas.store._models import AuditEntry, QueueSample, SnapshotRecord, TenantSample, as_utc
+
+if TYPE_CHECKING:
+    from gpuaas.store._store import Store
+
+__all__ = ["Holdings", "holdings"]
+
+
+@dataclass(frozen=True)
+class Holdings:
+    """Rows per kind, when the audit log starts, and the database's size in bytes (None where it cannot be read)."""
+
+    audit: int
+    oldest_audit: datetime | None
+    snapshots: int
+    history: int
+    size_bytes: int | None
+
+    def words(self) -> str:
+        """``holds 359,899 audit entries since 2026-09-08 (never pruned), 4,033 snapshots and 387,168 fleet-history
+        rows (pruned to collect.retention_days); 895 MB on disk``."""
+        since = f" since {self.oldest_audit:%Y-%m-%d}" if self.oldest_audit is not None else ""
+        size = f"; {_size(self.size_bytes)} on disk" if self.size_bytes is not None else ""
+        return (f"holds {self.audit:,} audit entries{since} (never pruned), {self.snapshots:,} snapshots and "
+                f"{self.history:,} fleet-history rows (pruned to collect.retention_days){size}")
+
+
+def _size(n: int) -> str:
+    for unit, scale in (("GB", 1e9), ("MB", 1e6), ("kB", 1e3)):
+        if n >= scale:
+            return f"{n / scale:,.1f} {unit}"
+    return f"{n} bytes"
+
+
+def holdings(store: Store) -> Holdings:
+    """Count what ``store`` holds; its size is the SQLite file's (with its write-ahead log) or PostgreSQL's
+    ``pg_database_size`` (None where the role may not read it)."""
+    with store.session() as session:
+        audit = int(session.exec(select(func.count()).select_from(AuditEntry)).one())
+        oldest = session.exec(select(func.min(AuditEntry.created_at))).one()
+        snapshots = int(session.exec(select(func.count()).select_from(SnapshotRecord)).one())
+        history = sum(int(session.exec(select(func.count()).select_from(model)).one())
+                      for model in (QueueSample, TenantSample))
+        size: int | None = None
+        file = sqlite_file(store.url)
+        if file is not None:
+            size = sum(p.stat().st_size for p in (file, file.with_name(file.name + "-wal")) if p.is_file())
+        elif store.engine.dialect.name == "postgresql":
+            try:
+                with session.begin_nested():
+                    size = int(session.execute(text("SELECT pg_database_size(current_database())")).scalar_one())
+            except DBAPIError:  # a size the role may not read is left out, never a failed status
+                size = None
+    return Holdings(audit, as_utc(oldest) if oldest is not None else None, snapshots, history, size)

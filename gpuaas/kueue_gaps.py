@@ -34,7 +34,8 @@ from gpuaas.phrases import counted, first_few
 from gpuaas.snapshot_deadlines import DATA_QUALITY_COLUMNS
 from gpuaas.sources.kube import DEFAULT_GPU_RESOURCES, KubeState, unmanaged_accelerators
 
-__all__ = ["STRANDED", "Gap", "gap_notes", "gap_rows", "missing_note", "missing_queues", "stranded_workloads", "with_gap_rows"]
+__all__ = ["STRANDED", "UNSELECTED", "Gap", "gap_notes", "gap_rows", "missing_note", "missing_queues",
+           "stranded_workloads", "unselected_queues", "with_gap_rows"]
 
 
 class Gap(StrEnum):
@@ -47,7 +48,9 @@ class Gap(StrEnum):
     namespaces_unread = "could not be listed: the ClusterQueues' namespaceSelectors are not checked"
 
 
-STRANDED = (Gap.missing_cluster_queue, Gap.unselected_namespace, Gap.no_namespace_selector)
+UNSELECTED = (Gap.unselected_namespace, Gap.no_namespace_selector)
+"""The gaps of a LocalQueue whose ClusterQueue exists but does not admit from its namespace."""
+STRANDED = (Gap.missing_cluster_queue, *UNSELECTED)
 """The gaps of a LocalQueue whose Workloads Kueue never admits, whatever the quota."""
 
 
@@ -109,6 +112,12 @@ def missing_queues(data_quality: pd.DataFrame, *gaps: Gap) -> dict[tuple[str, st
     rows = _of(data_quality, *(gaps or (Gap.missing_cluster_queue,)))
     return {(str(ns), str(name)): str(cq) for ns, name, cq in zip(rows["namespace"], rows["name"], rows["value"],
                                                                    strict=True)}
+
+
+def unselected_queues(data_quality: pd.DataFrame) -> dict[tuple[str, str], tuple[str, Gap]]:
+    """(namespace, LocalQueue) -> its ClusterQueue and which ``UNSELECTED`` gap keeps Kueue from admitting from it:
+    what the rebalance's demand and the deadline plan leave out, and say why."""
+    return {lq: (cq, gap) for gap in UNSELECTED for lq, cq in missing_queues(data_quality, gap).items()}
 
 
 def stranded_workloads(workloads: pd.DataFrame, namespace: str, local_queue: str) -> pd.DataFrame:

@@ -34,7 +34,7 @@ from typing import Any
 
 import pandas as pd
 
-from gpuaas.kueue_gaps import Gap, missing_note, missing_queues
+from gpuaas.kueue_gaps import missing_note, unselected_queues
 from gpuaas.models import CohortTree, Snapshot, WorkloadState, inactive_queues
 from gpuaas.phrases import counted, first_few
 from gpuaas.policies.deadlines.kueue_order import ClusterQueues, Preemption
@@ -235,8 +235,7 @@ def pool_problems(snapshot: Snapshot, gpu_resources: Sequence[str] = ("nvidia.co
     notes: dict[tuple[str, str], list[str]] = {}
     blind: dict[tuple[str, str], list[str]] = {}
     queue_of: dict[tuple[str, str], dict[str, str]] = {}
-    unadmitted = {lq: (cq, gap) for gap in (Gap.unselected_namespace, Gap.no_namespace_selector)
-                  for lq, cq in missing_queues(snapshot.data_quality, gap).items()}
+    unadmitted = unselected_queues(snapshot.data_quality)
     stranded: dict[tuple[str, str], list[DeadlineJob]] = {}
     noted: set[tuple[tuple[str, str], tuple[str, str]]] = set()
     for wl in wls[wls["gpus"] > 0].itertuples(index=False):

@@ -46,7 +46,7 @@ from dataclasses import dataclass, field, replace
 
 import pandas as pd
 
-from gpuaas.kueue_gaps import Gap, missing_queues, stranded_workloads
+from gpuaas.kueue_gaps import stranded_workloads, unselected_queues
 from gpuaas.models import CohortTree, FlavorResource, Snapshot, inactive_queues
 from gpuaas.phrases import counted
 from gpuaas.policies.deadlines import DeadlineJob, PoolPlan, PoolProblem, plan_deadlines
@@ -152,11 +152,11 @@ def reachable_gpus(rows: pd.DataFrame, tree: CohortTree | None = None) -> dict[C
 def _unadmitted(snapshot: Snapshot) -> tuple[set[tuple[str, str]], dict[str, float]]:
     """The LocalQueues a ClusterQueue never admits from (its ``namespaceSelector``), and queue -> the GPUs pending
     in them: the snapshot's backlog leaves them out, Kueue's pending metrics (the history) do not."""
-    local = missing_queues(snapshot.data_quality, Gap.unselected_namespace, Gap.no_namespace_selector)
+    local = unselected_queues(snapshot.data_quality)
     wls = snapshot.workloads
     gpus: dict[str, float] = {}
     if local and not wls.empty and {"namespace", "queue", "state", "gpus"} <= set(wls.columns):
-        for (namespace, queue), cluster_queue in local.items():
+        for (namespace, queue), (cluster_queue, _) in local.items():
             waiting = stranded_workloads(wls, namespace, queue)
             if "active" in waiting.columns:
                 waiting = waiting[waiting["active"].astype(bool)]

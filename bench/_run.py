@@ -11,14 +11,17 @@ line on stderr and exits 1: :func:`run` turns any exception into that line, neve
 from __future__ import annotations
 
 import argparse
+import atexit
 import json
+import shutil
 import sys
+import tempfile
 import traceback
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-__all__ = ["HEADLINE", "ROOT", "TRACES", "BenchFailed", "Outcome", "headline", "parser", "run"]
+__all__ = ["HEADLINE", "ROOT", "TRACES", "BenchFailed", "Outcome", "headline", "parser", "run", "scratch"]
 
 HEADLINE = "headline: "
 ROOT = Path(__file__).resolve().parents[1]
@@ -73,6 +76,18 @@ def parser(doc: str | None) -> argparse.ArgumentParser:
     out.add_argument("--smoke", action="store_true",
                      help="the smallest size, in seconds: proves the benchmark runs, its figures mean nothing")
     return out
+
+
+def scratch(prefix: str) -> Path:
+    """A new directory under the system's temporary one, removed when the process exits.
+
+    A benchmark's clusters, databases and Prefect homes are scratch: its figures are what it prints. Left
+    behind, every ``make test`` (which runs each benchmark once) added a dozen directories to ``/tmp``.
+    Removed at exit rather than at the end of a ``with`` block, because several outlive the block that
+    made them (a Prefect home set in the environment for the rest of the run)."""
+    path = Path(tempfile.mkdtemp(prefix=prefix))
+    atexit.register(shutil.rmtree, path, ignore_errors=True)
+    return path
 
 
 def headline(text: str) -> None:

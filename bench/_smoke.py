@@ -20,15 +20,13 @@ import os
 import resource
 import signal
 import sys
-import tempfile
 import time
 from collections.abc import Iterator
 from contextlib import ExitStack, contextmanager, redirect_stderr, redirect_stdout
-from pathlib import Path
 from types import FrameType
 from typing import TextIO
 
-from bench._run import Outcome, run
+from bench._run import Outcome, run, scratch
 
 __all__ = ["SMOKE_WALL_S", "run_here", "shared_servers", "split"]
 
@@ -63,7 +61,7 @@ def shared_servers() -> Iterator[None]:
     from gpuaas.cluster.services import postgres_server, prefect_server
 
     with ExitStack() as stack:
-        base = Path(tempfile.mkdtemp(prefix="bench-smoke-"))
+        base = scratch("bench-smoke-")
         os.environ.setdefault("PREFECT_HOME", str(base / "prefect"))
         os.environ.setdefault("GPUAAS_DATA_DIR", str(base / "data"))
         os.environ["PREFECT_SERVER_ANALYTICS_ENABLED"] = "false"

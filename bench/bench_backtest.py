@@ -21,12 +21,10 @@ import os
 import re
 import subprocess
 import sys
-import tempfile
 import time
 from datetime import UTC, datetime, timedelta
-from pathlib import Path
 
-from bench._run import TRACES, headline, parser, run
+from bench._run import TRACES, headline, parser, run, scratch
 from bench.bench_cluster import fleet
 from gpuaas.cluster.clock import ManualClock
 from gpuaas.cluster.runner import EmbeddedCluster
@@ -84,7 +82,7 @@ def main(argv: list[str]) -> int:
         for i, w in enumerate(base.workloads)]})
     history = timedelta(hours=hours)
     start = datetime.now(UTC).replace(second=0, microsecond=0) - history
-    data = Path(tempfile.mkdtemp(prefix="bench-backtest-"))
+    data = scratch("bench-backtest-")
     t0 = time.perf_counter()
     with EmbeddedCluster(scenario, data, history=history, clock=ManualClock(start),
                          progress=lambda m: sys.stderr.write(m + "\n")) as cluster:

@@ -21,12 +21,11 @@ import resource
 import statistics
 import subprocess
 import sys
-import tempfile
 import time
 from datetime import timedelta
 from pathlib import Path
 
-from bench._run import BenchFailed, headline, parser, run
+from bench._run import BenchFailed, headline, parser, run, scratch
 from gpuaas.cluster.runner import EmbeddedCluster
 from gpuaas.cluster.scenario import default_scenario
 
@@ -58,7 +57,7 @@ def main(argv: list[str]) -> int:
     print(f"gpuaas --help: {help_wall:.2f} s wall, "
           f"{statistics.median(c for _, c, _ in helps):.2f} s CPU (median of {runs})")
 
-    data = Path(tempfile.mkdtemp(prefix="bench-cli-"))
+    data = scratch("bench-cli-")
     history = timedelta(minutes=20 if args.smoke else 60)
     with EmbeddedCluster(default_scenario(), data / "cluster", history=history) as cluster:
         env |= cluster.settings_env() | {"GPUAAS_DATA_DIR": str(data / "gpuaas"), "GPUAAS_NVML": "off"}

@@ -15,12 +15,10 @@ from __future__ import annotations
 import os
 import resource
 import sys
-import tempfile
 import time
 from datetime import UTC, datetime, timedelta
-from pathlib import Path
 
-from bench._run import BenchFailed, headline, parser, run
+from bench._run import BenchFailed, headline, parser, run, scratch
 from bench.bench_cluster import fleet
 from gpuaas.cluster.clock import ManualClock
 from gpuaas.cluster.runner import EmbeddedCluster
@@ -40,7 +38,7 @@ def main(argv: list[str]) -> int:
     for nodes, queues, jobs in sizes:
         history = timedelta(minutes=40)
         start = datetime.now(UTC).replace(second=0, microsecond=0) - history
-        data = Path(tempfile.mkdtemp(prefix="bench-collect-"))
+        data = scratch("bench-collect-")
         with EmbeddedCluster(fleet(nodes, queues, jobs, kind="RayCluster"), data, history=history,
                              clock=ManualClock(start)) as cluster:
             os.environ.update(cluster.settings_env())

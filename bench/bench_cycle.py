@@ -29,7 +29,6 @@ import os
 import resource
 import signal
 import sys
-import tempfile
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
@@ -43,7 +42,7 @@ from typing import Any
 import httpx
 
 import gpuaas.cluster.fault_proxy as relay
-from bench._run import headline, parser, run
+from bench._run import headline, parser, run, scratch
 from bench._servers import smoke_prefect_api
 from bench.bench_cluster import fleet
 from gpuaas.cluster.clock import ManualClock
@@ -289,11 +288,11 @@ def main(argv: list[str]) -> int:
     if args.profile:
         args.profile.mkdir(parents=True, exist_ok=True)
     os.environ["PREFECT_SERVER_ANALYTICS_ENABLED"] = "false"
-    os.environ.setdefault("PREFECT_HOME", tempfile.mkdtemp(prefix="bench-prefect-"))
+    os.environ.setdefault("PREFECT_HOME", str(scratch("bench-prefect-")))
     os.environ.setdefault("PREFECT_LOGGING_LEVEL", "WARNING")
     from prefect.testing.utilities import prefect_test_harness
 
-    base = Path(tempfile.mkdtemp(prefix="bench-cycle-"))
+    base = scratch("bench-cycle-")
     lines = []
     first = start_cluster(sizes[0], base, settle=not args.smoke)  # it builds while Prefect's test server starts
     given = smoke_prefect_api(args.smoke)

@@ -23,14 +23,13 @@ from __future__ import annotations
 
 import math
 import sys
-import tempfile
 import time
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
-from bench._run import TRACES, headline, parser, run
+from bench._run import TRACES, headline, parser, run, scratch
 from gpuaas.policies.analysis import (
     BUDGETS,
     DETECT_MIN,
@@ -198,7 +197,7 @@ def main(argv: list[str]) -> int:
     parts = sorted(args.trace.glob("pod_gpu_duty_cycle_part*.csv"))[: 1 if args.smoke else None]
     if not parts:
         raise FileNotFoundError(f"no pod_gpu_duty_cycle_part*.csv under {args.trace}")
-    plot: Path = Path(tempfile.mkdtemp(prefix="bench-frontier-")) / "frontier.png" if args.smoke else args.plot
+    plot: Path = scratch("bench-frontier-") / "frontier.png" if args.smoke else args.plot
     util = load_utilization(parts)
     if args.smoke:
         util = util[util["pod"].isin(sorted(util["pod"].unique())[:12])]

@@ -14,12 +14,10 @@ from __future__ import annotations
 
 import os
 import sys
-import tempfile
 from contextlib import nullcontext
-from pathlib import Path
 
 from bench._overlap import overlapping_runs
-from bench._run import BenchFailed, headline, parser, run
+from bench._run import BenchFailed, headline, parser, run, scratch
 from bench._servers import prefect_server_on_postgres, smoke_prefect_api
 from gpuaas.cluster.services import fresh_schema_url, postgres_server
 from gpuaas.cluster.testbed import reclaim_cluster, write_policy
@@ -32,11 +30,11 @@ def main(argv: list[str]) -> int:
     args = cli.parse_args(argv)
     runs = 2 if args.smoke else args.runs
     os.environ["PREFECT_SERVER_ANALYTICS_ENABLED"] = "false"
-    os.environ.setdefault("PREFECT_HOME", tempfile.mkdtemp(prefix="bench-prefect-"))
+    os.environ.setdefault("PREFECT_HOME", str(scratch("bench-prefect-")))
     from prefect.settings import PREFECT_API_URL
     from prefect.testing.utilities import prefect_test_harness
 
-    base = Path(tempfile.mkdtemp(prefix="bench-overlap-"))
+    base = scratch("bench-overlap-")
     ok = True
     walls = []
     given = smoke_prefect_api(args.smoke)

@@ -21,12 +21,10 @@ import json
 import os
 import subprocess
 import sys
-import tempfile
 import time
 from contextlib import ExitStack, nullcontext
-from pathlib import Path
 
-from bench._run import ROOT, BenchFailed, headline, parser, run
+from bench._run import ROOT, BenchFailed, headline, parser, run, scratch
 from bench._servers import smoke_prefect_api
 from gpuaas.cluster.services import prefect_server
 
@@ -79,7 +77,7 @@ def main(argv: list[str]) -> int:
     cli = parser(__doc__)
     cli.add_argument("--loop", type=float, default=1.0, help="repossessor loop of the server (s)")
     args = cli.parse_args(argv)
-    tmp = Path(tempfile.mkdtemp(prefix="bench-slot-"))
+    tmp = scratch("bench-slot-")
     env = {**os.environ, "PREFECT_HOME": str(tmp / "prefect"), "PREFECT_SERVER_ANALYTICS_ENABLED": "false",
            "PREFECT_SERVER_SERVICES_SCHEDULER_ENABLED": "false",
            "PREFECT_SERVER_SERVICES_REPOSSESSOR_LOOP_SECONDS": f"{args.loop:g}", "GPUAAS_DATA_DIR": str(tmp / "data"),

@@ -27,16 +27,14 @@ from __future__ import annotations
 
 import os
 import sys
-import tempfile
 from collections.abc import Callable
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
-from pathlib import Path
 
 import pandas as pd
 from sqlalchemy import text
 
-from bench._run import BenchFailed, headline, parser, run
+from bench._run import BenchFailed, headline, parser, run, scratch
 from bench.bench_cluster import fleet
 from gpuaas.cluster.clock import ManualClock
 from gpuaas.cluster.runner import EmbeddedCluster
@@ -143,7 +141,7 @@ def audit_row_bytes(url: str, runs: int = AUDIT_RUNS) -> tuple[int, float]:
     from gpuaas.operations import reclaim as operation
     from gpuaas.policy import Mode
 
-    data = Path(tempfile.mkdtemp(prefix="bench-store-audit-"))
+    data = scratch("bench-store-audit-")
     with reclaim_cluster(data / "cluster") as cluster:
         os.environ.update(cluster.settings_env())
         os.environ.update({"GPUAAS_NVML": "off", "GPUAAS_DATABASE_URL": url, "GPUAAS_DATA_DIR": str(data),
@@ -169,7 +167,7 @@ def audit_row_bytes(url: str, runs: int = AUDIT_RUNS) -> tuple[int, float]:
 def real_snapshot(nodes: int = 25, queues: int = 10, workloads: int = 100) -> tuple[Snapshot, Policy]:
     history = timedelta(minutes=40)
     start = datetime.now(UTC).replace(second=0, microsecond=0) - history
-    data = Path(tempfile.mkdtemp(prefix="bench-store-"))
+    data = scratch("bench-store-")
     with EmbeddedCluster(fleet(nodes, queues, workloads, kind="RayCluster"), data, history=history,
                          clock=ManualClock(start)) as cluster:
         os.environ.update(cluster.settings_env())
@@ -201,7 +199,7 @@ def main(argv: list[str]) -> int:
         for label, gpus, workloads, queues in sizes:
             snapshot = scaled(base, gpus, workloads, queues)
             for db in ("sqlite", "postgresql"):
-                url = (f"sqlite:///{tempfile.mkdtemp(prefix='bench-store-db-')}/gpuaas.db" if db == "sqlite"
+                url = (f"sqlite:///{scratch('bench-store-db-')}/gpuaas.db" if db == "sqlite"
                        else fresh_schema_url(pg, f"bench_{label.replace('/', '_')}"))
                 m = measure(url, snapshot, policy)
                 average = m["cycle"] + m["full_z"] / every
@@ -214,7 +212,7 @@ def main(argv: list[str]) -> int:
                     ok &= after_14 < 5e9 and average < 1e6
                 figures[label] = f"{label} fleet on PostgreSQL: {average / 1e6:.3f} MB/cycle, {after_14 / 1e9:.2f} GB/14 d"
         for db in ("sqlite",) if args.smoke else ("sqlite", "postgresql"):
-            url = (f"sqlite:///{tempfile.mkdtemp(prefix='bench-store-audit-db-')}/gpuaas.db" if db == "sqlite"
+            url = (f"sqlite:///{scratch('bench-store-audit-db-')}/gpuaas.db" if db == "sqlite"
                    else fresh_schema_url(pg, "bench_audit"))
             rows, size = audit_row_bytes(url, audit_runs)
             print(f"audit {db:>10}: {rows} dry-run decision rows ({audit_runs} windows of the reclaim scenario), "

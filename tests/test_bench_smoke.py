@@ -15,6 +15,7 @@ import ast
 import os
 import subprocess
 import sys
+import tempfile
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -32,9 +33,10 @@ TIMEOUT_S = 600
 
 @pytest.fixture(scope="module")
 def smoke_run(postgres_url: str, prefect_harness: None, tmp_path_factory: pytest.TempPathFactory,
-              ) -> tuple[subprocess.CompletedProcess[str], dict[str, str]]:
+              ) -> tuple[subprocess.CompletedProcess[str], dict[str, str], list[str]]:
     """``python -m bench --smoke NAMES`` for each share of the set, side by side; the exit status (the worst)
-    and output of both, and each benchmark's summary line by name."""
+    and output of both, each benchmark's summary line by name, and the ``bench-*`` scratch directories the runs
+    left in the temporary directory."""
     from prefect.settings import PREFECT_API_URL
 
     env = {k: v for k, v in os.environ.items() if not k.startswith(("GPUAAS_", "PREFECT_"))}
@@ -47,8 +49,11 @@ def smoke_run(postgres_url: str, prefect_harness: None, tmp_path_factory: pytest
         return subprocess.run([sys.executable, "-m", "bench", "--smoke", "--timeout", "240", *names], cwd=ROOT,
                               env=env, capture_output=True, text=True, timeout=TIMEOUT_S, check=False)
 
+    scratch = Path(tempfile.gettempdir())
+    before = set(scratch.glob("bench-*"))
     with ThreadPoolExecutor(max_workers=AT_ONCE) as pool:
         runs = list(pool.map(one, split(NAMES, AT_ONCE)))
+    left = sorted(p.name for p in set(scratch.glob("bench-*")) - before)
     done = subprocess.CompletedProcess([], max(r.returncode for r in runs), "\n".join(r.stdout for r in runs),
                                        "\n".join(r.stderr for r in runs))
     lines = {}
@@ -57,7 +62,7 @@ def smoke_run(postgres_url: str, prefect_harness: None, tmp_path_factory: pytest
             fields = line.split()
             if len(fields) > 2 and fields[0] in ("ok", "FAILED"):
                 lines[fields[2] if fields[0] == "FAILED" else fields[1]] = line
-    return done, lines
+    return done, lines, left
 
 
 def test_every_benchmark_is_listed() -> None:
@@ -83,12 +88,24 @@ def test_no_benchmark_imports_the_test_suite() -> None:
 @pytest.mark.timeout(TIMEOUT_S + 60)  # the first test waits for the whole set (the fixture)
 @pytest.mark.parametrize("name", NAMES)
 def test_benchmark_runs_at_smoke_size(
-        name: str, smoke_run: tuple[subprocess.CompletedProcess[str], dict[str, str]]) -> None:
-    done, lines = smoke_run
+        name: str, smoke_run: tuple[subprocess.CompletedProcess[str], dict[str, str], list[str]]) -> None:
+    done, lines, _ = smoke_run
     assert name in lines, f"bench --smoke exited {done.returncode} before {name}:\n{done.stdout[-1500:]}\n" \
                           f"{done.stderr[-1500:]}"
     assert lines[name].startswith("ok"), f"{lines[name]}\n{done.stderr[-1500:]}"
     assert f"bench_{name}: failed" not in done.stderr and "Traceback" not in done.stderr, done.stderr[-1500:]
+
+
+@pytest.mark.slow
+@pytest.mark.integration
+@pytest.mark.timeout(TIMEOUT_S + 60)
+def test_benchmarks_leave_no_scratch_behind(
+        smoke_run: tuple[subprocess.CompletedProcess[str], dict[str, str], list[str]]) -> None:
+    """Every ``make test`` runs the whole set: each benchmark's clusters, databases and Prefect homes are removed
+    as its process exits (``bench._run.scratch``), where they used to pile up in ``/tmp`` run after run."""
+    done, _, left = smoke_run
+    assert done.returncode == 0, done.stderr[-1500:]
+    assert left == [], left
 
 
 def test_shared_servers_that_do_not_start_are_one_line(monkeypatch: pytest.MonkeyPatch,

@@ -148,15 +148,17 @@ def still_stopped(kind: str, mark: dict[str, Any], obj: dict[str, Any]) -> bool:
 
     A team that starts its workload again by hand (removes a notebook's stop annotation, reactivates a
     Workload, scales a Deployment back up) leaves the mark behind; such a mark is stale, and the workload
-    runs like any other: judged again, and reclaimed again when idle. A mark whose stop cannot be told from
-    its record (an unreadable one) counts as still stopped: never judged on a guess.
+    runs like any other: judged again, and reclaimed again when idle. A mark that records no stop to compare
+    (no ``before``, or one with no field and no worker group) proves nothing: anyone who may edit the object
+    can write one, and counting it as a stop would keep a running workload out of reclaim for good. Such an
+    object is judged by what it shows (``stopped_reason``'s checks of the kind's own stop fields).
     """
     if kind == "Notebook":
         return NOTEBOOK_STOP in _annotations(obj)
     before = mark.get("before")
     expected = left_by_stop(None, before if isinstance(before, dict) else {})
     if not expected["fields"] and not expected["workers"]:
-        return True
+        return False
     return not differences(expected, obj)
 
 

@@ -210,6 +210,10 @@ class ReclaimPolicy(_Model):
     exclude_queues: list[ObjectName] = Field(default_factory=list)
     serving_kinds: list[str] = Field(default_factory=lambda: ["InferenceService"])
     """Kinds that serve requests: idle only with a *known* zero request count (missing metrics = unknown)."""
+    record_skips_every_minutes: WaitMinutes = 60
+    """A skip or deferral that stays the same (the object and its uid, the mode, the outcome and the cause) is
+    recorded in the audit log once per this many minutes, not once per run: each run's result points at the row
+    that holds it. Any change records a new row at once. 0: a row every run."""
 
     @model_validator(mode="after")
     def _known_kinds(self) -> ReclaimPolicy:

@@ -12,7 +12,7 @@ from gpuaas.actions import ActionResult, Settled, UndoResult
 from gpuaas.models import Outcome, Snapshot
 from gpuaas.permissions import ROLES, bind_command
 from gpuaas.phrases import listed
-from gpuaas.policies.reclaim import blind_run_line
+from gpuaas.policies.reclaim import SkipCause, blind_run_line
 from gpuaas.policy import HELD_BACK, FreezeOn
 from gpuaas.pushgateway import MetricFamily
 from reports._format import (
@@ -49,6 +49,7 @@ def decision_dicts(results: Sequence[ActionResult]) -> list[dict[str, Any]]:
         "action": r.method or "-", "frees": r.frees or "-", "mode": r.decision.mode, "result": r.result,
         "reason": reason_phrase(r), "window_minutes": r.decision.evidence.get("window_minutes"),
         "window_reason": r.decision.evidence.get("window_reason"), "subject": r.decision.subject,
+        "cause": r.cause, "unchanged_since": r.unchanged_since.isoformat() if r.unchanged_since else None,
     } for r in results]
 
 
@@ -281,7 +282,7 @@ def _held_back(results: Sequence[ActionResult]) -> str:
     """`` 3 more held back by the change freeze launch of tenant team-a until …``: idle workloads a tenant's change
     freeze kept out of this run, so that the headline's count is not read as the whole fleet's."""
     held = [r.decision.reason.removeprefix(HELD_BACK) for r in results
-            if r.result == Outcome.skipped and r.decision.reason.startswith(HELD_BACK)]
+            if r.result == Outcome.skipped and r.cause is SkipCause.change_freeze]
     if not held:
         return ""
     freezes = sorted(set(held))

@@ -7,7 +7,7 @@ so an undo started from a review is the same undo as ``gpuaas undo``.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
 from gpuaas.operations import incident as operation
@@ -36,7 +36,8 @@ def read_review(settings: GpuaasSettings, start: datetime, end: datetime, namesp
                 queues: Sequence[str]) -> IncidentReview:
     """The stored history and audit rows of ``[start, end)``, then the review of them (pure)."""
     with open_store(settings, read_only=True) as store:
-        records = operation.read(store, start, end, scoped=bool(namespaces or queues))
+        records = operation.read(store, start, end, scoped=bool(namespaces or queues), skip_interval=timedelta(
+            minutes=settings.policy.reclaim.record_skips_every_minutes))
     return operation.plan(records, settings.policy, namespaces, queues)
 
 

@@ -25,6 +25,11 @@ row per decision and attempt whatever the interleaving, so overlapping dry-runs 
 once and an apply whose intent an overlapping run already holds does not write. A re-run of a decided
 window (``Decision.decided_by``) records nothing new.
 
+A skip or deferral that an earlier run already recorded unchanged (same uid, mode, outcome and ``SkipCause``,
+less than ``reclaim.record_skips_every_minutes`` ago, nothing else recorded about the object since) is not
+appended again: its result points at that row (``ActionResult.unchanged_since``). One read of the store per run,
+the newest row of each object of the interval (``Store.newest_rows``), answers it for every decision.
+
 A run that dies between the intent and its completion leaves a dangling intent.
 ``recover_interrupted`` (``gpuaas.actions._recovery``, run first, under the same lock) closes
 each one the same way, by looking at the object; either way the object is acted on at most once.
@@ -32,7 +37,7 @@ each one the same way, by looking at the object; either way the object is acted 
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
@@ -42,9 +47,9 @@ from gpuaas.actions._kube_writer import INDEFINITE, KubeWriter
 from gpuaas.actions._patches import StopMethod, StopPlan, reclaimed_by, stop_patch, stop_plan, stopped_reason
 from gpuaas.errors import Conflict, GpuaasError, NotFound
 from gpuaas.models import Outcome
-from gpuaas.policies.reclaim import Decision
+from gpuaas.policies.reclaim import Decision, LastRow, SkipCause, unchanged_phrase, unchanged_since
 from gpuaas.policy import FreeGoal, Mode
-from gpuaas.store import AuditEntry, Store
+from gpuaas.store import AuditEntry, NewestRow, Store, utc_now
 
 __all__ = ["FLOW", "ActionResult", "already_decided", "execute_decisions", "read_back_stop", "recently_restored",
            "settle_reclaim"]
@@ -63,19 +68,44 @@ class ActionResult:
     audit_id: int | None
     method: StopMethod | None = None
     frees: FreeGoal | None = None
+    cause: SkipCause | None = None
+    """Why it was skipped or deferred, as a type (the decision's, or the action's own: ``object-deleted``, ...)."""
+    unchanged_since: datetime | None = None
+    """Set when this run recorded nothing: the skip is unchanged since ``audit_id``, written at this time."""
 
 
 class _Audit:
-    def __init__(self, store: Store, flow_run_id: str | None) -> None:
-        self.store, self.flow_run_id = store, flow_run_id
+    def __init__(self, store: Store, flow_run_id: str | None, clock: Callable[[], datetime],
+                 newest: Mapping[tuple[str, str, str], NewestRow], every: timedelta) -> None:
+        self.store, self.flow_run_id, self.clock = store, flow_run_id, clock
+        self.newest, self.every, self.started = newest, every, clock()
 
     def _entry(self, d: Decision, outcome: str, reason: str, refers_to: int | None,
-               before: dict[str, Any] | None, after: dict[str, Any] | None) -> AuditEntry:
+               before: dict[str, Any] | None, after: dict[str, Any] | None,
+               cause: SkipCause | None = None) -> AuditEntry:
+        evidence = d.evidence if cause is None else {**d.evidence, "cause": str(cause)}
         return AuditEntry(
-            flow=FLOW, flow_run_id=self.flow_run_id, action="reclaim", kind=d.kind, namespace=d.namespace,
-            name=d.name, uid=d.uid, mode=d.mode, outcome=outcome, reason=reason[:2000], evidence=d.evidence,
-            before=before, after=after, idempotency_key=d.idempotency_key, refers_to=refers_to,
+            created_at=self.clock(), flow=FLOW, flow_run_id=self.flow_run_id, action="reclaim", kind=d.kind,
+            namespace=d.namespace, name=d.name, uid=d.uid, mode=d.mode, outcome=outcome, reason=reason[:2000],
+            evidence=evidence, before=before, after=after, idempotency_key=d.idempotency_key, refers_to=refers_to,
         )
+
+    def unchanged(self, d: Decision, outcome: str, cause: SkipCause | None) -> LastRow | None:
+        """The row an earlier run recorded this skip or deferral in, unchanged since (``unchanged_since``), or None."""
+        row = self.newest.get((d.kind, d.namespace, d.name))
+        last = None if row is None else LastRow(row.audit_id, row.created_at, row.uid, row.mode, row.outcome,
+                                                row.cause)
+        return unchanged_since(last, uid=d.uid, mode=d.mode, outcome=outcome, cause=cause, at=self.started,
+                               every=self.every)
+
+    def skip(self, d: Decision, cause: SkipCause, why: str) -> ActionResult:
+        """A planned decision the action itself skips before any write: recorded, or pointed at where unchanged."""
+        last = self.unchanged(d, Outcome.skipped, cause)
+        if last is not None:
+            return ActionResult(d, Outcome.skipped, f"{why} ({unchanged_phrase(last)})", last.audit_id, cause=cause,
+                                unchanged_since=last.at)
+        row = self.store.append_decision(self._entry(d, Outcome.skipped, why, None, None, None, cause))[0]
+        return ActionResult(d, Outcome.skipped, why, row.id, cause=cause)
 
     def decision(self, d: Decision, outcome: str, reason: str, *, before: dict[str, Any] | None = None,
                  after: dict[str, Any] | None = None) -> tuple[AuditEntry, bool]:
@@ -83,8 +113,9 @@ class _Audit:
         return self.store.append_decision(self._entry(d, outcome, reason, None, before, after))
 
     def decisions(self, ds: Sequence[Decision]) -> list[tuple[AuditEntry, bool]]:
-        """``decision`` for many decisions at their own outcome and reason, in one transaction."""
-        return self.store.append_decisions([self._entry(d, d.outcome, d.reason, None, None, None) for d in ds])
+        """``decision`` for many decisions at their own outcome, reason and cause, in one transaction."""
+        return self.store.append_decisions([self._entry(d, d.outcome, d.reason, None, None, None, d.cause)
+                                            for d in ds])
 
     def row(self, d: Decision, outcome: str, reason: str, *, refers_to: int | None = None,
             before: dict[str, Any] | None = None, after: dict[str, Any] | None = None) -> AuditEntry:
@@ -113,17 +144,19 @@ def recently_restored(store: Store, since: datetime) -> dict[tuple[str, str, str
     return out
 
 
-def _changed(d: Decision, obj: dict[str, Any]) -> str | None:
+def _changed(d: Decision, obj: dict[str, Any]) -> tuple[SkipCause, str] | None:
     meta = obj["metadata"]
     uid, rv = meta.get("uid"), meta.get("resourceVersion")
     if not d.uid or not d.resource_version:
-        return "the snapshot holds no uid and resourceVersion for it: no write on unknown state"
+        return SkipCause.no_uid, "the snapshot holds no uid and resourceVersion for it: no write on unknown state"
     if uid != d.uid:
-        return (f"a different object now has this name (uid {d.uid} in the snapshot, {uid} now): "
-                "deleted and recreated, never touched")
+        return SkipCause.recreated, (f"a different object now has this name (uid {d.uid} in the snapshot, {uid} "
+                                     "now): deleted and recreated, never touched")
     if rv != d.resource_version:
-        return f"changed since the snapshot (resourceVersion {d.resource_version} -> {rv}): decided again next run"
-    return stopped_reason(d.kind, obj)
+        return SkipCause.changed, (f"changed since the snapshot (resourceVersion {d.resource_version} -> {rv}): "
+                                   "decided again next run")
+    stopped = stopped_reason(d.kind, obj)
+    return None if stopped is None else (SkipCause.found_stopped, stopped)
 
 
 def read_back_stop(writer: KubeWriter, kind: str, namespace: str, name: str, audit_id: int,
@@ -168,10 +201,10 @@ def _act(d: Decision, audit: _Audit, writer: KubeWriter, mode: Mode, now: dateti
     try:
         obj = writer.get(d.kind, d.namespace, d.name, version=d.api_version)
     except NotFound:
-        return ActionResult(d, Outcome.skipped, "object deleted", audit.decision(d, Outcome.skipped, "object deleted")[0].id)
-    why = _changed(d, obj)
-    if why:
-        return ActionResult(d, Outcome.skipped, why, audit.decision(d, Outcome.skipped, why)[0].id)
+        return audit.skip(d, SkipCause.object_deleted, "object deleted")
+    changed = _changed(d, obj)
+    if changed:
+        return audit.skip(d, *changed)
     plan = stop_plan(d.kind, obj, d.free, now)
     after: dict[str, Any] = {**plan.after(), "frees": plan.frees}
     if d.api_version:
@@ -179,7 +212,7 @@ def _act(d: Decision, audit: _Audit, writer: KubeWriter, mode: Mode, now: dateti
     intent, new = audit.decision(d, Outcome.planned, d.reason, before=plan.before(), after=after)
     if not new:  # an overlapping run recorded this decision first: it is that run's to carry out
         why = f"already decided for this window (audit #{intent.id}, an overlapping run)"
-        return ActionResult(d, Outcome.skipped, why, intent.id)
+        return ActionResult(d, Outcome.skipped, why, intent.id, cause=SkipCause.already_decided)
     result = ActionResult(d, Outcome.planned, d.reason, intent.id, plan.method, plan.frees)
     if mode is not Mode.apply:
         return result
@@ -242,18 +275,31 @@ def _redecide_after_conflict(d: Decision, writer: KubeWriter) -> str:
 
 
 def execute_decisions(decisions: Sequence[Decision], store: Store, writer: KubeWriter, *, mode: Mode,
-                      flow_run_id: str | None, now: datetime) -> list[ActionResult]:
+                      flow_run_id: str | None, now: datetime, record_skips_every: timedelta = timedelta(0),
+                      clock: Callable[[], datetime] = utc_now) -> list[ActionResult]:
     """Audit every decision; act on the planned ones (write only in apply mode). The rows that
-    decide without acting (deferrals over the cap, skips) are appended first, in one transaction."""
-    audit = _Audit(store, flow_run_id)
+    decide without acting (deferrals over the cap, skips) are appended first, in one transaction.
+
+    ``record_skips_every`` (``reclaim.record_skips_every_minutes``): a skip or deferral unchanged since a row of
+    that age or less is not appended again, its result names that row; zero records every run. ``clock`` stamps
+    the rows and measures that age (the wall clock; ``now`` is the instant the decisions were made for).
+    """
+    newest = (store.newest_rows(flow=FLOW, since=clock() - record_skips_every)
+              if record_skips_every > timedelta(0) and decisions else {})
+    audit = _Audit(store, flow_run_id, clock, newest, record_skips_every)
     unacted = [d for d in decisions if d.decided_by is None and d.outcome != Outcome.planned]
-    recorded = {id(d): row.id for d, (row, _) in zip(unacted, audit.decisions(unacted), strict=True)}
+    earlier = {id(d): last for d in unacted if (last := audit.unchanged(d, d.outcome, d.cause)) is not None}
+    new = [d for d in unacted if id(d) not in earlier]
+    recorded = {id(d): row.id for d, (row, _) in zip(new, audit.decisions(new), strict=True)}
     results = []
     for d in decisions:
         if d.decided_by is not None:  # a re-run of a decided window records nothing new
-            results.append(ActionResult(d, d.outcome, d.reason, d.decided_by))
+            results.append(ActionResult(d, d.outcome, d.reason, d.decided_by, cause=d.cause))
+        elif (last := earlier.get(id(d))) is not None:  # unchanged since an earlier run's row: that row holds it
+            results.append(ActionResult(d, d.outcome, f"{d.reason} ({unchanged_phrase(last)})", last.audit_id,
+                                        cause=d.cause, unchanged_since=last.at))
         elif d.outcome != Outcome.planned:
-            results.append(ActionResult(d, d.outcome, d.reason, recorded[id(d)]))
+            results.append(ActionResult(d, d.outcome, d.reason, recorded[id(d)], cause=d.cause))
         else:
             results.append(_act(d, audit, writer, mode, now))
     return results

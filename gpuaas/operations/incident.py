@@ -18,15 +18,19 @@ Nothing is applied beyond the undo: the flow publishes the review (the markdown 
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field
-from datetime import datetime
+from dataclasses import dataclass, field, replace
+from datetime import datetime, timedelta
 
 import pandas as pd
 
 from gpuaas.actions import UNDOERS, KubeWriter, UndoResult, undo_entries
+from gpuaas.actions.reclaim import FLOW as RECLAIM_FLOW
 from gpuaas.errors import ConfigError
+from gpuaas.instant import utc_stamp
 from gpuaas.models import Snapshot
+from gpuaas.phrases import counted
 from gpuaas.policies.incident import IncidentReview, build_review, resolve_window, scope_for
+from gpuaas.policies.reclaim import RECORDED_SKIP_OUTCOMES
 from gpuaas.policy import Policy
 from gpuaas.store import AuditEntry, Store
 
@@ -50,6 +54,11 @@ class IncidentRecords:
     """Rows before the window that rows in it refer to."""
     placements: list[tuple[str, str]] = field(default_factory=list)
     """(namespace, ClusterQueue) of the workloads in the newest full snapshot; read only for a scoped review."""
+    skips_before: list[AuditEntry] = field(default_factory=list)
+    """Reclaim skips and deferrals recorded less than ``reclaim.record_skips_every_minutes`` before the window, of
+    objects with no reclaim row in it: unchanged, they may have held through the window without a row in it."""
+    skip_interval: timedelta = timedelta(0)
+    """``reclaim.record_skips_every_minutes`` as the review was read with."""
 
 
 def window(start: str | datetime, end: str | datetime, now: datetime) -> tuple[datetime, datetime]:
@@ -120,15 +129,32 @@ def _placements(store: Store) -> list[tuple[str, str]]:
     return [(str(ns), str(cq)) for ns, cq in pairs.itertuples(index=False)]
 
 
-def read(store: Store, start: datetime, end: datetime, *, scoped: bool) -> IncidentRecords:
+def _skips_before(store: Store, audit: Sequence[AuditEntry], start: datetime, every: timedelta) -> list[AuditEntry]:
+    """The newest reclaim row of each object in ``[start - every, start)`` when it is a skip or deferral with a
+    cause and the object has no reclaim row in the window: a skip that stayed the same wrote none there."""
+    if every <= timedelta(0):
+        return []
+    inside = {(r.kind, r.namespace or "", r.name) for r in audit if r.flow == RECLAIM_FLOW}
+    newest: dict[tuple[str, str, str], AuditEntry] = {}
+    for row in store.audit(flow=RECLAIM_FLOW, since=start - every, until=start, limit=None):  # oldest first
+        newest[(row.kind, row.namespace or "", row.name)] = row
+    return [row for key, row in newest.items() if key not in inside
+            and row.outcome in RECORDED_SKIP_OUTCOMES and (row.evidence or {}).get("cause")]
+
+
+def read(store: Store, start: datetime, end: datetime, *, scoped: bool,
+         skip_interval: timedelta = timedelta(0)) -> IncidentRecords:
     """The history and audit rows of ``[start, end)``, with the rows before it they refer to and the rows after it
     that refer to them (how each action ended, whether it was undone); with ``scoped``, also where the workloads
-    were queued (the map a namespace filter needs when the policy's tenants do not name the namespace)."""
+    were queued (the map a namespace filter needs when the policy's tenants do not name the namespace).
+    ``skip_interval`` (``reclaim.record_skips_every_minutes``): also the unchanged skips that may have held
+    through the window without a row in it (``IncidentRecords.skips_before``)."""
     audit = store.audit(since=start, until=end, limit=None)
     return IncidentRecords(start=start, end=end, queue_rows=store.queue_history(start, end),
                            tenant_rows=store.tenant_history(start, end), audit=audit,
                            referents=[*_referents(store, audit), *_followers(store, audit, end)],
-                           placements=_placements(store) if scoped else [])
+                           placements=_placements(store) if scoped else [],
+                           skips_before=_skips_before(store, audit, start, skip_interval), skip_interval=skip_interval)
 
 
 def _queue_tenants(queue_rows: pd.DataFrame) -> list[tuple[str, str]]:
@@ -144,5 +170,22 @@ def plan(records: IncidentRecords, policy: Policy, namespaces: Sequence[str] = (
     tenants = [(t.name, t.namespaces, t.cluster_queues) for t in policy.tenants]
     scope = scope_for(namespaces, queues, tenants=tenants, placements=records.placements,
                       queue_tenants=_queue_tenants(records.queue_rows))
-    return build_review(records.queue_rows, records.tenant_rows, records.audit, records.start, records.end, scope,
-                        referents=records.referents, undoable_actions=set(UNDOERS))
+    review = build_review(records.queue_rows, records.tenant_rows, records.audit, records.start, records.end, scope,
+                          referents=records.referents, undoable_actions=set(UNDOERS))
+    note = _skips_note(records)
+    return replace(review, notes=[*review.notes, note]) if note else review
+
+
+def _skips_note(records: IncidentRecords) -> str | None:
+    """The note naming the skips recorded shortly before the window that may have held through it unrecorded: a
+    reclaim skip or deferral that stays the same is recorded once per ``reclaim.record_skips_every_minutes``."""
+    rows = records.skips_before
+    if not rows:
+        return None
+    named = ", ".join(f"{r.object_ref} ({(r.evidence or {}).get('cause')}, #{r.id})" for r in rows[:3])
+    more = f" and {len(rows) - 3} more" if len(rows) > 3 else ""
+    minutes = records.skip_interval.total_seconds() / 60
+    since = utc_stamp(records.start - records.skip_interval, "%Y-%m-%dT%H:%M")
+    return (f"{counted(len(rows), 'reclaim skip')} recorded in the {minutes:g} min before the window may have held "
+            f"through it without a row in it (an unchanged skip is recorded once per {minutes:g} min, "
+            f"reclaim.record_skips_every_minutes): {named}{more}; see gpuaas audit list --flow reclaim --since {since}")

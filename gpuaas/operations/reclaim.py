@@ -8,7 +8,8 @@ The path of one decision, in order (every caller takes it: the flow, ``gpuaas re
 3. ``plan``: the whole decision, pure. Targets and their order, the tenants a change freeze holds
    back, what the audit log already decided for this window, what an undo restored inside it, and the cap; the audit log's answer is read
    beforehand by ``read_audit_view`` and passed in as data, so ``plan`` can be called in a REPL.
-4. ``apply``: per decision, the intent row, the write (only in apply mode), the completion row.
+4. ``apply``: per decision, the intent row, the write (only in apply mode), the completion row; a skip or
+   deferral unchanged since an earlier run's row points at it instead (``reclaim.record_skips_every_minutes``).
 
 ``decide`` is 2 and 3 with the audit read between them: what the flow and the command call.
 """
@@ -31,7 +32,15 @@ from gpuaas.actions import (
 )
 from gpuaas.misnamed_queues import RECLAIM_MEANING, misnamed_queues
 from gpuaas.models import Outcome, Snapshot
-from gpuaas.policies.reclaim import Decision, GpuEvidence, apply_adaptive, finalize_decisions, find_idle, plan_reclaim
+from gpuaas.policies.reclaim import (
+    Decision,
+    GpuEvidence,
+    SkipCause,
+    apply_adaptive,
+    finalize_decisions,
+    find_idle,
+    plan_reclaim,
+)
 from gpuaas.policy import HELD_BACK, FreezeOn, Mode, Policy, WritingFlow
 from gpuaas.store import AuditEntry, Store
 
@@ -56,6 +65,8 @@ class ReclaimPlan:
     mode: Mode
     decisions: list[Decision]
     cap: int
+    record_skips_every: timedelta = timedelta(0)
+    """``reclaim.record_skips_every_minutes``: an unchanged skip is recorded once per this (zero: every run)."""
 
     @property
     def targets(self) -> list[Decision]:
@@ -98,7 +109,7 @@ def read_audit_view(store: Store, proposed: Sequence[Decision], now: datetime) -
 def hold_frozen(decisions: Sequence[Decision], held: Mapping[str, FreezeOn]) -> list[Decision]:
     """The targets of a tenant a change freeze holds back, skipped and saying which freeze, so that they take no
     place under the cap; the rest as they were. Pure."""
-    return [replace(d, outcome=Outcome.skipped, reason=f"{HELD_BACK}{held[d.tenant]}")
+    return [replace(d, outcome=Outcome.skipped, reason=f"{HELD_BACK}{held[d.tenant]}", cause=SkipCause.change_freeze)
             if d.outcome == Outcome.planned and d.tenant is not None and d.tenant in held else d for d in decisions]
 
 
@@ -109,7 +120,8 @@ def hold_tenantless(decisions: Sequence[Decision], misnamed: Sequence[str]) -> l
     if not misnamed:
         return list(decisions)
     why = "not stopped: " + "; ".join(misnamed)
-    return [replace(d, outcome=Outcome.skipped, reason=why) if d.outcome == Outcome.planned and d.tenant is None
+    return [replace(d, outcome=Outcome.skipped, reason=why, cause=SkipCause.queue_misnamed)
+            if d.outcome == Outcome.planned and d.tenant is None
             else d for d in decisions]
 
 
@@ -120,7 +132,8 @@ def plan(proposed: Sequence[Decision], audit: AuditView, policy: Policy, mode: M
     then cap by waste. Pure."""
     cap = policy.reclaim.max_actions_per_run
     kept = hold_tenantless(hold_frozen(proposed, held or {}), misnamed)
-    return ReclaimPlan(mode, finalize_decisions(kept, audit.decided, cap, audit.restored, now), cap)
+    return ReclaimPlan(mode, finalize_decisions(kept, audit.decided, cap, audit.restored, now), cap,
+                       timedelta(minutes=policy.reclaim.record_skips_every_minutes))
 
 
 def decide(snapshot: Snapshot, idle: pd.DataFrame, policy: Policy, mode: Mode, store: Store, *, now: datetime,
@@ -141,4 +154,4 @@ def apply(reclaim_plan: ReclaimPlan, store: Store, writer: KubeWriter, *, flow_r
     Not retried by its callers: a retry of a half-done write is what the intent rows and ``recover`` guard against.
     """
     return execute_decisions(reclaim_plan.decisions, store, writer, mode=reclaim_plan.mode, flow_run_id=flow_run_id,
-                             now=now)
+                             now=now, record_skips_every=reclaim_plan.record_skips_every)

@@ -9,13 +9,14 @@ from gpuaas.store._copy import Copied, copy_database
 from gpuaas.store._database import known_revisions, redact_url, sqlite_file
 from gpuaas.store._holdings import Holdings, holdings
 from gpuaas.store._models import AuditEntry, Outcome, QueueSample, RunLock, SnapshotRecord, TenantSample, utc_now
+from gpuaas.store._newest_rows import NewestRow
 from gpuaas.store._recent import load_snapshot, remember_snapshot
 from gpuaas.store._run_locks import WRITES_LOCK, HeldLock
 from gpuaas.store._schema import before_upgrade, schema_problem
 from gpuaas.store._store import Store
 
 __all__ = [
-    "WRITES_LOCK", "AuditEntry", "Copied", "HeldLock", "Holdings", "Outcome", "QueueSample", "RunLock", "SnapshotRecord", "Store",
+    "WRITES_LOCK", "AuditEntry", "Copied", "HeldLock", "Holdings", "NewestRow", "Outcome", "QueueSample", "RunLock", "SnapshotRecord", "Store",
     "TenantSample", "before_upgrade", "copy_database", "holdings", "known_revisions", "load_snapshot", "open_store",
     "parse_object_ref", "redact_url", "remember_snapshot", "schema_problem", "sqlite_file", "utc_now",
 ]

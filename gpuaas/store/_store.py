@@ -39,6 +39,7 @@ from gpuaas.store._database import (
 )
 from gpuaas.store._history_rows import HistoryRows
 from gpuaas.store._models import AuditEntry, SnapshotRecord, as_utc, utc_now
+from gpuaas.store._newest_rows import NewestRows
 from gpuaas.store._run_locks import RunLocks
 from gpuaas.store._schema import SchemaVersions
 
@@ -57,7 +58,7 @@ def _chunks(items: Sequence[Any], size: int = _IN_LIST) -> Iterator[Sequence[Any
         yield items[start:start + size]
 
 
-class Store(HistoryRows, RunLocks, SchemaVersions):
+class Store(HistoryRows, NewestRows, RunLocks, SchemaVersions):
     """Audit log, snapshots, fleet history and run locks in one SQL database."""
 
     def __init__(self, url: str, *, migrate: bool = True, read_only: bool = False) -> None:

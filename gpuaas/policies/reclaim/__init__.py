@@ -5,6 +5,8 @@ from gpuaas.policies.reclaim.adaptive_live import *  # noqa: F403
 from gpuaas.policies.reclaim.adaptive_live import __all__ as _adaptive_live_all
 from gpuaas.policies.reclaim.adaptive_window import *  # noqa: F403
 from gpuaas.policies.reclaim.adaptive_window import __all__ as _adaptive_window_all
+from gpuaas.policies.reclaim.causes import *  # noqa: F403
+from gpuaas.policies.reclaim.causes import __all__ as _causes_all
 from gpuaas.policies.reclaim.cold_start import *  # noqa: F403
 from gpuaas.policies.reclaim.cold_start import __all__ as _cold_start_all
 from gpuaas.policies.reclaim.coverage import *  # noqa: F403
@@ -24,4 +26,4 @@ from gpuaas.policies.reclaim.run_stream import __all__ as _run_stream_all
 from gpuaas.policies.reclaim.spell_survival import *  # noqa: F403
 from gpuaas.policies.reclaim.spell_survival import __all__ as _spell_survival_all
 
-__all__ = [*_adaptive_live_all, *_adaptive_window_all, *_cold_start_all, *_coverage_all, *_idle_all, *_opt_out_all, *_plan_all, *_refit_all, *_replay_all, *_run_stream_all, *_spell_survival_all]
+__all__ = [*_adaptive_live_all, *_adaptive_window_all, *_causes_all, *_cold_start_all, *_coverage_all, *_idle_all, *_opt_out_all, *_plan_all, *_refit_all, *_replay_all, *_run_stream_all, *_spell_survival_all]

@@ -42,6 +42,7 @@ import pandas as pd
 from gpuaas.instant import utc_stamp
 from gpuaas.models import Outcome, Snapshot, bounded_key
 from gpuaas.phrases import verdict_phrase
+from gpuaas.policies.reclaim.causes import SkipCause
 from gpuaas.policies.reclaim.opt_out import is_opted_out
 from gpuaas.policy import WORKLOAD_KINDS, Actuator, FreeGoal, Mode, Policy
 
@@ -51,6 +52,7 @@ __all__ = [
     "finalize_decisions",
     "plan_reclaim",
     "reclaim_key",
+    "snapshot_cause",
     "snapshot_problem",
 ]
 
@@ -82,6 +84,8 @@ class Decision:
     """A Workload target's API version as the reader negotiated it (None: the writer's default for the kind)."""
     decided_by: int | None = None
     """The audit row that already decided this key (``finalize_decisions``): nothing new is recorded."""
+    cause: SkipCause | None = None
+    """Why it is skipped or deferred, as a type (None when planned): what a later run compares, never the reason."""
 
     @property
     def waste(self) -> float:
@@ -115,7 +119,14 @@ def reclaim_key(mode: Mode, kind: str, namespace: str, name: str, uid: str | Non
 
 def snapshot_problem(snapshot: Snapshot, max_staleness_seconds: float,
                      wall_clock: datetime | None = None) -> str | None:
-    """Why this snapshot must not be acted on, or None when it may.
+    """Why this snapshot must not be acted on, or None when it may (``snapshot_cause``'s words)."""
+    found = snapshot_cause(snapshot, max_staleness_seconds, wall_clock)
+    return None if found is None else found[1]
+
+
+def snapshot_cause(snapshot: Snapshot, max_staleness_seconds: float,
+                   wall_clock: datetime | None = None) -> tuple[SkipCause, str] | None:
+    """Why this snapshot must not be acted on, as (cause, words), or None when it may.
 
     ``wall_clock`` (apply mode): the instant the writes would happen; a snapshot evaluated
     more than ``max_staleness_seconds`` before it describes the past, not the live objects.
@@ -123,19 +134,20 @@ def snapshot_problem(snapshot: Snapshot, max_staleness_seconds: float,
     if wall_clock is not None:
         age = (wall_clock - snapshot.collected_at).total_seconds()
         if age > max_staleness_seconds:
-            return (f"the snapshot is evaluated {age:.0f}s before now (limit {max_staleness_seconds:.0f}s): "
-                    "no writes on past evidence")
+            return SkipCause.past_evidence, (f"the snapshot is evaluated {age:.0f}s before now (limit "
+                                             f"{max_staleness_seconds:.0f}s): no writes on past evidence")
     for name in ("kube", "prometheus"):
         status = snapshot.sources.get(name)
         if status is None or not status.ok:
-            return f"{name} did not answer for this snapshot: no action on missing data"
+            return SkipCause.source_missing, f"{name} did not answer for this snapshot: no action on missing data"
     # Any other required source (OpenCost where configured): a degraded snapshot is decided and shown, never
     # acted on, whichever source failed, as the rebalance does; an optional one (NVML in auto mode) degrades nothing.
     if failed := snapshot.failed_sources:
-        return f"{failed[0]} did not answer for this snapshot: no action on a degraded snapshot"
+        return SkipCause.degraded, f"{failed[0]} did not answer for this snapshot: no action on a degraded snapshot"
     staleness = snapshot.sources["prometheus"].staleness_s
     if staleness is not None and staleness > max_staleness_seconds:
-        return f"telemetry is {staleness:.0f}s old (limit {max_staleness_seconds:.0f}s): no action on stale data"
+        return SkipCause.stale_telemetry, (f"telemetry is {staleness:.0f}s old (limit {max_staleness_seconds:.0f}s): "
+                                           "no action on stale data")
     return None
 
 
@@ -255,8 +267,8 @@ def plan_reclaim(snapshot: Snapshot, idle: pd.DataFrame, policy: Policy, mode: M
     """
     if idle.empty:
         return []
-    problem = snapshot_problem(snapshot, policy.collect.max_staleness_seconds,
-                               wall_clock if mode is Mode.apply else None)
+    problem = snapshot_cause(snapshot, policy.collect.max_staleness_seconds,
+                             wall_clock if mode is Mode.apply else None)
     owners = _owners(snapshot)
     versions = _workload_versions(snapshot)
     inactive = _inactive_uids(snapshot)
@@ -288,28 +300,31 @@ def plan_reclaim(snapshot: Snapshot, idle: pd.DataFrame, policy: Policy, mode: M
             uid = str(owner["uid"]) if owner is not None else None
             rv, api_version = (str(owner["resource_version"]) if owner is not None else None), None
         outcome, reason = Outcome.planned, str(c.first("reason", idle_rows))
+        cause: SkipCause | None = None
         if problem:
-            outcome, reason = Outcome.skipped, problem
+            cause, reason = problem
         elif c.has("actuator") and (c.at("actuator", rows) == Actuator.keda.value).any():
-            outcome, reason = Outcome.skipped, "KEDA scales it on gpuaas's idle signal (policy actuator: keda)"
+            cause, reason = SkipCause.keda, "KEDA scales it on gpuaas's idle signal (policy actuator: keda)"
         elif len(idle_rows) < len(rows):
             busy = rows[~idle_mask][0]
             why = verdict_phrase(str(c.cols["verdict"][busy]), str(c.cols["reason"][busy]),
                                  c.floats("activity_max")[busy], c.floats("threshold")[busy],
                                  c.floats("idle_seconds")[busy] if c.has("idle_seconds") else None)
-            outcome, reason = Outcome.skipped, f"not every Workload of it is idle ({c.cols['name'][busy]}: {why})"
+            cause, reason = SkipCause.partly_busy, f"not every Workload of it is idle ({c.cols['name'][busy]}: {why})"
         elif owner is None and (kind != "Workload" or c.first("owner_kind", rows) in STOPPABLE_KINDS):
-            outcome, reason = Outcome.skipped, "owner not in the snapshot: no action on missing data"
+            cause, reason = SkipCause.owner_missing, "owner not in the snapshot: no action on missing data"
         elif owner is not None and is_opted_out(owner.get("reclaim")):
-            outcome, reason = Outcome.skipped, f'opted out on the {owner["kind"]} (gpuaas.io/reclaim: "never")'
+            cause, reason = SkipCause.opted_out, f'opted out on the {owner["kind"]} (gpuaas.io/reclaim: "never")'
         elif owner is not None and bool(owner.get("stopped")):
-            outcome, reason = Outcome.skipped, "already stopped"
+            cause, reason = SkipCause.already_stopped, "already stopped"
         elif kind == "RayCluster" and owner is not None and owner.get("elastic") and _none(owner.get("replicas")) == 0:
             # Its stop is the workers to zero (an elastic one asked for compute): done, the head is all that is left.
-            outcome, reason = Outcome.skipped, "already stopped (no workers left to scale to zero)"
+            cause, reason = SkipCause.no_workers, "already stopped (no workers left to scale to zero)"
         elif kind == "Workload" and uid in inactive:
             # Deactivated, and Kueue has not evicted it yet: the snapshot still shows it admitted.
-            outcome, reason = Outcome.skipped, "already deactivated (spec.active: false)"
+            cause, reason = SkipCause.already_deactivated, "already deactivated (spec.active: false)"
+        if cause is not None:
+            outcome = Outcome.skipped
         evidence = _evidence(c, rows)
         if kind == "Workload" and owner is not None:
             evidence["owner"] = f"{owner['kind']} {owner['name']}"
@@ -323,7 +338,7 @@ def plan_reclaim(snapshot: Snapshot, idle: pd.DataFrame, policy: Policy, mode: M
             outcome=outcome, reason=reason,
             resource_version=rv,
             idempotency_key=reclaim_key(mode, str(kind), str(namespace), str(name), uid, snapshot.collected_at),
-            mode=mode, evidence=evidence, api_version=api_version,
+            mode=mode, evidence=evidence, api_version=api_version, cause=cause,
         ))
     return decisions
 
@@ -341,12 +356,12 @@ def finalize_decisions(decisions: Sequence[Decision], decided: Mapping[str, int]
     for d in decisions:
         if d.outcome == Outcome.planned and d.idempotency_key in decided:
             d = replace(d, outcome=Outcome.skipped, decided_by=decided[d.idempotency_key],
-                        reason=f"already decided for this window (audit #{decided[d.idempotency_key]})")
+                        cause=SkipCause.already_decided, reason=f"already decided for this window (audit #{decided[d.idempotency_key]})")
         last = (restored or {}).get((d.kind, d.namespace, d.name))
         if d.outcome == Outcome.planned and last is not None and now is not None:
             window = float(d.evidence.get("window_minutes") or 0) * 60
             if (now - last[1]).total_seconds() < window:
-                d = replace(d, outcome=Outcome.skipped, reason=(
+                d = replace(d, outcome=Outcome.skipped, cause=SkipCause.restored_recently, reason=(
                     f"restored by undo (audit #{last[0]}) less than one window ago: its evidence covers "
                     "the time gpuaas had stopped it"))
         out.append(d)
@@ -357,7 +372,7 @@ def finalize_decisions(decisions: Sequence[Decision], decided: Mapping[str, int]
         if d.outcome == Outcome.planned:
             planned += 1
             if planned > cap:
-                d = replace(d, outcome=Outcome.deferred,
+                d = replace(d, outcome=Outcome.deferred, cause=SkipCause.over_cap,
                             reason=f"over the cap of {cap} actions per run (rank {planned} by GPUs x idle time)")
         final.append(d)
     return final

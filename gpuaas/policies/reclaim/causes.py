@@ -1,0 +1,110 @@
+"""Why a reclaim target is not acted on this run, as a type, and when an unchanged skip needs no new audit row.
+
+Every skip and deferral carries a ``SkipCause`` beside its reason. The reason is for people and keeps its
+wording (numbers included: a rank, a resourceVersion, an age); the cause is for comparing one run with the
+next, exactly, without reading the words. The audit row holds it as ``evidence["cause"]``.
+
+A skip that persists (a notebook opted out all week, a deferral that stays over the cap) is the same
+decision every 15 minutes. ``unchanged_since`` says when a run may point at the row an earlier run wrote
+instead of appending the same row again: the object's last reclaim row is a skip or deferral of the same
+uid, mode, outcome and cause, written less than ``reclaim.record_skips_every_minutes`` ago. Anything else
+(another cause, a recreated object, a planned decision or a restore in between, the interval elapsed)
+is recorded at once, so any window of the interval plus one run holds a row of every persisting skip.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from enum import StrEnum
+
+from gpuaas.instant import as_utc, utc_stamp
+from gpuaas.models import Outcome
+
+__all__ = ["RECORDED_SKIP_OUTCOMES", "LastRow", "SkipCause", "unchanged_phrase", "unchanged_since"]
+
+
+class SkipCause(StrEnum):
+    """One member per kind of reason a reclaim target is skipped or deferred."""
+
+    past_evidence = "past-evidence"
+    """An apply run judged a snapshot further back than ``collect.max_staleness_seconds``."""
+    source_missing = "source-missing"
+    """The Kubernetes or Prometheus source did not answer for the snapshot."""
+    degraded = "degraded"
+    """Another required source (OpenCost where configured) did not answer."""
+    stale_telemetry = "stale-telemetry"
+    """The telemetry is older than ``collect.max_staleness_seconds``."""
+    keda = "keda"
+    """Its rule says ``actuator: keda``: KEDA scales it on the published idle signal."""
+    partly_busy = "partly-busy"
+    """Not every Workload of the target is idle."""
+    owner_missing = "owner-missing"
+    """The owner gpuaas would stop is not in the snapshot."""
+    opted_out = "opted-out"
+    """``gpuaas.io/reclaim: "never"`` on its owner."""
+    already_stopped = "already-stopped"
+    """The snapshot shows its owner stopped."""
+    no_workers = "no-workers"
+    """An elastic RayCluster with no workers left to scale to zero."""
+    already_deactivated = "already-deactivated"
+    """A Workload with ``spec.active: false`` that Kueue has not evicted yet."""
+    already_decided = "already-decided"
+    """The audit log already decides this window (a re-run, or an overlapping run)."""
+    restored_recently = "restored-recently"
+    """An undo restored it less than one window ago."""
+    over_cap = "over-cap"
+    """Deferred: over ``reclaim.max_actions_per_run``."""
+    change_freeze = "change-freeze"
+    """Its tenant's change freeze holds it back."""
+    queue_misnamed = "queue-misnamed"
+    """A frozen tenant names a ClusterQueue the cluster lacks, and this target belongs to no tenant."""
+    object_deleted = "object-deleted"
+    """The object was gone when the action read it."""
+    no_uid = "no-uid"
+    """The snapshot holds no uid and resourceVersion for it."""
+    recreated = "recreated"
+    """Another object (another uid) now has its name."""
+    changed = "changed"
+    """Its resourceVersion changed since the snapshot."""
+    found_stopped = "found-stopped"
+    """The live object, read before the write, is already stopped."""
+
+
+RECORDED_SKIP_OUTCOMES = frozenset({Outcome.skipped, Outcome.deferred})
+"""The outcomes a run may leave unrecorded when an earlier row already says the same."""
+
+
+@dataclass(frozen=True)
+class LastRow:
+    """What ``unchanged_since`` needs of an object's newest reclaim row: the store's answer, in plain values."""
+
+    audit_id: int
+    at: datetime
+    uid: str | None
+    mode: str
+    outcome: str
+    cause: str | None
+    """``evidence["cause"]``; None on rows that carry none (plans, completions, restores)."""
+
+
+def unchanged_since(last: LastRow | None, *, uid: str | None, mode: str, outcome: str, cause: SkipCause | None,
+                    at: datetime, every: timedelta) -> LastRow | None:
+    """``last`` when a skip or deferral (``outcome``, ``cause``) of the object it was read for is unchanged since it,
+    else None (record a new row). ``last`` is the object's newest reclaim row, whatever it says; ``at`` is the
+    wall clock of this run. Pure.
+
+    A row that carries no cause, or another uid, mode, outcome or cause, ends the streak: so does a planned
+    decision or a restore in between, since it is then the newest row. ``every`` of zero records every run.
+    """
+    if last is None or cause is None or outcome not in RECORDED_SKIP_OUTCOMES or every <= timedelta(0):
+        return None
+    if as_utc(at) - as_utc(last.at) >= every:
+        return None
+    same = (last.uid, last.mode, last.outcome, last.cause) == (uid, str(mode), str(outcome), str(cause))
+    return last if same else None
+
+
+def unchanged_phrase(last: LastRow) -> str:
+    """``unchanged, as recorded in audit #123 at 2026-12-01 02:15 UTC``: where a run that wrote nothing points."""
+    return f"unchanged, as recorded in audit #{last.audit_id} at {utc_stamp(last.at, '%Y-%m-%d %H:%M UTC')}"

@@ -55,6 +55,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "db upgrade": ("db_cmd", "upgrade"),
     "db status": ("db_cmd", "status"),
     "db copy": ("db_cmd", "copy"),
+    "db archive": ("db_cmd", "archive"),
 }
 """Every command, by its words after ``gpuaas`` -> (module in ``gpuaas.cli``, its function), in the order help
 lists them. The one way a command is registered: a group (``plan``, ``replay``...) is the first word of its

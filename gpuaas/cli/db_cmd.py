@@ -1,29 +1,34 @@
-"""``gpuaas db``: the schema of the audit/snapshot database."""
+"""``gpuaas db``: the schema of the audit/snapshot database, and the archive of its old audit rows."""
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
-from gpuaas.cli._common import console, fail, settings_or_exit
+from gpuaas.cli._common import OutputFormat, check_outputs, console, fail, print_json, settings_or_exit, usage_error
 from gpuaas.cli._progress import progress
 from gpuaas.errors import GpuaasError
 from gpuaas.store import (
     WRITES_LOCK,
+    ArchivePlan,
     HeldLock,
     Holdings,
     Store,
+    archive_audit,
     before_upgrade,
     copy_database,
+    cutoff_problem,
     holdings,
+    plan_archive,
     redact_url,
     schema_problem,
     sqlite_file,
 )
 
-__all__ = ["copy", "status", "upgrade"]
+__all__ = ["archive", "copy", "status", "upgrade"]
 
 
 def upgrade() -> None:
@@ -71,8 +76,8 @@ def _holdings(store: Store) -> Holdings | None:
 
 
 def status() -> None:
-    """Show the database URL (password hidden), its schema version, what it holds (the audit log, never pruned, grows
-    for as long as gpuaas runs) and who holds the cluster writes. Exit 0 when it
+    """Show the database URL (password hidden), its schema version, what it holds (the audit log grows for as long as
+    gpuaas runs, until gpuaas db archive moves its old rows out: when it last did) and who holds the cluster writes. Exit 0 when it
     is at the schema this gpuaas reads, or when there is no database yet (the first flow creates it); 1 when it is
     behind (run gpuaas db upgrade) or newer (upgrade gpuaas), or cannot be read, so that a health check can run it."""
     settings = settings_or_exit()
@@ -144,3 +149,99 @@ def _copy_source_file(source: str) -> Path:
         raise fail(f"--from {source}: no such file (a trial's database is ~/.local/share/gpuaas/gpuaas.db, or "
                    "gpuaas.db in the GPUAAS_DATA_DIR it ran with)")
     return file
+
+
+def _cutoff(text: str) -> datetime:
+    """``--before``: a date (midnight UTC) or an ISO time (UTC unless it has an offset), at least 30 days ago."""
+    try:
+        parsed = datetime.fromisoformat(text.strip().replace("Z", "+00:00"))
+        cutoff = parsed.replace(tzinfo=UTC) if parsed.tzinfo is None else parsed.astimezone(UTC)
+    except (ValueError, OverflowError) as exc:
+        raise usage_error(f"expected a date (2026-09-01, midnight UTC) or an ISO time (UTC unless it has an "
+                          f"offset), got {text!r}", "--before") from exc
+    problem = cutoff_problem(cutoff, datetime.now(UTC))
+    if problem is not None:
+        raise usage_error(problem, "--before")
+    return cutoff
+
+
+def _when(at: datetime | None) -> str:
+    return f"{at:%Y-%m-%d %H:%M} UTC" if at is not None else "-"
+
+
+def _plan_lines(plan: ArchivePlan) -> list[str]:
+    """What the archive moves out and what it keeps back, in numbers: the body of the dry run and of the result."""
+    lines = []
+    if plan.rows:
+        lines.append(f"  written {_when(plan.oldest)} to {_when(plan.newest)}, ids {plan.first_id} to {plan.last_id}")
+        lines.append("  by flow: " + ", ".join(f"{flow} {n:,}" for flow, n in plan.by_flow.items()))
+    kept = sum(plan.kept.values())
+    if kept:
+        lines.append(f"Kept back {kept:,} older entries that gpuaas still reads:")
+        lines.extend(f"  {n:>9,}  {reason.value}" for reason, n in plan.kept.items())
+    lines.append(f"{plan.newer:,} entries from {_when(plan.cutoff)} on stay.")
+    return lines
+
+
+def archive(
+    before: Annotated[str, typer.Option("--before", metavar="DATE", help=(
+        "Archive the audit entries written before this instant: a date (2026-09-01, midnight UTC) or an ISO time "
+        "(UTC unless it has an offset); at least 30 days ago."))],
+    to: Annotated[Path, typer.Option("--to", metavar="FILE", help=(
+        "The archive to write: gzip-compressed JSON Lines (FILE.jsonl.gz), a header line then one line per entry. "
+        "Never written over."))],
+    apply: Annotated[bool, typer.Option("--apply", help=(
+        "Write FILE and remove the archived entries from the database; without it, say what would be archived "
+        "and write nothing."))] = False,
+    format: Annotated[OutputFormat, typer.Option("--format", help="table (for people) or json.")] = OutputFormat.table,
+) -> None:
+    """Move the audit entries older than --before to a file, then out of the database: dry run unless --apply.
+    Entries gpuaas still reads stay (linked to a newer entry, open intents, reclaims never restored, holds never
+    released, the latest quota plan of each queue); the dry run says how many, and why. With --apply the file is
+    written beside FILE, read back and checked, then the entries are removed in one transaction that appends an
+    audit entry naming the file and its SHA-256; the cluster writes are held meanwhile. A failure removes nothing
+    and leaves no file."""
+    cutoff = _cutoff(before)
+    check_outputs({"--to": to}, {}, renamed=True)
+    if to.exists():
+        raise usage_error(f"{to} already exists: an archive is never written over a file; give another path", "--to")
+    settings = settings_or_exit()
+    url = settings.database_url_value
+    try:
+        if not apply:
+            with Store(url, migrate=False, read_only=True) as store:
+                problem = schema_problem(url, store.current_revision(), store.head_revision())
+                if problem is not None:
+                    raise fail(problem)
+                plan = plan_archive(store, cutoff)
+            _say(plan, to, None, format)
+            return
+        from gpuaas.actions import new_holder
+
+        with Store(url, migrate=False) as store, progress("archiving the audit log") as step:
+            done = archive_audit(store, cutoff, to, holder=new_holder("db-archive"), progress=step)
+            plan = done.plan if done is not None else plan_archive(store, cutoff)
+    except GpuaasError as exc:
+        raise fail(str(exc)) from exc
+    _say(plan, to, done, format, applied=True)
+
+
+def _say(plan: ArchivePlan, to: Path, done: Any, format: OutputFormat = OutputFormat.table, *,
+         applied: bool = False) -> None:
+    """The answer: the plan in numbers, and for an archive done, the file, its SHA-256 and the audit row."""
+    if format is OutputFormat.json:
+        extra = {"file": str(done.file), "sha256": done.sha256, "audit_id": done.audit_id} if done else {}
+        print_json({"applied": done is not None, **plan.as_dict(), **extra})
+        return
+    if done is not None:
+        head = (f"Archived {plan.rows:,} audit entries from before {_when(plan.cutoff)} to {done.file} (sha256 "
+                f"{done.sha256}); audit #{done.audit_id} records it. The file is yours to keep: zcat {done.file} | jq")
+    elif not plan.rows:
+        head = f"Nothing to archive before {_when(plan.cutoff)}; nothing written."
+    else:
+        head = f"Would archive {plan.rows:,} audit entries from before {_when(plan.cutoff)} to {to}:"
+    for line in [head, *_plan_lines(plan)]:
+        console.print(line, highlight=False, markup=False, soft_wrap=True)
+    if done is None and plan.rows and not applied:
+        console.print(f"Dry run: nothing written. Run again with --apply to write {to} and remove these entries.",
+                      highlight=False, markup=False, soft_wrap=True)

@@ -4,6 +4,9 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from gpuaas.store._archive import MIN_AGE, Archived, ArchivePlan, archive_audit, cutoff_problem, plan_archive
+from gpuaas.store._archive_file import read_archive
+from gpuaas.store._archive_keep import KeptBack
 from gpuaas.store._audit_object import parse_object_ref
 from gpuaas.store._copy import Copied, copy_database
 from gpuaas.store._database import known_revisions, redact_url, sqlite_file
@@ -16,9 +19,9 @@ from gpuaas.store._schema import before_upgrade, schema_problem
 from gpuaas.store._store import Store
 
 __all__ = [
-    "WRITES_LOCK", "AuditEntry", "Copied", "HeldLock", "Holdings", "NewestRow", "Outcome", "QueueSample", "RunLock", "SnapshotRecord", "Store",
-    "TenantSample", "before_upgrade", "copy_database", "holdings", "known_revisions", "load_snapshot", "open_store",
-    "parse_object_ref", "redact_url", "remember_snapshot", "schema_problem", "sqlite_file", "utc_now",
+    "MIN_AGE", "WRITES_LOCK", "ArchivePlan", "Archived", "AuditEntry", "Copied", "HeldLock", "Holdings", "KeptBack", "NewestRow", "Outcome", "QueueSample", "RunLock", "SnapshotRecord", "Store",
+    "TenantSample", "archive_audit", "before_upgrade", "copy_database", "cutoff_problem", "holdings", "known_revisions", "load_snapshot", "open_store",
+    "parse_object_ref", "plan_archive", "read_archive", "redact_url", "remember_snapshot", "schema_problem", "sqlite_file", "utc_now",
 ]
 
 

@@ -3,19 +3,24 @@
 Why an operator needs it: a collect prunes the snapshots and the fleet history to ``collect.retention_days``, but the
 audit log is never pruned (it is the record of every decision and the undo chain), so it is the one part that grows
 for as long as gpuaas runs: about 4,000 rows (9 MB) a day on a 2,000-GPU fleet reclaimed every 10 minutes. Growth is
-watched, not discovered when the disk is full. One count per table and one size query: cheap at any size.
+watched, not discovered when the disk is full; only ``gpuaas db archive`` moves old rows out, and the row it appends
+says when and up to when, which the status repeats. One count per table, one size query and one look at the newest
+archive row (through the (flow, created_at) index): cheap at any size.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from sqlalchemy import func, text
 from sqlalchemy.exc import DBAPIError
-from sqlmodel import select
+from sqlmodel import col, select
 
+from gpuaas.models import Outcome
+from gpuaas.store._archive_names import ARCHIVE_ACTION, ARCHIVE_FLOW
 from gpuaas.store._database import sqlite_file
 from gpuaas.store._models import AuditEntry, QueueSample, SnapshotRecord, TenantSample, as_utc
 
@@ -34,13 +39,18 @@ class Holdings:
     snapshots: int
     history: int
     size_bytes: int | None
+    archived: tuple[datetime, datetime] | None = None
+    """When the audit log was last archived, and the cutoff of that archive; None before the first."""
 
     def words(self) -> str:
         """``holds 359,899 audit entries since 2026-09-08 (never pruned), 4,033 snapshots and 387,168 fleet-history
-        rows (pruned to collect.retention_days); 895 MB on disk``."""
+        rows (pruned to collect.retention_days); 895 MB on disk``; after an archive ``(last archived on 2026-12-09,
+        up to 2026-09-01)`` in place of ``(never pruned)``."""
         since = f" since {self.oldest_audit:%Y-%m-%d}" if self.oldest_audit is not None else ""
         size = f"; {_size(self.size_bytes)} on disk" if self.size_bytes is not None else ""
-        return (f"holds {self.audit:,} audit entries{since} (never pruned), {self.snapshots:,} snapshots and "
+        pruned = "never pruned" if self.archived is None else (
+            f"last archived on {self.archived[0]:%Y-%m-%d}, up to {self.archived[1]:%Y-%m-%d}")
+        return (f"holds {self.audit:,} audit entries{since} ({pruned}), {self.snapshots:,} snapshots and "
                 f"{self.history:,} fleet-history rows (pruned to collect.retention_days){size}")
 
 
@@ -70,4 +80,18 @@ def holdings(store: Store) -> Holdings:
                     size = int(session.execute(text("SELECT pg_database_size(current_database())")).scalar_one())
             except DBAPIError:  # a size the role may not read is left out, never a failed status
                 size = None
-    return Holdings(audit, as_utc(oldest) if oldest is not None else None, snapshots, history, size)
+        archived = _last_archive(session.exec(select(AuditEntry.created_at, AuditEntry.evidence).where(
+            col(AuditEntry.flow) == ARCHIVE_FLOW, col(AuditEntry.action) == ARCHIVE_ACTION,
+            col(AuditEntry.outcome) == Outcome.applied).order_by(col(AuditEntry.created_at).desc()).limit(1)).first())
+    return Holdings(audit, as_utc(oldest) if oldest is not None else None, snapshots, history, size, archived)
+
+
+def _last_archive(row: tuple[datetime, Mapping[str, Any]] | None) -> tuple[datetime, datetime] | None:
+    """(when, up to when) from the newest archive row; its cutoff is the evidence's ``before``."""
+    if row is None:
+        return None
+    at, evidence = row
+    try:
+        return as_utc(at), as_utc(datetime.fromisoformat(str((evidence or {}).get("before"))))
+    except ValueError:  # a row whose evidence says no cutoff: when it ran is still worth saying
+        return as_utc(at), as_utc(at)

@@ -20,7 +20,8 @@ from typing import Any
 from gpuaas.models import JOB_OWNERS
 from gpuaas.settings import GpuaasSettings
 
-__all__ = ["BINDINGS", "READS", "ROLES", "WRITES", "Access", "allowed", "allowed_as", "bind_command", "whoami"]
+__all__ = ["BINDINGS", "CANARIES", "READS", "ROLES", "WRITES", "WRITTEN_KINDS", "Access", "allowed", "allowed_as",
+           "bind_command", "unbind_command", "whoami"]
 
 
 @dataclass(frozen=True, order=True)
@@ -70,6 +71,21 @@ WRITES: dict[str, tuple[Access, ...]] = {
 """What each flow writes in ``apply`` mode (every patch carries the resourceVersion it read), and the Event it
 records on each object it changed."""
 
+WRITTEN_KINDS: tuple[tuple[str, str], ...] = tuple(dict.fromkeys(
+    (a.group, a.resource) for accesses in WRITES.values() for a in accesses if a.verb == "patch"))
+"""(group, resource) of every kind a flow patches."""
+
+CANARIES: tuple[Access, ...] = (
+    Access("get", "", "secrets"),
+    Access("create", "", "pods"),
+    Access("*", "*", "*"),
+    *(Access("patch", group, resource) for group, resource in WRITTEN_KINDS),
+    *(Access("delete", group, resource) for group, resource in WRITTEN_KINDS),
+)
+"""Accesses the preflight asks about to find credentials broader than gpuaas needs: no shipped role grants the
+first three or a ``delete``, and a ``patch`` is needed only while a flow that writes the kind applies. A fixed
+list (17 reviews), whatever the policy says: the answers are judged against it afterwards."""
+
 ROLES: dict[str, str] = {"reads": "gpuaas-reader", "reclaim": "gpuaas-reclaimer", "rebalance": "gpuaas-rebalancer",
                          "deadlines": "gpuaas-deadlines"}
 """The shipped role that grants each set."""
@@ -84,6 +100,12 @@ def bind_command(role: str) -> str:
     """``bind gpuaas-reclaimer (kubectl apply -f deployments/kubernetes/rbac-apply-reclaim.yaml)``: what a refusal
     of the API server tells the operator to do, wherever it is reported."""
     return f"bind {role} (kubectl apply -f deployments/kubernetes/{BINDINGS[role]})"
+
+
+def unbind_command(role: str) -> str:
+    """``unbind gpuaas-reclaimer (kubectl delete -f deployments/kubernetes/rbac-apply-reclaim.yaml)``: how to take
+    a writer role back from the service account while its flow does not apply."""
+    return f"unbind {role} (kubectl delete -f deployments/kubernetes/{BINDINGS[role]})"
 
 
 @contextmanager

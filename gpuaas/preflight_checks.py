@@ -12,16 +12,18 @@ from typing import Any
 import pandas as pd
 
 from gpuaas.models import SourceStatus, WorkloadState
-from gpuaas.permissions import READS, ROLES, WRITES, Access, bind_command
+from gpuaas.permissions import CANARIES, READS, ROLES, WRITES, Access, bind_command, unbind_command
 from gpuaas.phrases import counted, first_few, listed
+from gpuaas.policies.deadlines import HOLD_ANNOTATION
 from gpuaas.policy import Policy
 from gpuaas.settings import MetricNames
 from gpuaas.snapshot_health import clock_problem
 from gpuaas.sources.kube import KubeState
 from gpuaas.sources.prometheus import KUEUE_PENDING, PrometheusReading
 
-__all__ = ["Check", "SeriesCensus", "Verdict", "headline", "holding_gpus", "kube_check", "kueue_metrics_check",
-           "permissions_check", "policy_check", "prometheus_check", "source_check", "telemetry_check"]
+__all__ = ["Check", "SeriesCensus", "Verdict", "excess_check", "headline", "holding_gpus", "kube_check",
+           "kueue_metrics_check", "permissions_check", "policy_check", "prometheus_check", "source_check",
+           "telemetry_check"]
 
 
 class Verdict(StrEnum):
@@ -241,6 +243,44 @@ def permissions_check(answers: Mapping[Access, bool], writes_of: Sequence[str], 
     writes = (f" and the writes of {', '.join(writes_of)}" if writes_of
               else "; no flow applies, so no write was asked about (--all-writes, or all_writes for the flow, asks)")
     return Check(name, Verdict.ok, f"{who}allowed: the {len(READS)} reads every flow makes{writes}")
+
+
+def excess_check(answers: Mapping[Access, bool] | None, applying: Sequence[str], identity: str | None = None,
+                 state: KubeState | None = None) -> Check:
+    """Credentials broader than gpuaas needs: each of ``CANARIES`` the API server allows, named, with where to take
+    it from. A warning, not a failure: every flow still works, but a leaked token (or a bug) could do more than
+    gpuaas ever does. ``applying``: the flows the policy switches to apply, the only ones a ``patch`` is needed
+    for, but that the deadlines flow releases its holds in any mode: while ``state`` shows a Workload it holds,
+    ``patch`` on Workloads is needed. ``answers``: those of the permissions check, None where there are none."""
+    name = "permissions beyond need"
+    if answers is None:
+        return Check(name, Verdict.skipped, "needs the permissions check's answers, above")
+    who = f"as {identity}: " if identity else ""
+    needed = {a for flow in applying for a in WRITES[flow]}
+    if state is not None and any(HOLD_ANNOTATION in dict(w.annotations) for w in state.workloads):
+        needed |= {a for a in WRITES["deadlines"] if a.verb == "patch"}
+    problems = []
+    never = [a for a in CANARIES if a.verb != "patch" and answers.get(a)]
+    if never:
+        many = len(never) > 1
+        problems.append(f"{listed([_said(a) for a in never])} {'are' if many else 'is'} allowed, which no gpuaas "
+                        f"role grants: take {'them' if many else 'it'} out of the role bound to "
+                        f"{identity or 'these credentials'} that grants {'them' if many else 'it'}")
+    for flow in (f for f in WRITES if f not in applying):
+        extra = [a for a in WRITES[flow] if a.verb == "patch" and a not in needed and answers.get(a)]
+        if extra:
+            problems.append(f"{flow} does not apply, yet {listed([str(a) for a in extra])} "
+                            f"{'are' if len(extra) > 1 else 'is'} allowed: {unbind_command(ROLES[flow])} "
+                            "until it applies")
+    if problems:
+        return Check(name, Verdict.warning, who + "; ".join(problems))
+    return Check(name, Verdict.ok, f"{who}refused, as they should be: the {len(CANARIES)} accesses asked about that "
+                                   "gpuaas never needs (get secrets, create pods, * on *, delete of the kinds it "
+                                   "writes) or needs only while a flow applies (patch)")
+
+
+def _said(access: Access) -> str:
+    return "* on * (every verb on every resource)" if access.verb == "*" else str(access)
 
 
 def headline(checks: Sequence[Check]) -> str:

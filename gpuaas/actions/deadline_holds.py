@@ -11,7 +11,9 @@ resourceVersion sets ``spec.active: false`` and the ``gpuaas.io/deadline-hold`` 
 decided again next run. A demotion is written the same way, with the prior ``spec.priority`` in
 ``before`` and in the annotation.
 
-A release puts the recorded ``spec.active`` (or ``spec.priority``) back and removes the annotation.
+A release puts the recorded ``spec.active`` (or ``spec.priority``) back and removes the annotation, and only
+where the mark is one gpuaas recorded (``_hold_records``: it names this object's hold or demotion in the audit
+log, with the same ``before``, landed and not released yet); any other mark is left as it is, ``skipped`` once.
 Releases are gpuaas undoing its own change, so they run in dry-run too (a policy switched back to
 dry-run must not strand a held Workload), are never capped, and re-read once on a 409 (the patch
 carries the version read then). Audited like a hold: the intent row (the live ``spec.active`` and
@@ -24,18 +26,26 @@ the API alone — no snapshot, no plan — so it runs first in every flow run, a
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from gpuaas.actions._events import EventReason
+from gpuaas.actions._hold_records import HoldRecords, mark_id, record_refusal
+from gpuaas.actions._hold_rules import (
+    changed_since,
+    hold_patch,
+    not_holdable,
+    prior_state,
+    release_patch,
+    unholdable,
+)
 from gpuaas.actions._kube_writer import INDEFINITE, KubeWriter
 from gpuaas.actions._undoing import Undone
 from gpuaas.errors import Conflict, GpuaasError, NotFound
 from gpuaas.models import Outcome
-from gpuaas.policies.deadlines import HOLD_ANNOTATION, Nudge, NudgeAction, due_release, is_demotion, parse_hold
+from gpuaas.policies.deadlines import HOLD_ANNOTATION, Nudge, NudgeAction, due_release, parse_hold
 from gpuaas.policy import Mode
 from gpuaas.store import AuditEntry, Store
 
@@ -54,7 +64,6 @@ recovery leaves it alone; a release's GET and PATCH, re-read once, end well with
 SETTLE_LOOKBACK = timedelta(days=1)
 """How far back recovery looks for open release intents: every run's sweep tries each (96 a day), and the flow
 audits every nudge of every run, so a longer look would read many rows for nothing."""
-_LOWEST_PRIORITY = -(2**31)
 
 
 @dataclass(frozen=True)
@@ -69,97 +78,21 @@ class NudgeResult:
     audit_id: int | None
 
 
-def _row(store: Store, n: Nudge, outcome: str, reason: str, mode: Mode, flow_run_id: str | None, *,
-         refers_to: int | None = None, before: dict[str, Any] | None = None,
-         after: dict[str, Any] | None = None, uid: str | None = None) -> AuditEntry:
-    return store.append(AuditEntry(
+def _entry(n: Nudge, outcome: str, reason: str, mode: Mode, flow_run_id: str | None, *,
+           refers_to: int | None = None, before: dict[str, Any] | None = None,
+           after: dict[str, Any] | None = None, uid: str | None = None) -> AuditEntry:
+    return AuditEntry(
         flow=FLOW, flow_run_id=flow_run_id, action=f"deadline-{n.action}", kind=KIND, namespace=n.namespace,
         name=n.name, uid=uid or n.uid, mode=mode.value, outcome=outcome, reason=reason[:2000], evidence=n.evidence,
         before=before, after=after, idempotency_key=n.idempotency_key, refers_to=refers_to,
-    ))
+    )
 
 
-def _conditions(obj: dict[str, Any]) -> dict[str, str]:
-    return {c.get("type", ""): c.get("status", "") for c in (obj.get("status") or {}).get("conditions") or []}
-
-
-def not_holdable(obj: dict[str, Any]) -> str | None:
-    if parse_hold((obj["metadata"].get("annotations") or {}).get(HOLD_ANNOTATION)) is not None:
-        return "already held by gpuaas"
-    if (obj.get("spec") or {}).get("active") is False:
-        return "deactivated by someone else (spec.active: false): left alone"
-    conds = _conditions(obj)
-    for ctype in ("Finished", "Admitted", "QuotaReserved"):
-        if conds.get(ctype) == "True":
-            return f"no longer pending ({ctype}): decided again next run"
-    return None
-
-
-def prior_state(obj: dict[str, Any], action: NudgeAction) -> dict[str, Any]:
-    """What a hold (``spec.active``) or a demotion (``spec.priority``, Kueue's 0 when unset) changes, as it is now."""
-    spec = obj.get("spec") or {}
-    return {"priority": int(spec.get("priority") or 0)} if action is NudgeAction.demote else {"active": spec.get("active")}
-
-
-def hold_patch(obj: dict[str, Any], mark: dict[str, Any]) -> dict[str, Any]:
-    """The merge patch of a hold or a demotion (the mark's ``before`` says which), at the version read."""
-    before = mark.get("before") or {}
-    spec = {"priority": int(before["priority"]) - 1} if is_demotion(mark) else {"active": False}
-    return {"metadata": {"resourceVersion": obj["metadata"]["resourceVersion"],
-                         "annotations": {HOLD_ANNOTATION: json.dumps(mark, sort_keys=True)}},
-            "spec": spec}
-
-
-def release_patch(obj: dict[str, Any], hold: dict[str, Any]) -> dict[str, Any]:
-    """The merge patch of a release: the recorded ``spec.priority`` or ``spec.active`` back (true when unknown).
-
-    A priority someone changed since the demotion is theirs, and one the mark does not say as a number (edited by
-    hand) cannot be put back: only the annotation goes.
-    """
-    recorded = hold.get("before")
-    before: dict[str, Any] = recorded if isinstance(recorded, dict) else {}
-    if is_demotion(hold):
-        prior = _whole(before["priority"])
-        ours = prior is not None and int((obj.get("spec") or {}).get("priority") or 0) == prior - 1
-        spec: dict[str, Any] = {"priority": prior} if ours else {}
-    else:
-        spec = {"active": True if before.get("active") is None else before["active"]}
-    patch: dict[str, Any] = {"metadata": {"resourceVersion": obj["metadata"]["resourceVersion"],
-                                          "annotations": {HOLD_ANNOTATION: None}}}
-    return patch | {"spec": spec} if spec else patch
-
-
-def _whole(value: Any) -> int | None:
-    try:
-        return int(value)
-    except (TypeError, ValueError):
-        return None
-
-
-def changed_since(n: Nudge, obj: dict[str, Any]) -> tuple[Outcome, str] | None:
-    """Why the live ``obj`` is not the Workload the plan was made on: (outcome, reason), None when it is.
-
-    The plan decided on the snapshot's object: one recreated under the same name, or edited since (its priority,
-    its podSets), may no longer be one to hold or demote, so it is decided again next run, never nudged.
-    """
-    meta = obj["metadata"]
-    uid, rv = meta.get("uid"), meta.get("resourceVersion")
-    if not n.uid or not n.resource_version:
-        return Outcome.skipped, "the snapshot holds no uid and resourceVersion for it: no write on unknown state"
-    if uid != n.uid:
-        return Outcome.changed, (f"a different object now has this name (uid {n.uid} in the snapshot, {uid} now): "
-                                 "deleted and recreated, never touched")
-    if rv != n.resource_version:
-        return Outcome.changed, (f"changed since the snapshot (resourceVersion {n.resource_version} -> {rv}): "
-                                 "decided again next run")
-    return None
-
-
-def _unholdable(n: Nudge, obj: dict[str, Any]) -> tuple[Outcome, str] | None:
-    why = not_holdable(obj)
-    if why is None and n.action is NudgeAction.demote and prior_state(obj, n.action)["priority"] <= _LOWEST_PRIORITY:
-        why = "already at the lowest priority Kueue allows: left alone"
-    return None if why is None else (Outcome.skipped, why)
+def _row(store: Store, n: Nudge, outcome: str, reason: str, mode: Mode, flow_run_id: str | None, *,
+         refers_to: int | None = None, before: dict[str, Any] | None = None,
+         after: dict[str, Any] | None = None, uid: str | None = None) -> AuditEntry:
+    return store.append(_entry(n, outcome, reason, mode, flow_run_id, refers_to=refers_to, before=before,
+                               after=after, uid=uid))
 
 
 def _hold(n: Nudge, store: Store, writer: KubeWriter, mode: Mode, run: str | None) -> NudgeResult:
@@ -170,7 +103,7 @@ def _hold(n: Nudge, store: Store, writer: KubeWriter, mode: Mode, run: str | Non
     except GpuaasError as exc:  # unread: nothing written; the other nudges go on, and the next run decides again
         why = f"not read, nothing written: {str(exc)[:400]}"
         return NudgeResult(n, Outcome.failed, why, _row(store, n, Outcome.failed, why, mode, run).id)
-    refused = changed_since(n, obj) or _unholdable(n, obj)
+    refused = changed_since(n, obj) or unholdable(n, obj)
     if refused:
         outcome, why = refused
         return NudgeResult(n, outcome, why, _row(store, n, outcome, why, mode, run).id)
@@ -230,6 +163,20 @@ def _hold_on(obj: dict[str, Any]) -> dict[str, Any] | None:
     return parse_hold((obj["metadata"].get("annotations") or {}).get(HOLD_ANNOTATION))
 
 
+def _given(read: dict[str, Any] | GpuaasError) -> dict[str, Any]:
+    """An object read earlier, or the error its read raised, raised again where the read would have."""
+    if isinstance(read, GpuaasError):
+        raise read
+    return read
+
+
+def _records(store: Store, marks: Iterable[object] = ()) -> HoldRecords:
+    """The audit rows about the holds ``marks`` (parsed or not) name, read in one query."""
+    records = HoldRecords(store, FLOW, NUDGE_ACTIONS, RELEASE_ACTION)
+    records.load(i for m in marks if isinstance(m, dict) and (i := mark_id(m)) is not None)
+    return records
+
+
 def _release_intent(store: Store, n: Nudge, obj: dict[str, Any], hold: dict[str, Any], patch: dict[str, Any],
                     run: str | None) -> AuditEntry:
     """The row written before a release's patch: what the Workload holds now and the hold lifted, so that a
@@ -259,9 +206,11 @@ def _read_back(writer: KubeWriter, namespace: str, name: str, hold: object,
     return Outcome.released, "the hold is gone from the object", obj
 
 
-def _release(n: Nudge, store: Store, writer: KubeWriter, run: str | None) -> NudgeResult:
+def _release(n: Nudge, store: Store, writer: KubeWriter, run: str | None, records: HoldRecords,
+             first: dict[str, Any] | GpuaasError | None = None) -> NudgeResult:
     """Undo gpuaas's own hold, in any mode: the intent row, the patch (re-read once on a 409), a completion row
-    whatever the outcome; ``audit_id`` is the row that says how it ended."""
+    whatever the outcome; ``audit_id`` is the row that says how it ended. Only a mark ``records`` proves gpuaas
+    wrote is released; ``first``: the object as a batch read it (or why it could not), in place of the first GET."""
     intent: AuditEntry | None = None
 
     def finish(outcome: Outcome, reason: str, after: dict[str, Any] | None = None) -> NudgeResult:
@@ -272,7 +221,7 @@ def _release(n: Nudge, store: Store, writer: KubeWriter, run: str | None) -> Nud
 
     for attempt in (1, 2):
         try:
-            obj = writer.get(KIND, n.namespace, n.name)
+            obj = _given(first) if attempt == 1 and first is not None else writer.get(KIND, n.namespace, n.name)
         except NotFound:
             return finish(Outcome.skipped, "object deleted")
         except GpuaasError as exc:
@@ -280,6 +229,13 @@ def _release(n: Nudge, store: Store, writer: KubeWriter, run: str | None) -> Nud
         hold = _hold_on(obj)
         if hold is None:
             return finish(Outcome.skipped, "not held by gpuaas (no gpuaas.io/deadline-hold annotation)")
+        if (fault := records.fault(hold, obj["metadata"].get("uid"))) is not None:
+            why = (f"its gpuaas.io/deadline-hold mark is not one gpuaas recorded ({fault[1]}): not released, "
+                   "nothing written")
+            if intent is not None:  # the mark changed under a release already begun: closed, never written
+                return finish(Outcome.skipped, why)
+            entry = _entry(n, Outcome.skipped, why, Mode.apply, run, uid=obj["metadata"].get("uid"))
+            return NudgeResult(n, Outcome.skipped, why[:500], record_refusal(store, entry, hold, fault[0]).id)
         patch = release_patch(obj, hold)
         intent = intent or _release_intent(store, n, obj, hold, patch, run)
         try:
@@ -351,12 +307,20 @@ def recover_releases(store: Store, writer: KubeWriter, *, flow_run_id: str | Non
 def apply_nudges(nudges: Sequence[Nudge], store: Store, writer: KubeWriter, *, mode: Mode,
                  flow_run_id: str | None) -> list[NudgeResult]:
     """Releases (any mode), then holds (written only in apply mode); deferred ones are audited."""
+    reads: dict[int, dict[str, Any] | GpuaasError] = {}
+    for i, n in enumerate(nudges):  # each release's object read first, so that one query proves all their marks
+        if n.outcome == Outcome.planned and n.action is NudgeAction.release:
+            try:
+                reads[i] = writer.get(KIND, n.namespace, n.name)
+            except GpuaasError as exc:
+                reads[i] = exc
+    records = _records(store, (_hold_on(r) for r in reads.values() if not isinstance(r, GpuaasError)))
     out = []
-    for n in nudges:
+    for i, n in enumerate(nudges):
         if n.outcome != Outcome.planned:
             out.append(NudgeResult(n, n.outcome, n.reason, _row(store, n, n.outcome, n.reason, mode, flow_run_id).id))
         elif n.action is NudgeAction.release:
-            out.append(_release(n, store, writer, flow_run_id))
+            out.append(_release(n, store, writer, flow_run_id, records, reads[i]))
         else:
             out.append(_hold(n, store, writer, mode, flow_run_id))
     return out
@@ -366,8 +330,11 @@ def release_due(workloads: Iterable[dict[str, Any]], store: Store, writer: KubeW
                 flow_run_id: str | None) -> list[NudgeResult]:
     """Release every held Workload whose ``release_at`` has come; needs no snapshot and no plan.
 
-    One Workload at a time, each audited: one that cannot be released keeps no other held."""
-    return [_release(n, store, writer, flow_run_id) for n in due_releases(workloads, now)]
+    One Workload at a time, each audited: one that cannot be released keeps no other held. Only holds gpuaas
+    recorded are released (``_hold_records``); the rows about the ones listed are read in one query."""
+    due = due_releases(workloads, now)
+    records = _records(store, (n.evidence.get("hold") for n in due))
+    return [_release(n, store, writer, flow_run_id, records) for n in due]
 
 
 def due_releases(workloads: Iterable[dict[str, Any]], now: datetime) -> list[Nudge]:
@@ -378,8 +345,10 @@ def due_releases(workloads: Iterable[dict[str, Any]], now: datetime) -> list[Nud
     return [n for n in due if n is not None]
 
 
-def undo_hold(store: Store, writer: KubeWriter, row: AuditEntry, flow_run_id: str | None) -> Undone:
-    """The ``Undoer`` of a hold (``gpuaas undo ID``): release it, if it is still that hold."""
+def undo_hold(store: Store, writer: KubeWriter, row: AuditEntry, flow_run_id: str | None,
+              records: HoldRecords | None = None) -> Undone:
+    """The ``Undoer`` of a hold (``gpuaas undo ID``): release it, if it is still that hold (``records``: the rows
+    about it, read for many undos at once; else read here)."""
     if row.mode != Mode.apply.value:
         return Undone(Outcome.no_op, "a dry-run decision: nothing was changed")
     n = Nudge(NudgeAction.release, row.namespace or "", row.name, f"undo of audit #{row.id}", evidence={"undo": row.id})
@@ -393,23 +362,27 @@ def undo_hold(store: Store, writer: KubeWriter, row: AuditEntry, flow_run_id: st
     hold = _hold_on(obj)
     if not hold or hold.get("audit_id") != row.id:
         return Undone(Outcome.no_op, f"not held by audit #{row.id} any more: nothing to undo")
-    done = _release(n, store, writer, flow_run_id)
+    done = _release(n, store, writer, flow_run_id, records or _records(store, [hold]), obj)
     return Undone(Outcome.restored if done.result == Outcome.released else done.result, done.reason, done.audit_id)
 
 
 def undo_holds(store: Store, writer: KubeWriter, audit_ids: Iterable[int], *,
                flow_run_id: str | None = None) -> list[NudgeResult]:
     """Release the holds named by their audit ids (the intent row or its completion row)."""
-    out = []
+    resolved: list[tuple[int, AuditEntry | None]] = []
     for audit_id in audit_ids:
         row = store.get_audit(int(audit_id))
         if row is not None and row.refers_to is not None and row.action in NUDGE_ACTIONS:
             row = store.get_audit(row.refers_to) or row
+        resolved.append((int(audit_id), row))
+    records = _records(store, [{"audit_id": row.id} for _, row in resolved if row is not None])
+    out = []
+    for audit_id, row in resolved:
         if row is None or row.action not in NUDGE_ACTIONS or row.outcome != Outcome.planned:
             n = Nudge(NudgeAction.release, "", "", f"audit #{audit_id} is not a deadline hold or demotion")
             out.append(NudgeResult(n, Outcome.no_op, n.reason, None))
             continue
-        done = undo_hold(store, writer, row, flow_run_id)
+        done = undo_hold(store, writer, row, flow_run_id, records)
         n = Nudge(NudgeAction.release, row.namespace or "", row.name, done.message)
         out.append(NudgeResult(n, Outcome.released if done.result == Outcome.restored else done.result, done.message,
                                done.audit_id))

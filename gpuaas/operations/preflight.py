@@ -8,7 +8,8 @@ does not. It writes nothing: no snapshot is stored, the database is opened read-
 
 ``read`` does the reading (I/O): each source once, as a collect reads it; where no GPU workload has a
 sample, a few instant queries that find out why (whether the metrics exist, and which of the pod labels
-their series carry, ``gpu_series_census``); and the API server's answer to each access the flows need.
+their series carry, ``gpu_series_census``); and the API server's answer to each access the flows need, and
+to a fixed list of accesses gpuaas should not have (``CANARIES``).
 ``plan`` turns what was read into the checks, purely; each check is a function callable in a REPL
 (``kube_check``, ``telemetry_check``...).
 """
@@ -26,12 +27,13 @@ import pandas as pd
 from gpuaas.errors import StoreError
 from gpuaas.models import SourceStatus
 from gpuaas.operations.collect import other_cluster
-from gpuaas.permissions import READS, WRITES, Access, allowed_as
+from gpuaas.permissions import CANARIES, READS, WRITES, Access, allowed_as
 from gpuaas.policy import Mode, Policy
 from gpuaas.preflight_checks import (
     Check,
     SeriesCensus,
     Verdict,
+    excess_check,
     headline,
     holding_gpus,
     kube_check,
@@ -48,8 +50,8 @@ from gpuaas.snapshot import SOURCES, assemble_snapshot, failed_source, read_sour
 from gpuaas.sources.kube import KubeState
 from gpuaas.sources.prometheus import PrometheusReading, gpu_series_census
 
-__all__ = ["Check", "Findings", "SeriesCensus", "Verdict", "applying", "database_check", "headline", "kube_check",
-           "kueue_metrics_check", "permissions_check", "plan", "policy_check", "preflight", "prometheus_check",
+__all__ = ["Check", "Findings", "SeriesCensus", "Verdict", "applying", "database_check", "excess_check", "headline",
+           "kube_check", "kueue_metrics_check", "permissions_check", "plan", "policy_check", "preflight", "prometheus_check",
            "pushgateway_check", "read", "source_check", "telemetry_check"]
 
 
@@ -116,7 +118,11 @@ def database_check(settings: GpuaasSettings, cluster: str | None = None) -> Chec
 
 def applying(settings: GpuaasSettings) -> list[str]:
     """The flows the policy switches to ``apply``: the ones whose writes a preflight asks about."""
-    return [flow.value for flow, mode in settings.policy.modes.items() if mode is Mode.apply]
+    return _applies(settings.policy)
+
+
+def _applies(policy: Policy) -> list[str]:
+    return [flow.value for flow, mode in policy.modes.items() if mode is Mode.apply]
 
 
 @dataclass(frozen=True)
@@ -186,6 +192,7 @@ def plan(found: Findings) -> list[Check]:
     return [
         kube_check(found.kube, found.sources["kube"]),
         _permissions(found),
+        excess_check(found.answers, _applies(found.policy), found.identity, found.kube),
         policy_check(found.policy, found.kube),
         gap_check(found.gaps),
         prometheus_check(found.sources["prometheus"], found.max_staleness_s, found.prometheus),
@@ -217,7 +224,7 @@ def _ask(settings: GpuaasSettings, kube: SourceStatus,
     from gpuaas.sources.failures import describe_failure
 
     try:
-        answers, identity = allowed_as(settings, [*READS, *(a for flow in flows for a in WRITES[flow])])
+        answers, identity = allowed_as(settings, [*READS, *(a for flow in flows for a in WRITES[flow]), *CANARIES])
     except Exception as exc:  # noqa: BLE001 - a server that will not say is a warning, not a refusal
         return None, describe_failure(settings, "kube", exc), None
     return answers, None, identity

@@ -186,8 +186,10 @@ def test_undo_of_a_demotion_puts_the_priority_back_once(store: Store) -> None:
 
 
 def test_a_priority_changed_by_someone_else_is_kept_by_the_release(store: Store) -> None:
-    mark = {"audit_id": 9, "release_at": NOW.isoformat(), "before": {"priority": 100}}
-    writer = FakeWriter(workload(priority=1000, annotations={HOLD_ANNOTATION: json.dumps(mark)}))
+    writer = FakeWriter(workload({"QuotaReserved": "False"}, priority=100))
+    apply_nudges([DEMOTE], store, writer, mode=Mode.apply, flow_run_id=None)  # type: ignore[arg-type]
+    mark = json.loads(writer.patches.pop()["metadata"]["annotations"][HOLD_ANNOTATION])
+    writer.obj = workload(priority=1000, annotations={HOLD_ANNOTATION: json.dumps(mark)})  # raised by hand since
     [released] = apply_nudges([Nudge("release", "ns", "wl", "due")], store, writer, mode=Mode.apply,
                               flow_run_id=None)  # type: ignore[arg-type]
     assert released.result == "released"

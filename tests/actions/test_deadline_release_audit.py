@@ -7,8 +7,9 @@ read or on the patch, a lost answer) leaves a row with its outcome, so ``gpuaas 
 run killed after the patch landed, or before, leaves its intent open and the next sweep closes it from the
 object (``released`` or ``failed``, then released again under an intent of its own), never one still in
 flight or one whose object cannot be read; the reclaim run's recovery leaves it alone. The sweep releases
-every due Workload, a mark with a ``release_at`` lacking a zone or an unreadable ``before`` included, and
-one Workload it cannot release keeps no other held.
+every due hold gpuaas recorded, a mark with a ``release_at`` lacking a zone or none included, no mark it did
+not record (a ``before`` edited by hand, an unreadable one), and one Workload it cannot release keeps no other held.
+Each test's store holds the hold of ``wl`` (audit #1, applied as #2) that ``MARK`` names.
 """
 
 from __future__ import annotations
@@ -39,7 +40,7 @@ from gpuaas.policy import Mode
 from gpuaas.store import AuditEntry, Store
 
 NOW = datetime(2026, 3, 10, 12, 0, tzinfo=UTC)
-MARK = {"audit_id": 3, "release_at": (NOW - timedelta(minutes=1)).isoformat(), "before": {"active": None}}
+MARK = {"audit_id": 1, "release_at": (NOW - timedelta(minutes=1)).isoformat(), "before": {"active": None}}
 RELEASE = Nudge("release", "ns", "wl", "release time has come")
 
 
@@ -105,15 +106,30 @@ def forbidden(verb: str) -> Forbidden:
                      namespace="ns", name="wl", verb=verb)
 
 
+def record_hold(store: Store, name: str = "wl", before: dict[str, Any] | None = None) -> dict[str, Any]:
+    """The rows the deadlines flow writes for a hold it applied on ``name``; returns the mark it put there."""
+    before = {"active": None} if before is None else before
+    intent = store.append(AuditEntry(flow="deadlines", action="deadline-hold", kind="Workload", namespace="ns",
+                                     name=name, uid=f"uid-{name}", mode="apply", outcome="planned",
+                                     reason="planned start later", before=before,
+                                     idempotency_key=f"deadline-hold/ns/{name}/"))
+    store.append(AuditEntry(flow="deadlines", action="deadline-hold", kind="Workload", namespace="ns", name=name,
+                            uid=f"uid-{name}", mode="apply", outcome="applied", reason="planned start later",
+                            before=before, refers_to=intent.id, idempotency_key=f"deadline-hold/ns/{name}/"))
+    return {**MARK, "audit_id": intent.id, "before": before}
+
+
 @pytest.fixture()
 def store(tmp_path: Path) -> Iterator[Store]:
     opened = Store(f"sqlite:///{tmp_path}/gpuaas.db")
+    assert record_hold(opened) == MARK
     yield opened
     opened.close()
 
 
 def rows(store: Store) -> list[AuditEntry]:
-    return store.audit(flow="deadlines", limit=None)
+    """The rows of the releases (the hold's own rows left out)."""
+    return [r for r in store.audit(flow="deadlines", limit=None) if r.action == RELEASE_ACTION]
 
 
 def release(store: Store, cluster: Cluster) -> Any:
@@ -134,13 +150,13 @@ def test_the_intent_with_the_live_state_and_the_hold_is_on_record_before_the_pat
     assert result.result == Outcome.released and cluster.objs["wl"]["spec"]["active"] is True and not cluster.held()
     [[intent]] = at_patch
     assert (intent.action, intent.outcome, intent.mode, intent.refers_to, intent.uid) == (
-        RELEASE_ACTION, "planned", "apply", 3, "uid-wl")
+        RELEASE_ACTION, "planned", "apply", 1, "uid-wl")
     assert intent.before == {"active": False, "priority": 5, "resourceVersion": "7", "hold": MARK}
     assert intent.after == {"active": True}
     [_, done] = rows(store)
     assert (done.id, done.outcome, done.refers_to) == (result.audit_id, "released", intent.id)
     assert done.before == intent.before and done.after == {"active": True, "resourceVersion": "8"}
-    assert cluster.events == [("Released", "Released by gpuaas: release time has come (the hold of audit #3)")]
+    assert cluster.events == [("Released", "Released by gpuaas: release time has come (the hold of audit #1)")]
 
 
 @pytest.mark.parametrize(("setup", "outcome", "words", "intent"), [
@@ -180,7 +196,7 @@ def test_a_lost_answer_is_settled_from_the_object(store: Store, landed: bool, ou
     assert result.result == outcome and "the response was lost (patching Workload ns/wl: connection reset)" in result.reason
     assert words in result.reason and [r.outcome for r in rows(store)] == ["planned", outcome]
     # the Workload's team reads the release in kubectl describe whether or not its answer came back
-    assert cluster.events == ([("Released", "Released by gpuaas: release time has come (the hold of audit #3)")]
+    assert cluster.events == ([("Released", "Released by gpuaas: release time has come (the hold of audit #1)")]
                               if landed else [])
 
 
@@ -261,16 +277,13 @@ def test_the_reclaim_runs_recovery_leaves_a_release_intent_alone(store: Store) -
 
 
 def test_the_undo_of_a_hold_is_audited_as_its_release(store: Store) -> None:
-    hold = store.append(AuditEntry(flow="deadlines", action="deadline-hold", kind="Workload", namespace="ns",
-                                   name="wl", mode="apply", outcome="planned", reason="planned start later",
-                                   idempotency_key="deadline-hold/ns/wl/"))
-    cluster = Cluster(held(mark={**MARK, "audit_id": hold.id}))
+    cluster = Cluster(held())
     cluster.fail[("patch", "wl")] = forbidden("patching")
-    [undone] = undo_holds(store, cluster, [int(hold.id or 0)])  # type: ignore[arg-type]
+    [undone] = undo_holds(store, cluster, [MARK["audit_id"]])  # type: ignore[arg-type]
     assert undone.result == Outcome.failed and "403 Forbidden" in undone.reason
-    intent, failed = rows(store)[1:]
+    intent, failed = rows(store)
     assert (intent.outcome, intent.refers_to, failed.outcome, failed.refers_to) == (
-        "planned", hold.id, "failed", intent.id)
+        "planned", MARK["audit_id"], "failed", intent.id)
     assert undone.audit_id == failed.id
 
 
@@ -280,38 +293,38 @@ def test_the_undo_of_a_hold_is_audited_as_its_release(store: Store) -> None:
 ])
 def test_the_undo_of_a_hold_whose_workload_cannot_be_found_is_audited(
         store: Store, fault: Exception | None, outcome: Outcome, words: str) -> None:
-    hold = store.append(AuditEntry(flow="deadlines", action="deadline-hold", kind="Workload", namespace="ns",
-                                   name="wl", mode="apply", outcome="planned", reason="planned start later",
-                                   idempotency_key="deadline-hold/ns/wl/"))
-    cluster = Cluster(held(mark={**MARK, "audit_id": hold.id}))
+    cluster = Cluster(held())
     if fault is None:
         cluster.objs.pop("wl")
     else:
         cluster.fail[("get", "wl")] = fault
-    [undone] = undo_holds(store, cluster, [int(hold.id or 0)])  # type: ignore[arg-type]
+    [undone] = undo_holds(store, cluster, [MARK["audit_id"]])  # type: ignore[arg-type]
     assert undone.result == outcome and words in undone.reason
-    [row] = rows(store)[1:]
-    assert (row.action, row.outcome, row.refers_to, row.mode) == (RELEASE_ACTION, outcome, hold.id, "apply")
+    [row] = rows(store)
+    assert (row.action, row.outcome, row.refers_to, row.mode) == (RELEASE_ACTION, outcome, MARK["audit_id"], "apply")
     assert words in row.reason and undone.audit_id == row.id
     assert cluster.patches == []
 
 
-def test_the_sweep_releases_every_due_workload_whatever_its_mark_says(store: Store) -> None:
+def test_the_sweep_releases_every_due_hold_gpuaas_recorded_and_no_other(store: Store) -> None:
     naive = (NOW - timedelta(minutes=5)).replace(tzinfo=None).isoformat()
+    later = (NOW + timedelta(hours=1)).replace(tzinfo=None).isoformat()
+    marks = {name: record_hold(store, name) for name in ("naive", "naive-later", "refused", "no-time")}
+    demoted = record_hold(store, "hand-edited", {"priority": 9})
     cluster = Cluster(
-        held("naive", {**MARK, "release_at": naive}),
-        held("naive-later", {**MARK, "release_at": (NOW + timedelta(hours=1)).replace(tzinfo=None).isoformat()}),
-        held("refused"),
-        held("hand-edited", {"audit_id": 4, "release_at": naive, "before": {"priority": "high"}}, priority=9),
-        held("no-time", {"audit_id": 5}),
+        held("naive", {**marks["naive"], "release_at": naive}),
+        held("naive-later", {**marks["naive-later"], "release_at": later}),
+        held("refused", marks["refused"]),
+        held("no-time", {k: v for k, v in marks["no-time"].items() if k != "release_at"}),
+        held("hand-edited", {**demoted, "release_at": naive, "before": {"priority": "high"}}, priority=8),
         held("garbage", {"audit_id": 6, "release_at": 1234, "before": "active"}),
     )
     cluster.fail[("patch", "refused")] = forbidden("patching")
     workloads = [copy.deepcopy(o) for o in cluster.objs.values()]
     results = release_due(workloads, store, cluster, NOW, flow_run_id=None)  # type: ignore[arg-type]
     assert {r.nudge.name: r.result for r in results} == {
-        "naive": "released", "refused": "failed", "hand-edited": "released", "no-time": "released",
-        "garbage": "released"}
-    assert [n for n in cluster.objs if cluster.held(n)] == ["naive-later", "refused"]
-    assert cluster.objs["hand-edited"]["spec"]["priority"] == 9  # a priority the mark cannot say is left as it is
-    assert cluster.objs["garbage"]["spec"]["active"] is True
+        "naive": "released", "refused": "failed", "no-time": "released", "hand-edited": "skipped",
+        "garbage": "skipped"}
+    assert [n for n in cluster.objs if cluster.held(n)] == ["naive-later", "refused", "hand-edited", "garbage"]
+    assert cluster.objs["hand-edited"]["spec"]["priority"] == 8  # a mark gpuaas did not write is never written
+    assert cluster.objs["garbage"]["spec"]["active"] is False

@@ -67,9 +67,12 @@ def test_a_working_setup_passes_and_names_the_workloads_without_telemetry(
     assert checks["permissions"] == ("ok", "as embedded-admin: allowed: the 25 reads every flow makes; no flow "
                                            "applies, so no write was asked about (--all-writes, or all_writes for "
                                            "the flow, asks)")
+    verdict, detail = checks["permissions beyond need"]  # an admin may do anything: more than gpuaas should
+    assert verdict == "warning" and detail.startswith("as embedded-admin: get secrets, create pods, * on * (every "
+                                                      "verb on every resource), delete workloads.kueue.x-k8s.io")
     assert checks["policy against the cluster"] == ("skipped", "the policy names no tenant and no cohort")
-    assert json.loads(run.stdout)["headline"] == "Preflight: 10 checks: 7 ok, 1 warning, 2 skipped."
-    assert "Preflight: 10 checks: 7 ok, 1 warning, 2 skipped." in run.stderr  # beside the JSON, as every headline
+    assert json.loads(run.stdout)["headline"] == "Preflight: 11 checks: 7 ok, 2 warnings, 2 skipped."
+    assert "Preflight: 11 checks: 7 ok, 2 warnings, 2 skipped." in run.stderr  # beside the JSON, as every headline
 
 
 @pytest.mark.parametrize(("env", "said"), [
@@ -85,7 +88,7 @@ def test_telemetry_no_workload_can_use_fails_saying_what_to_set(
     assert run.returncode == 1
     verdict, detail = _checks(run)["GPU telemetry"]
     assert verdict == "failed" and said in detail, detail
-    assert run.stderr.strip().splitlines()[-1] == "error: 1 of 10 checks failed: GPU telemetry"
+    assert run.stderr.strip().splitlines()[-1] == "error: 1 of 11 checks failed: GPU telemetry"
 
 
 def test_unreachable_sources_are_named_and_the_telemetry_check_waits_for_them(
@@ -98,7 +101,7 @@ def test_unreachable_sources_are_named_and_the_telemetry_check_waits_for_them(
     assert checks["Prometheus"] == ("failed", f"Prometheus at {nowhere}: {refused}")
     assert checks["Pushgateway"] == ("failed", f"Pushgateway at {nowhere}: {refused}")
     assert checks["GPU telemetry"][0] == checks["Kueue metrics"][0] == "skipped"
-    assert run.stderr.strip().splitlines()[-1] == "error: 2 of 10 checks failed: Prometheus, Pushgateway"
+    assert run.stderr.strip().splitlines()[-1] == "error: 2 of 11 checks failed: Prometheus, Pushgateway"
 
 
 def test_a_reachable_pushgateway_and_a_database_behind_this_gpuaas(

@@ -19,8 +19,8 @@ from gpuaas.actions._quota_patches import gpu_nominal
 from gpuaas.actions.quotas import apply_quota_plan, recover_quota_plans
 from gpuaas.cluster.real import KubeHTTP, KubeHTTPError, RealCluster
 from gpuaas.operations.collect import read_snapshot
-from gpuaas.operations.preflight import Verdict, permissions_check
-from gpuaas.permissions import BINDINGS, READS, WRITES, Access, allowed, whoami
+from gpuaas.operations.preflight import Verdict, excess_check, permissions_check
+from gpuaas.permissions import BINDINGS, CANARIES, READS, WRITES, Access, allowed, whoami
 from gpuaas.policies.quotas import QueueDemand, QuotaLimits, plan_quotas
 from gpuaas.policy import Mode
 from gpuaas.settings import load_settings
@@ -84,6 +84,8 @@ def test_rbac_yaml_alone_binds_every_read_and_no_write(sa_kubeconfig: Path) -> N
     assert "reclaim would write, but patch workloads.kueue.x-k8s.io" in check.detail
     assert "bind gpuaas-reclaimer (kubectl apply -f deployments/kubernetes/rbac-apply-reclaim.yaml)" in check.detail
     assert "bind gpuaas-rebalancer (kubectl apply -f deployments/kubernetes/rbac-apply-rebalance.yaml)" in check.detail
+    # the kit's least privilege: the real authorizer refuses every access gpuaas should not have
+    assert excess_check(allowed(load_settings(), list(CANARIES)), []).verdict is Verdict.ok
 
 
 @pytest.fixture(scope="module")
@@ -99,6 +101,14 @@ def test_with_the_writer_roles_bound_every_access_is_allowed(sa_kubeconfig: Path
     answers = allowed(load_settings(), EVERY)
     assert [str(a) for a, ok in answers.items() if not ok] == []
     assert permissions_check(answers, list(WRITES)).verdict is Verdict.ok
+    canaries = allowed(load_settings(), list(CANARIES))
+    assert excess_check(canaries, list(WRITES)).verdict is Verdict.ok  # every flow applies: each patch is needed
+    dry = excess_check(canaries, [])  # the roles bound, the policy dry-run: each role named with its unbinding
+    assert dry.verdict is Verdict.warning and "which no gpuaas role grants" not in dry.detail
+    for flow, file in (("reclaim", "rbac-apply-reclaim.yaml"), ("rebalance", "rbac-apply-rebalance.yaml"),
+                       ("deadlines", "rbac-apply-deadlines.yaml")):
+        assert f"{flow} does not apply, yet patch" in dry.detail
+        assert f"(kubectl delete -f deployments/kubernetes/{file}) until it applies" in dry.detail
 
 
 def test_the_shipped_roles_allow_every_read_and_write_the_flows_need(sa_kubeconfig: Path, api: KubeHTTP,

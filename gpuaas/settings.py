@@ -29,6 +29,7 @@ from pydantic import (
 )
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict, SettingsError
 
+from gpuaas._label_matchers import LabelMatcher, label_matchers
 from gpuaas._secret_blocks import SECRET_BLOCKS, PrefectSecretBlocks, secret_block
 from gpuaas._source_access import (
     CaBundle,
@@ -47,8 +48,9 @@ from gpuaas._variables import check_database_url, misspelt_variable
 from gpuaas.errors import ConfigError
 from gpuaas.policy import Policy, load_policy
 
-__all__ = ["SECRET_BLOCKS", "GpuaasSettings", "MetricNames", "default_data_dir", "header_value_problem",
-           "http_url_problem", "load_settings", "read_token_file", "secret_block", "token_problem"]
+__all__ = ["SECRET_BLOCKS", "GpuaasSettings", "LabelMatcher", "MetricNames", "default_data_dir",
+           "header_value_problem", "http_url_problem", "label_matchers", "load_settings", "read_token_file",
+           "secret_block", "token_problem"]
 
 
 def default_data_dir() -> Path:
@@ -88,6 +90,14 @@ def dcgm_scale(metric: str) -> float | None:
 
 ActivityScale = Annotated[float, Field(gt=0)] | None
 
+def _matchers(value: str) -> str:
+    label_matchers(value)
+    return value
+
+
+LabelMatchers = Annotated[str, AfterValidator(_matchers)]
+"""PromQL label matchers as written (``job="nvidia-dcgm-exporter"``), checked when the settings load."""
+
 
 def _currency_code(value: str) -> str:
     """An ISO 4217 code as OpenCost's ``currencyCode`` names its prices' currency: three capital letters. Anything
@@ -125,6 +135,14 @@ class MetricNames(BaseModel):
     pod_labels: LabelNames = Field(default=["pod", "exported_pod"])
     namespace_labels: LabelNames = Field(default=["namespace", "exported_namespace"])
     hostname_labels: LabelNames = Field(default=["Hostname", "hostname"])
+    dcgm_selector: LabelMatchers | None = None
+    """PromQL label matchers every GPU series above is read with, e.g. ``job="nvidia-dcgm-exporter"`` (comma-separated;
+    ``=``, ``!=``, ``=~``, ``!~``). Set it where other targets are scraped too (a tenant's PodMonitor): any target can
+    write a series under a DCGM metric's name with another pod's ``pod`` and ``namespace`` (kept as ``exported_*``),
+    which would count as that pod's GPU telemetry. Unset: every series of those names."""
+    vllm_selector: LabelMatchers | None = None
+    """The same for the serving series (``VLLM_REQUEST_SUCCESS``, ``VLLM_E2E_LATENCY`` and a service's own latency
+    histogram), e.g. ``job="vllm"``: requests another target writes under another pod's labels are not its outcomes."""
     sample_interval_seconds: Annotated[float, Field(gt=0, le=3600)] = 15
     """How often GPU series are scraped; coverage of a window = samples seen / samples expected."""
 
@@ -156,6 +174,16 @@ class MetricNames(BaseModel):
     def gpu_util_fallback_full_scale(self) -> float:
         """What ``gpu_util_fallback`` reads when fully busy: what its readings are divided by to read 0-1."""
         return self.gpu_util_fallback_scale or dcgm_scale(self.gpu_util_fallback) or 1.0
+
+    @property
+    def dcgm_matchers(self) -> tuple[LabelMatcher, ...]:
+        """``dcgm_selector`` parsed: what every GPU series selector adds."""
+        return label_matchers(self.dcgm_selector or "")
+
+    @property
+    def vllm_matchers(self) -> tuple[LabelMatcher, ...]:
+        """``vllm_selector`` parsed: what every serving series selector adds."""
+        return label_matchers(self.vllm_selector or "")
 
     @property
     def activity_names(self) -> str:

@@ -13,6 +13,10 @@ itself (``honorLabels: true`` on an unallocated GPU, or any series scraped witho
 
 The activity metrics are read at their own scale (``Signal``): a reading divided by it is 0-1,
 whichever setting names the metric.
+
+GPU series are selected with ``MetricNames.dcgm_selector``'s matchers, serving series with ``vllm_selector``'s
+(``dcgm_series``, ``vllm_series``). Serving counters are folded to one series per server before they are added
+(``one_per_server``), as a GPU's series are folded to one per GPU: an HA pair's two copies are one counter.
 """
 
 from __future__ import annotations
@@ -21,35 +25,13 @@ from collections.abc import Callable, Sequence
 from typing import NamedTuple
 
 from gpuaas.models import MAX_GAP_INTERVALS
-from gpuaas.settings import MetricNames
+from gpuaas.settings import LabelMatcher, MetricNames
 
-__all__ = [
-    "GPU_IDENTITY",
-    "GPU_KEYS",
-    "Signal",
-    "activity",
-    "any_of",
-    "device_query",
-    "duration",
-    "fallback_probe_query",
-    "gpu_activity_query",
-    "gpu_source_labels",
-    "kueue_once",
-    "kueue_query",
-    "last_sample_time",
-    "matcher",
-    "normalise",
-    "pod_source_labels",
-    "priced_nodes_query",
-    "quote",
-    "scaled",
-    "signals",
-    "staleness_query",
-    "tag",
-    "under",
-    "union",
-    "vllm_query",
-]
+__all__ = ["GPU_IDENTITY", "GPU_KEYS", "SERVER_IDENTITY", "Signal", "activity", "any_of", "dcgm_series",
+           "device_query", "duration", "fallback_probe_query", "gpu_activity_query", "gpu_source_labels", "kueue_once",
+           "kueue_query", "last_sample_time", "matcher", "normalise", "one_per_server", "pod_source_labels",
+           "priced_nodes_query", "quote", "scaled", "selector", "signals", "staleness_query", "tag", "under", "union",
+           "vllm_query", "vllm_series"]
 
 GPU_KEYS = ("gpuaas_host", "gpu", "UUID", "uuid", "modelName", "GPU_I_ID",
             "gpuaas_namespace", "gpuaas_pod", "gpuaas_container")
@@ -117,6 +99,23 @@ def any_of(label: str, values: Sequence[str]) -> str:
     return f"{label}=~{quote(alternatives)}"
 
 
+def selector(metric: str, matchers: Sequence[LabelMatcher], *more: str) -> str:
+    """``metric{...}`` with ``matchers`` (a setting's, each value quoted here) and ``more`` (already written ones);
+    the bare name where there are none."""
+    inside = [*(f"{label}{op}{quote(value)}" for label, op, value in matchers), *more]
+    return f"{metric}{{{', '.join(inside)}}}" if inside else metric
+
+
+def dcgm_series(m: MetricNames, metric: str, *more: str) -> str:
+    """A GPU metric's selector: only the series ``dcgm_selector`` admits (the exporter's, where it names it)."""
+    return selector(metric, m.dcgm_matchers, *more)
+
+
+def vllm_series(m: MetricNames, metric: str, *more: str) -> str:
+    """A serving metric's selector: only the series ``vllm_selector`` admits."""
+    return selector(metric, m.vllm_matchers, *more)
+
+
 def tag(expr: str, label: str, value: str) -> str:
     """Add a constant label (the source label does not exist, so the empty regex matches)."""
     return f'label_replace({expr}, "{label}", {quote(value)}, "gpuaas_none", "")'
@@ -175,12 +174,14 @@ class Signal(NamedTuple):
     """Its full scale (``MetricNames.gpu_activity_full_scale``), the metric's whichever setting names it."""
     fallback: bool
     """Whether it is the fallback, read only for a GPU without the preferred metric."""
+    selector: str
+    """What a query reads it with: the metric and ``dcgm_selector``'s matchers (``dcgm_series``)."""
 
 
 def signals(m: MetricNames) -> tuple[Signal, Signal]:
     """The preferred activity metric and the fallback, each with its scale."""
-    return (Signal(m.gpu_activity, m.gpu_activity_full_scale, False),
-            Signal(m.gpu_util_fallback, m.gpu_util_fallback_full_scale, True))
+    return (Signal(m.gpu_activity, m.gpu_activity_full_scale, False, dcgm_series(m, m.gpu_activity)),
+            Signal(m.gpu_util_fallback, m.gpu_util_fallback_full_scale, True, dcgm_series(m, m.gpu_util_fallback)))
 
 
 def scaled(expr: str, scale: float) -> str:
@@ -202,15 +203,16 @@ def _per_signal(make: Callable[[Signal], str], m: MetricNames, fallback: bool = 
 def activity(fn: str, m: MetricNames, window: str, fallback: bool = True) -> str:
     """``fn`` (a statistic that keeps the unit: ``avg_over_time``, ``max_over_time``) of the preferred activity
     metric, else of the fallback, per GPU series, at 0-1 (each divided by its own scale)."""
-    return _per_signal(lambda s: scaled(f"{fn}({s.metric}[{window}])", s.scale), m, fallback)
+    return _per_signal(lambda s: scaled(f"{fn}({s.selector}[{window}])", s.scale), m, fallback)
 
 
 def fallback_probe_query(m: MetricNames, ranges_s: Sequence[float]) -> str:
     """How many GPU series have GPU_UTIL but not the preferred metric over any of the ranges (matched
     on their labels, as ``_per_signal``'s ``or`` matches them); no answer: none, and the cycle's
     queries leave GPU_UTIL out. Each query's ranges are among ``ranges_s`` or inside the longest."""
-    return union([f"count(present_over_time({m.gpu_util_fallback}[{duration(r)}])"
-                  f" unless present_over_time({m.gpu_activity}[{duration(r)}]))" for r in sorted(set(ranges_s))])
+    preferred, fallen_back = signals(m)
+    return union([f"count(present_over_time({fallen_back.selector}[{duration(r)}])"
+                  f" unless present_over_time({preferred.selector}[{duration(r)}]))" for r in sorted(set(ranges_s))])
 
 
 SCRAPE_LABELS = ("job", "instance")
@@ -269,11 +271,11 @@ def _gaps(m: MetricNames, window_s: float, sample_interval_s: float, at: float, 
     (``unless``, matched on the exporter's labels): ``or`` would discard the rest.
     """
     w, step, i = duration(window_s), duration(sample_interval_s), sample_interval_s
-    has_preferred = f"count_over_time({m.gpu_activity}[{w}] @ {at:.3f})"
+    has_preferred = f"count_over_time({signals(m)[0].selector}[{w}] @ {at:.3f})"
     steps = f"scalar(count_over_time(vector(1)[{w}:{step}]))"
 
     def gap(signal: Signal) -> str:
-        metric = signal.metric
+        metric = signal.selector
         only = f" unless {has_preferred}" if signal.fallback else ""
 
         def rung(k: int, joined: bool) -> str:
@@ -311,7 +313,7 @@ def _samples_seen(m: MetricNames, window_s: float, sample_interval_s: float, fal
     """
     w, step, last = duration(window_s), duration(sample_interval_s), under(sample_interval_s)
     return _per_signal(lambda s: f"sum_over_time((max by ({gpu_source_labels(m)})"
-                                 f" (count_over_time({s.metric}[{last}])))[{w}:{step}])", m, fallback)
+                                 f" (count_over_time({s.selector}[{last}])))[{w}:{step}])", m, fallback)
 
 
 def gpu_activity_query(m: MetricNames, window_s: float, sample_interval_s: float, at: float,
@@ -343,12 +345,12 @@ def device_query(m: MetricNames, xid_window_s: float, fallback: bool = True) -> 
     """Per GPU, latest framebuffer used (MiB), power (W), temperature (C); last XID in the window; and
     ``age_s``, the seconds since the GPU's newest activity sample (within the window)."""
     window = duration(xid_window_s)
-    age = _per_signal(lambda s: f"time() - {last_sample_time(s.metric, window)}", m, fallback)
+    age = _per_signal(lambda s: f"time() - {last_sample_time(s.selector, window)}", m, fallback)
     parts = [
-        tag(m.fb_used, "gpuaas_stat", "fb_used_mib"),
-        tag(m.power, "gpuaas_stat", "power_w"),
-        tag(m.temperature, "gpuaas_stat", "temperature_c"),
-        tag(f"max_over_time({m.xid_errors}[{window}])", "gpuaas_stat", "xid"),
+        tag(dcgm_series(m, m.fb_used), "gpuaas_stat", "fb_used_mib"),
+        tag(dcgm_series(m, m.power), "gpuaas_stat", "power_w"),
+        tag(dcgm_series(m, m.temperature), "gpuaas_stat", "temperature_c"),
+        tag(f"max_over_time({dcgm_series(m, m.xid_errors)}[{window}])", "gpuaas_stat", "xid"),
     ]
     newest = f"min by ({_by(GPU_KEYS)}, gpuaas_stat) ({normalise(tag(f'({age})', 'gpuaas_stat', 'age_s'), m)})"
     return f"max by ({_by(GPU_KEYS)}, gpuaas_stat) ({normalise(union(parts), m)}) or {newest}"
@@ -374,19 +376,31 @@ def kueue_query() -> str:
     ])
 
 
+SERVER_IDENTITY = ("instance", "model_name", "engine")
+"""With the pod's labels, what names one serving counter: ``engine`` (a pod's data-parallel vLLM engines count apart)
+and ``instance`` (a StatefulSet pod recreated under its name has a new address and new counters); ``job`` and an HA
+pair's replica label (``prometheus_replica``, ``replica``, ...) are not: copies that differ by the scrape are one."""
+
+
+def one_per_server(expr: str, m: MetricNames, *labels: str) -> str:
+    """``expr`` (an ``increase`` or ``rate`` per series) once per server (``SERVER_IDENTITY``, the pod's labels) and
+    ``labels`` (``finished_reason``, ``le``), ``normalise``d. An HA pair nothing deduplicates (Thanos without a replica label, Mimir
+    without its HA tracker, federation) holds each counter twice, and summed they doubled a pod's requests; the
+    copies hold the same increase, so ``max`` keeps the counter's."""
+    return normalise(f"max by ({pod_source_labels(m)}, {_by([*SERVER_IDENTITY, *labels])}) ({expr})", m)
+
+
 def vllm_query(m: MetricNames, window_s: float) -> str:
     """Requests finished in the window by reason, and e2e latency bucket increases, per pod and model."""
     w = duration(window_s)
     who = "gpuaas_namespace, gpuaas_pod, model_name"
+
+    def served(metric: str, label: str) -> str:
+        return f"sum by ({who}, {label}) ({one_per_server(f'increase({vllm_series(m, metric)}[{w}])', m, label)})"
+
     return union([
-        tag(
-            f"sum by ({who}, finished_reason) ({normalise(f'increase({m.vllm_request_success}[{w}])', m)})",
-            "gpuaas_stat", "requests",
-        ),
-        tag(
-            f"sum by ({who}, le) ({normalise(f'increase({m.vllm_e2e_latency}_bucket[{w}])', m)})",
-            "gpuaas_stat", "latency_bucket",
-        ),
+        tag(served(m.vllm_request_success, "finished_reason"), "gpuaas_stat", "requests"),
+        tag(served(f"{m.vllm_e2e_latency}_bucket", "le"), "gpuaas_stat", "latency_bucket"),
     ])
 
 
@@ -402,7 +416,7 @@ def staleness_query(m: MetricNames, window_s: float) -> str:
     """
     return union([
         tag(f"time() - max({last_sample_time(KUEUE_PENDING, duration(window_s))})", "gpuaas_source", "kueue"),
-        tag(f"time() - max(timestamp({m.vllm_request_success}))", "gpuaas_source", "vllm"),
+        tag(f"time() - max(timestamp({vllm_series(m, m.vllm_request_success)}))", "gpuaas_source", "vllm"),
     ])
 
 

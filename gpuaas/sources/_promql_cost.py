@@ -31,7 +31,8 @@ service or per day.
   the metric's minimum over each quality step was at or above the service's threshold (the
   thresholds travel inside the query as ``vector()`` literals, one per service), with the same
   steps' requests ungated (``quality_span``): the steps partition the period exactly (``_quality_gate``),
-  and ``gpuaas.sources._cost_quality`` applies the share that quality held for to the period's requests.
+  and ``gpuaas.sources._cost_quality`` applies the share that quality held for to the period's requests. Each
+  counter is read once per server (``one_per_server``) before the sum: an HA pair's two copies are one.
 * Kueue: GPU quota in use x hours per ClusterQueue. OpenCost fallback: GPU-hours per pod from
   ``container_gpu_allocation``, and GPU, CPU and RAM cost from each allocation x its node's price
   (``node_gpu_hourly_cost``, ``node_cpu_hourly_cost``, ``node_ram_hourly_cost``), so that the
@@ -51,15 +52,18 @@ from gpuaas.sources._promql import (
     KUEUE_USAGE,
     Signal,
     any_of,
+    dcgm_series,
     duration,
     kueue_once,
     normalise,
+    one_per_server,
     pod_source_labels,
     priced_nodes_query,
     quote,
     signals,
     tag,
     union,
+    vllm_series,
 )
 from gpuaas.sources._promql import under as _under
 
@@ -110,7 +114,7 @@ def _per_pod(expr: str, m: MetricNames, interval_s: float) -> str:
 
 
 def _presence(metric: str, period_s: float, offset_s: float) -> str:
-    """``metric`` present in the period, over exactly the span the subquery's steps cover: they are
+    """``metric`` (a selector) present in the period, over exactly the span the subquery's steps cover: they are
     aligned to multiples of the interval, so that span ends ``offset_s`` (the period end modulo the
     interval) early."""
     offset_ms = int(round(offset_s * 1000))
@@ -134,14 +138,15 @@ def _signal(m: MetricNames, period_s: float, offset_s: float, make: Callable[[Si
     if not fallback:
         return f"({preferred})"
     return (f"({preferred}) or (({make(second)}) unless on ({gpu_keys(m)}) "
-            f"{_presence(first.metric, period_s, offset_s)})")
+            f"{_presence(first.selector, period_s, offset_s)})")
 
 
 def fallback_probe_query(m: MetricNames, period_s: float, offset_s: float = 0.0) -> str:
     """Per period, how many GPUs the GPU-hour queries would read from the fallback metric (with it, without
     the activity metric, matched as ``_signal`` matches them: one per GPU and pod); no answer: none."""
-    return (f"count({_one_per_gpu(_presence(m.gpu_util_fallback, period_s, offset_s), m)}"
-            f" unless on ({gpu_keys(m)}) {_presence(m.gpu_activity, period_s, offset_s)})")
+    preferred, fallen_back = signals(m)
+    return (f"count({_one_per_gpu(_presence(fallen_back.selector, period_s, offset_s), m)}"
+            f" unless on ({gpu_keys(m)}) {_presence(preferred.selector, period_s, offset_s)})")
 
 
 def gpu_observed_query(m: MetricNames, period_s: float, interval_s: float, offset_s: float = 0.0,
@@ -150,7 +155,7 @@ def gpu_observed_query(m: MetricNames, period_s: float, interval_s: float, offse
     is a reading: one below 0 (no duty cycle reads so) or NaN is no telemetry, so its step is unknown, never idle."""
     sub = f"[{_under(period_s)}:{duration(interval_s)}]"
     return tag(_per_pod(_signal(m, period_s, offset_s, lambda s: (
-        f"count_over_time(({_one_per_gpu(f'max_over_time({s.metric}[{_under(interval_s)}])', m)} >= 0){sub})"),
+        f"count_over_time(({_one_per_gpu(f'max_over_time({s.selector}[{_under(interval_s)}])', m)} >= 0){sub})"),
         fallback), m, interval_s),
         "gpuaas_stat", "observed_h")
 
@@ -163,7 +168,7 @@ def gpu_active_query(m: MetricNames, period_s: float, interval_s: float, offset_
     step's hours, not an overflow."""
     sub = f"[{_under(period_s)}:{duration(interval_s)}]"
     return tag(_per_pod(_signal(m, period_s, offset_s, lambda s: (
-        f"sum_over_time(clamp_max({_one_per_gpu(f'max_over_time({s.metric}[{_under(interval_s)}])', m)} >= 0, "
+        f"sum_over_time(clamp_max({_one_per_gpu(f'max_over_time({s.selector}[{_under(interval_s)}])', m)} >= 0, "
         f"{s.scale:.12g}){sub}) / {s.scale:.12g}"),
         fallback), m, interval_s),
         "gpuaas_stat", "active_h")
@@ -178,7 +183,7 @@ def gpu_busy_query(m: MetricNames, threshold: float, period_s: float, interval_s
     """
     sub = f"[{_under(period_s)}:{duration(interval_s)}]"
     return tag(_per_pod(_signal(m, period_s, offset_s, lambda s: (
-        f"count_over_time(({_one_per_gpu(f'max_over_time({s.metric}[{_under(interval_s)}])', m)}"
+        f"count_over_time(({_one_per_gpu(f'max_over_time({s.selector}[{_under(interval_s)}])', m)}"
         f" > {threshold * s.scale:.12g}){sub})"),
         fallback), m, interval_s), "gpuaas_stat", "busy_h")
 
@@ -220,8 +225,8 @@ def _service_rates(m: MetricNames, services: Sequence[ServiceOutcome], service_p
         pods = service_pods.get(s.name)
         if s.kind != "serving" or not s.pod_labels or not pods:
             continue
-        model = f"{{model_name={quote(s.model_name)}}}" if s.model_name else ""
-        rate = normalise(f"rate({m.vllm_request_success}{model}[{r}])", m)
+        model = [f"model_name={quote(s.model_name)}"] if s.model_name else []
+        rate = one_per_server(f"rate({vllm_series(m, m.vllm_request_success, *model)}[{r}])", m, "finished_reason")
         total = f"sum(({rate}) and on (gpuaas_namespace, gpuaas_pod) ({_pod_set(pods)}))"
         expr = f"quantile_over_time({rate_quantile:g}, ({total})[{_under(period_s)}:{r}])"
         parts.append(tag(tag(expr, "gpuaas_stat", "rate_quantile"), "gpuaas_service", s.name))
@@ -244,12 +249,15 @@ def serving_window_query(m: MetricNames, services: Sequence[ServiceOutcome], per
     r = duration(RATE_STEP_S)
     hists = sorted({s.latency_metric or m.vllm_e2e_latency for s in services if s.kind == "serving"}
                    or {m.vllm_e2e_latency})
-    parts = [tag(f"sum by ({who}, finished_reason) ({normalise(f'increase({m.vllm_request_success}[{p}])', m)})",
+    def served(fn: str, metric: str, window: str, *labels: str) -> str:
+        return one_per_server(f"{fn}({vllm_series(m, metric)}[{window}])", m, *labels)
+
+    parts = [tag(f"sum by ({who}, finished_reason) ({served('increase', m.vllm_request_success, p, 'finished_reason')})",
                  "gpuaas_stat", "requests")]
     for hist in hists:
-        bucket = f"sum by ({who}, le) ({normalise(f'increase({hist}_bucket[{p}])', m)})"
+        bucket = f"sum by ({who}, le) ({served('increase', f'{hist}_bucket', p, 'le')})"
         parts.append(tag(tag(bucket, "gpuaas_stat", "latency_bucket"), "gpuaas_hist", hist))
-    rate = f"sum by ({_WHO}) ({normalise(f'rate({m.vllm_request_success}[{r}])', m)})"
+    rate = f"sum by ({_WHO}) ({served('rate', m.vllm_request_success, r, 'finished_reason')})"
     parts.append(tag(f"quantile_over_time({rate_quantile:g}, ({rate})[{_under(period_s)}:{r}])", "gpuaas_stat",
                      "rate_quantile"))
     parts += _service_rates(m, services, service_pods or {}, period_s, rate_quantile)
@@ -266,7 +274,8 @@ def _quality_piece(m: MetricNames, services: Sequence[ServiceOutcome], metric: s
     ``metric``'s every sample in that span is at or above the service's threshold (none: not held), else
     (the span) wherever the service has a threshold for ``metric``."""
     off = f" offset {duration(offset_s)}" if offset_s else ""
-    served = normalise(f"increase({m.vllm_request_success}[{duration(range_s)}]{off})", m)
+    served = one_per_server(f"increase({vllm_series(m, m.vllm_request_success)}[{duration(range_s)}]{off})", m,
+                            "finished_reason")
     thresholds = _thresholds(services, metric)
     if not gated:
         return f"{served} and on ({_WHO}) ({thresholds})"
@@ -359,7 +368,8 @@ def data_span_query(m: MetricNames, period_s: float, interval_s: float) -> str:
     of the step), so its cost does not grow with the fleet beyond the selector.
     """
     sub = f"[{_under(period_s)}:{duration(span_step(period_s, interval_s))}]"
-    seen = f"timestamp(count({m.gpu_activity}) or count({m.gpu_util_fallback}))"
+    preferred, fallen_back = signals(m)
+    seen = f"timestamp(count({preferred.selector}) or count({fallen_back.selector}))"
     return union([tag(f"min_over_time({seen}{sub})", "gpuaas_stat", "data_first"),
                   tag(f"max_over_time({seen}{sub})", "gpuaas_stat", "data_last")])
 
@@ -372,7 +382,7 @@ def last_seen_query(m: MetricNames, namespaces: Sequence[str], window_s: float, 
     ``timestamp`` is applied to each raw selector, where it is the sample's own time.
     """
     sub = f"[{_under(window_s)}:{duration(interval_s)}]"
-    parts = [f"max_over_time(timestamp({metric}{{{any_of(label, namespaces)}}}){sub})"
+    parts = [f"max_over_time(timestamp({dcgm_series(m, metric, any_of(label, namespaces))}){sub})"
              for metric in (m.gpu_activity, m.gpu_util_fallback) for label in m.namespace_labels]
     return f"max by (gpuaas_namespace, gpuaas_pod) ({normalise(union(parts), m)})"
 

@@ -51,7 +51,7 @@ def verify_setting(settings: GpuaasSettings) -> str | bool:
     return True if settings.ca_file is None else str(settings.ca_file)
 
 
-def bearer_token(settings: GpuaasSettings, source: Source = "prometheus") -> str | None:
+def bearer_token(settings: GpuaasSettings, source: Source | Literal["pushgateway"] = "prometheus") -> str | None:
     """The source's bearer token: the setting's, or the token file's as it reads now."""
     token = getattr(settings, f"{source}_token")
     if token is not None:

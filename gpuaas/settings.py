@@ -249,7 +249,16 @@ class GpuaasSettings(BaseSettings):
     """The ISO 4217 code of OpenCost's prices (its custom pricing's or ``currencyCode``'s, e.g. ``EUR``, ``JPY``): the
     cost report writes its amounts in it (``€1,234.56``, ``¥1,235``, ``1,234.56 CHF``) and converts nothing."""
     pushgateway_url: HttpUrl = None
-    """Pushgateway for Grafana and KEDA; unset: nothing is pushed."""
+    """Pushgateway for Grafana and KEDA; unset: nothing is pushed. Behind basic auth, with its user (and password):
+    ``http://gpuaas@pushgateway.monitoring.svc:9091``; the credentials are sent as a header, never shown."""
+    pushgateway_password: SecretStr | None = None
+    """The password of the user ``GPUAAS_PUSHGATEWAY_URL`` names: the URL can live in plain config, the password in
+    a secret; never logged."""
+    pushgateway_token: Token = None
+    """Bearer token for a Pushgateway behind an auth proxy, instead of basic auth; never logged."""
+    pushgateway_token_file: TokenFile = None
+    """A file holding the Pushgateway bearer token, read at every push (a rotated token is picked up); instead of
+    ``GPUAAS_PUSHGATEWAY_TOKEN``."""
     ca_file: CaBundle = None
     """PEM bundle of the CAs that sign the HTTPS sources' certificates (Prometheus, OpenCost, the Pushgateway),
     trusted instead of the system's, e.g. OpenShift's ``service-ca.crt``; unset: the system's trust store."""
@@ -261,7 +270,8 @@ class GpuaasSettings(BaseSettings):
 
     request_timeout_seconds: Annotated[float, Field(gt=0, le=3600)] = 30
     """Timeout of each request to a source or the API server (at most an hour), and of the kubeconfig's exec
-    credential plugin, which the client would otherwise wait for without a limit."""
+    credential plugin, which the client would otherwise wait for without a limit. An answer of OpenCost's API
+    must arrive whole within three of them (at most 512 MiB): one that trickles in fails its source."""
     retries: Annotated[int, Field(ge=0, le=10)] = 3
     """Retries of a transient failure (timeout, refused connection, 5xx, 429), at most 10; a permanent one fails at
     once."""
@@ -302,6 +312,12 @@ class GpuaasSettings(BaseSettings):
                                    getattr(self, f"{source}_token_file"), getattr(self, f"{source}_headers"))
             if problem is not None:
                 raise ValueError(problem)
+        from gpuaas.pushgateway import auth_problem as pushgateway_problem  # imports this module: not at the top
+
+        problem = pushgateway_problem(self.pushgateway_url, self.pushgateway_password, self.pushgateway_token,
+                                      self.pushgateway_token_file)
+        if problem is not None:
+            raise ValueError(problem)
         return self
 
     @classmethod

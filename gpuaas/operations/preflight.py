@@ -56,17 +56,20 @@ __all__ = ["Check", "Findings", "SeriesCensus", "Verdict", "applying", "database
 
 
 def pushgateway_check(settings: GpuaasSettings) -> Check:
-    """The Pushgateway answers its readiness probe, with the same trust the pushes use."""
+    """The Pushgateway answers its readiness probe, with the same trust and credentials the pushes use (behind basic
+    auth or a token proxy, a probe without them would read as refused while every push lands)."""
     import httpx
 
+    from gpuaas import pushgateway
     from gpuaas._https import httpx_verify
     from gpuaas.sources.failures import describe_failure
 
     if not settings.pushgateway_url:
         return Check("Pushgateway", Verdict.skipped, "GPUAAS_PUSHGATEWAY_URL not set: nothing is pushed")
-    url = settings.pushgateway_url.rstrip("/") + "/-/ready"
+    url = pushgateway.base_url(settings).rstrip("/") + "/-/ready"
     try:
-        answer = httpx.get(url, timeout=settings.request_timeout_seconds, verify=httpx_verify(settings))
+        answer = httpx.get(url, timeout=settings.request_timeout_seconds, verify=httpx_verify(settings),
+                           headers=pushgateway.auth_headers(settings))
         answer.raise_for_status()
     except (httpx.HTTPError, OSError) as exc:
         return Check("Pushgateway", Verdict.failed, describe_failure(settings, "pushgateway", exc))

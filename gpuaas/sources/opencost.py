@@ -31,6 +31,7 @@ import pandas as pd
 from gpuaas._https import auth_headers, httpx_verify
 from gpuaas.errors import ConfigError, MalformedResponse, SourceError, SourceUnavailable, redact_endpoint
 from gpuaas.settings import GpuaasSettings
+from gpuaas.sources._bounded_get import bounded_get
 from gpuaas.sources._json_answer import UnreadableJSON, read_json
 from gpuaas.sources._prom_client import PromClient, sample_value
 from gpuaas.sources._promql import duration, priced_nodes_query, tag, union
@@ -240,14 +241,15 @@ def read_opencost(settings: GpuaasSettings, now: datetime, window_minutes: float
 
 
 def fetch_allocation(settings: GpuaasSettings, params: Mapping[str, str]) -> pd.DataFrame:
-    """``GET /allocation`` with ``params``, parsed; errors mapped (5xx/429/transport: transient)."""
+    """``GET /allocation`` with ``params``, parsed; errors mapped (5xx/429/transport: transient). The whole answer is
+    bounded in time and size (``bounded_get``): a server that drips it never holds the run, nor its thread."""
     import httpx  # here: a collect imports it in the thread that reads OpenCost, not before its work starts
 
     assert settings.opencost_url
     url = settings.opencost_url.rstrip("/") + "/allocation"
     try:
-        resp = httpx.get(url, params=dict(params), headers=auth_headers(settings, "opencost"),
-                         timeout=settings.request_timeout_seconds, verify=httpx_verify(settings))
+        resp = bounded_get(url, source=SOURCE, params=params, headers=auth_headers(settings, "opencost"),
+                           timeout=settings.request_timeout_seconds, verify=httpx_verify(settings))
     except httpx.LocalProtocolError as exc:  # a request this client cannot send: no retry sends it either
         raise SourceError(in_words(exc), source=SOURCE, url=url) from None
     except httpx.RemoteProtocolError as exc:
@@ -267,7 +269,7 @@ def fetch_allocation(settings: GpuaasSettings, params: Mapping[str, str]) -> pd.
         )
     if resp.status_code >= 400:
         raise SourceError(f"HTTP {resp.status_code}", source=SOURCE, url=url)
-    if resp.is_redirect or 300 <= resp.status_code < 400:
+    if 300 <= resp.status_code < 400:
         raise SourceError(_redirect(resp.status_code, url, resp.headers.get("Location")), source=SOURCE, url=url)
     try:
         payload = read_json(resp.content)  # not ``resp.json()``: its ``RecursionError`` would end the report

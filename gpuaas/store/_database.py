@@ -23,8 +23,8 @@ from gpuaas.errors import StoreError
 if TYPE_CHECKING:
     from sqlalchemy.engine import URL
 
-__all__ = ["MIGRATIONS", "Sessions", "engine_url", "head_revision", "in_words", "known_revisions", "redact_url",
-           "sqlite_file", "sqlite_optimize", "sqlite_pragmas"]
+__all__ = ["MIGRATIONS", "Sessions", "create_sqlite_file", "engine_url", "head_revision", "in_words", "known_revisions",
+           "redact_url", "sqlite_file", "sqlite_optimize", "sqlite_pragmas"]
 
 
 class Sessions:
@@ -140,6 +140,25 @@ def sqlite_file(url: str) -> Path | None:
         return None
     name = url.removeprefix("sqlite:///").split("?", 1)[0]
     return Path(name).expanduser() if name and name != ":memory:" else None
+
+
+def create_sqlite_file(file: Path) -> None:
+    """The SQLite file, created empty for its owner alone (0600) where it is not there, in a data directory created
+    0700 where that is not there either: the audit log names the cluster's workloads and what was done to them, and
+    under the usual umask (022) SQLite would create both readable by every user of the machine. SQLite gives its
+    journal and WAL files the database file's mode. What is already there is left as it is: a directory the user
+    made, and a file whose mode the user chose. ``OSError`` as ``mkdir`` raises it; a file that cannot be created
+    is left to SQLite, whose error names the database."""
+    import os
+
+    directory = file.parent
+    if not directory.is_dir():
+        directory.parent.mkdir(parents=True, exist_ok=True)  # the parents (``~/.local/share``) as anything makes them
+        directory.mkdir(mode=0o700, exist_ok=True)
+    try:
+        os.close(os.open(file, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600))
+    except OSError:  # there already (FileExistsError), or not creatable: SQLite says why when it opens it
+        pass
 
 
 def sqlite_pragmas(*, read_only: bool = False) -> Callable[[Any, Any], None]:

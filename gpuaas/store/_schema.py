@@ -36,6 +36,18 @@ log = logging.getLogger("gpuaas.store")
 """Where a flow's upgrade of a SQLite file is said (the command line prints its warnings after a run)."""
 
 
+def _create_with_mode_of(copy: Path, file: Path) -> None:
+    """``copy``, empty, with ``file``'s permissions: a copy of the audit log is readable by whom the database is
+    and no one else (a database kept 0600 must not leave a 0644 copy beside it, as the umask would make it).
+    Created 0600 first, so that it is never more open than the database for a moment; one already there (an
+    earlier attempt's) is given the mode too."""
+    import os
+    import stat
+
+    os.close(os.open(copy, os.O_WRONLY | os.O_CREAT, 0o600))
+    os.chmod(copy, stat.S_IMODE(file.stat().st_mode))
+
+
 def schema_problem(url: str, current: str | None, head: str) -> str | None:
     """Why a database at ``current`` is not one this gpuaas reads as it is, in one line naming it; None when it is
     at ``head``. An empty database (``current`` None) is a problem for a reader only: a flow creates the schema."""
@@ -131,6 +143,7 @@ class SchemaVersions:
         if file is None or copy is None:
             return
         try:
+            _create_with_mode_of(copy, file)
             source, target = sqlite3.connect(file), sqlite3.connect(copy)
             try:
                 source.backup(target)

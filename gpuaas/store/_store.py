@@ -30,6 +30,7 @@ from gpuaas.models import Outcome
 from gpuaas.store._audit_object import object_filter
 from gpuaas.store._database import (
     connect_args,
+    create_sqlite_file,
     engine_url,
     in_words,
     redact_url,
@@ -83,7 +84,7 @@ class Store(HistoryRows, NewestRows, RunLocks, SchemaVersions):
         if file is not None and not read_only:
             directory = file.parent
             try:
-                directory.mkdir(parents=True, exist_ok=True)
+                create_sqlite_file(file)  # the file 0600, a data directory it creates 0700
             except FileExistsError as exc:
                 raise StoreError(f"the data directory {directory} is a file, not a directory (set GPUAAS_DATA_DIR "
                                  "to a directory)") from exc

@@ -14,6 +14,7 @@ import jsonschema
 import yaml
 from prefect.utilities.templating import find_placeholders
 
+from gpuaas.actions._patches import KIND_RESOURCES
 from gpuaas.permissions import BINDINGS
 
 KIT = Path(__file__).resolve().parents[1] / "deployments" / "kubernetes"
@@ -65,3 +66,30 @@ def test_base_job_template_runs_flows_as_the_shipped_service_account() -> None:
     for role, file in BINDINGS.items():  # each writer role bound by its own file, to that account
         assert bound(list(yaml.safe_load_all((KIT / file).read_text()))) == {role}, file
     assert set(BINDINGS) == roles
+
+
+WRITE_VERBS = {"create", "update", "patch", "delete", "deletecollection"}
+
+
+def test_the_admission_policy_matches_every_kind_the_writer_roles_may_change() -> None:
+    """RBAC cannot limit a patch to fields, so ``admission-policy.yaml`` must match every resource a role of
+    ``rbac.yaml`` may write (Events aside: gpuaas creates them, they change no workload), every kind gpuaas patches,
+    for every write operation, and deny for the kit's service account; a role given a new resource without the policy
+    fails here. What it lets through is proven on a real API server (tests/real/test_admission_policy_real.py)."""
+    policy, binding = [d for d in yaml.safe_load_all((KIT / "admission-policy.yaml").read_text()) if d]
+    assert (policy["apiVersion"], policy["kind"], binding["kind"]) == (
+        "admissionregistration.k8s.io/v1", "ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding")
+    assert binding["spec"] == {"policyName": policy["metadata"]["name"], "validationActions": ["Deny"]}
+    assert policy["spec"]["failurePolicy"] == "Fail"
+    rules = policy["spec"]["matchConstraints"]["resourceRules"]
+    assert all(set(r["operations"]) == {"CREATE", "UPDATE", "DELETE"} and r["apiVersions"] == ["*"] for r in rules)
+    matched = {(g, res) for r in rules for g in r["apiGroups"] for res in r["resources"]}
+    rbac = list(yaml.safe_load_all((KIT / "rbac.yaml").read_text()))
+    writable = {(g, res) for d in rbac if d["kind"] == "ClusterRole" for rule in d["rules"]
+                if set(rule["verbs"]) & WRITE_VERBS for g in rule["apiGroups"] for res in rule["resources"]}
+    assert writable - {("events.k8s.io", "events")} == matched
+    assert {(group, plural) for group, _, plural in KIND_RESOURCES.values()} == matched
+    account = next(d for d in rbac if d["kind"] == "ServiceAccount")["metadata"]
+    [condition] = policy["spec"]["matchConditions"]
+    assert condition["expression"] == (
+        f"request.userInfo.username.startsWith('system:serviceaccount:{account['namespace']}:')")

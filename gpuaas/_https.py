@@ -1,6 +1,6 @@
 """What the HTTPS sources are verified with, and the credentials Prometheus and OpenCost are sent, from the settings.
 
-Three clients reach the sources (``requests`` under ``prometheus_api_client`` for Prometheus,
+Three clients reach the sources (``requests`` for Prometheus,
 ``httpx`` for OpenCost, ``urllib`` under ``prometheus_client`` for the Pushgateway), and each
 takes its trust in its own form; the one ``ca_file`` setting reaches all three from here. A
 token file is read at each use, not when the settings load: a projected service-account token

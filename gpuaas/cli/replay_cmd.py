@@ -52,6 +52,7 @@ from gpuaas.policies.reclaim import (
     replay_table,
 )
 from gpuaas.policy import MAX_MINUTES, AdaptivePolicy, ColdStartBudget
+from gpuaas.sources.history import MAX_POINTS
 from gpuaas.sources.traces import load_qps, load_utilization
 from reports.frontier import plot_frontier
 from reports.reclaim_replay import replay_headline
@@ -158,8 +159,8 @@ def reclaim(
                                        help="--from-prometheus: only these namespaces (repeat).")
     ] = None,
     chunk_hours: Annotated[
-        float, typer.Option("--chunk-hours", min=0.1, max=24 * 31, help="--from-prometheus: hours per range query "
-                            "(memory grows with GPUs x chunk).")
+        float, typer.Option("--chunk-hours", min=0.1, max=MAX_POINTS // 60, help="--from-prometheus: hours per range "
+                            "query, at most one query's 11,000 one-minute steps (memory grows with GPUs x chunk).")
     ] = 1.0,
     reclaims: Annotated[
         bool, typer.Option("--reclaims", help="JSON: list every reclaim (workload, minute, window, why).")

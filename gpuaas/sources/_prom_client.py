@@ -1,16 +1,28 @@
-"""A counted, error-mapped PromQL instant-query client over ``prometheus_api_client``.
+"""A counted, error-mapped PromQL client for Prometheus's HTTP API and the backends that speak it.
 
-Every query is evaluated at an explicit ``time`` so a snapshot is reproducible, retries are
-left to the calling task (they depend on the error type), and the library's exceptions are
-translated into ``gpuaas.errors`` here, once.
+Every query is evaluated at an explicit ``time`` so a snapshot is reproducible, retries are left to the calling
+task (they depend on the error type), and ``requests``' exceptions are translated into ``gpuaas.errors`` here.
 
-Every point of an answer is checked here too, before any reader sees it: ``[time, "number"]``, its time a finite
-one within ``TIME_SLACK_S`` of what was asked (``1e308`` or ``+Inf`` from a proxy rewriting answers would
-otherwise put a point in the wrong period, or end a report with Python's ``timestamp out of range``). A value may
-be any number (a GPU reading ``1e308`` is read as busy), so where a reader knows more, it asks here: values a query
-computed with ``timestamp()`` are times of samples it could read (``PromClient.check_sample_times``), and figures
-with a bound stay within it (``PromClient.check_bounded``). What fails is one ``MalformedResponse`` naming the
-source and the field.
+Every query is a POST with the query in a form-encoded body, never the URL: an nginx in front answers 414 past an
+8 KB request line, and the activity query alone is longer. Prometheus, Thanos, Mimir and VictoriaMetrics all read
+``/api/v1/query`` and ``/query_range`` parameters from a POST body, and ignore the ones they do not know (``_FORM``):
+
+* ``nocache=1``: VictoriaMetrics evaluates an instant query for the last ``-search.latencyOffset`` (30 s) that
+  much earlier, then moves the answer's time back to the time asked, and aligns a range of 50 or more points to
+  its step, unless ``nocache`` is sent (``QueryHandler``, ``queryRangeHandler`` in its
+  ``app/vmselect/prometheus/prometheus.go``). No age check could see it: a GPU busy only in its last 30 s read idle.
+* ``max_source_resolution=0s``: a Thanos querier with ``--query.auto-downsampling`` answers a day-step range from
+  downsampled blocks, whose hourly samples a sub-query reads as gaps. Raw data only: a range past the raw
+  retention reads as missing, which every reader treats as unknown.
+
+An answer is streamed, within ``DEADLINE_FACTOR`` request timeouts in all and ``MAX_ANSWER_BYTES`` decoded: a server
+sending a byte a second, or without end, fails the source in one line instead of holding the run. Every point is
+then checked before any reader sees it: ``[time, "number"]``, an instant's time finite and within ``TIME_SLACK_S``
+of what was asked (``1e308`` from a proxy rewriting answers would put a point in the wrong period), a range's on
+its ``start + k * step`` grid (``GRID_SLACK_S``). Where a reader knows more of a value, it asks here: times a query
+computed with ``timestamp()`` (``PromClient.check_sample_times``), figures with a bound (``PromClient.check_bounded``).
+What fails is one ``MalformedResponse`` naming the source and the field. A refusal naming one of the server's query
+limits is an ``OverQueryLimit``: no retry will pass, a smaller query may (``smaller_may_answer``).
 """
 
 from __future__ import annotations
@@ -20,25 +32,18 @@ import math
 import re
 import threading
 import time
-from collections.abc import Callable
 from datetime import UTC, datetime
 from email.utils import parsedate_to_datetime
 from typing import Any
 from urllib.parse import urlsplit
 
 import requests
-from prometheus_api_client import PrometheusApiClientException, PrometheusConnect
+import urllib3
+from requests.adapters import HTTPAdapter
 from urllib3.util.retry import Retry
 
 from gpuaas._https import auth_headers, verify_setting
-from gpuaas.errors import (
-    ConfigError,
-    MalformedResponse,
-    SourceError,
-    SourceUnavailable,
-    redact_endpoint,
-    scrub_secrets,
-)
+from gpuaas.errors import ConfigError, MalformedResponse, SourceError, SourceUnavailable, redact_endpoint, scrub_secrets
 from gpuaas.phrases import printable
 from gpuaas.settings import GpuaasSettings
 from gpuaas.sources._json_answer import UnreadableJSON, read_json
@@ -46,19 +51,58 @@ from gpuaas.sources._promql import duration
 from gpuaas.sources._retry_after import retry_after_seconds
 from gpuaas.sources.failures import in_words
 
-__all__ = ["TIME_SLACK_S", "PromClient", "sample_value"]
+__all__ = ["DEADLINE_FACTOR", "ERROR_CHARS", "GRID_SLACK_S", "MAX_ANSWER_BYTES", "MAX_POINTS", "TIME_SLACK_S",
+           "OverQueryLimit", "PromClient", "sample_value", "smaller_may_answer"]
 
-_STATUS = re.compile(r"HTTP Status Code (\d+)")
 ERROR_CHARS = 300
 """How much of Prometheus' own ``error`` text an error message keeps: enough for a parse error and its
 position, not a whole echoed query."""
+
+_FORM = {"nocache": "1", "max_source_resolution": "0s"}
+"""Sent with every query, for the backends that read them (the module docstring says why)."""
+
+MAX_POINTS = 11_000
+"""The most points a range query may ask for per series: Prometheus (and Thanos, Mimir) refuse more with
+``exceeded maximum resolution of 11,000 points per timeseries``."""
+
+DEADLINE_FACTOR = 3
+"""A whole answer must arrive within this many request timeouts of the request leaving: the timeout bounds
+each read, and a server sending a byte at a time would otherwise never time out."""
+
+MAX_ANSWER_BYTES = 512 * 2**20
+"""The most an answer may hold, decoded: a 16,000-GPU fleet's answers are tens of MB."""
+
+_READ_BYTES = 2**20
+
+_NO_STORE = "No StoreAPIs matched for this query"
+"""Thanos' warning when none of its stores holds the time range asked: it says the same on every attempt."""
+
+_LIMIT = re.compile(
+    r"too many samples|maximum resolution of [\d,]+ points|err-mimir-max-|max number of (?:series|chunks)"
+    r"|maxSamplesPerQuery|maxUniqueTimeseries|maxPointsPerTimeseries|-search\.max(?!QueryLen)\w+", re.IGNORECASE)
+"""A refusal's words that name a query limit a smaller range may stay within: Prometheus' ``--query.max-samples``
+and 11,000 points, Mimir's ``err-mimir-max-*``, Cortex's chunk and series limits, VictoriaMetrics'
+``-search.max*`` flags (not ``-search.maxQueryLen``: the query's own length does not shrink)."""
+
+_ECHOED_QUERY = re.compile(r'query="(?:[^"\\]|\\.)*"')
+
+
+class OverQueryLimit(SourceError):
+    """The server refused a query as over one of its limits (samples, series, chunks, points, time range): the
+    same query will be refused again, so it is no ``TransientError``, but a smaller one may answer."""
+
+
+def smaller_may_answer(exc: SourceError) -> bool:
+    """Whether asking the same over a shorter range may get an answer: the server was too slow (a read timeout,
+    its own query timeout) or refused the query as over a limit."""
+    return isinstance(exc, OverQueryLimit) or (isinstance(exc, SourceUnavailable) and exc.too_slow)
 
 
 def _error_text(value: object) -> str:
     """Prometheus' ``error`` field as one bounded line: whitespace runs as one space, other control
     characters escaped (``\\x1b``), so that the text a server sent cannot move a terminal's cursor or split
-    a log line."""
-    text = " ".join(str(value).split())
+    a log line. A query VictoriaMetrics echoes (``query="..."``) is left out: it would fill the line."""
+    text = _ECHOED_QUERY.sub('query="…"', " ".join(str(value).split()))
     text = printable(text)
     return text if len(text) <= ERROR_CHARS else text[:ERROR_CHARS - 1] + "…"
 
@@ -76,10 +120,7 @@ def _http_date(value: str | None) -> float | None:
 
 
 def _shape_problem(body: object) -> str | None:
-    """Where a decoded answer departs from ``{"data": {"result": [...]}}``, in words; None where it does not.
-
-    The library indexes the answer blindly, so a wrong shape reaches it as Python's own ``TypeError``
-    (``list indices must be integers or slices, not str``) or a bare ``KeyError``; the phrase names the field."""
+    """Where a decoded answer departs from ``{"data": {"result": [...]}}``, in words; None where it does not."""
     if not isinstance(body, dict):
         return "not a JSON object"
     if "data" not in body:
@@ -91,22 +132,20 @@ def _shape_problem(body: object) -> str | None:
     return None if isinstance(body["data"]["result"], list) else "'data.result' is not a list"
 
 
-def _raising(exc: UnreadableJSON) -> Callable[..., Any]:
-    """A ``response.json`` that raises ``exc``, the answer's own decoding failure, instead of decoding again."""
-    def json(**_: Any) -> Any:
-        raise exc
-    return json
-
-
 def sample_value(result: dict[str, Any]) -> float:
     """The float of an instant-vector element (``"NaN"``/``"+Inf"`` included)."""
     return float(result["value"][1])
 
 
 TIME_SLACK_S = 60.0
-"""How far past what was asked a point's time may lie. Prometheus answers at exactly the instant asked, and a range
-at whole seconds from its start; a query frontend that aligns a range to its step (Cortex, Mimir) moves it by up to
-one step, which the range check allows on top. A minute is far more than any of that, and far less than a period."""
+"""How far from what was asked an instant answer's time may lie: Prometheus answers at exactly the instant
+asked. A minute is far more than that, and far less than a period."""
+
+GRID_SLACK_S = 1.0
+"""How far from its ``start + k * step`` a range point may lie. Prometheus puts every point on that grid (to the
+millisecond, from the whole-second start sent). A query frontend that aligns a range to its step (Thanos'
+query-frontend by default, Cortex and Mimir with ``align_queries_with_step``) moves every point up to a step:
+a day-step cost query's points to midnight, its days merged or shifted, which must fail, not pass."""
 
 
 def _utc(t: float) -> str:
@@ -120,6 +159,21 @@ def _time_problem(t: float, lo: float, hi: float, slack_s: float) -> str:
         return f"time {t:g} is not a finite number"
     asked = f"the time asked, {_utc(lo)}" if hi == lo else f"the range asked, {_utc(lo)} – {_utc(hi)}"
     return f"time {t:g} is not within {slack_s:g} s of {asked}"
+
+
+def _off_grid(t: float, lo: float, step_s: float) -> bool:
+    """Whether ``t`` lies more than ``GRID_SLACK_S`` from every ``lo + k * step_s``."""
+    off = (t - lo) % step_s
+    return GRID_SLACK_S < off < step_s - GRID_SLACK_S
+
+
+def _point_problem(t: float, lo: float, hi: float, step_s: float) -> str:
+    """What is wrong with ``t`` as the time of a range point, in words: off the grid by less than a step is what a
+    query frontend aligning the range to its step writes, and says so; anything else is far from what was asked."""
+    if lo - step_s < t < hi + step_s and _off_grid(t, lo, step_s):
+        return (f"time {_utc(t)} is not on the step grid asked ({_utc(lo)} + k x {duration(step_s)}): a query "
+                "frontend aligning queries to the step? (Thanos query-frontend, Mimir align_queries_with_step)")
+    return _time_problem(t, lo, hi, GRID_SLACK_S)
 
 
 def _redirected(exc: requests.exceptions.RequestException, configured: str) -> str:
@@ -158,26 +212,18 @@ class PromClient:
                               field="GPUAAS_PROMETHEUS_URL")
         self.url = settings.prometheus_url.rstrip("/")
         self.source = source
-        headers = auth_headers(settings, "prometheus")
+        self._headers = auth_headers(settings, "prometheus")
+        self._timeout = settings.request_timeout_seconds
         self.queries = 0
         self.bytes_received = 0
         self._count = threading.Lock()  # readers send several queries at once (``_concurrent``)
-        self._answer = threading.local()  # what the library drops: Retry-After and warnings
-        session = _Session(frozenset(name.lower() for name in settings.prometheus_headers))
-        session.verify = verify_setting(settings)
-        session.hooks["response"].append(self._inspect)
+        self._session = _Session(frozenset(name.lower() for name in settings.prometheus_headers))
+        self._session.verify = verify_setting(settings)
+        self._session.mount(self.url, HTTPAdapter(max_retries=Retry(total=0, raise_on_status=False)))
         self._ahead = (-math.inf, math.inf)  # bounds on how far this worker's clock runs ahead of Prometheus's
-        self._prom = PrometheusConnect(
-            url=self.url,
-            session=session,
-            headers=headers,
-            retry=Retry(total=0, raise_on_status=False),
-            timeout=settings.request_timeout_seconds,
-            method="POST",
-        )
 
     def close(self) -> None:
-        self._prom.close()
+        self._session.close()
 
     @property
     def clock_ahead_s(self) -> tuple[float, float] | None:
@@ -193,8 +239,7 @@ class PromClient:
 
     def query(self, expr: str, at: datetime) -> list[dict[str, Any]]:
         """The result vector of ``expr`` evaluated at ``at``."""
-        result = self._call(lambda: self._prom.custom_query(expr, params={"time": f"{at.timestamp():.3f}"}),
-                            "/api/v1/query")
+        result = self._call("/api/v1/query", {"query": expr, "time": f"{at.timestamp():.3f}"})
         asked = round(at.timestamp(), 3)  # as sent
         for i, row in enumerate(result):
             if not isinstance(row, dict) or not isinstance(row.get("metric"), dict) or "value" not in row:
@@ -214,11 +259,11 @@ class PromClient:
     def query_range(self, expr: str, start: datetime, end: datetime, step_s: float) -> list[dict[str, Any]]:
         """The range matrix of ``expr`` over ``[start, end]`` at ``step_s`` (each row ``metric``, ``values``).
 
-        The step goes out as a PromQL duration (``1209600s``): ``:g`` would write a 14-day step as
-        ``1.2096e+06s``, which Prometheus refuses."""
-        result = self._call(lambda: self._prom.custom_query_range(expr, start, end, duration(step_s)),
-                            "/api/v1/query_range")
-        lo, hi, slack = round(start.timestamp()), round(end.timestamp()), step_s + TIME_SLACK_S  # as sent: seconds
+        Start and end go out in whole seconds; the step as a PromQL duration (``1209600s``): ``:g`` would write a
+        14-day step as ``1.2096e+06s``, which Prometheus refuses."""
+        lo, hi = round(start.timestamp()), round(end.timestamp())  # as sent
+        result = self._call("/api/v1/query_range", {"query": expr, "start": str(lo), "end": str(hi),
+                                                    "step": duration(step_s)})
         for i, row in enumerate(result):
             if not isinstance(row, dict) or not isinstance(row.get("metric"), dict) or not isinstance(
                     row.get("values"), list):
@@ -231,8 +276,8 @@ class PromClient:
                 except (TypeError, ValueError, IndexError, KeyError) as exc:
                     raise MalformedResponse(f"result element point {str(point)[:60]!r} is not [time, \"number\"]",
                                             source=self.source, url=self.url) from exc
-                if not lo - slack <= t <= hi + slack:  # NaN fails it too; worded only then, off the hot path
-                    raise MalformedResponse(f"field 'data.result[{i}].values[{j}]': {_time_problem(t, lo, hi, slack)}",
+                if not lo - GRID_SLACK_S <= t <= hi + GRID_SLACK_S or _off_grid(t, lo, step_s):  # NaN fails too
+                    raise MalformedResponse(f"field 'data.result[{i}].values[{j}]': {_point_problem(t, lo, hi, step_s)}",
                                             source=self.source, url=self.url)
         return result
 
@@ -275,76 +320,100 @@ class PromClient:
                     f"{name} of {{{who[:120]}}} at {_utc(float(t))} is {v:g}: not {field} from 0 to {high:,.0f}",
                     source=self.source, url=self.url)
 
-    def _inspect(self, response: requests.Response, *_: Any, **__: Any) -> None:
-        """Keep what ``prometheus_api_client`` throws away: ``Retry-After``, ``warnings``, an error's ``error``, and
-        where an answer's shape is wrong (``_shape_problem``).
+    def _call(self, path: str, form: dict[str, str]) -> list[Any]:
+        """``data.result`` of the answer to ``form`` POSTed to ``path``, read within the deadline and size.
 
-        A partial answer (a store timed out, a query limit hit) is ``status: success`` with
-        ``warnings``; treating it as whole would decide on half the fleet's telemetry. A refused query
-        (HTTP 400, 422) says why in ``error`` (``invalid parameter "step": ...``, a PromQL parse error):
-        without it a person sees only the status.
-        """
-        self._answer.received = time.time()
-        self._answer.date = _http_date(response.headers.get("Date"))
-        self._answer.retry_after = retry_after_seconds(response.headers.get("Retry-After"))
-        self._answer.warnings = []
-        self._answer.error = None
-        self._answer.shape = None
-        content = response.content or b""
-        with self._count:
-            self.bytes_received += len(content)
-        try:
-            body = read_json(content)
-        except UnreadableJSON as exc:
-            # The library must not decode it again: the standard json module raises ``RecursionError`` on a
-            # deeply nested answer, which is no error ``_call`` could name. It gets this one instead.
-            response.json = _raising(exc)  # type: ignore[method-assign]
-            return
-        # Decoded once, by orjson (``read_json``): the library would decode again with the standard json module,
-        # seconds a cycle for the 16,000-GPU answers (tens of MB).
-        response.json = lambda **_: body  # type: ignore[method-assign]
-        self._answer.shape = _shape_problem(body)
-        if isinstance(body, dict) and isinstance(body.get("warnings"), list):
-            self._answer.warnings = [str(w)[:200] for w in body["warnings"]]
-        if response.status_code >= 400 and isinstance(body, dict) and body.get("error"):
-            self._answer.error = _error_text(body["error"])
-
-    def _call(self, fetch: Any, path: str) -> list[Any]:
+        Kept from the answer beyond the result: ``Retry-After``, the ``Date`` (``clock_ahead_s``), a refusal's
+        ``error`` (HTTP 400, 422: ``invalid parameter "step": ...``, a PromQL parse error, a limit hit: without it
+        a person sees only the status) and ``warnings``. A partial answer (a store timed out, a query limit hit) is
+        ``status: success`` with ``warnings``; treating it as whole would decide on half the fleet's telemetry."""
         with self._count:
             self.queries += 1
-        self._answer.retry_after, self._answer.warnings, self._answer.error, self._answer.shape = None, [], None, None
-        self._answer.date = None
-        sent = time.time()
+        sent, started = time.time(), time.monotonic()
         try:
-            result = fetch()
-        except UnreadableJSON as exc:  # from ``_inspect``, through the library's ``response.json()``
-            raise MalformedResponse(f"query answer is {exc}", source=self.source, url=self.url) from exc
-        except (KeyError, TypeError) as exc:
-            shape = self._answer.shape or "not the documented shape"
-            raise MalformedResponse(f"query answer: {shape}", source=self.source, url=self.url) from exc
+            with self._session.post(self.url + path, data={**form, **_FORM}, headers=self._headers,
+                                    timeout=self._timeout, stream=True) as response:
+                received = time.time()
+                content = self._read_body(response, started + DEADLINE_FACTOR * self._timeout)
         except requests.exceptions.RequestException as exc:
             # Not chained: requests quotes the whole URL (a ``?access_token=`` included) and a logged
             # traceback would print it; the message keeps what failed, scrubbed.
             text = scrub_secrets(_redirected(exc, self.url) + in_words(exc), self.url)[:300]  # scrub, then cut
             raise SourceUnavailable(text, source=self.source, url=self.url,
                                     too_slow=isinstance(exc, requests.exceptions.ReadTimeout)) from None
-        except PrometheusApiClientException as exc:
-            match = _STATUS.search(str(exc))
-            status = int(match.group(1)) if match else 0
-            text = f"HTTP {status or '?'} from {path}"
-            if self._answer.error:
-                text += f": {self._answer.error}"
-            if status == 429 or status >= 500:
-                raise SourceUnavailable(text, source=self.source, url=self.url,
-                                        retry_after=self._answer.retry_after, too_slow=status == 503) from exc
-            raise SourceError(text, source=self.source, url=self.url) from exc
-        if self._answer.date is not None:
+        with self._count:
+            self.bytes_received += len(content)
+        try:
+            body = read_json(content)  # orjson: the 16,000-GPU answers are tens of MB
+        except UnreadableJSON as exc:
+            if response.status_code == 200:
+                raise MalformedResponse(f"query answer is {exc}", source=self.source, url=self.url) from exc
+            body = None  # an error page (a proxy's HTML): the status says it
+        if response.status_code != 200:
+            self._refused(response, path, body)
+        date = _http_date(response.headers.get("Date"))
+        if date is not None:
             with self._count:
                 low, high = self._ahead
-                self._ahead = (max(low, sent - self._answer.date - 1.0), min(high, self._answer.received - self._answer.date))
-        if self._answer.warnings:  # transient: the next attempt usually gets the whole answer
-            raise SourceUnavailable(f"partial answer from {path}: {'; '.join(self._answer.warnings)}"[:300],
-                                    source=self.source, url=self.url)
-        if not isinstance(result, list):
-            raise MalformedResponse("query answer: 'data.result' is not a list", source=self.source, url=self.url)
+                self._ahead = (max(low, sent - date - 1.0), min(high, received - date))
+        shape = _shape_problem(body)
+        if shape is not None:
+            raise MalformedResponse(f"query answer: {shape}", source=self.source, url=self.url)
+        assert isinstance(body, dict)
+        self._check_warnings(body, path)
+        result: list[Any] = body["data"]["result"]
         return result
+
+    def _read_body(self, response: requests.Response, deadline: float) -> bytes:
+        """The decoded body of a streamed ``response``, read a chunk at a time: whatever each read brings, the
+        deadline and the size are checked before the next (``read1``: one read of the socket, where ``read`` loops
+        until its chunk is full, which a drip keeps going). Raises ``requests``' errors for the socket's."""
+        length = response.headers.get("Content-Length", "")
+        declared, size, parts = int(length) if length.isdigit() else 0, 0, list[bytes]()
+        try:
+            while declared <= MAX_ANSWER_BYTES and size <= MAX_ANSWER_BYTES and time.monotonic() <= deadline:
+                if not (chunk := response.raw.read1(_READ_BYTES, decode_content=True)):
+                    return b"".join(parts)
+                size += len(chunk)
+                parts.append(chunk)
+        except urllib3.exceptions.ReadTimeoutError as exc:
+            raise requests.exceptions.ReadTimeout(exc) from exc
+        except urllib3.exceptions.DecodeError as exc:
+            raise requests.exceptions.ContentDecodingError(exc) from exc
+        except (urllib3.exceptions.HTTPError, OSError) as exc:
+            raise requests.exceptions.ConnectionError(exc) from exc
+        if max(declared, size) > MAX_ANSWER_BYTES:
+            raise MalformedResponse(f"answer over {MAX_ANSWER_BYTES // 2**20} MiB: not read further",
+                                    source=self.source, url=self.url)
+        raise SourceUnavailable(f"answer still incomplete after {DEADLINE_FACTOR} x {self._timeout:g} s "
+                                "(GPUAAS_REQUEST_TIMEOUT_SECONDS): the server sends too slowly",
+                                source=self.source, url=self.url, too_slow=True)
+
+    def _refused(self, response: requests.Response, path: str, body: object) -> None:
+        """Raise what an error status means: 429 and 5xx are worth another attempt (a 503 is Prometheus' own
+        query timeout: too slow); a limit refusal may answer smaller; any other refusal will be refused again."""
+        status = response.status_code
+        error = str(body.get("error") or "") if isinstance(body, dict) else ""
+        reason = _error_text(error) if error else ""
+        text = f"HTTP {status} from {path}" + (f": {reason}" if reason else "")
+        if status == 429 or status >= 500:
+            raise SourceUnavailable(text, source=self.source, url=self.url, too_slow=status == 503,
+                                    retry_after=retry_after_seconds(response.headers.get("Retry-After")))
+        if status in (400, 422) and _LIMIT.search(_ECHOED_QUERY.sub("", error)):
+            raise OverQueryLimit(text, source=self.source, url=self.url)
+        raise SourceError(text, source=self.source, url=self.url)
+
+    def _check_warnings(self, body: dict[str, Any], path: str) -> None:
+        """Raise for an answer whose ``warnings`` say it is not whole. Left out: ``PromQL info:`` annotations, which
+        Prometheus releases before mid-2024 put there (newer ones answer them as ``infos``): they describe the
+        query, not the answer, and come on every attempt. Thanos' ``No StoreAPIs matched`` comes on every attempt too: no retry."""
+        warnings = body.get("warnings")
+        if not isinstance(warnings, list):
+            return
+        kept = [_error_text(w) for w in warnings if not str(w).startswith("PromQL info:")]
+        if any(_NO_STORE in w for w in kept):
+            raise SourceError(f"no store holds this range: older than the backend keeps? (Thanos, {path}: "
+                              f"{_NO_STORE})", source=self.source, url=self.url)
+        if kept:  # transient: the next attempt usually gets the whole answer
+            raise SourceUnavailable(f"partial answer from {path}: {'; '.join(kept)}"[:300],
+                                    source=self.source, url=self.url)

@@ -53,6 +53,8 @@ _PATTERNS = [  # (regular expression on the error text, words); the first that m
     (r"nested too deeply|recursion depth exceeded while decoding", "answered JSON nested too deeply to read"),
     (r"is not JSON|JSONDecodeError|Expecting value", "answered, but not JSON (is this the right server?)"),
 ]
+_REASON = re.compile(r"HTTP \d{3} from \S+: (.+)", re.DOTALL)
+"""A refusal's detail as the Prometheus client writes it, the server's own reason last."""
 _STATUS = re.compile(r"\bHTTP (\d{3})\b|\b(\d{3}) (?:Unauthorized|Forbidden|Not Found)|status(?: code)?[ =:]+(\d{3})")
 
 
@@ -96,6 +98,15 @@ def _status(exc: BaseException, text: str) -> int | None:
     return int(next(g for g in match.groups() if g)) if match else None
 
 
+def _servers_reason(exc: BaseException) -> str | None:
+    """The server's own words for a refusal (``err-mimir-max-series-per-query ...``, a PromQL parse error), kept
+    after the status's: the status alone does not say which limit was hit or which part of a query is wrong."""
+    for e in _chain(exc):
+        if isinstance(e, SourceError) and (match := _REASON.fullmatch(e.detail)):
+            return match.group(1)
+    return None
+
+
 def in_words(exc: BaseException) -> str:
     """What went wrong, as a short phrase: ``name does not resolve``, ``HTTP 401: unauthorized: ...``; never
     a credential a library quoted (``mask_credentials``)."""
@@ -109,13 +120,16 @@ def _in_words(exc: BaseException) -> str:
     status = _status(exc, text)
     if status is not None and status >= 400:
         words = _HTTP_WORDS.get(status) or ("server error" if status >= 500 else "refused")
+        reason = _servers_reason(exc)
+        if reason:  # a server that says why in Prometheus' own ``error`` field is the right kind
+            words = f"{words.removesuffix(' (is this the right kind of server?)')}: {reason}"
         return f"HTTP {status}: {words}"
     for pattern, words in _PATTERNS:
         if re.search(pattern, text):
             return words
     # A SourceError's own words: its ``str()`` leads with the source and URL, which the caller names already.
     first = exc.detail if isinstance(exc, SourceError) else str(exc).split(" (Caused by")[0]
-    return re.sub(r"\?\S*", "", first)[:200] or type(exc).__name__  # no URL-encoded queries
+    return re.sub(r"\?\S+", "", first)[:300] or type(exc).__name__  # no URL-encoded queries
 
 
 def _unset(settings: GpuaasSettings, name: str) -> str | None:

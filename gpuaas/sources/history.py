@@ -17,8 +17,10 @@ How it stays bounded:
   at every step was most of the query's time). The count roughly doubles the query's time
   in Prometheus (the per-GPU selection is evaluated once per fold), not the number of
   queries. The number of queries is
-  ``ceil(span / chunk_s)`` whatever the fleet size: never one per workload or GPU. A chunk
-  Prometheus is too slow to answer (a read timeout, or its own query timeout) is asked again
+  ``ceil(span / chunk_s)`` whatever the fleet size: never one per workload or GPU. No chunk
+  asks for more than ``MAX_POINTS`` steps, the most a range query may hold (a longer ``chunk_s``
+  is split). A chunk Prometheus is too slow to answer (a read timeout, or its own query
+  timeout), or refuses as over one of its limits (samples, series, chunks), is asked again
   in halves, up to ``MAX_HALVINGS`` times, so a big fleet on a busy server still gets its
   history, at a few more queries.
 * Chunks are yielded one at a time, in order, while the next one is being asked for
@@ -40,14 +42,14 @@ from typing import Any, Protocol
 
 import pandas as pd
 
-from gpuaas.errors import SourceUnavailable
+from gpuaas.errors import SourceError
 from gpuaas.settings import GpuaasSettings, MetricNames
 from gpuaas.sources import _promql as q
 from gpuaas.sources._concurrent import PROMQL_AT_ONCE
-from gpuaas.sources._prom_client import PromClient
+from gpuaas.sources._prom_client import MAX_POINTS, PromClient, smaller_may_answer
 
-__all__ = ["GPUS_SERIES", "MAX_HALVINGS", "HistoryChunk", "RangeQueries", "activity_history_query", "history_chunks",
-           "pod_history", "query_range_halving"]
+__all__ = ["GPUS_SERIES", "MAX_HALVINGS", "MAX_POINTS", "HistoryChunk", "RangeQueries", "activity_history_query",
+           "history_chunks", "pod_history", "query_range_halving"]
 
 
 @dataclass(frozen=True)
@@ -99,10 +101,11 @@ def activity_history_query(m: MetricNames, step_s: float) -> str:
 
 
 def history_chunks(start: datetime, end: datetime, step_s: float, chunk_s: float) -> list[tuple[datetime, datetime]]:
-    """Inclusive ``[a, b]`` ranges on the step grid that tile ``[start, end]`` without overlap."""
+    """Inclusive ``[a, b]`` ranges on the step grid that tile ``[start, end]`` without overlap, each of at most
+    ``MAX_POINTS`` steps."""
     first = math.ceil(start.timestamp() / step_s) * step_s
     last = math.floor(end.timestamp() / step_s) * step_s
-    per_chunk = max(int(chunk_s // step_s), 1)
+    per_chunk = min(max(int(chunk_s // step_s), 1), MAX_POINTS)
     out = []
     t = first
     while t <= last:
@@ -113,7 +116,7 @@ def history_chunks(start: datetime, end: datetime, step_s: float, chunk_s: float
 
 
 MAX_HALVINGS = 3
-"""A chunk is split at most into 2**3 pieces: past that, the server is down, not slow."""
+"""A chunk is split at most into 2**3 pieces: past that, the server is down or its limits far too small."""
 
 
 class RangeQueries(Protocol):
@@ -125,12 +128,14 @@ class RangeQueries(Protocol):
 def query_range_halving(prom: RangeQueries, expr: str, a: datetime, b: datetime, step_s: float,
                         halvings: int = MAX_HALVINGS) -> list[dict[str, Any]]:
     """``prom.query_range`` over the inclusive grid ``[a, b]``, asked again in two halves when the
-    answer is too slow to come. A series of both halves is two rows, which ``_chunk_frame`` adds up."""
+    answer is too slow to come or refused as over a query limit (``smaller_may_answer``): half the
+    range reads about half the samples and chunks. A series of both halves is two rows, which
+    ``_chunk_frame`` adds up."""
     try:
         return prom.query_range(expr, a, b, step_s)
-    except SourceUnavailable as exc:
+    except SourceError as exc:
         steps = round((b - a).total_seconds() / step_s) + 1
-        if not exc.too_slow or halvings <= 0 or steps < 2:
+        if not smaller_may_answer(exc) or halvings <= 0 or steps < 2:
             raise
     mid = a + timedelta(seconds=(steps // 2 - 1) * step_s)
     return [*query_range_halving(prom, expr, a, mid, step_s, halvings - 1),

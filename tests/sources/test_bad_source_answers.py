@@ -270,8 +270,8 @@ def test_a_range_answer_of_another_shape_is_one_error_naming_prometheus(answerin
 
 
 def test_a_well_formed_range_answer_is_read(answering: Callable[..., str]) -> None:
-    url = answering(None, body=_matrix([{"metric": POD, "values": [[NOW.timestamp(), "0.5"],
-                                                                   [NOW.timestamp() + 60, "NaN"]]}]))
+    url = answering(None, body=_matrix([{"metric": POD, "values": [[NOW.timestamp() - 60, "NaN"],
+                                                                   [NOW.timestamp(), "0.5"]]}]))
     (chunk,) = list(pod_history(GpuaasSettings(prometheus_url=url), NOW - timedelta(minutes=10), NOW))
     assert chunk.samples[["pod", "value"]].values.tolist() == [["p", 50.0]]
 
@@ -289,9 +289,9 @@ BAD_TIMES = {  # (the point's time, how the line words it)
 @pytest.mark.parametrize(("at", "says"), BAD_TIMES.values(), ids=BAD_TIMES.keys())
 def test_a_range_point_at_a_time_not_asked_is_one_error_naming_the_field(answering: Callable[..., str], at: Any,
                                                                         says: str) -> None:
-    """A range is answered at its steps, each within a step of the range asked (a query frontend aligning it moves
-    it by less): any other time, read as a date, ends a reader in Python's ``timestamp out of range``, or, within
-    the calendar, puts the point in another period. One line names Prometheus, the field and the range asked."""
+    """A range is answered at its steps, within the range asked: any other time, read as a date, ends a reader in
+    Python's ``timestamp out of range``, or, within the calendar, puts the point in another period. One line names
+    Prometheus, the field and the range asked."""
     url = answering(None, body=_matrix([{"metric": POD, "values": [[NOW.timestamp(), "0.5"], [at, "0.5"]]}]))
     settings = GpuaasSettings(prometheus_url=url)
     with pytest.raises(MalformedResponse) as info:
@@ -313,8 +313,14 @@ def test_an_instant_answer_at_a_time_not_asked_is_one_error_naming_the_field(ans
     assert line.startswith(f"Prometheus at {url}: field 'data.result[1].value': {says}")
 
 
-def test_a_range_answer_a_query_frontend_aligned_to_its_step_is_read(answering: Callable[..., str]) -> None:
-    """Cortex and Mimir may align a range to its step: points up to a step before the start asked are no error."""
-    url = answering(None, body=_matrix([{"metric": POD, "values": [[NOW.timestamp() - 660, "0.5"]]}]))
-    (chunk,) = list(pod_history(GpuaasSettings(prometheus_url=url), NOW - timedelta(minutes=10), NOW))
-    assert chunk.samples["pod"].tolist() == ["p"]
+def test_a_range_answer_off_its_step_grid_fails_naming_a_query_frontend(answering: Callable[..., str]) -> None:
+    """A query frontend that aligns a range to its step moves every point off ``start + k * step``: read as asked,
+    a day-step cost query's days would shift or merge. One line says so, and names the likely cause."""
+    url = answering(None, body=_matrix([{"metric": POD, "values": [[NOW.timestamp() - 570, "0.5"]]}]))
+    settings = GpuaasSettings(prometheus_url=url)
+    with pytest.raises(MalformedResponse) as info:
+        list(pod_history(settings, NOW - timedelta(minutes=10), NOW))
+    line = describe_failure(settings, "prometheus", info.value)
+    assert line.startswith(f"Prometheus at {url}: field 'data.result[0].values[0]': time 2026-03-10 11:50:30 UTC is "
+                           "not on the step grid asked (2026-03-10 11:50:00 UTC + k x 60s): a query frontend aligning "
+                           "queries to the step?"), line

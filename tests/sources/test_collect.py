@@ -48,7 +48,7 @@ def _http(status: int, body: bytes) -> tuple[ThreadingHTTPServer, str]:
             self.end_headers()
             self.wfile.write(body)
 
-        do_POST = do_GET  # noqa: N815 - PromQL queries are POSTed
+        do_POST = do_GET  # noqa: N815 - PromQL queries are POSTed, in the body (test_prom_backends.py)
 
         def log_message(self, *args: object) -> None:
             pass
@@ -124,6 +124,34 @@ def test_malformed_prometheus_marks_telemetry_unknown(fleet: dict[str, object]) 
     wl = snap.workloads.set_index("name")
     assert wl.loc["wl-vllm", "telemetry"] == "unknown"  # no telemetry is never idle
     assert snap.summary()["unknown_telemetry"] == 1
+
+
+MIMIR_MAX_SERIES = ("the query exceeded the maximum number of series (limit: 100000 series) "
+                    "(err-mimir-max-series-per-query). Consider reducing the time range and/or number of series "
+                    "selected by the query. One way to reduce the number of selected series is to add more label "
+                    "matchers to the query. Otherwise, to adjust the related per-tenant limit, configure "
+                    "-querier.max-fetched-series-per-query, or contact your service administrator.")
+
+
+@pytest.mark.parametrize(("status", "error", "words"), [
+    (422, MIMIR_MAX_SERIES, "HTTP 422: refused: the query exceeded the maximum number of series (limit: 100000 "
+                            "series) (err-mimir-max-series-per-query). Consider reducing"),
+    (400, "partial response disabled; receive series from Addr: store-1:10901: rpc error: code = Unavailable",
+     "HTTP 400: bad request: partial response disabled; receive series from Addr: store-1:10901: rpc error: code = "
+     "Unavailable"),
+], ids=["mimir-422", "thanos-400"])
+def test_a_refused_query_keeps_the_servers_reason_in_the_source_error(
+        fleet: dict[str, object], status: int, error: str, words: str) -> None:
+    """The status's words alone ("HTTP 422: refused") say neither which limit was hit nor where to raise it."""
+    server, url = _http(status, json.dumps({"status": "error", "errorType": "execution", "error": error}).encode())
+    try:
+        snap = read_snapshot(GpuaasSettings(kubeconfig=fleet["kubeconfig"], prometheus_url=url), NOW)  # type: ignore[arg-type]
+    finally:
+        server.shutdown()
+        server.server_close()
+    line = snap.sources["prometheus"].error or ""
+    assert line.startswith(f"Prometheus at {url}: {words}"), line
+    assert len(line) <= 500 and "\n" not in line
 
 
 def test_every_source_failing_is_an_error(tmp_path: Path, silent_port: int) -> None:

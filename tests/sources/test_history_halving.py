@@ -1,7 +1,12 @@
 """A history chunk that Prometheus is too slow to answer is asked again in halves.
 
 A real Prometheus (backfilled) stands behind a loopback proxy that answers any range query of more
-than ``MAX_STEPS`` steps as Prometheus answers a query past its timeout (503, ``errorType: timeout``).
+than ``MAX_STEPS`` steps as Prometheus answers a query past its timeout (503, ``errorType: timeout``),
+or as a backend refuses one over its query limits (Prometheus' ``--query.max-samples``, Mimir's
+``err-mimir-max-*``, VictoriaMetrics' ``-search.max*``): asked again in halves too. A refusal that
+names no limit, or one a shorter range cannot help (VictoriaMetrics' ``-search.maxQueryLen``), is not.
+The real Prometheus refuses a range of more than 11,000 points itself, and is asked again in halves;
+no history chunk asks for more.
 The halved reading must hold exactly the samples of one direct query; a server that refuses
 connections is not asked again, and one that is always too slow is given up after a bounded number
 of halvings, with the source named. The history reader asks for the next chunk while the caller
@@ -17,6 +22,7 @@ import time
 from collections.abc import Callable, Iterator
 from datetime import timedelta
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from itertools import pairwise
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
@@ -24,10 +30,11 @@ import httpx
 import pytest
 
 from gpuaas.cluster.prometheus import PrometheusServer
-from gpuaas.errors import SourceUnavailable
+from gpuaas.errors import SourceError, SourceUnavailable
 from gpuaas.settings import GpuaasSettings
 from gpuaas.sources import PromClient
-from gpuaas.sources.history import MAX_HALVINGS, pod_history, query_range_halving
+from gpuaas.sources._prom_client import OverQueryLimit
+from gpuaas.sources.history import MAX_HALVINGS, MAX_POINTS, history_chunks, pod_history, query_range_halving
 from tests.sources.helpers import NOW, Sample, series
 
 Factory = Callable[[list[Sample]], PrometheusServer]
@@ -40,14 +47,15 @@ class _SlowProxy(BaseHTTPRequestHandler):
     upstream = ""
     max_steps = 0
     seen: list[int]
+    refusal: tuple[int, dict[str, str]] = (503, {"status": "error", "errorType": "timeout",
+                                                 "error": "query timed out in expression evaluation"})
 
     def _answer(self, query: dict[str, list[str]]) -> None:
         steps = round((float(query["end"][0]) - float(query["start"][0])) / float(query["step"][0].rstrip("s"))) + 1
         self.seen.append(steps)
         if steps > self.max_steps:
-            body = json.dumps({"status": "error", "errorType": "timeout",
-                               "error": "query timed out in expression evaluation"}).encode()
-            status = 503
+            status, refusal = self.refusal
+            body = json.dumps(refusal).encode()
         else:
             answer = httpx.get(f"{self.upstream}{urlsplit(self.path).path}",
                                params={k: v[0] for k, v in query.items()}, timeout=10)
@@ -77,12 +85,13 @@ def prometheus(prometheus_factory: Factory) -> PrometheusServer:
 
 
 @pytest.fixture()
-def slow_proxy(prometheus: PrometheusServer) -> Iterator[Callable[[int], tuple[str, list[int]]]]:
+def slow_proxy(prometheus: PrometheusServer) -> Iterator[Callable[..., tuple[str, list[int]]]]:
     servers: list[ThreadingHTTPServer] = []
 
-    def start(max_steps: int) -> tuple[str, list[int]]:
+    def start(max_steps: int, refusal: tuple[int, dict[str, str]] = _SlowProxy.refusal) -> tuple[str, list[int]]:
         seen: list[int] = []
-        handler = type("Handler", (_SlowProxy,), {"upstream": prometheus.url, "max_steps": max_steps, "seen": seen})
+        handler = type("Handler", (_SlowProxy,), {"upstream": prometheus.url, "max_steps": max_steps, "seen": seen,
+                                                  "refusal": refusal})
         httpd = ThreadingHTTPServer(("127.0.0.1", 0), handler)
         threading.Thread(target=httpd.serve_forever, daemon=True).start()
         servers.append(httpd)
@@ -111,6 +120,69 @@ def test_a_chunk_too_slow_to_answer_is_read_in_halves_with_the_same_samples(
     assert _samples(halved) == _samples(direct)
     # 60 refused, then 30 + 30 refused, then four pieces of 15 answered.
     assert seen == [60, 30, 15, 15, 30, 15, 15]
+
+
+LIMITS = {  # a backend's refusal of a query over one of its limits, as it words it
+    "prometheus-max-samples": (422, "execution", "query processing would load too many samples into memory in query "
+                                                 "execution"),
+    "prometheus-11000-points": (400, "bad_data", "exceeded maximum resolution of 11,000 points per timeseries. Try "
+                                                 "decreasing the query resolution (?step=XX)"),
+    "mimir-max-chunks": (422, "execution", "the query exceeded the maximum number of chunks (limit: 2000000 chunks) "
+                                           "(err-mimir-max-chunks-per-query). Consider reducing the time range"),
+    "victoriametrics-max-series": (422, "422", 'error when executing query="max by (pod) (x)" on the time range '
+                                               "(start=1, end=2, step=60000): cannot fetch query results: the number "
+                                               "of matching timeseries exceeds 300000; either narrow down the search "
+                                               "or increase -search.maxUniqueTimeseries command-line flag value"),
+}
+
+
+@pytest.mark.parametrize(("status", "kind", "error"), LIMITS.values(), ids=LIMITS.keys())
+def test_a_chunk_refused_as_over_a_query_limit_is_read_in_halves_with_the_same_samples(
+        prometheus: PrometheusServer, slow_proxy: Callable[..., tuple[str, list[int]]], status: int, kind: str,
+        error: str) -> None:
+    direct = _client(prometheus.url).query_range(EXPR, START, END, STEP)
+    url, seen = slow_proxy(20, (status, {"status": "error", "errorType": kind, "error": error}))
+    client = _client(url)
+    halved = query_range_halving(client, EXPR, START, END, STEP)
+    assert _samples(halved) == _samples(direct)
+    assert seen == [60, 30, 15, 15, 30, 15, 15]
+    assert client.queries == len(seen)
+
+
+NOT_LIMITS = {
+    "parse-error": (400, "bad_data", "1:5: parse error: unexpected end of input"),
+    "victoriametrics-query-length": (422, "422", "too long query; got 20000 bytes; mustn't exceed "
+                                                 "`-search.maxQueryLen=16384` bytes"),
+}
+
+
+@pytest.mark.parametrize(("status", "kind", "error"), NOT_LIMITS.values(), ids=NOT_LIMITS.keys())
+def test_a_refusal_a_shorter_range_cannot_help_is_not_asked_again(
+        slow_proxy: Callable[..., tuple[str, list[int]]], status: int, kind: str, error: str) -> None:
+    url, seen = slow_proxy(0, (status, {"status": "error", "errorType": kind, "error": error}))
+    with pytest.raises(SourceError) as caught:
+        query_range_halving(_client(url), EXPR, START, END, STEP)
+    assert not isinstance(caught.value, SourceUnavailable) and seen == [60]
+    assert str(caught.value).endswith(f"HTTP {status} from /api/v1/query_range: {error}")
+
+
+def test_a_range_past_prometheus_own_11000_points_is_read_in_halves(prometheus: PrometheusServer) -> None:
+    """A real Prometheus refuses 12,000 one-minute points (HTTP 400); two halves of 6,000 answer."""
+    end = START + timedelta(minutes=11_999)
+    client = _client(prometheus.url)
+    with pytest.raises(OverQueryLimit, match="exceeded maximum resolution of 11,000 points"):
+        client.query_range(EXPR, START, end, STEP)
+    halved = query_range_halving(client, EXPR, START, end, STEP)
+    most = client.query_range(EXPR, START, START + timedelta(minutes=MAX_POINTS - 1), STEP)  # every sample there is
+    assert _samples(halved) == _samples(most)
+    assert client.queries == 1 + 3 + 1
+
+
+def test_no_history_chunk_asks_for_more_points_than_a_range_query_may_hold() -> None:
+    """31 days a chunk (``--chunk-hours 744``) at one-minute steps is 44,640 points: it is read in pieces."""
+    chunks = history_chunks(NOW - timedelta(days=31), NOW, STEP, 31 * 24 * 3600.0)
+    assert [round((b - a).total_seconds() / STEP) + 1 for a, b in chunks] == [MAX_POINTS] * 4 + [641]
+    assert all(b + timedelta(seconds=STEP) == c for (_, b), (c, _) in pairwise(chunks))  # no gap, no overlap
 
 
 def test_a_server_that_stays_too_slow_is_given_up_after_the_last_halving(

@@ -264,17 +264,21 @@ def gpu_series_census(settings: GpuaasSettings, now: datetime) -> tuple[dict[str
     """The GPU activity metrics' series at ``now`` (metric -> count) and how many carry each configured pod label.
 
     What a preflight asks when no GPU workload has a sample: whether the metrics exist at all, and
-    whether their series name pods with a label gpuaas reads. One query, plus one per pod label.
+    whether their series name pods with a label gpuaas reads. One query, plus one per pod label. Read as the collect
+    reads them: only the series ``GPUAAS_METRICS__DCGM_SELECTOR`` selects, and a GPU's copies that differ only by the
+    scrape (an HA pair's ``prometheus_replica``) counted once.
     """
     m = settings.metrics
-    selector = "{" + q.any_of("__name__", [m.gpu_activity, m.gpu_util_fallback])
+    names = q.any_of("__name__", [m.gpu_activity, m.gpu_util_fallback])
+    one_each = f"max by (__name__, {q.gpu_source_labels(m)})"
     prom = PromClient(settings)
     try:
-        series = {str(r["metric"].get("__name__", "")): int(sample_value(r))
-                  for r in prom.query(f"count by (__name__) ({selector}}})", now)}
+        series = {str(r["metric"].get("__name__", "")): int(sample_value(r)) for r in prom.query(
+            f"count by (__name__) ({one_each} ({q.selector('', m.dcgm_matchers, names)}))", now)}
         labelled = {}
         for label in (label for label in m.pod_labels if _LABEL_NAME.fullmatch(label)):
-            answer = prom.query(f'count({selector}, {label}!=""}})', now)
+            named = q.selector("", m.dcgm_matchers, names, label + '!=""')
+            answer = prom.query(f"count({one_each} ({named}))", now)
             labelled[label] = int(sample_value(answer[0])) if answer else 0
     finally:
         prom.close()

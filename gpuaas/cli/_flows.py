@@ -42,11 +42,14 @@ says that the run upgraded a SQLite file."""
 BODIES = {"flows.collect:collect": "flows._collect:collect_snapshot"}
 """A flow (``module:name``) -> its Prefect-free body, which the command line calls without Prefect."""
 
-# Before Prefect is first imported (it reads its settings once): no phoning home, and no run logs or
+# Before Prefect is first imported (it reads its settings once): no phoning home (the server's analytics, and the
+# client's own usage data, which only DO_NOT_TRACK turns off: without it the first run prints Prefect's notice
+# above the headline and keeps a device id in PREFECT_HOME), and no run logs or
 # tracebacks on the terminal (set PREFECT_LOGGING_HANDLERS_CONSOLE_LEVEL=INFO to see them); errors are printed
 # once, cleanly. Only the terminal's handler is quiet: a run through a Prefect API still sends its logs there,
 # which a lower level on Prefect's loggers (PREFECT_LOGGING_LEVEL) would drop before they reached the API.
 os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
+os.environ.setdefault("DO_NOT_TRACK", "1")
 os.environ.setdefault("PREFECT_LOGGING_HANDLERS_CONSOLE_LEVEL", "CRITICAL")  # the CLI prints the outcome itself
 
 

@@ -4,7 +4,8 @@ Release (first, from the API alone: every held Workload whose release time has c
 whatever happens later in the run, and without waiting for the writes lock), then, under the store
 lock ``cluster-writes`` in apply mode: collect (the collect flow as a subflow; a fresh snapshot,
 stored, then loaded by id), plan (pure, per cohort and flavor, and the holds, demotions and releases
-that follow), nudge (audited; holds and demotions written only in apply mode, and there not while a tenant a change
+that follow; a ``gpuaas.io/deadline-hold`` mark counts as a hold only where the audit log proves gpuaas wrote it),
+nudge (audited; holds and demotions written only in apply mode, and there not while a tenant a change
 freeze holds back names a ClusterQueue the cluster lacks: the run ends Failed). Then publish (an artifact and, on the
 Pushgateway, ``gpuaas_extra_gpus_needed`` and ``gpuaas_deadlines_at_risk`` — the signal to add GPU
 nodes on, instead of raw queue length). Each step is a phase of ``gpuaas.operations.deadlines``.
@@ -47,6 +48,7 @@ from tasks.deadlines import (
     plan_deadline_run,
     publish_deadline_artifacts,
     push_deadline_metrics,
+    read_recorded_holds,
     release_due_holds,
     undo_deadline_holds,
 )
@@ -100,7 +102,8 @@ def deadlines(apply: bool = False, at: UtcInstant | None = None, nudge: bool = T
         with _writes_lock(settings, holder) if nudge and mode is Mode.apply else nullcontext():
             snapshot_id, snapshot = snapshot_for(settings, now, snapshot_id)
             started = time.monotonic()
-            plan = plan_deadline_run(settings, unwalked(snapshot), now, True)  # pure: a plan alone shows them too
+            recorded = read_recorded_holds(settings, unwalked(snapshot))  # the marks gpuaas wrote: holds; no other
+            plan = plan_deadline_run(settings, unwalked(snapshot), now, True, recorded)  # pure: a plan alone shows them too
             logger.info("plan: %s, %s needed, %s at risk in %.2fs", counted(len(plan.pools), "pool"),
                         counted(sum(plan.extra_gpus.values()), "extra GPU"), counted(len(plan.at_risk), "deadline"),
                         time.monotonic() - started)

@@ -1,9 +1,10 @@
 """Tasks of the deadline plan: one per phase of ``gpuaas.operations.deadlines``, plus publishing the signal.
 
 ``plan_deadlines`` (the pools alone) is the one the rebalance flow composes for its per-queue
-deadline demand; ``plan_deadline_run`` is the ``deadlines`` flow's whole decision. Both read the
-snapshot only and write nothing. The sweep, apply and undo tasks open the store and the cluster
-writer and hand them to the operation.
+deadline demand; ``plan_deadline_run`` is the ``deadlines`` flow's whole decision, on the hold marks
+``read_recorded_holds`` found gpuaas recorded (read from the audit log before, so that the plan stays
+pure). Both read the snapshot only and write nothing. The sweep, apply and undo tasks open the store
+and the cluster writer and hand them to the operation.
 """
 
 from __future__ import annotations
@@ -13,19 +14,20 @@ from datetime import UTC, datetime
 
 from gpuaas.models import Snapshot
 from gpuaas.operations import deadlines as op
-from gpuaas.policies.deadlines import PoolPlan
+from gpuaas.policies.deadlines import PoolPlan, RecordedHolds
 from gpuaas.policy import Mode, WritingFlow
 from gpuaas.pushgateway import push_metrics
 from gpuaas.settings import GpuaasSettings
 from gpuaas.sources import KubeLister, make_api_client
 from gpuaas.sources.kube import KUEUE_GROUP
+from gpuaas.store import open_store
 from reports.deadlines import deadline_metrics, deadlines_headline, kueue_alone, pool_dicts
 from tasks._artifacts import markdown_artifact, table_artifact
 from tasks._options import current_run_id, gpuaas_task
 from tasks.writes import store_and_writer
 
 __all__ = ["apply_deadline_nudges", "plan_deadline_run", "plan_deadlines", "publish_deadline_artifacts",
-           "push_deadline_metrics", "release_due_holds", "undo_deadline_holds"]
+           "push_deadline_metrics", "read_recorded_holds", "release_due_holds", "undo_deadline_holds"]
 
 
 @gpuaas_task("plan-deadlines", timeout_seconds=300)
@@ -34,14 +36,24 @@ def plan_deadlines(snapshot: Snapshot) -> list[PoolPlan]:
     return list(op.pool_plans(snapshot))
 
 
+@gpuaas_task("recorded-deadline-holds")
+def read_recorded_holds(settings: GpuaasSettings, snapshot: Snapshot) -> RecordedHolds:
+    """Read before planning, so that the plan itself stays pure: the hold marks on the snapshot's Workloads that
+    gpuaas recorded (one query of the audit log); any other mark is planned as not held."""
+    with open_store(settings) as store:
+        return op.recorded_holds(snapshot, store)
+
+
 @gpuaas_task("plan-deadline-run", timeout_seconds=300)
-def plan_deadline_run(settings: GpuaasSettings, snapshot: Snapshot, now: datetime, nudge: bool) -> op.DeadlinesPlan:
+def plan_deadline_run(settings: GpuaasSettings, snapshot: Snapshot, now: datetime, nudge: bool,
+                      recorded: RecordedHolds) -> op.DeadlinesPlan:
     """The pools' plans and, with ``nudge``, the holds and releases: pure, bounded like ``plan_deadlines``; with the
-    tenants a change freeze holds back now, and those of them that name a ClusterQueue the snapshot lacks."""
+    tenants a change freeze holds back now, and those of them that name a ClusterQueue the snapshot lacks.
+    ``recorded``: ``read_recorded_holds``'s answer, the only marks counted as holds."""
     held = settings.policy.frozen_tenants(WritingFlow.deadlines, datetime.now(UTC))
     file = settings.policy_file_name
     return op.plan(snapshot, settings.policy.deadlines, now, nudge=nudge, held=held,
-                   misnamed=op.frozen_misnamed(snapshot, settings.policy, held, file))
+                   misnamed=op.frozen_misnamed(snapshot, settings.policy, held, file), recorded=recorded)
 
 
 @gpuaas_task("publish-deadline-artifacts")

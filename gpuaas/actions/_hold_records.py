@@ -13,6 +13,7 @@ a mark is released only when it names the audit row of a hold or demotion of the
 Anything else is a ``MarkFault``: no patch, one ``skipped`` row per object and mark (``record_refusal``),
 however many runs find it. The rows about every id the marks of a step name are read in one query
 (``HoldRecords.load``); an id met later (a mark changed between the listing and the read) costs one more.
+The deadline plan counts as held only the marks this proves (``HoldRecords.proven``), by the same rule.
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ from sqlalchemy import or_
 from sqlmodel import col, select
 
 from gpuaas.models import Outcome, bounded_key
+from gpuaas.policies.deadlines import RecordedHolds, mark_id
 from gpuaas.store import AuditEntry, Store
 
 __all__ = ["HoldRecords", "MarkFault", "mark_id", "record_refusal"]
@@ -54,12 +56,6 @@ class MarkFault(StrEnum):
     """The row's write was refused or did not land (its completion says so)."""
     released = "released"
     """The hold was released already."""
-
-
-def mark_id(mark: dict[str, Any]) -> int | None:
-    """The audit id a mark names; None for anything but a whole number (``true`` is not row 1)."""
-    value = mark.get("audit_id")
-    return value if type(value) is int else None
 
 
 class HoldRecords:
@@ -115,6 +111,15 @@ class HoldRecords:
                 if done:
                     return MarkFault.released, f"audit #{audit_id} was released already (audit #{done[0].id})"
         return None
+
+    def proven(self, marks: Iterable[tuple[str | None, dict[str, Any]]]) -> RecordedHolds:
+        """(uid, audit id) of each of ``marks`` (the uid of the object it is on, the mark) that ``fault`` finds no
+        fault with: the holds the deadline plan counts. The rows about all of them are read in one query (per 300
+        ids, ``load``)."""
+        marks = list(marks)
+        self.load(i for _, mark in marks if (i := mark_id(mark)) is not None)
+        return frozenset((uid, i) for uid, mark in marks
+                         if uid and (i := mark_id(mark)) is not None and self.fault(mark, uid) is None)
 
 
 def record_refusal(store: Store, row: AuditEntry, mark: dict[str, Any], fault: MarkFault) -> AuditEntry:

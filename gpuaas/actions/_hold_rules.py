@@ -19,8 +19,11 @@ def _conditions(obj: dict[str, Any]) -> dict[str, str]:
     return {c.get("type", ""): c.get("status", "") for c in (obj.get("status") or {}).get("conditions") or []}
 
 
-def not_holdable(obj: dict[str, Any]) -> str | None:
-    if parse_hold((obj["metadata"].get("annotations") or {}).get(HOLD_ANNOTATION)) is not None:
+def not_holdable(obj: dict[str, Any], over: str | None = None) -> str | None:
+    """Why the live ``obj`` may not be held or demoted now; None when it may. ``over``: a mark the plan found
+    gpuaas did not record (``Nudge.over_mark``), which a hold may write over; any other mark is a hold already."""
+    mark = (obj["metadata"].get("annotations") or {}).get(HOLD_ANNOTATION)
+    if parse_hold(mark) is not None and (over is None or mark != over):
         return "already held by gpuaas"
     if (obj.get("spec") or {}).get("active") is False:
         return "deactivated by someone else (spec.active: false): left alone"
@@ -92,7 +95,7 @@ def changed_since(n: Nudge, obj: dict[str, Any]) -> tuple[Outcome, str] | None:
 
 
 def unholdable(n: Nudge, obj: dict[str, Any]) -> tuple[Outcome, str] | None:
-    why = not_holdable(obj)
+    why = not_holdable(obj, n.over_mark)
     if why is None and n.action is NudgeAction.demote and prior_state(obj, n.action)["priority"] <= _LOWEST_PRIORITY:
         why = "already at the lowest priority Kueue allows: left alone"
     return None if why is None else (Outcome.skipped, why)

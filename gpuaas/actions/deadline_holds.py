@@ -4,7 +4,8 @@ one lower) and release (either undone).
 Order per hold, as for reclaim: GET the live Workload; refuse it unless its uid and resourceVersion are
 the ones the snapshot saw (a Workload recreated under the same name, or edited since the plan was made
 on it, is ``changed``: decided again next run, never touched); refuse when it is no longer a pending,
-active Workload without a hold (admitted, deactivated by someone, held); append the intent row (the
+active Workload without a hold (admitted, deactivated by someone, held; a mark the plan found gpuaas did not
+record, ``Nudge.over_mark``, is no hold and is written over); append the intent row (the
 prior ``spec.active`` in ``before``, the plan in ``evidence``); in apply mode one merge patch with that
 resourceVersion sets ``spec.active: false`` and the ``gpuaas.io/deadline-hold`` annotation
 (``{"audit_id", "release_at", "before"}``); append the completion row. A 409 is never overwritten:
@@ -45,13 +46,13 @@ from gpuaas.actions._kube_writer import INDEFINITE, KubeWriter
 from gpuaas.actions._undoing import Undone
 from gpuaas.errors import Conflict, GpuaasError, NotFound
 from gpuaas.models import Outcome
-from gpuaas.policies.deadlines import HOLD_ANNOTATION, Nudge, NudgeAction, due_release, parse_hold
+from gpuaas.policies.deadlines import HOLD_ANNOTATION, Nudge, NudgeAction, RecordedHolds, due_release, parse_hold
 from gpuaas.policy import Mode
 from gpuaas.store import AuditEntry, Store
 
 __all__ = ["FLOW", "NUDGE_ACTIONS", "RELEASE_ACTION", "NudgeResult", "apply_nudges", "changed_since", "due_releases",
-           "hold_patch", "not_holdable", "prior_state", "recover_releases", "release_due", "release_patch", "undo_hold",
-           "undo_holds"]
+           "hold_patch", "not_holdable", "prior_state", "recorded_holds", "recover_releases", "release_due", "release_patch",
+           "undo_hold", "undo_holds"]
 
 FLOW = "deadlines"
 KIND = "Workload"
@@ -175,6 +176,12 @@ def _records(store: Store, marks: Iterable[object] = ()) -> HoldRecords:
     records = HoldRecords(store, FLOW, NUDGE_ACTIONS, RELEASE_ACTION)
     records.load(i for m in marks if isinstance(m, dict) and (i := mark_id(m)) is not None)
     return records
+
+
+def recorded_holds(store: Store, marks: Iterable[tuple[str | None, dict[str, Any]]]) -> RecordedHolds:
+    """Which ``marks`` (each with the uid of the Workload it is on) are holds or demotions gpuaas recorded and that
+    still hold, by the rule a release proves (``HoldRecords.proven``): what the deadline plan counts as held."""
+    return HoldRecords(store, FLOW, NUDGE_ACTIONS, RELEASE_ACTION).proven(marks)
 
 
 def _release_intent(store: Store, n: Nudge, obj: dict[str, Any], hold: dict[str, Any], patch: dict[str, Any],

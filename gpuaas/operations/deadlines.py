@@ -10,8 +10,11 @@ The path of one run, in order (every caller takes it: the ``deadlines`` flow, th
    plans, then the nudges with their reasons, holds capped per run. On a degraded snapshot (a required
    source failed) holds and demotions are decided and shown, never written, as everywhere in gpuaas;
    releases still are, since they only give Kueue its own order back. What is already held is read
-   from the snapshot's Workloads (the ``gpuaas.io/deadline-hold`` annotation), not from the audit
-   log: the object is the record of a hold, so there is no audit view to read beforehand. A tenant a
+   from the snapshot's Workloads (the ``gpuaas.io/deadline-hold`` annotation), and counted only where
+   the audit log proves gpuaas wrote that mark and it still holds (``recorded_holds``: read once per
+   run, in one query, before the plan, by the rule a release proves). Anyone who may edit a Workload
+   may write the annotation: any other mark is planned as not held (the Workload may be held or
+   demoted like any other, the hold's mark written over it) and said in its pool's notes. A tenant a
    change freeze holds back is found by its namespaces and, for Workloads elsewhere, its ClusterQueues:
    while such a tenant names a ClusterQueue the snapshot lacks (``misnamed``), the freeze may miss
    Workloads of its real queue, so no hold or demotion is written in apply mode (``apply``).
@@ -39,11 +42,14 @@ from gpuaas.policies.deadlines import (
     Nudge,
     NudgeAction,
     PoolPlan,
+    RecordedHolds,
+    counts_as_held,
     deadline_problems,
     due_release,
     plan_deadlines,
     plan_nudges,
     plan_pools,
+    snapshot_marks,
     with_kueue_order,
 )
 from gpuaas.policy import DeadlinesPolicy, FreezeOn, Mode, Policy
@@ -54,7 +60,7 @@ if TYPE_CHECKING:  # the writes load the Kubernetes client and SQLAlchemy; plann
     from gpuaas.store import Store
 
 __all__ = ["DeadlinesPlan", "DeadlinesResult", "apply", "frozen_misnamed", "frozen_workloads", "plan", "plan_problem",
-           "pool_plans", "release_sweep", "undo", "would_write"]
+           "pool_plans", "recorded_holds", "release_sweep", "undo", "would_write"]
 
 
 @dataclass(frozen=True)
@@ -69,6 +75,8 @@ class DeadlinesPlan:
     misnamed: tuple[str, ...] = ()
     """One sentence per tenant a change freeze holds back that names a ClusterQueue the snapshot lacks
     (``frozen_misnamed``): in apply mode no hold or demotion is written while there is one."""
+    recorded: RecordedHolds | None = None
+    """The hold marks the plan counted as gpuaas's (``recorded_holds``); None: every mark (no audit log read)."""
 
     def holds_withheld(self) -> DeadlinesPlan:
         """The same plan with no hold or demotion written, each ``skipped`` for ``misnamed``; releases stay."""
@@ -122,10 +130,21 @@ class DeadlinesResult:
         return tuple(r for r in self.nudges if r.result == outcome)
 
 
-def pool_plans(snapshot: Snapshot) -> tuple[PoolPlan, ...]:
+def pool_plans(snapshot: Snapshot, *, recorded: RecordedHolds | None = None) -> tuple[PoolPlan, ...]:
     """The plan of every cohort-tree/flavor pool of ``snapshot``, beside the deadlines Kueue's own order would meet;
-    what the rebalance flow's demand reads too. Pure."""
-    return tuple(with_kueue_order(plan_pools(deadline_problems(snapshot)), snapshot.workloads))
+    what the rebalance flow's demand reads too. ``recorded``: the hold marks gpuaas recorded (``recorded_holds``);
+    None counts every mark as a hold. Pure."""
+    problems = deadline_problems(snapshot, recorded=recorded)
+    return tuple(with_kueue_order(plan_pools(problems), snapshot.workloads, recorded=recorded))
+
+
+def recorded_holds(snapshot: Snapshot, store: Store) -> RecordedHolds:
+    """Which ``gpuaas.io/deadline-hold`` marks on the snapshot's Workloads are holds or demotions gpuaas recorded
+    and that still hold: the audit rows about every id they name, read in one query, judged by the rule a release
+    proves (same object, same ``before``, written, not released). What ``plan`` takes as ``recorded``."""
+    from gpuaas.actions.deadline_holds import recorded_holds as proven
+
+    return proven(store, ((m.uid, m.mark) for m in snapshot_marks(snapshot.workloads)))
 
 
 def plan_problem(capacity: Mapping[str, int], jobs: Sequence[DeadlineJob]) -> DeadlinePlan:
@@ -144,21 +163,25 @@ def frozen_misnamed(snapshot: Snapshot, policy: Policy, held: Mapping[str, Freez
 
 
 def plan(snapshot: Snapshot, policy: DeadlinesPolicy, now: datetime, *, nudge: bool = True,
-         held: Mapping[str, FreezeOn] | None = None, misnamed: Sequence[str] = ()) -> DeadlinesPlan:
+         held: Mapping[str, FreezeOn] | None = None, misnamed: Sequence[str] = (),
+         recorded: RecordedHolds | None = None) -> DeadlinesPlan:
     """The pools' plans and, with ``nudge``, the holds and releases that steer Kueue toward them. Pure.
 
     ``now`` is the instant the nudges are judged at (their ``release_at`` counts from it); the pools
     count from the snapshot's ``collected_at``, the instant the snapshot describes. ``held``: the tenants a
     change freeze holds back (``Policy.frozen_tenants``), whose Workloads are neither held nor demoted;
-    ``misnamed``: ``frozen_misnamed``'s answer, kept on the plan for ``apply`` and the headline.
+    ``misnamed``: ``frozen_misnamed``'s answer, kept on the plan for ``apply`` and the headline. ``recorded``:
+    ``recorded_holds``'s answer, the only marks counted as holds; None (a replay, a plan with no audit log)
+    counts every mark.
     """
-    pools = pool_plans(snapshot)
-    nudges = plan_nudges(pools, snapshot.workloads, now, policy, frozen_workloads(snapshot, held or {})) if nudge else []
+    pools = pool_plans(snapshot, recorded=recorded)
+    frozen = frozen_workloads(snapshot, held or {})
+    nudges = plan_nudges(pools, snapshot.workloads, now, policy, frozen, recorded=recorded) if nudge else []
     if failed := snapshot.failed_sources:  # decided and shown, never written; a release only gives Kueue its own order back, so it still is
         why = f"{failed[0]} did not answer for this snapshot: no hold or demotion on a degraded snapshot"
         nudges = [n if n.action is NudgeAction.release or n.outcome == Outcome.skipped
                   else replace(n, reason=why, outcome=Outcome.skipped) for n in nudges]
-    return DeadlinesPlan(now, pools, tuple(nudges), tuple(misnamed))
+    return DeadlinesPlan(now, pools, tuple(nudges), tuple(misnamed), recorded)
 
 
 def would_write(deadlines_plan: DeadlinesPlan, snapshot: Snapshot, frozen: FreezeOn | None = None) -> tuple[Nudge, ...]:
@@ -169,12 +192,10 @@ def would_write(deadlines_plan: DeadlinesPlan, snapshot: Snapshot, frozen: Freez
     turns its holds and demotions ``skipped``, as a run would. Pure.
 
     A Workload released by the sweep is planned here as still held: a run plans on a snapshot taken after its
-    sweep, and may hold it again; this says only that its hold ends now."""
-    rows = snapshot.workloads
-    marks = [] if rows.empty or "deadline_hold" not in rows else \
-        rows[["namespace", "name", "deadline_hold"]].itertuples(index=False)
-    due = [n for n in (due_release(str(ns), str(name), mark, deadlines_plan.at) for ns, name, mark in marks)
-           if n is not None]
+    sweep, and may hold it again; this says only that its hold ends now. A mark the plan did not count (its
+    ``recorded``) is one the sweep refuses to release: no release is listed for it."""
+    marks = [m for m in snapshot_marks(snapshot.workloads) if counts_as_held(m.mark, m.uid, deadlines_plan.recorded)]
+    due = [n for n in (due_release(m.namespace, m.name, m.text, deadlines_plan.at) for m in marks) if n is not None]
     swept = {n.ref for n in due}
     planned = [n for n in deadlines_plan.nudges if not (n.action is NudgeAction.release and n.ref in swept)]
     if frozen is not None:

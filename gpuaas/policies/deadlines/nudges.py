@@ -57,17 +57,18 @@ The rules, each a guard against a missed deadline:
   never are.
 - A hold or a demotion names the Workload as the snapshot read it (uid and resourceVersion): the plan
   was made on that object, so one recreated under the same name or edited since is not nudged.
+- A ``gpuaas.io/deadline-hold`` mark is a hold only where gpuaas recorded it (``marks``): a Workload whose
+  mark anyone else wrote is planned as not held, and may be held or demoted like any other.
 
-Pure: the plans and the snapshot's workloads in, the nudges out.
+Pure: the plans, the snapshot's workloads and the marks gpuaas recorded in, the nudges out.
 """
 
 from __future__ import annotations
 
-import json
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 from enum import StrEnum
 from typing import Any
 
@@ -83,15 +84,23 @@ from gpuaas.policies.deadlines.kueue_order import (
     on_time_count,
     queue_keys,
 )
+from gpuaas.policies.deadlines.marks import (
+    UNRECORDED,
+    RecordedHolds,
+    counts_as_held,
+    is_demotion,
+    parse_hold,
+    release_is_due,
+    snapshot_marks,
+    uid_text,
+)
 from gpuaas.policies.deadlines.pools import PoolPlan
 from gpuaas.policies.deadlines.problem import DeadlineJob
 from gpuaas.policies.deadlines.profile import EPS
 from gpuaas.policy import HELD_BACK, DeadlinesPolicy
 
-__all__ = ["HOLD_ANNOTATION", "RELEASE_TIME", "Nudge", "NudgeAction", "due_release", "is_demotion", "parse_hold",
-           "plan_nudges", "release_is_due", "with_kueue_order"]
+__all__ = ["RELEASE_TIME", "Nudge", "NudgeAction", "due_release", "plan_nudges", "with_kueue_order"]
 
-HOLD_ANNOTATION = "gpuaas.io/deadline-hold"
 _NEEDLESS_DEMOTION = ("deadline lost, but Kueue's own order meets fewer deadlines on the same estimates with the "
                       "lost Workloads demoted: its own priority restored")
 _AUDITED_JOBS = 50
@@ -123,6 +132,9 @@ class Nudge:
     """The Workload's uid as the snapshot read it: a hold or demotion is refused on any other object."""
     resource_version: str | None = None
     """Its resourceVersion in the snapshot: a hold or demotion is refused once it changed (the plan was made on it)."""
+    over_mark: str | None = None
+    """The ``gpuaas.io/deadline-hold`` mark the snapshot read on it that gpuaas did not record: a hold or demotion
+    is written over that mark (its own ``before`` read from the live object), and refused over any other."""
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "action", NudgeAction(self.action))  # "hold" from a caller or a row: the member
@@ -139,33 +151,6 @@ class Nudge:
         return bounded_key(f"deadline-{self.action}/{self.namespace}/{self.name}/{stamp}")
 
 
-def parse_hold(value: object) -> dict[str, Any] | None:
-    """The hold annotation as a dict (``audit_id``, ``release_at``, ``before``), None when absent.
-
-    An unreadable annotation yields ``{}``: a hold gpuaas cannot read is released, never kept.
-    """
-    if not isinstance(value, str) or not value:
-        return None
-    try:
-        data = json.loads(value)
-    except (ValueError, RecursionError):  # RecursionError: an annotation nested past the decoder's depth
-        return {}
-    return data if isinstance(data, dict) else {}
-
-
-def release_is_due(hold: Mapping[str, Any], now: datetime) -> bool:
-    """True when the hold's ``release_at`` has come, or it cannot be read.
-
-    A time without a zone is taken as UTC (gpuaas writes UTC), so that a hand-edited mark is still compared,
-    never a reason to keep a Workload held.
-    """
-    try:
-        when = datetime.fromisoformat(str(hold["release_at"]))
-    except (KeyError, ValueError):
-        return True
-    return _utc(when) <= _utc(now)
-
-
 def due_release(namespace: str, name: str, annotation: object, now: datetime) -> Nudge | None:
     """The release sweep's rule for one Workload (its ``gpuaas.io/deadline-hold`` annotation's value): the release
     of gpuaas's hold on it once its ``release_at`` has come, else None."""
@@ -176,25 +161,25 @@ def due_release(namespace: str, name: str, annotation: object, now: datetime) ->
                  evidence={"hold": hold})
 
 
-def _utc(at: datetime) -> datetime:
-    return at.replace(tzinfo=UTC) if at.tzinfo is None else at
+def _marks(workloads: pd.DataFrame, recorded: RecordedHolds | None) -> tuple[dict[str, dict[str, Any]], dict[str, str]]:
+    """The marks the plan counts as gpuaas's holds (``namespace/name`` -> the mark), and the others (-> their text)."""
+    held: dict[str, dict[str, Any]] = {}
+    unrecorded: dict[str, str] = {}
+    for m in snapshot_marks(workloads):
+        if counts_as_held(m.mark, m.uid, recorded):
+            held[m.ref] = m.mark
+        else:
+            unrecorded[m.ref] = m.text
+    return held, unrecorded
 
 
-def is_demotion(hold: Mapping[str, Any]) -> bool:
-    """True for gpuaas's mark of a demotion (the prior ``spec.priority`` recorded), False for a hold."""
-    before = hold.get("before")
-    return isinstance(before, dict) and "priority" in before
-
-
-def _held(workloads: pd.DataFrame) -> dict[str, dict[str, Any]]:
-    if workloads.empty or "deadline_hold" not in workloads:
-        return {}
-    out = {}
-    for row in workloads[["namespace", "name", "deadline_hold"]].itertuples(index=False):
-        hold = parse_hold(row.deadline_hold)
-        if hold is not None:
-            out[f"{row.namespace}/{row.name}"] = hold
-    return out
+def _over_mark(n: Nudge, unrecorded: Mapping[str, str]) -> Nudge:
+    """A hold or demotion of a Workload whose mark gpuaas did not record: written over that very mark, and said."""
+    text = unrecorded.get(n.ref)
+    if text is None:
+        return n
+    return replace(n, reason=f"{n.reason}; {UNRECORDED}", evidence=n.evidence | {"unrecorded_mark": text[:500]},
+                   over_mark=text)
 
 
 def _versions(workloads: pd.DataFrame) -> dict[str, tuple[str | None, str | None]]:
@@ -202,26 +187,22 @@ def _versions(workloads: pd.DataFrame) -> dict[str, tuple[str | None, str | None
     if workloads.empty or "uid" not in workloads or "resource_version" not in workloads:
         return {}
     rows = workloads[["namespace", "name", "uid", "resource_version"]].itertuples(index=False)
-    return {f"{row.namespace}/{row.name}": (_text(row.uid), _text(row.resource_version)) for row in rows}
-
-
-def _text(value: object) -> str | None:
-    """A uid or resourceVersion as text; None for a cell left empty (a frame built without them)."""
-    if value is None or pd.isna(value) or str(value) == "":
-        return None
-    return str(value)
+    return {f"{row.namespace}/{row.name}": (uid_text(row.uid), uid_text(row.resource_version)) for row in rows}
 
 
 def plan_nudges(pools: Sequence[PoolPlan], workloads: pd.DataFrame, now: datetime,
-                policy: DeadlinesPolicy, held_back: Mapping[str, object] | None = None) -> list[Nudge]:
+                policy: DeadlinesPolicy, held_back: Mapping[str, object] | None = None, *,
+                recorded: RecordedHolds | None = None) -> list[Nudge]:
     """Releases first (all planned), then holds (capped: given-up Workloads first, then the least urgent).
 
-    A pool that carries ``versus_kueue`` (``with_kueue_order`` on the same ``workloads``) is not played again.
-    ``held_back``: ``namespace/name`` -> the change freeze of its tenant (said in the reason). Such a Workload is
-    neither held nor demoted (a ``skipped`` nudge, outside the cap); a hold it already has is still released.
+    A pool that carries ``versus_kueue`` (``with_kueue_order`` on the same ``workloads`` and ``recorded``) is not
+    played again. ``held_back``: ``namespace/name`` -> the change freeze of its tenant (said in the reason). Such a
+    Workload is neither held nor demoted (a ``skipped`` nudge, outside the cap); a hold it already has is still
+    released. ``recorded``: the marks gpuaas recorded (``marks``); any other is planned as no hold, and a hold or
+    demotion of its Workload is written over it. None: every mark is gpuaas's (a plan with no audit log).
     """
     margin = policy.release_margin_minutes * 60.0
-    held = _held(workloads)
+    held, unrecorded = _marks(workloads, recorded)
     keys = _kueue_keys(workloads, held)
     versions = _versions(workloads)
     releases: list[Nudge] = []
@@ -308,6 +289,7 @@ def plan_nudges(pools: Sequence[PoolPlan], workloads: pd.DataFrame, now: datetim
             ns, _, name = ref.partition("/")
             releases.append(Nudge(NudgeAction.release, ns, name, "in no deadline plan any more: released",
                                   evidence={"hold": hold}))
+    holds = [(at, _over_mark(n, unrecorded)) for at, n in holds]
     holds.sort(key=lambda h: -h[0])
     frozen = held_back or {}
     free = [n for _, n in holds if n.ref not in frozen]
@@ -319,10 +301,12 @@ def plan_nudges(pools: Sequence[PoolPlan], workloads: pd.DataFrame, now: datetim
     return releases + capped + skipped
 
 
-def with_kueue_order(pools: Sequence[PoolPlan], workloads: pd.DataFrame) -> list[PoolPlan]:
+def with_kueue_order(pools: Sequence[PoolPlan], workloads: pd.DataFrame, *,
+                     recorded: RecordedHolds | None = None) -> list[PoolPlan]:
     """Each pool with the deadlines its plan meets and those Kueue's own order, untouched by gpuaas, would meet
-    (``versus_kueue``): what the plan adds, shown beside it; None where the order cannot be played."""
-    keys = _kueue_keys(workloads, _held(workloads))
+    (``versus_kueue``): what the plan adds, shown beside it; None where the order cannot be played. ``recorded``:
+    as for ``plan_nudges`` (a demotion's recorded priority is read only from a mark gpuaas recorded)."""
+    keys = _kueue_keys(workloads, _marks(workloads, recorded)[0])
     return [replace(pool, versus_kueue=_versus_kueue_order(pool, keys)) for pool in pools]
 
 

@@ -18,7 +18,8 @@ Which workloads, and how they enter (times in seconds from the snapshot's ``coll
 - pending and active, with a deadline and a run time: pending on the first GPU flavor of their
   ClusterQueue (the one Kueue tries first). With a run time and no deadline: best-effort work.
   Deactivated workloads (``spec.active: false``) are not queued and are left out, except those
-  gpuaas itself holds for the plan (``gpuaas.io/deadline-hold``): they are still pending work.
+  gpuaas itself holds for the plan (a ``gpuaas.io/deadline-hold`` mark gpuaas recorded): they are still
+  pending work.
 - a pending job larger than its pool can never be admitted there: it is ``missed``, with a note; so is one
   queued from a namespace its ClusterQueue's ``namespaceSelector`` does not select (``gpuaas.kueue_gaps``).
 
@@ -38,6 +39,7 @@ from gpuaas.kueue_gaps import missing_note, unselected_queues
 from gpuaas.models import CohortTree, Snapshot, WorkloadState, inactive_queues
 from gpuaas.phrases import counted, first_few
 from gpuaas.policies.deadlines.kueue_order import ClusterQueues, Preemption
+from gpuaas.policies.deadlines.marks import RecordedHolds, counts_as_held, parse_hold, uid_text, unrecorded_note
 from gpuaas.policies.deadlines.problem import (
     MAX_TIME,
     DeadlineJob,
@@ -207,10 +209,9 @@ def _tree_notes(tree: CohortTree, key: tuple[str, str], gpu_resources: Sequence[
     return notes
 
 
-def _held(wl: object) -> bool:
-    """Deactivated by gpuaas's own deadline hold: still queued work as far as the plan goes."""
-    value = getattr(wl, "deadline_hold", None)
-    return isinstance(value, str) and bool(value)
+def _held(wl: object, recorded: RecordedHolds | None) -> bool:
+    """Deactivated by gpuaas's own deadline hold (one it recorded): still queued work as far as the plan goes."""
+    return counts_as_held(parse_hold(getattr(wl, "deadline_hold", None)), uid_text(getattr(wl, "uid", None)), recorded)
 
 
 def _seconds_until(now: pd.Timestamp, value: object) -> float | None:
@@ -219,9 +220,11 @@ def _seconds_until(now: pd.Timestamp, value: object) -> float | None:
     return float((pd.Timestamp(value) - now).total_seconds())
 
 
-def pool_problems(snapshot: Snapshot, gpu_resources: Sequence[str] = ("nvidia.com/gpu",)) -> list[PoolProblem]:
+def pool_problems(snapshot: Snapshot, gpu_resources: Sequence[str] = ("nvidia.com/gpu",), *,
+                  recorded: RecordedHolds | None = None) -> list[PoolProblem]:
     """Every cohort-tree/flavor pool with GPU quota, sorted by root cohort and flavor (``deadline_problems`` adds
-    the work queued to a ClusterQueue that does not exist)."""
+    the work queued to a ClusterQueue that does not exist). ``recorded``: the hold marks gpuaas recorded
+    (``marks``; None: every mark); a Workload with any other mark is planned as not held, said in a note."""
     tree = CohortTree.of(snapshot)
     caps, first_flavor, nominal = _capacities(snapshot, tree, gpu_resources)
     wls = snapshot.workloads
@@ -247,7 +250,7 @@ def pool_problems(snapshot: Snapshot, gpu_resources: Sequence[str] = ("nvidia.co
             if wl.state == WorkloadState.pending.value and bool(wl.active):
                 skipped[str(wl.cluster_queue)] = skipped.get(str(wl.cluster_queue), 0) + 1
             continue
-        elif wl.state == WorkloadState.pending.value and (bool(wl.active) or _held(wl)):
+        elif wl.state == WorkloadState.pending.value and (bool(wl.active) or _held(wl, recorded)):
             flavor = first_flavor.get(str(wl.cluster_queue))
         else:
             continue
@@ -256,6 +259,8 @@ def pool_problems(snapshot: Snapshot, gpu_resources: Sequence[str] = ("nvidia.co
         key = (_pool_key(tree, str(wl.cluster_queue)), flavor)
         if key not in caps:
             continue
+        if not holding and parse_hold(getattr(wl, "deadline_hold", None)) is not None and not _held(wl, recorded):
+            notes.setdefault(key, []).append(unrecorded_note(ref))
         local = (str(wl.namespace), str(getattr(wl, "queue", "")))
         if not holding and local in unadmitted:  # Kueue never admits it, whatever the pool holds
             if (key, local) not in noted:
@@ -307,7 +312,7 @@ def pool_problems(snapshot: Snapshot, gpu_resources: Sequence[str] = ("nvidia.co
     # hears nothing for a pool must not scale it down on silence, nor keep it up forever).
     by_priority = _by_priority(snapshot, tree)
     preemption = _preemption(snapshot)
-    waiting = _waiting(wls, tree, caps, queue_of)
+    waiting = _waiting(wls, tree, caps, queue_of, recorded)
     for root, said in _inactive_notes(snapshot, tree, inactive, skipped).items():
         for key in caps:
             if key[0] == root:
@@ -365,13 +370,14 @@ def _preemption(snapshot: Snapshot) -> dict[str, Preemption]:
 
 
 def _waiting(wls: pd.DataFrame, tree: CohortTree, caps: dict[tuple[str, str], int],
-             placed: dict[tuple[str, str], dict[str, str]]) -> dict[tuple[str, str], list[tuple[str, str]]]:
+             placed: dict[tuple[str, str], dict[str, str]],
+             recorded: RecordedHolds | None) -> dict[tuple[str, str], list[tuple[str, str]]]:
     """Per pool, the pending Workloads of its cohort tree's queues that it does not place (another flavor first, no
     GPUs, a queue without this flavor): Kueue may still preempt a job of the pool for them."""
     out: dict[tuple[str, str], list[tuple[str, str]]] = {}
     pending = wls[wls["state"] == WorkloadState.pending.value]
     for wl in pending.itertuples(index=False):
-        if not (bool(wl.active) or _held(wl)):
+        if not (bool(wl.active) or _held(wl, recorded)):
             continue
         ref, cq = f"{wl.namespace}/{wl.name}", str(wl.cluster_queue)
         root = _pool_key(tree, cq)

@@ -22,6 +22,7 @@ import pandas as pd
 
 from gpuaas.kueue_gaps import missing_note, missing_queues, stranded_workloads
 from gpuaas.models import Snapshot
+from gpuaas.policies.deadlines.marks import RecordedHolds
 from gpuaas.policies.deadlines.pools import NO_COHORT, PoolProblem, pool_problems
 from gpuaas.policies.deadlines.problem import MAX_TIME, DeadlineJob
 
@@ -81,8 +82,9 @@ def missing_queue_problems(snapshot: Snapshot) -> list[MissingQueuePool]:
     return out
 
 
-def deadline_problems(snapshot: Snapshot, gpu_resources: Sequence[str] = ("nvidia.com/gpu",)) -> list[PoolProblem]:
-    """Every pool a deadline is planned in: each cohort-tree/flavor pool with GPU quota (``pool_problems``), then one
-    per missing ClusterQueue that Workloads with a deadline are queued to (``missing_queue_problems``), where every
-    deadline is missed."""
-    return [*pool_problems(snapshot, gpu_resources), *missing_queue_problems(snapshot)]
+def deadline_problems(snapshot: Snapshot, gpu_resources: Sequence[str] = ("nvidia.com/gpu",), *,
+                      recorded: RecordedHolds | None = None) -> list[PoolProblem]:
+    """Every pool a deadline is planned in: each cohort-tree/flavor pool with GPU quota (``pool_problems``, which
+    counts only the hold marks in ``recorded`` as holds; None: every mark), then one per missing ClusterQueue that
+    Workloads with a deadline are queued to (``missing_queue_problems``), where every deadline is missed."""
+    return [*pool_problems(snapshot, gpu_resources, recorded=recorded), *missing_queue_problems(snapshot)]

@@ -8,6 +8,10 @@ applied when its flow is switched to apply. A flow switched to ``apply`` without
 fails at its first write with a 403; ``allowed`` asks the API server beforehand
 (``SelfSubjectAccessReview``, one request per access), so a preflight can say which role to bind
 before a scheduled run finds out.
+
+RBAC cannot limit a ``patch`` to fields; the kit's ``admission-policy.yaml`` (a ``ValidatingAdmissionPolicy``
+and its binding, both named ``ADMISSION_POLICY``) does. ``admission_policy`` reads the two, so a preflight can say
+whether the writer roles are guarded: the reader role grants ``get`` on those two objects alone (``ADMISSION_READS``).
 """
 
 from __future__ import annotations
@@ -15,12 +19,14 @@ from __future__ import annotations
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
+from enum import StrEnum
 from typing import Any
 
 from gpuaas.models import JOB_OWNERS
 from gpuaas.settings import GpuaasSettings
 
-__all__ = ["BINDINGS", "CANARIES", "READS", "ROLES", "WRITES", "WRITTEN_KINDS", "Access", "allowed", "allowed_as",
+__all__ = ["ADMISSION_POLICY", "ADMISSION_READS", "BINDINGS", "CANARIES", "FLOW_READS", "READS", "ROLES", "WRITES",
+           "WRITTEN_KINDS", "Access", "AdmissionPolicy", "Found", "admission_policy", "allowed", "allowed_as",
            "bind_command", "unbind_command", "whoami"]
 
 
@@ -46,7 +52,7 @@ def _accesses(verbs: Sequence[str], group: str, resources: Sequence[str]) -> tup
 _KINDS = (("ray.io", "rayclusters"), ("serving.kserve.io", "inferenceservices"), ("kubeflow.org", "notebooks"),
           ("apps", "deployments"), ("apps", "statefulsets"))
 
-READS: tuple[Access, ...] = (
+FLOW_READS: tuple[Access, ...] = (
     *_accesses(["list"], "kueue.x-k8s.io", ["clusterqueues", "localqueues", "workloads", "cohorts",
                                              "resourceflavors"]),
     Access("get", "kueue.x-k8s.io", "workloads"),
@@ -59,6 +65,19 @@ READS: tuple[Access, ...] = (
 """What every flow reads (the collect), ``get`` on the kinds re-read before a stop or an undo, the batch jobs'
 deadlines, the Namespaces' labels (which a ClusterQueue's ``namespaceSelector`` selects), and the ``kube-system``
 Namespace, whose uid tells one cluster's history from another's in the store."""
+
+ADMISSION_POLICY = "gpuaas-write-fields"
+"""The name of the kit's ``ValidatingAdmissionPolicy`` and of its binding (``admission-policy.yaml``)."""
+
+_ADMISSION = "admissionregistration.k8s.io"
+_ADMISSION_KINDS = ("validatingadmissionpolicies", "validatingadmissionpolicybindings")
+
+ADMISSION_READS: tuple[Access, ...] = tuple(Access("get", _ADMISSION, r, ADMISSION_POLICY) for r in _ADMISSION_KINDS)
+"""What the preflight alone reads besides ``FLOW_READS``: the admission policy and its binding, by name. No flow
+needs them, so a refusal is the admission check's warning, never a failed permissions check."""
+
+READS: tuple[Access, ...] = (*FLOW_READS, *ADMISSION_READS)
+"""Everything the reader role grants (``gpuaas-reader`` in ``rbac.yaml``)."""
 
 _EVENTS = Access("create", "events.k8s.io", "events")
 
@@ -168,3 +187,74 @@ def allowed_as(settings: GpuaasSettings, accesses: Sequence[Access]) -> tuple[di
     with _api(settings) as api:
         answers = _reviews(api, accesses, settings.request_timeout_seconds)
         return answers, _identity(api, settings.request_timeout_seconds)
+
+
+class Found(StrEnum):
+    """How the read of one object of the admission policy went."""
+
+    there = "there"
+    absent = "absent"
+    """404 naming the object: the kind is served, the object was never applied (or was deleted)."""
+    unserved = "unserved"
+    """404 on the resource itself: the API server does not serve the kind (Kubernetes older than 1.30)."""
+    refused = "refused"
+    """403: the credentials may not read it."""
+
+
+@dataclass(frozen=True)
+class AdmissionPolicy:
+    """What the API server holds of ``admission-policy.yaml``: each of its two objects as read, and what the
+    binding says (a binding that only warns or audits lets every write through)."""
+
+    policy: Found
+    binding: Found
+    validation_actions: tuple[str, ...] = ()
+    """The binding's ``validationActions`` (``Deny``, ``Warn``, ``Audit``); empty where it was not read."""
+    bound_policy: str = ""
+    """The binding's ``policyName``."""
+
+
+def admission_policy(settings: GpuaasSettings) -> AdmissionPolicy:
+    """The ``ValidatingAdmissionPolicy`` and the ``ValidatingAdmissionPolicyBinding`` named ``ADMISSION_POLICY``:
+    one GET each, whatever the first answers (a fixed two requests). A 404 or a 403 is an answer (``Found``); any
+    other failure (a 401, a 5xx, no answer) raises what the Kubernetes client raises, mapped by the caller."""
+    with _api(settings) as api:
+        policy, _ = _get(api, "validating_admission_policy", settings.request_timeout_seconds)
+        binding, spec = _get(api, "validating_admission_policy_binding", settings.request_timeout_seconds)
+    actions = spec.get("validationActions")
+    return AdmissionPolicy(policy, binding, tuple(str(a) for a in actions) if isinstance(actions, list) else (),
+                           str(spec.get("policyName") or ""))
+
+
+def _get(api: Any, kind: str, timeout: float) -> tuple[Found, dict[str, Any]]:
+    """How the GET of ``kind`` went, and the object's ``spec`` where it is there."""
+    from kubernetes import client
+    from kubernetes.client.exceptions import ApiException
+
+    from gpuaas.sources import read_json
+
+    read = getattr(client.AdmissionregistrationV1Api(api), f"read_{kind}")
+    try:
+        response = read(ADMISSION_POLICY, _request_timeout=timeout, _preload_content=False)
+    except ApiException as exc:
+        if exc.status == 403:
+            return Found.refused, {}
+        if exc.status == 404:
+            return (Found.absent if _names_the_object(exc.body) else Found.unserved), {}
+        raise
+    body = read_json(response.data)
+    spec = body.get("spec") if isinstance(body, dict) else None
+    return Found.there, spec if isinstance(spec, dict) else {}
+
+
+def _names_the_object(body: object) -> bool:
+    """A 404 ``Status`` whose details name the object (``... "gpuaas-write-fields" not found``), not the one a
+    server answers for a resource it does not serve (no details, or a plain ``404 page not found``)."""
+    from gpuaas.sources import UnreadableJSON, read_json
+
+    try:
+        status = read_json(body or b"{}")  # type: ignore[arg-type]
+    except UnreadableJSON:
+        return False
+    details = status.get("details") if isinstance(status, dict) else None
+    return isinstance(details, dict) and details.get("name") == ADMISSION_POLICY

@@ -12,7 +12,18 @@ from typing import Any
 import pandas as pd
 
 from gpuaas.models import SourceStatus, WorkloadState
-from gpuaas.permissions import CANARIES, READS, ROLES, WRITES, Access, bind_command, unbind_command
+from gpuaas.permissions import (
+    ADMISSION_POLICY,
+    CANARIES,
+    FLOW_READS,
+    ROLES,
+    WRITES,
+    Access,
+    AdmissionPolicy,
+    Found,
+    bind_command,
+    unbind_command,
+)
 from gpuaas.phrases import counted, first_few, listed
 from gpuaas.policies.deadlines import HOLD_ANNOTATION
 from gpuaas.policy import Policy
@@ -21,9 +32,9 @@ from gpuaas.snapshot_health import clock_problem
 from gpuaas.sources.kube import KubeState
 from gpuaas.sources.prometheus import KUEUE_PENDING, PrometheusReading
 
-__all__ = ["Check", "SeriesCensus", "Verdict", "excess_check", "headline", "holding_gpus", "kube_check",
-           "kueue_metrics_check", "permissions_check", "policy_check", "prometheus_check", "source_check",
-           "telemetry_check"]
+__all__ = ["Check", "SeriesCensus", "Verdict", "admission_check", "excess_check", "headline", "holding_gpus",
+           "kube_check", "kueue_metrics_check", "permissions_check", "policy_check", "prometheus_check", "source_check",
+           "telemetry_check", "writer_rights"]
 
 
 class Verdict(StrEnum):
@@ -222,15 +233,16 @@ def _few(accesses: Sequence[Access]) -> str:
 
 
 def permissions_check(answers: Mapping[Access, bool], writes_of: Sequence[str], identity: str | None = None) -> Check:
-    """The reads every flow makes, and the writes of ``writes_of`` (the flows that apply), each allowed or not;
-    a refusal names the shipped role that grants it. ``identity``: whom the API server took the credentials for,
+    """The reads every flow makes (``FLOW_READS``), and the writes of ``writes_of`` (the flows that apply), each
+    allowed or not; a refusal names the shipped role that grants it. The reader role's reads of the admission
+    policy are the admission check's: no flow fails without them. ``identity``: whom the API server took the credentials for,
     said first (an admin kubeconfig is allowed everything, whatever roles are bound to the service account)."""
     name = "permissions"
     who = f"as {identity}: " if identity else ""
     problems = []
-    unread = [a for a in READS if not answers[a]]
+    unread = [a for a in FLOW_READS if not answers[a]]
     if unread:
-        problems.append(f"{len(unread)} of the {len(READS)} reads every flow makes are refused ({_few(unread)}): "
+        problems.append(f"{len(unread)} of the {len(FLOW_READS)} reads every flow makes are refused ({_few(unread)}): "
                         f"{bind_command(ROLES['reads'])}")
     for flow in writes_of:
         refused = [a for a in WRITES[flow] if not answers[a]]
@@ -238,11 +250,11 @@ def permissions_check(answers: Mapping[Access, bool], writes_of: Sequence[str], 
             problems.append(f"{flow} would write, but {_few(refused)} {'is' if len(refused) == 1 else 'are'} refused: "
                             f"{bind_command(ROLES[flow])}")
     if problems:  # the reads allowed, where they are: a refused write must not read as a role that reads nothing
-        reads = "" if unread else f"allowed: the {len(READS)} reads every flow makes; refused: "
+        reads = "" if unread else f"allowed: the {len(FLOW_READS)} reads every flow makes; refused: "
         return Check(name, Verdict.failed, who + reads + "; ".join(dict.fromkeys(problems)))
     writes = (f" and the writes of {', '.join(writes_of)}" if writes_of
               else "; no flow applies, so no write was asked about (--all-writes, or all_writes for the flow, asks)")
-    return Check(name, Verdict.ok, f"{who}allowed: the {len(READS)} reads every flow makes{writes}")
+    return Check(name, Verdict.ok, f"{who}allowed: the {len(FLOW_READS)} reads every flow makes{writes}")
 
 
 def excess_check(answers: Mapping[Access, bool] | None, applying: Sequence[str], identity: str | None = None,
@@ -277,6 +289,63 @@ def excess_check(answers: Mapping[Access, bool] | None, applying: Sequence[str],
     return Check(name, Verdict.ok, f"{who}refused, as they should be: the {len(CANARIES)} accesses asked about that "
                                    "gpuaas never needs (get secrets, create pods, * on *, delete of the kinds it "
                                    "writes) or needs only while a flow applies (patch)")
+
+
+def writer_rights(answers: Mapping[Access, bool]) -> list[Access]:
+    """The writer roles' ``patch`` accesses the credentials are allowed (the permissions checks ask each one)."""
+    return [a for a in dict.fromkeys(a for accesses in WRITES.values() for a in accesses)
+            if a.verb == "patch" and answers.get(a)]
+
+
+_APPLY_GUARD = "kubectl apply -f deployments/kubernetes/admission-policy.yaml"
+_OPEN = ("nothing limits the writer roles to the fields gpuaas writes: the gpuaas service account may change any "
+         "field of the objects it may patch (a pod template's image, command or service account)")
+
+
+def admission_check(guard: AdmissionPolicy | None, answers: Mapping[Access, bool] | None, applying: Sequence[str],
+                    error: str | None = None) -> Check:
+    """The kit's ``ValidatingAdmissionPolicy`` and its binding (``ADMISSION_POLICY``) are there and deny, wherever a
+    flow applies or a writer role's ``patch`` is allowed: RBAC grants a patch of a whole object, so without them a
+    writer role is as good as rewriting any pod template it reaches. A warning, not a failure: every flow still
+    works. ``guard``: what was read, None where nothing was (``error``: why a read failed)."""
+    name = "admission policy"
+    if answers is None:
+        return Check(name, Verdict.skipped, "needs the permissions check's answers, above")
+    writers = writer_rights(answers)
+    if not applying and not writers:
+        return Check(name, Verdict.skipped, f"no flow applies and no writer role's patch is allowed: there is no "
+                                            f"write for {ADMISSION_POLICY} to guard")
+    if error is not None or guard is None:
+        return Check(name, Verdict.warning, f"could not read the ValidatingAdmissionPolicy {ADMISSION_POLICY}: "
+                                            f"{error or 'not read'}")
+    why = (f"{listed(list(applying))} appl{'ies' if len(applying) == 1 else 'y'}" if applying
+           else f"{_few(writers)} {'is' if len(writers) == 1 else 'are'} allowed")
+    found = (guard.policy, guard.binding)
+    if Found.refused in found:
+        return Check(name, Verdict.warning, f"reading the ValidatingAdmissionPolicy {ADMISSION_POLICY} and its binding "
+                                            "is refused (403), so whether they guard the writer roles is unknown: the "
+                                            f"reader role bound lacks get on them: {bind_command(ROLES['reads'])}")
+    if Found.unserved in found:
+        return Check(name, Verdict.warning, "the API server is too old for the admission policy: it does not serve "
+                                            "ValidatingAdmissionPolicies (admissionregistration.k8s.io/v1, Kubernetes "
+                                            f"1.30 or newer), so with {why}, {_OPEN}; bind each writer role only while "
+                                            f"its flow applies, and {_APPLY_GUARD} once the cluster runs 1.30")
+    missing = [kind for kind, state in (("ValidatingAdmissionPolicy", guard.policy),
+                                         ("ValidatingAdmissionPolicyBinding", guard.binding)) if state is Found.absent]
+    if missing:
+        return Check(name, Verdict.warning, f"{why}, but the cluster has no {' and no '.join(missing)} named "
+                                            f"{ADMISSION_POLICY}, so {_OPEN}: {_APPLY_GUARD}")
+    if guard.bound_policy != ADMISSION_POLICY:
+        return Check(name, Verdict.warning, f"the binding {ADMISSION_POLICY} binds the policy "
+                                            f"{guard.bound_policy or '(none)'}, not {ADMISSION_POLICY}, so {_OPEN}: "
+                                            f"{_APPLY_GUARD}")
+    if "Deny" not in guard.validation_actions:
+        actions = ", ".join(guard.validation_actions) or "none"
+        return Check(name, Verdict.warning, f"the binding {ADMISSION_POLICY} has validationActions {actions}, without "
+                                            f"Deny: a change outside gpuaas's fields is let through, so {_OPEN}: "
+                                            f"{_APPLY_GUARD}")
+    return Check(name, Verdict.ok, f"{ADMISSION_POLICY} guards the writer roles: its binding denies any change by "
+                                   "gpuaas's service accounts outside the fields gpuaas writes")
 
 
 def _said(access: Access) -> str:

@@ -8,8 +8,9 @@ does not. It writes nothing: no snapshot is stored, the database is opened read-
 
 ``read`` does the reading (I/O): each source once, as a collect reads it; where no GPU workload has a
 sample, a few instant queries that find out why (whether the metrics exist, and which of the pod labels
-their series carry, ``gpu_series_census``); and the API server's answer to each access the flows need, and
-to a fixed list of accesses gpuaas should not have (``CANARIES``).
+their series carry, ``gpu_series_census``); the API server's answer to each access the flows need, and
+to a fixed list of accesses gpuaas should not have (``CANARIES``); and, where a flow applies or a writer role's
+patch is allowed, the kit's admission policy and its binding (``admission_policy``: two GETs).
 ``plan`` turns what was read into the checks, purely; each check is a function callable in a REPL
 (``kube_check``, ``telemetry_check``...).
 """
@@ -27,12 +28,13 @@ import pandas as pd
 from gpuaas.errors import StoreError
 from gpuaas.models import SourceStatus
 from gpuaas.operations.collect import other_cluster
-from gpuaas.permissions import CANARIES, READS, WRITES, Access, allowed_as
+from gpuaas.permissions import CANARIES, READS, WRITES, Access, AdmissionPolicy, admission_policy, allowed_as
 from gpuaas.policy import Mode, Policy
 from gpuaas.preflight_checks import (
     Check,
     SeriesCensus,
     Verdict,
+    admission_check,
     excess_check,
     headline,
     holding_gpus,
@@ -43,6 +45,7 @@ from gpuaas.preflight_checks import (
     prometheus_check,
     source_check,
     telemetry_check,
+    writer_rights,
 )
 from gpuaas.preflight_gaps import gap_check, kube_gaps
 from gpuaas.settings import GpuaasSettings, MetricNames
@@ -50,9 +53,9 @@ from gpuaas.snapshot import SOURCES, assemble_snapshot, failed_source, read_sour
 from gpuaas.sources.kube import KubeState
 from gpuaas.sources.prometheus import PrometheusReading, gpu_series_census
 
-__all__ = ["Check", "Findings", "SeriesCensus", "Verdict", "applying", "database_check", "excess_check", "headline",
-           "kube_check", "kueue_metrics_check", "permissions_check", "plan", "policy_check", "preflight", "prometheus_check",
-           "pushgateway_check", "read", "source_check", "telemetry_check"]
+__all__ = ["Check", "Findings", "SeriesCensus", "Verdict", "admission_check", "applying", "database_check",
+           "excess_check", "headline", "kube_check", "kueue_metrics_check", "permissions_check", "plan", "policy_check",
+           "preflight", "prometheus_check", "pushgateway_check", "read", "source_check", "telemetry_check"]
 
 
 def pushgateway_check(settings: GpuaasSettings) -> Check:
@@ -155,6 +158,9 @@ class Findings:
     """The user the API server took the credentials for (``SelfSubjectReview``), where it said."""
     gaps: tuple[str, ...] | None = None
     """What gpuaas reads in Kueue but cannot act on, in the collect's words (``kube_gaps``); None without the API."""
+    admission: AdmissionPolicy | None = None
+    """The kit's admission policy as read; None where it was not (nothing to guard, no API, or ``admission_error``)."""
+    admission_error: str | None = None
 
 
 def read(settings: GpuaasSettings, now: datetime | None = None, writes_of: Sequence[str] | None = None) -> Findings:
@@ -183,11 +189,12 @@ def read(settings: GpuaasSettings, now: datetime | None = None, writes_of: Seque
     flows = tuple(applying(settings) if writes_of is None else writes_of)
     kube: KubeState | None = readings["kube"][0]
     answers, answers_error, identity = _ask(settings, sources["kube"], flows)
+    admission, admission_error = _admission(settings, answers)
     return Findings(kube, readings["prometheus"][0], sources, workloads, found, census_error, answers, answers_error, flows,
                     pushgateway_check(settings), database_check(settings, kube.cluster_uid if kube else None),
                     settings.metrics,
                     settings.policy.collect.max_staleness_seconds, settings.policy, identity,
-                    kube_gaps(kube, now, settings.policy))
+                    kube_gaps(kube, now, settings.policy), admission, admission_error)
 
 
 def plan(found: Findings) -> list[Check]:
@@ -196,6 +203,7 @@ def plan(found: Findings) -> list[Check]:
         kube_check(found.kube, found.sources["kube"]),
         _permissions(found),
         excess_check(found.answers, _applies(found.policy), found.identity, found.kube),
+        admission_check(found.admission, found.answers, _applies(found.policy), found.admission_error),
         policy_check(found.policy, found.kube),
         gap_check(found.gaps),
         prometheus_check(found.sources["prometheus"], found.max_staleness_s, found.prometheus),
@@ -231,6 +239,20 @@ def _ask(settings: GpuaasSettings, kube: SourceStatus,
     except Exception as exc:  # noqa: BLE001 - a server that will not say is a warning, not a refusal
         return None, describe_failure(settings, "kube", exc), None
     return answers, None, identity
+
+
+def _admission(settings: GpuaasSettings,
+               answers: dict[Access, bool] | None) -> tuple[AdmissionPolicy | None, str | None]:
+    """The admission policy, read only where the check judges it: a flow applies, or a writer role's patch is
+    allowed (a role left bound while its flow is dry-run can still be used by whoever holds the token)."""
+    if answers is None or not (applying(settings) or writer_rights(answers)):
+        return None, None
+    from gpuaas.sources.failures import describe_failure
+
+    try:
+        return admission_policy(settings), None
+    except Exception as exc:  # noqa: BLE001 - an unreadable policy is the check's warning, never a traceback
+        return None, describe_failure(settings, "kube", exc)
 
 
 def _telemetry(found: Findings) -> Check:

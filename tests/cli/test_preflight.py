@@ -70,9 +70,15 @@ def test_a_working_setup_passes_and_names_the_workloads_without_telemetry(
     verdict, detail = checks["permissions beyond need"]  # an admin may do anything: more than gpuaas should
     assert verdict == "warning" and detail.startswith("as embedded-admin: get secrets, create pods, * on * (every "
                                                       "verb on every resource), delete workloads.kueue.x-k8s.io")
+    verdict, detail = checks["admission policy"]  # an admin may patch, and nothing limits it to gpuaas's fields
+    assert verdict == "warning" and detail.startswith("patch workloads.kueue.x-k8s.io, patch rayclusters.ray.io, "
+                                                      "patch inferenceservices.serving.kserve.io and 4 more are "
+                                                      "allowed, but the cluster has no ValidatingAdmissionPolicy and "
+                                                      "no ValidatingAdmissionPolicyBinding named gpuaas-write-fields")
+    assert detail.endswith("kubectl apply -f deployments/kubernetes/admission-policy.yaml")
     assert checks["policy against the cluster"] == ("skipped", "the policy names no tenant and no cohort")
-    assert json.loads(run.stdout)["headline"] == "Preflight: 11 checks: 7 ok, 2 warnings, 2 skipped."
-    assert "Preflight: 11 checks: 7 ok, 2 warnings, 2 skipped." in run.stderr  # beside the JSON, as every headline
+    assert json.loads(run.stdout)["headline"] == "Preflight: 12 checks: 7 ok, 3 warnings, 2 skipped."
+    assert "Preflight: 12 checks: 7 ok, 3 warnings, 2 skipped." in run.stderr  # beside the JSON, as every headline
 
 
 @pytest.mark.parametrize(("env", "said"), [
@@ -88,7 +94,7 @@ def test_telemetry_no_workload_can_use_fails_saying_what_to_set(
     assert run.returncode == 1
     verdict, detail = _checks(run)["GPU telemetry"]
     assert verdict == "failed" and said in detail, detail
-    assert run.stderr.strip().splitlines()[-1] == "error: 1 of 11 checks failed: GPU telemetry"
+    assert run.stderr.strip().splitlines()[-1] == "error: 1 of 12 checks failed: GPU telemetry"
 
 
 def test_unreachable_sources_are_named_and_the_telemetry_check_waits_for_them(
@@ -101,7 +107,7 @@ def test_unreachable_sources_are_named_and_the_telemetry_check_waits_for_them(
     assert checks["Prometheus"] == ("failed", f"Prometheus at {nowhere}: {refused}")
     assert checks["Pushgateway"] == ("failed", f"Pushgateway at {nowhere}: {refused}")
     assert checks["GPU telemetry"][0] == checks["Kueue metrics"][0] == "skipped"
-    assert run.stderr.strip().splitlines()[-1] == "error: 2 of 11 checks failed: Prometheus, Pushgateway"
+    assert run.stderr.strip().splitlines()[-1] == "error: 2 of 12 checks failed: Prometheus, Pushgateway"
 
 
 def test_a_reachable_pushgateway_and_a_database_behind_this_gpuaas(

@@ -41,20 +41,21 @@ def test_a_working_setup_completes_with_the_checks_on_the_run_page(
     point_at(reclaim_fleet, monkeypatch)
     state = preflight(return_state=True)
     assert state.is_completed(), state.message
-    assert state.message == "Preflight: 11 checks: 7 ok, 2 warnings, 2 skipped."
+    assert state.message == "Preflight: 12 checks: 7 ok, 3 warnings, 2 skipped."
     artifacts, run, _ = _run_page(state.state_details.flow_run_id)
     page = artifacts["gpuaas-preflight"]
     assert page.description == state.message
     lines = str(page.data).splitlines()
     assert state.message not in str(page.data)  # the headline once: as the description, above the list
     assert [line.split("**")[1] for line in lines] == [
-        "Kubernetes API and Kueue", "permissions", "permissions beyond need", "policy against the cluster",
-        "accelerators and queues",
+        "Kubernetes API and Kueue", "permissions", "permissions beyond need", "admission policy",
+        "policy against the cluster", "accelerators and queues",
         "Prometheus", "Kueue metrics", "GPU telemetry", "OpenCost", "Pushgateway", "database"]
     assert lines[2].startswith("- **permissions beyond need** (warning): as embedded-admin: get secrets, create pods,")
-    assert lines[4].startswith("- **accelerators and queues** (ok): no quota of or request for an accelerator but")
-    assert lines[7].startswith("- **GPU telemetry** (warning): 2 of 17 GPU workloads have incomplete telemetry")
-    assert run.name == "Preflight: 11 checks: 7 ok, 2 warnings, 2 skipped"
+    assert lines[3].startswith("- **admission policy** (warning): patch workloads.kueue.x-k8s.io, patch ")
+    assert lines[5].startswith("- **accelerators and queues** (ok): no quota of or request for an accelerator but")
+    assert lines[8].startswith("- **GPU telemetry** (warning): 2 of 17 GPU workloads have incomplete telemetry")
+    assert run.name == "Preflight: 12 checks: 7 ok, 3 warnings, 2 skipped"
 
 
 def test_telemetry_no_workload_can_use_fails_the_run_naming_what_to_set(
@@ -65,11 +66,11 @@ def test_telemetry_no_workload_can_use_fails_the_run_naming_what_to_set(
     point_at(reclaim_fleet, monkeypatch, metrics__pod_labels='["container_pod"]')
     state = preflight(return_state=True)
     assert state.is_failed()
-    assert state.message == "Preflight: 11 checks: 7 ok, 1 warning, 1 failed (GPU telemetry), 2 skipped."
+    assert state.message == "Preflight: 12 checks: 7 ok, 2 warnings, 1 failed (GPU telemetry), 2 skipped."
     artifacts, run, logs = _run_page(state.state_details.flow_run_id)
     assert "set GPUAAS_METRICS__POD_LABELS" in artifacts["gpuaas-preflight"].data
     assert any(line.startswith("GPU telemetry: the ") and "set GPUAAS_METRICS__POD_LABELS" in line for line in logs)
-    assert run.name == "Preflight: 11 checks: 7 ok, 1 warning, 1 failed, 2 skipped"
+    assert run.name == "Preflight: 12 checks: 7 ok, 2 warnings, 1 failed, 2 skipped"
     failure = state.result(raise_on_failure=False)  # what Prefect raises to a caller and logs: the headline
     assert type(failure).__name__ == "RunFailed" and str(failure) == state.message
     result = failure.result

@@ -3,7 +3,8 @@
 Each writing flow runs apply then undo against the embedded API with ``deployments/kubernetes/rbac.yaml``'s
 reader role and that flow's writer role alone enforced; every call's (verb, group, resource) is recorded
 at the API's authorizer. A test fails on a 403 and on a rule of the writer role that no call needed:
-collect and reclaim (every idle kind stopped) use every reader rule as well. Each on its own cluster:
+collect, reclaim (every idle kind stopped) and the preflight (the admission policy's reads) use every reader rule
+as well. Each on its own cluster:
 the other modules' runs would have stopped the objects or moved the quota already.
 """
 
@@ -22,6 +23,8 @@ from gpuaas.cli.app import app
 from gpuaas.cluster.apiserver import RBACRules
 from gpuaas.cluster.runner import EmbeddedCluster
 from gpuaas.cluster.testbed import write_policy
+from gpuaas.operations.preflight import preflight
+from gpuaas.settings import load_settings
 from tests.actions.rebalance_scenario import NOMINAL, rebalance_cluster
 from tests.flows.deadline_scenario import deadline_cluster
 from tests.scenarios import point_at
@@ -59,6 +62,10 @@ class _Recording:
             self.refused.append((verb, group, resource, namespace, name))
             raise
 
+    def allows(self, verb: str, group: str, resource: str) -> bool:
+        """The preflight's access reviews, answered by the same rules (a review is not a call on the resource)."""
+        return self.rules.allows(verb, group, resource)
+
 
 def _granted(roles: list[str]) -> set[tuple[str, str, str]]:
     documents = [d for d in yaml.safe_load_all(MANIFEST.read_text()) if d and d.get("kind") == "ClusterRole"]
@@ -69,7 +76,8 @@ def _granted(roles: list[str]) -> set[tuple[str, str, str]]:
 
 def test_a_full_cycle_needs_every_shipped_rule_and_no_other(pointed_at: EmbeddedCluster,
                                                             prefect_harness: None) -> None:
-    """collect, reclaim --apply and undo with the shipped roles enforced: no 403, and no rule that no call used."""
+    """collect, reclaim --apply, undo and the preflight with the shipped roles enforced: no 403, and no rule that no
+    call used."""
     from flows.reclaim import reclaim
 
     roles = ["gpuaas-reader", "gpuaas-reclaimer"]
@@ -80,11 +88,15 @@ def test_a_full_cycle_needs_every_shipped_rule_and_no_other(pointed_at: Embedded
         assert applied
         undone = reclaim(undo=[applied[0]["audit_id"]])["undo"]
         assert undone[0]["result"] == "restored", undone
+        # the reclaimer bound: the preflight reads the admission policy (absent here: a warning, not a 403)
+        [guard] = [c for c in preflight(load_settings()) if c.name == "admission policy"]
+        assert guard.verdict.value == "warning" and "no ValidatingAdmissionPolicy" in guard.detail, guard.detail
     finally:
         pointed_at.api.rbac = None
     assert recording.refused == []
-    # Every rule is used: a RayCluster is stopped through its Workload (get, then patch spec.active), and the
-    # batch jobs the fleet holds (train-*: a Job, RayJob, JobSet and Kubeflow jobs) are listed for their deadlines.
+    # Every rule is used: a RayCluster is stopped through its Workload (get, then patch spec.active), the batch
+    # jobs the fleet holds (train-*: a Job, RayJob, JobSet and Kubeflow jobs) are listed for their deadlines, and
+    # the preflight gets the admission policy and its binding.
     assert _granted(roles) - recording.calls == set(), "rules no call needs"
 
 

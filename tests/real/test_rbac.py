@@ -20,7 +20,7 @@ from gpuaas.actions.quotas import apply_quota_plan, recover_quota_plans
 from gpuaas.cluster.real import KubeHTTP, KubeHTTPError, RealCluster
 from gpuaas.operations.collect import read_snapshot
 from gpuaas.operations.preflight import Verdict, excess_check, permissions_check
-from gpuaas.permissions import BINDINGS, CANARIES, READS, WRITES, Access, allowed, whoami
+from gpuaas.permissions import BINDINGS, CANARIES, FLOW_READS, READS, WRITES, Access, allowed, whoami
 from gpuaas.policies.quotas import QueueDemand, QuotaLimits, plan_quotas
 from gpuaas.policy import Mode
 from gpuaas.settings import load_settings
@@ -78,7 +78,7 @@ def test_rbac_yaml_alone_binds_every_read_and_no_write(sa_kubeconfig: Path) -> N
     # whose answers these are, as the real server names the token's account (SelfSubjectReview)
     assert whoami(load_settings()) == "system:serviceaccount:gpuaas:gpuaas"
     check = permissions_check(answers, ["reclaim", "rebalance"], whoami(load_settings()))
-    assert check.detail.startswith(f"as system:serviceaccount:gpuaas:gpuaas: allowed: the {len(READS)} reads every "
+    assert check.detail.startswith(f"as system:serviceaccount:gpuaas:gpuaas: allowed: the {len(FLOW_READS)} reads every "
                                    "flow makes; refused: reclaim would write, but ")
     assert check.verdict is Verdict.failed
     assert "reclaim would write, but patch workloads.kueue.x-k8s.io" in check.detail

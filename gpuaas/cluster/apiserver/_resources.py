@@ -14,6 +14,7 @@ from typing import Any
 __all__ = ["RESOURCES", "Resource", "convert", "resource_for_plural"]
 
 KUEUE = "kueue.x-k8s.io"
+ADMISSION = "admissionregistration.k8s.io"
 
 
 @dataclass(frozen=True)
@@ -75,6 +76,10 @@ RESOURCES: dict[str, Resource] = {
         _r("Deployment", "apps", ("v1",), "deployments", True, True, "deploy"),
         _r("StatefulSet", "apps", ("v1",), "statefulsets", True, True, "sts"),
         _r("Event", "events.k8s.io", ("v1",), "events", True, False, "ev"),
+        # The kit's admission policy (admission-policy.yaml), stored and returned as applied: the emulator does not
+        # run it. A server older than Kubernetes 1.30 is ``disabled_versions={"admissionregistration.k8s.io/v1"}``.
+        _r("ValidatingAdmissionPolicy", ADMISSION, ("v1",), "validatingadmissionpolicies", False, True),
+        _r("ValidatingAdmissionPolicyBinding", ADMISSION, ("v1",), "validatingadmissionpolicybindings", False, False),
     )
 }
 

@@ -13,7 +13,7 @@ from datetime import datetime, timedelta
 
 import pandas as pd
 
-from gpuaas.cli._common import OutputFormat, err_console, print_json
+from gpuaas.cli._common import OutputFormat, err_console, lead, print_json
 from gpuaas.cli._tables import print_table
 from gpuaas.errors import ConfigError
 from gpuaas.idle_history import read_fleet_history
@@ -74,12 +74,17 @@ def _parameter(row: FrontierRow) -> str:
 
 
 def print_frontier(rows: Sequence[FrontierRow], evidence: CalibrationEvidence, fmt: OutputFormat,
-                   title: str) -> None:
-    """The frontier table after its headline (on stderr), or both in one JSON object."""
+                   title: str, *, headline: str | None = None) -> None:
+    """The frontier table after its headline (on stderr), or both in one JSON object.
+
+    ``headline``: the line that says why every row is 0, where it is (``reports.frontier.nothing_scored_headline``).
+    It is the command's first line, as a replay's headline is (above the table, or on stderr beside the JSON), and
+    it stands in for the comparison of the adaptive rows with the fixed ones, which have nothing to compare."""
+    lead({"headline": headline}, fmt)
     if fmt is OutputFormat.json:
         print_json({"calibration": asdict(evidence), "frontier": [r.to_dict() for r in rows]})
         return
-    for line in frontier_headline(rows, evidence):
+    for line in [evidence.describe()] if headline else frontier_headline(rows, evidence):
         _progress(line)
     ratios = {id(r): x for r, x in ratio_at_equal_wakeups(rows)}
     ceilings = ceiling_ratios(rows)

@@ -54,7 +54,7 @@ from gpuaas.policies.reclaim import (
 from gpuaas.policy import MAX_MINUTES, AdaptivePolicy, ColdStartBudget
 from gpuaas.sources.history import MAX_POINTS
 from gpuaas.sources.traces import load_qps, load_utilization
-from reports.frontier import plot_frontier
+from reports.frontier import nothing_scored_headline, plot_frontier
 from reports.reclaim_replay import replay_headline
 
 __all__ = ["reclaim"]
@@ -229,12 +229,16 @@ def reclaim(
             evidence = calibration_evidence(runs, split)
         how = "all hours" if split is None else f"chosen on the first {calibrate:.0%} of the hours, scored on the rest"
         title = f"Reclaim frontier, idle <= {threshold:g} % ({how})"
+        # every row 0: the first line says why in numbers, and the plot is an empty frame that says the same
+        nothing = nothing_scored_headline(rows, runs, pods=pods, span=span, split_t=split, threshold_pct=threshold,
+                                          from_prometheus=from_prometheus)
         try:
-            plot_frontier(rows, plot, title)
+            plot_frontier(rows, plot, title, empty_note=nothing)
         except GpuaasError as exc:
             raise fail(str(exc)) from exc
-        print_frontier(rows, evidence, format, title)
-        err_console.print(f"wrote {plot}", markup=False, highlight=False)
+        print_frontier(rows, evidence, format, title, headline=nothing)
+        err_console.print(f"wrote {plot}" + (" (an empty frame: every row is 0)" if nothing else ""), markup=False,
+                          highlight=False)
         return
     common: dict[str, Any] = {"pods": pods, "observed_s": observed_s, "qps": rates, "window_min": window,
                               "threshold": threshold}

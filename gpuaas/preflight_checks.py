@@ -6,11 +6,13 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from datetime import datetime
 from enum import StrEnum
 from typing import Any
 
 import pandas as pd
 
+from gpuaas.instant import utc_stamp
 from gpuaas.models import SourceStatus, WorkloadState
 from gpuaas.permissions import (
     ADMISSION_POLICY,
@@ -184,27 +186,38 @@ def policy_check(policy: Policy, state: KubeState | None) -> Check:
                                    "cohorts it names are in the cluster")
 
 
-def telemetry_check(workloads: pd.DataFrame, metrics: MetricNames, found: SeriesCensus | None) -> Check:
+def telemetry_check(workloads: pd.DataFrame, metrics: MetricNames, found: SeriesCensus | None,
+                    window_start: datetime | None = None) -> Check:
     """Whether the GPU workloads holding GPUs have DCGM samples: without, they stay ``unknown``, never idle.
 
-    ``found`` is the census, taken only where no workload has a sample (the case a setting fixes).
+    ``found`` is the census, taken only where no workload has a sample (the case a setting fixes). ``window_start``:
+    the start of the shortest telemetry window; a workload admitted (or created) after it cannot have a whole window of
+    samples yet, so its incomplete telemetry is no fault: on a fleet where jobs start all day, counting those would
+    make every daily preflight warn. They are said apart.
     """
     name = "GPU telemetry"
     holding = holding_gpus(workloads)
     if holding.empty:
         return Check(name, Verdict.skipped, "no workload holds GPUs now: nothing to match telemetry to")
     unknown = holding[holding["telemetry"] == "unknown"]
+    started = _started(unknown)
+    new = unknown[started > pd.Timestamp(window_start)] if window_start is not None else unknown.iloc[0:0]
+    unknown = unknown.drop(new.index)
     unseen = int((holding["gpus_observed"].fillna(0) == 0).sum())
     total = len(holding)
     names = metrics.activity_names
+    young = (f"; {len(new)} more started inside the window ({utc_stamp(window_start, '%H:%M UTC')} on), "
+             "judged once it has passed" if len(new) and window_start is not None else "")
     if unknown.empty:
-        return Check(name, Verdict.ok, f"{total} of {total} GPU workloads have complete telemetry ({names})")
+        whole = total - len(new)
+        return Check(name, Verdict.ok, f"{whole} of {total} GPU workloads have complete telemetry ({names}){young}")
     if unseen < total or found is None:
         shown = [_owner(row) for row in unknown.head(3).itertuples()]
         more = f" and {len(unknown) - len(shown)} more" if len(unknown) > len(shown) else ""
-        return Check(name, Verdict.warning, f"{len(unknown)} of {total} GPU workloads have incomplete telemetry in "
+        verb = "has" if len(unknown) == 1 else "have"
+        return Check(name, Verdict.warning, f"{len(unknown)} of {total} GPU workloads {verb} incomplete telemetry in "
                                             f"the window ({', '.join(shown)}{more}; {unseen} with no sample of "
-                                            f"{names} at all): they stay unknown, never counted as idle")
+                                            f"{names} at all): they stay unknown, never counted as idle{young}")
     if not found.series:
         return Check(name, Verdict.failed, f"no series of {names} in Prometheus: is dcgm-exporter scraped? A renamed "
                                            "metric is set with GPUAAS_METRICS__GPU_ACTIVITY and "
@@ -219,6 +232,18 @@ def telemetry_check(workloads: pd.DataFrame, metrics: MetricNames, found: Series
                                        f"{names} (labels {labels}, namespace labels "
                                        f"{', '.join(metrics.namespace_labels)}): check GPUAAS_METRICS__POD_LABELS "
                                        "and GPUAAS_METRICS__NAMESPACE_LABELS")
+
+
+def _started(workloads: pd.DataFrame) -> pd.Series:
+    """When each workload began to hold its GPUs: admitted, else created (as the reclaim policy ages it); NaT where
+    neither is known (then it counts as old: no excuse for missing telemetry)."""
+    columns = [c for c in ("admitted_at", "created_at") if c in workloads]
+    if not columns:
+        return pd.Series(pd.NaT, index=workloads.index, dtype="datetime64[ns, UTC]")
+    started = pd.to_datetime(workloads[columns[0]], utc=True, errors="coerce")
+    for column in columns[1:]:
+        started = started.fillna(pd.to_datetime(workloads[column], utc=True, errors="coerce"))
+    return started
 
 
 def _owner(row: Any) -> str:

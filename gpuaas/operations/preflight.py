@@ -20,7 +20,7 @@ from __future__ import annotations
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pandas as pd
@@ -161,6 +161,8 @@ class Findings:
     admission: AdmissionPolicy | None = None
     """The kit's admission policy as read; None where it was not (nothing to guard, no API, or ``admission_error``)."""
     admission_error: str | None = None
+    window_start: datetime | None = None
+    """The start of the shortest telemetry window: a workload that began to hold GPUs after it has no whole window."""
 
 
 def read(settings: GpuaasSettings, now: datetime | None = None, writes_of: Sequence[str] | None = None) -> Findings:
@@ -194,7 +196,8 @@ def read(settings: GpuaasSettings, now: datetime | None = None, writes_of: Seque
                     pushgateway_check(settings), database_check(settings, kube.cluster_uid if kube else None),
                     settings.metrics,
                     settings.policy.collect.max_staleness_seconds, settings.policy, identity,
-                    kube_gaps(kube, now, settings.policy), admission, admission_error)
+                    kube_gaps(kube, now, settings.policy), admission, admission_error,
+                    now - timedelta(minutes=min(windows)) if windows else None)
 
 
 def plan(found: Findings) -> list[Check]:
@@ -261,7 +264,7 @@ def _telemetry(found: Findings) -> Check:
     if found.census_error is not None:
         return Check("GPU telemetry", Verdict.failed,
                      f"no GPU workload has a sample, and asking why failed: {found.census_error}")
-    return telemetry_check(found.workloads, found.metrics, found.census)
+    return telemetry_check(found.workloads, found.metrics, found.census, found.window_start)
 
 
 def _permissions(found: Findings) -> Check:

@@ -124,3 +124,24 @@ def test_kueue_metrics_missing_from_prometheus_warn_and_from_the_future_fail() -
     assert kueue_metrics_check(future).verdict is Verdict.failed
     assert "3600 s after the instant asked about" in kueue_metrics_check(future).detail
     assert kueue_metrics_check(None).verdict is Verdict.skipped
+
+
+def test_workloads_that_began_inside_the_window_are_no_warning() -> None:
+    """A job admitted ten minutes ago has no whole 30-minute window of samples yet: on a fleet where jobs start all
+    day, counting it would make every daily preflight warn. It is said apart, and an older one still warns."""
+    from datetime import UTC, datetime
+
+    start = datetime(2026, 12, 1, 12, 0, tzinfo=UTC)
+    frame = _workloads(("complete", 1), ("unknown", 0), ("unknown", 1))
+    frame["admitted_at"] = ["2026-12-01T10:00:00Z", "2026-12-01T12:20:00Z", None]
+    frame["created_at"] = ["2026-12-01T09:00:00Z", "2026-12-01T12:19:00Z", "2026-12-01T12:25:00Z"]
+    young = telemetry_check(frame, M, None, start)
+    assert (young.verdict, young.detail) == (Verdict.ok, (
+        "1 of 3 GPU workloads have complete telemetry (DCGM_FI_PROF_GR_ENGINE_ACTIVE or DCGM_FI_DEV_GPU_UTIL); "
+        "2 more started inside the window (12:00 UTC on), judged once it has passed"))
+    frame.loc[2, "created_at"] = "2026-12-01T11:00:00Z"  # held before the window: its gap is a fault
+    old = telemetry_check(frame, M, None, start)
+    assert old.verdict is Verdict.warning
+    assert old.detail.startswith("1 of 3 GPU workloads has incomplete telemetry in the window (RayCluster ns/ray2; ")
+    assert old.detail.endswith("never counted as idle; 1 more started inside the window (12:00 UTC on), judged once "
+                               "it has passed")

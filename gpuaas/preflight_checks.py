@@ -378,12 +378,12 @@ def _said(access: Access) -> str:
 
 
 def headline(checks: Sequence[Check]) -> str:
-    """``Preflight: 8 checks: 5 ok, 1 warning, 1 failed (GPU telemetry), 1 skipped.``: what the command and the flow
-    lead with."""
+    """``Preflight: 8 checks: 5 ok, 1 warning (Prometheus), 1 failed (GPU telemetry), 1 skipped.``: what the command
+    and the flow lead with; the checks that warn or fail are named, so the line alone says where to look."""
     counts = {verdict: sum(c.verdict is verdict for c in checks) for verdict in Verdict}
-    failed = [c.name for c in checks if c.verdict is Verdict.failed]
+    named = {o: [c.name for c in checks if c.verdict is o] for o in (Verdict.warning, Verdict.failed)}
     said = [f"{counts[o]} {o.value}{'s' if o is Verdict.warning and counts[o] > 1 else ''}"
-            + (f" ({', '.join(failed)})" if o is Verdict.failed else "")
+            + (f" ({', '.join(named[o])})" if o in named else "")
             for o in Verdict if counts[o]]
     return f"Preflight: {len(checks)} checks: {', '.join(said)}."
 

@@ -77,8 +77,8 @@ def test_a_working_setup_passes_and_names_the_workloads_without_telemetry(
                                                       "no ValidatingAdmissionPolicyBinding named gpuaas-write-fields")
     assert detail.endswith("kubectl apply -f deployments/kubernetes/admission-policy.yaml")
     assert checks["policy against the cluster"] == ("skipped", "the policy names no tenant and no cohort")
-    assert json.loads(run.stdout)["headline"] == "Preflight: 12 checks: 7 ok, 3 warnings, 2 skipped."
-    assert "Preflight: 12 checks: 7 ok, 3 warnings, 2 skipped." in run.stderr  # beside the JSON, as every headline
+    assert json.loads(run.stdout)["headline"] == "Preflight: 12 checks: 7 ok, 3 warnings (permissions beyond need, admission policy, GPU telemetry), 2 skipped."
+    assert "Preflight: 12 checks: 7 ok, 3 warnings (permissions beyond need, admission policy, GPU telemetry), 2 skipped." in run.stderr  # beside the JSON, as every headline
 
 
 @pytest.mark.parametrize(("env", "said"), [

@@ -41,7 +41,7 @@ def test_a_working_setup_completes_with_the_checks_on_the_run_page(
     point_at(reclaim_fleet, monkeypatch)
     state = preflight(return_state=True)
     assert state.is_completed(), state.message
-    assert state.message == "Preflight: 12 checks: 7 ok, 3 warnings, 2 skipped."
+    assert state.message == "Preflight: 12 checks: 7 ok, 3 warnings (permissions beyond need, admission policy, GPU telemetry), 2 skipped."
     artifacts, run, _ = _run_page(state.state_details.flow_run_id)
     page = artifacts["gpuaas-preflight"]
     assert page.description == state.message
@@ -66,7 +66,8 @@ def test_telemetry_no_workload_can_use_fails_the_run_naming_what_to_set(
     point_at(reclaim_fleet, monkeypatch, metrics__pod_labels='["container_pod"]')
     state = preflight(return_state=True)
     assert state.is_failed()
-    assert state.message == "Preflight: 12 checks: 7 ok, 2 warnings, 1 failed (GPU telemetry), 2 skipped."
+    assert state.message == ("Preflight: 12 checks: 7 ok, 2 warnings (permissions beyond need, admission policy), "
+                             "1 failed (GPU telemetry), 2 skipped.")
     artifacts, run, logs = _run_page(state.state_details.flow_run_id)
     assert "set GPUAAS_METRICS__POD_LABELS" in artifacts["gpuaas-preflight"].data
     assert any(line.startswith("GPU telemetry: the ") and "set GPUAAS_METRICS__POD_LABELS" in line for line in logs)

@@ -111,17 +111,19 @@ class LossyProxy(LoopbackRelay):
         return held
 
     def _verdict(self, method: str, path: str) -> _Loss | str:
-        """``relay``, ``refuse`` (reset, forward nothing), or the loss to play (forward, lose the answer)."""
+        """``relay``, ``refuse`` (reset, forward nothing), or the loss to play (forward, lose the answer); ``dropped``
+        and ``refused`` name each request by its path without the query (a writer's ``fieldManager``...)."""
+        seen = f"{method} {path.split('?', 1)[0]}"
         with self.lock:
             if self.refusing > 0:
                 self.refusing -= 1
-                self.refused.append(f"{method} {path}")
+                self.refused.append(seen)
                 return "refuse"
             loss = next((x for x in self._armed if x.matches(method, path)), None)
             if loss is None:
                 return "relay"
             self._armed.remove(loss)
-            self.dropped.append(f"{method} {path}")
+            self.dropped.append(seen)
             self.refusing = loss.then_refuse
             return loss
 

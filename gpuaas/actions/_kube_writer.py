@@ -10,10 +10,18 @@ at all: the write may have landed, and the caller reads the object back (``INDEF
 Kueue objects are written at the API version the reader negotiated: a caller passes the
 snapshot's (``version=``); without one (undo, recovery) the writer asks discovery once which
 of ``v1beta2``/``v1beta1`` the cluster serves, in the reader's order of preference.
+
+Every patch names gpuaas as its field manager (``fieldManager=gpuaas``: ``metadata.managedFields`` then
+says which fields gpuaas set, and a GitOps controller's own entries stay told apart from it) and asks for
+strict field validation (``fieldValidation=Strict``): a field the object's schema does not know (a
+RayCluster CRD older than ``spec.suspend``) is refused with a 4xx naming it, rather than dropped
+while the answer says 200. The ``Warning`` headers of the last patch's answer are kept in
+``last_warnings``: an answer can be 200 and still say that something was not done.
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from typing import Any
 
@@ -21,14 +29,19 @@ from kubernetes import client
 
 from gpuaas.actions._events import EventReason, controller_of, event_body
 from gpuaas.actions._patches import KIND_RESOURCES
-from gpuaas.errors import GpuaasError, KubeAPIError, MalformedResponse, NotFound, TransientError
+from gpuaas.errors import GpuaasError, Invalid, KubeAPIError, MalformedResponse, NotFound, TransientError
 from gpuaas.settings import GpuaasSettings
 from gpuaas.sources import UnreadableJSON, make_api_client, read_json
 from gpuaas.sources.kube import KUEUE_GROUP, KUEUE_VERSIONS, kube_request
 
-__all__ = ["INDEFINITE", "KubeWriter"]
+__all__ = ["FIELD_MANAGER", "INDEFINITE", "KubeWriter", "unknown_fields"]
 
 _MERGE_PATCH = "application/merge-patch+json"
+FIELD_MANAGER = "gpuaas"
+"""The ``fieldManager`` of every write: the name ``metadata.managedFields`` shows for what gpuaas set."""
+_WRITE_OPTIONS = {"field_manager": FIELD_MANAGER, "field_validation": "Strict"}
+_UNKNOWN_FIELD = re.compile(r'unknown field "([^"]{1,200})"')
+_WARNING_TEXT = re.compile(r'^\s*\d{3}\s+\S+\s+"(.*)"\s*$', re.DOTALL)
 INDEFINITE = (TransientError, MalformedResponse)
 """Errors of a write that say nothing about whether it was applied."""
 
@@ -47,6 +60,8 @@ class KubeWriter:
         self._kueue_version: str | None = None
         self.unrecorded_events: list[str] = []
         """Why each Event that could not be recorded was not: the acting task warns of them once the run acts."""
+        self.last_warnings: tuple[str, ...] = ()
+        """The ``Warning`` headers of the last patch's answer, as text (``unknown field "spec.suspend"``)."""
 
     @property
     def _api(self) -> client.ApiClient:
@@ -126,7 +141,26 @@ class KubeWriter:
         with kube_request(verb=what, kind=kind, namespace=namespace, name=name, url=self._url):
             resp = fn(group, version, namespace, plural, name, _preload_content=False,
                       _request_timeout=self._timeout, **kwargs)
+            if what == "patching":
+                self.last_warnings = _warnings(resp)
             return _object(resp.data)
+
+    def _patch(self, kind: str, namespace: str, name: str, fn: Any, version: str | None,
+               body: dict[str, Any]) -> dict[str, Any]:
+        """One merge patch as gpuaas, strictly validated; a refused unknown field is said by its name (the
+        API server's own message puts it after the whole object, past what an error keeps)."""
+        self.last_warnings = ()
+        try:
+            return self._call("patching", kind, namespace, name, fn, version, body=body, _content_type=_MERGE_PATCH,
+                              **_WRITE_OPTIONS)
+        except Invalid as exc:
+            fields = unknown_fields(exc)
+            if not fields:
+                raise
+            raise Invalid(f"the schema of {kind} on this cluster has no field {', '.join(fields)} (strict field "
+                          "validation): an older version of its CRD?", status=exc.status, reason=exc.reason,
+                          kind=kind, namespace=namespace or None, name=name, verb="patching",
+                          status_reason=exc.status_reason) from exc
 
     def get(self, kind: str, namespace: str, name: str, *, version: str | None = None) -> dict[str, Any]:
         """The live object; raises ``NotFound`` when it is gone."""
@@ -136,8 +170,7 @@ class KubeWriter:
               version: str | None = None) -> dict[str, Any]:
         """A merge patch; ``body`` should carry ``metadata.resourceVersion`` (409 when it changed)."""
         self._may_patch(kind, namespace, name, body)
-        return self._call("patching", kind, namespace, name, self._custom.patch_namespaced_custom_object, version,
-                          body=body, _content_type=_MERGE_PATCH)
+        return self._patch(kind, namespace, name, self._custom.patch_namespaced_custom_object, version, body)
 
     def list(self, kind: str, namespace: str, *, label_selector: str) -> list[dict[str, Any]]:
         """The objects of ``kind`` in ``namespace`` that match ``label_selector`` (one page: a selector that
@@ -160,8 +193,7 @@ class KubeWriter:
                              version: str | None = None) -> dict[str, Any]:
         """A merge patch of a cluster-scoped object, with the same resourceVersion precondition."""
         self._may_patch(kind, "", name, body)
-        return self._call("patching", kind, "", name, _cluster(self._custom.patch_cluster_custom_object), version,
-                          body=body, _content_type=_MERGE_PATCH)
+        return self._patch(kind, "", name, _cluster(self._custom.patch_cluster_custom_object), version, body)
 
     def _may_patch(self, kind: str, namespace: str, name: str, body: dict[str, Any]) -> None:
         """Refuse a patch without a resourceVersion precondition, or once the guard says this run may no
@@ -191,6 +223,7 @@ class KubeWriter:
             with kube_request(verb="recording an Event on", kind=str(regarding.get("kind")), url=self._url,
                               namespace=regarding.get("namespace"), name=regarding["name"]):
                 client.EventsV1Api(self._api).create_namespaced_event(body["metadata"]["namespace"], body,
+                                                                      field_manager=FIELD_MANAGER,
                                                                       _preload_content=False,
                                                                       _request_timeout=self._timeout)
         except GpuaasError as exc:
@@ -211,3 +244,32 @@ def _object(data: bytes) -> dict[str, Any]:
     if not isinstance(value, dict):
         raise UnreadableJSON(f"not a JSON object (a {type(value).__name__})")
     return value
+
+
+def unknown_fields(exc: BaseException) -> tuple[str, ...]:
+    """The fields a strict-validation refusal (``exc`` or an error it was raised from) names as unknown: the
+    API server's ``strict decoding error: unknown field "spec.suspend"``. Empty for any other error."""
+    seen: BaseException | None = exc
+    for _ in range(4):  # our Invalid, kube_request's, the client's ApiException
+        if seen is None:
+            break
+        body = getattr(seen, "body", None)
+        text = body.decode("utf-8", "replace") if isinstance(body, bytes) else str(body or seen)
+        if found := _UNKNOWN_FIELD.findall(text.replace('\\"', '"')):
+            return tuple(dict.fromkeys(found))
+        seen = seen.__cause__
+    return ()
+
+
+def _warnings(resp: Any) -> tuple[str, ...]:
+    """The text of each ``Warning: 299 - "..."`` header of an answer (RFC 7234; the API server's warnings)."""
+    headers = getattr(resp, "headers", None)
+    if headers is None:
+        return ()
+    values = headers.getlist("Warning") if hasattr(headers, "getlist") else [headers.get("Warning")]
+    out = []
+    for value in values:
+        if value:
+            found = _WARNING_TEXT.match(str(value))
+            out.append((found.group(1).replace('\\"', '"') if found else str(value))[:300])
+    return tuple(out)

@@ -2,14 +2,24 @@
 
 Order per planned decision: GET the live object (a 404 is "object deleted"); skip it unless
 its uid and resourceVersion are the ones the snapshot saw (a Workload deleted and recreated
-under the same name, or edited since, is never touched) or when it is already stopped;
-build the stop from the live object; append the *intent* row (outcome ``planned``, the prior
+under the same name, or edited since, is never touched), when it is being deleted or already
+stopped; build the stop from the live object; skip it when a GitOps controller would set it
+back, when someone started it again after a gpuaas stop less than one window ago, or when an
+earlier stop of it did not hold and its spec is unchanged since (``gpuaas.actions._stop_guards``);
+append the *intent* row (outcome ``planned``, the prior
 state in ``before``, what the stop leaves in ``after``); in apply mode, one merge patch with
 the resourceVersion read sets the stop fields and the ``gpuaas.io/reclaimed`` annotation
 (``{"audit_id": <intent id>, "before": ...}``); append the completion row (``applied``,
 ``skipped`` or ``failed``, ``refers_to`` the intent, same idempotency key). Dry-run stops
 after the intent row: GETs only, no writes. Kueue objects are read and written at the API
 version the snapshot's reader negotiated.
+
+A 200 is not taken on trust: when the answer does not show what the stop leaves (a mutating webhook set
+``replicas`` back, a schema dropped the field; its ``Warning`` headers are quoted), the completion is ``failed``
+with the cause ``stop-not-held``, no Event tells the team it was stopped, and the mark it carries is stale (the
+object runs, ``still_stopped`` is False). While its ``metadata.generation`` stays the one that answer showed, later
+runs skip it with the same cause instead of patching again. A field the schema refuses under strict validation
+(``fieldValidation=Strict``) is the same, said by the API server as a 4xx.
 
 A 409 means someone changed the object between the GET and the PATCH: it is re-read and
 decided again, and since it no longer is the object the evidence was about, the decision is
@@ -43,9 +53,18 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from gpuaas.actions._events import EventReason
-from gpuaas.actions._kube_writer import INDEFINITE, KubeWriter
-from gpuaas.actions._patches import StopMethod, StopPlan, reclaimed_by, stop_patch, stop_plan, stopped_reason
-from gpuaas.errors import Conflict, GpuaasError, NotFound
+from gpuaas.actions._kube_writer import INDEFINITE, KubeWriter, unknown_fields
+from gpuaas.actions._patches import (
+    StopMethod,
+    StopPlan,
+    live_values,
+    reclaimed_by,
+    stop_patch,
+    stop_plan,
+    stopped_reason,
+)
+from gpuaas.actions._stop_guards import being_deleted, held_back, not_held
+from gpuaas.errors import Conflict, GpuaasError, Invalid, NotFound
 from gpuaas.models import Outcome
 from gpuaas.policies.reclaim import Decision, LastRow, SkipCause, unchanged_phrase, unchanged_since
 from gpuaas.policy import FreeGoal, Mode
@@ -118,9 +137,10 @@ class _Audit:
                                             for d in ds])
 
     def row(self, d: Decision, outcome: str, reason: str, *, refers_to: int | None = None,
-            before: dict[str, Any] | None = None, after: dict[str, Any] | None = None) -> AuditEntry:
+            before: dict[str, Any] | None = None, after: dict[str, Any] | None = None,
+            cause: SkipCause | None = None) -> AuditEntry:
         """A completion of the decision ``refers_to``."""
-        return self.store.append(self._entry(d, outcome, reason, refers_to, before, after))
+        return self.store.append(self._entry(d, outcome, reason, refers_to, before, after, cause))
 
 
 def already_decided(store: Store, keys: Iterable[str]) -> dict[str, int]:
@@ -152,6 +172,8 @@ def _changed(d: Decision, obj: dict[str, Any]) -> tuple[SkipCause, str] | None:
     if uid != d.uid:
         return SkipCause.recreated, (f"a different object now has this name (uid {d.uid} in the snapshot, {uid} "
                                      "now): deleted and recreated, never touched")
+    if (deleting := being_deleted(obj)) is not None:  # before the resourceVersion: the deletion itself changed it
+        return SkipCause.being_deleted, deleting
     if rv != d.resource_version:
         return SkipCause.changed, (f"changed since the snapshot (resourceVersion {d.resource_version} -> {rv}): "
                                    "decided again next run")
@@ -206,6 +228,8 @@ def _act(d: Decision, audit: _Audit, writer: KubeWriter, mode: Mode, now: dateti
     if changed:
         return audit.skip(d, *changed)
     plan = stop_plan(d.kind, obj, d.free, now)
+    if (held := held_back(d, obj, plan, audit.store, now, FLOW)) is not None:
+        return audit.skip(d, *held)
     after: dict[str, Any] = {**plan.after(), "frees": plan.frees}
     if d.api_version:
         after["api_version"] = d.api_version
@@ -229,13 +253,47 @@ def _act(d: Decision, audit: _Audit, writer: KubeWriter, mode: Mode, now: dateti
         return ActionResult(d, Outcome.skipped, "object deleted", intent.id, plan.method, plan.frees)
     except INDEFINITE as exc:  # a lost answer or a 5xx can hide a write that landed: read the object back
         return _settle(d, audit, writer, intent, plan, after, reason, str(exc)[:300])
+    except Invalid as exc:
+        if not unknown_fields(exc):
+            return _failed(d, audit, intent, plan, str(exc))
+        # Refused whole (strict validation): as a stop that did not hold, not tried again on the same spec.
+        return _not_held(d, audit, intent, plan, after, obj, f"{exc}; nothing changed")
     except GpuaasError as exc:
-        audit.row(d, Outcome.failed, str(exc), refers_to=intent.id)
-        return ActionResult(d, Outcome.failed, str(exc)[:500], intent.id, plan.method, plan.frees)
+        return _failed(d, audit, intent, plan, str(exc))
+    warned = writer.last_warnings
+    if missing := not_held(plan, patched):
+        return _not_held(d, audit, intent, plan, after, patched, _not_held_words(missing, warned))
+    if warned:
+        reason += f" (the API server warned: {'; '.join(warned)})"
     done = {**after, "resourceVersion": patched["metadata"].get("resourceVersion")}
     audit.row(d, Outcome.applied, reason, refers_to=intent.id, before=plan.before(), after=done)
     _stopped_event(writer, patched, d, reason, intent)
     return ActionResult(d, Outcome.applied, reason, intent.id, plan.method, plan.frees)
+
+
+def _failed(d: Decision, audit: _Audit, intent: AuditEntry, plan: StopPlan, why: str) -> ActionResult:
+    audit.row(d, Outcome.failed, why, refers_to=intent.id)
+    return ActionResult(d, Outcome.failed, why[:500], intent.id, plan.method, plan.frees)
+
+
+def _not_held_words(missing: list[str], warned: tuple[str, ...]) -> str:
+    warning = f"; the API server warned: {'; '.join(warned)}" if warned else ""
+    return (f"the stop did not hold: the API server answered 200 but {', '.join(missing)}{warning} (a mutating "
+            "admission webhook or policy, or a schema without the field); nothing freed")
+
+
+def _not_held(d: Decision, audit: _Audit, intent: AuditEntry, plan: StopPlan, after: dict[str, Any],
+              seen: dict[str, Any], words: str) -> ActionResult:
+    """A stop the object does not show: ``failed``, no Event, and the generation it was tried on, which later
+    runs compare (``stop_not_held_before``) so that the same refused stop is not made again every run."""
+    meta = seen.get("metadata") or {}
+    why = f"{words}; not tried again while its spec is unchanged (generation {meta.get('generation')})"
+    done = {**after, "resourceVersion": meta.get("resourceVersion"), "generation": meta.get("generation"),
+            "answer": live_values(plan.after(), seen)}
+    audit.row(d, Outcome.failed, why, refers_to=intent.id, before=plan.before(), after=done,
+              cause=SkipCause.stop_not_held)
+    return ActionResult(d, Outcome.failed, why[:500], intent.id, plan.method, plan.frees,
+                        cause=SkipCause.stop_not_held)
 
 
 def _stopped_event(writer: KubeWriter, obj: dict[str, Any], d: Decision, reason: str, intent: AuditEntry) -> None:
@@ -253,6 +311,9 @@ def _settle(d: Decision, audit: _Audit, writer: KubeWriter, intent: AuditEntry, 
                "the next run settles it from the object")
         return ActionResult(d, Outcome.unknown, why, intent.id, plan.method, plan.frees)
     outcome, seen, obj = settled
+    if outcome == Outcome.applied and obj is not None and (missing := not_held(plan, obj)):
+        return _not_held(d, audit, intent, plan, after, obj, f"the stop did not hold: the answer was lost ({error}) "
+                                                             f"and the object read back shows {', '.join(missing)}")
     why = (f"{reason} (the response was lost: {error}; read back: {seen})" if outcome == Outcome.applied
            else f"{error} (read back: {seen})")
     audit.row(d, outcome, why, refers_to=intent.id, before=plan.before(), after=after)

@@ -75,6 +75,10 @@ class ObjectStore:
         self._tables: dict[str, _Table] = {kind: _Table() for kind in RESOURCES}
         self._subscribers: list[Subscriber] = []
         self._names = itertools.count()
+        self.mutating_admission: Callable[[str, dict[str, Any]], dict[str, Any]] | None = None
+        """A fault-injection point that stands in for a mutating admission webhook: called with (kind, the object
+        about to be stored) on every write of an object's main resource, it returns the object to store and answer
+        (a "minimum replicas" policy setting ``replicas`` back). None, as on a cluster without such a webhook."""
 
     # --- registry and events -------------------------------------------------------------
     def kinds(self) -> dict[str, Resource]:
@@ -268,6 +272,8 @@ class ObjectStore:
                     new["status"] = current["status"]
         new["apiVersion"], new["kind"] = current["apiVersion"], current["kind"]
         new["metadata"] = dict(new["metadata"], resourceVersion=old_meta["resourceVersion"])
+        if subresource is None and self.mutating_admission is not None:
+            new = self.mutating_admission(res.kind, new)
         if new == current:
             return copy.deepcopy(current), []
         validate(new, res)

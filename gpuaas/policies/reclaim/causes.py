@@ -69,6 +69,14 @@ class SkipCause(StrEnum):
     """Its resourceVersion changed since the snapshot."""
     found_stopped = "found-stopped"
     """The live object, read before the write, is already stopped."""
+    being_deleted = "being-deleted"
+    """The live object carries a ``deletionTimestamp``: its deletion frees it."""
+    gitops_managed = "gitops-managed"
+    """A GitOps controller applies a stop field (server-side apply) or tracks the object: it would undo the stop."""
+    reverted = "reverted"
+    """Another manager started it again after a gpuaas stop less than one window ago (treated like an undo)."""
+    stop_not_held = "stop-not-held"
+    """An earlier stop was answered 200 but did not hold (or its field was refused), and its spec is unchanged since."""
 
 
 RECORDED_SKIP_OUTCOMES = frozenset({Outcome.skipped, Outcome.deferred})

@@ -10,16 +10,19 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
 import pandas as pd
 
 from gpuaas.models import Outcome
-from gpuaas.policies.incident import IncidentEvent, IncidentReview
-from reports._format import gpus
+from gpuaas.policies.incident import ActionOutcome, IncidentEvent, IncidentReview
+from gpuaas.policy import Mode
+from reports._format import counted, gpus
+from reports._incident_plot import figure
 
-__all__ = ["REFUSED", "event_rows", "fleet_rows", "incident_json", "incident_markdown", "plot_png", "quota_rows",
+__all__ = ["REFUSED", "ActionTally", "action_tally", "event_rows", "fleet_rows", "incident_json", "incident_markdown", "plot_png", "quota_rows",
            "summary_line", "undo_line", "window_label"]
 
 _LABELS = {"reclaim": ("reclaim", "reclaims"), "quota-plan": ("quota plan", "quota plans"),
@@ -60,20 +63,67 @@ def _scope_words(review: IncidentReview) -> str:
     return f" ({'; '.join(parts)})" if parts else ""
 
 
+@dataclass(frozen=True)
+class ActionTally:
+    """The actions of one kind and mode that began in the window, counted by how each ended."""
+
+    action: str
+    mode: str
+    parts: tuple[tuple[str, int], ...]
+    """(result, count), in ``_RESULT_ORDER``: each action in exactly one part."""
+
+    @property
+    def total(self) -> int:
+        return sum(n for _, n in self.parts)
+
+
+def action_tally(actions: Sequence[ActionOutcome]) -> list[ActionTally]:
+    """The actions by kind (in the order they first appear), then mode (apply first), then result: a partition,
+    so that a headline built on it never counts one action twice (a deferred dry-run is deferred, not also
+    dry-run)."""
+    groups: dict[tuple[str, str], dict[str, int]] = {}
+    for o in actions:
+        counts = groups.setdefault((o.action, str(o.mode)), {})
+        counts[str(o.result)] = counts.get(str(o.result), 0) + 1
+    kinds = list(dict.fromkeys(o.action for o in actions))
+    ordered = sorted(groups.items(), key=lambda kv: (kinds.index(kv[0][0]), kv[0][1] == Mode.dry_run, kv[0][1]))
+    return [ActionTally(action, mode, tuple(sorted(counts.items(), key=lambda kv: _rank(kv[0]))))
+            for (action, mode), counts in ordered]
+
+
+def _rank(result: str) -> int:
+    return _RESULT_ORDER.index(result) if result in _RESULT_ORDER else len(_RESULT_ORDER)
+
+
+def _said(result: str) -> str:
+    """A result as a count reads it: a dry-run decision that nothing closed was planned (its row's word)."""
+    return Outcome.planned if result == Outcome.dry_run else result
+
+
+_DONE = frozenset({Outcome.applied, Outcome.restored, Outcome.released})
+"""Results that changed the cluster: an apply-mode count leads with them."""
+
+
 def _count_words(review: IncidentReview) -> str:
-    by_action: dict[str, dict[str, int]] = {}
-    for o in review.actions:
-        counts = by_action.setdefault(o.action, {})
-        counts[o.result] = counts.get(o.result, 0) + 1
+    """``16 reclaim decisions, all dry-run (15 planned, 1 deferred)``, ``3 reclaims applied, 2 skipped``: each
+    action that began in the window counted once, under its mode and its result (``action_tally``). A dry-run
+    changed nothing, so its rows are decisions, never "reclaims"; its planned ones are not also counted as
+    dry-run beside its deferred ones."""
     phrases = []
-    for action, counts in by_action.items():
-        n = sum(counts.values())
-        one, many = _LABELS.get(action, (action, f"{action}s"))
-        ordered = sorted(counts.items(), key=lambda kv: _RESULT_ORDER.index(kv[0]) if kv[0] in _RESULT_ORDER else 99)
-        if len(ordered) == 1:
-            phrases.append(f"{n} {one if n == 1 else many} {ordered[0][0]}")
-        else:
-            phrases.append(f"{n} {many} ({', '.join(f'{c} {r}' for r, c in ordered)})")
+    tallies = action_tally(review.actions)
+    for t in tallies:
+        one, many = _LABELS.get(t.action, (t.action, f"{t.action}s"))
+        parts = ", ".join(f"{n} {_said(result)}" for result, n in t.parts)
+        if t.mode == Mode.dry_run:
+            alone = sum(1 for other in tallies if other.action == t.action) == 1
+            decisions = counted(t.total, f"{one} decision")
+            phrases.append(f"{decisions}, all dry-run ({parts})" if alone
+                           else f"{counted(t.total, f'dry-run {one} decision')} ({parts})")
+        elif t.parts[0][0] in _DONE:  # what was done first: "3 reclaims applied, 2 skipped"
+            (result, n), rest = t.parts[0], t.parts[1:]
+            phrases.append(f"{counted(n, one, many)} {result}" + "".join(f", {c} {r}" for r, c in rest))
+        else:  # nothing done: not "2 reclaims skipped", which reads as two reclaims
+            phrases.append(f"{counted(t.total, f'{one} decision')} in apply mode ({parts})")
     return ", ".join(phrases) or "no gpuaas decisions or actions"
 
 
@@ -217,35 +267,16 @@ def quota_rows(review: IncidentReview, changed_only: bool = True) -> list[dict[s
 # -- the plot --------------------------------------------------------------------------------------
 
 def plot_png(review: IncidentReview) -> str | None:
-    """Backlog and idle GPUs over the window as base64 PNG, applied actions marked; None without history."""
-    fleet = review.fleet
-    if fleet.empty:
-        return None
-    from matplotlib.dates import DateFormatter
-
-    from reports._plots import plt, png_base64
-
-    fig, ax = plt.subplots(figsize=(9, 3.4))
-    at = [t.to_pydatetime() for t in pd.to_datetime(fleet["at"], utc=True)]
-    ax.step(at, fleet["pending_workloads"], where="post", label="backlog (pending workloads)", color="#4c78a8")
-    if fleet["idle_gpus"].notna().any():
-        ax.step(at, fleet["idle_gpus"], where="post", label="idle GPUs", color="#e15759")
-    ax.step(at, fleet["pending_gpus"], where="post", label="pending GPUs", color="#4c78a8", linestyle=":")
-    marked = False
-    for e in review.events:
-        if e.outcome in (Outcome.applied, Outcome.restored) and e.action not in ("quota-change",):
-            ax.axvline(e.at, color="#59a14f", linewidth=0.8, alpha=0.7,  # type: ignore[arg-type]
-                       label=None if marked else "gpuaas action applied")
-            marked = True
-    # matplotlib converts datetimes itself (its date units); its stubs only say float
-    ax.set_xlim(review.start, review.end)  # type: ignore[arg-type]
-    ax.set_ylim(bottom=0)
+    """Backlog (workloads) and GPUs over the window as base64 PNG, on their own axes; the part of the window before
+    the first stored collect shaded; the window's decisions marked (``reports._incident_plot``). None without
+    history."""
     same_day = _utc(review.start).date() == _utc(review.end).date()
-    ax.xaxis.set_major_formatter(DateFormatter("%H:%M" if same_day else "%m-%d %H:%M", tz="UTC"))  # type: ignore[no-untyped-call]
-    ax.set_xlabel("time (UTC)")
-    ax.set_title(f"Backlog and idle GPUs, {window_label(review.start, review.end)}")
-    ax.legend(loc="upper left", fontsize="small")
-    fig.autofmt_xdate()
+    fig = figure(review, "%H:%M" if same_day else "%m-%d %H:%M")
+    if fig is None:
+        return None
+    from reports._plots import png_base64
+
+    fig.axes[0].set_title(f"Backlog and GPUs, {window_label(review.start, review.end)}")
     return png_base64(fig)
 
 

@@ -19,12 +19,16 @@ from reports._format import (
     brief,
     busy_line,
     counted,
-    duration,
     frozen_lead,
     kube_unread,
     said_frozen,
     source_errors,
     with_failures,
+)
+from reports._reclaim_rows import (
+    decision_dicts,
+    decision_rows,
+    evidence_lines,
 )
 
 __all__ = ["ASSUMED_GPU_HOURLY_PRICE", "SUCCESS_METRIC", "blind_line", "decision_dicts", "decision_rows", "evidence_lines", "gpu_price",
@@ -33,92 +37,6 @@ __all__ = ["ASSUMED_GPU_HOURLY_PRICE", "SUCCESS_METRIC", "blind_line", "decision
 
 ASSUMED_GPU_HOURLY_PRICE = 3.0
 """$ per GPU-hour used only when OpenCost has no figure for the fleet at all (the report says so)."""
-
-
-def reason_phrase(r: ActionResult) -> str:
-    """Why this workload was a target, with its numbers (``idle 1h00m, max activity 0.00 ≤ 0.05``): the decision's
-    reason, as its audit row holds it (``gpuaas.phrases``); a skipped or failed action keeps its own reason."""
-    return r.decision.reason if r.result in (Outcome.planned, Outcome.applied) else r.reason
-
-
-def decision_dicts(results: Sequence[ActionResult]) -> list[dict[str, Any]]:
-    """The machine form (``gpuaas reclaim --format json``)."""
-    return [{
-        "audit_id": r.audit_id, "kind": r.decision.kind, "namespace": r.decision.namespace, "name": r.decision.name,
-        "tenant": r.decision.tenant, "gpus": r.decision.gpus, "idle_seconds": r.decision.idle_seconds,
-        "action": r.method or "-", "frees": r.frees or "-", "mode": r.decision.mode, "result": r.result,
-        "reason": reason_phrase(r), "window_minutes": r.decision.evidence.get("window_minutes"),
-        "window_reason": r.decision.evidence.get("window_reason"), "subject": r.decision.subject,
-        "cause": r.cause, "unchanged_since": r.unchanged_since.isoformat() if r.unchanged_since else None,
-    } for r in results]
-
-
-def _evidence_text(evidence: dict[str, Any]) -> str:
-    """``max activity 0.00 ≤ 0.05 over 30 m, 100% seen``: the numbers behind the verdict (the markdown's evidence)."""
-    act = evidence.get("activity_max")
-    req = evidence.get("requests")
-    window = f"over {evidence.get('window_minutes') or 0:g} m"
-    parts = [f"max activity {act:.2f} ≤ {evidence.get('threshold')} {window}" if act is not None
-             else f"no activity data {window}", f"{evidence.get('coverage') or 0:.0%} seen"]
-    observed, requested = evidence.get("gpus_observed", 0), evidence.get("gpus_requested", 0)
-    if observed != requested:
-        parts.append(f"{observed:g} of {requested:g} GPUs reporting")
-    if req is not None:
-        parts.append(f"{req:g} requests")
-    return ", ".join(parts)
-
-
-def _short_evidence(evidence: dict[str, Any]) -> str:
-    """``max 0.00 ≤ 0.05 in 30 m``, then only what is unusual (coverage under 100%, GPUs not reporting)."""
-    act = evidence.get("activity_max")
-    window = f"in {evidence.get('window_minutes') or 0:g} m"
-    parts = [f"max {act:.2f} ≤ {evidence.get('threshold')} {window}" if act is not None else f"no data {window}"]
-    coverage = evidence.get("coverage") or 0
-    if coverage < 1:
-        parts.append(f"{coverage:.0%} seen")
-    observed, requested = evidence.get("gpus_observed", 0), evidence.get("gpus_requested", 0)
-    if observed != requested:
-        parts.append(f"{observed:g}/{requested:g} GPUs")
-    return ", ".join(parts)
-
-
-RESULT_WIDTH = 40
-"""A table cell's result with its reason is cut here (the markdown artifact has the whole reason)."""
-
-
-def _result_text(r: ActionResult) -> str:
-    if r.result in (Outcome.applied, Outcome.planned) or not r.reason:
-        return r.result
-    text = f"{r.result}: {r.reason}"
-    return text if len(text) <= RESULT_WIDTH else text[:RESULT_WIDTH - 1] + "…"
-
-
-def decision_rows(results: Sequence[ActionResult]) -> list[dict[str, Any]]:
-    """The people form: the table artifact, seven short columns so it fits a 1600-pixel screen.
-
-    The tenant, the full evidence and the whole reason are in the summary's evidence list
-    (``evidence_lines``). No cell is a bare "-": the UI renders that as a bullet.
-    """
-    return [{
-        "workload": r.decision.subject, "GPUs": r.decision.gpus,
-        "idle for": duration(r.decision.idle_seconds) if r.decision.idle_seconds else "",
-        "evidence": _short_evidence(r.decision.evidence), "action": r.method or "", "result": _result_text(r),
-        "audit id": r.audit_id if r.audit_id is not None else "",
-    } for r in results]
-
-
-def evidence_lines(results: Sequence[ActionResult]) -> list[str]:
-    """One markdown bullet per decision with everything the table leaves out."""
-    lines = []
-    for r in results:
-        tenant = f", tenant {r.decision.tenant}" if r.decision.tenant else ""
-        action = f"; {r.method} (frees {r.frees})" if r.method else ""
-        audit = f"; audit #{r.audit_id}" if r.audit_id is not None else ""
-        via = f" (its {r.decision.ref})" if r.decision.subject != r.decision.ref else ""
-        lines.append(f"- **{r.decision.subject}**{via}{tenant}, {counted(r.decision.gpus, 'GPU')}: "
-                     f"{_evidence_text(r.decision.evidence)}"
-                     f"{action}; **{r.result}**: {r.reason or 'no reason given'}{audit}")
-    return lines
 
 
 _OWNER_COLUMNS = (("controller_kind", "controller"), ("owner_kind", "owner_name"), ("root_kind", "root_name"))

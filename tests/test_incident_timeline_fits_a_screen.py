@@ -29,4 +29,4 @@ def test_each_reason_and_its_evidence_stay_in_the_markdown() -> None:
     markdown = incident_markdown(r, None, None, None)
     for e in r.events:
         assert e.reason in markdown
-    assert "evidence: window 30 m" in markdown
+    assert "evidence: window 30m" in markdown

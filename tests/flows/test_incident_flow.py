@@ -117,7 +117,8 @@ def test_the_review_lists_every_action_in_order_with_its_evidence(incident: Inci
     # A window that crosses midnight (UTC) dates its instants, one within a day gives the time only.
     spans_days = window["start"][:10] != window["end"][:10]
     peak = f"{incident.collects[0]:%m-%d %H:%M}" if spans_days else f"{incident.collects[0]:%H:%M}"
-    assert result["summary"].endswith(": 4 reclaims (2 applied, 2 dry-run), 1 quota plan applied; backlog peaked at "
+    assert result["summary"].endswith(": 2 reclaims applied, 2 dry-run reclaim decisions (2 planned), 1 quota plan "
+                                      "applied; backlog peaked at "
                                       f"1 workload ({peak}), idle GPUs at most 2 over 4 collects.")
 
     review = _artifact("incident-review")

@@ -80,7 +80,7 @@ def test_dry_run_decides_publishes_and_writes_nothing(pointed_at: EmbeddedCluste
     latest = {key: max(artifacts, key=lambda a: a.created) for key, artifacts in found.items()}
     table = latest["gpuaas-reclaim-decisions"].data
     rows = json.loads(table) if isinstance(table, str) else table
-    assert {"workload", "GPUs", "idle for", "evidence", "action", "result"} <= set(rows[0])
+    assert {"workload", "GPUs", "idle", "evidence", "result", "audit id"} <= set(rows[0])
     assert {r["workload"] for r in rows} == {f"{k} team-a/{n}" for k, n in IDLE_TARGETS}
     summary = str(latest["gpuaas-reclaim-summary"].data)
     said = str(latest["gpuaas-reclaim-summary"].description)  # the headline: the description, once on the page

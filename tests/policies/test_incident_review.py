@@ -119,14 +119,15 @@ def test_the_hour_by_hand() -> None:
     assert [(o.audit_id, o.action, o.result) for o in r.actions] == [
         (1, "reclaim", "dry-run"), (2, "reclaim", "applied"), (4, "quota-plan", "applied")]
     assert [e.audit_id for e in r.events if e.undoable] == [2, 4]
-    assert r.events[1].evidence == "window 30 m, max activity 0.00 ≤ 0.05, coverage 100 %, 2 GPUs"
+    assert r.events[1].evidence == "window 30m, max activity 0.00 ≤ 0.05, coverage 100%, 2 GPUs"
     assert r.events[3].evidence == "team-b-cq h100 4 -> 6"
     assert r.fleet["pending_workloads"].tolist() == [0, 1, 2, 3, 4, 5, 6, 7, 6, 5, 4, 3]
     assert r.fleet["idle_gpus"].tolist() == [0, 1, 2, 3] * 3
     assert r.fleet["nominal_gpus"].tolist() == [8] * 7 + [10] * 5
     [change] = r.quota_changes
     assert (change.at, change.queue, change.before, change.after) == (_minutes(35), "team-b-cq", 4, 6)
-    assert summary_line(r) == ("2026-12-01 02:00–03:00 UTC: 2 reclaims (1 applied, 1 dry-run), 1 quota plan applied; "
+    assert summary_line(r) == ("2026-12-01 02:00–03:00 UTC: 1 reclaim applied, 1 dry-run reclaim decision (1 planned), "
+                               "1 quota plan applied; "
                                "backlog peaked at 7 workloads (02:35), idle GPUs at most 3 over 12 collects.")
 
 
@@ -148,7 +149,7 @@ def test_the_markdown_reads_top_to_bottom() -> None:
     assert "![backlog and idle GPUs](data:image/png;base64,iVBORw0KGgo=)" in lines
     [nb] = [line for line in lines if line.startswith("- **02:15:00** `#2`")]
     assert nb == ("- **02:15:00** `#2` reclaim Notebook team-a/nb — apply, **planned**: idle 30 m · evidence: window "
-                  "30 m, max activity 0.00 ≤ 0.05, coverage 100 %, 2 GPUs · fleet then: backlog 3 workloads, 3 idle "
+                  "30m, max activity 0.00 ≤ 0.05, coverage 100%, 2 GPUs · fleet then: backlog 3 workloads, 3 idle "
                   "GPUs at 02:15:00 · undoable (`undo: [2]`)")
     assert "| team-b-cq | h100 | 4 | 02:35:00 4 -> 6 | 6 |" in lines
 

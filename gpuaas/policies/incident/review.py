@@ -23,6 +23,7 @@ import pandas as pd
 
 from gpuaas.audit_subject import owners, subject
 from gpuaas.models import Outcome
+from gpuaas.phrases import duration
 from gpuaas.policies.incident._scope import AuditRow, Scope, parse_instant, resolve_window, row_in_scope, scope_for
 from gpuaas.policy import Mode
 
@@ -141,19 +142,20 @@ def _moves(before: Mapping[str, Any], after: Mapping[str, Any]) -> str:
 
 
 def evidence_phrase(row: AuditRow) -> str:
-    """The numbers behind a row, as people read them: ``window 30 m, max activity 0.00 ≤ 0.05, coverage 100 %``."""
+    """The numbers behind a row, as people read them: ``window 30m, max activity 0.00 ≤ 0.05, coverage 100%``: a
+    duration as ``gpuaas.phrases.duration`` writes it everywhere (``1h00m``), a share as the reclaim table does."""
     ev = row.evidence or {}
     parts: list[str] = []
     if row.action == "reclaim" and ev:
         window, top, threshold = _number(ev.get("window_minutes")), _number(ev.get("activity_max")), _number(
             ev.get("threshold"))
         if window is not None:
-            parts.append(f"window {window:g} m")
+            parts.append(f"window {duration(window * 60)}")
         if top is not None and threshold is not None:
             parts.append(f"max activity {top:.2f} {'≤' if top <= threshold else '>'} {threshold:.2f}")
         coverage = _number(ev.get("coverage"))
         if coverage is not None:
-            parts.append(f"coverage {coverage * 100:.0f} %")
+            parts.append(f"coverage {coverage:.0%}")
         gpus = _number(ev.get("gpus_requested"))
         if gpus is not None:
             parts.append(f"{gpus:g} GPU{'' if gpus == 1 else 's'}")

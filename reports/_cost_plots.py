@@ -26,7 +26,7 @@ from reports._plots import drawn, plt
 from reports._plots import png_base64 as _png
 from reports.cost_report import cost_per_outcome_cell, hours_cell, money, tenant_cell
 
-__all__ = ["cost_per_outcome_plot", "funnel_plot", "partial_label", "waste_plot"]
+__all__ = ["BAR_IN", "LABEL_PT", "PERIOD_PT", "cost_per_outcome_plot", "funnel_plot", "partial_label", "waste_plot"]
 
 _COLOURS = ("#59a14f", "#8cd17d", "#4c78a8", "#bab0ac", "#e15759", "#f2cf5b")
 """One colour per stage of ``FUNNEL_STAGES``, left to right; each GPU-hour allocated is in exactly one of them."""
@@ -34,6 +34,19 @@ _GAP = "#e8e8e8"
 """The band behind periods no line has a point in."""
 _PARTIAL = "#d9a400"
 """The hatching of periods whose data covers part of them only."""
+LABEL_PT = 11.0
+"""The size of the figures written on bars, in points: at the page's 90 dpi 14 pixels (its text is 16), a little
+above the axes' tick labels (10 pt), since they are what the reader looks for. At matplotlib's "small" (8.3 pt) a
+``$0.0911`` was 7 pixels tall."""
+PERIOD_PT = 10.0
+"""The size of the labels on periods (``no data``, ``partial: 6.0 h of data``): the tick labels' size, the largest at
+which a one-line label still stands in one period of a 30-day window (else it is a number, said in the legend)."""
+BAR_IN = 0.5
+"""The height each bar of a one-period plot takes, in inches: the plot grows with its rows, so that one service is a
+bar of the same thickness as one of five, not one bar filling the plot."""
+_TITLE_IN, _AXIS_IN = 0.45, 0.75
+"""The height of a bar plot above its bars (its title) and below them (tick labels and axis label), in inches: fixed,
+so that the bars, not the frame, take what the plot grows by."""
 
 
 def partial_label(period: dict[str, Any]) -> str | None:
@@ -55,7 +68,7 @@ def funnel_plot(report: CostReport) -> str:
         ax.barh(tenants, values, left=left, label=label, color=colour)
         left = [a + b for a, b in zip(left, values)]
     ax.invert_yaxis()
-    ax.set_xlabel("GPU-hours allocated in the window (hours)")
+    ax.set_xlabel("GPU-hours allocated in the window")
     ax.set_title("Where the allocated GPU-hours went, per tenant")
     ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.22), ncol=3, fontsize="medium", frameon=False)
     return _png(fig)
@@ -79,10 +92,11 @@ def _period_label(rows: list[dict[str, Any]], kind: str) -> str:
     return "\n".join(line for line in lines if line)
 
 
-_LINE_PT = 10.0
-"""The height of a line of small text (8.3 pt, spaced 1.2), upright: how many fit side by side in a run."""
-_UPRIGHT_CHARS = 40
-"""The longest line that stands upright within the plot's height (3.6 in) without reaching its title."""
+_LINE_PT = PERIOD_PT * 1.2
+"""The height of a line of a period's label (``PERIOD_PT``, spaced 1.2), upright: how many fit side by side in a run."""
+_UPRIGHT_CHARS = 33
+"""The longest line that stands upright within the plot's height (3.6 in) without reaching its title, at
+``PERIOD_PT``."""
 
 
 def _label_periods(ax: Axes, ends: list[float], periods: list[tuple[str, bool, bool]],
@@ -112,7 +126,7 @@ def _label_periods(ax: Axes, ends: list[float], periods: list[tuple[str, bool, b
         fits = len(lines) * _LINE_PT <= len(xs) * period_pt - 4 and max(map(len, lines)) <= _UPRIGHT_CHARS
         shown = label if fits else keys.setdefault(label, str(len(keys) + 1))
         ax.text((xs[0] + xs[-1]) / 2, 0.5, shown, transform=ax.get_xaxis_transform(), rotation=90 if fits else 0,
-                ha="center", va="center", fontsize="small", color="#444444", zorder=1)
+                ha="center", va="center", fontsize=PERIOD_PT, color="#444444", zorder=1)
     return [Line2D([], [], linestyle="", marker=f"${key}$", color="#444444",
                    label="\n".join(textwrap.wrap(label.replace("\n", "; "), 36))) for label, key in keys.items()]
 
@@ -128,8 +142,11 @@ def cost_per_outcome_plot(report: CostReport, kind: str) -> str | None:
     sign = currency_unit(report.currency)  # $, €, or the code (CHF): what the amounts on the axis are in
     scale, unit = ((1000.0, f"{sign} per 1,000 verified requests") if kind == "serving"
                    else (1.0, f"{sign} per job done in time"))
-    fig, ax = plt.subplots(figsize=(9, 3.6))
-    if len({d["day"] for d in report.daily}) == 1:
+    one_period = len({d["day"] for d in report.daily}) == 1
+    height = _TITLE_IN + BAR_IN * len(rows) + _AXIS_IN if one_period else 3.6
+    fig, ax = plt.subplots(figsize=(9, height))
+    if one_period:
+        fig.subplots_adjust(top=1 - _TITLE_IN / height, bottom=_AXIS_IN / height)
         _bars(ax, rows, kind, scale, report.currency)
         ax.set_xlabel(unit + (f" ({partial_label(rows[0])})" if partial_label(rows[0]) else ""))
     else:
@@ -177,7 +194,7 @@ def _bars(ax: Axes, rows: list[dict[str, Any]], kind: str, scale: float, currenc
         text = (money(value, currency=currency) if d["cost_per_outcome"] is not None
                 else cost_per_outcome_cell(d, kind, currency))
         ax.annotate(drawn(text), (value, y), xytext=(4, 0), textcoords="offset points", va="center",
-                    fontsize="small", color="#222222" if d["cost_per_outcome"] is not None else "#555555")
+                    fontsize=LABEL_PT, color="#222222" if d["cost_per_outcome"] is not None else "#555555")
 
 
 def waste_plot(report: CostReport) -> str:
@@ -192,7 +209,7 @@ def waste_plot(report: CostReport) -> str:
     # without telemetry "unknown", not a gap
     ax.bar_label(bars, labels=["unknown" if v is None else money(v, currency=report.currency) if known
                                else f"{v:,.1f} GPU-h"
-                               for v in figures], padding=2, fontsize="small")
+                               for v in figures], padding=2, fontsize=LABEL_PT)
     ax.margins(y=0.15)
     ax.set_ylabel(f"waste ({currency_unit(report.currency)})" if known else "idle GPU-hours (cost unknown)")
     ax.set_title("Waste by tenant: GPUs allocated but idle")

@@ -17,7 +17,7 @@ if TYPE_CHECKING:
     from gpuaas.policies.cost import CostReport
 
 __all__ = ["NO_SERVICES", "cost_degraded", "cost_first_line", "cost_headline", "cost_source_errors", "costs_note",
-           "count_cell", "hours_cell", "node_cost_line", "tenant_cell", "window_length", "ALL_PARTS"]
+           "count_cell", "hours_cell", "node_cost_line", "same_money", "tenant_cell", "window_length", "ALL_PARTS"]
 
 NO_SERVICES = "The policy has no services: section, so no outcome is counted (cost per outcome unknown). "
 
@@ -38,6 +38,12 @@ def hours_cell(value: float | None) -> str:
 def count_cell(value: float | None) -> str:
     """A whole count (``132,021``); ``unknown`` where it cannot be known, never 0, which would say none."""
     return "unknown" if value is None else f"{value:,.0f}"
+
+
+def same_money(a: float | None, b: float | None, currency: str) -> bool:
+    """Whether two known amounts read the same: a total and its GPU part then say one figure, written once (where
+    OpenCost prices nothing but the GPUs, "$1,174.37 ($1,174.37 on GPUs)" reads as a figure left out)."""
+    return a is not None and b is not None and money(a, currency=currency) == money(b, currency=currency)
 
 
 def window_length(seconds: float) -> str:
@@ -76,7 +82,9 @@ def cost_first_line(report: CostReport) -> str:
         waste = f"{money(c.get('waste_cost'), currency=cur)} of it on allocated but idle GPUs"
     allocated = ("cost allocated to workloads unknown" if c["total_cost"] is None
                  else f"{money(c['total_cost'], currency=cur)} allocated to workloads")
-    on_gpus = "GPU spend unknown" if c["gpu_cost"] is None else f"{money(c['gpu_cost'], currency=cur)} on GPUs"
+    on_gpus = ("GPU spend unknown" if c["gpu_cost"] is None
+               else "all of it on GPUs" if same_money(c["gpu_cost"], c["total_cost"], cur)
+               else f"{money(c['gpu_cost'], currency=cur)} on GPUs")
     return (f"{lead}{span}: {allocated} ({on_gpus}), {waste}; "
             f"{count_cell(c.get('verified_requests'))} verified requests and {_jobs_in_time(c)}.")
 
@@ -118,6 +126,8 @@ def cost_headline(report: CostReport, previous: CostReport | None = None) -> str
 ALL_PARTS = "GPU, CPU, RAM, and the volumes, network, load balancers and external costs OpenCost charges workloads"
 """What OpenCost's ``totalCost`` holds, and so the "in all" figures: its allocations' total is every part it charges a
 pod, not GPU, CPU and RAM only (a pod with a $10 volume and $50 of external cost has them in its total)."""
+OTHER_PARTS = "CPU, RAM, volumes, network, load balancers and external costs"
+"""What OpenCost prices beside the GPUs: where it comes to nothing, the GPUs' cost is the cost in all, said once."""
 
 
 def node_cost_line(report: CostReport, idle_row: str = "__idle__") -> str:
@@ -144,6 +154,10 @@ def node_cost_line(report: CostReport, idle_row: str = "__idle__") -> str:
             f"{money(n['idle_gpu_cost'], currency=cur)} idle ({nobody})")
     if n.get("total_cost") is None:
         return f"{line}; with the rest OpenCost prices, the cost in all ({ALL_PARTS}) unknown."
+    if (same_money(n["total_cost"], n["gpu_cost"], cur)
+            and same_money(n.get("idle_total_cost"), n["idle_gpu_cost"], cur)):
+        return (f"{line}; OpenCost prices nothing else on the nodes ({OTHER_PARTS}: {zero_money(cur)}), so that is "
+                "their cost in all.")
     return (f"{line}; with the rest OpenCost prices, {money(n['total_cost'], currency=cur)} in all ({ALL_PARTS}), "
             f"{money(n['idle_total_cost'], currency=cur)} of it idle.")
 

@@ -33,6 +33,7 @@ from reports._cost_words import (
     count_cell,
     hours_cell,
     node_cost_line,
+    same_money,
     tenant_cell,
     window_length,
 )
@@ -64,6 +65,7 @@ __all__ = [
     "per_outcome",
     "previous_complete",
     "previous_note",
+    "same_money",
     "service_rows",
     "stage_cells",
     "summary_markdown",
@@ -279,6 +281,9 @@ def summary_markdown(report: CostReport, previous: CostReport | None, html_path:
     c, cur = report.cluster, report.currency
     hours = {k: hours_cell(c[f"{k}_gpu_hours"]) for k in ("allocated", "busy", "productive", "in_progress",
                                                           "unknown", "active")}
+    # where OpenCost prices nothing but the GPUs, their cost is the total: said once
+    gpus = ("all of it GPUs" if same_money(c["total_cost"], c["gpu_cost"], cur)
+            else f"GPU **{money(c['gpu_cost'], currency=cur)}**")
     lines = [
         cost_headline(report, previous),
         "",
@@ -287,10 +292,9 @@ def summary_markdown(report: CostReport, previous: CostReport | None, html_path:
         f"- GPU-hours: **{hours['allocated']}** allocated → **{hours['busy']}** busy → **{hours['productive']}** "
         f"productive (+ **{hours['in_progress']}** of jobs still running); **{hours['unknown']}** without telemetry "
         f"(unknown, not idle); effective utilisation **{hours['active']}** activity-weighted GPU-h",
-        f"- allocated to workloads **{money(c['total_cost'], currency=cur)}** in all (GPU "
-        f"**{money(c['gpu_cost'], currency=cur)}**), of which waste (allocated but idle GPUs) "
-        f"**{money(c['waste_cost'], currency=cur)}**; cost per outcome on the {report.cost_basis} "
-        "cost",
+        f"- allocated to workloads **{money(c['total_cost'], currency=cur)}** in all ({gpus}), of which waste "
+        f"(allocated but idle GPUs) **{money(c['waste_cost'], currency=cur)}**; cost per outcome on the "
+        f"{report.cost_basis} cost",
         f"- {node_cost_line(report, '`__idle__`')}",
         f"- **{count_cell(c.get('verified_requests'))}** verified requests, **{count_cell(c.get('verified_jobs'))}** "
         "batch jobs done in time",

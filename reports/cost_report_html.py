@@ -10,6 +10,7 @@ first line, as its headline does, and the page says where its costs came from an
 from __future__ import annotations
 
 import html
+import re
 from collections.abc import Sequence
 from typing import Any
 
@@ -28,6 +29,7 @@ from reports.cost_report import (
     money,
     node_cost_line,
     previous_complete,
+    same_money,
     service_rows,
     tenant_cell,
     tenant_tables,
@@ -49,8 +51,8 @@ window.addEventListener('load', function () {
 _STYLE = """<style>
 body { font-family: sans-serif; margin: 2em; color: #222; max-width: 1100px; }
 table { border-collapse: collapse; margin: 0.5em 0 1.5em; font-size: 0.9em; }
-th, td { border: 1px solid #ccc; padding: 0.25em 0.6em; text-align: right; }
-th:first-child, td:first-child { text-align: left; }
+th, td { border: 1px solid #ccc; padding: 0.25em 0.6em; text-align: left; }
+th.num, td.num { text-align: right; }
 .note { color: #555; } .broken { color: #b00; font-weight: bold; } .lead { font-size: 1.15em; }
 .degraded { color: #b00; font-weight: bold; }
 caption { text-align: left; font-weight: bold; padding: 0.3em 0; }
@@ -64,11 +66,27 @@ def _img(data: str, alt: str) -> str:
     return f'<img class="plot" alt="{html.escape(alt)}" src="data:image/png;base64,{data}">'
 
 
+_NUMBER = re.compile(r"[+−-]?[^\w\s]{0,3}[+−-]?\d[\d,]*(\.\d+)?(%| [A-Z]{3})?")
+"""A cell that is one figure: ``1,234.5``, ``$1,174.37``, ``-$4.00``, ``+50%``, ``+<0.1%``, ``1,234.56 CHF``."""
+_NOT_A_FIGURE = frozenset({"", "unknown", "no data", "no data before", "no change"})
+"""What a column of figures holds where it has none: it stays a column of figures."""
+
+
+def _aligned(rows: Sequence[dict[str, Any]]) -> dict[str, str]:
+    """Each column's class: ``num`` (right-aligned, so that digits line up) where every cell is a figure or says
+    there is none, else ``text`` (left-aligned, as names and phrases are read)."""
+    cells = {k: [str(r[k]) for r in rows] for k in rows[0]}
+    return {k: "num" if any(_NUMBER.fullmatch(v) for v in vs)
+            and all(_NUMBER.fullmatch(v) or v in _NOT_A_FIGURE for v in vs) else "text" for k, vs in cells.items()}
+
+
 def _table(title: str, rows: Sequence[dict[str, Any]]) -> str:
     if not rows:
         return f'<h3>{html.escape(title)}</h3><p class="note">nothing to show</p>'
-    head = "".join(f"<th>{html.escape(str(k))}</th>" for k in rows[0])
-    body = "".join("<tr>" + "".join(f"<td>{html.escape(str(v))}</td>" for v in r.values()) + "</tr>" for r in rows)
+    kind = _aligned(rows)
+    head = "".join(f'<th class="{kind[k]}">{html.escape(str(k))}</th>' for k in rows[0])
+    body = "".join("<tr>" + "".join(f'<td class="{kind[k]}">{html.escape(str(v))}</td>' for k, v in r.items())
+                   + "</tr>" for r in rows)
     return (f"<table><caption>{html.escape(title)}</caption><thead><tr>{head}</tr></thead>"
             f"<tbody>{body}</tbody></table>")
 
@@ -91,18 +109,26 @@ def _daily_rows(report: CostReport) -> list[dict[str, Any]]:
     return rows
 
 
+def _gpu_hours(value: float | None) -> str:
+    """A card's GPU-hours with their unit (``21.3 GPU-h``), as its money has its currency; ``unknown`` alone."""
+    return "unknown" if value is None else f"{hours_cell(value)} GPU-h"
+
+
 def _headline(report: CostReport) -> str:
-    """The headline figures as cards; one that cannot be known reads "unknown", never 0. The money is what was
-    allocated to workloads, as the lead says, not the cluster's bill."""
+    """The headline figures as cards, each with its unit; one that cannot be known reads "unknown", never 0. The
+    money is what was allocated to workloads, as the lead says, not the cluster's bill. The GPUs' part of it has a
+    card only where it differs from the whole: where OpenCost prices nothing else, a second card with the same
+    figure would say nothing new (the lead says "all of it on GPUs")."""
     c, cur = report.cluster, report.currency
-    cells = [("allocated to workloads (total cost)", money(c.get("total_cost"), currency=cur)),
-             ("of it GPUs", money(c.get("gpu_cost"), currency=cur)),
+    gpus = ([] if same_money(c.get("gpu_cost"), c.get("total_cost"), cur)
+            else [("of it on GPUs", money(c.get("gpu_cost"), currency=cur))])
+    cells = [("allocated to workloads (total cost)", money(c.get("total_cost"), currency=cur)), *gpus,
              ("waste (idle GPUs)", money(c.get("waste_cost"), currency=cur)),
              ("GPUs no workload held (idle node capacity)", money(report.node_cost.get("idle_gpu_cost"), currency=cur)),
              ("verified requests", count_cell(c.get("verified_requests"))),
              ("jobs done in time", count_cell(c.get("verified_jobs"))),
-             ("GPU-hours allocated", hours_cell(c.get("allocated_gpu_hours"))),
-             ("productive", hours_cell(c.get("productive_gpu_hours")))]
+             ("allocated (held by workloads)", _gpu_hours(c.get("allocated_gpu_hours"))),
+             ("productive (busy, with verified outcomes)", _gpu_hours(c.get("productive_gpu_hours")))]
     return '<div class="kpis">' + "".join(f'<div><span>{html.escape(v)}</span><small>{html.escape(k)}</small></div>'
                                           for k, v in cells) + "</div>"
 

@@ -2,13 +2,23 @@
 
 from __future__ import annotations
 
+import textwrap
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Annotated, Any
 
 import typer
 
-from gpuaas.cli._common import OutputFormat, check_outputs, console, fail, print_json, settings_or_exit, usage_error
+from gpuaas.cli._common import (
+    OutputFormat,
+    check_outputs,
+    console,
+    fail,
+    print_json,
+    settings_or_exit,
+    usage_error,
+    visible,
+)
 from gpuaas.cli._progress import progress
 from gpuaas.errors import GpuaasError
 from gpuaas.store import (
@@ -31,6 +41,18 @@ from gpuaas.store import (
 __all__ = ["archive", "copy", "status", "upgrade"]
 
 
+def _say_line(text: str) -> None:
+    """Print ``text`` wrapped to the terminal at its spaces, as rich wraps the other commands' sentences, but never
+    inside a word: a URL, a path or a SHA-256 longer than what is left of a line starts the next one, and one longer
+    than the terminal stays whole on its own line (copied from the terminal, it must still be the path). An indented
+    line keeps its indent on the lines it wraps onto."""
+    indent = text[:len(text) - len(text.lstrip(" "))]
+    for part in visible(text).split("\n"):
+        console.print(textwrap.fill(part.strip(" "), width=console.width, initial_indent=indent,
+                                    subsequent_indent=indent, break_long_words=False, break_on_hyphens=False),
+                      highlight=False, markup=False, soft_wrap=True)
+
+
 def upgrade() -> None:
     """Create the database if needed and migrate it to the newest schema, in place. The one way to migrate a shared
     (PostgreSQL) database, which flow runs leave as it is: with the scheduled runs paused, then roll this version
@@ -50,12 +72,11 @@ def upgrade() -> None:
         store.close()
     url = redact_url(settings.database_url_value)
     if before == after:
-        console.print(f"{url}: already at schema {after}", highlight=False)
+        _say_line(f"{url}: already at schema {after}")
         return
     kept = before_upgrade(settings.database_url_value, before) if before is not None else None
-    console.print(f"{url}: upgraded schema {before or '(empty)'} -> {after}"
-                  + (f" (the file as it was: {kept})" if kept is not None else ""),
-                  highlight=False, markup=False, soft_wrap=True)
+    _say_line(f"{url}: upgraded schema {before or '(empty)'} -> {after}"
+              + (f" (the file as it was: {kept})" if kept is not None else ""))
 
 
 def _writes_held(store: Store) -> HeldLock | None:
@@ -84,8 +105,7 @@ def status() -> None:
     url = redact_url(settings.database_url_value)
     file = sqlite_file(settings.database_url_value)
     if file is not None and not file.is_file():  # say so, rather than create one at a mistyped path
-        console.print(f"{url}: no database there yet; the first flow or 'gpuaas db upgrade' creates it",
-                      highlight=False, markup=False, soft_wrap=True)
+        _say_line(f"{url}: no database there yet; the first flow or 'gpuaas db upgrade' creates it")
         return
     store = Store(settings.database_url_value, migrate=False, read_only=True)
     held_now: Holdings | None = None
@@ -97,19 +117,21 @@ def status() -> None:
     finally:
         store.close()
     if current is None:
-        console.print(f"{url}: no gpuaas schema yet; the first flow or 'gpuaas db upgrade' creates it",
-                      highlight=False, markup=False, soft_wrap=True)
+        _say_line(f"{url}: no gpuaas schema yet; the first flow or 'gpuaas db upgrade' creates it")
         return
     problem = schema_problem(settings.database_url_value, current, head)
     if problem is None:
-        console.print(f"{url}: schema {current}, up to date", highlight=False, markup=False, soft_wrap=True)
+        _say_line(f"{url}: schema {current}, up to date")
         if held_now is not None:
-            console.print(f"It {held_now.words()}.", highlight=False, markup=False, soft_wrap=True)
+            _say_line(f"It {held_now.words()}.")
+            hint = held_now.vacuum_hint()
+            if hint is not None:
+                _say_line(hint)
     # Said at any schema: before an upgrade, who still writes is what the operator must know.
     writes = "free" if held is None else (
         f"held by {held.holder} until {held.expires_at:%Y-%m-%d %H:%M:%S} UTC unless it renews it (a run killed "
         "holding it keeps it until then)")
-    console.print(f"cluster writes ({WRITES_LOCK!r} lock): {writes}", highlight=False, markup=False, soft_wrap=True)
+    _say_line(f"cluster writes ({WRITES_LOCK!r} lock): {writes}")
     if problem is not None:
         raise fail(problem)
 
@@ -132,10 +154,10 @@ def copy(
             copied = copy_database(reading, writing, step)
     except GpuaasError as exc:
         raise fail(str(exc)) from exc
-    console.print(f"Copied {copied.audit:,} audit entries, {copied.snapshots:,} snapshots and "
-                  f"{copied.queue_history + copied.tenant_history:,} fleet-history rows from {redact_url(url)} into "
-                  f"{redact_url(settings.database_url_value)}; audit ids kept, so `gpuaas undo ID` and the ids in "
-                  "the cluster's Events name the same rows.", highlight=False, markup=False, soft_wrap=True)
+    _say_line(f"Copied {copied.audit:,} audit entries, {copied.snapshots:,} snapshots and "
+              f"{copied.queue_history + copied.tenant_history:,} fleet-history rows from {redact_url(url)} into "
+              f"{redact_url(settings.database_url_value)}; audit ids kept, so `gpuaas undo ID` and the ids in "
+              "the cluster's Events name the same rows.")
 
 
 def _copy_source_file(source: str) -> Path:
@@ -241,7 +263,6 @@ def _say(plan: ArchivePlan, to: Path, done: Any, format: OutputFormat = OutputFo
     else:
         head = f"Would archive {plan.rows:,} audit entries from before {_when(plan.cutoff)} to {to}:"
     for line in [head, *_plan_lines(plan)]:
-        console.print(line, highlight=False, markup=False, soft_wrap=True)
+        _say_line(line)
     if done is None and plan.rows and not applied:
-        console.print(f"Dry run: nothing written. Run again with --apply to write {to} and remove these entries.",
-                      highlight=False, markup=False, soft_wrap=True)
+        _say_line(f"Dry run: nothing written. Run again with --apply to write {to} and remove these entries.")

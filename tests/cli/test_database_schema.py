@@ -51,6 +51,13 @@ def _one_error_line(result: Result, line: str) -> None:
     assert result.stderr.strip().splitlines()[-1] == f"error: {line}" and "Traceback" not in result.output, result.output
 
 
+@pytest.fixture(autouse=True)
+def _wide_terminal(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each sentence on one line, as these tests read them: how they wrap at 80 columns is
+    ``test_db_output_wraps``'s."""
+    monkeypatch.setenv("COLUMNS", "400")
+
+
 @pytest.fixture()
 def sqlite_url(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> str:
     url = f"sqlite:///{tmp_path}/gpuaas.db"

@@ -39,6 +39,13 @@ def _fill(url: str) -> None:
                                 reason="idle", refers_to=intent.id))
 
 
+@pytest.fixture(autouse=True)
+def _wide_terminal(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each sentence on one line, as these tests read them: how they wrap at 80 columns is
+    ``test_db_output_wraps``'s."""
+    monkeypatch.setenv("COLUMNS", "400")
+
+
 @pytest.fixture()
 def sqlite_url(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> str:
     url = f"sqlite:///{tmp_path}/gpuaas.db"

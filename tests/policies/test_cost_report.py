@@ -149,7 +149,7 @@ def test_unknown_kubernetes_means_batch_outcomes_unknown() -> None:
 
     box = _headline(report)  # the HTML's figures too: unknown, never 0
     assert "<span>unknown</span><small>jobs done in time</small>" in box
-    assert "<span>unknown</span><small>productive</small>" in box
+    assert "<span>unknown</span><small>productive (busy, with verified outcomes)</small>" in box
 
 
 @pytest.mark.parametrize("bad", [

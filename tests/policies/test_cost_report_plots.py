@@ -13,7 +13,6 @@ the fourth (a cost, no outcome) and a pod OpenCost does not list on the fifth (i
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from dataclasses import replace
 from datetime import timedelta
 from itertools import combinations
@@ -21,15 +20,12 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
-import pytest
 from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 from matplotlib.patches import Rectangle
 
 from gpuaas.models import GPU_COLS, SourceStatus
 from gpuaas.policies.cost import CostReport, build_cost_report
-from reports import _cost_plots
-from reports._plots import plt
 from reports.cost_report import cost_report_json
 from reports.cost_report_html import _daily_rows, cost_per_outcome_plot
 from tests.policies.test_cost_report import END, POLICY, _inputs
@@ -53,21 +49,6 @@ def _periods(days: int = 7, hours_first: float = 6.0) -> CostReport:
                      costs=pd.concat(costs, ignore_index=True), serving=pd.concat(serving, ignore_index=True),
                      sources={"prometheus": SourceStatus("prometheus", ok=True, details=details)})
     return build_cost_report(inputs, POLICY)
-
-
-@pytest.fixture()
-def figures(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[Figure]]:
-    """The figures the plots draw, kept open to be looked at (a plot is otherwise only its PNG)."""
-    kept: list[Figure] = []
-
-    def keep(fig: Figure) -> str:
-        kept.append(fig)
-        return ""
-
-    monkeypatch.setattr(_cost_plots, "_png", keep)
-    yield kept
-    for fig in kept:
-        plt.close(fig)
 
 
 def _texts(fig: Figure) -> list[str]:

@@ -82,11 +82,12 @@ def test_the_cards_say_unknown_never_zero() -> None:
     report = CostReport(window_s=3600, start=START, end=END, tenants=[], services=[], cluster=cluster, wasters=[],
                         daily=[], batch=[], notes=[])
     cards = _headline(report)
-    for name in ("verified requests", "GPU-hours allocated", "jobs done in time", "productive"):
+    for name in ("verified requests", "allocated (held by workloads)", "jobs done in time",
+                 "productive (busy, with verified outcomes)"):
         assert f"<span>unknown</span><small>{name}</small>" in cards, name
     known = _headline(replace(report, cluster={**cluster, "verified_requests": 0.0, "allocated_gpu_hours": 0.0}))
     assert "<span>0</span><small>verified requests</small>" in known
-    assert "<span>0.0</span><small>GPU-hours allocated</small>" in known
+    assert "<span>0.0 GPU-h</span><small>allocated (held by workloads)</small>" in known
 
 
 def test_a_periods_unknown_outcomes_read_unknown_not_a_dash() -> None:

@@ -195,6 +195,6 @@ def test_no_gpu_telemetry_under_the_metric_names_is_unknown_and_named(prometheus
     assert (team["busy_gpu_hours"], team["idle_gpu_hours"], team["waste_cost"]) == (None, None, None)
     assert (report.cluster["busy_gpu_hours"], report.cluster["waste_cost"]) == (None, None)
     assert report.telemetry_missing == "no GPU telemetry in Prometheus (FOO_METRIC or BAR_METRIC) in the window"
-    assert cost_first_line(report).endswith("2 h of GPUs: $4.00 allocated to workloads ($4.00 on GPUs), idle-GPU waste "
-                                            "unknown (no GPU telemetry in Prometheus); 0 verified requests and 0 batch "
-                                            "jobs done in time.")
+    assert cost_first_line(report).endswith("2 h of GPUs: $4.00 allocated to workloads (all of it on GPUs), idle-GPU "
+                                            "waste unknown (no GPU telemetry in Prometheus); 0 verified requests and 0 "
+                                            "batch jobs done in time.")

@@ -17,6 +17,10 @@ the rows of the same idempotency key), so the rows left in the database never re
   ``gpuaas.io/deadline-hold`` annotation names the row, and ``gpuaas undo`` releases it from there.
 * ``latest_quota_plan``: per ClusterQueue and flavor, the plan of the latest change applied to it (and, where that
   plan was undone, each older plan back to one that was not): its undo reads the plan's rows.
+* ``newest_entry``: the log's newest row, whatever it is. SQLite numbers a new row one past the highest id there
+  (``audit_log`` has no ``AUTOINCREMENT``), so a log archived to its last row would hand the archived ids out again,
+  and ``audit #7`` in an archive, an Event or an annotation would name two rows. Only a log with no row since the
+  cutoff (gpuaas stopped for a month) meets this rule.
 
 The rules are computed in the database, a page of ids at a time: only the ids kept are held in memory.
 The action names are the writers' (``gpuaas.actions``), repeated here because the store sits below them;
@@ -65,6 +69,7 @@ class KeptBack(StrEnum):
     reclaim_not_restored = "an applied reclaim never restored (the object may still be stopped)"
     hold_not_released = "a deadline hold or demotion never released"
     latest_quota_plan = "the latest quota plan of a ClusterQueue (its undo reads it)"
+    newest_entry = "the newest entry of the log (SQLite would hand its id and those before it out again)"
 
 
 def _chunks(items: Sequence[Any], size: int = _IN_LIST) -> Iterator[Sequence[Any]]:
@@ -223,4 +228,8 @@ def kept_back(session: Session, cutoff: datetime) -> dict[int, KeptBack]:
     for reason in (KeptBack.open_intent, KeptBack.reclaim_not_restored, KeptBack.hold_not_released):
         _close(session, cutoff, by_intent[reason], reason, kept)
     _close(session, cutoff, _seeds_quota(session, cutoff, restored), KeptBack.latest_quota_plan, kept)
+    newest = session.execute(select(_C.id).where(_old(cutoff)).order_by(_C.id.desc()).limit(1)).scalar()
+    newer = session.execute(select(_C.id).where(_C.id > (newest or 0)).limit(1)).scalar()
+    if newest is not None and newer is None:  # the newest row of the whole log is old: it stays
+        _close(session, cutoff, {int(newest)}, KeptBack.newest_entry, kept)
     return kept

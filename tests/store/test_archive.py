@@ -24,7 +24,7 @@ from sqlalchemy.exc import DBAPIError
 
 import gpuaas.store._archive as archive_module
 from gpuaas.errors import StoreError
-from gpuaas.store import AuditEntry, Store, archive_audit, holdings, plan_archive, read_archive
+from gpuaas.store import AuditEntry, KeptBack, Store, archive_audit, holdings, plan_archive, read_archive
 
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
 NOW = T0 + timedelta(days=90)
@@ -177,7 +177,8 @@ def test_the_cutoff_must_be_at_least_30_days_ago(store: Store, out: Path, days_a
             plan_archive(store, cutoff, now=NOW)
         assert len(_all(store)) == 15
     else:
-        assert plan_archive(store, cutoff, now=NOW).rows == 15
+        plan = plan_archive(store, cutoff, now=NOW)  # all 15 are older than the cutoff: the newest stays
+        assert (plan.rows, plan.kept) == (14, {KeptBack.newest_entry: 1})
 
 
 def test_a_held_writes_lock_is_refused(store: Store, out: Path) -> None:

@@ -44,10 +44,12 @@ def add(store: Store, day: float, action: str, outcome: str, *, flow: str = "rec
 
 
 def archived_and_kept(store: Store, out: Path) -> tuple[dict[KeptBack, int], set[int]]:
-    """The dry run's kept-back counts, then the ids still there after the archive."""
+    """The dry run's kept-back counts, then the ids still there after the archive (but a row of today's, added
+    first as a running log has one: its newest row is newer than the cutoff)."""
+    today = add(store, NEW, "reclaim", "skipped", mode="dry-run", name="today")
     plan = plan_archive(store, CUTOFF, now=NOW)
     archive_audit(store, CUTOFF, out / "a.jsonl.gz", holder="test@here:1", now=NOW)
-    return plan.kept, {int(r.id or 0) for r in store.audit(limit=None) if r.flow != "cli"}
+    return plan.kept, {int(r.id or 0) for r in store.audit(limit=None) if r.flow != "cli"} - ids(today)
 
 
 def ids(*rows: AuditEntry) -> set[int]:
@@ -153,3 +155,15 @@ def test_the_names_the_rules_read_are_the_writers() -> None:
     assert (keep.PLAN_ACTION, keep.CHANGE_ACTION) == (PLAN_ACTION, CHANGE_ACTION)
     assert restore_key(41) == undo_key(41) == f"{keep.RESTORE_KEY}41"
     assert MIN_AGE > RECOVERY_LOOKBACK and MIN_AGE > SETTLE_LOOKBACK
+
+
+def test_a_log_with_no_row_since_the_cutoff_keeps_its_newest_so_no_id_is_handed_out_twice(store: Store,
+                                                                                          tmp_path: Path) -> None:
+    """SQLite numbers a new row one past the highest id there: archived to its last row, a log would give the next
+    row an id an archive, an Event or an annotation already names."""
+    rows = [add(store, OLD + i, "reclaim", "skipped", mode="dry-run", name=f"w{i}") for i in range(4)]
+    plan = plan_archive(store, CUTOFF, now=NOW)
+    assert (plan.rows, plan.kept) == (3, {KeptBack.newest_entry: 1})
+    archive_audit(store, CUTOFF, tmp_path / "a.jsonl.gz", holder="test@here:1", now=NOW)
+    later = add(store, NEW, "reclaim", "skipped", mode="dry-run", name="later")
+    assert int(later.id or 0) > max(ids(*rows))

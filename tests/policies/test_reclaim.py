@@ -148,3 +148,10 @@ def test_one_window_end_is_one_key_whatever_its_offset() -> None:
     keys = {reclaim_key("apply", "Notebook", "team-a", "nb", "u-1", end)
             for end in (east, datetime(2026, 3, 1, 10, 0, tzinfo=UTC), pd.Timestamp("2026-03-01T10:00:00Z"))}
     assert keys == {"reclaim/apply/Notebook/team-a/nb/u-1/2026-03-01T10:00:00Z"}
+
+
+def test_a_cap_of_one_reads_in_the_singular() -> None:
+    """``over the cap of 1 actions per run`` was the deferral's reason, in the table, the audit row and the summary."""
+    rows = [workload("small", gpus=1.0, gpus_observed=1.0), workload("big", gpus=8.0, gpus_observed=8.0)]
+    final = finalize_decisions(plan(snapshot(rows, [owner("small"), owner("big")])), {}, cap=1)
+    assert final[1].reason == "over the cap of 1 action per run (rank 2 by GPUs x idle time)"

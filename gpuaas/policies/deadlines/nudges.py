@@ -76,6 +76,7 @@ import pandas as pd
 
 from gpuaas.instant import utc_stamp
 from gpuaas.models import Outcome, bounded_key
+from gpuaas.phrases import counted
 from gpuaas.policies.deadlines.kueue_order import (
     QueueKey,
     demotion_harmless,
@@ -294,7 +295,7 @@ def plan_nudges(pools: Sequence[PoolPlan], workloads: pd.DataFrame, now: datetim
     frozen = held_back or {}
     free = [n for _, n in holds if n.ref not in frozen]
     capped = [n if i < policy.max_holds_per_run else
-              replace(n, reason=f"over the cap of {policy.max_holds_per_run} holds per run", outcome=Outcome.deferred)
+              replace(n, reason=f"over the cap of {counted(policy.max_holds_per_run, 'hold')} per run", outcome=Outcome.deferred)
               for i, n in enumerate(free)]
     skipped = [replace(n, reason=f"{HELD_BACK}{frozen[n.ref]}", outcome=Outcome.skipped)
                for _, n in holds if n.ref in frozen]

@@ -41,7 +41,7 @@ import pandas as pd
 
 from gpuaas.instant import utc_stamp
 from gpuaas.models import Outcome, Snapshot, bounded_key
-from gpuaas.phrases import verdict_phrase
+from gpuaas.phrases import counted, verdict_phrase
 from gpuaas.policies.reclaim.causes import SkipCause
 from gpuaas.policies.reclaim.opt_out import is_opted_out
 from gpuaas.policy import WORKLOAD_KINDS, Actuator, FreeGoal, Mode, Policy
@@ -373,6 +373,6 @@ def finalize_decisions(decisions: Sequence[Decision], decided: Mapping[str, int]
             planned += 1
             if planned > cap:
                 d = replace(d, outcome=Outcome.deferred, cause=SkipCause.over_cap,
-                            reason=f"over the cap of {cap} actions per run (rank {planned} by GPUs x idle time)")
+                            reason=f"over the cap of {counted(cap, 'action')} per run (rank {planned} by GPUs x idle time)")
         final.append(d)
     return final

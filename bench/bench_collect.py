@@ -7,7 +7,9 @@ work that grows with the fleet).
 
     python -m bench.bench_collect [--smoke]
 
-``--smoke``: the small fleet only, at 5 nodes.
+``--smoke``: the small fleet only, at 5 nodes. Then the peak memory of the pods list at 10,000 and 100,000 running
+pods (``bench._pods_memory``: every page kept until the end against the GPU pods kept page by page; 2,000 pods
+with ``--smoke``).
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ import sys
 import time
 from datetime import UTC, datetime, timedelta
 
+from bench._pods_memory import GPU_EVERY, pods_peak_mib
 from bench._run import BenchFailed, headline, parser, run, scratch
 from bench.bench_cluster import fleet
 from gpuaas.cluster.clock import ManualClock
@@ -27,6 +30,7 @@ from gpuaas.settings import load_settings
 from gpuaas.sources.prometheus import queries_per_cycle
 
 SIZES = [(25, 10, 100), (250, 40, 1000)]  # nodes (8 GPUs each), ClusterQueues, RayClusters
+PODS = [10_000, 100_000]
 
 
 def main(argv: list[str]) -> int:
@@ -57,6 +61,13 @@ def main(argv: list[str]) -> int:
             if snapshot.degraded:
                 raise BenchFailed(f"the snapshot of {nodes} nodes is degraded: {snapshot.sources}")
             rows.append(f"{nodes * 8:,} GPUs in {elapsed:.2f} s ({requests} API requests, {queries} PromQL)")
+    print(f"{'running pods':>12} {'GPU pods':>9} {'kept whole MiB':>15} {'by page MiB':>12}")
+    for pods in [2_000] if args.smoke else PODS:
+        whole, by_page, gpu_pods = pods_peak_mib(pods)
+        print(f"{pods:>12,} {gpu_pods:>9,} {whole:>15,.0f} {by_page:>12,.0f}")
+        if gpu_pods != pods // GPU_EVERY:
+            raise BenchFailed(f"{gpu_pods} GPU pods read of {pods // GPU_EVERY}")
+        rows.append(f"pods list of {pods:,} at peak {by_page:,.0f} MiB (kept whole: {whole:,.0f} MiB)")
     headline("collect: " + "; ".join(rows))
     return 0
 

@@ -13,23 +13,30 @@ attempt, ``PermanentError`` is not.
     + SourceUnavailable    (transient) timeout, refused connection, 5xx, 429
     + MalformedResponse    (permanent) the answer did not have the documented shape
     + StaleData            (permanent) the answer is older than the policy allows
+    + RetriesSpent         (permanent) a transient failure outlasted the request's own retries
   x KubeAPIError           the Kubernetes API answered with an error status
     + Conflict             409: the object changed since it was read
     + NotFound             404
     + Forbidden            403: RBAC does not allow the verb
     + Invalid              422: the schema rejected the object
+    + AdmissionDenied      an admission webhook or ValidatingAdmissionPolicy refused the write (whatever its status)
+    + Expired              410: a list's continue token (or a resourceVersion) is older than etcd keeps
   x PolicyError            a policy cannot decide on this snapshot
   x ActionRefused          a safety rule stopped a write
 """
 
 from __future__ import annotations
 
+from enum import StrEnum
 from pathlib import Path
 
 __all__ = [
     "ActionRefused",
+    "Admission",
+    "AdmissionDenied",
     "ConfigError",
     "Conflict",
+    "Expired",
     "Forbidden",
     "GpuaasError",
     "Invalid",
@@ -39,6 +46,7 @@ __all__ = [
     "NotStored",
     "PermanentError",
     "PolicyError",
+    "RetriesSpent",
     "SOURCE_NAMES",
     "SchemaMismatch",
     "SourceError",
@@ -46,6 +54,7 @@ __all__ = [
     "StaleData",
     "StoreError",
     "TransientError",
+    "error_line",
     "kube_error_for_status",
     "kube_target",
     "redact_endpoint",
@@ -185,6 +194,12 @@ class StaleData(SourceError, PermanentError):
     """The data is older than the policy accepts; acting on it would be unsafe."""
 
 
+class RetriesSpent(SourceError, PermanentError):
+    """A transient failure (429, 5xx, no answer) that came again on every retry of the one request
+    (``GPUAAS_RETRIES``). The reader already waited and asked again, so the task does not repeat the whole read:
+    that would send every request of it again, and retry each of them once more. The last failure is the cause."""
+
+
 class KubeAPIError(GpuaasError):
     """The Kubernetes API answered with an error status.
 
@@ -245,6 +260,38 @@ class Invalid(KubeAPIError, PermanentError):
     """422: the API server's schema rejected the object."""
 
 
+class Expired(KubeAPIError, PermanentError):
+    """410: what the request resumes from (a list's ``continue`` token) is older than the API server keeps
+    (etcd compacts every 5 minutes by default). The same request fails again; a list starts over instead."""
+
+
+class Admission(StrEnum):
+    """What refused a write at admission, as the API server names it."""
+
+    webhook = "admission webhook"
+    policy = "ValidatingAdmissionPolicy"
+
+
+class AdmissionDenied(KubeAPIError, PermanentError):
+    """An admission webhook or a ``ValidatingAdmissionPolicy`` refused the write. Not RBAC, whatever status it chose
+    (a webhook may answer 400, 403, 422 or even 500; a policy 403 or 422): no role to bind lets it through, the object
+    is as it was, and the same write is refused again, so it is never retried. The line names what refused it, not
+    the status: ``patching Deployment team-a/web: denied by admission webhook labels.example.com: <its message>``
+    (``status`` keeps the status). ``gpuaas.sources.kube.kube_api_error`` builds it from the API server's message."""
+
+    def __init__(self, message: str = "", *, by: Admission, controller: str, binding: str | None = None,
+                 status: int, reason: str = "", kind: str | None = None, namespace: str | None = None,
+                 name: str | None = None, verb: str | None = None, status_reason: str | None = None) -> None:
+        named = f"{controller} (binding {binding})" if binding and binding != controller else controller
+        super().__init__(f"denied by {by.value} {named}: {message}", status=0, kind=kind, namespace=namespace,
+                         name=name, verb=verb, status_reason=status_reason)
+        self.status, self.reason = status, reason  # after the line: a webhook's 403 must not read as RBAC's
+        self.by = by
+        self.controller = controller
+        self.binding = binding
+        """The ``ValidatingAdmissionPolicyBinding`` that applied the policy, where the message names one."""
+
+
 class _KubeUnavailable(KubeAPIError, TransientError):
     """5xx or 429 from the API server."""
 
@@ -257,6 +304,14 @@ class ActionRefused(PermanentError):
     """A safety rule (dry-run, staleness, cap, opt-out) stopped a write."""
 
 
+def error_line(error: BaseException, limit: int = 500) -> str:
+    """``str(error)`` cut at ``limit``, as a result or a summary line shows an error; an ``AdmissionDenied`` whole,
+    since which rule refused the write, and why, is its point (its controller's message is bounded where it is
+    built, so the line fits an audit row's 2,000 characters)."""
+    line = str(error)
+    return line if isinstance(error, AdmissionDenied) else line[:limit]
+
+
 def kube_error_for_status(status: int) -> type[KubeAPIError]:
     """The error class for an API status; the one place that mapping lives."""
     if status == 409:
@@ -267,6 +322,8 @@ def kube_error_for_status(status: int) -> type[KubeAPIError]:
         return Forbidden
     if status == 422:
         return Invalid
+    if status == 410:
+        return Expired
     if status == 429 or status >= 500:
         return _KubeUnavailable
     return KubeAPIError

@@ -4,7 +4,7 @@ It relays every request to one upstream (the embedded API, Prometheus, OpenCost 
 Pushgateway) except those matched by an armed fault, which it answers itself or damages:
 a held request (``hold``: answered by a reset once released, ``pause``: relayed once released),
 an HTTP 500, a hang past the client's timeout, a TCP reset (RST, no answer), a slow answer,
-429 with ``Retry-After``, a 409 storm on PATCH, a truncated or malformed body, Prometheus's
+429 with ``Retry-After``, a 409 storm on PATCH, the API server's 410 for a list's expired ``continue`` token, a truncated or malformed body, Prometheus's
 ``status: error``, or a partial Prometheus result with ``warnings``. Every fault is bounded
 (``times``), every hang is bounded (``hang_s``), and it listens on 127.0.0.1 only.
 """
@@ -22,8 +22,8 @@ from gpuaas.cluster.relay import LoopbackRelay, RelayHandler
 
 __all__ = ["FAULTS", "Fault", "FaultProxy", "Hit", "fault_proxy"]
 
-FAULTS = ("hold", "pause", "500", "timeout", "reset", "slow", "429", "409", "truncated", "malformed", "prom_error", "prom_warnings",
-          "down")
+FAULTS = ("hold", "pause", "500", "timeout", "reset", "slow", "429", "409", "410", "truncated", "malformed", "prom_error",
+          "prom_warnings", "down")
 
 
 @dataclass
@@ -96,6 +96,19 @@ class FaultProxy(LoopbackRelay):
             return None
 
 
+_EXPIRED = json.dumps({
+    "kind": "Status", "apiVersion": "v1", "status": "Failure", "reason": "Expired", "code": 410,
+    # what kube-apiserver 1.35 answers, an inconsistent rest offered to go on with included
+    "metadata": {"continue": "eyJ2IjoibWV0YS5rOHMuaW8vdjEiLCJydiI6LTEsInN0YXJ0IjoieCJ9"},
+    "message": "The provided continue parameter is too old to display a consistent list result. You can start a new "
+               "list without the continue parameter, or use the continue token in this response to retrieve the "
+               "remainder of the results. Continuing with the provided token results in an inconsistent list - "
+               "objects that were created, modified, or deleted between the time the first chunk was returned and "
+               "now may show up in the list.",
+}).encode()
+"""The API server's answer to a page whose ``continue`` token is older than etcd keeps (``410``)."""
+
+
 def _prom_partial(data: bytes) -> bytes:
     """Half the series of a Prometheus answer, with the ``warnings`` a partial answer carries."""
     body = json.loads(data)
@@ -144,6 +157,9 @@ def _handler(proxy: FaultProxy) -> type[BaseHTTPRequestHandler]:
             if kind == "409":
                 self._answer(409, b'{"kind":"Status","apiVersion":"v1","status":"Failure","reason":"Conflict",'
                                   b'"message":"the object has been modified","code":409}')
+                return
+            if kind == "410":
+                self._answer(410, _EXPIRED)
                 return
             if kind == "prom_error":
                 self._answer(422, b'{"status":"error","errorType":"execution","error":"query timed out"}')

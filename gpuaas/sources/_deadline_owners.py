@@ -18,7 +18,7 @@ and the source's failure line names it (``sources.failures``).
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from typing import TYPE_CHECKING, Any
 
 from gpuaas.errors import NotFound
@@ -51,19 +51,20 @@ def deadline_annotations(annotations: Mapping[str, Any] | None, keys: tuple[str,
 
 
 def list_deadline_owners(lister: KubeLister, kind: OwnerKind) -> DeadlineTable | None:
-    """One paginated list of ``kind``: the deadline and opt-out annotations of each object that has any; None
-    when the cluster does not serve the kind (404: its CRD is not installed)."""
+    """One paginated list of ``kind``'s metadata alone (``PartialObjectMetadataList``: a Job's pod template and
+    status are most of its bytes, and only annotations are read): the deadline and opt-out annotations of each
+    object that has any, taken page by page; None when the cluster does not serve the kind (404: its CRD is not
+    installed)."""
+    def annotated(objs: list[dict[str, Any]]) -> Iterator[tuple[OwnerKey, dict[str, str]]]:
+        for obj in objs:
+            meta = obj.get("metadata") or {}
+            if found := deadline_annotations(meta.get("annotations"), _JOB_KEYS):
+                yield (str(meta.get("namespace", "")), kind.kind, str(meta.get("name", ""))), found
+
     try:
-        objs = lister.custom_objects(kind.group, kind.version, kind.plural)
+        return dict(lister.custom_objects(kind.group, kind.version, kind.plural, annotated, metadata_only=True))
     except NotFound:
         return None
-    table: DeadlineTable = {}
-    for obj in objs:
-        meta = obj.get("metadata") or {}
-        found = deadline_annotations(meta.get("annotations"), _JOB_KEYS)
-        if found:
-            table[(str(meta.get("namespace", "")), kind.kind, str(meta.get("name", "")))] = found
-    return table
 
 
 def read_deadline_owners(lister: KubeLister, kinds: Iterable[OwnerKind]) -> DeadlineTable:

@@ -1,47 +1,27 @@
-"""The one place gpuaas talks to the Kubernetes API for reading: client setup, paginated
-lists; the client's exceptions become ``gpuaas.errors`` in ``_kube_errors`` (shared with the writer).
-
-Lists ask for raw JSON so that custom resources and core objects are parsed by the same
-dict-based code, and every request is counted so a test can hold the cycle to "a constant plus
-one request per page". They are plain GETs through the ``ApiClient`` (its configuration, auth and
-TLS) rather than calls of the generated ``CoreV1Api``/``AppsV1Api``: loading those classes imports
-every model class they name, seconds of CPU for a list whose body is parsed as JSON anyway.
+"""The one place gpuaas talks to the Kubernetes API for reading: client setup (the kubeconfig, or the pod's
+service account), and the paginated lists of ``_kube_lister`` re-exported; the client's exceptions become
+``gpuaas.errors`` in ``_kube_errors`` (shared with the writer).
 """
 
 from __future__ import annotations
 
 import base64
 import os
-import threading
 from pathlib import Path
 from typing import Any
 
 import yaml
 from kubernetes import client, config
-from kubernetes.client.exceptions import ApiException
 from kubernetes.config import kube_config
 from kubernetes.config.config_exception import ConfigException
 
-from gpuaas.errors import ConfigError, KubeAPIError, MalformedResponse, NotFound, PermanentError, SourceError
+from gpuaas.errors import ConfigError
 from gpuaas.settings import GpuaasSettings, http_url_problem, token_problem
-from gpuaas.sources._json_answer import read_json
-from gpuaas.sources._kube_errors import SOURCE, kube_request
 from gpuaas.sources._kube_exec import loading_credentials
-from gpuaas.sources.kube import KUEUE_GROUP
+from gpuaas.sources._kube_lister import IDENTITY_NAMESPACE, METADATA_ONLY, Keep, KubeLister, KueueNotServed
 
-__all__ = ["IDENTITY_NAMESPACE", "KubeLister", "KueueNotServed", "credentials_owner", "exec_plugin_server",
-           "kubeconfig_path", "make_api_client"]
-
-IDENTITY_NAMESPACE = "kube-system"
-"""The Namespace whose uid names the cluster: there from the cluster's creation to its end."""
-
-
-class KueueNotServed(SourceError, PermanentError):
-    """The API server serves no version of a Kueue resource: Kueue is not installed (or its CRDs are not).
-
-    A source failure, not an empty cluster: every GPU workload gpuaas judges is a Kueue Workload, so without
-    Kueue a collect would count no workload and a reclaim say nothing holds a GPU while pods hold every one.
-    """
+__all__ = ["IDENTITY_NAMESPACE", "METADATA_ONLY", "Keep", "KubeLister", "KueueNotServed", "credentials_owner",
+           "exec_plugin_server", "kubeconfig_path", "make_api_client"]
 
 
 def make_api_client(settings: GpuaasSettings) -> client.ApiClient:
@@ -84,7 +64,7 @@ def make_api_client(settings: GpuaasSettings) -> client.ApiClient:
     if problem is not None:  # sent as it is, the header is refused with the token quoted in the message
         raise ConfigError(f"cannot load Kubernetes credentials: {_token_owner(file, settings.kube_context)} {problem}",
                           file=file, field="kubeconfig")
-    cfg.retries = 0  # retries belong to the calling task, which knows the error type
+    cfg.retries = 0  # retries belong to ``KubeLister`` (and the calling task), which know the error type
     return client.ApiClient(cfg)
 
 
@@ -215,124 +195,6 @@ def _bad_value(file: str, context: str | None) -> str | None:
             except (ValueError, TypeError):  # binascii.Error is a ValueError
                 return f"the {key} of {kind} {name!r}: not base64"
     return None
-
-
-class KubeLister:
-    """Paginated lists through one ``ApiClient``, counting the requests it sends."""
-
-    def __init__(self, api_client: client.ApiClient, settings: GpuaasSettings) -> None:
-        self.api_client = api_client
-        self.page_size = settings.kube_page_size
-        self.timeout = settings.request_timeout_seconds
-        self.url = str(api_client.configuration.host)
-        self.requests = 0
-        self._count = threading.Lock()
-
-    def _get(self, path: str, query: list[tuple[str, Any]]) -> Any:
-        """One GET of raw JSON, as the generated list methods send it (``_preload_content=False``); the urllib3 response."""
-        request = self.api_client.param_serialize(
-            method="GET", resource_path=path, query_params=query,
-            header_params={"Accept": "application/json"}, auth_settings=["BearerToken"],
-        )
-        resp = self.api_client.call_api(*request, _request_timeout=self.timeout)
-        if not 200 <= resp.status <= 299:
-            resp.read()
-            raise ApiException.from_response(http_resp=resp, body=None, data=None)
-        return resp.response
-
-    def _pages(self, path: str, what: str, **selectors: str) -> list[dict[str, Any]]:
-        items: list[dict[str, Any]] = []
-        token: str | None = None
-        while True:
-            with self._count:  # lists of different kinds are read at once (``kube.LISTS_AT_ONCE``)
-                self.requests += 1
-            with kube_request(verb="listing", kind=what, url=self.url):
-                query = [(k, v) for k, v in (("continue", token), *selectors.items()) if v is not None]
-                resp = self._get(path, [*query, ("limit", self.page_size)])
-                body = read_json(resp.data)  # orjson: several times faster than json on 50,000 Workloads
-            if not isinstance(body, dict) or not isinstance(body.get("items"), list):
-                raise MalformedResponse(f"listing {what}: missing field 'items'", source=SOURCE, url=self.url)
-            items.extend(body["items"])
-            token = (body.get("metadata") or {}).get("continue") or None
-            if not token:
-                return items
-
-    def cluster_uid(self) -> str | None:
-        """The uid of the ``kube-system`` Namespace: the cluster's identity, as Kubernetes tools take it (it
-        lives as long as the cluster). None where the role may not read it or it is not there."""
-        with self._count:
-            self.requests += 1
-        try:
-            with kube_request(verb="reading", kind="Namespace", name=IDENTITY_NAMESPACE, url=self.url):
-                body = read_json(self._get(f"/api/v1/namespaces/{IDENTITY_NAMESPACE}", []).data)
-        except KubeAPIError as exc:
-            if exc.status in (403, 404):
-                return None
-            raise
-        uid = ((body if isinstance(body, dict) else {}).get("metadata") or {}).get("uid")
-        return str(uid) if uid else None
-
-    def custom_objects(self, group: str, version: str, plural: str) -> list[dict[str, Any]]:
-        """Every object of a custom resource, across namespaces.
-
-        A Kueue resource that is not there (404) is told apart: another version of it served (v1beta1 on
-        Kueue v0.14) leaves the ``NotFound`` for the caller's fallback; none served raises ``KueueNotServed``.
-        """
-        try:
-            return self._pages(f"/apis/{group}/{version}/{plural}", f"{plural}.{group}/{version}")
-        except NotFound:
-            if group == KUEUE_GROUP and not self._served_versions(group, plural):
-                raise KueueNotServed(f"Kueue is not installed: no version of {plural}.{group} is served (install "
-                                     "Kueue v0.15 or newer)",
-                                     source=SOURCE, url=self.url) from None
-            raise
-
-    def _discovery(self, path: str) -> dict[str, Any]:
-        """A discovery document (``/apis``, ``/apis/<group>/<version>``); empty where it is not served."""
-        with self._count:
-            self.requests += 1
-        try:
-            with kube_request(verb="reading", kind="API discovery", name=path, url=self.url):
-                body = read_json(self._get(path, []).data)
-        except NotFound:
-            return {}
-        return body if isinstance(body, dict) else {}
-
-    def _served_versions(self, group: str, plural: str) -> list[str]:
-        """The versions of ``group`` whose discovery lists ``plural``: a few requests, only after a 404."""
-        groups = self._discovery("/apis").get("groups") or []
-        versions = [str(v.get("version")) for g in groups if isinstance(g, dict) and g.get("name") == group
-                    for v in g.get("versions") or [] if isinstance(v, dict)]
-        return [v for v in versions
-                if any(isinstance(r, dict) and r.get("name") == plural
-                       for r in self._discovery(f"/apis/{group}/{v}").get("resources") or [])]
-
-    def deployments(self) -> list[dict[str, Any]]:
-        return self._pages("/apis/apps/v1/deployments", "deployments.apps/v1")
-
-    def stateful_sets(self) -> list[dict[str, Any]]:
-        return self._pages("/apis/apps/v1/statefulsets", "statefulsets.apps/v1")
-
-    def namespace_labels(self) -> dict[str, dict[str, str]] | None:
-        """Every Namespace's labels, by name: what a ClusterQueue's ``namespaceSelector`` is matched against.
-        None where the role may not list Namespaces (an older ``gpuaas`` role): the selectors then go unchecked,
-        and the collect says so, rather than the whole read failing."""
-        try:
-            items = self._pages("/api/v1/namespaces", "namespaces/v1")
-        except KubeAPIError as exc:
-            if exc.status == 403:
-                return None
-            raise
-        out: dict[str, dict[str, str]] = {}
-        for item in items:
-            meta = (item.get("metadata") if isinstance(item, dict) else None) or {}
-            labels = meta.get("labels") or {}
-            if isinstance(meta.get("name"), str) and isinstance(labels, dict):
-                out[meta["name"]] = {str(k): str(v) for k, v in labels.items()}
-        return out
-
-    def running_pods(self) -> list[dict[str, Any]]:
-        return self._pages("/api/v1/pods", "pods/v1", fieldSelector="status.phase=Running")
 
 
 def kubeconfig_path(settings: GpuaasSettings) -> str | None:

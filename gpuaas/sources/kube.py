@@ -13,8 +13,8 @@ from, so it is skipped without a word.
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Collection, Iterable, Mapping
-from dataclasses import dataclass, replace
+from collections.abc import Callable, Collection, Iterable, Iterator, Mapping
+from dataclasses import dataclass, field, replace
 from fnmatch import translate
 from functools import partial
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -44,11 +44,11 @@ from gpuaas.sources._kube_owners import owned_through_pods, parse_owner, parse_p
 if TYPE_CHECKING:
     from kubernetes import client
 
-    from gpuaas.sources._kube_client import KubeLister
+    from gpuaas.sources._kube_lister import Keep, KubeLister
 
 __all__ = ["ACCELERATOR_RESOURCES", "DEFAULT_GPU_RESOURCES", "KUEUE_GROUP", "AcceleratorRequest", "KubeState",
            "kube_api_error", "kube_request", "read_kube", "unmanaged_accelerators", "with_cluster_queues",
-           "with_owner_annotations"]
+           "with_owner_annotations", "with_roots"]
 
 KUEUE_GROUP = "kueue.x-k8s.io"
 KUEUE_VERSIONS = ("v1beta2", "v1beta1")
@@ -136,6 +136,10 @@ class KubeState:
     namespace_labels: Mapping[str, Mapping[str, str]] | None = None
     """Every Namespace's labels, by name (``ClusterQueue.namespace_selector`` is matched against them); None where
     they were not read (the role may not list Namespaces)."""
+    list_versions: Mapping[str, str] = field(default_factory=dict)
+    """Each list's ``metadata.resourceVersion``, by what was listed (``pods/v1``, ``workloads.kueue.x-k8s.io/
+    v1beta2``): the version of the cluster each list saw. Lists are read one after the other, each consistent
+    in itself, so two of them may differ."""
 
 
 def _kueue_version(lister: KubeLister) -> tuple[str | None, list[dict[str, Any]]]:
@@ -217,12 +221,24 @@ def with_owner_annotations(workloads: Iterable[Workload], owners: DeadlineTable)
     return out
 
 
+def with_roots(pods: Iterable[PodGpus], owners: Iterable[Owner]) -> list[PodGpus]:
+    """Each pod (parsed page by page, before its owners were all read) with the root of its owner chain: its
+    owner's own controller where the owner is one of ``owners`` (a Deployment's InferenceService), as
+    ``parse_pods`` resolves it when given the owners."""
+    parents = {(o.namespace, o.kind, o.name): (o.controller_kind, o.controller_name) for o in owners}
+    out = []
+    for pod in pods:
+        kind, name = parents.get((pod.namespace, pod.owner_kind or "", pod.owner_name or ""), (None, None))
+        out.append(replace(pod, root_kind=kind, root_name=name) if kind else pod)
+    return out
+
+
 def _read(lister: KubeLister, gpu_resources: tuple[str, ...]) -> KubeState:
     url = lister.url
 
-    def optional(fetch: Callable[[], list[dict[str, Any]]]) -> list[dict[str, Any]] | None:
+    def optional(fetch: Callable[[], list[T]]) -> list[T] | None:
         try:
-            return list(fetch())
+            return fetch()
         except NotFound:
             return None  # the kind is not installed
 
@@ -233,33 +249,33 @@ def _read(lister: KubeLister, gpu_resources: tuple[str, ...]) -> KubeState:
         return _parsed(kind, url, lambda o: pod_spec_gpus(((o.get("spec") or {}).get("template") or {}).get("spec"),
                                                           gpu_resources), obj)
 
-    def owners_of(kind: str, fetch: Callable[[], list[dict[str, Any]]], by_template: bool) -> list[Owner] | None:
-        objs = optional(fetch)
-        if objs is None:
-            return None
-        return [owner(kind, o) for o in objs if not by_template or template_gpus(kind, o) > 0]
+    def owners_of(kind: str, fetch: Callable[[Keep[Owner]], list[Any]], by_template: bool) -> list[Owner] | None:
+        return optional(lambda: fetch(lambda objs: [owner(kind, o) for o in objs
+                                                    if not by_template or template_gpus(kind, o) > 0]))
 
-    unmanaged: list[AcceleratorRequest] = []
+    def workloads(objs: list[dict[str, Any]]) -> Iterator[tuple[Workload, AcceleratorRequest | None]]:
+        for obj in objs:
+            parsed = _parsed("Workload", url, lambda o: parse_workload(o, gpu_resources), obj)
+            found = unmanaged_accelerators(_parsed("Workload", url, _requested, obj), gpu_resources)
+            yield parsed, AcceleratorRequest(parsed.namespace, parsed.name, found) if found else None
 
-    def workload(obj: Any) -> Any:
-        parsed = _parsed("Workload", url, lambda o: parse_workload(o, gpu_resources), obj)
-        if found := unmanaged_accelerators(_parsed("Workload", url, _requested, obj), gpu_resources):
-            unmanaged.append(AcceleratorRequest(parsed.namespace, parsed.name, found))
-        return parsed
+    def gpu_pods(objs: list[dict[str, Any]]) -> Iterator[PodGpus]:
+        """The page's running pods that request GPUs, parsed as it arrives (their owners' roots come after)."""
+        for obj in objs:
+            yield from _parsed("Pod", url, lambda o: parse_pods([o], (), gpu_resources), obj)
 
     def kueue_list(plural: str) -> list[Any] | None:
-        objs = optional(lambda: lister.custom_objects(KUEUE_GROUP, str(version), plural))
-        if objs is None or plural != "workloads":
-            return objs  # the small lists are parsed after the join below
-        return [workload(o) for o in objs]
+        # The small lists are parsed after the join below; Workloads as they arrive.
+        keep: Keep[Any] = workloads if plural == "workloads" else list
+        return optional(lambda: lister.custom_objects(KUEUE_GROUP, str(version), plural, keep))
 
     cluster_uid = lister.cluster_uid()
     version, cq_objs = _kueue_version(lister)
     plurals = ("localqueues", "workloads", "cohorts", "resourceflavors") if version is not None else ()
-    # The big lists are parsed as they arrive (their raw pages die then); only the pods wait for the owners.
+    # Every list keeps of each page only what the snapshot reads, as the page arrives (its raw JSON dies then).
     owner_reads: list[tuple[str, Callable[[], Any]]] = [
         *((f"{plural}.{group}/{ver}",
-           lambda a=(kind, group, ver, plural): owners_of(a[0], lambda: lister.custom_objects(*a[1:]), False))
+           partial(owners_of, kind, partial(lister.custom_objects, group, ver, plural), False))
           for kind, group, ver, plural in _CRD_OWNERS),
         ("deployments.apps/v1", lambda: owners_of("Deployment", lister.deployments, True)),
         ("statefulsets.apps/v1", lambda: owners_of("StatefulSet", lister.stateful_sets, True)),
@@ -270,7 +286,7 @@ def _read(lister: KubeLister, gpu_resources: tuple[str, ...]) -> KubeState:
         *((f"{p}.{KUEUE_GROUP}/{version}", lambda p=p: kueue_list(p)) for p in plurals),
         *owner_reads,
         *job_reads,
-        ("pods/v1", lambda: optional(lister.running_pods)),
+        ("pods/v1", lambda: optional(lambda: lister.running_pods(gpu_pods))),
         (_NAMESPACES, lambda: (lister.namespace_labels(),)),  # boxed: None is "may not list", not "not installed"
     ]
     results = dict(zip((name for name, _ in reads), at_once([call for _, call in reads], workers=LISTS_AT_ONCE)))
@@ -280,7 +296,7 @@ def _read(lister: KubeLister, gpu_resources: tuple[str, ...]) -> KubeState:
         name for name, got in results.items() if got is None and name not in skipped]
     kueue = {p: results[f"{p}.{KUEUE_GROUP}/{version}"] or [] for p in plurals}
     owners = [o for name, _ in owner_reads for o in results[name] or []]
-    pods = _parsed("Pod", url, lambda ps: parse_pods(ps, owners, gpu_resources), results["pods/v1"] or [])
+    pods = with_roots(results["pods/v1"] or [], owners)
 
     inherited: DeadlineTable = {}
     for name, _ in job_reads:
@@ -289,13 +305,14 @@ def _read(lister: KubeLister, gpu_resources: tuple[str, ...]) -> KubeState:
         if found := deadline_annotations(dict(o.annotations)):
             inherited[(o.namespace, o.kind, o.name)] = found
     local_queues = tuple(_parsed("LocalQueue", url, parse_local_queue, o) for o in kueue.get("localqueues", []))
-    workloads = with_cluster_queues(
-        with_owner_annotations(owned_through_pods(kueue.get("workloads", []), pods), inherited), local_queues)
+    parsed_workloads = kueue.get("workloads", [])
+    workloads_ = with_cluster_queues(with_owner_annotations(
+        owned_through_pods([wl for wl, _ in parsed_workloads], pods), inherited), local_queues)
     return KubeState(
         kueue_version=version,
         cluster_queues=tuple(_parsed("ClusterQueue", url, parse_cluster_queue, o) for o in cq_objs),
         local_queues=local_queues,
-        workloads=workloads,
+        workloads=workloads_,
         cohorts=tuple(_parsed("Cohort", url, parse_cohort, o) for o in kueue.get("cohorts", [])),
         resource_flavors=tuple(_parsed("ResourceFlavor", url, parse_resource_flavor, o)
                                for o in kueue.get("resourceflavors", [])),
@@ -304,6 +321,7 @@ def _read(lister: KubeLister, gpu_resources: tuple[str, ...]) -> KubeState:
         not_installed=tuple(missing),
         requests=lister.requests,
         cluster_uid=cluster_uid,
-        unmanaged_requests=tuple(unmanaged),
+        unmanaged_requests=tuple(request for _, request in parsed_workloads if request is not None),
         namespace_labels=namespace_labels,
+        list_versions=dict(lister.versions),
     )

@@ -6,7 +6,8 @@ RayClusters and the writer PATCHes one, through the real ``kubernetes`` client. 
 (a proxy's HTML page, not a Status), no answer in time, and a connection reset. Each pins the
 exact one-line message (verb, kind, object, status, the Status reason and message), the error
 class, whether it is worth a retry, and for a write whether it may have landed (``INDEFINITE``).
-Each case sends exactly one request: the client does not retry behind the task's back.
+Each case sends exactly one request: the client does not retry behind the task's back (the reader's own
+retries of one request, ``GPUAAS_RETRIES``, are off here: ``test_kube_list_retries`` covers them).
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ from kubernetes import client
 from gpuaas.actions._kube_writer import INDEFINITE, KubeWriter
 from gpuaas.errors import (
     Conflict,
+    Expired,
     Forbidden,
     GpuaasError,
     Invalid,
@@ -144,7 +146,7 @@ CASES: list[tuple[str, Answer, type[GpuaasError], str]] = [
     ("409-status", Answer(409, "Conflict", _status(409, "Conflict", CONFLICT)), Conflict, f"409 Conflict: {CONFLICT}"),
     ("409-no-body", Answer(409, "Conflict", b""), Conflict, "409 Conflict"),
     ("410", Answer(410, "Gone", _status(410, "Expired", "too old resource version: 7 (4711)")),
-     KubeAPIError, "410 Gone (Expired): too old resource version: 7 (4711)"),
+     Expired, "410 Gone (Expired): too old resource version: 7 (4711)"),
     ("422", Answer(422, "Unprocessable Entity", _status(
         422, "Invalid", 'RayCluster.ray.io "train-7" is invalid: spec.suspend: Invalid value: "yes": must be boolean')),
      Invalid, '422 Unprocessable Entity (Invalid): RayCluster.ray.io "train-7" is invalid: spec.suspend: '
@@ -161,8 +163,8 @@ CASES: list[tuple[str, Answer, type[GpuaasError], str]] = [
     ("reset", Answer(mode="reset"), SourceUnavailable, "connection dropped by the server"),
 ]
 TRANSIENT = {"429", "500", "503-html", "timeout", "reset"}
-PERMANENT = {"401", "403", "404", "409-status", "409-no-body", "422"}
-"""400 and 410 are neither: a plain ``KubeAPIError``, not retried (only a TransientError is)."""
+PERMANENT = {"401", "403", "404", "409-status", "409-no-body", "410", "422"}
+"""400 is neither: a plain ``KubeAPIError``, not retried (only a TransientError is)."""
 
 
 def _api(url: str) -> client.ApiClient:
@@ -206,7 +208,7 @@ def test_the_writer_raises_one_error_naming_the_request(server: Server, case: st
 @pytest.mark.parametrize(("case", "answer", "cls", "tail"), CASES, ids=[c[0] for c in CASES])
 def test_the_reader_raises_the_same_error(server: Server, case: str, answer: Answer, cls: type[GpuaasError],
                                           tail: str) -> None:
-    settings = GpuaasSettings(request_timeout_seconds=TIMEOUT_S)
+    settings = GpuaasSettings(request_timeout_seconds=TIMEOUT_S, retries=0)
     lister = KubeLister(_api(server.url), settings)
     error = _raised(server, answer, lambda: lister.custom_objects("ray.io", "v1", "rayclusters"))
     where = f"Kubernetes API at {server.url}: " if cls is SourceUnavailable else ""

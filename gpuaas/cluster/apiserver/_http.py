@@ -39,7 +39,7 @@ from ._patch import CONTENT_TYPES
 from ._rbac import RBACRules
 from ._resources import Resource, convert, resource_for_plural
 from ._store import ObjectStore
-from ._tables import printed, table_of
+from ._tables import metadata_list_of, printed, table_of
 
 __all__ = ["ApiServer", "Visibility"]
 
@@ -314,7 +314,8 @@ class ApiServer:
         return obj
 
     def _list(self, t: _Target, query: dict[str, str], headers: dict[str, str]) -> bytes:
-        table = table_of(headers, query, t.res.kind, t.version, self.store.now)
+        table = table_of(headers, query, t.res.kind, t.version, self.store.now) or metadata_list_of(
+            headers.get("accept", ""))
         return list_body(self.store, t.res.kind, t.namespace, query, query.get("fieldSelector"), f"{t.res.kind}List",
                          t.res.api_version(t.version), lambda obj: convert(obj, t.version), table)
 

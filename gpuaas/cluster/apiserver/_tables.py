@@ -16,7 +16,7 @@ import re
 from collections.abc import Callable, Mapping
 from datetime import UTC, datetime
 from decimal import Decimal
-from functools import cache
+from functools import cache, partial
 from typing import Any
 
 from ._core_printers import AGE_DESCRIPTION, NAME, PRINTERS, Cells, Column, since
@@ -24,7 +24,7 @@ from ._crd_columns import CRD_COLUMNS, PrinterColumn
 from ._errors import ApiError
 from ._resources import RESOURCES
 
-__all__ = ["Printer", "printed", "table_of"]
+__all__ = ["Printer", "metadata_list_of", "printed", "table_of"]
 
 Printer = Callable[[list[dict[str, Any]], dict[str, Any]], dict[str, Any]]
 """Objects (as served) and their list's metadata -> the Table of them."""
@@ -60,7 +60,8 @@ def _requested_version(accept: str) -> str | None:
     """The meta.k8s.io version of the Table asked for, or None where the client takes the objects first.
 
     A Table clause naming another group or version is passed over, as upstream passes it over; any other
-    clause the emulator answers with JSON stops the search (it serves no protobuf, YAML or metadata lists)."""
+    clause the emulator answers with JSON stops the search (it serves no protobuf or YAML; a metadata list is
+    ``metadata_list_of``'s)."""
     for media, params in _media_ranges(accept):
         if media not in ("application/json", "application/*", "*/*"):
             continue
@@ -69,6 +70,27 @@ def _requested_version(accept: str) -> str | None:
         if params.get("g") == "meta.k8s.io" and params.get("v") in _TABLE_VERSIONS:
             return params["v"]
     return None
+
+
+def metadata_list_of(accept: str) -> Printer | None:
+    """The ``PartialObjectMetadataList`` printer where the client's first acceptable JSON media type asks for one
+    (``application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1``, the metadata-only list client-go's
+    metadata client and a reader of annotations alone send), else None. Served as upstream serves it, for built-in
+    kinds and custom resources alike: each item its ``metadata`` alone, kind and apiVersion ``meta.k8s.io``."""
+    for media, params in _media_ranges(accept):
+        if media not in ("application/json", "application/*", "*/*"):
+            continue
+        if params.get("as") != "PartialObjectMetadataList" or params.get("g") != "meta.k8s.io" or (
+                params.get("v") not in _TABLE_VERSIONS):
+            return None
+        return partial(_metadata_list, f"meta.k8s.io/{params['v']}")
+    return None
+
+
+def _metadata_list(version: str, objects: list[dict[str, Any]], metadata: dict[str, Any]) -> dict[str, Any]:
+    return {"kind": "PartialObjectMetadataList", "apiVersion": version, "metadata": metadata,
+            "items": [{"kind": "PartialObjectMetadata", "apiVersion": version, "metadata": obj.get("metadata") or {}}
+                      for obj in objects]}
 
 
 # --- the JSONPath subset of printer columns: .a.b, [?(@.k==v)], [n], [a:b] ------------------------------------

@@ -65,7 +65,8 @@ class RealCluster:
 
     def __init__(self, scenario: Scenario | None, data_dir: Path, *, api_port: int = 0,
                  kubeconfig: Path | None = None, progress: Any = None, prometheus: bool = True,
-                 token: str | None = None) -> None:
+                 token: str | None = None, apiserver_flags: tuple[str, ...] = (),
+                 control_plane_only: bool = False) -> None:
         self.scenario = scenario
         self.data_dir = Path(data_dir)
         self.api_port = api_port or free_port()
@@ -73,6 +74,10 @@ class RealCluster:
         self.token = token or new_token()
         self._progress = progress or (lambda message: None)
         self._with_prometheus = prometheus
+        self._apiserver_flags = apiserver_flags
+        """More kube-apiserver flags (``--etcd-compaction-interval=2s``), for a test of the API server's own behaviour."""
+        self._control_plane_only = control_plane_only
+        """etcd and kube-apiserver alone: no CRDs, Kueue, controllers or scenario."""
         self._stop = threading.Event()
         self._procs: list[Process] = []
         self.prometheus: PrometheusServer | None = None
@@ -137,7 +142,7 @@ class RealCluster:
             f"--service-account-signing-key-file={pki.sa_key_file}",
             "--service-cluster-ip-range=10.0.0.0/24", "--allow-privileged=true",
             "--disable-admission-plugins=ServiceAccount,TaintNodesByCondition", f"--cert-dir={self.pki_dir}",
-            "--enable-priority-and-fairness=false", "--profiling=false", "-v=0",
+            "--enable-priority-and-fairness=false", "--profiling=false", "-v=0", *self._apiserver_flags,
         ], self.data_dir / "logs")
         self.api = KubeHTTP(self.api_url, pki.ca_file, self.token)
         api = self.api
@@ -250,6 +255,9 @@ class RealCluster:
             etcd = self._start_etcd(bins)
             self._start_apiserver(bins, pki, etcd)
             assert self.api is not None
+            if self._control_plane_only:
+                self._write_kubeconfig(self.kubeconfig, pki, "gpuaas-real")
+                return self
             self.api.create({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "kueue-system"}})
             # The webhook configurations name the manager's port before it starts.
             webhook_port = free_port()

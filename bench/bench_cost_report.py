@@ -126,10 +126,10 @@ def main(argv: list[str]) -> int:
             timings: list[float] = []
             call = PromClient._call
 
-            def timed(self: PromClient, fetch: Any, path: str) -> list[Any]:
+            def timed(self: PromClient, path: str, form: dict[str, str]) -> list[Any]:
                 began = time.monotonic()
                 try:
-                    return call(self, fetch, path)
+                    return call(self, path, form)
                 finally:
                     timings.append(time.monotonic() - began)
 

@@ -25,7 +25,7 @@ from gpuaas.actions._events import EventReason
 from gpuaas.actions._kube_writer import INDEFINITE, KubeWriter
 from gpuaas.actions._quota_patches import Difference, entries_patch, gpu_nominal, only, plan_mark, quota_patch
 from gpuaas.actions._quota_record import QueueRecord
-from gpuaas.errors import Conflict, Forbidden, GpuaasError, NotFound
+from gpuaas.errors import Conflict, Forbidden, GpuaasError, NotFound, error_line
 from gpuaas.models import Outcome
 from gpuaas.permissions import ROLES, bind_command
 from gpuaas.store import AuditEntry, Store
@@ -113,8 +113,10 @@ def audit_row(ctx: Ctx, action: str, kind: str, name: str, outcome: str, reason:
 
 
 def refused(exc: GpuaasError) -> str:
-    """The error as the audit row says it; a 403 also names the role that grants the rebalance's accesses."""
-    words = str(exc)[:500]
+    """The error as the audit row says it (an admission denial whole: ``error_line``); RBAC's 403 also names the role
+    that grants the rebalance's accesses, never a webhook's or a policy's (``AdmissionDenied``, not ``Forbidden``):
+    no role lets that write through."""
+    words = error_line(exc)
     if isinstance(exc, Forbidden) and exc.status == 403:
         words += f"; {bind_command(ROLES[FLOW])}"
     return words

@@ -31,7 +31,7 @@ from gpuaas.actions._kube_writer import INDEFINITE, KubeWriter
 from gpuaas.actions._patches import differences, left_by_stop, live_values, reclaimed_by, restore_patch
 from gpuaas.actions._undoing import Undone
 from gpuaas.actions.reclaim import FLOW, RECOVERY_LOOKBACK, settle_reclaim
-from gpuaas.errors import Conflict, GpuaasError, NotFound
+from gpuaas.errors import Conflict, GpuaasError, NotFound, error_line
 from gpuaas.models import Outcome, bounded_key
 from gpuaas.store import AuditEntry, Store
 
@@ -216,7 +216,7 @@ def restore_reclaim(store: Store, writer: KubeWriter, reclaim: AuditEntry, flow_
                 _restored_event(writer, restored, reclaim_id)
             return finish(outcome, f"the response was lost ({str(exc)[:300]}); read back: {why}")
         except GpuaasError as exc:
-            return finish(Outcome.failed, str(exc)[:500] + _left_behind(writer, reclaim, obj, str(exc)))
+            return finish(Outcome.failed, error_line(exc) + _left_behind(writer, reclaim, obj, str(exc)))
         _restored_event(writer, patched, reclaim_id)
         return finish(Outcome.restored, f"restored (resourceVersion {patched['metadata'].get('resourceVersion')})")
     return finish(Outcome.failed, "409 Conflict twice: the object keeps changing; try again")

@@ -44,7 +44,7 @@ from gpuaas.actions._hold_rules import (
 )
 from gpuaas.actions._kube_writer import INDEFINITE, KubeWriter
 from gpuaas.actions._undoing import Undone
-from gpuaas.errors import Conflict, GpuaasError, NotFound
+from gpuaas.errors import Conflict, GpuaasError, NotFound, error_line
 from gpuaas.models import Outcome
 from gpuaas.policies.deadlines import HOLD_ANNOTATION, Nudge, NudgeAction, RecordedHolds, due_release, parse_hold
 from gpuaas.policy import Mode
@@ -129,7 +129,7 @@ def _hold(n: Nudge, store: Store, writer: KubeWriter, mode: Mode, run: str | Non
         return NudgeResult(n, outcome, why, intent.id)
     except GpuaasError as exc:
         _row(store, n, Outcome.failed, str(exc), mode, run, refers_to=intent.id)
-        return NudgeResult(n, Outcome.failed, str(exc)[:500], intent.id)
+        return NudgeResult(n, Outcome.failed, error_line(exc), intent.id)
     done = {**after, "resourceVersion": patched["metadata"].get("resourceVersion")}
     _row(store, n, Outcome.applied, n.reason, mode, run, refers_to=intent.id, before=before, after=done)
     _held_event(writer, patched, n, intent, release_at)
@@ -220,11 +220,13 @@ def _release(n: Nudge, store: Store, writer: KubeWriter, run: str | None, record
     wrote is released; ``first``: the object as a batch read it (or why it could not), in place of the first GET."""
     intent: AuditEntry | None = None
 
-    def finish(outcome: Outcome, reason: str, after: dict[str, Any] | None = None) -> NudgeResult:
-        """The completion row of the intent once there is one, else a row saying why nothing was written."""
+    def finish(outcome: Outcome, reason: str, after: dict[str, Any] | None = None, *,
+               shown: str | None = None) -> NudgeResult:
+        """The completion row of the intent once there is one, else a row saying why nothing was written; the result
+        says ``shown`` where given, else the reason cut to 500 characters."""
         row = _row(store, n, outcome, reason, Mode.apply, run, refers_to=intent.id if intent else None,
                    before=intent.before if intent else None, after=after, uid=intent.uid if intent else None)
-        return NudgeResult(n, outcome, reason[:500], row.id)
+        return NudgeResult(n, outcome, reason[:500] if shown is None else shown, row.id)
 
     for attempt in (1, 2):
         try:
@@ -266,7 +268,7 @@ def _release(n: Nudge, store: Store, writer: KubeWriter, run: str | None, record
                 _released_event(writer, released, n, intent)
             return result
         except GpuaasError as exc:
-            return finish(Outcome.failed, str(exc))
+            return finish(Outcome.failed, str(exc), shown=error_line(exc))
         done = {**patch.get("spec", {}), "resourceVersion": patched["metadata"].get("resourceVersion")}
         result = finish(Outcome.released, n.reason, done)
         _released_event(writer, patched, n, intent)

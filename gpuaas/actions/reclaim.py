@@ -64,7 +64,7 @@ from gpuaas.actions._patches import (
     stopped_reason,
 )
 from gpuaas.actions._stop_guards import being_deleted, held_back, not_held
-from gpuaas.errors import Conflict, GpuaasError, Invalid, NotFound
+from gpuaas.errors import Conflict, GpuaasError, Invalid, NotFound, error_line
 from gpuaas.models import Outcome
 from gpuaas.policies.reclaim import Decision, LastRow, SkipCause, unchanged_phrase, unchanged_since
 from gpuaas.policy import FreeGoal, Mode
@@ -255,11 +255,11 @@ def _act(d: Decision, audit: _Audit, writer: KubeWriter, mode: Mode, now: dateti
         return _settle(d, audit, writer, intent, plan, after, reason, str(exc)[:300])
     except Invalid as exc:
         if not unknown_fields(exc):
-            return _failed(d, audit, intent, plan, str(exc))
+            return _failed(d, audit, intent, plan, exc)
         # Refused whole (strict validation): as a stop that did not hold, not tried again on the same spec.
         return _not_held(d, audit, intent, plan, after, obj, f"{exc}; nothing changed")
     except GpuaasError as exc:
-        return _failed(d, audit, intent, plan, str(exc))
+        return _failed(d, audit, intent, plan, exc)
     warned = writer.last_warnings
     if missing := not_held(plan, patched):
         return _not_held(d, audit, intent, plan, after, patched, _not_held_words(missing, warned))
@@ -271,9 +271,11 @@ def _act(d: Decision, audit: _Audit, writer: KubeWriter, mode: Mode, now: dateti
     return ActionResult(d, Outcome.applied, reason, intent.id, plan.method, plan.frees)
 
 
-def _failed(d: Decision, audit: _Audit, intent: AuditEntry, plan: StopPlan, why: str) -> ActionResult:
-    audit.row(d, Outcome.failed, why, refers_to=intent.id)
-    return ActionResult(d, Outcome.failed, why[:500], intent.id, plan.method, plan.frees)
+def _failed(d: Decision, audit: _Audit, intent: AuditEntry, plan: StopPlan, exc: GpuaasError) -> ActionResult:
+    """A refused or failed write: the whole error in the audit row; in the result, cut as every result line is, but an
+    admission denial whole (``error_line``: which rule refused it, and why, is its point)."""
+    audit.row(d, Outcome.failed, str(exc), refers_to=intent.id)
+    return ActionResult(d, Outcome.failed, error_line(exc), intent.id, plan.method, plan.frees)
 
 
 def _not_held_words(missing: list[str], warned: tuple[str, ...]) -> str:

@@ -41,7 +41,7 @@ def test_a_denied_stop_is_audited_with_the_whole_denial(settings: GpuaasSettings
         [result] = run(settings, cluster, store, decisions)
     ns = before["metadata"]["namespace"]
     line = f"patching {KIND} {ns}/{NAME}: denied by admission webhook kyverno.example.com: {LONG_LINE}"
-    assert result.result == "failed"
+    assert (result.result, result.reason) == ("failed", line)  # the run's table and summary too, past 500 characters
     [row] = [r for r in store.audit(refers_to=[int(result.audit_id)]) if r.outcome == "failed"]
     assert row.reason == line
     assert obj(cluster, KIND, NAME)["spec"] == before["spec"]

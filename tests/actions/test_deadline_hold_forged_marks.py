@@ -14,9 +14,8 @@ from __future__ import annotations
 
 import copy
 import json
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -27,17 +26,18 @@ from gpuaas.models import Outcome
 from gpuaas.policies.deadlines import HOLD_ANNOTATION, Nudge
 from gpuaas.policy import Mode
 from gpuaas.store import AuditEntry, Store
-from tests.actions.test_deadline_release_audit import MARK, NOW, Cluster, held, record_hold
+from tests.actions.test_deadline_release_audit import (
+    MARK,
+    NOW,
+    Cluster,
+    held,
+    record_hold,
+    store,  # noqa: F401 - the store holding gpuaas's hold
+)
 
 UNRECORDED = "its gpuaas.io/deadline-hold mark is not one gpuaas recorded"
 
 
-@pytest.fixture()
-def store(tmp_path: Path) -> Iterator[Store]:
-    opened = Store(f"sqlite:///{tmp_path}/gpuaas.db")
-    assert record_hold(opened) == MARK
-    yield opened
-    opened.close()
 
 
 def _append(store: Store, **fields: Any) -> AuditEntry:

@@ -22,6 +22,8 @@ from gpuaas.cluster.services import fresh_schema_url
 from gpuaas.store import Store
 from tests.scenarios import point_at
 
+pytestmark = pytest.mark.usefixtures("wide_terminal")  # each sentence on one line: the wrapping is test_db_output_wraps's
+
 runner = CliRunner()
 NEWER = "is at schema 9999, newer than the 0005 this gpuaas reads: upgrade gpuaas"
 
@@ -49,13 +51,6 @@ def _at(url: str) -> tuple[str | None, int]:
 def _one_error_line(result: Result, line: str) -> None:
     assert result.exit_code == 1, result.output
     assert result.stderr.strip().splitlines()[-1] == f"error: {line}" and "Traceback" not in result.output, result.output
-
-
-@pytest.fixture(autouse=True)
-def _wide_terminal(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Each sentence on one line, as these tests read them: how they wrap at 80 columns is
-    ``test_db_output_wraps``'s."""
-    monkeypatch.setenv("COLUMNS", "400")
 
 
 @pytest.fixture()

@@ -20,6 +20,8 @@ from gpuaas.cli.app import app
 from gpuaas.cluster.services import fresh_schema_url
 from gpuaas.store import AuditEntry, Store, read_archive
 
+pytestmark = pytest.mark.usefixtures("wide_terminal")  # each sentence on one line: the wrapping is test_db_output_wraps's
+
 runner = CliRunner()
 TODAY = datetime.now(UTC).replace(hour=12, minute=0, second=0, microsecond=0)
 CUTOFF = (TODAY - timedelta(days=40)).date()
@@ -37,13 +39,6 @@ def _fill(url: str) -> None:
         store.append(AuditEntry(created_at=TODAY - timedelta(days=58), flow="reclaim", action="reclaim",
                                 kind="Notebook", namespace="team-a", name="nb", mode="apply", outcome="applied",
                                 reason="idle", refers_to=intent.id))
-
-
-@pytest.fixture(autouse=True)
-def _wide_terminal(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Each sentence on one line, as these tests read them: how they wrap at 80 columns is
-    ``test_db_output_wraps``'s."""
-    monkeypatch.setenv("COLUMNS", "400")
 
 
 @pytest.fixture()

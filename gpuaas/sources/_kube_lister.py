@@ -146,6 +146,9 @@ class KubeLister:
                     query = [(k, v) for k, v in (("continue", token), *selectors.items()) if v is not None]
                     body = self._read(path, [*query, ("limit", self.page_size)], verb="listing", kind=what,
                                       accept=accept)
+                    if isinstance(body, dict) and body.get("items") is None and (
+                            "items" in body or body.get("kind") == "PartialObjectMetadataList"):
+                        body["items"] = []  # an empty metadata list: the API server writes Go's nil slice as null
                     if not isinstance(body, dict) or not isinstance(body.get("items"), list):
                         raise MalformedResponse(f"listing {what}: missing field 'items'", source=SOURCE, url=self.url)
                     kept.extend(keep(body["items"]))

@@ -152,9 +152,8 @@ def create_sqlite_file(file: Path) -> None:
     import os
 
     directory = file.parent
-    if not directory.is_dir():
-        directory.parent.mkdir(parents=True, exist_ok=True)  # the parents (``~/.local/share``) as anything makes them
-        directory.mkdir(mode=0o700, exist_ok=True)
+    if not directory.is_dir():  # its parents (``~/.local/share``) made as anything makes them: the mode is the last's
+        directory.mkdir(mode=0o700, parents=True, exist_ok=True)
     try:
         os.close(os.open(file, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600))
     except OSError:  # there already (FileExistsError), or not creatable: SQLite says why when it opens it

@@ -84,7 +84,7 @@ def quotas() -> dict[str, int]:
 
 def _patched(proxy: FaultProxy) -> list[str]:
     """The queues whose PATCH reached the API server, in order."""
-    return [q for h in proxy.relayed if h.method == "PATCH" for q in QUEUES if h.path.endswith(f"/{q}")]
+    return [q for h in proxy.relayed if h.method == "PATCH" for q in QUEUES if h.path.partition("?")[0].endswith(f"/{q}")]
 
 
 @pytest.fixture(scope="module")
@@ -152,7 +152,7 @@ def test_a_rebalance_killed_at_each_step_conserves_the_cohort_and_converges(
     relayed = killed_at(pointed[where], ["rebalance", at.isoformat()], forward=forward,
                         method="PATCH" if held else "PUT", path=path)
     patched = _patched(kube) if where != "kube" else [q for q in QUEUES for h in relayed
-                                                      if h.method == "PATCH" and h.path.endswith(f"/{q}")]
+                                                      if h.method == "PATCH" and h.path.partition("?")[0].endswith(f"/{q}")]
     landed = patched + ([held] if held and forward else [])
     assert landed == order[:len(landed)] and sum(quotas().values()) <= total, "the cohort grew mid-apply"
     [intent] = [r for r in _rows() if r.action == "quota-plan" and r.outcome == "planned"]

@@ -112,7 +112,8 @@ def test_the_command_says_what_it_copied_and_refuses_a_second_copy(tmp_path: Pat
     monkeypatch.setenv("GPUAAS_DATABASE_URL", f"sqlite:///{tmp_path}/shared.db")
     first = runner.invoke(app, ["db", "copy", "--from", str(tmp_path / "trial.db")])
     assert first.exit_code == 0, first.output
-    assert first.stdout.startswith("Copied 4 audit entries, 2 snapshots and 2 fleet-history rows from sqlite:///")
+    said = " ".join(first.stdout.split())  # wrapped at words to the terminal's width
+    assert said.startswith("Copied 4 audit entries, 2 snapshots and 2 fleet-history rows from sqlite:///")
     again = runner.invoke(app, ["db", "copy", "--from", str(tmp_path / "trial.db")])
     assert again.exit_code == 1 and "already holds 4 audit entries, 2 snapshots" in again.stderr
     assert "Traceback" not in again.output

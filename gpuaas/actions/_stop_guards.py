@@ -148,9 +148,8 @@ def stop_not_held_before(store: Store, d: Decision, obj: dict[str, Any], flow: s
     """The failed completion of an earlier stop of this object that did not hold, while the object's
     ``metadata.generation`` (its spec) is still the one that answer showed; None once a stop held since."""
     generation = (obj.get("metadata") or {}).get("generation")
-    for row in reversed(store.audit(flow=flow, obj=f"{d.kind}/{d.namespace}/{d.name}", limit=20, newest=True)):
-        if row.action != "reclaim" or row.uid != d.uid:
-            continue
+    for row in reversed(store.object_rows(flow=flow, action="reclaim", kind=d.kind, namespace=d.namespace,
+                                          name=d.name, uid=d.uid)):
         if row.outcome == Outcome.applied:
             return None
         if row.outcome == Outcome.failed and (row.evidence or {}).get("cause") == SkipCause.stop_not_held:

@@ -2,7 +2,8 @@
 
 What a reclaim run compares its unchanged skips with: other flows' rows and rows before the instant are not
 read, the newest is by time then id, ``evidence["cause"]`` comes back as text (None where a row has none), and
-on SQLite the query walks the (flow, created_at, id) index, not the table.
+on SQLite the query walks the (flow, created_at, id) index, not the table. And ``Store.object_rows``: one
+object's newest rows, by its kind, namespace, name and uid, found through the name index.
 """
 
 from __future__ import annotations
@@ -51,11 +52,8 @@ def test_the_cause_comes_back_as_text(store: Store) -> None:
     assert (found.audit_id, found.cause, found.created_at.tzinfo is not None) == (row.id, "over-cap", True)
 
 
-def test_on_sqlite_the_read_is_served_by_the_flow_time_index(store: Store) -> None:
-    """The statement the store sends, planned by SQLite: a search of the index, never a scan of the log."""
-    if store.engine.dialect.name != "sqlite":
-        return
-    store.append(_row("nb", T0))
+def _sqlite_plan(store: Store, read: Any) -> str:
+    """SQLite's plan of the one SELECT on the log that ``read()`` sends."""
     sent: list[tuple[str, Any]] = []
 
     def capture(conn: Any, cursor: Any, statement: str, parameters: Any, context: Any, many: bool) -> None:
@@ -64,11 +62,59 @@ def test_on_sqlite_the_read_is_served_by_the_flow_time_index(store: Store) -> No
 
     event.listen(store.engine, "before_cursor_execute", capture)
     try:
-        store.newest_rows(flow="reclaim", since=T0)
+        read()
     finally:
         event.remove(store.engine, "before_cursor_execute", capture)
     assert len(sent) == 1
     with store.engine.connect() as connection:
-        plan = " | ".join(str(r[-1]) for r in connection.exec_driver_sql(f"EXPLAIN QUERY PLAN {sent[0][0]}",
+        return " | ".join(str(r[-1]) for r in connection.exec_driver_sql(f"EXPLAIN QUERY PLAN {sent[0][0]}",
                                                                          sent[0][1]))
+
+
+def test_on_sqlite_the_read_is_served_by_the_flow_time_index(store: Store) -> None:
+    """The statement the store sends, planned by SQLite: a search of the index, never a scan of the log."""
+    if store.engine.dialect.name != "sqlite":
+        return
+    store.append(_row("nb", T0))
+    plan = _sqlite_plan(store, lambda: store.newest_rows(flow="reclaim", since=T0))
     assert "SEARCH audit_log USING INDEX ix_audit_log_flow_created_at_id" in plan, plan
+
+
+def _object_rows(store: Store, name: str = "nb", namespace: str | None = "team-a", uid: str | None = "uid-1",
+                 limit: int = 20) -> list[int]:
+    return [int(r.id or 0) for r in store.object_rows(flow="reclaim", action="reclaim", kind="Notebook",
+                                                      namespace=namespace, name=name, uid=uid, limit=limit)]
+
+
+def test_one_objects_rows_are_its_own_newest_first_cut(store: Store) -> None:
+    mine = [store.append(_row("nb", T0 + timedelta(minutes=m), outcome="planned")) for m in (0, 15, 15, 30)]
+    store.append(_row("nb", T0 + timedelta(minutes=40), namespace="team-b"))  # same name, another namespace
+    store.append(_row("nb", T0 + timedelta(minutes=40), kind="RayCluster"))
+    store.append(_row("nb", T0 + timedelta(minutes=40), flow="deadlines"))
+    store.append(_row("nb", T0 + timedelta(minutes=40), action="restore"))
+    recreated = _row("nb", T0 + timedelta(minutes=45))
+    recreated.uid = "uid-2"
+    store.append(recreated)
+    ids = [int(r.id or 0) for r in mine]
+    assert _object_rows(store) == ids
+    assert _object_rows(store, limit=2) == ids[2:]  # the last two written, still oldest first
+    assert _object_rows(store, uid="uid-2") == [recreated.id]
+    assert _object_rows(store, name="other") == []
+
+
+def test_a_cluster_scoped_objects_rows_match_none_or_empty_namespace(store: Store) -> None:
+    a = store.append(_row("cq", T0, namespace=None))
+    b = store.append(_row("cq", T0 + timedelta(minutes=1), namespace=""))
+    store.append(_row("cq", T0 + timedelta(minutes=2), namespace="team-a"))
+    assert _object_rows(store, name="cq", namespace=None) == [a.id, b.id]
+    assert _object_rows(store, name="cq", namespace="") == [a.id, b.id]
+
+
+def test_on_sqlite_one_objects_rows_are_found_through_the_name_index(store: Store) -> None:
+    """Not a walk of the flow's rows, nor the evidence of every row: the stop guard asks this once per stop."""
+    if store.engine.dialect.name != "sqlite":
+        return
+    for i in range(50):
+        store.append(_row(f"nb-{i}", T0 + timedelta(minutes=i)))
+    plan = _sqlite_plan(store, lambda: _object_rows(store, name="nb-7"))
+    assert "USING INDEX ix_audit_log_name" in plan, plan

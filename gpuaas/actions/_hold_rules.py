@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from gpuaas.actions._drift import Drift, drift
 from gpuaas.models import Outcome
 from gpuaas.policies.deadlines import HOLD_ANNOTATION, Nudge, NudgeAction, is_demotion, parse_hold
 
@@ -76,22 +77,15 @@ def _whole(value: Any) -> int | None:
 
 
 def changed_since(n: Nudge, obj: dict[str, Any]) -> tuple[Outcome, str] | None:
-    """Why the live ``obj`` is not the Workload the plan was made on: (outcome, reason), None when it is.
+    """Why the live ``obj`` is not the Workload the plan was made on (``drift``): (outcome, reason), None when it is.
 
-    The plan decided on the snapshot's object: one recreated under the same name, or edited since (its priority,
-    its podSets), may no longer be one to hold or demote, so it is decided again next run, never nudged.
+    One recreated under the same name, or edited since (its priority, its podSets), may no longer be one to hold or
+    demote, so it is decided again next run, never nudged.
     """
-    meta = obj["metadata"]
-    uid, rv = meta.get("uid"), meta.get("resourceVersion")
-    if not n.uid or not n.resource_version:
-        return Outcome.skipped, "the snapshot holds no uid and resourceVersion for it: no write on unknown state"
-    if uid != n.uid:
-        return Outcome.changed, (f"a different object now has this name (uid {n.uid} in the snapshot, {uid} now): "
-                                 "deleted and recreated, never touched")
-    if rv != n.resource_version:
-        return Outcome.changed, (f"changed since the snapshot (resourceVersion {n.resource_version} -> {rv}): "
-                                 "decided again next run")
-    return None
+    moved = drift(n.uid, n.resource_version, obj)
+    if moved is None:
+        return None
+    return (Outcome.skipped if moved[0] is Drift.unknown else Outcome.changed), moved[1]
 
 
 def unholdable(n: Nudge, obj: dict[str, Any]) -> tuple[Outcome, str] | None:

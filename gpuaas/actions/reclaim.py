@@ -52,6 +52,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
+from gpuaas.actions._drift import Drift, drift
 from gpuaas.actions._events import EventReason
 from gpuaas.actions._kube_writer import INDEFINITE, KubeWriter, unknown_fields
 from gpuaas.actions._patches import (
@@ -164,19 +165,19 @@ def recently_restored(store: Store, since: datetime) -> dict[tuple[str, str, str
     return out
 
 
+_DRIFT_CAUSE = {Drift.unknown: SkipCause.no_uid, Drift.recreated: SkipCause.recreated, Drift.edited: SkipCause.changed}
+
+
 def _changed(d: Decision, obj: dict[str, Any]) -> tuple[SkipCause, str] | None:
-    meta = obj["metadata"]
-    uid, rv = meta.get("uid"), meta.get("resourceVersion")
-    if not d.uid or not d.resource_version:
-        return SkipCause.no_uid, "the snapshot holds no uid and resourceVersion for it: no write on unknown state"
-    if uid != d.uid:
-        return SkipCause.recreated, (f"a different object now has this name (uid {d.uid} in the snapshot, {uid} "
-                                     "now): deleted and recreated, never touched")
-    if (deleting := being_deleted(obj)) is not None:  # before the resourceVersion: the deletion itself changed it
+    """Why the live ``obj`` is not to be stopped as the snapshot's object (``drift``), being deleted or already
+    stopped; None when it is to be."""
+    moved = drift(d.uid, d.resource_version, obj)
+    if moved is not None and moved[0] is not Drift.edited:
+        return _DRIFT_CAUSE[moved[0]], moved[1]
+    if (deleting := being_deleted(obj)) is not None:  # before the edit: the deletion itself changed the resourceVersion
         return SkipCause.being_deleted, deleting
-    if rv != d.resource_version:
-        return SkipCause.changed, (f"changed since the snapshot (resourceVersion {d.resource_version} -> {rv}): "
-                                   "decided again next run")
+    if moved is not None:
+        return _DRIFT_CAUSE[moved[0]], moved[1]
     stopped = stopped_reason(d.kind, obj)
     return None if stopped is None else (SkipCause.found_stopped, stopped)
 

@@ -35,7 +35,7 @@ from gpuaas.sources.queue_history import HISTORY_COLUMNS
 from reports import counted, kube_unread, source_errors, with_failures
 from reports.rebalance import NAMED_BEFORE, first_line, outcome_dicts
 from tasks import push_or_warn, retry_options, unwalked
-from tasks.deadlines import plan_deadlines
+from tasks.deadlines import plan_deadlines, read_recorded_holds
 from tasks.rebalance import (
     apply_rebalance,
     plan_rebalance,
@@ -53,7 +53,8 @@ def _plan(settings: GpuaasSettings, now: datetime, cohort: str | None, window_da
     logger = get_run_logger()
     started = time.monotonic()
     snapshot_id, snapshot = snapshot_for(settings, now, snapshot_id)
-    pools = plan_deadlines(unwalked(snapshot))
+    recorded = read_recorded_holds(settings, unwalked(snapshot))  # a mark gpuaas did not record holds nothing
+    pools = plan_deadlines(unwalked(snapshot), recorded)
     state = read_history.with_options(**retry_options(settings))(settings, now, window_days, return_state=True)
     history_error = None
     if state.is_completed():

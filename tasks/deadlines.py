@@ -1,7 +1,7 @@
 """Tasks of the deadline plan: one per phase of ``gpuaas.operations.deadlines``, plus publishing the signal.
 
 ``plan_deadlines`` (the pools alone) is the one the rebalance flow composes for its per-queue
-deadline demand; ``plan_deadline_run`` is the ``deadlines`` flow's whole decision, on the hold marks
+deadline demand; ``plan_deadline_run`` is the ``deadlines`` flow's whole decision; both on the hold marks
 ``read_recorded_holds`` found gpuaas recorded (read from the audit log before, so that the plan stays
 pure). Both read the snapshot only and write nothing. The sweep, apply and undo tasks open the store
 and the cluster writer and hand them to the operation.
@@ -31,9 +31,11 @@ __all__ = ["apply_deadline_nudges", "plan_deadline_run", "plan_deadlines", "publ
 
 
 @gpuaas_task("plan-deadlines", timeout_seconds=300)
-def plan_deadlines(snapshot: Snapshot) -> list[PoolPlan]:
-    """Pure work in a task: bounded by the planner's own MILP limits, and by a timeout here."""
-    return list(op.pool_plans(snapshot))
+def plan_deadlines(snapshot: Snapshot, recorded: RecordedHolds) -> list[PoolPlan]:
+    """Pure work in a task: bounded by the planner's own MILP limits, and by a timeout here. ``recorded``:
+    ``read_recorded_holds``'s answer, the only marks counted as holds (a deactivated Workload under any other
+    mark is no queued work, and no deadline demand)."""
+    return list(op.pool_plans(snapshot, recorded=recorded))
 
 
 @gpuaas_task("recorded-deadline-holds")

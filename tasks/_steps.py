@@ -29,12 +29,17 @@ from dataclasses import dataclass
 from functools import cache
 from typing import Any
 
+from gpuaas.sources import RETRYING
+
 __all__ = ["OUTCOME_SAYS", "PlainFuture", "PlainState", "Step", "failed_state", "in_flow_run", "run_logger", "step"]
 
 OUTCOME_SAYS = "gpuaas_outcome_says"
 """A log record's attribute, ``extra={OUTCOME_SAYS: text}``: the run's outcome (its headline, or the error that ends
 it) will say ``text`` too. The command line prints that outcome, so it leaves such a warning out where the outcome it
 printed does say ``text`` (``gpuaas.cli._flows``): a reader meets each failure once. The run's own logs keep it."""
+
+_log = logging.getLogger(__name__)
+"""Each retry of a step run here, before its wait (``RETRYING``: the command line's progress line says it)."""
 
 _quiet = logging.getLogger("gpuaas.run")
 _quiet.addHandler(logging.NullHandler())  # outside a flow run the command line prints the outcome and warnings
@@ -196,7 +201,10 @@ class Step:
                 failed = failed_state(exc)
                 if attempt == attempts or (condition is not None and not condition(self, None, failed)):
                     return failed
-                time.sleep(self._delay(attempt))
+                delay = self._delay(attempt)
+                _log.warning("%s: retry #%d/%d in %.1f s: %s", self.options.get("name") or self.__name__, attempt,
+                             attempts - 1, delay, exc, extra={RETRYING: (str(exc), attempt, attempts - 1, delay)})
+                time.sleep(delay)
         raise AssertionError("unreachable: the last attempt returns")  # pragma: no cover
 
 

@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Any
 import typer
 from rich.console import Console
 from rich.markup import escape
+from rich.text import Text
 from typer._click.core import Context as ClickContext
 from typer._click.core import ParameterSource
 from typer._click.exceptions import BadParameter, UsageError
@@ -61,6 +62,7 @@ __all__ = [
     "print_json",
     "settings_or_exit",
     "store_or_exit",
+    "unsplit",
     "usage_error",
     "visible",
 ]
@@ -352,17 +354,34 @@ def settings_or_exit(**overrides: Any) -> GpuaasSettings:
         raise fail(str(exc)) from exc
 
 
+_COMMAND = re.compile(r"\bgpuaas [a-z][a-z-]*(?: [a-z][a-z-]*(?= --))?"
+                      r"(?: (?:--[a-z][a-z-]*|\d+(?:\.\d+)?|[/~][^\s;,)]*|[A-Z][A-Z_]+\b))*")
+"""A command a line suggests (``gpuaas reclaim --apply``, ``gpuaas undo 41 42``): a person copies it whole."""
+
+_JOINED = "\ue000"
+"""Stands for a space inside a suggested command while a line is wrapped: not whitespace, one cell wide."""
+
+
+def unsplit(line: str, width: int) -> str:
+    """``line`` wrapped at ``width`` cells as rich wraps it, but never inside a suggested command (``_COMMAND``):
+    that moves whole to the next line, since half of it pasted into a shell runs the other half's command."""
+    held = _COMMAND.sub(lambda m: m.group().replace(" ", _JOINED), line)
+    wrapped = Text(held).wrap(console, width)
+    return "\n".join(part.plain.replace(_JOINED, " ").rstrip() for part in wrapped)
+
+
 def lead(result: dict[str, Any], format: OutputFormat) -> None:
     """The run's headline as the command's first line: above the tables, or on stderr beside ``--format json``
-    (stdout stays one JSON document, which carries the headline too). A failed source leads it."""
+    (stdout stays one JSON document, which carries the headline too). A failed source leads it. Wrapped at the
+    terminal's width between words, never inside the command it suggests (``unsplit``)."""
     line = result.get("headline")
     if not line:
         return
     if format is OutputFormat.json:
         err_console.print(line, markup=False, highlight=False, soft_wrap=True)
     else:
-        console.print(("[yellow]" if result.get("degraded") else "[bold]") + escape(line) + "[/]", highlight=False,
-                      markup=True)
+        console.print(Text(unsplit(visible(line), console.width), style="yellow" if result.get("degraded") else "bold"),
+                      highlight=False, soft_wrap=True)
 
 
 def end_degraded(result: dict[str, Any]) -> None:

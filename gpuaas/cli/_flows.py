@@ -29,6 +29,7 @@ from typing import Any
 from gpuaas.cli._common import err_console, fail
 from gpuaas.cli._progress import progress
 from gpuaas.errors import GpuaasError
+from gpuaas.sources import RETRYING
 
 __all__ = ["BODIES", "prefect_api_url", "run_flow"]
 
@@ -132,7 +133,8 @@ class _Kept(logging.Handler):
         self.outcome = ""
 
     def emit(self, record: logging.LogRecord) -> None:
-        self.kept.append((record.getMessage(), getattr(record, self.says, None)))
+        if getattr(record, RETRYING, None) is None:  # a retry is said while it waits (``_progress``), not after
+            self.kept.append((record.getMessage(), getattr(record, self.says, None)))
 
     def lines(self) -> list[str]:
         """The warnings the outcome does not say already: a failed source that leads the headline is named there."""

@@ -1,16 +1,20 @@
 """A long step's progress on stderr, for the commands that run one (a flow, the embedded cluster's start).
 
 Apart from the consoles, errors and tables every sub-command shares (``_common``), through whose
-``err_console`` it writes, as every other line on stderr is written.
+``err_console`` it writes, as every other line on stderr is written. A source retried during the step is said on
+its progress line, naming the source, what it answered and the attempt (``_Retries``): the libraries log each
+retry (``RETRYING``) and know nothing of the command line.
 """
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
 from gpuaas.cli._common import err_console
+from gpuaas.sources import RETRYING
 
 __all__ = ["Step", "progress", "say"]
 
@@ -26,9 +30,58 @@ class Step:
         self.say(message)
 
 
+RETRY_LOGGERS = ("gpuaas", "tasks")
+"""The loggers of the retry loops a step may wait in: the Kubernetes lister's requests, the steps' reads of a source."""
+
+
+def _seconds(delay_s: float) -> str:
+    return f"{delay_s:.0f} s" if delay_s >= 1 else f"{delay_s:.1f} s"
+
+
+class _Retries(logging.Handler):
+    """The retries logged during a step, as its progress line: ``Prometheus at http://…: HTTP 503 from
+    /api/v1/query; retry 2 of 3 in 4 s``. Any other record goes where it went without this handler: to the
+    handlers above it, or, where there are none, to ``logging.lastResort`` (stderr), as before."""
+
+    def __init__(self, step: Step) -> None:
+        super().__init__(logging.DEBUG)
+        self.step = step
+
+    def emit(self, record: logging.LogRecord) -> None:
+        said = getattr(record, RETRYING, None)
+        if said is not None:
+            failure, attempt, retries, delay_s = said
+            self.step(f"{failure}; retry {attempt} of {retries} in {_seconds(float(delay_s))}")
+        elif not self._heard(record) and logging.lastResort and record.levelno >= logging.lastResort.level:
+            logging.lastResort.handle(record)
+
+    def _heard(self, record: logging.LogRecord) -> bool:
+        """Whether a handler besides this one gets ``record`` (``Logger.callHandlers``' walk up the tree)."""
+        logger: logging.Logger | None = logging.getLogger(record.name)
+        while logger is not None:
+            if any(h is not self for h in logger.handlers):
+                return True
+            logger = logger.parent if logger.propagate else None
+        return False
+
+
+@contextmanager
+def _retries_said(step: Step) -> Iterator[None]:
+    handler = _Retries(step)
+    loggers = [logging.getLogger(name) for name in RETRY_LOGGERS]
+    for logger in loggers:
+        logger.addHandler(handler)
+    try:
+        yield
+    finally:
+        for logger in loggers:
+            logger.removeHandler(handler)
+
+
 @contextmanager
 def progress(what: str) -> Iterator[Step]:
-    """A long step's progress on stderr; yields a :class:`Step`, called with each stage's message.
+    """A long step's progress on stderr; yields a :class:`Step`, called with each stage's message and each retry of
+    a source (``_Retries``).
 
     On a terminal a spinner line that changes in place. Otherwise (``make``, CI, a pipe) a
     spinner prints nothing at all, so plain lines instead: one when the step starts, one per
@@ -39,7 +92,9 @@ def progress(what: str) -> Iterator[Step]:
     started = time.monotonic()
     if err_console.is_terminal:
         with err_console.status(f"{what}…") as status:
-            yield Step(lambda message: status.update(f"{what}: {message}"))
+            step = Step(lambda message: status.update(f"{what}: {message}"))
+            with _retries_said(step):
+                yield step
         return
 
     def line(text: str) -> None:
@@ -48,7 +103,8 @@ def progress(what: str) -> Iterator[Step]:
     line(f"{what}…")
     step = Step(lambda message: line(f"  {message}"))
     try:
-        yield step
+        with _retries_said(step):
+            yield step
     except BaseException:
         step.failed = True
         raise

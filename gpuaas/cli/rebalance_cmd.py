@@ -16,6 +16,8 @@ from gpuaas.cli._common import (
     lead,
     print_json,
     settings_or_exit,
+    unsplit,
+    visible,
 )
 from gpuaas.cli._flows import run_flow
 from gpuaas.cli._tables import print_table
@@ -74,10 +76,10 @@ def print_rebalance(result: dict[str, Any]) -> None:
         print_table(f"Quota plan ({result['mode']})", _COLUMNS, rows, optional=("change", "cohort", "demand"),
                     notes=("reason",))
     for c in result["cohorts"]:
-        console.print(f"cohort {c['cohort']}: {c['result']}"
-                      + (f", audit #{c['plan_id']}" if c["plan_id"] else "")
-                      + (f" (to reverse: gpuaas undo {c['plan_id']})" if c["plan_id"] and c["result"] == Outcome.applied else "")
-                      + f"; {_moved(c, result['mode'])}" + (f"; {c['error']}" if c["error"] else ""), highlight=False)
+        line = (f"cohort {c['cohort']}: {c['result']}" + (f", audit #{c['plan_id']}" if c["plan_id"] else "")
+                + (f" (to reverse: gpuaas undo {c['plan_id']})" if c["plan_id"] and c["result"] == Outcome.applied else "")
+                + f"; {_moved(c, result['mode'])}" + (f"; {c['error']}" if c["error"] else ""))
+        console.print(unsplit(visible(line), console.width), highlight=False, soft_wrap=True)
         for line in c["notes"] + c["flags"] + ([c["message"]] if c["message"] else []):
             console.print(f"  {line}", highlight=False)
     if result["degraded"]:

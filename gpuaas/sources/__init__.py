@@ -28,6 +28,7 @@ if TYPE_CHECKING:
     )
     from gpuaas.sources._prom_client import PromClient
     from gpuaas.sources._promql import tag
+    from gpuaas.sources._retry_after import RETRYING
 
 _HOME = {
     "PROMQL_AT_ONCE": "_concurrent",
@@ -38,10 +39,11 @@ _HOME = {
     "parse_workload": "_kube_kueue", "pod_spec_gpus": "_kube_kueue",
     "PromClient": "_prom_client",
     "tag": "_promql",
+    "RETRYING": "_retry_after",
 }
 
 __all__ = [
-    "DEADLINE", "EXPECTED_RUNTIME", "PROMQL_AT_ONCE", "KubeLister", "PromClient", "UnreadableJSON", "make_api_client",
+    "DEADLINE", "EXPECTED_RUNTIME", "PROMQL_AT_ONCE", "RETRYING", "KubeLister", "PromClient", "UnreadableJSON", "make_api_client",
     "parse_cluster_queue", "parse_deadline_fields", "parse_local_queue", "parse_resource_flavor", "parse_workload",
     "pod_spec_gpus", "read_json", "tag",
 ]

@@ -32,7 +32,7 @@ from gpuaas.errors import (
 from gpuaas.settings import GpuaasSettings
 from gpuaas.sources._json_answer import read_json
 from gpuaas.sources._kube_errors import SOURCE, kube_request
-from gpuaas.sources._retry_after import MAX_RETRY_AFTER_S
+from gpuaas.sources._retry_after import MAX_RETRY_AFTER_S, RETRYING
 from gpuaas.sources.kube import KUEUE_GROUP
 
 if TYPE_CHECKING:
@@ -124,7 +124,7 @@ class KubeLister:
                                        source=SOURCE, url=self.url) from exc
                 delay = exc.retry_after if exc.retry_after is not None else _backoff(self.backoff_s, attempt)
                 log.warning("%s: retry #%d/%d in %.1f s: %s", kube_target(verb, kind, None, name), attempt,
-                            self.retries, delay, exc)
+                            self.retries, delay, exc, extra={RETRYING: (str(exc), attempt, self.retries, delay)})
                 time.sleep(delay)
         raise AssertionError("unreachable: the last attempt returns or raises")
 

@@ -11,9 +11,15 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from email.utils import parsedate_to_datetime
 
-__all__ = ["MAX_RETRY_AFTER_S", "retry_after_seconds"]
+__all__ = ["MAX_RETRY_AFTER_S", "RETRYING", "retry_after_seconds"]
 
 MAX_RETRY_AFTER_S = 60.0
+
+RETRYING = "gpuaas_retrying"
+"""A log record's attribute, ``extra={RETRYING: (failure, attempt, retries, delay_s)}``, on the line a retry loop logs
+before it waits: ``failure`` names the source and what it answered (``str()`` of the error). The command line's
+progress line says it (``gpuaas.cli._progress``): without it a person watches a spinner for the 15 to 25 s three
+retries take, with no word of what is being waited for."""
 
 
 def retry_after_seconds(value: str | None, now: datetime | None = None) -> float | None:

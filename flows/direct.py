@@ -23,7 +23,6 @@ Timeouts of tasks are not enforced here: each request has its own timeout from t
 from __future__ import annotations
 
 import inspect
-import time
 from collections.abc import Callable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from concurrent.futures import wait as wait_futures
@@ -37,7 +36,7 @@ from prefect.logging import disable_run_logger
 from prefect.settings import PREFECT_SERVER_ALLOW_EPHEMERAL_MODE, temporary_settings
 from prefect.utilities.annotations import BaseAnnotation
 
-from tasks import PlainState, failed_state
+from tasks import PlainState, failed_state, run_retried
 
 __all__ = ["DirectFuture", "DirectState", "direct_runs"]
 
@@ -65,18 +64,10 @@ def _run_task(task: Task[Any, Any], args: tuple[Any, ...], kwargs: dict[str, Any
     """The task's function run to a final state: retried as the task says, never raising."""
     args = tuple(_unwrapped(a) for a in args)
     kwargs = {k: _unwrapped(v) for k, v in kwargs.items()}
-    attempts = (task.retries or 0) + 1
-    for attempt in range(1, attempts + 1):
-        try:
-            return DirectState(task.fn(*args, **kwargs))
-        except Exception as exc:  # noqa: BLE001 - becomes the Failed state, as in Prefect
-            failed = failed_state(exc)
-            retry = attempt < attempts and (task.retry_condition_fn is None
-                                            or bool(task.retry_condition_fn(task, None, failed)))  # type: ignore[arg-type]
-            if not retry:
-                return failed
-            time.sleep(_delay(task, attempt))
-    raise AssertionError("unreachable: the last attempt returns")  # pragma: no cover
+    condition = task.retry_condition_fn
+    return run_retried(task.name, lambda: task.fn(*args, **kwargs), (task.retries or 0) + 1,
+                       lambda attempt: _delay(task, attempt),
+                       None if condition is None else lambda failed: bool(condition(task, None, failed)))  # type: ignore[arg-type]
 
 
 def _outcome(state: DirectState, return_state: bool) -> Any:

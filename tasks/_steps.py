@@ -31,7 +31,7 @@ from typing import Any
 
 from gpuaas.sources import RETRYING
 
-__all__ = ["OUTCOME_SAYS", "PlainFuture", "PlainState", "Step", "failed_state", "in_flow_run", "run_logger", "step"]
+__all__ = ["OUTCOME_SAYS", "PlainFuture", "PlainState", "Step", "failed_state", "in_flow_run", "run_logger", "run_retried", "step"]
 
 OUTCOME_SAYS = "gpuaas_outcome_says"
 """A log record's attribute, ``extra={OUTCOME_SAYS: text}``: the run's outcome (its headline, or the error that ends
@@ -138,6 +138,26 @@ def _unwrapped(value: Any) -> Any:
     return value.unwrap() if annotations is not None and isinstance(value, annotations.BaseAnnotation) else value
 
 
+
+def run_retried(name: str, call: Callable[[], Any], attempts: int, delay: Callable[[int], float],
+                may_retry: Callable[[PlainState], bool] | None = None) -> PlainState:
+    """``call()`` run to a final state, never raising: up to ``attempts`` times, waiting ``delay(attempt)`` after
+    each failure that ``may_retry`` allows (all, when None), as Prefect retries a task. Each retry is logged before
+    its wait with ``RETRYING``, so that a command line's progress line names what it waits for."""
+    for attempt in range(1, attempts + 1):
+        try:
+            return PlainState(call())
+        except Exception as exc:  # noqa: BLE001 - becomes the Failed state, as in Prefect
+            failed = failed_state(exc)
+            if attempt == attempts or (may_retry is not None and not may_retry(failed)):
+                return failed
+            wait = delay(attempt)
+            _log.warning("%s: retry #%d/%d in %.1f s: %s", name, attempt, attempts - 1, wait, exc,
+                         extra={RETRYING: (str(exc), attempt, attempts - 1, wait)})
+            time.sleep(wait)
+    raise AssertionError("unreachable: the last attempt returns")  # pragma: no cover
+
+
 class Step:
     """A function and its task options (``retries``, ``retry_delay_seconds``, ``retry_jitter_factor``,
     ``retry_condition_fn``, ``timeout_seconds``, ``name``, ``task_run_name``); see the module's docstring."""
@@ -192,20 +212,10 @@ class Step:
         """The function run to a final state: retried as the options say, never raising."""
         args = tuple(_unwrapped(a) for a in args)
         kwargs = {k: _unwrapped(v) for k, v in kwargs.items()}
-        attempts = int(self.options.get("retries") or 0) + 1
         condition = self.options.get("retry_condition_fn")
-        for attempt in range(1, attempts + 1):
-            try:
-                return PlainState(self.fn(*args, **kwargs))
-            except Exception as exc:  # noqa: BLE001 - becomes the Failed state, as in Prefect
-                failed = failed_state(exc)
-                if attempt == attempts or (condition is not None and not condition(self, None, failed)):
-                    return failed
-                delay = self._delay(attempt)
-                _log.warning("%s: retry #%d/%d in %.1f s: %s", self.options.get("name") or self.__name__, attempt,
-                             attempts - 1, delay, exc, extra={RETRYING: (str(exc), attempt, attempts - 1, delay)})
-                time.sleep(delay)
-        raise AssertionError("unreachable: the last attempt returns")  # pragma: no cover
+        return run_retried(str(self.options.get("name") or self.__name__), lambda: self.fn(*args, **kwargs),
+                           int(self.options.get("retries") or 0) + 1, self._delay,
+                           None if condition is None else lambda failed: bool(condition(self, None, failed)))
 
 
 def step(**options: Any) -> Callable[[Callable[..., Any]], Step]:

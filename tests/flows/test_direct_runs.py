@@ -7,6 +7,7 @@ futures, a subflow, a flow that returns a state of its own, and that nothing sta
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
 import pytest
@@ -15,6 +16,7 @@ from prefect.states import Completed
 
 from flows.direct import DirectState, direct_runs
 from gpuaas.errors import MalformedResponse, SourceUnavailable
+from gpuaas.sources import RETRYING
 
 calls: list[str] = []
 
@@ -87,10 +89,13 @@ def test_a_permanent_error_is_not_retried_and_fails_the_call() -> None:
     assert calls == ["flaky", "flaky"]
 
 
-def test_retries_stop_after_the_tasks_count() -> None:
-    with direct_runs():
+def test_retries_stop_after_the_tasks_count_each_said_before_its_wait(caplog: pytest.LogCaptureFixture) -> None:
+    with caplog.at_level(logging.WARNING), direct_runs():
         state = flaky(10, SourceUnavailable, return_state=True)
     assert state.is_failed() and calls == ["flaky"] * 3
+    said = [getattr(r, RETRYING) for r in caplog.records if hasattr(r, RETRYING)]
+    assert [(attempt, retries) for _, attempt, retries, _ in said] == [(1, 2), (2, 2)]  # the command line shows these
+    assert all("down" in failure for failure, *_ in said)
 
 
 def test_a_returned_state_is_unwrapped_as_prefect_does() -> None:

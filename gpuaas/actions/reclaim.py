@@ -5,7 +5,9 @@ its uid and resourceVersion are the ones the snapshot saw (a Workload deleted an
 under the same name, or edited since, is never touched), when it is being deleted or already
 stopped; build the stop from the live object; skip it when a GitOps controller would set it
 back, when someone started it again after a gpuaas stop less than one window ago, or when an
-earlier stop of it did not hold and its spec is unchanged since (``gpuaas.actions._stop_guards``);
+earlier stop of it did not hold and its spec is unchanged since (``gpuaas.actions._stop_guards``), recording the
+resourceVersion it judged (``evidence["judged_version"]``: while the object keeps it, later plans skip it before
+the cap, ``gpuaas.operations.reclaim.hold_unchanged``);
 append the *intent* row (outcome ``planned``, the prior
 state in ``before``, what the stop leaves in ``after``); in apply mode, one merge patch with
 the resourceVersion read sets the stop fields and the ``gpuaas.io/reclaimed`` annotation
@@ -67,7 +69,14 @@ from gpuaas.actions._patches import (
 from gpuaas.actions._stop_guards import being_deleted, held_back, not_held
 from gpuaas.errors import Conflict, GpuaasError, Invalid, NotFound, error_line
 from gpuaas.models import Outcome
-from gpuaas.policies.reclaim import Decision, LastRow, SkipCause, unchanged_phrase, unchanged_since
+from gpuaas.policies.reclaim import (
+    KEPT_BY_THE_OBJECT,
+    Decision,
+    LastRow,
+    SkipCause,
+    unchanged_phrase,
+    unchanged_since,
+)
 from gpuaas.policy import FreeGoal, Mode
 from gpuaas.store import AuditEntry, NewestRow, Store, utc_now
 
@@ -102,29 +111,34 @@ class _Audit:
 
     def _entry(self, d: Decision, outcome: str, reason: str, refers_to: int | None,
                before: dict[str, Any] | None, after: dict[str, Any] | None,
-               cause: SkipCause | None = None) -> AuditEntry:
+               cause: SkipCause | None = None, version: str | None = None) -> AuditEntry:
+        """``version``: the resourceVersion a guard judged, which a later plan compares (``still_held_back``)."""
         evidence = d.evidence if cause is None else {**d.evidence, "cause": str(cause)}
+        if version is not None:
+            evidence = {**evidence, "judged_version": str(version)}
         return AuditEntry(
             created_at=self.clock(), flow=FLOW, flow_run_id=self.flow_run_id, action="reclaim", kind=d.kind,
             namespace=d.namespace, name=d.name, uid=d.uid, mode=d.mode, outcome=outcome, reason=reason[:2000],
             evidence=evidence, before=before, after=after, idempotency_key=d.idempotency_key, refers_to=refers_to,
         )
 
-    def unchanged(self, d: Decision, outcome: str, cause: SkipCause | None) -> LastRow | None:
-        """The row an earlier run recorded this skip or deferral in, unchanged since (``unchanged_since``), or None."""
+    def unchanged(self, d: Decision, outcome: str, cause: SkipCause | None,
+                  version: str | None = None) -> LastRow | None:
+        """The row an earlier run recorded this skip or deferral in, unchanged since (``unchanged_since``; ``version``:
+        the resourceVersion a guard judged), or None."""
         row = self.newest.get((d.kind, d.namespace, d.name))
         last = None if row is None else LastRow(row.audit_id, row.created_at, row.uid, row.mode, row.outcome,
-                                                row.cause)
+                                                row.cause, row.version)
         return unchanged_since(last, uid=d.uid, mode=d.mode, outcome=outcome, cause=cause, at=self.started,
-                               every=self.every)
+                               every=self.every, version=version)
 
-    def skip(self, d: Decision, cause: SkipCause, why: str) -> ActionResult:
+    def skip(self, d: Decision, cause: SkipCause, why: str, version: str | None = None) -> ActionResult:
         """A planned decision the action itself skips before any write: recorded, or pointed at where unchanged."""
-        last = self.unchanged(d, Outcome.skipped, cause)
+        last = self.unchanged(d, Outcome.skipped, cause, version)
         if last is not None:
             return ActionResult(d, Outcome.skipped, f"{why} ({unchanged_phrase(last)})", last.audit_id, cause=cause,
                                 unchanged_since=last.at)
-        row = self.store.append_decision(self._entry(d, Outcome.skipped, why, None, None, None, cause))[0]
+        row = self.store.append_decision(self._entry(d, Outcome.skipped, why, None, None, None, cause, version))[0]
         return ActionResult(d, Outcome.skipped, why, row.id, cause=cause)
 
     def decision(self, d: Decision, outcome: str, reason: str, *, before: dict[str, Any] | None = None,
@@ -133,15 +147,21 @@ class _Audit:
         return self.store.append_decision(self._entry(d, outcome, reason, None, before, after))
 
     def decisions(self, ds: Sequence[Decision]) -> list[tuple[AuditEntry, bool]]:
-        """``decision`` for many decisions at their own outcome, reason and cause, in one transaction."""
-        return self.store.append_decisions([self._entry(d, d.outcome, d.reason, None, None, None, d.cause)
-                                            for d in ds])
+        """``decision`` for many decisions at their own outcome, reason and cause, in one transaction; a skip the plan
+        repeated for an unchanged object (``hold_unchanged``) records the resourceVersion again, for the next plan."""
+        return self.store.append_decisions([self._entry(d, d.outcome, d.reason, None, None, None, d.cause,
+                                                        _judged(d)) for d in ds])
 
     def row(self, d: Decision, outcome: str, reason: str, *, refers_to: int | None = None,
             before: dict[str, Any] | None = None, after: dict[str, Any] | None = None,
-            cause: SkipCause | None = None) -> AuditEntry:
+            cause: SkipCause | None = None, version: str | None = None) -> AuditEntry:
         """A completion of the decision ``refers_to``."""
-        return self.store.append(self._entry(d, outcome, reason, refers_to, before, after, cause))
+        return self.store.append(self._entry(d, outcome, reason, refers_to, before, after, cause, version))
+
+
+def _judged(d: Decision) -> str | None:
+    """The resourceVersion a skip the plan repeated for an unchanged object was judged on (``hold_unchanged``)."""
+    return d.resource_version if d.cause in KEPT_BY_THE_OBJECT else None
 
 
 def already_decided(store: Store, keys: Iterable[str]) -> dict[str, int]:
@@ -229,8 +249,9 @@ def _act(d: Decision, audit: _Audit, writer: KubeWriter, mode: Mode, now: dateti
     if changed:
         return audit.skip(d, *changed)
     plan = stop_plan(d.kind, obj, d.free, now)
+    # The live object is the snapshot's (``_changed``): a guard judges it at d.resource_version, recorded for the plans.
     if (held := held_back(d, obj, plan, audit.store, now, FLOW)) is not None:
-        return audit.skip(d, *held)
+        return audit.skip(d, *held, version=d.resource_version)
     after: dict[str, Any] = {**plan.after(), "frees": plan.frees}
     if d.api_version:
         after["api_version"] = d.api_version
@@ -288,13 +309,14 @@ def _not_held_words(missing: list[str], warned: tuple[str, ...]) -> str:
 def _not_held(d: Decision, audit: _Audit, intent: AuditEntry, plan: StopPlan, after: dict[str, Any],
               seen: dict[str, Any], words: str) -> ActionResult:
     """A stop the object does not show: ``failed``, no Event, and the generation it was tried on, which later
-    runs compare (``stop_not_held_before``) so that the same refused stop is not made again every run."""
+    runs compare (``stop_not_held_before``) so that the same refused stop is not made again every run; and the
+    resourceVersion the object was left at, which a later plan compares (``still_held_back``)."""
     meta = seen.get("metadata") or {}
     why = f"{words}; not tried again while its spec is unchanged (generation {meta.get('generation')})"
     done = {**after, "resourceVersion": meta.get("resourceVersion"), "generation": meta.get("generation"),
             "answer": live_values(plan.after(), seen)}
     audit.row(d, Outcome.failed, why, refers_to=intent.id, before=plan.before(), after=done,
-              cause=SkipCause.stop_not_held)
+              cause=SkipCause.stop_not_held, version=meta.get("resourceVersion"))
     return ActionResult(d, Outcome.failed, why[:500], intent.id, plan.method, plan.frees,
                         cause=SkipCause.stop_not_held)
 
@@ -348,11 +370,12 @@ def execute_decisions(decisions: Sequence[Decision], store: Store, writer: KubeW
     that age or less is not appended again, its result names that row; zero records every run. ``clock`` stamps
     the rows and measures that age (the wall clock; ``now`` is the instant the decisions were made for).
     """
-    newest = (store.newest_rows(flow=FLOW, since=clock() - record_skips_every)
+    newest = (store.newest_rows(flow=FLOW, since=clock() - record_skips_every, detail=KEPT_BY_THE_OBJECT)
               if record_skips_every > timedelta(0) and decisions else {})
     audit = _Audit(store, flow_run_id, clock, newest, record_skips_every)
     unacted = [d for d in decisions if d.decided_by is None and d.outcome != Outcome.planned]
-    earlier = {id(d): last for d in unacted if (last := audit.unchanged(d, d.outcome, d.cause)) is not None}
+    earlier = {id(d): last for d in unacted
+               if (last := audit.unchanged(d, d.outcome, d.cause, _judged(d))) is not None}
     new = [d for d in unacted if id(d) not in earlier]
     recorded = {id(d): row.id for d, (row, _) in zip(new, audit.decisions(new), strict=True)}
     results = []

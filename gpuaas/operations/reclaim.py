@@ -6,8 +6,9 @@ The path of one decision, in order (every caller takes it: the flow, ``gpuaas re
    First, because what it closes changes what the audit log says is already decided.
 2. ``verdicts``: which GPU workloads are idle (the adaptive rows decided again from their history).
 3. ``plan``: the whole decision, pure. Targets and their order, the tenants a change freeze holds
-   back, what the audit log already decided for this window, what an undo restored inside it, and the cap; the audit log's answer is read
-   beforehand by ``read_audit_view`` and passed in as data, so ``plan`` can be called in a REPL.
+   back, what the audit log already decided for this window, what an undo restored inside it, what a guard of an
+   earlier run found on an object that is unchanged since (``hold_unchanged``), and the cap; the audit log's answer
+   is read beforehand by ``read_audit_view`` and passed in as data, so ``plan`` can be called in a REPL.
 4. ``apply``: per decision, the intent row, the write (only in apply mode), the completion row; a skip or
    deferral unchanged since an earlier run's row points at it instead (``reclaim.record_skips_every_minutes``).
 
@@ -30,22 +31,31 @@ from gpuaas.actions import (
     recently_restored,
     recover_interrupted,
 )
+from gpuaas.actions.reclaim import FLOW
 from gpuaas.misnamed_queues import RECLAIM_MEANING, misnamed_queues
 from gpuaas.models import Outcome, Snapshot
 from gpuaas.policies.reclaim import (
+    KEPT_BY_THE_OBJECT,
     Decision,
     GpuEvidence,
+    LastRow,
     SkipCause,
     apply_adaptive,
     finalize_decisions,
     find_idle,
     plan_reclaim,
+    still_held_back,
 )
 from gpuaas.policy import HELD_BACK, FreezeOn, Mode, Policy, WritingFlow
 from gpuaas.store import AuditEntry, Store
 
-__all__ = ["AuditView", "ReclaimPlan", "apply", "decide", "hold_frozen", "hold_tenantless", "plan", "propose", "read_audit_view", "recover",
-           "verdicts"]
+__all__ = ["HELD_BACK_LOOKBACK", "AuditView", "ReclaimPlan", "apply", "decide", "hold_frozen", "hold_tenantless",
+           "hold_unchanged", "plan", "propose", "read_audit_view", "recover", "verdicts"]
+
+HELD_BACK_LOOKBACK = timedelta(hours=2)
+"""How far beyond ``reclaim.record_skips_every_minutes`` a plan looks for the guard skips it may repeat: an unchanged
+skip has a row at most one interval and one run old, so runs up to this far apart still skip it before the cap (after
+a longer pause the object is read live once, and its new row carries on)."""
 
 
 @dataclass(frozen=True)
@@ -56,6 +66,9 @@ class AuditView:
     """Idempotency key -> the audit id of the decision that already counts for this window."""
     restored: Mapping[tuple[str, str, str], tuple[int, datetime]] = field(default_factory=dict)
     """(kind, namespace, name) -> (audit id, time) of the latest undo inside the longest window."""
+    guard_skips: Mapping[tuple[str, str, str], LastRow] = field(default_factory=dict)
+    """(kind, namespace, name) -> the object's newest row, where it is a guard's skip (or failed stop) of a cause the
+    object keeps (``KEPT_BY_THE_OBJECT``): ``hold_unchanged`` repeats it while the object is unchanged."""
 
 
 @dataclass(frozen=True)
@@ -97,12 +110,21 @@ def propose(snapshot: Snapshot, idle: pd.DataFrame, policy: Policy, mode: Mode,
     return out
 
 
-def read_audit_view(store: Store, proposed: Sequence[Decision], now: datetime) -> AuditView:
-    """The audit rows ``plan`` needs for ``proposed``: their keys' decisions, and undos inside the longest window."""
+def read_audit_view(store: Store, proposed: Sequence[Decision], now: datetime, *,
+                    skips_every: timedelta = timedelta(0), wall_clock: datetime | None = None) -> AuditView:
+    """The audit rows ``plan`` needs for ``proposed``: their keys' decisions, undos inside the longest window, and
+    the guard skips an unchanged object keeps (``AuditView.guard_skips``: one read of each object's newest row written
+    since ``wall_clock`` (or ``now``) less ``skips_every`` and ``HELD_BACK_LOOKBACK``, the reason of those alone)."""
     longest = max((float(d.evidence.get("window_minutes") or 0) for d in proposed), default=0.0)
+    targets = {(d.kind, d.namespace, d.name) for d in proposed if d.outcome == Outcome.planned}
+    newest = store.newest_rows(flow=FLOW, since=(wall_clock or now) - skips_every - HELD_BACK_LOOKBACK,
+                               detail=KEPT_BY_THE_OBJECT) if targets else {}
     return AuditView(
         decided=already_decided(store, [d.idempotency_key for d in proposed if d.outcome == Outcome.planned]),
         restored=recently_restored(store, now - timedelta(minutes=longest)),
+        guard_skips={key: LastRow(row.audit_id, row.created_at, row.uid, row.mode, row.outcome, row.cause, row.version,
+                                  row.reason or "", row.refers_to)
+                     for key, row in newest.items() if key in targets and row.cause in KEPT_BY_THE_OBJECT},
     )
 
 
@@ -125,13 +147,28 @@ def hold_tenantless(decisions: Sequence[Decision], misnamed: Sequence[str]) -> l
             else d for d in decisions]
 
 
+def hold_unchanged(decisions: Sequence[Decision], skips: Mapping[tuple[str, str, str], LastRow]) -> list[Decision]:
+    """The targets an earlier run's guard held back for a cause the object keeps (a GitOps controller, a stop that did
+    not hold), while the snapshot shows the object unchanged since (``still_held_back``: same uid and
+    resourceVersion), skipped with that cause and naming that row, so that they take no place under the cap: the
+    action would read them only to skip them again. ``skips``: ``AuditView.guard_skips``. The rest as they were.
+    Pure."""
+    out = []
+    for d in decisions:
+        last = skips.get((d.kind, d.namespace, d.name))
+        found = (still_held_back(last, uid=d.uid, resource_version=d.resource_version)
+                 if d.outcome == Outcome.planned else None)
+        out.append(d if found is None else replace(d, outcome=Outcome.skipped, cause=found[0], reason=found[1]))
+    return out
+
+
 def plan(proposed: Sequence[Decision], audit: AuditView, policy: Policy, mode: Mode, now: datetime,
          held: Mapping[str, FreezeOn] | None = None, misnamed: Sequence[str] = ()) -> ReclaimPlan:
     """The whole decision: skip what a change freeze of its tenant holds back (``held``: tenant -> freeze, from
-    ``Policy.frozen_tenants``) or might (``hold_tenantless``), what the window already decided or an undo restored,
-    then cap by waste. Pure."""
+    ``Policy.frozen_tenants``) or might (``hold_tenantless``), what a guard found on an object unchanged since
+    (``hold_unchanged``), what the window already decided or an undo restored, then cap by waste. Pure."""
     cap = policy.reclaim.max_actions_per_run
-    kept = hold_tenantless(hold_frozen(proposed, held or {}), misnamed)
+    kept = hold_unchanged(hold_tenantless(hold_frozen(proposed, held or {}), misnamed), audit.guard_skips)
     return ReclaimPlan(mode, finalize_decisions(kept, audit.decided, cap, audit.restored, now), cap,
                        timedelta(minutes=policy.reclaim.record_skips_every_minutes))
 
@@ -144,7 +181,9 @@ def decide(snapshot: Snapshot, idle: pd.DataFrame, policy: Policy, mode: Mode, s
     proposed = propose(snapshot, idle, policy, mode, wall_clock)
     held = policy.frozen_tenants(WritingFlow.reclaim, wall_clock or now)
     misnamed = misnamed_queues(snapshot, policy, RECLAIM_MEANING, file=policy_file, tenants=held) if held else ()
-    return plan(proposed, read_audit_view(store, proposed, now), policy, mode, now, held, misnamed)
+    every = timedelta(minutes=policy.reclaim.record_skips_every_minutes)
+    audit = read_audit_view(store, proposed, now, skips_every=every, wall_clock=wall_clock)
+    return plan(proposed, audit, policy, mode, now, held, misnamed)
 
 
 def apply(reclaim_plan: ReclaimPlan, store: Store, writer: KubeWriter, *, flow_run_id: str | None,

@@ -5,7 +5,9 @@ A part of ``Store`` (``Sessions``): the store hands out the sessions.
 A reclaim run that would skip an object for the same cause as the last run points at that run's row instead of
 appending another (``gpuaas.policies.reclaim.unchanged_since``). It needs, per object, the newest row of the
 last interval, and of that row only its id, time, uid, mode, outcome and ``evidence["cause"]``: one query on
-the (flow, created_at, id) index, reading those columns alone, never the evidence of every row of the log.
+the (flow, created_at, id) index, reading those columns alone, never the evidence of every row of the log. A plan
+that skips what a guard found unchanged asks the same, and for the rows of the causes it names (``detail``) also
+their ``evidence["judged_version"]``, reason and ``refers_to``, in the same query.
 
 A stop about to be made asks whether the same stop failed to hold before (``gpuaas.actions._stop_guards``):
 that needs the newest rows about that one object, found through the ``name`` index, not the object filter of
@@ -14,10 +16,11 @@ that needs the newest rows about that one object, found through the ``name`` ind
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from datetime import datetime
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
-from sqlalchemy import or_, select
+from sqlalchemy import case, or_, select
 from sqlmodel import col
 
 from gpuaas.store._database import Sessions
@@ -37,27 +40,42 @@ class NewestRow(NamedTuple):
     outcome: str
     cause: str | None
     """``evidence["cause"]``: None where the row carries none."""
+    version: str | None = None
+    """``evidence["judged_version"]`` of a row of a ``detail`` cause: the resourceVersion its guard judged."""
+    reason: str | None = None
+    """The reason of a row of a ``detail`` cause; None on the others."""
+    refers_to: int | None = None
+    """The intent a completion of a ``detail`` cause refers to; None on the others."""
 
 
 class NewestRows(Sessions):
     """Per object, the newest row a flow wrote since an instant."""
 
-    def newest_rows(self, *, flow: str, since: datetime) -> dict[tuple[str, str, str], NewestRow]:
+    def newest_rows(self, *, flow: str, since: datetime,
+                    detail: Collection[str] = ()) -> dict[tuple[str, str, str], NewestRow]:
         """(kind, namespace, name) -> the newest row ``flow`` wrote about it at or after ``since`` (time, then id:
-        the order ``Store.audit`` lists them in). A cluster-scoped object's namespace is ``""``."""
+        the order ``Store.audit`` lists them in). A cluster-scoped object's namespace is ``""``. A row whose cause is
+        in ``detail`` also brings its ``version``, ``reason`` and ``refers_to`` (read for those rows only)."""
         cause = AuditEntry.evidence["cause"].as_string()
-        columns = (col(AuditEntry.id), col(AuditEntry.created_at), col(AuditEntry.kind), col(AuditEntry.namespace),
-                   col(AuditEntry.name), col(AuditEntry.action), col(AuditEntry.uid), col(AuditEntry.mode),
-                   col(AuditEntry.outcome), cause)
+        columns: list[Any] = [
+            col(AuditEntry.id), col(AuditEntry.created_at), col(AuditEntry.kind), col(AuditEntry.namespace),
+            col(AuditEntry.name), col(AuditEntry.action), col(AuditEntry.uid), col(AuditEntry.mode),
+            col(AuditEntry.outcome), cause]
+        if detail:
+            kept = cause.in_(sorted(detail))
+            columns += [case((kept, AuditEntry.evidence["judged_version"].as_string())),
+                        case((kept, col(AuditEntry.reason))), case((kept, col(AuditEntry.refers_to)))]
         query = select(*columns).where(
             col(AuditEntry.flow) == flow, col(AuditEntry.created_at) >= as_utc(since)).order_by(
             col(AuditEntry.created_at), col(AuditEntry.id))
         out: dict[tuple[str, str, str], NewestRow] = {}
         with self.session() as session:
-            for audit_id, at, kind, namespace, name, action, uid, mode, outcome, said in session.execute(query):
+            for audit_id, at, kind, namespace, name, action, uid, mode, outcome, said, *more in session.execute(query):
+                version, reason, refers_to = more or (None, None, None)
                 out[(str(kind), str(namespace or ""), str(name))] = NewestRow(
                     int(audit_id or 0), as_utc(at), str(action), uid, str(mode), str(outcome),
-                    None if said is None else str(said))
+                    None if said is None else str(said), None if version is None else str(version), reason,
+                    None if refers_to is None else int(refers_to))
         return out
 
     def object_rows(self, *, flow: str, action: str, kind: str, namespace: str | None, name: str,

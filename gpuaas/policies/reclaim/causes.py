@@ -10,10 +10,18 @@ instead of appending the same row again: the object's last reclaim row is a skip
 uid, mode, outcome and cause, written less than ``reclaim.record_skips_every_minutes`` ago. Anything else
 (another cause, a recreated object, a planned decision or a restore in between, the interval elapsed)
 is recorded at once, so any window of the interval plus one run holds a row of every persisting skip.
+
+Two causes are kept by the object itself (``KEPT_BY_THE_OBJECT``): a GitOps controller that would undo the stop,
+and an earlier stop that did not hold. The action finds them on the live object, after the cap, so such an object
+would take a place under the cap every run, and the objects behind it would wait forever. Their rows record the
+resourceVersion the guard judged (``evidence["judged_version"]``); ``still_held_back`` says when the plan may skip
+the object before the cap instead: its newest row is such a skip (or failed stop) of the same uid, and the
+snapshot's resourceVersion is the one that row judged. Any change of the object makes it a candidate again.
 """
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from enum import StrEnum
@@ -21,7 +29,8 @@ from enum import StrEnum
 from gpuaas.instant import as_utc, utc_stamp
 from gpuaas.models import Outcome
 
-__all__ = ["RECORDED_SKIP_OUTCOMES", "LastRow", "SkipCause", "unchanged_phrase", "unchanged_since"]
+__all__ = ["KEPT_BY_THE_OBJECT", "RECORDED_SKIP_OUTCOMES", "LastRow", "SkipCause", "still_held_back",
+           "unchanged_phrase", "unchanged_since"]
 
 
 class SkipCause(StrEnum):
@@ -82,6 +91,9 @@ class SkipCause(StrEnum):
 RECORDED_SKIP_OUTCOMES = frozenset({Outcome.skipped, Outcome.deferred})
 """The outcomes a run may leave unrecorded when an earlier row already says the same."""
 
+KEPT_BY_THE_OBJECT = frozenset({SkipCause.gitops_managed, SkipCause.stop_not_held})
+"""Guard causes that stay while the object stays the same: judged again only once it changes."""
+
 
 @dataclass(frozen=True)
 class LastRow:
@@ -94,25 +106,58 @@ class LastRow:
     outcome: str
     cause: str | None
     """``evidence["cause"]``; None on rows that carry none (plans, completions, restores)."""
+    version: str | None = None
+    """``evidence["judged_version"]``: the resourceVersion a guard judged (rows of ``KEPT_BY_THE_OBJECT`` causes)."""
+    reason: str = ""
+    refers_to: int | None = None
+    """The intent row a completion closes (a failed stop): the id its run's result named."""
 
 
 def unchanged_since(last: LastRow | None, *, uid: str | None, mode: str, outcome: str, cause: SkipCause | None,
-                    at: datetime, every: timedelta) -> LastRow | None:
+                    at: datetime, every: timedelta, version: str | None = None) -> LastRow | None:
     """``last`` when a skip or deferral (``outcome``, ``cause``) of the object it was read for is unchanged since it,
     else None (record a new row). ``last`` is the object's newest reclaim row, whatever it says; ``at`` is the
     wall clock of this run. Pure.
 
     A row that carries no cause, or another uid, mode, outcome or cause, ends the streak: so does a planned
     decision or a restore in between, since it is then the newest row. ``every`` of zero records every run.
+    ``version``: for a cause the object keeps (``KEPT_BY_THE_OBJECT``), the resourceVersion judged; a row that judged
+    another (or none) ends the streak too, so that the next plan finds the version it compares.
     """
     if last is None or cause is None or outcome not in RECORDED_SKIP_OUTCOMES or every <= timedelta(0):
         return None
     if as_utc(at) - as_utc(last.at) >= every:
         return None
     same = (last.uid, last.mode, last.outcome, last.cause) == (uid, str(mode), str(outcome), str(cause))
+    if cause in KEPT_BY_THE_OBJECT and version is not None and last.version != version:
+        return None
     return last if same else None
 
 
 def unchanged_phrase(last: LastRow) -> str:
     """``unchanged, as recorded in audit #123 at 2026-12-01 02:15 UTC``: where a run that wrote nothing points."""
     return f"unchanged, as recorded in audit #{last.audit_id} at {utc_stamp(last.at, '%Y-%m-%d %H:%M UTC')}"
+
+
+_STILL = {SkipCause.gitops_managed: "still managed by its GitOps controller",
+          SkipCause.stop_not_held: "its stop still would not hold"}
+_EARLIER = re.compile("^(?:" + "|".join(map(re.escape, _STILL.values())) + r") \(audit #\d+, unchanged since\): ")
+
+
+def still_held_back(last: LastRow | None, *, uid: str | None,
+                    resource_version: str | None) -> tuple[SkipCause, str] | None:
+    """(cause, reason) when ``last``, the object's newest reclaim row, is a skip or failed stop of a
+    ``KEPT_BY_THE_OBJECT`` cause of this uid that judged this resourceVersion: the object is as the guard found it,
+    and the guard would say the same. None otherwise, rows that record no version included (judged live). Pure.
+
+    The reason names ``last`` (a failed stop: its intent, the id its run named) and keeps what it said, not what an
+    earlier such reason wrapped around it: ``still managed by its GitOps controller (audit #123, unchanged since):
+    synced by Argo CD (...): ...``.
+    """
+    if last is None or last.cause not in KEPT_BY_THE_OBJECT or last.outcome not in (Outcome.skipped, Outcome.failed):
+        return None
+    if uid is None or not resource_version or (last.uid, last.version) != (uid, resource_version):
+        return None
+    cause = SkipCause(last.cause)
+    earlier = last.refers_to or last.audit_id
+    return cause, f"{_STILL[cause]} (audit #{earlier}, unchanged since): {_EARLIER.sub('', last.reason, 1)}"

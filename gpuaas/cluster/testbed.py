@@ -21,7 +21,7 @@ sts            StatefulSet       1     idle -> replicas 0
 wl             Workload          1     no pods, no telemetry: unknown (stopped only by hand)
 chat           InferenceService  1     GPU at 0 but serving 5 req/s: busy
 dark           StatefulSet       1     telemetry dropped: unknown
-optout         Notebook          1     gpuaas.io/reclaim: "never": excluded
+optout         Notebook          1     gpuaas.io/reclaim: "never": excluded, skipped (opted-out)
 young          Notebook (team-g) 1     inside the 2 h grace period: excluded
 *-b            copies of ray, isvc, nb, dep (1 pod), sts, for the race and crash tests
 =============  ================  ====  =====================================================

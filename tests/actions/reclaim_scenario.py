@@ -20,7 +20,10 @@ from gpuaas.store import AuditEntry, Store
 IDLE_TARGETS = {("RayCluster", "ray"), ("RayCluster", "eray"), ("InferenceService", "isvc"), ("Notebook", "nb"),
                 ("Deployment", "dep"), ("StatefulSet", "sts"), ("RayCluster", "ray-b"), ("InferenceService", "isvc-b"),
                 ("Notebook", "nb-b"), ("Deployment", "dep-b"), ("StatefulSet", "sts-b")}
-NEVER = {"chat", "dark", "optout", "young", "wl"}
+OPTED_OUT = ("Notebook", "optout")
+"""Idle, and opted out: a skipped decision (cause ``opted-out``) saying why it is never stopped."""
+NEVER = {"chat", "dark", "young", "wl"}
+"""No decision at all: busy, blind, inside the grace period, or no telemetry."""
 WRITE_VERBS = ("PATCH", "PUT", "POST", "DELETE")
 
 

@@ -30,6 +30,7 @@ from gpuaas.store import Store
 from tests.actions.reclaim_scenario import (
     IDLE_TARGETS,
     NEVER,
+    OPTED_OUT,
     decide,
     killed_reclaim,
     obj,
@@ -50,10 +51,11 @@ def test_dry_run_audits_every_idle_target_and_writes_nothing(settings: GpuaasSet
     before = writes(cluster)
     results = run(settings, cluster, store, decide(settings, cluster, store, Mode.dry_run), Mode.dry_run)
     assert writes(cluster) == before
-    assert {r.decision.stops for r in results} == IDLE_TARGETS
+    assert {r.decision.stops for r in results} == IDLE_TARGETS | {OPTED_OUT}
     assert not NEVER & {r.decision.stops[1] for r in results}
-    assert {r.result for r in results} == {"planned"}
-    rows = store.audit(flow="reclaim")
+    assert {r.decision.stops: (r.result, r.cause) for r in results if r.result != "planned"} == {
+        OPTED_OUT: ("skipped", "opted-out")}  # idle, kept out by its opt-out: said, never planned
+    rows = [r for r in store.audit(flow="reclaim") if r.outcome == "planned"]
     assert len(rows) == len(IDLE_TARGETS) and all(r.mode == "dry-run" and r.before for r in rows)
     ray = next(r for r in results if r.decision.stops == ("RayCluster", "ray"))
     assert (ray.decision.kind, ray.method, ray.frees) == ("Workload", "deactivate", "quota")

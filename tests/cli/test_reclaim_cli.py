@@ -11,7 +11,7 @@ from typer.testing import CliRunner
 from gpuaas.cli.app import app
 from gpuaas.cluster.runner import EmbeddedCluster
 from gpuaas.cluster.testbed import write_policy
-from tests.actions.reclaim_scenario import IDLE_TARGETS, target_of, writes
+from tests.actions.reclaim_scenario import IDLE_TARGETS, OPTED_OUT, target_of, writes
 from tests.lossy_proxy import lossy_proxy
 from tests.scenarios import point_at
 
@@ -36,7 +36,7 @@ def test_reclaim_json_then_apply_then_undo(pointed_at: EmbeddedCluster, prefect_
     dry = runner.invoke(app, ["reclaim", "--format", "json"])
     assert dry.exit_code == 0, dry.output
     decisions = json.loads(dry.stdout)["decisions"]
-    assert {target_of(d) for d in decisions} == IDLE_TARGETS
+    assert {target_of(d) for d in decisions} == IDLE_TARGETS | {OPTED_OUT}  # that one skipped: opted out
     assert all(FIELDS <= set(d) for d in decisions) and writes(pointed_at) == before
     # one voice: each decision's audit row gives the same reason, in the same words, as the command did
     rows = {r["id"]: r for r in json.loads(runner.invoke(app, ["audit", "list", "--format", "json"]).stdout)["entries"]}

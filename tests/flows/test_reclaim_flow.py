@@ -1,7 +1,7 @@
 """The reclaim flow end to end: embedded cluster, real Prometheus and Pushgateway, Prefect harness.
 
-Scenario: ``tests/actions/reclaim_scenario.py`` (11 idle targets, 5 that must never be
-reclaimed). Covers: dry-run writes nothing and publishes the artifacts and the idle metric;
+Scenario: ``tests/actions/reclaim_scenario.py`` (11 idle targets, one idle and opted out, skipped saying so, and 4
+that get no decision). Covers: dry-run writes nothing and publishes the artifacts and the idle metric;
 apply with a cap of 2 stops the 2 most wasteful (2-GPU) targets and defers the rest; the
 same window again acts on no object twice; ``undo=[ids]`` restores, and again is a no-op.
 """
@@ -22,7 +22,7 @@ from gpuaas.cluster.runner import EmbeddedCluster
 from gpuaas.cluster.testbed import write_policy
 from gpuaas.settings import load_settings
 from gpuaas.store import open_store
-from tests.actions.reclaim_scenario import IDLE_TARGETS, NEVER, target_of, writes
+from tests.actions.reclaim_scenario import IDLE_TARGETS, NEVER, OPTED_OUT, target_of, writes
 from tests.scenarios import point_at
 
 pytestmark = [pytest.mark.integration, pytest.mark.flow]
@@ -67,7 +67,8 @@ def test_dry_run_decides_publishes_and_writes_nothing(pointed_at: EmbeddedCluste
     assert writes(pointed_at) == before
     assert result["mode"] == "dry-run"
     got = {target_of(d): d for d in result["decisions"]}
-    assert set(got) == IDLE_TARGETS and not NEVER & {n for _, n in got}
+    assert set(got) == IDLE_TARGETS | {OPTED_OUT} and not NEVER & {n for _, n in got}
+    assert (got[OPTED_OUT]["result"], got[OPTED_OUT]["cause"]) == ("skipped", "opted-out")
     assert sorted(d["result"] for d in result["decisions"]).count("planned") == 2  # the cap holds in dry-run too
     assert {target_of(d)[1] for d in result["decisions"] if d["result"] == "planned"} == {"ray", "dep"}
 
@@ -81,7 +82,7 @@ def test_dry_run_decides_publishes_and_writes_nothing(pointed_at: EmbeddedCluste
     table = latest["gpuaas-reclaim-decisions"].data
     rows = json.loads(table) if isinstance(table, str) else table
     assert {"workload", "GPUs", "idle", "evidence", "result", "audit id"} <= set(rows[0])
-    assert {r["workload"] for r in rows} == {f"{k} team-a/{n}" for k, n in IDLE_TARGETS}
+    assert {r["workload"] for r in rows} == {f"{k} team-a/{n}" for k, n in IDLE_TARGETS | {OPTED_OUT}}
     summary = str(latest["gpuaas-reclaim-summary"].data)
     said = str(latest["gpuaas-reclaim-summary"].description)  # the headline: the description, once on the page
     assert "would be freed" in said and "$" in said and "per hour" in said and "GPU-hours" in summary
@@ -156,7 +157,7 @@ def test_a_tenants_change_freeze_holds_back_its_workloads_alone(
     assert result["freeze"] is None and result["mode"] == "dry-run"
     until = datetime.fromisoformat(data["freezes"][0]["end"])
     frozen = f"held back by the change freeze launch of tenant team-a until {until:%Y-%m-%d %H:%M} UTC"
-    mine = [d for d in result["decisions"] if d["tenant"] == "team-a"]
+    mine = [d for d in result["decisions"] if d["tenant"] == "team-a" and target_of(d) != OPTED_OUT]  # that one: opted out
     others = [d for d in result["decisions"] if d["tenant"] != "team-a"]
     assert len(mine) >= 2 and {(d["result"], d["reason"]) for d in mine} == {("skipped", frozen)}
     assert others, "the fleet must hold an idle workload of another tenant for this test to mean anything"
@@ -187,7 +188,7 @@ def test_a_given_snapshot_is_judged_without_collecting_again_and_a_far_one_is_re
     before = writes(pointed_at)
     judged = _run(at=at, snapshot_id=taken)
     assert judged["snapshot_id"] == taken
-    assert {target_of(d) for d in judged["decisions"]} == IDLE_TARGETS
+    assert {target_of(d) for d in judged["decisions"]} == IDLE_TARGETS | {OPTED_OUT}
     assert deadlines(at=at, nudge=False, snapshot_id=taken)["snapshot_id"] == taken
     assert rebalance(at=at, snapshot_id=taken)["snapshot_id"] == taken
     store = open_store(load_settings())

@@ -37,7 +37,7 @@ IDLE_COLUMNS = [
     "kind", "namespace", "name", "uid", "tenant", "queue", "cluster_queue", "gpus", "owner_kind", "owner_name",
     "verdict", "reason", "window_minutes", "threshold", "grace_minutes", "free", "activity_max", "activity_avg",
     "coverage", "requests", "held_seconds", "gpus_observed", "idle_seconds",
-    "strategy", "activity_decides", "actuator",
+    "strategy", "activity_decides", "actuator", "idle_opted_out",
 ]
 
 
@@ -143,6 +143,10 @@ def find_idle(workloads: pd.DataFrame, policy: Policy, now: datetime) -> pd.Data
     ]
     # Rows that only GPU activity decides: the adaptive strategy re-decides these from history.
     held["activity_decides"] = ~np.logical_or.reduce([np.asarray(c, dtype=bool) for c in conditions[:-1]])
+    # Idle by every test but the opt-out: the plan skips it as opted out, so that the reclaim table and the audit log
+    # say why an idle workload is never stopped.
+    held["idle_opted_out"] = np.asarray(opted_out, dtype=bool) & ~np.logical_or.reduce(
+        [np.asarray(c, dtype=bool) for c in (left, excluded_ns, excluded_q, ~enabled, *conditions[5:])])
     held["verdict"] = np.select(conditions, verdicts, default="idle")
     held["reason"] = np.select(conditions, reasons, default="every GPU at or below the threshold for the whole window")
     blind = held["reason"] == INCOMPLETE
@@ -210,7 +214,8 @@ def _idle_seconds(held: pd.DataFrame, observed: pd.Series | float, serving: pd.S
     """How long an idle workload has been idle, as far as the evidence shows: the longest
     collected window (at least its rule's) that is quiet with complete telemetry and served no
     request (a serving kind: a known zero), as the verdict asks of its own window. It ranks
-    reclaims by waste (GPUs x idle time); NaN for every verdict but ``idle``."""
+    reclaims by waste (GPUs x idle time); NaN for every verdict but ``idle``, and for a workload idle but opted out
+    (``idle_opted_out``), whose skip says how long it has been idle."""
     seconds = held["window_minutes"].astype(float) * 60
     for minutes in _windows_of(held):
         requests = _column(held, f"requests_{minutes:g}m")
@@ -220,7 +225,7 @@ def _idle_seconds(held: pd.DataFrame, observed: pd.Series | float, serving: pd.S
             observed >= held["gpus"]) & unserved
         longer = quiet & (minutes * 60 > seconds) & (minutes <= held["held_seconds"] / 60)
         seconds = seconds.where(~longer, minutes * 60)
-    return seconds.where(held["verdict"] == "idle")
+    return seconds.where((held["verdict"] == "idle") | held["idle_opted_out"].astype(bool))
 
 
 class GpuEvidence:

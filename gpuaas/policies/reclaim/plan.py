@@ -256,6 +256,14 @@ def _window_evidence(c: _Columns, rows: np.ndarray) -> dict[str, Any]:
     return out
 
 
+def _opted_out_idle(frame: pd.DataFrame) -> pd.Series:
+    """The workloads idle by every test but their opt-out (``find_idle``'s ``idle_opted_out``; False where a frame
+    made before it lacks the column)."""
+    if "idle_opted_out" not in frame:
+        return pd.Series(False, index=frame.index)
+    return frame["idle_opted_out"].fillna(False).astype(bool)
+
+
 def plan_reclaim(snapshot: Snapshot, idle: pd.DataFrame, policy: Policy, mode: Mode,
                  wall_clock: datetime | None = None) -> list[Decision]:
     """One decision per target with at least one idle Workload: planned, or skipped and why.
@@ -278,15 +286,18 @@ def plan_reclaim(snapshot: Snapshot, idle: pd.DataFrame, policy: Policy, mode: M
     frame["target_kind"] = frame["owner_kind"].where(stoppable, "Workload")
     frame["target_name"] = frame["owner_name"].where(stoppable, frame["name"])
     targets = ["target_kind", "namespace", "target_name"]
-    # Only targets with an idle Workload get a decision: the others are dropped in one pass, not one group at a time.
-    frame = frame[(frame["verdict"] == "idle").groupby([frame[c] for c in targets], dropna=False).transform("any")]
+    # Only targets with an idle Workload get a decision, an opted-out one included (skipped, saying so): the others
+    # are dropped in one pass, not one group at a time.
+    frame["idle_opted_out"] = _opted_out_idle(frame)
+    frame["idle_or_opted_out"] = (frame["verdict"] == "idle") | frame["idle_opted_out"]
+    frame = frame[frame["idle_or_opted_out"].groupby([frame[c] for c in targets], dropna=False).transform("any")]
     frame = frame.reset_index(drop=True)
     c = _Columns(frame)
     groups = frame.groupby(targets).indices  # target -> row positions, in the frame's order
     decisions = []
     for kind, namespace, name in sorted(groups):
         rows = groups[(kind, namespace, name)]
-        idle_mask = c.at("verdict", rows) == "idle"
+        idle_mask = c.at("idle_or_opted_out", rows)
         if not idle_mask.any():
             continue
         idle_rows = rows[idle_mask]
@@ -303,6 +314,8 @@ def plan_reclaim(snapshot: Snapshot, idle: pd.DataFrame, policy: Policy, mode: M
         cause: SkipCause | None = None
         if problem:
             cause, reason = problem
+        elif (opted := c.at("idle_opted_out", rows)).any():
+            cause, reason = SkipCause.opted_out, str(c.first("reason", rows[opted]))
         elif c.has("actuator") and (c.at("actuator", rows) == Actuator.keda.value).any():
             cause, reason = SkipCause.keda, "KEDA scales it on gpuaas's idle signal (policy actuator: keda)"
         elif len(idle_rows) < len(rows):

@@ -38,6 +38,7 @@ from gpuaas.policy import Mode
 from gpuaas.settings import GpuaasSettings, load_settings
 from gpuaas.store import AuditEntry, Store
 from tests.actions.reclaim_scenario import obj
+from tests.actions.test_reclaim_stop_guards import _keep_replicas
 from tests.scenarios import point_at
 
 pytestmark = [pytest.mark.integration]
@@ -174,15 +175,6 @@ def test_an_object_whose_stop_argo_cd_applies_is_held_back_in_the_plan(
     assert second["dep"].cause is SkipCause.gitops_managed and ("Deployment", "dep") not in reads
     assert "argocd-controller sets spec.replicas" in second["dep"].reason
     assert second["ray"].result == Outcome.applied, second["ray"].reason
-
-
-def _keep_replicas(name: str, replicas: int) -> Any:
-    """A "minimum replicas" mutating webhook on one Deployment: every write of it keeps ``replicas``."""
-    def hook(kind: str, new: dict[str, Any]) -> dict[str, Any]:
-        if kind == "Deployment" and new["metadata"]["name"] == name:
-            new["spec"]["replicas"] = replicas
-        return new
-    return hook
 
 
 def test_a_stop_that_did_not_hold_gives_its_place_under_the_cap_while_unchanged(

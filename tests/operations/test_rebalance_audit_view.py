@@ -19,7 +19,6 @@ from typing import Any
 import pandas as pd
 import pytest
 
-from gpuaas.cluster.services import fresh_schema_url
 from gpuaas.models import Snapshot, SourceStatus
 from gpuaas.operations.rebalance import plan, read_audit_view
 from gpuaas.policy import Policy
@@ -99,15 +98,6 @@ PLANNING = timedelta(seconds=40)
 """How long after its start a run writes its moves (collect and planning come first)."""
 
 
-@pytest.fixture(params=["sqlite", "postgresql"])
-def any_store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Store]:
-    if request.param == "sqlite":
-        url = f"sqlite:///{tmp_path}/gpuaas.db"
-    else:
-        url = fresh_schema_url(request.getfixturevalue("postgres_url"), f"s_{abs(hash(request.node.nodeid)) % 10**10}")
-    opened = Store(url)
-    yield opened
-    opened.close()
 
 
 def run(store: Store, start: datetime, quotas: dict[str, int], busy_wants: int) -> tuple[dict[str, int], list[str]]:

@@ -16,7 +16,6 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -24,7 +23,6 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from sqlalchemy import event
 
-from gpuaas.cluster.services import fresh_schema_url
 from gpuaas.models import Outcome
 from gpuaas.operations.reclaim import AuditView, plan, read_audit_view
 from gpuaas.policies.reclaim import Decision, LastRow, SkipCause, reclaim_key, unchanged_since
@@ -157,16 +155,6 @@ def test_held_objects_take_no_place_and_the_rest_are_capped_as_if_they_were_not_
 
 # -- what read_audit_view reads ----------------------------------------------------------------------------------
 
-@pytest.fixture(params=["sqlite", "postgresql"])
-def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Store]:
-    """A store on each backend: the read pulls ``evidence`` fields out in SQL, which each dialect spells its way."""
-    if request.param == "sqlite":
-        url = f"sqlite:///{tmp_path}/gpuaas.db"
-    else:
-        url = fresh_schema_url(request.getfixturevalue("postgres_url"), f"s_{abs(hash(request.node.nodeid)) % 10**10}")
-    opened = Store(url)
-    yield opened
-    opened.close()
 
 
 def _skip(name: str, at: datetime, cause: SkipCause, *, version: str | None = "7", outcome: str = Outcome.skipped,
@@ -195,16 +183,16 @@ def _selects(store: Store) -> Iterator[list[str]]:
         event.remove(store.engine, "before_cursor_execute", capture)
 
 
-def test_the_view_holds_each_target_s_newest_row_of_a_kept_cause(store: Store) -> None:
-    store.append(_skip("argo", NOW - timedelta(minutes=30), SkipCause.gitops_managed, version="6"))
-    newest = store.append(_skip("argo", NOW - timedelta(minutes=15), SkipCause.gitops_managed))
-    failed = store.append(_skip("refused", NOW - timedelta(hours=2), SkipCause.stop_not_held,
+def test_the_view_holds_each_target_s_newest_row_of_a_kept_cause(any_store: Store) -> None:
+    any_store.append(_skip("argo", NOW - timedelta(minutes=30), SkipCause.gitops_managed, version="6"))
+    newest = any_store.append(_skip("argo", NOW - timedelta(minutes=15), SkipCause.gitops_managed))
+    failed = any_store.append(_skip("refused", NOW - timedelta(hours=2), SkipCause.stop_not_held,
                                 outcome=Outcome.failed, reason=NOT_HELD, refers_to=41))
-    store.append(_skip("kedad", NOW - timedelta(minutes=15), SkipCause.keda))
-    store.append(_skip("gone", NOW - timedelta(minutes=15), SkipCause.gitops_managed))  # not a target now
-    store.append(_skip("old", NOW - timedelta(hours=4), SkipCause.gitops_managed))  # further back than it looks
+    any_store.append(_skip("kedad", NOW - timedelta(minutes=15), SkipCause.keda))
+    any_store.append(_skip("gone", NOW - timedelta(minutes=15), SkipCause.gitops_managed))  # not a target now
+    any_store.append(_skip("old", NOW - timedelta(hours=4), SkipCause.gitops_managed))  # further back than it looks
     proposed = [decision(n) for n in ("argo", "refused", "kedad", "old", "fresh")]
-    view = read_audit_view(store, proposed, NOW, skips_every=timedelta(minutes=60))
+    view = read_audit_view(any_store, proposed, NOW, skips_every=timedelta(minutes=60))
     assert set(view.guard_skips) == {("Deployment", "team-a", "argo"), ("Deployment", "team-a", "refused")}
     argo = view.guard_skips[("Deployment", "team-a", "argo")]
     assert (argo.audit_id, argo.version, argo.reason, argo.cause) == (newest.id, "7", ARGO, "gitops-managed")
@@ -213,14 +201,14 @@ def test_the_view_holds_each_target_s_newest_row_of_a_kept_cause(store: Store) -
         failed.id, 41, Outcome.failed, NOT_HELD)
 
 
-def test_the_view_is_read_in_as_many_queries_for_a_large_fleet_as_for_a_small_one(store: Store) -> None:
+def test_the_view_is_read_in_as_many_queries_for_a_large_fleet_as_for_a_small_one(any_store: Store) -> None:
     counts = []
     for size in (2, 40):
         names = [f"n{size}-{i}" for i in range(size)]
         for name in names:
-            store.append(_skip(name, NOW - timedelta(minutes=15), SkipCause.gitops_managed))
-        with _selects(store) as sent:
-            view = read_audit_view(store, [decision(n) for n in names], NOW, skips_every=timedelta(minutes=60))
+            any_store.append(_skip(name, NOW - timedelta(minutes=15), SkipCause.gitops_managed))
+        with _selects(any_store) as sent:
+            view = read_audit_view(any_store, [decision(n) for n in names], NOW, skips_every=timedelta(minutes=60))
         assert len(view.guard_skips) == size
         counts.append(len(sent))
     assert counts[0] == counts[1], counts

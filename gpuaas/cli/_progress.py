@@ -13,6 +13,8 @@ import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
+from rich.text import Text
+
 from gpuaas.cli._common import err_console
 from gpuaas.sources import RETRYING
 
@@ -48,12 +50,17 @@ class _Retries(logging.Handler):
         self.step = step
 
     def emit(self, record: logging.LogRecord) -> None:
-        said = getattr(record, RETRYING, None)
-        if said is not None:
-            failure, attempt, retries, delay_s = said
-            self.step(f"{failure}; retry {attempt} of {retries} in {_seconds(float(delay_s))}")
-        elif not self._heard(record) and logging.lastResort and record.levelno >= logging.lastResort.level:
-            logging.lastResort.handle(record)
+        """Never raises: it runs inside the retry loop it reports on, where an error of its own would end the loop
+        (and ``handleError`` would print a traceback). A line that cannot be shown is left out."""
+        try:
+            said = getattr(record, RETRYING, None)
+            if said is not None:
+                failure, attempt, retries, delay_s = said
+                self.step(f"{failure}; retry {attempt} of {retries} in {_seconds(float(delay_s))}")
+            elif not self._heard(record) and logging.lastResort and record.levelno >= logging.lastResort.level:
+                logging.lastResort.handle(record)
+        except Exception:  # noqa: BLE001, S110 - the progress line is a courtesy; the work goes on
+            pass
 
     def _heard(self, record: logging.LogRecord) -> bool:
         """Whether a handler besides this one gets ``record`` (``Logger.callHandlers``' walk up the tree)."""
@@ -92,7 +99,7 @@ def progress(what: str) -> Iterator[Step]:
     started = time.monotonic()
     if err_console.is_terminal:
         with err_console.status(f"{what}…") as status:
-            step = Step(lambda message: status.update(f"{what}: {message}"))
+            step = Step(lambda message: status.update(Text(f"{what}: {message}")))  # a message is text, never markup
             with _retries_said(step):
                 yield step
         return

@@ -125,3 +125,31 @@ def test_preflight_names_the_kubernetes_api_and_each_attempt_while_it_retries(tm
     assert all("connection refused" in line for line in said)
     assert run.stderr.startswith("reading every source once…\n")
     assert run.returncode == 1  # the Kubernetes API and Prometheus checks failed
+
+
+def test_a_failure_that_reads_as_markup_is_shown_as_text_and_the_retries_go_on(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """On a terminal the line is a spinner's, which would parse ``[/api/v1/query_range]`` as a closing tag: the
+    error it raised came out of the retry loop it reported on, which then stopped retrying."""
+    import io
+
+    from rich.console import Console
+
+    import gpuaas.cli._progress as progress_module
+    from gpuaas.cli._progress import progress
+    from tasks import run_retried
+
+    terminal = Console(file=io.StringIO(), force_terminal=True, width=200)
+    monkeypatch.setattr(progress_module, "err_console", terminal)
+    calls: list[int] = []
+
+    def flaky() -> str:
+        calls.append(1)
+        if len(calls) < 3:
+            raise RuntimeError("HTTP 503 from [/api/v1/query_range] [bold]")
+        return "read"
+
+    with progress("collect") as step:
+        state = run_retried("read-prometheus", flaky, 3, lambda attempt: 0.0)
+        assert step is not None
+    assert state.is_completed() and state.result() == "read" and len(calls) == 3

@@ -149,7 +149,7 @@ def stop_not_held_before(store: Store, d: Decision, obj: dict[str, Any], flow: s
     ``metadata.generation`` (its spec) is still the one that answer showed; None once a stop held since."""
     generation = (obj.get("metadata") or {}).get("generation")
     for row in reversed(store.object_rows(flow=flow, action="reclaim", kind=d.kind, namespace=d.namespace,
-                                          name=d.name, uid=d.uid)):
+                                          name=d.name, uid=d.uid, outcomes=(Outcome.applied, Outcome.failed))):
         if row.outcome == Outcome.applied:
             return None
         if row.outcome == Outcome.failed and (row.evidence or {}).get("cause") == SkipCause.stop_not_held:

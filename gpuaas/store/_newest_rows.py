@@ -79,9 +79,10 @@ class NewestRows(Sessions):
         return out
 
     def object_rows(self, *, flow: str, action: str, kind: str, namespace: str | None, name: str,
-                    uid: str | None, limit: int = 20) -> list[AuditEntry]:
+                    uid: str | None, outcomes: Collection[str] | None = None, limit: int = 20) -> list[AuditEntry]:
         """The last ``limit`` rows of ``action`` that ``flow`` wrote about the object itself (its kind, namespace,
-        name and uid), oldest first; a cluster-scoped object's namespace is None or ``""``.
+        name and uid), oldest first, of ``outcomes`` only when given; a cluster-scoped object's namespace is None or
+        ``""``. The outcomes are asked in the query, so skips recorded since do not push the rows sought out of it.
 
         In the order they were written (by id), not by the worker's clock: one object's rows are written one after
         the other by the run that decides it, and the order lets SQLite walk the name index backwards (it holds the
@@ -90,7 +91,8 @@ class NewestRows(Sessions):
         query = select(AuditEntry).where(
             col(AuditEntry.name) == name, col(AuditEntry.kind) == kind, col(AuditEntry.flow) == flow,
             col(AuditEntry.action) == action, col(AuditEntry.uid) == uid,
-            ns == namespace if namespace else or_(ns.is_(None), ns == "")).order_by(
+            ns == namespace if namespace else or_(ns.is_(None), ns == ""),
+            *([col(AuditEntry.outcome).in_(sorted(outcomes))] if outcomes is not None else [])).order_by(
             col(AuditEntry.id).desc()).limit(limit)
         with self.session() as session:
             return list(session.scalars(query))[::-1]

@@ -118,3 +118,14 @@ def test_on_sqlite_one_objects_rows_are_found_through_the_name_index(store: Stor
         store.append(_row(f"nb-{i}", T0 + timedelta(minutes=i)))
     plan = _sqlite_plan(store, lambda: _object_rows(store, name="nb-7"))
     assert "USING INDEX ix_audit_log_name" in plan, plan
+
+
+def test_one_objects_rows_of_some_outcomes_are_not_pushed_out_by_later_skips(store: Store) -> None:
+    """The stop guard looks for the last stop's completion: a day of hourly skips since must not hide it."""
+    failed = store.append(_row("nb", T0, outcome="failed"))
+    for hour in range(1, 25):
+        store.append(_row("nb", T0 + timedelta(hours=hour), outcome="skipped"))
+    found = store.object_rows(flow="reclaim", action="reclaim", kind="Notebook", namespace="team-a", name="nb",
+                              uid="uid-1", outcomes=("applied", "failed"), limit=20)
+    assert [r.id for r in found] == [failed.id]
+    assert len(_object_rows(store, limit=20)) == 20 and failed.id not in _object_rows(store, limit=20)

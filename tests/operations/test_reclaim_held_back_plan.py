@@ -190,10 +190,11 @@ def test_the_view_holds_each_target_s_newest_row_of_a_kept_cause(any_store: Stor
                                 outcome=Outcome.failed, reason=NOT_HELD, refers_to=41))
     any_store.append(_skip("kedad", NOW - timedelta(minutes=15), SkipCause.keda))
     any_store.append(_skip("gone", NOW - timedelta(minutes=15), SkipCause.gitops_managed))  # not a target now
-    any_store.append(_skip("old", NOW - timedelta(hours=4), SkipCause.gitops_managed))  # further back than it looks
-    proposed = [decision(n) for n in ("argo", "refused", "kedad", "old", "fresh")]
+    any_store.append(_skip("daily", NOW - timedelta(hours=20), SkipCause.gitops_managed))  # a run a day, or by hand
+    any_store.append(_skip("old", NOW - timedelta(hours=26), SkipCause.gitops_managed))  # further back than it looks
+    proposed = [decision(n) for n in ("argo", "refused", "kedad", "daily", "old", "fresh")]
     view = read_audit_view(any_store, proposed, NOW, skips_every=timedelta(minutes=60))
-    assert set(view.guard_skips) == {("Deployment", "team-a", "argo"), ("Deployment", "team-a", "refused")}
+    assert set(view.guard_skips) == {("Deployment", "team-a", n) for n in ("argo", "refused", "daily")}
     argo = view.guard_skips[("Deployment", "team-a", "argo")]
     assert (argo.audit_id, argo.version, argo.reason, argo.cause) == (newest.id, "7", ARGO, "gitops-managed")
     refused = view.guard_skips[("Deployment", "team-a", "refused")]

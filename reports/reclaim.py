@@ -124,6 +124,8 @@ def headline(results: Sequence[ActionResult], snapshot: Snapshot, mode: str, bus
     the writes of an interrupted run that this run's recovery closed (``settled``) come last."""
     if busy:
         return f"{busy_line(busy)}; the next run decides again."
+    opted_out = _opted_out(results)  # told apart: never a target, so not counted as one
+    results = [r for r in results if not _is_opted_out(r)]
     acted = [r for r in results if r.result in (Outcome.applied, Outcome.planned)]
     gpus = sum(r.decision.gpus for r in acted)
     cost, _ = _hourly_cost(acted, snapshot)
@@ -132,7 +134,8 @@ def headline(results: Sequence[ActionResult], snapshot: Snapshot, mode: str, bus
     if not results and kube_unread(snapshot.sources):
         first = said_frozen("Nothing decided: no workload could be read.", frozen)
     elif not results:
-        first = f"Nothing to reclaim (degraded): {blind}." if blind else _nothing_idle(telemetry_counts(snapshot)[1])
+        first = f"Nothing to reclaim (degraded): {blind}." if blind else (
+            "Nothing to reclaim:" if opted_out else _nothing_idle(telemetry_counts(snapshot)[1]))
         first = said_frozen(first, frozen)
     elif mode != "apply" and not acted:  # every target skipped (decided before, held back, …): nothing to apply
         first = (f"{frozen_lead(frozen)}no idle workload would be stopped "
@@ -150,7 +153,8 @@ def headline(results: Sequence[ActionResult], snapshot: Snapshot, mode: str, bus
                  + ("." if frozen else "; to act: gpuaas reclaim --apply."))
     if blind and results:
         first = f"Degraded run: {blind}. {first}"
-    return with_failures(first + _held_back(results) + settled_line(settled), source_errors(snapshot.sources))
+    said = f" {_opted_out_phrase(opted_out)}." if opted_out and not results else ""  # alone, they are the news
+    return with_failures(first + _held_back(results) + said + settled_line(settled), source_errors(snapshot.sources))
 
 
 def settled_line(settled: Sequence[Settled]) -> str:
@@ -194,6 +198,21 @@ def _failures(results: Sequence[ActionResult]) -> str:
         said += (f"; {unknown} unknown (the stop's answer was lost and the read-back failed: "
                  f"it may have landed; the next run settles {'it' if unknown == 1 else 'them'} from the object)")
     return said
+
+
+def _is_opted_out(r: ActionResult) -> bool:
+    return r.result == Outcome.skipped and r.cause is SkipCause.opted_out
+
+
+def _opted_out(results: Sequence[ActionResult]) -> list[ActionResult]:
+    return [r for r in results if _is_opted_out(r)]
+
+
+def _opted_out_phrase(opted_out: Sequence[ActionResult]) -> str:
+    """``2 idle workloads opted out (gpuaas.io/reclaim: "never")``: idle, and kept by their teams' choice, which the
+    headline says when they are all there is, so that "nothing to reclaim" is not read as "nothing idle" (beside
+    targets they are rows of the table, not news)."""
+    return f'{counted(len(opted_out), "idle workload")} opted out (gpuaas.io/reclaim: "never")'
 
 
 def _held_back(results: Sequence[ActionResult]) -> str:

@@ -286,11 +286,13 @@ def plan_reclaim(snapshot: Snapshot, idle: pd.DataFrame, policy: Policy, mode: M
     frame["target_kind"] = frame["owner_kind"].where(stoppable, "Workload")
     frame["target_name"] = frame["owner_name"].where(stoppable, frame["name"])
     targets = ["target_kind", "namespace", "target_name"]
-    # Only targets with an idle Workload get a decision, an opted-out one included (skipped, saying so): the others
-    # are dropped in one pass, not one group at a time.
+    # Only targets with an idle Workload get a decision, and those whose every Workload is idle but for an opt-out
+    # (skipped, saying so): the others are dropped in one pass, not one group at a time.
     frame["idle_opted_out"] = _opted_out_idle(frame)
     frame["idle_or_opted_out"] = (frame["verdict"] == "idle") | frame["idle_opted_out"]
-    frame = frame[frame["idle_or_opted_out"].groupby([frame[c] for c in targets], dropna=False).transform("any")]
+    by_target = [frame[c] for c in targets]
+    frame = frame[(frame["verdict"] == "idle").groupby(by_target, dropna=False).transform("any")
+                  | frame["idle_or_opted_out"].groupby(by_target, dropna=False).transform("all")]
     frame = frame.reset_index(drop=True)
     c = _Columns(frame)
     groups = frame.groupby(targets).indices  # target -> row positions, in the frame's order
@@ -314,7 +316,7 @@ def plan_reclaim(snapshot: Snapshot, idle: pd.DataFrame, policy: Policy, mode: M
         cause: SkipCause | None = None
         if problem:
             cause, reason = problem
-        elif (opted := c.at("idle_opted_out", rows)).any():
+        elif len(idle_rows) == len(rows) and (opted := c.at("idle_opted_out", rows)).any():
             cause, reason = SkipCause.opted_out, str(c.first("reason", rows[opted]))
         elif c.has("actuator") and (c.at("actuator", rows) == Actuator.keda.value).any():
             cause, reason = SkipCause.keda, "KEDA scales it on gpuaas's idle signal (policy actuator: keda)"

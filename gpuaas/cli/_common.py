@@ -354,8 +354,12 @@ def settings_or_exit(**overrides: Any) -> GpuaasSettings:
         raise fail(str(exc)) from exc
 
 
-_COMMAND = re.compile(r"\bgpuaas [a-z][a-z-]*(?: [a-z][a-z-]*(?= --))?"
-                      r"(?: (?:--[a-z][a-z-]*|\d+(?:\.\d+)?|[/~][^\s;,)]*|[A-Z][A-Z_]+\b))*")
+_WORD = r"[^\s;,()]*[^\s.;,()]"
+"""A word that does not end the sentence: a path's or a number's dot is kept, a full stop after it is not."""
+_COMMAND = re.compile(
+    r"\bgpuaas (?:(?:audit|cluster|config|db|replay) [a-z][a-z-]*|[a-z][a-z-]*)"  # a command (a group's: ``db status``)
+    r"(?: (?:--[a-z][a-z-]*(?:[ =](?!--)" + _WORD + r")?"  # an option, with its value (``--flow reclaim``)
+    r"|\d+(?:\.\d+)?|[^\s;,()]*/" + _WORD + r"|[\w-]+(?:\.[\w-]+)+|[A-Z][A-Z_]+\b))*")  # ids, paths, files, ARGS
 """A command a line suggests (``gpuaas reclaim --apply``, ``gpuaas undo 41 42``): a person copies it whole."""
 
 _JOINED = "\ue000"

@@ -70,3 +70,12 @@ def test_a_command_wider_than_the_terminal_is_folded_not_left_overflowing() -> N
     assert lines == ["to act:", "gpuaas reclaim", "--apply."]
     assert unsplit("next: gpuaas reclaim shows what would be stopped.", 24).splitlines() == [
         "next: gpuaas reclaim", "shows what would be", "stopped."]  # the words after a command are words
+
+
+@pytest.mark.parametrize("width", [80, 120])
+def test_a_command_with_a_relative_path_and_option_values_stays_whole(width: int) -> None:
+    """The load test's next step names its CSV (a relative path) and a value after an option."""
+    command = "gpuaas capacity runs/lt/sweep.csv --slo-quantile 0.99 --flow reclaim"
+    line = f"{'Load test done: 12 steps, the knee at 48 req/s; ' * (width // 60 + 1)}to plan from it: {command}."
+    assert command in unsplit(line, width).splitlines()[-1]
+    assert all(len(part) <= width for part in unsplit(line, width).splitlines())

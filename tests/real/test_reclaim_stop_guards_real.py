@@ -22,7 +22,7 @@ import ssl
 import threading
 import time
 from collections.abc import Iterator
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
@@ -35,8 +35,9 @@ from gpuaas.actions._patches import stop_patch, stop_plan
 from gpuaas.cluster.real._pki import Pki
 from gpuaas.errors import Invalid
 from gpuaas.models import Outcome
+from gpuaas.operations.reclaim import plan, read_audit_view
 from gpuaas.policies.reclaim import Decision, SkipCause
-from gpuaas.policy import FreeGoal, Mode
+from gpuaas.policy import FreeGoal, Mode, Policy
 from gpuaas.settings import GpuaasSettings
 from gpuaas.sources import make_api_client
 from gpuaas.store import Store
@@ -260,3 +261,31 @@ def test_an_object_being_deleted_is_left_alone(settings: GpuaasSettings, store: 
     assert (result.result, result.cause) == (Outcome.skipped, SkipCause.being_deleted), result.reason
     assert "example.com/keep" in result.reason
     assert apps.read_namespaced_deployment(name, NS).spec.replicas == 2
+
+
+def test_an_argo_managed_object_is_skipped_before_the_cap_while_unchanged(
+        settings: GpuaasSettings, store: Store, kube: client.ApiClient, made: list[str]) -> None:
+    """The skip records the resourceVersion the real API server showed; the next plan, on the same version, skips it
+    before the cap without reading it; a write to the object makes it a candidate again."""
+    name = "stop-guards-argocd-cap"
+    made.append(name)
+    _server_side_apply(kube, _deployment(name))
+    live = _steady(settings, name)
+    first = _act(settings, store, live, "1")
+    assert (first.result, first.cause) == (Outcome.skipped, SkipCause.gitops_managed), first.reason
+    [row] = [r for r in store.audit(flow="reclaim") if r.name == name]
+    assert row.evidence["judged_version"] == live["metadata"]["resourceVersion"]
+
+    def planned(obj: dict[str, Any], key: str) -> Decision:
+        d = _decision(obj, key)
+        view = read_audit_view(store, [d], datetime.now(UTC), skips_every=timedelta(minutes=60))
+        [out] = plan([d], view, Policy(), Mode.apply, datetime.now(UTC)).decisions
+        return out
+
+    same = _steady(settings, name)
+    assert same["metadata"]["resourceVersion"] == live["metadata"]["resourceVersion"]
+    held = planned(same, "2")
+    assert (held.outcome, held.cause) == (Outcome.skipped, SkipCause.gitops_managed)
+    assert held.reason.startswith(f"still managed by its GitOps controller (audit #{first.audit_id}, unchanged since)")
+    client.AppsV1Api(kube).patch_namespaced_deployment(name, NS, {"metadata": {"annotations": {"team": "edited"}}})
+    assert planned(_steady(settings, name), "3").outcome == Outcome.planned  # judged live again

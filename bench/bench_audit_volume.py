@@ -311,6 +311,8 @@ def main(argv: list[str]) -> int:
     cli.add_argument("--gpus", type=int, default=2000, help="fleet size (default 2,000)")
     cli.add_argument("--days", type=int, default=90, help="days of audit rows (default 90; at least 35)")
     args = cli.parse_args(argv)
+    if args.gpus < 1:
+        cli.error(f"argument --gpus: a fleet holds at least 1 GPU, got {args.gpus}")
     gpus, days, reps = (40, 35, 3) if args.smoke else (args.gpus, max(35, args.days), 5)
     keep = timedelta(days=min(KEEP_DAYS, days - 4))
     base = scratch("bench-audit-volume-")

@@ -59,3 +59,13 @@ def test_a_postgresql_that_cannot_be_reached_fails_the_run_in_one_line() -> None
     assert "read " not in done.stdout and "Traceback" not in done.stderr
     [line] = [line for line in done.stderr.splitlines() if line.strip()]
     assert line.startswith("bench_audit_volume: failed: OperationalError") and "127.0.0.1" in line, line
+
+
+def test_a_fleet_of_no_gpus_is_refused_in_one_line(capsys: pytest.CaptureFixture[str]) -> None:
+    from bench.bench_audit_volume import main
+
+    with pytest.raises(SystemExit) as ended:
+        main(["--gpus", "-5"])
+    assert ended.value.code == 2
+    assert capsys.readouterr().err.strip().splitlines()[-1].endswith(
+        "error: argument --gpus: a fleet holds at least 1 GPU, got -5")

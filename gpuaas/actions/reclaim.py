@@ -80,8 +80,8 @@ from gpuaas.policies.reclaim import (
 from gpuaas.policy import FreeGoal, Mode
 from gpuaas.store import AuditEntry, NewestRow, Store, utc_now
 
-__all__ = ["FLOW", "ActionResult", "already_decided", "execute_decisions", "read_back_stop", "recently_restored",
-           "settle_reclaim"]
+__all__ = ["FLOW", "ActionResult", "already_decided", "execute_decisions", "last_row", "read_back_stop",
+           "recently_restored", "settle_reclaim"]
 
 FLOW = "reclaim"
 RECOVERY_LOOKBACK = timedelta(days=7)
@@ -127,8 +127,7 @@ class _Audit:
         """The row an earlier run recorded this skip or deferral in, unchanged since (``unchanged_since``; ``version``:
         the resourceVersion a guard judged), or None."""
         row = self.newest.get((d.kind, d.namespace, d.name))
-        last = None if row is None else LastRow(row.audit_id, row.created_at, row.uid, row.mode, row.outcome,
-                                                row.cause, row.version)
+        last = None if row is None else last_row(row)
         return unchanged_since(last, uid=d.uid, mode=d.mode, outcome=outcome, cause=cause, at=self.started,
                                every=self.every, version=version)
 
@@ -157,6 +156,12 @@ class _Audit:
             cause: SkipCause | None = None, version: str | None = None) -> AuditEntry:
         """A completion of the decision ``refers_to``."""
         return self.store.append(self._entry(d, outcome, reason, refers_to, before, after, cause, version))
+
+
+def last_row(row: NewestRow) -> LastRow:
+    """The store's newest row of an object as the pure skip rules read it (``unchanged_since``, ``still_held_back``)."""
+    return LastRow(row.audit_id, row.created_at, row.uid, row.mode, row.outcome, row.cause, row.version,
+                   row.reason or "", row.refers_to)
 
 
 def _judged(d: Decision) -> str | None:

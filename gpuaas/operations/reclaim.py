@@ -31,7 +31,7 @@ from gpuaas.actions import (
     recently_restored,
     recover_interrupted,
 )
-from gpuaas.actions.reclaim import FLOW
+from gpuaas.actions.reclaim import FLOW, last_row
 from gpuaas.misnamed_queues import RECLAIM_MEANING, misnamed_queues
 from gpuaas.models import Outcome, Snapshot
 from gpuaas.policies.reclaim import (
@@ -123,9 +123,7 @@ def read_audit_view(store: Store, proposed: Sequence[Decision], now: datetime, *
     return AuditView(
         decided=already_decided(store, [d.idempotency_key for d in proposed if d.outcome == Outcome.planned]),
         restored=recently_restored(store, now - timedelta(minutes=longest)),
-        guard_skips={key: LastRow(row.audit_id, row.created_at, row.uid, row.mode, row.outcome, row.cause, row.version,
-                                  row.reason or "", row.refers_to)
-                     for key, row in newest.items() if key in targets and row.cause in KEPT_BY_THE_OBJECT},
+        guard_skips={key: last_row(row) for key, row in newest.items() if key in targets and row.cause in KEPT_BY_THE_OBJECT},
     )
 
 
